@@ -1,0 +1,506 @@
+"""Pairwise judgment data: validation, canonical orientation and cell aggregation.
+
+The input is a long table with one row per judgment::
+
+    record_id, judge, item_a, item_b, first, winner
+
+``first`` is ``"a"`` or ``"b"`` (which response was displayed first) and ``winner``
+is ``"a"``, ``"b"``, ``"tie"`` or ``"both_bad"``.  The rows of the human judge are
+the human labels; their display order is ignored by the human model and may be
+missing.
+
+Every pair is stored in the canonical orientation ``i < j`` of item indices, with
+``a = +1`` when item ``i`` was shown first and ``a = -1`` otherwise (paper, Sec. 3.1).
+Decisive judgments are aggregated into
+
+* LLM cells ``(k, i, j, a, n, y)``: ``n`` judgments of judge ``k`` on pair ``(i, j)``
+  under order ``a``, of which ``y`` preferred item ``i`` (eq. binomial-model-llm);
+* human cells ``(i, j, n, y)`` (eq. binomial-model-human).
+
+Ties, "both bad" labels and self-comparisons are excluded from the binary models;
+they are counted and reported by :meth:`Comparisons.summary`, never dropped silently.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from os import PathLike
+from typing import Any, Iterable, Sequence
+
+import numpy as np
+import pandas as pd
+
+from .exceptions import DataError
+
+FIRST_VALUES = ("a", "b")
+WINNER_VALUES = ("a", "b", "tie", "both_bad")
+COLUMNS = ("record_id", "judge", "item_a", "item_b", "first", "winner")
+
+# Outcome codes of a canonical row.
+J_WINS, I_WINS, TIE, BOTH_BAD = 0, 1, 2, 3
+
+
+def _rows_text(index: Sequence[Any], limit: int = 8) -> str:
+    shown = ", ".join(str(x) for x in list(index)[:limit])
+    more = len(index) - limit
+    return f"rows [{shown}{', ...' if more > 0 else ''}] ({len(index)} in all)"
+
+
+@dataclass(frozen=True)
+class LLMCells:
+    """Aggregated decisive LLM judgments (paper eq. binomial-model-llm).
+
+    Attributes
+    ----------
+    judge, i, j : int arrays
+        Judge index ``k`` in ``0..K-1`` and canonical item indices ``i < j``.
+    a : int array
+        Display order, ``+1`` when item ``i`` was shown first, ``-1`` otherwise.
+    n, y : float arrays
+        Number of decisive judgments ``n_kij^(a)`` and wins of item ``i``
+        ``Y_kij^(a)``.
+    """
+
+    judge: np.ndarray
+    i: np.ndarray
+    j: np.ndarray
+    a: np.ndarray
+    n: np.ndarray
+    y: np.ndarray
+
+    def __len__(self) -> int:
+        return int(self.n.size)
+
+    def select(self, mask: np.ndarray) -> "LLMCells":
+        return LLMCells(*(x[mask] for x in (self.judge, self.i, self.j, self.a, self.n, self.y)))
+
+
+@dataclass(frozen=True)
+class HumanCells:
+    """Aggregated decisive human comparisons (paper eq. binomial-model-human)."""
+
+    i: np.ndarray
+    j: np.ndarray
+    n: np.ndarray
+    y: np.ndarray
+
+    def __len__(self) -> int:
+        return int(self.n.size)
+
+
+@dataclass(frozen=True)
+class Rows:
+    """The decisive judgments one by one, in canonical coding.
+
+    ``judge`` is ``K`` for the human judge; ``cell`` indexes the LLM or the human
+    cell table; ``z`` is 1 when item ``i`` won; ``record`` indexes
+    :attr:`Comparisons.record_ids`.  Used by the record-clustered meat and by
+    leave-one-out checks.
+    """
+
+    record: np.ndarray
+    judge: np.ndarray
+    cell: np.ndarray
+    z: np.ndarray
+
+
+@dataclass(frozen=True)
+class Comparisons:
+    """Validated pairwise judgments of LLM judges and (optionally) people.
+
+    Build with :meth:`from_frame` or :meth:`from_csv`.
+
+    Attributes
+    ----------
+    items : tuple of str
+        Item names; position is the item index (``N = len(items)``).
+    judges : tuple of str
+        LLM judge names; position is the judge index ``k`` (``K = len(judges)``).
+    human_judge : str
+        The judge name whose rows are the human labels.
+    llm : LLMCells
+        Decisive LLM judgments aggregated by ``(k, i, j, a)``.
+    human : HumanCells
+        Decisive human judgments aggregated by ``(i, j)``.
+    rows : Rows
+        Decisive judgments one by one (LLM rows first, then human rows).
+    record_ids : tuple
+        Distinct record ids; ``rows.record`` indexes it.
+    frame : pandas.DataFrame
+        All validated rows in canonical coding (columns ``record_id, judge, i, j,
+        a, outcome, self``), including the excluded ones.
+    """
+
+    items: tuple[str, ...]
+    judges: tuple[str, ...]
+    human_judge: str
+    llm: LLMCells
+    human: HumanCells
+    rows: Rows
+    record_ids: tuple[Any, ...]
+    frame: pd.DataFrame = field(repr=False)
+
+    # ------------------------------------------------------------------ build
+    @classmethod
+    def from_frame(
+        cls,
+        df: pd.DataFrame,
+        *,
+        human_judge: str = "human",
+        items: Sequence[str] | None = None,
+        drop_empty_judges: bool = False,
+        record_id: str = "record_id",
+        judge: str = "judge",
+        item_a: str = "item_a",
+        item_b: str = "item_b",
+        first: str = "first",
+        winner: str = "winner",
+    ) -> "Comparisons":
+        """Validate a long table of judgments and aggregate it to cells.
+
+        Parameters
+        ----------
+        df : pandas.DataFrame
+            One row per judgment.
+        human_judge : str, default "human"
+            Value of the judge column that marks human labels.
+        items : sequence of str, optional
+            Item order (defines the item index and hence canonical orientation).
+            Defaults to the sorted distinct item names.  Items listed here but never
+            compared are kept (they get scores only through the LLM space).
+        drop_empty_judges : bool, default False
+            An LLM judge with no decisive judgment (every row a tie, "both bad" or a
+            self-comparison) raises :class:`DataError`; with ``True`` it is removed
+            and counted in :meth:`summary` instead.
+        record_id, judge, item_a, item_b, first, winner : str
+            Column names in ``df`` for the six fields of the long format.
+
+        Raises
+        ------
+        DataError
+            Missing columns, missing values, unknown ``first`` / ``winner`` values,
+            blank judge or item names, or an LLM judge without decisive judgments.
+        """
+        mapping = dict(zip(COLUMNS, (record_id, judge, item_a, item_b, first, winner)))
+        if not isinstance(df, pd.DataFrame):
+            raise DataError(f"expected a pandas DataFrame, got {type(df).__name__}")
+        missing = [f"{v!r} (for {k})" if k != v else repr(v) for k, v in mapping.items() if v not in df.columns]
+        if missing:
+            raise DataError(
+                f"missing column(s) {', '.join(missing)}; the table has columns {list(df.columns)}. "
+                "Map other names with the keyword arguments record_id=, judge=, item_a=, item_b=, first=, winner=."
+            )
+        t = df[list(mapping.values())].copy()
+        t.columns = list(COLUMNS)
+        if len(t) == 0:
+            raise DataError("the comparison table has no rows")
+
+        # Human rows may lack a display order; everything else is required.
+        is_human = t["judge"].astype("string").eq(human_judge).fillna(False).to_numpy()
+        for col in COLUMNS:
+            na = t[col].isna().to_numpy().copy()
+            if col == "first":
+                na &= ~is_human
+            if na.any():
+                raise DataError(f"missing values in column {mapping[col]!r} at {_rows_text(t.index[na])}")
+        for col in ("judge", "item_a", "item_b"):
+            s = t[col].astype(str)
+            blank = s.str.strip().eq("").to_numpy()
+            if blank.any():
+                raise DataError(f"empty {col.replace('_', ' ')} name in column {mapping[col]!r} at {_rows_text(t.index[blank])}")
+            t[col] = s
+
+        w = t["winner"].astype(str).str.strip().str.lower()
+        bad = ~w.isin(WINNER_VALUES).to_numpy()
+        if bad.any():
+            vals = sorted(set(t["winner"][bad].astype(str)))[:5]
+            raise DataError(
+                f"unknown winner value(s) {vals} in column {mapping['winner']!r} at {_rows_text(t.index[bad])}; "
+                f"allowed: {list(WINNER_VALUES)}"
+            )
+        f = t["first"].astype("string").str.strip().str.lower()
+        bad = (~f.isin(FIRST_VALUES).fillna(False).to_numpy()) & ~is_human
+        if bad.any():
+            vals = sorted(set(t["first"][bad].astype(str)))[:5]
+            raise DataError(
+                f"unknown display-order value(s) {vals} in column {mapping['first']!r} at {_rows_text(t.index[bad])}; "
+                f"allowed: {list(FIRST_VALUES)}"
+            )
+
+        names = sorted(set(t["item_a"]) | set(t["item_b"])) if items is None else [str(x) for x in items]
+        if items is not None:
+            if len(set(names)) != len(names):
+                raise DataError("items= lists an item more than once")
+            unknown = sorted((set(t["item_a"]) | set(t["item_b"])) - set(names))
+            if unknown:
+                raise DataError(f"items {unknown[:5]} appear in the data but not in items=")
+        if len(names) < 2:
+            raise DataError(f"need at least two items, found {names}")
+        index = {name: k for k, name in enumerate(names)}
+        ia = t["item_a"].map(index).to_numpy(dtype=np.int64)
+        ib = t["item_b"].map(index).to_numpy(dtype=np.int64)
+        swap = ia > ib
+        i = np.where(swap, ib, ia)
+        j = np.where(swap, ia, ib)
+        wv = w.to_numpy()
+        a_won = wv == "a"
+        i_won = np.where(swap, wv == "b", a_won)
+        outcome = np.select([wv == "tie", wv == "both_bad", i_won], [TIE, BOTH_BAD, I_WINS], J_WINS)
+        a_first = (f == "a").fillna(False).to_numpy()
+        # a = +1 when the canonical item i was displayed first.
+        a = np.where(np.where(swap, ~a_first, a_first), 1, -1)
+        a[is_human] = 0
+
+        canon = pd.DataFrame(
+            {
+                "record_id": t["record_id"].to_numpy(),
+                "judge": t["judge"].to_numpy(),
+                "i": i,
+                "j": j,
+                "a": a,
+                "outcome": outcome,
+                "self": ia == ib,
+            },
+            index=t.index,
+        )
+        llm_names = sorted(set(canon.loc[~is_human, "judge"]))
+        decisive = (~canon["self"]) & canon["outcome"].isin([I_WINS, J_WINS])
+        has = set(canon.loc[decisive & ~is_human, "judge"])
+        empty = [k for k in llm_names if k not in has]
+        dropped: tuple[str, ...] = ()
+        if empty and not drop_empty_judges:
+            raise DataError(
+                f"judge(s) {empty} have no decisive judgment (all ties, 'both bad' or self-comparisons); "
+                "pass drop_empty_judges=True to remove them (they are then counted in summary())"
+            )
+        if empty:
+            dropped = tuple(empty)
+            llm_names = [k for k in llm_names if k in has]
+        return cls._build(canon, tuple(names), tuple(llm_names), human_judge, dropped)
+
+    @classmethod
+    def from_csv(cls, path: str | PathLike[str], **kwargs: Any) -> "Comparisons":
+        """Read a long-format CSV and pass it to :meth:`from_frame`.
+
+        Keyword arguments are those of :meth:`from_frame` (column mapping,
+        ``human_judge``, ``items``); remaining ones go to :func:`pandas.read_csv`.
+        """
+        own = {"human_judge", "items", "drop_empty_judges", *COLUMNS}
+        fk = {k: v for k, v in kwargs.items() if k in own}
+        rk = {k: v for k, v in kwargs.items() if k not in own}
+        try:
+            df = pd.read_csv(path, **rk)
+        except (OSError, pd.errors.ParserError, UnicodeDecodeError) as e:
+            raise DataError(f"cannot read {path!s}: {e}") from e
+        return cls.from_frame(df, **fk)
+
+    @classmethod
+    def _build(
+        cls,
+        canon: pd.DataFrame,
+        items: tuple[str, ...],
+        judges: tuple[str, ...],
+        human_judge: str,
+        dropped: tuple[str, ...] = (),
+    ) -> "Comparisons":
+        K = len(judges)
+        jindex = {name: k for k, name in enumerate(judges)}
+        jindex[human_judge] = K
+        code = canon["judge"].map(jindex)
+        keep_judge = code.notna().to_numpy()
+        canon = canon.loc[keep_judge].copy()
+        canon["k"] = code[keep_judge].astype(np.int64).to_numpy()
+        canon.attrs["dropped_judges"] = dropped
+        decisive = ((~canon["self"]) & canon["outcome"].isin([I_WINS, J_WINS])).to_numpy()
+        d = canon.loc[decisive]
+        rec_codes, rec_uniques = pd.factorize(canon["record_id"], sort=False)
+        canon["rec"] = rec_codes
+        d = canon.loc[decisive]
+        kk, ii, jj, aa = (d[c].to_numpy(np.int64) for c in ("k", "i", "j", "a"))
+        z = (d["outcome"].to_numpy() == I_WINS).astype(float)
+        N = len(items)
+        is_h = kk == K
+
+        # LLM cells keyed by (k, i, j, a).
+        key = ((kk * N + ii) * N + jj) * 2 + (aa > 0)
+        lk, linv = np.unique(key[~is_h], return_inverse=True)
+        ln = np.bincount(linv, minlength=lk.size).astype(float)
+        ly = np.bincount(linv, weights=z[~is_h], minlength=lk.size)
+        la = np.where(lk % 2 == 1, 1, -1)
+        rest = lk // 2
+        lj, rest = rest % N, rest // N
+        li, lkj = rest % N, rest // N
+        llm = LLMCells(lkj, li, lj, la, ln, ly)
+
+        hkey = ii[is_h] * N + jj[is_h]
+        hk, hinv = np.unique(hkey, return_inverse=True)
+        human = HumanCells(hk // N, hk % N, np.bincount(hinv, minlength=hk.size).astype(float),
+                           np.bincount(hinv, weights=z[is_h], minlength=hk.size))
+        cell = np.empty(kk.size, dtype=np.int64)
+        cell[~is_h] = linv
+        cell[is_h] = hinv
+        order = np.concatenate([np.flatnonzero(~is_h), np.flatnonzero(is_h)])
+        rows = Rows(d["rec"].to_numpy(np.int64)[order], kk[order], cell[order], z[order])
+        return cls(items, judges, human_judge, llm, human, rows, tuple(rec_uniques), canon)
+
+    # -------------------------------------------------------------- properties
+    @property
+    def N(self) -> int:
+        """Number of items."""
+        return len(self.items)
+
+    @property
+    def K(self) -> int:
+        """Number of LLM judges."""
+        return len(self.judges)
+
+    @property
+    def n_llm(self) -> int:
+        """Number of decisive LLM judgments ``n_L``."""
+        return int(self.llm.n.sum())
+
+    @property
+    def n_human(self) -> int:
+        """Number of decisive human judgments ``n_H``."""
+        return int(self.human.n.sum())
+
+    def llm_cells(self) -> pd.DataFrame:
+        """LLM cells as a labelled table: judge, item_i, item_j, a, n, y."""
+        it = np.asarray(self.items, dtype=object)
+        return pd.DataFrame(
+            {
+                "judge": np.asarray(self.judges, dtype=object)[self.llm.judge],
+                "item_i": it[self.llm.i],
+                "item_j": it[self.llm.j],
+                "a": self.llm.a,
+                "n": self.llm.n.astype(int),
+                "y": self.llm.y.astype(int),
+            }
+        )
+
+    def human_cells(self) -> pd.DataFrame:
+        """Human cells as a labelled table: item_i, item_j, n, y."""
+        it = np.asarray(self.items, dtype=object)
+        return pd.DataFrame(
+            {"item_i": it[self.human.i], "item_j": it[self.human.j],
+             "n": self.human.n.astype(int), "y": self.human.y.astype(int)}
+        )
+
+    def tie_cells(self, *, human: bool = False) -> pd.DataFrame:
+        """Cells with tie counts for the tie models (Davidson / Davidson-Beaver).
+
+        Returns integer columns ``k, i, j, a, wins_i, wins_j, ties`` (``k = K`` and
+        ``a = 0`` for the human judge, included only with ``human=True``).
+        "Both bad" labels and self-comparisons are still excluded.
+        """
+        f = self.frame
+        m = (~f["self"]) & f["outcome"].isin([I_WINS, J_WINS, TIE])
+        if not human:
+            m &= f["k"] < self.K
+        g = f.loc[m].assign(
+            wins_i=lambda x: (x["outcome"] == I_WINS).astype(int),
+            wins_j=lambda x: (x["outcome"] == J_WINS).astype(int),
+            ties=lambda x: (x["outcome"] == TIE).astype(int),
+        )
+        out = g.groupby(["k", "i", "j", "a"], as_index=False)[["wins_i", "wins_j", "ties"]].sum()
+        return out.astype(int).reset_index(drop=True)
+
+    # ----------------------------------------------------------------- report
+    def summary(self) -> pd.DataFrame:
+        """Counts of the paper's Table "Dataset statistics", plus exclusions.
+
+        Returns a one-column DataFrame (``value``) indexed by statistic.
+        """
+        f = self.frame
+        K, N = self.K, self.N
+        hum = f["k"] == K
+        llm = ~hum
+        h = f.loc[hum & ~f["self"]]
+        h_i = h["outcome"] == I_WINS
+        h_j = h["outcome"] == J_WINS
+        cells_kij = pd.Series(self.llm.n).groupby([self.llm.judge, self.llm.i, self.llm.j]).sum()
+        pairs_obs = len(set(zip(f.loc[~f["self"], "i"], f.loc[~f["self"], "j"])))
+        l = f.loc[llm]
+        ties_by_judge = l.assign(t=(l["outcome"] == TIE)).groupby("k")["t"].mean()
+        rows: dict[str, Any] = {
+            "records": f["record_id"].nunique(),
+            "items N": N,
+            "LLM judges K": K,
+            "observed pairs": pairs_obs,
+            "possible pairs": N * (N - 1) // 2,
+            "human labels decisive (i wins / j wins)": f"{int(h_i.sum())} / {int(h_j.sum())}",
+            "human ties": int((h["outcome"] == TIE).sum()),
+            "human both bad": int((h["outcome"] == BOTH_BAD).sum()),
+            "decisive human labels n_H": self.n_human,
+            "LLM judgments": int(llm.sum()),
+            "LLM ties": int(((l["outcome"] == TIE) & ~l["self"]).sum()),
+            "LLM both bad": int(((l["outcome"] == BOTH_BAD) & ~l["self"]).sum()),
+            "self-comparisons excluded": int(f["self"].sum()),
+            "tie-excluded n_LLM": self.n_llm,
+            "display order +1 / -1": f"{int(self.llm.n[self.llm.a > 0].sum())} / {int(self.llm.n[self.llm.a < 0].sum())}",
+            "cells observed (judge, pair)": int(cells_kij.size),
+            "cells possible (judge, pair)": K * N * (N - 1) // 2,
+            "n_kij per cell min / mean / max": (
+                f"{cells_kij.min():.0f} / {cells_kij.mean():.1f} / {cells_kij.max():.0f}" if cells_kij.size else "-"
+            ),
+            "judge tie rate min-max": (
+                f"{ties_by_judge.min():.3f}-{ties_by_judge.max():.3f}" if ties_by_judge.size else "-"
+            ),
+            "judges dropped (no decisive judgment)": ", ".join(f.attrs.get("dropped_judges", ())) or "none",
+        }
+        return pd.DataFrame({"value": pd.Series(rows, dtype=object)})
+
+    def __repr__(self) -> str:
+        return (
+            f"Comparisons(N={self.N} items, K={self.K} LLM judges, n_LLM={self.n_llm} in {len(self.llm)} cells, "
+            f"n_H={self.n_human} in {len(self.human)} cells, {len(self.record_ids)} records)"
+        )
+
+    # ------------------------------------------------------------- subsetting
+    def subset(
+        self,
+        *,
+        records: Iterable[Any] | None = None,
+        judges: Iterable[str] | None = None,
+        drop_human: bool = False,
+    ) -> "Comparisons":
+        """A new :class:`Comparisons` restricted to some records and/or judges.
+
+        Items keep their order, so scores stay comparable across subsets.
+        """
+        f = self.frame
+        m = np.ones(len(f), dtype=bool)
+        if records is not None:
+            m &= f["record_id"].isin(list(records)).to_numpy()
+        keep = list(self.judges) if judges is None else [str(x) for x in judges]
+        unknown = sorted(set(keep) - set(self.judges))
+        if unknown:
+            raise DataError(f"unknown judge(s) {unknown}; known: {list(self.judges)}")
+        if drop_human:
+            m &= (f["k"] < self.K).to_numpy()
+        canon = f.loc[m, ["record_id", "judge", "i", "j", "a", "outcome", "self"]]
+        return Comparisons._build(canon, self.items, tuple(keep), self.human_judge,
+                                  tuple(f.attrs.get("dropped_judges", ())))
+
+    def split(self, frac: float = 0.7, *, rng: np.random.Generator | int | None = None) -> tuple["Comparisons", "Comparisons"]:
+        """Random split by record (all judgments of a record stay together).
+
+        Returns ``(train, test)`` with about ``frac`` of the records in ``train``.
+        """
+        if not 0.0 < frac < 1.0:
+            raise ValueError(f"frac ({frac}) must be in the open interval (0, 1)")
+        gen = np.random.default_rng(rng)
+        ids = np.asarray(self.record_ids, dtype=object)
+        take = gen.permutation(ids.size)[: int(round(frac * ids.size))]
+        train_ids = set(ids[take].tolist())
+        test_ids = [r for r in self.record_ids if r not in train_ids]
+        return self.subset(records=train_ids), self.subset(records=test_ids)
+
+    def to_frame(self) -> pd.DataFrame:
+        """The validated rows back in the long format (canonical item names)."""
+        f = self.frame
+        it = np.asarray(self.items, dtype=object)
+        winner = np.select([f["outcome"] == I_WINS, f["outcome"] == J_WINS, f["outcome"] == TIE], ["a", "b", "tie"], "both_bad")
+        first = np.where(f["a"] > 0, "a", np.where(f["a"] < 0, "b", "a"))
+        return pd.DataFrame({"record_id": f["record_id"].to_numpy(), "judge": f["judge"].to_numpy(),
+                             "item_a": it[f["i"]], "item_b": it[f["j"]], "first": first, "winner": winner})

@@ -1,0 +1,665 @@
+"""Identifiability checks of a comparison design, before any fit.
+
+:func:`check_design` runs every design condition of the DIAL paper on a
+:class:`~pydial.data.Comparisons` object and returns a :class:`DesignReport`
+whose ``table`` lists each check (which judge, which condition, whether it holds,
+and why) and whose ``problems`` keeps the failures that rule out the requested
+fit.  The conditions, with their public names:
+
+``"ident-LLM"`` (per LLM judge)
+    Prop. ident-LLM: ``(s_k, b_k)`` is identifiable iff ``rank([D_k, z_k]) = N``,
+    i.e. the comparison graph ``G_k`` is connected over all ``N`` items and
+    ``z_k`` is not in ``col(D_k)``.  By Cor. cycle-criterion the second part holds
+    iff some cycle of the comparison multigraph has a nonzero signed sum of the
+    order labels ``a_t``; a pair shown in both orders is a cycle of length two.
+    Both parts are decided in one pass over the cells (weighted union-find).
+``"ident-lowrank"`` (per LLM judge)
+    Prop. ident-lowrank: with ``col(W)`` known, ``(alpha_k, b_k)`` in
+    ``s_k = W alpha_k`` is identifiable iff ``rank([D_k W, z_k]) = r + 2``.
+``"separation"`` (per LLM judge)
+    Existence of a finite MLE of the judge's own order-effect BTL
+    (eq. binomial-model-llm): no quasi-complete separation
+    (Albert & Anderson 1984), decided by a small linear program.
+``"parameter-count"`` and ``"sufficient-subset"`` (``"all judges"``)
+    The necessary parameter count and the sufficient judge subset of
+    Prop. ident-lowrank for an unknown ``col(W)``.
+``"pooled-connected"`` (``"all judges"``, only for ``method="pooled"``)
+    The pooled LLM comparison graph is connected.
+``"human-design"`` and ``"human-mle"`` (``"human"``)
+    Cond. human-design ``rank(D_H M) = d`` (Prop. human_identification and
+    App. incomplete-human-coverage), and existence of the unrestricted human BTL
+    MLE: the directed win graph is strongly connected (Ford 1957).
+"""
+
+from __future__ import annotations
+
+import html
+from collections import deque
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+import pandas as pd
+from scipy import sparse
+from scipy.optimize import linprog
+from scipy.sparse.csgraph import connected_components
+
+from .data import Comparisons
+from .exceptions import IdentifiabilityError
+
+__all__ = [
+    "CALIBRATIONS",
+    "CONDITIONS",
+    "METHODS",
+    "DesignReport",
+    "check_design",
+]
+
+METHODS: tuple[str | None, ...] = ("judges", "human", "pooled", "dial-anc", "dial-ada", "dial-nopos", "atc", None)
+"""Allowed ``method`` values of :func:`check_design` (``None``: the DIAL checks)."""
+
+CALIBRATIONS: tuple[str, ...] = ("mu", "W")
+"""Allowed ``calibration`` values: consensus-only (``d = 1``) or full space (``d = r + 1``)."""
+
+CONDITIONS: tuple[str, ...] = (
+    "ident-LLM",
+    "ident-lowrank",
+    "separation",
+    "parameter-count",
+    "sufficient-subset",
+    "pooled-connected",
+    "human-design",
+    "human-mle",
+)
+"""Public condition names, in the order they appear in :attr:`DesignReport.table`."""
+
+REFERENCES: dict[str, str] = {
+    "ident-LLM": "Prop. ident-LLM, Cor. cycle-criterion",
+    "ident-lowrank": "Prop. ident-lowrank",
+    "separation": "finite MLE of eq. binomial-model-llm; Albert & Anderson 1984",
+    "parameter-count": "Prop. ident-lowrank, parameter count",
+    "sufficient-subset": "Prop. ident-lowrank, sufficient judge subset",
+    "pooled-connected": "pooled LLM comparison graph",
+    "human-design": "Cond. human-design",
+    "human-mle": "finite human BTL MLE; Ford 1957",
+}
+"""Where each condition comes from (paper labels or literature)."""
+
+ALL_JUDGES = "all judges"
+HUMAN = "human"
+_DIAL_METHODS = ("dial-anc", "dial-ada", "dial-nopos", "atc", None)
+SEPARATION_TOL = 1e-9
+"""A separating direction is declared when the LP optimum exceeds this value."""
+_ETA_TOL = 1e-7
+_COLUMNS = ["judge", "condition", "ok", "detail"]
+
+
+# ----------------------------------------------------------------------------- report
+@dataclass(frozen=True)
+class DesignReport:
+    """Outcome of :func:`check_design`.
+
+    Attributes
+    ----------
+    ok : bool
+        ``True`` when ``problems`` is empty, i.e. the design allows the requested fit.
+    table : pandas.DataFrame
+        Every check that was run, with columns ``judge`` (an LLM judge name,
+        ``"human"`` or ``"all judges"``), ``condition`` (one of :data:`CONDITIONS`),
+        ``ok`` (bool) and ``detail`` (a sentence saying why).
+    problems : pandas.DataFrame
+        The failures that rule out the requested fit (columns ``judge``,
+        ``condition``, ``detail``).  Which failing rows count depends on ``method``
+        (see :func:`check_design`).
+    method : str or None
+        The method the design was checked for.
+    rank : int
+        The rank ``r`` of the judge disagreement structure.
+    calibration : str
+        ``"mu"`` or ``"W"``.
+    """
+
+    ok: bool
+    table: pd.DataFrame
+    problems: pd.DataFrame
+    method: str | None = None
+    rank: int = 1
+    calibration: str = "mu"
+
+    def _title(self) -> str:
+        n = len(self.problems)
+        state = "ok" if self.ok else f"{n} problem{'s' if n != 1 else ''}"
+        return (
+            f"DesignReport(method={self.method!r}, rank={self.rank}, calibration={self.calibration!r}): {state}"
+        )
+
+    def raise_if_failed(self) -> None:
+        """Raise :class:`~pydial.IdentifiabilityError` when the design fails.
+
+        The message names the first failing condition, every judge that fails it
+        and its detail, then lists the other failing conditions.
+
+        Raises
+        ------
+        IdentifiabilityError
+            If ``problems`` is not empty.
+        """
+        if self.ok:
+            return
+        p = self.problems
+        cond = str(p["condition"].iloc[0])
+        same = p[p["condition"] == cond]
+        who = ", ".join(repr(str(j)) for j in same["judge"])
+        msg = (
+            f"the design cannot identify method={self.method!r} (rank={self.rank}, "
+            f"calibration={self.calibration!r}): {cond} ({REFERENCES[cond]}) fails for {who}: "
+            f"{p['detail'].iloc[0]}"
+        )
+        others = p[p["condition"] != cond]
+        if len(others):
+            parts = [
+                f"{c} for {', '.join(repr(str(j)) for j in g['judge'])}"
+                for c, g in others.groupby("condition", sort=False)
+            ]
+            msg += "; also failing: " + "; ".join(parts)
+        msg += ". See check_design(...).table for every check."
+        raise IdentifiabilityError(msg)
+
+    def __repr__(self) -> str:
+        body = self.table.to_string(index=False, max_colwidth=100) if len(self.table) else "(no checks)"
+        return f"{self._title()}\n{body}"
+
+    def _repr_html_(self) -> str:
+        rows = []
+        for rec in self.table.itertuples(index=False):
+            style = "" if rec.ok else ' style="color:#b00020"'
+            rows.append(
+                f"<tr{style}><td>{html.escape(str(rec.judge))}</td><td>{html.escape(rec.condition)}</td>"
+                f"<td>{'yes' if rec.ok else 'NO'}</td><td style=\"text-align:left\">{html.escape(rec.detail)}</td></tr>"
+            )
+        return (
+            f"<p><b>{html.escape(self._title())}</b></p>"
+            "<table><thead><tr><th>judge</th><th>condition</th><th>ok</th><th>detail</th></tr></thead>"
+            f"<tbody>{''.join(rows)}</tbody></table>"
+        )
+
+
+# ----------------------------------------------------------------------- graph helpers
+def _names(items: Sequence[str], idx: Sequence[int], limit: int = 6) -> str:
+    idx = list(idx)
+    shown = ", ".join(str(items[k]) for k in idx[:limit])
+    return shown + (f", ... ({len(idx)} in all)" if len(idx) > limit else "")
+
+
+def _components_text(items: Sequence[str], labels: np.ndarray, what: str) -> str:
+    """Describe a disconnected graph: the largest component and the rest."""
+    n_comp = int(labels.max()) + 1
+    sizes = np.bincount(labels, minlength=n_comp)
+    big = int(np.argmax(sizes))
+    rest = np.flatnonzero(labels != big)
+    groups = [np.flatnonzero(labels == c) for c in range(n_comp) if c != big]
+    shown = "; ".join("{" + _names(items, g, 4) + "}" for g in groups[:4])
+    more = f"; ... ({len(groups)} groups)" if len(groups) > 4 else ""
+    return (
+        f"{what} has {n_comp} components (item(s) {_names(items, rest)} not connected to the "
+        f"{sizes[big]} items of the largest one; separate groups: {shown}{more})"
+    )
+
+
+@dataclass(frozen=True)
+class _CycleScan:
+    """Result of one weighted union-find pass over a judge's cells."""
+
+    labels: np.ndarray  # component label of every item
+    n_components: int
+    cycle: list[int] | None  # items i -> ... -> j -> i of a cycle with nonzero signed order sum
+    cycle_sum: int  # its signed order sum (0 when no such cycle)
+    two_orders: bool  # the witness is a pair shown in both orders
+
+
+def _scan_cycles(N: int, ii: np.ndarray, jj: np.ndarray, aa: np.ndarray) -> _CycleScan:
+    """One pass of a weighted union-find over the cells ``(i_t, j_t, a_t)``.
+
+    Builds a spanning forest with potentials ``x`` such that every tree edge
+    satisfies ``x_{i_t} - x_{j_t} = a_t``.  The order vector ``z`` lies in
+    ``col(D)`` iff every non-tree edge satisfies the same equation; the first edge
+    that does not closes a cycle (its tree path plus itself) whose signed order sum
+    ``x_{i_t} - x_{j_t} - a_t`` is nonzero (Cor. cycle-criterion).
+    """
+    parent = list(range(N))
+    size = [1] * N
+    off = [0] * N  # x_v - x_parent(v)
+    tree: list[list[tuple[int, int]]] = [[] for _ in range(N)]
+    witness: tuple[int, int, int] | None = None
+
+    def find(v: int) -> tuple[int, int]:
+        path = []
+        while parent[v] != v:
+            path.append(v)
+            v = parent[v]
+        acc = 0
+        for u in reversed(path):  # nearest to the root first
+            acc += off[u]
+            off[u] = acc
+            parent[u] = v
+        return v, (off[path[0]] if path else 0)
+
+    for i, j, a in zip(ii.tolist(), jj.tolist(), aa.tolist()):
+        ri, oi = find(i)
+        rj, oj = find(j)
+        if ri == rj:
+            if witness is None and oi - oj != a:
+                witness = (i, j, oi - oj - a)
+            continue
+        # Join so that x_i - x_j = a.
+        d = oi - oj - a  # x_rj - x_ri
+        if size[ri] >= size[rj]:
+            parent[rj], off[rj] = ri, d
+            size[ri] += size[rj]
+        else:
+            parent[ri], off[ri] = rj, -d
+            size[rj] += size[ri]
+        tree[i].append((j, a))
+        tree[j].append((i, -a))
+
+    roots = [find(v)[0] for v in range(N)]
+    _, labels = np.unique(np.asarray(roots), return_inverse=True)
+    labels = labels.astype(np.int64)
+    cycle, total, two = None, 0, False
+    if witness is not None:
+        i, j, total = witness
+        cycle = _tree_path(tree, i, j)
+        two = len(cycle) == 2
+    return _CycleScan(labels, int(labels.max()) + 1, cycle, int(total), two)
+
+
+def _tree_path(tree: list[list[tuple[int, int]]], start: int, goal: int) -> list[int]:
+    """Items on the spanning-forest path from ``start`` to ``goal`` (BFS)."""
+    prev = {start: start}
+    queue = deque([start])
+    while queue:
+        u = queue.popleft()
+        if u == goal:
+            break
+        for v, _ in tree[u]:
+            if v not in prev:
+                prev[v] = u
+                queue.append(v)
+    path = [goal]
+    while path[-1] != start:
+        path.append(prev[path[-1]])
+    return path[::-1]
+
+
+def _undirected_labels(N: int, ii: np.ndarray, jj: np.ndarray) -> tuple[int, np.ndarray]:
+    g = sparse.coo_matrix((np.ones(ii.size), (ii, jj)), shape=(N, N))
+    n, labels = connected_components(g, directed=False)
+    return int(n), labels
+
+
+def _random_basis(N: int, q: int, rng: np.random.Generator) -> np.ndarray:
+    """A generic ``N x q`` matrix with columns orthogonal to ``1`` (orthonormal when ``q <= N-1``)."""
+    X = rng.standard_normal((N, q))
+    X -= X.mean(axis=0)
+    if q <= N - 1:
+        X = np.linalg.qr(X)[0] * np.sqrt(N)
+    return X
+
+
+# ------------------------------------------------------------------- single checks
+def _check_ident_llm(items: Sequence[str], scan: _CycleScan, nopos: bool) -> tuple[bool, str]:
+    """Prop. ident-LLM via Cor. cycle-criterion: ``G_k`` connected and a cycle with
+    nonzero signed order sum (only connectivity when ``b_k`` is fixed at 0)."""
+    N = len(items)
+    connected = scan.n_components == 1
+    parts = []
+    if not connected:
+        parts.append(_components_text(items, scan.labels, "comparison graph"))
+    if nopos:
+        tail = " (b_k fixed at 0, so only connectivity is needed)"
+        if connected:
+            return True, f"comparison graph connected over all {N} items{tail}"
+        return False, parts[0] + tail
+    if scan.cycle is None:
+        parts.append(
+            "every cycle has zero signed order sum: b_k is confounded with the item scores "
+            "(z_k lies in col(D_k)); show some pair in both orders or vary the order around a cycle"
+        )
+    if parts:
+        return False, "; ".join(parts)
+    names = [str(items[k]) for k in scan.cycle]
+    if scan.two_orders:
+        where = f"pair ({names[0]}, {names[1]}) is shown in both orders (a length-two cycle)"
+    else:
+        where = "cycle " + " -> ".join(names + [names[0]])
+    return True, f"comparison graph connected over all {N} items; {where} has signed order sum {abs(scan.cycle_sum)} != 0"
+
+
+def _check_lowrank(W: np.ndarray, ii: np.ndarray, jj: np.ndarray, aa: np.ndarray, r: int,
+                   nopos: bool, basis_note: str) -> tuple[bool, str]:
+    """Prop. ident-lowrank with ``col(W)`` known: ``rank([D_k W, z_k]) = r + 2``
+    (``rank(D_k W) = r + 1`` when ``b_k`` is fixed at 0)."""
+    X = W[ii] - W[jj]  # D_k W
+    if nopos:
+        need, label, tail = r + 1, "rank(D_k W)", " (b_k fixed at 0)"
+    else:
+        need, label, tail = r + 2, "rank([D_k W, z_k])", ""
+        X = np.column_stack([X, aa.astype(float)])
+    rk = int(np.linalg.matrix_rank(X)) if X.size else 0
+    ok = rk == need
+    text = f"{label} = {rk} {'=' if ok else '<'} {'r+1' if nopos else 'r+2'} = {need} {basis_note}{tail}"
+    if not ok:
+        text += f"; the judge is not identified through the shared rank-{r} space"
+    return ok, text
+
+
+def _check_separation(items: Sequence[str], ii: np.ndarray, jj: np.ndarray, aa: np.ndarray,
+                      n: np.ndarray, y: np.ndarray, nopos: bool) -> tuple[bool, str]:
+    """Quasi-complete separation of a judge's order-effect BTL (Albert & Anderson 1984).
+
+    Solves ``max sum_t sign_t * eta_t`` over ``|delta_i|, |c| <= 1`` subject to
+    ``sign_t * eta_t >= 0`` on boundary cells (``sign = +1`` when ``y = n``,
+    ``-1`` when ``y = 0``) and ``eta_t = 0`` on interior cells, where
+    ``eta_t = delta_{i_t} - delta_{j_t} + a_t c``.  A positive optimum is a
+    direction along which the likelihood increases for ever: no finite MLE.
+    """
+    N = len(items)
+    m = ii.size
+    sign = np.where(y >= n, 1.0, np.where(y <= 0, -1.0, 0.0))
+    boundary = sign != 0
+    if not boundary.any():
+        return True, f"finite MLE exists: every one of the {m} cells has both outcomes"
+    rows = np.repeat(np.arange(m), 3)
+    cols = np.column_stack([ii, jj, np.full(m, N)]).ravel()
+    vals = np.column_stack([np.ones(m), -np.ones(m), aa.astype(float)]).ravel()
+    E = sparse.csr_matrix((vals, (rows, cols)), shape=(m, N + 1))  # eta = E @ (delta, c)
+    obj = -(E.T @ sign)
+    A_ub = -(sparse.diags(sign[boundary]) @ E[boundary])
+    interior = ~boundary
+    A_eq = E[interior] if interior.any() else None
+    b_eq = np.zeros(int(interior.sum())) if interior.any() else None
+    bounds = [(-1.0, 1.0)] * N + [(0.0, 0.0) if nopos else (-1.0, 1.0)]
+    res = linprog(obj, A_ub=A_ub, b_ub=np.zeros(int(boundary.sum())), A_eq=A_eq, b_eq=b_eq,
+                  bounds=bounds, method="highs")
+    if res.status != 0:  # the LP is always feasible (0) and bounded; be explicit anyway
+        return False, f"separation check failed to solve the linear program ({res.message})"
+    if -res.fun <= SEPARATION_TOL:
+        return True, (
+            f"finite MLE exists: no separating direction among the {int(boundary.sum())} cells "
+            f"with a one-sided outcome (of {m})"
+        )
+    eta = E @ res.x
+    hit = np.flatnonzero(np.abs(eta) > _ETA_TOL)
+    examples = []
+    for t in hit[:3]:
+        i, j = int(ii[t]), int(jj[t])
+        win, lose = (i, j) if sign[t] > 0 else (j, i)
+        first = items[i] if aa[t] > 0 else items[j]
+        examples.append(f"{items[win]} beats {items[lose]} in all {int(n[t])} ({first} shown first)")
+    order = ""
+    if not nopos and abs(res.x[N]) > _ETA_TOL:
+        side = "first" if res.x[N] > 0 else "second"
+        order = f"; the direction moves b_k towards {'+' if res.x[N] > 0 else '-'}inf (the {side}-shown item keeps winning)"
+    return False, (
+        f"quasi-complete separation: no finite MLE; {hit.size} of {m} cells are predicted perfectly "
+        f"along a separating direction, e.g. {'; '.join(examples)}{order}"
+    )
+
+
+def _check_human_mle(items: Sequence[str], data: Comparisons) -> tuple[bool, str]:
+    """Finite unrestricted human BTL MLE: the directed win graph (``i -> j`` when
+    ``i`` beat ``j`` at least once) is strongly connected over all items (Ford 1957)."""
+    N = len(items)
+    h = data.human
+    if len(h) == 0:
+        return False, "no human comparisons: the human BTL MLE does not exist"
+    wins_i = h.y > 0
+    wins_j = h.y < h.n
+    src = np.concatenate([h.i[wins_i], h.j[wins_j]])
+    dst = np.concatenate([h.j[wins_i], h.i[wins_j]])
+    g = sparse.coo_matrix((np.ones(src.size), (src, dst)), shape=(N, N))
+    n_comp, lab = connected_components(g, directed=True, connection="strong")
+    if n_comp == 1:
+        return True, f"directed win graph strongly connected over all {N} items"
+    compared = np.zeros(N, bool)
+    compared[h.i] = True
+    compared[h.j] = True
+    cross = lab[src] != lab[dst]
+    has_out = np.zeros(n_comp, bool)
+    has_in = np.zeros(n_comp, bool)
+    has_out[lab[src[cross]]] = True
+    has_in[lab[dst[cross]]] = True
+    parts = []
+    never = np.flatnonzero(~compared)
+    if never.size:
+        parts.append(f"never compared by humans: {_names(items, never)}")
+    losers, winners = [], []
+    for c in range(n_comp):
+        members = np.flatnonzero(lab == c)
+        if not compared[members].any():
+            continue
+        grp = "{" + _names(items, members, 4) + "}"
+        if not has_out[c] and has_in[c]:
+            losers.append(f"{items[members[0]]} only loses" if members.size == 1
+                          else f"{grp} never beat an item outside the group")
+        elif has_out[c] and not has_in[c]:
+            winners.append(f"{items[members[0]]} never loses" if members.size == 1
+                           else f"{grp} never lost to an item outside the group")
+        elif not has_out[c] and not has_in[c]:
+            parts.append(f"{grp} compared only among themselves")
+    parts = losers[:4] + winners[:4] + parts
+    return False, (
+        f"directed win graph has {n_comp} strongly connected components, so the unrestricted human "
+        f"BTL MLE is infinite or not unique: " + "; ".join(parts)
+    )
+
+
+def _check_human_design(items: Sequence[str], data: Comparisons, d: int, M: np.ndarray | None,
+                        what: str) -> tuple[bool, str]:
+    """Cond. human-design ``rank(D_H M) = d``; for a generic ``M`` orthogonal to ``1``
+    this is ``min(d, rank(D_H)) = d`` with ``rank(D_H) = N - C_H``
+    (App. incomplete-human-coverage)."""
+    N = len(items)
+    h = data.human
+    if len(h) == 0:
+        return False, f"no human comparisons: rank(D_H M) = 0 < d = {d} ({what})"
+    n_comp, _ = _undirected_labels(N, h.i, h.j)
+    rank_dh = N - n_comp
+    if M is None:
+        rk = min(d, rank_dh)
+        how = f"for a generic M ({what}); rank(D_H) = N - {n_comp} components = {rank_dh}"
+    else:
+        rk = int(np.linalg.matrix_rank(M[h.i] - M[h.j]))
+        how = f"with the given M ({what}); rank(D_H) = {rank_dh}"
+    if rk == d:
+        return True, f"rank(D_H M) = {rk} = d {how}"
+    hint = (f"; the {len(h)} human pair(s) distinguish only {rank_dh} direction(s)"
+            if rank_dh < d else "")
+    return False, f"rank(D_H M) = {rk} < d = {d} {how}{hint}: c_H is not identified"
+
+
+# ------------------------------------------------------------------------ main entry
+def check_design(
+    data: Comparisons,
+    rank: int = 1,
+    calibration: str = "mu",
+    method: str | None = None,
+    *,
+    W: np.ndarray | None = None,
+    seed: int | np.random.Generator = 0,
+) -> DesignReport:
+    r"""Check every identification condition of the DIAL paper on a design.
+
+    Parameters
+    ----------
+    data : Comparisons
+        The comparison data (only the design, i.e. which cells were observed, and
+        for the MLE checks which outcomes were one-sided, matter).
+    rank : int, default 1
+        Rank ``r`` of the judge disagreement ``U V^T`` (Cond. llm-structure).
+    calibration : {"mu", "W"}, default "mu"
+        Calibration basis ``M = mu`` (``d = 1``) or ``M = W`` (``d = r + 1``).
+    method : {"judges", "human", "pooled", "dial-anc", "dial-ada", "dial-nopos", "atc"} or None
+        The fit the design is checked for; it decides which failures are
+        ``problems`` (see Notes).  ``None`` checks the DIAL requirements.
+    W : array of shape (N, r + 1), optional
+        The item basis ``W = [mu, V]``.  When given, ident-lowrank and
+        human-design use it (``M = W[:, :1]`` for ``"mu"``).  Otherwise a generic
+        random ``W`` with columns orthogonal to ``1`` is drawn (ident-lowrank) and
+        the generic rank ``min(d, rank(D_H))`` is used (human-design), so these are
+        generic-rank checks.
+    seed : int or numpy.random.Generator, default 0
+        Seed of the generic ``W``.
+
+    Returns
+    -------
+    DesignReport
+        ``table`` with every check and ``problems`` with the ones that block the fit.
+
+    Raises
+    ------
+    ValueError
+        Unknown ``method`` or ``calibration``, negative ``rank``, or ``W`` of the
+        wrong shape.
+
+    Notes
+    -----
+    Which failing rows are ``problems``:
+
+    * ``"judges"`` (one order-effect BTL per judge): ident-LLM and separation of
+      every judge.
+    * ``"human"`` (human-only BTL): human-mle.
+    * ``"pooled"``: pooled-connected and human-design with ``d = 1``.
+    * ``"dial-anc"``, ``"dial-ada"``, ``"dial-nopos"``, ``"atc"`` and ``None``: a
+      judge is a problem only when it fails both ident-LLM and ident-lowrank
+      (identified neither on its own nor through the shared space); plus
+      parameter-count, sufficient-subset and human-design (for ``None`` the latter
+      only when there are human comparisons).  ``"atc"`` also needs human-mle,
+      because AtC aggregates the human comparisons by an unrestricted BTL fit.
+
+    For ``"dial-nopos"`` the order effect is fixed at ``b = 0``: ident-LLM reduces
+    to connectivity of ``G_k``, ident-lowrank to ``rank(D_k W) = r + 1``, the
+    parameter count drops the ``K`` order effects and separation has ``c = 0``.
+
+    The cycle criterion (Cor. cycle-criterion) is decided by a weighted
+    union-find: potentials with :math:`x_{i_t} - x_{j_t} = a_t` on a spanning
+    forest, so :math:`z_k \in \operatorname{col}(D_k)` iff every other cell
+    satisfies the same equation.
+
+    Examples
+    --------
+    >>> import pandas as pd, pydial
+    >>> from pydial.design import check_design
+    >>> df = pd.DataFrame({"record_id": [1, 2], "judge": ["g", "g"], "item_a": ["x", "y"],
+    ...                    "item_b": ["y", "x"], "first": ["a", "a"], "winner": ["a", "b"]})
+    >>> rep = check_design(pydial.Comparisons.from_frame(df), rank=0, method="judges")
+    >>> bool(rep.table.loc[rep.table.condition == "ident-LLM", "ok"].iloc[0])
+    True
+    """
+    if method not in METHODS:
+        raise ValueError(f"method must be one of {METHODS}, got {method!r}")
+    if calibration not in CALIBRATIONS:
+        raise ValueError(f"calibration must be one of {CALIBRATIONS}, got {calibration!r}")
+    if isinstance(rank, bool) or not isinstance(rank, (int, np.integer)) or rank < 0:
+        raise ValueError(f"rank must be an integer >= 0, got {rank!r}")
+    r = int(rank)
+    items = data.items
+    N, K = data.N, data.K
+    if W is not None:
+        W = np.asarray(W, dtype=float)
+        if W.shape != (N, r + 1) or not np.all(np.isfinite(W)):
+            raise ValueError(f"W must be a finite array of shape (N, rank+1) = ({N}, {r + 1}), got shape {W.shape}")
+        Wk, generic_note = W, "with the given W"
+    else:
+        Wk = _random_basis(N, r + 1, np.random.default_rng(seed))
+        generic_note = "for a generic W (random, columns orthogonal to 1; a generic-rank check)"
+    nopos = method == "dial-nopos"
+    dial = method in _DIAL_METHODS
+
+    rows: list[tuple[str, str, bool, str]] = []
+    problems: list[tuple[str, str, str]] = []
+
+    # Per-judge checks: one union-find pass, one small rank, one small LP each.
+    L = data.llm
+    order = np.argsort(L.judge, kind="stable")
+    bounds = np.searchsorted(L.judge[order], np.arange(K + 1))
+    n_ident = []
+    for k, name in enumerate(data.judges):
+        sel = order[bounds[k]:bounds[k + 1]]
+        ii, jj, aa = L.i[sel], L.j[sel], L.a[sel]
+        scan = _scan_cycles(N, ii, jj, aa)
+        ok_llm, det_llm = _check_ident_llm(items, scan, nopos)
+        ok_low, det_low = _check_lowrank(Wk, ii, jj, aa, r, nopos, generic_note)
+        ok_sep, det_sep = _check_separation(items, ii, jj, aa, L.n[sel], L.y[sel], nopos)
+        if not ok_llm:
+            det_sep += " (ident-LLM fails as well, so the parameters would not be unique anyway)" if not ok_sep else ""
+        rows += [(name, "ident-LLM", ok_llm, det_llm), (name, "ident-lowrank", ok_low, det_low),
+                 (name, "separation", ok_sep, det_sep)]
+        if ok_llm:
+            n_ident.append(k)
+        if method == "judges":
+            if not ok_llm:
+                problems.append((name, "ident-LLM", det_llm))
+            if not ok_sep:
+                problems.append((name, "separation", det_sep))
+        elif dial and not ok_llm and not ok_low:
+            problems.append((name, "ident-lowrank",
+                             f"identified neither on its own (ident-LLM: {det_llm}) nor through the shared "
+                             f"rank-{r} space (ident-lowrank: {det_low})"))
+
+    # Judge-wide conditions of Prop. ident-lowrank.
+    m_total = len(L)
+    need = (r + 1) * (K + N - r - 2) + (0 if nopos else K)
+    formula = "(r+1)(K+N-r-2)" + ("" if nopos else "+K")
+    ok_pc = m_total >= need
+    det_pc = (f"sum_k m_k = {m_total} {'>=' if ok_pc else '<'} {formula} = {need} free parameters of "
+              + ("S (b fixed at 0)" if nopos else "(S, b)"))
+    if not ok_pc:
+        det_pc += ": too few (judge, pair, order) cells for the rank-" + str(r) + " structure"
+    rows.append((ALL_JUDGES, "parameter-count", ok_pc, det_pc))
+
+    own = "connected comparison graphs (b fixed at 0)" if nopos else "identified scores (ident-LLM)"
+    if K == 0:
+        ok_ss, det_ss = False, "no LLM judges: the LLM representation cannot be estimated"
+    elif r > K - 1:
+        ok_ss, det_ss = False, f"rank r = {r} is too large: r <= K-1 = {K - 1} is needed (rank(U) = r with 1^T U = 0)"
+    elif r + 1 > N - 1:
+        ok_ss, det_ss = False, f"rank r = {r} is too large: r+1 <= N-1 = {N - 1} is needed (W orthogonal to 1)"
+    elif len(n_ident) < r + 1:
+        who = _names(data.judges, n_ident) if n_ident else "none"
+        ok_ss, det_ss = False, (f"{len(n_ident)} judge(s) with {own} ({who}) < r+1 = {r + 1}, "
+                                f"too few for rank(S_K0) = r+1 (sufficient condition)")
+    else:
+        ok_ss, det_ss = True, (f"{len(n_ident)} judge(s) with {own} ({_names(data.judges, n_ident)}) >= r+1 = {r + 1}; "
+                               f"r <= K-1 and r+1 <= N-1; rank(S_K0) = r+1 itself depends on the fitted scores")
+    rows.append((ALL_JUDGES, "sufficient-subset", ok_ss, det_ss))
+    if dial:
+        for cond, ok_, det in (("parameter-count", ok_pc, det_pc), ("sufficient-subset", ok_ss, det_ss)):
+            if not ok_:
+                problems.append((ALL_JUDGES, cond, det))
+
+    if method == "pooled":
+        n_comp, lab = _undirected_labels(N, L.i, L.j)
+        ok_pl = n_comp == 1
+        det_pl = (f"pooled LLM comparison graph connected over all {N} items" if ok_pl
+                  else _components_text(items, lab, "pooled LLM comparison graph"))
+        rows.append((ALL_JUDGES, "pooled-connected", ok_pl, det_pl))
+        if not ok_pl:
+            problems.append((ALL_JUDGES, "pooled-connected", det_pl))
+
+    # Human conditions.
+    d = 1 if (calibration == "mu" or method == "pooled") else r + 1
+    M = None if W is None else W[:, :d]
+    what = "pooled score direction, d = 1" if method == "pooled" else f"calibration {calibration!r}, d = {d}"
+    ok_hd, det_hd = _check_human_design(items, data, d, M, what)
+    rows.append((HUMAN, "human-design", ok_hd, det_hd))
+    ok_hm, det_hm = _check_human_mle(items, data)
+    rows.append((HUMAN, "human-mle", ok_hm, det_hm))
+    if not ok_hd and (method == "pooled" or (dial and (method is not None or len(data.human) > 0))):
+        problems.append((HUMAN, "human-design", det_hd))
+    if not ok_hm and method in ("human", "atc"):
+        problems.append((HUMAN, "human-mle", det_hm))
+
+    table = pd.DataFrame(rows, columns=_COLUMNS).astype({"ok": bool})
+    prob = pd.DataFrame(problems, columns=["judge", "condition", "detail"])
+    return DesignReport(ok=not problems, table=table, problems=prob, method=method, rank=r, calibration=calibration)

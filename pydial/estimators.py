@@ -1,0 +1,678 @@
+r"""The estimators of the paper behind one entry point, :func:`fit`.
+
+========== ==================================================================
+method     estimator
+========== ==================================================================
+judges     each judge's own order-effect BTL (eq. binomial-model-llm), no humans
+human      centered human BTL MLE :math:`\hat s_0` (eq. human-only-estimator)
+pooled     pooled LLM BTL ignoring judge and order, rescaled to the humans
+dial-nopos DIAL-Anc with the order effects fixed at 0 (order-agnostic ablation)
+dial-anc   staged LLM-anchored endpoint (Alg. DIAL-Anc, eq. staged-calibrated-estimator)
+========== ==================================================================
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import warnings
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from scipy.special import expit
+
+from .data import Comparisons
+from .exceptions import ConvergenceWarning, DataError
+from .fit import (
+    centering_basis,
+    difference_design,
+    fit_calibration,
+    fit_human_btl,
+    fit_order_btl,
+    fit_structured,
+    initial_theta,
+    logistic_glm,
+)
+from .inference import COV_DESCRIPTIONS, CellStats, check_cov_type, influence_covariance, wald_table
+from .likelihood import Cells, Objective, human_loss
+from .model import CALIBRATIONS, Chart, Structure
+from .optim import OptimResult, pinv_sym, single_threaded_blas
+
+METHODS: tuple[str, ...] = ("judges", "human", "pooled", "dial-nopos", "dial-anc", "dial-ada", "atc")
+ENGINES: tuple[str, ...] = ("numpy", "stan")
+NEEDS_HUMAN = ("human", "pooled", "dial-nopos", "dial-anc", "dial-ada", "atc")
+ANCHORED_COVS: tuple[str, ...] = ("two-step", "fixed-basis")
+
+
+@dataclass
+class DialResult:
+    """Result of :func:`fit`.
+
+    Attributes
+    ----------
+    method, rank, calibration, engine, cov_type : str / int
+        How the fit was made.
+    level : float
+        Confidence level of every interval in the tables.
+    scores : DataFrame
+        Indexed by item: ``score, se, ci_low, ci_high`` (centered human-target scores;
+        for ``"judges"`` the mean of the position-debiased judge scores).
+    cov : DataFrame
+        Covariance of the centered scores (item x item).
+    position_effects : DataFrame or None
+        Indexed by judge, from the LLM-only fit: ``b, se, ci_low, ci_high, z, p_value``
+        (Wald test of ``b_k = 0``).
+    judge_scores : DataFrame or None
+        Judge x item position-debiased scores ``S`` (LLM-only fit).
+    structure : Structure or None
+        ``mu, gamma, U, V`` of the LLM-only structured fit (Cond. llm-structure).
+    calibration_coef : ndarray or None
+        ``c_H`` relative to the normalized basis ``M`` (``mu`` or ``W``).
+    lambda_ : float
+        Calibration weight: ``inf`` for the anchored endpoint, 0 for Human.
+    converged : bool
+        Every optimization reached the gradient tolerance inside the box.
+    grad_norm : float
+        Largest max-norm gradient at the reported optima.
+    loss_human : float
+        :math:`\\ell_H` at the reported scores (NaN without human data).
+    gacv : DataFrame or None
+        The weight path of ``dial-ada`` / ``dial-nopos``: ``lambda, multiple, gacv,
+        l_H, trace, admissible, reason`` (and ``rank`` for a rank grid).
+    calibration_test : CalibrationTest or None
+        LRT of the calibration restriction (Prop. calibration-test).
+    consensus : DataFrame or None
+        Consensus loadings ``gamma_k`` with intervals (LLM-only fit).
+    """
+
+    method: str
+    rank: int
+    calibration: str
+    engine: str
+    cov_type: str
+    level: float
+    items: tuple[str, ...]
+    judges: tuple[str, ...]
+    n_human: int
+    n_llm: int
+    scores: pd.DataFrame
+    cov: pd.DataFrame
+    position_effects: pd.DataFrame | None
+    judge_scores: pd.DataFrame | None
+    structure: Structure | None
+    calibration_coef: np.ndarray | None
+    lambda_: float
+    converged: bool
+    grad_norm: float
+    loss_human: float
+    details: dict[str, Any] = field(default_factory=dict, repr=False)
+    gacv: pd.DataFrame | None = None
+    calibration_test: Any = None
+    consensus: pd.DataFrame | None = None
+
+    # ------------------------------------------------------------- inference
+    def contrast(self, item_i: str, item_j: str, level: float | None = None) -> pd.Series:
+        """Wald interval of ``s_i - s_j`` and of the win probability ``sigma(s_i - s_j)``
+        (delta method)."""
+        from scipy.stats import norm
+
+        level = self.level if level is None else level
+        for it in (item_i, item_j):
+            if it not in self.scores.index:
+                raise KeyError(f"unknown item {it!r}")
+        s = self.scores["score"]
+        est = float(s[item_i] - s[item_j])
+        C = self.cov
+        var = float(C.loc[item_i, item_i] + C.loc[item_j, item_j] - 2 * C.loc[item_i, item_j])
+        se = np.sqrt(max(var, 0.0))
+        zq = norm.ppf(0.5 + level / 2)
+        p = float(expit(est))
+        return pd.Series(
+            {
+                "estimate": est, "se": se, "ci_low": est - zq * se, "ci_high": est + zq * se,
+                "p_value": float(2 * norm.sf(abs(est) / se)) if se > 0 else np.nan,
+                "win_prob": p, "win_prob_se": p * (1 - p) * se,
+                "win_prob_ci_low": float(expit(est - zq * se)), "win_prob_ci_high": float(expit(est + zq * se)),
+                "level": level,
+            },
+            name=f"{item_i} - {item_j}",
+        )
+
+    def position_test(self, judge_1: str, judge_2: str) -> pd.Series:
+        """Wald test of ``b_k = b_k'`` for two judges (Prop. stage-one-normality)."""
+        from scipy.stats import norm
+
+        if self.position_effects is None:
+            raise ValueError(f"method {self.method!r} has no position effects")
+        C = self.position_effects.attrs.get("cov")
+        idx = list(self.position_effects.index)
+        for j in (judge_1, judge_2):
+            if j not in idx:
+                raise KeyError(f"unknown judge {j!r}; known: {idx}")
+        a, b = idx.index(judge_1), idx.index(judge_2)
+        diff = float(self.position_effects["b"].iloc[a] - self.position_effects["b"].iloc[b])
+        se = float(np.sqrt(max(C[a, a] + C[b, b] - 2 * C[a, b], 0.0)))
+        z = diff / se if se > 0 else np.nan
+        return pd.Series({"difference": diff, "se": se, "z": z, "p_value": float(2 * norm.sf(abs(z)))},
+                         name=f"b[{judge_1}] - b[{judge_2}]")
+
+    def win_probabilities(self) -> pd.DataFrame:
+        """Matrix of ``sigma(s_i - s_j)`` (row item beats column item)."""
+        s = self.scores["score"].to_numpy()
+        return pd.DataFrame(expit(s[:, None] - s[None, :]), index=self.scores.index, columns=self.scores.index)
+
+    def ranking(self) -> pd.Series:
+        """Items ordered by score, best first."""
+        return self.scores["score"].sort_values(ascending=False)
+
+    # ---------------------------------------------------------------- report
+    def summary(self) -> str:
+        """A statsmodels-like text summary."""
+        lam = "inf" if np.isinf(self.lambda_) else f"{self.lambda_:.4g}"
+        head = [
+            f"pydial fit: method={self.method}  rank={self.rank}  calibration={self.calibration}  engine={self.engine}",
+            f"items N={len(self.items)}  LLM judges K={len(self.judges)}  n_LLM={self.n_llm}  n_H={self.n_human}",
+            f"lambda={lam}  converged={self.converged}  max|grad|={self.grad_norm:.2e}",
+            f"covariance: {COV_DESCRIPTIONS[self.cov_type]}  level={self.level:.0%}",
+        ]
+        if not np.isnan(self.loss_human):
+            head.append(f"human loss l_H={self.loss_human:.6f}")
+        if self.calibration_test is not None:
+            head.append(f"calibration test: {self.calibration_test!r}")
+        if self.method == "atc":
+            head.append("AtC provides point estimates only (no standard errors)")
+        with pd.option_context("display.width", 120, "display.max_rows", 200):
+            parts = ["\n".join(head), "", "Scores (centered):", self.scores.round(4).to_string()]
+            if self.gacv is not None:
+                parts += ["", "GACV path:", self.gacv.round(6).to_string(index=False)]
+            if self.position_effects is not None:
+                parts += ["", "Position effects b_k (LLM-only fit; b > 0 favours the first-shown item):",
+                          self.position_effects.round(4).to_string()]
+        return "\n".join(parts)
+
+    def __repr__(self) -> str:
+        return (f"DialResult(method={self.method!r}, N={len(self.items)}, K={len(self.judges)}, "
+                f"lambda={self.lambda_}, converged={self.converged})")
+
+
+# ====================================================================== fit
+@single_threaded_blas
+def fit(
+    data: Comparisons,
+    method: str = "dial-anc",
+    *,
+    rank: int | str | list[int] = 1,
+    calibration: str = "mu",
+    engine: str = "numpy",
+    cov: str | None = None,
+    level: float = 0.95,
+    lambdas: Any = None,
+    multiples: Any = None,
+    include_endpoints: bool = True,
+    anchored_cov: str = "two-step",
+    seed: int | None = None,
+    check: bool = True,
+) -> DialResult:
+    """Fit one of the paper's estimators.
+
+    Parameters
+    ----------
+    data : Comparisons
+        Validated judgments (:meth:`Comparisons.from_frame`).
+    method : {"judges", "human", "pooled", "dial-nopos", "dial-anc"}
+        Estimator (see the module docstring).
+    rank : int, list of int or "auto", default 1
+        Disagreement rank ``r`` of ``S = gamma mu^T + U V^T`` (Cond. llm-structure).
+        For ``dial-ada`` a list (or ``"auto"``: ``0 .. min(K-1, N-2, 3)``) selects
+        ``(r, lambda)`` jointly by GACV (App. rank-selection).
+    calibration : {"mu", "W"}, default "mu"
+        Human calibration basis: the consensus ``mu`` (``d = 1``) or ``W = [mu, V]``
+        (``d = r + 1``).
+    engine : {"numpy", "stan"}
+        Optimizer; ``"stan"`` runs the same model through Stan's optimizer.
+    cov : {"fisher", "binomial", "cell", "record"}, optional
+        Meat of the covariance (see :mod:`pydial.inference`); default ``"fisher"``
+        for ``human`` and ``"cell"`` (judge-pair clustered) otherwise.
+    level : float, default 0.95
+        Level of every interval reported.
+    seed : int, optional
+        Seed of the generic-rank design checks (and of Stan when used).
+    lambdas : sequence of float, optional
+        Explicit finite candidate weights for ``dial-ada`` / ``dial-nopos`` (absolute
+        values of lambda in eq. weighted-loss).
+    multiples : sequence of float, optional
+        Candidate weights as multiples of ``n_L / n_H``; default seven log-spaced
+        values from 0.01 to 10 (App. lambda-selection).
+    include_endpoints : bool, default True
+        Whether the endpoints ``lambda = 0`` (human BTL) and ``inf`` (DIAL-Anc) compete
+        in GACV; ``inf`` remains the fallback when no finite weight is admissible.
+    anchored_cov : {"two-step", "fixed-basis"}
+        Covariance at ``lambda = inf``: the two-step delta method (the
+        ``lambda -> inf`` limit of the sandwich at the observed ``n_H/n_L``; default)
+        or the ``M`` fixed limit ``M H_M^{-1} M^T`` of Cor. uniform-lambda.
+    check : bool, default True
+        Run :func:`pydial.check_design` first and raise
+        :class:`~pydial.IdentifiabilityError` when the fit cannot exist.
+
+    Returns
+    -------
+    DialResult
+    """
+    if method not in METHODS:
+        raise ValueError(f"method must be one of {METHODS}, got {method!r}")
+    if calibration not in CALIBRATIONS:
+        raise ValueError(f"calibration must be one of {CALIBRATIONS}, got {calibration!r}")
+    if engine not in ENGINES:
+        raise ValueError(f"engine must be one of {ENGINES}, got {engine!r}")
+    if not 0 < level < 1:
+        raise ValueError(f"level ({level}) must be in the open interval (0, 1)")
+    rank_grid = _rank_grid(rank, data, method)
+    if anchored_cov not in ANCHORED_COVS:
+        raise ValueError(f"anchored_cov must be one of {ANCHORED_COVS}, got {anchored_cov!r}")
+    cov = check_cov_type(cov if cov is not None else ("fisher" if method == "human" else "cell"))
+    if method in NEEDS_HUMAN and data.n_human == 0:
+        raise DataError(
+            f"method {method!r} needs human comparisons, but no decisive rows have judge == {data.human_judge!r}"
+        )
+    if method != "human" and data.K == 0:
+        raise DataError(f"method {method!r} needs LLM judgments, but there are none")
+    if check:
+        from .design import check_design
+
+        for r in rank_grid:
+            check_design(data, rank=r, calibration=calibration, method=method, seed=0 if seed is None else seed).raise_if_failed()
+    common = dict(method=method, rank=rank_grid[0], calibration=calibration, engine=engine, cov_type=cov, level=level,
+                  items=data.items, judges=data.judges, n_human=data.n_human, n_llm=data.n_llm)
+    if method == "human":
+        return _fit_human(data, common)
+    if method == "judges":
+        return _fit_judges(data, common)
+    if method == "pooled":
+        return _fit_pooled(data, common)
+    if engine == "stan":
+        from .stan import fit_stan
+
+        return fit_stan(data, method, common, rank_grid=rank_grid, lambdas=lambdas, multiples=multiples,
+                        include_endpoints=include_endpoints, anchored_cov=anchored_cov, seed=seed)
+    if method == "atc":
+        return _fit_atc(data, common)
+    return _fit_dial(data, common, order=(method != "dial-nopos"), adaptive=(method != "dial-anc"), lambdas=lambdas,
+                     multiples=multiples, include_endpoints=include_endpoints, anchored_cov=anchored_cov,
+                     rank_grid=rank_grid)
+
+
+def _rank_grid(rank: Any, data: Comparisons, method: str) -> list[int]:
+    """Validate ``rank`` (int, list, or "auto") into a list of candidate ranks."""
+    top = max(0, min(data.K - 1, data.N - 2, 3))
+    if isinstance(rank, str):
+        if rank != "auto":
+            raise ValueError(f"rank must be a non-negative integer, a list of them, or 'auto', got {rank!r}")
+        grid = list(range(top + 1))
+    elif isinstance(rank, (int, np.integer)):
+        grid = [int(rank)]
+    else:
+        try:
+            grid = [int(r) for r in rank]
+        except TypeError:
+            raise ValueError(f"rank must be a non-negative integer, a list of them, or 'auto', got {rank!r}") from None
+    if not grid or any(r < 0 for r in grid):
+        raise ValueError(f"ranks must be non-negative integers, got {rank!r}")
+    if len(grid) > 1 and method not in ("dial-ada", "dial-nopos"):
+        raise ValueError(f"a rank grid (rank={rank!r}) needs method 'dial-ada' or 'dial-nopos', got {method!r}")
+    return sorted(set(grid))
+
+
+# ----------------------------------------------------------------- helpers
+def _warn_if(opt: OptimResult, what: str) -> None:
+    if not opt.converged:
+        warnings.warn(f"{what}: optimizer did not converge ({opt.message}; max|grad| = {opt.grad_norm:.2e})",
+                      ConvergenceWarning, stacklevel=3)
+    elif opt.at_bound.any():
+        warnings.warn(f"{what}: {int(opt.at_bound.sum())} coordinate(s) on the optimization box (|x| = 10): "
+                      "the estimate is not resolved within the box", ConvergenceWarning, stacklevel=3)
+
+
+def _score_frame(s: np.ndarray, C: np.ndarray, items: tuple[str, ...], level: float) -> tuple[pd.DataFrame, pd.DataFrame]:
+    if not np.all(np.isfinite(s)):
+        raise FloatingPointError("non-finite scores")
+    tab = wald_table(s, C, list(items), level, "score")[["score", "se", "ci_low", "ci_high"]]
+    tab.index.name = "item"
+    cov = pd.DataFrame(C, index=pd.Index(items, name="item"), columns=pd.Index(items, name="item"))
+    return tab, cov
+
+
+def _glm_influence(X: np.ndarray, opt: OptimResult, n: np.ndarray, y: np.ndarray, w: float, E: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Influence directions ``u_c = E H^{-1} x_c`` of a GLM fit, its probabilities and Hessian."""
+    p = expit(X @ opt.x)
+    H = w * (X.T * (n * p * (1 - p))) @ X
+    Hinv, _ = pinv_sym(H)
+    return X @ Hinv @ E.T, p, H
+
+
+def _fit_human(data: Comparisons, common: dict) -> DialResult:
+    N = data.N
+    f = fit_human_btl(data.human, N)
+    _warn_if(f.opt, "human BTL")
+    T = centering_basis(N)
+    X = difference_design(data.human.i, data.human.j, N) @ T
+    U, p, _ = _glm_influence(X, f.opt, data.human.n, data.human.y, 1.0 / data.n_human, T)
+    st = CellStats.from_parts([(data.human.n, data.human.y, p, 1.0 / data.n_human, True)])
+    C = influence_covariance(U, st, data, common["cov_type"])
+    scores, cov = _score_frame(f.s, C, data.items, common["level"])
+    return DialResult(**common, scores=scores, cov=cov, position_effects=None, judge_scores=None, structure=None,
+                      calibration_coef=None, lambda_=0.0, converged=f.opt.resolved, grad_norm=f.opt.grad_norm,
+                      loss_human=human_loss(f.s, data.human))
+
+
+def _fit_judges(data: Comparisons, common: dict) -> DialResult:
+    N, K = data.N, data.K
+    T = centering_basis(N)
+    E = np.zeros((N + 1, N))
+    E[:N, : N - 1] = T
+    E[N, N - 1] = 1.0
+    S = np.zeros((K, N))
+    b = np.zeros(K)
+    covs = []
+    conv, gmax = True, 0.0
+    for k in range(K):
+        m = data.llm.judge == k
+        cells = data.llm.select(m)
+        f = fit_order_btl(cells, N)
+        _warn_if(f.opt, f"judge {data.judges[k]!r}")
+        conv &= f.opt.resolved
+        gmax = max(gmax, f.opt.grad_norm)
+        X = np.column_stack([difference_design(cells.i, cells.j, N) @ T, cells.a.astype(float)])
+        U, p, _ = _glm_influence(X, f.opt, cells.n, cells.y, 1.0 / cells.n.sum(), E)
+        st = CellStats(cells.n, cells.y, p, np.full(cells.n.size, 1.0 / cells.n.sum()), np.zeros(cells.n.size, bool),
+                       np.flatnonzero(m), np.full(cells.n.size, -1))
+        covs.append(influence_covariance(U, st, data, common["cov_type"]))
+        S[k], b[k] = f.s, f.b
+    Cb = np.diag([c[N, N] for c in covs])
+    pos = wald_table(b, Cb, list(data.judges), common["level"], "b")
+    pos.index.name = "judge"
+    # Independent judges: the mean score has covariance sum_k C_k / K^2.
+    Cs = sum(c[:N, :N] for c in covs) / K**2
+    scores, cov = _score_frame(S.mean(0), Cs, data.items, common["level"])
+    judge_scores = pd.DataFrame(S, index=pd.Index(data.judges, name="judge"), columns=pd.Index(data.items, name="item"))
+    se = pd.DataFrame(np.sqrt(np.array([np.diag(c)[:N] for c in covs])), index=judge_scores.index, columns=judge_scores.columns)
+    return DialResult(**common, scores=scores, cov=cov, position_effects=pos, judge_scores=judge_scores, structure=None,
+                      calibration_coef=None, lambda_=np.inf, converged=conv, grad_norm=gmax, loss_human=np.nan,
+                      details={"judge_score_se": se, "judge_cov": covs})
+
+
+def _fit_pooled(data: Comparisons, common: dict) -> DialResult:
+    N = data.N
+    L, Hc = data.llm, data.human
+    T = centering_basis(N)
+    X1 = difference_design(L.i, L.j, N) @ T
+    w1, w2 = 1.0 / data.n_llm, 1.0 / data.n_human
+    o1 = logistic_glm(X1, L.n, L.y, weight=w1)
+    _warn_if(o1, "pooled LLM BTL")
+    sp_ = T @ o1.x
+    D2 = difference_design(Hc.i, Hc.j, N)
+    x2 = D2 @ sp_
+    o2 = logistic_glm(x2[:, None], Hc.n, Hc.y, weight=w2)
+    _warn_if(o2, "pooled calibration")
+    c = float(o2.x[0])
+    s = c * sp_
+    # Two-step linearization: stage 1 beta (pooled BTL), stage 2 c.
+    p1 = expit(X1 @ o1.x)
+    H1 = w1 * (X1.T * (L.n * p1 * (1 - p1))) @ X1
+    p2 = expit(c * x2)
+    Cc = w2 * np.sum(Hc.n * p2 * (1 - p2) * x2**2)
+    d2 = D2 @ T
+    X21 = w2 * ((Hc.n * p2 * (1 - p2) * x2 * c + (Hc.n * p2 - Hc.y)) @ d2)
+    total = c * T - np.outer(sp_, X21 / Cc)
+    U_L = X1 @ np.linalg.solve(H1, total.T)
+    U_H = (x2 / Cc)[:, None] * sp_[None, :]
+    st = CellStats.from_parts([(L.n, L.y, p1, w1, False), (Hc.n, Hc.y, p2, w2, True)])
+    C = influence_covariance(np.vstack([U_L, U_H]), st, data, common["cov_type"])
+    scores, cov = _score_frame(s, C, data.items, common["level"])
+    return DialResult(**common, scores=scores, cov=cov, position_effects=None, judge_scores=None, structure=None,
+                      calibration_coef=np.array([c]), lambda_=np.inf, converged=o1.resolved and o2.resolved,
+                      grad_norm=max(o1.grad_norm, o2.grad_norm), loss_human=human_loss(s, Hc),
+                      details={"pooled_scores": sp_})
+
+
+@dataclass(frozen=True)
+class StagedFit:
+    """The staged endpoint in the calibrated chart (Alg. DIAL-Anc)."""
+
+    chart: Chart
+    theta: np.ndarray
+    llm_opt: OptimResult
+    cal_opt: OptimResult
+    llm_chart: Chart
+    llm_theta: np.ndarray
+
+
+def staged_fit(data: Comparisons, rank: int, calibration: str, *, order: bool = True) -> StagedFit:
+    """Alg. DIAL-Anc: structured LLM-only fit, then ``argmin_c l_H(M c)``."""
+    chL = Chart(data.N, data.K, rank, None, order)
+    fL = fit_structured(data, chL, np.inf, initial_theta(data, chL))
+    st = chL.structure(fL.theta)
+    M = st.mu[:, None] if calibration == "mu" else st.W
+    oc = fit_calibration(data.human, M)
+    ch = Chart(data.N, data.K, rank, calibration, order)
+    b = chL.order_effects(fL.theta) if order else None
+    theta = ch.from_structure(st, oc.x, b)
+    return StagedFit(ch, theta, fL.opt, oc, chL, fL.theta)
+
+
+def staged_influence(data: Comparisons, fit_: StagedFit, *, fixed_basis: bool = False) -> tuple[np.ndarray, CellStats]:
+    """Two-step influence directions of the calibrated scores at the staged endpoint.
+
+    LLM cells: ``u = (ds/dxi - ds/dc C^{-1} H_{c xi}) H_xi^+ d eta/d xi``; human cells:
+    ``u = ds/dc C^{-1} d eta/dc`` (see :mod:`pydial.inference`).  This is the
+    ``lambda -> inf`` limit of the finite-weight sandwich at the observed ``n_H/n_L``.
+    With ``fixed_basis=True`` the LLM contributions are dropped, giving the
+    ``M H_M^{-1} M^T`` limit of Cor. uniform-lambda (``n_H/n_L -> 0``), which ignores
+    the estimation error of ``M`` and under-covers in finite samples.
+    """
+    ch, th = fit_.chart, fit_.theta
+    oL = Objective(ch, Cells.stack(data, 1.0 / data.n_llm, 0.0))
+    oH = Objective(ch, Cells.stack(data, 0.0, 1.0 / data.n_human))
+    _, _, HL = oL.value_grad_hess(th)
+    _, _, HH = oH.value_grad_hess(th)
+    cs = ch.slices["c"]
+    xi = np.r_[np.arange(0, cs.start), np.arange(cs.stop, ch.dim)]
+    C = HH[cs, cs]
+    Cinv = np.linalg.inv(C)
+    sdot = ch.score_jacobian(th)
+    S_xi, S_c = sdot[:, xi], sdot[:, cs]
+    total = S_xi - S_c @ Cinv @ HH[cs][:, xi]
+    HLp, _ = pinv_sym(HL[np.ix_(xi, xi)])
+    U_L = oL.cell_jacobian(th)[:, xi] @ (total @ HLp).T
+    if fixed_basis:
+        U_L = np.zeros_like(U_L)
+    U_H = oH.cell_jacobian(th)[:, cs] @ (S_c @ Cinv).T
+    st = CellStats.from_parts([(data.llm.n, data.llm.y, oL.probabilities(th), 1.0 / data.n_llm, False),
+                               (data.human.n, data.human.y, oH.probabilities(th), 1.0 / data.n_human, True)])
+    return np.vstack([U_L, U_H]), st
+
+
+def llm_only_effects(data: Comparisons, chart: Chart, theta: np.ndarray, cov: str, level: float) -> pd.DataFrame:
+    """Judge position effects ``b_k`` from the LLM-only fit with Wald tests of ``b_k = 0``
+    (Prop. stage-one-normality); bread ``H(l_L)^+``, meat of type ``cov``."""
+    o = Objective(chart, Cells.stack(data, 1.0 / data.n_llm, 0.0))
+    _, _, H = o.value_grad_hess(theta)
+    Hp, _ = pinv_sym(H)
+    E = np.zeros((data.K, chart.dim))
+    E[np.arange(data.K), np.arange(chart.slices["b"].start, chart.slices["b"].stop)] = 1.0
+    U = o.cell_jacobian(theta) @ (E @ Hp).T
+    st = CellStats.from_parts([(data.llm.n, data.llm.y, o.probabilities(theta), 1.0 / data.n_llm, False)])
+    C = influence_covariance(U, st, data, cov)
+    tab = wald_table(chart.order_effects(theta), C, list(data.judges), level, "b")
+    tab.index.name = "judge"
+    tab.attrs["cov"] = C
+    return tab
+
+
+def consensus_loadings(data: Comparisons, chart: Chart, theta: np.ndarray, cov: str, level: float) -> pd.DataFrame:
+    """Consensus loadings ``gamma_k = N^{-1} (S mu)_k`` of the LLM-only fit with Wald
+    intervals (Prop. stage-one-normality); the Jacobian of the gauge-invariant map
+    ``theta -> gamma`` is taken by central differences."""
+    o = Objective(chart, Cells.stack(data, 1.0 / data.n_llm, 0.0))
+    _, _, H = o.value_grad_hess(theta)
+    Hp, _ = pinv_sym(H)
+    gamma = chart.structure(theta).gamma
+    h = 1e-6
+    E = np.empty((data.K, chart.dim))
+    for t in range(chart.dim):
+        e = np.zeros(chart.dim)
+        e[t] = h
+        E[:, t] = (chart.structure(theta + e).gamma - chart.structure(theta - e).gamma) / (2 * h)
+    U = o.cell_jacobian(theta) @ (E @ Hp).T
+    st = CellStats.from_parts([(data.llm.n, data.llm.y, o.probabilities(theta), 1.0 / data.n_llm, False)])
+    C = influence_covariance(U, st, data, cov)
+    tab = wald_table(gamma, C, list(data.judges), level, "gamma")[["gamma", "se", "ci_low", "ci_high"]]
+    tab.index.name = "judge"
+    return tab
+
+
+def finite_influence(data: Comparisons, ch: Chart, lam: float, theta: np.ndarray) -> tuple[np.ndarray, CellStats]:
+    """Sandwich influence directions ``u_c = sdot H^+ d eta_c/d theta`` at a finite weight
+    (eq. weighted-empirical-sandwich; pseudo-inverse in the over-parameterized chart)."""
+    obj = Objective.weighted(ch, data, lam)
+    _, _, H = obj.value_grad_hess(theta)
+    Hp, _ = pinv_sym(H)
+    U = obj.cell_jacobian(theta) @ (ch.score_jacobian(theta) @ Hp).T
+    p = obj.probabilities(theta)
+    h = obj.cells.is_human
+    st = CellStats.from_parts([(data.llm.n, data.llm.y, p[~h], lam / data.n_llm, False),
+                               (data.human.n, data.human.y, p[h], 1.0 / data.n_human, True)])
+    return U, st
+
+
+def human_influence(data: Comparisons, beta: np.ndarray) -> tuple[np.ndarray, CellStats]:
+    """Influence directions of the centered human BTL fit (reduced chart ``s = T beta``)."""
+    T = centering_basis(data.N)
+    X = difference_design(data.human.i, data.human.j, data.N) @ T
+    p = expit(X @ beta)
+    H = (X.T * (data.human.n * p * (1 - p))) @ X / data.n_human
+    U = X @ np.linalg.solve(H, T.T)
+    return U, CellStats.from_parts([(data.human.n, data.human.y, p, 1.0 / data.n_human, True)])
+
+
+def _fit_dial(data: Comparisons, common: dict, *, order: bool, adaptive: bool, lambdas: Any, multiples: Any,
+              include_endpoints: bool, anchored_cov: str, rank_grid: list[int]) -> DialResult:
+    from .calibration_test import calibration_test
+    from .exceptions import ConvergenceError
+    from .selection import (DEFAULT_MULTIPLES, anchored_candidate, candidate_weights, finite_candidate,
+                            human_candidate, path_table)
+
+    cal = common["calibration"]
+    hum, _ = human_candidate(data)
+    tables, options = [], []
+    staged: dict[int, StagedFit] = {}
+    for r in rank_grid:
+        sf = staged_fit(data, r, cal, order=order)
+        staged[r] = sf
+        _warn_if(sf.llm_opt, f"structured LLM-only fit (rank {r})")
+        st = sf.llm_chart.structure(sf.llm_theta)
+        M = st.mu[:, None] if cal == "mu" else st.W
+        cands = [anchored_candidate(data, M, sf.chart.scores(sf.theta), sf.cal_opt, sf.llm_opt)]
+        if adaptive:
+            if lambdas is not None:
+                lams = np.sort(np.asarray(lambdas, float))[::-1]
+                if np.any(~np.isfinite(lams)) or np.any(lams <= 0):
+                    raise ValueError(f"lambdas must be finite and positive (the endpoints 0 and inf are added by include_endpoints), got {lambdas!r}")
+            else:
+                lams = np.sort(candidate_weights(data.n_llm, data.n_human, tuple(multiples or DEFAULT_MULTIPLES)))[::-1]
+            theta = sf.theta
+            for lam in lams:
+                c = finite_candidate(data, sf.chart, float(lam), theta, float(lam * data.n_human / data.n_llm))
+                if c.admissible:
+                    theta = c.theta
+                cands.append(c)
+        if adaptive:
+            anc = cands[0]
+            if not include_endpoints:
+                anc = dataclasses.replace(anc, admissible=False, reason=anc.reason or "endpoint excluded (include_endpoints=False); fallback only")
+            allc = ([hum] if include_endpoints else []) + cands[:0:-1] + [anc]
+        else:
+            allc = cands
+        tables.append(path_table(allc, r))
+        options += [(r, c) for c in allc]
+    table = pd.concat(tables, ignore_index=True)
+    if len(rank_grid) > 1 and adaptive and include_endpoints:
+        # the human endpoint does not depend on the rank: list it once
+        dup = (table["lambda"] == 0) & table.duplicated(subset=["lambda"], keep="first")
+        table = table.loc[~dup].reset_index(drop=True)
+    ok = [(r, c) for r, c in options if c.admissible]
+    fallback = False
+    if not ok:
+        anc = [(r, c) for r, c in options if np.isinf(c.lam) and c.opt is not None and c.opt.resolved and c.s is not None]
+        if not anc:
+            raise ConvergenceError("no admissible candidate on the lambda path (see the reasons):\n" + table.to_string())
+        ok, fallback = anc[:1], True
+    r_sel, best = min(ok, key=lambda rc: rc[1].gacv if np.isfinite(rc[1].gacv) else np.inf)
+    sf = staged[r_sel]
+    common = {**common, "rank": r_sel}
+    if best.lam == 0:
+        U, stt = human_influence(data, best.theta)
+        C = influence_covariance(U, stt, data, common["cov_type"])
+        s = best.s
+    elif np.isinf(best.lam):
+        U, stt = staged_influence(data, sf, fixed_basis=(anchored_cov == "fixed-basis"))
+        C = influence_covariance(U, stt, data, common["cov_type"])
+        s = sf.chart.scores(sf.theta)
+    else:
+        U, stt = finite_influence(data, sf.chart, best.lam, best.theta)
+        C = influence_covariance(U, stt, data, common["cov_type"])
+        s = best.s
+    scores, cov = _score_frame(s, C, data.items, common["level"])
+    pos = llm_only_effects(data, sf.llm_chart, sf.llm_theta, common["cov_type"], common["level"]) if order else None
+    structure = sf.llm_chart.structure(sf.llm_theta)
+    judge_scores = pd.DataFrame(structure.S, index=pd.Index(data.judges, name="judge"), columns=pd.Index(data.items, name="item"))
+    d = 1 if cal == "mu" else r_sel + 1
+    ct = calibration_test(data, sf.chart.scores(sf.theta), hum.s if hum.opt is not None and hum.opt.resolved else None, d,
+                          hum.reason)
+    if np.isinf(best.lam):
+        c_coef = sf.chart.calibration_coordinates(sf.theta)
+    elif best.lam == 0:
+        c_coef = None
+    else:
+        c_coef = sf.chart.calibration_coordinates(best.theta)
+    opts = [sf.llm_opt, sf.cal_opt] + ([best.opt] if best.opt is not None else [])
+    res = DialResult(**common, scores=scores, cov=cov, position_effects=pos, judge_scores=judge_scores,
+                     structure=structure, calibration_coef=c_coef, lambda_=best.lam,
+                     converged=all(o.resolved for o in opts), grad_norm=max(o.grad_norm for o in opts),
+                     loss_human=human_loss(s, data.human),
+                     details={"theta": best.theta if np.isfinite(best.lam) and best.lam > 0 else sf.theta,
+                              "chart": sf.chart, "llm_theta": sf.llm_theta, "llm_chart": sf.llm_chart,
+                              "fallback": fallback, "anchored_cov": anchored_cov})
+    res.gacv = table if adaptive else None
+    res.calibration_test = ct
+    if order:
+        res.consensus = consensus_loadings(data, sf.llm_chart, sf.llm_theta, common["cov_type"], common["level"])
+    return res
+
+
+def _fit_atc(data: Comparisons, common: dict) -> DialResult:
+    """AtC baseline (Sec. Experiments, App. related-comparison): the human comparisons
+    are aggregated by BTL into an ordering, and the position-debiased LLM consensus
+    score (DIAL-Anc with ``M = mu``) is isotonic-calibrated to respect it."""
+    from scipy.optimize import isotonic_regression
+
+    h = fit_human_btl(data.human, data.N)
+    _warn_if(h.opt, "human BTL (AtC ordering)")
+    sf = staged_fit(data, common["rank"], "mu", order=True)
+    _warn_if(sf.llm_opt, "structured LLM-only fit")
+    base = sf.chart.scores(sf.theta)
+    order = np.argsort(-h.s, kind="stable")
+    fitted = isotonic_regression(base[order], increasing=False).x
+    s = np.empty(data.N)
+    s[order] = fitted
+    s -= s.mean()
+    nan = np.full((data.N, data.N), np.nan)
+    scores = pd.DataFrame({"score": s, "se": np.nan, "ci_low": np.nan, "ci_high": np.nan},
+                          index=pd.Index(data.items, name="item"))
+    cov = pd.DataFrame(nan, index=scores.index, columns=scores.index)
+    pos = llm_only_effects(data, sf.llm_chart, sf.llm_theta, common["cov_type"], common["level"])
+    return DialResult(**{**common, "calibration": "mu"}, scores=scores, cov=cov, position_effects=pos,
+                      judge_scores=None, structure=sf.llm_chart.structure(sf.llm_theta), calibration_coef=None,
+                      lambda_=np.inf, converged=h.opt.resolved and sf.llm_opt.resolved,
+                      grad_norm=max(h.opt.grad_norm, sf.llm_opt.grad_norm), loss_human=human_loss(s, data.human),
+                      details={"human_btl": h.s, "anchored": base})

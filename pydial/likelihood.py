@@ -1,0 +1,210 @@
+r"""Binomial logistic losses of DIAL with exact gradients and Hessians.
+
+* ``human_loss``  -- :math:`\ell_H(s)` of eq. human-full-loss (normalized by ``n_H``);
+* ``llm_loss``    -- :math:`\ell_L(S, b)` of eq. llm-negloglik (normalized by ``n_L``);
+* :class:`Objective` -- :math:`Q_\lambda = \ell_H + \lambda \ell_L` (eq. weighted-loss)
+  on the reduced chart of :mod:`pydial.model`, with value, gradient, Hessian and the
+  per-cell pieces needed by the sandwich and GACV.
+
+Every cell ``c`` (LLM or human) has the bilinear predictor
+``eta_c = L_g . (B_i - B_j) + a b_g`` in the full coordinates; the loss is
+``sum_c w_c [n_c log(1 + e^eta_c) - y_c eta_c]`` with per-comparison weight
+``w_c = 1/n_H`` for human and ``lambda/n_L`` for LLM cells.  Each cell touches only
+``3(r+1) + 1`` full coordinates, so the Hessian is assembled from small blocks
+with one ``bincount`` and mapped to the reduced chart by ``T^T H T``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+
+import numpy as np
+from scipy.special import expit
+
+from .data import Comparisons, HumanCells, LLMCells
+from .model import Chart
+
+
+def softplus(x: np.ndarray) -> np.ndarray:
+    """``log(1 + exp(x))`` without overflow."""
+    return np.logaddexp(0.0, x)
+
+
+def binomial_nll(eta: np.ndarray, n: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Per-cell ``n log(1 + e^eta) - y eta`` (binomial negative log-likelihood without the
+    binomial coefficient)."""
+    return n * softplus(eta) - y * eta
+
+
+def human_loss(s: np.ndarray, human: HumanCells) -> float:
+    r"""Normalized human loss :math:`\ell_H(s)` (eq. human-full-loss)."""
+    eta = s[human.i] - s[human.j]
+    return float(binomial_nll(eta, human.n, human.y).sum() / human.n.sum())
+
+
+def llm_loss(S: np.ndarray, b: np.ndarray, llm: LLMCells) -> float:
+    r"""Normalized LLM loss :math:`\ell_L(S, b)` (eq. llm-negloglik)."""
+    eta = S[llm.judge, llm.i] - S[llm.judge, llm.j] + llm.a * b[llm.judge]
+    return float(binomial_nll(eta, llm.n, llm.y).sum() / llm.n.sum())
+
+
+def weighted_loss(s: np.ndarray, S: np.ndarray, b: np.ndarray, data: Comparisons, lam: float) -> float:
+    r""":math:`Q_\lambda(s, S, b) = \ell_H(s) + \lambda \ell_L(S, b)` (eq. weighted-loss)."""
+    return human_loss(s, data.human) + lam * llm_loss(S, b, data.llm)
+
+
+@dataclass(frozen=True)
+class Cells:
+    """LLM and human cells stacked for the bilinear kernel.
+
+    ``g`` is the loading row (judge ``k``, or ``K`` for the human); ``a`` is 0 for
+    human cells; ``w`` is the per-comparison weight of the cell.
+    """
+
+    g: np.ndarray
+    i: np.ndarray
+    j: np.ndarray
+    a: np.ndarray
+    n: np.ndarray
+    y: np.ndarray
+    w: np.ndarray
+    is_human: np.ndarray
+
+    @classmethod
+    def stack(cls, data: Comparisons, w_llm: float, w_human: float) -> "Cells":
+        """LLM cells (if ``w_llm > 0``) followed by human cells (if ``w_human > 0``)."""
+        parts = []
+        if w_llm > 0:
+            L = data.llm
+            parts.append((L.judge, L.i, L.j, L.a, L.n, L.y, np.full(L.n.size, w_llm), np.zeros(L.n.size, bool)))
+        if w_human > 0:
+            H = data.human
+            m = H.n.size
+            parts.append((np.full(m, data.K), H.i, H.j, np.zeros(m, np.int64), H.n, H.y, np.full(m, w_human), np.ones(m, bool)))
+        if not parts:
+            raise ValueError("no cells with positive weight")
+        cols = [np.concatenate([p[t] for p in parts]) for t in range(8)]
+        return cls(*cols)
+
+
+class Objective:
+    r"""A weighted bilinear logistic loss on a :class:`~pydial.model.Chart`.
+
+    ``value(theta) = sum_c w_c [n_c softplus(eta_c) - y_c eta_c]`` where human cells
+    carry ``w_human`` and LLM cells ``w_llm``.  With ``w_human = 1/n_H`` and
+    ``w_llm = lambda/n_L`` this is :math:`Q_\lambda` (eq. weighted-loss); with
+    ``w_human = 0`` and ``w_llm = 1/n_L`` the structured LLM-only loss of
+    eq. staged-calibrated-estimator.
+    """
+
+    def __init__(self, chart: Chart, cells: Cells) -> None:
+        if chart.calibration is None and cells.is_human.any():
+            raise ValueError("an LLM-only chart cannot carry human cells")
+        self.chart = chart
+        self.cells = cells
+
+    @classmethod
+    def weighted(cls, chart: Chart, data: Comparisons, lam: float) -> "Objective":
+        r""":math:`Q_\lambda` with ``lam`` in ``(0, inf)``; ``lam = inf`` gives the LLM-only loss."""
+        if np.isinf(lam):
+            return cls(chart, Cells.stack(data, 1.0 / data.n_llm, 0.0))
+        return cls(chart, Cells.stack(data, lam / data.n_llm, 1.0 / data.n_human))
+
+    # ----------------------------------------------------------- index maps
+    @cached_property
+    def _index(self) -> np.ndarray:
+        """Full-coordinate indices touched by each cell (m x (3q+1)).
+
+        Columns: L_g (q), B_i (q), B_j (q), b_g (1; a dummy slot for human cells).
+        """
+        ch, c = self.chart, self.cells
+        q = ch.q
+        l = np.arange(q)
+        bcol = np.where(c.is_human, 0, ch.off_b + np.minimum(c.g, ch.K - 1))
+        return np.column_stack(
+            [c.g[:, None] * q + l, ch.off_B + c.i[:, None] * q + l, ch.off_B + c.j[:, None] * q + l, bcol]
+        )
+
+    def _local(self, theta: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``eta`` and the local gradient ``d eta / d phi`` on the touched coordinates."""
+        ch, c = self.chart, self.cells
+        phi = ch.to_full(theta)
+        q = ch.q
+        L = phi[: ch.off_B].reshape(ch.rows, q)
+        B = phi[ch.off_B : ch.off_b].reshape(ch.N, q)
+        b = phi[ch.off_b :]
+        Lg = L[c.g]
+        dB = B[c.i] - B[c.j]
+        ab = np.where(c.is_human, 0.0, c.a * b[np.minimum(c.g, ch.K - 1)])
+        eta = np.einsum("ml,ml->m", Lg, dB) + ab
+        v = np.column_stack([dB, Lg, -Lg, np.where(c.is_human, 0.0, c.a.astype(float))])
+        return eta, v
+
+    def eta(self, theta: np.ndarray) -> np.ndarray:
+        return self._local(theta)[0]
+
+    # ------------------------------------------------------------ evaluation
+    def value(self, theta: np.ndarray) -> float:
+        c = self.cells
+        return float(np.sum(c.w * binomial_nll(self.eta(theta), c.n, c.y)))
+
+    def value_grad_hess(self, theta: np.ndarray, *, hess: bool = True) -> tuple[float, np.ndarray, np.ndarray | None]:
+        """Value, gradient and (exact) Hessian in the reduced chart."""
+        ch, c = self.chart, self.cells
+        eta, v = self._local(theta)
+        p = expit(eta)
+        f = float(np.sum(c.w * binomial_nll(eta, c.n, c.y)))
+        res = c.w * (c.n * p - c.y)  # d f / d eta per cell
+        idx = self._index
+        P = ch.dim_full
+        g_full = np.bincount(idx.ravel(), weights=(res[:, None] * v).ravel(), minlength=P)
+        g = ch.T.T @ g_full
+        if not hess:
+            return f, g, None
+        curv = c.w * c.n * p * (1.0 - p)
+        H_full = self._outer(curv, v) + self._cross(res)
+        H = ch.T.T @ H_full @ ch.T
+        return f, g, 0.5 * (H + H.T)
+
+    def _outer(self, weight: np.ndarray, v: np.ndarray) -> np.ndarray:
+        """``sum_c weight_c v_c v_c^T`` assembled into the full coordinates."""
+        idx = self._index
+        P = self.chart.dim_full
+        flat = (idx[:, :, None] * P + idx[:, None, :]).ravel()
+        vals = (weight[:, None, None] * v[:, :, None] * v[:, None, :]).ravel()
+        return np.bincount(flat, weights=vals, minlength=P * P).reshape(P, P)
+
+    def _cross(self, res: np.ndarray) -> np.ndarray:
+        """``sum_c res_c d^2 eta_c / d phi^2``: +1 at (L_g,l ; B_i,l), -1 at (L_g,l ; B_j,l)."""
+        ch = self.chart
+        q, P = ch.q, ch.dim_full
+        idx = self._index
+        rows = np.concatenate([idx[:, :q], idx[:, :q]]).ravel()
+        cols = np.concatenate([idx[:, q : 2 * q], idx[:, 2 * q : 3 * q]]).ravel()
+        vals = np.concatenate([np.repeat(res, q), np.repeat(-res, q)])
+        H = np.bincount(rows * P + cols, weights=vals, minlength=P * P).reshape(P, P)
+        return H + H.T
+
+    # --------------------------------------------------- per-cell quantities
+    def cell_jacobian(self, theta: np.ndarray) -> np.ndarray:
+        """``d eta_c / d theta`` for every cell (m x dim), dense."""
+        ch = self.chart
+        _, v = self._local(theta)
+        m = v.shape[0]
+        J = np.zeros((m, ch.dim_full))
+        np.add.at(J, (np.repeat(np.arange(m), v.shape[1]), self._index.ravel()), v.ravel())
+        return J @ ch.T
+
+    def probabilities(self, theta: np.ndarray) -> np.ndarray:
+        return expit(self.eta(theta))
+
+    def cell_scores(self, theta: np.ndarray) -> np.ndarray:
+        """Per-cell score contributions ``w_c (n_c p_c - y_c) d eta_c / d theta`` (m x dim).
+
+        They sum to the gradient; per-comparison scores follow by dividing by
+        ``w_c`` and splitting the residual over the ``n_c`` comparisons.
+        """
+        c = self.cells
+        p = self.probabilities(theta)
+        return (c.w * (c.n * p - c.y))[:, None] * self.cell_jacobian(theta)

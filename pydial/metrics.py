@@ -1,0 +1,285 @@
+r"""Evaluation metrics of the paper's simulation studies.
+
+App. "Simulation Studies", paragraph "Estimation and metrics": excess human risk
+:math:`R_H(\hat s)-R_H(s_H)`, Kendall's :math:`\tau` between :math:`\hat s` and
+:math:`s_H`, :math:`\mathrm{RMSE}(\hat b,b)` and coverage of pairwise human-score
+contrasts; plus the first-order risk benchmarks of Thm. population-risk-tradeoff.
+
+All functions are pure numpy/scipy and take score vectors indexed by item.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import numpy as np
+from numpy.typing import ArrayLike
+from scipy import stats
+from scipy.special import expit
+
+__all__ = [
+    "pair_weights_uniform",
+    "human_risk",
+    "excess_risk",
+    "kendall_tau",
+    "rmse",
+    "contrast_coverage",
+    "first_order_risk",
+]
+
+EXCESS_RISK_METHODS = ("kl", "difference")
+
+
+def _scores(name: str, s: ArrayLike) -> np.ndarray:
+    x = np.asarray(s, dtype=float)
+    if x.ndim < 1 or x.shape[-1] < 2:
+        raise ValueError(f"{name} must have a last axis of at least 2 items, got shape {x.shape}")
+    if not np.all(np.isfinite(x)):
+        raise ValueError(f"{name} contains non-finite values")
+    return x
+
+
+def pair_weights_uniform(N: int) -> np.ndarray:
+    """Uniform weights ``1 / (N(N-1)/2)`` over the pairs ``np.triu_indices(N, 1)``."""
+    P = N * (N - 1) // 2
+    return np.full(P, 1.0 / P)
+
+
+def _weights(pair_weights: ArrayLike | None, N: int) -> np.ndarray:
+    P = N * (N - 1) // 2
+    if pair_weights is None:
+        return pair_weights_uniform(N)
+    w = np.asarray(pair_weights, dtype=float)
+    if w.shape != (P,):
+        raise ValueError(
+            f"pair_weights must have shape ({P},) (pairs i<j in np.triu_indices({N}, 1) order), got {w.shape}"
+        )
+    if not np.all(np.isfinite(w)) or np.any(w < 0) or w.sum() <= 0:
+        raise ValueError("pair_weights must be finite, nonnegative and not all zero")
+    return w / w.sum()
+
+
+def _diffs(s: np.ndarray, s_h: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    if s.shape[-1] != s_h.shape[-1]:
+        raise ValueError(f"s has {s.shape[-1]} items but s_h has {s_h.shape[-1]}")
+    i, j = np.triu_indices(s.shape[-1], 1)
+    return s[..., i] - s[..., j], s_h[..., i] - s_h[..., j]
+
+
+def human_risk(s: ArrayLike, s_h: ArrayLike, pair_weights: ArrayLike | None = None) -> np.ndarray | float:
+    r"""Population human comparison risk :math:`R_H(s)` (Sec. 4.2 of the paper).
+
+    .. math::
+
+        R_H(s) = \sum_{i<j}\rho_{ij}\bigl[\log\{1+\exp(s_i-s_j)\}
+                 - \sigma(s_{Hi}-s_{Hj})\,(s_i-s_j)\bigr],
+
+    the expectation of the per-comparison loss :math:`h_t(s)` when the pair
+    :math:`(I,J)` is drawn with probabilities :math:`\rho_{ij}` and
+    :math:`Z\sim\mathrm{Bernoulli}\{\sigma(s_{HI}-s_{HJ})\}`, as in
+    Thm. population-risk-tradeoff.  It is the cross-entropy between the human and
+    the model's win probabilities; ``log(1 + exp(x))`` is evaluated with
+    :func:`numpy.logaddexp`.
+
+    Parameters
+    ----------
+    s : array_like, shape (..., N)
+        Candidate scores (any shift; only differences matter).  Leading axes are
+        broadcast against ``s_h``, e.g. one row per candidate.
+    s_h : array_like, shape (..., N)
+        True human scores.
+    pair_weights : array_like, shape (N(N-1)/2,), optional
+        Sampling probabilities :math:`\rho_{ij}` of the pairs in
+        ``np.triu_indices(N, 1)`` order (normalized to sum to one).  Default: uniform
+        over all pairs, the design of the simulation studies.
+
+    Returns
+    -------
+    float or numpy.ndarray
+        :math:`R_H(s)` (array for batched input).
+    """
+    s = _scores("s", s)
+    s_h = _scores("s_h", s_h)
+    d, dh = _diffs(s, s_h)
+    w = _weights(pair_weights, s.shape[-1])
+    p = expit(dh)
+    out = (np.logaddexp(0.0, d) - p * d) @ w
+    return float(out) if np.ndim(out) == 0 else out
+
+
+def _log_sigmoid(x: np.ndarray) -> np.ndarray:
+    return -np.logaddexp(0.0, -x)
+
+
+def excess_risk(
+    s: ArrayLike,
+    s_h: ArrayLike,
+    pair_weights: ArrayLike | None = None,
+    *,
+    method: Literal["kl", "difference"] = "kl",
+) -> np.ndarray | float:
+    r"""Excess human risk :math:`R_H(s)-R_H(s_H)`, the headline metric of App. simulation.
+
+    The excess risk equals the :math:`\rho`-weighted mean Kullback-Leibler
+    divergence between the human and the model's Bernoulli win probabilities,
+
+    .. math::
+
+        R_H(s)-R_H(s_H) = \sum_{i<j}\rho_{ij}\,
+        \mathrm{KL}\bigl(\mathrm{Ber}(p_{ij})\,\|\,\mathrm{Ber}(q_{ij})\bigr),
+        \quad p_{ij}=\sigma(s_{Hi}-s_{Hj}),\ q_{ij}=\sigma(s_i-s_j),
+
+    so it is nonnegative, zero iff :math:`s-s_H` is constant (uniform weights), and
+    invariant to adding a constant to :math:`s`.
+
+    Parameters
+    ----------
+    s, s_h, pair_weights
+        As in :func:`human_risk`.
+    method : {"kl", "difference"}, default "kl"
+        ``"kl"`` sums the Bernoulli KL divergences computed on the log scale
+        (accurate for tiny excess risks, exactly 0 at ``s = s_h``, clipped at 0
+        against rounding); ``"difference"`` returns
+        ``human_risk(s) - human_risk(s_h)`` (subject to cancellation error).
+
+    Returns
+    -------
+    float or numpy.ndarray
+        The excess risk.
+    """
+    if method not in EXCESS_RISK_METHODS:
+        raise ValueError(f"method must be one of {EXCESS_RISK_METHODS}, got {method!r}")
+    if method == "difference":
+        return human_risk(s, s_h, pair_weights) - human_risk(s_h, s_h, pair_weights)
+    s = _scores("s", s)
+    s_h = _scores("s_h", s_h)
+    d, dh = _diffs(s, s_h)
+    w = _weights(pair_weights, s.shape[-1])
+    p = expit(dh)
+    # KL = p (log p - log q) + (1 - p) (log(1-p) - log(1-q)), log(1-x) = log sigma(-.)
+    kl = p * (_log_sigmoid(dh) - _log_sigmoid(d)) + (1.0 - p) * (_log_sigmoid(-dh) - _log_sigmoid(-d))
+    out = np.maximum(kl @ w, 0.0)
+    return float(out) if np.ndim(out) == 0 else out
+
+
+def kendall_tau(s: ArrayLike, s_h: ArrayLike) -> float:
+    r"""Kendall's :math:`\tau_b` between estimated and true human scores (App. simulation).
+
+    Uses :func:`scipy.stats.kendalltau` (``variant="b"``, tie-corrected).
+
+    Parameters
+    ----------
+    s, s_h : array_like, shape (N,)
+        Estimated and true scores.
+
+    Returns
+    -------
+    float
+        :math:`\tau_b\in[-1,1]` (NaN if either vector is constant).
+    """
+    s = np.asarray(s, dtype=float)
+    s_h = np.asarray(s_h, dtype=float)
+    if s.ndim != 1 or s.shape != s_h.shape:
+        raise ValueError(f"s and s_h must be 1-d of equal length, got shapes {s.shape} and {s_h.shape}")
+    return float(stats.kendalltau(s, s_h, variant="b").statistic)
+
+
+def rmse(b_hat: ArrayLike, b: ArrayLike) -> float:
+    r"""Root mean squared error :math:`\{K^{-1}\sum_k(\hat b_k-b_k)^2\}^{1/2}` of position effects.
+
+    The :math:`\mathrm{RMSE}(\hat b,b)` of App. simulation; with pair-varying
+    position effects ``b`` is the judge-level mean :math:`b_k`.
+
+    Parameters
+    ----------
+    b_hat, b : array_like, shape (K,)
+        Estimated and true judge position effects.
+
+    Returns
+    -------
+    float
+    """
+    b_hat = np.asarray(b_hat, dtype=float)
+    b = np.asarray(b, dtype=float)
+    if b_hat.shape != b.shape or b.size == 0:
+        raise ValueError(f"b_hat and b must be non-empty with equal shapes, got {b_hat.shape} and {b.shape}")
+    return float(np.sqrt(np.mean((b_hat - b) ** 2)))
+
+
+def contrast_coverage(
+    s_hat: ArrayLike,
+    cov: ArrayLike,
+    s_true: ArrayLike,
+    level: float = 0.95,
+) -> float:
+    r"""Fraction of pairwise contrasts whose Wald interval covers the truth (App. simulation).
+
+    For every pair :math:`i<j`, with :math:`v=e_i-e_j`, the interval
+    :math:`v^\top\hat s\pm z_{(1+\text{level})/2}\sqrt{v^\top\Sigma v}` is checked
+    against :math:`v^\top s_{\mathrm{true}}`.  Contrasts are shift-invariant, so
+    centered and uncentered scores give the same answer.
+
+    Parameters
+    ----------
+    s_hat : array_like, shape (N,)
+        Estimated scores.
+    cov : array_like, shape (N, N)
+        Estimated covariance of ``s_hat`` (e.g. a sandwich or Fisher covariance).
+    s_true : array_like, shape (N,)
+        True scores.
+    level : float, default 0.95
+        Nominal coverage, in (0, 1).
+
+    Returns
+    -------
+    float
+        Fraction of the :math:`N(N-1)/2` contrasts covered.
+    """
+    if not 0.0 < float(level) < 1.0:
+        raise ValueError(f"level ({level}) must be in the open interval (0, 1)")
+    s_hat = np.asarray(s_hat, dtype=float)
+    s_true = np.asarray(s_true, dtype=float)
+    cov = np.asarray(cov, dtype=float)
+    N = s_hat.size
+    if s_hat.ndim != 1 or s_true.shape != s_hat.shape or cov.shape != (N, N) or N < 2:
+        raise ValueError(
+            f"need s_hat, s_true of shape (N,) and cov of shape (N, N) with N >= 2; got {s_hat.shape}, "
+            f"{s_true.shape}, {cov.shape}"
+        )
+    i, j = np.triu_indices(N, 1)
+    var = cov[i, i] + cov[j, j] - cov[i, j] - cov[j, i]
+    scale = max(1.0, float(np.max(np.abs(np.diag(cov)))))
+    if np.any(var < -1e-10 * scale):
+        raise ValueError("cov gives a negative contrast variance; it is not positive semidefinite")
+    z = stats.norm.ppf(0.5 + 0.5 * float(level))
+    half = z * np.sqrt(np.maximum(var, 0.0))
+    err = (s_hat[i] - s_hat[j]) - (s_true[i] - s_true[j])
+    return float(np.mean(np.abs(err) <= half))
+
+
+def first_order_risk(n_human: ArrayLike, dim: ArrayLike) -> np.ndarray | float:
+    r"""First-order expected excess risk :math:`\mathrm{dim}/(2n_H)` (Thm. population-risk-tradeoff).
+
+    Use ``dim = N - 1`` for the human-only estimator :math:`\hat s_0` and
+    ``dim = d`` (1 for :math:`M=\mu`, :math:`r+1` for :math:`M=W`) for the anchored
+    estimator :math:`\tilde s_\infty` when :math:`s_H\in\mathrm{col}(M)`.
+
+    Parameters
+    ----------
+    n_human : int or array_like
+        Number of human comparisons, positive.
+    dim : int or array_like
+        Free dimension of the human score estimate, nonnegative.
+
+    Returns
+    -------
+    float or numpy.ndarray
+    """
+    n = np.asarray(n_human, dtype=float)
+    d = np.asarray(dim, dtype=float)
+    if np.any(n <= 0):
+        raise ValueError(f"n_human must be positive, got {n_human!r}")
+    if np.any(d < 0):
+        raise ValueError(f"dim must be nonnegative, got {dim!r}")
+    out = d / (2.0 * n)
+    return float(out) if np.ndim(out) == 0 else out

@@ -1,0 +1,298 @@
+r"""The over-parameterized chart of the structured DIAL model (paper eq. overparam).
+
+Notation (paper Sec. 3.2 and App. "Reduced score-space representation"):
+
+* ``S = A B^T`` with ``A`` (K x (r+1)) the judge loadings and ``B`` (N x (r+1))
+  the item side, ``B^T 1 = 0`` (centered scores) and ``A^T 1 = K e_1`` (the
+  computational restriction that leaves the gauge ``{G : G e_1 = e_1}``);
+* ``b`` (K) the judge order effects (eq. binomial-model-llm);
+* the human score ``s = B \tilde c`` where ``\tilde c = (alpha, 0, ..., 0)`` for the
+  consensus basis ``M = mu`` (so ``s = alpha B e_1``) and ``\tilde c = c`` for the full
+  basis ``M = W`` (``s = B c``).
+
+Because ``A^T 1 = K e_1``, ``B e_1 = S^T 1 / K`` is the mean judge score, i.e. the
+consensus direction up to scale, and is invariant to the gauge.
+
+The *reduced* coordinates ``theta`` eliminate the last row of ``A`` and of ``B``
+(``A_K = K e_1 - sum_{k<K} A_k``, ``B_N = -sum_{i<N} B_i``): this is the
+"centering-reduced chart" in which the paper's optimization box (bounds 10) is
+stated.  The *full* coordinates ``phi = (L, B, b)`` stack ``L = [A; \tilde c^T]``
+(the human is an extra row of loadings without an order effect), so that every
+comparison, LLM or human, has the bilinear linear predictor
+
+.. math:: \eta = L_g^\top (B_i - B_j) + a\, b_g ,
+
+and the map ``theta -> phi`` is affine, ``phi = phi_0 + T theta``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Literal
+
+import numpy as np
+
+Calibration = Literal["mu", "W"]
+CALIBRATIONS: tuple[str, ...] = ("mu", "W")
+
+
+@dataclass(frozen=True)
+class Structure:
+    r"""Identified quantities of the structured model (Cond. llm-structure).
+
+    ``S = gamma mu^T + U V^T`` with ``1^T mu = 0``, ``N^{-1}||mu||^2 = 1``,
+    ``V^T 1 = 0``, ``mu^T V = 0``, ``N^{-1} V^T V = I_r``, ``1^T U = 0``; ``W = [mu, V]``.
+    ``U`` and ``V`` are fixed up to rotation by taking singular vectors in decreasing
+    order with the largest-magnitude entry of each ``V`` column positive.
+    """
+
+    S: np.ndarray
+    mu: np.ndarray
+    gamma: np.ndarray
+    U: np.ndarray
+    V: np.ndarray
+
+    @property
+    def W(self) -> np.ndarray:
+        return np.column_stack([self.mu, self.V])
+
+
+def structure_from_S(S: np.ndarray, r: int) -> Structure:
+    r"""Recover ``(mu, gamma, U, V)`` from a centered rank-(r+1) score matrix.
+
+    ``mu = sqrt(N) S^T 1 / ||S^T 1||``, ``gamma = N^{-1} S mu``, ``R = S - gamma mu^T``
+    and ``U V^T`` the rank-r SVD of ``R`` with ``V = sqrt(N) Q``, ``U = N^{-1/2} P Sigma``
+    (paper App. "Reduced score-space representation").
+    """
+    K, N = S.shape
+    m = S.sum(axis=0)
+    norm = np.linalg.norm(m)
+    if norm == 0.0:
+        raise ValueError("S^T 1 = 0: the consensus direction is undefined (eq. reduced-parameter-space)")
+    mu = np.sqrt(N) * m / norm
+    gamma = S @ mu / N
+    R = S - np.outer(gamma, mu)
+    P, sv, Qt = np.linalg.svd(R, full_matrices=False)
+    P, sv, Q = P[:, :r], sv[:r], Qt[:r].T
+    sign = np.sign(Q[np.argmax(np.abs(Q), axis=0), np.arange(r)])
+    sign[sign == 0] = 1.0
+    Q, P = Q * sign, P * sign
+    return Structure(S=S, mu=mu, gamma=gamma, U=P * sv / np.sqrt(N), V=np.sqrt(N) * Q)
+
+
+@dataclass(frozen=True)
+class Chart:
+    """Reduced coordinates of the structured DIAL model.
+
+    Parameters
+    ----------
+    N, K, r : int
+        Items, LLM judges, disagreement rank (``S`` has rank ``r + 1``).
+    calibration : {"mu", "W"} or None
+        Human calibration basis; ``None`` for the LLM-only model (no human loading).
+    order : bool
+        Whether the order effects ``b`` are free (``False``: fixed at 0, DIAL-noPos).
+
+    Notes
+    -----
+    Layout of ``theta``: ``A[:K-1]`` row-major, ``B[:N-1]`` row-major, the
+    calibration coordinate (``alpha`` for ``mu``, ``c`` for ``W``), then ``b``.
+    """
+
+    N: int
+    K: int
+    r: int
+    calibration: Calibration | None = "mu"
+    order: bool = True
+
+    def __post_init__(self) -> None:
+        if self.calibration is not None and self.calibration not in CALIBRATIONS:
+            raise ValueError(f"calibration must be one of {CALIBRATIONS} or None, got {self.calibration!r}")
+        if not 0 <= self.r <= self.K - 1 or self.r + 1 > self.N - 1:
+            raise ValueError(
+                f"rank r={self.r} needs r <= K-1 = {self.K - 1} and r+1 <= N-1 = {self.N - 1} (Cond. llm-structure)"
+            )
+
+    # ----------------------------------------------------------------- sizes
+    @property
+    def q(self) -> int:
+        """Columns of A and B: ``r + 1``."""
+        return self.r + 1
+
+    @property
+    def d(self) -> int:
+        """Calibration dimension: 1 for ``mu``, ``r + 1`` for ``W``, 0 if LLM-only."""
+        return {None: 0, "mu": 1, "W": self.r + 1}[self.calibration]
+
+    @property
+    def rows(self) -> int:
+        """Rows of the loading matrix L (K judges plus the human if calibrated)."""
+        return self.K + (self.calibration is not None)
+
+    @cached_property
+    def sizes(self) -> dict[str, int]:
+        return {
+            "A": (self.K - 1) * self.q,
+            "B": (self.N - 1) * self.q,
+            "c": self.d,
+            "b": self.K if self.order else 0,
+        }
+
+    @cached_property
+    def slices(self) -> dict[str, slice]:
+        out, start = {}, 0
+        for k, n in self.sizes.items():
+            out[k] = slice(start, start + n)
+            start += n
+        return out
+
+    @property
+    def dim(self) -> int:
+        """Dimension of ``theta``."""
+        return sum(self.sizes.values())
+
+    @property
+    def n_gauge(self) -> int:
+        """Exact invariances of the chart: ``r (r + 1)`` (gauge with ``G e_1 = e_1``)."""
+        return self.r * (self.r + 1)
+
+    @property
+    def dim_full(self) -> int:
+        return self.rows * self.q + self.N * self.q + self.K
+
+    # full layout offsets
+    @property
+    def off_B(self) -> int:
+        return self.rows * self.q
+
+    @property
+    def off_b(self) -> int:
+        return self.rows * self.q + self.N * self.q
+
+    @cached_property
+    def T(self) -> np.ndarray:
+        """The linear part of the affine map ``theta -> phi`` (dim_full x dim)."""
+        q, K, N = self.q, self.K, self.N
+        T = np.zeros((self.dim_full, self.dim))
+        sA, sB, sc, sb = (self.slices[k] for k in ("A", "B", "c", "b"))
+        for k in range(K - 1):
+            for l in range(q):
+                col = sA.start + k * q + l
+                T[k * q + l, col] = 1.0
+                T[(K - 1) * q + l, col] = -1.0
+        for i in range(N - 1):
+            for l in range(q):
+                col = sB.start + i * q + l
+                T[self.off_B + i * q + l, col] = 1.0
+                T[self.off_B + (N - 1) * q + l, col] = -1.0
+        if self.calibration == "mu":
+            T[K * q, sc.start] = 1.0
+        elif self.calibration == "W":
+            for l in range(q):
+                T[K * q + l, sc.start + l] = 1.0
+        if self.order:
+            for k in range(K):
+                T[self.off_b + k, sb.start + k] = 1.0
+        return T
+
+    @cached_property
+    def phi0(self) -> np.ndarray:
+        """The constant part of ``theta -> phi``: ``A_K`` carries ``K e_1``."""
+        phi = np.zeros(self.dim_full)
+        phi[(self.K - 1) * self.q] = float(self.K)
+        return phi
+
+    # ------------------------------------------------------------------ maps
+    def to_full(self, theta: np.ndarray) -> np.ndarray:
+        return self.phi0 + self.T @ theta
+
+    def unpack(self, theta: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """``(A, B, ctilde, b)`` with ``ctilde`` the human loading row (length r+1)."""
+        phi = self.to_full(np.asarray(theta, dtype=float))
+        q = self.q
+        L = phi[: self.off_B].reshape(self.rows, q)
+        B = phi[self.off_B : self.off_b].reshape(self.N, q)
+        b = phi[self.off_b :]
+        ct = L[self.K] if self.calibration is not None else np.zeros(q)
+        return L[: self.K], B, ct, b
+
+    def pack(self, A: np.ndarray, B: np.ndarray, c: np.ndarray | float | None = None, b: np.ndarray | None = None) -> np.ndarray:
+        """Reduced coordinates of ``(A, B, c, b)``; ``c`` is ``alpha`` for ``mu``.
+
+        ``A`` must satisfy ``A^T 1 = K e_1`` and ``B^T 1 = 0`` (checked).
+        """
+        A, B = np.asarray(A, float), np.asarray(B, float)
+        if not np.allclose(A.sum(0), self.K * np.eye(self.q)[0], atol=1e-8 * max(1, self.K)):
+            raise ValueError("A must satisfy A^T 1 = K e_1")
+        if not np.allclose(B.sum(0), 0.0, atol=1e-8 * max(1.0, np.abs(B).max())):
+            raise ValueError("B must satisfy B^T 1 = 0")
+        theta = np.zeros(self.dim)
+        theta[self.slices["A"]] = A[: self.K - 1].ravel()
+        theta[self.slices["B"]] = B[: self.N - 1].ravel()
+        if self.d:
+            theta[self.slices["c"]] = np.atleast_1d(np.asarray(c, float))[: self.d]
+        if self.order and b is not None:
+            theta[self.slices["b"]] = b
+        return theta
+
+    def scores(self, theta: np.ndarray) -> np.ndarray:
+        """Calibrated human score ``s = B ctilde`` (centered)."""
+        _, B, ct, _ = self.unpack(theta)
+        return B @ ct
+
+    def S(self, theta: np.ndarray) -> np.ndarray:
+        """Judge score matrix ``S = A B^T`` (K x N)."""
+        A, B, _, _ = self.unpack(theta)
+        return A @ B.T
+
+    def order_effects(self, theta: np.ndarray) -> np.ndarray:
+        return self.unpack(theta)[3]
+
+    def score_jacobian(self, theta: np.ndarray) -> np.ndarray:
+        """``ds / dtheta`` (N x dim) of ``s = B ctilde``."""
+        _, B, ct, _ = self.unpack(theta)
+        J = np.zeros((self.N, self.dim_full))
+        q = self.q
+        for l in range(q):
+            J[np.arange(self.N), self.off_B + np.arange(self.N) * q + l] = ct[l]
+        if self.calibration is not None:
+            J[:, self.K * q : (self.K + 1) * q] = B
+        return J @ self.T
+
+    def structure(self, theta: np.ndarray) -> Structure:
+        return structure_from_S(self.S(theta), self.r)
+
+    def calibration_coordinates(self, theta: np.ndarray) -> np.ndarray:
+        """``c_H`` relative to the normalized basis ``M`` (``mu`` or ``W = [mu, V]``)."""
+        st = self.structure(theta)
+        M = st.mu[:, None] if self.calibration == "mu" else st.W
+        return M.T @ self.scores(theta) / self.N
+
+    def from_structure(self, st: Structure, c: np.ndarray | float | None = None, b: np.ndarray | None = None) -> np.ndarray:
+        """Reduced coordinates of ``S = gamma mu^T + U V^T`` in the restricted gauge.
+
+        ``A = [gamma K / 1^T gamma, U]`` and ``B = [mu 1^T gamma / K, V]``; ``c`` is
+        given relative to the normalized basis ``M`` (as returned by
+        :meth:`calibration_coordinates`).
+        """
+        g = st.gamma.sum()
+        A = np.column_stack([st.gamma * self.K / g, st.U])
+        B = np.column_stack([st.mu * g / self.K, st.V])
+        cc = None
+        if self.calibration == "mu" and c is not None:
+            cc = float(np.atleast_1d(c)[0]) * self.K / g  # s = c mu = alpha B e1
+        elif self.calibration == "W" and c is not None:
+            cc = np.asarray(c, float).copy()
+            cc[0] *= self.K / g
+        return self.pack(A, B, cc, b)
+
+    def canonical(self, theta: np.ndarray) -> np.ndarray:
+        """A gauge-equivalent point with ``B`` in the canonical form of :meth:`from_structure`.
+
+        Same ``(s, S, b)``; used to keep iterates away from the box through gauge drift.
+        """
+        st = self.structure(theta)
+        b = self.order_effects(theta) if self.order else None
+        c = self.calibration_coordinates(theta) if self.calibration is not None else None
+        return self.from_structure(st, c, b)

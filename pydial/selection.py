@@ -1,0 +1,220 @@
+r"""The DIAL-Ada weight path, its regularity guards and GACV selection.
+
+Alg. DIAL-Ada and App. "Hyperparameter Selection" of the paper:
+
+* candidate weights centered at the joint-likelihood weight ``n_L / n_H`` with
+  log-spaced multiples (7 from 0.01 to 10 by default), plus the endpoints
+  ``lambda = 0`` (human BTL) and ``lambda = inf`` (staged DIAL-Anc);
+* finite weights fitted from the largest down, warm-started at the staged fit and
+  then at the previous retained fit, each finished by Newton steps on the reduced
+  chart;
+* a candidate is dropped when its fit did not converge, is not resolved within the
+  box, has more zero Hessian eigenvalues than the ``r (r + 1)`` gauge invariances,
+  or has ``||s||_inf > 10``; the human endpoint is kept only when the directed
+  human win graph is strongly connected;
+* GACV (eq. gacv):
+  ``GACV(lambda) = l_H(s_lambda) + tr(H^+ J) / (n_H - 1)`` with ``H`` the Hessian of
+  the criterion and ``J`` the covariance of the per-comparison human scores, in the
+  over-parameterized chart (Lemma overparam-invariance), the centered score space at
+  ``lambda = 0`` and the calibration coordinate ``c`` at ``lambda = inf``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+import numpy as np
+import pandas as pd
+from scipy.special import expit
+
+from .data import Comparisons, HumanCells
+from .fit import centering_basis, difference_design, fit_human_btl, fit_calibration, fit_structured
+from .likelihood import Cells, Objective, binomial_nll, human_loss
+from .model import Chart
+from .optim import BOX, OptimResult, newton, pinv_sym
+
+DEFAULT_MULTIPLES = tuple(np.logspace(-2, 1, 7))
+SIMULATION_MULTIPLES = tuple(np.logspace(-1, 1, 7))
+ZERO_EIG_RTOL = 1e-9
+SCORE_LIMIT = 10.0
+
+
+def candidate_weights(n_llm: int, n_human: int, multiples: tuple[float, ...] = DEFAULT_MULTIPLES) -> np.ndarray:
+    """Finite candidate weights ``multiples * n_L / n_H`` (App. lambda-selection)."""
+    return np.asarray(multiples, float) * n_llm / n_human
+
+
+def gacv_trace(H: np.ndarray, U: np.ndarray, n: np.ndarray, y: np.ndarray, p: np.ndarray) -> float:
+    r"""``tr(H^+ J)`` with ``J = n_H^{-1} sum_t (g_t - \bar g)(g_t - \bar g)^T``.
+
+    ``U`` holds ``d eta_c / d zeta`` of the human cells; comparison ``t`` in cell ``c``
+    has score ``g_t = (p_c - z_t) u_c``, so the cell contributes
+    ``[y (1-p)^2 + (n-y) p^2] u u^T`` to ``sum_t g_t g_t^T``.
+    """
+    nH = n.sum()
+    s2 = y * (1 - p) ** 2 + (n - y) * p**2
+    gbar = ((n * p - y) @ U) / nH
+    J = (U.T * s2) @ U / nH - np.outer(gbar, gbar)
+    Hp, _ = pinv_sym(H)
+    return float(np.sum(Hp * J))
+
+
+@dataclass
+class Candidate:
+    """One weight of the path: its fit, guards and GACV pieces."""
+
+    lam: float
+    multiple: float
+    s: np.ndarray | None
+    theta: np.ndarray | None = None
+    opt: OptimResult | None = None
+    admissible: bool = False
+    reason: str = ""
+    loss_human: float = np.nan
+    trace: float = np.nan
+    n_zero_eig: int = 0
+
+    @property
+    def gacv(self) -> float:
+        return self.loss_human + self.trace if self.admissible else np.nan
+
+
+def guard(ch: Chart, opt: OptimResult, H: np.ndarray, s: np.ndarray) -> tuple[bool, str, int]:
+    """Regularity checks of App. lambda-selection for a finite-weight fit."""
+    lam = np.linalg.eigvalsh(H)
+    nz = int(np.sum(np.abs(lam) <= ZERO_EIG_RTOL * max(np.abs(lam).max(), 1e-300)))
+    if not opt.converged:
+        return False, f"not converged ({opt.message})", nz
+    if opt.at_bound.any():
+        return False, f"not resolved within the box ({int(opt.at_bound.sum())} coordinates at |x| = {BOX:g})", nz
+    if nz > ch.n_gauge:
+        return False, f"{nz} zero Hessian eigenvalues > {ch.n_gauge} gauge invariances", nz
+    if np.abs(s).max() > SCORE_LIMIT:
+        return False, f"||s||_inf = {np.abs(s).max():.3g} > {SCORE_LIMIT:g}", nz
+    if np.any(np.linalg.eigvalsh(H) < -1e-8 * max(np.abs(lam).max(), 1e-300)):
+        return False, "Hessian not positive semi-definite (saddle point)", nz
+    return True, "", nz
+
+
+def finite_candidate(data: Comparisons, ch: Chart, lam: float, theta0: np.ndarray, multiple: float) -> Candidate:
+    """Fit ``Q_lambda`` from ``theta0`` and evaluate its guards and GACV pieces."""
+    f = fit_structured(data, ch, lam, theta0)
+    th = f.theta
+    _, _, H = f.objective.value_grad_hess(th)
+    s = ch.scores(th)
+    ok, reason, nz = guard(ch, f.opt, H, s)
+    cand = Candidate(lam, multiple, s, th, f.opt, ok, reason, human_loss(s, data.human), n_zero_eig=nz)
+    if ok:
+        hum = f.objective.cells.is_human
+        U = f.objective.cell_jacobian(th)[hum]
+        c = f.objective.cells
+        p = expit(f.objective.eta(th))[hum]
+        cand.trace = gacv_trace(H, U, c.n[hum], c.y[hum], p) / (data.n_human - 1)
+    return cand
+
+
+def human_candidate(data: Comparisons) -> tuple[Candidate, OptimResult | None]:
+    """The ``lambda = 0`` endpoint: human BTL in the centered score space."""
+    from .design import check_design
+
+    rep = check_design(data, rank=0, calibration="mu", method="human")
+    if not rep.ok:
+        detail = "; ".join(rep.problems["detail"].astype(str))
+        return Candidate(0.0, 0.0, None, reason=f"human MLE does not exist: {detail}"), None
+    f = fit_human_btl(data.human, data.N)
+    N = data.N
+    X = difference_design(data.human.i, data.human.j, N) @ centering_basis(N)
+    p = expit(X @ f.opt.x)
+    Hm = (X.T * (data.human.n * p * (1 - p))) @ X / data.n_human
+    cand = Candidate(0.0, 0.0, f.s, f.opt.x, f.opt, loss_human=human_loss(f.s, data.human))
+    if not f.opt.resolved:
+        cand.reason = "human BTL not resolved within the box" if f.opt.converged else f"not converged ({f.opt.message})"
+    elif np.abs(f.s).max() > SCORE_LIMIT:
+        cand.reason = f"||s||_inf = {np.abs(f.s).max():.3g} > {SCORE_LIMIT:g}"
+    else:
+        cand.admissible = True
+        cand.trace = gacv_trace(Hm, X, data.human.n, data.human.y, p) / (data.n_human - 1)
+    return cand, f.opt
+
+
+def anchored_candidate(data: Comparisons, M: np.ndarray, s: np.ndarray, cal_opt: OptimResult, llm_opt: OptimResult) -> Candidate:
+    """The ``lambda = inf`` endpoint: chart ``c`` with ``M`` fixed at the LLM-only fit.
+
+    The LLM-only fit is conditioned on, so only the calibration coordinates must be
+    resolved; an LLM-only fit whose optimizer failed is still excluded.
+    """
+    X = difference_design(data.human.i, data.human.j, data.N) @ M
+    p = expit(X @ cal_opt.x)
+    H = (X.T * (data.human.n * p * (1 - p))) @ X / data.n_human
+    cand = Candidate(np.inf, np.inf, s, loss_human=human_loss(s, data.human), opt=cal_opt)
+    if not llm_opt.converged:
+        cand.reason = f"LLM-only fit not converged ({llm_opt.message})"
+    elif not cal_opt.resolved:
+        cand.reason = "calibration not resolved within the box" if cal_opt.converged else f"not converged ({cal_opt.message})"
+    else:
+        cand.admissible = True
+        cand.trace = gacv_trace(H, X, data.human.n, data.human.y, p) / (data.n_human - 1)
+    return cand
+
+
+def path_table(cands: list[Candidate], rank: int | None = None) -> pd.DataFrame:
+    """The GACV table: lambda, multiple, gacv, l_H, trace, admissible, reason."""
+    df = pd.DataFrame(
+        {
+            "lambda": [c.lam for c in cands],
+            "multiple": [c.multiple for c in cands],
+            "gacv": [c.gacv for c in cands],
+            "l_H": [c.loss_human for c in cands],
+            "trace": [c.trace for c in cands],
+            "admissible": [c.admissible for c in cands],
+            "reason": [c.reason for c in cands],
+        }
+    )
+    if rank is not None:
+        df.insert(0, "rank", rank)
+    return df
+
+
+def loo_cv(data: Comparisons, ch: Chart, lam: float, theta: np.ndarray) -> float:
+    r"""Exact leave-one-human-comparison-out loss :math:`CV_{loo}(\lambda)` by refits.
+
+    Deleting one comparison from a human cell leaves one of two data sets (a win or
+    a loss removed), so ``2 m_H`` warm-started refits cover all ``n_H`` deletions.
+    The criterion after a deletion normalizes the human loss by ``n_H - 1``.
+    ``lam`` may be finite (joint fit from ``theta``), ``inf`` (``c`` refitted with the
+    LLM-only ``M`` fixed, ``theta`` in the calibrated chart) or 0 (human BTL).
+    """
+    H = data.human
+    nH = data.n_human
+    total = 0.0
+    if np.isinf(lam):
+        st = ch.structure(theta)
+        M = st.mu[:, None] if ch.calibration == "mu" else st.W
+        c0 = ch.calibration_coordinates(theta)
+    elif lam > 0:
+        base = Cells.stack(data, lam / data.n_llm, 1.0 / (nH - 1))
+        hpos = np.flatnonzero(base.is_human)
+    for c in range(len(H)):
+        for won, count in ((1.0, H.y[c]), (0.0, H.n[c] - H.y[c])):
+            if count == 0:
+                continue
+            n2, y2 = H.n.copy(), H.y.copy()
+            n2[c] -= 1
+            y2[c] -= won
+            if lam == 0:
+                f = fit_human_btl(HumanCells(H.i, H.j, n2, y2), data.N)
+                s = f.s
+            elif np.isinf(lam):
+                o = fit_calibration(HumanCells(H.i, H.j, n2, y2), M, x0=c0)
+                s = M @ o.x
+            else:
+                nn, yy = base.n.copy(), base.y.copy()
+                nn[hpos] = n2
+                yy[hpos] = y2
+                cells = replace(base, n=nn, y=yy)
+                obj = Objective(ch, cells)
+                r = newton(obj.value_grad_hess, theta, value=obj.value, normalize=ch.canonical if ch.r > 0 else None)
+                s = ch.scores(r.x)
+            eta = s[H.i[c]] - s[H.j[c]]
+            total += count * float(binomial_nll(np.array([eta]), np.array([1.0]), np.array([won]))[0])
+    return total / nH

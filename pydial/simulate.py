@@ -1,0 +1,488 @@
+r"""Synthetic data from the data-generating process of the paper's simulation studies.
+
+Implements App. "Simulation Studies", paragraph "Data-generating process", of the DIAL
+paper: structured LLM scores :math:`S=\gamma\mu^\top+UV^\top` satisfying
+Cond. llm-structure, judge position effects :math:`b_k`, LLM outcomes from
+eq. binomial-model-llm and human outcomes from eq. binomial-model-human, with every
+comparison sampling its item pair uniformly among the :math:`\binom N2` pairs.
+
+The output is the long table read by :meth:`pydial.Comparisons.from_frame`, one row
+per judgment, together with the true parameters (:class:`Truth`).
+
+Random streams
+--------------
+All randomness comes from ``np.random.default_rng(rng)``.  That generator spawns five
+independent child streams, used in a fixed order for (1) the structural parameters
+(``mu, V, gamma, U, b, c_V``), (2) the overdispersion effects, (3) the pair-varying
+position effects, (4) the LLM comparisons and (5) the human comparisons.  Hence, for
+one seed, the true parameters do not depend on the budgets ``n_llm`` / ``n_human``
+nor on ``overdispersion`` / ``sigma_pos`` (common random numbers across the cells of a
+simulation grid), and the human comparisons do not depend on the LLM settings.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import TYPE_CHECKING, Any, Literal
+
+import numpy as np
+import pandas as pd
+from scipy.special import expit
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .data import Comparisons
+
+__all__ = ["TARGETS", "Truth", "Simulation", "simulate", "pair_index"]
+
+TARGETS = ("consensus", "misaligned")
+"""Allowed values of ``simulate(target=...)``."""
+
+FIXED_JUDGE_B = 0.05
+"""Position effect of the last judge (paper: "one judge fixed at :math:`b_k=0.05`")."""
+
+HUMAN_JUDGE = "human"
+
+
+def pair_index(i: np.ndarray | int, j: np.ndarray | int, N: int) -> np.ndarray:
+    """Position of the canonical pair ``(i, j)``, ``i < j``, in ``np.triu_indices(N, 1)``.
+
+    Parameters
+    ----------
+    i, j : int or array of int
+        Item indices with ``i < j``.
+    N : int
+        Number of items.
+
+    Returns
+    -------
+    numpy.ndarray
+        Index in ``0 .. N(N-1)/2 - 1`` of the row-major (lexicographic) enumeration
+        of pairs used for :attr:`Truth.pairs`.
+    """
+    i = np.asarray(i, dtype=np.int64)
+    j = np.asarray(j, dtype=np.int64)
+    if np.any(i >= j) or np.any(i < 0) or np.any(j >= N):
+        raise ValueError(f"pairs must satisfy 0 <= i < j < N={N}")
+    return i * (2 * N - i - 1) // 2 + (j - i - 1)
+
+
+@dataclass(frozen=True, eq=False)
+class Truth:
+    r"""True parameters of one simulated data set.
+
+    Attributes
+    ----------
+    s_h : ndarray, shape (N,)
+        Centered human scores :math:`s_H` (``mu`` or ``W c_h``).
+    S : ndarray, shape (K, N)
+        LLM judge scores :math:`S=\gamma\mu^\top+UV^\top` (eq. S-llm); rows centered.
+    b : ndarray, shape (K,)
+        Judge-level position effects :math:`b_k`; the last judge has ``b = 0.05``.
+        With ``sigma_pos > 0`` this is the within-judge mean of :attr:`b_kij`.
+    mu : ndarray, shape (N,)
+        Consensus direction, :math:`1^\top\mu=0`, :math:`\|\mu\|_2^2=N`.
+    gamma : ndarray, shape (K,)
+        Consensus loadings, :math:`1^\top\gamma=K`.
+    U : ndarray, shape (K, r)
+        Disagreement loadings, zero column means.
+    V : ndarray, shape (N, r)
+        Disagreement directions, :math:`V^\top 1=0`, :math:`\mu^\top V=0`,
+        :math:`N^{-1}V^\top V=I_r`.
+    W : ndarray, shape (N, r + 1)
+        :math:`W=[\mu, V]`.
+    c_h : ndarray, shape (d,)
+        Human calibration coordinates: ``(1,)`` for ``target="consensus"``
+        (:math:`s_H=\mu`, basis :math:`M=\mu`) and ``(1, c_V)`` for
+        ``target="misaligned"`` (:math:`s_H=Wc_H`, basis :math:`M=W`).
+    b_kij : ndarray, shape (K, n_pairs), or None
+        Pair-varying position effects :math:`b_{kij}=b_k+\delta_{kij}`
+        (``sigma_pos > 0`` only).
+    eps_kij : ndarray, shape (K, n_pairs), or None
+        Judge-pair overdispersion effects :math:`\varepsilon_{kij}`
+        (``overdispersion > 0`` only).
+    pairs : ndarray, shape (n_pairs, 2)
+        Canonical pairs ``i < j`` in the order of the columns of :attr:`b_kij` and
+        :attr:`eps_kij` (``np.triu_indices(N, 1)``); see :func:`pair_index`.
+    items, judges : tuple of str
+        Item names ``item00 ..`` and LLM judge names ``judge0 ..``.
+    """
+
+    s_h: np.ndarray
+    S: np.ndarray
+    b: np.ndarray
+    mu: np.ndarray
+    gamma: np.ndarray
+    U: np.ndarray
+    V: np.ndarray
+    W: np.ndarray
+    c_h: np.ndarray
+    b_kij: np.ndarray | None
+    eps_kij: np.ndarray | None
+    pairs: np.ndarray
+    items: tuple[str, ...] = ()
+    judges: tuple[str, ...] = ()
+
+    @property
+    def N(self) -> int:
+        """Number of items."""
+        return int(self.mu.size)
+
+    @property
+    def K(self) -> int:
+        """Number of LLM judges."""
+        return int(self.gamma.size)
+
+    @property
+    def r(self) -> int:
+        """Rank of the disagreement part :math:`UV^\\top`."""
+        return int(self.V.shape[1])
+
+    @property
+    def M(self) -> np.ndarray:
+        """Calibration basis in which the human target lies: ``mu[:, None]`` or ``W``."""
+        return self.W[:, : self.c_h.size]
+
+    def llm_eta(self, k: Any, i: Any, j: Any, a: Any) -> np.ndarray:
+        r"""LLM linear predictor of canonical cells (judge ``k``, pair ``i<j``, order ``a``).
+
+        :math:`\eta = s_{ki}-s_{kj}+a\,b_{kij}+\varepsilon_{kij}`, with
+        :math:`b_{kij}=b_k` and :math:`\varepsilon_{kij}=0` when those effects are off.
+        The probability that item ``i`` wins is ``scipy.special.expit(eta)``.
+
+        Parameters
+        ----------
+        k, i, j, a : array_like of int
+            Judge index, canonical item indices ``i < j`` and display order in
+            ``{-1, +1}`` (broadcast together).
+
+        Returns
+        -------
+        numpy.ndarray
+            The linear predictor, one value per cell.
+        """
+        k, i, j, a = np.broadcast_arrays(*(np.asarray(x, dtype=np.int64) for x in (k, i, j, a)))
+        p = pair_index(i, j, self.N)
+        bk = self.b[k] if self.b_kij is None else self.b_kij[k, p]
+        eta = self.S[k, i] - self.S[k, j] + a * bk
+        if self.eps_kij is not None:
+            eta = eta + self.eps_kij[k, p]
+        return eta
+
+    def human_prob(self, i: Any, j: Any) -> np.ndarray:
+        r"""Probability :math:`\sigma(s_{Hi}-s_{Hj})` that people prefer item ``i`` to ``j``."""
+        i = np.asarray(i, dtype=np.int64)
+        j = np.asarray(j, dtype=np.int64)
+        return expit(self.s_h[i] - self.s_h[j])
+
+    def scores(self) -> pd.DataFrame:
+        """True scores as a table: one row per item, columns ``human`` and the judges."""
+        cols = {HUMAN_JUDGE: self.s_h, **{name: self.S[k] for k, name in enumerate(self.judges)}}
+        return pd.DataFrame(cols, index=pd.Index(self.items, name="item"))
+
+
+@dataclass(frozen=True, eq=False)
+class Simulation:
+    """A simulated data set: the long table, the truth that generated it, and its settings.
+
+    Attributes
+    ----------
+    frame : pandas.DataFrame
+        One row per judgment, columns ``record_id, judge, item_a, item_b, first,
+        winner`` (LLM rows first, then human rows).
+    truth : Truth
+        The parameters that generated :attr:`frame`.
+    config : dict
+        The arguments of :func:`simulate` (``seed`` is the ``rng`` argument when it
+        was an int or None, otherwise the string ``"Generator"``).
+    """
+
+    frame: pd.DataFrame
+    truth: Truth
+    config: dict = field(default_factory=dict)
+
+    @cached_property
+    def comparisons(self) -> "Comparisons":
+        """:class:`pydial.Comparisons` built from :attr:`frame` (on first access, cached).
+
+        All ``N`` items are kept in their index order even when some item was never
+        compared.  Judges come from the data, so with a tiny ``n_llm`` a judge that
+        drew no comparison is absent from ``comparisons.judges``.
+        """
+        from .data import Comparisons
+
+        return Comparisons.from_frame(self.frame, human_judge=HUMAN_JUDGE, items=list(self.truth.items))
+
+    def __repr__(self) -> str:
+        c = self.config
+        return (
+            f"Simulation(N={c.get('N')}, K={c.get('K')}, r={c.get('r')}, n_llm={c.get('n_llm')}, "
+            f"n_human={c.get('n_human')}, target={c.get('target')!r}, seed={c.get('seed')!r})"
+        )
+
+
+# --------------------------------------------------------------------------- helpers
+def _check_int(name: str, value: Any, lo: int) -> int:
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
+        raise ValueError(f"{name} must be an integer, got {value!r}")
+    if value < lo:
+        raise ValueError(f"{name} must be >= {lo}, got {value!r}")
+    return int(value)
+
+
+def _check_float(name: str, value: Any, lo: float, hi: float | None = None, *, open_lo: bool = False,
+                 open_hi: bool = False) -> float:
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} must be a real number, got {value!r}") from None
+    bad = (not np.isfinite(v)) or (v <= lo if open_lo else v < lo)
+    if hi is not None:
+        bad |= v >= hi if open_hi else v > hi
+    if bad:
+        lb = "(" if open_lo else "["
+        rb = ")" if open_hi else "]"
+        rng_txt = f"{lb}{lo}, {hi}{rb}" if hi is not None else f"{lb}{lo}, inf)"
+        raise ValueError(f"{name} must be in {rng_txt}, got {value!r}")
+    return v
+
+
+def _orth(G: np.ndarray) -> np.ndarray:
+    """Orthonormal basis of ``col(G)`` by QR with the sign fixed so that ``diag(R) > 0``."""
+    Q, R = np.linalg.qr(G)
+    sgn = np.sign(np.diag(R))
+    sgn[sgn == 0] = 1.0
+    return Q * sgn
+
+
+def _orthonormal_complement_draw(rng: np.random.Generator, N: int, basis: np.ndarray, r: int) -> np.ndarray:
+    """Gaussian ``N x r`` matrix projected orthogonal to ``col(basis)`` and orthonormalized."""
+    G = rng.standard_normal((N, r))
+    if r == 0:
+        return G
+    Q0 = _orth(basis)
+    Q = _orth(G - Q0 @ (Q0.T @ G))
+    # A second pass removes the O(machine eps) leakage of the QR back into col(basis).
+    return _orth(Q - Q0 @ (Q0.T @ Q))
+
+
+def _structure(rng: np.random.Generator, N: int, K: int, r: int) -> tuple[np.ndarray, ...]:
+    """Draw ``(mu, V, gamma, U, S)`` satisfying Cond. llm-structure."""
+    one = np.ones(N)
+    mu = rng.standard_normal(N)
+    mu = mu - mu.mean()
+    mu = mu * np.sqrt(N) / np.linalg.norm(mu)
+    V = np.sqrt(N) * _orthonormal_complement_draw(rng, N, np.column_stack([one, mu]), r)
+    z = rng.standard_normal(K)
+    gamma = 1.0 + 0.3 * z
+    gamma = gamma * K / gamma.sum()
+    U = rng.standard_normal((K, r))
+    U = U - U.mean(axis=0, keepdims=True)
+    S = np.outer(gamma, mu) + U @ V.T
+    return mu, V, gamma, U, S
+
+
+# --------------------------------------------------------------------------- simulate
+def simulate(
+    N: int = 10,
+    K: int = 4,
+    r: int = 1,
+    n_llm: int = 20_000,
+    n_human: int = 800,
+    *,
+    target: Literal["consensus", "misaligned"] = "consensus",
+    c_v_sd: float = 0.5,
+    overdispersion: float = 0.0,
+    sigma_pos: float = 0.0,
+    p_first: float = 0.75,
+    rng: np.random.Generator | int | None = None,
+) -> Simulation:
+    r"""Simulate LLM and human pairwise judgments from the paper's DGP.
+
+    Follows App. "Simulation Studies" ("Data-generating process") of the paper.
+
+    Structure (Cond. llm-structure).  :math:`\mu` is Gaussian, centered and scaled to
+    :math:`\|\mu\|_2^2=N`.  The columns of :math:`V` are Gaussian, projected onto the
+    orthogonal complement of :math:`\{1_N,\mu\}`, orthonormalized by QR and scaled by
+    :math:`\sqrt N`, so :math:`N^{-1}V^\top V=I_r`.  :math:`\gamma_k=1+0.3z_k`,
+    :math:`z_k\sim N(0,1)`, rescaled to :math:`1^\top\gamma=K`.  :math:`U` has
+    standard Gaussian entries with the column means subtracted.
+    :math:`S=\gamma\mu^\top+UV^\top`.
+
+    Position effects.  :math:`b_k=\beta_k\xi_k` with :math:`\beta_k\sim U(0.3,1.2)`
+    and :math:`\xi_k\in\{+1,-1\}`, :math:`\Pr(\xi_k=1)=0.8` (we read the paper's
+    :math:`\xi_k` as a random sign: the first-shown item is favoured with
+    probability 0.8, the second-shown otherwise).  The last judge is fixed at
+    :math:`b_K=0.05`.
+
+    Human target.  ``"consensus"``: :math:`s_H=\mu` (:math:`c_H=(1)`);
+    ``"misaligned"``: :math:`s_H=Wc_H` with :math:`c_H=(1,c_V)`,
+    :math:`c_V\sim N(0,\texttt{c\_v\_sd}^2 I_r)`.
+
+    Comparisons.  Every comparison draws its pair uniformly among the
+    :math:`N(N-1)/2` pairs; LLM comparisons also draw the judge uniformly.  The
+    canonical item :math:`i` (of :math:`i<j`) is shown first (:math:`a=+1`) with
+    probability ``p_first``.  Item :math:`i` wins an LLM comparison with probability
+    :math:`\sigma(s_{ki}-s_{kj}+ab_{kij}+\varepsilon_{kij})` (eq. binomial-model-llm
+    with the optional misspecifications below) and a human comparison with
+    probability :math:`\sigma(s_{Hi}-s_{Hj})` (eq. binomial-model-human).
+
+    Misspecification.  ``overdispersion > 0``: :math:`\varepsilon_{kij}\sim
+    N(0,\texttt{overdispersion}^2)` drawn once per judge-pair and shared by all
+    repeats and both orders (the paper's bottom row uses ``overdispersion=1``).
+    ``sigma_pos > 0``: :math:`b_{kij}=b_k+\delta_{kij}` with :math:`\delta_{kij}`
+    drawn once per judge-pair as follows: :math:`g_{kij}\sim N(0,1)`, centered
+    within judge over the :math:`P=N(N-1)/2` pairs, then scaled so that
+    :math:`\sqrt{P^{-1}\sum_{i<j}\delta_{kij}^2}=\sigma_{pos}` exactly (population
+    standard deviation, ``ddof=0``).  Hence :math:`P^{-1}\sum_{i<j}b_{kij}=b_k`.
+
+    Parameters
+    ----------
+    N, K, r : int
+        Items, LLM judges and disagreement rank; need ``0 <= r <= K-1``,
+        ``r+1 <= N-1`` and ``N >= 2``.
+    n_llm, n_human : int
+        Numbers of LLM and human comparisons (each ``>= 0``).
+    target : {"consensus", "misaligned"}
+        Human target :math:`s_H=\mu` or :math:`s_H=Wc_H`.
+    c_v_sd : float
+        Standard deviation of :math:`c_V` (``target="misaligned"``; paper: 0.5).
+    overdispersion : float
+        Standard deviation of the judge-pair effects :math:`\varepsilon_{kij}`
+        (0 = off; paper: 1).
+    sigma_pos : float
+        Within-judge standard deviation of the pair-varying position effects
+        (0 = off; paper: 0 to 1).  Needs ``N >= 3``.
+    p_first : float
+        Probability that the canonical item is displayed first (paper: 0.75).
+    rng : numpy.random.Generator, int or None
+        Seed or generator, passed to :func:`numpy.random.default_rng`.  The same
+        seed gives identical output.
+
+    Returns
+    -------
+    Simulation
+        ``frame`` (long table), ``truth`` (:class:`Truth`), ``config`` and the lazily
+        built ``comparisons``.
+
+    Raises
+    ------
+    ValueError
+        Invalid dimensions, budgets, target or noise levels (the message echoes the
+        bad value).
+
+    Notes
+    -----
+    Each row is its own record (``record_id = 0, 1, ...``).  Rows always put the
+    canonical item :math:`i<j` in ``item_a``, so ``first == "a"`` means :math:`a=+1`
+    and ``winner == "a"`` means item :math:`i` won.  Human rows have judge
+    ``"human"`` and ``first = "a"`` (the human model ignores display order).
+
+    Examples
+    --------
+    >>> sim = simulate(N=6, K=3, r=1, n_llm=2000, n_human=200, rng=1)
+    >>> sim.frame.shape
+    (2200, 6)
+    >>> round(float(sim.truth.mu @ sim.truth.mu), 10)
+    6.0
+    """
+    N = _check_int("N", N, 2)
+    K = _check_int("K", K, 1)
+    r = _check_int("r", r, 0)
+    if r > K - 1:
+        raise ValueError(f"r ({r}) must satisfy r <= K-1 = {K - 1} (Cond. llm-structure: rank(U) = r with 1^T U = 0)")
+    if r + 1 > N - 1:
+        raise ValueError(f"r ({r}) must satisfy r+1 <= N-1 = {N - 1} (Cond. llm-structure: W = [mu, V] centered)")
+    n_llm = _check_int("n_llm", n_llm, 0)
+    n_human = _check_int("n_human", n_human, 0)
+    if target not in TARGETS:
+        raise ValueError(f"target must be one of {TARGETS}, got {target!r}")
+    c_v_sd = _check_float("c_v_sd", c_v_sd, 0.0)
+    overdispersion = _check_float("overdispersion", overdispersion, 0.0)
+    sigma_pos = _check_float("sigma_pos", sigma_pos, 0.0)
+    p_first = _check_float("p_first", p_first, 0.0, 1.0)
+    n_pairs = N * (N - 1) // 2
+    if sigma_pos > 0 and n_pairs < 2:
+        raise ValueError(f"sigma_pos ({sigma_pos}) > 0 needs at least two pairs (N >= 3), got N={N}")
+
+    seed = rng if (rng is None or isinstance(rng, (int, np.integer))) else "Generator"
+    gen = np.random.default_rng(rng)
+    g_struct, g_eps, g_pos, g_llm, g_hum = gen.spawn(5)
+
+    # (1) Structural parameters.
+    mu, V, gamma, U, S = _structure(g_struct, N, K, r)
+    W = np.column_stack([mu, V])
+    beta = g_struct.uniform(0.3, 1.2, size=K)
+    xi = np.where(g_struct.random(K) < 0.8, 1.0, -1.0)
+    b = beta * xi
+    b[-1] = FIXED_JUDGE_B
+    c_v = c_v_sd * g_struct.standard_normal(r)
+    if target == "consensus":
+        c_h = np.ones(1)
+        s_h = mu.copy()
+    else:
+        c_h = np.concatenate([[1.0], c_v])
+        s_h = W @ c_h
+
+    pi, pj = np.triu_indices(N, 1)
+    pairs = np.column_stack([pi, pj]).astype(np.int64)
+
+    # (2) Overdispersion and (3) pair-varying position effects, per judge-pair.
+    z_eps = g_eps.standard_normal((K, n_pairs))
+    eps_kij = overdispersion * z_eps if overdispersion > 0 else None
+    b_kij = None
+    if sigma_pos > 0:
+        g = g_pos.standard_normal((K, n_pairs))
+        g = g - g.mean(axis=1, keepdims=True)
+        delta = sigma_pos * g / np.sqrt(np.mean(g**2, axis=1, keepdims=True))
+        b_kij = b[:, None] + delta
+
+    # (4) LLM comparisons.
+    p_llm = g_llm.integers(0, n_pairs, size=n_llm)
+    k_llm = g_llm.integers(0, K, size=n_llm)
+    a_first = g_llm.random(n_llm) < p_first
+    a = np.where(a_first, 1.0, -1.0)
+    i_l, j_l = pi[p_llm], pj[p_llm]
+    bk = b[k_llm] if b_kij is None else b_kij[k_llm, p_llm]
+    eta = S[k_llm, i_l] - S[k_llm, j_l] + a * bk
+    if eps_kij is not None:
+        eta += eps_kij[k_llm, p_llm]
+    i_won_llm = g_llm.random(n_llm) < expit(eta)
+
+    # (5) Human comparisons.
+    p_hum = g_hum.integers(0, n_pairs, size=n_human)
+    i_h, j_h = pi[p_hum], pj[p_hum]
+    i_won_hum = g_hum.random(n_human) < expit(s_h[i_h] - s_h[j_h])
+
+    items = tuple(f"item{t:02d}" for t in range(N))
+    judges = tuple(f"judge{k}" for k in range(K))
+    item_arr = np.asarray(items, dtype=object)
+    judge_arr = np.asarray(judges, dtype=object)
+    n_tot = n_llm + n_human
+    ab = np.array(["a", "b"], dtype=object)
+    judge_col = np.empty(n_tot, dtype=object)
+    judge_col[:n_llm] = judge_arr[k_llm]
+    judge_col[n_llm:] = HUMAN_JUDGE
+    first_col = np.empty(n_tot, dtype=object)
+    first_col[:n_llm] = ab[(~a_first).astype(np.int64)]
+    first_col[n_llm:] = "a"
+    won = np.concatenate([i_won_llm, i_won_hum])
+    frame = pd.DataFrame(
+        {
+            "record_id": np.arange(n_tot, dtype=np.int64),
+            "judge": judge_col,
+            "item_a": item_arr[np.concatenate([i_l, i_h])],
+            "item_b": item_arr[np.concatenate([j_l, j_h])],
+            "first": first_col,
+            "winner": ab[(~won).astype(np.int64)],
+        }
+    )
+    truth = Truth(
+        s_h=s_h, S=S, b=b, mu=mu, gamma=gamma, U=U, V=V, W=W, c_h=c_h, b_kij=b_kij, eps_kij=eps_kij,
+        pairs=pairs, items=items, judges=judges,
+    )
+    config = dict(
+        N=N, K=K, r=r, n_llm=n_llm, n_human=n_human, target=target, c_v_sd=c_v_sd,
+        overdispersion=overdispersion, sigma_pos=sigma_pos, p_first=p_first, seed=seed,
+    )
+    return Simulation(frame=frame, truth=truth, config=config)
