@@ -139,6 +139,22 @@ class DialResult:
             name=f"{item_i} - {item_j}",
         )
 
+    def loo_cv(self, data: Comparisons) -> pd.DataFrame:
+        """Exact leave-one-human-comparison-out loss ``CV_loo`` (refits) beside GACV for
+        every admissible candidate of the weight path (Thm. gacv); for checking GACV on
+        small problems (``2 x`` human cells refits per candidate)."""
+        from .selection import loo_cv
+
+        if self.gacv is None:
+            raise ValueError("loo_cv needs a weight path (method 'dial-ada' or 'dial-nopos')")
+        rows = []
+        for chart, staged_theta, c in self.details["candidates"]:
+            if not c.admissible:
+                continue
+            theta = staged_theta if np.isinf(c.lam) or c.lam == 0 else c.theta
+            rows.append({"rank": chart.r, "lambda": c.lam, "gacv": c.gacv, "cv_loo": loo_cv(data, chart, c.lam, theta)})
+        return pd.DataFrame(rows)
+
     def position_test(self, judge_1: str, judge_2: str) -> pd.Series:
         """Wald test of ``b_k = b_k'`` for two judges (Prop. stage-one-normality)."""
         from scipy.stats import norm
@@ -642,7 +658,8 @@ def _fit_dial(data: Comparisons, common: dict, *, order: bool, adaptive: bool, l
                      loss_human=human_loss(s, data.human),
                      details={"theta": best.theta if np.isfinite(best.lam) and best.lam > 0 else sf.theta,
                               "chart": sf.chart, "llm_theta": sf.llm_theta, "llm_chart": sf.llm_chart,
-                              "fallback": fallback, "anchored_cov": anchored_cov})
+                              "fallback": fallback, "anchored_cov": anchored_cov,
+                              "candidates": [(staged[r].chart, staged[r].theta, c) for r, c in options]})
     res.gacv = table if adaptive else None
     res.calibration_test = ct
     if order:

@@ -31,7 +31,7 @@ from .data import Comparisons, HumanCells
 from .fit import centering_basis, difference_design, fit_human_btl, fit_calibration, fit_structured
 from .likelihood import Cells, Objective, binomial_nll, human_loss
 from .model import Chart
-from .optim import BOX, OptimResult, newton, pinv_sym
+from .optim import BOX, OptimResult, newton, pinv_sym, single_threaded_blas
 
 DEFAULT_MULTIPLES = tuple(np.logspace(-2, 1, 7))
 SIMULATION_MULTIPLES = tuple(np.logspace(-1, 1, 7))
@@ -175,6 +175,7 @@ def path_table(cands: list[Candidate], rank: int | None = None) -> pd.DataFrame:
     return df
 
 
+@single_threaded_blas
 def loo_cv(data: Comparisons, ch: Chart, lam: float, theta: np.ndarray) -> float:
     r"""Exact leave-one-human-comparison-out loss :math:`CV_{loo}(\lambda)` by refits.
 
