@@ -140,7 +140,13 @@ def newton(
         # Backtracking line search along the projected path.
         t, accepted = 1.0, False
         slope = float(g @ step)
-        for _ in range(60):
+        if decrement < 1e-12 * max(1.0, abs(f)):
+            # Quadratic-convergence region: the predicted decrease is below the
+            # rounding noise of f, so the Armijo test is meaningless; take the step.
+            xn = np.clip(x + step, -bound, bound)
+            fn = float(value(xn))
+            accepted = bool(np.isfinite(fn) and fn <= f + 1e-12 * max(1.0, abs(f)))
+        for _ in range(0 if accepted else 60):
             xn = np.clip(x + t * step, -bound, bound)
             fn = float(value(xn))
             if np.isfinite(fn) and fn <= f + 1e-4 * t * min(slope, 0.0):
