@@ -5,6 +5,7 @@ Main entry points: :class:`Comparisons` (data), :func:`check_design`
 data-generating process).
 """
 
+from . import datasets, io
 from .data import Comparisons
 from .design import DesignReport, check_design
 from .estimators import DialResult, fit
@@ -13,6 +14,8 @@ from .simulate import Simulation, simulate
 
 __all__ = [
     "Comparisons",
+    "datasets",
+    "io",
     "check_design",
     "DesignReport",
     "fit",

@@ -23,9 +23,10 @@ EXIT_DATA, EXIT_IDENT = 2, 3
 
 def _load(path: str, human: str):
     from .data import Comparisons
-    from .examples import example_path
+    from .datasets import NAMES
+    from .datasets import path as bundled
 
-    src = example_path() if path == "example" else path
+    src = bundled(path) if path in NAMES else path
     return Comparisons.from_csv(src, human_judge=human)
 
 
@@ -39,14 +40,15 @@ def _parser() -> argparse.ArgumentParser:
             "Statistically sound LLM-as-a-judge evaluation. Input: a CSV with one row per judgment and columns "
             "record_id, judge, item_a, item_b, first (a|b: which response was shown first), winner "
             "(a|b|tie|both_bad). Rows whose judge is the human label name (default 'human') are human labels. "
-            "Use the word 'example' instead of a path for the bundled example."
+            "Use 'arena' (real Chatbot Arena data: people and three LLM judges) or 'synthetic' instead of a path "
+            "for a bundled data set."
         ),
     )
     sub = p.add_subparsers(dest="command", required=True)
     c = sub.add_parser("check", help="identifiability diagnostics: can the requested fit exist on this design?")
     f = sub.add_parser("fit", help="fit an estimator and write scores, position effects and a report to --out")
     for q in (c, f):
-        q.add_argument("data", help="long-format CSV, or 'example'")
+        q.add_argument("data", help="long-format CSV, or a bundled data set: arena, synthetic")
         q.add_argument("--human", default="human", help="judge name of the human labels (default: human)")
         q.add_argument("--rank", type=int, default=1, help="disagreement rank r of the judge score matrix (default 1)")
         q.add_argument("--calibration", choices=("mu", "W"), default="mu",
@@ -108,6 +110,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (ValueError, FileNotFoundError) as e:
         print(f"pydial: {e}", file=sys.stderr)
         return EXIT_DATA
+    except BrokenPipeError:  # output piped into e.g. `head`
+        sys.stderr.close()
+        return 0
 
 
 if __name__ == "__main__":  # pragma: no cover
