@@ -420,7 +420,7 @@ class Comparisons:
         h_j = h["outcome"] == J_WINS
         cells_kij = pd.Series(self.llm.n).groupby([self.llm.judge, self.llm.i, self.llm.j]).sum()
         pairs_obs = len(set(zip(f.loc[~f["self"], "i"], f.loc[~f["self"], "j"])))
-        l = f.loc[llm]
+        l = f.loc[llm & ~f["self"]]
         ties_by_judge = l.assign(t=(l["outcome"] == TIE)).groupby("k")["t"].mean()
         rows: dict[str, Any] = {
             "records": f["record_id"].nunique(),
@@ -432,9 +432,9 @@ class Comparisons:
             "human ties": int((h["outcome"] == TIE).sum()),
             "human both bad": int((h["outcome"] == BOTH_BAD).sum()),
             "decisive human labels n_H": self.n_human,
-            "LLM judgments": int(llm.sum()),
-            "LLM ties": int(((l["outcome"] == TIE) & ~l["self"]).sum()),
-            "LLM both bad": int(((l["outcome"] == BOTH_BAD) & ~l["self"]).sum()),
+            "LLM judgments": int((llm & ~f["self"]).sum()),
+            "LLM ties": int((l["outcome"] == TIE).sum()),
+            "LLM both bad": int((l["outcome"] == BOTH_BAD).sum()),
             "self-comparisons excluded": int(f["self"].sum()),
             "tie-excluded n_LLM": self.n_llm,
             "display order +1 / -1": f"{int(self.llm.n[self.llm.a > 0].sum())} / {int(self.llm.n[self.llm.a < 0].sum())}",

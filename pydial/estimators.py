@@ -358,12 +358,21 @@ def _score_frame(s: np.ndarray, C: np.ndarray, items: tuple[str, ...], level: fl
     return tab, cov
 
 
-def _glm_influence(X: np.ndarray, opt: OptimResult, n: np.ndarray, y: np.ndarray, w: float, E: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Influence directions ``u_c = E H^{-1} x_c`` of a GLM fit, its probabilities and Hessian."""
+def _glm_influence(X: np.ndarray, opt: OptimResult, n: np.ndarray, y: np.ndarray, w: float, E: np.ndarray,
+                   what: str = "fit") -> tuple[np.ndarray, np.ndarray, bool]:
+    """Influence directions ``u_c = E H^{-1} x_c`` of a GLM fit and its probabilities.
+
+    The reduced GLM charts have no gauge, so a singular Hessian means the design does
+    not identify the parameters (possible only with ``check=False``): it is reported
+    with a :class:`ConvergenceWarning` and the third return value ``True``.
+    """
     p = expit(X @ opt.x)
     H = w * (X.T * (n * p * (1 - p))) @ X
-    Hinv, _ = pinv_sym(H)
-    return X @ Hinv @ E.T, p, H
+    Hinv, n_zero = pinv_sym(H)
+    if n_zero:
+        warnings.warn(f"{what}: the Hessian is singular in {n_zero} direction(s); the design does not identify "
+                      "the parameters (run pydial.check_design)", ConvergenceWarning, stacklevel=3)
+    return X @ Hinv @ E.T, p, bool(n_zero)
 
 
 def _fit_human(data: Comparisons, common: dict) -> DialResult:
@@ -372,12 +381,12 @@ def _fit_human(data: Comparisons, common: dict) -> DialResult:
     _warn_if(f.opt, "human BTL")
     T = centering_basis(N)
     X = difference_design(data.human.i, data.human.j, N) @ T
-    U, p, _ = _glm_influence(X, f.opt, data.human.n, data.human.y, 1.0 / data.n_human, T)
+    U, p, singular = _glm_influence(X, f.opt, data.human.n, data.human.y, 1.0 / data.n_human, T, "human BTL")
     st = CellStats.from_parts([(data.human.n, data.human.y, p, 1.0 / data.n_human, True)])
     C = influence_covariance(U, st, data, common["cov_type"])
     scores, cov = _score_frame(f.s, C, data.items, common["level"])
     return DialResult(**common, scores=scores, cov=cov, position_effects=None, judge_scores=None, structure=None,
-                      calibration_coef=None, lambda_=0.0, converged=f.opt.resolved, grad_norm=f.opt.grad_norm,
+                      calibration_coef=None, lambda_=0.0, converged=f.opt.resolved and not singular, grad_norm=f.opt.grad_norm,
                       loss_human=human_loss(f.s, data.human))
 
 
@@ -399,7 +408,8 @@ def _fit_judges(data: Comparisons, common: dict) -> DialResult:
         conv &= f.opt.resolved
         gmax = max(gmax, f.opt.grad_norm)
         X = np.column_stack([difference_design(cells.i, cells.j, N) @ T, cells.a.astype(float)])
-        U, p, _ = _glm_influence(X, f.opt, cells.n, cells.y, 1.0 / cells.n.sum(), E)
+        U, p, singular = _glm_influence(X, f.opt, cells.n, cells.y, 1.0 / cells.n.sum(), E, f"judge {data.judges[k]!r}")
+        conv &= not singular
         st = CellStats(cells.n, cells.y, p, np.full(cells.n.size, 1.0 / cells.n.sum()), np.zeros(cells.n.size, bool),
                        np.flatnonzero(m), np.full(cells.n.size, -1))
         covs.append(influence_covariance(U, st, data, common["cov_type"]))

@@ -455,7 +455,8 @@ def simulate(
     i_won_hum = g_hum.random(n_human) < expit(s_h[i_h] - s_h[j_h])
 
     items = tuple(f"item{t:02d}" for t in range(N))
-    judges = tuple(f"judge{k}" for k in range(K))
+    width = len(str(K - 1))  # zero-padded so that sorted names keep the judge order
+    judges = tuple(f"judge{k:0{width}d}" for k in range(K))
     item_arr = np.asarray(items, dtype=object)
     judge_arr = np.asarray(judges, dtype=object)
     n_tot = n_llm + n_human

@@ -1,0 +1,338 @@
+"""Tests of pydial.likelihood and pydial.model (the chart of eq. overparam).
+
+References: central finite differences for gradients and Hessians, a
+row-by-row Bernoulli log-likelihood written here from the paper's equations
+(human-full-loss, llm-negloglik, weighted-loss), the algebraic identities of
+App. "Reduced score-space representation" and the gauge orbits of eq. gauge.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from scipy.linalg import null_space
+
+import pydial
+from pydial.likelihood import Cells, Objective, binomial_nll, human_loss, llm_loss, weighted_loss
+from pydial.model import Chart, Structure, structure_from_S
+
+N, K = 6, 3
+
+
+@pytest.fixture(scope="module")
+def data():
+    return pydial.simulate(N=N, K=K, r=1, n_llm=3000, n_human=300, rng=11).comparisons
+
+
+def random_theta(chart: Chart, seed: int, scale: float = 0.6) -> np.ndarray:
+    return scale * np.random.default_rng(seed).standard_normal(chart.dim)
+
+
+def fd_grad(f, x, h=1e-5):
+    g = np.empty_like(x)
+    for t in range(x.size):
+        e = np.zeros_like(x)
+        e[t] = h
+        g[t] = (f(x + e) - f(x - e)) / (2 * h)
+    return g
+
+
+def fd_jac(g, x, h=1e-5):
+    cols = []
+    for t in range(x.size):
+        e = np.zeros_like(x)
+        e[t] = h
+        cols.append((g(x + e) - g(x - e)) / (2 * h))
+    return np.column_stack(cols)
+
+
+def log_sigmoid(x):
+    return -np.logaddexp(0.0, -x)
+
+
+def rowwise_losses(data, s, S, b):
+    """l_H and l_LLM from the individual decisive rows (paper eq. human-full-loss, llm-negloglik)."""
+    f = data.frame
+    dec = (~f["self"]) & f["outcome"].isin([0, 1])
+    f = f.loc[dec]
+    z = (f["outcome"] == 1).to_numpy()
+    i, j, a, k = (f[c].to_numpy() for c in ("i", "j", "a", "k"))
+    hum = k == data.K
+    eta_h = s[i[hum]] - s[j[hum]]
+    lh = -np.mean(np.where(z[hum], log_sigmoid(eta_h), log_sigmoid(-eta_h)))
+    kl = k[~hum]
+    eta_l = S[kl, i[~hum]] - S[kl, j[~hum]] + a[~hum] * b[kl]
+    ll = -np.mean(np.where(z[~hum], log_sigmoid(eta_l), log_sigmoid(-eta_l)))
+    return lh, ll
+
+
+CASES = [(cal, r, order) for cal in ("mu", "W", None) for r in (1, 2) for order in (True, False)]
+
+
+def objective_for(data, cal, r, order, lam=7.0):
+    chart = Chart(N, K, r, cal, order)
+    obj = Objective.weighted(chart, data, np.inf if cal is None else lam)
+    return chart, obj
+
+
+# ------------------------------------------------------ finite differences
+@pytest.mark.parametrize("cal,r,order", CASES)
+@pytest.mark.parametrize("seed", [0, 1])
+def test_gradient_matches_finite_differences(data, cal, r, order, seed):
+    chart, obj = objective_for(data, cal, r, order)
+    th = random_theta(chart, seed)
+    f, g, _ = obj.value_grad_hess(th, hess=False)
+    assert f == pytest.approx(obj.value(th), rel=1e-14)
+    g_fd = fd_grad(obj.value, th)
+    np.testing.assert_allclose(g, g_fd, rtol=1e-6, atol=1e-7 * np.abs(g_fd).max())
+
+
+@pytest.mark.parametrize("cal,r,order", CASES)
+@pytest.mark.parametrize("seed", [0, 1])
+def test_hessian_matches_finite_differences(data, cal, r, order, seed):
+    chart, obj = objective_for(data, cal, r, order)
+    th = random_theta(chart, seed + 10)
+    _, _, H = obj.value_grad_hess(th)
+    H_fd = fd_jac(lambda x: obj.value_grad_hess(x, hess=False)[1], th)
+    np.testing.assert_allclose(H, H_fd, rtol=1e-6, atol=1e-7 * np.abs(H_fd).max())
+    np.testing.assert_array_equal(H, H.T)
+
+
+@pytest.mark.parametrize("cal", ["mu", "W"])
+def test_hessian_fd_of_value_directly(data, cal):
+    """Second differences of the value itself (no use of the analytic gradient)."""
+    chart, obj = objective_for(data, cal, 1, True)
+    th = random_theta(chart, 5)
+    _, _, H = obj.value_grad_hess(th)
+    rng = np.random.default_rng(0)
+    h = 1e-4
+    for _ in range(5):
+        u, v = rng.standard_normal(chart.dim), rng.standard_normal(chart.dim)
+        f = obj.value
+        d2 = (f(th + h * u + h * v) - f(th + h * u - h * v) - f(th - h * u + h * v) + f(th - h * u - h * v)) / (4 * h * h)
+        assert u @ H @ v == pytest.approx(d2, rel=1e-5, abs=1e-7)
+
+
+# ------------------------------------------------ value vs. paper's losses
+@pytest.mark.parametrize("cal,r,order", CASES)
+def test_value_equals_paper_losses(data, cal, r, order):
+    lam = 7.0
+    chart, obj = objective_for(data, cal, r, order, lam)
+    th = random_theta(chart, 3)
+    s, S, b = chart.scores(th), chart.S(th), chart.order_effects(th)
+    if not order:
+        np.testing.assert_array_equal(b, 0.0)
+    lh_ref, ll_ref = rowwise_losses(data, s, S, b)
+    assert llm_loss(S, b, data.llm) == pytest.approx(ll_ref, rel=1e-12)
+    if cal is None:
+        assert obj.value(th) == pytest.approx(ll_ref, rel=1e-12)
+        np.testing.assert_array_equal(s, 0.0)
+        return
+    assert human_loss(s, data.human) == pytest.approx(lh_ref, rel=1e-12)
+    assert weighted_loss(s, S, b, data, lam) == pytest.approx(lh_ref + lam * ll_ref, rel=1e-12)
+    assert obj.value(th) == pytest.approx(lh_ref + lam * ll_ref, rel=1e-12)
+
+
+def test_scores_follow_calibration_basis(data):
+    """s = alpha B e1 for M = mu and s = B c for M = W (chart doc, eq. overparam)."""
+    for cal in ("mu", "W"):
+        chart = Chart(N, K, 1, cal, True)
+        th = random_theta(chart, 4)
+        A, B, ct, b = chart.unpack(th)
+        c = th[chart.slices["c"]]
+        expected = c[0] * B[:, 0] if cal == "mu" else B @ c
+        np.testing.assert_allclose(chart.scores(th), expected, atol=1e-14)
+        np.testing.assert_allclose(chart.S(th), A @ B.T, atol=1e-14)
+
+
+@pytest.mark.parametrize("cal,r,order", [("mu", 1, True), ("W", 2, True), (None, 1, False)])
+def test_cell_scores_sum_to_gradient(data, cal, r, order):
+    chart, obj = objective_for(data, cal, r, order)
+    th = random_theta(chart, 6)
+    _, g, _ = obj.value_grad_hess(th, hess=False)
+    cs = obj.cell_scores(th)
+    np.testing.assert_allclose(cs.sum(0), g, rtol=1e-10, atol=1e-13)
+    # the per-cell Jacobian is d eta_c / d theta (finite differences of eta)
+    J_fd = fd_jac(obj.eta, th)
+    np.testing.assert_allclose(obj.cell_jacobian(th), J_fd, atol=1e-7)
+
+
+def test_score_jacobian_matches_finite_differences():
+    for cal in ("mu", "W"):
+        chart = Chart(N, K, 2, cal, True)
+        th = random_theta(chart, 8)
+        np.testing.assert_allclose(chart.score_jacobian(th), fd_jac(chart.scores, th), atol=1e-8)
+
+
+# ---------------------------------------------------------------- chart maps
+@pytest.mark.parametrize("r", [0, 1, 2])
+@pytest.mark.parametrize("cal", ["mu", "W", None])
+def test_chart_constraints_hold_for_every_theta(r, cal):
+    chart = Chart(N, K, r, cal, True)
+    th = random_theta(chart, r, scale=2.0)
+    A, B, _, _ = chart.unpack(th)
+    q = r + 1
+    np.testing.assert_allclose(A.T @ np.ones(K), K * np.eye(q)[0], atol=1e-12)
+    np.testing.assert_allclose(B.T @ np.ones(N), np.zeros(q), atol=1e-12)
+    # pack is the left inverse of unpack
+    c = th[chart.slices["c"]] if chart.d else None
+    np.testing.assert_allclose(chart.pack(A, B, c, chart.order_effects(th)), th, atol=1e-14)
+    # dimension count (paper eq. dim-Mr plus the r(r+1) gauge of the restriction)
+    assert chart.dim == (K - 1) * q + (N - 1) * q + chart.d + K
+    d_model = q * (K + N - r - 2) + chart.d + K
+    assert chart.dim - chart.n_gauge == d_model
+
+
+def random_structure(r, seed):
+    rng = np.random.default_rng(seed)
+    A = rng.standard_normal((K, r + 1))
+    B = rng.standard_normal((N, r + 1))
+    B -= B.mean(0)
+    return A @ B.T
+
+
+@pytest.mark.parametrize("r", [0, 1, 2])
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_structure_from_S_identities(r, seed):
+    S = random_structure(r, seed)
+    st = structure_from_S(S, r)
+    one = np.ones(N)
+    assert abs(one @ st.mu) < 1e-12
+    assert st.mu @ st.mu == pytest.approx(N, rel=1e-12)
+    np.testing.assert_allclose(st.V.T @ one, 0.0, atol=1e-10)
+    np.testing.assert_allclose(st.V.T @ st.mu, 0.0, atol=1e-10)
+    np.testing.assert_allclose(st.V.T @ st.V / N, np.eye(r), atol=1e-10)
+    np.testing.assert_allclose(st.gamma, S @ st.mu / N, atol=1e-12)
+    np.testing.assert_allclose(st.U.T @ np.ones(K), 0.0, atol=1e-10)
+    np.testing.assert_allclose(np.outer(st.gamma, st.mu) + st.U @ st.V.T, S, atol=1e-10)
+    # mu is the direction of the judges' mean score (the consensus)
+    m = S.sum(0)
+    np.testing.assert_allclose(st.mu, np.sqrt(N) * m / np.linalg.norm(m), atol=1e-12)
+    np.testing.assert_allclose(st.W, np.column_stack([st.mu, st.V]))
+
+
+@pytest.mark.parametrize("cal", ["mu", "W"])
+@pytest.mark.parametrize("r", [1, 2])
+def test_from_structure_round_trip(cal, r):
+    S = random_structure(r, 7 + r)
+    st = structure_from_S(S, r)
+    chart = Chart(N, K, r, cal, True)
+    d = chart.d
+    c = np.array([0.8, -0.4, 0.3])[:d]
+    b = np.array([0.5, -0.2, 0.1])
+    th = chart.from_structure(st, c, b)
+    np.testing.assert_allclose(chart.S(th), S, atol=1e-10)
+    np.testing.assert_allclose(chart.order_effects(th), b)
+    M = st.mu[:, None] if cal == "mu" else st.W
+    np.testing.assert_allclose(chart.scores(th), M @ c, atol=1e-10)
+    np.testing.assert_allclose(chart.calibration_coordinates(th), c, atol=1e-10)
+    st2 = chart.structure(th)
+    for name in ("mu", "gamma", "U", "V"):
+        np.testing.assert_allclose(getattr(st2, name), getattr(st, name), atol=1e-9)
+    # canonical() keeps (s, S, b)
+    th2 = random_theta(chart, 1)
+    thc = chart.canonical(th2)
+    np.testing.assert_allclose(chart.S(thc), chart.S(th2), atol=1e-10)
+    np.testing.assert_allclose(chart.scores(thc), chart.scores(th2), atol=1e-10)
+
+
+# ---------------------------------------------------------------- gauge
+def gauge_matrix(r, rng):
+    """A random G in GL(r+1) with G e1 = e1."""
+    q = r + 1
+    G = np.eye(q) + 0.4 * rng.standard_normal((q, q))
+    G[:, 0] = np.eye(q)[0]
+    return G
+
+
+def gauge_move(chart: Chart, th: np.ndarray, G: np.ndarray) -> np.ndarray:
+    A, B, ct, b = chart.unpack(th)
+    Ginv = np.linalg.inv(G)
+    if chart.calibration == "mu":
+        c = th[chart.slices["c"]]  # s = alpha B e1 and B G e1 = B e1
+    elif chart.calibration == "W":
+        c = Ginv @ ct
+    else:
+        c = None
+    return chart.pack(A @ Ginv.T, B @ G, c, b)
+
+
+@pytest.mark.parametrize("cal,r", [("mu", 1), ("mu", 2), ("W", 1), ("W", 2), (None, 2)])
+def test_gauge_invariance(data, cal, r):
+    chart, obj = objective_for(data, cal, r, True)
+    rng = np.random.default_rng(r)
+    th = random_theta(chart, 21)
+    G = gauge_matrix(r, rng)
+    th2 = gauge_move(chart, th, G)
+    assert np.abs(th2 - th).max() > 0.05  # a genuinely different point
+    assert obj.value(th2) == pytest.approx(obj.value(th), rel=1e-12)
+    np.testing.assert_allclose(chart.S(th2), chart.S(th), atol=1e-12)
+    np.testing.assert_allclose(chart.scores(th2), chart.scores(th), atol=1e-12)
+    # the gradient is orthogonal to the r(r+1) gauge tangent directions
+    _, g, _ = obj.value_grad_hess(th, hess=False)
+    q = r + 1
+    tangents = []
+    for a in range(q):
+        for c_ in range(1, q):  # E_{a c} with c != 0 keeps G e1 = e1
+            E = np.zeros((q, q))
+            E[a, c_] = 1.0
+            h = 1e-6
+            tangents.append((gauge_move(chart, th, np.eye(q) + h * E) - gauge_move(chart, th, np.eye(q) - h * E)) / (2 * h))
+    Tg = np.column_stack(tangents)
+    assert np.linalg.matrix_rank(Tg, tol=1e-6) == chart.n_gauge
+    np.testing.assert_allclose(Tg.T @ g, 0.0, atol=1e-8 * max(1.0, np.abs(g).max()))
+
+
+def test_hessian_null_space_at_optimum_is_the_gauge():
+    """At a fitted optimum the Hessian of the structured fit has exactly r(r+1) null directions."""
+    sim = pydial.simulate(N=8, K=4, r=2, n_llm=40_000, n_human=800, rng=3)
+    d = sim.comparisons
+    res = pydial.fit(d, "dial-anc", rank=2, calibration="W")
+    chart, th = res.details["llm_chart"], res.details["llm_theta"]
+    obj = Objective.weighted(chart, d, np.inf)
+    _, g, H = obj.value_grad_hess(th)
+    assert np.abs(g).max() < 1e-8
+    ev = np.linalg.eigvalsh(H)
+    small = np.abs(ev) < 1e-8 * np.abs(ev).max()
+    assert small.sum() == chart.n_gauge == 6
+    assert ev[~small].min() > 0
+
+
+# ------------------------------------------------------------ stability
+def test_binomial_nll_closed_forms_at_huge_eta():
+    eta = np.array([1e3, -1e3, 1e3, -1e3, 800.0])
+    n = np.array([1.0, 1.0, 2.0, 3.0, 5.0])
+    y = np.array([0.0, 0.0, 2.0, 3.0, 1.0])
+    # n log(1+e^eta) - y eta ~ (n - y) eta for eta >> 0 and -y eta for eta << 0
+    np.testing.assert_allclose(binomial_nll(eta, n, y), [1e3, 0.0, 0.0, 3e3, 3200.0], rtol=1e-15, atol=1e-300)
+
+
+@pytest.mark.parametrize("cal", ["mu", "W", None])
+def test_objective_finite_at_huge_eta(data, cal):
+    chart, obj = objective_for(data, cal, 1, True)
+    th = random_theta(chart, 2)
+    th[chart.slices["B"]] *= 400.0  # |eta| of order 1e3
+    if chart.order:
+        th[chart.slices["b"]] = 1e3
+    eta = obj.eta(th)
+    assert np.abs(eta).max() > 500
+    with np.errstate(over="raise", invalid="raise", divide="raise", under="ignore"):
+        f, g, H = obj.value_grad_hess(th)
+    assert np.isfinite(f) and np.all(np.isfinite(g)) and np.all(np.isfinite(H))
+    # value against the piecewise-linear limit of softplus, cell by cell
+    c = obj.cells
+    lin = c.w * (c.n * np.maximum(eta, 0.0) - c.y * eta)
+    big = np.abs(eta) > 50
+    np.testing.assert_allclose(np.sum((c.w * binomial_nll(eta, c.n, c.y))[big]), lin[big].sum(), rtol=1e-12)
+    assert f >= 0.0
+    # gradient by finite differences still agrees at this scale (relative step)
+    e = np.zeros(chart.dim)
+    t = chart.slices["b"].start if chart.order else 0
+    e[t] = 1e-3
+    gfd = (obj.value(th + e) - obj.value(th - e)) / 2e-3
+    assert g[t] == pytest.approx(gfd, rel=1e-6, abs=1e-9)
+
+
+def test_llm_only_chart_rejects_human_cells(data):
+    with pytest.raises(ValueError, match="LLM-only"):
+        Objective(Chart(N, K, 1, None, True), Cells.stack(data, 1.0, 1.0))
