@@ -432,7 +432,7 @@ class Comparisons:
             "human ties": int((h["outcome"] == TIE).sum()),
             "human both bad": int((h["outcome"] == BOTH_BAD).sum()),
             "decisive human labels n_H": self.n_human,
-            "LLM judgments": int((llm & ~f["self"]).sum()),
+            "LLM judgments": int(llm.sum()),
             "LLM ties": int((l["outcome"] == TIE).sum()),
             "LLM both bad": int((l["outcome"] == BOTH_BAD).sum()),
             "self-comparisons excluded": int(f["self"].sum()),
