@@ -1,24 +1,39 @@
-"""The ``pydial`` command line: ``check`` and ``fit`` on a long-format CSV.
+"""The ``pydial`` command line: ``check``, ``fit``, ``simulate``, ``convert``, ``compare``.
 
 Bad input ends with a one-line cause and a non-zero exit code, never a traceback:
 exit 2 for malformed data or arguments, exit 3 when the design cannot identify the
-requested fit.
+requested fit, exit 4 when no admissible fit exists (optimizer failure).
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import warnings
 from pathlib import Path
 from typing import Sequence
 
-import numpy as np
+from .exceptions import ConvergenceError, ConvergenceWarning, DataError, IdentifiabilityError
 
-from .exceptions import ConvergenceWarning, DataError, IdentifiabilityError
+EXIT_DATA, EXIT_IDENT, EXIT_FIT = 2, 3, 4
 
-EXIT_DATA, EXIT_IDENT = 2, 3
+DESCRIPTION = """\
+Statistically sound LLM-as-a-judge evaluation (DIAL).
+
+Input: a CSV with one row per judgment and columns
+  record_id  the prompt/record (judgments of one record stay together)
+  judge      judge name; rows of the human judge (default 'human') are human labels
+  item_a, item_b  the two items (models) compared
+  first      a|b: which response was displayed first (ignored for human rows)
+  winner     a|b|tie|both_bad
+Instead of a path, 'arena' (real Chatbot Arena data: people and three LLM judges) or
+'synthetic' names a bundled data set.
+
+Each LLM judge gets its own position effect b_k (b > 0: the first-shown item is
+favoured) separated from its preferences; judges share a consensus score plus rank-r
+disagreement; human labels calibrate that consensus (dial-anc) or are weighed against
+it with a weight chosen by GACV, an approximate leave-one-out criterion (dial-ada).
+"""
 
 
 def _load(path: str, human: str):
@@ -30,83 +45,187 @@ def _load(path: str, human: str):
     return Comparisons.from_csv(src, human_judge=human)
 
 
+def _floats(text: str) -> list[float]:
+    try:
+        return [float(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated numbers, got {text!r}") from None
+
+
+def _rank(text: str):
+    if text == "auto":
+        return "auto"
+    try:
+        vals = [int(x) for x in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"rank must be an integer, a comma-separated list or 'auto', got {text!r}") from None
+    return vals[0] if len(vals) == 1 else vals
+
+
 def _parser() -> argparse.ArgumentParser:
     from .estimators import METHODS
     from .inference import COV_TYPES
+    from .report import REPORT_FORMATS
 
-    p = argparse.ArgumentParser(
-        prog="pydial",
-        description=(
-            "Statistically sound LLM-as-a-judge evaluation. Input: a CSV with one row per judgment and columns "
-            "record_id, judge, item_a, item_b, first (a|b: which response was shown first), winner "
-            "(a|b|tie|both_bad). Rows whose judge is the human label name (default 'human') are human labels. "
-            "Use 'arena' (real Chatbot Arena data: people and three LLM judges) or 'synthetic' instead of a path "
-            "for a bundled data set."
-        ),
-    )
+    p = argparse.ArgumentParser(prog="pydial", description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = p.add_subparsers(dest="command", required=True)
     c = sub.add_parser("check", help="identifiability diagnostics: can the requested fit exist on this design?")
-    f = sub.add_parser("fit", help="fit an estimator and write scores, position effects and a report to --out")
-    for q in (c, f):
+    f = sub.add_parser("fit", help="fit an estimator; write scores, position effects, GACV path, plots and a report")
+    cmp_ = sub.add_parser("compare", help="frequentist (sandwich) vs Bayesian (Stan NUTS) intervals")
+    for q in (c, f, cmp_):
         q.add_argument("data", help="long-format CSV, or a bundled data set: arena, synthetic")
         q.add_argument("--human", default="human", help="judge name of the human labels (default: human)")
-        q.add_argument("--rank", type=int, default=1, help="disagreement rank r of the judge score matrix (default 1)")
+        q.add_argument("--rank", type=_rank, default=1,
+                       help="disagreement rank r of the judge score matrix; a list '0,1,2' or 'auto' selects it by GACV (dial-ada)")
         q.add_argument("--calibration", choices=("mu", "W"), default="mu",
                        help="calibrate humans along the LLM consensus mu (d=1) or the full space W=[mu,V] (d=r+1)")
-        q.add_argument("--method", choices=METHODS, default="dial-anc", help="estimator (default dial-anc)")
-    f.add_argument("--cov", choices=COV_TYPES, default=None,
-                   help="covariance meat: fisher, binomial, cell (judge-pair clustered, default for LLM methods), record")
-    f.add_argument("--level", type=float, default=0.95, help="confidence level of all intervals (default 0.95)")
-    f.add_argument("--out", default=None, help="output folder (default: print to the terminal only)")
+    for q in (c, f):
+        q.add_argument("--method", choices=METHODS, default="dial-ada",
+                       help="estimator: judges (each judge alone), human, pooled, dial-nopos, dial-anc (anchored), "
+                            "dial-ada (GACV-weighted; default), atc")
+    for q in (f, cmp_):
+        q.add_argument("--cov", choices=COV_TYPES, default=None,
+                       help="covariance meat: fisher, binomial, cell (judge-pair clustered; default for LLM methods), record")
+        q.add_argument("--level", type=float, default=0.95, help="confidence level of all intervals (default 0.95)")
+        q.add_argument("--out", default=None, help="output folder (default: print only)")
+    f.add_argument("--lambdas", type=_floats, default=None, help="explicit candidate weights, comma-separated (dial-ada)")
+    f.add_argument("--multiples", type=_floats, default=None,
+                   help="candidate weights as multiples of n_LLM/n_H (default: 7 log-spaced from 0.01 to 10)")
+    f.add_argument("--no-endpoints", action="store_true", help="exclude lambda=0 and lambda=inf from GACV selection")
+    f.add_argument("--format", choices=REPORT_FORMATS, default="md", help="report format (default md)")
+    cmp_.add_argument("--chains", type=int, default=4, help="NUTS chains (default 4)")
+    cmp_.add_argument("--draws", type=int, default=1000, help="draws per chain after warm-up (default 1000)")
+    cmp_.add_argument("--seed", type=int, default=1, help="random seed (default 1)")
+
+    s = sub.add_parser("simulate", help="long-format synthetic data from the paper's data-generating process")
+    s.add_argument("out", help="output CSV")
+    s.add_argument("--items", "-N", type=int, default=10, help="number of items N (default 10)")
+    s.add_argument("--judges", "-K", type=int, default=4, help="number of LLM judges K (default 4)")
+    s.add_argument("--rank", type=int, default=1, help="disagreement rank r (default 1)")
+    s.add_argument("--n-llm", type=int, default=20000, help="LLM judgments (default 20000)")
+    s.add_argument("--n-human", type=int, default=800, help="human judgments (default 800)")
+    s.add_argument("--target", choices=("consensus", "misaligned"), default="consensus",
+                   help="human target: the LLM consensus mu, or W c with a disagreement component")
+    s.add_argument("--overdispersion", type=float, default=0.0, help="sd of judge-pair effects on the LLM logit (default 0)")
+    s.add_argument("--sigma-pos", type=float, default=0.0, help="sd of pair-varying position effects (default 0)")
+    s.add_argument("--p-first", type=float, default=0.75, help="probability the canonical item is shown first (default 0.75)")
+    s.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+
+    v = sub.add_parser("convert", help="convert Arena / MT-Bench / PandaLM / CSV/Parquet judgments to the long format")
+    v.add_argument("format", choices=("arena", "mtbench", "pandalm", "table"))
+    v.add_argument("inputs", nargs="+",
+                   help="arena: JUDGE=FILE.jsonl[.gz] pairs (the human one named by --human); mtbench/pandalm/table: one file")
+    v.add_argument("--out", required=True, help="output CSV")
+    v.add_argument("--human", default="human", help="judge name of the human labels (arena)")
+    v.add_argument("--first", choices=("a", "b"), default="a", help="which response the LLM judges saw first (arena, pandalm)")
+    v.add_argument("--judge", default="judge", help="judge name for PandaLM files without a judge column")
     return p
+
+
+def _fit(args: argparse.Namespace) -> int:
+    from .estimators import fit
+    from .report import write_report
+
+    data = _load(args.data, args.human)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", ConvergenceWarning)
+        res = fit(data, args.method, rank=args.rank, calibration=args.calibration, cov=args.cov, level=args.level,
+                  lambdas=args.lambdas, multiples=args.multiples, include_endpoints=not args.no_endpoints)
+    for w in caught:
+        if issubclass(w.category, ConvergenceWarning):
+            print(f"warning: {w.message}", file=sys.stderr)
+    print(res.summary())
+    if args.out:
+        paths = write_report(res, data, args.out, fmt=args.format)
+        print("wrote " + ", ".join(str(p) for p in paths))
+    return 0
+
+
+def _compare(args: argparse.Namespace) -> int:
+    from .estimators import fit
+    from .stan import compare_intervals, posterior
+
+    data = _load(args.data, args.human)
+    res = fit(data, "dial-anc", rank=args.rank, calibration=args.calibration, cov=args.cov, level=args.level)
+    idata = posterior(data, rank=args.rank, calibration=args.calibration, chains=args.chains, draws=args.draws, seed=args.seed)
+    tab = compare_intervals(res, idata, level=args.level)
+    print(tab.to_string())
+    if args.out:
+        out = Path(args.out)
+        out.mkdir(parents=True, exist_ok=True)
+        tab.to_csv(out / "compare_intervals.csv")
+        print(f"wrote {out / 'compare_intervals.csv'}")
+    return 0
+
+
+def _simulate(args: argparse.Namespace) -> int:
+    from .simulate import simulate
+
+    sim = simulate(args.items, args.judges, args.rank, args.n_llm, args.n_human, target=args.target,
+                   overdispersion=args.overdispersion, sigma_pos=args.sigma_pos, p_first=args.p_first, rng=args.seed)
+    sim.frame.to_csv(args.out, index=False)
+    print(f"wrote {len(sim.frame)} judgments to {args.out}")
+    return 0
+
+
+def _convert(args: argparse.Namespace) -> int:
+    from . import io
+
+    if args.format == "arena":
+        pairs = {}
+        for item in args.inputs:
+            if "=" not in item:
+                raise DataError(f"arena inputs are JUDGE=FILE pairs, got {item!r}")
+            name, path = item.split("=", 1)
+            pairs[name] = path
+        frame, rep = io.from_arena(pairs, human_judge=args.human, first=args.first)
+    elif len(args.inputs) != 1:
+        raise DataError(f"{args.format} takes one input file, got {len(args.inputs)}")
+    elif args.format == "mtbench":
+        frame, rep = io.from_mtbench(args.inputs[0])
+    elif args.format == "pandalm":
+        frame, rep = io.from_pandalm(args.inputs[0], judge=args.judge, first=args.first)
+    else:
+        frame, rep = io.from_table(args.inputs[0])
+    frame.to_csv(args.out, index=False)
+    print(rep)
+    print(f"wrote {len(frame)} rows to {args.out}")
+    return 0
+
+
+def _check(args: argparse.Namespace) -> int:
+    from .design import check_design
+
+    data = _load(args.data, args.human)
+    ranks = [1] if args.rank == "auto" else (args.rank if isinstance(args.rank, list) else [args.rank])
+    status = 0
+    for r in ranks:
+        rep = check_design(data, rank=r, calibration=args.calibration, method=args.method)
+        print(rep.table.to_string(index=False))
+        if not rep.ok:
+            print(f"pydial: the {args.method} fit (rank {r}) cannot exist on this design:", file=sys.stderr)
+            for _, row in rep.problems.iterrows():
+                print(f"  {row['judge']}: {row['condition']}: {row['detail']}", file=sys.stderr)
+            status = EXIT_IDENT
+        else:
+            print(f"design ok for method {args.method} (rank {r})")
+    return status
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    run = {"check": _check, "fit": _fit, "simulate": _simulate, "convert": _convert, "compare": _compare}[args.command]
     try:
-        data = _load(args.data, args.human)
-        if args.command == "check":
-            from .design import check_design
-
-            rep = check_design(data, rank=args.rank, calibration=args.calibration, method=args.method)
-            print(rep.table.to_string(index=False))
-            if not rep.ok:
-                print(f"pydial: the {args.method} fit cannot exist on this design:", file=sys.stderr)
-                print(rep.problems.to_string(index=False), file=sys.stderr)
-                return EXIT_IDENT
-            print(f"design ok for method {args.method}")
-            return 0
-        from .estimators import fit
-
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always", ConvergenceWarning)
-            res = fit(data, args.method, rank=args.rank, calibration=args.calibration, cov=args.cov, level=args.level)
-        for w in caught:
-            print(f"warning: {w.message}", file=sys.stderr)
-        print(res.summary())
-        if args.out:
-            out = Path(args.out)
-            out.mkdir(parents=True, exist_ok=True)
-            res.scores.reset_index().to_csv(out / "scores.csv", index=False)
-            if res.position_effects is not None:
-                res.position_effects.reset_index().to_csv(out / "position_effects.csv", index=False)
-            data.summary().to_csv(out / "data_summary.csv")
-            summary = {
-                "method": res.method, "rank": res.rank, "calibration": res.calibration, "cov": res.cov_type,
-                "level": res.level, "lambda": None if np.isinf(res.lambda_) else res.lambda_,
-                "converged": res.converged, "grad_norm": res.grad_norm, "n_human": res.n_human, "n_llm": res.n_llm,
-                "scores": res.scores["score"].to_dict(),
-            }
-            (out / "summary.json").write_text(json.dumps(summary, indent=2))
-            (out / "report.md").write_text("```\n" + res.summary() + "\n```\n")
-            print(f"wrote {out}/scores.csv, position_effects.csv, summary.json, report.md")
-        return 0
+        return run(args)
     except DataError as e:
         print(f"pydial: bad input: {e}", file=sys.stderr)
         return EXIT_DATA
     except IdentifiabilityError as e:
         print(f"pydial: not identifiable: {e}", file=sys.stderr)
         return EXIT_IDENT
+    except ConvergenceError as e:
+        print(f"pydial: fit failed: {str(e).splitlines()[0]}", file=sys.stderr)
+        return EXIT_FIT
     except (ValueError, FileNotFoundError) as e:
         print(f"pydial: {e}", file=sys.stderr)
         return EXIT_DATA

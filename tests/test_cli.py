@@ -1,0 +1,95 @@
+"""End-to-end runs of the pydial command line: outputs, exit codes, one-line messages."""
+
+import json
+
+import pandas as pd
+import pytest
+
+from pydial.cli import EXIT_DATA, EXIT_IDENT, main
+
+
+def run(capsys, *argv):
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_fit_synthetic_writes_outputs(tmp_path, capsys):
+    code, out, err = run(capsys, "fit", "synthetic", "--method", "dial-ada", "--rank", "1", "--out", str(tmp_path))
+    assert code == 0, err
+    scores = pd.read_csv(tmp_path / "scores.csv")
+    assert list(scores.columns) == ["item", "score", "se", "ci_low", "ci_high"]
+    assert len(scores) == 10 and scores["score"].abs().sum() > 0
+    assert abs(scores["score"].sum()) < 1e-8  # centered
+    pe = pd.read_csv(tmp_path / "position_effects.csv")
+    assert {"judge", "b", "se", "ci_low", "ci_high", "p_value", "first_rate"} <= set(pe.columns)
+    g = pd.read_csv(tmp_path / "gacv.csv")
+    assert g["admissible"].any() and {"lambda", "multiple", "gacv", "l_H", "trace", "reason"} <= set(g.columns)
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["method"] == "dial-ada" and summary["converged"] is True
+    assert set(summary["scores"]) == set(scores["item"])
+    for png in ("scores.png", "position_effects.png", "gacv.png"):
+        assert (tmp_path / png).stat().st_size > 1000
+    assert "GACV path" in (tmp_path / "report.md").read_text()
+
+
+def test_fit_arena_html(tmp_path, capsys):
+    code, out, err = run(capsys, "fit", "arena", "--method", "dial-anc", "--out", str(tmp_path), "--format", "html")
+    assert code == 0, err
+    assert "gpt-4" in pd.read_csv(tmp_path / "scores.csv")["item"].tolist()
+    assert (tmp_path / "report.html").read_text().startswith("<html>")
+
+
+def test_check_ok_and_simulate_and_convert(tmp_path, capsys):
+    code, out, _ = run(capsys, "check", "synthetic", "--method", "dial-anc")
+    assert code == 0 and "ident-LLM" in out and "design ok" in out
+    sim = tmp_path / "sim.csv"
+    code, out, _ = run(capsys, "simulate", str(sim), "-N", "6", "-K", "3", "--n-llm", "600", "--n-human", "90", "--seed", "3")
+    assert code == 0
+    df = pd.read_csv(sim)
+    assert len(df) == 690 and set(df.columns) == {"record_id", "judge", "item_a", "item_b", "first", "winner"}
+    conv = tmp_path / "conv.csv"
+    code, out, _ = run(capsys, "convert", "table", str(sim), "--out", str(conv))
+    assert code == 0 and "read 690" in out and len(pd.read_csv(conv)) == 690
+
+
+def _write(tmp_path, df):
+    p = tmp_path / "bad.csv"
+    df.to_csv(p, index=False)
+    return str(p)
+
+
+BASE = pd.DataFrame({"record_id": [1, 2, 3, 4], "judge": ["g", "g", "human", "human"], "item_a": ["x", "y", "x", "y"],
+                     "item_b": ["y", "z", "y", "z"], "first": ["a", "b", "a", "a"], "winner": ["a", "b", "a", "b"]})
+
+
+def test_missing_column_exit_2(tmp_path, capsys):
+    code, out, err = run(capsys, "fit", _write(tmp_path, BASE.drop(columns="first")))
+    assert code == EXIT_DATA
+    assert err.startswith("pydial: bad input: missing column(s) 'first'") and "Traceback" not in err
+    assert len(err.strip().splitlines()) == 1
+
+
+def test_unknown_winner_exit_2(tmp_path, capsys):
+    bad = BASE.assign(winner=["a", "draw", "a", "b"])
+    code, out, err = run(capsys, "check", _write(tmp_path, bad))
+    assert code == EXIT_DATA and "unknown winner value(s) ['draw']" in err and "rows [1]" in err
+
+
+def test_non_identifiable_judge_exit_3(tmp_path, capsys):
+    # judge g sees a single pair in a single order: never identified
+    df = pd.DataFrame({"record_id": range(6), "judge": ["g"] * 3 + ["human"] * 3, "item_a": ["x"] * 3 + ["x", "y", "x"],
+                       "item_b": ["y"] * 3 + ["y", "z", "z"], "first": ["a"] * 6, "winner": ["a", "b", "a", "a", "b", "b"]})
+    path = _write(tmp_path, df)
+    code, out, err = run(capsys, "check", path, "--method", "judges")
+    assert code == EXIT_IDENT and "g: ident-LLM" in err
+    code, out, err = run(capsys, "fit", path, "--method", "dial-anc")
+    assert code == EXIT_IDENT and err.startswith("pydial: not identifiable:") and "'g'" in err
+
+
+def test_help_is_readable(capsys):
+    with pytest.raises(SystemExit) as e:
+        main(["--help"])
+    assert e.value.code == 0
+    out = capsys.readouterr().out
+    assert "position effect" in out and "GACV" in out and "winner" in out
