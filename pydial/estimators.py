@@ -633,6 +633,8 @@ def _fit_dial(data: Comparisons, common: dict, *, order: bool, adaptive: bool, l
         if not anc:
             raise ConvergenceError("no admissible candidate on the lambda path (see the reasons):\n" + table.to_string())
         ok, fallback = anc[:1], True
+        warnings.warn("no candidate of the lambda path passed the regularity guards; falling back to the anchored "
+                      "endpoint lambda = inf (see result.gacv for the reasons)", ConvergenceWarning, stacklevel=3)
     r_sel, best = min(ok, key=lambda rc: rc[1].gacv if np.isfinite(rc[1].gacv) else np.inf)
     sf = staged[r_sel]
     common = {**common, "rank": r_sel}

@@ -160,8 +160,9 @@ def newton(
             converged, message = small, ("no further decrease (numerical optimum)" if small else "line search failed")
             break
         if np.max(np.abs(xn - x)) <= 1e-15 * (1.0 + np.max(np.abs(x))):
-            small = np.abs(gfree).max(initial=0.0) < gtol
-            converged, message = small, ("gradient below tolerance" if small else "no progress (stalled at the box boundary)")
+            small = np.abs(gfree).max(initial=0.0) < max(gtol, 1e3 * np.finfo(float).eps * max(1.0, abs(f)))
+            where = " at the box boundary" if np.any(np.abs(x) >= bound * (1 - 1e-9)) else ""
+            converged, message = small, ("numerical optimum (no further progress)" if small else f"no progress{where}")
             break
         x = normalize(xn) if normalize is not None else xn
         x = np.clip(x, -bound, bound)

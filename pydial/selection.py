@@ -115,11 +115,10 @@ def finite_candidate(data: Comparisons, ch: Chart, lam: float, theta0: np.ndarra
 
 def human_candidate(data: Comparisons) -> tuple[Candidate, OptimResult | None]:
     """The ``lambda = 0`` endpoint: human BTL in the centered score space."""
-    from .design import check_design
+    from .design import _check_human_mle
 
-    rep = check_design(data, rank=0, calibration="mu", method="human")
-    if not rep.ok:
-        detail = "; ".join(rep.problems["detail"].astype(str))
+    exists, detail = _check_human_mle(data.items, data)
+    if not exists:
         return Candidate(0.0, 0.0, None, reason=f"human MLE does not exist: {detail}"), None
     f = fit_human_btl(data.human, data.N)
     N = data.N
