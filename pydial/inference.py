@@ -32,7 +32,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+import pandas as pd
 import scipy.sparse as sp
+from scipy.stats import norm
 
 from .data import Comparisons
 
@@ -160,11 +162,8 @@ def _group_sum(groups: np.ndarray, X: np.ndarray) -> np.ndarray:
     return np.asarray(M @ X)
 
 
-def wald_table(est: np.ndarray, cov: np.ndarray, index: list[str], level: float, name: str) -> "pd.DataFrame":
+def wald_table(est: np.ndarray, cov: np.ndarray, index: list[str], level: float, name: str) -> pd.DataFrame:
     """``name, se, ci_low, ci_high, z, p_value`` for a vector estimate with covariance."""
-    import pandas as pd
-    from scipy.stats import norm
-
     se = np.sqrt(np.clip(np.diag(cov), 0.0, None))
     zq = norm.ppf(0.5 + level / 2)
     with np.errstate(divide="ignore", invalid="ignore"):

@@ -1,0 +1,181 @@
+"""The result object of :func:`pydial.fit`: tables, covariances and derived inference."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from scipy.special import expit
+
+from .data import Comparisons
+from .inference import COV_DESCRIPTIONS
+from .model import Structure
+
+
+@dataclass
+class DialResult:
+    """Result of :func:`fit`.
+
+    Attributes
+    ----------
+    method, rank, calibration, engine, cov_type : str / int
+        How the fit was made.
+    level : float
+        Confidence level of every interval in the tables.
+    scores : DataFrame
+        Indexed by item: ``score, se, ci_low, ci_high`` (centered human-target scores;
+        for ``"judges"`` the mean of the position-debiased judge scores).
+    cov : DataFrame
+        Covariance of the centered scores (item x item).
+    position_effects : DataFrame or None
+        Indexed by judge, from the LLM-only fit: ``b, se, ci_low, ci_high, z, p_value``
+        (Wald test of ``b_k = 0``).
+    judge_scores : DataFrame or None
+        Judge x item position-debiased scores ``S`` (LLM-only fit).
+    structure : Structure or None
+        ``mu, gamma, U, V`` of the LLM-only structured fit (Cond. llm-structure).
+    calibration_coef : ndarray or None
+        ``c_H`` relative to the normalized basis ``M`` (``mu`` or ``W``).
+    lambda_ : float
+        Calibration weight: ``inf`` for the anchored endpoint, 0 for Human.
+    converged : bool
+        Every optimization reached the gradient tolerance inside the box.
+    grad_norm : float
+        Largest max-norm gradient at the reported optima.
+    loss_human : float
+        :math:`\\ell_H` at the reported scores (NaN without human data).
+    gacv : DataFrame or None
+        The weight path of ``dial-ada`` / ``dial-nopos``: ``lambda, multiple, gacv,
+        l_H, trace, admissible, reason`` (and ``rank`` for a rank grid).
+    calibration_test : CalibrationTest or None
+        LRT of the calibration restriction (Prop. calibration-test).
+    consensus : DataFrame or None
+        Consensus loadings ``gamma_k`` with intervals (LLM-only fit).
+    """
+
+    method: str
+    rank: int
+    calibration: str
+    engine: str
+    cov_type: str
+    level: float
+    items: tuple[str, ...]
+    judges: tuple[str, ...]
+    n_human: int
+    n_llm: int
+    scores: pd.DataFrame
+    cov: pd.DataFrame
+    position_effects: pd.DataFrame | None
+    judge_scores: pd.DataFrame | None
+    structure: Structure | None
+    calibration_coef: np.ndarray | None
+    lambda_: float
+    converged: bool
+    grad_norm: float
+    loss_human: float
+    details: dict[str, Any] = field(default_factory=dict, repr=False)
+    gacv: pd.DataFrame | None = None
+    calibration_test: Any = None
+    consensus: pd.DataFrame | None = None
+
+    # ------------------------------------------------------------- inference
+    def contrast(self, item_i: str, item_j: str, level: float | None = None) -> pd.Series:
+        """Wald interval of ``s_i - s_j`` and of the win probability ``sigma(s_i - s_j)``
+        (delta method)."""
+        from scipy.stats import norm
+
+        level = self.level if level is None else level
+        for it in (item_i, item_j):
+            if it not in self.scores.index:
+                raise KeyError(f"unknown item {it!r}")
+        s = self.scores["score"]
+        est = float(s[item_i] - s[item_j])
+        C = self.cov
+        var = float(C.loc[item_i, item_i] + C.loc[item_j, item_j] - 2 * C.loc[item_i, item_j])
+        se = np.sqrt(max(var, 0.0))
+        zq = norm.ppf(0.5 + level / 2)
+        p = float(expit(est))
+        return pd.Series(
+            {
+                "estimate": est, "se": se, "ci_low": est - zq * se, "ci_high": est + zq * se,
+                "p_value": float(2 * norm.sf(abs(est) / se)) if se > 0 else np.nan,
+                "win_prob": p, "win_prob_se": p * (1 - p) * se,
+                "win_prob_ci_low": float(expit(est - zq * se)), "win_prob_ci_high": float(expit(est + zq * se)),
+                "level": level,
+            },
+            name=f"{item_i} - {item_j}",
+        )
+
+    def loo_cv(self, data: Comparisons) -> pd.DataFrame:
+        """Exact leave-one-human-comparison-out loss ``CV_loo`` (refits) beside GACV for
+        every admissible candidate of the weight path (Thm. gacv); for checking GACV on
+        small problems (``2 x`` human cells refits per candidate)."""
+        from .selection import loo_cv
+
+        if self.gacv is None:
+            raise ValueError("loo_cv needs a weight path (method 'dial-ada' or 'dial-nopos')")
+        rows = []
+        for chart, staged_theta, c in self.details["candidates"]:
+            if not c.admissible:
+                continue
+            theta = staged_theta if np.isinf(c.lam) or c.lam == 0 else c.theta
+            rows.append({"rank": chart.r, "lambda": c.lam, "gacv": c.gacv, "cv_loo": loo_cv(data, chart, c.lam, theta)})
+        return pd.DataFrame(rows)
+
+    def position_test(self, judge_1: str, judge_2: str) -> pd.Series:
+        """Wald test of ``b_k = b_k'`` for two judges (Prop. stage-one-normality)."""
+        from scipy.stats import norm
+
+        if self.position_effects is None:
+            raise ValueError(f"method {self.method!r} has no position effects")
+        C = self.position_effects.attrs.get("cov")
+        idx = list(self.position_effects.index)
+        for j in (judge_1, judge_2):
+            if j not in idx:
+                raise KeyError(f"unknown judge {j!r}; known: {idx}")
+        a, b = idx.index(judge_1), idx.index(judge_2)
+        diff = float(self.position_effects["b"].iloc[a] - self.position_effects["b"].iloc[b])
+        se = float(np.sqrt(max(C[a, a] + C[b, b] - 2 * C[a, b], 0.0)))
+        z = diff / se if se > 0 else np.nan
+        return pd.Series({"difference": diff, "se": se, "z": z, "p_value": float(2 * norm.sf(abs(z)))},
+                         name=f"b[{judge_1}] - b[{judge_2}]")
+
+    def win_probabilities(self) -> pd.DataFrame:
+        """Matrix of ``sigma(s_i - s_j)`` (row item beats column item)."""
+        s = self.scores["score"].to_numpy()
+        return pd.DataFrame(expit(s[:, None] - s[None, :]), index=self.scores.index, columns=self.scores.index)
+
+    def ranking(self) -> pd.Series:
+        """Items ordered by score, best first."""
+        return self.scores["score"].sort_values(ascending=False)
+
+    # ---------------------------------------------------------------- report
+    def summary(self) -> str:
+        """A statsmodels-like text summary."""
+        lam = "inf" if np.isinf(self.lambda_) else f"{self.lambda_:.4g}"
+        head = [
+            f"pydial fit: method={self.method}  rank={self.rank}  calibration={self.calibration}  engine={self.engine}",
+            f"items N={len(self.items)}  LLM judges K={len(self.judges)}  n_LLM={self.n_llm}  n_H={self.n_human}",
+            f"lambda={lam}  converged={self.converged}  max|grad|={self.grad_norm:.2e}",
+            f"covariance: {COV_DESCRIPTIONS[self.cov_type]}  level={self.level:.0%}",
+        ]
+        if not np.isnan(self.loss_human):
+            head.append(f"human loss l_H={self.loss_human:.6f}")
+        if self.calibration_test is not None:
+            head.append(f"calibration test: {self.calibration_test!r}")
+        if self.method == "atc":
+            head.append("AtC provides point estimates only (no standard errors)")
+        with pd.option_context("display.width", 120, "display.max_rows", 200):
+            parts = ["\n".join(head), "", "Scores (centered):", self.scores.round(4).to_string()]
+            if self.gacv is not None:
+                parts += ["", "GACV path:", self.gacv.round(6).to_string(index=False)]
+            if self.position_effects is not None:
+                parts += ["", "Position effects b_k (LLM-only fit; b > 0 favours the first-shown item):",
+                          self.position_effects.round(4).to_string()]
+        return "\n".join(parts)
+
+    def __repr__(self) -> str:
+        return (f"DialResult(method={self.method!r}, N={len(self.items)}, K={len(self.judges)}, "
+                f"lambda={self.lambda_}, converged={self.converged})")
