@@ -6,8 +6,10 @@ method     estimator
 judges     each judge's own order-effect BTL (eq. binomial-model-llm), no humans
 human      centered human BTL MLE :math:`\hat s_0` (eq. human-only-estimator)
 pooled     pooled LLM BTL ignoring judge and order, rescaled to the humans
-dial-nopos DIAL-Anc with the order effects fixed at 0 (order-agnostic ablation)
 dial-anc   staged LLM-anchored endpoint (Alg. DIAL-Anc, eq. staged-calibrated-estimator)
+dial-ada   weighted joint fits on the lambda path selected by GACV (Alg. DIAL-Ada)
+dial-nopos DIAL-Ada with the order effects fixed at 0 (order-agnostic ablation)
+atc        human BTL ordering + isotonic calibration of the LLM consensus (AtC)
 ========== ==================================================================
 """
 
@@ -23,7 +25,7 @@ import pandas as pd
 from scipy.special import expit
 
 from .data import Comparisons
-from .exceptions import ConvergenceWarning, DataError
+from .exceptions import ConvergenceWarning, DataError, IdentifiabilityError
 from .fit import (
     centering_basis,
     difference_design,
@@ -70,7 +72,7 @@ def fit(
     ----------
     data : Comparisons
         Validated judgments (:meth:`Comparisons.from_frame`).
-    method : {"judges", "human", "pooled", "dial-nopos", "dial-anc"}
+    method : {"judges", "human", "pooled", "dial-nopos", "dial-anc", "dial-ada", "atc"}
         Estimator (see the module docstring).
     rank : int, list of int or "auto", default 1
         Disagreement rank ``r`` of ``S = gamma mu^T + U V^T`` (Cond. llm-structure).
@@ -270,6 +272,9 @@ def _fit_pooled(data: Comparisons, common: dict) -> DialResult:
     o1 = logistic_glm(X1, L.n, L.y, weight=w1)
     _warn_if(o1, "pooled LLM BTL")
     sp_ = T @ o1.x
+    if np.abs(sp_).max() < 1e-10:
+        raise IdentifiabilityError("the pooled LLM BTL scores are all equal (the judges' preferences cancel): "
+                                   "there is no direction to rescale to the human comparisons")
     D2 = difference_design(Hc.i, Hc.j, N)
     x2 = D2 @ sp_
     o2 = logistic_glm(x2[:, None], Hc.n, Hc.y, weight=w2)

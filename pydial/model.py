@@ -69,7 +69,9 @@ def structure_from_S(S: np.ndarray, r: int) -> Structure:
     m = S.sum(axis=0)
     norm = np.linalg.norm(m)
     if norm == 0.0:
-        raise ValueError("S^T 1 = 0: the consensus direction is undefined (eq. reduced-parameter-space)")
+        from .exceptions import IdentifiabilityError
+
+        raise IdentifiabilityError("S^T 1 = 0: the consensus direction is undefined (eq. reduced-parameter-space)")
     mu = np.sqrt(N) * m / norm
     gamma = S @ mu / N
     R = S - np.outer(gamma, mu)
@@ -223,7 +225,7 @@ class Chart:
         ``A`` must satisfy ``A^T 1 = K e_1`` and ``B^T 1 = 0`` (checked).
         """
         A, B = np.asarray(A, float), np.asarray(B, float)
-        if not np.allclose(A.sum(0), self.K * np.eye(self.q)[0], atol=1e-8 * max(1, self.K)):
+        if not np.allclose(A.sum(0), self.K * np.eye(self.q)[0], atol=1e-9 * self.K * max(1.0, np.abs(A).max())):
             raise ValueError("A must satisfy A^T 1 = K e_1")
         if not np.allclose(B.sum(0), 0.0, atol=1e-8 * max(1.0, np.abs(B).max())):
             raise ValueError("B must satisfy B^T 1 = 0")
@@ -276,7 +278,14 @@ class Chart:
         given relative to the normalized basis ``M`` (as returned by
         :meth:`calibration_coordinates`).
         """
-        g = st.gamma.sum()
+        g = st.gamma.sum()  # = ||S^T 1|| / sqrt(N) >= 0
+        if not g > 1e-8 * self.K * max(np.abs(st.gamma).max(), 1e-300):
+            from .exceptions import IdentifiabilityError
+
+            raise IdentifiabilityError(
+                "the judges' consensus cancels (1^T gamma = ||S^T 1|| / sqrt(N) is numerically 0): the consensus "
+                "direction mu is undefined (Cond. llm-structure needs 1^T gamma > 0, eq. reduced-parameter-space)"
+            )
         A = np.column_stack([st.gamma * self.K / g, st.U])
         B = np.column_stack([st.mu * g / self.K, st.V])
         cc = None

@@ -544,3 +544,18 @@ def test_human_btl_converged_flag_at_rounding_floor():
     H = d.human
     s_ref, _, _ = glm_fit(H.i, H.j, H.n, H.y, d.N)
     np.testing.assert_allclose(res.scores["score"], s_ref, atol=1e-6)
+
+
+def test_cancelling_consensus_is_an_identifiability_error():
+    """Judges plus their exact flips: S^T 1 = 0, so mu is undefined (eq. reduced-parameter-space)."""
+    sim = pydial.simulate(n_llm=4000, n_human=300, rng=1)
+    f = sim.frame
+    flip = f[f.judge != "human"].copy()
+    flip["judge"] = flip["judge"] + "_flip"
+    flip["winner"] = np.where(flip["winner"] == "a", "b", "a")
+    flip["record_id"] = flip["record_id"] + 10**6
+    d = pydial.Comparisons.from_frame(pd.concat([f, flip]))
+    with pytest.raises(IdentifiabilityError, match="consensus"):
+        pydial.fit(d, "dial-anc")
+    with pytest.raises(IdentifiabilityError, match="pooled"):
+        pydial.fit(d, "pooled")
