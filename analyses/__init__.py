@@ -1,0 +1,1 @@
+"""Analyses that regenerate the paper's figures and tables (not part of the installed package)."""
