@@ -40,6 +40,7 @@ from .inference import CellStats, check_cov_type, influence_covariance, wald_tab
 from .likelihood import Cells, Objective, human_loss
 from .model import CALIBRATIONS, Chart
 from .results import DialResult
+from .selection import numpy_joint
 from .optim import OptimResult, pinv_sym, single_threaded_blas
 
 METHODS: tuple[str, ...] = ("judges", "human", "pooled", "dial-nopos", "dial-anc", "dial-ada", "atc")
@@ -136,17 +137,17 @@ def fit(
             check_design(data, rank=r, calibration=calibration, method=method, seed=0 if seed is None else seed).raise_if_failed()
     common = dict(method=method, rank=rank_grid[0], calibration=calibration, engine=engine, cov_type=cov, level=level,
                   items=data.items, judges=data.judges, n_human=data.n_human, n_llm=data.n_llm)
+    if engine == "stan":
+        from .stan import fit_stan
+
+        return fit_stan(data, method, common, rank_grid=rank_grid, lambdas=lambdas, multiples=multiples,
+                        include_endpoints=include_endpoints, anchored_cov=anchored_cov, seed=seed)
     if method == "human":
         return _fit_human(data, common)
     if method == "judges":
         return _fit_judges(data, common)
     if method == "pooled":
         return _fit_pooled(data, common)
-    if engine == "stan":
-        from .stan import fit_stan
-
-        return fit_stan(data, method, common, rank_grid=rank_grid, lambdas=lambdas, multiples=multiples,
-                        include_endpoints=include_endpoints, anchored_cov=anchored_cov, seed=seed)
     if method == "atc":
         return _fit_atc(data, common)
     return _fit_dial(data, common, order=(method != "dial-nopos"), adaptive=(method != "dial-anc"), lambdas=lambdas,
@@ -211,9 +212,9 @@ def _glm_influence(X: np.ndarray, opt: OptimResult, n: np.ndarray, y: np.ndarray
     return X @ Hinv @ E.T, p, bool(n_zero)
 
 
-def _fit_human(data: Comparisons, common: dict) -> DialResult:
+def _fit_human(data: Comparisons, common: dict, point: "PointEngine | None" = None) -> DialResult:
     N = data.N
-    f = fit_human_btl(data.human, N)
+    f = (point or NUMPY).human(data)
     _warn_if(f.opt, "human BTL")
     T = centering_basis(N)
     X = difference_design(data.human.i, data.human.j, N) @ T
@@ -312,6 +313,23 @@ class StagedFit:
     llm_theta: np.ndarray
 
 
+@dataclass(frozen=True)
+class PointEngine:
+    """The optimizers behind the estimators: numpy by default; ``pydial.stan``
+    supplies Stan's (``engine="stan"``).  Inference is always computed by numpy at
+    the returned optimum, so two engines differ only in the optimizer.
+
+    ``staged(data, rank, calibration, order) -> StagedFit``;
+    ``joint(data, chart, lam, theta0) -> (theta, OptimResult)``;
+    ``human(data) -> BTLFit``.
+    """
+
+    staged: Any
+    joint: Any
+    human: Any
+    name: str = "numpy"
+
+
 def staged_fit(data: Comparisons, rank: int, calibration: str, *, order: bool = True) -> StagedFit:
     """Alg. DIAL-Anc: structured LLM-only fit, then ``argmin_c l_H(M c)``."""
     chL = Chart(data.N, data.K, rank, None, order)
@@ -323,6 +341,9 @@ def staged_fit(data: Comparisons, rank: int, calibration: str, *, order: bool = 
     b = chL.order_effects(fL.theta) if order else None
     theta = ch.from_structure(st, oc.x, b)
     return StagedFit(ch, theta, fL.opt, oc, chL, fL.theta)
+
+
+NUMPY = PointEngine(staged=staged_fit, joint=numpy_joint, human=lambda data: fit_human_btl(data.human, data.N))
 
 
 def staged_influence(data: Comparisons, fit_: StagedFit, *, fixed_basis: bool = False) -> tuple[np.ndarray, CellStats]:
@@ -421,18 +442,18 @@ def human_influence(data: Comparisons, beta: np.ndarray) -> tuple[np.ndarray, Ce
 
 
 def _fit_dial(data: Comparisons, common: dict, *, order: bool, adaptive: bool, lambdas: Any, multiples: Any,
-              include_endpoints: bool, anchored_cov: str, rank_grid: list[int]) -> DialResult:
+              include_endpoints: bool, anchored_cov: str, rank_grid: list[int], point: PointEngine = NUMPY) -> DialResult:
     from .calibration_test import calibration_test
     from .exceptions import ConvergenceError
     from .selection import (DEFAULT_MULTIPLES, anchored_candidate, candidate_weights, finite_candidate,
                             human_candidate, path_table)
 
     cal = common["calibration"]
-    hum, _ = human_candidate(data)
+    hum, _ = human_candidate(data, point.human)
     tables, options = [], []
     staged: dict[int, StagedFit] = {}
     for r in rank_grid:
-        sf = staged_fit(data, r, cal, order=order)
+        sf = point.staged(data, r, cal, order=order)
         staged[r] = sf
         _warn_if(sf.llm_opt, f"structured LLM-only fit (rank {r})")
         st = sf.llm_chart.structure(sf.llm_theta)
@@ -447,7 +468,7 @@ def _fit_dial(data: Comparisons, common: dict, *, order: bool, adaptive: bool, l
                 lams = np.sort(candidate_weights(data.n_llm, data.n_human, tuple(multiples or DEFAULT_MULTIPLES)))[::-1]
             theta = sf.theta
             for lam in lams:
-                c = finite_candidate(data, sf.chart, float(lam), theta, float(lam * data.n_human / data.n_llm))
+                c = finite_candidate(data, sf.chart, float(lam), theta, float(lam * data.n_human / data.n_llm), point.joint)
                 if c.admissible:
                     theta = c.theta
                 cands.append(c)

@@ -22,13 +22,14 @@ Alg. DIAL-Ada and App. "Hyperparameter Selection" of the paper:
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import Callable
 
 import numpy as np
 import pandas as pd
 from scipy.special import expit
 
 from .data import Comparisons, HumanCells
-from .fit import centering_basis, difference_design, fit_human_btl, fit_calibration, fit_structured
+from .fit import BTLFit, centering_basis, difference_design, fit_calibration, fit_human_btl, fit_structured
 from .likelihood import Cells, Objective, binomial_nll, human_loss
 from .model import Chart
 from .optim import BOX, OptimResult, newton, pinv_sym, single_threaded_blas
@@ -96,31 +97,43 @@ def guard(ch: Chart, opt: OptimResult, H: np.ndarray, s: np.ndarray) -> tuple[bo
     return True, "", nz
 
 
-def finite_candidate(data: Comparisons, ch: Chart, lam: float, theta0: np.ndarray, multiple: float) -> Candidate:
-    """Fit ``Q_lambda`` from ``theta0`` and evaluate its guards and GACV pieces."""
+JointFitter = Callable[[Comparisons, Chart, float, np.ndarray], tuple[np.ndarray, OptimResult]]
+
+
+def numpy_joint(data: Comparisons, ch: Chart, lam: float, theta0: np.ndarray) -> tuple[np.ndarray, OptimResult]:
+    """Minimize ``Q_lambda`` from ``theta0`` with the numpy Newton optimizer."""
     f = fit_structured(data, ch, lam, theta0)
-    th = f.theta
-    _, _, H = f.objective.value_grad_hess(th)
+    return f.theta, f.opt
+
+
+def finite_candidate(data: Comparisons, ch: Chart, lam: float, theta0: np.ndarray, multiple: float,
+                     joint: JointFitter = numpy_joint) -> Candidate:
+    """Fit ``Q_lambda`` from ``theta0`` (with ``joint``, the numpy or the Stan optimizer)
+    and evaluate its guards and GACV pieces at the optimum."""
+    th, opt = joint(data, ch, lam, theta0)
+    obj = Objective.weighted(ch, data, lam)
+    _, _, H = obj.value_grad_hess(th)
     s = ch.scores(th)
-    ok, reason, nz = guard(ch, f.opt, H, s)
-    cand = Candidate(lam, multiple, s, th, f.opt, ok, reason, human_loss(s, data.human), n_zero_eig=nz)
+    ok, reason, nz = guard(ch, opt, H, s)
+    cand = Candidate(lam, multiple, s, th, opt, ok, reason, human_loss(s, data.human), n_zero_eig=nz)
     if ok:
-        hum = f.objective.cells.is_human
-        U = f.objective.cell_jacobian(th)[hum]
-        c = f.objective.cells
-        p = expit(f.objective.eta(th))[hum]
+        hum = obj.cells.is_human
+        U = obj.cell_jacobian(th)[hum]
+        c = obj.cells
+        p = expit(obj.eta(th))[hum]
         cand.trace = gacv_trace(H, U, c.n[hum], c.y[hum], p) / (data.n_human - 1)
     return cand
 
 
-def human_candidate(data: Comparisons) -> tuple[Candidate, OptimResult | None]:
-    """The ``lambda = 0`` endpoint: human BTL in the centered score space."""
+def human_candidate(data: Comparisons, human_fit: Callable[[Comparisons], BTLFit] | None = None) -> tuple[Candidate, OptimResult | None]:
+    """The ``lambda = 0`` endpoint: human BTL in the centered score space (fitted by
+    ``human_fit``, default the numpy optimizer)."""
     from .design import _check_human_mle
 
     exists, detail = _check_human_mle(data.items, data)
     if not exists:
         return Candidate(0.0, 0.0, None, reason=f"human MLE does not exist: {detail}"), None
-    f = fit_human_btl(data.human, data.N)
+    f = human_fit(data) if human_fit is not None else fit_human_btl(data.human, data.N)
     N = data.N
     X = difference_design(data.human.i, data.human.j, N) @ centering_basis(N)
     p = expit(X @ f.opt.x)

@@ -1,0 +1,69 @@
+"""The Stan engine of pydial: the DIAL models as Stan programs.
+
+Programs (top-level ``stan/``, installed as ``pydial.stan_files``):
+
+* ``dial.stan`` -- the structured model in the numpy engine's computational
+  chart, weights as data: log density and penalized MLE;
+* ``dial_sample.stan`` -- the same model in an identified parameterization
+  for NUTS, with optional Davidson-Beaver ties;
+* ``judges.stan`` -- judge-specific order-effect BTL (also human-only and
+  pooled), with optional Davidson-Beaver ties.
+
+Backends: CmdStan through cmdstanpy when installed, else the Stan bundled with
+httpstan/pystan (:func:`stan_backend`).
+
+Public functions: :func:`posterior` (NUTS, ``arviz.InferenceData``),
+:func:`compare_intervals` (sandwich vs posterior intervals),
+:func:`stan_fit_point` (penalized MLE in the numpy chart), :func:`fit_stan`
+(the ``engine="stan"`` hook of :func:`pydial.fit`), and the low-level
+:func:`compile_model`, :func:`log_prob`, :func:`grad_log_prob`,
+:func:`optimize`, :func:`sample`.
+"""
+
+from .backend import (
+    BACKENDS,
+    CompiledModel,
+    OptimizeResult,
+    SampleResult,
+    SamplerWarning,
+    StanBackendError,
+    StanCompileError,
+    compile_model,
+    grad_log_prob,
+    log_prob,
+    optimize,
+    precompile,
+    sample,
+    stan_backend,
+)
+from .compare import compare_intervals
+from .engine import fit_stan
+from .point import POINT_METHODS, StanPointFit, stan_fit_point
+from .bayes import posterior
+from .programs import PROGRAMS, program_code, program_path
+
+__all__ = [
+    "BACKENDS",
+    "PROGRAMS",
+    "POINT_METHODS",
+    "CompiledModel",
+    "OptimizeResult",
+    "SampleResult",
+    "SamplerWarning",
+    "StanBackendError",
+    "StanCompileError",
+    "StanPointFit",
+    "compare_intervals",
+    "compile_model",
+    "fit_stan",
+    "grad_log_prob",
+    "log_prob",
+    "optimize",
+    "posterior",
+    "precompile",
+    "program_code",
+    "program_path",
+    "sample",
+    "stan_backend",
+    "stan_fit_point",
+]

@@ -1,0 +1,313 @@
+r"""Penalized maximum likelihood through Stan's optimizer, in the numpy engine's chart.
+
+:func:`stan_fit_point` fits the estimators of the paper with ``stan/dial.stan``
+(and ``stan/judges.stan`` for the judge-wise fits) and returns the optimum as
+the reduced-chart ``theta`` of :class:`pydial.model.Chart` -- the same
+coordinates as the numpy engine -- so that :mod:`pydial.likelihood`,
+:mod:`pydial.inference` and :mod:`pydial.selection` can evaluate gradients,
+Hessians, sandwiches and GACV at the Stan optimum.
+
+The Stan target is the weighted log-likelihood on the *log-likelihood scale*,
+``-n_H Q_lambda`` for the joint fit (per-judgment weights ``1`` for people and
+``lambda n_H / n_LLM`` for LLM judgments) and ``-n_LLM l_LLM`` for the LLM-only
+stage, so that optimizer tolerances refer to the information scale.
+:attr:`StanPointFit.objective` reports the paper's normalized loss.
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+import numpy as np
+
+from ..data import Comparisons
+from ..exceptions import ConvergenceWarning, DataError
+from ..model import Chart
+from .backend import CompiledModel, OptimizeResult, compile_model
+from .standata import CellTable, dial_data, human_cell_table, judges_data, llm_cell_table, spectral_start
+
+__all__ = ["POINT_METHODS", "StanPointFit", "stan_fit_point"]
+
+POINT_METHODS: tuple[str, ...] = ("joint", "staged", "llm", "human", "pooled", "judges")
+"""Estimators of :func:`stan_fit_point`."""
+
+
+@dataclass
+class StanPointFit:
+    """A Stan optimum expressed in the reduced chart of :class:`pydial.model.Chart`.
+
+    Attributes
+    ----------
+    method : str
+        One of :data:`POINT_METHODS`.
+    chart : Chart
+        The chart of :attr:`theta`.  For ``"judges"`` it is the one-judge chart
+        ``Chart(N, 1, 0, None, order)`` shared by every row of :attr:`theta`.
+    theta : ndarray
+        Reduced coordinates (layout of :class:`Chart`: ``A[:K-1]`` row-major,
+        ``B[:N-1]`` row-major, calibration coordinate, ``b``).  For ``"judges"``
+        a ``(K, chart.dim)`` array, one row per judge.
+    scores : ndarray
+        Calibrated human score ``s`` (N); for ``"llm"`` the consensus ``B e_1``
+        scaled to unit mean loading; for ``"judges"`` the judges' mean score.
+    S : ndarray
+        Judge scores (K x N); for ``"human"`` the human score as one row.
+    b : ndarray
+        Order effects (K; zeros when off).
+    lam : float
+        LLM weight ``lambda`` of eq. weighted-loss (``inf`` for the LLM-only and
+        staged fits, ``0`` for ``"human"``).
+    objective : float
+        Paper-normalized loss at the optimum: ``Q_lambda`` (joint), ``l_LLM``
+        (llm; the first stage of staged/pooled), ``l_H`` (human and the second
+        stage of staged/pooled); includes the prior penalty divided by the same
+        normalization when priors are on.
+    converged : bool
+        Every optimizer call reported convergence.
+    grad_norm : float
+        Largest max-norm gradient of the Stan target at the reported optima.
+    stages : list of OptimizeResult
+        The optimizer calls (one, or two for staged/pooled).
+    backend : str
+    seconds : float
+        Total optimizer wall time (excluding compilation).
+    llm_theta, llm_chart : ndarray, Chart or None
+        First-stage LLM-only fit (staged and pooled).
+    """
+
+    method: str
+    chart: Chart
+    theta: np.ndarray
+    scores: np.ndarray
+    S: np.ndarray
+    b: np.ndarray
+    lam: float
+    objective: float
+    converged: bool
+    grad_norm: float
+    stages: list[OptimizeResult]
+    backend: str
+    seconds: float
+    llm_theta: np.ndarray | None = None
+    llm_chart: Chart | None = None
+    details: dict[str, Any] = field(default_factory=dict, repr=False)
+
+    def __repr__(self) -> str:
+        return (f"StanPointFit(method={self.method!r}, dim={self.chart.dim}, lam={self.lam}, "
+                f"objective={self.objective:.6g}, converged={self.converged}, backend={self.backend!r})")
+
+
+def _check_converged(res: OptimizeResult, what: str) -> None:
+    if not res.converged:
+        warnings.warn(f"Stan optimizer ({what}) did not converge: {res.message}; max|grad| = {res.grad_norm:.2e}",
+                      ConvergenceWarning, stacklevel=3)
+
+
+def _pooled_cells(data: Comparisons) -> CellTable:
+    L = llm_cell_table(data)
+    return CellTable(np.zeros_like(L.judge), L.i, L.j, L.a, L.wins_i, L.wins_j, L.ties)
+
+
+def stan_fit_point(
+    data: Comparisons,
+    method: str = "joint",
+    *,
+    rank: int = 1,
+    calibration: str | None = "mu",
+    lam: float | None = None,
+    order: bool = True,
+    init: np.ndarray | None = None,
+    priors: Mapping[str, float] | None = None,
+    backend: str | None = None,
+    seed: int | None = 0,
+    gtol: float = 1e-8,
+    max_iter: int = 20_000,
+    model: CompiledModel | None = None,
+    warn: bool = True,
+) -> StanPointFit:
+    r"""Penalized MLE of a DIAL estimator through Stan's optimizer.
+
+    Parameters
+    ----------
+    data : Comparisons
+        Validated judgments.
+    method : {"joint", "staged", "llm", "human", "pooled", "judges"}
+        * ``"joint"``: :math:`\arg\min Q_\lambda` (eq. weighted-joint-estimator)
+          on ``Chart(N, K, rank, calibration, order)``;
+        * ``"staged"``: DIAL-Anc (eq. staged-calibrated-estimator): LLM-only fit
+          on ``Chart(N, K, rank, None, order)``, then ``argmin_c l_H`` with the
+          LLM block held fixed, returned in ``Chart(N, K, rank, calibration,
+          order)``; ``order=False`` gives DIAL-noPos;
+        * ``"llm"``: the LLM-only structured fit ``argmin l_LLM``
+          (``Chart(N, K, rank, None, order)``);
+        * ``"human"``: human BTL ``argmin l_H`` (``Chart(N, 1, 0, None,
+          False)`` with the people as the one judge; ``theta = s[:N-1]``);
+        * ``"pooled"``: pooled LLM BTL ignoring judge and order, rescaled to the
+          people (staged on ``Chart(N, 1, 0, "mu", False)``);
+        * ``"judges"``: each judge's order-effect BTL (``judges.stan``);
+          ``theta`` has one row per judge in ``Chart(N, 1, 0, None, order)``.
+    rank : int
+        Disagreement rank ``r``.
+    calibration : {"mu", "W"} or None
+        Human calibration basis (joint and staged).
+    lam : float, optional
+        LLM weight of the joint fit; default ``n_LLM / n_H`` (the ordinary
+        joint likelihood).
+    order : bool
+        Estimate the judges' order effects (``False``: ``b = 0``).
+    init : ndarray, optional
+        Warm start in the reduced chart of the (first-stage) fit; default
+        :func:`pydial.stan.standata.spectral_start`.
+    priors : mapping, optional
+        Normal penalty scales ``{"A", "B", "c", "b"}`` of ``dial.stan``
+        (default 0 = flat: the MLE).  Not gauge invariant; leave flat unless
+        the MLE does not exist.
+    backend : {"cmdstanpy", "httpstan"} or None
+        See :func:`pydial.stan.stan_backend`.
+    seed : int, optional
+        Seed passed to the optimizer.
+    gtol : float
+        Relative gradient tolerance: converged when the max-norm gradient of
+        the Stan target (log-likelihood scale) is at most
+        ``gtol * max(1, |log p|)`` (see :meth:`CompiledModel.optimize`).
+    max_iter : int
+        Iteration budget per optimizer call.
+    model : CompiledModel, optional
+        A compiled ``dial`` (or ``judges``) program to reuse.
+    warn : bool
+        Emit :class:`pydial.ConvergenceWarning` when an optimizer call fails.
+
+    Returns
+    -------
+    StanPointFit
+        ``theta`` in the numpy engine's chart, plus scores, ``S``, ``b``, the
+        paper-normalized objective and the convergence record.
+
+    Raises
+    ------
+    ValueError
+        Unknown method or invalid rank / calibration / lambda.
+    DataError
+        The method needs human (or LLM) comparisons that the data lack.
+    """
+    if method not in POINT_METHODS:
+        raise ValueError(f"method must be one of {POINT_METHODS}, got {method!r}")
+    n_h, n_l = data.n_human, data.n_llm
+    if method in ("joint", "staged", "human", "pooled") and n_h == 0:
+        raise DataError(f"method {method!r} needs decisive human comparisons; there are none")
+    if method != "human" and n_l == 0:
+        raise DataError(f"method {method!r} needs decisive LLM comparisons; there are none")
+    if method in ("joint", "staged") and calibration is None:
+        raise ValueError(f"method {method!r} needs a calibration basis ('mu' or 'W'), got None")
+    t_total = 0.0
+
+    if method == "judges":
+        return _fit_judges(data, order=order, backend=backend, seed=seed, gtol=gtol, max_iter=max_iter,
+                           model=model, warn=warn)
+
+    dial = model if model is not None else compile_model("dial", backend=backend)
+
+    if method == "human":
+        ch = Chart(data.N, 1, 0, None, False)
+        H = human_cell_table(data)
+        cells = CellTable(np.zeros_like(H.judge), H.i, H.j, H.a, H.wins_i, H.wins_j, H.ties)
+        d = dial_data(data, ch, w_llm=1.0, llm=cells, priors=priors)
+        th0 = spectral_start(data, ch, llm=cells) if init is None else np.asarray(init, float)
+        res = dial.optimize(d, th0, seed=seed, gtol=gtol, max_iter=max_iter)
+        if warn:
+            _check_converged(res, "human BTL")
+        s = ch.S(res.u)[0]
+        return StanPointFit(method, ch, res.u, s, s[None, :], np.zeros(1), 0.0, -res.log_prob / n_h, res.converged,
+                            res.grad_norm, [res], dial.backend, res.seconds)
+
+    if method == "joint":
+        lam_ = n_l / n_h if lam is None else float(lam)
+        if not (np.isfinite(lam_) and lam_ > 0):
+            raise ValueError(f"lam must be finite and > 0 for the joint fit, got {lam!r}")
+        ch = Chart(data.N, data.K, rank, calibration, order)
+        d = dial_data(data, ch, w_llm=lam_ * n_h / n_l, w_human=1.0, priors=priors)
+        th0 = spectral_start(data, ch) if init is None else np.asarray(init, float)
+        res = dial.optimize(d, th0, seed=seed, gtol=gtol, max_iter=max_iter)
+        if warn:
+            _check_converged(res, f"joint fit, lambda = {lam_:.4g}")
+        A, B, ct, b = ch.unpack(res.u)
+        return StanPointFit(method, ch, res.u, ch.scores(res.u), A @ B.T, b if order else np.zeros(data.K), lam_,
+                            -res.log_prob / n_h, res.converged, res.grad_norm, [res], dial.backend, res.seconds)
+
+    # LLM-only first stage (llm, staged, pooled)
+    pooled = method == "pooled"
+    K = 1 if pooled else data.K
+    r = 0 if pooled else rank
+    use_order = False if pooled else order
+    cal = "mu" if pooled else calibration
+    cells = _pooled_cells(data) if pooled else None
+    chL = Chart(data.N, K, r, None, use_order)
+    dL = dial_data(data, chL, w_llm=1.0, llm=cells, priors=priors)
+    th0 = spectral_start(data, chL, llm=cells) if init is None else np.asarray(init, float)
+    r1 = dial.optimize(dL, th0, seed=seed, gtol=gtol, max_iter=max_iter)
+    if warn:
+        _check_converged(r1, "LLM-only stage")
+    t_total += r1.seconds
+    bL = chL.order_effects(r1.u) if use_order else np.zeros(K)
+    if method == "llm":
+        st = chL.structure(r1.u)
+        return StanPointFit(method, chL, r1.u, st.mu * st.gamma.mean(), chL.S(r1.u), bL, np.inf,
+                            -r1.log_prob / n_l, r1.converged, r1.grad_norm, [r1], dial.backend, t_total)
+
+    # second stage: argmin_c l_H(M c) with the LLM block fixed (eq. staged-calibrated-estimator)
+    ch = Chart(data.N, K, r, cal, use_order)
+    st = chL.structure(r1.u)
+    M = st.mu[:, None] if cal == "mu" else st.W
+    H = human_cell_table(data)
+    # start: least squares of the empirical human log-odds on M (as in spectral_start)
+    from .standata import _judge_ls
+
+    c0 = np.linalg.lstsq(M, _judge_ls(H, data.N, False)[0], rcond=None)[0]
+    th1 = ch.from_structure(st, c0, bL if use_order else None)
+    d2 = dial_data(data, ch, w_llm=0.0, w_human=1.0, llm=cells, priors=priors)
+    fixed = np.ones(ch.dim, bool)
+    fixed[ch.slices["c"]] = False
+    r2 = dial.optimize(d2, th1, seed=seed, fixed=fixed, gtol=gtol, max_iter=max_iter)
+    if warn:
+        _check_converged(r2, "calibration stage")
+    t_total += r2.seconds
+    return StanPointFit(method, ch, r2.u, ch.scores(r2.u), ch.S(r2.u), bL, np.inf, -r2.log_prob / n_h,
+                        r1.converged and r2.converged, max(r1.grad_norm, r2.grad_norm), [r1, r2], dial.backend,
+                        t_total, llm_theta=r1.u, llm_chart=chL,
+                        details={"llm_objective": -r1.log_prob / n_l})
+
+
+def _fit_judges(data: Comparisons, *, order: bool, backend: str | None, seed: int | None, gtol: float,
+                max_iter: int, model: CompiledModel | None, warn: bool) -> StanPointFit:
+    from .standata import _judge_ls, helmert_basis, split_unconstrained
+
+    jm = model if model is not None else compile_model("judges", backend=backend)
+    N, K = data.N, data.K
+    L = llm_cell_table(data)
+    d = judges_data(L, N=N, G=K, order_judges=range(K) if order else (), flat=True, log_lik=False)
+    Q = helmert_basis(N)
+    s0 = np.zeros((K, N - 1))
+    b0 = np.zeros(K)
+    for k in range(K):
+        m = L.judge == k
+        sub = CellTable(*(x[m] for x in (L.judge, L.i, L.j, L.a, L.wins_i, L.wins_j, L.ties)))
+        s, b0[k] = _judge_ls(sub, N, order)
+        s0[k] = Q.T @ s
+    u0 = np.concatenate([s0.ravel(), b0 if order else np.zeros(0)])
+    res = jm.optimize(d, u0, seed=seed, gtol=gtol, max_iter=max_iter)
+    if warn:
+        _check_converged(res, "judge-wise BTL")
+    parts = split_unconstrained("judges", d, res.u)
+    S = parts["s_raw"] @ Q.T
+    b = parts["b"] if order else np.zeros(K)
+    ch = Chart(N, 1, 0, None, order)
+    theta = np.column_stack([S[:, : N - 1], b[:, None]]) if order else S[:, : N - 1].copy()
+    # judges.stan keeps the binomial coefficients; remove them to report l_LLM of eq. llm-negloglik
+    from scipy.special import gammaln
+
+    n = L.wins_i + L.wins_j
+    log_coef = float(np.sum(gammaln(n + 1) - gammaln(L.wins_i + 1) - gammaln(L.wins_j + 1)))
+    return StanPointFit("judges", ch, theta, S.mean(axis=0), S, b, np.inf, -(res.log_prob - log_coef) / data.n_llm,
+                        res.converged, res.grad_norm, [res], jm.backend, res.seconds)

@@ -1,0 +1,91 @@
+"""Locate the Stan programs of pydial and expand their ``#include`` lines.
+
+The programs live in the top-level ``stan/`` directory of the source tree,
+which the wheel installs as the package ``pydial.stan_files`` (see
+``pyproject.toml``).  :func:`program_code` returns a program's text with
+every ``#include name.stan`` replaced by the file ``stan/include/name.stan``,
+so that the same self-contained text is compiled by either backend (the
+bundled Stan of ``httpstan`` compiles a string and cannot search include
+paths) and the compiled model is cached by a hash of that text.
+"""
+
+from __future__ import annotations
+
+import re
+from functools import lru_cache
+from importlib import resources
+from pathlib import Path
+
+__all__ = ["PROGRAMS", "program_dir", "program_path", "program_code", "expand_includes"]
+
+PROGRAMS: dict[str, str] = {
+    "dial": "DIAL in the computational chart (log density, penalized MLE)",
+    "dial_sample": "DIAL in an identified parameterization for NUTS, with Davidson-Beaver ties",
+    "judges": "judge-specific order-effect BTL / Davidson-Beaver, unstructured (also human-only and pooled)",
+}
+"""The Stan programs shipped with pydial: name -> one-line description."""
+
+_INCLUDE = re.compile(r"^[ \t]*#include[ \t]+[<\"]?([^>\"\s]+)[>\"]?[ \t]*$", re.MULTILINE)
+
+
+def program_dir() -> Path:
+    """Directory holding the ``.stan`` files.
+
+    ``importlib.resources.files("pydial.stan_files")`` for an installed package
+    (including an editable install), else the ``stan/`` directory of the source
+    checkout next to the ``pydial`` package.
+    """
+    try:
+        # A namespace package (no __init__.py) gives a MultiplexedPath whose str() is not
+        # a path; its entries are plain paths, so locate the file among them.
+        for entry in resources.files("pydial.stan_files").iterdir():
+            if entry.name == "dial.stan":
+                return Path(str(entry)).parent
+    except (ModuleNotFoundError, TypeError, OSError):
+        pass
+    p = Path(__file__).resolve().parents[2] / "stan"
+    if (p / "dial.stan").is_file():
+        return p
+    raise FileNotFoundError(
+        "cannot find pydial's Stan programs: neither the package 'pydial.stan_files' nor the "
+        f"source directory {p} holds dial.stan; reinstall pydial"
+    )
+
+
+def program_path(name: str) -> Path:
+    """Path of the program ``name`` (one of :data:`PROGRAMS`, or a path to any ``.stan`` file)."""
+    if name in PROGRAMS:
+        return program_dir() / f"{name}.stan"
+    p = Path(name)
+    if p.suffix == ".stan" and p.is_file():
+        return p
+    raise ValueError(f"unknown Stan program {name!r}; pydial ships {sorted(PROGRAMS)} (or pass a path to a .stan file)")
+
+
+def expand_includes(text: str, include_dirs: list[Path], _seen: tuple[str, ...] = ()) -> str:
+    """Replace each ``#include file`` line by the file's text (recursively).
+
+    Files are searched in ``include_dirs`` in order.  A missing file or an
+    include cycle raises ``FileNotFoundError`` / ``ValueError`` naming it.
+    """
+
+    def repl(m: re.Match[str]) -> str:
+        fname = m.group(1)
+        if fname in _seen:
+            raise ValueError(f"#include cycle: {' -> '.join(_seen + (fname,))}")
+        for d in include_dirs:
+            f = Path(d) / fname
+            if f.is_file():
+                body = expand_includes(f.read_text(), include_dirs, _seen + (fname,))
+                return f"// ---- begin #include {fname}\n{body.rstrip()}\n// ---- end #include {fname}"
+        raise FileNotFoundError(f"#include {fname}: not found in {[str(d) for d in include_dirs]}")
+
+    return _INCLUDE.sub(repl, text)
+
+
+@lru_cache(maxsize=None)
+def program_code(name: str) -> str:
+    """Self-contained text of a program with its includes expanded."""
+    path = program_path(name)
+    dirs = [path.parent / "include", path.parent]
+    return expand_includes(path.read_text(), dirs)

@@ -1,0 +1,540 @@
+"""Stan data, parameter layouts and starting values for pydial's Stan programs.
+
+Builds the ``data`` dictionaries of ``stan/dial.stan``, ``stan/dial_sample.stan``
+and ``stan/judges.stan`` from a :class:`pydial.Comparisons` (1-based item and
+judge indices, canonical orientation ``i < j``, ``a = +1`` when item ``i`` was
+shown first), describes the order of each program's unconstrained parameters,
+and computes a cheap deterministic starting point (per-judge weighted least
+squares on empirical log-odds, then the structure recovery of
+:func:`pydial.model.structure_from_S`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from ..data import Comparisons
+from ..model import Chart, Structure, structure_from_S
+
+__all__ = [
+    "DIAL_PRIORS",
+    "DIAL_SAMPLE_PRIORS",
+    "JUDGES_PRIORS",
+    "CellTable",
+    "helmert_basis",
+    "llm_cell_table",
+    "human_cell_table",
+    "dial_data",
+    "dial_sample_data",
+    "judges_data",
+    "parameter_layout",
+    "spectral_start",
+    "dial_sample_inits",
+]
+
+CALIBRATION_CODE = {None: 0, "mu": 1, "W": 2}
+
+DIAL_PRIORS: dict[str, float] = {"A": 0.0, "B": 0.0, "c": 0.0, "b": 0.0}
+"""Normal prior scales of ``dial.stan`` (penalty on the chart blocks); 0 = flat (the MLE)."""
+
+DIAL_SAMPLE_PRIORS: dict[str, float] = {
+    "m_sd": 2.0,             # mean judge score S'1/K (centered coordinates) ~ normal(0, 2)
+    "gamma_sd": 1.0,         # deviations of gamma from its mean ~ normal(0, 1)
+    "Z_sd": 2.0,             # item side of the disagreement U V' = P Z' ~ normal(0, 2)
+    "b_sd": 1.0,             # order effects ~ normal(0, 1)
+    "c_sd": 2.0,             # calibration coordinates ~ normal(0, 2)
+    "log_nu_mean": -1.0,     # log tie parameters ~ normal(-1, 1.5): tie rate about 16% at equal scores
+    "log_nu_sd": 1.5,
+}
+"""Default priors of ``dial_sample.stan`` (scale 0 = flat; see the program header)."""
+
+JUDGES_PRIORS: dict[str, float] = {"s_sd": 2.0, "b_sd": 1.0, "log_nu_mean": -1.0, "log_nu_sd": 1.5}
+"""Default priors of ``judges.stan`` for NUTS (point fits use flat priors)."""
+
+
+def helmert_basis(n: int) -> np.ndarray:
+    """The ``n x (n-1)`` orthonormal basis of ``{x : 1'x = 0}`` used by the Stan programs (``centered_basis``)."""
+    Q = np.zeros((n, max(n - 1, 0)))
+    for l in range(1, n):
+        h = 1.0 / np.sqrt(l * (l + 1.0))
+        Q[:l, l - 1] = h
+        Q[l, l - 1] = -l * h
+    return Q
+
+
+def _merge(defaults: Mapping[str, float], priors: Mapping[str, float] | None, what: str) -> dict[str, float]:
+    out = dict(defaults)
+    if priors:
+        unknown = sorted(set(priors) - set(defaults))
+        if unknown:
+            raise ValueError(f"unknown {what} prior(s) {unknown}; allowed: {sorted(defaults)}")
+        for k, v in priors.items():
+            v = float(v)
+            if k.endswith("sd") or k in DIAL_PRIORS:
+                if not (np.isfinite(v) and v >= 0):
+                    raise ValueError(f"prior scale {k!r} must be finite and >= 0 (0 = flat), got {v!r}")
+            out[k] = v
+    return out
+
+
+# --------------------------------------------------------------------------- cells
+@dataclass(frozen=True)
+class CellTable:
+    """Cells with three outcome counts, 0-based indices (``judge`` is ``K`` for people)."""
+
+    judge: np.ndarray
+    i: np.ndarray
+    j: np.ndarray
+    a: np.ndarray
+    wins_i: np.ndarray
+    wins_j: np.ndarray
+    ties: np.ndarray
+
+    def __len__(self) -> int:
+        return int(self.i.size)
+
+    @property
+    def counts(self) -> np.ndarray:
+        """``(m, 3)`` integer array (wins of i, wins of j, ties)."""
+        return np.column_stack([self.wins_i, self.wins_j, self.ties]).astype(np.int64).reshape(-1, 3)
+
+    def labels(self, items: Sequence[str], judges: Sequence[str]) -> list[str]:
+        """``judge:item_i-item_j:a`` strings (``a`` omitted for people)."""
+        it = np.asarray(items, dtype=object)
+        jd = np.asarray(list(judges), dtype=object)
+        out = []
+        for g, i, j, a in zip(self.judge, self.i, self.j, self.a):
+            tag = "" if a == 0 else (":+1" if a > 0 else ":-1")
+            out.append(f"{jd[g]}:{it[i]}-{it[j]}{tag}")
+        return out
+
+
+def _i64(x: Any) -> np.ndarray:
+    return np.asarray(x, dtype=np.int64).reshape(-1)
+
+
+def llm_cell_table(data: Comparisons, *, ties: bool = False) -> CellTable:
+    """LLM cells: decisive ones (``ties=False``, from ``data.llm``) or with tie counts (``tie_cells``)."""
+    if not ties:
+        L = data.llm
+        y, n = _i64(np.rint(L.y)), _i64(np.rint(L.n))
+        return CellTable(_i64(L.judge), _i64(L.i), _i64(L.j), _i64(L.a), y, n - y, np.zeros_like(y))
+    t = data.tie_cells(human=False)
+    return CellTable(*(_i64(t[c]) for c in ("k", "i", "j", "a", "wins_i", "wins_j", "ties")))
+
+
+def human_cell_table(data: Comparisons, *, ties: bool = False) -> CellTable:
+    """Human cells (judge index ``K``, ``a = 0``), decisive or with tie counts."""
+    if not ties:
+        H = data.human
+        y, n = _i64(np.rint(H.y)), _i64(np.rint(H.n))
+        m = y.size
+        return CellTable(np.full(m, data.K, np.int64), _i64(H.i), _i64(H.j), np.zeros(m, np.int64), y, n - y,
+                         np.zeros(m, np.int64))
+    t = data.tie_cells(human=True)
+    t = t[t["k"] == data.K]
+    return CellTable(*(_i64(t[c]) for c in ("k", "i", "j", "a", "wins_i", "wins_j", "ties")))
+
+
+def _weights(w: float | np.ndarray, m: int, what: str) -> np.ndarray:
+    arr = np.broadcast_to(np.asarray(w, dtype=float), (m,)).astype(float).copy()
+    if np.any(~np.isfinite(arr)) or np.any(arr < 0):
+        raise ValueError(f"{what} weights must be finite and >= 0")
+    return arr
+
+
+# --------------------------------------------------------------------------- dial.stan
+def dial_data(
+    data: Comparisons,
+    chart: Chart,
+    *,
+    w_llm: float | np.ndarray,
+    w_human: float | np.ndarray = 0.0,
+    priors: Mapping[str, float] | None = None,
+    llm: CellTable | None = None,
+) -> dict[str, Any]:
+    """Data of ``dial.stan`` for the chart ``chart``.
+
+    Parameters
+    ----------
+    data : Comparisons
+    chart : pydial.model.Chart
+        Gives ``N, K, r``, the calibration basis and the order switch.
+    w_llm, w_human : float or array
+        Weight of each judgment of an LLM / a human cell (scalar or one per
+        cell).  ``Q_lambda`` of eq. weighted-loss is ``w_llm = lambda / n_LLM``,
+        ``w_human = 1 / n_H``; multiplying both by ``n_H`` gives the
+        log-likelihood scale used by the optimizer.  Human cells are passed only
+        when the chart has a calibration basis.
+    priors : mapping, optional
+        Normal prior scales ``{"A", "B", "c", "b"}`` (default 0 = flat).
+    llm : CellTable, optional
+        LLM cells to use instead of ``data``'s (e.g. pooled over judges).
+    """
+    L = llm if llm is not None else llm_cell_table(data)
+    H = human_cell_table(data) if chart.calibration is not None else None
+    p = _merge(DIAL_PRIORS, priors, "dial.stan")
+    n_h = 0 if H is None else len(H)
+    return {
+        "N": chart.N,
+        "K": chart.K,
+        "r": chart.r,
+        "use_order": int(chart.order),
+        "calibration": CALIBRATION_CODE[chart.calibration],
+        "C": len(L),
+        "cell_judge": L.judge + 1,
+        "cell_i": L.i + 1,
+        "cell_j": L.j + 1,
+        "cell_a": L.a,
+        "cell_n": L.wins_i + L.wins_j,
+        "cell_y": L.wins_i,
+        "cell_w": _weights(w_llm, len(L), "LLM"),
+        "H": n_h,
+        "human_i": (H.i + 1) if H is not None else np.zeros(0, np.int64),
+        "human_j": (H.j + 1) if H is not None else np.zeros(0, np.int64),
+        "human_n": (H.wins_i + H.wins_j) if H is not None else np.zeros(0, np.int64),
+        "human_y": H.wins_i if H is not None else np.zeros(0, np.int64),
+        "human_w": _weights(w_human, n_h, "human"),
+        "prior_sd_A": p["A"],
+        "prior_sd_B": p["B"],
+        "prior_sd_c": p["c"],
+        "prior_sd_b": p["b"],
+    }
+
+
+# --------------------------------------------------------------------------- dial_sample.stan
+def dial_sample_data(
+    data: Comparisons,
+    *,
+    rank: int,
+    calibration: str | None,
+    order: bool = True,
+    ties: str | None = None,
+    w_llm: float | np.ndarray = 1.0,
+    w_human: float | np.ndarray = 1.0,
+    priors: Mapping[str, float] | None = None,
+    log_lik: bool = True,
+    win_prob: bool = False,
+    mu_ref: np.ndarray | None = None,
+) -> tuple[dict[str, Any], CellTable, CellTable | None]:
+    """Data of ``dial_sample.stan`` and the cell tables (LLM, human) in log_lik order.
+
+    ``ties="davidson"`` gives every LLM judge a tie parameter (``nu_1..nu_K``)
+    and the people one more (``nu_{K+1}``), using the tie counts of
+    :meth:`Comparisons.tie_cells`; ``None`` uses the decisive cells only.
+    ``mu_ref`` is the program's reference direction for ``mu`` in the
+    coordinates of :func:`helmert_basis` (default: from
+    :func:`spectral_start`; any rough estimate of ``mu`` will do).
+    """
+    if ties not in (None, "davidson"):
+        raise ValueError(f"ties must be None or 'davidson', got {ties!r}")
+    Chart(data.N, data.K, rank, calibration, order)  # validates rank / calibration
+    tie = ties == "davidson"
+    L = llm_cell_table(data, ties=tie)
+    H = human_cell_table(data, ties=tie) if calibration is not None else None
+    p = _merge(DIAL_SAMPLE_PRIORS, priors, "dial_sample.stan")
+    n_h = 0 if H is None else len(H)
+    K = data.K
+    T = (K + (1 if n_h else 0)) if tie else 0
+    if mu_ref is None:
+        chL = Chart(data.N, K, rank, None, order)
+        mu_ref = helmert_basis(data.N).T @ chL.structure(spectral_start(data, chL)).mu / np.sqrt(data.N)
+    mu_ref = np.asarray(mu_ref, float).reshape(-1)
+    if mu_ref.size != data.N - 1 or not np.linalg.norm(mu_ref) > 0:
+        raise ValueError(f"mu_ref must be a nonzero vector of length N - 1 = {data.N - 1}")
+    d = {
+        "N": data.N,
+        "K": K,
+        "r": rank,
+        "use_order": int(order),
+        "calibration": CALIBRATION_CODE[calibration],
+        "C": len(L),
+        "cell_judge": L.judge + 1,
+        "cell_i": L.i + 1,
+        "cell_j": L.j + 1,
+        "cell_a": L.a,
+        "cell_counts": L.counts,
+        "cell_w": _weights(w_llm, len(L), "LLM"),
+        "H": n_h,
+        "human_i": (H.i + 1) if H is not None else np.zeros(0, np.int64),
+        "human_j": (H.j + 1) if H is not None else np.zeros(0, np.int64),
+        "human_counts": H.counts if H is not None else np.zeros((0, 3), np.int64),
+        "human_w": _weights(w_human, n_h, "human"),
+        "T": T,
+        "judge_tie": np.arange(1, K + 1, dtype=np.int64) if tie else np.zeros(K, np.int64),
+        "human_tie": (K + 1) if (tie and n_h) else 0,
+        "prior_m_sd": p["m_sd"],
+        "prior_gamma_sd": p["gamma_sd"],
+        "prior_Z_sd": p["Z_sd"],
+        "mu_ref": mu_ref,
+        "prior_b_sd": p["b_sd"],
+        "prior_c_sd": p["c_sd"],
+        "prior_log_nu_mean": p["log_nu_mean"],
+        "prior_log_nu_sd": p["log_nu_sd"],
+        "calc_log_lik": int(log_lik),
+        "calc_win_prob": int(win_prob),
+    }
+    return d, L, H
+
+
+# --------------------------------------------------------------------------- judges.stan
+def judges_data(
+    cells: CellTable,
+    *,
+    N: int,
+    G: int,
+    order_judges: Sequence[int] = (),
+    tie_judges: Sequence[int] = (),
+    w: float | np.ndarray = 1.0,
+    priors: Mapping[str, float] | None = None,
+    flat: bool = False,
+    log_lik: bool = True,
+) -> dict[str, Any]:
+    """Data of ``judges.stan``.
+
+    Parameters
+    ----------
+    cells : CellTable
+        Cells with 0-based judge index ``g`` in ``0..G-1``.
+    N, G : int
+        Items and judges.
+    order_judges, tie_judges : sequences of int
+        0-based judges that get an order effect / a tie parameter, in the
+        order of ``b`` / ``log_nu``.
+    w : float or array
+        Likelihood weight per cell.
+    priors : mapping, optional
+        Overrides of :data:`JUDGES_PRIORS`.
+    flat : bool
+        All prior scales 0 (for the MLE); ``priors`` then ignored.
+    """
+    if len(cells) and (cells.judge.min() < 0 or cells.judge.max() >= G):
+        raise ValueError(f"cell judges must lie in 0..{G - 1}")
+    p = _merge(JUDGES_PRIORS, priors, "judges.stan")
+    if flat:
+        p = {k: (0.0 if k.endswith("sd") else v) for k, v in p.items()}
+    jo = np.zeros(G, np.int64)
+    jo[np.asarray(order_judges, np.int64)] = np.arange(1, len(order_judges) + 1)
+    jt = np.zeros(G, np.int64)
+    jt[np.asarray(tie_judges, np.int64)] = np.arange(1, len(tie_judges) + 1)
+    no_tie = jt[cells.judge] == 0
+    if np.any(cells.ties[no_tie] > 0):
+        raise ValueError("cells of a judge without a tie parameter contain ties")
+    return {
+        "N": N,
+        "G": G,
+        "C": len(cells),
+        "cell_judge": cells.judge + 1,
+        "cell_i": cells.i + 1,
+        "cell_j": cells.j + 1,
+        "cell_a": cells.a,
+        "cell_counts": cells.counts,
+        "cell_w": _weights(w, len(cells), "cell"),
+        "P": len(order_judges),
+        "judge_order": jo,
+        "T": len(tie_judges),
+        "judge_tie": jt,
+        "prior_s_sd": p["s_sd"],
+        "prior_b_sd": p["b_sd"],
+        "prior_log_nu_mean": p["log_nu_mean"],
+        "prior_log_nu_sd": p["log_nu_sd"],
+        "calc_log_lik": int(log_lik),
+    }
+
+
+# --------------------------------------------------------------------------- layouts
+UNCONSTRAINED_PROGRAMS = frozenset({"dial", "judges", "dial_sample"})
+"""Programs whose parameters are all unconstrained (unconstrained vector = values)."""
+
+
+def parameter_layout(program: str, d: Mapping[str, Any]) -> list[tuple[str, tuple[int, ...], str]]:
+    """Parameters of ``program`` in declaration order: ``(name, shape, order)``.
+
+    The unconstrained vector is the concatenation of the parameters, each
+    flattened in ``order`` (``"F"`` column-major for Stan matrices, ``"C"`` for
+    arrays of vectors).  For ``dial`` it is exactly the reduced chart ``theta``
+    of :class:`pydial.model.Chart`.  ``dial_sample`` has a ``unit_vector``
+    whose unconstrained size equals its constrained size.
+    """
+    if program == "dial":
+        N, K, r = int(d["N"]), int(d["K"]), int(d["r"])
+        q = r + 1
+        cal = int(d["calibration"])
+        dd = 0 if cal == 0 else (1 if cal == 1 else q)
+        return [("A_free", ((K - 1) * q,), "C"), ("B_free", ((N - 1) * q,), "C"), ("c", (dd,), "C"),
+                ("b", (K if int(d["use_order"]) else 0,), "C")]
+    if program == "judges":
+        N, G = int(d["N"]), int(d["G"])
+        return [("s_raw", (G, N - 1), "C"), ("b", (int(d["P"]),), "C"), ("log_nu", (int(d["T"]),), "C")]
+    if program == "dial_sample":
+        N, K, r = int(d["N"]), int(d["K"]), int(d["r"])
+        cal = int(d["calibration"])
+        dd = 0 if cal == 0 else (1 if cal == 1 else r + 1)
+        return [("m_raw", (N - 1,), "C"), ("Z_raw", (N - 2, r), "F"), ("gamma_dev", (K - 1,), "C"), ("P_raw", (K - 1, r), "F"),
+                ("b", (K if int(d["use_order"]) else 0,), "C"), ("c", (dd,), "C"), ("log_nu", (int(d["T"]),), "C")]
+    raise ValueError(f"no parameter layout for program {program!r}")
+
+
+def split_unconstrained(program: str, d: Mapping[str, Any], u: np.ndarray) -> dict[str, np.ndarray]:
+    """Named arrays from the unconstrained vector of an all-unconstrained program."""
+    if program not in UNCONSTRAINED_PROGRAMS:
+        raise ValueError(f"program {program!r} has constrained parameters; use CompiledModel.constrain")
+    out, pos = {}, 0
+    u = np.asarray(u, float).ravel()
+    for name, shape, order in parameter_layout(program, d):
+        n = int(np.prod(shape)) if shape else 1
+        out[name] = u[pos : pos + n].reshape(shape, order=order) if shape else u[pos]
+        pos += n
+    if pos != u.size:
+        raise ValueError(f"{program}: unconstrained vector has {u.size} entries, layout needs {pos}")
+    return out
+
+
+# --------------------------------------------------------------------------- starting values
+def _judge_ls(cells: CellTable, N: int, with_order: bool, ridge: float = 1e-3) -> tuple[np.ndarray, float]:
+    """Weighted least squares of empirical log-odds on ``s_i - s_j (+ a b)``; centered ``s``."""
+    n = cells.wins_i + cells.wins_j
+    keep = n > 0
+    y, m = cells.wins_i[keep] + 0.5, cells.wins_j[keep] + 0.5
+    z = np.log(y / m)
+    w = 1.0 / (1.0 / y + 1.0 / m)
+    Q = helmert_basis(N)
+    D = np.zeros((keep.sum(), N))
+    rows = np.arange(keep.sum())
+    D[rows, cells.i[keep]] += 1.0
+    D[rows, cells.j[keep]] -= 1.0
+    X = D @ Q
+    if with_order:
+        X = np.column_stack([X, cells.a[keep].astype(float)])
+    A = X.T @ (w[:, None] * X) + ridge * np.eye(X.shape[1])
+    coef = np.linalg.solve(A, X.T @ (w * z))
+    s = Q @ coef[: N - 1]
+    return s, (float(coef[-1]) if with_order else 0.0)
+
+
+def spectral_start(data: Comparisons, chart: Chart, *, llm: CellTable | None = None) -> np.ndarray:
+    """A deterministic starting ``theta`` in the reduced chart of ``chart``.
+
+    Per judge, weighted least squares of the empirical log-odds
+    ``log((y + 1/2) / (n - y + 1/2))`` on ``s_ki - s_kj + a b_k`` (a small ridge
+    keeps it finite on sparse designs); then ``S -> (mu, gamma, U, V)`` by
+    :func:`pydial.model.structure_from_S` and the human calibration
+    coordinates by the same least squares on the human cells projected on
+    ``M``.  Not an estimator: only a start for the optimizer or NUTS.
+    """
+    L = llm if llm is not None else llm_cell_table(data)
+    N, K = chart.N, chart.K
+    S = np.zeros((K, N))
+    b = np.zeros(K)
+    for k in range(K):
+        m = L.judge == k
+        sub = CellTable(*(x[m] for x in (L.judge, L.i, L.j, L.a, L.wins_i, L.wins_j, L.ties)))
+        S[k], b[k] = _judge_ls(sub, N, chart.order)
+    st = _structure_safe(S, chart.r)
+    c = None
+    if chart.calibration is not None:
+        M = st.mu[:, None] if chart.calibration == "mu" else st.W
+        H = human_cell_table(data)
+        if len(H):
+            s_h, _ = _judge_ls(H, N, False)
+            c = np.linalg.lstsq(M, s_h, rcond=None)[0]
+        else:
+            c = np.ones(M.shape[1])
+    return chart.from_structure(st, c, b if chart.order else None)
+
+
+def _structure_safe(S: np.ndarray, r: int) -> Structure:
+    K, N = S.shape
+    if np.linalg.norm(S.sum(axis=0)) < 1e-8:
+        S = S + 1e-3 * helmert_basis(N)[:, 0][None, :]
+    return structure_from_S(S, r)
+
+
+def dial_sample_inits(
+    data: Comparisons,
+    d: Mapping[str, Any],
+    *,
+    chains: int,
+    rng: np.random.Generator,
+    jitter: float = 0.1,
+    start: tuple[Structure, np.ndarray | None, np.ndarray | None] | None = None,
+) -> list[dict[str, Any]]:
+    """Per-chain initial values of ``dial_sample.stan`` around a point ``(structure, c, b)``.
+
+    Default point: :func:`spectral_start`.  Each chain perturbs the
+    identified coordinates by normal noise of sd ``jitter`` so that R-hat can
+    still detect chains that end in different modes.
+    """
+    N, K, r = int(d["N"]), int(d["K"]), int(d["r"])
+    cal = {0: None, 1: "mu", 2: "W"}[int(d["calibration"])]
+    order = bool(d["use_order"])
+    if start is None:
+        chart = Chart(N, K, r, cal, order)
+        theta = spectral_start(data, chart)
+        st = chart.structure(theta)
+        c = chart.calibration_coordinates(theta) if cal is not None else None
+        b = chart.order_effects(theta) if order else None
+    else:
+        st, c, b = start
+    QN, QK = helmert_basis(N), helmert_basis(K)
+    T = int(d["T"])
+    # tie parameters: P(tie) at equal scores is nu / (2 + nu); start at the observed tie rate
+    log_nu = np.full(T, -1.0)
+    if T:
+        counts = np.vstack([np.asarray(d["cell_counts"]).reshape(-1, 3), np.asarray(d["human_counts"]).reshape(-1, 3)])
+        judge = np.concatenate([np.asarray(d["cell_judge"]) - 1, np.full(int(d["H"]), K)])
+        idx = np.concatenate([np.asarray(d["judge_tie"]), [int(d["human_tie"])]])
+        for g in range(K + 1):
+            if idx[g] > 0:
+                cnt = counts[judge == g].sum(axis=0)
+                rate = (cnt[2] + 0.5) / (cnt.sum() + 1.0)
+                log_nu[idx[g] - 1] = np.log(2 * rate / (1 - rate))
+    # U V' = P Z' with P an orthonormal frame of col(U): U = P T (QR), Z = V T'
+    if r > 0:
+        P, Tm = np.linalg.qr(st.U)
+        sg = np.sign(np.diag(Tm))
+        sg[sg == 0] = 1.0
+        P, Tm = P * sg, Tm * sg[:, None]
+        Z = st.V @ Tm.T
+    else:
+        P, Z = np.zeros((K, 0)), np.zeros((N, 0))
+    out = []
+    for _ in range(chains):
+        e = lambda *shape: jitter * rng.standard_normal(shape)  # noqa: E731
+        gbar = max(float(np.mean(st.gamma)), 1e-3)
+        init = {
+            "m_raw": gbar * (QN.T @ st.mu) + e(N - 1),
+            "Z_raw": _z_raw(QN.T @ Z, QN.T @ st.mu, np.asarray(d["mu_ref"], float)) + e(N - 2, r),
+            "gamma_dev": QK.T @ st.gamma + e(K - 1),
+            "P_raw": QK.T @ P + e(K - 1, r),
+            "b": (np.asarray(b, float) + e(K)) if order else np.zeros(0),
+            "c": (np.atleast_1d(np.asarray(c, float)) + e(np.size(c))) if cal is not None else np.zeros(0),
+            "log_nu": log_nu + e(T),
+        }
+        out.append(init)
+    return out
+
+
+def _householder_perp(e: np.ndarray) -> np.ndarray:
+    """Columns 2.. of the Householder reflection taking the first unit vector to unit ``e``
+    (``E_perp`` of dial_sample.stan)."""
+    n = e.size
+    w0 = -e.copy()
+    w0[0] += 1.0
+    H0 = np.eye(n)
+    if w0 @ w0 > 1e-24:
+        H0 -= 2.0 / (w0 @ w0) * np.outer(w0, w0)
+    return H0[:, 1:]
+
+
+def _z_raw(Zc: np.ndarray, mu_c: np.ndarray, mu_ref: np.ndarray) -> np.ndarray:
+    """Coordinates ``Z_raw`` of a matrix ``Zc`` orthogonal to ``mu_c`` (both in Helmert
+    coordinates), inverting the map of dial_sample.stan."""
+    e = mu_ref / np.linalg.norm(mu_ref)
+    mu_dir = mu_c / np.linalg.norm(mu_c)
+    w = e + mu_dir
+    Y = Zc - (2.0 / (w @ w)) * np.outer(w, w @ Zc)  # the reflection is its own inverse
+    return _householder_perp(e).T @ Y

@@ -1,0 +1,246 @@
+/**
+ * DIAL for NUTS: the structured order-effect BTL model of LLM judges and
+ * people in an identified parameterization, with optional Davidson-Beaver
+ * ties.
+ *
+ * Model (paper Sec. 3-5).
+ *   structure, Cond. llm-structure (eq. S-llm):
+ *     S = gamma mu' + U V',   1' mu = 0, N^{-1} ||mu||^2 = 1, V' 1 = 0,
+ *                             mu' V = 0, N^{-1} V' V = I_r, 1' U = 0,
+ *                             1' gamma > 0
+ *   human score, eq. human-subspace-model:
+ *     s_H = c mu            (calibration = 1, M = mu)
+ *     s_H = [mu, V] c       (calibration = 2, M = W)
+ *   LLM cell (k, i, j, a), eq. binomial-model-llm:
+ *     wins_i ~ Binomial(wins_i + wins_j, inv_logit(S[k, i] - S[k, j] + a b_k))
+ *   human cell (i, j), eq. binomial-model-human:
+ *     wins_i ~ Binomial(wins_i + wins_j, inv_logit(s_H[i] - s_H[j]))
+ *   ties (switched per judge by data): a judge with a tie parameter nu has
+ *     (wins_i, wins_j, ties) ~ Multinomial(softmax(x, -x, log nu)),
+ *     x = (s_i - s_j + a b) / 2, the Davidson (1970) model with the
+ *     Davidson-Beaver (1977) order effect (see paired_likelihoods.stan); its
+ *     decisive outcomes follow the binomial model above and nu -> 0 removes
+ *     the ties.  The human tie parameter has no order effect (a = 0).
+ *   weights: each cell's log-likelihood is multiplied by a data weight, so
+ *     cell_w = lambda n_H / n_LLM, human_w = 1 is the power posterior whose
+ *     log-likelihood is -n_H Q_lambda (eq. weighted-loss); all weights 1 is
+ *     the ordinary posterior (lambda = n_LLM / n_H).
+ *
+ * Identified parameterization (the chart of dial.stan has flat gauge
+ * directions, eq. gauge, that NUTS cannot explore):
+ *   m     = Q_N m_raw, the mean judge score S' 1 / K = gamma_bar mu, with
+ *           Q_N the Helmert basis of the centered subspace.  It is pinned
+ *           down directly by the LLM data, so its posterior is close to
+ *           normal in these Cartesian coordinates.  Then
+ *           gamma_bar = 1' gamma / K = ||m|| / sqrt(N) (the consensus scale)
+ *           and mu = m / gamma_bar.  1' gamma > 0 holds by construction, and
+ *           the normal prior on m_raw gives gamma_bar a scaled chi_{N-1}
+ *           prior, P(gamma_bar < eps) of order eps^{N-1}: the consensus scale
+ *           is kept away from 0.  (DESIGN.md "Known trap": with 1' gamma only
+ *           bounded below by 0 the posterior drifted to 1' gamma -> 0, where
+ *           S' 1 = 0 and mu stops being the LLM consensus.)  Diagnostics in
+ *           the output: consensus_scale = gamma_bar and
+ *           consensus_strength = ||S' 1|| / (sqrt(K) ||S||_F) in [0, 1].
+ *   gamma = gamma_bar 1 + Q_K gamma_dev (deviations sum to zero).
+ *   U V'  = P Z'.  The item side Z (N x r, Z' 1 = 0, Z' mu = 0) carries the
+ *           scale and has Cartesian coordinates Z_raw ((N - 2) x r) in an
+ *           orthonormal basis of {1, mu}^perp that moves with mu: the basis
+ *           of e^perp (e = mu_ref, a reference direction given as data)
+ *           reflected by the Householder map taking e to -mu_dir.  The map is
+ *           smooth except at mu_dir = -e, far from the posterior when mu_ref
+ *           is a rough estimate of mu (pydial passes its least-squares
+ *           start).  The judge side P = Q_K frame(P_raw) is an orthonormal
+ *           frame orthogonal to 1 (frame = Gram-Schmidt, see bases.stan);
+ *           P_raw is a parameter expansion whose density depends on
+ *           P_raw' P_raw only, exp(-||P_raw' P_raw - I||^2 / (2 * 0.2^2)),
+ *           so P is uniform while the length of P_raw stays near 1 (a
+ *           near-constant posterior scale for NUTS).  The usual normalization
+ *           is reported: V = sqrt(N) frame(Z) (so N^{-1} V' V = I) and
+ *           U = P Z' V / N (so U V' = P Z' and 1' U = 0).
+ * U and V are identified only up to a common rotation (U V' = U Q (V Q)'),
+ * and c_V rotates with V; s_H, S, mu, gamma, b and nu are identified and are
+ * the quantities to summarize.  For r = 1 the rotation is a sign flip that
+ * a chain does not cross; it does not affect the identified quantities.
+ *
+ * Priors (data; scale 0 = flat where the likelihood identifies the block):
+ *   m_raw         ~ normal(0, prior_m_sd)   (mean judge score)
+ *   gamma_dev     ~ normal(0, prior_gamma_sd)
+ *   Z_raw         ~ normal(0, prior_Z_sd)   (item side of U V')
+ *   b             ~ normal(0, prior_b_sd)
+ *   c             ~ normal(0, prior_c_sd)
+ *   log_nu        ~ normal(prior_log_nu_mean, prior_log_nu_sd)
+ *   P_raw         density exp(-||P_raw' P_raw - I||^2 / 0.08)   (fixed; uniform P)
+ * pydial.stan.posterior documents the defaults it passes.
+ */
+functions {
+#include bases.stan
+#include paired_likelihoods.stan
+}
+data {
+  int<lower=3> N;                                    // number of items
+  int<lower=1> K;                                    // number of LLM judges
+  int<lower=0> r;                                    // disagreement rank; S has rank r + 1
+  int<lower=0, upper=1> use_order;                   // 1 = order effects b_k; 0 = b = 0
+  int<lower=0, upper=2> calibration;                 // 0 = no human block; 1 = M = mu; 2 = M = W
+
+  int<lower=0> C;                                    // number of LLM cells (k, i, j, a)
+  array[C] int<lower=1, upper=K> cell_judge;         // judge k of the cell
+  array[C] int<lower=1, upper=N> cell_i;             // canonical item i (i < j)
+  array[C] int<lower=1, upper=N> cell_j;             // canonical item j
+  array[C] int<lower=-1, upper=1> cell_a;            // display order: +1 if item i shown first, -1 if second
+  array[C, 3] int<lower=0> cell_counts;              // (wins of item i, wins of item j, ties)
+  vector<lower=0>[C] cell_w;                         // likelihood weight of the cell
+
+  int<lower=0> H;                                    // number of human cells (i, j)
+  array[H] int<lower=1, upper=N> human_i;            // canonical item i (i < j)
+  array[H] int<lower=1, upper=N> human_j;            // canonical item j
+  array[H, 3] int<lower=0> human_counts;             // (wins of item i, wins of item j, ties)
+  vector<lower=0>[H] human_w;                        // likelihood weight of the cell
+
+  int<lower=0> T;                                    // number of tie parameters
+  array[K] int<lower=0, upper=T> judge_tie;          // tie parameter of judge k in log_nu (0 = no ties)
+  int<lower=0, upper=T> human_tie;                   // tie parameter of the human judge (0 = no ties)
+
+  vector[N - 1] mu_ref;                              // reference direction for mu (coordinates of Q_N), nonzero
+
+  real<lower=0> prior_m_sd;                          // prior sd of the mean judge score m_raw (0 = flat)
+  real<lower=0> prior_gamma_sd;                      // prior sd of gamma's deviations from its mean (0 = flat)
+  real<lower=0> prior_Z_sd;                          // prior sd of Z_raw, the item side of U V' (0 = flat)
+  real<lower=0> prior_b_sd;                          // prior sd of the order effects (0 = flat)
+  real<lower=0> prior_c_sd;                          // prior sd of the calibration coordinates (0 = flat)
+  real prior_log_nu_mean;                            // prior mean of the log tie parameters
+  real<lower=0> prior_log_nu_sd;                     // prior sd of the log tie parameters (0 = flat)
+
+  int<lower=0, upper=1> calc_log_lik;                // 1 = write log_lik per cell (LLM cells, then human)
+  int<lower=0, upper=1> calc_win_prob;               // 1 = write the N x N human win probabilities
+}
+transformed data {
+  int q = r + 1;                                     // rank of S
+  int d = calibration == 0 ? 0 : (calibration == 1 ? 1 : q);   // calibration dimension
+  matrix[N, N - 1] Q_N = centered_basis(N);          // orthonormal basis of {x : 1' x = 0} in R^N
+  matrix[K, K - 1] Q_K = centered_basis(K);          // same in R^K
+  if (r > K - 1 || q > N - 1) {
+    reject("rank r = ", r, " needs r <= K - 1 = ", K - 1, " and r + 1 <= N - 1 = ", N - 1,
+           " (Cond. llm-structure)");
+  }
+  if (calibration == 0 && H > 0) {
+    reject("human cells need a calibration basis (calibration = 1 or 2)");
+  }
+  // orthonormal basis of e^perp in R^{N-1}, e = mu_ref / ||mu_ref||: columns 2.. of the
+  // Householder reflection taking the first unit vector to e
+  real frame_sd = 0.2;                               // scale of the parameter expansion of P
+  vector[N - 1] e_ref = mu_ref / sqrt(dot_self(mu_ref));
+  matrix[N - 1, N - 2] E_perp;
+  {
+    vector[N - 1] w0 = -e_ref;
+    w0[1] += 1;
+    matrix[N - 1, N - 1] H0 = identity_matrix(N - 1);
+    if (dot_self(w0) > 1e-24) {
+      H0 -= (2 / dot_self(w0)) * (w0 * w0');
+    }
+    E_perp = H0[:, 2:(N - 1)];
+  }
+}
+parameters {
+  vector[N - 1] m_raw;                               // mean judge score S' 1 / K in the coordinates of Q_N
+  matrix[N - 2, r] Z_raw;                            // item side of U V' (coordinates of {1, mu}^perp)
+  vector[K - 1] gamma_dev;                           // deviations of gamma from its mean (coordinates of Q_K)
+  matrix[K - 1, r] P_raw;                            // judge side of U V', parameter expansion (coordinates of Q_K)
+  vector[use_order ? K : 0] b;                       // judge order effects b_k
+  vector[d] c;                                       // human calibration coordinates relative to M
+  vector[T] log_nu;                                  // log tie parameters (Davidson)
+}
+transformed parameters {
+  real consensus_scale = sqrt(dot_self(m_raw) / N); // gamma_bar = 1' gamma / K > 0
+  vector[N] mu = (Q_N * m_raw) / consensus_scale;    // consensus direction, 1' mu = 0, ||mu||^2 = N
+  vector[K] gamma = consensus_scale + Q_K * gamma_dev;   // consensus loadings, 1' gamma > 0
+  matrix[N, r] V;                                    // disagreement directions, V' [1, mu] = 0, V' V = N I
+  matrix[K, r] U;                                    // disagreement loadings, 1' U = 0
+  matrix[K, N] S;                                    // judge scores, eq. S-llm
+  vector[N] s_H = rep_vector(0, N);                  // calibrated human score, eq. human-subspace-model
+  {
+    vector[N - 1] mu_dir = m_raw / sqrt(dot_self(m_raw));
+    vector[N - 1] w = e_ref + mu_dir;                // Householder vector: e_ref -> -mu_dir
+    matrix[N - 1, r] Y = E_perp * Z_raw;             // orthogonal to e_ref
+    matrix[N - 1, r] Zc = Y - (2 / dot_self(w)) * w * (w' * Y);   // orthogonal to mu_dir
+    matrix[K, r] P = Q_K * orthonormal_frame(P_raw);
+    matrix[N, r] Z = Q_N * Zc;
+    V = sqrt(N) * (Q_N * orthonormal_frame(Zc));
+    U = P * (Z' * V) / N;
+    S = gamma * mu' + P * Z';
+  }
+  if (calibration == 1) {
+    s_H = c[1] * mu;
+  } else if (calibration == 2) {
+    s_H = append_col(mu, V) * c;
+  }
+}
+model {
+  // log tie parameter of every judge (0 where unused)
+  vector[K] log_nu_k = rep_vector(0, K);
+  for (k in 1:K) {
+    if (judge_tie[k] > 0) log_nu_k[k] = log_nu[judge_tie[k]];
+  }
+
+  // LLM cells: eq. binomial-model-llm (or Davidson-Beaver with ties)
+  {
+    vector[C] x;
+    for (t in 1:C) {
+      x[t] = S[cell_judge[t], cell_i[t]] - S[cell_judge[t], cell_j[t]];
+    }
+    if (use_order) {
+      x += to_vector(cell_a) .* b[cell_judge];
+    }
+    x *= 0.5;
+    for (t in 1:C) {
+      int k = cell_judge[t];
+      target += cell_w[t] * paired_cell_lpmf(cell_counts[t] | x[t], judge_tie[k] > 0, log_nu_k[k]);
+    }
+  }
+
+  // human cells: eq. binomial-model-human (or Davidson with a human tie parameter)
+  if (H > 0) {
+    vector[H] x_h = 0.5 * (s_H[human_i] - s_H[human_j]);
+    real log_nu_h = human_tie > 0 ? log_nu[human_tie] : 0;
+    for (t in 1:H) {
+      target += human_w[t] * paired_cell_lpmf(human_counts[t] | x_h[t], human_tie > 0, log_nu_h);
+    }
+  }
+
+  // priors
+  // parameter expansion of P: a density of P_raw' P_raw only (uniform frame P)
+  target += -0.5 * sum(square(crossprod(P_raw) - identity_matrix(r))) / square(frame_sd);
+  if (prior_m_sd > 0) target += normal_lpdf(m_raw | 0, prior_m_sd);
+  if (prior_gamma_sd > 0) target += normal_lpdf(gamma_dev | 0, prior_gamma_sd);
+  if (prior_Z_sd > 0) target += normal_lpdf(to_vector(Z_raw) | 0, prior_Z_sd);
+  if (prior_b_sd > 0) target += normal_lpdf(b | 0, prior_b_sd);
+  if (prior_c_sd > 0) target += normal_lpdf(c | 0, prior_c_sd);
+  if (prior_log_nu_sd > 0) target += normal_lpdf(log_nu | prior_log_nu_mean, prior_log_nu_sd);
+}
+generated quantities {
+  real consensus_strength                            // ||S' 1|| / (sqrt(K) ||S||_F), in [0, 1]
+    = sqrt(dot_self(S' * rep_vector(1, K))) / sqrt(K * sum(square(S)));
+  vector[T] nu = exp(log_nu);                        // tie parameters
+  matrix[calc_win_prob ? N : 0, calc_win_prob ? N : 0] win_prob;   // P(people prefer i to j) = inv_logit(s_H[i] - s_H[j])
+  vector[calc_log_lik ? C + H : 0] log_lik;          // pointwise log-likelihood per cell (LLM cells, then human)
+  if (calc_win_prob) {
+    for (i in 1:N) {
+      for (j in 1:N) {
+        win_prob[i, j] = inv_logit(s_H[i] - s_H[j]);
+      }
+    }
+  }
+  if (calc_log_lik) {
+    for (t in 1:C) {
+      int k = cell_judge[t];
+      real x = S[k, cell_i[t]] - S[k, cell_j[t]] + (use_order ? cell_a[t] * b[k] : 0);
+      real log_nu_t = judge_tie[k] > 0 ? log_nu[judge_tie[k]] : 0;
+      log_lik[t] = paired_cell_lpmf(cell_counts[t] | 0.5 * x, judge_tie[k] > 0, log_nu_t);
+    }
+    for (t in 1:H) {
+      real log_nu_t = human_tie > 0 ? log_nu[human_tie] : 0;
+      log_lik[C + t] = paired_cell_lpmf(human_counts[t] | 0.5 * (s_H[human_i[t]] - s_H[human_j[t]]),
+                                        human_tie > 0, log_nu_t);
+    }
+  }
+}

@@ -1,0 +1,198 @@
+"""Backend selection, compile errors, program files, caching and the sampler plumbing."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+
+import numpy as np
+import pytest
+
+from pydial.model import Chart
+from pydial.simulate import simulate
+from pydial.stan import (
+    BACKENDS,
+    PROGRAMS,
+    SampleResult,
+    SamplerWarning,
+    StanBackendError,
+    StanCompileError,
+    compile_model,
+    precompile,
+    program_code,
+    program_path,
+    stan_backend,
+)
+from pydial.stan.backend import _have_cmdstan
+from pydial.stan.programs import expand_includes, program_dir
+from pydial.stan.standata import (
+    dial_data,
+    dial_sample_data,
+    judges_data,
+    llm_cell_table,
+    parameter_layout,
+    split_unconstrained,
+)
+
+pytestmark = pytest.mark.stan
+
+
+@pytest.fixture(scope="session")
+def models():
+    return precompile()
+
+
+# ------------------------------------------------------------------ backend selection
+def test_default_backend_follows_cmdstan_availability():
+    be = stan_backend()
+    assert be in BACKENDS
+    assert be == ("cmdstanpy" if _have_cmdstan() else "httpstan")
+    assert stan_backend("httpstan") == "httpstan"
+
+
+def test_forcing_an_unknown_backend_is_a_value_error():
+    with pytest.raises(ValueError, match="backend must be one of"):
+        stan_backend("rstan")
+
+
+@pytest.mark.skipif(_have_cmdstan(), reason="CmdStan is installed here, so forcing it cannot fail")
+def test_forcing_unavailable_cmdstan_raises():
+    with pytest.raises(StanBackendError, match="install_cmdstan"):
+        stan_backend("cmdstanpy")
+    with pytest.raises(StanBackendError):
+        compile_model("dial", backend="cmdstanpy")
+
+
+# ------------------------------------------------------------------ programs and compile errors
+def test_programs_are_found_and_self_contained():
+    d = program_dir()
+    for name in PROGRAMS:
+        assert program_path(name) == d / f"{name}.stan"
+        code = program_code(name)
+        assert "#include" not in code.replace("// ---- begin #include", "").replace("// ---- end #include", "")
+        assert "target +=" in code and "~ " not in _statements(code)  # target += keeps all constants
+    with pytest.raises(ValueError, match="unknown Stan program"):
+        program_path("nope")
+
+
+def _statements(code: str) -> str:
+    import re
+
+    code = re.sub(r"/\*.*?\*/", "", code, flags=re.S)
+    return re.sub(r"//[^\n]*", "", code)
+
+
+def test_missing_include_is_named(tmp_path):
+    (tmp_path / "a.stan").write_text("functions {\n#include missing.stan\n}\n")
+    with pytest.raises(FileNotFoundError, match="missing.stan"):
+        expand_includes((tmp_path / "a.stan").read_text(), [tmp_path])
+
+
+def test_syntax_error_gives_stanc_message():
+    bad = "parameters { real x } model { x ~ normal(0, 1); }"  # missing ';'
+    with pytest.raises(StanCompileError) as e:
+        compile_model("broken", code=bad, backend="httpstan")
+    msg = str(e.value)
+    assert "broken" in msg and "Syntax error" in msg and "line 1" in msg
+
+
+def test_semantic_error_gives_stanc_message():
+    bad = "parameters { real x; } model { y ~ normal(0, 1); }"
+    with pytest.raises(StanCompileError, match="Semantic error") as e:
+        compile_model("broken2", code=bad, backend="httpstan")
+    assert "y" in str(e.value)
+
+
+def test_compiled_models_are_cached(models):
+    for name, m in models.items():
+        again = compile_model(name)
+        assert again is m
+        assert again.backend == stan_backend()
+
+
+# ------------------------------------------------------------------ one process, several models
+def test_reimport_by_httpstan_does_not_switch_models(models):
+    """httpstan re-imports every model as module 'stan_services'; pydial keeps its own functions."""
+    import httpstan.models
+
+    data = simulate(N=6, K=2, r=0, n_llm=500, n_human=100, rng=3).comparisons
+    ch = Chart(data.N, data.K, 0, "mu", True)
+    d = dial_data(data, ch, w_llm=1.0, w_human=1.0)
+    theta = np.linspace(-1, 1, ch.dim)
+    before = models["dial"].log_prob(d, theta)
+    for name in ("judges", "dial_sample", "judges"):  # what pystan's server does when it builds models
+        httpstan.models.import_services_extension_module(models[name].model_name)
+    assert models["dial"].log_prob(d, theta) == before
+    assert "stan_services" not in sys.modules or sys.modules["stan_services"] is not models["dial"]._module
+
+
+# ------------------------------------------------------------------ layouts
+def test_parameter_layouts_match_stan(models):
+    data = simulate(N=6, K=3, r=1, n_llm=800, n_human=100, rng=4).comparisons
+    rng = np.random.default_rng(0)
+    L = llm_cell_table(data)
+    dj = judges_data(L, N=data.N, G=data.K, order_judges=range(data.K), tie_judges=[1], w=1.0)
+    # judge 1 has a tie parameter but no ties in the decisive table: allowed
+    ds, _, _ = dial_sample_data(data, rank=1, calibration="W")
+    for name, d in (("judges", dj), ("dial_sample", ds)):
+        m = models[name]
+        n = m.num_unconstrained(d)
+        assert n == sum(int(np.prod(s)) if s else 1 for _, s, _ in parameter_layout(name, d))
+        u = rng.normal(size=n)
+        mine = split_unconstrained(name, d, u)
+        stan = m.constrain(d, u, include_tparams=False)
+        for k, v in mine.items():
+            np.testing.assert_allclose(np.asarray(stan[k]).reshape(np.shape(v)), v, rtol=1e-14)
+
+
+# ------------------------------------------------------------------ sampler plumbing
+def _tiny_judges(data):
+    L = llm_cell_table(data)
+    return judges_data(L, N=data.N, G=data.K, order_judges=range(data.K))
+
+
+def test_sample_shapes_and_chain_order(models):
+    data = simulate(N=5, K=2, r=0, n_llm=600, n_human=10, rng=5).comparisons
+    res = models["judges"].sample(_tiny_judges(data), chains=3, draws=120, warmup=100, seed=4)
+    assert res.draws["s"].shape == (3, 120, data.K, data.N)
+    assert res.stats["lp__"].shape == (3, 120)
+    # the adapted step size is constant within a chain and differs between chains
+    st = res.stats["stepsize__"]
+    assert np.all(st == st[:, :1])
+    assert len(np.unique(st[:, 0])) == 3
+    # scores are centered in every draw
+    np.testing.assert_allclose(res.draws["s"].sum(axis=-1), 0, atol=1e-10)
+
+
+def test_sampling_inside_a_running_event_loop(models):
+    """As in Jupyter: pystan's asyncio.run must not collide with the caller's loop."""
+    data = simulate(N=5, K=2, r=0, n_llm=300, n_human=10, rng=6).comparisons
+    d = _tiny_judges(data)
+
+    async def main():
+        return models["judges"].sample(d, chains=1, draws=30, warmup=30, seed=1)
+
+    res = asyncio.run(main())
+    assert res.draws["s"].shape == (1, 30, data.K, data.N)
+
+
+def test_sampler_checks_flag_problems():
+    """The diagnostics catch divergences and chains that disagree (arrays built by hand)."""
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(4, 500))
+    x[1] += 3.0  # one chain elsewhere
+    div = np.zeros((4, 500))
+    div[2, 10] = 1
+    res = SampleResult(draws={"theta": x, "ok": rng.normal(size=(4, 500))},
+                       stats={"divergent__": div, "treedepth__": np.full((4, 500), 3.0),
+                              "energy__": rng.normal(size=(4, 500))},
+                       chains=4, draws_per_chain=500, warmup=500, seed=0, max_depth=10, backend="httpstan", seconds=0.0)
+    with pytest.warns(SamplerWarning, match="divergent"):
+        problems = res.check()
+    assert any("1 divergent" in p for p in problems)
+    assert any("R-hat" in p and "theta" in p for p in problems)
+    assert res.diagnostics.loc["theta", "rhat"] > 1.1
+    assert res.diagnostics.loc["ok", "rhat"] < 1.01
+    clean = SampleResult(draws={"ok": rng.normal(size=(4, 500))}, stats={}, chains=4, draws_per_chain=500,
+                         warmup=500, seed=0, max_depth=10, backend="httpstan", seconds=0.0)
+    assert clean.check() == []

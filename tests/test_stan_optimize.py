@@ -1,0 +1,155 @@
+"""Stan's optimizer and the numpy engine reach the same optimum (calibrated scores to 1e-4).
+
+The numpy optimum comes from the numpy engine itself (``pydial.fit`` Newton fits
+and ``pydial.estimators``); the Stan optimum from ``stan/dial.stan`` /
+``stan/judges.stan`` through :func:`pydial.stan.stan_fit_point`.  The Stan
+``theta`` is in the numpy chart, so the numpy gradient must vanish there.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+
+from pydial.exceptions import ConvergenceWarning
+from pydial.fit import fit_human_btl, fit_order_btl, fit_structured, initial_theta
+from pydial.likelihood import Objective
+from pydial.model import Chart
+from pydial.simulate import simulate
+from pydial.stan import precompile, stan_fit_point
+
+pytestmark = pytest.mark.stan
+
+TOL = 1e-4
+
+
+@pytest.fixture(scope="session")
+def models():
+    return precompile()
+
+
+@pytest.fixture(scope="module")
+def data():
+    return simulate(N=8, K=4, r=2, n_llm=6000, n_human=500, target="misaligned", rng=7).comparisons
+
+
+@pytest.mark.parametrize("r,cal,order,mult", [(1, "mu", True, 1.0), (2, "W", True, 0.1), (1, "mu", False, 1.0),
+                                              (0, "W", True, 3.0)])
+def test_joint_fit_matches_numpy_newton(models, data, r, cal, order, mult):
+    lam = mult * data.n_llm / data.n_human
+    ch = Chart(data.N, data.K, r, cal, order)
+    f = fit_structured(data, ch, lam, initial_theta(data, ch))
+    assert f.opt.converged
+    sp = stan_fit_point(data, "joint", rank=r, calibration=cal, lam=lam, order=order)
+    assert sp.converged and sp.chart == ch
+    np.testing.assert_allclose(sp.scores, ch.scores(f.theta), atol=TOL)
+    np.testing.assert_allclose(sp.S, ch.S(f.theta), atol=TOL)
+    assert sp.objective == pytest.approx(Objective.weighted(ch, data, lam).value(f.theta), rel=1e-9)
+    # the Stan theta lives in the numpy chart: the numpy gradient vanishes there
+    _, g, _ = Objective.weighted(ch, data, lam).value_grad_hess(sp.theta, hess=False)
+    assert np.max(np.abs(g)) < 1e-6
+    np.testing.assert_allclose(ch.scores(sp.theta), sp.scores, atol=1e-12)
+
+
+def test_staged_fit_matches_numpy_dial_anc(models, data):
+    from pydial.estimators import staged_fit
+
+    for cal in ("mu", "W"):
+        sf = staged_fit(data, 1, cal)
+        sp = stan_fit_point(data, "staged", rank=1, calibration=cal)
+        assert sp.converged and len(sp.stages) == 2
+        np.testing.assert_allclose(sp.scores, sf.chart.scores(sf.theta), atol=TOL)
+        np.testing.assert_allclose(sp.S, sf.llm_chart.S(sf.llm_theta), atol=TOL)
+        np.testing.assert_allclose(sp.b, sf.llm_chart.order_effects(sf.llm_theta), atol=TOL)
+
+
+def test_llm_only_fit_matches_numpy(models, data):
+    ch = Chart(data.N, data.K, 2, None, True)
+    f = fit_structured(data, ch, np.inf, initial_theta(data, ch))
+    sp = stan_fit_point(data, "llm", rank=2)
+    np.testing.assert_allclose(sp.S, ch.S(f.theta), atol=TOL)
+    np.testing.assert_allclose(sp.b, ch.order_effects(f.theta), atol=TOL)
+
+
+def test_human_btl_matches_numpy(models, data):
+    f = fit_human_btl(data.human, data.N)
+    sp = stan_fit_point(data, "human")
+    assert sp.converged and sp.chart == Chart(data.N, 1, 0, None, False)
+    np.testing.assert_allclose(sp.scores, f.s, atol=TOL)
+    np.testing.assert_allclose(sp.theta, f.s[:-1], atol=TOL)
+
+
+def test_judgewise_btl_matches_numpy(models, data):
+    sp = stan_fit_point(data, "judges")
+    assert sp.converged and sp.theta.shape == (data.K, data.N)
+    for k in range(data.K):
+        f = fit_order_btl(data.llm.select(data.llm.judge == k), data.N)
+        np.testing.assert_allclose(sp.S[k], f.s, atol=TOL)
+        assert sp.b[k] == pytest.approx(f.b, abs=TOL)
+        np.testing.assert_allclose(sp.theta[k, :-1], f.s[:-1], atol=TOL)  # chart theta = (s[:N-1], b)
+        np.testing.assert_allclose(sp.chart.S(sp.theta[k])[0], f.s, atol=TOL)
+
+
+def test_pooled_matches_numpy_engine(models, data):
+    from pydial.estimators import fit
+
+    res = fit(data, "pooled")
+    sp = stan_fit_point(data, "pooled")
+    np.testing.assert_allclose(sp.scores, res.scores["score"].to_numpy(), atol=TOL)
+
+
+def test_fit_engine_stan_matches_numpy_engine(models, data):
+    """pydial.fit(..., engine="stan") (Stan optimizer + numpy inference) equals the numpy engine."""
+    from pydial.estimators import fit
+
+    rn = fit(data, "dial-anc", rank=1, calibration="mu")
+    rs = fit(data, "dial-anc", rank=1, calibration="mu", engine="stan")
+    assert rs.engine == "stan" and rs.converged
+    np.testing.assert_allclose(rs.scores.to_numpy(), rn.scores.to_numpy(), atol=TOL)
+    np.testing.assert_allclose(rs.position_effects[["b", "se"]].to_numpy(), rn.position_effects[["b", "se"]].to_numpy(),
+                               atol=TOL)
+    assert rs.details["chart"] == rn.details["chart"]
+
+
+@pytest.mark.parametrize("method", ["human", "dial-ada", "dial-nopos"])
+def test_fit_engine_stan_matches_numpy_engine_other_methods(models, data, method):
+    """Human, DIAL-Ada (every weight of the path optimized by Stan) and DIAL-noPos agree
+    across engines on scores, standard errors, the selected weight and the GACV path."""
+    from pydial.estimators import fit
+
+    rn = fit(data, method)
+    rs = fit(data, method, engine="stan")
+    assert rs.engine == "stan" and rs.converged
+    np.testing.assert_allclose(rs.scores.to_numpy(), rn.scores.to_numpy(), atol=TOL)
+    assert rs.lambda_ == rn.lambda_
+    if method != "human":
+        np.testing.assert_allclose(rs.gacv["gacv"].to_numpy(), rn.gacv["gacv"].to_numpy(), atol=TOL)
+
+
+def test_fit_engine_stan_unsupported_method_is_explicit(data):
+    from pydial.estimators import fit
+
+    with pytest.raises(NotImplementedError, match="judges"):
+        fit(data, "judges", engine="stan")
+
+
+def test_nonconvergence_is_reported(models, data):
+    with pytest.warns(ConvergenceWarning, match="did not converge"):
+        sp = stan_fit_point(data, "joint", rank=1, calibration="mu", max_iter=2)
+    assert not sp.converged
+
+
+def test_fixed_coordinates_stay_fixed(models, data):
+    m = models["dial"]
+    from pydial.stan.standata import dial_data, spectral_start
+
+    ch = Chart(data.N, data.K, 1, "mu", True)
+    d = dial_data(data, ch, w_llm=1.0, w_human=1.0)
+    th0 = spectral_start(data, ch)
+    fixed = np.zeros(ch.dim, bool)
+    fixed[ch.slices["B"]] = True
+    res = m.optimize(d, th0, fixed=fixed)
+    np.testing.assert_array_equal(res.u[fixed], th0[fixed])
+    assert res.converged and res.log_prob > m.log_prob(d, th0)
