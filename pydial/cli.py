@@ -71,7 +71,8 @@ def _parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", required=True)
     c = sub.add_parser("check", help="identifiability diagnostics: can the requested fit exist on this design?")
     f = sub.add_parser("fit", help="fit an estimator; write scores, position effects, GACV path, plots and a report")
-    cmp_ = sub.add_parser("compare", help="frequentist (sandwich) vs Bayesian (Stan NUTS) intervals")
+    cmp_ = sub.add_parser("compare", help="frequentist (sandwich, joint MLE at lambda = n_LLM/n_H) vs Bayesian "
+                                          "(Stan NUTS posterior of the same model) intervals")
     for q in (c, f, cmp_):
         q.add_argument("data", help="long-format CSV, or a bundled data set: arena, synthetic")
         q.add_argument("--human", default="human", help="judge name of the human labels (default: human)")
@@ -146,7 +147,10 @@ def _compare(args: argparse.Namespace) -> int:
     from .stan import compare_intervals, posterior
 
     data = _load(args.data, args.human)
-    res = fit(data, "dial-anc", rank=args.rank, calibration=args.calibration, cov=args.cov, level=args.level)
+    # the posterior weighs the two likelihoods as the joint likelihood does: compare it
+    # with the joint MLE at lambda = n_LLM / n_H (Bernstein-von Mises)
+    res = fit(data, "dial-ada", rank=args.rank, calibration=args.calibration, cov=args.cov, level=args.level,
+              lambdas=[data.n_llm / data.n_human], include_endpoints=False)
     idata = posterior(data, rank=args.rank, calibration=args.calibration, chains=args.chains, draws=args.draws, seed=args.seed)
     tab = compare_intervals(res, idata, level=args.level)
     print(tab.to_string())

@@ -93,3 +93,14 @@ def test_help_is_readable(capsys):
     assert e.value.code == 0
     out = capsys.readouterr().out
     assert "position effect" in out and "GACV" in out and "winner" in out
+
+
+@pytest.mark.stan
+def test_compare_runs_end_to_end(tmp_path, capsys):
+    code, out, err = run(capsys, "compare", "synthetic", "--chains", "2", "--draws", "300", "--out", str(tmp_path))
+    assert code == 0, err
+    tab = pd.read_csv(tmp_path / "compare_intervals.csv")
+    assert {"estimate", "se", "post_mean", "cred_low", "cred_high", "width_ratio"} <= set(tab.columns)
+    assert len(tab) == 10 + 4  # 10 item scores and 4 judge position effects
+    # posterior and joint MLE agree to within a fraction of a standard error on this sample
+    assert (abs(tab["post_mean"] - tab["estimate"]) / tab["se"]).median() < 0.5
