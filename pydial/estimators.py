@@ -64,6 +64,7 @@ def fit(
     multiples: Any = None,
     include_endpoints: bool = True,
     anchored_cov: str = "two-step",
+    ties: str | None = None,
     seed: int | None = None,
     check: bool = True,
 ) -> DialResult:
@@ -104,6 +105,12 @@ def fit(
         Covariance at ``lambda = inf``: the two-step delta method (the
         ``lambda -> inf`` limit of the sandwich at the observed ``n_H/n_L``; default)
         or the ``M`` fixed limit ``M H_M^{-1} M^T`` of Cor. uniform-lambda.
+    ties : {None, "davidson"}
+        ``None``: ties are excluded (binary models, counted in ``data.summary()``).
+        ``"davidson"``: Davidson's model for ``method="human"`` and the
+        Davidson-Beaver model for ``method="judges"`` use the ties, with
+        judge-specific tie parameters (``result.tie_parameters``); needs
+        ``engine="stan"`` and gives model-based standard errors.
     check : bool, default True
         Run :func:`pydial.check_design` first and raise
         :class:`~pydial.IdentifiabilityError` when the fit cannot exist.
@@ -123,6 +130,7 @@ def fit(
     rank_grid = _rank_grid(rank, data, method)
     if anchored_cov not in ANCHORED_COVS:
         raise ValueError(f"anchored_cov must be one of {ANCHORED_COVS}, got {anchored_cov!r}")
+    cov_arg = cov
     cov = check_cov_type(cov if cov is not None else ("fisher" if method == "human" else "cell"))
     if method in NEEDS_HUMAN and data.n_human == 0:
         raise DataError(
@@ -137,6 +145,16 @@ def fit(
             check_design(data, rank=r, calibration=calibration, method=method, seed=0 if seed is None else seed).raise_if_failed()
     common = dict(method=method, rank=rank_grid[0], calibration=calibration, engine=engine, cov_type=cov, level=level,
                   items=data.items, judges=data.judges, n_human=data.n_human, n_llm=data.n_llm)
+    if ties is not None:
+        from .stan.ties import TIE_METHODS, TIE_MODELS, fit_ties
+
+        if ties not in TIE_MODELS:
+            raise ValueError(f"ties must be None or one of {TIE_MODELS}, got {ties!r}")
+        if engine != "stan":
+            raise ValueError("ties='davidson' is fitted by the Stan engine: pass engine='stan'")
+        if method not in TIE_METHODS:
+            raise NotImplementedError(f"ties='davidson' is available for methods {TIE_METHODS}, not {method!r}")
+        return fit_ties(data, method, {**common, "cov_type": cov if cov_arg is not None else "fisher"}, seed=seed)
     if engine == "stan":
         from .stan import fit_stan
 

@@ -53,6 +53,8 @@ class DialResult:
         LRT of the calibration restriction (Prop. calibration-test).
     consensus : DataFrame or None
         Consensus loadings ``gamma_k`` with intervals (LLM-only fit).
+    tie_parameters : DataFrame or None
+        With ``ties="davidson"``: tie parameters ``nu`` by judge with ``se, ci_low, ci_high``.
     """
 
     method: str
@@ -79,6 +81,7 @@ class DialResult:
     gacv: pd.DataFrame | None = None
     calibration_test: Any = None
     consensus: pd.DataFrame | None = None
+    tie_parameters: pd.DataFrame | None = None
 
     # ------------------------------------------------------------- inference
     def contrast(self, item_i: str, item_j: str, level: float | None = None) -> pd.Series:
@@ -171,6 +174,8 @@ class DialResult:
             parts = ["\n".join(head), "", "Scores (centered):", self.scores.round(4).to_string()]
             if self.gacv is not None:
                 parts += ["", "GACV path:", self.gacv.round(6).to_string(index=False)]
+            if self.tie_parameters is not None:
+                parts += ["", "Tie parameters nu (Davidson / Davidson-Beaver):", self.tie_parameters.round(4).to_string()]
             if self.position_effects is not None:
                 parts += ["", "Position effects b_k (LLM-only fit; b > 0 favours the first-shown item):",
                           self.position_effects.round(4).to_string()]

@@ -575,19 +575,21 @@ class CompiledModel:
         t0 = time.perf_counter()
         # L-BFGS-B's small dense algebra is ~100x slower with multi-threaded OpenBLAS on a
         # loaded machine; one BLAS thread (as pydial.optim does for the numpy engine).
-        scale = max(1.0, abs(self.log_prob(data, u0)))
-        # half the verdict tolerance, so that a stop at the start point (scale taken there)
-        # also passes the verdict below (scale taken at the end point)
-        options = {"maxiter": max_iter, "maxfun": 5 * max_iter, "gtol": 0.5 * gtol * scale, "ftol": 0.0, "maxcor": 30}
         with _one_blas_thread():
-            res = minimize(fg, u0[free], jac=True, method="L-BFGS-B", bounds=bnds, options=options)
-            # A failed line search (ABNORMAL) can stop L-BFGS-B short of the gradient
-            # tolerance; restarting from its end point (fresh curvature pairs) resolves it.
-            for _ in range(3):
+            x, res = u0[free], None
+            # The verdict below is relative to |log p| at the end point, which L-BFGS-B
+            # cannot know: run with half that tolerance measured at the current point,
+            # and restart from the end point (fresh curvature pairs; also after a failed
+            # line search) until the verdict holds, at most four runs.
+            for _ in range(4):
+                scale = max(1.0, abs(fg(x)[0]))
+                options = {"maxiter": max_iter, "maxfun": 5 * max_iter, "gtol": 0.5 * gtol * scale, "ftol": 0.0,
+                           "maxcor": 30}
+                res = minimize(fg, x, jac=True, method="L-BFGS-B", bounds=bnds, options=options)
+                x = res.x
                 g_end = float(np.max(np.abs(res.jac))) if res.jac.size else 0.0
                 if g_end <= gtol * max(1.0, abs(float(res.fun))) or res.nit >= max_iter:
                     break
-                res = minimize(fg, res.x, jac=True, method="L-BFGS-B", bounds=bnds, options=options)
         secs = time.perf_counter() - t0
         u = full(res.x)
         lp = self.log_prob(data, u)

@@ -1,0 +1,96 @@
+"""pydial.fit(..., ties="davidson", engine="stan"): Davidson (people) and Davidson-Beaver
+(LLM judges) MLEs against an independent numpy/scipy implementation."""
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy.optimize import minimize
+from scipy.special import logsumexp
+
+import pydial
+
+pytestmark = pytest.mark.stan
+
+
+def davidson_nll(s, log_nu, b, i, j, a, wi, wj, t):
+    """Negative log-likelihood of Davidson-Beaver: softmax(x, -x, log nu), x = (s_i - s_j + a b)/2."""
+    x = 0.5 * (s[i] - s[j] + a * b)
+    L = np.stack([x, -x, np.full_like(x, log_nu)], axis=1)
+    lse = logsumexp(L, axis=1)
+    return -np.sum(wi * (x - lse) + wj * (-x - lse) + t * (log_nu - lse))
+
+
+def simulate_ties(rng, N=6, n=6000, nu=0.6, b=0.7, judge="g"):
+    s = rng.normal(size=N)
+    s -= s.mean()
+    i = rng.integers(N, size=n)
+    j = (i + rng.integers(1, N, size=n)) % N
+    first_a = rng.random(n) < 0.5
+    ai = np.where(first_a, 1.0, -1.0)  # +1 when item_a (= i here) shown first
+    x = 0.5 * (s[i] - s[j] + ai * b)
+    P = np.exp(np.stack([x, -x, np.full(n, np.log(nu))], 1))
+    P /= P.sum(1, keepdims=True)
+    u = rng.random(n)
+    out = np.where(u < P[:, 0], "a", np.where(u < P[:, 0] + P[:, 1], "b", "tie"))
+    df = pd.DataFrame({"record_id": np.arange(n), "judge": judge, "item_a": [f"m{k}" for k in i],
+                       "item_b": [f"m{k}" for k in j], "first": np.where(first_a, "a", "b"), "winner": out})
+    return df, s
+
+
+def test_human_davidson_matches_scipy_mle_and_recovers_nu():
+    rng = np.random.default_rng(5)
+    df, s_true = simulate_ties(rng, nu=0.6, b=0.0, judge="human")
+    llm, _ = simulate_ties(rng, n=200, judge="g")  # an LLM judge is not needed by the human model
+    data = pydial.Comparisons.from_frame(pd.concat([df, llm]))
+    res = pydial.fit(data, "human", ties="davidson", engine="stan")
+    assert res.converged and list(res.tie_parameters.index) == ["human"]
+    t = data.tie_cells(human=True)
+    t = t[t.k == data.K]
+    i, j, wi, wj, tt = (t[c].to_numpy() for c in ("i", "j", "wins_i", "wins_j", "ties"))
+    N = data.N
+
+    def f(z):
+        s = np.append(z[: N - 1], -z[: N - 1].sum())
+        return davidson_nll(s, z[-1], 0.0, i, j, np.zeros(i.size), wi, wj, tt)
+
+    opt = minimize(f, np.zeros(N), method="BFGS", options={"gtol": 1e-9})
+    s_ref = np.append(opt.x[: N - 1], -opt.x[: N - 1].sum())
+    np.testing.assert_allclose(res.scores["score"].to_numpy(), s_ref, atol=1e-5)
+    assert res.tie_parameters.loc["human", "nu"] == pytest.approx(np.exp(opt.x[-1]), rel=1e-5)
+    # recovery: nu within 4 SE of the truth, scores close to the truth
+    tp = res.tie_parameters.loc["human"]
+    assert abs(tp["nu"] - 0.6) < 4 * tp["se"]
+    assert np.max(np.abs(res.scores["score"].to_numpy() - (s_true - s_true.mean()))) < 0.2
+    # model-based SE of nu from the numpy Hessian of the same likelihood (log-nu delta method)
+    h = 1e-4
+    z0 = opt.x
+    Hm = np.empty((N, N))
+    for a_ in range(N):
+        for b_ in range(N):
+            ea, eb = np.eye(N)[a_] * h, np.eye(N)[b_] * h
+            Hm[a_, b_] = (f(z0 + ea + eb) - f(z0 + ea - eb) - f(z0 - ea + eb) + f(z0 - ea - eb)) / (4 * h * h)
+    se_lognu = np.sqrt(np.linalg.inv(Hm)[-1, -1])
+    assert tp["se"] == pytest.approx(tp["nu"] * se_lognu, rel=1e-3)
+
+
+def test_judges_davidson_beaver_recovers_nu_and_b():
+    rng = np.random.default_rng(11)
+    d1, _ = simulate_ties(rng, nu=0.3, b=0.8, judge="g1")
+    d2, _ = simulate_ties(rng, nu=1.2, b=-0.4, judge="g2")
+    data = pydial.Comparisons.from_frame(pd.concat([d1, d2.assign(record_id=d2.record_id + 10**6)]))
+    res = pydial.fit(data, "judges", ties="davidson", engine="stan")
+    tp, pe = res.tie_parameters, res.position_effects
+    for name, nu, b in (("g1", 0.3, 0.8), ("g2", 1.2, -0.4)):
+        assert abs(tp.loc[name, "nu"] - nu) < 4 * tp.loc[name, "se"], tp
+        assert abs(pe.loc[name, "b"] - b) < 4 * pe.loc[name, "se"], pe
+        assert tp.loc[name, "ci_low"] < tp.loc[name, "nu"] < tp.loc[name, "ci_high"]
+
+
+def test_ties_argument_errors():
+    data = pydial.datasets.synthetic()
+    with pytest.raises(ValueError, match="engine='stan'"):
+        pydial.fit(data, "human", ties="davidson")
+    with pytest.raises(ValueError, match="ties must be"):
+        pydial.fit(data, "human", ties="rao-kupper", engine="stan")
+    with pytest.raises(NotImplementedError, match="human"):
+        pydial.fit(data, "dial-anc", ties="davidson", engine="stan")
