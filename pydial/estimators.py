@@ -156,21 +156,22 @@ def fit(
             raise NotImplementedError(f"ties='davidson' is available for methods {TIE_METHODS}, not {method!r}")
         return fit_ties(data, method, {**common, "cov_type": cov if cov_arg is not None else "fisher"}, seed=seed)
     if engine == "stan":
-        from .stan import fit_stan
+        from .stan.engine import stan_point_engine
 
-        return fit_stan(data, method, common, rank_grid=rank_grid, lambdas=lambdas, multiples=multiples,
-                        include_endpoints=include_endpoints, anchored_cov=anchored_cov, seed=seed)
+        point = stan_point_engine(seed)
+    else:
+        point = NUMPY
     if method == "human":
-        return _fit_human(data, common)
+        return _fit_human(data, common, point)
     if method == "judges":
-        return _fit_judges(data, common)
+        return _fit_judges(data, common, point)
     if method == "pooled":
-        return _fit_pooled(data, common)
+        return _fit_pooled(data, common, point)
     if method == "atc":
-        return _fit_atc(data, common)
+        return _fit_atc(data, common, point)
     return _fit_dial(data, common, order=(method != "dial-nopos"), adaptive=(method != "dial-anc"), lambdas=lambdas,
                      multiples=multiples, include_endpoints=include_endpoints, anchored_cov=anchored_cov,
-                     rank_grid=rank_grid)
+                     rank_grid=rank_grid, point=point)
 
 
 def _rank_grid(rank: Any, data: Comparisons, method: str) -> list[int]:
@@ -245,8 +246,25 @@ def _fit_human(data: Comparisons, common: dict, point: "PointEngine | None" = No
                       loss_human=human_loss(f.s, data.human))
 
 
-def _fit_judges(data: Comparisons, common: dict) -> DialResult:
+def numpy_judges(data: Comparisons) -> list:
+    """Each judge's order-effect BTL (eq. binomial-model-llm) by the numpy optimizer."""
+    return [fit_order_btl(data.llm.select(data.llm.judge == k), data.N) for k in range(data.K)]
+
+
+def numpy_pooled(data: Comparisons) -> tuple[OptimResult, OptimResult]:
+    """Pooled LLM BTL (centered reduced chart ``beta``), then ``argmin_c l_H(c s_pool)``."""
+    N, L, Hc = data.N, data.llm, data.human
+    T = centering_basis(N)
+    o1 = logistic_glm(difference_design(L.i, L.j, N) @ T, L.n, L.y, weight=1.0 / data.n_llm)
+    if np.abs(T @ o1.x).max() < 1e-10:  # no direction to calibrate: reported by the caller
+        return o1, o1
+    x2 = difference_design(Hc.i, Hc.j, N) @ (T @ o1.x)
+    return o1, logistic_glm(x2[:, None], Hc.n, Hc.y, weight=1.0 / data.n_human)
+
+
+def _fit_judges(data: Comparisons, common: dict, point: "PointEngine | None" = None) -> DialResult:
     N, K = data.N, data.K
+    fits = (point or NUMPY).judges(data)
     T = centering_basis(N)
     E = np.zeros((N + 1, N))
     E[:N, : N - 1] = T
@@ -258,7 +276,7 @@ def _fit_judges(data: Comparisons, common: dict) -> DialResult:
     for k in range(K):
         m = data.llm.judge == k
         cells = data.llm.select(m)
-        f = fit_order_btl(cells, N)
+        f = fits[k]
         _warn_if(f.opt, f"judge {data.judges[k]!r}")
         conv &= f.opt.resolved
         gmax = max(gmax, f.opt.grad_norm)
@@ -282,13 +300,13 @@ def _fit_judges(data: Comparisons, common: dict) -> DialResult:
                       details={"judge_score_se": se, "judge_cov": covs})
 
 
-def _fit_pooled(data: Comparisons, common: dict) -> DialResult:
+def _fit_pooled(data: Comparisons, common: dict, point: "PointEngine | None" = None) -> DialResult:
     N = data.N
     L, Hc = data.llm, data.human
     T = centering_basis(N)
     X1 = difference_design(L.i, L.j, N) @ T
     w1, w2 = 1.0 / data.n_llm, 1.0 / data.n_human
-    o1 = logistic_glm(X1, L.n, L.y, weight=w1)
+    o1, o2 = (point or NUMPY).pooled(data)
     _warn_if(o1, "pooled LLM BTL")
     sp_ = T @ o1.x
     if np.abs(sp_).max() < 1e-10:
@@ -296,7 +314,6 @@ def _fit_pooled(data: Comparisons, common: dict) -> DialResult:
                                    "there is no direction to rescale to the human comparisons")
     D2 = difference_design(Hc.i, Hc.j, N)
     x2 = D2 @ sp_
-    o2 = logistic_glm(x2[:, None], Hc.n, Hc.y, weight=w2)
     _warn_if(o2, "pooled calibration")
     c = float(o2.x[0])
     s = c * sp_
@@ -339,12 +356,16 @@ class PointEngine:
 
     ``staged(data, rank, calibration, order) -> StagedFit``;
     ``joint(data, chart, lam, theta0) -> (theta, OptimResult)``;
-    ``human(data) -> BTLFit``.
+    ``human(data) -> BTLFit``; ``judges(data) -> list[BTLFit]`` (optimizer ``x`` =
+    ``(s[:N-1], b)``); ``pooled(data) -> (OptimResult, OptimResult)`` (pooled BTL in
+    the reduced chart ``s = T x``, then the scalar calibration ``c``).
     """
 
     staged: Any
     joint: Any
     human: Any
+    judges: Any
+    pooled: Any
     name: str = "numpy"
 
 
@@ -361,7 +382,8 @@ def staged_fit(data: Comparisons, rank: int, calibration: str, *, order: bool = 
     return StagedFit(ch, theta, fL.opt, oc, chL, fL.theta)
 
 
-NUMPY = PointEngine(staged=staged_fit, joint=numpy_joint, human=lambda data: fit_human_btl(data.human, data.N))
+NUMPY = PointEngine(staged=staged_fit, joint=numpy_joint, human=lambda data: fit_human_btl(data.human, data.N),
+                    judges=numpy_judges, pooled=numpy_pooled)
 
 
 def staged_influence(data: Comparisons, fit_: StagedFit, *, fixed_basis: bool = False) -> tuple[np.ndarray, CellStats]:
@@ -557,15 +579,16 @@ def _fit_dial(data: Comparisons, common: dict, *, order: bool, adaptive: bool, l
     return res
 
 
-def _fit_atc(data: Comparisons, common: dict) -> DialResult:
+def _fit_atc(data: Comparisons, common: dict, point: "PointEngine | None" = None) -> DialResult:
     """AtC baseline (Sec. Experiments, App. related-comparison): the human comparisons
     are aggregated by BTL into an ordering, and the position-debiased LLM consensus
     score (DIAL-Anc with ``M = mu``) is isotonic-calibrated to respect it."""
     from scipy.optimize import isotonic_regression
 
-    h = fit_human_btl(data.human, data.N)
+    point = point or NUMPY
+    h = point.human(data)
     _warn_if(h.opt, "human BTL (AtC ordering)")
-    sf = staged_fit(data, common["rank"], "mu", order=True)
+    sf = point.staged(data, common["rank"], "mu", order=True)
     _warn_if(sf.llm_opt, "structured LLM-only fit")
     base = sf.chart.scores(sf.theta)
     order = np.argsort(-h.s, kind="stable")

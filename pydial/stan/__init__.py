@@ -14,8 +14,8 @@ httpstan/pystan (:func:`stan_backend`).
 
 Public functions: :func:`posterior` (NUTS, ``arviz.InferenceData``),
 :func:`compare_intervals` (sandwich vs posterior intervals),
-:func:`stan_fit_point` (penalized MLE in the numpy chart), :func:`fit_stan`
-(the ``engine="stan"`` hook of :func:`pydial.fit`), and the low-level
+:func:`stan_fit_point` (penalized MLE in the numpy chart), :func:`stan_point_engine`
+(the optimizers behind ``pydial.fit(..., engine="stan")``), and the low-level
 :func:`compile_model`, :func:`log_prob`, :func:`grad_log_prob`,
 :func:`optimize`, :func:`sample`.
 """
@@ -37,7 +37,7 @@ from .backend import (
     stan_backend,
 )
 from .compare import compare_intervals
-from .engine import fit_stan
+from .engine import stan_point_engine
 from .point import POINT_METHODS, StanPointFit, stan_fit_point
 from .bayes import posterior
 from .programs import PROGRAMS, program_code, program_path
@@ -55,7 +55,7 @@ __all__ = [
     "StanPointFit",
     "compare_intervals",
     "compile_model",
-    "fit_stan",
+    "stan_point_engine",
     "grad_log_prob",
     "log_prob",
     "optimize",

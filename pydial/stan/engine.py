@@ -1,6 +1,6 @@
 """``pydial.fit(..., engine="stan")``: Stan's optimizer, numpy inference at its optimum.
 
-:func:`fit_stan` is the hook called by :func:`pydial.estimators.fit` when
+:func:`stan_point_engine` supplies the optimizers used by :func:`pydial.fit` when
 ``engine="stan"``.  The point estimate comes from Stan (:func:`stan_fit_point`);
 the covariance, position-effect tests, consensus loadings and the calibration
 LRT are computed by the numpy engine's own functions at that point, so the two
@@ -17,10 +17,8 @@ from ..data import Comparisons
 from .backend import OptimizeResult
 from .point import StanPointFit, stan_fit_point
 
-__all__ = ["STAN_ENGINE_METHODS", "fit_stan"]
+__all__ = ["stan_point_engine"]
 
-STAN_ENGINE_METHODS: tuple[str, ...] = ("human", "dial-anc", "dial-ada", "dial-nopos")
-"""Methods that ``engine="stan"`` supports."""
 
 
 def _as_optim(res: OptimizeResult, x: np.ndarray, fun: float) -> Any:
@@ -62,43 +60,20 @@ def stan_point_engine(seed: int | None = None) -> Any:
         sp = stan_fit_point(data, "human", seed=seed, warn=False)
         return BTLFit(sp.scores, 0.0, _as_optim(sp.stages[0], sp.theta, sp.objective))
 
-    return E.PointEngine(staged=staged, joint=joint, human=human, name="stan")
+    def judges(data: Comparisons) -> list:
+        sp = stan_fit_point(data, "judges", seed=seed, warn=False)
+        res = sp.stages[0]
+        out = []
+        for k in range(data.K):
+            s, b = sp.chart.S(sp.theta[k])[0], float(sp.chart.order_effects(sp.theta[k])[0])
+            out.append(BTLFit(s, b, _as_optim(res, np.append(s[:-1], b), sp.objective)))
+        return out
 
+    def pooled(data: Comparisons) -> tuple[Any, Any]:
+        sp = stan_fit_point(data, "pooled", seed=seed, warn=False)
+        s_pool = sp.llm_chart.S(sp.llm_theta)[0]  # K = 1, A = [1]: B e_1 = the pooled BTL scores
+        c = float(s_pool @ sp.scores / (s_pool @ s_pool))
+        return (_as_optim(sp.stages[0], s_pool[:-1], sp.details["llm_objective"]),
+                _as_optim(sp.stages[1], np.array([c]), sp.objective))
 
-def fit_stan(
-    data: Comparisons,
-    method: str,
-    common: dict[str, Any],
-    *,
-    rank_grid: list[int],
-    lambdas: Any = None,
-    multiples: Any = None,
-    include_endpoints: bool = True,
-    anchored_cov: str = "two-step",
-    seed: int | None = None,
-) -> Any:
-    """The estimators of :func:`pydial.fit` with Stan's optimizer (``engine="stan"``).
-
-    Same arguments and result as the numpy engine (see :func:`pydial.fit`); the
-    optima come from Stan (:func:`stan_point_engine`), the inference from numpy at
-    those optima.  Supported methods: :data:`STAN_ENGINE_METHODS`.
-
-    Raises
-    ------
-    NotImplementedError
-        For ``judges``, ``pooled`` and ``atc`` (use :func:`stan_fit_point` with
-        ``method="judges"`` or ``"pooled"`` for their Stan optima).
-    """
-    if method not in STAN_ENGINE_METHODS:
-        raise NotImplementedError(
-            f"engine='stan' supports methods {STAN_ENGINE_METHODS}, not {method!r}; "
-            "pydial.stan.stan_fit_point(data, 'judges' | 'pooled') gives those Stan optima"
-        )
-    from .. import estimators as E
-
-    point = stan_point_engine(seed)
-    if method == "human":
-        return E._fit_human(data, common, point)
-    return E._fit_dial(data, common, order=(method != "dial-nopos"), adaptive=(method != "dial-anc"),
-                       lambdas=lambdas, multiples=multiples, include_endpoints=include_endpoints,
-                       anchored_cov=anchored_cov, rank_grid=rank_grid, point=point)
+    return E.PointEngine(staged=staged, joint=joint, human=human, judges=judges, pooled=pooled, name="stan")
