@@ -40,6 +40,15 @@ COLUMNS = ("record_id", "judge", "item_a", "item_b", "first", "winner")
 J_WINS, I_WINS, TIE, BOTH_BAD = 0, 1, 2, 3
 
 
+def _take(values: np.ndarray, codes: np.ndarray, missing: object) -> np.ndarray:
+    """``values[codes]`` with ``missing`` where the factorized code is -1 (NaN)."""
+    out = values[np.where(codes < 0, 0, codes)] if values.size else np.full(codes.size, missing, dtype=values.dtype)
+    if (codes < 0).any():
+        out = out.copy()
+        out[codes < 0] = missing
+    return out
+
+
 def _rows_text(index: Sequence[Any], limit: int = 8) -> str:
     shown = ", ".join(str(x) for x in list(index)[:limit])
     more = len(index) - limit
@@ -139,6 +148,7 @@ class Comparisons:
     rows: Rows
     record_ids: tuple[Any, ...]
     frame: pd.DataFrame = field(repr=False)
+    _cache: dict = field(default_factory=dict, repr=False, compare=False)  # derived results (design checks)
 
     # ------------------------------------------------------------------ build
     @classmethod
@@ -195,58 +205,67 @@ class Comparisons:
         if len(t) == 0:
             raise DataError("the comparison table has no rows")
 
+        # Validate on the distinct values of each column (factorized), not row by row.
+        enc = {col: pd.factorize(t[col], use_na_sentinel=True) for col in COLUMNS[1:]}
+        judge_u = np.asarray([str(x) for x in enc["judge"][1]], dtype=object)
+        is_human = _take(judge_u == human_judge, enc["judge"][0], False)
         # Human rows may lack a display order; everything else is required.
-        is_human = t["judge"].astype("string").eq(human_judge).fillna(False).to_numpy()
         for col in COLUMNS:
-            na = t[col].isna().to_numpy().copy()
+            na = t[col].isna().to_numpy() if col == "record_id" else enc[col][0] < 0
             if col == "first":
-                na &= ~is_human
+                na = na & ~is_human
             if na.any():
                 raise DataError(f"missing values in column {mapping[col]!r} at {_rows_text(t.index[na])}")
+        text = {}
         for col in ("judge", "item_a", "item_b"):
-            s = t[col].astype(str)
-            blank = s.str.strip().eq("").to_numpy()
+            u = np.asarray([str(x) for x in enc[col][1]], dtype=object)
+            blank = _take(np.array([not x.strip() for x in u], dtype=bool), enc[col][0], False)
             if blank.any():
                 raise DataError(f"empty {col.replace('_', ' ')} name in column {mapping[col]!r} at {_rows_text(t.index[blank])}")
-            t[col] = s
-
-        w = t["winner"].astype(str).str.strip().str.lower()
-        bad = ~w.isin(WINNER_VALUES).to_numpy()
+            text[col] = _take(u, enc[col][0], None)
+        wu = np.asarray([str(x).strip().lower() for x in enc["winner"][1]], dtype=object)
+        bad_u = ~np.isin(wu, WINNER_VALUES)
+        bad = _take(bad_u, enc["winner"][0], False)
         if bad.any():
-            vals = sorted(set(t["winner"][bad].astype(str)))[:5]
+            vals = sorted({str(x) for x in enc["winner"][1][bad_u]})[:5]
             raise DataError(
                 f"unknown winner value(s) {vals} in column {mapping['winner']!r} at {_rows_text(t.index[bad])}; "
                 f"allowed: {list(WINNER_VALUES)}"
             )
-        f = t["first"].astype("string").str.strip().str.lower()
-        bad = (~f.isin(FIRST_VALUES).fillna(False).to_numpy()) & ~is_human
+        fu = np.asarray([str(x).strip().lower() for x in enc["first"][1]], dtype=object)
+        bad_u = ~np.isin(fu, FIRST_VALUES)
+        bad = _take(bad_u, enc["first"][0], False) & ~is_human
         if bad.any():
-            vals = sorted(set(t["first"][bad].astype(str)))[:5]
+            vals = sorted({str(x) for x in enc["first"][1][bad_u]})[:5]
             raise DataError(
                 f"unknown display-order value(s) {vals} in column {mapping['first']!r} at {_rows_text(t.index[bad])}; "
                 f"allowed: {list(FIRST_VALUES)}"
             )
+        t["judge"], t["item_a"], t["item_b"] = text["judge"], text["item_a"], text["item_b"]
+        wv = _take(wu, enc["winner"][0], None)
+        a_first = _take(fu == "a", enc["first"][0], False)
 
-        names = sorted(set(t["item_a"]) | set(t["item_b"])) if items is None else [str(x) for x in items]
+        ua = [str(x) for x in enc["item_a"][1]]
+        ub = [str(x) for x in enc["item_b"][1]]
+        seen = set(ua) | set(ub)
+        names = sorted(seen) if items is None else [str(x) for x in items]
         if items is not None:
             if len(set(names)) != len(names):
                 raise DataError("items= lists an item more than once")
-            unknown = sorted((set(t["item_a"]) | set(t["item_b"])) - set(names))
+            unknown = sorted(seen - set(names))
             if unknown:
                 raise DataError(f"items {unknown[:5]} appear in the data but not in items=")
         if len(names) < 2:
             raise DataError(f"need at least two items, found {names}")
         index = {name: k for k, name in enumerate(names)}
-        ia = t["item_a"].map(index).to_numpy(dtype=np.int64)
-        ib = t["item_b"].map(index).to_numpy(dtype=np.int64)
+        ia = np.array([index[x] for x in ua], dtype=np.int64)[enc["item_a"][0]]
+        ib = np.array([index[x] for x in ub], dtype=np.int64)[enc["item_b"][0]]
         swap = ia > ib
         i = np.where(swap, ib, ia)
         j = np.where(swap, ia, ib)
-        wv = w.to_numpy()
         a_won = wv == "a"
         i_won = np.where(swap, wv == "b", a_won)
         outcome = np.select([wv == "tie", wv == "both_bad", i_won], [TIE, BOTH_BAD, I_WINS], J_WINS)
-        a_first = (f == "a").fillna(False).to_numpy()
         # a = +1 when the canonical item i was displayed first.
         a = np.where(np.where(swap, ~a_first, a_first), 1, -1)
         a[is_human] = 0

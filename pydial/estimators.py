@@ -142,7 +142,10 @@ def fit(
         from .design import check_design
 
         for r in rank_grid:
-            check_design(data, rank=r, calibration=calibration, method=method, seed=0 if seed is None else seed).raise_if_failed()
+            key = ("check_design", r, calibration, method, 0 if seed is None else seed)
+            if key not in data._cache:  # the data are immutable: check each design once
+                data._cache[key] = check_design(data, rank=r, calibration=calibration, method=method, seed=key[-1])
+            data._cache[key].raise_if_failed()
     common = dict(method=method, rank=rank_grid[0], calibration=calibration, engine=engine, cov_type=cov, level=level,
                   items=data.items, judges=data.judges, n_human=data.n_human, n_llm=data.n_llm)
     if ties is not None:
