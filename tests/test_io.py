@@ -3,7 +3,6 @@
 import gzip
 import json
 
-import numpy as np
 import pandas as pd
 import pytest
 

@@ -10,11 +10,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from scipy.linalg import null_space
 
 import pydial
 from pydial.likelihood import Cells, Objective, binomial_nll, human_loss, llm_loss, weighted_loss
-from pydial.model import Chart, Structure, structure_from_S
+from pydial.model import Chart, structure_from_S
 
 N, K = 6, 3
 

@@ -18,7 +18,6 @@ from pydial.stan import (
     StanBackendError,
     StanCompileError,
     compile_model,
-    precompile,
     program_code,
     program_path,
     stan_backend,
@@ -35,11 +34,6 @@ from pydial.stan.standata import (
 )
 
 pytestmark = pytest.mark.stan
-
-
-@pytest.fixture(scope="session")
-def models():
-    return precompile()
 
 
 # ------------------------------------------------------------------ backend selection

@@ -18,7 +18,6 @@ from scipy.special import gammaln, log_expit
 from pydial.likelihood import Cells, Objective
 from pydial.model import Chart
 from pydial.simulate import simulate
-from pydial.stan import compile_model, precompile
 from pydial.stan.standata import (
     CellTable,
     dial_data,
@@ -26,16 +25,10 @@ from pydial.stan.standata import (
     helmert_basis,
     judges_data,
     llm_cell_table,
-    human_cell_table,
     split_unconstrained,
 )
 
 pytestmark = pytest.mark.stan
-
-
-@pytest.fixture(scope="session")
-def models():
-    return precompile()
 
 
 @pytest.fixture(scope="module")

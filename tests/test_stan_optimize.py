@@ -8,7 +8,6 @@ and ``pydial.estimators``); the Stan optimum from ``stan/dial.stan`` /
 
 from __future__ import annotations
 
-import warnings
 
 import numpy as np
 import pytest
@@ -18,16 +17,11 @@ from pydial.fit import fit_human_btl, fit_order_btl, fit_structured, initial_the
 from pydial.likelihood import Objective
 from pydial.model import Chart
 from pydial.simulate import simulate
-from pydial.stan import precompile, stan_fit_point
+from pydial.stan import stan_fit_point
 
 pytestmark = pytest.mark.stan
 
 TOL = 1e-4
-
-
-@pytest.fixture(scope="session")
-def models():
-    return precompile()
 
 
 @pytest.fixture(scope="module")
@@ -129,3 +123,23 @@ def test_fit_engine_stan_matches_numpy_engine_other_methods(models, data, method
                                    rn.position_effects[["b", "se"]].to_numpy(), atol=TOL)
     if rn.gacv is not None:
         np.testing.assert_allclose(rs.gacv["gacv"].to_numpy(), rn.gacv["gacv"].to_numpy(), atol=TOL)
+
+
+def test_nonconvergence_is_reported(models, data):
+    with pytest.warns(ConvergenceWarning, match="did not converge"):
+        sp = stan_fit_point(data, "joint", rank=1, calibration="mu", max_iter=2)
+    assert not sp.converged
+
+
+def test_fixed_coordinates_stay_fixed(models, data):
+    m = models["dial"]
+    from pydial.stan.standata import dial_data, spectral_start
+
+    ch = Chart(data.N, data.K, 1, "mu", True)
+    d = dial_data(data, ch, w_llm=1.0, w_human=1.0)
+    th0 = spectral_start(data, ch)
+    fixed = np.zeros(ch.dim, bool)
+    fixed[ch.slices["B"]] = True
+    res = m.optimize(d, th0, fixed=fixed)
+    np.testing.assert_array_equal(res.u[fixed], th0[fixed])
+    assert res.converged and res.log_prob > m.log_prob(d, th0)

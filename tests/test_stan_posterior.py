@@ -29,14 +29,9 @@ from pydial import Comparisons
 from pydial.likelihood import Objective
 from pydial.optim import pinv_sym
 from pydial.simulate import simulate
-from pydial.stan import SamplerWarning, compare_intervals, posterior, precompile, stan_fit_point
+from pydial.stan import SamplerWarning, compare_intervals, posterior, stan_fit_point
 
 pytestmark = pytest.mark.stan
-
-
-@pytest.fixture(scope="session")
-def models():
-    return precompile()
 
 
 # ------------------------------------------------------------------ Bernstein-von Mises
@@ -161,7 +156,6 @@ def davidson_beaver_frame(rng, N, S, b, nu, nu_h, s_h, n_llm, n_human, p_first=0
     """Long table of judgments drawn from Davidson-Beaver (judges) and Davidson (people)."""
     K = S.shape[0]
     pi, pj = np.triu_indices(N, 1)
-    rows = []
 
     def draw(s_i, s_j, ab, log_nu):
         x = 0.5 * (s_i - s_j + ab)
