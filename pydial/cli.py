@@ -13,6 +13,8 @@ import warnings
 from pathlib import Path
 from typing import Sequence
 
+import numpy as np
+
 from .exceptions import ConvergenceError, ConvergenceWarning, DataError, IdentifiabilityError
 
 EXIT_DATA, EXIT_IDENT, EXIT_FIT = 2, 3, 4
@@ -201,7 +203,9 @@ def _check(args: argparse.Namespace) -> int:
     from .design import check_design
 
     data = _load(args.data, args.human)
-    ranks = [1] if args.rank == "auto" else (args.rank if isinstance(args.rank, list) else [args.rank])
+    from .estimators import _rank_grid
+
+    ranks = _rank_grid(args.rank, data, "dial-ada" if args.rank == "auto" or isinstance(args.rank, list) else args.method)
     status = 0
     for r in ranks:
         rep = check_design(data, rank=r, calibration=args.calibration, method=args.method)
@@ -227,7 +231,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except IdentifiabilityError as e:
         print(f"pydial: not identifiable: {e}", file=sys.stderr)
         return EXIT_IDENT
-    except ConvergenceError as e:
+    except (ConvergenceError, FloatingPointError, np.linalg.LinAlgError) as e:
         print(f"pydial: fit failed: {str(e).splitlines()[0]}", file=sys.stderr)
         return EXIT_FIT
     except (ValueError, FileNotFoundError) as e:

@@ -331,7 +331,6 @@ class Comparisons:
         canon["k"] = code[keep_judge].astype(np.int64).to_numpy()
         canon.attrs["dropped_judges"] = dropped
         decisive = ((~canon["self"]) & canon["outcome"].isin([I_WINS, J_WINS])).to_numpy()
-        d = canon.loc[decisive]
         rec_codes, rec_uniques = pd.factorize(canon["record_id"], sort=False)
         canon["rec"] = rec_codes
         d = canon.loc[decisive]
@@ -482,15 +481,23 @@ class Comparisons:
         records: Iterable[Any] | None = None,
         judges: Iterable[str] | None = None,
         drop_human: bool = False,
+        drop_empty_judges: bool = False,
     ) -> "Comparisons":
         """A new :class:`Comparisons` restricted to some records and/or judges.
 
-        Items keep their order, so scores stay comparable across subsets.
+        Items keep their order, so scores stay comparable across subsets.  Unknown
+        record ids or judges raise :class:`DataError`; so does an LLM judge left with
+        no decisive judgment, unless ``drop_empty_judges=True`` (it is then removed and
+        counted in :meth:`summary`), as in :meth:`from_frame`.
         """
         f = self.frame
         m = np.ones(len(f), dtype=bool)
         if records is not None:
-            m &= f["record_id"].isin(list(records)).to_numpy()
+            wanted = pd.Index(list(records))
+            missing = wanted.difference(pd.Index(self.record_ids))
+            if len(missing):
+                raise DataError(f"unknown record id(s) {list(missing[:5])} ({len(missing)} in all)")
+            m &= f["record_id"].isin(wanted).to_numpy()
         keep = list(self.judges) if judges is None else [str(x) for x in judges]
         unknown = sorted(set(keep) - set(self.judges))
         if unknown:
@@ -498,8 +505,16 @@ class Comparisons:
         if drop_human:
             m &= (f["k"] < self.K).to_numpy()
         canon = f.loc[m, ["record_id", "judge", "i", "j", "a", "outcome", "self"]]
-        return Comparisons._build(canon, self.items, tuple(keep), self.human_judge,
-                                  tuple(f.attrs.get("dropped_judges", ())))
+        decisive = canon.loc[(~canon["self"]) & canon["outcome"].isin([I_WINS, J_WINS]), "judge"]
+        empty = [k for k in keep if k not in set(decisive)]
+        dropped = tuple(f.attrs.get("dropped_judges", ()))
+        if empty and not drop_empty_judges:
+            raise DataError(f"judge(s) {empty} have no decisive judgment in this subset; "
+                            "pass drop_empty_judges=True to remove them")
+        if empty:
+            keep = [k for k in keep if k not in empty]
+            dropped += tuple(empty)
+        return Comparisons._build(canon, self.items, tuple(keep), self.human_judge, dropped)
 
     def split(self, frac: float = 0.7, *, rng: np.random.Generator | int | None = None) -> tuple["Comparisons", "Comparisons"]:
         """Random split by record (all judgments of a record stay together).

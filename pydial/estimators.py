@@ -25,7 +25,7 @@ import pandas as pd
 from scipy.special import expit
 
 from .data import Comparisons
-from .exceptions import ConvergenceWarning, DataError, IdentifiabilityError
+from .exceptions import ConvergenceError, ConvergenceWarning, DataError, IdentifiabilityError
 from .fit import (
     centering_basis,
     difference_design,
@@ -210,7 +210,7 @@ def _warn_if(opt: OptimResult, what: str) -> None:
 
 def _score_frame(s: np.ndarray, C: np.ndarray, items: tuple[str, ...], level: float) -> tuple[pd.DataFrame, pd.DataFrame]:
     if not np.all(np.isfinite(s)):
-        raise FloatingPointError("non-finite scores")
+        raise ConvergenceError("the fit produced non-finite scores")
     tab = wald_table(s, C, list(items), level, "score")[["score", "se", "ci_low", "ci_high"]]
     tab.index.name = "item"
     cov = pd.DataFrame(C, index=pd.Index(items, name="item"), columns=pd.Index(items, name="item"))
@@ -274,7 +274,7 @@ def _fit_judges(data: Comparisons, common: dict, point: "PointEngine | None" = N
     E[N, N - 1] = 1.0
     S = np.zeros((K, N))
     b = np.zeros(K)
-    covs = []
+    covs, parts = [], []
     conv, gmax = True, 0.0
     for k in range(K):
         m = data.llm.judge == k
@@ -289,12 +289,24 @@ def _fit_judges(data: Comparisons, common: dict, point: "PointEngine | None" = N
         st = CellStats(cells.n, cells.y, p, np.full(cells.n.size, 1.0 / cells.n.sum()), np.zeros(cells.n.size, bool),
                        np.flatnonzero(m), np.full(cells.n.size, -1))
         covs.append(influence_covariance(U, st, data, common["cov_type"]))
+        parts.append((m, U, p))
         S[k], b[k] = f.s, f.b
-    Cb = np.diag([c[N, N] for c in covs])
+    # One stacked influence matrix over all judges' cells, targets (mean score, b), so that
+    # the record meat sees judgments of different judges on the same record together.
+    U_all = np.zeros((len(data.llm), N + K))
+    p_all = np.zeros(len(data.llm))
+    w_all = np.zeros(len(data.llm))
+    for k, (m, Uk, pk) in enumerate(parts):
+        U_all[m, :N] = Uk[:, :N] / K
+        U_all[m, N + k] = Uk[:, N]
+        p_all[m], w_all[m] = pk, 1.0 / data.llm.n[m].sum()
+    st_all = CellStats(data.llm.n, data.llm.y, p_all, w_all, np.zeros(len(data.llm), bool),
+                       np.arange(len(data.llm)), np.full(len(data.llm), -1))
+    C_all = influence_covariance(U_all, st_all, data, common["cov_type"])
+    Cs, Cb = C_all[:N, :N], C_all[N:, N:]
     pos = wald_table(b, Cb, list(data.judges), common["level"], "b")
     pos.index.name = "judge"
-    # Independent judges: the mean score has covariance sum_k C_k / K^2.
-    Cs = sum(c[:N, :N] for c in covs) / K**2
+    pos.attrs["cov"] = Cb
     scores, cov = _score_frame(S.mean(0), Cs, data.items, common["level"])
     judge_scores = pd.DataFrame(S, index=pd.Index(data.judges, name="judge"), columns=pd.Index(data.items, name="item"))
     se = pd.DataFrame(np.sqrt(np.array([np.diag(c)[:N] for c in covs])), index=judge_scores.index, columns=judge_scores.columns)
@@ -334,7 +346,8 @@ def _fit_pooled(data: Comparisons, common: dict, point: "PointEngine | None" = N
     C = influence_covariance(np.vstack([U_L, U_H]), st, data, common["cov_type"])
     scores, cov = _score_frame(s, C, data.items, common["level"])
     return DialResult(**common, scores=scores, cov=cov, position_effects=None, judge_scores=None, structure=None,
-                      calibration_coef=np.array([c]), lambda_=np.inf, converged=o1.resolved and o2.resolved,
+                      calibration_coef=np.array([c * np.linalg.norm(sp_) / np.sqrt(N)]), lambda_=np.inf,
+                      converged=o1.resolved and o2.resolved,
                       grad_norm=max(o1.grad_norm, o2.grad_norm), loss_human=human_loss(s, Hc),
                       details={"pooled_scores": sp_})
 
@@ -407,6 +420,9 @@ def staged_influence(data: Comparisons, fit_: StagedFit, *, fixed_basis: bool = 
     cs = ch.slices["c"]
     xi = np.r_[np.arange(0, cs.start), np.arange(cs.stop, ch.dim)]
     C = HH[cs, cs]
+    if np.linalg.matrix_rank(C) < C.shape[0]:
+        raise IdentifiabilityError("the human calibration block is singular: the human comparisons do not identify "
+                                   "c_H in the estimated basis (Cond. human-design, rank(D_H M) = d)")
     Cinv = np.linalg.inv(C)
     sdot = ch.score_jacobian(th)
     S_xi, S_c = sdot[:, xi], sdot[:, cs]
@@ -508,7 +524,10 @@ def _fit_dial(data: Comparisons, common: dict, *, order: bool, adaptive: bool, l
                 if np.any(~np.isfinite(lams)) or np.any(lams <= 0):
                     raise ValueError(f"lambdas must be finite and positive (the endpoints 0 and inf are added by include_endpoints), got {lambdas!r}")
             else:
-                lams = np.sort(candidate_weights(data.n_llm, data.n_human, tuple(multiples or DEFAULT_MULTIPLES)))[::-1]
+                mult = DEFAULT_MULTIPLES if multiples is None else tuple(np.asarray(multiples, float).ravel())
+                if not mult or not np.all(np.isfinite(mult)) or min(mult) <= 0:
+                    raise ValueError(f"multiples must be finite and positive, got {multiples!r}")
+                lams = np.sort(candidate_weights(data.n_llm, data.n_human, mult))[::-1]
             theta = sf.theta
             for lam in lams:
                 c = finite_candidate(data, sf.chart, float(lam), theta, float(lam * data.n_human / data.n_llm), point.joint)
@@ -557,7 +576,7 @@ def _fit_dial(data: Comparisons, common: dict, *, order: bool, adaptive: bool, l
     pos = llm_only_effects(data, sf.llm_chart, sf.llm_theta, common["cov_type"], common["level"]) if order else None
     structure = sf.llm_chart.structure(sf.llm_theta)
     judge_scores = pd.DataFrame(structure.S, index=pd.Index(data.judges, name="judge"), columns=pd.Index(data.items, name="item"))
-    d = 1 if cal == "mu" else r_sel + 1
+    d = sf.chart.d
     ct = calibration_test(data, sf.chart.scores(sf.theta), hum.s if hum.opt is not None and hum.opt.resolved else None, d,
                           hum.reason)
     if np.isinf(best.lam):

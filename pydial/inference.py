@@ -141,7 +141,9 @@ def influence_covariance(U: np.ndarray, st: CellStats, data: Comparisons, cov: s
     pos_h = np.full(len(data.human), -1)
     pos_h[st.human_index[st.is_human]] = np.flatnonzero(st.is_human)
     is_h_row = R.judge == data.K
-    pos = np.where(is_h_row, pos_h[np.where(is_h_row, R.cell, 0)], pos_llm[np.where(is_h_row, 0, R.cell)])
+    pos = np.full(R.cell.size, -1)
+    pos[is_h_row] = pos_h[R.cell[is_h_row]]
+    pos[~is_h_row] = pos_llm[R.cell[~is_h_row]]
     used = pos >= 0
     rec, pos, z = R.record[used], pos[used], R.z[used]
     # IF of a row: w (p - z) u - w ubar_block ; aggregate rows to (record, cell) first.

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from functools import cached_property
 
 import numpy as np
+import scipy.sparse as sp
 from scipy.special import expit
 
 from .data import Comparisons, HumanCells, LLMCells
@@ -187,14 +188,17 @@ class Objective:
         return H + H.T
 
     # --------------------------------------------------- per-cell quantities
-    def cell_jacobian(self, theta: np.ndarray) -> np.ndarray:
-        """``d eta_c / d theta`` for every cell (m x dim), dense."""
+    def cell_jacobian(self, theta: np.ndarray, rows: np.ndarray | None = None) -> np.ndarray:
+        """``d eta_c / d theta`` for every cell, or the cells selected by the boolean
+        mask ``rows`` (m x dim), assembled sparsely and mapped by ``T``."""
         ch = self.chart
         _, v = self._local(theta)
-        m = v.shape[0]
-        J = np.zeros((m, ch.dim_full))
-        np.add.at(J, (np.repeat(np.arange(m), v.shape[1]), self._index.ravel()), v.ravel())
-        return J @ ch.T
+        idx = self._index
+        if rows is not None:
+            v, idx = v[rows], idx[rows]
+        m, q = v.shape
+        J = sp.csr_matrix((v.ravel(), idx.ravel(), np.arange(0, m * q + 1, q)), shape=(m, ch.dim_full))
+        return np.asarray(J @ ch.T)
 
     def probabilities(self, theta: np.ndarray) -> np.ndarray:
         return expit(self.eta(theta))

@@ -19,6 +19,7 @@ import numpy as np
 from threadpoolctl import threadpool_limits
 
 BOX = 10.0  # coordinate bound of the paper's optimization box (App. DIAL Estimation Procedure)
+ZERO_EIG_RTOL = 1e-9  # eigenvalues below this fraction of the largest count as zero (gauge) everywhere
 
 
 F = TypeVar("F", bound=Callable)
@@ -76,7 +77,7 @@ class OptimResult:
         return self.converged and not bool(self.at_bound.any())
 
 
-def pinv_sym(H: np.ndarray, rtol: float = 1e-10) -> tuple[np.ndarray, int]:
+def pinv_sym(H: np.ndarray, rtol: float = ZERO_EIG_RTOL) -> tuple[np.ndarray, int]:
     """Moore-Penrose inverse of a symmetric matrix and the number of (near-)zero
     eigenvalues dropped (relative tolerance ``rtol`` of the largest)."""
     lam, Q = np.linalg.eigh(0.5 * (H + H.T))

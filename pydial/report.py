@@ -14,15 +14,12 @@ import json
 from pathlib import Path
 from typing import Any
 
-import matplotlib
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
-
-from .data import Comparisons  # noqa: E402
-from .estimators import DialResult  # noqa: E402
+from .data import Comparisons
+from .estimators import DialResult
 
 REPORT_FORMATS: tuple[str, ...] = ("md", "html")
 

@@ -166,7 +166,8 @@ def test_pooled_stages_equal_glms(sim_main):
     np.testing.assert_allclose(res.details["pooled_scores"], sp_ref, atol=1e-6)
     x = sp_ref[H.i] - sp_ref[H.j]
     g = sm.GLM(np.column_stack([H.y, H.n - H.y]), x[:, None], family=sm.families.Binomial()).fit(tol=1e-14)
-    assert res.calibration_coef[0] == pytest.approx(g.params[0], rel=1e-6)
+    # calibration_coef is c relative to the normalized basis mu = sqrt(N) s_pool / ||s_pool||
+    assert res.calibration_coef[0] == pytest.approx(g.params[0] * np.linalg.norm(sp_ref) / np.sqrt(d.N), rel=1e-6)
     np.testing.assert_allclose(res.scores["score"], g.params[0] * sp_ref, atol=1e-6)
 
 
@@ -559,3 +560,47 @@ def test_cancelling_consensus_is_an_identifiability_error():
         pydial.fit(d, "dial-anc")
     with pytest.raises(IdentifiabilityError, match="pooled"):
         pydial.fit(d, "pooled")
+
+
+def test_judges_position_test_and_record_meat(sim_main):
+    d = sim_main.comparisons
+    res = pydial.fit(d, "judges")
+    t = res.position_test(d.judges[0], d.judges[1])
+    C = res.position_effects.attrs["cov"]
+    assert t["se"] == pytest.approx(np.sqrt(C[0, 0] + C[1, 1] - 2 * C[0, 1]), rel=1e-12)
+    # every record holds one judgment here, so the record meat equals the binomial meat
+    rec = pydial.fit(d, "judges", cov="record")
+    binom = pydial.fit(d, "judges", cov="binomial")
+    np.testing.assert_allclose(rec.cov.to_numpy(), binom.cov.to_numpy(), rtol=1e-10, atol=1e-14)
+    np.testing.assert_allclose(rec.position_effects["se"], binom.position_effects["se"], rtol=1e-10)
+
+
+def test_judges_record_meat_joins_judges_of_a_record():
+    """Two judges on the same records, agreeing 80% of the time beyond their model: the
+    record meat adds the cross-judge term that treating the judges as independent misses."""
+    sim = pydial.simulate(N=6, K=2, r=1, n_llm=6000, n_human=50, p_first=0.5, rng=4)
+    a = sim.frame[sim.frame.judge == "judge0"].copy()  # no human rows: LLM-only data
+    rng = np.random.default_rng(0)
+    b = a.assign(judge="copy")
+    b["winner"] = np.where(rng.random(len(b)) < 0.8, a["winner"], np.where(a["winner"] == "a", "b", "a"))
+    d = pydial.Comparisons.from_frame(pd.concat([a, b]))
+    rec = pydial.fit(d, "judges", cov="record")
+    binom = pydial.fit(d, "judges", cov="binomial")
+    assert np.trace(rec.cov.to_numpy()) > 1.2 * np.trace(binom.cov.to_numpy())
+    # each judge's own b only sees its own comparisons: one per record, so its se is unchanged
+    np.testing.assert_allclose(rec.position_effects["se"], binom.position_effects["se"], rtol=1e-8)
+
+
+def test_multiples_array_and_subset_errors(sim_main):
+    d = sim_main.comparisons
+    res = pydial.fit(d, "dial-ada", multiples=np.array([0.1, 1.0, 10.0]))
+    assert len(res.gacv) == 5  # three finite weights and the two endpoints
+    with pytest.raises(ValueError, match="multiples"):
+        pydial.fit(d, "dial-ada", multiples=[0.0, 1.0])
+    with pytest.raises(pydial.DataError, match="unknown record"):
+        d.subset(records=["no-such-record"])
+    few = d.record_ids[:3]
+    with pytest.raises(pydial.DataError, match="no decisive judgment in this subset"):
+        d.subset(records=few)
+    small = d.subset(records=few, drop_empty_judges=True)
+    assert small.K < d.K and "judges dropped" in small.summary().index[-1]
