@@ -143,10 +143,12 @@ class Objective:
         return eta, v
 
     def eta(self, theta: np.ndarray) -> np.ndarray:
+        """Linear predictors ``eta_c`` of the cells (eq. binomial-model-llm / -human)."""
         return self._local(theta)[0]
 
     # ------------------------------------------------------------ evaluation
     def value(self, theta: np.ndarray) -> float:
+        """The weighted loss (``Q_lambda`` of eq. weighted-loss for :meth:`weighted`)."""
         c = self.cells
         return float(np.sum(c.w * binomial_nll(self.eta(theta), c.n, c.y)))
 
@@ -201,6 +203,7 @@ class Objective:
         return np.asarray(J @ ch.T)
 
     def probabilities(self, theta: np.ndarray) -> np.ndarray:
+        """Fitted probabilities ``sigma(eta_c)`` that item ``i`` wins."""
         return expit(self.eta(theta))
 
     def cell_scores(self, theta: np.ndarray) -> np.ndarray:

@@ -207,6 +207,7 @@ class Chart:
 
     # ------------------------------------------------------------------ maps
     def to_full(self, theta: np.ndarray) -> np.ndarray:
+        """Full coordinates ``phi = phi_0 + T theta`` (``L = [A; ctilde^T]``, ``B``, ``b``)."""
         return self.phi0 + self.T @ theta
 
     def unpack(self, theta: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -249,6 +250,7 @@ class Chart:
         return A @ B.T
 
     def order_effects(self, theta: np.ndarray) -> np.ndarray:
+        """Judge order effects ``b`` (eq. binomial-model-llm; zeros when ``order=False``)."""
         return self.unpack(theta)[3]
 
     def score_jacobian(self, theta: np.ndarray) -> np.ndarray:
@@ -263,6 +265,7 @@ class Chart:
         return J @ self.T
 
     def structure(self, theta: np.ndarray) -> Structure:
+        """``(mu, gamma, U, V)`` of ``S = A B^T`` (Cond. llm-structure, :func:`structure_from_S`)."""
         return structure_from_S(self.S(theta), self.r)
 
     def calibration_coordinates(self, theta: np.ndarray) -> np.ndarray:

@@ -107,8 +107,8 @@ def newton(
     x0 : ndarray
         Start (clipped into the box).
     gtol : float
-        Convergence when the max-norm of the (projected) gradient and the Newton
-        decrement are below ``gtol``.
+        Convergence when the max-norm of the (projected) gradient is below ``gtol``
+        and the Newton decrement ``-g . step`` below ``100 gtol^2``.
     normalize : callable, optional
         Maps an iterate to a point with the same objective value (a gauge move),
         applied after each accepted step to stop drift along flat directions.

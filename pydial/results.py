@@ -30,18 +30,23 @@ class DialResult:
     cov : DataFrame
         Covariance of the centered scores (item x item).
     position_effects : DataFrame or None
-        Indexed by judge, from the LLM-only fit: ``b, se, ci_low, ci_high, z, p_value``
-        (Wald test of ``b_k = 0``).
+        Indexed by judge: ``b, se, ci_low, ci_high, z, p_value`` (Wald test of
+        ``b_k = 0``, Prop. stage-one-normality); from the structured LLM-only fit for the
+        DIAL methods and AtC, from each judge's own fit for ``judges`` (Davidson-Beaver
+        with ties).  ``attrs["cov"]`` holds their covariance (see :meth:`position_test`).
     judge_scores : DataFrame or None
-        Judge x item position-debiased scores ``S`` (LLM-only fit).
+        Judge x item position-debiased scores ``S`` (LLM-only structured fit, or each
+        judge's own fit for ``judges``).
     structure : Structure or None
         ``mu, gamma, U, V`` of the LLM-only structured fit (Cond. llm-structure).
     calibration_coef : ndarray or None
-        ``c_H`` relative to the normalized basis ``M`` (``mu`` or ``W``).
+        ``c_H`` relative to the normalized basis ``M`` (``mu`` or ``W``, with
+        ``N^{-1} M^T M = I``; for ``pooled`` the normalized pooled score).
     lambda_ : float
         Calibration weight: ``inf`` for the anchored endpoint, 0 for Human.
     converged : bool
-        Every optimization reached the gradient tolerance inside the box.
+        Every optimization reached its gradient tolerance inside the box (numpy: max
+        gradient of the normalized loss; Stan: relative to the log density).
     grad_norm : float
         Largest max-norm gradient at the reported optima.
     loss_human : float

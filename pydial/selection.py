@@ -45,7 +45,7 @@ def candidate_weights(n_llm: int, n_human: int, multiples: tuple[float, ...] = D
 
 
 def gacv_trace(H: np.ndarray, U: np.ndarray, n: np.ndarray, y: np.ndarray, p: np.ndarray) -> float:
-    r"""``tr(H^+ J)`` with ``J = n_H^{-1} sum_t (g_t - \bar g)(g_t - \bar g)^T``.
+    r"""The trace term of eq. gacv: ``tr(H^+ J)`` with ``J = n_H^{-1} sum_t (g_t - \bar g)(g_t - \bar g)^T``.
 
     ``U`` holds ``d eta_c / d zeta`` of the human cells; comparison ``t`` in cell ``c``
     has score ``g_t = (p_c - z_t) u_c``, so the cell contributes
@@ -76,6 +76,7 @@ class Candidate:
 
     @property
     def gacv(self) -> float:
+        """``GACV(lambda) = l_H + tr(H^+ J) / (n_H - 1)`` (eq. gacv); NaN if not admissible."""
         return self.loss_human + self.trace if self.admissible else np.nan
 
 
@@ -191,7 +192,8 @@ def loo_cv(data: Comparisons, ch: Chart, lam: float, theta: np.ndarray) -> float
     r"""Exact leave-one-human-comparison-out loss :math:`CV_{loo}(\lambda)` by refits.
 
     Deleting one comparison from a human cell leaves one of two data sets (a win or
-    a loss removed), so ``2 m_H`` warm-started refits cover all ``n_H`` deletions.
+    a loss removed), so ``2 m_H`` refits cover all ``n_H`` deletions (warm-started
+    at the full-data fit for ``lambda > 0``).
     The criterion after a deletion normalizes the human loss by ``n_H - 1``.
     ``lam`` may be finite (joint fit from ``theta``), ``inf`` (``c`` refitted with the
     LLM-only ``M`` fixed, ``theta`` in the calibrated chart) or 0 (human BTL).
