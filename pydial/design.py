@@ -46,6 +46,7 @@ from scipy.sparse.csgraph import connected_components
 
 from .data import Comparisons
 from .exceptions import IdentifiabilityError
+from .model import CALIBRATIONS
 
 __all__ = [
     "CALIBRATIONS",
@@ -55,11 +56,11 @@ __all__ = [
     "check_design",
 ]
 
-METHODS: tuple[str | None, ...] = ("judges", "human", "pooled", "dial-anc", "dial-ada", "dial-nopos", "atc", None)
-"""Allowed ``method`` values of :func:`check_design` (``None``: the DIAL checks)."""
+ESTIMATORS: tuple[str, ...] = ("judges", "human", "pooled", "dial-nopos", "dial-anc", "dial-ada", "atc")
+"""The estimators of :func:`pydial.fit`."""
 
-CALIBRATIONS: tuple[str, ...] = ("mu", "W")
-"""Allowed ``calibration`` values: consensus-only (``d = 1``) or full space (``d = r + 1``)."""
+METHODS: tuple[str | None, ...] = (*ESTIMATORS, None)
+"""Allowed ``method`` values of :func:`check_design` (``None``: the DIAL checks)."""
 
 CONDITIONS: tuple[str, ...] = (
     "ident-LLM",

@@ -39,11 +39,12 @@ from .fit import (
 from .inference import CellStats, check_cov_type, influence_covariance, wald_table
 from .likelihood import Cells, Objective, human_loss
 from .model import CALIBRATIONS, Chart
+from .design import ESTIMATORS
 from .results import DialResult
 from .selection import numpy_joint
 from .optim import OptimResult, pinv_sym, single_threaded_blas
 
-METHODS: tuple[str, ...] = ("judges", "human", "pooled", "dial-nopos", "dial-anc", "dial-ada", "atc")
+METHODS: tuple[str, ...] = ESTIMATORS
 ENGINES: tuple[str, ...] = ("numpy", "stan")
 NEEDS_HUMAN = ("human", "pooled", "dial-nopos", "dial-anc", "dial-ada", "atc")
 ANCHORED_COVS: tuple[str, ...] = ("two-step", "fixed-basis")
