@@ -33,6 +33,7 @@ from .fit import (
     fit_human_btl,
     fit_order_btl,
     fit_structured,
+    glm_information,
     initial_theta,
     logistic_glm,
 )
@@ -227,8 +228,7 @@ def _glm_influence(X: np.ndarray, opt: OptimResult, n: np.ndarray, y: np.ndarray
     with a :class:`ConvergenceWarning` and the third return value ``True``.
     """
     p = expit(X @ opt.x)
-    H = w * (X.T * (n * p * (1 - p))) @ X
-    Hinv, n_zero = pinv_sym(H)
+    Hinv, n_zero = pinv_sym(glm_information(X, n, p, w))
     if n_zero:
         warnings.warn(f"{what}: the Hessian is singular in {n_zero} direction(s); the design does not identify "
                       "the parameters (run pydial.check_design)", ConvergenceWarning, stacklevel=3)
@@ -335,7 +335,7 @@ def _fit_pooled(data: Comparisons, common: dict, point: "PointEngine | None" = N
     s = c * sp_
     # Two-step linearization: stage 1 beta (pooled BTL), stage 2 c.
     p1 = expit(X1 @ o1.x)
-    H1 = w1 * (X1.T * (L.n * p1 * (1 - p1))) @ X1
+    H1 = glm_information(X1, L.n, p1, w1)
     p2 = expit(c * x2)
     Cc = w2 * np.sum(Hc.n * p2 * (1 - p2) * x2**2)
     d2 = D2 @ T
@@ -496,8 +496,7 @@ def human_influence(data: Comparisons, beta: np.ndarray) -> tuple[np.ndarray, Ce
     T = centering_basis(data.N)
     X = difference_design(data.human.i, data.human.j, data.N) @ T
     p = expit(X @ beta)
-    H = (X.T * (data.human.n * p * (1 - p))) @ X / data.n_human
-    U = X @ np.linalg.solve(H, T.T)
+    U = X @ np.linalg.solve(glm_information(X, data.human.n, p, 1.0 / data.n_human), T.T)
     return U, CellStats.from_parts([(data.human.n, data.human.y, p, 1.0 / data.n_human, True)])
 
 

@@ -38,6 +38,12 @@ def difference_design(i: np.ndarray, j: np.ndarray, N: int) -> np.ndarray:
     return D
 
 
+def glm_information(X: np.ndarray, n: np.ndarray, p: np.ndarray, weight: float = 1.0) -> np.ndarray:
+    """``weight * X^T diag(n p (1 - p)) X``: the Hessian of the weighted binomial logistic
+    loss (and its Fisher information) at fitted probabilities ``p``."""
+    return weight * (X.T * (n * p * (1 - p))) @ X
+
+
 def logistic_glm(
     X: np.ndarray,
     n: np.ndarray,
@@ -62,7 +68,7 @@ def logistic_glm(
         eta = X @ beta
         p = expit(eta)
         g = weight * X.T @ (n * p - y) + ridge * beta
-        H = weight * (X.T * (n * p * (1 - p))) @ X + ridge * np.eye(X.shape[1])
+        H = glm_information(X, n, p, weight) + ridge * np.eye(X.shape[1])
         return value(beta), g, H
 
     start = np.zeros(X.shape[1]) if x0 is None else np.asarray(x0, float)

@@ -108,21 +108,12 @@ def influence_covariance(U: np.ndarray, st: CellStats, data: Comparisons, cov: s
     for m in blocks:
         ubar[bool(st.is_human[m][0])] = (s1[m] @ U[m]) / n[m].sum()
     if cov == "binomial":
-        out = np.zeros((U.shape[1], U.shape[1]))
-        for m in blocks:
-            ub = ubar[bool(st.is_human[m][0])]
-            s2 = y[m] * (1 - p[m]) ** 2 + (n[m] - y[m]) * p[m] ** 2
-            wm = w[m]
-            out += (U[m].T * (wm**2 * s2)) @ U[m] - np.outer(ub, ub) * np.sum(wm**2 * n[m])
-        return out
+        return sum(independent_meat(U[m], n[m], y[m], p[m], w[m]) for m in blocks)
     if cov == "cell":
         out = np.zeros((U.shape[1], U.shape[1]))
         h = st.is_human
         if h.any():  # human comparisons independent
-            hm = np.flatnonzero(h)
-            ub = ubar[True]
-            s2 = y[hm] * (1 - p[hm]) ** 2 + (n[hm] - y[hm]) * p[hm] ** 2
-            out += (U[hm].T * (w[hm] ** 2 * s2)) @ U[hm] - np.outer(ub, ub) * np.sum(w[hm] ** 2 * n[hm])
+            out += independent_meat(U[h], n[h], y[h], p[h], w[h])
         if (~h).any():
             lm = np.flatnonzero(~h)
             L = data.llm
@@ -155,6 +146,16 @@ def influence_covariance(U: np.ndarray, st: CellStats, data: Comparisons, cov: s
             cnt = np.bincount(rec[m], weights=w[pos[m]], minlength=len(data.record_ids))
             G -= np.outer(cnt, ubar[hflag])
     return G.T @ G
+
+
+def independent_meat(U: np.ndarray, n: np.ndarray, y: np.ndarray, p: np.ndarray, w: np.ndarray) -> np.ndarray:
+    r"""``sum_v IF_v IF_v^T`` for one block of independent comparisons (identity kernel
+    of eq. hac-meat), ``IF_v = w_v {(p_c - z_v) u_c - \bar u}`` with the block mean
+    ``\bar u = sum_c (n_c p_c - y_c) u_c / n_block``; a cell contributes
+    ``w^2 [y (1-p)^2 + (n-y) p^2] u u^T`` (weights constant within the block)."""
+    ub = ((n * p - y) @ U) / n.sum()
+    s2 = y * (1 - p) ** 2 + (n - y) * p**2
+    return (U.T * (w**2 * s2)) @ U - np.outer(ub, ub) * np.sum(w**2 * n)
 
 
 def _group_sum(groups: np.ndarray, X: np.ndarray) -> np.ndarray:

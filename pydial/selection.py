@@ -29,7 +29,8 @@ import pandas as pd
 from scipy.special import expit
 
 from .data import Comparisons, HumanCells
-from .fit import BTLFit, centering_basis, difference_design, fit_calibration, fit_human_btl, fit_structured
+from .fit import BTLFit, centering_basis, difference_design, fit_calibration, fit_human_btl, fit_structured, glm_information
+from .inference import independent_meat
 from .likelihood import Cells, Objective, binomial_nll, human_loss
 from .model import Chart
 from .optim import BOX, ZERO_EIG_RTOL, OptimResult, newton, pinv_sym, single_threaded_blas
@@ -51,10 +52,7 @@ def gacv_trace(H: np.ndarray, U: np.ndarray, n: np.ndarray, y: np.ndarray, p: np
     has score ``g_t = (p_c - z_t) u_c``, so the cell contributes
     ``[y (1-p)^2 + (n-y) p^2] u u^T`` to ``sum_t g_t g_t^T``.
     """
-    nH = n.sum()
-    s2 = y * (1 - p) ** 2 + (n - y) * p**2
-    gbar = ((n * p - y) @ U) / nH
-    J = (U.T * s2) @ U / nH - np.outer(gbar, gbar)
+    J = independent_meat(U, n, y, p, np.ones(n.size)) / n.sum()
     Hp, _ = pinv_sym(H)
     return float(np.sum(Hp * J))
 
@@ -137,7 +135,7 @@ def human_candidate(data: Comparisons, human_fit: Callable[[Comparisons], BTLFit
     N = data.N
     X = difference_design(data.human.i, data.human.j, N) @ centering_basis(N)
     p = expit(X @ f.opt.x)
-    Hm = (X.T * (data.human.n * p * (1 - p))) @ X / data.n_human
+    Hm = glm_information(X, data.human.n, p, 1.0 / data.n_human)
     cand = Candidate(0.0, 0.0, f.s, f.opt.x, f.opt, loss_human=human_loss(f.s, data.human))
     if not f.opt.resolved:
         cand.reason = "human BTL not resolved within the box" if f.opt.converged else f"not converged ({f.opt.message})"
@@ -157,7 +155,7 @@ def anchored_candidate(data: Comparisons, M: np.ndarray, s: np.ndarray, cal_opt:
     """
     X = difference_design(data.human.i, data.human.j, data.N) @ M
     p = expit(X @ cal_opt.x)
-    H = (X.T * (data.human.n * p * (1 - p))) @ X / data.n_human
+    H = glm_information(X, data.human.n, p, 1.0 / data.n_human)
     cand = Candidate(np.inf, np.inf, s, loss_human=human_loss(s, data.human), opt=cal_opt)
     if not llm_opt.converged:
         cand.reason = f"LLM-only fit not converged ({llm_opt.message})"
