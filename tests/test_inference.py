@@ -28,6 +28,7 @@ from scipy import stats
 from scipy.special import expit
 
 import pydial
+from fdcheck import fd_jacobian
 from pydial.estimators import StagedFit, finite_influence, staged_fit, staged_influence
 from pydial.inference import COV_TYPES, influence_covariance
 from pydial.likelihood import Cells, Objective
@@ -63,15 +64,6 @@ def row_eta(chart: Chart, theta: np.ndarray, R: dict) -> np.ndarray:
     L = np.vstack([A, ct[None, :]])
     bb = np.append(b if b.size else np.zeros(chart.K), 0.0)
     return np.einsum("ml,ml->m", L[R["k"]], B[R["i"]] - B[R["j"]]) + R["a"] * bb[R["k"]] * (~R["human"])
-
-
-def fd_jacobian(fun, theta: np.ndarray, h: float = 1e-4) -> np.ndarray:
-    cols = []
-    for t in range(theta.size):
-        e = np.zeros_like(theta)
-        e[t] = h
-        cols.append((fun(theta + e) - fun(theta - e)) / (2 * h))
-    return np.column_stack(cols)
 
 
 def brute_force_cov(R: dict, chart: Chart, theta: np.ndarray, H: np.ndarray, target_jac: np.ndarray,

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 import pydial
+from fdcheck import fd_jacobian
 from pydial.likelihood import Cells, Objective, binomial_nll, human_loss, llm_loss, weighted_loss
 from pydial.model import Chart, structure_from_S
 
@@ -34,15 +35,6 @@ def fd_grad(f, x, h=1e-5):
         e[t] = h
         g[t] = (f(x + e) - f(x - e)) / (2 * h)
     return g
-
-
-def fd_jac(g, x, h=1e-5):
-    cols = []
-    for t in range(x.size):
-        e = np.zeros_like(x)
-        e[t] = h
-        cols.append((g(x + e) - g(x - e)) / (2 * h))
-    return np.column_stack(cols)
 
 
 def log_sigmoid(x):
@@ -92,7 +84,7 @@ def test_hessian_matches_finite_differences(data, cal, r, order, seed):
     chart, obj = objective_for(data, cal, r, order)
     th = random_theta(chart, seed + 10)
     _, _, H = obj.value_grad_hess(th)
-    H_fd = fd_jac(lambda x: obj.value_grad_hess(x, hess=False)[1], th)
+    H_fd = fd_jacobian(lambda x: obj.value_grad_hess(x, hess=False)[1], th)
     np.testing.assert_allclose(H, H_fd, rtol=1e-6, atol=1e-7 * np.abs(H_fd).max())
     np.testing.assert_array_equal(H, H.T)
 
@@ -152,7 +144,7 @@ def test_cell_scores_sum_to_gradient(data, cal, r, order):
     cs = obj.cell_scores(th)
     np.testing.assert_allclose(cs.sum(0), g, rtol=1e-10, atol=1e-13)
     # the per-cell Jacobian is d eta_c / d theta (finite differences of eta)
-    J_fd = fd_jac(obj.eta, th)
+    J_fd = fd_jacobian(obj.eta, th)
     np.testing.assert_allclose(obj.cell_jacobian(th), J_fd, atol=1e-7)
 
 
@@ -160,7 +152,7 @@ def test_score_jacobian_matches_finite_differences():
     for cal in ("mu", "W"):
         chart = Chart(N, K, 2, cal, True)
         th = random_theta(chart, 8)
-        np.testing.assert_allclose(chart.score_jacobian(th), fd_jac(chart.scores, th), atol=1e-8)
+        np.testing.assert_allclose(chart.score_jacobian(th), fd_jacobian(chart.scores, th), atol=1e-8)
 
 
 # ---------------------------------------------------------------- chart maps
