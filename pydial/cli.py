@@ -221,6 +221,7 @@ def _check(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run the ``pydial`` command line; returns the exit code (0, or 2/3/4 on failure)."""
     args = _parser().parse_args(argv)
     run = {"check": _check, "fit": _fit, "simulate": _simulate, "convert": _convert, "compare": _compare}[args.command]
     try:

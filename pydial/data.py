@@ -81,6 +81,7 @@ class LLMCells:
         return int(self.n.size)
 
     def select(self, mask: np.ndarray) -> "LLMCells":
+        """The cells where ``mask`` is true (e.g. one judge's ``Omega_k``)."""
         return LLMCells(*(x[mask] for x in (self.judge, self.i, self.j, self.a, self.n, self.y)))
 
 

@@ -48,6 +48,7 @@ COV_DESCRIPTIONS = {
 
 
 def check_cov_type(cov: str) -> str:
+    """Validate a meat name against :data:`COV_TYPES`."""
     if cov not in COV_TYPES:
         raise ValueError(f"cov must be one of {COV_TYPES}, got {cov!r}")
     return cov

@@ -50,6 +50,7 @@ class ConversionReport:
     notes: list[str] = field(default_factory=list)
 
     def exclude(self, reason: str, count: int) -> None:
+        """Count ``count`` excluded input records under ``reason``."""
         if count:
             self.excluded[reason] = self.excluded.get(reason, 0) + int(count)
 

@@ -55,6 +55,7 @@ class Structure:
 
     @property
     def W(self) -> np.ndarray:
+        """``W = [mu, V]`` (N x (r+1)), the full calibration basis of Sec. 3.2."""
         return np.column_stack([self.mu, self.V])
 
 
@@ -134,6 +135,7 @@ class Chart:
 
     @cached_property
     def sizes(self) -> dict[str, int]:
+        """Number of reduced coordinates of each block ``A, B, c, b``."""
         return {
             "A": (self.K - 1) * self.q,
             "B": (self.N - 1) * self.q,
@@ -143,6 +145,7 @@ class Chart:
 
     @cached_property
     def slices(self) -> dict[str, slice]:
+        """Position of each block ``A, B, c, b`` in ``theta``."""
         out, start = {}, 0
         for k, n in self.sizes.items():
             out[k] = slice(start, start + n)
@@ -161,15 +164,18 @@ class Chart:
 
     @property
     def dim_full(self) -> int:
+        """Dimension of the full coordinates ``phi = (L, B, b)``."""
         return self.rows * self.q + self.N * self.q + self.K
 
     # full layout offsets
     @property
     def off_B(self) -> int:
+        """Offset of ``B`` in ``phi``."""
         return self.rows * self.q
 
     @property
     def off_b(self) -> int:
+        """Offset of ``b`` in ``phi``."""
         return self.rows * self.q + self.N * self.q
 
     @cached_property
