@@ -1,0 +1,149 @@
+r"""Per-cell paired-comparison likelihoods with ties: value, score and curvature.
+
+A cell holds the counts ``(w_i, w_j, t)`` (wins of item ``i``, wins of item
+``j``, ties) of one judge on one ordered pair, with linear predictor
+``eta = s_i - s_j + a b`` (eq. binomial-model-llm) and, for the tie models, a
+log tie parameter ``l = log nu``.  Each function returns the log-likelihood
+kernel of every cell (without the multinomial coefficient, see
+:func:`log_coef`) and its first and second derivatives in ``(eta, l)``, so
+that any fit whose cells are linear in its parameters gets exact gradients and
+Hessians by the chain rule.  The Stan programs use the same three models
+(``stan/include/paired_likelihoods.stan``, ``tie_model`` 0, 1, 2).
+
+* :func:`binary_cell`: ``w_i ~ Binomial(w_i + w_j, sigma(eta))``, ties excluded.
+* :func:`davidson_cell`: Davidson (1970) with the Davidson-Beaver (1977) order
+  effect, ``P(i) : P(j) : P(tie) = e^{eta/2} : e^{-eta/2} : nu``.  Given a
+  decisive outcome ``logit P(i) = eta``: the binary model; ``nu -> 0``
+  removes the ties.
+* :func:`rao_kupper_cell`: Rao and Kupper (1967), a logistic threshold
+  ``tau = nu > 0``: ``P(i) = sigma(eta - tau)``, ``P(j) = sigma(-eta - tau)``,
+  ``P(tie) = (e^{2 tau} - 1) P(i) P(j)``; ``tau -> 0`` is the binary model.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+from scipy.special import expit, gammaln, log_expit
+
+__all__ = [
+    "CellDerivatives",
+    "TIE_MODELS",
+    "binary_cell",
+    "davidson_cell",
+    "rao_kupper_cell",
+    "tie_cell",
+    "log_coef",
+    "tie_probabilities",
+]
+
+
+@dataclass(frozen=True)
+class CellDerivatives:
+    """Log-likelihood kernel per cell and its derivatives in ``(eta, l)``, ``l = log nu``.
+
+    ``value, d_eta, d_l, d_eta_eta, d_eta_l, d_l_l`` are arrays with one
+    entry per cell (the ``l`` terms are 0 for the binary model).
+    """
+
+    value: np.ndarray
+    d_eta: np.ndarray
+    d_l: np.ndarray
+    d_eta_eta: np.ndarray
+    d_eta_l: np.ndarray
+    d_l_l: np.ndarray
+
+
+def _counts(counts: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    c = np.asarray(counts, float).reshape(-1, 3)
+    return c[:, 0], c[:, 1], c[:, 2]
+
+
+def log_coef(counts: np.ndarray) -> np.ndarray:
+    """Log multinomial coefficient ``log(n! / (w_i! w_j! t!))`` of each cell."""
+    c = np.asarray(counts, float).reshape(-1, 3)
+    return gammaln(c.sum(axis=1) + 1) - gammaln(c + 1).sum(axis=1)
+
+
+def binary_cell(counts: np.ndarray, eta: np.ndarray, log_nu: np.ndarray | float = 0.0) -> CellDerivatives:
+    """Binomial model of the decisive outcomes (``tie_model = 0``); cells must have no ties."""
+    wi, wj, t = _counts(counts)
+    if np.any(t > 0):
+        raise ValueError("the binary model takes cells without ties")
+    eta = np.asarray(eta, float)
+    p = expit(eta)
+    n = wi + wj
+    z = np.zeros_like(eta)
+    return CellDerivatives(wi * log_expit(eta) + wj * log_expit(-eta), wi - n * p, z, -n * p * (1 - p), z, z)
+
+
+def davidson_cell(counts: np.ndarray, eta: np.ndarray, log_nu: np.ndarray | float) -> CellDerivatives:
+    """Davidson-Beaver model (``tie_model = 1``): softmax of ``(eta / 2, -eta / 2, log nu)``."""
+    wi, wj, t = _counts(counts)
+    eta = np.asarray(eta, float)
+    l = np.broadcast_to(np.asarray(log_nu, float), eta.shape)
+    x = 0.5 * eta
+    z = np.logaddexp(np.logaddexp(x, -x), l)
+    p1, p2, p3 = np.exp(x - z), np.exp(-x - z), np.exp(l - z)
+    n = wi + wj + t
+    d = p1 - p2
+    value = wi * (x - z) + wj * (-x - z) + t * (l - z)
+    return CellDerivatives(value, 0.5 * (wi - wj - n * d), t - n * p3, -0.25 * n * (p1 + p2 - d * d),
+                           0.5 * n * d * p3, -n * p3 * (1 - p3))
+
+
+def rao_kupper_cell(counts: np.ndarray, eta: np.ndarray, log_nu: np.ndarray | float) -> CellDerivatives:
+    """Rao-Kupper model (``tie_model = 2``) with threshold ``tau = exp(log_nu)``."""
+    wi, wj, t = _counts(counts)
+    eta = np.asarray(eta, float)
+    l = np.broadcast_to(np.asarray(log_nu, float), eta.shape)
+    tau = np.exp(l)
+    A, B = eta - tau, -eta - tau
+    m1, m2 = wi + t, wj + t
+    qA, qB = expit(-A), expit(-B)                    # d log sigma(x) / dx = 1 - sigma(x)
+    vA, vB = qA * (1 - qA), qB * (1 - qB)            # sigma(x) (1 - sigma(x))
+    em = -np.expm1(-2 * tau)                         # 1 - e^{-2 tau}
+    g = 2 * tau + np.log(em)                         # log(e^{2 tau} - 1)
+    g1 = 2 / em
+    g2 = -4 * np.exp(-2 * tau) / em**2
+    value = m1 * log_expit(A) + m2 * log_expit(B) + t * g
+    d_tau = -m1 * qA - m2 * qB + t * g1
+    d_tau_tau = -m1 * vA - m2 * vB + t * g2
+    return CellDerivatives(value, m1 * qA - m2 * qB, tau * d_tau, -m1 * vA - m2 * vB, tau * (m1 * vA - m2 * vB),
+                           tau**2 * d_tau_tau + tau * d_tau)
+
+
+TIE_MODELS: dict[str | None, Callable[..., CellDerivatives]] = {
+    None: binary_cell,
+    "davidson": davidson_cell,
+    "rao-kupper": rao_kupper_cell,
+}
+"""The cell likelihood of each ``ties=`` option (``None``: the binary model)."""
+
+
+def tie_cell(ties: str | None) -> Callable[..., CellDerivatives]:
+    """The per-cell likelihood function of a ``ties=`` option."""
+    if ties not in TIE_MODELS:
+        raise ValueError(f"ties must be one of {list(TIE_MODELS)}, got {ties!r}")
+    return TIE_MODELS[ties]
+
+
+def tie_probabilities(ties: str | None, eta: np.ndarray, log_nu: np.ndarray | float) -> np.ndarray:
+    """``(P(i wins), P(j wins), P(tie))`` per cell, shape ``(m, 3)``."""
+    eta = np.atleast_1d(np.asarray(eta, float))
+    l = np.broadcast_to(np.asarray(log_nu, float), eta.shape)
+    if ties is None:
+        p = expit(eta)
+        return np.column_stack([p, 1 - p, np.zeros_like(p)])
+    if ties == "davidson":
+        lg = np.column_stack([0.5 * eta, -0.5 * eta, l])
+        lg -= lg.max(axis=1, keepdims=True)
+        p = np.exp(lg)
+        return p / p.sum(axis=1, keepdims=True)
+    if ties == "rao-kupper":
+        tau = np.exp(l)
+        pi, pj = expit(eta - tau), expit(-eta - tau)
+        return np.column_stack([pi, pj, np.clip(1 - pi - pj, 0.0, 1.0)])
+    raise ValueError(f"ties must be one of {list(TIE_MODELS)}, got {ties!r}")
