@@ -107,11 +107,12 @@ def fit(
         Covariance at ``lambda = inf``: the two-step delta method (the
         ``lambda -> inf`` limit of the sandwich at the observed ``n_H/n_L``; default)
         or the ``M`` fixed limit ``M H_M^{-1} M^T`` of Cor. uniform-lambda.
-    ties : {None, "davidson"}
+    ties : {None, "davidson", "rao-kupper"}
         ``None``: ties are excluded (binary models, counted in ``data.summary()``).
         ``"davidson"``: Davidson's model for ``method="human"`` and the
         Davidson-Beaver model for ``method="judges"`` use the ties, with
-        judge-specific tie parameters (``result.tie_parameters``); needs
+        judge-specific tie parameters (``result.tie_parameters``);
+        ``"rao-kupper"``: the Rao-Kupper threshold model instead.  Needs
         ``engine="stan"`` and gives model-based standard errors.
     check : bool, default True
         Run :func:`pydial.check_design` first and raise
@@ -156,10 +157,11 @@ def fit(
         if ties not in TIE_MODELS:
             raise ValueError(f"ties must be None or one of {TIE_MODELS}, got {ties!r}")
         if engine != "stan":
-            raise ValueError("ties='davidson' is fitted by the Stan engine: pass engine='stan'")
+            raise ValueError(f"ties={ties!r} is fitted by the Stan engine: pass engine='stan'")
         if method not in TIE_METHODS:
-            raise NotImplementedError(f"ties='davidson' is available for methods {TIE_METHODS}, not {method!r}")
-        return fit_ties(data, method, {**common, "cov_type": cov if cov_arg is not None else "fisher"}, seed=seed)
+            raise NotImplementedError(f"ties={ties!r} is available for methods {TIE_METHODS}, not {method!r}")
+        return fit_ties(data, method, {**common, "cov_type": cov if cov_arg is not None else "fisher"}, ties=ties,
+                        seed=seed)
     if engine == "stan":
         from .stan.engine import stan_point_engine
 

@@ -15,12 +15,9 @@
  *     wins_i ~ Binomial(wins_i + wins_j, inv_logit(S[k, i] - S[k, j] + a b_k))
  *   human cell (i, j), eq. binomial-model-human:
  *     wins_i ~ Binomial(wins_i + wins_j, inv_logit(s_H[i] - s_H[j]))
- *   ties (switched per judge by data): a judge with a tie parameter nu has
- *     (wins_i, wins_j, ties) ~ Multinomial(softmax(x, -x, log nu)),
- *     x = (s_i - s_j + a b) / 2, the Davidson (1970) model with the
- *     Davidson-Beaver (1977) order effect (see paired_likelihoods.stan); its
- *     decisive outcomes follow the binomial model above and nu -> 0 removes
- *     the ties.  The human tie parameter has no order effect (a = 0).
+ *   ties (tie_model > 0, data): a tie parameter nu_k per LLM judge and nu_H
+ *     for people, Davidson-Beaver (1) or Rao-Kupper (2), see
+ *     paired_likelihoods.stan; the human cells have no order effect (a = 0).
  *   weights: each cell's log-likelihood is multiplied by a data weight, so
  *     cell_w = lambda n_H / n_LLM, human_w = 1 is the power posterior whose
  *     log-likelihood is -n_H Q_lambda (eq. weighted-loss); all weights 1 is
@@ -71,17 +68,25 @@
  *   log_nu        ~ normal(prior_log_nu_mean, prior_log_nu_sd)
  *   P_raw         density exp(-||P_raw' P_raw - I||^2 / 0.08)   (fixed; uniform P)
  * pydial.stan.posterior documents the defaults it passes.
+ *
+ * How to extend.  Copy this file (keep the two #include lines), change the
+ * linear predictor or the per-cell tie parameter in the model block and in
+ * generated quantities (both call paired_eta and paired_log_lik), declare new
+ * data after the shared schema and pass it with
+ * pydial.stan.standata(..., extra={...}); sample it with
+ * pydial.stan.posterior(data, program="my.stan").  Keep the identified
+ * parameterization (DESIGN.md "Known trap").
  */
 functions {
 #include bases.stan
 #include paired_likelihoods.stan
 }
 data {
-  int<lower=3> N;                                    // number of items
-  int<lower=1> K;                                    // number of LLM judges
-  int<lower=0> r;                                    // disagreement rank; S has rank r + 1
-  int<lower=0, upper=1> use_order;                   // 1 = order effects b_k; 0 = b = 0
-  int<lower=0, upper=2> calibration;                 // 0 = no human block; 1 = M = mu; 2 = M = W
+  // ---- the data schema shared by dial.stan, dial_sample.stan and judges.stan
+  int<lower=2> N;                                    // number of items
+  int<lower=0> K;                                    // number of LLM judges
+  int<lower=0, upper=1> use_order;                   // 1 = order effects b_k; 0 = b = 0 (DIAL-noPos)
+  int<lower=0, upper=2> tie_model;                   // 0 binary, 1 Davidson-Beaver, 2 Rao-Kupper (paired_likelihoods.stan)
 
   int<lower=0> C;                                    // number of LLM cells (k, i, j, a)
   array[C] int<lower=1, upper=K> cell_judge;         // judge k of the cell
@@ -89,18 +94,17 @@ data {
   array[C] int<lower=1, upper=N> cell_j;             // canonical item j
   array[C] int<lower=-1, upper=1> cell_a;            // display order: +1 if item i shown first, -1 if second
   array[C, 3] int<lower=0> cell_counts;              // (wins of item i, wins of item j, ties)
-  vector<lower=0>[C] cell_w;                         // likelihood weight of the cell
+  vector<lower=0>[C] cell_w;                         // weight of the cell's log-likelihood
 
   int<lower=0> H;                                    // number of human cells (i, j)
   array[H] int<lower=1, upper=N> human_i;            // canonical item i (i < j)
   array[H] int<lower=1, upper=N> human_j;            // canonical item j
   array[H, 3] int<lower=0> human_counts;             // (wins of item i, wins of item j, ties)
-  vector<lower=0>[H] human_w;                        // likelihood weight of the cell
+  vector<lower=0>[H] human_w;                        // weight of the cell's log-likelihood
+  int<lower=0, upper=1> calc_log_lik;                // 1 = write log_lik per cell (LLM cells, then human)
 
-  int<lower=0> T;                                    // number of tie parameters
-  array[K] int<lower=0, upper=T> judge_tie;          // tie parameter of judge k in log_nu (0 = no ties)
-  int<lower=0, upper=T> human_tie;                   // tie parameter of the human judge (0 = no ties)
-
+  int<lower=0> r;                                    // disagreement rank; S has rank r + 1
+  int<lower=0, upper=2> calibration;                 // 0 = no human block; 1 = M = mu; 2 = M = W
   vector[N - 1] mu_ref;                              // reference direction for mu (coordinates of Q_N), nonzero
 
   real<lower=0> prior_m_sd;                          // prior sd of the mean judge score m_raw (0 = flat)
@@ -110,12 +114,23 @@ data {
   real<lower=0> prior_c_sd;                          // prior sd of the calibration coordinates (0 = flat)
   real prior_log_nu_mean;                            // prior mean of the log tie parameters
   real<lower=0> prior_log_nu_sd;                     // prior sd of the log tie parameters (0 = flat)
-
-  int<lower=0, upper=1> calc_log_lik;                // 1 = write log_lik per cell (LLM cells, then human)
   int<lower=0, upper=1> calc_win_prob;               // 1 = write the N x N human win probabilities
 }
 transformed data {
+  // ---- checks and constants of the shared data schema
+  vector[C] cell_log_coef = paired_log_coef(cell_counts);
+  vector[H] human_log_coef = paired_log_coef(human_counts);
+  array[H] int human_judge = rep_array(1, H);        // people: one judge, no order effect
+  array[H] int human_a = rep_array(0, H);
+  for (t in 1:C) {
+    if (tie_model == 0 && cell_counts[t, 3] > 0) reject("LLM cell ", t, " has ties but tie_model = 0");
+  }
+  for (t in 1:H) {
+    if (tie_model == 0 && human_counts[t, 3] > 0) reject("human cell ", t, " has ties but tie_model = 0");
+  }
+  int T = tie_model == 0 ? 0 : K + (H > 0);          // tie parameters: judges 1..K, then people
   int q = r + 1;                                     // rank of S
+  if (N < 3 || K < 1) reject("dial_sample.stan needs N >= 3 items and K >= 1 judges");
   int d = calibration == 0 ? 0 : (calibration == 1 ? 1 : q);   // calibration dimension
   matrix[N, N - 1] Q_N = centered_basis(N);          // orthonormal basis of {x : 1' x = 0} in R^N
   matrix[K, K - 1] Q_K = centered_basis(K);          // same in R^K
@@ -148,7 +163,7 @@ parameters {
   matrix[K - 1, r] P_raw;                            // judge side of U V', parameter expansion (coordinates of Q_K)
   vector[use_order ? K : 0] b;                       // judge order effects b_k
   vector[d] c;                                       // human calibration coordinates relative to M
-  vector[T] log_nu;                                  // log tie parameters (Davidson)
+  vector[T] log_nu;                                  // log tie parameters (judges 1..K, then people)
 }
 transformed parameters {
   real consensus_scale = sqrt(dot_self(m_raw) / N); // gamma_bar = 1' gamma / K > 0
@@ -176,35 +191,15 @@ transformed parameters {
   }
 }
 model {
-  // log tie parameter of every judge (0 where unused)
-  vector[K] log_nu_k = rep_vector(0, K);
-  for (k in 1:K) {
-    if (judge_tie[k] > 0) log_nu_k[k] = log_nu[judge_tie[k]];
-  }
-
-  // LLM cells: eq. binomial-model-llm (or Davidson-Beaver with ties)
+  // LLM and human cells: eq. binomial-model-llm / binomial-model-human (ties: paired_likelihoods.stan)
   {
-    vector[C] x;
-    for (t in 1:C) {
-      x[t] = S[cell_judge[t], cell_i[t]] - S[cell_judge[t], cell_j[t]];
-    }
-    if (use_order) {
-      x += to_vector(cell_a) .* b[cell_judge];
-    }
-    x *= 0.5;
-    for (t in 1:C) {
-      int k = cell_judge[t];
-      target += cell_w[t] * paired_cell_lpmf(cell_counts[t] | x[t], judge_tie[k] > 0, log_nu_k[k]);
-    }
-  }
-
-  // human cells: eq. binomial-model-human (or Davidson with a human tie parameter)
-  if (H > 0) {
-    vector[H] x_h = 0.5 * (s_H[human_i] - s_H[human_j]);
-    real log_nu_h = human_tie > 0 ? log_nu[human_tie] : 0;
-    for (t in 1:H) {
-      target += human_w[t] * paired_cell_lpmf(human_counts[t] | x_h[t], human_tie > 0, log_nu_h);
-    }
+    vector[K] b_k = use_order ? b : rep_vector(0, K);
+    vector[C] log_nu_c = T > 0 ? log_nu[cell_judge] : rep_vector(0, C);
+    vector[H] log_nu_h = rep_vector(T > 0 ? log_nu[T] : 0, H);
+    vector[C] eta = paired_eta(S, cell_judge, cell_i, cell_j, cell_a, b_k);
+    vector[H] eta_h = paired_eta(to_matrix(s_H'), human_judge, human_i, human_j, human_a, rep_vector(0, 1));
+    target += dot_product(cell_w, cell_log_coef + paired_log_lik(cell_counts, eta, tie_model, log_nu_c));
+    target += dot_product(human_w, human_log_coef + paired_log_lik(human_counts, eta_h, tie_model, log_nu_h));
   }
 
   // priors
@@ -222,7 +217,8 @@ generated quantities {
     = sqrt(dot_self(S' * rep_vector(1, K))) / sqrt(K * sum(square(S)));
   vector[T] nu = exp(log_nu);                        // tie parameters
   matrix[calc_win_prob ? N : 0, calc_win_prob ? N : 0] win_prob;   // P(people prefer i to j) = inv_logit(s_H[i] - s_H[j])
-  vector[calc_log_lik ? C + H : 0] log_lik;          // pointwise log-likelihood per cell (LLM cells, then human)
+  vector[calc_log_lik ? C + H : 0] log_lik;          // log p(counts) per cell (LLM cells, then human)
+  array[calc_log_lik ? C + H : 0, 3] int counts_rep; // replicated counts per cell (posterior predictive)
   if (calc_win_prob) {
     for (i in 1:N) {
       for (j in 1:N) {
@@ -231,16 +227,14 @@ generated quantities {
     }
   }
   if (calc_log_lik) {
-    for (t in 1:C) {
-      int k = cell_judge[t];
-      real x = S[k, cell_i[t]] - S[k, cell_j[t]] + (use_order ? cell_a[t] * b[k] : 0);
-      real log_nu_t = judge_tie[k] > 0 ? log_nu[judge_tie[k]] : 0;
-      log_lik[t] = paired_cell_lpmf(cell_counts[t] | 0.5 * x, judge_tie[k] > 0, log_nu_t);
-    }
-    for (t in 1:H) {
-      real log_nu_t = human_tie > 0 ? log_nu[human_tie] : 0;
-      log_lik[C + t] = paired_cell_lpmf(human_counts[t] | 0.5 * (s_H[human_i[t]] - s_H[human_j[t]]),
-                                        human_tie > 0, log_nu_t);
-    }
+    vector[K] b_k = size(b) > 0 ? b : rep_vector(0, K);
+    vector[C] log_nu_c = T > 0 ? log_nu[cell_judge] : rep_vector(0, C);
+    vector[H] log_nu_h = rep_vector(T > 0 ? log_nu[T] : 0, H);
+    vector[C] eta = paired_eta(S, cell_judge, cell_i, cell_j, cell_a, b_k);
+    vector[H] eta_h = paired_eta(to_matrix(s_H'), human_judge, human_i, human_j, human_a, rep_vector(0, 1));
+    log_lik[1:C] = cell_log_coef + paired_log_lik(cell_counts, eta, tie_model, log_nu_c);
+    log_lik[(C + 1):(C + H)] = human_log_coef + paired_log_lik(human_counts, eta_h, tie_model, log_nu_h);
+    counts_rep[1:C] = paired_rng(cell_counts, eta, tie_model, log_nu_c);
+    counts_rep[(C + 1):(C + H)] = paired_rng(human_counts, eta_h, tie_model, log_nu_h);
   }
 }

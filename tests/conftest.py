@@ -1,12 +1,46 @@
-"""Shared fixtures."""
+"""Shared fixtures.
+
+Every Stan test runs once per available backend: the session fixture
+``stan_backend_name`` is parametrized over CmdStan (cmdstanpy) and the Stan of
+httpstan, and sets ``PYDIAL_STAN_BACKEND`` while its tests run, so that code
+under test that picks the default backend uses it.  ``PYDIAL_TEST_BACKENDS``
+(comma-separated) restricts the list.
+"""
+
+import os
 
 import pytest
 
+from pydial.stan.backend import BACKEND_ENV, BACKENDS, _have_cmdstan, _have_httpstan
+
+
+def _available() -> list[str]:
+    have = {"cmdstanpy": _have_cmdstan(), "httpstan": _have_httpstan()}
+    wanted = os.environ.get("PYDIAL_TEST_BACKENDS")
+    names = [b for b in BACKENDS if have[b]]
+    if wanted:
+        names = [b for b in names if b in wanted.split(",")]
+    return names
+
+
+AVAILABLE_BACKENDS = _available()
+
+
+@pytest.fixture(scope="session", params=AVAILABLE_BACKENDS or [pytest.param(None, marks=pytest.mark.skip("no Stan backend"))])
+def stan_backend_name(request):
+    """The Stan backend of the test (also the default backend while it runs)."""
+    old = os.environ.get(BACKEND_ENV)
+    os.environ[BACKEND_ENV] = request.param
+    yield request.param
+    if old is None:
+        os.environ.pop(BACKEND_ENV, None)
+    else:
+        os.environ[BACKEND_ENV] = old
+
 
 @pytest.fixture(scope="session")
-def models():
-    """The Stan programs, compiled once per test session (in parallel processes; cached
-    on disk by httpstan / in the user cache for CmdStan)."""
+def models(stan_backend_name):
+    """The Stan programs on this backend, compiled once per session (cached on disk)."""
     from pydial.stan import precompile
 
-    return precompile()
+    return precompile(backend=stan_backend_name)

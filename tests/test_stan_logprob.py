@@ -1,19 +1,19 @@
-"""The Stan programs' log densities agree with the numpy engine and with independent numpy code.
+"""The Stan programs' log densities agree with the numpy engine and with the numpy cell likelihoods.
 
-* ``dial.stan``: ``-log_prob`` (flat priors, no Jacobian) equals ``n_H`` times
-  ``pydial.likelihood.Objective.weighted(chart, data, lam).value(theta)`` to
-  1e-8 relative at random ``theta`` (the unconstrained vector *is* the chart's
-  theta), for r = 0, 1, 2, both calibration bases, order effects on and off;
-  the gradients agree too.
-* ``judges.stan`` and ``dial_sample.stan``: against a Davidson-Beaver /
-  binomial log-likelihood written here from the formulas, without Stan.
+* ``dial.stan``: ``-(log_prob - constants)`` (flat priors, no Jacobian) equals
+  ``n_H`` times ``pydial.likelihood.Objective.weighted(chart, data, lam).value(theta)``
+  to 1e-8 relative at random ``theta`` (the unconstrained vector *is* the
+  chart's theta), for r = 0, 1, 2, both calibration bases, order effects on
+  and off; the gradients agree too.  With ties, against :mod:`pydial.ties`.
+* ``judges.stan`` and ``dial_sample.stan``: against the per-cell likelihoods of
+  :mod:`pydial.ties` (binary, Davidson-Beaver, Rao-Kupper), which are tested
+  against closed forms in tests/test_ties_likelihood.py.
 """
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
-from scipy.special import gammaln, log_expit
 
 from pydial.likelihood import Cells, Objective
 from pydial.model import Chart
@@ -25,8 +25,9 @@ from pydial.stan.standata import (
     helmert_basis,
     judges_data,
     llm_cell_table,
-    split_unconstrained,
+    weighted_log_coef,
 )
+from pydial.ties import TIE_MODELS, log_coef
 
 pytestmark = pytest.mark.stan
 
@@ -36,31 +37,19 @@ def data():
     return simulate(N=8, K=3, r=1, n_llm=3000, n_human=300, rng=11).comparisons
 
 
-# ------------------------------------------------------------------ independent numpy likelihoods
-def np_cell_loglik(counts: np.ndarray, x: np.ndarray, log_nu: np.ndarray | None) -> np.ndarray:
-    """Log pmf of (wins_i, wins_j, ties) per cell, written from the model's definition.
-
-    Davidson-Beaver: P(i) : P(j) : P(tie) = e^x : e^-x : nu with x = (s_i - s_j + a b) / 2;
-    without a tie parameter the binomial model logit P(i) = 2 x.
-    """
-    wi, wj, t = counts[:, 0].astype(float), counts[:, 1].astype(float), counts[:, 2].astype(float)
-    if log_nu is None:
-        assert np.all(t == 0)
-        n = wi + wj
-        return gammaln(n + 1) - gammaln(wi + 1) - gammaln(wj + 1) + wi * log_expit(2 * x) + wj * log_expit(-2 * x)
-    z = np.logaddexp(np.logaddexp(x, -x), log_nu)
-    n = wi + wj + t
-    coef = gammaln(n + 1) - gammaln(wi + 1) - gammaln(wj + 1) - gammaln(t + 1)
-    return coef + wi * (x - z) + wj * (-x - z) + t * (log_nu - z)
+def np_cell_loglik(counts: np.ndarray, eta: np.ndarray, ties: str | None, log_nu=0.0) -> np.ndarray:
+    """Log pmf of (wins_i, wins_j, ties) per cell from pydial.ties (kernel + multinomial coefficient)."""
+    return log_coef(counts) + TIE_MODELS[ties](counts, eta, log_nu).value
 
 
-def davidson_beaver_sim(rng, s, b, nu, i, j, a, n):
-    """Draw (wins_i, wins_j, ties) counts from the Davidson-Beaver model."""
-    x = 0.5 * (s[i] - s[j] + a * b)
-    logits = np.column_stack([x, -x, np.full_like(x, np.log(nu))])
-    p = np.exp(logits - logits.max(axis=1, keepdims=True))
-    p /= p.sum(axis=1, keepdims=True)
-    return np.array([rng.multinomial(m, pp) for m, pp in zip(n, p)])
+def with_ties(frame, frac=0.15, seed=8):
+    """Comparisons from a simulated frame with a fraction of the outcomes turned into ties."""
+    from pydial import Comparisons
+
+    frame = frame.copy()
+    rng = np.random.default_rng(seed)
+    frame.loc[rng.random(len(frame)) < frac, "winner"] = "tie"
+    return Comparisons.from_frame(frame)
 
 
 # ------------------------------------------------------------------ dial.stan
@@ -76,10 +65,11 @@ def test_dial_log_prob_equals_numpy_objective(models, data, r, cal, order):
     d = dial_data(data, ch, w_llm=lam * data.n_human / data.n_llm, w_human=1.0)
     obj = Objective.weighted(ch, data, lam)
     assert m.num_unconstrained(d) == ch.dim
+    coef = weighted_log_coef(d)
     for _ in range(3):
         theta = rng.normal(scale=0.7, size=ch.dim)
         expected = data.n_human * obj.value(theta)
-        got = -m.log_prob(d, theta)
+        got = -(m.log_prob(d, theta) - coef)
         assert got == pytest.approx(expected, rel=1e-8)
         _, g, _ = obj.value_grad_hess(theta, hess=False)
         np.testing.assert_allclose(-m.grad_log_prob(d, theta), data.n_human * g, rtol=1e-7,
@@ -94,13 +84,13 @@ def test_dial_llm_only_and_staged_weights(models, data):
     d = dial_data(data, ch, w_llm=1.0 / data.n_llm)
     obj = Objective.weighted(ch, data, np.inf)
     theta = rng.normal(size=ch.dim)
-    assert -m.log_prob(d, theta) == pytest.approx(obj.value(theta), rel=1e-10)
+    assert -(m.log_prob(d, theta) - weighted_log_coef(d)) == pytest.approx(obj.value(theta), rel=1e-10)
     # calibrated chart, human weight 0: the calibration coordinate does not enter
     chc = Chart(data.N, data.K, 1, "mu", True)
     dc = dial_data(data, chc, w_llm=1.0 / data.n_llm, w_human=0.0)
     th = rng.normal(size=chc.dim)
     oc = Objective(chc, Cells.stack(data, 1.0 / data.n_llm, 0.0))
-    assert -m.log_prob(dc, th) == pytest.approx(oc.value(th), rel=1e-10)
+    assert -(m.log_prob(dc, th) - weighted_log_coef(dc)) == pytest.approx(oc.value(th), rel=1e-10)
     th2 = th.copy()
     th2[chc.slices["c"]] += 3.0
     assert m.log_prob(dc, th2) == pytest.approx(m.log_prob(dc, th), rel=1e-14)
@@ -121,7 +111,30 @@ def test_dial_cell_weights_leave_one_out(models, data):
     eta = S[L.judge[4], L.i[4]] - S[L.judge[4], L.j[4]] + L.a[4] * b[L.judge[4]]
     n, y = L.wins_i[4] + L.wins_j[4], L.wins_i[4]
     nll = n * np.logaddexp(0, eta) - y * eta
-    assert full - loo == pytest.approx(-nll, rel=1e-10)
+    assert full - loo == pytest.approx(-nll + log_coef(L.counts[4:5])[0], rel=1e-10)
+
+
+@pytest.mark.parametrize("ties", ["davidson", "rao-kupper"])
+def test_dial_tie_log_prob_equals_numpy_cells(models, data, ties):
+    """dial.stan with tie_model > 0: weighted sum of the pydial.ties log pmfs (nu_k per judge, nu_H for people)."""
+    m = models["dial"]
+    tdata = with_ties(simulate(N=7, K=3, r=1, n_llm=2000, n_human=300, rng=12).frame)
+    ch = Chart(tdata.N, tdata.K, 1, "W", True)
+    d = dial_data(tdata, ch, w_llm=0.7, w_human=1.2, ties=ties)
+    L, H = llm_cell_table(tdata, ties=True), None
+    from pydial.stan.standata import human_cell_table
+
+    H = human_cell_table(tdata, ties=True)
+    assert L.ties.sum() > 0 and H.ties.sum() > 0
+    rng = np.random.default_rng(4)
+    assert m.num_unconstrained(d) == ch.dim + tdata.K + 1
+    for _ in range(2):
+        u = rng.normal(scale=0.5, size=ch.dim + tdata.K + 1)
+        theta, ln = u[: ch.dim], u[ch.dim:]
+        S, s_H, b = ch.S(theta), ch.scores(theta), ch.order_effects(theta)
+        ll = np_cell_loglik(L.counts, S[L.judge, L.i] - S[L.judge, L.j] + L.a * b[L.judge], ties, ln[L.judge])
+        lh = np_cell_loglik(H.counts, s_H[H.i] - s_H[H.j], ties, ln[-1])
+        assert m.log_prob(d, u) == pytest.approx(0.7 * ll.sum() + 1.2 * lh.sum(), rel=1e-10)
 
 
 def test_dial_priors_add_normal_densities(models, data):
@@ -147,38 +160,45 @@ def test_dial_rejects_bad_rank(models, data):
 
 
 # ------------------------------------------------------------------ judges.stan
-@pytest.mark.parametrize("ties,order", [(False, True), (True, True), (True, False)])
-def test_judges_log_prob_equals_numpy_davidson_beaver(models, ties, order):
+@pytest.mark.parametrize("ties,order", [(None, True), ("davidson", True), ("davidson", False), ("rao-kupper", True)])
+def test_judges_log_prob_equals_numpy_cells(models, ties, order):
     m = models["judges"]
     rng = np.random.default_rng(21)
-    N, G = 6, 3  # two LLM judges and the people (judge 3, a = 0, no order effect)
+    N, K = 6, 2  # two LLM judges and the people (a = 0, no order effect)
     i, j = np.triu_indices(N, 1)
-    g = np.repeat(np.arange(G), i.size)
-    ii, jj = np.tile(i, G), np.tile(j, G)
-    a = np.where(g < 2, rng.choice([-1, 1], size=g.size), 0)
+    g = np.repeat(np.arange(K), i.size)
+    ii, jj = np.tile(i, K), np.tile(j, K)
+    a = rng.choice([-1, 1], size=g.size)
     counts = rng.integers(0, 6, size=(g.size, 3))
-    if not ties:
+    hcounts = rng.integers(0, 6, size=(i.size, 3))
+    if ties is None:
         counts[:, 2] = 0
-    cells = CellTable(g, ii, jj, a, counts[:, 0], counts[:, 1], counts[:, 2])
+        hcounts[:, 2] = 0
+    L = CellTable(g, ii, jj, a, counts[:, 0], counts[:, 1], counts[:, 2])
+    z = np.zeros(i.size, np.int64)
+    H = CellTable(z + K, i, j, z, hcounts[:, 0], hcounts[:, 1], hcounts[:, 2])
     w = rng.uniform(0.5, 2.0, size=g.size)
-    d = judges_data(cells, N=N, G=G, order_judges=[0, 1] if order else [], tie_judges=range(G) if ties else [],
-                    w=w, flat=True)
+    d = judges_data(L, H, N=N, K=K, order=order, ties=ties, w_llm=w, w_human=0.6, flat=True)
     n_u = m.num_unconstrained(d)
+    assert n_u == (K + 1) * (N - 1) + (K if order else 0) + (K + 1 if ties else 0)
+    Q = helmert_basis(N)
     for _ in range(3):
         u = rng.normal(size=n_u)
-        parts = split_unconstrained("judges", d, u)
-        s = parts["s_raw"] @ helmert_basis(N).T  # G x N, centered
-        np.testing.assert_allclose(s.sum(axis=1), 0.0, atol=1e-12)
-        bg = np.zeros(G)
-        if order:
-            bg[:2] = parts["b"]
-        x = 0.5 * (s[g, ii] - s[g, jj] + a * bg[g])
-        ll = np_cell_loglik(counts, x, parts["log_nu"][g] if ties else None)
-        assert m.log_prob(d, u) == pytest.approx(float(np.sum(w * ll)), rel=1e-10)
-        # the generated log_lik is the unweighted per-cell log pmf; s matches the layout
-        con = m.constrain(d, u, include_gqs=True)
-        np.testing.assert_allclose(con["s"], s, rtol=1e-10, atol=1e-12)
-        np.testing.assert_allclose(con["log_lik"], ll, rtol=1e-10)
+        parts = m.constrain(d, u, include_gqs=True)
+        S = np.asarray(parts["s_raw"]).reshape(K, N - 1) @ Q.T  # K x N, centered
+        s_H = Q @ parts["sH_raw"]
+        np.testing.assert_allclose(parts["S"], S, rtol=1e-10, atol=1e-12)
+        np.testing.assert_allclose(parts["s_H"], s_H, rtol=1e-10, atol=1e-12)
+        b = np.asarray(parts["b"]).reshape(-1) if order else np.zeros(K)
+        ln = np.asarray(parts["log_nu"]).reshape(-1) if ties else np.zeros(K + 1)
+        ll = np_cell_loglik(counts, S[g, ii] - S[g, jj] + a * b[g], ties, ln[g])
+        lh = np_cell_loglik(hcounts, s_H[i] - s_H[j], ties, ln[K])
+        assert m.log_prob(d, u) == pytest.approx(float(np.sum(w * ll) + 0.6 * lh.sum()), rel=1e-10)
+        # the generated log_lik is the unweighted per-cell log pmf, LLM cells then human
+        np.testing.assert_allclose(parts["log_lik"], np.concatenate([ll, lh]), rtol=1e-10)
+        rep = np.asarray(parts["counts_rep"]).reshape(-1, 3)
+        tot = np.concatenate([counts, hcounts])
+        np.testing.assert_array_equal(rep.sum(axis=1), tot.sum(axis=1))
 
 
 def test_davidson_beaver_decisive_conditional_is_binomial_model():
@@ -194,7 +214,7 @@ def test_davidson_beaver_decisive_conditional_is_binomial_model():
 
 
 # ------------------------------------------------------------------ dial_sample.stan
-@pytest.mark.parametrize("r,cal,ties", [(1, "mu", None), (1, "W", "davidson"), (2, "W", None), (0, "mu", "davidson")])
+@pytest.mark.parametrize("r,cal,ties", [(1, "mu", None), (1, "W", "davidson"), (2, "W", None), (0, "mu", "rao-kupper")])
 def test_dial_sample_structure_and_log_lik(models, r, cal, ties):
     """At random unconstrained points: Cond. llm-structure holds and log_lik equals the numpy log pmf."""
     m = models["dial_sample"]
@@ -227,26 +247,11 @@ def test_dial_sample_structure_and_log_lik(models, r, cal, ties):
         np.testing.assert_allclose(s_H, M @ v["c"], atol=1e-10)
         # log_lik: LLM cells then human cells
         b = v.get("b", np.zeros(K))
-        x_l = 0.5 * (S[L.judge, L.i] - S[L.judge, L.j] + L.a * b[L.judge])
-        x_h = 0.5 * (s_H[H.i] - s_H[H.j])
-        ln = np.atleast_1d(v["log_nu"]) if ties else None
-        ll_l = np_cell_loglik(L.counts, x_l, ln[L.judge] if ties else None)
-        ll_h = np_cell_loglik(H.counts, x_h, np.full(len(H), ln[K]) if ties else None)
+        ln = np.atleast_1d(v["log_nu"]) if ties else np.zeros(K + 1)
+        ll_l = np_cell_loglik(L.counts, S[L.judge, L.i] - S[L.judge, L.j] + L.a * b[L.judge], ties, ln[L.judge])
+        ll_h = np_cell_loglik(H.counts, s_H[H.i] - s_H[H.j], ties, ln[K])
         np.testing.assert_allclose(v["log_lik"], np.concatenate([ll_l, ll_h]), rtol=1e-10)
         # the model block: weighted log-likelihood + the fixed parameter-expansion density of P_raw
-        P_raw = split_unconstrained_P(d, u)
+        P_raw = np.asarray(v["P_raw"]).reshape(K - 1, r)
         pe = -0.5 * np.sum((P_raw.T @ P_raw - np.eye(r)) ** 2) / 0.2**2
         assert m.log_prob(d, u) == pytest.approx(0.8 * ll_l.sum() + 1.3 * ll_h.sum() + pe, rel=1e-10)
-
-
-def split_unconstrained_P(d, u):
-    """``P_raw`` from the unconstrained vector of dial_sample.stan (all its parameters are unconstrained)."""
-    from pydial.stan.standata import parameter_layout
-
-    pos = 0
-    for name, shape, order in parameter_layout("dial_sample", d):
-        n = int(np.prod(shape)) if shape else 1
-        if name == "P_raw":
-            return u[pos : pos + n].reshape(shape, order=order)
-        pos += n
-    raise AssertionError("no P_raw")

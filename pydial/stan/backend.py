@@ -53,6 +53,7 @@ from .programs import PROGRAMS, program_code, program_path
 
 __all__ = [
     "BACKENDS",
+    "BACKEND_ENV",
     "StanCompileError",
     "StanBackendError",
     "SamplerWarning",
@@ -70,6 +71,13 @@ __all__ = [
 
 BACKENDS: tuple[str, ...] = ("cmdstanpy", "httpstan")
 """Backends in order of preference."""
+
+ROUNDOFF_FACTOR = 100.0
+"""CmdStan's L-BFGS stopped by a failed line search counts as converged when the gradient is within
+this factor of the tolerance: no decrease of ``log p`` is resolvable there in double precision."""
+
+BACKEND_ENV = "PYDIAL_STAN_BACKEND"
+"""Environment variable naming the default backend (``cmdstanpy`` or ``httpstan``)."""
 
 SAMPLER_STATS: tuple[str, ...] = (
     "lp__", "accept_stat__", "stepsize__", "treedepth__", "n_leapfrog__", "divergent__", "energy__",
@@ -143,9 +151,10 @@ def stan_backend(prefer: str | None = None) -> str:
     Parameters
     ----------
     prefer : {"cmdstanpy", "httpstan"} or None
-        ``None`` picks CmdStan when ``cmdstanpy.cmdstan_path()`` resolves and
-        the bundled Stan of httpstan (through pystan) otherwise.  A name forces
-        that backend.
+        ``None`` reads the environment variable ``PYDIAL_STAN_BACKEND``
+        (``cmdstanpy`` or ``httpstan``) and, when it is unset, picks CmdStan
+        when ``cmdstanpy.cmdstan_path()`` resolves and the bundled Stan of
+        httpstan (through pystan) otherwise.  A name forces that backend.
 
     Raises
     ------
@@ -155,6 +164,10 @@ def stan_backend(prefer: str | None = None) -> str:
         The forced backend (or, with ``None``, every backend) is unavailable; the
         message says how to install it.
     """
+    if prefer is None:
+        prefer = os.environ.get(BACKEND_ENV) or None
+        if prefer is not None and prefer not in BACKENDS:
+            raise ValueError(f"environment variable {BACKEND_ENV} must be one of {BACKENDS}, got {prefer!r}")
     if prefer is not None and prefer not in BACKENDS:
         raise ValueError(f"backend must be one of {BACKENDS} or None, got {prefer!r}")
     if prefer == "cmdstanpy":
@@ -234,6 +247,9 @@ class OptimizeResult:
     backend : str
     seconds : float
         Wall time of the optimization.
+    values : dict of str to ndarray
+        Parameters, transformed parameters and generated quantities at the
+        optimum (CmdStan reports them; empty on the scipy path).
     """
 
     u: np.ndarray
@@ -245,6 +261,7 @@ class OptimizeResult:
     evaluations: int
     backend: str
     seconds: float
+    values: dict[str, np.ndarray] = field(default_factory=dict, repr=False)
 
 
 @dataclass
@@ -404,6 +421,8 @@ class CompiledModel:
     exe_file: str = ""            # CmdStan executable
     _module: Any = field(default=None, repr=False)
     _cmdstan_model: Any = field(default=None, repr=False)
+    _param_names: list[str] | None = field(default=None, repr=False)
+    _shape_cache: dict[Any, dict[str, tuple[int, ...]]] = field(default_factory=dict, repr=False)
 
     # ---------------------------------------------------------------- httpstan
     def _services(self) -> Any:
@@ -411,20 +430,90 @@ class CompiledModel:
             self._module = _load_services(self.model_name)
         return self._module
 
-    def _named(self, data: Mapping[str, Any], u: np.ndarray) -> dict[str, Any]:
-        """Split an unconstrained vector of an all-unconstrained program into named values (CmdStan)."""
-        from .standata import UNCONSTRAINED_PROGRAMS, split_unconstrained
+    # ---------------------------------------------------------------- parameters
+    def parameter_names(self) -> list[str]:
+        """Names declared in the ``parameters`` block, in order (from ``stanc --info`` of this program)."""
+        if self._param_names is None:
+            if self.backend == "cmdstanpy":
+                info = self._cmdstan_model.src_info()
+            else:
+                info = _stanc_info_httpstan(self.code)
+            self._param_names = list(info.get("parameters", {}))
+        return list(self._param_names)
 
-        if self.name not in UNCONSTRAINED_PROGRAMS:
-            raise StanBackendError(
-                f"program {self.name!r}: CmdStan evaluates log_prob at constrained values, and this program has "
-                "constrained parameters whose unconstrained vector pydial cannot translate; use backend='httpstan'"
-            )
-        return {k: (v.tolist() if isinstance(v, np.ndarray) else float(v))
-                for k, v in split_unconstrained(self.name, data, u).items()}
+    def parameter_shapes(self, data: Mapping[str, Any]) -> dict[str, tuple[int, ...]]:
+        """Shapes of the parameters for these data, in declaration order, as the compiled model reports them.
+
+        httpstan: the model's ``get_dims``; CmdStan: the variables of a one-draw
+        ``fixed_param`` run (cached per set of integer data, which fixes every size).
+        """
+        data = _as_stan_data(data)
+        names = self.parameter_names()
+        if self.backend == "httpstan":
+            mod = self._services()
+            dims = dict(zip(mod.get_param_names(data), mod.get_dims(data)))
+            return {n: tuple(int(x) for x in dims[n]) for n in names}
+        key = _size_key(data)
+        if key not in self._shape_cache:
+            with _quiet_cmdstanpy():
+                fit = self._cmdstan_model.sample(data=_json_ready(data), fixed_param=True, chains=1, iter_sampling=1,
+                                                 iter_warmup=0, adapt_engaged=False, show_progress=False, seed=1)
+            vars_ = fit.metadata.stan_vars
+            # zero-size variables have no output columns: shape (0,)
+            self._shape_cache[key] = {n: tuple(int(x) for x in vars_[n].dimensions) if n in vars_ else (0,)
+                                      for n in names}
+        return dict(self._shape_cache[key])
+
+    def num_unconstrained(self, data: Mapping[str, Any]) -> int:
+        """Number of unconstrained parameters for these data.
+
+        The total size of the parameters (:meth:`parameter_shapes`): exact
+        unless the program declares simplex, correlation, Cholesky-factor or
+        other constrained container types (pydial's programs do not).
+        """
+        return int(sum(int(np.prod(s)) for s in self.parameter_shapes(data).values()))
+
+    def unconstrain(self, data: Mapping[str, Any], values: Mapping[str, Any]) -> np.ndarray:
+        """Unconstrained vector of named parameter values.
+
+        httpstan: the model's own ``transform_inits``.  CmdStan: each
+        parameter flattened column-major in declaration order, which is Stan's
+        unconstrained vector for parameters of unconstrained types that are not
+        arrays of vectors or matrices (all of pydial's programs; the tests check
+        it against httpstan).
+        """
+        data = _as_stan_data(data)
+        shapes = self.parameter_shapes(data)
+        missing = [n for n, sh in shapes.items() if n not in values and int(np.prod(sh)) > 0]
+        if missing:
+            raise KeyError(f"{self.name}: no values for the parameters {missing}")
+        values = {n: values.get(n, np.zeros(shapes[n])) for n in shapes}
+        if self.backend == "httpstan":
+            ctx = {n: np.asarray(values[n], float).reshape(shapes[n]) for n in shapes}
+            return np.asarray(self._services().transform_inits(data, _json_ready(_as_stan_data(ctx))), float)
+        parts = [np.asarray(values[n], float).reshape(shapes[n]).ravel(order="F") for n in shapes]
+        return np.concatenate(parts) if parts else np.zeros(0)
+
+    def _split(self, data: Mapping[str, Any], u: np.ndarray) -> dict[str, np.ndarray]:
+        """Named parameter values of an unconstrained vector, column-major (see :meth:`unconstrain`)."""
+        out, pos = {}, 0
+        u = np.asarray(u, float).ravel()
+        for n, shape in self.parameter_shapes(data).items():
+            size = int(np.prod(shape))
+            out[n] = u[pos:pos + size].reshape(shape, order="F")
+            pos += size
+        if pos != u.size:
+            raise ValueError(f"{self.name}: the unconstrained vector has {u.size} entries, the parameters {pos}")
+        return out
+
+    def _inits(self, data: Mapping[str, Any], u: np.ndarray) -> dict[str, Any]:
+        """Named values for CmdStan (zero-size parameters left out: CmdStan cannot read their shape)."""
+        return {k: v.tolist() for k, v in self._split(data, u).items() if v.size}
 
     def _cmdstan_log_prob(self, data: Mapping[str, Any], u: np.ndarray, jacobian: bool) -> tuple[float, np.ndarray]:
-        df = self._cmdstan_model.log_prob(self._named(data, u), data=_json_ready(data), jacobian=jacobian, sig_figs=18)
+        with _quiet_cmdstanpy():
+            df = self._cmdstan_model.log_prob(self._inits(data, u), data=_json_ready(data), jacobian=jacobian,
+                                              sig_figs=18)
         row = df.iloc[0].to_numpy(dtype=float)
         return float(row[0]), row[1:]
 
@@ -455,34 +544,33 @@ class CompiledModel:
                 raise StanBackendError(f"{self.name}: log_prob_grad failed: {e}") from e
         return self._cmdstan_log_prob(data, u, jacobian)[1]
 
-    def num_unconstrained(self, data: Mapping[str, Any]) -> int:
-        """Number of unconstrained parameters for these data.
-
-        Exact for pydial's programs (from their layout); for another program on
-        httpstan, the total size of the ``parameters`` block, which is exact unless
-        it declares simplex, correlation or Cholesky-factor types.
-        """
-        from .standata import parameter_layout
-
-        data = _as_stan_data(data)
-        if self.name in PROGRAMS:
-            return int(sum(int(np.prod(s)) if s else 1 for _, s, _ in parameter_layout(self.name, data)))
-        if self.backend != "httpstan":
-            raise StanBackendError(f"program {self.name!r}: number of unconstrained parameters unknown on CmdStan")
-        mod = self._services()
-        dims = dict(zip(mod.get_param_names(data), mod.get_dims(data)))
-        return int(sum(int(np.prod(dims[n])) if dims[n] else 1 for n in _parameter_block_names(self.code)))
-
     def constrain(self, data: Mapping[str, Any], u: Sequence[float], *, include_tparams: bool = True,
                   include_gqs: bool = False) -> dict[str, np.ndarray]:
-        """Named constrained values (and transformed parameters) at unconstrained ``u`` (httpstan only)."""
-        if self.backend != "httpstan":
-            if include_tparams or include_gqs:
-                raise StanBackendError("constrain() with transformed parameters needs the httpstan backend")
-            return {k: np.asarray(v, float) for k, v in self._named(_as_stan_data(data), np.asarray(u, float)).items()}
+        """Named constrained values (and transformed parameters, generated quantities) at unconstrained ``u``.
+
+        httpstan: the model's ``write_array`` in-process.  CmdStan: the
+        parameters from :meth:`unconstrain`'s layout; transformed parameters and
+        generated quantities from one ``fixed_param`` draw at those values.
+        """
         data = _as_stan_data(data)
+        u = np.asarray(u, float).ravel()
+        if self.backend != "httpstan":
+            params = self._split(data, u)
+            if not (include_tparams or include_gqs):
+                return params
+            with _quiet_cmdstanpy():
+                fit = self._cmdstan_model.sample(data=_json_ready(data), fixed_param=True, chains=1, iter_sampling=1,
+                                                 iter_warmup=0, adapt_engaged=False, show_progress=False, seed=1, sig_figs=18,
+                                                 inits={k: v.tolist() for k, v in params.items() if v.size})
+            info = self._cmdstan_model.src_info()
+            want = (list(info.get("transformed parameters", {})) if include_tparams else []) + \
+                (list(info.get("generated quantities", {})) if include_gqs else [])
+            out = dict(params)
+            for n in want:  # zero-size variables have no output columns
+                out[n] = np.asarray(fit.stan_variable(n), float)[0] if n in fit.metadata.stan_vars else np.zeros(0)
+            return out
         mod = self._services()
-        flat = np.asarray(mod.write_array(data, np.asarray(u, float).tolist(), include_tparams, include_gqs))
+        flat = np.asarray(mod.write_array(data, u.tolist(), include_tparams, include_gqs))
         names = mod.get_param_names(data)
         dims = mod.get_dims(data)
         out, pos = {}, 0
@@ -520,8 +608,8 @@ class CompiledModel:
             Seed of the default start and of CmdStan.
         fixed : sequence of bool, optional
             Coordinates held at ``init`` (e.g. the LLM block in the second stage
-            of eq. staged-calibrated-estimator).  Uses the scipy path on either
-            backend.
+            of eq. staged-calibrated-estimator).  httpstan only (scipy path);
+            on CmdStan pass fixed coordinates as data.
         bounds : sequence of (low, high), optional
             Box on the unconstrained coordinates (scipy path only).
         gtol : float
@@ -533,7 +621,8 @@ class CompiledModel:
             Iteration budget.
         method : {"scipy", "cmdstan"} or None
             Force the optimizer; default CmdStan's L-BFGS on the cmdstanpy
-            backend and scipy L-BFGS-B on exact gradients otherwise.
+            backend (stopping on the gradient test alone) and scipy
+            L-BFGS-B on exact in-process gradients on httpstan.
         """
         data = _as_stan_data(data)
         n = self.num_unconstrained(data)
@@ -542,7 +631,13 @@ class CompiledModel:
         if u0.size != n:
             raise ValueError(f"init has {u0.size} entries; program {self.name!r} has {n} unconstrained parameters")
         if method is None:
-            method = "cmdstan" if (self.backend == "cmdstanpy" and fixed is None and bounds is None) else "scipy"
+            method = "cmdstan" if self.backend == "cmdstanpy" else "scipy"
+        if self.backend == "cmdstanpy" and method == "scipy":
+            raise StanBackendError(
+                "on CmdStan every log density is a subprocess, so pydial does not run scipy on it: hold "
+                "coordinates fixed by passing them as data (dial.stan's fix_llm), or use backend='httpstan'")
+        if method == "cmdstan" and (fixed is not None or bounds is not None):
+            raise ValueError("fixed and bounds need method='scipy' (httpstan)")
         if method == "cmdstan":
             return self._optimize_cmdstan(data, u0, seed, gtol, max_iter)
         if method != "scipy":
@@ -609,26 +704,40 @@ class CompiledModel:
                               backend=self.backend, seconds=secs)
 
     def _optimize_cmdstan(self, data, u0, seed, gtol, max_iter) -> OptimizeResult:
-        inits = self._named(data, u0)
-        t0 = time.perf_counter()
-        mle = self._cmdstan_model.optimize(
-            data=_json_ready(data), inits=inits, seed=seed, jacobian=False, algorithm="lbfgs", iter=max_iter,
-            tol_grad=gtol, require_converged=False, sig_figs=18, show_console=False,
-        )
-        secs = time.perf_counter() - t0
-        from .standata import parameter_layout
-
-        vals = mle.stan_variables()
-        parts = []
-        for name, shape, order in parameter_layout(self.name, data):
-            if shape and int(np.prod(shape)) == 0:
-                continue
-            parts.append(np.asarray(vals[name], float).reshape(-1, order=order))
-        u = np.concatenate(parts) if parts else np.zeros(0)
+        u = u0
         lp, g = self._cmdstan_log_prob(data, u, False)
-        return OptimizeResult(u=u, log_prob=lp, grad_norm=float(np.max(np.abs(g))) if g.size else 0.0,
-                              converged=bool(mle.converged), message="CmdStan L-BFGS", iterations=-1, evaluations=-1,
-                              backend=self.backend, seconds=secs)
+        t0 = time.perf_counter()
+        vals: dict[str, np.ndarray] = {}
+        message = "CmdStan L-BFGS"
+        # Stop on the gradient alone (CmdStan's relative-objective and parameter tests would
+        # stop early) at a quarter of the verdict's tolerance |grad| <= gtol |log p|; as on the
+        # scipy path, restart from the end point (fresh curvature pairs, also after a failed
+        # line search near the optimum) until the verdict holds, at most four runs.
+        for _ in range(4):
+            with _quiet_cmdstanpy():
+                mle = self._cmdstan_model.optimize(
+                    data=_json_ready(data), inits=self._inits(data, u), seed=seed, jacobian=False, algorithm="lbfgs",
+                    iter=max_iter, tol_obj=1e-300, tol_rel_obj=1e-300, tol_grad=0.25 * gtol * max(1.0, abs(lp)),
+                    tol_rel_grad=1e-300, tol_param=1e-300, history_size=30, require_converged=False, sig_figs=18,
+                    show_console=False)
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")  # cmdstanpy's notice about scalars becoming arrays
+                    vals = {k: np.asarray(v, float) for k, v in mle.stan_variables().items()}
+                    ok = bool(mle.converged)
+            u = self.unconstrain(data, vals)
+            lp, g = self._cmdstan_log_prob(data, u, False)
+            if not ok:
+                message = "CmdStan L-BFGS: line search failed or iteration limit"
+            gnorm = float(np.max(np.abs(g))) if g.size else 0.0
+            if gnorm <= gtol * max(1.0, abs(lp)):
+                break
+        secs = time.perf_counter() - t0
+        # A line search that fails within ROUNDOFF_FACTOR of the tolerance has hit the
+        # resolution of log p itself (the decrease g^2 / (2 h) left is below |log p| eps).
+        tol = gtol * max(1.0, abs(lp)) * (1.0 if ok else ROUNDOFF_FACTOR)
+        return OptimizeResult(u=u, log_prob=lp, grad_norm=gnorm, converged=gnorm <= tol,
+                              message=message, iterations=-1, evaluations=-1, backend=self.backend, seconds=secs,
+                              values=vals)
 
     # ---------------------------------------------------------------- sample
     def sample(
@@ -709,15 +818,54 @@ class CompiledModel:
         return out, stats
 
 
-def _strip_comments(code: str) -> str:
-    code = re.sub(r"/\*.*?\*/", "", code, flags=re.S)
-    return re.sub(r"//[^\n]*", "", code)
+def _quiet_cmdstanpy() -> Any:
+    """Silence cmdstanpy's logger (pydial reports convergence and errors itself)."""
+    import contextlib
+    import logging
+
+    @contextlib.contextmanager
+    def quiet():
+        log = logging.getLogger("cmdstanpy")
+        level = log.level
+        log.setLevel(logging.CRITICAL)
+        try:
+            yield
+        finally:
+            log.setLevel(level)
+
+    return quiet()
 
 
-def _parameter_block_names(code: str) -> list[str]:
-    """Names declared in the ``parameters`` block of a program."""
-    m = re.search(r"(?<!transformed )\bparameters\s*\{(.*?)\n\s*\}", _strip_comments(code), re.S)
-    return re.findall(r"([A-Za-z_][A-Za-z0-9_]*)\s*;", m.group(1)) if m else []
+def _size_key(data: Mapping[str, Any]) -> tuple:
+    """The integer data, which fix every size of a Stan program's variables."""
+    out = []
+    for k in sorted(data):
+        v = np.asarray(data[k])
+        if np.issubdtype(v.dtype, np.integer):
+            out.append((k, v.shape, v.tobytes()))
+    return tuple(out)
+
+
+_STANC_INFO: dict[str, dict] = {}
+
+
+def _stanc_info_httpstan(code: str) -> dict:
+    """``stanc --info`` of a program with the stanc binary of httpstan (declarations by block)."""
+    import importlib.resources
+    import json
+    import subprocess
+    import tempfile
+
+    key = hashlib.sha256(code.encode()).hexdigest()
+    if key not in _STANC_INFO:
+        with importlib.resources.path("httpstan", "stanc") as stanc, tempfile.TemporaryDirectory() as tmp:
+            f = Path(tmp) / "program.stan"
+            f.write_text(code)
+            out = subprocess.run([str(stanc), "--info", str(f)], capture_output=True, text=True, check=False)
+        if out.returncode != 0:
+            raise StanCompileError(f"stanc --info failed:\n{out.stderr}")
+        _STANC_INFO[key] = json.loads(out.stdout)
+    return _STANC_INFO[key]
 
 
 # --------------------------------------------------------------------------- compile

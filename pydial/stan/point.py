@@ -26,7 +26,8 @@ from ..data import Comparisons
 from ..exceptions import ConvergenceWarning, DataError
 from ..model import Chart
 from .backend import CompiledModel, OptimizeResult, compile_model
-from .standata import CellTable, dial_data, human_cell_table, judges_data, llm_cell_table, spectral_start
+from .standata import (CellTable, _judge_ls, dial_data, empty_cells, helmert_basis, human_cell_table, judges_data, llm_cell_table,
+                       spectral_start, weighted_log_coef)
 
 __all__ = ["POINT_METHODS", "StanPointFit", "stan_fit_point"]
 
@@ -207,20 +208,10 @@ def stan_fit_point(
         return _fit_judges(data, order=order, backend=backend, seed=seed, gtol=gtol, max_iter=max_iter,
                            model=model, warn=warn)
 
-    dial = model if model is not None else compile_model("dial", backend=backend)
-
     if method == "human":
-        ch = Chart(data.N, 1, 0, None, False)
-        H = human_cell_table(data)
-        cells = CellTable(np.zeros_like(H.judge), H.i, H.j, H.a, H.wins_i, H.wins_j, H.ties)
-        d = dial_data(data, ch, w_llm=1.0, llm=cells, priors=priors)
-        th0 = spectral_start(data, ch, llm=cells) if init is None else np.asarray(init, float)
-        res = dial.optimize(d, th0, seed=seed, gtol=gtol, max_iter=max_iter)
-        if warn:
-            _check_converged(res, "human BTL")
-        s = ch.S(res.u)[0]
-        return StanPointFit(method, ch, res.u, s, s[None, :], np.zeros(1), 0.0, -res.log_prob / n_h, res.converged,
-                            res.grad_norm, [res], dial.backend, res.seconds)
+        return _fit_human(data, backend=backend, seed=seed, gtol=gtol, max_iter=max_iter, model=model, warn=warn)
+
+    dial = model if model is not None else compile_model("dial", backend=backend)
 
     if method == "joint":
         lam_ = n_l / n_h if lam is None else float(lam)
@@ -234,7 +225,7 @@ def stan_fit_point(
             _check_converged(res, f"joint fit, lambda = {lam_:.4g}")
         A, B, ct, b = ch.unpack(res.u)
         return StanPointFit(method, ch, res.u, ch.scores(res.u), A @ B.T, b if order else np.zeros(data.K), lam_,
-                            -res.log_prob / n_h, res.converged, res.grad_norm, [res], dial.backend, res.seconds)
+                            -(res.log_prob - weighted_log_coef(d)) / n_h, res.converged, res.grad_norm, [res], dial.backend, res.seconds)
 
     # LLM-only first stage (llm, staged, pooled)
     pooled = method == "pooled"
@@ -254,7 +245,7 @@ def stan_fit_point(
     if method == "llm":
         st = chL.structure(r1.u)
         return StanPointFit(method, chL, r1.u, st.mu * st.gamma.mean(), chL.S(r1.u), bL, np.inf,
-                            -r1.log_prob / n_l, r1.converged, r1.grad_norm, [r1], dial.backend, t_total)
+                            -(r1.log_prob - weighted_log_coef(dL)) / n_l, r1.converged, r1.grad_norm, [r1], dial.backend, t_total)
 
     # second stage: argmin_c l_H(M c) with the LLM block fixed (eq. staged-calibrated-estimator)
     ch = Chart(data.N, K, r, cal, use_order)
@@ -262,31 +253,49 @@ def stan_fit_point(
     M = st.mu[:, None] if cal == "mu" else st.W
     H = human_cell_table(data)
     # start: least squares of the empirical human log-odds on M (as in spectral_start)
-    from .standata import _judge_ls
-
     c0 = np.linalg.lstsq(M, _judge_ls(H, data.N, False)[0], rcond=None)[0]
     th1 = ch.from_structure(st, c0, bL if use_order else None)
-    d2 = dial_data(data, ch, w_llm=0.0, w_human=1.0, llm=cells, priors=priors)
-    fixed = np.ones(ch.dim, bool)
-    fixed[ch.slices["c"]] = False
-    r2 = dial.optimize(d2, th1, seed=seed, fixed=fixed, gtol=gtol, max_iter=max_iter)
+    # A and B of the first stage are data (fix_llm): Stan optimizes the calibration alone
+    d2 = dial_data(data, ch, w_llm=0.0, w_human=1.0, priors=priors, fix_llm=th1)
+    r2 = dial.optimize(d2, th1[ch.slices["c"]], seed=seed, gtol=gtol, max_iter=max_iter)
     if warn:
         _check_converged(r2, "calibration stage")
     t_total += r2.seconds
-    return StanPointFit(method, ch, r2.u, ch.scores(r2.u), ch.S(r2.u), bL, np.inf, -r2.log_prob / n_h,
-                        r1.converged and r2.converged, max(r1.grad_norm, r2.grad_norm), [r1, r2], dial.backend,
-                        t_total, llm_theta=r1.u, llm_chart=chL,
-                        details={"llm_objective": -r1.log_prob / n_l})
+    theta = th1.copy()
+    theta[ch.slices["c"]] = r2.u
+    return StanPointFit(method, ch, theta, ch.scores(theta), ch.S(theta), bL, np.inf,
+                        -(r2.log_prob - weighted_log_coef(d2)) / n_h, r1.converged and r2.converged,
+                        max(r1.grad_norm, r2.grad_norm), [r1, r2], dial.backend, t_total, llm_theta=r1.u,
+                        llm_chart=chL, details={"llm_objective": -(r1.log_prob - weighted_log_coef(dL)) / n_l})
+
+
+def _fit_human(data: Comparisons, *, backend: str | None, seed: int | None, gtol: float, max_iter: int,
+               model: CompiledModel | None, warn: bool) -> StanPointFit:
+    """Human BTL, eq. human-full-loss, with ``judges.stan`` (no LLM judge, ``K = 0``)."""
+    jm = model if model is not None else compile_model("judges", backend=backend)
+    N = data.N
+    H = human_cell_table(data)
+    d = judges_data(empty_cells(), H, N=N, K=0, order=False,
+                    flat=True, log_lik=False)
+    Q = helmert_basis(N)
+    u0 = jm.unconstrain(d, {"s_raw": np.zeros((0, N - 1)), "sH_raw": Q.T @ _judge_ls(H, N, False)[0],
+                            "b": np.zeros(0), "log_nu": np.zeros(0)})
+    res = jm.optimize(d, u0, seed=seed, gtol=gtol, max_iter=max_iter)
+    if warn:
+        _check_converged(res, "human BTL")
+    s = Q @ jm.constrain(d, res.u, include_tparams=False)["sH_raw"]
+    ch = Chart(N, 1, 0, None, False)
+    return StanPointFit("human", ch, s[: N - 1].copy(), s, s[None, :], np.zeros(1), 0.0,
+                        -(res.log_prob - weighted_log_coef(d)) / data.n_human, res.converged, res.grad_norm, [res],
+                        jm.backend, res.seconds)
 
 
 def _fit_judges(data: Comparisons, *, order: bool, backend: str | None, seed: int | None, gtol: float,
                 max_iter: int, model: CompiledModel | None, warn: bool) -> StanPointFit:
-    from .standata import _judge_ls, helmert_basis, split_unconstrained
-
     jm = model if model is not None else compile_model("judges", backend=backend)
     N, K = data.N, data.K
     L = llm_cell_table(data)
-    d = judges_data(L, N=N, G=K, order_judges=range(K) if order else (), flat=True, log_lik=False)
+    d = judges_data(L, None, N=N, K=K, order=order, flat=True, log_lik=False)
     Q = helmert_basis(N)
     s0 = np.zeros((K, N - 1))
     b0 = np.zeros(K)
@@ -295,19 +304,16 @@ def _fit_judges(data: Comparisons, *, order: bool, backend: str | None, seed: in
         sub = CellTable(*(x[m] for x in (L.judge, L.i, L.j, L.a, L.wins_i, L.wins_j, L.ties)))
         s, b0[k] = _judge_ls(sub, N, order)
         s0[k] = Q.T @ s
-    u0 = np.concatenate([s0.ravel(), b0 if order else np.zeros(0)])
+    u0 = jm.unconstrain(d, {"s_raw": s0, "sH_raw": np.zeros(0), "b": b0 if order else np.zeros(0),
+                            "log_nu": np.zeros(0)})
     res = jm.optimize(d, u0, seed=seed, gtol=gtol, max_iter=max_iter)
     if warn:
         _check_converged(res, "judge-wise BTL")
-    parts = split_unconstrained("judges", d, res.u)
-    S = parts["s_raw"] @ Q.T
-    b = parts["b"] if order else np.zeros(K)
+    parts = jm.constrain(d, res.u, include_tparams=False)
+    S = np.asarray(parts["s_raw"]).reshape(K, N - 1) @ Q.T
+    b = np.asarray(parts["b"]).reshape(-1) if order else np.zeros(K)
     ch = Chart(N, 1, 0, None, order)
     theta = np.column_stack([S[:, : N - 1], b[:, None]]) if order else S[:, : N - 1].copy()
-    # judges.stan keeps the binomial coefficients; remove them to report l_LLM of eq. llm-negloglik
-    from scipy.special import gammaln
-
-    n = L.wins_i + L.wins_j
-    log_coef = float(np.sum(gammaln(n + 1) - gammaln(L.wins_i + 1) - gammaln(L.wins_j + 1)))
-    return StanPointFit("judges", ch, theta, S.mean(axis=0), S, b, np.inf, -(res.log_prob - log_coef) / data.n_llm,
-                        res.converged, res.grad_norm, [res], jm.backend, res.seconds)
+    return StanPointFit("judges", ch, theta, S.mean(axis=0), S, b, np.inf,
+                        -(res.log_prob - weighted_log_coef(d)) / data.n_llm, res.converged, res.grad_norm, [res],
+                        jm.backend, res.seconds)

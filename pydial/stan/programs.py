@@ -87,5 +87,5 @@ def expand_includes(text: str, include_dirs: list[Path], _seen: tuple[str, ...] 
 def program_code(name: str) -> str:
     """Self-contained text of a program with its includes expanded."""
     path = program_path(name)
-    dirs = [path.parent / "include", path.parent]
+    dirs = [path.parent / "include", path.parent, program_dir() / "include"]
     return expand_includes(path.read_text(), dirs)

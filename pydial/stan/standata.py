@@ -30,14 +30,18 @@ __all__ = [
     "dial_data",
     "dial_sample_data",
     "judges_data",
-    "parameter_layout",
+    "schema_data",
+    "standata",
+    "weighted_log_coef",
+    "TIE_MODEL_CODE",
     "spectral_start",
     "dial_sample_inits",
+    "tie_start",
 ]
 
 CALIBRATION_CODE = {None: 0, "mu": 1, "W": 2}
 
-DIAL_PRIORS: dict[str, float] = {"A": 0.0, "B": 0.0, "c": 0.0, "b": 0.0}
+DIAL_PRIORS: dict[str, float] = {"A": 0.0, "B": 0.0, "c": 0.0, "b": 0.0, "log_nu": 0.0}
 """Normal prior scales of ``dial.stan`` (penalty on the chart blocks); 0 = flat (the MLE)."""
 
 DIAL_SAMPLE_PRIORS: dict[str, float] = {
@@ -147,6 +151,77 @@ def _weights(w: float | np.ndarray, m: int, what: str) -> np.ndarray:
 
 
 # --------------------------------------------------------------------------- dial.stan
+TIE_MODEL_CODE: dict[str | None, int] = {None: 0, "davidson": 1, "rao-kupper": 2}
+"""``tie_model`` switch of the Stan programs (see ``stan/include/paired_likelihoods.stan``)."""
+
+STANDATA_PROGRAMS: tuple[str, ...] = ("dial", "dial_sample", "judges")
+
+
+def _tie_code(ties: str | None) -> int:
+    if ties not in TIE_MODEL_CODE:
+        raise ValueError(f"ties must be one of {list(TIE_MODEL_CODE)}, got {ties!r}")
+    return TIE_MODEL_CODE[ties]
+
+
+def empty_cells() -> CellTable:
+    """A table with no cells."""
+    z = np.zeros(0, np.int64)
+    return CellTable(z, z, z, z, z, z, z)
+
+
+def schema_data(L: CellTable, H: CellTable | None, *, N: int, K: int, order: bool, ties: str | None,
+                w_llm: float | np.ndarray = 1.0, w_human: float | np.ndarray = 1.0,
+                log_lik: bool = True) -> dict[str, Any]:
+    """The data block shared by every program (``N, K, use_order, tie_model``, LLM and human cells).
+
+    ``L`` holds LLM cells with 0-based judges ``0..K-1``; ``H`` human cells (or
+    ``None``).  Weights multiply each cell's log-likelihood.  With
+    ``ties=None`` the cells must have no ties (use the decisive tables).
+    """
+    H = empty_cells() if H is None else H
+    code = _tie_code(ties)
+    if code == 0 and (np.any(L.ties > 0) or np.any(H.ties > 0)):
+        raise ValueError("cells with ties need a tie model (ties='davidson' or 'rao-kupper')")
+    if len(L) and (L.judge.min() < 0 or L.judge.max() >= K):
+        raise ValueError(f"LLM cell judges must lie in 0..{K - 1}")
+    return {
+        "N": int(N),
+        "K": int(K),
+        "use_order": int(bool(order)),
+        "tie_model": code,
+        "C": len(L),
+        "cell_judge": L.judge + 1,
+        "cell_i": L.i + 1,
+        "cell_j": L.j + 1,
+        "cell_a": L.a,
+        "cell_counts": L.counts,
+        "cell_w": _weights(w_llm, len(L), "LLM"),
+        "H": len(H),
+        "human_i": H.i + 1,
+        "human_j": H.j + 1,
+        "human_counts": H.counts,
+        "human_w": _weights(w_human, len(H), "human"),
+        "calc_log_lik": int(log_lik),
+    }
+
+
+def weighted_log_coef(d: Mapping[str, Any]) -> float:
+    """Sum over cells of weight times the log multinomial coefficient, as the programs add it.
+
+    ``log_prob - weighted_log_coef(d)`` is the weighted log-likelihood without
+    constants, the scale of :class:`pydial.likelihood.Objective`.
+    """
+    from scipy.special import gammaln
+
+    def part(counts: Any, w: Any) -> float:
+        c = np.asarray(counts, float).reshape(-1, 3)
+        coef = gammaln(c.sum(1) + 1) - gammaln(c + 1).sum(1)
+        return float(np.dot(np.asarray(w, float).reshape(-1), coef))
+
+    return part(d["cell_counts"], d["cell_w"]) + part(d["human_counts"], d["human_w"])
+
+
+# --------------------------------------------------------------------------- dial.stan
 def dial_data(
     data: Comparisons,
     chart: Chart,
@@ -155,6 +230,9 @@ def dial_data(
     w_human: float | np.ndarray = 0.0,
     priors: Mapping[str, float] | None = None,
     llm: CellTable | None = None,
+    ties: str | None = None,
+    fix_llm: np.ndarray | None = None,
+    log_lik: bool = False,
 ) -> dict[str, Any]:
     """Data of ``dial.stan`` for the chart ``chart``.
 
@@ -164,45 +242,47 @@ def dial_data(
     chart : pydial.model.Chart
         Gives ``N, K, r``, the calibration basis and the order switch.
     w_llm, w_human : float or array
-        Weight of each judgment of an LLM / a human cell (scalar or one per
-        cell).  ``Q_lambda`` of eq. weighted-loss is ``w_llm = lambda / n_LLM``,
-        ``w_human = 1 / n_H``; multiplying both by ``n_H`` gives the
-        log-likelihood scale used by the optimizer.  Human cells are passed only
-        when the chart has a calibration basis.
+        Weight of each cell's log-likelihood (scalar or one per cell).
+        ``-n_H Q_lambda`` of eq. weighted-loss is ``w_llm = lambda n_H / n_LLM``,
+        ``w_human = 1``.  Human cells are passed only when the chart has a
+        calibration basis.
     priors : mapping, optional
-        Normal prior scales ``{"A", "B", "c", "b"}`` (default 0 = flat).
+        Normal prior scales ``{"A", "B", "c", "b", "log_nu"}`` (default 0 = flat).
     llm : CellTable, optional
         LLM cells to use instead of ``data``'s (e.g. pooled over judges).
+    ties : {None, "davidson", "rao-kupper"}
+        Tie model; the cells then carry the tie counts.
+    fix_llm : ndarray, optional
+        A chart ``theta`` whose ``A`` and ``B`` become data: only the
+        calibration (and the people's tie parameter) is fitted, on the human
+        cells alone (second stage of eq. staged-calibrated-estimator).
     """
-    L = llm if llm is not None else llm_cell_table(data)
-    H = human_cell_table(data) if chart.calibration is not None else None
+    tie = ties is not None
+    L = llm if llm is not None else llm_cell_table(data, ties=tie)
+    H = human_cell_table(data, ties=tie) if chart.calibration is not None else None
+    if fix_llm is not None:
+        L = empty_cells()
     p = _merge(DIAL_PRIORS, priors, "dial.stan")
-    n_h = 0 if H is None else len(H)
-    return {
-        "N": chart.N,
-        "K": chart.K,
+    d = schema_data(L, H, N=chart.N, K=chart.K, order=chart.order, ties=ties, w_llm=w_llm, w_human=w_human,
+                    log_lik=log_lik)
+    if fix_llm is not None:
+        th = np.asarray(fix_llm, float)
+        A_fix, B_fix = th[chart.slices["A"]], th[chart.slices["B"]]
+    else:
+        A_fix = B_fix = np.zeros(0)
+    d.update({
         "r": chart.r,
-        "use_order": int(chart.order),
         "calibration": CALIBRATION_CODE[chart.calibration],
-        "C": len(L),
-        "cell_judge": L.judge + 1,
-        "cell_i": L.i + 1,
-        "cell_j": L.j + 1,
-        "cell_a": L.a,
-        "cell_n": L.wins_i + L.wins_j,
-        "cell_y": L.wins_i,
-        "cell_w": _weights(w_llm, len(L), "LLM"),
-        "H": n_h,
-        "human_i": (H.i + 1) if H is not None else np.zeros(0, np.int64),
-        "human_j": (H.j + 1) if H is not None else np.zeros(0, np.int64),
-        "human_n": (H.wins_i + H.wins_j) if H is not None else np.zeros(0, np.int64),
-        "human_y": H.wins_i if H is not None else np.zeros(0, np.int64),
-        "human_w": _weights(w_human, n_h, "human"),
+        "fix_llm": int(fix_llm is not None),
+        "A_fix": A_fix,
+        "B_fix": B_fix,
         "prior_sd_A": p["A"],
         "prior_sd_B": p["B"],
         "prior_sd_c": p["c"],
         "prior_sd_b": p["b"],
-    }
+        "prior_sd_log_nu": p["log_nu"],
+    })
+    return d
 
 
 # --------------------------------------------------------------------------- dial_sample.stan
@@ -222,175 +302,145 @@ def dial_sample_data(
 ) -> tuple[dict[str, Any], CellTable, CellTable | None]:
     """Data of ``dial_sample.stan`` and the cell tables (LLM, human) in log_lik order.
 
-    ``ties="davidson"`` gives every LLM judge a tie parameter (``nu_1..nu_K``)
-    and the people one more (``nu_{K+1}``), using the tie counts of
-    :meth:`Comparisons.tie_cells`; ``None`` uses the decisive cells only.
-    ``mu_ref`` is the program's reference direction for ``mu`` in the
-    coordinates of :func:`helmert_basis` (default: from
+    ``ties="davidson"`` / ``"rao-kupper"`` gives every LLM judge a tie
+    parameter (``nu_1..nu_K``) and the people one more (``nu_{K+1}``), using
+    the tie counts of :meth:`Comparisons.tie_cells`; ``None`` uses the
+    decisive cells only.  ``mu_ref`` is the program's reference direction for
+    ``mu`` in the coordinates of :func:`helmert_basis` (default: from
     :func:`spectral_start`; any rough estimate of ``mu`` will do).
     """
-    if ties not in (None, "davidson"):
-        raise ValueError(f"ties must be None or 'davidson', got {ties!r}")
+    _tie_code(ties)
     Chart(data.N, data.K, rank, calibration, order)  # validates rank / calibration
-    tie = ties == "davidson"
+    tie = ties is not None
     L = llm_cell_table(data, ties=tie)
     H = human_cell_table(data, ties=tie) if calibration is not None else None
     p = _merge(DIAL_SAMPLE_PRIORS, priors, "dial_sample.stan")
-    n_h = 0 if H is None else len(H)
-    K = data.K
-    T = (K + (1 if n_h else 0)) if tie else 0
     if mu_ref is None:
-        chL = Chart(data.N, K, rank, None, order)
+        chL = Chart(data.N, data.K, rank, None, order)
         mu_ref = helmert_basis(data.N).T @ chL.structure(spectral_start(data, chL)).mu / np.sqrt(data.N)
     mu_ref = np.asarray(mu_ref, float).reshape(-1)
     if mu_ref.size != data.N - 1 or not np.linalg.norm(mu_ref) > 0:
         raise ValueError(f"mu_ref must be a nonzero vector of length N - 1 = {data.N - 1}")
-    d = {
-        "N": data.N,
-        "K": K,
+    d = schema_data(L, H, N=data.N, K=data.K, order=order, ties=ties, w_llm=w_llm, w_human=w_human, log_lik=log_lik)
+    d.update({
         "r": rank,
-        "use_order": int(order),
         "calibration": CALIBRATION_CODE[calibration],
-        "C": len(L),
-        "cell_judge": L.judge + 1,
-        "cell_i": L.i + 1,
-        "cell_j": L.j + 1,
-        "cell_a": L.a,
-        "cell_counts": L.counts,
-        "cell_w": _weights(w_llm, len(L), "LLM"),
-        "H": n_h,
-        "human_i": (H.i + 1) if H is not None else np.zeros(0, np.int64),
-        "human_j": (H.j + 1) if H is not None else np.zeros(0, np.int64),
-        "human_counts": H.counts if H is not None else np.zeros((0, 3), np.int64),
-        "human_w": _weights(w_human, n_h, "human"),
-        "T": T,
-        "judge_tie": np.arange(1, K + 1, dtype=np.int64) if tie else np.zeros(K, np.int64),
-        "human_tie": (K + 1) if (tie and n_h) else 0,
+        "mu_ref": mu_ref,
         "prior_m_sd": p["m_sd"],
         "prior_gamma_sd": p["gamma_sd"],
         "prior_Z_sd": p["Z_sd"],
-        "mu_ref": mu_ref,
         "prior_b_sd": p["b_sd"],
         "prior_c_sd": p["c_sd"],
         "prior_log_nu_mean": p["log_nu_mean"],
         "prior_log_nu_sd": p["log_nu_sd"],
-        "calc_log_lik": int(log_lik),
         "calc_win_prob": int(win_prob),
-    }
+    })
     return d, L, H
 
 
 # --------------------------------------------------------------------------- judges.stan
 def judges_data(
-    cells: CellTable,
+    L: CellTable,
+    H: CellTable | None,
     *,
     N: int,
-    G: int,
-    order_judges: Sequence[int] = (),
-    tie_judges: Sequence[int] = (),
-    w: float | np.ndarray = 1.0,
+    K: int,
+    order: bool = True,
+    ties: str | None = None,
+    w_llm: float | np.ndarray = 1.0,
+    w_human: float | np.ndarray = 1.0,
     priors: Mapping[str, float] | None = None,
     flat: bool = False,
     log_lik: bool = True,
 ) -> dict[str, Any]:
-    """Data of ``judges.stan``.
+    """Data of ``judges.stan``: LLM cells ``L`` of judges ``0..K-1`` and human cells ``H``.
 
-    Parameters
-    ----------
-    cells : CellTable
-        Cells with 0-based judge index ``g`` in ``0..G-1``.
-    N, G : int
-        Items and judges.
-    order_judges, tie_judges : sequences of int
-        0-based judges that get an order effect / a tie parameter, in the
-        order of ``b`` / ``log_nu``.
-    w : float or array
-        Likelihood weight per cell.
-    priors : mapping, optional
-        Overrides of :data:`JUDGES_PRIORS`.
-    flat : bool
-        All prior scales 0 (for the MLE); ``priors`` then ignored.
+    ``K = 0`` with human cells only is the human BTL (or tie) model; one judge
+    holding every LLM cell with ``order=False`` is the pooled BTL.
+    ``flat=True`` sets every prior scale to 0 (the MLE); ``priors`` are then
+    ignored.
     """
-    if len(cells) and (cells.judge.min() < 0 or cells.judge.max() >= G):
-        raise ValueError(f"cell judges must lie in 0..{G - 1}")
     p = _merge(JUDGES_PRIORS, priors, "judges.stan")
     if flat:
         p = {k: (0.0 if k.endswith("sd") else v) for k, v in p.items()}
-    jo = np.zeros(G, np.int64)
-    jo[np.asarray(order_judges, np.int64)] = np.arange(1, len(order_judges) + 1)
-    jt = np.zeros(G, np.int64)
-    jt[np.asarray(tie_judges, np.int64)] = np.arange(1, len(tie_judges) + 1)
-    no_tie = jt[cells.judge] == 0
-    if np.any(cells.ties[no_tie] > 0):
-        raise ValueError("cells of a judge without a tie parameter contain ties")
-    return {
-        "N": N,
-        "G": G,
-        "C": len(cells),
-        "cell_judge": cells.judge + 1,
-        "cell_i": cells.i + 1,
-        "cell_j": cells.j + 1,
-        "cell_a": cells.a,
-        "cell_counts": cells.counts,
-        "cell_w": _weights(w, len(cells), "cell"),
-        "P": len(order_judges),
-        "judge_order": jo,
-        "T": len(tie_judges),
-        "judge_tie": jt,
+    d = schema_data(L, H, N=N, K=K, order=order, ties=ties, w_llm=w_llm, w_human=w_human, log_lik=log_lik)
+    d.update({
         "prior_s_sd": p["s_sd"],
         "prior_b_sd": p["b_sd"],
         "prior_log_nu_mean": p["log_nu_mean"],
         "prior_log_nu_sd": p["log_nu_sd"],
-        "calc_log_lik": int(log_lik),
-    }
+    })
+    return d
 
 
-# --------------------------------------------------------------------------- layouts
-UNCONSTRAINED_PROGRAMS = frozenset({"dial", "judges", "dial_sample"})
-"""Programs whose parameters are all unconstrained (unconstrained vector = values)."""
+def standata(
+    data: Comparisons,
+    program: str = "dial_sample",
+    *,
+    rank: int = 1,
+    calibration: str | None = "mu",
+    order: bool = True,
+    ties: str | None = None,
+    lam: float | None = None,
+    priors: Mapping[str, float] | None = None,
+    include_human: bool = True,
+    extra: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    r"""The Stan data dictionary of a pydial program for ``data`` (the shared schema plus the program's own).
 
+    Every shipped program reads the same cells: ``N, K, use_order,
+    tie_model`` (0 binary, 1 Davidson-Beaver, 2 Rao-Kupper), the LLM cells
+    ``cell_judge, cell_i, cell_j, cell_a`` (1-based, ``i < j``, ``a = +1`` when
+    item ``i`` was shown first), ``cell_counts[C, 3]`` (wins of ``i``, wins of
+    ``j``, ties) and weights ``cell_w``, the human cells ``human_i, human_j,
+    human_counts[H, 3], human_w``, and ``calc_log_lik``.  A program extended
+    from a shipped one reads the same dictionary plus its own entries
+    (``extra``).
 
-def parameter_layout(program: str, d: Mapping[str, Any]) -> list[tuple[str, tuple[int, ...], str]]:
-    """Parameters of ``program`` in declaration order: ``(name, shape, order)``.
+    Parameters
+    ----------
+    data : Comparisons
+    program : {"dial", "dial_sample", "judges"}
+        Whose program-specific entries (rank, calibration, priors) to add.
+    rank, calibration, order, ties
+        As in :func:`pydial.stan.posterior` (``calibration=None``: no human cells
+        for ``dial``/``dial_sample``).
+    lam : float, optional
+        LLM weight ``lambda`` of eq. weighted-loss: LLM cells get weight
+        ``lambda n_H / n_LLM`` (default: 1, the ordinary likelihood).
+    priors : mapping, optional
+        Overrides of the program's default priors.
+    include_human : bool
+        ``judges``: include the human cells.
+    extra : mapping, optional
+        More entries (data of an extended program); they may not replace
+        schema entries.
 
-    The unconstrained vector is the concatenation of the parameters, each
-    flattened in ``order`` (``"F"`` column-major for Stan matrices, ``"C"`` for
-    arrays of vectors).  For ``dial`` it is exactly the reduced chart ``theta``
-    of :class:`pydial.model.Chart`.  ``dial_sample`` has a ``unit_vector``
-    whose unconstrained size equals its constrained size.
+    Returns
+    -------
+    dict
+        Ready for :meth:`pydial.stan.CompiledModel.sample` / ``optimize`` on either backend.
     """
+    if program not in STANDATA_PROGRAMS:
+        raise ValueError(f"program must be one of {STANDATA_PROGRAMS}, got {program!r}")
+    w_llm = 1.0 if lam is None else float(lam) * data.n_human / data.n_llm
+    tie = ties is not None
     if program == "dial":
-        N, K, r = int(d["N"]), int(d["K"]), int(d["r"])
-        q = r + 1
-        cal = int(d["calibration"])
-        dd = 0 if cal == 0 else (1 if cal == 1 else q)
-        return [("A_free", ((K - 1) * q,), "C"), ("B_free", ((N - 1) * q,), "C"), ("c", (dd,), "C"),
-                ("b", (K if int(d["use_order"]) else 0,), "C")]
-    if program == "judges":
-        N, G = int(d["N"]), int(d["G"])
-        return [("s_raw", (G, N - 1), "C"), ("b", (int(d["P"]),), "C"), ("log_nu", (int(d["T"]),), "C")]
-    if program == "dial_sample":
-        N, K, r = int(d["N"]), int(d["K"]), int(d["r"])
-        cal = int(d["calibration"])
-        dd = 0 if cal == 0 else (1 if cal == 1 else r + 1)
-        return [("m_raw", (N - 1,), "C"), ("Z_raw", (N - 2, r), "F"), ("gamma_dev", (K - 1,), "C"), ("P_raw", (K - 1, r), "F"),
-                ("b", (K if int(d["use_order"]) else 0,), "C"), ("c", (dd,), "C"), ("log_nu", (int(d["T"]),), "C")]
-    raise ValueError(f"no parameter layout for program {program!r}")
-
-
-def split_unconstrained(program: str, d: Mapping[str, Any], u: np.ndarray) -> dict[str, np.ndarray]:
-    """Named arrays from the unconstrained vector of an all-unconstrained program."""
-    if program not in UNCONSTRAINED_PROGRAMS:
-        raise ValueError(f"program {program!r} has constrained parameters; use CompiledModel.constrain")
-    out, pos = {}, 0
-    u = np.asarray(u, float).ravel()
-    for name, shape, order in parameter_layout(program, d):
-        n = int(np.prod(shape)) if shape else 1
-        out[name] = u[pos : pos + n].reshape(shape, order=order) if shape else u[pos]
-        pos += n
-    if pos != u.size:
-        raise ValueError(f"{program}: unconstrained vector has {u.size} entries, layout needs {pos}")
-    return out
+        ch = Chart(data.N, data.K, rank, calibration, order)
+        d = dial_data(data, ch, w_llm=w_llm, w_human=1.0, priors=priors, ties=ties, log_lik=True)
+    elif program == "dial_sample":
+        d = dial_sample_data(data, rank=rank, calibration=calibration, order=order, ties=ties, w_llm=w_llm,
+                             priors=priors)[0]
+    else:
+        H = human_cell_table(data, ties=tie) if include_human and data.n_human > 0 else None
+        d = judges_data(llm_cell_table(data, ties=tie), H, N=data.N, K=data.K, order=order, ties=ties,
+                        w_llm=w_llm, priors=priors)
+    if extra:
+        clash = sorted(set(extra) & set(d))
+        if clash:
+            raise ValueError(f"extra data may not replace the schema entries {clash}")
+        d.update(extra)
+    return d
 
 
 # --------------------------------------------------------------------------- starting values
@@ -480,18 +530,7 @@ def dial_sample_inits(
     else:
         st, c, b = start
     QN, QK = helmert_basis(N), helmert_basis(K)
-    T = int(d["T"])
-    # tie parameters: P(tie) at equal scores is nu / (2 + nu); start at the observed tie rate
-    log_nu = np.full(T, -1.0)
-    if T:
-        counts = np.vstack([np.asarray(d["cell_counts"]).reshape(-1, 3), np.asarray(d["human_counts"]).reshape(-1, 3)])
-        judge = np.concatenate([np.asarray(d["cell_judge"]) - 1, np.full(int(d["H"]), K)])
-        idx = np.concatenate([np.asarray(d["judge_tie"]), [int(d["human_tie"])]])
-        for g in range(K + 1):
-            if idx[g] > 0:
-                cnt = counts[judge == g].sum(axis=0)
-                rate = (cnt[2] + 0.5) / (cnt.sum() + 1.0)
-                log_nu[idx[g] - 1] = np.log(2 * rate / (1 - rate))
+    log_nu = tie_start(d)
     # U V' = P Z' with P an orthonormal frame of col(U): U = P T (QR), Z = V T'
     if r > 0:
         P, Tm = np.linalg.qr(st.U)
@@ -512,10 +551,30 @@ def dial_sample_inits(
             "P_raw": QK.T @ P + e(K - 1, r),
             "b": (np.asarray(b, float) + e(K)) if order else np.zeros(0),
             "c": (np.atleast_1d(np.asarray(c, float)) + e(np.size(c))) if cal is not None else np.zeros(0),
-            "log_nu": log_nu + e(T),
+            "log_nu": log_nu + e(log_nu.size),
         }
         out.append(init)
     return out
+
+
+def tie_start(d: Mapping[str, Any]) -> np.ndarray:
+    """Starting log tie parameters (judges 1..K, then people) from the observed tie rates.
+
+    At equal scores the tie probability is ``nu / (2 + nu)`` (Davidson) and
+    ``tanh(tau / 2)`` (Rao-Kupper, ``tau = nu``); the start solves these at
+    each judge's tie rate.
+    """
+    code, K, H = int(d["tie_model"]), int(d["K"]), int(d["H"])
+    if code == 0:
+        return np.zeros(0)
+    counts = np.vstack([np.asarray(d["cell_counts"]).reshape(-1, 3), np.asarray(d["human_counts"]).reshape(-1, 3)])
+    judge = np.concatenate([np.asarray(d["cell_judge"], np.int64) - 1, np.full(H, K)])
+    out = []
+    for g in range(K + (1 if H else 0)):
+        cnt = counts[judge == g].sum(axis=0)
+        rate = (cnt[2] + 0.5) / (cnt.sum() + 1.0)
+        out.append(np.log(2 * rate / (1 - rate)) if code == 1 else np.log(2 * np.arctanh(rate)))
+    return np.asarray(out, float)
 
 
 def _householder_perp(e: np.ndarray) -> np.ndarray:
