@@ -2,7 +2,10 @@
 
 Main entry points: :class:`Comparisons` (data), :func:`check_design`
 (identifiability), :func:`fit` (estimators), :func:`simulate` (the paper's
-data-generating process).
+data-generating process); the Stan side: :func:`posterior` (NUTS,
+``arviz.InferenceData``), :func:`compare_intervals` (sandwich vs posterior
+intervals) and :func:`stan_backend` (the active Stan backend).  The Stan
+imports are lazy: ``import pydial`` does not load cmdstanpy, pystan or arviz.
 """
 
 from . import datasets, io
@@ -27,5 +30,19 @@ __all__ = [
     "ConvergenceError",
     "ConvergenceWarning",
     "DialError",
+    "posterior",
+    "compare_intervals",
+    "stan_backend",
 ]
+
+_STAN_EXPORTS = ("posterior", "compare_intervals", "stan_backend")
+
+
+def __getattr__(name: str):
+    """``pydial.posterior``, ``pydial.compare_intervals`` and ``pydial.stan_backend`` from :mod:`pydial.stan`."""
+    if name in _STAN_EXPORTS:
+        from . import stan
+
+        return getattr(stan, name)
+    raise AttributeError(f"module 'pydial' has no attribute {name!r}")
 __version__ = "0.1.0"

@@ -29,19 +29,29 @@ from pydial.stan.standata import (
     dial_sample_data,
     judges_data,
     llm_cell_table,
-    parameter_layout,
-    split_unconstrained,
 )
 
 pytestmark = pytest.mark.stan
 
 
 # ------------------------------------------------------------------ backend selection
-def test_default_backend_follows_cmdstan_availability():
+def test_default_backend_follows_cmdstan_availability(monkeypatch):
+    monkeypatch.delenv("PYDIAL_STAN_BACKEND", raising=False)
     be = stan_backend()
     assert be in BACKENDS
     assert be == ("cmdstanpy" if _have_cmdstan() else "httpstan")
     assert stan_backend("httpstan") == "httpstan"
+
+
+def test_environment_variable_chooses_the_backend(monkeypatch, stan_backend_name):
+    import pydial
+
+    monkeypatch.setenv("PYDIAL_STAN_BACKEND", stan_backend_name)
+    assert pydial.stan_backend() == stan_backend_name
+    assert compile_model("judges").backend == stan_backend_name
+    monkeypatch.setenv("PYDIAL_STAN_BACKEND", "rstan")
+    with pytest.raises(ValueError, match="PYDIAL_STAN_BACKEND"):
+        stan_backend()
 
 
 def test_forcing_an_unknown_backend_is_a_value_error():
@@ -63,7 +73,7 @@ def test_programs_are_found_and_self_contained():
     for name in PROGRAMS:
         assert program_path(name) == d / f"{name}.stan"
         code = program_code(name)
-        assert "#include" not in code.replace("// ---- begin #include", "").replace("// ---- end #include", "")
+        assert "#include" not in _statements(code)
         assert "target +=" in code and "~ " not in _statements(code)  # target += keeps all constants
     with pytest.raises(ValueError, match="unknown Stan program"):
         program_path("nope")
@@ -82,18 +92,18 @@ def test_missing_include_is_named(tmp_path):
         expand_includes((tmp_path / "a.stan").read_text(), [tmp_path])
 
 
-def test_syntax_error_gives_stanc_message():
+def test_syntax_error_gives_stanc_message(stan_backend_name):
     bad = "parameters { real x } model { x ~ normal(0, 1); }"  # missing ';'
     with pytest.raises(StanCompileError) as e:
-        compile_model("broken", code=bad, backend="httpstan")
+        compile_model("broken", code=bad, backend=stan_backend_name)
     msg = str(e.value)
     assert "broken" in msg and "Syntax error" in msg and "line 1" in msg
 
 
-def test_semantic_error_gives_stanc_message():
+def test_semantic_error_gives_stanc_message(stan_backend_name):
     bad = "parameters { real x; } model { y ~ normal(0, 1); }"
     with pytest.raises(StanCompileError, match="Semantic error") as e:
-        compile_model("broken2", code=bad, backend="httpstan")
+        compile_model("broken2", code=bad, backend=stan_backend_name)
     assert "y" in str(e.value)
 
 
@@ -105,8 +115,10 @@ def test_compiled_models_are_cached(models):
 
 
 # ------------------------------------------------------------------ one process, several models
-def test_reimport_by_httpstan_does_not_switch_models(models):
+def test_reimport_by_httpstan_does_not_switch_models(models, stan_backend_name):
     """httpstan re-imports every model as module 'stan_services'; pydial keeps its own functions."""
+    if stan_backend_name != "httpstan":
+        pytest.skip("httpstan only")
     import httpstan.models
 
     data = simulate(N=6, K=2, r=0, n_llm=500, n_human=100, rng=3).comparisons
@@ -120,42 +132,51 @@ def test_reimport_by_httpstan_does_not_switch_models(models):
     assert "stan_services" not in sys.modules or sys.modules["stan_services"] is not models["dial"]._module
 
 
-# ------------------------------------------------------------------ layouts
-def test_parameter_layouts_match_stan(models):
+# ------------------------------------------------------------------ parameters from the compiled model
+def test_parameter_shapes_and_unconstrained_order(models):
+    """Names and shapes come from the compiled model; the unconstrained vector is each parameter
+    flattened column-major in declaration order (checked on httpstan against Stan's own transform)."""
     data = simulate(N=6, K=3, r=1, n_llm=800, n_human=100, rng=4).comparisons
     rng = np.random.default_rng(0)
-    L = llm_cell_table(data)
-    dj = judges_data(L, N=data.N, G=data.K, order_judges=range(data.K), tie_judges=[1], w=1.0)
-    # judge 1 has a tie parameter but no ties in the decisive table: allowed
+    dj = judges_data(llm_cell_table(data), None, N=data.N, K=data.K, order=True)
     ds, _, _ = dial_sample_data(data, rank=1, calibration="W")
-    for name, d in (("judges", dj), ("dial_sample", ds)):
+    dd = dial_data(data, Chart(data.N, data.K, 1, "W", True), w_llm=1.0, w_human=1.0)
+    expect = {
+        "judges": {"s_raw": (3, 5), "sH_raw": (0,), "b": (3,), "log_nu": (0,)},
+        "dial_sample": {"m_raw": (5,), "Z_raw": (4, 1), "gamma_dev": (2,), "P_raw": (2, 1), "b": (3,), "c": (2,),
+                        "log_nu": (0,)},
+        "dial": {"A_free": (4,), "B_free": (10,), "c": (2,), "b": (3,), "log_nu": (0,)},
+    }
+    for name, d in (("judges", dj), ("dial_sample", ds), ("dial", dd)):
         m = models[name]
+        shapes = m.parameter_shapes(d)
+        assert list(shapes) == list(expect[name]) == m.parameter_names()
+        assert shapes == expect[name]
         n = m.num_unconstrained(d)
-        assert n == sum(int(np.prod(s)) if s else 1 for _, s, _ in parameter_layout(name, d))
         u = rng.normal(size=n)
-        mine = split_unconstrained(name, d, u)
-        stan = m.constrain(d, u, include_tparams=False)
-        for k, v in mine.items():
-            np.testing.assert_allclose(np.asarray(stan[k]).reshape(np.shape(v)), v, rtol=1e-14)
+        vals = m.constrain(d, u, include_tparams=False)
+        flat = np.concatenate([np.asarray(vals[k], float).reshape(shapes[k]).ravel(order="F") for k in shapes])
+        np.testing.assert_allclose(flat, u, rtol=1e-14)
+        np.testing.assert_allclose(m.unconstrain(d, vals), u, rtol=1e-14)
 
 
 # ------------------------------------------------------------------ sampler plumbing
 def _tiny_judges(data):
     L = llm_cell_table(data)
-    return judges_data(L, N=data.N, G=data.K, order_judges=range(data.K))
+    return judges_data(L, None, N=data.N, K=data.K, order=True)
 
 
 def test_sample_shapes_and_chain_order(models):
     data = simulate(N=5, K=2, r=0, n_llm=600, n_human=10, rng=5).comparisons
     res = models["judges"].sample(_tiny_judges(data), chains=3, draws=120, warmup=100, seed=4)
-    assert res.draws["s"].shape == (3, 120, data.K, data.N)
+    assert res.draws["S"].shape == (3, 120, data.K, data.N)
     assert res.stats["lp__"].shape == (3, 120)
     # the adapted step size is constant within a chain and differs between chains
     st = res.stats["stepsize__"]
     assert np.all(st == st[:, :1])
     assert len(np.unique(st[:, 0])) == 3
     # scores are centered in every draw
-    np.testing.assert_allclose(res.draws["s"].sum(axis=-1), 0, atol=1e-10)
+    np.testing.assert_allclose(res.draws["S"].sum(axis=-1), 0, atol=1e-10)
 
 
 def test_sampling_inside_a_running_event_loop(models):
@@ -167,7 +188,7 @@ def test_sampling_inside_a_running_event_loop(models):
         return models["judges"].sample(d, chains=1, draws=30, warmup=30, seed=1)
 
     res = asyncio.run(main())
-    assert res.draws["s"].shape == (1, 30, data.K, data.N)
+    assert res.draws["S"].shape == (1, 30, data.K, data.N)
 
 
 def test_sampler_checks_flag_problems():

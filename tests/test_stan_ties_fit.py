@@ -91,6 +91,6 @@ def test_ties_argument_errors():
     with pytest.raises(ValueError, match="engine='stan'"):
         pydial.fit(data, "human", ties="davidson")
     with pytest.raises(ValueError, match="ties must be"):
-        pydial.fit(data, "human", ties="rao-kupper", engine="stan")
+        pydial.fit(data, "human", ties="bradley", engine="stan")
     with pytest.raises(NotImplementedError, match="human"):
         pydial.fit(data, "dial-anc", ties="davidson", engine="stan")

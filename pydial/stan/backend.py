@@ -807,7 +807,7 @@ class CompiledModel:
             data=_json_ready(data), chains=chains, parallel_chains=min(chains, os.cpu_count() or 1), seed=seed,
             iter_warmup=warmup, iter_sampling=draws, adapt_delta=adapt_delta, max_treedepth=max_depth,
             inits=None if inits is None else [_json_ready(_as_stan_data(i)) for i in inits],
-            show_progress=False, refresh=refresh,
+            show_progress=False, refresh=refresh, sig_figs=18,
         )
         out = {}
         for name in fit.metadata.stan_vars:
@@ -902,6 +902,20 @@ def _load_services(model_name: str) -> Any:
     return fns
 
 
+def _stanc_retry(fn: Callable[..., T], *args: Any, attempts: int = 8) -> T:
+    """Call ``fn``, again when httpstan's stanc run exceeds its fixed 1-second timeout (a loaded machine)."""
+    import subprocess
+
+    for k in range(attempts):
+        try:
+            return fn(*args)
+        except subprocess.TimeoutExpired:
+            if k == attempts - 1:
+                raise
+            time.sleep(1.0 + k)
+    raise AssertionError("unreachable")
+
+
 def _httpstan_module_exists(model_name: str) -> bool:
     from importlib.machinery import EXTENSION_SUFFIXES
 
@@ -919,7 +933,7 @@ def _compile_httpstan(name: str, code: str) -> CompiledModel:
     model_name = httpstan.models.calculate_model_name(code)
     stan_model_name = f"model_{model_name.split('/')[1]}"
     try:
-        _, warn = httpstan.compile.compile(code, stan_model_name)
+        _, warn = _stanc_retry(httpstan.compile.compile, code, stan_model_name)
     except ValueError as e:
         raise StanCompileError(f"Stan program {name!r} failed to compile (stanc):\n{e}") from None
     if _httpstan_module_exists(model_name):
@@ -935,7 +949,8 @@ def _compile_httpstan(name: str, code: str) -> CompiledModel:
     httpstan.cache.delete_model_directory(model_name)
     t0 = time.perf_counter()
     try:
-        out = _outside_event_loop(asyncio.run, httpstan.models.build_services_extension_module(code))
+        out = _stanc_retry(lambda: _outside_event_loop(asyncio.run,
+                                                       httpstan.models.build_services_extension_module(code)))
     except Exception as e:  # C++ compiler or linker failure
         raise StanCompileError(f"Stan program {name!r} failed to build with the C++ compiler: {e!r}") from e
     secs = time.perf_counter() - t0
