@@ -49,7 +49,16 @@ def bvm(models):
     J = ch.score_jacobian(sp.theta)
     cov = J @ Hp @ J.T
     idata = posterior(data, rank=1, calibration="mu", chains=4, draws=1000, warmup=1000, seed=11)
-    return types.SimpleNamespace(sim=sim, data=data, fit=sp, cov=cov, idata=idata)
+    return types.SimpleNamespace(sim=sim, data=data, fit=sp, cov=cov, idata=idata, backend=models["dial"].backend)
+
+
+def test_plot_ppc_runs(bvm):
+    import arviz as az
+    import matplotlib
+
+    matplotlib.use("Agg")
+    axes = az.plot_ppc(bvm.idata, data_pairs={"wins_i": "wins_i"}, var_names=["wins_i"], num_pp_samples=20)
+    assert axes is not None
 
 
 def test_posterior_sd_matches_fisher_se(bvm):
@@ -65,7 +74,8 @@ def test_posterior_sd_matches_fisher_se(bvm):
 
 def test_inference_data_layout(bvm):
     idata, data = bvm.idata, bvm.data
-    assert {"posterior", "log_likelihood", "observed_data", "sample_stats"} <= set(idata.groups())
+    assert {"posterior", "log_likelihood", "posterior_predictive", "observed_data", "sample_stats"} <= set(idata.groups())
+    assert idata.attrs["backend"] == bvm.backend
     post = idata.posterior
     assert post.sizes["chain"] == 4 and post.sizes["draw"] == 1000
     assert post["s_H"].dims == ("chain", "draw", "item")
@@ -78,6 +88,16 @@ def test_inference_data_layout(bvm):
     ll = idata.log_likelihood["log_lik"]
     assert ll.dims == ("chain", "draw", "cell") and ll.sizes["cell"] == len(data.llm) + len(data.human)
     assert idata.observed_data["wins_i"].sizes["cell"] == ll.sizes["cell"]
+    # replicated counts: same names and cells as the observed data, same decisive totals
+    pp = idata.posterior_predictive
+    assert set(pp.data_vars) == {"wins_i", "wins_j", "ties"} == set(idata.observed_data.data_vars)
+    assert pp["wins_i"].dims == ("chain", "draw", "cell")
+    tot = (pp["wins_i"] + pp["wins_j"]).to_numpy()
+    obs = (idata.observed_data["wins_i"] + idata.observed_data["wins_j"]).to_numpy()
+    assert np.all(tot == obs) and np.all(pp["ties"].to_numpy() == 0)
+    # the replicated win rate is close to the observed one overall
+    assert abs(pp["wins_i"].mean(("chain", "draw")).sum() / obs.sum()
+               - idata.observed_data["wins_i"].sum() / obs.sum()) < 0.01
     assert idata.sample_stats["diverging"].dtype == bool
     assert idata.attrs["program"] == "dial_sample"
     # identified structure in every draw
@@ -203,9 +223,9 @@ def test_tie_model_recovers_nu_and_b(models):
     b_hat = post["b"].mean(("chain", "draw")).to_numpy()
     b_sd = post["b"].std(("chain", "draw")).to_numpy()
     assert np.all(np.abs(b_hat - b) < 4 * b_sd) and np.all(b_sd < 0.1), (b_hat, b, b_sd)
-    s_hat = post["s"].mean(("chain", "draw")).to_numpy()
-    np.testing.assert_allclose(s_hat[:K], S, atol=0.25)
-    np.testing.assert_allclose(post["s_H"].mean(("chain", "draw")).to_numpy(), s_hat[K])  # people = last judge
+    s_hat = post["S"].mean(("chain", "draw")).to_numpy()
+    np.testing.assert_allclose(s_hat, S, atol=0.25)
+    np.testing.assert_allclose(post["s_H"].mean(("chain", "draw")).to_numpy(), s_h, atol=0.25)
     # log_lik is the multinomial log pmf (probabilities of the three outcomes sum to one)
     assert np.all(np.isfinite(idata.log_likelihood["log_lik"].to_numpy()))
 

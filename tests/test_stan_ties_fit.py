@@ -9,7 +9,7 @@ from scipy.special import logsumexp
 
 import pydial
 
-pytestmark = pytest.mark.stan
+pytestmark = [pytest.mark.stan, pytest.mark.usefixtures("stan_backend_name")]
 
 
 def davidson_nll(s, log_nu, b, i, j, a, wi, wj, t):

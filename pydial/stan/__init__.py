@@ -12,7 +12,14 @@ Programs (top-level ``stan/``, installed as ``pydial.stan_files``):
 Backends: CmdStan through cmdstanpy when installed, else the Stan bundled with
 httpstan/pystan (:func:`stan_backend`).
 
+All three read one data schema (:func:`standata`) and share one include file
+(``stan/include/paired_likelihoods.stan``: the linear predictor and the
+binary, Davidson-Beaver and Rao-Kupper cell likelihoods); each program's
+header says how to extend it, and ``posterior(..., program=PATH)`` samples
+the extended copy.
+
 Public functions: :func:`posterior` (NUTS, ``arviz.InferenceData``),
+:func:`standata` (the data dictionary of any program),
 :func:`compare_intervals` (sandwich vs posterior intervals),
 :func:`stan_fit_point` (penalized MLE in the numpy chart), :func:`stan_point_engine`
 (the optimizers behind ``pydial.fit(..., engine="stan")``), and the low-level
@@ -41,6 +48,7 @@ from .engine import stan_point_engine
 from .point import POINT_METHODS, StanPointFit, stan_fit_point
 from .bayes import posterior
 from .programs import PROGRAMS, program_code, program_path
+from .standata import standata
 
 __all__ = [
     "BACKENDS",
@@ -66,4 +74,5 @@ __all__ = [
     "sample",
     "stan_backend",
     "stan_fit_point",
+    "standata",
 ]

@@ -5,13 +5,26 @@ identified parameterization, optional Davidson-Beaver ties);
 ``model="judges"`` and ``model="human"`` sample ``stan/judges.stan`` (each
 judge's own order-effect BTL; the people as one more judge, or alone).
 
+``program=PATH`` samples a user's program (a copy of a shipped one, changed)
+on the same data dictionary (:func:`pydial.stan.standata`, plus ``extra``).
+
 The returned object has the groups ``posterior`` (identified quantities only,
 with dimensions named ``item``, ``judge``, ``rank``, ``basis``, ``tie_judge``),
 ``log_likelihood`` (``log_lik`` per cell, dimension ``cell``; one cell is one
 ``(judge, i, j, a)`` combination, so LOO is leave-one-cell-out),
+``posterior_predictive`` (replicated counts ``wins_i, wins_j, ties`` per
+cell, drawn by the program's ``paired_rng``, so ``az.plot_ppc`` works),
 ``observed_data`` (the outcome counts per cell) and ``sample_stats``.  Its
 ``attrs`` record the program, backend, priors, weights and any sampler
 problems (which are also raised as :class:`~pydial.stan.SamplerWarning`).
+
+The layout is the same on both backends: the draws of either backend come back
+as ``(chain, draw, *shape)`` arrays (:class:`SampleResult`) and are assembled
+here by ``arviz.from_dict``.  (arviz's ``from_cmdstanpy`` is not used: the
+posterior group holds renamed and derived quantities, and the replicated
+counts are split into the three outcome variables of ``observed_data``.)
+Supported arviz: 0.17 to 0.x (``InferenceData``); arviz 1.x (DataTree) is
+excluded in ``pyproject.toml``.
 """
 
 from __future__ import annotations
@@ -28,6 +41,7 @@ from .backend import SampleResult, SamplerWarning, compile_model
 from .standata import (
     DIAL_SAMPLE_PRIORS,
     JUDGES_PRIORS,
+    TIE_MODEL_CODE,
     CellTable,
     _merge,
     dial_sample_data,
@@ -35,6 +49,7 @@ from .standata import (
     human_cell_table,
     judges_data,
     llm_cell_table,
+    with_extra,
 )
 
 __all__ = ["POSTERIOR_MODELS", "posterior", "CONSENSUS_STRENGTH_MIN"]
@@ -88,6 +103,8 @@ def posterior(
     max_depth: int = 10,
     win_prob: bool | None = None,
     include_human: bool = True,
+    program: str | None = None,
+    extra: Mapping[str, Any] | None = None,
 ) -> Any:
     r"""Sample a DIAL model's posterior with NUTS and return :class:`arviz.InferenceData`.
 
@@ -99,10 +116,11 @@ def posterior(
         Disagreement rank ``r`` (``model="dial"``).
     calibration : {"mu", "W"} or None, default "mu"
         Human calibration basis (``None``: LLM judges only).
-    ties : {None, "davidson"}
+    ties : {None, "davidson", "rao-kupper"}
         ``"davidson"``: use the tie outcomes (:meth:`Comparisons.tie_cells`)
         with a Davidson tie parameter per judge and one for the people, with
-        the Davidson-Beaver order effect; ``None``: decisive outcomes only.
+        the Davidson-Beaver order effect; ``"rao-kupper"``: the Rao-Kupper
+        threshold model instead; ``None``: decisive outcomes only.
     chains, draws, warmup : int
         NUTS chains, post-warmup draws per chain, warmup iterations.
     seed : int, optional
@@ -141,13 +159,25 @@ def posterior(
         Store the ``N x N`` human win probabilities ``sigma(s_i - s_j)``
         (default: when ``N <= 30``).
     include_human : bool
-        ``model="judges"``: add the people as a judge.
+        ``model="judges"``: add the people (their own scores ``s_H``).
+    program : str, optional
+        Path to a ``.stan`` file to sample instead of the shipped program of
+        ``model`` (``dial_sample.stan`` or ``judges.stan``): a copy with a
+        change, reading the same data (the shared schema of
+        :func:`pydial.stan.standata`) plus ``extra``.  Its ``#include`` lines
+        find pydial's include files.  Every variable it outputs goes to the
+        posterior group (dimensions named as for the shipped program where the
+        names agree); it must write ``log_lik`` and ``counts_rep`` as the
+        shipped programs do.
+    extra : mapping, optional
+        More data for ``program``.
 
     Returns
     -------
     arviz.InferenceData
         Groups ``posterior``, ``log_likelihood`` (``log_lik``, dim ``cell``),
-        ``observed_data``, ``sample_stats``.  ``attrs["sampler_problems"]``
+        ``posterior_predictive`` (replicated ``wins_i, wins_j, ties``, dim
+        ``cell``), ``observed_data``, ``sample_stats``.  ``attrs["sampler_problems"]``
         lists the problems found (JSON list of strings).
 
     Warns
@@ -161,8 +191,10 @@ def posterior(
 
     if model not in POSTERIOR_MODELS:
         raise ValueError(f"model must be one of {POSTERIOR_MODELS}, got {model!r}")
-    if ties not in (None, "davidson"):
-        raise ValueError(f"ties must be None or 'davidson', got {ties!r}")
+    if ties not in TIE_MODEL_CODE:
+        raise ValueError(f"ties must be one of {list(TIE_MODEL_CODE)}, got {ties!r}")
+    if extra and program is None:
+        raise ValueError("extra data are for a user's program: pass program=PATH")
     if win_prob is None:
         win_prob = data.N <= 30
     rng = np.random.default_rng(seed)
@@ -193,65 +225,62 @@ def posterior(
                 raise ValueError(f"init must be 'spectral', 'random' or a list of dicts, got {init!r}")
         else:
             inits = list(init)
-        cm = compile_model("dial_sample", backend=backend)
+        d = with_extra(d, extra)
+        cm = compile_model(program or "dial_sample", backend=backend)
         res = cm.sample(d, chains=chains, draws=draws, warmup=warmup, seed=stan_seed, inits=inits,
                         adapt_delta=adapt_delta, max_depth=max_depth)
-        tie_names = (judges + ([data.human_judge] if int(d["human_tie"]) else [])) if ties else []
+        tie_names = (judges + ([data.human_judge] if int(d["H"]) else [])) if ties else []
         post, dims, coords = _dial_posterior(res, d, items, judges, calibration, order, tie_names)
         monitor = ["s_H", "S", "gamma", "b", "nu", "consensus_scale"]
         used_priors = _merge(DIAL_SAMPLE_PRIORS, priors, "dial_sample.stan")
-        program = "dial_sample"
+        program_name = "dial_sample"
     else:
         if lam is not None:
             raise ValueError(f"lam applies to model='dial' only, got lam={lam!r} with model={model!r}")
-        tie = ties == "davidson"
-        parts: list[CellTable] = []
-        names: list[str] = []
-        if model == "judges":
-            if data.n_llm == 0:
-                raise DataError("model 'judges' needs LLM judgments")
-            parts.append(llm_cell_table(data, ties=tie))
-            names += judges
-        if model == "human" or (include_human and data.n_human > 0):
-            Hc = human_cell_table(data, ties=tie)
-            if len(Hc) == 0:
-                raise DataError("no human comparisons")
-            g = len(names)
-            parts.append(CellTable(np.full(len(Hc), g, np.int64), Hc.i, Hc.j, Hc.a, Hc.wins_i, Hc.wins_j, Hc.ties))
-            names.append(data.human_judge)
-        cells = parts
-        allc = CellTable(*(np.concatenate([getattr(c, f) for c in parts])
-                           for f in ("judge", "i", "j", "a", "wins_i", "wins_j", "ties")))
-        G = len(names)
-        order_judges = list(range(data.K)) if (model == "judges" and order) else []
-        tie_judges = list(range(G)) if tie else []
-        d = judges_data(allc, N=data.N, G=G, order_judges=order_judges, tie_judges=tie_judges, priors=priors)
+        tie = ties is not None
+        if model == "judges" and data.n_llm == 0:
+            raise DataError("model 'judges' needs LLM judgments")
+        with_human = model == "human" or (include_human and data.n_human > 0)
+        Hc = human_cell_table(data, ties=tie) if with_human else None
+        if with_human and len(Hc) == 0:
+            raise DataError("no human comparisons")
+        K = data.K if model == "judges" else 0
+        Lc = llm_cell_table(data, ties=tie) if K else CellTable(*(np.zeros(0, np.int64),) * 7)
+        cells = [Lc] + ([Hc] if with_human else [])
+        d = with_extra(judges_data(Lc, Hc, N=data.N, K=K, order=order and K > 0, ties=ties, priors=priors), extra)
         if isinstance(init, str):
             if init not in ("spectral", "random"):
                 raise ValueError(f"init must be 'spectral', 'random' or a list of dicts, got {init!r}")
             inits = None  # judges.stan is log-concave per judge: Stan's default start is fine
         else:
             inits = list(init)
-        cm = compile_model("judges", backend=backend)
+        cm = compile_model(program or "judges", backend=backend)
         res = cm.sample(d, chains=chains, draws=draws, warmup=warmup, seed=stan_seed, inits=inits,
                         adapt_delta=adapt_delta, max_depth=max_depth)
-        post = {"s": res.draws["s"]}
-        dims = {"s": ["judge_all", "item"], "log_lik": ["cell"]}
-        coords: dict[str, Any] = {"item": items, "judge_all": names}
-        if order_judges:
-            post["b"] = res.draws["b"]
-            dims["b"] = ["judge"]
+        post, dims, coords = {}, {}, {"item": items}
+        if K:
+            post["S"] = res.draws["S"]
+            dims["S"] = ["judge", "item"]
             coords["judge"] = judges
-        if tie_judges:
+            if order:
+                post["b"] = res.draws["b"]
+                dims["b"] = ["judge"]
+        if with_human:
+            post["s_H"] = res.draws["s_H"]
+            dims["s_H"] = ["item"]
+        if tie:
             post["nu"] = res.draws["nu"]
             dims["nu"] = ["tie_judge"]
-            coords["tie_judge"] = names
-        if names[-1] == data.human_judge and data.n_human > 0:  # the people are the last judge
-            post["s_H"] = res.draws["s"][:, :, -1, :]
-            dims["s_H"] = ["item"]
+            coords["tie_judge"] = judges[:K] + ([data.human_judge] if with_human else [])
         monitor = list(post)
         used_priors = _merge(JUDGES_PRIORS, priors, "judges.stan")
-        program = "judges"
+        program_name = "judges"
+
+    if program is not None:  # a user's program: every output variable, dims where the names agree
+        for name, v in res.draws.items():
+            if name not in post and name not in ("log_lik", "counts_rep"):
+                post[name] = v
+        program_name = str(program)
 
     problems = res.check(monitor=monitor, warn=False)
     if model == "dial" and "consensus_strength" in res.draws:
@@ -268,9 +297,12 @@ def posterior(
     labels = [lab for c in cells for lab in c.labels(items, judges + [data.human_judge])]
     coords["cell"] = labels
     obs = _observed(cells)
+    rep = np.asarray(res.draws["counts_rep"]).reshape(res.chains, res.draws_per_chain, len(labels), 3)
+    pp = {"wins_i": rep[..., 0].astype(np.int64), "wins_j": rep[..., 1].astype(np.int64),
+          "ties": rep[..., 2].astype(np.int64)}
     attrs = {
         "inference_library": "pydial.stan",
-        "program": program,
+        "program": program_name,
         "model": model,
         "backend": res.backend,
         "rank": int(rank) if model == "dial" else -1,
@@ -290,6 +322,7 @@ def posterior(
     idata = az.from_dict(
         posterior=post,
         log_likelihood={"log_lik": res.draws["log_lik"]},
+        posterior_predictive=pp,
         observed_data=obs,
         sample_stats=_sample_stats(res),
         coords=coords,

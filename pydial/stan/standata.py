@@ -435,11 +435,16 @@ def standata(
         H = human_cell_table(data, ties=tie) if include_human and data.n_human > 0 else None
         d = judges_data(llm_cell_table(data, ties=tie), H, N=data.N, K=data.K, order=order, ties=ties,
                         w_llm=w_llm, priors=priors)
+    return with_extra(d, extra)
+
+
+def with_extra(d: dict[str, Any], extra: Mapping[str, Any] | None) -> dict[str, Any]:
+    """``d`` plus the entries of ``extra`` (data of an extended program), which may not replace any of ``d``."""
     if extra:
         clash = sorted(set(extra) & set(d))
         if clash:
             raise ValueError(f"extra data may not replace the schema entries {clash}")
-        d.update(extra)
+        d = {**d, **extra}
     return d
 
 
