@@ -1,86 +1,90 @@
-"""Numpy engine vs Stan optimizer on the same DIAL fits: same optimum, relative speed.
+"""Stan on both backends beside the numpy engine: compile, NUTS and optimize times in one run.
 
 Usage::
 
-    python benchmarks/bench_stan.py [--repeats 3] [--backend httpstan]
+    python benchmarks/bench_stan.py [--chains 4] [--draws 1000] [--backends cmdstanpy,httpstan]
 
-For each configuration the weighted joint fit (eq. weighted-joint-estimator at
-lambda = n_LLM / n_H) and the staged DIAL-Anc fit are run by the numpy engine
-(``pydial.fit`` Newton on exact Hessians) and by Stan (``stan/dial.stan``
-through :func:`pydial.stan.stan_fit_point`; L-BFGS on Stan's exact gradients),
-both from the same deterministic start.  The table reports the best-of-
-``repeats`` wall time of each, their ratio, and the largest difference of the
-calibrated scores.  Compilation is excluded (reported once at the top).
+For each available backend (CmdStan through cmdstanpy; the Stan of httpstan):
+
+* **compile**: wall time to compile each program, or ``cached`` when it was in
+  the cache (delete ``~/.cache/pydial/cmdstan`` / ``~/.cache/httpstan`` for a
+  cold run);
+* **NUTS**: :func:`pydial.posterior` on the bundled Arena data (structured
+  model, rank 1, calibration ``mu``: 1,330 cells) with ``chains x draws`` after
+  as many warmup iterations;
+* **optimize**: the joint fit at ``lambda = n_LLM / n_H`` and the staged DIAL-Anc
+  fit on the Arena data through Stan's optimizer (``stan_fit_point``), beside the
+  numpy engine (Newton on exact Hessians), with the largest score difference.
 """
 
 from __future__ import annotations
 
 import argparse
 import time
+import warnings
 
 import numpy as np
 import pandas as pd
 
 
-def best_time(fn, repeats: int):
-    out, best = None, np.inf
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        out = fn()
-        best = min(best, time.perf_counter() - t0)
-    return out, best
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--repeats", type=int, default=3)
-    ap.add_argument("--backend", default=None, choices=[None, "httpstan", "cmdstanpy"])
+    ap.add_argument("--chains", type=int, default=4)
+    ap.add_argument("--draws", type=int, default=1000)
+    ap.add_argument("--backends", default="cmdstanpy,httpstan")
     args = ap.parse_args()
 
+    import pydial
     from pydial.estimators import staged_fit
     from pydial.fit import fit_structured, initial_theta
     from pydial.model import Chart
-    from pydial.simulate import simulate
-    from pydial.stan import compile_model, stan_fit_point
+    from pydial.stan import PROGRAMS, compile_model, posterior, stan_fit_point
+    from pydial.stan.backend import _have_cmdstan, _have_httpstan
 
+    data = pydial.datasets.arena()
+    lam = data.n_llm / data.n_human
+    ch = Chart(data.N, data.K, 1, "mu", True)
+    th0 = initial_theta(data, ch)
     t0 = time.perf_counter()
-    model = compile_model("dial", backend=args.backend)
-    print(f"backend {model.backend}; dial.stan ready in {time.perf_counter() - t0:.1f} s "
-          f"({'cached' if model.cached else f'compiled in {model.compile_seconds:.1f} s'})\n")
+    f_np = fit_structured(data, ch, lam, th0)
+    t_joint_np = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    sf = staged_fit(data, 1, "mu")
+    t_staged_np = time.perf_counter() - t0
+    s_joint, s_staged = ch.scores(f_np.theta), sf.chart.scores(sf.theta)
 
-    configs = [
-        dict(N=10, K=4, r=1, n_llm=20_000, n_human=800),
-        dict(N=20, K=6, r=2, n_llm=60_000, n_human=2_000),
-        dict(N=40, K=10, r=2, n_llm=200_000, n_human=4_000),
-    ]
-    rows = []
-    for cfg in configs:
-        data = simulate(**cfg, rng=1).comparisons
-        lam = data.n_llm / data.n_human
-        cells = len(data.llm) + len(data.human)
-        for method in ("joint", "staged"):
-            if method == "joint":
-                ch = Chart(data.N, data.K, cfg["r"], "mu", True)
-                th0 = initial_theta(data, ch)
-                f_np, t_np = best_time(lambda: fit_structured(data, ch, lam, th0), args.repeats)
-                s_np = ch.scores(f_np.theta)
-                f_st, t_st = best_time(lambda: stan_fit_point(data, "joint", rank=cfg["r"], lam=lam, init=th0,
-                                                              model=model), args.repeats)
-            else:
-                f_np, t_np = best_time(lambda: staged_fit(data, cfg["r"], "mu"), args.repeats)
-                s_np = f_np.chart.scores(f_np.theta)
-                chL = Chart(data.N, data.K, cfg["r"], None, True)
-                th0 = initial_theta(data, chL)
-                f_st, t_st = best_time(lambda: stan_fit_point(data, "staged", rank=cfg["r"], init=th0, model=model),
-                                       args.repeats)
-            rows.append({
-                "N": data.N, "K": data.K, "r": cfg["r"], "cells": cells, "fit": method, "dim": f_st.chart.dim,
-                "numpy_s": t_np, "stan_s": t_st, "stan/numpy": t_st / t_np,
-                "max|ds|": float(np.max(np.abs(f_st.scores - s_np))), "stan_converged": f_st.converged,
-            })
-    tab = pd.DataFrame(rows)
-    with pd.option_context("display.width", 140, "display.float_format", "{:.3g}".format):
-        print(tab.to_string(index=False))
+    have = {"cmdstanpy": _have_cmdstan(), "httpstan": _have_httpstan()}
+    rows = [{"backend": "numpy", "step": "optimize joint", "seconds": t_joint_np, "max|ds| vs numpy": 0.0},
+            {"backend": "numpy", "step": "optimize staged", "seconds": t_staged_np, "max|ds| vs numpy": 0.0}]
+    for be in args.backends.split(","):
+        if not have.get(be):
+            print(f"backend {be}: not available, skipped")
+            continue
+        for name in PROGRAMS:
+            t0 = time.perf_counter()
+            m = compile_model(name, backend=be)
+            rows.append({"backend": be, "step": f"compile {name}",
+                         "seconds": m.compile_seconds if not m.cached else time.perf_counter() - t0,
+                         "note": "cached" if m.cached else "compiled"})
+        dial = compile_model("dial", backend=be)
+        t0 = time.perf_counter()
+        sp = stan_fit_point(data, "joint", rank=1, calibration="mu", lam=lam, init=th0, model=dial)
+        rows.append({"backend": be, "step": "optimize joint", "seconds": time.perf_counter() - t0,
+                     "max|ds| vs numpy": float(np.max(np.abs(sp.scores - s_joint))), "note": f"converged={sp.converged}"})
+        t0 = time.perf_counter()
+        sp = stan_fit_point(data, "staged", rank=1, calibration="mu", model=dial)
+        rows.append({"backend": be, "step": "optimize staged", "seconds": time.perf_counter() - t0,
+                     "max|ds| vs numpy": float(np.max(np.abs(sp.scores - s_staged))), "note": f"converged={sp.converged}"})
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            t0 = time.perf_counter()
+            idata = posterior(data, rank=1, calibration="mu", chains=args.chains, draws=args.draws,
+                              warmup=args.draws, seed=1, backend=be)
+        rows.append({"backend": be, "step": f"NUTS {args.chains}x{args.draws} (Arena, {idata.log_likelihood.sizes['cell']} cells)",
+                     "seconds": time.perf_counter() - t0, "note": f"sampler {idata.attrs['sampling_seconds']:.1f} s"})
+    table = pd.DataFrame(rows).set_index(["backend", "step"])
+    with pd.option_context("display.width", 160, "display.float_format", "{:.3g}".format):
+        print(table.to_string())
 
 
 if __name__ == "__main__":
