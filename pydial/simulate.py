@@ -106,6 +106,11 @@ class Truth:
         :attr:`eps_kij` (``np.triu_indices(N, 1)``); see :func:`pair_index`.
     items, judges : tuple of str
         Item names ``item00 ..`` and LLM judge names ``judge0 ..``.
+    nu : ndarray, shape (K + 1,), or None
+        Tie parameters of the judges and, last, of the people (``tie_rate > 0``
+        only): Davidson's ``nu`` or Rao-Kupper's threshold ``tau``.
+    tie_model : {"davidson", "rao-kupper"} or None
+        The tie model of the simulation (``None``: no ties).
     """
 
     s_h: np.ndarray
@@ -122,6 +127,8 @@ class Truth:
     pairs: np.ndarray
     items: tuple[str, ...] = ()
     judges: tuple[str, ...] = ()
+    nu: np.ndarray | None = None
+    tie_model: str | None = None
 
     @property
     def N(self) -> int:
@@ -283,6 +290,15 @@ def _structure(rng: np.random.Generator, N: int, K: int, r: int) -> tuple[np.nda
 
 
 # --------------------------------------------------------------------------- simulate
+def _draw_outcomes(gen: np.random.Generator, tie_model: str, eta: np.ndarray, log_nu: np.ndarray) -> np.ndarray:
+    """Outcome codes 0 (item i wins), 1 (item j wins), 2 (tie) from a tie model (:mod:`pydial.ties`)."""
+    from .ties import tie_probabilities
+
+    P = tie_probabilities(tie_model, eta, log_nu)
+    u = gen.random(eta.size)
+    return np.where(u < P[:, 0], 0, np.where(u < P[:, 0] + P[:, 1], 1, 2))
+
+
 def simulate(
     N: int = 10,
     K: int = 4,
@@ -295,6 +311,8 @@ def simulate(
     overdispersion: float = 0.0,
     sigma_pos: float = 0.0,
     p_first: float = 0.75,
+    tie_rate: float = 0.0,
+    tie_model: Literal["davidson", "rao-kupper"] = "davidson",
     rng: np.random.Generator | int | None = None,
 ) -> Simulation:
     r"""Simulate LLM and human pairwise judgments from the paper's DGP.
@@ -353,6 +371,14 @@ def simulate(
     sigma_pos : float
         Within-judge standard deviation of the pair-varying position effects
         (0 = off; paper: 0 to 1).  Needs ``N >= 3``.
+    tie_rate : float
+        ``> 0``: every judge and the people produce ties, with the tie
+        probability ``tie_rate`` at equal scores (the same tie parameter for
+        all, recorded in ``truth.nu``); outcomes are drawn from ``tie_model``
+        (eq. binomial-model-llm for the decisive outcomes under Davidson).
+        0 (default): no ties, the draws are unchanged.
+    tie_model : {"davidson", "rao-kupper"}
+        Davidson-Beaver (1970/1977) or Rao-Kupper (1967) ties (:mod:`pydial.ties`).
     p_first : float
         Probability that the canonical item is displayed first (paper: 0.75).
     rng : numpy.random.Generator, int or None
@@ -401,6 +427,11 @@ def simulate(
     overdispersion = _check_float("overdispersion", overdispersion, 0.0)
     sigma_pos = _check_float("sigma_pos", sigma_pos, 0.0)
     p_first = _check_float("p_first", p_first, 0.0, 1.0)
+    tie_rate = _check_float("tie_rate", tie_rate, 0.0, 1.0)
+    if tie_rate >= 1.0:
+        raise ValueError(f"tie_rate must be < 1, got {tie_rate}")
+    if tie_model not in ("davidson", "rao-kupper"):
+        raise ValueError(f"tie_model must be 'davidson' or 'rao-kupper', got {tie_model!r}")
     n_pairs = N * (N - 1) // 2
     if sigma_pos > 0 and n_pairs < 2:
         raise ValueError(f"sigma_pos ({sigma_pos}) > 0 needs at least two pairs (N >= 3), got N={N}")
@@ -447,12 +478,21 @@ def simulate(
     eta = S[k_llm, i_l] - S[k_llm, j_l] + a * bk
     if eps_kij is not None:
         eta += eps_kij[k_llm, p_llm]
-    i_won_llm = g_llm.random(n_llm) < expit(eta)
+    nu = None
+    if tie_rate > 0:  # P(tie) = tie_rate at equal scores: nu / (2 + nu) (Davidson), tanh(tau / 2) (Rao-Kupper)
+        t = 2 * tie_rate / (1 - tie_rate) if tie_model == "davidson" else 2 * np.arctanh(tie_rate)
+        nu = np.full(K + 1, t)
+        out_llm = _draw_outcomes(g_llm, tie_model, eta, np.log(nu[k_llm]))
+    else:
+        out_llm = np.where(g_llm.random(n_llm) < expit(eta), 0, 1)
 
     # (5) Human comparisons.
     p_hum = g_hum.integers(0, n_pairs, size=n_human)
     i_h, j_h = pi[p_hum], pj[p_hum]
-    i_won_hum = g_hum.random(n_human) < expit(s_h[i_h] - s_h[j_h])
+    if tie_rate > 0:
+        out_hum = _draw_outcomes(g_hum, tie_model, s_h[i_h] - s_h[j_h], np.log(nu[K]))
+    else:
+        out_hum = np.where(g_hum.random(n_human) < expit(s_h[i_h] - s_h[j_h]), 0, 1)
 
     items = tuple(f"item{t:02d}" for t in range(N))
     width = len(str(K - 1))  # zero-padded so that sorted names keep the judge order
@@ -460,14 +500,14 @@ def simulate(
     item_arr = np.asarray(items, dtype=object)
     judge_arr = np.asarray(judges, dtype=object)
     n_tot = n_llm + n_human
-    ab = np.array(["a", "b"], dtype=object)
+    ab = np.array(["a", "b", "tie"], dtype=object)
     judge_col = np.empty(n_tot, dtype=object)
     judge_col[:n_llm] = judge_arr[k_llm]
     judge_col[n_llm:] = HUMAN_JUDGE
     first_col = np.empty(n_tot, dtype=object)
     first_col[:n_llm] = ab[(~a_first).astype(np.int64)]
     first_col[n_llm:] = "a"
-    won = np.concatenate([i_won_llm, i_won_hum])
+    outcome = np.concatenate([out_llm, out_hum]).astype(np.int64)  # 0: item i won, 1: item j won, 2: tie
     frame = pd.DataFrame(
         {
             "record_id": np.arange(n_tot, dtype=np.int64),
@@ -475,15 +515,16 @@ def simulate(
             "item_a": item_arr[np.concatenate([i_l, i_h])],
             "item_b": item_arr[np.concatenate([j_l, j_h])],
             "first": first_col,
-            "winner": ab[(~won).astype(np.int64)],
+            "winner": ab[outcome],
         }
     )
     truth = Truth(
         s_h=s_h, S=S, b=b, mu=mu, gamma=gamma, U=U, V=V, W=W, c_h=c_h, b_kij=b_kij, eps_kij=eps_kij,
-        pairs=pairs, items=items, judges=judges,
+        pairs=pairs, items=items, judges=judges, nu=nu, tie_model=tie_model if tie_rate > 0 else None,
     )
     config = dict(
         N=N, K=K, r=r, n_llm=n_llm, n_human=n_human, target=target, c_v_sd=c_v_sd,
         overdispersion=overdispersion, sigma_pos=sigma_pos, p_first=p_first, seed=seed,
+        **({"tie_rate": tie_rate, "tie_model": tie_model} if tie_rate > 0 else {}),
     )
     return Simulation(frame=frame, truth=truth, config=config)

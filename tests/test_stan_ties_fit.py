@@ -94,3 +94,35 @@ def test_ties_argument_errors():
         pydial.fit(data, "human", ties="bradley", engine="stan")
     with pytest.raises(NotImplementedError, match="human"):
         pydial.fit(data, "dial-anc", ties="davidson", engine="stan")
+
+
+@pytest.mark.parametrize("ties", ["davidson", "rao-kupper"])
+def test_simulated_ties_recover_nu_b_and_human_scores(ties):
+    """simulate(tie_rate=...) draws from either tie model; the tie fits recover nu, b and s_H."""
+    sim = pydial.simulate(N=6, K=2, r=0, n_llm=16_000, n_human=6_000, tie_rate=0.25, tie_model=ties, rng=5)
+    data = sim.comparisons
+    t = sim.truth
+    assert t.tie_model == ties and t.nu.shape == (3,)
+    rj = pydial.fit(data, "judges", ties=ties, engine="stan")
+    tp, pe = rj.tie_parameters, rj.position_effects
+    assert tp.attrs["model"] == ties
+    for k, name in enumerate(data.judges):
+        assert abs(tp.loc[name, "nu"] - t.nu[k]) < 4 * tp.loc[name, "se"], tp
+        assert abs(pe.loc[name, "b"] - t.b[k]) < 4 * pe.loc[name, "se"], pe
+    rh = pydial.fit(data, "human", ties=ties, engine="stan")
+    sc = rh.scores
+    assert np.all(np.abs(sc["score"].to_numpy() - t.s_h) < 4 * sc["se"].to_numpy()), (sc, t.s_h)
+    assert abs(rh.tie_parameters["nu"].iloc[0] - t.nu[-1]) < 4 * rh.tie_parameters["se"].iloc[0]
+
+
+def test_no_ties_in_the_data_gives_the_binary_fit():
+    """Without ties the tie parameter goes to 0 and the Davidson fit is the binary BTL fit."""
+    data = pydial.simulate(N=6, K=2, r=0, n_llm=4_000, n_human=1_500, rng=8).comparisons
+    for method in ("human", "judges"):
+        rb = pydial.fit(data, method, engine="stan")
+        rt = pydial.fit(data, method, ties="davidson", engine="stan")
+        np.testing.assert_allclose(rt.scores["score"].to_numpy(), rb.scores["score"].to_numpy(), atol=1e-5)
+        assert np.all(rt.tie_parameters["nu"].to_numpy() < 1e-4)
+        if method == "judges":
+            np.testing.assert_allclose(rt.position_effects["b"].to_numpy(), rb.position_effects["b"].to_numpy(),
+                                       atol=1e-5)
