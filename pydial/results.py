@@ -59,7 +59,7 @@ class DialResult:
     consensus : DataFrame or None
         Consensus loadings ``gamma_k`` with intervals (LLM-only fit).
     tie_parameters : DataFrame or None
-        With ``ties="davidson"``: tie parameters ``nu`` by judge with ``se, ci_low, ci_high``.
+        With ``ties="davidson"`` or ``"rao-kupper"``: tie parameters ``nu`` by judge with ``se, ci_low, ci_high``.
     """
 
     method: str

@@ -143,9 +143,9 @@ def posterior(
         See :func:`pydial.stan.stan_backend`.
     model : {"dial", "judges", "human"}
         ``"dial"``: ``dial_sample.stan``; ``"judges"``: each LLM judge's own
-        order-effect model plus the people as one more judge
-        (``include_human``); ``"human"``: the people alone (BTL, or Davidson
-        with ``ties="davidson"``).
+        order-effect model (``S``) plus the people's own scores ``s_H``
+        (``include_human``); ``"human"``: the people alone (BTL, or a tie
+        model with ``ties``).
     order : bool
         Estimate the judges' order effects.
     init : "spectral", "random" or list of dict
