@@ -36,3 +36,8 @@ class DialWarning(UserWarning):
 
 class ConvergenceWarning(DialWarning):
     """A fit finished but did not meet the convergence tolerance."""
+
+
+class DataWarning(DialWarning):
+    """The data were read, but something was changed or is worth a look (names
+    stripped of whitespace, duplicated rows)."""
