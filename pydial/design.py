@@ -407,6 +407,25 @@ def _check_separation(items: Sequence[str], ii: np.ndarray, jj: np.ndarray, aa: 
     )
 
 
+def _order_separation(n: np.ndarray, y: np.ndarray, aa: np.ndarray) -> str | None:
+    """``"first"`` / ``"second"`` when the judge's first-shown (second-shown) item won
+    every one of its decisive judgments, else ``None``.
+
+    Then ``b_k -> +inf`` (``-inf``) with the scores held fixed predicts every cell
+    perfectly: no finite MLE of ``b_k`` exists under any score structure (the
+    judge's own scores, the low-rank space or a shared consensus), so every fit with
+    order effects is refused for this judge.
+    """
+    if n.size == 0:
+        return None
+    first_wins = np.where(aa > 0, y, n - y)
+    if np.all(first_wins >= n):
+        return "first"
+    if np.all(first_wins <= 0):
+        return "second"
+    return None
+
+
 def _check_human_mle(items: Sequence[str], data: Comparisons) -> tuple[bool, str]:
     """Finite unrestricted human BTL MLE: the directed win graph (``i -> j`` when
     ``i`` beat ``j`` at least once) is strongly connected over all items (Ford 1957)."""
@@ -535,7 +554,10 @@ def check_design(
       judge is a problem only when it fails both ident-LLM and ident-lowrank
       (identified neither on its own nor through the shared space); plus
       parameter-count, sufficient-subset and human-design (for ``None`` the latter
-      only when there are human comparisons).  ``"atc"`` also needs human-mle,
+      only when there are human comparisons).  A judge whose first-shown (or
+      second-shown) item won every decisive judgment is a separation problem for
+      every method with order effects: ``b_k`` has no finite MLE whatever the score
+      structure.  ``"atc"`` also needs human-mle,
       because AtC aggregates the human comparisons by an unrestricted BTL fit.
 
     For ``"dial-nopos"`` the order effect is fixed at ``b = 0``: ident-LLM reduces
@@ -592,6 +614,11 @@ def check_design(
         ok_llm, det_llm = _check_ident_llm(items, scan, nopos)
         ok_low, det_low = _check_lowrank(Wk, ii, jj, aa, r, nopos, generic_note)
         ok_sep, det_sep = _check_separation(items, ii, jj, aa, L.n[sel], L.y[sel], nopos)
+        side = None if nopos else _order_separation(L.n[sel], L.y[sel], aa)
+        if side is not None:
+            det_sep = (f"the {side}-shown item won all {int(L.n[sel].sum())} decisive judgments of this judge, so b_k -> "
+                       f"{'+' if side == 'first' else '-'}inf: the judge's order-effect BTL has no finite MLE and b_k is "
+                       f"not identified under any score structure (drop the judge, or fit dial-nopos); {det_sep}")
         if not ok_llm:
             det_sep += " (ident-LLM fails as well, so the parameters would not be unique anyway)" if not ok_sep else ""
         rows += [(name, "ident-LLM", ok_llm, det_llm), (name, "ident-lowrank", ok_low, det_low),
@@ -603,6 +630,8 @@ def check_design(
                 problems.append((name, "ident-LLM", det_llm))
             if not ok_sep:
                 problems.append((name, "separation", det_sep))
+        elif dial and side is not None:
+            problems.append((name, "separation", det_sep))
         elif dial and not ok_llm and not ok_low:
             problems.append((name, "ident-lowrank",
                              f"identified neither on its own (ident-LLM: {det_llm}) nor through the shared "

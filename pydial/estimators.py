@@ -25,7 +25,7 @@ import pandas as pd
 from scipy.special import expit
 
 from .data import Comparisons
-from .exceptions import ConvergenceError, ConvergenceWarning, DataError, IdentifiabilityError
+from .exceptions import ConvergenceError, ConvergenceWarning, DataError, DialError, IdentifiabilityError
 from .fit import (
     centering_basis,
     difference_design,
@@ -43,7 +43,7 @@ from .model import CALIBRATIONS, Chart
 from .design import ESTIMATORS
 from .results import DialResult
 from .selection import numpy_joint
-from .optim import OptimResult, pinv_sym, single_threaded_blas
+from .optim import BOX, OptimResult, pinv_sym, single_threaded_blas
 
 METHODS: tuple[str, ...] = ESTIMATORS
 ENGINES: tuple[str, ...] = ("numpy", "stan")
@@ -150,6 +150,21 @@ def fit(
             data._cache[key].raise_if_failed()
     common = dict(method=method, rank=rank_grid[0], calibration=calibration, engine=engine, cov_type=cov, level=level,
                   items=data.items, judges=data.judges, n_human=data.n_human, n_llm=data.n_llm)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        res = _dispatch(data, common, method, engine=engine, cov_arg=cov_arg, lambdas=lambdas, multiples=multiples,
+                        include_endpoints=include_endpoints, anchored_cov=anchored_cov, ties=ties, seed=seed,
+                        rank_grid=rank_grid)
+    for w in caught:  # hand every warning on to the caller's filters
+        warnings.warn_explicit(w.message, w.category, w.filename, w.lineno, source=w.source)
+    return with_verdict(res, data, [w.message for w in caught], seed=0 if seed is None else seed)
+
+
+def _dispatch(data: Comparisons, common: dict, method: str, *, engine: str, cov_arg: str | None, lambdas: Any,
+              multiples: Any, include_endpoints: bool, anchored_cov: str, ties: str | None, seed: int | None,
+              rank_grid: list[int]) -> DialResult:
+    """Run the estimator ``method`` (arguments validated by :func:`fit`)."""
+    cov = common["cov_type"]
     if ties is not None:
         from .stan.ties import TIE_METHODS, TIE_MODELS, fit_ties
 
@@ -179,6 +194,45 @@ def fit(
                      rank_grid=rank_grid, point=point)
 
 
+def with_verdict(res: DialResult, data: Comparisons, caught: list[Warning], *, seed: int = 0) -> DialResult:
+    """Set ``res.status`` and ``res.problems`` from the warnings of the fit.
+
+    Every :class:`ConvergenceWarning` / :class:`~pydial.exceptions.CovarianceWarning`
+    raised while fitting is a problem; so is a position effect on the box bound.
+    When there is a problem, the failing separation and human-MLE rows of
+    :func:`pydial.check_design` are added as possible causes, naming the judges and
+    items to blame.
+    """
+    from .design import check_design
+    from .results import STATUSES
+
+    found: list[tuple[str, str]] = [(w.status, str(w)) for w in caught if isinstance(getattr(w, "status", None), str)]
+    if not res.converged and not any(st in ("not converged", "at bound", "not identified") for st, _ in found):
+        found.append(("not converged", f"an optimization of the {res.method} fit is not a resolved optimum "
+                                       f"(max|grad| = {res.grad_norm:.2e})"))
+    pe = res.position_effects
+    if pe is not None and len(pe):
+        hit = pe.index[np.abs(pe["b"].to_numpy()) >= BOX * (1 - 1e-6)]
+        for name in hit:
+            side = "first" if pe.loc[name, "b"] > 0 else "second"
+            found.append(("at bound", f"judge {name!r}: position effect b = {pe.loc[name, 'b']:+.4g} is on the box bound "
+                                      f"|b| = {BOX:g}: the {side}-shown item (almost) always wins, so the judge's "
+                                      "order-effect BTL has no finite MLE and b is not identified"))
+    if not found:
+        return res
+    rank = res.rank if isinstance(res.rank, (int, np.integer)) else 1
+    try:
+        rep = check_design(data, rank=int(rank), calibration=res.calibration, method=res.method, seed=seed)
+        bad = rep.table[(~rep.table["ok"]) & rep.table["condition"].isin(["separation", "human-mle"])]
+        causes = [f"possible cause, {str(j) if j == 'human' else 'judge ' + repr(str(j))}: {c}: {d}"
+                  for j, c, d in bad[["judge", "condition", "detail"]].itertuples(index=False)]
+    except (ValueError, DialError):  # the diagnosis must never hide the verdict
+        causes = []
+    res.status = min((st for st, _ in found), key=lambda st: STATUSES.index(st) if st in STATUSES else len(STATUSES))
+    res.problems = tuple(dict.fromkeys(msg for _, msg in found)) + tuple(causes)
+    return res
+
+
 def _rank_grid(rank: Any, data: Comparisons, method: str) -> list[int]:
     """Validate ``rank`` (int, list, or "auto") into a list of candidate ranks."""
     top = max(0, min(data.K - 1, data.N - 2, 3))
@@ -202,12 +256,16 @@ def _rank_grid(rank: Any, data: Comparisons, method: str) -> list[int]:
 
 # ----------------------------------------------------------------- helpers
 def _warn_if(opt: OptimResult, what: str) -> None:
+    """A :class:`ConvergenceWarning` (status ``"at bound"`` or ``"not converged"``)
+    when ``opt`` is not a resolved optimum."""
+    status = "at bound" if opt.at_bound.any() else "not converged"
     if not opt.converged:
-        warnings.warn(f"{what}: optimizer did not converge ({opt.message}; max|grad| = {opt.grad_norm:.2e})",
-                      ConvergenceWarning, stacklevel=3)
+        warnings.warn(ConvergenceWarning(f"{what}: optimizer did not converge ({opt.message}; "
+                                         f"max|grad| = {opt.grad_norm:.2e})", status), stacklevel=3)
     elif opt.at_bound.any():
-        warnings.warn(f"{what}: {int(opt.at_bound.sum())} coordinate(s) on the optimization box (|x| = 10): "
-                      "the estimate is not resolved within the box", ConvergenceWarning, stacklevel=3)
+        warnings.warn(ConvergenceWarning(f"{what}: {int(opt.at_bound.sum())} coordinate(s) on the optimization box "
+                                         f"(|x| = {BOX:g}): the estimate is not resolved within the box", status),
+                      stacklevel=3)
 
 
 def _score_frame(s: np.ndarray, C: np.ndarray, items: tuple[str, ...], level: float) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -230,8 +288,9 @@ def _glm_influence(X: np.ndarray, opt: OptimResult, n: np.ndarray, y: np.ndarray
     p = expit(X @ opt.x)
     Hinv, n_zero = pinv_sym(glm_information(X, n, p, w))
     if n_zero:
-        warnings.warn(f"{what}: the Hessian is singular in {n_zero} direction(s); the design does not identify "
-                      "the parameters (run pydial.check_design)", ConvergenceWarning, stacklevel=3)
+        warnings.warn(ConvergenceWarning(f"{what}: the Hessian is singular in {n_zero} direction(s); the design does "
+                                         "not identify the parameters (run pydial.check_design)", "not identified"),
+                      stacklevel=3)
     return X @ Hinv @ E.T, p, bool(n_zero)
 
 
@@ -553,10 +612,13 @@ def _fit_dial(data: Comparisons, common: dict, *, order: bool, adaptive: bool, l
     if not ok:
         anc = [(r, c) for r, c in options if np.isinf(c.lam) and c.opt is not None and c.opt.resolved and c.s is not None]
         if not anc:
-            raise ConvergenceError("no admissible candidate on the lambda path (see the reasons):\n" + table.to_string())
+            why = "; ".join(f"lambda={lam:.4g}: {reason}" for lam, reason in
+                            table[["lambda", "reason"]].drop_duplicates("reason").itertuples(index=False))
+            raise ConvergenceError(f"no admissible candidate on the lambda path ({why}); the path:\n" + table.to_string())
         ok, fallback = anc[:1], True
-        warnings.warn("no candidate of the lambda path passed the regularity guards; falling back to the anchored "
-                      "endpoint lambda = inf (see result.gacv for the reasons)", ConvergenceWarning, stacklevel=3)
+        warnings.warn(ConvergenceWarning("no candidate of the lambda path passed the regularity guards; falling back "
+                                         "to the anchored endpoint lambda = inf (see result.gacv for the reasons)",
+                                         "no admissible candidate"), stacklevel=3)
     r_sel, best = min(ok, key=lambda rc: rc[1].gacv if np.isfinite(rc[1].gacv) else np.inf)
     sf = staged[r_sel]
     common = {**common, "rank": r_sel}
