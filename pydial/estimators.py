@@ -302,7 +302,7 @@ def _fit_human(data: Comparisons, common: dict, point: "PointEngine | None" = No
     X = difference_design(data.human.i, data.human.j, N) @ T
     U, p, singular = _glm_influence(X, f.opt, data.human.n, data.human.y, 1.0 / data.n_human, T, "human BTL")
     st = CellStats.from_parts([(data.human.n, data.human.y, p, 1.0 / data.n_human, True)])
-    C = influence_covariance(U, st, data, common["cov_type"])
+    C = influence_covariance(U, st, data, common["cov_type"], what="the human BTL scores")
     scores, cov = _score_frame(f.s, C, data.items, common["level"])
     return DialResult(**common, scores=scores, cov=cov, position_effects=None, judge_scores=None, structure=None,
                       calibration_coef=None, lambda_=0.0, converged=f.opt.resolved and not singular, grad_norm=f.opt.grad_norm,
@@ -348,7 +348,7 @@ def _fit_judges(data: Comparisons, common: dict, point: "PointEngine | None" = N
         conv &= not singular
         st = CellStats(cells.n, cells.y, p, np.full(cells.n.size, 1.0 / cells.n.sum()), np.zeros(cells.n.size, bool),
                        np.flatnonzero(m), np.full(cells.n.size, -1))
-        covs.append(influence_covariance(U, st, data, common["cov_type"]))
+        covs.append(influence_covariance(U, st, data, common["cov_type"], what=f"the scores of judge {data.judges[k]!r}"))
         parts.append((m, U, p))
         S[k], b[k] = f.s, f.b
     # One stacked influence matrix over all judges' cells, targets (mean score, b), so that
@@ -362,7 +362,7 @@ def _fit_judges(data: Comparisons, common: dict, point: "PointEngine | None" = N
         p_all[m], w_all[m] = pk, 1.0 / data.llm.n[m].sum()
     st_all = CellStats(data.llm.n, data.llm.y, p_all, w_all, np.zeros(len(data.llm), bool),
                        np.arange(len(data.llm)), np.full(len(data.llm), -1))
-    C_all = influence_covariance(U_all, st_all, data, common["cov_type"])
+    C_all = influence_covariance(U_all, st_all, data, common["cov_type"], what="the mean judge scores and position effects")
     Cs, Cb = C_all[:N, :N], C_all[N:, N:]
     pos = wald_table(b, Cb, list(data.judges), common["level"], "b")
     pos.index.name = "judge"
@@ -403,7 +403,7 @@ def _fit_pooled(data: Comparisons, common: dict, point: "PointEngine | None" = N
     U_L = X1 @ np.linalg.solve(H1, total.T)
     U_H = (x2 / Cc)[:, None] * sp_[None, :]
     st = CellStats.from_parts([(L.n, L.y, p1, w1, False), (Hc.n, Hc.y, p2, w2, True)])
-    C = influence_covariance(np.vstack([U_L, U_H]), st, data, common["cov_type"])
+    C = influence_covariance(np.vstack([U_L, U_H]), st, data, common["cov_type"], what="the pooled scores")
     scores, cov = _score_frame(s, C, data.items, common["level"])
     return DialResult(**common, scores=scores, cov=cov, position_effects=None, judge_scores=None, structure=None,
                       calibration_coef=np.array([c * np.linalg.norm(sp_) / np.sqrt(N)]), lambda_=np.inf,
@@ -507,7 +507,7 @@ def llm_only_effects(data: Comparisons, chart: Chart, theta: np.ndarray, cov: st
     E[np.arange(data.K), np.arange(chart.slices["b"].start, chart.slices["b"].stop)] = 1.0
     U = o.cell_jacobian(theta) @ (E @ Hp).T
     st = CellStats.from_parts([(data.llm.n, data.llm.y, o.probabilities(theta), 1.0 / data.n_llm, False)])
-    C = influence_covariance(U, st, data, cov)
+    C = influence_covariance(U, st, data, cov, what="the position effects b")
     tab = wald_table(chart.order_effects(theta), C, list(data.judges), level, "b")
     tab.index.name = "judge"
     tab.attrs["cov"] = C
@@ -530,7 +530,7 @@ def consensus_loadings(data: Comparisons, chart: Chart, theta: np.ndarray, cov: 
         E[:, t] = (chart.structure(theta + e).gamma - chart.structure(theta - e).gamma) / (2 * h)
     U = o.cell_jacobian(theta) @ (E @ Hp).T
     st = CellStats.from_parts([(data.llm.n, data.llm.y, o.probabilities(theta), 1.0 / data.n_llm, False)])
-    C = influence_covariance(U, st, data, cov)
+    C = influence_covariance(U, st, data, cov, what="the consensus loadings gamma")
     tab = wald_table(gamma, C, list(data.judges), level, "gamma")[["gamma", "se", "ci_low", "ci_high"]]
     tab.index.name = "judge"
     return tab
@@ -624,15 +624,15 @@ def _fit_dial(data: Comparisons, common: dict, *, order: bool, adaptive: bool, l
     common = {**common, "rank": r_sel}
     if best.lam == 0:
         U, stt = human_influence(data, best.theta)
-        C = influence_covariance(U, stt, data, common["cov_type"])
+        C = influence_covariance(U, stt, data, common["cov_type"], what="the calibrated scores")
         s = best.s
     elif np.isinf(best.lam):
         U, stt = staged_influence(data, sf, fixed_basis=(anchored_cov == "fixed-basis"))
-        C = influence_covariance(U, stt, data, common["cov_type"])
+        C = influence_covariance(U, stt, data, common["cov_type"], what="the calibrated scores")
         s = sf.chart.scores(sf.theta)
     else:
         U, stt = finite_influence(data, sf.chart, best.lam, best.theta)
-        C = influence_covariance(U, stt, data, common["cov_type"])
+        C = influence_covariance(U, stt, data, common["cov_type"], what="the calibrated scores")
         s = best.s
     scores, cov = _score_frame(s, C, data.items, common["level"])
     pos = llm_only_effects(data, sf.llm_chart, sf.llm_theta, common["cov_type"], common["level"]) if order else None
