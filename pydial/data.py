@@ -556,9 +556,9 @@ class Comparisons:
             "judge tie rate min-max": (
                 f"{ties_by_judge.min():.3f}-{ties_by_judge.max():.3f}" if ties_by_judge.size else "-"
             ),
-            "judges dropped (no decisive judgment)": ", ".join(f.attrs.get("dropped_judges", ())) or "none",
             "names changed (surrounding whitespace stripped)": f.attrs.get("names_stripped", "none"),
             "duplicated rows (identical in all six columns)": "{} ({})".format(*f.attrs.get("duplicated_rows", (0, "kept"))),
+            "judges dropped (no decisive judgment)": ", ".join(f.attrs.get("dropped_judges", ())) or "none",
         }
         return pd.DataFrame({"value": pd.Series(rows, dtype=object)})
 

@@ -130,6 +130,9 @@ def fit(
     if not 0 < level < 1:
         raise ValueError(f"level ({level}) must be in the open interval (0, 1)")
     rank_grid = _rank_grid(rank, data, method)
+    for arg, name in ((lambdas, "lambdas"), (multiples, "multiples")):
+        if arg is not None:
+            positive_values(arg, name)
     if anchored_cov not in ANCHORED_COVS:
         raise ValueError(f"anchored_cov must be one of {ANCHORED_COVS}, got {anchored_cov!r}")
     cov_arg = cov
@@ -231,6 +234,20 @@ def with_verdict(res: DialResult, data: Comparisons, caught: list[Warning], *, s
     res.status = min((st for st, _ in found), key=lambda st: STATUSES.index(st) if st in STATUSES else len(STATUSES))
     res.problems = tuple(dict.fromkeys(msg for _, msg in found)) + tuple(causes)
     return res
+
+
+def positive_values(values: Any, name: str) -> np.ndarray:
+    """A non-empty 1-d sequence of finite positive numbers (``lambdas``, ``multiples``)
+    as a float array; anything else raises :class:`ValueError` naming ``name``."""
+    hint = (f"{name} must be a non-empty sequence of finite positive numbers, e.g. {name}=[0.5, 2.0]"
+            + (" (the endpoints 0 and inf are added by include_endpoints)" if name == "lambdas" else ""))
+    try:
+        arr = np.asarray(values, dtype=float)
+    except (TypeError, ValueError):
+        raise ValueError(f"{hint}; got {values!r}") from None
+    if isinstance(values, (str, bytes, dict)) or arr.ndim != 1 or arr.size == 0 or not np.all(np.isfinite(arr)) or np.any(arr <= 0):
+        raise ValueError(f"{hint}; got {values!r}")
+    return arr
 
 
 def _rank_grid(rank: Any, data: Comparisons, method: str) -> list[int]:
@@ -579,13 +596,9 @@ def _fit_dial(data: Comparisons, common: dict, *, order: bool, adaptive: bool, l
         cands = [anchored_candidate(data, M, sf.chart.scores(sf.theta), sf.cal_opt, sf.llm_opt)]
         if adaptive:
             if lambdas is not None:
-                lams = np.sort(np.asarray(lambdas, float))[::-1]
-                if np.any(~np.isfinite(lams)) or np.any(lams <= 0):
-                    raise ValueError(f"lambdas must be finite and positive (the endpoints 0 and inf are added by include_endpoints), got {lambdas!r}")
+                lams = np.sort(positive_values(lambdas, "lambdas"))[::-1]
             else:
-                mult = DEFAULT_MULTIPLES if multiples is None else tuple(np.asarray(multiples, float).ravel())
-                if not mult or not np.all(np.isfinite(mult)) or min(mult) <= 0:
-                    raise ValueError(f"multiples must be finite and positive, got {multiples!r}")
+                mult = DEFAULT_MULTIPLES if multiples is None else tuple(positive_values(multiples, "multiples"))
                 lams = np.sort(candidate_weights(data.n_llm, data.n_human, mult))[::-1]
             theta = sf.theta
             for lam in lams:

@@ -109,6 +109,7 @@ def summary_dict(res: DialResult) -> dict[str, Any]:
         "method": res.method, "rank": res.rank, "calibration": res.calibration, "engine": res.engine,
         "cov": res.cov_type, "level": res.level, "lambda": fin(res.lambda_),
         "lambda_is_infinite": bool(np.isinf(res.lambda_)), "converged": bool(res.converged),
+        "status": res.status, "problems": list(res.problems),
         "grad_norm": float(res.grad_norm), "n_human": res.n_human, "n_llm": res.n_llm,
         "items": list(res.items), "judges": list(res.judges),
         "scores": {k: {c: fin(v[c]) for c in ("score", "se", "ci_low", "ci_high")} for k, v in res.scores.iterrows()},
