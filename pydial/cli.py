@@ -182,9 +182,8 @@ def _fit(args: argparse.Namespace) -> int:
             return EXIT_FIT
     print(res.summary())
     if args.out:
-        with output_dir(args.out, force=args.force, command=f"pydial fit --method {args.method}") as tmp:
-            paths = write_report(res, data, tmp, fmt=args.format)
-        print("wrote " + ", ".join(str(Path(args.out) / p.name) for p in paths))
+        paths = write_report(res, data, args.out, fmt=args.format, force=args.force)
+        print("wrote " + ", ".join(str(p) for p in paths))
     return 0
 
 

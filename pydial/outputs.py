@@ -62,7 +62,7 @@ def _probe(folder: Path, p: Path) -> None:
         os.close(fd)
         os.unlink(name)
     except OSError as e:
-        raise OutputError(f"cannot write {p}: no permission to create files in {folder} ({e.strerror})") from None
+        raise OutputError(f"cannot write {p}: cannot create files in {folder} ({e.strerror})") from None
 
 
 def _is_pydial_dir(p: Path) -> bool:
@@ -147,7 +147,8 @@ def _install_dir(tmp: Path, target: Path) -> None:
             if q.is_file() and not (tmp / name).exists():
                 q.unlink()
         for f in tmp.iterdir():
-            os.replace(f, target / f.name)
+            if f.name != MARKER:  # the folder stays the user's: never mark it as pydial's to replace
+                os.replace(f, target / f.name)
     except OSError as e:
         raise OutputError(f"cannot write {target}: {e.strerror or e}") from None
 
