@@ -355,7 +355,7 @@ class Comparisons:
         if empty and not drop_empty_judges:
             raise DataError(
                 f"judge(s) {empty} have no decisive judgment (all ties, 'both bad' or self-comparisons); "
-                "pass drop_empty_judges=True to remove them (they are then counted in summary())"
+                "pass drop_empty_judges=True (--drop-empty-judges) to remove them (they are then counted in summary())"
             )
         if empty:
             dropped = tuple(empty)
