@@ -9,7 +9,8 @@ from . import datasets, io
 from .data import Comparisons
 from .design import DesignReport, check_design
 from .estimators import DialResult, fit
-from .exceptions import ConvergenceError, ConvergenceWarning, DataError, DialError, IdentifiabilityError
+from .exceptions import (ConvergenceError, ConvergenceWarning, CovarianceWarning, DataError, DataWarning, DialError,
+                         DialWarning, IdentifiabilityError, OutputError)
 from .simulate import Simulation, simulate
 
 __all__ = [
@@ -26,6 +27,10 @@ __all__ = [
     "IdentifiabilityError",
     "ConvergenceError",
     "ConvergenceWarning",
+    "CovarianceWarning",
+    "DataWarning",
+    "DialWarning",
+    "OutputError",
     "DialError",
 ]
 __version__ = "0.1.0"

@@ -198,6 +198,9 @@ def _compare(args: argparse.Namespace) -> int:
     # with the joint MLE at lambda = n_LLM / n_H (Bernstein-von Mises)
     res = fit(data, "dial-ada", rank=args.rank, calibration=args.calibration, cov=args.cov, level=args.level,
               lambdas=[data.n_llm / data.n_human], include_endpoints=False)
+    if not res.ok:
+        print(f"pydial: the frequentist fit failed: {res.verdict()}", file=sys.stderr)
+        return EXIT_FIT
     idata = posterior(data, rank=args.rank, calibration=args.calibration, chains=args.chains, draws=args.draws, seed=args.seed)
     tab = compare_intervals(res, idata, level=args.level)
     print(tab.to_string())

@@ -266,3 +266,12 @@ def test_fuzz_cli(tmp_path_factory, rows, method, repeat, cov):
         scores = pd.read_csv(out / "scores.csv")
         assert np.isfinite(scores["score"]).all() and (scores["se"] > 0).all()
         assert json.loads((out / "summary.json").read_text())["status"] == "ok"
+
+
+def test_convert_table_keeps_names_as_written(sim_csv, tmp_path, capsys):
+    names = {"item00": "007", "item01": "7", "item02": "NA", "item03": "3.10", "item04": "3.1", "item05": "None"}
+    p = variant(sim_csv, tmp_path, lambda d: d.assign(item_a=d.item_a.map(names), item_b=d.item_b.map(names)))
+    out = tmp_path / "long.csv"
+    assert run(capsys, "convert", "table", p, "--out", out)[0] == 0
+    back = pd.read_csv(out, dtype=str, keep_default_na=False)
+    assert set(back.item_a) | set(back.item_b) == set(names.values())
