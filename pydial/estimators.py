@@ -139,7 +139,9 @@ def fit(
     cov = check_cov_type(cov if cov is not None else ("fisher" if method == "human" else "cell"))
     if method in NEEDS_HUMAN and data.n_human == 0:
         raise DataError(
-            f"method {method!r} needs human comparisons, but no decisive rows have judge == {data.human_judge!r}"
+            f"method {method!r} needs human comparisons, but no decisive rows have judge == {data.human_judge!r} "
+            f"(the other judges: {', '.join(repr(j) for j in data.judges[:8])}{', ...' if data.K > 8 else ''}; "
+            "name the human judge with human_judge= / --human)"
         )
     if method != "human" and data.K == 0:
         raise DataError(f"method {method!r} needs LLM judgments, but there are none")

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from numbers import Number
-from typing import Any, Iterable, Sequence
+from typing import Any, Iterable
 
 import numpy as np
 import pandas as pd

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import numpy as np
@@ -15,7 +14,6 @@ from hypothesis import strategies as st
 
 from pydial.cli import EXIT_DATA, EXIT_FIT, EXIT_IDENT, main
 from pydial.outputs import MARKER
-from pydial.simulate import simulate
 
 
 def run(capsys, *argv):
