@@ -193,8 +193,9 @@ class Comparisons:
         ----------
         df : pandas.DataFrame
             One row per judgment.
-        human_judge : str, default "human"
-            Value of the judge column that marks human labels.
+        human_judge : str or number, default "human"
+            Value of the judge column that marks human labels; converted to text like
+            the judge names (``0`` matches an integer judge column, ``"0"`` a CSV).
         items : sequence of str, optional
             Item order (defines the item index and hence canonical orientation).
             Defaults to the sorted distinct item names.  Items listed here but never
