@@ -12,7 +12,8 @@ from . import datasets, io
 from .data import Comparisons
 from .design import DesignReport, check_design
 from .estimators import DialResult, fit
-from .exceptions import ConvergenceError, ConvergenceWarning, DataError, DialError, IdentifiabilityError
+from .exceptions import (ConvergenceError, ConvergenceWarning, CovarianceWarning, DataError, DataWarning, DialError,
+                         DialWarning, IdentifiabilityError, OutputError)
 from .simulate import Simulation, simulate
 
 __all__ = [
@@ -29,6 +30,10 @@ __all__ = [
     "IdentifiabilityError",
     "ConvergenceError",
     "ConvergenceWarning",
+    "CovarianceWarning",
+    "DataWarning",
+    "DialWarning",
+    "OutputError",
     "DialError",
     "posterior",
     "compare_intervals",

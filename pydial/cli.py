@@ -1,8 +1,11 @@
 """The ``pydial`` command line: ``check``, ``fit``, ``simulate``, ``convert``, ``compare``.
 
 Bad input ends with a one-line cause and a non-zero exit code, never a traceback:
-exit 2 for malformed data or arguments, exit 3 when the design cannot identify the
-requested fit, exit 4 when no admissible fit exists (optimizer failure).
+exit 2 for malformed data, arguments or output paths (checked before fitting), exit 3
+when the design cannot identify the requested fit, exit 4 when no admissible fit
+exists: the optimizer did not converge, a parameter is on the box bound, no weight
+candidate is admissible, or a covariance is degenerate (``fit --allow-nonconverged``
+keeps such numbers, marked by their status).
 """
 
 from __future__ import annotations
@@ -10,12 +13,16 @@ from __future__ import annotations
 import argparse
 import sys
 import warnings
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Sequence
+from typing import Iterator, Sequence
 
 import numpy as np
 
-from .exceptions import ConvergenceError, ConvergenceWarning, DataError, IdentifiabilityError
+from .data import DUPLICATES
+from .exceptions import (ConvergenceError, ConvergenceWarning, CovarianceWarning, DataError, DialWarning,
+                         IdentifiabilityError, OutputError)
+from .outputs import check_output_dir, check_output_file, output_dir, output_file
 
 EXIT_DATA, EXIT_IDENT, EXIT_FIT = 2, 3, 4
 
@@ -38,13 +45,28 @@ it with a weight chosen by GACV, an approximate leave-one-out criterion (dial-ad
 """
 
 
-def _load(path: str, human: str):
+@contextmanager
+def _warnings_to_stderr(skip: tuple[type[Warning], ...] = ()) -> Iterator[list]:
+    """Print pydial's warnings as ``pydial: warning: ...`` lines (not Python's two-line
+    format); warnings of the classes in ``skip`` are collected but not printed."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", DialWarning)
+        yield caught
+    for w in caught:
+        if issubclass(w.category, DialWarning) and not issubclass(w.category, skip):
+            print(f"pydial: warning: {w.message}", file=sys.stderr)
+
+
+def _load(args: argparse.Namespace):
     from .data import Comparisons
     from .datasets import NAMES
     from .datasets import path as bundled
 
-    src = bundled(path) if path in NAMES else path
-    return Comparisons.from_csv(src, human_judge=human)
+    src = bundled(args.data) if args.data in NAMES else args.data
+    with _warnings_to_stderr():
+        return Comparisons.from_csv(src, human_judge=args.human, drop_empty_judges=args.drop_empty_judges,
+                                    strip_names=not args.keep_whitespace, allow_similar_names=args.allow_similar_names,
+                                    duplicates=args.duplicates)
 
 
 def _floats(text: str) -> list[float]:
@@ -82,6 +104,14 @@ def _parser() -> argparse.ArgumentParser:
                        help="disagreement rank r of the judge score matrix; a list '0,1,2' or 'auto' selects it by GACV (dial-ada)")
         q.add_argument("--calibration", choices=("mu", "W"), default="mu",
                        help="calibrate humans along the LLM consensus mu (d=1) or the full space W=[mu,V] (d=r+1)")
+        q.add_argument("--drop-empty-judges", action="store_true",
+                       help="remove LLM judges without a decisive judgment (all ties / both bad) instead of refusing them")
+        q.add_argument("--keep-whitespace", action="store_true",
+                       help="keep surrounding whitespace in judge and item names (default: strip it and report)")
+        q.add_argument("--allow-similar-names", action="store_true",
+                       help="keep names differing only by letter case or whitespace as distinct (default: refuse them)")
+        q.add_argument("--duplicates", choices=DUPLICATES, default="keep",
+                       help="rows identical in all six columns: keep (default), drop, or raise; always counted")
     for q in (c, f):
         q.add_argument("--method", choices=METHODS, default="dial-ada",
                        help="estimator: judges (each judge alone), human, pooled, dial-nopos, dial-anc (anchored), "
@@ -90,12 +120,21 @@ def _parser() -> argparse.ArgumentParser:
         q.add_argument("--cov", choices=COV_TYPES, default=None,
                        help="covariance meat: fisher, binomial, cell (judge-pair clustered; default for LLM methods), record")
         q.add_argument("--level", type=float, default=0.95, help="confidence level of all intervals (default 0.95)")
-        q.add_argument("--out", default=None, help="output folder (default: print only)")
+        q.add_argument("--out", default=None,
+                       help="output folder (default: print only); written aside and moved into place when complete; "
+                            "a folder of an earlier pydial run is replaced as a whole")
+        q.add_argument("--force", action="store_true",
+                       help="write into a non-empty folder pydial did not write (only pydial's own files are replaced)")
     f.add_argument("--lambdas", type=_floats, default=None, help="explicit candidate weights, comma-separated (dial-ada)")
     f.add_argument("--multiples", type=_floats, default=None,
                    help="candidate weights as multiples of n_LLM/n_H (default: 7 log-spaced from 0.01 to 10)")
     f.add_argument("--no-endpoints", action="store_true", help="exclude lambda=0 and lambda=inf from GACV selection")
     f.add_argument("--format", choices=REPORT_FORMATS, default="md", help="report format (default md)")
+    f.add_argument("--allow-nonconverged", action="store_true",
+                   help="keep the numbers of a fit that did not converge, hit the box bound or had no admissible "
+                        "candidate (marked by its status in the summary and summary.json) instead of exit 4")
+    f.add_argument("--no-check", action="store_true",
+                   help="skip the design checks of check_design (exit 3); the fit's own verdict still applies")
     cmp_.add_argument("--chains", type=int, default=4, help="NUTS chains (default 4)")
     cmp_.add_argument("--draws", type=int, default=1000, help="draws per chain after warm-up (default 1000)")
     cmp_.add_argument("--seed", type=int, default=1, help="random seed (default 1)")
@@ -129,17 +168,21 @@ def _fit(args: argparse.Namespace) -> int:
     from .estimators import fit
     from .report import write_report
 
-    data = _load(args.data, args.human)
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always", ConvergenceWarning)
+    if args.out:
+        check_output_dir(args.out, force=args.force)
+    data = _load(args)
+    with _warnings_to_stderr(skip=() if args.allow_nonconverged else (ConvergenceWarning, CovarianceWarning)) as caught:
         res = fit(data, args.method, rank=args.rank, calibration=args.calibration, cov=args.cov, level=args.level,
-                  lambdas=args.lambdas, multiples=args.multiples, include_endpoints=not args.no_endpoints)
-    for w in caught:
-        if issubclass(w.category, ConvergenceWarning):
-            print(f"warning: {w.message}", file=sys.stderr)
+                  lambdas=args.lambdas, multiples=args.multiples, include_endpoints=not args.no_endpoints,
+                  check=not args.no_check)
+        if not res.ok and not args.allow_nonconverged:
+            caught.clear()
+            print(f"pydial: fit failed ({args.method}): {res.verdict()}; pass --allow-nonconverged to keep the "
+                  "marked numbers", file=sys.stderr)
+            return EXIT_FIT
     print(res.summary())
     if args.out:
-        paths = write_report(res, data, args.out, fmt=args.format)
+        paths = write_report(res, data, args.out, fmt=args.format, force=args.force)
         print("wrote " + ", ".join(str(p) for p in paths))
     return 0
 
@@ -148,28 +191,34 @@ def _compare(args: argparse.Namespace) -> int:
     from .estimators import fit
     from .stan import compare_intervals, posterior
 
-    data = _load(args.data, args.human)
+    if args.out:
+        check_output_dir(args.out, force=args.force)
+    data = _load(args)
     # the posterior weighs the two likelihoods as the joint likelihood does: compare it
     # with the joint MLE at lambda = n_LLM / n_H (Bernstein-von Mises)
     res = fit(data, "dial-ada", rank=args.rank, calibration=args.calibration, cov=args.cov, level=args.level,
               lambdas=[data.n_llm / data.n_human], include_endpoints=False)
+    if not res.ok:
+        print(f"pydial: the frequentist fit failed: {res.verdict()}", file=sys.stderr)
+        return EXIT_FIT
     idata = posterior(data, rank=args.rank, calibration=args.calibration, chains=args.chains, draws=args.draws, seed=args.seed)
     tab = compare_intervals(res, idata, level=args.level)
     print(tab.to_string())
     if args.out:
-        out = Path(args.out)
-        out.mkdir(parents=True, exist_ok=True)
-        tab.to_csv(out / "compare_intervals.csv")
-        print(f"wrote {out / 'compare_intervals.csv'}")
+        with output_dir(args.out, force=args.force, command="pydial compare") as tmp:
+            tab.to_csv(tmp / "compare_intervals.csv")
+        print(f"wrote {Path(args.out) / 'compare_intervals.csv'}")
     return 0
 
 
 def _simulate(args: argparse.Namespace) -> int:
     from .simulate import simulate
 
+    check_output_file(args.out)
     sim = simulate(args.items, args.judges, args.rank, args.n_llm, args.n_human, target=args.target,
                    overdispersion=args.overdispersion, sigma_pos=args.sigma_pos, p_first=args.p_first, rng=args.seed)
-    sim.frame.to_csv(args.out, index=False)
+    with output_file(args.out) as tmp:
+        sim.frame.to_csv(tmp, index=False)
     print(f"wrote {len(sim.frame)} judgments to {args.out}")
     return 0
 
@@ -177,6 +226,7 @@ def _simulate(args: argparse.Namespace) -> int:
 def _convert(args: argparse.Namespace) -> int:
     from . import io
 
+    check_output_file(args.out)
     if args.format == "arena":
         pairs = {}
         for item in args.inputs:
@@ -193,7 +243,8 @@ def _convert(args: argparse.Namespace) -> int:
         frame, rep = io.from_pandalm(args.inputs[0], judge=args.judge, first=args.first)
     else:
         frame, rep = io.from_table(args.inputs[0])
-    frame.to_csv(args.out, index=False)
+    with output_file(args.out) as tmp:
+        frame.to_csv(tmp, index=False)
     print(rep)
     print(f"wrote {len(frame)} rows to {args.out}")
     return 0
@@ -202,7 +253,7 @@ def _convert(args: argparse.Namespace) -> int:
 def _check(args: argparse.Namespace) -> int:
     from .design import check_design
 
-    data = _load(args.data, args.human)
+    data = _load(args)
     from .estimators import _rank_grid
 
     ranks = _rank_grid(args.rank, data, "dial-ada" if args.rank == "auto" or isinstance(args.rank, list) else args.method)
@@ -226,6 +277,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     run = {"check": _check, "fit": _fit, "simulate": _simulate, "convert": _convert, "compare": _compare}[args.command]
     try:
         return run(args)
+    except OutputError as e:
+        print(f"pydial: {e}", file=sys.stderr)
+        return EXIT_DATA
     except DataError as e:
         print(f"pydial: bad input: {e}", file=sys.stderr)
         return EXIT_DATA
@@ -235,12 +289,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (ConvergenceError, FloatingPointError, np.linalg.LinAlgError) as e:
         print(f"pydial: fit failed: {str(e).splitlines()[0]}", file=sys.stderr)
         return EXIT_FIT
-    except (ValueError, FileNotFoundError) as e:
-        print(f"pydial: {e}", file=sys.stderr)
-        return EXIT_DATA
     except BrokenPipeError:  # output piped into e.g. `head`
         sys.stderr.close()
         return 0
+    except (ValueError, OSError) as e:
+        print(f"pydial: {str(e).splitlines()[0] if str(e) else type(e).__name__}", file=sys.stderr)
+        return EXIT_DATA
 
 
 if __name__ == "__main__":  # pragma: no cover

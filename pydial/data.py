@@ -23,6 +23,7 @@ they are counted and reported by :meth:`Comparisons.summary`, never dropped sile
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass, field
 from os import PathLike
 from typing import Any, Iterable, Sequence
@@ -30,11 +31,13 @@ from typing import Any, Iterable, Sequence
 import numpy as np
 import pandas as pd
 
-from .exceptions import DataError
+from .exceptions import DataError, DataWarning
+from .names import UNHASHABLE_CELLS, NameReport, cell_text, names_as_text
 
 FIRST_VALUES = ("a", "b")
 WINNER_VALUES = ("a", "b", "tie", "both_bad")
 COLUMNS = ("record_id", "judge", "item_a", "item_b", "first", "winner")
+DUPLICATES = ("keep", "drop", "raise")
 
 # Outcome codes of a canonical row.
 J_WINS, I_WINS, TIE, BOTH_BAD = 0, 1, 2, 3
@@ -53,6 +56,20 @@ def _rows_text(index: Sequence[Any], limit: int = 8) -> str:
     shown = ", ".join(str(x) for x in list(index)[:limit])
     more = len(index) - limit
     return f"rows [{shown}{', ...' if more > 0 else ''}] ({len(index)} in all)"
+
+
+def check_cells(t: pd.DataFrame, names: dict[str, str]) -> None:
+    """Refuse list / dict / set / tuple / array cells in any column of ``t``
+    (``names`` maps its columns to the user's column names, for the message)."""
+    for col in t.columns:
+        s = t[col]
+        if s.dtype != object:
+            continue
+        bad = s.map(lambda x: isinstance(x, UNHASHABLE_CELLS)).to_numpy(bool)
+        if bad.any():
+            kind = type(s[bad].iloc[0]).__name__
+            raise DataError(f"column {names.get(col, col)!r} holds {kind} cells at {_rows_text(t.index[bad])}; "
+                            "every cell must be a single value (a name, a record id, a/b, a winner label)")
 
 
 @dataclass(frozen=True)
@@ -157,9 +174,12 @@ class Comparisons:
         cls,
         df: pd.DataFrame,
         *,
-        human_judge: str = "human",
-        items: Sequence[str] | None = None,
+        human_judge: Any = "human",
+        items: Sequence[Any] | None = None,
         drop_empty_judges: bool = False,
+        strip_names: bool = True,
+        allow_similar_names: bool = False,
+        duplicates: str = "keep",
         record_id: str = "record_id",
         judge: str = "judge",
         item_a: str = "item_a",
@@ -173,8 +193,9 @@ class Comparisons:
         ----------
         df : pandas.DataFrame
             One row per judgment.
-        human_judge : str, default "human"
-            Value of the judge column that marks human labels.
+        human_judge : str or number, default "human"
+            Value of the judge column that marks human labels; converted to text like
+            the judge names (``0`` matches an integer judge column, ``"0"`` a CSV).
         items : sequence of str, optional
             Item order (defines the item index and hence canonical orientation).
             Defaults to the sorted distinct item names.  Items listed here but never
@@ -183,14 +204,34 @@ class Comparisons:
             An LLM judge with no decisive judgment (every row a tie, "both bad" or a
             self-comparison) raises :class:`DataError`; with ``True`` it is removed
             and counted in :meth:`summary` instead.
+        strip_names : bool, default True
+            Strip surrounding whitespace from judge and item names; how many names
+            changed is reported by :meth:`summary` and a :class:`DataWarning`.
+        allow_similar_names : bool, default False
+            Keep names that differ only by letter case, surrounding whitespace or
+            numeric type (``4`` and ``4.0``) as distinct; by default they raise
+            :class:`DataError` naming both spellings (see :mod:`pydial.names`).
+        duplicates : {"keep", "drop", "raise"}, default "keep"
+            Rows identical in all six columns (same record, judge, pair, display
+            order and winner).  ``"keep"`` counts them as separate judgments,
+            ``"drop"`` keeps the first of each group; both report the count in
+            :meth:`summary` and a :class:`DataWarning`.  ``"raise"`` refuses them.
         record_id, judge, item_a, item_b, first, winner : str
             Column names in ``df`` for the six fields of the long format.
+
+        Notes
+        -----
+        Judge and item names are text (:mod:`pydial.names`): string cells are used
+        as written, other cells through :func:`str` (``4 -> "4"``, ``4.0 -> "4.0"``).
+        ``human_judge`` is converted the same way, so ``human_judge=0`` matches an
+        integer judge column.
 
         Raises
         ------
         DataError
-            Missing columns, missing values, unknown ``first`` / ``winner`` values,
-            blank judge or item names, or an LLM judge without decisive judgments.
+            Missing columns, missing values, list / dict cells, unknown ``first`` /
+            ``winner`` values, blank judge or item names, two spellings of one
+            name, refused duplicates, or an LLM judge without decisive judgments.
         """
         mapping = dict(zip(COLUMNS, (record_id, judge, item_a, item_b, first, winner)))
         if not isinstance(df, pd.DataFrame):
@@ -201,14 +242,38 @@ class Comparisons:
                 f"missing column(s) {', '.join(missing)}; the table has columns {list(df.columns)}. "
                 "Map other names with the keyword arguments record_id=, judge=, item_a=, item_b=, first=, winner=."
             )
+        if duplicates not in DUPLICATES:
+            raise ValueError(f"duplicates must be one of {DUPLICATES}, got {duplicates!r}")
         t = df[list(mapping.values())].copy()
         t.columns = list(COLUMNS)
         if len(t) == 0:
             raise DataError("the comparison table has no rows")
+        check_cells(t, mapping)
+        name_report = NameReport()
+        human_text = cell_text(human_judge)
+        if human_text is None or isinstance(human_judge, UNHASHABLE_CELLS):
+            raise DataError(f"human_judge must be a single name, got {human_judge!r}")
+        human_judge = human_text.strip() if strip_names else human_text
+        conv = names_as_text({"judge": t["judge"]}, "judge", strip=strip_names, allow_similar=allow_similar_names,
+                             report=name_report, extra=[(human_judge, "human_judge=")])
+        t["judge"] = conv["judge"]
+        conv = names_as_text({"item_a": t["item_a"], "item_b": t["item_b"]}, "item", strip=strip_names,
+                             allow_similar=allow_similar_names, report=name_report,
+                             extra=[(x, "items=") for x in (items or ())])
+        t["item_a"], t["item_b"] = conv["item_a"], conv["item_b"]
+        if items is not None:
+            items = [cell_text(x).strip() if strip_names and cell_text(x) is not None else cell_text(x) for x in items]
+        dup = t.duplicated(keep="first").to_numpy()
+        dup_rows = t.index[dup]
+        if dup.any() and duplicates == "raise":
+            raise DataError(f"{int(dup.sum())} duplicated row(s) (identical in all six columns) at "
+                            f"{_rows_text(t.index[dup])}; pass duplicates='keep' or 'drop'")
+        if dup.any() and duplicates == "drop":
+            t = t.loc[~dup]
 
         # Validate on the distinct values of each column (factorized), not row by row.
         enc = {col: pd.factorize(t[col], use_na_sentinel=True) for col in COLUMNS[1:]}
-        judge_u = np.asarray([str(x) for x in enc["judge"][1]], dtype=object)
+        judge_u = np.asarray(list(enc["judge"][1]), dtype=object)
         is_human = _take(judge_u == human_judge, enc["judge"][0], False)
         # Human rows may lack a display order; everything else is required.
         for col in COLUMNS:
@@ -291,27 +356,54 @@ class Comparisons:
         if empty and not drop_empty_judges:
             raise DataError(
                 f"judge(s) {empty} have no decisive judgment (all ties, 'both bad' or self-comparisons); "
-                "pass drop_empty_judges=True to remove them (they are then counted in summary())"
+                "pass drop_empty_judges=True (--drop-empty-judges) to remove them (they are then counted in summary())"
             )
         if empty:
             dropped = tuple(empty)
             llm_names = [k for k in llm_names if k in has]
-        return cls._build(canon, tuple(names), tuple(llm_names), human_judge, dropped)
+        out = cls._build(canon, tuple(names), tuple(llm_names), human_judge, dropped)
+        out.frame.attrs["names_stripped"] = name_report.text()
+        out.frame.attrs["duplicated_rows"] = (int(dup.sum()), "dropped" if duplicates == "drop" else "kept")
+        notes = []
+        if name_report.n_stripped:
+            notes.append(f"surrounding whitespace stripped from {name_report.text()}")
+        if dup.any():
+            notes.append(f"{int(dup.sum())} duplicated row(s) (identical in all six columns) "
+                         f"{'dropped' if duplicates == 'drop' else 'kept as separate judgments'} "
+                         f"at {_rows_text(dup_rows, 3)}")
+        for note in notes:
+            warnings.warn(note, DataWarning, stacklevel=2)
+        return out
 
     @classmethod
     def from_csv(cls, path: str | PathLike[str], **kwargs: Any) -> "Comparisons":
         """Read a long-format CSV and pass it to :meth:`from_frame`.
 
-        Keyword arguments are those of :meth:`from_frame` (column mapping,
-        ``human_judge``, ``items``); remaining ones go to :func:`pandas.read_csv`.
+        Every column is read as text exactly as written (``dtype=str``,
+        ``keep_default_na=False``): item ``007`` stays ``"007"``, ``3.10`` stays
+        ``"3.10"``, and ``NA`` / ``None`` are names.  Only an empty (or blank) cell is
+        missing.  Keyword arguments are those of :meth:`from_frame` (column mapping,
+        ``human_judge``, ``items``, name and duplicate handling); remaining ones go to
+        :func:`pandas.read_csv`.
+
+        Raises
+        ------
+        DataError
+            The file cannot be read or is empty, or :meth:`from_frame` refuses it.
         """
-        own = {"human_judge", "items", "drop_empty_judges", *COLUMNS}
+        own = {"human_judge", "items", "drop_empty_judges", "strip_names", "allow_similar_names", "duplicates", *COLUMNS}
         fk = {k: v for k, v in kwargs.items() if k in own}
-        rk = {k: v for k, v in kwargs.items() if k not in own}
+        rk = {"dtype": str, "keep_default_na": False, **{k: v for k, v in kwargs.items() if k not in own}}
         try:
             df = pd.read_csv(path, **rk)
+        except pd.errors.EmptyDataError as e:
+            raise DataError(f"cannot read {path!s}: the file is empty (no header, no rows)") from e
         except (OSError, pd.errors.ParserError, UnicodeDecodeError) as e:
             raise DataError(f"cannot read {path!s}: {e}") from e
+        for col in df.columns:  # with keep_default_na=False only a blank cell is missing
+            blank = df[col].map(lambda x: isinstance(x, str) and not x.strip()).to_numpy(bool)
+            if blank.any():
+                df[col] = df[col].astype(object).where(~blank, None)
         return cls.from_frame(df, **fk)
 
     @classmethod
@@ -465,6 +557,8 @@ class Comparisons:
             "judge tie rate min-max": (
                 f"{ties_by_judge.min():.3f}-{ties_by_judge.max():.3f}" if ties_by_judge.size else "-"
             ),
+            "names changed (surrounding whitespace stripped)": f.attrs.get("names_stripped", "none"),
+            "duplicated rows (identical in all six columns)": "{} ({})".format(*f.attrs.get("duplicated_rows", (0, "kept"))),
             "judges dropped (no decisive judgment)": ", ".join(f.attrs.get("dropped_judges", ())) or "none",
         }
         return pd.DataFrame({"value": pd.Series(rows, dtype=object)})

@@ -22,7 +22,16 @@ fit.  The conditions, with their public names:
     (Albert & Anderson 1984), decided by a small linear program.
 ``"parameter-count"`` and ``"sufficient-subset"`` (``"all judges"``)
     The necessary parameter count and the sufficient judge subset of
-    Prop. ident-lowrank for an unknown ``col(W)``.
+    Prop. ident-lowrank for an unknown ``col(W)``.  The paper gives no exact
+    condition for an unknown ``col(W)``: the count is necessary, a subset
+    ``K_0`` of judges each identified on its own (ident-LLM) with
+    ``rank(S_K0) = r+1`` is sufficient.  When no such subset exists (e.g. four
+    judges each comparing 6 of 8 items, every one passing ident-lowrank), the
+    check falls back to the exact generic condition: the Jacobian of the map
+    from ``(S, b)`` (``S = A B^T`` of rank ``r+1``) to the observed cells'
+    predictors has the full rank ``(r+1)(K+N-r-2)+K`` at a random point
+    (:func:`_lowrank_jacobian_rank`), i.e. ``(S, b)`` is locally identified at
+    generic parameter values.
 ``"pooled-connected"`` (``"all judges"``, only for ``method="pooled"``)
     The pooled LLM comparison graph is connected.
 ``"human-design"`` and ``"human-mle"`` (``"human"``)
@@ -79,7 +88,7 @@ REFERENCES: dict[str, str] = {
     "ident-lowrank": "Prop. ident-lowrank",
     "separation": "finite MLE of eq. binomial-model-llm; Albert & Anderson 1984",
     "parameter-count": "Prop. ident-lowrank, parameter count",
-    "sufficient-subset": "Prop. ident-lowrank, sufficient judge subset",
+    "sufficient-subset": "Prop. ident-lowrank: sufficient judge subset, else full generic rank of the model Jacobian",
     "pooled-connected": "pooled LLM comparison graph",
     "human-design": "Cond. human-design",
     "human-mle": "finite human BTL MLE; Ford 1957",
@@ -407,6 +416,25 @@ def _check_separation(items: Sequence[str], ii: np.ndarray, jj: np.ndarray, aa: 
     )
 
 
+def _order_separation(n: np.ndarray, y: np.ndarray, aa: np.ndarray) -> str | None:
+    """``"first"`` / ``"second"`` when the judge's first-shown (second-shown) item won
+    every one of its decisive judgments, else ``None``.
+
+    Then ``b_k -> +inf`` (``-inf``) with the scores held fixed predicts every cell
+    perfectly: no finite MLE of ``b_k`` exists under any score structure (the
+    judge's own scores, the low-rank space or a shared consensus), so every fit with
+    order effects is refused for this judge.
+    """
+    if n.size == 0:
+        return None
+    first_wins = np.where(aa > 0, y, n - y)
+    if np.all(first_wins >= n):
+        return "first"
+    if np.all(first_wins <= 0):
+        return "second"
+    return None
+
+
 def _check_human_mle(items: Sequence[str], data: Comparisons) -> tuple[bool, str]:
     """Finite unrestricted human BTL MLE: the directed win graph (``i -> j`` when
     ``i`` beat ``j`` at least once) is strongly connected over all items (Ford 1957)."""
@@ -479,6 +507,52 @@ def _check_human_design(items: Sequence[str], data: Comparisons, d: int, M: np.n
     return False, f"rank(D_H M) = {rk} < d = {d} {how}{hint}: c_H is not identified"
 
 
+JACOBIAN_MAX_PARAMS = 4000
+"""Largest parameter count for which :func:`_lowrank_jacobian_rank` is computed."""
+
+
+def _lowrank_jacobian_rank(N: int, K: int, r: int, judge: np.ndarray, ii: np.ndarray, jj: np.ndarray,
+                           aa: np.ndarray, nopos: bool, rng: np.random.Generator) -> tuple[int, int]:
+    r"""Generic rank of the Jacobian of the structured LLM model, and the rank needed.
+
+    The linear predictors of the observed cells are
+    :math:`\eta_t = a_{k_t}^\top (B_{i_t} - B_{j_t}) + z_t b_{k_t}` with
+    ``S = A B^T`` (``A``: ``K x (r+1)``, ``B``: ``N x (r+1)``), which covers every
+    ``S`` of Cond. llm-structure.  The map from ``(A, B, b)`` to the cell predictors
+    has the invariances ``(A G^{-T}, B G)`` (``(r+1)^2`` directions) and
+    ``B + 1 c^T`` (``r+1``), so its Jacobian has rank at most
+    ``(r+1)(K+N-r-2) + K`` (``- K`` when ``b`` is fixed at 0), the dimension of
+    ``(S, b)`` in Prop. ident-lowrank.  By the constant-rank theorem, ``(S, b)`` is
+    locally identified at generic parameter values iff this bound is attained at a
+    generic (random) point, and not identified at any generic value otherwise: the
+    exact generic condition for an unknown ``col(W)``, of which the parameter count
+    is the necessary part and the sufficient judge subset one sufficient case.
+
+    Returns ``(rank, needed)``; the rank is the largest over two random points.
+    """
+    q = r + 1
+    m = ii.size
+    P = K * q + N * q + (0 if nopos else K)
+    need = q * (K + N - r - 2) + (0 if nopos else K)
+    best = 0
+    for _ in range(2):
+        A = rng.standard_normal((K, q))
+        B = rng.standard_normal((N, q))
+        dB = B[ii] - B[jj]  # d eta / d A_k
+        Ak = A[judge]  # d eta / d B_i = +A_k, d eta / d B_j = -A_k
+        rows = np.repeat(np.arange(m), 3 * q + (0 if nopos else 1))
+        cols = [judge[:, None] * q + np.arange(q), K * q + ii[:, None] * q + np.arange(q),
+                K * q + jj[:, None] * q + np.arange(q)]
+        vals = [dB, Ak, -Ak]
+        if not nopos:
+            cols.append((K * q + N * q + judge)[:, None])
+            vals.append(aa.astype(float)[:, None])
+        J = sparse.csr_matrix((np.hstack(vals).ravel(), (rows, np.hstack(cols).ravel())), shape=(m, P))
+        ev = np.linalg.eigvalsh((J.T @ J).toarray())
+        best = max(best, int(np.sum(ev > 1e-9 * max(float(ev.max(initial=0.0)), 1e-300))))
+    return best, need
+
+
 # ------------------------------------------------------------------------ main entry
 def check_design(
     data: Comparisons,
@@ -535,7 +609,10 @@ def check_design(
       judge is a problem only when it fails both ident-LLM and ident-lowrank
       (identified neither on its own nor through the shared space); plus
       parameter-count, sufficient-subset and human-design (for ``None`` the latter
-      only when there are human comparisons).  ``"atc"`` also needs human-mle,
+      only when there are human comparisons).  A judge whose first-shown (or
+      second-shown) item won every decisive judgment is a separation problem for
+      every method with order effects: ``b_k`` has no finite MLE whatever the score
+      structure.  ``"atc"`` also needs human-mle,
       because AtC aggregates the human comparisons by an unrestricted BTL fit.
 
     For ``"dial-nopos"`` the order effect is fixed at ``b = 0``: ident-LLM reduces
@@ -592,6 +669,11 @@ def check_design(
         ok_llm, det_llm = _check_ident_llm(items, scan, nopos)
         ok_low, det_low = _check_lowrank(Wk, ii, jj, aa, r, nopos, generic_note)
         ok_sep, det_sep = _check_separation(items, ii, jj, aa, L.n[sel], L.y[sel], nopos)
+        side = None if nopos else _order_separation(L.n[sel], L.y[sel], aa)
+        if side is not None:
+            det_sep = (f"the {side}-shown item won all {int(L.n[sel].sum())} decisive judgments of this judge, so b_k -> "
+                       f"{'+' if side == 'first' else '-'}inf: the judge's order-effect BTL has no finite MLE and b_k is "
+                       f"not identified under any score structure (drop the judge, or fit dial-nopos); {det_sep}")
         if not ok_llm:
             det_sep += " (ident-LLM fails as well, so the parameters would not be unique anyway)" if not ok_sep else ""
         rows += [(name, "ident-LLM", ok_llm, det_llm), (name, "ident-lowrank", ok_low, det_low),
@@ -603,6 +685,8 @@ def check_design(
                 problems.append((name, "ident-LLM", det_llm))
             if not ok_sep:
                 problems.append((name, "separation", det_sep))
+        elif dial and side is not None:
+            problems.append((name, "separation", det_sep))
         elif dial and not ok_llm and not ok_low:
             problems.append((name, "ident-lowrank",
                              f"identified neither on its own (ident-LLM: {det_llm}) nor through the shared "
@@ -628,8 +712,24 @@ def check_design(
         ok_ss, det_ss = False, f"rank r = {r} is too large: r+1 <= N-1 = {N - 1} is needed (W orthogonal to 1)"
     elif len(n_ident) < r + 1:
         who = _names(data.judges, n_ident) if n_ident else "none"
-        ok_ss, det_ss = False, (f"{len(n_ident)} judge(s) with {own} ({who}) < r+1 = {r + 1}, "
-                                f"too few for rank(S_K0) = r+1 (sufficient condition)")
+        subset = (f"{len(n_ident)} judge(s) with {own} ({who}) < r+1 = {r + 1}, too few for the sufficient judge "
+                  "subset of Prop. ident-lowrank")
+        P = (K + N) * (r + 1) + K
+        if not ok_pc:
+            ok_ss, det_ss = False, subset + "; the parameter count fails too"
+        elif P > JACOBIAN_MAX_PARAMS:
+            ok_ss, det_ss = False, subset + (f"; the exact generic-rank check has {P} parameters (more than "
+                                             f"{JACOBIAN_MAX_PARAMS}) and was not run (fit with check=False / --no-check "
+                                             "to try anyway)")
+        else:
+            rk, need_j = _lowrank_jacobian_rank(N, K, r, L.judge, L.i, L.j, L.a, nopos, np.random.default_rng(seed))
+            ok_ss = rk >= need_j
+            det_ss = subset + (f"; but the Jacobian of the rank-{r} LLM model has full rank {rk} = "
+                               f"(r+1)(K+N-r-2){'' if nopos else '+K'} at a generic point, so (S, b) is locally "
+                               "identified through the shared structure (generic-rank check)" if ok_ss else
+                               f"; and the Jacobian of the rank-{r} LLM model has rank {rk} < {need_j} = "
+                               f"(r+1)(K+N-r-2){'' if nopos else '+K'} at a generic point: {need_j - rk} direction(s) of "
+                               "(S, b) change no cell probability, so the structured fit is not identified")
     else:
         ok_ss, det_ss = True, (f"{len(n_ident)} judge(s) with {own} ({_names(data.judges, n_ident)}) >= r+1 = {r + 1}; "
                                f"r <= K-1 and r+1 <= N-1; rank(S_K0) = r+1 itself depends on the fitted scores")

@@ -25,7 +25,7 @@ import pandas as pd
 from scipy.special import expit
 
 from .data import Comparisons
-from .exceptions import ConvergenceError, ConvergenceWarning, DataError, IdentifiabilityError
+from .exceptions import ConvergenceError, ConvergenceWarning, DataError, DialError, IdentifiabilityError
 from .fit import (
     centering_basis,
     difference_design,
@@ -43,7 +43,7 @@ from .model import CALIBRATIONS, Chart
 from .design import ESTIMATORS
 from .results import DialResult
 from .selection import numpy_joint
-from .optim import OptimResult, pinv_sym, single_threaded_blas
+from .optim import BOX, OptimResult, pinv_sym, single_threaded_blas
 
 METHODS: tuple[str, ...] = ESTIMATORS
 ENGINES: tuple[str, ...] = ("numpy", "stan")
@@ -131,13 +131,18 @@ def fit(
     if not 0 < level < 1:
         raise ValueError(f"level ({level}) must be in the open interval (0, 1)")
     rank_grid = _rank_grid(rank, data, method)
+    for arg, name in ((lambdas, "lambdas"), (multiples, "multiples")):
+        if arg is not None:
+            positive_values(arg, name)
     if anchored_cov not in ANCHORED_COVS:
         raise ValueError(f"anchored_cov must be one of {ANCHORED_COVS}, got {anchored_cov!r}")
     cov_arg = cov
     cov = check_cov_type(cov if cov is not None else ("fisher" if method == "human" else "cell"))
     if method in NEEDS_HUMAN and data.n_human == 0:
         raise DataError(
-            f"method {method!r} needs human comparisons, but no decisive rows have judge == {data.human_judge!r}"
+            f"method {method!r} needs human comparisons, but no decisive rows have judge == {data.human_judge!r} "
+            f"(the other judges: {', '.join(repr(j) for j in data.judges[:8])}{', ...' if data.K > 8 else ''}; "
+            "name the human judge with human_judge= / --human)"
         )
     if method != "human" and data.K == 0:
         raise DataError(f"method {method!r} needs LLM judgments, but there are none")
@@ -151,6 +156,21 @@ def fit(
             data._cache[key].raise_if_failed()
     common = dict(method=method, rank=rank_grid[0], calibration=calibration, engine=engine, cov_type=cov, level=level,
                   items=data.items, judges=data.judges, n_human=data.n_human, n_llm=data.n_llm)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        res = _dispatch(data, common, method, engine=engine, cov_arg=cov_arg, lambdas=lambdas, multiples=multiples,
+                        include_endpoints=include_endpoints, anchored_cov=anchored_cov, ties=ties, seed=seed,
+                        rank_grid=rank_grid)
+    for w in caught:  # hand every warning on to the caller's filters
+        warnings.warn_explicit(w.message, w.category, w.filename, w.lineno, source=w.source)
+    return with_verdict(res, data, [w.message for w in caught], seed=0 if seed is None else seed)
+
+
+def _dispatch(data: Comparisons, common: dict, method: str, *, engine: str, cov_arg: str | None, lambdas: Any,
+              multiples: Any, include_endpoints: bool, anchored_cov: str, ties: str | None, seed: int | None,
+              rank_grid: list[int]) -> DialResult:
+    """Run the estimator ``method`` (arguments validated by :func:`fit`)."""
+    cov = common["cov_type"]
     if ties is not None:
         from .stan.ties import TIE_METHODS, TIE_MODELS, fit_ties
 
@@ -181,6 +201,59 @@ def fit(
                      rank_grid=rank_grid, point=point)
 
 
+def with_verdict(res: DialResult, data: Comparisons, caught: list[Warning], *, seed: int = 0) -> DialResult:
+    """Set ``res.status`` and ``res.problems`` from the warnings of the fit.
+
+    Every :class:`ConvergenceWarning` / :class:`~pydial.exceptions.CovarianceWarning`
+    raised while fitting is a problem; so is a position effect on the box bound.
+    When there is a problem, the failing separation and human-MLE rows of
+    :func:`pydial.check_design` are added as possible causes, naming the judges and
+    items to blame.
+    """
+    from .design import check_design
+    from .results import STATUSES
+
+    found: list[tuple[str, str]] = [(w.status, str(w)) for w in caught if isinstance(getattr(w, "status", None), str)]
+    if not res.converged and not any(st in ("not converged", "at bound", "not identified") for st, _ in found):
+        found.append(("not converged", f"an optimization of the {res.method} fit is not a resolved optimum "
+                                       f"(max|grad| = {res.grad_norm:.2e})"))
+    pe = res.position_effects
+    if pe is not None and len(pe):
+        hit = pe.index[np.abs(pe["b"].to_numpy()) >= BOX * (1 - 1e-6)]
+        for name in hit:
+            side = "first" if pe.loc[name, "b"] > 0 else "second"
+            found.append(("at bound", f"judge {name!r}: position effect b = {pe.loc[name, 'b']:+.4g} is on the box bound "
+                                      f"|b| = {BOX:g}: the {side}-shown item (almost) always wins, so the judge's "
+                                      "order-effect BTL has no finite MLE and b is not identified"))
+    if not found:
+        return res
+    rank = res.rank if isinstance(res.rank, (int, np.integer)) else 1
+    try:
+        rep = check_design(data, rank=int(rank), calibration=res.calibration, method=res.method, seed=seed)
+        bad = rep.table[(~rep.table["ok"]) & rep.table["condition"].isin(["separation", "human-mle"])]
+        causes = [f"possible cause, {str(j) if j == 'human' else 'judge ' + repr(str(j))}: {c}: {d}"
+                  for j, c, d in bad[["judge", "condition", "detail"]].itertuples(index=False)]
+    except (ValueError, DialError):  # the diagnosis must never hide the verdict
+        causes = []
+    res.status = min((st for st, _ in found), key=lambda st: STATUSES.index(st) if st in STATUSES else len(STATUSES))
+    res.problems = tuple(dict.fromkeys(msg for _, msg in found)) + tuple(causes)
+    return res
+
+
+def positive_values(values: Any, name: str) -> np.ndarray:
+    """A non-empty 1-d sequence of finite positive numbers (``lambdas``, ``multiples``)
+    as a float array; anything else raises :class:`ValueError` naming ``name``."""
+    hint = (f"{name} must be a non-empty sequence of finite positive numbers, e.g. {name}=[0.5, 2.0]"
+            + (" (the endpoints 0 and inf are added by include_endpoints)" if name == "lambdas" else ""))
+    try:
+        arr = np.asarray(values, dtype=float)
+    except (TypeError, ValueError):
+        raise ValueError(f"{hint}; got {values!r}") from None
+    if isinstance(values, (str, bytes, dict)) or arr.ndim != 1 or arr.size == 0 or not np.all(np.isfinite(arr)) or np.any(arr <= 0):
+        raise ValueError(f"{hint}; got {values!r}")
+    return arr
+
+
 def _rank_grid(rank: Any, data: Comparisons, method: str) -> list[int]:
     """Validate ``rank`` (int, list, or "auto") into a list of candidate ranks."""
     top = max(0, min(data.K - 1, data.N - 2, 3))
@@ -204,12 +277,16 @@ def _rank_grid(rank: Any, data: Comparisons, method: str) -> list[int]:
 
 # ----------------------------------------------------------------- helpers
 def _warn_if(opt: OptimResult, what: str) -> None:
+    """A :class:`ConvergenceWarning` (status ``"at bound"`` or ``"not converged"``)
+    when ``opt`` is not a resolved optimum."""
+    status = "at bound" if opt.at_bound.any() else "not converged"
     if not opt.converged:
-        warnings.warn(f"{what}: optimizer did not converge ({opt.message}; max|grad| = {opt.grad_norm:.2e})",
-                      ConvergenceWarning, stacklevel=3)
+        warnings.warn(ConvergenceWarning(f"{what}: optimizer did not converge ({opt.message}; "
+                                         f"max|grad| = {opt.grad_norm:.2e})", status), stacklevel=3)
     elif opt.at_bound.any():
-        warnings.warn(f"{what}: {int(opt.at_bound.sum())} coordinate(s) on the optimization box (|x| = 10): "
-                      "the estimate is not resolved within the box", ConvergenceWarning, stacklevel=3)
+        warnings.warn(ConvergenceWarning(f"{what}: {int(opt.at_bound.sum())} coordinate(s) on the optimization box "
+                                         f"(|x| = {BOX:g}): the estimate is not resolved within the box", status),
+                      stacklevel=3)
 
 
 def _score_frame(s: np.ndarray, C: np.ndarray, items: tuple[str, ...], level: float) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -232,8 +309,9 @@ def _glm_influence(X: np.ndarray, opt: OptimResult, n: np.ndarray, y: np.ndarray
     p = expit(X @ opt.x)
     Hinv, n_zero = pinv_sym(glm_information(X, n, p, w))
     if n_zero:
-        warnings.warn(f"{what}: the Hessian is singular in {n_zero} direction(s); the design does not identify "
-                      "the parameters (run pydial.check_design)", ConvergenceWarning, stacklevel=3)
+        warnings.warn(ConvergenceWarning(f"{what}: the Hessian is singular in {n_zero} direction(s); the design does "
+                                         "not identify the parameters (run pydial.check_design)", "not identified"),
+                      stacklevel=3)
     return X @ Hinv @ E.T, p, bool(n_zero)
 
 
@@ -245,7 +323,7 @@ def _fit_human(data: Comparisons, common: dict, point: "PointEngine | None" = No
     X = difference_design(data.human.i, data.human.j, N) @ T
     U, p, singular = _glm_influence(X, f.opt, data.human.n, data.human.y, 1.0 / data.n_human, T, "human BTL")
     st = CellStats.from_parts([(data.human.n, data.human.y, p, 1.0 / data.n_human, True)])
-    C = influence_covariance(U, st, data, common["cov_type"])
+    C = influence_covariance(U, st, data, common["cov_type"], what="the human BTL scores")
     scores, cov = _score_frame(f.s, C, data.items, common["level"])
     return DialResult(**common, scores=scores, cov=cov, position_effects=None, judge_scores=None, structure=None,
                       calibration_coef=None, lambda_=0.0, converged=f.opt.resolved and not singular, grad_norm=f.opt.grad_norm,
@@ -291,7 +369,7 @@ def _fit_judges(data: Comparisons, common: dict, point: "PointEngine | None" = N
         conv &= not singular
         st = CellStats(cells.n, cells.y, p, np.full(cells.n.size, 1.0 / cells.n.sum()), np.zeros(cells.n.size, bool),
                        np.flatnonzero(m), np.full(cells.n.size, -1))
-        covs.append(influence_covariance(U, st, data, common["cov_type"]))
+        covs.append(influence_covariance(U, st, data, common["cov_type"], what=f"the scores of judge {data.judges[k]!r}"))
         parts.append((m, U, p))
         S[k], b[k] = f.s, f.b
     # One stacked influence matrix over all judges' cells, targets (mean score, b), so that
@@ -305,7 +383,7 @@ def _fit_judges(data: Comparisons, common: dict, point: "PointEngine | None" = N
         p_all[m], w_all[m] = pk, 1.0 / data.llm.n[m].sum()
     st_all = CellStats(data.llm.n, data.llm.y, p_all, w_all, np.zeros(len(data.llm), bool),
                        np.arange(len(data.llm)), np.full(len(data.llm), -1))
-    C_all = influence_covariance(U_all, st_all, data, common["cov_type"])
+    C_all = influence_covariance(U_all, st_all, data, common["cov_type"], what="the mean judge scores and position effects")
     Cs, Cb = C_all[:N, :N], C_all[N:, N:]
     pos = wald_table(b, Cb, list(data.judges), common["level"], "b")
     pos.index.name = "judge"
@@ -346,7 +424,7 @@ def _fit_pooled(data: Comparisons, common: dict, point: "PointEngine | None" = N
     U_L = X1 @ np.linalg.solve(H1, total.T)
     U_H = (x2 / Cc)[:, None] * sp_[None, :]
     st = CellStats.from_parts([(L.n, L.y, p1, w1, False), (Hc.n, Hc.y, p2, w2, True)])
-    C = influence_covariance(np.vstack([U_L, U_H]), st, data, common["cov_type"])
+    C = influence_covariance(np.vstack([U_L, U_H]), st, data, common["cov_type"], what="the pooled scores")
     scores, cov = _score_frame(s, C, data.items, common["level"])
     return DialResult(**common, scores=scores, cov=cov, position_effects=None, judge_scores=None, structure=None,
                       calibration_coef=np.array([c * np.linalg.norm(sp_) / np.sqrt(N)]), lambda_=np.inf,
@@ -450,7 +528,7 @@ def llm_only_effects(data: Comparisons, chart: Chart, theta: np.ndarray, cov: st
     E[np.arange(data.K), np.arange(chart.slices["b"].start, chart.slices["b"].stop)] = 1.0
     U = o.cell_jacobian(theta) @ (E @ Hp).T
     st = CellStats.from_parts([(data.llm.n, data.llm.y, o.probabilities(theta), 1.0 / data.n_llm, False)])
-    C = influence_covariance(U, st, data, cov)
+    C = influence_covariance(U, st, data, cov, what="the position effects b")
     tab = wald_table(chart.order_effects(theta), C, list(data.judges), level, "b")
     tab.index.name = "judge"
     tab.attrs["cov"] = C
@@ -473,7 +551,7 @@ def consensus_loadings(data: Comparisons, chart: Chart, theta: np.ndarray, cov: 
         E[:, t] = (chart.structure(theta + e).gamma - chart.structure(theta - e).gamma) / (2 * h)
     U = o.cell_jacobian(theta) @ (E @ Hp).T
     st = CellStats.from_parts([(data.llm.n, data.llm.y, o.probabilities(theta), 1.0 / data.n_llm, False)])
-    C = influence_covariance(U, st, data, cov)
+    C = influence_covariance(U, st, data, cov, what="the consensus loadings gamma")
     tab = wald_table(gamma, C, list(data.judges), level, "gamma")[["gamma", "se", "ci_low", "ci_high"]]
     tab.index.name = "judge"
     return tab
@@ -522,13 +600,9 @@ def _fit_dial(data: Comparisons, common: dict, *, order: bool, adaptive: bool, l
         cands = [anchored_candidate(data, M, sf.chart.scores(sf.theta), sf.cal_opt, sf.llm_opt)]
         if adaptive:
             if lambdas is not None:
-                lams = np.sort(np.asarray(lambdas, float))[::-1]
-                if np.any(~np.isfinite(lams)) or np.any(lams <= 0):
-                    raise ValueError(f"lambdas must be finite and positive (the endpoints 0 and inf are added by include_endpoints), got {lambdas!r}")
+                lams = np.sort(positive_values(lambdas, "lambdas"))[::-1]
             else:
-                mult = DEFAULT_MULTIPLES if multiples is None else tuple(np.asarray(multiples, float).ravel())
-                if not mult or not np.all(np.isfinite(mult)) or min(mult) <= 0:
-                    raise ValueError(f"multiples must be finite and positive, got {multiples!r}")
+                mult = DEFAULT_MULTIPLES if multiples is None else tuple(positive_values(multiples, "multiples"))
                 lams = np.sort(candidate_weights(data.n_llm, data.n_human, mult))[::-1]
             theta = sf.theta
             for lam in lams:
@@ -555,24 +629,27 @@ def _fit_dial(data: Comparisons, common: dict, *, order: bool, adaptive: bool, l
     if not ok:
         anc = [(r, c) for r, c in options if np.isinf(c.lam) and c.opt is not None and c.opt.resolved and c.s is not None]
         if not anc:
-            raise ConvergenceError("no admissible candidate on the lambda path (see the reasons):\n" + table.to_string())
+            why = "; ".join(f"lambda={lam:.4g}: {reason}" for lam, reason in
+                            table[["lambda", "reason"]].drop_duplicates("reason").itertuples(index=False))
+            raise ConvergenceError(f"no admissible candidate on the lambda path ({why}); the path:\n" + table.to_string())
         ok, fallback = anc[:1], True
-        warnings.warn("no candidate of the lambda path passed the regularity guards; falling back to the anchored "
-                      "endpoint lambda = inf (see result.gacv for the reasons)", ConvergenceWarning, stacklevel=3)
+        warnings.warn(ConvergenceWarning("no candidate of the lambda path passed the regularity guards; falling back "
+                                         "to the anchored endpoint lambda = inf (see result.gacv for the reasons)",
+                                         "no admissible candidate"), stacklevel=3)
     r_sel, best = min(ok, key=lambda rc: rc[1].gacv if np.isfinite(rc[1].gacv) else np.inf)
     sf = staged[r_sel]
     common = {**common, "rank": r_sel}
     if best.lam == 0:
         U, stt = human_influence(data, best.theta)
-        C = influence_covariance(U, stt, data, common["cov_type"])
+        C = influence_covariance(U, stt, data, common["cov_type"], what="the calibrated scores")
         s = best.s
     elif np.isinf(best.lam):
         U, stt = staged_influence(data, sf, fixed_basis=(anchored_cov == "fixed-basis"))
-        C = influence_covariance(U, stt, data, common["cov_type"])
+        C = influence_covariance(U, stt, data, common["cov_type"], what="the calibrated scores")
         s = sf.chart.scores(sf.theta)
     else:
         U, stt = finite_influence(data, sf.chart, best.lam, best.theta)
-        C = influence_covariance(U, stt, data, common["cov_type"])
+        C = influence_covariance(U, stt, data, common["cov_type"], what="the calibrated scores")
         s = best.s
     scores, cov = _score_frame(s, C, data.items, common["level"])
     pos = llm_only_effects(data, sf.llm_chart, sf.llm_theta, common["cov_type"], common["level"]) if order else None

@@ -30,9 +30,36 @@ class ConvergenceError(DialError, RuntimeError):
     """An optimizer did not reach a stationary point within its budget."""
 
 
+class OutputError(DialError, OSError):
+    """An output location cannot be written (a file where a folder is needed, a
+    folder where a file is needed, no permission, or a non-empty folder pydial did
+    not write).  The message names the path."""
+
+
 class DialWarning(UserWarning):
     """Base class of pydial's warnings."""
 
 
 class ConvergenceWarning(DialWarning):
-    """A fit finished but did not meet the convergence tolerance."""
+    """A fit finished but is not a resolved optimum.
+
+    ``status`` says how (a value of :data:`pydial.results.STATUSES`: ``"not
+    converged"``, ``"at bound"``, ``"not identified"``, ``"no admissible
+    candidate"``); :func:`pydial.fit` copies it into ``DialResult.status``.
+    """
+
+    def __init__(self, message: str = "", status: str = "not converged") -> None:
+        super().__init__(message)
+        self.status = status
+
+
+class CovarianceWarning(DialWarning):
+    """A covariance is degenerate (too few clusters, or zero variance); the
+    affected intervals are NaN."""
+
+    status = "degenerate covariance"
+
+
+class DataWarning(DialWarning):
+    """The data were read, but something was changed or is worth a look (names
+    stripped of whitespace, duplicated rows)."""

@@ -29,6 +29,7 @@ The covariance is ``sum over clusters of (sum_{v in cluster} IF_v)(...)^T`` with
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
@@ -37,6 +38,7 @@ import scipy.sparse as sp
 from scipy.stats import norm
 
 from .data import Comparisons
+from .exceptions import CovarianceWarning
 
 COV_TYPES: tuple[str, ...] = ("fisher", "binomial", "cell", "record")
 COV_DESCRIPTIONS = {
@@ -86,7 +88,8 @@ class CellStats:
         return cls(n, y, p, w, h, li, hi)
 
 
-def influence_covariance(U: np.ndarray, st: CellStats, data: Comparisons, cov: str) -> np.ndarray:
+def influence_covariance(U: np.ndarray, st: CellStats, data: Comparisons, cov: str, *,
+                         what: str = "the estimates") -> np.ndarray:
     """Covariance ``sum_clusters (sum IF)(sum IF)^T`` of a linearized target.
 
     Parameters
@@ -98,21 +101,58 @@ def influence_covariance(U: np.ndarray, st: CellStats, data: Comparisons, cov: s
     data : Comparisons
         Supplies the judge-pair and record structure for clustering.
     cov : {"fisher", "binomial", "cell", "record"}
+    what : str
+        Name of the target, for the warning of :func:`degenerate_meat`.
+
+    Returns
+    -------
+    ndarray (q, q)
+        All NaN when the sandwich meat is degenerate (see :func:`degenerate_meat`).
     """
+    C, G = _meat(U, st, data, cov)
+    return np.full_like(C, np.nan) if degenerate_meat(U, G, cov, what) else C
+
+
+def degenerate_meat(U: np.ndarray, G: int | None, cov: str, what: str) -> bool:
+    """Whether an empirical meat with ``G`` independent clusters cannot estimate the
+    covariance of a target with ``p = rank(U)`` free directions: ``G <= p`` (with one
+    cluster in particular, the centred meat is exactly zero).  Warns with a
+    :class:`~pydial.exceptions.CovarianceWarning` naming the meat, ``what``, ``G`` and
+    ``p``.  The model-based ``"fisher"`` covariance (``G = None``) is never degenerate here.
+    """
+    if G is None:
+        return False
+    gram = U.T @ U
+    ev = np.linalg.eigvalsh(gram) if gram.size else np.zeros(0)
+    p = int(np.sum(ev > 1e-10 * max(float(ev.max(initial=0.0)), 1e-300)))
+    if G > p:
+        return False
+    warnings.warn(CovarianceWarning(
+        f"the {cov!r} covariance of {what} is degenerate: {G} independent cluster(s) for p = {p} estimated "
+        f"direction(s) (a clustered meat needs more clusters than directions); its standard errors and intervals "
+        f"are NaN. Use cov='binomial' or 'fisher', or more {'records' if cov == 'record' else 'judge-pair cells'}"),
+        stacklevel=3)
+    return True
+
+
+def _meat(U: np.ndarray, st: CellStats, data: Comparisons, cov: str) -> tuple[np.ndarray, int | None]:
+    """The covariance of :func:`influence_covariance` and its number of independent
+    clusters (``None`` for the model-based ``"fisher"``)."""
     check_cov_type(cov)
     n, y, p, w = st.n, st.y, st.p, st.w
     if cov == "fisher":
-        return (U.T * (w**2 * n * p * (1 - p))) @ U
+        return (U.T * (w**2 * n * p * (1 - p))) @ U, None
     s1 = n * p - y  # sum over the cell's comparisons of (p - z_v)
     blocks = [m for m in (~st.is_human, st.is_human) if m.any()]
     ubar = {}
     for m in blocks:
         ubar[bool(st.is_human[m][0])] = (s1[m] @ U[m]) / n[m].sum()
     if cov == "binomial":
-        return sum(independent_meat(U[m], n[m], y[m], p[m], w[m]) for m in blocks)
+        return sum(independent_meat(U[m], n[m], y[m], p[m], w[m]) for m in blocks), int(n.sum())
     if cov == "cell":
         out = np.zeros((U.shape[1], U.shape[1]))
         h = st.is_human
+        G = int(n[h].sum())
         if h.any():  # human comparisons independent
             out += independent_meat(U[h], n[h], y[h], p[h], w[h])
         if (~h).any():
@@ -121,9 +161,10 @@ def influence_covariance(U: np.ndarray, st: CellStats, data: Comparisons, cov: s
             li = st.llm_index[lm]
             key = (L.judge[li] * data.N + L.i[li]) * data.N + L.j[li]
             _, cl = np.unique(key, return_inverse=True)
-            G = _group_sum(cl, w[lm, None] * (s1[lm, None] * U[lm] - n[lm, None] * ubar[False]))
-            out += G.T @ G
-        return out
+            S = _group_sum(cl, w[lm, None] * (s1[lm, None] * U[lm] - n[lm, None] * ubar[False]))
+            out += S.T @ S
+            G += S.shape[0]
+        return out, G
     # record kernel
     R = data.rows
     n_llm_cells = len(data.llm)
@@ -146,7 +187,7 @@ def influence_covariance(U: np.ndarray, st: CellStats, data: Comparisons, cov: s
             m = st.is_human[pos] == hflag
             cnt = np.bincount(rec[m], weights=w[pos[m]], minlength=len(data.record_ids))
             G -= np.outer(cnt, ubar[hflag])
-    return G.T @ G
+    return G.T @ G, int(np.unique(rec).size)
 
 
 def independent_meat(U: np.ndarray, n: np.ndarray, y: np.ndarray, p: np.ndarray, w: np.ndarray) -> np.ndarray:
@@ -168,7 +209,14 @@ def _group_sum(groups: np.ndarray, X: np.ndarray) -> np.ndarray:
 
 def wald_table(est: np.ndarray, cov: np.ndarray, index: list[str], level: float, name: str) -> pd.DataFrame:
     """``name, se, ci_low, ci_high, z, p_value`` for a vector estimate with covariance."""
-    se = np.sqrt(np.clip(np.diag(cov), 0.0, None))
+    var = np.diag(cov).astype(float)
+    zero = np.isfinite(var) & (var <= 1e-13 * max(float(np.nanmax(np.abs(var), initial=0.0)), 1e-300))
+    if zero.any():
+        who = ", ".join(str(index[k]) for k in np.flatnonzero(zero)[:6])
+        warnings.warn(CovarianceWarning(f"the covariance of {name} has zero variance for {who} ({int(zero.sum())} in "
+                                        "all): their standard errors and intervals are NaN, not 0"), stacklevel=3)
+        var = np.where(zero, np.nan, var)
+    se = np.sqrt(np.clip(var, 0.0, None))
     zq = norm.ppf(0.5 + level / 2)
     with np.errstate(divide="ignore", invalid="ignore"):
         z = est / se

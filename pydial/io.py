@@ -202,14 +202,18 @@ def from_pandalm(
 
 def from_table(path: str | PathLike[str], *, columns: Mapping[str, str] | None = None, **read_kwargs: Any) -> tuple[pd.DataFrame, ConversionReport]:
     """Generic CSV or Parquet in the long format, with ``columns`` mapping pydial's
-    names (``record_id, judge, item_a, item_b, first, winner``) to the file's."""
+    names (``record_id, judge, item_a, item_b, first, winner``) to the file's.
+
+    A CSV is read as text exactly as written (``dtype=str``, ``keep_default_na=False``
+    unless given in ``read_kwargs``), so names such as ``007`` or ``NA`` pass through
+    unchanged (see :mod:`pydial.names`)."""
     p = Path(path)
     rep = ConversionReport(f"table {p.name}")
     try:
         if p.suffix == ".parquet":
             t = pd.read_parquet(p, **read_kwargs)
         else:
-            t = pd.read_csv(p, **read_kwargs)
+            t = pd.read_csv(p, **{"dtype": str, "keep_default_na": False, **read_kwargs})
     except ImportError as e:
         raise DataError(f"reading {p.name} needs an optional package: {e}") from e
     except (OSError, ValueError) as e:

@@ -20,6 +20,7 @@ import pandas as pd
 
 from .data import Comparisons
 from .estimators import DialResult
+from .outputs import output_dir
 
 REPORT_FORMATS: tuple[str, ...] = ("md", "html")
 
@@ -109,6 +110,7 @@ def summary_dict(res: DialResult) -> dict[str, Any]:
         "method": res.method, "rank": res.rank, "calibration": res.calibration, "engine": res.engine,
         "cov": res.cov_type, "level": res.level, "lambda": fin(res.lambda_),
         "lambda_is_infinite": bool(np.isinf(res.lambda_)), "converged": bool(res.converged),
+        "status": res.status, "problems": list(res.problems),
         "grad_norm": float(res.grad_norm), "n_human": res.n_human, "n_llm": res.n_llm,
         "items": list(res.items), "judges": list(res.judges),
         "scores": {k: {c: fin(v[c]) for c in ("score", "se", "ci_low", "ci_high")} for k, v in res.scores.iterrows()},
@@ -120,15 +122,31 @@ def summary_dict(res: DialResult) -> dict[str, Any]:
     }
 
 
-def write_report(res: DialResult, data: Comparisons, out: str | Path, *, fmt: str = "md") -> list[Path]:
-    """Write tables (CSV), plots (PNG), ``report.md``/``report.html`` and ``summary.json``.
+def write_report(res: DialResult, data: Comparisons, out: str | Path, *, fmt: str = "md",
+                 force: bool = False) -> list[Path]:
+    """Write tables (CSV), plots (PNG), ``report.md``/``report.html`` and ``summary.json``
+    into the folder ``out``.
+
+    The folder is written aside and moved into place when complete
+    (:func:`pydial.outputs.output_dir`): a folder of an earlier pydial run is replaced
+    as a whole, a non-empty folder pydial did not write is refused unless
+    ``force=True`` (then only pydial's own files in it are replaced).
 
     Returns the written paths.
+
+    Raises
+    ------
+    OutputError
+        ``out`` cannot be written (named in the message).
     """
     if fmt not in REPORT_FORMATS:
         raise ValueError(f"fmt must be one of {REPORT_FORMATS}, got {fmt!r}")
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
+    with output_dir(out, force=force, command=f"pydial fit --method {res.method}") as tmp:
+        names = [p.name for p in _write_report(res, data, tmp, fmt)]
+    return [Path(out) / name for name in names]
+
+
+def _write_report(res: DialResult, data: Comparisons, out: Path, fmt: str) -> list[Path]:
     written: list[Path] = []
 
     def save_csv(df: pd.DataFrame, name: str, index: bool = True) -> None:

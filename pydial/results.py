@@ -13,6 +13,10 @@ from .data import Comparisons
 from .inference import COV_DESCRIPTIONS
 from .model import Structure
 
+STATUSES: tuple[str, ...] = ("ok", "no admissible candidate", "not identified", "at bound", "not converged",
+                             "degenerate covariance")
+"""Values of :attr:`DialResult.status`, most serious failure first after ``"ok"``."""
+
 
 @dataclass
 class DialResult:
@@ -60,6 +64,15 @@ class DialResult:
         Consensus loadings ``gamma_k`` with intervals (LLM-only fit).
     tie_parameters : DataFrame or None
         With ``ties="davidson"`` or ``"rao-kupper"``: tie parameters ``nu`` by judge with ``se, ci_low, ci_high``.
+    status : str
+        The verdict on the numbers: ``"ok"``, or one of :data:`STATUSES`
+        (``"no admissible candidate"``, ``"not identified"``, ``"at bound"``,
+        ``"not converged"``, ``"degenerate covariance"``).  Anything but ``"ok"`` means the estimates are
+        not a resolved maximum-likelihood fit (or their intervals are not valid);
+        :meth:`summary` and ``summary.json`` say so, and the command line refuses
+        them (exit 4) unless ``--allow-nonconverged``.
+    problems : tuple of str
+        What went wrong, naming the judges and items to blame (empty when ``ok``).
     """
 
     method: str
@@ -87,6 +100,17 @@ class DialResult:
     calibration_test: Any = None
     consensus: pd.DataFrame | None = None
     tie_parameters: pd.DataFrame | None = None
+    status: str = "ok"
+    problems: tuple[str, ...] = ()
+
+    @property
+    def ok(self) -> bool:
+        """``True`` when :attr:`status` is ``"ok"``."""
+        return self.status == "ok"
+
+    def verdict(self) -> str:
+        """One line: the status and its problems (``"ok"`` when there are none)."""
+        return self.status if self.ok else f"{self.status}: " + "; ".join(self.problems)
 
     # ------------------------------------------------------------- inference
     def contrast(self, item_i: str, item_j: str, level: float | None = None) -> pd.Series:
@@ -169,6 +193,10 @@ class DialResult:
             f"lambda={lam}  converged={self.converged}  max|grad|={self.grad_norm:.2e}",
             f"covariance: {COV_DESCRIPTIONS[self.cov_type]}  level={self.level:.0%}",
         ]
+        if not self.ok:
+            head.insert(0, "*** NOT A VALID FIT (status: " + self.status + "); the numbers below are marked, not results ***")
+            head += [f"problem: {p}" for p in self.problems]
+        head.append(f"status: {self.status}")
         if not np.isnan(self.loss_human):
             head.append(f"human loss l_H={self.loss_human:.6f}")
         if self.calibration_test is not None:
@@ -188,4 +216,4 @@ class DialResult:
 
     def __repr__(self) -> str:
         return (f"DialResult(method={self.method!r}, N={len(self.items)}, K={len(self.judges)}, "
-                f"lambda={self.lambda_}, converged={self.converged})")
+                f"lambda={self.lambda_}, converged={self.converged}, status={self.status!r})")

@@ -312,10 +312,20 @@ def test_separation_when_first_shown_item_always_wins():
     assert not sep["ok"]
     assert "+inf" in sep["detail"] and "first-shown" in sep["detail"]
     assert ("pos", "separation") in set(zip(rep.problems["judge"], rep.problems["condition"]))
-    # The DIAL fit does not need each judge's own MLE to exist.
-    dial = check_design(make_data(cells + full_judge("g", 3), [(0, 1, 1, 2), (1, 2, 1, 2), (0, 2, 1, 2)],
-                                  n_items=3), rank=0, method="dial-anc")
-    assert "separation" not in set(dial.problems["condition"])
+    # A judge whose first-shown item always wins has b_k = +inf under any score
+    # structure: the DIAL fits refuse it too, naming the judge.
+    humans = [(0, 1, 1, 2), (1, 2, 1, 2), (0, 2, 1, 2)]
+    dial = check_design(make_data(cells + full_judge("g", 3), humans, n_items=3), rank=0, method="dial-anc")
+    assert ("pos", "separation") in set(zip(dial.problems["judge"], dial.problems["condition"]))
+    assert "first-shown item won all 18" in row(dial, "pos", "separation")["detail"]
+    assert "separation" not in set(check_design(make_data(cells + full_judge("g", 3), humans, n_items=3), rank=0,
+                                                method="dial-nopos").problems["condition"])
+    # Separation along the scores only (item 0 always wins, both orders): the DIAL fit
+    # does not need each judge's own MLE to exist.
+    top = [("top", i, j, a, 3 if i == 0 else 1, 3) for i, j in [(0, 1), (1, 2), (0, 2)] for a in (1, -1)]
+    rep_top = check_design(make_data(top + full_judge("g", 3), humans, n_items=3), rank=0, method="dial-anc")
+    assert not row(rep_top, "top", "separation")["ok"]
+    assert "separation" not in set(rep_top.problems["condition"])
     # Both outcomes in every cell: finite MLE.
     mixed = [("pos", i, j, a, 1, 3) for i, j in [(0, 1), (1, 2), (0, 2)] for a in (1, -1)]
     assert row(check_design(make_data(mixed, n_items=3), rank=0, method="judges"), "pos", "separation")["ok"]

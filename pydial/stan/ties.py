@@ -126,6 +126,8 @@ def fit_ties(data: Comparisons, method: str, common: dict[str, Any], *, ties: st
     out = DialResult(**common, scores=scores, cov=cov, position_effects=pos, judge_scores=judge_scores, structure=None,
                      calibration_coef=None, lambda_=0.0 if method == "human" else np.inf, converged=bool(res.converged),
                      grad_norm=float(res.grad_norm), loss_human=loss,
-                     details={"stan": res, "ties": ties, "information": info})
+                     details={"stan": res, "ties": ties, "information": info},
+                     status="ok" if res.converged else "not converged",
+                     problems=() if res.converged else (f"Stan optimizer: {res.message}; max|grad| = {res.grad_norm:.2e}",))
     out.tie_parameters = tie_table
     return out
