@@ -73,8 +73,10 @@ BACKENDS: tuple[str, ...] = ("cmdstanpy", "httpstan")
 """Backends in order of preference."""
 
 ROUNDOFF_FACTOR = 100.0
-"""CmdStan's L-BFGS stopped by a failed line search counts as converged when the gradient is within
-this factor of the tolerance: no decrease of ``log p`` is resolvable there in double precision."""
+"""An L-BFGS run (CmdStan's or scipy's) stopped by a failed line search counts as converged when the
+gradient is within this factor of the tolerance: no decrease of ``log p`` is resolvable there in double
+precision (``log p`` includes the multinomial coefficients, so ``|log p|`` can be much smaller than the
+sum of the magnitudes of its terms, which sets the round-off of the gradient)."""
 
 BACKEND_ENV = "PYDIAL_STAN_BACKEND"
 """Environment variable naming the default backend (``cmdstanpy`` or ``httpstan``)."""
@@ -698,7 +700,10 @@ class CompiledModel:
         # ftol, or on a failed line search (ABNORMAL) when round-off dominates near the
         # optimum.  The verdict is the gradient test alone, relative to the size of log p
         # (a sum over all comparisons, whose gradient carries that much round-off).
-        converged = gnorm <= gtol * max(1.0, abs(float(lp)))
+        # as on the CmdStan path: a failed line search (ABNORMAL), or no resolvable decrease of f
+        # at all, within ROUNDOFF_FACTOR of the tolerance has reached the resolution of log p
+        stalled = "ABNORMAL" in str(res.message) or "RELATIVE REDUCTION OF F" in str(res.message)
+        converged = gnorm <= gtol * max(1.0, abs(float(lp))) * (ROUNDOFF_FACTOR if stalled else 1.0)
         return OptimizeResult(u=u, log_prob=float(lp), grad_norm=gnorm, converged=converged,
                               message=str(res.message), iterations=int(res.nit), evaluations=nfev[0],
                               backend=self.backend, seconds=secs)
