@@ -937,11 +937,9 @@ def _compile_httpstan(name: str, code: str) -> CompiledModel:
 
     model_name = httpstan.models.calculate_model_name(code)
     stan_model_name = f"model_{model_name.split('/')[1]}"
-    try:
-        _, warn = _stanc_retry(httpstan.compile.compile, code, stan_model_name)
-    except ValueError as e:
-        raise StanCompileError(f"Stan program {name!r} failed to compile (stanc):\n{e}") from None
     if _httpstan_module_exists(model_name):
+        # compiled before (the cache key is a hash of the text): no stanc run, whose fixed
+        # 1-second timeout in httpstan a loaded machine can exceed
         module = _load_services(model_name)
         # pystan's cache lookup reads these two files beside the module
         mdir = httpstan.cache.model_directory(model_name)
@@ -950,7 +948,11 @@ def _compile_httpstan(name: str, code: str) -> CompiledModel:
         if not (mdir / "stanc.log").is_file():
             httpstan.cache.dump_stanc_warnings("", model_name)
         return CompiledModel(name=name, code=code, backend="httpstan", compile_seconds=0.0, cached=True,
-                             stanc_warnings=warn, model_name=model_name, _module=module)
+                             stanc_warnings="", model_name=model_name, _module=module)
+    try:
+        _, warn = _stanc_retry(httpstan.compile.compile, code, stan_model_name)
+    except ValueError as e:
+        raise StanCompileError(f"Stan program {name!r} failed to compile (stanc):\n{e}") from None
     httpstan.cache.delete_model_directory(model_name)
     t0 = time.perf_counter()
     try:
