@@ -5,12 +5,15 @@ Programs (top-level ``stan/``, installed as ``pydial.stan_files``):
 * ``dial.stan`` -- the structured model in the numpy engine's computational
   chart, weights as data: log density and penalized MLE;
 * ``dial_sample.stan`` -- the same model in an identified parameterization
-  for NUTS, with optional Davidson-Beaver ties;
+  for NUTS;
 * ``judges.stan`` -- judge-specific order-effect BTL (also human-only and
-  pooled), with optional Davidson-Beaver ties.
+  pooled);
+
+each with optional Davidson-Beaver or Rao-Kupper ties.
 
 Backends: CmdStan through cmdstanpy when installed, else the Stan bundled with
-httpstan/pystan (:func:`stan_backend`).
+httpstan/pystan; ``backend=`` or ``PYDIAL_STAN_BACKEND`` chooses
+(:func:`stan_backend`).
 
 All three read one data schema (:func:`standata`) and share one include file
 (``stan/include/paired_likelihoods.stan``: the linear predictor and the

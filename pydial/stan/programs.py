@@ -3,7 +3,8 @@
 The programs live in the top-level ``stan/`` directory of the source tree,
 which the wheel installs as the package ``pydial.stan_files`` (see
 ``pyproject.toml``).  :func:`program_code` returns a program's text with
-every ``#include name.stan`` replaced by the file ``stan/include/name.stan``,
+every ``#include name.stan`` replaced by the file ``stan/include/name.stan``
+(for a user's program: its own directory, its ``include/`` and then pydial's),
 so that the same self-contained text is compiled by either backend (the
 bundled Stan of ``httpstan`` compiles a string and cannot search include
 paths) and the compiled model is cached by a hash of that text.
@@ -19,9 +20,9 @@ from pathlib import Path
 __all__ = ["PROGRAMS", "program_dir", "program_path", "program_code", "expand_includes"]
 
 PROGRAMS: dict[str, str] = {
-    "dial": "DIAL in the computational chart (log density, penalized MLE)",
-    "dial_sample": "DIAL in an identified parameterization for NUTS, with Davidson-Beaver ties",
-    "judges": "judge-specific order-effect BTL / Davidson-Beaver, unstructured (also human-only and pooled)",
+    "dial": "DIAL in the computational chart (log density, penalized MLE), optional ties",
+    "dial_sample": "DIAL in an identified parameterization for NUTS, optional ties",
+    "judges": "judge-specific order-effect BTL, unstructured (also human-only and pooled), optional ties",
 }
 """The Stan programs shipped with pydial: name -> one-line description."""
 
