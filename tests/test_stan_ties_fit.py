@@ -126,3 +126,28 @@ def test_no_ties_in_the_data_gives_the_binary_fit():
         if method == "judges":
             np.testing.assert_allclose(rt.position_effects["b"].to_numpy(), rb.position_effects["b"].to_numpy(),
                                        atol=1e-5)
+
+
+def test_rao_kupper_stan_optimum_equals_numpy_mle():
+    """The Rao-Kupper MLE through Stan equals a scipy maximization of pydial.ties.rao_kupper_cell,
+    and its standard errors are the inverse of pydial.ties' exact information."""
+    from pydial.ties import rao_kupper_cell
+
+    sim = pydial.simulate(N=5, K=1, r=0, n_llm=200, n_human=5_000, tie_rate=0.3, tie_model="rao-kupper", rng=2)
+    data = sim.comparisons
+    res = pydial.fit(data, "human", ties="rao-kupper", engine="stan")
+    t = data.tie_cells(human=True)
+    t = t[t.k == data.K]
+    i, j = t["i"].to_numpy(), t["j"].to_numpy()
+    counts = t[["wins_i", "wins_j", "ties"]].to_numpy()
+    N = data.N
+
+    def nll(z):
+        s = np.append(z[: N - 1], -z[: N - 1].sum())
+        return -rao_kupper_cell(counts, s[i] - s[j], z[-1]).value.sum()
+
+    opt = minimize(nll, np.zeros(N), method="BFGS", options={"gtol": 1e-10})
+    s_ref = np.append(opt.x[: N - 1], -opt.x[: N - 1].sum())
+    np.testing.assert_allclose(res.scores["score"].to_numpy(), s_ref, atol=1e-6)
+    assert res.tie_parameters["nu"].iloc[0] == pytest.approx(np.exp(opt.x[-1]), rel=1e-6)
+    assert abs(res.tie_parameters["nu"].iloc[0] - sim.truth.nu[-1]) < 4 * res.tie_parameters["se"].iloc[0]
