@@ -112,8 +112,9 @@ def fit(
         ``"davidson"``: Davidson's model for ``method="human"`` and the
         Davidson-Beaver model for ``method="judges"`` use the ties, with
         judge-specific tie parameters (``result.tie_parameters``);
-        ``"rao-kupper"``: the Rao-Kupper threshold model instead.  Needs
-        ``engine="stan"`` and gives model-based standard errors.
+        ``"rao-kupper"``: the Rao-Kupper threshold model instead.  Both
+        engines (numpy: Newton on exact derivatives; Stan: its optimizer);
+        model-based standard errors.
     check : bool, default True
         Run :func:`pydial.check_design` first and raise
         :class:`~pydial.IdentifiabilityError` when the fit cannot exist.
@@ -176,8 +177,6 @@ def _dispatch(data: Comparisons, common: dict, method: str, *, engine: str, cov_
 
         if ties not in TIE_MODELS:
             raise ValueError(f"ties must be None or one of {TIE_MODELS}, got {ties!r}")
-        if engine != "stan":
-            raise ValueError(f"ties={ties!r} is fitted by the Stan engine: pass engine='stan'")
         if method not in TIE_METHODS:
             raise NotImplementedError(f"ties={ties!r} is available for methods {TIE_METHODS}, not {method!r}")
         return fit_ties(data, method, {**common, "cov_type": cov if cov_arg is not None else "fisher"}, ties=ties,

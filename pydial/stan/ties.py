@@ -1,4 +1,4 @@
-r"""Tie models through Stan's optimizer: ``pydial.fit(..., ties="davidson" | "rao-kupper", engine="stan")``.
+r"""Tie models of the people and the judges: ``pydial.fit(..., ties="davidson" | "rao-kupper")``, either engine.
 
 Davidson's (1970) model (or Rao and Kupper's, 1967) for the people
 (``method="human"``) and the same with judge-specific order effects for the LLM
@@ -22,7 +22,7 @@ from scipy.stats import norm
 
 from ..data import Comparisons
 from ..exceptions import DataError
-from ..ties import tie_cell
+from ..ties import tie_loglik
 from .backend import compile_model
 from .standata import CellTable, empty_cells, helmert_basis, human_cell_table, judges_data, llm_cell_table, tie_start
 
@@ -30,33 +30,27 @@ TIE_MODELS: tuple[str, ...] = ("davidson", "rao-kupper")
 TIE_METHODS: tuple[str, ...] = ("human", "judges")
 
 
-def _observed_information(cells: CellTable, ties: str, S: np.ndarray, b: np.ndarray, log_nu: np.ndarray,
-                          order: bool) -> list[np.ndarray]:
-    """Per judge, ``-d^2 log L`` in ``(score coordinates of Q_N, b (if order), log nu)``, exact (pydial.ties)."""
-    N = S.shape[1]
+def _judge_designs(cells: CellTable, G: int, N: int, order: bool) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Per judge: the cell counts and the design ``X`` with ``eta = X (z, b)``, ``s = Q_N z`` (Helmert)."""
     Q = helmert_basis(N)
-    fn = tie_cell(ties)
     out = []
-    for g in range(S.shape[0]):
+    for g in range(G):
         m = cells.judge == g
-        i, j, a = cells.i[m], cells.j[m], cells.a[m].astype(float)
-        eta = S[g, i] - S[g, j] + a * b[g]
-        d = fn(cells.counts[m], eta, log_nu[g])
-        X = Q[i] - Q[j]
+        X = Q[cells.i[m]] - Q[cells.j[m]]
         if order:
-            X = np.column_stack([X, a])
-        P = X.shape[1] + 1
-        H = np.zeros((P, P))
-        H[:-1, :-1] = X.T @ (d.d_eta_eta[:, None] * X)
-        H[:-1, -1] = H[-1, :-1] = X.T @ d.d_eta_l
-        H[-1, -1] = d.d_l_l.sum()
-        out.append(-H)
+            X = np.column_stack([X, cells.a[m].astype(float)])
+        out.append((cells.counts[m], X))
     return out
 
 
 def fit_ties(data: Comparisons, method: str, common: dict[str, Any], *, ties: str = "davidson",
              seed: int | None = None, backend: str | None = None) -> Any:
     """Tie-model MLE with model-based standard errors (see the module docstring).
+
+    ``common["engine"]``: ``"stan"`` optimizes with Stan (``judges.stan``),
+    ``"numpy"`` by Newton's method on the exact derivatives of
+    :func:`pydial.ties.tie_loglik`, judge by judge; the standard errors are
+    the same function of the optimum in both.
 
     Returns a :class:`pydial.results.DialResult` whose ``tie_parameters`` is a
     DataFrame by judge: ``nu, se, ci_low, ci_high`` (interval on the log scale).
@@ -75,7 +69,6 @@ def fit_ties(data: Comparisons, method: str, common: dict[str, Any], *, ties: st
                          f"got cov={common['cov_type']!r}")
     N, level = data.N, common["level"]
     Q = helmert_basis(N)
-    model = compile_model("judges", backend=backend)
     if method == "human":
         H = human_cell_table(data, ties=True)
         if len(H) == 0:
@@ -83,25 +76,44 @@ def fit_ties(data: Comparisons, method: str, common: dict[str, Any], *, ties: st
         d = judges_data(empty_cells(), H, N=N, K=0, order=False, ties=ties, flat=True, log_lik=False)
         cells = CellTable(np.zeros_like(H.judge), H.i, H.j, H.a, H.wins_i, H.wins_j, H.ties)
         names, order = [data.human_judge], False
-        init = {"sH_raw": np.zeros(N - 1), "log_nu": tie_start(d)}
     else:
         cells = llm_cell_table(data, ties=True)
         d = judges_data(cells, None, N=N, K=data.K, order=True, ties=ties, flat=True, log_lik=False)
         names, order = list(data.judges), True
-        init = {"s_raw": np.zeros((data.K, N - 1)), "b": np.zeros(data.K), "log_nu": tie_start(d)}
     G = len(names)
-    res = model.optimize(d, model.unconstrain(d, init), seed=seed)
-    if not np.isfinite(res.log_prob):
-        raise FloatingPointError("the tie model's log density is not finite at the optimum")
-    parts = model.constrain(d, res.u, include_tparams=False)
-    if method == "human":
-        S = (Q @ np.asarray(parts["sH_raw"], float))[None, :]
-        b = np.zeros(1)
+    designs = _judge_designs(cells, G, N, order)
+    lognu0 = tie_start(d)
+    if common["engine"] == "numpy":
+        from ..ties import fit_tie_judge
+
+        fits = [fit_tie_judge(ties, c, X, np.append(np.zeros(X.shape[1]), lognu0[g]))
+                for g, (c, X) in enumerate(designs)]
+        S = np.array([Q @ f[0][: N - 1] for f in fits])
+        b = np.array([f[0][N - 1] for f in fits]) if order else np.zeros(G)
+        lognu = np.array([f[0][-1] for f in fits])
+        converged = all(f[3] for f in fits)
+        opt: Any = None
+        grad_norm, message = np.nan, "Newton (numpy)"
     else:
-        S = np.asarray(parts["s_raw"], float).reshape(G, N - 1) @ Q.T
-        b = np.asarray(parts["b"], float).reshape(-1)
-    lognu = np.asarray(parts["log_nu"], float).reshape(-1)
-    info = _observed_information(cells, ties, S, b, lognu, order)
+        model = compile_model("judges", backend=backend)
+        if method == "human":
+            init = {"sH_raw": np.zeros(N - 1), "log_nu": lognu0}
+        else:
+            init = {"s_raw": np.zeros((G, N - 1)), "b": np.zeros(G), "log_nu": lognu0}
+        opt = model.optimize(d, model.unconstrain(d, init), seed=seed)
+        if not np.isfinite(opt.log_prob):
+            raise FloatingPointError("the tie model's log density is not finite at the optimum")
+        parts = model.constrain(d, opt.u, include_tparams=False)
+        if method == "human":
+            S = (Q @ np.asarray(parts["sH_raw"], float))[None, :]
+            b = np.zeros(1)
+        else:
+            S = np.asarray(parts["s_raw"], float).reshape(G, N - 1) @ Q.T
+            b = np.asarray(parts["b"], float).reshape(-1)
+        lognu = np.asarray(parts["log_nu"], float).reshape(-1)
+        converged, grad_norm, message = bool(opt.converged), float(opt.grad_norm), opt.message
+    thetas = [np.concatenate([Q.T @ S[g], [b[g]] if order else [], [lognu[g]]]) for g in range(G)]
+    info = [-tie_loglik(ties, c, X, th)[2] for (c, X), th in zip(designs, thetas)]
     covs = [np.linalg.pinv(I, hermitian=True) for I in info]
     cov_s = [Q @ C[: N - 1, : N - 1] @ Q.T for C in covs]
     se_lognu = np.sqrt([C[-1, -1] for C in covs])
@@ -124,10 +136,10 @@ def fit_ties(data: Comparisons, method: str, common: dict[str, Any], *, ties: st
         loss = np.nan
     scores, cov = _score_frame(s, C, data.items, level)
     out = DialResult(**common, scores=scores, cov=cov, position_effects=pos, judge_scores=judge_scores, structure=None,
-                     calibration_coef=None, lambda_=0.0 if method == "human" else np.inf, converged=bool(res.converged),
-                     grad_norm=float(res.grad_norm), loss_human=loss,
-                     details={"stan": res, "ties": ties, "information": info},
-                     status="ok" if res.converged else "not converged",
-                     problems=() if res.converged else (f"Stan optimizer: {res.message}; max|grad| = {res.grad_norm:.2e}",))
+                     calibration_coef=None, lambda_=0.0 if method == "human" else np.inf, converged=converged,
+                     grad_norm=grad_norm, loss_human=loss,
+                     details={"stan": opt, "ties": ties, "information": info},
+                     status="ok" if converged else "not converged",
+                     problems=() if converged else (f"tie model optimizer: {message}",))
     out.tie_parameters = tie_table
     return out
