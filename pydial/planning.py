@@ -24,11 +24,13 @@ and the excess human risk is, to second order, :math:`\tfrac12(\hat s-s_H)^\top 
   calibration LRT :math:`T` (Prop. calibration-test: :math:`E\,T\approx\mathrm{df}+2n_H\Delta_M`),
   used only when the test rejects at ``alpha`` (a pre-test estimator: a noisy
   :math:`\hat\Delta_M` would otherwise dominate the small :math:`d/(2n_H)`).
-* **DIAL-Ada**: at first order GACV selects the weight of smaller risk; the
-  prediction is the better endpoint (anchor iff :math:`\Delta_M+d/(2n_H)` is below
-  :math:`(N-1)/(2n_H)`, Thm. population-risk-tradeoff).  Finite weights can do
-  slightly better and the data-driven selection slightly worse; ``method="simulate"``
-  measures both.
+* **DIAL-Ada**: the data-driven weight behaves at first order like the AIC choice
+  between the endpoints (Prop. calibration-test: human iff :math:`T>2\,\mathrm{df}`,
+  :math:`T\sim\chi^2_{\mathrm{df}}(2n_H\Delta)` with :math:`\Delta` the anchored
+  bias term), so every prediction is the mixture
+  :math:`(1-\pi)\,\text{DIAL-Anc}+\pi\,\text{Human}`, :math:`\pi=\Pr(T>2\,\mathrm{df})`.
+  Finite weights can do better than both endpoints; ``method="simulate"`` measures
+  the actual GACV selection.
 
 :func:`next_pairs` is a greedy sequential design on the calibration block: with
 the block's sandwich covariance :math:`K_c` of the current fit, one more human
@@ -45,7 +47,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 import pandas as pd
 from scipy.special import expit
-from scipy.stats import norm
+from scipy.stats import chi2, ncx2, norm
 
 from .data import Comparisons
 from .exceptions import DataError, DialError
@@ -84,6 +86,9 @@ class Pilot:
         The :class:`~pydial.calibration_test.CalibrationTest` used for ``delta``.
     n_human : int
         Pilot human comparisons.
+    llm_p : ndarray or None
+        Fitted win probabilities of the pilot's LLM cells (``data.llm`` order) under
+        the structured LLM-only fit (eq. binomial-model-llm), for resampling.
     """
 
     items: tuple[str, ...]
@@ -96,6 +101,7 @@ class Pilot:
     delta: float
     lrt: Any
     n_human: int
+    llm_p: np.ndarray | None = None
 
     @property
     def N(self) -> int:
@@ -114,6 +120,16 @@ class Pilot:
             raise DataError(f"method {method!r} needs LLM judgments in the pilot data")
         B = self.B
         return B @ np.linalg.solve(B.T @ self.L @ B, B.T) / n + self.V_llm
+
+    def p_select_human(self, n: float) -> float:
+        """First-order probability that the adaptive fit picks the human endpoint: the
+        AIC endpoint rule of Prop. calibration-test, ``T > 2 df`` with
+        ``T ~ chi2_df(2 n Delta)`` (noncentral; ``Delta`` the anchored bias term)."""
+        df = self.N - 1 - self.B.shape[1]
+        if df <= 0:
+            return 0.0
+        nc = 2.0 * n * max(self.llm_risk, self.delta)
+        return float(ncx2.sf(2 * df, df, nc)) if nc > 0 else float(chi2.sf(2 * df, df))
 
     def excess_risk(self, method: str, n: float) -> float:
         """First-order expected excess human risk (Thm. population-risk-tradeoff)."""
@@ -200,15 +216,18 @@ def make_pilot(result: DialResult, data: Comparisons, *, design: str = "pilot", 
     s = s - s.mean()
     pairs, rho = pilot_design(data, design)
     L = human_information(s, pairs, rho)
-    B = V_llm = None
+    B = V_llm = llm_p = None
     delta, lrt = 0.0, None
     if data.K > 0:
+        from .likelihood import Cells, Objective
+
         B, V_llm, _, sf = _staged_parts(result, data)
+        llm_p = Objective(sf.llm_chart, Cells.stack(data, 1.0 / data.n_llm, 0.0)).probabilities(sf.llm_theta)
         h = fit_human_btl(data.human, data.N)
         lrt = calibration_test(data, sf.chart.scores(sf.theta), h.s if h.opt.resolved else None, B.shape[1])
         if lrt.defined and lrt.df > 0 and lrt.p_value < alpha:
             delta = max(0.0, (lrt.statistic - lrt.df) / (2.0 * data.n_human))
-    return Pilot(tuple(result.items), s, pairs, rho, L, B, V_llm, delta, lrt, data.n_human)
+    return Pilot(tuple(result.items), s, pairs, rho, L, B, V_llm, delta, lrt, data.n_human, llm_p)
 
 
 # ------------------------------------------------------------------ targets
@@ -275,6 +294,7 @@ def plan(
     n_sim: int = 100,
     n_jobs: int = 1,
     seed: int = 0,
+    llm: str = "resample",
 ) -> pd.DataFrame:
     r"""Predict, for each human budget, what Human, DIAL-Anc and DIAL-Ada would deliver.
 
@@ -299,8 +319,10 @@ def plan(
         pilot's scores and design.  ``"simulate"``: parametric simulation from the
         pilot, ``n_sim`` replications per budget: the pilot scores are the truth,
         human pairs are drawn from the design, outcomes from eq. binomial-model-human,
-        the pilot's LLM judgments are kept, and every method is refitted with
-        :func:`pydial.fit` (parallel over replications with joblib, seeded).
+        the LLM judgments are redrawn from the pilot's structured LLM fit on the
+        pilot's LLM design (``llm="resample"``) or kept (``llm="fixed"``), and every
+        method is refitted with :func:`pydial.fit` (parallel over replications with
+        joblib, seeded).
     design : {"pilot", "uniform"}
         Human pair probabilities: the pilot's pair frequencies or uniform.
     level : float
@@ -310,6 +332,10 @@ def plan(
     n_sim, n_jobs, seed : int
         Replications, joblib workers and seed of ``method="simulate"`` (the seed also
         drives the Monte Carlo of ``p_topk_correct`` under ``"theory"``).
+    llm : {"resample", "fixed"}
+        LLM judgments of ``method="simulate"``: redrawn from the pilot's LLM fit
+        (matches the theory, which includes the LLM-stage variance) or the pilot's own
+        (conditional on the LLM data: no LLM-stage error in the simulated world).
 
     Returns
     -------
@@ -321,6 +347,8 @@ def plan(
     """
     if method not in PLAN_MODES:
         raise ValueError(f"method must be one of {PLAN_MODES}, got {method!r}")
+    if llm not in ("resample", "fixed"):
+        raise ValueError(f"llm must be 'resample' or 'fixed', got {llm!r}")
     methods = tuple(methods)
     bad = [m for m in methods if m not in PLAN_METHODS]
     if bad or not methods:
@@ -340,7 +368,7 @@ def plan(
         table = _plan_theory(pilot, [int(x) for x in budgets_arr], methods, (a, b), k, level, seed)
     else:
         table = _plan_simulate(pilot, data, [int(x) for x in budgets_arr], methods, (a, b), k, n_sim, n_jobs, seed,
-                               result.rank, result.calibration)
+                               result.rank, result.calibration, llm)
     table.attrs.update(mode=method, target=f"{a} - {b}", k=k, level=level, design=design,
                        pilot_method=result.method, pilot_n_human=data.n_human, delta=pilot.delta)
     return table
@@ -362,8 +390,8 @@ def _plan_theory(p: Pilot, budgets: list[int], methods: tuple[str, ...], contras
                                contrast_ci_width=float(2 * zq * np.sqrt(max(g @ C @ g, 0.0))),
                                p_topk_correct=topk_probability(p.s, C, k, rng=[seed, n]))
         if p.B is not None:
-            best = min(("dial-anc", "human"), key=lambda m: pred[m]["excess_risk"])
-            pred["dial-ada"] = {**pred[best]}
+            q = p.p_select_human(n)
+            pred["dial-ada"] = {c: (1 - q) * pred["dial-anc"][c] + q * pred["human"][c] for c in pred["human"]}
         rows += [{"budget": n, "method": m, **pred[m]} for m in methods]
     return pd.DataFrame(rows, columns=list(PLAN_COLUMNS))
 
@@ -381,12 +409,24 @@ def human_frame(items: Sequence[str], s: np.ndarray, pairs: np.ndarray, rho: np.
                          "item_a": it[i], "item_b": it[j], "first": "a", "winner": np.where(won, "a", "b")})
 
 
-def llm_frame(data: Comparisons) -> pd.DataFrame:
-    """The pilot's LLM judgments in long format, record ids as strings."""
-    f = data.to_frame()
-    f = f.loc[f["judge"] != data.human_judge].copy()
-    f["record_id"] = "r" + f["record_id"].astype(str)
-    return f
+def llm_frame(data: Comparisons, p: np.ndarray | None = None, rng: np.random.Generator | None = None) -> pd.DataFrame:
+    """The pilot's decisive LLM judgments in long format (one record per judgment).
+
+    With fitted cell probabilities ``p`` (``data.llm`` order) the outcomes are
+    redrawn, ``Y_c ~ Binomial(n_c, p_c)`` on the same judge, pair and display-order
+    design (a parametric bootstrap of the LLM stage); otherwise they are kept.
+    """
+    L = data.llm
+    n = L.n.astype(int)
+    y = L.y.astype(int) if p is None else rng.binomial(n, p)
+    cell = np.repeat(np.arange(n.size), n)
+    rank_in_cell = np.arange(cell.size) - np.repeat(np.cumsum(n) - n, n)
+    won = rank_in_cell < y[cell]
+    it = np.asarray(data.items, dtype=object)
+    jd = np.asarray(data.judges, dtype=object)
+    return pd.DataFrame({"record_id": [f"l{t}" for t in range(cell.size)], "judge": jd[L.judge[cell]],
+                         "item_a": it[L.i[cell]], "item_b": it[L.j[cell]],
+                         "first": np.where(L.a[cell] > 0, "a", "b"), "winner": np.where(won, "a", "b")})
 
 
 def with_human(llm: pd.DataFrame, human: pd.DataFrame, items: Sequence[str], human_judge: str = "human") -> Comparisons:
@@ -394,16 +434,19 @@ def with_human(llm: pd.DataFrame, human: pd.DataFrame, items: Sequence[str], hum
     return Comparisons.from_frame(pd.concat([llm, human], ignore_index=True), human_judge=human_judge, items=list(items))
 
 
-def _sim_one(p: Pilot, llm: pd.DataFrame, human_judge: str, n: int, methods: tuple[str, ...], contrast: tuple[str, str],
-             k: int, rank: int, calibration: str, seed: Any) -> list[dict[str, Any]]:
+def _sim_one(p: Pilot, data: Comparisons, llm: pd.DataFrame | None, n: int, methods: tuple[str, ...],
+             contrast: tuple[str, str], k: int, rank: int, calibration: str, seed: Any) -> list[dict[str, Any]]:
     import warnings
 
     from .estimators import fit
     from .metrics import excess_risk
 
     rng = np.random.default_rng(seed)
+    human_judge = data.human_judge
     hf = human_frame(p.items, p.s, p.pairs, p.rho, n, rng, judge=human_judge)
-    data = with_human(llm, hf, p.items, human_judge)
+    if data.K > 0 and llm is None:
+        llm = llm_frame(data, p.llm_p, rng)
+    data = with_human(llm if llm is not None else hf.iloc[:0], hf, p.items, human_judge)
     out = []
     for m in methods:
         try:
@@ -425,16 +468,16 @@ def _sim_one(p: Pilot, llm: pd.DataFrame, human_judge: str, n: int, methods: tup
 
 def _plan_simulate(p: Pilot, data: Comparisons, budgets: list[int], methods: tuple[str, ...],
                    contrast: tuple[str, str], k: int, n_sim: int, n_jobs: int, seed: int,
-                   rank: int, calibration: str) -> pd.DataFrame:
+                   rank: int, calibration: str, llm: str) -> pd.DataFrame:
     from joblib import Parallel, delayed
 
     if not isinstance(n_sim, (int, np.integer)) or n_sim < 2:
         raise ValueError(f"n_sim must be an integer >= 2, got {n_sim!r}")
-    llm = llm_frame(data)
+    fixed = llm_frame(data) if (llm == "fixed" and data.K > 0) else None
     seeds = np.random.SeedSequence(seed).spawn(len(budgets) * n_sim)
     tasks = [(n, seeds[b * n_sim + t]) for b, n in enumerate(budgets) for t in range(n_sim)]
     runs = Parallel(n_jobs=n_jobs)(
-        delayed(_sim_one)(p, llm, data.human_judge, n, methods, contrast, k, rank, calibration, sq) for n, sq in tasks)
+        delayed(_sim_one)(p, data, fixed, n, methods, contrast, k, rank, calibration, sq) for n, sq in tasks)
     df = pd.DataFrame([r for run in runs for r in run])
     rows = []
     for n in budgets:
