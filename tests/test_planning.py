@@ -243,3 +243,21 @@ def test_next_pairs_anchored_D_design_uses_the_calibration_block(small):
     crit = p * (1 - p) * (pil.B[pi, 0] - pil.B[pj, 0]) ** 2
     t = int(np.argmax(crit))
     assert (prop["item_a"].iloc[0], prop["item_b"].iloc[0]) == (d.items[pi[t]], d.items[pj[t]])
+
+
+# ------------------------------------------------------------------------ CLI
+def test_cli_plan_writes_table_plot_and_pairs(tmp_path, capsys):
+    from pydial.cli import EXIT_DATA, main
+
+    code = main(["plan", "synthetic", "--budgets", "100,400", "--next", "10", "--objective", "D", "--out", str(tmp_path)])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    tab = pd.read_csv(tmp_path / "plan.csv")
+    assert list(tab.columns) == list(PLAN_COLUMNS)
+    assert sorted(tab["method"].unique()) == ["dial-ada", "dial-anc", "human"]
+    assert tab.loc[tab["method"] == "human", "excess_risk"].tolist() == pytest.approx([9 / 200, 9 / 800])
+    assert (tmp_path / "plan.png").stat().st_size > 0
+    nxt = pd.read_csv(tmp_path / "next_pairs.csv")
+    assert nxt["n"].sum() == 10 and "next 10 human comparisons" in out
+    code = main(["plan", "synthetic", "--target", "item00 - nope"])
+    assert code == EXIT_DATA and "unknown item 'nope'" in capsys.readouterr().err
