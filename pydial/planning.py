@@ -344,6 +344,15 @@ def plan(
         (mean width of the score intervals), ``contrast_ci_width, p_topk_correct``;
         with ``method="simulate"`` also ``excess_risk_mcse`` and ``n_ok`` (fits that
         succeeded).  ``attrs`` records the pilot, target, k, level and mode.
+
+    Notes
+    -----
+    Under ``"theory"``, ``p_topk_correct`` is the probability that a Gaussian draw
+    ``N(s, Cov)`` around the pilot scores keeps their top-k set: it reflects the
+    variance only, not the anchored bias term, which enters ``excess_risk``.
+    First-order predictions are least accurate for Human at small budgets (a few
+    comparisons per pair), where the MLE's finite-sample bias adds to the risk;
+    ``method="simulate"`` captures it.
     """
     if method not in PLAN_MODES:
         raise ValueError(f"method must be one of {PLAN_MODES}, got {method!r}")
