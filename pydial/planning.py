@@ -19,11 +19,13 @@ and the excess human risk is, to second order, :math:`\tfrac12(\hat s-s_H)^\top 
   :math:`V_{\rm LLM}` the LLM-stage part of the two-step sandwich of the pilot fit
   (:func:`pydial.estimators.staged_influence`, fixed in ``n_H`` at the pilot's LLM
   data).  Excess risk :math:`d/(2n_H)+\max\{\tfrac12\mathrm{tr}(LV_{\rm LLM}),\hat\Delta_M\}`,
-  where :math:`\hat\Delta_M=(T-\mathrm{df})/(2n_H^{\rm pilot})` estimates the
-  approximation error :math:`\Delta_M` of Thm. population-risk-tradeoff from the
-  calibration LRT :math:`T` (Prop. calibration-test: :math:`E\,T\approx\mathrm{df}+2n_H\Delta_M`),
-  used only when the test rejects at ``alpha`` (a pre-test estimator: a noisy
-  :math:`\hat\Delta_M` would otherwise dominate the small :math:`d/(2n_H)`).
+  where the approximation error :math:`\Delta_M` of Thm. population-risk-tradeoff is
+  estimated from the calibration LRT :math:`T` (Prop. calibration-test:
+  :math:`T\approx\chi^2_{\mathrm{df}}(2n_H\Delta_M)`) by the part of :math:`T` beyond
+  its null critical value, :math:`\hat\Delta_M=\max\{0,T-\chi^2_{\mathrm{df},1-\alpha}\}/(2n_H^{\rm pilot})`
+  (zero unless the test rejects at level ``alpha``; continuous at the threshold).
+  The plain moment estimate :math:`(T-\mathrm{df})/(2n_H)` has noise of order
+  :math:`\sqrt{2\,\mathrm{df}}/(2n_H)`, which would swamp :math:`d/(2n_H)`.
 * **DIAL-Ada**: the data-driven weight behaves at first order like the AIC choice
   between the endpoints (Prop. calibration-test: human iff :math:`T>2\,\mathrm{df}`,
   :math:`T\sim\chi^2_{\mathrm{df}}(2n_H\Delta)` with :math:`\Delta` the anchored
@@ -81,7 +83,8 @@ class Pilot:
     V_llm : ndarray (N, N) or None
         LLM-stage part of the anchored two-step sandwich covariance.
     delta : float
-        Estimated approximation error ``Delta_M`` (0 unless the calibration LRT rejects).
+        Estimated approximation error ``Delta_M``: the calibration LRT statistic beyond
+        its level-``alpha`` critical value, over ``2 n_H`` (0 unless the test rejects).
     lrt : Any
         The :class:`~pydial.calibration_test.CalibrationTest` used for ``delta``.
     n_human : int
@@ -204,7 +207,7 @@ def _staged_parts(result: DialResult, data: Comparisons) -> tuple[np.ndarray, np
     return B, V_llm, V_h, sf
 
 
-def make_pilot(result: DialResult, data: Comparisons, *, design: str = "pilot", alpha: float = 0.05) -> Pilot:
+def make_pilot(result: DialResult, data: Comparisons, *, design: str = "pilot", alpha: float = 0.01) -> Pilot:
     """Collect the pilot's estimates and design (see :class:`Pilot`)."""
     from .calibration_test import calibration_test
     from .fit import fit_human_btl
@@ -225,8 +228,8 @@ def make_pilot(result: DialResult, data: Comparisons, *, design: str = "pilot", 
         llm_p = Objective(sf.llm_chart, Cells.stack(data, 1.0 / data.n_llm, 0.0)).probabilities(sf.llm_theta)
         h = fit_human_btl(data.human, data.N)
         lrt = calibration_test(data, sf.chart.scores(sf.theta), h.s if h.opt.resolved else None, B.shape[1])
-        if lrt.defined and lrt.df > 0 and lrt.p_value < alpha:
-            delta = max(0.0, (lrt.statistic - lrt.df) / (2.0 * data.n_human))
+        if lrt.defined and lrt.df > 0:
+            delta = max(0.0, lrt.statistic - float(chi2.isf(alpha, lrt.df))) / (2.0 * data.n_human)
     return Pilot(tuple(result.items), s, pairs, rho, L, B, V_llm, delta, lrt, data.n_human, llm_p)
 
 
@@ -290,7 +293,7 @@ def plan(
     method: str = "theory",
     design: str = "pilot",
     level: float = 0.95,
-    alpha: float = 0.05,
+    alpha: float = 0.01,
     n_sim: int = 100,
     n_jobs: int = 1,
     seed: int = 0,
@@ -327,8 +330,9 @@ def plan(
         Human pair probabilities: the pilot's pair frequencies or uniform.
     level : float
         Interval level.
-    alpha : float
-        Level of the calibration LRT pre-test that switches on the misalignment term.
+    alpha : float, default 0.01
+        Level of the calibration LRT whose critical value is subtracted from the
+        statistic to estimate the approximation error (module docstring).
     n_sim, n_jobs, seed : int
         Replications, joblib workers and seed of ``method="simulate"`` (the seed also
         drives the Monte Carlo of ``p_topk_correct`` under ``"theory"``).
