@@ -16,8 +16,9 @@ Three studies, results under ``analyses/planning/results/``:
             95% score intervals and of the pilot's top-1 vs top-2 contrast interval.
 ``labels``  How many human labels the greedy design of :func:`pydial.next_pairs`
             (objective ``"contrast"``: top-1 vs top-2) needs to bring the contrast's
-            95% interval below a target width, against uniformly random pairs; batches
-            of 25 labels, refit after each batch (human BTL, Fisher intervals).  On the
+            95% interval below a target width (0.6 x the pilot's), against uniformly
+            random pairs; refit after each batch (human BTL, Fisher intervals; see
+            :func:`labels_replication` for the batches).  On the
             paper DGP and on an Arena-based semi-synthetic design (truth: the human BTL
             fitted to all Arena human labels; 20 models).  Ratio of mean labels
             (random / proposed) with a delta-method Monte Carlo SE over paired
@@ -142,9 +143,16 @@ def _human_data(items: tuple[str, ...], i: np.ndarray, j: np.ndarray, won: np.nd
     return pydial.Comparisons.from_frame(f, items=list(items))
 
 
-def labels_replication(design: str, seed: int, n_pilot: int, shrink: float, batch: int = 25,
-                       cap: int = 6000) -> dict[str, Any]:
-    """Labels needed (beyond the pilot) to reach the target contrast width, both arms."""
+def labels_replication(design: str, seed: int, n_pilot: int, shrink: float, batch_proposed: int = 5,
+                       batch_random: int = 25, cap: int = 6000) -> dict[str, Any]:
+    """Labels needed (beyond the pilot) to reach the target contrast width, both arms.
+
+    The proposed arm asks :func:`pydial.next_pairs` for ``batch_proposed`` labels at a
+    time (refit after each batch); the random arm draws ``batch_random`` uniformly
+    random pairs at a time and, once a batch reaches the target, finds the exact
+    number of its labels needed by bisection (so its count has resolution 1 and the
+    proposed arm's ``batch_proposed``: the comparison favours the random arm).
+    """
     warnings.simplefilter("ignore")
     s_true, items = truth_for(design, seed)
     N = s_true.size
@@ -164,10 +172,19 @@ def labels_replication(design: str, seed: int, n_pilot: int, shrink: float, batc
     target = shrink * float(ct["ci_high"] - ct["ci_low"])
     out: dict[str, Any] = {"design": design, "seed": seed, "target": f"{a} - {b}", "target_width": target,
                            "pilot_width": float(ct["ci_high"] - ct["ci_low"])}
+    def width_of(i: np.ndarray, j: np.ndarray, w: np.ndarray) -> tuple[float, Any]:
+        try:
+            res = pydial.fit(_human_data(items, i, j, w), "human")
+        except DialError:
+            return np.inf, None
+        c = res.contrast(a, b)
+        return float(c["ci_high"] - c["ci_low"]), res
+
     for arm in ("proposed", "random"):
         gen = np.random.default_rng([seed, 11, arm == "random"])
         i, j, w, res = i0.copy(), j0.copy(), w0.copy(), res0
         used, width = 0, np.inf
+        batch = batch_proposed if arm == "proposed" else batch_random
         while used < cap:
             if arm == "proposed":
                 nxt = pydial.next_pairs(res, _human_data(items, i, j, w), batch, "contrast", target=(a, b))
@@ -177,15 +194,22 @@ def labels_replication(design: str, seed: int, n_pilot: int, shrink: float, batc
                 r = gen.integers(0, pi.size, batch)
                 ia, ib = pi[r], pj[r]
             wn = gen.random(ia.size) < expit(s_true[ia] - s_true[ib])
+            m0 = i.size
             i, j, w = np.r_[i, ia], np.r_[j, ib], np.r_[w, wn]
             used += ia.size
-            try:
-                res = pydial.fit(_human_data(items, i, j, w), "human")
-            except DialError:
-                continue
-            c = res.contrast(a, b)
-            width = float(c["ci_high"] - c["ci_low"])
+            width, fitted = width_of(i, j, w)
+            if fitted is not None:
+                res = fitted
             if width <= target:
+                if arm == "random":  # fewest labels of this batch that reach the target
+                    lo, hi = 0, ia.size
+                    while hi - lo > 1:
+                        mid = (lo + hi) // 2
+                        if width_of(i[: m0 + mid], j[: m0 + mid], w[: m0 + mid])[0] <= target:
+                            hi = mid
+                        else:
+                            lo = mid
+                    used += hi - ia.size
                 break
         out[f"labels_{arm}"] = used
         out[f"reached_{arm}"] = bool(width <= target)
@@ -302,7 +326,8 @@ def write_summary(out: Path) -> None:
                                      "same split's n_H = 400 task."),
         "labels_summary.csv": ("Human labels to reach a target contrast width: greedy design vs uniformly random pairs",
                                "Target: 0.6 x the pilot's 95% interval width of the top-1 vs top-2 contrast (human "
-                               "BTL, Fisher). Labels counted beyond the pilot, in batches of 25."),
+                               "BTL, Fisher). Labels counted beyond the pilot: proposed in batches of 5 (refit after each), random "
+                               "in batches of 25 with the exact count inside the last batch found by bisection."),
     }
     for fname, (title, note) in sections.items():
         if (out / fname).exists():
