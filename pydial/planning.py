@@ -43,8 +43,9 @@ comparison on :math:`(i,j)` adds information :math:`p_{ij}(1-p_{ij})xx^\top`,
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -398,10 +399,10 @@ def _plan_theory(p: Pilot, budgets: list[int], methods: tuple[str, ...], contras
         for m in ("human", "dial-anc"):
             if m == "human" or p.B is not None:
                 C = p.covariance(m, n)
-                pred[m] = dict(excess_risk=p.excess_risk(m, n),
-                               ci_width=float(np.mean(2 * zq * np.sqrt(np.clip(np.diag(C), 0, None)))),
-                               contrast_ci_width=float(2 * zq * np.sqrt(max(g @ C @ g, 0.0))),
-                               p_topk_correct=topk_probability(p.s, C, k, rng=[seed, n]))
+                pred[m] = {"excess_risk": p.excess_risk(m, n),
+                           "ci_width": float(np.mean(2 * zq * np.sqrt(np.clip(np.diag(C), 0, None)))),
+                           "contrast_ci_width": float(2 * zq * np.sqrt(max(g @ C @ g, 0.0))),
+                           "p_topk_correct": topk_probability(p.s, C, k, rng=[seed, n])}
         if p.B is not None:
             q = p.p_select_human(n)
             pred["dial-ada"] = {c: (1 - q) * pred["dial-anc"][c] + q * pred["human"][c] for c in pred["human"]}

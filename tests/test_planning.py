@@ -17,8 +17,15 @@ from scipy.special import expit
 import pydial
 from pydial import metrics
 from pydial.data import HumanCells
-from pydial.fit import (centering_basis, difference_design, fit_calibration, fit_human_btl, fit_structured,
-                        glm_information, initial_theta)
+from pydial.fit import (
+    centering_basis,
+    difference_design,
+    fit_calibration,
+    fit_human_btl,
+    fit_structured,
+    glm_information,
+    initial_theta,
+)
 from pydial.model import Chart
 from pydial.planning import PLAN_COLUMNS, llm_frame, make_pilot, with_human
 
@@ -32,7 +39,7 @@ def small():
 def test_human_plan_at_pilot_budget_is_the_fisher_fit(small):
     """At the pilot's own budget and design, the predicted human intervals are the
     fit's Fisher intervals and the risk is (N-1)/(2 n_H)."""
-    sim, d = small
+    _, d = small
     res = pydial.fit(d, "human")
     tab = pydial.plan(res, d, budgets=[d.n_human, 4 * d.n_human], methods=["human"])
     assert list(tab.columns) == list(PLAN_COLUMNS)
@@ -104,7 +111,7 @@ def test_simulate_mode_agrees_with_theory_and_is_seeded(small):
     """The parametric simulation reproduces the human first-order risk and is reproducible."""
     _, d = small
     res = pydial.fit(d, "human")
-    kw = dict(budgets=[300], methods=["human"], method="simulate", seed=3, design="uniform")
+    kw = {"budgets": [300], "methods": ["human"], "method": "simulate", "seed": 3, "design": "uniform"}
     pd.testing.assert_frame_equal(pydial.plan(res, d, n_sim=3, **kw), pydial.plan(res, d, n_sim=3, n_jobs=2, **kw))
     a = pydial.plan(res, d, n_sim=40, **kw)
     assert a["n_ok"].iloc[0] >= 38
