@@ -2,7 +2,7 @@
 
 Main entry points: :class:`Comparisons` (data), :func:`check_design`
 (identifiability), :func:`fit` (estimators), :func:`simulate` (the paper's
-data-generating process).
+data-generating process), :func:`plan` and :func:`next_pairs` (human label planning).
 """
 
 from . import datasets, io
@@ -11,6 +11,7 @@ from .design import DesignReport, check_design
 from .estimators import DialResult, fit
 from .exceptions import (ConvergenceError, ConvergenceWarning, CovarianceWarning, DataError, DataWarning, DialError,
                          DialWarning, IdentifiabilityError, OutputError)
+from .planning import next_pairs, plan, plot_plan
 from .simulate import Simulation, simulate
 
 __all__ = [
@@ -23,6 +24,9 @@ __all__ = [
     "DialResult",
     "simulate",
     "Simulation",
+    "plan",
+    "plot_plan",
+    "next_pairs",
     "DataError",
     "IdentifiabilityError",
     "ConvergenceError",

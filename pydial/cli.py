@@ -1,4 +1,4 @@
-"""The ``pydial`` command line: ``check``, ``fit``, ``simulate``, ``convert``, ``compare``.
+"""The ``pydial`` command line: ``check``, ``fit``, ``simulate``, ``convert``, ``compare``, ``plan``.
 
 Bad input ends with a one-line cause and a non-zero exit code, never a traceback:
 exit 2 for malformed data, arguments or output paths (checked before fitting), exit 3
@@ -161,6 +161,7 @@ def _parser() -> argparse.ArgumentParser:
     v.add_argument("--human", default="human", help="judge name of the human labels (arena)")
     v.add_argument("--first", choices=("a", "b"), default="a", help="which response the LLM judges saw first (arena, pandalm)")
     v.add_argument("--judge", default="judge", help="judge name for PandaLM files without a judge column")
+    _plan_parser(sub)
     return p
 
 
@@ -271,10 +272,74 @@ def _check(args: argparse.Namespace) -> int:
     return status
 
 
+def _plan_parser(sub) -> None:
+    """The ``plan`` subcommand: budgets for human labels and the next pairs to label."""
+    from .planning import DESIGNS, OBJECTIVES, PLAN_MODES
+
+    q = sub.add_parser("plan", help="from pilot data: predicted excess risk, interval widths and top-k accuracy per "
+                                    "human budget, and the next human comparisons to collect")
+    q.add_argument("data", help="pilot data: long-format CSV, or a bundled data set: arena, synthetic")
+    q.add_argument("--human", default="human", help="judge name of the human labels (default: human)")
+    q.add_argument("--method", choices=("human", "dial-anc", "dial-ada"), default="dial-anc",
+                   help="pilot fit (default dial-anc)")
+    q.add_argument("--rank", type=int, default=1, help="disagreement rank r (default 1)")
+    q.add_argument("--calibration", choices=("mu", "W"), default="mu", help="calibration basis (default mu)")
+    q.add_argument("--budgets", type=_floats, default=[100, 200, 400, 800, 1600, 3200],
+                   help="candidate human budgets, comma-separated (default 100,...,3200)")
+    q.add_argument("--target", default=None, help="contrast 'item_a - item_b' (default: the pilot's top-1 vs top-2)")
+    q.add_argument("--k", type=int, default=1, help="size of the top set for P(top-k correct) (default 1)")
+    q.add_argument("--mode", choices=PLAN_MODES, default="theory",
+                   help="first-order theory (default) or parametric simulation from the pilot")
+    q.add_argument("--design", choices=DESIGNS, default="pilot", help="human pair probabilities (default pilot)")
+    q.add_argument("--n-sim", type=int, default=100, help="replications per budget with --mode simulate (default 100)")
+    q.add_argument("--jobs", type=int, default=1, help="parallel workers with --mode simulate (default 1)")
+    q.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    q.add_argument("--next", type=int, default=0, help="also propose this many next human comparisons (default 0)")
+    q.add_argument("--objective", choices=OBJECTIVES, default="contrast",
+                   help="design objective of --next: contrast (default), ranking (top-k boundary), D")
+    q.add_argument("--out", default=None, help="output folder for plan.csv, plan.png, next_pairs.csv")
+
+
+def _plan(args: argparse.Namespace) -> int:
+    from .estimators import fit
+    from .planning import next_pairs, plan, plot_plan
+
+    data = _load(args.data, args.human)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        res = fit(data, args.method, rank=args.rank, calibration=args.calibration)
+    if any(b != int(b) for b in args.budgets):
+        raise ValueError(f"--budgets must be integers, got {args.budgets}")
+    methods = ("human",) if data.K == 0 else ("human", "dial-anc", "dial-ada")
+    tab = plan(res, data, budgets=[int(b) for b in args.budgets], target=args.target, k=args.k, methods=methods,
+               method=args.mode, design=args.design, n_sim=args.n_sim, n_jobs=args.jobs, seed=args.seed)
+    print(f"pilot: {args.method} fit, n_H={data.n_human}, n_LLM={data.n_llm}; target {tab.attrs['target']}, "
+          f"k={tab.attrs['k']}, mode={args.mode}")
+    print(tab.to_string(index=False, float_format=lambda x: f"{x:.4g}"))
+    nxt = None
+    if args.next:
+        nxt = next_pairs(res, data, args.next, args.objective, target=args.target, k=args.k)
+        print(f"\nnext {args.next} human comparisons ({nxt.attrs['target']}: {nxt.attrs['before']:.4g} -> "
+              f"{nxt.attrs['after']:.4g}):")
+        print(nxt.to_string(index=False, float_format=lambda x: f"{x:.4g}"))
+    if args.out:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        out = Path(args.out)
+        out.mkdir(parents=True, exist_ok=True)
+        tab.to_csv(out / "plan.csv", index=False)
+        plot_plan(tab).savefig(out / "plan.png", dpi=120)
+        if nxt is not None:
+            nxt.to_csv(out / "next_pairs.csv", index=False)
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the ``pydial`` command line; returns the exit code (0, or 2/3/4 on failure)."""
     args = _parser().parse_args(argv)
-    run = {"check": _check, "fit": _fit, "simulate": _simulate, "convert": _convert, "compare": _compare}[args.command]
+    run = {"check": _check, "fit": _fit, "simulate": _simulate, "convert": _convert, "compare": _compare,
+           "plan": _plan}[args.command]
     try:
         return run(args)
     except OutputError as e:
