@@ -2,10 +2,11 @@
 
 Main entry points: :class:`Comparisons` (data), :func:`check_design`
 (identifiability), :func:`fit` (estimators), :func:`simulate` (the paper's
-data-generating process); the Stan side: :func:`posterior` (NUTS,
-``arviz.InferenceData``), :func:`compare_intervals` (sandwich vs posterior
-intervals) and :func:`stan_backend` (the active Stan backend).  The Stan
-imports are lazy: ``import pydial`` does not load cmdstanpy, pystan or arviz.
+data-generating process), :func:`plan` and :func:`next_pairs` (human label
+planning); the Stan side: :func:`posterior` (NUTS, ``arviz.InferenceData``),
+:func:`compare_intervals` (sandwich vs posterior intervals) and
+:func:`stan_backend` (the active Stan backend).  The Stan imports are lazy:
+``import pydial`` does not load cmdstanpy, pystan or arviz.
 """
 
 from . import datasets, io
@@ -14,6 +15,7 @@ from .design import DesignReport, check_design
 from .estimators import DialResult, fit
 from .exceptions import (ConvergenceError, ConvergenceWarning, CovarianceWarning, DataError, DataWarning, DialError,
                          DialWarning, IdentifiabilityError, OutputError)
+from .planning import next_pairs, plan, plot_plan
 from .simulate import Simulation, simulate
 
 __all__ = [
@@ -26,6 +28,9 @@ __all__ = [
     "DialResult",
     "simulate",
     "Simulation",
+    "plan",
+    "plot_plan",
+    "next_pairs",
     "DataError",
     "IdentifiabilityError",
     "ConvergenceError",

@@ -1,4 +1,4 @@
-"""The ``pydial`` command line: ``check``, ``fit``, ``simulate``, ``convert``, ``compare``.
+"""The ``pydial`` command line: ``check``, ``fit``, ``simulate``, ``convert``, ``compare``, ``plan``.
 
 Bad input ends with a one-line cause and a non-zero exit code, never a traceback:
 exit 2 for malformed data, arguments or output paths (checked before fitting), exit 3
@@ -86,6 +86,24 @@ def _rank(text: str):
     return vals[0] if len(vals) == 1 else vals
 
 
+def _add_data_args(q: argparse.ArgumentParser) -> None:
+    """Input and model-space options shared by every subcommand that reads comparisons."""
+    q.add_argument("data", help="long-format CSV, or a bundled data set: arena, synthetic")
+    q.add_argument("--human", default="human", help="judge name of the human labels (default: human)")
+    q.add_argument("--rank", type=_rank, default=1,
+                   help="disagreement rank r of the judge score matrix; a list '0,1,2' or 'auto' selects it by GACV (dial-ada)")
+    q.add_argument("--calibration", choices=("mu", "W"), default="mu",
+                   help="calibrate humans along the LLM consensus mu (d=1) or the full space W=[mu,V] (d=r+1)")
+    q.add_argument("--drop-empty-judges", action="store_true",
+                   help="remove LLM judges without a decisive judgment (all ties / both bad) instead of refusing them")
+    q.add_argument("--keep-whitespace", action="store_true",
+                   help="keep surrounding whitespace in judge and item names (default: strip it and report)")
+    q.add_argument("--allow-similar-names", action="store_true",
+                   help="keep names differing only by letter case or whitespace as distinct (default: refuse them)")
+    q.add_argument("--duplicates", choices=DUPLICATES, default="keep",
+                   help="rows identical in all six columns: keep (default), drop, or raise; always counted")
+
+
 def _parser() -> argparse.ArgumentParser:
     from .estimators import METHODS
     from .inference import COV_TYPES
@@ -98,20 +116,7 @@ def _parser() -> argparse.ArgumentParser:
     cmp_ = sub.add_parser("compare", help="frequentist (sandwich, joint MLE at lambda = n_LLM/n_H) vs Bayesian "
                                           "(Stan NUTS posterior of the same model) intervals")
     for q in (c, f, cmp_):
-        q.add_argument("data", help="long-format CSV, or a bundled data set: arena, synthetic")
-        q.add_argument("--human", default="human", help="judge name of the human labels (default: human)")
-        q.add_argument("--rank", type=_rank, default=1,
-                       help="disagreement rank r of the judge score matrix; a list '0,1,2' or 'auto' selects it by GACV (dial-ada)")
-        q.add_argument("--calibration", choices=("mu", "W"), default="mu",
-                       help="calibrate humans along the LLM consensus mu (d=1) or the full space W=[mu,V] (d=r+1)")
-        q.add_argument("--drop-empty-judges", action="store_true",
-                       help="remove LLM judges without a decisive judgment (all ties / both bad) instead of refusing them")
-        q.add_argument("--keep-whitespace", action="store_true",
-                       help="keep surrounding whitespace in judge and item names (default: strip it and report)")
-        q.add_argument("--allow-similar-names", action="store_true",
-                       help="keep names differing only by letter case or whitespace as distinct (default: refuse them)")
-        q.add_argument("--duplicates", choices=DUPLICATES, default="keep",
-                       help="rows identical in all six columns: keep (default), drop, or raise; always counted")
+        _add_data_args(q)
     for q in (c, f):
         q.add_argument("--method", choices=METHODS, default="dial-ada",
                        help="estimator: judges (each judge alone), human, pooled, dial-nopos, dial-anc (anchored), "
@@ -161,6 +166,7 @@ def _parser() -> argparse.ArgumentParser:
     v.add_argument("--human", default="human", help="judge name of the human labels (arena)")
     v.add_argument("--first", choices=("a", "b"), default="a", help="which response the LLM judges saw first (arena, pandalm)")
     v.add_argument("--judge", default="judge", help="judge name for PandaLM files without a judge column")
+    _plan_parser(sub)
     return p
 
 
@@ -271,10 +277,74 @@ def _check(args: argparse.Namespace) -> int:
     return status
 
 
+def _plan_parser(sub) -> None:
+    """The ``plan`` subcommand: budgets for human labels and the next pairs to label."""
+    from .planning import DESIGNS, OBJECTIVES, PLAN_MODES
+
+    q = sub.add_parser("plan", help="from pilot data: predicted excess risk, interval widths and top-k accuracy per "
+                                    "human budget, and the next human comparisons to collect")
+    _add_data_args(q)
+    q.add_argument("--method", choices=("human", "dial-anc", "dial-ada"), default="dial-anc",
+                   help="pilot fit (default dial-anc)")
+    q.add_argument("--budgets", type=_floats, default=[100, 200, 400, 800, 1600, 3200],
+                   help="candidate human budgets, comma-separated (default 100,...,3200)")
+    q.add_argument("--target", default=None, help="contrast 'item_a - item_b' (default: the pilot's top-1 vs top-2)")
+    q.add_argument("--k", type=int, default=1, help="size of the top set for P(top-k correct) (default 1)")
+    q.add_argument("--mode", choices=PLAN_MODES, default="theory",
+                   help="first-order theory (default) or parametric simulation from the pilot")
+    q.add_argument("--design", choices=DESIGNS, default="pilot", help="human pair probabilities (default pilot)")
+    q.add_argument("--n-sim", type=int, default=100, help="replications per budget with --mode simulate (default 100)")
+    q.add_argument("--jobs", type=int, default=1, help="parallel workers with --mode simulate (default 1)")
+    q.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    q.add_argument("--next", type=int, default=0, help="also propose this many next human comparisons (default 0)")
+    q.add_argument("--objective", choices=OBJECTIVES, default="contrast",
+                   help="design objective of --next: contrast (default), ranking (top-k boundary), D")
+    q.add_argument("--out", default=None, help="output folder for plan.csv, plan.png, next_pairs.csv (written aside "
+                                               "and moved into place)")
+    q.add_argument("--force", action="store_true", help="write into a non-empty folder pydial did not write")
+
+
+def _plan(args: argparse.Namespace) -> int:
+    from .estimators import fit
+    from .planning import next_pairs, plan, plot_plan
+
+    if args.out:
+        check_output_dir(args.out, force=args.force)
+    data = _load(args)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        res = fit(data, args.method, rank=args.rank, calibration=args.calibration)
+    if any(b != int(b) for b in args.budgets):
+        raise ValueError(f"--budgets must be integers, got {args.budgets}")
+    methods = ("human",) if data.K == 0 else ("human", "dial-anc", "dial-ada")
+    tab = plan(res, data, budgets=[int(b) for b in args.budgets], target=args.target, k=args.k, methods=methods,
+               method=args.mode, design=args.design, n_sim=args.n_sim, n_jobs=args.jobs, seed=args.seed)
+    print(f"pilot: {args.method} fit, n_H={data.n_human}, n_LLM={data.n_llm}; target {tab.attrs['target']}, "
+          f"k={tab.attrs['k']}, mode={args.mode}")
+    print(tab.to_string(index=False, float_format=lambda x: f"{x:.4g}"))
+    nxt = None
+    if args.next:
+        nxt = next_pairs(res, data, args.next, args.objective, target=args.target, k=args.k)
+        print(f"\nnext {args.next} human comparisons ({nxt.attrs['target']}: {nxt.attrs['before']:.4g} -> "
+              f"{nxt.attrs['after']:.4g}):")
+        print(nxt.to_string(index=False, float_format=lambda x: f"{x:.4g}"))
+    if args.out:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        with output_dir(args.out, force=args.force, command="pydial plan") as out:
+            tab.to_csv(out / "plan.csv", index=False)
+            plot_plan(tab).savefig(out / "plan.png", dpi=120)
+            if nxt is not None:
+                nxt.to_csv(out / "next_pairs.csv", index=False)
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the ``pydial`` command line; returns the exit code (0, or 2/3/4 on failure)."""
     args = _parser().parse_args(argv)
-    run = {"check": _check, "fit": _fit, "simulate": _simulate, "convert": _convert, "compare": _compare}[args.command]
+    run = {"check": _check, "fit": _fit, "simulate": _simulate, "convert": _convert, "compare": _compare,
+           "plan": _plan}[args.command]
     try:
         return run(args)
     except OutputError as e:

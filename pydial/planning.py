@@ -1,0 +1,718 @@
+r"""Planning human labels from a pilot fit: how many (:func:`plan`) and which pairs (:func:`next_pairs`).
+
+Both rest on the first-order theory of the paper, evaluated at the pilot's
+estimates and human design.
+
+Per human comparison drawn with pair probabilities :math:`\rho_{ij}`, the human
+loss has information (the comparison Laplacian of eq. comparison-laplacian)
+
+.. math:: L = \sum_{i<j}\rho_{ij}\,p_{ij}(1-p_{ij})\,(e_i-e_j)(e_i-e_j)^\top ,
+          \qquad p_{ij}=\sigma(\hat s_i-\hat s_j),
+
+and the excess human risk is, to second order, :math:`\tfrac12(\hat s-s_H)^\top L(\hat s-s_H)`.
+
+* **Human** (eq. human-only-estimator): :math:`\mathrm{Cov}=L^{+}/n_H`, first-order
+  excess risk :math:`(N-1)/(2n_H)` (Thm. population-risk-tradeoff).
+* **DIAL-Anc** (eq. staged-calibrated-estimator): :math:`\hat s=\hat M\hat c`, with
+  :math:`\mathrm{Cov}=\hat M(\hat M^\top L\hat M)^{-1}\hat M^\top/n_H+V_{\rm LLM}`; the
+  first term is the oracle covariance of Cor. staged-oracle-equivalence and
+  :math:`V_{\rm LLM}` the LLM-stage part of the two-step sandwich of the pilot fit
+  (:func:`pydial.estimators.staged_influence`, fixed in ``n_H`` at the pilot's LLM
+  data).  Excess risk :math:`d/(2n_H)+\max\{\tfrac12\mathrm{tr}(LV_{\rm LLM}),\hat\Delta_M\}`,
+  where the approximation error :math:`\Delta_M` of Thm. population-risk-tradeoff is
+  estimated from the calibration LRT :math:`T` (Prop. calibration-test:
+  :math:`T\approx\chi^2_{\mathrm{df}}(2n_H\Delta_M)`) by the part of :math:`T` beyond
+  its null critical value, :math:`\hat\Delta_M=\max\{0,T-\chi^2_{\mathrm{df},1-\alpha}\}/(2n_H^{\rm pilot})`
+  (zero unless the test rejects at level ``alpha``; continuous at the threshold).
+  The plain moment estimate :math:`(T-\mathrm{df})/(2n_H)` has noise of order
+  :math:`\sqrt{2\,\mathrm{df}}/(2n_H)`, which would swamp :math:`d/(2n_H)`.
+* **DIAL-Ada**: the data-driven weight behaves at first order like the AIC choice
+  between the endpoints (Prop. calibration-test: human iff :math:`T>2\,\mathrm{df}`,
+  :math:`T\sim\chi^2_{\mathrm{df}}(2n_H\Delta)` with :math:`\Delta` the anchored
+  bias term), so every prediction is the mixture
+  :math:`(1-\pi)\,\text{DIAL-Anc}+\pi\,\text{Human}`, :math:`\pi=\Pr(T>2\,\mathrm{df})`.
+  Finite weights can do better than both endpoints; ``method="simulate"`` measures
+  the actual GACV selection.
+
+:func:`next_pairs` is a greedy sequential design on the calibration block: with
+the block's sandwich covariance :math:`K_c` of the current fit, one more human
+comparison on :math:`(i,j)` adds information :math:`p_{ij}(1-p_{ij})xx^\top`,
+:math:`x=B^\top(e_i-e_j)` (``B = ds/dc``), so by Sherman-Morrison
+:math:`K_c\leftarrow K_c-\frac{w K_cxx^\top K_c}{1+w\,x^\top K_cx}`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from scipy.special import expit
+from scipy.stats import chi2, ncx2, norm
+
+from .data import Comparisons
+from .exceptions import DataError, DialError
+from .results import DialResult
+
+PLAN_METHODS: tuple[str, ...] = ("human", "dial-anc", "dial-ada")
+PLAN_MODES: tuple[str, ...] = ("theory", "simulate")
+OBJECTIVES: tuple[str, ...] = ("contrast", "ranking", "D")
+DESIGNS: tuple[str, ...] = ("pilot", "uniform")
+PLAN_COLUMNS: tuple[str, ...] = ("budget", "method", "excess_risk", "ci_width", "contrast_ci_width", "p_topk_correct")
+
+
+# ------------------------------------------------------------------- the pilot
+@dataclass(frozen=True)
+class Pilot:
+    """The pilot's estimates and design, as used by :func:`plan` and :func:`next_pairs`.
+
+    Attributes
+    ----------
+    items : tuple of str
+    s : ndarray (N,)
+        Pilot scores (centered): the truth proxy of every prediction.
+    pairs : ndarray (P, 2)
+        All pairs ``i < j`` (``np.triu_indices`` order).
+    rho : ndarray (P,)
+        Human pair probabilities (pilot frequencies or uniform), summing to one.
+    L : ndarray (N, N)
+        Per-comparison human information at ``s`` under ``rho``.
+    B : ndarray (N, d) or None
+        ``ds/dc`` of the anchored (staged) fit: the calibration basis ``M``.
+    V_llm : ndarray (N, N) or None
+        LLM-stage part of the anchored two-step sandwich covariance.
+    delta : float
+        Estimated approximation error ``Delta_M``: the calibration LRT statistic beyond
+        its level-``alpha`` critical value, over ``2 n_H`` (0 unless the test rejects).
+    lrt : Any
+        The :class:`~pydial.calibration_test.CalibrationTest` used for ``delta``.
+    n_human : int
+        Pilot human comparisons.
+    llm_p : ndarray or None
+        Fitted win probabilities of the pilot's LLM cells (``data.llm`` order) under
+        the structured LLM-only fit (eq. binomial-model-llm), for resampling.
+    """
+
+    items: tuple[str, ...]
+    s: np.ndarray
+    pairs: np.ndarray
+    rho: np.ndarray
+    L: np.ndarray
+    B: np.ndarray | None
+    V_llm: np.ndarray | None
+    delta: float
+    lrt: Any
+    n_human: int
+    llm_p: np.ndarray | None = None
+
+    @property
+    def N(self) -> int:
+        return len(self.items)
+
+    @property
+    def llm_risk(self) -> float:
+        """``tr(L V_llm) / 2``: expected excess risk from estimating the basis."""
+        return 0.0 if self.V_llm is None else 0.5 * float(np.trace(self.L @ self.V_llm))
+
+    def covariance(self, method: str, n: float) -> np.ndarray:
+        """First-order covariance of the centered scores at ``n`` human comparisons."""
+        if method == "human":
+            return _pinv(self.L) / n
+        if self.B is None:
+            raise DataError(f"method {method!r} needs LLM judgments in the pilot data")
+        B = self.B
+        return B @ np.linalg.solve(B.T @ self.L @ B, B.T) / n + self.V_llm
+
+    def p_select_human(self, n: float) -> float:
+        """First-order probability that the adaptive fit picks the human endpoint: the
+        AIC endpoint rule of Prop. calibration-test, ``T > 2 df`` with
+        ``T ~ chi2_df(2 n Delta)`` (noncentral; ``Delta`` the anchored bias term)."""
+        df = self.N - 1 - self.B.shape[1]
+        if df <= 0:
+            return 0.0
+        nc = 2.0 * n * max(self.llm_risk, self.delta)
+        return float(ncx2.sf(2 * df, df, nc)) if nc > 0 else float(chi2.sf(2 * df, df))
+
+    def excess_risk(self, method: str, n: float) -> float:
+        """First-order expected excess human risk (Thm. population-risk-tradeoff)."""
+        if method == "human":
+            return 0.5 * float(np.trace(self.L @ self.covariance("human", n)))
+        return self.B.shape[1] / (2.0 * n) + max(self.llm_risk, self.delta)
+
+
+def _pinv(A: np.ndarray) -> np.ndarray:
+    from .optim import pinv_sym
+
+    return pinv_sym(A)[0]
+
+
+def _check_pair(result: DialResult, data: Comparisons) -> None:
+    if not isinstance(result, DialResult):
+        raise TypeError(f"result must be a DialResult from pydial.fit, got {type(result).__name__}")
+    if not isinstance(data, Comparisons):
+        raise TypeError(f"data must be the pydial.Comparisons the pilot was fitted to, got {type(data).__name__}")
+    if tuple(data.items) != tuple(result.items) or data.n_human != result.n_human or data.n_llm != result.n_llm:
+        raise DataError("data does not match result: pass the Comparisons the pilot result was fitted to "
+                        f"(items {len(data.items)} vs {len(result.items)}, n_H {data.n_human} vs {result.n_human}, "
+                        f"n_LLM {data.n_llm} vs {result.n_llm})")
+    if not np.all(np.isfinite(result.scores["score"].to_numpy())):
+        raise DataError("result has no finite scores to plan from")
+
+
+def human_information(s: np.ndarray, pairs: np.ndarray, weights: np.ndarray) -> np.ndarray:
+    r"""``sum_{ij} w_ij p_ij (1 - p_ij) (e_i - e_j)(e_i - e_j)^T`` at scores ``s``
+    (the comparison Laplacian of eq. comparison-laplacian for ``w = rho``)."""
+    from .fit import difference_design, glm_information
+
+    D = difference_design(pairs[:, 0], pairs[:, 1], s.size)
+    return glm_information(D, np.asarray(weights, float), expit(D @ s))
+
+
+def pilot_design(data: Comparisons, design: str = "pilot") -> tuple[np.ndarray, np.ndarray]:
+    """All pairs ``i < j`` and their human sampling probabilities: the pilot's pair
+    frequencies (``"pilot"``) or uniform over all pairs (``"uniform"``)."""
+    if design not in DESIGNS:
+        raise ValueError(f"design must be one of {DESIGNS}, got {design!r}")
+    N = data.N
+    pi, pj = np.triu_indices(N, 1)
+    pairs = np.column_stack([pi, pj])
+    if design == "uniform":
+        return pairs, np.full(pi.size, 1.0 / pi.size)
+    h = data.human
+    lo, hi = np.minimum(h.i, h.j), np.maximum(h.i, h.j)
+    pos = lo * N - lo * (lo + 1) // 2 + (hi - lo - 1)  # index of (lo, hi) in triu order
+    w = np.bincount(pos, weights=h.n, minlength=pi.size)
+    if w.sum() <= 0:
+        raise DataError("the pilot has no human comparisons: pass design='uniform'")
+    return pairs, w / w.sum()
+
+
+def _staged_parts(result: DialResult, data: Comparisons) -> tuple[np.ndarray, np.ndarray, np.ndarray, Any]:
+    """Anchored fit at the pilot: ``(B, V_llm, V_human, fit)`` with the two-step
+    sandwich split into its LLM and human parts (human / LLM influence rows zeroed)."""
+    from .estimators import staged_fit, staged_influence
+    from .inference import influence_covariance
+
+    order = result.method != "dial-nopos"
+    sf = staged_fit(data, result.rank, result.calibration, order=order)
+    U, st = staged_influence(data, sf)
+    cov = result.cov_type if result.method != "human" else "cell"
+    UL, UH = U.copy(), U.copy()
+    UL[st.is_human] = 0.0
+    UH[~st.is_human] = 0.0
+    V_llm = influence_covariance(UL, st, data, cov)
+    V_h = influence_covariance(UH, st, data, cov)
+    B = sf.chart.score_jacobian(sf.theta)[:, sf.chart.slices["c"]]
+    return B, V_llm, V_h, sf
+
+
+def make_pilot(result: DialResult, data: Comparisons, *, design: str = "pilot", alpha: float = 0.01) -> Pilot:
+    """Collect the pilot's estimates and design (see :class:`Pilot`)."""
+    from .calibration_test import calibration_test
+    from .fit import fit_human_btl
+
+    _check_pair(result, data)
+    if not 0 < alpha < 1:
+        raise ValueError(f"alpha ({alpha}) must be in the open interval (0, 1)")
+    s = result.scores["score"].to_numpy(float)
+    s = s - s.mean()
+    pairs, rho = pilot_design(data, design)
+    L = human_information(s, pairs, rho)
+    B = V_llm = llm_p = None
+    delta, lrt = 0.0, None
+    if data.K > 0:
+        from .likelihood import Cells, Objective
+
+        B, V_llm, _, sf = _staged_parts(result, data)
+        llm_p = Objective(sf.llm_chart, Cells.stack(data, 1.0 / data.n_llm, 0.0)).probabilities(sf.llm_theta)
+        h = fit_human_btl(data.human, data.N)
+        lrt = calibration_test(data, sf.chart.scores(sf.theta), h.s if h.opt.resolved else None, B.shape[1])
+        if lrt.defined and lrt.df > 0:
+            delta = max(0.0, lrt.statistic - float(chi2.isf(alpha, lrt.df))) / (2.0 * data.n_human)
+    return Pilot(tuple(result.items), s, pairs, rho, L, B, V_llm, delta, lrt, data.n_human, llm_p)
+
+
+# ------------------------------------------------------------------ targets
+def resolve_contrast(items: Sequence[str], s: np.ndarray, target: Any) -> tuple[str, str]:
+    """A named contrast: ``None`` (top-1 vs top-2 of the pilot), ``"a - b"`` or ``(a, b)``."""
+    if target is None:
+        o = np.argsort(-s, kind="stable")
+        return items[o[0]], items[o[1]]
+    if isinstance(target, str):
+        parts = [p.strip() for p in target.split(" - ")]
+        if len(parts) != 2:
+            raise ValueError(f"target must be 'item_a - item_b' (spaces around '-') or a pair, got {target!r}")
+    else:
+        parts = list(target)
+        if len(parts) != 2:
+            raise ValueError(f"target must name two items, got {target!r}")
+    for p in parts:
+        if p not in items:
+            raise DataError(f"target: unknown item {p!r}")
+    if parts[0] == parts[1]:
+        raise ValueError(f"target must name two different items, got {target!r}")
+    return str(parts[0]), str(parts[1])
+
+
+def _check_k(k: int, N: int) -> int:
+    if not isinstance(k, (int, np.integer)) or not 1 <= k < N:
+        raise ValueError(f"k must be an integer in [1, N-1] = [1, {N - 1}], got {k!r}")
+    return int(k)
+
+
+def topk_probability(s: np.ndarray, cov: np.ndarray, k: int, *, draws: int = 4000,
+                     rng: np.random.Generator | int | None = 0) -> float:
+    """``P(top-k set of s_hat = top-k set of s)`` for ``s_hat ~ N(s, cov)`` (Monte Carlo)."""
+    gen = np.random.default_rng(rng)
+    lam, Q = np.linalg.eigh(0.5 * (cov + cov.T))
+    Z = gen.standard_normal((draws, s.size)) * np.sqrt(np.clip(lam, 0.0, None))
+    X = s + Z @ Q.T
+    return topk_hits(X, s, k).mean()
+
+
+def topk_hits(X: np.ndarray, s: np.ndarray, k: int) -> np.ndarray:
+    """Whether each row of ``X`` has the same top-k set as ``s``."""
+    top = np.zeros(s.size, bool)
+    top[np.argsort(-s, kind="stable")[:k]] = True
+    kth = np.sort(np.atleast_2d(X), axis=1)[:, ::-1]
+    thr = kth[:, k - 1 : k]
+    sel = np.atleast_2d(X) >= thr
+    return np.all(sel == top, axis=1)
+
+
+# ---------------------------------------------------------------------- plan
+def plan(
+    result: DialResult,
+    data: Comparisons,
+    budgets: Sequence[int] = (100, 200, 400, 800, 1600, 3200),
+    target: Any = None,
+    *,
+    k: int = 1,
+    methods: Sequence[str] = PLAN_METHODS,
+    method: str = "theory",
+    design: str = "pilot",
+    level: float = 0.95,
+    alpha: float = 0.01,
+    n_sim: int = 100,
+    n_jobs: int = 1,
+    seed: int = 0,
+    llm: str = "resample",
+) -> pd.DataFrame:
+    r"""Predict, for each human budget, what Human, DIAL-Anc and DIAL-Ada would deliver.
+
+    Parameters
+    ----------
+    result : DialResult
+        Pilot fit (any method) of ``data``.
+    data : Comparisons
+        The pilot data; its LLM judgments are kept as they are and the human
+        comparisons are replaced by ``budget`` new ones.
+    budgets : sequence of int
+        Candidate total numbers of human comparisons ``n_H``.
+    target : str or (str, str), optional
+        The contrast whose interval width is predicted, ``"item_a - item_b"``;
+        default: the pilot's top-1 vs top-2.
+    k : int, default 1
+        Size of the top set for ``p_topk_correct``.
+    methods : sequence of {"human", "dial-anc", "dial-ada"}
+    method : {"theory", "simulate"}
+        ``"theory"``: the first-order formulas of the module docstring
+        (Thm. population-risk-tradeoff, Cor. staged-oracle-equivalence) at the
+        pilot's scores and design.  ``"simulate"``: parametric simulation from the
+        pilot, ``n_sim`` replications per budget: the pilot scores are the truth,
+        human pairs are drawn from the design, outcomes from eq. binomial-model-human,
+        the LLM judgments are redrawn from the pilot's structured LLM fit on the
+        pilot's LLM design (``llm="resample"``) or kept (``llm="fixed"``), and every
+        method is refitted with :func:`pydial.fit` (parallel over replications with
+        joblib, seeded).
+    design : {"pilot", "uniform"}
+        Human pair probabilities: the pilot's pair frequencies or uniform.
+    level : float
+        Interval level.
+    alpha : float, default 0.01
+        Level of the calibration LRT whose critical value is subtracted from the
+        statistic to estimate the approximation error (module docstring).
+    n_sim, n_jobs, seed : int
+        Replications, joblib workers and seed of ``method="simulate"`` (the seed also
+        drives the Monte Carlo of ``p_topk_correct`` under ``"theory"``).
+    llm : {"resample", "fixed"}
+        LLM judgments of ``method="simulate"``: redrawn from the pilot's LLM fit
+        (matches the theory, which includes the LLM-stage variance) or the pilot's own
+        (conditional on the LLM data: no LLM-stage error in the simulated world).
+
+    Returns
+    -------
+    DataFrame
+        One row per budget and method: ``budget, method, excess_risk, ci_width``
+        (mean width of the score intervals), ``contrast_ci_width, p_topk_correct``;
+        with ``method="simulate"`` also ``excess_risk_mcse`` and ``n_ok`` (fits that
+        succeeded).  ``attrs`` records the pilot, target, k, level and mode.
+
+    Notes
+    -----
+    Under ``"theory"``, ``p_topk_correct`` is the probability that a Gaussian draw
+    ``N(s, Cov)`` around the pilot scores keeps their top-k set: it reflects the
+    variance only, not the anchored bias term, which enters ``excess_risk``.
+    First-order predictions are least accurate for Human at small budgets (a few
+    comparisons per pair), where the MLE's finite-sample bias adds to the risk;
+    ``method="simulate"`` captures it.
+    """
+    if method not in PLAN_MODES:
+        raise ValueError(f"method must be one of {PLAN_MODES}, got {method!r}")
+    if llm not in ("resample", "fixed"):
+        raise ValueError(f"llm must be 'resample' or 'fixed', got {llm!r}")
+    methods = tuple(methods)
+    bad = [m for m in methods if m not in PLAN_METHODS]
+    if bad or not methods:
+        raise ValueError(f"methods must be a non-empty subset of {PLAN_METHODS}, got {list(methods)!r}")
+    budgets_arr = np.asarray(list(budgets))
+    if budgets_arr.size == 0 or not np.issubdtype(budgets_arr.dtype, np.number) or np.any(budgets_arr <= 0) \
+            or np.any(budgets_arr != np.round(budgets_arr)):
+        raise ValueError(f"budgets must be positive integers, got {list(budgets)!r}")
+    if not 0 < level < 1:
+        raise ValueError(f"level ({level}) must be in the open interval (0, 1)")
+    pilot = make_pilot(result, data, design=design, alpha=alpha)
+    if pilot.B is None and any(m != "human" for m in methods):
+        raise DataError(f"methods {[m for m in methods if m != 'human']} need LLM judgments; the pilot data have none")
+    k = _check_k(k, pilot.N)
+    a, b = resolve_contrast(pilot.items, pilot.s, target)
+    if method == "theory":
+        table = _plan_theory(pilot, [int(x) for x in budgets_arr], methods, (a, b), k, level, seed)
+    else:
+        table = _plan_simulate(pilot, data, [int(x) for x in budgets_arr], methods, (a, b), k, n_sim, n_jobs, seed,
+                               result.rank, result.calibration, llm)
+    table.attrs.update(mode=method, target=f"{a} - {b}", k=k, level=level, design=design,
+                       pilot_method=result.method, pilot_n_human=data.n_human, delta=pilot.delta)
+    return table
+
+
+def _plan_theory(p: Pilot, budgets: list[int], methods: tuple[str, ...], contrast: tuple[str, str], k: int,
+                 level: float, seed: int) -> pd.DataFrame:
+    zq = norm.ppf(0.5 + level / 2)
+    g = np.zeros(p.N)
+    g[p.items.index(contrast[0])], g[p.items.index(contrast[1])] = 1.0, -1.0
+    rows = []
+    for n in budgets:
+        pred = {}
+        for m in ("human", "dial-anc"):
+            if m == "human" or p.B is not None:
+                C = p.covariance(m, n)
+                pred[m] = {"excess_risk": p.excess_risk(m, n),
+                           "ci_width": float(np.mean(2 * zq * np.sqrt(np.clip(np.diag(C), 0, None)))),
+                           "contrast_ci_width": float(2 * zq * np.sqrt(max(g @ C @ g, 0.0))),
+                           "p_topk_correct": topk_probability(p.s, C, k, rng=[seed, n])}
+        if p.B is not None:
+            q = p.p_select_human(n)
+            pred["dial-ada"] = {c: (1 - q) * pred["dial-anc"][c] + q * pred["human"][c] for c in pred["human"]}
+        rows += [{"budget": n, "method": m, **pred[m]} for m in methods]
+    return pd.DataFrame(rows, columns=list(PLAN_COLUMNS))
+
+
+# ---------------------------------------------------------- parametric simulation
+def human_frame(items: Sequence[str], s: np.ndarray, pairs: np.ndarray, rho: np.ndarray, n: int,
+                rng: np.random.Generator, *, judge: str = "human", record_start: int = 0) -> pd.DataFrame:
+    """``n`` human comparisons in pydial's long format: pairs drawn with probabilities
+    ``rho``, item ``i`` winning with probability ``sigma(s_i - s_j)`` (eq. binomial-model-human)."""
+    idx = rng.choice(pairs.shape[0], size=n, p=rho)
+    i, j = pairs[idx, 0], pairs[idx, 1]
+    won = rng.random(n) < expit(s[i] - s[j])
+    it = np.asarray(items, dtype=object)
+    return pd.DataFrame({"record_id": [f"h{record_start + t}" for t in range(n)], "judge": judge,
+                         "item_a": it[i], "item_b": it[j], "first": "a", "winner": np.where(won, "a", "b")})
+
+
+def llm_frame(data: Comparisons, p: np.ndarray | None = None, rng: np.random.Generator | None = None) -> pd.DataFrame:
+    """The pilot's decisive LLM judgments in long format (one record per judgment).
+
+    With fitted cell probabilities ``p`` (``data.llm`` order) the outcomes are
+    redrawn, ``Y_c ~ Binomial(n_c, p_c)`` on the same judge, pair and display-order
+    design (a parametric bootstrap of the LLM stage); otherwise they are kept.
+    """
+    L = data.llm
+    n = L.n.astype(int)
+    y = L.y.astype(int) if p is None else rng.binomial(n, p)
+    cell = np.repeat(np.arange(n.size), n)
+    rank_in_cell = np.arange(cell.size) - np.repeat(np.cumsum(n) - n, n)
+    won = rank_in_cell < y[cell]
+    it = np.asarray(data.items, dtype=object)
+    jd = np.asarray(data.judges, dtype=object)
+    return pd.DataFrame({"record_id": [f"l{t}" for t in range(cell.size)], "judge": jd[L.judge[cell]],
+                         "item_a": it[L.i[cell]], "item_b": it[L.j[cell]],
+                         "first": np.where(L.a[cell] > 0, "a", "b"), "winner": np.where(won, "a", "b")})
+
+
+def with_human(llm: pd.DataFrame, human: pd.DataFrame, items: Sequence[str], human_judge: str = "human") -> Comparisons:
+    """:class:`Comparisons` of fixed LLM judgments plus new human ones."""
+    return Comparisons.from_frame(pd.concat([llm, human], ignore_index=True), human_judge=human_judge, items=list(items))
+
+
+def _sim_one(p: Pilot, data: Comparisons, llm: pd.DataFrame | None, n: int, methods: tuple[str, ...],
+             contrast: tuple[str, str], k: int, rank: int, calibration: str, seed: Any) -> list[dict[str, Any]]:
+    import warnings
+
+    from .estimators import fit
+    from .metrics import excess_risk
+
+    rng = np.random.default_rng(seed)
+    human_judge = data.human_judge
+    hf = human_frame(p.items, p.s, p.pairs, p.rho, n, rng, judge=human_judge)
+    if data.K > 0 and llm is None:
+        llm = llm_frame(data, p.llm_p, rng)
+    data = with_human(llm if llm is not None else hf.iloc[:0], hf, p.items, human_judge)
+    out = []
+    for m in methods:
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                res = fit(data, m, rank=rank, calibration=calibration, check=(m == "human"))
+        except DialError:
+            out.append({"budget": n, "method": m, "ok": False})
+            continue
+        sc = res.scores
+        s_hat = sc["score"].to_numpy()
+        out.append({"budget": n, "method": m, "ok": bool(res.converged),
+                    "excess_risk": excess_risk(s_hat, p.s, p.rho),
+                    "ci_width": float((sc["ci_high"] - sc["ci_low"]).mean()),
+                    "contrast_ci_width": float(2 * norm.ppf(0.5 + res.level / 2) * res.contrast(*contrast)["se"]),
+                    "p_topk_correct": float(topk_hits(s_hat[None, :], p.s, k)[0])})
+    return out
+
+
+def _plan_simulate(p: Pilot, data: Comparisons, budgets: list[int], methods: tuple[str, ...],
+                   contrast: tuple[str, str], k: int, n_sim: int, n_jobs: int, seed: int,
+                   rank: int, calibration: str, llm: str) -> pd.DataFrame:
+    from joblib import Parallel, delayed
+
+    if not isinstance(n_sim, (int, np.integer)) or n_sim < 2:
+        raise ValueError(f"n_sim must be an integer >= 2, got {n_sim!r}")
+    fixed = llm_frame(data) if (llm == "fixed" and data.K > 0) else None
+    seeds = np.random.SeedSequence(seed).spawn(len(budgets) * n_sim)
+    tasks = [(n, seeds[b * n_sim + t]) for b, n in enumerate(budgets) for t in range(n_sim)]
+    runs = Parallel(n_jobs=n_jobs)(
+        delayed(_sim_one)(p, data, fixed, n, methods, contrast, k, rank, calibration, sq) for n, sq in tasks)
+    df = pd.DataFrame([r for run in runs for r in run])
+    rows = []
+    for n in budgets:
+        for m in methods:
+            d = df[(df["budget"] == n) & (df["method"] == m) & df["ok"]] if "excess_risk" in df else df.iloc[:0]
+            ok = len(d)
+            er = d["excess_risk"] if ok else pd.Series(dtype=float)
+            rows.append({"budget": n, "method": m,
+                         **{c: float(d[c].mean()) if ok else np.nan for c in PLAN_COLUMNS[2:]},
+                         "excess_risk_mcse": float(er.std(ddof=1) / np.sqrt(ok)) if ok > 1 else np.nan, "n_ok": ok})
+    return pd.DataFrame(rows, columns=[*PLAN_COLUMNS, "excess_risk_mcse", "n_ok"])
+
+
+# ---------------------------------------------------------------------- plot
+def plot_plan(table: pd.DataFrame, columns: Sequence[str] = ("excess_risk", "contrast_ci_width", "p_topk_correct"),
+              ax: Any = None) -> Any:
+    """Plot a :func:`plan` table: one panel per column, budget on a log x-axis, one
+    line per method.  Returns the matplotlib Figure."""
+    import matplotlib.pyplot as plt
+
+    missing = [c for c in ("budget", "method", *columns) if c not in table.columns]
+    if missing:
+        raise ValueError(f"table lacks column(s) {missing}; pass the output of pydial.plan")
+    cols = list(columns)
+    if ax is None:
+        fig, axes = plt.subplots(1, len(cols), figsize=(4.2 * len(cols), 3.4), squeeze=False)
+        axes = axes[0]
+    else:
+        axes = np.atleast_1d(ax)
+        fig = axes[0].figure
+    labels = {"excess_risk": "expected excess human risk", "ci_width": "mean 95% CI width (scores)",
+              "contrast_ci_width": f"95% CI width ({table.attrs.get('target', 'contrast')})",
+              "p_topk_correct": f"P(top-{table.attrs.get('k', 'k')} set correct)"}
+    for a, c in zip(axes, cols):
+        for m, d in table.groupby("method", sort=False):
+            a.plot(d["budget"], d[c], marker="o", label=m)
+        a.set_xscale("log")
+        if c in ("excess_risk", "ci_width", "contrast_ci_width"):
+            a.set_yscale("log")
+        a.set_xlabel("human comparisons n_H")
+        a.set_ylabel(labels.get(c, c))
+        a.grid(True, which="both", alpha=0.3)
+    axes[0].legend()
+    fig.tight_layout()
+    return fig
+
+
+# ---------------------------------------------------------------- next pairs
+@dataclass(frozen=True)
+class CalibrationBlock:
+    """The human-calibrated part of a fit's covariance: ``cov = other + B K B^T``.
+
+    ``B`` is ``ds/dc`` of the calibration coordinates (the centering basis for
+    ``human``, the basis ``M`` of the anchored fit otherwise), ``K`` the sandwich
+    covariance of ``c`` from the human comparisons and ``other`` the rest (the LLM
+    stage).  ``s`` are the fit's scores.
+    """
+
+    s: np.ndarray
+    B: np.ndarray
+    K: np.ndarray
+    other: np.ndarray
+
+
+def calibration_block(result: DialResult, data: Comparisons) -> CalibrationBlock:
+    """Split the fit's covariance into the calibration block and the rest (see
+    :class:`CalibrationBlock`); the human part comes from the same influence
+    functions as the fit's sandwich (:mod:`pydial.inference`)."""
+    from .fit import centering_basis
+
+    _check_pair(result, data)
+    s = result.scores["score"].to_numpy(float)
+    C = result.cov.to_numpy(float)
+    if not np.all(np.isfinite(C)):
+        raise DataError(f"result (method {result.method!r}) has no covariance to plan from")
+    if result.method == "human" or data.K == 0:
+        B = centering_basis(data.N)
+        V_h = C
+    else:
+        B, _, V_h, _ = _staged_parts(result, data)
+    Bp = np.linalg.pinv(B)
+    K = Bp @ V_h @ Bp.T
+    K = 0.5 * (K + K.T)
+    return CalibrationBlock(s, B, K, C - B @ K @ B.T)
+
+
+def _costs(costs: Any, items: tuple[str, ...], pairs: np.ndarray) -> np.ndarray:
+    out = np.ones(pairs.shape[0])
+    if costs is None:
+        return out
+    if isinstance(costs, pd.DataFrame):
+        need = {"item_a", "item_b", "cost"}
+        if not need <= set(costs.columns):
+            raise DataError(f"costs must have columns {sorted(need)}, got {list(costs.columns)}")
+        costs = {(a, b): c for a, b, c in costs[["item_a", "item_b", "cost"]].itertuples(index=False)}
+    if not isinstance(costs, Mapping):
+        raise DataError(f"costs must be a mapping {{(item_a, item_b): cost}} or a DataFrame, got {type(costs).__name__}")
+    index = {(items[i], items[j]): t for t, (i, j) in enumerate(pairs)}
+    for (a, b), c in costs.items():
+        t = index.get((a, b), index.get((b, a)))
+        if t is None:
+            raise DataError(f"costs: unknown pair ({a!r}, {b!r})")
+        c = float(c)
+        if not np.isfinite(c) or c <= 0:
+            raise DataError(f"costs: the cost of ({a!r}, {b!r}) must be positive and finite, got {c!r}")
+        out[t] = c
+    return out
+
+
+def next_pairs(
+    result: DialResult,
+    data: Comparisons,
+    n: int,
+    objective: str = "contrast",
+    *,
+    target: Any = None,
+    k: int = 1,
+    costs: Any = None,
+) -> pd.DataFrame:
+    r"""Propose the next ``n`` human comparisons by greedy sequential design.
+
+    Each step picks the pair with the largest predicted reduction of the objective
+    per unit cost, then updates the calibration block's covariance ``K`` by
+    Sherman-Morrison with that comparison's information ``p(1-p) x x^T``
+    (module docstring; fitted ``p`` of the current fit).
+
+    Parameters
+    ----------
+    result, data
+        The current fit and the data it was fitted to.
+    n : int
+        Number of comparisons to propose.
+    objective : {"contrast", "ranking", "D"}
+        ``"contrast"``: variance of the named contrast ``target`` (default top-1 vs
+        top-2).  ``"ranking"``: the top-k boundary, ``sum_{a in top k, b not}
+        w_ab Var(s_a - s_b)`` with ``w_ab = Phi(-|s_a - s_b| / se_ab)``, the
+        probability the pair is misordered (weights at the current fit).  ``"D"``:
+        ``log det K`` of the calibration block (D-optimal design).
+    target : str or (str, str), optional
+        The contrast of ``objective="contrast"``.
+    k : int
+        Size of the top set of ``objective="ranking"``.
+    costs : mapping {(item_a, item_b): cost} or DataFrame (item_a, item_b, cost), optional
+        Per-pair labelling costs (default 1); the greedy step maximizes reduction per cost.
+
+    Returns
+    -------
+    DataFrame
+        One row per proposed pair: ``item_a, item_b, n`` (labels), ``variance_reduction``
+        (summed predicted reduction of the objective by those labels), ``cost``
+        (total), ``first_step``.  ``attrs``: ``objective``, ``before``, ``after``.
+    """
+    if objective not in OBJECTIVES:
+        raise ValueError(f"objective must be one of {OBJECTIVES}, got {objective!r}")
+    if not isinstance(n, (int, np.integer)) or n < 1:
+        raise ValueError(f"n must be a positive integer, got {n!r}")
+    blk = calibration_block(result, data)
+    items = tuple(result.items)
+    N = len(items)
+    pi, pj = np.triu_indices(N, 1)
+    pairs = np.column_stack([pi, pj])
+    cost = _costs(costs, items, pairs)
+    from .fit import difference_design
+
+    D = difference_design(pi, pj, N)
+    X = D @ blk.B                              # x_ij = B^T (e_i - e_j), one row per pair
+    w = expit(D @ blk.s)
+    w = w * (1 - w)
+    if objective == "contrast":
+        a, b = resolve_contrast(items, blk.s, target)
+        G = np.zeros((1, N))
+        G[0, items.index(a)], G[0, items.index(b)] = 1.0, -1.0
+        omega = np.ones(1)
+        label = f"Var({a} - {b})"
+    elif objective == "ranking":
+        k = _check_k(k, N)
+        o = np.argsort(-blk.s, kind="stable")
+        top, rest = o[:k], o[k:]
+        ta, tb = np.repeat(top, rest.size), np.tile(rest, top.size)
+        G = np.zeros((ta.size, N))
+        G[np.arange(ta.size), ta], G[np.arange(ta.size), tb] = 1.0, -1.0
+        C = blk.other + blk.B @ blk.K @ blk.B.T
+        se = np.sqrt(np.maximum(np.einsum("ij,jk,ik->i", G, C, G), 1e-300))
+        omega = norm.cdf(-np.abs(G @ blk.s) / se)
+        label = f"top-{k} boundary: sum w Var(contrast)"
+    else:
+        G = omega = None
+        label = "log det K (calibration block)"
+    H = None if G is None else G @ blk.B      # contrasts in calibration coordinates
+    K = blk.K.copy()
+
+    def value(K: np.ndarray) -> float:
+        if H is None:
+            lam = np.linalg.eigvalsh(K)
+            return float(np.sum(np.log(lam[lam > 1e-12 * lam.max()])))
+        return float(omega @ (np.einsum("ij,jk,ik->i", G, blk.other, G) + np.einsum("ij,jk,ik->i", H, K, H)))
+
+    before = value(K)
+    counts = np.zeros(pairs.shape[0], int)
+    gain = np.zeros(pairs.shape[0])
+    first = np.full(pairs.shape[0], -1)
+    for step in range(int(n)):
+        KX = X @ K                              # rows K x_ij
+        q = np.einsum("ij,ij->i", KX, X)        # x^T K x
+        denom = 1.0 + w * q
+        if H is None:
+            red = np.log(denom)
+        else:
+            red = w * ((H @ KX.T) ** 2 * omega[:, None]).sum(0) / denom
+        t = int(np.argmax(red / cost))
+        if red[t] <= 0:
+            break
+        K = K - w[t] * np.outer(KX[t], KX[t]) / denom[t]
+        counts[t] += 1
+        gain[t] += red[t]
+        if first[t] < 0:
+            first[t] = step
+    m = counts > 0
+    it = np.asarray(items, dtype=object)
+    out = pd.DataFrame({"item_a": it[pi[m]], "item_b": it[pj[m]], "n": counts[m], "variance_reduction": gain[m],
+                        "cost": counts[m] * cost[m], "first_step": first[m]})
+    out = out.sort_values(["n", "first_step"], ascending=[False, True]).reset_index(drop=True)
+    out.attrs.update(objective=objective, target=label, before=before, after=value(K))
+    return out
