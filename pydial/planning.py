@@ -148,9 +148,16 @@ def _pinv(A: np.ndarray) -> np.ndarray:
     return pinv_sym(A)[0]
 
 
-def _check_pair(result: DialResult, data: Comparisons) -> None:
+def _pilot_data(result: DialResult, data: Comparisons | None) -> Comparisons:
+    """The pilot data: ``data``, or by default the data ``result`` was fitted on
+    (:attr:`DialResult.data`); checked against the result."""
     if not isinstance(result, DialResult):
         raise TypeError(f"result must be a DialResult from pydial.fit, got {type(result).__name__}")
+    if data is None:
+        data = result.data
+        if data is None:
+            raise DataError("data: the result carries no data (result.data is None); pass data=, the "
+                            "Comparisons the pilot result was fitted to")
     if not isinstance(data, Comparisons):
         raise TypeError(f"data must be the pydial.Comparisons the pilot was fitted to, got {type(data).__name__}")
     if tuple(data.items) != tuple(result.items) or data.n_human != result.n_human or data.n_llm != result.n_llm:
@@ -159,6 +166,7 @@ def _check_pair(result: DialResult, data: Comparisons) -> None:
                         f"n_LLM {data.n_llm} vs {result.n_llm})")
     if not np.all(np.isfinite(result.scores["score"].to_numpy())):
         raise DataError("result has no finite scores to plan from")
+    return data
 
 
 def human_information(s: np.ndarray, pairs: np.ndarray, weights: np.ndarray) -> np.ndarray:
@@ -208,12 +216,14 @@ def _staged_parts(result: DialResult, data: Comparisons) -> tuple[np.ndarray, np
     return B, V_llm, V_h, sf
 
 
-def make_pilot(result: DialResult, data: Comparisons, *, design: str = "pilot", alpha: float = 0.01) -> Pilot:
-    """Collect the pilot's estimates and design (see :class:`Pilot`)."""
+def make_pilot(result: DialResult, *, data: Comparisons | None = None, design: str = "pilot",
+               alpha: float = 0.01) -> Pilot:
+    """Collect the pilot's estimates and design (see :class:`Pilot`); ``data``
+    defaults to the data the result was fitted on."""
     from .calibration_test import calibration_test
     from .fit import fit_human_btl
 
-    _check_pair(result, data)
+    data = _pilot_data(result, data)
     if not 0 < alpha < 1:
         raise ValueError(f"alpha ({alpha}) must be in the open interval (0, 1)")
     s = result.scores["score"].to_numpy(float)
@@ -285,10 +295,10 @@ def topk_hits(X: np.ndarray, s: np.ndarray, k: int) -> np.ndarray:
 # ---------------------------------------------------------------------- plan
 def plan(
     result: DialResult,
-    data: Comparisons,
     budgets: Sequence[int] = (100, 200, 400, 800, 1600, 3200),
     target: Any = None,
     *,
+    data: Comparisons | None = None,
     k: int = 1,
     methods: Sequence[str] = PLAN_METHODS,
     method: str = "theory",
@@ -305,15 +315,17 @@ def plan(
     Parameters
     ----------
     result : DialResult
-        Pilot fit (any method) of ``data``.
-    data : Comparisons
-        The pilot data; its LLM judgments are kept as they are and the human
-        comparisons are replaced by ``budget`` new ones.
+        Pilot fit (any method).
     budgets : sequence of int
         Candidate total numbers of human comparisons ``n_H``.
     target : str or (str, str), optional
         The contrast whose interval width is predicted, ``"item_a - item_b"``;
         default: the pilot's top-1 vs top-2.
+    data : Comparisons, optional
+        The pilot data, by default ``result.data`` (the data the pilot was fitted
+        on); a data set other than the fit's raises :class:`~pydial.DataError`.  Its
+        LLM judgments (and LLM design) are kept and the human comparisons are
+        replaced by ``budget`` new ones.
     k : int, default 1
         Size of the top set for ``p_topk_correct``.
     methods : sequence of {"human", "dial-anc", "dial-ada"}
@@ -373,7 +385,8 @@ def plan(
         raise ValueError(f"budgets must be positive integers, got {list(budgets)!r}")
     if not 0 < level < 1:
         raise ValueError(f"level ({level}) must be in the open interval (0, 1)")
-    pilot = make_pilot(result, data, design=design, alpha=alpha)
+    data = _pilot_data(result, data)
+    pilot = make_pilot(result, data=data, design=design, alpha=alpha)
     if pilot.B is None and any(m != "human" for m in methods):
         raise DataError(f"methods {[m for m in methods if m != 'human']} need LLM judgments; the pilot data have none")
     k = _check_k(k, pilot.N)
@@ -556,13 +569,14 @@ class CalibrationBlock:
     other: np.ndarray
 
 
-def calibration_block(result: DialResult, data: Comparisons) -> CalibrationBlock:
+def calibration_block(result: DialResult, *, data: Comparisons | None = None) -> CalibrationBlock:
     """Split the fit's covariance into the calibration block and the rest (see
     :class:`CalibrationBlock`); the human part comes from the same influence
-    functions as the fit's sandwich (:mod:`pydial.inference`)."""
+    functions as the fit's sandwich (:mod:`pydial.inference`).  ``data`` defaults to
+    the data the result was fitted on."""
     from .fit import centering_basis
 
-    _check_pair(result, data)
+    data = _pilot_data(result, data)
     s = result.scores["score"].to_numpy(float)
     C = result.cov.to_numpy(float)
     if not np.all(np.isfinite(C)):
@@ -603,10 +617,10 @@ def _costs(costs: Any, items: tuple[str, ...], pairs: np.ndarray) -> np.ndarray:
 
 def next_pairs(
     result: DialResult,
-    data: Comparisons,
     n: int,
     objective: str = "contrast",
     *,
+    data: Comparisons | None = None,
     target: Any = None,
     k: int = 1,
     costs: Any = None,
@@ -620,8 +634,8 @@ def next_pairs(
 
     Parameters
     ----------
-    result, data
-        The current fit and the data it was fitted to.
+    result : DialResult
+        The current fit.
     n : int
         Number of comparisons to propose.
     objective : {"contrast", "ranking", "D"}
@@ -630,6 +644,9 @@ def next_pairs(
         w_ab Var(s_a - s_b)`` with ``w_ab = Phi(-|s_a - s_b| / se_ab)``, the
         probability the pair is misordered (weights at the current fit).  ``"D"``:
         ``log det K`` of the calibration block (D-optimal design).
+    data : Comparisons, optional
+        The data of the current fit, by default ``result.data``; a data set other
+        than the fit's raises :class:`~pydial.DataError`.
     target : str or (str, str), optional
         The contrast of ``objective="contrast"``.
     k : int
@@ -648,7 +665,7 @@ def next_pairs(
         raise ValueError(f"objective must be one of {OBJECTIVES}, got {objective!r}")
     if not isinstance(n, (int, np.integer)) or n < 1:
         raise ValueError(f"n must be a positive integer, got {n!r}")
-    blk = calibration_block(result, data)
+    blk = calibration_block(result, data=data)
     items = tuple(result.items)
     N = len(items)
     pi, pj = np.triu_indices(N, 1)

@@ -58,7 +58,7 @@ def risk_replication(seed: int, n_pilot: int = 200, budgets: tuple[int, ...] = (
     sim = pydial.simulate(N=10, K=4, r=1, n_llm=20_000, n_human=n_pilot, rng=seed)
     truth, d = sim.truth, sim.comparisons
     pilot = pydial.fit(d, "dial-anc")
-    pred = pydial.plan(pilot, d, budgets=budgets, design="uniform").set_index(["budget", "method"])
+    pred = pydial.plan(pilot, budgets=budgets, design="uniform").set_index(["budget", "method"])
     llm = sim.frame.loc[sim.frame["judge"] != "human"]
     pi, pj = np.triu_indices(truth.N, 1)
     pairs, rho = np.column_stack([pi, pj]), np.full(pi.size, 1.0 / pi.size)
@@ -105,7 +105,7 @@ def width_split(split: int) -> list[dict[str, Any]]:
     f200, _ = P.task_frame(cfg, "human_budget", 200, split)
     d200 = pydial.Comparisons.from_frame(f200, items=items)
     pilot = pydial.fit(d200, "dial-anc", rank=cfg.rank)
-    pred = pydial.plan(pilot, d200, budgets=[400], design="pilot").set_index("method")
+    pred = pydial.plan(pilot, budgets=[400], design="pilot").set_index("method")
     a, b = pred.attrs["target"].split(" - ")
     f400, _ = P.task_frame(cfg, "human_budget", 400, split)
     d400 = pydial.Comparisons.from_frame(f400, items=items)
@@ -187,7 +187,7 @@ def labels_replication(design: str, seed: int, n_pilot: int, shrink: float, batc
         batch = batch_proposed if arm == "proposed" else batch_random
         while used < cap:
             if arm == "proposed":
-                nxt = pydial.next_pairs(res, _human_data(items, i, j, w), batch, "contrast", target=(a, b))
+                nxt = pydial.next_pairs(res, batch, "contrast", target=(a, b))
                 ia = np.repeat([items.index(x) for x in nxt["item_a"]], nxt["n"])
                 ib = np.repeat([items.index(x) for x in nxt["item_b"]], nxt["n"])
             else:
@@ -259,7 +259,7 @@ def readme_figure(out: Path) -> pd.DataFrame:
     warnings.simplefilter("ignore")
     d = pydial.datasets.synthetic()
     res = pydial.fit(d, "dial-anc")
-    tab = pydial.plan(res, d, budgets=[100, 200, 400, 800, 1600, 3200], k=3)
+    tab = pydial.plan(res, budgets=[100, 200, 400, 800, 1600, 3200], k=3)
     fig = pydial.plot_plan(tab)
     fig.savefig(out / "fig_plan.png", dpi=110)
     tab.to_csv(out / "plan_synthetic.csv", index=False)
