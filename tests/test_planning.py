@@ -29,7 +29,7 @@ from pydial.fit import (
     initial_theta,
 )
 from pydial.model import Chart
-from pydial.planning import PLAN_COLUMNS, llm_frame, make_pilot, with_human
+from pydial.planning import PLAN_COLUMNS, llm_frame, make_pilot, shrinkage_weight, with_human
 
 
 @pytest.fixture(scope="module")
@@ -91,6 +91,37 @@ def test_the_result_carries_its_data_through_replace_and_pickle(small, tmp_path)
         assert r.data.items == d.items and r.data.n_human == d.n_human
         pd.testing.assert_frame_equal(pydial.plan(r, **kw), ref)
         pd.testing.assert_frame_equal(pydial.next_pairs(r, 20, "contrast", target="item00 - item01"), nxt)
+
+
+def test_shrinkage_weight_minimizes_the_cp_form_of_gacv():
+    """``kappa = (1 - df/T)_+`` is the grid minimizer of ``(1 - kappa)^2 T + 2 kappa df``."""
+    grid = np.linspace(0, 1, 100_001)
+    for df, T in [(8, 3.0), (8, 8.0), (8, 12.0), (8, 40.0), (18, 25.0)]:
+        best = grid[np.argmin((1 - grid) ** 2 * T + 2 * grid * df)]
+        assert shrinkage_weight(T, df) == pytest.approx(best, abs=2e-5)
+
+
+@pytest.mark.parametrize("bias", [0.0, 2e-4, 3e-3])
+def test_ada_risk_equals_monte_carlo_of_the_shrinkage_estimator(small, bias):
+    """The DIAL-Ada first-order risk (Judge-Bock identities and quadrature) equals a
+    direct Monte Carlo of ``s_A + kappa(T) (s_H - s_A)`` in whitened coordinates:
+    ``X ~ N(mu, I_df)``, ``||mu||^2 = 2 n Delta``, risk ``(d + E||kappa X - mu||^2) / (2 n)``;
+    and the endpoints of the weighted covariance are the anchored and human ones."""
+    _, d = small
+    p = dataclasses.replace(make_pilot(pydial.fit(d, "dial-anc")), delta=bias)
+    n, df, dd = 500, p.df, p.B.shape[1]
+    rng = np.random.default_rng(4)
+    mu = np.zeros(df)
+    mu[0] = np.sqrt(2 * n * p.bias)
+    X = mu + rng.standard_normal((400_000, df))
+    kap = shrinkage_weight((X**2).sum(1), df)
+    loss = ((kap[:, None] * X - mu) ** 2).sum(1)
+    mc, se = (dd + loss.mean()) / (2 * n), loss.std() / np.sqrt(loss.size) / (2 * n)
+    assert p.excess_risk("dial-ada", n) == pytest.approx(mc, abs=4 * se)
+    np.testing.assert_allclose(p.weighted_covariance(n, 0.0), p.covariance("dial-anc", n), atol=1e-14)
+    np.testing.assert_allclose(p.weighted_covariance(n, 1.0), p.covariance("human", n), atol=1e-14)
+    kq = p.ada_weights(n, nodes=4000)
+    assert kq.mean() == pytest.approx(kap.mean(), abs=0.01)  # the quadrature nodes of kappa's distribution
 
 
 @pytest.mark.slow
