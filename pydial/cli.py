@@ -317,14 +317,14 @@ def _plan(args: argparse.Namespace) -> int:
     if any(b != int(b) for b in args.budgets):
         raise ValueError(f"--budgets must be integers, got {args.budgets}")
     methods = ("human",) if data.K == 0 else ("human", "dial-anc", "dial-ada")
-    tab = plan(res, data, budgets=[int(b) for b in args.budgets], target=args.target, k=args.k, methods=methods,
+    tab = plan(res, budgets=[int(b) for b in args.budgets], target=args.target, k=args.k, methods=methods,
                method=args.mode, design=args.design, n_sim=args.n_sim, n_jobs=args.jobs, seed=args.seed)
     print(f"pilot: {args.method} fit, n_H={data.n_human}, n_LLM={data.n_llm}; target {tab.attrs['target']}, "
           f"k={tab.attrs['k']}, mode={args.mode}")
     print(tab.to_string(index=False, float_format=lambda x: f"{x:.4g}"))
     nxt = None
     if args.next:
-        nxt = next_pairs(res, data, args.next, args.objective, target=args.target, k=args.k)
+        nxt = next_pairs(res, args.next, args.objective, target=args.target, k=args.k)
         print(f"\nnext {args.next} human comparisons ({nxt.attrs['target']}: {nxt.attrs['before']:.4g} -> "
               f"{nxt.attrs['after']:.4g}):")
         print(nxt.to_string(index=False, float_format=lambda x: f"{x:.4g}"))

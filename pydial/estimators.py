@@ -156,7 +156,7 @@ def fit(
                 data._cache[key] = check_design(data, rank=r, calibration=calibration, method=method, seed=key[-1])
             data._cache[key].raise_if_failed()
     common = dict(method=method, rank=rank_grid[0], calibration=calibration, engine=engine, cov_type=cov, level=level,
-                  items=data.items, judges=data.judges, n_human=data.n_human, n_llm=data.n_llm)
+                  items=data.items, judges=data.judges, n_human=data.n_human, n_llm=data.n_llm, data=data)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         res = _dispatch(data, common, method, engine=engine, cov_arg=cov_arg, lambdas=lambdas, multiples=multiples,

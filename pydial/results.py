@@ -73,6 +73,10 @@ class DialResult:
         them (exit 4) unless ``--allow-nonconverged``.
     problems : tuple of str
         What went wrong, naming the judges and items to blame (empty when ``ok``).
+    data : Comparisons or None
+        The data the fit was made on (a reference, not a copy; ``None`` for a result
+        built by hand).  :func:`pydial.plan` and :func:`pydial.next_pairs` take the
+        pilot data from here.
     """
 
     method: str
@@ -102,6 +106,7 @@ class DialResult:
     tie_parameters: pd.DataFrame | None = None
     status: str = "ok"
     problems: tuple[str, ...] = ()
+    data: Comparisons | None = field(default=None, repr=False, compare=False)
 
     @property
     def ok(self) -> bool:

@@ -9,6 +9,8 @@ counts.
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -27,7 +29,7 @@ from pydial.fit import (
     initial_theta,
 )
 from pydial.model import Chart
-from pydial.planning import PLAN_COLUMNS, llm_frame, make_pilot, with_human
+from pydial.planning import PLAN_COLUMNS, llm_frame, make_pilot, shrinkage_weight, with_human
 
 
 @pytest.fixture(scope="module")
@@ -41,7 +43,7 @@ def test_human_plan_at_pilot_budget_is_the_fisher_fit(small):
     fit's Fisher intervals and the risk is (N-1)/(2 n_H)."""
     _, d = small
     res = pydial.fit(d, "human")
-    tab = pydial.plan(res, d, budgets=[d.n_human, 4 * d.n_human], methods=["human"])
+    tab = pydial.plan(res, budgets=[d.n_human, 4 * d.n_human], methods=["human"])
     assert list(tab.columns) == list(PLAN_COLUMNS)
     w = (res.scores["ci_high"] - res.scores["ci_low"]).mean()
     assert tab["ci_width"].iloc[0] == pytest.approx(w, rel=1e-6)
@@ -57,7 +59,7 @@ def test_anchored_plan_at_pilot_budget_matches_the_sandwich(small):
     sandwich widths (cell meat) at the pilot budget."""
     _, d = small
     res = pydial.fit(d, "dial-anc")
-    tab = pydial.plan(res, d, budgets=[d.n_human])
+    tab = pydial.plan(res, budgets=[d.n_human])
     w = (res.scores["ci_high"] - res.scores["ci_low"]).mean()
     anc = tab.set_index("method").loc["dial-anc"]
     assert anc["ci_width"] == pytest.approx(w, rel=0.1)
@@ -65,6 +67,61 @@ def test_anchored_plan_at_pilot_budget_matches_the_sandwich(small):
     ada = tab.set_index("method").loc["dial-ada"]
     lo, hi = sorted([anc["excess_risk"], tab.set_index("method").loc["human", "excess_risk"]])
     assert lo <= ada["excess_risk"] <= hi
+
+
+def test_the_result_carries_its_data_through_replace_and_pickle(small, tmp_path):
+    """``plan(result, budgets=..., target=...)`` (the data from ``result.data``)
+    equals the call with the data passed explicitly, also for a result copied by
+    ``dataclasses.replace`` or round-tripped through pickle / joblib."""
+    import pickle
+
+    import joblib
+
+    _, d = small
+    res = pydial.fit(d, "dial-anc")
+    assert res.data is d
+    kw = {"budgets": [200, 800], "target": "item00 - item01", "k": 2}
+    ref = pydial.plan(res, data=d, **kw)
+    pd.testing.assert_frame_equal(pydial.plan(res, **kw), ref)
+    nxt = pydial.next_pairs(res, 20, "contrast", target="item00 - item01")
+    pd.testing.assert_frame_equal(nxt, pydial.next_pairs(res, 20, "contrast", data=d, target="item00 - item01"))
+    joblib.dump(res, tmp_path / "res.joblib")
+    copies = [dataclasses.replace(res, level=0.95), pickle.loads(pickle.dumps(res)), joblib.load(tmp_path / "res.joblib")]
+    for r in copies:
+        assert r.data.items == d.items and r.data.n_human == d.n_human
+        pd.testing.assert_frame_equal(pydial.plan(r, **kw), ref)
+        pd.testing.assert_frame_equal(pydial.next_pairs(r, 20, "contrast", target="item00 - item01"), nxt)
+
+
+def test_shrinkage_weight_minimizes_the_cp_form_of_gacv():
+    """``kappa = (1 - df/T)_+`` is the grid minimizer of ``(1 - kappa)^2 T + 2 kappa df``."""
+    grid = np.linspace(0, 1, 100_001)
+    for df, T in [(8, 3.0), (8, 8.0), (8, 12.0), (8, 40.0), (18, 25.0)]:
+        best = grid[np.argmin((1 - grid) ** 2 * T + 2 * grid * df)]
+        assert shrinkage_weight(T, df) == pytest.approx(best, abs=2e-5)
+
+
+@pytest.mark.parametrize("bias", [0.0, 2e-4, 3e-3])
+def test_ada_risk_equals_monte_carlo_of_the_shrinkage_estimator(small, bias):
+    """The DIAL-Ada first-order risk (Judge-Bock identities and quadrature) equals a
+    direct Monte Carlo of ``s_A + kappa(T) (s_H - s_A)`` in whitened coordinates:
+    ``X ~ N(mu, I_df)``, ``||mu||^2 = 2 n Delta``, risk ``(d + E||kappa X - mu||^2) / (2 n)``;
+    and the endpoints of the weighted covariance are the anchored and human ones."""
+    _, d = small
+    p = dataclasses.replace(make_pilot(pydial.fit(d, "dial-anc")), delta=bias)
+    n, df, dd = 500, p.df, p.B.shape[1]
+    rng = np.random.default_rng(4)
+    mu = np.zeros(df)
+    mu[0] = np.sqrt(2 * n * p.bias)
+    X = mu + rng.standard_normal((400_000, df))
+    kap = shrinkage_weight((X**2).sum(1), df)
+    loss = ((kap[:, None] * X - mu) ** 2).sum(1)
+    mc, se = (dd + loss.mean()) / (2 * n), loss.std() / np.sqrt(loss.size) / (2 * n)
+    assert p.excess_risk("dial-ada", n) == pytest.approx(mc, abs=4 * se)
+    np.testing.assert_allclose(p.weighted_covariance(n, 0.0), p.covariance("dial-anc", n), atol=1e-14)
+    np.testing.assert_allclose(p.weighted_covariance(n, 1.0), p.covariance("human", n), atol=1e-14)
+    kq = p.ada_weights(n, nodes=4000)
+    assert kq.mean() == pytest.approx(kap.mean(), abs=0.01)  # the quadrature nodes of kappa's distribution
 
 
 @pytest.mark.slow
@@ -77,7 +134,7 @@ def test_predicted_excess_risk_matches_monte_carlo_on_paper_dgp():
     sim = pydial.simulate(N=10, K=4, r=1, n_llm=20_000, n_human=200, rng=21)
     truth, d = sim.truth, sim.comparisons
     pilot = pydial.fit(d, "dial-anc")
-    pred = pydial.plan(pilot, d, budgets=[200, 800], design="uniform").set_index(["budget", "method"])["excess_risk"]
+    pred = pydial.plan(pilot, budgets=[200, 800], design="uniform").set_index(["budget", "method"])["excess_risk"]
     L = d.llm
     p_llm = expit(truth.llm_eta(L.judge, L.i, L.j, L.a))
     rng = np.random.default_rng(5)
@@ -112,10 +169,10 @@ def test_simulate_mode_agrees_with_theory_and_is_seeded(small):
     _, d = small
     res = pydial.fit(d, "human")
     kw = {"budgets": [300], "methods": ["human"], "method": "simulate", "seed": 3, "design": "uniform"}
-    pd.testing.assert_frame_equal(pydial.plan(res, d, n_sim=3, **kw), pydial.plan(res, d, n_sim=3, n_jobs=2, **kw))
-    a = pydial.plan(res, d, n_sim=40, **kw)
+    pd.testing.assert_frame_equal(pydial.plan(res, n_sim=3, **kw), pydial.plan(res, n_sim=3, n_jobs=2, **kw))
+    a = pydial.plan(res, n_sim=40, **kw)
     assert a["n_ok"].iloc[0] >= 38
-    th = pydial.plan(res, d, budgets=[300], methods=["human"], design="uniform")
+    th = pydial.plan(res, budgets=[300], methods=["human"], design="uniform")
     assert a["excess_risk"].iloc[0] == pytest.approx(th["excess_risk"].iloc[0], rel=0.25)
     assert a["ci_width"].iloc[0] == pytest.approx(th["ci_width"].iloc[0], rel=0.1)
 
@@ -124,15 +181,19 @@ def test_plan_argument_errors(small):
     _, d = small
     res = pydial.fit(d, "human")
     with pytest.raises(ValueError, match="budgets"):
-        pydial.plan(res, d, budgets=[0, 100])
+        pydial.plan(res, budgets=[0, 100])
     with pytest.raises(ValueError, match="method must be one of"):
-        pydial.plan(res, d, method="bootstrap")
+        pydial.plan(res, method="bootstrap")
     with pytest.raises(pydial.DataError, match="unknown item"):
-        pydial.plan(res, d, target="item00 - nope")
+        pydial.plan(res, target="item00 - nope")
     with pytest.raises(pydial.DataError, match="does not match"):
-        pydial.plan(res, pydial.simulate(N=8, K=3, n_llm=600, n_human=50, rng=1).comparisons)
+        pydial.plan(res, data=pydial.simulate(N=8, K=3, n_llm=600, n_human=50, rng=1).comparisons)
+    with pytest.raises(pydial.DataError, match="does not match"):
+        pydial.next_pairs(res, 5, data=pydial.simulate(N=8, K=3, n_llm=600, n_human=50, rng=1).comparisons)
+    with pytest.raises(pydial.DataError, match="data: the result carries no data"):
+        pydial.plan(dataclasses.replace(res, data=None))
     with pytest.raises(ValueError, match="k must be"):
-        pydial.plan(res, d, k=8)
+        pydial.plan(res, k=8)
 
 
 def test_plot_plan_log_budget_axis(small):
@@ -140,7 +201,7 @@ def test_plot_plan_log_budget_axis(small):
 
     matplotlib.use("Agg")
     _, d = small
-    tab = pydial.plan(pydial.fit(d, "dial-anc"), d, budgets=[100, 1000])
+    tab = pydial.plan(pydial.fit(d, "dial-anc"), budgets=[100, 1000])
     fig = pydial.plot_plan(tab)
     assert all(ax.get_xscale() == "log" for ax in fig.axes)
     assert len(fig.axes[0].lines) == 3
@@ -166,7 +227,7 @@ def test_next_pairs_prediction_equals_rebuilt_information(small, objective):
     labels equals the objective recomputed from the augmented information."""
     _, d = small
     res = pydial.fit(d, "human")
-    prop = pydial.next_pairs(res, d, 60, objective, k=3)
+    prop = pydial.next_pairs(res, 60, objective, k=3)
     assert list(prop.columns[:4]) == ["item_a", "item_b", "n", "variance_reduction"]
     assert prop["n"].sum() == 60
     s = res.scores["score"].to_numpy()
@@ -198,7 +259,7 @@ def test_next_pairs_contrast_design_beats_random_labels(small):
     sim, d = small
     res = pydial.fit(d, "human")
     a, b = res.ranking().index[:2]
-    prop = pydial.next_pairs(res, d, 200, "contrast")
+    prop = pydial.next_pairs(res, 200, "contrast")
     it = np.asarray(d.items, dtype=object)
     s_h = sim.truth.s_h
     rng = np.random.default_rng(8)
@@ -223,27 +284,27 @@ def test_next_pairs_costs_and_errors(small):
     _, d = small
     res = pydial.fit(d, "human")
     a, b = res.ranking().index[:2]
-    free = pydial.next_pairs(res, d, 5, "contrast")
+    free = pydial.next_pairs(res, 5, "contrast")
     assert (free["item_a"].iloc[0], free["item_b"].iloc[0]) in {(a, b), (b, a)}
-    costly = pydial.next_pairs(res, d, 5, "contrast", costs={(a, b): 1e6})
+    costly = pydial.next_pairs(res, 5, "contrast", costs={(a, b): 1e6})
     assert not (((costly["item_a"] == a) & (costly["item_b"] == b)) | ((costly["item_a"] == b) & (costly["item_b"] == a))).any()
     assert costly["cost"].sum() == 5
     with pytest.raises(ValueError, match="objective"):
-        pydial.next_pairs(res, d, 5, "A")
+        pydial.next_pairs(res, 5, "A")
     with pytest.raises(ValueError, match="n must be"):
-        pydial.next_pairs(res, d, 0)
+        pydial.next_pairs(res, 0)
     with pytest.raises(pydial.DataError, match="unknown pair"):
-        pydial.next_pairs(res, d, 5, costs={("x", "y"): 2.0})
+        pydial.next_pairs(res, 5, costs={("x", "y"): 2.0})
     with pytest.raises(pydial.DataError, match="positive"):
-        pydial.next_pairs(res, d, 5, costs={(a, b): -1.0})
+        pydial.next_pairs(res, 5, costs={(a, b): -1.0})
 
 
 def test_next_pairs_anchored_D_design_uses_the_calibration_block(small):
     """For DIAL-Anc (d = 1) the D-optimal step maximizes p(1-p) (mu_i - mu_j)^2."""
     _, d = small
     res = pydial.fit(d, "dial-anc")
-    prop = pydial.next_pairs(res, d, 1, "D")
-    pil = make_pilot(res, d)
+    prop = pydial.next_pairs(res, 1, "D")
+    pil = make_pilot(res)
     s = res.scores["score"].to_numpy()
     pi, pj = np.triu_indices(d.N, 1)
     p = expit(s[pi] - s[pj])
