@@ -22,11 +22,13 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+import scipy.sparse as sp
 from scipy.special import expit
 
 from .data import Comparisons
 from .exceptions import ConvergenceError, ConvergenceWarning, DataError, IdentifiabilityError
 from .fit import (
+    centered_design,
     centering_basis,
     difference_design,
     fit_calibration,
@@ -37,7 +39,7 @@ from .fit import (
     initial_theta,
     logistic_glm,
 )
-from .inference import CellStats, check_cov_type, influence_covariance, wald_table
+from .inference import CellStats, Influence, check_cov_type, influence_covariance, stack_influence, wald_table
 from .likelihood import Cells, Objective, human_loss
 from .model import CALIBRATIONS, Chart
 from .design import ESTIMATORS
@@ -219,9 +221,10 @@ def _score_frame(s: np.ndarray, C: np.ndarray, items: tuple[str, ...], level: fl
     return tab, cov
 
 
-def _glm_influence(X: np.ndarray, opt: OptimResult, n: np.ndarray, y: np.ndarray, w: float, E: np.ndarray,
-                   what: str = "fit") -> tuple[np.ndarray, np.ndarray, bool]:
-    """Influence directions ``u_c = E H^{-1} x_c`` of a GLM fit and its probabilities.
+def _glm_influence(X: Any, opt: OptimResult, n: np.ndarray, y: np.ndarray, w: float, E: np.ndarray,
+                   what: str = "fit") -> tuple[Influence, np.ndarray, bool]:
+    """Influence directions ``u_c = E H^{-1} x_c`` of a GLM fit (factored, ``J = X``,
+    ``A = E H^{-1}``) and its probabilities.
 
     The reduced GLM charts have no gauge, so a singular Hessian means the design does
     not identify the parameters (possible only with ``check=False``): it is reported
@@ -232,7 +235,7 @@ def _glm_influence(X: np.ndarray, opt: OptimResult, n: np.ndarray, y: np.ndarray
     if n_zero:
         warnings.warn(f"{what}: the Hessian is singular in {n_zero} direction(s); the design does not identify "
                       "the parameters (run pydial.check_design)", ConvergenceWarning, stacklevel=3)
-    return X @ Hinv @ E.T, p, bool(n_zero)
+    return Influence(X, E @ Hinv), p, bool(n_zero)
 
 
 def _fit_human(data: Comparisons, common: dict, point: "PointEngine | None" = None) -> DialResult:
@@ -240,7 +243,7 @@ def _fit_human(data: Comparisons, common: dict, point: "PointEngine | None" = No
     f = (point or NUMPY).human(data)
     _warn_if(f.opt, "human BTL")
     T = centering_basis(N)
-    X = difference_design(data.human.i, data.human.j, N) @ T
+    X = centered_design(data.human.i, data.human.j, N)
     U, p, singular = _glm_influence(X, f.opt, data.human.n, data.human.y, 1.0 / data.n_human, T, "human BTL")
     st = CellStats.from_parts([(data.human.n, data.human.y, p, 1.0 / data.n_human, True)])
     C = influence_covariance(U, st, data, common["cov_type"])
@@ -259,7 +262,7 @@ def numpy_pooled(data: Comparisons) -> tuple[OptimResult, OptimResult]:
     """Pooled LLM BTL (centered reduced chart ``beta``), then ``argmin_c l_H(c s_pool)``."""
     N, L, Hc = data.N, data.llm, data.human
     T = centering_basis(N)
-    o1 = logistic_glm(difference_design(L.i, L.j, N) @ T, L.n, L.y, weight=1.0 / data.n_llm)
+    o1 = logistic_glm(centered_design(L.i, L.j, N), L.n, L.y, weight=1.0 / data.n_llm)
     if np.abs(T @ o1.x).max() < 1e-10:  # no direction to calibrate: reported by the caller
         return o1, o1
     x2 = difference_design(Hc.i, Hc.j, N) @ (T @ o1.x)
@@ -284,7 +287,7 @@ def _fit_judges(data: Comparisons, common: dict, point: "PointEngine | None" = N
         _warn_if(f.opt, f"judge {data.judges[k]!r}")
         conv &= f.opt.resolved
         gmax = max(gmax, f.opt.grad_norm)
-        X = np.column_stack([difference_design(cells.i, cells.j, N) @ T, cells.a.astype(float)])
+        X = centered_design(cells.i, cells.j, N, cells.a)
         U, p, singular = _glm_influence(X, f.opt, cells.n, cells.y, 1.0 / cells.n.sum(), E, f"judge {data.judges[k]!r}")
         conv &= not singular
         st = CellStats(cells.n, cells.y, p, np.full(cells.n.size, 1.0 / cells.n.sum()), np.zeros(cells.n.size, bool),
@@ -292,15 +295,23 @@ def _fit_judges(data: Comparisons, common: dict, point: "PointEngine | None" = N
         covs.append(influence_covariance(U, st, data, common["cov_type"]))
         parts.append((m, U, p))
         S[k], b[k] = f.s, f.b
-    # One stacked influence matrix over all judges' cells, targets (mean score, b), so that
-    # the record meat sees judgments of different judges on the same record together.
-    U_all = np.zeros((len(data.llm), N + K))
+    # One stacked influence over all judges' cells, targets (mean score, b), so that the
+    # record meat sees judgments of different judges on the same record together: J is
+    # block-diagonal over the judges' own parameters (rows in data.llm order).
+    rows = np.concatenate([np.flatnonzero(m) for m, _, _ in parts])
+    J_all = sp.block_diag([sp.csr_matrix(Uk.J) for _, Uk, _ in parts], format="csr")
+    J_all = J_all[np.argsort(rows, kind="stable")]
+    A_all = np.zeros((N + K, J_all.shape[1]))
     p_all = np.zeros(len(data.llm))
     w_all = np.zeros(len(data.llm))
+    col = 0
     for k, (m, Uk, pk) in enumerate(parts):
-        U_all[m, :N] = Uk[:, :N] / K
-        U_all[m, N + k] = Uk[:, N]
+        width = Uk.A.shape[1]
+        A_all[:N, col:col + width] = Uk.A[:N] / K
+        A_all[N + k, col:col + width] = Uk.A[N]
+        col += width
         p_all[m], w_all[m] = pk, 1.0 / data.llm.n[m].sum()
+    U_all = Influence(J_all, A_all)
     st_all = CellStats(data.llm.n, data.llm.y, p_all, w_all, np.zeros(len(data.llm), bool),
                        np.arange(len(data.llm)), np.full(len(data.llm), -1))
     C_all = influence_covariance(U_all, st_all, data, common["cov_type"])
@@ -320,7 +331,7 @@ def _fit_pooled(data: Comparisons, common: dict, point: "PointEngine | None" = N
     N = data.N
     L, Hc = data.llm, data.human
     T = centering_basis(N)
-    X1 = difference_design(L.i, L.j, N) @ T
+    X1 = centered_design(L.i, L.j, N)
     w1, w2 = 1.0 / data.n_llm, 1.0 / data.n_human
     o1, o2 = (point or NUMPY).pooled(data)
     _warn_if(o1, "pooled LLM BTL")
@@ -338,13 +349,13 @@ def _fit_pooled(data: Comparisons, common: dict, point: "PointEngine | None" = N
     H1 = glm_information(X1, L.n, p1, w1)
     p2 = expit(c * x2)
     Cc = w2 * np.sum(Hc.n * p2 * (1 - p2) * x2**2)
-    d2 = D2 @ T
-    X21 = w2 * ((Hc.n * p2 * (1 - p2) * x2 * c + (Hc.n * p2 - Hc.y)) @ d2)
+    d2 = centered_design(Hc.i, Hc.j, N)
+    X21 = w2 * np.asarray(d2.T @ (Hc.n * p2 * (1 - p2) * x2 * c + (Hc.n * p2 - Hc.y))).ravel()
     total = c * T - np.outer(sp_, X21 / Cc)
-    U_L = X1 @ np.linalg.solve(H1, total.T)
-    U_H = (x2 / Cc)[:, None] * sp_[None, :]
+    U_L = Influence(X1, np.linalg.solve(H1, total.T).T)
+    U_H = Influence(x2[:, None], sp_[:, None] / Cc)
     st = CellStats.from_parts([(L.n, L.y, p1, w1, False), (Hc.n, Hc.y, p2, w2, True)])
-    C = influence_covariance(np.vstack([U_L, U_H]), st, data, common["cov_type"])
+    C = influence_covariance(stack_influence([U_L, U_H]), st, data, common["cov_type"])
     scores, cov = _score_frame(s, C, data.items, common["level"])
     return DialResult(**common, scores=scores, cov=cov, position_effects=None, judge_scores=None, structure=None,
                       calibration_coef=np.array([c * np.linalg.norm(sp_) / np.sqrt(N)]), lambda_=np.inf,
@@ -403,7 +414,7 @@ NUMPY = PointEngine(staged=staged_fit, joint=numpy_joint, human=lambda data: fit
                     judges=numpy_judges, pooled=numpy_pooled)
 
 
-def staged_influence(data: Comparisons, fit_: StagedFit, *, fixed_basis: bool = False) -> tuple[np.ndarray, CellStats]:
+def staged_influence(data: Comparisons, fit_: StagedFit, *, fixed_basis: bool = False) -> tuple[Influence, CellStats]:
     """Two-step influence directions of the calibrated scores at the staged endpoint.
 
     LLM cells: ``u = (ds/dxi - ds/dc C^{-1} H_{c xi}) H_xi^+ d eta/d xi``; human cells:
@@ -429,26 +440,21 @@ def staged_influence(data: Comparisons, fit_: StagedFit, *, fixed_basis: bool = 
     S_xi, S_c = sdot[:, xi], sdot[:, cs]
     total = S_xi - S_c @ Cinv @ HH[cs][:, xi]
     HLp, _ = pinv_sym(HL[np.ix_(xi, xi)])
-    U_L = oL.cell_jacobian(th)[:, xi] @ (total @ HLp).T
+    A_L = total @ HLp
     if fixed_basis:
-        U_L = np.zeros_like(U_L)
-    U_H = oH.cell_jacobian(th)[:, cs] @ (S_c @ Cinv).T
+        A_L = np.zeros_like(A_L)
+    U_L = Influence(oL.cell_jacobian(th)[:, xi], A_L)
+    U_H = Influence(oH.cell_jacobian(th)[:, cs], S_c @ Cinv)
     st = CellStats.from_parts([(data.llm.n, data.llm.y, oL.probabilities(th), 1.0 / data.n_llm, False),
                                (data.human.n, data.human.y, oH.probabilities(th), 1.0 / data.n_human, True)])
-    return np.vstack([U_L, U_H]), st
+    return stack_influence([U_L, U_H]), st
 
 
 def llm_only_effects(data: Comparisons, chart: Chart, theta: np.ndarray, cov: str, level: float) -> pd.DataFrame:
     """Judge position effects ``b_k`` from the LLM-only fit with Wald tests of ``b_k = 0``
     (Prop. stage-one-normality); bread ``H(l_L)^+``, meat of type ``cov``."""
-    o = Objective(chart, Cells.stack(data, 1.0 / data.n_llm, 0.0))
-    _, _, H = o.value_grad_hess(theta)
-    Hp, _ = pinv_sym(H)
-    E = np.zeros((data.K, chart.dim))
-    E[np.arange(data.K), np.arange(chart.slices["b"].start, chart.slices["b"].stop)] = 1.0
-    U = o.cell_jacobian(theta) @ (E @ Hp).T
-    st = CellStats.from_parts([(data.llm.n, data.llm.y, o.probabilities(theta), 1.0 / data.n_llm, False)])
-    C = influence_covariance(U, st, data, cov)
+    J, Hp, st = _llm_only_pieces(data, chart, theta)
+    C = influence_covariance(Influence(J, Hp[chart.slices["b"]]), st, data, cov)
     tab = wald_table(chart.order_effects(theta), C, list(data.judges), level, "b")
     tab.index.name = "judge"
     tab.attrs["cov"] = C
@@ -459,9 +465,7 @@ def consensus_loadings(data: Comparisons, chart: Chart, theta: np.ndarray, cov: 
     """Consensus loadings ``gamma_k = N^{-1} (S mu)_k`` of the LLM-only fit with Wald
     intervals (Prop. stage-one-normality); the Jacobian of the gauge-invariant map
     ``theta -> gamma`` is taken by central differences."""
-    o = Objective(chart, Cells.stack(data, 1.0 / data.n_llm, 0.0))
-    _, _, H = o.value_grad_hess(theta)
-    Hp, _ = pinv_sym(H)
+    J, Hp, st = _llm_only_pieces(data, chart, theta)
     gamma = chart.structure(theta).gamma
     h = 1e-6
     E = np.empty((data.K, chart.dim))
@@ -469,21 +473,33 @@ def consensus_loadings(data: Comparisons, chart: Chart, theta: np.ndarray, cov: 
         e = np.zeros(chart.dim)
         e[t] = h
         E[:, t] = (chart.structure(theta + e).gamma - chart.structure(theta - e).gamma) / (2 * h)
-    U = o.cell_jacobian(theta) @ (E @ Hp).T
-    st = CellStats.from_parts([(data.llm.n, data.llm.y, o.probabilities(theta), 1.0 / data.n_llm, False)])
-    C = influence_covariance(U, st, data, cov)
+    C = influence_covariance(Influence(J, E @ Hp), st, data, cov)
     tab = wald_table(gamma, C, list(data.judges), level, "gamma")[["gamma", "se", "ci_low", "ci_high"]]
     tab.index.name = "judge"
     return tab
 
 
-def finite_influence(data: Comparisons, ch: Chart, lam: float, theta: np.ndarray) -> tuple[np.ndarray, CellStats]:
+def _llm_only_pieces(data: Comparisons, chart: Chart, theta: np.ndarray) -> tuple[Any, np.ndarray, CellStats]:
+    """Cell Jacobian, ``H(l_L)^+`` and cell statistics of the LLM-only fit (shared by the
+    judge diagnostics; cached on ``data`` for the fitted ``theta``)."""
+    key = ("llm_only_pieces", chart, theta.tobytes())
+    hit = data._cache.get(key)
+    if hit is None:
+        o = Objective(chart, Cells.stack(data, 1.0 / data.n_llm, 0.0))
+        _, _, H = o.value_grad_hess(theta)
+        Hp, _ = pinv_sym(H)
+        st = CellStats.from_parts([(data.llm.n, data.llm.y, o.probabilities(theta), 1.0 / data.n_llm, False)])
+        hit = data._cache[key] = (o.cell_jacobian(theta), Hp, st)
+    return hit
+
+
+def finite_influence(data: Comparisons, ch: Chart, lam: float, theta: np.ndarray) -> tuple[Influence, CellStats]:
     """Sandwich influence directions ``u_c = sdot H^+ d eta_c/d theta`` at a finite weight
     (eq. weighted-empirical-sandwich; pseudo-inverse in the over-parameterized chart)."""
     obj = Objective.weighted(ch, data, lam)
     _, _, H = obj.value_grad_hess(theta)
     Hp, _ = pinv_sym(H)
-    U = obj.cell_jacobian(theta) @ (ch.score_jacobian(theta) @ Hp).T
+    U = Influence(obj.cell_jacobian(theta), ch.score_jacobian(theta) @ Hp)
     p = obj.probabilities(theta)
     h = obj.cells.is_human
     st = CellStats.from_parts([(data.llm.n, data.llm.y, p[~h], lam / data.n_llm, False),
@@ -491,12 +507,12 @@ def finite_influence(data: Comparisons, ch: Chart, lam: float, theta: np.ndarray
     return U, st
 
 
-def human_influence(data: Comparisons, beta: np.ndarray) -> tuple[np.ndarray, CellStats]:
+def human_influence(data: Comparisons, beta: np.ndarray) -> tuple[Influence, CellStats]:
     """Influence directions of the centered human BTL fit (reduced chart ``s = T beta``)."""
     T = centering_basis(data.N)
-    X = difference_design(data.human.i, data.human.j, data.N) @ T
+    X = centered_design(data.human.i, data.human.j, data.N)
     p = expit(X @ beta)
-    U = X @ np.linalg.solve(glm_information(X, data.human.n, p, 1.0 / data.n_human), T.T)
+    U = Influence(X, np.linalg.solve(glm_information(X, data.human.n, p, 1.0 / data.n_human), T.T).T)
     return U, CellStats.from_parts([(data.human.n, data.human.y, p, 1.0 / data.n_human, True)])
 
 

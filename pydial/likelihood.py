@@ -27,6 +27,9 @@ from .data import Comparisons, HumanCells, LLMCells
 from .model import Chart
 
 
+CHUNK = 100_000  # cells per block when assembling the Hessian
+
+
 def softplus(x: np.ndarray) -> np.ndarray:
     """``log(1 + exp(x))`` without overflow."""
     return np.logaddexp(0.0, x)
@@ -162,21 +165,26 @@ class Objective:
         idx = self._index
         P = ch.dim_full
         g_full = np.bincount(idx.ravel(), weights=(res[:, None] * v).ravel(), minlength=P)
-        g = ch.T.T @ g_full
+        g = np.asarray(ch.T_sparse.T @ g_full)
         if not hess:
             return f, g, None
         curv = c.w * c.n * p * (1.0 - p)
         H_full = self._outer(curv, v) + self._cross(res)
-        H = ch.T.T @ H_full @ ch.T
+        H = ch.pull_back(H_full)
         return f, g, 0.5 * (H + H.T)
 
     def _outer(self, weight: np.ndarray, v: np.ndarray) -> np.ndarray:
         """``sum_c weight_c v_c v_c^T`` assembled into the full coordinates."""
         idx = self._index
         P = self.chart.dim_full
-        flat = (idx[:, :, None] * P + idx[:, None, :]).ravel()
-        vals = (weight[:, None, None] * v[:, :, None] * v[:, None, :]).ravel()
-        return np.bincount(flat, weights=vals, minlength=P * P).reshape(P, P)
+        out = np.zeros(P * P)
+        for lo in range(0, weight.size, CHUNK):  # bounded memory: CHUNK cells x (3q+1)^2 at a time
+            sl = slice(lo, lo + CHUNK)
+            ix, vv = idx[sl], v[sl]
+            flat = (ix[:, :, None] * P + ix[:, None, :]).ravel()
+            vals = (weight[sl, None, None] * vv[:, :, None] * vv[:, None, :]).ravel()
+            out += np.bincount(flat, weights=vals, minlength=P * P)
+        return out.reshape(P, P)
 
     def _cross(self, res: np.ndarray) -> np.ndarray:
         """``sum_c res_c d^2 eta_c / d phi^2``: +1 at (L_g,l ; B_i,l), -1 at (L_g,l ; B_j,l)."""
@@ -190,9 +198,10 @@ class Objective:
         return H + H.T
 
     # --------------------------------------------------- per-cell quantities
-    def cell_jacobian(self, theta: np.ndarray, rows: np.ndarray | None = None) -> np.ndarray:
+    def cell_jacobian(self, theta: np.ndarray, rows: np.ndarray | None = None) -> sp.csr_matrix:
         """``d eta_c / d theta`` for every cell, or the cells selected by the boolean
-        mask ``rows`` (m x dim), assembled sparsely and mapped by ``T``."""
+        mask ``rows``: a sparse (m x dim) matrix, assembled in the full coordinates
+        (``3(r+1)+1`` entries per cell) and mapped by the sparse ``T``."""
         ch = self.chart
         _, v = self._local(theta)
         idx = self._index
@@ -200,18 +209,20 @@ class Objective:
             v, idx = v[rows], idx[rows]
         m, q = v.shape
         J = sp.csr_matrix((v.ravel(), idx.ravel(), np.arange(0, m * q + 1, q)), shape=(m, ch.dim_full))
-        return np.asarray(J @ ch.T)
+        J.sum_duplicates()  # the human cells' dummy order slot repeats a column with value 0
+        J.eliminate_zeros()
+        return (J @ ch.T_sparse).tocsr()
 
     def probabilities(self, theta: np.ndarray) -> np.ndarray:
         """Fitted probabilities ``sigma(eta_c)`` that item ``i`` wins."""
         return expit(self.eta(theta))
 
-    def cell_scores(self, theta: np.ndarray) -> np.ndarray:
-        """Per-cell score contributions ``w_c (n_c p_c - y_c) d eta_c / d theta`` (m x dim).
+    def cell_scores(self, theta: np.ndarray) -> sp.csr_matrix:
+        """Per-cell score contributions ``w_c (n_c p_c - y_c) d eta_c / d theta`` (sparse m x dim).
 
         They sum to the gradient; per-comparison scores follow by dividing by
         ``w_c`` and splitting the residual over the ``n_c`` comparisons.
         """
         c = self.cells
         p = self.probabilities(theta)
-        return (c.w * (c.n * p - c.y))[:, None] * self.cell_jacobian(theta)
+        return (sp.diags(c.w * (c.n * p - c.y)) @ self.cell_jacobian(theta)).tocsr()

@@ -32,6 +32,7 @@ from functools import cached_property
 from typing import Literal
 
 import numpy as np
+from scipy import sparse
 
 Calibration = Literal["mu", "W"]
 CALIBRATIONS: tuple[str, ...] = ("mu", "W")
@@ -203,6 +204,18 @@ class Chart:
             for k in range(K):
                 T[self.off_b + k, sb.start + k] = 1.0
         return T
+
+    @cached_property
+    def T_sparse(self) -> "sparse.csr_matrix":
+        """:attr:`T` as a sparse matrix (about two entries per column), so that cell
+        Jacobians mapped to the reduced chart stay sparse."""
+        return sparse.csr_matrix(self.T)
+
+    def pull_back(self, H_full: np.ndarray) -> np.ndarray:
+        """``T^T H T`` for a dense ``H`` in the full coordinates (sparse ``T``)."""
+        Ts = self.T_sparse
+        X = np.asarray(Ts.T @ H_full)
+        return np.asarray(Ts.T @ X.T).T
 
     @cached_property
     def phi0(self) -> np.ndarray:

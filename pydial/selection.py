@@ -29,7 +29,7 @@ import pandas as pd
 from scipy.special import expit
 
 from .data import Comparisons, HumanCells
-from .fit import BTLFit, centering_basis, difference_design, fit_calibration, fit_human_btl, fit_structured, glm_information
+from .fit import BTLFit, centered_design, difference_design, fit_calibration, fit_human_btl, fit_structured, glm_information
 from .inference import independent_meat
 from .likelihood import Cells, Objective, binomial_nll, human_loss
 from .model import Chart
@@ -52,7 +52,7 @@ def gacv_trace(H: np.ndarray, U: np.ndarray, n: np.ndarray, y: np.ndarray, p: np
     has score ``g_t = (p_c - z_t) u_c``, so the cell contributes
     ``[y (1-p)^2 + (n-y) p^2] u u^T`` to ``sum_t g_t g_t^T``.
     """
-    J = independent_meat(U, n, y, p, np.ones(n.size)) / n.sum()
+    J = independent_meat(U, n, y, p, np.ones(n.size)).dense() / n.sum()
     Hp, _ = pinv_sym(H)
     return float(np.sum(Hp * J))
 
@@ -133,7 +133,7 @@ def human_candidate(data: Comparisons, human_fit: Callable[[Comparisons], BTLFit
         return Candidate(0.0, 0.0, None, reason=f"human MLE does not exist: {detail}"), None
     f = human_fit(data) if human_fit is not None else fit_human_btl(data.human, data.N)
     N = data.N
-    X = difference_design(data.human.i, data.human.j, N) @ centering_basis(N)
+    X = centered_design(data.human.i, data.human.j, N)
     p = expit(X @ f.opt.x)
     Hm = glm_information(X, data.human.n, p, 1.0 / data.n_human)
     cand = Candidate(0.0, 0.0, f.s, f.opt.x, f.opt, loss_human=human_loss(f.s, data.human))
@@ -153,7 +153,7 @@ def anchored_candidate(data: Comparisons, M: np.ndarray, s: np.ndarray, cal_opt:
     The LLM-only fit is conditioned on, so only the calibration coordinates must be
     resolved; an LLM-only fit whose optimizer failed is still excluded.
     """
-    X = difference_design(data.human.i, data.human.j, data.N) @ M
+    X = np.asarray(difference_design(data.human.i, data.human.j, data.N) @ M)
     p = expit(X @ cal_opt.x)
     H = glm_information(X, data.human.n, p, 1.0 / data.n_human)
     cand = Candidate(np.inf, np.inf, s, loss_human=human_loss(s, data.human), opt=cal_opt)
