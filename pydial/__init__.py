@@ -6,6 +6,7 @@ data-generating process).
 """
 
 from . import datasets, io
+from .counts import read_comparisons
 from .data import Comparisons
 from .design import DesignReport, check_design
 from .estimators import DialResult, fit
@@ -14,6 +15,7 @@ from .simulate import Simulation, simulate
 
 __all__ = [
     "Comparisons",
+    "read_comparisons",
     "datasets",
     "io",
     "check_design",

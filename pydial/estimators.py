@@ -28,12 +28,14 @@ from scipy.special import expit
 from .data import Comparisons
 from .exceptions import ConvergenceError, ConvergenceWarning, DataError, IdentifiabilityError
 from .fit import (
+    Design,
     centered_design,
     centering_basis,
     difference_design,
     fit_calibration,
     fit_human_btl,
     fit_order_btl,
+    StructuredFit,
     fit_structured,
     glm_information,
     initial_theta,
@@ -140,6 +142,10 @@ def fit(
         raise DataError(
             f"method {method!r} needs human comparisons, but no decisive rows have judge == {data.human_judge!r}"
         )
+    if cov == "record" and data.aggregated:
+        raise DataError("cov='record' clusters the comparisons by record id, but these data were built from aggregated "
+                        "counts (Comparisons.from_counts / read_comparisons) and carry no record ids; use cov='cell', "
+                        "'binomial' or 'fisher', or load the rows with their record ids (Comparisons.from_frame / from_csv)")
     if method != "human" and data.K == 0:
         raise DataError(f"method {method!r} needs LLM judgments, but there are none")
     if check:
@@ -221,7 +227,7 @@ def _score_frame(s: np.ndarray, C: np.ndarray, items: tuple[str, ...], level: fl
     return tab, cov
 
 
-def _glm_influence(X: Any, opt: OptimResult, n: np.ndarray, y: np.ndarray, w: float, E: np.ndarray,
+def _glm_influence(X: Design, opt: OptimResult, n: np.ndarray, y: np.ndarray, w: float, E: np.ndarray,
                    what: str = "fit") -> tuple[Influence, np.ndarray, bool]:
     """Influence directions ``u_c = E H^{-1} x_c`` of a GLM fit (factored, ``J = X``,
     ``A = E H^{-1}``) and its probabilities.
@@ -235,7 +241,7 @@ def _glm_influence(X: Any, opt: OptimResult, n: np.ndarray, y: np.ndarray, w: fl
     if n_zero:
         warnings.warn(f"{what}: the Hessian is singular in {n_zero} direction(s); the design does not identify "
                       "the parameters (run pydial.check_design)", ConvergenceWarning, stacklevel=3)
-    return Influence(X, E @ Hinv), p, bool(n_zero)
+    return X.influence(E @ Hinv), p, bool(n_zero)
 
 
 def _fit_human(data: Comparisons, common: dict, point: "PointEngine | None" = None) -> DialResult:
@@ -350,9 +356,9 @@ def _fit_pooled(data: Comparisons, common: dict, point: "PointEngine | None" = N
     p2 = expit(c * x2)
     Cc = w2 * np.sum(Hc.n * p2 * (1 - p2) * x2**2)
     d2 = centered_design(Hc.i, Hc.j, N)
-    X21 = w2 * np.asarray(d2.T @ (Hc.n * p2 * (1 - p2) * x2 * c + (Hc.n * p2 - Hc.y))).ravel()
+    X21 = w2 * d2.rmatvec(Hc.n * p2 * (1 - p2) * x2 * c + (Hc.n * p2 - Hc.y))
     total = c * T - np.outer(sp_, X21 / Cc)
-    U_L = Influence(X1, np.linalg.solve(H1, total.T).T)
+    U_L = X1.influence(np.linalg.solve(H1, total.T).T)
     U_H = Influence(x2[:, None], sp_[:, None] / Cc)
     st = CellStats.from_parts([(L.n, L.y, p1, w1, False), (Hc.n, Hc.y, p2, w2, True)])
     C = influence_covariance(stack_influence([U_L, U_H]), st, data, common["cov_type"])
@@ -399,8 +405,7 @@ class PointEngine:
 
 def staged_fit(data: Comparisons, rank: int, calibration: str, *, order: bool = True) -> StagedFit:
     """Alg. DIAL-Anc: structured LLM-only fit, then ``argmin_c l_H(M c)``."""
-    chL = Chart(data.N, data.K, rank, None, order)
-    fL = fit_structured(data, chL, np.inf, initial_theta(data, chL))
+    chL, fL = llm_only_fit(data, rank, order)
     st = chL.structure(fL.theta)
     M = st.mu[:, None] if calibration == "mu" else st.W
     oc = fit_calibration(data.human, M)
@@ -408,6 +413,17 @@ def staged_fit(data: Comparisons, rank: int, calibration: str, *, order: bool = 
     b = chL.order_effects(fL.theta) if order else None
     theta = ch.from_structure(st, oc.x, b)
     return StagedFit(ch, theta, fL.opt, oc, chL, fL.theta)
+
+
+def llm_only_fit(data: Comparisons, rank: int, order: bool = True) -> tuple[Chart, StructuredFit]:
+    """The structured LLM-only fit (eq. staged-calibrated-estimator, first stage), computed
+    once per ``(rank, order)`` and cached on ``data``: DIAL-Anc, DIAL-Ada (its anchored
+    endpoint and warm start) and AtC share it."""
+    key = ("llm_only_fit", int(rank), bool(order))
+    if key not in data._cache:
+        chL = Chart(data.N, data.K, rank, None, order)
+        data._cache[key] = (chL, fit_structured(data, chL, np.inf, initial_theta(data, chL)))
+    return data._cache[key]
 
 
 NUMPY = PointEngine(staged=staged_fit, joint=numpy_joint, human=lambda data: fit_human_btl(data.human, data.N),
@@ -443,8 +459,8 @@ def staged_influence(data: Comparisons, fit_: StagedFit, *, fixed_basis: bool = 
     A_L = total @ HLp
     if fixed_basis:
         A_L = np.zeros_like(A_L)
-    U_L = Influence(oL.cell_jacobian(th)[:, xi], A_L)
-    U_H = Influence(oH.cell_jacobian(th)[:, cs], S_c @ Cinv)
+    U_L = oL.influence(th, A_L, xi)
+    U_H = oH.influence(th, S_c @ Cinv, cs)
     st = CellStats.from_parts([(data.llm.n, data.llm.y, oL.probabilities(th), 1.0 / data.n_llm, False),
                                (data.human.n, data.human.y, oH.probabilities(th), 1.0 / data.n_human, True)])
     return stack_influence([U_L, U_H]), st
@@ -453,8 +469,8 @@ def staged_influence(data: Comparisons, fit_: StagedFit, *, fixed_basis: bool = 
 def llm_only_effects(data: Comparisons, chart: Chart, theta: np.ndarray, cov: str, level: float) -> pd.DataFrame:
     """Judge position effects ``b_k`` from the LLM-only fit with Wald tests of ``b_k = 0``
     (Prop. stage-one-normality); bread ``H(l_L)^+``, meat of type ``cov``."""
-    J, Hp, st = _llm_only_pieces(data, chart, theta)
-    C = influence_covariance(Influence(J, Hp[chart.slices["b"]]), st, data, cov)
+    o, Hp, st = _llm_only_pieces(data, chart, theta)
+    C = influence_covariance(o.influence(theta, Hp[chart.slices["b"]]), st, data, cov)
     tab = wald_table(chart.order_effects(theta), C, list(data.judges), level, "b")
     tab.index.name = "judge"
     tab.attrs["cov"] = C
@@ -465,7 +481,7 @@ def consensus_loadings(data: Comparisons, chart: Chart, theta: np.ndarray, cov: 
     """Consensus loadings ``gamma_k = N^{-1} (S mu)_k`` of the LLM-only fit with Wald
     intervals (Prop. stage-one-normality); the Jacobian of the gauge-invariant map
     ``theta -> gamma`` is taken by central differences."""
-    J, Hp, st = _llm_only_pieces(data, chart, theta)
+    o, Hp, st = _llm_only_pieces(data, chart, theta)
     gamma = chart.structure(theta).gamma
     h = 1e-6
     E = np.empty((data.K, chart.dim))
@@ -473,14 +489,14 @@ def consensus_loadings(data: Comparisons, chart: Chart, theta: np.ndarray, cov: 
         e = np.zeros(chart.dim)
         e[t] = h
         E[:, t] = (chart.structure(theta + e).gamma - chart.structure(theta - e).gamma) / (2 * h)
-    C = influence_covariance(Influence(J, E @ Hp), st, data, cov)
+    C = influence_covariance(o.influence(theta, E @ Hp), st, data, cov)
     tab = wald_table(gamma, C, list(data.judges), level, "gamma")[["gamma", "se", "ci_low", "ci_high"]]
     tab.index.name = "judge"
     return tab
 
 
-def _llm_only_pieces(data: Comparisons, chart: Chart, theta: np.ndarray) -> tuple[Any, np.ndarray, CellStats]:
-    """Cell Jacobian, ``H(l_L)^+`` and cell statistics of the LLM-only fit (shared by the
+def _llm_only_pieces(data: Comparisons, chart: Chart, theta: np.ndarray) -> tuple[Objective, np.ndarray, CellStats]:
+    """Objective, ``H(l_L)^+`` and cell statistics of the LLM-only fit (shared by the
     judge diagnostics; cached on ``data`` for the fitted ``theta``)."""
     key = ("llm_only_pieces", chart, theta.tobytes())
     hit = data._cache.get(key)
@@ -489,7 +505,7 @@ def _llm_only_pieces(data: Comparisons, chart: Chart, theta: np.ndarray) -> tupl
         _, _, H = o.value_grad_hess(theta)
         Hp, _ = pinv_sym(H)
         st = CellStats.from_parts([(data.llm.n, data.llm.y, o.probabilities(theta), 1.0 / data.n_llm, False)])
-        hit = data._cache[key] = (o.cell_jacobian(theta), Hp, st)
+        hit = data._cache[key] = (o, Hp, st)
     return hit
 
 
@@ -499,7 +515,7 @@ def finite_influence(data: Comparisons, ch: Chart, lam: float, theta: np.ndarray
     obj = Objective.weighted(ch, data, lam)
     _, _, H = obj.value_grad_hess(theta)
     Hp, _ = pinv_sym(H)
-    U = Influence(obj.cell_jacobian(theta), ch.score_jacobian(theta) @ Hp)
+    U = obj.influence(theta, ch.score_jacobian(theta) @ Hp)
     p = obj.probabilities(theta)
     h = obj.cells.is_human
     st = CellStats.from_parts([(data.llm.n, data.llm.y, p[~h], lam / data.n_llm, False),
@@ -512,7 +528,7 @@ def human_influence(data: Comparisons, beta: np.ndarray) -> tuple[Influence, Cel
     T = centering_basis(data.N)
     X = centered_design(data.human.i, data.human.j, data.N)
     p = expit(X @ beta)
-    U = Influence(X, np.linalg.solve(glm_information(X, data.human.n, p, 1.0 / data.n_human), T.T).T)
+    U = X.influence(np.linalg.solve(glm_information(X, data.human.n, p, 1.0 / data.n_human), T.T).T)
     return U, CellStats.from_parts([(data.human.n, data.human.y, p, 1.0 / data.n_human, True)])
 
 

@@ -19,6 +19,7 @@ import scipy.sparse as sp
 from scipy.special import expit
 
 from .data import Comparisons, HumanCells, LLMCells
+from .inference import Influence
 from .likelihood import Objective, binomial_nll
 from .model import Chart, structure_from_S
 from .optim import BOX, OptimResult, newton
@@ -39,30 +40,67 @@ def difference_design(i: np.ndarray, j: np.ndarray, N: int) -> sp.csr_matrix:
     return sp.csr_matrix((vals, (rows, cols)), shape=(m, N))
 
 
-def centered_design(i: np.ndarray, j: np.ndarray, N: int, a: np.ndarray | None = None) -> sp.csr_matrix:
-    """``D T`` (sparse m x N-1): the item-difference design in the centered chart
-    ``s = T beta`` of :func:`centering_basis`, with the order column ``a`` appended
-    when given (eq. binomial-model-llm).  A row touching the last item is dense
-    (``s_N = -1^T beta``), the others have two entries."""
-    X = difference_design(i, j, N) @ sp.csr_matrix(centering_basis(N))
-    if a is not None:
-        X = sp.hstack([X, sp.csr_matrix(np.asarray(a, float)[:, None])])
-    return sp.csr_matrix(X)
+@dataclass(frozen=True)
+class Design:
+    """A GLM design ``X B`` kept factored: sparse rows with two or three entries
+    (``X``, m x P, e.g. ``e_i - e_j`` and the order label) times a dense basis
+    (``B``, P x p, e.g. the centering basis).  Products with many cells are
+    formed on ``X``; only ``p x p`` and ``P x P`` matrices are dense."""
+
+    X: sp.csr_matrix
+    basis: np.ndarray
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        """``(m, p)``."""
+        return self.X.shape[0], self.basis.shape[1]
+
+    def __matmul__(self, beta: np.ndarray) -> np.ndarray:
+        return self.X @ (self.basis @ beta)
+
+    def rmatvec(self, r: np.ndarray) -> np.ndarray:
+        """``(X B)^T r``."""
+        return self.basis.T @ np.asarray(self.X.T @ r).ravel()
+
+    def influence(self, A: np.ndarray) -> Influence:
+        """Influence directions ``u_c = A (X B)_c`` in factored form."""
+        return Influence(self.X, np.asarray(A) @ self.basis.T)
 
 
-def glm_information(X: np.ndarray | sp.spmatrix, n: np.ndarray, p: np.ndarray, weight: float = 1.0) -> np.ndarray:
+def centered_design(i: np.ndarray, j: np.ndarray, N: int, a: np.ndarray | None = None) -> Design:
+    """``D T``: the item-difference design in the centered chart ``s = T beta`` of
+    :func:`centering_basis`, with the order column ``a`` appended when given
+    (eq. binomial-model-llm), as a factored :class:`Design`."""
+    D = difference_design(i, j, N)
+    T = centering_basis(N)
+    if a is None:
+        return Design(D, T)
+    X = sp.csr_matrix(sp.hstack([D, sp.csr_matrix(np.asarray(a, float)[:, None])]))
+    basis = np.zeros((N + 1, N))
+    basis[:N, : N - 1] = T
+    basis[N, N - 1] = 1.0
+    return Design(X, basis)
+
+
+def glm_information(X: "np.ndarray | sp.spmatrix | Design", n: np.ndarray, p: np.ndarray, weight: float = 1.0) -> np.ndarray:
     """``weight * X^T diag(n p (1 - p)) X``: the Hessian of the weighted binomial logistic
     loss (and its Fisher information) at fitted probabilities ``p`` (dense p x p;
-    ``X`` dense or sparse)."""
+    ``X`` dense, sparse or a factored :class:`Design`)."""
     d = weight * n * p * (1 - p)
+    if isinstance(X, Design):
+        return X.basis.T @ glm_information(X.X, n, p, weight) @ X.basis
     if sp.issparse(X):
         X = sp.csr_matrix(X)
         return np.asarray((X.T @ (sp.diags(d) @ X)).toarray())
     return (X.T * d) @ X
 
 
+def _rmatvec(X: "np.ndarray | sp.spmatrix | Design", r: np.ndarray) -> np.ndarray:
+    return X.rmatvec(r) if isinstance(X, Design) else np.asarray(X.T @ r).ravel()
+
+
 def logistic_glm(
-    X: np.ndarray,
+    X: "np.ndarray | sp.spmatrix | Design",
     n: np.ndarray,
     y: np.ndarray,
     *,
@@ -76,7 +114,7 @@ def logistic_glm(
 
     Newton steps with line search inside the box ``|beta_i| <= bound``.
     """
-    X = X if sp.issparse(X) else np.asarray(X, float)
+    X = X if (sp.issparse(X) or isinstance(X, Design)) else np.asarray(X, float)
 
     def value(beta: np.ndarray) -> float:
         return float(weight * binomial_nll(X @ beta, n, y).sum() + 0.5 * ridge * beta @ beta)
@@ -84,7 +122,7 @@ def logistic_glm(
     def fgh(beta: np.ndarray) -> tuple[float, np.ndarray, np.ndarray]:
         eta = X @ beta
         p = expit(eta)
-        g = weight * np.asarray(X.T @ (n * p - y)).ravel() + ridge * beta
+        g = weight * _rmatvec(X, n * p - y) + ridge * beta
         H = glm_information(X, n, p, weight) + ridge * np.eye(X.shape[1])
         return value(beta), g, H
 

@@ -24,10 +24,8 @@ import scipy.sparse as sp
 from scipy.special import expit
 
 from .data import Comparisons, HumanCells, LLMCells
+from .inference import Influence
 from .model import Chart
-
-
-CHUNK = 100_000  # cells per block when assembling the Hessian
 
 
 def softplus(x: np.ndarray) -> np.ndarray:
@@ -173,18 +171,45 @@ class Objective:
         H = ch.pull_back(H_full)
         return f, g, 0.5 * (H + H.T)
 
+    @cached_property
+    def _groups(self) -> list[tuple[np.ndarray, int, int, int, int, int]]:
+        """The four coordinate groups a cell touches: ``(unit, n_units, base, stride, width, vcol)``,
+        the full coordinate of entry ``l`` being ``base + unit * stride + l`` and its
+        derivative ``v[:, vcol + l]`` (loadings ``L_g``, ``B_i``, ``B_j``, order ``b_g``)."""
+        ch, c = self.chart, self.cells
+        q = ch.q
+        return [
+            (c.g, ch.rows, 0, q, q, 0),
+            (c.i, ch.N, ch.off_B, q, q, q),
+            (c.j, ch.N, ch.off_B, q, q, 2 * q),
+            (np.minimum(c.g, ch.K - 1), ch.K, ch.off_b, 1, 1, 3 * q),
+        ]
+
     def _outer(self, weight: np.ndarray, v: np.ndarray) -> np.ndarray:
-        """``sum_c weight_c v_c v_c^T`` assembled into the full coordinates."""
-        idx = self._index
+        """``sum_c weight_c v_c v_c^T`` assembled into the full coordinates.
+
+        Each pair of coordinate groups is first summed over the cells that share its
+        units (judge, item, item pair) with ``bincount``; the dense matrix is only
+        ``P x P``, and no ``cells x (3q+1)^2`` array is formed.
+        """
         P = self.chart.dim_full
-        out = np.zeros(P * P)
-        for lo in range(0, weight.size, CHUNK):  # bounded memory: CHUNK cells x (3q+1)^2 at a time
-            sl = slice(lo, lo + CHUNK)
-            ix, vv = idx[sl], v[sl]
-            flat = (ix[:, :, None] * P + ix[:, None, :]).ravel()
-            vals = (weight[sl, None, None] * vv[:, :, None] * vv[:, None, :]).ravel()
-            out += np.bincount(flat, weights=vals, minlength=P * P)
-        return out.reshape(P, P)
+        H = np.zeros((P, P))
+        gr = self._groups
+        for a in range(len(gr)):
+            ua, na, ba, sa, wa, ca = gr[a]
+            for b in range(a, len(gr)):
+                ub, nb, bb, sb, wb, cb = gr[b]
+                key = ua * nb + ub
+                for la in range(wa):
+                    wv = weight * v[:, ca + la]
+                    ra = ba + np.arange(na) * sa + la
+                    for lb in range(wb):
+                        agg = np.bincount(key, weights=wv * v[:, cb + lb], minlength=na * nb).reshape(na, nb)
+                        rb = bb + np.arange(nb) * sb + lb
+                        H[np.ix_(ra, rb)] += agg
+                        if b != a:
+                            H[np.ix_(rb, ra)] += agg.T
+        return H
 
     def _cross(self, res: np.ndarray) -> np.ndarray:
         """``sum_c res_c d^2 eta_c / d phi^2``: +1 at (L_g,l ; B_i,l), -1 at (L_g,l ; B_j,l)."""
@@ -198,20 +223,32 @@ class Objective:
         return H + H.T
 
     # --------------------------------------------------- per-cell quantities
-    def cell_jacobian(self, theta: np.ndarray, rows: np.ndarray | None = None) -> sp.csr_matrix:
-        """``d eta_c / d theta`` for every cell, or the cells selected by the boolean
-        mask ``rows``: a sparse (m x dim) matrix, assembled in the full coordinates
-        (``3(r+1)+1`` entries per cell) and mapped by the sparse ``T``."""
-        ch = self.chart
+    def full_jacobian(self, theta: np.ndarray, rows: np.ndarray | None = None) -> sp.csr_matrix:
+        """``d eta_c / d phi`` in the full coordinates: sparse, exactly ``3(r+1)+1``
+        entries per cell (every cell, or those selected by the boolean mask ``rows``)."""
         _, v = self._local(theta)
         idx = self._index
         if rows is not None:
             v, idx = v[rows], idx[rows]
         m, q = v.shape
-        J = sp.csr_matrix((v.ravel(), idx.ravel(), np.arange(0, m * q + 1, q)), shape=(m, ch.dim_full))
-        J.sum_duplicates()  # the human cells' dummy order slot repeats a column with value 0
-        J.eliminate_zeros()
-        return (J @ ch.T_sparse).tocsr()
+        return sp.csr_matrix((v.ravel(), idx.ravel(), np.arange(0, m * q + 1, q)), shape=(m, self.chart.dim_full))
+
+    def cell_jacobian(self, theta: np.ndarray, rows: np.ndarray | None = None) -> sp.csr_matrix:
+        """``d eta_c / d theta`` for every cell, or the cells selected by the boolean
+        mask ``rows``: a sparse (m x dim) matrix, :meth:`full_jacobian` mapped by ``T``.
+
+        Rows of cells touching the last judge or item are dense in ``theta`` (the
+        eliminated coordinates are minus sums); products over many cells are better
+        formed with :meth:`influence`, which stays in the full coordinates.
+        """
+        return (self.full_jacobian(theta, rows) @ self.chart.T_sparse).tocsr()
+
+    def influence(self, theta: np.ndarray, A: np.ndarray, coords: slice | np.ndarray = slice(None),
+                  rows: np.ndarray | None = None) -> Influence:
+        """Influence directions ``u_c = A d eta_c / d theta[coords]`` of the cells, factored in
+        the full coordinates: ``J = d eta / d phi`` and ``A T[:, coords]^T``."""
+        Tc = self.chart.T[:, coords]
+        return Influence(self.full_jacobian(theta, rows), np.asarray(A) @ Tc.T)
 
     def probabilities(self, theta: np.ndarray) -> np.ndarray:
         """Fitted probabilities ``sigma(eta_c)`` that item ``i`` wins."""

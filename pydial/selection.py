@@ -22,7 +22,7 @@ Alg. DIAL-Ada and App. "Hyperparameter Selection" of the paper:
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Callable
+from typing import Any, Callable
 
 import numpy as np
 import pandas as pd
@@ -45,14 +45,19 @@ def candidate_weights(n_llm: int, n_human: int, multiples: tuple[float, ...] = D
     return np.asarray(multiples, float) * n_llm / n_human
 
 
-def gacv_trace(H: np.ndarray, U: np.ndarray, n: np.ndarray, y: np.ndarray, p: np.ndarray) -> float:
+def gacv_trace(H: np.ndarray, U: Any, n: np.ndarray, y: np.ndarray, p: np.ndarray, basis: Any = None) -> float:
     r"""The trace term of eq. gacv: ``tr(H^+ J)`` with ``J = n_H^{-1} sum_t (g_t - \bar g)(g_t - \bar g)^T``.
 
     ``U`` holds ``d eta_c / d zeta`` of the human cells; comparison ``t`` in cell ``c``
     has score ``g_t = (p_c - z_t) u_c``, so the cell contributes
-    ``[y (1-p)^2 + (n-y) p^2] u u^T`` to ``sum_t g_t g_t^T``.
+    ``[y (1-p)^2 + (n-y) p^2] u u^T`` to ``sum_t g_t g_t^T``.  ``U`` may be sparse, and
+    may hold the derivatives in other coordinates ``x`` with ``zeta``-derivatives
+    ``U basis`` (``basis`` dense): ``J`` is then pulled back as ``basis^T J_x basis``.
     """
     J = independent_meat(U, n, y, p, np.ones(n.size)).dense() / n.sum()
+    if basis is not None:
+        B = basis.toarray() if hasattr(basis, "toarray") else np.asarray(basis)
+        J = B.T @ J @ B
     Hp, _ = pinv_sym(H)
     return float(np.sum(Hp * J))
 
@@ -116,10 +121,10 @@ def finite_candidate(data: Comparisons, ch: Chart, lam: float, theta0: np.ndarra
     cand = Candidate(lam, multiple, s, th, opt, ok, reason, human_loss(s, data.human), n_zero_eig=nz)
     if ok:
         hum = obj.cells.is_human
-        U = obj.cell_jacobian(th, rows=hum)
+        U = obj.full_jacobian(th, rows=hum)
         c = obj.cells
         p = expit(obj.eta(th))[hum]
-        cand.trace = gacv_trace(H, U, c.n[hum], c.y[hum], p) / (data.n_human - 1)
+        cand.trace = gacv_trace(H, U, c.n[hum], c.y[hum], p, ch.T) / (data.n_human - 1)
     return cand
 
 
@@ -143,7 +148,7 @@ def human_candidate(data: Comparisons, human_fit: Callable[[Comparisons], BTLFit
         cand.reason = f"||s||_inf = {np.abs(f.s).max():.3g} > {SCORE_LIMIT:g}"
     else:
         cand.admissible = True
-        cand.trace = gacv_trace(Hm, X, data.human.n, data.human.y, p) / (data.n_human - 1)
+        cand.trace = gacv_trace(Hm, X.X, data.human.n, data.human.y, p, X.basis) / (data.n_human - 1)
     return cand, f.opt
 
 
