@@ -41,9 +41,10 @@ from .fit import (
     initial_theta,
     logistic_glm,
 )
-from .inference import CellStats, Influence, check_cov_type, influence_covariance, stack_influence, wald_table
+from .inference import (CellStats, Influence, check_cov_type, influence_covariance, parameter_meat, stack_influence,
+                        wald_table)
 from .likelihood import Cells, Objective, human_loss
-from .model import CALIBRATIONS, Chart
+from .model import CALIBRATIONS, Chart, consensus_gamma
 from .design import ESTIMATORS
 from .results import DialResult
 from .selection import numpy_joint
@@ -469,8 +470,8 @@ def staged_influence(data: Comparisons, fit_: StagedFit, *, fixed_basis: bool = 
 def llm_only_effects(data: Comparisons, chart: Chart, theta: np.ndarray, cov: str, level: float) -> pd.DataFrame:
     """Judge position effects ``b_k`` from the LLM-only fit with Wald tests of ``b_k = 0``
     (Prop. stage-one-normality); bread ``H(l_L)^+``, meat of type ``cov``."""
-    o, Hp, st = _llm_only_pieces(data, chart, theta)
-    C = influence_covariance(o.influence(theta, Hp[chart.slices["b"]]), st, data, cov)
+    E = np.eye(chart.dim)[chart.slices["b"]]
+    C = _llm_only_cov(data, chart, theta, cov, E)
     tab = wald_table(chart.order_effects(theta), C, list(data.judges), level, "b")
     tab.index.name = "judge"
     tab.attrs["cov"] = C
@@ -480,40 +481,44 @@ def llm_only_effects(data: Comparisons, chart: Chart, theta: np.ndarray, cov: st
 def consensus_loadings(data: Comparisons, chart: Chart, theta: np.ndarray, cov: str, level: float) -> pd.DataFrame:
     """Consensus loadings ``gamma_k = N^{-1} (S mu)_k`` of the LLM-only fit with Wald
     intervals (Prop. stage-one-normality); the Jacobian of the gauge-invariant map
-    ``theta -> gamma`` is taken by central differences."""
-    o, Hp, st = _llm_only_pieces(data, chart, theta)
+    ``theta -> gamma`` is taken by central differences (of :func:`consensus_gamma`,
+    no SVD per step)."""
     gamma = chart.structure(theta).gamma
     h = 1e-6
     E = np.empty((data.K, chart.dim))
     for t in range(chart.dim):
         e = np.zeros(chart.dim)
         e[t] = h
-        E[:, t] = (chart.structure(theta + e).gamma - chart.structure(theta - e).gamma) / (2 * h)
-    C = influence_covariance(o.influence(theta, E @ Hp), st, data, cov)
+        E[:, t] = (consensus_gamma(chart.S(theta + e)) - consensus_gamma(chart.S(theta - e))) / (2 * h)
+    C = _llm_only_cov(data, chart, theta, cov, E)
     tab = wald_table(gamma, C, list(data.judges), level, "gamma")[["gamma", "se", "ci_low", "ci_high"]]
     tab.index.name = "judge"
     return tab
 
 
-def _llm_only_pieces(data: Comparisons, chart: Chart, theta: np.ndarray) -> tuple[Objective, np.ndarray, CellStats]:
-    """Objective, ``H(l_L)^+`` and cell statistics of the LLM-only fit (shared by the
-    judge diagnostics; cached on ``data`` for the fitted ``theta``)."""
-    key = ("llm_only_pieces", chart, theta.tobytes())
-    hit = data._cache.get(key)
-    if hit is None:
+def _llm_only_cov(data: Comparisons, chart: Chart, theta: np.ndarray, cov: str, E: np.ndarray) -> np.ndarray:
+    """Sandwich ``E H^+ M H^+ E^T`` of a target with Jacobian ``E`` at the LLM-only fit.
+
+    The bread ``H(l_L)^+`` and the meat (in the full coordinates, one per ``cov``) are
+    shared by the judge diagnostics and cached on ``data`` for the fitted ``theta``.
+    """
+    key = ("llm_only_sandwich", chart, theta.tobytes())
+    hit = data._cache.setdefault(key, {})
+    if "Hp" not in hit or cov not in hit:
         o = Objective(chart, Cells.stack(data, 1.0 / data.n_llm, 0.0))
-        _, _, H = o.value_grad_hess(theta)
-        Hp, _ = pinv_sym(H)
+        if "Hp" not in hit:
+            hit["Hp"] = pinv_sym(o.value_grad_hess(theta)[2])[0]
         st = CellStats.from_parts([(data.llm.n, data.llm.y, o.probabilities(theta), 1.0 / data.n_llm, False)])
-        hit = data._cache[key] = (o, Hp, st)
-    return hit
+        hit[cov] = parameter_meat(o.full_jacobian(theta), st, data, cov)
+    return hit[cov].sandwich(E @ hit["Hp"] @ chart.T.T)
 
 
-def finite_influence(data: Comparisons, ch: Chart, lam: float, theta: np.ndarray) -> tuple[Influence, CellStats]:
+def finite_influence(data: Comparisons, ch: Chart, lam: float, theta: np.ndarray,
+                     hess: np.ndarray | None = None) -> tuple[Influence, CellStats]:
     """Sandwich influence directions ``u_c = sdot H^+ d eta_c/d theta`` at a finite weight
     (eq. weighted-empirical-sandwich; pseudo-inverse in the over-parameterized chart)."""
     obj = Objective.weighted(ch, data, lam)
-    _, _, H = obj.value_grad_hess(theta)
+    H = hess if hess is not None else obj.value_grad_hess(theta)[2]  # the Hessian at theta, if already known
     Hp, _ = pinv_sym(H)
     U = obj.influence(theta, ch.score_jacobian(theta) @ Hp)
     p = obj.probabilities(theta)
@@ -601,7 +606,8 @@ def _fit_dial(data: Comparisons, common: dict, *, order: bool, adaptive: bool, l
         C = influence_covariance(U, stt, data, common["cov_type"])
         s = sf.chart.scores(sf.theta)
     else:
-        U, stt = finite_influence(data, sf.chart, best.lam, best.theta)
+        known = best.opt.hess if best.opt is not None and np.array_equal(best.opt.x, best.theta) else None
+        U, stt = finite_influence(data, sf.chart, best.lam, best.theta, known)
         C = influence_covariance(U, stt, data, common["cov_type"])
         s = best.s
     scores, cov = _score_frame(s, C, data.items, common["level"])

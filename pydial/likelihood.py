@@ -128,24 +128,37 @@ class Objective:
             [c.g[:, None] * q + l, ch.off_B + c.i[:, None] * q + l, ch.off_B + c.j[:, None] * q + l, bcol]
         )
 
-    def _local(self, theta: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """``eta`` and the local gradient ``d eta / d phi`` on the touched coordinates."""
+    @cached_property
+    def _order_label(self) -> np.ndarray:
+        """``a_c`` as floats, 0 on human cells (no order effect)."""
+        c = self.cells
+        return np.where(c.is_human, 0.0, c.a.astype(float))
+
+    @cached_property
+    def _order_judge(self) -> np.ndarray:
+        return np.minimum(self.cells.g, self.chart.K - 1)
+
+    def _local(self, theta: np.ndarray, *, derivative: bool = True) -> tuple[np.ndarray, list[np.ndarray]]:
+        """``eta`` and the local gradient ``d eta / d phi`` on the touched coordinates, as
+        ``3q + 1`` contiguous columns ``dB_l, L_gl, -L_gl, a`` (the layout of :attr:`_index`)."""
         ch, c = self.chart, self.cells
         phi = ch.to_full(theta)
         q = ch.q
         L = phi[: ch.off_B].reshape(ch.rows, q)
         B = phi[ch.off_B : ch.off_b].reshape(ch.N, q)
         b = phi[ch.off_b :]
-        Lg = L[c.g]
-        dB = B[c.i] - B[c.j]
-        ab = np.where(c.is_human, 0.0, c.a * b[np.minimum(c.g, ch.K - 1)])
-        eta = np.einsum("ml,ml->m", Lg, dB) + ab
-        v = np.column_stack([dB, Lg, -Lg, np.where(c.is_human, 0.0, c.a.astype(float))])
-        return eta, v
+        Lg = [np.ascontiguousarray(L[:, l])[c.g] for l in range(q)]
+        dB = [B[c.i, l] - B[c.j, l] for l in range(q)]
+        eta = self._order_label * b[self._order_judge]
+        for l in range(q):
+            eta += Lg[l] * dB[l]
+        if not derivative:
+            return eta, []
+        return eta, dB + Lg + [-x for x in Lg] + [self._order_label]
 
     def eta(self, theta: np.ndarray) -> np.ndarray:
         """Linear predictors ``eta_c`` of the cells (eq. binomial-model-llm / -human)."""
-        return self._local(theta)[0]
+        return self._local(theta, derivative=False)[0]
 
     # ------------------------------------------------------------ evaluation
     def value(self, theta: np.ndarray) -> float:
@@ -162,7 +175,9 @@ class Objective:
         res = c.w * (c.n * p - c.y)  # d f / d eta per cell
         idx = self._index
         P = ch.dim_full
-        g_full = np.bincount(idx.ravel(), weights=(res[:, None] * v).ravel(), minlength=P)
+        g_full = np.zeros(P)
+        for t, col in enumerate(v):
+            g_full += np.bincount(idx[:, t], weights=res * col, minlength=P)
         g = np.asarray(ch.T_sparse.T @ g_full)
         if not hess:
             return f, g, None
@@ -185,7 +200,13 @@ class Objective:
             (np.minimum(c.g, ch.K - 1), ch.K, ch.off_b, 1, 1, 3 * q),
         ]
 
-    def _outer(self, weight: np.ndarray, v: np.ndarray) -> np.ndarray:
+    @cached_property
+    def _pair_keys(self) -> dict[tuple[int, int], np.ndarray]:
+        """Per pair of coordinate groups, the key ``unit_a * n_units_b + unit_b`` of every cell."""
+        gr = self._groups
+        return {(a, b): gr[a][0] * gr[b][1] + gr[b][0] for a in range(len(gr)) for b in range(a, len(gr))}
+
+    def _outer(self, weight: np.ndarray, v: list[np.ndarray]) -> np.ndarray:
         """``sum_c weight_c v_c v_c^T`` assembled into the full coordinates.
 
         Each pair of coordinate groups is first summed over the cells that share its
@@ -195,38 +216,42 @@ class Objective:
         P = self.chart.dim_full
         H = np.zeros((P, P))
         gr = self._groups
+        keys = self._pair_keys
         for a in range(len(gr)):
-            ua, na, ba, sa, wa, ca = gr[a]
+            _, na, ba, sa, wa, ca = gr[a]
             for b in range(a, len(gr)):
-                ub, nb, bb, sb, wb, cb = gr[b]
-                key = ua * nb + ub
+                _, nb, bb, sb, wb, cb = gr[b]
+                key = keys[(a, b)]
                 for la in range(wa):
-                    wv = weight * v[:, ca + la]
+                    wv = weight * v[ca + la]
                     ra = ba + np.arange(na) * sa + la
-                    for lb in range(wb):
-                        agg = np.bincount(key, weights=wv * v[:, cb + lb], minlength=na * nb).reshape(na, nb)
+                    for lb in range(la if a == b else 0, wb):
+                        agg = np.bincount(key, weights=wv * v[cb + lb], minlength=na * nb).reshape(na, nb)
                         rb = bb + np.arange(nb) * sb + lb
                         H[np.ix_(ra, rb)] += agg
-                        if b != a:
+                        if b != a or lb != la:
                             H[np.ix_(rb, ra)] += agg.T
         return H
 
     def _cross(self, res: np.ndarray) -> np.ndarray:
         """``sum_c res_c d^2 eta_c / d phi^2``: +1 at (L_g,l ; B_i,l), -1 at (L_g,l ; B_j,l)."""
-        ch = self.chart
+        ch, c = self.chart, self.cells
         q, P = ch.q, ch.dim_full
-        idx = self._index
-        rows = np.concatenate([idx[:, :q], idx[:, :q]]).ravel()
-        cols = np.concatenate([idx[:, q : 2 * q], idx[:, 2 * q : 3 * q]]).ravel()
-        vals = np.concatenate([np.repeat(res, q), np.repeat(-res, q)])
-        H = np.bincount(rows * P + cols, weights=vals, minlength=P * P).reshape(P, P)
-        return H + H.T
+        H = np.zeros((P, P))
+        agg = (np.bincount(c.g * ch.N + c.i, weights=res, minlength=ch.rows * ch.N)
+               - np.bincount(c.g * ch.N + c.j, weights=res, minlength=ch.rows * ch.N)).reshape(ch.rows, ch.N)
+        for l in range(q):
+            rl = np.arange(ch.rows) * q + l
+            rb = ch.off_B + np.arange(ch.N) * q + l
+            H[np.ix_(rl, rb)] += agg
+            H[np.ix_(rb, rl)] += agg.T
+        return H
 
     # --------------------------------------------------- per-cell quantities
     def full_jacobian(self, theta: np.ndarray, rows: np.ndarray | None = None) -> sp.csr_matrix:
         """``d eta_c / d phi`` in the full coordinates: sparse, exactly ``3(r+1)+1``
         entries per cell (every cell, or those selected by the boolean mask ``rows``)."""
-        _, v = self._local(theta)
+        v = np.column_stack(self._local(theta)[1])
         idx = self._index
         if rows is not None:
             v, idx = v[rows], idx[rows]

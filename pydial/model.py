@@ -60,6 +60,23 @@ class Structure:
         return np.column_stack([self.mu, self.V])
 
 
+def consensus_direction(S: np.ndarray) -> np.ndarray:
+    """``mu = sqrt(N) S^T 1 / ||S^T 1||`` (Sec. structured-llm); raises when ``S^T 1 = 0``."""
+    N = S.shape[1]
+    m = S.sum(axis=0)
+    norm = np.linalg.norm(m)
+    if norm == 0.0:
+        from .exceptions import IdentifiabilityError
+
+        raise IdentifiabilityError("S^T 1 = 0: the consensus direction is undefined (eq. reduced-parameter-space)")
+    return np.sqrt(N) * m / norm
+
+
+def consensus_gamma(S: np.ndarray) -> np.ndarray:
+    """Consensus loadings ``gamma = N^{-1} S mu`` (Sec. structured-llm)."""
+    return S @ consensus_direction(S) / S.shape[1]
+
+
 def structure_from_S(S: np.ndarray, r: int) -> Structure:
     r"""Recover ``(mu, gamma, U, V)`` from a centered rank-(r+1) score matrix.
 
@@ -68,13 +85,7 @@ def structure_from_S(S: np.ndarray, r: int) -> Structure:
     (paper App. "Reduced score-space representation").
     """
     K, N = S.shape
-    m = S.sum(axis=0)
-    norm = np.linalg.norm(m)
-    if norm == 0.0:
-        from .exceptions import IdentifiabilityError
-
-        raise IdentifiabilityError("S^T 1 = 0: the consensus direction is undefined (eq. reduced-parameter-space)")
-    mu = np.sqrt(N) * m / norm
+    mu = consensus_direction(S)
     gamma = S @ mu / N
     R = S - np.outer(gamma, mu)
     P, sv, Qt = np.linalg.svd(R, full_matrices=False)

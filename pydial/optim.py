@@ -11,7 +11,7 @@ plain Newton step, so convergence is quadratic.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 import functools
 from typing import Callable, TypeVar
 
@@ -70,6 +70,7 @@ class OptimResult:
     converged: bool
     at_bound: np.ndarray
     message: str
+    hess: np.ndarray | None = field(default=None, repr=False, compare=False)  # Hessian at ``x`` when known
 
     @property
     def resolved(self) -> bool:
@@ -171,4 +172,5 @@ def newton(
     at_bound = np.abs(x) >= bound * (1 - 1e-9)
     pinned = at_bound & (np.sign(x) == -np.sign(g))
     gnorm = float(np.abs(np.where(pinned, 0.0, g)).max(initial=0.0))
-    return OptimResult(x=x, fun=float(f), grad_norm=gnorm, n_iter=it, converged=converged, at_bound=at_bound, message=message)
+    return OptimResult(x=x, fun=float(f), grad_norm=gnorm, n_iter=it, converged=converged, at_bound=at_bound, message=message,
+                       hess=H)

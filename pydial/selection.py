@@ -115,7 +115,7 @@ def finite_candidate(data: Comparisons, ch: Chart, lam: float, theta0: np.ndarra
     and evaluate its guards and GACV pieces at the optimum."""
     th, opt = joint(data, ch, lam, theta0)
     obj = Objective.weighted(ch, data, lam)
-    _, _, H = obj.value_grad_hess(th)
+    H = opt.hess if opt.hess is not None and np.array_equal(opt.x, th) else obj.value_grad_hess(th)[2]
     s = ch.scores(th)
     ok, reason, nz = guard(ch, opt, H, s)
     cand = Candidate(lam, multiple, s, th, opt, ok, reason, human_loss(s, data.human), n_zero_eig=nz)
