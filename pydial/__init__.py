@@ -10,7 +10,8 @@ from .counts import read_comparisons
 from .data import Comparisons
 from .design import DesignReport, check_design
 from .estimators import DialResult, fit
-from .exceptions import ConvergenceError, ConvergenceWarning, DataError, DialError, IdentifiabilityError
+from .exceptions import (ConvergenceError, ConvergenceWarning, DataError, DialError, IdentifiabilityError,
+                         MemoryLimitError)
 from .simulate import Simulation, simulate
 
 __all__ = [
@@ -29,5 +30,6 @@ __all__ = [
     "ConvergenceError",
     "ConvergenceWarning",
     "DialError",
+    "MemoryLimitError",
 ]
 __version__ = "0.1.0"

@@ -624,7 +624,8 @@ def check_design(
 
     * ``"judges"`` (one order-effect BTL per judge): ident-LLM and separation of
       every judge.
-    * ``"human"`` (human-only BTL): human-mle.
+    * ``"human"`` (human-only BTL): human-mle; the per-judge and judge-wide LLM
+      checks are not run (the table lists only the human conditions).
     * ``"pooled"``: pooled-connected and human-design with ``d = 1``.
     * ``"dial-anc"``, ``"dial-ada"``, ``"dial-nopos"``, ``"atc"`` and ``None``: a
       judge is a problem only when it fails both ident-LLM and ident-lowrank
@@ -680,7 +681,8 @@ def check_design(
     order = np.argsort(L.judge, kind="stable")
     bounds = np.searchsorted(L.judge[order], np.arange(K + 1))
     n_ident = []
-    for k, name in enumerate(data.judges):
+    llm_checks = method != "human"  # the human BTL does not involve the LLM judges
+    for k, name in enumerate(data.judges if llm_checks else ()):
         sel = order[bounds[k]:bounds[k + 1]]
         ii, jj, aa = L.i[sel], L.j[sel], L.a[sel]
         scan = (_scan_cycles_fast if sel.size > SCAN_VECTOR_MIN else _scan_cycles)(N, ii, jj, aa)
@@ -712,7 +714,8 @@ def check_design(
               + ("S (b fixed at 0)" if nopos else "(S, b)"))
     if not ok_pc:
         det_pc += ": too few (judge, pair, order) cells for the rank-" + str(r) + " structure"
-    rows.append((ALL_JUDGES, "parameter-count", ok_pc, det_pc))
+    if llm_checks:
+        rows.append((ALL_JUDGES, "parameter-count", ok_pc, det_pc))
 
     own = "connected comparison graphs (b fixed at 0)" if nopos else "identified scores (ident-LLM)"
     if K == 0:
@@ -728,7 +731,8 @@ def check_design(
     else:
         ok_ss, det_ss = True, (f"{len(n_ident)} judge(s) with {own} ({_names(data.judges, n_ident)}) >= r+1 = {r + 1}; "
                                f"r <= K-1 and r+1 <= N-1; rank(S_K0) = r+1 itself depends on the fitted scores")
-    rows.append((ALL_JUDGES, "sufficient-subset", ok_ss, det_ss))
+    if llm_checks:
+        rows.append((ALL_JUDGES, "sufficient-subset", ok_ss, det_ss))
     if dial:
         for cond, ok_, det in (("parameter-count", ok_pc, det_pc), ("sufficient-subset", ok_ss, det_ss)):
             if not ok_:

@@ -46,6 +46,7 @@ from .inference import (CellStats, Influence, check_cov_type, influence_covarian
 from .likelihood import Cells, Objective, human_loss
 from .model import CALIBRATIONS, Chart, consensus_gamma
 from .design import ESTIMATORS
+from .resources import check_memory, progress
 from .results import DialResult
 from .selection import numpy_joint
 from .optim import OptimResult, pinv_sym, single_threaded_blas
@@ -149,6 +150,9 @@ def fit(
                         "'binomial' or 'fisher', or load the rows with their record ids (Comparisons.from_frame / from_csv)")
     if method != "human" and data.K == 0:
         raise DataError(f"method {method!r} needs LLM judgments, but there are none")
+    if method in ("dial-anc", "dial-ada", "dial-nopos", "atc"):
+        r_max = max(rank_grid)
+        check_memory(len(data.llm) + len(data.human), (r_max + 1) * (data.K + data.N + 1) + data.K, f"method {method!r}")
     if check:
         from .design import check_design
 
@@ -566,7 +570,7 @@ def _fit_dial(data: Comparisons, common: dict, *, order: bool, adaptive: bool, l
                     raise ValueError(f"multiples must be finite and positive, got {multiples!r}")
                 lams = np.sort(candidate_weights(data.n_llm, data.n_human, mult))[::-1]
             theta = sf.theta
-            for lam in lams:
+            for lam in progress(lams, len(data.llm), f"lambda path (rank {r})"):
                 c = finite_candidate(data, sf.chart, float(lam), theta, float(lam * data.n_human / data.n_llm), point.joint)
                 if c.admissible:
                     theta = c.theta

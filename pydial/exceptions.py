@@ -36,3 +36,10 @@ class DialWarning(UserWarning):
 
 class ConvergenceWarning(DialWarning):
     """A fit finished but did not meet the convergence tolerance."""
+
+
+class MemoryLimitError(DialError, MemoryError):
+    """A request would not fit in the memory available (estimated before allocating).
+
+    The message gives the estimate, what it is made of, and how to reduce it.
+    """

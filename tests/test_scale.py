@@ -282,3 +282,14 @@ def test_replaced_data_do_not_share_the_cache(small):
     assert any(k[0] == "llm_only_fit" for k in small._cache)
     other = dataclasses.replace(small, llm=dataclasses.replace(small.llm, y=small.llm.n - small.llm.y))
     assert other._cache == {}
+
+
+def test_a_fit_that_cannot_fit_in_memory_raises_before_allocating(small, monkeypatch):
+    from pydial import resources
+
+    need = resources.fit_bytes(len(small.llm) + len(small.human), 2 * (small.K + small.N + 1) + small.K)
+    monkeypatch.setattr(resources, "available_bytes", lambda: need - 1)
+    with pytest.raises(pydial.MemoryLimitError, match="GB"):
+        pydial.fit(small, "dial-ada")
+    monkeypatch.setattr(resources, "available_bytes", lambda: need + 1)
+    pydial.fit(small, "dial-anc")
