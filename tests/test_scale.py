@@ -293,3 +293,23 @@ def test_a_fit_that_cannot_fit_in_memory_raises_before_allocating(small, monkeyp
         pydial.fit(small, "dial-ada")
     monkeypatch.setattr(resources, "available_bytes", lambda: need + 1)
     pydial.fit(small, "dial-anc")
+
+
+def test_readme_dask_aggregation_gives_the_cells_of_the_rows(tmp_path):
+    dd = pytest.importorskip("dask.dataframe")
+    sim = pydial.simulate(N=6, K=2, r=1, n_llm=3000, n_human=300, rng=8)
+    f = sim.frame.copy()
+    f.loc[f.index[::29], "winner"] = "tie"
+    (tmp_path / "logs").mkdir()
+    for t, lo in enumerate(range(0, len(f), 1200)):
+        f.iloc[lo:lo + 1200].to_parquet(tmp_path / "logs" / f"part{t}.parquet")
+    df = dd.read_parquet(str(tmp_path / "logs" / "*.parquet"), columns=["judge", "item_a", "item_b", "first", "winner"])
+    df = df.assign(wins_a=(df.winner == "a").astype("int64"), wins_b=(df.winner == "b").astype("int64"),
+                   ties=(df.winner == "tie").astype("int64"), both_bad=(df.winner == "both_bad").astype("int64"))
+    df["first"] = df["first"].where(df.judge != "human", "")
+    counts = (df.groupby(["judge", "item_a", "item_b", "first"])[["wins_a", "wins_b", "ties", "both_bad"]]
+              .sum().reset_index().compute())
+    got, ref = Comparisons.from_counts(counts), Comparisons.from_frame(f)
+    for a, b in ((ref.llm, got.llm), (ref.human, got.human)):
+        for fld in dataclasses.fields(a):
+            np.testing.assert_array_equal(getattr(a, fld.name), getattr(b, fld.name))
