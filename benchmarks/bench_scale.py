@@ -45,7 +45,7 @@ METHODS = ("check_design", "human", "judges", "dial-anc", "dial-ada")
 STAGES = {
     "design checks": "check_design",
     "start values (judge-wise fits)": "initial_theta",
-    "LLM-only fit": "fit_structured",
+    "LLM-only fit": "llm_only_fit",
     "weight path + GACV": "finite_candidate",
     "human endpoint": "human_candidate",
     "sandwich (scores)": ("staged_influence", "finite_influence", "human_influence", "influence_covariance"),

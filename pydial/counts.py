@@ -66,23 +66,26 @@ def comparisons_from_counts(df: pd.DataFrame, *, human_judge: str = "human", ite
     if missing:
         raise DataError(f"missing column(s) {missing} for aggregated counts; the table has columns {list(df.columns)} "
                         f"(need {list(COUNT_COLUMNS)}, optional 'both_bad')")
-    t = pd.DataFrame({c: df[c] for c in _KEY}, index=df.index)
-    for c in ("judge", "item_a", "item_b"):
-        na = t[c].isna().to_numpy()
+    t = pd.DataFrame(index=df.index)
+    for c in ("judge", "item_a", "item_b"):  # validated and stored on the distinct names (categorical)
+        codes, uniq = pd.factorize(df[c])
+        na = codes < 0
         if na.any():
             raise DataError(f"missing values in column {c!r} at {_rows_text(t.index[na])}")
-        t[c] = t[c].astype(str).str.strip()
+        t[c] = _categorical(codes, [str(x).strip() for x in uniq])
         blank = (t[c] == "").to_numpy()
         if blank.any():
             raise DataError(f"empty {c.replace('_', ' ')} name in column {c!r} at {_rows_text(t.index[blank])}")
     is_human = (t["judge"] == human_judge).to_numpy()
-    first = t["first"].astype("string").fillna("").str.strip().str.lower().to_numpy(dtype=object)
+    codes, uniq = pd.factorize(df["first"])
+    low = np.asarray([str(x).strip().lower() for x in uniq] + [""], dtype=object)
+    first = low[codes]  # code -1 (missing) -> ""
     bad = ~np.isin(first, FIRST_VALUES) & ~is_human
     if bad.any():
         vals = sorted({str(x) for x in first[bad]})[:5]
         raise DataError(f"unknown display-order value(s) {vals} in column 'first' at {_rows_text(t.index[bad])}; "
                         f"allowed on LLM rows: {list(FIRST_VALUES)}")
-    t["first"] = np.where(is_human, "", first)
+    t["first"] = pd.Categorical(np.where(is_human, "", first), categories=["", *FIRST_VALUES])
     for c in _COUNTS:
         if c not in df.columns:
             t[c] = 0
@@ -92,20 +95,35 @@ def comparisons_from_counts(df: pd.DataFrame, *, human_judge: str = "human", ite
         if badc.any():
             raise DataError(f"column {c!r} must hold non-negative integer counts; bad values at {_rows_text(t.index[badc])}")
         t[c] = v.astype(np.int64)
-    g = t.groupby(_KEY, sort=False, as_index=False)[list(_COUNTS)].sum()
+    g = t.groupby(_KEY, sort=False, as_index=False, observed=True)[list(_COUNTS)].sum()
     return _from_count_table(g, human_judge=human_judge, items=items, drop_empty_judges=drop_empty_judges)
+
+
+def _categorical(codes: np.ndarray, names: list[str]) -> pd.Categorical:
+    """Codes into ``names`` (which may repeat after stripping) as a categorical of distinct names."""
+    uniq, inv = np.unique(np.asarray(names, dtype=object).astype(str), return_inverse=True)
+    return pd.Categorical.from_codes(inv[codes], categories=uniq)
+
+
+def _index_of(col: pd.Series, index: dict[str, int]) -> np.ndarray:
+    """Item index of every row of a categorical (or text) column."""
+    cat = col.astype("category").cat.remove_unused_categories().cat
+    return np.asarray([index[str(x)] for x in cat.categories], dtype=np.int64)[cat.codes.to_numpy()]
 
 
 def _from_count_table(g: pd.DataFrame, *, human_judge: str, items: Sequence[str] | None,
                       drop_empty_judges: bool) -> Comparisons:
     """Canonical coding of a validated, key-unique count table (one row per key)."""
-    names, index = item_order(set(g["item_a"]) | set(g["item_b"]), items)
-    ia = g["item_a"].map(index).to_numpy(np.int64)
-    ib = g["item_b"].map(index).to_numpy(np.int64)
+    seen = {str(x) for c in ("item_a", "item_b")
+            for x in g[c].astype("category").cat.remove_unused_categories().cat.categories}
+    names, index = item_order(seen, items)
+    ia = _index_of(g["item_a"], index)
+    ib = _index_of(g["item_b"], index)
     swap = ia > ib
     i, j = np.where(swap, ib, ia), np.where(swap, ia, ib)
     is_human = (g["judge"] == human_judge).to_numpy()
-    a_first = g["first"].to_numpy(dtype=object) == "a"
+    a_first = (g["first"] == "a").to_numpy()
+    judge = g["judge"].astype(object).to_numpy()
     a = np.where(np.where(swap, ~a_first, a_first), 1, -1)
     a[is_human] = 0
     parts = []
@@ -114,7 +132,7 @@ def _from_count_table(g: pd.DataFrame, *, human_judge: str, items: Sequence[str]
         c = g[col].to_numpy(np.int64)
         m = c > 0
         parts.append(pd.DataFrame({
-            "record_id": None, "judge": g["judge"].to_numpy(dtype=object)[m], "i": i[m], "j": j[m], "a": a[m],
+            "record_id": None, "judge": judge[m], "i": i[m], "j": j[m], "a": a[m],
             "outcome": np.where(swap[m], out_swapped, out_i), "self": (ia == ib)[m], "count": c[m],
             "_human": is_human[m],
         }))
@@ -167,13 +185,14 @@ def read_comparisons(path: str | PathLike[str], *, human_judge: str = "human", i
     mapping = dict(zip(COLUMNS[1:], (judge, item_a, item_b, first, winner)))
     cols = list(mapping.values())
     acc: list[pd.DataFrame] = []
+    registry: dict[str, int] = {}
     offset = 0
     try:
         for ch in _chunks(path, cols, chunksize):
             ch = ch[cols].set_axis(list(mapping), axis=1)
             ch.index = pd.RangeIndex(offset, offset + len(ch))
             offset += len(ch)
-            acc.append(_chunk_counts(ch, human_judge, mapping))
+            acc.append(_chunk_counts(ch, human_judge, mapping, registry))
             if len(acc) > 8:  # keep the running counts compact
                 acc = [_sum_counts(acc)]
     except (OSError, ValueError, UnicodeDecodeError, pd.errors.ParserError) as e:
@@ -183,15 +202,22 @@ def read_comparisons(path: str | PathLike[str], *, human_judge: str = "human", i
     if not acc:
         raise DataError(f"{path!s} has no rows")
     g = _sum_counts(acc)
-    wide = g.pivot_table(index=_KEY, columns="winner", values="count", aggfunc="sum", fill_value=0)
-    wide = wide.reindex(columns=list(WINNER_VALUES), fill_value=0).reset_index()
-    wide = wide.rename(columns={"a": "wins_a", "b": "wins_b", "tie": "ties"})
-    wide.columns.name = None
+    key = pd.MultiIndex.from_frame(g[_KEY])
+    codes, uniq = key.factorize()
+    wide = pd.DataFrame(uniq.to_list(), columns=_KEY)
+    for w, col in enumerate(_COUNTS):  # winner codes follow WINNER_VALUES: a, b, tie, both_bad
+        m = (g["winner"] == w).to_numpy()
+        wide[col] = np.bincount(codes[m], weights=g["count"].to_numpy()[m], minlength=len(uniq)).astype(np.int64)
+    names = np.asarray(sorted(registry, key=registry.get), dtype=object)
+    for c in ("judge", "item_a", "item_b"):
+        wide[c] = pd.Categorical.from_codes(wide[c].to_numpy(np.int64), categories=names)
+    wide["first"] = pd.Categorical.from_codes(wide["first"].to_numpy(np.int64), categories=["", *FIRST_VALUES])
     return _from_count_table(wide, human_judge=human_judge, items=items, drop_empty_judges=drop_empty_judges)
 
 
-def _chunk_counts(ch: pd.DataFrame, human_judge: str, mapping: dict[str, str]) -> pd.DataFrame:
-    """Validate one chunk and count it per ``(judge, item_a, item_b, first, winner)``."""
+def _chunk_counts(ch: pd.DataFrame, human_judge: str, mapping: dict[str, str], registry: dict[str, int]) -> pd.DataFrame:
+    """Validate one chunk and count it per ``(judge, item_a, item_b, first, winner)``, with the
+    names replaced by integer codes of ``registry`` (shared by all chunks) to keep the counts small."""
     for c in ("judge", "item_a", "item_b"):
         ch[c] = ch[c].str.strip()
         blank = (ch[c] == "").to_numpy()
@@ -213,6 +239,12 @@ def _chunk_counts(ch: pd.DataFrame, human_judge: str, mapping: dict[str, str]) -
                             f"allowed: {list(allowed)}")
         ch[c] = low[codes]
     ch.loc[is_human, "first"] = ""
+    for c in ("judge", "item_a", "item_b"):  # integer codes of a registry shared by the chunks
+        codes, uniq = pd.factorize(ch[c])
+        ids = np.asarray([registry.setdefault(str(x), len(registry)) for x in uniq], dtype=np.int64)
+        ch[c] = ids[codes]
+    for c, vals in (("first", ["", *FIRST_VALUES]), ("winner", list(WINNER_VALUES))):
+        ch[c] = pd.Categorical(ch[c], categories=vals).codes.astype(np.int8)
     return ch.groupby([*_KEY, "winner"], sort=False).size().rename("count").reset_index()
 
 
