@@ -55,9 +55,13 @@ def dense_cov(U: np.ndarray, st, data: Comparisons, cov: str) -> np.ndarray:
         key = np.where(st.is_human[cell], -1 - np.arange(cell.size), (L.judge[li] * data.N + L.i[li]) * data.N + L.j[li])
     else:
         raise ValueError(cov)
-    _, g = np.unique(key, return_inverse=True)
-    G = np.zeros((g.max() + 1, U.shape[1]))
-    np.add.at(G, g, IF)
+    return cluster_gram(np.unique(key, return_inverse=True)[1], IF)
+
+
+def cluster_gram(groups: np.ndarray, IF: np.ndarray) -> np.ndarray:
+    """``sum_g (sum_{v in g} IF_v)(...)^T`` with a dense accumulation (``np.add.at``)."""
+    G = np.zeros((groups.max() + 1, IF.shape[1]))
+    np.add.at(G, groups, IF)
     return G.T @ G
 
 
@@ -72,9 +76,7 @@ def record_cov(U: np.ndarray, st, data: Comparisons) -> np.ndarray:
     n, y, p, w = st.n, st.y, st.p, st.w
     ubar = {f: ((n[m] * p[m] - y[m]) @ U[m]) / n[m].sum() for f in (False, True) for m in [st.is_human == f] if m.any()}
     IF = w[pos, None] * ((p[pos] - z)[:, None] * U[pos] - np.array([ubar[bool(h)] for h in st.is_human[pos]]))
-    G = np.zeros((len(data.record_ids), U.shape[1]))
-    np.add.at(G, rec, IF)
-    return G.T @ G
+    return cluster_gram(rec, IF)
 
 
 @pytest.fixture(scope="module")
