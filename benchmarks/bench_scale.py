@@ -15,7 +15,7 @@ covariance equal those on the rows) and reports
 * the share of the fit's time in each stage (from ``cProfile`` cumulative times).
 
 The simulation process reports its own time and peak memory (simulating 10M
-comparisons builds a 10M-row table).  ``--load`` also writes the N=1000 table as
+comparisons builds a 10M-row table).  ``--load`` also writes a long table (``--load-size``, default the N=1000 one) as
 CSV, gzip CSV and Parquet and measures :func:`pydial.read_comparisons` against
 ``pandas.read_csv`` of the whole file.
 
@@ -167,7 +167,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", default="small,medium,large")
     ap.add_argument("--methods", default=",".join(METHODS))
-    ap.add_argument("--load", action="store_true", help="also measure the chunked readers on the large table")
+    ap.add_argument("--load", action="store_true", help="also measure the chunked readers on a long table")
+    ap.add_argument("--load-size", default="large", choices=list(SIZES), help="size of that table (default large)")
     ap.add_argument("--child", nargs="+", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
@@ -194,8 +195,9 @@ def main() -> None:
                 print(f"{method:>13}: {tot:7.2f} s, peak RSS {r['peak_gb']:.2f} GB, load {r['load']:.1f}; "
                       f"{r['cells']:,} LLM cells; stages: {share}", flush=True)
         if args.load:
-            sizes = _child("write", tmp, "large")
-            print(f"\n== reading the large long table (10.1M rows): files {sizes}")
+            sizes = _child("write", tmp, args.load_size)
+            rows = SIZES[args.load_size]["n_llm"] + SIZES[args.load_size]["n_human"]
+            print(f"\n== reading the {args.load_size} long table ({rows:,} rows): file sizes (GB) {sizes}")
             for k in (".csv", ".csv.gz", ".parquet"):
                 r = _child("read", os.path.join(tmp, f"long{k}"), "read_comparisons")
                 print(f"read_comparisons {k:>9}: {r.get('time_s', float('nan')):6.1f} s, peak RSS "

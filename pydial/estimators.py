@@ -427,7 +427,9 @@ def llm_only_fit(data: Comparisons, rank: int, order: bool = True) -> tuple[Char
     key = ("llm_only_fit", int(rank), bool(order))
     if key not in data._cache:
         chL = Chart(data.N, data.K, rank, None, order)
-        data._cache[key] = (chL, fit_structured(data, chL, np.inf, initial_theta(data, chL)))
+        fL = fit_structured(data, chL, np.inf, initial_theta(data, chL))
+        # keep the fit, not its objective (per-cell index arrays), alive in the cache
+        data._cache[key] = (chL, dataclasses.replace(fL, objective=None))
     return data._cache[key]
 
 
