@@ -202,16 +202,19 @@ def read_comparisons(path: str | PathLike[str], *, human_judge: str = "human", i
     if not acc:
         raise DataError(f"{path!s} has no rows")
     g = _sum_counts(acc)
-    key = pd.MultiIndex.from_frame(g[_KEY])
-    codes, uniq = key.factorize()
-    wide = pd.DataFrame(uniq.to_list(), columns=_KEY)
+    R = max(len(registry), 1)
+    kj, ka, kb, kf = (g[c].to_numpy(np.int64) for c in _KEY)
+    uk, codes = np.unique(((kj * R + ka) * R + kb) * 3 + kf, return_inverse=True)  # one integer key per row
+    wide = pd.DataFrame(index=pd.RangeIndex(uk.size))
+    names = np.asarray(sorted(registry, key=registry.get), dtype=object)
+    rest = uk // 3
+    wide["judge"] = pd.Categorical.from_codes(rest // (R * R), categories=names)
+    wide["item_a"] = pd.Categorical.from_codes((rest // R) % R, categories=names)
+    wide["item_b"] = pd.Categorical.from_codes(rest % R, categories=names)
+    wide["first"] = pd.Categorical.from_codes(uk % 3, categories=["", *FIRST_VALUES])
     for w, col in enumerate(_COUNTS):  # winner codes follow WINNER_VALUES: a, b, tie, both_bad
         m = (g["winner"] == w).to_numpy()
-        wide[col] = np.bincount(codes[m], weights=g["count"].to_numpy()[m], minlength=len(uniq)).astype(np.int64)
-    names = np.asarray(sorted(registry, key=registry.get), dtype=object)
-    for c in ("judge", "item_a", "item_b"):
-        wide[c] = pd.Categorical.from_codes(wide[c].to_numpy(np.int64), categories=names)
-    wide["first"] = pd.Categorical.from_codes(wide["first"].to_numpy(np.int64), categories=["", *FIRST_VALUES])
+        wide[col] = np.bincount(codes[m], weights=g["count"].to_numpy()[m], minlength=uk.size).astype(np.int64)
     return _from_count_table(wide, human_judge=human_judge, items=items, drop_empty_judges=drop_empty_judges)
 
 
