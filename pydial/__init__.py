@@ -10,16 +10,18 @@ planning); the Stan side: :func:`posterior` (NUTS, ``arviz.InferenceData``),
 """
 
 from . import datasets, io
+from .counts import read_comparisons
 from .data import Comparisons
 from .design import DesignReport, check_design
 from .estimators import DialResult, fit
 from .exceptions import (ConvergenceError, ConvergenceWarning, CovarianceWarning, DataError, DataWarning, DialError,
-                         DialWarning, IdentifiabilityError, OutputError)
+                         DialWarning, IdentifiabilityError, MemoryLimitError, OutputError)
 from .planning import next_pairs, plan, plot_plan
 from .simulate import Simulation, simulate
 
 __all__ = [
     "Comparisons",
+    "read_comparisons",
     "datasets",
     "io",
     "check_design",
@@ -40,6 +42,7 @@ __all__ = [
     "DialWarning",
     "OutputError",
     "DialError",
+    "MemoryLimitError",
     "posterior",
     "compare_intervals",
     "stan_backend",

@@ -52,6 +52,20 @@ def _take(values: np.ndarray, codes: np.ndarray, missing: object) -> np.ndarray:
     return out
 
 
+def item_order(seen: set[str], items: Sequence[str] | None) -> tuple[list[str], dict[str, int]]:
+    """Item names in index order (sorted, or as given by ``items=``) and their index."""
+    names = sorted(seen) if items is None else [str(x) for x in items]
+    if items is not None:
+        if len(set(names)) != len(names):
+            raise DataError("items= lists an item more than once")
+        unknown = sorted(seen - set(names))
+        if unknown:
+            raise DataError(f"items {unknown[:5]} appear in the data but not in items=")
+    if len(names) < 2:
+        raise DataError(f"need at least two items, found {names}")
+    return names, {name: k for k, name in enumerate(names)}
+
+
 def _rows_text(index: Sequence[Any], limit: int = 8) -> str:
     shown = ", ".join(str(x) for x in list(index)[:limit])
     more = len(index) - limit
@@ -149,13 +163,17 @@ class Comparisons:
         Decisive LLM judgments aggregated by ``(k, i, j, a)``.
     human : HumanCells
         Decisive human judgments aggregated by ``(i, j)``.
-    rows : Rows
-        Decisive judgments one by one (LLM rows first, then human rows).
+    rows : Rows or None
+        Decisive judgments one by one (LLM rows first, then human rows); ``None``
+        for aggregated input (:meth:`from_counts`, :func:`pydial.read_comparisons`),
+        which carries no record ids.
     record_ids : tuple
-        Distinct record ids; ``rows.record`` indexes it.
+        Distinct record ids; ``rows.record`` indexes it (empty for aggregated input).
     frame : pandas.DataFrame
         All validated rows in canonical coding (columns ``record_id, judge, i, j,
-        a, outcome, self``), including the excluded ones.
+        a, outcome, self``), including the excluded ones; for aggregated input one
+        row per ``(judge, i, j, a, outcome)`` with its ``count`` instead of one row
+        per judgment.
     """
 
     items: tuple[str, ...]
@@ -163,10 +181,13 @@ class Comparisons:
     human_judge: str
     llm: LLMCells
     human: HumanCells
-    rows: Rows
+    rows: Rows | None
     record_ids: tuple[Any, ...]
     frame: pd.DataFrame = field(repr=False)
-    _cache: dict = field(default_factory=dict, repr=False, compare=False)  # derived results (design checks)
+    # Results derived from these (immutable) data and shared by several fits: design
+    # checks, the structured LLM-only fit, its Hessian.  init=False: a copy made by
+    # dataclasses.replace (other cells) starts with an empty cache.
+    _cache: dict = field(default_factory=dict, init=False, repr=False, compare=False)
 
     # ------------------------------------------------------------------ build
     @classmethod
@@ -313,17 +334,7 @@ class Comparisons:
 
         ua = [str(x) for x in enc["item_a"][1]]
         ub = [str(x) for x in enc["item_b"][1]]
-        seen = set(ua) | set(ub)
-        names = sorted(seen) if items is None else [str(x) for x in items]
-        if items is not None:
-            if len(set(names)) != len(names):
-                raise DataError("items= lists an item more than once")
-            unknown = sorted(seen - set(names))
-            if unknown:
-                raise DataError(f"items {unknown[:5]} appear in the data but not in items=")
-        if len(names) < 2:
-            raise DataError(f"need at least two items, found {names}")
-        index = {name: k for k, name in enumerate(names)}
+        names, index = item_order(set(ua) | set(ub), items)
         ia = np.array([index[x] for x in ua], dtype=np.int64)[enc["item_a"][0]]
         ib = np.array([index[x] for x in ub], dtype=np.int64)[enc["item_b"][0]]
         swap = ia > ib
@@ -348,20 +359,7 @@ class Comparisons:
             },
             index=t.index,
         )
-        llm_names = sorted(set(canon.loc[~is_human, "judge"]))
-        decisive = (~canon["self"]) & canon["outcome"].isin([I_WINS, J_WINS])
-        has = set(canon.loc[decisive & ~is_human, "judge"])
-        empty = [k for k in llm_names if k not in has]
-        dropped: tuple[str, ...] = ()
-        if empty and not drop_empty_judges:
-            raise DataError(
-                f"judge(s) {empty} have no decisive judgment (all ties, 'both bad' or self-comparisons); "
-                "pass drop_empty_judges=True (--drop-empty-judges) to remove them (they are then counted in summary())"
-            )
-        if empty:
-            dropped = tuple(empty)
-            llm_names = [k for k in llm_names if k in has]
-        out = cls._build(canon, tuple(names), tuple(llm_names), human_judge, dropped)
+        out = cls._finish(canon, is_human, names, human_judge, drop_empty_judges)
         out.frame.attrs["names_stripped"] = name_report.text()
         out.frame.attrs["duplicated_rows"] = (int(dup.sum()), "dropped" if duplicates == "drop" else "kept")
         notes = []
@@ -374,6 +372,43 @@ class Comparisons:
         for note in notes:
             warnings.warn(note, DataWarning, stacklevel=2)
         return out
+
+    @classmethod
+    def _finish(cls, canon: pd.DataFrame, is_human: np.ndarray, names: Sequence[str], human_judge: str,
+                drop_empty_judges: bool) -> "Comparisons":
+        """List the LLM judges (dropping or refusing those without a decisive judgment) and build."""
+        llm_names = sorted(set(canon.loc[~is_human, "judge"]))
+        decisive = (~canon["self"]) & canon["outcome"].isin([I_WINS, J_WINS])
+        if "count" in canon.columns:
+            decisive &= canon["count"] > 0
+        has = set(canon.loc[decisive & ~is_human, "judge"])
+        empty = [k for k in llm_names if k not in has]
+        dropped: tuple[str, ...] = ()
+        if empty and not drop_empty_judges:
+            raise DataError(
+                f"judge(s) {empty} have no decisive judgment (all ties, 'both bad' or self-comparisons); "
+                "pass drop_empty_judges=True (--drop-empty-judges) to remove them (they are then counted in summary())"
+            )
+        if empty:
+            dropped = tuple(empty)
+            llm_names = [k for k in llm_names if k in has]
+        out = cls._build(canon, tuple(names), tuple(llm_names), human_judge, dropped)
+        return out
+
+    @classmethod
+    def from_counts(cls, df: pd.DataFrame, *, human_judge: str = "human", items: Sequence[str] | None = None,
+                    drop_empty_judges: bool = False) -> "Comparisons":
+        """Build from pre-aggregated counts (see :func:`pydial.counts.comparisons_from_counts`).
+
+        Columns ``judge, item_a, item_b, first, wins_a, wins_b, ties`` (optional
+        ``both_bad``); ``first`` is ``"a"``/``"b"`` on LLM rows and may be empty on
+        human rows; repeated keys are summed.  The result has no record ids, so
+        ``cov="record"`` is refused with :class:`DataError`; every other covariance
+        equals the one computed from the rows the counts came from.
+        """
+        from .counts import comparisons_from_counts
+
+        return comparisons_from_counts(df, human_judge=human_judge, items=items, drop_empty_judges=drop_empty_judges)
 
     @classmethod
     def from_csv(cls, path: str | PathLike[str], **kwargs: Any) -> "Comparisons":
@@ -424,19 +459,22 @@ class Comparisons:
         canon["k"] = code[keep_judge].astype(np.int64).to_numpy()
         canon.attrs["dropped_judges"] = dropped
         decisive = ((~canon["self"]) & canon["outcome"].isin([I_WINS, J_WINS])).to_numpy()
-        rec_codes, rec_uniques = pd.factorize(canon["record_id"], sort=False)
-        canon["rec"] = rec_codes
+        counted = "count" in canon.columns  # aggregated input: no record ids
+        if not counted:
+            rec_codes, rec_uniques = pd.factorize(canon["record_id"], sort=False)
+            canon["rec"] = rec_codes
         d = canon.loc[decisive]
         kk, ii, jj, aa = (d[c].to_numpy(np.int64) for c in ("k", "i", "j", "a"))
         z = (d["outcome"].to_numpy() == I_WINS).astype(float)
+        cnt = d["count"].to_numpy(float) if counted else np.ones(z.size)
         N = len(items)
         is_h = kk == K
 
         # LLM cells keyed by (k, i, j, a).
         key = ((kk * N + ii) * N + jj) * 2 + (aa > 0)
         lk, linv = np.unique(key[~is_h], return_inverse=True)
-        ln = np.bincount(linv, minlength=lk.size).astype(float)
-        ly = np.bincount(linv, weights=z[~is_h], minlength=lk.size)
+        ln = np.bincount(linv, weights=cnt[~is_h], minlength=lk.size)
+        ly = np.bincount(linv, weights=(z * cnt)[~is_h], minlength=lk.size)
         la = np.where(lk % 2 == 1, 1, -1)
         rest = lk // 2
         lj, rest = rest % N, rest // N
@@ -445,8 +483,10 @@ class Comparisons:
 
         hkey = ii[is_h] * N + jj[is_h]
         hk, hinv = np.unique(hkey, return_inverse=True)
-        human = HumanCells(hk // N, hk % N, np.bincount(hinv, minlength=hk.size).astype(float),
-                           np.bincount(hinv, weights=z[is_h], minlength=hk.size))
+        human = HumanCells(hk // N, hk % N, np.bincount(hinv, weights=cnt[is_h], minlength=hk.size),
+                           np.bincount(hinv, weights=(z * cnt)[is_h], minlength=hk.size))
+        if counted:
+            return cls(items, judges, human_judge, llm, human, None, (), canon)
         cell = np.empty(kk.size, dtype=np.int64)
         cell[~is_h] = linv
         cell[is_h] = hinv
@@ -464,6 +504,16 @@ class Comparisons:
     def K(self) -> int:
         """Number of LLM judges."""
         return len(self.judges)
+
+    @property
+    def aggregated(self) -> bool:
+        """Whether the data came as aggregated counts (no record ids, no per-row table)."""
+        return self.rows is None
+
+    def _require_rows(self, what: str) -> None:
+        if self.aggregated:
+            raise DataError(f"{what} needs the judgments row by row with their record ids, but these data were "
+                            "built from aggregated counts (Comparisons.from_counts / read_comparisons)")
 
     @property
     def n_llm(self) -> int:
@@ -508,10 +558,11 @@ class Comparisons:
         m = (~f["self"]) & f["outcome"].isin([I_WINS, J_WINS, TIE])
         if not human:
             m &= f["k"] < self.K
+        wt = f.loc[m, "count"] if self.aggregated else 1
         g = f.loc[m].assign(
-            wins_i=lambda x: (x["outcome"] == I_WINS).astype(int),
-            wins_j=lambda x: (x["outcome"] == J_WINS).astype(int),
-            ties=lambda x: (x["outcome"] == TIE).astype(int),
+            wins_i=lambda x: (x["outcome"] == I_WINS).astype(int) * wt,
+            wins_j=lambda x: (x["outcome"] == J_WINS).astype(int) * wt,
+            ties=lambda x: (x["outcome"] == TIE).astype(int) * wt,
         )
         out = g.groupby(["k", "i", "j", "a"], as_index=False)[["wins_i", "wins_j", "ties"]].sum()
         return out.astype(int).reset_index(drop=True)
@@ -524,29 +575,31 @@ class Comparisons:
         """
         f = self.frame
         K, N = self.K, self.N
+        wt = f["count"] if self.aggregated else pd.Series(1, index=f.index)  # judgments per row
         hum = f["k"] == K
         llm = ~hum
-        h = f.loc[hum & ~f["self"]]
-        h_i = h["outcome"] == I_WINS
-        h_j = h["outcome"] == J_WINS
+        hm = hum & ~f["self"]
+        h_i = int(wt[hm & (f["outcome"] == I_WINS)].sum())
+        h_j = int(wt[hm & (f["outcome"] == J_WINS)].sum())
         cells_kij = pd.Series(self.llm.n).groupby([self.llm.judge, self.llm.i, self.llm.j]).sum()
         pairs_obs = len(set(zip(f.loc[~f["self"], "i"], f.loc[~f["self"], "j"])))
-        l = f.loc[llm & ~f["self"]]
-        ties_by_judge = l.assign(t=(l["outcome"] == TIE)).groupby("k")["t"].mean()
+        lm = llm & ~f["self"]
+        l_tie = wt.where(lm & (f["outcome"] == TIE), 0)
+        ties_by_judge = l_tie[lm].groupby(f.loc[lm, "k"]).sum() / wt[lm].groupby(f.loc[lm, "k"]).sum()
         rows: dict[str, Any] = {
-            "records": f["record_id"].nunique(),
+            "records": f["record_id"].nunique() if not self.aggregated else "- (aggregated counts)",
             "items N": N,
             "LLM judges K": K,
             "observed pairs": pairs_obs,
             "possible pairs": N * (N - 1) // 2,
-            "human labels decisive (i wins / j wins)": f"{int(h_i.sum())} / {int(h_j.sum())}",
-            "human ties": int((h["outcome"] == TIE).sum()),
-            "human both bad": int((h["outcome"] == BOTH_BAD).sum()),
+            "human labels decisive (i wins / j wins)": f"{h_i} / {h_j}",
+            "human ties": int(wt[hm & (f["outcome"] == TIE)].sum()),
+            "human both bad": int(wt[hm & (f["outcome"] == BOTH_BAD)].sum()),
             "decisive human labels n_H": self.n_human,
-            "LLM judgments": int(llm.sum()),
-            "LLM ties": int((l["outcome"] == TIE).sum()),
-            "LLM both bad": int((l["outcome"] == BOTH_BAD).sum()),
-            "self-comparisons excluded": int(f["self"].sum()),
+            "LLM judgments": int(wt[llm].sum()),
+            "LLM ties": int(l_tie.sum()),
+            "LLM both bad": int(wt[lm & (f["outcome"] == BOTH_BAD)].sum()),
+            "self-comparisons excluded": int(wt[f["self"]].sum()),
             "tie-excluded n_LLM": self.n_llm,
             "display order +1 / -1": f"{int(self.llm.n[self.llm.a > 0].sum())} / {int(self.llm.n[self.llm.a < 0].sum())}",
             "cells observed (judge, pair)": int(cells_kij.size),
@@ -586,6 +639,8 @@ class Comparisons:
         counted in :meth:`summary`), as in :meth:`from_frame`.
         """
         f = self.frame
+        if records is not None:
+            self._require_rows("subset(records=...)")
         m = np.ones(len(f), dtype=bool)
         if records is not None:
             wanted = pd.Index(list(records))
@@ -599,7 +654,7 @@ class Comparisons:
             raise DataError(f"unknown judge(s) {unknown}; known: {list(self.judges)}")
         if drop_human:
             m &= (f["k"] < self.K).to_numpy()
-        canon = f.loc[m, ["record_id", "judge", "i", "j", "a", "outcome", "self"]]
+        canon = f.loc[m, ["record_id", "judge", "i", "j", "a", "outcome", "self"] + (["count"] if self.aggregated else [])]
         decisive = canon.loc[(~canon["self"]) & canon["outcome"].isin([I_WINS, J_WINS]), "judge"]
         empty = [k for k in keep if k not in set(decisive)]
         dropped = tuple(f.attrs.get("dropped_judges", ()))
@@ -616,6 +671,7 @@ class Comparisons:
 
         Returns ``(train, test)`` with about ``frac`` of the records in ``train``.
         """
+        self._require_rows("split (by record)")
         if not 0.0 < frac < 1.0:
             raise ValueError(f"frac ({frac}) must be in the open interval (0, 1)")
         gen = np.random.default_rng(rng)
@@ -627,6 +683,7 @@ class Comparisons:
 
     def to_frame(self) -> pd.DataFrame:
         """The validated rows back in the long format (canonical item names)."""
+        self._require_rows("to_frame")
         f = self.frame
         it = np.asarray(self.items, dtype=object)
         winner = np.select([f["outcome"] == I_WINS, f["outcome"] == J_WINS, f["outcome"] == TIE], ["a", "b", "tie"], "both_bad")

@@ -283,6 +283,64 @@ def _scan_cycles(N: int, ii: np.ndarray, jj: np.ndarray, aa: np.ndarray) -> _Cyc
     return _CycleScan(labels, int(labels.max()) + 1, cycle, int(total), two)
 
 
+SCAN_VECTOR_MIN = 2000  # judges with more cells are scanned by the vectorized potentials
+
+
+def _scan_cycles_fast(N: int, ii: np.ndarray, jj: np.ndarray, aa: np.ndarray) -> _CycleScan:
+    """The scan of :func:`_scan_cycles` with array operations, for judges with many cells.
+
+    A pair shown in both orders is a witness at once (a cycle of length two);
+    otherwise potentials ``x`` with ``x_i - x_j = a`` are propagated along a
+    breadth-first spanning forest (a loop over the ``N`` items, not the cells) and the
+    first cell that breaks them closes a cycle with nonzero signed order sum
+    (Cor. cycle-criterion).  Same decisions as the union-find; the witness reported
+    may be a different cycle.
+    """
+    from scipy.sparse.csgraph import breadth_first_order
+
+    n_comp, labels = _undirected_labels(N, ii, jj)
+    labels = labels.astype(np.int64)
+    key = ii.astype(np.int64) * N + jj
+    kp, kn = np.unique(key[aa > 0]), np.unique(key[aa < 0])
+    both = np.intersect1d(kp, kn)
+    if both.size:
+        t = int(np.flatnonzero(np.isin(key, both))[0])
+        return _CycleScan(labels, n_comp, [int(ii[t]), int(jj[t])], 2, True)
+    uk, first = np.unique(key, return_index=True)
+    ui, uj, ua = ii[first], jj[first], aa[first].astype(float)
+    G = sparse.csr_matrix((np.concatenate([ua, -ua]), (np.concatenate([ui, uj]), np.concatenate([uj, ui]))), shape=(N, N))
+    x = np.zeros(N)
+    pred = np.full(N, -9999)
+    seen = np.zeros(N, bool)
+    for root in range(N):
+        if seen[root]:
+            continue
+        order, pr = breadth_first_order(G, root, directed=False, return_predecessors=True)
+        seen[order] = True
+        pred[order] = pr[order]
+        for v in order[1:]:  # x_v = x_u - a(u -> v) along the tree edge u -> v
+            u = pr[v]
+            x[v] = x[u] - G[u, v]
+    bad = np.flatnonzero(x[ii] - x[jj] != aa)
+    if not bad.size:
+        return _CycleScan(labels, n_comp, None, 0, False)
+    t = int(bad[0])
+    i, j = int(ii[t]), int(jj[t])
+
+    def up(v: int) -> list[int]:
+        path = [v]
+        while pred[path[-1]] >= 0:
+            path.append(int(pred[path[-1]]))
+        return path
+
+    pi, pj = up(i), up(j)
+    common = set(pi) & set(pj)
+    a_i = [v for v in pi if v not in common] + [next(v for v in pi if v in common)]
+    a_j = [v for v in pj if v not in common]
+    cycle = a_i + a_j[::-1]
+    return _CycleScan(labels, n_comp, cycle, int(round(x[i] - x[j] - aa[t])), len(cycle) == 2)
+
+
 def _tree_path(tree: list[list[tuple[int, int]]], start: int, goal: int) -> list[int]:
     """Items on the spanning-forest path from ``start`` to ``goal`` (BFS)."""
     prev = {start: start}
@@ -363,6 +421,38 @@ def _check_lowrank(W: np.ndarray, ii: np.ndarray, jj: np.ndarray, aa: np.ndarray
     return ok, text
 
 
+def _no_separation_by_graph(N: int, ii: np.ndarray, jj: np.ndarray, aa: np.ndarray, n: np.ndarray,
+                            y: np.ndarray, nopos: bool) -> bool:
+    """A sufficient condition for no separation, decided on graphs (no linear program).
+
+    With ``d = delta_i - delta_j`` a cell where ``i`` won at least once needs
+    ``d + a c >= 0`` and one where ``j`` won ``d + a c <= 0``.  The order coordinate
+    is forced to ``c = 0`` when a pair has both outcomes in both orders, or when the
+    first-shown item wins at least once in both orders of one pair (``c >= |d|``) and
+    the second-shown item in both orders of another (``c <= -|d|``).  With ``c = 0`` the
+    cells say ``delta_i >= delta_j`` whenever ``i`` beat ``j``, so a strongly
+    connected directed win graph forces every ``eta = 0``: no separating direction.
+    ``False`` means undecided (the linear program then decides).
+    """
+    key = ii.astype(np.int64) * N + jj
+    iw, jw = y > 0, y < n
+    if not nopos:
+        pos, neg = aa > 0, aa < 0
+        both = iw & jw
+        forced = np.intersect1d(key[both & pos], key[both & neg]).size > 0
+        if not forced:
+            up = np.intersect1d(key[iw & pos], key[jw & neg]).size > 0  # c >= |d|
+            down = np.intersect1d(key[jw & pos], key[iw & neg]).size > 0  # c <= -|d|
+            forced = up and down
+        if not forced:
+            return False
+    src_ = np.concatenate([ii[iw], jj[jw]])
+    dst = np.concatenate([jj[iw], ii[jw]])
+    g = sparse.coo_matrix((np.ones(src_.size), (src_, dst)), shape=(N, N))
+    n_comp, _ = connected_components(g, directed=True, connection="strong")
+    return n_comp == 1
+
+
 def _check_separation(items: Sequence[str], ii: np.ndarray, jj: np.ndarray, aa: np.ndarray,
                       n: np.ndarray, y: np.ndarray, nopos: bool) -> tuple[bool, str]:
     """Quasi-complete separation of a judge's order-effect BTL (Albert & Anderson 1984).
@@ -379,6 +469,11 @@ def _check_separation(items: Sequence[str], ii: np.ndarray, jj: np.ndarray, aa: 
     boundary = sign != 0
     if not boundary.any():
         return True, f"finite MLE exists: every one of the {m} cells has both outcomes"
+    if _no_separation_by_graph(N, ii, jj, aa, n, y, nopos):
+        return True, (
+            f"finite MLE exists: no separating direction among the {int(boundary.sum())} cells "
+            f"with a one-sided outcome (of {m})"
+        )
     rows = np.repeat(np.arange(m), 3)
     cols = np.column_stack([ii, jj, np.full(m, N)]).ravel()
     vals = np.column_stack([np.ones(m), -np.ones(m), aa.astype(float)]).ravel()
@@ -603,7 +698,8 @@ def check_design(
 
     * ``"judges"`` (one order-effect BTL per judge): ident-LLM and separation of
       every judge.
-    * ``"human"`` (human-only BTL): human-mle.
+    * ``"human"`` (human-only BTL): human-mle; the per-judge and judge-wide LLM
+      checks are not run (the table lists only the human conditions).
     * ``"pooled"``: pooled-connected and human-design with ``d = 1``.
     * ``"dial-anc"``, ``"dial-ada"``, ``"dial-nopos"``, ``"atc"`` and ``None``: a
       judge is a problem only when it fails both ident-LLM and ident-lowrank
@@ -662,10 +758,11 @@ def check_design(
     order = np.argsort(L.judge, kind="stable")
     bounds = np.searchsorted(L.judge[order], np.arange(K + 1))
     n_ident = []
-    for k, name in enumerate(data.judges):
+    llm_checks = method != "human"  # the human BTL does not involve the LLM judges
+    for k, name in enumerate(data.judges if llm_checks else ()):
         sel = order[bounds[k]:bounds[k + 1]]
         ii, jj, aa = L.i[sel], L.j[sel], L.a[sel]
-        scan = _scan_cycles(N, ii, jj, aa)
+        scan = (_scan_cycles_fast if sel.size > SCAN_VECTOR_MIN else _scan_cycles)(N, ii, jj, aa)
         ok_llm, det_llm = _check_ident_llm(items, scan, nopos)
         ok_low, det_low = _check_lowrank(Wk, ii, jj, aa, r, nopos, generic_note)
         ok_sep, det_sep = _check_separation(items, ii, jj, aa, L.n[sel], L.y[sel], nopos)
@@ -701,7 +798,8 @@ def check_design(
               + ("S (b fixed at 0)" if nopos else "(S, b)"))
     if not ok_pc:
         det_pc += ": too few (judge, pair, order) cells for the rank-" + str(r) + " structure"
-    rows.append((ALL_JUDGES, "parameter-count", ok_pc, det_pc))
+    if llm_checks:
+        rows.append((ALL_JUDGES, "parameter-count", ok_pc, det_pc))
 
     own = "connected comparison graphs (b fixed at 0)" if nopos else "identified scores (ident-LLM)"
     if K == 0:
@@ -733,7 +831,8 @@ def check_design(
     else:
         ok_ss, det_ss = True, (f"{len(n_ident)} judge(s) with {own} ({_names(data.judges, n_ident)}) >= r+1 = {r + 1}; "
                                f"r <= K-1 and r+1 <= N-1; rank(S_K0) = r+1 itself depends on the fitted scores")
-    rows.append((ALL_JUDGES, "sufficient-subset", ok_ss, det_ss))
+    if llm_checks:
+        rows.append((ALL_JUDGES, "sufficient-subset", ok_ss, det_ss))
     if dial:
         for cond, ok_, det in (("parameter-count", ok_pc, det_pc), ("sufficient-subset", ok_ss, det_ss)):
             if not ok_:

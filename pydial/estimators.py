@@ -22,25 +22,31 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+import scipy.sparse as sp
 from scipy.special import expit
 
 from .data import Comparisons
 from .exceptions import ConvergenceError, ConvergenceWarning, DataError, DialError, IdentifiabilityError
 from .fit import (
+    Design,
+    centered_design,
     centering_basis,
     difference_design,
     fit_calibration,
     fit_human_btl,
     fit_order_btl,
+    StructuredFit,
     fit_structured,
     glm_information,
     initial_theta,
     logistic_glm,
 )
-from .inference import CellStats, check_cov_type, influence_covariance, wald_table
+from .inference import (CellStats, Influence, check_cov_type, influence_covariance, meat_covariance, parameter_meat,
+                        stack_influence, wald_table)
 from .likelihood import Cells, Objective, human_loss
-from .model import CALIBRATIONS, Chart
+from .model import CALIBRATIONS, Chart, consensus_gamma
 from .design import ESTIMATORS
+from .resources import check_memory, progress
 from .results import DialResult
 from .selection import numpy_joint
 from .optim import BOX, OptimResult, pinv_sym, single_threaded_blas
@@ -145,8 +151,15 @@ def fit(
             f"(the other judges: {', '.join(repr(j) for j in data.judges[:8])}{', ...' if data.K > 8 else ''}; "
             "name the human judge with human_judge= / --human)"
         )
+    if cov == "record" and data.aggregated:
+        raise DataError("cov='record' clusters the comparisons by record id, but these data were built from aggregated "
+                        "counts (Comparisons.from_counts / read_comparisons) and carry no record ids; use cov='cell', "
+                        "'binomial' or 'fisher', or load the rows with their record ids (Comparisons.from_frame / from_csv)")
     if method != "human" and data.K == 0:
         raise DataError(f"method {method!r} needs LLM judgments, but there are none")
+    if method in ("dial-anc", "dial-ada", "dial-nopos", "atc"):
+        r_max = max(rank_grid)
+        check_memory(len(data.llm) + len(data.human), (r_max + 1) * (data.K + data.N + 1) + data.K, f"method {method!r}")
     if check:
         from .design import check_design
 
@@ -297,9 +310,10 @@ def _score_frame(s: np.ndarray, C: np.ndarray, items: tuple[str, ...], level: fl
     return tab, cov
 
 
-def _glm_influence(X: np.ndarray, opt: OptimResult, n: np.ndarray, y: np.ndarray, w: float, E: np.ndarray,
-                   what: str = "fit") -> tuple[np.ndarray, np.ndarray, bool]:
-    """Influence directions ``u_c = E H^{-1} x_c`` of a GLM fit and its probabilities.
+def _glm_influence(X: Design, opt: OptimResult, n: np.ndarray, y: np.ndarray, w: float, E: np.ndarray,
+                   what: str = "fit") -> tuple[Influence, np.ndarray, bool]:
+    """Influence directions ``u_c = E H^{-1} x_c`` of a GLM fit (factored, ``J = X``,
+    ``A = E H^{-1}``) and its probabilities.
 
     The reduced GLM charts have no gauge, so a singular Hessian means the design does
     not identify the parameters (possible only with ``check=False``): it is reported
@@ -311,7 +325,7 @@ def _glm_influence(X: np.ndarray, opt: OptimResult, n: np.ndarray, y: np.ndarray
         warnings.warn(ConvergenceWarning(f"{what}: the Hessian is singular in {n_zero} direction(s); the design does "
                                          "not identify the parameters (run pydial.check_design)", "not identified"),
                       stacklevel=3)
-    return X @ Hinv @ E.T, p, bool(n_zero)
+    return X.influence(E @ Hinv), p, bool(n_zero)
 
 
 def _fit_human(data: Comparisons, common: dict, point: "PointEngine | None" = None) -> DialResult:
@@ -319,7 +333,7 @@ def _fit_human(data: Comparisons, common: dict, point: "PointEngine | None" = No
     f = (point or NUMPY).human(data)
     _warn_if(f.opt, "human BTL")
     T = centering_basis(N)
-    X = difference_design(data.human.i, data.human.j, N) @ T
+    X = centered_design(data.human.i, data.human.j, N)
     U, p, singular = _glm_influence(X, f.opt, data.human.n, data.human.y, 1.0 / data.n_human, T, "human BTL")
     st = CellStats.from_parts([(data.human.n, data.human.y, p, 1.0 / data.n_human, True)])
     C = influence_covariance(U, st, data, common["cov_type"], what="the human BTL scores")
@@ -338,7 +352,7 @@ def numpy_pooled(data: Comparisons) -> tuple[OptimResult, OptimResult]:
     """Pooled LLM BTL (centered reduced chart ``beta``), then ``argmin_c l_H(c s_pool)``."""
     N, L, Hc = data.N, data.llm, data.human
     T = centering_basis(N)
-    o1 = logistic_glm(difference_design(L.i, L.j, N) @ T, L.n, L.y, weight=1.0 / data.n_llm)
+    o1 = logistic_glm(centered_design(L.i, L.j, N), L.n, L.y, weight=1.0 / data.n_llm)
     if np.abs(T @ o1.x).max() < 1e-10:  # no direction to calibrate: reported by the caller
         return o1, o1
     x2 = difference_design(Hc.i, Hc.j, N) @ (T @ o1.x)
@@ -363,7 +377,7 @@ def _fit_judges(data: Comparisons, common: dict, point: "PointEngine | None" = N
         _warn_if(f.opt, f"judge {data.judges[k]!r}")
         conv &= f.opt.resolved
         gmax = max(gmax, f.opt.grad_norm)
-        X = np.column_stack([difference_design(cells.i, cells.j, N) @ T, cells.a.astype(float)])
+        X = centered_design(cells.i, cells.j, N, cells.a)
         U, p, singular = _glm_influence(X, f.opt, cells.n, cells.y, 1.0 / cells.n.sum(), E, f"judge {data.judges[k]!r}")
         conv &= not singular
         st = CellStats(cells.n, cells.y, p, np.full(cells.n.size, 1.0 / cells.n.sum()), np.zeros(cells.n.size, bool),
@@ -371,15 +385,23 @@ def _fit_judges(data: Comparisons, common: dict, point: "PointEngine | None" = N
         covs.append(influence_covariance(U, st, data, common["cov_type"], what=f"the scores of judge {data.judges[k]!r}"))
         parts.append((m, U, p))
         S[k], b[k] = f.s, f.b
-    # One stacked influence matrix over all judges' cells, targets (mean score, b), so that
-    # the record meat sees judgments of different judges on the same record together.
-    U_all = np.zeros((len(data.llm), N + K))
+    # One stacked influence over all judges' cells, targets (mean score, b), so that the
+    # record meat sees judgments of different judges on the same record together: J is
+    # block-diagonal over the judges' own parameters (rows in data.llm order).
+    rows = np.concatenate([np.flatnonzero(m) for m, _, _ in parts])
+    J_all = sp.block_diag([sp.csr_matrix(Uk.J) for _, Uk, _ in parts], format="csr")
+    J_all = J_all[np.argsort(rows, kind="stable")]
+    A_all = np.zeros((N + K, J_all.shape[1]))
     p_all = np.zeros(len(data.llm))
     w_all = np.zeros(len(data.llm))
+    col = 0
     for k, (m, Uk, pk) in enumerate(parts):
-        U_all[m, :N] = Uk[:, :N] / K
-        U_all[m, N + k] = Uk[:, N]
+        width = Uk.A.shape[1]
+        A_all[:N, col:col + width] = Uk.A[:N] / K
+        A_all[N + k, col:col + width] = Uk.A[N]
+        col += width
         p_all[m], w_all[m] = pk, 1.0 / data.llm.n[m].sum()
+    U_all = Influence(J_all, A_all)
     st_all = CellStats(data.llm.n, data.llm.y, p_all, w_all, np.zeros(len(data.llm), bool),
                        np.arange(len(data.llm)), np.full(len(data.llm), -1))
     C_all = influence_covariance(U_all, st_all, data, common["cov_type"], what="the mean judge scores and position effects")
@@ -399,7 +421,7 @@ def _fit_pooled(data: Comparisons, common: dict, point: "PointEngine | None" = N
     N = data.N
     L, Hc = data.llm, data.human
     T = centering_basis(N)
-    X1 = difference_design(L.i, L.j, N) @ T
+    X1 = centered_design(L.i, L.j, N)
     w1, w2 = 1.0 / data.n_llm, 1.0 / data.n_human
     o1, o2 = (point or NUMPY).pooled(data)
     _warn_if(o1, "pooled LLM BTL")
@@ -417,13 +439,13 @@ def _fit_pooled(data: Comparisons, common: dict, point: "PointEngine | None" = N
     H1 = glm_information(X1, L.n, p1, w1)
     p2 = expit(c * x2)
     Cc = w2 * np.sum(Hc.n * p2 * (1 - p2) * x2**2)
-    d2 = D2 @ T
-    X21 = w2 * ((Hc.n * p2 * (1 - p2) * x2 * c + (Hc.n * p2 - Hc.y)) @ d2)
+    d2 = centered_design(Hc.i, Hc.j, N)
+    X21 = w2 * d2.rmatvec(Hc.n * p2 * (1 - p2) * x2 * c + (Hc.n * p2 - Hc.y))
     total = c * T - np.outer(sp_, X21 / Cc)
-    U_L = X1 @ np.linalg.solve(H1, total.T)
-    U_H = (x2 / Cc)[:, None] * sp_[None, :]
+    U_L = X1.influence(np.linalg.solve(H1, total.T).T)
+    U_H = Influence(x2[:, None], sp_[:, None] / Cc)
     st = CellStats.from_parts([(L.n, L.y, p1, w1, False), (Hc.n, Hc.y, p2, w2, True)])
-    C = influence_covariance(np.vstack([U_L, U_H]), st, data, common["cov_type"], what="the pooled scores")
+    C = influence_covariance(stack_influence([U_L, U_H]), st, data, common["cov_type"], what="the pooled scores")
     scores, cov = _score_frame(s, C, data.items, common["level"])
     return DialResult(**common, scores=scores, cov=cov, position_effects=None, judge_scores=None, structure=None,
                       calibration_coef=np.array([c * np.linalg.norm(sp_) / np.sqrt(N)]), lambda_=np.inf,
@@ -467,8 +489,7 @@ class PointEngine:
 
 def staged_fit(data: Comparisons, rank: int, calibration: str, *, order: bool = True) -> StagedFit:
     """Alg. DIAL-Anc: structured LLM-only fit, then ``argmin_c l_H(M c)``."""
-    chL = Chart(data.N, data.K, rank, None, order)
-    fL = fit_structured(data, chL, np.inf, initial_theta(data, chL))
+    chL, fL = llm_only_fit(data, rank, order)
     st = chL.structure(fL.theta)
     M = st.mu[:, None] if calibration == "mu" else st.W
     oc = fit_calibration(data.human, M)
@@ -478,11 +499,24 @@ def staged_fit(data: Comparisons, rank: int, calibration: str, *, order: bool = 
     return StagedFit(ch, theta, fL.opt, oc, chL, fL.theta)
 
 
+def llm_only_fit(data: Comparisons, rank: int, order: bool = True) -> tuple[Chart, StructuredFit]:
+    """The structured LLM-only fit (eq. staged-calibrated-estimator, first stage), computed
+    once per ``(rank, order)`` and cached on ``data``: DIAL-Anc, DIAL-Ada (its anchored
+    endpoint and warm start) and AtC share it."""
+    key = ("llm_only_fit", int(rank), bool(order))
+    if key not in data._cache:
+        chL = Chart(data.N, data.K, rank, None, order)
+        fL = fit_structured(data, chL, np.inf, initial_theta(data, chL))
+        # keep the fit, not its objective (per-cell index arrays), alive in the cache
+        data._cache[key] = (chL, dataclasses.replace(fL, objective=None))
+    return data._cache[key]
+
+
 NUMPY = PointEngine(staged=staged_fit, joint=numpy_joint, human=lambda data: fit_human_btl(data.human, data.N),
                     judges=numpy_judges, pooled=numpy_pooled)
 
 
-def staged_influence(data: Comparisons, fit_: StagedFit, *, fixed_basis: bool = False) -> tuple[np.ndarray, CellStats]:
+def staged_influence(data: Comparisons, fit_: StagedFit, *, fixed_basis: bool = False) -> tuple[Influence, CellStats]:
     """Two-step influence directions of the calibrated scores at the staged endpoint.
 
     LLM cells: ``u = (ds/dxi - ds/dc C^{-1} H_{c xi}) H_xi^+ d eta/d xi``; human cells:
@@ -508,26 +542,21 @@ def staged_influence(data: Comparisons, fit_: StagedFit, *, fixed_basis: bool = 
     S_xi, S_c = sdot[:, xi], sdot[:, cs]
     total = S_xi - S_c @ Cinv @ HH[cs][:, xi]
     HLp, _ = pinv_sym(HL[np.ix_(xi, xi)])
-    U_L = oL.cell_jacobian(th)[:, xi] @ (total @ HLp).T
+    A_L = total @ HLp
     if fixed_basis:
-        U_L = np.zeros_like(U_L)
-    U_H = oH.cell_jacobian(th)[:, cs] @ (S_c @ Cinv).T
+        A_L = np.zeros_like(A_L)
+    U_L = oL.influence(th, A_L, xi)
+    U_H = oH.influence(th, S_c @ Cinv, cs)
     st = CellStats.from_parts([(data.llm.n, data.llm.y, oL.probabilities(th), 1.0 / data.n_llm, False),
                                (data.human.n, data.human.y, oH.probabilities(th), 1.0 / data.n_human, True)])
-    return np.vstack([U_L, U_H]), st
+    return stack_influence([U_L, U_H]), st
 
 
 def llm_only_effects(data: Comparisons, chart: Chart, theta: np.ndarray, cov: str, level: float) -> pd.DataFrame:
     """Judge position effects ``b_k`` from the LLM-only fit with Wald tests of ``b_k = 0``
     (Prop. stage-one-normality); bread ``H(l_L)^+``, meat of type ``cov``."""
-    o = Objective(chart, Cells.stack(data, 1.0 / data.n_llm, 0.0))
-    _, _, H = o.value_grad_hess(theta)
-    Hp, _ = pinv_sym(H)
-    E = np.zeros((data.K, chart.dim))
-    E[np.arange(data.K), np.arange(chart.slices["b"].start, chart.slices["b"].stop)] = 1.0
-    U = o.cell_jacobian(theta) @ (E @ Hp).T
-    st = CellStats.from_parts([(data.llm.n, data.llm.y, o.probabilities(theta), 1.0 / data.n_llm, False)])
-    C = influence_covariance(U, st, data, cov, what="the position effects b")
+    E = np.eye(chart.dim)[chart.slices["b"]]
+    C = _llm_only_cov(data, chart, theta, cov, E, "the position effects b")
     tab = wald_table(chart.order_effects(theta), C, list(data.judges), level, "b")
     tab.index.name = "judge"
     tab.attrs["cov"] = C
@@ -537,32 +566,48 @@ def llm_only_effects(data: Comparisons, chart: Chart, theta: np.ndarray, cov: st
 def consensus_loadings(data: Comparisons, chart: Chart, theta: np.ndarray, cov: str, level: float) -> pd.DataFrame:
     """Consensus loadings ``gamma_k = N^{-1} (S mu)_k`` of the LLM-only fit with Wald
     intervals (Prop. stage-one-normality); the Jacobian of the gauge-invariant map
-    ``theta -> gamma`` is taken by central differences."""
-    o = Objective(chart, Cells.stack(data, 1.0 / data.n_llm, 0.0))
-    _, _, H = o.value_grad_hess(theta)
-    Hp, _ = pinv_sym(H)
+    ``theta -> gamma`` is taken by central differences (of :func:`consensus_gamma`,
+    no SVD per step)."""
     gamma = chart.structure(theta).gamma
     h = 1e-6
     E = np.empty((data.K, chart.dim))
     for t in range(chart.dim):
         e = np.zeros(chart.dim)
         e[t] = h
-        E[:, t] = (chart.structure(theta + e).gamma - chart.structure(theta - e).gamma) / (2 * h)
-    U = o.cell_jacobian(theta) @ (E @ Hp).T
-    st = CellStats.from_parts([(data.llm.n, data.llm.y, o.probabilities(theta), 1.0 / data.n_llm, False)])
-    C = influence_covariance(U, st, data, cov, what="the consensus loadings gamma")
+        E[:, t] = (consensus_gamma(chart.S(theta + e)) - consensus_gamma(chart.S(theta - e))) / (2 * h)
+    C = _llm_only_cov(data, chart, theta, cov, E, "the consensus loadings gamma")
     tab = wald_table(gamma, C, list(data.judges), level, "gamma")[["gamma", "se", "ci_low", "ci_high"]]
     tab.index.name = "judge"
     return tab
 
 
-def finite_influence(data: Comparisons, ch: Chart, lam: float, theta: np.ndarray) -> tuple[np.ndarray, CellStats]:
+def _llm_only_cov(data: Comparisons, chart: Chart, theta: np.ndarray, cov: str, E: np.ndarray, what: str) -> np.ndarray:
+    """Sandwich ``E H^+ M H^+ E^T`` of a target with Jacobian ``E`` at the LLM-only fit.
+
+    The bread ``H(l_L)^+`` and the meat (in the full coordinates, one per ``cov``) are
+    shared by the judge diagnostics and cached on ``data`` for the fitted ``theta``.
+    """
+    key = ("llm_only_sandwich", chart, theta.tobytes())
+    hit = data._cache.setdefault(key, {})
+    if "Hp" not in hit or cov not in hit:
+        o = Objective(chart, Cells.stack(data, 1.0 / data.n_llm, 0.0))
+        if "Hp" not in hit:
+            hit["Hp"] = pinv_sym(o.value_grad_hess(theta)[2])[0]
+        st = CellStats.from_parts([(data.llm.n, data.llm.y, o.probabilities(theta), 1.0 / data.n_llm, False)])
+        J = o.full_jacobian(theta)
+        hit[cov] = parameter_meat(J, st, data, cov)
+        hit.setdefault("JtJ", J.T @ J)
+    return meat_covariance(hit[cov], hit["JtJ"], E @ hit["Hp"] @ chart.T.T, cov, what)
+
+
+def finite_influence(data: Comparisons, ch: Chart, lam: float, theta: np.ndarray,
+                     hess: np.ndarray | None = None) -> tuple[Influence, CellStats]:
     """Sandwich influence directions ``u_c = sdot H^+ d eta_c/d theta`` at a finite weight
     (eq. weighted-empirical-sandwich; pseudo-inverse in the over-parameterized chart)."""
     obj = Objective.weighted(ch, data, lam)
-    _, _, H = obj.value_grad_hess(theta)
+    H = hess if hess is not None else obj.value_grad_hess(theta)[2]  # the Hessian at theta, if already known
     Hp, _ = pinv_sym(H)
-    U = obj.cell_jacobian(theta) @ (ch.score_jacobian(theta) @ Hp).T
+    U = obj.influence(theta, ch.score_jacobian(theta) @ Hp)
     p = obj.probabilities(theta)
     h = obj.cells.is_human
     st = CellStats.from_parts([(data.llm.n, data.llm.y, p[~h], lam / data.n_llm, False),
@@ -570,12 +615,12 @@ def finite_influence(data: Comparisons, ch: Chart, lam: float, theta: np.ndarray
     return U, st
 
 
-def human_influence(data: Comparisons, beta: np.ndarray) -> tuple[np.ndarray, CellStats]:
+def human_influence(data: Comparisons, beta: np.ndarray) -> tuple[Influence, CellStats]:
     """Influence directions of the centered human BTL fit (reduced chart ``s = T beta``)."""
     T = centering_basis(data.N)
-    X = difference_design(data.human.i, data.human.j, data.N) @ T
+    X = centered_design(data.human.i, data.human.j, data.N)
     p = expit(X @ beta)
-    U = X @ np.linalg.solve(glm_information(X, data.human.n, p, 1.0 / data.n_human), T.T)
+    U = X.influence(np.linalg.solve(glm_information(X, data.human.n, p, 1.0 / data.n_human), T.T).T)
     return U, CellStats.from_parts([(data.human.n, data.human.y, p, 1.0 / data.n_human, True)])
 
 
@@ -604,7 +649,7 @@ def _fit_dial(data: Comparisons, common: dict, *, order: bool, adaptive: bool, l
                 mult = DEFAULT_MULTIPLES if multiples is None else tuple(positive_values(multiples, "multiples"))
                 lams = np.sort(candidate_weights(data.n_llm, data.n_human, mult))[::-1]
             theta = sf.theta
-            for lam in lams:
+            for lam in progress(lams, len(data.llm), f"lambda path (rank {r})"):
                 c = finite_candidate(data, sf.chart, float(lam), theta, float(lam * data.n_human / data.n_llm), point.joint)
                 if c.admissible:
                     theta = c.theta
@@ -647,7 +692,8 @@ def _fit_dial(data: Comparisons, common: dict, *, order: bool, adaptive: bool, l
         C = influence_covariance(U, stt, data, common["cov_type"], what="the calibrated scores")
         s = sf.chart.scores(sf.theta)
     else:
-        U, stt = finite_influence(data, sf.chart, best.lam, best.theta)
+        known = best.opt.hess if best.opt is not None and np.array_equal(best.opt.x, best.theta) else None
+        U, stt = finite_influence(data, sf.chart, best.lam, best.theta, known)
         C = influence_covariance(U, stt, data, common["cov_type"], what="the calibrated scores")
         s = best.s
     scores, cov = _score_frame(s, C, data.items, common["level"])

@@ -63,3 +63,10 @@ class CovarianceWarning(DialWarning):
 class DataWarning(DialWarning):
     """The data were read, but something was changed or is worth a look (names
     stripped of whitespace, duplicated rows)."""
+
+
+class MemoryLimitError(DialError, MemoryError):
+    """A request would not fit in the memory available (estimated before allocating).
+
+    The message gives the estimate, what it is made of, and how to reduce it.
+    """

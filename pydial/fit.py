@@ -15,9 +15,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+import scipy.sparse as sp
 from scipy.special import expit
 
 from .data import Comparisons, HumanCells, LLMCells
+from .inference import Influence
 from .likelihood import Objective, binomial_nll
 from .model import Chart, structure_from_S
 from .optim import BOX, OptimResult, newton
@@ -29,23 +31,82 @@ def centering_basis(N: int) -> np.ndarray:
     return np.vstack([np.eye(N - 1), -np.ones((1, N - 1))])
 
 
-def difference_design(i: np.ndarray, j: np.ndarray, N: int) -> np.ndarray:
-    """Rows ``(e_i - e_j)^T`` of the item-difference design ``D`` (m x N)."""
-    D = np.zeros((i.size, N))
-    r = np.arange(i.size)
-    D[r, i] = 1.0
-    D[r, j] = -1.0
-    return D
+def difference_design(i: np.ndarray, j: np.ndarray, N: int) -> sp.csr_matrix:
+    """Rows ``(e_i - e_j)^T`` of the item-difference design ``D`` (sparse m x N)."""
+    m = i.size
+    rows = np.repeat(np.arange(m), 2)
+    cols = np.column_stack([i, j]).ravel()
+    vals = np.tile([1.0, -1.0], m)
+    return sp.csr_matrix((vals, (rows, cols)), shape=(m, N))
 
 
-def glm_information(X: np.ndarray, n: np.ndarray, p: np.ndarray, weight: float = 1.0) -> np.ndarray:
+@dataclass(frozen=True)
+class Design:
+    """A GLM design ``X B`` kept factored: sparse rows with two or three entries
+    (``X``, m x P, e.g. ``e_i - e_j`` and the order label) times a dense basis
+    (``B``, P x p, e.g. the centering basis).  Products with many cells are
+    formed on ``X``; only ``p x p`` and ``P x P`` matrices are dense."""
+
+    X: sp.csr_matrix
+    basis: np.ndarray
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        """``(m, p)``."""
+        return self.X.shape[0], self.basis.shape[1]
+
+    def __matmul__(self, beta: np.ndarray) -> np.ndarray:
+        return self.X @ (self.basis @ beta)
+
+    def rmatvec(self, r: np.ndarray) -> np.ndarray:
+        """``(X B)^T r``."""
+        return self.basis.T @ np.asarray(self.X.T @ r).ravel()
+
+    def influence(self, A: np.ndarray) -> Influence:
+        """Influence directions ``u_c = A (X B)_c`` in factored form."""
+        return Influence(self.X, np.asarray(A) @ self.basis.T)
+
+    def pull_back(self, G: np.ndarray) -> np.ndarray:
+        """``B^T G B`` with ``B`` applied as a sparse matrix (two entries per column for the
+        centering basis), ``O(P^2)`` rather than ``O(P^3)``."""
+        Bs = sp.csr_matrix(self.basis)
+        return np.asarray(Bs.T @ np.asarray(Bs.T @ G).T).T
+
+
+def centered_design(i: np.ndarray, j: np.ndarray, N: int, a: np.ndarray | None = None) -> Design:
+    """``D T``: the item-difference design in the centered chart ``s = T beta`` of
+    :func:`centering_basis`, with the order column ``a`` appended when given
+    (eq. binomial-model-llm), as a factored :class:`Design`."""
+    D = difference_design(i, j, N)
+    T = centering_basis(N)
+    if a is None:
+        return Design(D, T)
+    X = sp.csr_matrix(sp.hstack([D, sp.csr_matrix(np.asarray(a, float)[:, None])]))
+    basis = np.zeros((N + 1, N))
+    basis[:N, : N - 1] = T
+    basis[N, N - 1] = 1.0
+    return Design(X, basis)
+
+
+def glm_information(X: "np.ndarray | sp.spmatrix | Design", n: np.ndarray, p: np.ndarray, weight: float = 1.0) -> np.ndarray:
     """``weight * X^T diag(n p (1 - p)) X``: the Hessian of the weighted binomial logistic
-    loss (and its Fisher information) at fitted probabilities ``p``."""
-    return weight * (X.T * (n * p * (1 - p))) @ X
+    loss (and its Fisher information) at fitted probabilities ``p`` (dense p x p;
+    ``X`` dense, sparse or a factored :class:`Design`)."""
+    d = weight * n * p * (1 - p)
+    if isinstance(X, Design):
+        return X.pull_back(glm_information(X.X, n, p, weight))
+    if sp.issparse(X):
+        X = sp.csr_matrix(X)
+        return np.asarray((X.T @ (sp.diags(d) @ X)).toarray())
+    return (X.T * d) @ X
+
+
+def _rmatvec(X: "np.ndarray | sp.spmatrix | Design", r: np.ndarray) -> np.ndarray:
+    return X.rmatvec(r) if isinstance(X, Design) else np.asarray(X.T @ r).ravel()
 
 
 def logistic_glm(
-    X: np.ndarray,
+    X: "np.ndarray | sp.spmatrix | Design",
     n: np.ndarray,
     y: np.ndarray,
     *,
@@ -59,7 +120,7 @@ def logistic_glm(
 
     Newton steps with line search inside the box ``|beta_i| <= bound``.
     """
-    X = np.asarray(X, float)
+    X = X if (sp.issparse(X) or isinstance(X, Design)) else np.asarray(X, float)
 
     def value(beta: np.ndarray) -> float:
         return float(weight * binomial_nll(X @ beta, n, y).sum() + 0.5 * ridge * beta @ beta)
@@ -67,12 +128,12 @@ def logistic_glm(
     def fgh(beta: np.ndarray) -> tuple[float, np.ndarray, np.ndarray]:
         eta = X @ beta
         p = expit(eta)
-        g = weight * X.T @ (n * p - y) + ridge * beta
+        g = weight * _rmatvec(X, n * p - y) + ridge * beta
         H = glm_information(X, n, p, weight) + ridge * np.eye(X.shape[1])
         return value(beta), g, H
 
     start = np.zeros(X.shape[1]) if x0 is None else np.asarray(x0, float)
-    return newton(fgh, start, bound=bound, gtol=gtol, value=value)
+    return newton(fgh, start, bound=bound, gtol=gtol, value=value, cholesky=True)
 
 
 @dataclass(frozen=True)
@@ -87,7 +148,7 @@ class BTLFit:
 def fit_human_btl(human: HumanCells, N: int, *, ridge: float = 0.0) -> BTLFit:
     r"""Centered human BTL MLE :math:`\hat s_0` (eq. human-only-estimator), loss normalized by ``n_H``."""
     T = centering_basis(N)
-    X = difference_design(human.i, human.j, N) @ T
+    X = centered_design(human.i, human.j, N)
     opt = logistic_glm(X, human.n, human.y, weight=1.0 / human.n.sum(), ridge=ridge)
     return BTLFit(T @ opt.x, 0.0, opt)
 
@@ -98,9 +159,7 @@ def fit_order_btl(cells: LLMCells, N: int, *, order: bool = True, ridge: float =
     With ``order=False`` the order effect is fixed at 0 (plain BTL on the pooled cells).
     """
     T = centering_basis(N)
-    X = difference_design(cells.i, cells.j, N) @ T
-    if order:
-        X = np.column_stack([X, cells.a.astype(float)])
+    X = centered_design(cells.i, cells.j, N, cells.a if order else None)
     opt = logistic_glm(X, cells.n, cells.y, weight=1.0 / cells.n.sum(), ridge=ridge)
     s = T @ opt.x[: N - 1]
     return BTLFit(s, float(opt.x[-1]) if order else 0.0, opt)
@@ -108,7 +167,7 @@ def fit_order_btl(cells: LLMCells, N: int, *, order: bool = True, ridge: float =
 
 def fit_calibration(human: HumanCells, M: np.ndarray, *, x0: np.ndarray | None = None, bound: float = BOX) -> OptimResult:
     r"""Staged calibration :math:`\hat c = \arg\min_c \ell_H(M c)` (eq. staged-calibrated-estimator)."""
-    X = difference_design(human.i, human.j, M.shape[0]) @ M
+    X = np.asarray(difference_design(human.i, human.j, M.shape[0]) @ M)
     return logistic_glm(X, human.n, human.y, weight=1.0 / human.n.sum(), x0=x0, bound=bound)
 
 

@@ -30,7 +30,8 @@ The covariance is ``sum over clusters of (sum_{v in cluster} IF_v)(...)^T`` with
 from __future__ import annotations
 
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -88,14 +89,43 @@ class CellStats:
         return cls(n, y, p, w, h, li, hi)
 
 
-def influence_covariance(U: np.ndarray, st: CellStats, data: Comparisons, cov: str, *,
+@dataclass(frozen=True)
+class Influence:
+    r"""Influence directions in factored form, ``u_c = A j_c`` (``U = J A^T``).
+
+    ``J`` (m x P, usually sparse) holds the derivatives ``d eta_c / d zeta`` of every
+    cell's linear predictor in some parameter space (each LLM cell touches
+    ``3(r+1)+1`` coordinates, each human cell ``2(r+1)+d``) and ``A`` (q x P, dense)
+    maps a parameter score to the target (``A = \dot t H^+`` for a one-stage fit,
+    the two-step maps of the staged endpoint stacked side by side).  The meats are
+    formed in the parameter space as sparse products and only ``P x P`` and
+    ``q x q`` matrices are ever dense.
+    """
+
+    J: Any
+    A: np.ndarray
+
+    def dense(self) -> np.ndarray:
+        """``U = J A^T`` (m x q); for checks on small problems only."""
+        return np.asarray(self.J @ self.A.T)
+
+
+def stack_influence(parts: "list[Influence]") -> "Influence":
+    """Influence of cells stacked block by block (e.g. LLM then human cells), each with
+    its own parameter space: ``J`` block-diagonal, ``A`` side by side."""
+    J = sp.block_diag([sp.csr_matrix(p.J) for p in parts], format="csr")
+    return Influence(J, np.hstack([p.A for p in parts]))
+
+
+def influence_covariance(U: "Influence | np.ndarray", st: CellStats, data: Comparisons, cov: str, *,
                          what: str = "the estimates") -> np.ndarray:
     """Covariance ``sum_clusters (sum IF)(sum IF)^T`` of a linearized target.
 
     Parameters
     ----------
-    U : ndarray (m, q)
-        Influence direction ``u_c`` of every cell (stacked order of ``st``).
+    U : Influence or ndarray (m, q)
+        Influence directions ``u_c`` of every cell (stacked order of ``st``), either
+        factored (``J``, ``A``) or as a dense matrix (taken as ``J`` with ``A = I``).
     st : CellStats
         Counts, fitted probabilities and weights of the same cells.
     data : Comparisons
@@ -109,20 +139,28 @@ def influence_covariance(U: np.ndarray, st: CellStats, data: Comparisons, cov: s
     ndarray (q, q)
         All NaN when the sandwich meat is degenerate (see :func:`degenerate_meat`).
     """
-    C, G = _meat(U, st, data, cov)
-    return np.full_like(C, np.nan) if degenerate_meat(U, G, cov, what) else C
+    check_cov_type(cov)
+    J, A = (U.J, U.A) if isinstance(U, Influence) else (U, None)
+    return meat_covariance(parameter_meat(J, st, data, cov), _gram(J, np.ones(J.shape[0])), A, cov, what)
 
 
-def degenerate_meat(U: np.ndarray, G: int | None, cov: str, what: str) -> bool:
+def meat_covariance(M: "Meat", JtJ: Any, A: np.ndarray | None, cov: str, what: str) -> np.ndarray:
+    """``A M A^T`` (``M`` itself when ``A`` is None), all NaN when the meat is degenerate
+    for the target's ``rank(J A^T)`` directions (``JtJ = J^T J``; :func:`degenerate_meat`)."""
+    C = M.dense() if A is None else M.sandwich(A)
+    gram = _dense(JtJ) if A is None else np.asarray(A @ _dense(JtJ @ A.T))
+    return np.full_like(C, np.nan) if degenerate_meat(gram, M.clusters, cov, what) else C
+
+
+def degenerate_meat(gram: np.ndarray, G: int | None, cov: str, what: str) -> bool:
     """Whether an empirical meat with ``G`` independent clusters cannot estimate the
-    covariance of a target with ``p = rank(U)`` free directions: ``G <= p`` (with one
-    cluster in particular, the centred meat is exactly zero).  Warns with a
-    :class:`~pydial.exceptions.CovarianceWarning` naming the meat, ``what``, ``G`` and
-    ``p``.  The model-based ``"fisher"`` covariance (``G = None``) is never degenerate here.
+    covariance of a target with ``p = rank(U)`` free directions (``gram = U^T U``):
+    ``G <= p`` (with one cluster in particular, the centred meat is exactly zero).  Warns
+    with a :class:`~pydial.exceptions.CovarianceWarning` naming the meat, ``what``, ``G``
+    and ``p``.  The model-based ``"fisher"`` covariance (``G = None``) is never degenerate here.
     """
     if G is None:
         return False
-    gram = U.T @ U
     ev = np.linalg.eigvalsh(gram) if gram.size else np.zeros(0)
     p = int(np.sum(ev > 1e-10 * max(float(ev.max(initial=0.0)), 1e-300)))
     if G > p:
@@ -135,38 +173,72 @@ def degenerate_meat(U: np.ndarray, G: int | None, cov: str, what: str) -> bool:
     return True
 
 
-def _meat(U: np.ndarray, st: CellStats, data: Comparisons, cov: str) -> tuple[np.ndarray, int | None]:
-    """The covariance of :func:`influence_covariance` and its number of independent
-    clusters (``None`` for the model-based ``"fisher"``)."""
+@dataclass(frozen=True)
+class Meat:
+    """A meat ``S + sum_t a_t b_t^T`` in a parameter space: ``S`` sparse (or dense) plus
+    low-rank centering terms kept as factors, so nothing P x P is dense unless asked."""
+
+    S: Any
+    low: tuple[tuple[np.ndarray, np.ndarray], ...] = ()
+    clusters: int | None = None  # independent clusters; None for the model-based meat
+
+    def __add__(self, other: "Meat") -> "Meat":
+        G = None if self.clusters is None or other.clusters is None else self.clusters + other.clusters
+        return Meat(self.S + other.S, self.low + other.low, G)
+
+    def sandwich(self, A: np.ndarray) -> np.ndarray:
+        """``A M A^T`` (q x q)."""
+        out = np.asarray(A @ np.asarray(self.S @ A.T))
+        for a, b in self.low:
+            out += np.outer(A @ a, A @ b)
+        return 0.5 * (out + out.T)
+
+    def dense(self) -> np.ndarray:
+        """``M`` as a dense array."""
+        out = _dense(self.S).astype(float, copy=True)
+        for a, b in self.low:
+            out += np.outer(a, b)
+        return out
+
+
+def parameter_meat(J: Any, st: CellStats, data: Comparisons, cov: str) -> "Meat":
+    r"""The meat ``sum_clusters g g^T`` in the parameter space of ``J`` (P x P).
+
+    Per-comparison scores are ``w_v {(p_c - z_v) j_c - \bar g_{block}}`` with the
+    block means ``\bar g = sum_c (n_c p_c - y_c) j_c / n_block`` (eq.
+    weighted-empirical-sandwich); the cluster sums are formed through a sparse
+    cluster-indicator matrix (eq. cell-clustered-meat, eq. hac-meat).  Sparse when
+    ``J`` is sparse, dense otherwise.
+    """
     check_cov_type(cov)
     n, y, p, w = st.n, st.y, st.p, st.w
     if cov == "fisher":
-        return (U.T * (w**2 * n * p * (1 - p))) @ U, None
+        return Meat(_gram(J, w**2 * n * p * (1 - p)))
     s1 = n * p - y  # sum over the cell's comparisons of (p - z_v)
     blocks = [m for m in (~st.is_human, st.is_human) if m.any()]
-    ubar = {}
-    for m in blocks:
-        ubar[bool(st.is_human[m][0])] = (s1[m] @ U[m]) / n[m].sum()
     if cov == "binomial":
-        return sum(independent_meat(U[m], n[m], y[m], p[m], w[m]) for m in blocks), int(n.sum())
+        return _sum(independent_meat(_rows(J, m), n[m], y[m], p[m], w[m]) for m in blocks)
+    gbar = {bool(st.is_human[m][0]): _vec(_rows(J, m).T @ s1[m]) / n[m].sum() for m in blocks}
     if cov == "cell":
-        out = np.zeros((U.shape[1], U.shape[1]))
         h = st.is_human
-        G = int(n[h].sum())
+        out = []
         if h.any():  # human comparisons independent
-            out += independent_meat(U[h], n[h], y[h], p[h], w[h])
+            out.append(independent_meat(_rows(J, h), n[h], y[h], p[h], w[h]))
         if (~h).any():
             lm = np.flatnonzero(~h)
             L = data.llm
             li = st.llm_index[lm]
             key = (L.judge[li] * data.N + L.i[li]) * data.N + L.j[li]
             _, cl = np.unique(key, return_inverse=True)
-            S = _group_sum(cl, w[lm, None] * (s1[lm, None] * U[lm] - n[lm, None] * ubar[False]))
-            out += S.T @ S
-            G += S.shape[0]
-        return out, G
+            ind = _indicator(cl, cl.max() + 1 if cl.size else 0)
+            Gs = ind @ _scale_rows(_rows(J, ~h), w[lm] * s1[lm])
+            cnt = np.asarray(ind @ (w[lm] * n[lm]))[:, None]
+            out.append(replace(_centered_gram(Gs, cnt, gbar[False][:, None]), clusters=Gs.shape[0]))
+        return _sum(out)
     # record kernel
     R = data.rows
+    if R is None:
+        raise _no_records()
     n_llm_cells = len(data.llm)
     # stacked position of each decisive row's cell
     pos_llm = np.full(n_llm_cells, -1)
@@ -179,32 +251,84 @@ def _meat(U: np.ndarray, st: CellStats, data: Comparisons, cov: str) -> tuple[np
     pos[~is_h_row] = pos_llm[R.cell[~is_h_row]]
     used = pos >= 0
     rec, pos, z = R.record[used], pos[used], R.z[used]
-    # IF of a row: w (p - z) u - w ubar_block ; aggregate rows to (record, cell) first.
-    coef = sp.coo_matrix((w[pos] * (p[pos] - z), (rec, pos)), shape=(len(data.record_ids), st.n.size)).tocsr()
-    G = coef @ U
-    for hflag in (False, True):
-        if hflag in ubar:
-            m = st.is_human[pos] == hflag
-            cnt = np.bincount(rec[m], weights=w[pos[m]], minlength=len(data.record_ids))
-            G -= np.outer(cnt, ubar[hflag])
-    return G.T @ G, int(np.unique(rec).size)
+    n_rec = len(data.record_ids)
+    # IF of a row: w (p - z) j - w gbar_block ; aggregate rows to (record, cell) first.
+    coef = sp.csr_matrix((w[pos] * (p[pos] - z), (rec, pos)), shape=(n_rec, st.n.size))
+    Gs = coef @ J
+    flags = [f for f in (False, True) if f in gbar]
+    C = np.column_stack([np.bincount(rec[st.is_human[pos] == f], weights=w[pos[st.is_human[pos] == f]], minlength=n_rec)
+                         for f in flags])
+    B = np.column_stack([gbar[f] for f in flags])
+    return replace(_centered_gram(Gs, C, B), clusters=int(np.unique(rec).size))
 
 
-def independent_meat(U: np.ndarray, n: np.ndarray, y: np.ndarray, p: np.ndarray, w: np.ndarray) -> np.ndarray:
+def independent_meat(U: Any, n: np.ndarray, y: np.ndarray, p: np.ndarray, w: np.ndarray) -> "Meat":
     r"""``sum_v IF_v IF_v^T`` for one block of independent comparisons (identity kernel
     of eq. hac-meat), ``IF_v = w_v {(p_c - z_v) u_c - \bar u}`` with the block mean
     ``\bar u = sum_c (n_c p_c - y_c) u_c / n_block``; a cell contributes
-    ``w^2 [y (1-p)^2 + (n-y) p^2] u u^T`` (weights constant within the block)."""
-    ub = ((n * p - y) @ U) / n.sum()
+    ``w^2 [y (1-p)^2 + (n-y) p^2] u u^T`` (weights constant within the block).
+    ``U`` may be sparse (the result is then sparse)."""
+    ub = _vec(U.T @ (n * p - y)) / n.sum()
     s2 = y * (1 - p) ** 2 + (n - y) * p**2
-    return (U.T * (w**2 * s2)) @ U - np.outer(ub, ub) * np.sum(w**2 * n)
+    return Meat(_gram(U, w**2 * s2), ((ub, -ub * np.sum(w**2 * n)),), int(n.sum()))
 
 
-def _group_sum(groups: np.ndarray, X: np.ndarray) -> np.ndarray:
-    """Row sums of ``X`` within integer groups ``0..G-1``."""
-    G = groups.max() + 1 if groups.size else 0
-    M = sp.coo_matrix((np.ones(groups.size), (groups, np.arange(groups.size))), shape=(G, groups.size)).tocsr()
-    return np.asarray(M @ X)
+# ------------------------------------------------------- sparse/dense helpers
+def _no_records() -> Exception:
+    from .exceptions import DataError
+
+    return DataError("cov='record' clusters the comparisons by record id, but these data carry no record ids "
+                     "(built from aggregated counts by Comparisons.from_counts); use cov='cell', 'binomial' or "
+                     "'fisher', or load the judgments row by row")
+
+
+def _dense(M: Any) -> np.ndarray:
+    return M.toarray() if sp.issparse(M) else np.asarray(M)
+
+
+def _vec(x: Any) -> np.ndarray:
+    return np.asarray(x).ravel()
+
+
+def _rows(J: Any, mask: np.ndarray) -> Any:
+    """Rows of ``J`` where ``mask`` holds (a view when the mask covers everything)."""
+    return J if mask.all() else J[mask]
+
+
+def _scale_rows(J: Any, d: np.ndarray) -> Any:
+    return sp.diags(d) @ J if sp.issparse(J) else d[:, None] * J
+
+
+def _gram(J: Any, d: np.ndarray) -> Any:
+    """``J^T diag(d) J``."""
+    if sp.issparse(J):
+        J = sp.csr_matrix(J)
+        return (J.T @ _scale_rows(J, d)).tocsr()
+    return (J.T * d) @ J
+
+
+def _centered_gram(Gs: Any, C: np.ndarray, B: np.ndarray) -> "Meat":
+    """``(Gs - C B^T)^T (Gs - C B^T)`` without forming the dense cluster matrix:
+    ``Gs^T Gs`` plus the low-rank terms ``-X B^T - B X^T + B (C^T C) B^T``, ``X = Gs^T C``."""
+    X = np.asarray(Gs.T @ C)
+    CC = C.T @ C
+    low = []
+    for t in range(B.shape[1]):
+        low += [(X[:, t], -B[:, t]), (B[:, t], -X[:, t]), (B[:, t], B @ CC[:, t])]
+    G = sp.csr_matrix(Gs) if sp.issparse(Gs) else Gs
+    return Meat((G.T @ G).tocsr() if sp.issparse(G) else G.T @ G, tuple(low))
+
+
+def _sum(mats: Any) -> "Meat":
+    out = None
+    for m in mats:
+        out = m if out is None else out + m
+    return out
+
+
+def _indicator(groups: np.ndarray, G: int) -> sp.csr_matrix:
+    """The sparse cluster-indicator matrix (G x m) of integer groups ``0..G-1``."""
+    return sp.csr_matrix((np.ones(groups.size), (groups, np.arange(groups.size))), shape=(G, groups.size))
 
 
 def wald_table(est: np.ndarray, cov: np.ndarray, index: list[str], level: float, name: str) -> pd.DataFrame:

@@ -24,6 +24,7 @@ import scipy.sparse as sp
 from scipy.special import expit
 
 from .data import Comparisons, HumanCells, LLMCells
+from .inference import Influence
 from .model import Chart
 
 
@@ -127,24 +128,37 @@ class Objective:
             [c.g[:, None] * q + l, ch.off_B + c.i[:, None] * q + l, ch.off_B + c.j[:, None] * q + l, bcol]
         )
 
-    def _local(self, theta: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """``eta`` and the local gradient ``d eta / d phi`` on the touched coordinates."""
+    @cached_property
+    def _order_label(self) -> np.ndarray:
+        """``a_c`` as floats, 0 on human cells (no order effect)."""
+        c = self.cells
+        return np.where(c.is_human, 0.0, c.a.astype(float))
+
+    @cached_property
+    def _order_judge(self) -> np.ndarray:
+        return np.minimum(self.cells.g, self.chart.K - 1)
+
+    def _local(self, theta: np.ndarray, *, derivative: bool = True) -> tuple[np.ndarray, list[np.ndarray]]:
+        """``eta`` and the local gradient ``d eta / d phi`` on the touched coordinates, as
+        ``3q + 1`` contiguous columns ``dB_l, L_gl, -L_gl, a`` (the layout of :attr:`_index`)."""
         ch, c = self.chart, self.cells
         phi = ch.to_full(theta)
         q = ch.q
         L = phi[: ch.off_B].reshape(ch.rows, q)
         B = phi[ch.off_B : ch.off_b].reshape(ch.N, q)
         b = phi[ch.off_b :]
-        Lg = L[c.g]
-        dB = B[c.i] - B[c.j]
-        ab = np.where(c.is_human, 0.0, c.a * b[np.minimum(c.g, ch.K - 1)])
-        eta = np.einsum("ml,ml->m", Lg, dB) + ab
-        v = np.column_stack([dB, Lg, -Lg, np.where(c.is_human, 0.0, c.a.astype(float))])
-        return eta, v
+        Lg = [np.ascontiguousarray(L[:, l])[c.g] for l in range(q)]
+        dB = [B[c.i, l] - B[c.j, l] for l in range(q)]
+        eta = self._order_label * b[self._order_judge]
+        for l in range(q):
+            eta += Lg[l] * dB[l]
+        if not derivative:
+            return eta, []
+        return eta, dB + Lg + [-x for x in Lg] + [self._order_label]
 
     def eta(self, theta: np.ndarray) -> np.ndarray:
         """Linear predictors ``eta_c`` of the cells (eq. binomial-model-llm / -human)."""
-        return self._local(theta)[0]
+        return self._local(theta, derivative=False)[0]
 
     # ------------------------------------------------------------ evaluation
     def value(self, theta: np.ndarray) -> float:
@@ -161,57 +175,116 @@ class Objective:
         res = c.w * (c.n * p - c.y)  # d f / d eta per cell
         idx = self._index
         P = ch.dim_full
-        g_full = np.bincount(idx.ravel(), weights=(res[:, None] * v).ravel(), minlength=P)
-        g = ch.T.T @ g_full
+        g_full = np.zeros(P)
+        for t, col in enumerate(v):
+            g_full += np.bincount(idx[:, t], weights=res * col, minlength=P)
+        g = np.asarray(ch.T_sparse.T @ g_full)
         if not hess:
             return f, g, None
         curv = c.w * c.n * p * (1.0 - p)
         H_full = self._outer(curv, v) + self._cross(res)
-        H = ch.T.T @ H_full @ ch.T
+        H = ch.pull_back(H_full)
         return f, g, 0.5 * (H + H.T)
 
-    def _outer(self, weight: np.ndarray, v: np.ndarray) -> np.ndarray:
-        """``sum_c weight_c v_c v_c^T`` assembled into the full coordinates."""
-        idx = self._index
+    @cached_property
+    def _groups(self) -> list[tuple[np.ndarray, int, int, int, int, int]]:
+        """The four coordinate groups a cell touches: ``(unit, n_units, base, stride, width, vcol)``,
+        the full coordinate of entry ``l`` being ``base + unit * stride + l`` and its
+        derivative ``v[:, vcol + l]`` (loadings ``L_g``, ``B_i``, ``B_j``, order ``b_g``)."""
+        ch, c = self.chart, self.cells
+        q = ch.q
+        return [
+            (c.g, ch.rows, 0, q, q, 0),
+            (c.i, ch.N, ch.off_B, q, q, q),
+            (c.j, ch.N, ch.off_B, q, q, 2 * q),
+            (np.minimum(c.g, ch.K - 1), ch.K, ch.off_b, 1, 1, 3 * q),
+        ]
+
+    @cached_property
+    def _pair_keys(self) -> dict[tuple[int, int], np.ndarray]:
+        """Per pair of coordinate groups, the key ``unit_a * n_units_b + unit_b`` of every cell."""
+        gr = self._groups
+        return {(a, b): gr[a][0] * gr[b][1] + gr[b][0] for a in range(len(gr)) for b in range(a, len(gr))}
+
+    def _outer(self, weight: np.ndarray, v: list[np.ndarray]) -> np.ndarray:
+        """``sum_c weight_c v_c v_c^T`` assembled into the full coordinates.
+
+        Each pair of coordinate groups is first summed over the cells that share its
+        units (judge, item, item pair) with ``bincount``; the dense matrix is only
+        ``P x P``, and no ``cells x (3q+1)^2`` array is formed.
+        """
         P = self.chart.dim_full
-        flat = (idx[:, :, None] * P + idx[:, None, :]).ravel()
-        vals = (weight[:, None, None] * v[:, :, None] * v[:, None, :]).ravel()
-        return np.bincount(flat, weights=vals, minlength=P * P).reshape(P, P)
+        H = np.zeros((P, P))
+        gr = self._groups
+        keys = self._pair_keys
+        for a in range(len(gr)):
+            _, na, ba, sa, wa, ca = gr[a]
+            for b in range(a, len(gr)):
+                _, nb, bb, sb, wb, cb = gr[b]
+                key = keys[(a, b)]
+                for la in range(wa):
+                    wv = weight * v[ca + la]
+                    ra = ba + np.arange(na) * sa + la
+                    for lb in range(la if a == b else 0, wb):
+                        agg = np.bincount(key, weights=wv * v[cb + lb], minlength=na * nb).reshape(na, nb)
+                        rb = bb + np.arange(nb) * sb + lb
+                        H[np.ix_(ra, rb)] += agg
+                        if b != a or lb != la:
+                            H[np.ix_(rb, ra)] += agg.T
+        return H
 
     def _cross(self, res: np.ndarray) -> np.ndarray:
         """``sum_c res_c d^2 eta_c / d phi^2``: +1 at (L_g,l ; B_i,l), -1 at (L_g,l ; B_j,l)."""
-        ch = self.chart
+        ch, c = self.chart, self.cells
         q, P = ch.q, ch.dim_full
-        idx = self._index
-        rows = np.concatenate([idx[:, :q], idx[:, :q]]).ravel()
-        cols = np.concatenate([idx[:, q : 2 * q], idx[:, 2 * q : 3 * q]]).ravel()
-        vals = np.concatenate([np.repeat(res, q), np.repeat(-res, q)])
-        H = np.bincount(rows * P + cols, weights=vals, minlength=P * P).reshape(P, P)
-        return H + H.T
+        H = np.zeros((P, P))
+        agg = (np.bincount(c.g * ch.N + c.i, weights=res, minlength=ch.rows * ch.N)
+               - np.bincount(c.g * ch.N + c.j, weights=res, minlength=ch.rows * ch.N)).reshape(ch.rows, ch.N)
+        for l in range(q):
+            rl = np.arange(ch.rows) * q + l
+            rb = ch.off_B + np.arange(ch.N) * q + l
+            H[np.ix_(rl, rb)] += agg
+            H[np.ix_(rb, rl)] += agg.T
+        return H
 
     # --------------------------------------------------- per-cell quantities
-    def cell_jacobian(self, theta: np.ndarray, rows: np.ndarray | None = None) -> np.ndarray:
-        """``d eta_c / d theta`` for every cell, or the cells selected by the boolean
-        mask ``rows`` (m x dim), assembled sparsely and mapped by ``T``."""
-        ch = self.chart
-        _, v = self._local(theta)
+    def full_jacobian(self, theta: np.ndarray, rows: np.ndarray | None = None) -> sp.csr_matrix:
+        """``d eta_c / d phi`` in the full coordinates: sparse, exactly ``3(r+1)+1``
+        entries per cell (every cell, or those selected by the boolean mask ``rows``)."""
+        v = np.column_stack(self._local(theta)[1])
         idx = self._index
         if rows is not None:
             v, idx = v[rows], idx[rows]
         m, q = v.shape
-        J = sp.csr_matrix((v.ravel(), idx.ravel(), np.arange(0, m * q + 1, q)), shape=(m, ch.dim_full))
-        return np.asarray(J @ ch.T)
+        return sp.csr_matrix((v.ravel(), idx.ravel(), np.arange(0, m * q + 1, q)), shape=(m, self.chart.dim_full))
+
+    def cell_jacobian(self, theta: np.ndarray, rows: np.ndarray | None = None) -> sp.csr_matrix:
+        """``d eta_c / d theta`` for every cell, or the cells selected by the boolean
+        mask ``rows``: a sparse (m x dim) matrix, :meth:`full_jacobian` mapped by ``T``.
+
+        Rows of cells touching the last judge or item are dense in ``theta`` (the
+        eliminated coordinates are minus sums); products over many cells are better
+        formed with :meth:`influence`, which stays in the full coordinates.
+        """
+        return (self.full_jacobian(theta, rows) @ self.chart.T_sparse).tocsr()
+
+    def influence(self, theta: np.ndarray, A: np.ndarray, coords: slice | np.ndarray = slice(None),
+                  rows: np.ndarray | None = None) -> Influence:
+        """Influence directions ``u_c = A d eta_c / d theta[coords]`` of the cells, factored in
+        the full coordinates: ``J = d eta / d phi`` and ``A T[:, coords]^T``."""
+        Tc = self.chart.T[:, coords]
+        return Influence(self.full_jacobian(theta, rows), np.asarray(A) @ Tc.T)
 
     def probabilities(self, theta: np.ndarray) -> np.ndarray:
         """Fitted probabilities ``sigma(eta_c)`` that item ``i`` wins."""
         return expit(self.eta(theta))
 
-    def cell_scores(self, theta: np.ndarray) -> np.ndarray:
-        """Per-cell score contributions ``w_c (n_c p_c - y_c) d eta_c / d theta`` (m x dim).
+    def cell_scores(self, theta: np.ndarray) -> sp.csr_matrix:
+        """Per-cell score contributions ``w_c (n_c p_c - y_c) d eta_c / d theta`` (sparse m x dim).
 
         They sum to the gradient; per-comparison scores follow by dividing by
         ``w_c`` and splitting the residual over the ``n_c`` comparisons.
         """
         c = self.cells
         p = self.probabilities(theta)
-        return (c.w * (c.n * p - c.y))[:, None] * self.cell_jacobian(theta)
+        return (sp.diags(c.w * (c.n * p - c.y)) @ self.cell_jacobian(theta)).tocsr()

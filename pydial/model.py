@@ -32,6 +32,7 @@ from functools import cached_property
 from typing import Literal
 
 import numpy as np
+from scipy import sparse
 
 Calibration = Literal["mu", "W"]
 CALIBRATIONS: tuple[str, ...] = ("mu", "W")
@@ -59,6 +60,23 @@ class Structure:
         return np.column_stack([self.mu, self.V])
 
 
+def consensus_direction(S: np.ndarray) -> np.ndarray:
+    """``mu = sqrt(N) S^T 1 / ||S^T 1||`` (Sec. structured-llm); raises when ``S^T 1 = 0``."""
+    N = S.shape[1]
+    m = S.sum(axis=0)
+    norm = np.linalg.norm(m)
+    if norm == 0.0:
+        from .exceptions import IdentifiabilityError
+
+        raise IdentifiabilityError("S^T 1 = 0: the consensus direction is undefined (eq. reduced-parameter-space)")
+    return np.sqrt(N) * m / norm
+
+
+def consensus_gamma(S: np.ndarray) -> np.ndarray:
+    """Consensus loadings ``gamma = N^{-1} S mu`` (Sec. structured-llm)."""
+    return S @ consensus_direction(S) / S.shape[1]
+
+
 def structure_from_S(S: np.ndarray, r: int) -> Structure:
     r"""Recover ``(mu, gamma, U, V)`` from a centered rank-(r+1) score matrix.
 
@@ -67,13 +85,7 @@ def structure_from_S(S: np.ndarray, r: int) -> Structure:
     (paper App. "Reduced score-space representation").
     """
     K, N = S.shape
-    m = S.sum(axis=0)
-    norm = np.linalg.norm(m)
-    if norm == 0.0:
-        from .exceptions import IdentifiabilityError
-
-        raise IdentifiabilityError("S^T 1 = 0: the consensus direction is undefined (eq. reduced-parameter-space)")
-    mu = np.sqrt(N) * m / norm
+    mu = consensus_direction(S)
     gamma = S @ mu / N
     R = S - np.outer(gamma, mu)
     P, sv, Qt = np.linalg.svd(R, full_matrices=False)
@@ -203,6 +215,18 @@ class Chart:
             for k in range(K):
                 T[self.off_b + k, sb.start + k] = 1.0
         return T
+
+    @cached_property
+    def T_sparse(self) -> "sparse.csr_matrix":
+        """:attr:`T` as a sparse matrix (about two entries per column), so that cell
+        Jacobians mapped to the reduced chart stay sparse."""
+        return sparse.csr_matrix(self.T)
+
+    def pull_back(self, H_full: np.ndarray) -> np.ndarray:
+        """``T^T H T`` for a dense ``H`` in the full coordinates (sparse ``T``)."""
+        Ts = self.T_sparse
+        X = np.asarray(Ts.T @ H_full)
+        return np.asarray(Ts.T @ X.T).T
 
     @cached_property
     def phi0(self) -> np.ndarray:

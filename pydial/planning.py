@@ -80,6 +80,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import scipy.sparse as sp
 import pandas as pd
 from scipy.special import expit
 from scipy.stats import chi2, ncx2, norm
@@ -279,15 +280,15 @@ def _staged_parts(result: DialResult, data: Comparisons) -> tuple[np.ndarray, np
     """Anchored fit at the pilot: ``(B, V_llm, V_human, fit)`` with the two-step
     sandwich split into its LLM and human parts (human / LLM influence rows zeroed)."""
     from .estimators import staged_fit, staged_influence
-    from .inference import influence_covariance
+    from .inference import Influence, influence_covariance
 
     order = result.method != "dial-nopos"
     sf = staged_fit(data, result.rank, result.calibration, order=order)
     U, st = staged_influence(data, sf)
     cov = result.cov_type if result.method != "human" else "cell"
-    UL, UH = U.copy(), U.copy()
-    UL[st.is_human] = 0.0
-    UH[~st.is_human] = 0.0
+    keep = st.is_human.astype(float)  # zero the other block's rows of the factored influence
+    UL = Influence(sp.diags(1.0 - keep) @ U.J, U.A)
+    UH = Influence(sp.diags(keep) @ U.J, U.A)
     V_llm = influence_covariance(UL, st, data, cov)
     V_h = influence_covariance(UH, st, data, cov)
     B = sf.chart.score_jacobian(sf.theta)[:, sf.chart.slices["c"]]

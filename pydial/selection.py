@@ -22,14 +22,14 @@ Alg. DIAL-Ada and App. "Hyperparameter Selection" of the paper:
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Callable
+from typing import Any, Callable
 
 import numpy as np
 import pandas as pd
 from scipy.special import expit
 
 from .data import Comparisons, HumanCells
-from .fit import BTLFit, centering_basis, difference_design, fit_calibration, fit_human_btl, fit_structured, glm_information
+from .fit import BTLFit, centered_design, difference_design, fit_calibration, fit_human_btl, fit_structured, glm_information
 from .inference import independent_meat
 from .likelihood import Cells, Objective, binomial_nll, human_loss
 from .model import Chart
@@ -45,14 +45,19 @@ def candidate_weights(n_llm: int, n_human: int, multiples: tuple[float, ...] = D
     return np.asarray(multiples, float) * n_llm / n_human
 
 
-def gacv_trace(H: np.ndarray, U: np.ndarray, n: np.ndarray, y: np.ndarray, p: np.ndarray) -> float:
+def gacv_trace(H: np.ndarray, U: Any, n: np.ndarray, y: np.ndarray, p: np.ndarray, basis: Any = None) -> float:
     r"""The trace term of eq. gacv: ``tr(H^+ J)`` with ``J = n_H^{-1} sum_t (g_t - \bar g)(g_t - \bar g)^T``.
 
     ``U`` holds ``d eta_c / d zeta`` of the human cells; comparison ``t`` in cell ``c``
     has score ``g_t = (p_c - z_t) u_c``, so the cell contributes
-    ``[y (1-p)^2 + (n-y) p^2] u u^T`` to ``sum_t g_t g_t^T``.
+    ``[y (1-p)^2 + (n-y) p^2] u u^T`` to ``sum_t g_t g_t^T``.  ``U`` may be sparse, and
+    may hold the derivatives in other coordinates ``x`` with ``zeta``-derivatives
+    ``U basis`` (``basis`` dense): ``J`` is then pulled back as ``basis^T J_x basis``.
     """
-    J = independent_meat(U, n, y, p, np.ones(n.size)) / n.sum()
+    J = independent_meat(U, n, y, p, np.ones(n.size)).dense() / n.sum()
+    if basis is not None:
+        B = basis.toarray() if hasattr(basis, "toarray") else np.asarray(basis)
+        J = B.T @ J @ B
     Hp, _ = pinv_sym(H)
     return float(np.sum(Hp * J))
 
@@ -110,16 +115,16 @@ def finite_candidate(data: Comparisons, ch: Chart, lam: float, theta0: np.ndarra
     and evaluate its guards and GACV pieces at the optimum."""
     th, opt = joint(data, ch, lam, theta0)
     obj = Objective.weighted(ch, data, lam)
-    _, _, H = obj.value_grad_hess(th)
+    H = opt.hess if opt.hess is not None and np.array_equal(opt.x, th) else obj.value_grad_hess(th)[2]
     s = ch.scores(th)
     ok, reason, nz = guard(ch, opt, H, s)
     cand = Candidate(lam, multiple, s, th, opt, ok, reason, human_loss(s, data.human), n_zero_eig=nz)
     if ok:
         hum = obj.cells.is_human
-        U = obj.cell_jacobian(th, rows=hum)
+        U = obj.full_jacobian(th, rows=hum)
         c = obj.cells
         p = expit(obj.eta(th))[hum]
-        cand.trace = gacv_trace(H, U, c.n[hum], c.y[hum], p) / (data.n_human - 1)
+        cand.trace = gacv_trace(H, U, c.n[hum], c.y[hum], p, ch.T) / (data.n_human - 1)
     return cand
 
 
@@ -133,7 +138,7 @@ def human_candidate(data: Comparisons, human_fit: Callable[[Comparisons], BTLFit
         return Candidate(0.0, 0.0, None, reason=f"human MLE does not exist: {detail}"), None
     f = human_fit(data) if human_fit is not None else fit_human_btl(data.human, data.N)
     N = data.N
-    X = difference_design(data.human.i, data.human.j, N) @ centering_basis(N)
+    X = centered_design(data.human.i, data.human.j, N)
     p = expit(X @ f.opt.x)
     Hm = glm_information(X, data.human.n, p, 1.0 / data.n_human)
     cand = Candidate(0.0, 0.0, f.s, f.opt.x, f.opt, loss_human=human_loss(f.s, data.human))
@@ -143,7 +148,7 @@ def human_candidate(data: Comparisons, human_fit: Callable[[Comparisons], BTLFit
         cand.reason = f"||s||_inf = {np.abs(f.s).max():.3g} > {SCORE_LIMIT:g}"
     else:
         cand.admissible = True
-        cand.trace = gacv_trace(Hm, X, data.human.n, data.human.y, p) / (data.n_human - 1)
+        cand.trace = gacv_trace(Hm, X.X, data.human.n, data.human.y, p, X.basis) / (data.n_human - 1)
     return cand, f.opt
 
 
@@ -153,7 +158,7 @@ def anchored_candidate(data: Comparisons, M: np.ndarray, s: np.ndarray, cal_opt:
     The LLM-only fit is conditioned on, so only the calibration coordinates must be
     resolved; an LLM-only fit whose optimizer failed is still excluded.
     """
-    X = difference_design(data.human.i, data.human.j, data.N) @ M
+    X = np.asarray(difference_design(data.human.i, data.human.j, data.N) @ M)
     p = expit(X @ cal_opt.x)
     H = glm_information(X, data.human.n, p, 1.0 / data.n_human)
     cand = Candidate(np.inf, np.inf, s, loss_human=human_loss(s, data.human), opt=cal_opt)
