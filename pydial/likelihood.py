@@ -25,6 +25,7 @@ from scipy.special import expit
 
 from .data import Comparisons, HumanCells, LLMCells
 from .model import Chart
+from .penalty import FirthPenalty, check_penalty
 
 
 def softplus(x: np.ndarray) -> np.ndarray:
@@ -53,6 +54,16 @@ def llm_loss(S: np.ndarray, b: np.ndarray, llm: LLMCells) -> float:
 def weighted_loss(s: np.ndarray, S: np.ndarray, b: np.ndarray, data: Comparisons, lam: float) -> float:
     r""":math:`Q_\lambda(s, S, b) = \ell_H(s) + \lambda \ell_L(S, b)` (eq. weighted-loss)."""
     return human_loss(s, data.human) + lam * llm_loss(S, b, data.llm)
+
+
+def human_firth_penalty(data: Comparisons) -> FirthPenalty:
+    """Jeffreys prior of the centered human BTL on the human cells' predictors
+    ``s_i - s_j`` (design ``D_H T``, normalization ``1/n_H``)."""
+    from .fit import centering_basis, difference_design
+
+    H = data.human
+    X = difference_design(H.i, H.j, data.N) @ centering_basis(data.N)
+    return FirthPenalty(X, H.n.astype(float), 1.0 / data.n_human)
 
 
 @dataclass(frozen=True)
@@ -97,20 +108,30 @@ class Objective:
     ``w_llm = lambda/n_L`` this is :math:`Q_\lambda` (eq. weighted-loss); with
     ``w_human = 0`` and ``w_llm = 1/n_L`` the structured LLM-only loss of
     eq. staged-calibrated-estimator.
+
+    ``penalty`` (a :class:`~pydial.penalty.FirthPenalty` on the human cells'
+    predictors, in the order of the human cells) is added to the loss.
     """
 
-    def __init__(self, chart: Chart, cells: Cells) -> None:
+    def __init__(self, chart: Chart, cells: Cells, penalty: FirthPenalty | None = None) -> None:
         if chart.calibration is None and cells.is_human.any():
             raise ValueError("an LLM-only chart cannot carry human cells")
         self.chart = chart
         self.cells = cells
+        self.penalty = penalty
 
     @classmethod
-    def weighted(cls, chart: Chart, data: Comparisons, lam: float) -> "Objective":
-        r""":math:`Q_\lambda` with ``lam`` in ``(0, inf)``; ``lam = inf`` gives the LLM-only loss."""
+    def weighted(cls, chart: Chart, data: Comparisons, lam: float, penalty: str | None = None) -> "Objective":
+        r""":math:`Q_\lambda` with ``lam`` in ``(0, inf)``; ``lam = inf`` gives the LLM-only loss.
+
+        ``penalty="firth"`` adds the human block's Jeffreys prior
+        :math:`-\frac{1}{2 n_H}\log\det I_H(s)`, the human BTL information at the
+        calibrated scores (:mod:`pydial.penalty`).
+        """
         if np.isinf(lam):
             return cls(chart, Cells.stack(data, 1.0 / data.n_llm, 0.0))
-        return cls(chart, Cells.stack(data, lam / data.n_llm, 1.0 / data.n_human))
+        pen = human_firth_penalty(data) if check_penalty(penalty) == "firth" else None
+        return cls(chart, Cells.stack(data, lam / data.n_llm, 1.0 / data.n_human), pen)
 
     # ----------------------------------------------------------- index maps
     @cached_property
@@ -150,7 +171,9 @@ class Objective:
     def value(self, theta: np.ndarray) -> float:
         """The weighted loss (``Q_lambda`` of eq. weighted-loss for :meth:`weighted`)."""
         c = self.cells
-        return float(np.sum(c.w * binomial_nll(self.eta(theta), c.n, c.y)))
+        eta = self.eta(theta)
+        f = float(np.sum(c.w * binomial_nll(eta, c.n, c.y)))
+        return f + self.penalty.value(eta[c.is_human]) if self.penalty is not None else f
 
     def value_grad_hess(self, theta: np.ndarray, *, hess: bool = True) -> tuple[float, np.ndarray, np.ndarray | None]:
         """Value, gradient and (exact) Hessian in the reduced chart."""
@@ -159,6 +182,11 @@ class Objective:
         p = expit(eta)
         f = float(np.sum(c.w * binomial_nll(eta, c.n, c.y)))
         res = c.w * (c.n * p - c.y)  # d f / d eta per cell
+        if self.penalty is not None:
+            fp, gp, Hp = self.penalty.derivatives(eta[c.is_human], hess=hess)
+            f += fp
+            res = res.copy()
+            res[c.is_human] += gp
         idx = self._index
         P = ch.dim_full
         g_full = np.bincount(idx.ravel(), weights=(res[:, None] * v).ravel(), minlength=P)
@@ -168,6 +196,9 @@ class Objective:
         curv = c.w * c.n * p * (1.0 - p)
         H_full = self._outer(curv, v) + self._cross(res)
         H = ch.T.T @ H_full @ ch.T
+        if self.penalty is not None:
+            J = self.cell_jacobian(theta, rows=c.is_human)
+            H = H + J.T @ Hp @ J
         return f, g, 0.5 * (H + H.T)
 
     def _outer(self, weight: np.ndarray, v: np.ndarray) -> np.ndarray:

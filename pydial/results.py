@@ -60,6 +60,8 @@ class DialResult:
         Consensus loadings ``gamma_k`` with intervals (LLM-only fit).
     tie_parameters : DataFrame or None
         With ``ties="davidson"``: tie parameters ``nu`` by judge with ``se, ci_low, ci_high``.
+    penalty : str or None
+        ``"firth"`` when the likelihoods were bias-reduced (:mod:`pydial.penalty`).
     """
 
     method: str
@@ -87,6 +89,7 @@ class DialResult:
     calibration_test: Any = None
     consensus: pd.DataFrame | None = None
     tie_parameters: pd.DataFrame | None = None
+    penalty: str | None = None
 
     # ------------------------------------------------------------- inference
     def contrast(self, item_i: str, item_j: str, level: float | None = None) -> pd.Series:
@@ -166,7 +169,8 @@ class DialResult:
         head = [
             f"pydial fit: method={self.method}  rank={self.rank}  calibration={self.calibration}  engine={self.engine}",
             f"items N={len(self.items)}  LLM judges K={len(self.judges)}  n_LLM={self.n_llm}  n_H={self.n_human}",
-            f"lambda={lam}  converged={self.converged}  max|grad|={self.grad_norm:.2e}",
+            f"lambda={lam}  converged={self.converged}  max|grad|={self.grad_norm:.2e}"
+            + (f"  penalty={self.penalty}" if self.penalty else ""),
             f"covariance: {COV_DESCRIPTIONS[self.cov_type]}  level={self.level:.0%}",
         ]
         if not np.isnan(self.loss_human):
