@@ -162,6 +162,16 @@ class DialResult:
         """Items ordered by score, best first."""
         return self.scores["score"].sort_values(ascending=False)
 
+    def bootstrap(self, B: int = 200, *, by: str = "record", seed: int | None = None, n_jobs: int = 1,
+                  level: float | None = None, progress: bool | None = None) -> Any:
+        """Post-selection intervals: refit the whole procedure (GACV choice of ``lambda``,
+        and of ``r`` with a rank grid, included) on ``B`` record resamples; percentile and
+        basic intervals for scores, contrasts and ``b`` plus the selected ``lambda``
+        distribution.  See :func:`pydial.bootstrap.bootstrap`."""
+        from .bootstrap import bootstrap
+
+        return bootstrap(self, B, by=by, seed=seed, n_jobs=n_jobs, level=level, progress=progress)
+
     # ---------------------------------------------------------------- report
     def summary(self) -> str:
         """A statsmodels-like text summary."""
