@@ -38,9 +38,17 @@
  * Priors (penalty) are switched on by data: prior_sd_* > 0 adds an
  * independent normal(0, prior_sd_*) term on that block; 0 = flat.  A ridge on
  * the chart coordinates is not gauge invariant; with all scales 0 the MLE is.
+ *
+ * Jeffreys prior (Firth 1993, data flag firth; firth.stan):
+ *   1 = the LLM cells as one binomial GLM (K = 1, r = 0: human-only or pooled
+ *       BTL), design (D T, a) in (B_free, b);
+ *   2 = the calibration GLM of the human cells, design D_H B[, 1:d] in c (for
+ *       the calibration stage with the LLM block held fixed);
+ *   3 = the human block in score space, design D_H T (the joint fit).
  */
 functions {
 #include paired_likelihoods.stan
+#include firth.stan
 }
 data {
   int<lower=2> N;                                    // number of items
@@ -69,6 +77,7 @@ data {
   real<lower=0> prior_sd_B;                          // normal prior scale on B_free (0 = flat)
   real<lower=0> prior_sd_c;                          // normal prior scale on the calibration coordinate (0 = flat)
   real<lower=0> prior_sd_b;                          // normal prior scale on the order effects (0 = flat)
+  int<lower=0, upper=3> firth;                       // Jeffreys prior: 0 = none, 1 = LLM GLM, 2 = calibration GLM, 3 = human scores
 }
 transformed data {
   int q = r + 1;                                     // columns of A and B
@@ -85,6 +94,16 @@ transformed data {
   }
   for (t in 1:H) {
     if (human_y[t] > human_n[t]) reject("human cell ", t, ": y > n");
+  }
+  // Firth designs (zero-size when unused); T_N: s = T_N s[1:(N-1)] for centered s
+  matrix[N, N - 1] T_N = append_row(diag_matrix(rep_vector(1, N - 1)), rep_row_vector(-1, N - 1));
+  matrix[firth == 1 ? C : 0, firth == 1 ? N - 1 + use_order : 0] firth_X;
+  matrix[firth >= 2 ? H : 0, N] firth_D = difference_design(human_i[1:(firth >= 2 ? H : 0)],
+                                                            human_j[1:(firth >= 2 ? H : 0)], N);
+  if (firth == 1) {
+    if (K != 1 || r != 0) reject("firth = 1 needs K = 1 and r = 0 (one binomial GLM)");
+    firth_X[:, 1:(N - 1)] = difference_design(cell_i, cell_j, N) * T_N;
+    if (use_order) firth_X[:, N] = to_vector(cell_a);
   }
 }
 parameters {
@@ -114,6 +133,7 @@ model {
       eta += to_vector(cell_a) .* b[cell_judge];
     }
     target += -dot_product(cell_w, binomial_nll(eta, cell_n, cell_y));
+    if (firth == 1) target += firth_penalty(firth_X, eta, cell_n);
   }
 
   // eq. human-full-loss at s = B ctilde, ctilde = (alpha, 0, ..., 0) or c
@@ -123,6 +143,8 @@ model {
     vector[N] s = B * ctilde;
     vector[H] eta_h = s[human_i] - s[human_j];
     target += -dot_product(human_w, binomial_nll(eta_h, human_n, human_y));
+    if (firth == 2) target += firth_penalty(firth_D * B[:, 1:d], eta_h, human_n);
+    if (firth == 3) target += firth_penalty(firth_D * T_N, eta_h, human_n);
   }
 
   // optional normal priors (penalized MLE); 0 = flat

@@ -29,10 +29,15 @@
  *   s_raw  ~ normal(0, prior_s_sd)   (= exchangeable normal on centered s_g)
  *   b      ~ normal(0, prior_b_sd)
  *   log_nu ~ normal(prior_log_nu_mean, prior_log_nu_sd)
+ *
+ * Jeffreys prior (Firth 1993; data flag firth = 1, binary cells only): adds
+ * 1/2 log det of the Fisher information of (s_raw, b), block diagonal over
+ * judges, so the mode is each judge's bias-reduced estimate (firth.stan).
  */
 functions {
 #include bases.stan
 #include paired_likelihoods.stan
+#include firth.stan
 }
 data {
   int<lower=2> N;                                    // number of items
@@ -57,9 +62,22 @@ data {
   real<lower=0> prior_log_nu_sd;                     // prior sd of the log tie parameters (0 = flat)
 
   int<lower=0, upper=1> calc_log_lik;                // 1 = write log_lik per cell
+  int<lower=0, upper=1> firth;                       // 1 = Jeffreys prior (Firth) on every judge's BTL
 }
 transformed data {
   matrix[N, N - 1] Q_N = centered_basis(N);          // orthonormal basis of {x : 1' x = 0}
+  // Firth: d eta / d (s_raw, b) per cell, eta = s_gi - s_gj + a b_g (zero-size when unused)
+  matrix[firth ? C : 0, firth ? G * (N - 1) + P : 0] firth_X = rep_matrix(0, firth ? C : 0, firth ? G * (N - 1) + P : 0);
+  array[firth ? C : 0] int firth_n;
+  if (firth) {
+    if (T > 0) reject("firth = 1 needs binary cells (no tie parameters)");
+    for (t in 1:C) {
+      int g = cell_judge[t];
+      firth_X[t, ((g - 1) * (N - 1) + 1):(g * (N - 1))] = Q_N[cell_i[t]] - Q_N[cell_j[t]];
+      if (judge_order[g] > 0) firth_X[t, G * (N - 1) + judge_order[g]] = cell_a[t];
+      firth_n[t] = cell_counts[t, 1] + cell_counts[t, 2];
+    }
+  }
 }
 parameters {
   array[G] vector[N - 1] s_raw;                      // judge scores in the coordinates of Q_N
@@ -84,6 +102,14 @@ model {
     int g = cell_judge[t];
     real x = 0.5 * (s[g, cell_i[t]] - s[g, cell_j[t]] + cell_a[t] * b_g[g]);
     target += cell_w[t] * paired_cell_lpmf(cell_counts[t] | x, judge_tie[g] > 0, log_nu_g[g]);
+  }
+  if (firth) {
+    vector[C] eta_f;
+    for (t in 1:C) {
+      int g = cell_judge[t];
+      eta_f[t] = s[g, cell_i[t]] - s[g, cell_j[t]] + cell_a[t] * b_g[g];
+    }
+    target += firth_penalty(firth_X, eta_f, firth_n);
   }
   if (prior_s_sd > 0) {
     for (g in 1:G) target += normal_lpdf(s_raw[g] | 0, prior_s_sd);

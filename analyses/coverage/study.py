@@ -34,6 +34,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from analyses.simulation.compare import _md
+
 import pydial
 from pydial import metrics
 from pydial.exceptions import DialError
@@ -142,7 +144,7 @@ def report(out: Path) -> Path:
             f"Design: {DESIGN}, multiples = SIMULATION_MULTIPLES, judge-pair cell-clustered sandwich.",
             f"Failed replications (no admissible fit): {int(df['failed'].astype(bool).sum())}.", "",
             "`coverage` is the mean over replications of the share of the 45 contrasts covered; `mc_se` its "
-            "Monte Carlo standard error.", "", tab.to_markdown(index=False, floatfmt=".4f"), ""]
+            "Monte Carlo standard error.", "", _md(tab.round(4)), ""]
     path = out / "summary.md"
     path.write_text("\n".join(text))
     return path

@@ -155,6 +155,7 @@ def dial_data(
     w_human: float | np.ndarray = 0.0,
     priors: Mapping[str, float] | None = None,
     llm: CellTable | None = None,
+    firth: int = 0,
 ) -> dict[str, Any]:
     """Data of ``dial.stan`` for the chart ``chart``.
 
@@ -173,6 +174,9 @@ def dial_data(
         Normal prior scales ``{"A", "B", "c", "b"}`` (default 0 = flat).
     llm : CellTable, optional
         LLM cells to use instead of ``data``'s (e.g. pooled over judges).
+    firth : {0, 1, 2, 3}
+        Jeffreys-prior term of ``dial.stan`` (0 none, 1 the LLM cells as one GLM,
+        2 the calibration GLM, 3 the human block in score space).
     """
     L = llm if llm is not None else llm_cell_table(data)
     H = human_cell_table(data) if chart.calibration is not None else None
@@ -202,6 +206,7 @@ def dial_data(
         "prior_sd_B": p["B"],
         "prior_sd_c": p["c"],
         "prior_sd_b": p["b"],
+        "firth": int(firth),
     }
 
 
@@ -292,6 +297,7 @@ def judges_data(
     priors: Mapping[str, float] | None = None,
     flat: bool = False,
     log_lik: bool = True,
+    firth: bool = False,
 ) -> dict[str, Any]:
     """Data of ``judges.stan``.
 
@@ -310,6 +316,8 @@ def judges_data(
         Overrides of :data:`JUDGES_PRIORS`.
     flat : bool
         All prior scales 0 (for the MLE); ``priors`` then ignored.
+    firth : bool
+        Add the Jeffreys prior of every judge's binomial BTL (Firth's estimate).
     """
     if len(cells) and (cells.judge.min() < 0 or cells.judge.max() >= G):
         raise ValueError(f"cell judges must lie in 0..{G - 1}")
@@ -342,6 +350,7 @@ def judges_data(
         "prior_log_nu_mean": p["log_nu_mean"],
         "prior_log_nu_sd": p["log_nu_sd"],
         "calc_log_lik": int(log_lik),
+        "firth": int(firth),
     }
 
 
