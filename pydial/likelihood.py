@@ -25,7 +25,7 @@ from scipy.special import expit
 
 from .data import Comparisons, HumanCells, LLMCells
 from .model import Chart
-from .penalty import FirthPenalty, check_penalty
+from .penalty import CalibrationFirthPenalty, check_penalty
 
 
 def softplus(x: np.ndarray) -> np.ndarray:
@@ -56,14 +56,12 @@ def weighted_loss(s: np.ndarray, S: np.ndarray, b: np.ndarray, data: Comparisons
     return human_loss(s, data.human) + lam * llm_loss(S, b, data.llm)
 
 
-def human_firth_penalty(data: Comparisons) -> FirthPenalty:
-    """Jeffreys prior of the centered human BTL on the human cells' predictors
-    ``s_i - s_j`` (design ``D_H T``, normalization ``1/n_H``)."""
-    from .fit import centering_basis, difference_design
+def calibration_firth_penalty(data: Comparisons) -> CalibrationFirthPenalty:
+    """Jeffreys prior of the human calibration GLM (design ``D_H M``, normalization ``1/n_H``)."""
+    from .fit import difference_design
 
     H = data.human
-    X = difference_design(H.i, H.j, data.N) @ centering_basis(data.N)
-    return FirthPenalty(X, H.n.astype(float), 1.0 / data.n_human)
+    return CalibrationFirthPenalty(difference_design(H.i, H.j, data.N), H.n.astype(float), 1.0 / data.n_human)
 
 
 @dataclass(frozen=True)
@@ -109,11 +107,11 @@ class Objective:
     ``w_human = 0`` and ``w_llm = 1/n_L`` the structured LLM-only loss of
     eq. staged-calibrated-estimator.
 
-    ``penalty`` (a :class:`~pydial.penalty.FirthPenalty` on the human cells'
-    predictors, in the order of the human cells) is added to the loss.
+    ``penalty`` (a :class:`~pydial.penalty.CalibrationFirthPenalty`, the human block's
+    Jeffreys prior) is added to the loss.
     """
 
-    def __init__(self, chart: Chart, cells: Cells, penalty: FirthPenalty | None = None) -> None:
+    def __init__(self, chart: Chart, cells: Cells, penalty: CalibrationFirthPenalty | None = None) -> None:
         if chart.calibration is None and cells.is_human.any():
             raise ValueError("an LLM-only chart cannot carry human cells")
         self.chart = chart
@@ -125,12 +123,12 @@ class Objective:
         r""":math:`Q_\lambda` with ``lam`` in ``(0, inf)``; ``lam = inf`` gives the LLM-only loss.
 
         ``penalty="firth"`` adds the human block's Jeffreys prior
-        :math:`-\frac{1}{2 n_H}\log\det I_H(s)`, the human BTL information at the
-        calibrated scores (:mod:`pydial.penalty`).
+        :math:`-\frac{1}{2 n_H}[\log\det(M^\top D_H^\top W D_H M) - \log\det(M^\top M)]`,
+        the information of the calibration coordinates (:mod:`pydial.penalty`).
         """
         if np.isinf(lam):
             return cls(chart, Cells.stack(data, 1.0 / data.n_llm, 0.0))
-        pen = human_firth_penalty(data) if check_penalty(penalty) == "firth" else None
+        pen = calibration_firth_penalty(data) if check_penalty(penalty) == "firth" else None
         return cls(chart, Cells.stack(data, lam / data.n_llm, 1.0 / data.n_human), pen)
 
     # ----------------------------------------------------------- index maps
@@ -173,7 +171,7 @@ class Objective:
         c = self.cells
         eta = self.eta(theta)
         f = float(np.sum(c.w * binomial_nll(eta, c.n, c.y)))
-        return f + self.penalty.value(eta[c.is_human]) if self.penalty is not None else f
+        return f + self.penalty.value(self.chart, theta, eta[c.is_human]) if self.penalty is not None else f
 
     def value_grad_hess(self, theta: np.ndarray, *, hess: bool = True) -> tuple[float, np.ndarray, np.ndarray | None]:
         """Value, gradient and (exact) Hessian in the reduced chart."""
@@ -183,7 +181,8 @@ class Objective:
         f = float(np.sum(c.w * binomial_nll(eta, c.n, c.y)))
         res = c.w * (c.n * p - c.y)  # d f / d eta per cell
         if self.penalty is not None:
-            fp, gp, Hp = self.penalty.derivatives(eta[c.is_human], hess=hess)
+            J = self.cell_jacobian(theta, rows=c.is_human) if hess else None
+            fp, gp, g_pen, H_pen = self.penalty.terms(ch, theta, eta[c.is_human], J, hess=hess)
             f += fp
             res = res.copy()
             res[c.is_human] += gp
@@ -191,14 +190,15 @@ class Objective:
         P = ch.dim_full
         g_full = np.bincount(idx.ravel(), weights=(res[:, None] * v).ravel(), minlength=P)
         g = ch.T.T @ g_full
+        if self.penalty is not None:
+            g = g + g_pen
         if not hess:
             return f, g, None
         curv = c.w * c.n * p * (1.0 - p)
         H_full = self._outer(curv, v) + self._cross(res)
         H = ch.T.T @ H_full @ ch.T
         if self.penalty is not None:
-            J = self.cell_jacobian(theta, rows=c.is_human)
-            H = H + J.T @ Hp @ J
+            H = H + H_pen
         return f, g, 0.5 * (H + H.T)
 
     def _outer(self, weight: np.ndarray, v: np.ndarray) -> np.ndarray:

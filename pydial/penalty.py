@@ -43,9 +43,9 @@ Where pydial uses it (``fit(..., penalty="firth")``):
 * ``dial-anc``: the calibration GLM ``argmin_c l_H(M c)`` (``X = D_H M``);
 * ``dial-ada``: the ``lambda = 0`` endpoint (Firth human BTL), the ``lambda = inf``
   endpoint (as ``dial-anc``) and, for finite ``lambda``, the human block of
-  :math:`Q_\lambda`: the Jeffreys prior of the human BTL evaluated at the calibrated
-  scores ``s(theta)`` (``X = D_H T`` on the human cells' predictors ``s_i - s_j``),
-  which equals the ``lambda = 0`` penalty, so the path is continuous at its lower end.
+  :math:`Q_\lambda`: the Jeffreys prior of the calibration GLM ``X = D_H M(theta)``
+  with the basis normalized (:class:`CalibrationFirthPenalty`), which tends to the
+  ``dial-anc`` penalty as ``lambda -> inf``.
 
 Inference at a penalized estimate uses the unpenalized Fisher information (bread)
 and the same meats as at the MLE (brglm2's convention); the penalty changes the
@@ -128,3 +128,107 @@ class FirthPenalty:
         """Value, gradient and Hessian in the GLM chart ``eta = X beta``."""
         f, g, H = self.derivatives(self.X @ beta)
         return f, self.X.T @ g, self.X.T @ H @ self.X
+
+
+@dataclass(frozen=True)
+class CalibrationFirthPenalty:
+    r"""Human-block Jeffreys prior of the joint fit :math:`Q_\lambda`, in the calibration space.
+
+    In the chart of :mod:`pydial.model` the human scores are ``s = M c`` with the item
+    basis ``M = B E`` (``E = e_1`` for ``M = mu``, ``E = I`` for ``M = W``), so the human
+    likelihood given ``M`` is a binomial GLM in ``c`` with design ``X = D_H M``.  The
+    loss term is its Jeffreys prior with the basis normalized,
+
+    .. math::
+
+        P(\theta) = -\frac{\omega}{2}\Bigl[\log\det(X^\top W X) - \log\det(M^\top M)\Bigr],
+        \qquad W = \mathrm{diag}\{n_c p_c (1 - p_c)\},
+
+    which is invariant to the gauge ``B -> B G`` of the chart, exists whenever
+    ``rank(D_H M) = d`` (Cond. human-design; items never compared by people are
+    allowed) and equals, up to a constant, the Firth penalty of the calibration GLM
+    of DIAL-Anc when ``M`` is held at the LLM-only fit, so the path is continuous at
+    ``lambda = inf``.
+
+    Derivatives (``L = log det I - log det G``, ``I = X^T W X``, ``A = I^{-1}``,
+    ``G = M^T M``, ``U = X A``, ``Q = X A X^T``, ``h_c = Q_cc``, ``Y_t = D dM/d theta_t``):
+
+    * ``dL/d eta_c = w'_c h_c``;  ``dL/dM = 2 D^T W U - 2 M G^{-1}``;
+    * ``d^2 L / d eta^2 = diag(w'' h) - (w' w'^T) * Q * Q``;
+    * ``d^2 L / d eta_c d theta_t = 2 w'_c [ (Y_t U^T)_cc - sum_e w_e Q_ec (Y_t U^T)_ec ]``;
+    * ``d^2 L / d theta_t d theta_u = 2 tr(Y_u^T W Y_t A) - 2 tr(V_u B_t A)
+      - 2 tr(dM_u^T dM_t G^{-1}) + 2 tr(dM_u^T M G^{-1} R_t G^{-1})`` with
+      ``V_u = Y_u^T W U``, ``B_t = Y_t^T W X + X^T W Y_t``, ``R_t = dM_t^T M + M^T dM_t``.
+
+    ``M`` is linear in ``theta``, so it has no second derivative; the bilinear second
+    derivative of ``eta`` is added by :class:`pydial.likelihood.Objective` through the
+    per-cell gradient ``dP/d eta``.
+    """
+
+    D: np.ndarray
+    n: np.ndarray
+    weight: float
+
+    @staticmethod
+    def basis(chart, theta: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``M`` (N x d) at ``theta`` and ``dM/d theta`` (dim x N x d) of a calibrated chart."""
+        q, N, d = chart.q, chart.N, chart.d
+        phi = chart.to_full(theta)
+        M = phi[chart.off_B: chart.off_b].reshape(N, q)[:, :d]
+        TB = np.asarray(chart.T)[chart.off_B: chart.off_b].reshape(N, q, -1)[:, :d, :]
+        return M, np.moveaxis(TB, -1, 0)
+
+    def value(self, chart, theta: np.ndarray, eta: np.ndarray) -> float:
+        """``P`` at ``theta`` (``eta``: the human cells' predictors); ``+inf`` if singular."""
+        M, _ = self.basis(chart, theta)
+        p = expit(eta)
+        X = self.D @ M
+        s1, l1 = np.linalg.slogdet((X.T * (self.n * p * (1 - p))) @ X)
+        s2, l2 = np.linalg.slogdet(M.T @ M)
+        return float(-0.5 * self.weight * (l1 - l2)) if s1 > 0 and s2 > 0 else np.inf
+
+    def terms(self, chart, theta: np.ndarray, eta: np.ndarray, J: np.ndarray | None, *,
+              hess: bool = True) -> tuple[float, np.ndarray, np.ndarray, np.ndarray | None]:
+        """``P``, ``dP/d eta`` (H), the gradient part through ``M`` (dim) and the Hessian
+        in ``theta`` without the ``sum_c dP/d eta_c d^2 eta_c`` term (needs ``J = d eta / d theta``)."""
+        M, dM = self.basis(chart, theta)
+        p = expit(eta)
+        w = self.n * p * (1 - p)
+        w1 = w * (1 - 2 * p)
+        X = self.D @ M
+        I = (X.T * w) @ X
+        G = M.T @ M
+        s1, l1 = np.linalg.slogdet(I)
+        s2, l2 = np.linalg.slogdet(G)
+        dim = dM.shape[0]
+        if s1 <= 0 or s2 <= 0:
+            return np.inf, np.full(eta.size, np.nan), np.full(dim, np.nan), (np.full((dim, dim), np.nan) if hess else None)
+        c = -0.5 * self.weight
+        A = np.linalg.inv(I)
+        Gi = np.linalg.inv(G)
+        U = X @ A
+        h = np.einsum("hd,hd->h", U, X)
+        L_M = 2 * self.D.T @ (w[:, None] * U) - 2 * M @ Gi
+        g_eta = c * w1 * h
+        g_M = c * np.einsum("nd,pnd->p", L_M, dM)
+        if not hess:
+            return float(c * (l1 - l2)), g_eta, g_M, None
+        w2 = w * (1 - 6 * p + 6 * p * p)
+        Q = U @ X.T
+        L_ee = np.diag(w2 * h) - np.outer(w1, w1) * Q * Q
+        Y = np.einsum("hn,pnd->phd", self.D, dM)
+        Z = np.einsum("phd,cd->phc", Y, U)
+        F = 2 * w1[:, None] * (np.einsum("pcc->cp", Z) - np.einsum("e,ec,pec->cp", w, Q, Z))
+        Yw = w[None, :, None] * Y
+        T1 = 2 * np.einsum("uhd,the,ed->tu", Yw, Y, A)
+        K = np.einsum("the,hd->ted", Yw, X)
+        Bt = K + np.swapaxes(K, 1, 2)
+        V = np.einsum("uhd,ha->uda", Yw, U)
+        T2 = -2 * np.einsum("uda,tab,bd->tu", V, Bt, A)
+        T3 = -2 * np.einsum("und,tne,ed->tu", dM, dM, Gi)
+        R = np.einsum("tnd,ne->tde", dM, M)
+        R = R + np.swapaxes(R, 1, 2)
+        MGi = M @ Gi
+        T4 = 2 * np.einsum("und,na,tab,bd->tu", dM, MGi, R, Gi)
+        H = J.T @ L_ee @ J + J.T @ F + F.T @ J + T1 + T2 + T3 + T4
+        return float(c * (l1 - l2)), g_eta, g_M, c * 0.5 * (H + H.T)

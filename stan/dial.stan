@@ -42,9 +42,10 @@
  * Jeffreys prior (Firth 1993, data flag firth; firth.stan):
  *   1 = the LLM cells as one binomial GLM (K = 1, r = 0: human-only or pooled
  *       BTL), design (D T, a) in (B_free, b);
- *   2 = the calibration GLM of the human cells, design D_H B[, 1:d] in c (for
- *       the calibration stage with the LLM block held fixed);
- *   3 = the human block in score space, design D_H T (the joint fit).
+ *   2 = the human block: the calibration GLM of the human cells, design
+ *       X = D_H M with M = B[, 1:d], with the basis normalized,
+ *       1/2 [log det(X' W X) - log det(M' M)] (gauge invariant; for the
+ *       calibration stage, with B held fixed, the Firth penalty of c).
  */
 functions {
 #include paired_likelihoods.stan
@@ -77,7 +78,7 @@ data {
   real<lower=0> prior_sd_B;                          // normal prior scale on B_free (0 = flat)
   real<lower=0> prior_sd_c;                          // normal prior scale on the calibration coordinate (0 = flat)
   real<lower=0> prior_sd_b;                          // normal prior scale on the order effects (0 = flat)
-  int<lower=0, upper=3> firth;                       // Jeffreys prior: 0 = none, 1 = LLM GLM, 2 = calibration GLM, 3 = human scores
+  int<lower=0, upper=2> firth;                       // Jeffreys prior: 0 = none, 1 = LLM cells as one GLM, 2 = human calibration block
 }
 transformed data {
   int q = r + 1;                                     // columns of A and B
@@ -98,8 +99,8 @@ transformed data {
   // Firth designs (zero-size when unused); T_N: s = T_N s[1:(N-1)] for centered s
   matrix[N, N - 1] T_N = append_row(diag_matrix(rep_vector(1, N - 1)), rep_row_vector(-1, N - 1));
   matrix[firth == 1 ? C : 0, firth == 1 ? N - 1 + use_order : 0] firth_X;
-  matrix[firth >= 2 ? H : 0, N] firth_D = difference_design(human_i[1:(firth >= 2 ? H : 0)],
-                                                            human_j[1:(firth >= 2 ? H : 0)], N);
+  matrix[firth == 2 ? H : 0, N] firth_D = difference_design(human_i[1:(firth == 2 ? H : 0)],
+                                                            human_j[1:(firth == 2 ? H : 0)], N);
   if (firth == 1) {
     if (K != 1 || r != 0) reject("firth = 1 needs K = 1 and r = 0 (one binomial GLM)");
     firth_X[:, 1:(N - 1)] = difference_design(cell_i, cell_j, N) * T_N;
@@ -143,8 +144,9 @@ model {
     vector[N] s = B * ctilde;
     vector[H] eta_h = s[human_i] - s[human_j];
     target += -dot_product(human_w, binomial_nll(eta_h, human_n, human_y));
-    if (firth == 2) target += firth_penalty(firth_D * B[:, 1:d], eta_h, human_n);
-    if (firth == 3) target += firth_penalty(firth_D * T_N, eta_h, human_n);
+    if (firth == 2) {
+      target += firth_penalty(firth_D * B[:, 1:d], eta_h, human_n) - 0.5 * log_determinant(crossprod(B[:, 1:d]));
+    }
   }
 
   // optional normal priors (penalized MLE); 0 = flat

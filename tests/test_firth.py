@@ -192,17 +192,44 @@ def test_penalized_joint_objective_derivatives(sim, cal, r):
     np.testing.assert_allclose(H, fd_jacobian(lambda t: obj.value_grad_hess(t)[1], theta), rtol=1e-5, atol=1e-7)
 
 
-def test_joint_penalty_is_the_human_firth_penalty_at_the_scores(sim):
+@pytest.mark.parametrize("cal", ["mu", "W"])
+def test_joint_penalty_is_the_calibration_jeffreys_prior(sim, cal):
+    chart = Chart(sim.N, sim.K, 1, cal, True)
+    obj = Objective.weighted(chart, sim, 5.0, "firth")
+    plain = Objective.weighted(chart, sim, 5.0)
+    theta = 0.5 * np.random.default_rng(5).standard_normal(chart.dim)
+    # written from the definition: M = the item factors of the calibration (B e1 or B)
+    phi = chart.to_full(theta)
+    B = phi[chart.off_B: chart.off_b].reshape(sim.N, chart.q)
+    M = B[:, :1] if cal == "mu" else B
+    H = sim.human
+    s = chart.scores(theta)
+    p = expit(s[H.i] - s[H.j])
+    X = difference_design(H.i, H.j, sim.N) @ M
+    ref = np.linalg.slogdet((X.T * (H.n * p * (1 - p))) @ X)[1] - np.linalg.slogdet(M.T @ M)[1]
+    assert obj.value(theta) - plain.value(theta) == pytest.approx(-0.5 * ref / sim.n_human, rel=1e-10)
+
+
+def test_joint_penalty_is_gauge_invariant_and_allows_items_unseen_by_people(sim):
+    from pydial.fit import fit_structured, initial_theta
+
     chart = Chart(sim.N, sim.K, 1, "W", True)
     obj = Objective.weighted(chart, sim, 5.0, "firth")
-    theta = 0.5 * np.random.default_rng(5).standard_normal(chart.dim)
-    s = chart.scores(theta)
-    H = sim.human
-    X = difference_design(H.i, H.j, sim.N) @ centering_basis(sim.N)
-    p = expit(s[H.i] - s[H.j])
-    logdet = np.linalg.slogdet((X.T * (H.n * p * (1 - p))) @ X)[1]
-    plain = Objective.weighted(chart, sim, 5.0).value(theta)
-    assert obj.value(theta) - plain == pytest.approx(-0.5 * logdet / sim.n_human, rel=1e-10)
+    theta = 0.5 * np.random.default_rng(6).standard_normal(chart.dim)
+    moved = chart.canonical(theta)  # a gauge move: same (s, S, b)
+    np.testing.assert_allclose(chart.scores(moved), chart.scores(theta), atol=1e-10)
+    assert obj.value(moved) == pytest.approx(obj.value(theta), rel=1e-10)
+    # people never compare the last item: the human-BTL Jeffreys prior would be singular,
+    # the calibration-space one is not
+    keep = (sim.human.i != sim.N - 1) & (sim.human.j != sim.N - 1)
+    df = sim.to_frame()
+    last = sim.items[-1]
+    df = df.loc[~((df["judge"] == sim.human_judge) & ((df["item_a"] == last) | (df["item_b"] == last)))]
+    data = pydial.Comparisons.from_frame(df, items=sim.items)
+    assert len(data.human) == int(keep.sum())
+    lam = 0.3 * data.n_llm / data.n_human
+    f = fit_structured(data, chart, lam, initial_theta(data, chart), penalty="firth")
+    assert f.opt.converged and np.all(np.isfinite(chart.scores(f.theta)))
 
 
 # ------------------------------------------------------------ estimators

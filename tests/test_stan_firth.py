@@ -1,6 +1,6 @@
 """The Jeffreys-prior (Firth) option of the Stan programs agrees with the numpy engine.
 
-* log densities: ``dial.stan`` with ``firth = 3`` equals ``-n_H`` times the penalized
+* log densities: ``dial.stan`` with ``firth = 2`` equals ``-n_H`` times the penalized
   numpy objective ``Objective.weighted(chart, data, lam, "firth")`` to 1e-8 relative
   at random ``theta``; ``firth = 1`` equals the penalized human BTL loss;
   ``judges.stan`` with ``firth = 1`` adds ``sum_k 1/2 log det I_k`` computed here;
@@ -41,7 +41,7 @@ def test_joint_log_prob_equals_penalized_numpy_objective(models, data):
     for cal in ("mu", "W"):
         ch = Chart(data.N, data.K, 1, cal, True)
         lam = 0.7
-        d = dial_data(data, ch, w_llm=lam * data.n_human / data.n_llm, w_human=1.0, firth=3)
+        d = dial_data(data, ch, w_llm=lam * data.n_human / data.n_llm, w_human=1.0, firth=2)
         obj = Objective.weighted(ch, data, lam, "firth")
         for _ in range(2):
             theta = rng.normal(scale=0.6, size=ch.dim)

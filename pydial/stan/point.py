@@ -236,7 +236,7 @@ def stan_fit_point(
         if not (np.isfinite(lam_) and lam_ > 0):
             raise ValueError(f"lam must be finite and > 0 for the joint fit, got {lam!r}")
         ch = Chart(data.N, data.K, rank, calibration, order)
-        d = dial_data(data, ch, w_llm=lam_ * n_h / n_l, w_human=1.0, priors=priors, firth=3 if firth else 0)
+        d = dial_data(data, ch, w_llm=lam_ * n_h / n_l, w_human=1.0, priors=priors, firth=2 if firth else 0)
         th0 = spectral_start(data, ch) if init is None else np.asarray(init, float)
         res = dial.optimize(d, th0, seed=seed, gtol=gtol, max_iter=max_iter)
         if warn:

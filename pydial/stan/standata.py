@@ -174,9 +174,9 @@ def dial_data(
         Normal prior scales ``{"A", "B", "c", "b"}`` (default 0 = flat).
     llm : CellTable, optional
         LLM cells to use instead of ``data``'s (e.g. pooled over judges).
-    firth : {0, 1, 2, 3}
+    firth : {0, 1, 2}
         Jeffreys-prior term of ``dial.stan`` (0 none, 1 the LLM cells as one GLM,
-        2 the calibration GLM, 3 the human block in score space).
+        2 the human calibration block, :class:`pydial.penalty.CalibrationFirthPenalty`).
     """
     L = llm if llm is not None else llm_cell_table(data)
     H = human_cell_table(data) if chart.calibration is not None else None
