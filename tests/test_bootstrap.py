@@ -102,3 +102,15 @@ def test_bad_arguments(sim):
         res.bootstrap(1)
     with pytest.raises(ValueError, match="level"):
         res.bootstrap(10, level=1.5)
+
+
+def test_dask_client_runs_the_replicates(sim):
+    distributed = pytest.importorskip("distributed")
+    res = pydial.fit(sim.comparisons, "human")
+    local = res.bootstrap(5, seed=8, progress=False)
+    with distributed.Client(processes=False, n_workers=1, threads_per_worker=2, dashboard_address=None):
+        from pydial.bootstrap import _dask_client_active
+
+        assert _dask_client_active()
+        remote = res.bootstrap(5, seed=8, progress=False)
+    np.testing.assert_array_equal(local.draws["scores"], remote.draws["scores"])

@@ -153,25 +153,18 @@ def test_firth_and_ml_converge_at_rate_one_over_n():
 
 
 # ---------------------------------------------------------- derivatives
-def test_penalty_eta_derivatives_match_finite_differences():
+@pytest.mark.parametrize("chart", ["eta", "glm"])
+def test_penalty_derivatives_match_finite_differences(chart):
+    """``FirthPenalty`` in the predictors ``eta`` and in the GLM chart ``eta = X beta``."""
     rng = np.random.default_rng(1)
     X = rng.standard_normal((12, 4))
     pen = FirthPenalty(X, rng.integers(1, 5, 12).astype(float), weight=0.3)
-    eta = rng.standard_normal(12)
-    f, g, H = pen.derivatives(eta)
-    assert f == pytest.approx(pen.value(eta))
-    np.testing.assert_allclose(g, fd_jacobian(lambda e: np.array([pen.value(e)]), eta)[0], rtol=1e-6, atol=1e-9)
-    np.testing.assert_allclose(H, fd_jacobian(lambda e: pen.derivatives(e)[1], eta), rtol=1e-5, atol=1e-8)
-
-
-def test_penalized_glm_gradient_and_hessian_match_finite_differences():
-    rng = np.random.default_rng(2)
-    X = rng.standard_normal((15, 3))
-    pen = FirthPenalty(X, rng.integers(1, 5, 15).astype(float), weight=1.0)
-    beta = rng.standard_normal(3)
-    f, g, H = pen.glm_terms(beta)
-    np.testing.assert_allclose(g, fd_jacobian(lambda b: np.array([pen.glm_terms(b)[0]]), beta)[0], rtol=1e-6)
-    np.testing.assert_allclose(H, fd_jacobian(lambda b: pen.glm_terms(b)[1], beta), rtol=1e-5, atol=1e-8)
+    terms = pen.derivatives if chart == "eta" else pen.glm_terms
+    x = rng.standard_normal(12 if chart == "eta" else 4)
+    f, g, H = terms(x)
+    assert f == pytest.approx(pen.value(x if chart == "eta" else X @ x))
+    np.testing.assert_allclose(g, fd_jacobian(lambda z: np.array([terms(z)[0]]), x)[0], rtol=1e-6, atol=1e-9)
+    np.testing.assert_allclose(H, fd_jacobian(lambda z: terms(z)[1], x), rtol=1e-5, atol=1e-8)
 
 
 @pytest.fixture(scope="module")
