@@ -72,7 +72,10 @@ def tail_table(df: pd.DataFrame, value: str = "excess_risk", by: str = "x") -> p
     g = ok.groupby([by, "method"])[value]
     out = pd.DataFrame({"n": g.size(), "mean": g.mean(), "mc_se": g.std(ddof=1) / np.sqrt(g.size()),
                         "median": g.median(), "p90": g.quantile(0.9)})
-    out["failed"] = df.groupby([by, "method"])["failed"].sum()
+    failed = df.groupby([by, "method"])["failed"].sum()
+    out = out.reindex(failed.index)
+    out["n"] = out["n"].fillna(0).astype(int)
+    out["failed"] = failed.astype(int)
     return out.reset_index()
 
 
