@@ -41,14 +41,36 @@ def load(path: Path, tag: str) -> pd.DataFrame:
     return df
 
 
+PAIRS = (("dial-ada", "dial-anc"), ("dial-ada-firth", "dial-anc"), ("dial-ada-firth", "dial-ada"),
+         ("dial-anc-firth", "dial-anc"))
+
+
+def paired(rows: pd.DataFrame) -> pd.DataFrame:
+    """Mean and MC SE of the split-wise differences ``a - b`` of the excess loss, per budget,
+    over the splits where both methods have a fit."""
+    w = rows.loc[rows["status"] == "ok"].pivot_table(index=["setting", "split"], columns="method",
+                                                     values="excess_loss")
+    out = []
+    for n_h, g in w.groupby(level="setting"):
+        rec: dict[str, float] = {"n_H": n_h}
+        for a, b in PAIRS:
+            if a in g and b in g:
+                d = (g[a] - g[b]).dropna()
+                rec[f"{a} - {b}"] = d.mean()
+                rec[f"se({a} - {b})"] = d.std(ddof=1) / np.sqrt(d.size) if d.size > 1 else np.nan
+        out.append(rec)
+    return pd.DataFrame(out)
+
+
 def summary(before: pd.DataFrame, after: pd.DataFrame) -> str:
     """Tail table of the unpenalized methods (committed run) beside the Firth variants
     (rerun), on the budgets and splits of the rerun."""
     firth = after.loc[after["method"].str.endswith("-firth")]
     budgets = sorted(firth["setting"].unique())
     splits = sorted(firth["split"].unique())
-    plain = before.loc[before["setting"].isin(budgets) & before["split"].isin(splits)
-                       & before["method"].isin(["human", "dial-anc", "dial-ada"])]
+    tasks = set(zip(firth["setting"], firth["split"]))
+    plain = before.loc[[(st, sp) in tasks for st, sp in zip(before["setting"], before["split"])]]
+    plain = plain.loc[plain["method"].isin(["human", "dial-anc", "dial-ada"])]
     key = ["setting", "split", "method"]
     both = plain.merge(after, on=key, suffixes=("_before", "_after"))
     gap = float(np.nanmax(np.abs(both["excess_loss_before"] - both["excess_loss_after"]))) if len(both) else np.nan
@@ -65,7 +87,8 @@ def summary(before: pd.DataFrame, after: pd.DataFrame) -> str:
             if ada in row and anc in row and row[ada] > row[anc]:
                 verdict.append(f"n_H = {int(n_h)}: {ada} mean {row[ada]:.5f} > {anc} mean {row[anc]:.5f}")
     text = ["# Real-data human-budget sweep: Firth (bias-reduced) fits and the heavy tail", "",
-            f"{len(splits)} record splits per budget (n_H = {', '.join(str(int(b)) for b in budgets)}); excess "
+            f"Up to {len(splits)} record splits per budget (n_H = {', '.join(str(int(b)) for b in budgets)}; `n` per "
+            "row); excess "
             "held-out human log loss against the test-pool human BTL. Unpenalized methods: the committed run "
             "(results/human_budget.csv); `*-firth`: `pydial.fit(..., penalty=\"firth\")` on the same tasks "
             "(results_firth/human_budget.csv). failed = no fit (no finite estimate, no admissible candidate, or "
@@ -74,6 +97,7 @@ def summary(before: pd.DataFrame, after: pd.DataFrame) -> str:
             f"({len(both)} fits).", "", _md(tab.round(5)), ""]
     for stat in ("mean", "median", "p90"):
         text += [f"## {stat} excess loss by budget", "", _md(wide[stat].round(5).reset_index()), ""]
+    text += ["## Paired differences in excess loss (same splits), mean (MC SE)", "", _md(paired(rows).round(5)), ""]
     text += ["## Budgets where DIAL-Ada is worse than DIAL-Anc in mean excess loss", ""]
     text += [f"* {v}" for v in verdict] or ["* none"]
     return "\n".join(text) + "\n"
