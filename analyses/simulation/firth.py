@@ -92,6 +92,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--jobs", type=int, default=1)
     p.add_argument("--out", default=str(RESULTS_DIR))
     p.add_argument("--check", type=int, default=2, help="replications per budget refitted without penalty")
+    p.add_argument("--report", action="store_true", help="only summarize the replications already run")
     args = p.parse_args(argv)
     cfg = CONFIGS["main-top"]
     out = Path(args.out)
@@ -100,7 +101,8 @@ def main(argv: list[str] | None = None) -> int:
     if path.exists():
         prev = pd.read_csv(path)
         done = {(float(x), int(r)) for x, r in zip(prev["x"], prev["rep"])}
-    tasks = [Task(cfg, b, r) for r in range(args.reps) for b in cfg.budgets if (float(b.n_human), r) not in done]
+    tasks = [] if args.report else [Task(cfg, b, r) for r in range(args.reps) for b in cfg.budgets
+                                     if (float(b.n_human), r) not in done]
     gen = Parallel(n_jobs=args.jobs, batch_size=1, return_as="generator")(
         delayed(run_replication)(t, t.rep < args.check) for t in tasks)
     for rows in gen:
