@@ -66,7 +66,7 @@ def fit(
     level: float = 0.95,
     lambdas: Any = None,
     multiples: Any = None,
-    include_endpoints: bool = True,
+    include_endpoints: bool | str = True,
     anchored_cov: str = "two-step",
     ties: str | None = None,
     seed: int | None = None,
@@ -103,9 +103,13 @@ def fit(
     multiples : sequence of float, optional
         Candidate weights as multiples of ``n_L / n_H``; default seven log-spaced
         values from 0.01 to 10 (App. lambda-selection).
-    include_endpoints : bool, default True
+    include_endpoints : bool or "anchored", default True
         Whether the endpoints ``lambda = 0`` (human BTL) and ``inf`` (DIAL-Anc) compete
         in GACV; ``inf`` remains the fallback when no finite weight is admissible.
+        ``"anchored"``: only ``inf`` competes; the human-only endpoint is fitted and
+        listed in ``result.gacv`` but not selected (with ``penalty="firth"`` at small
+        human budgets GACV's trace term under-states the optimism of the ``N - 1``
+        parameter human fit; see ``analyses/realdata/results_firth/summary.md``).
     anchored_cov : {"two-step", "fixed-basis"}
         Covariance at ``lambda = inf``: the two-step delta method (the
         ``lambda -> inf`` limit of the sandwich at the observed ``n_H/n_L``; default)
@@ -144,6 +148,8 @@ def fit(
     if not 0 < level < 1:
         raise ValueError(f"level ({level}) must be in the open interval (0, 1)")
     check_penalty(penalty)
+    if include_endpoints not in (True, False, "anchored"):
+        raise ValueError(f"include_endpoints must be True, False or 'anchored', got {include_endpoints!r}")
     rank_grid = _rank_grid(rank, data, method)
     if anchored_cov not in ANCHORED_COVS:
         raise ValueError(f"anchored_cov must be one of {ANCHORED_COVS}, got {anchored_cov!r}")
@@ -544,7 +550,7 @@ def human_influence(data: Comparisons, beta: np.ndarray) -> tuple[np.ndarray, Ce
 
 
 def _fit_dial(data: Comparisons, common: dict, *, order: bool, adaptive: bool, lambdas: Any, multiples: Any,
-              include_endpoints: bool, anchored_cov: str, rank_grid: list[int], point: PointEngine = NUMPY,
+              include_endpoints: bool | str, anchored_cov: str, rank_grid: list[int], point: PointEngine = NUMPY,
               penalty: str | None = None) -> DialResult:
     from .calibration_test import calibration_test
     from .exceptions import ConvergenceError
@@ -583,6 +589,9 @@ def _fit_dial(data: Comparisons, common: dict, *, order: bool, adaptive: bool, l
             anc = cands[0]
             if not include_endpoints:
                 anc = dataclasses.replace(anc, admissible=False, reason=anc.reason or "endpoint excluded (include_endpoints=False); fallback only")
+            if include_endpoints == "anchored" and hum.admissible:
+                hum = dataclasses.replace(hum, admissible=False,
+                                          reason="human-only endpoint listed, not competing (include_endpoints='anchored')")
             allc = ([hum] if include_endpoints else []) + cands[:0:-1] + [anc]
         else:
             allc = cands

@@ -264,3 +264,19 @@ def test_binomial_nll_unchanged_reference():
     fi = fit_human_btl(H, data.N, penalty="firth")
     loss = lambda s: binomial_nll(s[H.i] - s[H.j], H.n, H.y).sum()
     assert loss(fi.s) > loss(ml.s)
+
+
+def test_anchored_endpoints_list_the_human_fit_without_selecting_it():
+    sim = pydial.simulate(N=6, K=3, r=1, n_llm=3000, n_human=12, rng=2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        both = pydial.fit(sim.comparisons, "dial-ada", penalty="firth")
+        anch = pydial.fit(sim.comparisons, "dial-ada", penalty="firth", include_endpoints="anchored")
+    h = anch.gacv.loc[anch.gacv["lambda"] == 0].iloc[0]
+    assert not h["admissible"] and "not competing" in h["reason"]
+    assert h["l_H"] == pytest.approx(both.gacv.loc[both.gacv["lambda"] == 0, "l_H"].iloc[0])
+    assert anch.lambda_ > 0
+    ok = both.gacv.loc[both.gacv["lambda"] > 0]
+    assert anch.lambda_ == ok.loc[ok["gacv"].idxmin(), "lambda"]
+    with pytest.raises(ValueError, match="include_endpoints"):
+        pydial.fit(sim.comparisons, "dial-ada", include_endpoints="human")

@@ -8,7 +8,7 @@ seeds, splits and budgets; produced by::
         --sweeps human_budget --budgets 50,100,200,400,800,1600,3200 \
         --methods human,dial-anc,dial-ada,human-firth,dial-anc-firth,dial-ada-firth --no-report
 
-) and writes ``results_firth/summary.md``: per budget and method the number of
+and the same with ``--out analyses/realdata/results_firth_anchored --methods dial-ada-firth-anchored``) and writes ``results_firth/summary.md``: per budget and method the number of
 splits with a fit, the mean excess held-out human log loss with its Monte Carlo
 standard error, the median and the 90th percentile, the selected weight, and the
 check that the rerun reproduces the committed unpenalized numbers.
@@ -33,6 +33,7 @@ from analyses.simulation.firth import tail_table
 HERE = Path(__file__).resolve().parent
 BEFORE = HERE / "results" / "human_budget.csv"
 AFTER = HERE / "results_firth" / "human_budget.csv"
+AFTER_ANCHORED = HERE / "results_firth_anchored" / "human_budget.csv"  # include_endpoints="anchored"
 
 
 def load(path: Path, tag: str) -> pd.DataFrame:
@@ -41,8 +42,8 @@ def load(path: Path, tag: str) -> pd.DataFrame:
     return df
 
 
-PAIRS = (("dial-ada", "dial-anc"), ("dial-ada-firth", "dial-anc"), ("dial-ada-firth", "dial-ada"),
-         ("dial-anc-firth", "dial-anc"))
+PAIRS = (("dial-ada", "dial-anc"), ("dial-ada-firth", "dial-anc"), ("dial-ada-firth-anchored", "dial-anc"),
+         ("dial-ada-firth-anchored", "dial-ada"), ("dial-anc-firth", "dial-anc"))
 
 
 def paired(rows: pd.DataFrame) -> pd.DataFrame:
@@ -65,10 +66,12 @@ def paired(rows: pd.DataFrame) -> pd.DataFrame:
 def summary(before: pd.DataFrame, after: pd.DataFrame) -> str:
     """Tail table of the unpenalized methods (committed run) beside the Firth variants
     (rerun), on the budgets and splits of the rerun."""
-    firth = after.loc[after["method"].str.endswith("-firth")]
+    firth = after.loc[after["method"].str.contains("-firth")]
     budgets = sorted(firth["setting"].unique())
     splits = sorted(firth["split"].unique())
-    tasks = set(zip(firth["setting"], firth["split"]))
+    # the tasks every variant has reached (runs in progress stop at different points)
+    tasks = set.intersection(*(set(zip(g["setting"], g["split"])) for _, g in firth.groupby("method")))
+    firth = firth.loc[[(st, sp) in tasks for st, sp in zip(firth["setting"], firth["split"])]]
     plain = before.loc[[(st, sp) in tasks for st, sp in zip(before["setting"], before["split"])]]
     plain = plain.loc[plain["method"].isin(["human", "dial-anc", "dial-ada"])]
     key = ["setting", "split", "method"]
@@ -83,7 +86,8 @@ def summary(before: pd.DataFrame, after: pd.DataFrame) -> str:
     wide = {stat: tab.pivot(index="n_H", columns="method", values=stat) for stat in ("mean", "median", "p90")}
     verdict = []
     for n_h, row in wide["mean"].iterrows():
-        for ada, anc in (("dial-ada", "dial-anc"), ("dial-ada-firth", "dial-anc"), ("dial-ada-firth", "dial-anc-firth")):
+        for ada, anc in (("dial-ada", "dial-anc"), ("dial-ada-firth", "dial-anc"), ("dial-ada-firth-anchored", "dial-anc"),
+                         ("dial-ada-firth-anchored", "dial-anc-firth")):
             if ada in row and anc in row and row[ada] > row[anc]:
                 verdict.append(f"n_H = {int(n_h)}: {ada} mean {row[ada]:.5f} > {anc} mean {row[anc]:.5f}")
     text = ["# Real-data human-budget sweep: Firth (bias-reduced) fits and the heavy tail", "",
@@ -104,7 +108,10 @@ def summary(before: pd.DataFrame, after: pd.DataFrame) -> str:
 
 
 def main() -> int:
-    text = summary(load(BEFORE, "before"), load(AFTER, "after"))
+    after = load(AFTER, "after")
+    if AFTER_ANCHORED.exists():
+        after = pd.concat([after, load(AFTER_ANCHORED, "after")], ignore_index=True)
+    text = summary(load(BEFORE, "before"), after)
     (AFTER.parent / "summary.md").write_text(text)
     print(text)
     return 0

@@ -83,13 +83,17 @@ from pydial.metrics import kendall_tau
 
 PROTOCOL_VERSION = 1
 METHODS: tuple[str, ...] = ("human", "pooled", "dial-nopos", "dial-anc", "dial-ada", "atc")
-# Bias-reduced variants (``pydial.fit(..., penalty="firth")``), not part of the default run.
-FIRTH_METHODS: dict[str, str] = {"human-firth": "human", "pooled-firth": "pooled", "dial-anc-firth": "dial-anc",
-                                 "dial-ada-firth": "dial-ada", "dial-nopos-firth": "dial-nopos", "atc-firth": "atc"}
+# Bias-reduced variants (``pydial.fit(..., penalty="firth")``), not part of the default run:
+# name -> (method, extra keyword arguments of pydial.fit).
+FIRTH_METHODS: dict[str, tuple[str, dict[str, Any]]] = {
+    **{f"{m}-firth": (m, {"penalty": "firth"}) for m in ("human", "pooled", "dial-anc", "dial-ada", "dial-nopos", "atc")},
+    "dial-ada-firth-anchored": ("dial-ada", {"penalty": "firth", "include_endpoints": "anchored"}),
+}
 LABELS = {"human": "Human", "pooled": "Pooled", "dial-nopos": "DIAL-noPos", "dial-anc": "DIAL-Anc",
           "dial-ada": "DIAL-Ada", "atc": "AtC", "human-firth": "Human (Firth)", "pooled-firth": "Pooled (Firth)",
           "dial-anc-firth": "DIAL-Anc (Firth)", "dial-ada-firth": "DIAL-Ada (Firth)",
-          "dial-nopos-firth": "DIAL-noPos (Firth)", "atc-firth": "AtC (Firth)"}
+          "dial-nopos-firth": "DIAL-noPos (Firth)", "atc-firth": "AtC (Firth)",
+          "dial-ada-firth-anchored": "DIAL-Ada (Firth, lambda = 0 not competing)"}
 SWEEPS: tuple[str, ...] = ("human_budget", "human_budget_scarce", "pure_position", "anti_consensus", "llm_budget")
 PANEL: tuple[str, ...] = ("gpt-4-0125-preview", "claude-3-opus-20240229", "gpt-3.5-turbo")
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
@@ -317,11 +321,11 @@ def task_frame(cfg: Config, sweep: str, setting: float, split: int) -> tuple[pd.
 
 # -------------------------------------------------------------------------- tasks
 def _fit(data: pydial.Comparisons, method: str, rank: int) -> tuple[Any, list[str]]:
-    """Fit ``method`` (a ``*-firth`` name fits the base method with ``penalty="firth"``)."""
-    base = FIRTH_METHODS.get(method, method)
+    """Fit ``method`` (a name of :data:`FIRTH_METHODS` fits its base method with its options)."""
+    base, kw = FIRTH_METHODS.get(method, (method, {}))
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        res = pydial.fit(data, base, rank=rank, penalty="firth" if method in FIRTH_METHODS else None)
+        res = pydial.fit(data, base, rank=rank, **kw)
     return res, [str(w.message) for w in caught]
 
 
@@ -351,7 +355,7 @@ def run_task(cfg: Config, sweep: str, setting: float, split: int) -> list[dict[s
                        kendall_tau=kendall_tau(s, pools.s_test), converged=bool(res.converged),
                        fallback=bool(res.details.get("fallback", False)), **{"lambda": lam},
                        lambda_multiple=lam * data.n_human / data.n_llm if np.isfinite(lam) and lam > 0 else lam)
-            if FIRTH_METHODS.get(method, method) in ("dial-ada", "dial-nopos"):
+            if FIRTH_METHODS.get(method, (method, {}))[0] in ("dial-ada", "dial-nopos"):
                 row.update(_oracle(res, data, pools))
             if res.position_effects is not None and info["n_injected"]:
                 b = res.position_effects["b"]

@@ -43,18 +43,22 @@ PLAIN: dict[str, tuple[str, dict[str, Any]]] = {
 SPECS: dict[str, tuple[str, dict[str, Any]]] = {
     "DIAL-Anc (Firth)": ("dial-anc", {"penalty": "firth"}),
     "DIAL-Ada (Firth)": ("dial-ada", {"multiples": SIMULATION_MULTIPLES, "penalty": "firth"}),
+    "DIAL-Ada (Firth, anchored)": ("dial-ada", {"multiples": SIMULATION_MULTIPLES, "penalty": "firth",
+                                                "include_endpoints": "anchored"}),
 }
 
 
-def run_replication(task: Task, check: bool = False) -> list[dict[str, Any]]:
-    """Fit the Firth variants (and, with ``check``, the unpenalized ones) on one replication."""
+def run_replication(task: Task, check: bool = False, only: tuple[str, ...] | None = None) -> list[dict[str, Any]]:
+    """Fit the Firth variants ``only`` (default all; with ``check`` also the unpenalized ones)
+    on one replication."""
     cfg, bud = task.config, task.budget
     sim = pydial.simulate(cfg.N, cfg.K, cfg.r, bud.n_llm, bud.n_human, target=cfg.target,
                           overdispersion=bud.overdispersion, sigma_pos=bud.sigma_pos,
                           rng=np.random.default_rng(np.random.SeedSequence(task.seed)))
     data, truth = sim.comparisons, sim.truth
     rows = []
-    for label, (method, kw) in ({**PLAIN, **SPECS} if check else SPECS).items():
+    specs = {k: v for k, v in SPECS.items() if only is None or k in only}
+    for label, (method, kw) in ({**PLAIN, **specs} if check else specs).items():
         row = {"config": cfg.name, "x": task.x, "rep": task.rep, "method": label, "failed": False,
                "excess_risk": np.nan, "multiple": np.nan}
         try:
@@ -97,14 +101,16 @@ def main(argv: list[str] | None = None) -> int:
     cfg = CONFIGS["main-top"]
     out = Path(args.out)
     path = out / "firth-main-top.csv"
-    done: set[tuple[float, int]] = set()
+    done: dict[tuple[float, int], set[str]] = {}
     if path.exists():
         prev = pd.read_csv(path)
-        done = {(float(x), int(r)) for x, r in zip(prev["x"], prev["rep"])}
-    tasks = [] if args.report else [Task(cfg, b, r) for r in range(args.reps) for b in cfg.budgets
-                                     if (float(b.n_human), r) not in done]
+        for x, r, m in zip(prev["x"], prev["rep"], prev["method"]):
+            done.setdefault((float(x), int(r)), set()).add(m)
+    todo = [] if args.report else [(Task(cfg, b, r), tuple(sorted(set(SPECS) - done.get((float(b.n_human), r), set()))))
+                                   for r in range(args.reps) for b in cfg.budgets]
+    todo = [(t, miss) for t, miss in todo if miss]
     gen = Parallel(n_jobs=args.jobs, batch_size=1, return_as="generator")(
-        delayed(run_replication)(t, t.rep < args.check) for t in tasks)
+        delayed(run_replication)(t, t.rep < args.check and len(miss) == len(SPECS), miss) for t, miss in todo)
     for rows in gen:
         pd.DataFrame(rows).to_csv(path, mode="a", index=False, header=not path.exists())
     df = pd.read_csv(path)
