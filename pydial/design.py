@@ -80,6 +80,7 @@ CONDITIONS: tuple[str, ...] = (
     "pooled-connected",
     "human-design",
     "human-mle",
+    "human-connected",
 )
 """Public condition names, in the order they appear in :attr:`DesignReport.table`."""
 
@@ -92,6 +93,7 @@ REFERENCES: dict[str, str] = {
     "pooled-connected": "pooled LLM comparison graph",
     "human-design": "Cond. human-design",
     "human-mle": "finite human BTL MLE; Ford 1957",
+    "human-connected": "finite Firth estimate of the human BTL (penalty='firth'); Kosmidis & Firth 2021",
 }
 """Where each condition comes from (paper labels or literature)."""
 
@@ -657,6 +659,7 @@ def check_design(
     *,
     W: np.ndarray | None = None,
     seed: int | np.random.Generator = 0,
+    penalty: str | None = None,
 ) -> DesignReport:
     r"""Check every identification condition of the DIAL paper on a design.
 
@@ -680,6 +683,11 @@ def check_design(
         generic-rank checks.
     seed : int or numpy.random.Generator, default 0
         Seed of the generic ``W``.
+    penalty : {None, "firth"}
+        With ``"firth"`` the fit is Firth's bias-reduced estimate, which exists
+        without a finite MLE: separation (``judges``) and human-mle (``human``,
+        ``atc``) are reported but do not block, and the human comparison graph must
+        be connected instead (row ``human-connected``).
 
     Returns
     -------
@@ -780,7 +788,7 @@ def check_design(
         if method == "judges":
             if not ok_llm:
                 problems.append((name, "ident-LLM", det_llm))
-            if not ok_sep:
+            if not ok_sep and penalty != "firth":
                 problems.append((name, "separation", det_sep))
         elif dial and side is not None:
             problems.append((name, "separation", det_sep))
@@ -857,7 +865,15 @@ def check_design(
     rows.append((HUMAN, "human-mle", ok_hm, det_hm))
     if not ok_hd and (method == "pooled" or (dial and (method is not None or len(data.human) > 0))):
         problems.append((HUMAN, "human-design", det_hd))
-    if not ok_hm and method in ("human", "atc"):
+    if penalty == "firth" and method in ("human", "atc"):
+        n_comp, lab = _undirected_labels(N, data.human.i, data.human.j)
+        ok_hc = n_comp == 1 and len(data.human) > 0
+        det_hc = (f"human comparison graph connected over all {N} items: Firth's estimate is finite" if ok_hc
+                  else _components_text(items, lab, "human comparison graph"))
+        rows.append((HUMAN, "human-connected", ok_hc, det_hc))
+        if not ok_hc:
+            problems.append((HUMAN, "human-connected", det_hc))
+    elif not ok_hm and method in ("human", "atc"):
         problems.append((HUMAN, "human-mle", det_hm))
 
     table = pd.DataFrame(rows, columns=_COLUMNS).astype({"ok": bool})

@@ -18,6 +18,7 @@ from __future__ import annotations
 import dataclasses
 import warnings
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -43,6 +44,7 @@ from .fit import (
 )
 from .inference import (CellStats, Influence, check_cov_type, influence_covariance, meat_covariance, parameter_meat,
                         stack_influence, wald_table)
+from .penalty import check_penalty
 from .likelihood import Cells, Objective, human_loss
 from .model import CALIBRATIONS, Chart, consensus_gamma
 from .design import ESTIMATORS
@@ -70,11 +72,12 @@ def fit(
     level: float = 0.95,
     lambdas: Any = None,
     multiples: Any = None,
-    include_endpoints: bool = True,
+    include_endpoints: bool | str = True,
     anchored_cov: str = "two-step",
     ties: str | None = None,
     seed: int | None = None,
     check: bool = True,
+    penalty: str | None = None,
 ) -> DialResult:
     """Fit one of the paper's estimators.
 
@@ -106,9 +109,13 @@ def fit(
     multiples : sequence of float, optional
         Candidate weights as multiples of ``n_L / n_H``; default seven log-spaced
         values from 0.01 to 10 (App. lambda-selection).
-    include_endpoints : bool, default True
+    include_endpoints : bool or "anchored", default True
         Whether the endpoints ``lambda = 0`` (human BTL) and ``inf`` (DIAL-Anc) compete
         in GACV; ``inf`` remains the fallback when no finite weight is admissible.
+        ``"anchored"``: only ``inf`` competes; the human-only endpoint is fitted and
+        listed in ``result.gacv`` but not selected (with ``penalty="firth"`` at small
+        human budgets GACV's trace term under-states the optimism of the ``N - 1``
+        parameter human fit; see ``analyses/realdata/results_firth/summary.md``).
     anchored_cov : {"two-step", "fixed-basis"}
         Covariance at ``lambda = inf``: the two-step delta method (the
         ``lambda -> inf`` limit of the sandwich at the observed ``n_H/n_L``; default)
@@ -124,6 +131,17 @@ def fit(
     check : bool, default True
         Run :func:`pydial.check_design` first and raise
         :class:`~pydial.IdentifiabilityError` when the fit cannot exist.
+    penalty : {None, "firth"}
+        ``"firth"``: maximize ``l(theta) + 1/2 log det I(theta)`` (Firth 1993, the
+        Jeffreys prior; :mod:`pydial.penalty`) instead of ``l``, which removes the
+        ``O(1/n)`` bias and is finite whenever the design is connected, even under
+        complete separation.  Applies to the human BTL (``human``, the ordering of
+        ``atc``, the ``lambda = 0`` endpoint of ``dial-ada``), each judge's BTL
+        (``judges``), both stages of ``pooled``, the calibration GLM of ``dial-anc``
+        (and the ``lambda = inf`` endpoint) and the human block of the finite-weight
+        fits of ``dial-ada``.  Standard errors are the sandwich (or Fisher) covariance
+        at the penalized estimate, with the unpenalized information as bread.  The
+        calibration LRT stays a likelihood-ratio test of the unpenalized fits.
 
     Returns
     -------
@@ -137,6 +155,9 @@ def fit(
         raise ValueError(f"engine must be one of {ENGINES}, got {engine!r}")
     if not 0 < level < 1:
         raise ValueError(f"level ({level}) must be in the open interval (0, 1)")
+    check_penalty(penalty)
+    if include_endpoints not in (True, False, "anchored"):
+        raise ValueError(f"include_endpoints must be True, False or 'anchored', got {include_endpoints!r}")
     rank_grid = _rank_grid(rank, data, method)
     for arg, name in ((lambdas, "lambdas"), (multiples, "multiples")):
         if arg is not None:
@@ -164,9 +185,10 @@ def fit(
         from .design import check_design
 
         for r in rank_grid:
-            key = ("check_design", r, calibration, method, 0 if seed is None else seed)
+            key = ("check_design", r, calibration, method, 0 if seed is None else seed, penalty)
             if key not in data._cache:  # the data are immutable: check each design once
-                data._cache[key] = check_design(data, rank=r, calibration=calibration, method=method, seed=key[-1])
+                data._cache[key] = check_design(data, rank=r, calibration=calibration, method=method, seed=key[-2],
+                                                penalty=penalty)
             data._cache[key].raise_if_failed()
     common = dict(method=method, rank=rank_grid[0], calibration=calibration, engine=engine, cov_type=cov, level=level,
                   items=data.items, judges=data.judges, n_human=data.n_human, n_llm=data.n_llm, data=data)
@@ -174,15 +196,21 @@ def fit(
         warnings.simplefilter("always")
         res = _dispatch(data, common, method, engine=engine, cov_arg=cov_arg, lambdas=lambdas, multiples=multiples,
                         include_endpoints=include_endpoints, anchored_cov=anchored_cov, ties=ties, seed=seed,
-                        rank_grid=rank_grid)
+                        rank_grid=rank_grid, penalty=penalty)
+        res.penalty = penalty
+        # what res.bootstrap needs to refit the whole procedure on resampled records
+        res.details["refit"] = (data, dict(method=method, rank=rank, calibration=calibration, engine=engine, cov=cov_arg,
+                                           level=level, lambdas=lambdas, multiples=multiples,
+                                           include_endpoints=include_endpoints, anchored_cov=anchored_cov, seed=seed,
+                                           penalty=penalty, ties=ties))
     for w in caught:  # hand every warning on to the caller's filters
         warnings.warn_explicit(w.message, w.category, w.filename, w.lineno, source=w.source)
     return with_verdict(res, data, [w.message for w in caught], seed=0 if seed is None else seed)
 
 
 def _dispatch(data: Comparisons, common: dict, method: str, *, engine: str, cov_arg: str | None, lambdas: Any,
-              multiples: Any, include_endpoints: bool, anchored_cov: str, ties: str | None, seed: int | None,
-              rank_grid: list[int]) -> DialResult:
+              multiples: Any, include_endpoints: bool | str, anchored_cov: str, ties: str | None, seed: int | None,
+              rank_grid: list[int], penalty: str | None) -> DialResult:
     """Run the estimator ``method`` (arguments validated by :func:`fit`)."""
     cov = common["cov_type"]
     if ties is not None:
@@ -192,25 +220,29 @@ def _dispatch(data: Comparisons, common: dict, method: str, *, engine: str, cov_
             raise ValueError(f"ties must be None or one of {TIE_MODELS}, got {ties!r}")
         if method not in TIE_METHODS:
             raise NotImplementedError(f"ties={ties!r} is available for methods {TIE_METHODS}, not {method!r}")
+        if penalty is not None:
+            raise NotImplementedError(f"penalty={penalty!r} is not available with ties={ties!r}")
         return fit_ties(data, method, {**common, "cov_type": cov if cov_arg is not None else "fisher"}, ties=ties,
                         seed=seed)
     if engine == "stan":
         from .stan.engine import stan_point_engine
 
-        point = stan_point_engine(seed)
+        point = stan_point_engine(seed, penalty=penalty)
     else:
-        point = NUMPY
+        point = numpy_engine(penalty)
     if method == "human":
-        return _fit_human(data, common, point)
-    if method == "judges":
-        return _fit_judges(data, common, point)
-    if method == "pooled":
-        return _fit_pooled(data, common, point)
-    if method == "atc":
-        return _fit_atc(data, common, point)
-    return _fit_dial(data, common, order=(method != "dial-nopos"), adaptive=(method != "dial-anc"), lambdas=lambdas,
-                     multiples=multiples, include_endpoints=include_endpoints, anchored_cov=anchored_cov,
-                     rank_grid=rank_grid, point=point)
+        res = _fit_human(data, common, point)
+    elif method == "judges":
+        res = _fit_judges(data, common, point)
+    elif method == "pooled":
+        res = _fit_pooled(data, common, point)
+    elif method == "atc":
+        res = _fit_atc(data, common, point)
+    else:
+        res = _fit_dial(data, common, order=(method != "dial-nopos"), adaptive=(method != "dial-anc"),
+                        lambdas=lambdas, multiples=multiples, include_endpoints=include_endpoints,
+                        anchored_cov=anchored_cov, rank_grid=rank_grid, point=point, penalty=penalty)
+    return res
 
 
 def with_verdict(res: DialResult, data: Comparisons, caught: list[Warning], *, seed: int = 0) -> DialResult:
@@ -343,20 +375,20 @@ def _fit_human(data: Comparisons, common: dict, point: "PointEngine | None" = No
                       loss_human=human_loss(f.s, data.human))
 
 
-def numpy_judges(data: Comparisons) -> list:
+def numpy_judges(data: Comparisons, *, penalty: str | None = None) -> list:
     """Each judge's order-effect BTL (eq. binomial-model-llm) by the numpy optimizer."""
-    return [fit_order_btl(data.llm.select(data.llm.judge == k), data.N) for k in range(data.K)]
+    return [fit_order_btl(data.llm.select(data.llm.judge == k), data.N, penalty=penalty) for k in range(data.K)]
 
 
-def numpy_pooled(data: Comparisons) -> tuple[OptimResult, OptimResult]:
+def numpy_pooled(data: Comparisons, *, penalty: str | None = None) -> tuple[OptimResult, OptimResult]:
     """Pooled LLM BTL (centered reduced chart ``beta``), then ``argmin_c l_H(c s_pool)``."""
     N, L, Hc = data.N, data.llm, data.human
     T = centering_basis(N)
-    o1 = logistic_glm(centered_design(L.i, L.j, N), L.n, L.y, weight=1.0 / data.n_llm)
+    o1 = logistic_glm(centered_design(L.i, L.j, N), L.n, L.y, weight=1.0 / data.n_llm, penalty=penalty)
     if np.abs(T @ o1.x).max() < 1e-10:  # no direction to calibrate: reported by the caller
         return o1, o1
     x2 = difference_design(Hc.i, Hc.j, N) @ (T @ o1.x)
-    return o1, logistic_glm(x2[:, None], Hc.n, Hc.y, weight=1.0 / data.n_human)
+    return o1, logistic_glm(x2[:, None], Hc.n, Hc.y, weight=1.0 / data.n_human, penalty=penalty)
 
 
 def _fit_judges(data: Comparisons, common: dict, point: "PointEngine | None" = None) -> DialResult:
@@ -485,14 +517,17 @@ class PointEngine:
     judges: Any
     pooled: Any
     name: str = "numpy"
+    penalty: str | None = None
 
 
-def staged_fit(data: Comparisons, rank: int, calibration: str, *, order: bool = True) -> StagedFit:
-    """Alg. DIAL-Anc: structured LLM-only fit, then ``argmin_c l_H(M c)``."""
+def staged_fit(data: Comparisons, rank: int, calibration: str, *, order: bool = True,
+               penalty: str | None = None) -> StagedFit:
+    """Alg. DIAL-Anc: structured LLM-only fit, then ``argmin_c l_H(M c)`` (Firth's
+    estimate of the calibration GLM with ``penalty="firth"``)."""
     chL, fL = llm_only_fit(data, rank, order)
     st = chL.structure(fL.theta)
     M = st.mu[:, None] if calibration == "mu" else st.W
-    oc = fit_calibration(data.human, M)
+    oc = fit_calibration(data.human, M, penalty=penalty)
     ch = Chart(data.N, data.K, rank, calibration, order)
     b = chL.order_effects(fL.theta) if order else None
     theta = ch.from_structure(st, oc.x, b)
@@ -512,8 +547,23 @@ def llm_only_fit(data: Comparisons, rank: int, order: bool = True) -> tuple[Char
     return data._cache[key]
 
 
-NUMPY = PointEngine(staged=staged_fit, joint=numpy_joint, human=lambda data: fit_human_btl(data.human, data.N),
-                    judges=numpy_judges, pooled=numpy_pooled)
+
+def numpy_human(data: Comparisons, *, penalty: str | None = None) -> Any:
+    """The centered human BTL (eq. human-only-estimator) by the numpy optimizer."""
+    return fit_human_btl(data.human, data.N, penalty=penalty)
+
+
+def numpy_engine(penalty: str | None = None) -> PointEngine:
+    """The numpy optimizers, with the likelihoods penalized by ``penalty`` (:mod:`pydial.penalty`)."""
+    if penalty is None:
+        return PointEngine(staged=staged_fit, joint=numpy_joint, human=numpy_human, judges=numpy_judges,
+                           pooled=numpy_pooled)
+    return PointEngine(staged=partial(staged_fit, penalty=penalty), joint=partial(numpy_joint, penalty=penalty),
+                       human=partial(numpy_human, penalty=penalty), judges=partial(numpy_judges, penalty=penalty),
+                       pooled=partial(numpy_pooled, penalty=penalty), penalty=penalty)
+
+
+NUMPY = numpy_engine()
 
 
 def staged_influence(data: Comparisons, fit_: StagedFit, *, fixed_basis: bool = False) -> tuple[Influence, CellStats]:
@@ -625,14 +675,15 @@ def human_influence(data: Comparisons, beta: np.ndarray) -> tuple[Influence, Cel
 
 
 def _fit_dial(data: Comparisons, common: dict, *, order: bool, adaptive: bool, lambdas: Any, multiples: Any,
-              include_endpoints: bool, anchored_cov: str, rank_grid: list[int], point: PointEngine = NUMPY) -> DialResult:
+              include_endpoints: bool | str, anchored_cov: str, rank_grid: list[int], point: PointEngine = NUMPY,
+              penalty: str | None = None) -> DialResult:
     from .calibration_test import calibration_test
     from .exceptions import ConvergenceError
     from .selection import (DEFAULT_MULTIPLES, anchored_candidate, candidate_weights, finite_candidate,
                             human_candidate, path_table)
 
     cal = common["calibration"]
-    hum, _ = human_candidate(data, point.human)
+    hum, _ = human_candidate(data, point.human, penalty=penalty)
     tables, options = [], []
     staged: dict[int, StagedFit] = {}
     for r in rank_grid:
@@ -641,7 +692,7 @@ def _fit_dial(data: Comparisons, common: dict, *, order: bool, adaptive: bool, l
         _warn_if(sf.llm_opt, f"structured LLM-only fit (rank {r})")
         st = sf.llm_chart.structure(sf.llm_theta)
         M = st.mu[:, None] if cal == "mu" else st.W
-        cands = [anchored_candidate(data, M, sf.chart.scores(sf.theta), sf.cal_opt, sf.llm_opt)]
+        cands = [anchored_candidate(data, M, sf.chart.scores(sf.theta), sf.cal_opt, sf.llm_opt, penalty=penalty)]
         if adaptive:
             if lambdas is not None:
                 lams = np.sort(positive_values(lambdas, "lambdas"))[::-1]
@@ -650,7 +701,8 @@ def _fit_dial(data: Comparisons, common: dict, *, order: bool, adaptive: bool, l
                 lams = np.sort(candidate_weights(data.n_llm, data.n_human, mult))[::-1]
             theta = sf.theta
             for lam in progress(lams, len(data.llm), f"lambda path (rank {r})"):
-                c = finite_candidate(data, sf.chart, float(lam), theta, float(lam * data.n_human / data.n_llm), point.joint)
+                c = finite_candidate(data, sf.chart, float(lam), theta, float(lam * data.n_human / data.n_llm), point.joint,
+                                     penalty=penalty)
                 if c.admissible:
                     theta = c.theta
                 cands.append(c)
@@ -658,6 +710,9 @@ def _fit_dial(data: Comparisons, common: dict, *, order: bool, adaptive: bool, l
             anc = cands[0]
             if not include_endpoints:
                 anc = dataclasses.replace(anc, admissible=False, reason=anc.reason or "endpoint excluded (include_endpoints=False); fallback only")
+            if include_endpoints == "anchored" and hum.admissible:
+                hum = dataclasses.replace(hum, admissible=False,
+                                          reason="human-only endpoint listed, not competing (include_endpoints='anchored')")
             allc = ([hum] if include_endpoints else []) + cands[:0:-1] + [anc]
         else:
             allc = cands
@@ -701,6 +756,8 @@ def _fit_dial(data: Comparisons, common: dict, *, order: bool, adaptive: bool, l
     structure = sf.llm_chart.structure(sf.llm_theta)
     judge_scores = pd.DataFrame(structure.S, index=pd.Index(data.judges, name="judge"), columns=pd.Index(data.items, name="item"))
     d = sf.chart.d
+    if penalty is not None:  # the LRT compares the unpenalized likelihoods
+        hum, _ = human_candidate(data, NUMPY.human)
     ct = calibration_test(data, sf.chart.scores(sf.theta), hum.s if hum.opt is not None and hum.opt.resolved else None, d,
                           hum.reason)
     if np.isinf(best.lam):

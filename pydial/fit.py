@@ -23,6 +23,7 @@ from .inference import Influence
 from .likelihood import Objective, binomial_nll
 from .model import Chart, structure_from_S
 from .optim import BOX, OptimResult, newton
+from .penalty import FirthPenalty, check_penalty
 
 
 # --------------------------------------------------------------------- GLMs
@@ -101,6 +102,14 @@ def glm_information(X: "np.ndarray | sp.spmatrix | Design", n: np.ndarray, p: np
     return (X.T * d) @ X
 
 
+def dense_design(X: "np.ndarray | sp.spmatrix | Design") -> np.ndarray:
+    """``X`` as a dense array (for the Firth penalty, whose leverages need the full
+    ``m x m`` hat matrix anyway)."""
+    if isinstance(X, Design):
+        return np.asarray(X.X @ X.basis)
+    return X.toarray() if sp.issparse(X) else np.asarray(X, float)
+
+
 def _rmatvec(X: "np.ndarray | sp.spmatrix | Design", r: np.ndarray) -> np.ndarray:
     return X.rmatvec(r) if isinstance(X, Design) else np.asarray(X.T @ r).ravel()
 
@@ -115,22 +124,32 @@ def logistic_glm(
     x0: np.ndarray | None = None,
     bound: float = BOX,
     gtol: float = 1e-10,
+    penalty: str | None = None,
 ) -> OptimResult:
     r"""Minimize ``weight * sum_c [n_c log(1+e^{x_c beta}) - y_c x_c beta] + ridge/2 |beta|^2``.
 
+    With ``penalty="firth"`` the term ``-weight/2 log det I(beta)`` is added (the
+    Jeffreys prior, :mod:`pydial.penalty`), so the minimizer is Firth's bias-reduced
+    estimate, finite whenever ``X`` has full column rank.
     Newton steps with line search inside the box ``|beta_i| <= bound``.
     """
     X = X if (sp.issparse(X) or isinstance(X, Design)) else np.asarray(X, float)
+    pen = FirthPenalty(dense_design(X), np.asarray(n, float), weight) if check_penalty(penalty) == "firth" else None
 
     def value(beta: np.ndarray) -> float:
-        return float(weight * binomial_nll(X @ beta, n, y).sum() + 0.5 * ridge * beta @ beta)
+        f = float(weight * binomial_nll(X @ beta, n, y).sum() + 0.5 * ridge * beta @ beta)
+        return f + pen.value(X @ beta) if pen is not None else f
 
     def fgh(beta: np.ndarray) -> tuple[float, np.ndarray, np.ndarray]:
         eta = X @ beta
         p = expit(eta)
+        f = float(weight * binomial_nll(eta, n, y).sum() + 0.5 * ridge * beta @ beta)
         g = weight * _rmatvec(X, n * p - y) + ridge * beta
         H = glm_information(X, n, p, weight) + ridge * np.eye(X.shape[1])
-        return value(beta), g, H
+        if pen is not None:
+            fp, gp, Hp = pen.glm_terms(beta)
+            f, g, H = f + fp, g + gp, H + Hp
+        return f, g, H
 
     start = np.zeros(X.shape[1]) if x0 is None else np.asarray(x0, float)
     return newton(fgh, start, bound=bound, gtol=gtol, value=value, cholesky=True)
@@ -145,30 +164,35 @@ class BTLFit:
     opt: OptimResult
 
 
-def fit_human_btl(human: HumanCells, N: int, *, ridge: float = 0.0) -> BTLFit:
-    r"""Centered human BTL MLE :math:`\hat s_0` (eq. human-only-estimator), loss normalized by ``n_H``."""
+def fit_human_btl(human: HumanCells, N: int, *, ridge: float = 0.0, penalty: str | None = None) -> BTLFit:
+    r"""Centered human BTL MLE :math:`\hat s_0` (eq. human-only-estimator), loss normalized by ``n_H``;
+    Firth's bias-reduced estimate with ``penalty="firth"``."""
     T = centering_basis(N)
     X = centered_design(human.i, human.j, N)
-    opt = logistic_glm(X, human.n, human.y, weight=1.0 / human.n.sum(), ridge=ridge)
+    opt = logistic_glm(X, human.n, human.y, weight=1.0 / human.n.sum(), ridge=ridge, penalty=penalty)
     return BTLFit(T @ opt.x, 0.0, opt)
 
 
-def fit_order_btl(cells: LLMCells, N: int, *, order: bool = True, ridge: float = 0.0) -> BTLFit:
+def fit_order_btl(cells: LLMCells, N: int, *, order: bool = True, ridge: float = 0.0,
+                  penalty: str | None = None) -> BTLFit:
     r"""One judge's order-effect BTL, ``logit p = s_i - s_j + a b`` (eq. binomial-model-llm).
 
-    With ``order=False`` the order effect is fixed at 0 (plain BTL on the pooled cells).
+    With ``order=False`` the order effect is fixed at 0 (plain BTL on the pooled cells);
+    ``penalty="firth"`` gives Firth's bias-reduced estimate.
     """
     T = centering_basis(N)
     X = centered_design(cells.i, cells.j, N, cells.a if order else None)
-    opt = logistic_glm(X, cells.n, cells.y, weight=1.0 / cells.n.sum(), ridge=ridge)
+    opt = logistic_glm(X, cells.n, cells.y, weight=1.0 / cells.n.sum(), ridge=ridge, penalty=penalty)
     s = T @ opt.x[: N - 1]
     return BTLFit(s, float(opt.x[-1]) if order else 0.0, opt)
 
 
-def fit_calibration(human: HumanCells, M: np.ndarray, *, x0: np.ndarray | None = None, bound: float = BOX) -> OptimResult:
-    r"""Staged calibration :math:`\hat c = \arg\min_c \ell_H(M c)` (eq. staged-calibrated-estimator)."""
+def fit_calibration(human: HumanCells, M: np.ndarray, *, x0: np.ndarray | None = None, bound: float = BOX,
+                    penalty: str | None = None) -> OptimResult:
+    r"""Staged calibration :math:`\hat c = \arg\min_c \ell_H(M c)` (eq. staged-calibrated-estimator);
+    with ``penalty="firth"`` the Firth estimate of the calibration GLM (design ``D_H M``)."""
     X = np.asarray(difference_design(human.i, human.j, M.shape[0]) @ M)
-    return logistic_glm(X, human.n, human.y, weight=1.0 / human.n.sum(), x0=x0, bound=bound)
+    return logistic_glm(X, human.n, human.y, weight=1.0 / human.n.sum(), x0=x0, bound=bound, penalty=penalty)
 
 
 # ---------------------------------------------------------- structured fits
@@ -211,15 +235,17 @@ def fit_structured(
     *,
     gtol: float = 1e-9,
     max_iter: int = 200,
+    penalty: str | None = None,
 ) -> StructuredFit:
     r"""Minimize :math:`Q_\lambda` (``lam`` finite) or :math:`\ell_L` (``lam = inf``,
     ``chart.calibration`` None) on the reduced chart, starting at ``theta0``.
 
     Gauge drift is removed after every step by re-expressing the iterate in the
     canonical gauge (same ``(s, S, b)``), so the box bounds act on a fixed
-    representative.
+    representative.  ``penalty="firth"`` adds the human block's Jeffreys prior
+    (:meth:`Objective.weighted`).
     """
-    obj = Objective.weighted(chart, data, lam)
+    obj = Objective.weighted(chart, data, lam, penalty)
     res = newton(
         obj.value_grad_hess,
         theta0,

@@ -26,6 +26,7 @@ from scipy.special import expit
 from .data import Comparisons, HumanCells, LLMCells
 from .inference import Influence
 from .model import Chart
+from .penalty import CalibrationFirthPenalty, check_penalty
 
 
 def softplus(x: np.ndarray) -> np.ndarray:
@@ -54,6 +55,14 @@ def llm_loss(S: np.ndarray, b: np.ndarray, llm: LLMCells) -> float:
 def weighted_loss(s: np.ndarray, S: np.ndarray, b: np.ndarray, data: Comparisons, lam: float) -> float:
     r""":math:`Q_\lambda(s, S, b) = \ell_H(s) + \lambda \ell_L(S, b)` (eq. weighted-loss)."""
     return human_loss(s, data.human) + lam * llm_loss(S, b, data.llm)
+
+
+def calibration_firth_penalty(data: Comparisons) -> CalibrationFirthPenalty:
+    """Jeffreys prior of the human calibration GLM (design ``D_H M``, normalization ``1/n_H``)."""
+    from .fit import difference_design
+
+    H = data.human
+    return CalibrationFirthPenalty(difference_design(H.i, H.j, data.N).toarray(), H.n.astype(float), 1.0 / data.n_human)
 
 
 @dataclass(frozen=True)
@@ -98,20 +107,30 @@ class Objective:
     ``w_llm = lambda/n_L`` this is :math:`Q_\lambda` (eq. weighted-loss); with
     ``w_human = 0`` and ``w_llm = 1/n_L`` the structured LLM-only loss of
     eq. staged-calibrated-estimator.
+
+    ``penalty`` (a :class:`~pydial.penalty.CalibrationFirthPenalty`, the human block's
+    Jeffreys prior) is added to the loss.
     """
 
-    def __init__(self, chart: Chart, cells: Cells) -> None:
+    def __init__(self, chart: Chart, cells: Cells, penalty: CalibrationFirthPenalty | None = None) -> None:
         if chart.calibration is None and cells.is_human.any():
             raise ValueError("an LLM-only chart cannot carry human cells")
         self.chart = chart
         self.cells = cells
+        self.penalty = penalty
 
     @classmethod
-    def weighted(cls, chart: Chart, data: Comparisons, lam: float) -> "Objective":
-        r""":math:`Q_\lambda` with ``lam`` in ``(0, inf)``; ``lam = inf`` gives the LLM-only loss."""
+    def weighted(cls, chart: Chart, data: Comparisons, lam: float, penalty: str | None = None) -> "Objective":
+        r""":math:`Q_\lambda` with ``lam`` in ``(0, inf)``; ``lam = inf`` gives the LLM-only loss.
+
+        ``penalty="firth"`` adds the human block's Jeffreys prior
+        :math:`-\frac{1}{2 n_H}[\log\det(M^\top D_H^\top W D_H M) - \log\det(M^\top M)]`,
+        the information of the calibration coordinates (:mod:`pydial.penalty`).
+        """
         if np.isinf(lam):
             return cls(chart, Cells.stack(data, 1.0 / data.n_llm, 0.0))
-        return cls(chart, Cells.stack(data, lam / data.n_llm, 1.0 / data.n_human))
+        pen = calibration_firth_penalty(data) if check_penalty(penalty) == "firth" else None
+        return cls(chart, Cells.stack(data, lam / data.n_llm, 1.0 / data.n_human), pen)
 
     # ----------------------------------------------------------- index maps
     @cached_property
@@ -164,7 +183,9 @@ class Objective:
     def value(self, theta: np.ndarray) -> float:
         """The weighted loss (``Q_lambda`` of eq. weighted-loss for :meth:`weighted`)."""
         c = self.cells
-        return float(np.sum(c.w * binomial_nll(self.eta(theta), c.n, c.y)))
+        eta = self.eta(theta)
+        f = float(np.sum(c.w * binomial_nll(eta, c.n, c.y)))
+        return f + self.penalty.value(self.chart, theta, eta[c.is_human]) if self.penalty is not None else f
 
     def value_grad_hess(self, theta: np.ndarray, *, hess: bool = True) -> tuple[float, np.ndarray, np.ndarray | None]:
         """Value, gradient and (exact) Hessian in the reduced chart."""
@@ -173,17 +194,27 @@ class Objective:
         p = expit(eta)
         f = float(np.sum(c.w * binomial_nll(eta, c.n, c.y)))
         res = c.w * (c.n * p - c.y)  # d f / d eta per cell
+        if self.penalty is not None:
+            J = self.cell_jacobian(theta, rows=c.is_human) if hess else None
+            fp, gp, g_pen, H_pen = self.penalty.terms(ch, theta, eta[c.is_human], J, hess=hess)
+            f += fp
+            res = res.copy()
+            res[c.is_human] += gp
         idx = self._index
         P = ch.dim_full
         g_full = np.zeros(P)
         for t, col in enumerate(v):
             g_full += np.bincount(idx[:, t], weights=res * col, minlength=P)
         g = np.asarray(ch.T_sparse.T @ g_full)
+        if self.penalty is not None:
+            g = g + g_pen
         if not hess:
             return f, g, None
         curv = c.w * c.n * p * (1.0 - p)
         H_full = self._outer(curv, v) + self._cross(res)
         H = ch.pull_back(H_full)
+        if self.penalty is not None:
+            H = H + H_pen
         return f, g, 0.5 * (H + H.T)
 
     @cached_property

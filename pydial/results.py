@@ -77,6 +77,8 @@ class DialResult:
         The data the fit was made on (a reference, not a copy; ``None`` for a result
         built by hand).  :func:`pydial.plan` and :func:`pydial.next_pairs` take the
         pilot data from here.
+    penalty : str or None
+        ``"firth"`` when the likelihoods were bias-reduced (:mod:`pydial.penalty`).
     """
 
     method: str
@@ -106,6 +108,7 @@ class DialResult:
     tie_parameters: pd.DataFrame | None = None
     status: str = "ok"
     problems: tuple[str, ...] = ()
+    penalty: str | None = None
     data: Comparisons | None = field(default=None, repr=False, compare=False)
 
     @property
@@ -188,6 +191,16 @@ class DialResult:
         """Items ordered by score, best first."""
         return self.scores["score"].sort_values(ascending=False)
 
+    def bootstrap(self, B: int = 200, *, by: str = "record", seed: int | None = None, n_jobs: int = 1,
+                  level: float | None = None, progress: bool | None = None) -> Any:
+        """Post-selection intervals: refit the whole procedure (GACV choice of ``lambda``,
+        and of ``r`` with a rank grid, included) on ``B`` record resamples; percentile and
+        basic intervals for scores, contrasts and ``b`` plus the selected ``lambda``
+        distribution.  See :func:`pydial.bootstrap.bootstrap`."""
+        from .bootstrap import bootstrap
+
+        return bootstrap(self, B, by=by, seed=seed, n_jobs=n_jobs, level=level, progress=progress)
+
     # ---------------------------------------------------------------- report
     def summary(self) -> str:
         """A statsmodels-like text summary."""
@@ -195,7 +208,8 @@ class DialResult:
         head = [
             f"pydial fit: method={self.method}  rank={self.rank}  calibration={self.calibration}  engine={self.engine}",
             f"items N={len(self.items)}  LLM judges K={len(self.judges)}  n_LLM={self.n_llm}  n_H={self.n_human}",
-            f"lambda={lam}  converged={self.converged}  max|grad|={self.grad_norm:.2e}",
+            f"lambda={lam}  converged={self.converged}  max|grad|={self.grad_norm:.2e}"
+            + (f"  penalty={self.penalty}" if self.penalty else ""),
             f"covariance: {COV_DESCRIPTIONS[self.cov_type]}  level={self.level:.0%}",
         ]
         if not self.ok:

@@ -17,6 +17,12 @@ Alg. DIAL-Ada and App. "Hyperparameter Selection" of the paper:
   the criterion and ``J`` the covariance of the per-comparison human scores, in the
   over-parameterized chart (Lemma overparam-invariance), the centered score space at
   ``lambda = 0`` and the calibration coordinate ``c`` at ``lambda = inf``.
+
+With ``penalty="firth"`` (:mod:`pydial.penalty`) the human BTL at ``lambda = 0``, the
+calibration GLM at ``lambda = inf`` and the human block of every finite-weight fit are
+bias-reduced.  The ``lambda = 0`` endpoint then needs only a connected human
+comparison graph (Firth's estimate exists without a finite MLE), so small human
+budgets keep a complete path; GACV uses the Hessian of the penalized criterion.
 """
 
 from __future__ import annotations
@@ -29,11 +35,13 @@ import pandas as pd
 from scipy.special import expit
 
 from .data import Comparisons, HumanCells
-from .fit import BTLFit, centered_design, difference_design, fit_calibration, fit_human_btl, fit_structured, glm_information
+from .fit import (BTLFit, Design, centered_design, dense_design, difference_design, fit_calibration, fit_human_btl,
+                  fit_structured, glm_information)
 from .inference import independent_meat
 from .likelihood import Cells, Objective, binomial_nll, human_loss
 from .model import Chart
 from .optim import BOX, ZERO_EIG_RTOL, OptimResult, newton, pinv_sym, single_threaded_blas
+from .penalty import FirthPenalty
 
 DEFAULT_MULTIPLES = tuple(np.logspace(-2, 1, 7))
 SIMULATION_MULTIPLES = tuple(np.logspace(-1, 1, 7))
@@ -103,18 +111,21 @@ def guard(ch: Chart, opt: OptimResult, H: np.ndarray, s: np.ndarray) -> tuple[bo
 JointFitter = Callable[[Comparisons, Chart, float, np.ndarray], tuple[np.ndarray, OptimResult]]
 
 
-def numpy_joint(data: Comparisons, ch: Chart, lam: float, theta0: np.ndarray) -> tuple[np.ndarray, OptimResult]:
-    """Minimize ``Q_lambda`` from ``theta0`` with the numpy Newton optimizer."""
-    f = fit_structured(data, ch, lam, theta0)
+def numpy_joint(data: Comparisons, ch: Chart, lam: float, theta0: np.ndarray, *,
+                penalty: str | None = None) -> tuple[np.ndarray, OptimResult]:
+    """Minimize ``Q_lambda`` (human block penalized by ``penalty``) from ``theta0`` with the
+    numpy Newton optimizer."""
+    f = fit_structured(data, ch, lam, theta0, penalty=penalty)
     return f.theta, f.opt
 
 
 def finite_candidate(data: Comparisons, ch: Chart, lam: float, theta0: np.ndarray, multiple: float,
-                     joint: JointFitter = numpy_joint) -> Candidate:
-    """Fit ``Q_lambda`` from ``theta0`` (with ``joint``, the numpy or the Stan optimizer)
-    and evaluate its guards and GACV pieces at the optimum."""
+                     joint: JointFitter = numpy_joint, *, penalty: str | None = None) -> Candidate:
+    """Fit ``Q_lambda`` from ``theta0`` (with ``joint``, the numpy or the Stan optimizer,
+    minimizing the criterion penalized by ``penalty``) and evaluate its guards and GACV
+    pieces at the optimum."""
     th, opt = joint(data, ch, lam, theta0)
-    obj = Objective.weighted(ch, data, lam)
+    obj = Objective.weighted(ch, data, lam, penalty)
     H = opt.hess if opt.hess is not None and np.array_equal(opt.x, th) else obj.value_grad_hess(th)[2]
     s = ch.scores(th)
     ok, reason, nz = guard(ch, opt, H, s)
@@ -128,19 +139,28 @@ def finite_candidate(data: Comparisons, ch: Chart, lam: float, theta0: np.ndarra
     return cand
 
 
-def human_candidate(data: Comparisons, human_fit: Callable[[Comparisons], BTLFit] | None = None) -> tuple[Candidate, OptimResult | None]:
+def human_candidate(data: Comparisons, human_fit: Callable[[Comparisons], BTLFit] | None = None, *,
+                    penalty: str | None = None) -> tuple[Candidate, OptimResult | None]:
     """The ``lambda = 0`` endpoint: human BTL in the centered score space (fitted by
-    ``human_fit``, default the numpy optimizer)."""
-    from .design import _check_human_mle
+    ``human_fit``, default the numpy optimizer).
 
-    exists, detail = _check_human_mle(data.items, data)
-    if not exists:
-        return Candidate(0.0, 0.0, None, reason=f"human MLE does not exist: {detail}"), None
-    f = human_fit(data) if human_fit is not None else fit_human_btl(data.human, data.N)
+    Without a penalty the endpoint needs a finite MLE (strongly connected directed
+    win graph, Ford 1957); with ``penalty="firth"`` (``human_fit`` then fits Firth's
+    estimate) a connected comparison graph suffices.
+    """
+    from .design import _check_human_mle, _undirected_labels
+
     N = data.N
+    if penalty is None:
+        exists, detail = _check_human_mle(data.items, data)
+        if not exists:
+            return Candidate(0.0, 0.0, None, reason=f"human MLE does not exist: {detail}"), None
+    elif _undirected_labels(N, data.human.i, data.human.j)[0] != 1:
+        return Candidate(0.0, 0.0, None, reason="human comparison graph not connected: no Firth estimate"), None
+    f = human_fit(data) if human_fit is not None else fit_human_btl(data.human, N, penalty=penalty)
     X = centered_design(data.human.i, data.human.j, N)
+    Hm = criterion_hessian(X, data.human.n, f.opt.x, 1.0 / data.n_human, penalty)
     p = expit(X @ f.opt.x)
-    Hm = glm_information(X, data.human.n, p, 1.0 / data.n_human)
     cand = Candidate(0.0, 0.0, f.s, f.opt.x, f.opt, loss_human=human_loss(f.s, data.human))
     if not f.opt.resolved:
         cand.reason = "human BTL not resolved within the box" if f.opt.converged else f"not converged ({f.opt.message})"
@@ -152,7 +172,16 @@ def human_candidate(data: Comparisons, human_fit: Callable[[Comparisons], BTLFit
     return cand, f.opt
 
 
-def anchored_candidate(data: Comparisons, M: np.ndarray, s: np.ndarray, cal_opt: OptimResult, llm_opt: OptimResult) -> Candidate:
+def criterion_hessian(X: "np.ndarray | Design", n: np.ndarray, beta: np.ndarray, weight: float, penalty: str | None) -> np.ndarray:
+    """Hessian of the (Firth-penalized with ``penalty="firth"``) weighted logistic loss at ``beta``."""
+    H = glm_information(X, n, expit(X @ beta), weight)
+    if penalty == "firth":
+        H = H + FirthPenalty(dense_design(X), np.asarray(n, float), weight).glm_terms(beta)[2]
+    return H
+
+
+def anchored_candidate(data: Comparisons, M: np.ndarray, s: np.ndarray, cal_opt: OptimResult, llm_opt: OptimResult,
+                       *, penalty: str | None = None) -> Candidate:
     """The ``lambda = inf`` endpoint: chart ``c`` with ``M`` fixed at the LLM-only fit.
 
     The LLM-only fit is conditioned on, so only the calibration coordinates must be
@@ -160,7 +189,7 @@ def anchored_candidate(data: Comparisons, M: np.ndarray, s: np.ndarray, cal_opt:
     """
     X = np.asarray(difference_design(data.human.i, data.human.j, data.N) @ M)
     p = expit(X @ cal_opt.x)
-    H = glm_information(X, data.human.n, p, 1.0 / data.n_human)
+    H = criterion_hessian(X, data.human.n, cal_opt.x, 1.0 / data.n_human, penalty)
     cand = Candidate(np.inf, np.inf, s, loss_human=human_loss(s, data.human), opt=cal_opt)
     if not llm_opt.converged:
         cand.reason = f"LLM-only fit not converged ({llm_opt.message})"

@@ -40,7 +40,16 @@
  * the penalized MLE (optimizer), not for NUTS (see dial_sample.stan).
  *
  * Priors (penalty) are switched on by data: prior_sd_* > 0 adds an
- * independent normal(0, prior_sd_*) term on that block; 0 = flat.
+ * independent normal(0, prior_sd_*) term on that block; 0 = flat.  A ridge on
+ * the chart coordinates is not gauge invariant; with all scales 0 the MLE is.
+ *
+ * Jeffreys prior (Firth 1993, data flag firth; firth.stan; binary cells only):
+ *   1 = the LLM cells as one binomial GLM (K = 1, r = 0: human-only or pooled
+ *       BTL), design (D T, a) in (B_free, b);
+ *   2 = the human block: the calibration GLM of the human cells, design
+ *       X = D_H M with M = B[, 1:d], with the basis normalized,
+ *       1/2 [log det(X' W X) - log det(M' M)] (gauge invariant; for the
+ *       calibration stage, with B held fixed, the Firth penalty of c).
  *
  * How to extend.  Copy this file (keep `#include paired_likelihoods.stan`;
  * pydial.stan.posterior / compile_model find includes beside pydial's own),
@@ -52,6 +61,7 @@
  */
 functions {
 #include paired_likelihoods.stan
+#include firth.stan
 }
 data {
   // ---- the data schema shared by dial.stan, dial_sample.stan and judges.stan
@@ -86,6 +96,7 @@ data {
   real<lower=0> prior_sd_c;                          // normal prior scale on the calibration coordinate (0 = flat)
   real<lower=0> prior_sd_b;                          // normal prior scale on the order effects (0 = flat)
   real<lower=0> prior_sd_log_nu;                     // normal(0, sd) prior on log_nu (0 = flat)
+  int<lower=0, upper=2> firth;                       // Jeffreys prior: 0 = none, 1 = LLM cells as one GLM, 2 = human calibration block
 }
 transformed data {
   // ---- checks and constants of the shared data schema
@@ -111,6 +122,21 @@ transformed data {
   }
   if (calibration == 0 && H > 0) reject("human cells need a calibration basis (calibration = 1 or 2)");
   if (fix_llm && C > 0) reject("fix_llm = 1 fits the calibration alone: pass C = 0 LLM cells");
+  if (firth > 0 && tie_model > 0) reject("firth > 0 needs binary cells (tie_model = 0)");
+  // Firth designs (zero-size when unused); T_N: s = T_N s[1:(N-1)] for centered s
+  array[C] int cell_n;                               // decisive comparisons per cell
+  array[H] int human_n;
+  for (t in 1:C) cell_n[t] = cell_counts[t, 1] + cell_counts[t, 2];
+  for (t in 1:H) human_n[t] = human_counts[t, 1] + human_counts[t, 2];
+  matrix[N, N - 1] T_N = append_row(diag_matrix(rep_vector(1, N - 1)), rep_row_vector(-1, N - 1));
+  matrix[firth == 1 ? C : 0, firth == 1 ? N - 1 + use_order : 0] firth_X;
+  matrix[firth == 2 ? H : 0, N] firth_D = difference_design(human_i[1:(firth == 2 ? H : 0)],
+                                                            human_j[1:(firth == 2 ? H : 0)], N);
+  if (firth == 1) {
+    if (K != 1 || r != 0 || fix_llm) reject("firth = 1 needs K = 1, r = 0 and fix_llm = 0 (one binomial GLM)");
+    firth_X[:, 1:(N - 1)] = difference_design(cell_i, cell_j, N) * T_N;
+    if (use_order) firth_X[:, N] = to_vector(cell_a);
+  }
 }
 parameters {
   vector[fix_llm ? 0 : (K - 1) * q] A_free;          // rows 1..K-1 of A, row-major
@@ -121,13 +147,13 @@ parameters {
 }
 transformed parameters {
   matrix[K, N] S;                                    // judge scores S = A B'
+  matrix[N, r + 1] B;                                // item loadings (B' 1 = 0)
   vector[N] s_H = rep_vector(0, N);                  // calibrated human score
   {
     // eq. overparam: rebuild A (A' 1 = K e_1) and B (B' 1 = 0) from the reduced rows
     vector[(K - 1) * q] Av = fix_llm ? A_fix : A_free;
     vector[(N - 1) * q] Bv = fix_llm ? B_fix : B_free;
     matrix[K, q] A;
-    matrix[N, q] B;
     for (k in 1:(K - 1)) A[k] = Av[((k - 1) * q + 1):(k * q)]';
     A[K] = -(rep_row_vector(1, K - 1) * A[1:(K - 1)]);
     A[K, 1] += K;
@@ -150,6 +176,10 @@ model {
   vector[H] log_nu_h = rep_vector(T > 0 ? log_nu[T] : 0, H);
   target += dot_product(cell_w, cell_log_coef + paired_log_lik(cell_counts, eta, tie_model, log_nu_c));
   target += dot_product(human_w, human_log_coef + paired_log_lik(human_counts, eta_h, tie_model, log_nu_h));
+  if (firth == 1) target += firth_penalty(firth_X, eta, cell_n);
+  if (firth == 2 && H > 0) {
+    target += firth_penalty(firth_D * B[:, 1:d], eta_h, human_n) - 0.5 * log_determinant(crossprod(B[:, 1:d]));
+  }
 
   // optional normal priors (penalized MLE); 0 = flat
   if (prior_sd_A > 0) target += normal_lpdf(A_free | 0, prior_sd_A);

@@ -83,8 +83,17 @@ from pydial.metrics import kendall_tau
 
 PROTOCOL_VERSION = 1
 METHODS: tuple[str, ...] = ("human", "pooled", "dial-nopos", "dial-anc", "dial-ada", "atc")
+# Bias-reduced variants (``pydial.fit(..., penalty="firth")``), not part of the default run:
+# name -> (method, extra keyword arguments of pydial.fit).
+FIRTH_METHODS: dict[str, tuple[str, dict[str, Any]]] = {
+    **{f"{m}-firth": (m, {"penalty": "firth"}) for m in ("human", "pooled", "dial-anc", "dial-ada", "dial-nopos", "atc")},
+    "dial-ada-firth-anchored": ("dial-ada", {"penalty": "firth", "include_endpoints": "anchored"}),
+}
 LABELS = {"human": "Human", "pooled": "Pooled", "dial-nopos": "DIAL-noPos", "dial-anc": "DIAL-Anc",
-          "dial-ada": "DIAL-Ada", "atc": "AtC"}
+          "dial-ada": "DIAL-Ada", "atc": "AtC", "human-firth": "Human (Firth)", "pooled-firth": "Pooled (Firth)",
+          "dial-anc-firth": "DIAL-Anc (Firth)", "dial-ada-firth": "DIAL-Ada (Firth)",
+          "dial-nopos-firth": "DIAL-noPos (Firth)", "atc-firth": "AtC (Firth)",
+          "dial-ada-firth-anchored": "DIAL-Ada (Firth, lambda = 0 not competing)"}
 SWEEPS: tuple[str, ...] = ("human_budget", "human_budget_scarce", "pure_position", "anti_consensus", "llm_budget")
 PANEL: tuple[str, ...] = ("gpt-4-0125-preview", "claude-3-opus-20240229", "gpt-3.5-turbo")
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
@@ -129,9 +138,9 @@ class Config:
     llm_n_human: int = 1000
 
     def __post_init__(self) -> None:
-        unknown = sorted(set(self.methods) - set(METHODS))
+        unknown = sorted(set(self.methods) - set(METHODS) - set(FIRTH_METHODS))
         if unknown:
-            raise ValueError(f"unknown method(s) {unknown}; known: {METHODS}")
+            raise ValueError(f"unknown method(s) {unknown}; known: {METHODS + tuple(FIRTH_METHODS)}")
         if self.pure_template not in self.judges:
             raise ValueError(f"pure_template {self.pure_template!r} is not in the judge panel {self.judges}")
 
@@ -312,9 +321,11 @@ def task_frame(cfg: Config, sweep: str, setting: float, split: int) -> tuple[pd.
 
 # -------------------------------------------------------------------------- tasks
 def _fit(data: pydial.Comparisons, method: str, rank: int) -> tuple[Any, list[str]]:
+    """Fit ``method`` (a name of :data:`FIRTH_METHODS` fits its base method with its options)."""
+    base, kw = FIRTH_METHODS.get(method, (method, {}))
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        res = pydial.fit(data, method, rank=rank)
+        res = pydial.fit(data, base, rank=rank, **kw)
     return res, [str(w.message) for w in caught]
 
 
@@ -344,7 +355,7 @@ def run_task(cfg: Config, sweep: str, setting: float, split: int) -> list[dict[s
                        kendall_tau=kendall_tau(s, pools.s_test), converged=bool(res.converged),
                        fallback=bool(res.details.get("fallback", False)), **{"lambda": lam},
                        lambda_multiple=lam * data.n_human / data.n_llm if np.isfinite(lam) and lam > 0 else lam)
-            if method in ("dial-ada", "dial-nopos"):
+            if FIRTH_METHODS.get(method, (method, {}))[0] in ("dial-ada", "dial-nopos"):
                 row.update(_oracle(res, data, pools))
             if res.position_effects is not None and info["n_injected"]:
                 b = res.position_effects["b"]
@@ -523,7 +534,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--splits", help="number of record splits (default 50)")
     p.add_argument("--seed", help="root seed (default 20260)")
     p.add_argument("--judges", help="comma-separated LLM judge panel (default: all three)")
-    p.add_argument("--methods", help=f"comma-separated subset of {','.join(METHODS)}")
+    p.add_argument("--methods", help=f"comma-separated subset of {','.join(METHODS + tuple(FIRTH_METHODS))}")
     p.add_argument("--budgets", help="n_H grid of human_budget, e.g. 50,100,200")
     p.add_argument("--scarce-budgets", dest="scarce_budgets", help="n_H grid of human_budget_scarce")
     p.add_argument("--scarce-n-llm", dest="scarce_n_llm", help="n_LLM of human_budget_scarce (default 2000)")

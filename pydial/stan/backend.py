@@ -38,7 +38,6 @@ import asyncio
 import concurrent.futures
 import hashlib
 import os
-import re
 import threading
 import time
 import warnings

@@ -127,6 +127,7 @@ def stan_fit_point(
     max_iter: int = 20_000,
     model: CompiledModel | None = None,
     warn: bool = True,
+    penalty: str | None = None,
 ) -> StanPointFit:
     r"""Penalized MLE of a DIAL estimator through Stan's optimizer.
 
@@ -179,6 +180,11 @@ def stan_fit_point(
         A compiled ``dial`` (or ``judges``) program to reuse.
     warn : bool
         Emit :class:`pydial.ConvergenceWarning` when an optimizer call fails.
+    penalty : {None, "firth"}
+        ``"firth"`` adds the Jeffreys prior of :mod:`pydial.penalty` (the ``firth``
+        flag of ``dial.stan`` / ``judges.stan``): to the human BTL, the pooled BTL,
+        every judge's BTL, the calibration stage and the human block of the joint
+        fit; the LLM-only structured stage is not penalized.
 
     Returns
     -------
@@ -203,13 +209,17 @@ def stan_fit_point(
     if method in ("joint", "staged") and calibration is None:
         raise ValueError(f"method {method!r} needs a calibration basis ('mu' or 'W'), got None")
     t_total = 0.0
+    from ..penalty import check_penalty
+
+    firth = check_penalty(penalty) == "firth"
 
     if method == "judges":
         return _fit_judges(data, order=order, backend=backend, seed=seed, gtol=gtol, max_iter=max_iter,
-                           model=model, warn=warn)
+                           model=model, warn=warn, firth=firth)
 
     if method == "human":
-        return _fit_human(data, backend=backend, seed=seed, gtol=gtol, max_iter=max_iter, model=model, warn=warn)
+        return _fit_human(data, backend=backend, seed=seed, gtol=gtol, max_iter=max_iter, model=model, warn=warn,
+                          firth=firth)
 
     dial = model if model is not None else compile_model("dial", backend=backend)
 
@@ -218,7 +228,7 @@ def stan_fit_point(
         if not (np.isfinite(lam_) and lam_ > 0):
             raise ValueError(f"lam must be finite and > 0 for the joint fit, got {lam!r}")
         ch = Chart(data.N, data.K, rank, calibration, order)
-        d = dial_data(data, ch, w_llm=lam_ * n_h / n_l, w_human=1.0, priors=priors)
+        d = dial_data(data, ch, w_llm=lam_ * n_h / n_l, w_human=1.0, priors=priors, firth=2 if firth else 0)
         th0 = spectral_start(data, ch) if init is None else np.asarray(init, float)
         res = dial.optimize(d, th0, seed=seed, gtol=gtol, max_iter=max_iter)
         if warn:
@@ -235,7 +245,7 @@ def stan_fit_point(
     cal = "mu" if pooled else calibration
     cells = _pooled_cells(data) if pooled else None
     chL = Chart(data.N, K, r, None, use_order)
-    dL = dial_data(data, chL, w_llm=1.0, llm=cells, priors=priors)
+    dL = dial_data(data, chL, w_llm=1.0, llm=cells, priors=priors, firth=1 if (firth and pooled) else 0)
     th0 = spectral_start(data, chL, llm=cells) if init is None else np.asarray(init, float)
     r1 = dial.optimize(dL, th0, seed=seed, gtol=gtol, max_iter=max_iter)
     if warn:
@@ -256,7 +266,7 @@ def stan_fit_point(
     c0 = np.linalg.lstsq(M, _judge_ls(H, data.N, False)[0], rcond=None)[0]
     th1 = ch.from_structure(st, c0, bL if use_order else None)
     # A and B of the first stage are data (fix_llm): Stan optimizes the calibration alone
-    d2 = dial_data(data, ch, w_llm=0.0, w_human=1.0, priors=priors, fix_llm=th1)
+    d2 = dial_data(data, ch, w_llm=0.0, w_human=1.0, priors=priors, fix_llm=th1, firth=2 if firth else 0)
     r2 = dial.optimize(d2, th1[ch.slices["c"]], seed=seed, gtol=gtol, max_iter=max_iter)
     if warn:
         _check_converged(r2, "calibration stage")
@@ -270,13 +280,13 @@ def stan_fit_point(
 
 
 def _fit_human(data: Comparisons, *, backend: str | None, seed: int | None, gtol: float, max_iter: int,
-               model: CompiledModel | None, warn: bool) -> StanPointFit:
-    """Human BTL, eq. human-full-loss, with ``judges.stan`` (no LLM judge, ``K = 0``)."""
+               model: CompiledModel | None, warn: bool, firth: bool = False) -> StanPointFit:
+    """Human BTL, eq. human-full-loss, with ``judges.stan`` (no LLM judge, ``K = 0``;
+    Firth's estimate with ``firth``)."""
     jm = model if model is not None else compile_model("judges", backend=backend)
     N = data.N
     H = human_cell_table(data)
-    d = judges_data(empty_cells(), H, N=N, K=0, order=False,
-                    flat=True, log_lik=False)
+    d = judges_data(empty_cells(), H, N=N, K=0, order=False, flat=True, log_lik=False, firth=firth)
     Q = helmert_basis(N)
     u0 = jm.unconstrain(d, {"s_raw": np.zeros((0, N - 1)), "sH_raw": Q.T @ _judge_ls(H, N, False)[0],
                             "b": np.zeros(0), "log_nu": np.zeros(0)})
@@ -291,11 +301,11 @@ def _fit_human(data: Comparisons, *, backend: str | None, seed: int | None, gtol
 
 
 def _fit_judges(data: Comparisons, *, order: bool, backend: str | None, seed: int | None, gtol: float,
-                max_iter: int, model: CompiledModel | None, warn: bool) -> StanPointFit:
+                max_iter: int, model: CompiledModel | None, warn: bool, firth: bool = False) -> StanPointFit:
     jm = model if model is not None else compile_model("judges", backend=backend)
     N, K = data.N, data.K
     L = llm_cell_table(data)
-    d = judges_data(L, None, N=N, K=K, order=order, flat=True, log_lik=False)
+    d = judges_data(L, None, N=N, K=K, order=order, flat=True, log_lik=False, firth=firth)
     Q = helmert_basis(N)
     s0 = np.zeros((K, N - 1))
     b0 = np.zeros(K)

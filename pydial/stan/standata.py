@@ -233,6 +233,7 @@ def dial_data(
     ties: str | None = None,
     fix_llm: np.ndarray | None = None,
     log_lik: bool = False,
+    firth: int = 0,
 ) -> dict[str, Any]:
     """Data of ``dial.stan`` for the chart ``chart``.
 
@@ -256,6 +257,9 @@ def dial_data(
         A chart ``theta`` whose ``A`` and ``B`` become data: only the
         calibration (and the people's tie parameter) is fitted, on the human
         cells alone (second stage of eq. staged-calibrated-estimator).
+    firth : {0, 1, 2}
+        Jeffreys-prior term of ``dial.stan`` (0 none, 1 the LLM cells as one GLM,
+        2 the human calibration block, :class:`pydial.penalty.CalibrationFirthPenalty`).
     """
     tie = ties is not None
     L = llm if llm is not None else llm_cell_table(data, ties=tie)
@@ -281,6 +285,7 @@ def dial_data(
         "prior_sd_c": p["c"],
         "prior_sd_b": p["b"],
         "prior_sd_log_nu": p["log_nu"],
+        "firth": int(firth),
     })
     return d
 
@@ -352,6 +357,7 @@ def judges_data(
     priors: Mapping[str, float] | None = None,
     flat: bool = False,
     log_lik: bool = True,
+    firth: bool = False,
 ) -> dict[str, Any]:
     """Data of ``judges.stan``: LLM cells ``L`` of judges ``0..K-1`` and human cells ``H``.
 
@@ -359,6 +365,8 @@ def judges_data(
     holding every LLM cell with ``order=False`` is the pooled BTL.
     ``flat=True`` sets every prior scale to 0 (the MLE); ``priors`` are then
     ignored.
+    ``firth=True`` adds the Jeffreys prior of every judge's (and the people's)
+    binomial BTL, whose mode is Firth's estimate (binary cells only).
     """
     p = _merge(JUDGES_PRIORS, priors, "judges.stan")
     if flat:
@@ -369,6 +377,7 @@ def judges_data(
         "prior_b_sd": p["b_sd"],
         "prior_log_nu_mean": p["log_nu_mean"],
         "prior_log_nu_sd": p["log_nu_sd"],
+        "firth": int(firth),
     })
     return d
 

@@ -1,0 +1,234 @@
+r"""Bias-reducing (Firth / Jeffreys-prior) penalty of the logistic likelihoods.
+
+Firth (1993) replaces the log-likelihood :math:`l(\beta)` of a binomial logistic model
+with linear predictor :math:`\eta = X\beta` by
+
+.. math::
+
+    l^*(\beta) = l(\beta) + \tfrac12 \log\det I(\beta), \qquad
+    I(\beta) = X^\top \operatorname{diag}\{n_c p_c (1 - p_c)\} X ,
+
+the log posterior under the Jeffreys prior.  Its maximizer removes the
+:math:`O(n^{-1})` bias of the MLE and is finite whenever ``X`` has full column rank,
+even under complete or quasi-complete separation (Kosmidis & Firth 2021), because
+:math:`\log\det I \to -\infty` as any linear predictor with positive count diverges.
+Its score is the adjusted score
+:math:`X^\top\{y - n p + h (1/2 - p)\}` with leverages :math:`h_c = w_c x_c^\top I^{-1} x_c`.
+
+pydial writes losses (to be minimized), so the term added to a loss is
+
+.. math::
+
+    P(\eta) = -\tfrac{\omega}{2} \log\det\bigl(X^\top \operatorname{diag}\{w(\eta)\} X\bigr),
+    \qquad w_c = n_c p_c (1 - p_c),
+
+with ``omega`` the loss normalization (``1/n_H`` for :math:`\ell_H`).  :class:`FirthPenalty`
+gives its value, gradient and exact Hessian in the cells' linear predictors ``eta``;
+the chain rule through ``d eta / d theta`` maps them to any chart:
+
+.. math::
+
+    \frac{\partial P}{\partial \eta_c} = -\tfrac{\omega}{2} w_c' Q_{cc}, \qquad
+    \frac{\partial^2 P}{\partial \eta_c \partial \eta_e}
+      = -\tfrac{\omega}{2}\bigl[w_c'' Q_{cc}\,\delta_{ce} - w_c' w_e' Q_{ce}^2\bigr],
+
+where :math:`Q = X I^{-1} X^\top`, :math:`w' = w (1 - 2p)` and
+:math:`w'' = w (1 - 6p + 6p^2)`.
+
+Where pydial uses it (``fit(..., penalty="firth")``):
+
+* ``human``: the human BTL in the centered chart (``X = D_H T``);
+* ``judges``: each judge's order-effect BTL (``X = [D T, a]``);
+* ``pooled``: both GLM stages (pooled BTL, then the scalar rescaling);
+* ``dial-anc``: the calibration GLM ``argmin_c l_H(M c)`` (``X = D_H M``);
+* ``dial-ada``: the ``lambda = 0`` endpoint (Firth human BTL), the ``lambda = inf``
+  endpoint (as ``dial-anc``) and, for finite ``lambda``, the human block of
+  :math:`Q_\lambda`: the Jeffreys prior of the calibration GLM ``X = D_H M(theta)``
+  with the basis normalized (:class:`CalibrationFirthPenalty`), which tends to the
+  ``dial-anc`` penalty as ``lambda -> inf``.
+
+Inference at a penalized estimate uses the unpenalized Fisher information (bread)
+and the same meats as at the MLE (brglm2's convention); the penalty changes the
+information by :math:`O(1)` against :math:`O(n)`, so the sandwich remains first-order
+valid.
+
+References
+----------
+Firth, D. (1993). Bias reduction of maximum likelihood estimates. *Biometrika* 80, 27-38.
+Kosmidis, I. and Firth, D. (2021). Jeffreys-prior penalty, finiteness and shrinkage in
+binomial-response generalized linear models. *Biometrika* 108, 71-82.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.special import expit
+
+PENALTIES: tuple[str | None, ...] = (None, "firth")
+
+
+def check_penalty(penalty: str | None) -> str | None:
+    """Validate the ``penalty`` argument of :func:`pydial.fit`."""
+    if penalty not in PENALTIES:
+        raise ValueError(f"penalty must be one of {PENALTIES}, got {penalty!r}")
+    return penalty
+
+
+@dataclass(frozen=True)
+class FirthPenalty:
+    r"""The loss term :math:`P(\eta) = -\frac{\omega}{2}\log\det(X^\top \mathrm{diag}\{w(\eta)\} X)`.
+
+    Parameters
+    ----------
+    X : ndarray (m, q)
+        Design of the penalized model: row ``c`` is ``d eta_c / d beta`` in a chart
+        ``beta`` of full column rank (any other chart changes ``P`` by a constant).
+    n : ndarray (m,)
+        Cell counts.
+    weight : float
+        Loss normalization ``omega``.
+    """
+
+    X: np.ndarray
+    n: np.ndarray
+    weight: float = 1.0
+
+    def information(self, eta: np.ndarray) -> np.ndarray:
+        """Unnormalized Fisher information ``X^T diag(n p (1-p)) X`` at ``eta``."""
+        p = expit(eta)
+        return (self.X.T * (self.n * p * (1 - p))) @ self.X
+
+    def value(self, eta: np.ndarray) -> float:
+        """``P(eta)``; ``+inf`` where the information is singular (a diverged predictor)."""
+        sign, logdet = np.linalg.slogdet(self.information(eta))
+        return float(-0.5 * self.weight * logdet) if sign > 0 else np.inf
+
+    def derivatives(self, eta: np.ndarray, *, hess: bool = True) -> tuple[float, np.ndarray, np.ndarray | None]:
+        """``P``, ``dP/d eta`` (m) and, with ``hess``, ``d^2 P / d eta^2`` (m x m)."""
+        p = expit(eta)
+        w = self.n * p * (1 - p)
+        I = (self.X.T * w) @ self.X
+        sign, logdet = np.linalg.slogdet(I)
+        if sign <= 0:
+            m = eta.size
+            return np.inf, np.full(m, np.nan), (np.full((m, m), np.nan) if hess else None)
+        Q = self.X @ np.linalg.solve(I, self.X.T)
+        w1 = w * (1 - 2 * p)
+        f = -0.5 * self.weight * logdet
+        g = -0.5 * self.weight * w1 * np.diag(Q)
+        if not hess:
+            return float(f), g, None
+        w2 = w * (1 - 6 * p + 6 * p * p)
+        H = -0.5 * self.weight * (np.diag(w2 * np.diag(Q)) - np.outer(w1, w1) * Q * Q)
+        return float(f), g, H
+
+    def glm_terms(self, beta: np.ndarray) -> tuple[float, np.ndarray, np.ndarray]:
+        """Value, gradient and Hessian in the GLM chart ``eta = X beta``."""
+        f, g, H = self.derivatives(self.X @ beta)
+        return f, self.X.T @ g, self.X.T @ H @ self.X
+
+
+@dataclass(frozen=True)
+class CalibrationFirthPenalty:
+    r"""Human-block Jeffreys prior of the joint fit :math:`Q_\lambda`, in the calibration space.
+
+    In the chart of :mod:`pydial.model` the human scores are ``s = M c`` with the item
+    basis ``M = B E`` (``E = e_1`` for ``M = mu``, ``E = I`` for ``M = W``), so the human
+    likelihood given ``M`` is a binomial GLM in ``c`` with design ``X = D_H M``.  The
+    loss term is its Jeffreys prior with the basis normalized,
+
+    .. math::
+
+        P(\theta) = -\frac{\omega}{2}\Bigl[\log\det(X^\top W X) - \log\det(M^\top M)\Bigr],
+        \qquad W = \mathrm{diag}\{n_c p_c (1 - p_c)\},
+
+    which is invariant to the gauge ``B -> B G`` of the chart, exists whenever
+    ``rank(D_H M) = d`` (Cond. human-design; items never compared by people are
+    allowed) and equals, up to a constant, the Firth penalty of the calibration GLM
+    of DIAL-Anc when ``M`` is held at the LLM-only fit, so the path is continuous at
+    ``lambda = inf``.
+
+    Derivatives (``L = log det I - log det G``, ``I = X^T W X``, ``A = I^{-1}``,
+    ``G = M^T M``, ``U = X A``, ``Q = X A X^T``, ``h_c = Q_cc``, ``Y_t = D dM/d theta_t``):
+
+    * ``dL/d eta_c = w'_c h_c``;  ``dL/dM = 2 D^T W U - 2 M G^{-1}``;
+    * ``d^2 L / d eta^2 = diag(w'' h) - (w' w'^T) * Q * Q``;
+    * ``d^2 L / d eta_c d theta_t = 2 w'_c [ (Y_t U^T)_cc - sum_e w_e Q_ec (Y_t U^T)_ec ]``;
+    * ``d^2 L / d theta_t d theta_u = 2 tr(Y_u^T W Y_t A) - 2 tr(V_u B_t A)
+      - 2 tr(dM_u^T dM_t G^{-1}) + 2 tr(dM_u^T M G^{-1} R_t G^{-1})`` with
+      ``V_u = Y_u^T W U``, ``B_t = Y_t^T W X + X^T W Y_t``, ``R_t = dM_t^T M + M^T dM_t``.
+
+    ``M`` is linear in ``theta``, so it has no second derivative; the bilinear second
+    derivative of ``eta`` is added by :class:`pydial.likelihood.Objective` through the
+    per-cell gradient ``dP/d eta``.
+    """
+
+    D: np.ndarray
+    n: np.ndarray
+    weight: float
+
+    @staticmethod
+    def basis(chart, theta: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``M`` (N x d) at ``theta`` and ``dM/d theta`` (dim x N x d) of a calibrated chart."""
+        q, N, d = chart.q, chart.N, chart.d
+        phi = chart.to_full(theta)
+        M = phi[chart.off_B: chart.off_b].reshape(N, q)[:, :d]
+        TB = np.asarray(chart.T)[chart.off_B: chart.off_b].reshape(N, q, -1)[:, :d, :]
+        return M, np.moveaxis(TB, -1, 0)
+
+    def value(self, chart, theta: np.ndarray, eta: np.ndarray) -> float:
+        """``P`` at ``theta`` (``eta``: the human cells' predictors); ``+inf`` if singular."""
+        M, _ = self.basis(chart, theta)
+        p = expit(eta)
+        X = self.D @ M
+        s1, l1 = np.linalg.slogdet((X.T * (self.n * p * (1 - p))) @ X)
+        s2, l2 = np.linalg.slogdet(M.T @ M)
+        return float(-0.5 * self.weight * (l1 - l2)) if s1 > 0 and s2 > 0 else np.inf
+
+    def terms(self, chart, theta: np.ndarray, eta: np.ndarray, J: np.ndarray | None, *,
+              hess: bool = True) -> tuple[float, np.ndarray, np.ndarray, np.ndarray | None]:
+        """``P``, ``dP/d eta`` (H), the gradient part through ``M`` (dim) and the Hessian
+        in ``theta`` without the ``sum_c dP/d eta_c d^2 eta_c`` term (needs ``J = d eta / d theta``)."""
+        M, dM = self.basis(chart, theta)
+        p = expit(eta)
+        w = self.n * p * (1 - p)
+        w1 = w * (1 - 2 * p)
+        X = self.D @ M
+        I = (X.T * w) @ X
+        G = M.T @ M
+        s1, l1 = np.linalg.slogdet(I)
+        s2, l2 = np.linalg.slogdet(G)
+        dim = dM.shape[0]
+        if s1 <= 0 or s2 <= 0:
+            return np.inf, np.full(eta.size, np.nan), np.full(dim, np.nan), (np.full((dim, dim), np.nan) if hess else None)
+        c = -0.5 * self.weight
+        A = np.linalg.inv(I)
+        Gi = np.linalg.inv(G)
+        U = X @ A
+        h = np.einsum("hd,hd->h", U, X)
+        L_M = 2 * self.D.T @ (w[:, None] * U) - 2 * M @ Gi
+        g_eta = c * w1 * h
+        g_M = c * np.einsum("nd,pnd->p", L_M, dM)
+        if not hess:
+            return float(c * (l1 - l2)), g_eta, g_M, None
+        w2 = w * (1 - 6 * p + 6 * p * p)
+        Q = U @ X.T
+        L_ee = np.diag(w2 * h) - np.outer(w1, w1) * Q * Q
+        Y = np.einsum("hn,pnd->phd", self.D, dM)
+        Z = np.einsum("phd,cd->phc", Y, U)
+        F = 2 * w1[:, None] * (np.einsum("pcc->cp", Z) - np.einsum("e,ec,pec->cp", w, Q, Z))
+        Yw = w[None, :, None] * Y
+        T1 = 2 * np.einsum("uhd,the,ed->tu", Yw, Y, A)
+        K = np.einsum("the,hd->ted", Yw, X)
+        Bt = K + np.swapaxes(K, 1, 2)
+        V = np.einsum("uhd,ha->uda", Yw, U)
+        T2 = -2 * np.einsum("uda,tab,bd->tu", V, Bt, A)
+        T3 = -2 * np.einsum("und,tne,ed->tu", dM, dM, Gi)
+        R = np.einsum("tnd,ne->tde", dM, M)
+        R = R + np.swapaxes(R, 1, 2)
+        MGi = M @ Gi
+        T4 = 2 * np.einsum("und,na,tab,bd->tu", dM, MGi, R, Gi)
+        H = J.T @ L_ee @ J + J.T @ F + F.T @ J + T1 + T2 + T3 + T4
+        return float(c * (l1 - l2)), g_eta, g_M, c * 0.5 * (H + H.T)
