@@ -30,6 +30,11 @@
  *   b             ~ normal(0, prior_b_sd)
  *   log_nu        ~ normal(prior_log_nu_mean, prior_log_nu_sd)
  *
+ * Jeffreys prior (Firth 1993; data flag firth = 1, binary cells only): adds
+ * 1/2 log det of the Fisher information of (s_raw, sH_raw, b), block diagonal
+ * over the judges and the people, so the mode is each judge's (and the
+ * people's) bias-reduced estimate (firth.stan).
+ *
  * How to extend.  Copy this file (keep `#include paired_likelihoods.stan` and
  * `#include bases.stan`), change the linear predictor or the per-cell tie
  * parameter in the model block and in generated quantities (both call
@@ -40,6 +45,7 @@
 functions {
 #include bases.stan
 #include paired_likelihoods.stan
+#include firth.stan
 }
 data {
   // ---- the data schema shared by dial.stan, dial_sample.stan and judges.stan
@@ -67,6 +73,7 @@ data {
   real<lower=0> prior_b_sd;                          // prior sd of the order effects (0 = flat)
   real prior_log_nu_mean;                            // prior mean of the log tie parameters
   real<lower=0> prior_log_nu_sd;                     // prior sd of the log tie parameters (0 = flat)
+  int<lower=0, upper=1> firth;                       // 1 = Jeffreys prior (Firth) on every judge's BTL and the people's
   real<lower=0> prior_kappa_sd;                      // EXTENSION: prior sd of kappa (extra data)
 }
 transformed data {
@@ -84,6 +91,24 @@ transformed data {
 
   matrix[N, N - 1] Q_N = centered_basis(N);          // orthonormal basis of {x : 1' x = 0}
   int T = tie_model == 0 ? 0 : K + (H > 0);          // tie parameters: judges 1..K, then people
+  // Firth: d eta / d (s_raw, sH_raw, b) per cell, LLM cells then human cells (zero-size when unused)
+  int F_rows = firth ? C + H : 0;
+  int F_cols = firth ? K * (N - 1) + (H > 0) * (N - 1) + use_order * K : 0;
+  matrix[F_rows, F_cols] firth_X = rep_matrix(0, F_rows, F_cols);
+  array[F_rows] int firth_n;
+  if (firth) {
+    if (tie_model > 0) reject("firth = 1 needs binary cells (tie_model = 0)");
+    for (t in 1:C) {
+      int k = cell_judge[t];
+      firth_X[t, ((k - 1) * (N - 1) + 1):(k * (N - 1))] = Q_N[cell_i[t]] - Q_N[cell_j[t]];
+      if (use_order) firth_X[t, K * (N - 1) + (H > 0) * (N - 1) + k] = cell_a[t];
+      firth_n[t] = cell_counts[t, 1] + cell_counts[t, 2];
+    }
+    for (t in 1:H) {
+      firth_X[C + t, (K * (N - 1) + 1):((K + 1) * (N - 1))] = Q_N[human_i[t]] - Q_N[human_j[t]];
+      firth_n[C + t] = human_counts[t, 1] + human_counts[t, 2];
+    }
+  }
 }
 parameters {
   matrix[K, N - 1] s_raw;                            // judge scores in the coordinates of Q_N (row k = judge k)
@@ -104,6 +129,7 @@ model {
   vector[H] log_nu_h = rep_vector(T > 0 ? log_nu[T] : 0, H) - kappa * square(eta_h);           // EXTENSION
   target += dot_product(cell_w, cell_log_coef + paired_log_lik(cell_counts, eta, tie_model, log_nu_c));
   target += dot_product(human_w, human_log_coef + paired_log_lik(human_counts, eta_h, tie_model, log_nu_h));
+  if (firth) target += firth_penalty(firth_X, append_row(eta, eta_h), firth_n);
   if (prior_s_sd > 0) {
     target += normal_lpdf(to_vector(s_raw) | 0, prior_s_sd);
     target += normal_lpdf(sH_raw | 0, prior_s_sd);
