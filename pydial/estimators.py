@@ -215,6 +215,7 @@ def _dispatch(data: Comparisons, common: dict, method: str, *, engine: str, cov_
     cov = common["cov_type"]
     if ties is not None:
         from .stan.ties import TIE_METHODS, TIE_MODELS, fit_ties
+        from .tie_fits import TIE_DIAL_METHODS, fit_dial_ties
 
         if ties not in TIE_MODELS:
             raise ValueError(f"ties must be None or one of {TIE_MODELS}, got {ties!r}")
@@ -222,6 +223,14 @@ def _dispatch(data: Comparisons, common: dict, method: str, *, engine: str, cov_
             raise NotImplementedError(f"ties={ties!r} is available for methods {TIE_METHODS}, not {method!r}")
         if penalty is not None:
             raise NotImplementedError(f"penalty={penalty!r} is not available with ties={ties!r}")
+        if method in TIE_DIAL_METHODS:
+            if engine != "numpy":
+                raise NotImplementedError(f"method {method!r} with ties={ties!r} is fitted by the numpy engine only; "
+                                          "use engine='numpy' (the Stan program dial.stan takes tie_model for the log "
+                                          "density and custom fits: pydial.stan.standata.dial_data(..., ties=...))")
+            return fit_dial_ties(data, common, ties=ties, order=(method != "dial-nopos"),
+                                 adaptive=(method != "dial-anc"), lambdas=lambdas, multiples=multiples,
+                                 include_endpoints=include_endpoints, rank_grid=rank_grid)
         return fit_ties(data, method, {**common, "cov_type": cov if cov_arg is not None else "fisher"}, ties=ties,
                         seed=seed)
     if engine == "stan":
