@@ -127,7 +127,12 @@ def fit(
         judge-specific tie parameters (``result.tie_parameters``);
         ``"rao-kupper"``: the Rao-Kupper threshold model instead.  Both
         engines (numpy: Newton on exact derivatives; Stan: its optimizer);
-        model-based standard errors.
+        model-based standard errors.  ``dial-anc``, ``dial-ada`` and
+        ``dial-nopos`` take either tie model on the numpy engine
+        (:mod:`pydial.tie_fits`): every likelihood of the procedure with
+        three-outcome cells, a tie parameter per judge and one for people,
+        sandwich covariances with every ``cov``; ``penalty`` is not available
+        with ties.
     check : bool, default True
         Run :func:`pydial.check_design` first and raise
         :class:`~pydial.IdentifiabilityError` when the fit cannot exist.

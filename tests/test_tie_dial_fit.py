@@ -176,3 +176,29 @@ def test_davidson_1970_pudding_example():
     assert nu == pytest.approx(PUDDING_NU, abs=2e-4)
     np.testing.assert_allclose(res.scores["se"].to_numpy(), PUDDING_SE, rtol=2e-4)
     assert res.tie_parameters.loc["human", "se"] / nu == pytest.approx(PUDDING_SE_LOG_NU, rel=2e-4)
+
+
+def test_small_replication_coverage_of_nu_and_scores():
+    """Twenty replications of DIAL-Anc (Davidson): the 95% intervals of nu_H and of the human
+    scores cover the truth at about the nominal rate, and the mean of nu_H is unbiased to
+    Monte Carlo error."""
+    cover_nu, cover_s, nu_hat = [], [], []
+    for rep in range(20):
+        sim = pydial.simulate(N=6, K=3, r=1, n_llm=4000, n_human=600, tie_rate=0.2, tie_model="davidson", rng=100 + rep)
+        res = pydial.fit(sim.comparisons, "dial-anc", ties="davidson", cov="cell")
+        tp = res.tie_parameters.loc[sim.comparisons.human_judge]
+        nu_true = sim.truth.nu[-1]
+        cover_nu.append(tp["ci_low"] <= nu_true <= tp["ci_high"])
+        nu_hat.append(tp["nu"])
+        sc = res.scores
+        cover_s.append(np.mean((sc["ci_low"] <= sim.truth.s_h) & (sim.truth.s_h <= sc["ci_high"])))
+    assert np.mean(cover_nu) >= 0.8
+    assert 0.85 <= np.mean(cover_s) <= 1.0
+    nu_true = sim.truth.nu[-1]
+    assert abs(np.mean(nu_hat) - nu_true) < 3 * np.std(nu_hat) / np.sqrt(len(nu_hat)) + 0.01
+
+
+def test_rank_grid_with_ties(sim_ties):
+    res = pydial.fit(sim_ties.comparisons, "dial-ada", ties="davidson", rank=[0, 1])
+    assert set(res.gacv["rank"]) == {0, 1} and res.status == "ok"
+    assert res.tie_parameters.shape[0] == sim_ties.comparisons.K + 1
