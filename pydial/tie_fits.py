@@ -446,8 +446,8 @@ def tie_finite_candidate(data: Comparisons, ch: Chart, lam: float, x0: np.ndarra
 
 
 # ==================================================================== tables
-def judge_tie_effects(data: Comparisons, ties: str, chL: Chart, xL: np.ndarray, freeL: np.ndarray, cov: str,
-                      level: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def judge_tie_effects(data: Comparisons, ties: str, chL: Chart, xL: np.ndarray, freeL: np.ndarray,
+                      cov: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Estimates and covariance of ``(b, log nu_free, gamma)`` of the LLM-only tie fit (sandwich,
     bread ``H(l_L)^+``, Prop. stage-one-normality); ``gamma`` by central differences of
     :func:`pydial.model.consensus_gamma`."""
@@ -493,8 +493,29 @@ def tie_table(names: list[str], groups: np.ndarray, free: np.ndarray, log_nu: np
 # ======================================================================= fit
 def fit_dial_ties(data: Comparisons, common: dict, *, ties: str, order: bool, adaptive: bool, lambdas: Any,
                   multiples: Any, include_endpoints: bool | str, rank_grid: list[int]) -> Any:
-    """DIAL-Anc / DIAL-Ada / DIAL-noPos with ties (see the module docstring); a
-    :class:`~pydial.results.DialResult` with ``tie_parameters``."""
+    """DIAL-Anc / DIAL-Ada / DIAL-noPos with ties (see the module docstring).
+
+    Parameters
+    ----------
+    data : Comparisons
+    common : dict
+        The result fields shared by every method (:func:`pydial.fit`): calibration,
+        ``cov_type``, ``level``, ...
+    ties : {"davidson", "rao-kupper"}
+    order : bool
+        Order effects ``b_k`` free (``False``: DIAL-noPos).
+    adaptive : bool
+        Fit the lambda path and select by GACV (DIAL-Ada / -noPos); ``False``: DIAL-Anc.
+    lambdas, multiples, include_endpoints, rank_grid
+        As in :func:`pydial.fit`; ``multiples`` scale ``n_L / n_H`` counted with the ties.
+
+    Returns
+    -------
+    DialResult
+        With ``tie_parameters`` (``nu, se, ci_low, ci_high`` by judge and for people),
+        ``gacv`` (adaptive methods), ``calibration_test`` (Prop. calibration-test on the
+        tie likelihood), ``position_effects`` and ``consensus`` from the LLM-only tie fit.
+    """
     from .estimators import _score_frame, _warn_if, positive_values
     from .results import DialResult
 
@@ -571,7 +592,7 @@ def fit_dial_ties(data: Comparisons, common: dict, *, ties: str, order: bool, ad
     scores, cov_frame = _score_frame(s, C_all[:N, :N], data.items, level)
     # the judges: LLM-only fit
     chL, xL, freeL = sf.llm_chart, sf.llm_x, sf.llm_free
-    est, CJ, _ = judge_tie_effects(data, ties, chL, xL, freeL, cov, level)
+    est, CJ, _ = judge_tie_effects(data, ties, chL, xL, freeL, cov)
     nb = data.K if order else 0
     nt = freeL.size
     pos = None

@@ -15,7 +15,7 @@ from scipy.special import expit, log_expit, logsumexp
 
 import pydial
 from fdcheck import fd_jacobian
-from pydial.likelihood import Cells, Objective, TieCells, TieObjective, tie_groups, tie_totals
+from pydial.likelihood import Objective, TieCells, TieObjective, tie_groups, tie_totals
 from pydial.model import Chart
 
 
