@@ -202,3 +202,30 @@ def test_rank_grid_with_ties(sim_ties):
     res = pydial.fit(sim_ties.comparisons, "dial-ada", ties="davidson", rank=[0, 1])
     assert set(res.gacv["rank"]) == {0, 1} and res.status == "ok"
     assert res.tie_parameters.shape[0] == sim_ties.comparisons.K + 1
+
+
+def test_groups_without_ties_get_nu_zero_and_binary_cells(sim_ties):
+    """People without ties (and one judge without ties): their nu is the boundary MLE 0, their
+    cells are binary; the anchored calibration is then the binary logistic fit of s = c mu."""
+    frame = sim_ties.comparisons.to_frame()
+    judge0 = sim_ties.comparisons.judges[0]
+    drop = (frame["winner"] == "tie") & frame["judge"].isin([sim_ties.comparisons.human_judge, judge0])
+    data = pydial.Comparisons.from_frame(frame.loc[~drop])
+    res = pydial.fit(data, "dial-anc", ties="davidson", cov="record")
+    assert res.status == "ok", res.problems
+    tp = res.tie_parameters
+    assert tp.loc[data.human_judge, "nu"] == 0 and tp.loc[judge0, "nu"] == 0
+    assert (tp.drop(index=[data.human_judge, judge0])["nu"] > 0).all()
+    assert np.all(np.isfinite(res.scores["se"]))
+    mu = res.structure.mu
+    H = data.human
+    x = mu[H.i] - mu[H.j]
+
+    def nll(c):
+        eta = c[0] * x
+        return np.sum(H.n * np.logaddexp(0, eta) - H.y * eta)
+
+    opt = minimize(nll, np.array([1.0]), method="BFGS", options={"gtol": 1e-10})
+    np.testing.assert_allclose(res.scores["score"].to_numpy(), opt.x[0] * mu, atol=1e-6)
+    ada = pydial.fit(data, "dial-ada", ties="rao-kupper")
+    assert ada.status == "ok" and ada.tie_parameters.loc[data.human_judge, "nu"] == 0
