@@ -1,4 +1,4 @@
-r"""The DIAL estimators with ties (numpy engine): ``fit(data, "dial-anc" | "dial-ada" | "dial-nopos", ties=...)``.
+r"""The DIAL estimators with ties: ``fit(data, "dial-anc" | "dial-ada" | "dial-nopos", ties=...)``.
 
 Every comparison keeps its three outcomes (``i`` wins, ``j`` wins, tie) and
 follows the Davidson-Beaver or the Rao-Kupper model of :mod:`pydial.ties`, with
@@ -29,6 +29,11 @@ model exactly (:func:`pydial.likelihood.tie_groups`).  Judges' tie parameters
 and position effects are reported from the LLM-only fit (as the binary
 position effects, Prop. stage-one-normality); the people's ``nu_H`` from the
 selected fit.
+
+The optimizers are those of :class:`TieOptimizers`: numpy's Newton method by
+default, Stan's (``dial.stan`` with ``tie_model``, ``judges.stan`` for the
+people) with ``engine="stan"``; every covariance, GACV and test is computed
+by numpy at the optimum.
 """
 
 from __future__ import annotations
@@ -54,7 +59,7 @@ from .optim import OptimResult, newton, pinv_sym
 from .selection import DEFAULT_MULTIPLES, SCORE_LIMIT, Candidate, candidate_weights, guard, path_table
 from .ties import binary_cell, tie_cell
 
-__all__ = ["TIE_DIAL_METHODS", "fit_dial_ties", "tie_llm_only_fit", "tie_staged_fit", "tie_joint_fit", "tie_glm"]
+__all__ = ["TIE_DIAL_METHODS", "NUMPY_TIE", "TieOptimizers", "fit_dial_ties", "tie_llm_only_fit", "tie_staged_fit", "tie_joint_fit", "tie_glm"]
 
 TIE_DIAL_METHODS: tuple[str, ...] = ("dial-anc", "dial-ada", "dial-nopos")
 
@@ -116,6 +121,53 @@ def _human_free(data: Comparisons) -> bool:
     return bool(_human_tie_cells(data)[2][:, 2].sum() > 0)
 
 
+# ============================================================== optimizers
+@dataclass(frozen=True)
+class TieOptimizers:
+    """The optimizers behind the tie fits; inference is always numpy's at the returned optimum.
+
+    ``llm(data, ties, chart, x0)``: the LLM-only tie loss on ``chart`` (``x = (theta, log nu_1..K)``);
+    ``calibration(data, ties, chart, theta, M, x0)``: the calibration tie GLM in the normalized
+    coordinates ``(c, log nu_H)`` of ``M`` (``chart``, ``theta``: the staged chart with ``A, B`` of the
+    LLM-only fit); ``joint(data, ties, chart, lam, x0)``: :math:`Q_\\lambda`;
+    ``human(data, ties, x0)``: the people's tie model in ``(beta, log nu_H)``, ``s = T beta``.
+    Each returns an :class:`~pydial.optim.OptimResult`.
+    """
+
+    llm: Any
+    calibration: Any
+    joint: Any
+    human: Any
+    name: str = "numpy"
+
+
+def _numpy_llm(data: Comparisons, ties: str, ch: Chart, x0: np.ndarray) -> OptimResult:
+    obj = TieObjective.weighted(ch, data, np.inf, ties)
+    return newton(obj.value_grad_hess, x0, gtol=1e-9, value=obj.value, normalize=_normalizer(ch))
+
+
+def _numpy_calibration(data: Comparisons, ties: str, ch: Chart, theta: np.ndarray, M: np.ndarray,
+                       x0: np.ndarray) -> OptimResult:
+    hi, hj, hc = _human_tie_cells(data)
+    _, n_h = tie_totals(data)
+    return tie_glm(ties, hc, Design(difference_design(hi, hj, data.N), M), 1.0 / n_h, x0, _human_free(data))
+
+
+def _numpy_joint(data: Comparisons, ties: str, ch: Chart, lam: float, x0: np.ndarray) -> OptimResult:
+    obj = TieObjective.weighted(ch, data, lam, ties)
+    return newton(obj.value_grad_hess, x0, gtol=1e-9, value=obj.value, normalize=_normalizer(ch))
+
+
+def _numpy_human(data: Comparisons, ties: str, x0: np.ndarray) -> OptimResult:
+    hi, hj, hc = _human_tie_cells(data)
+    _, n_h = tie_totals(data)
+    return tie_glm(ties, hc, centered_design(hi, hj, data.N), 1.0 / n_h, x0, _human_free(data))
+
+
+NUMPY_TIE = TieOptimizers(_numpy_llm, _numpy_calibration, _numpy_joint, _numpy_human)
+"""The numpy optimizers (box-constrained Newton on the exact derivatives)."""
+
+
 # ============================================================== the stages
 @dataclass(frozen=True)
 class TieStagedFit:
@@ -138,41 +190,40 @@ def _normalizer(ch: Chart) -> Any:
     return lambda x: np.concatenate([ch.canonical(x[:d]), x[d:]])
 
 
-def tie_llm_only_fit(data: Comparisons, ties: str, rank: int, order: bool = True
-                     ) -> tuple[Chart, np.ndarray, OptimResult, np.ndarray]:
+def tie_llm_only_fit(data: Comparisons, ties: str, rank: int, order: bool = True,
+                     engine: TieOptimizers = NUMPY_TIE) -> tuple[Chart, np.ndarray, OptimResult, np.ndarray]:
     """The structured LLM-only tie fit ``(chart, x, optimizer result, free judges)``, cached on ``data``.
 
     Started at the binary structured start (:func:`pydial.fit.initial_theta`) and each
     judge's ``log nu`` at its tie rate.
     """
-    key = ("tie_llm_only_fit", ties, int(rank), bool(order))
+    key = ("tie_llm_only_fit", ties, int(rank), bool(order), engine.name)
     if key not in data._cache:
         ch = Chart(data.N, data.K, rank, None, order)
-        obj = TieObjective.weighted(ch, data, np.inf, ties)
-        cnt = obj.cells.counts
-        l0 = [_log_nu_start(ties, cnt[obj.cells.g == g]) for g in obj.free]
+        free = tie_groups(data, ch)
+        cnt = TieCells.stack(data, 1.0, 0.0)
+        l0 = [_log_nu_start(ties, cnt.counts[cnt.g == g]) for g in free]
         x0 = np.concatenate([initial_theta(data, ch), l0])
-        res = newton(obj.value_grad_hess, x0, gtol=1e-9, value=obj.value, normalize=_normalizer(ch))
-        data._cache[key] = (ch, res.x, res, obj.free)
+        res = engine.llm(data, ties, ch, x0)
+        data._cache[key] = (ch, res.x, res, free)
     return data._cache[key]
 
 
-def tie_staged_fit(data: Comparisons, ties: str, rank: int, calibration: str, *, order: bool = True) -> TieStagedFit:
+def tie_staged_fit(data: Comparisons, ties: str, rank: int, calibration: str, *, order: bool = True,
+                   engine: TieOptimizers = NUMPY_TIE) -> TieStagedFit:
     """Alg. DIAL-Anc with ties: the LLM-only tie fit, then ``(c, log nu_H)`` of the calibration
     tie GLM with design ``D_H M`` (eq. staged-calibrated-estimator)."""
-    chL, xL, optL, freeL = tie_llm_only_fit(data, ties, rank, order)
+    chL, xL, optL, freeL = tie_llm_only_fit(data, ties, rank, order, engine)
     thL = xL[: chL.dim]
     st = chL.structure(thL)
     M = st.mu[:, None] if calibration == "mu" else st.W
-    hi, hj, hc = _human_tie_cells(data)
-    X = Design(difference_design(hi, hj, data.N), M)
+    _, _, hc = _human_tie_cells(data)
     free_h = _human_free(data)
-    _, n_h = tie_totals(data)
-    x0 = np.append(np.eye(M.shape[1])[0], _log_nu_start(ties, hc)) if free_h else np.eye(M.shape[1])[0]
-    oc = tie_glm(ties, hc, X, 1.0 / n_h, x0, free_h)
     d = M.shape[1]
+    x0 = np.append(np.eye(d)[0], _log_nu_start(ties, hc)) if free_h else np.eye(d)[0]
     ch = Chart(data.N, data.K, rank, calibration, order)
     b = chL.order_effects(thL) if order else None
+    oc = engine.calibration(data, ties, ch, ch.from_structure(st, x0[:d], b), M, x0)
     theta = ch.from_structure(st, oc.x[:d], b)
     free = tie_groups(data, ch)
     x = np.concatenate([theta, xL[chL.dim:], oc.x[d:]])
@@ -180,11 +231,10 @@ def tie_staged_fit(data: Comparisons, ties: str, rank: int, calibration: str, *,
 
 
 def tie_joint_fit(data: Comparisons, ch: Chart, lam: float, x0: np.ndarray, ties: str,
-                  gtol: float = 1e-9) -> tuple[np.ndarray, OptimResult, TieObjective]:
+                  engine: TieOptimizers = NUMPY_TIE) -> tuple[np.ndarray, OptimResult, TieObjective]:
     r"""Minimize :math:`Q_\lambda` of the tie model from ``x0`` (eq. weighted-joint-estimator)."""
-    obj = TieObjective.weighted(ch, data, lam, ties)
-    res = newton(obj.value_grad_hess, x0, gtol=gtol, value=obj.value, normalize=_normalizer(ch))
-    return res.x, res, obj
+    res = engine.joint(data, ties, ch, lam, x0)
+    return res.x, res, TieObjective.weighted(ch, data, lam, ties)
 
 
 # ================================================================ inference
@@ -310,14 +360,16 @@ def staged_tie_influence(data: Comparisons, sf: TieStagedFit, ties: str) -> TieI
     return stack_tie_influence([U_L, U_H])
 
 
-def human_tie_fit(data: Comparisons, ties: str) -> tuple[OptimResult, bool, Design]:
+def human_tie_fit(data: Comparisons, ties: str, engine: TieOptimizers = NUMPY_TIE) -> tuple[OptimResult, bool, Design]:
     """The ``lambda = 0`` endpoint: the people's tie model in the centered chart ``s = T beta``."""
     hi, hj, hc = _human_tie_cells(data)
     X = centered_design(hi, hj, data.N)
     free = _human_free(data)
-    _, n_h = tie_totals(data)
     x0 = np.append(np.zeros(data.N - 1), _log_nu_start(ties, hc)) if free else np.zeros(data.N - 1)
-    return tie_glm(ties, hc, X, 1.0 / n_h, x0, free), free, X
+    key = ("human_tie_fit", ties, engine.name)
+    if key not in data._cache:
+        data._cache[key] = engine.human(data, ties, x0)
+    return data._cache[key], free, X
 
 
 def _glm_influence(data: Comparisons, ties: str, X: Design, x: np.ndarray, free: bool, weight: float,
@@ -377,9 +429,9 @@ def _gacv_trace(H: np.ndarray, U: TieInfluence, data: Comparisons, basis: Any, n
 
 
 # ================================================================ candidates
-def tie_human_candidate(data: Comparisons, ties: str) -> tuple[Candidate, float]:
+def tie_human_candidate(data: Comparisons, ties: str, engine: TieOptimizers = NUMPY_TIE) -> tuple[Candidate, float]:
     """The ``lambda = 0`` endpoint with ties; also returns its ``log nu_H`` (``-inf`` without human ties)."""
-    opt, free, X = human_tie_fit(data, ties)
+    opt, free, X = human_tie_fit(data, ties, engine)
     _, n_h = tie_totals(data)
     N = data.N
     s = centering_basis(N) @ opt.x[: N - 1]
@@ -429,9 +481,9 @@ def _log_nu_h(ch: Chart, free: np.ndarray, x: np.ndarray) -> float:
 
 
 def tie_finite_candidate(data: Comparisons, ch: Chart, lam: float, x0: np.ndarray, multiple: float,
-                         ties: str) -> Candidate:
+                         ties: str, engine: TieOptimizers = NUMPY_TIE) -> Candidate:
     """Fit ``Q_lambda`` of the tie model from ``x0``; guards and GACV pieces at the optimum."""
-    x, opt, obj = tie_joint_fit(data, ch, lam, x0, ties)
+    x, opt, obj = tie_joint_fit(data, ch, lam, x0, ties, engine)
     H = opt.hess if opt.hess is not None and np.array_equal(opt.x, x) else obj.value_grad_hess(x)[2]
     s = ch.scores(x[: ch.dim])
     ok, reason, nz = guard(ch, opt, H, s)
@@ -492,7 +544,8 @@ def tie_table(names: list[str], groups: np.ndarray, free: np.ndarray, log_nu: np
 
 # ======================================================================= fit
 def fit_dial_ties(data: Comparisons, common: dict, *, ties: str, order: bool, adaptive: bool, lambdas: Any,
-                  multiples: Any, include_endpoints: bool | str, rank_grid: list[int]) -> Any:
+                  multiples: Any, include_endpoints: bool | str, rank_grid: list[int],
+                  engine: TieOptimizers = NUMPY_TIE) -> Any:
     """DIAL-Anc / DIAL-Ada / DIAL-noPos with ties (see the module docstring).
 
     Parameters
@@ -508,6 +561,8 @@ def fit_dial_ties(data: Comparisons, common: dict, *, ties: str, order: bool, ad
         Fit the lambda path and select by GACV (DIAL-Ada / -noPos); ``False``: DIAL-Anc.
     lambdas, multiples, include_endpoints, rank_grid
         As in :func:`pydial.fit`; ``multiples`` scale ``n_L / n_H`` counted with the ties.
+    engine : TieOptimizers
+        The optimizers (default numpy; :func:`pydial.stan.engine.stan_tie_optimizers` for Stan).
 
     Returns
     -------
@@ -521,11 +576,11 @@ def fit_dial_ties(data: Comparisons, common: dict, *, ties: str, order: bool, ad
 
     cal, cov, level = common["calibration"], common["cov_type"], common["level"]
     n_l, n_h = tie_totals(data)
-    hum, lh0 = tie_human_candidate(data, ties)
+    hum, lh0 = tie_human_candidate(data, ties, engine)
     tables, options = [], []
     staged: dict[int, TieStagedFit] = {}
     for r in rank_grid:
-        sf = tie_staged_fit(data, ties, r, cal, order=order)
+        sf = tie_staged_fit(data, ties, r, cal, order=order, engine=engine)
         staged[r] = sf
         _warn_if(sf.llm_opt, f"structured LLM-only tie fit (rank {r})")
         cands = [tie_anchored_candidate(data, sf, ties)]
@@ -537,7 +592,7 @@ def fit_dial_ties(data: Comparisons, common: dict, *, ties: str, order: bool, ad
                 lams = np.sort(candidate_weights(n_l, n_h, mult))[::-1]
             x = sf.x
             for lam in lams:
-                c = tie_finite_candidate(data, sf.chart, float(lam), x, float(lam * n_h / n_l), ties)
+                c = tie_finite_candidate(data, sf.chart, float(lam), x, float(lam * n_h / n_l), ties, engine)
                 if c.admissible:
                     x = c.theta
                 cands.append(c)
@@ -573,7 +628,7 @@ def fit_dial_ties(data: Comparisons, common: dict, *, ties: str, order: bool, ad
     common = {**common, "rank": r_sel}
     human_free = ch.K in sf.free
     if best.lam == 0:
-        opt, free, X = human_tie_fit(data, ties)
+        opt, free, X = human_tie_fit(data, ties, engine)
         E = np.zeros((data.N + free, X.shape[1] + free))
         E[: data.N, : data.N - 1] = centering_basis(data.N)
         if free:

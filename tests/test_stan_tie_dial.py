@@ -74,3 +74,25 @@ def test_joint_tie_fit_matches_stan_optimizer(models, tdata, ties, stan_backend_
     np.testing.assert_allclose(np.exp(u[ch.dim:]), np.exp(x[ch.dim:]), atol=tol)
     # Stan's optimum is a stationary point of the numpy objective too
     assert np.abs(obj.value_grad_hess(u, hess=False)[1]).max() < 1e-6
+
+
+@pytest.mark.parametrize("method,ties", [("dial-anc", "davidson"), ("dial-anc", "rao-kupper"),
+                                         ("dial-ada", "davidson"), ("dial-nopos", "rao-kupper")])
+def test_fit_engine_stan_with_ties_matches_numpy(models, tdata, method, ties, stan_backend_name):
+    """engine="stan" optimizes every stage with dial.stan / judges.stan; numpy infers at the optimum."""
+    a = pydial.fit(tdata, method, ties=ties)
+    b = pydial.fit(tdata, method, ties=ties, engine="stan")
+    assert b.status == "ok", b.problems
+    assert b.lambda_ == a.lambda_
+    np.testing.assert_allclose(b.scores.to_numpy(), a.scores.to_numpy(), atol=1e-6)
+    np.testing.assert_allclose(b.tie_parameters.to_numpy(), a.tie_parameters.to_numpy(), atol=1e-6)
+    if a.position_effects is not None:
+        np.testing.assert_allclose(b.position_effects["b"], a.position_effects["b"], atol=1e-6)
+    if a.gacv is not None:
+        np.testing.assert_allclose(b.gacv["gacv"], a.gacv["gacv"], rtol=1e-7)
+
+
+def test_engine_stan_needs_ties_in_every_group(models, stan_backend_name):
+    data = pydial.simulate(N=6, K=3, r=1, n_llm=2000, n_human=300, rng=3).comparisons  # no ties
+    with pytest.raises(NotImplementedError, match="engine='numpy'"):
+        pydial.fit(data, "dial-anc", ties="davidson", engine="stan")

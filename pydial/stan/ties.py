@@ -28,8 +28,8 @@ from .standata import CellTable, empty_cells, helmert_basis, human_cell_table, j
 
 TIE_MODELS: tuple[str, ...] = ("davidson", "rao-kupper")
 TIE_METHODS: tuple[str, ...] = ("human", "judges", "dial-anc", "dial-ada", "dial-nopos")
-"""Methods that take ``ties=``: ``human`` and ``judges`` on either engine (this module), the
-structured DIAL methods on the numpy engine (:mod:`pydial.tie_fits`)."""
+"""Methods that take ``ties=``: ``human`` and ``judges`` (this module) and the structured DIAL
+methods (:mod:`pydial.tie_fits`), on either engine."""
 
 
 def _judge_designs(cells: CellTable, G: int, N: int, order: bool) -> list[tuple[np.ndarray, np.ndarray]]:
