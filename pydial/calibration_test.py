@@ -60,10 +60,22 @@ def calibration_test(data: Comparisons, s_anchored: np.ndarray, s_human: np.ndar
 
     ``s_human`` is None when the human MLE does not exist (``reason`` says why).
     """
-    df = data.N - 1 - d
-    if s_human is None:
+    return calibration_lrt(human_loss(s_anchored, data.human),
+                           None if s_human is None else human_loss(s_human, data.human),
+                           data.n_human, data.N - 1 - d, reason)
+
+
+def calibration_lrt(loss_anchored: float, loss_human: float | None, n_human: int, df: int,
+                    reason: str = "") -> CalibrationTest:
+    """The LRT of Prop. calibration-test from the normalized human losses of the two endpoints:
+    ``T = 2 n_H (l_H(anchored) - l_H(human-only))`` on ``df = N - 1 - d`` degrees of freedom.
+
+    Any human likelihood qualifies (the binary one, or a tie model whose tie parameter is
+    free under both hypotheses); ``loss_human`` is None when the human-only MLE does not exist.
+    """
+    if loss_human is None:
         return CalibrationTest(np.nan, df, np.nan, "undefined", False, reason or "the human-only MLE does not exist")
-    T = 2.0 * data.n_human * (human_loss(s_anchored, data.human) - human_loss(s_human, data.human))
+    T = 2.0 * n_human * (loss_anchored - loss_human)
     T = max(T, 0.0)  # the unrestricted fit nests the anchored one; guard round-off
     p = float(chi2.sf(T, df)) if df > 0 else np.nan
     return CalibrationTest(float(T), df, p, "anchored" if T < 2 * df else "unrestricted", True)

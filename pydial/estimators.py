@@ -127,7 +127,12 @@ def fit(
         judge-specific tie parameters (``result.tie_parameters``);
         ``"rao-kupper"``: the Rao-Kupper threshold model instead.  Both
         engines (numpy: Newton on exact derivatives; Stan: its optimizer);
-        model-based standard errors.
+        model-based standard errors.  ``dial-anc``, ``dial-ada`` and
+        ``dial-nopos`` take either tie model (:mod:`pydial.tie_fits`): every
+        likelihood of the procedure with three-outcome cells, a tie parameter
+        per judge and one for people, sandwich covariances with every ``cov``;
+        numpy engine, or ``engine="stan"`` when every judge and the people have
+        ties.  ``penalty`` is not available with ties.
     check : bool, default True
         Run :func:`pydial.check_design` first and raise
         :class:`~pydial.IdentifiabilityError` when the fit cannot exist.
@@ -215,6 +220,7 @@ def _dispatch(data: Comparisons, common: dict, method: str, *, engine: str, cov_
     cov = common["cov_type"]
     if ties is not None:
         from .stan.ties import TIE_METHODS, TIE_MODELS, fit_ties
+        from .tie_fits import TIE_DIAL_METHODS, fit_dial_ties
 
         if ties not in TIE_MODELS:
             raise ValueError(f"ties must be None or one of {TIE_MODELS}, got {ties!r}")
@@ -222,6 +228,25 @@ def _dispatch(data: Comparisons, common: dict, method: str, *, engine: str, cov_
             raise NotImplementedError(f"ties={ties!r} is available for methods {TIE_METHODS}, not {method!r}")
         if penalty is not None:
             raise NotImplementedError(f"penalty={penalty!r} is not available with ties={ties!r}")
+        if method in TIE_DIAL_METHODS:
+            opt = None
+            if engine == "stan":
+                from .likelihood import tie_groups
+                from .stan.engine import stan_tie_optimizers
+
+                have = tie_groups(data, Chart(data.N, data.K, 0, "mu", True))
+                if have.size != data.K + 1:
+                    who = [data.judges[g] if g < data.K else data.human_judge for g in range(data.K + 1)
+                           if g not in have]
+                    raise NotImplementedError(
+                        f"method {method!r} with ties={ties!r} and engine='stan' needs ties from every judge and the "
+                        f"people (dial.stan gives each a free tie parameter); {who} have none: use engine='numpy', "
+                        "which fixes their nu at 0 (the boundary MLE)")
+                opt = stan_tie_optimizers(seed)
+            kw = {} if opt is None else {"engine": opt}
+            return fit_dial_ties(data, common, ties=ties, order=(method != "dial-nopos"),
+                                 adaptive=(method != "dial-anc"), lambdas=lambdas, multiples=multiples,
+                                 include_endpoints=include_endpoints, rank_grid=rank_grid, **kw)
         return fit_ties(data, method, {**common, "cov_type": cov if cov_arg is not None else "fisher"}, ties=ties,
                         seed=seed)
     if engine == "stan":

@@ -273,6 +273,103 @@ def independent_meat(U: Any, n: np.ndarray, y: np.ndarray, p: np.ndarray, w: np.
     return Meat(_gram(U, w**2 * s2), ((ub, -ub * np.sum(w**2 * n)),), int(n.sum()))
 
 
+# ------------------------------------------------------------- tie outcomes
+@dataclass(frozen=True)
+class OutcomeStats:
+    r"""Cells with three outcomes (``i`` wins, ``j`` wins, tie) for the tie-model meats.
+
+    ``counts``, ``P``, ``a``, ``b`` are ``(m, 3)``: observed counts, fitted
+    probabilities and the derivatives ``a = d log P / d eta``, ``b = d log P / d l``
+    of each outcome (:meth:`pydial.likelihood.TieObjective.outcome_derivatives`);
+    ``w`` the per-comparison weight, ``is_human`` the block; ``judge, i, j`` the
+    cell's judge-pair key (for the cell meat) and ``a_order`` its display order.
+    A comparison ``v`` with outcome ``o`` in cell ``c`` has the loss score
+    ``-(a_{co} \nabla\eta_c + b_{co} \nabla l_{g(c)})``: the binary
+    ``(p_c - z_v) \nabla\eta_c`` when ``b = 0`` and the tie outcome is absent.
+    """
+
+    counts: np.ndarray
+    P: np.ndarray
+    a: np.ndarray
+    b: np.ndarray
+    w: np.ndarray
+    is_human: np.ndarray
+    judge: np.ndarray
+    i: np.ndarray
+    j: np.ndarray
+    a_order: np.ndarray
+
+    @property
+    def m(self) -> int:
+        return int(self.w.size)
+
+    def rows(self, J2: Any) -> sp.csr_matrix:
+        """Loss scores of one comparison of every (cell, outcome), ``3m x P`` (outcome-major):
+        ``-(a_{co} J2[c] + b_{co} J2[m + c])`` with ``J2`` the two derivative channels
+        (:meth:`pydial.likelihood.TieObjective.ext_jacobian`)."""
+        m = self.m
+        r = np.repeat(np.arange(3 * m), 2)
+        cols = np.tile(np.column_stack([np.arange(m), m + np.arange(m)]), (3, 1)).ravel()
+        vals = -np.column_stack([self.a.T.ravel(), self.b.T.ravel()]).ravel()
+        Cf = sp.csr_matrix((vals, (r, cols)), shape=(3 * m, 2 * m))
+        return (Cf @ sp.csr_matrix(J2)).tocsr()
+
+
+def outcome_meat(J2: Any, st: OutcomeStats, data: Comparisons, cov: str, record_rows: Any = None) -> "Meat":
+    r"""The meats of :func:`parameter_meat` for cells with three outcomes.
+
+    Per-comparison influence ``w_v (g_v - \bar g_{block})`` with ``g_v`` the loss score
+    of :class:`OutcomeStats`; ``"fisher"`` is ``sum_c w_c^2 n_c sum_o P_{co} g_{co} g_{co}^T``;
+    ``"binomial"`` treats comparisons as independent; ``"cell"`` clusters LLM comparisons by
+    (judge, pair) over both orders and outcomes (eq. cell-clustered-meat); ``"record"``
+    clusters all comparisons of a record (eq. hac-meat), ``record_rows = (record, cell,
+    outcome)`` of every judgment used (cell in the stacked order of ``st``).  With binary
+    cells (no tie outcome, ``b = 0``) this is :func:`parameter_meat` up to rounding.
+    """
+    check_cov_type(cov)
+    m = st.m
+    R = st.rows(J2)
+    cnt = st.counts.T.ravel().astype(float)
+    w3, h3 = np.tile(st.w, 3), np.tile(st.is_human, 3)
+    if cov == "fisher":
+        n3 = np.tile(st.counts.sum(1), 3)
+        return Meat(_gram(R, w3**2 * n3 * st.P.T.ravel()))
+    blocks = [mk for mk in (~h3, h3) if mk.any()]
+    gbar = {bool(h3[mk][0]): _vec(_rows(R, mk).T @ cnt[mk]) / cnt[mk].sum() for mk in blocks}
+
+    def independent(mk: np.ndarray) -> "Meat":
+        Rm, c, w = _rows(R, mk), cnt[mk], w3[mk]
+        ub = gbar[bool(h3[mk][0])]
+        return Meat(_gram(Rm, w**2 * c), ((ub, -ub * np.sum(w**2 * c)),), int(c.sum()))
+
+    if cov == "binomial":
+        return _sum(independent(mk) for mk in blocks)
+    if cov == "cell":
+        out = []
+        if h3.any():
+            out.append(independent(h3))
+        if (~h3).any():
+            lm = ~h3
+            key = (np.tile(st.judge, 3)[lm] * data.N + np.tile(st.i, 3)[lm]) * data.N + np.tile(st.j, 3)[lm]
+            _, cl = np.unique(key, return_inverse=True)
+            ind = _indicator(cl, cl.max() + 1 if cl.size else 0)
+            Gs = ind @ _scale_rows(_rows(R, lm), w3[lm] * cnt[lm])
+            csum = np.asarray(ind @ (w3[lm] * cnt[lm]))[:, None]
+            out.append(replace(_centered_gram(Gs, csum, gbar[False][:, None]), clusters=Gs.shape[0]))
+        return _sum(out)
+    if record_rows is None:
+        raise _no_records()
+    rec, cell, outc = (np.asarray(x, np.int64) for x in record_rows)
+    pos = outc * m + cell
+    n_rec = len(data.record_ids)
+    coef = sp.csr_matrix((w3[pos], (rec, pos)), shape=(n_rec, 3 * m))
+    Gs = coef @ R
+    flags = [f for f in (False, True) if f in gbar]
+    C = np.column_stack([np.bincount(rec[h3[pos] == f], weights=w3[pos[h3[pos] == f]], minlength=n_rec) for f in flags])
+    B = np.column_stack([gbar[f] for f in flags])
+    return replace(_centered_gram(Gs, C, B), clusters=int(np.unique(rec).size))
+
+
 # ------------------------------------------------------- sparse/dense helpers
 def _no_records() -> Exception:
     from .exceptions import DataError

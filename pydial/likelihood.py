@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import cached_property
+from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
@@ -27,6 +28,7 @@ from .data import Comparisons, HumanCells, LLMCells
 from .inference import Influence
 from .model import Chart
 from .penalty import CalibrationFirthPenalty, check_penalty
+from .ties import CellDerivatives
 
 
 def softplus(x: np.ndarray) -> np.ndarray:
@@ -200,12 +202,7 @@ class Objective:
             f += fp
             res = res.copy()
             res[c.is_human] += gp
-        idx = self._index
-        P = ch.dim_full
-        g_full = np.zeros(P)
-        for t, col in enumerate(v):
-            g_full += np.bincount(idx[:, t], weights=res * col, minlength=P)
-        g = np.asarray(ch.T_sparse.T @ g_full)
+        g = np.asarray(ch.T_sparse.T @ self._gradient_full(res, v))
         if self.penalty is not None:
             g = g + g_pen
         if not hess:
@@ -216,6 +213,15 @@ class Objective:
         if self.penalty is not None:
             H = H + H_pen
         return f, g, 0.5 * (H + H.T)
+
+    def _gradient_full(self, res: np.ndarray, v: list[np.ndarray]) -> np.ndarray:
+        """``sum_c res_c d eta_c / d phi`` in the full coordinates (one ``bincount`` per column of ``v``)."""
+        idx = self._index
+        P = self.chart.dim_full
+        g_full = np.zeros(P)
+        for t, col in enumerate(v):
+            g_full += np.bincount(idx[:, t], weights=res * col, minlength=P)
+        return g_full
 
     @cached_property
     def _groups(self) -> list[tuple[np.ndarray, int, int, int, int, int]]:
@@ -319,3 +325,259 @@ class Objective:
         c = self.cells
         p = self.probabilities(theta)
         return (sp.diags(c.w * (c.n * p - c.y)) @ self.cell_jacobian(theta)).tocsr()
+
+
+# ====================================================================== ties
+def tie_cell_table(data: Comparisons) -> Any:
+    """:meth:`Comparisons.tie_cells` with the human cells (``k = K``), computed once per data set."""
+    key = ("tie_cells",)
+    if key not in data._cache:
+        data._cache[key] = data.tie_cells(human=True)
+    return data._cache[key]
+
+
+def tie_totals(data: Comparisons) -> tuple[int, int]:
+    """``(n_L, n_H)`` counting the ties: the LLM and human comparisons used by the tie models."""
+    t = tie_cell_table(data)
+    tot = t[["wins_i", "wins_j", "ties"]].to_numpy().sum(axis=1)
+    h = t["k"].to_numpy() == data.K
+    return int(tot[~h].sum()), int(tot[h].sum())
+
+
+def tie_groups(data: Comparisons, chart: Chart) -> np.ndarray:
+    """Loading rows (judges ``0..K-1``, people ``K`` when ``chart`` is calibrated) with at
+    least one tie: the groups whose tie parameter ``log nu`` is free.
+
+    A group without ties has the boundary MLE ``nu = 0`` for both tie models (the
+    log-likelihood decreases in ``nu`` when ``t = 0``), at which its cells follow
+    the binary model exactly; its tie parameter is therefore fixed at ``nu = 0``.
+    """
+    t = tie_cell_table(data)
+    k = t["k"].to_numpy()
+    tied = np.unique(k[t["ties"].to_numpy() > 0])
+    return tied[tied < chart.rows]
+
+
+@dataclass(frozen=True)
+class TieCells(Cells):
+    """:class:`Cells` with three outcome counts (wins of ``i``, wins of ``j``, ties).
+
+    ``counts`` is ``(m, 3)``; ``n`` is the cell total (ties included) and ``y`` the
+    wins of ``i``; ``w`` weights each comparison (ties included).
+    """
+
+    counts: np.ndarray
+
+    @classmethod
+    def stack(cls, data: Comparisons, w_llm: float, w_human: float) -> "TieCells":  # type: ignore[override]
+        """LLM tie cells (if ``w_llm > 0``) followed by human tie cells (if ``w_human > 0``),
+        in the order of :meth:`Comparisons.tie_cells` (that of the Stan data)."""
+        t = tie_cell_table(data)
+        k = t["k"].to_numpy(np.int64)
+        parts = []
+        for mask, w, human in ((k < data.K, w_llm, False), (k == data.K, w_human, True)):
+            if w > 0 and mask.any():
+                s = t.loc[mask]
+                cnt = s[["wins_i", "wins_j", "ties"]].to_numpy(float)
+                m = cnt.shape[0]
+                a = np.zeros(m, np.int64) if human else s["a"].to_numpy(np.int64)
+                parts.append((k[mask], s["i"].to_numpy(np.int64), s["j"].to_numpy(np.int64), a, cnt.sum(1), cnt[:, 0],
+                              np.full(m, float(w)), np.full(m, human), cnt))
+        if not parts:
+            raise ValueError("no cells with positive weight")
+        cols = [np.concatenate([p[t_] for p in parts]) for t_ in range(9)]
+        return cls(*cols)
+
+
+class TieObjective(Objective):
+    r"""The weighted loss of :class:`Objective` with the tie likelihoods of :mod:`pydial.ties`.
+
+    Every cell ``c`` of loading row ``g`` (judge ``k``, or the people) contributes
+    ``-w_c log p(w_i, w_j, t | eta_c, l_g)`` (kernel without the multinomial
+    coefficient), ``eta_c`` the bilinear predictor of :class:`Objective`
+    (eq. binomial-model-llm / -human) and ``l_g = log nu_g`` the tie parameter of
+    the group: Davidson-Beaver or Rao-Kupper.  With ``w = 1/n_H`` on human and
+    ``lambda/n_L`` on LLM cells (``n`` counting the ties) this is :math:`Q_\lambda`
+    (eq. weighted-loss) of the tie model.
+
+    The coordinates are ``x = (theta, l)``: the chart's ``theta`` followed by the
+    free log tie parameters, one per group in :attr:`free` (ascending: judges, then
+    the people).  Groups not in ``free`` must have no ties; their cells use the
+    binary model, the ``nu = 0`` boundary of both tie models
+    (:func:`tie_groups`).  Value, gradient and exact Hessian (with the
+    ``(eta, l)`` cross terms) come from the per-cell derivatives by the chain rule
+    through the bilinear kernel of :class:`Objective`.
+    """
+
+    def __init__(self, chart: Chart, cells: TieCells, ties: str, free: "np.ndarray | list[int] | None" = None) -> None:
+        from .ties import TIE_MODELS
+
+        if ties not in TIE_MODELS or ties is None:
+            raise ValueError(f"ties must be 'davidson' or 'rao-kupper', got {ties!r}")
+        super().__init__(chart, cells)
+        self.ties = ties
+        tied = cells.counts[:, 2] > 0
+        if free is None:
+            free = np.unique(cells.g[tied])
+        free = np.unique(np.asarray(free, np.int64))
+        if free.size and (free.min() < 0 or free.max() >= chart.rows):
+            raise ValueError(f"free tie groups must lie in 0..{chart.rows - 1}, got {free.tolist()}")
+        pos = np.full(chart.rows, -1, np.int64)
+        pos[free] = np.arange(free.size)
+        self.free = free
+        self.n_tie = int(free.size)
+        self._lpos = pos[cells.g]
+        bad = tied & (self._lpos < 0)
+        if bad.any():
+            raise ValueError(f"cells of groups {sorted(set(cells.g[bad].tolist()))} have ties but no free tie parameter")
+
+    @classmethod
+    def weighted(cls, chart: Chart, data: Comparisons, lam: float, ties: str = "davidson",  # type: ignore[override]
+                 free: "np.ndarray | None" = None) -> "TieObjective":
+        r""":math:`Q_\lambda` of the tie model (``lam = inf``: the LLM-only loss), weights ``1/n_H`` and
+        ``lam/n_L`` with the comparison counts including ties (:func:`tie_totals`)."""
+        n_l, n_h = tie_totals(data)
+        cells = TieCells.stack(data, 1.0 / n_l, 0.0) if np.isinf(lam) else TieCells.stack(data, lam / n_l, 1.0 / n_h)
+        return cls(chart, cells, ties, tie_groups(data, chart) if free is None else free)
+
+    # ----------------------------------------------------------- coordinates
+    @property
+    def dim(self) -> int:
+        """Dimension of ``x = (theta, l)``."""
+        return self.chart.dim + self.n_tie
+
+    def split(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``(theta, l)`` of ``x``."""
+        x = np.asarray(x, float)
+        return x[: self.chart.dim], x[self.chart.dim:]
+
+    def log_nu(self, x: np.ndarray) -> np.ndarray:
+        """``log nu`` of every loading row (``-inf`` for the groups fixed at ``nu = 0``)."""
+        out = np.full(self.chart.rows, -np.inf)
+        out[self.free] = self.split(x)[1]
+        return out
+
+    @cached_property
+    def T_ext(self) -> sp.csr_matrix:
+        """``d (phi, l) / d x``: the chart's ``T`` and the identity on ``l`` (sparse)."""
+        return sp.block_diag([self.chart.T_sparse, sp.identity(self.n_tie)], format="csr")
+
+    def pull_back_ext(self, H_full: np.ndarray) -> np.ndarray:
+        """``T_ext^T H T_ext`` for a dense matrix in the full coordinates ``(phi, l)``."""
+        Ts = self.T_ext
+        X = np.asarray(Ts.T @ H_full)
+        return np.asarray(Ts.T @ X.T).T
+
+    # ------------------------------------------------------------ per cell
+    def cell_derivatives(self, x: np.ndarray, eta: np.ndarray | None = None) -> CellDerivatives:
+        """Per-cell log-likelihood kernel and its derivatives in ``(eta, l)`` (:mod:`pydial.ties`)."""
+        from .ties import binary_cell, tie_cell
+
+        theta, l = self.split(x)
+        eta = self.eta(theta) if eta is None else eta
+        pos = self._lpos
+        free = pos >= 0
+        lc = np.where(free, l[np.maximum(pos, 0)] if l.size else 0.0, 0.0)
+        d = tie_cell(self.ties)(self.cells.counts, eta, lc)
+        if not free.all():
+            fx = ~free
+            db = binary_cell(self.cells.counts[fx], eta[fx])
+            for name in ("value", "d_eta", "d_l", "d_eta_eta", "d_eta_l", "d_l_l"):
+                getattr(d, name)[fx] = getattr(db, name)
+        return d
+
+    def outcome_derivatives(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Per cell and outcome (``i`` wins, ``j`` wins, tie): probabilities ``P`` and the
+        derivatives ``a = d log P / d eta``, ``b = d log P / d l`` (each ``(m, 3)``), the
+        single-comparison scores of the sandwich and of GACV (cells at ``nu = 0``: the
+        binary model, no tie outcome)."""
+        from .ties import binary_cell, tie_cell, tie_probabilities
+
+        theta, _ = self.split(x)
+        eta = self.eta(theta)
+        free = self._lpos >= 0
+        fx = ~free
+        l = self.log_nu(x)[self.cells.g]
+        m = eta.size
+        P, a, b = np.zeros((m, 3)), np.zeros((m, 3)), np.zeros((m, 3))
+        if free.any():
+            P[free] = tie_probabilities(self.ties, eta[free], l[free])
+        if fx.any():
+            P[fx] = tie_probabilities(None, eta[fx], 0.0)
+        for o in range(3):
+            unit = np.zeros((m, 3))
+            unit[:, o] = 1.0
+            if free.any():
+                d = tie_cell(self.ties)(unit[free], eta[free], l[free])
+                a[free, o], b[free, o] = d.d_eta, d.d_l
+            if o < 2 and fx.any():
+                a[fx, o] = binary_cell(unit[fx], eta[fx]).d_eta
+        return P, a, b
+
+    # ------------------------------------------------------------ evaluation
+    def value(self, x: np.ndarray) -> float:  # type: ignore[override]
+        """The weighted negative log-likelihood kernel (``Q_lambda`` for :meth:`weighted`)."""
+        return float(-np.sum(self.cells.w * self.cell_derivatives(x).value))
+
+    def value_grad_hess(self, x: np.ndarray, *, hess: bool = True) -> tuple[float, np.ndarray, np.ndarray | None]:
+        """Value, gradient and exact Hessian in ``x = (theta, l)``."""
+        ch, c = self.chart, self.cells
+        theta, _ = self.split(x)
+        eta, v = self._local(theta)
+        d = self.cell_derivatives(x, eta)
+        f = float(-np.sum(c.w * d.value))
+        res = -c.w * d.d_eta
+        pos, free = self._lpos, self._lpos >= 0
+        nt = self.n_tie
+        g = np.concatenate([np.asarray(ch.T_sparse.T @ self._gradient_full(res, v)),
+                            np.bincount(pos[free], weights=(-c.w * d.d_l)[free], minlength=nt)])
+        if not hess:
+            return f, g, None
+        H_tt = ch.pull_back(self._outer(-c.w * d.d_eta_eta, v) + self._cross(res))
+        H_tl = np.asarray(ch.T_sparse.T @ self._cross_l(-c.w * d.d_eta_l, v))
+        H_ll = np.diag(np.bincount(pos[free], weights=(-c.w * d.d_l_l)[free], minlength=nt))
+        H = np.block([[H_tt, H_tl], [H_tl.T, H_ll]])
+        return f, g, 0.5 * (H + H.T)
+
+    def _cross_l(self, weight: np.ndarray, v: list[np.ndarray]) -> np.ndarray:
+        """``sum_c weight_c (d eta_c / d phi) e_{l(c)}^T`` (``P x n_tie``, the ``(eta, l)`` cross terms)."""
+        P, nt = self.chart.dim_full, self.n_tie
+        free = self._lpos >= 0
+        idx, pos = self._index[free], self._lpos[free]
+        out = np.zeros(P * nt)
+        for t, col in enumerate(v):
+            out += np.bincount(idx[:, t] * nt + pos, weights=weight[free] * col[free], minlength=P * nt)
+        return out.reshape(P, nt)
+
+    # ---------------------------------------------------- per-cell quantities
+    def ext_jacobian(self, x: np.ndarray, rows: np.ndarray | None = None) -> sp.csr_matrix:
+        """``[d eta / d (phi, l); d l_{g(c)} / d (phi, l)]`` stacked (``2m x (dim_full + n_tie)``,
+        sparse): the two derivative channels of every cell (or of the cells in ``rows``)."""
+        theta, _ = self.split(x)
+        J = self.full_jacobian(theta, rows)
+        pos = self._lpos if rows is None else self._lpos[rows]
+        m, P, nt = J.shape[0], self.chart.dim_full, self.n_tie
+        Jl = sp.csr_matrix((np.ones(int((pos >= 0).sum())), (np.flatnonzero(pos >= 0), P + pos[pos >= 0])),
+                           shape=(m, P + nt))
+        J = sp.hstack([J, sp.csr_matrix((m, nt))], format="csr")
+        return sp.vstack([J, Jl], format="csr")
+
+    def probabilities(self, theta: np.ndarray) -> np.ndarray:  # pragma: no cover - binary API guard
+        raise NotImplementedError("tie cells have three outcomes: use outcome_derivatives(x)")
+
+    def cell_scores(self, theta: np.ndarray) -> sp.csr_matrix:  # pragma: no cover - binary API guard
+        raise NotImplementedError("tie cells have three outcomes: use outcome_derivatives(x) and ext_jacobian(x)")
+
+
+def tie_human_loss(ties: str, s: np.ndarray, log_nu_h: float, data: Comparisons) -> float:
+    r"""The human tie loss :math:`\ell_H(s, \nu_H)`: minus the log-likelihood kernel of the human
+    tie cells at ``eta = s_i - s_j`` over ``n_H`` (ties counted); ``log_nu_h = -inf`` is the
+    binary model (people without ties)."""
+    from .ties import binary_cell, tie_cell
+
+    t = tie_cell_table(data)
+    h = t.loc[t["k"] == data.K]
+    cnt = h[["wins_i", "wins_j", "ties"]].to_numpy(float)
+    eta = s[h["i"].to_numpy()] - s[h["j"].to_numpy()]
+    d = binary_cell(cnt, eta) if np.isneginf(log_nu_h) else tie_cell(ties)(cnt, eta, log_nu_h)
+    return float(-d.value.sum() / cnt.sum())

@@ -227,7 +227,9 @@ class DialResult:
             if self.gacv is not None:
                 parts += ["", "GACV path:", self.gacv.round(6).to_string(index=False)]
             if self.tie_parameters is not None:
-                parts += ["", "Tie parameters nu (Davidson / Davidson-Beaver):", self.tie_parameters.round(4).to_string()]
+                label = {"rao-kupper": "Rao-Kupper, nu = tau"}.get(self.tie_parameters.attrs.get("model"),
+                                                                     "Davidson / Davidson-Beaver")
+                parts += ["", f"Tie parameters nu ({label}):", self.tie_parameters.round(4).to_string()]
             if self.position_effects is not None:
                 parts += ["", "Position effects b_k (LLM-only fit; b > 0 favours the first-shown item):",
                           self.position_effects.round(4).to_string()]

@@ -90,8 +90,10 @@ def test_ties_argument_errors():
     data = pydial.datasets.synthetic()
     with pytest.raises(ValueError, match="ties must be"):
         pydial.fit(data, "human", ties="bradley", engine="stan")
-    with pytest.raises(NotImplementedError, match="human"):
+    with pytest.raises(NotImplementedError, match="engine='numpy'"):
         pydial.fit(data, "dial-anc", ties="davidson", engine="stan")
+    with pytest.raises(NotImplementedError, match="human"):
+        pydial.fit(data, "pooled", ties="davidson", engine="stan")
 
 
 @pytest.mark.parametrize("ties", ["davidson", "rao-kupper"])

@@ -80,3 +80,63 @@ def stan_point_engine(seed: int | None = None, penalty: str | None = None) -> An
 
     return E.PointEngine(staged=staged, joint=joint, human=human, judges=judges, pooled=pooled, name="stan",
                          penalty=penalty)
+
+
+def stan_tie_optimizers(seed: int | None = None, backend: str | None = None) -> Any:
+    """The optimizers of :mod:`pydial.tie_fits` run by Stan (``fit(..., ties=..., engine="stan")``).
+
+    ``dial.stan`` with ``tie_model`` 1 / 2 for the LLM-only stage, the calibration stage
+    (``fix_llm``) and the weighted fits (weights ``lambda n_H / n_L`` and 1, ``n`` counting
+    the ties); ``judges.stan`` for the people alone.  Each optimum is re-expressed in the
+    canonical gauge; the numpy engine computes every covariance, GACV and test there.
+    Every judge and the people must have ties (each has a free ``log nu`` in the programs).
+    """
+    from ..likelihood import tie_totals
+    from ..tie_fits import TieOptimizers
+    from .backend import compile_model
+    from .standata import dial_data, empty_cells, helmert_basis, human_cell_table, judges_data, weighted_log_coef
+
+    gtol = 1e-9
+
+    def canonical(ch: Any, x: np.ndarray) -> np.ndarray:
+        x = np.asarray(x, float)
+        return np.concatenate([ch.canonical(x[: ch.dim]), x[ch.dim:]]) if ch.r > 0 else x
+
+    def llm(data: Comparisons, ties: str, ch: Any, x0: np.ndarray) -> Any:
+        n_l, _ = tie_totals(data)
+        d = dial_data(data, ch, w_llm=1.0, ties=ties)
+        res = compile_model("dial", backend=backend).optimize(d, x0, seed=seed, gtol=gtol)
+        return _as_optim(res, canonical(ch, res.u), -(res.log_prob - weighted_log_coef(d)) / n_l)
+
+    def calibration(data: Comparisons, ties: str, ch: Any, theta: np.ndarray, M: np.ndarray, x0: np.ndarray) -> Any:
+        _, n_h = tie_totals(data)
+        cs = ch.slices["c"]
+        d = dial_data(data, ch, w_llm=0.0, w_human=1.0, fix_llm=theta, ties=ties)
+        res = compile_model("dial", backend=backend).optimize(d, np.append(theta[cs], x0[ch.d:]), seed=seed, gtol=gtol)
+        th = np.array(theta, float)
+        th[cs] = res.u[: ch.d]
+        x = np.append(ch.calibration_coordinates(th), res.u[ch.d:])
+        return _as_optim(res, x, -(res.log_prob - weighted_log_coef(d)) / n_h)
+
+    def joint(data: Comparisons, ties: str, ch: Any, lam: float, x0: np.ndarray) -> Any:
+        n_l, n_h = tie_totals(data)
+        d = dial_data(data, ch, w_llm=lam * n_h / n_l, w_human=1.0, ties=ties)
+        res = compile_model("dial", backend=backend).optimize(d, x0, seed=seed, gtol=gtol)
+        return _as_optim(res, canonical(ch, res.u), -(res.log_prob - weighted_log_coef(d)) / n_h)
+
+    def human(data: Comparisons, ties: str, x0: np.ndarray) -> Any:
+        _, n_h = tie_totals(data)
+        N = data.N
+        H = human_cell_table(data, ties=True)
+        d = judges_data(empty_cells(), H, N=N, K=0, order=False, ties=ties, flat=True, log_lik=False)
+        model = compile_model("judges", backend=backend)
+        Q = helmert_basis(N)
+        s0 = np.append(x0[: N - 1], -x0[: N - 1].sum())
+        init = {"sH_raw": Q.T @ s0, "log_nu": np.atleast_1d(x0[N - 1:])}
+        res = model.optimize(d, model.unconstrain(d, init), seed=seed, gtol=gtol)
+        parts = model.constrain(d, res.u, include_tparams=False)
+        s = Q @ np.asarray(parts["sH_raw"], float)
+        x = np.append(s[: N - 1], np.asarray(parts["log_nu"], float).reshape(-1))
+        return _as_optim(res, x, -(res.log_prob - weighted_log_coef(d)) / n_h)
+
+    return TieOptimizers(llm, calibration, joint, human, name="stan")

@@ -27,7 +27,9 @@ from .backend import compile_model
 from .standata import CellTable, empty_cells, helmert_basis, human_cell_table, judges_data, llm_cell_table, tie_start
 
 TIE_MODELS: tuple[str, ...] = ("davidson", "rao-kupper")
-TIE_METHODS: tuple[str, ...] = ("human", "judges")
+TIE_METHODS: tuple[str, ...] = ("human", "judges", "dial-anc", "dial-ada", "dial-nopos")
+"""Methods that take ``ties=``: ``human`` and ``judges`` (this module) and the structured DIAL
+methods (:mod:`pydial.tie_fits`), on either engine."""
 
 
 def _judge_designs(cells: CellTable, G: int, N: int, order: bool) -> list[tuple[np.ndarray, np.ndarray]]:
@@ -62,8 +64,9 @@ def fit_ties(data: Comparisons, method: str, common: dict[str, Any], *, ties: st
 
     if ties not in TIE_MODELS:
         raise ValueError(f"ties must be None or one of {TIE_MODELS}, got {ties!r}")
-    if method not in TIE_METHODS:
-        raise NotImplementedError(f"ties={ties!r} is available for methods {TIE_METHODS}, not {method!r}")
+    if method not in ("human", "judges"):
+        raise NotImplementedError(f"fit_ties fits the methods 'human' and 'judges', not {method!r}; the DIAL methods "
+                                  "with ties are pydial.fit(..., ties=...) (pydial.tie_fits)")
     if common["cov_type"] != "fisher":
         raise ValueError(f"ties={ties!r} gives model-based (cov='fisher') standard errors only, "
                          f"got cov={common['cov_type']!r}")

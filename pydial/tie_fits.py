@@ -1,0 +1,694 @@
+r"""The DIAL estimators with ties: ``fit(data, "dial-anc" | "dial-ada" | "dial-nopos", ties=...)``.
+
+Every comparison keeps its three outcomes (``i`` wins, ``j`` wins, tie) and
+follows the Davidson-Beaver or the Rao-Kupper model of :mod:`pydial.ties`, with
+the linear predictor of the structured model (eq. binomial-model-llm /
+binomial-model-human) and a tie parameter ``nu_k`` per LLM judge and ``nu_H``
+for the people (the ``tie_model`` 1 / 2 of ``stan/dial.stan``).  The
+procedure is the binary one with every likelihood replaced:
+
+* LLM-only structured fit (eq. staged-calibrated-estimator, first stage) of
+  :class:`~pydial.likelihood.TieObjective` in ``(theta, log nu_1..K)``;
+* DIAL-Anc: the calibration GLM ``argmin_{c, nu_H} l_H(M c, nu_H)`` with ``M``
+  fixed (second stage);
+* DIAL-Ada / DIAL-noPos: the weighted fits :math:`Q_\lambda = \ell_H + \lambda \ell_L`
+  (eq. weighted-loss, ``n_H`` and ``n_L`` counting the ties) on the lambda path,
+  warm-started at the staged fit, with the guards of App. lambda-selection and
+  GACV (eq. gacv) whose trace term uses the per-comparison human scores in
+  ``(eta, log nu_H)``; the endpoints are the human tie model (``lambda = 0``)
+  and DIAL-Anc (``lambda = inf``);
+* sandwich covariances (eq. weighted-empirical-sandwich, the two-step form at
+  ``lambda = inf``) with the meats of :func:`pydial.inference.outcome_meat`;
+* the calibration LRT (Prop. calibration-test) on the tie likelihood, ``nu_H``
+  free under both hypotheses.
+
+A group (judge or the people) without any tie has the boundary MLE ``nu = 0``
+(the log-likelihood decreases in ``nu`` when no tie is observed, for both
+models); its tie parameter is fixed there and its cells follow the binary
+model exactly (:func:`pydial.likelihood.tie_groups`).  Judges' tie parameters
+and position effects are reported from the LLM-only fit (as the binary
+position effects, Prop. stage-one-normality); the people's ``nu_H`` from the
+selected fit.
+
+The optimizers are those of :class:`TieOptimizers`: numpy's Newton method by
+default, Stan's (``dial.stan`` with ``tie_model``, ``judges.stan`` for the
+people) with ``engine="stan"``; every covariance, GACV and test is computed
+by numpy at the optimum.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import warnings
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import scipy.sparse as sp
+from scipy.stats import norm
+
+from .calibration_test import calibration_lrt
+from .data import I_WINS, J_WINS, TIE, Comparisons
+from .exceptions import ConvergenceError, ConvergenceWarning, IdentifiabilityError
+from .fit import Design, centered_design, centering_basis, difference_design, initial_theta, logistic_glm
+from .inference import Meat, OutcomeStats, meat_covariance, outcome_meat, wald_table
+from .likelihood import TieCells, TieObjective, tie_cell_table, tie_groups, tie_human_loss, tie_totals
+from .model import Chart, consensus_gamma
+from .optim import OptimResult, newton, pinv_sym
+from .selection import DEFAULT_MULTIPLES, SCORE_LIMIT, Candidate, candidate_weights, guard, path_table
+from .ties import binary_cell, tie_cell
+
+__all__ = ["TIE_DIAL_METHODS", "NUMPY_TIE", "TieOptimizers", "fit_dial_ties", "tie_llm_only_fit", "tie_staged_fit", "tie_joint_fit", "tie_glm"]
+
+TIE_DIAL_METHODS: tuple[str, ...] = ("dial-anc", "dial-ada", "dial-nopos")
+
+
+# ================================================================ GLM pieces
+def _glm_gram(X: Design, d: np.ndarray) -> np.ndarray:
+    """``(X B)^T diag(d) (X B)`` with ``X`` sparse (the factored :class:`~pydial.fit.Design`)."""
+    Xs = sp.csr_matrix(X.X)
+    return X.pull_back(np.asarray((Xs.T @ (sp.diags(d) @ Xs)).toarray()))
+
+
+def tie_glm_terms(ties: str, counts: np.ndarray, X: Design, x: np.ndarray, weight: float,
+                  free: bool) -> tuple[float, np.ndarray, np.ndarray]:
+    """Value, gradient and Hessian of ``-weight * log-likelihood`` of a tie GLM ``eta = X beta``.
+
+    ``x = (beta, log nu)`` when ``free``; otherwise ``x = beta`` and the cells (which
+    must have no ties) follow the binary model, the ``nu = 0`` boundary.
+    """
+    p = X.shape[1]
+    beta = x[:p]
+    eta = X @ beta
+    d = tie_cell(ties)(counts, eta, x[p]) if free else binary_cell(counts, eta)
+    f = -weight * float(d.value.sum())
+    gb = -weight * X.rmatvec(d.d_eta)
+    Hbb = _glm_gram(X, -weight * d.d_eta_eta)
+    if not free:
+        return f, gb, Hbb
+    Hbl = -weight * X.rmatvec(d.d_eta_l)
+    g = np.append(gb, -weight * d.d_l.sum())
+    H = np.block([[Hbb, Hbl[:, None]], [Hbl[None, :], np.array([[-weight * d.d_l_l.sum()]])]])
+    return f, g, H
+
+
+def tie_glm(ties: str, counts: np.ndarray, X: Design, weight: float, x0: np.ndarray, free: bool) -> OptimResult:
+    """Minimize :func:`tie_glm_terms` by the box-constrained Newton method of :mod:`pydial.optim`
+    (binary cells without a tie parameter: :func:`pydial.fit.logistic_glm`)."""
+    if not free:
+        n = counts[:, 0] + counts[:, 1]
+        return logistic_glm(X, n, counts[:, 0], weight=weight, x0=x0)
+    return newton(lambda x: tie_glm_terms(ties, counts, X, x, weight, True), x0, gtol=1e-10,
+                  value=lambda x: tie_glm_terms(ties, counts, X, x, weight, True)[0])
+
+
+def _log_nu_start(ties: str, counts: np.ndarray) -> float:
+    """``log nu`` that gives the observed tie rate at equal scores: ``nu / (2 + nu)`` (Davidson),
+    ``tanh(tau / 2)`` (Rao-Kupper)."""
+    c = counts.sum(axis=0)
+    rate = (c[2] + 0.5) / (c.sum() + 1.0)
+    return float(np.log(2 * rate / (1 - rate)) if ties == "davidson" else np.log(2 * np.arctanh(rate)))
+
+
+def _human_tie_cells(data: Comparisons) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    t = tie_cell_table(data)
+    h = t.loc[t["k"] == data.K]
+    return h["i"].to_numpy(np.int64), h["j"].to_numpy(np.int64), h[["wins_i", "wins_j", "ties"]].to_numpy(float)
+
+
+def _human_free(data: Comparisons) -> bool:
+    return bool(_human_tie_cells(data)[2][:, 2].sum() > 0)
+
+
+# ============================================================== optimizers
+@dataclass(frozen=True)
+class TieOptimizers:
+    """The optimizers behind the tie fits; inference is always numpy's at the returned optimum.
+
+    ``llm(data, ties, chart, x0)``: the LLM-only tie loss on ``chart`` (``x = (theta, log nu_1..K)``);
+    ``calibration(data, ties, chart, theta, M, x0)``: the calibration tie GLM in the normalized
+    coordinates ``(c, log nu_H)`` of ``M`` (``chart``, ``theta``: the staged chart with ``A, B`` of the
+    LLM-only fit); ``joint(data, ties, chart, lam, x0)``: :math:`Q_\\lambda`;
+    ``human(data, ties, x0)``: the people's tie model in ``(beta, log nu_H)``, ``s = T beta``.
+    Each returns an :class:`~pydial.optim.OptimResult`.
+    """
+
+    llm: Any
+    calibration: Any
+    joint: Any
+    human: Any
+    name: str = "numpy"
+
+
+def _numpy_llm(data: Comparisons, ties: str, ch: Chart, x0: np.ndarray) -> OptimResult:
+    obj = TieObjective.weighted(ch, data, np.inf, ties)
+    return newton(obj.value_grad_hess, x0, gtol=1e-9, value=obj.value, normalize=_normalizer(ch))
+
+
+def _numpy_calibration(data: Comparisons, ties: str, ch: Chart, theta: np.ndarray, M: np.ndarray,
+                       x0: np.ndarray) -> OptimResult:
+    hi, hj, hc = _human_tie_cells(data)
+    _, n_h = tie_totals(data)
+    return tie_glm(ties, hc, Design(difference_design(hi, hj, data.N), M), 1.0 / n_h, x0, _human_free(data))
+
+
+def _numpy_joint(data: Comparisons, ties: str, ch: Chart, lam: float, x0: np.ndarray) -> OptimResult:
+    obj = TieObjective.weighted(ch, data, lam, ties)
+    return newton(obj.value_grad_hess, x0, gtol=1e-9, value=obj.value, normalize=_normalizer(ch))
+
+
+def _numpy_human(data: Comparisons, ties: str, x0: np.ndarray) -> OptimResult:
+    hi, hj, hc = _human_tie_cells(data)
+    _, n_h = tie_totals(data)
+    return tie_glm(ties, hc, centered_design(hi, hj, data.N), 1.0 / n_h, x0, _human_free(data))
+
+
+NUMPY_TIE = TieOptimizers(_numpy_llm, _numpy_calibration, _numpy_joint, _numpy_human)
+"""The numpy optimizers (box-constrained Newton on the exact derivatives)."""
+
+
+# ============================================================== the stages
+@dataclass(frozen=True)
+class TieStagedFit:
+    """The staged endpoint with ties (Alg. DIAL-Anc): calibrated chart and ``x = (theta, log nu)``."""
+
+    chart: Chart
+    x: np.ndarray
+    free: np.ndarray
+    llm_opt: OptimResult
+    cal_opt: OptimResult
+    llm_chart: Chart
+    llm_x: np.ndarray
+    llm_free: np.ndarray
+
+
+def _normalizer(ch: Chart) -> Any:
+    if ch.r == 0:
+        return None
+    d = ch.dim
+    return lambda x: np.concatenate([ch.canonical(x[:d]), x[d:]])
+
+
+def tie_llm_only_fit(data: Comparisons, ties: str, rank: int, order: bool = True,
+                     engine: TieOptimizers = NUMPY_TIE) -> tuple[Chart, np.ndarray, OptimResult, np.ndarray]:
+    """The structured LLM-only tie fit ``(chart, x, optimizer result, free judges)``, cached on ``data``.
+
+    Started at the binary structured start (:func:`pydial.fit.initial_theta`) and each
+    judge's ``log nu`` at its tie rate.
+    """
+    key = ("tie_llm_only_fit", ties, int(rank), bool(order), engine.name)
+    if key not in data._cache:
+        ch = Chart(data.N, data.K, rank, None, order)
+        free = tie_groups(data, ch)
+        cnt = TieCells.stack(data, 1.0, 0.0)
+        l0 = [_log_nu_start(ties, cnt.counts[cnt.g == g]) for g in free]
+        x0 = np.concatenate([initial_theta(data, ch), l0])
+        res = engine.llm(data, ties, ch, x0)
+        data._cache[key] = (ch, res.x, res, free)
+    return data._cache[key]
+
+
+def tie_staged_fit(data: Comparisons, ties: str, rank: int, calibration: str, *, order: bool = True,
+                   engine: TieOptimizers = NUMPY_TIE) -> TieStagedFit:
+    """Alg. DIAL-Anc with ties: the LLM-only tie fit, then ``(c, log nu_H)`` of the calibration
+    tie GLM with design ``D_H M`` (eq. staged-calibrated-estimator)."""
+    chL, xL, optL, freeL = tie_llm_only_fit(data, ties, rank, order, engine)
+    thL = xL[: chL.dim]
+    st = chL.structure(thL)
+    M = st.mu[:, None] if calibration == "mu" else st.W
+    _, _, hc = _human_tie_cells(data)
+    free_h = _human_free(data)
+    d = M.shape[1]
+    x0 = np.append(np.eye(d)[0], _log_nu_start(ties, hc)) if free_h else np.eye(d)[0]
+    ch = Chart(data.N, data.K, rank, calibration, order)
+    b = chL.order_effects(thL) if order else None
+    oc = engine.calibration(data, ties, ch, ch.from_structure(st, x0[:d], b), M, x0)
+    theta = ch.from_structure(st, oc.x[:d], b)
+    free = tie_groups(data, ch)
+    x = np.concatenate([theta, xL[chL.dim:], oc.x[d:]])
+    return TieStagedFit(ch, x, free, optL, oc, chL, xL, freeL)
+
+
+def tie_joint_fit(data: Comparisons, ch: Chart, lam: float, x0: np.ndarray, ties: str,
+                  engine: TieOptimizers = NUMPY_TIE) -> tuple[np.ndarray, OptimResult, TieObjective]:
+    r"""Minimize :math:`Q_\lambda` of the tie model from ``x0`` (eq. weighted-joint-estimator)."""
+    res = engine.joint(data, ties, ch, lam, x0)
+    return res.x, res, TieObjective.weighted(ch, data, lam, ties)
+
+
+# ================================================================ inference
+def outcome_stats(obj: TieObjective, x: np.ndarray, rows: np.ndarray | None = None,
+                  unit_weight: bool = False) -> OutcomeStats:
+    """:class:`~pydial.inference.OutcomeStats` of the objective's cells at ``x`` (or of ``rows``)."""
+    P, a, b = obj.outcome_derivatives(x)
+    c = obj.cells
+    sel = slice(None) if rows is None else rows
+    w = np.ones(c.w[sel].size) if unit_weight else c.w[sel]
+    return OutcomeStats(c.counts[sel], P[sel], a[sel], b[sel], w, c.is_human[sel], c.g[sel], c.i[sel], c.j[sel], c.a[sel])
+
+
+def record_rows(data: Comparisons, cells: TieCells) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """``(record, cell, outcome)`` of every judgment used by the tie cells ``cells`` (cell in their
+    stacked order, outcome 0 = ``i`` wins, 1 = ``j`` wins, 2 = tie), for the record meat."""
+    f = data.frame
+    if "rec" not in f.columns:
+        return None
+    m = (~f["self"]) & f["outcome"].isin([I_WINS, J_WINS, TIE])
+    f = f.loc[m]
+    N = data.N
+    a_row = np.where(f["k"].to_numpy() == data.K, 0, f["a"].to_numpy())
+    key_row = ((f["k"].to_numpy(np.int64) * N + f["i"].to_numpy(np.int64)) * N + f["j"].to_numpy(np.int64)) * 3 + a_row + 1
+    key_cell = ((cells.g * N + cells.i) * N + cells.j) * 3 + np.where(cells.is_human, 0, cells.a) + 1
+    order = np.argsort(key_cell)
+    loc = np.searchsorted(key_cell[order], key_row)
+    loc = np.minimum(loc, key_cell.size - 1)
+    found = key_cell[order][loc] == key_row
+    cell = order[loc][found]
+    oc = f["outcome"].to_numpy()[found]
+    outcome = np.select([oc == I_WINS, oc == J_WINS], [0, 1], 2)
+    return f["rec"].to_numpy(np.int64)[found], cell, outcome
+
+
+@dataclass(frozen=True)
+class TieInfluence:
+    """Influence in factored form for tie cells: the two derivative channels ``J2`` (``2m x P``),
+    the map ``A`` (``q x P``), the cells' :class:`OutcomeStats` and record rows."""
+
+    J2: Any
+    A: np.ndarray
+    st: OutcomeStats
+    rec: tuple[np.ndarray, np.ndarray, np.ndarray] | None
+
+    def covariance(self, data: Comparisons, cov: str, what: str) -> np.ndarray:
+        """``A M A^T`` with the meat ``M`` of type ``cov`` (:func:`pydial.inference.outcome_meat`)."""
+        M: Meat = outcome_meat(self.J2, self.st, data, cov, self.rec)
+        J2 = sp.csr_matrix(self.J2)
+        return meat_covariance(M, (J2.T @ J2).tocsr(), self.A, cov, what)
+
+
+def _stack_outcomes(parts: list[OutcomeStats]) -> OutcomeStats:
+    return OutcomeStats(*(np.concatenate([getattr(p, f.name) for p in parts]) for f in dataclasses.fields(OutcomeStats)))
+
+
+def stack_tie_influence(parts: list[TieInfluence]) -> TieInfluence:
+    """Blocks of cells with their own parameter spaces: channels block-diagonal, ``A`` side by side."""
+    ms = [p.st.m for p in parts]
+    eta = sp.block_diag([sp.csr_matrix(p.J2)[:m] for p, m in zip(parts, ms)], format="csr")
+    ll = sp.block_diag([sp.csr_matrix(p.J2)[m:] for p, m in zip(parts, ms)], format="csr")
+    rec = None
+    if all(p.rec is not None for p in parts):
+        off = np.cumsum([0] + ms[:-1])
+        rec = tuple(np.concatenate(z) for z in zip(*[(p.rec[0], p.rec[1] + o, p.rec[2]) for p, o in zip(parts, off)]))
+    return TieInfluence(sp.vstack([eta, ll], format="csr"), np.hstack([p.A for p in parts]),
+                        _stack_outcomes([p.st for p in parts]), rec)
+
+
+def _objective_influence(data: Comparisons, obj: TieObjective, x: np.ndarray, A_x: np.ndarray,
+                         coords: np.ndarray | slice = slice(None)) -> TieInfluence:
+    """``u_c = A_x T_ext[:, coords]^T (channels of cell c)`` for the cells of ``obj``."""
+    Tc = obj.T_ext[:, coords]
+    A = np.asarray((Tc @ np.asarray(A_x).T).T) if sp.issparse(Tc) else A_x @ Tc.T
+    return TieInfluence(obj.ext_jacobian(x), np.asarray(A), outcome_stats(obj, x), record_rows(data, obj.cells))
+
+
+def _targets(ch: Chart, obj: TieObjective, x: np.ndarray) -> np.ndarray:
+    """Jacobian in ``x`` of the targets ``(s, log nu_H)`` (``log nu_H`` only when free)."""
+    E = np.zeros((ch.N, obj.dim))
+    E[:, : ch.dim] = ch.score_jacobian(x[: ch.dim])
+    if ch.K in obj.free:
+        e = np.zeros((1, obj.dim))
+        e[0, ch.dim + int(np.flatnonzero(obj.free == ch.K)[0])] = 1.0
+        E = np.vstack([E, e])
+    return E
+
+
+def finite_tie_influence(data: Comparisons, ch: Chart, lam: float, x: np.ndarray, ties: str,
+                         hess: np.ndarray | None = None) -> TieInfluence:
+    """Sandwich at a finite weight (eq. weighted-empirical-sandwich, pseudo-inverse bread), targets ``(s, log nu_H)``."""
+    obj = TieObjective.weighted(ch, data, lam, ties)
+    H = hess if hess is not None else obj.value_grad_hess(x)[2]
+    Hp, _ = pinv_sym(H)
+    return _objective_influence(data, obj, x, _targets(ch, obj, x) @ Hp)
+
+
+def staged_tie_influence(data: Comparisons, sf: TieStagedFit, ties: str) -> TieInfluence:
+    """Two-step influence of ``(s, log nu_H)`` at the staged endpoint: LLM cells through the
+    LLM-only fit ``xi`` (with the calibration's response ``-C^{-1} H_{c xi}``), human cells through
+    the calibration coordinates ``(c, log nu_H)`` (the ``lambda -> inf`` limit of the sandwich)."""
+    ch, x = sf.chart, sf.x
+    n_l, n_h = tie_totals(data)
+    oL = TieObjective(ch, TieCells.stack(data, 1.0 / n_l, 0.0), ties, sf.free)
+    oH = TieObjective(ch, TieCells.stack(data, 0.0, 1.0 / n_h), ties, sf.free)
+    HL, HH = oL.value_grad_hess(x)[2], oH.value_grad_hess(x)[2]
+    cs = ch.slices["c"]
+    s2 = list(range(cs.start, cs.stop))
+    if ch.K in sf.free:
+        s2.append(ch.dim + int(np.flatnonzero(sf.free == ch.K)[0]))
+    s2 = np.asarray(s2)
+    xi = np.setdiff1d(np.arange(oL.dim), s2)
+    C = HH[np.ix_(s2, s2)]
+    if np.linalg.matrix_rank(C) < C.shape[0]:
+        raise IdentifiabilityError("the human calibration block is singular: the human comparisons do not identify "
+                                   "(c_H, nu_H) in the estimated basis (Cond. human-design)")
+    Cinv = np.linalg.inv(C)
+    E = _targets(ch, oL, x)
+    total = E[:, xi] - E[:, s2] @ Cinv @ HH[np.ix_(s2, xi)]
+    HLp, _ = pinv_sym(HL[np.ix_(xi, xi)])
+    U_L = _objective_influence(data, oL, x, total @ HLp, xi)
+    U_H = _objective_influence(data, oH, x, E[:, s2] @ Cinv, s2)
+    return stack_tie_influence([U_L, U_H])
+
+
+def human_tie_fit(data: Comparisons, ties: str, engine: TieOptimizers = NUMPY_TIE) -> tuple[OptimResult, bool, Design]:
+    """The ``lambda = 0`` endpoint: the people's tie model in the centered chart ``s = T beta``."""
+    hi, hj, hc = _human_tie_cells(data)
+    X = centered_design(hi, hj, data.N)
+    free = _human_free(data)
+    x0 = np.append(np.zeros(data.N - 1), _log_nu_start(ties, hc)) if free else np.zeros(data.N - 1)
+    key = ("human_tie_fit", ties, engine.name)
+    if key not in data._cache:
+        data._cache[key] = engine.human(data, ties, x0)
+    return data._cache[key], free, X
+
+
+def _glm_influence(data: Comparisons, ties: str, X: Design, x: np.ndarray, free: bool, weight: float,
+                   E: np.ndarray, unit: bool = False) -> tuple[TieInfluence, np.ndarray]:
+    """Influence ``u = E H^{-1} (channels)`` of a human tie GLM (design ``X``, coordinates ``(beta, l)``);
+    also returns ``H``.  ``unit=True`` gives weight 1 per comparison (for GACV)."""
+    hi, hj, hc = _human_tie_cells(data)
+    _, _, H = tie_glm_terms(ties, hc, X, x, weight, free)
+    m, p = hc.shape[0], X.shape[1]
+    Xs = sp.csr_matrix(X.X)
+    nt = 1 if free else 0
+    eta_rows = sp.hstack([Xs, sp.csr_matrix((m, nt))], format="csr")
+    l_rows = sp.csr_matrix((np.ones(m * nt), (np.arange(m * nt), np.full(m * nt, Xs.shape[1]))), shape=(m, Xs.shape[1] + nt))
+    J2 = sp.vstack([eta_rows, l_rows], format="csr")
+    basis = sp.block_diag([sp.csr_matrix(X.basis), sp.identity(nt)], format="csr")
+    eta = X @ x[:p]
+    if free:
+        P = _tie_probs(ties, eta, x[p])
+        a, b = _outcome_ab(ties, eta, x[p])
+    else:
+        P = _tie_probs(None, eta, 0.0)
+        a, b = _outcome_ab(None, eta, 0.0)
+    Hinv, _ = pinv_sym(H)
+    A = np.asarray((basis @ (E @ Hinv).T).T)
+    w = np.full(m, 1.0 if unit else weight)
+    K = data.K
+    st = OutcomeStats(hc, P, a, b, w, np.ones(m, bool), np.full(m, K), hi, hj, np.zeros(m, np.int64))
+    cells = TieCells(np.full(m, K), hi, hj, np.zeros(m, np.int64), hc.sum(1), hc[:, 0], w, np.ones(m, bool), hc)
+    return TieInfluence(J2, A, st, record_rows(data, cells)), H
+
+
+def _tie_probs(ties: str | None, eta: np.ndarray, l: float) -> np.ndarray:
+    from .ties import tie_probabilities
+
+    return tie_probabilities(ties, eta, l)
+
+
+def _outcome_ab(ties: str | None, eta: np.ndarray, l: float) -> tuple[np.ndarray, np.ndarray]:
+    m = eta.size
+    a, b = np.zeros((m, 3)), np.zeros((m, 3))
+    for o in range(3 if ties is not None else 2):
+        unit = np.zeros((m, 3))
+        unit[:, o] = 1.0
+        d = tie_cell(ties)(unit, eta, l) if ties is not None else binary_cell(unit, eta)
+        a[:, o], b[:, o] = d.d_eta, d.d_l
+    return a, b
+
+
+def _gacv_trace(H: np.ndarray, U: TieInfluence, data: Comparisons, basis: Any, n_h: int) -> float:
+    r"""``tr(H^+ J) / (n_H - 1)``, ``J`` the covariance of the per-comparison human scores
+    (eq. gacv) in the coordinates of ``H`` (``basis``: full-coordinate derivatives -> ``H``'s)."""
+    Jm = outcome_meat(U.J2, U.st, data, "binomial").dense() / n_h
+    B = basis.toarray() if sp.issparse(basis) else np.asarray(basis)
+    Jm = B.T @ Jm @ B
+    Hp, _ = pinv_sym(H)
+    return float(np.sum(Hp * Jm)) / (n_h - 1)
+
+
+# ================================================================ candidates
+def tie_human_candidate(data: Comparisons, ties: str, engine: TieOptimizers = NUMPY_TIE) -> tuple[Candidate, float]:
+    """The ``lambda = 0`` endpoint with ties; also returns its ``log nu_H`` (``-inf`` without human ties)."""
+    opt, free, X = human_tie_fit(data, ties, engine)
+    _, n_h = tie_totals(data)
+    N = data.N
+    s = centering_basis(N) @ opt.x[: N - 1]
+    lh = float(opt.x[N - 1]) if free else -np.inf
+    cand = Candidate(0.0, 0.0, s, opt.x, opt, loss_human=tie_human_loss(ties, s, lh, data))
+    if not opt.resolved:
+        cand.reason = "human tie model not resolved within the box" if opt.converged else f"not converged ({opt.message})"
+    elif np.abs(s).max() > SCORE_LIMIT:
+        cand.reason = f"||s||_inf = {np.abs(s).max():.3g} > {SCORE_LIMIT:g}"
+    else:
+        E = np.zeros((1, X.shape[1] + free))
+        U, H = _glm_influence(data, ties, X, opt.x, free, 1.0 / n_h, E, unit=True)
+        basis = sp.block_diag([sp.csr_matrix(X.basis), sp.identity(int(free))], format="csr")
+        cand.admissible = True
+        cand.trace = _gacv_trace(H, U, data, basis, n_h)
+    return cand, lh
+
+
+def tie_anchored_candidate(data: Comparisons, sf: TieStagedFit, ties: str) -> Candidate:
+    """The ``lambda = inf`` endpoint with ties: ``(c, log nu_H)`` with ``M`` fixed at the LLM-only fit."""
+    ch, x = sf.chart, sf.x
+    s = ch.scores(x[: ch.dim])
+    lh = _log_nu_h(sf.chart, sf.free, x)
+    _, n_h = tie_totals(data)
+    cand = Candidate(np.inf, np.inf, s, loss_human=tie_human_loss(ties, s, lh, data), opt=sf.cal_opt)
+    if not sf.llm_opt.converged:
+        cand.reason = f"LLM-only fit not converged ({sf.llm_opt.message})"
+    elif not sf.cal_opt.resolved:
+        cand.reason = "calibration not resolved within the box" if sf.cal_opt.converged else f"not converged ({sf.cal_opt.message})"
+    else:
+        st = sf.llm_chart.structure(sf.llm_x[: sf.llm_chart.dim])
+        M = st.mu[:, None] if ch.calibration == "mu" else st.W
+        hi, hj, _ = _human_tie_cells(data)
+        X = Design(difference_design(hi, hj, data.N), M)
+        free = ch.K in sf.free
+        U, H = _glm_influence(data, ties, X, sf.cal_opt.x, free, 1.0 / n_h, np.zeros((1, X.shape[1] + free)), unit=True)
+        basis = sp.block_diag([sp.csr_matrix(M), sp.identity(int(free))], format="csr")
+        cand.admissible = True
+        cand.trace = _gacv_trace(H, U, data, basis, n_h)
+    return cand
+
+
+def _log_nu_h(ch: Chart, free: np.ndarray, x: np.ndarray) -> float:
+    if ch.K not in free:
+        return -np.inf
+    return float(x[ch.dim + int(np.flatnonzero(free == ch.K)[0])])
+
+
+def tie_finite_candidate(data: Comparisons, ch: Chart, lam: float, x0: np.ndarray, multiple: float,
+                         ties: str, engine: TieOptimizers = NUMPY_TIE) -> Candidate:
+    """Fit ``Q_lambda`` of the tie model from ``x0``; guards and GACV pieces at the optimum."""
+    x, opt, obj = tie_joint_fit(data, ch, lam, x0, ties, engine)
+    H = opt.hess if opt.hess is not None and np.array_equal(opt.x, x) else obj.value_grad_hess(x)[2]
+    s = ch.scores(x[: ch.dim])
+    ok, reason, nz = guard(ch, opt, H, s)
+    lh = _log_nu_h(ch, obj.free, x)
+    cand = Candidate(lam, multiple, s, x, opt, ok, reason, tie_human_loss(ties, s, lh, data), n_zero_eig=nz)
+    if ok:
+        _, n_h = tie_totals(data)
+        hum = obj.cells.is_human
+        U = TieInfluence(obj.ext_jacobian(x, rows=hum), np.zeros((1, 1)), outcome_stats(obj, x, hum, unit_weight=True), None)
+        cand.trace = _gacv_trace(H, U, data, obj.T_ext, n_h)
+    return cand
+
+
+# ==================================================================== tables
+def judge_tie_effects(data: Comparisons, ties: str, chL: Chart, xL: np.ndarray, freeL: np.ndarray,
+                      cov: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Estimates and covariance of ``(b, log nu_free, gamma)`` of the LLM-only tie fit (sandwich,
+    bread ``H(l_L)^+``, Prop. stage-one-normality); ``gamma`` by central differences of
+    :func:`pydial.model.consensus_gamma`."""
+    obj = TieObjective.weighted(chL, data, np.inf, ties, freeL)
+    H = obj.value_grad_hess(xL)[2]
+    Hp, _ = pinv_sym(H)
+    th = xL[: chL.dim]
+    nb = data.K if chL.order else 0
+    E = np.zeros((nb + obj.n_tie + data.K, obj.dim))
+    sb = chL.slices["b"]
+    E[np.arange(nb), np.arange(sb.start, sb.stop)] = 1.0
+    E[nb + np.arange(obj.n_tie), chL.dim + np.arange(obj.n_tie)] = 1.0
+    h = 1e-6
+    for t in range(chL.dim):
+        e = np.zeros(chL.dim)
+        e[t] = h
+        E[nb + obj.n_tie:, t] = (consensus_gamma(chL.S(th + e)) - consensus_gamma(chL.S(th - e))) / (2 * h)
+    U = _objective_influence(data, obj, xL, E @ Hp)
+    C = U.covariance(data, cov, "the position effects, tie parameters and consensus loadings")
+    est = np.concatenate([chL.order_effects(th)[:nb], xL[chL.dim:], chL.structure(th).gamma])
+    return est, C, obj.free
+
+
+def tie_table(names: list[str], groups: np.ndarray, free: np.ndarray, log_nu: np.ndarray, var: np.ndarray,
+              level: float, ties: str) -> pd.DataFrame:
+    """``nu, se, ci_low, ci_high`` by group (delta method for ``se``, interval on the log scale);
+    groups without ties: ``nu = 0`` (boundary MLE), no standard error."""
+    zq = norm.ppf(0.5 + level / 2)
+    rows = []
+    for g in groups:
+        if g in free:
+            t = int(np.flatnonzero(free == g)[0])
+            l, se = float(log_nu[t]), float(np.sqrt(var[t])) if np.isfinite(var[t]) and var[t] >= 0 else np.nan
+            nu = np.exp(l)
+            rows.append((nu, nu * se, np.exp(l - zq * se), np.exp(l + zq * se)))
+        else:
+            rows.append((0.0, np.nan, np.nan, np.nan))
+    tab = pd.DataFrame(rows, columns=["nu", "se", "ci_low", "ci_high"], index=pd.Index([names[g] for g in groups], name="judge"))
+    tab.attrs["model"] = ties
+    return tab
+
+
+# ======================================================================= fit
+def fit_dial_ties(data: Comparisons, common: dict, *, ties: str, order: bool, adaptive: bool, lambdas: Any,
+                  multiples: Any, include_endpoints: bool | str, rank_grid: list[int],
+                  engine: TieOptimizers = NUMPY_TIE) -> Any:
+    """DIAL-Anc / DIAL-Ada / DIAL-noPos with ties (see the module docstring).
+
+    Parameters
+    ----------
+    data : Comparisons
+    common : dict
+        The result fields shared by every method (:func:`pydial.fit`): calibration,
+        ``cov_type``, ``level``, ...
+    ties : {"davidson", "rao-kupper"}
+    order : bool
+        Order effects ``b_k`` free (``False``: DIAL-noPos).
+    adaptive : bool
+        Fit the lambda path and select by GACV (DIAL-Ada / -noPos); ``False``: DIAL-Anc.
+    lambdas, multiples, include_endpoints, rank_grid
+        As in :func:`pydial.fit`; ``multiples`` scale ``n_L / n_H`` counted with the ties.
+    engine : TieOptimizers
+        The optimizers (default numpy; :func:`pydial.stan.engine.stan_tie_optimizers` for Stan).
+
+    Returns
+    -------
+    DialResult
+        With ``tie_parameters`` (``nu, se, ci_low, ci_high`` by judge and for people),
+        ``gacv`` (adaptive methods), ``calibration_test`` (Prop. calibration-test on the
+        tie likelihood), ``position_effects`` and ``consensus`` from the LLM-only tie fit.
+    """
+    from .estimators import _score_frame, _warn_if, positive_values
+    from .results import DialResult
+
+    cal, cov, level = common["calibration"], common["cov_type"], common["level"]
+    n_l, n_h = tie_totals(data)
+    hum, lh0 = tie_human_candidate(data, ties, engine)
+    tables, options = [], []
+    staged: dict[int, TieStagedFit] = {}
+    for r in rank_grid:
+        sf = tie_staged_fit(data, ties, r, cal, order=order, engine=engine)
+        staged[r] = sf
+        _warn_if(sf.llm_opt, f"structured LLM-only tie fit (rank {r})")
+        cands = [tie_anchored_candidate(data, sf, ties)]
+        if adaptive:
+            if lambdas is not None:
+                lams = np.sort(positive_values(lambdas, "lambdas"))[::-1]
+            else:
+                mult = DEFAULT_MULTIPLES if multiples is None else tuple(positive_values(multiples, "multiples"))
+                lams = np.sort(candidate_weights(n_l, n_h, mult))[::-1]
+            x = sf.x
+            for lam in lams:
+                c = tie_finite_candidate(data, sf.chart, float(lam), x, float(lam * n_h / n_l), ties, engine)
+                if c.admissible:
+                    x = c.theta
+                cands.append(c)
+            anc = cands[0]
+            if not include_endpoints:
+                anc = dataclasses.replace(anc, admissible=False, reason=anc.reason or "endpoint excluded (include_endpoints=False); fallback only")
+            hum_c = hum
+            if include_endpoints == "anchored" and hum.admissible:
+                hum_c = dataclasses.replace(hum, admissible=False,
+                                            reason="human-only endpoint listed, not competing (include_endpoints='anchored')")
+            allc = ([hum_c] if include_endpoints else []) + cands[:0:-1] + [anc]
+        else:
+            allc = cands
+        tables.append(path_table(allc, r))
+        options += [(r, c) for c in allc]
+    table = pd.concat(tables, ignore_index=True)
+    if len(rank_grid) > 1 and adaptive and include_endpoints:
+        dup = (table["lambda"] == 0) & table.duplicated(subset=["lambda"], keep="first")
+        table = table.loc[~dup].reset_index(drop=True)
+    ok = [(r, c) for r, c in options if c.admissible]
+    fallback = False
+    if not ok:
+        anc_ = [(r, c) for r, c in options if np.isinf(c.lam) and c.opt is not None and c.opt.resolved]
+        if not anc_:
+            raise ConvergenceError("no admissible candidate on the lambda path of the tie model; the path:\n" + table.to_string())
+        ok, fallback = anc_[:1], True
+        warnings.warn(ConvergenceWarning("no candidate of the lambda path passed the regularity guards; falling back "
+                                         "to the anchored endpoint lambda = inf (see result.gacv for the reasons)",
+                                         "no admissible candidate"), stacklevel=3)
+    r_sel, best = min(ok, key=lambda rc: rc[1].gacv if np.isfinite(rc[1].gacv) else np.inf)
+    sf = staged[r_sel]
+    ch = sf.chart
+    common = {**common, "rank": r_sel}
+    human_free = ch.K in sf.free
+    if best.lam == 0:
+        opt, free, X = human_tie_fit(data, ties, engine)
+        E = np.zeros((data.N + free, X.shape[1] + free))
+        E[: data.N, : data.N - 1] = centering_basis(data.N)
+        if free:
+            E[data.N, -1] = 1.0
+        U, _ = _glm_influence(data, ties, X, opt.x, free, 1.0 / n_h, E)
+        s, lh, x_sel = best.s, lh0, None
+    elif np.isinf(best.lam):
+        U = staged_tie_influence(data, sf, ties)
+        s, lh, x_sel = ch.scores(sf.x[: ch.dim]), _log_nu_h(ch, sf.free, sf.x), sf.x
+    else:
+        known = best.opt.hess if best.opt is not None and np.array_equal(best.opt.x, best.theta) else None
+        U = finite_tie_influence(data, ch, best.lam, best.theta, ties, known)
+        s, lh, x_sel = best.s, _log_nu_h(ch, sf.free, best.theta), best.theta
+    C_all = U.covariance(data, cov, "the calibrated scores")
+    N = data.N
+    scores, cov_frame = _score_frame(s, C_all[:N, :N], data.items, level)
+    # the judges: LLM-only fit
+    chL, xL, freeL = sf.llm_chart, sf.llm_x, sf.llm_free
+    est, CJ, _ = judge_tie_effects(data, ties, chL, xL, freeL, cov)
+    nb = data.K if order else 0
+    nt = freeL.size
+    pos = None
+    if order:
+        pos = wald_table(est[:nb], CJ[:nb, :nb], list(data.judges), level, "b")
+        pos.index.name = "judge"
+        pos.attrs["cov"] = CJ[:nb, :nb]
+    names = list(data.judges) + [data.human_judge]
+    tj = tie_table(names, np.arange(data.K), freeL, est[nb:nb + nt], np.diag(CJ)[nb:nb + nt], level, ties)
+    th_var = np.array([C_all[N, N]]) if (human_free and C_all.shape[0] > N) else np.array([np.nan])
+    th = tie_table(names, np.array([data.K]), np.array([data.K]) if np.isfinite(lh) else np.zeros(0, np.int64),
+                   np.array([lh]), th_var, level, ties)
+    ties_frame = pd.concat([tj, th])
+    ties_frame.attrs["model"] = ties
+    structure = chL.structure(xL[: chL.dim])
+    judge_scores = pd.DataFrame(structure.S, index=pd.Index(data.judges, name="judge"), columns=pd.Index(data.items, name="item"))
+    # the calibration LRT on the tie likelihood (nu_H free under both hypotheses)
+    loss_anc = tie_human_loss(ties, ch.scores(sf.x[: ch.dim]), _log_nu_h(ch, sf.free, sf.x), data)
+    ok_h = hum.opt is not None and hum.opt.resolved
+    ct = calibration_lrt(loss_anc, hum.loss_human if ok_h else None, n_h, N - 1 - ch.d,
+                         hum.reason or "the human-only tie MLE is not resolved")
+    if np.isinf(best.lam):
+        c_coef = ch.calibration_coordinates(sf.x[: ch.dim])
+    elif best.lam == 0:
+        c_coef = None
+    else:
+        c_coef = ch.calibration_coordinates(best.theta[: ch.dim])
+    opts = [sf.llm_opt, sf.cal_opt] + ([best.opt] if best.opt is not None else [])
+    res = DialResult(**common, scores=scores, cov=cov_frame, position_effects=pos, judge_scores=judge_scores,
+                     structure=structure, calibration_coef=c_coef, lambda_=best.lam,
+                     converged=all(o.resolved for o in opts), grad_norm=max(o.grad_norm for o in opts),
+                     loss_human=tie_human_loss(ties, s, lh, data),
+                     details={"ties": ties, "x": x_sel, "chart": ch, "llm_x": xL, "llm_chart": chL,
+                              "tie_groups": sf.free, "fallback": fallback, "n_llm_ties": n_l, "n_human_ties": n_h,
+                              "judge_cov": CJ})
+    res.gacv = table if adaptive else None
+    res.calibration_test = ct
+    if order:
+        g = est[nb + nt:]
+        Cg = CJ[nb + nt:, nb + nt:]
+        res.consensus = wald_table(g, Cg, list(data.judges), level, "gamma")[["gamma", "se", "ci_low", "ci_high"]]
+        res.consensus.index.name = "judge"
+    res.tie_parameters = ties_frame
+    return res

@@ -1,0 +1,149 @@
+"""Sandwich covariances of the DIAL tie fits (pydial.tie_fits, pydial.inference.outcome_meat).
+
+References: (1) on binary cells the three-outcome meats equal the binary meats of
+``parameter_meat``; (2) a brute-force sandwich written here from per-comparison
+scores taken by central differences of ``log P(outcome)`` (pydial.ties.tie_probabilities
+and the chart's linear predictors only), clustered per comparison, per judge-pair
+cell and per record from the raw rows of ``data.frame``; (3) the two-step
+covariance at lambda = inf as the large-lambda limit of the finite-weight
+sandwich; (4) for Davidson's model (whose observed information is the expected one)
+the lambda = 0 Fisher covariance equals the inverse information of
+``fit(..., "human", ties="davidson")``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+import pydial
+from pydial.inference import CellStats, OutcomeStats, outcome_meat, parameter_meat
+from pydial.likelihood import Objective, TieObjective, tie_totals
+from pydial.model import Chart
+from pydial.ties import tie_probabilities
+from pydial import tie_fits
+
+
+@pytest.fixture(scope="module")
+def tdata():
+    return pydial.simulate(N=5, K=2, r=1, n_llm=1500, n_human=300, tie_rate=0.25, tie_model="davidson",
+                           rng=31).comparisons
+
+
+@pytest.fixture(scope="module")
+def bdata():
+    return pydial.simulate(N=6, K=3, r=1, n_llm=2000, n_human=300, rng=5).comparisons
+
+
+@pytest.mark.parametrize("cov", ["fisher", "binomial", "cell", "record"])
+def test_outcome_meat_equals_binary_meat_on_binary_cells(bdata, cov):
+    ch = Chart(bdata.N, bdata.K, 1, "mu", True)
+    obj = Objective.weighted(ch, bdata, 0.8)
+    theta = 0.4 * np.random.default_rng(2).standard_normal(ch.dim)
+    p = obj.probabilities(theta)
+    c = obj.cells
+    J = obj.full_jacobian(theta)
+    st = CellStats.from_parts([(bdata.llm.n, bdata.llm.y, p[~c.is_human], c.w[~c.is_human][0], False),
+                               (bdata.human.n, bdata.human.y, p[c.is_human], c.w[c.is_human][0], True)])
+    ref = parameter_meat(J, st, bdata, cov).dense()
+    m = p.size
+    counts = np.column_stack([c.y, c.n - c.y, np.zeros(m)])
+    ost = OutcomeStats(counts, np.column_stack([p, 1 - p, np.zeros(m)]), np.column_stack([1 - p, -p, np.zeros(m)]),
+                       np.zeros((m, 3)), c.w, c.is_human, c.g, c.i, c.j, c.a)
+    J2 = sp.vstack([J, sp.csr_matrix(J.shape)], format="csr")
+    rec = None
+    if cov == "record":
+        R = bdata.rows
+        pos = np.where(R.judge == bdata.K, (~c.is_human).sum() + R.cell, R.cell)
+        rec = (R.record, pos, np.where(R.z == 1, 0, 1))
+    got = outcome_meat(J2, ost, bdata, cov, rec).dense()
+    np.testing.assert_allclose(got, ref, rtol=1e-10, atol=1e-12 * np.abs(ref).max())
+
+
+def brute_force_covariance(data, ch, lam, x, ties, cov):
+    """Sandwich of (s, log nu_H) from per-comparison scores by finite differences of log P(outcome)."""
+    obj = TieObjective.weighted(ch, data, lam, ties)
+    H = obj.value_grad_hess(x)[2]
+    Hp = np.linalg.pinv(H, rcond=1e-10, hermitian=True)
+    n_l, n_h = tie_totals(data)
+    t = data.tie_cells(human=True)
+    cells = {tuple(r): q for q, r in enumerate(t[["k", "i", "j", "a"]].to_numpy())}
+    K = data.K
+
+    def logp(z):
+        theta = z[: ch.dim]
+        S, s, b = ch.S(theta), ch.scores(theta), ch.order_effects(theta)
+        ln = obj.log_nu(z)
+        k, i, j, a = (t[c_].to_numpy() for c_ in ("k", "i", "j", "a"))
+        kk = np.minimum(k, K - 1)
+        eta = np.where(k == K, s[i] - s[j], S[kk, i] - S[kk, j] + a * b[kk])
+        return np.log(tie_probabilities(ties, eta, ln[k]))
+
+    h = 1e-6
+    G = np.zeros((len(t), 3, x.size))
+    for q in range(x.size):
+        e = np.zeros(x.size)
+        e[q] = h
+        G[:, :, q] = -(logp(x + e) - logp(x - e)) / (2 * h)  # loss score per cell and outcome
+    human = t["k"].to_numpy() == K
+    w = np.where(human, 1.0 / n_h, lam / n_l)
+    cnt = t[["wins_i", "wins_j", "ties"]].to_numpy(float)
+    gbar = {f: np.einsum("co,coq->q", cnt[human == f], G[human == f]) / cnt[human == f].sum() for f in (False, True)}
+    E = tie_fits._targets(ch, obj, x)
+    f = data.frame
+    f = f.loc[(~f["self"]) & f["outcome"].isin([0, 1, 2])]
+    IF = []
+    keys = []
+    for k, i, j, a, o, rec in f[["k", "i", "j", "a", "outcome", "rec"]].itertuples(index=False):
+        q = cells[(k, i, j, 0 if k == K else a)]
+        oc = {1: 0, 0: 1, 2: 2}[o]
+        IF.append(w[q] * (G[q, oc] - gbar[bool(human[q])]))
+        keys.append(("h", rec, len(keys)) if k == K and cov == "cell" else
+                    ((k, i, j) if cov == "cell" else (rec if cov == "record" else len(keys))))
+    IF = np.array(IF) @ (E @ Hp).T
+    _, grp = np.unique(np.array([str(k_) for k_ in keys]), return_inverse=True)
+    sums = np.zeros((grp.max() + 1, IF.shape[1]))
+    np.add.at(sums, grp, IF)
+    return sums.T @ sums
+
+
+@pytest.mark.parametrize("ties", ["davidson", "rao-kupper"])
+@pytest.mark.parametrize("cov", ["binomial", "cell", "record"])
+def test_finite_weight_sandwich_equals_brute_force(tdata, ties, cov):
+    sf = tie_fits.tie_staged_fit(tdata, ties, 1, "mu")
+    lam = 2.0
+    x, opt, _ = tie_fits.tie_joint_fit(tdata, sf.chart, lam, sf.x, ties)
+    assert opt.resolved
+    got = tie_fits.finite_tie_influence(tdata, sf.chart, lam, x, ties).covariance(tdata, cov, "test")
+    ref = brute_force_covariance(tdata, sf.chart, lam, x, ties, cov)
+    assert got.shape == (tdata.N + 1, tdata.N + 1)
+    np.testing.assert_allclose(got, ref, rtol=2e-5, atol=1e-8 * np.abs(ref).max())
+    assert np.abs(ref).max() > 0
+
+
+@pytest.mark.parametrize("ties", ["davidson", "rao-kupper"])
+def test_staged_covariance_is_the_large_lambda_limit(tdata, ties):
+    sf = tie_fits.tie_staged_fit(tdata, ties, 1, "mu")
+    staged = tie_fits.staged_tie_influence(tdata, sf, ties).covariance(tdata, "binomial", "test")
+    lam = 1e7
+    x, opt, _ = tie_fits.tie_joint_fit(tdata, sf.chart, lam, sf.x, ties)
+    finite = tie_fits.finite_tie_influence(tdata, sf.chart, lam, x, ties).covariance(tdata, "binomial", "test")
+    np.testing.assert_allclose(finite, staged, rtol=1e-3, atol=1e-5 * np.abs(staged).max())
+
+
+def test_human_endpoint_fisher_covariance_is_the_inverse_information(tdata):
+    """Davidson's model is a multinomial logit in (eta/2, -eta/2, log nu): observed = expected information."""
+    ref = pydial.fit(tdata, "human", ties="davidson")
+    opt, free, X = tie_fits.human_tie_fit(tdata, "davidson")
+    N = tdata.N
+    E = np.zeros((N + 1, N))
+    E[:N, : N - 1] = np.vstack([np.eye(N - 1), -np.ones(N - 1)])  # centered scores s = T beta
+    E[N, -1] = 1.0
+    _, n_h = tie_totals(tdata)
+    U, _ = tie_fits._glm_influence(tdata, "davidson", X, opt.x, True, 1.0 / n_h, E)
+    C = U.covariance(tdata, "fisher", "test")
+    np.testing.assert_allclose(np.sqrt(np.diag(C))[:N], ref.scores["se"].to_numpy(), rtol=1e-6)
+    nu = np.exp(opt.x[-1])
+    assert nu * np.sqrt(C[N, N]) == pytest.approx(ref.tie_parameters.loc["human", "se"], rel=1e-6)
+    np.testing.assert_allclose(tie_fits.centering_basis(N) @ opt.x[: N - 1], ref.scores["score"].to_numpy(), atol=1e-7)
