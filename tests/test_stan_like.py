@@ -1,0 +1,149 @@
+"""Like with like: a posterior of exactly the estimator of a frequentist fit.
+
+``posterior(data, like=result)`` samples the posterior of the fit's own
+estimator (model, rank, calibration, weight lambda, ties, and the fit's
+convention for the order effects ``b``: the LLM-only stage for the DIAL
+methods).  On correctly specified simulated data with plenty of judgments,
+Bernstein-von Mises makes the posterior mean agree with the MLE to a small
+fraction of a standard error and the posterior intervals as wide as the
+model-based (Fisher) Wald intervals, for every matched pair: ``human``,
+``judges`` (scores: the mean of the judges' scores), ``dial-anc`` (the cut
+posterior: LLM-only structure, then the calibration given each draw of M)
+and ``dial-ada`` at its GACV-selected weight.
+
+The power posterior of ``dial-ada`` has spread ``H_w^{-1}``, the sandwich
+``H_w^{-1} J_w H_w^{-1}``; they agree when the LLM weight
+``w = lambda n_H / n_LLM`` is near 1 or the human block dominates the score
+variance.  The dial-ada test selects lambda by GACV among multiples >= 1 of
+``n_LLM / n_H``, where the difference stays well inside the tolerance.
+"""
+
+from __future__ import annotations
+
+import json
+import types
+import warnings
+
+import numpy as np
+import pytest
+
+from pydial import EstimandMismatchError, fit
+from pydial.simulate import simulate
+from pydial.stan import compare_intervals, posterior
+
+pytestmark = pytest.mark.stan
+
+DRAWS = dict(chains=2, draws=400, warmup=400)
+
+
+@pytest.fixture(scope="module")
+def sim_data():
+    return simulate(N=5, K=3, r=1, n_llm=8000, n_human=1500, rng=7).comparisons
+
+
+@pytest.fixture(scope="module")
+def pairs(models, sim_data):
+    out = {}
+    kw = {"human": {}, "judges": {}, "dial-anc": {}, "dial-ada": {"multiples": [1.0, 3.0, 10.0]}}
+    for m, extra in kw.items():
+        res = fit(sim_data, m, rank=1, cov="fisher", **extra)
+        assert res.ok, res.verdict()
+        idata = posterior(sim_data, like=res, seed=5, **DRAWS)
+        out[m] = types.SimpleNamespace(res=res, idata=idata, tab=compare_intervals(res, idata))
+    return out
+
+
+@pytest.mark.parametrize("method", ["human", "judges", "dial-anc", "dial-ada"])
+def test_matched_pair_agrees(pairs, method):
+    p = pairs[method]
+    est = json.loads(p.idata.attrs["estimand"])
+    assert est["method"] == method
+    # short chains: no divergences and R-hat near 1 (the 1.01 warning threshold is for production runs)
+    assert not any("divergent" in q for q in json.loads(p.idata.attrs["sampler_problems"]))
+    assert max(r["rhat"] for r in json.loads(p.idata.attrs["sampler_diagnostics"])) < 1.05
+    tab = p.tab
+    want = {"score"} | ({"b"} if method != "human" else set())
+    assert set(tab.index.get_level_values("quantity")) == want
+    # independent reference: the MLE and its Fisher standard errors from the numpy engine
+    s = p.res.scores
+    t = tab.loc["score"]
+    np.testing.assert_allclose(t["estimate"], s["score"])
+    np.testing.assert_allclose(t["se"], s["se"])
+    x = p.idata.posterior[est["scores"]].stack(s=("chain", "draw")).transpose("item", "s").to_numpy()
+    np.testing.assert_allclose(t["post_mean"], x.mean(axis=1))
+    assert np.all(np.abs(t["shift_se"]) < 0.2), t["shift_se"]
+    assert np.all((t["width_ratio"] > 0.85) & (t["width_ratio"] < 1.15)), t["width_ratio"]
+    if "b" in want:
+        b = tab.loc["b"]
+        np.testing.assert_allclose(b["estimate"], p.res.position_effects["b"])
+        assert np.all(np.abs(b["shift_se"]) < 0.2), b["shift_se"]
+        assert np.all((b["width_ratio"] > 0.85) & (b["width_ratio"] < 1.15)), b["width_ratio"]
+
+
+def test_estimand_records(pairs, sim_data):
+    anc = json.loads(pairs["dial-anc"].idata.attrs["estimand"])
+    assert anc["lam"] == float("inf") and anc["b"] == "llm-only" and anc["rank"] == 1 and anc["calibration"] == "mu"
+    ada = json.loads(pairs["dial-ada"].idata.attrs["estimand"])
+    assert ada["lam"] == pytest.approx(pairs["dial-ada"].res.lambda_) and ada["b"] == "llm-only"
+    # dial-ada's b is the LLM-only run's; the joint posterior's b is kept beside it
+    post = pairs["dial-ada"].idata.posterior
+    assert "b_joint" in post and post["b_joint"].dims == ("chain", "draw", "judge")
+    assert "b from the LLM-only stage" in pairs["dial-ada"].tab.attrs["estimand"]
+    # the cut posterior: s_H = c mu draw by draw, log_lik over LLM and human cells
+    cut = pairs["dial-anc"].idata
+    mu, c = cut.posterior["mu"].to_numpy(), cut.posterior["c"].to_numpy()
+    np.testing.assert_allclose(cut.posterior["s_H"].to_numpy(), mu * c[..., :1], rtol=1e-8, atol=1e-10)
+    assert cut.log_likelihood["log_lik"].sizes["cell"] == len(sim_data.llm) + len(sim_data.human)
+    assert np.all(np.isfinite(cut.log_likelihood["log_lik"].to_numpy()))
+    # judges: s_judges is the mean of the judges' scores in every draw
+    j = pairs["judges"].idata.posterior
+    np.testing.assert_allclose(j["s_judges"].to_numpy(), j["S"].mean("judge").to_numpy())
+
+
+def test_mismatched_pair_raises(pairs):
+    with pytest.raises(EstimandMismatchError, match="method: fit 'dial-anc' vs posterior 'dial-ada'") as e:
+        compare_intervals(pairs["dial-anc"].res, pairs["dial-ada"].idata)
+    assert "method" in e.value.mismatch
+    with pytest.raises(EstimandMismatchError, match="method"):
+        compare_intervals(pairs["judges"].res, pairs["human"].idata)
+
+
+def test_match_refits_frequentist_side(pairs, sim_data):
+    """match=True refits the fit to the posterior's specification (here: human -> dial-ada at its lambda)."""
+    ada = pairs["dial-ada"]
+    tab = compare_intervals(pairs["human"].res, ada.idata, match=True)
+    assert tab.attrs["refit"] is True
+    np.testing.assert_allclose(tab.loc["score"]["estimate"], ada.res.scores["score"], rtol=1e-6, atol=1e-8)
+
+
+def test_plot_is_pngable(pairs, tmp_path):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    fig = pairs["dial-anc"].tab.plot()
+    fig.savefig(tmp_path / "cmp.png", dpi=80)
+    assert (tmp_path / "cmp.png").stat().st_size > 5000
+    assert len(fig.axes) == 2
+
+
+def test_httpstan_fit_cache_is_cleared(models, sim_data, stan_backend_name):
+    """pystan stores every seeded fit in httpstan's cache; posterior() deletes the ones it made."""
+    from pydial.stan.backend import httpstan_fit_files
+
+    if stan_backend_name != "httpstan":
+        pytest.skip("httpstan only")
+    before = {f: f.stat().st_size for f in httpstan_fit_files()}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        posterior(sim_data, model="human", chains=1, draws=50, warmup=50, seed=99)
+    after = {f: f.stat().st_size for f in httpstan_fit_files()}
+    assert set(after) <= set(before)
+    assert sum(after.values()) <= sum(before.values())
+
+
+def test_diagnostics_are_named_by_coordinates(pairs, sim_data):
+    diag = json.loads(pairs["judges"].idata.attrs["sampler_diagnostics"])
+    names = {r["variable"] for r in diag}
+    assert f"s_judges[{sim_data.items[0]}]" in names
+    assert f"b[{sim_data.judges[0]}]" in names
+    assert f"S[{sim_data.judges[0]},{sim_data.items[1]}]" in names
