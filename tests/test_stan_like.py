@@ -147,3 +147,29 @@ def test_diagnostics_are_named_by_coordinates(pairs, sim_data):
     assert f"s_judges[{sim_data.items[0]}]" in names
     assert f"b[{sim_data.judges[0]}]" in names
     assert f"S[{sim_data.judges[0]},{sim_data.items[1]}]" in names
+
+
+def test_power_posterior_at_default_grid_lambda(models, sim_data):
+    """dial-ada with the default grid: the power posterior at the selected lambda is centred on the weighted
+    MLE and its spread is the inverse weighted Hessian ``H_w^{-1}`` (Bernstein-von Mises for a power
+    posterior), not the sandwich ``H_w^{-1} J_w H_w^{-1}``: compare with both, using an independent numpy
+    Hessian of ``n_H Q_lambda`` at the Stan optimum."""
+    from pydial.likelihood import Objective
+    from pydial.optim import pinv_sym
+    from pydial.stan import stan_fit_point
+
+    res = fit(sim_data, "dial-ada", rank=1, cov="fisher")
+    lam = res.lambda_
+    assert np.isfinite(lam) and lam > 0
+    sp = stan_fit_point(sim_data, "joint", rank=1, calibration="mu", lam=lam)
+    np.testing.assert_allclose(sp.scores, res.scores["score"], atol=1e-4)
+    _, _, Hq = Objective.weighted(sp.chart, sim_data, lam).value_grad_hess(sp.theta)
+    Hp, _ = pinv_sym(sim_data.n_human * Hq)
+    Jc = sp.chart.score_jacobian(sp.theta)
+    bread_sd = np.sqrt(np.diag(Jc @ Hp @ Jc.T))
+    idata = posterior(sim_data, like=res, seed=6, **DRAWS)
+    tab = compare_intervals(res, idata).loc["score"]
+    assert np.all(np.abs(tab["shift_se"]) < 0.2), tab["shift_se"]
+    np.testing.assert_allclose(tab["post_sd"] / bread_sd, 1.0, atol=0.15)
+    # the ratio of the two theoretical widths is what the table shows, up to Monte Carlo error
+    np.testing.assert_allclose(tab["width_ratio"], bread_sd / tab["se"], atol=0.15)
