@@ -173,3 +173,63 @@ def test_power_posterior_at_default_grid_lambda(models, sim_data):
     np.testing.assert_allclose(tab["post_sd"] / bread_sd, 1.0, atol=0.15)
     # the ratio of the two theoretical widths is what the table shows, up to Monte Carlo error
     np.testing.assert_allclose(tab["width_ratio"], bread_sd / tab["se"], atol=0.15)
+
+
+def _layout(idata):
+    out = {}
+    for g in idata.groups():
+        ds = idata[g]
+        out[g] = {v: (ds[v].dims, str(ds[v].dtype), ds[v].shape) for v in ds.data_vars}
+        out[g + " coords"] = {c: [str(x) for x in ds[c].values] for c in ds.coords if c not in ("chain", "draw")}
+    return out
+
+
+@pytest.mark.parametrize("model", ["dial", "judges"])
+def test_both_backends_give_the_same_layout(sim_data, model):
+    """CmdStan's InferenceData comes from arviz.from_cmdstanpy, httpstan's from arviz.from_dict: same layout."""
+    import os
+
+    from pydial.stan.backend import _have_cmdstan, _have_httpstan
+
+    wanted = os.environ.get("PYDIAL_TEST_BACKENDS")
+    if not (_have_cmdstan() and _have_httpstan()) or (wanted and set(wanted.split(",")) != {"cmdstanpy", "httpstan"}):
+        pytest.skip("needs both Stan backends")
+    kw = dict(model=model, chains=2, draws=30, warmup=30, seed=1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        a = posterior(sim_data, backend="cmdstanpy", **kw)
+        b = posterior(sim_data, backend="httpstan", **kw)
+    assert a.attrs["converter"] == "arviz.from_cmdstanpy" and "converter" not in b.attrs
+    la, lb = _layout(a), _layout(b)
+    assert la == lb
+    assert {"posterior", "log_likelihood", "posterior_predictive", "observed_data", "sample_stats"} <= set(la)
+
+
+def test_sampling_is_quiet(models, sim_data, capfd):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        posterior(sim_data, model="human", chains=1, draws=30, warmup=30, seed=2)
+    out, err = capfd.readouterr()
+    assert "Sampling" not in out + err and "Chain" not in out + err and "cmdstanpy" not in out + err
+
+
+def test_compile_announcement(capsys):
+    from pydial.stan.backend import _announce_compile
+
+    _announce_compile("dial_sample", "httpstan")
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1
+    assert "'dial_sample'" in err and "about a minute the first time" in err
+
+
+def test_interval_settings():
+    import arviz as az
+
+    from pydial.stan import interval_settings
+
+    before = az.rcParams["stats.ci_prob"]
+    with interval_settings(0.9):
+        assert az.rcParams["stats.ci_prob"] == 0.9
+    assert az.rcParams["stats.ci_prob"] == before
+    with pytest.raises(ValueError):
+        interval_settings(1.5)

@@ -892,7 +892,12 @@ def _quiet_cmdstanpy() -> Any:
 
     @contextlib.contextmanager
     def quiet():
-        log = logging.getLogger("cmdstanpy")
+        try:  # cmdstanpy configures its logger on first use (level DEBUG): do that first, then silence it
+            from cmdstanpy.utils import get_logger
+
+            log = get_logger()
+        except ImportError:  # pragma: no cover
+            log = logging.getLogger("cmdstanpy")
         level = log.level
         log.setLevel(logging.CRITICAL)
         try:

@@ -499,17 +499,66 @@ def posterior(
         "sampler_problems": json.dumps(problems),
         "sampler_diagnostics": (diag.reset_index().to_json(orient="records") if diag is not None else "[]"),
     }
-    idata = az.from_dict(
-        posterior=post,
-        log_likelihood={"log_lik": res.draws["log_lik"]},
-        posterior_predictive=pp,
-        observed_data=obs,
-        sample_stats=_sample_stats(res),
-        coords=coords,
-        dims={**dims, "log_lik": ["cell"], "wins_i": ["cell"], "wins_j": ["cell"], "ties": ["cell"]},
-        attrs=attrs,
-    )
+    all_dims = {**dims, "log_lik": ["cell"], "wins_i": ["cell"], "wins_j": ["cell"], "ties": ["cell"]}
+    single_run = res.backend_fit is not None and not cut and "b_joint" not in post
+    if single_run:  # CmdStan: arviz's own converter, then the same layout as through httpstan
+        idata = _from_cmdstanpy(res, post, pp, obs, coords, all_dims, attrs)
+    else:
+        idata = az.from_dict(
+            posterior=post,
+            log_likelihood={"log_lik": res.draws["log_lik"]},
+            posterior_predictive=pp,
+            observed_data=obs,
+            sample_stats=_sample_stats(res),
+            coords=coords,
+            dims=all_dims,
+            attrs=attrs,
+        )
     return idata
+
+
+def _from_cmdstanpy(res: SampleResult, post: Mapping[str, np.ndarray], pp: Mapping[str, np.ndarray],
+                    obs: Mapping[str, np.ndarray], coords: Mapping[str, Any], dims: Mapping[str, list[str]],
+                    attrs: Mapping[str, Any]) -> Any:
+    """InferenceData of a CmdStan run through ``arviz.from_cmdstanpy``, in pydial's layout.
+
+    arviz reads the posterior, ``log_lik`` and the sampler statistics from the
+    CmdStan fit; pydial keeps the posterior variables of :func:`posterior` (the
+    identified quantities, plus derived ones computed from the draws, such as
+    ``s_judges``) and adds the replicated counts split into the three outcome
+    variables (``posterior_predictive``) and ``observed_data``.
+    """
+    import arviz as az
+    import xarray as xr
+
+    fit = res.backend_fit
+    from_fit = [k for k in post if k in fit.metadata.stan_vars]
+    idata = az.from_cmdstanpy(
+        posterior=fit, log_likelihood={"log_lik": "log_lik"}, coords=dict(coords),
+        dims={k: v for k, v in dims.items() if k in from_fit or k == "log_lik"},
+    )
+    ds = idata.posterior[from_fit]
+    for k in post:  # derived quantities (not Stan variables)
+        if k not in from_fit:
+            ds[k] = xr.DataArray(post[k], dims=("chain", "draw", *dims.get(k, [f"{k}_dim_{i}" for i in range(
+                np.ndim(post[k]) - 2)])), coords={dm: coords[dm] for dm in dims.get(k, []) if dm in coords})
+    ds = ds[list(post)]
+    ds.attrs.update(idata.posterior.attrs)
+    ss = idata.sample_stats
+    keep = [v for v in ("lp", "acceptance_rate", "step_size", "tree_depth", "n_steps", "diverging", "energy")
+            if v in ss]
+    ss = ss[keep]
+    for v in ("tree_depth", "n_steps"):
+        if v in ss:
+            ss[v] = ss[v].astype(np.int64)
+    if "diverging" in ss:
+        ss["diverging"] = ss["diverging"].astype(bool)
+    extra = az.from_dict(posterior_predictive=dict(pp), observed_data=dict(obs), coords=dict(coords), dims=dict(dims))
+    out = az.InferenceData(posterior=ds, log_likelihood=idata.log_likelihood, sample_stats=ss,
+                           posterior_predictive=extra.posterior_predictive, observed_data=extra.observed_data)
+    out.attrs.update(attrs)
+    out.attrs["converter"] = "arviz.from_cmdstanpy"
+    return out
 
 
 def estimand(idata: Any) -> dict[str, Any] | None:
