@@ -233,3 +233,38 @@ def test_interval_settings():
     assert az.rcParams["stats.ci_prob"] == before
     with pytest.raises(ValueError):
         interval_settings(1.5)
+
+
+def test_log_lik_per_judgment(models):
+    """log_lik="judgment": one log-probability per judgment, equal to log sigma(+-eta) at the draws; the
+    posterior is that of the aggregated cells; LOO runs on it."""
+    import arviz as az
+    from scipy.special import log_expit
+
+    data = simulate(N=4, K=2, r=0, n_llm=300, n_human=200, rng=3).comparisons
+    kw = dict(model="human", chains=2, draws=300, warmup=300, seed=4)
+    per_j = posterior(data, log_lik="judgment", **kw)
+    per_c = posterior(data, **kw)
+    assert per_c.attrs["log_lik_unit"] == "cell" and per_j.attrs["log_lik_unit"] == "judgment"
+    ll = per_j.log_likelihood["log_lik"]
+    assert ll.dims == ("chain", "draw", "judgment") and ll.sizes["judgment"] == data.n_human
+    labels = [str(x) for x in ll["judgment"].values]
+    assert len(set(labels)) == len(labels)
+    H = data.human
+    # reference: each judgment's log-probability from the draws of s_H
+    s = per_j.posterior["s_H"].to_numpy()
+    outcome_i = np.array(["/i#" in lab for lab in labels])
+    cells = [lab.split("/")[0] for lab in labels]
+    pair = {f"{data.human_judge}:{data.items[i]}-{data.items[j]}": (i, j) for i, j in zip(H.i, H.j)}
+    ii = np.array([pair[c][0] for c in cells])
+    jj = np.array([pair[c][1] for c in cells])
+    eta = s[..., ii] - s[..., jj]
+    np.testing.assert_allclose(ll.to_numpy(), np.where(outcome_i, log_expit(eta), log_expit(-eta)), rtol=1e-8)
+    assert per_j.observed_data["wins_i"].sum() == H.y.sum()
+    # the same posterior either way (Monte Carlo error only)
+    m_j = per_j.posterior["s_H"].mean(("chain", "draw")).to_numpy()
+    m_c = per_c.posterior["s_H"].mean(("chain", "draw")).to_numpy()
+    sd = per_c.posterior["s_H"].std(("chain", "draw")).to_numpy()
+    assert np.all(np.abs(m_j - m_c) < 0.25 * sd)
+    loo = az.loo(per_j)
+    assert np.isfinite(loo.elpd_loo) and loo.n_data_points == data.n_human

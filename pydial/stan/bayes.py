@@ -86,6 +86,9 @@ def _observed(cells: Sequence[CellTable]) -> dict[str, np.ndarray]:
 ESTIMAND_FIELDS: tuple[str, ...] = ("method", "rank", "calibration", "lam", "ties", "order", "b", "penalty")
 """Fields of the estimand record (``idata.attrs["estimand"]``, JSON) that a comparison checks."""
 
+LOG_LIK_UNITS: tuple[str, ...] = ("cell", "judgment")
+"""Units of the pointwise log-likelihood of :func:`posterior` (default ``"cell"``)."""
+
 B_SOURCES: tuple[str, ...] = ("joint", "llm-only")
 """Where a DIAL posterior's order effects ``b`` come from: the (weighted) joint posterior, or the
 LLM-only posterior of the structured model (the convention of the frequentist DIAL fits, whose
@@ -196,6 +199,7 @@ def posterior(
     b_stage: str = "joint",
     refresh: int | None = None,
     quiet: bool = True,
+    log_lik: str = "cell",
 ) -> Any:
     r"""Sample a DIAL model's posterior with NUTS and return :class:`arviz.InferenceData`.
 
@@ -291,6 +295,15 @@ def posterior(
     quiet : bool, default True
         Keep the backends' progress output and log messages off the console
         (a compilation is still announced by one line on stderr).
+    log_lik : {"cell", "judgment"}, default "cell"
+        Unit of the pointwise log-likelihood (and of ``observed_data`` and
+        ``posterior_predictive``).  ``"cell"`` (default): one value per
+        aggregated cell ``(judge, i, j, a)``, so LOO leaves out a whole cell;
+        ``"judgment"``: one value per judgment (dimension ``judgment``,
+        labels ``cell/outcome#n``), for leave-one-judgment-out LOO.  The
+        posterior is the same (the programs then read one cell per judgment,
+        which only drops the constant multinomial coefficients; sampling
+        takes longer on large data).
 
     Returns
     -------
@@ -331,6 +344,9 @@ def posterior(
         raise ValueError(f"model must be one of {POSTERIOR_MODELS}, got {model!r}")
     if ties not in TIE_MODEL_CODE:
         raise ValueError(f"ties must be one of {list(TIE_MODEL_CODE)}, got {ties!r}")
+    if log_lik not in LOG_LIK_UNITS:
+        raise ValueError(f"log_lik must be one of {LOG_LIK_UNITS}, got {log_lik!r}")
+    per_judgment = log_lik == "judgment"
     if b_stage not in B_SOURCES:
         raise ValueError(f"b_stage must be one of {B_SOURCES}, got {b_stage!r}")
     if extra and program is None:
@@ -366,12 +382,13 @@ def posterior(
         res, d, cells, post, dims, coords = _run_dial(
             data, rank=rank, calibration=None if cut else calibration, ties=ties, w_llm=w_llm, priors=priors,
             order=order, init=init, rng=rng, seed=stan_seed, win_prob=win_prob, program=program, extra=extra,
-            backend=backend, run=run)
+            backend=backend, run=run, per_judgment=per_judgment)
         monitor = ["s_H", "S", "gamma", "b", "nu", "consensus_scale"]
         if cut:
             res, cells, post, dims, coords, p2 = _cut_stage(data, res, d, cells[0], post, dims, coords, rank=rank,
                                                             calibration=calibration, ties=ties, priors=priors,
-                                                            seed=stan_seed, backend=backend, run=run, win_prob=win_prob)
+                                                            seed=stan_seed, backend=backend, run=run, win_prob=win_prob,
+                                                            per_judgment=per_judgment)
             extra_problems += p2
             b_stage = "llm-only"
             notes.append("cut posterior (lam = inf, the counterpart of dial-anc): mu, gamma, U, V, S, b and the "
@@ -410,6 +427,9 @@ def posterior(
             raise DataError("no human comparisons")
         K = data.K if model == "judges" else 0
         Lc = llm_cell_table(data, ties=tie) if K else CellTable(*(np.zeros(0, np.int64),) * 7)
+        if per_judgment:
+            Lc = Lc.per_judgment()
+            Hc = Hc.per_judgment() if Hc is not None else None
         cells = [Lc] + ([Hc] if with_human else [])
         d = with_extra(judges_data(Lc, Hc, N=data.N, K=K, order=order and K > 0, ties=ties, priors=priors), extra)
         if isinstance(init, str):
@@ -469,8 +489,12 @@ def posterior(
     if problems:
         warnings.warn("Stan sampler problems:\n  - " + "\n  - ".join(problems), SamplerWarning, stacklevel=2)
 
-    cell_labels = [lab for c in cells for lab in c.labels(items, judges + [data.human_judge])]
-    coords["cell"] = cell_labels
+    unit = "judgment" if per_judgment else "cell"
+    if per_judgment:
+        cell_labels = _judgment_labels(cells, items, judges + [data.human_judge])
+    else:
+        cell_labels = [lab for c in cells for lab in c.labels(items, judges + [data.human_judge])]
+    coords[unit] = cell_labels
     obs = _observed(cells)
     rep = np.asarray(res.draws["counts_rep"]).reshape(res.chains, res.draws_per_chain, len(cell_labels), 3)
     pp = {"wins_i": rep[..., 0].astype(np.int64), "wins_j": rep[..., 1].astype(np.int64),
@@ -488,6 +512,7 @@ def posterior(
         "lam": float(lam) if lam is not None else float("nan"),
         "llm_weight": float(d.get("cell_w", np.ones(1))[0]) if len(d.get("cell_w", [])) else float("nan"),
         "b_source": estimand["b"],
+        "log_lik_unit": unit,
         "estimand": json.dumps(estimand),
         "notes": json.dumps(notes),
         "priors": json.dumps(used_priors),
@@ -499,7 +524,7 @@ def posterior(
         "sampler_problems": json.dumps(problems),
         "sampler_diagnostics": (diag.reset_index().to_json(orient="records") if diag is not None else "[]"),
     }
-    all_dims = {**dims, "log_lik": ["cell"], "wins_i": ["cell"], "wins_j": ["cell"], "ties": ["cell"]}
+    all_dims = {**dims, "log_lik": [unit], "wins_i": [unit], "wins_j": [unit], "ties": [unit]}
     single_run = res.backend_fit is not None and not cut and "b_joint" not in post
     if single_run:  # CmdStan: arviz's own converter, then the same layout as through httpstan
         idata = _from_cmdstanpy(res, post, pp, obs, coords, all_dims, attrs)
@@ -561,6 +586,19 @@ def _from_cmdstanpy(res: SampleResult, post: Mapping[str, np.ndarray], pp: Mappi
     return out
 
 
+def _judgment_labels(cells: Sequence[CellTable], items: list[str], judges: list[str]) -> list[str]:
+    """Labels of per-judgment rows: ``cell/outcome#n`` (n counts the rows of that cell and outcome)."""
+    out: list[str] = []
+    seen: dict[str, int] = {}
+    for c in cells:
+        outcome = np.argmax(c.counts, axis=1) if len(c) else np.zeros(0, np.int64)
+        for lab, o in zip(c.labels(items, judges), outcome):
+            key = f"{lab}/{('i', 'j', 'tie')[int(o)]}"
+            seen[key] = seen.get(key, 0) + 1
+            out.append(f"{key}#{seen[key]}")
+    return out
+
+
 def estimand(idata: Any) -> dict[str, Any] | None:
     """The estimand record of a posterior from :func:`posterior` (``None`` when it has none)."""
     raw = getattr(idata, "attrs", {}).get("estimand")
@@ -573,10 +611,11 @@ def estimand(idata: Any) -> dict[str, Any] | None:
 def _run_dial(data: Comparisons, *, rank: int, calibration: str | None, ties: str | None, w_llm: float,
               priors: Mapping[str, float] | None, order: bool, init: Any, rng: np.random.Generator, seed: int,
               win_prob: bool, program: str | None, extra: Mapping[str, Any] | None, backend: str | None,
-              run: Mapping[str, Any]) -> tuple[SampleResult, dict, list, dict, dict, dict]:
+              run: Mapping[str, Any], per_judgment: bool = False) -> tuple[SampleResult, dict, list, dict, dict, dict]:
     """One NUTS run of ``dial_sample.stan`` (or a user's copy): draws, data, cells, posterior group."""
     d, L, H = dial_sample_data(data, rank=rank, calibration=calibration, order=order, ties=ties, w_llm=w_llm,
-                               w_human=1.0, priors=priors, log_lik=True, win_prob=bool(win_prob and calibration))
+                               w_human=1.0, priors=priors, log_lik=True, win_prob=bool(win_prob and calibration),
+                               per_judgment=per_judgment)
     cells = [L] + ([H] if H is not None and len(H) else [])
     chains = int(run["chains"])
     if isinstance(init, str):
@@ -600,7 +639,7 @@ def _run_dial(data: Comparisons, *, rank: int, calibration: str | None, ties: st
 def _cut_stage(data: Comparisons, res: SampleResult, d1: Mapping[str, Any], L: CellTable, post: dict, dims: dict,
                coords: dict, *,
                rank: int, calibration: str, ties: str | None, priors: Mapping[str, float] | None, seed: int,
-               backend: str | None, run: Mapping[str, Any], win_prob: bool) -> tuple:
+               backend: str | None, run: Mapping[str, Any], win_prob: bool, per_judgment: bool = False) -> tuple:
     """Second stage of the cut posterior: ``c | M_t`` for every first-stage draw ``t`` (dial_calibrate.stan).
 
     The target is a product of independent ``d``-dimensional posteriors, one per
@@ -619,6 +658,8 @@ def _cut_stage(data: Comparisons, res: SampleResult, d1: Mapping[str, Any], L: C
     dim_c = M.shape[2]
     tie = ties is not None
     Hc = human_cell_table(data, ties=tie)
+    if per_judgment:
+        Hc = Hc.per_judgment()
     p = _merge(DIAL_SAMPLE_PRIORS, priors, "dial_sample.stan")
     d2 = {
         "N": N, "T": T, "d": dim_c, "M": M, "tie_model": TIE_MODEL_CODE[ties],
