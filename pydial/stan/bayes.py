@@ -11,18 +11,26 @@ on the same data dictionary (:func:`pydial.stan.standata`, plus ``extra``).
 The returned object has the groups ``posterior`` (identified quantities only,
 with dimensions named ``item``, ``judge``, ``rank``, ``basis``, ``tie_judge``),
 ``log_likelihood`` (``log_lik`` per cell, dimension ``cell``; one cell is one
-``(judge, i, j, a)`` combination, so LOO is leave-one-cell-out),
+``(judge, i, j, a)`` combination, so LOO is leave-one-cell-out; with
+``log_lik="judgment"`` one value per judgment, dimension ``judgment``),
 ``posterior_predictive`` (replicated counts ``wins_i, wins_j, ties`` per
 cell, drawn by the program's ``paired_rng``, so ``az.plot_ppc`` works),
 ``observed_data`` (the outcome counts per cell) and ``sample_stats``.  Its
 ``attrs`` record the program, backend, priors, weights and any sampler
 problems (which are also raised as :class:`~pydial.stan.SamplerWarning`).
 
-The layout is the same on both backends: the draws of either backend come back
-as ``(chain, draw, *shape)`` arrays (:class:`SampleResult`) and are assembled
-here by ``arviz.from_dict``.  (arviz's ``from_cmdstanpy`` is not used: the
-posterior group holds renamed and derived quantities, and the replicated
-counts are split into the three outcome variables of ``observed_data``.)
+The layout is the same on both backends.  On CmdStan a single run is
+converted by arviz's ``from_cmdstanpy`` (posterior, ``log_lik``, sampler
+statistics), keeping the posterior variables pydial reports and adding the
+derived ones, the replicated counts split into the three outcome variables,
+and ``observed_data``; on httpstan, and for results combined from two runs
+(the cut posterior, ``b_stage="llm-only"``), the ``(chain, draw, *shape)``
+arrays (:class:`SampleResult`) are assembled by ``arviz.from_dict``.
+
+``attrs["estimand"]`` records what the posterior estimates, so that
+:func:`pydial.stan.compare_intervals` compares a fit with the posterior of the
+same estimator; ``posterior(data, like=result)`` samples that posterior
+(``dial-anc``: the cut posterior, ``stan/dial_calibrate.stan``).
 Supported arviz: 0.17 to 0.x (``InferenceData``); arviz 1.x (DataTree) is
 excluded in ``pyproject.toml``.
 """
