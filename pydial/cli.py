@@ -22,7 +22,7 @@ from typing import Iterator, Sequence
 import numpy as np
 
 from .data import DUPLICATES
-from .exceptions import (ConvergenceError, ConvergenceWarning, CovarianceWarning, DataError, DialWarning,
+from .exceptions import (ConvergenceError, ConvergenceWarning, CovarianceWarning, DataError, DialError, DialWarning,
                          IdentifiabilityError, OutputError)
 from .outputs import check_output_dir, check_output_file, output_dir, output_file
 
@@ -397,12 +397,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (ConvergenceError, FloatingPointError, np.linalg.LinAlgError) as e:
         print(f"pydial: fit failed: {str(e).splitlines()[0]}", file=sys.stderr)
         return EXIT_FIT
+    except NotImplementedError as e:
+        print(f"pydial: not available: {str(e).splitlines()[0]}", file=sys.stderr)
+        return EXIT_DATA
     except BrokenPipeError:  # output piped into e.g. `head`
         sys.stderr.close()
         return 0
     except (ValueError, OSError) as e:
         print(f"pydial: {str(e).splitlines()[0] if str(e) else type(e).__name__}", file=sys.stderr)
         return EXIT_DATA
+    except DialError as e:  # e.g. no Stan backend
+        print(f"pydial: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}", file=sys.stderr)
+        return EXIT_FIT
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -137,3 +137,9 @@ def test_fit_engine_stan(tmp_path, capsys, stan_backend_name):
     # same model, two optimizers: the same summary line for the first item score (4 decimals)
     first = [ln for ln in out.splitlines() if ln.startswith("item00")][:1]
     assert first and first == [ln for ln in out2.splitlines() if ln.startswith("item00")][:1]
+
+
+def test_compare_unavailable_tie_model_exit_2(capsys):
+    code, out, err = run(capsys, "compare", "synthetic", "--model", "dial-ada", "--ties", "davidson")
+    assert code == EXIT_DATA and err.startswith("pydial: not available: ties='davidson'")
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err

@@ -1051,7 +1051,8 @@ def _compile_cmdstan(name: str, code: str) -> CompiledModel:
     cached = exe.is_file()
     t0 = time.perf_counter()
     try:
-        model = cmdstanpy.CmdStanModel(stan_file=str(stan_file), exe_file=str(exe) if cached else None)
+        with _quiet_cmdstanpy():  # pydial announces the compilation in one line itself
+            model = cmdstanpy.CmdStanModel(stan_file=str(stan_file), exe_file=str(exe) if cached else None)
     except (ValueError, RuntimeError) as e:
         raise StanCompileError(f"Stan program {name!r} failed to compile (CmdStan):\n{e}") from None
     return CompiledModel(name=name, code=code, backend="cmdstanpy", compile_seconds=0.0 if cached else time.perf_counter() - t0,

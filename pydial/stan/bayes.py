@@ -94,6 +94,10 @@ def _observed(cells: Sequence[CellTable]) -> dict[str, np.ndarray]:
 ESTIMAND_FIELDS: tuple[str, ...] = ("method", "rank", "calibration", "lam", "ties", "order", "b", "penalty")
 """Fields of the estimand record (``idata.attrs["estimand"]``, JSON) that a comparison checks."""
 
+CUT_WARMUP_MAX = 200
+"""Largest number of warmup iterations of the second stage of the cut posterior (its target is a product
+of near-Gaussian log-concave factors, which NUTS reaches quickly; each iteration costs all draws)."""
+
 LOG_LIK_UNITS: tuple[str, ...] = ("cell", "judgment")
 """Units of the pointwise log-likelihood of :func:`posterior` (default ``"cell"``)."""
 
@@ -594,6 +598,26 @@ def _from_cmdstanpy(res: SampleResult, post: Mapping[str, np.ndarray], pp: Mappi
     return out
 
 
+def _calibration_modes(M: np.ndarray, Hc: CellTable, prior_sd: float, iterations: int = 30) -> np.ndarray:
+    """Posterior modes of ``c_t`` given ``M_t`` (binary human cells, normal prior), by Newton for all ``t`` at once."""
+    X = M[:, Hc.i, :] - M[:, Hc.j, :]                  # (T, H, d)
+    y = Hc.wins_i.astype(float)
+    n = (Hc.wins_i + Hc.wins_j).astype(float)
+    T, _, d = X.shape
+    c = np.zeros((T, d))
+    ridge = 1.0 / prior_sd**2 if prior_sd > 0 else 1e-8
+    for _ in range(iterations):
+        eta = np.einsum("thd,td->th", X, c)
+        p = 1.0 / (1.0 + np.exp(-eta))
+        g = np.einsum("thd,th->td", X, y - n * p) - ridge * c
+        Hs = np.einsum("thd,th,the->tde", X, n * p * (1 - p), X) + ridge * np.eye(d)
+        step = np.linalg.solve(Hs, g[..., None])[..., 0]
+        c = c + step
+        if np.max(np.abs(step)) < 1e-10:
+            break
+    return c
+
+
 def _judgment_labels(cells: Sequence[CellTable], items: list[str], judges: list[str]) -> list[str]:
     """Labels of per-judgment rows: ``cell/outcome#n`` (n counts the rows of that cell and outcome)."""
     out: list[str] = []
@@ -650,9 +674,11 @@ def _cut_stage(data: Comparisons, res: SampleResult, d1: Mapping[str, Any], L: C
                backend: str | None, run: Mapping[str, Any], win_prob: bool, per_judgment: bool = False) -> tuple:
     """Second stage of the cut posterior: ``c | M_t`` for every first-stage draw ``t`` (dial_calibrate.stan).
 
-    The target is a product of independent ``d``-dimensional posteriors, one per
-    draw; one NUTS chain is run to stationarity (``warmup`` iterations, at least
-    300) and its final state gives one ``c_t`` per draw ``t``.
+    The target is a product of independent ``d``-dimensional log-concave
+    posteriors (``d``-dimensional logistic regressions with a normal prior), one
+    per draw; one NUTS chain, started at the conditional modes, is run for
+    ``warmup`` iterations (at most :data:`CUT_WARMUP_MAX`) and its final state
+    gives one ``c_t`` per draw ``t``.
     """
     chains, draws = res.chains, res.draws_per_chain
     T = chains * draws
@@ -677,8 +703,11 @@ def _cut_stage(data: Comparisons, res: SampleResult, d1: Mapping[str, Any], L: C
         "prior_c_sd": p["c_sd"], "prior_log_nu_mean": p["log_nu_mean"], "prior_log_nu_sd": p["log_nu_sd"],
     }
     cm = compile_model("dial_calibrate", backend=backend)
-    run2 = {**run, "chains": 1, "draws": 1, "warmup": max(int(run["warmup"]), 300)}
-    res2 = cm.sample(d2, seed=seed + 1, **run2)
+    run2 = {**run, "chains": 1, "draws": 1, "warmup": min(int(run["warmup"]), CUT_WARMUP_MAX)}
+    init2 = None
+    if not tie:  # start every c_t at its conditional mode: the chain starts in the bulk of the product
+        init2 = [{"c": _calibration_modes(M, Hc, float(p["c_sd"])), "log_nu": np.zeros(0)}]
+    res2 = cm.sample(d2, seed=seed + 1, inits=init2, **run2)
     problems = []
     nd = int(np.sum(res2.stats.get("divergent__", 0)))
     if nd:
