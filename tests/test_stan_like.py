@@ -268,3 +268,22 @@ def test_log_lik_per_judgment(models):
     assert np.all(np.abs(m_j - m_c) < 0.25 * sd)
     loo = az.loo(per_j)
     assert np.isfinite(loo.elpd_loo) and loo.n_data_points == data.n_human
+
+
+def test_like_with_ties(models):
+    """A tie-model fit (Davidson-Beaver judges) and its posterior: same estimand, matching intervals;
+    the posterior without ties is refused by name."""
+    data = simulate(N=5, K=2, r=0, n_llm=6000, n_human=500, rng=11, tie_rate=0.2, tie_model="davidson").comparisons
+    res = fit(data, "judges", ties="davidson")
+    assert res.ok, res.verdict()
+    idata = posterior(data, like=res, seed=3, **DRAWS)
+    est = json.loads(idata.attrs["estimand"])
+    assert est["ties"] == "davidson" and est["method"] == "judges"
+    tab = compare_intervals(res, idata)
+    assert np.all(np.abs(tab["shift_se"]) < 0.25), tab["shift_se"]
+    assert np.all((tab["width_ratio"] > 0.8) & (tab["width_ratio"] < 1.2)), tab["width_ratio"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        plain = posterior(data, model="judges", include_human=False, seed=3, chains=1, draws=50, warmup=50)
+    with pytest.raises(EstimandMismatchError, match="ties: fit 'davidson' vs posterior None"):
+        compare_intervals(res, plain)
