@@ -423,7 +423,7 @@ def posterior(
         if calibration is None:
             method = "llm-only"
         else:
-            method = "dial-anc" if cut else ("dial-ada" if order else "dial-nopos")
+            method = ("dial-anc" if cut else "dial-ada") if order else "dial-nopos"
         estimand = _estimand(method, model="dial", rank=rank, calibration=calibration, lam=lam_eff, ties=ties,
                              order=order, b=(b_stage if order else "none"),
                              scores="s_H" if calibration is not None else None)
