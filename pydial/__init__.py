@@ -15,7 +15,8 @@ from .data import Comparisons
 from .design import DesignReport, check_design
 from .estimators import DialResult, fit
 from .exceptions import (ConvergenceError, ConvergenceWarning, CovarianceWarning, DataError, DataWarning, DialError,
-                         DialWarning, IdentifiabilityError, MemoryLimitError, OutputError)
+                         DialWarning, EstimandMismatchError, IdentifiabilityError, MemoryLimitError,
+                         OutputError)
 from .planning import next_pairs, plan, plot_plan
 from .simulate import Simulation, simulate
 
@@ -43,6 +44,7 @@ __all__ = [
     "OutputError",
     "DialError",
     "MemoryLimitError",
+    "EstimandMismatchError",
     "posterior",
     "compare_intervals",
     "stan_backend",

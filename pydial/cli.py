@@ -5,7 +5,9 @@ exit 2 for malformed data, arguments or output paths (checked before fitting), e
 when the design cannot identify the requested fit, exit 4 when no admissible fit
 exists: the optimizer did not converge, a parameter is on the box bound, no weight
 candidate is admissible, or a covariance is degenerate (``fit --allow-nonconverged``
-keeps such numbers, marked by their status).
+keeps such numbers, marked by their status), exit 5 when ``compare``'s sampler reports
+divergences, R-hat or ESS problems (``--allow-warnings`` keeps the results; the table,
+plot and InferenceData are written in either case when ``--out`` is given).
 """
 
 from __future__ import annotations
@@ -20,11 +22,11 @@ from typing import Iterator, Sequence
 import numpy as np
 
 from .data import DUPLICATES
-from .exceptions import (ConvergenceError, ConvergenceWarning, CovarianceWarning, DataError, DialWarning,
+from .exceptions import (ConvergenceError, ConvergenceWarning, CovarianceWarning, DataError, DialError, DialWarning,
                          IdentifiabilityError, OutputError)
 from .outputs import check_output_dir, check_output_file, output_dir, output_file
 
-EXIT_DATA, EXIT_IDENT, EXIT_FIT = 2, 3, 4
+EXIT_DATA, EXIT_IDENT, EXIT_FIT, EXIT_SAMPLER = 2, 3, 4, 5
 
 DESCRIPTION = """\
 Statistically sound LLM-as-a-judge evaluation (DIAL).
@@ -113,8 +115,8 @@ def _parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", required=True)
     c = sub.add_parser("check", help="identifiability diagnostics: can the requested fit exist on this design?")
     f = sub.add_parser("fit", help="fit an estimator; write scores, position effects, GACV path, plots and a report")
-    cmp_ = sub.add_parser("compare", help="frequentist (sandwich, joint MLE at lambda = n_LLM/n_H) vs Bayesian "
-                                          "(Stan NUTS posterior of the same model) intervals")
+    cmp_ = sub.add_parser("compare", help="frequentist (sandwich) vs Bayesian intervals of one estimator: the fit of "
+                                          "--model and the Stan NUTS posterior of exactly that estimator")
     for q in (c, f, cmp_):
         _add_data_args(q)
     for q in (c, f):
@@ -140,6 +142,17 @@ def _parser() -> argparse.ArgumentParser:
                         "candidate (marked by its status in the summary and summary.json) instead of exit 4")
     f.add_argument("--no-check", action="store_true",
                    help="skip the design checks of check_design (exit 3); the fit's own verdict still applies")
+    f.add_argument("--engine", choices=("numpy", "stan"), default="numpy",
+                   help="optimizer: numpy (default) or the same model through Stan's optimizer")
+    cmp_.add_argument("--model", choices=("dial-ada", "dial-anc", "judges", "human"), default="dial-ada",
+                      help="estimator compared: dial-ada (GACV-selected lambda; power posterior at that lambda), "
+                           "dial-anc (cut posterior), judges, human (default dial-ada)")
+    cmp_.add_argument("--ties", choices=("davidson", "rao-kupper"), default=None,
+                      help="use tie outcomes with this tie model (default: decisive outcomes only)")
+    cmp_.add_argument("--warmup", type=int, default=1000, help="NUTS warm-up iterations per chain (default 1000)")
+    cmp_.add_argument("--adapt-delta", type=float, default=0.9, help="NUTS target acceptance rate (default 0.9)")
+    cmp_.add_argument("--allow-warnings", action="store_true",
+                      help="exit 0 even when the sampler reports divergences, R-hat or ESS problems (default: exit 5)")
     cmp_.add_argument("--chains", type=int, default=4, help="NUTS chains (default 4)")
     cmp_.add_argument("--draws", type=int, default=1000, help="draws per chain after warm-up (default 1000)")
     cmp_.add_argument("--seed", type=int, default=1, help="random seed (default 1)")
@@ -179,7 +192,7 @@ def _fit(args: argparse.Namespace) -> int:
     data = _load(args)
     with _warnings_to_stderr(skip=() if args.allow_nonconverged else (ConvergenceWarning, CovarianceWarning)) as caught:
         res = fit(data, args.method, rank=args.rank, calibration=args.calibration, cov=args.cov, level=args.level,
-                  lambdas=args.lambdas, multiples=args.multiples, include_endpoints=not args.no_endpoints,
+                  engine=args.engine, lambdas=args.lambdas, multiples=args.multiples, include_endpoints=not args.no_endpoints,
                   check=not args.no_check)
         if not res.ok and not args.allow_nonconverged:
             caught.clear()
@@ -194,26 +207,51 @@ def _fit(args: argparse.Namespace) -> int:
 
 
 def _compare(args: argparse.Namespace) -> int:
+    import json
+
     from .estimators import fit
-    from .stan import compare_intervals, posterior
+    from .stan import SamplerWarning, compare_intervals, posterior
 
     if args.out:
         check_output_dir(args.out, force=args.force)
+    if not 0.0 < args.level < 1.0:
+        raise ValueError(f"--level must be in (0, 1), got {args.level}")
+    if not 0.0 < args.adapt_delta < 1.0:
+        raise ValueError(f"--adapt-delta must be in (0, 1), got {args.adapt_delta}")
     data = _load(args)
-    # the posterior weighs the two likelihoods as the joint likelihood does: compare it
-    # with the joint MLE at lambda = n_LLM / n_H (Bernstein-von Mises)
-    res = fit(data, "dial-ada", rank=args.rank, calibration=args.calibration, cov=args.cov, level=args.level,
-              lambdas=[data.n_llm / data.n_human], include_endpoints=False)
+    with _warnings_to_stderr(skip=(SamplerWarning,)):
+        res = fit(data, args.model, rank=args.rank, calibration=args.calibration, cov=args.cov, level=args.level,
+                  ties=args.ties)
     if not res.ok:
         print(f"pydial: the frequentist fit failed: {res.verdict()}", file=sys.stderr)
         return EXIT_FIT
-    idata = posterior(data, rank=args.rank, calibration=args.calibration, chains=args.chains, draws=args.draws, seed=args.seed)
+    # the posterior of exactly this estimator (its lambda, rank, calibration, ties and b convention)
+    with _warnings_to_stderr(skip=(SamplerWarning,)):
+        idata = posterior(data, like=res, chains=args.chains, draws=args.draws, warmup=args.warmup, seed=args.seed,
+                          adapt_delta=args.adapt_delta)
     tab = compare_intervals(res, idata, level=args.level)
+    print(f"# {tab.attrs['estimand']}")
+    print(f"# {tab.attrs['interval']}")
     print(tab.to_string())
+    problems = json.loads(idata.attrs["sampler_problems"])
     if args.out:
+        import matplotlib
+
+        matplotlib.use("Agg")
         with output_dir(args.out, force=args.force, command="pydial compare") as tmp:
             tab.to_csv(tmp / "compare_intervals.csv")
-        print(f"wrote {Path(args.out) / 'compare_intervals.csv'}")
+            fig = tab.plot()
+            fig.savefig(tmp / "compare_intervals.png", dpi=120)
+            idata.to_netcdf(str(tmp / "posterior.nc"))
+        print("wrote " + ", ".join(str(Path(args.out) / n) for n in
+                                   ("compare_intervals.csv", "compare_intervals.png", "posterior.nc")))
+    if problems:
+        for q in problems:
+            print(f"pydial: sampler warning: {q}", file=sys.stderr)
+        if not args.allow_warnings:
+            print("pydial: the sampler reported problems (above); pass --allow-warnings to accept the draws",
+                  file=sys.stderr)
+            return EXIT_SAMPLER
     return 0
 
 
@@ -341,7 +379,7 @@ def _plan(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the ``pydial`` command line; returns the exit code (0, or 2/3/4 on failure)."""
+    """Run the ``pydial`` command line; returns the exit code (0, or 2/3/4/5 on failure)."""
     args = _parser().parse_args(argv)
     run = {"check": _check, "fit": _fit, "simulate": _simulate, "convert": _convert, "compare": _compare,
            "plan": _plan}[args.command]
@@ -359,12 +397,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (ConvergenceError, FloatingPointError, np.linalg.LinAlgError) as e:
         print(f"pydial: fit failed: {str(e).splitlines()[0]}", file=sys.stderr)
         return EXIT_FIT
+    except NotImplementedError as e:
+        print(f"pydial: not available: {str(e).splitlines()[0]}", file=sys.stderr)
+        return EXIT_DATA
     except BrokenPipeError:  # output piped into e.g. `head`
         sys.stderr.close()
         return 0
     except (ValueError, OSError) as e:
         print(f"pydial: {str(e).splitlines()[0] if str(e) else type(e).__name__}", file=sys.stderr)
         return EXIT_DATA
+    except DialError as e:  # e.g. no Stan backend
+        print(f"pydial: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}", file=sys.stderr)
+        return EXIT_FIT
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -36,6 +36,19 @@ class OutputError(DialError, OSError):
     not write).  The message names the path."""
 
 
+class EstimandMismatchError(DialError, ValueError):
+    """Two results that are compared estimate different things (e.g. a frequentist fit and a
+    posterior of another model, weight, rank, calibration, tie model or order-effect convention).
+
+    ``mismatch`` maps each differing field to ``(fit value, posterior value)``; the message
+    names them and says how to match the two sides.
+    """
+
+    def __init__(self, message: str, mismatch: dict | None = None) -> None:
+        super().__init__(message)
+        self.mismatch = dict(mismatch or {})
+
+
 class DialWarning(UserWarning):
     """Base class of pydial's warnings."""
 

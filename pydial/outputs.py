@@ -39,6 +39,7 @@ MARKER = ".pydial-output"
 OUTPUT_NAMES: tuple[str, ...] = (
     "scores.csv", "data_summary.csv", "position_effects.csv", "gacv.csv", "consensus_loadings.csv", "summary.json",
     "report.md", "report.html", "scores.png", "position_effects.png", "gacv.png", "compare_intervals.csv",
+    "compare_intervals.png", "posterior.nc",
     "plan.csv", "plan.png", "next_pairs.csv", MARKER,
 )
 """Every file name pydial writes into an output folder."""

@@ -96,11 +96,50 @@ def test_help_is_readable(capsys):
 
 
 @pytest.mark.stan
-def test_compare_runs_end_to_end(tmp_path, capsys):
-    code, out, err = run(capsys, "compare", "synthetic", "--chains", "2", "--draws", "300", "--out", str(tmp_path))
+def test_compare_runs_end_to_end(tmp_path, capsys, stan_backend_name):
+    import arviz as az
+
+    code, out, err = run(capsys, "compare", "synthetic", "--chains", "2", "--draws", "300", "--warmup", "300",
+                         "--level", "0.9", "--allow-warnings", "--out", str(tmp_path))
     assert code == 0, err
     tab = pd.read_csv(tmp_path / "compare_intervals.csv")
     assert {"estimate", "se", "post_mean", "cred_low", "cred_high", "width_ratio"} <= set(tab.columns)
     assert len(tab) == 10 + 4  # 10 item scores and 4 judge position effects
-    # posterior and joint MLE agree to within a fraction of a standard error on this sample
+    assert (tab["level"] == 0.9).all()
+    # the posterior of the same estimator (dial-ada at its GACV lambda): centred on the MLE
     assert (abs(tab["post_mean"] - tab["estimate"]) / tab["se"]).median() < 0.5
+    assert "b from the LLM-only stage" in out
+    assert (tmp_path / "compare_intervals.png").stat().st_size > 5000
+    idata = az.from_netcdf(tmp_path / "posterior.nc")
+    assert json.loads(idata.attrs["estimand"])["method"] == "dial-ada"
+    assert {"posterior", "log_likelihood", "posterior_predictive", "observed_data"} <= set(idata.groups())
+
+
+@pytest.mark.stan
+def test_compare_sampler_problems_exit_5(tmp_path, capsys, stan_backend_name):
+    from pydial.cli import EXIT_SAMPLER
+
+    args = ("compare", "synthetic", "--model", "human", "--chains", "2", "--draws", "15", "--warmup", "15")
+    code, out, err = run(capsys, *args, "--out", str(tmp_path))
+    assert code == EXIT_SAMPLER == 5
+    assert "pydial: sampler warning:" in err and "--allow-warnings" in err
+    assert (tmp_path / "posterior.nc").is_file()  # written for inspection
+    code, out, err = run(capsys, *args, "--allow-warnings")
+    assert code == 0
+
+
+@pytest.mark.stan
+def test_fit_engine_stan(tmp_path, capsys, stan_backend_name):
+    code, out, err = run(capsys, "fit", "synthetic", "--method", "dial-anc", "--engine", "stan")
+    assert code == 0, err
+    code2, out2, _ = run(capsys, "fit", "synthetic", "--method", "dial-anc")
+    assert code2 == 0
+    # same model, two optimizers: the same summary line for the first item score (4 decimals)
+    first = [ln for ln in out.splitlines() if ln.startswith("item00")][:1]
+    assert first and first == [ln for ln in out2.splitlines() if ln.startswith("item00")][:1]
+
+
+def test_compare_unavailable_tie_model_exit_2(capsys):
+    code, out, err = run(capsys, "compare", "synthetic", "--model", "dial-ada", "--ties", "davidson")
+    assert code == EXIT_DATA and err.startswith("pydial: not available: ties='davidson'")
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err

@@ -158,17 +158,24 @@ def test_compare_intervals_same_level(bvm):
 
 
 def test_compare_intervals_with_pydial_fit(bvm):
-    """The DialResult of pydial.fit plugs in directly (scores and judge position effects)."""
+    """A DialResult of another estimator is refused; match=True refits it to the posterior's estimand."""
+    from pydial import EstimandMismatchError
     from pydial.estimators import fit
 
     res = fit(bvm.data, "dial-anc", rank=1, calibration="mu")
-    tab = compare_intervals(res, bvm.idata)
-    assert set(tab.index.get_level_values("quantity")) == {"score", "b"}
+    with pytest.raises(EstimandMismatchError, match="method: fit 'dial-anc' vs posterior 'dial-ada'"):
+        compare_intervals(res, bvm.idata)
+    tab = compare_intervals(res, bvm.idata, match=True)
+    assert tab.attrs["refit"] is True
+    # the ordinary posterior's b is the joint one; the fit's comes from the LLM-only stage: scores only
+    assert set(tab.index.get_level_values("quantity")) == {"score"}
+    assert "b omitted" in tab.attrs["omitted"]
     assert tab.attrs["level"] == res.level
-    b = tab.loc["b"]
-    assert list(b.index) == list(bvm.data.judges)
-    # plenty of LLM data: posterior and sandwich agree on the order effects
-    assert np.all(np.abs(b["shift_se"]) < 1.0)
+    lam = bvm.data.n_llm / bvm.data.n_human
+    ref = fit(bvm.data, "dial-ada", rank=1, calibration="mu", lambdas=[lam], include_endpoints=False)
+    np.testing.assert_allclose(tab["estimate"], ref.scores["score"], rtol=1e-8)
+    # plenty of data: the posterior centres on the joint MLE
+    assert np.all(np.abs(tab["shift_se"]) < 0.3)
 
 
 # ------------------------------------------------------------------ ties (Davidson-Beaver)

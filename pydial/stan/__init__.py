@@ -46,10 +46,10 @@ from .backend import (
     sample,
     stan_backend,
 )
-from .compare import compare_intervals
+from .compare import IntervalComparison, compare_intervals, interval_settings
 from .engine import stan_point_engine
 from .point import POINT_METHODS, StanPointFit, stan_fit_point
-from .bayes import posterior
+from .bayes import estimand, posterior
 from .programs import PROGRAMS, program_code, program_path
 from .standata import standata
 
@@ -64,7 +64,10 @@ __all__ = [
     "StanBackendError",
     "StanCompileError",
     "StanPointFit",
+    "IntervalComparison",
     "compare_intervals",
+    "estimand",
+    "interval_settings",
     "compile_model",
     "stan_point_engine",
     "grad_log_prob",

@@ -285,6 +285,8 @@ class SampleResult:
         R-hat, bulk and tail ESS per monitored scalar (set by :meth:`check`).
     problems : list of str
         Human-readable sampler problems; empty when all checks pass.
+    backend_fit : cmdstanpy.CmdStanMCMC or None
+        The CmdStan fit (CmdStan backend only), for ``arviz.from_cmdstanpy``.
     """
 
     draws: dict[str, np.ndarray]
@@ -298,6 +300,7 @@ class SampleResult:
     seconds: float
     diagnostics: Any = None
     problems: list[str] = field(default_factory=list)
+    backend_fit: Any = field(default=None, repr=False)
 
     def check(
         self,
@@ -307,6 +310,7 @@ class SampleResult:
         ess_per_chain: float = 100.0,
         ebfmi_min: float = 0.3,
         warn: bool = True,
+        labels: Mapping[str, Sequence[Sequence[Any]]] | None = None,
     ) -> list[str]:
         """Run the sampler checks, store them and warn about each problem.
 
@@ -324,6 +328,10 @@ class SampleResult:
             Smallest acceptable E-BFMI per chain.
         warn : bool
             Raise a :class:`SamplerWarning` listing the problems.
+        labels : mapping, optional
+            Per variable, the coordinate labels of each of its dimensions (e.g.
+            ``{"s_H": [items]}``): the diagnostics then name scalars by label
+            (``s_H[gpt-4]``) instead of by 0-based index (``s_H[3]``).
 
         Returns
         -------
@@ -370,7 +378,12 @@ class SampleResult:
                 if np.ptp(v) == 0.0:  # constant (e.g. fixed zero): nothing to check
                     continue
                 idx = np.unravel_index(e, x.shape[2:]) if x.ndim > 2 else ()
-                label = name + ("[" + ",".join(str(i) for i in idx) + "]" if idx else "")
+                lab = (labels or {}).get(name)
+                if lab is not None and len(lab) == len(idx) and all(len(lv) == n for lv, n in zip(lab, x.shape[2:])):
+                    parts = [str(lv[i]) for lv, i in zip(lab, idx)]
+                else:
+                    parts = [str(i) for i in idx]
+                label = name + ("[" + ",".join(parts) + "]" if idx else "")
                 rows.append(
                     {
                         "variable": label,
@@ -756,11 +769,17 @@ class CompiledModel:
         adapt_delta: float = 0.8,
         max_depth: int = 10,
         refresh: int | None = None,
+        quiet: bool = True,
     ) -> SampleResult:
         """Run NUTS (diagonal metric, adapted) and return the draws.
 
         ``inits`` gives one dict of constrained parameter values per chain
         (default: Stan's uniform(-2, 2) on the unconstrained scale).
+        ``refresh`` is the sampler's progress interval (iterations) and
+        ``quiet=True`` keeps the backends' progress output and log messages
+        off the console.  With httpstan the fit that pystan stores in
+        httpstan's cache is deleted afterwards (the draws are returned here;
+        the cache would otherwise grow by the size of every run).
         Diagnostics are not checked here; call :meth:`SampleResult.check`.
         """
         for nm, v in (("chains", chains), ("draws", draws)):
@@ -774,13 +793,32 @@ class CompiledModel:
         t0 = time.perf_counter()
         if self.backend == "httpstan":
             d, s = _outside_event_loop(self._sample_httpstan, data, chains, draws, warmup, seed, inits,
-                                       adapt_delta, max_depth, refresh)
+                                       adapt_delta, max_depth, refresh, quiet)
         else:
-            d, s = self._sample_cmdstan(data, chains, draws, warmup, seed, inits, adapt_delta, max_depth, refresh)
+            d, s, fit = self._sample_cmdstan(data, chains, draws, warmup, seed, inits, adapt_delta, max_depth,
+                                             refresh, quiet)
         return SampleResult(draws=d, stats=s, chains=chains, draws_per_chain=draws, warmup=warmup, seed=seed,
-                            max_depth=max_depth, backend=self.backend, seconds=time.perf_counter() - t0)
+                            max_depth=max_depth, backend=self.backend, seconds=time.perf_counter() - t0,
+                            backend_fit=fit if self.backend == "cmdstanpy" else None)
 
-    def _sample_httpstan(self, data, chains, draws, warmup, seed, inits, adapt_delta, max_depth, refresh):
+    def _sample_httpstan(self, data, chains, draws, warmup, seed, inits, adapt_delta, max_depth, refresh, quiet=True):
+        import contextlib
+        import io
+
+        before = set(httpstan_fit_files(self.model_name))
+        sink = io.StringIO()
+        ctx = (contextlib.redirect_stdout(sink), contextlib.redirect_stderr(sink)) if quiet else ()
+        try:
+            with contextlib.ExitStack() as stack:
+                for c in ctx:
+                    stack.enter_context(c)
+                return self._sample_httpstan_run(data, chains, draws, warmup, seed, inits, adapt_delta, max_depth,
+                                                 refresh)
+        finally:  # pystan keeps every seeded fit in httpstan's cache: remove the ones made here
+            for f in set(httpstan_fit_files(self.model_name)) - before:
+                f.unlink(missing_ok=True)
+
+    def _sample_httpstan_run(self, data, chains, draws, warmup, seed, inits, adapt_delta, max_depth, refresh):
         import stan
 
         post = stan.build(self.code, data=_json_ready(data), random_seed=None if seed is None else int(seed))
@@ -806,20 +844,45 @@ class CompiledModel:
         stats = {name: reshape(fit[name], ()) for name in fit.sample_and_sampler_param_names}
         return out, stats
 
-    def _sample_cmdstan(self, data, chains, draws, warmup, seed, inits, adapt_delta, max_depth, refresh):
-        fit = self._cmdstan_model.sample(
-            data=_json_ready(data), chains=chains, parallel_chains=min(chains, os.cpu_count() or 1), seed=seed,
-            iter_warmup=warmup, iter_sampling=draws, adapt_delta=adapt_delta, max_treedepth=max_depth,
-            inits=None if inits is None else [_json_ready(_as_stan_data(i)) for i in inits],
-            show_progress=False, refresh=refresh, sig_figs=18,
-        )
+    def _sample_cmdstan(self, data, chains, draws, warmup, seed, inits, adapt_delta, max_depth, refresh, quiet=True):
+        import contextlib
+
+        with (_quiet_cmdstanpy() if quiet else contextlib.nullcontext()):
+            fit = self._sample_cmdstan_fit(data, chains, draws, warmup, seed, inits, adapt_delta, max_depth, refresh)
         out = {}
         for name in fit.metadata.stan_vars:
             v = np.asarray(fit.stan_variable(name), dtype=float)  # (chains * draws, *shape), chain-major
             out[name] = v.reshape(chains, draws, *v.shape[1:])
         stats = {name: np.asarray(v, float).reshape(draws, chains).T
                  for name, v in ((n, fit.draws()[:, :, i]) for i, n in enumerate(fit.column_names) if n.endswith("__"))}
-        return out, stats
+        return out, stats, fit
+
+    def _sample_cmdstan_fit(self, data, chains, draws, warmup, seed, inits, adapt_delta, max_depth, refresh):
+        return self._cmdstan_model.sample(
+            data=_json_ready(data), chains=chains, parallel_chains=min(chains, os.cpu_count() or 1), seed=seed,
+            iter_warmup=warmup, iter_sampling=draws, adapt_delta=adapt_delta, max_treedepth=max_depth,
+            inits=None if inits is None else [_json_ready(_as_stan_data(i)) for i in inits],
+            show_progress=False, refresh=refresh, sig_figs=18,
+        )
+
+
+def httpstan_fit_files(model_name: str = "") -> list[Path]:
+    """Fit files in httpstan's cache (of one model, or of all models when ``model_name`` is empty).
+
+    pystan stores every fit made with a random seed there
+    (``~/.cache/httpstan/<version>/models/<model>/fits/``); pydial deletes the
+    ones its own runs create.
+    """
+    try:
+        import httpstan.cache
+    except ImportError:
+        return []
+    if model_name:
+        dirs = [httpstan.cache.model_directory(model_name) / "fits"]
+    else:
+        root = httpstan.cache.cache_directory() / "models"
+        dirs = [p / "fits" for p in root.iterdir()] if root.is_dir() else []
+    return [f for d in dirs if d.is_dir() for f in d.iterdir() if f.is_file()]
 
 
 def _quiet_cmdstanpy() -> Any:
@@ -829,7 +892,12 @@ def _quiet_cmdstanpy() -> Any:
 
     @contextlib.contextmanager
     def quiet():
-        log = logging.getLogger("cmdstanpy")
+        try:  # cmdstanpy configures its logger on first use (level DEBUG): do that first, then silence it
+            from cmdstanpy.utils import get_logger
+
+            log = get_logger()
+        except ImportError:  # pragma: no cover
+            log = logging.getLogger("cmdstanpy")
         level = log.level
         log.setLevel(logging.CRITICAL)
         try:
@@ -983,7 +1051,8 @@ def _compile_cmdstan(name: str, code: str) -> CompiledModel:
     cached = exe.is_file()
     t0 = time.perf_counter()
     try:
-        model = cmdstanpy.CmdStanModel(stan_file=str(stan_file), exe_file=str(exe) if cached else None)
+        with _quiet_cmdstanpy():  # pydial announces the compilation in one line itself
+            model = cmdstanpy.CmdStanModel(stan_file=str(stan_file), exe_file=str(exe) if cached else None)
     except (ValueError, RuntimeError) as e:
         raise StanCompileError(f"Stan program {name!r} failed to compile (CmdStan):\n{e}") from None
     return CompiledModel(name=name, code=code, backend="cmdstanpy", compile_seconds=0.0 if cached else time.perf_counter() - t0,
@@ -1022,9 +1091,39 @@ def compile_model(program: str, *, backend: str | None = None, code: str | None 
     with _LOCK:
         if key in _COMPILED:
             return _COMPILED[key]
+        if not _is_compiled(be, program, text):
+            _announce_compile(program, be)
         cm = _compile_httpstan(program, text) if be == "httpstan" else _compile_cmdstan(program, text)
         _COMPILED[key] = cm
         return cm
+
+
+def _is_compiled(backend: str, name: str, code: str) -> bool:
+    """Whether the program is in the backend's on-disk cache (no compilation needed)."""
+    if backend == "httpstan":
+        import httpstan.models
+
+        return _httpstan_module_exists(httpstan.models.calculate_model_name(code))
+    import cmdstanpy
+
+    digest = hashlib.sha256((code + cmdstanpy.cmdstan_path()).encode()).hexdigest()[:16]
+    exe = (_cmdstan_cache_dir() / digest / Path(name).stem).with_suffix(".exe" if os.name == "nt" else "")
+    return exe.is_file()
+
+
+def _announce_compile(name: str, backend: str) -> None:
+    """One line on stderr before a compilation (it takes a while and is silent otherwise)."""
+    import logging
+    import sys
+
+    msg = (f"pydial: compiling the Stan program {Path(name).name!r} with "
+           f"{'CmdStan' if backend == 'cmdstanpy' else 'the Stan bundled with httpstan'} "
+           "(about a minute the first time; cached afterwards)")
+    log = logging.getLogger("pydial.stan")
+    if log.hasHandlers() and log.getEffectiveLevel() <= logging.INFO:
+        log.info(msg)
+    else:
+        print(msg, file=sys.stderr, flush=True)
 
 
 def _compile_in_subprocess(program: str, backend: str) -> float:

@@ -11,18 +11,26 @@ on the same data dictionary (:func:`pydial.stan.standata`, plus ``extra``).
 The returned object has the groups ``posterior`` (identified quantities only,
 with dimensions named ``item``, ``judge``, ``rank``, ``basis``, ``tie_judge``),
 ``log_likelihood`` (``log_lik`` per cell, dimension ``cell``; one cell is one
-``(judge, i, j, a)`` combination, so LOO is leave-one-cell-out),
+``(judge, i, j, a)`` combination, so LOO is leave-one-cell-out; with
+``log_lik="judgment"`` one value per judgment, dimension ``judgment``),
 ``posterior_predictive`` (replicated counts ``wins_i, wins_j, ties`` per
 cell, drawn by the program's ``paired_rng``, so ``az.plot_ppc`` works),
 ``observed_data`` (the outcome counts per cell) and ``sample_stats``.  Its
 ``attrs`` record the program, backend, priors, weights and any sampler
 problems (which are also raised as :class:`~pydial.stan.SamplerWarning`).
 
-The layout is the same on both backends: the draws of either backend come back
-as ``(chain, draw, *shape)`` arrays (:class:`SampleResult`) and are assembled
-here by ``arviz.from_dict``.  (arviz's ``from_cmdstanpy`` is not used: the
-posterior group holds renamed and derived quantities, and the replicated
-counts are split into the three outcome variables of ``observed_data``.)
+The layout is the same on both backends.  On CmdStan a single run is
+converted by arviz's ``from_cmdstanpy`` (posterior, ``log_lik``, sampler
+statistics), keeping the posterior variables pydial reports and adding the
+derived ones, the replicated counts split into the three outcome variables,
+and ``observed_data``; on httpstan, and for results combined from two runs
+(the cut posterior, ``b_stage="llm-only"``), the ``(chain, draw, *shape)``
+arrays (:class:`SampleResult`) are assembled by ``arviz.from_dict``.
+
+``attrs["estimand"]`` records what the posterior estimates, so that
+:func:`pydial.stan.compare_intervals` compares a fit with the posterior of the
+same estimator; ``posterior(data, like=result)`` samples that posterior
+(``dial-anc``: the cut posterior, ``stan/dial_calibrate.stan``).
 Supported arviz: 0.17 to 0.x (``InferenceData``); arviz 1.x (DataTree) is
 excluded in ``pyproject.toml``.
 """
@@ -52,7 +60,7 @@ from .standata import (
     with_extra,
 )
 
-__all__ = ["POSTERIOR_MODELS", "posterior", "CONSENSUS_STRENGTH_MIN"]
+__all__ = ["POSTERIOR_MODELS", "B_SOURCES", "posterior", "estimand", "result_estimand", "CONSENSUS_STRENGTH_MIN"]
 
 POSTERIOR_MODELS: tuple[str, ...] = ("dial", "judges", "human")
 
@@ -83,6 +91,100 @@ def _observed(cells: Sequence[CellTable]) -> dict[str, np.ndarray]:
     return cat
 
 
+ESTIMAND_FIELDS: tuple[str, ...] = ("method", "rank", "calibration", "lam", "ties", "order", "b", "penalty")
+"""Fields of the estimand record (``idata.attrs["estimand"]``, JSON) that a comparison checks."""
+
+CUT_WARMUP_MAX = 200
+"""Largest number of warmup iterations of the second stage of the cut posterior (its target is a product
+of near-Gaussian log-concave factors, which NUTS reaches quickly; each iteration costs all draws)."""
+
+LOG_LIK_UNITS: tuple[str, ...] = ("cell", "judgment")
+"""Units of the pointwise log-likelihood of :func:`posterior` (default ``"cell"``)."""
+
+B_SOURCES: tuple[str, ...] = ("joint", "llm-only")
+"""Where a DIAL posterior's order effects ``b`` come from: the (weighted) joint posterior, or the
+LLM-only posterior of the structured model (the convention of the frequentist DIAL fits, whose
+position effects are those of the LLM-only stage)."""
+
+
+def _estimand(method: str, *, model: str, rank: int | None, calibration: str | None, lam: float, ties: str | None,
+              order: bool, b: str, scores: str | None, penalty: str | None = None) -> dict[str, Any]:
+    dial = method.startswith("dial")
+    return {
+        "method": method,
+        "model": model,
+        "rank": int(rank) if dial and rank is not None else None,
+        "calibration": (calibration if calibration is not None else "none") if dial else None,
+        "lam": float(lam) if dial else None,
+        "ties": ties,
+        "order": bool(order) if method != "human" else None,
+        "b": b,
+        "scores": scores,
+        "penalty": penalty,
+    }
+
+
+def result_estimand(result: Any) -> dict[str, Any]:
+    """The estimand record of a frequentist :class:`~pydial.DialResult` (compare :func:`posterior`'s ``attrs``).
+
+    DIAL fits report their position effects from the LLM-only structured fit
+    (``b = "llm-only"``); ``judges`` from each judge's own fit (``b = "judge"``).
+    ``dial-ada`` at ``lambda = inf`` is the anchored estimator (``dial-anc``), at
+    ``lambda = 0`` the human fit.
+    """
+    method = str(result.method)
+    refit = getattr(result, "details", {}).get("refit")
+    ties = refit[1].get("ties") if refit else getattr(result, "details", {}).get("ties")
+    lam = float(getattr(result, "lambda_", float("nan")))
+    if method in ("dial-ada", "dial-nopos") and np.isinf(lam):
+        method = "dial-anc" if method == "dial-ada" else method
+    if method == "dial-ada" and lam == 0.0:
+        method = "human"
+    order = method != "dial-nopos"
+    if method == "human":
+        b, scores = "none", "s_H"
+    elif method == "judges":
+        b, scores = "judge", "s_judges"
+    else:
+        b, scores = ("llm-only" if order else "none"), "s_H"
+    if method == "dial-anc":
+        lam = float("inf")
+    return _estimand(method, model={"human": "human", "judges": "judges"}.get(method, "dial"), rank=result.rank,
+                     calibration=result.calibration, lam=lam, ties=ties, order=order, b=b, scores=scores,
+                     penalty=getattr(result, "penalty", None))
+
+
+def _like_arguments(result: Any, data: Comparisons) -> dict[str, Any]:
+    """The :func:`posterior` arguments whose posterior is that of ``result``'s estimator."""
+    from ..exceptions import EstimandMismatchError
+
+    est = result_estimand(result)
+    m = est["method"]
+    if est["penalty"] is not None:
+        raise EstimandMismatchError(f"the fit is penalized ({est['penalty']}); pydial's posteriors use proper "
+                                    "priors, not the Jeffreys penalty: refit without penalty", {"penalty": (est["penalty"], None)})
+    if m == "human":
+        return {"model": "human", "ties": est["ties"]}
+    if m == "judges":
+        return {"model": "judges", "ties": est["ties"], "include_human": False}
+    if m in ("dial-ada", "dial-anc", "dial-nopos"):
+        if getattr(result, "data", None) is not None and result.data is not data and (
+                result.data.n_human != data.n_human or result.data.n_llm != data.n_llm):
+            raise EstimandMismatchError("posterior(..., like=result): the data differ from the data of the fit "
+                                        f"(n_H {data.n_human} vs {result.data.n_human}, n_LLM {data.n_llm} vs "
+                                        f"{result.data.n_llm})")
+        cal = None if est["calibration"] == "none" else est["calibration"]
+        out = {"model": "dial", "rank": est["rank"], "calibration": cal, "ties": est["ties"], "order": est["order"],
+               "b_stage": "llm-only"}
+        if m == "dial-anc" or np.isinf(est["lam"]):
+            out["lam"] = float("inf")
+        else:
+            out["lam"] = est["lam"]
+        return out
+    raise EstimandMismatchError(f"no posterior counterpart of method {m!r} in pydial.stan (available: human, judges, "
+                                "dial-ada, dial-anc, dial-nopos)", {"method": (m, None)})
+
+
 def posterior(
     data: Comparisons,
     rank: int = 1,
@@ -105,6 +207,11 @@ def posterior(
     include_human: bool = True,
     program: str | None = None,
     extra: Mapping[str, Any] | None = None,
+    like: Any = None,
+    b_stage: str = "joint",
+    refresh: int | None = None,
+    quiet: bool = True,
+    log_lik: str = "cell",
 ) -> Any:
     r"""Sample a DIAL model's posterior with NUTS and return :class:`arviz.InferenceData`.
 
@@ -129,7 +236,11 @@ def posterior(
         LLM weight ``lambda`` of eq. weighted-loss: the LLM log-likelihood is
         multiplied by ``lambda n_H / n_LLM`` (a power posterior whose
         log-likelihood is ``-n_H Q_lambda``).  Default ``None`` = weight 1, the
-        ordinary posterior (``lambda = n_LLM / n_H``).  ``model="dial"`` only.
+        ordinary posterior (``lambda = n_LLM / n_H``).  ``lam=inf`` is the
+        anchored estimator's counterpart, the *cut* posterior: the LLM
+        structure from the LLM-only posterior, then the calibration ``c`` given
+        each draw of the basis ``M`` from the human judgments alone
+        (``stan/dial_calibrate.stan``).  ``model="dial"`` only.
     priors : mapping, optional
         Overrides of :data:`pydial.stan.standata.DIAL_SAMPLE_PRIORS`
         (``model="dial"``) or :data:`~pydial.stan.standata.JUDGES_PRIORS`.
@@ -143,9 +254,10 @@ def posterior(
         See :func:`pydial.stan.stan_backend`.
     model : {"dial", "judges", "human"}
         ``"dial"``: ``dial_sample.stan``; ``"judges"``: each LLM judge's own
-        order-effect model (``S``) plus the people's own scores ``s_H``
-        (``include_human``); ``"human"``: the people alone (BTL, or a tie
-        model with ``ties``).
+        order-effect model (``S``, and ``s_judges``, the mean of the judges'
+        scores, which is what ``pydial.fit(method="judges")`` reports) plus the
+        people's own scores ``s_H`` (``include_human``); ``"human"``: the people
+        alone (BTL, or a tie model with ``ties``).
     order : bool
         Estimate the judges' order effects.
     init : "spectral", "random" or list of dict
@@ -171,14 +283,56 @@ def posterior(
         shipped programs do.
     extra : mapping, optional
         More data for ``program``.
+    like : DialResult, optional
+        Sample the posterior of exactly this fit's estimator: its model,
+        rank, calibration, weight ``lambda`` (``dial-ada`` at its selected
+        weight, ``dial-anc`` as the cut posterior ``lam=inf``), tie model and
+        order-effect convention.  Overrides ``model``, ``rank``,
+        ``calibration``, ``ties``, ``lam``, ``order``, ``include_human`` and
+        ``b_stage``.  Raises :class:`~pydial.exceptions.EstimandMismatchError`
+        for a fit without a posterior counterpart (``pooled``, ``atc``, a
+        penalized fit).
+    b_stage : {"joint", "llm-only"}
+        ``model="dial"``: where the posterior's order effects ``b`` come from.
+        ``"joint"`` (default): the (weighted) joint posterior;
+        ``"llm-only"``: a second NUTS run of the LLM-only structured model at
+        weight 1, the counterpart of the frequentist DIAL fits, whose position
+        effects come from their LLM-only stage (``b_joint`` then keeps the
+        joint posterior's draws).  The two runs are independent: do not read
+        joint quantities of ``b`` with the other variables.  (``lam=inf`` is
+        always ``"llm-only"``.)
+    refresh : int, optional
+        Progress-report interval of the sampler (iterations); shown only with
+        ``quiet=False``.
+    quiet : bool, default True
+        Keep the backends' progress output and log messages off the console
+        (a compilation is still announced by one line on stderr).
+    log_lik : {"cell", "judgment"}, default "cell"
+        Unit of the pointwise log-likelihood (and of ``observed_data`` and
+        ``posterior_predictive``).  ``"cell"`` (default): one value per
+        aggregated cell ``(judge, i, j, a)``, so LOO leaves out a whole cell;
+        ``"judgment"``: one value per judgment (dimension ``judgment``,
+        labels ``cell/outcome#n``), for leave-one-judgment-out LOO.  The
+        posterior is the same (the programs then read one cell per judgment,
+        which only drops the constant multinomial coefficients; sampling
+        takes longer on large data).
 
     Returns
     -------
     arviz.InferenceData
         Groups ``posterior``, ``log_likelihood`` (``log_lik``, dim ``cell``),
         ``posterior_predictive`` (replicated ``wins_i, wins_j, ties``, dim
-        ``cell``), ``observed_data``, ``sample_stats``.  ``attrs["sampler_problems"]``
-        lists the problems found (JSON list of strings).
+        ``cell``), ``observed_data``, ``sample_stats``.  ``attrs["estimand"]``
+        (JSON) records what the posterior estimates: ``method`` (the
+        frequentist method it corresponds to), ``model``, ``rank``,
+        ``calibration``, ``lam`` (the weight ``lambda``; ``inf`` for the cut
+        posterior), ``ties``, ``order``, ``b`` (``"joint"``, ``"llm-only"``,
+        ``"judge"`` or ``"none"``), ``scores`` (the posterior variable that
+        holds the method's scores); :func:`pydial.stan.compare_intervals`
+        checks a fit against it.  ``attrs["sampler_problems"]`` lists the
+        problems found (JSON list of strings); ``attrs["sampler_diagnostics"]``
+        (JSON) has R-hat, bulk and tail ESS per monitored scalar, named by the
+        coordinates (``s_H[gpt-4]``).
 
     Warns
     -----
@@ -189,10 +343,24 @@ def posterior(
     """
     import arviz as az
 
+    if like is not None:
+        kw = _like_arguments(like, data)
+        model = kw["model"]
+        ties = kw.get("ties")
+        include_human = kw.get("include_human", include_human)
+        if model == "dial":
+            rank, calibration, order, lam, b_stage = kw["rank"], kw["calibration"], kw["order"], kw["lam"], kw["b_stage"]
+        else:
+            lam = None
     if model not in POSTERIOR_MODELS:
         raise ValueError(f"model must be one of {POSTERIOR_MODELS}, got {model!r}")
     if ties not in TIE_MODEL_CODE:
         raise ValueError(f"ties must be one of {list(TIE_MODEL_CODE)}, got {ties!r}")
+    if log_lik not in LOG_LIK_UNITS:
+        raise ValueError(f"log_lik must be one of {LOG_LIK_UNITS}, got {log_lik!r}")
+    per_judgment = log_lik == "judgment"
+    if b_stage not in B_SOURCES:
+        raise ValueError(f"b_stage must be one of {B_SOURCES}, got {b_stage!r}")
     if extra and program is None:
         raise ValueError("extra data are for a user's program: pass program=PATH")
     if win_prob is None:
@@ -201,6 +369,11 @@ def posterior(
     stan_seed = int(rng.integers(1, 2**31 - 1)) if seed is None else int(seed)
     items = list(data.items)
     judges = list(data.judges)
+    run = dict(chains=chains, draws=draws, warmup=warmup, adapt_delta=adapt_delta, max_depth=max_depth,
+               refresh=refresh, quiet=quiet)
+    extra_problems: list[str] = []
+    notes: list[str] = []
+    cut = False
 
     if model == "dial":
         if data.K < 1 or data.n_llm == 0:
@@ -209,31 +382,51 @@ def posterior(
             raise DataError("a calibrated posterior needs decisive human comparisons; pass calibration=None")
         if lam is None:
             w_llm = 1.0
+            lam_eff = data.n_llm / data.n_human if data.n_human else float("nan")
         else:
-            if not (np.isfinite(lam) and lam > 0):
-                raise ValueError(f"lam must be finite and > 0, got {lam!r}")
-            w_llm = float(lam) * data.n_human / data.n_llm
-        d, L, H = dial_sample_data(data, rank=rank, calibration=calibration, order=order, ties=ties, w_llm=w_llm,
-                                   w_human=1.0, priors=priors, log_lik=True, win_prob=bool(win_prob and calibration))
-        cells = [L] + ([H] if H is not None and len(H) else [])
-        if isinstance(init, str):
-            if init == "spectral":
-                inits = dial_sample_inits(data, d, chains=chains, rng=rng)
-            elif init == "random":
-                inits = None
-            else:
-                raise ValueError(f"init must be 'spectral', 'random' or a list of dicts, got {init!r}")
-        else:
-            inits = list(init)
-        d = with_extra(d, extra)
-        cm = compile_model(program or "dial_sample", backend=backend)
-        res = cm.sample(d, chains=chains, draws=draws, warmup=warmup, seed=stan_seed, inits=inits,
-                        adapt_delta=adapt_delta, max_depth=max_depth)
-        tie_names = (judges + ([data.human_judge] if int(d["H"]) else [])) if ties else []
-        post, dims, coords = _dial_posterior(res, d, items, judges, calibration, order, tie_names)
+            if not (lam > 0 and not np.isnan(lam)):
+                raise ValueError(f"lam must be > 0 (inf: the cut posterior), got {lam!r}")
+            lam_eff = float(lam)
+            w_llm = float(lam) * data.n_human / data.n_llm if np.isfinite(lam) else 1.0
+        cut = bool(np.isinf(lam_eff)) and calibration is not None
+        if cut and program is not None:
+            raise ValueError("lam=inf (the cut posterior) samples the shipped programs only")
+        res, d, cells, post, dims, coords = _run_dial(
+            data, rank=rank, calibration=None if cut else calibration, ties=ties, w_llm=w_llm, priors=priors,
+            order=order, init=init, rng=rng, seed=stan_seed, win_prob=win_prob, program=program, extra=extra,
+            backend=backend, run=run, per_judgment=per_judgment)
         monitor = ["s_H", "S", "gamma", "b", "nu", "consensus_scale"]
+        if cut:
+            res, cells, post, dims, coords, p2 = _cut_stage(data, res, d, cells[0], post, dims, coords, rank=rank,
+                                                            calibration=calibration, ties=ties, priors=priors,
+                                                            seed=stan_seed, backend=backend, run=run, win_prob=win_prob,
+                                                            per_judgment=per_judgment)
+            extra_problems += p2
+            b_stage = "llm-only"
+            notes.append("cut posterior (lam = inf, the counterpart of dial-anc): mu, gamma, U, V, S, b and the "
+                         "judges' nu from the LLM-only posterior; c, s_H and the people's nu from "
+                         "dial_calibrate.stan, one calibration per first-stage draw")
+        elif order and b_stage == "llm-only":
+            res_b, _, _, post_b, _, _ = _run_dial(
+                data, rank=rank, calibration=None, ties=ties, w_llm=1.0, priors=priors, order=order, init=init,
+                rng=rng, seed=stan_seed + 1, win_prob=False, program=None, extra=None, backend=backend, run=run)
+            post["b_joint"] = post["b"]
+            dims["b_joint"] = ["judge"]
+            post["b"] = post_b["b"]
+            res.draws["b"] = res_b.draws["b"]
+            extra_problems += [f"LLM-only run (b): {p}" for p in res_b.check(
+                monitor=["b"], warn=False, labels={"b": [judges]})]
+            notes.append("b from a separate NUTS run of the LLM-only structured model at weight 1 (the convention "
+                         "of the frequentist DIAL fits); b_joint: the joint posterior's b")
         used_priors = _merge(DIAL_SAMPLE_PRIORS, priors, "dial_sample.stan")
-        program_name = "dial_sample"
+        program_name = "dial_sample" + ("+dial_calibrate" if cut else "")
+        if calibration is None:
+            method = "llm-only"
+        else:
+            method = ("dial-anc" if cut else "dial-ada") if order else "dial-nopos"
+        estimand = _estimand(method, model="dial", rank=rank, calibration=calibration, lam=lam_eff, ties=ties,
+                             order=order, b=(b_stage if order else "none"),
+                             scores="s_H" if calibration is not None else None)
     else:
         if lam is not None:
             raise ValueError(f"lam applies to model='dial' only, got lam={lam!r} with model={model!r}")
@@ -246,6 +439,9 @@ def posterior(
             raise DataError("no human comparisons")
         K = data.K if model == "judges" else 0
         Lc = llm_cell_table(data, ties=tie) if K else CellTable(*(np.zeros(0, np.int64),) * 7)
+        if per_judgment:
+            Lc = Lc.per_judgment()
+            Hc = Hc.per_judgment() if Hc is not None else None
         cells = [Lc] + ([Hc] if with_human else [])
         d = with_extra(judges_data(Lc, Hc, N=data.N, K=K, order=order and K > 0, ties=ties, priors=priors), extra)
         if isinstance(init, str):
@@ -255,13 +451,14 @@ def posterior(
         else:
             inits = list(init)
         cm = compile_model(program or "judges", backend=backend)
-        res = cm.sample(d, chains=chains, draws=draws, warmup=warmup, seed=stan_seed, inits=inits,
-                        adapt_delta=adapt_delta, max_depth=max_depth)
+        res = cm.sample(d, seed=stan_seed, inits=inits, **run)
         post, dims, coords = {}, {}, {"item": items}
         if K:
             post["S"] = res.draws["S"]
             dims["S"] = ["judge", "item"]
             coords["judge"] = judges
+            post["s_judges"] = res.draws["S"].mean(axis=2)
+            dims["s_judges"] = ["item"]
             if order:
                 post["b"] = res.draws["b"]
                 dims["b"] = ["judge"]
@@ -275,14 +472,24 @@ def posterior(
         monitor = list(post)
         used_priors = _merge(JUDGES_PRIORS, priors, "judges.stan")
         program_name = "judges"
+        if model == "human":
+            estimand = _estimand("human", model="human", rank=None, calibration=None, lam=float("nan"), ties=ties,
+                                 order=False, b="none", scores="s_H")
+        else:
+            estimand = _estimand("judges", model="judges", rank=None, calibration=None, lam=float("nan"), ties=ties,
+                                 order=order, b="judge" if order else "none", scores="s_judges")
 
     if program is not None:  # a user's program: every output variable, dims where the names agree
         for name, v in res.draws.items():
             if name not in post and name not in ("log_lik", "counts_rep"):
                 post[name] = v
         program_name = str(program)
+        estimand["method"] = "user program"
 
-    problems = res.check(monitor=monitor, warn=False)
+    labels = {k: [coords[dm] for dm in dims[k]] for k in post if k in dims and all(dm in coords for dm in dims[k])}
+    if "s_judges" in post:
+        res.draws["s_judges"] = post["s_judges"]
+    problems = res.check(monitor=monitor, warn=False, labels=labels) + extra_problems
     if model == "dial" and "consensus_strength" in res.draws:
         q05 = float(np.quantile(res.draws["consensus_strength"], 0.05))
         if q05 < CONSENSUS_STRENGTH_MIN:
@@ -294,12 +501,17 @@ def posterior(
     if problems:
         warnings.warn("Stan sampler problems:\n  - " + "\n  - ".join(problems), SamplerWarning, stacklevel=2)
 
-    labels = [lab for c in cells for lab in c.labels(items, judges + [data.human_judge])]
-    coords["cell"] = labels
+    unit = "judgment" if per_judgment else "cell"
+    if per_judgment:
+        cell_labels = _judgment_labels(cells, items, judges + [data.human_judge])
+    else:
+        cell_labels = [lab for c in cells for lab in c.labels(items, judges + [data.human_judge])]
+    coords[unit] = cell_labels
     obs = _observed(cells)
-    rep = np.asarray(res.draws["counts_rep"]).reshape(res.chains, res.draws_per_chain, len(labels), 3)
+    rep = np.asarray(res.draws["counts_rep"]).reshape(res.chains, res.draws_per_chain, len(cell_labels), 3)
     pp = {"wins_i": rep[..., 0].astype(np.int64), "wins_j": rep[..., 1].astype(np.int64),
           "ties": rep[..., 2].astype(np.int64)}
+    diag = res.diagnostics
     attrs = {
         "inference_library": "pydial.stan",
         "program": program_name,
@@ -311,6 +523,10 @@ def posterior(
         "order": int(order),
         "lam": float(lam) if lam is not None else float("nan"),
         "llm_weight": float(d.get("cell_w", np.ones(1))[0]) if len(d.get("cell_w", [])) else float("nan"),
+        "b_source": estimand["b"],
+        "log_lik_unit": unit,
+        "estimand": json.dumps(estimand),
+        "notes": json.dumps(notes),
         "priors": json.dumps(used_priors),
         "chains": chains,
         "draws": draws,
@@ -318,18 +534,211 @@ def posterior(
         "seed": stan_seed,
         "sampling_seconds": float(res.seconds),
         "sampler_problems": json.dumps(problems),
+        "sampler_diagnostics": (diag.reset_index().to_json(orient="records") if diag is not None else "[]"),
     }
-    idata = az.from_dict(
-        posterior=post,
-        log_likelihood={"log_lik": res.draws["log_lik"]},
-        posterior_predictive=pp,
-        observed_data=obs,
-        sample_stats=_sample_stats(res),
-        coords=coords,
-        dims={**dims, "log_lik": ["cell"], "wins_i": ["cell"], "wins_j": ["cell"], "ties": ["cell"]},
-        attrs=attrs,
-    )
+    all_dims = {**dims, "log_lik": [unit], "wins_i": [unit], "wins_j": [unit], "ties": [unit]}
+    single_run = res.backend_fit is not None and not cut and "b_joint" not in post
+    if single_run:  # CmdStan: arviz's own converter, then the same layout as through httpstan
+        idata = _from_cmdstanpy(res, post, pp, obs, coords, all_dims, attrs)
+    else:
+        idata = az.from_dict(
+            posterior=post,
+            log_likelihood={"log_lik": res.draws["log_lik"]},
+            posterior_predictive=pp,
+            observed_data=obs,
+            sample_stats=_sample_stats(res),
+            coords=coords,
+            dims=all_dims,
+            attrs=attrs,
+        )
     return idata
+
+
+def _from_cmdstanpy(res: SampleResult, post: Mapping[str, np.ndarray], pp: Mapping[str, np.ndarray],
+                    obs: Mapping[str, np.ndarray], coords: Mapping[str, Any], dims: Mapping[str, list[str]],
+                    attrs: Mapping[str, Any]) -> Any:
+    """InferenceData of a CmdStan run through ``arviz.from_cmdstanpy``, in pydial's layout.
+
+    arviz reads the posterior, ``log_lik`` and the sampler statistics from the
+    CmdStan fit; pydial keeps the posterior variables of :func:`posterior` (the
+    identified quantities, plus derived ones computed from the draws, such as
+    ``s_judges``) and adds the replicated counts split into the three outcome
+    variables (``posterior_predictive``) and ``observed_data``.
+    """
+    import arviz as az
+    import xarray as xr
+
+    fit = res.backend_fit
+    from_fit = [k for k in post if k in fit.metadata.stan_vars]
+    idata = az.from_cmdstanpy(
+        posterior=fit, log_likelihood={"log_lik": "log_lik"}, coords=dict(coords),
+        dims={k: v for k, v in dims.items() if k in from_fit or k == "log_lik"},
+    )
+    ds = idata.posterior[from_fit]
+    for k in post:  # derived quantities (not Stan variables)
+        if k not in from_fit:
+            ds[k] = xr.DataArray(post[k], dims=("chain", "draw", *dims.get(k, [f"{k}_dim_{i}" for i in range(
+                np.ndim(post[k]) - 2)])), coords={dm: coords[dm] for dm in dims.get(k, []) if dm in coords})
+    ds = ds[list(post)]
+    ds.attrs.update(idata.posterior.attrs)
+    ss = idata.sample_stats
+    keep = [v for v in ("lp", "acceptance_rate", "step_size", "tree_depth", "n_steps", "diverging", "energy")
+            if v in ss]
+    ss = ss[keep]
+    for v in ("tree_depth", "n_steps"):
+        if v in ss:
+            ss[v] = ss[v].astype(np.int64)
+    if "diverging" in ss:
+        ss["diverging"] = ss["diverging"].astype(bool)
+    extra = az.from_dict(posterior_predictive=dict(pp), observed_data=dict(obs), coords=dict(coords), dims=dict(dims))
+    out = az.InferenceData(posterior=ds, log_likelihood=idata.log_likelihood, sample_stats=ss,
+                           posterior_predictive=extra.posterior_predictive, observed_data=extra.observed_data)
+    out.attrs.update(attrs)
+    out.attrs["converter"] = "arviz.from_cmdstanpy"
+    return out
+
+
+def _calibration_modes(M: np.ndarray, Hc: CellTable, prior_sd: float, iterations: int = 30) -> np.ndarray:
+    """Posterior modes of ``c_t`` given ``M_t`` (binary human cells, normal prior), by Newton for all ``t`` at once."""
+    X = M[:, Hc.i, :] - M[:, Hc.j, :]                  # (T, H, d)
+    y = Hc.wins_i.astype(float)
+    n = (Hc.wins_i + Hc.wins_j).astype(float)
+    T, _, d = X.shape
+    c = np.zeros((T, d))
+    ridge = 1.0 / prior_sd**2 if prior_sd > 0 else 1e-8
+    for _ in range(iterations):
+        eta = np.einsum("thd,td->th", X, c)
+        p = 1.0 / (1.0 + np.exp(-eta))
+        g = np.einsum("thd,th->td", X, y - n * p) - ridge * c
+        Hs = np.einsum("thd,th,the->tde", X, n * p * (1 - p), X) + ridge * np.eye(d)
+        step = np.linalg.solve(Hs, g[..., None])[..., 0]
+        c = c + step
+        if np.max(np.abs(step)) < 1e-10:
+            break
+    return c
+
+
+def _judgment_labels(cells: Sequence[CellTable], items: list[str], judges: list[str]) -> list[str]:
+    """Labels of per-judgment rows: ``cell/outcome#n`` (n counts the rows of that cell and outcome)."""
+    out: list[str] = []
+    seen: dict[str, int] = {}
+    for c in cells:
+        outcome = np.argmax(c.counts, axis=1) if len(c) else np.zeros(0, np.int64)
+        for lab, o in zip(c.labels(items, judges), outcome):
+            key = f"{lab}/{('i', 'j', 'tie')[int(o)]}"
+            seen[key] = seen.get(key, 0) + 1
+            out.append(f"{key}#{seen[key]}")
+    return out
+
+
+def estimand(idata: Any) -> dict[str, Any] | None:
+    """The estimand record of a posterior from :func:`posterior` (``None`` when it has none)."""
+    raw = getattr(idata, "attrs", {}).get("estimand")
+    if raw is None:
+        post = getattr(idata, "posterior", None)
+        raw = getattr(post, "attrs", {}).get("estimand") if post is not None else None
+    return None if raw is None else json.loads(raw)
+
+
+def _run_dial(data: Comparisons, *, rank: int, calibration: str | None, ties: str | None, w_llm: float,
+              priors: Mapping[str, float] | None, order: bool, init: Any, rng: np.random.Generator, seed: int,
+              win_prob: bool, program: str | None, extra: Mapping[str, Any] | None, backend: str | None,
+              run: Mapping[str, Any], per_judgment: bool = False) -> tuple[SampleResult, dict, list, dict, dict, dict]:
+    """One NUTS run of ``dial_sample.stan`` (or a user's copy): draws, data, cells, posterior group."""
+    d, L, H = dial_sample_data(data, rank=rank, calibration=calibration, order=order, ties=ties, w_llm=w_llm,
+                               w_human=1.0, priors=priors, log_lik=True, win_prob=bool(win_prob and calibration),
+                               per_judgment=per_judgment)
+    cells = [L] + ([H] if H is not None and len(H) else [])
+    chains = int(run["chains"])
+    if isinstance(init, str):
+        if init == "spectral":
+            inits = dial_sample_inits(data, d, chains=chains, rng=rng)
+        elif init == "random":
+            inits = None
+        else:
+            raise ValueError(f"init must be 'spectral', 'random' or a list of dicts, got {init!r}")
+    else:
+        inits = list(init)
+    d = with_extra(d, extra)
+    cm = compile_model(program or "dial_sample", backend=backend)
+    res = cm.sample(d, seed=seed, inits=inits, **run)
+    items, judges = list(data.items), list(data.judges)
+    tie_names = (judges + ([data.human_judge] if int(d["H"]) else [])) if ties else []
+    post, dims, coords = _dial_posterior(res, d, items, judges, calibration, order, tie_names)
+    return res, d, cells, post, dims, coords
+
+
+def _cut_stage(data: Comparisons, res: SampleResult, d1: Mapping[str, Any], L: CellTable, post: dict, dims: dict,
+               coords: dict, *,
+               rank: int, calibration: str, ties: str | None, priors: Mapping[str, float] | None, seed: int,
+               backend: str | None, run: Mapping[str, Any], win_prob: bool, per_judgment: bool = False) -> tuple:
+    """Second stage of the cut posterior: ``c | M_t`` for every first-stage draw ``t`` (dial_calibrate.stan).
+
+    The target is a product of independent ``d``-dimensional log-concave
+    posteriors (``d``-dimensional logistic regressions with a normal prior), one
+    per draw; one NUTS chain, started at the conditional modes, is run for
+    ``warmup`` iterations (at most :data:`CUT_WARMUP_MAX`) and its final state
+    gives one ``c_t`` per draw ``t``.
+    """
+    chains, draws = res.chains, res.draws_per_chain
+    T = chains * draws
+    N = data.N
+    mu = np.asarray(res.draws["mu"]).reshape(T, N)
+    if calibration == "W" and rank > 0:
+        V = np.asarray(res.draws["V"]).reshape(T, N, rank)
+        M = np.concatenate([mu[:, :, None], V], axis=2)
+    else:
+        M = mu[:, :, None]
+    dim_c = M.shape[2]
+    tie = ties is not None
+    Hc = human_cell_table(data, ties=tie)
+    if per_judgment:
+        Hc = Hc.per_judgment()
+    p = _merge(DIAL_SAMPLE_PRIORS, priors, "dial_sample.stan")
+    d2 = {
+        "N": N, "T": T, "d": dim_c, "M": M, "tie_model": TIE_MODEL_CODE[ties],
+        "H": len(Hc), "human_i": Hc.i + 1, "human_j": Hc.j + 1,
+        "human_counts": np.column_stack([Hc.wins_i, Hc.wins_j, Hc.ties]).astype(np.int64),
+        "human_w": np.ones(len(Hc)), "calc_log_lik": 1,
+        "prior_c_sd": p["c_sd"], "prior_log_nu_mean": p["log_nu_mean"], "prior_log_nu_sd": p["log_nu_sd"],
+    }
+    cm = compile_model("dial_calibrate", backend=backend)
+    run2 = {**run, "chains": 1, "draws": 1, "warmup": min(int(run["warmup"]), CUT_WARMUP_MAX)}
+    init2 = None
+    if not tie:  # start every c_t at its conditional mode: the chain starts in the bulk of the product
+        init2 = [{"c": _calibration_modes(M, Hc, float(p["c_sd"])), "log_nu": np.zeros(0)}]
+    res2 = cm.sample(d2, seed=seed + 1, inits=init2, **run2)
+    problems = []
+    nd = int(np.sum(res2.stats.get("divergent__", 0)))
+    if nd:
+        problems.append(f"calibration stage (dial_calibrate.stan): {nd} divergent transition(s) at the kept draw")
+    c = np.asarray(res2.draws["c"]).reshape(T, dim_c)
+    s_h = np.asarray(res2.draws["s_H"]).reshape(T, N)
+    post["s_H"] = s_h.reshape(chains, draws, N)
+    dims["s_H"] = ["item"]
+    post["c"] = c.reshape(chains, draws, dim_c)
+    dims["c"] = ["basis"]
+    coords["basis"] = ["mu"] + ([f"V{t + 1}" for t in range(dim_c - 1)])
+    if win_prob:
+        diff = s_h[:, :, None] - s_h[:, None, :]
+        post["win_prob"] = (1.0 / (1.0 + np.exp(-diff))).reshape(chains, draws, N, N)
+        dims["win_prob"] = ["item", "item_j"]
+        coords["item_j"] = list(data.items)
+    if tie:
+        nu_h = np.asarray(res2.draws["nu"]).reshape(chains, draws, 1)
+        post["nu"] = np.concatenate([post["nu"], nu_h], axis=2)
+        coords["tie_judge"] = list(coords["tie_judge"]) + [data.human_judge]
+    H = len(Hc)
+    ll2 = np.asarray(res2.draws["log_lik"]).reshape(chains, draws, H)
+    rep2 = np.asarray(res2.draws["counts_rep"]).reshape(chains, draws, H, 3)
+    C = int(d1["C"])
+    res.draws["log_lik"] = np.concatenate([np.asarray(res.draws["log_lik"]).reshape(chains, draws, C), ll2], axis=2)
+    res.draws["counts_rep"] = np.concatenate(
+        [np.asarray(res.draws["counts_rep"]).reshape(chains, draws, C, 3), rep2], axis=2)
+    res.draws["s_H"] = post["s_H"]
+    if tie:
+        res.draws["nu"] = post["nu"]
+    return res, [L, Hc], post, dims, coords, problems
 
 
 def _dial_posterior(res: SampleResult, d: Mapping[str, Any], items: list[str], judges: list[str],

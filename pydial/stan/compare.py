@@ -7,13 +7,16 @@ that level (not arviz's default 94% HDI).
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import numpy as np
 import pandas as pd
 from scipy.stats import norm
 
-__all__ = ["compare_intervals"]
+from ..exceptions import EstimandMismatchError
+
+__all__ = ["compare_intervals", "IntervalComparison", "check_estimands"]
 
 COLUMNS = ("estimate", "se", "ci_low", "ci_high", "post_mean", "post_sd", "cred_low", "cred_high", "width_ratio",
            "shift_se", "level")
@@ -68,35 +71,170 @@ def _block(quantity: str, table: pd.DataFrame, est_col: str, draws: np.ndarray, 
     return out
 
 
-def compare_intervals(result: Any, idata: Any, level: float | None = None) -> pd.DataFrame:
-    """Per item (and per judge for ``b``): sandwich interval next to the posterior interval.
+class IntervalComparison(pd.DataFrame):
+    """The table of :func:`compare_intervals` (a :class:`pandas.DataFrame`) with a :meth:`plot`."""
+
+    @property
+    def _constructor(self) -> type:
+        return IntervalComparison
+
+    def plot(self, *, figsize: tuple[float, float] | None = None) -> Any:
+        """Both intervals per item (scores) and per judge (``b``), side by side.
+
+        For every row the sandwich (Wald) interval with the estimate and, just
+        below it, the equal-tailed posterior interval with the posterior mean;
+        one panel per quantity.  Returns the :class:`matplotlib.figure.Figure`
+        (``fig.savefig("compare.png")``).
+        """
+        import matplotlib.pyplot as plt
+
+        quantities = list(dict.fromkeys(self.index.get_level_values("quantity")))
+        sizes = [int((self.index.get_level_values("quantity") == q).sum()) for q in quantities]
+        if figsize is None:
+            figsize = (7.0, 1.2 + 0.32 * sum(sizes) + 0.6 * len(quantities))
+        fig, axes = plt.subplots(len(quantities), 1, figsize=figsize, squeeze=False,
+                                 gridspec_kw={"height_ratios": [max(n, 1) for n in sizes]})
+        lv = self.attrs.get("level", float(self["level"].iloc[0]) if len(self) else 0.95)
+        for ax, q in zip(axes[:, 0], quantities):
+            t = self.xs(q, level="quantity")
+            y = np.arange(len(t))[::-1].astype(float)
+            ax.errorbar(t["estimate"], y + 0.15, xerr=[t["estimate"] - t["ci_low"], t["ci_high"] - t["estimate"]],
+                        fmt="o", color="C0", capsize=3, label=f"sandwich {lv:.0%} (estimate)")
+            ax.errorbar(t["post_mean"], y - 0.15, xerr=[t["post_mean"] - t["cred_low"], t["cred_high"] - t["post_mean"]],
+                        fmt="s", color="C1", capsize=3, label=f"posterior {lv:.0%} equal-tailed (mean)")
+            ax.set_yticks(y)
+            ax.set_yticklabels([str(n) for n in t.index])
+            ax.set_title({"score": "scores", "b": "position effects b"}.get(q, q), fontsize=10)
+            ax.grid(axis="x", alpha=0.3)
+        axes[0, 0].legend(fontsize=8, loc="best")
+        est = self.attrs.get("estimand")
+        if est:
+            fig.suptitle(est, fontsize=8)
+        fig.tight_layout()
+        return fig
+
+
+def _same(a: Any, b: Any) -> bool:
+    if isinstance(a, float) and isinstance(b, float):
+        if np.isnan(a) and np.isnan(b):
+            return True
+        if np.isinf(a) or np.isinf(b):
+            return a == b
+        return abs(a - b) <= 1e-6 * max(1.0, abs(a), abs(b))
+    return a == b
+
+
+def check_estimands(fit_est: dict[str, Any], post_est: dict[str, Any]) -> dict[str, tuple[Any, Any]]:
+    """Fields in which a fit's and a posterior's estimand records differ (empty when they match).
+
+    Compared: ``method`` (through ``scores``), ``rank`` and ``calibration`` (DIAL),
+    ``lam`` (``dial-ada``), ``ties``, ``order`` and the order-effect convention ``b``,
+    and ``penalty``.
+    """
+    out: dict[str, tuple[Any, Any]] = {}
+    fm, pm = fit_est["method"], post_est["method"]
+    if fm != pm:
+        out["method"] = (fm, pm)
+        return out
+    keys = ["ties", "b", "penalty"]
+    if fm.startswith("dial"):
+        keys += ["rank", "calibration", "order"]
+        if fm in ("dial-ada", "dial-nopos"):
+            keys.append("lam")
+    for k in keys:
+        a, b = fit_est.get(k), post_est.get(k)
+        if not _same(float(a) if isinstance(a, (int, float)) and k == "lam" else a,
+                     float(b) if isinstance(b, (int, float)) and k == "lam" else b):
+            out[k] = (a, b)
+    return out
+
+
+def _describe(m: dict[str, tuple[Any, Any]]) -> str:
+    return "; ".join(f"{k}: fit {a!r} vs posterior {b!r}" for k, (a, b) in m.items())
+
+
+def compare_intervals(result: Any, idata: Any, level: float | None = None, *, match: bool = False) -> IntervalComparison:
+    """Per item (and per judge for ``b``): sandwich interval next to the posterior interval of the same estimand.
 
     Parameters
     ----------
     result : DialResult-like
         A frequentist fit with ``scores`` (DataFrame indexed by item with columns
         ``score, se, ci_low, ci_high``), optionally ``position_effects``
-        (indexed by judge with ``b, se, ci_low, ci_high``) and ``level``.
+        (indexed by judge with ``b, se, ci_low, ci_high``) and ``level``.  A
+        :class:`~pydial.DialResult` (anything with a ``method``) is checked
+        against the posterior's estimand; an object without ``method`` is
+        compared as it is.
     idata : arviz.InferenceData
-        From :func:`pydial.stan.posterior`; uses ``posterior.s_H`` (dim
-        ``item``) and ``posterior.b`` (dim ``judge``) when present.
+        From :func:`pydial.stan.posterior`.  Its ``attrs["estimand"]`` names the
+        variable with the method's scores (``s_H``; ``s_judges`` for
+        ``judges``, the mean of the judges' scores); ``b`` (dim ``judge``) when
+        present.
     level : float, optional
         Interval level; default the result's level (``result.level``), else
         0.95.  At another level than the result's, the Wald interval is
         recomputed as ``estimate -/+ z se``.
+    match : bool, default False
+        When the fit and the posterior estimate different things: ``False``
+        raises :class:`~pydial.exceptions.EstimandMismatchError` naming the
+        differences; ``True`` refits the frequentist side to the posterior's
+        specification (same data and fit options, with the posterior's
+        method, rank, calibration, weight ``lambda`` and tie model).  The
+        frequentist DIAL fits always report ``b`` from their LLM-only stage: a
+        posterior whose ``b`` is the joint one (``b_stage="joint"``) is then
+        compared on the scores only (``attrs["omitted"]`` says why); sample
+        with ``posterior(..., like=result)`` to compare ``b`` too.
 
     Returns
     -------
-    pandas.DataFrame
-        Indexed by ``(quantity, name)`` with ``quantity`` in ``{"score", "b"}``;
+    IntervalComparison
+        A DataFrame indexed by ``(quantity, name)`` with ``quantity`` in ``{"score", "b"}``;
         columns ``estimate, se, ci_low, ci_high`` (sandwich / Wald),
         ``post_mean, post_sd, cred_low, cred_high`` (posterior; equal-tailed
         credible interval at the same level), ``width_ratio`` (credible width /
         Wald width), ``shift_se`` (``(post_mean - estimate) / se``: a large value
         flags a posterior that left the MLE, e.g. the consensus trap of
-        DESIGN.md) and ``level``.  ``attrs["level"]`` and ``attrs["interval"]``
-        state the level and the interval types.
+        DESIGN.md) and ``level``.  ``attrs``: ``level``, ``interval`` (the
+        interval types), ``estimand`` (one line: what both sides estimate,
+        including where ``b`` comes from), ``refit`` (whether ``match`` refitted).
+        ``.plot()`` draws the intervals side by side.
+
+    Raises
+    ------
+    EstimandMismatchError
+        The fit and the posterior estimate different things (and ``match=False``),
+        or the fit cannot be refitted to the posterior's specification.
     """
+    from .bayes import estimand as post_estimand
+    from .bayes import result_estimand
+
+    pe = post_estimand(idata)
+    refit = False
+    omitted = ""
+    score_var = "s_H"
+    compare_b = True
+    if pe is not None:
+        score_var = pe.get("scores") or "s_H"
+    if pe is not None and hasattr(result, "method"):
+        fe = result_estimand(result)
+        mism = check_estimands(fe, pe)
+        if mism and match:
+            mism_b = {k: v for k, v in mism.items() if k != "b"}
+            if mism_b:
+                result = _refit(result, pe, mism)
+                fe = result_estimand(result)
+                refit = True
+                mism = check_estimands(fe, pe)
+            if set(mism) == {"b"}:
+                compare_b = False
+                omitted = (f"b omitted: the fit's b comes from {fe['b']!r}, the posterior's from {pe['b']!r} "
+                           "(sample with posterior(..., like=result) to compare b)")
+                mism = {}
+        if mism:
+            raise EstimandMismatchError(
+                f"the fit and the posterior estimate different things ({_describe(mism)}); sample "
+                "pydial.stan.posterior(data, like=result), or pass match=True to refit the frequentist side",
+                mism)
     r_level = _result_level(result)
     lv = float(level) if level is not None else (r_level if r_level is not None else 0.95)
     if not 0.0 < lv < 1.0:
@@ -105,19 +243,100 @@ def compare_intervals(result: Any, idata: Any, level: float | None = None) -> pd
     blocks = []
     scores = getattr(result, "scores", None)
     if scores is not None:
-        dr = _draws(idata, "s_H", "item")
+        dr = _draws(idata, score_var, "item")
         if dr is None:
-            raise KeyError("the posterior has no human scores 's_H' over dimension 'item'")
+            raise KeyError(f"the posterior has no scores {score_var!r} over dimension 'item'")
         blocks.append(_block("score", scores, "score", dr[0], dr[1], lv, same))
     pos = getattr(result, "position_effects", None)
-    if pos is not None and len(pos):
+    if compare_b and pos is not None and len(pos):
         dr = _draws(idata, "b", "judge")
         if dr is not None:
             blocks.append(_block("b", pos, "b", dr[0], dr[1], lv, same))
     if not blocks:
         raise ValueError("nothing to compare: the result has neither scores nor position effects")
-    out = pd.concat(blocks)
+    out = IntervalComparison(pd.concat(blocks))
     out.attrs["level"] = lv
     out.attrs["interval"] = (f"{lv:.0%} Wald interval from the result's covariance ({getattr(result, 'cov_type', 'sandwich')}) "
                              f"vs {lv:.0%} equal-tailed posterior interval")
+    out.attrs["estimand"] = _estimand_line(pe)
+    out.attrs["refit"] = refit
+    if omitted:
+        out.attrs["omitted"] = omitted
     return out
+
+
+def _estimand_line(pe: dict[str, Any] | None) -> str:
+    if pe is None:
+        return "posterior without an estimand record (not checked)"
+    m = pe["method"]
+    parts = [m]
+    if m.startswith("dial"):
+        parts.append(f"rank {pe['rank']}, calibration {pe['calibration']}")
+        lam = pe.get("lam")
+        parts.append("lambda = inf (anchored; cut posterior)" if lam is not None and np.isinf(lam)
+                     else f"lambda = {lam:.4g}")
+    if pe.get("ties"):
+        parts.append(f"ties {pe['ties']}")
+    b = {"llm-only": "b from the LLM-only stage on both sides", "joint": "b from the joint posterior",
+         "judge": "b from each judge's own model", "none": "no b"}.get(pe.get("b"), str(pe.get("b")))
+    parts.append(b)
+    if pe.get("scores") == "s_judges":
+        parts.append("scores: mean of the judges' scores")
+    return "; ".join(parts)
+
+
+def _refit(result: Any, pe: dict[str, Any], mism: dict[str, tuple[Any, Any]]) -> Any:
+    """The frequentist fit of the posterior's specification, on the result's data and options."""
+    from ..estimators import fit
+
+    refit = getattr(result, "details", {}).get("refit")
+    if refit is None:
+        raise EstimandMismatchError(f"cannot refit ({_describe(mism)}): the result does not carry its data and "
+                                    "options (fit it with pydial.fit)", mism)
+    data, kw = refit
+    kw = dict(kw)
+    m = pe["method"]
+    if m not in ("human", "judges", "dial-ada", "dial-anc", "dial-nopos"):
+        raise EstimandMismatchError(f"cannot refit to the posterior's method {m!r}", mism)
+    kw["method"] = m
+    kw["ties"] = pe.get("ties")
+    kw["penalty"] = None
+    if m.startswith("dial"):
+        kw["rank"] = pe["rank"]
+        kw["calibration"] = pe["calibration"]
+        if m in ("dial-ada", "dial-nopos"):
+            kw["lambdas"] = [float(pe["lam"])]
+            kw["multiples"] = None
+            kw["include_endpoints"] = False
+    return fit(data, **kw)
+
+
+def interval_settings(level: float = 0.95) -> Any:
+    """Context manager: arviz's interval settings at pydial's convention (one level, equal-tailed).
+
+    Sets ``stats.ci_prob`` (and the older ``stats.hdi_prob``) to ``level`` and,
+    where the installed arviz has it, ``stats.ci_kind`` to ``"eti"``
+    (equal-tailed) for the duration of the ``with`` block, so that
+    ``az.summary`` and ``az.plot_posterior`` report the same level as
+    :func:`compare_intervals` and the frequentist tables instead of arviz's
+    default 94%.  arviz 0.x has no ``stats.ci_kind``: its summaries and plots
+    then stay highest-density intervals at ``level``; the equal-tailed
+    intervals are those of :func:`compare_intervals`.
+
+    Examples
+    --------
+    >>> with pydial.stan.interval_settings():          # doctest: +SKIP
+    ...     az.summary(idata, var_names=["s_H"])
+    """
+    import arviz as az
+
+    if not 0.0 < float(level) < 1.0:
+        raise ValueError(f"level ({level}) must be in the open interval (0, 1)")
+    keys = set(az.rcParams.keys())
+    rc: dict[str, Any] = {}
+    for k in ("stats.ci_prob", "stats.hdi_prob"):
+        if k in keys:
+            rc[k] = float(level)
+    if "stats.ci_kind" in keys:
+        rc["stats.ci_kind"] = "eti"
+    return az.rc_context(rc=rc)

@@ -23,6 +23,7 @@ PROGRAMS: dict[str, str] = {
     "dial": "DIAL in the computational chart (log density, penalized MLE), optional ties",
     "dial_sample": "DIAL in an identified parameterization for NUTS, optional ties",
     "judges": "judge-specific order-effect BTL, unstructured (also human-only and pooled), optional ties",
+    "dial_calibrate": "second stage of the DIAL-Anc cut posterior: human calibration c given draws of M",
 }
 """The Stan programs shipped with pydial: name -> one-line description."""
 

@@ -105,6 +105,26 @@ class CellTable:
         """``(m, 3)`` integer array (wins of i, wins of j, ties)."""
         return np.column_stack([self.wins_i, self.wins_j, self.ties]).astype(np.int64).reshape(-1, 3)
 
+    def per_judgment(self) -> "CellTable":
+        """One row per judgment: a cell with counts ``(w_i, w_j, t)`` becomes ``w_i`` rows ``(1, 0, 0)``,
+        ``w_j`` rows ``(0, 1, 0)`` and ``t`` rows ``(0, 0, 1)``, in cell order.  The likelihood is the
+        same up to the multinomial coefficients (constants); each row's ``log_lik`` is then the
+        log-probability of one judgment."""
+        cnt = self.counts
+        rows = np.repeat(np.arange(len(self)), cnt.sum(axis=1))
+        outcome = np.concatenate([np.repeat(np.arange(3), c) for c in cnt]) if len(self) else np.zeros(0, np.int64)
+        one = np.eye(3, dtype=np.int64)[outcome]
+        return CellTable(self.judge[rows], self.i[rows], self.j[rows], self.a[rows], one[:, 0], one[:, 1], one[:, 2])
+
+    def judgment_labels(self, items: Sequence[str], judges: Sequence[str]) -> list[str]:
+        """Labels of the rows of :meth:`per_judgment`: the cell label, the outcome (``i``, ``j``,
+        ``tie``) and a running number within the cell and outcome, e.g. ``gpt-4:a-b:+1/i#2``."""
+        out = []
+        for lab, cnt in zip(self.labels(items, judges), self.counts):
+            for o, name in enumerate(("i", "j", "tie")):
+                out.extend(f"{lab}/{name}#{k + 1}" for k in range(int(cnt[o])))
+        return out
+
     def labels(self, items: Sequence[str], judges: Sequence[str]) -> list[str]:
         """``judge:item_i-item_j:a`` strings (``a`` omitted for people)."""
         it = np.asarray(items, dtype=object)
@@ -304,8 +324,12 @@ def dial_sample_data(
     log_lik: bool = True,
     win_prob: bool = False,
     mu_ref: np.ndarray | None = None,
+    per_judgment: bool = False,
 ) -> tuple[dict[str, Any], CellTable, CellTable | None]:
     """Data of ``dial_sample.stan`` and the cell tables (LLM, human) in log_lik order.
+
+    ``per_judgment=True`` passes one cell per judgment (:meth:`CellTable.per_judgment`),
+    so that ``log_lik`` is written per judgment (same posterior).
 
     ``ties="davidson"`` / ``"rao-kupper"`` gives every LLM judge a tie
     parameter (``nu_1..nu_K``) and the people one more (``nu_{K+1}``), using
@@ -319,6 +343,9 @@ def dial_sample_data(
     tie = ties is not None
     L = llm_cell_table(data, ties=tie)
     H = human_cell_table(data, ties=tie) if calibration is not None else None
+    if per_judgment:
+        L = L.per_judgment()
+        H = H.per_judgment() if H is not None else None
     p = _merge(DIAL_SAMPLE_PRIORS, priors, "dial_sample.stan")
     if mu_ref is None:
         chL = Chart(data.N, data.K, rank, None, order)
