@@ -253,5 +253,6 @@ def fit_structured(
         max_iter=max_iter,
         value=obj.value,
         normalize=chart.canonical if chart.r > 0 else None,
+        gauge=chart.gauge_directions,
     )
     return StructuredFit(chart, res.x, res, obj)
