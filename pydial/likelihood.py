@@ -16,6 +16,7 @@ with one ``bincount`` and mapped to the reduced chart by ``T^T H T``.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
@@ -147,11 +148,13 @@ class Objective:
         """
         ch, c = self.chart, self.cells
         q = ch.q
-        l = np.arange(q)
-        bcol = np.where(c.is_human, 0, ch.off_b + np.minimum(c.g, ch.K - 1))
-        return np.column_stack(
-            [c.g[:, None] * q + l, ch.off_B + c.i[:, None] * q + l, ch.off_B + c.j[:, None] * q + l, bcol]
-        )
+        idx = np.empty((c.g.size, 3 * q + 1), np.int64)
+        for l in range(q):
+            np.add(c.g * q, l, out=idx[:, l])
+            np.add(c.i * q, ch.off_B + l, out=idx[:, q + l])
+            np.add(c.j * q, ch.off_B + l, out=idx[:, 2 * q + l])
+        idx[:, 3 * q] = np.where(c.is_human, 0, ch.off_b + np.minimum(c.g, ch.K - 1))
+        return idx
 
     @cached_property
     def _order_label(self) -> np.ndarray:
@@ -189,9 +192,10 @@ class Objective:
         q = ch.q
         L = phi[: ch.off_B].reshape(ch.rows, q)
         B = phi[ch.off_B : ch.off_b].reshape(ch.N, q)
-        eta = self._order_label * phi[ch.off_b :][self._order_judge]
+        eta = self._order_label * np.take(phi[ch.off_b :], self._order_judge)
         for l in range(q):
-            eta += np.ascontiguousarray(L[:, l])[c.g] * (B[c.i, l] - B[c.j, l])
+            Bl = np.ascontiguousarray(B[:, l])
+            eta += np.take(np.ascontiguousarray(L[:, l]), c.g) * (np.take(Bl, c.i) - np.take(Bl, c.j))
         return eta
 
     # ------------------------------------------------------------ evaluation
@@ -453,6 +457,10 @@ class Objective:
     def full_jacobian(self, theta: np.ndarray, rows: np.ndarray | None = None) -> sp.csr_matrix:
         """``d eta_c / d phi`` in the full coordinates: sparse, exactly ``3(r+1)+1``
         entries per cell (every cell, or those selected by the boolean mask ``rows``)."""
+        if rows is not None and "_index" not in self.__dict__:
+            # only the selected cells' derivatives and indices are formed
+            sub = type(self.cells)(*(getattr(self.cells, f.name)[rows] for f in dataclasses.fields(self.cells)))
+            return Objective(self.chart, sub).full_jacobian(theta)
         v = np.column_stack(self._local(theta)[1])
         idx = self._index
         if rows is not None:

@@ -84,7 +84,11 @@ class OptimResult:
 def pinv_sym(H: np.ndarray, rtol: float = ZERO_EIG_RTOL) -> tuple[np.ndarray, int]:
     """Moore-Penrose inverse of a symmetric matrix and the number of (near-)zero
     eigenvalues dropped (relative tolerance ``rtol`` of the largest)."""
-    lam, Q = np.linalg.eigh(0.5 * (H + H.T))
+    return pinv_from_eigh(*np.linalg.eigh(0.5 * (H + H.T)), rtol=rtol)
+
+
+def pinv_from_eigh(lam: np.ndarray, Q: np.ndarray, rtol: float = ZERO_EIG_RTOL) -> tuple[np.ndarray, int]:
+    """:func:`pinv_sym` from the eigen-decomposition ``(lam, Q)`` of the symmetrized matrix."""
     cut = rtol * max(np.abs(lam).max(initial=0.0), 1e-300)
     keep = np.abs(lam) > cut
     inv = (Q[:, keep] / lam[keep]) @ Q[:, keep].T
