@@ -13,6 +13,7 @@ r"""Optimizers for the models of the paper (numpy engine).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 import scipy.sparse as sp
@@ -71,8 +72,12 @@ class Design:
     def pull_back(self, G: np.ndarray) -> np.ndarray:
         """``B^T G B`` with ``B`` applied as a sparse matrix (two entries per column for the
         centering basis), ``O(P^2)`` rather than ``O(P^3)``."""
-        Bs = sp.csr_matrix(self.basis)
+        Bs = self._basis_sparse
         return np.asarray(Bs.T @ np.asarray(Bs.T @ G).T).T
+
+    @cached_property
+    def _basis_sparse(self) -> sp.csr_matrix:
+        return sp.csr_matrix(self.basis)
 
 
 def centered_design(i: np.ndarray, j: np.ndarray, N: int, a: np.ndarray | None = None) -> Design:
