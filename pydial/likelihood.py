@@ -146,13 +146,17 @@ class Objective:
 
         Columns: L_g (q), B_i (q), B_j (q), b_g (1; a dummy slot for human cells).
         """
+        return self._index_array(np.int64)
+
+    def _index_array(self, dtype: Any) -> np.ndarray:
+        """:attr:`_index` with integers of type ``dtype``, not cached."""
         ch, c = self.chart, self.cells
         q = ch.q
-        idx = np.empty((c.g.size, 3 * q + 1), np.int64)
+        idx = np.empty((c.g.size, 3 * q + 1), dtype)
         for l in range(q):
-            np.add(c.g * q, l, out=idx[:, l])
-            np.add(c.i * q, ch.off_B + l, out=idx[:, q + l])
-            np.add(c.j * q, ch.off_B + l, out=idx[:, 2 * q + l])
+            idx[:, l] = c.g * q + l
+            idx[:, q + l] = c.i * q + (ch.off_B + l)
+            idx[:, 2 * q + l] = c.j * q + (ch.off_B + l)
         idx[:, 3 * q] = np.where(c.is_human, 0, ch.off_b + np.minimum(c.g, ch.K - 1))
         return idx
 
@@ -457,16 +461,23 @@ class Objective:
     def full_jacobian(self, theta: np.ndarray, rows: np.ndarray | None = None) -> sp.csr_matrix:
         """``d eta_c / d phi`` in the full coordinates: sparse, exactly ``3(r+1)+1``
         entries per cell (every cell, or those selected by the boolean mask ``rows``)."""
-        if rows is not None and "_index" not in self.__dict__:
+        if rows is not None:
             # only the selected cells' derivatives and indices are formed
             sub = type(self.cells)(*(getattr(self.cells, f.name)[rows] for f in dataclasses.fields(self.cells)))
             return Objective(self.chart, sub).full_jacobian(theta)
-        v = np.column_stack(self._local(theta)[1])
-        idx = self._index
-        if rows is not None:
-            v, idx = v[rows], idx[rows]
-        m, q = v.shape
-        return sp.csr_matrix((v.ravel(), idx.ravel(), np.arange(0, m * q + 1, q)), shape=(m, self.chart.dim_full))
+        phi = self.chart.to_full(theta)
+        cols = self._columns(phi)
+        m, q = self.cells.g.size, len(cols)
+        v = np.empty((m, q))
+        for t in range(q):  # filled column by column: no second copy of the columns
+            v[:, t] = cols[t]
+            cols[t] = None
+        small = max(m * q, self.chart.dim_full) < np.iinfo(np.int32).max
+        itype = np.int32 if small else np.int64
+        idx = self.__dict__.get("_index")
+        idx = self._index_array(itype) if idx is None else idx.astype(itype, copy=False)
+        return sp.csr_matrix((v.ravel(), idx.ravel(), np.arange(0, m * q + 1, q, dtype=itype)),
+                             shape=(m, self.chart.dim_full))
 
     def cell_jacobian(self, theta: np.ndarray, rows: np.ndarray | None = None) -> sp.csr_matrix:
         """``d eta_c / d theta`` for every cell, or the cells selected by the boolean
