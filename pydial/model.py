@@ -238,7 +238,7 @@ class Chart:
     # ------------------------------------------------------------------ maps
     def to_full(self, theta: np.ndarray) -> np.ndarray:
         """Full coordinates ``phi = phi_0 + T theta`` (``L = [A; ctilde^T]``, ``B``, ``b``)."""
-        return self.phi0 + self.T @ theta
+        return self.phi0 + self.T_sparse @ np.asarray(theta, dtype=float)
 
     def unpack(self, theta: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """``(A, B, ctilde, b)`` with ``ctilde`` the human loading row (length r+1)."""

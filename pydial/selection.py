@@ -32,6 +32,7 @@ from typing import Any, Callable
 
 import numpy as np
 import pandas as pd
+import scipy.sparse as sp
 from scipy.special import expit
 
 from .data import Comparisons, HumanCells
@@ -66,8 +67,8 @@ def gacv_trace(H: np.ndarray, U: Any, n: np.ndarray, y: np.ndarray, p: np.ndarra
     """
     J = independent_meat(U, n, y, p, np.ones(n.size)).dense() / n.sum()
     if basis is not None:
-        B = basis.toarray() if hasattr(basis, "toarray") else np.asarray(basis)
-        J = B.T @ J @ B
+        Bs = sp.csr_matrix(basis)  # the chart maps have about two entries per column
+        J = np.asarray(Bs.T @ np.asarray(Bs.T @ J).T).T
     if Hp is None:
         Hp, _ = pinv_sym(H)
     return float(np.sum(Hp * J))
