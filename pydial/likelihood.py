@@ -239,7 +239,8 @@ class Objective:
         return f, g, 0.5 * (H + H.T)
 
     def _gradient_full(self, res: np.ndarray, v: list[np.ndarray]) -> np.ndarray:
-        """``sum_c res_c d eta_c / d phi`` in the full coordinates (one ``bincount`` per column of ``v``)."""
+        """``sum_c res_c d eta_c / d phi`` in the full coordinates (one ``bincount`` per column of ``v``;
+        the reference for :meth:`_gradient_factored`, which the fits use)."""
         idx = self._index
         P = self.chart.dim_full
         g_full = np.zeros(P)
@@ -301,7 +302,8 @@ class Objective:
         return H
 
     def _cross(self, res: np.ndarray) -> np.ndarray:
-        """``sum_c res_c d^2 eta_c / d phi^2``: +1 at (L_g,l ; B_i,l), -1 at (L_g,l ; B_j,l)."""
+        """``sum_c res_c d^2 eta_c / d phi^2``: +1 at (L_g,l ; B_i,l), -1 at (L_g,l ; B_j,l)
+        (the reference for :meth:`_add_cross`, which the fits use)."""
         ch, c = self.chart, self.cells
         q, P = ch.q, ch.dim_full
         H = np.zeros((P, P))
