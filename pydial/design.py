@@ -810,7 +810,9 @@ def check_design(
         rows.append((ALL_JUDGES, "parameter-count", ok_pc, det_pc))
 
     own = "connected comparison graphs (b fixed at 0)" if nopos else "identified scores (ident-LLM)"
-    if K == 0:
+    if not (llm_checks or dial):  # neither reported nor required (the human BTL): skip the generic-rank check
+        ok_ss, det_ss = True, "not checked"
+    elif K == 0:
         ok_ss, det_ss = False, "no LLM judges: the LLM representation cannot be estimated"
     elif r > K - 1:
         ok_ss, det_ss = False, f"rank r = {r} is too large: r <= K-1 = {K - 1} is needed (rank(U) = r with 1^T U = 0)"

@@ -676,12 +676,16 @@ def _llm_only_cov(data: Comparisons, chart: Chart, theta: np.ndarray, cov: str, 
 
 
 def finite_influence(data: Comparisons, ch: Chart, lam: float, theta: np.ndarray,
-                     hess: np.ndarray | None = None) -> tuple[Influence, CellStats]:
+                     hess: np.ndarray | None = None, hess_pinv: np.ndarray | None = None) -> tuple[Influence, CellStats]:
     """Sandwich influence directions ``u_c = sdot H^+ d eta_c/d theta`` at a finite weight
-    (eq. weighted-empirical-sandwich; pseudo-inverse in the over-parameterized chart)."""
+    (eq. weighted-empirical-sandwich; pseudo-inverse in the over-parameterized chart;
+    ``hess`` / ``hess_pinv``: ``H`` / ``H^+`` at ``theta`` when already known)."""
     obj = Objective.weighted(ch, data, lam)
-    H = hess if hess is not None else obj.value_grad_hess(theta)[2]  # the Hessian at theta, if already known
-    Hp, _ = pinv_sym(H)
+    if hess_pinv is not None:
+        Hp = hess_pinv
+    else:
+        H = hess if hess is not None else obj.value_grad_hess(theta)[2]  # the Hessian at theta, if already known
+        Hp, _ = pinv_sym(H)
     U = obj.influence(theta, ch.score_jacobian(theta) @ Hp)
     p = obj.probabilities(theta)
     h = obj.cells.is_human
@@ -773,7 +777,8 @@ def _fit_dial(data: Comparisons, common: dict, *, order: bool, adaptive: bool, l
         s = sf.chart.scores(sf.theta)
     else:
         known = best.opt.hess if best.opt is not None and np.array_equal(best.opt.x, best.theta) else None
-        U, stt = finite_influence(data, sf.chart, best.lam, best.theta, known)
+        U, stt = finite_influence(data, sf.chart, best.lam, best.theta, known,
+                                  best.hess_pinv)
         C = influence_covariance(U, stt, data, common["cov_type"], what="the calibrated scores")
         s = best.s
     scores, cov = _score_frame(s, C, data.items, common["level"])

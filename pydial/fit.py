@@ -13,6 +13,7 @@ r"""Optimizers for the models of the paper (numpy engine).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 import scipy.sparse as sp
@@ -50,6 +51,7 @@ class Design:
 
     X: sp.csr_matrix
     basis: np.ndarray
+    pairs: tuple[np.ndarray, np.ndarray, np.ndarray | None, int] | None = None  # (i, j, a, N) of the rows of X
 
     @property
     def shape(self) -> tuple[int, int]:
@@ -70,8 +72,12 @@ class Design:
     def pull_back(self, G: np.ndarray) -> np.ndarray:
         """``B^T G B`` with ``B`` applied as a sparse matrix (two entries per column for the
         centering basis), ``O(P^2)`` rather than ``O(P^3)``."""
-        Bs = sp.csr_matrix(self.basis)
+        Bs = self._basis_sparse
         return np.asarray(Bs.T @ np.asarray(Bs.T @ G).T).T
+
+    @cached_property
+    def _basis_sparse(self) -> sp.csr_matrix:
+        return sp.csr_matrix(self.basis)
 
 
 def centered_design(i: np.ndarray, j: np.ndarray, N: int, a: np.ndarray | None = None) -> Design:
@@ -81,12 +87,32 @@ def centered_design(i: np.ndarray, j: np.ndarray, N: int, a: np.ndarray | None =
     D = difference_design(i, j, N)
     T = centering_basis(N)
     if a is None:
-        return Design(D, T)
+        return Design(D, T, (np.asarray(i), np.asarray(j), None, N))
     X = sp.csr_matrix(sp.hstack([D, sp.csr_matrix(np.asarray(a, float)[:, None])]))
     basis = np.zeros((N + 1, N))
     basis[:N, : N - 1] = T
     basis[N, N - 1] = 1.0
-    return Design(X, basis)
+    return Design(X, basis, (np.asarray(i), np.asarray(j), np.asarray(a, float), N))
+
+
+def pair_information(i: np.ndarray, j: np.ndarray, a: np.ndarray | None, N: int, d: np.ndarray) -> np.ndarray:
+    """``X^T diag(d) X`` for the rows ``e_i - e_j`` (and the order column ``a``) of
+    :func:`centered_design`'s ``X``, from the item-pair totals of ``d``: the weighted
+    Laplacian ``diag(W 1 + W^T 1) - W - W^T`` of the comparison graph, bordered by
+    ``sum_c d_c a_c (e_i - e_j)`` and ``sum_c d_c a_c^2`` (dense ``(N [+1])`` square)."""
+    W = np.bincount(i * N + j, weights=d, minlength=N * N).reshape(N, N)
+    W += W.T.copy()
+    W *= -1.0
+    W[np.diag_indices(N)] -= W.sum(axis=1)
+    if a is None:
+        return W
+    da = d * a
+    col = np.bincount(i, weights=da, minlength=N) - np.bincount(j, weights=da, minlength=N)
+    out = np.empty((N + 1, N + 1))
+    out[:N, :N] = W
+    out[N, :N] = out[:N, N] = col
+    out[N, N] = np.sum(da * a)
+    return out
 
 
 def glm_information(X: "np.ndarray | sp.spmatrix | Design", n: np.ndarray, p: np.ndarray, weight: float = 1.0) -> np.ndarray:
@@ -95,6 +121,9 @@ def glm_information(X: "np.ndarray | sp.spmatrix | Design", n: np.ndarray, p: np
     ``X`` dense, sparse or a factored :class:`Design`)."""
     d = weight * n * p * (1 - p)
     if isinstance(X, Design):
+        if X.pairs is not None and X.pairs[3] ** 2 <= 16 * d.size + 250_000:
+            i, j, a, N = X.pairs
+            return X.pull_back(pair_information(i, j, a, N, d))
         return X.pull_back(glm_information(X.X, n, p, weight))
     if sp.issparse(X):
         X = sp.csr_matrix(X)
@@ -253,5 +282,6 @@ def fit_structured(
         max_iter=max_iter,
         value=obj.value,
         normalize=chart.canonical if chart.r > 0 else None,
+        gauge=chart.gauge_directions,
     )
     return StructuredFit(chart, res.x, res, obj)

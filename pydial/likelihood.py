@@ -16,6 +16,7 @@ with one ``bincount`` and mapped to the reduced chart by ``T^T H T``.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
@@ -101,6 +102,10 @@ class Cells:
         return cls(*cols)
 
 
+DENSE_PAIR_RATIO = 16  # per-judge item-pair tables when they have at most this many entries per cell
+PAIR_CHUNK_ENTRIES = 1 << 22  # entries of the item-pair tables formed at once (32 MB)
+
+
 class Objective:
     r"""A weighted bilinear logistic loss on a :class:`~pydial.model.Chart`.
 
@@ -141,13 +146,19 @@ class Objective:
 
         Columns: L_g (q), B_i (q), B_j (q), b_g (1; a dummy slot for human cells).
         """
+        return self._index_array(np.int64)
+
+    def _index_array(self, dtype: Any) -> np.ndarray:
+        """:attr:`_index` with integers of type ``dtype``, not cached."""
         ch, c = self.chart, self.cells
         q = ch.q
-        l = np.arange(q)
-        bcol = np.where(c.is_human, 0, ch.off_b + np.minimum(c.g, ch.K - 1))
-        return np.column_stack(
-            [c.g[:, None] * q + l, ch.off_B + c.i[:, None] * q + l, ch.off_B + c.j[:, None] * q + l, bcol]
-        )
+        idx = np.empty((c.g.size, 3 * q + 1), dtype)
+        for l in range(q):
+            idx[:, l] = c.g * q + l
+            idx[:, q + l] = c.i * q + (ch.off_B + l)
+            idx[:, 2 * q + l] = c.j * q + (ch.off_B + l)
+        idx[:, 3 * q] = np.where(c.is_human, 0, ch.off_b + np.minimum(c.g, ch.K - 1))
+        return idx
 
     @cached_property
     def _order_label(self) -> np.ndarray:
@@ -162,24 +173,34 @@ class Objective:
     def _local(self, theta: np.ndarray, *, derivative: bool = True) -> tuple[np.ndarray, list[np.ndarray]]:
         """``eta`` and the local gradient ``d eta / d phi`` on the touched coordinates, as
         ``3q + 1`` contiguous columns ``dB_l, L_gl, -L_gl, a`` (the layout of :attr:`_index`)."""
+        phi = self.chart.to_full(theta)
+        return self._eta_full(phi), (self._columns(phi) if derivative else [])
+
+    def _columns(self, phi: np.ndarray) -> list[np.ndarray]:
+        """The ``3q + 1`` columns ``dB_l, L_gl, -L_gl, a`` of ``d eta / d phi`` (layout of :attr:`_index`)."""
         ch, c = self.chart, self.cells
-        phi = ch.to_full(theta)
         q = ch.q
         L = phi[: ch.off_B].reshape(ch.rows, q)
         B = phi[ch.off_B : ch.off_b].reshape(ch.N, q)
-        b = phi[ch.off_b :]
         Lg = [np.ascontiguousarray(L[:, l])[c.g] for l in range(q)]
         dB = [B[c.i, l] - B[c.j, l] for l in range(q)]
-        eta = self._order_label * b[self._order_judge]
-        for l in range(q):
-            eta += Lg[l] * dB[l]
-        if not derivative:
-            return eta, []
-        return eta, dB + Lg + [-x for x in Lg] + [self._order_label]
+        return dB + Lg + [-x for x in Lg] + [self._order_label]
 
     def eta(self, theta: np.ndarray) -> np.ndarray:
         """Linear predictors ``eta_c`` of the cells (eq. binomial-model-llm / -human)."""
-        return self._local(theta, derivative=False)[0]
+        return self._eta_full(self.chart.to_full(theta))
+
+    def _eta_full(self, phi: np.ndarray) -> np.ndarray:
+        """``eta_c`` from the full coordinates ``phi`` (no derivative columns formed)."""
+        ch, c = self.chart, self.cells
+        q = ch.q
+        L = phi[: ch.off_B].reshape(ch.rows, q)
+        B = phi[ch.off_B : ch.off_b].reshape(ch.N, q)
+        eta = self._order_label * np.take(phi[ch.off_b :], self._order_judge)
+        for l in range(q):
+            Bl = np.ascontiguousarray(B[:, l])
+            eta += np.take(np.ascontiguousarray(L[:, l]), c.g) * (np.take(Bl, c.i) - np.take(Bl, c.j))
+        return eta
 
     # ------------------------------------------------------------ evaluation
     def value(self, theta: np.ndarray) -> float:
@@ -192,7 +213,8 @@ class Objective:
     def value_grad_hess(self, theta: np.ndarray, *, hess: bool = True) -> tuple[float, np.ndarray, np.ndarray | None]:
         """Value, gradient and (exact) Hessian in the reduced chart."""
         ch, c = self.chart, self.cells
-        eta, v = self._local(theta)
+        phi = ch.to_full(theta)
+        eta = self._eta_full(phi)
         p = expit(eta)
         f = float(np.sum(c.w * binomial_nll(eta, c.n, c.y)))
         res = c.w * (c.n * p - c.y)  # d f / d eta per cell
@@ -202,20 +224,23 @@ class Objective:
             f += fp
             res = res.copy()
             res[c.is_human] += gp
-        g = np.asarray(ch.T_sparse.T @ self._gradient_full(res, v))
+        agg = self._residual_by_item(res)
+        g = np.asarray(ch.T_sparse.T @ self._gradient_factored(res, phi, agg))
         if self.penalty is not None:
             g = g + g_pen
         if not hess:
             return f, g, None
         curv = c.w * c.n * p * (1.0 - p)
-        H_full = self._outer(curv, v) + self._cross(res)
+        H_full = self._outer(curv, None, phi)
+        self._add_cross(H_full, agg)
         H = ch.pull_back(H_full)
         if self.penalty is not None:
             H = H + H_pen
         return f, g, 0.5 * (H + H.T)
 
     def _gradient_full(self, res: np.ndarray, v: list[np.ndarray]) -> np.ndarray:
-        """``sum_c res_c d eta_c / d phi`` in the full coordinates (one ``bincount`` per column of ``v``)."""
+        """``sum_c res_c d eta_c / d phi`` in the full coordinates (one ``bincount`` per column of ``v``;
+        the reference for :meth:`_gradient_factored`, which the fits use)."""
         idx = self._index
         P = self.chart.dim_full
         g_full = np.zeros(P)
@@ -243,13 +268,19 @@ class Objective:
         gr = self._groups
         return {(a, b): gr[a][0] * gr[b][1] + gr[b][0] for a in range(len(gr)) for b in range(a, len(gr))}
 
-    def _outer(self, weight: np.ndarray, v: list[np.ndarray]) -> np.ndarray:
-        """``sum_c weight_c v_c v_c^T`` assembled into the full coordinates.
+    def _outer(self, weight: np.ndarray, v: list[np.ndarray] | None, phi: np.ndarray | None = None) -> np.ndarray:
+        """``sum_c weight_c v_c v_c^T`` assembled into the full coordinates (``v_c = d eta_c / d phi``).
 
-        Each pair of coordinate groups is first summed over the cells that share its
-        units (judge, item, item pair) with ``bincount``; the dense matrix is only
-        ``P x P``, and no ``cells x (3q+1)^2`` array is formed.
+        With ``phi`` given and a dense enough design (:attr:`_pair_chunks`), the sum is
+        formed from the per-judge item-pair totals of ``weight`` (:meth:`_outer_factored`,
+        ``v`` not needed); otherwise each pair of coordinate groups is summed over the
+        cells that share its units (judge, item, item pair) with ``bincount``.  The
+        dense matrix is only ``P x P``; no ``cells x (3q+1)^2`` array is formed.
         """
+        if phi is not None and self._pair_chunks is not None:
+            return self._outer_factored(weight, phi)
+        if v is None:
+            v = self._columns(phi)
         P = self.chart.dim_full
         H = np.zeros((P, P))
         gr = self._groups
@@ -271,7 +302,8 @@ class Objective:
         return H
 
     def _cross(self, res: np.ndarray) -> np.ndarray:
-        """``sum_c res_c d^2 eta_c / d phi^2``: +1 at (L_g,l ; B_i,l), -1 at (L_g,l ; B_j,l)."""
+        """``sum_c res_c d^2 eta_c / d phi^2``: +1 at (L_g,l ; B_i,l), -1 at (L_g,l ; B_j,l)
+        (the reference for :meth:`_add_cross`, which the fits use)."""
         ch, c = self.chart, self.cells
         q, P = ch.q, ch.dim_full
         H = np.zeros((P, P))
@@ -284,16 +316,170 @@ class Objective:
             H[np.ix_(rb, rl)] += agg.T
         return H
 
+    # ------------------------------------- factored gradient and Hessian
+    @cached_property
+    def _pair_chunks(self) -> list[tuple[int, int, slice]] | None:
+        """Loading rows in chunks ``(g0, g1, cells)`` for :meth:`_outer_factored`, or ``None``
+        when the design is too sparse for per-judge item-pair tables (more than
+        :data:`DENSE_PAIR_RATIO` table entries per cell).
+
+        ``cells`` indexes :attr:`_pair_order` (the cells sorted by loading row); a chunk
+        holds at most :data:`PAIR_CHUNK_ENTRIES` table entries (at least one row).
+        """
+        ch, c = self.chart, self.cells
+        N2 = ch.N * ch.N
+        if ch.rows * N2 > DENSE_PAIR_RATIO * max(c.g.size, 1):
+            return None
+        g = c.g if self._pair_order is None else c.g[self._pair_order]
+        bounds = np.searchsorted(g, np.arange(ch.rows + 1))
+        per = max(1, PAIR_CHUNK_ENTRIES // N2)
+        return [(g0, min(g0 + per, ch.rows), slice(int(bounds[g0]), int(bounds[min(g0 + per, ch.rows)])))
+                for g0 in range(0, ch.rows, per)]
+
+    @cached_property
+    def _pair_order(self) -> np.ndarray | None:
+        """Permutation sorting the cells by loading row (``None``: already sorted)."""
+        g = self.cells.g
+        return None if g.size < 2 or bool(np.all(g[1:] >= g[:-1])) else np.argsort(g, kind="stable")
+
+    @cached_property
+    def _pair_key(self) -> np.ndarray:
+        """``(g N + i) N + j`` of every cell, in the order of :attr:`_pair_order`."""
+        ch, c = self.chart, self.cells
+        key = (c.g * ch.N + c.i) * ch.N + c.j
+        return key if self._pair_order is None else key[self._pair_order]
+
+    @cached_property
+    def _row_item_keys(self) -> tuple[np.ndarray, np.ndarray]:
+        """``g N + i`` and ``g N + j`` of every cell."""
+        ch, c = self.chart, self.cells
+        return c.g * ch.N + c.i, c.g * ch.N + c.j
+
+    def _outer_factored(self, weight: np.ndarray, phi: np.ndarray) -> np.ndarray:
+        """:meth:`_outer` for ``v = d eta / d phi`` from per-judge item-pair totals.
+
+        With ``W_g`` the ``N x N`` totals of ``weight`` over the cells of loading row
+        ``g`` and item pair ``(i, j)``, and ``Lap_g = diag((W_g + W_g^T) 1) - W_g - W_g^T``,
+        the blocks are ``(L_g, L_g) = B^T Lap_g B``, ``(L_gl', B_il) = L_gl (Lap_g B)_il'``
+        and ``(B_l, B_l') = sum_g L_gl L_gl' Lap_g``; the order-effect blocks need only
+        the per-(judge, item) totals of ``weight * a``.  The tables are formed a few
+        judges at a time (:attr:`_pair_chunks`).
+        """
+        ch, c = self.chart, self.cells
+        q, N, R, K = ch.q, ch.N, ch.rows, ch.K
+        P = ch.dim_full
+        L = phi[: ch.off_B].reshape(R, q)
+        B = phi[ch.off_B : ch.off_b].reshape(N, q)
+        H = np.zeros((P, P))
+        w = weight if self._pair_order is None else weight[self._pair_order]
+        LB = np.empty((R, q, N, q))  # [g, l', i, l]: d2 / dL_gl' dB_il = L_gl (Lap_g B)_il'
+        LL = np.empty((R, q, q))
+        BB = np.zeros((q, q, N * N))  # [l, l'] -> (i, i')
+        pairs = [(l, m) for l in range(q) for m in range(l, q)]
+        for g0, g1, sl in self._pair_chunks:
+            nc = g1 - g0
+            W = np.bincount(self._pair_key[sl] - g0 * N * N, weights=w[sl], minlength=nc * N * N).reshape(nc, N, N)
+            W += W.transpose(0, 2, 1).copy()
+            dW = W.sum(axis=2)  # (nc, N)
+            LapB = dW[:, :, None] * B[None] - W @ B  # (nc, N, q)
+            LL[g0:g1] = np.einsum("il,gim->glm", B, LapB)
+            LB[g0:g1] = LapB.transpose(0, 2, 1)[:, :, :, None] * L[g0:g1, None, None, :]
+            coef = np.array([L[g0:g1, l] * L[g0:g1, m] for l, m in pairs])  # (pairs, nc)
+            off = coef @ W.reshape(nc, N * N)
+            dg = coef @ dW
+            for t, (l, m) in enumerate(pairs):
+                BB[l, m] -= off[t]
+                BB[l, m, :: N + 1] += dg[t]
+        # assemble: L block, L-B block, B block
+        HL = H[: ch.off_B, : ch.off_B]
+        for g in range(R):
+            HL[g * q:(g + 1) * q, g * q:(g + 1) * q] = LL[g]
+        LBm = LB.reshape(R * q, N * q)
+        H[: ch.off_B, ch.off_B : ch.off_b] = LBm
+        H[ch.off_B : ch.off_b, : ch.off_B] = LBm.T
+        HB = H[ch.off_B : ch.off_b, ch.off_B : ch.off_b].reshape(N, q, N, q)  # a view
+        for l, m in pairs:
+            blk = BB[l, m].reshape(N, N)
+            HB[:, l, :, m] = blk
+            if m != l:
+                HB[:, m, :, l] = blk.T
+        # order-effect blocks: a = 0 on human cells, so only the K judges contribute
+        a = self._order_label
+        wa = weight * a
+        bb = np.bincount(self._order_judge, weights=wa * a, minlength=K)
+        rows_b = ch.off_b + np.arange(K)
+        H[rows_b, rows_b] = bb
+        return self._add_order_cross(H, wa, L, B)
+
+    def _add_order_cross(self, H: np.ndarray, wa: np.ndarray, L: np.ndarray, B: np.ndarray) -> np.ndarray:
+        """Add the ``(b_g, L_g)`` and ``(b_g, B_i)`` blocks from the per-(judge, item) totals of
+        ``wa = weight * a`` over the cells with ``i(c) = i`` (``Wi``) and ``j(c) = i`` (``Wj``):
+        ``(b_g, L_gl) = Wi_g . B_l - Wj_g . B_l`` and ``(b_g, B_il) = L_gl (Wi_gi - Wj_gi)``."""
+        ch = self.chart
+        q, N, R, K = ch.q, ch.N, ch.rows, ch.K
+        ki, kj = self._row_item_keys
+        Wi = np.bincount(ki, weights=wa, minlength=R * N).reshape(R, N)[:K]
+        Wj = np.bincount(kj, weights=wa, minlength=R * N).reshape(R, N)[:K]
+        D = Wi - Wj
+        bL = D @ B  # (K, q)
+        bB = L[:K, :, None] * D[:, None, :]  # (K, q, N): [g, l, i]
+        rows_b = ch.off_b + np.arange(K)
+        for l in range(q):
+            H[rows_b, np.arange(K) * q + l] = bL[:, l]
+            H[np.arange(K) * q + l, rows_b] = bL[:, l]
+        HbB = bB.transpose(0, 2, 1).reshape(K, N * q)  # column off_B + i q + l
+        H[ch.off_b :, ch.off_B : ch.off_b] = HbB
+        H[ch.off_B : ch.off_b, ch.off_b :] = HbB.T
+        return H
+
+    def _residual_by_item(self, res: np.ndarray) -> np.ndarray:
+        """``R[g, i] = sum_c res_c ([i(c) = i] - [j(c) = i])`` over the cells of loading row ``g``."""
+        ch = self.chart
+        ki, kj = self._row_item_keys
+        m = ch.rows * ch.N
+        return (np.bincount(ki, weights=res, minlength=m) - np.bincount(kj, weights=res, minlength=m)).reshape(ch.rows, ch.N)
+
+    def _gradient_factored(self, res: np.ndarray, phi: np.ndarray, agg: np.ndarray) -> np.ndarray:
+        """:meth:`_gradient_full` from ``agg`` of :meth:`_residual_by_item`: ``d/dL = agg B``,
+        ``d/dB = agg^T L`` and ``d/db_g = sum_{c in g} res_c a_c``."""
+        ch = self.chart
+        q = ch.q
+        L = phi[: ch.off_B].reshape(ch.rows, q)
+        B = phi[ch.off_B : ch.off_b].reshape(ch.N, q)
+        return np.concatenate([(agg @ B).ravel(), (agg.T @ L).ravel(),
+                               np.bincount(self._order_judge, weights=res * self._order_label, minlength=ch.K)])
+
+    def _add_cross(self, H: np.ndarray, agg: np.ndarray) -> None:
+        """Add :meth:`_cross` in place, from ``agg`` of :meth:`_residual_by_item`."""
+        ch = self.chart
+        q = ch.q
+        HLB = H[: ch.off_B, ch.off_B : ch.off_b].reshape(ch.rows, q, ch.N, q)
+        HBL = H[ch.off_B : ch.off_b, : ch.off_B].reshape(ch.N, q, ch.rows, q)
+        for l in range(q):
+            HLB[:, l, :, l] += agg
+            HBL[:, l, :, l] += agg.T
+
     # --------------------------------------------------- per-cell quantities
     def full_jacobian(self, theta: np.ndarray, rows: np.ndarray | None = None) -> sp.csr_matrix:
         """``d eta_c / d phi`` in the full coordinates: sparse, exactly ``3(r+1)+1``
         entries per cell (every cell, or those selected by the boolean mask ``rows``)."""
-        v = np.column_stack(self._local(theta)[1])
-        idx = self._index
         if rows is not None:
-            v, idx = v[rows], idx[rows]
-        m, q = v.shape
-        return sp.csr_matrix((v.ravel(), idx.ravel(), np.arange(0, m * q + 1, q)), shape=(m, self.chart.dim_full))
+            # only the selected cells' derivatives and indices are formed
+            sub = type(self.cells)(*(getattr(self.cells, f.name)[rows] for f in dataclasses.fields(self.cells)))
+            return Objective(self.chart, sub).full_jacobian(theta)
+        phi = self.chart.to_full(theta)
+        cols = self._columns(phi)
+        m, q = self.cells.g.size, len(cols)
+        v = np.empty((m, q))
+        for t in range(q):  # filled column by column: no second copy of the columns
+            v[:, t] = cols[t]
+            cols[t] = None
+        small = max(m * q, self.chart.dim_full) < np.iinfo(np.int32).max
+        itype = np.int32 if small else np.int64
+        idx = self.__dict__.get("_index")
+        idx = self._index_array(itype) if idx is None else idx.astype(itype, copy=False)
+        return sp.csr_matrix((v.ravel(), idx.ravel(), np.arange(0, m * q + 1, q, dtype=itype)),
+                             shape=(m, self.chart.dim_full))
 
     def cell_jacobian(self, theta: np.ndarray, rows: np.ndarray | None = None) -> sp.csr_matrix:
         """``d eta_c / d theta`` for every cell, or the cells selected by the boolean
@@ -523,17 +709,21 @@ class TieObjective(Objective):
         """Value, gradient and exact Hessian in ``x = (theta, l)``."""
         ch, c = self.chart, self.cells
         theta, _ = self.split(x)
-        eta, v = self._local(theta)
+        phi = ch.to_full(theta)
+        eta, v = self._eta_full(phi), self._columns(phi)
         d = self.cell_derivatives(x, eta)
         f = float(-np.sum(c.w * d.value))
         res = -c.w * d.d_eta
         pos, free = self._lpos, self._lpos >= 0
         nt = self.n_tie
-        g = np.concatenate([np.asarray(ch.T_sparse.T @ self._gradient_full(res, v)),
+        agg = self._residual_by_item(res)
+        g = np.concatenate([np.asarray(ch.T_sparse.T @ self._gradient_factored(res, phi, agg)),
                             np.bincount(pos[free], weights=(-c.w * d.d_l)[free], minlength=nt)])
         if not hess:
             return f, g, None
-        H_tt = ch.pull_back(self._outer(-c.w * d.d_eta_eta, v) + self._cross(res))
+        H_full = self._outer(-c.w * d.d_eta_eta, v, phi)
+        self._add_cross(H_full, agg)
+        H_tt = ch.pull_back(H_full)
         H_tl = np.asarray(ch.T_sparse.T @ self._cross_l(-c.w * d.d_eta_l, v))
         H_ll = np.diag(np.bincount(pos[free], weights=(-c.w * d.d_l_l)[free], minlength=nt))
         H = np.block([[H_tt, H_tl], [H_tl.T, H_ll]])

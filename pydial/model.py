@@ -238,7 +238,7 @@ class Chart:
     # ------------------------------------------------------------------ maps
     def to_full(self, theta: np.ndarray) -> np.ndarray:
         """Full coordinates ``phi = phi_0 + T theta`` (``L = [A; ctilde^T]``, ``B``, ``b``)."""
-        return self.phi0 + self.T @ theta
+        return self.phi0 + self.T_sparse @ np.asarray(theta, dtype=float)
 
     def unpack(self, theta: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """``(A, B, ctilde, b)`` with ``ctilde`` the human loading row (length r+1)."""
@@ -328,6 +328,33 @@ class Chart:
             cc = np.asarray(c, float).copy()
             cc[0] *= self.K / g
         return self.pack(A, B, cc, b)
+
+    def gauge_directions(self, theta: np.ndarray) -> np.ndarray:
+        """Tangents of the ``r (r + 1)`` gauge orbits at ``theta`` (dim x r(r+1), columns not normalized).
+
+        The gauge ``A -> A G``, ``B -> B G^{-T}``, ``ctilde -> G^T ctilde`` with
+        ``G^T e_1 = e_1`` leaves ``(s, S, b)`` unchanged; for ``G = I + t e_p e_l^T``
+        (``p >= 1``) the tangent is ``dA = A e_p e_l^T``, ``dB = -B e_l e_p^T``,
+        ``dctilde = ctilde_p e_l``.  The loss is flat along them, so its gradient is
+        orthogonal to them and, at a stationary point, they span null directions of the Hessian.
+        """
+        A, B, ct, _ = self.unpack(theta)
+        q, K, N = self.q, self.K, self.N
+        sA, sB, sc = self.slices["A"], self.slices["B"], self.slices["c"]
+        Z = np.zeros((self.dim, self.n_gauge))
+        t = 0
+        for p in range(1, q):
+            for l in range(q):
+                dA = np.zeros((K, q))
+                dA[:, l] = A[:, p]
+                dB = np.zeros((N, q))
+                dB[:, p] = -B[:, l]
+                Z[sA, t] = dA[: K - 1].ravel()
+                Z[sB, t] = dB[: N - 1].ravel()
+                if self.calibration == "W":
+                    Z[sc.start + l, t] = ct[p]
+                t += 1
+        return Z
 
     def canonical(self, theta: np.ndarray) -> np.ndarray:
         """A gauge-equivalent point with ``B`` in the canonical form of :meth:`from_structure`.

@@ -27,11 +27,12 @@ budgets keep a complete path; GACV uses the Hessian of the penalized criterion.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
 import numpy as np
 import pandas as pd
+import scipy.sparse as sp
 from scipy.special import expit
 
 from .data import Comparisons, HumanCells
@@ -40,7 +41,7 @@ from .fit import (BTLFit, Design, centered_design, dense_design, difference_desi
 from .inference import independent_meat
 from .likelihood import Cells, Objective, binomial_nll, human_loss
 from .model import Chart
-from .optim import BOX, ZERO_EIG_RTOL, OptimResult, newton, pinv_sym, single_threaded_blas
+from .optim import BOX, ZERO_EIG_RTOL, OptimResult, newton, pinv_from_eigh, pinv_sym, single_threaded_blas
 from .penalty import FirthPenalty
 
 DEFAULT_MULTIPLES = tuple(np.logspace(-2, 1, 7))
@@ -53,7 +54,8 @@ def candidate_weights(n_llm: int, n_human: int, multiples: tuple[float, ...] = D
     return np.asarray(multiples, float) * n_llm / n_human
 
 
-def gacv_trace(H: np.ndarray, U: Any, n: np.ndarray, y: np.ndarray, p: np.ndarray, basis: Any = None) -> float:
+def gacv_trace(H: np.ndarray, U: Any, n: np.ndarray, y: np.ndarray, p: np.ndarray, basis: Any = None,
+               Hp: np.ndarray | None = None) -> float:
     r"""The trace term of eq. gacv: ``tr(H^+ J)`` with ``J = n_H^{-1} sum_t (g_t - \bar g)(g_t - \bar g)^T``.
 
     ``U`` holds ``d eta_c / d zeta`` of the human cells; comparison ``t`` in cell ``c``
@@ -61,12 +63,14 @@ def gacv_trace(H: np.ndarray, U: Any, n: np.ndarray, y: np.ndarray, p: np.ndarra
     ``[y (1-p)^2 + (n-y) p^2] u u^T`` to ``sum_t g_t g_t^T``.  ``U`` may be sparse, and
     may hold the derivatives in other coordinates ``x`` with ``zeta``-derivatives
     ``U basis`` (``basis`` dense): ``J`` is then pulled back as ``basis^T J_x basis``.
+    ``Hp``, when given, is ``H^+`` (:func:`~pydial.optim.pinv_sym`), already computed.
     """
     J = independent_meat(U, n, y, p, np.ones(n.size)).dense() / n.sum()
     if basis is not None:
-        B = basis.toarray() if hasattr(basis, "toarray") else np.asarray(basis)
-        J = B.T @ J @ B
-    Hp, _ = pinv_sym(H)
+        Bs = sp.csr_matrix(basis)  # the chart maps have about two entries per column
+        J = np.asarray(Bs.T @ np.asarray(Bs.T @ J).T).T
+    if Hp is None:
+        Hp, _ = pinv_sym(H)
     return float(np.sum(Hp * J))
 
 
@@ -84,6 +88,7 @@ class Candidate:
     loss_human: float = np.nan
     trace: float = np.nan
     n_zero_eig: int = 0
+    hess_pinv: np.ndarray | None = field(default=None, repr=False, compare=False)  # H^+ at theta (finite weights)
 
     @property
     def gacv(self) -> float:
@@ -91,9 +96,11 @@ class Candidate:
         return self.loss_human + self.trace if self.admissible else np.nan
 
 
-def guard(ch: Chart, opt: OptimResult, H: np.ndarray, s: np.ndarray) -> tuple[bool, str, int]:
-    """Regularity checks of App. lambda-selection for a finite-weight fit."""
-    lam = np.linalg.eigvalsh(H)
+def guard(ch: Chart, opt: OptimResult, H: np.ndarray, s: np.ndarray,
+          eig: np.ndarray | None = None) -> tuple[bool, str, int]:
+    """Regularity checks of App. lambda-selection for a finite-weight fit (``eig``: the
+    eigenvalues of ``H`` when already known)."""
+    lam = np.linalg.eigvalsh(H) if eig is None else eig
     nz = int(np.sum(np.abs(lam) <= ZERO_EIG_RTOL * max(np.abs(lam).max(), 1e-300)))
     if not opt.converged:
         return False, f"not converged ({opt.message})", nz
@@ -128,14 +135,16 @@ def finite_candidate(data: Comparisons, ch: Chart, lam: float, theta0: np.ndarra
     obj = Objective.weighted(ch, data, lam, penalty)
     H = opt.hess if opt.hess is not None and np.array_equal(opt.x, th) else obj.value_grad_hess(th)[2]
     s = ch.scores(th)
-    ok, reason, nz = guard(ch, opt, H, s)
+    ev, Q = np.linalg.eigh(0.5 * (H + H.T))  # one decomposition for the guards, GACV and the sandwich
+    ok, reason, nz = guard(ch, opt, H, s, ev)
     cand = Candidate(lam, multiple, s, th, opt, ok, reason, human_loss(s, data.human), n_zero_eig=nz)
     if ok:
         hum = obj.cells.is_human
         U = obj.full_jacobian(th, rows=hum)
         c = obj.cells
         p = expit(obj.eta(th))[hum]
-        cand.trace = gacv_trace(H, U, c.n[hum], c.y[hum], p, ch.T) / (data.n_human - 1)
+        cand.hess_pinv = pinv_from_eigh(ev, Q)[0]
+        cand.trace = gacv_trace(H, U, c.n[hum], c.y[hum], p, ch.T, cand.hess_pinv) / (data.n_human - 1)
     return cand
 
 
