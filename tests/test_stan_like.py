@@ -213,6 +213,19 @@ def test_sampling_is_quiet(models, sim_data, capfd):
     assert "Sampling" not in out + err and "Chain" not in out + err and "cmdstanpy" not in out + err
 
 
+def test_progress_bar(models, sim_data, stan_backend_name, capfd):
+    """progress=True: a tqdm bar (one over all chains with httpstan) instead of the backends' lines."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        posterior(sim_data, model="human", chains=2, draws=30, warmup=30, seed=2, progress=True)
+    out, err = capfd.readouterr()
+    assert "Sampling:" not in out + err and "Iteration" not in out + err
+    if stan_backend_name == "httpstan":
+        assert "sampling" in err and "120/120" in err
+    else:
+        assert "chain 1" in err.lower()
+
+
 def test_compile_announcement(capsys):
     from pydial.stan.backend import _announce_compile
 

@@ -37,7 +37,9 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import hashlib
+import io
 import os
+import re
 import threading
 import time
 import warnings
@@ -770,6 +772,7 @@ class CompiledModel:
         max_depth: int = 10,
         refresh: int | None = None,
         quiet: bool = True,
+        progress: bool | None = None,
     ) -> SampleResult:
         """Run NUTS (diagonal metric, adapted) and return the draws.
 
@@ -777,7 +780,10 @@ class CompiledModel:
         (default: Stan's uniform(-2, 2) on the unconstrained scale).
         ``refresh`` is the sampler's progress interval (iterations) and
         ``quiet=True`` keeps the backends' progress output and log messages
-        off the console.  With httpstan the fit that pystan stores in
+        off the console.  ``progress`` shows a ``tqdm`` bar instead of the
+        backends' progress lines (default: only when stderr is a terminal):
+        one bar over all chains' iterations with httpstan, cmdstanpy's
+        ``tqdm`` bar per chain with CmdStan.  With httpstan the fit that pystan stores in
         httpstan's cache is deleted afterwards (the draws are returned here;
         the cache would otherwise grow by the size of every run).
         Diagnostics are not checked here; call :meth:`SampleResult.check`.
@@ -790,33 +796,50 @@ class CompiledModel:
         if inits is not None and len(inits) != chains:
             raise ValueError(f"inits must give one dict per chain ({chains}), got {len(inits)}")
         data = _as_stan_data(data)
+        if progress is None:
+            import sys
+
+            progress = sys.stderr.isatty()
         t0 = time.perf_counter()
         if self.backend == "httpstan":
             d, s = _outside_event_loop(self._sample_httpstan, data, chains, draws, warmup, seed, inits,
-                                       adapt_delta, max_depth, refresh, quiet)
+                                       adapt_delta, max_depth, refresh, quiet, progress)
         else:
             d, s, fit = self._sample_cmdstan(data, chains, draws, warmup, seed, inits, adapt_delta, max_depth,
-                                             refresh, quiet)
+                                             refresh, quiet, progress)
         return SampleResult(draws=d, stats=s, chains=chains, draws_per_chain=draws, warmup=warmup, seed=seed,
                             max_depth=max_depth, backend=self.backend, seconds=time.perf_counter() - t0,
                             backend_fit=fit if self.backend == "cmdstanpy" else None)
 
-    def _sample_httpstan(self, data, chains, draws, warmup, seed, inits, adapt_delta, max_depth, refresh, quiet=True):
+    def _sample_httpstan(self, data, chains, draws, warmup, seed, inits, adapt_delta, max_depth, refresh,
+                         quiet=True, progress=False):
         import contextlib
-        import io
 
         before = set(httpstan_fit_files(self.model_name))
-        sink = io.StringIO()
-        ctx = (contextlib.redirect_stdout(sink), contextlib.redirect_stderr(sink)) if quiet else ()
+        sink = _ProgressSink(chains * (draws + warmup), self.name) if progress else io.StringIO()
+        ctx = (contextlib.redirect_stdout(sink), contextlib.redirect_stderr(sink)) if quiet or progress else ()
+        done = time.time()
         try:
             with contextlib.ExitStack() as stack:
+                if progress:
+                    stack.callback(sink.close)
                 for c in ctx:
                     stack.enter_context(c)
-                return self._sample_httpstan_run(data, chains, draws, warmup, seed, inits, adapt_delta, max_depth,
-                                                 refresh)
+                for attempt in range(3):
+                    try:
+                        out = self._sample_httpstan_run(data, chains, draws, warmup, seed, inits, adapt_delta,
+                                                        max_depth, refresh)
+                        break
+                    except RuntimeError as e:
+                        # another process removed the cached fit between its write and pystan's read;
+                        # a seeded run is deterministic, so running it again gives the same draws
+                        if "not found" not in str(e) or attempt == 2:
+                            raise
+                done = time.time()
+                return out
         finally:  # pystan keeps every seeded fit in httpstan's cache: remove the ones made here
             for f in set(httpstan_fit_files(self.model_name)) - before:
-                f.unlink(missing_ok=True)
+                _unlink_if_older(f, done)
 
     def _sample_httpstan_run(self, data, chains, draws, warmup, seed, inits, adapt_delta, max_depth, refresh):
         import stan
@@ -844,11 +867,13 @@ class CompiledModel:
         stats = {name: reshape(fit[name], ()) for name in fit.sample_and_sampler_param_names}
         return out, stats
 
-    def _sample_cmdstan(self, data, chains, draws, warmup, seed, inits, adapt_delta, max_depth, refresh, quiet=True):
+    def _sample_cmdstan(self, data, chains, draws, warmup, seed, inits, adapt_delta, max_depth, refresh, quiet=True,
+                        progress=False):
         import contextlib
 
         with (_quiet_cmdstanpy() if quiet else contextlib.nullcontext()):
-            fit = self._sample_cmdstan_fit(data, chains, draws, warmup, seed, inits, adapt_delta, max_depth, refresh)
+            fit = self._sample_cmdstan_fit(data, chains, draws, warmup, seed, inits, adapt_delta, max_depth, refresh,
+                                           progress)
         out = {}
         for name in fit.metadata.stan_vars:
             v = np.asarray(fit.stan_variable(name), dtype=float)  # (chains * draws, *shape), chain-major
@@ -857,13 +882,52 @@ class CompiledModel:
                  for name, v in ((n, fit.draws()[:, :, i]) for i, n in enumerate(fit.column_names) if n.endswith("__"))}
         return out, stats, fit
 
-    def _sample_cmdstan_fit(self, data, chains, draws, warmup, seed, inits, adapt_delta, max_depth, refresh):
+    def _sample_cmdstan_fit(self, data, chains, draws, warmup, seed, inits, adapt_delta, max_depth, refresh,
+                            progress=False):
         return self._cmdstan_model.sample(
             data=_json_ready(data), chains=chains, parallel_chains=min(chains, os.cpu_count() or 1), seed=seed,
             iter_warmup=warmup, iter_sampling=draws, adapt_delta=adapt_delta, max_treedepth=max_depth,
             inits=None if inits is None else [_json_ready(_as_stan_data(i)) for i in inits],
-            show_progress=False, refresh=refresh, sig_figs=18,
+            show_progress=bool(progress), refresh=refresh, sig_figs=18,
         )
+
+
+class _ProgressSink(io.StringIO):
+    """Stand-in for stdout/stderr during pystan's sampling: swallows its output and
+    moves one ``tqdm`` bar from its ``Sampling: x% (done/total)`` lines."""
+
+    _ITER = re.compile(r"\((\d+)/(\d+)\)")
+
+    def __init__(self, total: int, name: str) -> None:
+        import sys
+
+        from tqdm.auto import tqdm
+
+        super().__init__()
+        self.bar = tqdm(total=total, desc=f"sampling {Path(name).stem}", file=sys.stderr, leave=False,
+                        mininterval=0.5)
+
+    def write(self, text: str) -> int:
+        m = None
+        for m in self._ITER.finditer(text):
+            pass
+        if m is not None:
+            self.bar.update(max(int(m.group(1)) - self.bar.n, 0))
+        return len(text)
+
+    def close(self) -> None:
+        self.bar.refresh()
+        self.bar.close()
+        super().close()
+
+
+def _unlink_if_older(f: Path, t: float) -> None:
+    """Delete ``f`` unless it was written after time ``t`` (by a concurrent run)."""
+    try:
+        if f.stat().st_mtime <= t + 1.0:
+            f.unlink(missing_ok=True)
+    except FileNotFoundError:
+        pass
 
 
 def httpstan_fit_files(model_name: str = "") -> list[Path]:

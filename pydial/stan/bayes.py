@@ -211,6 +211,7 @@ def posterior(
     b_stage: str = "joint",
     refresh: int | None = None,
     quiet: bool = True,
+    progress: bool | None = None,
     log_lik: str = "cell",
 ) -> Any:
     r"""Sample a DIAL model's posterior with NUTS and return :class:`arviz.InferenceData`.
@@ -307,6 +308,10 @@ def posterior(
     quiet : bool, default True
         Keep the backends' progress output and log messages off the console
         (a compilation is still announced by one line on stderr).
+    progress : bool, optional
+        A ``tqdm`` progress bar instead of the backends' progress lines
+        (httpstan: one bar over all chains; CmdStan: cmdstanpy's bar per
+        chain).  Default: shown only when stderr is a terminal.
     log_lik : {"cell", "judgment"}, default "cell"
         Unit of the pointwise log-likelihood (and of ``observed_data`` and
         ``posterior_predictive``).  ``"cell"`` (default): one value per
@@ -370,7 +375,7 @@ def posterior(
     items = list(data.items)
     judges = list(data.judges)
     run = dict(chains=chains, draws=draws, warmup=warmup, adapt_delta=adapt_delta, max_depth=max_depth,
-               refresh=refresh, quiet=quiet)
+               refresh=refresh, quiet=quiet, progress=progress)
     extra_problems: list[str] = []
     notes: list[str] = []
     cut = False
