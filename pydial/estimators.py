@@ -228,7 +228,14 @@ def _dispatch(data: Comparisons, common: dict, method: str, *, engine: str, cov_
             raise NotImplementedError(f"ties={ties!r} is available for methods {TIE_METHODS}, not {method!r}")
         if penalty is not None:
             raise NotImplementedError(f"penalty={penalty!r} is not available with ties={ties!r}")
-        if method in TIE_DIAL_METHODS:
+        if method == "pooled":
+            from .tie_baselines import fit_pooled_ties
+
+            if engine == "stan":
+                raise NotImplementedError(f"method 'pooled' with ties={ties!r} is fitted by numpy only (two tie GLMs); "
+                                          "use engine='numpy'")
+            return fit_pooled_ties(data, common, ties=ties)
+        if method in TIE_DIAL_METHODS + ("atc",):
             opt = None
             if engine == "stan":
                 from .likelihood import tie_groups
@@ -244,6 +251,10 @@ def _dispatch(data: Comparisons, common: dict, method: str, *, engine: str, cov_
                         "which fixes their nu at 0 (the boundary MLE)")
                 opt = stan_tie_optimizers(seed)
             kw = {} if opt is None else {"engine": opt}
+            if method == "atc":
+                from .tie_baselines import fit_atc_ties
+
+                return fit_atc_ties(data, common, ties=ties, **kw)
             return fit_dial_ties(data, common, ties=ties, order=(method != "dial-nopos"),
                                  adaptive=(method != "dial-anc"), lambdas=lambdas, multiples=multiples,
                                  include_endpoints=include_endpoints, rank_grid=rank_grid, **kw)
@@ -812,27 +823,33 @@ def _fit_dial(data: Comparisons, common: dict, *, order: bool, adaptive: bool, l
     return res
 
 
+def atc_scores(base: np.ndarray, human: np.ndarray, items: Any) -> tuple[np.ndarray, pd.DataFrame, pd.DataFrame]:
+    """AtC's scores: ``base`` (the anchored consensus) isotonic-regressed on the order of the human
+    BTL scores ``human``, centered; returned with the score table and covariance (no standard
+    errors: the isotonic step has no linearization)."""
+    from scipy.optimize import isotonic_regression
+
+    order = np.argsort(-human, kind="stable")
+    s = np.empty(base.size)
+    s[order] = isotonic_regression(base[order], increasing=False).x
+    s -= s.mean()
+    scores = pd.DataFrame({"score": s, "se": np.nan, "ci_low": np.nan, "ci_high": np.nan},
+                          index=pd.Index(items, name="item"))
+    cov = pd.DataFrame(np.full((s.size, s.size), np.nan), index=scores.index, columns=scores.index)
+    return s, scores, cov
+
+
 def _fit_atc(data: Comparisons, common: dict, point: "PointEngine | None" = None) -> DialResult:
     """AtC baseline (Sec. Experiments, App. related-comparison): the human comparisons
     are aggregated by BTL into an ordering, and the position-debiased LLM consensus
     score (DIAL-Anc with ``M = mu``) is isotonic-calibrated to respect it."""
-    from scipy.optimize import isotonic_regression
-
     point = point or NUMPY
     h = point.human(data)
     _warn_if(h.opt, "human BTL (AtC ordering)")
     sf = point.staged(data, common["rank"], "mu", order=True)
     _warn_if(sf.llm_opt, "structured LLM-only fit")
     base = sf.chart.scores(sf.theta)
-    order = np.argsort(-h.s, kind="stable")
-    fitted = isotonic_regression(base[order], increasing=False).x
-    s = np.empty(data.N)
-    s[order] = fitted
-    s -= s.mean()
-    nan = np.full((data.N, data.N), np.nan)
-    scores = pd.DataFrame({"score": s, "se": np.nan, "ci_low": np.nan, "ci_high": np.nan},
-                          index=pd.Index(data.items, name="item"))
-    cov = pd.DataFrame(nan, index=scores.index, columns=scores.index)
+    s, scores, cov = atc_scores(base, h.s, data.items)
     pos = llm_only_effects(data, sf.llm_chart, sf.llm_theta, common["cov_type"], common["level"])
     return DialResult(**{**common, "calibration": "mu"}, scores=scores, cov=cov, position_effects=pos,
                       judge_scores=None, structure=sf.llm_chart.structure(sf.llm_theta), calibration_coef=None,

@@ -373,10 +373,13 @@ def human_tie_fit(data: Comparisons, ties: str, engine: TieOptimizers = NUMPY_TI
 
 
 def _glm_influence(data: Comparisons, ties: str, X: Design, x: np.ndarray, free: bool, weight: float,
-                   E: np.ndarray, unit: bool = False) -> tuple[TieInfluence, np.ndarray]:
-    """Influence ``u = E H^{-1} (channels)`` of a human tie GLM (design ``X``, coordinates ``(beta, l)``);
-    also returns ``H``.  ``unit=True`` gives weight 1 per comparison (for GACV)."""
-    hi, hj, hc = _human_tie_cells(data)
+                   E: np.ndarray, unit: bool = False, cells: TieCells | None = None) -> tuple[TieInfluence, np.ndarray]:
+    """Influence ``u = E H^{-1} (channels)`` of a tie GLM (design ``X``, coordinates ``(beta, l)``) on
+    ``cells`` (default: the human cells); also returns ``H``.  ``unit=True`` gives weight 1 per
+    comparison (for GACV)."""
+    if cells is None:
+        cells = TieCells.stack(data, 0.0, 1.0)
+    hc = cells.counts
     _, _, H = tie_glm_terms(ties, hc, X, x, weight, free)
     m, p = hc.shape[0], X.shape[1]
     Xs = sp.csr_matrix(X.X)
@@ -395,9 +398,8 @@ def _glm_influence(data: Comparisons, ties: str, X: Design, x: np.ndarray, free:
     Hinv, _ = pinv_sym(H)
     A = np.asarray((basis @ (E @ Hinv).T).T)
     w = np.full(m, 1.0 if unit else weight)
-    K = data.K
-    st = OutcomeStats(hc, P, a, b, w, np.ones(m, bool), np.full(m, K), hi, hj, np.zeros(m, np.int64))
-    cells = TieCells(np.full(m, K), hi, hj, np.zeros(m, np.int64), hc.sum(1), hc[:, 0], w, np.ones(m, bool), hc)
+    cells = dataclasses.replace(cells, w=w)
+    st = OutcomeStats(hc, P, a, b, w, cells.is_human, cells.g, cells.i, cells.j, cells.a)
     return TieInfluence(J2, A, st, record_rows(data, cells)), H
 
 
@@ -523,6 +525,26 @@ def judge_tie_effects(data: Comparisons, ties: str, chL: Chart, xL: np.ndarray, 
     return est, C, obj.free
 
 
+def judge_tie_tables(data: Comparisons, ties: str, sf: TieStagedFit, cov: str, level: float
+                     ) -> tuple[pd.DataFrame | None, pd.DataFrame, pd.DataFrame | None, np.ndarray]:
+    """Position effects, judges' tie parameters and consensus loadings of the LLM-only tie fit
+    of ``sf`` (:func:`judge_tie_effects`) as tables, and their joint covariance."""
+    chL, xL, freeL = sf.llm_chart, sf.llm_x, sf.llm_free
+    est, CJ, _ = judge_tie_effects(data, ties, chL, xL, freeL, cov)
+    nb = data.K if chL.order else 0
+    nt = freeL.size
+    names = list(data.judges)
+    pos = consensus = None
+    if chL.order:
+        pos = wald_table(est[:nb], CJ[:nb, :nb], names, level, "b")
+        pos.index.name = "judge"
+        pos.attrs["cov"] = CJ[:nb, :nb]
+        consensus = wald_table(est[nb + nt:], CJ[nb + nt:, nb + nt:], names, level, "gamma")[["gamma", "se", "ci_low", "ci_high"]]
+        consensus.index.name = "judge"
+    tj = tie_table(names, np.arange(data.K), freeL, est[nb:nb + nt], np.diag(CJ)[nb:nb + nt], level, ties)
+    return pos, tj, consensus, CJ
+
+
 def tie_table(names: list[str], groups: np.ndarray, free: np.ndarray, log_nu: np.ndarray, var: np.ndarray,
               level: float, ties: str) -> pd.DataFrame:
     """``nu, se, ci_low, ci_high`` by group (delta method for ``se``, interval on the log scale);
@@ -646,17 +668,9 @@ def fit_dial_ties(data: Comparisons, common: dict, *, ties: str, order: bool, ad
     N = data.N
     scores, cov_frame = _score_frame(s, C_all[:N, :N], data.items, level)
     # the judges: LLM-only fit
-    chL, xL, freeL = sf.llm_chart, sf.llm_x, sf.llm_free
-    est, CJ, _ = judge_tie_effects(data, ties, chL, xL, freeL, cov)
-    nb = data.K if order else 0
-    nt = freeL.size
-    pos = None
-    if order:
-        pos = wald_table(est[:nb], CJ[:nb, :nb], list(data.judges), level, "b")
-        pos.index.name = "judge"
-        pos.attrs["cov"] = CJ[:nb, :nb]
+    chL, xL = sf.llm_chart, sf.llm_x
+    pos, tj, consensus, CJ = judge_tie_tables(data, ties, sf, cov, level)
     names = list(data.judges) + [data.human_judge]
-    tj = tie_table(names, np.arange(data.K), freeL, est[nb:nb + nt], np.diag(CJ)[nb:nb + nt], level, ties)
     th_var = np.array([C_all[N, N]]) if (human_free and C_all.shape[0] > N) else np.array([np.nan])
     th = tie_table(names, np.array([data.K]), np.array([data.K]) if np.isfinite(lh) else np.zeros(0, np.int64),
                    np.array([lh]), th_var, level, ties)
@@ -685,10 +699,7 @@ def fit_dial_ties(data: Comparisons, common: dict, *, ties: str, order: bool, ad
                               "judge_cov": CJ})
     res.gacv = table if adaptive else None
     res.calibration_test = ct
-    if order:
-        g = est[nb + nt:]
-        Cg = CJ[nb + nt:, nb + nt:]
-        res.consensus = wald_table(g, Cg, list(data.judges), level, "gamma")[["gamma", "se", "ci_low", "ci_high"]]
-        res.consensus.index.name = "judge"
+    if consensus is not None:
+        res.consensus = consensus
     res.tie_parameters = ties_frame
     return res

@@ -27,9 +27,10 @@ from .backend import compile_model
 from .standata import CellTable, empty_cells, helmert_basis, human_cell_table, judges_data, llm_cell_table, tie_start
 
 TIE_MODELS: tuple[str, ...] = ("davidson", "rao-kupper")
-TIE_METHODS: tuple[str, ...] = ("human", "judges", "dial-anc", "dial-ada", "dial-nopos")
-"""Methods that take ``ties=``: ``human`` and ``judges`` (this module) and the structured DIAL
-methods (:mod:`pydial.tie_fits`), on either engine."""
+TIE_METHODS: tuple[str, ...] = ("human", "judges", "pooled", "dial-anc", "dial-ada", "dial-nopos", "atc")
+"""Methods that take ``ties=``: ``human`` and ``judges`` (this module), the structured DIAL
+methods (:mod:`pydial.tie_fits`) and the baselines ``pooled`` (numpy engine) and ``atc``
+(:mod:`pydial.tie_baselines`)."""
 
 
 def _judge_designs(cells: CellTable, G: int, N: int, order: bool) -> list[tuple[np.ndarray, np.ndarray]]:

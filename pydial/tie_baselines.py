@@ -1,0 +1,160 @@
+r"""The baselines with ties: ``fit(data, "pooled" | "atc", ties="davidson" | "rao-kupper")``.
+
+Every comparison keeps its three outcomes and follows the tie model of
+:mod:`pydial.ties` (Davidson 1970 or Rao-Kupper 1967) in place of the binary
+BTL likelihood of the binary baselines (Sec. Experiments, App. related-comparison):
+
+* ``pooled``: one BTL score vector for all LLM judgments pooled (no judge or
+  position effects) with one tie parameter ``nu_L`` for the pooled judges, then
+  the people's scale ``c`` and ``nu_H`` of the calibration GLM with design
+  ``D_H s_pooled``; ``s = c s_pooled``.  The standard errors are the two-step
+  sandwich (stacked estimating equations, the cross derivative of the second
+  stage in the first-stage scores in closed form, :func:`pooled_cross_derivative`)
+  with the meats of :func:`pydial.inference.outcome_meat`.
+* ``atc``: the anchored consensus of DIAL-Anc with ties (``M = mu``,
+  :func:`pydial.tie_fits.tie_staged_fit`) isotonic-regressed on the ordering of
+  the people's tie-model scores (:func:`pydial.estimators.atc_scores`); no
+  standard errors, as for the binary AtC.
+
+A group without ties has the boundary MLE ``nu = 0`` and follows the binary model
+(as in :mod:`pydial.tie_fits`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from .data import Comparisons
+from .exceptions import IdentifiabilityError
+from .fit import Design, centered_design, centering_basis, difference_design
+from .likelihood import TieCells, tie_human_loss, tie_totals
+from .tie_fits import (NUMPY_TIE, TieOptimizers, _glm_influence, _log_nu_start, human_tie_fit, judge_tie_tables,
+                       stack_tie_influence, tie_glm, tie_glm_terms, tie_staged_fit, tie_table)
+
+__all__ = ["fit_pooled_ties", "fit_atc_ties", "pooled_cross_derivative"]
+
+POOLED_LABEL = "(pooled LLM judges)"
+"""Row of ``tie_parameters`` holding the pooled judges' ``nu_L``."""
+
+
+def _free(cells: TieCells) -> bool:
+    return bool(cells.counts[:, 2].sum() > 0)
+
+
+def pooled_cross_derivative(ties: str, human: TieCells, N: int, beta: np.ndarray, x2: np.ndarray, weight: float,
+                            free: bool) -> np.ndarray:
+    r"""``d psi_2 / d beta``: derivative of the calibration score equations in the pooled scores.
+
+    ``psi_2`` is the gradient in ``(c, log nu_H)`` of ``weight * l_H(c T beta, nu_H)``; with
+    ``g, H`` the gradient and Hessian of that loss in the centered coordinates ``beta' = c beta``,
+    ``d psi_c / d beta = g_beta + c H_{beta beta} beta`` and ``d psi_l / d beta = c H_{l beta}``.
+    Returns a ``(1 + free) x (N - 1)`` array.
+    """
+    c = float(x2[0])
+    X = centered_design(human.i, human.j, N)
+    _, g, H = tie_glm_terms(ties, human.counts, X, np.append(c * beta, x2[1:]), weight, free)
+    p = N - 1
+    G = np.zeros((1 + int(free), p))
+    G[0] = g[:p] + c * H[:p, :p] @ beta
+    if free:
+        G[1] = c * H[p, :p]
+    return G
+
+
+def fit_pooled_ties(data: Comparisons, common: dict, *, ties: str) -> Any:
+    """The pooled baseline with ties (see the module docstring): a DialResult with ``tie_parameters``."""
+    from .estimators import _score_frame, _warn_if
+    from .results import DialResult
+
+    N = data.N
+    n_l, n_h = tie_totals(data)
+    L, Hc = TieCells.stack(data, 1.0, 0.0), TieCells.stack(data, 0.0, 1.0)
+    free1, free2 = _free(L), _free(Hc)
+    w1, w2 = 1.0 / n_l, 1.0 / n_h
+    X1 = centered_design(L.i, L.j, N)
+    x0 = np.append(np.zeros(N - 1), [_log_nu_start(ties, L.counts)] if free1 else [])
+    o1 = tie_glm(ties, L.counts, X1, w1, x0, free1)
+    _warn_if(o1, "pooled LLM tie model")
+    beta = o1.x[: N - 1]
+    T = centering_basis(N)
+    s_pool = T @ beta
+    if np.abs(s_pool).max() < 1e-10:
+        raise IdentifiabilityError("the pooled LLM tie-model scores are all equal (the judges' preferences cancel): "
+                                   "there is no direction to rescale to the human comparisons")
+    X2 = Design(difference_design(Hc.i, Hc.j, N), s_pool[:, None])
+    o2 = tie_glm(ties, Hc.counts, X2, w2, np.append(1.0, [_log_nu_start(ties, Hc.counts)] if free2 else []), free2)
+    _warn_if(o2, "pooled calibration tie model")
+    c = float(o2.x[0])
+    s = c * s_pool
+    # two-step linearization: targets (s, log nu_L, log nu_H); influence of stage 2 includes -H2^{-1} G21 (stage 1)
+    _, _, H2 = tie_glm_terms(ties, Hc.counts, X2, o2.x, w2, free2)
+    R = np.zeros((1 + free2, N - 1 + free1))
+    R[:, : N - 1] = np.linalg.solve(H2, pooled_cross_derivative(ties, Hc, N, beta, o2.x, w2, free2))
+    q = N + free1 + free2
+    Z1 = np.zeros((q, N - 1 + free1))
+    Z1[:N, : N - 1] = c * T
+    Z2 = np.zeros((q, 1 + free2))
+    Z2[:N, 0] = s_pool
+    if free1:
+        Z1[N, N - 1] = 1.0
+    if free2:
+        Z2[N + free1, 1] = 1.0
+    U_L, _ = _glm_influence(data, ties, X1, o1.x, free1, w1, Z1 - Z2 @ R, cells=L)
+    U_H, _ = _glm_influence(data, ties, X2, o2.x, free2, w2, Z2, cells=Hc)
+    C = stack_tie_influence([U_L, U_H]).covariance(data, common["cov_type"], "the pooled scores")
+    level = common["level"]
+    scores, cov = _score_frame(s, C[:N, :N], data.items, level)
+    names = [POOLED_LABEL, data.human_judge]
+    lognu = np.array([o1.x[-1] if free1 else -np.inf, o2.x[-1] if free2 else -np.inf])
+    var = np.full(2, np.nan)
+    var[np.flatnonzero([free1, free2])] = np.diag(C)[N:]
+    free = np.flatnonzero([free1, free2])
+    tab = tie_table(names, np.arange(2), free, lognu[free], var[free], level, ties)
+    res = DialResult(**common, scores=scores, cov=cov, position_effects=None, judge_scores=None, structure=None,
+                     calibration_coef=np.array([c * np.linalg.norm(s_pool) / np.sqrt(N)]), lambda_=np.inf,
+                     converged=o1.resolved and o2.resolved, grad_norm=max(o1.grad_norm, o2.grad_norm),
+                     loss_human=tie_human_loss(ties, s, lognu[1], data),
+                     details={"pooled_scores": s_pool, "ties": ties, "n_llm_ties": n_l, "n_human_ties": n_h})
+    res.tie_parameters = tab
+    return res
+
+
+def fit_atc_ties(data: Comparisons, common: dict, *, ties: str, engine: TieOptimizers = NUMPY_TIE) -> Any:
+    """AtC with ties (see the module docstring): a DialResult with ``tie_parameters``."""
+    from .estimators import _warn_if, atc_scores
+    from .results import DialResult
+
+    N, level = data.N, common["level"]
+    opt, free_h, X = human_tie_fit(data, ties, engine)
+    _warn_if(opt, "human tie model (AtC ordering)")
+    sf = tie_staged_fit(data, ties, common["rank"], "mu", order=True, engine=engine)
+    _warn_if(sf.llm_opt, "structured LLM-only tie fit")
+    base = sf.chart.scores(sf.x[: sf.chart.dim])
+    s_h = centering_basis(N) @ opt.x[: N - 1]
+    s, scores, cov = atc_scores(base, s_h, data.items)
+    pos, tj, consensus, _ = judge_tie_tables(data, ties, sf, common["cov_type"], level)
+    # the people's nu_H from their own tie model (the ordering), model-based standard error
+    lh = float(opt.x[N - 1]) if free_h else -np.inf
+    var = np.array([np.nan])
+    if free_h:
+        E = np.zeros((1, N))
+        E[0, -1] = 1.0
+        U, _ = _glm_influence(data, ties, X, opt.x, True, 1.0 / tie_totals(data)[1], E)
+        var = np.diag(U.covariance(data, common["cov_type"], "the people's tie parameter"))
+    th = tie_table([data.human_judge], np.array([0]), np.array([0]) if free_h else np.zeros(0, np.int64),
+                   np.array([lh]), var, level, ties)
+    tab = pd.concat([tj, th])
+    tab.attrs["model"] = ties
+    structure = sf.llm_chart.structure(sf.llm_x[: sf.llm_chart.dim])
+    res = DialResult(**{**common, "calibration": "mu"}, scores=scores, cov=cov, position_effects=pos,
+                     judge_scores=None, structure=structure, calibration_coef=None, lambda_=np.inf,
+                     converged=opt.resolved and sf.llm_opt.resolved, grad_norm=max(opt.grad_norm, sf.llm_opt.grad_norm),
+                     loss_human=tie_human_loss(ties, s, lh, data),
+                     details={"human_ties": s_h, "anchored": base, "ties": ties})
+    if consensus is not None:
+        res.consensus = consensus
+    res.tie_parameters = tab
+    return res
