@@ -132,7 +132,9 @@ def fit(
         likelihood of the procedure with three-outcome cells, a tie parameter
         per judge and one for people, sandwich covariances with every ``cov``;
         numpy engine, or ``engine="stan"`` when every judge and the people have
-        ties.  ``penalty`` is not available with ties.
+        ties.  ``pooled`` (numpy engine; one ``nu`` for the pooled judges, two-step
+        sandwich) and ``atc`` (either engine) take them too
+        (:mod:`pydial.tie_baselines`).  ``penalty`` is not available with ties.
     check : bool, default True
         Run :func:`pydial.check_design` first and raise
         :class:`~pydial.IdentifiabilityError` when the fit cannot exist.

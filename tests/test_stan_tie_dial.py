@@ -77,7 +77,7 @@ def test_joint_tie_fit_matches_stan_optimizer(models, tdata, ties, stan_backend_
 
 
 @pytest.mark.parametrize("method,ties", [("dial-anc", "davidson"), ("dial-anc", "rao-kupper"),
-                                         ("dial-ada", "davidson"), ("dial-nopos", "rao-kupper")])
+                                         ("dial-ada", "davidson"), ("dial-nopos", "rao-kupper"), ("atc", "davidson")])
 def test_fit_engine_stan_with_ties_matches_numpy(models, tdata, method, ties, stan_backend_name):
     """engine="stan" optimizes every stage with dial.stan / judges.stan; numpy infers at the optimum."""
     a = pydial.fit(tdata, method, ties=ties)
