@@ -131,8 +131,8 @@ def fit(
         ``dial-nopos`` take either tie model (:mod:`pydial.tie_fits`): every
         likelihood of the procedure with three-outcome cells, a tie parameter
         per judge and one for people, sandwich covariances with every ``cov``;
-        numpy engine, or ``engine="stan"`` when every judge and the people have
-        ties.  ``pooled`` (numpy engine; one ``nu`` for the pooled judges, two-step
+        either engine (Stan's ``dial.stan`` gives a group without ties
+        ``nu_zero``, as numpy does).  ``pooled`` (numpy engine; one ``nu`` for the pooled judges, two-step
         sandwich) and ``atc`` (either engine) take them too
         (:mod:`pydial.tie_baselines`).  ``penalty`` is not available with ties.
     check : bool, default True
@@ -240,17 +240,8 @@ def _dispatch(data: Comparisons, common: dict, method: str, *, engine: str, cov_
         if method in TIE_DIAL_METHODS + ("atc",):
             opt = None
             if engine == "stan":
-                from .likelihood import tie_groups
                 from .stan.engine import stan_tie_optimizers
 
-                have = tie_groups(data, Chart(data.N, data.K, 0, "mu", True))
-                if have.size != data.K + 1:
-                    who = [data.judges[g] if g < data.K else data.human_judge for g in range(data.K + 1)
-                           if g not in have]
-                    raise NotImplementedError(
-                        f"method {method!r} with ties={ties!r} and engine='stan' needs ties from every judge and the "
-                        f"people (dial.stan gives each a free tie parameter); {who} have none: use engine='numpy', "
-                        "which fixes their nu at 0 (the boundary MLE)")
                 opt = stan_tie_optimizers(seed)
             kw = {} if opt is None else {"engine": opt}
             if method == "atc":

@@ -8,7 +8,9 @@
  *     eta = S[k, i] - S[k, j] + a b_k,   wins_i ~ Binomial(wins_i + wins_j, inv_logit(eta))
  *   human cell (i, j), eq. binomial-model-human: eta = s_H[i] - s_H[j]
  *   ties (tie_model > 0): a tie parameter nu_k per LLM judge and nu_H for
- *   people, see paired_likelihoods.stan.
+ *   people, see paired_likelihoods.stan; a group with nu_zero = 1 (no ties:
+ *   the boundary MLE nu = 0) has binary cells and its log_nu entry is unused
+ *   (point fits only: its log_nu is then flat).
  *   structure (eq. overparam with the computational restriction):
  *     S = A B'            A: K x (r + 1), A' 1 = K e_1
  *                         B: N x (r + 1), B' 1 = 0
@@ -62,6 +64,19 @@
 functions {
 #include paired_likelihoods.stan
 #include firth.stan
+  // log nu of each LLM cell: its judge's entry of log_nu (0 without ties), -infinity for nu_zero judges
+  vector cell_log_nu(vector log_nu, array[] int judge, array[] int nu_zero) {
+    int C = size(judge);
+    vector[C] out = rep_vector(0, C);
+    if (num_elements(log_nu) == 0) return out;
+    for (t in 1:C) out[t] = nu_zero[judge[t]] ? negative_infinity() : log_nu[judge[t]];
+    return out;
+  }
+  // log nu of the H human cells: the last entry of log_nu, -infinity when the people have nu = 0
+  vector human_log_nu(vector log_nu, int H, int zero) {
+    if (num_elements(log_nu) == 0) return rep_vector(0, H);
+    return rep_vector(zero ? negative_infinity() : log_nu[num_elements(log_nu)], H);
+  }
 }
 data {
   // ---- the data schema shared by dial.stan, dial_sample.stan and judges.stan
@@ -97,6 +112,7 @@ data {
   real<lower=0> prior_sd_b;                          // normal prior scale on the order effects (0 = flat)
   real<lower=0> prior_sd_log_nu;                     // normal(0, sd) prior on log_nu (0 = flat)
   int<lower=0, upper=2> firth;                       // Jeffreys prior: 0 = none, 1 = LLM cells as one GLM, 2 = human calibration block
+  array[K + 1] int<lower=0, upper=1> nu_zero;        // 1 = the group (judges 1..K, people) has nu = 0: binary cells
 }
 transformed data {
   // ---- checks and constants of the shared data schema
@@ -109,6 +125,10 @@ transformed data {
   }
   for (t in 1:H) {
     if (tie_model == 0 && human_counts[t, 3] > 0) reject("human cell ", t, " has ties but tie_model = 0");
+    if (tie_model > 0 && nu_zero[K + 1] && human_counts[t, 3] > 0) reject("human cell ", t, " has ties but nu_zero");
+  }
+  for (t in 1:C) {
+    if (tie_model > 0 && nu_zero[cell_judge[t]] && cell_counts[t, 3] > 0) reject("LLM cell ", t, " has ties but nu_zero");
   }
 
   int q = r + 1;                                     // columns of A and B
@@ -171,9 +191,9 @@ transformed parameters {
 model {
   vector[K] b_k = size(b) > 0 ? b : rep_vector(0, K);
   vector[C] eta = paired_eta(S, cell_judge, cell_i, cell_j, cell_a, b_k);
-  vector[C] log_nu_c = T > 0 ? log_nu[cell_judge] : rep_vector(0, C);
+  vector[C] log_nu_c = cell_log_nu(log_nu, cell_judge, nu_zero);
   vector[H] eta_h = paired_eta(to_matrix(s_H'), human_judge, human_i, human_j, human_a, rep_vector(0, 1));
-  vector[H] log_nu_h = rep_vector(T > 0 ? log_nu[T] : 0, H);
+  vector[H] log_nu_h = human_log_nu(log_nu, H, nu_zero[K + 1]);
   target += dot_product(cell_w, cell_log_coef + paired_log_lik(cell_counts, eta, tie_model, log_nu_c));
   target += dot_product(human_w, human_log_coef + paired_log_lik(human_counts, eta_h, tie_model, log_nu_h));
   if (firth == 1) target += firth_penalty(firth_X, eta, cell_n);
@@ -193,8 +213,8 @@ generated quantities {
   array[calc_log_lik ? C + H : 0, 3] int counts_rep; // replicated counts per cell (posterior predictive)
   if (calc_log_lik) {
     vector[K] b_k = size(b) > 0 ? b : rep_vector(0, K);
-    vector[C] log_nu_c = T > 0 ? log_nu[cell_judge] : rep_vector(0, C);
-    vector[H] log_nu_h = rep_vector(T > 0 ? log_nu[T] : 0, H);
+    vector[C] log_nu_c = cell_log_nu(log_nu, cell_judge, nu_zero);
+    vector[H] log_nu_h = human_log_nu(log_nu, H, nu_zero[K + 1]);
     vector[C] eta = paired_eta(S, cell_judge, cell_i, cell_j, cell_a, b_k);
     vector[H] eta_h = paired_eta(to_matrix(s_H'), human_judge, human_i, human_j, human_a, rep_vector(0, 1));
     log_lik[1:C] = cell_log_coef + paired_log_lik(cell_counts, eta, tie_model, log_nu_c);

@@ -92,7 +92,28 @@ def test_fit_engine_stan_with_ties_matches_numpy(models, tdata, method, ties, st
         np.testing.assert_allclose(b.gacv["gacv"], a.gacv["gacv"], rtol=1e-7)
 
 
-def test_engine_stan_needs_ties_in_every_group(models, stan_backend_name):
-    data = pydial.simulate(N=6, K=3, r=1, n_llm=2000, n_human=300, rng=3).comparisons  # no ties
-    with pytest.raises(NotImplementedError, match="engine='numpy'"):
-        pydial.fit(data, "dial-anc", ties="davidson", engine="stan")
+@pytest.mark.parametrize("method", ["dial-anc", "dial-ada", "atc"])
+def test_engine_stan_with_groups_without_ties(models, method, stan_backend_name):
+    """A judge and the people without any tie: Stan's dial.stan gets nu_zero for them (binary cells) and
+    agrees with numpy, which fixes their nu at 0; their tie parameters are reported as 0."""
+    f = pydial.simulate(N=6, K=3, r=1, n_llm=3000, n_human=600, tie_rate=0.2, rng=3).frame
+    f = f.loc[~(f["judge"].isin(["judge0", "human"]) & (f["winner"] == "tie"))]
+    data = pydial.Comparisons.from_frame(f, human_judge="human")
+    a = pydial.fit(data, method, ties="davidson")
+    b = pydial.fit(data, method, ties="davidson", engine="stan")
+    assert b.status == "ok", b.problems
+    np.testing.assert_allclose(b.scores.to_numpy(), a.scores.to_numpy(), atol=1e-6)
+    np.testing.assert_allclose(b.tie_parameters.to_numpy(), a.tie_parameters.to_numpy(), atol=1e-6)
+    assert b.tie_parameters.loc["judge0", "nu"] == 0 and b.tie_parameters.loc["human", "nu"] == 0
+    assert b.tie_parameters.loc["judge1", "nu"] > 0
+
+
+def test_nu_zero_flags_groups_without_ties(tdata):
+    """standata: nu_zero only with boundary_nu=True, and then exactly for the groups without a tie."""
+    f = pydial.simulate(N=6, K=3, r=1, n_llm=3000, n_human=600, tie_rate=0.2, rng=3).frame
+    f = f.loc[~((f["judge"] == "judge2") & (f["winner"] == "tie"))]
+    data = pydial.Comparisons.from_frame(f, human_judge="human")
+    ch = Chart(data.N, data.K, 1, "mu", True)
+    assert list(dial_data(data, ch, w_llm=1.0, w_human=1.0, ties="davidson")["nu_zero"]) == [0, 0, 0, 0]
+    d = dial_data(data, ch, w_llm=1.0, w_human=1.0, ties="davidson", boundary_nu=True)
+    assert list(d["nu_zero"]) == [0, 0, 1, 0]

@@ -89,7 +89,9 @@ def stan_tie_optimizers(seed: int | None = None, backend: str | None = None) -> 
     (``fix_llm``) and the weighted fits (weights ``lambda n_H / n_L`` and 1, ``n`` counting
     the ties); ``judges.stan`` for the people alone.  Each optimum is re-expressed in the
     canonical gauge; the numpy engine computes every covariance, GACV and test there.
-    Every judge and the people must have ties (each has a free ``log nu`` in the programs).
+    A judge or the people without any tie get ``nu_zero`` (``nu = 0``, binary cells; their
+    unused ``log nu`` entries of the program are held at 0 and dropped from the optimum), as
+    the numpy engine fixes them (:func:`pydial.likelihood.tie_groups`).
     """
     from ..likelihood import tie_totals
     from ..tie_fits import TieOptimizers
@@ -102,33 +104,50 @@ def stan_tie_optimizers(seed: int | None = None, backend: str | None = None) -> 
         x = np.asarray(x, float)
         return np.concatenate([ch.canonical(x[: ch.dim]), x[ch.dim:]]) if ch.r > 0 else x
 
+    def free_entries(d: dict, ch: Any) -> np.ndarray:
+        """Which entries of the program's ``log_nu`` (judges unless ``fix_llm``, then people) are free."""
+        groups = ([] if d["fix_llm"] else list(range(ch.K))) + ([ch.K] if d["H"] > 0 else [])
+        return np.array([not d["nu_zero"][g] for g in groups], bool)
+
+    def run(d: dict, ch: Any, x0: np.ndarray, head: int) -> tuple[Any, np.ndarray]:
+        """Optimize from ``x0`` (``head`` structural entries, then the free ``log nu``); the optimum
+        in the same layout."""
+        free = free_entries(d, ch)
+        lognu = np.zeros(free.size)
+        lognu[free] = x0[head:]
+        res = compile_model("dial", backend=backend).optimize(d, np.concatenate([x0[:head], lognu]), seed=seed,
+                                                             gtol=gtol)
+        return res, np.concatenate([res.u[:head], res.u[head:][free]])
+
     def llm(data: Comparisons, ties: str, ch: Any, x0: np.ndarray) -> Any:
         n_l, _ = tie_totals(data)
-        d = dial_data(data, ch, w_llm=1.0, ties=ties)
-        res = compile_model("dial", backend=backend).optimize(d, x0, seed=seed, gtol=gtol)
-        return _as_optim(res, canonical(ch, res.u), -(res.log_prob - weighted_log_coef(d)) / n_l)
+        d = dial_data(data, ch, w_llm=1.0, ties=ties, boundary_nu=True)
+        res, u = run(d, ch, x0, ch.dim)
+        return _as_optim(res, canonical(ch, u), -(res.log_prob - weighted_log_coef(d)) / n_l)
 
     def calibration(data: Comparisons, ties: str, ch: Any, theta: np.ndarray, M: np.ndarray, x0: np.ndarray) -> Any:
         _, n_h = tie_totals(data)
         cs = ch.slices["c"]
-        d = dial_data(data, ch, w_llm=0.0, w_human=1.0, fix_llm=theta, ties=ties)
-        res = compile_model("dial", backend=backend).optimize(d, np.append(theta[cs], x0[ch.d:]), seed=seed, gtol=gtol)
+        d = dial_data(data, ch, w_llm=0.0, w_human=1.0, fix_llm=theta, ties=ties, boundary_nu=True)
+        res, u = run(d, ch, np.append(theta[cs], x0[ch.d:]), ch.d)
         th = np.array(theta, float)
-        th[cs] = res.u[: ch.d]
-        x = np.append(ch.calibration_coordinates(th), res.u[ch.d:])
+        th[cs] = u[: ch.d]
+        x = np.append(ch.calibration_coordinates(th), u[ch.d:])
         return _as_optim(res, x, -(res.log_prob - weighted_log_coef(d)) / n_h)
 
     def joint(data: Comparisons, ties: str, ch: Any, lam: float, x0: np.ndarray) -> Any:
         n_l, n_h = tie_totals(data)
-        d = dial_data(data, ch, w_llm=lam * n_h / n_l, w_human=1.0, ties=ties)
-        res = compile_model("dial", backend=backend).optimize(d, x0, seed=seed, gtol=gtol)
-        return _as_optim(res, canonical(ch, res.u), -(res.log_prob - weighted_log_coef(d)) / n_h)
+        d = dial_data(data, ch, w_llm=lam * n_h / n_l, w_human=1.0, ties=ties, boundary_nu=True)
+        res, u = run(d, ch, x0, ch.dim)
+        return _as_optim(res, canonical(ch, u), -(res.log_prob - weighted_log_coef(d)) / n_h)
 
     def human(data: Comparisons, ties: str, x0: np.ndarray) -> Any:
         _, n_h = tie_totals(data)
         N = data.N
         H = human_cell_table(data, ties=True)
-        d = judges_data(empty_cells(), H, N=N, K=0, order=False, ties=ties, flat=True, log_lik=False)
+        free = bool((H.ties > 0).any())  # without ties: the binary model (nu = 0)
+        d = judges_data(empty_cells(), H, N=N, K=0, order=False, ties=ties if free else None, flat=True,
+                        log_lik=False)
         model = compile_model("judges", backend=backend)
         Q = helmert_basis(N)
         s0 = np.append(x0[: N - 1], -x0[: N - 1].sum())

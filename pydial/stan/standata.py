@@ -254,6 +254,7 @@ def dial_data(
     fix_llm: np.ndarray | None = None,
     log_lik: bool = False,
     firth: int = 0,
+    boundary_nu: bool = False,
 ) -> dict[str, Any]:
     """Data of ``dial.stan`` for the chart ``chart``.
 
@@ -280,6 +281,11 @@ def dial_data(
     firth : {0, 1, 2}
         Jeffreys-prior term of ``dial.stan`` (0 none, 1 the LLM cells as one GLM,
         2 the human calibration block, :class:`pydial.penalty.CalibrationFirthPenalty`).
+    boundary_nu : bool
+        With ``ties``: a judge (or the people) without any tie in the cells passed
+        gets ``nu_zero = 1``, the boundary MLE ``nu = 0`` at which its cells are
+        binary (as :func:`pydial.likelihood.tie_groups`); its ``log_nu`` entry is
+        then unused.  For point fits; default ``False`` (every group's ``nu`` free).
     """
     tie = ties is not None
     L = llm if llm is not None else llm_cell_table(data, ties=tie)
@@ -306,8 +312,17 @@ def dial_data(
         "prior_sd_b": p["b"],
         "prior_sd_log_nu": p["log_nu"],
         "firth": int(firth),
+        "nu_zero": _nu_zero(L, H, chart.K) if (tie and boundary_nu) else np.zeros(chart.K + 1, np.int64),
     })
     return d
+
+
+def _nu_zero(L: CellTable, H: CellTable | None, K: int) -> np.ndarray:
+    """1 for each group (judges ``0..K-1``, people ``K``) without a tie in the cells ``L``, ``H``."""
+    tied = np.zeros(K + 1, bool)
+    tied[np.unique(L.judge[L.ties > 0])] = True
+    tied[K] = H is not None and bool((H.ties > 0).any())
+    return (~tied).astype(np.int64)
 
 
 # --------------------------------------------------------------------------- dial_sample.stan

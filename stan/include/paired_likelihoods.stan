@@ -22,8 +22,10 @@
  *   2  Rao-Kupper (1967): a logistic threshold tau = exp(log_nu) > 0,
  *      P(i) = inv_logit(eta - tau), P(j) = inv_logit(-eta - tau),
  *      P(tie) = 1 - P(i) - P(j) = (e^{2 tau} - 1) P(i) P(j).
- * Both reduce to the binary model as log_nu -> -infinity.  pydial.ties holds
- * the same three likelihoods in numpy (with derivatives).
+ * Both reduce to the binary model as log_nu -> -infinity; a cell with
+ * log_nu = negative_infinity() follows the binary model exactly (the nu = 0
+ * boundary of a group without ties).  pydial.ties holds the same three
+ * likelihoods in numpy (with derivatives).
  *
  * Constants.  Every program adds the multinomial (for binary cells the
  * binomial) coefficient of each cell, paired_log_coef, so that exp(log_lik)
@@ -74,7 +76,8 @@ vector paired_log_coef(array[,] int counts) {
  * @param counts     C x 3 counts (wins of i, wins of j, ties)
  * @param eta        linear predictor per cell (paired_eta)
  * @param tie_model  0 binary, 1 Davidson-Beaver, 2 Rao-Kupper
- * @param log_nu     log tie parameter per cell (ignored when tie_model = 0)
+ * @param log_nu     log tie parameter per cell (ignored when tie_model = 0;
+ *                   negative_infinity(): the binary model, ties must be 0)
  * @return           vector of per-cell log-likelihood kernels
  */
 vector paired_log_lik(array[,] int counts, vector eta, int tie_model, vector log_nu) {
@@ -82,7 +85,7 @@ vector paired_log_lik(array[,] int counts, vector eta, int tie_model, vector log
   vector[C] out;
   for (t in 1:C) {
     real e = eta[t];
-    if (tie_model == 0) {
+    if (tie_model == 0 || is_inf(log_nu[t])) {
       out[t] = counts[t, 1] * log_inv_logit(e) + counts[t, 2] * log1m_inv_logit(e);
     } else if (tie_model == 1) {
       vector[3] lp = log_softmax([0.5 * e, -0.5 * e, log_nu[t]]');
