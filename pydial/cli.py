@@ -132,6 +132,8 @@ def _parser() -> argparse.ArgumentParser:
                             "a folder of an earlier pydial run is replaced as a whole")
         q.add_argument("--force", action="store_true",
                        help="write into a non-empty folder pydial did not write (only pydial's own files are replaced)")
+        q.add_argument("--ties", choices=("davidson", "rao-kupper"), default=None,
+                       help="use tie outcomes with this tie model (default: decisive outcomes only)")
     f.add_argument("--lambdas", type=_floats, default=None, help="explicit candidate weights, comma-separated (dial-ada)")
     f.add_argument("--multiples", type=_floats, default=None,
                    help="candidate weights as multiples of n_LLM/n_H (default: 7 log-spaced from 0.01 to 10)")
@@ -147,8 +149,6 @@ def _parser() -> argparse.ArgumentParser:
     cmp_.add_argument("--model", choices=("dial-ada", "dial-anc", "judges", "human"), default="dial-ada",
                       help="estimator compared: dial-ada (GACV-selected lambda; power posterior at that lambda), "
                            "dial-anc (cut posterior), judges, human (default dial-ada)")
-    cmp_.add_argument("--ties", choices=("davidson", "rao-kupper"), default=None,
-                      help="use tie outcomes with this tie model (default: decisive outcomes only)")
     cmp_.add_argument("--warmup", type=int, default=1000, help="NUTS warm-up iterations per chain (default 1000)")
     cmp_.add_argument("--adapt-delta", type=float, default=0.9, help="NUTS target acceptance rate (default 0.9)")
     cmp_.add_argument("--allow-warnings", action="store_true",
@@ -193,7 +193,7 @@ def _fit(args: argparse.Namespace) -> int:
     with _warnings_to_stderr(skip=() if args.allow_nonconverged else (ConvergenceWarning, CovarianceWarning)) as caught:
         res = fit(data, args.method, rank=args.rank, calibration=args.calibration, cov=args.cov, level=args.level,
                   engine=args.engine, lambdas=args.lambdas, multiples=args.multiples, include_endpoints=not args.no_endpoints,
-                  check=not args.no_check)
+                  check=not args.no_check, ties=args.ties)
         if not res.ok and not args.allow_nonconverged:
             caught.clear()
             print(f"pydial: fit failed ({args.method}): {res.verdict()}; pass --allow-nonconverged to keep the "

@@ -711,9 +711,9 @@ def _fit_dial(data: Comparisons, common: dict, *, order: bool, adaptive: bool, l
               include_endpoints: bool | str, anchored_cov: str, rank_grid: list[int], point: PointEngine = NUMPY,
               penalty: str | None = None) -> DialResult:
     from .calibration_test import calibration_test
-    from .exceptions import ConvergenceError
     from .selection import (DEFAULT_MULTIPLES, anchored_candidate, candidate_weights, finite_candidate,
-                            human_candidate, path_table)
+                            human_candidate, path_candidates, path_table, select_candidate,
+                            stack_path_tables)
 
     cal = common["calibration"]
     hum, _ = human_candidate(data, point.human, penalty=penalty)
@@ -739,36 +739,11 @@ def _fit_dial(data: Comparisons, common: dict, *, order: bool, adaptive: bool, l
                 if c.admissible:
                     theta = c.theta
                 cands.append(c)
-        if adaptive:
-            anc = cands[0]
-            if not include_endpoints:
-                anc = dataclasses.replace(anc, admissible=False, reason=anc.reason or "endpoint excluded (include_endpoints=False); fallback only")
-            if include_endpoints == "anchored" and hum.admissible:
-                hum = dataclasses.replace(hum, admissible=False,
-                                          reason="human-only endpoint listed, not competing (include_endpoints='anchored')")
-            allc = ([hum] if include_endpoints else []) + cands[:0:-1] + [anc]
-        else:
-            allc = cands
+        allc = path_candidates(cands, hum, include_endpoints) if adaptive else cands
         tables.append(path_table(allc, r))
         options += [(r, c) for c in allc]
-    table = pd.concat(tables, ignore_index=True)
-    if len(rank_grid) > 1 and adaptive and include_endpoints:
-        # the human endpoint does not depend on the rank: list it once
-        dup = (table["lambda"] == 0) & table.duplicated(subset=["lambda"], keep="first")
-        table = table.loc[~dup].reset_index(drop=True)
-    ok = [(r, c) for r, c in options if c.admissible]
-    fallback = False
-    if not ok:
-        anc = [(r, c) for r, c in options if np.isinf(c.lam) and c.opt is not None and c.opt.resolved and c.s is not None]
-        if not anc:
-            why = "; ".join(f"lambda={lam:.4g}: {reason}" for lam, reason in
-                            table[["lambda", "reason"]].drop_duplicates("reason").itertuples(index=False))
-            raise ConvergenceError(f"no admissible candidate on the lambda path ({why}); the path:\n" + table.to_string())
-        ok, fallback = anc[:1], True
-        warnings.warn(ConvergenceWarning("no candidate of the lambda path passed the regularity guards; falling back "
-                                         "to the anchored endpoint lambda = inf (see result.gacv for the reasons)",
-                                         "no admissible candidate"), stacklevel=3)
-    r_sel, best = min(ok, key=lambda rc: rc[1].gacv if np.isfinite(rc[1].gacv) else np.inf)
+    table = stack_path_tables(tables, len(rank_grid) > 1 and adaptive and bool(include_endpoints))
+    r_sel, best, fallback = select_candidate(options, table)
     sf = staged[r_sel]
     common = {**common, "rank": r_sel}
     if best.lam == 0:

@@ -37,7 +37,8 @@ MARKER = ".pydial-output"
 """Marker file of a folder written by pydial (its content names the command)."""
 
 OUTPUT_NAMES: tuple[str, ...] = (
-    "scores.csv", "data_summary.csv", "position_effects.csv", "gacv.csv", "consensus_loadings.csv", "summary.json",
+    "scores.csv", "data_summary.csv", "position_effects.csv", "gacv.csv", "consensus_loadings.csv", "tie_parameters.csv",
+    "summary.json",
     "report.md", "report.html", "scores.png", "position_effects.png", "gacv.png", "compare_intervals.csv",
     "compare_intervals.png", "posterior.nc",
     "plan.csv", "plan.png", "next_pairs.csv", MARKER,

@@ -210,6 +210,59 @@ def anchored_candidate(data: Comparisons, M: np.ndarray, s: np.ndarray, cal_opt:
     return cand
 
 
+def path_candidates(cands: list[Candidate], hum: Candidate, include_endpoints: bool | str) -> list[Candidate]:
+    """One rank's candidates in the order of the GACV table.
+
+    ``cands`` is the anchored endpoint (``lambda = inf``) followed by the finite weights from
+    the largest; ``hum`` the human endpoint (``lambda = 0``).  Returned: ``hum`` (when the
+    endpoints are included; listed but not competing with ``include_endpoints="anchored"``),
+    the finite weights from the smallest, then the anchored endpoint (a fallback only with
+    ``include_endpoints=False``).
+    """
+    anc = cands[0]
+    if not include_endpoints:
+        anc = replace(anc, admissible=False, reason=anc.reason or "endpoint excluded (include_endpoints=False); fallback only")
+    if include_endpoints == "anchored" and hum.admissible:
+        hum = replace(hum, admissible=False, reason="human-only endpoint listed, not competing (include_endpoints='anchored')")
+    return ([hum] if include_endpoints else []) + cands[:0:-1] + [anc]
+
+
+def stack_path_tables(tables: list[pd.DataFrame], one_human_row: bool) -> pd.DataFrame:
+    """The GACV tables of the ranks, one below the other; with ``one_human_row`` the human
+    endpoint (which does not depend on the rank) is listed once."""
+    table = pd.concat(tables, ignore_index=True)
+    if one_human_row:
+        dup = (table["lambda"] == 0) & table.duplicated(subset=["lambda"], keep="first")
+        table = table.loc[~dup].reset_index(drop=True)
+    return table
+
+
+def select_candidate(options: list[tuple[int, Candidate]], table: pd.DataFrame,
+                     what: str = "the lambda path") -> tuple[int, Candidate, bool]:
+    """The ``(rank, candidate)`` of smallest GACV among the admissible ones, and whether it is
+    the fallback: with no admissible candidate, the first resolved anchored endpoint
+    (``lambda = inf``) with a :class:`~pydial.exceptions.ConvergenceWarning`; none at all
+    raises :class:`~pydial.exceptions.ConvergenceError` quoting the reasons and ``table``."""
+    import warnings
+
+    from .exceptions import ConvergenceError, ConvergenceWarning
+
+    ok = [(r, c) for r, c in options if c.admissible]
+    fallback = False
+    if not ok:
+        anc = [(r, c) for r, c in options if np.isinf(c.lam) and c.opt is not None and c.opt.resolved and c.s is not None]
+        if not anc:
+            why = "; ".join(f"lambda={lam:.4g}: {reason}" for lam, reason in
+                            table[["lambda", "reason"]].drop_duplicates("reason").itertuples(index=False))
+            raise ConvergenceError(f"no admissible candidate on {what} ({why}); the path:\n" + table.to_string())
+        ok, fallback = anc[:1], True
+        warnings.warn(ConvergenceWarning("no candidate of the lambda path passed the regularity guards; falling back "
+                                         "to the anchored endpoint lambda = inf (see result.gacv for the reasons)",
+                                         "no admissible candidate"), stacklevel=4)
+    r_sel, best = min(ok, key=lambda rc: rc[1].gacv if np.isfinite(rc[1].gacv) else np.inf)
+    return r_sel, best, fallback
+
+
 def path_table(cands: list[Candidate], rank: int | None = None) -> pd.DataFrame:
     """The GACV table: lambda, multiple, gacv, l_H, trace, admissible, reason."""
     df = pd.DataFrame(

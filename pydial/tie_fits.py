@@ -39,7 +39,6 @@ by numpy at the optimum.
 from __future__ import annotations
 
 import dataclasses
-import warnings
 from dataclasses import dataclass
 from typing import Any
 
@@ -50,13 +49,14 @@ from scipy.stats import norm
 
 from .calibration_test import calibration_lrt
 from .data import I_WINS, J_WINS, TIE, Comparisons
-from .exceptions import ConvergenceError, ConvergenceWarning, IdentifiabilityError
+from .exceptions import IdentifiabilityError
 from .fit import Design, centered_design, centering_basis, difference_design, initial_theta, logistic_glm
 from .inference import Meat, OutcomeStats, meat_covariance, outcome_meat, wald_table
 from .likelihood import TieCells, TieObjective, tie_cell_table, tie_groups, tie_human_loss, tie_totals
 from .model import Chart, consensus_gamma
 from .optim import OptimResult, newton, pinv_sym
-from .selection import DEFAULT_MULTIPLES, SCORE_LIMIT, Candidate, candidate_weights, guard, path_table
+from .selection import (DEFAULT_MULTIPLES, SCORE_LIMIT, Candidate, candidate_weights, guard, path_candidates, path_table,
+                        select_candidate, stack_path_tables)
 from .ties import binary_cell, tie_cell
 
 __all__ = ["TIE_DIAL_METHODS", "NUMPY_TIE", "TieOptimizers", "fit_dial_ties", "tie_llm_only_fit", "tie_staged_fit", "tie_joint_fit", "tie_glm"]
@@ -618,33 +618,13 @@ def fit_dial_ties(data: Comparisons, common: dict, *, ties: str, order: bool, ad
                 if c.admissible:
                     x = c.theta
                 cands.append(c)
-            anc = cands[0]
-            if not include_endpoints:
-                anc = dataclasses.replace(anc, admissible=False, reason=anc.reason or "endpoint excluded (include_endpoints=False); fallback only")
-            hum_c = hum
-            if include_endpoints == "anchored" and hum.admissible:
-                hum_c = dataclasses.replace(hum, admissible=False,
-                                            reason="human-only endpoint listed, not competing (include_endpoints='anchored')")
-            allc = ([hum_c] if include_endpoints else []) + cands[:0:-1] + [anc]
+            allc = path_candidates(cands, hum, include_endpoints)
         else:
             allc = cands
         tables.append(path_table(allc, r))
         options += [(r, c) for c in allc]
-    table = pd.concat(tables, ignore_index=True)
-    if len(rank_grid) > 1 and adaptive and include_endpoints:
-        dup = (table["lambda"] == 0) & table.duplicated(subset=["lambda"], keep="first")
-        table = table.loc[~dup].reset_index(drop=True)
-    ok = [(r, c) for r, c in options if c.admissible]
-    fallback = False
-    if not ok:
-        anc_ = [(r, c) for r, c in options if np.isinf(c.lam) and c.opt is not None and c.opt.resolved]
-        if not anc_:
-            raise ConvergenceError("no admissible candidate on the lambda path of the tie model; the path:\n" + table.to_string())
-        ok, fallback = anc_[:1], True
-        warnings.warn(ConvergenceWarning("no candidate of the lambda path passed the regularity guards; falling back "
-                                         "to the anchored endpoint lambda = inf (see result.gacv for the reasons)",
-                                         "no admissible candidate"), stacklevel=3)
-    r_sel, best = min(ok, key=lambda rc: rc[1].gacv if np.isfinite(rc[1].gacv) else np.inf)
+    table = stack_path_tables(tables, len(rank_grid) > 1 and adaptive and bool(include_endpoints))
+    r_sel, best, fallback = select_candidate(options, table, "the lambda path of the tie model")
     sf = staged[r_sel]
     ch = sf.chart
     common = {**common, "rank": r_sel}

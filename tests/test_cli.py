@@ -139,7 +139,15 @@ def test_fit_engine_stan(tmp_path, capsys, stan_backend_name):
     assert first and first == [ln for ln in out2.splitlines() if ln.startswith("item00")][:1]
 
 
-def test_compare_unavailable_tie_model_exit_2(capsys):
-    code, out, err = run(capsys, "compare", "synthetic", "--model", "dial-ada", "--ties", "davidson")
-    assert code == EXIT_DATA and err.startswith("pydial: not available: ties='davidson'")
+def test_unavailable_tie_fit_exit_2(capsys):
+    code, out, err = run(capsys, "fit", "synthetic", "--method", "pooled", "--ties", "davidson", "--engine", "stan")
+    assert code == EXIT_DATA and err.startswith("pydial: not available: method 'pooled' with ties='davidson'")
     assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
+
+
+def test_fit_with_ties_writes_tie_parameters(capsys, tmp_path):
+    code, out, err = run(capsys, "fit", "arena", "--method", "dial-anc", "--ties", "davidson", "--out", str(tmp_path / "o"))
+    assert code == 0, err
+    t = pd.read_csv(tmp_path / "o" / "tie_parameters.csv")
+    assert list(t.columns) == ["judge", "nu", "se", "ci_low", "ci_high"]
+    assert (t["nu"] > 0).all() and "human" in set(t["judge"])

@@ -123,13 +123,11 @@ def test_gacv_path_and_lrt_with_ties(sim_ties):
     assert ct.statistic == pytest.approx(max(T, 0.0), rel=1e-9)
 
 
-def test_engine_stan_and_penalty_raise_clear_errors(plain):
-    with pytest.raises(NotImplementedError, match="engine='numpy'"):
-        pydial.fit(plain, "dial-anc", ties="davidson", engine="stan")
+def test_penalty_and_pooled_stan_raise_clear_errors(plain):
     with pytest.raises(NotImplementedError, match="penalty"):
         pydial.fit(plain, "dial-ada", ties="davidson", penalty="firth")
-    with pytest.raises(NotImplementedError, match="ties="):
-        pydial.fit(plain, "atc", ties="davidson")
+    with pytest.raises(NotImplementedError, match="engine='numpy'"):
+        pydial.fit(plain, "pooled", ties="davidson", engine="stan")
 
 
 # ------------------------------------------------------------------ Davidson (1970)
