@@ -144,6 +144,8 @@ def _parser() -> argparse.ArgumentParser:
                         "candidate (marked by its status in the summary and summary.json) instead of exit 4")
     f.add_argument("--no-check", action="store_true",
                    help="skip the design checks of check_design (exit 3); the fit's own verdict still applies")
+    f.add_argument("--penalty", choices=("firth",), default=None,
+                   help="bias-reduced (Firth / Jeffreys-prior) fit: finite estimates under separation")
     f.add_argument("--engine", choices=("numpy", "stan"), default="numpy",
                    help="optimizer: numpy (default) or the same model through Stan's optimizer")
     cmp_.add_argument("--model", choices=("dial-ada", "dial-anc", "judges", "human"), default="dial-ada",
@@ -193,7 +195,7 @@ def _fit(args: argparse.Namespace) -> int:
     with _warnings_to_stderr(skip=() if args.allow_nonconverged else (ConvergenceWarning, CovarianceWarning)) as caught:
         res = fit(data, args.method, rank=args.rank, calibration=args.calibration, cov=args.cov, level=args.level,
                   engine=args.engine, lambdas=args.lambdas, multiples=args.multiples, include_endpoints=not args.no_endpoints,
-                  check=not args.no_check, ties=args.ties)
+                  check=not args.no_check, ties=args.ties, penalty=args.penalty)
         if not res.ok and not args.allow_nonconverged:
             caught.clear()
             print(f"pydial: fit failed ({args.method}): {res.verdict()}; pass --allow-nonconverged to keep the "

@@ -132,8 +132,8 @@ def fit(
         likelihood of the procedure with three-outcome cells, a tie parameter
         per judge and one for people, sandwich covariances with every ``cov``;
         either engine (Stan's ``dial.stan`` gives a group without ties
-        ``nu_zero``, as numpy does).  ``pooled`` (numpy engine; one ``nu`` for the pooled judges, two-step
-        sandwich) and ``atc`` (either engine) take them too
+        ``nu_zero``, as numpy does).  ``pooled`` (one ``nu`` for the pooled
+        judges, two-step sandwich) and ``atc`` take them too, on either engine
         (:mod:`pydial.tie_baselines`).  ``penalty`` is not available with ties.
     check : bool, default True
         Run :func:`pydial.check_design` first and raise
@@ -233,10 +233,7 @@ def _dispatch(data: Comparisons, common: dict, method: str, *, engine: str, cov_
         if method == "pooled":
             from .tie_baselines import fit_pooled_ties
 
-            if engine == "stan":
-                raise NotImplementedError(f"method 'pooled' with ties={ties!r} is fitted by numpy only (two tie GLMs); "
-                                          "use engine='numpy'")
-            return fit_pooled_ties(data, common, ties=ties)
+            return fit_pooled_ties(data, common, ties=ties, seed=seed)
         if method in TIE_DIAL_METHODS + ("atc",):
             opt = None
             if engine == "stan":

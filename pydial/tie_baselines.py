@@ -4,7 +4,7 @@ Every comparison keeps its three outcomes and follows the tie model of
 :mod:`pydial.ties` (Davidson 1970 or Rao-Kupper 1967) in place of the binary
 BTL likelihood of the binary baselines (Sec. Experiments, App. related-comparison):
 
-* ``pooled``: one BTL score vector for all LLM judgments pooled (no judge or
+* ``pooled`` (either engine): one BTL score vector for all LLM judgments pooled (no judge or
   position effects) with one tie parameter ``nu_L`` for the pooled judges, then
   the people's scale ``c`` and ``nu_H`` of the calibration GLM with design
   ``D_H s_pooled``; ``s = c s_pooled``.  The standard errors are the two-step
@@ -31,6 +31,7 @@ from .data import Comparisons
 from .exceptions import IdentifiabilityError
 from .fit import Design, centered_design, centering_basis, difference_design
 from .likelihood import TieCells, tie_human_loss, tie_totals
+from .optim import OptimResult
 from .tie_fits import (NUMPY_TIE, TieOptimizers, _glm_influence, _log_nu_start, human_tie_fit, judge_tie_tables,
                        stack_tie_influence, tie_glm, tie_glm_terms, tie_staged_fit, tie_table)
 
@@ -64,8 +65,44 @@ def pooled_cross_derivative(ties: str, human: TieCells, N: int, beta: np.ndarray
     return G
 
 
-def fit_pooled_ties(data: Comparisons, common: dict, *, ties: str) -> Any:
-    """The pooled baseline with ties (see the module docstring): a DialResult with ``tie_parameters``."""
+def _pooled_stan(data: Comparisons, ties: str, x0: np.ndarray, l2: float, free1: bool, free2: bool,
+                 seed: int | None) -> tuple[OptimResult, OptimResult]:
+    """Both stages with Stan's optimizer (``dial.stan`` with one judge holding the pooled LLM cells,
+    ``r = 0``, no order effects; then ``fix_llm`` for ``(c, log nu_H)``), in the numpy coordinates
+    ``(beta, log nu_L)`` and ``(c, log nu_H)``."""
+    from .model import Chart
+    from .stan.backend import compile_model
+    from .stan.engine import _as_optim
+    from .stan.standata import CellTable, dial_data, llm_cell_table, weighted_log_coef
+
+    N = data.N
+    n_l, n_h = tie_totals(data)
+    dial = compile_model("dial")
+    Lc = llm_cell_table(data, ties=True)
+    pooled = CellTable(np.zeros_like(Lc.judge), Lc.i, Lc.j, Lc.a, Lc.wins_i, Lc.wins_j, Lc.ties)
+    chL = Chart(N, 1, 0, None, False)  # S = B': B_free = beta (s = T beta)
+    dL = dial_data(data, chL, w_llm=1.0, llm=pooled, ties=ties, boundary_nu=True)
+    r1 = dial.optimize(dL, np.append(x0[: N - 1], x0[N - 1:] if free1 else [0.0]), seed=seed, gtol=1e-9)
+    beta = r1.u[: N - 1]
+    o1 = _as_optim(r1, np.append(beta, r1.u[N - 1:] if free1 else []), -(r1.log_prob - weighted_log_coef(dL)) / n_l)
+    ch = Chart(N, 1, 0, "mu", False)
+    th = ch.from_structure(chL.structure(r1.u[: chL.dim]), np.ones(1))
+    cs = ch.slices["c"]
+    d2 = dial_data(data, ch, w_llm=0.0, w_human=1.0, fix_llm=th, ties=ties, boundary_nu=True)
+    r2 = dial.optimize(d2, np.append(th[cs], l2 if free2 else 0.0), seed=seed, gtol=1e-9)
+    th[cs] = r2.u[:1]
+    s_pool = centering_basis(N) @ beta
+    c = float(ch.scores(th) @ s_pool / (s_pool @ s_pool))  # s = c s_pool
+    o2 = _as_optim(r2, np.append(c, r2.u[1:] if free2 else []), -(r2.log_prob - weighted_log_coef(d2)) / n_h)
+    return o1, o2
+
+
+def fit_pooled_ties(data: Comparisons, common: dict, *, ties: str, seed: int | None = None) -> Any:
+    """The pooled baseline with ties (see the module docstring): a DialResult with ``tie_parameters``.
+
+    ``common["engine"] == "stan"`` optimizes both stages with Stan (:func:`_pooled_stan`);
+    the inference is numpy's at the optimum on either engine.
+    """
     from .estimators import _score_frame, _warn_if
     from .results import DialResult
 
@@ -75,17 +112,22 @@ def fit_pooled_ties(data: Comparisons, common: dict, *, ties: str) -> Any:
     free1, free2 = _free(L), _free(Hc)
     w1, w2 = 1.0 / n_l, 1.0 / n_h
     X1 = centered_design(L.i, L.j, N)
+    T = centering_basis(N)
     x0 = np.append(np.zeros(N - 1), [_log_nu_start(ties, L.counts)] if free1 else [])
-    o1 = tie_glm(ties, L.counts, X1, w1, x0, free1)
+    l2 = _log_nu_start(ties, Hc.counts)
+    if common["engine"] == "stan":
+        o1, o2 = _pooled_stan(data, ties, x0, l2, free1, free2, seed)
+    else:
+        o1 = tie_glm(ties, L.counts, X1, w1, x0, free1)
     _warn_if(o1, "pooled LLM tie model")
     beta = o1.x[: N - 1]
-    T = centering_basis(N)
     s_pool = T @ beta
     if np.abs(s_pool).max() < 1e-10:
         raise IdentifiabilityError("the pooled LLM tie-model scores are all equal (the judges' preferences cancel): "
                                    "there is no direction to rescale to the human comparisons")
     X2 = Design(difference_design(Hc.i, Hc.j, N), s_pool[:, None])
-    o2 = tie_glm(ties, Hc.counts, X2, w2, np.append(1.0, [_log_nu_start(ties, Hc.counts)] if free2 else []), free2)
+    if common["engine"] != "stan":
+        o2 = tie_glm(ties, Hc.counts, X2, w2, np.append(1.0, [l2] if free2 else []), free2)
     _warn_if(o2, "pooled calibration tie model")
     c = float(o2.x[0])
     s = c * s_pool

@@ -140,9 +140,19 @@ def test_fit_engine_stan(tmp_path, capsys, stan_backend_name):
 
 
 def test_unavailable_tie_fit_exit_2(capsys):
-    code, out, err = run(capsys, "fit", "synthetic", "--method", "pooled", "--ties", "davidson", "--engine", "stan")
-    assert code == EXIT_DATA and err.startswith("pydial: not available: method 'pooled' with ties='davidson'")
+    code, out, err = run(capsys, "fit", "synthetic", "--method", "dial-ada", "--ties", "davidson", "--penalty", "firth")
+    assert code == EXIT_DATA and err.startswith("pydial: not available: penalty='firth' is not available with ties")
     assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
+
+
+def test_fit_penalty_firth(capsys):
+    code, out, err = run(capsys, "fit", "synthetic", "--method", "human", "--penalty", "firth")
+    assert code == 0, err
+    import pydial
+
+    ref = pydial.fit(pydial.datasets.synthetic(), "human", penalty="firth").scores
+    first = [ln for ln in out.splitlines() if ln.startswith(ref.index[0])][0].split()
+    assert abs(float(first[1]) - ref["score"].iloc[0]) < 1e-3
 
 
 def test_fit_with_ties_writes_tie_parameters(capsys, tmp_path):

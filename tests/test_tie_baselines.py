@@ -120,8 +120,3 @@ def test_atc_with_ties(tied):
     assert np.all(np.diff(res.scores["score"].to_numpy()[order]) <= 1e-12)
     t = res.tie_parameters.loc["human"]
     assert abs(np.log(t["nu"]) - np.log(tied.truth.nu[-1])) < 4 * t["se"] / t["nu"]
-
-
-def test_pooled_stan_engine_refused(tied):
-    with pytest.raises(NotImplementedError, match="numpy"):
-        fit(tied.comparisons, "pooled", ties="davidson", engine="stan")

@@ -123,11 +123,9 @@ def test_gacv_path_and_lrt_with_ties(sim_ties):
     assert ct.statistic == pytest.approx(max(T, 0.0), rel=1e-9)
 
 
-def test_penalty_and_pooled_stan_raise_clear_errors(plain):
+def test_penalty_with_ties_raises_clear_error(plain):
     with pytest.raises(NotImplementedError, match="penalty"):
         pydial.fit(plain, "dial-ada", ties="davidson", penalty="firth")
-    with pytest.raises(NotImplementedError, match="engine='numpy'"):
-        pydial.fit(plain, "pooled", ties="davidson", engine="stan")
 
 
 # ------------------------------------------------------------------ Davidson (1970)
