@@ -90,10 +90,17 @@ def test_ties_argument_errors():
     data = pydial.datasets.synthetic()
     with pytest.raises(ValueError, match="ties must be"):
         pydial.fit(data, "human", ties="bradley", engine="stan")
-    with pytest.raises(NotImplementedError, match="engine='numpy'"):
-        pydial.fit(data, "dial-anc", ties="davidson", engine="stan")
-    with pytest.raises(NotImplementedError, match="human"):
-        pydial.fit(data, "pooled", ties="davidson", engine="stan")
+    with pytest.raises(NotImplementedError, match="penalty"):
+        pydial.fit(data, "human", ties="davidson", engine="stan", penalty="firth")
+
+
+def test_stan_tie_fit_without_any_tie_is_the_binary_fit():
+    """No tie anywhere: every group gets nu_zero, and the Stan tie fit is the binary DIAL-Anc fit."""
+    data = pydial.datasets.synthetic()
+    a = pydial.fit(data, "dial-anc")
+    b = pydial.fit(data, "dial-anc", ties="davidson", engine="stan")
+    np.testing.assert_allclose(b.scores.to_numpy(), a.scores.to_numpy(), atol=1e-6)
+    assert (b.tie_parameters["nu"] == 0).all()
 
 
 @pytest.mark.parametrize("ties", ["davidson", "rao-kupper"])
