@@ -550,7 +550,7 @@ def _sim_one(p: Pilot, data: Comparisons, llm: pd.DataFrame | None, n: int, meth
              contrast: tuple[str, str], k: int, rank: int, calibration: str, seed: Any) -> list[dict[str, Any]]:
     import warnings
 
-    from .estimators import fit
+    from .estimators import fit, method_arguments
     from .metrics import excess_risk
 
     rng = np.random.default_rng(seed)
@@ -564,7 +564,7 @@ def _sim_one(p: Pilot, data: Comparisons, llm: pd.DataFrame | None, n: int, meth
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
-                res = fit(data, m, rank=rank, calibration=calibration, check=(m == "human"))
+                res = fit(data, m, **method_arguments(m, rank=rank, calibration=calibration), check=(m == "human"))
         except DialError:
             out.append({"budget": n, "method": m, "ok": False})
             continue
