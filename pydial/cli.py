@@ -300,7 +300,8 @@ def _check(args: argparse.Namespace) -> int:
     from .design import check_design
 
     data = _load(args)
-    from .estimators import DEFAULT_CALIBRATION, DEFAULT_RANK, _rank_grid
+    from .estimators import _rank_grid
+    from .model import DEFAULT_CALIBRATION, DEFAULT_RANK
 
     rank = DEFAULT_RANK if args.rank is None else args.rank
     ranks = _rank_grid(rank, data, "dial-ada" if rank == "auto" or isinstance(rank, list) else args.method)

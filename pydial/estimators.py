@@ -44,10 +44,10 @@ from .fit import (
     logistic_glm,
 )
 from .inference import (CellStats, Influence, check_cov_type, influence_covariance, meat_covariance, parameter_meat,
-                        stack_influence, wald_table)
+                        position_effect_tables, stack_influence, wald_table)
 from .penalty import check_penalty
 from .likelihood import Cells, Objective, human_loss
-from .model import CALIBRATIONS, Chart, consensus_gamma
+from .model import CALIBRATIONS, DEFAULT_CALIBRATION, DEFAULT_RANK, Chart, consensus_gamma
 from .design import ESTIMATORS
 from .resources import check_memory, progress
 from .results import DialResult
@@ -62,8 +62,6 @@ USES_RANK: tuple[str, ...] = ("dial-nopos", "dial-anc", "dial-ada", "atc")
 """Methods that fit the structured LLM model and so use ``rank``."""
 USES_CALIBRATION: tuple[str, ...] = ("dial-nopos", "dial-anc", "dial-ada")
 """Methods that use ``calibration`` (AtC always calibrates along ``mu``)."""
-DEFAULT_RANK, DEFAULT_CALIBRATION = 1, "mu"
-"""What :func:`fit` uses when ``rank`` / ``calibration`` are not given."""
 
 
 # ====================================================================== fit
@@ -220,8 +218,10 @@ def fit(
                     data._cache[key] = check_design(data, rank=r, calibration=calibration, method=method, seed=key[-2],
                                                     penalty=penalty)
             data._cache[key].raise_if_failed()
-    common = dict(method=method, rank=rank_grid[0], calibration=calibration, engine=engine, cov_type=cov, level=level,
-                  items=data.items, judges=data.judges, n_human=data.n_human, n_llm=data.n_llm, data=data)
+    # the result records a rank / calibration only where the method has one (AtC: "mu", set by _fit_atc)
+    common = dict(method=method, rank=rank_grid[0] if method in USES_RANK else None,
+                  calibration=calibration if method in USES_CALIBRATION else None, engine=engine, cov_type=cov,
+                  level=level, items=data.items, judges=data.judges, n_human=data.n_human, n_llm=data.n_llm, data=data)
     with warnings.catch_warnings(record=True) as caught, numerical_errors(f"method {method!r}"):
         warnings.simplefilter("always")
         res = _dispatch(data, common, method, engine=engine, cov_arg=cov_arg, lambdas=lambdas, multiples=multiples,
@@ -360,9 +360,9 @@ def with_verdict(res: DialResult, data: Comparisons, caught: list[Warning], *, s
                                       "order-effect BTL has no finite MLE and b is not identified"))
     if not found:
         return res
-    rank = res.rank if isinstance(res.rank, (int, np.integer)) else 1
+    rank, calibration = res.dial_model()
     try:
-        rep = check_design(data, rank=int(rank), calibration=res.calibration, method=res.method, seed=seed)
+        rep = check_design(data, rank=rank, calibration=calibration, method=res.method, seed=seed)
         bad = rep.table[(~rep.table["ok"]) & rep.table["condition"].isin(["separation", "human-mle"])]
         causes = [f"possible cause, {str(j) if j == 'human' else 'judge ' + repr(str(j))}: {c}: {d}"
                   for j, c, d in bad[["judge", "condition", "detail"]].itertuples(index=False)]
@@ -527,14 +527,12 @@ def _fit_judges(data: Comparisons, common: dict, point: "PointEngine | None" = N
                        np.arange(len(data.llm)), np.full(len(data.llm), -1))
     C_all = influence_covariance(U_all, st_all, data, common["cov_type"], what="the mean judge scores and position effects")
     Cs, Cb = C_all[:N, :N], C_all[N:, N:]
-    pos = wald_table(b, Cb, list(data.judges), common["level"], "b")
-    pos.index.name = "judge"
-    pos.attrs["cov"] = Cb
+    pos, pos_cov = position_effect_tables(b, Cb, data.judges, common["level"])
     scores, cov = _score_frame(S.mean(0), Cs, data.items, common["level"])
     judge_scores = pd.DataFrame(S, index=pd.Index(data.judges, name="judge"), columns=pd.Index(data.items, name="item"))
     se = pd.DataFrame(np.sqrt(np.array([np.diag(c)[:N] for c in covs])), index=judge_scores.index, columns=judge_scores.columns)
-    return DialResult(**common, scores=scores, cov=cov, position_effects=pos, judge_scores=judge_scores, structure=None,
-                      calibration_coef=None, lambda_=np.inf, converged=conv, grad_norm=gmax, loss_human=np.nan,
+    return DialResult(**common, scores=scores, cov=cov, position_effects=pos, position_effects_cov=pos_cov,
+                      judge_scores=judge_scores, structure=None, calibration_coef=None, lambda_=np.nan, converged=conv, grad_norm=gmax, loss_human=np.nan,
                       details={"judge_score_se": se, "judge_cov": covs})
 
 
@@ -691,15 +689,14 @@ def staged_influence(data: Comparisons, fit_: StagedFit, *, fixed_basis: bool = 
     return stack_influence([U_L, U_H]), st
 
 
-def llm_only_effects(data: Comparisons, chart: Chart, theta: np.ndarray, cov: str, level: float) -> pd.DataFrame:
+def llm_only_effects(data: Comparisons, chart: Chart, theta: np.ndarray, cov: str,
+                     level: float) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Judge position effects ``b_k`` from the LLM-only fit with Wald tests of ``b_k = 0``
-    (Prop. stage-one-normality); bread ``H(l_L)^+``, meat of type ``cov``."""
+    (Prop. stage-one-normality), and their covariance (judge x judge); bread ``H(l_L)^+``,
+    meat of type ``cov``."""
     E = np.eye(chart.dim)[chart.slices["b"]]
     C = _llm_only_cov(data, chart, theta, cov, E, "the position effects b")
-    tab = wald_table(chart.order_effects(theta), C, list(data.judges), level, "b")
-    tab.index.name = "judge"
-    tab.attrs["cov"] = C
-    return tab
+    return position_effect_tables(chart.order_effects(theta), C, data.judges, level)
 
 
 def consensus_loadings(data: Comparisons, chart: Chart, theta: np.ndarray, cov: str, level: float) -> pd.DataFrame:
@@ -846,7 +843,8 @@ def _fit_dial(data: Comparisons, common: dict, *, order: bool, adaptive: bool, l
         C = influence_covariance(U, stt, data, common["cov_type"], what="the calibrated scores")
         s = best.s
     scores, cov = _score_frame(s, C, data.items, common["level"])
-    pos = llm_only_effects(data, sf.llm_chart, sf.llm_theta, common["cov_type"], common["level"]) if order else None
+    pos, pos_cov = (llm_only_effects(data, sf.llm_chart, sf.llm_theta, common["cov_type"], common["level"]) if order
+                    else (None, None))
     structure = sf.llm_chart.structure(sf.llm_theta)
     judge_scores = pd.DataFrame(structure.S, index=pd.Index(data.judges, name="judge"), columns=pd.Index(data.items, name="item"))
     d = sf.chart.d
@@ -861,8 +859,8 @@ def _fit_dial(data: Comparisons, common: dict, *, order: bool, adaptive: bool, l
     else:
         c_coef = sf.chart.calibration_coordinates(best.theta)
     opts = [sf.llm_opt, sf.cal_opt] + ([best.opt] if best.opt is not None else [])
-    res = DialResult(**common, scores=scores, cov=cov, position_effects=pos, judge_scores=judge_scores,
-                     structure=structure, calibration_coef=c_coef, lambda_=best.lam,
+    res = DialResult(**common, scores=scores, cov=cov, position_effects=pos, position_effects_cov=pos_cov,
+                     judge_scores=judge_scores, structure=structure, calibration_coef=c_coef, lambda_=best.lam,
                      converged=all(o.resolved for o in opts), grad_norm=max(o.grad_norm for o in opts),
                      loss_human=human_loss(s, data.human),
                      details={"theta": best.theta if np.isfinite(best.lam) and best.lam > 0 else sf.theta,
@@ -903,8 +901,9 @@ def _fit_atc(data: Comparisons, common: dict, point: "PointEngine | None" = None
     _warn_if(sf.llm_opt, "structured LLM-only fit")
     base = sf.chart.scores(sf.theta)
     s, scores, cov = atc_scores(base, h.s, data.items)
-    pos = llm_only_effects(data, sf.llm_chart, sf.llm_theta, common["cov_type"], common["level"])
+    pos, pos_cov = llm_only_effects(data, sf.llm_chart, sf.llm_theta, common["cov_type"], common["level"])
     return DialResult(**{**common, "calibration": "mu"}, scores=scores, cov=cov, position_effects=pos,
+                      position_effects_cov=pos_cov,
                       judge_scores=None, structure=sf.llm_chart.structure(sf.llm_theta), calibration_coef=None,
                       lambda_=np.inf, converged=h.opt.resolved and sf.llm_opt.resolved,
                       grad_norm=max(h.opt.grad_norm, sf.llm_opt.grad_norm), loss_human=human_loss(s, data.human),

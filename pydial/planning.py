@@ -283,7 +283,7 @@ def _staged_parts(result: DialResult, data: Comparisons) -> tuple[np.ndarray, np
     from .inference import Influence, influence_covariance
 
     order = result.method != "dial-nopos"
-    sf = staged_fit(data, result.rank, result.calibration, order=order)
+    sf = staged_fit(data, *result.dial_model(), order=order)
     U, st = staged_influence(data, sf)
     cov = result.cov_type if result.method != "human" else "cell"
     keep = st.is_human.astype(float)  # zero the other block's rows of the factored influence
@@ -474,7 +474,7 @@ def plan(
         table = _plan_theory(pilot, [int(x) for x in budgets_arr], methods, (a, b), k, level, seed)
     else:
         table = _plan_simulate(pilot, data, [int(x) for x in budgets_arr], methods, (a, b), k, n_sim, n_jobs, seed,
-                               result.rank, result.calibration, llm)
+                               *result.dial_model(), llm)
     table.attrs.update(mode=method, target=f"{a} - {b}", k=k, level=level, design=design,
                        pilot_method=result.method, pilot_n_human=data.n_human, delta=pilot.delta)
     return table

@@ -106,3 +106,82 @@ def test_numerical_error_in_the_design_check(data, monkeypatch):
     with pytest.raises(ConvergenceError, match="design check of method 'human'") as info:
         pydial.fit(copy, "human")
     assert isinstance(info.value.__cause__, FloatingPointError)
+
+
+# ------------------------------------------------------------------ result metadata
+@pytest.mark.parametrize("anchored_cov", ["two-step", "fixed-basis"])
+def test_summary_names_cov_type_and_anchored_cov(data, anchored_cov):
+    anc = pydial.fit(data, "dial-anc", cov="binomial", anchored_cov=anchored_cov)
+    assert anc.anchored_cov == anchored_cov
+    assert "cov_type=binomial" in anc.summary() and f"anchored_cov={anchored_cov}" in anc.summary()
+    human = pydial.fit(data, "human")
+    assert "cov_type=fisher" in human.summary() and "anchored_cov" not in human.summary()
+    assert human.anchored_cov is None
+
+
+def test_methods_without_rank_or_calibration_record_none(data):
+    for method in ("human", "judges", "pooled"):
+        res = pydial.fit(data, method)
+        assert res.rank is None and res.calibration is None
+        assert "rank=None  calibration=None" in res.summary()
+        assert res.dial_model() == (1, "mu")
+    atc = pydial.fit(data, "atc", rank=2)
+    assert (atc.rank, atc.calibration) == (2, "mu") and atc.dial_model() == (2, "mu")
+    assert pydial.fit(data, "dial-anc", rank=2, calibration="W").dial_model() == (2, "W")
+
+
+def test_judges_report_no_lambda(data):
+    res = pydial.fit(data, "judges")
+    assert np.isnan(res.lambda_) and "lambda=n/a" in res.summary()
+    from pydial.report import summary_dict
+
+    out = summary_dict(res)
+    assert out["lambda"] is None and out["lambda_is_infinite"] is False and out["rank"] is None
+    assert pydial.fit(data, "human").lambda_ == 0.0
+
+
+def test_bootstrap_of_methods_without_rank_or_lambda(data):
+    for method in ("human", "judges"):
+        bt = pydial.fit(data, method).bootstrap(2, seed=1, progress=False)
+        dist = bt.lambda_distribution()
+        assert dist["count"].sum() == 2 and dist["rank"].isna().all()
+
+
+def test_plan_from_a_human_pilot_uses_the_default_dial_model(data):
+    tab = pydial.plan(pydial.fit(data, "human"), budgets=[100, 200])
+    assert np.isfinite(tab.select_dtypes("number").to_numpy()).any()
+
+
+def test_atc_summary_has_no_standard_error_columns(data):
+    atc = pydial.fit(data, "atc")
+    text = atc.summary()
+    assert "AtC has no standard errors" in text and "covariance:" not in text
+    scores = text.split("Scores (centered):")[1].split("Position effects")[0]
+    assert "se" not in scores.split() and "ci_low" not in scores and "NaN" not in scores
+
+
+# ------------------------------------------------------------------ covariances as labelled tables
+def test_tables_of_two_fits_concatenate(data):
+    one, two = pydial.fit(data, "dial-anc"), pydial.fit(data, "judges", cov="binomial")
+    for res in (one, two):
+        C = res.position_effects_cov
+        assert isinstance(C, pd.DataFrame) and list(C.index) == list(C.columns) == list(data.judges)
+        assert C.index.name == "judge" and "cov" not in res.position_effects.attrs
+        np.testing.assert_allclose(res.position_effects["se"], np.sqrt(np.diag(C)), rtol=1e-12)
+        t = res.position_test(data.judges[0], data.judges[2])
+        assert t["se"] == pytest.approx(np.sqrt(C.iloc[0, 0] + C.iloc[2, 2] - 2 * C.iloc[0, 2]), rel=1e-12)
+    both = pd.concat([one.position_effects, two.position_effects], keys=["dial-anc", "judges"])
+    assert both.shape == (2 * data.K, one.position_effects.shape[1])
+    assert len(pd.concat([one.consensus, pydial.fit(data, "dial-ada").consensus])) == 2 * data.K
+    assert pydial.fit(data, "human").position_effects_cov is None
+
+
+def test_tie_tables_of_two_fits_concatenate():
+    tied = pydial.simulate(N=5, K=2, r=1, n_llm=3000, n_human=500, tie_rate=0.2, rng=3).comparisons
+    fits = [pydial.fit(tied, "dial-anc", ties=t) for t in ("davidson", "rao-kupper")]
+    for name in ("position_effects", "consensus", "tie_parameters"):
+        assert len(pd.concat([getattr(r, name) for r in fits])) == 2 * len(getattr(fits[0], name))
+    assert list(fits[0].position_effects_cov.index) == list(tied.judges)
+    atc = pydial.fit(tied, "atc", ties="davidson")
+    assert len(pd.concat([fits[0].position_effects, atc.position_effects])) == 2 * tied.K
+    assert "anchored_cov=two-step" in fits[0].summary()
