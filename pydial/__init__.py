@@ -14,8 +14,8 @@ from .counts import read_comparisons
 from .data import Comparisons
 from .design import DesignReport, check_design
 from .estimators import DialResult, fit
-from .exceptions import (ConvergenceError, ConvergenceWarning, CovarianceWarning, DataError, DataWarning, DialError,
-                         DialWarning, EstimandMismatchError, IdentifiabilityError, MemoryLimitError,
+from .exceptions import (ArgumentWarning, ConvergenceError, ConvergenceWarning, CovarianceWarning, DataError,
+                         DataWarning, DialError, DialWarning, EstimandMismatchError, IdentifiabilityError, MemoryLimitError,
                          OutputError)
 from .planning import next_pairs, plan, plot_plan
 from .simulate import Simulation, simulate
@@ -40,6 +40,7 @@ __all__ = [
     "ConvergenceWarning",
     "CovarianceWarning",
     "DataWarning",
+    "ArgumentWarning",
     "DialWarning",
     "OutputError",
     "DialError",

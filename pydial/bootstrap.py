@@ -54,7 +54,8 @@ class BootstrapResult:
         The same columns for the judge order effects ``b_k`` (LLM-only fit).
     selection : DataFrame
         One row per successful replicate: ``lambda``, ``multiple`` (``lambda n_H / n_L``,
-        0 and inf for the endpoints), ``rank``, ``converged``.
+        0 and inf for the endpoints; NaN for ``judges``), ``rank`` (``None`` for a method
+        without one), ``converged``.
     B, n_failed : int
         Requested replicates, and those whose refit raised (excluded).
     level : float
@@ -79,9 +80,10 @@ class BootstrapResult:
     draws: dict[str, np.ndarray] = field(repr=False, default_factory=dict)
 
     def lambda_distribution(self) -> pd.DataFrame:
-        """Frequency of each selected ``(rank, multiple)`` over the replicates."""
+        """Frequency of each selected ``(rank, multiple)`` over the replicates (rank ``None``
+        and multiple NaN for a method without them)."""
         sel = self.selection
-        out = sel.groupby(["rank", "multiple"]).size().rename("count").reset_index()
+        out = sel.groupby(["rank", "multiple"], dropna=False).size().rename("count").reset_index()
         out["share"] = out["count"] / len(sel)
         return out
 
@@ -154,7 +156,7 @@ def _replicate(data: Comparisons, kwargs: dict[str, Any], seeds: list[np.random.
              if res.position_effects is not None else None)
         lam = float(res.lambda_)
         mult = lam if lam == 0 or np.isinf(lam) else lam * boot.n_human / boot.n_llm
-        out.append({"s": s, "b": b, "lambda": lam, "multiple": mult, "rank": int(res.rank),
+        out.append({"s": s, "b": b, "lambda": lam, "multiple": mult, "rank": res.rank,
                     "converged": bool(res.converged)})
     return out
 

@@ -92,10 +92,12 @@ def _add_data_args(q: argparse.ArgumentParser) -> None:
     """Input and model-space options shared by every subcommand that reads comparisons."""
     q.add_argument("data", help="long-format CSV, or a bundled data set: arena, synthetic")
     q.add_argument("--human", default="human", help="judge name of the human labels (default: human)")
-    q.add_argument("--rank", type=_rank, default=1,
-                   help="disagreement rank r of the judge score matrix; a list '0,1,2' or 'auto' selects it by GACV (dial-ada)")
-    q.add_argument("--calibration", choices=("mu", "W"), default="mu",
-                   help="calibrate humans along the LLM consensus mu (d=1) or the full space W=[mu,V] (d=r+1)")
+    q.add_argument("--rank", type=_rank, default=None,
+                   help="disagreement rank r of the judge score matrix (default 1); a list '0,1,2' or 'auto' selects "
+                        "it by GACV (dial-ada); methods without the structured LLM model ignore it with a warning")
+    q.add_argument("--calibration", choices=("mu", "W"), default=None,
+                   help="calibrate humans along the LLM consensus mu (d=1, default) or the full space W=[mu,V] (d=r+1); "
+                        "dial methods only")
     q.add_argument("--drop-empty-judges", action="store_true",
                    help="remove LLM judges without a decisive judgment (all ties / both bad) instead of refusing them")
     q.add_argument("--keep-whitespace", action="store_true",
@@ -301,11 +303,13 @@ def _check(args: argparse.Namespace) -> int:
 
     data = _load(args)
     from .estimators import _rank_grid
+    from .model import DEFAULT_CALIBRATION, DEFAULT_RANK
 
-    ranks = _rank_grid(args.rank, data, "dial-ada" if args.rank == "auto" or isinstance(args.rank, list) else args.method)
+    rank = DEFAULT_RANK if args.rank is None else args.rank
+    ranks = _rank_grid(rank, data, "dial-ada" if rank == "auto" or isinstance(rank, list) else args.method)
     status = 0
     for r in ranks:
-        rep = check_design(data, rank=r, calibration=args.calibration, method=args.method)
+        rep = check_design(data, rank=r, calibration=args.calibration or DEFAULT_CALIBRATION, method=args.method)
         print(rep.table.to_string(index=False))
         if not rep.ok:
             print(f"pydial: the {args.method} fit (rank {r}) cannot exist on this design:", file=sys.stderr)

@@ -17,9 +17,10 @@ from __future__ import annotations
 
 import dataclasses
 import warnings
+from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import partial
-from typing import Any
+from typing import Any, Iterator
 
 import numpy as np
 import pandas as pd
@@ -27,7 +28,7 @@ import scipy.sparse as sp
 from scipy.special import expit
 
 from .data import Comparisons
-from .exceptions import ConvergenceError, ConvergenceWarning, DataError, DialError, IdentifiabilityError
+from .exceptions import ArgumentWarning, ConvergenceError, ConvergenceWarning, DataError, DialError, IdentifiabilityError
 from .fit import (
     Design,
     centered_design,
@@ -43,10 +44,10 @@ from .fit import (
     logistic_glm,
 )
 from .inference import (CellStats, Influence, check_cov_type, influence_covariance, meat_covariance, parameter_meat,
-                        stack_influence, wald_table)
+                        position_effect_tables, stack_influence, wald_table)
 from .penalty import check_penalty
 from .likelihood import Cells, Objective, human_loss
-from .model import CALIBRATIONS, Chart, consensus_gamma
+from .model import CALIBRATIONS, DEFAULT_CALIBRATION, DEFAULT_RANK, Chart, consensus_gamma
 from .design import ESTIMATORS
 from .resources import check_memory, progress
 from .results import DialResult
@@ -57,6 +58,10 @@ METHODS: tuple[str, ...] = ESTIMATORS
 ENGINES: tuple[str, ...] = ("numpy", "stan")
 NEEDS_HUMAN = ("human", "pooled", "dial-nopos", "dial-anc", "dial-ada", "atc")
 ANCHORED_COVS: tuple[str, ...] = ("two-step", "fixed-basis")
+USES_RANK: tuple[str, ...] = ("dial-nopos", "dial-anc", "dial-ada", "atc")
+"""Methods that fit the structured LLM model and so use ``rank``."""
+USES_CALIBRATION: tuple[str, ...] = ("dial-nopos", "dial-anc", "dial-ada")
+"""Methods that use ``calibration`` (AtC always calibrates along ``mu``)."""
 
 
 # ====================================================================== fit
@@ -65,8 +70,8 @@ def fit(
     data: Comparisons,
     method: str = "dial-anc",
     *,
-    rank: int | str | list[int] = 1,
-    calibration: str = "mu",
+    rank: int | str | list[int] | None = None,
+    calibration: str | None = None,
     engine: str = "numpy",
     cov: str | None = None,
     level: float = 0.95,
@@ -87,13 +92,17 @@ def fit(
         Validated judgments (:meth:`Comparisons.from_frame`).
     method : {"judges", "human", "pooled", "dial-nopos", "dial-anc", "dial-ada", "atc"}
         Estimator (see the module docstring).
-    rank : int, list of int or "auto", default 1
-        Disagreement rank ``r`` of ``S = gamma mu^T + U V^T`` (Cond. llm-structure).
-        For ``dial-ada`` a list (or ``"auto"``: ``0 .. min(K-1, N-2, 3)``) selects
-        ``(r, lambda)`` jointly by GACV (App. rank-selection).
-    calibration : {"mu", "W"}, default "mu"
-        Human calibration basis: the consensus ``mu`` (``d = 1``) or ``W = [mu, V]``
-        (``d = r + 1``).
+    rank : int, list of int or "auto", optional
+        Disagreement rank ``r`` of ``S = gamma mu^T + U V^T`` (Cond. llm-structure);
+        1 when not given.  For ``dial-ada`` a list (or ``"auto"``: ``0 .. min(K-1,
+        N-2, 3)``) selects ``(r, lambda)`` jointly by GACV (App. rank-selection).
+        Used by the methods of :data:`USES_RANK`; given to another method it is
+        ignored with an :class:`~pydial.ArgumentWarning`.
+    calibration : {"mu", "W"}, optional
+        Human calibration basis: the consensus ``mu`` (``d = 1``; the default) or
+        ``W = [mu, V]`` (``d = r + 1``).  Used by the methods of
+        :data:`USES_CALIBRATION`; given to another method it is ignored with an
+        :class:`~pydial.ArgumentWarning`.
     engine : {"numpy", "stan"}
         Optimizer; ``"stan"`` runs the same model through Stan's optimizer.
     cov : {"fisher", "binomial", "cell", "record"}, optional
@@ -153,9 +162,20 @@ def fit(
     Returns
     -------
     DialResult
+
+    Raises
+    ------
+    DataError, IdentifiabilityError
+        The data or the design cannot give the requested fit.
+    ConvergenceError
+        The fit failed numerically (a floating-point error, a linear-algebra routine
+        that did not converge); the message names the method and the original error
+        is chained.  A singular matrix raises :class:`IdentifiabilityError` instead.
     """
     if method not in METHODS:
         raise ValueError(f"method must be one of {METHODS}, got {method!r}")
+    given = dict(rank=rank, calibration=calibration)  # what a refit passes on (None: not given)
+    rank, calibration = _resolve_model_arguments(method, rank, calibration)
     if calibration not in CALIBRATIONS:
         raise ValueError(f"calibration must be one of {CALIBRATIONS}, got {calibration!r}")
     if engine not in ENGINES:
@@ -194,25 +214,65 @@ def fit(
         for r in rank_grid:
             key = ("check_design", r, calibration, method, 0 if seed is None else seed, penalty)
             if key not in data._cache:  # the data are immutable: check each design once
-                data._cache[key] = check_design(data, rank=r, calibration=calibration, method=method, seed=key[-2],
-                                                penalty=penalty)
+                with numerical_errors(f"the design check of method {method!r}"):
+                    data._cache[key] = check_design(data, rank=r, calibration=calibration, method=method, seed=key[-2],
+                                                    penalty=penalty)
             data._cache[key].raise_if_failed()
-    common = dict(method=method, rank=rank_grid[0], calibration=calibration, engine=engine, cov_type=cov, level=level,
-                  items=data.items, judges=data.judges, n_human=data.n_human, n_llm=data.n_llm, data=data)
-    with warnings.catch_warnings(record=True) as caught:
+    # the result records a rank / calibration only where the method has one (AtC: "mu", set by _fit_atc)
+    common = dict(method=method, rank=rank_grid[0] if method in USES_RANK else None,
+                  calibration=calibration if method in USES_CALIBRATION else None, engine=engine, cov_type=cov,
+                  level=level, items=data.items, judges=data.judges, n_human=data.n_human, n_llm=data.n_llm, data=data)
+    with warnings.catch_warnings(record=True) as caught, numerical_errors(f"method {method!r}"):
         warnings.simplefilter("always")
         res = _dispatch(data, common, method, engine=engine, cov_arg=cov_arg, lambdas=lambdas, multiples=multiples,
                         include_endpoints=include_endpoints, anchored_cov=anchored_cov, ties=ties, seed=seed,
                         rank_grid=rank_grid, penalty=penalty)
         res.penalty = penalty
         # what res.bootstrap needs to refit the whole procedure on resampled records
-        res.details["refit"] = (data, dict(method=method, rank=rank, calibration=calibration, engine=engine, cov=cov_arg,
+        res.details["refit"] = (data, dict(method=method, **given, engine=engine, cov=cov_arg,
                                            level=level, lambdas=lambdas, multiples=multiples,
                                            include_endpoints=include_endpoints, anchored_cov=anchored_cov, seed=seed,
                                            penalty=penalty, ties=ties))
     for w in caught:  # hand every warning on to the caller's filters
         warnings.warn_explicit(w.message, w.category, w.filename, w.lineno, source=w.source)
     return with_verdict(res, data, [w.message for w in caught], seed=0 if seed is None else seed)
+
+
+def _resolve_model_arguments(method: str, rank: Any, calibration: str | None) -> tuple[Any, str]:
+    """``rank`` and ``calibration`` with their defaults filled in; an :class:`ArgumentWarning`
+    for each one given to a method that does not use it (:data:`USES_RANK`,
+    :data:`USES_CALIBRATION`)."""
+    for name, value, users in (("rank", rank, USES_RANK), ("calibration", calibration, USES_CALIBRATION)):
+        if value is not None and method not in users:
+            warnings.warn(ArgumentWarning(f"{name}={value!r} is ignored: method {method!r} does not use {name} "
+                                          f"(only {', '.join(users)} do)"), stacklevel=4)
+    return (DEFAULT_RANK if rank is None else rank,
+            DEFAULT_CALIBRATION if calibration is None else calibration)
+
+
+def method_arguments(method: str, **arguments: Any) -> dict[str, Any]:
+    """The ``rank`` / ``calibration`` among ``arguments`` that ``method`` uses, to pass to
+    :func:`fit` for several methods without an :class:`ArgumentWarning`, e.g.
+    ``fit(data, m, **method_arguments(m, rank=2))``."""
+    users = {"rank": USES_RANK, "calibration": USES_CALIBRATION}
+    return {k: v for k, v in arguments.items() if method in users.get(k, (method,))}
+
+
+@contextmanager
+def numerical_errors(what: str) -> Iterator[None]:
+    """Turn numpy's numerical exceptions raised inside ``what`` into pydial's errors, with
+    the original chained: a singular matrix into :class:`IdentifiabilityError`, any other
+    :class:`numpy.linalg.LinAlgError` or a :class:`FloatingPointError` into
+    :class:`ConvergenceError`."""
+    try:
+        yield
+    except np.linalg.LinAlgError as e:
+        if "singular" in str(e).lower():
+            raise IdentifiabilityError(f"{what} failed: a matrix of the fit is singular ({e}); the design may not "
+                                       "identify the parameters (see pydial.check_design)") from e
+        raise ConvergenceError(f"{what} failed: a linear-algebra routine did not succeed ({e})") from e
+    except FloatingPointError as e:
+        raise ConvergenceError(f"{what} failed: a floating-point error ({e})") from e
 
 
 def _dispatch(data: Comparisons, common: dict, method: str, *, engine: str, cov_arg: str | None, lambdas: Any,
@@ -297,9 +357,9 @@ def with_verdict(res: DialResult, data: Comparisons, caught: list[Warning], *, s
                                       "order-effect BTL has no finite MLE and b is not identified"))
     if not found:
         return res
-    rank = res.rank if isinstance(res.rank, (int, np.integer)) else 1
+    rank, calibration = res.dial_model()
     try:
-        rep = check_design(data, rank=int(rank), calibration=res.calibration, method=res.method, seed=seed)
+        rep = check_design(data, rank=rank, calibration=calibration, method=res.method, seed=seed)
         bad = rep.table[(~rep.table["ok"]) & rep.table["condition"].isin(["separation", "human-mle"])]
         causes = [f"possible cause, {str(j) if j == 'human' else 'judge ' + repr(str(j))}: {c}: {d}"
                   for j, c, d in bad[["judge", "condition", "detail"]].itertuples(index=False)]
@@ -464,14 +524,12 @@ def _fit_judges(data: Comparisons, common: dict, point: "PointEngine | None" = N
                        np.arange(len(data.llm)), np.full(len(data.llm), -1))
     C_all = influence_covariance(U_all, st_all, data, common["cov_type"], what="the mean judge scores and position effects")
     Cs, Cb = C_all[:N, :N], C_all[N:, N:]
-    pos = wald_table(b, Cb, list(data.judges), common["level"], "b")
-    pos.index.name = "judge"
-    pos.attrs["cov"] = Cb
+    pos, pos_cov = position_effect_tables(b, Cb, data.judges, common["level"])
     scores, cov = _score_frame(S.mean(0), Cs, data.items, common["level"])
     judge_scores = pd.DataFrame(S, index=pd.Index(data.judges, name="judge"), columns=pd.Index(data.items, name="item"))
     se = pd.DataFrame(np.sqrt(np.array([np.diag(c)[:N] for c in covs])), index=judge_scores.index, columns=judge_scores.columns)
-    return DialResult(**common, scores=scores, cov=cov, position_effects=pos, judge_scores=judge_scores, structure=None,
-                      calibration_coef=None, lambda_=np.inf, converged=conv, grad_norm=gmax, loss_human=np.nan,
+    return DialResult(**common, scores=scores, cov=cov, position_effects=pos, position_effects_cov=pos_cov,
+                      judge_scores=judge_scores, structure=None, calibration_coef=None, lambda_=np.nan, converged=conv, grad_norm=gmax, loss_human=np.nan,
                       details={"judge_score_se": se, "judge_cov": covs})
 
 
@@ -628,15 +686,14 @@ def staged_influence(data: Comparisons, fit_: StagedFit, *, fixed_basis: bool = 
     return stack_influence([U_L, U_H]), st
 
 
-def llm_only_effects(data: Comparisons, chart: Chart, theta: np.ndarray, cov: str, level: float) -> pd.DataFrame:
+def llm_only_effects(data: Comparisons, chart: Chart, theta: np.ndarray, cov: str,
+                     level: float) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Judge position effects ``b_k`` from the LLM-only fit with Wald tests of ``b_k = 0``
-    (Prop. stage-one-normality); bread ``H(l_L)^+``, meat of type ``cov``."""
+    (Prop. stage-one-normality), and their covariance (judge x judge); bread ``H(l_L)^+``,
+    meat of type ``cov``."""
     E = np.eye(chart.dim)[chart.slices["b"]]
     C = _llm_only_cov(data, chart, theta, cov, E, "the position effects b")
-    tab = wald_table(chart.order_effects(theta), C, list(data.judges), level, "b")
-    tab.index.name = "judge"
-    tab.attrs["cov"] = C
-    return tab
+    return position_effect_tables(chart.order_effects(theta), C, data.judges, level)
 
 
 def consensus_loadings(data: Comparisons, chart: Chart, theta: np.ndarray, cov: str, level: float) -> pd.DataFrame:
@@ -758,7 +815,8 @@ def _fit_dial(data: Comparisons, common: dict, *, order: bool, adaptive: bool, l
         C = influence_covariance(U, stt, data, common["cov_type"], what="the calibrated scores")
         s = best.s
     scores, cov = _score_frame(s, C, data.items, common["level"])
-    pos = llm_only_effects(data, sf.llm_chart, sf.llm_theta, common["cov_type"], common["level"]) if order else None
+    pos, pos_cov = (llm_only_effects(data, sf.llm_chart, sf.llm_theta, common["cov_type"], common["level"]) if order
+                    else (None, None))
     structure = sf.llm_chart.structure(sf.llm_theta)
     judge_scores = pd.DataFrame(structure.S, index=pd.Index(data.judges, name="judge"), columns=pd.Index(data.items, name="item"))
     d = sf.chart.d
@@ -773,8 +831,8 @@ def _fit_dial(data: Comparisons, common: dict, *, order: bool, adaptive: bool, l
     else:
         c_coef = sf.chart.calibration_coordinates(best.theta)
     opts = [sf.llm_opt, sf.cal_opt] + ([best.opt] if best.opt is not None else [])
-    res = DialResult(**common, scores=scores, cov=cov, position_effects=pos, judge_scores=judge_scores,
-                     structure=structure, calibration_coef=c_coef, lambda_=best.lam,
+    res = DialResult(**common, scores=scores, cov=cov, position_effects=pos, position_effects_cov=pos_cov,
+                     judge_scores=judge_scores, structure=structure, calibration_coef=c_coef, lambda_=best.lam,
                      converged=all(o.resolved for o in opts), grad_norm=max(o.grad_norm for o in opts),
                      loss_human=human_loss(s, data.human),
                      details={"theta": best.theta if np.isfinite(best.lam) and best.lam > 0 else sf.theta,
@@ -815,8 +873,9 @@ def _fit_atc(data: Comparisons, common: dict, point: "PointEngine | None" = None
     _warn_if(sf.llm_opt, "structured LLM-only fit")
     base = sf.chart.scores(sf.theta)
     s, scores, cov = atc_scores(base, h.s, data.items)
-    pos = llm_only_effects(data, sf.llm_chart, sf.llm_theta, common["cov_type"], common["level"])
+    pos, pos_cov = llm_only_effects(data, sf.llm_chart, sf.llm_theta, common["cov_type"], common["level"])
     return DialResult(**{**common, "calibration": "mu"}, scores=scores, cov=cov, position_effects=pos,
+                      position_effects_cov=pos_cov,
                       judge_scores=None, structure=sf.llm_chart.structure(sf.llm_theta), calibration_coef=None,
                       lambda_=np.inf, converged=h.opt.resolved and sf.llm_opt.resolved,
                       grad_norm=max(h.opt.grad_norm, sf.llm_opt.grad_norm), loss_human=human_loss(s, data.human),

@@ -73,6 +73,11 @@ class CovarianceWarning(DialWarning):
     status = "degenerate covariance"
 
 
+class ArgumentWarning(DialWarning):
+    """An argument was given that the requested method does not use (e.g. ``rank`` for
+    ``method="human"``); it is ignored.  The message names the argument and the method."""
+
+
 class DataWarning(DialWarning):
     """The data were read, but something was changed or is worth a look (names
     stripped of whitespace, duplicated rows)."""

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import warnings
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, Sequence
 
 import numpy as np
 import pandas as pd
@@ -426,6 +426,16 @@ def _sum(mats: Any) -> "Meat":
 def _indicator(groups: np.ndarray, G: int) -> sp.csr_matrix:
     """The sparse cluster-indicator matrix (G x m) of integer groups ``0..G-1``."""
     return sp.csr_matrix((np.ones(groups.size), (groups, np.arange(groups.size))), shape=(G, groups.size))
+
+
+def position_effect_tables(b: np.ndarray, cov: np.ndarray, judges: Sequence[str],
+                           level: float) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The judges' position effects: their Wald table (:func:`wald_table`, indexed by
+    ``judge``) and their covariance as a judge x judge DataFrame with the same labels."""
+    idx = pd.Index(list(judges), name="judge")
+    tab = wald_table(b, cov, list(judges), level, "b")
+    tab.index = idx
+    return tab, pd.DataFrame(np.asarray(cov, float), index=idx, columns=idx.copy())
 
 
 def wald_table(est: np.ndarray, cov: np.ndarray, index: list[str], level: float, name: str) -> pd.DataFrame:

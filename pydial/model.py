@@ -36,6 +36,8 @@ from scipy import sparse
 
 Calibration = Literal["mu", "W"]
 CALIBRATIONS: tuple[str, ...] = ("mu", "W")
+DEFAULT_RANK, DEFAULT_CALIBRATION = 1, "mu"
+"""The rank and calibration of :func:`pydial.fit` when not given."""
 
 
 @dataclass(frozen=True)

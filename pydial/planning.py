@@ -283,7 +283,7 @@ def _staged_parts(result: DialResult, data: Comparisons) -> tuple[np.ndarray, np
     from .inference import Influence, influence_covariance
 
     order = result.method != "dial-nopos"
-    sf = staged_fit(data, result.rank, result.calibration, order=order)
+    sf = staged_fit(data, *result.dial_model(), order=order)
     U, st = staged_influence(data, sf)
     cov = result.cov_type if result.method != "human" else "cell"
     keep = st.is_human.astype(float)  # zero the other block's rows of the factored influence
@@ -474,7 +474,7 @@ def plan(
         table = _plan_theory(pilot, [int(x) for x in budgets_arr], methods, (a, b), k, level, seed)
     else:
         table = _plan_simulate(pilot, data, [int(x) for x in budgets_arr], methods, (a, b), k, n_sim, n_jobs, seed,
-                               result.rank, result.calibration, llm)
+                               *result.dial_model(), llm)
     table.attrs.update(mode=method, target=f"{a} - {b}", k=k, level=level, design=design,
                        pilot_method=result.method, pilot_n_human=data.n_human, delta=pilot.delta)
     return table
@@ -550,7 +550,7 @@ def _sim_one(p: Pilot, data: Comparisons, llm: pd.DataFrame | None, n: int, meth
              contrast: tuple[str, str], k: int, rank: int, calibration: str, seed: Any) -> list[dict[str, Any]]:
     import warnings
 
-    from .estimators import fit
+    from .estimators import fit, method_arguments
     from .metrics import excess_risk
 
     rng = np.random.default_rng(seed)
@@ -564,7 +564,7 @@ def _sim_one(p: Pilot, data: Comparisons, llm: pd.DataFrame | None, n: int, meth
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
-                res = fit(data, m, rank=rank, calibration=calibration, check=(m == "human"))
+                res = fit(data, m, **method_arguments(m, rank=rank, calibration=calibration), check=(m == "human"))
         except DialError:
             out.append({"budget": n, "method": m, "ok": False})
             continue

@@ -11,7 +11,7 @@ from scipy.special import expit
 
 from .data import Comparisons
 from .inference import COV_DESCRIPTIONS
-from .model import Structure
+from .model import DEFAULT_CALIBRATION, DEFAULT_RANK, Structure
 
 STATUSES: tuple[str, ...] = ("ok", "no admissible candidate", "not identified", "at bound", "not converged",
                              "degenerate covariance")
@@ -24,8 +24,15 @@ class DialResult:
 
     Attributes
     ----------
-    method, rank, calibration, engine, cov_type : str / int
+    method, engine, cov_type : str
         How the fit was made.
+    rank : int or None
+        Disagreement rank of the structured LLM fit (the selected one for a rank grid);
+        ``None`` for ``human``, ``judges`` and ``pooled``, which fit no such model.
+    calibration : str or None
+        Human calibration basis (``"mu"`` or ``"W"``; always ``"mu"`` for ``atc``);
+        ``None`` for ``human``, ``judges`` and ``pooled``.  :meth:`dial_model` gives
+        a DIAL model for every result.
     level : float
         Confidence level of every interval in the tables.
     scores : DataFrame
@@ -37,7 +44,11 @@ class DialResult:
         Indexed by judge: ``b, se, ci_low, ci_high, z, p_value`` (Wald test of
         ``b_k = 0``, Prop. stage-one-normality); from the structured LLM-only fit for the
         DIAL methods and AtC, from each judge's own fit for ``judges`` (Davidson-Beaver
-        with ties).  ``attrs["cov"]`` holds their covariance (see :meth:`position_test`).
+        with ties).
+    position_effects_cov : DataFrame or None
+        Covariance of the position effects (judge x judge, labelled like
+        :attr:`position_effects`; see :meth:`position_test`).  ``None`` where there
+        are no position effects.
     judge_scores : DataFrame or None
         Judge x item position-debiased scores ``S`` (LLM-only structured fit, or each
         judge's own fit for ``judges``).
@@ -47,7 +58,8 @@ class DialResult:
         ``c_H`` relative to the normalized basis ``M`` (``mu`` or ``W``, with
         ``N^{-1} M^T M = I``; for ``pooled`` the normalized pooled score).
     lambda_ : float
-        Calibration weight: ``inf`` for the anchored endpoint, 0 for Human.
+        Calibration weight: ``inf`` for the anchored endpoint (and ``pooled``, ``atc``),
+        0 for ``human``, NaN for ``judges`` (no human data enter the fit).
     converged : bool
         Every optimization reached its gradient tolerance inside the box (numpy: max
         gradient of the normalized loss; Stan: relative to the log density).
@@ -82,8 +94,8 @@ class DialResult:
     """
 
     method: str
-    rank: int
-    calibration: str
+    rank: int | None
+    calibration: str | None
     engine: str
     cov_type: str
     level: float
@@ -106,6 +118,7 @@ class DialResult:
     calibration_test: Any = None
     consensus: pd.DataFrame | None = None
     tie_parameters: pd.DataFrame | None = None
+    position_effects_cov: pd.DataFrame | None = None
     status: str = "ok"
     problems: tuple[str, ...] = ()
     penalty: str | None = None
@@ -115,6 +128,21 @@ class DialResult:
     def ok(self) -> bool:
         """``True`` when :attr:`status` is ``"ok"``."""
         return self.status == "ok"
+
+    @property
+    def anchored_cov(self) -> str | None:
+        """The covariance at the anchored endpoint (``"two-step"`` or ``"fixed-basis"``,
+        :func:`pydial.fit`'s ``anchored_cov``) when a DIAL fit selected ``lambda = inf``;
+        ``None`` otherwise."""
+        return self.details.get("anchored_cov") if np.isinf(self.lambda_) else None
+
+    def dial_model(self) -> tuple[int, str]:
+        """``(rank, calibration)`` of the DIAL model that goes with this fit: the fitted ones,
+        or :func:`pydial.fit`'s defaults (1, ``"mu"``) for a method without them
+        (``human``, ``judges``, ``pooled``); e.g. the anchored model :func:`pydial.plan`
+        builds on a pilot fit."""
+        return (DEFAULT_RANK if self.rank is None else int(self.rank),
+                DEFAULT_CALIBRATION if self.calibration is None else self.calibration)
 
     def verdict(self) -> str:
         """One line: the status and its problems (``"ok"`` when there are none)."""
@@ -170,14 +198,14 @@ class DialResult:
 
         if self.position_effects is None:
             raise ValueError(f"method {self.method!r} has no position effects")
-        C = self.position_effects.attrs.get("cov")
+        C = self.position_effects_cov
         idx = list(self.position_effects.index)
         for j in (judge_1, judge_2):
             if j not in idx:
                 raise KeyError(f"unknown judge {j!r}; known: {idx}")
-        a, b = idx.index(judge_1), idx.index(judge_2)
-        diff = float(self.position_effects["b"].iloc[a] - self.position_effects["b"].iloc[b])
-        se = float(np.sqrt(max(C[a, a] + C[b, b] - 2 * C[a, b], 0.0)))
+        b = self.position_effects["b"]
+        diff = float(b[judge_1] - b[judge_2])
+        se = float(np.sqrt(max(C.loc[judge_1, judge_1] + C.loc[judge_2, judge_2] - 2 * C.loc[judge_1, judge_2], 0.0)))
         z = diff / se if se > 0 else np.nan
         return pd.Series({"difference": diff, "se": se, "z": z, "p_value": float(2 * norm.sf(abs(z)))},
                          name=f"b[{judge_1}] - b[{judge_2}]")
@@ -203,14 +231,26 @@ class DialResult:
 
     # ---------------------------------------------------------------- report
     def summary(self) -> str:
-        """A statsmodels-like text summary."""
-        lam = "inf" if np.isinf(self.lambda_) else f"{self.lambda_:.4g}"
+        """A statsmodels-like text summary.
+
+        The header says how the fit was made: ``rank`` and ``calibration`` (``None``
+        where the method has none), ``lambda`` (``n/a`` for ``judges``), the
+        covariance ``cov_type`` and, at the anchored endpoint, ``anchored_cov``.  AtC
+        has no standard errors for its scores: its header says so instead of naming a
+        covariance, and its score table has no standard-error columns.
+        """
+        lam = "n/a" if np.isnan(self.lambda_) else "inf" if np.isinf(self.lambda_) else f"{self.lambda_:.4g}"
+        cov = f"cov_type={self.cov_type} ({COV_DESCRIPTIONS[self.cov_type]})"
+        if self.anchored_cov is not None:
+            cov += f"  anchored_cov={self.anchored_cov}"
         head = [
             f"pydial fit: method={self.method}  rank={self.rank}  calibration={self.calibration}  engine={self.engine}",
             f"items N={len(self.items)}  LLM judges K={len(self.judges)}  n_LLM={self.n_llm}  n_H={self.n_human}",
             f"lambda={lam}  converged={self.converged}  max|grad|={self.grad_norm:.2e}"
             + (f"  penalty={self.penalty}" if self.penalty else ""),
-            f"covariance: {COV_DESCRIPTIONS[self.cov_type]}  level={self.level:.0%}",
+            (f"scores: AtC has no standard errors (its isotonic calibration step has no linearization)"
+             f"{'; position effects: ' + cov if self.position_effects is not None else ''}"
+             if self.method == "atc" else f"covariance: {cov}") + f"  level={self.level:.0%}",
         ]
         if not self.ok:
             head.insert(0, "*** NOT A VALID FIT (status: " + self.status + "); the numbers below are marked, not results ***")
@@ -220,10 +260,9 @@ class DialResult:
             head.append(f"human loss l_H={self.loss_human:.6f}")
         if self.calibration_test is not None:
             head.append(f"calibration test: {self.calibration_test!r}")
-        if self.method == "atc":
-            head.append("AtC provides point estimates only (no standard errors)")
+        scores = self.scores[["score"]] if self.method == "atc" else self.scores
         with pd.option_context("display.width", 120, "display.max_rows", 200):
-            parts = ["\n".join(head), "", "Scores (centered):", self.scores.round(4).to_string()]
+            parts = ["\n".join(head), "", "Scores (centered):", scores.round(4).to_string()]
             if self.gacv is not None:
                 parts += ["", "GACV path:", self.gacv.round(6).to_string(index=False)]
             if self.tie_parameters is not None:

@@ -177,7 +177,7 @@ def fit_atc_ties(data: Comparisons, common: dict, *, ties: str, engine: TieOptim
     base = sf.chart.scores(sf.x[: sf.chart.dim])
     s_h = centering_basis(N) @ opt.x[: N - 1]
     s, scores, cov = atc_scores(base, s_h, data.items)
-    pos, tj, consensus, _ = judge_tie_tables(data, ties, sf, common["cov_type"], level)
+    pos, pos_cov, tj, consensus, _ = judge_tie_tables(data, ties, sf, common["cov_type"], level)
     # the people's nu_H from their own tie model (the ordering), model-based standard error
     lh = float(opt.x[N - 1]) if free_h else -np.inf
     var = np.array([np.nan])
@@ -192,7 +192,7 @@ def fit_atc_ties(data: Comparisons, common: dict, *, ties: str, engine: TieOptim
     tab.attrs["model"] = ties
     structure = sf.llm_chart.structure(sf.llm_x[: sf.llm_chart.dim])
     res = DialResult(**{**common, "calibration": "mu"}, scores=scores, cov=cov, position_effects=pos,
-                     judge_scores=None, structure=structure, calibration_coef=None, lambda_=np.inf,
+                     position_effects_cov=pos_cov, judge_scores=None, structure=structure, calibration_coef=None, lambda_=np.inf,
                      converged=opt.resolved and sf.llm_opt.resolved, grad_norm=max(opt.grad_norm, sf.llm_opt.grad_norm),
                      loss_human=tie_human_loss(ties, s, lh, data),
                      details={"human_ties": s_h, "anchored": base, "ties": ties})

@@ -51,7 +51,7 @@ from .calibration_test import calibration_lrt
 from .data import I_WINS, J_WINS, TIE, Comparisons
 from .exceptions import IdentifiabilityError
 from .fit import Design, centered_design, centering_basis, difference_design, initial_theta, logistic_glm
-from .inference import Meat, OutcomeStats, meat_covariance, outcome_meat, wald_table
+from .inference import Meat, OutcomeStats, meat_covariance, outcome_meat, position_effect_tables, wald_table
 from .likelihood import TieCells, TieObjective, tie_cell_table, tie_groups, tie_human_loss, tie_totals
 from .model import Chart, consensus_gamma
 from .optim import OptimResult, newton, pinv_sym
@@ -526,23 +526,22 @@ def judge_tie_effects(data: Comparisons, ties: str, chL: Chart, xL: np.ndarray, 
 
 
 def judge_tie_tables(data: Comparisons, ties: str, sf: TieStagedFit, cov: str, level: float
-                     ) -> tuple[pd.DataFrame | None, pd.DataFrame, pd.DataFrame | None, np.ndarray]:
-    """Position effects, judges' tie parameters and consensus loadings of the LLM-only tie fit
-    of ``sf`` (:func:`judge_tie_effects`) as tables, and their joint covariance."""
+                     ) -> tuple[pd.DataFrame | None, pd.DataFrame | None, pd.DataFrame, pd.DataFrame | None, np.ndarray]:
+    """Position effects (table and judge x judge covariance), judges' tie parameters and
+    consensus loadings of the LLM-only tie fit of ``sf`` (:func:`judge_tie_effects`) as
+    tables, and their joint covariance."""
     chL, xL, freeL = sf.llm_chart, sf.llm_x, sf.llm_free
     est, CJ, _ = judge_tie_effects(data, ties, chL, xL, freeL, cov)
     nb = data.K if chL.order else 0
     nt = freeL.size
     names = list(data.judges)
-    pos = consensus = None
+    pos = pos_cov = consensus = None
     if chL.order:
-        pos = wald_table(est[:nb], CJ[:nb, :nb], names, level, "b")
-        pos.index.name = "judge"
-        pos.attrs["cov"] = CJ[:nb, :nb]
+        pos, pos_cov = position_effect_tables(est[:nb], CJ[:nb, :nb], names, level)
         consensus = wald_table(est[nb + nt:], CJ[nb + nt:, nb + nt:], names, level, "gamma")[["gamma", "se", "ci_low", "ci_high"]]
         consensus.index.name = "judge"
     tj = tie_table(names, np.arange(data.K), freeL, est[nb:nb + nt], np.diag(CJ)[nb:nb + nt], level, ties)
-    return pos, tj, consensus, CJ
+    return pos, pos_cov, tj, consensus, CJ
 
 
 def tie_table(names: list[str], groups: np.ndarray, free: np.ndarray, log_nu: np.ndarray, var: np.ndarray,
@@ -649,7 +648,7 @@ def fit_dial_ties(data: Comparisons, common: dict, *, ties: str, order: bool, ad
     scores, cov_frame = _score_frame(s, C_all[:N, :N], data.items, level)
     # the judges: LLM-only fit
     chL, xL = sf.llm_chart, sf.llm_x
-    pos, tj, consensus, CJ = judge_tie_tables(data, ties, sf, cov, level)
+    pos, pos_cov, tj, consensus, CJ = judge_tie_tables(data, ties, sf, cov, level)
     names = list(data.judges) + [data.human_judge]
     th_var = np.array([C_all[N, N]]) if (human_free and C_all.shape[0] > N) else np.array([np.nan])
     th = tie_table(names, np.array([data.K]), np.array([data.K]) if np.isfinite(lh) else np.zeros(0, np.int64),
@@ -670,13 +669,14 @@ def fit_dial_ties(data: Comparisons, common: dict, *, ties: str, order: bool, ad
     else:
         c_coef = ch.calibration_coordinates(best.theta[: ch.dim])
     opts = [sf.llm_opt, sf.cal_opt] + ([best.opt] if best.opt is not None else [])
-    res = DialResult(**common, scores=scores, cov=cov_frame, position_effects=pos, judge_scores=judge_scores,
+    res = DialResult(**common, scores=scores, cov=cov_frame, position_effects=pos, position_effects_cov=pos_cov,
+                     judge_scores=judge_scores,
                      structure=structure, calibration_coef=c_coef, lambda_=best.lam,
                      converged=all(o.resolved for o in opts), grad_norm=max(o.grad_norm for o in opts),
                      loss_human=tie_human_loss(ties, s, lh, data),
                      details={"ties": ties, "x": x_sel, "chart": ch, "llm_x": xL, "llm_chart": chL,
                               "tie_groups": sf.free, "fallback": fallback, "n_llm_ties": n_l, "n_human_ties": n_h,
-                              "judge_cov": CJ})
+                              "judge_cov": CJ, "anchored_cov": "two-step"})
     res.gacv = table if adaptive else None
     res.calibration_test = ct
     if consensus is not None:

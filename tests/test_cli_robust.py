@@ -177,6 +177,16 @@ def test_bad_output_folder_refused_before_fitting(sim_csv, tmp_path, capsys, whe
         assert code == EXIT_DATA and "in the way" in err
 
 
+@pytest.mark.parametrize("command", ["fit", "plan", "compare"])
+def test_out_on_an_existing_file_exit_2_before_fitting(sim_csv, tmp_path, capsys, command):
+    f = tmp_path / "results"
+    f.write_text("keep me")
+    code, out_text, err = run(capsys, command, sim_csv, "--out", f)
+    assert code == EXIT_DATA and len(err.strip().splitlines()) == 1 and str(f) in err and "is a file" in err
+    assert out_text == ""  # nothing fitted, nothing printed
+    assert f.read_text() == "keep me"
+
+
 def test_force_into_foreign_folder_keeps_other_files(sim_csv, tmp_path, capsys):
     out = tmp_path / "foreign"
     out.mkdir()

@@ -567,7 +567,7 @@ def test_judges_position_test_and_record_meat(sim_main):
     d = sim_main.comparisons
     res = pydial.fit(d, "judges")
     t = res.position_test(d.judges[0], d.judges[1])
-    C = res.position_effects.attrs["cov"]
+    C = res.position_effects_cov.to_numpy()
     assert t["se"] == pytest.approx(np.sqrt(C[0, 0] + C[1, 1] - 2 * C[0, 1]), rel=1e-12)
     # every record holds one judgment here, so the record meat equals the binomial meat
     rec = pydial.fit(d, "judges", cov="record")

@@ -161,7 +161,7 @@ def test_position_effect_covariance_matches_brute_force(record_setup):
     E = fd_jacobian(ch.order_effects, th)
     cell = pydial.fit(d, "dial-anc", cov="cell")
     ref = brute_force_cov(R, ch, th, H, E, 1.0 / d.n_llm, 0.0, "cell")
-    C = cell.position_effects.attrs["cov"]
+    C = cell.position_effects_cov.to_numpy()
     assert rel_err(C, ref) < 1e-7
     np.testing.assert_allclose(cell.position_effects["se"], np.sqrt(np.diag(ref)), rtol=1e-7)
 
@@ -213,8 +213,8 @@ def test_position_test_matches_position_effects_and_cov():
     d = pydial.simulate(N=10, K=4, r=1, n_llm=20_000, n_human=400, rng=12).comparisons
     res = pydial.fit(d, "dial-ada")
     pe = res.position_effects
-    C = pe.attrs["cov"]
-    assert C.shape == (d.K, d.K)
+    C = res.position_effects_cov.to_numpy()
+    assert C.shape == (d.K, d.K) and list(res.position_effects_cov.index) == list(pe.index) == list(d.judges)
     np.testing.assert_allclose(pe["se"], np.sqrt(np.diag(C)), rtol=1e-12)
     np.testing.assert_allclose(pe["z"], pe["b"] / pe["se"], rtol=1e-12)
     np.testing.assert_allclose(pe["p_value"], 2 * stats.norm.sf(np.abs(pe["b"] / pe["se"])), rtol=1e-10)
@@ -231,7 +231,7 @@ def test_position_test_matches_position_effects_and_cov():
         res.position_test(d.judges[0], "nobody")
     # the same judge diagnostics for every structured estimator (LLM-only fit)
     anc = pydial.fit(d, "dial-anc")
-    np.testing.assert_allclose(anc.position_effects.attrs["cov"], C, rtol=1e-12)
+    np.testing.assert_allclose(anc.position_effects_cov.to_numpy(), C, rtol=1e-12)
 
 
 def test_contrast_uses_the_score_covariance():

@@ -44,9 +44,9 @@ def sim_data():
 @pytest.fixture(scope="module")
 def pairs(models, sim_data):
     out = {}
-    kw = {"human": {}, "judges": {}, "dial-anc": {}, "dial-ada": {"multiples": [1.0, 3.0, 10.0]}}
+    kw = {"human": {}, "judges": {}, "dial-anc": {"rank": 1}, "dial-ada": {"rank": 1, "multiples": [1.0, 3.0, 10.0]}}
     for m, extra in kw.items():
-        res = fit(sim_data, m, rank=1, cov="fisher", **extra)
+        res = fit(sim_data, m, cov="fisher", **extra)
         assert res.ok, res.verdict()
         idata = posterior(sim_data, like=res, seed=5, **DRAWS)
         out[m] = types.SimpleNamespace(res=res, idata=idata, tab=compare_intervals(res, idata))

@@ -44,6 +44,7 @@ from scipy.special import expit
 
 import pydial
 from pydial import metrics
+from pydial.estimators import method_arguments
 from pydial.exceptions import DialError
 from pydial.planning import human_frame, with_human
 
@@ -138,7 +139,7 @@ def width_split(split: int) -> list[dict[str, Any]]:
     rows = []
     for m in METHODS:
         try:
-            res = pydial.fit(d400, m, rank=cfg.rank)
+            res = pydial.fit(d400, m, **method_arguments(m, rank=cfg.rank))
             w = float((res.scores["ci_high"] - res.scores["ci_low"]).mean())
             cw = float(res.contrast(a, b)["ci_high"] - res.contrast(a, b)["ci_low"])
         except DialError:

@@ -77,6 +77,7 @@ import pandas as pd
 
 import pydial
 from pydial.data import HumanCells
+from pydial.estimators import method_arguments
 from pydial.exceptions import ConvergenceError, DialError, IdentifiabilityError
 from pydial.likelihood import human_loss
 from pydial.metrics import kendall_tau
@@ -325,7 +326,7 @@ def _fit(data: pydial.Comparisons, method: str, rank: int) -> tuple[Any, list[st
     base, kw = FIRTH_METHODS.get(method, (method, {}))
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        res = pydial.fit(data, base, rank=rank, **kw)
+        res = pydial.fit(data, base, **method_arguments(base, rank=rank), **kw)
     return res, [str(w.message) for w in caught]
 
 

@@ -59,7 +59,7 @@ def fit_ties(data: Comparisons, method: str, common: dict[str, Any], *, ties: st
     DataFrame by judge: ``nu, se, ci_low, ci_high`` (interval on the log scale).
     """
     from ..estimators import _score_frame
-    from ..inference import wald_table
+    from ..inference import position_effect_tables
     from ..likelihood import human_loss
     from ..results import DialResult
 
@@ -128,19 +128,18 @@ def fit_ties(data: Comparisons, method: str, common: dict[str, Any], *, ties: st
     tie_table.attrs["model"] = ties
     if method == "human":
         s, C = S[0], cov_s[0]
-        pos = judge_scores = None
+        pos = pos_cov = judge_scores = None
         loss = human_loss(s, data.human)
     else:
         s, C = S.mean(0), sum(cov_s) / G**2  # the judges' likelihoods are independent
         Cb = np.diag([Cg[N - 1, N - 1] for Cg in covs])
-        pos = wald_table(b, Cb, names, level, "b")
-        pos.index.name = "judge"
-        pos.attrs["cov"] = Cb
+        pos, pos_cov = position_effect_tables(b, Cb, names, level)
         judge_scores = pd.DataFrame(S, index=pd.Index(names, name="judge"), columns=pd.Index(data.items, name="item"))
         loss = np.nan
     scores, cov = _score_frame(s, C, data.items, level)
-    out = DialResult(**common, scores=scores, cov=cov, position_effects=pos, judge_scores=judge_scores, structure=None,
-                     calibration_coef=None, lambda_=0.0 if method == "human" else np.inf, converged=converged,
+    out = DialResult(**common, scores=scores, cov=cov, position_effects=pos, position_effects_cov=pos_cov,
+                     judge_scores=judge_scores, structure=None,
+                     calibration_coef=None, lambda_=0.0 if method == "human" else np.nan, converged=converged,
                      grad_norm=grad_norm, loss_human=loss,
                      details={"stan": opt, "ties": ties, "information": info},
                      status="ok" if converged else "not converged",
