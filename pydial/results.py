@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -175,6 +176,63 @@ class DialResult:
             },
             name=f"{item_i} - {item_j}",
         )
+
+    def cov_params(self, what: str = "scores") -> pd.DataFrame:
+        """Covariance of the estimates, labelled, of the fit's own ``cov_type``.
+
+        Parameters
+        ----------
+        what : {"scores", "b"}
+            The calibrated scores (item x item) or the position effects (judge x judge).
+        """
+        if what == "scores":
+            return self.cov
+        if what == "b":
+            if self.position_effects_cov is None:
+                raise ValueError(f"method {self.method!r} has no position effects")
+            return self.position_effects_cov
+        raise ValueError(f"what must be 'scores' or 'b', got {what!r}")
+
+    def conf_int(self, level: float | None = None, what: str = "scores") -> pd.DataFrame:
+        """Wald intervals at ``level`` from the fit's covariance, without refitting.
+
+        Parameters
+        ----------
+        level : float, optional
+            Confidence level (default: the fit's).
+        what : {"scores", "b", "contrasts"}
+            The scores, the position effects, or every contrast ``s_i - s_j`` (``i`` before
+            ``j`` in the item order; index ``"i - j"``).
+
+        Returns
+        -------
+        DataFrame
+            ``estimate, se, ci_low, ci_high`` (NaN where the covariance has none, e.g. AtC).
+        """
+        from .inference import wald_table
+
+        level = self.level if level is None else float(level)
+        if not 0 < level < 1:
+            raise ValueError(f"level ({level}) must be in the open interval (0, 1)")
+        if what == "contrasts":
+            items = list(self.scores.index)
+            iu, ju = np.triu_indices(len(items), 1)
+            D = np.zeros((iu.size, len(items)))
+            D[np.arange(iu.size), iu] = 1.0
+            D[np.arange(iu.size), ju] = -1.0
+            est, C = D @ self.scores["score"].to_numpy(), D @ self.cov.to_numpy() @ D.T
+            index = [f"{items[a]} - {items[b]}" for a, b in zip(iu, ju)]
+        elif what in ("scores", "b"):
+            C_df = self.cov_params(what)
+            est = (self.scores["score"] if what == "scores" else self.position_effects["b"]).to_numpy()
+            C, index = C_df.to_numpy(), list(C_df.index)
+        else:
+            raise ValueError(f"what must be 'scores', 'b' or 'contrasts', got {what!r}")
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            tab = wald_table(est, C, index, level, "estimate")[["estimate", "se", "ci_low", "ci_high"]]
+        tab.attrs["level"] = level
+        return tab
 
     def loo_cv(self, data: Comparisons) -> pd.DataFrame:
         """Exact leave-one-human-comparison-out loss ``CV_loo`` (refits) beside GACV for
