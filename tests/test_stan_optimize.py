@@ -117,7 +117,7 @@ def test_fit_engine_stan_matches_numpy_engine_other_methods(models, data, method
     rs = fit(data, method, engine="stan")
     assert rs.engine == "stan" and rs.converged
     np.testing.assert_allclose(rs.scores.to_numpy(), rn.scores.to_numpy(), atol=TOL)
-    assert rs.lambda_ == rn.lambda_
+    np.testing.assert_equal(rs.lambda_, rn.lambda_)  # NaN for judges
     if rn.position_effects is not None:
         np.testing.assert_allclose(rs.position_effects[["b", "se"]].to_numpy(),
                                    rn.position_effects[["b", "se"]].to_numpy(), atol=TOL)
