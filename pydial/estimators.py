@@ -235,7 +235,8 @@ def fit(
                                            penalty=penalty, ties=ties))
     for w in caught:  # hand every warning on to the caller's filters
         warnings.warn_explicit(w.message, w.category, w.filename, w.lineno, source=w.source)
-    return with_verdict(res, data, [w.message for w in caught], seed=0 if seed is None else seed)
+    with numerical_errors(f"the diagnosis of the {method!r} fit"):
+        return with_verdict(res, data, [w.message for w in caught], seed=0 if seed is None else seed)
 
 
 def _resolve_model_arguments(method: str, rank: Any, calibration: str | None) -> tuple[Any, str]:
@@ -766,7 +767,7 @@ def _fit_dial(data: Comparisons, common: dict, *, order: bool, adaptive: bool, l
               penalty: str | None = None) -> DialResult:
     from .calibration_test import calibration_test
     from .selection import (DEFAULT_MULTIPLES, anchored_candidate, candidate_weights, finite_candidate,
-                            human_candidate, path_candidates, path_table, select_candidate,
+                            human_candidate, path_candidates, path_table, select_candidate, PathEntry,
                             stack_path_tables)
 
     cal = common["calibration"]
@@ -837,8 +838,8 @@ def _fit_dial(data: Comparisons, common: dict, *, order: bool, adaptive: bool, l
                      loss_human=human_loss(s, data.human),
                      details={"theta": best.theta if np.isfinite(best.lam) and best.lam > 0 else sf.theta,
                               "chart": sf.chart, "llm_theta": sf.llm_theta, "llm_chart": sf.llm_chart,
-                              "fallback": fallback, "anchored_cov": anchored_cov,
-                              "candidates": [(staged[r].chart, staged[r].theta, c) for r, c in options]})
+                              "fallback": fallback, "anchored_cov": anchored_cov},
+                     path=tuple(PathEntry(staged[r].chart, staged[r].theta, c) for r, c in options))
     res.gacv = table if adaptive else None
     res.calibration_test = ct
     if order:

@@ -71,6 +71,11 @@ class DialResult:
     gacv : DataFrame or None
         The weight path of ``dial-ada`` / ``dial-nopos``: ``lambda, multiple, gacv,
         l_H, trace, admissible, reason`` (and ``rank`` for a rank grid).
+    path : tuple of PathEntry
+        The fitted candidates behind :attr:`gacv` and DIAL-Anc's endpoint
+        (:class:`pydial.selection.PathEntry`: chart, staged fit, candidate with its
+        scores, optimum and GACV pieces), in the order of the table; empty for the
+        other methods and for the tie fits.
     calibration_test : CalibrationTest or None
         LRT of the calibration restriction (Prop. calibration-test).
     consensus : DataFrame or None
@@ -120,6 +125,7 @@ class DialResult:
     consensus: pd.DataFrame | None = None
     tie_parameters: pd.DataFrame | None = None
     position_effects_cov: pd.DataFrame | None = None
+    path: tuple[Any, ...] = field(default=(), repr=False, compare=False)
     status: str = "ok"
     problems: tuple[str, ...] = ()
     penalty: str | None = None
@@ -240,14 +246,15 @@ class DialResult:
         small problems (``2 x`` human cells refits per candidate)."""
         from .selection import loo_cv
 
-        if self.gacv is None:
-            raise ValueError("loo_cv needs a weight path (method 'dial-ada' or 'dial-nopos')")
+        if self.gacv is None or not self.path:
+            raise ValueError("loo_cv needs a binary weight path (method 'dial-ada' or 'dial-nopos', no ties)")
         rows = []
-        for chart, staged_theta, c in self.details["candidates"]:
+        for e in self.path:
+            c = e.candidate
             if not c.admissible:
                 continue
-            theta = staged_theta if np.isinf(c.lam) or c.lam == 0 else c.theta
-            rows.append({"rank": chart.r, "lambda": c.lam, "gacv": c.gacv, "cv_loo": loo_cv(data, chart, c.lam, theta)})
+            theta = e.staged_theta if np.isinf(c.lam) or c.lam == 0 else c.theta
+            rows.append({"rank": e.chart.r, "lambda": c.lam, "gacv": c.gacv, "cv_loo": loo_cv(data, e.chart, c.lam, theta)})
         return pd.DataFrame(rows)
 
     def position_test(self, judge_1: str, judge_2: str) -> pd.Series:

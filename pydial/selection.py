@@ -96,6 +96,17 @@ class Candidate:
         return self.loss_human + self.trace if self.admissible else np.nan
 
 
+@dataclass(frozen=True)
+class PathEntry:
+    """One candidate of a fitted weight path with the staged fit of its rank (for refits such
+    as :meth:`pydial.results.DialResult.loo_cv`): the calibrated ``chart`` of the rank, the
+    staged (anchored) ``staged_theta`` and the :class:`Candidate`."""
+
+    chart: Chart
+    staged_theta: np.ndarray
+    candidate: Candidate
+
+
 def guard(ch: Chart, opt: OptimResult, H: np.ndarray, s: np.ndarray,
           eig: np.ndarray | None = None) -> tuple[bool, str, int]:
     """Regularity checks of App. lambda-selection for a finite-weight fit (``eig``: the

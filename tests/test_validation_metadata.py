@@ -108,6 +108,16 @@ def test_numerical_error_in_the_design_check(data, monkeypatch):
     assert isinstance(info.value.__cause__, FloatingPointError)
 
 
+def test_numerical_error_in_the_diagnosis(data, monkeypatch):
+    def broken(*args, **kwargs):
+        raise np.linalg.LinAlgError("SVD did not converge")
+
+    monkeypatch.setattr(estimators, "with_verdict", broken)
+    with pytest.raises(ConvergenceError, match="diagnosis of the 'human' fit") as info:
+        pydial.fit(data, "human")
+    assert isinstance(info.value.__cause__, np.linalg.LinAlgError)
+
+
 # ------------------------------------------------------------------ result metadata
 @pytest.mark.parametrize("anchored_cov", ["two-step", "fixed-basis"])
 def test_summary_names_cov_type_and_anchored_cov(data, anchored_cov):
@@ -185,3 +195,23 @@ def test_tie_tables_of_two_fits_concatenate():
     atc = pydial.fit(tied, "atc", ties="davidson")
     assert len(pd.concat([fits[0].position_effects, atc.position_effects])) == 2 * tied.K
     assert "anchored_cov=two-step" in fits[0].summary()
+
+
+def test_path_is_typed_and_drives_loo_cv():
+    """res.path lists the fitted candidates behind res.gacv (typed entries, not a details dict);
+    res.loo_cv refits from them and matches selection.loo_cv called directly."""
+    from pydial.selection import PathEntry, loo_cv
+
+    d = pydial.simulate(N=4, K=3, r=1, n_llm=1500, n_human=60, rng=2).comparisons
+    res = pydial.fit(d, "dial-ada", multiples=[1.0, 4.0])
+    assert "candidates" not in res.details
+    assert len(res.path) == len(res.gacv) and all(isinstance(e, PathEntry) for e in res.path)
+    np.testing.assert_array_equal([e.candidate.lam for e in res.path], res.gacv["lambda"].to_numpy())
+    tab = res.loo_cv(d)
+    fin = [e for e in res.path if e.candidate.admissible and 0 < e.candidate.lam < np.inf]
+    assert len(fin) > 0
+    e = fin[0]
+    row = tab.loc[tab["lambda"] == e.candidate.lam].iloc[0]
+    assert row["cv_loo"] == pytest.approx(loo_cv(d, e.chart, e.candidate.lam, e.candidate.theta), rel=1e-12)
+    with pytest.raises(ValueError, match="weight path"):
+        pydial.fit(d, "dial-anc").loo_cv(d)

@@ -387,7 +387,7 @@ def _row(common: dict[str, Any], **kw: Any) -> dict[str, Any]:
 def _oracle(res: Any, data: pydial.Comparisons, pools: SplitPools) -> dict[str, float]:
     """Best candidate of the weight path by test loss (the paper's dotted oracle line)."""
     best, mult = np.inf, np.nan
-    for _, _, c in res.details.get("candidates", []):
+    for c in (e.candidate for e in res.path):
         if c.s is None or not c.admissible:
             continue
         ex = human_loss(np.asarray(c.s), pools.test_human) - pools.loss_ref

@@ -52,7 +52,7 @@ def path_risks(task: Task) -> list[dict[str, Any]]:
                 rows.append(dict(row, failed=True, error=type(e).__name__))
                 continue
         s = res.scores["score"].reindex(list(sim.truth.items)).to_numpy(float)
-        cands = [c for _, _, c in res.details["candidates"] if c.s is not None]
+        cands = [e.candidate for e in res.path if e.candidate.s is not None]
         adm = [c for c in cands if c.admissible] or [c for c in cands if np.isinf(c.lam)]
         anc = next(c for c in cands if np.isinf(c.lam))
         risks = [metrics.excess_risk(c.s, s_h) for c in adm]

@@ -281,9 +281,9 @@ def _oracle_row(base: dict, ada: pydial.DialResult | None, ada_error: str, s_h: 
                                                     "coverage_binomial", "rmse_b")}, time_s=0.0, cpu_s=0.0)
     if ada is None:
         return row
-    cands = [c for _, _, c in ada.details["candidates"] if c.admissible and c.s is not None]
+    cands = [e.candidate for e in ada.path if e.candidate.admissible and e.candidate.s is not None]
     if not cands:  # the fallback replication: only the anchored endpoint
-        cands = [c for _, _, c in ada.details["candidates"] if np.isinf(c.lam) and c.s is not None]
+        cands = [e.candidate for e in ada.path if np.isinf(e.candidate.lam) and e.candidate.s is not None]
     # candidate scores are in item order (data.items == truth.items for simulated data)
     risks = [metrics.excess_risk(c.s, s_h) for c in cands]
     best = cands[int(np.argmin(risks))]
