@@ -440,7 +440,14 @@ def position_effect_tables(b: np.ndarray, cov: np.ndarray, judges: Sequence[str]
 
 def wald_table(est: np.ndarray, cov: np.ndarray, index: list[str], level: float, name: str) -> pd.DataFrame:
     """``name, se, ci_low, ci_high, z, p_value`` for a vector estimate with covariance."""
-    var = np.diag(cov).astype(float)
+    return wald_frame(est, np.diag(cov), index, level, name)
+
+
+def wald_frame(est: np.ndarray, var: np.ndarray, index: list[str], level: float, name: str) -> pd.DataFrame:
+    """Wald intervals and tests ``name, se, ci_low, ci_high, z, p_value`` from estimates and their
+    variances; a (numerically) zero variance gives NaN, with a :class:`CovarianceWarning`."""
+    est = np.asarray(est, float)
+    var = np.asarray(var, float).copy()
     zero = np.isfinite(var) & (var <= 1e-13 * max(float(np.nanmax(np.abs(var), initial=0.0)), 1e-300))
     if zero.any():
         who = ", ".join(str(index[k]) for k in np.flatnonzero(zero)[:6])

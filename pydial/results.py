@@ -159,29 +159,36 @@ class DialResult:
     def contrast(self, item_i: str, item_j: str, level: float | None = None) -> pd.Series:
         """Wald interval of ``s_i - s_j`` and of the win probability ``sigma(s_i - s_j)``
         (delta method)."""
-        from scipy.stats import norm
-
         level = self.level if level is None else level
         for it in (item_i, item_j):
             if it not in self.scores.index:
                 raise KeyError(f"unknown item {it!r}")
-        s = self.scores["score"]
-        est = float(s[item_i] - s[item_j])
-        C = self.cov
-        var = float(C.loc[item_i, item_i] + C.loc[item_j, item_j] - 2 * C.loc[item_i, item_j])
-        se = np.sqrt(max(var, 0.0))
-        zq = norm.ppf(0.5 + level / 2)
+        w = self._contrasts([item_i], [item_j], level).iloc[0]
+        est, se = float(w["estimate"]), float(w["se"])
         p = float(expit(est))
         return pd.Series(
             {
-                "estimate": est, "se": se, "ci_low": est - zq * se, "ci_high": est + zq * se,
-                "p_value": float(2 * norm.sf(abs(est) / se)) if se > 0 else np.nan,
+                "estimate": est, "se": se, "ci_low": float(w["ci_low"]), "ci_high": float(w["ci_high"]),
+                "p_value": float(w["p_value"]) if se > 0 else np.nan,
                 "win_prob": p, "win_prob_se": p * (1 - p) * se,
-                "win_prob_ci_low": float(expit(est - zq * se)), "win_prob_ci_high": float(expit(est + zq * se)),
+                "win_prob_ci_low": float(expit(w["ci_low"])), "win_prob_ci_high": float(expit(w["ci_high"])),
                 "level": level,
             },
             name=f"{item_i} - {item_j}",
         )
+
+    def _contrasts(self, first: list[str], second: list[str], level: float) -> pd.DataFrame:
+        """Wald table of the contrasts ``s_first - s_second`` (elementwise), from the score covariance."""
+        from .inference import wald_frame
+
+        s, C = self.scores["score"], self.cov
+        a, b = self.scores.index.get_indexer(first), self.scores.index.get_indexer(second)
+        Cv = C.to_numpy()
+        var = Cv[a, a] + Cv[b, b] - 2 * Cv[a, b]
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            return wald_frame(s.to_numpy()[a] - s.to_numpy()[b], np.clip(var, 0.0, None),
+                              [f"{i} - {j}" for i, j in zip(first, second)], level, "estimate")
 
     def cov_params(self, what: str = "scores") -> pd.DataFrame:
         """Covariance of the estimates, labelled, of the fit's own ``cov_type``.
@@ -215,7 +222,7 @@ class DialResult:
         DataFrame
             ``estimate, se, ci_low, ci_high`` (NaN where the covariance has none, e.g. AtC).
         """
-        from .inference import wald_table
+        from .inference import wald_frame
 
         level = self.level if level is None else float(level)
         if not 0 < level < 1:
@@ -223,20 +230,16 @@ class DialResult:
         if what == "contrasts":
             items = list(self.scores.index)
             iu, ju = np.triu_indices(len(items), 1)
-            D = np.zeros((iu.size, len(items)))
-            D[np.arange(iu.size), iu] = 1.0
-            D[np.arange(iu.size), ju] = -1.0
-            est, C = D @ self.scores["score"].to_numpy(), D @ self.cov.to_numpy() @ D.T
-            index = [f"{items[a]} - {items[b]}" for a, b in zip(iu, ju)]
+            tab = self._contrasts([items[k] for k in iu], [items[k] for k in ju], level)
         elif what in ("scores", "b"):
             C_df = self.cov_params(what)
             est = (self.scores["score"] if what == "scores" else self.position_effects["b"]).to_numpy()
-            C, index = C_df.to_numpy(), list(C_df.index)
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", RuntimeWarning)
+                tab = wald_frame(est, np.diag(C_df.to_numpy()), list(C_df.index), level, "estimate")
         else:
             raise ValueError(f"what must be 'scores', 'b' or 'contrasts', got {what!r}")
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", RuntimeWarning)
-            tab = wald_table(est, C, index, level, "estimate")[["estimate", "se", "ci_low", "ci_high"]]
+        tab = tab[["estimate", "se", "ci_low", "ci_high"]]
         tab.attrs["level"] = level
         return tab
 
@@ -259,7 +262,7 @@ class DialResult:
 
     def position_test(self, judge_1: str, judge_2: str) -> pd.Series:
         """Wald test of ``b_k = b_k'`` for two judges (Prop. stage-one-normality)."""
-        from scipy.stats import norm
+        from .inference import wald_frame
 
         if self.position_effects is None:
             raise ValueError(f"method {self.method!r} has no position effects")
@@ -270,10 +273,11 @@ class DialResult:
                 raise KeyError(f"unknown judge {j!r}; known: {idx}")
         b = self.position_effects["b"]
         diff = float(b[judge_1] - b[judge_2])
-        se = float(np.sqrt(max(C.loc[judge_1, judge_1] + C.loc[judge_2, judge_2] - 2 * C.loc[judge_1, judge_2], 0.0)))
-        z = diff / se if se > 0 else np.nan
-        return pd.Series({"difference": diff, "se": se, "z": z, "p_value": float(2 * norm.sf(abs(z)))},
-                         name=f"b[{judge_1}] - b[{judge_2}]")
+        var = max(C.loc[judge_1, judge_1] + C.loc[judge_2, judge_2] - 2 * C.loc[judge_1, judge_2], 0.0)
+        name = f"b[{judge_1}] - b[{judge_2}]"
+        w = wald_frame(np.array([diff]), np.array([var]), [name], self.level, "difference").iloc[0]
+        return pd.Series({"difference": diff, "se": float(w["se"]), "z": float(w["z"]), "p_value": float(w["p_value"])},
+                         name=name)
 
     def win_probabilities(self) -> pd.DataFrame:
         """Matrix of ``sigma(s_i - s_j)`` (row item beats column item)."""
