@@ -7,8 +7,6 @@ tests against independent linear-algebra / linear-programming formulations.
 
 from __future__ import annotations
 
-import time
-
 import numpy as np
 import pandas as pd
 import pytest
@@ -473,7 +471,7 @@ def test_generic_W_is_seeded():
     pd.testing.assert_frame_equal(a, b)
 
 
-def test_fast_on_21_judges_20_items_8000_cells():
+def test_dense_design_21_judges_20_items_8000_cells():
     rng = np.random.default_rng(1)
     N, K = 20, 21
     rows = []
@@ -491,9 +489,5 @@ def test_fast_on_21_judges_20_items_8000_cells():
     data = pydial.Comparisons.from_frame(
         pd.DataFrame(rows, columns=["record_id", "judge", "item_a", "item_b", "first", "winner"]))
     assert len(data.llm) == K * N * (N - 1)  # 7980 cells, each with one judgment
-    check_design(data, rank=2)  # warm-up (imports)
-    t0 = time.perf_counter()
-    rep = check_design(data, rank=2, method="judges")
-    elapsed = time.perf_counter() - t0
-    assert elapsed < 1.0, f"check_design took {elapsed:.2f} s"
+    rep = check_design(data, rank=2, method="judges")  # its time: benchmarks/bench_scale.py
     assert rep.table.loc[rep.table["condition"] == "ident-LLM", "ok"].all()

@@ -7,8 +7,6 @@ simulator's own helpers.
 
 from __future__ import annotations
 
-import time
-
 import numpy as np
 import pandas as pd
 import pytest
@@ -300,9 +298,3 @@ def test_invalid_arguments(kwargs, match):
     with pytest.raises(ValueError, match=match):
         simulate(**{"n_llm": 10, "n_human": 10, **kwargs})
 
-
-def test_speed():
-    simulate(n_llm=1000, rng=0)
-    t0 = time.perf_counter()
-    simulate(n_llm=200_000, rng=1)
-    assert time.perf_counter() - t0 < 1.0
