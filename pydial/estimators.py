@@ -836,9 +836,9 @@ def _fit_dial(data: Comparisons, common: dict, *, order: bool, adaptive: bool, l
                      judge_scores=judge_scores, structure=structure, calibration_coef=c_coef, lambda_=best.lam,
                      converged=all(o.resolved for o in opts), grad_norm=max(o.grad_norm for o in opts),
                      loss_human=human_loss(s, data.human),
-                     details={"theta": best.theta if np.isfinite(best.lam) and best.lam > 0 else sf.theta,
-                              "chart": sf.chart, "llm_theta": sf.llm_theta, "llm_chart": sf.llm_chart,
-                              "fallback": fallback, "anchored_cov": anchored_cov},
+                     details={"anchored_cov": anchored_cov}, fallback=fallback,
+                     theta=best.theta if np.isfinite(best.lam) and best.lam > 0 else sf.theta, chart=sf.chart,
+                     llm_theta=sf.llm_theta, llm_chart=sf.llm_chart,
                      path=tuple(PathEntry(staged[r].chart, staged[r].theta, c) for r, c in options))
     res.gacv = table if adaptive else None
     res.calibration_test = ct

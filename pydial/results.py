@@ -71,6 +71,16 @@ class DialResult:
     gacv : DataFrame or None
         The weight path of ``dial-ada`` / ``dial-nopos``: ``lambda, multiple, gacv,
         l_H, trace, admissible, reason`` (and ``rank`` for a rank grid).
+    fallback : bool
+        ``True`` when no weight of the path passed the guards and the anchored endpoint
+        is reported instead (DIAL-Ada / -noPos; a :class:`ConvergenceWarning` says so).
+    chart, theta : Chart, ndarray or None
+        The structured DIAL fit reported (DIAL methods): its calibrated
+        :class:`pydial.model.Chart` and coordinates (the staged fit at the endpoints;
+        with ties the structural part of the tie fit's ``(theta, log nu)``).
+    llm_chart, llm_theta : Chart, ndarray or None
+        The structured LLM-only fit (Prop. stage-one-normality) behind the position
+        effects, consensus loadings and judge scores.
     path : tuple of PathEntry
         The fitted candidates behind :attr:`gacv` and DIAL-Anc's endpoint
         (:class:`pydial.selection.PathEntry`: chart, staged fit, candidate with its
@@ -126,6 +136,11 @@ class DialResult:
     tie_parameters: pd.DataFrame | None = None
     position_effects_cov: pd.DataFrame | None = None
     path: tuple[Any, ...] = field(default=(), repr=False, compare=False)
+    fallback: bool = False
+    chart: Any = field(default=None, repr=False, compare=False)
+    theta: np.ndarray | None = field(default=None, repr=False, compare=False)
+    llm_chart: Any = field(default=None, repr=False, compare=False)
+    llm_theta: np.ndarray | None = field(default=None, repr=False, compare=False)
     status: str = "ok"
     problems: tuple[str, ...] = ()
     penalty: str | None = None

@@ -674,9 +674,10 @@ def fit_dial_ties(data: Comparisons, common: dict, *, ties: str, order: bool, ad
                      structure=structure, calibration_coef=c_coef, lambda_=best.lam,
                      converged=all(o.resolved for o in opts), grad_norm=max(o.grad_norm for o in opts),
                      loss_human=tie_human_loss(ties, s, lh, data),
-                     details={"ties": ties, "x": x_sel, "chart": ch, "llm_x": xL, "llm_chart": chL,
-                              "tie_groups": sf.free, "fallback": fallback, "n_llm_ties": n_l, "n_human_ties": n_h,
-                              "judge_cov": CJ, "anchored_cov": "two-step"})
+                     details={"ties": ties, "x": x_sel, "llm_x": xL, "tie_groups": sf.free, "n_llm_ties": n_l,
+                              "n_human_ties": n_h, "judge_cov": CJ, "anchored_cov": "two-step"},
+                     fallback=fallback, chart=ch, theta=(sf.x if x_sel is None else x_sel)[: ch.dim], llm_chart=chL,
+                     llm_theta=xL[: chL.dim])
     res.gacv = table if adaptive else None
     res.calibration_test = ct
     if consensus is not None:

@@ -453,7 +453,7 @@ def test_include_endpoints_false_excludes_zero_and_infinity():
     assert np.isfinite(res.lambda_) and res.lambda_ > 0
     fin = tab[tab.admissible]
     assert res.lambda_ == fin.loc[fin.gacv.idxmin(), "lambda"]
-    assert not res.details["fallback"]
+    assert not res.fallback
     # the finite candidates are the same fits with or without the endpoints
     ffull = full.gacv[np.isfinite(full.gacv["lambda"]) & (full.gacv["lambda"] > 0)].reset_index(drop=True)
     np.testing.assert_allclose(fin.gacv.to_numpy(), ffull.gacv.to_numpy(), rtol=1e-8)
@@ -497,7 +497,7 @@ def test_fallback_to_anchored_endpoint_is_flagged(separated):
         warnings.simplefilter("ignore", pydial.ConvergenceWarning)
         res = pydial.fit(separated, "dial-ada", lambdas=[1e-4], include_endpoints=False)
     assert not res.gacv.admissible.any()
-    assert np.isinf(res.lambda_) and res.details["fallback"]
+    assert np.isinf(res.lambda_) and res.fallback
     assert "fallback" in res.gacv.loc[np.isinf(res.gacv["lambda"]), "reason"].iloc[0]
     anc = pydial.fit(separated, "dial-anc")
     np.testing.assert_allclose(res.scores["score"], anc.scores["score"], atol=1e-12)

@@ -125,7 +125,7 @@ def record_setup():
 def test_finite_weight_meats_match_brute_force(record_setup):
     S = record_setup
     d, res, lam, R = S["data"], S["res"], S["lam"], S["rows"]
-    ch, th = res.details["chart"], res.details["theta"]
+    ch, th = res.chart, res.theta
     H = Objective.weighted(ch, d, lam).value_grad_hess(th)[2]
     sdot = fd_jacobian(ch.scores, th)
     U, st = finite_influence(d, ch, lam, th)
@@ -156,7 +156,7 @@ def test_position_effect_covariance_matches_brute_force(record_setup):
     """LLM-only bread ``H(l_L)^+`` and the cell meat (the judge diagnostic of App. hac)."""
     S = record_setup
     d, res, R = S["data"], S["res"], S["rows"]
-    ch, th = res.details["llm_chart"], res.details["llm_theta"]
+    ch, th = res.llm_chart, res.llm_theta
     H = Objective(ch, Cells.stack(d, 1.0 / d.n_llm, 0.0)).value_grad_hess(th)[2]
     E = fd_jacobian(ch.order_effects, th)
     cell = pydial.fit(d, "dial-anc", cov="cell")
@@ -259,12 +259,11 @@ def covers(tab: pd.DataFrame, truth: np.ndarray) -> np.ndarray:
 
 def covariances(d: pydial.Comparisons, res, meats=("cell", "binomial")) -> dict[str, np.ndarray]:
     """Covariances of a DIAL fit's scores under several meats, from its own pieces."""
-    det = res.details
     if np.isinf(res.lambda_):
-        sf = StagedFit(det["chart"], det["theta"], None, None, det["llm_chart"], det["llm_theta"])
+        sf = StagedFit(res.chart, res.theta, None, None, res.llm_chart, res.llm_theta)
         U, st = staged_influence(d, sf)
     elif res.lambda_ > 0:
-        U, st = finite_influence(d, det["chart"], res.lambda_, det["theta"])
+        U, st = finite_influence(d, res.chart, res.lambda_, res.theta)
     else:
         from pydial.estimators import human_influence
         from pydial.fit import fit_human_btl
@@ -282,8 +281,7 @@ def main_replications():
         d, tr = sim.comparisons, sim.truth
         ada = pydial.fit(d, "dial-ada", multiples=SIMULATION_MULTIPLES, check=False)
         anc = pydial.fit(d, "dial-anc", check=False)
-        det = anc.details
-        sf = StagedFit(det["chart"], det["theta"], None, None, det["llm_chart"], det["llm_theta"])
+        sf = StagedFit(anc.chart, anc.theta, None, None, anc.llm_chart, anc.llm_theta)
         U, st = staged_influence(d, sf, fixed_basis=True)
         fixed = influence_covariance(U, st, d, "cell")
         s_anc = anc.scores["score"].to_numpy()

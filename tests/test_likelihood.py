@@ -279,7 +279,7 @@ def test_hessian_null_space_at_optimum_is_the_gauge():
     sim = pydial.simulate(N=8, K=4, r=2, n_llm=40_000, n_human=800, rng=3)
     d = sim.comparisons
     res = pydial.fit(d, "dial-anc", rank=2, calibration="W")
-    chart, th = res.details["llm_chart"], res.details["llm_theta"]
+    chart, th = res.llm_chart, res.llm_theta
     obj = Objective.weighted(chart, d, np.inf)
     _, g, H = obj.value_grad_hess(th)
     assert np.abs(g).max() < 1e-8

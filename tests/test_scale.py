@@ -90,7 +90,7 @@ def small():
 def test_sparse_influence_and_meats_equal_dense_reference(small):
     d = small
     res = pydial.fit(d, "dial-ada", lambdas=[d.n_llm / d.n_human], include_endpoints=False)
-    ch, th, lam = res.details["chart"], res.details["theta"], res.lambda_
+    ch, th, lam = res.chart, res.theta, res.lambda_
     obj = Objective.weighted(ch, d, lam)
     H = obj.value_grad_hess(th)[2]
     Hp, _ = pinv_sym(H)
@@ -123,7 +123,7 @@ def test_sparse_endpoint_influence_equals_dense_reference(small, which):
 def test_block_hessian_equals_dense_gram(small):
     d = small
     res = pydial.fit(d, "dial-anc")
-    ch, th = res.details["chart"], res.details["theta"]
+    ch, th = res.chart, res.theta
     obj = Objective.weighted(ch, d, 3.0 * d.n_llm / d.n_human)
     c = obj.cells
     eta, v = obj._local(th)

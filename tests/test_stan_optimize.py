@@ -104,7 +104,7 @@ def test_fit_engine_stan_matches_numpy_engine(models, data):
     np.testing.assert_allclose(rs.scores.to_numpy(), rn.scores.to_numpy(), atol=TOL)
     np.testing.assert_allclose(rs.position_effects[["b", "se"]].to_numpy(), rn.position_effects[["b", "se"]].to_numpy(),
                                atol=TOL)
-    assert rs.details["chart"] == rn.details["chart"]
+    assert rs.chart == rn.chart
 
 
 @pytest.mark.parametrize("method", ["human", "dial-ada", "dial-nopos", "judges", "pooled", "atc"])

@@ -354,7 +354,7 @@ def run_task(cfg: Config, sweep: str, setting: float, split: int) -> list[dict[s
             lam = float(res.lambda_)
             row.update(status="ok", loss_test=loss, loss_ref=pools.loss_ref, excess_loss=loss - pools.loss_ref,
                        kendall_tau=kendall_tau(s, pools.s_test), converged=bool(res.converged),
-                       fallback=bool(res.details.get("fallback", False)), **{"lambda": lam},
+                       fallback=bool(res.fallback), **{"lambda": lam},
                        lambda_multiple=lam * data.n_human / data.n_llm if np.isfinite(lam) and lam > 0 else lam)
             if FIRTH_METHODS.get(method, (method, {}))[0] in ("dial-ada", "dial-nopos"):
                 row.update(_oracle(res, data, pools))

@@ -248,7 +248,7 @@ def run_replication(task: Task) -> list[dict[str, Any]]:
                 row.update(failed=True, error=f"{type(e).__name__}: {str(e).splitlines()[0][:200]}")
             if res is not None:
                 s = _scores(res, items)
-                row.update(converged=bool(res.converged), fallback=bool(res.details.get("fallback", False)),
+                row.update(converged=bool(res.converged), fallback=bool(res.fallback),
                            excess_risk=metrics.excess_risk(s, s_h), kendall_tau=metrics.kendall_tau(s, s_h),
                            coverage=_coverage(res, items, s_h), **{"lambda": float(res.lambda_)},
                            multiple=_multiple(res.lambda_, bud.n_llm, bud.n_human))
