@@ -377,11 +377,11 @@ class Comparisons:
     def _finish(cls, canon: pd.DataFrame, is_human: np.ndarray, names: Sequence[str], human_judge: str,
                 drop_empty_judges: bool) -> "Comparisons":
         """List the LLM judges (dropping or refusing those without a decisive judgment) and build."""
-        llm_names = sorted(set(canon.loc[~is_human, "judge"]))
+        llm_names = sorted(canon.loc[~is_human, "judge"].unique())
         decisive = (~canon["self"]) & canon["outcome"].isin([I_WINS, J_WINS])
         if "count" in canon.columns:
             decisive &= canon["count"] > 0
-        has = set(canon.loc[decisive & ~is_human, "judge"])
+        has = set(canon.loc[decisive & ~is_human, "judge"].unique())
         empty = [k for k in llm_names if k not in has]
         dropped: tuple[str, ...] = ()
         if empty and not drop_empty_judges:

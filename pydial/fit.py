@@ -63,21 +63,32 @@ class Design:
 
     def rmatvec(self, r: np.ndarray) -> np.ndarray:
         """``(X B)^T r``."""
-        return self.basis.T @ np.asarray(self.X.T @ r).ravel()
+        return self.basis.T @ np.asarray(self._XT @ r).ravel()
 
     def influence(self, A: np.ndarray) -> Influence:
         """Influence directions ``u_c = A (X B)_c`` in factored form."""
         return Influence(self.X, np.asarray(A) @ self.basis.T)
 
     def pull_back(self, G: np.ndarray) -> np.ndarray:
-        """``B^T G B`` with ``B`` applied as a sparse matrix (two entries per column for the
-        centering basis), ``O(P^2)`` rather than ``O(P^3)``."""
-        Bs = self._basis_sparse
-        return np.asarray(Bs.T @ np.asarray(Bs.T @ G).T).T
+        """``B^T G B`` (``G`` symmetric) with ``B`` applied as a sparse matrix (two entries per
+        column for the centering basis), ``O(P^2)`` rather than ``O(P^3)``; dense products
+        for small ``P``, where they are faster."""
+        if self.basis.shape[0] <= _DENSE_PULL_BACK:
+            return self.basis.T @ G @ self.basis
+        Bt = self._basis_T
+        return np.asarray(Bt @ np.asarray(Bt @ G).T).T
 
     @cached_property
-    def _basis_sparse(self) -> sp.csr_matrix:
-        return sp.csr_matrix(self.basis)
+    def _basis_T(self) -> sp.csr_matrix:
+        return sp.csr_matrix(self.basis.T)
+
+    @cached_property
+    def _XT(self) -> sp.csr_matrix:
+        return self.X.T.tocsr()
+
+
+_DENSE_PULL_BACK = 256
+"""Largest ``P`` for which :meth:`Design.pull_back` multiplies densely."""
 
 
 def centered_design(i: np.ndarray, j: np.ndarray, N: int, a: np.ndarray | None = None) -> Design:
