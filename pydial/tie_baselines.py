@@ -31,8 +31,7 @@ from .data import Comparisons
 from .exceptions import IdentifiabilityError
 from .fit import Design, centered_design, centering_basis, difference_design
 from .likelihood import TieCells, tie_human_loss, tie_totals
-from .optim import OptimResult
-from .tie_fits import (NUMPY_TIE, TieOptimizers, _glm_influence, _log_nu_start, human_tie_fit, judge_tie_tables,
+from .tie_fits import (NUMPY_TIE, TieOptimizers, tie_glm_influence, log_nu_start, human_tie_fit, judge_tie_tables,
                        stack_tie_influence, tie_glm, tie_glm_terms, tie_staged_fit, tie_table)
 
 __all__ = ["fit_pooled_ties", "fit_atc_ties", "pooled_cross_derivative"]
@@ -65,42 +64,11 @@ def pooled_cross_derivative(ties: str, human: TieCells, N: int, beta: np.ndarray
     return G
 
 
-def _pooled_stan(data: Comparisons, ties: str, x0: np.ndarray, l2: float, free1: bool, free2: bool,
-                 seed: int | None) -> tuple[OptimResult, OptimResult]:
-    """Both stages with Stan's optimizer (``dial.stan`` with one judge holding the pooled LLM cells,
-    ``r = 0``, no order effects; then ``fix_llm`` for ``(c, log nu_H)``), in the numpy coordinates
-    ``(beta, log nu_L)`` and ``(c, log nu_H)``."""
-    from .model import Chart
-    from .stan.backend import compile_model
-    from .stan.engine import _as_optim
-    from .stan.standata import CellTable, dial_data, llm_cell_table, weighted_log_coef
-
-    N = data.N
-    n_l, n_h = tie_totals(data)
-    dial = compile_model("dial")
-    Lc = llm_cell_table(data, ties=True)
-    pooled = CellTable(np.zeros_like(Lc.judge), Lc.i, Lc.j, Lc.a, Lc.wins_i, Lc.wins_j, Lc.ties)
-    chL = Chart(N, 1, 0, None, False)  # S = B': B_free = beta (s = T beta)
-    dL = dial_data(data, chL, w_llm=1.0, llm=pooled, ties=ties, boundary_nu=True)
-    r1 = dial.optimize(dL, np.append(x0[: N - 1], x0[N - 1:] if free1 else [0.0]), seed=seed, gtol=1e-9)
-    beta = r1.u[: N - 1]
-    o1 = _as_optim(r1, np.append(beta, r1.u[N - 1:] if free1 else []), -(r1.log_prob - weighted_log_coef(dL)) / n_l)
-    ch = Chart(N, 1, 0, "mu", False)
-    th = ch.from_structure(chL.structure(r1.u[: chL.dim]), np.ones(1))
-    cs = ch.slices["c"]
-    d2 = dial_data(data, ch, w_llm=0.0, w_human=1.0, fix_llm=th, ties=ties, boundary_nu=True)
-    r2 = dial.optimize(d2, np.append(th[cs], l2 if free2 else 0.0), seed=seed, gtol=1e-9)
-    th[cs] = r2.u[:1]
-    s_pool = centering_basis(N) @ beta
-    c = float(ch.scores(th) @ s_pool / (s_pool @ s_pool))  # s = c s_pool
-    o2 = _as_optim(r2, np.append(c, r2.u[1:] if free2 else []), -(r2.log_prob - weighted_log_coef(d2)) / n_h)
-    return o1, o2
-
-
 def fit_pooled_ties(data: Comparisons, common: dict, *, ties: str, seed: int | None = None) -> Any:
     """The pooled baseline with ties (see the module docstring): a DialResult with ``tie_parameters``.
 
-    ``common["engine"] == "stan"`` optimizes both stages with Stan (:func:`_pooled_stan`);
+    ``common["engine"] == "stan"`` optimizes both stages with Stan
+    (:func:`pydial.stan.engine.stan_pooled_tie_stages`);
     the inference is numpy's at the optimum on either engine.
     """
     from .estimators import _score_frame, _warn_if
@@ -113,10 +81,12 @@ def fit_pooled_ties(data: Comparisons, common: dict, *, ties: str, seed: int | N
     w1, w2 = 1.0 / n_l, 1.0 / n_h
     X1 = centered_design(L.i, L.j, N)
     T = centering_basis(N)
-    x0 = np.append(np.zeros(N - 1), [_log_nu_start(ties, L.counts)] if free1 else [])
-    l2 = _log_nu_start(ties, Hc.counts)
+    x0 = np.append(np.zeros(N - 1), [log_nu_start(ties, L.counts)] if free1 else [])
+    l2 = log_nu_start(ties, Hc.counts)
     if common["engine"] == "stan":
-        o1, o2 = _pooled_stan(data, ties, x0, l2, free1, free2, seed)
+        from .stan.engine import stan_pooled_tie_stages
+
+        o1, o2 = stan_pooled_tie_stages(data, ties, x0, l2, free1, free2, seed)
     else:
         o1 = tie_glm(ties, L.counts, X1, w1, x0, free1)
     _warn_if(o1, "pooled LLM tie model")
@@ -144,8 +114,8 @@ def fit_pooled_ties(data: Comparisons, common: dict, *, ties: str, seed: int | N
         Z1[N, N - 1] = 1.0
     if free2:
         Z2[N + free1, 1] = 1.0
-    U_L, _ = _glm_influence(data, ties, X1, o1.x, free1, w1, Z1 - Z2 @ R, cells=L)
-    U_H, _ = _glm_influence(data, ties, X2, o2.x, free2, w2, Z2, cells=Hc)
+    U_L, _ = tie_glm_influence(data, ties, X1, o1.x, free1, w1, Z1 - Z2 @ R, cells=L)
+    U_H, _ = tie_glm_influence(data, ties, X2, o2.x, free2, w2, Z2, cells=Hc)
     C = stack_tie_influence([U_L, U_H]).covariance(data, common["cov_type"], "the pooled scores")
     level = common["level"]
     scores, cov = _score_frame(s, C[:N, :N], data.items, level)
@@ -184,7 +154,7 @@ def fit_atc_ties(data: Comparisons, common: dict, *, ties: str, engine: TieOptim
     if free_h:
         E = np.zeros((1, N))
         E[0, -1] = 1.0
-        U, _ = _glm_influence(data, ties, X, opt.x, True, 1.0 / tie_totals(data)[1], E)
+        U, _ = tie_glm_influence(data, ties, X, opt.x, True, 1.0 / tie_totals(data)[1], E)
         var = np.diag(U.covariance(data, common["cov_type"], "the people's tie parameter"))
     th = tie_table([data.human_judge], np.array([0]), np.array([0]) if free_h else np.zeros(0, np.int64),
                    np.array([lh]), var, level, ties)

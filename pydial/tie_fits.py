@@ -103,7 +103,7 @@ def tie_glm(ties: str, counts: np.ndarray, X: Design, weight: float, x0: np.ndar
                   value=lambda x: tie_glm_terms(ties, counts, X, x, weight, True)[0])
 
 
-def _log_nu_start(ties: str, counts: np.ndarray) -> float:
+def log_nu_start(ties: str, counts: np.ndarray) -> float:
     """``log nu`` that gives the observed tie rate at equal scores: ``nu / (2 + nu)`` (Davidson),
     ``tanh(tau / 2)`` (Rao-Kupper)."""
     c = counts.sum(axis=0)
@@ -202,7 +202,7 @@ def tie_llm_only_fit(data: Comparisons, ties: str, rank: int, order: bool = True
         ch = Chart(data.N, data.K, rank, None, order)
         free = tie_groups(data, ch)
         cnt = TieCells.stack(data, 1.0, 0.0)
-        l0 = [_log_nu_start(ties, cnt.counts[cnt.g == g]) for g in free]
+        l0 = [log_nu_start(ties, cnt.counts[cnt.g == g]) for g in free]
         x0 = np.concatenate([initial_theta(data, ch), l0])
         res = engine.llm(data, ties, ch, x0)
         data._cache[key] = (ch, res.x, res, free)
@@ -220,7 +220,7 @@ def tie_staged_fit(data: Comparisons, ties: str, rank: int, calibration: str, *,
     _, _, hc = _human_tie_cells(data)
     free_h = _human_free(data)
     d = M.shape[1]
-    x0 = np.append(np.eye(d)[0], _log_nu_start(ties, hc)) if free_h else np.eye(d)[0]
+    x0 = np.append(np.eye(d)[0], log_nu_start(ties, hc)) if free_h else np.eye(d)[0]
     ch = Chart(data.N, data.K, rank, calibration, order)
     b = chL.order_effects(thL) if order else None
     oc = engine.calibration(data, ties, ch, ch.from_structure(st, x0[:d], b), M, x0)
@@ -365,14 +365,14 @@ def human_tie_fit(data: Comparisons, ties: str, engine: TieOptimizers = NUMPY_TI
     hi, hj, hc = _human_tie_cells(data)
     X = centered_design(hi, hj, data.N)
     free = _human_free(data)
-    x0 = np.append(np.zeros(data.N - 1), _log_nu_start(ties, hc)) if free else np.zeros(data.N - 1)
+    x0 = np.append(np.zeros(data.N - 1), log_nu_start(ties, hc)) if free else np.zeros(data.N - 1)
     key = ("human_tie_fit", ties, engine.name)
     if key not in data._cache:
         data._cache[key] = engine.human(data, ties, x0)
     return data._cache[key], free, X
 
 
-def _glm_influence(data: Comparisons, ties: str, X: Design, x: np.ndarray, free: bool, weight: float,
+def tie_glm_influence(data: Comparisons, ties: str, X: Design, x: np.ndarray, free: bool, weight: float,
                    E: np.ndarray, unit: bool = False, cells: TieCells | None = None) -> tuple[TieInfluence, np.ndarray]:
     """Influence ``u = E H^{-1} (channels)`` of a tie GLM (design ``X``, coordinates ``(beta, l)``) on
     ``cells`` (default: the human cells); also returns ``H``.  ``unit=True`` gives weight 1 per
@@ -445,7 +445,7 @@ def tie_human_candidate(data: Comparisons, ties: str, engine: TieOptimizers = NU
         cand.reason = f"||s||_inf = {np.abs(s).max():.3g} > {SCORE_LIMIT:g}"
     else:
         E = np.zeros((1, X.shape[1] + free))
-        U, H = _glm_influence(data, ties, X, opt.x, free, 1.0 / n_h, E, unit=True)
+        U, H = tie_glm_influence(data, ties, X, opt.x, free, 1.0 / n_h, E, unit=True)
         basis = sp.block_diag([sp.csr_matrix(X.basis), sp.identity(int(free))], format="csr")
         cand.admissible = True
         cand.trace = _gacv_trace(H, U, data, basis, n_h)
@@ -469,7 +469,7 @@ def tie_anchored_candidate(data: Comparisons, sf: TieStagedFit, ties: str) -> Ca
         hi, hj, _ = _human_tie_cells(data)
         X = Design(difference_design(hi, hj, data.N), M)
         free = ch.K in sf.free
-        U, H = _glm_influence(data, ties, X, sf.cal_opt.x, free, 1.0 / n_h, np.zeros((1, X.shape[1] + free)), unit=True)
+        U, H = tie_glm_influence(data, ties, X, sf.cal_opt.x, free, 1.0 / n_h, np.zeros((1, X.shape[1] + free)), unit=True)
         basis = sp.block_diag([sp.csr_matrix(M), sp.identity(int(free))], format="csr")
         cand.admissible = True
         cand.trace = _gacv_trace(H, U, data, basis, n_h)
@@ -634,7 +634,7 @@ def fit_dial_ties(data: Comparisons, common: dict, *, ties: str, order: bool, ad
         E[: data.N, : data.N - 1] = centering_basis(data.N)
         if free:
             E[data.N, -1] = 1.0
-        U, _ = _glm_influence(data, ties, X, opt.x, free, 1.0 / n_h, E)
+        U, _ = tie_glm_influence(data, ties, X, opt.x, free, 1.0 / n_h, E)
         s, lh, x_sel = best.s, lh0, None
     elif np.isinf(best.lam):
         U = staged_tie_influence(data, sf, ties)

@@ -136,10 +136,10 @@ def test_judges_firth_optimum_matches_numpy(models, data):
 def test_pooled_and_staged_firth_match_numpy(models, data):
     o1, o2 = numpy_pooled(data, penalty="firth")
     s_np = float(o2.x[0]) * (centering_basis(data.N) @ o1.x)
-    from pydial.stan.point import _pooled_cells
+    from pydial.stan.standata import pooled_cell_table
 
     ch1 = Chart(data.N, 1, 0, None, False)
-    u = _polished(models["dial"], dial_data(data, ch1, w_llm=1.0, llm=_pooled_cells(data), firth=1), np.zeros(ch1.dim))
+    u = _polished(models["dial"], dial_data(data, ch1, w_llm=1.0, llm=pooled_cell_table(data), firth=1), np.zeros(ch1.dim))
     np.testing.assert_allclose(ch1.S(u)[0], centering_basis(data.N) @ o1.x, atol=TOL)
     sp = stan_fit_point(data, "pooled", penalty="firth")
     np.testing.assert_allclose(sp.scores, s_np, atol=5e-4)  # first stage by CmdStan's L-BFGS

@@ -173,3 +173,25 @@ def test_numpy_and_stan_tie_fits_agree(ties):
         if method == "judges":
             np.testing.assert_allclose(rn.position_effects[["b", "se"]].to_numpy(),
                                        rs.position_effects[["b", "se"]].to_numpy(), atol=1e-6)
+
+
+@pytest.mark.parametrize("method", ["human", "judges"])
+def test_group_without_ties_gets_nu_zero(method):
+    """A judge (or the people) without a tie: nu = 0, the boundary MLE, with no standard error (not a
+    tiny nu with an interval [0, inf)); the other groups keep their estimates; the scores equal the
+    binary fit's for that group."""
+    f = pydial.simulate(N=5, K=2, r=0, n_llm=4000, n_human=1500, tie_rate=0.25, rng=8).frame
+    who = "human" if method == "human" else "judge0"
+    f = f.loc[~((f["judge"] == who) & (f["winner"] == "tie"))]
+    data = pydial.Comparisons.from_frame(f, human_judge="human")
+    res = pydial.fit(data, method, ties="davidson")
+    t = res.tie_parameters
+    assert t.loc[who, "nu"] == 0 and np.isnan(t.loc[who, ["se", "ci_low", "ci_high"]].to_numpy(float)).all()
+    if method == "judges":
+        assert t.loc["judge1", "nu"] > 0 and np.isfinite(t.loc["judge1", "se"])
+        binary = pydial.fit(data, "judges", cov="fisher")
+        np.testing.assert_allclose(res.judge_scores.loc["judge0"], binary.judge_scores.loc["judge0"], atol=1e-6)
+    else:
+        binary = pydial.fit(data, "human")
+        np.testing.assert_allclose(res.scores["score"], binary.scores["score"], atol=1e-6)
+        np.testing.assert_allclose(res.scores["se"], binary.scores["se"], rtol=1e-5)

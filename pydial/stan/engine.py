@@ -159,3 +159,35 @@ def stan_tie_optimizers(seed: int | None = None, backend: str | None = None) -> 
         return _as_optim(res, x, -(res.log_prob - weighted_log_coef(d)) / n_h)
 
     return TieOptimizers(llm, calibration, joint, human, name="stan")
+
+
+def stan_pooled_tie_stages(data: Comparisons, ties: str, x0: np.ndarray, l2: float, free1: bool, free2: bool,
+                           seed: int | None = None, backend: str | None = None) -> tuple[Any, Any]:
+    """The two stages of the pooled tie fit (:func:`pydial.tie_baselines.fit_pooled_ties`) with Stan's optimizer (``dial.stan`` with one judge holding the pooled LLM cells,
+    ``r = 0``, no order effects; then ``fix_llm`` for ``(c, log nu_H)``), in the numpy coordinates
+    ``(beta, log nu_L)`` and ``(c, log nu_H)``."""
+    from ..fit import centering_basis
+    from ..likelihood import tie_totals
+    from ..model import Chart
+    from .backend import compile_model
+    from .standata import dial_data, pooled_cell_table, weighted_log_coef
+
+    N = data.N
+    n_l, n_h = tie_totals(data)
+    dial = compile_model("dial", backend=backend)
+    pooled = pooled_cell_table(data, ties=True)
+    chL = Chart(N, 1, 0, None, False)  # S = B': B_free = beta (s = T beta)
+    dL = dial_data(data, chL, w_llm=1.0, llm=pooled, ties=ties, boundary_nu=True)
+    r1 = dial.optimize(dL, np.append(x0[: N - 1], x0[N - 1:] if free1 else [0.0]), seed=seed, gtol=1e-9)
+    beta = r1.u[: N - 1]
+    o1 = _as_optim(r1, np.append(beta, r1.u[N - 1:] if free1 else []), -(r1.log_prob - weighted_log_coef(dL)) / n_l)
+    ch = Chart(N, 1, 0, "mu", False)
+    th = ch.from_structure(chL.structure(r1.u[: chL.dim]), np.ones(1))
+    cs = ch.slices["c"]
+    d2 = dial_data(data, ch, w_llm=0.0, w_human=1.0, fix_llm=th, ties=ties, boundary_nu=True)
+    r2 = dial.optimize(d2, np.append(th[cs], l2 if free2 else 0.0), seed=seed, gtol=1e-9)
+    th[cs] = r2.u[:1]
+    s_pool = centering_basis(N) @ beta
+    c = float(ch.scores(th) @ s_pool / (s_pool @ s_pool))  # s = c s_pool
+    o2 = _as_optim(r2, np.append(c, r2.u[1:] if free2 else []), -(r2.log_prob - weighted_log_coef(d2)) / n_h)
+    return o1, o2

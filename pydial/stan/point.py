@@ -26,7 +26,7 @@ from ..data import Comparisons
 from ..exceptions import ConvergenceWarning, DataError
 from ..model import Chart
 from .backend import CompiledModel, OptimizeResult, compile_model
-from .standata import (CellTable, _judge_ls, dial_data, empty_cells, helmert_basis, human_cell_table, judges_data, llm_cell_table,
+from .standata import (CellTable, _judge_ls, dial_data, pooled_cell_table, empty_cells, helmert_basis, human_cell_table, judges_data, llm_cell_table,
                        spectral_start, weighted_log_coef)
 
 __all__ = ["POINT_METHODS", "StanPointFit", "stan_fit_point"]
@@ -104,11 +104,6 @@ def _check_converged(res: OptimizeResult, what: str) -> None:
     if not res.converged:
         warnings.warn(f"Stan optimizer ({what}) did not converge: {res.message}; max|grad| = {res.grad_norm:.2e}",
                       ConvergenceWarning, stacklevel=3)
-
-
-def _pooled_cells(data: Comparisons) -> CellTable:
-    L = llm_cell_table(data)
-    return CellTable(np.zeros_like(L.judge), L.i, L.j, L.a, L.wins_i, L.wins_j, L.ties)
 
 
 def stan_fit_point(
@@ -243,7 +238,7 @@ def stan_fit_point(
     r = 0 if pooled else rank
     use_order = False if pooled else order
     cal = "mu" if pooled else calibration
-    cells = _pooled_cells(data) if pooled else None
+    cells = pooled_cell_table(data) if pooled else None
     chL = Chart(data.N, K, r, None, use_order)
     dL = dial_data(data, chL, w_llm=1.0, llm=cells, priors=priors, firth=1 if (firth and pooled) else 0)
     th0 = spectral_start(data, chL, llm=cells) if init is None else np.asarray(init, float)

@@ -150,6 +150,12 @@ def llm_cell_table(data: Comparisons, *, ties: bool = False) -> CellTable:
     return CellTable(*(_i64(t[c]) for c in ("k", "i", "j", "a", "wins_i", "wins_j", "ties")))
 
 
+def pooled_cell_table(data: Comparisons, *, ties: bool = False) -> CellTable:
+    """The LLM cells of :func:`llm_cell_table` all given to one judge (index 0): the pooled BTL."""
+    L = llm_cell_table(data, ties=ties)
+    return CellTable(np.zeros_like(L.judge), L.i, L.j, L.a, L.wins_i, L.wins_j, L.ties)
+
+
 def human_cell_table(data: Comparisons, *, ties: bool = False) -> CellTable:
     """Human cells (judge index ``K``, ``a = 0``), decisive or with tie counts."""
     if not ties:

@@ -18,7 +18,6 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from scipy.stats import norm
 
 from ..data import Comparisons
 from ..exceptions import DataError
@@ -61,6 +60,7 @@ def fit_ties(data: Comparisons, method: str, common: dict[str, Any], *, ties: st
     from ..estimators import _score_frame
     from ..inference import position_effect_tables
     from ..likelihood import human_loss
+    from ..tie_fits import tie_table
     from ..results import DialResult
 
     if ties not in TIE_MODELS:
@@ -118,14 +118,18 @@ def fit_ties(data: Comparisons, method: str, common: dict[str, Any], *, ties: st
         converged, grad_norm, message = bool(opt.converged), float(opt.grad_norm), opt.message
     thetas = [np.concatenate([Q.T @ S[g], [b[g]] if order else [], [lognu[g]]]) for g in range(G)]
     info = [-tie_loglik(ties, c, X, th)[2] for (c, X), th in zip(designs, thetas)]
-    covs = [np.linalg.pinv(I, hermitian=True) for I in info]
+    # a group without ties has the boundary MLE nu = 0 (pydial.likelihood.tie_groups): its cells are binary and
+    # its log nu (driven towards -inf by the optimizer) is not a parameter of the covariance
+    free = np.array([c[:, 2].sum() > 0 for c, _ in designs])
+    covs = []
+    for I, f in zip(info, free):
+        C = np.full(I.shape, np.nan)
+        k = I.shape[0] if f else I.shape[0] - 1
+        C[:k, :k] = np.linalg.pinv(I[:k, :k], hermitian=True)
+        covs.append(C)
     cov_s = [Q @ C[: N - 1, : N - 1] @ Q.T for C in covs]
-    se_lognu = np.sqrt([C[-1, -1] for C in covs])
-    zq = norm.ppf(0.5 + level / 2)
-    nu = np.exp(lognu)
-    tie_table = pd.DataFrame({"nu": nu, "se": nu * se_lognu, "ci_low": np.exp(lognu - zq * se_lognu),
-                              "ci_high": np.exp(lognu + zq * se_lognu)}, index=pd.Index(names, name="judge"))
-    tie_table.attrs["model"] = ties
+    idx = np.flatnonzero(free)
+    tie_tab = tie_table(names, np.arange(G), idx, lognu[idx], np.array([covs[g][-1, -1] for g in idx]), level, ties)
     if method == "human":
         s, C = S[0], cov_s[0]
         pos = pos_cov = judge_scores = None
@@ -144,5 +148,5 @@ def fit_ties(data: Comparisons, method: str, common: dict[str, Any], *, ties: st
                      details={"stan": opt, "ties": ties, "information": info},
                      status="ok" if converged else "not converged",
                      problems=() if converged else (f"tie model optimizer: {message}",))
-    out.tie_parameters = tie_table
+    out.tie_parameters = tie_tab
     return out
