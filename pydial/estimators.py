@@ -209,15 +209,9 @@ def fit(
         r_max = max(rank_grid)
         check_memory(len(data.llm) + len(data.human), (r_max + 1) * (data.K + data.N + 1) + data.K, f"method {method!r}")
     if check:
-        from .design import check_design
-
         for r in rank_grid:
-            key = ("check_design", r, calibration, method, 0 if seed is None else seed, penalty)
-            if key not in data._cache:  # the data are immutable: check each design once
-                with numerical_errors(f"the design check of method {method!r}"):
-                    data._cache[key] = check_design(data, rank=r, calibration=calibration, method=method, seed=key[-2],
-                                                    penalty=penalty)
-            data._cache[key].raise_if_failed()
+            with numerical_errors(f"the design check of method {method!r}"):
+                design_report(data, r, calibration, method, seed, penalty).raise_if_failed()
     # the result records a rank / calibration only where the method has one (AtC: "mu", set by _fit_atc)
     common = dict(method=method, rank=rank_grid[0] if method in USES_RANK else None,
                   calibration=calibration if method in USES_CALIBRATION else None, engine=engine, cov_type=cov,
@@ -332,6 +326,18 @@ def _dispatch(data: Comparisons, common: dict, method: str, *, engine: str, cov_
     return res
 
 
+def design_report(data: Comparisons, rank: int, calibration: str, method: str, seed: int | None,
+                  penalty: str | None) -> Any:
+    """:func:`pydial.check_design` of one design, computed once per data set (the data are immutable)."""
+    from .design import check_design
+
+    key = ("check_design", rank, calibration, method, 0 if seed is None else seed, penalty)
+    if key not in data._cache:
+        data._cache[key] = check_design(data, rank=rank, calibration=calibration, method=method, seed=key[-2],
+                                        penalty=penalty)
+    return data._cache[key]
+
+
 def with_verdict(res: DialResult, data: Comparisons, caught: list[Warning], *, seed: int = 0) -> DialResult:
     """Set ``res.status`` and ``res.problems`` from the warnings of the fit.
 
@@ -341,7 +347,6 @@ def with_verdict(res: DialResult, data: Comparisons, caught: list[Warning], *, s
     :func:`pydial.check_design` are added as possible causes, naming the judges and
     items to blame.
     """
-    from .design import check_design
     from .results import STATUSES
 
     found: list[tuple[str, str]] = [(w.status, str(w)) for w in caught if isinstance(getattr(w, "status", None), str)]
@@ -360,7 +365,7 @@ def with_verdict(res: DialResult, data: Comparisons, caught: list[Warning], *, s
         return res
     rank, calibration = res.dial_model()
     try:
-        rep = check_design(data, rank=rank, calibration=calibration, method=res.method, seed=seed)
+        rep = design_report(data, rank, calibration, res.method, seed, res.penalty)
         bad = rep.table[(~rep.table["ok"]) & rep.table["condition"].isin(["separation", "human-mle"])]
         causes = [f"possible cause, {str(j) if j == 'human' else 'judge ' + repr(str(j))}: {c}: {d}"
                   for j, c, d in bad[["judge", "condition", "detail"]].itertuples(index=False)]
@@ -735,16 +740,12 @@ def _llm_only_cov(data: Comparisons, chart: Chart, theta: np.ndarray, cov: str, 
 
 
 def finite_influence(data: Comparisons, ch: Chart, lam: float, theta: np.ndarray,
-                     hess: np.ndarray | None = None, hess_pinv: np.ndarray | None = None) -> tuple[Influence, CellStats]:
+                     hess_pinv: np.ndarray | None = None) -> tuple[Influence, CellStats]:
     """Sandwich influence directions ``u_c = sdot H^+ d eta_c/d theta`` at a finite weight
     (eq. weighted-empirical-sandwich; pseudo-inverse in the over-parameterized chart;
-    ``hess`` / ``hess_pinv``: ``H`` / ``H^+`` at ``theta`` when already known)."""
+    ``hess_pinv``: ``H^+`` of the unpenalized loss at ``theta`` when already known)."""
     obj = Objective.weighted(ch, data, lam)
-    if hess_pinv is not None:
-        Hp = hess_pinv
-    else:
-        H = hess if hess is not None else obj.value_grad_hess(theta)[2]  # the Hessian at theta, if already known
-        Hp, _ = pinv_sym(H)
+    Hp = hess_pinv if hess_pinv is not None else pinv_sym(obj.value_grad_hess(theta)[2])[0]
     U = obj.influence(theta, ch.score_jacobian(theta) @ Hp)
     p = obj.probabilities(theta)
     h = obj.cells.is_human
@@ -810,9 +811,8 @@ def _fit_dial(data: Comparisons, common: dict, *, order: bool, adaptive: bool, l
         C = influence_covariance(U, stt, data, common["cov_type"], what="the calibrated scores")
         s = sf.chart.scores(sf.theta)
     else:
-        known = best.opt.hess if best.opt is not None and np.array_equal(best.opt.x, best.theta) else None
-        U, stt = finite_influence(data, sf.chart, best.lam, best.theta, known,
-                                  best.hess_pinv)
+        # the bread is the unpenalized Hessian (pydial.penalty): the candidate's H^+ only without a penalty
+        U, stt = finite_influence(data, sf.chart, best.lam, best.theta, best.hess_pinv if penalty is None else None)
         C = influence_covariance(U, stt, data, common["cov_type"], what="the calibrated scores")
         s = best.s
     scores, cov = _score_frame(s, C, data.items, common["level"])

@@ -280,3 +280,17 @@ def test_anchored_endpoints_list_the_human_fit_without_selecting_it():
     assert anch.lambda_ == ok.loc[ok["gacv"].idxmin(), "lambda"]
     with pytest.raises(ValueError, match="include_endpoints"):
         pydial.fit(sim.comparisons, "dial-ada", include_endpoints="human")
+
+
+def test_firth_finite_weight_sandwich_uses_the_unpenalized_bread():
+    """At a finite selected weight, the covariance of a Firth fit is the sandwich with the unpenalized
+    Hessian at the penalized estimate (pydial.penalty's convention), rebuilt here from scratch."""
+    from pydial.estimators import finite_influence
+    from pydial.inference import influence_covariance
+
+    d = pydial.simulate(N=5, K=3, r=1, n_llm=3000, n_human=150, rng=6).comparisons
+    res = pydial.fit(d, "dial-ada", penalty="firth", lambdas=[0.5], include_endpoints=False)
+    assert 0 < res.lambda_ < np.inf
+    U, st = finite_influence(d, res.chart, res.lambda_, res.theta)
+    C = influence_covariance(U, st, d, res.cov_type)
+    np.testing.assert_allclose(res.cov.to_numpy(), C, rtol=1e-8, atol=1e-12)
