@@ -839,7 +839,7 @@ def _fit_dial(data: Comparisons, common: dict, *, order: bool, adaptive: bool, l
                      details={"anchored_cov": anchored_cov}, fallback=fallback,
                      theta=best.theta if np.isfinite(best.lam) and best.lam > 0 else sf.theta, chart=sf.chart,
                      llm_theta=sf.llm_theta, llm_chart=sf.llm_chart,
-                     path=tuple(PathEntry(staged[r].chart, staged[r].theta, c) for r, c in options))
+                     path=tuple(PathEntry.light(staged[r].chart, staged[r].theta, c) for r, c in options))
     res.gacv = table if adaptive else None
     res.calibration_test = ct
     if order:

@@ -283,7 +283,7 @@ def _staged_parts(result: DialResult, data: Comparisons) -> tuple[np.ndarray, np
     from .inference import Influence, influence_covariance
 
     order = result.method != "dial-nopos"
-    sf = staged_fit(data, *result.dial_model(), order=order)
+    sf = staged_fit(data, *result.dial_model(), order=order, penalty=result.penalty)  # the pilot's own estimator
     U, st = staged_influence(data, sf)
     cov = result.cov_type if result.method != "human" else "cell"
     keep = st.is_human.astype(float)  # zero the other block's rows of the factored influence
@@ -316,8 +316,10 @@ def make_pilot(result: DialResult, *, data: Comparisons | None = None, design: s
 
         B, V_llm, _, sf = _staged_parts(result, data)
         llm_p = Objective(sf.llm_chart, Cells.stack(data, 1.0 / data.n_llm, 0.0)).probabilities(sf.llm_theta)
-        h = fit_human_btl(data.human, data.N)
-        lrt = calibration_test(data, sf.chart.scores(sf.theta), h.s if h.opt.resolved else None, B.shape[1])
+        lrt = result.calibration_test if data is result.data else None  # the pilot's own test (DIAL methods)
+        if lrt is None:
+            h = fit_human_btl(data.human, data.N)
+            lrt = calibration_test(data, sf.chart.scores(sf.theta), h.s if h.opt.resolved else None, B.shape[1])
         if lrt.defined and lrt.df > 0:
             delta = max(0.0, lrt.statistic - float(chi2.isf(alpha, lrt.df))) / (2.0 * data.n_human)
     return Pilot(tuple(result.items), s, pairs, rho, L, B, V_llm, delta, lrt, data.n_human, llm_p)

@@ -106,6 +106,13 @@ class PathEntry:
     staged_theta: np.ndarray
     candidate: Candidate
 
+    @classmethod
+    def light(cls, chart: Chart, staged_theta: np.ndarray, c: Candidate) -> "PathEntry":
+        """The entry without the candidate's dense ``P x P`` Hessian and its pseudo-inverse
+        (needed only while the fit is selected), so a result does not hold one per weight."""
+        opt = replace(c.opt, hess=None) if c.opt is not None and c.opt.hess is not None else c.opt
+        return cls(chart, staged_theta, replace(c, hess_pinv=None, opt=opt))
+
 
 def guard(ch: Chart, opt: OptimResult, H: np.ndarray, s: np.ndarray,
           eig: np.ndarray | None = None) -> tuple[bool, str, int]:
