@@ -78,6 +78,13 @@ def _floats(text: str) -> list[float]:
         raise argparse.ArgumentTypeError(f"expected comma-separated numbers, got {text!r}") from None
 
 
+def _ints(text: str) -> list[int]:
+    try:
+        return [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from None
+
+
 def _rank(text: str):
     if text == "auto":
         return "auto"
@@ -330,7 +337,7 @@ def _plan_parser(sub) -> None:
     _add_data_args(q)
     q.add_argument("--method", choices=("human", "dial-anc", "dial-ada"), default="dial-anc",
                    help="pilot fit (default dial-anc)")
-    q.add_argument("--budgets", type=_floats, default=[100, 200, 400, 800, 1600, 3200],
+    q.add_argument("--budgets", type=_ints, default=[100, 200, 400, 800, 1600, 3200],
                    help="candidate human budgets, comma-separated (default 100,...,3200)")
     q.add_argument("--target", default=None, help="contrast 'item_a - item_b' (default: the pilot's top-1 vs top-2)")
     q.add_argument("--k", type=int, default=1, help="size of the top set for P(top-k correct) (default 1)")
@@ -358,8 +365,9 @@ def _plan(args: argparse.Namespace) -> int:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
         res = fit(data, args.method, rank=args.rank, calibration=args.calibration)
-    if any(b != int(b) for b in args.budgets):
-        raise ValueError(f"--budgets must be integers, got {args.budgets}")
+    if not res.ok:  # a plan from a failed pilot would look like any other
+        print(f"pydial: pilot fit failed ({args.method}): {res.verdict()}", file=sys.stderr)
+        return EXIT_FIT
     methods = ("human",) if data.K == 0 else ("human", "dial-anc", "dial-ada")
     tab = plan(res, budgets=[int(b) for b in args.budgets], target=args.target, k=args.k, methods=methods,
                method=args.mode, design=args.design, n_sim=args.n_sim, n_jobs=args.jobs, seed=args.seed)

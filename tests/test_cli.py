@@ -161,3 +161,19 @@ def test_fit_with_ties_writes_tie_parameters(capsys, tmp_path):
     t = pd.read_csv(tmp_path / "o" / "tie_parameters.csv")
     assert list(t.columns) == ["judge", "nu", "se", "ci_low", "ci_high"]
     assert (t["nu"] > 0).all() and "human" in set(t["judge"])
+
+
+def test_plan_refuses_a_failed_pilot_and_fractional_budgets(capsys, monkeypatch):
+    import dataclasses
+
+    import pydial.estimators as est
+
+    real = est.fit
+    monkeypatch.setattr(est, "fit", lambda *a, **k: dataclasses.replace(real(*a, **k), status="not converged",
+                                                                       problems=("test: not converged",)))
+    code, out, err = run(capsys, "plan", "synthetic", "--budgets", "100,400")
+    assert code == 4 and err.startswith("pydial: pilot fit failed (dial-anc): not converged")
+    monkeypatch.setattr(est, "fit", real)
+    with pytest.raises(SystemExit) as e:
+        main(["plan", "synthetic", "--budgets", "100.5"])
+    assert e.value.code == 2 and "comma-separated integers" in capsys.readouterr().err

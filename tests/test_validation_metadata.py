@@ -158,8 +158,13 @@ def test_bootstrap_of_methods_without_rank_or_lambda(data):
 
 
 def test_plan_from_a_human_pilot_uses_the_default_dial_model(data):
+    from pydial.metrics import first_order_risk
+
     tab = pydial.plan(pydial.fit(data, "human"), budgets=[100, 200])
-    assert np.isfinite(tab.select_dtypes("number").to_numpy()).any()
+    cols = ["excess_risk", "ci_width", "contrast_ci_width", "p_topk_correct"]
+    assert np.isfinite(tab[cols].to_numpy()).all() and set(tab["method"]) == {"human", "dial-anc", "dial-ada"}
+    h = tab[tab["method"] == "human"]
+    np.testing.assert_allclose(h["excess_risk"], first_order_risk(h["budget"].to_numpy(), data.N - 1), rtol=1e-12)
 
 
 def test_atc_summary_has_no_standard_error_columns(data):
