@@ -28,6 +28,7 @@ import pandas as pd
 
 from .data import BOTH_BAD, COLUMNS, FIRST_VALUES, I_WINS, J_WINS, TIE, WINNER_VALUES, Comparisons, _rows_text, item_order
 from .exceptions import DataError
+from .names import NameReport, names_as_text
 
 COUNT_COLUMNS: tuple[str, ...] = ("judge", "item_a", "item_b", "first", "wins_a", "wins_b", "ties")
 """Required columns of :func:`comparisons_from_counts` (``both_bad`` is optional)."""
@@ -37,7 +38,7 @@ _KEY = ["judge", "item_a", "item_b", "first"]
 
 
 def comparisons_from_counts(df: pd.DataFrame, *, human_judge: str = "human", items: Sequence[str] | None = None,
-                            drop_empty_judges: bool = False) -> Comparisons:
+                            drop_empty_judges: bool = False, allow_similar_names: bool = False) -> Comparisons:
     """Validate pre-aggregated counts and build :class:`~pydial.Comparisons`.
 
     Parameters
@@ -51,8 +52,9 @@ def comparisons_from_counts(df: pd.DataFrame, *, human_judge: str = "human", ite
     human_judge : str, default "human"
     items : sequence of str, optional
         Item order (as in :meth:`~pydial.Comparisons.from_frame`).
-    drop_empty_judges : bool, default False
-        As in :meth:`~pydial.Comparisons.from_frame`.
+    drop_empty_judges, allow_similar_names : bool, default False
+        As in :meth:`~pydial.Comparisons.from_frame` (names are stripped of surrounding
+        whitespace; two names differing only by case or whitespace are refused).
 
     Raises
     ------
@@ -96,7 +98,8 @@ def comparisons_from_counts(df: pd.DataFrame, *, human_judge: str = "human", ite
             raise DataError(f"column {c!r} must hold non-negative integer counts; bad values at {_rows_text(t.index[badc])}")
         t[c] = v.astype(np.int64)
     g = t.groupby(_KEY, sort=False, as_index=False, observed=True)[list(_COUNTS)].sum()
-    return _from_count_table(g, human_judge=human_judge, items=items, drop_empty_judges=drop_empty_judges)
+    return _from_count_table(g, human_judge=human_judge, items=items, drop_empty_judges=drop_empty_judges,
+                             allow_similar_names=allow_similar_names)
 
 
 def _categorical(codes: np.ndarray, names: list[str]) -> pd.Categorical:
@@ -112,8 +115,16 @@ def _index_of(col: pd.Series, index: dict[str, int]) -> np.ndarray:
 
 
 def _from_count_table(g: pd.DataFrame, *, human_judge: str, items: Sequence[str] | None,
-                      drop_empty_judges: bool) -> Comparisons:
-    """Canonical coding of a validated, key-unique count table (one row per key)."""
+                      drop_empty_judges: bool, allow_similar_names: bool = False) -> Comparisons:
+    """Canonical coding of a validated, key-unique count table (one row per key); two names
+    differing only by case or whitespace are refused as in :meth:`Comparisons.from_frame`
+    (:func:`pydial.names.names_as_text`) unless ``allow_similar_names``."""
+    report = NameReport()
+    for kind, cols, extra in (("judge", ("judge",), [(human_judge, "human_judge=")]),
+                              ("item", ("item_a", "item_b"), [(x, "items=") for x in (items or ())])):
+        distinct = {c: pd.Series(g[c].astype("category").cat.remove_unused_categories().cat.categories.astype(str),
+                                 dtype=object) for c in cols}
+        names_as_text(distinct, kind, strip=False, allow_similar=allow_similar_names, report=report, extra=extra)
     seen = {str(x) for c in ("item_a", "item_b")
             for x in g[c].astype("category").cat.remove_unused_categories().cat.categories}
     names, index = item_order(seen, items)

@@ -397,7 +397,7 @@ class Comparisons:
 
     @classmethod
     def from_counts(cls, df: pd.DataFrame, *, human_judge: str = "human", items: Sequence[str] | None = None,
-                    drop_empty_judges: bool = False) -> "Comparisons":
+                    drop_empty_judges: bool = False, allow_similar_names: bool = False) -> "Comparisons":
         """Build from pre-aggregated counts (see :func:`pydial.counts.comparisons_from_counts`).
 
         Columns ``judge, item_a, item_b, first, wins_a, wins_b, ties`` (optional
@@ -408,7 +408,8 @@ class Comparisons:
         """
         from .counts import comparisons_from_counts
 
-        return comparisons_from_counts(df, human_judge=human_judge, items=items, drop_empty_judges=drop_empty_judges)
+        return comparisons_from_counts(df, human_judge=human_judge, items=items, drop_empty_judges=drop_empty_judges,
+                                       allow_similar_names=allow_similar_names)
 
     @classmethod
     def from_csv(cls, path: str | PathLike[str], **kwargs: Any) -> "Comparisons":
