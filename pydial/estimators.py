@@ -735,7 +735,8 @@ def _llm_only_cov(data: Comparisons, chart: Chart, theta: np.ndarray, cov: str, 
         st = CellStats.from_parts([(data.llm.n, data.llm.y, o.probabilities(theta), 1.0 / data.n_llm, False)])
         J = o.full_jacobian(theta)
         hit[cov] = parameter_meat(J, st, data, cov)
-        hit.setdefault("JtJ", J.T @ J)
+        if "JtJ" not in hit:
+            hit["JtJ"] = J.T @ J
     return meat_covariance(hit[cov], hit["JtJ"], E @ hit["Hp"] @ chart.T.T, cov, what)
 
 

@@ -365,7 +365,7 @@ class Objective:
         the per-(judge, item) totals of ``weight * a``.  The tables are formed a few
         judges at a time (:attr:`_pair_chunks`).
         """
-        ch, c = self.chart, self.cells
+        ch = self.chart
         q, N, R, K = ch.q, ch.N, ch.rows, ch.K
         P = ch.dim_full
         L = phi[: ch.off_B].reshape(R, q)
@@ -647,12 +647,6 @@ class TieObjective(Objective):
     def T_ext(self) -> sp.csr_matrix:
         """``d (phi, l) / d x``: the chart's ``T`` and the identity on ``l`` (sparse)."""
         return sp.block_diag([self.chart.T_sparse, sp.identity(self.n_tie)], format="csr")
-
-    def pull_back_ext(self, H_full: np.ndarray) -> np.ndarray:
-        """``T_ext^T H T_ext`` for a dense matrix in the full coordinates ``(phi, l)``."""
-        Ts = self.T_ext
-        X = np.asarray(Ts.T @ H_full)
-        return np.asarray(Ts.T @ X.T).T
 
     # ------------------------------------------------------------ per cell
     def cell_derivatives(self, x: np.ndarray, eta: np.ndarray | None = None) -> CellDerivatives:

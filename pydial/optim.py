@@ -95,21 +95,6 @@ def pinv_from_eigh(lam: np.ndarray, Q: np.ndarray, rtol: float = ZERO_EIG_RTOL) 
     return inv, int((~keep).sum())
 
 
-def _cholesky_step(H: np.ndarray, g: np.ndarray) -> np.ndarray | None:
-    """``-H^{-1} g`` by Cholesky when ``H`` is safely positive definite, else ``None``."""
-    from scipy.linalg import LinAlgError, cho_factor, cho_solve
-
-    try:
-        c = cho_factor(H, check_finite=False)
-    except LinAlgError:
-        return None
-    d = np.abs(np.diag(c[0]))
-    if d.size == 0 or d.min() < 1e-5 * d.max():
-        return None
-    step = -cho_solve(c, g, check_finite=False)
-    return step if np.all(np.isfinite(step)) else None
-
-
 def _gauge_cholesky_step(H: np.ndarray, g: np.ndarray, Z: np.ndarray, rtol: float) -> np.ndarray | None:
     """``-H^+ g`` on the complement of the gauge tangents ``Z`` by one Cholesky factorization.
 
@@ -193,7 +178,7 @@ def newton(
     converged = False
     it = 0
     for it in range(1, max_iter + 1):
-        step = _cholesky_step(H, g) if cholesky else None
+        step = _gauge_cholesky_step(H, g, np.empty((H.shape[0], 0)), 1e-10) if cholesky else None
         if step is None and gauge is not None:
             step = _gauge_cholesky_step(H, g, gauge(x), rtol_eig)
         if step is None:
