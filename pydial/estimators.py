@@ -756,7 +756,8 @@ def finite_influence(data: Comparisons, ch: Chart, lam: float, theta: np.ndarray
 
 
 def human_influence(data: Comparisons, beta: np.ndarray) -> tuple[Influence, CellStats]:
-    """Influence directions of the centered human BTL fit (reduced chart ``s = T beta``)."""
+    """Influence directions of the centered human BTL fit (reduced chart ``s = T beta``), the
+    ``lambda = 0`` endpoint (eq. human-only-estimator; sandwich of eq. weighted-empirical-sandwich)."""
     T = centering_basis(data.N)
     X = centered_design(data.human.i, data.human.j, data.N)
     p = expit(X @ beta)
@@ -849,7 +850,7 @@ def _fit_dial(data: Comparisons, common: dict, *, order: bool, adaptive: bool, l
 
 
 def atc_scores(base: np.ndarray, human: np.ndarray, items: Any) -> tuple[np.ndarray, pd.DataFrame, pd.DataFrame]:
-    """AtC's scores: ``base`` (the anchored consensus) isotonic-regressed on the order of the human
+    """AtC's scores (App. related-comparison): ``base`` (the anchored consensus) isotonic-regressed on the order of the human
     BTL scores ``human``, centered; returned with the score table and covariance (no standard
     errors: the isotonic step has no linearization)."""
     from scipy.optimize import isotonic_regression

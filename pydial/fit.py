@@ -107,7 +107,7 @@ def centered_design(i: np.ndarray, j: np.ndarray, N: int, a: np.ndarray | None =
 
 
 def pair_information(i: np.ndarray, j: np.ndarray, a: np.ndarray | None, N: int, d: np.ndarray) -> np.ndarray:
-    """``X^T diag(d) X`` for the rows ``e_i - e_j`` (and the order column ``a``) of
+    """``X^T diag(d) X`` (the weighted comparison Laplacian, eq. comparison-laplacian) for the rows ``e_i - e_j`` (and the order column ``a``) of
     :func:`centered_design`'s ``X``, from the item-pair totals of ``d``: the weighted
     Laplacian ``diag(W 1 + W^T 1) - W - W^T`` of the comparison graph, bordered by
     ``sum_c d_c a_c (e_i - e_j)`` and ``sum_c d_c a_c^2`` (dense ``(N [+1])`` square)."""

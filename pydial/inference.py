@@ -119,7 +119,8 @@ def stack_influence(parts: "list[Influence]") -> "Influence":
 
 def influence_covariance(U: "Influence | np.ndarray", st: CellStats, data: Comparisons, cov: str, *,
                          what: str = "the estimates") -> np.ndarray:
-    """Covariance ``sum_clusters (sum IF)(sum IF)^T`` of a linearized target.
+    """Covariance ``sum_clusters (sum IF)(sum IF)^T`` of a linearized target (eq.
+    weighted-empirical-sandwich; clustered meats as eq. hac-meat).
 
     Parameters
     ----------
@@ -145,7 +146,7 @@ def influence_covariance(U: "Influence | np.ndarray", st: CellStats, data: Compa
 
 
 def meat_covariance(M: "Meat", JtJ: Any, A: np.ndarray | None, cov: str, what: str) -> np.ndarray:
-    """``A M A^T`` (``M`` itself when ``A`` is None), all NaN when the meat is degenerate
+    """The sandwich ``A M A^T`` of eq. weighted-empirical-sandwich (``M`` itself when ``A`` is None), all NaN when the meat is degenerate
     for the target's ``rank(J A^T)`` directions (``JtJ = J^T J``; :func:`degenerate_meat`)."""
     C = M.dense() if A is None else M.sandwich(A)
     gram = _dense(JtJ) if A is None else np.asarray(A @ _dense(JtJ @ A.T))

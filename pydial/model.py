@@ -332,7 +332,7 @@ class Chart:
         return self.pack(A, B, cc, b)
 
     def gauge_directions(self, theta: np.ndarray) -> np.ndarray:
-        """Tangents of the ``r (r + 1)`` gauge orbits at ``theta`` (dim x r(r+1), columns not normalized).
+        """Tangents of the ``r (r + 1)`` gauge orbits (eq. gauge) at ``theta`` (dim x r(r+1), columns not normalized).
 
         The gauge ``A -> A G``, ``B -> B G^{-T}``, ``ctilde -> G^T ctilde`` with
         ``G^T e_1 = e_1`` leaves ``(s, S, b)`` unchanged; for ``G = I + t e_p e_l^T``

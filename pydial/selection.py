@@ -146,7 +146,7 @@ def numpy_joint(data: Comparisons, ch: Chart, lam: float, theta0: np.ndarray, *,
 
 def finite_candidate(data: Comparisons, ch: Chart, lam: float, theta0: np.ndarray, multiple: float,
                      joint: JointFitter = numpy_joint, *, penalty: str | None = None) -> Candidate:
-    """Fit ``Q_lambda`` from ``theta0`` (with ``joint``, the numpy or the Stan optimizer,
+    """Fit ``Q_lambda`` (eq. weighted-loss) from ``theta0`` (with ``joint``, the numpy or the Stan optimizer,
     minimizing the criterion penalized by ``penalty``) and evaluate its guards and GACV
     pieces at the optimum."""
     th, opt = joint(data, ch, lam, theta0)
@@ -257,7 +257,7 @@ def stack_path_tables(tables: list[pd.DataFrame], one_human_row: bool) -> pd.Dat
 
 def select_candidate(options: list[tuple[int, Candidate]], table: pd.DataFrame,
                      what: str = "the lambda path") -> tuple[int, Candidate, bool]:
-    """The ``(rank, candidate)`` of smallest GACV among the admissible ones, and whether it is
+    """The ``(rank, candidate)`` of smallest GACV (eq. gacv; App. lambda-selection) among the admissible ones, and whether it is
     the fallback: with no admissible candidate, the first resolved anchored endpoint
     (``lambda = inf``) with a :class:`~pydial.exceptions.ConvergenceWarning`; none at all
     raises :class:`~pydial.exceptions.ConvergenceError` quoting the reasons and ``table``."""

@@ -46,7 +46,8 @@ def _free(cells: TieCells) -> bool:
 
 def pooled_cross_derivative(ties: str, human: TieCells, N: int, beta: np.ndarray, x2: np.ndarray, weight: float,
                             free: bool) -> np.ndarray:
-    r"""``d psi_2 / d beta``: derivative of the calibration score equations in the pooled scores.
+    r"""``d psi_2 / d beta``: derivative of the calibration score equations in the pooled scores,
+    the cross term of the two-step sandwich (eq. weighted-empirical-sandwich, two-step form).
 
     ``psi_2`` is the gradient in ``(c, log nu_H)`` of ``weight * l_H(c T beta, nu_H)``; with
     ``g, H`` the gradient and Hessian of that loss in the centered coordinates ``beta' = c beta``,

@@ -192,7 +192,8 @@ def _normalizer(ch: Chart) -> Any:
 
 def tie_llm_only_fit(data: Comparisons, ties: str, rank: int, order: bool = True,
                      engine: TieOptimizers = NUMPY_TIE) -> tuple[Chart, np.ndarray, OptimResult, np.ndarray]:
-    """The structured LLM-only tie fit ``(chart, x, optimizer result, free judges)``, cached on ``data``.
+    """The structured LLM-only tie fit ``(chart, x, optimizer result, free judges)``, cached on ``data``
+    (first stage of eq. staged-calibrated-estimator; eq. llm-negloglik with tie cells).
 
     Started at the binary structured start (:func:`pydial.fit.initial_theta`) and each
     judge's ``log nu`` at its tie rate.
@@ -361,7 +362,8 @@ def staged_tie_influence(data: Comparisons, sf: TieStagedFit, ties: str) -> TieI
 
 
 def human_tie_fit(data: Comparisons, ties: str, engine: TieOptimizers = NUMPY_TIE) -> tuple[OptimResult, bool, Design]:
-    """The ``lambda = 0`` endpoint: the people's tie model in the centered chart ``s = T beta``."""
+    """The ``lambda = 0`` endpoint: the people's tie model in the centered chart ``s = T beta``
+    (eq. human-only-estimator with tie cells)."""
     hi, hj, hc = _human_tie_cells(data)
     X = centered_design(hi, hj, data.N)
     free = _human_free(data)
@@ -432,7 +434,7 @@ def _gacv_trace(H: np.ndarray, U: TieInfluence, data: Comparisons, basis: Any, n
 
 # ================================================================ candidates
 def tie_human_candidate(data: Comparisons, ties: str, engine: TieOptimizers = NUMPY_TIE) -> tuple[Candidate, float]:
-    """The ``lambda = 0`` endpoint with ties; also returns its ``log nu_H`` (``-inf`` without human ties)."""
+    """The ``lambda = 0`` GACV candidate (eq. gacv) with ties; also returns its ``log nu_H`` (``-inf`` without human ties)."""
     opt, free, X = human_tie_fit(data, ties, engine)
     _, n_h = tie_totals(data)
     N = data.N
@@ -453,7 +455,7 @@ def tie_human_candidate(data: Comparisons, ties: str, engine: TieOptimizers = NU
 
 
 def tie_anchored_candidate(data: Comparisons, sf: TieStagedFit, ties: str) -> Candidate:
-    """The ``lambda = inf`` endpoint with ties: ``(c, log nu_H)`` with ``M`` fixed at the LLM-only fit."""
+    """The ``lambda = inf`` GACV candidate (eq. gacv, eq. staged-calibrated-estimator) with ties: ``(c, log nu_H)`` with ``M`` fixed at the LLM-only fit."""
     ch, x = sf.chart, sf.x
     s = ch.scores(x[: ch.dim])
     lh = _log_nu_h(sf.chart, sf.free, x)

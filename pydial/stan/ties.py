@@ -47,7 +47,8 @@ def _judge_designs(cells: CellTable, G: int, N: int, order: bool) -> list[tuple[
 
 def fit_ties(data: Comparisons, method: str, common: dict[str, Any], *, ties: str = "davidson",
              seed: int | None = None, backend: str | None = None) -> Any:
-    """Tie-model MLE with model-based standard errors (see the module docstring).
+    """Tie-model MLE with model-based standard errors (see the module docstring): the human
+    model of eq. human-only-estimator or each judge's order-effect model (eq. binomial-model-llm) with ties.
 
     ``common["engine"]``: ``"stan"`` optimizes with Stan (``judges.stan``),
     ``"numpy"`` by Newton's method on the exact derivatives of
