@@ -105,21 +105,21 @@ def _gauge_cholesky_step(H: np.ndarray, g: np.ndarray, Z: np.ndarray, rtol: floa
     step is removed.  ``None`` when the factorization fails or a pivot is below
     ``rtol`` of the largest (indefinite or nearly singular: use the eigen-decomposition).
     """
-    from scipy.linalg import LinAlgError, cho_factor, cho_solve
+    from scipy.linalg import cho_solve
 
     Q = np.linalg.qr(Z)[0] if Z.size else Z
     scale = float(np.abs(np.diag(H)).max(initial=0.0))
     if not scale > 0.0:
         return None
-    Ha = H + scale * (Q @ Q.T) if Q.size else H.copy()
+    Ha = H + scale * (Q @ Q.T) if Q.size else H
     try:
-        c = cho_factor(Ha, check_finite=False, overwrite_a=True)
-    except LinAlgError:
+        L = np.linalg.cholesky(Ha)  # numpy: no wrapper overhead on the small systems of the GLM fits
+    except np.linalg.LinAlgError:
         return None
-    d = np.diag(c[0]) ** 2
+    d = np.diag(L) ** 2
     if d.size == 0 or not d.min() > rtol * d.max():
         return None
-    step = -cho_solve(c, g, check_finite=False)
+    step = -cho_solve((L, True), g, check_finite=False)
     if Q.size:
         step -= Q @ (Q.T @ step)
     return step if np.all(np.isfinite(step)) else None
