@@ -44,7 +44,7 @@ from .fit import (
     logistic_glm,
 )
 from .inference import (CellStats, Influence, check_cov_type, influence_covariance, meat_covariance, parameter_meat,
-                        position_effect_tables, stack_influence, wald_table)
+                        position_effect_tables, score_tables, stack_influence, wald_table)
 from .penalty import check_penalty
 from .likelihood import Cells, Objective, human_loss
 from .model import CALIBRATIONS, DEFAULT_CALIBRATION, DEFAULT_RANK, Chart, consensus_gamma
@@ -52,7 +52,7 @@ from .design import ESTIMATORS
 from .resources import check_memory, progress
 from .results import DialResult
 from .selection import numpy_joint
-from .optim import BOX, OptimResult, pinv_sym, single_threaded_blas
+from .optim import BOX, OptimResult, pinv_sym, single_threaded_blas, warn_unresolved
 
 METHODS: tuple[str, ...] = ESTIMATORS
 ENGINES: tuple[str, ...] = ("numpy", "stan")
@@ -412,28 +412,6 @@ def _rank_grid(rank: Any, data: Comparisons, method: str) -> list[int]:
 
 
 # ----------------------------------------------------------------- helpers
-def _warn_if(opt: OptimResult, what: str) -> None:
-    """A :class:`ConvergenceWarning` (status ``"at bound"`` or ``"not converged"``)
-    when ``opt`` is not a resolved optimum."""
-    status = "at bound" if opt.at_bound.any() else "not converged"
-    if not opt.converged:
-        warnings.warn(ConvergenceWarning(f"{what}: optimizer did not converge ({opt.message}; "
-                                         f"max|grad| = {opt.grad_norm:.2e})", status), stacklevel=3)
-    elif opt.at_bound.any():
-        warnings.warn(ConvergenceWarning(f"{what}: {int(opt.at_bound.sum())} coordinate(s) on the optimization box "
-                                         f"(|x| = {BOX:g}): the estimate is not resolved within the box", status),
-                      stacklevel=3)
-
-
-def _score_frame(s: np.ndarray, C: np.ndarray, items: tuple[str, ...], level: float) -> tuple[pd.DataFrame, pd.DataFrame]:
-    if not np.all(np.isfinite(s)):
-        raise ConvergenceError("the fit produced non-finite scores")
-    tab = wald_table(s, C, list(items), level, "score")[["score", "se", "ci_low", "ci_high"]]
-    tab.index.name = "item"
-    cov = pd.DataFrame(C, index=pd.Index(items, name="item"), columns=pd.Index(items, name="item"))
-    return tab, cov
-
-
 def _glm_influence(X: Design, opt: OptimResult, n: np.ndarray, y: np.ndarray, w: float, E: np.ndarray,
                    what: str = "fit") -> tuple[Influence, np.ndarray, bool]:
     """Influence directions ``u_c = E H^{-1} x_c`` of a GLM fit (factored, ``J = X``,
@@ -455,13 +433,13 @@ def _glm_influence(X: Design, opt: OptimResult, n: np.ndarray, y: np.ndarray, w:
 def _fit_human(data: Comparisons, common: dict, point: "PointEngine | None" = None) -> DialResult:
     N = data.N
     f = (point or NUMPY).human(data)
-    _warn_if(f.opt, "human BTL")
+    warn_unresolved(f.opt, "human BTL")
     T = centering_basis(N)
     X = centered_design(data.human.i, data.human.j, N)
     U, p, singular = _glm_influence(X, f.opt, data.human.n, data.human.y, 1.0 / data.n_human, T, "human BTL")
     st = CellStats.from_parts([(data.human.n, data.human.y, p, 1.0 / data.n_human, True)])
     C = influence_covariance(U, st, data, common["cov_type"], what="the human BTL scores")
-    scores, cov = _score_frame(f.s, C, data.items, common["level"])
+    scores, cov = score_tables(f.s, C, data.items, common["level"])
     return DialResult(**common, scores=scores, cov=cov, position_effects=None, judge_scores=None, structure=None,
                       calibration_coef=None, lambda_=0.0, converged=f.opt.resolved and not singular, grad_norm=f.opt.grad_norm,
                       loss_human=human_loss(f.s, data.human))
@@ -498,7 +476,7 @@ def _fit_judges(data: Comparisons, common: dict, point: "PointEngine | None" = N
         m = data.llm.judge == k
         cells = data.llm.select(m)
         f = fits[k]
-        _warn_if(f.opt, f"judge {data.judges[k]!r}")
+        warn_unresolved(f.opt, f"judge {data.judges[k]!r}")
         conv &= f.opt.resolved
         gmax = max(gmax, f.opt.grad_norm)
         X = centered_design(cells.i, cells.j, N, cells.a)
@@ -531,7 +509,7 @@ def _fit_judges(data: Comparisons, common: dict, point: "PointEngine | None" = N
     C_all = influence_covariance(U_all, st_all, data, common["cov_type"], what="the mean judge scores and position effects")
     Cs, Cb = C_all[:N, :N], C_all[N:, N:]
     pos, pos_cov = position_effect_tables(b, Cb, data.judges, common["level"])
-    scores, cov = _score_frame(S.mean(0), Cs, data.items, common["level"])
+    scores, cov = score_tables(S.mean(0), Cs, data.items, common["level"])
     judge_scores = pd.DataFrame(S, index=pd.Index(data.judges, name="judge"), columns=pd.Index(data.items, name="item"))
     se = pd.DataFrame(np.sqrt(np.array([np.diag(c)[:N] for c in covs])), index=judge_scores.index, columns=judge_scores.columns)
     return DialResult(**common, scores=scores, cov=cov, position_effects=pos, position_effects_cov=pos_cov,
@@ -546,14 +524,14 @@ def _fit_pooled(data: Comparisons, common: dict, point: "PointEngine | None" = N
     X1 = centered_design(L.i, L.j, N)
     w1, w2 = 1.0 / data.n_llm, 1.0 / data.n_human
     o1, o2 = (point or NUMPY).pooled(data)
-    _warn_if(o1, "pooled LLM BTL")
+    warn_unresolved(o1, "pooled LLM BTL")
     sp_ = T @ o1.x
     if np.abs(sp_).max() < 1e-10:
         raise IdentifiabilityError("the pooled LLM BTL scores are all equal (the judges' preferences cancel): "
                                    "there is no direction to rescale to the human comparisons")
     D2 = difference_design(Hc.i, Hc.j, N)
     x2 = D2 @ sp_
-    _warn_if(o2, "pooled calibration")
+    warn_unresolved(o2, "pooled calibration")
     c = float(o2.x[0])
     s = c * sp_
     # Two-step linearization: stage 1 beta (pooled BTL), stage 2 c.
@@ -568,7 +546,7 @@ def _fit_pooled(data: Comparisons, common: dict, point: "PointEngine | None" = N
     U_H = Influence(x2[:, None], sp_[:, None] / Cc)
     st = CellStats.from_parts([(L.n, L.y, p1, w1, False), (Hc.n, Hc.y, p2, w2, True)])
     C = influence_covariance(stack_influence([U_L, U_H]), st, data, common["cov_type"], what="the pooled scores")
-    scores, cov = _score_frame(s, C, data.items, common["level"])
+    scores, cov = score_tables(s, C, data.items, common["level"])
     return DialResult(**common, scores=scores, cov=cov, position_effects=None, judge_scores=None, structure=None,
                       calibration_coef=np.array([c * np.linalg.norm(sp_) / np.sqrt(N)]), lambda_=np.inf,
                       converged=o1.resolved and o2.resolved,
@@ -780,7 +758,7 @@ def _fit_dial(data: Comparisons, common: dict, *, order: bool, adaptive: bool, l
     for r in rank_grid:
         sf = point.staged(data, r, cal, order=order)
         staged[r] = sf
-        _warn_if(sf.llm_opt, f"structured LLM-only fit (rank {r})")
+        warn_unresolved(sf.llm_opt, f"structured LLM-only fit (rank {r})")
         st = sf.llm_chart.structure(sf.llm_theta)
         M = st.mu[:, None] if cal == "mu" else st.W
         cands = [anchored_candidate(data, M, sf.chart.scores(sf.theta), sf.cal_opt, sf.llm_opt, penalty=penalty)]
@@ -817,7 +795,7 @@ def _fit_dial(data: Comparisons, common: dict, *, order: bool, adaptive: bool, l
         U, stt = finite_influence(data, sf.chart, best.lam, best.theta, best.hess_pinv if penalty is None else None)
         C = influence_covariance(U, stt, data, common["cov_type"], what="the calibrated scores")
         s = best.s
-    scores, cov = _score_frame(s, C, data.items, common["level"])
+    scores, cov = score_tables(s, C, data.items, common["level"])
     pos, pos_cov = (llm_only_effects(data, sf.llm_chart, sf.llm_theta, common["cov_type"], common["level"]) if order
                     else (None, None))
     structure = sf.llm_chart.structure(sf.llm_theta)
@@ -871,9 +849,9 @@ def _fit_atc(data: Comparisons, common: dict, point: "PointEngine | None" = None
     score (DIAL-Anc with ``M = mu``) is isotonic-calibrated to respect it."""
     point = point or NUMPY
     h = point.human(data)
-    _warn_if(h.opt, "human BTL (AtC ordering)")
+    warn_unresolved(h.opt, "human BTL (AtC ordering)")
     sf = point.staged(data, common["rank"], "mu", order=True)
-    _warn_if(sf.llm_opt, "structured LLM-only fit")
+    warn_unresolved(sf.llm_opt, "structured LLM-only fit")
     base = sf.chart.scores(sf.theta)
     s, scores, cov = atc_scores(base, h.s, data.items)
     pos, pos_cov = llm_only_effects(data, sf.llm_chart, sf.llm_theta, common["cov_type"], common["level"])

@@ -39,7 +39,7 @@ import scipy.sparse as sp
 from scipy.stats import norm
 
 from .data import Comparisons
-from .exceptions import CovarianceWarning
+from .exceptions import ConvergenceError, CovarianceWarning
 
 COV_TYPES: tuple[str, ...] = ("fisher", "binomial", "cell", "record")
 COV_DESCRIPTIONS = {
@@ -427,6 +427,19 @@ def _sum(mats: Any) -> "Meat":
 def _indicator(groups: np.ndarray, G: int) -> sp.csr_matrix:
     """The sparse cluster-indicator matrix (G x m) of integer groups ``0..G-1``."""
     return sp.csr_matrix((np.ones(groups.size), (groups, np.arange(groups.size))), shape=(G, groups.size))
+
+
+def score_tables(s: np.ndarray, C: np.ndarray, items: tuple[str, ...], level: float) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The score table (``score, se, ci_low, ci_high`` by item, Wald at ``level``) and the labelled item x item covariance.
+
+    Non-finite scores raise :class:`~pydial.ConvergenceError`.
+    """
+    if not np.all(np.isfinite(s)):
+        raise ConvergenceError("the fit produced non-finite scores")
+    tab = wald_table(s, C, list(items), level, "score")[["score", "se", "ci_low", "ci_high"]]
+    tab.index.name = "item"
+    cov = pd.DataFrame(C, index=pd.Index(items, name="item"), columns=pd.Index(items, name="item"))
+    return tab, cov
 
 
 def position_effect_tables(b: np.ndarray, cov: np.ndarray, judges: Sequence[str],

@@ -14,12 +14,15 @@ step, so convergence is quadratic.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 import functools
+import warnings
+from dataclasses import dataclass, field
 from typing import Callable, TypeVar
 
 import numpy as np
 from threadpoolctl import threadpool_limits
+
+from .exceptions import ConvergenceWarning
 
 BOX = 10.0  # coordinate bound of the paper's optimization box (App. DIAL Estimation Procedure)
 ZERO_EIG_RTOL = 1e-9  # eigenvalues below this fraction of the largest count as zero (gauge) everywhere
@@ -79,6 +82,21 @@ class OptimResult:
     def resolved(self) -> bool:
         """Converged with no coordinate on the box boundary."""
         return self.converged and not bool(self.at_bound.any())
+
+
+def warn_unresolved(opt: OptimResult, what: str) -> None:
+    """Warn with a :class:`~pydial.ConvergenceWarning` when ``opt`` is not a resolved optimum.
+
+    Its status is ``"at bound"`` or ``"not converged"``; ``what`` names the fit.
+    """
+    status = "at bound" if opt.at_bound.any() else "not converged"
+    if not opt.converged:
+        warnings.warn(ConvergenceWarning(f"{what}: optimizer did not converge ({opt.message}; "
+                                         f"max|grad| = {opt.grad_norm:.2e})", status), stacklevel=3)
+    elif opt.at_bound.any():
+        warnings.warn(ConvergenceWarning(f"{what}: {int(opt.at_bound.sum())} coordinate(s) on the optimization box "
+                                         f"(|x| = {BOX:g}): the estimate is not resolved within the box", status),
+                      stacklevel=3)
 
 
 def pinv_sym(H: np.ndarray, rtol: float = ZERO_EIG_RTOL) -> tuple[np.ndarray, int]:

@@ -72,7 +72,8 @@ def fit_pooled_ties(data: Comparisons, common: dict, *, ties: str, seed: int | N
     (:func:`pydial.stan.engine.stan_pooled_tie_stages`);
     the inference is numpy's at the optimum on either engine.
     """
-    from .estimators import _score_frame, _warn_if
+    from .inference import score_tables
+    from .optim import warn_unresolved
     from .results import DialResult
 
     N = data.N
@@ -90,7 +91,7 @@ def fit_pooled_ties(data: Comparisons, common: dict, *, ties: str, seed: int | N
         o1, o2 = stan_pooled_tie_stages(data, ties, x0, l2, free1, free2, seed)
     else:
         o1 = tie_glm(ties, L.counts, X1, w1, x0, free1)
-    _warn_if(o1, "pooled LLM tie model")
+    warn_unresolved(o1, "pooled LLM tie model")
     beta = o1.x[: N - 1]
     s_pool = T @ beta
     if np.abs(s_pool).max() < 1e-10:
@@ -99,7 +100,7 @@ def fit_pooled_ties(data: Comparisons, common: dict, *, ties: str, seed: int | N
     X2 = Design(difference_design(Hc.i, Hc.j, N), s_pool[:, None])
     if common["engine"] != "stan":
         o2 = tie_glm(ties, Hc.counts, X2, w2, np.append(1.0, [l2] if free2 else []), free2)
-    _warn_if(o2, "pooled calibration tie model")
+    warn_unresolved(o2, "pooled calibration tie model")
     c = float(o2.x[0])
     s = c * s_pool
     # two-step linearization: targets (s, log nu_L, log nu_H); influence of stage 2 includes -H2^{-1} G21 (stage 1)
@@ -119,7 +120,7 @@ def fit_pooled_ties(data: Comparisons, common: dict, *, ties: str, seed: int | N
     U_H, _ = tie_glm_influence(data, ties, X2, o2.x, free2, w2, Z2, cells=Hc)
     C = stack_tie_influence([U_L, U_H]).covariance(data, common["cov_type"], "the pooled scores")
     level = common["level"]
-    scores, cov = _score_frame(s, C[:N, :N], data.items, level)
+    scores, cov = score_tables(s, C[:N, :N], data.items, level)
     names = [POOLED_LABEL, data.human_judge]
     lognu = np.array([o1.x[-1] if free1 else -np.inf, o2.x[-1] if free2 else -np.inf])
     var = np.full(2, np.nan)
@@ -137,14 +138,15 @@ def fit_pooled_ties(data: Comparisons, common: dict, *, ties: str, seed: int | N
 
 def fit_atc_ties(data: Comparisons, common: dict, *, ties: str, engine: TieOptimizers = NUMPY_TIE) -> Any:
     """AtC with ties (see the module docstring): a DialResult with ``tie_parameters``."""
-    from .estimators import _warn_if, atc_scores
+    from .estimators import atc_scores
+    from .optim import warn_unresolved
     from .results import DialResult
 
     N, level = data.N, common["level"]
     opt, free_h, X = human_tie_fit(data, ties, engine)
-    _warn_if(opt, "human tie model (AtC ordering)")
+    warn_unresolved(opt, "human tie model (AtC ordering)")
     sf = tie_staged_fit(data, ties, common["rank"], "mu", order=True, engine=engine)
-    _warn_if(sf.llm_opt, "structured LLM-only tie fit")
+    warn_unresolved(sf.llm_opt, "structured LLM-only tie fit")
     base = sf.chart.scores(sf.x[: sf.chart.dim])
     s_h = centering_basis(N) @ opt.x[: N - 1]
     s, scores, cov = atc_scores(base, s_h, data.items)

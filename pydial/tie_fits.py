@@ -594,7 +594,9 @@ def fit_dial_ties(data: Comparisons, common: dict, *, ties: str, order: bool, ad
         ``gacv`` (adaptive methods), ``calibration_test`` (Prop. calibration-test on the
         tie likelihood), ``position_effects`` and ``consensus`` from the LLM-only tie fit.
     """
-    from .estimators import _score_frame, _warn_if, positive_values
+    from .estimators import positive_values
+    from .inference import score_tables
+    from .optim import warn_unresolved
     from .results import DialResult
 
     cal, cov, level = common["calibration"], common["cov_type"], common["level"]
@@ -605,7 +607,7 @@ def fit_dial_ties(data: Comparisons, common: dict, *, ties: str, order: bool, ad
     for r in rank_grid:
         sf = tie_staged_fit(data, ties, r, cal, order=order, engine=engine)
         staged[r] = sf
-        _warn_if(sf.llm_opt, f"structured LLM-only tie fit (rank {r})")
+        warn_unresolved(sf.llm_opt, f"structured LLM-only tie fit (rank {r})")
         cands = [tie_anchored_candidate(data, sf, ties)]
         if adaptive:
             if lambdas is not None:
@@ -647,7 +649,7 @@ def fit_dial_ties(data: Comparisons, common: dict, *, ties: str, order: bool, ad
         s, lh, x_sel = best.s, _log_nu_h(ch, sf.free, best.theta), best.theta
     C_all = U.covariance(data, cov, "the calibrated scores")
     N = data.N
-    scores, cov_frame = _score_frame(s, C_all[:N, :N], data.items, level)
+    scores, cov_frame = score_tables(s, C_all[:N, :N], data.items, level)
     # the judges: LLM-only fit
     chL, xL = sf.llm_chart, sf.llm_x
     pos, pos_cov, tj, consensus, CJ = judge_tie_tables(data, ties, sf, cov, level)

@@ -58,7 +58,7 @@ def fit_ties(data: Comparisons, method: str, common: dict[str, Any], *, ties: st
     Returns a :class:`pydial.results.DialResult` whose ``tie_parameters`` is a
     DataFrame by judge: ``nu, se, ci_low, ci_high`` (interval on the log scale).
     """
-    from ..estimators import _score_frame
+    from ..inference import score_tables
     from ..inference import position_effect_tables
     from ..likelihood import human_loss
     from ..tie_fits import tie_table
@@ -141,7 +141,7 @@ def fit_ties(data: Comparisons, method: str, common: dict[str, Any], *, ties: st
         pos, pos_cov = position_effect_tables(b, Cb, names, level)
         judge_scores = pd.DataFrame(S, index=pd.Index(names, name="judge"), columns=pd.Index(data.items, name="item"))
         loss = np.nan
-    scores, cov = _score_frame(s, C, data.items, level)
+    scores, cov = score_tables(s, C, data.items, level)
     out = DialResult(**common, scores=scores, cov=cov, position_effects=pos, position_effects_cov=pos_cov,
                      judge_scores=judge_scores, structure=None,
                      calibration_coef=None, lambda_=0.0 if method == "human" else np.nan, converged=converged,
