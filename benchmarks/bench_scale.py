@@ -49,7 +49,7 @@ STAGES = {
     "weight path + GACV": "finite_candidate",
     "human endpoint": "human_candidate",
     "sandwich (scores)": ("staged_influence", "finite_influence", "human_influence", "influence_covariance"),
-    "judge diagnostics (b, gamma)": ("llm_only_effects", "consensus_loadings"),
+    "judge diagnostics (b, gamma)": ("llm_only_linearization",),
 }
 
 

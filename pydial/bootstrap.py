@@ -223,9 +223,9 @@ def bootstrap(result: Any, B: int = 200, *, by: str = "record", seed: int | None
     level = result.level if level is None else float(level)
     if not 0 < level < 1:
         raise ValueError(f"level ({level}) must be in the open interval (0, 1)")
-    if "refit" not in result.details:
+    if result.fit_arguments is None or result.data is None:
         raise ValueError("this result does not record how it was fitted; refit it with pydial.fit")
-    data, kwargs = result.details["refit"]
+    data, kwargs = result.data, result.fit_arguments
     if kwargs["method"] == "atc":
         raise NotImplementedError("the bootstrap needs scores with a covariance; AtC has none")
     kwargs = {**kwargs, "check": False}

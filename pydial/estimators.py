@@ -24,13 +24,10 @@ from typing import Any, Iterator
 
 import numpy as np
 import pandas as pd
-import scipy.sparse as sp
-from scipy.special import expit
 
 from .data import Comparisons
-from .exceptions import ArgumentWarning, ConvergenceError, ConvergenceWarning, DataError, DialError, IdentifiabilityError
+from .exceptions import ArgumentWarning, ConvergenceError, DataError, DialError, IdentifiabilityError
 from .fit import (
-    Design,
     centered_design,
     centering_basis,
     difference_design,
@@ -39,25 +36,24 @@ from .fit import (
     fit_order_btl,
     StructuredFit,
     fit_structured,
-    glm_information,
     initial_theta,
     logistic_glm,
 )
-from .inference import (CellStats, Influence, check_cov_type, influence_covariance, meat_covariance, parameter_meat,
-                        position_effect_tables, score_tables, stack_influence, wald_table)
+from .inference import (ANCHORED_COVS, check_cov_type, consensus_table, finite_influence, human_influence,
+                        judges_linearization, linearize, llm_only_linearization, pooled_linearization,
+                        position_effect_tables, score_tables, staged_linearization, unknown_cov)
 from .penalty import check_penalty
-from .likelihood import Cells, Objective, human_loss
-from .model import CALIBRATIONS, DEFAULT_CALIBRATION, DEFAULT_RANK, Chart, consensus_gamma
+from .likelihood import human_loss
+from .model import CALIBRATIONS, DEFAULT_CALIBRATION, DEFAULT_RANK, Chart
 from .design import ESTIMATORS
 from .resources import check_memory, progress
 from .results import DialResult
 from .selection import numpy_joint
-from .optim import BOX, OptimResult, pinv_sym, single_threaded_blas, warn_unresolved
+from .optim import BOX, OptimResult, single_threaded_blas, warn_unresolved
 
 METHODS: tuple[str, ...] = ESTIMATORS
 ENGINES: tuple[str, ...] = ("numpy", "stan")
 NEEDS_HUMAN = ("human", "pooled", "dial-nopos", "dial-anc", "dial-ada", "atc")
-ANCHORED_COVS: tuple[str, ...] = ("two-step", "fixed-basis")
 USES_RANK: tuple[str, ...] = ("dial-nopos", "dial-anc", "dial-ada", "atc")
 """Methods that fit the structured LLM model and so use ``rank``."""
 USES_CALIBRATION: tuple[str, ...] = ("dial-nopos", "dial-anc", "dial-ada")
@@ -83,6 +79,7 @@ def fit(
     seed: int | None = None,
     check: bool = True,
     penalty: str | None = None,
+    cluster_correction: bool = False,
 ) -> DialResult:
     """Fit one of the paper's estimators.
 
@@ -158,6 +155,13 @@ def fit(
         fits of ``dial-ada``.  Standard errors are the sandwich (or Fisher) covariance
         at the penalized estimate, with the unpenalized information as bread.  The
         calibration LRT stays a likelihood-ratio test of the unpenalized fits.
+    cluster_correction : bool, default False
+        Scale the clustered meats (``cov="cell"`` or ``"record"``) by the small-sample
+        factor ``G/(G-1)``, ``G`` the number of clusters (statsmodels' cluster
+        correction without its regression factor ``(n-1)/(n-k)``).  Off by default,
+        as in the paper; with few judge-pair cells per judge the position effects'
+        cell-clustered intervals cover slightly below the nominal level and the factor
+        widens them.  :meth:`DialResult.with_cov` switches it on or off later.
 
     Returns
     -------
@@ -221,12 +225,17 @@ def fit(
         res = _dispatch(data, common, method, engine=engine, cov_arg=cov_arg, lambdas=lambdas, multiples=multiples,
                         include_endpoints=include_endpoints, anchored_cov=anchored_cov, ties=ties, seed=seed,
                         rank_grid=rank_grid, penalty=penalty)
-        res.penalty = penalty
         # what res.bootstrap needs to refit the whole procedure on resampled records
-        res.details["refit"] = (data, dict(method=method, **given, engine=engine, cov=cov_arg,
-                                           level=level, lambdas=lambdas, multiples=multiples,
-                                           include_endpoints=include_endpoints, anchored_cov=anchored_cov, seed=seed,
-                                           penalty=penalty, ties=ties))
+        res = dataclasses.replace(res, penalty=penalty, ties=ties, cov_correction=bool(cluster_correction),
+                                  anchored_cov_type=anchored_cov if method in USES_CALIBRATION else None,
+                                  fit_arguments=dict(method=method, **given, engine=engine, cov=cov_arg, level=level,
+                                                     lambdas=lambdas, multiples=multiples,
+                                                     include_endpoints=include_endpoints, anchored_cov=anchored_cov,
+                                                     seed=seed, penalty=penalty, ties=ties,
+                                                     cluster_correction=bool(cluster_correction)))
+        if res.linearization:  # every covariance from the fit's linearization, as DialResult.with_cov forms it
+            res = dataclasses.replace(res, **res._covariance_tables(
+                res._block_covariances(res.cov_type, res.anchored_cov_type, res.cov_correction)))
     for w in caught:  # hand every warning on to the caller's filters
         warnings.warn_explicit(w.message, w.category, w.filename, w.lineno, source=w.source)
     with numerical_errors(f"the diagnosis of the {method!r} fit"):
@@ -349,6 +358,7 @@ def with_verdict(res: DialResult, data: Comparisons, caught: list[Warning], *, s
     """
     from .results import STATUSES
 
+    res.fit_warnings = tuple(caught)
     found: list[tuple[str, str]] = [(w.status, str(w)) for w in caught if isinstance(getattr(w, "status", None), str)]
     if not res.converged and not any(st in ("not converged", "at bound", "not identified") for st, _ in found):
         found.append(("not converged", f"an optimization of the {res.method} fit is not a resolved optimum "
@@ -412,37 +422,14 @@ def _rank_grid(rank: Any, data: Comparisons, method: str) -> list[int]:
 
 
 # ----------------------------------------------------------------- helpers
-def _glm_influence(X: Design, opt: OptimResult, n: np.ndarray, y: np.ndarray, w: float, E: np.ndarray,
-                   what: str = "fit") -> tuple[Influence, np.ndarray, bool]:
-    """Influence directions ``u_c = E H^{-1} x_c`` of a GLM fit (factored, ``J = X``,
-    ``A = E H^{-1}``) and its probabilities.
-
-    The reduced GLM charts have no gauge, so a singular Hessian means the design does
-    not identify the parameters (possible only with ``check=False``): it is reported
-    with a :class:`ConvergenceWarning` and the third return value ``True``.
-    """
-    p = expit(X @ opt.x)
-    Hinv, n_zero = pinv_sym(glm_information(X, n, p, w))
-    if n_zero:
-        warnings.warn(ConvergenceWarning(f"{what}: the Hessian is singular in {n_zero} direction(s); the design does "
-                                         "not identify the parameters (run pydial.check_design)", "not identified"),
-                      stacklevel=3)
-    return X.influence(E @ Hinv), p, bool(n_zero)
-
-
 def _fit_human(data: Comparisons, common: dict, point: "PointEngine | None" = None) -> DialResult:
-    N = data.N
     f = (point or NUMPY).human(data)
     warn_unresolved(f.opt, "human BTL")
-    T = centering_basis(N)
-    X = centered_design(data.human.i, data.human.j, N)
-    U, p, singular = _glm_influence(X, f.opt, data.human.n, data.human.y, 1.0 / data.n_human, T, "human BTL")
-    st = CellStats.from_parts([(data.human.n, data.human.y, p, 1.0 / data.n_human, True)])
-    C = influence_covariance(U, st, data, common["cov_type"], what="the human BTL scores")
-    scores, cov = score_tables(f.s, C, data.items, common["level"])
+    U, st, singular = human_influence(data, f.opt.x)
+    scores, cov = score_tables(f.s, unknown_cov(data.N), data.items, common["level"])
     return DialResult(**common, scores=scores, cov=cov, position_effects=None, judge_scores=None, structure=None,
                       calibration_coef=None, lambda_=0.0, converged=f.opt.resolved and not singular, grad_norm=f.opt.grad_norm,
-                      loss_human=human_loss(f.s, data.human))
+                      loss_human=human_loss(f.s, data.human), linearization=(linearize(U, st, "the human BTL scores"),))
 
 
 def numpy_judges(data: Comparisons, *, penalty: str | None = None) -> list:
@@ -462,96 +449,39 @@ def numpy_pooled(data: Comparisons, *, penalty: str | None = None) -> tuple[Opti
 
 
 def _fit_judges(data: Comparisons, common: dict, point: "PointEngine | None" = None) -> DialResult:
-    N, K = data.N, data.K
     fits = (point or NUMPY).judges(data)
-    T = centering_basis(N)
-    E = np.zeros((N + 1, N))
-    E[:N, : N - 1] = T
-    E[N, N - 1] = 1.0
-    S = np.zeros((K, N))
-    b = np.zeros(K)
-    covs, parts = [], []
-    conv, gmax = True, 0.0
-    for k in range(K):
-        m = data.llm.judge == k
-        cells = data.llm.select(m)
-        f = fits[k]
+    for k, f in enumerate(fits):
         warn_unresolved(f.opt, f"judge {data.judges[k]!r}")
-        conv &= f.opt.resolved
-        gmax = max(gmax, f.opt.grad_norm)
-        X = centered_design(cells.i, cells.j, N, cells.a)
-        U, p, singular = _glm_influence(X, f.opt, cells.n, cells.y, 1.0 / cells.n.sum(), E, f"judge {data.judges[k]!r}")
-        conv &= not singular
-        st = CellStats(cells.n, cells.y, p, np.full(cells.n.size, 1.0 / cells.n.sum()), np.zeros(cells.n.size, bool),
-                       np.flatnonzero(m), np.full(cells.n.size, -1))
-        covs.append(influence_covariance(U, st, data, common["cov_type"], what=f"the scores of judge {data.judges[k]!r}"))
-        parts.append((m, U, p))
-        S[k], b[k] = f.s, f.b
-    # One stacked influence over all judges' cells, targets (mean score, b), so that the
-    # record meat sees judgments of different judges on the same record together: J is
-    # block-diagonal over the judges' own parameters (rows in data.llm order).
-    rows = np.concatenate([np.flatnonzero(m) for m, _, _ in parts])
-    J_all = sp.block_diag([sp.csr_matrix(Uk.J) for _, Uk, _ in parts], format="csr")
-    J_all = J_all[np.argsort(rows, kind="stable")]
-    A_all = np.zeros((N + K, J_all.shape[1]))
-    p_all = np.zeros(len(data.llm))
-    w_all = np.zeros(len(data.llm))
-    col = 0
-    for k, (m, Uk, pk) in enumerate(parts):
-        width = Uk.A.shape[1]
-        A_all[:N, col:col + width] = Uk.A[:N] / K
-        A_all[N + k, col:col + width] = Uk.A[N]
-        col += width
-        p_all[m], w_all[m] = pk, 1.0 / data.llm.n[m].sum()
-    U_all = Influence(J_all, A_all)
-    st_all = CellStats(data.llm.n, data.llm.y, p_all, w_all, np.zeros(len(data.llm), bool),
-                       np.arange(len(data.llm)), np.full(len(data.llm), -1))
-    C_all = influence_covariance(U_all, st_all, data, common["cov_type"], what="the mean judge scores and position effects")
-    Cs, Cb = C_all[:N, :N], C_all[N:, N:]
-    pos, pos_cov = position_effect_tables(b, Cb, data.judges, common["level"])
-    scores, cov = score_tables(S.mean(0), Cs, data.items, common["level"])
+    lins, regular = judges_linearization(data, fits)
+    S = np.array([f.s for f in fits])
+    b = np.array([f.b for f in fits])
+    pos, pos_cov = position_effect_tables(b, unknown_cov(data.K), data.judges, common["level"])
+    scores, cov = score_tables(S.mean(0), unknown_cov(data.N), data.items, common["level"])
     judge_scores = pd.DataFrame(S, index=pd.Index(data.judges, name="judge"), columns=pd.Index(data.items, name="item"))
-    se = pd.DataFrame(np.sqrt(np.array([np.diag(c)[:N] for c in covs])), index=judge_scores.index, columns=judge_scores.columns)
     return DialResult(**common, scores=scores, cov=cov, position_effects=pos, position_effects_cov=pos_cov,
-                      judge_scores=judge_scores, structure=None, calibration_coef=None, lambda_=np.nan, converged=conv, grad_norm=gmax, loss_human=np.nan,
-                      details={"judge_score_se": se, "judge_cov": covs})
+                      judge_scores=judge_scores, structure=None, calibration_coef=None, lambda_=np.nan,
+                      converged=regular and all(f.opt.resolved for f in fits), grad_norm=max(f.opt.grad_norm for f in fits),
+                      loss_human=np.nan, linearization=lins)
 
 
 def _fit_pooled(data: Comparisons, common: dict, point: "PointEngine | None" = None) -> DialResult:
     N = data.N
-    L, Hc = data.llm, data.human
-    T = centering_basis(N)
-    X1 = centered_design(L.i, L.j, N)
-    w1, w2 = 1.0 / data.n_llm, 1.0 / data.n_human
     o1, o2 = (point or NUMPY).pooled(data)
     warn_unresolved(o1, "pooled LLM BTL")
-    sp_ = T @ o1.x
+    sp_ = centering_basis(N) @ o1.x
     if np.abs(sp_).max() < 1e-10:
         raise IdentifiabilityError("the pooled LLM BTL scores are all equal (the judges' preferences cancel): "
                                    "there is no direction to rescale to the human comparisons")
-    D2 = difference_design(Hc.i, Hc.j, N)
-    x2 = D2 @ sp_
     warn_unresolved(o2, "pooled calibration")
     c = float(o2.x[0])
     s = c * sp_
-    # Two-step linearization: stage 1 beta (pooled BTL), stage 2 c.
-    p1 = expit(X1 @ o1.x)
-    H1 = glm_information(X1, L.n, p1, w1)
-    p2 = expit(c * x2)
-    Cc = w2 * np.sum(Hc.n * p2 * (1 - p2) * x2**2)
-    d2 = centered_design(Hc.i, Hc.j, N)
-    X21 = w2 * d2.rmatvec(Hc.n * p2 * (1 - p2) * x2 * c + (Hc.n * p2 - Hc.y))
-    total = c * T - np.outer(sp_, X21 / Cc)
-    U_L = X1.influence(np.linalg.solve(H1, total.T).T)
-    U_H = Influence(x2[:, None], sp_[:, None] / Cc)
-    st = CellStats.from_parts([(L.n, L.y, p1, w1, False), (Hc.n, Hc.y, p2, w2, True)])
-    C = influence_covariance(stack_influence([U_L, U_H]), st, data, common["cov_type"], what="the pooled scores")
-    scores, cov = score_tables(s, C, data.items, common["level"])
+    scores, cov = score_tables(s, unknown_cov(N), data.items, common["level"])
     return DialResult(**common, scores=scores, cov=cov, position_effects=None, judge_scores=None, structure=None,
                       calibration_coef=np.array([c * np.linalg.norm(sp_) / np.sqrt(N)]), lambda_=np.inf,
                       converged=o1.resolved and o2.resolved,
-                      grad_norm=max(o1.grad_norm, o2.grad_norm), loss_human=human_loss(s, Hc),
-                      details={"pooled_scores": sp_})
+                      grad_norm=max(o1.grad_norm, o2.grad_norm), loss_human=human_loss(s, data.human),
+                      stage_scores=pd.DataFrame({"pooled": sp_}, index=pd.Index(data.items, name="item")),
+                      linearization=(pooled_linearization(data, o1, o2),))
 
 
 @dataclass(frozen=True)
@@ -634,115 +564,6 @@ def numpy_engine(penalty: str | None = None) -> PointEngine:
 NUMPY = numpy_engine()
 
 
-def staged_influence(data: Comparisons, fit_: StagedFit, *, fixed_basis: bool = False) -> tuple[Influence, CellStats]:
-    """Two-step influence directions of the calibrated scores at the staged endpoint.
-
-    LLM cells: ``u = (ds/dxi - ds/dc C^{-1} H_{c xi}) H_xi^+ d eta/d xi``; human cells:
-    ``u = ds/dc C^{-1} d eta/dc`` (see :mod:`pydial.inference`).  This is the
-    ``lambda -> inf`` limit of the finite-weight sandwich at the observed ``n_H/n_L``.
-    With ``fixed_basis=True`` the LLM contributions are dropped, giving the
-    ``M H_M^{-1} M^T`` limit of Cor. uniform-lambda (``n_H/n_L -> 0``), which ignores
-    the estimation error of ``M`` and under-covers in finite samples.
-    """
-    ch, th = fit_.chart, fit_.theta
-    oL = Objective(ch, Cells.stack(data, 1.0 / data.n_llm, 0.0))
-    oH = Objective(ch, Cells.stack(data, 0.0, 1.0 / data.n_human))
-    _, _, HL = oL.value_grad_hess(th)
-    _, _, HH = oH.value_grad_hess(th)
-    cs = ch.slices["c"]
-    xi = np.r_[np.arange(0, cs.start), np.arange(cs.stop, ch.dim)]
-    C = HH[cs, cs]
-    if np.linalg.matrix_rank(C) < C.shape[0]:
-        raise IdentifiabilityError("the human calibration block is singular: the human comparisons do not identify "
-                                   "c_H in the estimated basis (Cond. human-design, rank(D_H M) = d)")
-    Cinv = np.linalg.inv(C)
-    sdot = ch.score_jacobian(th)
-    S_xi, S_c = sdot[:, xi], sdot[:, cs]
-    total = S_xi - S_c @ Cinv @ HH[cs][:, xi]
-    HLp, _ = pinv_sym(HL[np.ix_(xi, xi)])
-    A_L = total @ HLp
-    if fixed_basis:
-        A_L = np.zeros_like(A_L)
-    U_L = oL.influence(th, A_L, xi)
-    U_H = oH.influence(th, S_c @ Cinv, cs)
-    st = CellStats.from_parts([(data.llm.n, data.llm.y, oL.probabilities(th), 1.0 / data.n_llm, False),
-                               (data.human.n, data.human.y, oH.probabilities(th), 1.0 / data.n_human, True)])
-    return stack_influence([U_L, U_H]), st
-
-
-def llm_only_effects(data: Comparisons, chart: Chart, theta: np.ndarray, cov: str,
-                     level: float) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Judge position effects ``b_k`` from the LLM-only fit with Wald tests of ``b_k = 0``
-    (Prop. stage-one-normality), and their covariance (judge x judge); bread ``H(l_L)^+``,
-    meat of type ``cov``."""
-    E = np.eye(chart.dim)[chart.slices["b"]]
-    C = _llm_only_cov(data, chart, theta, cov, E, "the position effects b")
-    return position_effect_tables(chart.order_effects(theta), C, data.judges, level)
-
-
-def consensus_loadings(data: Comparisons, chart: Chart, theta: np.ndarray, cov: str, level: float) -> pd.DataFrame:
-    """Consensus loadings ``gamma_k = N^{-1} (S mu)_k`` of the LLM-only fit with Wald
-    intervals (Prop. stage-one-normality); the Jacobian of the gauge-invariant map
-    ``theta -> gamma`` is taken by central differences (of :func:`consensus_gamma`,
-    no SVD per step)."""
-    gamma = chart.structure(theta).gamma
-    h = 1e-6
-    E = np.empty((data.K, chart.dim))
-    for t in range(chart.dim):
-        e = np.zeros(chart.dim)
-        e[t] = h
-        E[:, t] = (consensus_gamma(chart.S(theta + e)) - consensus_gamma(chart.S(theta - e))) / (2 * h)
-    C = _llm_only_cov(data, chart, theta, cov, E, "the consensus loadings gamma")
-    tab = wald_table(gamma, C, list(data.judges), level, "gamma")[["gamma", "se", "ci_low", "ci_high"]]
-    tab.index.name = "judge"
-    return tab
-
-
-def _llm_only_cov(data: Comparisons, chart: Chart, theta: np.ndarray, cov: str, E: np.ndarray, what: str) -> np.ndarray:
-    """Sandwich ``E H^+ M H^+ E^T`` of a target with Jacobian ``E`` at the LLM-only fit.
-
-    The bread ``H(l_L)^+`` and the meat (in the full coordinates, one per ``cov``) are
-    shared by the judge diagnostics and cached on ``data`` for the fitted ``theta``.
-    """
-    key = ("llm_only_sandwich", chart, theta.tobytes())
-    hit = data._cache.setdefault(key, {})
-    if "Hp" not in hit or cov not in hit:
-        o = Objective(chart, Cells.stack(data, 1.0 / data.n_llm, 0.0))
-        if "Hp" not in hit:
-            hit["Hp"] = pinv_sym(o.value_grad_hess(theta)[2])[0]
-        st = CellStats.from_parts([(data.llm.n, data.llm.y, o.probabilities(theta), 1.0 / data.n_llm, False)])
-        J = o.full_jacobian(theta)
-        hit[cov] = parameter_meat(J, st, data, cov)
-        if "JtJ" not in hit:
-            hit["JtJ"] = J.T @ J
-    return meat_covariance(hit[cov], hit["JtJ"], E @ hit["Hp"] @ chart.T.T, cov, what)
-
-
-def finite_influence(data: Comparisons, ch: Chart, lam: float, theta: np.ndarray,
-                     hess_pinv: np.ndarray | None = None) -> tuple[Influence, CellStats]:
-    """Sandwich influence directions ``u_c = sdot H^+ d eta_c/d theta`` at a finite weight
-    (eq. weighted-empirical-sandwich; pseudo-inverse in the over-parameterized chart;
-    ``hess_pinv``: ``H^+`` of the unpenalized loss at ``theta`` when already known)."""
-    obj = Objective.weighted(ch, data, lam)
-    Hp = hess_pinv if hess_pinv is not None else pinv_sym(obj.value_grad_hess(theta)[2])[0]
-    U = obj.influence(theta, ch.score_jacobian(theta) @ Hp)
-    p = obj.probabilities(theta)
-    h = obj.cells.is_human
-    st = CellStats.from_parts([(data.llm.n, data.llm.y, p[~h], lam / data.n_llm, False),
-                               (data.human.n, data.human.y, p[h], 1.0 / data.n_human, True)])
-    return U, st
-
-
-def human_influence(data: Comparisons, beta: np.ndarray) -> tuple[Influence, CellStats]:
-    """Influence directions of the centered human BTL fit (reduced chart ``s = T beta``), the
-    ``lambda = 0`` endpoint (eq. human-only-estimator; sandwich of eq. weighted-empirical-sandwich)."""
-    T = centering_basis(data.N)
-    X = centered_design(data.human.i, data.human.j, data.N)
-    p = expit(X @ beta)
-    U = X.influence(np.linalg.solve(glm_information(X, data.human.n, p, 1.0 / data.n_human), T.T).T)
-    return U, CellStats.from_parts([(data.human.n, data.human.y, p, 1.0 / data.n_human, True)])
-
-
 def _fit_dial(data: Comparisons, common: dict, *, order: bool, adaptive: bool, lambdas: Any, multiples: Any,
               include_endpoints: bool | str, anchored_cov: str, rank_grid: list[int], point: PointEngine = NUMPY,
               penalty: str | None = None) -> DialResult:
@@ -783,21 +604,25 @@ def _fit_dial(data: Comparisons, common: dict, *, order: bool, adaptive: bool, l
     sf = staged[r_sel]
     common = {**common, "rank": r_sel}
     if best.lam == 0:
-        U, stt = human_influence(data, best.theta)
-        C = influence_covariance(U, stt, data, common["cov_type"], what="the calibrated scores")
+        U0, st0, _ = human_influence(data, best.theta)
+        lin = linearize(U0, st0, "the calibrated scores")
         s = best.s
     elif np.isinf(best.lam):
-        U, stt = staged_influence(data, sf, fixed_basis=(anchored_cov == "fixed-basis"))
-        C = influence_covariance(U, stt, data, common["cov_type"], what="the calibrated scores")
+        lin = staged_linearization(data, sf)
         s = sf.chart.scores(sf.theta)
     else:
         # the bread is the unpenalized Hessian (pydial.penalty): the candidate's H^+ only without a penalty
         U, stt = finite_influence(data, sf.chart, best.lam, best.theta, best.hess_pinv if penalty is None else None)
-        C = influence_covariance(U, stt, data, common["cov_type"], what="the calibrated scores")
+        lin = linearize(U, stt, "the calibrated scores")
         s = best.s
-    scores, cov = score_tables(s, C, data.items, common["level"])
-    pos, pos_cov = (llm_only_effects(data, sf.llm_chart, sf.llm_theta, common["cov_type"], common["level"]) if order
-                    else (None, None))
+    scores, cov = score_tables(s, unknown_cov(data.N), data.items, common["level"])
+    lins = (lin,)
+    pos = pos_cov = None
+    if order:
+        lin_b, lin_g = llm_only_linearization(data, sf.llm_chart, sf.llm_theta)
+        lins += (lin_b, lin_g)
+        pos, pos_cov = position_effect_tables(sf.llm_chart.order_effects(sf.llm_theta), unknown_cov(data.K), data.judges,
+                                              common["level"])
     structure = sf.llm_chart.structure(sf.llm_theta)
     judge_scores = pd.DataFrame(structure.S, index=pd.Index(data.judges, name="judge"), columns=pd.Index(data.items, name="item"))
     d = sf.chart.d
@@ -816,14 +641,14 @@ def _fit_dial(data: Comparisons, common: dict, *, order: bool, adaptive: bool, l
                      judge_scores=judge_scores, structure=structure, calibration_coef=c_coef, lambda_=best.lam,
                      converged=all(o.resolved for o in opts), grad_norm=max(o.grad_norm for o in opts),
                      loss_human=human_loss(s, data.human),
-                     details={"anchored_cov": anchored_cov}, fallback=fallback,
+                     fallback=fallback, linearization=lins,
                      theta=best.theta if np.isfinite(best.lam) and best.lam > 0 else sf.theta, chart=sf.chart,
                      llm_theta=sf.llm_theta, llm_chart=sf.llm_chart,
                      path=tuple(PathEntry.light(staged[r].chart, staged[r].theta, c) for r, c in options))
     res.gacv = table if adaptive else None
     res.calibration_test = ct
     if order:
-        res.consensus = consensus_loadings(data, sf.llm_chart, sf.llm_theta, common["cov_type"], common["level"])
+        res.consensus = consensus_table(structure.gamma, unknown_cov(data.K), data.judges, common["level"])
     return res
 
 
@@ -854,10 +679,13 @@ def _fit_atc(data: Comparisons, common: dict, point: "PointEngine | None" = None
     warn_unresolved(sf.llm_opt, "structured LLM-only fit")
     base = sf.chart.scores(sf.theta)
     s, scores, cov = atc_scores(base, h.s, data.items)
-    pos, pos_cov = llm_only_effects(data, sf.llm_chart, sf.llm_theta, common["cov_type"], common["level"])
+    pos, pos_cov = position_effect_tables(sf.llm_chart.order_effects(sf.llm_theta), unknown_cov(data.K), data.judges,
+                                          common["level"])
+    lin_b, _ = llm_only_linearization(data, sf.llm_chart, sf.llm_theta)
     return DialResult(**{**common, "calibration": "mu"}, scores=scores, cov=cov, position_effects=pos,
                       position_effects_cov=pos_cov,
                       judge_scores=None, structure=sf.llm_chart.structure(sf.llm_theta), calibration_coef=None,
                       lambda_=np.inf, converged=h.opt.resolved and sf.llm_opt.resolved,
                       grad_norm=max(h.opt.grad_norm, sf.llm_opt.grad_norm), loss_human=human_loss(s, data.human),
-                      details={"human_btl": h.s, "anchored": base})
+                      stage_scores=pd.DataFrame({"anchored": base, "human": h.s}, index=pd.Index(data.items, name="item")),
+                      linearization=(lin_b,))

@@ -20,7 +20,7 @@ import scipy.sparse as sp
 from scipy.special import expit
 
 from .data import Comparisons, HumanCells, LLMCells
-from .inference import Influence
+from .meats import Influence
 from .likelihood import Objective, binomial_nll
 from .model import Chart, structure_from_S
 from .optim import BOX, OptimResult, newton

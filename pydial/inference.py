@@ -1,432 +1,39 @@
-r"""Covariances of DIAL estimators from per-comparison influence contributions.
+r"""Inference for the DIAL estimators: the linearization of each fit and Wald tables.
 
-Every estimator here is a (possibly two-stage) M-estimator, so a smooth target
-``t`` (the scores ``s``, the order effects ``b``, ...) is linearized as
-
-.. math:: \hat t - t \approx \sum_v \mathrm{IF}_v ,\qquad
-          \mathrm{IF}_v = w_v\{(p_{c(v)} - z_v)\, u_{c(v)} - \bar u_{\mathrm{block}(v)}\}
-
-where ``v`` runs over single comparisons, ``c(v)`` is its cell, ``w_v`` the
-per-comparison weight of the criterion, ``u_c = A \nabla\eta_c`` the cell's
-influence direction and ``\bar u`` the within-block mean score (the human and
-LLM blocks are centered separately, eq. weighted-empirical-sandwich).  For a
-single-stage fit ``A = \dot t H^+`` (the sandwich of eq. weighted-empirical-sandwich
-with Moore-Penrose inverse in the over-parameterized chart, Lemma
-overparam-invariance); for the staged endpoint ``lambda = inf`` the LLM cells use
-``A = (d t/d xi)_{total} H_\xi^+`` and the human cells ``A = (d t/ d c) C^{-1}``, the
-two-step (stacked estimating equation) delta method, which is the
-``lambda -> inf`` limit of the finite-lambda sandwich at the observed ``n_H/n_L``.
-
-The covariance is ``sum over clusters of (sum_{v in cluster} IF_v)(...)^T`` with
-
-* ``"fisher"``   -- model-based: ``sum_c w_c^2 n_c p_c (1-p_c) u_c u_c^T`` (no centering);
-* ``"binomial"`` -- every comparison its own cluster (identity kernel of eq. hac-meat);
-* ``"cell"``     -- LLM comparisons clustered by (judge, pair) over both orders
-  (eq. cell-clustered-meat), human comparisons independent;
-* ``"record"``   -- all comparisons of a record (human and LLM) clustered together
-  (eq. hac-meat with the record kernel).
+The *bread* of every sandwich lives here: the influence directions ``u_c = A j_c`` of
+each estimator (:func:`glm_influence` for the GLM fits, :func:`staged_influence` for the
+two-step endpoint ``lambda = inf``, :func:`finite_influence` for the weighted joint fit,
+:func:`human_influence` for ``lambda = 0``, :func:`llm_only_linearization` for the
+judges' position effects and consensus loadings).  The meats that turn them into
+covariances are in :mod:`pydial.meats` (re-exported here); the Wald tables of the
+results at the end.
 """
 
 from __future__ import annotations
 
 import warnings
-from dataclasses import dataclass, replace
 from typing import Any, Sequence
 
 import numpy as np
 import pandas as pd
 import scipy.sparse as sp
+from scipy.special import expit
 from scipy.stats import norm
 
 from .data import Comparisons
-from .exceptions import ConvergenceError, CovarianceWarning
-
-COV_TYPES: tuple[str, ...] = ("fisher", "binomial", "cell", "record")
-COV_DESCRIPTIONS = {
-    "fisher": "model-based (Fisher information)",
-    "binomial": "sandwich, independent comparisons (binomial meat)",
-    "cell": "sandwich, clustered by judge-pair cell (eq. cell-clustered-meat)",
-    "record": "sandwich, clustered by record (eq. hac-meat, record kernel)",
-}
-
-
-def check_cov_type(cov: str) -> str:
-    """Validate a meat name against :data:`COV_TYPES`."""
-    if cov not in COV_TYPES:
-        raise ValueError(f"cov must be one of {COV_TYPES}, got {cov!r}")
-    return cov
-
-
-@dataclass(frozen=True)
-class CellStats:
-    """Cell counts and fitted probabilities in the stacked order of
-    :class:`pydial.likelihood.Cells` (LLM cells, then human cells).
-
-    ``llm_index`` / ``human_index`` give each cell's position in ``data.llm`` /
-    ``data.human`` (``-1`` where not applicable), used for clustering.
-    """
-
-    n: np.ndarray
-    y: np.ndarray
-    p: np.ndarray
-    w: np.ndarray
-    is_human: np.ndarray
-    llm_index: np.ndarray
-    human_index: np.ndarray
-
-    @classmethod
-    def from_parts(cls, parts: list[tuple[np.ndarray, np.ndarray, np.ndarray, float, bool]]) -> "CellStats":
-        """Stack ``(n, y, p, w, is_human)`` groups; LLM groups must cover ``data.llm`` in order."""
-        n = np.concatenate([x[0] for x in parts])
-        y = np.concatenate([x[1] for x in parts])
-        p = np.concatenate([x[2] for x in parts])
-        w = np.concatenate([np.full(x[0].size, x[3], float) for x in parts])
-        h = np.concatenate([np.full(x[0].size, x[4]) for x in parts])
-        li = np.full(n.size, -1)
-        hi = np.full(n.size, -1)
-        li[~h] = np.arange((~h).sum())
-        hi[h] = np.arange(h.sum())
-        return cls(n, y, p, w, h, li, hi)
-
-
-@dataclass(frozen=True)
-class Influence:
-    r"""Influence directions in factored form, ``u_c = A j_c`` (``U = J A^T``).
-
-    ``J`` (m x P, usually sparse) holds the derivatives ``d eta_c / d zeta`` of every
-    cell's linear predictor in some parameter space (each LLM cell touches
-    ``3(r+1)+1`` coordinates, each human cell ``2(r+1)+d``) and ``A`` (q x P, dense)
-    maps a parameter score to the target (``A = \dot t H^+`` for a one-stage fit,
-    the two-step maps of the staged endpoint stacked side by side).  The meats are
-    formed in the parameter space as sparse products and only ``P x P`` and
-    ``q x q`` matrices are ever dense.
-    """
-
-    J: Any
-    A: np.ndarray
-
-    def dense(self) -> np.ndarray:
-        """``U = J A^T`` (m x q); for checks on small problems only."""
-        return np.asarray(self.J @ self.A.T)
-
-
-def stack_influence(parts: "list[Influence]") -> "Influence":
-    """Influence of cells stacked block by block (e.g. LLM then human cells), each with
-    its own parameter space: ``J`` block-diagonal, ``A`` side by side."""
-    J = sp.block_diag([sp.csr_matrix(p.J) for p in parts], format="csr")
-    return Influence(J, np.hstack([p.A for p in parts]))
-
-
-def influence_covariance(U: "Influence | np.ndarray", st: CellStats, data: Comparisons, cov: str, *,
-                         what: str = "the estimates") -> np.ndarray:
-    """Covariance ``sum_clusters (sum IF)(sum IF)^T`` of a linearized target (eq.
-    weighted-empirical-sandwich; clustered meats as eq. hac-meat).
-
-    Parameters
-    ----------
-    U : Influence or ndarray (m, q)
-        Influence directions ``u_c`` of every cell (stacked order of ``st``), either
-        factored (``J``, ``A``) or as a dense matrix (taken as ``J`` with ``A = I``).
-    st : CellStats
-        Counts, fitted probabilities and weights of the same cells.
-    data : Comparisons
-        Supplies the judge-pair and record structure for clustering.
-    cov : {"fisher", "binomial", "cell", "record"}
-    what : str
-        Name of the target, for the warning of :func:`degenerate_meat`.
-
-    Returns
-    -------
-    ndarray (q, q)
-        All NaN when the sandwich meat is degenerate (see :func:`degenerate_meat`).
-    """
-    check_cov_type(cov)
-    J, A = (U.J, U.A) if isinstance(U, Influence) else (U, None)
-    return meat_covariance(parameter_meat(J, st, data, cov), _gram(J, np.ones(J.shape[0])), A, cov, what)
-
-
-def meat_covariance(M: "Meat", JtJ: Any, A: np.ndarray | None, cov: str, what: str) -> np.ndarray:
-    """The sandwich ``A M A^T`` of eq. weighted-empirical-sandwich (``M`` itself when ``A`` is None), all NaN when the meat is degenerate
-    for the target's ``rank(J A^T)`` directions (``JtJ = J^T J``; :func:`degenerate_meat`)."""
-    C = M.dense() if A is None else M.sandwich(A)
-    gram = _dense(JtJ) if A is None else np.asarray(A @ _dense(JtJ @ A.T))
-    return np.full_like(C, np.nan) if degenerate_meat(gram, M.clusters, cov, what) else C
-
-
-def degenerate_meat(gram: np.ndarray, G: int | None, cov: str, what: str) -> bool:
-    """Whether an empirical meat with ``G`` independent clusters cannot estimate the
-    covariance of a target with ``p = rank(U)`` free directions (``gram = U^T U``):
-    ``G <= p`` (with one cluster in particular, the centred meat is exactly zero).  Warns
-    with a :class:`~pydial.exceptions.CovarianceWarning` naming the meat, ``what``, ``G``
-    and ``p``.  The model-based ``"fisher"`` covariance (``G = None``) is never degenerate here.
-    """
-    if G is None:
-        return False
-    ev = np.linalg.eigvalsh(gram) if gram.size else np.zeros(0)
-    p = int(np.sum(ev > 1e-10 * max(float(ev.max(initial=0.0)), 1e-300)))
-    if G > p:
-        return False
-    warnings.warn(CovarianceWarning(
-        f"the {cov!r} covariance of {what} is degenerate: {G} independent cluster(s) for p = {p} estimated "
-        f"direction(s) (a clustered meat needs more clusters than directions); its standard errors and intervals "
-        f"are NaN. Use cov='binomial' or 'fisher', or more {'records' if cov == 'record' else 'judge-pair cells'}"),
-        stacklevel=3)
-    return True
-
-
-@dataclass(frozen=True)
-class Meat:
-    """A meat ``S + sum_t a_t b_t^T`` in a parameter space: ``S`` sparse (or dense) plus
-    low-rank centering terms kept as factors, so nothing P x P is dense unless asked."""
-
-    S: Any
-    low: tuple[tuple[np.ndarray, np.ndarray], ...] = ()
-    clusters: int | None = None  # independent clusters; None for the model-based meat
-
-    def __add__(self, other: "Meat") -> "Meat":
-        G = None if self.clusters is None or other.clusters is None else self.clusters + other.clusters
-        return Meat(self.S + other.S, self.low + other.low, G)
-
-    def sandwich(self, A: np.ndarray) -> np.ndarray:
-        """``A M A^T`` (q x q)."""
-        out = np.asarray(A @ np.asarray(self.S @ A.T))
-        for a, b in self.low:
-            out += np.outer(A @ a, A @ b)
-        return 0.5 * (out + out.T)
-
-    def dense(self) -> np.ndarray:
-        """``M`` as a dense array."""
-        out = _dense(self.S).astype(float, copy=True)
-        for a, b in self.low:
-            out += np.outer(a, b)
-        return out
-
-
-def parameter_meat(J: Any, st: CellStats, data: Comparisons, cov: str) -> "Meat":
-    r"""The meat ``sum_clusters g g^T`` in the parameter space of ``J`` (P x P).
-
-    Per-comparison scores are ``w_v {(p_c - z_v) j_c - \bar g_{block}}`` with the
-    block means ``\bar g = sum_c (n_c p_c - y_c) j_c / n_block`` (eq.
-    weighted-empirical-sandwich); the cluster sums are formed through a sparse
-    cluster-indicator matrix (eq. cell-clustered-meat, eq. hac-meat).  Sparse when
-    ``J`` is sparse, dense otherwise.
-    """
-    check_cov_type(cov)
-    n, y, p, w = st.n, st.y, st.p, st.w
-    if cov == "fisher":
-        return Meat(_gram(J, w**2 * n * p * (1 - p)))
-    s1 = n * p - y  # sum over the cell's comparisons of (p - z_v)
-    blocks = [m for m in (~st.is_human, st.is_human) if m.any()]
-    if cov == "binomial":
-        return _sum(independent_meat(_rows(J, m), n[m], y[m], p[m], w[m]) for m in blocks)
-    gbar = {bool(st.is_human[m][0]): _vec(_rows(J, m).T @ s1[m]) / n[m].sum() for m in blocks}
-    if cov == "cell":
-        h = st.is_human
-        out = []
-        if h.any():  # human comparisons independent
-            out.append(independent_meat(_rows(J, h), n[h], y[h], p[h], w[h]))
-        if (~h).any():
-            lm = np.flatnonzero(~h)
-            L = data.llm
-            li = st.llm_index[lm]
-            key = (L.judge[li] * data.N + L.i[li]) * data.N + L.j[li]
-            _, cl = np.unique(key, return_inverse=True)
-            ind = _indicator(cl, cl.max() + 1 if cl.size else 0)
-            Gs = ind @ _scale_rows(_rows(J, ~h), w[lm] * s1[lm])
-            cnt = np.asarray(ind @ (w[lm] * n[lm]))[:, None]
-            out.append(replace(_centered_gram(Gs, cnt, gbar[False][:, None]), clusters=Gs.shape[0]))
-        return _sum(out)
-    # record kernel
-    R = data.rows
-    if R is None:
-        raise _no_records()
-    n_llm_cells = len(data.llm)
-    # stacked position of each decisive row's cell
-    pos_llm = np.full(n_llm_cells, -1)
-    pos_llm[st.llm_index[~st.is_human]] = np.flatnonzero(~st.is_human)
-    pos_h = np.full(len(data.human), -1)
-    pos_h[st.human_index[st.is_human]] = np.flatnonzero(st.is_human)
-    is_h_row = R.judge == data.K
-    pos = np.full(R.cell.size, -1)
-    pos[is_h_row] = pos_h[R.cell[is_h_row]]
-    pos[~is_h_row] = pos_llm[R.cell[~is_h_row]]
-    used = pos >= 0
-    rec, pos, z = R.record[used], pos[used], R.z[used]
-    n_rec = len(data.record_ids)
-    # IF of a row: w (p - z) j - w gbar_block ; aggregate rows to (record, cell) first.
-    coef = sp.csr_matrix((w[pos] * (p[pos] - z), (rec, pos)), shape=(n_rec, st.n.size))
-    Gs = coef @ J
-    flags = [f for f in (False, True) if f in gbar]
-    C = np.column_stack([np.bincount(rec[st.is_human[pos] == f], weights=w[pos[st.is_human[pos] == f]], minlength=n_rec)
-                         for f in flags])
-    B = np.column_stack([gbar[f] for f in flags])
-    return replace(_centered_gram(Gs, C, B), clusters=int(np.unique(rec).size))
-
-
-def independent_meat(U: Any, n: np.ndarray, y: np.ndarray, p: np.ndarray, w: np.ndarray) -> "Meat":
-    r"""``sum_v IF_v IF_v^T`` for one block of independent comparisons (identity kernel
-    of eq. hac-meat), ``IF_v = w_v {(p_c - z_v) u_c - \bar u}`` with the block mean
-    ``\bar u = sum_c (n_c p_c - y_c) u_c / n_block``; a cell contributes
-    ``w^2 [y (1-p)^2 + (n-y) p^2] u u^T`` (weights constant within the block).
-    ``U`` may be sparse (the result is then sparse)."""
-    ub = _vec(U.T @ (n * p - y)) / n.sum()
-    s2 = y * (1 - p) ** 2 + (n - y) * p**2
-    return Meat(_gram(U, w**2 * s2), ((ub, -ub * np.sum(w**2 * n)),), int(n.sum()))
-
-
-# ------------------------------------------------------------- tie outcomes
-@dataclass(frozen=True)
-class OutcomeStats:
-    r"""Cells with three outcomes (``i`` wins, ``j`` wins, tie) for the tie-model meats.
-
-    ``counts``, ``P``, ``a``, ``b`` are ``(m, 3)``: observed counts, fitted
-    probabilities and the derivatives ``a = d log P / d eta``, ``b = d log P / d l``
-    of each outcome (:meth:`pydial.likelihood.TieObjective.outcome_derivatives`);
-    ``w`` the per-comparison weight, ``is_human`` the block; ``judge, i, j`` the
-    cell's judge-pair key (for the cell meat) and ``a_order`` its display order.
-    A comparison ``v`` with outcome ``o`` in cell ``c`` has the loss score
-    ``-(a_{co} \nabla\eta_c + b_{co} \nabla l_{g(c)})``: the binary
-    ``(p_c - z_v) \nabla\eta_c`` when ``b = 0`` and the tie outcome is absent.
-    """
-
-    counts: np.ndarray
-    P: np.ndarray
-    a: np.ndarray
-    b: np.ndarray
-    w: np.ndarray
-    is_human: np.ndarray
-    judge: np.ndarray
-    i: np.ndarray
-    j: np.ndarray
-    a_order: np.ndarray
-
-    @property
-    def m(self) -> int:
-        return int(self.w.size)
-
-    def rows(self, J2: Any) -> sp.csr_matrix:
-        """Loss scores of one comparison of every (cell, outcome), ``3m x P`` (outcome-major):
-        ``-(a_{co} J2[c] + b_{co} J2[m + c])`` with ``J2`` the two derivative channels
-        (:meth:`pydial.likelihood.TieObjective.ext_jacobian`)."""
-        m = self.m
-        r = np.repeat(np.arange(3 * m), 2)
-        cols = np.tile(np.column_stack([np.arange(m), m + np.arange(m)]), (3, 1)).ravel()
-        vals = -np.column_stack([self.a.T.ravel(), self.b.T.ravel()]).ravel()
-        Cf = sp.csr_matrix((vals, (r, cols)), shape=(3 * m, 2 * m))
-        return (Cf @ sp.csr_matrix(J2)).tocsr()
-
-
-def outcome_meat(J2: Any, st: OutcomeStats, data: Comparisons, cov: str, record_rows: Any = None) -> "Meat":
-    r"""The meats of :func:`parameter_meat` for cells with three outcomes.
-
-    Per-comparison influence ``w_v (g_v - \bar g_{block})`` with ``g_v`` the loss score
-    of :class:`OutcomeStats`; ``"fisher"`` is ``sum_c w_c^2 n_c sum_o P_{co} g_{co} g_{co}^T``;
-    ``"binomial"`` treats comparisons as independent; ``"cell"`` clusters LLM comparisons by
-    (judge, pair) over both orders and outcomes (eq. cell-clustered-meat); ``"record"``
-    clusters all comparisons of a record (eq. hac-meat), ``record_rows = (record, cell,
-    outcome)`` of every judgment used (cell in the stacked order of ``st``).  With binary
-    cells (no tie outcome, ``b = 0``) this is :func:`parameter_meat` up to rounding.
-    """
-    check_cov_type(cov)
-    m = st.m
-    R = st.rows(J2)
-    cnt = st.counts.T.ravel().astype(float)
-    w3, h3 = np.tile(st.w, 3), np.tile(st.is_human, 3)
-    if cov == "fisher":
-        n3 = np.tile(st.counts.sum(1), 3)
-        return Meat(_gram(R, w3**2 * n3 * st.P.T.ravel()))
-    blocks = [mk for mk in (~h3, h3) if mk.any()]
-    gbar = {bool(h3[mk][0]): _vec(_rows(R, mk).T @ cnt[mk]) / cnt[mk].sum() for mk in blocks}
-
-    def independent(mk: np.ndarray) -> "Meat":
-        Rm, c, w = _rows(R, mk), cnt[mk], w3[mk]
-        ub = gbar[bool(h3[mk][0])]
-        return Meat(_gram(Rm, w**2 * c), ((ub, -ub * np.sum(w**2 * c)),), int(c.sum()))
-
-    if cov == "binomial":
-        return _sum(independent(mk) for mk in blocks)
-    if cov == "cell":
-        out = []
-        if h3.any():
-            out.append(independent(h3))
-        if (~h3).any():
-            lm = ~h3
-            key = (np.tile(st.judge, 3)[lm] * data.N + np.tile(st.i, 3)[lm]) * data.N + np.tile(st.j, 3)[lm]
-            _, cl = np.unique(key, return_inverse=True)
-            ind = _indicator(cl, cl.max() + 1 if cl.size else 0)
-            Gs = ind @ _scale_rows(_rows(R, lm), w3[lm] * cnt[lm])
-            csum = np.asarray(ind @ (w3[lm] * cnt[lm]))[:, None]
-            out.append(replace(_centered_gram(Gs, csum, gbar[False][:, None]), clusters=Gs.shape[0]))
-        return _sum(out)
-    if record_rows is None:
-        raise _no_records()
-    rec, cell, outc = (np.asarray(x, np.int64) for x in record_rows)
-    pos = outc * m + cell
-    n_rec = len(data.record_ids)
-    coef = sp.csr_matrix((w3[pos], (rec, pos)), shape=(n_rec, 3 * m))
-    Gs = coef @ R
-    flags = [f for f in (False, True) if f in gbar]
-    C = np.column_stack([np.bincount(rec[h3[pos] == f], weights=w3[pos[h3[pos] == f]], minlength=n_rec) for f in flags])
-    B = np.column_stack([gbar[f] for f in flags])
-    return replace(_centered_gram(Gs, C, B), clusters=int(np.unique(rec).size))
-
-
-# ------------------------------------------------------- sparse/dense helpers
-def _no_records() -> Exception:
-    from .exceptions import DataError
-
-    return DataError("cov='record' clusters the comparisons by record id, but these data carry no record ids "
-                     "(built from aggregated counts by Comparisons.from_counts); use cov='cell', 'binomial' or "
-                     "'fisher', or load the judgments row by row")
-
-
-def _dense(M: Any) -> np.ndarray:
-    return M.toarray() if sp.issparse(M) else np.asarray(M)
-
-
-def _vec(x: Any) -> np.ndarray:
-    return np.asarray(x).ravel()
-
-
-def _rows(J: Any, mask: np.ndarray) -> Any:
-    """Rows of ``J`` where ``mask`` holds (a view when the mask covers everything)."""
-    return J if mask.all() else J[mask]
-
-
-def _scale_rows(J: Any, d: np.ndarray) -> Any:
-    return sp.diags(d) @ J if sp.issparse(J) else d[:, None] * J
-
-
-def _gram(J: Any, d: np.ndarray) -> Any:
-    """``J^T diag(d) J``."""
-    if sp.issparse(J):
-        J = sp.csr_matrix(J)
-        return (J.T @ _scale_rows(J, d)).tocsr()
-    return (J.T * d) @ J
-
-
-def _centered_gram(Gs: Any, C: np.ndarray, B: np.ndarray) -> "Meat":
-    """``(Gs - C B^T)^T (Gs - C B^T)`` without forming the dense cluster matrix:
-    ``Gs^T Gs`` plus the low-rank terms ``-X B^T - B X^T + B (C^T C) B^T``, ``X = Gs^T C``."""
-    X = np.asarray(Gs.T @ C)
-    CC = C.T @ C
-    low = []
-    for t in range(B.shape[1]):
-        low += [(X[:, t], -B[:, t]), (B[:, t], -X[:, t]), (B[:, t], B @ CC[:, t])]
-    G = sp.csr_matrix(Gs) if sp.issparse(Gs) else Gs
-    return Meat((G.T @ G).tocsr() if sp.issparse(G) else G.T @ G, tuple(low))
-
-
-def _sum(mats: Any) -> "Meat":
-    out = None
-    for m in mats:
-        out = m if out is None else out + m
-    return out
-
-
-def _indicator(groups: np.ndarray, G: int) -> sp.csr_matrix:
-    """The sparse cluster-indicator matrix (G x m) of integer groups ``0..G-1``."""
-    return sp.csr_matrix((np.ones(groups.size), (groups, np.arange(groups.size))), shape=(G, groups.size))
+from .exceptions import ConvergenceError, ConvergenceWarning, CovarianceWarning, IdentifiabilityError
+from .fit import Design, centered_design, centering_basis, difference_design, glm_information
+from .likelihood import Cells, Objective
+from .meats import (ANCHORED_COVS, CLUSTERED, COV_DESCRIPTIONS, COV_TYPES, CellStats, Influence, Linearization, Meat,
+                    MeatSource, OutcomeStats, check_cov_type, degenerate_meat, independent_meat, influence_covariance,
+                    linearize, meat_covariance, outcome_meat, parameter_meat, stack_influence)
+from .model import Chart, consensus_gamma
+from .optim import OptimResult, pinv_sym
+
+__all__ = ["ANCHORED_COVS", "CLUSTERED", "COV_DESCRIPTIONS", "COV_TYPES", "CellStats", "Influence", "Linearization", "Meat",
+           "MeatSource", "OutcomeStats", "check_cov_type", "degenerate_meat", "independent_meat", "influence_covariance",
+           "linearize", "meat_covariance", "outcome_meat", "parameter_meat", "stack_influence", "score_tables",
+           "consensus_table", "unknown_cov", "position_effect_tables", "wald_table", "wald_frame"]
 
 
 def score_tables(s: np.ndarray, C: np.ndarray, items: tuple[str, ...], level: float) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -440,6 +47,19 @@ def score_tables(s: np.ndarray, C: np.ndarray, items: tuple[str, ...], level: fl
     tab.index.name = "item"
     cov = pd.DataFrame(C, index=pd.Index(items, name="item"), columns=pd.Index(items, name="item"))
     return tab, cov
+
+
+def consensus_table(gamma: np.ndarray, cov: np.ndarray, judges: Sequence[str], level: float) -> pd.DataFrame:
+    """Consensus loadings ``gamma_k`` with Wald intervals (``gamma, se, ci_low, ci_high`` by judge)."""
+    tab = wald_table(gamma, cov, list(judges), level, "gamma")[["gamma", "se", "ci_low", "ci_high"]]
+    tab.index.name = "judge"
+    return tab
+
+
+def unknown_cov(q: int) -> np.ndarray:
+    """A ``q x q`` covariance not formed yet (all NaN): the placeholder of a table whose
+    standard errors :meth:`pydial.results.DialResult.with_cov` fills in."""
+    return np.full((q, q), np.nan)
 
 
 def position_effect_tables(b: np.ndarray, cov: np.ndarray, judges: Sequence[str],
@@ -476,3 +96,205 @@ def wald_frame(est: np.ndarray, var: np.ndarray, index: list[str], level: float,
         {name: est, "se": se, "ci_low": est - zq * se, "ci_high": est + zq * se, "z": z, "p_value": 2 * norm.sf(np.abs(z))},
         index=pd.Index(index),
     )
+
+
+# ===================================================================== breads
+def glm_influence(X: Design, x: np.ndarray, n: np.ndarray, w: float, E: np.ndarray,
+                  what: str = "fit") -> tuple[Influence, np.ndarray, bool]:
+    """Influence directions ``u_c = E H^{-1} x_c`` of a GLM fit (factored, ``J = X``, ``A = E H^{-1}``).
+
+    ``x`` is the fit's optimum.  Also returns the fitted probabilities and whether the
+    Hessian is singular.  The
+    reduced GLM charts have no gauge, so a singular Hessian means the design does not
+    identify the parameters (possible only with ``check=False``): it is reported with a
+    :class:`~pydial.ConvergenceWarning` (status ``"not identified"``).
+    """
+    p = expit(X @ x)
+    Hinv, n_zero = pinv_sym(glm_information(X, n, p, w))
+    if n_zero:
+        warnings.warn(ConvergenceWarning(f"{what}: the Hessian is singular in {n_zero} direction(s); the design does "
+                                         "not identify the parameters (run pydial.check_design)", "not identified"),
+                      stacklevel=3)
+    return X.influence(E @ Hinv), p, bool(n_zero)
+
+
+def human_influence(data: Comparisons, beta: np.ndarray, what: str = "human BTL") -> tuple[Influence, CellStats, bool]:
+    """Influence of the centered human BTL fit (reduced chart ``s = T beta``; eq. human-only-estimator).
+
+    The ``lambda = 0`` endpoint of DIAL-Ada and the ``human`` method (sandwich of eq.
+    weighted-empirical-sandwich); the third value says whether the Hessian is singular.
+    """
+    X = centered_design(data.human.i, data.human.j, data.N)
+    w = 1.0 / data.n_human
+    U, p, singular = glm_influence(X, beta, data.human.n, w, centering_basis(data.N), what)
+    return U, CellStats.from_parts([(data.human.n, data.human.y, p, w, True)]), singular
+
+
+def judges_linearization(data: Comparisons, fits: Sequence[Any]) -> tuple[tuple[Linearization, ...], bool]:
+    """Linearizations of the ``judges`` method (each judge's order-effect BTL, eq. binomial-model-llm).
+
+    The first covers the mean score and the position effects ``b`` jointly: one stacked
+    influence over all judges' cells (rows in ``data.llm`` order, ``J`` block-diagonal
+    over the judges' own parameters), so that the record meat sees judgments of
+    different judges on the same record together.  Then one per judge for its own
+    scores (block ``"judge_scores"``).  The flag says whether every Hessian was regular.
+    """
+    N, K = data.N, data.K
+    E = np.zeros((N + 1, N))
+    E[:N, : N - 1] = centering_basis(N)
+    E[N, N - 1] = 1.0
+    regular = True
+    parts, per_judge = [], []
+    for k in range(K):
+        m = data.llm.judge == k
+        cells = data.llm.select(m)
+        X = centered_design(cells.i, cells.j, N, cells.a)
+        w = 1.0 / cells.n.sum()
+        U, p, singular = glm_influence(X, fits[k].opt.x, cells.n, w, E, f"judge {data.judges[k]!r}")
+        regular &= not singular
+        st = CellStats(cells.n, cells.y, p, np.full(cells.n.size, w), np.zeros(cells.n.size, bool),
+                       np.flatnonzero(m), np.full(cells.n.size, -1))
+        per_judge.append(Linearization(MeatSource(U.J, st), U.A, {"judge_scores": slice(0, N)},
+                                       f"the scores of judge {data.judges[k]!r}"))
+        parts.append((m, U, p, w))
+    rows = np.concatenate([np.flatnonzero(m) for m, _, _, _ in parts])
+    J_all = sp.block_diag([sp.csr_matrix(Uk.J) for _, Uk, _, _ in parts], format="csr")
+    J_all = J_all[np.argsort(rows, kind="stable")]
+    A_all = np.zeros((N + K, J_all.shape[1]))
+    p_all = np.zeros(len(data.llm))
+    w_all = np.zeros(len(data.llm))
+    col = 0
+    for k, (m, Uk, pk, wk) in enumerate(parts):
+        width = Uk.A.shape[1]
+        A_all[:N, col:col + width] = Uk.A[:N] / K
+        A_all[N + k, col:col + width] = Uk.A[N]
+        col += width
+        p_all[m], w_all[m] = pk, wk
+    st_all = CellStats(data.llm.n, data.llm.y, p_all, w_all, np.zeros(len(data.llm), bool),
+                       np.arange(len(data.llm)), np.full(len(data.llm), -1))
+    joint = Linearization(MeatSource(J_all, st_all), A_all, {"scores": slice(0, N), "b": slice(N, N + K)},
+                          "the mean judge scores and position effects")
+    return (joint, *per_judge), regular
+
+
+def pooled_linearization(data: Comparisons, o1: OptimResult, o2: OptimResult) -> Linearization:
+    """Two-step linearization of the pooled baseline: stage 1 the pooled LLM BTL ``beta`` (reduced
+    chart), stage 2 the scalar calibration ``c`` of ``s = c T beta`` to the people
+    (eq. staged-calibrated-estimator with ``M = T beta``); the LLM columns are stage one."""
+    N, L, Hc = data.N, data.llm, data.human
+    T = centering_basis(N)
+    X1 = centered_design(L.i, L.j, N)
+    w1, w2 = 1.0 / data.n_llm, 1.0 / data.n_human
+    sp_ = T @ o1.x
+    c = float(o2.x[0])
+    x2 = difference_design(Hc.i, Hc.j, N) @ sp_
+    p1 = expit(X1 @ o1.x)
+    H1 = glm_information(X1, L.n, p1, w1)
+    p2 = expit(c * x2)
+    Cc = w2 * np.sum(Hc.n * p2 * (1 - p2) * x2**2)
+    X21 = w2 * centered_design(Hc.i, Hc.j, N).rmatvec(Hc.n * p2 * (1 - p2) * x2 * c + (Hc.n * p2 - Hc.y))
+    total = c * T - np.outer(sp_, X21 / Cc)
+    U_L = X1.influence(np.linalg.solve(H1, total.T).T)
+    U_H = Influence(x2[:, None], sp_[:, None] / Cc)
+    st = CellStats.from_parts([(L.n, L.y, p1, w1, False), (Hc.n, Hc.y, p2, w2, True)])
+    U = stack_influence([U_L, U_H])
+    return Linearization(MeatSource(U.J, st), U.A, {"scores": slice(0, N)}, "the pooled scores",
+                         stage_one=slice(0, U_L.A.shape[1]))
+
+
+def staged_influence(data: Comparisons, fit_: Any, *, fixed_basis: bool = False) -> tuple[Influence, CellStats]:
+    """Two-step influence directions of the calibrated scores at the staged endpoint (Alg. DIAL-Anc).
+
+    ``fit_`` is the staged fit (``chart``, ``theta``).  LLM cells:
+    ``u = (ds/dxi - ds/dc C^{-1} H_{c xi}) H_xi^+ d eta/d xi``; human cells:
+    ``u = ds/dc C^{-1} d eta/dc`` (see :mod:`pydial.meats`).  This is the
+    ``lambda -> inf`` limit of the finite-weight sandwich at the observed ``n_H/n_L``.
+    With ``fixed_basis=True`` the LLM contributions are dropped, giving the
+    ``M H_M^{-1} M^T`` limit of Cor. uniform-lambda (``n_H/n_L -> 0``), which ignores
+    the estimation error of ``M`` and under-covers in finite samples.  The LLM cells
+    come first (their columns of ``A`` are the stage one of :func:`staged_linearization`).
+    """
+    U_L, U_H, st = _staged_parts(data, fit_, fixed_basis)
+    return stack_influence([U_L, U_H]), st
+
+
+def _staged_parts(data: Comparisons, fit_: Any, fixed_basis: bool = False) -> tuple[Influence, Influence, CellStats]:
+    """The LLM and human blocks of :func:`staged_influence` and the cells' statistics."""
+    ch, th = fit_.chart, fit_.theta
+    oL = Objective(ch, Cells.stack(data, 1.0 / data.n_llm, 0.0))
+    oH = Objective(ch, Cells.stack(data, 0.0, 1.0 / data.n_human))
+    _, _, HL = oL.value_grad_hess(th)
+    _, _, HH = oH.value_grad_hess(th)
+    cs = ch.slices["c"]
+    xi = np.r_[np.arange(0, cs.start), np.arange(cs.stop, ch.dim)]
+    C = HH[cs, cs]
+    if np.linalg.matrix_rank(C) < C.shape[0]:
+        raise IdentifiabilityError("the human calibration block is singular: the human comparisons do not identify "
+                                   "c_H in the estimated basis (Cond. human-design, rank(D_H M) = d)")
+    Cinv = np.linalg.inv(C)
+    sdot = ch.score_jacobian(th)
+    S_xi, S_c = sdot[:, xi], sdot[:, cs]
+    total = S_xi - S_c @ Cinv @ HH[cs][:, xi]
+    HLp, _ = pinv_sym(HL[np.ix_(xi, xi)])
+    A_L = total @ HLp
+    if fixed_basis:
+        A_L = np.zeros_like(A_L)
+    U_L = oL.influence(th, A_L, xi)
+    U_H = oH.influence(th, S_c @ Cinv, cs)
+    st = CellStats.from_parts([(data.llm.n, data.llm.y, oL.probabilities(th), 1.0 / data.n_llm, False),
+                               (data.human.n, data.human.y, oH.probabilities(th), 1.0 / data.n_human, True)])
+    return U_L, U_H, st
+
+
+def staged_linearization(data: Comparisons, fit_: Any) -> Linearization:
+    """:func:`staged_influence` as a :class:`Linearization` whose stage one (the LLM cells'
+    columns) ``anchored_cov="fixed-basis"`` drops."""
+    U_L, U_H, st = _staged_parts(data, fit_)
+    U = stack_influence([U_L, U_H])
+    return Linearization(MeatSource(U.J, st), U.A, {"scores": slice(0, data.N)}, "the calibrated scores",
+                         stage_one=slice(0, U_L.A.shape[1]))
+
+
+def finite_influence(data: Comparisons, ch: Chart, lam: float, theta: np.ndarray,
+                     hess_pinv: np.ndarray | None = None) -> tuple[Influence, CellStats]:
+    """Sandwich influence directions ``u_c = sdot H^+ d eta_c/d theta`` at a finite weight.
+
+    Eq. weighted-empirical-sandwich, with the pseudo-inverse in the over-parameterized
+    chart (Lemma overparam-invariance); ``hess_pinv``: ``H^+`` of the unpenalized loss at
+    ``theta`` when already known.
+    """
+    obj = Objective.weighted(ch, data, lam)
+    Hp = hess_pinv if hess_pinv is not None else pinv_sym(obj.value_grad_hess(theta)[2])[0]
+    U = obj.influence(theta, ch.score_jacobian(theta) @ Hp)
+    p = obj.probabilities(theta)
+    h = obj.cells.is_human
+    st = CellStats.from_parts([(data.llm.n, data.llm.y, p[~h], lam / data.n_llm, False),
+                               (data.human.n, data.human.y, p[h], 1.0 / data.n_human, True)])
+    return U, st
+
+
+def llm_only_linearization(data: Comparisons, chart: Chart, theta: np.ndarray) -> tuple[Linearization, Linearization]:
+    """Linearizations of the position effects ``b`` and the consensus loadings ``gamma`` of the LLM-only fit.
+
+    Prop. stage-one-normality: bread ``H(l_L)^+`` in the full coordinates, one
+    :class:`MeatSource` shared by both targets and cached on ``data`` for the fitted
+    ``theta``.  The Jacobian of the gauge-invariant map ``theta -> gamma_k = N^{-1}
+    (S mu)_k`` is taken by central differences (of :func:`pydial.model.consensus_gamma`,
+    no SVD per step).
+    """
+    key = ("llm_only_linearization", chart, theta.tobytes())
+    if key not in data._cache:
+        o = Objective(chart, Cells.stack(data, 1.0 / data.n_llm, 0.0))
+        Hp = pinv_sym(o.value_grad_hess(theta)[2])[0]
+        st = CellStats.from_parts([(data.llm.n, data.llm.y, o.probabilities(theta), 1.0 / data.n_llm, False)])
+        data._cache[key] = (MeatSource(o.full_jacobian(theta), st), Hp @ chart.T.T)
+    source, HpT = data._cache[key]
+    E_b = np.eye(chart.dim)[chart.slices["b"]] if chart.order else np.zeros((0, chart.dim))
+    h = 1e-6
+    E_g = np.empty((data.K, chart.dim))
+    for t in range(chart.dim):
+        e = np.zeros(chart.dim)
+        e[t] = h
+        E_g[:, t] = (consensus_gamma(chart.S(theta + e)) - consensus_gamma(chart.S(theta - e))) / (2 * h)
+    return (Linearization(source, E_b @ HpT, {"b": slice(0, E_b.shape[0])}, "the position effects b"),
+            Linearization(source, E_g @ HpT, {"gamma": slice(0, data.K)}, "the consensus loadings gamma"))

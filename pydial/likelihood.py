@@ -26,7 +26,7 @@ import scipy.sparse as sp
 from scipy.special import expit
 
 from .data import Comparisons, HumanCells, LLMCells
-from .inference import Influence
+from .meats import Influence
 from .model import Chart
 from .penalty import CalibrationFirthPenalty, check_penalty
 from .ties import CellDerivatives

@@ -17,7 +17,7 @@ and the excess human risk is, to second order, :math:`\tfrac12(\hat s-s_H)^\top 
   :math:`\mathrm{Cov}=\hat M(\hat M^\top L\hat M)^{-1}\hat M^\top/n_H+V_{\rm LLM}`; the
   first term is the oracle covariance of Cor. staged-oracle-equivalence and
   :math:`V_{\rm LLM}` the LLM-stage part of the two-step sandwich of the pilot fit
-  (:func:`pydial.estimators.staged_influence`, fixed in ``n_H`` at the pilot's LLM
+  (:func:`pydial.inference.staged_influence`, fixed in ``n_H`` at the pilot's LLM
   data).  Excess risk :math:`d/(2n_H)+\max\{\tfrac12\mathrm{tr}(LV_{\rm LLM}),\hat\Delta_M\}`,
   where the approximation error :math:`\Delta_M` of Thm. population-risk-tradeoff is
   estimated from the calibration LRT :math:`T` (Prop. calibration-test:
@@ -279,7 +279,8 @@ def pilot_design(data: Comparisons, design: str = "pilot") -> tuple[np.ndarray, 
 def _staged_parts(result: DialResult, data: Comparisons) -> tuple[np.ndarray, np.ndarray, np.ndarray, Any]:
     """Anchored fit at the pilot: ``(B, V_llm, V_human, fit)`` with the two-step
     sandwich split into its LLM and human parts (human / LLM influence rows zeroed)."""
-    from .estimators import staged_fit, staged_influence
+    from .estimators import staged_fit
+    from .inference import staged_influence
     from .inference import Influence, influence_covariance
 
     order = result.method != "dial-nopos"

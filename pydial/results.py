@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import warnings
 from dataclasses import dataclass, field
 from typing import Any
@@ -11,7 +12,8 @@ import pandas as pd
 from scipy.special import expit
 
 from .data import Comparisons
-from .inference import COV_DESCRIPTIONS
+from .inference import ANCHORED_COVS, COV_DESCRIPTIONS, COV_TYPES, Linearization
+from .exceptions import CovarianceWarning
 from .model import DEFAULT_CALIBRATION, DEFAULT_RANK, Structure
 
 STATUSES: tuple[str, ...] = ("ok", "no admissible candidate", "not identified", "at bound", "not converged",
@@ -107,6 +109,31 @@ class DialResult:
         pilot data from here.
     penalty : str or None
         ``"firth"`` when the likelihoods were bias-reduced (:mod:`pydial.penalty`).
+    ties : str or None
+        The tie model (``"davidson"`` or ``"rao-kupper"``) or ``None`` (binary models).
+    cov_correction : bool
+        Whether the clustered meats (``"cell"``, ``"record"``) carry the small-sample
+        factor ``G/(G-1)`` (:func:`pydial.fit`'s ``cluster_correction``).
+    anchored_cov_type : str or None
+        :func:`pydial.fit`'s ``anchored_cov`` for the DIAL methods (``None`` otherwise);
+        :attr:`anchored_cov` says whether it applies to the reported scores.
+    judge_scores_se : DataFrame or None
+        ``judges``: the standard errors of :attr:`judge_scores` (judge x item, each
+        judge's own fit, meat ``cov_type``).
+    stage_scores : DataFrame or None
+        The score vectors behind a two-stage baseline, by item: ``pooled`` (the pooled
+        LLM BTL scores before the rescaling to the people) for ``pooled``;
+        ``anchored`` (the consensus before the isotonic step) and ``human`` (the human
+        BTL scores giving the order) for ``atc``.
+    linearization : tuple of Linearization
+        The factored influence of every target with a covariance
+        (:class:`pydial.inference.Linearization`): what :meth:`with_cov` and
+        :meth:`cov_params` form any other covariance from, without refitting.
+    fit_arguments : dict or None
+        The arguments of :func:`pydial.fit` that made this result (with :attr:`data`:
+        what :meth:`bootstrap` refits on resamples).
+    fit_warnings : tuple of Warning
+        The warnings raised while fitting (the basis of :attr:`status`).
     """
 
     method: str
@@ -129,7 +156,6 @@ class DialResult:
     converged: bool
     grad_norm: float
     loss_human: float
-    details: dict[str, Any] = field(default_factory=dict, repr=False)
     gacv: pd.DataFrame | None = None
     calibration_test: Any = None
     consensus: pd.DataFrame | None = None
@@ -145,6 +171,14 @@ class DialResult:
     problems: tuple[str, ...] = ()
     penalty: str | None = None
     data: Comparisons | None = field(default=None, repr=False, compare=False)
+    ties: str | None = None
+    cov_correction: bool = False
+    anchored_cov_type: str | None = None
+    judge_scores_se: pd.DataFrame | None = None
+    stage_scores: pd.DataFrame | None = None
+    linearization: tuple[Linearization, ...] = field(default=(), repr=False, compare=False)
+    fit_arguments: dict[str, Any] | None = field(default=None, repr=False, compare=False)
+    fit_warnings: tuple[Warning, ...] = field(default=(), repr=False, compare=False)
 
     @property
     def ok(self) -> bool:
@@ -156,7 +190,7 @@ class DialResult:
         """The covariance at the anchored endpoint (``"two-step"`` or ``"fixed-basis"``,
         :func:`pydial.fit`'s ``anchored_cov``) when a DIAL fit selected ``lambda = inf``;
         ``None`` otherwise."""
-        return self.details.get("anchored_cov") if np.isinf(self.lambda_) else None
+        return self.anchored_cov_type if np.isinf(self.lambda_) else None
 
     def dial_model(self) -> tuple[int, str]:
         """``(rank, calibration)`` of the DIAL model that goes with this fit: the fitted ones,
@@ -205,24 +239,152 @@ class DialResult:
             return wald_frame(s.to_numpy()[a] - s.to_numpy()[b], np.clip(var, 0.0, None),
                               [f"{i} - {j}" for i, j in zip(first, second)], level, "estimate")
 
-    def cov_params(self, what: str = "scores") -> pd.DataFrame:
-        """Covariance of the estimates, labelled, of the fit's own ``cov_type``.
+    def cov_params(self, cov_type: str | None = None, what: str = "scores", *, anchored_cov: str | None = None,
+                   correction: bool | None = None) -> pd.DataFrame:
+        """Covariance of the estimates as a labelled DataFrame, of any meat, without refitting.
 
         Parameters
         ----------
-        what : {"scores", "b"}
-            The calibrated scores (item x item) or the position effects (judge x judge).
+        cov_type : {"fisher", "binomial", "cell", "record", "two-step", "fixed-basis"}, optional
+            The meat (:mod:`pydial.inference`); default the fit's own :attr:`cov_type`.
+            ``"two-step"`` / ``"fixed-basis"`` keep the fit's meat and choose the
+            covariance at the anchored endpoint (``anchored_cov``; DIAL fits at
+            ``lambda = inf`` only).
+        what : {"scores", "b", "gamma"}
+            The calibrated scores (item x item), the position effects or the consensus
+            loadings (judge x judge).
+        anchored_cov : {"two-step", "fixed-basis"}, optional
+            Default the fit's.
+        correction : bool, optional
+            Scale the clustered meats by ``G/(G-1)``; default the fit's
+            (:attr:`cov_correction`).
+
+        Returns
+        -------
+        DataFrame
+            The fit's own covariance when nothing differs from the fit; otherwise the
+            one :meth:`with_cov` would report, formed from :attr:`linearization`.
         """
+        if what not in ("scores", "b", "gamma"):
+            raise ValueError(f"what must be 'scores', 'b' or 'gamma', got {what!r}")
+        settings = self._cov_settings(cov_type, anchored_cov, correction)
+        if what == "b" and self.position_effects is None:
+            raise ValueError(f"method {self.method!r} has no position effects")
+        if what == "gamma" and self.consensus is None:
+            raise ValueError(f"method {self.method!r} has no consensus loadings")
+        if settings != (self.cov_type, self.anchored_cov_type, self.cov_correction):
+            return self.with_cov(*settings[:1], anchored_cov=settings[1], correction=settings[2]).cov_params(what=what)
         if what == "scores":
             return self.cov
         if what == "b":
-            if self.position_effects_cov is None:
-                raise ValueError(f"method {self.method!r} has no position effects")
+            assert self.position_effects_cov is not None
             return self.position_effects_cov
-        raise ValueError(f"what must be 'scores' or 'b', got {what!r}")
+        C = self._block_covariances(*settings).get("gamma")
+        idx = pd.Index(list(self.judges), name="judge")
+        return pd.DataFrame(np.full((len(idx), len(idx)), np.nan) if C is None else C, index=idx, columns=idx.copy())
 
-    def conf_int(self, level: float | None = None, what: str = "scores") -> pd.DataFrame:
-        """Wald intervals at ``level`` from the fit's covariance, without refitting.
+    def with_cov(self, cov_type: str | None = None, *, anchored_cov: str | None = None,
+                 correction: bool | None = None) -> "DialResult":
+        """The same fit with every covariance, standard error and interval of another meat.
+
+        The estimates are unchanged; the score, position-effect, consensus,
+        tie-parameter and judge-score tables and their covariances are recomputed from
+        the fit's :attr:`linearization` (statsmodels' ``get_robustcov_results``), equal to
+        a refit with ``cov=cov_type`` (and ``anchored_cov``, ``cluster_correction``).
+
+        Parameters
+        ----------
+        cov_type : {"fisher", "binomial", "cell", "record", "two-step", "fixed-basis"}, optional
+            As in :meth:`cov_params`; default the fit's.
+        anchored_cov : {"two-step", "fixed-basis"}, optional
+            The covariance at the anchored endpoint; default the fit's.
+        correction : bool, optional
+            Scale the clustered meats by ``G/(G-1)``; default the fit's.
+
+        Returns
+        -------
+        DialResult
+            A new result; :attr:`status` is re-derived (a degenerate meat makes it
+            ``"degenerate covariance"``).
+        """
+        cov, anchored, corr = self._cov_settings(cov_type, anchored_cov, correction)
+        if not self.linearization:
+            raise ValueError(f"this {self.method!r} result carries no linearization"
+                             + (" (the human and judges tie models give model-based standard errors only)"
+                                if self.ties and self.method in ("human", "judges") else "")
+                             + "; refit with pydial.fit(..., cov=...)")
+        if self.data is None:
+            raise ValueError("with_cov needs the data the fit was made on (result.data)")
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            fields = self._covariance_tables(self._block_covariances(cov, anchored, corr))
+        keep = tuple(w for w in self.fit_warnings if not isinstance(w, CovarianceWarning))
+        new = tuple(w.message for w in caught)
+        for w in caught:
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno, source=w.source)
+        out = dataclasses.replace(self, cov_type=cov, anchored_cov_type=anchored, cov_correction=corr,
+                                  status="ok", problems=(), **fields)
+        from .estimators import with_verdict  # the verdict of pydial.fit, on the new warnings
+
+        return with_verdict(out, self.data, list(keep) + [w for w in new if isinstance(w, Warning)])
+
+    def _cov_settings(self, cov_type: str | None, anchored_cov: str | None,
+                      correction: bool | None) -> tuple[str, str | None, bool]:
+        """``(meat, anchored_cov, correction)`` with the fit's own settings for what is not given."""
+        cov = self.cov_type if cov_type is None else cov_type
+        anchored = self.anchored_cov_type if anchored_cov is None else anchored_cov
+        if cov in ANCHORED_COVS:
+            if anchored_cov is not None and anchored_cov != cov:
+                raise ValueError(f"cov_type={cov!r} and anchored_cov={anchored_cov!r} disagree")
+            cov, anchored = self.cov_type, cov
+        if cov not in COV_TYPES:
+            hint = " (the target is chosen by what=)" if cov in ("scores", "b", "gamma") else ""
+            raise ValueError(f"cov_type must be one of {COV_TYPES + ANCHORED_COVS}, got {cov_type!r}{hint}")
+        if anchored is not None and anchored not in ANCHORED_COVS:
+            raise ValueError(f"anchored_cov must be one of {ANCHORED_COVS}, got {anchored_cov!r}")
+        if anchored != self.anchored_cov_type and self.anchored_cov_type is None:
+            raise ValueError(f"anchored_cov applies to the DIAL methods only, not {self.method!r}")
+        if cov == "record" and self.data is not None and self.data.aggregated:
+            raise ValueError("cov_type='record' needs record ids, but these data were built from aggregated counts")
+        return cov, anchored, bool(self.cov_correction if correction is None else correction)
+
+    def _block_covariances(self, cov: str, anchored: str | None, correction: bool) -> dict[str, Any]:
+        """The covariance of every target of :attr:`linearization` (``judge_scores``: a list, one per judge)."""
+        out: dict[str, Any] = {"judge_scores": [], "log_nu": []}
+        for lin in self.linearization:
+            C = lin.covariance(self.data, cov, anchored_cov=anchored or "two-step", correction=correction)
+            for name, sl in lin.blocks.items():
+                if name in ("judge_scores", "log_nu"):
+                    out[name].append((lin, C[sl, sl]))
+                else:
+                    out[name] = C[sl, sl]
+        return out
+
+    def _covariance_tables(self, C: dict[str, Any]) -> dict[str, Any]:
+        """The tables of the estimates with the covariances ``C`` of :meth:`_block_covariances`."""
+        from .inference import consensus_table, position_effect_tables, score_tables
+        from .tie_fits import tie_table_rows
+
+        out: dict[str, Any] = {}
+        if "scores" in C:
+            out["scores"], out["cov"] = score_tables(self.scores["score"].to_numpy(), C["scores"], self.items, self.level)
+        if "b" in C and self.position_effects is not None:
+            out["position_effects"], out["position_effects_cov"] = position_effect_tables(
+                self.position_effects["b"].to_numpy(), C["b"], self.judges, self.level)
+        if "gamma" in C and self.consensus is not None:
+            out["consensus"] = consensus_table(self.consensus["gamma"].to_numpy(), C["gamma"], self.judges, self.level)
+        if C["judge_scores"] and self.judge_scores is not None:
+            se = np.sqrt(np.array([np.diag(Ck) for _, Ck in C["judge_scores"]]))
+            out["judge_scores_se"] = pd.DataFrame(se, index=self.judge_scores.index, columns=self.judge_scores.columns)
+        if C["log_nu"] and self.tie_parameters is not None:
+            var = np.full(len(self.tie_parameters), np.nan)
+            for lin, Cn in C["log_nu"]:
+                var[np.asarray(lin.tie_rows, dtype=np.int64)] = np.diag(Cn)
+            out["tie_parameters"] = tie_table_rows(self.tie_parameters, var, self.level)
+        return out
+
+    def conf_int(self, level: float | None = None, what: str = "scores", cov_type: str | None = None) -> pd.DataFrame:
+        """Wald intervals at ``level`` from the fit's covariance (or another meat's), without refitting.
 
         Parameters
         ----------
@@ -231,6 +393,8 @@ class DialResult:
         what : {"scores", "b", "contrasts"}
             The scores, the position effects, or every contrast ``s_i - s_j`` (``i`` before
             ``j`` in the item order; index ``"i - j"``).
+        cov_type : str, optional
+            Another meat (or anchored covariance) as in :meth:`cov_params`; default the fit's.
 
         Returns
         -------
@@ -242,12 +406,14 @@ class DialResult:
         level = self.level if level is None else float(level)
         if not 0 < level < 1:
             raise ValueError(f"level ({level}) must be in the open interval (0, 1)")
+        if cov_type is not None:
+            return self.with_cov(cov_type).conf_int(level, what)
         if what == "contrasts":
             items = list(self.scores.index)
             iu, ju = np.triu_indices(len(items), 1)
             tab = self._contrasts([items[k] for k in iu], [items[k] for k in ju], level)
         elif what in ("scores", "b"):
-            C_df = self.cov_params(what)
+            C_df = self.cov_params(what=what)
             est = (self.scores["score"] if what == "scores" else self.position_effects["b"]).to_numpy()
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", RuntimeWarning)

@@ -38,7 +38,7 @@ from scipy.special import expit
 from .data import Comparisons, HumanCells
 from .fit import (BTLFit, Design, centered_design, dense_design, difference_design, fit_calibration, fit_human_btl,
                   fit_structured, glm_information)
-from .inference import independent_meat
+from .meats import independent_meat
 from .likelihood import Cells, Objective, binomial_nll, human_loss
 from .model import Chart
 from .optim import BOX, ZERO_EIG_RTOL, OptimResult, newton, pinv_from_eigh, pinv_sym, single_threaded_blas

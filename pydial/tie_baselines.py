@@ -72,7 +72,7 @@ def fit_pooled_ties(data: Comparisons, common: dict, *, ties: str, seed: int | N
     (:func:`pydial.stan.engine.stan_pooled_tie_stages`);
     the inference is numpy's at the optimum on either engine.
     """
-    from .inference import score_tables
+    from .inference import score_tables, unknown_cov
     from .optim import warn_unresolved
     from .results import DialResult
 
@@ -118,20 +118,20 @@ def fit_pooled_ties(data: Comparisons, common: dict, *, ties: str, seed: int | N
         Z2[N + free1, 1] = 1.0
     U_L, _ = tie_glm_influence(data, ties, X1, o1.x, free1, w1, Z1 - Z2 @ R, cells=L)
     U_H, _ = tie_glm_influence(data, ties, X2, o2.x, free2, w2, Z2, cells=Hc)
-    C = stack_tie_influence([U_L, U_H]).covariance(data, common["cov_type"], "the pooled scores")
+    free = np.flatnonzero([free1, free2])
+    lin = stack_tie_influence([U_L, U_H]).linearization(
+        "the pooled scores", {"scores": slice(0, N), "log_nu": slice(N, N + free.size)}, tie_rows=tuple(int(g) for g in free))
     level = common["level"]
-    scores, cov = score_tables(s, C[:N, :N], data.items, level)
+    scores, cov = score_tables(s, unknown_cov(N), data.items, level)
     names = [POOLED_LABEL, data.human_judge]
     lognu = np.array([o1.x[-1] if free1 else -np.inf, o2.x[-1] if free2 else -np.inf])
-    var = np.full(2, np.nan)
-    var[np.flatnonzero([free1, free2])] = np.diag(C)[N:]
-    free = np.flatnonzero([free1, free2])
-    tab = tie_table(names, np.arange(2), free, lognu[free], var[free], level, ties)
+    tab = tie_table(names, np.arange(2), free, lognu[free], np.full(free.size, np.nan), level, ties)
     res = DialResult(**common, scores=scores, cov=cov, position_effects=None, judge_scores=None, structure=None,
                      calibration_coef=np.array([c * np.linalg.norm(s_pool) / np.sqrt(N)]), lambda_=np.inf,
                      converged=o1.resolved and o2.resolved, grad_norm=max(o1.grad_norm, o2.grad_norm),
                      loss_human=tie_human_loss(ties, s, lognu[1], data),
-                     details={"pooled_scores": s_pool, "ties": ties, "n_llm_ties": n_l, "n_human_ties": n_h})
+                     stage_scores=pd.DataFrame({"pooled": s_pool}, index=pd.Index(data.items, name="item")),
+                     linearization=(lin,))
     res.tie_parameters = tab
     return res
 
@@ -150,17 +150,17 @@ def fit_atc_ties(data: Comparisons, common: dict, *, ties: str, engine: TieOptim
     base = sf.chart.scores(sf.x[: sf.chart.dim])
     s_h = centering_basis(N) @ opt.x[: N - 1]
     s, scores, cov = atc_scores(base, s_h, data.items)
-    pos, pos_cov, tj, consensus, _ = judge_tie_tables(data, ties, sf, common["cov_type"], level)
-    # the people's nu_H from their own tie model (the ordering), model-based standard error
+    pos, pos_cov, tj, consensus, lin_j = judge_tie_tables(data, ties, sf, level)
+    lins = (lin_j,)
+    # the people's nu_H from their own tie model (the ordering)
     lh = float(opt.x[N - 1]) if free_h else -np.inf
-    var = np.array([np.nan])
     if free_h:
         E = np.zeros((1, N))
         E[0, -1] = 1.0
         U, _ = tie_glm_influence(data, ties, X, opt.x, True, 1.0 / tie_totals(data)[1], E)
-        var = np.diag(U.covariance(data, common["cov_type"], "the people's tie parameter"))
+        lins += (U.linearization("the people's tie parameter", {"log_nu": slice(0, 1)}, tie_rows=(data.K,)),)
     th = tie_table([data.human_judge], np.array([0]), np.array([0]) if free_h else np.zeros(0, np.int64),
-                   np.array([lh]), var, level, ties)
+                   np.array([lh]), np.array([np.nan]), level, ties)
     tab = pd.concat([tj, th])
     tab.attrs["model"] = ties
     structure = sf.llm_chart.structure(sf.llm_x[: sf.llm_chart.dim])
@@ -168,7 +168,8 @@ def fit_atc_ties(data: Comparisons, common: dict, *, ties: str, engine: TieOptim
                      position_effects_cov=pos_cov, judge_scores=None, structure=structure, calibration_coef=None, lambda_=np.inf,
                      converged=opt.resolved and sf.llm_opt.resolved, grad_norm=max(opt.grad_norm, sf.llm_opt.grad_norm),
                      loss_human=tie_human_loss(ties, s, lh, data),
-                     details={"human_ties": s_h, "anchored": base, "ties": ties})
+                     stage_scores=pd.DataFrame({"anchored": base, "human": s_h}, index=pd.Index(data.items, name="item")),
+                     linearization=lins)
     if consensus is not None:
         res.consensus = consensus
     res.tie_parameters = tab

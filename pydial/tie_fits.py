@@ -51,7 +51,8 @@ from .calibration_test import calibration_lrt
 from .data import I_WINS, J_WINS, TIE, Comparisons
 from .exceptions import IdentifiabilityError
 from .fit import Design, centered_design, centering_basis, difference_design, initial_theta, logistic_glm
-from .inference import Meat, OutcomeStats, meat_covariance, outcome_meat, position_effect_tables, wald_table
+from .inference import (Linearization, MeatSource, OutcomeStats, consensus_table, outcome_meat, position_effect_tables,
+                        unknown_cov)
 from .likelihood import TieCells, TieObjective, tie_cell_table, tie_groups, tie_human_loss, tie_totals
 from .model import Chart, consensus_gamma
 from .optim import OptimResult, newton, pinv_sym
@@ -281,11 +282,14 @@ class TieInfluence:
     st: OutcomeStats
     rec: tuple[np.ndarray, np.ndarray, np.ndarray] | None
 
+    def linearization(self, what: str, blocks: dict[str, slice], **kwargs: Any) -> Linearization:
+        """The :class:`~pydial.inference.Linearization` of these cells (meats of
+        :func:`pydial.inference.outcome_meat`); ``kwargs``: ``stage_one``, ``tie_rows``."""
+        return Linearization(MeatSource(sp.csr_matrix(self.J2), self.st, self.rec), self.A, blocks, what, **kwargs)
+
     def covariance(self, data: Comparisons, cov: str, what: str) -> np.ndarray:
         """``A M A^T`` with the meat ``M`` of type ``cov`` (:func:`pydial.inference.outcome_meat`)."""
-        M: Meat = outcome_meat(self.J2, self.st, data, cov, self.rec)
-        J2 = sp.csr_matrix(self.J2)
-        return meat_covariance(M, (J2.T @ J2).tocsr(), self.A, cov, what)
+        return self.linearization(what, {}).covariance(data, cov)
 
 
 def _stack_outcomes(parts: list[OutcomeStats]) -> OutcomeStats:
@@ -333,10 +337,11 @@ def finite_tie_influence(data: Comparisons, ch: Chart, lam: float, x: np.ndarray
     return _objective_influence(data, obj, x, _targets(ch, obj, x) @ Hp)
 
 
-def staged_tie_influence(data: Comparisons, sf: TieStagedFit, ties: str) -> TieInfluence:
+def staged_tie_influence(data: Comparisons, sf: TieStagedFit, ties: str) -> tuple[TieInfluence, int]:
     """Two-step influence of ``(s, log nu_H)`` at the staged endpoint: LLM cells through the
     LLM-only fit ``xi`` (with the calibration's response ``-C^{-1} H_{c xi}``), human cells through
-    the calibration coordinates ``(c, log nu_H)`` (the ``lambda -> inf`` limit of the sandwich)."""
+    the calibration coordinates ``(c, log nu_H)`` (the ``lambda -> inf`` limit of the sandwich).
+    Also returns the number of stage-one (LLM) columns of ``A``, which come first."""
     ch, x = sf.chart, sf.x
     n_l, n_h = tie_totals(data)
     oL = TieObjective(ch, TieCells.stack(data, 1.0 / n_l, 0.0), ties, sf.free)
@@ -358,7 +363,7 @@ def staged_tie_influence(data: Comparisons, sf: TieStagedFit, ties: str) -> TieI
     HLp, _ = pinv_sym(HL[np.ix_(xi, xi)])
     U_L = _objective_influence(data, oL, x, total @ HLp, xi)
     U_H = _objective_influence(data, oH, x, E[:, s2] @ Cinv, s2)
-    return stack_tie_influence([U_L, U_H])
+    return stack_tie_influence([U_L, U_H]), U_L.A.shape[1]
 
 
 def human_tie_fit(data: Comparisons, ties: str, engine: TieOptimizers = NUMPY_TIE) -> tuple[OptimResult, bool, Design]:
@@ -502,11 +507,14 @@ def tie_finite_candidate(data: Comparisons, ch: Chart, lam: float, x0: np.ndarra
 
 
 # ==================================================================== tables
-def judge_tie_effects(data: Comparisons, ties: str, chL: Chart, xL: np.ndarray, freeL: np.ndarray,
-                      cov: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Estimates and covariance of ``(b, log nu_free, gamma)`` of the LLM-only tie fit (sandwich,
-    bread ``H(l_L)^+``, Prop. stage-one-normality); ``gamma`` by central differences of
-    :func:`pydial.model.consensus_gamma`."""
+def judge_tie_effects(data: Comparisons, ties: str, chL: Chart, xL: np.ndarray,
+                      freeL: np.ndarray) -> tuple[np.ndarray, Linearization]:
+    """Estimates and linearization of ``(b, log nu_free, gamma)`` of the LLM-only tie fit.
+
+    Sandwich with bread ``H(l_L)^+`` (Prop. stage-one-normality); ``gamma`` by central
+    differences of :func:`pydial.model.consensus_gamma`.  The blocks are ``"b"``,
+    ``"log_nu"`` (the judges with ties, rows ``freeL`` of the tie table) and ``"gamma"``.
+    """
     obj = TieObjective.weighted(chL, data, np.inf, ties, freeL)
     H = obj.value_grad_hess(xL)[2]
     Hp, _ = pinv_sym(H)
@@ -522,28 +530,32 @@ def judge_tie_effects(data: Comparisons, ties: str, chL: Chart, xL: np.ndarray, 
         e[t] = h
         E[nb + obj.n_tie:, t] = (consensus_gamma(chL.S(th + e)) - consensus_gamma(chL.S(th - e))) / (2 * h)
     U = _objective_influence(data, obj, xL, E @ Hp)
-    C = U.covariance(data, cov, "the position effects, tie parameters and consensus loadings")
+    nt = obj.n_tie
+    blocks = {"b": slice(0, nb), "log_nu": slice(nb, nb + nt), "gamma": slice(nb + nt, nb + nt + data.K)}
+    if not nb:
+        del blocks["b"]
+    lin = U.linearization("the position effects, tie parameters and consensus loadings", blocks,
+                          tie_rows=tuple(int(g) for g in obj.free))
     est = np.concatenate([chL.order_effects(th)[:nb], xL[chL.dim:], chL.structure(th).gamma])
-    return est, C, obj.free
+    return est, lin
 
 
-def judge_tie_tables(data: Comparisons, ties: str, sf: TieStagedFit, cov: str, level: float
-                     ) -> tuple[pd.DataFrame | None, pd.DataFrame | None, pd.DataFrame, pd.DataFrame | None, np.ndarray]:
+def judge_tie_tables(data: Comparisons, ties: str, sf: TieStagedFit, level: float
+                     ) -> tuple[pd.DataFrame | None, pd.DataFrame | None, pd.DataFrame, pd.DataFrame | None, Linearization]:
     """Position effects (table and judge x judge covariance), judges' tie parameters and
     consensus loadings of the LLM-only tie fit of ``sf`` (:func:`judge_tie_effects`) as
-    tables, and their joint covariance."""
+    tables of the estimates, and their linearization (which fills in the standard errors)."""
     chL, xL, freeL = sf.llm_chart, sf.llm_x, sf.llm_free
-    est, CJ, _ = judge_tie_effects(data, ties, chL, xL, freeL, cov)
+    est, lin = judge_tie_effects(data, ties, chL, xL, freeL)
     nb = data.K if chL.order else 0
     nt = freeL.size
     names = list(data.judges)
     pos = pos_cov = consensus = None
     if chL.order:
-        pos, pos_cov = position_effect_tables(est[:nb], CJ[:nb, :nb], names, level)
-        consensus = wald_table(est[nb + nt:], CJ[nb + nt:, nb + nt:], names, level, "gamma")[["gamma", "se", "ci_low", "ci_high"]]
-        consensus.index.name = "judge"
-    tj = tie_table(names, np.arange(data.K), freeL, est[nb:nb + nt], np.diag(CJ)[nb:nb + nt], level, ties)
-    return pos, pos_cov, tj, consensus, CJ
+        pos, pos_cov = position_effect_tables(est[:nb], unknown_cov(nb), names, level)
+        consensus = consensus_table(est[nb + nt:], unknown_cov(data.K), names, level)
+    tj = tie_table(names, np.arange(data.K), freeL, est[nb:nb + nt], np.full(nt, np.nan), level, ties)
+    return pos, pos_cov, tj, consensus, lin
 
 
 def tie_table(names: list[str], groups: np.ndarray, free: np.ndarray, log_nu: np.ndarray, var: np.ndarray,
@@ -563,6 +575,16 @@ def tie_table(names: list[str], groups: np.ndarray, free: np.ndarray, log_nu: np
     tab = pd.DataFrame(rows, columns=["nu", "se", "ci_low", "ci_high"], index=pd.Index([names[g] for g in groups], name="judge"))
     tab.attrs["model"] = ties
     return tab
+
+
+def tie_table_rows(table: pd.DataFrame, var: np.ndarray, level: float) -> pd.DataFrame:
+    """A tie table (:func:`tie_table`) with the standard errors and intervals of new variances
+    ``var`` of ``log nu`` by row (NaN: none; rows with ``nu = 0`` keep none)."""
+    nu = table["nu"].to_numpy(float)
+    rows = np.arange(nu.size)
+    free = rows[nu > 0]
+    return tie_table(list(table.index), rows, free, np.log(nu[free]), np.asarray(var, float)[free], level,
+                     table.attrs["model"])
 
 
 # ======================================================================= fit
@@ -599,7 +621,7 @@ def fit_dial_ties(data: Comparisons, common: dict, *, ties: str, order: bool, ad
     from .optim import warn_unresolved
     from .results import DialResult
 
-    cal, cov, level = common["calibration"], common["cov_type"], common["level"]
+    cal, level = common["calibration"], common["level"]
     n_l, n_h = tie_totals(data)
     hum, lh0 = tie_human_candidate(data, ties, engine)
     tables, options = [], []
@@ -639,24 +661,26 @@ def fit_dial_ties(data: Comparisons, common: dict, *, ties: str, order: bool, ad
         if free:
             E[data.N, -1] = 1.0
         U, _ = tie_glm_influence(data, ties, X, opt.x, free, 1.0 / n_h, E)
-        s, lh, x_sel = best.s, lh0, None
+        s, lh, x_sel, stage_one = best.s, lh0, None, None
     elif np.isinf(best.lam):
-        U = staged_tie_influence(data, sf, ties)
-        s, lh, x_sel = ch.scores(sf.x[: ch.dim]), _log_nu_h(ch, sf.free, sf.x), sf.x
+        U, n_one = staged_tie_influence(data, sf, ties)
+        s, lh, x_sel, stage_one = ch.scores(sf.x[: ch.dim]), _log_nu_h(ch, sf.free, sf.x), sf.x, slice(0, n_one)
     else:
         known = best.opt.hess if best.opt is not None and np.array_equal(best.opt.x, best.theta) else None
         U = finite_tie_influence(data, ch, best.lam, best.theta, ties, known)
-        s, lh, x_sel = best.s, _log_nu_h(ch, sf.free, best.theta), best.theta
-    C_all = U.covariance(data, cov, "the calibrated scores")
+        s, lh, x_sel, stage_one = best.s, _log_nu_h(ch, sf.free, best.theta), best.theta, None
     N = data.N
-    scores, cov_frame = score_tables(s, C_all[:N, :N], data.items, level)
+    blocks = {"scores": slice(0, N)}
+    if human_free and U.A.shape[0] > N:
+        blocks["log_nu"] = slice(N, N + 1)
+    lin = U.linearization("the calibrated scores", blocks, stage_one=stage_one, tie_rows=(data.K,))
+    scores, cov_frame = score_tables(s, unknown_cov(N), data.items, level)
     # the judges: LLM-only fit
     chL, xL = sf.llm_chart, sf.llm_x
-    pos, pos_cov, tj, consensus, CJ = judge_tie_tables(data, ties, sf, cov, level)
+    pos, pos_cov, tj, consensus, lin_j = judge_tie_tables(data, ties, sf, level)
     names = list(data.judges) + [data.human_judge]
-    th_var = np.array([C_all[N, N]]) if (human_free and C_all.shape[0] > N) else np.array([np.nan])
     th = tie_table(names, np.array([data.K]), np.array([data.K]) if np.isfinite(lh) else np.zeros(0, np.int64),
-                   np.array([lh]), th_var, level, ties)
+                   np.array([lh]), np.array([np.nan]), level, ties)
     ties_frame = pd.concat([tj, th])
     ties_frame.attrs["model"] = ties
     structure = chL.structure(xL[: chL.dim])
@@ -678,9 +702,7 @@ def fit_dial_ties(data: Comparisons, common: dict, *, ties: str, order: bool, ad
                      structure=structure, calibration_coef=c_coef, lambda_=best.lam,
                      converged=all(o.resolved for o in opts), grad_norm=max(o.grad_norm for o in opts),
                      loss_human=tie_human_loss(ties, s, lh, data),
-                     details={"ties": ties, "x": x_sel, "llm_x": xL, "tie_groups": sf.free, "n_llm_ties": n_l,
-                              "n_human_ties": n_h, "judge_cov": CJ, "anchored_cov": "two-step"},
-                     fallback=fallback, chart=ch, theta=(sf.x if x_sel is None else x_sel)[: ch.dim], llm_chart=chL,
+                     linearization=(lin, lin_j), fallback=fallback, chart=ch, theta=(sf.x if x_sel is None else x_sel)[: ch.dim], llm_chart=chL,
                      llm_theta=xL[: chL.dim])
     res.gacv = table if adaptive else None
     res.calibration_test = ct

@@ -34,7 +34,8 @@ from scipy.special import expit
 
 import pydial
 from pydial.data import HumanCells
-from pydial.estimators import finite_influence, staged_fit
+from pydial.estimators import staged_fit
+from pydial.inference import finite_influence
 from pydial.inference import COV_TYPES, influence_covariance
 from pydial.likelihood import Objective, human_loss
 from pydial.metrics import excess_risk

@@ -52,7 +52,7 @@ def test_contrasts_equal_contrast(data):
 def test_bad_requests(data):
     res = pydial.fit(data, "human")
     with pytest.raises(ValueError, match="no position effects"):
-        res.cov_params("b")
+        res.cov_params(what="b")
     with pytest.raises(ValueError, match="what must be"):
         res.conf_int(what="gamma")
     with pytest.raises(ValueError, match="open interval"):

@@ -26,7 +26,8 @@ from scipy.stats import norm
 
 import pydial
 from pydial import IdentifiabilityError, metrics
-from pydial.estimators import staged_fit, staged_influence
+from pydial.estimators import staged_fit
+from pydial.inference import staged_influence
 from pydial.inference import COV_TYPES, influence_covariance
 
 ITEMS = [f"m{k}" for k in range(10)]
@@ -136,7 +137,7 @@ def test_single_judge_order_btl_equals_glm_with_order_column():
     b, se_b = res.position_effects.loc["judge0", ["b", "se"]]
     assert b == pytest.approx(glm.params[-1], abs=1e-6)
     assert se_b == pytest.approx(glm.bse[-1], rel=1e-6)
-    np.testing.assert_allclose(res.details["judge_score_se"].loc["judge0"], np.sqrt(np.diag(C_ref)), rtol=1e-6)
+    np.testing.assert_allclose(res.judge_scores_se.loc["judge0"], np.sqrt(np.diag(C_ref)), rtol=1e-6)
     np.testing.assert_allclose(res.cov.to_numpy(), C_ref, rtol=1e-6, atol=1e-12)
     z = glm.params[-1] / glm.bse[-1]
     assert res.position_effects.loc["judge0", "p_value"] == pytest.approx(2 * norm.sf(abs(z)), rel=1e-5)
@@ -163,7 +164,7 @@ def test_pooled_stages_equal_glms(sim_main):
     res = pydial.fit(d, "pooled")
     L, H = d.llm, d.human
     sp_ref, _, _ = glm_fit(L.i, L.j, L.n, L.y, d.N)  # BTL ignoring judge and order
-    np.testing.assert_allclose(res.details["pooled_scores"], sp_ref, atol=1e-6)
+    np.testing.assert_allclose(res.stage_scores["pooled"], sp_ref, atol=1e-6)
     x = sp_ref[H.i] - sp_ref[H.j]
     g = sm.GLM(np.column_stack([H.y, H.n - H.y]), x[:, None], family=sm.families.Binomial()).fit(tol=1e-14)
     # calibration_coef is c relative to the normalized basis mu = sqrt(N) s_pool / ||s_pool||

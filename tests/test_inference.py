@@ -29,7 +29,8 @@ from scipy.special import expit
 
 import pydial
 from fdcheck import fd_jacobian
-from pydial.estimators import StagedFit, finite_influence, staged_fit, staged_influence
+from pydial.estimators import StagedFit, staged_fit
+from pydial.inference import finite_influence, staged_influence
 from pydial.inference import COV_TYPES, influence_covariance
 from pydial.likelihood import Cells, Objective
 from pydial.model import Chart
@@ -265,10 +266,10 @@ def covariances(d: pydial.Comparisons, res, meats=("cell", "binomial")) -> dict[
     elif res.lambda_ > 0:
         U, st = finite_influence(d, res.chart, res.lambda_, res.theta)
     else:
-        from pydial.estimators import human_influence
+        from pydial.inference import human_influence
         from pydial.fit import fit_human_btl
 
-        U, st = human_influence(d, fit_human_btl(d.human, d.N).opt.x)
+        U, st, _ = human_influence(d, fit_human_btl(d.human, d.N).opt.x)
     return {m: influence_covariance(U, st, d, m) for m in meats}
 
 

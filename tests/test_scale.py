@@ -22,7 +22,8 @@ from scipy.special import expit
 import pydial
 from pydial.data import Comparisons
 from pydial.design import _check_separation, _no_separation_by_graph, _scan_cycles, _scan_cycles_fast
-from pydial.estimators import finite_influence, human_influence, staged_fit, staged_influence
+from pydial.estimators import staged_fit
+from pydial.inference import finite_influence, human_influence, staged_influence
 from pydial.fit import fit_human_btl
 from pydial.inference import COV_TYPES, Influence, influence_covariance
 from pydial.likelihood import Objective
@@ -112,7 +113,7 @@ def test_sparse_endpoint_influence_equals_dense_reference(small, which):
     if which == "staged":
         U, st = staged_influence(d, staged_fit(d, 1, "W"))
     else:
-        U, st = human_influence(d, fit_human_btl(d.human, d.N).opt.x)
+        U, st, _ = human_influence(d, fit_human_btl(d.human, d.N).opt.x)
     U_ref = U.dense()
     for cov in COV_TYPES:
         C = influence_covariance(U, st, d, cov)

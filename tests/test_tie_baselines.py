@@ -116,7 +116,7 @@ def test_atc_with_ties(tied):
     np.testing.assert_allclose(res.tie_parameters.loc[list(data.judges)].to_numpy(),
                                anc.tie_parameters.loc[list(data.judges)].to_numpy(), atol=1e-10)
     # scores are monotone in the people's tie-model ordering
-    order = np.argsort(-res.details["human_ties"])
+    order = np.argsort(-res.stage_scores["human"].to_numpy())
     assert np.all(np.diff(res.scores["score"].to_numpy()[order]) <= 1e-12)
     t = res.tie_parameters.loc["human"]
     assert abs(np.log(t["nu"]) - np.log(tied.truth.nu[-1])) < 4 * t["se"] / t["nu"]

@@ -133,8 +133,7 @@ def result_estimand(result: Any) -> dict[str, Any]:
     ``lambda = 0`` the human fit.
     """
     method = str(result.method)
-    refit = getattr(result, "details", {}).get("refit")
-    ties = refit[1].get("ties") if refit else getattr(result, "details", {}).get("ties")
+    ties = getattr(result, "ties", None)
     lam = float(getattr(result, "lambda_", float("nan")))
     if method in ("dial-ada", "dial-nopos") and np.isinf(lam):
         method = "dial-anc" if method == "dial-ada" else method

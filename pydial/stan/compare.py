@@ -289,11 +289,10 @@ def _refit(result: Any, pe: dict[str, Any], mism: dict[str, tuple[Any, Any]]) ->
     """The frequentist fit of the posterior's specification, on the result's data and options."""
     from ..estimators import fit
 
-    refit = getattr(result, "details", {}).get("refit")
-    if refit is None:
+    data, kw = getattr(result, "data", None), getattr(result, "fit_arguments", None)
+    if data is None or kw is None:
         raise EstimandMismatchError(f"cannot refit ({_describe(mism)}): the result does not carry its data and "
                                     "options (fit it with pydial.fit)", mism)
-    data, kw = refit
     kw = dict(kw)
     m = pe["method"]
     if m not in ("human", "judges", "dial-ada", "dial-anc", "dial-nopos"):

@@ -146,7 +146,6 @@ def fit_ties(data: Comparisons, method: str, common: dict[str, Any], *, ties: st
                      judge_scores=judge_scores, structure=None,
                      calibration_coef=None, lambda_=0.0 if method == "human" else np.nan, converged=converged,
                      grad_norm=grad_norm, loss_human=loss,
-                     details={"stan": opt, "ties": ties, "information": info},
                      status="ok" if converged else "not converged",
                      problems=() if converged else (f"tie model optimizer: {message}",))
     out.tie_parameters = tie_tab
