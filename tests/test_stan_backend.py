@@ -22,7 +22,7 @@ from pydial.stan import (
     program_path,
     stan_backend,
 )
-from pydial.stan.backend import _have_cmdstan
+from pydial.stan.backend import backend_available
 from pydial.stan.programs import expand_includes, program_dir
 from pydial.stan.standata import (
     dial_data,
@@ -39,7 +39,7 @@ def test_default_backend_follows_cmdstan_availability(monkeypatch):
     monkeypatch.delenv("PYDIAL_STAN_BACKEND", raising=False)
     be = stan_backend()
     assert be in BACKENDS
-    assert be == ("cmdstanpy" if _have_cmdstan() else "httpstan")
+    assert be == ("cmdstanpy" if backend_available("cmdstanpy") else "httpstan")
     assert stan_backend("httpstan") == "httpstan"
 
 
@@ -59,7 +59,7 @@ def test_forcing_an_unknown_backend_is_a_value_error():
         stan_backend("rstan")
 
 
-@pytest.mark.skipif(_have_cmdstan(), reason="CmdStan is installed here, so forcing it cannot fail")
+@pytest.mark.skipif(backend_available("cmdstanpy"), reason="CmdStan is installed here, so forcing it cannot fail")
 def test_forcing_unavailable_cmdstan_raises():
     with pytest.raises(StanBackendError, match="install_cmdstan"):
         stan_backend("cmdstanpy")
