@@ -89,15 +89,19 @@ def _convergence_table(draws: Mapping[str, np.ndarray], names: Sequence[str],
         x = np.asarray(draws[name], dtype=float)
         if x.ndim < 2 or x[0, 0].size == 0:
             continue
+        ds = az.convert_to_dataset({name: x})
+        with warnings.catch_warnings(), np.errstate(all="ignore"):
+            warnings.simplefilter("ignore", RuntimeWarning)  # constant scalars, left out below
+            rhat = np.asarray(az.rhat(ds, method="rank")[name], dtype=float)
+            bulk = np.asarray(az.ess(ds, method="bulk")[name], dtype=float)
+            tail = np.asarray(az.ess(ds, method="tail")[name], dtype=float)
         flat = x.reshape(x.shape[0], x.shape[1], -1)
         for e in range(flat.shape[2]):
-            v = flat[:, :, e]
-            if np.ptp(v) == 0.0:  # constant (e.g. fixed zero): nothing to check
+            if np.ptp(flat[:, :, e]) == 0.0:  # constant (e.g. fixed zero): nothing to check
                 continue
             idx = tuple(int(i) for i in np.unravel_index(e, x.shape[2:])) if x.ndim > 2 else ()
             rows.append({"variable": _scalar_label(name, idx, x.shape[2:], labels),
-                         "rhat": float(az.rhat(v, method="rank")), "ess_bulk": float(az.ess(v, method="bulk")),
-                         "ess_tail": float(az.ess(v, method="tail"))})
+                         "rhat": float(rhat[idx]), "ess_bulk": float(bulk[idx]), "ess_tail": float(tail[idx])})
     return pd.DataFrame(rows, columns=["variable", "rhat", "ess_bulk", "ess_tail"]).set_index("variable")
 
 
@@ -150,6 +154,9 @@ class SampleResult:
     ) -> list[str]:
         """Run the sampler checks, store them and warn about each problem.
 
+        R-hat (rank-normalized split R-hat, Vehtari et al. 2021), bulk and tail ESS
+        and E-BFMI are computed by ``arviz.rhat``, ``arviz.ess`` and ``arviz.bfmi``.
+
         Parameters
         ----------
         monitor : sequence of str, optional
@@ -174,6 +181,8 @@ class SampleResult:
         list of str
             The problems found (also stored in :attr:`problems`).
         """
+        import arviz as az
+
         problems: list[str] = []
         div = self.stats.get("divergent__")
         if div is not None:
@@ -191,10 +200,8 @@ class SampleResult:
                                 f"(per chain {hits.tolist()})")
         en = self.stats.get("energy__")
         if en is not None and en.shape[1] > 2:
-            num = np.sum(np.diff(en, axis=1) ** 2, axis=1) / en.shape[1]
-            den = np.var(en, axis=1)
             with np.errstate(divide="ignore", invalid="ignore"):
-                ebfmi = num / den
+                ebfmi = np.asarray(az.bfmi(np.asarray(en, dtype=float)), dtype=float)
             low = np.flatnonzero(ebfmi < ebfmi_min)
             if low.size:
                 problems.append(f"E-BFMI below {ebfmi_min} in chain(s) {low.tolist()} ({np.round(ebfmi[low], 3).tolist()})")
