@@ -39,7 +39,7 @@ def main() -> None:
     from pydial.fit import fit_structured, initial_theta
     from pydial.model import Chart
     from pydial.stan import PROGRAMS, compile_model, posterior, stan_fit_point
-    from pydial.stan.backend import _have_cmdstan, _have_httpstan
+    from pydial.stan.backend import BACKENDS, backend_available
 
     data = pydial.datasets.arena()
     lam = data.n_llm / data.n_human
@@ -53,7 +53,7 @@ def main() -> None:
     t_staged_np = time.perf_counter() - t0
     s_joint, s_staged = ch.scores(f_np.theta), sf.chart.scores(sf.theta)
 
-    have = {"cmdstanpy": _have_cmdstan(), "httpstan": _have_httpstan()}
+    have = {b: backend_available(b) for b in BACKENDS}
     rows = [{"backend": "numpy", "step": "optimize joint", "seconds": t_joint_np, "max|ds| vs numpy": 0.0},
             {"backend": "numpy", "step": "optimize staged", "seconds": t_staged_np, "max|ds| vs numpy": 0.0}]
     for be in args.backends.split(","):

@@ -11,11 +11,11 @@ import os
 
 import pytest
 
-from pydial.stan.backend import BACKEND_ENV, BACKENDS, _have_cmdstan, _have_httpstan
+from pydial.stan.backend import BACKEND_ENV, BACKENDS, backend_available
 
 
 def _available() -> list[str]:
-    have = {"cmdstanpy": _have_cmdstan(), "httpstan": _have_httpstan()}
+    have = {b: backend_available(b) for b in BACKENDS}
     wanted = os.environ.get("PYDIAL_TEST_BACKENDS")
     names = [b for b in BACKENDS if have[b]]
     if wanted:

@@ -22,7 +22,7 @@ from pydial.stan import (
     program_path,
     stan_backend,
 )
-from pydial.stan.backend import _have_cmdstan
+from pydial.stan.backend import backend_available
 from pydial.stan.programs import expand_includes, program_dir
 from pydial.stan.standata import (
     dial_data,
@@ -39,7 +39,7 @@ def test_default_backend_follows_cmdstan_availability(monkeypatch):
     monkeypatch.delenv("PYDIAL_STAN_BACKEND", raising=False)
     be = stan_backend()
     assert be in BACKENDS
-    assert be == ("cmdstanpy" if _have_cmdstan() else "httpstan")
+    assert be == ("cmdstanpy" if backend_available("cmdstanpy") else "httpstan")
     assert stan_backend("httpstan") == "httpstan"
 
 
@@ -59,7 +59,7 @@ def test_forcing_an_unknown_backend_is_a_value_error():
         stan_backend("rstan")
 
 
-@pytest.mark.skipif(_have_cmdstan(), reason="CmdStan is installed here, so forcing it cannot fail")
+@pytest.mark.skipif(backend_available("cmdstanpy"), reason="CmdStan is installed here, so forcing it cannot fail")
 def test_forcing_unavailable_cmdstan_raises():
     with pytest.raises(StanBackendError, match="install_cmdstan"):
         stan_backend("cmdstanpy")
@@ -211,3 +211,33 @@ def test_sampler_checks_flag_problems():
     clean = SampleResult(draws={"ok": rng.normal(size=(4, 500))}, stats={}, chains=4, draws_per_chain=500,
                          warmup=500, seed=0, max_depth=10, backend="httpstan", seconds=0.0)
     assert clean.check() == []
+
+
+# ------------------------------------------------------------------ backend modules and the optimizer driver
+def test_backend_modules_share_one_interface(models, stan_backend_name):
+    from pydial.stan.backend import BACKEND_MODULES
+    from pydial.stan.compiled import CompiledModel
+
+    assert tuple(BACKEND_MODULES) == BACKENDS
+    for name, mod in BACKEND_MODULES.items():
+        assert mod.NAME == name
+        assert callable(mod.available) and callable(mod.is_compiled) and callable(mod.compile_program)
+    m = models["judges"]
+    assert isinstance(m, CompiledModel) and m.backend == stan_backend_name
+    assert BACKEND_MODULES[stan_backend_name].is_compiled("judges", m.code)
+
+
+def test_lbfgs_driver_holds_fixed_coordinates_and_bounds():
+    from pydial.optim import lbfgs_minimize
+
+    target = np.array([1.0, -2.0, 3.0, 0.5])
+
+    def fg(x):
+        return float(np.sum((x - target) ** 2)) + 10.0, 2.0 * (x - target)
+
+    res = lbfgs_minimize(fg, np.zeros(4), fixed=[False, True, False, False],
+                         bounds=[(None, None), (None, None), (None, 2.0), (None, None)], gtol=1e-10)
+    assert res.converged
+    np.testing.assert_allclose(res.x, [1.0, 0.0, 2.0, 0.5], atol=1e-7)
+    assert res.fun == pytest.approx(10.0 + 4.0 + 1.0)
+    assert res.grad_norm <= 1e-10 * res.fun  # the gradient at the active bound is projected out

@@ -128,15 +128,15 @@ def test_plot_is_pngable(pairs, tmp_path):
 
 def test_httpstan_fit_cache_is_cleared(models, sim_data, stan_backend_name):
     """pystan stores every seeded fit in httpstan's cache; posterior() deletes the ones it made."""
-    from pydial.stan.backend import httpstan_fit_files
+    from pydial.stan.httpstan_backend import fit_files
 
     if stan_backend_name != "httpstan":
         pytest.skip("httpstan only")
-    before = {f: f.stat().st_size for f in httpstan_fit_files()}
+    before = {f: f.stat().st_size for f in fit_files()}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         posterior(sim_data, model="human", chains=1, draws=50, warmup=50, seed=99)
-    after = {f: f.stat().st_size for f in httpstan_fit_files()}
+    after = {f: f.stat().st_size for f in fit_files()}
     assert set(after) <= set(before)
     assert sum(after.values()) <= sum(before.values())
 
@@ -189,10 +189,11 @@ def test_both_backends_give_the_same_layout(sim_data, model):
     """CmdStan's InferenceData comes from arviz.from_cmdstanpy, httpstan's from arviz.from_dict: same layout."""
     import os
 
-    from pydial.stan.backend import _have_cmdstan, _have_httpstan
+    from pydial.stan.backend import backend_available
 
     wanted = os.environ.get("PYDIAL_TEST_BACKENDS")
-    if not (_have_cmdstan() and _have_httpstan()) or (wanted and set(wanted.split(",")) != {"cmdstanpy", "httpstan"}):
+    both = backend_available("cmdstanpy") and backend_available("httpstan")
+    if not both or (wanted and set(wanted.split(",")) != {"cmdstanpy", "httpstan"}):
         pytest.skip("needs both Stan backends")
     kw = dict(model=model, chains=2, draws=30, warmup=30, seed=1)
     with warnings.catch_warnings():
@@ -227,9 +228,9 @@ def test_progress_bar(models, sim_data, stan_backend_name, capfd):
 
 
 def test_compile_announcement(capsys):
-    from pydial.stan.backend import _announce_compile
+    from pydial.stan.backend import announce_compile
 
-    _announce_compile("dial_sample", "httpstan")
+    announce_compile("dial_sample", "httpstan")
     err = capsys.readouterr().err
     assert len(err.strip().splitlines()) == 1
     assert "'dial_sample'" in err and "about a minute the first time" in err

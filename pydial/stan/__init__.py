@@ -13,7 +13,10 @@ each with optional Davidson-Beaver or Rao-Kupper ties.
 
 Backends: CmdStan through cmdstanpy when installed, else the Stan bundled with
 httpstan/pystan; ``backend=`` or ``PYDIAL_STAN_BACKEND`` chooses
-(:func:`stan_backend`).
+(:func:`stan_backend`).  Each backend is one module
+(:mod:`~pydial.stan.cmdstan_backend`, :mod:`~pydial.stan.httpstan_backend`)
+implementing :class:`CompiledModel` (:mod:`~pydial.stan.compiled`);
+:mod:`~pydial.stan.backend` chooses among them and compiles.
 
 All three read one data schema (:func:`standata`) and share one include file
 (``stan/include/paired_likelihoods.stan``: the linear predictor and the
@@ -38,6 +41,7 @@ from .backend import (
     SamplerWarning,
     StanBackendError,
     StanCompileError,
+    backend_available,
     compile_model,
     grad_log_prob,
     log_prob,
@@ -64,6 +68,7 @@ __all__ = [
     "StanBackendError",
     "StanCompileError",
     "StanPointFit",
+    "backend_available",
     "IntervalComparison",
     "compare_intervals",
     "estimand",

@@ -1,0 +1,340 @@
+"""CmdStan through ``cmdstanpy``.
+
+The expanded program and its executable go to
+``platformdirs.user_cache_dir("pydial")/cmdstan/<hash>/`` (the hash covers the
+program text and the CmdStan path); nothing is written beside the installed
+``.stan`` files.  ``CmdStanModel.log_prob`` takes constrained values, so the log
+density is only available for programs whose parameters are all unconstrained
+(pydial's), through the column-major layout of
+:meth:`~pydial.stan.compiled.CompiledModel.split_unconstrained`.  Optimization
+runs CmdStan's own L-BFGS (every log density is a subprocess, so scipy is not
+run on it); NUTS keeps the ``CmdStanMCMC`` fit for ``arviz.from_cmdstanpy``.
+
+Backend-module interface (see :mod:`pydial.stan.backend`): :data:`NAME`,
+:func:`available`, :func:`is_compiled`, :func:`compile_program`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import time
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar, Iterator, Mapping, Sequence
+
+import numpy as np
+from numpy.typing import ArrayLike
+
+from ..optim import ROUNDOFF_FACTOR
+from .compiled import CompiledModel, NutsDraws, StanBackendError, StanCompileError, as_stan_data, json_ready
+from .results import OptimizeResult
+
+__all__ = ["NAME", "CmdstanpyModel", "available", "cache_dir", "is_compiled", "compile_program"]
+
+NAME = "cmdstanpy"
+"""The backend's name in :data:`pydial.stan.backend.BACKENDS`."""
+
+
+def available() -> bool:
+    """Whether ``cmdstanpy`` is importable and finds a CmdStan installation.
+
+    Returns
+    -------
+    bool
+        True when ``cmdstanpy.cmdstan_path()`` resolves.
+    """
+    try:
+        import cmdstanpy
+    except ImportError:
+        return False
+    try:
+        cmdstanpy.cmdstan_path()
+    except (ValueError, RuntimeError, OSError):
+        return False
+    return True
+
+
+def cache_dir() -> Path:
+    """Directory of pydial's compiled CmdStan programs.
+
+    Returns
+    -------
+    Path
+        ``platformdirs.user_cache_dir("pydial")/cmdstan`` (``$XDG_CACHE_HOME/pydial/cmdstan``
+        without platformdirs).
+    """
+    try:
+        import platformdirs
+
+        base = Path(platformdirs.user_cache_dir("pydial"))
+    except ImportError:  # pragma: no cover - platformdirs ships with most installs
+        base = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "pydial"
+    return base / "cmdstan"
+
+
+@contextlib.contextmanager
+def _quiet_cmdstanpy() -> Iterator[None]:
+    """Silence cmdstanpy's logger (pydial reports convergence and errors itself)."""
+    import logging
+
+    try:  # cmdstanpy configures its logger on first use (level DEBUG): do that first, then silence it
+        from cmdstanpy.utils import get_logger
+
+        log = get_logger()
+    except ImportError:  # pragma: no cover
+        log = logging.getLogger("cmdstanpy")
+    level = log.level
+    log.setLevel(logging.CRITICAL)
+    try:
+        yield
+    finally:
+        log.setLevel(level)
+
+
+def _size_key(data: Mapping[str, Any]) -> tuple:
+    """Return the integer data, which fix every size of a Stan program's variables (a cache key)."""
+    out = []
+    for k in sorted(data):
+        v = np.asarray(data[k])
+        if np.issubdtype(v.dtype, np.integer):
+            out.append((k, v.shape, v.tobytes()))
+    return tuple(out)
+
+
+def _paths(name: str, code: str) -> tuple[Path, Path]:
+    """Return the cached ``.stan`` file and executable of a program (keyed by its text and the CmdStan path)."""
+    import cmdstanpy
+
+    digest = hashlib.sha256((code + cmdstanpy.cmdstan_path()).encode()).hexdigest()[:16]
+    stan_file = cache_dir() / digest / f"{Path(name).stem}.stan"
+    return stan_file, stan_file.with_suffix(".exe" if os.name == "nt" else "")
+
+
+def is_compiled(name: str, code: str) -> bool:
+    """Whether the program's executable is in pydial's CmdStan cache (no compilation needed).
+
+    Parameters
+    ----------
+    name : str
+        Program name (its stem names the executable).
+    code : str
+        Program text.
+
+    Returns
+    -------
+    bool
+        True when loading the program needs no compilation.
+    """
+    return _paths(name, code)[1].is_file()
+
+
+def compile_program(name: str, code: str) -> CmdstanpyModel:
+    """Compile a program with CmdStan (or load its executable from the cache).
+
+    Parameters
+    ----------
+    name : str
+        Program name, used in messages and for the file names.
+    code : str
+        Self-contained program text (includes expanded).
+
+    Returns
+    -------
+    CmdstanpyModel
+        ``compile_seconds`` is 0 and ``cached`` True when the executable was in the cache.
+
+    Raises
+    ------
+    StanCompileError
+        stanc or the C++ compiler rejected the program.
+    """
+    import cmdstanpy
+
+    stan_file, exe = _paths(name, code)
+    stan_file.parent.mkdir(parents=True, exist_ok=True)
+    if not stan_file.is_file() or stan_file.read_text() != code:
+        stan_file.write_text(code)
+    cached = exe.is_file()
+    t0 = time.perf_counter()
+    try:
+        with _quiet_cmdstanpy():  # pydial announces the compilation in one line itself
+            model = cmdstanpy.CmdStanModel(stan_file=str(stan_file), exe_file=str(exe) if cached else None)
+    except (ValueError, RuntimeError) as e:
+        raise StanCompileError(f"Stan program {name!r} failed to compile (CmdStan):\n{e}") from None
+    return CmdstanpyModel(name=name, code=code, compile_seconds=0.0 if cached else time.perf_counter() - t0,
+                          cached=cached, exe_file=str(model.exe_file), _cmdstan_model=model)
+
+
+@dataclass
+class CmdstanpyModel(CompiledModel):
+    """A program compiled by CmdStan; every evaluation is a CmdStan run through cmdstanpy.
+
+    ``exe_file`` is the compiled executable.
+    """
+
+    backend: str = NAME
+    exe_file: str = ""
+    _cmdstan_model: Any = field(default=None, repr=False)
+    _param_names: list[str] | None = field(default=None, repr=False)
+    _shape_cache: dict[Any, dict[str, tuple[int, ...]]] = field(default_factory=dict, repr=False)
+
+    default_optimizer: ClassVar[str] = "cmdstan"
+
+    # ---------------------------------------------------------------- parameters
+    def parameter_names(self) -> list[str]:
+        """Names declared in the ``parameters`` block, in order (from ``stanc --info`` of this program)."""
+        if self._param_names is None:
+            self._param_names = list(self._cmdstan_model.src_info().get("parameters", {}))
+        return list(self._param_names)
+
+    def parameter_shapes(self, data: Mapping[str, Any]) -> dict[str, tuple[int, ...]]:
+        """Shapes of the parameters for these data, in declaration order.
+
+        The variables of a one-draw ``fixed_param`` run (cached per set of integer
+        data, which fixes every size).
+        """
+        data = as_stan_data(data)
+        names = self.parameter_names()
+        key = _size_key(data)
+        if key not in self._shape_cache:
+            with _quiet_cmdstanpy():
+                fit = self._cmdstan_model.sample(data=json_ready(data), fixed_param=True, chains=1, iter_sampling=1,
+                                                 iter_warmup=0, adapt_engaged=False, show_progress=False, seed=1)
+            vars_ = fit.metadata.stan_vars
+            # zero-size variables have no output columns: shape (0,)
+            self._shape_cache[key] = {n: tuple(int(x) for x in vars_[n].dimensions) if n in vars_ else (0,)
+                                      for n in names}
+        return dict(self._shape_cache[key])
+
+    def unconstrain(self, data: Mapping[str, Any], values: Mapping[str, Any]) -> np.ndarray:
+        """Unconstrained vector of named parameter values.
+
+        Each parameter flattened column-major in declaration order, which is Stan's
+        unconstrained vector for parameters of unconstrained types that are not
+        arrays of vectors or matrices (all of pydial's programs; the tests check
+        it against httpstan).  Zero-size parameters may be left out of ``values``.
+        """
+        data = as_stan_data(data)
+        shapes = self.parameter_shapes(data)
+        missing = [n for n, sh in shapes.items() if n not in values and int(np.prod(sh)) > 0]
+        if missing:
+            raise KeyError(f"{self.name}: no values for the parameters {missing}")
+        values = {n: values.get(n, np.zeros(shapes[n])) for n in shapes}
+        parts = [np.asarray(values[n], float).reshape(shapes[n]).ravel(order="F") for n in shapes]
+        return np.concatenate(parts) if parts else np.zeros(0)
+
+    def _inits(self, data: Mapping[str, Any], u: ArrayLike) -> dict[str, Any]:
+        """Named values for CmdStan (zero-size parameters left out: CmdStan cannot read their shape)."""
+        return {k: v.tolist() for k, v in self.split_unconstrained(data, u).items() if v.size}
+
+    def constrain(self, data: Mapping[str, Any], u: ArrayLike, *, include_tparams: bool = True,
+                  include_gqs: bool = False) -> dict[str, np.ndarray]:
+        """Named constrained values (and transformed parameters, generated quantities) at unconstrained ``u``.
+
+        The parameters from :meth:`unconstrain`'s layout; transformed parameters and
+        generated quantities from one ``fixed_param`` draw at those values.
+        """
+        data = as_stan_data(data)
+        params = self.split_unconstrained(data, np.asarray(u, float).ravel())
+        if not (include_tparams or include_gqs):
+            return params
+        with _quiet_cmdstanpy():
+            fit = self._cmdstan_model.sample(data=json_ready(data), fixed_param=True, chains=1, iter_sampling=1,
+                                             iter_warmup=0, adapt_engaged=False, show_progress=False, seed=1, sig_figs=18,
+                                             inits={k: v.tolist() for k, v in params.items() if v.size})
+        info = self._cmdstan_model.src_info()
+        want = (list(info.get("transformed parameters", {})) if include_tparams else []) + \
+            (list(info.get("generated quantities", {})) if include_gqs else [])
+        out = dict(params)
+        for n in want:  # zero-size variables have no output columns
+            out[n] = np.asarray(fit.stan_variable(n), float)[0] if n in fit.metadata.stan_vars else np.zeros(0)
+        return out
+
+    # ---------------------------------------------------------------- log density
+    def _log_prob_grad(self, data: Mapping[str, Any], u: np.ndarray, jacobian: bool) -> tuple[float, np.ndarray]:
+        """``log p`` and its gradient from one CmdStan ``log_prob`` run."""
+        with _quiet_cmdstanpy():
+            df = self._cmdstan_model.log_prob(self._inits(data, u), data=json_ready(data), jacobian=jacobian,
+                                              sig_figs=18)
+        row = df.iloc[0].to_numpy(dtype=float)
+        return float(row[0]), row[1:]
+
+    def log_prob(self, data: Mapping[str, Any], u: ArrayLike, *, jacobian: bool = False) -> float:
+        """``log p(u)`` on the unconstrained scale (default: without the Jacobian adjustment)."""
+        data = as_stan_data(data)
+        return self._log_prob_grad(data, np.asarray(u, dtype=float).ravel(), jacobian)[0]
+
+    def grad_log_prob(self, data: Mapping[str, Any], u: ArrayLike, *, jacobian: bool = False) -> np.ndarray:
+        """Gradient of :meth:`log_prob` with respect to the unconstrained parameters."""
+        data = as_stan_data(data)
+        return self._log_prob_grad(data, np.asarray(u, dtype=float).ravel(), jacobian)[1]
+
+    # ---------------------------------------------------------------- optimize
+    def _optimize_scipy(self, data: dict[str, Any], u0: np.ndarray, fixed: Sequence[bool] | None,
+                        bounds: Sequence[tuple[float | None, float | None]] | None, gtol: float,
+                        max_iter: int) -> OptimizeResult:
+        """Refused: every log density is a CmdStan subprocess."""
+        raise StanBackendError(
+            "on CmdStan every log density is a subprocess, so pydial does not run scipy on it: hold "
+            "coordinates fixed by passing them as data (dial.stan's fix_llm), or use backend='httpstan'")
+
+    def _optimize_native(self, data: dict[str, Any], u0: np.ndarray, seed: int | None, gtol: float,
+                         max_iter: int) -> OptimizeResult:
+        """CmdStan's L-BFGS, stopping on the gradient alone, restarted until the verdict holds."""
+        u = u0
+        lp, g = self._log_prob_grad(data, u, False)
+        t0 = time.perf_counter()
+        vals: dict[str, np.ndarray] = {}
+        message = "CmdStan L-BFGS"
+        # Stop on the gradient alone (CmdStan's relative-objective and parameter tests would
+        # stop early) at a quarter of the verdict's tolerance |grad| <= gtol |log p|; as on the
+        # scipy path, restart from the end point (fresh curvature pairs, also after a failed
+        # line search near the optimum) until the verdict holds, at most four runs.
+        for _ in range(4):
+            with _quiet_cmdstanpy():
+                mle = self._cmdstan_model.optimize(
+                    data=json_ready(data), inits=self._inits(data, u), seed=seed, jacobian=False, algorithm="lbfgs",
+                    iter=max_iter, tol_obj=1e-300, tol_rel_obj=1e-300, tol_grad=0.25 * gtol * max(1.0, abs(lp)),
+                    tol_rel_grad=1e-300, tol_param=1e-300, history_size=30, require_converged=False, sig_figs=18,
+                    show_console=False)
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")  # cmdstanpy's notice about scalars becoming arrays
+                    vals = {k: np.asarray(v, float) for k, v in mle.stan_variables().items()}
+                    ok = bool(mle.converged)
+            u = self.unconstrain(data, vals)
+            lp, g = self._log_prob_grad(data, u, False)
+            if not ok:
+                message = "CmdStan L-BFGS: line search failed or iteration limit"
+            gnorm = float(np.max(np.abs(g))) if g.size else 0.0
+            if gnorm <= gtol * max(1.0, abs(lp)):
+                break
+        secs = time.perf_counter() - t0
+        # A line search that fails within ROUNDOFF_FACTOR of the tolerance has hit the
+        # resolution of log p itself (the decrease g^2 / (2 h) left is below |log p| eps).
+        tol = gtol * max(1.0, abs(lp)) * (1.0 if ok else ROUNDOFF_FACTOR)
+        return OptimizeResult(u=u, log_prob=lp, grad_norm=gnorm, converged=gnorm <= tol,
+                              message=message, iterations=-1, evaluations=-1, backend=self.backend, seconds=secs,
+                              values=vals)
+
+    # ---------------------------------------------------------------- sample
+    def _run_nuts(self, data: dict[str, Any], *, chains: int, draws: int, warmup: int, seed: int | None,
+                  inits: Sequence[Mapping[str, Any]] | None, adapt_delta: float, max_depth: int,
+                  refresh: int | None, quiet: bool, progress: bool) -> NutsDraws:
+        """NUTS by CmdStan (parallel chains); the ``CmdStanMCMC`` fit is kept."""
+        with (_quiet_cmdstanpy() if quiet else contextlib.nullcontext()):
+            fit = self._cmdstan_model.sample(
+                data=json_ready(data), chains=chains, parallel_chains=min(chains, os.cpu_count() or 1), seed=seed,
+                iter_warmup=warmup, iter_sampling=draws, adapt_delta=adapt_delta, max_treedepth=max_depth,
+                inits=None if inits is None else [json_ready(as_stan_data(i)) for i in inits],
+                show_progress=bool(progress), refresh=refresh, sig_figs=18,
+            )
+        out = {}
+        for name in fit.metadata.stan_vars:
+            v = np.asarray(fit.stan_variable(name), dtype=float)  # (chains * draws, *shape), chain-major
+            out[name] = v.reshape(chains, draws, *v.shape[1:])
+        stats = {name: np.asarray(v, float).reshape(draws, chains).T
+                 for name, v in ((n, fit.draws()[:, :, i]) for i, n in enumerate(fit.column_names) if n.endswith("__"))}
+        return NutsDraws(draws=out, stats=stats, fit=fit)

@@ -1,0 +1,350 @@
+"""The interface of a compiled Stan program, shared by every backend.
+
+:class:`CompiledModel` is what :func:`pydial.stan.compile_model` returns.  Each
+backend module (:mod:`pydial.stan.httpstan_backend`,
+:mod:`pydial.stan.cmdstan_backend`) subclasses it and implements the
+backend-specific part: parameter names and shapes, the transforms between the
+constrained and unconstrained scales, the log density and its gradient, its own
+optimizer if it has one, and a NUTS run.  What does not depend on the backend
+lives here: argument checks, the default start of the optimizer, the scipy
+L-BFGS-B path (:func:`pydial.optim.lbfgs_minimize` on the exact log density and
+gradient) and the assembly of :class:`~pydial.stan.results.SampleResult`.
+
+The data of a Stan program are marshalled once, by :func:`as_stan_data`
+(numeric numpy arrays and Python scalars) and :func:`json_ready` (lists, for the
+backends that take JSON).
+"""
+
+from __future__ import annotations
+
+import abc
+import time
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Mapping, Sequence
+
+import numpy as np
+from numpy.typing import ArrayLike
+
+from ..exceptions import DialError
+from ..optim import lbfgs_minimize
+from .results import OptimizeResult, SampleResult
+
+__all__ = [
+    "StanCompileError",
+    "StanBackendError",
+    "CompiledModel",
+    "NutsDraws",
+    "as_stan_data",
+    "json_ready",
+]
+
+
+class StanCompileError(DialError, ValueError):
+    """A Stan program failed to compile; the message carries stanc's (or the C++ compiler's) output."""
+
+
+class StanBackendError(DialError, RuntimeError):
+    """The requested Stan backend is not available or failed to run."""
+
+
+def as_stan_data(data: Mapping[str, Any]) -> dict[str, Any]:
+    """Stan data as both backends read them.
+
+    Parameters
+    ----------
+    data : mapping
+        Variable name to a scalar or array-like.
+
+    Returns
+    -------
+    dict
+        Python ``int`` for booleans and integers, ``float`` for floats, numpy
+        arrays of integer or float dtype otherwise (booleans as ``int64``).
+
+    Raises
+    ------
+    TypeError
+        A value is not numeric.
+    """
+    out: dict[str, Any] = {}
+    for k, v in data.items():
+        if isinstance(v, (bool, np.bool_)):
+            out[k] = int(v)
+        elif isinstance(v, (int, np.integer)):
+            out[k] = int(v)
+        elif isinstance(v, (float, np.floating)):
+            out[k] = float(v)
+        else:
+            a = np.asarray(v)
+            if a.dtype == bool:
+                a = a.astype(np.int64)
+            if not (np.issubdtype(a.dtype, np.integer) or np.issubdtype(a.dtype, np.floating)):
+                raise TypeError(f"Stan data {k!r} must be numeric, got dtype {a.dtype}")
+            out[k] = a
+    return out
+
+
+def json_ready(data: Mapping[str, Any]) -> dict[str, Any]:
+    """Convert numpy arrays to nested lists (for JSON and the backends' ``data=``), other values unchanged.
+
+    Parameters
+    ----------
+    data : mapping
+        Usually the output of :func:`as_stan_data`.
+
+    Returns
+    -------
+    dict
+        Arrays converted by ``ndarray.tolist()``, other values unchanged.
+    """
+    return {k: (v.tolist() if isinstance(v, np.ndarray) else v) for k, v in data.items()}
+
+
+@dataclass
+class NutsDraws:
+    """What a backend's NUTS run returns to :meth:`CompiledModel.sample`.
+
+    Attributes
+    ----------
+    draws : dict of str to ndarray
+        Every variable, shaped ``(chain, draw, *shape)``.
+    stats : dict of str to ndarray
+        Sampler variables, shaped ``(chain, draw)``.
+    fit : object or None
+        The backend's own fit object, when it is kept (CmdStan).
+    """
+
+    draws: dict[str, np.ndarray]
+    stats: dict[str, np.ndarray]
+    fit: Any = None
+
+
+@dataclass
+class CompiledModel(abc.ABC):
+    """A compiled Stan program and the backend that runs it.
+
+    Build with :func:`pydial.stan.compile_model`.  ``name`` is the program name
+    (one of :data:`pydial.stan.programs.PROGRAMS` or a file stem).  The
+    unconstrained vector ``u`` of every method is Stan's: each parameter
+    flattened column-major in declaration order for the unconstrained types that
+    pydial's programs use.
+    """
+
+    name: str
+    code: str = field(repr=False)
+    backend: str = ""
+    compile_seconds: float = 0.0
+    cached: bool = True
+    stanc_warnings: str = field(default="", repr=False)
+
+    default_optimizer: ClassVar[str] = "scipy"
+    """The optimizer :meth:`optimize` runs when ``method`` is ``None`` (``"scipy"`` or ``"cmdstan"``)."""
+
+    # ---------------------------------------------------------------- parameters
+    @abc.abstractmethod
+    def parameter_names(self) -> list[str]:
+        """Names declared in the ``parameters`` block, in order (from ``stanc --info`` of this program)."""
+
+    @abc.abstractmethod
+    def parameter_shapes(self, data: Mapping[str, Any]) -> dict[str, tuple[int, ...]]:
+        """Shapes of the parameters for these data, in declaration order, as the compiled model reports them."""
+
+    def num_unconstrained(self, data: Mapping[str, Any]) -> int:
+        """Count the unconstrained parameters for these data.
+
+        The total size of the parameters (:meth:`parameter_shapes`): exact
+        unless the program declares simplex, correlation, Cholesky-factor or
+        other constrained container types (pydial's programs do not).
+        """
+        return int(sum(int(np.prod(s)) for s in self.parameter_shapes(data).values()))
+
+    def split_unconstrained(self, data: Mapping[str, Any], u: ArrayLike) -> dict[str, np.ndarray]:
+        """Named parameter values of an unconstrained vector, each parameter read column-major in declaration order.
+
+        Parameters
+        ----------
+        data : mapping
+            Stan data (fix the parameter shapes).
+        u : array_like
+            Unconstrained vector.
+
+        Returns
+        -------
+        dict of str to ndarray
+            Parameter name to its values, shaped as declared.
+
+        Raises
+        ------
+        ValueError
+            ``u`` does not have one entry per unconstrained parameter.
+        """
+        out, pos = {}, 0
+        x = np.asarray(u, float).ravel()
+        for n, shape in self.parameter_shapes(data).items():
+            size = int(np.prod(shape))
+            out[n] = x[pos:pos + size].reshape(shape, order="F")
+            pos += size
+        if pos != x.size:
+            raise ValueError(f"{self.name}: the unconstrained vector has {x.size} entries, the parameters {pos}")
+        return out
+
+    @abc.abstractmethod
+    def unconstrain(self, data: Mapping[str, Any], values: Mapping[str, Any]) -> np.ndarray:
+        """Unconstrained vector of named parameter values."""
+
+    @abc.abstractmethod
+    def constrain(self, data: Mapping[str, Any], u: ArrayLike, *, include_tparams: bool = True,
+                  include_gqs: bool = False) -> dict[str, np.ndarray]:
+        """Named constrained values (and transformed parameters, generated quantities) at unconstrained ``u``."""
+
+    # ---------------------------------------------------------------- log density
+    @abc.abstractmethod
+    def log_prob(self, data: Mapping[str, Any], u: ArrayLike, *, jacobian: bool = False) -> float:
+        """``log p(u)`` on the unconstrained scale (default: without the Jacobian adjustment)."""
+
+    @abc.abstractmethod
+    def grad_log_prob(self, data: Mapping[str, Any], u: ArrayLike, *, jacobian: bool = False) -> np.ndarray:
+        """Gradient of :meth:`log_prob` with respect to the unconstrained parameters."""
+
+    # ---------------------------------------------------------------- optimize
+    def optimize(
+        self,
+        data: Mapping[str, Any],
+        init: ArrayLike | None = None,
+        *,
+        seed: int | None = None,
+        fixed: Sequence[bool] | None = None,
+        bounds: Sequence[tuple[float | None, float | None]] | None = None,
+        gtol: float = 1e-8,
+        max_iter: int = 20_000,
+        method: str | None = None,
+    ) -> OptimizeResult:
+        """Maximize ``log_prob`` (no Jacobian) over the unconstrained parameters.
+
+        Parameters
+        ----------
+        data : mapping
+            Stan data.
+        init : array_like, optional
+            Start on the unconstrained scale; default uniform(-2, 2) draws from
+            ``numpy.random.default_rng(seed)`` (Stan's own default).
+        seed : int, optional
+            Seed of the default start and of CmdStan.
+        fixed : sequence of bool, optional
+            Coordinates held at ``init`` (e.g. the LLM block in the second stage
+            of eq. staged-calibrated-estimator).  httpstan only (scipy path);
+            on CmdStan pass fixed coordinates as data.
+        bounds : sequence of (low, high), optional
+            Box on the unconstrained coordinates (scipy path only).
+        gtol : float
+            Relative gradient tolerance: converged when the max-norm of the
+            (projected) gradient of ``log_prob`` is at most
+            ``gtol * max(1, |log_prob|)`` (scipy path; also its stopping rule).
+            CmdStan gets ``tol_grad = gtol``.
+        max_iter : int
+            Iteration budget.
+        method : {"scipy", "cmdstan"} or None
+            Force the optimizer; default CmdStan's L-BFGS on the cmdstanpy
+            backend (stopping on the gradient test alone) and scipy
+            L-BFGS-B on exact in-process gradients on httpstan.
+
+        Returns
+        -------
+        OptimizeResult
+            The optimum and the convergence verdict.
+        """
+        data = as_stan_data(data)
+        n = self.num_unconstrained(data)
+        rng = np.random.default_rng(seed)
+        u0 = rng.uniform(-2, 2, size=n) if init is None else np.asarray(init, dtype=float).ravel().copy()
+        if u0.size != n:
+            raise ValueError(f"init has {u0.size} entries; program {self.name!r} has {n} unconstrained parameters")
+        if method is None:
+            method = self.default_optimizer
+        if method == "scipy":
+            return self._optimize_scipy(data, u0, fixed, bounds, gtol, max_iter)
+        if method == "cmdstan":
+            if fixed is not None or bounds is not None:
+                raise ValueError("fixed and bounds need method='scipy' (httpstan)")
+            return self._optimize_native(data, u0, seed, gtol, max_iter)
+        raise ValueError(f"method must be 'scipy', 'cmdstan' or None, got {method!r}")
+
+    def _optimize_native(self, data: dict[str, Any], u0: np.ndarray, seed: int | None, gtol: float,
+                         max_iter: int) -> OptimizeResult:
+        """Run the backend's own optimizer (``method="cmdstan"``)."""
+        raise StanBackendError(f"method='cmdstan' needs the cmdstanpy backend, not {self.backend!r}")
+
+    def _optimize_scipy(self, data: dict[str, Any], u0: np.ndarray, fixed: Sequence[bool] | None,
+                        bounds: Sequence[tuple[float | None, float | None]] | None, gtol: float,
+                        max_iter: int) -> OptimizeResult:
+        """Minimize ``-log_prob`` by scipy's L-BFGS-B (:func:`pydial.optim.lbfgs_minimize`) on exact gradients.
+
+        A backend on which every log density is expensive overrides this to refuse.
+        """
+
+        def neg_log_prob(u: np.ndarray) -> tuple[float, np.ndarray]:
+            lp = self.log_prob(data, u)
+            if not np.isfinite(lp):
+                return -lp, np.zeros(u.size)
+            return -lp, -self.grad_log_prob(data, u)
+
+        res = lbfgs_minimize(neg_log_prob, u0, fixed=fixed, bounds=bounds, gtol=gtol, max_iter=max_iter)
+        return OptimizeResult(u=res.x, log_prob=-res.fun, grad_norm=res.grad_norm, converged=res.converged,
+                              message=res.message, iterations=res.n_iter, evaluations=res.n_eval,
+                              backend=self.backend, seconds=res.seconds)
+
+    # ---------------------------------------------------------------- sample
+    def sample(
+        self,
+        data: Mapping[str, Any],
+        *,
+        chains: int = 4,
+        draws: int = 1000,
+        warmup: int = 1000,
+        seed: int | None = None,
+        inits: Sequence[Mapping[str, Any]] | None = None,
+        adapt_delta: float = 0.8,
+        max_depth: int = 10,
+        refresh: int | None = None,
+        quiet: bool = True,
+        progress: bool | None = None,
+    ) -> SampleResult:
+        """Run NUTS (diagonal metric, adapted) and return the draws.
+
+        ``inits`` gives one dict of constrained parameter values per chain
+        (default: Stan's uniform(-2, 2) on the unconstrained scale).
+        ``refresh`` is the sampler's progress interval (iterations) and
+        ``quiet=True`` keeps the backends' progress output and log messages
+        off the console.  ``progress`` shows a ``tqdm`` bar instead of the
+        backends' progress lines (default: only when stderr is a terminal):
+        one bar over all chains' iterations with httpstan, cmdstanpy's
+        ``tqdm`` bar per chain with CmdStan.  With httpstan the fit that pystan stores in
+        httpstan's cache is deleted afterwards (the draws are returned here;
+        the cache would otherwise grow by the size of every run).
+        Diagnostics are not checked here; call :meth:`SampleResult.check`.
+        """
+        for nm, v in (("chains", chains), ("draws", draws)):
+            if int(v) < 1:
+                raise ValueError(f"{nm} must be >= 1, got {v!r}")
+        if int(warmup) < 0:
+            raise ValueError(f"warmup must be >= 0, got {warmup!r}")
+        if inits is not None and len(inits) != chains:
+            raise ValueError(f"inits must give one dict per chain ({chains}), got {len(inits)}")
+        data = as_stan_data(data)
+        if progress is None:
+            import sys
+
+            progress = sys.stderr.isatty()
+        t0 = time.perf_counter()
+        run = self._run_nuts(data, chains=chains, draws=draws, warmup=warmup, seed=seed, inits=inits,
+                             adapt_delta=adapt_delta, max_depth=max_depth, refresh=refresh, quiet=quiet,
+                             progress=bool(progress))
+        return SampleResult(draws=run.draws, stats=run.stats, chains=chains, draws_per_chain=draws, warmup=warmup,
+                            seed=seed, max_depth=max_depth, backend=self.backend, seconds=time.perf_counter() - t0,
+                            backend_fit=run.fit)
+
+    @abc.abstractmethod
+    def _run_nuts(self, data: dict[str, Any], *, chains: int, draws: int, warmup: int, seed: int | None,
+                  inits: Sequence[Mapping[str, Any]] | None, adapt_delta: float, max_depth: int,
+                  refresh: int | None, quiet: bool, progress: bool) -> NutsDraws:
+        """Run the backend's NUTS on marshalled data (arguments checked by :meth:`sample`)."""

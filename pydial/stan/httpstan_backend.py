@@ -1,0 +1,458 @@
+"""The Stan bundled with httpstan (used through ``httpstan`` and ``pystan``).
+
+Compiles offline with the system C++ compiler.  httpstan keeps compiled models
+in its per-user cache (``~/.cache/httpstan/<version>/models``), keyed by a hash
+of the program text.  The log density, its gradient and the transforms call the
+compiled extension module in-process (no HTTP round-trip); NUTS runs through
+pystan, whose seeded fits pydial removes from httpstan's cache afterwards.
+
+``pystan``/``httpstan`` run an asyncio event loop internally
+(``asyncio.run``), which fails inside an already running loop (Jupyter).
+Calls that need it are then run in a worker thread with its own loop, so
+``nest_asyncio`` is not needed.
+
+Backend-module interface (see :mod:`pydial.stan.backend`): :data:`NAME`,
+:func:`available`, :func:`is_compiled`, :func:`compile_program`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextlib
+import hashlib
+import io
+import re
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Mapping, Sequence, TypeVar
+
+import numpy as np
+from numpy.typing import ArrayLike
+
+from .compiled import CompiledModel, NutsDraws, StanBackendError, StanCompileError, as_stan_data, json_ready
+
+__all__ = ["NAME", "HttpstanModel", "available", "is_compiled", "compile_program", "fit_files"]
+
+NAME = "httpstan"
+"""The backend's name in :data:`pydial.stan.backend.BACKENDS`."""
+
+T = TypeVar("T")
+
+_SERVICES: dict[str, Any] = {}
+_SERVICE_FUNCTIONS = ("log_prob", "log_prob_grad", "write_array", "transform_inits", "get_param_names", "get_dims")
+_STANC_INFO: dict[str, dict] = {}
+
+
+def available() -> bool:
+    """Whether ``httpstan`` and ``pystan`` are importable.
+
+    Returns
+    -------
+    bool
+        True when this backend can run.
+    """
+    try:
+        import httpstan.models  # noqa: F401
+        import stan  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def _outside_event_loop(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+    """Call ``fn`` here, or in a worker thread when this thread runs an asyncio loop.
+
+    pystan/httpstan use ``asyncio.run``, which refuses to start inside a running
+    loop (Jupyter, async frameworks).  A fresh thread has no loop.
+    """
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return fn(*args, **kwargs)
+    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as ex:
+        return ex.submit(fn, *args, **kwargs).result()
+
+
+# --------------------------------------------------------------------------- httpstan's cache
+def fit_files(model_name: str = "") -> list[Path]:
+    """Fit files in httpstan's cache (of one model, or of all models when ``model_name`` is empty).
+
+    pystan stores every fit made with a random seed there
+    (``~/.cache/httpstan/<version>/models/<model>/fits/``); pydial deletes the
+    ones its own runs create.
+
+    Parameters
+    ----------
+    model_name : str
+        httpstan's model name (``models/<hash>``), or empty for all models.
+
+    Returns
+    -------
+    list of Path
+        The fit files (empty when httpstan is not installed).
+    """
+    try:
+        import httpstan.cache
+    except ImportError:
+        return []
+    if model_name:
+        dirs = [httpstan.cache.model_directory(model_name) / "fits"]
+    else:
+        root = httpstan.cache.cache_directory() / "models"
+        dirs = [p / "fits" for p in root.iterdir()] if root.is_dir() else []
+    return [f for d in dirs if d.is_dir() for f in d.iterdir() if f.is_file()]
+
+
+def _unlink_if_older(f: Path, t: float) -> None:
+    """Delete ``f`` unless it was written after time ``t`` (by a concurrent run)."""
+    try:
+        if f.stat().st_mtime <= t + 1.0:
+            f.unlink(missing_ok=True)
+    except FileNotFoundError:
+        pass
+
+
+def _module_exists(model_name: str) -> bool:
+    """Whether httpstan's cache holds the compiled extension module of ``model_name``."""
+    from importlib.machinery import EXTENSION_SUFFIXES
+
+    import httpstan.cache
+
+    d = httpstan.cache.model_directory(model_name)
+    return d.is_dir() and any(p.suffix in EXTENSION_SUFFIXES for p in d.iterdir())
+
+
+def is_compiled(name: str, code: str) -> bool:
+    """Whether the program is in httpstan's on-disk cache (no compilation needed).
+
+    Parameters
+    ----------
+    name : str
+        Program name (unused: httpstan keys its cache by the text alone).
+    code : str
+        Program text.
+
+    Returns
+    -------
+    bool
+        True when loading the program needs no compilation.
+    """
+    import httpstan.models
+
+    return _module_exists(httpstan.models.calculate_model_name(code))
+
+
+def _load_services(model_name: str) -> Any:
+    """Load the functions of a compiled httpstan model, once per process.
+
+    Every httpstan model is an extension module named ``stan_services``.  CPython
+    re-imports a single-phase extension module that was loaded before by updating
+    the object ``sys.modules["stan_services"]`` in place, so a module object kept
+    from a re-import would silently switch to the last model imported (by pydial,
+    or by pystan's server when it builds or samples another model).  The function
+    objects are therefore captured right after import, and the shared entry is
+    removed from ``sys.modules``.
+    """
+    import sys
+    import types
+
+    import httpstan.models
+
+    fns = _SERVICES.get(model_name)
+    if fns is None:
+        mod = httpstan.models.import_services_extension_module(model_name)
+        fns = types.SimpleNamespace(**{n: getattr(mod, n) for n in _SERVICE_FUNCTIONS}, model_name=model_name)
+        if sys.modules.get("stan_services") is mod:
+            del sys.modules["stan_services"]
+        _SERVICES[model_name] = fns
+    return fns
+
+
+def _stanc_info(code: str) -> dict:
+    """``stanc --info`` of a program with the stanc binary of httpstan (declarations by block)."""
+    import importlib.resources
+    import json
+    import subprocess
+    import tempfile
+
+    key = hashlib.sha256(code.encode()).hexdigest()
+    if key not in _STANC_INFO:
+        with importlib.resources.path("httpstan", "stanc") as stanc, tempfile.TemporaryDirectory() as tmp:
+            f = Path(tmp) / "program.stan"
+            f.write_text(code)
+            out = subprocess.run([str(stanc), "--info", str(f)], capture_output=True, text=True, check=False)
+        if out.returncode != 0:
+            raise StanCompileError(f"stanc --info failed:\n{out.stderr}")
+        _STANC_INFO[key] = json.loads(out.stdout)
+    return _STANC_INFO[key]
+
+
+def _stanc_retry(fn: Callable[..., T], *args: Any, attempts: int = 8) -> T:
+    """Call ``fn``, again when httpstan's stanc run exceeds its fixed 1-second timeout (a loaded machine)."""
+    import subprocess
+
+    for k in range(attempts):
+        try:
+            return fn(*args)
+        except subprocess.TimeoutExpired:
+            if k == attempts - 1:
+                raise
+            time.sleep(1.0 + k)
+    raise AssertionError("unreachable")
+
+
+# --------------------------------------------------------------------------- compile
+def compile_program(name: str, code: str) -> HttpstanModel:
+    """Compile a program with httpstan's Stan (or load it from httpstan's cache).
+
+    Parameters
+    ----------
+    name : str
+        Program name, used in messages.
+    code : str
+        Self-contained program text (includes expanded).
+
+    Returns
+    -------
+    HttpstanModel
+        ``compile_seconds`` is 0 and ``cached`` True when the program was in the cache.
+
+    Raises
+    ------
+    StanCompileError
+        stanc or the C++ compiler rejected the program.
+    """
+    import httpstan.cache
+    import httpstan.compile
+    import httpstan.models
+
+    model_name = httpstan.models.calculate_model_name(code)
+    stan_model_name = f"model_{model_name.split('/')[1]}"
+    if _module_exists(model_name):
+        # compiled before (the cache key is a hash of the text): no stanc run, whose fixed
+        # 1-second timeout in httpstan a loaded machine can exceed
+        module = _load_services(model_name)
+        # pystan's cache lookup reads these two files beside the module
+        mdir = httpstan.cache.model_directory(model_name)
+        if not (mdir / "stderr.log").is_file():
+            httpstan.cache.dump_services_extension_module_compiler_output("", model_name)
+        if not (mdir / "stanc.log").is_file():
+            httpstan.cache.dump_stanc_warnings("", model_name)
+        return HttpstanModel(name=name, code=code, compile_seconds=0.0, cached=True, stanc_warnings="",
+                             model_name=model_name, _module=module)
+    try:
+        _, warn = _stanc_retry(httpstan.compile.compile, code, stan_model_name)
+    except ValueError as e:
+        raise StanCompileError(f"Stan program {name!r} failed to compile (stanc):\n{e}") from None
+    httpstan.cache.delete_model_directory(model_name)
+    t0 = time.perf_counter()
+    try:
+        out = _stanc_retry(lambda: _outside_event_loop(asyncio.run,
+                                                       httpstan.models.build_services_extension_module(code)))
+    except Exception as e:  # C++ compiler or linker failure
+        raise StanCompileError(f"Stan program {name!r} failed to build with the C++ compiler: {e!r}") from e
+    secs = time.perf_counter() - t0
+    # What pystan's cache lookup expects beside the module.  The stanc warnings are the
+    # pedantic-mode ones (priors switched by data look "missing"); they are kept on
+    # CompiledModel.stanc_warnings instead of being printed by pystan at every build.
+    httpstan.cache.dump_services_extension_module_compiler_output(out, model_name)
+    httpstan.cache.dump_stanc_warnings("", model_name)
+    module = _load_services(model_name)
+    return HttpstanModel(name=name, code=code, compile_seconds=secs, cached=False, stanc_warnings=warn,
+                         model_name=model_name, _module=module)
+
+
+# --------------------------------------------------------------------------- the model
+@dataclass
+class HttpstanModel(CompiledModel):
+    """A program compiled by httpstan: the extension module's functions in-process, NUTS through pystan.
+
+    ``model_name`` is httpstan's name of the model (``models/<hash>``).
+    """
+
+    backend: str = NAME
+    model_name: str = ""
+    _module: Any = field(default=None, repr=False)
+    _param_names: list[str] | None = field(default=None, repr=False)
+
+    def services(self) -> Any:
+        """Return the compiled model's functions (``log_prob``, ``write_array``, ...), loaded once per process.
+
+        Returns
+        -------
+        types.SimpleNamespace
+            The functions of the extension module, captured at import.
+        """
+        if self._module is None:
+            self._module = _load_services(self.model_name)
+        return self._module
+
+    # ---------------------------------------------------------------- parameters
+    def parameter_names(self) -> list[str]:
+        """Names declared in the ``parameters`` block, in order (from ``stanc --info`` of this program)."""
+        if self._param_names is None:
+            self._param_names = list(_stanc_info(self.code).get("parameters", {}))
+        return list(self._param_names)
+
+    def parameter_shapes(self, data: Mapping[str, Any]) -> dict[str, tuple[int, ...]]:
+        """Shapes of the parameters for these data, in declaration order (the model's ``get_dims``)."""
+        data = as_stan_data(data)
+        mod = self.services()
+        dims = dict(zip(mod.get_param_names(data), mod.get_dims(data)))
+        return {n: tuple(int(x) for x in dims[n]) for n in self.parameter_names()}
+
+    def unconstrain(self, data: Mapping[str, Any], values: Mapping[str, Any]) -> np.ndarray:
+        """Unconstrained vector of named parameter values, by the model's own ``transform_inits``.
+
+        Zero-size parameters may be left out of ``values``.
+        """
+        data = as_stan_data(data)
+        shapes = self.parameter_shapes(data)
+        missing = [n for n, sh in shapes.items() if n not in values and int(np.prod(sh)) > 0]
+        if missing:
+            raise KeyError(f"{self.name}: no values for the parameters {missing}")
+        values = {n: values.get(n, np.zeros(shapes[n])) for n in shapes}
+        ctx = {n: np.asarray(values[n], float).reshape(shapes[n]) for n in shapes}
+        return np.asarray(self.services().transform_inits(data, json_ready(as_stan_data(ctx))), float)
+
+    def constrain(self, data: Mapping[str, Any], u: ArrayLike, *, include_tparams: bool = True,
+                  include_gqs: bool = False) -> dict[str, np.ndarray]:
+        """Named constrained values (and transformed parameters, generated quantities) by the model's ``write_array``."""
+        data = as_stan_data(data)
+        x = np.asarray(u, float).ravel()
+        mod = self.services()
+        flat = np.asarray(mod.write_array(data, x.tolist(), include_tparams, include_gqs))
+        names = mod.get_param_names(data)
+        dims = mod.get_dims(data)
+        out, pos = {}, 0
+        for n, d in zip(names, dims):
+            size = int(np.prod(d)) if d else 1
+            if pos + size > flat.size:
+                break
+            out[n] = flat[pos : pos + size].reshape(tuple(d), order="F") if d else flat[pos]
+            pos += size
+        return out
+
+    # ---------------------------------------------------------------- log density
+    def log_prob(self, data: Mapping[str, Any], u: ArrayLike, *, jacobian: bool = False) -> float:
+        """``log p(u)`` on the unconstrained scale (default: without the Jacobian adjustment).
+
+        Note that with httpstan, ``~`` statements drop constants (``propto``); the
+        pydial programs only use ``target +=``, which keeps them.
+        """
+        data = as_stan_data(data)
+        x = np.asarray(u, dtype=float).ravel()
+        try:
+            return float(self.services().log_prob(data, x.tolist(), bool(jacobian)))
+        except RuntimeError as e:
+            raise StanBackendError(f"{self.name}: log_prob failed: {e}") from e
+
+    def grad_log_prob(self, data: Mapping[str, Any], u: ArrayLike, *, jacobian: bool = False) -> np.ndarray:
+        """Gradient of :meth:`log_prob` with respect to the unconstrained parameters."""
+        data = as_stan_data(data)
+        x = np.asarray(u, dtype=float).ravel()
+        try:
+            return np.asarray(self.services().log_prob_grad(data, x.tolist(), bool(jacobian)), dtype=float)
+        except RuntimeError as e:
+            raise StanBackendError(f"{self.name}: log_prob_grad failed: {e}") from e
+
+    # ---------------------------------------------------------------- sample
+    def _run_nuts(self, data: dict[str, Any], *, chains: int, draws: int, warmup: int, seed: int | None,
+                  inits: Sequence[Mapping[str, Any]] | None, adapt_delta: float, max_depth: int,
+                  refresh: int | None, quiet: bool, progress: bool) -> NutsDraws:
+        """NUTS through pystan (in a worker thread inside a running event loop); its cached fit is removed."""
+        d, s = _outside_event_loop(self._sample, data, chains, draws, warmup, seed, inits, adapt_delta, max_depth,
+                                   refresh, quiet, progress)
+        return NutsDraws(draws=d, stats=s)
+
+    def _sample(self, data: dict[str, Any], chains: int, draws: int, warmup: int, seed: int | None,
+                inits: Sequence[Mapping[str, Any]] | None, adapt_delta: float, max_depth: int, refresh: int | None,
+                quiet: bool = True, progress: bool = False) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+        before = set(fit_files(self.model_name))
+        sink: io.StringIO = _ProgressSink(chains * (draws + warmup), self.name) if progress else io.StringIO()
+        ctx = (contextlib.redirect_stdout(sink), contextlib.redirect_stderr(sink)) if quiet or progress else ()
+        done = time.time()
+        try:
+            with contextlib.ExitStack() as stack:
+                if progress:
+                    stack.callback(sink.close)
+                for c in ctx:
+                    stack.enter_context(c)
+                for attempt in range(3):
+                    try:
+                        out = self._sample_run(data, chains, draws, warmup, seed, inits, adapt_delta, max_depth,
+                                               refresh)
+                        break
+                    except RuntimeError as e:
+                        # another process removed the cached fit between its write and pystan's read;
+                        # a seeded run is deterministic, so running it again gives the same draws
+                        if "not found" not in str(e) or attempt == 2:
+                            raise
+                done = time.time()
+                return out
+        finally:  # pystan keeps every seeded fit in httpstan's cache: remove the ones made here
+            for f in set(fit_files(self.model_name)) - before:
+                _unlink_if_older(f, done)
+
+    def _sample_run(self, data: dict[str, Any], chains: int, draws: int, warmup: int, seed: int | None,
+                    inits: Sequence[Mapping[str, Any]] | None, adapt_delta: float, max_depth: int,
+                    refresh: int | None) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+        import stan
+
+        post = stan.build(  # type: ignore[attr-defined]
+            self.code, data=json_ready(data), random_seed=None if seed is None else int(seed))
+        kw: dict[str, Any] = dict(num_chains=chains, num_samples=draws, num_warmup=warmup, delta=adapt_delta,
+                                  max_depth=max_depth)
+        if refresh is not None:
+            kw["refresh"] = refresh
+        if inits is not None:
+            kw["init"] = [json_ready(as_stan_data(i)) for i in inits]
+        fit = post.sample(**kw)
+        if fit is None:  # pystan returns None on KeyboardInterrupt
+            raise StanBackendError("sampling was interrupted")
+
+        def reshape(arr: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
+            # pystan stacks draws with the chain index varying fastest: column m = draw * chains + chain
+            a = np.asarray(arr, dtype=float).reshape(*shape, draws, chains) if shape else \
+                np.asarray(arr, dtype=float).reshape(draws, chains)
+            return np.moveaxis(np.moveaxis(a, -1, 0), -1, 1)
+
+        out = {}
+        for name, dims in zip(fit.param_names, fit.dims):
+            out[name] = reshape(fit[name], tuple(dims))
+        stats = {name: reshape(fit[name], ()) for name in fit.sample_and_sampler_param_names}
+        return out, stats
+
+
+class _ProgressSink(io.StringIO):
+    """Stand-in for stdout/stderr during pystan's sampling.
+
+    Swallows pystan's output and moves one ``tqdm`` bar from its
+    ``Sampling: x% (done/total)`` lines.
+    """
+
+    _ITER = re.compile(r"\((\d+)/(\d+)\)")
+
+    def __init__(self, total: int, name: str) -> None:
+        import sys
+
+        from tqdm.auto import tqdm
+
+        super().__init__()
+        self.bar = tqdm(total=total, desc=f"sampling {Path(name).stem}", file=sys.stderr, leave=False,
+                        mininterval=0.5)
+
+    def write(self, text: str) -> int:
+        m = None
+        for m in self._ITER.finditer(text):
+            pass
+        if m is not None:
+            self.bar.update(max(int(m.group(1)) - self.bar.n, 0))
+        return len(text)
+
+    def close(self) -> None:
+        self.bar.refresh()
+        self.bar.close()
+        super().close()

@@ -1,0 +1,230 @@
+"""What a Stan backend returns: optima, NUTS draws and their diagnostics.
+
+Both containers are backend-neutral: :class:`OptimizeResult` holds a
+(penalized) maximum on the unconstrained scale, :class:`SampleResult` holds
+draws shaped ``(chain, draw, *shape)`` and runs the sampler checks
+(divergences, tree depth, E-BFMI, R-hat and ESS through ``arviz``).
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from ..exceptions import DialWarning
+
+__all__ = ["SAMPLER_STATS", "SamplerWarning", "OptimizeResult", "SampleResult"]
+
+SAMPLER_STATS: tuple[str, ...] = (
+    "lp__", "accept_stat__", "stepsize__", "treedepth__", "n_leapfrog__", "divergent__", "energy__",
+)
+"""The sampler variables of Stan's NUTS, as both backends name them."""
+
+
+class SamplerWarning(DialWarning):
+    """NUTS finished with diagnostics that call its draws into question."""
+
+
+@dataclass
+class OptimizeResult:
+    """A (penalized) maximum of a Stan program's log density, without Jacobian.
+
+    Attributes
+    ----------
+    u : ndarray
+        Optimum on the unconstrained scale.
+    log_prob : float
+        ``log_prob(u)`` (no Jacobian).
+    grad_norm : float
+        Max-norm of the gradient at ``u`` over the free coordinates (``nan`` when
+        the backend does not report it).
+    converged : bool
+        Whether the optimizer reported convergence.
+    message : str
+        The optimizer's message.
+    iterations, evaluations : int
+        Iterations and log-density evaluations (``-1`` if unknown).
+    backend : str
+    seconds : float
+        Wall time of the optimization.
+    values : dict of str to ndarray
+        Parameters, transformed parameters and generated quantities at the
+        optimum (CmdStan reports them; empty on the scipy path).
+    """
+
+    u: np.ndarray
+    log_prob: float
+    grad_norm: float
+    converged: bool
+    message: str
+    iterations: int
+    evaluations: int
+    backend: str
+    seconds: float
+    values: dict[str, np.ndarray] = field(default_factory=dict, repr=False)
+
+
+def _scalar_label(name: str, idx: tuple[int, ...], shape: tuple[int, ...],
+                  labels: Mapping[str, Sequence[Sequence[Any]]] | None) -> str:
+    """``name[i,j]`` with the coordinate labels of ``labels[name]`` when they fit ``shape``, else 0-based indices."""
+    lab = (labels or {}).get(name)
+    if lab is not None and len(lab) == len(idx) and all(len(lv) == n for lv, n in zip(lab, shape)):
+        parts = [str(lv[i]) for lv, i in zip(lab, idx)]
+    else:
+        parts = [str(i) for i in idx]
+    return name + ("[" + ",".join(parts) + "]" if idx else "")
+
+
+def _convergence_table(draws: Mapping[str, np.ndarray], names: Sequence[str],
+                       labels: Mapping[str, Sequence[Sequence[Any]]] | None) -> Any:
+    """R-hat, bulk and tail ESS (``arviz``) of every non-constant scalar of the named draws, one row each."""
+    import arviz as az
+    import pandas as pd
+
+    rows = []
+    for name in names:
+        x = np.asarray(draws[name], dtype=float)
+        if x.ndim < 2 or x[0, 0].size == 0:
+            continue
+        ds = az.convert_to_dataset({name: x})
+        with warnings.catch_warnings(), np.errstate(all="ignore"):
+            warnings.simplefilter("ignore", RuntimeWarning)  # constant scalars, left out below
+            rhat = np.asarray(az.rhat(ds, method="rank")[name], dtype=float)
+            bulk = np.asarray(az.ess(ds, method="bulk")[name], dtype=float)
+            tail = np.asarray(az.ess(ds, method="tail")[name], dtype=float)
+        flat = x.reshape(x.shape[0], x.shape[1], -1)
+        for e in range(flat.shape[2]):
+            if np.ptp(flat[:, :, e]) == 0.0:  # constant (e.g. fixed zero): nothing to check
+                continue
+            idx = tuple(int(i) for i in np.unravel_index(e, x.shape[2:])) if x.ndim > 2 else ()
+            rows.append({"variable": _scalar_label(name, idx, x.shape[2:], labels),
+                         "rhat": float(rhat[idx]), "ess_bulk": float(bulk[idx]), "ess_tail": float(tail[idx])})
+    return pd.DataFrame(rows, columns=["variable", "rhat", "ess_bulk", "ess_tail"]).set_index("variable")
+
+
+@dataclass
+class SampleResult:
+    """NUTS draws of a Stan program.
+
+    Attributes
+    ----------
+    draws : dict of str to ndarray
+        Every parameter, transformed parameter and generated quantity, shaped
+        ``(chain, draw, *shape)``.
+    stats : dict of str to ndarray
+        Sampler variables (``lp__``, ``divergent__``, ``treedepth__``, ...),
+        shaped ``(chain, draw)``.
+    chains, draws_per_chain, warmup, seed, max_depth : int
+    backend : str
+    seconds : float
+        Wall time of the sampler call.
+    diagnostics : pandas.DataFrame or None
+        R-hat, bulk and tail ESS per monitored scalar (set by :meth:`check`).
+    problems : list of str
+        Human-readable sampler problems; empty when all checks pass.
+    backend_fit : cmdstanpy.CmdStanMCMC or None
+        The CmdStan fit (CmdStan backend only), for ``arviz.from_cmdstanpy``.
+    """
+
+    draws: dict[str, np.ndarray]
+    stats: dict[str, np.ndarray]
+    chains: int
+    draws_per_chain: int
+    warmup: int
+    seed: int | None
+    max_depth: int
+    backend: str
+    seconds: float
+    diagnostics: Any = None
+    problems: list[str] = field(default_factory=list)
+    backend_fit: Any = field(default=None, repr=False)
+
+    def check(
+        self,
+        monitor: Sequence[str] | None = None,
+        *,
+        rhat_max: float = 1.01,
+        ess_per_chain: float = 100.0,
+        ebfmi_min: float = 0.3,
+        warn: bool = True,
+        labels: Mapping[str, Sequence[Sequence[Any]]] | None = None,
+    ) -> list[str]:
+        """Run the sampler checks, store them and warn about each problem.
+
+        R-hat (rank-normalized split R-hat, Vehtari et al. 2021), bulk and tail ESS
+        and E-BFMI are computed by ``arviz.rhat``, ``arviz.ess`` and ``arviz.bfmi``.
+
+        Parameters
+        ----------
+        monitor : sequence of str, optional
+            Variables whose R-hat and ESS are checked (default: all draws).  Pass
+            the identified quantities only: gauge-dependent factors (``U``, ``V``)
+            need not mix.
+        rhat_max : float
+            Largest acceptable rank-normalized split R-hat (Vehtari et al. 2021).
+        ess_per_chain : float
+            Smallest acceptable bulk and tail ESS per chain.
+        ebfmi_min : float
+            Smallest acceptable E-BFMI per chain.
+        warn : bool
+            Raise a :class:`SamplerWarning` listing the problems.
+        labels : mapping, optional
+            Per variable, the coordinate labels of each of its dimensions (e.g.
+            ``{"s_H": [items]}``): the diagnostics then name scalars by label
+            (``s_H[gpt-4]``) instead of by 0-based index (``s_H[3]``).
+
+        Returns
+        -------
+        list of str
+            The problems found (also stored in :attr:`problems`).
+        """
+        import arviz as az
+
+        problems: list[str] = []
+        div = self.stats.get("divergent__")
+        if div is not None:
+            per_chain = div.sum(axis=1).astype(int)
+            if per_chain.sum() > 0:
+                problems.append(
+                    f"{int(per_chain.sum())} divergent transitions after warmup (per chain {per_chain.tolist()}); "
+                    "raise adapt_delta or reparameterize"
+                )
+        td = self.stats.get("treedepth__")
+        if td is not None:
+            hits = (td >= self.max_depth).sum(axis=1).astype(int)
+            if hits.sum() > 0:
+                problems.append(f"{int(hits.sum())} transitions hit the maximum tree depth {self.max_depth} "
+                                f"(per chain {hits.tolist()})")
+        en = self.stats.get("energy__")
+        if en is not None and en.shape[1] > 2:
+            with np.errstate(divide="ignore", invalid="ignore"):
+                ebfmi = np.asarray(az.bfmi(np.asarray(en, dtype=float)), dtype=float)
+            low = np.flatnonzero(ebfmi < ebfmi_min)
+            if low.size:
+                problems.append(f"E-BFMI below {ebfmi_min} in chain(s) {low.tolist()} ({np.round(ebfmi[low], 3).tolist()})")
+
+        names = list(self.draws) if monitor is None else [m for m in monitor if m in self.draws]
+        diag = _convergence_table(self.draws, names, labels)
+        if len(diag):
+            bad = diag.index[diag["rhat"] > rhat_max]
+            if len(bad):
+                problems.append(
+                    f"R-hat > {rhat_max} for {len(bad)} of {len(diag)} monitored scalars "
+                    f"(max {diag['rhat'].max():.3f} at {diag['rhat'].idxmax()}); run longer chains or check multimodality"
+                )
+            need = ess_per_chain * self.chains
+            low = diag.index[(diag["ess_bulk"] < need) | (diag["ess_tail"] < need)]
+            if len(low):
+                worst = diag[["ess_bulk", "ess_tail"]].min(axis=1)
+                problems.append(
+                    f"bulk or tail ESS below {need:.0f} ({ess_per_chain:.0f} per chain) for {len(low)} of {len(diag)} "
+                    f"monitored scalars (min {worst.min():.0f} at {worst.idxmin()})"
+                )
+        self.diagnostics = diag
+        self.problems = problems
+        if warn and problems:
+            warnings.warn("Stan sampler problems:\n  - " + "\n  - ".join(problems), SamplerWarning, stacklevel=3)
+        return problems
