@@ -32,8 +32,10 @@ UNHASHABLE_CELLS = (list, dict, set, tuple, np.ndarray)
 
 
 def cell_text(x: Any) -> Any:
-    """The text of one identifier cell: strings unchanged, numbers through :func:`str`,
-    ``None`` / ``NaN`` kept as missing (``None``)."""
+    """Return the text of one identifier cell.
+
+    Strings unchanged, numbers through :func:`str`, ``None`` / ``NaN`` kept as missing (``None``).
+    """
     if isinstance(x, str):
         return x
     if x is None or (isinstance(x, float) and np.isnan(x)) or x is pd.NA or x is pd.NaT:
@@ -44,7 +46,7 @@ def cell_text(x: Any) -> Any:
 
 
 def _numeric_key(x: Any) -> str | None:
-    """Common key of numeric cells with equal value (``4`` and ``4.0``), else ``None``."""
+    """Return a common key of numeric cells with equal value (``4`` and ``4.0``), else ``None``."""
     if isinstance(x, bool) or isinstance(x, np.bool_) or isinstance(x, str) or not isinstance(x, (Number, np.number)):
         return None
     v = float(x)
@@ -52,7 +54,7 @@ def _numeric_key(x: Any) -> str | None:
 
 
 def fold(name: str) -> str:
-    """The comparison key of a name: stripped and case-folded."""
+    """Return the comparison key of a name: stripped and case-folded."""
     return name.strip().casefold()
 
 
@@ -88,8 +90,9 @@ def names_as_text(
     report: NameReport,
     extra: Iterable[tuple[Any, str]] = (),
 ) -> dict[str, pd.Series]:
-    """Convert the identifier ``columns`` (sharing one namespace, e.g. ``item_a`` and
-    ``item_b``) to text by the rules of this module.
+    """Convert the identifier ``columns`` to text by the rules of this module.
+
+    The columns share one namespace, e.g. ``item_a`` and ``item_b``.
 
     Parameters
     ----------

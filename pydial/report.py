@@ -124,8 +124,7 @@ def summary_dict(res: DialResult) -> dict[str, Any]:
 
 def write_report(res: DialResult, data: Comparisons, out: str | Path, *, fmt: str = "md",
                  force: bool = False) -> list[Path]:
-    """Write tables (CSV), plots (PNG), ``report.md``/``report.html`` and ``summary.json``
-    into the folder ``out``.
+    """Write tables (CSV), plots (PNG), ``report.md``/``report.html`` and ``summary.json`` into ``out``.
 
     The folder is written aside and moved into place when complete
     (:func:`pydial.outputs.output_dir`): a folder of an earlier pydial run is replaced

@@ -142,7 +142,7 @@ class Truth:
 
     @property
     def r(self) -> int:
-        """Rank of the disagreement part :math:`UV^\\top`."""
+        r"""Rank of the disagreement part :math:`UV^\top`."""
         return int(self.V.shape[1])
 
     @property
@@ -183,7 +183,7 @@ class Truth:
         return expit(self.s_h[i] - self.s_h[j])
 
     def scores(self) -> pd.DataFrame:
-        """True scores as a table: one row per item, columns ``human`` and the judges."""
+        """Return the true scores as a table: one row per item, columns ``human`` and the judges."""
         cols = {HUMAN_JUDGE: self.s_h, **{name: self.S[k] for k, name in enumerate(self.judges)}}
         return pd.DataFrame(cols, index=pd.Index(self.items, name="item"))
 
@@ -221,6 +221,7 @@ class Simulation:
         return Comparisons.from_frame(self.frame, human_judge=HUMAN_JUDGE, items=list(self.truth.items))
 
     def __repr__(self) -> str:
+        """Show the simulation's configuration."""
         c = self.config
         return (
             f"Simulation(N={c.get('N')}, K={c.get('K')}, r={c.get('r')}, n_llm={c.get('n_llm')}, "
