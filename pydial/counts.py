@@ -219,7 +219,7 @@ def read_comparisons(path: str | PathLike[str], *, human_judge: str = "human", i
     kj, ka, kb, kf = (g[c].to_numpy(np.int64) for c in _KEY)
     uk, codes = np.unique(((kj * R + ka) * R + kb) * 3 + kf, return_inverse=True)  # one integer key per row
     wide = pd.DataFrame(index=pd.RangeIndex(uk.size))
-    names = np.asarray(sorted(registry, key=registry.get), dtype=object)
+    names = np.asarray(sorted(registry, key=registry.__getitem__), dtype=object)
     rest = uk // 3
     wide["judge"] = pd.Categorical.from_codes(rest // (R * R), categories=names)
     wide["item_a"] = pd.Categorical.from_codes((rest // R) % R, categories=names)

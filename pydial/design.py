@@ -198,7 +198,7 @@ class DesignReport:
 
 
 # ----------------------------------------------------------------------- graph helpers
-def _names(items: Sequence[str], idx: Sequence[int], limit: int = 6) -> str:
+def _names(items: Sequence[str], idx: Sequence[int] | np.ndarray, limit: int = 6) -> str:
     idx = list(idx)
     shown = ", ".join(str(items[k]) for k in idx[:limit])
     return shown + (f", ... ({len(idx)} in all)" if len(idx) > limit else "")
@@ -401,6 +401,7 @@ def _check_ident_llm(items: Sequence[str], scan: _CycleScan, nopos: bool) -> tup
         )
     if parts:
         return False, "; ".join(parts)
+    assert scan.cycle is not None  # else ``parts`` says so
     names = [str(items[k]) for k in scan.cycle]
     if scan.two_orders:
         where = f"pair ({names[0]}, {names[1]}) is shown in both orders (a length-two cycle)"

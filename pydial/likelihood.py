@@ -19,7 +19,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any
+from typing import Any, Literal, overload
 
 import numpy as np
 import scipy.sparse as sp
@@ -215,6 +215,12 @@ class Objective:
         f = float(np.sum(c.w * binomial_nll(eta, c.n, c.y)))
         return f + self.penalty.value(self.chart, theta, eta[c.is_human]) if self.penalty is not None else f
 
+    @overload
+    def value_grad_hess(self, theta: np.ndarray, *, hess: Literal[True] = ...) -> tuple[float, np.ndarray, np.ndarray]: ...
+
+    @overload
+    def value_grad_hess(self, theta: np.ndarray, *, hess: bool) -> tuple[float, np.ndarray, np.ndarray | None]: ...
+
     def value_grad_hess(self, theta: np.ndarray, *, hess: bool = True) -> tuple[float, np.ndarray, np.ndarray | None]:
         """Value, gradient and (exact) Hessian in the reduced chart."""
         ch, c = self.chart, self.cells
@@ -290,6 +296,7 @@ class Objective:
         if phi is not None and self._pair_chunks is not None:
             return self._outer_factored(weight, phi)
         if v is None:
+            assert phi is not None, "_outer needs v or phi"
             v = self._columns(phi)
         P = self.chart.dim_full
         H = np.zeros((P, P))
@@ -389,7 +396,9 @@ class Objective:
         LL = np.empty((R, q, q))
         BB = np.zeros((q, q, N * N))  # [l, l'] -> (i, i')
         pairs = [(l, m) for l in range(q) for m in range(l, q)]
-        for g0, g1, sl in self._pair_chunks:
+        chunks = self._pair_chunks
+        assert chunks is not None  # _outer calls this only for a dense enough design
+        for g0, g1, sl in chunks:
             nc = g1 - g0
             W = np.bincount(self._pair_key[sl] - g0 * N * N, weights=w[sl], minlength=nc * N * N).reshape(nc, N, N)
             W += W.transpose(0, 2, 1).copy()
@@ -488,7 +497,7 @@ class Objective:
             sub = type(self.cells)(*(getattr(self.cells, f.name)[rows] for f in dataclasses.fields(self.cells)))
             return Objective(self.chart, sub).full_jacobian(theta)
         phi = self.chart.to_full(theta)
-        cols = self._columns(phi)
+        cols: list[np.ndarray | None] = [*self._columns(phi)]
         m, q = self.cells.g.size, len(cols)
         v = np.empty((m, q))
         for t in range(q):  # filled column by column: no second copy of the columns
@@ -579,7 +588,7 @@ class TieCells(Cells):
     counts: np.ndarray
 
     @classmethod
-    def stack(cls, data: Comparisons, w_llm: float, w_human: float) -> "TieCells":  # type: ignore[override]
+    def stack(cls, data: Comparisons, w_llm: float, w_human: float) -> "TieCells":
         """LLM tie cells (if ``w_llm > 0``) followed by human tie cells (if ``w_human > 0``).
 
         In the order of :meth:`Comparisons.tie_cells` (that of the Stan data).
@@ -620,6 +629,8 @@ class TieObjective(Objective):
     ``(eta, l)`` cross terms) come from the per-cell derivatives by the chain rule
     through the bilinear kernel of :class:`Objective`.
     """
+
+    cells: TieCells
 
     def __init__(self, chart: Chart, cells: TieCells, ties: str, free: "np.ndarray | list[int] | None" = None) -> None:
         from .ties import TIE_MODELS
@@ -726,9 +737,15 @@ class TieObjective(Objective):
         return P, a, b
 
     # ------------------------------------------------------------ evaluation
-    def value(self, x: np.ndarray) -> float:  # type: ignore[override]
+    def value(self, x: np.ndarray) -> float:
         """Evaluate the weighted negative log-likelihood kernel (``Q_lambda`` for :meth:`weighted`)."""
         return float(-np.sum(self.cells.w * self.cell_derivatives(x).value))
+
+    @overload
+    def value_grad_hess(self, x: np.ndarray, *, hess: Literal[True] = ...) -> tuple[float, np.ndarray, np.ndarray]: ...
+
+    @overload
+    def value_grad_hess(self, x: np.ndarray, *, hess: bool) -> tuple[float, np.ndarray, np.ndarray | None]: ...
 
     def value_grad_hess(self, x: np.ndarray, *, hess: bool = True) -> tuple[float, np.ndarray, np.ndarray | None]:
         """Value, gradient and exact Hessian in ``x = (theta, l)``."""

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from numbers import Number
-from typing import Any, Iterable
+from typing import Any, Iterable, SupportsFloat, cast
 
 import numpy as np
 import pandas as pd
@@ -49,7 +49,7 @@ def _numeric_key(x: Any) -> str | None:
     """Return a common key of numeric cells with equal value (``4`` and ``4.0``), else ``None``."""
     if isinstance(x, bool) or isinstance(x, np.bool_) or isinstance(x, str) or not isinstance(x, (Number, np.number)):
         return None
-    v = float(x)
+    v = float(cast(SupportsFloat, x))  # typeshed declares no __float__ on numbers.Number
     return None if np.isnan(v) else repr(v)
 
 
@@ -155,9 +155,9 @@ def names_as_text(
             continue
         note(_numeric_key(raw), text.strip() if strip else text, origin)
     if not allow_similar:
-        for key, texts in spellings.items():
-            if len(texts) > 1:
-                shown = sorted(texts)
+        for key, spelled in spellings.items():
+            if len(spelled) > 1:
+                shown = sorted(spelled)
                 raise DataError(
                     f"{kind} names {', '.join(repr(t) for t in shown[:4])} (from {', '.join(sorted({where[t] for t in shown}))}) "
                     "differ only by letter case, surrounding whitespace or numeric type; they would be separate "

@@ -216,6 +216,7 @@ class CalibrationFirthPenalty:
         g_M = c * np.einsum("nd,pnd->p", L_M, dM)
         if not hess:
             return float(c * (l1 - l2)), g_eta, g_M, None
+        assert J is not None, "the Hessian needs J = d eta / d theta"
         w2 = w * (1 - 6 * p + 6 * p * p)
         Q = U @ X.T
         L_ee = np.diag(w2 * h) - np.outer(w1, w1) * Q * Q

@@ -150,14 +150,18 @@ class Pilot:
         """``tr(L V_llm) / 2``: expected excess risk from estimating the basis."""
         return 0.0 if self.V_llm is None else 0.5 * float(np.trace(self.L @ self.V_llm))
 
+    def _anchored(self, method: str) -> tuple[np.ndarray, np.ndarray]:
+        """``(B, V_llm)``, refused for a pilot without LLM judgments."""
+        if self.B is None or self.V_llm is None:
+            raise DataError(f"method {method!r} needs LLM judgments in the pilot data")
+        return self.B, self.V_llm
+
     def covariance(self, method: str, n: float) -> np.ndarray:
         """First-order covariance of the centered scores at ``n`` human comparisons."""
         if method == "human":
             return _pinv(self.L) / n
-        if self.B is None:
-            raise DataError(f"method {method!r} needs LLM judgments in the pilot data")
-        B = self.B
-        return B @ np.linalg.solve(B.T @ self.L @ B, B.T) / n + self.V_llm
+        B, V_llm = self._anchored(method)
+        return B @ np.linalg.solve(B.T @ self.L @ B, B.T) / n + V_llm
 
     @property
     def bias(self) -> float:
@@ -167,7 +171,7 @@ class Pilot:
     @property
     def df(self) -> int:
         """``N - 1 - d``: directions the calibration restriction removes (the LRT's df)."""
-        return self.N - 1 - self.B.shape[1]
+        return self.N - 1 - self._anchored("dial-ada")[0].shape[1]
 
     def weighted_covariance(self, n: float, kappa: float) -> np.ndarray:
         """First-order covariance at shrinkage ``kappa`` of the difference from the anchored fit.
@@ -175,8 +179,9 @@ class Pilot:
         For ``s_A + kappa (s_H - s_A)`` (module docstring):
         ``(1 - kappa^2) C_A0 + kappa^2 C_H + (1 - kappa)^2 V_llm``.
         """
-        C_A0 = self.covariance("dial-anc", n) - self.V_llm
-        return (1 - kappa**2) * C_A0 + kappa**2 * self.covariance("human", n) + (1 - kappa) ** 2 * self.V_llm
+        V_llm = self._anchored("dial-ada")[1]
+        C_A0 = self.covariance("dial-anc", n) - V_llm
+        return (1 - kappa**2) * C_A0 + kappa**2 * self.covariance("human", n) + (1 - kappa) ** 2 * V_llm
 
     def ada_weights(self, n: float, nodes: int = 32) -> np.ndarray:
         """Evaluate the GACV shrinkage ``kappa = (1 - df / T)_+`` at quantiles of ``T``.
@@ -196,7 +201,7 @@ class Pilot:
         """
         if method == "human":
             return 0.5 * float(np.trace(self.L @ self.covariance("human", n)))
-        d = self.B.shape[1]
+        d = self._anchored(method)[0].shape[1]
         if method == "dial-anc" or self.df <= 0:
             return d / (2.0 * n) + self.bias
         df, nc = self.df, 2.0 * n * self.bias
@@ -376,7 +381,7 @@ def _check_k(k: int, N: int) -> int:
 
 
 def topk_probability(s: np.ndarray, cov: np.ndarray, k: int, *, draws: int = 4000,
-                     rng: np.random.Generator | int | None = 0) -> float:
+                     rng: np.random.Generator | int | Sequence[int] | None = 0) -> float:
     """``P(top-k set of s_hat = top-k set of s)`` for ``s_hat ~ N(s, cov)`` (Monte Carlo)."""
     gen = np.random.default_rng(rng)
     lam, Q = np.linalg.eigh(0.5 * (cov + cov.T))
@@ -557,7 +562,12 @@ def llm_frame(data: Comparisons, p: np.ndarray | None = None, rng: np.random.Gen
     """
     L = data.llm
     n = L.n.astype(int)
-    y = L.y.astype(int) if p is None else rng.binomial(n, p)
+    if p is None:
+        y = L.y.astype(int)
+    elif rng is None:
+        raise ValueError("redrawing the LLM outcomes (p given) needs rng")
+    else:
+        y = rng.binomial(n, p)
     cell = np.repeat(np.arange(n.size), n)
     rank_in_cell = np.arange(cell.size) - np.repeat(np.cumsum(n) - n, n)
     won = rank_in_cell < y[cell]
@@ -794,6 +804,8 @@ def next_pairs(
     X = D @ blk.B                              # x_ij = B^T (e_i - e_j), one row per pair
     w = expit(D @ blk.s)
     w = w * (1 - w)
+    G: np.ndarray | None  # contrasts and their weights (None for the D objective)
+    omega: np.ndarray | None
     if objective == "contrast":
         a, b = resolve_contrast(items, blk.s, target)
         G = np.zeros((1, N))
@@ -821,6 +833,7 @@ def next_pairs(
         if H is None:
             lam = np.linalg.eigvalsh(K)
             return float(np.sum(np.log(lam[lam > 1e-12 * lam.max()])))
+        assert G is not None and omega is not None  # H is G B
         return float(omega @ (np.einsum("ij,jk,ik->i", G, blk.other, G) + np.einsum("ij,jk,ik->i", H, K, H)))
 
     before = value(K)
@@ -834,6 +847,7 @@ def next_pairs(
         if H is None:
             red = np.log(denom)
         else:
+            assert omega is not None  # H is G B
             red = w * ((H @ KX.T) ** 2 * omega[:, None]).sum(0) / denom
         t = int(np.argmax(red / cost))
         if red[t] <= 0:

@@ -172,8 +172,9 @@ def _write_report(res: DialResult, data: Comparisons, out: Path, fmt: str) -> li
         figs.append(("GACV path", save_fig(plot_gacv(res), "gacv.png")))
     if res.consensus is not None:
         save_csv(res.consensus.reset_index(), "consensus_loadings.csv", index=False)
-    if getattr(res, "tie_parameters", None) is not None:
-        save_csv(res.tie_parameters.reset_index(), "tie_parameters.csv", index=False)
+    tie_parameters = getattr(res, "tie_parameters", None)
+    if tie_parameters is not None:
+        save_csv(tie_parameters.reset_index(), "tie_parameters.csv", index=False)
     p = out / "summary.json"
     p.write_text(json.dumps(summary_dict(res), indent=2))
     written.append(p)

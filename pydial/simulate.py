@@ -490,7 +490,7 @@ def simulate(
     # (5) Human comparisons.
     p_hum = g_hum.integers(0, n_pairs, size=n_human)
     i_h, j_h = pi[p_hum], pj[p_hum]
-    if tie_rate > 0:
+    if nu is not None:  # tie_rate > 0
         out_hum = _draw_outcomes(g_hum, tie_model, s_h[i_h] - s_h[j_h], np.log(nu[K]))
     else:
         out_hum = np.where(g_hum.random(n_human) < expit(s_h[i_h] - s_h[j_h]), 0, 1)
