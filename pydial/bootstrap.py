@@ -80,8 +80,10 @@ class BootstrapResult:
     draws: dict[str, np.ndarray] = field(repr=False, default_factory=dict)
 
     def lambda_distribution(self) -> pd.DataFrame:
-        """Frequency of each selected ``(rank, multiple)`` over the replicates (rank ``None``
-        and multiple NaN for a method without them)."""
+        """Frequency of each selected ``(rank, multiple)`` over the replicates.
+
+        Rank ``None`` and multiple NaN for a method without them.
+        """
         sel = self.selection
         out = sel.groupby(["rank", "multiple"], dropna=False).size().rename("count").reset_index()
         out["share"] = out["count"] / len(sel)
@@ -101,14 +103,17 @@ class BootstrapResult:
         raise KeyError(f"unknown item pair ({item_i!r}, {item_j!r})")
 
     def __repr__(self) -> str:
+        """Show the number of replicates, failures, strata and the level."""
         return (f"BootstrapResult(B={self.B}, ok={len(self.selection)}, n_failed={self.n_failed}, by={self.by!r}, "
                 f"level={self.level})")
 
 
 # ------------------------------------------------------------- resampling
 def record_strata(data: Comparisons) -> tuple[np.ndarray, np.ndarray, list[np.ndarray]]:
-    """Row positions of every record in ``data.frame`` (``offsets`` into ``order``) and
-    the two strata of record codes (with / without human labels)."""
+    """Row positions of every record in ``data.frame`` and the two strata of record codes.
+
+    ``offsets`` index into ``order``; the strata are the records with / without human labels.
+    """
     rec = data.frame["rec"].to_numpy()
     order = np.argsort(rec, kind="stable")
     counts = np.bincount(rec, minlength=len(data.record_ids))
@@ -120,8 +125,11 @@ def record_strata(data: Comparisons) -> tuple[np.ndarray, np.ndarray, list[np.nd
 
 def resample_records(data: Comparisons, rng: np.random.Generator,
                      strata: tuple[np.ndarray, np.ndarray, list[np.ndarray]] | None = None) -> Comparisons:
-    """A record bootstrap sample of ``data``: records drawn with replacement within the
-    human / LLM-only strata; a record drawn twice appears as two records."""
+    """Draw a record bootstrap sample of ``data``.
+
+    Records are drawn with replacement within the human / LLM-only strata; a record drawn
+    twice appears as two records.
+    """
     order, offsets, groups = strata if strata is not None else record_strata(data)
     drawn = np.concatenate([rng.choice(g, g.size, replace=True) for g in groups if g.size])
     sizes = offsets[drawn + 1] - offsets[drawn]

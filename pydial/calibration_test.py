@@ -49,14 +49,17 @@ class CalibrationTest:
     reason: str = ""
 
     def __repr__(self) -> str:
+        """Show the statistic, degrees of freedom, p-value and AIC's choice (or why undefined)."""
         if not self.defined:
             return f"CalibrationTest(undefined: {self.reason})"
         return (f"CalibrationTest(statistic={self.statistic:.4g}, df={self.df}, p_value={self.p_value:.4g}, "
                 f"aic_prefers={self.aic_prefers!r})")
 
 
-def calibration_test(data: Comparisons, s_anchored: np.ndarray, s_human: np.ndarray | None, d: int, reason: str = "") -> CalibrationTest:
-    """The LRT of Prop. calibration-test from the two endpoint fits.
+def calibration_test(
+    data: Comparisons, s_anchored: np.ndarray, s_human: np.ndarray | None, d: int, reason: str = ""
+) -> CalibrationTest:
+    """Compute the LRT of Prop. calibration-test from the two endpoint fits.
 
     ``s_human`` is None when the human MLE does not exist (``reason`` says why).
     """
@@ -67,7 +70,8 @@ def calibration_test(data: Comparisons, s_anchored: np.ndarray, s_human: np.ndar
 
 def calibration_lrt(loss_anchored: float, loss_human: float | None, n_human: int, df: int,
                     reason: str = "") -> CalibrationTest:
-    """The LRT of Prop. calibration-test from the normalized human losses of the two endpoints:
+    """Compute the LRT of Prop. calibration-test from the normalized human losses of the two endpoints.
+
     ``T = 2 n_H (l_H(anchored) - l_H(human-only))`` on ``df = N - 1 - d`` degrees of freedom.
 
     Any human likelihood qualifies (the binary one, or a tie model whose tie parameter is

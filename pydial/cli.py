@@ -49,8 +49,11 @@ it with a weight chosen by GACV, an approximate leave-one-out criterion (dial-ad
 
 @contextmanager
 def _warnings_to_stderr(skip: tuple[type[Warning], ...] = ()) -> Iterator[list]:
-    """Print pydial's warnings as ``pydial: warning: ...`` lines (not Python's two-line
-    format); warnings of the classes in ``skip`` are collected but not printed."""
+    """Print pydial's warnings as ``pydial: warning: ...`` lines.
+
+    Not Python's two-line format; warnings of the classes in ``skip`` are collected
+    but not printed.
+    """
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", DialWarning)
         yield caught
@@ -329,7 +332,7 @@ def _check(args: argparse.Namespace) -> int:
 
 
 def _plan_parser(sub) -> None:
-    """The ``plan`` subcommand: budgets for human labels and the next pairs to label."""
+    """Add the ``plan`` subcommand: budgets for human labels and the next pairs to label."""
     from .planning import DESIGNS, OBJECTIVES, PLAN_MODES
 
     q = sub.add_parser("plan", help="from pilot data: predicted excess risk, interval widths and top-k accuracy per "

@@ -116,9 +116,11 @@ def _index_of(col: pd.Series, index: dict[str, int]) -> np.ndarray:
 
 def _from_count_table(g: pd.DataFrame, *, human_judge: str, items: Sequence[str] | None,
                       drop_empty_judges: bool, allow_similar_names: bool = False) -> Comparisons:
-    """Canonical coding of a validated, key-unique count table (one row per key); two names
-    differing only by case or whitespace are refused as in :meth:`Comparisons.from_frame`
-    (:func:`pydial.names.names_as_text`) unless ``allow_similar_names``."""
+    """Canonical coding of a validated, key-unique count table (one row per key).
+
+    Two names differing only by case or whitespace are refused as in :meth:`Comparisons.from_frame`
+    (:func:`pydial.names.names_as_text`) unless ``allow_similar_names``.
+    """
     report = NameReport()
     for kind, cols, extra in (("judge", ("judge",), [(human_judge, "human_judge=")]),
                               ("item", ("item_a", "item_b"), [(x, "items=") for x in (items or ())])):
@@ -217,7 +219,7 @@ def read_comparisons(path: str | PathLike[str], *, human_judge: str = "human", i
     kj, ka, kb, kf = (g[c].to_numpy(np.int64) for c in _KEY)
     uk, codes = np.unique(((kj * R + ka) * R + kb) * 3 + kf, return_inverse=True)  # one integer key per row
     wide = pd.DataFrame(index=pd.RangeIndex(uk.size))
-    names = np.asarray(sorted(registry, key=registry.get), dtype=object)
+    names = np.asarray(sorted(registry, key=registry.__getitem__), dtype=object)
     rest = uk // 3
     wide["judge"] = pd.Categorical.from_codes(rest // (R * R), categories=names)
     wide["item_a"] = pd.Categorical.from_codes((rest // R) % R, categories=names)
@@ -230,8 +232,11 @@ def read_comparisons(path: str | PathLike[str], *, human_judge: str = "human", i
 
 
 def _chunk_counts(ch: pd.DataFrame, human_judge: str, mapping: dict[str, str], registry: dict[str, int]) -> pd.DataFrame:
-    """Validate one chunk and count it per ``(judge, item_a, item_b, first, winner)``, with the
-    names replaced by integer codes of ``registry`` (shared by all chunks) to keep the counts small."""
+    """Validate one chunk and count it per ``(judge, item_a, item_b, first, winner)``.
+
+    The names are replaced by integer codes of ``registry`` (shared by all chunks) to keep
+    the counts small.
+    """
     for c in ("judge", "item_a", "item_b"):
         ch[c] = ch[c].str.strip()
         blank = (ch[c] == "").to_numpy()

@@ -73,8 +73,10 @@ def _rows_text(index: Sequence[Any], limit: int = 8) -> str:
 
 
 def check_cells(t: pd.DataFrame, names: dict[str, str]) -> None:
-    """Refuse list / dict / set / tuple / array cells in any column of ``t``
-    (``names`` maps its columns to the user's column names, for the message)."""
+    """Refuse list / dict / set / tuple / array cells in any column of ``t``.
+
+    ``names`` maps its columns to the user's column names, for the message.
+    """
     for col in t.columns:
         s = t[col]
         if s.dtype != object:
@@ -109,10 +111,11 @@ class LLMCells:
     y: np.ndarray
 
     def __len__(self) -> int:
+        """Return the number of cells."""
         return int(self.n.size)
 
     def select(self, mask: np.ndarray) -> "LLMCells":
-        """The cells where ``mask`` is true (e.g. one judge's ``Omega_k``)."""
+        """Keep the cells where ``mask`` is true (e.g. one judge's ``Omega_k``)."""
         return LLMCells(*(x[mask] for x in (self.judge, self.i, self.j, self.a, self.n, self.y)))
 
 
@@ -126,6 +129,7 @@ class HumanCells:
     y: np.ndarray
 
     def __len__(self) -> int:
+        """Return the number of cells."""
         return int(self.n.size)
 
 
@@ -570,7 +574,7 @@ class Comparisons:
 
     # ----------------------------------------------------------------- report
     def summary(self) -> pd.DataFrame:
-        """Counts of the paper's Table "Dataset statistics", plus exclusions.
+        """Count the statistics of the paper's Table "Dataset statistics", plus exclusions.
 
         Returns a one-column DataFrame (``value``) indexed by statistic.
         """
@@ -618,6 +622,7 @@ class Comparisons:
         return pd.DataFrame({"value": pd.Series(rows, dtype=object)})
 
     def __repr__(self) -> str:
+        """Show the numbers of items, judges, judgments, cells and records."""
         return (
             f"Comparisons(N={self.N} items, K={self.K} LLM judges, n_LLM={self.n_llm} in {len(self.llm)} cells, "
             f"n_H={self.n_human} in {len(self.human)} cells, {len(self.record_ids)} records)"
@@ -632,7 +637,7 @@ class Comparisons:
         drop_human: bool = False,
         drop_empty_judges: bool = False,
     ) -> "Comparisons":
-        """A new :class:`Comparisons` restricted to some records and/or judges.
+        """Return a new :class:`Comparisons` restricted to some records and/or judges.
 
         Items keep their order, so scores stay comparable across subsets.  Unknown
         record ids or judges raise :class:`DataError`; so does an LLM judge left with
@@ -683,7 +688,7 @@ class Comparisons:
         return self.subset(records=train_ids), self.subset(records=test_ids)
 
     def to_frame(self) -> pd.DataFrame:
-        """The validated rows back in the long format (canonical item names)."""
+        """Return the validated rows in the long format (canonical item names)."""
         self._require_rows("to_frame")
         f = self.frame
         it = np.asarray(self.items, dtype=object)

@@ -31,10 +31,10 @@ def path(name: str) -> Path:
 
 
 def arena() -> Comparisons:
-    """The Chatbot Arena battles (real data; see the module docstring)."""
+    """Load the Chatbot Arena battles (real data; see the module docstring)."""
     return Comparisons.from_csv(path("arena"), record_id="record_id")
 
 
 def synthetic() -> Comparisons:
-    """The bundled synthetic example (paper's main simulation design)."""
+    """Load the bundled synthetic example (paper's main simulation design)."""
     return Comparisons.from_csv(path("synthetic"))

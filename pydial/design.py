@@ -178,6 +178,7 @@ class DesignReport:
         raise IdentifiabilityError(msg)
 
     def __repr__(self) -> str:
+        """Show the title and the table of checks."""
         body = self.table.to_string(index=False, max_colwidth=100) if len(self.table) else "(no checks)"
         return f"{self._title()}\n{body}"
 
@@ -197,7 +198,7 @@ class DesignReport:
 
 
 # ----------------------------------------------------------------------- graph helpers
-def _names(items: Sequence[str], idx: Sequence[int], limit: int = 6) -> str:
+def _names(items: Sequence[str], idx: Sequence[int] | np.ndarray, limit: int = 6) -> str:
     idx = list(idx)
     shown = ", ".join(str(items[k]) for k in idx[:limit])
     return shown + (f", ... ({len(idx)} in all)" if len(idx) > limit else "")
@@ -289,7 +290,7 @@ SCAN_VECTOR_MIN = 2000  # judges with more cells are scanned by the vectorized p
 
 
 def _scan_cycles_fast(N: int, ii: np.ndarray, jj: np.ndarray, aa: np.ndarray) -> _CycleScan:
-    """The scan of :func:`_scan_cycles` with array operations, for judges with many cells.
+    """Run the scan of :func:`_scan_cycles` with array operations, for judges with many cells.
 
     A pair shown in both orders is a witness at once (a cycle of length two);
     otherwise potentials ``x`` with ``x_i - x_j = a`` are propagated along a
@@ -368,7 +369,7 @@ def _undirected_labels(N: int, ii: np.ndarray, jj: np.ndarray) -> tuple[int, np.
 
 
 def _random_basis(N: int, q: int, rng: np.random.Generator) -> np.ndarray:
-    """A generic ``N x q`` matrix with columns orthogonal to ``1`` (orthonormal when ``q <= N-1``)."""
+    """Draw a generic ``N x q`` matrix with columns orthogonal to ``1`` (orthonormal when ``q <= N-1``)."""
     X = rng.standard_normal((N, q))
     X -= X.mean(axis=0)
     if q <= N - 1:
@@ -378,8 +379,11 @@ def _random_basis(N: int, q: int, rng: np.random.Generator) -> np.ndarray:
 
 # ------------------------------------------------------------------- single checks
 def _check_ident_llm(items: Sequence[str], scan: _CycleScan, nopos: bool) -> tuple[bool, str]:
-    """Prop. ident-LLM via Cor. cycle-criterion: ``G_k`` connected and a cycle with
-    nonzero signed order sum (only connectivity when ``b_k`` is fixed at 0)."""
+    """Prop. ident-LLM via Cor. cycle-criterion.
+
+    ``G_k`` connected and a cycle with nonzero signed order sum (only connectivity when
+    ``b_k`` is fixed at 0).
+    """
     N = len(items)
     connected = scan.n_components == 1
     parts = []
@@ -397,6 +401,7 @@ def _check_ident_llm(items: Sequence[str], scan: _CycleScan, nopos: bool) -> tup
         )
     if parts:
         return False, "; ".join(parts)
+    assert scan.cycle is not None  # else ``parts`` says so
     names = [str(items[k]) for k in scan.cycle]
     if scan.two_orders:
         where = f"pair ({names[0]}, {names[1]}) is shown in both orders (a length-two cycle)"
@@ -407,8 +412,10 @@ def _check_ident_llm(items: Sequence[str], scan: _CycleScan, nopos: bool) -> tup
 
 def _check_lowrank(W: np.ndarray, ii: np.ndarray, jj: np.ndarray, aa: np.ndarray, r: int,
                    nopos: bool, basis_note: str) -> tuple[bool, str]:
-    """Prop. ident-lowrank with ``col(W)`` known: ``rank([D_k W, z_k]) = r + 2``
-    (``rank(D_k W) = r + 1`` when ``b_k`` is fixed at 0)."""
+    """Prop. ident-lowrank with ``col(W)`` known.
+
+    ``rank([D_k W, z_k]) = r + 2`` (``rank(D_k W) = r + 1`` when ``b_k`` is fixed at 0).
+    """
     X = W[ii] - W[jj]  # D_k W
     if nopos:
         need, label, tail = r + 1, "rank(D_k W)", " (b_k fixed at 0)"
@@ -425,7 +432,7 @@ def _check_lowrank(W: np.ndarray, ii: np.ndarray, jj: np.ndarray, aa: np.ndarray
 
 def _no_separation_by_graph(N: int, ii: np.ndarray, jj: np.ndarray, aa: np.ndarray, n: np.ndarray,
                             y: np.ndarray, nopos: bool) -> bool:
-    """A sufficient condition for no separation, decided on graphs (no linear program).
+    """Decide a sufficient condition for no separation on graphs (no linear program).
 
     With ``d = delta_i - delta_j`` a cell where ``i`` won at least once needs
     ``d + a c >= 0`` and one where ``j`` won ``d + a c <= 0``.  The order coordinate
@@ -514,7 +521,9 @@ def _check_separation(items: Sequence[str], ii: np.ndarray, jj: np.ndarray, aa: 
 
 
 def _order_separation(n: np.ndarray, y: np.ndarray, aa: np.ndarray) -> str | None:
-    """``"first"`` / ``"second"`` when the judge's first-shown (second-shown) item won
+    """Detect a judge whose first-shown (or second-shown) item always won.
+
+    ``"first"`` / ``"second"`` when the judge's first-shown (second-shown) item won
     every one of its decisive judgments, else ``None``.
 
     Then ``b_k -> +inf`` (``-inf``) with the scores held fixed predicts every cell
@@ -533,8 +542,11 @@ def _order_separation(n: np.ndarray, y: np.ndarray, aa: np.ndarray) -> str | Non
 
 
 def _check_human_mle(items: Sequence[str], data: Comparisons) -> tuple[bool, str]:
-    """Finite unrestricted human BTL MLE: the directed win graph (``i -> j`` when
-    ``i`` beat ``j`` at least once) is strongly connected over all items (Ford 1957)."""
+    """Finite unrestricted human BTL MLE.
+
+    The directed win graph (``i -> j`` when ``i`` beat ``j`` at least once) is strongly
+    connected over all items (Ford 1957).
+    """
     N = len(items)
     h = data.human
     if len(h) == 0:
@@ -582,9 +594,11 @@ def _check_human_mle(items: Sequence[str], data: Comparisons) -> tuple[bool, str
 
 def _check_human_design(items: Sequence[str], data: Comparisons, d: int, M: np.ndarray | None,
                         what: str) -> tuple[bool, str]:
-    """Cond. human-design ``rank(D_H M) = d``; for a generic ``M`` orthogonal to ``1``
-    this is ``min(d, rank(D_H)) = d`` with ``rank(D_H) = N - C_H``
-    (App. incomplete-human-coverage)."""
+    """Cond. human-design ``rank(D_H M) = d``.
+
+    For a generic ``M`` orthogonal to ``1`` this is ``min(d, rank(D_H)) = d`` with
+    ``rank(D_H) = N - C_H`` (App. incomplete-human-coverage).
+    """
     N = len(items)
     h = data.human
     if len(h) == 0:
@@ -610,7 +624,7 @@ JACOBIAN_MAX_PARAMS = 4000
 
 def _lowrank_jacobian_rank(N: int, K: int, r: int, judge: np.ndarray, ii: np.ndarray, jj: np.ndarray,
                            aa: np.ndarray, nopos: bool, rng: np.random.Generator) -> tuple[int, int]:
-    r"""Generic rank of the Jacobian of the structured LLM model, and the rank needed.
+    r"""Compute the generic rank of the Jacobian of the structured LLM model, and the rank needed.
 
     The linear predictors of the observed cells are
     :math:`\eta_t = a_{k_t}^\top (B_{i_t} - B_{j_t}) + z_t b_{k_t}` with

@@ -31,14 +31,18 @@ class ConvergenceError(DialError, RuntimeError):
 
 
 class OutputError(DialError, OSError):
-    """An output location cannot be written (a file where a folder is needed, a
-    folder where a file is needed, no permission, or a non-empty folder pydial did
-    not write).  The message names the path."""
+    """An output location cannot be written.
+
+    A file where a folder is needed, a folder where a file is needed, no permission, or
+    a non-empty folder pydial did not write.  The message names the path.
+    """
 
 
 class EstimandMismatchError(DialError, ValueError):
-    """Two results that are compared estimate different things (e.g. a frequentist fit and a
-    posterior of another model, weight, rank, calibration, tie model or order-effect convention).
+    """Two results that are compared estimate different things.
+
+    E.g. a frequentist fit and a posterior of another model, weight, rank, calibration,
+    tie model or order-effect convention.
 
     ``mismatch`` maps each differing field to ``(fit value, posterior value)``; the message
     names them and says how to match the two sides.
@@ -67,20 +71,26 @@ class ConvergenceWarning(DialWarning):
 
 
 class CovarianceWarning(DialWarning):
-    """A covariance is degenerate (too few clusters, or zero variance); the
-    affected intervals are NaN."""
+    """A covariance is degenerate (too few clusters, or zero variance).
+
+    The affected intervals are NaN.
+    """
 
     status = "degenerate covariance"
 
 
 class ArgumentWarning(DialWarning):
-    """An argument was given that the requested method does not use (e.g. ``rank`` for
-    ``method="human"``); it is ignored.  The message names the argument and the method."""
+    """An argument was given that the requested method does not use; it is ignored.
+
+    E.g. ``rank`` for ``method="human"``.  The message names the argument and the method.
+    """
 
 
 class DataWarning(DialWarning):
-    """The data were read, but something was changed or is worth a look (names
-    stripped of whitespace, duplicated rows)."""
+    """The data were read, but something was changed or is worth a look.
+
+    E.g. names stripped of whitespace, duplicated rows.
+    """
 
 
 class MemoryLimitError(DialError, MemoryError):

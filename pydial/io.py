@@ -55,6 +55,7 @@ class ConversionReport:
             self.excluded[reason] = self.excluded.get(reason, 0) + int(count)
 
     def __str__(self) -> str:
+        """Summarize rows read, kept and excluded (by reason), then the notes."""
         ex = ", ".join(f"{k}: {v}" for k, v in self.excluded.items()) or "none"
         lines = [f"{self.source}: read {self.read}, kept {self.kept} rows, excluded {ex}"]
         lines += [f"note: {n}" for n in self.notes]
@@ -176,15 +177,20 @@ def from_pandalm(
     record_id: str = "question_id",
     first: str = "a",
 ) -> tuple[pd.DataFrame, ConversionReport]:
-    """PandaLM-style records: label ``1`` (response 1 better), ``2`` (response 2 better),
-    ``0`` (tie); other labels are excluded and counted.
+    """Convert PandaLM-style records to the long format.
+
+    Label ``1`` (response 1 better), ``2`` (response 2 better), ``0`` (tie); other labels
+    are excluded and counted.
 
     Column names are mapped by keyword; a missing ``judge`` column makes every row the
     judge named by the ``judge`` argument.  ``first`` says which response was shown
     first (PandaLM's original order shows response 1 first).
     """
     rep = ConversionReport("PandaLM")
-    t = df if isinstance(df, pd.DataFrame) else (read_jsonl(df) if str(df).endswith((".jsonl", ".jsonl.gz")) else pd.read_json(df))
+    if isinstance(df, pd.DataFrame):
+        t = df
+    else:
+        t = read_jsonl(df) if str(df).endswith((".jsonl", ".jsonl.gz")) else pd.read_json(df)
     _require(t, (model_1, model_2, label, record_id), "PandaLM table")
     rep.read = len(t)
     lab = pd.to_numeric(t[label], errors="coerce").map(PANDALM_WINNERS)
@@ -200,13 +206,18 @@ def from_pandalm(
     return frame, rep
 
 
-def from_table(path: str | PathLike[str], *, columns: Mapping[str, str] | None = None, **read_kwargs: Any) -> tuple[pd.DataFrame, ConversionReport]:
-    """Generic CSV or Parquet in the long format, with ``columns`` mapping pydial's
-    names (``record_id, judge, item_a, item_b, first, winner``) to the file's.
+def from_table(
+    path: str | PathLike[str], *, columns: Mapping[str, str] | None = None, **read_kwargs: Any
+) -> tuple[pd.DataFrame, ConversionReport]:
+    """Read a generic CSV or Parquet in the long format.
+
+    ``columns`` maps pydial's names (``record_id, judge, item_a, item_b, first, winner``)
+    to the file's.
 
     A CSV is read as text exactly as written (``dtype=str``, ``keep_default_na=False``
     unless given in ``read_kwargs``), so names such as ``007`` or ``NA`` pass through
-    unchanged (see :mod:`pydial.names`)."""
+    unchanged (see :mod:`pydial.names`).
+    """
     p = Path(path)
     rep = ConversionReport(f"table {p.name}")
     try:

@@ -19,7 +19,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any
+from typing import Any, Literal, overload
 
 import numpy as np
 import scipy.sparse as sp
@@ -38,19 +38,21 @@ def softplus(x: np.ndarray) -> np.ndarray:
 
 
 def binomial_nll(eta: np.ndarray, n: np.ndarray, y: np.ndarray) -> np.ndarray:
-    """Per-cell ``n log(1 + e^eta) - y eta`` (binomial negative log-likelihood without the
-    binomial coefficient)."""
+    """Per-cell ``n log(1 + e^eta) - y eta``.
+
+    The binomial negative log-likelihood without the binomial coefficient.
+    """
     return n * softplus(eta) - y * eta
 
 
 def human_loss(s: np.ndarray, human: HumanCells) -> float:
-    r"""Normalized human loss :math:`\ell_H(s)` (eq. human-full-loss)."""
+    r"""Compute the normalized human loss :math:`\ell_H(s)` (eq. human-full-loss)."""
     eta = s[human.i] - s[human.j]
     return float(binomial_nll(eta, human.n, human.y).sum() / human.n.sum())
 
 
 def llm_loss(S: np.ndarray, b: np.ndarray, llm: LLMCells) -> float:
-    r"""Normalized LLM loss :math:`\ell_L(S, b)` (eq. llm-negloglik)."""
+    r"""Compute the normalized LLM loss :math:`\ell_L(S, b)` (eq. llm-negloglik)."""
     eta = S[llm.judge, llm.i] - S[llm.judge, llm.j] + llm.a * b[llm.judge]
     return float(binomial_nll(eta, llm.n, llm.y).sum() / llm.n.sum())
 
@@ -171,13 +173,16 @@ class Objective:
         return np.minimum(self.cells.g, self.chart.K - 1)
 
     def _local(self, theta: np.ndarray, *, derivative: bool = True) -> tuple[np.ndarray, list[np.ndarray]]:
-        """``eta`` and the local gradient ``d eta / d phi`` on the touched coordinates, as
-        ``3q + 1`` contiguous columns ``dB_l, L_gl, -L_gl, a`` (the layout of :attr:`_index`)."""
+        """``eta`` and the local gradient ``d eta / d phi`` on the touched coordinates.
+
+        The gradient comes as ``3q + 1`` contiguous columns ``dB_l, L_gl, -L_gl, a`` (the
+        layout of :attr:`_index`).
+        """
         phi = self.chart.to_full(theta)
         return self._eta_full(phi), (self._columns(phi) if derivative else [])
 
     def _columns(self, phi: np.ndarray) -> list[np.ndarray]:
-        """The ``3q + 1`` columns ``dB_l, L_gl, -L_gl, a`` of ``d eta / d phi`` (layout of :attr:`_index`)."""
+        """Return the ``3q + 1`` columns ``dB_l, L_gl, -L_gl, a`` of ``d eta / d phi`` (layout of :attr:`_index`)."""
         ch, c = self.chart, self.cells
         q = ch.q
         L = phi[: ch.off_B].reshape(ch.rows, q)
@@ -204,11 +209,17 @@ class Objective:
 
     # ------------------------------------------------------------ evaluation
     def value(self, theta: np.ndarray) -> float:
-        """The weighted loss (``Q_lambda`` of eq. weighted-loss for :meth:`weighted`)."""
+        """Evaluate the weighted loss (``Q_lambda`` of eq. weighted-loss for :meth:`weighted`)."""
         c = self.cells
         eta = self.eta(theta)
         f = float(np.sum(c.w * binomial_nll(eta, c.n, c.y)))
         return f + self.penalty.value(self.chart, theta, eta[c.is_human]) if self.penalty is not None else f
+
+    @overload
+    def value_grad_hess(self, theta: np.ndarray, *, hess: Literal[True] = ...) -> tuple[float, np.ndarray, np.ndarray]: ...
+
+    @overload
+    def value_grad_hess(self, theta: np.ndarray, *, hess: bool) -> tuple[float, np.ndarray, np.ndarray | None]: ...
 
     def value_grad_hess(self, theta: np.ndarray, *, hess: bool = True) -> tuple[float, np.ndarray, np.ndarray | None]:
         """Value, gradient and (exact) Hessian in the reduced chart."""
@@ -239,8 +250,11 @@ class Objective:
         return f, g, 0.5 * (H + H.T)
 
     def _gradient_full(self, res: np.ndarray, v: list[np.ndarray]) -> np.ndarray:
-        """``sum_c res_c d eta_c / d phi`` in the full coordinates (one ``bincount`` per column of ``v``;
-        the reference for :meth:`_gradient_factored`, which the fits use)."""
+        """``sum_c res_c d eta_c / d phi`` in the full coordinates.
+
+        One ``bincount`` per column of ``v``; the reference for :meth:`_gradient_factored`,
+        which the fits use.
+        """
         idx = self._index
         P = self.chart.dim_full
         g_full = np.zeros(P)
@@ -250,9 +264,11 @@ class Objective:
 
     @cached_property
     def _groups(self) -> list[tuple[np.ndarray, int, int, int, int, int]]:
-        """The four coordinate groups a cell touches: ``(unit, n_units, base, stride, width, vcol)``,
-        the full coordinate of entry ``l`` being ``base + unit * stride + l`` and its
-        derivative ``v[:, vcol + l]`` (loadings ``L_g``, ``B_i``, ``B_j``, order ``b_g``)."""
+        """The four coordinate groups a cell touches: ``(unit, n_units, base, stride, width, vcol)``.
+
+        The full coordinate of entry ``l`` is ``base + unit * stride + l`` and its
+        derivative is ``v[:, vcol + l]`` (loadings ``L_g``, ``B_i``, ``B_j``, order ``b_g``).
+        """
         ch, c = self.chart, self.cells
         q = ch.q
         return [
@@ -280,6 +296,7 @@ class Objective:
         if phi is not None and self._pair_chunks is not None:
             return self._outer_factored(weight, phi)
         if v is None:
+            assert phi is not None, "_outer needs v or phi"
             v = self._columns(phi)
         P = self.chart.dim_full
         H = np.zeros((P, P))
@@ -302,8 +319,10 @@ class Objective:
         return H
 
     def _cross(self, res: np.ndarray) -> np.ndarray:
-        """``sum_c res_c d^2 eta_c / d phi^2``: +1 at (L_g,l ; B_i,l), -1 at (L_g,l ; B_j,l)
-        (the reference for :meth:`_add_cross`, which the fits use)."""
+        """``sum_c res_c d^2 eta_c / d phi^2``: +1 at (L_g,l ; B_i,l), -1 at (L_g,l ; B_j,l).
+
+        The reference for :meth:`_add_cross`, which the fits use.
+        """
         ch, c = self.chart, self.cells
         q, P = ch.q, ch.dim_full
         H = np.zeros((P, P))
@@ -319,8 +338,9 @@ class Objective:
     # ------------------------------------- factored gradient and Hessian
     @cached_property
     def _pair_chunks(self) -> list[tuple[int, int, slice]] | None:
-        """Loading rows in chunks ``(g0, g1, cells)`` for :meth:`_outer_factored`, or ``None``
-        when the design is too sparse for per-judge item-pair tables (more than
+        """Loading rows in chunks ``(g0, g1, cells)`` for :meth:`_outer_factored`, or ``None``.
+
+        ``None`` when the design is too sparse for per-judge item-pair tables (more than
         :data:`DENSE_PAIR_RATIO` table entries per cell).
 
         ``cells`` indexes :attr:`_pair_order` (the cells sorted by loading row); a chunk
@@ -376,7 +396,9 @@ class Objective:
         LL = np.empty((R, q, q))
         BB = np.zeros((q, q, N * N))  # [l, l'] -> (i, i')
         pairs = [(l, m) for l in range(q) for m in range(l, q)]
-        for g0, g1, sl in self._pair_chunks:
+        chunks = self._pair_chunks
+        assert chunks is not None  # _outer calls this only for a dense enough design
+        for g0, g1, sl in chunks:
             nc = g1 - g0
             W = np.bincount(self._pair_key[sl] - g0 * N * N, weights=w[sl], minlength=nc * N * N).reshape(nc, N, N)
             W += W.transpose(0, 2, 1).copy()
@@ -412,9 +434,11 @@ class Objective:
         return self._add_order_cross(H, wa, L, B)
 
     def _add_order_cross(self, H: np.ndarray, wa: np.ndarray, L: np.ndarray, B: np.ndarray) -> np.ndarray:
-        """Add the ``(b_g, L_g)`` and ``(b_g, B_i)`` blocks from the per-(judge, item) totals of
-        ``wa = weight * a`` over the cells with ``i(c) = i`` (``Wi``) and ``j(c) = i`` (``Wj``):
-        ``(b_g, L_gl) = Wi_g . B_l - Wj_g . B_l`` and ``(b_g, B_il) = L_gl (Wi_gi - Wj_gi)``."""
+        """Add the ``(b_g, L_g)`` and ``(b_g, B_i)`` blocks from the per-(judge, item) totals.
+
+        The totals are of ``wa = weight * a`` over the cells with ``i(c) = i`` (``Wi``) and
+        ``j(c) = i`` (``Wj``): ``(b_g, L_gl) = Wi_g . B_l - Wj_g . B_l`` and ``(b_g, B_il) = L_gl (Wi_gi - Wj_gi)``.
+        """
         ch = self.chart
         q, N, R, K = ch.q, ch.N, ch.rows, ch.K
         ki, kj = self._row_item_keys
@@ -440,8 +464,10 @@ class Objective:
         return (np.bincount(ki, weights=res, minlength=m) - np.bincount(kj, weights=res, minlength=m)).reshape(ch.rows, ch.N)
 
     def _gradient_factored(self, res: np.ndarray, phi: np.ndarray, agg: np.ndarray) -> np.ndarray:
-        """:meth:`_gradient_full` from ``agg`` of :meth:`_residual_by_item`: ``d/dL = agg B``,
-        ``d/dB = agg^T L`` and ``d/db_g = sum_{c in g} res_c a_c``."""
+        """:meth:`_gradient_full` from ``agg`` of :meth:`_residual_by_item`.
+
+        ``d/dL = agg B``, ``d/dB = agg^T L`` and ``d/db_g = sum_{c in g} res_c a_c``.
+        """
         ch = self.chart
         q = ch.q
         L = phi[: ch.off_B].reshape(ch.rows, q)
@@ -461,14 +487,17 @@ class Objective:
 
     # --------------------------------------------------- per-cell quantities
     def full_jacobian(self, theta: np.ndarray, rows: np.ndarray | None = None) -> sp.csr_matrix:
-        """``d eta_c / d phi`` in the full coordinates: sparse, exactly ``3(r+1)+1``
-        entries per cell (every cell, or those selected by the boolean mask ``rows``)."""
+        """``d eta_c / d phi`` in the full coordinates.
+
+        Sparse, exactly ``3(r+1)+1`` entries per cell (every cell, or those selected by the
+        boolean mask ``rows``).
+        """
         if rows is not None:
             # only the selected cells' derivatives and indices are formed
             sub = type(self.cells)(*(getattr(self.cells, f.name)[rows] for f in dataclasses.fields(self.cells)))
             return Objective(self.chart, sub).full_jacobian(theta)
         phi = self.chart.to_full(theta)
-        cols = self._columns(phi)
+        cols: list[np.ndarray | None] = [*self._columns(phi)]
         m, q = self.cells.g.size, len(cols)
         v = np.empty((m, q))
         for t in range(q):  # filled column by column: no second copy of the columns
@@ -482,8 +511,9 @@ class Objective:
                              shape=(m, self.chart.dim_full))
 
     def cell_jacobian(self, theta: np.ndarray, rows: np.ndarray | None = None) -> sp.csr_matrix:
-        """``d eta_c / d theta`` for every cell, or the cells selected by the boolean
-        mask ``rows``: a sparse (m x dim) matrix, :meth:`full_jacobian` mapped by ``T``.
+        """``d eta_c / d theta`` for every cell, or the cells selected by the boolean mask ``rows``.
+
+        A sparse (m x dim) matrix, :meth:`full_jacobian` mapped by ``T``.
 
         Rows of cells touching the last judge or item are dense in ``theta`` (the
         eliminated coordinates are minus sums); products over many cells are better
@@ -493,8 +523,10 @@ class Objective:
 
     def influence(self, theta: np.ndarray, A: np.ndarray, coords: slice | np.ndarray = slice(None),
                   rows: np.ndarray | None = None) -> Influence:
-        """Influence directions ``u_c = A d eta_c / d theta[coords]`` of the cells, factored in
-        the full coordinates: ``J = d eta / d phi`` and ``A T[:, coords]^T``."""
+        """Influence directions ``u_c = A d eta_c / d theta[coords]`` of the cells.
+
+        Factored in the full coordinates: ``J = d eta / d phi`` and ``A T[:, coords]^T``.
+        """
         Tc = self.chart.T[:, coords]
         return Influence(self.full_jacobian(theta, rows), np.asarray(A) @ Tc.T)
 
@@ -531,8 +563,9 @@ def tie_totals(data: Comparisons) -> tuple[int, int]:
 
 
 def tie_groups(data: Comparisons, chart: Chart) -> np.ndarray:
-    """Loading rows (judges ``0..K-1``, people ``K`` when ``chart`` is calibrated) with at
-    least one tie: the groups whose tie parameter ``log nu`` is free.
+    """Find the loading rows with at least one tie: the groups whose tie parameter ``log nu`` is free.
+
+    Loading rows are the judges ``0..K-1``, and people ``K`` when ``chart`` is calibrated.
 
     A group without ties has the boundary MLE ``nu = 0`` for both tie models (the
     log-likelihood decreases in ``nu`` when ``t = 0``), at which its cells follow
@@ -555,9 +588,11 @@ class TieCells(Cells):
     counts: np.ndarray
 
     @classmethod
-    def stack(cls, data: Comparisons, w_llm: float, w_human: float) -> "TieCells":  # type: ignore[override]
-        """LLM tie cells (if ``w_llm > 0``) followed by human tie cells (if ``w_human > 0``),
-        in the order of :meth:`Comparisons.tie_cells` (that of the Stan data)."""
+    def stack(cls, data: Comparisons, w_llm: float, w_human: float) -> "TieCells":
+        """LLM tie cells (if ``w_llm > 0``) followed by human tie cells (if ``w_human > 0``).
+
+        In the order of :meth:`Comparisons.tie_cells` (that of the Stan data).
+        """
         t = tie_cell_table(data)
         k = t["k"].to_numpy(np.int64)
         parts = []
@@ -595,6 +630,8 @@ class TieObjective(Objective):
     through the bilinear kernel of :class:`Objective`.
     """
 
+    cells: TieCells
+
     def __init__(self, chart: Chart, cells: TieCells, ties: str, free: "np.ndarray | list[int] | None" = None) -> None:
         from .ties import TIE_MODELS
 
@@ -620,8 +657,11 @@ class TieObjective(Objective):
     @classmethod
     def weighted(cls, chart: Chart, data: Comparisons, lam: float, ties: str = "davidson",  # type: ignore[override]
                  free: "np.ndarray | None" = None) -> "TieObjective":
-        r""":math:`Q_\lambda` of the tie model (``lam = inf``: the LLM-only loss), weights ``1/n_H`` and
-        ``lam/n_L`` with the comparison counts including ties (:func:`tie_totals`)."""
+        r""":math:`Q_\lambda` of the tie model (``lam = inf``: the LLM-only loss).
+
+        Weights ``1/n_H`` and ``lam/n_L`` with the comparison counts including ties
+        (:func:`tie_totals`).
+        """
         n_l, n_h = tie_totals(data)
         cells = TieCells.stack(data, 1.0 / n_l, 0.0) if np.isinf(lam) else TieCells.stack(data, lam / n_l, 1.0 / n_h)
         return cls(chart, cells, ties, tie_groups(data, chart) if free is None else free)
@@ -667,10 +707,12 @@ class TieObjective(Objective):
         return d
 
     def outcome_derivatives(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Per cell and outcome (``i`` wins, ``j`` wins, tie): probabilities ``P`` and the
-        derivatives ``a = d log P / d eta``, ``b = d log P / d l`` (each ``(m, 3)``), the
-        single-comparison scores of the sandwich and of GACV (cells at ``nu = 0``: the
-        binary model, no tie outcome)."""
+        """Per cell and outcome (``i`` wins, ``j`` wins, tie): probabilities and log-derivatives.
+
+        Probabilities ``P`` and the derivatives ``a = d log P / d eta``, ``b = d log P / d l``
+        (each ``(m, 3)``), the single-comparison scores of the sandwich and of GACV (cells at
+        ``nu = 0``: the binary model, no tie outcome).
+        """
         from .ties import binary_cell, tie_cell, tie_probabilities
 
         theta, _ = self.split(x)
@@ -695,9 +737,15 @@ class TieObjective(Objective):
         return P, a, b
 
     # ------------------------------------------------------------ evaluation
-    def value(self, x: np.ndarray) -> float:  # type: ignore[override]
-        """The weighted negative log-likelihood kernel (``Q_lambda`` for :meth:`weighted`)."""
+    def value(self, x: np.ndarray) -> float:
+        """Evaluate the weighted negative log-likelihood kernel (``Q_lambda`` for :meth:`weighted`)."""
         return float(-np.sum(self.cells.w * self.cell_derivatives(x).value))
+
+    @overload
+    def value_grad_hess(self, x: np.ndarray, *, hess: Literal[True] = ...) -> tuple[float, np.ndarray, np.ndarray]: ...
+
+    @overload
+    def value_grad_hess(self, x: np.ndarray, *, hess: bool) -> tuple[float, np.ndarray, np.ndarray | None]: ...
 
     def value_grad_hess(self, x: np.ndarray, *, hess: bool = True) -> tuple[float, np.ndarray, np.ndarray | None]:
         """Value, gradient and exact Hessian in ``x = (theta, l)``."""
@@ -735,8 +783,10 @@ class TieObjective(Objective):
 
     # ---------------------------------------------------- per-cell quantities
     def ext_jacobian(self, x: np.ndarray, rows: np.ndarray | None = None) -> sp.csr_matrix:
-        """``[d eta / d (phi, l); d l_{g(c)} / d (phi, l)]`` stacked (``2m x (dim_full + n_tie)``,
-        sparse): the two derivative channels of every cell (or of the cells in ``rows``)."""
+        """``[d eta / d (phi, l); d l_{g(c)} / d (phi, l)]`` stacked (``2m x (dim_full + n_tie)``, sparse).
+
+        The two derivative channels of every cell (or of the cells in ``rows``).
+        """
         theta, _ = self.split(x)
         J = self.full_jacobian(theta, rows)
         pos = self._lpos if rows is None else self._lpos[rows]
@@ -747,16 +797,20 @@ class TieObjective(Objective):
         return sp.vstack([J, Jl], format="csr")
 
     def probabilities(self, theta: np.ndarray) -> np.ndarray:  # pragma: no cover - binary API guard
+        """Refuse: tie cells have three outcomes (see :meth:`outcome_derivatives`)."""
         raise NotImplementedError("tie cells have three outcomes: use outcome_derivatives(x)")
 
     def cell_scores(self, theta: np.ndarray) -> sp.csr_matrix:  # pragma: no cover - binary API guard
+        """Refuse: tie cells have three outcomes (see :meth:`outcome_derivatives`, :meth:`ext_jacobian`)."""
         raise NotImplementedError("tie cells have three outcomes: use outcome_derivatives(x) and ext_jacobian(x)")
 
 
 def tie_human_loss(ties: str, s: np.ndarray, log_nu_h: float, data: Comparisons) -> float:
-    r"""The human tie loss :math:`\ell_H(s, \nu_H)`: minus the log-likelihood kernel of the human
-    tie cells at ``eta = s_i - s_j`` over ``n_H`` (ties counted); ``log_nu_h = -inf`` is the
-    binary model (people without ties)."""
+    r"""Compute the human tie loss :math:`\ell_H(s, \nu_H)`.
+
+    Minus the log-likelihood kernel of the human tie cells at ``eta = s_i - s_j`` over
+    ``n_H`` (ties counted); ``log_nu_h = -inf`` is the binary model (people without ties).
+    """
     from .ties import binary_cell, tie_cell
 
     t = tie_cell_table(data)

@@ -67,7 +67,7 @@ def _diffs(s: np.ndarray, s_h: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def human_risk(s: ArrayLike, s_h: ArrayLike, pair_weights: ArrayLike | None = None) -> np.ndarray | float:
-    r"""Population human comparison risk :math:`R_H(s)` (Sec. 4.2 of the paper).
+    r"""Compute the population human comparison risk :math:`R_H(s)` (Sec. 4.2 of the paper).
 
     .. math::
 

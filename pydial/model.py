@@ -124,6 +124,7 @@ class Chart:
     order: bool = True
 
     def __post_init__(self) -> None:
+        """Check the calibration option and the rank against ``K`` and ``N``."""
         if self.calibration is not None and self.calibration not in CALIBRATIONS:
             raise ValueError(f"calibration must be one of {CALIBRATIONS} or None, got {self.calibration!r}")
         if not 0 <= self.r <= self.K - 1 or self.r + 1 > self.N - 1:
@@ -220,8 +221,10 @@ class Chart:
 
     @cached_property
     def T_sparse(self) -> "sparse.csr_matrix":
-        """:attr:`T` as a sparse matrix (about two entries per column), so that cell
-        Jacobians mapped to the reduced chart stay sparse."""
+        """:attr:`T` as a sparse matrix (about two entries per column).
+
+        Cell Jacobians mapped to the reduced chart then stay sparse.
+        """
         return sparse.csr_matrix(self.T)
 
     def pull_back(self, H_full: np.ndarray) -> np.ndarray:
@@ -243,7 +246,7 @@ class Chart:
         return self.phi0 + self.T_sparse @ np.asarray(theta, dtype=float)
 
     def unpack(self, theta: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """``(A, B, ctilde, b)`` with ``ctilde`` the human loading row (length r+1)."""
+        """Split ``theta`` into ``(A, B, ctilde, b)`` with ``ctilde`` the human loading row (length r+1)."""
         phi = self.to_full(np.asarray(theta, dtype=float))
         q = self.q
         L = phi[: self.off_B].reshape(self.rows, q)
@@ -359,7 +362,7 @@ class Chart:
         return Z
 
     def canonical(self, theta: np.ndarray) -> np.ndarray:
-        """A gauge-equivalent point with ``B`` in the canonical form of :meth:`from_structure`.
+        """Return a gauge-equivalent point with ``B`` in the canonical form of :meth:`from_structure`.
 
         Same ``(s, S, b)``; used to keep iterates away from the box through gauge drift.
         """

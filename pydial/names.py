@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from numbers import Number
-from typing import Any, Iterable
+from typing import Any, Iterable, SupportsFloat, cast
 
 import numpy as np
 import pandas as pd
@@ -32,8 +32,10 @@ UNHASHABLE_CELLS = (list, dict, set, tuple, np.ndarray)
 
 
 def cell_text(x: Any) -> Any:
-    """The text of one identifier cell: strings unchanged, numbers through :func:`str`,
-    ``None`` / ``NaN`` kept as missing (``None``)."""
+    """Return the text of one identifier cell.
+
+    Strings unchanged, numbers through :func:`str`, ``None`` / ``NaN`` kept as missing (``None``).
+    """
     if isinstance(x, str):
         return x
     if x is None or (isinstance(x, float) and np.isnan(x)) or x is pd.NA or x is pd.NaT:
@@ -44,15 +46,15 @@ def cell_text(x: Any) -> Any:
 
 
 def _numeric_key(x: Any) -> str | None:
-    """Common key of numeric cells with equal value (``4`` and ``4.0``), else ``None``."""
+    """Return a common key of numeric cells with equal value (``4`` and ``4.0``), else ``None``."""
     if isinstance(x, bool) or isinstance(x, np.bool_) or isinstance(x, str) or not isinstance(x, (Number, np.number)):
         return None
-    v = float(x)
+    v = float(cast(SupportsFloat, x))  # typeshed declares no __float__ on numbers.Number
     return None if np.isnan(v) else repr(v)
 
 
 def fold(name: str) -> str:
-    """The comparison key of a name: stripped and case-folded."""
+    """Return the comparison key of a name: stripped and case-folded."""
     return name.strip().casefold()
 
 
@@ -88,8 +90,9 @@ def names_as_text(
     report: NameReport,
     extra: Iterable[tuple[Any, str]] = (),
 ) -> dict[str, pd.Series]:
-    """Convert the identifier ``columns`` (sharing one namespace, e.g. ``item_a`` and
-    ``item_b``) to text by the rules of this module.
+    """Convert the identifier ``columns`` to text by the rules of this module.
+
+    The columns share one namespace, e.g. ``item_a`` and ``item_b``.
 
     Parameters
     ----------
@@ -152,9 +155,9 @@ def names_as_text(
             continue
         note(_numeric_key(raw), text.strip() if strip else text, origin)
     if not allow_similar:
-        for key, texts in spellings.items():
-            if len(texts) > 1:
-                shown = sorted(texts)
+        for key, spelled in spellings.items():
+            if len(spelled) > 1:
+                shown = sorted(spelled)
                 raise DataError(
                     f"{kind} names {', '.join(repr(t) for t in shown[:4])} (from {', '.join(sorted({where[t] for t in shown}))}) "
                     "differ only by letter case, surrounding whitespace or numeric type; they would be separate "

@@ -47,7 +47,7 @@ OUTPUT_NAMES: tuple[str, ...] = (
 
 
 def _existing_ancestor(p: Path) -> Path:
-    """The nearest ancestor of ``p`` that exists (``p`` itself excluded); refuses a file on the way."""
+    """Return the nearest ancestor of ``p`` that exists (``p`` itself excluded); refuse a file on the way."""
     a = p.parent
     while not a.exists():
         if a == a.parent:

@@ -189,8 +189,11 @@ class CalibrationFirthPenalty:
 
     def terms(self, chart, theta: np.ndarray, eta: np.ndarray, J: np.ndarray | None, *,
               hess: bool = True) -> tuple[float, np.ndarray, np.ndarray, np.ndarray | None]:
-        """``P``, ``dP/d eta`` (H), the gradient part through ``M`` (dim) and the Hessian
-        in ``theta`` without the ``sum_c dP/d eta_c d^2 eta_c`` term (needs ``J = d eta / d theta``)."""
+        """Return ``P``, ``dP/d eta`` (H), the gradient part through ``M`` (dim) and a Hessian.
+
+        The Hessian is in ``theta``, without the ``sum_c dP/d eta_c d^2 eta_c`` term
+        (needs ``J = d eta / d theta``).
+        """
         M, dM = self.basis(chart, theta)
         p = expit(eta)
         w = self.n * p * (1 - p)
@@ -213,6 +216,7 @@ class CalibrationFirthPenalty:
         g_M = c * np.einsum("nd,pnd->p", L_M, dM)
         if not hess:
             return float(c * (l1 - l2)), g_eta, g_M, None
+        assert J is not None, "the Hessian needs J = d eta / d theta"
         w2 = w * (1 - 6 * p + 6 * p * p)
         Q = U @ X.T
         L_ee = np.diag(w2 * h) - np.outer(w1, w1) * Q * Q

@@ -142,6 +142,7 @@ class Pilot:
 
     @property
     def N(self) -> int:
+        """Number of items."""
         return len(self.items)
 
     @property
@@ -149,14 +150,18 @@ class Pilot:
         """``tr(L V_llm) / 2``: expected excess risk from estimating the basis."""
         return 0.0 if self.V_llm is None else 0.5 * float(np.trace(self.L @ self.V_llm))
 
+    def _anchored(self, method: str) -> tuple[np.ndarray, np.ndarray]:
+        """``(B, V_llm)``, refused for a pilot without LLM judgments."""
+        if self.B is None or self.V_llm is None:
+            raise DataError(f"method {method!r} needs LLM judgments in the pilot data")
+        return self.B, self.V_llm
+
     def covariance(self, method: str, n: float) -> np.ndarray:
         """First-order covariance of the centered scores at ``n`` human comparisons."""
         if method == "human":
             return _pinv(self.L) / n
-        if self.B is None:
-            raise DataError(f"method {method!r} needs LLM judgments in the pilot data")
-        B = self.B
-        return B @ np.linalg.solve(B.T @ self.L @ B, B.T) / n + self.V_llm
+        B, V_llm = self._anchored(method)
+        return B @ np.linalg.solve(B.T @ self.L @ B, B.T) / n + V_llm
 
     @property
     def bias(self) -> float:
@@ -166,30 +171,37 @@ class Pilot:
     @property
     def df(self) -> int:
         """``N - 1 - d``: directions the calibration restriction removes (the LRT's df)."""
-        return self.N - 1 - self.B.shape[1]
+        return self.N - 1 - self._anchored("dial-ada")[0].shape[1]
 
     def weighted_covariance(self, n: float, kappa: float) -> np.ndarray:
-        """First-order covariance at shrinkage ``kappa`` of the difference from the
-        anchored fit, ``s_A + kappa (s_H - s_A)`` (module docstring):
-        ``(1 - kappa^2) C_A0 + kappa^2 C_H + (1 - kappa)^2 V_llm``."""
-        C_A0 = self.covariance("dial-anc", n) - self.V_llm
-        return (1 - kappa**2) * C_A0 + kappa**2 * self.covariance("human", n) + (1 - kappa) ** 2 * self.V_llm
+        """First-order covariance at shrinkage ``kappa`` of the difference from the anchored fit.
+
+        For ``s_A + kappa (s_H - s_A)`` (module docstring):
+        ``(1 - kappa^2) C_A0 + kappa^2 C_H + (1 - kappa)^2 V_llm``.
+        """
+        V_llm = self._anchored("dial-ada")[1]
+        C_A0 = self.covariance("dial-anc", n) - V_llm
+        return (1 - kappa**2) * C_A0 + kappa**2 * self.covariance("human", n) + (1 - kappa) ** 2 * V_llm
 
     def ada_weights(self, n: float, nodes: int = 32) -> np.ndarray:
-        """The GACV shrinkage ``kappa = (1 - df / T)_+`` at the ``(j - 1/2) / nodes``
-        quantiles of ``T ~ chi2_df(2 n Delta)``: an equal-weight quadrature of its
-        first-order distribution."""
+        """Evaluate the GACV shrinkage ``kappa = (1 - df / T)_+`` at quantiles of ``T``.
+
+        At the ``(j - 1/2) / nodes`` quantiles of ``T ~ chi2_df(2 n Delta)``: an
+        equal-weight quadrature of its first-order distribution.
+        """
         if self.df <= 0:
             return np.zeros(nodes)
         t = _chi2(self.df, 2.0 * n * self.bias).ppf((np.arange(nodes) + 0.5) / nodes)
         return shrinkage_weight(t, self.df)
 
     def excess_risk(self, method: str, n: float) -> float:
-        """First-order expected excess human risk (Thm. population-risk-tradeoff; for
-        DIAL-Ada the shrinkage risk of the module docstring)."""
+        """First-order expected excess human risk (Thm. population-risk-tradeoff).
+
+        For DIAL-Ada the shrinkage risk of the module docstring.
+        """
         if method == "human":
             return 0.5 * float(np.trace(self.L @ self.covariance("human", n)))
-        d = self.B.shape[1]
+        d = self._anchored(method)[0].shape[1]
         if method == "dial-anc" or self.df <= 0:
             return d / (2.0 * n) + self.bias
         df, nc = self.df, 2.0 * n * self.bias
@@ -198,20 +210,24 @@ class Pilot:
 
 
 def _chi2(k: int, nc: float) -> Any:
-    """The (noncentral) chi-square distribution with ``k`` df and noncentrality ``nc``."""
+    """Return the (noncentral) chi-square distribution with ``k`` df and noncentrality ``nc``."""
     return ncx2(k, nc) if nc > 0 else chi2(k)
 
 
 def shrinkage_weight(t: np.ndarray, df: int) -> np.ndarray:
-    """``(1 - df / t)_+``: the weight on ``s_H - s_A`` minimizing the C_p form of GACV,
-    ``(1 - kappa)^2 T + 2 kappa df``, over ``kappa`` in [0, 1]."""
+    """``(1 - df / t)_+``: the weight on ``s_H - s_A`` minimizing the C_p form of GACV.
+
+    The C_p form is ``(1 - kappa)^2 T + 2 kappa df``, minimized over ``kappa`` in [0, 1].
+    """
     t = np.asarray(t, float)
     return np.clip(1.0 - df / np.maximum(t, 1e-300), 0.0, 1.0)
 
 
 def shrinkage_moment(df: int, nc: float, power: int, shift: int) -> float:
-    """``E[kappa(X)^power]`` for ``X ~ chi2_{df + shift}(nc)``, ``kappa`` the
-    :func:`shrinkage_weight` (numerical quadrature; zero below ``t = df``)."""
+    """``E[kappa(X)^power]`` for ``X ~ chi2_{df + shift}(nc)``.
+
+    ``kappa`` is the :func:`shrinkage_weight` (numerical quadrature; zero below ``t = df``).
+    """
     from scipy.integrate import quad
 
     dist = _chi2(df + shift, nc)
@@ -228,8 +244,10 @@ def _pinv(A: np.ndarray) -> np.ndarray:
 
 
 def _pilot_data(result: DialResult, data: Comparisons | None) -> Comparisons:
-    """The pilot data: ``data``, or by default the data ``result`` was fitted on
-    (:attr:`DialResult.data`); checked against the result."""
+    """Return the pilot data, checked against the result.
+
+    ``data``, or by default the data ``result`` was fitted on (:attr:`DialResult.data`).
+    """
     if not isinstance(result, DialResult):
         raise TypeError(f"result must be a DialResult from pydial.fit, got {type(result).__name__}")
     if data is None:
@@ -249,8 +267,10 @@ def _pilot_data(result: DialResult, data: Comparisons | None) -> Comparisons:
 
 
 def human_information(s: np.ndarray, pairs: np.ndarray, weights: np.ndarray) -> np.ndarray:
-    r"""``sum_{ij} w_ij p_ij (1 - p_ij) (e_i - e_j)(e_i - e_j)^T`` at scores ``s``
-    (the comparison Laplacian of eq. comparison-laplacian for ``w = rho``)."""
+    r"""``sum_{ij} w_ij p_ij (1 - p_ij) (e_i - e_j)(e_i - e_j)^T`` at scores ``s``.
+
+    The comparison Laplacian of eq. comparison-laplacian for ``w = rho``.
+    """
     from .fit import difference_design, glm_information
 
     D = difference_design(pairs[:, 0], pairs[:, 1], s.size)
@@ -258,8 +278,10 @@ def human_information(s: np.ndarray, pairs: np.ndarray, weights: np.ndarray) -> 
 
 
 def pilot_design(data: Comparisons, design: str = "pilot") -> tuple[np.ndarray, np.ndarray]:
-    """All pairs ``i < j`` and their human sampling probabilities: the pilot's pair
-    frequencies (``"pilot"``) or uniform over all pairs (``"uniform"``)."""
+    """All pairs ``i < j`` and their human sampling probabilities.
+
+    The pilot's pair frequencies (``"pilot"``) or uniform over all pairs (``"uniform"``).
+    """
     if design not in DESIGNS:
         raise ValueError(f"design must be one of {DESIGNS}, got {design!r}")
     N = data.N
@@ -277,8 +299,11 @@ def pilot_design(data: Comparisons, design: str = "pilot") -> tuple[np.ndarray, 
 
 
 def _staged_parts(result: DialResult, data: Comparisons) -> tuple[np.ndarray, np.ndarray, np.ndarray, Any]:
-    """Anchored fit at the pilot: ``(B, V_llm, V_human, fit)`` with the two-step
-    sandwich split into its LLM and human parts (human / LLM influence rows zeroed)."""
+    """Anchored fit at the pilot: ``(B, V_llm, V_human, fit)``.
+
+    The two-step sandwich is split into its LLM and human parts (human / LLM influence
+    rows zeroed).
+    """
     from .estimators import staged_fit
     from .inference import staged_influence
     from .inference import Influence, influence_covariance
@@ -298,8 +323,10 @@ def _staged_parts(result: DialResult, data: Comparisons) -> tuple[np.ndarray, np
 
 def make_pilot(result: DialResult, *, data: Comparisons | None = None, design: str = "pilot",
                alpha: float = 0.01) -> Pilot:
-    """Collect the pilot's estimates and design (see :class:`Pilot`); ``data``
-    defaults to the data the result was fitted on."""
+    """Collect the pilot's estimates and design (see :class:`Pilot`).
+
+    ``data`` defaults to the data the result was fitted on.
+    """
     from .calibration_test import calibration_test
     from .fit import fit_human_btl
 
@@ -328,7 +355,7 @@ def make_pilot(result: DialResult, *, data: Comparisons | None = None, design: s
 
 # ------------------------------------------------------------------ targets
 def resolve_contrast(items: Sequence[str], s: np.ndarray, target: Any) -> tuple[str, str]:
-    """A named contrast: ``None`` (top-1 vs top-2 of the pilot), ``"a - b"`` or ``(a, b)``."""
+    """Resolve a named contrast: ``None`` (top-1 vs top-2 of the pilot), ``"a - b"`` or ``(a, b)``."""
     if target is None:
         o = np.argsort(-s, kind="stable")
         return items[o[0]], items[o[1]]
@@ -355,7 +382,7 @@ def _check_k(k: int, N: int) -> int:
 
 
 def topk_probability(s: np.ndarray, cov: np.ndarray, k: int, *, draws: int = 4000,
-                     rng: np.random.Generator | int | None = 0) -> float:
+                     rng: np.random.Generator | int | Sequence[int] | None = 0) -> float:
     """``P(top-k set of s_hat = top-k set of s)`` for ``s_hat ~ N(s, cov)`` (Monte Carlo)."""
     gen = np.random.default_rng(rng)
     lam, Q = np.linalg.eigh(0.5 * (cov + cov.T))
@@ -514,8 +541,11 @@ def _plan_theory(p: Pilot, budgets: list[int], methods: tuple[str, ...], contras
 # ---------------------------------------------------------- parametric simulation
 def human_frame(items: Sequence[str], s: np.ndarray, pairs: np.ndarray, rho: np.ndarray, n: int,
                 rng: np.random.Generator, *, judge: str = "human", record_start: int = 0) -> pd.DataFrame:
-    """``n`` human comparisons in pydial's long format: pairs drawn with probabilities
-    ``rho``, item ``i`` winning with probability ``sigma(s_i - s_j)`` (eq. binomial-model-human)."""
+    """Draw ``n`` human comparisons in pydial's long format.
+
+    Pairs drawn with probabilities ``rho``, item ``i`` winning with probability
+    ``sigma(s_i - s_j)`` (eq. binomial-model-human).
+    """
     idx = rng.choice(pairs.shape[0], size=n, p=rho)
     i, j = pairs[idx, 0], pairs[idx, 1]
     won = rng.random(n) < expit(s[i] - s[j])
@@ -525,7 +555,7 @@ def human_frame(items: Sequence[str], s: np.ndarray, pairs: np.ndarray, rho: np.
 
 
 def llm_frame(data: Comparisons, p: np.ndarray | None = None, rng: np.random.Generator | None = None) -> pd.DataFrame:
-    """The pilot's decisive LLM judgments in long format (one record per judgment).
+    """Return the pilot's decisive LLM judgments in long format (one record per judgment).
 
     With fitted cell probabilities ``p`` (``data.llm`` order) the outcomes are
     redrawn, ``Y_c ~ Binomial(n_c, p_c)`` on the same judge, pair and display-order
@@ -533,7 +563,12 @@ def llm_frame(data: Comparisons, p: np.ndarray | None = None, rng: np.random.Gen
     """
     L = data.llm
     n = L.n.astype(int)
-    y = L.y.astype(int) if p is None else rng.binomial(n, p)
+    if p is None:
+        y = L.y.astype(int)
+    elif rng is None:
+        raise ValueError("redrawing the LLM outcomes (p given) needs rng")
+    else:
+        y = rng.binomial(n, p)
     cell = np.repeat(np.arange(n.size), n)
     rank_in_cell = np.arange(cell.size) - np.repeat(np.cumsum(n) - n, n)
     won = rank_in_cell < y[cell]
@@ -609,8 +644,11 @@ def _plan_simulate(p: Pilot, data: Comparisons, budgets: list[int], methods: tup
 # ---------------------------------------------------------------------- plot
 def plot_plan(table: pd.DataFrame, columns: Sequence[str] = ("excess_risk", "contrast_ci_width", "p_topk_correct"),
               ax: Any = None) -> Any:
-    """Plot a :func:`plan` table: one panel per column, budget on a log x-axis, one
-    line per method.  Returns the matplotlib Figure."""
+    """Plot a :func:`plan` table.
+
+    One panel per column, budget on a log x-axis, one line per method.  Returns the
+    matplotlib Figure.
+    """
     import matplotlib.pyplot as plt
 
     missing = [c for c in ("budget", "method", *columns) if c not in table.columns]
@@ -658,10 +696,12 @@ class CalibrationBlock:
 
 
 def calibration_block(result: DialResult, *, data: Comparisons | None = None) -> CalibrationBlock:
-    """Split the fit's covariance into the calibration block and the rest (see
-    :class:`CalibrationBlock`); the human part comes from the same influence
+    """Split the fit's covariance into the calibration block and the rest.
+
+    See :class:`CalibrationBlock`; the human part comes from the same influence
     functions as the fit's sandwich (:mod:`pydial.inference`).  ``data`` defaults to
-    the data the result was fitted on."""
+    the data the result was fitted on.
+    """
     from .fit import centering_basis
 
     data = _pilot_data(result, data)
@@ -765,6 +805,8 @@ def next_pairs(
     X = D @ blk.B                              # x_ij = B^T (e_i - e_j), one row per pair
     w = expit(D @ blk.s)
     w = w * (1 - w)
+    G: np.ndarray | None  # contrasts and their weights (None for the D objective)
+    omega: np.ndarray | None
     if objective == "contrast":
         a, b = resolve_contrast(items, blk.s, target)
         G = np.zeros((1, N))
@@ -792,6 +834,7 @@ def next_pairs(
         if H is None:
             lam = np.linalg.eigvalsh(K)
             return float(np.sum(np.log(lam[lam > 1e-12 * lam.max()])))
+        assert G is not None and omega is not None  # H is G B
         return float(omega @ (np.einsum("ij,jk,ik->i", G, blk.other, G) + np.einsum("ij,jk,ik->i", H, K, H)))
 
     before = value(K)
@@ -805,6 +848,7 @@ def next_pairs(
         if H is None:
             red = np.log(denom)
         else:
+            assert omega is not None  # H is G B
             red = w * ((H @ KX.T) ** 2 * omega[:, None]).sum(0) / denom
         t = int(np.argmax(red / cost))
         if red[t] <= 0:

@@ -124,8 +124,7 @@ def summary_dict(res: DialResult) -> dict[str, Any]:
 
 def write_report(res: DialResult, data: Comparisons, out: str | Path, *, fmt: str = "md",
                  force: bool = False) -> list[Path]:
-    """Write tables (CSV), plots (PNG), ``report.md``/``report.html`` and ``summary.json``
-    into the folder ``out``.
+    """Write tables (CSV), plots (PNG), ``report.md``/``report.html`` and ``summary.json`` into ``out``.
 
     The folder is written aside and moved into place when complete
     (:func:`pydial.outputs.output_dir`): a folder of an earlier pydial run is replaced
@@ -173,8 +172,9 @@ def _write_report(res: DialResult, data: Comparisons, out: Path, fmt: str) -> li
         figs.append(("GACV path", save_fig(plot_gacv(res), "gacv.png")))
     if res.consensus is not None:
         save_csv(res.consensus.reset_index(), "consensus_loadings.csv", index=False)
-    if getattr(res, "tie_parameters", None) is not None:
-        save_csv(res.tie_parameters.reset_index(), "tie_parameters.csv", index=False)
+    tie_parameters = getattr(res, "tie_parameters", None)
+    if tie_parameters is not None:
+        save_csv(tie_parameters.reset_index(), "tie_parameters.csv", index=False)
     p = out / "summary.json"
     p.write_text(json.dumps(summary_dict(res), indent=2))
     written.append(p)

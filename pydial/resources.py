@@ -41,8 +41,10 @@ def fit_bytes(n_cells: int, P: int) -> int:
 
 
 def check_memory(n_cells: int, P: int, what: str, available: int | None = None) -> None:
-    """Raise :class:`MemoryLimitError` when the estimate of :func:`fit_bytes` exceeds the
-    available memory (``available`` defaults to :func:`available_bytes`)."""
+    """Raise :class:`MemoryLimitError` when the estimate of :func:`fit_bytes` exceeds the available memory.
+
+    ``available`` defaults to :func:`available_bytes`.
+    """
     need = fit_bytes(n_cells, P)
     avail = available_bytes() if available is None else available
     if avail is not None and need > avail:

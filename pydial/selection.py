@@ -56,7 +56,7 @@ def candidate_weights(n_llm: int, n_human: int, multiples: tuple[float, ...] = D
 
 def gacv_trace(H: np.ndarray, U: Any, n: np.ndarray, y: np.ndarray, p: np.ndarray, basis: Any = None,
                Hp: np.ndarray | None = None) -> float:
-    r"""The trace term of eq. gacv: ``tr(H^+ J)`` with ``J = n_H^{-1} sum_t (g_t - \bar g)(g_t - \bar g)^T``.
+    r"""Compute the trace term of eq. gacv: ``tr(H^+ J)`` with ``J = n_H^{-1} sum_t (g_t - \bar g)(g_t - \bar g)^T``.
 
     ``U`` holds ``d eta_c / d zeta`` of the human cells; comparison ``t`` in cell ``c``
     has score ``g_t = (p_c - z_t) u_c``, so the cell contributes
@@ -98,9 +98,11 @@ class Candidate:
 
 @dataclass(frozen=True)
 class PathEntry:
-    """One candidate of a fitted weight path with the staged fit of its rank (for refits such
-    as :meth:`pydial.results.DialResult.loo_cv`): the calibrated ``chart`` of the rank, the
-    staged (anchored) ``staged_theta`` and the :class:`Candidate`."""
+    """One candidate of a fitted weight path with the staged fit of its rank.
+
+    For refits such as :meth:`pydial.results.DialResult.loo_cv`: the calibrated ``chart``
+    of the rank, the staged (anchored) ``staged_theta`` and the :class:`Candidate`.
+    """
 
     chart: Chart
     staged_theta: np.ndarray
@@ -108,16 +110,20 @@ class PathEntry:
 
     @classmethod
     def light(cls, chart: Chart, staged_theta: np.ndarray, c: Candidate) -> "PathEntry":
-        """The entry without the candidate's dense ``P x P`` Hessian and its pseudo-inverse
-        (needed only while the fit is selected), so a result does not hold one per weight."""
+        """Build the entry without the candidate's dense ``P x P`` Hessian and its pseudo-inverse.
+
+        They are needed only while the fit is selected, so a result does not hold one per weight.
+        """
         opt = replace(c.opt, hess=None) if c.opt is not None and c.opt.hess is not None else c.opt
         return cls(chart, staged_theta, replace(c, hess_pinv=None, opt=opt))
 
 
 def guard(ch: Chart, opt: OptimResult, H: np.ndarray, s: np.ndarray,
           eig: np.ndarray | None = None) -> tuple[bool, str, int]:
-    """Regularity checks of App. lambda-selection for a finite-weight fit (``eig``: the
-    eigenvalues of ``H`` when already known)."""
+    """Regularity checks of App. lambda-selection for a finite-weight fit.
+
+    ``eig``: the eigenvalues of ``H`` when already known.
+    """
     lam = np.linalg.eigvalsh(H) if eig is None else eig
     nz = int(np.sum(np.abs(lam) <= ZERO_EIG_RTOL * max(np.abs(lam).max(), 1e-300)))
     if not opt.converged:
@@ -138,17 +144,21 @@ JointFitter = Callable[[Comparisons, Chart, float, np.ndarray], tuple[np.ndarray
 
 def numpy_joint(data: Comparisons, ch: Chart, lam: float, theta0: np.ndarray, *,
                 penalty: str | None = None) -> tuple[np.ndarray, OptimResult]:
-    """Minimize ``Q_lambda`` (human block penalized by ``penalty``) from ``theta0`` with the
-    numpy Newton optimizer."""
+    """Minimize ``Q_lambda`` from ``theta0`` with the numpy Newton optimizer.
+
+    The human block is penalized by ``penalty``.
+    """
     f = fit_structured(data, ch, lam, theta0, penalty=penalty)
     return f.theta, f.opt
 
 
 def finite_candidate(data: Comparisons, ch: Chart, lam: float, theta0: np.ndarray, multiple: float,
                      joint: JointFitter = numpy_joint, *, penalty: str | None = None) -> Candidate:
-    """Fit ``Q_lambda`` (eq. weighted-loss) from ``theta0`` (with ``joint``, the numpy or the Stan optimizer,
-    minimizing the criterion penalized by ``penalty``) and evaluate its guards and GACV
-    pieces at the optimum."""
+    """Fit ``Q_lambda`` (eq. weighted-loss) from ``theta0`` and evaluate its guards and GACV pieces at the optimum.
+
+    The fit uses ``joint``, the numpy or the Stan optimizer, minimizing the criterion
+    penalized by ``penalty``.
+    """
     th, opt = joint(data, ch, lam, theta0)
     obj = Objective.weighted(ch, data, lam, penalty)
     H = opt.hess if opt.hess is not None and np.array_equal(opt.x, th) else obj.value_grad_hess(th)[2]
@@ -168,8 +178,9 @@ def finite_candidate(data: Comparisons, ch: Chart, lam: float, theta0: np.ndarra
 
 def human_candidate(data: Comparisons, human_fit: Callable[[Comparisons], BTLFit] | None = None, *,
                     penalty: str | None = None) -> tuple[Candidate, OptimResult | None]:
-    """The ``lambda = 0`` endpoint: human BTL in the centered score space (fitted by
-    ``human_fit``, default the numpy optimizer).
+    """Fit the ``lambda = 0`` endpoint: human BTL in the centered score space.
+
+    It is fitted by ``human_fit``, default the numpy optimizer.
 
     Without a penalty the endpoint needs a finite MLE (strongly connected directed
     win graph, Ford 1957); with ``penalty="firth"`` (``human_fit`` then fits Firth's
@@ -199,7 +210,9 @@ def human_candidate(data: Comparisons, human_fit: Callable[[Comparisons], BTLFit
     return cand, f.opt
 
 
-def criterion_hessian(X: "np.ndarray | Design", n: np.ndarray, beta: np.ndarray, weight: float, penalty: str | None) -> np.ndarray:
+def criterion_hessian(
+    X: "np.ndarray | Design", n: np.ndarray, beta: np.ndarray, weight: float, penalty: str | None
+) -> np.ndarray:
     """Hessian of the (Firth-penalized with ``penalty="firth"``) weighted logistic loss at ``beta``."""
     H = glm_information(X, n, expit(X @ beta), weight)
     if penalty == "firth":
@@ -209,7 +222,7 @@ def criterion_hessian(X: "np.ndarray | Design", n: np.ndarray, beta: np.ndarray,
 
 def anchored_candidate(data: Comparisons, M: np.ndarray, s: np.ndarray, cal_opt: OptimResult, llm_opt: OptimResult,
                        *, penalty: str | None = None) -> Candidate:
-    """The ``lambda = inf`` endpoint: chart ``c`` with ``M`` fixed at the LLM-only fit.
+    """Fit the ``lambda = inf`` endpoint: chart ``c`` with ``M`` fixed at the LLM-only fit.
 
     The LLM-only fit is conditioned on, so only the calibration coordinates must be
     resolved; an LLM-only fit whose optimizer failed is still excluded.
@@ -246,8 +259,10 @@ def path_candidates(cands: list[Candidate], hum: Candidate, include_endpoints: b
 
 
 def stack_path_tables(tables: list[pd.DataFrame], one_human_row: bool) -> pd.DataFrame:
-    """The GACV tables of the ranks, one below the other; with ``one_human_row`` the human
-    endpoint (which does not depend on the rank) is listed once."""
+    """Stack the GACV tables of the ranks, one below the other.
+
+    With ``one_human_row`` the human endpoint (which does not depend on the rank) is listed once.
+    """
     table = pd.concat(tables, ignore_index=True)
     if one_human_row:
         dup = (table["lambda"] == 0) & table.duplicated(subset=["lambda"], keep="first")
@@ -257,10 +272,12 @@ def stack_path_tables(tables: list[pd.DataFrame], one_human_row: bool) -> pd.Dat
 
 def select_candidate(options: list[tuple[int, Candidate]], table: pd.DataFrame,
                      what: str = "the lambda path") -> tuple[int, Candidate, bool]:
-    """The ``(rank, candidate)`` of smallest GACV (eq. gacv; App. lambda-selection) among the admissible ones, and whether it is
-    the fallback: with no admissible candidate, the first resolved anchored endpoint
+    """Choose the ``(rank, candidate)`` of smallest GACV (eq. gacv; App. lambda-selection) among the admissible ones.
+
+    Also return whether it is the fallback: with no admissible candidate, the first resolved anchored endpoint
     (``lambda = inf``) with a :class:`~pydial.exceptions.ConvergenceWarning`; none at all
-    raises :class:`~pydial.exceptions.ConvergenceError` quoting the reasons and ``table``."""
+    raises :class:`~pydial.exceptions.ConvergenceError` quoting the reasons and ``table``.
+    """
     import warnings
 
     from .exceptions import ConvergenceError, ConvergenceWarning
@@ -282,7 +299,7 @@ def select_candidate(options: list[tuple[int, Candidate]], table: pd.DataFrame,
 
 
 def path_table(cands: list[Candidate], rank: int | None = None) -> pd.DataFrame:
-    """The GACV table: lambda, multiple, gacv, l_H, trace, admissible, reason."""
+    """Tabulate GACV: lambda, multiple, gacv, l_H, trace, admissible, reason."""
     df = pd.DataFrame(
         {
             "lambda": [c.lam for c in cands],

@@ -142,7 +142,7 @@ class Truth:
 
     @property
     def r(self) -> int:
-        """Rank of the disagreement part :math:`UV^\\top`."""
+        r"""Rank of the disagreement part :math:`UV^\top`."""
         return int(self.V.shape[1])
 
     @property
@@ -183,7 +183,7 @@ class Truth:
         return expit(self.s_h[i] - self.s_h[j])
 
     def scores(self) -> pd.DataFrame:
-        """True scores as a table: one row per item, columns ``human`` and the judges."""
+        """Return the true scores as a table: one row per item, columns ``human`` and the judges."""
         cols = {HUMAN_JUDGE: self.s_h, **{name: self.S[k] for k, name in enumerate(self.judges)}}
         return pd.DataFrame(cols, index=pd.Index(self.items, name="item"))
 
@@ -221,6 +221,7 @@ class Simulation:
         return Comparisons.from_frame(self.frame, human_judge=HUMAN_JUDGE, items=list(self.truth.items))
 
     def __repr__(self) -> str:
+        """Show the simulation's configuration."""
         c = self.config
         return (
             f"Simulation(N={c.get('N')}, K={c.get('K')}, r={c.get('r')}, n_llm={c.get('n_llm')}, "
@@ -489,7 +490,7 @@ def simulate(
     # (5) Human comparisons.
     p_hum = g_hum.integers(0, n_pairs, size=n_human)
     i_h, j_h = pi[p_hum], pj[p_hum]
-    if tie_rate > 0:
+    if nu is not None:  # tie_rate > 0
         out_hum = _draw_outcomes(g_hum, tie_model, s_h[i_h] - s_h[j_h], np.log(nu[K]))
     else:
         out_hum = np.where(g_hum.random(n_human) < expit(s_h[i_h] - s_h[j_h]), 0, 1)

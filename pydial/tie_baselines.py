@@ -46,8 +46,9 @@ def _free(cells: TieCells) -> bool:
 
 def pooled_cross_derivative(ties: str, human: TieCells, N: int, beta: np.ndarray, x2: np.ndarray, weight: float,
                             free: bool) -> np.ndarray:
-    r"""``d psi_2 / d beta``: derivative of the calibration score equations in the pooled scores,
-    the cross term of the two-step sandwich (eq. weighted-empirical-sandwich, two-step form).
+    r"""``d psi_2 / d beta``: derivative of the calibration score equations in the pooled scores.
+
+    The cross term of the two-step sandwich (eq. weighted-empirical-sandwich, two-step form).
 
     ``psi_2`` is the gradient in ``(c, log nu_H)`` of ``weight * l_H(c T beta, nu_H)``; with
     ``g, H`` the gradient and Hessian of that loss in the centered coordinates ``beta' = c beta``,
@@ -66,7 +67,7 @@ def pooled_cross_derivative(ties: str, human: TieCells, N: int, beta: np.ndarray
 
 
 def fit_pooled_ties(data: Comparisons, common: dict, *, ties: str, seed: int | None = None) -> Any:
-    """The pooled baseline with ties (see the module docstring): a DialResult with ``tie_parameters``.
+    """Fit the pooled baseline with ties (see the module docstring): a DialResult with ``tie_parameters``.
 
     ``common["engine"] == "stan"`` optimizes both stages with Stan
     (:func:`pydial.stan.engine.stan_pooled_tie_stages`);

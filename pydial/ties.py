@@ -126,7 +126,7 @@ TIE_MODELS: dict[str | None, Callable[..., CellDerivatives]] = {
 
 
 def tie_cell(ties: str | None) -> Callable[..., CellDerivatives]:
-    """The per-cell likelihood function of a ``ties=`` option."""
+    """Return the per-cell likelihood function of a ``ties=`` option."""
     if ties not in TIE_MODELS:
         raise ValueError(f"ties must be one of {list(TIE_MODELS)}, got {ties!r}")
     return TIE_MODELS[ties]

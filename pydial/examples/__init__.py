@@ -15,7 +15,7 @@ def example_path() -> Path:
 
 
 def load_example() -> Comparisons:
-    """The bundled synthetic example (see :func:`pydial.datasets.synthetic`)."""
+    """Load the bundled synthetic example (see :func:`pydial.datasets.synthetic`)."""
     from ..datasets import synthetic
 
     return synthetic()
