@@ -130,7 +130,7 @@ slightly more than the paper's 0.001 at n_LLM ≥ 3,200.
   200 in the main top row, 26 in all); no DIAL fit failed and none needed the λ = ∞ fallback.
   Human's mean at n_H = 100 is therefore conditional on the MLE existing.
 * The oracle searches DIAL-Ada's admissible candidates including λ = 0 and λ = ∞.
-* DIAL-Ada's binomial coverage refits the same estimator with `cov="binomial"` (identical λ).
+* DIAL-Ada's binomial coverage is the same fit with the binomial meat (`res.with_cov("binomial")`, identical λ).
 * b̂ of every order-aware method is the LLM-only fit's (`position_effects`), so DIAL-Anc, DIAL-Ada
   and DIAL-Ada (W) share RMSE(b̂); Pooled and DIAL-noPos use b̂ = 0 and share theirs.
 * Verdicts compare against the combined MC SE of both studies, since the paper's numbers are

@@ -258,9 +258,8 @@ def run_replication(task: Task) -> list[dict[str, Any]]:
                     row["rmse_b"] = metrics.rmse(_b_hat(res, judges), b)
                 if label == "DIAL-Ada":
                     ada = res
-                    # the same fit (same GACV selection) with the binomial meat
-                    resb = pydial.fit(data, method, cov="binomial", check=False, **kw)
-                    row["coverage_binomial"] = _coverage(resb, items, s_h)
+                    # the same fit (same GACV selection) with the binomial meat, from its linearization
+                    row["coverage_binomial"] = _coverage(res.with_cov("binomial"), items, s_h)
             elif label == "DIAL-Ada":
                 ada_error = row["error"]
         row["n_warnings"] = sum(issubclass(w.category, ConvergenceWarning) for w in caught)
