@@ -146,6 +146,8 @@ def _parser() -> argparse.ArgumentParser:
                        help="write into a non-empty folder pydial did not write (only pydial's own files are replaced)")
         q.add_argument("--ties", choices=("davidson", "rao-kupper"), default=None,
                        help="use tie outcomes with this tie model (default: decisive outcomes only)")
+    f.add_argument("--cluster-correction", action="store_true",
+                   help="scale the clustered meats (cell, record) by the small-sample factor G/(G-1)")
     f.add_argument("--lambdas", type=_floats, default=None, help="explicit candidate weights, comma-separated (dial-ada)")
     f.add_argument("--multiples", type=_floats, default=None,
                    help="candidate weights as multiples of n_LLM/n_H (default: 7 log-spaced from 0.01 to 10)")
@@ -207,7 +209,8 @@ def _fit(args: argparse.Namespace) -> int:
     with _warnings_to_stderr(skip=() if args.allow_nonconverged else (ConvergenceWarning, CovarianceWarning)) as caught:
         res = fit(data, args.method, rank=args.rank, calibration=args.calibration, cov=args.cov, level=args.level,
                   engine=args.engine, lambdas=args.lambdas, multiples=args.multiples, include_endpoints=not args.no_endpoints,
-                  check=not args.no_check, ties=args.ties, penalty=args.penalty)
+                  check=not args.no_check, ties=args.ties, penalty=args.penalty,
+                  cluster_correction=args.cluster_correction)
         if not res.ok and not args.allow_nonconverged:
             caught.clear()
             print(f"pydial: fit failed ({args.method}): {res.verdict()}; pass --allow-nonconverged to keep the "

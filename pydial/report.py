@@ -108,7 +108,8 @@ def summary_dict(res: DialResult) -> dict[str, Any]:
     fin = lambda x: None if x is None or not np.isfinite(x) else float(x)  # noqa: E731
     return {
         "method": res.method, "rank": res.rank, "calibration": res.calibration, "engine": res.engine,
-        "cov": res.cov_type, "anchored_cov": res.anchored_cov, "level": res.level, "lambda": fin(res.lambda_),
+        "cov": res.cov_type, "anchored_cov": res.anchored_cov, "cluster_correction": res.cov_correction,
+        "level": res.level, "lambda": fin(res.lambda_),
         "lambda_is_infinite": bool(np.isinf(res.lambda_)), "converged": bool(res.converged),
         "status": res.status, "problems": list(res.problems),
         "grad_norm": float(res.grad_norm), "n_human": res.n_human, "n_llm": res.n_llm,

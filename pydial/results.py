@@ -493,6 +493,8 @@ class DialResult:
         cov = f"cov_type={self.cov_type} ({COV_DESCRIPTIONS[self.cov_type]})"
         if self.anchored_cov is not None:
             cov += f"  anchored_cov={self.anchored_cov}"
+        if self.cov_correction:
+            cov += "  cluster correction G/(G-1)"
         head = [
             f"pydial fit: method={self.method}  rank={self.rank}  calibration={self.calibration}  engine={self.engine}",
             f"items N={len(self.items)}  LLM judges K={len(self.judges)}  n_LLM={self.n_llm}  n_H={self.n_human}",

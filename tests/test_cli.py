@@ -2,6 +2,7 @@
 
 import json
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -177,3 +178,15 @@ def test_plan_refuses_a_failed_pilot_and_fractional_budgets(capsys, monkeypatch)
     with pytest.raises(SystemExit) as e:
         main(["plan", "synthetic", "--budgets", "100.5"])
     assert e.value.code == 2 and "comma-separated integers" in capsys.readouterr().err
+
+
+def test_fit_cluster_correction(capsys, tmp_path):
+    code, out, err = run(capsys, "fit", "synthetic", "--method", "dial-anc", "--cluster-correction", "--out", str(tmp_path))
+    assert code == 0, err
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["cluster_correction"] is True and "G/(G-1)" in out
+    import pydial
+
+    ref = pydial.fit(pydial.datasets.synthetic(), "dial-anc", cluster_correction=True).scores
+    got = pd.read_csv(tmp_path / "scores.csv").set_index("item")
+    np.testing.assert_allclose(got.loc[ref.index, "se"].to_numpy(), ref["se"].to_numpy(), rtol=1e-9)
