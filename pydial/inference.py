@@ -37,8 +37,9 @@ __all__ = ["ANCHORED_COVS", "CLUSTERED", "COV_DESCRIPTIONS", "COV_TYPES", "CellS
 
 
 def score_tables(s: np.ndarray, C: np.ndarray, items: tuple[str, ...], level: float) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """The score table (``score, se, ci_low, ci_high`` by item, Wald at ``level``) and the labelled item x item covariance.
+    """Return the score table and the labelled item x item covariance.
 
+    The table has ``score, se, ci_low, ci_high`` by item, Wald at ``level``.
     Non-finite scores raise :class:`~pydial.ConvergenceError`.
     """
     if not np.all(np.isfinite(s)):
@@ -57,15 +58,21 @@ def consensus_table(gamma: np.ndarray, cov: np.ndarray, judges: Sequence[str], l
 
 
 def unknown_cov(q: int) -> np.ndarray:
-    """A ``q x q`` covariance not formed yet (all NaN): the placeholder of a table whose
-    standard errors :meth:`pydial.results.DialResult.with_cov` fills in."""
+    """Return a ``q x q`` covariance not formed yet (all NaN).
+
+    It is the placeholder of a table whose standard errors
+    :meth:`pydial.results.DialResult.with_cov` fills in.
+    """
     return np.full((q, q), np.nan)
 
 
 def position_effect_tables(b: np.ndarray, cov: np.ndarray, judges: Sequence[str],
                            level: float) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """The judges' position effects: their Wald table (:func:`wald_table`, indexed by
-    ``judge``) and their covariance as a judge x judge DataFrame with the same labels."""
+    """Return the judges' position effects: their Wald table and their covariance.
+
+    The Wald table (:func:`wald_table`) is indexed by ``judge``; the covariance is a
+    judge x judge DataFrame with the same labels.
+    """
     idx = pd.Index(list(judges), name="judge")
     tab = wald_table(b, cov, list(judges), level, "b")
     tab.index = idx
@@ -78,8 +85,10 @@ def wald_table(est: np.ndarray, cov: np.ndarray, index: list[str], level: float,
 
 
 def wald_frame(est: np.ndarray, var: np.ndarray, index: list[str], level: float, name: str) -> pd.DataFrame:
-    """Wald intervals and tests ``name, se, ci_low, ci_high, z, p_value`` from estimates and their
-    variances; a (numerically) zero variance gives NaN, with a :class:`CovarianceWarning`."""
+    """Wald intervals and tests ``name, se, ci_low, ci_high, z, p_value`` from estimates and their variances.
+
+    A (numerically) zero variance gives NaN, with a :class:`CovarianceWarning`.
+    """
     est = np.asarray(est, float)
     var = np.asarray(var, float).copy()
     zero = np.isfinite(var) & (var <= 1e-13 * max(float(np.nanmax(np.abs(var), initial=0.0)), 1e-300))
@@ -178,9 +187,12 @@ def judges_linearization(data: Comparisons, fits: Sequence[Any]) -> tuple[tuple[
 
 
 def pooled_linearization(data: Comparisons, o1: OptimResult, o2: OptimResult) -> Linearization:
-    """Two-step linearization of the pooled baseline: stage 1 the pooled LLM BTL ``beta`` (reduced
-    chart), stage 2 the scalar calibration ``c`` of ``s = c T beta`` to the people
-    (eq. staged-calibrated-estimator with ``M = T beta``); the LLM columns are stage one."""
+    """Two-step linearization of the pooled baseline.
+
+    Stage 1 is the pooled LLM BTL ``beta`` (reduced chart), stage 2 the scalar calibration
+    ``c`` of ``s = c T beta`` to the people (eq. staged-calibrated-estimator with
+    ``M = T beta``); the LLM columns are stage one.
+    """
     N, L, Hc = data.N, data.llm, data.human
     T = centering_basis(N)
     X1 = centered_design(L.i, L.j, N)
@@ -219,7 +231,7 @@ def staged_influence(data: Comparisons, fit_: Any, *, fixed_basis: bool = False)
 
 
 def _staged_parts(data: Comparisons, fit_: Any, fixed_basis: bool = False) -> tuple[Influence, Influence, CellStats]:
-    """The LLM and human blocks of :func:`staged_influence` and the cells' statistics."""
+    """Return the LLM and human blocks of :func:`staged_influence` and the cells' statistics."""
     ch, th = fit_.chart, fit_.theta
     oL = Objective(ch, Cells.stack(data, 1.0 / data.n_llm, 0.0))
     oH = Objective(ch, Cells.stack(data, 0.0, 1.0 / data.n_human))
@@ -247,8 +259,10 @@ def _staged_parts(data: Comparisons, fit_: Any, fixed_basis: bool = False) -> tu
 
 
 def staged_linearization(data: Comparisons, fit_: Any) -> Linearization:
-    """:func:`staged_influence` as a :class:`Linearization` whose stage one (the LLM cells'
-    columns) ``anchored_cov="fixed-basis"`` drops."""
+    """:func:`staged_influence` as a :class:`Linearization`.
+
+    Its stage one (the LLM cells' columns) is what ``anchored_cov="fixed-basis"`` drops.
+    """
     U_L, U_H, st = _staged_parts(data, fit_)
     U = stack_influence([U_L, U_H])
     return Linearization(MeatSource(U.J, st), U.A, {"scores": slice(0, data.N)}, "the calibrated scores",

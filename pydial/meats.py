@@ -67,8 +67,9 @@ def check_cov_type(cov: str) -> str:
 
 @dataclass(frozen=True)
 class CellStats:
-    """Cell counts and fitted probabilities in the stacked order of
-    :class:`pydial.likelihood.Cells` (LLM cells, then human cells).
+    """Cell counts and fitted probabilities in the stacked order of :class:`pydial.likelihood.Cells`.
+
+    The LLM cells come first, then the human cells.
 
     ``llm_index`` / ``human_index`` give each cell's position in ``data.llm`` /
     ``data.human`` (``-1`` where not applicable), used for clustering.
@@ -119,16 +120,19 @@ class Influence:
 
 
 def stack_influence(parts: "list[Influence]") -> "Influence":
-    """Influence of cells stacked block by block (e.g. LLM then human cells), each with
-    its own parameter space: ``J`` block-diagonal, ``A`` side by side."""
+    """Influence of cells stacked block by block (e.g. LLM then human cells).
+
+    Each block has its own parameter space: ``J`` block-diagonal, ``A`` side by side.
+    """
     J = sp.block_diag([sp.csr_matrix(p.J) for p in parts], format="csr")
     return Influence(J, np.hstack([p.A for p in parts]))
 
 
 def influence_covariance(U: "Influence | np.ndarray", st: CellStats, data: Comparisons, cov: str, *,
                          what: str = "the estimates") -> np.ndarray:
-    """Covariance ``sum_clusters (sum IF)(sum IF)^T`` of a linearized target (eq.
-    weighted-empirical-sandwich; clustered meats as eq. hac-meat).
+    """Covariance ``sum_clusters (sum IF)(sum IF)^T`` of a linearized target.
+
+    Eq. weighted-empirical-sandwich; clustered meats as eq. hac-meat.
 
     Parameters
     ----------
@@ -157,7 +161,7 @@ def influence_covariance(U: "Influence | np.ndarray", st: CellStats, data: Compa
 
 def meat_covariance(M: "Meat", JtJ: Any, A: np.ndarray | None, cov: str, what: str,
                     correction: bool = False) -> np.ndarray:
-    """The sandwich ``A M A^T`` of eq. weighted-empirical-sandwich (``M`` itself when ``A`` is None).
+    """Return the sandwich ``A M A^T`` of eq. weighted-empirical-sandwich (``M`` itself when ``A`` is None).
 
     All NaN when the meat is degenerate for the target's ``rank(J A^T)`` directions
     (``JtJ = J^T J``; :func:`degenerate_meat`).  ``correction``: scale a clustered meat
@@ -190,7 +194,7 @@ class MeatSource:
     _jtj: Any = field(default=None, init=False, repr=False)
 
     def meat(self, data: Comparisons, cov: str) -> "Meat":
-        """The meat of type ``cov`` in the parameter space of ``J``."""
+        """Return the meat of type ``cov`` in the parameter space of ``J``."""
         check_cov_type(cov)
         if cov not in self._meats:
             if isinstance(self.stats, OutcomeStats):
@@ -243,7 +247,7 @@ class Linearization:
 
     def covariance(self, data: Comparisons, cov: str, *, anchored_cov: str = "two-step",
                    correction: bool = False) -> np.ndarray:
-        """``A M A^T`` for the meat ``cov`` (:func:`meat_covariance`); ``q x q``."""
+        """Return ``A M A^T`` for the meat ``cov`` (:func:`meat_covariance`); ``q x q``."""
         if anchored_cov not in ANCHORED_COVS:
             raise ValueError(f"anchored_cov must be one of {ANCHORED_COVS}, got {anchored_cov!r}")
         A = self.A
@@ -259,14 +263,17 @@ class Linearization:
 
 
 def linearize(U: "Influence", st: "CellStats", what: str, **blocks: slice) -> Linearization:
-    """A :class:`Linearization` of binary cells from factored influence ``U`` and the cells' ``st``;
-    ``blocks`` name the rows of ``U.A`` (all of them ``"scores"`` when none is given)."""
+    """Return a :class:`Linearization` of binary cells from factored influence ``U`` and the cells' ``st``.
+
+    ``blocks`` name the rows of ``U.A`` (all of them ``"scores"`` when none is given).
+    """
     return Linearization(MeatSource(U.J, st), U.A, blocks or {"scores": slice(0, U.A.shape[0])}, what)
 
 
 def degenerate_meat(gram: np.ndarray, G: int | None, cov: str, what: str) -> bool:
-    """Whether an empirical meat with ``G`` independent clusters cannot estimate the
-    covariance of a target with ``p = rank(U)`` free directions (``gram = U^T U``):
+    """Whether an empirical meat with ``G`` independent clusters cannot estimate a target's covariance.
+
+    The target has ``p = rank(U)`` free directions (``gram = U^T U``); the meat is degenerate when
     ``G <= p`` (with one cluster in particular, the centred meat is exactly zero).  Warns
     with a :class:`~pydial.exceptions.CovarianceWarning` naming the meat, ``what``, ``G``
     and ``p``.  The model-based ``"fisher"`` covariance (``G = None``) is never degenerate here.
@@ -287,19 +294,23 @@ def degenerate_meat(gram: np.ndarray, G: int | None, cov: str, what: str) -> boo
 
 @dataclass(frozen=True)
 class Meat:
-    """A meat ``S + sum_t a_t b_t^T`` in a parameter space: ``S`` sparse (or dense) plus
-    low-rank centering terms kept as factors, so nothing P x P is dense unless asked."""
+    """A meat ``S + sum_t a_t b_t^T`` in a parameter space.
+
+    ``S`` is sparse (or dense), plus low-rank centering terms kept as factors, so nothing
+    P x P is dense unless asked.
+    """
 
     S: Any
     low: tuple[tuple[np.ndarray, np.ndarray], ...] = ()
     clusters: int | None = None  # independent clusters; None for the model-based meat
 
     def __add__(self, other: "Meat") -> "Meat":
+        """Add two meats (their clusters add up)."""
         G = None if self.clusters is None or other.clusters is None else self.clusters + other.clusters
         return Meat(self.S + other.S, self.low + other.low, G)
 
     def sandwich(self, A: np.ndarray) -> np.ndarray:
-        """``A M A^T`` (q x q)."""
+        """Return ``A M A^T`` (q x q)."""
         out = np.asarray(A @ np.asarray(self.S @ A.T))
         for a, b in self.low:
             out += np.outer(A @ a, A @ b)
@@ -314,7 +325,7 @@ class Meat:
 
 
 def parameter_meat(J: Any, st: CellStats, data: Comparisons, cov: str) -> "Meat":
-    r"""The meat ``sum_clusters g g^T`` in the parameter space of ``J`` (P x P).
+    r"""Return the meat ``sum_clusters g g^T`` in the parameter space of ``J`` (P x P).
 
     Per-comparison scores are ``w_v {(p_c - z_v) j_c - \bar g_{block}}`` with the
     block means ``\bar g = sum_c (n_c p_c - y_c) j_c / n_block`` (eq.
@@ -375,11 +386,13 @@ def parameter_meat(J: Any, st: CellStats, data: Comparisons, cov: str) -> "Meat"
 
 
 def independent_meat(U: Any, n: np.ndarray, y: np.ndarray, p: np.ndarray, w: np.ndarray) -> "Meat":
-    r"""``sum_v IF_v IF_v^T`` for one block of independent comparisons (identity kernel
-    of eq. hac-meat), ``IF_v = w_v {(p_c - z_v) u_c - \bar u}`` with the block mean
+    r"""``sum_v IF_v IF_v^T`` for one block of independent comparisons.
+
+    This is the identity kernel of eq. hac-meat, ``IF_v = w_v {(p_c - z_v) u_c - \bar u}`` with the block mean
     ``\bar u = sum_c (n_c p_c - y_c) u_c / n_block``; a cell contributes
     ``w^2 [y (1-p)^2 + (n-y) p^2] u u^T`` (weights constant within the block).
-    ``U`` may be sparse (the result is then sparse)."""
+    ``U`` may be sparse (the result is then sparse).
+    """
     ub = _vec(U.T @ (n * p - y)) / n.sum()
     s2 = y * (1 - p) ** 2 + (n - y) * p**2
     return Meat(_gram(U, w**2 * s2), ((ub, -ub * np.sum(w**2 * n)),), int(n.sum()))
@@ -413,12 +426,15 @@ class OutcomeStats:
 
     @property
     def m(self) -> int:
+        """Number of cells."""
         return int(self.w.size)
 
     def rows(self, J2: Any) -> sp.csr_matrix:
-        """Loss scores of one comparison of every (cell, outcome), ``3m x P`` (outcome-major):
-        ``-(a_{co} J2[c] + b_{co} J2[m + c])`` with ``J2`` the two derivative channels
-        (:meth:`pydial.likelihood.TieObjective.ext_jacobian`)."""
+        """Loss scores of one comparison of every (cell, outcome), ``3m x P`` (outcome-major).
+
+        The scores are ``-(a_{co} J2[c] + b_{co} J2[m + c])`` with ``J2`` the two derivative channels
+        (:meth:`pydial.likelihood.TieObjective.ext_jacobian`).
+        """
         m = self.m
         r = np.repeat(np.arange(3 * m), 2)
         cols = np.tile(np.column_stack([np.arange(m), m + np.arange(m)]), (3, 1)).ravel()
@@ -428,7 +444,7 @@ class OutcomeStats:
 
 
 def outcome_meat(J2: Any, st: OutcomeStats, data: Comparisons, cov: str, record_rows: Any = None) -> "Meat":
-    r"""The meats of :func:`parameter_meat` for cells with three outcomes.
+    r"""Return the meats of :func:`parameter_meat` for cells with three outcomes.
 
     Per-comparison influence ``w_v (g_v - \bar g_{block})`` with ``g_v`` the loss score
     of :class:`OutcomeStats`; ``"fisher"`` is ``sum_c w_c^2 n_c sum_o P_{co} g_{co} g_{co}^T``;
@@ -517,8 +533,10 @@ def _gram(J: Any, d: np.ndarray) -> Any:
 
 
 def _centered_gram(Gs: Any, C: np.ndarray, B: np.ndarray) -> "Meat":
-    """``(Gs - C B^T)^T (Gs - C B^T)`` without forming the dense cluster matrix:
-    ``Gs^T Gs`` plus the low-rank terms ``-X B^T - B X^T + B (C^T C) B^T``, ``X = Gs^T C``."""
+    """``(Gs - C B^T)^T (Gs - C B^T)`` without forming the dense cluster matrix.
+
+    It is ``Gs^T Gs`` plus the low-rank terms ``-X B^T - B X^T + B (C^T C) B^T``, ``X = Gs^T C``.
+    """
     X = np.asarray(Gs.T @ C)
     CC = C.T @ C
     low = []
@@ -529,12 +547,13 @@ def _centered_gram(Gs: Any, C: np.ndarray, B: np.ndarray) -> "Meat":
 
 
 def _sum(mats: Any) -> "Meat":
-    out = None
+    out: Meat | None = None
     for m in mats:
         out = m if out is None else out + m
+    assert out is not None, "no meats to add"
     return out
 
 
 def _indicator(groups: np.ndarray, G: int) -> sp.csr_matrix:
-    """The sparse cluster-indicator matrix (G x m) of integer groups ``0..G-1``."""
+    """Return the sparse cluster-indicator matrix (G x m) of integer groups ``0..G-1``."""
     return sp.csr_matrix((np.ones(groups.size), (groups, np.arange(groups.size))), shape=(G, groups.size))

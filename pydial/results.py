@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import warnings
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import pandas as pd
@@ -23,7 +23,7 @@ STATUSES: tuple[str, ...] = ("ok", "no admissible candidate", "not identified", 
 
 @dataclass
 class DialResult:
-    """Result of :func:`fit`.
+    r"""Result of :func:`fit`.
 
     Attributes
     ----------
@@ -69,7 +69,7 @@ class DialResult:
     grad_norm : float
         Largest max-norm gradient at the reported optima.
     loss_human : float
-        :math:`\\ell_H` at the reported scores (NaN without human data).
+        :math:`\ell_H` at the reported scores (NaN without human data).
     gacv : DataFrame or None
         The weight path of ``dial-ada`` / ``dial-nopos``: ``lambda, multiple, gacv,
         l_H, trace, admissible, reason`` (and ``rank`` for a rank grid).
@@ -187,16 +187,20 @@ class DialResult:
 
     @property
     def anchored_cov(self) -> str | None:
-        """The covariance at the anchored endpoint (``"two-step"`` or ``"fixed-basis"``,
-        :func:`pydial.fit`'s ``anchored_cov``) when a DIAL fit selected ``lambda = inf``;
-        ``None`` otherwise."""
+        """The covariance at the anchored endpoint when a DIAL fit selected ``lambda = inf``.
+
+        It is ``"two-step"`` or ``"fixed-basis"`` (:func:`pydial.fit`'s ``anchored_cov``);
+        ``None`` otherwise.
+        """
         return self.anchored_cov_type if np.isinf(self.lambda_) else None
 
     def dial_model(self) -> tuple[int, str]:
-        """``(rank, calibration)`` of the DIAL model that goes with this fit: the fitted ones,
-        or :func:`pydial.fit`'s defaults (1, ``"mu"``) for a method without them
+        """``(rank, calibration)`` of the DIAL model that goes with this fit.
+
+        These are the fitted ones, or :func:`pydial.fit`'s defaults (1, ``"mu"``) for a method without them
         (``human``, ``judges``, ``pooled``); e.g. the anchored model :func:`pydial.plan`
-        builds on a pilot fit."""
+        builds on a pilot fit.
+        """
         return (DEFAULT_RANK if self.rank is None else int(self.rank),
                 DEFAULT_CALIBRATION if self.calibration is None else self.calibration)
 
@@ -206,8 +210,10 @@ class DialResult:
 
     # ------------------------------------------------------------- inference
     def contrast(self, item_i: str, item_j: str, level: float | None = None) -> pd.Series:
-        """Wald interval of ``s_i - s_j`` and of the win probability ``sigma(s_i - s_j)``
-        (delta method)."""
+        """Wald interval of ``s_i - s_j`` and of the win probability ``sigma(s_i - s_j)``.
+
+        The win probability's interval is by the delta method.
+        """
         level = self.level if level is None else level
         for it in (item_i, item_j):
             if it not in self.scores.index:
@@ -285,7 +291,7 @@ class DialResult:
 
     def with_cov(self, cov_type: str | None = None, *, anchored_cov: str | None = None,
                  correction: bool | None = None) -> "DialResult":
-        """The same fit with every covariance, standard error and interval of another meat.
+        """Return the same fit with every covariance, standard error and interval of another meat.
 
         The estimates are unchanged; the score, position-effect, consensus,
         tie-parameter and judge-score tables and their covariances are recomputed from
@@ -349,10 +355,12 @@ class DialResult:
         return cov, anchored, bool(self.cov_correction if correction is None else correction)
 
     def _block_covariances(self, cov: str, anchored: str | None, correction: bool) -> dict[str, Any]:
-        """The covariance of every target of :attr:`linearization` (``judge_scores``: a list, one per judge)."""
+        """Return the covariance of every target of :attr:`linearization` (``judge_scores``: a list, one per judge)."""
         out: dict[str, Any] = {"judge_scores": [], "log_nu": []}
+        # with_cov requires the data; cov_params at the fit's own settings reuses the meats cached at fit time
+        data = cast(Comparisons, self.data)
         for lin in self.linearization:
-            C = lin.covariance(self.data, cov, anchored_cov=anchored or "two-step", correction=correction)
+            C = lin.covariance(data, cov, anchored_cov=anchored or "two-step", correction=correction)
             for name, sl in lin.blocks.items():
                 if name in ("judge_scores", "log_nu"):
                     out[name].append((lin, C[sl, sl]))
@@ -361,7 +369,7 @@ class DialResult:
         return out
 
     def _covariance_tables(self, C: dict[str, Any]) -> dict[str, Any]:
-        """The tables of the estimates with the covariances ``C`` of :meth:`_block_covariances`."""
+        """Return the tables of the estimates with the covariances ``C`` of :meth:`_block_covariances`."""
         from .inference import consensus_table, position_effect_tables, score_tables
         from .tie_fits import tie_table_rows
 
@@ -414,7 +422,11 @@ class DialResult:
             tab = self._contrasts([items[k] for k in iu], [items[k] for k in ju], level)
         elif what in ("scores", "b"):
             C_df = self.cov_params(what=what)
-            est = (self.scores["score"] if what == "scores" else self.position_effects["b"]).to_numpy()
+            if what == "scores":
+                est = self.scores["score"].to_numpy()
+            else:
+                assert self.position_effects is not None  # cov_params raised otherwise
+                est = self.position_effects["b"].to_numpy()
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", RuntimeWarning)
                 tab = wald_frame(est, np.diag(C_df.to_numpy()), list(C_df.index), level, "estimate")
@@ -425,9 +437,11 @@ class DialResult:
         return tab
 
     def loo_cv(self, data: Comparisons) -> pd.DataFrame:
-        """Exact leave-one-human-comparison-out loss ``CV_loo`` (refits) beside GACV for
-        every admissible candidate of the weight path (Thm. gacv); for checking GACV on
-        small problems (``2 x`` human cells refits per candidate)."""
+        """Exact leave-one-human-comparison-out loss ``CV_loo`` (refits) beside GACV.
+
+        It is computed for every admissible candidate of the weight path (Thm. gacv), for checking GACV on
+        small problems (``2 x`` human cells refits per candidate).
+        """
         from .selection import loo_cv
 
         if self.gacv is None or not self.path:
@@ -448,6 +462,7 @@ class DialResult:
         if self.position_effects is None:
             raise ValueError(f"method {self.method!r} has no position effects")
         C = self.position_effects_cov
+        assert C is not None  # set with the position effects
         idx = list(self.position_effects.index)
         for j in (judge_1, judge_2):
             if j not in idx:
@@ -471,17 +486,19 @@ class DialResult:
 
     def bootstrap(self, B: int = 200, *, by: str = "record", seed: int | None = None, n_jobs: int = 1,
                   level: float | None = None, progress: bool | None = None) -> Any:
-        """Post-selection intervals: refit the whole procedure (GACV choice of ``lambda``,
-        and of ``r`` with a rank grid, included) on ``B`` record resamples; percentile and
+        """Post-selection intervals by refitting the whole procedure on ``B`` record resamples.
+
+        The GACV choice of ``lambda``, and of ``r`` with a rank grid, is included; percentile and
         basic intervals for scores, contrasts and ``b`` plus the selected ``lambda``
-        distribution.  See :func:`pydial.bootstrap.bootstrap`."""
+        distribution.  See :func:`pydial.bootstrap.bootstrap`.
+        """
         from .bootstrap import bootstrap
 
         return bootstrap(self, B, by=by, seed=seed, n_jobs=n_jobs, level=level, progress=progress)
 
     # ---------------------------------------------------------------- report
     def summary(self) -> str:
-        """A statsmodels-like text summary.
+        """Return a statsmodels-like text summary.
 
         The header says how the fit was made: ``rank`` and ``calibration`` (``None``
         where the method has none), ``lambda`` (``n/a`` for ``judges``), the
@@ -527,5 +544,6 @@ class DialResult:
         return "\n".join(parts)
 
     def __repr__(self) -> str:
+        """Return a one-line description of the fit."""
         return (f"DialResult(method={self.method!r}, N={len(self.items)}, K={len(self.judges)}, "
                 f"lambda={self.lambda_}, converged={self.converged}, status={self.status!r})")

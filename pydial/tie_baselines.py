@@ -30,6 +30,7 @@ import pandas as pd
 from .data import Comparisons
 from .exceptions import IdentifiabilityError
 from .fit import Design, centered_design, centering_basis, difference_design
+from .inference import Linearization
 from .likelihood import TieCells, tie_human_loss, tie_totals
 from .tie_fits import (NUMPY_TIE, TieOptimizers, tie_glm_influence, log_nu_start, human_tie_fit, judge_tie_tables,
                        stack_tie_influence, tie_glm, tie_glm_terms, tie_staged_fit, tie_table)
@@ -152,7 +153,7 @@ def fit_atc_ties(data: Comparisons, common: dict, *, ties: str, engine: TieOptim
     s_h = centering_basis(N) @ opt.x[: N - 1]
     s, scores, cov = atc_scores(base, s_h, data.items)
     pos, pos_cov, tj, consensus, lin_j = judge_tie_tables(data, ties, sf, level)
-    lins = (lin_j,)
+    lins: tuple[Linearization, ...] = (lin_j,)
     # the people's nu_H from their own tie model (the ordering)
     lh = float(opt.x[N - 1]) if free_h else -np.inf
     if free_h:

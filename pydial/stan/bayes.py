@@ -125,7 +125,7 @@ def _estimand(method: str, *, model: str, rank: int | None, calibration: str | N
 
 
 def result_estimand(result: Any) -> dict[str, Any]:
-    """The estimand record of a frequentist :class:`~pydial.DialResult` (compare :func:`posterior`'s ``attrs``).
+    """Return the estimand record of a frequentist :class:`~pydial.DialResult` (compare :func:`posterior`'s ``attrs``).
 
     DIAL fits report their position effects from the LLM-only structured fit
     (``b = "llm-only"``); ``judges`` from each judge's own fit (``b = "judge"``).
@@ -154,14 +154,15 @@ def result_estimand(result: Any) -> dict[str, Any]:
 
 
 def _like_arguments(result: Any, data: Comparisons) -> dict[str, Any]:
-    """The :func:`posterior` arguments whose posterior is that of ``result``'s estimator."""
+    """Return the :func:`posterior` arguments whose posterior is that of ``result``'s estimator."""
     from ..exceptions import EstimandMismatchError
 
     est = result_estimand(result)
     m = est["method"]
     if est["penalty"] is not None:
         raise EstimandMismatchError(f"the fit is penalized ({est['penalty']}); pydial's posteriors use proper "
-                                    "priors, not the Jeffreys penalty: refit without penalty", {"penalty": (est["penalty"], None)})
+                                    "priors, not the Jeffreys penalty: refit without penalty",
+                                    {"penalty": (est["penalty"], None)})
     if m == "human":
         return {"model": "human", "ties": est["ties"]}
     if m == "judges":
@@ -373,8 +374,8 @@ def posterior(
     stan_seed = int(rng.integers(1, 2**31 - 1)) if seed is None else int(seed)
     items = list(data.items)
     judges = list(data.judges)
-    run = dict(chains=chains, draws=draws, warmup=warmup, adapt_delta=adapt_delta, max_depth=max_depth,
-               refresh=refresh, quiet=quiet, progress=progress)
+    run: dict[str, Any] = dict(chains=chains, draws=draws, warmup=warmup, adapt_delta=adapt_delta, max_depth=max_depth,
+                               refresh=refresh, quiet=quiet, progress=progress)
     extra_problems: list[str] = []
     notes: list[str] = []
     cut = False
@@ -401,6 +402,7 @@ def posterior(
             backend=backend, run=run, per_judgment=per_judgment)
         monitor = ["s_H", "S", "gamma", "b", "nu", "consensus_scale"]
         if cut:
+            assert calibration is not None  # cut requires a calibration
             res, cells, post, dims, coords, p2 = _cut_stage(data, res, d, cells[0], post, dims, coords, rank=rank,
                                                             calibration=calibration, ties=ties, priors=priors,
                                                             seed=stan_seed, backend=backend, run=run, win_prob=win_prob,
@@ -439,7 +441,7 @@ def posterior(
             raise DataError("model 'judges' needs LLM judgments")
         with_human = model == "human" or (include_human and data.n_human > 0)
         Hc = human_cell_table(data, ties=tie) if with_human else None
-        if with_human and len(Hc) == 0:
+        if Hc is not None and len(Hc) == 0:
             raise DataError("no human comparisons")
         K = data.K if model == "judges" else 0
         Lc = llm_cell_table(data, ties=tie) if K else CellTable(*(np.zeros(0, np.int64),) * 7)
@@ -636,7 +638,7 @@ def _judgment_labels(cells: Sequence[CellTable], items: list[str], judges: list[
 
 
 def estimand(idata: Any) -> dict[str, Any] | None:
-    """The estimand record of a posterior from :func:`posterior` (``None`` when it has none)."""
+    """Return the estimand record of a posterior from :func:`posterior` (``None`` when it has none)."""
     raw = getattr(idata, "attrs", {}).get("estimand")
     if raw is None:
         post = getattr(idata, "posterior", None)

@@ -401,8 +401,7 @@ class HttpstanModel(CompiledModel):
                     refresh: int | None) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
         import stan
 
-        post = stan.build(  # type: ignore[attr-defined]
-            self.code, data=json_ready(data), random_seed=None if seed is None else int(seed))
+        post = stan.build(self.code, data=json_ready(data), random_seed=None if seed is None else int(seed))
         kw: dict[str, Any] = dict(num_chains=chains, num_samples=draws, num_warmup=warmup, delta=adapt_delta,
                                   max_depth=max_depth)
         if refresh is not None:
