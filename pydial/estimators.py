@@ -29,7 +29,7 @@ from scipy.special import expit
 
 from .data import Comparisons
 from .exceptions import ArgumentWarning, ConvergenceError, ConvergenceWarning, DataError, DialError, IdentifiabilityError
-from .fit import (
+from .fitting import (
     Design,
     centered_design,
     centering_basis,

@@ -36,7 +36,7 @@ import scipy.sparse as sp
 from scipy.special import expit
 
 from .data import Comparisons, HumanCells
-from .fit import (BTLFit, Design, centered_design, dense_design, difference_design, fit_calibration, fit_human_btl,
+from .fitting import (BTLFit, Design, centered_design, dense_design, difference_design, fit_calibration, fit_human_btl,
                   fit_structured, glm_information)
 from .inference import independent_meat
 from .likelihood import Cells, Objective, binomial_nll, human_loss

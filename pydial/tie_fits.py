@@ -50,7 +50,7 @@ from scipy.stats import norm
 from .calibration_test import calibration_lrt
 from .data import I_WINS, J_WINS, TIE, Comparisons
 from .exceptions import IdentifiabilityError
-from .fit import Design, centered_design, centering_basis, difference_design, initial_theta, logistic_glm
+from .fitting import Design, centered_design, centering_basis, difference_design, initial_theta, logistic_glm
 from .inference import Meat, OutcomeStats, meat_covariance, outcome_meat, position_effect_tables, wald_table
 from .likelihood import TieCells, TieObjective, tie_cell_table, tie_groups, tie_human_loss, tie_totals
 from .model import Chart, consensus_gamma
@@ -66,7 +66,7 @@ TIE_DIAL_METHODS: tuple[str, ...] = ("dial-anc", "dial-ada", "dial-nopos")
 
 # ================================================================ GLM pieces
 def _glm_gram(X: Design, d: np.ndarray) -> np.ndarray:
-    """``(X B)^T diag(d) (X B)`` with ``X`` sparse (the factored :class:`~pydial.fit.Design`)."""
+    """``(X B)^T diag(d) (X B)`` with ``X`` sparse (the factored :class:`~pydial.fitting.Design`)."""
     Xs = sp.csr_matrix(X.X)
     return X.pull_back(np.asarray((Xs.T @ (sp.diags(d) @ Xs)).toarray()))
 
@@ -95,7 +95,7 @@ def tie_glm_terms(ties: str, counts: np.ndarray, X: Design, x: np.ndarray, weigh
 
 def tie_glm(ties: str, counts: np.ndarray, X: Design, weight: float, x0: np.ndarray, free: bool) -> OptimResult:
     """Minimize :func:`tie_glm_terms` by the box-constrained Newton method of :mod:`pydial.optim`
-    (binary cells without a tie parameter: :func:`pydial.fit.logistic_glm`)."""
+    (binary cells without a tie parameter: :func:`pydial.fitting.logistic_glm`)."""
     if not free:
         n = counts[:, 0] + counts[:, 1]
         return logistic_glm(X, n, counts[:, 0], weight=weight, x0=x0)
@@ -195,7 +195,7 @@ def tie_llm_only_fit(data: Comparisons, ties: str, rank: int, order: bool = True
     """The structured LLM-only tie fit ``(chart, x, optimizer result, free judges)``, cached on ``data``
     (first stage of eq. staged-calibrated-estimator; eq. llm-negloglik with tie cells).
 
-    Started at the binary structured start (:func:`pydial.fit.initial_theta`) and each
+    Started at the binary structured start (:func:`pydial.fitting.initial_theta`) and each
     judge's ``log nu`` at its tie rate.
     """
     key = ("tie_llm_only_fit", ties, int(rank), bool(order), engine.name)

@@ -40,7 +40,7 @@ def stan_point_engine(seed: int | None = None, penalty: str | None = None) -> An
     Jeffreys-prior penalized targets (the ``firth`` flag of the programs).
     """
     from .. import estimators as E
-    from ..fit import BTLFit
+    from ..fitting import BTLFit
 
     def staged(data: Comparisons, rank: int, calibration: str, order: bool = True) -> Any:
         sp: StanPointFit = stan_fit_point(data, "staged", rank=rank, calibration=calibration, order=order, seed=seed,
@@ -166,7 +166,7 @@ def stan_pooled_tie_stages(data: Comparisons, ties: str, x0: np.ndarray, l2: flo
     """The two stages of the pooled tie fit (:func:`pydial.tie_baselines.fit_pooled_ties`) with Stan's optimizer (``dial.stan`` with one judge holding the pooled LLM cells,
     ``r = 0``, no order effects; then ``fix_llm`` for ``(c, log nu_H)``), in the numpy coordinates
     ``(beta, log nu_L)`` and ``(c, log nu_H)``."""
-    from ..fit import centering_basis
+    from ..fitting import centering_basis
     from ..likelihood import tie_totals
     from ..model import Chart
     from .backend import compile_model
