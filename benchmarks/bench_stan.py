@@ -36,7 +36,7 @@ def main() -> None:
 
     import pydial
     from pydial.estimators import staged_fit
-    from pydial.fit import fit_structured, initial_theta
+    from pydial.fitting import fit_structured, initial_theta
     from pydial.model import Chart
     from pydial.stan import PROGRAMS, compile_model, posterior, stan_fit_point
     from pydial.stan.backend import BACKENDS, backend_available

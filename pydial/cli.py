@@ -315,11 +315,11 @@ def _check(args: argparse.Namespace) -> int:
     from .design import check_design
 
     data = _load(args)
-    from .estimators import _rank_grid
+    from .estimators import rank_candidates
     from .model import DEFAULT_CALIBRATION, DEFAULT_RANK
 
     rank = DEFAULT_RANK if args.rank is None else args.rank
-    ranks = _rank_grid(rank, data, "dial-ada" if rank == "auto" or isinstance(rank, list) else args.method)
+    ranks = rank_candidates(rank, data, "dial-ada" if rank == "auto" or isinstance(rank, list) else args.method)
     status = 0
     for r in ranks:
         rep = check_design(data, rank=r, calibration=args.calibration or DEFAULT_CALIBRATION, method=args.method)

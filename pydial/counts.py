@@ -26,7 +26,7 @@ from typing import Iterator, Sequence
 import numpy as np
 import pandas as pd
 
-from .data import BOTH_BAD, COLUMNS, FIRST_VALUES, I_WINS, J_WINS, TIE, WINNER_VALUES, Comparisons, _rows_text, item_order
+from .data import BOTH_BAD, COLUMNS, FIRST_VALUES, I_WINS, J_WINS, TIE, WINNER_VALUES, Comparisons, rows_text, item_order
 from .exceptions import DataError
 from .names import NameReport, names_as_text
 
@@ -73,11 +73,11 @@ def comparisons_from_counts(df: pd.DataFrame, *, human_judge: str = "human", ite
         codes, uniq = pd.factorize(df[c])
         na = codes < 0
         if na.any():
-            raise DataError(f"missing values in column {c!r} at {_rows_text(t.index[na])}")
+            raise DataError(f"missing values in column {c!r} at {rows_text(t.index[na])}")
         t[c] = _categorical(codes, [str(x).strip() for x in uniq])
         blank = (t[c] == "").to_numpy()
         if blank.any():
-            raise DataError(f"empty {c.replace('_', ' ')} name in column {c!r} at {_rows_text(t.index[blank])}")
+            raise DataError(f"empty {c.replace('_', ' ')} name in column {c!r} at {rows_text(t.index[blank])}")
     is_human = (t["judge"] == human_judge).to_numpy()
     codes, uniq = pd.factorize(df["first"])
     low = np.asarray([str(x).strip().lower() for x in uniq] + [""], dtype=object)
@@ -85,7 +85,7 @@ def comparisons_from_counts(df: pd.DataFrame, *, human_judge: str = "human", ite
     bad = ~np.isin(first, FIRST_VALUES) & ~is_human
     if bad.any():
         vals = sorted({str(x) for x in first[bad]})[:5]
-        raise DataError(f"unknown display-order value(s) {vals} in column 'first' at {_rows_text(t.index[bad])}; "
+        raise DataError(f"unknown display-order value(s) {vals} in column 'first' at {rows_text(t.index[bad])}; "
                         f"allowed on LLM rows: {list(FIRST_VALUES)}")
     t["first"] = pd.Categorical(np.where(is_human, "", first), categories=["", *FIRST_VALUES])
     for c in _COUNTS:
@@ -95,7 +95,7 @@ def comparisons_from_counts(df: pd.DataFrame, *, human_judge: str = "human", ite
         v = pd.to_numeric(df[c], errors="coerce").to_numpy(dtype=float)
         badc = ~np.isfinite(v) | (v < 0) | (v != np.round(v))
         if badc.any():
-            raise DataError(f"column {c!r} must hold non-negative integer counts; bad values at {_rows_text(t.index[badc])}")
+            raise DataError(f"column {c!r} must hold non-negative integer counts; bad values at {rows_text(t.index[badc])}")
         t[c] = v.astype(np.int64)
     g = t.groupby(_KEY, sort=False, as_index=False, observed=True)[list(_COUNTS)].sum()
     return _from_count_table(g, human_judge=human_judge, items=items, drop_empty_judges=drop_empty_judges,
@@ -242,7 +242,7 @@ def _chunk_counts(ch: pd.DataFrame, human_judge: str, mapping: dict[str, str], r
         blank = (ch[c] == "").to_numpy()
         if blank.any():
             raise DataError(f"empty or missing {c.replace('_', ' ')} name in column {mapping[c]!r} at "
-                            f"{_rows_text(ch.index[blank])}")
+                            f"{rows_text(ch.index[blank])}")
     is_human = (ch["judge"] == human_judge).to_numpy()
     for c, allowed in (("winner", WINNER_VALUES), ("first", FIRST_VALUES)):
         codes, uniq = pd.factorize(ch[c])
@@ -254,7 +254,7 @@ def _chunk_counts(ch: pd.DataFrame, human_judge: str, mapping: dict[str, str], r
             low = np.where(ok_u, low, "")
         if bad.any():
             vals = sorted({str(x) for x in ch[c].to_numpy()[bad]})[:5]
-            raise DataError(f"unknown {c} value(s) {vals} in column {mapping[c]!r} at {_rows_text(ch.index[bad])}; "
+            raise DataError(f"unknown {c} value(s) {vals} in column {mapping[c]!r} at {rows_text(ch.index[bad])}; "
                             f"allowed: {list(allowed)}")
         ch[c] = low[codes]
     ch.loc[is_human, "first"] = ""

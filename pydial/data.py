@@ -66,7 +66,8 @@ def item_order(seen: set[str], items: Sequence[str] | None) -> tuple[list[str], 
     return names, {name: k for k, name in enumerate(names)}
 
 
-def _rows_text(index: Sequence[Any], limit: int = 8) -> str:
+def rows_text(index: Sequence[Any], limit: int = 8) -> str:
+    """The rows ``index`` for an error message: the first ``limit`` labels and how many in all."""
     shown = ", ".join(str(x) for x in list(index)[:limit])
     more = len(index) - limit
     return f"rows [{shown}{', ...' if more > 0 else ''}] ({len(index)} in all)"
@@ -84,23 +85,35 @@ def check_cells(t: pd.DataFrame, names: dict[str, str]) -> None:
         bad = s.map(lambda x: isinstance(x, UNHASHABLE_CELLS)).to_numpy(bool)
         if bad.any():
             kind = type(s[bad].iloc[0]).__name__
-            raise DataError(f"column {names.get(col, col)!r} holds {kind} cells at {_rows_text(t.index[bad])}; "
+            raise DataError(f"column {names.get(col, col)!r} holds {kind} cells at {rows_text(t.index[bad])}; "
                             "every cell must be a single value (a name, a record id, a/b, a winner label)")
 
 
+def _int64(x: Any) -> np.ndarray:
+    return np.asarray(x, dtype=np.int64).reshape(-1)
+
+
 @dataclass(frozen=True)
-class LLMCells:
-    """Aggregated decisive LLM judgments (paper eq. binomial-model-llm).
+class CellTable:
+    """Aggregated comparisons with three outcome counts: the one cell table of both engines.
+
+    Every table of cells is a :class:`CellTable`: the decisive LLM and human cells of
+    :class:`Comparisons` (:class:`LLMCells`, :class:`HumanCells`), the cells with tie
+    counts (:meth:`Comparisons.cell_table`), the cells of the tie models and of the Stan
+    data (:mod:`pydial.stan.standata`).
 
     Attributes
     ----------
-    judge, i, j : int arrays
-        Judge index ``k`` in ``0..K-1`` and canonical item indices ``i < j``.
+    judge : int array
+        Judge index ``k`` in ``0..K-1``; ``K`` for people.
+    i, j : int arrays
+        Canonical item indices ``i < j``.
     a : int array
-        Display order, ``+1`` when item ``i`` was shown first, ``-1`` otherwise.
-    n, y : float arrays
-        Number of decisive judgments ``n_kij^(a)`` and wins of item ``i``
-        ``Y_kij^(a)``.
+        Display order, ``+1`` when item ``i`` was shown first, ``-1`` otherwise, ``0`` for people.
+    n, y : arrays
+        Judgments per cell (ties included) and wins of item ``i``.
+    ties : array, optional
+        Ties per cell (default none: a decisive table).
     """
 
     judge: np.ndarray
@@ -109,28 +122,126 @@ class LLMCells:
     a: np.ndarray
     n: np.ndarray
     y: np.ndarray
+    ties: np.ndarray | None = None
+
+    def __post_init__(self) -> None:
+        if self.ties is None:
+            object.__setattr__(self, "ties", np.zeros(np.size(self.n), np.int64))
+
+    @classmethod
+    def from_counts(cls, judge: np.ndarray, i: np.ndarray, j: np.ndarray, a: np.ndarray, wins_i: np.ndarray,
+                    wins_j: np.ndarray, ties: np.ndarray) -> "CellTable":
+        """The table of the outcome counts ``wins_i, wins_j, ties`` per cell."""
+        return cls(judge, i, j, a, wins_i + wins_j + ties, wins_i, ties)
+
+    @classmethod
+    def empty(cls) -> "CellTable":
+        """A table with no cells."""
+        z = np.zeros(0, np.int64)
+        return cls(z, z, z, z, z, z, z)
 
     def __len__(self) -> int:
-        """Return the number of cells."""
-        return int(self.n.size)
+        return int(np.size(self.n))
+
+    @property
+    def wins_i(self) -> np.ndarray:
+        """Wins of item ``i`` per cell (``y``)."""
+        return self.y
+
+    @property
+    def wins_j(self) -> np.ndarray:
+        """Wins of item ``j`` per cell: ``n - y - ties``."""
+        return self.n - self.y - self.ties
+
+    @property
+    def counts(self) -> np.ndarray:
+        """``(m, 3)`` integer array (wins of i, wins of j, ties)."""
+        return np.rint(np.column_stack([self.wins_i, self.wins_j, self.ties])).astype(np.int64).reshape(-1, 3)
+
+    def select(self, mask: np.ndarray) -> "CellTable":
+        """The cells where ``mask`` is true (e.g. one judge's ``Omega_k``), as a :class:`CellTable`."""
+        return CellTable(*(x[mask] for x in (self.judge, self.i, self.j, self.a, self.n, self.y, self.ties)))
+
+    def with_judge(self, g: int) -> "CellTable":
+        """The same cells all given to judge index ``g`` (e.g. the pooled BTL, or people as judge 0)."""
+        return CellTable(np.full(len(self), g, np.int64), self.i, self.j, self.a, self.n, self.y, self.ties)
+
+    def integer(self) -> "CellTable":
+        """The table with ``int64`` indices and integer outcome counts (the Stan data)."""
+        c = self.counts
+        return CellTable.from_counts(_int64(self.judge), _int64(self.i), _int64(self.j), _int64(self.a), c[:, 0],
+                                     c[:, 1], c[:, 2])
+
+    def per_judgment(self) -> "CellTable":
+        """One row per judgment.
+
+        A cell with counts ``(w_i, w_j, t)`` becomes ``w_i`` rows ``(1, 0, 0)``, ``w_j`` rows
+        ``(0, 1, 0)`` and ``t`` rows ``(0, 0, 1)``, in cell order.  The likelihood is the same up
+        to the multinomial coefficients (constants); each row's ``log_lik`` is then the
+        log-probability of one judgment.
+        """
+        cnt = self.counts
+        rows = np.repeat(np.arange(len(self)), cnt.sum(axis=1))
+        outcome = np.concatenate([np.repeat(np.arange(3), c) for c in cnt]) if len(self) else np.zeros(0, np.int64)
+        one = np.eye(3, dtype=np.int64)[outcome]
+        return CellTable.from_counts(self.judge[rows], self.i[rows], self.j[rows], self.a[rows], one[:, 0], one[:, 1],
+                                     one[:, 2])
+
+    def judgment_labels(self, items: Sequence[str], judges: Sequence[str]) -> list[str]:
+        """Labels of the rows of :meth:`per_judgment`.
+
+        The cell label, the outcome (``i``, ``j``, ``tie``) and a running number within the
+        cell and outcome, e.g. ``gpt-4:a-b:+1/i#2``.
+        """
+        out = []
+        for lab, cnt in zip(self.labels(items, judges), self.counts):
+            for o, name in enumerate(("i", "j", "tie")):
+                out.extend(f"{lab}/{name}#{k + 1}" for k in range(int(cnt[o])))
+        return out
+
+    def labels(self, items: Sequence[str], judges: Sequence[str]) -> list[str]:
+        """``judge:item_i-item_j:a`` strings (``a`` omitted for people)."""
+        it = np.asarray(items, dtype=object)
+        jd = np.asarray(list(judges), dtype=object)
+        out = []
+        for g, i, j, a in zip(self.judge, self.i, self.j, self.a):
+            tag = "" if a == 0 else (":+1" if a > 0 else ":-1")
+            out.append(f"{jd[g]}:{it[i]}-{it[j]}{tag}")
+        return out
+
+
+class LLMCells(CellTable):
+    """Aggregated decisive LLM judgments (paper eq. binomial-model-llm): a :class:`CellTable` without ties.
+
+    ``LLMCells(judge, i, j, a, n, y)``: judge ``k`` in ``0..K-1``, ``a = +1`` when item ``i``
+    was shown first, ``n`` the decisive judgments ``n_kij^(a)`` and ``y`` the wins of item
+    ``i`` ``Y_kij^(a)`` (float arrays).  Decisive: ``ties`` is always zero (an argument
+    ``ties``, e.g. from :func:`dataclasses.replace`, is ignored).
+    """
+
+    def __init__(self, judge: np.ndarray, i: np.ndarray, j: np.ndarray, a: np.ndarray, n: np.ndarray, y: np.ndarray,
+                 ties: np.ndarray | None = None) -> None:
+        super().__init__(judge, i, j, a, n, y, None)
 
     def select(self, mask: np.ndarray) -> "LLMCells":
-        """Keep the cells where ``mask`` is true (e.g. one judge's ``Omega_k``)."""
-        return LLMCells(*(x[mask] for x in (self.judge, self.i, self.j, self.a, self.n, self.y)))
+        """The cells where ``mask`` is true (e.g. one judge's ``Omega_k``)."""
+        return LLMCells(*(x[mask] for x in (self.judge, self.i, self.j, self.a, self.n, self.y, self.ties)))
 
 
-@dataclass(frozen=True)
-class HumanCells:
-    """Aggregated decisive human comparisons (paper eq. binomial-model-human)."""
+class HumanCells(CellTable):
+    """Aggregated decisive human comparisons (paper eq. binomial-model-human): a :class:`CellTable` without ties.
 
-    i: np.ndarray
-    j: np.ndarray
-    n: np.ndarray
-    y: np.ndarray
+    ``HumanCells(i, j, n, y)``: ``n`` comparisons of the pair and ``y`` wins of item ``i``
+    (float arrays); ``a = 0`` and the judge index ``judge`` (``K`` in :class:`Comparisons`,
+    ``-1`` when not given).  Decisive: ``ties`` is always zero; ``a`` and ``ties`` given
+    (e.g. by :func:`dataclasses.replace`) are ignored, and an array ``judge`` gives its first entry.
+    """
 
-    def __len__(self) -> int:
-        """Return the number of cells."""
-        return int(self.n.size)
+    def __init__(self, i: np.ndarray, j: np.ndarray, n: np.ndarray, y: np.ndarray, ties: np.ndarray | None = None, *,
+                 judge: "int | np.ndarray" = -1, a: np.ndarray | None = None) -> None:
+        m = np.size(n)
+        g = np.ravel(np.asarray(judge, np.int64))
+        super().__init__(np.full(m, g[0] if g.size else -1, np.int64), i, j, np.zeros(m, np.int64), n, y, None)
 
 
 @dataclass(frozen=True)
@@ -292,7 +403,7 @@ class Comparisons:
         dup_rows = t.index[dup]
         if dup.any() and duplicates == "raise":
             raise DataError(f"{int(dup.sum())} duplicated row(s) (identical in all six columns) at "
-                            f"{_rows_text(t.index[dup])}; pass duplicates='keep' or 'drop'")
+                            f"{rows_text(t.index[dup])}; pass duplicates='keep' or 'drop'")
         if dup.any() and duplicates == "drop":
             t = t.loc[~dup]
 
@@ -306,13 +417,13 @@ class Comparisons:
             if col == "first":
                 na = na & ~is_human
             if na.any():
-                raise DataError(f"missing values in column {mapping[col]!r} at {_rows_text(t.index[na])}")
+                raise DataError(f"missing values in column {mapping[col]!r} at {rows_text(t.index[na])}")
         text = {}
         for col in ("judge", "item_a", "item_b"):
             u = np.asarray([str(x) for x in enc[col][1]], dtype=object)
             blank = _take(np.array([not x.strip() for x in u], dtype=bool), enc[col][0], False)
             if blank.any():
-                raise DataError(f"empty {col.replace('_', ' ')} name in column {mapping[col]!r} at {_rows_text(t.index[blank])}")
+                raise DataError(f"empty {col.replace('_', ' ')} name in column {mapping[col]!r} at {rows_text(t.index[blank])}")
             text[col] = _take(u, enc[col][0], None)
         wu = np.asarray([str(x).strip().lower() for x in enc["winner"][1]], dtype=object)
         bad_u = ~np.isin(wu, WINNER_VALUES)
@@ -320,7 +431,7 @@ class Comparisons:
         if bad.any():
             vals = sorted({str(x) for x in enc["winner"][1][bad_u]})[:5]
             raise DataError(
-                f"unknown winner value(s) {vals} in column {mapping['winner']!r} at {_rows_text(t.index[bad])}; "
+                f"unknown winner value(s) {vals} in column {mapping['winner']!r} at {rows_text(t.index[bad])}; "
                 f"allowed: {list(WINNER_VALUES)}"
             )
         fu = np.asarray([str(x).strip().lower() for x in enc["first"][1]], dtype=object)
@@ -329,7 +440,7 @@ class Comparisons:
         if bad.any():
             vals = sorted({str(x) for x in enc["first"][1][bad_u]})[:5]
             raise DataError(
-                f"unknown display-order value(s) {vals} in column {mapping['first']!r} at {_rows_text(t.index[bad])}; "
+                f"unknown display-order value(s) {vals} in column {mapping['first']!r} at {rows_text(t.index[bad])}; "
                 f"allowed: {list(FIRST_VALUES)}"
             )
         t["judge"], t["item_a"], t["item_b"] = text["judge"], text["item_a"], text["item_b"]
@@ -372,7 +483,7 @@ class Comparisons:
         if dup.any():
             notes.append(f"{int(dup.sum())} duplicated row(s) (identical in all six columns) "
                          f"{'dropped' if duplicates == 'drop' else 'kept as separate judgments'} "
-                         f"at {_rows_text(dup_rows, 3)}")
+                         f"at {rows_text(dup_rows, 3)}")
         for note in notes:
             warnings.warn(note, DataWarning, stacklevel=2)
         return out
@@ -489,7 +600,7 @@ class Comparisons:
         hkey = ii[is_h] * N + jj[is_h]
         hk, hinv = np.unique(hkey, return_inverse=True)
         human = HumanCells(hk // N, hk % N, np.bincount(hinv, weights=cnt[is_h], minlength=hk.size),
-                           np.bincount(hinv, weights=(z * cnt)[is_h], minlength=hk.size))
+                           np.bincount(hinv, weights=(z * cnt)[is_h], minlength=hk.size), judge=K)
         if counted:
             return cls(items, judges, human_judge, llm, human, None, (), canon)
         cell = np.empty(kk.size, dtype=np.int64)
@@ -551,6 +662,29 @@ class Comparisons:
             {"item_i": it[self.human.i], "item_j": it[self.human.j],
              "n": self.human.n.astype(int), "y": self.human.y.astype(int)}
         )
+
+    def cell_table(self, which: str = "llm", *, ties: bool = False) -> CellTable:
+        """A :class:`CellTable` of the cells of both engines, with integer counts.
+
+        Parameters
+        ----------
+        which : {"llm", "human", "pooled"}
+            The LLM cells (judges ``0..K-1``), the human cells (judge ``K``, ``a = 0``), or
+            the LLM cells all given to judge 0 (the pooled BTL).
+        ties : bool
+            ``False``: the decisive cells (:attr:`llm`, :attr:`human`); ``True``: the cells
+            with tie counts of :meth:`tie_cells`.
+        """
+        if which not in ("llm", "human", "pooled"):
+            raise ValueError(f"which must be 'llm', 'human' or 'pooled', got {which!r}")
+        if not ties:
+            out = self.human.integer().with_judge(self.K) if which == "human" else self.llm.integer()
+        else:
+            t = self.tie_cells(human=(which == "human"))
+            if which == "human":
+                t = t[t["k"] == self.K]
+            out = CellTable.from_counts(*(_int64(t[c]) for c in ("k", "i", "j", "a", "wins_i", "wins_j", "ties")))
+        return out.with_judge(0) if which == "pooled" else out
 
     def tie_cells(self, *, human: bool = False) -> pd.DataFrame:
         """Cells with tie counts for the tie models (Davidson / Davidson-Beaver).

@@ -301,7 +301,7 @@ def _scan_cycles_fast(N: int, ii: np.ndarray, jj: np.ndarray, aa: np.ndarray) ->
     """
     from scipy.sparse.csgraph import breadth_first_order
 
-    n_comp, labels = _undirected_labels(N, ii, jj)
+    n_comp, labels = undirected_labels(N, ii, jj)
     labels = labels.astype(np.int64)
     key = ii.astype(np.int64) * N + jj
     kp, kn = np.unique(key[aa > 0]), np.unique(key[aa < 0])
@@ -362,7 +362,8 @@ def _tree_path(tree: list[list[tuple[int, int]]], start: int, goal: int) -> list
     return path[::-1]
 
 
-def _undirected_labels(N: int, ii: np.ndarray, jj: np.ndarray) -> tuple[int, np.ndarray]:
+def undirected_labels(N: int, ii: np.ndarray, jj: np.ndarray) -> tuple[int, np.ndarray]:
+    """Connected components of the comparison graph on ``N`` items with edges ``(ii, jj)``: count and item labels."""
     g = sparse.coo_matrix((np.ones(ii.size), (ii, jj)), shape=(N, N))
     n, labels = connected_components(g, directed=False)
     return int(n), labels
@@ -541,11 +542,11 @@ def _order_separation(n: np.ndarray, y: np.ndarray, aa: np.ndarray) -> str | Non
     return None
 
 
-def _check_human_mle(items: Sequence[str], data: Comparisons) -> tuple[bool, str]:
-    """Finite unrestricted human BTL MLE.
+def check_human_mle(items: Sequence[str], data: Comparisons) -> tuple[bool, str]:
+    """Whether the unrestricted human BTL MLE is finite, with the reason.
 
-    The directed win graph (``i -> j`` when ``i`` beat ``j`` at least once) is strongly
-    connected over all items (Ford 1957).
+    It is when the directed win graph (``i -> j`` when ``i`` beat ``j`` at least once) is
+    strongly connected over all items (Ford 1957).
     """
     N = len(items)
     h = data.human
@@ -603,7 +604,7 @@ def _check_human_design(items: Sequence[str], data: Comparisons, d: int, M: np.n
     h = data.human
     if len(h) == 0:
         return False, f"no human comparisons: rank(D_H M) = 0 < d = {d} ({what})"
-    n_comp, _ = _undirected_labels(N, h.i, h.j)
+    n_comp, _ = undirected_labels(N, h.i, h.j)
     rank_dh = N - n_comp
     if M is None:
         rk = min(d, rank_dh)
@@ -863,7 +864,7 @@ def check_design(
                 problems.append((ALL_JUDGES, cond, det))
 
     if method == "pooled":
-        n_comp, lab = _undirected_labels(N, L.i, L.j)
+        n_comp, lab = undirected_labels(N, L.i, L.j)
         ok_pl = n_comp == 1
         det_pl = (f"pooled LLM comparison graph connected over all {N} items" if ok_pl
                   else _components_text(items, lab, "pooled LLM comparison graph"))
@@ -877,12 +878,12 @@ def check_design(
     what = "pooled score direction, d = 1" if method == "pooled" else f"calibration {calibration!r}, d = {d}"
     ok_hd, det_hd = _check_human_design(items, data, d, M, what)
     rows.append((HUMAN, "human-design", ok_hd, det_hd))
-    ok_hm, det_hm = _check_human_mle(items, data)
+    ok_hm, det_hm = check_human_mle(items, data)
     rows.append((HUMAN, "human-mle", ok_hm, det_hm))
     if not ok_hd and (method == "pooled" or (dial and (method is not None or len(data.human) > 0))):
         problems.append((HUMAN, "human-design", det_hd))
     if penalty == "firth" and method in ("human", "atc"):
-        n_comp, lab = _undirected_labels(N, data.human.i, data.human.j)
+        n_comp, lab = undirected_labels(N, data.human.i, data.human.j)
         ok_hc = n_comp == 1 and len(data.human) > 0
         det_hc = (f"human comparison graph connected over all {N} items: Firth's estimate is finite" if ok_hc
                   else _components_text(items, lab, "human comparison graph"))

@@ -18,7 +18,6 @@ from __future__ import annotations
 import dataclasses
 import warnings
 from contextlib import contextmanager
-from dataclasses import dataclass
 from functools import partial
 from typing import Any, Iterator
 
@@ -26,15 +25,15 @@ import numpy as np
 import pandas as pd
 
 from .data import Comparisons
+from .engines import PointEngine, StagedFit, StructuredFit
 from .exceptions import ArgumentWarning, ConvergenceError, DataError, DialError, IdentifiabilityError
-from .fit import (
+from .fitting import (
     centered_design,
     centering_basis,
     difference_design,
     fit_calibration,
     fit_human_btl,
     fit_order_btl,
-    StructuredFit,
     fit_structured,
     initial_theta,
     logistic_glm,
@@ -189,7 +188,7 @@ def fit(
     check_penalty(penalty)
     if include_endpoints not in (True, False, "anchored"):
         raise ValueError(f"include_endpoints must be True, False or 'anchored', got {include_endpoints!r}")
-    rank_grid = _rank_grid(rank, data, method)
+    rank_grid = rank_candidates(rank, data, method)
     for arg, name in ((lambdas, "lambdas"), (multiples, "multiples")):
         if arg is not None:
             positive_values(arg, name)
@@ -232,7 +231,8 @@ def fit(
                                                      lambdas=lambdas, multiples=multiples,
                                                      include_endpoints=include_endpoints, anchored_cov=anchored_cov,
                                                      seed=seed, penalty=penalty, ties=ties,
-                                                     cluster_correction=bool(cluster_correction)))
+                                                     cluster_correction=bool(cluster_correction)),
+                                  fitter=fit)  # the function that refits it (pydial.stan.compare_intervals)
         if res.linearization:  # every covariance from the fit's linearization, as DialResult.with_cov forms it
             res = dataclasses.replace(res, **res._covariance_tables(
                 res._block_covariances(res.cov_type, res.anchored_cov_type, res.cov_correction)))
@@ -285,7 +285,7 @@ def _dispatch(data: Comparisons, common: dict, method: str, *, engine: str, cov_
     """Run the estimator ``method`` (arguments validated by :func:`fit`)."""
     cov = common["cov_type"]
     if ties is not None:
-        from .stan.ties import TIE_METHODS, TIE_MODELS, fit_ties
+        from .tie_btl import TIE_METHODS, TIE_MODELS, fit_ties
         from .tie_fits import TIE_DIAL_METHODS, fit_dial_ties
 
         if ties not in TIE_MODELS:
@@ -400,7 +400,7 @@ def positive_values(values: Any, name: str) -> np.ndarray:
     return arr
 
 
-def _rank_grid(rank: Any, data: Comparisons, method: str) -> list[int]:
+def rank_candidates(rank: Any, data: Comparisons, method: str) -> list[int]:
     """Validate ``rank`` (int, list, or "auto") into a list of candidate ranks."""
     top = max(0, min(data.K - 1, data.N - 2, 3))
     if isinstance(rank, str):
@@ -484,47 +484,13 @@ def _fit_pooled(data: Comparisons, common: dict, point: "PointEngine | None" = N
                       linearization=(pooled_linearization(data, o1, o2),))
 
 
-@dataclass(frozen=True)
-class StagedFit:
-    """The staged endpoint in the calibrated chart (Alg. DIAL-Anc)."""
-
-    chart: Chart
-    theta: np.ndarray
-    llm_opt: OptimResult
-    cal_opt: OptimResult
-    llm_chart: Chart
-    llm_theta: np.ndarray
-
-
-@dataclass(frozen=True)
-class PointEngine:
-    """The optimizers behind the estimators: numpy by default; ``pydial.stan``
-    supplies Stan's (``engine="stan"``).  Inference is always computed by numpy at
-    the returned optimum, so two engines differ only in the optimizer.
-
-    ``staged(data, rank, calibration, order) -> StagedFit``;
-    ``joint(data, chart, lam, theta0) -> (theta, OptimResult)``;
-    ``human(data) -> BTLFit``; ``judges(data) -> list[BTLFit]`` (optimizer ``x`` =
-    ``(s[:N-1], b)``); ``pooled(data) -> (OptimResult, OptimResult)`` (pooled BTL in
-    the reduced chart ``s = T x``, then the scalar calibration ``c``).
-    """
-
-    staged: Any
-    joint: Any
-    human: Any
-    judges: Any
-    pooled: Any
-    name: str = "numpy"
-    penalty: str | None = None
-
-
 def staged_fit(data: Comparisons, rank: int, calibration: str, *, order: bool = True,
                penalty: str | None = None) -> StagedFit:
     """Alg. DIAL-Anc: structured LLM-only fit, then ``argmin_c l_H(M c)`` (Firth's
     estimate of the calibration GLM with ``penalty="firth"``)."""
     chL, fL = llm_only_fit(data, rank, order)
     st = chL.structure(fL.theta)
-    M = st.mu[:, None] if calibration == "mu" else st.W
+    M = st.basis(calibration)
     oc = fit_calibration(data.human, M, penalty=penalty)
     ch = Chart(data.N, data.K, rank, calibration, order)
     b = chL.order_effects(fL.theta) if order else None
@@ -581,7 +547,7 @@ def _fit_dial(data: Comparisons, common: dict, *, order: bool, adaptive: bool, l
         staged[r] = sf
         warn_unresolved(sf.llm_opt, f"structured LLM-only fit (rank {r})")
         st = sf.llm_chart.structure(sf.llm_theta)
-        M = st.mu[:, None] if cal == "mu" else st.W
+        M = st.basis(cal)
         cands = [anchored_candidate(data, M, sf.chart.scores(sf.theta), sf.cal_opt, sf.llm_opt, penalty=penalty)]
         if adaptive:
             if lambdas is not None:

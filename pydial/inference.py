@@ -22,7 +22,7 @@ from scipy.stats import norm
 
 from .data import Comparisons
 from .exceptions import ConvergenceError, ConvergenceWarning, CovarianceWarning, IdentifiabilityError
-from .fit import Design, centered_design, centering_basis, difference_design, glm_information
+from .fitting import Design, centered_design, centering_basis, difference_design, glm_information
 from .likelihood import Cells, Objective
 from .meats import (ANCHORED_COVS, CLUSTERED, COV_DESCRIPTIONS, COV_TYPES, CellStats, Influence, Linearization, Meat,
                     MeatSource, OutcomeStats, check_cov_type, degenerate_meat, independent_meat, influence_covariance,

@@ -64,7 +64,7 @@ def weighted_loss(s: np.ndarray, S: np.ndarray, b: np.ndarray, data: Comparisons
 
 def calibration_firth_penalty(data: Comparisons) -> CalibrationFirthPenalty:
     """Jeffreys prior of the human calibration GLM (design ``D_H M``, normalization ``1/n_H``)."""
-    from .fit import difference_design
+    from .fitting import difference_design
 
     H = data.human
     return CalibrationFirthPenalty(difference_design(H.i, H.j, data.N).toarray(), H.n.astype(float), 1.0 / data.n_human)

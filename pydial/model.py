@@ -61,6 +61,44 @@ class Structure:
         """``W = [mu, V]`` (N x (r+1)), the full calibration basis of Sec. 3.2."""
         return np.column_stack([self.mu, self.V])
 
+    def basis(self, calibration: str) -> np.ndarray:
+        """The human calibration basis ``M`` (eq. staged-calibrated-estimator).
+
+        ``mu[:, None]`` (N x 1) for ``calibration="mu"``, ``W = [mu, V]`` (N x (r+1)) for ``"W"``.
+        """
+        if calibration == "mu":
+            return self.mu[:, None]
+        if calibration == "W":
+            return self.W
+        raise ValueError(f"calibration must be one of {CALIBRATIONS}, got {calibration!r}")
+
+
+def centering_basis(N: int) -> np.ndarray:
+    """``T`` (N x N-1) with ``s = T beta`` centered: the last score is minus the sum.
+
+    The basis of every point estimate (the reduced chart of :class:`Chart`, the GLMs of
+    :mod:`pydial.fitting`, ``dial.stan``): two nonzero entries per column, so products with
+    ``T`` are sparse.  The NUTS programs use :func:`helmert_basis` instead.
+    """
+    return np.vstack([np.eye(N - 1), -np.ones((1, N - 1))])
+
+
+def helmert_basis(n: int) -> np.ndarray:
+    """The ``n x (n-1)`` orthonormal (Helmert) basis of ``{x : 1'x = 0}`` (``centered_basis`` of the Stan programs).
+
+    Used by ``judges.stan`` and ``dial_sample.stan``, which NUTS samples: with ``s = Q z`` and
+    ``Q`` orthonormal the isotropic prior ``z ~ normal(0, sigma)`` is exchangeable and the
+    posterior of ``z`` is as well conditioned as that of ``s`` (with :func:`centering_basis`,
+    ``T'T = I + 1 1'`` has condition number ``n``, which a diagonal mass matrix cannot undo).
+    Python code working in those programs' coordinates goes through this function.
+    """
+    Q = np.zeros((n, max(n - 1, 0)))
+    for m in range(1, n):
+        h = 1.0 / np.sqrt(m * (m + 1.0))
+        Q[:m, m - 1] = h
+        Q[m, m - 1] = -m * h
+    return Q
+
 
 def consensus_direction(S: np.ndarray) -> np.ndarray:
     """``mu = sqrt(N) S^T 1 / ||S^T 1||`` (Sec. structured-llm); raises when ``S^T 1 = 0``."""
@@ -306,7 +344,7 @@ class Chart:
     def calibration_coordinates(self, theta: np.ndarray) -> np.ndarray:
         """``c_H`` relative to the normalized basis ``M`` (``mu`` or ``W = [mu, V]``)."""
         st = self.structure(theta)
-        M = st.mu[:, None] if self.calibration == "mu" else st.W
+        M = st.basis(self.calibration)
         return M.T @ self.scores(theta) / self.N
 
     def from_structure(self, st: Structure, c: np.ndarray | float | None = None, b: np.ndarray | None = None) -> np.ndarray:

@@ -271,7 +271,7 @@ def human_information(s: np.ndarray, pairs: np.ndarray, weights: np.ndarray) -> 
 
     The comparison Laplacian of eq. comparison-laplacian for ``w = rho``.
     """
-    from .fit import difference_design, glm_information
+    from .fitting import difference_design, glm_information
 
     D = difference_design(pairs[:, 0], pairs[:, 1], s.size)
     return glm_information(D, np.asarray(weights, float), expit(D @ s))
@@ -328,7 +328,7 @@ def make_pilot(result: DialResult, *, data: Comparisons | None = None, design: s
     ``data`` defaults to the data the result was fitted on.
     """
     from .calibration_test import calibration_test
-    from .fit import fit_human_btl
+    from .fitting import fit_human_btl
 
     data = _pilot_data(result, data)
     if not 0 < alpha < 1:
@@ -702,7 +702,7 @@ def calibration_block(result: DialResult, *, data: Comparisons | None = None) ->
     functions as the fit's sandwich (:mod:`pydial.inference`).  ``data`` defaults to
     the data the result was fitted on.
     """
-    from .fit import centering_basis
+    from .fitting import centering_basis
 
     data = _pilot_data(result, data)
     s = result.scores["score"].to_numpy(float)
@@ -799,7 +799,7 @@ def next_pairs(
     pi, pj = np.triu_indices(N, 1)
     pairs = np.column_stack([pi, pj])
     cost = _costs(costs, items, pairs)
-    from .fit import difference_design
+    from .fitting import difference_design
 
     D = difference_design(pi, pj, N)
     X = D @ blk.B                              # x_ij = B^T (e_i - e_j), one row per pair

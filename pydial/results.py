@@ -134,6 +134,9 @@ class DialResult:
         what :meth:`bootstrap` refits on resamples).
     fit_warnings : tuple of Warning
         The warnings raised while fitting (the basis of :attr:`status`).
+    fitter : callable or None
+        The function that made this result (:func:`pydial.fit`), with which
+        :func:`pydial.stan.compare_intervals` refits another specification.
     """
 
     method: str
@@ -179,6 +182,7 @@ class DialResult:
     linearization: tuple[Linearization, ...] = field(default=(), repr=False, compare=False)
     fit_arguments: dict[str, Any] | None = field(default=None, repr=False, compare=False)
     fit_warnings: tuple[Warning, ...] = field(default=(), repr=False, compare=False)
+    fitter: Any = field(default=None, repr=False, compare=False)
 
     @property
     def ok(self) -> bool:

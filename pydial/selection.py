@@ -36,7 +36,7 @@ import scipy.sparse as sp
 from scipy.special import expit
 
 from .data import Comparisons, HumanCells
-from .fit import (BTLFit, Design, centered_design, dense_design, difference_design, fit_calibration, fit_human_btl,
+from .fitting import (BTLFit, Design, centered_design, dense_design, difference_design, fit_calibration, fit_human_btl,
                   fit_structured, glm_information)
 from .meats import independent_meat
 from .likelihood import Cells, Objective, binomial_nll, human_loss
@@ -186,14 +186,14 @@ def human_candidate(data: Comparisons, human_fit: Callable[[Comparisons], BTLFit
     win graph, Ford 1957); with ``penalty="firth"`` (``human_fit`` then fits Firth's
     estimate) a connected comparison graph suffices.
     """
-    from .design import _check_human_mle, _undirected_labels
+    from .design import check_human_mle, undirected_labels
 
     N = data.N
     if penalty is None:
-        exists, detail = _check_human_mle(data.items, data)
+        exists, detail = check_human_mle(data.items, data)
         if not exists:
             return Candidate(0.0, 0.0, None, reason=f"human MLE does not exist: {detail}"), None
-    elif _undirected_labels(N, data.human.i, data.human.j)[0] != 1:
+    elif undirected_labels(N, data.human.i, data.human.j)[0] != 1:
         return Candidate(0.0, 0.0, None, reason="human comparison graph not connected: no Firth estimate"), None
     f = human_fit(data) if human_fit is not None else fit_human_btl(data.human, N, penalty=penalty)
     X = centered_design(data.human.i, data.human.j, N)
@@ -332,7 +332,7 @@ def loo_cv(data: Comparisons, ch: Chart, lam: float, theta: np.ndarray) -> float
     total = 0.0
     if np.isinf(lam):
         st = ch.structure(theta)
-        M = st.mu[:, None] if ch.calibration == "mu" else st.W
+        M = st.basis(ch.calibration)
         c0 = ch.calibration_coordinates(theta)
     elif lam > 0:
         base = Cells.stack(data, lam / data.n_llm, 1.0 / (nH - 1))

@@ -29,7 +29,7 @@ import pandas as pd
 
 from .data import Comparisons
 from .exceptions import IdentifiabilityError
-from .fit import Design, centered_design, centering_basis, difference_design
+from .fitting import Design, centered_design, centering_basis, difference_design
 from .inference import Linearization
 from .likelihood import TieCells, tie_human_loss, tie_totals
 from .tie_fits import (NUMPY_TIE, TieOptimizers, tie_glm_influence, log_nu_start, human_tie_fit, judge_tie_tables,

@@ -49,8 +49,9 @@ from scipy.stats import norm
 
 from .calibration_test import calibration_lrt
 from .data import I_WINS, J_WINS, TIE, Comparisons
+from .engines import TieOptimizers
 from .exceptions import IdentifiabilityError
-from .fit import Design, centered_design, centering_basis, difference_design, initial_theta, logistic_glm
+from .fitting import Design, centered_design, centering_basis, difference_design, initial_theta, logistic_glm
 from .inference import (Linearization, MeatSource, OutcomeStats, consensus_table, outcome_meat, position_effect_tables,
                         unknown_cov)
 from .likelihood import TieCells, TieObjective, tie_cell_table, tie_groups, tie_human_loss, tie_totals
@@ -58,7 +59,7 @@ from .model import Chart, consensus_gamma
 from .optim import OptimResult, newton, pinv_sym
 from .selection import (DEFAULT_MULTIPLES, SCORE_LIMIT, Candidate, candidate_weights, guard, path_candidates, path_table,
                         select_candidate, stack_path_tables)
-from .ties import binary_cell, tie_cell
+from .ties import binary_cell, log_nu_start, tie_cell
 
 __all__ = ["TIE_DIAL_METHODS", "NUMPY_TIE", "TieOptimizers", "fit_dial_ties", "tie_llm_only_fit", "tie_staged_fit", "tie_joint_fit", "tie_glm"]
 
@@ -67,7 +68,7 @@ TIE_DIAL_METHODS: tuple[str, ...] = ("dial-anc", "dial-ada", "dial-nopos")
 
 # ================================================================ GLM pieces
 def _glm_gram(X: Design, d: np.ndarray) -> np.ndarray:
-    """``(X B)^T diag(d) (X B)`` with ``X`` sparse (the factored :class:`~pydial.fit.Design`)."""
+    """``(X B)^T diag(d) (X B)`` with ``X`` sparse (the factored :class:`~pydial.fitting.Design`)."""
     Xs = sp.csr_matrix(X.X)
     return X.pull_back(np.asarray((Xs.T @ (sp.diags(d) @ Xs)).toarray()))
 
@@ -96,20 +97,12 @@ def tie_glm_terms(ties: str, counts: np.ndarray, X: Design, x: np.ndarray, weigh
 
 def tie_glm(ties: str, counts: np.ndarray, X: Design, weight: float, x0: np.ndarray, free: bool) -> OptimResult:
     """Minimize :func:`tie_glm_terms` by the box-constrained Newton method of :mod:`pydial.optim`
-    (binary cells without a tie parameter: :func:`pydial.fit.logistic_glm`)."""
+    (binary cells without a tie parameter: :func:`pydial.fitting.logistic_glm`)."""
     if not free:
         n = counts[:, 0] + counts[:, 1]
         return logistic_glm(X, n, counts[:, 0], weight=weight, x0=x0)
     return newton(lambda x: tie_glm_terms(ties, counts, X, x, weight, True), x0, gtol=1e-10,
                   value=lambda x: tie_glm_terms(ties, counts, X, x, weight, True)[0])
-
-
-def log_nu_start(ties: str, counts: np.ndarray) -> float:
-    """``log nu`` that gives the observed tie rate at equal scores: ``nu / (2 + nu)`` (Davidson),
-    ``tanh(tau / 2)`` (Rao-Kupper)."""
-    c = counts.sum(axis=0)
-    rate = (c[2] + 0.5) / (c.sum() + 1.0)
-    return float(np.log(2 * rate / (1 - rate)) if ties == "davidson" else np.log(2 * np.arctanh(rate)))
 
 
 def _human_tie_cells(data: Comparisons) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -123,25 +116,6 @@ def _human_free(data: Comparisons) -> bool:
 
 
 # ============================================================== optimizers
-@dataclass(frozen=True)
-class TieOptimizers:
-    """The optimizers behind the tie fits; inference is always numpy's at the returned optimum.
-
-    ``llm(data, ties, chart, x0)``: the LLM-only tie loss on ``chart`` (``x = (theta, log nu_1..K)``);
-    ``calibration(data, ties, chart, theta, M, x0)``: the calibration tie GLM in the normalized
-    coordinates ``(c, log nu_H)`` of ``M`` (``chart``, ``theta``: the staged chart with ``A, B`` of the
-    LLM-only fit); ``joint(data, ties, chart, lam, x0)``: :math:`Q_\\lambda`;
-    ``human(data, ties, x0)``: the people's tie model in ``(beta, log nu_H)``, ``s = T beta``.
-    Each returns an :class:`~pydial.optim.OptimResult`.
-    """
-
-    llm: Any
-    calibration: Any
-    joint: Any
-    human: Any
-    name: str = "numpy"
-
-
 def _numpy_llm(data: Comparisons, ties: str, ch: Chart, x0: np.ndarray) -> OptimResult:
     obj = TieObjective.weighted(ch, data, np.inf, ties)
     return newton(obj.value_grad_hess, x0, gtol=1e-9, value=obj.value, normalize=_normalizer(ch))
@@ -196,7 +170,7 @@ def tie_llm_only_fit(data: Comparisons, ties: str, rank: int, order: bool = True
     """The structured LLM-only tie fit ``(chart, x, optimizer result, free judges)``, cached on ``data``
     (first stage of eq. staged-calibrated-estimator; eq. llm-negloglik with tie cells).
 
-    Started at the binary structured start (:func:`pydial.fit.initial_theta`) and each
+    Started at the binary structured start (:func:`pydial.fitting.initial_theta`) and each
     judge's ``log nu`` at its tie rate.
     """
     key = ("tie_llm_only_fit", ties, int(rank), bool(order), engine.name)
@@ -218,7 +192,7 @@ def tie_staged_fit(data: Comparisons, ties: str, rank: int, calibration: str, *,
     chL, xL, optL, freeL = tie_llm_only_fit(data, ties, rank, order, engine)
     thL = xL[: chL.dim]
     st = chL.structure(thL)
-    M = st.mu[:, None] if calibration == "mu" else st.W
+    M = st.basis(calibration)
     _, _, hc = _human_tie_cells(data)
     free_h = _human_free(data)
     d = M.shape[1]
@@ -472,7 +446,7 @@ def tie_anchored_candidate(data: Comparisons, sf: TieStagedFit, ties: str) -> Ca
         cand.reason = "calibration not resolved within the box" if sf.cal_opt.converged else f"not converged ({sf.cal_opt.message})"
     else:
         st = sf.llm_chart.structure(sf.llm_x[: sf.llm_chart.dim])
-        M = st.mu[:, None] if ch.calibration == "mu" else st.W
+        M = st.basis(ch.calibration)
         hi, hj, _ = _human_tie_cells(data)
         X = Design(difference_design(hi, hj, data.N), M)
         free = ch.K in sf.free

@@ -31,6 +31,7 @@ from scipy.special import expit, gammaln, log_expit
 __all__ = [
     "CellDerivatives",
     "TIE_MODELS",
+    "log_nu_start",
     "binary_cell",
     "davidson_cell",
     "rao_kupper_cell",
@@ -168,6 +169,17 @@ def tie_loglik(ties: str, counts: np.ndarray, X: np.ndarray, theta: np.ndarray) 
     H[:-1, -1] = H[-1, :-1] = X.T @ d.d_eta_l
     H[-1, -1] = d.d_l_l.sum()
     return float(d.value.sum()), g, H
+
+
+def log_nu_start(ties: str, counts: np.ndarray) -> float:
+    """The starting ``log nu`` of a group with outcome counts ``counts`` (``(m, 3)``), for both engines.
+
+    The value that gives the group's observed tie rate (with half a tie added) at equal
+    scores: ``nu / (2 + nu)`` (Davidson), ``tanh(tau / 2)`` (Rao-Kupper).
+    """
+    c = counts.sum(axis=0)
+    rate = (c[2] + 0.5) / (c.sum() + 1.0)
+    return float(np.log(2 * rate / (1 - rate)) if ties == "davidson" else np.log(2 * np.arctanh(rate)))
 
 
 def fit_tie_judge(ties: str, counts: np.ndarray, X: np.ndarray, theta0: np.ndarray, *, gtol: float = 1e-9,

@@ -19,8 +19,7 @@ from scipy.special import expit
 
 import pydial
 from fdcheck import fd_jacobian
-from pydial.data import HumanCells
-from pydial.fit import centering_basis, difference_design, fit_human_btl, fit_order_btl, logistic_glm
+from pydial.fitting import centering_basis, difference_design, fit_human_btl, fit_order_btl, logistic_glm
 from pydial.likelihood import Objective, binomial_nll
 from pydial.model import Chart
 from pydial.penalty import FirthPenalty
@@ -204,7 +203,7 @@ def test_joint_penalty_is_the_calibration_jeffreys_prior(sim, cal):
 
 
 def test_joint_penalty_is_gauge_invariant_and_allows_items_unseen_by_people(sim):
-    from pydial.fit import fit_structured, initial_theta
+    from pydial.fitting import fit_structured, initial_theta
 
     chart = Chart(sim.N, sim.K, 1, "W", True)
     obj = Objective.weighted(chart, sim, 5.0, "firth")

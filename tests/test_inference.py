@@ -267,7 +267,7 @@ def covariances(d: pydial.Comparisons, res, meats=("cell", "binomial")) -> dict[
         U, st = finite_influence(d, res.chart, res.lambda_, res.theta)
     else:
         from pydial.inference import human_influence
-        from pydial.fit import fit_human_btl
+        from pydial.fitting import fit_human_btl
 
         U, st, _ = human_influence(d, fit_human_btl(d.human, d.N).opt.x)
     return {m: influence_covariance(U, st, d, m) for m in meats}

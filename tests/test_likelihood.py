@@ -372,7 +372,7 @@ def test_gauge_cholesky_step_is_the_pseudo_inverse_step(data, r, cal):
     """At a stationary point the gauge tangents span the Hessian's null space and the
     Cholesky step on their complement equals the Moore-Penrose Newton step."""
     from pydial.estimators import staged_fit
-    from pydial.fit import fit_structured, initial_theta
+    from pydial.fitting import fit_structured, initial_theta
     from pydial.optim import _gauge_cholesky_step, pinv_sym
 
     if cal is None:

@@ -19,7 +19,7 @@ from scipy.special import expit
 import pydial
 from pydial import metrics
 from pydial.data import HumanCells
-from pydial.fit import (
+from pydial.fitting import (
     centering_basis,
     difference_design,
     fit_calibration,

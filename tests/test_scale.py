@@ -24,7 +24,7 @@ from pydial.data import Comparisons
 from pydial.design import _check_separation, _no_separation_by_graph, _scan_cycles, _scan_cycles_fast
 from pydial.estimators import staged_fit
 from pydial.inference import finite_influence, human_influence, staged_influence
-from pydial.fit import fit_human_btl
+from pydial.fitting import fit_human_btl
 from pydial.inference import COV_TYPES, Influence, influence_covariance
 from pydial.likelihood import Objective
 from pydial.optim import pinv_sym

@@ -19,13 +19,13 @@ import pydial
 from scipy.special import expit
 
 from pydial.estimators import numpy_pooled, staged_fit
-from pydial.fit import centering_basis, difference_design, fit_calibration, fit_human_btl, fit_order_btl, fit_structured, initial_theta
+from pydial.fitting import centering_basis, difference_design, fit_calibration, fit_human_btl, fit_order_btl, fit_structured, initial_theta
 from pydial.likelihood import Objective
 from pydial.model import Chart
 from pydial.penalty import FirthPenalty
 from pydial.simulate import simulate
 from pydial.stan import stan_fit_point
-from pydial.stan.standata import (CellTable, dial_data, human_cell_table, judges_data, llm_cell_table,
+from pydial.stan.standata import (dial_data, human_cell_table, judges_data, llm_cell_table,
                                   weighted_log_coef)
 
 pytestmark = pytest.mark.stan
@@ -59,7 +59,7 @@ def test_human_log_prob_equals_penalized_btl(models, data):
     m = models["dial"]
     ch = Chart(data.N, 1, 0, None, False)
     H = human_cell_table(data)
-    cells = CellTable(np.zeros_like(H.judge), H.i, H.j, H.a, H.wins_i, H.wins_j, H.ties)
+    cells = H.with_judge(0)
     d = dial_data(data, ch, w_llm=1.0, llm=cells, firth=1)
     theta = np.random.default_rng(2).normal(size=ch.dim)
     X = difference_design(H.i, H.j, data.N) @ centering_basis(data.N)
@@ -110,7 +110,7 @@ def test_human_firth_optimum_matches_numpy_under_separation(models):
     f = fit_human_btl(sim.human, sim.N, penalty="firth")
     ch = Chart(sim.N, 1, 0, None, False)
     H = human_cell_table(sim)
-    cells = CellTable(np.zeros_like(H.judge), H.i, H.j, H.a, H.wins_i, H.wins_j, H.ties)
+    cells = H.with_judge(0)
     u = _polished(models["dial"], dial_data(sim, ch, w_llm=1.0, llm=cells, firth=1), np.zeros(ch.dim))
     np.testing.assert_allclose(ch.S(u)[0], f.s, atol=TOL)
     # the user-facing path: fit(engine="stan") through CmdStan's optimizer

@@ -174,9 +174,9 @@ def test_judges_log_prob_equals_numpy_cells(models, ties, order):
     if ties is None:
         counts[:, 2] = 0
         hcounts[:, 2] = 0
-    L = CellTable(g, ii, jj, a, counts[:, 0], counts[:, 1], counts[:, 2])
+    L = CellTable.from_counts(g, ii, jj, a, counts[:, 0], counts[:, 1], counts[:, 2])
     z = np.zeros(i.size, np.int64)
-    H = CellTable(z + K, i, j, z, hcounts[:, 0], hcounts[:, 1], hcounts[:, 2])
+    H = CellTable.from_counts(z + K, i, j, z, hcounts[:, 0], hcounts[:, 1], hcounts[:, 2])
     w = rng.uniform(0.5, 2.0, size=g.size)
     d = judges_data(L, H, N=N, K=K, order=order, ties=ties, w_llm=w, w_human=0.6, flat=True)
     n_u = m.num_unconstrained(d)

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from pydial.exceptions import ConvergenceWarning
-from pydial.fit import fit_human_btl, fit_order_btl, fit_structured, initial_theta
+from pydial.fitting import fit_human_btl, fit_order_btl, fit_structured, initial_theta
 from pydial.likelihood import Objective
 from pydial.model import Chart
 from pydial.simulate import simulate

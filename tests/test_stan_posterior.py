@@ -265,7 +265,7 @@ def test_short_chains_warn(models):
 def test_human_only_posterior(models):
     data = simulate(N=5, K=2, r=0, n_llm=200, n_human=3000, rng=2).comparisons
     idata = posterior(data, model="human", chains=2, draws=300, warmup=300, seed=2)
-    from pydial.fit import fit_human_btl
+    from pydial.fitting import fit_human_btl
 
     s = fit_human_btl(data.human, data.N).s
     mean = idata.posterior["s_H"].mean(("chain", "draw")).to_numpy()

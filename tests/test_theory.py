@@ -19,7 +19,7 @@ from scipy.special import expit
 import pydial
 from pydial import metrics
 from pydial.data import HumanCells
-from pydial.fit import fit_calibration, fit_human_btl
+from pydial.fitting import fit_calibration, fit_human_btl
 
 N_H = 2000
 REPS = 1200

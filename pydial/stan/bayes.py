@@ -51,7 +51,7 @@ from .standata import (
     JUDGES_PRIORS,
     TIE_MODEL_CODE,
     CellTable,
-    _merge,
+    merge_priors,
     dial_sample_data,
     dial_sample_inits,
     human_cell_table,
@@ -424,7 +424,7 @@ def posterior(
                 monitor=["b"], warn=False, labels={"b": [judges]})]
             notes.append("b from a separate NUTS run of the LLM-only structured model at weight 1 (the convention "
                          "of the frequentist DIAL fits); b_joint: the joint posterior's b")
-        used_priors = _merge(DIAL_SAMPLE_PRIORS, priors, "dial_sample.stan")
+        used_priors = merge_priors(DIAL_SAMPLE_PRIORS, priors, "dial_sample.stan")
         program_name = "dial_sample" + ("+dial_calibrate" if cut else "")
         if calibration is None:
             method = "llm-only"
@@ -444,7 +444,7 @@ def posterior(
         if Hc is not None and len(Hc) == 0:
             raise DataError("no human comparisons")
         K = data.K if model == "judges" else 0
-        Lc = llm_cell_table(data, ties=tie) if K else CellTable(*(np.zeros(0, np.int64),) * 7)
+        Lc = llm_cell_table(data, ties=tie) if K else CellTable.empty()
         if per_judgment:
             Lc = Lc.per_judgment()
             Hc = Hc.per_judgment() if Hc is not None else None
@@ -476,7 +476,7 @@ def posterior(
             dims["nu"] = ["tie_judge"]
             coords["tie_judge"] = judges[:K] + ([data.human_judge] if with_human else [])
         monitor = list(post)
-        used_priors = _merge(JUDGES_PRIORS, priors, "judges.stan")
+        used_priors = merge_priors(JUDGES_PRIORS, priors, "judges.stan")
         program_name = "judges"
         if model == "human":
             estimand = _estimand("human", model="human", rank=None, calibration=None, lam=float("nan"), ties=ties,
@@ -700,7 +700,7 @@ def _cut_stage(data: Comparisons, res: SampleResult, d1: Mapping[str, Any], L: C
     Hc = human_cell_table(data, ties=tie)
     if per_judgment:
         Hc = Hc.per_judgment()
-    p = _merge(DIAL_SAMPLE_PRIORS, priors, "dial_sample.stan")
+    p = merge_priors(DIAL_SAMPLE_PRIORS, priors, "dial_sample.stan")
     d2 = {
         "N": N, "T": T, "d": dim_c, "M": M, "tie_model": TIE_MODEL_CODE[ties],
         "H": len(Hc), "human_i": Hc.i + 1, "human_j": Hc.j + 1,

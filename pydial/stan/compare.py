@@ -7,8 +7,7 @@ that level (not arviz's default 94% HDI).
 
 from __future__ import annotations
 
-import json
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 import pandas as pd
@@ -153,7 +152,8 @@ def _describe(m: dict[str, tuple[Any, Any]]) -> str:
     return "; ".join(f"{k}: fit {a!r} vs posterior {b!r}" for k, (a, b) in m.items())
 
 
-def compare_intervals(result: Any, idata: Any, level: float | None = None, *, match: bool = False) -> IntervalComparison:
+def compare_intervals(result: Any, idata: Any, level: float | None = None, *, match: bool = False,
+                      fit: Callable[..., Any] | None = None) -> IntervalComparison:
     """Per item (and per judge for ``b``): sandwich interval next to the posterior interval of the same estimand.
 
     Parameters
@@ -184,6 +184,11 @@ def compare_intervals(result: Any, idata: Any, level: float | None = None, *, ma
         posterior whose ``b`` is the joint one (``b_stage="joint"``) is then
         compared on the scores only (``attrs["omitted"]`` says why); sample
         with ``posterior(..., like=result)`` to compare ``b`` too.
+    fit : callable, optional
+        The function that refits with ``match=True``, called as ``fit(data, **options)``;
+        default the one that fitted ``result`` (:func:`pydial.fit`, recorded in
+        ``result.details["fit"]``).  This module sits below the estimators and does not
+        import them.
 
     Returns
     -------
@@ -221,7 +226,7 @@ def compare_intervals(result: Any, idata: Any, level: float | None = None, *, ma
         if mism and match:
             mism_b = {k: v for k, v in mism.items() if k != "b"}
             if mism_b:
-                result = _refit(result, pe, mism)
+                result = _refit(result, pe, mism, fit)
                 fe = result_estimand(result)
                 refit = True
                 mism = check_estimands(fe, pe)
@@ -285,12 +290,12 @@ def _estimand_line(pe: dict[str, Any] | None) -> str:
     return "; ".join(parts)
 
 
-def _refit(result: Any, pe: dict[str, Any], mism: dict[str, tuple[Any, Any]]) -> Any:
+def _refit(result: Any, pe: dict[str, Any], mism: dict[str, tuple[Any, Any]],
+           fit: Callable[..., Any] | None = None) -> Any:
     """The frequentist fit of the posterior's specification, on the result's data and options."""
-    from ..estimators import fit
-
     data, kw = getattr(result, "data", None), getattr(result, "fit_arguments", None)
-    if data is None or kw is None:
+    fit = fit if fit is not None else getattr(result, "fitter", None)
+    if data is None or kw is None or fit is None:
         raise EstimandMismatchError(f"cannot refit ({_describe(mism)}): the result does not carry its data and "
                                     "options (fit it with pydial.fit)", mism)
     kw = dict(kw)

@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from ..data import Comparisons
+from ..engines import BTLFit, PointEngine, StagedFit, TieOptimizers
 from .backend import OptimizeResult
 from .point import StanPointFit, stan_fit_point
 
@@ -30,8 +31,8 @@ def _as_optim(res: OptimizeResult, x: np.ndarray, fun: float) -> Any:
                        message=f"Stan ({res.backend}): {res.message}")
 
 
-def stan_point_engine(seed: int | None = None, penalty: str | None = None) -> Any:
-    """A :class:`pydial.estimators.PointEngine` whose optimizers are Stan's.
+def stan_point_engine(seed: int | None = None, penalty: str | None = None) -> PointEngine:
+    """A :class:`pydial.engines.PointEngine` whose optimizers are Stan's.
 
     The staged endpoint, every finite weight of the DIAL-Ada path (warm-started as
     in Alg. DIAL-Ada) and the human BTL are optimized by Stan; each optimum is
@@ -39,10 +40,7 @@ def stan_point_engine(seed: int | None = None, penalty: str | None = None) -> An
     box and regularity guards are applied.  ``penalty="firth"`` optimizes the
     Jeffreys-prior penalized targets (the ``firth`` flag of the programs).
     """
-    from .. import estimators as E
-    from ..fit import BTLFit
-
-    def staged(data: Comparisons, rank: int, calibration: str, order: bool = True) -> Any:
+    def staged(data: Comparisons, rank: int, calibration: str, *, order: bool = True) -> StagedFit:
         sp: StanPointFit = stan_fit_point(data, "staged", rank=rank, calibration=calibration, order=order, seed=seed,
                                           penalty=penalty)
         c_M = sp.chart.calibration_coordinates(sp.theta)
@@ -50,7 +48,7 @@ def stan_point_engine(seed: int | None = None, penalty: str | None = None) -> An
         theta = sp.chart.canonical(sp.theta) if rank > 0 else sp.theta
         llm_opt = _as_optim(sp.stages[0], llm_theta, sp.details["llm_objective"])
         cal_opt = _as_optim(sp.stages[1], c_M, sp.objective)
-        return E.StagedFit(sp.chart, theta, llm_opt, cal_opt, sp.llm_chart, llm_theta)
+        return StagedFit(sp.chart, theta, llm_opt, cal_opt, sp.llm_chart, llm_theta)
 
     def joint(data: Comparisons, chart: Any, lam: float, theta0: np.ndarray) -> tuple[np.ndarray, Any]:
         sp = stan_fit_point(data, "joint", rank=chart.r, calibration=chart.calibration, lam=lam, order=chart.order,
@@ -58,11 +56,11 @@ def stan_point_engine(seed: int | None = None, penalty: str | None = None) -> An
         theta = chart.canonical(sp.theta) if chart.r > 0 else sp.theta
         return theta, _as_optim(sp.stages[0], theta, sp.objective)
 
-    def human(data: Comparisons) -> Any:
+    def human(data: Comparisons) -> BTLFit:
         sp = stan_fit_point(data, "human", seed=seed, warn=False, penalty=penalty)
         return BTLFit(sp.scores, 0.0, _as_optim(sp.stages[0], sp.theta, sp.objective))
 
-    def judges(data: Comparisons) -> list:
+    def judges(data: Comparisons) -> list[BTLFit]:
         sp = stan_fit_point(data, "judges", seed=seed, warn=False, penalty=penalty)
         res = sp.stages[0]
         out = []
@@ -78,11 +76,11 @@ def stan_point_engine(seed: int | None = None, penalty: str | None = None) -> An
         return (_as_optim(sp.stages[0], s_pool[:-1], sp.details["llm_objective"]),
                 _as_optim(sp.stages[1], np.array([c]), sp.objective))
 
-    return E.PointEngine(staged=staged, joint=joint, human=human, judges=judges, pooled=pooled, name="stan",
+    return PointEngine(staged=staged, joint=joint, human=human, judges=judges, pooled=pooled, name="stan",
                          penalty=penalty)
 
 
-def stan_tie_optimizers(seed: int | None = None, backend: str | None = None) -> Any:
+def stan_tie_optimizers(seed: int | None = None, backend: str | None = None) -> TieOptimizers:
     """The optimizers of :mod:`pydial.tie_fits` run by Stan (``fit(..., ties=..., engine="stan")``).
 
     ``dial.stan`` with ``tie_model`` 1 / 2 for the LLM-only stage, the calibration stage
@@ -94,9 +92,9 @@ def stan_tie_optimizers(seed: int | None = None, backend: str | None = None) -> 
     the numpy engine fixes them (:func:`pydial.likelihood.tie_groups`).
     """
     from ..likelihood import tie_totals
-    from ..tie_fits import TieOptimizers
     from .backend import compile_model
-    from .standata import dial_data, empty_cells, helmert_basis, human_cell_table, judges_data, weighted_log_coef
+    from ..model import helmert_basis
+    from .standata import dial_data, empty_cells, human_cell_table, judges_data, weighted_log_coef
 
     gtol = 1e-9
 
@@ -166,7 +164,7 @@ def stan_pooled_tie_stages(data: Comparisons, ties: str, x0: np.ndarray, l2: flo
     """The two stages of the pooled tie fit (:func:`pydial.tie_baselines.fit_pooled_ties`) with Stan's optimizer (``dial.stan`` with one judge holding the pooled LLM cells,
     ``r = 0``, no order effects; then ``fix_llm`` for ``(c, log nu_H)``), in the numpy coordinates
     ``(beta, log nu_L)`` and ``(c, log nu_H)``."""
-    from ..fit import centering_basis
+    from ..model import centering_basis
     from ..likelihood import tie_totals
     from ..model import Chart
     from .backend import compile_model

@@ -24,10 +24,10 @@ import numpy as np
 
 from ..data import Comparisons
 from ..exceptions import ConvergenceWarning, DataError
-from ..model import Chart
+from ..fitting import initial_theta
+from ..model import Chart, helmert_basis
 from .backend import CompiledModel, OptimizeResult, compile_model
-from .standata import (CellTable, _judge_ls, dial_data, pooled_cell_table, empty_cells, helmert_basis, human_cell_table, judges_data, llm_cell_table,
-                       spectral_start, weighted_log_coef)
+from .standata import dial_data, empty_cells, human_cell_table, judges_data, llm_cell_table, pooled_cell_table, weighted_log_coef
 
 __all__ = ["POINT_METHODS", "StanPointFit", "stan_fit_point"]
 
@@ -155,8 +155,9 @@ def stan_fit_point(
     order : bool
         Estimate the judges' order effects (``False``: ``b = 0``).
     init : ndarray, optional
-        Warm start in the reduced chart of the (first-stage) fit; default
-        :func:`pydial.stan.standata.spectral_start`.
+        Warm start in the reduced chart of the (first-stage) fit; default the numpy
+        engine's start: :func:`pydial.fitting.initial_theta` for the structured fits,
+        zero for the GLMs (the human, judge-wise and pooled BTL, the calibration stage).
     priors : mapping, optional
         Normal penalty scales ``{"A", "B", "c", "b"}`` of ``dial.stan``
         (default 0 = flat: the MLE).  Not gauge invariant; leave flat unless
@@ -224,7 +225,7 @@ def stan_fit_point(
             raise ValueError(f"lam must be finite and > 0 for the joint fit, got {lam!r}")
         ch = Chart(data.N, data.K, rank, calibration, order)
         d = dial_data(data, ch, w_llm=lam_ * n_h / n_l, w_human=1.0, priors=priors, firth=2 if firth else 0)
-        th0 = spectral_start(data, ch) if init is None else np.asarray(init, float)
+        th0 = initial_theta(data, ch) if init is None else np.asarray(init, float)
         res = dial.optimize(d, th0, seed=seed, gtol=gtol, max_iter=max_iter)
         if warn:
             _check_converged(res, f"joint fit, lambda = {lam_:.4g}")
@@ -241,7 +242,10 @@ def stan_fit_point(
     cells = pooled_cell_table(data) if pooled else None
     chL = Chart(data.N, K, r, None, use_order)
     dL = dial_data(data, chL, w_llm=1.0, llm=cells, priors=priors, firth=1 if (firth and pooled) else 0)
-    th0 = spectral_start(data, chL, llm=cells) if init is None else np.asarray(init, float)
+    if init is not None:
+        th0 = np.asarray(init, float)
+    else:  # the numpy engine's starts: the pooled BTL GLM from 0, the structured fit from initial_theta
+        th0 = np.zeros(chL.dim) if pooled else initial_theta(data, chL)
     r1 = dial.optimize(dL, th0, seed=seed, gtol=gtol, max_iter=max_iter)
     if warn:
         _check_converged(r1, "LLM-only stage")
@@ -255,11 +259,9 @@ def stan_fit_point(
     # second stage: argmin_c l_H(M c) with the LLM block fixed (eq. staged-calibrated-estimator)
     ch = Chart(data.N, K, r, cal, use_order)
     st = chL.structure(r1.u)
-    M = st.mu[:, None] if cal == "mu" else st.W
-    H = human_cell_table(data)
-    # start: least squares of the empirical human log-odds on M (as in spectral_start)
-    c0 = np.linalg.lstsq(M, _judge_ls(H, data.N, False)[0], rcond=None)[0]
-    th1 = ch.from_structure(st, c0, bL if use_order else None)
+    M = st.basis(cal)
+    # start: c = 0, as the numpy engine's calibration GLM (pydial.fitting.fit_calibration)
+    th1 = ch.from_structure(st, np.zeros(M.shape[1]), bL if use_order else None)
     # A and B of the first stage are data (fix_llm): Stan optimizes the calibration alone
     d2 = dial_data(data, ch, w_llm=0.0, w_human=1.0, priors=priors, fix_llm=th1, firth=2 if firth else 0)
     r2 = dial.optimize(d2, th1[ch.slices["c"]], seed=seed, gtol=gtol, max_iter=max_iter)
@@ -283,7 +285,8 @@ def _fit_human(data: Comparisons, *, backend: str | None, seed: int | None, gtol
     H = human_cell_table(data)
     d = judges_data(empty_cells(), H, N=N, K=0, order=False, flat=True, log_lik=False, firth=firth)
     Q = helmert_basis(N)
-    u0 = jm.unconstrain(d, {"s_raw": np.zeros((0, N - 1)), "sH_raw": Q.T @ _judge_ls(H, N, False)[0],
+    # start: s = 0, as the numpy engine's human BTL (pydial.fitting.fit_human_btl)
+    u0 = jm.unconstrain(d, {"s_raw": np.zeros((0, N - 1)), "sH_raw": np.zeros(N - 1),
                             "b": np.zeros(0), "log_nu": np.zeros(0)})
     res = jm.optimize(d, u0, seed=seed, gtol=gtol, max_iter=max_iter)
     if warn:
@@ -302,14 +305,8 @@ def _fit_judges(data: Comparisons, *, order: bool, backend: str | None, seed: in
     L = llm_cell_table(data)
     d = judges_data(L, None, N=N, K=K, order=order, flat=True, log_lik=False, firth=firth)
     Q = helmert_basis(N)
-    s0 = np.zeros((K, N - 1))
-    b0 = np.zeros(K)
-    for k in range(K):
-        m = L.judge == k
-        sub = CellTable(*(x[m] for x in (L.judge, L.i, L.j, L.a, L.wins_i, L.wins_j, L.ties)))
-        s, b0[k] = _judge_ls(sub, N, order)
-        s0[k] = Q.T @ s
-    u0 = jm.unconstrain(d, {"s_raw": s0, "sH_raw": np.zeros(0), "b": b0 if order else np.zeros(0),
+    # start: s = 0, b = 0, as the numpy engine's judge-wise BTL (pydial.fitting.fit_order_btl)
+    u0 = jm.unconstrain(d, {"s_raw": np.zeros((K, N - 1)), "sH_raw": np.zeros(0), "b": np.zeros(K) if order else np.zeros(0),
                             "log_nu": np.zeros(0)})
     res = jm.optimize(d, u0, seed=seed, gtol=gtol, max_iter=max_iter)
     if warn:

@@ -11,13 +11,12 @@ squares on empirical log-odds, then the structure recovery of
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import Any, Mapping
 
 import numpy as np
 
-from ..data import Comparisons
-from ..model import Chart, Structure, structure_from_S
+from ..data import CellTable, Comparisons
+from ..model import Chart, Structure, helmert_basis, structure_from_S
 
 __all__ = [
     "DIAL_PRIORS",
@@ -59,17 +58,8 @@ JUDGES_PRIORS: dict[str, float] = {"s_sd": 2.0, "b_sd": 1.0, "log_nu_mean": -1.0
 """Default priors of ``judges.stan`` for NUTS (point fits use flat priors)."""
 
 
-def helmert_basis(n: int) -> np.ndarray:
-    """The ``n x (n-1)`` orthonormal basis of ``{x : 1'x = 0}`` used by the Stan programs (``centered_basis``)."""
-    Q = np.zeros((n, max(n - 1, 0)))
-    for l in range(1, n):
-        h = 1.0 / np.sqrt(l * (l + 1.0))
-        Q[:l, l - 1] = h
-        Q[l, l - 1] = -l * h
-    return Q
-
-
-def _merge(defaults: Mapping[str, float], priors: Mapping[str, float] | None, what: str) -> dict[str, float]:
+def merge_priors(defaults: Mapping[str, float], priors: Mapping[str, float] | None, what: str) -> dict[str, float]:
+    """The prior settings ``defaults`` of program ``what`` overridden by ``priors`` (names and scales checked)."""
     out = dict(defaults)
     if priors:
         unknown = sorted(set(priors) - set(defaults))
@@ -85,88 +75,19 @@ def _merge(defaults: Mapping[str, float], priors: Mapping[str, float] | None, wh
 
 
 # --------------------------------------------------------------------------- cells
-@dataclass(frozen=True)
-class CellTable:
-    """Cells with three outcome counts, 0-based indices (``judge`` is ``K`` for people)."""
-
-    judge: np.ndarray
-    i: np.ndarray
-    j: np.ndarray
-    a: np.ndarray
-    wins_i: np.ndarray
-    wins_j: np.ndarray
-    ties: np.ndarray
-
-    def __len__(self) -> int:
-        return int(self.i.size)
-
-    @property
-    def counts(self) -> np.ndarray:
-        """``(m, 3)`` integer array (wins of i, wins of j, ties)."""
-        return np.column_stack([self.wins_i, self.wins_j, self.ties]).astype(np.int64).reshape(-1, 3)
-
-    def per_judgment(self) -> "CellTable":
-        """One row per judgment: a cell with counts ``(w_i, w_j, t)`` becomes ``w_i`` rows ``(1, 0, 0)``,
-        ``w_j`` rows ``(0, 1, 0)`` and ``t`` rows ``(0, 0, 1)``, in cell order.  The likelihood is the
-        same up to the multinomial coefficients (constants); each row's ``log_lik`` is then the
-        log-probability of one judgment."""
-        cnt = self.counts
-        rows = np.repeat(np.arange(len(self)), cnt.sum(axis=1))
-        outcome = np.concatenate([np.repeat(np.arange(3), c) for c in cnt]) if len(self) else np.zeros(0, np.int64)
-        one = np.eye(3, dtype=np.int64)[outcome]
-        return CellTable(self.judge[rows], self.i[rows], self.j[rows], self.a[rows], one[:, 0], one[:, 1], one[:, 2])
-
-    def judgment_labels(self, items: Sequence[str], judges: Sequence[str]) -> list[str]:
-        """Labels of the rows of :meth:`per_judgment`: the cell label, the outcome (``i``, ``j``,
-        ``tie``) and a running number within the cell and outcome, e.g. ``gpt-4:a-b:+1/i#2``."""
-        out = []
-        for lab, cnt in zip(self.labels(items, judges), self.counts):
-            for o, name in enumerate(("i", "j", "tie")):
-                out.extend(f"{lab}/{name}#{k + 1}" for k in range(int(cnt[o])))
-        return out
-
-    def labels(self, items: Sequence[str], judges: Sequence[str]) -> list[str]:
-        """``judge:item_i-item_j:a`` strings (``a`` omitted for people)."""
-        it = np.asarray(items, dtype=object)
-        jd = np.asarray(list(judges), dtype=object)
-        out = []
-        for g, i, j, a in zip(self.judge, self.i, self.j, self.a):
-            tag = "" if a == 0 else (":+1" if a > 0 else ":-1")
-            out.append(f"{jd[g]}:{it[i]}-{it[j]}{tag}")
-        return out
-
-
-def _i64(x: Any) -> np.ndarray:
-    return np.asarray(x, dtype=np.int64).reshape(-1)
-
-
 def llm_cell_table(data: Comparisons, *, ties: bool = False) -> CellTable:
-    """LLM cells: decisive ones (``ties=False``, from ``data.llm``) or with tie counts (``tie_cells``)."""
-    if not ties:
-        L = data.llm
-        y, n = _i64(np.rint(L.y)), _i64(np.rint(L.n))
-        return CellTable(_i64(L.judge), _i64(L.i), _i64(L.j), _i64(L.a), y, n - y, np.zeros_like(y))
-    t = data.tie_cells(human=False)
-    return CellTable(*(_i64(t[c]) for c in ("k", "i", "j", "a", "wins_i", "wins_j", "ties")))
+    """LLM cells: decisive ones (``ties=False``) or with tie counts (:meth:`Comparisons.cell_table`)."""
+    return data.cell_table("llm", ties=ties)
 
 
 def pooled_cell_table(data: Comparisons, *, ties: bool = False) -> CellTable:
     """The LLM cells of :func:`llm_cell_table` all given to one judge (index 0): the pooled BTL."""
-    L = llm_cell_table(data, ties=ties)
-    return CellTable(np.zeros_like(L.judge), L.i, L.j, L.a, L.wins_i, L.wins_j, L.ties)
+    return data.cell_table("pooled", ties=ties)
 
 
 def human_cell_table(data: Comparisons, *, ties: bool = False) -> CellTable:
     """Human cells (judge index ``K``, ``a = 0``), decisive or with tie counts."""
-    if not ties:
-        H = data.human
-        y, n = _i64(np.rint(H.y)), _i64(np.rint(H.n))
-        m = y.size
-        return CellTable(np.full(m, data.K, np.int64), _i64(H.i), _i64(H.j), np.zeros(m, np.int64), y, n - y,
-                         np.zeros(m, np.int64))
-    t = data.tie_cells(human=True)
-    t = t[t["k"] == data.K]
-    return CellTable(*(_i64(t[c]) for c in ("k", "i", "j", "a", "wins_i", "wins_j", "ties")))
+    return data.cell_table("human", ties=ties)
 
 
 def _weights(w: float | np.ndarray, m: int, what: str) -> np.ndarray:
@@ -191,8 +112,7 @@ def _tie_code(ties: str | None) -> int:
 
 def empty_cells() -> CellTable:
     """A table with no cells."""
-    z = np.zeros(0, np.int64)
-    return CellTable(z, z, z, z, z, z, z)
+    return CellTable.empty()
 
 
 def schema_data(L: CellTable, H: CellTable | None, *, N: int, K: int, order: bool, ties: str | None,
@@ -298,7 +218,7 @@ def dial_data(
     H = human_cell_table(data, ties=tie) if chart.calibration is not None else None
     if fix_llm is not None:
         L = empty_cells()
-    p = _merge(DIAL_PRIORS, priors, "dial.stan")
+    p = merge_priors(DIAL_PRIORS, priors, "dial.stan")
     d = schema_data(L, H, N=chart.N, K=chart.K, order=chart.order, ties=ties, w_llm=w_llm, w_human=w_human,
                     log_lik=log_lik)
     if fix_llm is not None:
@@ -367,7 +287,7 @@ def dial_sample_data(
     if per_judgment:
         L = L.per_judgment()
         H = H.per_judgment() if H is not None else None
-    p = _merge(DIAL_SAMPLE_PRIORS, priors, "dial_sample.stan")
+    p = merge_priors(DIAL_SAMPLE_PRIORS, priors, "dial_sample.stan")
     if mu_ref is None:
         chL = Chart(data.N, data.K, rank, None, order)
         mu_ref = helmert_basis(data.N).T @ chL.structure(spectral_start(data, chL)).mu / np.sqrt(data.N)
@@ -416,7 +336,7 @@ def judges_data(
     ``firth=True`` adds the Jeffreys prior of every judge's (and the people's)
     binomial BTL, whose mode is Firth's estimate (binary cells only).
     """
-    p = _merge(JUDGES_PRIORS, priors, "judges.stan")
+    p = merge_priors(JUDGES_PRIORS, priors, "judges.stan")
     if flat:
         p = {k: (0.0 if k.endswith("sd") else v) for k, v in p.items()}
     d = schema_data(L, H, N=N, K=K, order=order, ties=ties, w_llm=w_llm, w_human=w_human, log_lik=log_lik)
@@ -543,12 +463,12 @@ def spectral_start(data: Comparisons, chart: Chart, *, llm: CellTable | None = N
     b = np.zeros(K)
     for k in range(K):
         m = L.judge == k
-        sub = CellTable(*(x[m] for x in (L.judge, L.i, L.j, L.a, L.wins_i, L.wins_j, L.ties)))
+        sub = L.select(m)
         S[k], b[k] = _judge_ls(sub, N, chart.order)
     st = _structure_safe(S, chart.r)
     c = None
     if chart.calibration is not None:
-        M = st.mu[:, None] if chart.calibration == "mu" else st.W
+        M = st.basis(chart.calibration)
         H = human_cell_table(data)
         if len(H):
             s_h, _ = _judge_ls(H, N, False)
@@ -620,23 +540,19 @@ def dial_sample_inits(
 
 
 def tie_start(d: Mapping[str, Any]) -> np.ndarray:
-    """Starting log tie parameters (judges 1..K, then people) from the observed tie rates.
+    """Starting log tie parameters (judges 1..K, then people) of the Stan data ``d``.
 
-    At equal scores the tie probability is ``nu / (2 + nu)`` (Davidson) and
-    ``tanh(tau / 2)`` (Rao-Kupper, ``tau = nu``); the start solves these at
-    each judge's tie rate.
+    :func:`pydial.ties.log_nu_start` (the numpy engine's start) of each group's cells.
     """
+    from ..ties import log_nu_start
+
     code, K, H = int(d["tie_model"]), int(d["K"]), int(d["H"])
     if code == 0:
         return np.zeros(0)
     counts = np.vstack([np.asarray(d["cell_counts"]).reshape(-1, 3), np.asarray(d["human_counts"]).reshape(-1, 3)])
     judge = np.concatenate([np.asarray(d["cell_judge"], np.int64) - 1, np.full(H, K)])
-    out = []
-    for g in range(K + (1 if H else 0)):
-        cnt = counts[judge == g].sum(axis=0)
-        rate = (cnt[2] + 0.5) / (cnt.sum() + 1.0)
-        out.append(np.log(2 * rate / (1 - rate)) if code == 1 else np.log(2 * np.arctanh(rate)))
-    return np.asarray(out, float)
+    ties = {v: k for k, v in TIE_MODEL_CODE.items()}[code]
+    return np.asarray([log_nu_start(ties, counts[judge == g]) for g in range(K + (1 if H else 0))], float)
 
 
 def _householder_perp(e: np.ndarray) -> np.ndarray:

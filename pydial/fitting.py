@@ -20,19 +20,15 @@ import scipy.sparse as sp
 from scipy.special import expit
 
 from .data import Comparisons, HumanCells, LLMCells
+from .engines import BTLFit, StructuredFit
 from .meats import Influence
 from .likelihood import Objective, binomial_nll
-from .model import Chart, structure_from_S
+from .model import Chart, centering_basis, structure_from_S
 from .optim import BOX, OptimResult, newton
 from .penalty import FirthPenalty, check_penalty
 
 
 # --------------------------------------------------------------------- GLMs
-def centering_basis(N: int) -> np.ndarray:
-    """``T`` (N x N-1) with ``s = T beta`` centered: the last score is minus the sum."""
-    return np.vstack([np.eye(N - 1), -np.ones((1, N - 1))])
-
-
 def difference_design(i: np.ndarray, j: np.ndarray, N: int) -> sp.csr_matrix:
     """Rows ``(e_i - e_j)^T`` of the item-difference design ``D`` (sparse m x N)."""
     m = i.size
@@ -195,15 +191,6 @@ def logistic_glm(
     return newton(fgh, start, bound=bound, gtol=gtol, value=value, cholesky=True)
 
 
-@dataclass(frozen=True)
-class BTLFit:
-    """A centered BTL-type fit: scores ``s`` (N), optional order effect ``b`` and the optimizer result."""
-
-    s: np.ndarray
-    b: float
-    opt: OptimResult
-
-
 def fit_human_btl(human: HumanCells, N: int, *, ridge: float = 0.0, penalty: str | None = None) -> BTLFit:
     r"""Centered human BTL MLE :math:`\hat s_0` (eq. human-only-estimator), loss normalized by ``n_H``;
     Firth's bias-reduced estimate with ``penalty="firth"``."""
@@ -255,16 +242,6 @@ def initial_theta(data: Comparisons, chart: Chart, *, ridge: float = 1e-3) -> np
     st = structure_from_S(S0, chart.r)
     theta = chart.from_structure(st, c=np.eye(chart.d)[0] if chart.d else None, b=b0 if chart.order else None)
     return np.clip(theta, -BOX * 0.9, BOX * 0.9)
-
-
-@dataclass(frozen=True)
-class StructuredFit:
-    """A structured fit on a :class:`Chart`: reduced coordinates and optimizer result."""
-
-    chart: Chart
-    theta: np.ndarray
-    opt: OptimResult
-    objective: Objective
 
 
 def fit_structured(

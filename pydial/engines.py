@@ -1,0 +1,185 @@
+r"""The optimizer interface shared by the two engines and the fit records they return.
+
+The estimators (:mod:`pydial.estimators`, :mod:`pydial.tie_fits`, :mod:`pydial.tie_btl`)
+compute every covariance, GACV and test with numpy at an optimum that an engine
+supplies.  An engine is a set of optimizers: :class:`PointEngine` for the binary
+models, :class:`TieOptimizers` for the tie models.  The numpy engine's are built in
+:mod:`pydial.estimators` and :mod:`pydial.tie_fits`; the Stan engine's in
+:mod:`pydial.stan.engine`.  Both return the records defined here, so this module
+imports neither: it sits below both engines.
+
+Records: :class:`BTLFit` (a centered BTL-type fit), :class:`StructuredFit` (a fit on a
+:class:`~pydial.model.Chart`), :class:`StagedFit` (the staged endpoint of Alg. DIAL-Anc)
+and :class:`TieBTLFit` (the tie models of the people or of each judge).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol
+
+import numpy as np
+
+from .model import Chart
+from .optim import OptimResult
+
+if TYPE_CHECKING:
+    from .data import Comparisons
+    from .likelihood import Objective
+
+__all__ = ["BTLFit", "StructuredFit", "StagedFit", "TieBTLFit", "PointEngine", "TieOptimizers", "StagedOptimizer",
+           "JointOptimizer", "HumanOptimizer", "JudgesOptimizer", "PooledOptimizer"]
+
+
+# ================================================================= records
+@dataclass(frozen=True)
+class BTLFit:
+    """A centered BTL-type fit: scores ``s`` (N), optional order effect ``b`` and the optimizer result."""
+
+    s: np.ndarray
+    b: float
+    opt: OptimResult
+
+
+@dataclass(frozen=True)
+class StructuredFit:
+    """A structured fit on a :class:`~pydial.model.Chart`: reduced coordinates and optimizer result.
+
+    ``objective`` is the :class:`~pydial.likelihood.Objective` that was minimized (``None``
+    once dropped, e.g. in a cache).
+    """
+
+    chart: Chart
+    theta: np.ndarray
+    opt: OptimResult
+    objective: Objective | None
+
+
+@dataclass(frozen=True)
+class StagedFit:
+    """The staged endpoint in the calibrated chart (Alg. DIAL-Anc).
+
+    ``chart``, ``theta``: the calibrated chart and its coordinates; ``llm_chart``,
+    ``llm_theta``: the structured LLM-only fit (first stage of
+    eq. staged-calibrated-estimator); ``llm_opt``, ``cal_opt``: the optimizer results of
+    the two stages (the second in the calibration coordinates ``c``).
+    """
+
+    chart: Chart
+    theta: np.ndarray
+    llm_opt: OptimResult
+    cal_opt: OptimResult
+    llm_chart: Chart
+    llm_theta: np.ndarray
+
+
+@dataclass(frozen=True)
+class TieBTLFit:
+    """Tie-model MLEs of the people or of each judge (Davidson or Rao-Kupper), one row per group.
+
+    Attributes
+    ----------
+    S : ndarray
+        Centered scores, ``(G, N)``.
+    b : ndarray
+        Order effects, ``(G,)`` (zeros without order effects).
+    log_nu : ndarray
+        Log tie parameters, ``(G,)``.
+    converged : bool
+        Every optimizer call converged.
+    grad_norm : float
+        Largest gradient norm reported (``nan`` when not reported).
+    message : str
+        The optimizer's message.
+    details : Any
+        The engine's own record of the optimization (e.g. Stan's result), or ``None``.
+    """
+
+    S: np.ndarray
+    b: np.ndarray
+    log_nu: np.ndarray
+    converged: bool
+    grad_norm: float
+    message: str
+    details: Any = None
+
+
+# =========================================================== point engine
+class StagedOptimizer(Protocol):
+    """``staged(data, rank, calibration, order=True) -> StagedFit`` (Alg. DIAL-Anc)."""
+
+    def __call__(self, data: Comparisons, rank: int, calibration: str, *, order: bool = ...) -> StagedFit:
+        """Fit the staged endpoint."""
+        ...
+
+
+class JointOptimizer(Protocol):
+    r"""``joint(data, chart, lam, theta0) -> (theta, OptimResult)``: :math:`\arg\min Q_\lambda` from ``theta0``."""
+
+    def __call__(self, data: Comparisons, chart: Chart, lam: float, theta0: np.ndarray) -> tuple[np.ndarray, OptimResult]:
+        """Fit the weighted joint loss (eq. weighted-joint-estimator)."""
+        ...
+
+
+class HumanOptimizer(Protocol):
+    """``human(data) -> BTLFit``: the centered human BTL (eq. human-only-estimator)."""
+
+    def __call__(self, data: Comparisons) -> BTLFit:
+        """Fit the human BTL."""
+        ...
+
+
+class JudgesOptimizer(Protocol):
+    """``judges(data) -> list[BTLFit]``: each judge's order-effect BTL; optimizer ``x = (s[:N-1], b)``."""
+
+    def __call__(self, data: Comparisons) -> list[BTLFit]:
+        """Fit every judge's order-effect BTL (eq. binomial-model-llm)."""
+        ...
+
+
+class PooledOptimizer(Protocol):
+    """``pooled(data) -> (OptimResult, OptimResult)``: pooled BTL in ``s = T x``, then the scalar ``c``."""
+
+    def __call__(self, data: Comparisons) -> tuple[OptimResult, OptimResult]:
+        """Fit the pooled BTL and its calibration to the people."""
+        ...
+
+
+@dataclass(frozen=True)
+class PointEngine:
+    """The optimizers behind the binary estimators: numpy by default, Stan's with ``engine="stan"``.
+
+    Inference is always computed by numpy at the returned optimum, so two engines differ
+    only in the optimizer.  ``staged`` gives the staged endpoint (:class:`StagedFit`),
+    ``joint`` the weighted joint fit, ``human`` the human BTL (:class:`BTLFit`),
+    ``judges`` each judge's order-effect BTL and ``pooled`` the pooled BTL in the
+    reduced chart ``s = T x`` followed by the scalar calibration ``c``.
+    """
+
+    staged: StagedOptimizer
+    joint: JointOptimizer
+    human: HumanOptimizer
+    judges: JudgesOptimizer
+    pooled: PooledOptimizer
+    name: str = "numpy"
+    penalty: str | None = None
+
+
+# ============================================================== tie engine
+@dataclass(frozen=True)
+class TieOptimizers:
+    r"""The optimizers behind the tie fits; inference is always numpy's at the returned optimum.
+
+    ``llm(data, ties, chart, x0)``: the LLM-only tie loss on ``chart`` (``x = (theta, log nu_1..K)``);
+    ``calibration(data, ties, chart, theta, M, x0)``: the calibration tie GLM in the normalized
+    coordinates ``(c, log nu_H)`` of ``M`` (``chart``, ``theta``: the staged chart with ``A, B`` of the
+    LLM-only fit); ``joint(data, ties, chart, lam, x0)``: :math:`Q_\lambda`;
+    ``human(data, ties, x0)``: the people's tie model in ``(beta, log nu_H)``, ``s = T beta``.
+    Each returns an :class:`~pydial.optim.OptimResult`.
+    """
+
+    llm: Any
+    calibration: Any
+    joint: Any
+    human: Any
+    name: str = "numpy"

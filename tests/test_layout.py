@@ -1,0 +1,74 @@
+"""Package layout: module names, one-way layers, no private names across modules."""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import pathlib
+import types
+
+import pytest
+
+import pydial
+
+PKG = pathlib.Path(pydial.__file__).parent
+
+
+def _modules() -> list[tuple[str, pathlib.Path]]:
+    out = []
+    for f in sorted(PKG.rglob("*.py")):
+        parts = f.relative_to(PKG.parent).with_suffix("").parts
+        name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+        out.append((name, f))
+    return out
+
+
+def _imports(name: str, path: pathlib.Path) -> list[tuple[str, str]]:
+    """Return ``(module, imported name)`` of every import in ``path`` (function-local ones too)."""
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    out = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")[: len(package.split(".")) - (node.level - 1)]
+                mod = ".".join(base + ([node.module] if node.module else []))
+            else:
+                mod = node.module or ""
+            out += [(mod, a.name) for a in node.names]
+        elif isinstance(node, ast.Import):
+            out += [(a.name, "") for a in node.names]
+    return out
+
+
+def test_fitting_module_and_fit_function():
+    """``pydial.fitting`` is a module; ``pydial.fit`` is the estimator function."""
+    mod = importlib.import_module("pydial.fitting")
+    assert isinstance(mod, types.ModuleType)
+    assert callable(pydial.fit) and not isinstance(pydial.fit, types.ModuleType)
+    assert pydial.fit is importlib.import_module("pydial.estimators").fit
+
+
+def test_stan_does_not_import_estimators():
+    """No module of ``pydial.stan`` imports ``pydial.estimators`` (the layers are one-way)."""
+    bad = []
+    for name, path in _modules():
+        if not name.startswith("pydial.stan"):
+            continue
+        for mod, what in _imports(name, path):
+            target = f"{mod}.{what}" if what else mod
+            if mod == "pydial.estimators" or target == "pydial.estimators":
+                bad.append(f"{name}: from {mod} import {what}")
+    assert not bad, bad
+
+
+@pytest.mark.parametrize("excluded", [("backend", "cmdstan", "httpstan")])
+def test_no_private_names_across_modules(excluded):
+    """No ``from pydial... import _name`` across modules (Stan backend modules excepted)."""
+    bad = []
+    for name, path in _modules():
+        if name.startswith("pydial.stan.") and name.rpartition(".")[2].startswith(excluded):
+            continue
+        for mod, what in _imports(name, path):
+            if what.startswith("_") and not what.startswith("__") and mod.startswith("pydial"):
+                bad.append(f"{name}: from {mod} import {what}")
+    assert not bad, bad
