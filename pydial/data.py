@@ -67,7 +67,7 @@ def item_order(seen: set[str], items: Sequence[str] | None) -> tuple[list[str], 
 
 
 def rows_text(index: Sequence[Any], limit: int = 8) -> str:
-    """The rows ``index`` for an error message: the first ``limit`` labels and how many in all."""
+    """Format the rows ``index`` for an error message: the first ``limit`` labels and how many in all."""
     shown = ", ".join(str(x) for x in list(index)[:limit])
     more = len(index) - limit
     return f"rows [{shown}{', ...' if more > 0 else ''}] ({len(index)} in all)"
@@ -125,22 +125,24 @@ class CellTable:
     ties: np.ndarray | None = None
 
     def __post_init__(self) -> None:
+        """Fill in zero ties for a decisive table."""
         if self.ties is None:
             object.__setattr__(self, "ties", np.zeros(np.size(self.n), np.int64))
 
     @classmethod
     def from_counts(cls, judge: np.ndarray, i: np.ndarray, j: np.ndarray, a: np.ndarray, wins_i: np.ndarray,
                     wins_j: np.ndarray, ties: np.ndarray) -> "CellTable":
-        """The table of the outcome counts ``wins_i, wins_j, ties`` per cell."""
+        """Build the table of the outcome counts ``wins_i, wins_j, ties`` per cell."""
         return cls(judge, i, j, a, wins_i + wins_j + ties, wins_i, ties)
 
     @classmethod
     def empty(cls) -> "CellTable":
-        """A table with no cells."""
+        """Return a table with no cells."""
         z = np.zeros(0, np.int64)
         return cls(z, z, z, z, z, z, z)
 
     def __len__(self) -> int:
+        """Return the number of cells."""
         return int(np.size(self.n))
 
     @property
@@ -156,18 +158,20 @@ class CellTable:
     @property
     def counts(self) -> np.ndarray:
         """``(m, 3)`` integer array (wins of i, wins of j, ties)."""
+        assert self.ties is not None
         return np.rint(np.column_stack([self.wins_i, self.wins_j, self.ties])).astype(np.int64).reshape(-1, 3)
 
     def select(self, mask: np.ndarray) -> "CellTable":
-        """The cells where ``mask`` is true (e.g. one judge's ``Omega_k``), as a :class:`CellTable`."""
+        """Return the cells where ``mask`` is true (e.g. one judge's ``Omega_k``), as a :class:`CellTable`."""
+        assert self.ties is not None
         return CellTable(*(x[mask] for x in (self.judge, self.i, self.j, self.a, self.n, self.y, self.ties)))
 
     def with_judge(self, g: int) -> "CellTable":
-        """The same cells all given to judge index ``g`` (e.g. the pooled BTL, or people as judge 0)."""
+        """Return the same cells all given to judge index ``g`` (e.g. the pooled BTL, or people as judge 0)."""
         return CellTable(np.full(len(self), g, np.int64), self.i, self.j, self.a, self.n, self.y, self.ties)
 
     def integer(self) -> "CellTable":
-        """The table with ``int64`` indices and integer outcome counts (the Stan data)."""
+        """Return the table with ``int64`` indices and integer outcome counts (the Stan data)."""
         c = self.counts
         return CellTable.from_counts(_int64(self.judge), _int64(self.i), _int64(self.j), _int64(self.a), c[:, 0],
                                      c[:, 1], c[:, 2])
@@ -193,7 +197,7 @@ class CellTable:
         The cell label, the outcome (``i``, ``j``, ``tie``) and a running number within the
         cell and outcome, e.g. ``gpt-4:a-b:+1/i#2``.
         """
-        out = []
+        out: list[str] = []
         for lab, cnt in zip(self.labels(items, judges), self.counts):
             for o, name in enumerate(("i", "j", "tie")):
                 out.extend(f"{lab}/{name}#{k + 1}" for k in range(int(cnt[o])))
@@ -224,7 +228,8 @@ class LLMCells(CellTable):
         super().__init__(judge, i, j, a, n, y, None)
 
     def select(self, mask: np.ndarray) -> "LLMCells":
-        """The cells where ``mask`` is true (e.g. one judge's ``Omega_k``)."""
+        """Return the cells where ``mask`` is true (e.g. one judge's ``Omega_k``)."""
+        assert self.ties is not None
         return LLMCells(*(x[mask] for x in (self.judge, self.i, self.j, self.a, self.n, self.y, self.ties)))
 
 
@@ -664,7 +669,7 @@ class Comparisons:
         )
 
     def cell_table(self, which: str = "llm", *, ties: bool = False) -> CellTable:
-        """A :class:`CellTable` of the cells of both engines, with integer counts.
+        """Return a :class:`CellTable` of the cells of both engines, with integer counts.
 
         Parameters
         ----------

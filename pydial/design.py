@@ -363,7 +363,7 @@ def _tree_path(tree: list[list[tuple[int, int]]], start: int, goal: int) -> list
 
 
 def undirected_labels(N: int, ii: np.ndarray, jj: np.ndarray) -> tuple[int, np.ndarray]:
-    """Connected components of the comparison graph on ``N`` items with edges ``(ii, jj)``: count and item labels."""
+    """Label the connected components of the comparison graph on ``N`` items with edges ``(ii, jj)``: count and item labels."""
     g = sparse.coo_matrix((np.ones(ii.size), (ii, jj)), shape=(N, N))
     n, labels = connected_components(g, directed=False)
     return int(n), labels

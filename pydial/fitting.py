@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import cached_property
+from typing import cast
 
 import numpy as np
 import scipy.sparse as sp
@@ -40,10 +41,13 @@ def difference_design(i: np.ndarray, j: np.ndarray, N: int) -> sp.csr_matrix:
 
 @dataclass(frozen=True)
 class Design:
-    """A GLM design ``X B`` kept factored: sparse rows with two or three entries
-    (``X``, m x P, e.g. ``e_i - e_j`` and the order label) times a dense basis
-    (``B``, P x p, e.g. the centering basis).  Products with many cells are
-    formed on ``X``; only ``p x p`` and ``P x P`` matrices are dense."""
+    """A GLM design ``X B`` kept factored.
+
+    Sparse rows with two or three entries (``X``, m x P, e.g. ``e_i - e_j`` and the
+    order label) times a dense basis (``B``, P x p, e.g. the centering basis).
+    Products with many cells are formed on ``X``; only ``p x p`` and ``P x P``
+    matrices are dense.
+    """
 
     X: sp.csr_matrix
     basis: np.ndarray
@@ -55,6 +59,7 @@ class Design:
         return self.X.shape[0], self.basis.shape[1]
 
     def __matmul__(self, beta: np.ndarray) -> np.ndarray:
+        """Return ``X B beta``."""
         return self.X @ (self.basis @ beta)
 
     def rmatvec(self, r: np.ndarray) -> np.ndarray:
@@ -66,9 +71,11 @@ class Design:
         return Influence(self.X, np.asarray(A) @ self.basis.T)
 
     def pull_back(self, G: np.ndarray) -> np.ndarray:
-        """``B^T G B`` (``G`` symmetric) with ``B`` applied as a sparse matrix (two entries per
-        column for the centering basis), ``O(P^2)`` rather than ``O(P^3)``; dense products
-        for small ``P``, where they are faster."""
+        """``B^T G B`` (``G`` symmetric) with ``B`` applied as a sparse matrix.
+
+        Two entries per column for the centering basis, ``O(P^2)`` rather than
+        ``O(P^3)``; dense products for small ``P``, where they are faster.
+        """
         if self.basis.shape[0] <= _DENSE_PULL_BACK:
             return self.basis.T @ G @ self.basis
         Bt = self._basis_T
@@ -88,9 +95,11 @@ _DENSE_PULL_BACK = 256
 
 
 def centered_design(i: np.ndarray, j: np.ndarray, N: int, a: np.ndarray | None = None) -> Design:
-    """``D T``: the item-difference design in the centered chart ``s = T beta`` of
-    :func:`centering_basis`, with the order column ``a`` appended when given
-    (eq. binomial-model-llm), as a factored :class:`Design`."""
+    """``D T``: the item-difference design in the centered chart ``s = T beta``.
+
+    The chart of :func:`centering_basis`, with the order column ``a`` appended when
+    given (eq. binomial-model-llm), as a factored :class:`Design`.
+    """
     D = difference_design(i, j, N)
     T = centering_basis(N)
     if a is None:
@@ -103,11 +112,14 @@ def centered_design(i: np.ndarray, j: np.ndarray, N: int, a: np.ndarray | None =
 
 
 def pair_information(i: np.ndarray, j: np.ndarray, a: np.ndarray | None, N: int, d: np.ndarray) -> np.ndarray:
-    """``X^T diag(d) X`` (the weighted comparison Laplacian, eq. comparison-laplacian) for the rows ``e_i - e_j`` (and the order column ``a``) of
+    """``X^T diag(d) X`` (the weighted comparison Laplacian, eq. comparison-laplacian).
+
+    For the rows ``e_i - e_j`` (and the order column ``a``) of
     :func:`centered_design`'s ``X``, from the item-pair totals of ``d``: the weighted
     Laplacian ``diag(W 1 + W^T 1) - W - W^T`` of the comparison graph, bordered by
-    ``sum_c d_c a_c (e_i - e_j)`` and ``sum_c d_c a_c^2`` (dense ``(N [+1])`` square)."""
-    W = np.bincount(i * N + j, weights=d, minlength=N * N).reshape(N, N)
+    ``sum_c d_c a_c (e_i - e_j)`` and ``sum_c d_c a_c^2`` (dense ``(N [+1])`` square).
+    """
+    W: np.ndarray = np.bincount(i * N + j, weights=d, minlength=N * N).reshape(N, N)
     W += W.T.copy()
     W *= -1.0
     W[np.diag_indices(N)] -= W.sum(axis=1)
@@ -123,9 +135,11 @@ def pair_information(i: np.ndarray, j: np.ndarray, a: np.ndarray | None, N: int,
 
 
 def glm_information(X: "np.ndarray | sp.spmatrix | Design", n: np.ndarray, p: np.ndarray, weight: float = 1.0) -> np.ndarray:
-    """``weight * X^T diag(n p (1 - p)) X``: the Hessian of the weighted binomial logistic
-    loss (and its Fisher information) at fitted probabilities ``p`` (dense p x p;
-    ``X`` dense, sparse or a factored :class:`Design`)."""
+    """``weight * X^T diag(n p (1 - p)) X``: the Hessian of the weighted binomial logistic loss.
+
+    It is also its Fisher information, at fitted probabilities ``p`` (dense p x p;
+    ``X`` dense, sparse or a factored :class:`Design`).
+    """
     d = weight * n * p * (1 - p)
     if isinstance(X, Design):
         if X.pairs is not None and X.pairs[3] ** 2 <= 16 * d.size + 250_000:
@@ -139,11 +153,13 @@ def glm_information(X: "np.ndarray | sp.spmatrix | Design", n: np.ndarray, p: np
 
 
 def dense_design(X: "np.ndarray | sp.spmatrix | Design") -> np.ndarray:
-    """``X`` as a dense array (for the Firth penalty, whose leverages need the full
-    ``m x m`` hat matrix anyway)."""
+    """``X`` as a dense array.
+
+    For the Firth penalty, whose leverages need the full ``m x m`` hat matrix anyway.
+    """
     if isinstance(X, Design):
         return np.asarray(X.X @ X.basis)
-    return X.toarray() if sp.issparse(X) else np.asarray(X, float)
+    return cast(sp.spmatrix, X).toarray() if sp.issparse(X) else np.asarray(X, float)
 
 
 def _rmatvec(X: "np.ndarray | sp.spmatrix | Design", r: np.ndarray) -> np.ndarray:
@@ -192,8 +208,10 @@ def logistic_glm(
 
 
 def fit_human_btl(human: HumanCells, N: int, *, ridge: float = 0.0, penalty: str | None = None) -> BTLFit:
-    r"""Centered human BTL MLE :math:`\hat s_0` (eq. human-only-estimator), loss normalized by ``n_H``;
-    Firth's bias-reduced estimate with ``penalty="firth"``."""
+    r"""Centered human BTL MLE :math:`\hat s_0` (eq. human-only-estimator), loss normalized by ``n_H``.
+
+    Firth's bias-reduced estimate with ``penalty="firth"``.
+    """
     T = centering_basis(N)
     X = centered_design(human.i, human.j, N)
     opt = logistic_glm(X, human.n, human.y, weight=1.0 / human.n.sum(), ridge=ridge, penalty=penalty)
@@ -216,16 +234,19 @@ def fit_order_btl(cells: LLMCells, N: int, *, order: bool = True, ridge: float =
 
 def fit_calibration(human: HumanCells, M: np.ndarray, *, x0: np.ndarray | None = None, bound: float = BOX,
                     penalty: str | None = None) -> OptimResult:
-    r"""Staged calibration :math:`\hat c = \arg\min_c \ell_H(M c)` (eq. staged-calibrated-estimator);
-    with ``penalty="firth"`` the Firth estimate of the calibration GLM (design ``D_H M``)."""
+    r"""Staged calibration :math:`\hat c = \arg\min_c \ell_H(M c)` (eq. staged-calibrated-estimator).
+
+    With ``penalty="firth"`` the Firth estimate of the calibration GLM (design ``D_H M``).
+    """
     X = np.asarray(difference_design(human.i, human.j, M.shape[0]) @ M)
     return logistic_glm(X, human.n, human.y, weight=1.0 / human.n.sum(), x0=x0, bound=bound, penalty=penalty)
 
 
 # ---------------------------------------------------------- structured fits
 def initial_theta(data: Comparisons, chart: Chart, *, ridge: float = 1e-3) -> np.ndarray:
-    """Start for the structured fit: ridge judge-wise order-effect fits, then the
-    consensus-plus-rank-r SVD of their score matrix (Cond. llm-structure).
+    """Start for the structured fit: ridge judge-wise order-effect fits, then an SVD.
+
+    The SVD is the consensus-plus-rank-r SVD of their score matrix (Cond. llm-structure).
 
     The ridge keeps every judge's fit finite even when the judge alone is not
     identified; the structured fit then corrects it.
@@ -254,8 +275,9 @@ def fit_structured(
     max_iter: int = 200,
     penalty: str | None = None,
 ) -> StructuredFit:
-    r"""Minimize :math:`Q_\lambda` (``lam`` finite) or :math:`\ell_L` (``lam = inf``,
-    ``chart.calibration`` None) on the reduced chart, starting at ``theta0``.
+    r"""Minimize :math:`Q_\lambda` (``lam`` finite) or :math:`\ell_L` (``lam = inf``) on the reduced chart.
+
+    ``lam = inf`` goes with ``chart.calibration`` None; the start is ``theta0``.
 
     Gauge drift is removed after every step by re-expressing the iterate in the
     canonical gauge (same ``(s, S, b)``), so the box bounds act on a fixed

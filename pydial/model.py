@@ -61,8 +61,8 @@ class Structure:
         """``W = [mu, V]`` (N x (r+1)), the full calibration basis of Sec. 3.2."""
         return np.column_stack([self.mu, self.V])
 
-    def basis(self, calibration: str) -> np.ndarray:
-        """The human calibration basis ``M`` (eq. staged-calibrated-estimator).
+    def basis(self, calibration: str | None) -> np.ndarray:
+        """Return the human calibration basis ``M`` (eq. staged-calibrated-estimator).
 
         ``mu[:, None]`` (N x 1) for ``calibration="mu"``, ``W = [mu, V]`` (N x (r+1)) for ``"W"``.
         """
@@ -84,7 +84,7 @@ def centering_basis(N: int) -> np.ndarray:
 
 
 def helmert_basis(n: int) -> np.ndarray:
-    """The ``n x (n-1)`` orthonormal (Helmert) basis of ``{x : 1'x = 0}`` (``centered_basis`` of the Stan programs).
+    """Return the ``n x (n-1)`` orthonormal (Helmert) basis of ``{x : 1'x = 0}`` (``centered_basis`` of the Stan programs).
 
     Used by ``judges.stan`` and ``dial_sample.stan``, which NUTS samples: with ``s = Q z`` and
     ``Q`` orthonormal the isotropic prior ``z ~ normal(0, sigma)`` is exchangeable and the

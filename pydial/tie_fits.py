@@ -40,7 +40,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import pandas as pd
@@ -55,13 +55,14 @@ from .fitting import Design, centered_design, centering_basis, difference_design
 from .inference import (Linearization, MeatSource, OutcomeStats, consensus_table, outcome_meat, position_effect_tables,
                         unknown_cov)
 from .likelihood import TieCells, TieObjective, tie_cell_table, tie_groups, tie_human_loss, tie_totals
-from .model import Chart, consensus_gamma
+from .model import Calibration, Chart, consensus_gamma
 from .optim import OptimResult, newton, pinv_sym
 from .selection import (DEFAULT_MULTIPLES, SCORE_LIMIT, Candidate, candidate_weights, guard, path_candidates, path_table,
                         select_candidate, stack_path_tables)
 from .ties import binary_cell, log_nu_start, tie_cell
 
-__all__ = ["TIE_DIAL_METHODS", "NUMPY_TIE", "TieOptimizers", "fit_dial_ties", "tie_llm_only_fit", "tie_staged_fit", "tie_joint_fit", "tie_glm"]
+__all__ = ["TIE_DIAL_METHODS", "NUMPY_TIE", "TieOptimizers", "fit_dial_ties", "tie_llm_only_fit", "tie_staged_fit",
+           "tie_joint_fit", "tie_glm"]
 
 TIE_DIAL_METHODS: tuple[str, ...] = ("dial-anc", "dial-ada", "dial-nopos")
 
@@ -96,8 +97,10 @@ def tie_glm_terms(ties: str, counts: np.ndarray, X: Design, x: np.ndarray, weigh
 
 
 def tie_glm(ties: str, counts: np.ndarray, X: Design, weight: float, x0: np.ndarray, free: bool) -> OptimResult:
-    """Minimize :func:`tie_glm_terms` by the box-constrained Newton method of :mod:`pydial.optim`
-    (binary cells without a tie parameter: :func:`pydial.fitting.logistic_glm`)."""
+    """Minimize :func:`tie_glm_terms` by the box-constrained Newton method of :mod:`pydial.optim`.
+
+    Binary cells without a tie parameter use :func:`pydial.fitting.logistic_glm`.
+    """
     if not free:
         n = counts[:, 0] + counts[:, 1]
         return logistic_glm(X, n, counts[:, 0], weight=weight, x0=x0)
@@ -167,8 +170,9 @@ def _normalizer(ch: Chart) -> Any:
 
 def tie_llm_only_fit(data: Comparisons, ties: str, rank: int, order: bool = True,
                      engine: TieOptimizers = NUMPY_TIE) -> tuple[Chart, np.ndarray, OptimResult, np.ndarray]:
-    """The structured LLM-only tie fit ``(chart, x, optimizer result, free judges)``, cached on ``data``
-    (first stage of eq. staged-calibrated-estimator; eq. llm-negloglik with tie cells).
+    """Fit the structured LLM-only tie model: ``(chart, x, optimizer result, free judges)``, cached on ``data``.
+
+    The first stage of eq. staged-calibrated-estimator (eq. llm-negloglik with tie cells).
 
     Started at the binary structured start (:func:`pydial.fitting.initial_theta`) and each
     judge's ``log nu`` at its tie rate.
@@ -187,8 +191,10 @@ def tie_llm_only_fit(data: Comparisons, ties: str, rank: int, order: bool = True
 
 def tie_staged_fit(data: Comparisons, ties: str, rank: int, calibration: str, *, order: bool = True,
                    engine: TieOptimizers = NUMPY_TIE) -> TieStagedFit:
-    """Alg. DIAL-Anc with ties: the LLM-only tie fit, then ``(c, log nu_H)`` of the calibration
-    tie GLM with design ``D_H M`` (eq. staged-calibrated-estimator)."""
+    """Alg. DIAL-Anc with ties: the LLM-only tie fit, then ``(c, log nu_H)`` of the calibration tie GLM.
+
+    The calibration tie GLM has design ``D_H M`` (eq. staged-calibrated-estimator).
+    """
     chL, xL, optL, freeL = tie_llm_only_fit(data, ties, rank, order, engine)
     thL = xL[: chL.dim]
     st = chL.structure(thL)
@@ -197,7 +203,7 @@ def tie_staged_fit(data: Comparisons, ties: str, rank: int, calibration: str, *,
     free_h = _human_free(data)
     d = M.shape[1]
     x0 = np.append(np.eye(d)[0], log_nu_start(ties, hc)) if free_h else np.eye(d)[0]
-    ch = Chart(data.N, data.K, rank, calibration, order)
+    ch = Chart(data.N, data.K, rank, cast(Calibration, calibration), order)
     b = chL.order_effects(thL) if order else None
     oc = engine.calibration(data, ties, ch, ch.from_structure(st, x0[:d], b), M, x0)
     theta = ch.from_structure(st, oc.x[:d], b)
@@ -225,8 +231,10 @@ def outcome_stats(obj: TieObjective, x: np.ndarray, rows: np.ndarray | None = No
 
 
 def record_rows(data: Comparisons, cells: TieCells) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
-    """``(record, cell, outcome)`` of every judgment used by the tie cells ``cells`` (cell in their
-    stacked order, outcome 0 = ``i`` wins, 1 = ``j`` wins, 2 = tie), for the record meat."""
+    """``(record, cell, outcome)`` of every judgment used by the tie cells ``cells``, for the record meat.
+
+    The cell in their stacked order, outcome 0 = ``i`` wins, 1 = ``j`` wins, 2 = tie.
+    """
     f = data.frame
     if "rec" not in f.columns:
         return None
@@ -248,8 +256,11 @@ def record_rows(data: Comparisons, cells: TieCells) -> tuple[np.ndarray, np.ndar
 
 @dataclass(frozen=True)
 class TieInfluence:
-    """Influence in factored form for tie cells: the two derivative channels ``J2`` (``2m x P``),
-    the map ``A`` (``q x P``), the cells' :class:`OutcomeStats` and record rows."""
+    """Influence in factored form for tie cells.
+
+    The two derivative channels ``J2`` (``2m x P``), the map ``A`` (``q x P``), the
+    cells' :class:`OutcomeStats` and record rows.
+    """
 
     J2: Any
     A: np.ndarray
@@ -257,12 +268,14 @@ class TieInfluence:
     rec: tuple[np.ndarray, np.ndarray, np.ndarray] | None
 
     def linearization(self, what: str, blocks: dict[str, slice], **kwargs: Any) -> Linearization:
-        """The :class:`~pydial.inference.Linearization` of these cells (meats of
-        :func:`pydial.inference.outcome_meat`); ``kwargs``: ``stage_one``, ``tie_rows``."""
+        """Return the :class:`~pydial.inference.Linearization` of these cells.
+
+        Meats of :func:`pydial.inference.outcome_meat`; ``kwargs``: ``stage_one``, ``tie_rows``.
+        """
         return Linearization(MeatSource(sp.csr_matrix(self.J2), self.st, self.rec), self.A, blocks, what, **kwargs)
 
     def covariance(self, data: Comparisons, cov: str, what: str) -> np.ndarray:
-        """``A M A^T`` with the meat ``M`` of type ``cov`` (:func:`pydial.inference.outcome_meat`)."""
+        """Return ``A M A^T`` with the meat ``M`` of type ``cov`` (:func:`pydial.inference.outcome_meat`)."""
         return self.linearization(what, {}).covariance(data, cov)
 
 
@@ -275,10 +288,12 @@ def stack_tie_influence(parts: list[TieInfluence]) -> TieInfluence:
     ms = [p.st.m for p in parts]
     eta = sp.block_diag([sp.csr_matrix(p.J2)[:m] for p, m in zip(parts, ms)], format="csr")
     ll = sp.block_diag([sp.csr_matrix(p.J2)[m:] for p, m in zip(parts, ms)], format="csr")
-    rec = None
-    if all(p.rec is not None for p in parts):
+    rec: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+    recs = [p.rec for p in parts if p.rec is not None]
+    if len(recs) == len(parts):
         off = np.cumsum([0] + ms[:-1])
-        rec = tuple(np.concatenate(z) for z in zip(*[(p.rec[0], p.rec[1] + o, p.rec[2]) for p, o in zip(parts, off)]))
+        rec = cast(tuple[np.ndarray, np.ndarray, np.ndarray],
+                   tuple(np.concatenate(z) for z in zip(*[(r[0], r[1] + o, r[2]) for r, o in zip(recs, off)])))
     return TieInfluence(sp.vstack([eta, ll], format="csr"), np.hstack([p.A for p in parts]),
                         _stack_outcomes([p.st for p in parts]), rec)
 
@@ -312,20 +327,23 @@ def finite_tie_influence(data: Comparisons, ch: Chart, lam: float, x: np.ndarray
 
 
 def staged_tie_influence(data: Comparisons, sf: TieStagedFit, ties: str) -> tuple[TieInfluence, int]:
-    """Two-step influence of ``(s, log nu_H)`` at the staged endpoint: LLM cells through the
-    LLM-only fit ``xi`` (with the calibration's response ``-C^{-1} H_{c xi}``), human cells through
-    the calibration coordinates ``(c, log nu_H)`` (the ``lambda -> inf`` limit of the sandwich).
-    Also returns the number of stage-one (LLM) columns of ``A``, which come first."""
+    """Two-step influence of ``(s, log nu_H)`` at the staged endpoint.
+
+    LLM cells through the LLM-only fit ``xi`` (with the calibration's response
+    ``-C^{-1} H_{c xi}``), human cells through the calibration coordinates
+    ``(c, log nu_H)`` (the ``lambda -> inf`` limit of the sandwich).
+    Also returns the number of stage-one (LLM) columns of ``A``, which come first.
+    """
     ch, x = sf.chart, sf.x
     n_l, n_h = tie_totals(data)
     oL = TieObjective(ch, TieCells.stack(data, 1.0 / n_l, 0.0), ties, sf.free)
     oH = TieObjective(ch, TieCells.stack(data, 0.0, 1.0 / n_h), ties, sf.free)
     HL, HH = oL.value_grad_hess(x)[2], oH.value_grad_hess(x)[2]
     cs = ch.slices["c"]
-    s2 = list(range(cs.start, cs.stop))
+    s2_list = list(range(cs.start, cs.stop))
     if ch.K in sf.free:
-        s2.append(ch.dim + int(np.flatnonzero(sf.free == ch.K)[0]))
-    s2 = np.asarray(s2)
+        s2_list.append(ch.dim + int(np.flatnonzero(sf.free == ch.K)[0]))
+    s2 = np.asarray(s2_list)
     xi = np.setdiff1d(np.arange(oL.dim), s2)
     C = HH[np.ix_(s2, s2)]
     if np.linalg.matrix_rank(C) < C.shape[0]:
@@ -341,8 +359,10 @@ def staged_tie_influence(data: Comparisons, sf: TieStagedFit, ties: str) -> tupl
 
 
 def human_tie_fit(data: Comparisons, ties: str, engine: TieOptimizers = NUMPY_TIE) -> tuple[OptimResult, bool, Design]:
-    """The ``lambda = 0`` endpoint: the people's tie model in the centered chart ``s = T beta``
-    (eq. human-only-estimator with tie cells)."""
+    """Fit the ``lambda = 0`` endpoint: the people's tie model in the centered chart ``s = T beta``.
+
+    Eq. human-only-estimator with tie cells.
+    """
     hi, hj, hc = _human_tie_cells(data)
     X = centered_design(hi, hj, data.N)
     free = _human_free(data)
@@ -355,9 +375,11 @@ def human_tie_fit(data: Comparisons, ties: str, engine: TieOptimizers = NUMPY_TI
 
 def tie_glm_influence(data: Comparisons, ties: str, X: Design, x: np.ndarray, free: bool, weight: float,
                    E: np.ndarray, unit: bool = False, cells: TieCells | None = None) -> tuple[TieInfluence, np.ndarray]:
-    """Influence ``u = E H^{-1} (channels)`` of a tie GLM (design ``X``, coordinates ``(beta, l)``) on
-    ``cells`` (default: the human cells); also returns ``H``.  ``unit=True`` gives weight 1 per
-    comparison (for GACV)."""
+    """Influence ``u = E H^{-1} (channels)`` of a tie GLM (design ``X``, coordinates ``(beta, l)``).
+
+    On ``cells`` (default: the human cells); also returns ``H``.  ``unit=True`` gives
+    weight 1 per comparison (for GACV).
+    """
     if cells is None:
         cells = TieCells.stack(data, 0.0, 1.0)
     hc = cells.counts
@@ -402,8 +424,10 @@ def _outcome_ab(ties: str | None, eta: np.ndarray, l: float) -> tuple[np.ndarray
 
 
 def _gacv_trace(H: np.ndarray, U: TieInfluence, data: Comparisons, basis: Any, n_h: int) -> float:
-    r"""``tr(H^+ J) / (n_H - 1)``, ``J`` the covariance of the per-comparison human scores
-    (eq. gacv) in the coordinates of ``H`` (``basis``: full-coordinate derivatives -> ``H``'s)."""
+    r"""``tr(H^+ J) / (n_H - 1)``, ``J`` the covariance of the per-comparison human scores (eq. gacv).
+
+    In the coordinates of ``H`` (``basis``: full-coordinate derivatives -> ``H``'s).
+    """
     Jm = outcome_meat(U.J2, U.st, data, "binomial").dense() / n_h
     B = basis.toarray() if sp.issparse(basis) else np.asarray(basis)
     Jm = B.T @ Jm @ B
@@ -413,7 +437,10 @@ def _gacv_trace(H: np.ndarray, U: TieInfluence, data: Comparisons, basis: Any, n
 
 # ================================================================ candidates
 def tie_human_candidate(data: Comparisons, ties: str, engine: TieOptimizers = NUMPY_TIE) -> tuple[Candidate, float]:
-    """The ``lambda = 0`` GACV candidate (eq. gacv) with ties; also returns its ``log nu_H`` (``-inf`` without human ties)."""
+    """Return the ``lambda = 0`` GACV candidate (eq. gacv) with ties.
+
+    Also returns its ``log nu_H`` (``-inf`` without human ties).
+    """
     opt, free, X = human_tie_fit(data, ties, engine)
     _, n_h = tie_totals(data)
     N = data.N
@@ -434,7 +461,10 @@ def tie_human_candidate(data: Comparisons, ties: str, engine: TieOptimizers = NU
 
 
 def tie_anchored_candidate(data: Comparisons, sf: TieStagedFit, ties: str) -> Candidate:
-    """The ``lambda = inf`` GACV candidate (eq. gacv, eq. staged-calibrated-estimator) with ties: ``(c, log nu_H)`` with ``M`` fixed at the LLM-only fit."""
+    """Return the ``lambda = inf`` GACV candidate (eq. gacv, eq. staged-calibrated-estimator) with ties.
+
+    The coordinates are ``(c, log nu_H)`` with ``M`` fixed at the LLM-only fit.
+    """
     ch, x = sf.chart, sf.x
     s = ch.scores(x[: ch.dim])
     lh = _log_nu_h(sf.chart, sf.free, x)
@@ -443,7 +473,8 @@ def tie_anchored_candidate(data: Comparisons, sf: TieStagedFit, ties: str) -> Ca
     if not sf.llm_opt.converged:
         cand.reason = f"LLM-only fit not converged ({sf.llm_opt.message})"
     elif not sf.cal_opt.resolved:
-        cand.reason = "calibration not resolved within the box" if sf.cal_opt.converged else f"not converged ({sf.cal_opt.message})"
+        cand.reason = ("calibration not resolved within the box" if sf.cal_opt.converged
+                       else f"not converged ({sf.cal_opt.message})")
     else:
         st = sf.llm_chart.structure(sf.llm_x[: sf.llm_chart.dim])
         M = st.basis(ch.calibration)
@@ -516,9 +547,12 @@ def judge_tie_effects(data: Comparisons, ties: str, chL: Chart, xL: np.ndarray,
 
 def judge_tie_tables(data: Comparisons, ties: str, sf: TieStagedFit, level: float
                      ) -> tuple[pd.DataFrame | None, pd.DataFrame | None, pd.DataFrame, pd.DataFrame | None, Linearization]:
-    """Position effects (table and judge x judge covariance), judges' tie parameters and
-    consensus loadings of the LLM-only tie fit of ``sf`` (:func:`judge_tie_effects`) as
-    tables of the estimates, and their linearization (which fills in the standard errors)."""
+    """Tables of the judges' effects of the LLM-only tie fit of ``sf``, and their linearization.
+
+    Position effects (table and judge x judge covariance), judges' tie parameters and
+    consensus loadings (:func:`judge_tie_effects`) as tables of the estimates, and their
+    linearization (which fills in the standard errors).
+    """
     chL, xL, freeL = sf.llm_chart, sf.llm_x, sf.llm_free
     est, lin = judge_tie_effects(data, ties, chL, xL, freeL)
     nb = data.K if chL.order else 0
@@ -534,8 +568,10 @@ def judge_tie_tables(data: Comparisons, ties: str, sf: TieStagedFit, level: floa
 
 def tie_table(names: list[str], groups: np.ndarray, free: np.ndarray, log_nu: np.ndarray, var: np.ndarray,
               level: float, ties: str) -> pd.DataFrame:
-    """``nu, se, ci_low, ci_high`` by group (delta method for ``se``, interval on the log scale);
-    groups without ties: ``nu = 0`` (boundary MLE), no standard error."""
+    """``nu, se, ci_low, ci_high`` by group (delta method for ``se``, interval on the log scale).
+
+    Groups without ties: ``nu = 0`` (boundary MLE), no standard error.
+    """
     zq = norm.ppf(0.5 + level / 2)
     rows = []
     for g in groups:
@@ -552,8 +588,10 @@ def tie_table(names: list[str], groups: np.ndarray, free: np.ndarray, log_nu: np
 
 
 def tie_table_rows(table: pd.DataFrame, var: np.ndarray, level: float) -> pd.DataFrame:
-    """A tie table (:func:`tie_table`) with the standard errors and intervals of new variances
-    ``var`` of ``log nu`` by row (NaN: none; rows with ``nu = 0`` keep none)."""
+    """Return a tie table (:func:`tie_table`) with the standard errors and intervals of new variances.
+
+    The new variances ``var`` of ``log nu`` by row (NaN: none; rows with ``nu = 0`` keep none).
+    """
     nu = table["nu"].to_numpy(float)
     rows = np.arange(nu.size)
     free = rows[nu > 0]
@@ -615,6 +653,7 @@ def fit_dial_ties(data: Comparisons, common: dict, *, ties: str, order: bool, ad
             for lam in lams:
                 c = tie_finite_candidate(data, sf.chart, float(lam), x, float(lam * n_h / n_l), ties, engine)
                 if c.admissible:
+                    assert c.theta is not None
                     x = c.theta
                 cands.append(c)
             allc = path_candidates(cands, hum, include_endpoints)
@@ -640,9 +679,11 @@ def fit_dial_ties(data: Comparisons, common: dict, *, ties: str, order: bool, ad
         U, n_one = staged_tie_influence(data, sf, ties)
         s, lh, x_sel, stage_one = ch.scores(sf.x[: ch.dim]), _log_nu_h(ch, sf.free, sf.x), sf.x, slice(0, n_one)
     else:
+        assert best.theta is not None
         known = best.opt.hess if best.opt is not None and np.array_equal(best.opt.x, best.theta) else None
         U = finite_tie_influence(data, ch, best.lam, best.theta, ties, known)
         s, lh, x_sel, stage_one = best.s, _log_nu_h(ch, sf.free, best.theta), best.theta, None
+    assert s is not None
     N = data.N
     blocks = {"scores": slice(0, N)}
     if human_free and U.A.shape[0] > N:
@@ -669,6 +710,7 @@ def fit_dial_ties(data: Comparisons, common: dict, *, ties: str, order: bool, ad
     elif best.lam == 0:
         c_coef = None
     else:
+        assert best.theta is not None
         c_coef = ch.calibration_coordinates(best.theta[: ch.dim])
     opts = [sf.llm_opt, sf.cal_opt] + ([best.opt] if best.opt is not None else [])
     res = DialResult(**common, scores=scores, cov=cov_frame, position_effects=pos, position_effects_cov=pos_cov,
@@ -676,7 +718,8 @@ def fit_dial_ties(data: Comparisons, common: dict, *, ties: str, order: bool, ad
                      structure=structure, calibration_coef=c_coef, lambda_=best.lam,
                      converged=all(o.resolved for o in opts), grad_norm=max(o.grad_norm for o in opts),
                      loss_human=tie_human_loss(ties, s, lh, data),
-                     linearization=(lin, lin_j), fallback=fallback, chart=ch, theta=(sf.x if x_sel is None else x_sel)[: ch.dim], llm_chart=chL,
+                     linearization=(lin, lin_j), fallback=fallback, chart=ch,
+                     theta=(sf.x if x_sel is None else x_sel)[: ch.dim], llm_chart=chL,
                      llm_theta=xL[: chL.dim])
     res.gacv = table if adaptive else None
     res.calibration_test = ct

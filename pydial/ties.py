@@ -172,7 +172,7 @@ def tie_loglik(ties: str, counts: np.ndarray, X: np.ndarray, theta: np.ndarray) 
 
 
 def log_nu_start(ties: str, counts: np.ndarray) -> float:
-    """The starting ``log nu`` of a group with outcome counts ``counts`` (``(m, 3)``), for both engines.
+    """Return the starting ``log nu`` of a group with outcome counts ``counts`` (``(m, 3)``), for both engines.
 
     The value that gives the group's observed tie rate (with half a tie added) at equal
     scores: ``nu / (2 + nu)`` (Davidson), ``tanh(tau / 2)`` (Rao-Kupper).
