@@ -19,13 +19,13 @@ import dataclasses
 import warnings
 from contextlib import contextmanager
 from functools import partial
-from typing import Any, Iterator
+from typing import Any, Iterator, cast
 
 import numpy as np
 import pandas as pd
 
 from .data import Comparisons
-from .engines import PointEngine, StagedFit, StructuredFit
+from .engines import JointOptimizer, PointEngine, StagedFit, StructuredFit
 from .exceptions import ArgumentWarning, ConvergenceError, DataError, DialError, IdentifiabilityError
 from .fitting import (
     centered_design,
@@ -39,11 +39,11 @@ from .fitting import (
     logistic_glm,
 )
 from .inference import (ANCHORED_COVS, check_cov_type, consensus_table, finite_influence, human_influence,
-                        judges_linearization, linearize, llm_only_linearization, pooled_linearization,
+                        Linearization, judges_linearization, linearize, llm_only_linearization, pooled_linearization,
                         position_effect_tables, score_tables, staged_linearization, unknown_cov)
 from .penalty import check_penalty
 from .likelihood import human_loss
-from .model import CALIBRATIONS, DEFAULT_CALIBRATION, DEFAULT_RANK, Chart
+from .model import CALIBRATIONS, DEFAULT_CALIBRATION, DEFAULT_RANK, Calibration, Chart
 from .design import ESTIMATORS
 from .resources import check_memory, progress
 from .results import DialResult
@@ -239,13 +239,16 @@ def fit(
     for w in caught:  # hand every warning on to the caller's filters
         warnings.warn_explicit(w.message, w.category, w.filename, w.lineno, source=w.source)
     with numerical_errors(f"the diagnosis of the {method!r} fit"):
-        return with_verdict(res, data, [w.message for w in caught], seed=0 if seed is None else seed)
+        # warnings.warn turns a str message into an instance of its category
+        return with_verdict(res, data, [cast(Warning, w.message) for w in caught], seed=0 if seed is None else seed)
 
 
 def _resolve_model_arguments(method: str, rank: Any, calibration: str | None) -> tuple[Any, str]:
-    """``rank`` and ``calibration`` with their defaults filled in; an :class:`ArgumentWarning`
-    for each one given to a method that does not use it (:data:`USES_RANK`,
-    :data:`USES_CALIBRATION`)."""
+    """Fill in the defaults of ``rank`` and ``calibration``.
+
+    An :class:`ArgumentWarning` is raised for each one given to a method that does
+    not use it (:data:`USES_RANK`, :data:`USES_CALIBRATION`).
+    """
     for name, value, users in (("rank", rank, USES_RANK), ("calibration", calibration, USES_CALIBRATION)):
         if value is not None and method not in users:
             warnings.warn(ArgumentWarning(f"{name}={value!r} is ignored: method {method!r} does not use {name} "
@@ -255,19 +258,23 @@ def _resolve_model_arguments(method: str, rank: Any, calibration: str | None) ->
 
 
 def method_arguments(method: str, **arguments: Any) -> dict[str, Any]:
-    """The ``rank`` / ``calibration`` among ``arguments`` that ``method`` uses, to pass to
-    :func:`fit` for several methods without an :class:`ArgumentWarning`, e.g.
-    ``fit(data, m, **method_arguments(m, rank=2))``."""
+    """Return the ``rank`` / ``calibration`` among ``arguments`` that ``method`` uses.
+
+    They are passed to :func:`fit` for several methods without an
+    :class:`ArgumentWarning`, e.g. ``fit(data, m, **method_arguments(m, rank=2))``.
+    """
     users = {"rank": USES_RANK, "calibration": USES_CALIBRATION}
     return {k: v for k, v in arguments.items() if method in users.get(k, (method,))}
 
 
 @contextmanager
 def numerical_errors(what: str) -> Iterator[None]:
-    """Turn numpy's numerical exceptions raised inside ``what`` into pydial's errors, with
-    the original chained: a singular matrix into :class:`IdentifiabilityError`, any other
-    :class:`numpy.linalg.LinAlgError` or a :class:`FloatingPointError` into
-    :class:`ConvergenceError`."""
+    """Turn numpy's numerical exceptions raised inside ``what`` into pydial's errors.
+
+    The original is chained: a singular matrix into :class:`IdentifiabilityError`,
+    any other :class:`numpy.linalg.LinAlgError` or a :class:`FloatingPointError` into
+    :class:`ConvergenceError`.
+    """
     try:
         yield
     except np.linalg.LinAlgError as e:
@@ -359,7 +366,8 @@ def with_verdict(res: DialResult, data: Comparisons, caught: list[Warning], *, s
     from .results import STATUSES
 
     res.fit_warnings = tuple(caught)
-    found: list[tuple[str, str]] = [(w.status, str(w)) for w in caught if isinstance(getattr(w, "status", None), str)]
+    found: list[tuple[str, str]] = [(getattr(w, "status"), str(w)) for w in caught
+                                     if isinstance(getattr(w, "status", None), str)]
     if not res.converged and not any(st in ("not converged", "at bound", "not identified") for st, _ in found):
         found.append(("not converged", f"an optimization of the {res.method} fit is not a resolved optimum "
                                        f"(max|grad| = {res.grad_norm:.2e})"))
@@ -387,15 +395,19 @@ def with_verdict(res: DialResult, data: Comparisons, caught: list[Warning], *, s
 
 
 def positive_values(values: Any, name: str) -> np.ndarray:
-    """A non-empty 1-d sequence of finite positive numbers (``lambdas``, ``multiples``)
-    as a float array; anything else raises :class:`ValueError` naming ``name``."""
+    """Return a non-empty 1-d sequence of finite positive numbers as a float array.
+
+    ``values`` are ``lambdas`` or ``multiples``; anything else raises
+    :class:`ValueError` naming ``name``.
+    """
     hint = (f"{name} must be a non-empty sequence of finite positive numbers, e.g. {name}=[0.5, 2.0]"
             + (" (the endpoints 0 and inf are added by include_endpoints)" if name == "lambdas" else ""))
     try:
         arr = np.asarray(values, dtype=float)
     except (TypeError, ValueError):
         raise ValueError(f"{hint}; got {values!r}") from None
-    if isinstance(values, (str, bytes, dict)) or arr.ndim != 1 or arr.size == 0 or not np.all(np.isfinite(arr)) or np.any(arr <= 0):
+    if (isinstance(values, (str, bytes, dict)) or arr.ndim != 1 or arr.size == 0 or not np.all(np.isfinite(arr))
+            or np.any(arr <= 0)):
         raise ValueError(f"{hint}; got {values!r}")
     return arr
 
@@ -486,22 +498,26 @@ def _fit_pooled(data: Comparisons, common: dict, point: "PointEngine | None" = N
 
 def staged_fit(data: Comparisons, rank: int, calibration: str, *, order: bool = True,
                penalty: str | None = None) -> StagedFit:
-    """Alg. DIAL-Anc: structured LLM-only fit, then ``argmin_c l_H(M c)`` (Firth's
-    estimate of the calibration GLM with ``penalty="firth"``)."""
+    """Alg. DIAL-Anc: structured LLM-only fit, then ``argmin_c l_H(M c)``.
+
+    With ``penalty="firth"``, the calibration GLM is Firth's estimate.
+    """
     chL, fL = llm_only_fit(data, rank, order)
     st = chL.structure(fL.theta)
     M = st.basis(calibration)
     oc = fit_calibration(data.human, M, penalty=penalty)
-    ch = Chart(data.N, data.K, rank, calibration, order)
+    ch = Chart(data.N, data.K, rank, cast(Calibration, calibration), order)
     b = chL.order_effects(fL.theta) if order else None
     theta = ch.from_structure(st, oc.x, b)
     return StagedFit(ch, theta, fL.opt, oc, chL, fL.theta)
 
 
 def llm_only_fit(data: Comparisons, rank: int, order: bool = True) -> tuple[Chart, StructuredFit]:
-    """The structured LLM-only fit (eq. staged-calibrated-estimator, first stage), computed
-    once per ``(rank, order)`` and cached on ``data``: DIAL-Anc, DIAL-Ada (its anchored
-    endpoint and warm start) and AtC share it."""
+    """Return the structured LLM-only fit (eq. staged-calibrated-estimator, first stage).
+
+    It is computed once per ``(rank, order)`` and cached on ``data``: DIAL-Anc,
+    DIAL-Ada (its anchored endpoint and warm start) and AtC share it.
+    """
     key = ("llm_only_fit", int(rank), bool(order))
     if key not in data._cache:
         chL = Chart(data.N, data.K, rank, None, order)
@@ -513,14 +529,15 @@ def llm_only_fit(data: Comparisons, rank: int, order: bool = True) -> tuple[Char
 
 
 def numpy_human(data: Comparisons, *, penalty: str | None = None) -> Any:
-    """The centered human BTL (eq. human-only-estimator) by the numpy optimizer."""
+    """Fit the centered human BTL (eq. human-only-estimator) by the numpy optimizer."""
     return fit_human_btl(data.human, data.N, penalty=penalty)
 
 
 def numpy_engine(penalty: str | None = None) -> PointEngine:
-    """The numpy optimizers, with the likelihoods penalized by ``penalty`` (:mod:`pydial.penalty`)."""
+    """Return the numpy optimizers, with the likelihoods penalized by ``penalty`` (:mod:`pydial.penalty`)."""
     if penalty is None:
-        return PointEngine(staged=staged_fit, joint=numpy_joint, human=numpy_human, judges=numpy_judges,
+        # numpy_joint names its chart parameter ``ch``; every caller passes it by position
+        return PointEngine(staged=staged_fit, joint=cast(JointOptimizer, numpy_joint), human=numpy_human, judges=numpy_judges,
                            pooled=numpy_pooled)
     return PointEngine(staged=partial(staged_fit, penalty=penalty), joint=partial(numpy_joint, penalty=penalty),
                        human=partial(numpy_human, penalty=penalty), judges=partial(numpy_judges, penalty=penalty),
@@ -560,6 +577,7 @@ def _fit_dial(data: Comparisons, common: dict, *, order: bool, adaptive: bool, l
                 c = finite_candidate(data, sf.chart, float(lam), theta, float(lam * data.n_human / data.n_llm), point.joint,
                                      penalty=penalty)
                 if c.admissible:
+                    assert c.theta is not None  # an admissible finite candidate has its fit
                     theta = c.theta
                 cands.append(c)
         allc = path_candidates(cands, hum, include_endpoints) if adaptive else cands
@@ -570,6 +588,7 @@ def _fit_dial(data: Comparisons, common: dict, *, order: bool, adaptive: bool, l
     sf = staged[r_sel]
     common = {**common, "rank": r_sel}
     if best.lam == 0:
+        assert best.theta is not None and best.s is not None  # selected, so the human MLE exists
         U0, st0, _ = human_influence(data, best.theta)
         lin = linearize(U0, st0, "the calibrated scores")
         s = best.s
@@ -578,11 +597,12 @@ def _fit_dial(data: Comparisons, common: dict, *, order: bool, adaptive: bool, l
         s = sf.chart.scores(sf.theta)
     else:
         # the bread is the unpenalized Hessian (pydial.penalty): the candidate's H^+ only without a penalty
+        assert best.theta is not None and best.s is not None  # a selected finite weight is admissible
         U, stt = finite_influence(data, sf.chart, best.lam, best.theta, best.hess_pinv if penalty is None else None)
         lin = linearize(U, stt, "the calibrated scores")
         s = best.s
     scores, cov = score_tables(s, unknown_cov(data.N), data.items, common["level"])
-    lins = (lin,)
+    lins: tuple[Linearization, ...] = (lin,)
     pos = pos_cov = None
     if order:
         lin_b, lin_g = llm_only_linearization(data, sf.llm_chart, sf.llm_theta)
@@ -601,6 +621,7 @@ def _fit_dial(data: Comparisons, common: dict, *, order: bool, adaptive: bool, l
     elif best.lam == 0:
         c_coef = None
     else:
+        assert best.theta is not None
         c_coef = sf.chart.calibration_coordinates(best.theta)
     opts = [sf.llm_opt, sf.cal_opt] + ([best.opt] if best.opt is not None else [])
     res = DialResult(**common, scores=scores, cov=cov, position_effects=pos, position_effects_cov=pos_cov,
@@ -619,9 +640,12 @@ def _fit_dial(data: Comparisons, common: dict, *, order: bool, adaptive: bool, l
 
 
 def atc_scores(base: np.ndarray, human: np.ndarray, items: Any) -> tuple[np.ndarray, pd.DataFrame, pd.DataFrame]:
-    """AtC's scores (App. related-comparison): ``base`` (the anchored consensus) isotonic-regressed on the order of the human
-    BTL scores ``human``, centered; returned with the score table and covariance (no standard
-    errors: the isotonic step has no linearization)."""
+    """AtC's scores (App. related-comparison), with the score table and covariance.
+
+    ``base`` (the anchored consensus) is isotonic-regressed on the order of the human
+    BTL scores ``human``, centered; returned with the score table and covariance (no
+    standard errors: the isotonic step has no linearization).
+    """
     from scipy.optimize import isotonic_regression
 
     order = np.argsort(-human, kind="stable")
@@ -635,9 +659,12 @@ def atc_scores(base: np.ndarray, human: np.ndarray, items: Any) -> tuple[np.ndar
 
 
 def _fit_atc(data: Comparisons, common: dict, point: "PointEngine | None" = None) -> DialResult:
-    """AtC baseline (Sec. Experiments, App. related-comparison): the human comparisons
-    are aggregated by BTL into an ordering, and the position-debiased LLM consensus
-    score (DIAL-Anc with ``M = mu``) is isotonic-calibrated to respect it."""
+    """AtC baseline (Sec. Experiments, App. related-comparison).
+
+    The human comparisons are aggregated by BTL into an ordering, and the
+    position-debiased LLM consensus score (DIAL-Anc with ``M = mu``) is
+    isotonic-calibrated to respect it.
+    """
     point = point or NUMPY
     h = point.human(data)
     warn_unresolved(h.opt, "human BTL (AtC ordering)")

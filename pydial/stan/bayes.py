@@ -701,6 +701,7 @@ def _cut_stage(data: Comparisons, res: SampleResult, d1: Mapping[str, Any], L: C
     if per_judgment:
         Hc = Hc.per_judgment()
     p = merge_priors(DIAL_SAMPLE_PRIORS, priors, "dial_sample.stan")
+    assert Hc.ties is not None  # filled in by CellTable
     d2 = {
         "N": N, "T": T, "d": dim_c, "M": M, "tie_model": TIE_MODEL_CODE[ties],
         "H": len(Hc), "human_i": Hc.i + 1, "human_j": Hc.j + 1,

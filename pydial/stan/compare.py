@@ -282,9 +282,9 @@ def _estimand_line(pe: dict[str, Any] | None) -> str:
                      else f"lambda = {lam:.4g}")
     if pe.get("ties"):
         parts.append(f"ties {pe['ties']}")
-    b = {"llm-only": "b from the LLM-only stage on both sides", "joint": "b from the joint posterior",
-         "judge": "b from each judge's own model", "none": "no b"}.get(pe.get("b"), str(pe.get("b")))
-    parts.append(b)
+    b_text: dict[Any, str] = {"llm-only": "b from the LLM-only stage on both sides", "joint": "b from the joint posterior",
+                              "judge": "b from each judge's own model", "none": "no b"}
+    parts.append(b_text.get(pe.get("b"), str(pe.get("b"))))
     if pe.get("scores") == "s_judges":
         parts.append("scores: mean of the judges' scores")
     return "; ".join(parts)
@@ -292,7 +292,7 @@ def _estimand_line(pe: dict[str, Any] | None) -> str:
 
 def _refit(result: Any, pe: dict[str, Any], mism: dict[str, tuple[Any, Any]],
            fit: Callable[..., Any] | None = None) -> Any:
-    """The frequentist fit of the posterior's specification, on the result's data and options."""
+    """Refit the frequentist fit of the posterior's specification, on the result's data and options."""
     data, kw = getattr(result, "data", None), getattr(result, "fit_arguments", None)
     fit = fit if fit is not None else getattr(result, "fitter", None)
     if data is None or kw is None or fit is None:

@@ -32,7 +32,7 @@ def _as_optim(res: OptimizeResult, x: np.ndarray, fun: float) -> Any:
 
 
 def stan_point_engine(seed: int | None = None, penalty: str | None = None) -> PointEngine:
-    """A :class:`pydial.engines.PointEngine` whose optimizers are Stan's.
+    """Return a :class:`pydial.engines.PointEngine` whose optimizers are Stan's.
 
     The staged endpoint, every finite weight of the DIAL-Ada path (warm-started as
     in Alg. DIAL-Ada) and the human BTL are optimized by Stan; each optimum is
@@ -43,6 +43,7 @@ def stan_point_engine(seed: int | None = None, penalty: str | None = None) -> Po
     def staged(data: Comparisons, rank: int, calibration: str, *, order: bool = True) -> StagedFit:
         sp: StanPointFit = stan_fit_point(data, "staged", rank=rank, calibration=calibration, order=order, seed=seed,
                                           penalty=penalty)
+        assert sp.llm_chart is not None and sp.llm_theta is not None  # a staged fit has its first stage
         c_M = sp.chart.calibration_coordinates(sp.theta)
         llm_theta = sp.llm_chart.canonical(sp.llm_theta) if rank > 0 else sp.llm_theta
         theta = sp.chart.canonical(sp.theta) if rank > 0 else sp.theta
@@ -71,6 +72,7 @@ def stan_point_engine(seed: int | None = None, penalty: str | None = None) -> Po
 
     def pooled(data: Comparisons) -> tuple[Any, Any]:
         sp = stan_fit_point(data, "pooled", seed=seed, warn=False, penalty=penalty)
+        assert sp.llm_chart is not None and sp.llm_theta is not None  # a pooled fit has its first stage
         s_pool = sp.llm_chart.S(sp.llm_theta)[0]  # K = 1, A = [1]: B e_1 = the pooled BTL scores
         c = float(s_pool @ sp.scores / (s_pool @ s_pool))
         return (_as_optim(sp.stages[0], s_pool[:-1], sp.details["llm_objective"]),
@@ -81,7 +83,7 @@ def stan_point_engine(seed: int | None = None, penalty: str | None = None) -> Po
 
 
 def stan_tie_optimizers(seed: int | None = None, backend: str | None = None) -> TieOptimizers:
-    """The optimizers of :mod:`pydial.tie_fits` run by Stan (``fit(..., ties=..., engine="stan")``).
+    """Return the optimizers of :mod:`pydial.tie_fits` run by Stan (``fit(..., ties=..., engine="stan")``).
 
     ``dial.stan`` with ``tie_model`` 1 / 2 for the LLM-only stage, the calibration stage
     (``fix_llm``) and the weighted fits (weights ``lambda n_H / n_L`` and 1, ``n`` counting
@@ -108,8 +110,10 @@ def stan_tie_optimizers(seed: int | None = None, backend: str | None = None) -> 
         return np.array([not d["nu_zero"][g] for g in groups], bool)
 
     def run(d: dict, ch: Any, x0: np.ndarray, head: int) -> tuple[Any, np.ndarray]:
-        """Optimize from ``x0`` (``head`` structural entries, then the free ``log nu``); the optimum
-        in the same layout."""
+        """Optimize from ``x0`` (``head`` structural entries, then the free ``log nu``).
+
+        Return the optimizer's result and the optimum in the same layout.
+        """
         free = free_entries(d, ch)
         lognu = np.zeros(free.size)
         lognu[free] = x0[head:]
@@ -143,6 +147,7 @@ def stan_tie_optimizers(seed: int | None = None, backend: str | None = None) -> 
         _, n_h = tie_totals(data)
         N = data.N
         H = human_cell_table(data, ties=True)
+        assert H.ties is not None  # filled in by CellTable
         free = bool((H.ties > 0).any())  # without ties: the binary model (nu = 0)
         d = judges_data(empty_cells(), H, N=N, K=0, order=False, ties=ties if free else None, flat=True,
                         log_lik=False)
@@ -161,9 +166,12 @@ def stan_tie_optimizers(seed: int | None = None, backend: str | None = None) -> 
 
 def stan_pooled_tie_stages(data: Comparisons, ties: str, x0: np.ndarray, l2: float, free1: bool, free2: bool,
                            seed: int | None = None, backend: str | None = None) -> tuple[Any, Any]:
-    """The two stages of the pooled tie fit (:func:`pydial.tie_baselines.fit_pooled_ties`) with Stan's optimizer (``dial.stan`` with one judge holding the pooled LLM cells,
-    ``r = 0``, no order effects; then ``fix_llm`` for ``(c, log nu_H)``), in the numpy coordinates
-    ``(beta, log nu_L)`` and ``(c, log nu_H)``."""
+    """Run the two stages of the pooled tie fit (:func:`pydial.tie_baselines.fit_pooled_ties`) with Stan's optimizer.
+
+    ``dial.stan`` with one judge holding the pooled LLM cells, ``r = 0``, no order
+    effects; then ``fix_llm`` for ``(c, log nu_H)``.  The optima are in the numpy
+    coordinates ``(beta, log nu_L)`` and ``(c, log nu_H)``.
+    """
     from ..model import centering_basis
     from ..likelihood import tie_totals
     from ..model import Chart

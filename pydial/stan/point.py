@@ -18,14 +18,14 @@ from __future__ import annotations
 
 import warnings
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any, Mapping, cast
 
 import numpy as np
 
 from ..data import Comparisons
 from ..exceptions import ConvergenceWarning, DataError
 from ..fitting import initial_theta
-from ..model import Chart, helmert_basis
+from ..model import Calibration, Chart, helmert_basis
 from .backend import CompiledModel, OptimizeResult, compile_model
 from .standata import dial_data, empty_cells, human_cell_table, judges_data, llm_cell_table, pooled_cell_table, weighted_log_coef
 
@@ -96,6 +96,7 @@ class StanPointFit:
     details: dict[str, Any] = field(default_factory=dict, repr=False)
 
     def __repr__(self) -> str:
+        """Summarize the fit: method, dimension, weight, objective, convergence and backend."""
         return (f"StanPointFit(method={self.method!r}, dim={self.chart.dim}, lam={self.lam}, "
                 f"objective={self.objective:.6g}, converged={self.converged}, backend={self.backend!r})")
 
@@ -223,7 +224,7 @@ def stan_fit_point(
         lam_ = n_l / n_h if lam is None else float(lam)
         if not (np.isfinite(lam_) and lam_ > 0):
             raise ValueError(f"lam must be finite and > 0 for the joint fit, got {lam!r}")
-        ch = Chart(data.N, data.K, rank, calibration, order)
+        ch = Chart(data.N, data.K, rank, cast(Calibration | None, calibration), order)
         d = dial_data(data, ch, w_llm=lam_ * n_h / n_l, w_human=1.0, priors=priors, firth=2 if firth else 0)
         th0 = initial_theta(data, ch) if init is None else np.asarray(init, float)
         res = dial.optimize(d, th0, seed=seed, gtol=gtol, max_iter=max_iter)
@@ -231,7 +232,8 @@ def stan_fit_point(
             _check_converged(res, f"joint fit, lambda = {lam_:.4g}")
         A, B, ct, b = ch.unpack(res.u)
         return StanPointFit(method, ch, res.u, ch.scores(res.u), A @ B.T, b if order else np.zeros(data.K), lam_,
-                            -(res.log_prob - weighted_log_coef(d)) / n_h, res.converged, res.grad_norm, [res], dial.backend, res.seconds)
+                            -(res.log_prob - weighted_log_coef(d)) / n_h, res.converged, res.grad_norm, [res], dial.backend,
+                            res.seconds)
 
     # LLM-only first stage (llm, staged, pooled)
     pooled = method == "pooled"
@@ -257,7 +259,8 @@ def stan_fit_point(
                             -(r1.log_prob - weighted_log_coef(dL)) / n_l, r1.converged, r1.grad_norm, [r1], dial.backend, t_total)
 
     # second stage: argmin_c l_H(M c) with the LLM block fixed (eq. staged-calibrated-estimator)
-    ch = Chart(data.N, K, r, cal, use_order)
+    assert cal is not None  # checked above for "staged"; "mu" for "pooled"
+    ch = Chart(data.N, K, r, cast(Calibration, cal), use_order)
     st = chL.structure(r1.u)
     M = st.basis(cal)
     # start: c = 0, as the numpy engine's calibration GLM (pydial.fitting.fit_calibration)
@@ -278,8 +281,10 @@ def stan_fit_point(
 
 def _fit_human(data: Comparisons, *, backend: str | None, seed: int | None, gtol: float, max_iter: int,
                model: CompiledModel | None, warn: bool, firth: bool = False) -> StanPointFit:
-    """Human BTL, eq. human-full-loss, with ``judges.stan`` (no LLM judge, ``K = 0``;
-    Firth's estimate with ``firth``)."""
+    """Human BTL, eq. human-full-loss, with ``judges.stan`` (no LLM judge, ``K = 0``).
+
+    With ``firth``, Firth's estimate.
+    """
     jm = model if model is not None else compile_model("judges", backend=backend)
     N = data.N
     H = human_cell_table(data)

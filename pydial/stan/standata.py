@@ -11,12 +11,12 @@ squares on empirical log-odds, then the structure recovery of
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from typing import Any, Mapping, cast
 
 import numpy as np
 
 from ..data import CellTable, Comparisons
-from ..model import Chart, Structure, helmert_basis, structure_from_S
+from ..model import Calibration, Chart, Structure, helmert_basis, structure_from_S
 
 __all__ = [
     "DIAL_PRIORS",
@@ -59,7 +59,7 @@ JUDGES_PRIORS: dict[str, float] = {"s_sd": 2.0, "b_sd": 1.0, "log_nu_mean": -1.0
 
 
 def merge_priors(defaults: Mapping[str, float], priors: Mapping[str, float] | None, what: str) -> dict[str, float]:
-    """The prior settings ``defaults`` of program ``what`` overridden by ``priors`` (names and scales checked)."""
+    """Return the prior settings ``defaults`` of program ``what`` overridden by ``priors`` (names and scales checked)."""
     out = dict(defaults)
     if priors:
         unknown = sorted(set(priors) - set(defaults))
@@ -81,7 +81,7 @@ def llm_cell_table(data: Comparisons, *, ties: bool = False) -> CellTable:
 
 
 def pooled_cell_table(data: Comparisons, *, ties: bool = False) -> CellTable:
-    """The LLM cells of :func:`llm_cell_table` all given to one judge (index 0): the pooled BTL."""
+    """Return the LLM cells of :func:`llm_cell_table` all given to one judge (index 0): the pooled BTL."""
     return data.cell_table("pooled", ties=ties)
 
 
@@ -111,14 +111,14 @@ def _tie_code(ties: str | None) -> int:
 
 
 def empty_cells() -> CellTable:
-    """A table with no cells."""
+    """Return a table with no cells."""
     return CellTable.empty()
 
 
 def schema_data(L: CellTable, H: CellTable | None, *, N: int, K: int, order: bool, ties: str | None,
                 w_llm: float | np.ndarray = 1.0, w_human: float | np.ndarray = 1.0,
                 log_lik: bool = True) -> dict[str, Any]:
-    """The data block shared by every program (``N, K, use_order, tie_model``, LLM and human cells).
+    """Return the data block shared by every program (``N, K, use_order, tie_model``, LLM and human cells).
 
     ``L`` holds LLM cells with 0-based judges ``0..K-1``; ``H`` human cells (or
     ``None``).  Weights multiply each cell's log-likelihood.  With
@@ -126,6 +126,7 @@ def schema_data(L: CellTable, H: CellTable | None, *, N: int, K: int, order: boo
     """
     H = empty_cells() if H is None else H
     code = _tie_code(ties)
+    assert L.ties is not None and H.ties is not None  # filled in by CellTable
     if code == 0 and (np.any(L.ties > 0) or np.any(H.ties > 0)):
         raise ValueError("cells with ties need a tie model (ties='davidson' or 'rao-kupper')")
     if len(L) and (L.judge.min() < 0 or L.judge.max() >= K):
@@ -182,7 +183,7 @@ def dial_data(
     firth: int = 0,
     boundary_nu: bool = False,
 ) -> dict[str, Any]:
-    """Data of ``dial.stan`` for the chart ``chart``.
+    """Return the data of ``dial.stan`` for the chart ``chart``.
 
     Parameters
     ----------
@@ -246,8 +247,9 @@ def dial_data(
 def _nu_zero(L: CellTable, H: CellTable | None, K: int) -> np.ndarray:
     """1 for each group (judges ``0..K-1``, people ``K``) without a tie in the cells ``L``, ``H``."""
     tied = np.zeros(K + 1, bool)
+    assert L.ties is not None  # filled in by CellTable
     tied[np.unique(L.judge[L.ties > 0])] = True
-    tied[K] = H is not None and bool((H.ties > 0).any())
+    tied[K] = H is not None and bool((cast(np.ndarray, H.ties) > 0).any())
     return (~tied).astype(np.int64)
 
 
@@ -267,7 +269,7 @@ def dial_sample_data(
     mu_ref: np.ndarray | None = None,
     per_judgment: bool = False,
 ) -> tuple[dict[str, Any], CellTable, CellTable | None]:
-    """Data of ``dial_sample.stan`` and the cell tables (LLM, human) in log_lik order.
+    """Return the data of ``dial_sample.stan`` and the cell tables (LLM, human) in log_lik order.
 
     ``per_judgment=True`` passes one cell per judgment (:meth:`CellTable.per_judgment`),
     so that ``log_lik`` is written per judgment (same posterior).
@@ -280,7 +282,7 @@ def dial_sample_data(
     :func:`spectral_start`; any rough estimate of ``mu`` will do).
     """
     _tie_code(ties)
-    Chart(data.N, data.K, rank, calibration, order)  # validates rank / calibration
+    Chart(data.N, data.K, rank, cast(Calibration | None, calibration), order)  # validates rank / calibration
     tie = ties is not None
     L = llm_cell_table(data, ties=tie)
     H = human_cell_table(data, ties=tie) if calibration is not None else None
@@ -327,7 +329,7 @@ def judges_data(
     log_lik: bool = True,
     firth: bool = False,
 ) -> dict[str, Any]:
-    """Data of ``judges.stan``: LLM cells ``L`` of judges ``0..K-1`` and human cells ``H``.
+    """Return the data of ``judges.stan``: LLM cells ``L`` of judges ``0..K-1`` and human cells ``H``.
 
     ``K = 0`` with human cells only is the human BTL (or tie) model; one judge
     holding every LLM cell with ``order=False`` is the pooled BTL.
@@ -363,7 +365,7 @@ def standata(
     include_human: bool = True,
     extra: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    r"""The Stan data dictionary of a pydial program for ``data`` (the shared schema plus the program's own).
+    r"""Return the Stan data dictionary of a pydial program for ``data`` (the shared schema plus the program's own).
 
     Every shipped program reads the same cells: ``N, K, use_order,
     tie_model`` (0 binary, 1 Davidson-Beaver, 2 Rao-Kupper), the LLM cells
@@ -403,7 +405,7 @@ def standata(
     w_llm = 1.0 if lam is None else float(lam) * data.n_human / data.n_llm
     tie = ties is not None
     if program == "dial":
-        ch = Chart(data.N, data.K, rank, calibration, order)
+        ch = Chart(data.N, data.K, rank, cast(Calibration | None, calibration), order)
         d = dial_data(data, ch, w_llm=w_llm, w_human=1.0, priors=priors, ties=ties, log_lik=True)
     elif program == "dial_sample":
         d = dial_sample_data(data, rank=rank, calibration=calibration, order=order, ties=ties, w_llm=w_llm,
@@ -448,7 +450,7 @@ def _judge_ls(cells: CellTable, N: int, with_order: bool, ridge: float = 1e-3) -
 
 
 def spectral_start(data: Comparisons, chart: Chart, *, llm: CellTable | None = None) -> np.ndarray:
-    """A deterministic starting ``theta`` in the reduced chart of ``chart``.
+    """Return a deterministic starting ``theta`` in the reduced chart of ``chart``.
 
     Per judge, weighted least squares of the empirical log-odds
     ``log((y + 1/2) / (n - y + 1/2))`` on ``s_ki - s_kj + a b_k`` (a small ridge
@@ -501,7 +503,7 @@ def dial_sample_inits(
     still detect chains that end in different modes.
     """
     N, K, r = int(d["N"]), int(d["K"]), int(d["r"])
-    cal = {0: None, 1: "mu", 2: "W"}[int(d["calibration"])]
+    cal: Calibration | None = {0: None, 1: "mu", 2: "W"}[int(d["calibration"])]
     order = bool(d["use_order"])
     if start is None:
         chart = Chart(N, K, r, cal, order)
@@ -522,6 +524,7 @@ def dial_sample_inits(
         Z = st.V @ Tm.T
     else:
         P, Z = np.zeros((K, 0)), np.zeros((N, 0))
+    c_raw = np.atleast_1d(np.asarray(c, float)) if cal is not None else np.zeros(0)
     out = []
     for _ in range(chains):
         e = lambda *shape: jitter * rng.standard_normal(shape)  # noqa: E731
@@ -532,7 +535,7 @@ def dial_sample_inits(
             "gamma_dev": QK.T @ st.gamma + e(K - 1),
             "P_raw": QK.T @ P + e(K - 1, r),
             "b": (np.asarray(b, float) + e(K)) if order else np.zeros(0),
-            "c": (np.atleast_1d(np.asarray(c, float)) + e(np.size(c))) if cal is not None else np.zeros(0),
+            "c": (c_raw + e(c_raw.size)) if cal is not None else np.zeros(0),
             "log_nu": log_nu + e(log_nu.size),
         }
         out.append(init)
@@ -540,7 +543,7 @@ def dial_sample_inits(
 
 
 def tie_start(d: Mapping[str, Any]) -> np.ndarray:
-    """Starting log tie parameters (judges 1..K, then people) of the Stan data ``d``.
+    """Return the starting log tie parameters (judges 1..K, then people) of the Stan data ``d``.
 
     :func:`pydial.ties.log_nu_start` (the numpy engine's start) of each group's cells.
     """
@@ -552,12 +555,15 @@ def tie_start(d: Mapping[str, Any]) -> np.ndarray:
     counts = np.vstack([np.asarray(d["cell_counts"]).reshape(-1, 3), np.asarray(d["human_counts"]).reshape(-1, 3)])
     judge = np.concatenate([np.asarray(d["cell_judge"], np.int64) - 1, np.full(H, K)])
     ties = {v: k for k, v in TIE_MODEL_CODE.items()}[code]
+    assert ties is not None  # code != 0
     return np.asarray([log_nu_start(ties, counts[judge == g]) for g in range(K + (1 if H else 0))], float)
 
 
 def _householder_perp(e: np.ndarray) -> np.ndarray:
-    """Columns 2.. of the Householder reflection taking the first unit vector to unit ``e``
-    (``E_perp`` of dial_sample.stan)."""
+    """Return columns 2.. of the Householder reflection taking the first unit vector to unit ``e``.
+
+    They are ``E_perp`` of dial_sample.stan.
+    """
     n = e.size
     w0 = -e.copy()
     w0[0] += 1.0
@@ -568,8 +574,10 @@ def _householder_perp(e: np.ndarray) -> np.ndarray:
 
 
 def _z_raw(Zc: np.ndarray, mu_c: np.ndarray, mu_ref: np.ndarray) -> np.ndarray:
-    """Coordinates ``Z_raw`` of a matrix ``Zc`` orthogonal to ``mu_c`` (both in Helmert
-    coordinates), inverting the map of dial_sample.stan."""
+    """Return the coordinates ``Z_raw`` of a matrix ``Zc`` orthogonal to ``mu_c``.
+
+    Both are in Helmert coordinates; this inverts the map of dial_sample.stan.
+    """
     e = mu_ref / np.linalg.norm(mu_ref)
     mu_dir = mu_c / np.linalg.norm(mu_c)
     w = e + mu_dir
