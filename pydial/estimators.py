@@ -25,7 +25,7 @@ import numpy as np
 import pandas as pd
 
 from .data import Comparisons
-from .engines import JointOptimizer, PointEngine, StagedFit, StructuredFit
+from .engines import PointEngine, StagedFit, StructuredFit
 from .exceptions import ArgumentWarning, ConvergenceError, DataError, DialError, IdentifiabilityError
 from .fitting import (
     centered_design,
@@ -536,8 +536,7 @@ def numpy_human(data: Comparisons, *, penalty: str | None = None) -> Any:
 def numpy_engine(penalty: str | None = None) -> PointEngine:
     """Return the numpy optimizers, with the likelihoods penalized by ``penalty`` (:mod:`pydial.penalty`)."""
     if penalty is None:
-        # numpy_joint names its chart parameter ``ch``; every caller passes it by position
-        return PointEngine(staged=staged_fit, joint=cast(JointOptimizer, numpy_joint), human=numpy_human, judges=numpy_judges,
+        return PointEngine(staged=staged_fit, joint=numpy_joint, human=numpy_human, judges=numpy_judges,
                            pooled=numpy_pooled)
     return PointEngine(staged=partial(staged_fit, penalty=penalty), joint=partial(numpy_joint, penalty=penalty),
                        human=partial(numpy_human, penalty=penalty), judges=partial(numpy_judges, penalty=penalty),

@@ -318,6 +318,8 @@ class DialResult:
             ``"degenerate covariance"``).
         """
         cov, anchored, corr = self._cov_settings(cov_type, anchored_cov, correction)
+        if (cov, anchored, corr) == (self.cov_type, self.anchored_cov_type, self.cov_correction):
+            return dataclasses.replace(self)  # nothing to recompute
         if not self.linearization:
             raise ValueError(f"this {self.method!r} result carries no linearization"
                              + (" (the human and judges tie models give model-based standard errors only)"

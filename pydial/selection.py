@@ -142,13 +142,13 @@ def guard(ch: Chart, opt: OptimResult, H: np.ndarray, s: np.ndarray,
 JointFitter = Callable[[Comparisons, Chart, float, np.ndarray], tuple[np.ndarray, OptimResult]]
 
 
-def numpy_joint(data: Comparisons, ch: Chart, lam: float, theta0: np.ndarray, *,
+def numpy_joint(data: Comparisons, chart: Chart, lam: float, theta0: np.ndarray, *,
                 penalty: str | None = None) -> tuple[np.ndarray, OptimResult]:
     """Minimize ``Q_lambda`` from ``theta0`` with the numpy Newton optimizer.
 
     The human block is penalized by ``penalty``.
     """
-    f = fit_structured(data, ch, lam, theta0, penalty=penalty)
+    f = fit_structured(data, chart, lam, theta0, penalty=penalty)
     return f.theta, f.opt
 
 

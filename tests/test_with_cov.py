@@ -213,3 +213,10 @@ def test_judges_record_meat_equals_statsmodels_cluster(data):
     for kk in range(K):
         Vk = V[kk * N: kk * N + N - 1, kk * N: kk * N + N - 1]
         np.testing.assert_allclose(res.judge_scores_se.iloc[kk].to_numpy(), np.sqrt(np.diag(P @ Vk @ P.T)), rtol=1e-8)
+
+
+def test_with_cov_at_the_fits_own_settings_is_a_copy(data):
+    tie = quiet_fit(pydial.simulate(N=4, K=2, r=1, n_llm=2000, n_human=800, rng=3, tie_rate=0.2).comparisons, "human",
+                    ties="davidson")
+    same = tie.with_cov("fisher")  # the tie BTL's only covariance: no linearization needed
+    assert same is not tie and same.cov.equals(tie.cov) and same.tie_parameters.equals(tie.tie_parameters)
