@@ -205,13 +205,34 @@ def pooled_linearization(data: Comparisons, o1: OptimResult, o2: OptimResult) ->
     p2 = expit(c * x2)
     Cc = w2 * np.sum(Hc.n * p2 * (1 - p2) * x2**2)
     X21 = w2 * centered_design(Hc.i, Hc.j, N).rmatvec(Hc.n * p2 * (1 - p2) * x2 * c + (Hc.n * p2 - Hc.y))
-    total = c * T - np.outer(sp_, X21 / Cc)
+    total, A_H = two_step_maps(c * T, sp_[:, None], np.array([[Cc]]), X21[None, :], "the pooled scale c")
     U_L = X1.influence(np.linalg.solve(H1, total.T).T)
-    U_H = Influence(x2[:, None], sp_[:, None] / Cc)
+    U_H = Influence(x2[:, None], A_H)
     st = CellStats.from_parts([(L.n, L.y, p1, w1, False), (Hc.n, Hc.y, p2, w2, True)])
     U = stack_influence([U_L, U_H])
     return Linearization(MeatSource(U.J, st), U.A, {"scores": slice(0, N)}, "the pooled scores",
                          stage_one=slice(0, U_L.A.shape[1]))
+
+
+def two_step_maps(S_xi: np.ndarray, S_c: np.ndarray, C: np.ndarray, H_c_xi: np.ndarray,
+                  stage_two: str) -> tuple[np.ndarray, np.ndarray]:
+    """Return the maps of the two-step delta method (stacked estimating equations) of a staged estimator.
+
+    Stage one estimates ``xi`` (the LLM fit), stage two ``c`` given ``xi`` (the
+    calibration to the people, eq. staged-calibrated-estimator); the targets ``t`` have
+    Jacobians ``S_xi = dt/dxi`` and ``S_c = dt/dc``, the stage-two loss the Hessian
+    blocks ``C = H_cc`` and ``H_c_xi``.  Returns the targets' total derivative in the
+    stage-one parameters, ``S_xi - S_c C^{-1} H_{c xi}`` (the stage-one cells' influence is
+    this times ``H_xi^+`` times their score), and the stage-two map ``S_c C^{-1}``.  Used
+    by DIAL-Anc (:func:`staged_influence`), the pooled baseline (:func:`pooled_linearization`)
+    and their tie versions, so that every staged fit is linearized by the same formula.
+    A singular ``C`` raises :class:`~pydial.IdentifiabilityError` naming ``stage_two``.
+    """
+    if np.linalg.matrix_rank(C) < C.shape[0]:
+        raise IdentifiabilityError(f"the human calibration block is singular: the human comparisons do not identify "
+                                   f"{stage_two} in the estimated basis (Cond. human-design, rank(D_H M) = d)")
+    Cinv = np.linalg.inv(C)
+    return S_xi - S_c @ Cinv @ H_c_xi, S_c @ Cinv
 
 
 def staged_influence(data: Comparisons, fit_: Any, *, fixed_basis: bool = False) -> tuple[Influence, CellStats]:
@@ -239,20 +260,14 @@ def _staged_parts(data: Comparisons, fit_: Any, fixed_basis: bool = False) -> tu
     _, _, HH = oH.value_grad_hess(th)
     cs = ch.slices["c"]
     xi = np.r_[np.arange(0, cs.start), np.arange(cs.stop, ch.dim)]
-    C = HH[cs, cs]
-    if np.linalg.matrix_rank(C) < C.shape[0]:
-        raise IdentifiabilityError("the human calibration block is singular: the human comparisons do not identify "
-                                   "c_H in the estimated basis (Cond. human-design, rank(D_H M) = d)")
-    Cinv = np.linalg.inv(C)
     sdot = ch.score_jacobian(th)
-    S_xi, S_c = sdot[:, xi], sdot[:, cs]
-    total = S_xi - S_c @ Cinv @ HH[cs][:, xi]
+    total, A_H = two_step_maps(sdot[:, xi], sdot[:, cs], HH[cs, cs], HH[cs][:, xi], "c_H")
     HLp, _ = pinv_sym(HL[np.ix_(xi, xi)])
     A_L = total @ HLp
     if fixed_basis:
         A_L = np.zeros_like(A_L)
     U_L = oL.influence(th, A_L, xi)
-    U_H = oH.influence(th, S_c @ Cinv, cs)
+    U_H = oH.influence(th, A_H, cs)
     st = CellStats.from_parts([(data.llm.n, data.llm.y, oL.probabilities(th), 1.0 / data.n_llm, False),
                                (data.human.n, data.human.y, oH.probabilities(th), 1.0 / data.n_human, True)])
     return U_L, U_H, st

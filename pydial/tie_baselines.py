@@ -30,7 +30,7 @@ import pandas as pd
 from .data import Comparisons
 from .exceptions import IdentifiabilityError
 from .fitting import Design, centered_design, centering_basis, difference_design
-from .inference import Linearization
+from .inference import Linearization, two_step_maps
 from .likelihood import TieCells, tie_human_loss, tie_totals
 from .tie_fits import (NUMPY_TIE, TieOptimizers, tie_glm_influence, log_nu_start, human_tie_fit, judge_tie_tables,
                        stack_tie_influence, tie_glm, tie_glm_terms, tie_staged_fit, tie_table)
@@ -105,10 +105,11 @@ def fit_pooled_ties(data: Comparisons, common: dict, *, ties: str, seed: int | N
     warn_unresolved(o2, "pooled calibration tie model")
     c = float(o2.x[0])
     s = c * s_pool
-    # two-step linearization: targets (s, log nu_L, log nu_H); influence of stage 2 includes -H2^{-1} G21 (stage 1)
+    # two-step linearization (inference.two_step_maps): targets (s, log nu_L, log nu_H), stage 1 (beta, log nu_L),
+    # stage 2 (c, log nu_H); the stage-one map is applied with H1^{-1} by tie_glm_influence
     _, _, H2 = tie_glm_terms(ties, Hc.counts, X2, o2.x, w2, free2)
-    R = np.zeros((1 + free2, N - 1 + free1))
-    R[:, : N - 1] = np.linalg.solve(H2, pooled_cross_derivative(ties, Hc, N, beta, o2.x, w2, free2))
+    G21 = np.zeros((1 + free2, N - 1 + free1))
+    G21[:, : N - 1] = pooled_cross_derivative(ties, Hc, N, beta, o2.x, w2, free2)
     q = N + free1 + free2
     Z1 = np.zeros((q, N - 1 + free1))
     Z1[:N, : N - 1] = c * T
@@ -118,7 +119,8 @@ def fit_pooled_ties(data: Comparisons, common: dict, *, ties: str, seed: int | N
         Z1[N, N - 1] = 1.0
     if free2:
         Z2[N + free1, 1] = 1.0
-    U_L, _ = tie_glm_influence(data, ties, X1, o1.x, free1, w1, Z1 - Z2 @ R, cells=L)
+    total, _ = two_step_maps(Z1, Z2, H2, G21, "(c, nu_H) of the pooled tie model")
+    U_L, _ = tie_glm_influence(data, ties, X1, o1.x, free1, w1, total, cells=L)
     U_H, _ = tie_glm_influence(data, ties, X2, o2.x, free2, w2, Z2, cells=Hc)
     free = np.flatnonzero([free1, free2])
     lin = stack_tie_influence([U_L, U_H]).linearization(

@@ -50,10 +50,9 @@ from scipy.stats import norm
 from .calibration_test import calibration_lrt
 from .data import I_WINS, J_WINS, TIE, Comparisons
 from .engines import TieOptimizers
-from .exceptions import IdentifiabilityError
 from .fitting import Design, centered_design, centering_basis, difference_design, initial_theta, logistic_glm
 from .inference import (Linearization, MeatSource, OutcomeStats, consensus_table, outcome_meat, position_effect_tables,
-                        unknown_cov)
+                        two_step_maps, unknown_cov)
 from .likelihood import TieCells, TieObjective, tie_cell_table, tie_groups, tie_human_loss, tie_totals
 from .model import Calibration, Chart, consensus_gamma
 from .optim import OptimResult, newton, pinv_sym
@@ -345,16 +344,11 @@ def staged_tie_influence(data: Comparisons, sf: TieStagedFit, ties: str) -> tupl
         s2_list.append(ch.dim + int(np.flatnonzero(sf.free == ch.K)[0]))
     s2 = np.asarray(s2_list)
     xi = np.setdiff1d(np.arange(oL.dim), s2)
-    C = HH[np.ix_(s2, s2)]
-    if np.linalg.matrix_rank(C) < C.shape[0]:
-        raise IdentifiabilityError("the human calibration block is singular: the human comparisons do not identify "
-                                   "(c_H, nu_H) in the estimated basis (Cond. human-design)")
-    Cinv = np.linalg.inv(C)
     E = _targets(ch, oL, x)
-    total = E[:, xi] - E[:, s2] @ Cinv @ HH[np.ix_(s2, xi)]
+    total, A_H = two_step_maps(E[:, xi], E[:, s2], HH[np.ix_(s2, s2)], HH[np.ix_(s2, xi)], "(c_H, nu_H)")
     HLp, _ = pinv_sym(HL[np.ix_(xi, xi)])
     U_L = _objective_influence(data, oL, x, total @ HLp, xi)
-    U_H = _objective_influence(data, oH, x, E[:, s2] @ Cinv, s2)
+    U_H = _objective_influence(data, oH, x, A_H, s2)
     return stack_tie_influence([U_L, U_H]), U_L.A.shape[1]
 
 
