@@ -682,6 +682,13 @@ class Comparisons:
         """
         if which not in ("llm", "human", "pooled"):
             raise ValueError(f"which must be 'llm', 'human' or 'pooled', got {which!r}")
+        key = ("cell_table", which, bool(ties))
+        if key not in self._cache:
+            self._cache[key] = self._cell_table(which, ties)
+        return self._cache[key]
+
+    def _cell_table(self, which: str, ties: bool) -> CellTable:
+        """:meth:`cell_table`, uncached."""
         if not ties:
             out = self.human.integer().with_judge(self.K) if which == "human" else self.llm.integer()
         else:

@@ -19,13 +19,13 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any, Literal, overload
+from typing import Any, Literal, Sequence, overload
 
 import numpy as np
 import scipy.sparse as sp
 from scipy.special import expit
 
-from .data import Comparisons, HumanCells, LLMCells
+from .data import CellTable, Comparisons, HumanCells, LLMCells
 from .meats import Influence
 from .model import Chart
 from .penalty import CalibrationFirthPenalty, check_penalty
@@ -72,7 +72,7 @@ def calibration_firth_penalty(data: Comparisons) -> CalibrationFirthPenalty:
 
 @dataclass(frozen=True)
 class Cells:
-    """LLM and human cells stacked for the bilinear kernel.
+    """Cell tables (:class:`pydial.data.CellTable`) stacked for the bilinear kernel, with weights.
 
     ``g`` is the loading row (judge ``k``, or ``K`` for the human); ``a`` is 0 for
     human cells; ``w`` is the per-comparison weight of the cell.
@@ -88,20 +88,29 @@ class Cells:
     is_human: np.ndarray
 
     @classmethod
-    def stack(cls, data: Comparisons, w_llm: float, w_human: float) -> "Cells":
-        """LLM cells (if ``w_llm > 0``) followed by human cells (if ``w_human > 0``)."""
-        parts = []
-        if w_llm > 0:
-            L = data.llm
-            parts.append((L.judge, L.i, L.j, L.a, L.n, L.y, np.full(L.n.size, w_llm), np.zeros(L.n.size, bool)))
-        if w_human > 0:
-            H = data.human
-            m = H.n.size
-            parts.append((np.full(m, data.K), H.i, H.j, np.zeros(m, np.int64), H.n, H.y, np.full(m, w_human), np.ones(m, bool)))
-        if not parts:
+    def from_tables(cls, parts: Sequence[tuple[CellTable, float, bool]]) -> "Cells":
+        """Stack the tables ``(table, weight, is_human)`` with a positive weight, in order.
+
+        A table's judges are its loading rows (``K`` for people, whose ``a`` is 0).
+        """
+        kept = [(tab, w, h) for tab, w, h in parts if w > 0 and len(tab)]
+        if not kept:
             raise ValueError("no cells with positive weight")
-        cols = [np.concatenate([p[t] for p in parts]) for t in range(8)]
-        return cls(*cols)
+        cols = [np.concatenate([np.asarray(getattr(tab, f)) for tab, _, _ in kept]) for f in ("judge", "i", "j", "a", "n", "y")]
+        w = np.concatenate([np.full(len(tab), float(w)) for tab, w, _ in kept])
+        h = np.concatenate([np.full(len(tab), h) for tab, _, h in kept])
+        out = cls._extra(kept)
+        return cls(*[c.astype(np.int64) for c in cols[:4]], *[c.astype(float) for c in cols[4:]], w, h, *out)
+
+    @classmethod
+    def _extra(cls, kept: Sequence[tuple[CellTable, float, bool]]) -> tuple[np.ndarray, ...]:
+        """Fields beyond the binary ones (none here; :class:`TieCells` adds the outcome counts)."""
+        return ()
+
+    @classmethod
+    def stack(cls, data: Comparisons, w_llm: float, w_human: float) -> "Cells":
+        """Stack the decisive LLM cells (if ``w_llm > 0``) and then the human cells (if ``w_human > 0``)."""
+        return cls.from_tables([(data.llm, w_llm, False), (data.human.with_judge(data.K), w_human, True)])
 
 
 DENSE_PAIR_RATIO = 16  # per-judge item-pair tables when they have at most this many entries per cell
@@ -588,26 +597,20 @@ class TieCells(Cells):
     counts: np.ndarray
 
     @classmethod
+    def _extra(cls, kept: Sequence[tuple[CellTable, float, bool]]) -> tuple[np.ndarray, ...]:
+        """The outcome counts of the stacked tables."""
+        return (np.concatenate([tab.counts for tab, _, _ in kept]).astype(float),)
+
+    @classmethod
     def stack(cls, data: Comparisons, w_llm: float, w_human: float) -> "TieCells":
-        """LLM tie cells (if ``w_llm > 0``) followed by human tie cells (if ``w_human > 0``).
+        """Stack the LLM tie cells (if ``w_llm > 0``) and then the human tie cells (if ``w_human > 0``).
 
         In the order of :meth:`Comparisons.tie_cells` (that of the Stan data).
         """
-        t = tie_cell_table(data)
-        k = t["k"].to_numpy(np.int64)
-        parts = []
-        for mask, w, human in ((k < data.K, w_llm, False), (k == data.K, w_human, True)):
-            if w > 0 and mask.any():
-                s = t.loc[mask]
-                cnt = s[["wins_i", "wins_j", "ties"]].to_numpy(float)
-                m = cnt.shape[0]
-                a = np.zeros(m, np.int64) if human else s["a"].to_numpy(np.int64)
-                parts.append((k[mask], s["i"].to_numpy(np.int64), s["j"].to_numpy(np.int64), a, cnt.sum(1), cnt[:, 0],
-                              np.full(m, float(w)), np.full(m, human), cnt))
-        if not parts:
-            raise ValueError("no cells with positive weight")
-        cols = [np.concatenate([p[t_] for p in parts]) for t_ in range(9)]
-        return cls(*cols)
+        out = cls.from_tables([(data.cell_table("llm", ties=True), w_llm, False),
+                               (data.cell_table("human", ties=True), w_human, True)])
+        assert isinstance(out, TieCells)
+        return out
 
 
 class TieObjective(Objective):
