@@ -70,6 +70,19 @@ def calibration_firth_penalty(data: Comparisons) -> CalibrationFirthPenalty:
     return CalibrationFirthPenalty(difference_design(H.i, H.j, data.N).toarray(), H.n.astype(float), 1.0 / data.n_human)
 
 
+def stacked_columns(parts: Sequence[tuple[CellTable, float, bool]]) -> dict[str, np.ndarray]:
+    """Columns of :class:`Cells` for the tables ``(table, weight, is_human)`` with a positive weight, stacked in order."""
+    kept = [(tab, w, h) for tab, w, h in parts if w > 0 and len(tab)]
+    if not kept:
+        raise ValueError("no cells with positive weight")
+    out = {name: np.concatenate([np.asarray(getattr(tab, f)) for tab, _, _ in kept]).astype(dtype)
+           for name, f, dtype in (("g", "judge", np.int64), ("i", "i", np.int64), ("j", "j", np.int64),
+                                  ("a", "a", np.int64), ("n", "n", float), ("y", "y", float))}
+    out["w"] = np.concatenate([np.full(len(tab), float(w)) for tab, w, _ in kept])
+    out["is_human"] = np.concatenate([np.full(len(tab), h) for tab, _, h in kept])
+    return out
+
+
 @dataclass(frozen=True)
 class Cells:
     """Cell tables (:class:`pydial.data.CellTable`) stacked for the bilinear kernel, with weights.
@@ -93,19 +106,7 @@ class Cells:
 
         A table's judges are its loading rows (``K`` for people, whose ``a`` is 0).
         """
-        kept = [(tab, w, h) for tab, w, h in parts if w > 0 and len(tab)]
-        if not kept:
-            raise ValueError("no cells with positive weight")
-        cols = [np.concatenate([np.asarray(getattr(tab, f)) for tab, _, _ in kept]) for f in ("judge", "i", "j", "a", "n", "y")]
-        w = np.concatenate([np.full(len(tab), float(w)) for tab, w, _ in kept])
-        h = np.concatenate([np.full(len(tab), h) for tab, _, h in kept])
-        out = cls._extra(kept)
-        return cls(*[c.astype(np.int64) for c in cols[:4]], *[c.astype(float) for c in cols[4:]], w, h, *out)
-
-    @classmethod
-    def _extra(cls, kept: Sequence[tuple[CellTable, float, bool]]) -> tuple[np.ndarray, ...]:
-        """Fields beyond the binary ones (none here; :class:`TieCells` adds the outcome counts)."""
-        return ()
+        return cls(**stacked_columns(parts))
 
     @classmethod
     def stack(cls, data: Comparisons, w_llm: float, w_human: float) -> "Cells":
@@ -597,9 +598,11 @@ class TieCells(Cells):
     counts: np.ndarray
 
     @classmethod
-    def _extra(cls, kept: Sequence[tuple[CellTable, float, bool]]) -> tuple[np.ndarray, ...]:
-        """The outcome counts of the stacked tables."""
-        return (np.concatenate([tab.counts for tab, _, _ in kept]).astype(float),)
+    def from_tables(cls, parts: Sequence[tuple[CellTable, float, bool]]) -> "TieCells":
+        """Stack the tables as :meth:`Cells.from_tables` does, with their outcome counts."""
+        cols = stacked_columns(parts)
+        kept = [tab for tab, w, _ in parts if w > 0 and len(tab)]
+        return cls(**cols, counts=np.concatenate([tab.counts for tab in kept]).astype(float))
 
     @classmethod
     def stack(cls, data: Comparisons, w_llm: float, w_human: float) -> "TieCells":
@@ -607,10 +610,8 @@ class TieCells(Cells):
 
         In the order of :meth:`Comparisons.tie_cells` (that of the Stan data).
         """
-        out = cls.from_tables([(data.cell_table("llm", ties=True), w_llm, False),
-                               (data.cell_table("human", ties=True), w_human, True)])
-        assert isinstance(out, TieCells)
-        return out
+        return cls.from_tables([(data.cell_table("llm", ties=True), w_llm, False),
+                                (data.cell_table("human", ties=True), w_human, True)])
 
 
 class TieObjective(Objective):
