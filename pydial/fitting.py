@@ -247,6 +247,10 @@ def initial_theta(data: Comparisons, chart: Chart, *, ridge: float = 1e-3) -> np
     """Start for the structured fit: ridge judge-wise order-effect fits, then an SVD.
 
     The SVD is the consensus-plus-rank-r SVD of their score matrix (Cond. llm-structure).
+    For a calibrated chart the calibration coordinates are the least-squares projection
+    of the people's ridge BTL scores on the basis ``M`` (``e_1`` without human data).
+    The one start of every structured fit of both engines, and of Stan's NUTS chains
+    (jittered, :func:`pydial.stan.standata.dial_sample_inits`).
 
     The ridge keeps every judge's fit finite even when the judge alone is not
     identified; the structured fit then corrects it.
@@ -261,7 +265,12 @@ def initial_theta(data: Comparisons, chart: Chart, *, ridge: float = 1e-3) -> np
     if np.linalg.norm(S0.sum(0)) == 0.0:
         S0[0, 0], S0[0, 1] = 1e-3, -1e-3
     st = structure_from_S(S0, chart.r)
-    theta = chart.from_structure(st, c=np.eye(chart.d)[0] if chart.d else None, b=b0 if chart.order else None)
+    c = None
+    if chart.calibration is not None:
+        c = np.eye(chart.d)[0]
+        if data.n_human:
+            c = np.linalg.lstsq(st.basis(chart.calibration), fit_human_btl(data.human, N, ridge=ridge).s, rcond=None)[0]
+    theta = chart.from_structure(st, c=c, b=b0 if chart.order else None)
     return np.clip(theta, -BOX * 0.9, BOX * 0.9)
 
 

@@ -134,12 +134,13 @@ def test_nonconvergence_is_reported(models, data):
 def test_fixed_coordinates_stay_fixed(models, data, stan_backend_name):
     """The scipy path holds coordinates fixed in-process (httpstan); CmdStan takes them as data instead."""
     from pydial.stan import StanBackendError
-    from pydial.stan.standata import dial_data, spectral_start
+    from pydial.fitting import initial_theta
+    from pydial.stan.standata import dial_data
 
     m = models["dial"]
     ch = Chart(data.N, data.K, 1, "mu", True)
     d = dial_data(data, ch, w_llm=1.0, w_human=1.0)
-    th0 = spectral_start(data, ch)
+    th0 = initial_theta(data, ch)
     fixed = np.zeros(ch.dim, bool)
     fixed[ch.slices["B"]] = True
     if stan_backend_name == "cmdstanpy":

@@ -262,9 +262,9 @@ def posterior(
     order : bool
         Estimate the judges' order effects.
     init : "spectral", "random" or list of dict
-        ``"spectral"`` (``model="dial"``): each chain starts near the
-        deterministic least-squares start of
-        :func:`pydial.stan.standata.spectral_start`, jittered; ``"random"``:
+        ``"spectral"`` (``model="dial"``): each chain starts near the point fits'
+        deterministic start :func:`pydial.fitting.initial_theta` (ridge judge-wise BTL
+        fits and the consensus SVD), jittered; ``"random"``:
         Stan's uniform(-2, 2) start; or one dict of initial values per chain.
     adapt_delta, max_depth : float, int
         NUTS target acceptance rate and maximum tree depth.

@@ -16,7 +16,8 @@ from typing import Any, Mapping, cast
 import numpy as np
 
 from ..data import CellTable, Comparisons
-from ..model import Calibration, Chart, Structure, helmert_basis, structure_from_S
+from ..fitting import initial_theta
+from ..model import Calibration, Chart, Structure, helmert_basis
 
 __all__ = [
     "DIAL_PRIORS",
@@ -33,7 +34,6 @@ __all__ = [
     "standata",
     "weighted_log_coef",
     "TIE_MODEL_CODE",
-    "spectral_start",
     "dial_sample_inits",
     "tie_start",
 ]
@@ -279,7 +279,7 @@ def dial_sample_data(
     the tie counts of :meth:`Comparisons.tie_cells`; ``None`` uses the
     decisive cells only.  ``mu_ref`` is the program's reference direction for
     ``mu`` in the coordinates of :func:`helmert_basis` (default: from
-    :func:`spectral_start`; any rough estimate of ``mu`` will do).
+    :func:`pydial.fitting.initial_theta`; any rough estimate of ``mu`` will do).
     """
     _tie_code(ties)
     Chart(data.N, data.K, rank, cast(Calibration | None, calibration), order)  # validates rank / calibration
@@ -292,7 +292,7 @@ def dial_sample_data(
     p = merge_priors(DIAL_SAMPLE_PRIORS, priors, "dial_sample.stan")
     if mu_ref is None:
         chL = Chart(data.N, data.K, rank, None, order)
-        mu_ref = helmert_basis(data.N).T @ chL.structure(spectral_start(data, chL)).mu / np.sqrt(data.N)
+        mu_ref = helmert_basis(data.N).T @ chL.structure(initial_theta(data, chL)).mu / np.sqrt(data.N)
     mu_ref = np.asarray(mu_ref, float).reshape(-1)
     if mu_ref.size != data.N - 1 or not np.linalg.norm(mu_ref) > 0:
         raise ValueError(f"mu_ref must be a nonzero vector of length N - 1 = {data.N - 1}")
@@ -428,65 +428,6 @@ def with_extra(d: dict[str, Any], extra: Mapping[str, Any] | None) -> dict[str, 
 
 
 # --------------------------------------------------------------------------- starting values
-def _judge_ls(cells: CellTable, N: int, with_order: bool, ridge: float = 1e-3) -> tuple[np.ndarray, float]:
-    """Weighted least squares of empirical log-odds on ``s_i - s_j (+ a b)``; centered ``s``."""
-    n = cells.wins_i + cells.wins_j
-    keep = n > 0
-    y, m = cells.wins_i[keep] + 0.5, cells.wins_j[keep] + 0.5
-    z = np.log(y / m)
-    w = 1.0 / (1.0 / y + 1.0 / m)
-    Q = helmert_basis(N)
-    D = np.zeros((keep.sum(), N))
-    rows = np.arange(keep.sum())
-    D[rows, cells.i[keep]] += 1.0
-    D[rows, cells.j[keep]] -= 1.0
-    X = D @ Q
-    if with_order:
-        X = np.column_stack([X, cells.a[keep].astype(float)])
-    A = X.T @ (w[:, None] * X) + ridge * np.eye(X.shape[1])
-    coef = np.linalg.solve(A, X.T @ (w * z))
-    s = Q @ coef[: N - 1]
-    return s, (float(coef[-1]) if with_order else 0.0)
-
-
-def spectral_start(data: Comparisons, chart: Chart, *, llm: CellTable | None = None) -> np.ndarray:
-    """Return a deterministic starting ``theta`` in the reduced chart of ``chart``.
-
-    Per judge, weighted least squares of the empirical log-odds
-    ``log((y + 1/2) / (n - y + 1/2))`` on ``s_ki - s_kj + a b_k`` (a small ridge
-    keeps it finite on sparse designs); then ``S -> (mu, gamma, U, V)`` by
-    :func:`pydial.model.structure_from_S` and the human calibration
-    coordinates by the same least squares on the human cells projected on
-    ``M``.  Not an estimator: only a start for the optimizer or NUTS.
-    """
-    L = llm if llm is not None else llm_cell_table(data)
-    N, K = chart.N, chart.K
-    S = np.zeros((K, N))
-    b = np.zeros(K)
-    for k in range(K):
-        m = L.judge == k
-        sub = L.select(m)
-        S[k], b[k] = _judge_ls(sub, N, chart.order)
-    st = _structure_safe(S, chart.r)
-    c = None
-    if chart.calibration is not None:
-        M = st.basis(chart.calibration)
-        H = human_cell_table(data)
-        if len(H):
-            s_h, _ = _judge_ls(H, N, False)
-            c = np.linalg.lstsq(M, s_h, rcond=None)[0]
-        else:
-            c = np.ones(M.shape[1])
-    return chart.from_structure(st, c, b if chart.order else None)
-
-
-def _structure_safe(S: np.ndarray, r: int) -> Structure:
-    K, N = S.shape
-    if np.linalg.norm(S.sum(axis=0)) < 1e-8:
-        S = S + 1e-3 * helmert_basis(N)[:, 0][None, :]
-    return structure_from_S(S, r)
-
-
 def dial_sample_inits(
     data: Comparisons,
     d: Mapping[str, Any],
@@ -498,7 +439,7 @@ def dial_sample_inits(
 ) -> list[dict[str, Any]]:
     """Per-chain initial values of ``dial_sample.stan`` around a point ``(structure, c, b)``.
 
-    Default point: :func:`spectral_start`.  Each chain perturbs the
+    Default point: :func:`pydial.fitting.initial_theta`, the start of the point fits.  Each chain perturbs the
     identified coordinates by normal noise of sd ``jitter`` so that R-hat can
     still detect chains that end in different modes.
     """
@@ -507,7 +448,7 @@ def dial_sample_inits(
     order = bool(d["use_order"])
     if start is None:
         chart = Chart(N, K, r, cal, order)
-        theta = spectral_start(data, chart)
+        theta = initial_theta(data, chart)
         st = chart.structure(theta)
         c = chart.calibration_coordinates(theta) if cal is not None else None
         b = chart.order_effects(theta) if order else None
