@@ -7,7 +7,6 @@ import importlib
 import pathlib
 import types
 
-import pytest
 
 import pydial
 
@@ -61,13 +60,10 @@ def test_stan_does_not_import_estimators():
     assert not bad, bad
 
 
-@pytest.mark.parametrize("excluded", [("backend", "cmdstan", "httpstan")])
-def test_no_private_names_across_modules(excluded):
-    """No ``from pydial... import _name`` across modules (Stan backend modules excepted)."""
+def test_no_private_names_across_modules():
+    """No ``from pydial... import _name`` across modules."""
     bad = []
     for name, path in _modules():
-        if name.startswith("pydial.stan.") and name.rpartition(".")[2].startswith(excluded):
-            continue
         for mod, what in _imports(name, path):
             if what.startswith("_") and not what.startswith("__") and mod.startswith("pydial"):
                 bad.append(f"{name}: from {mod} import {what}")
