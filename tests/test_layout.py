@@ -7,7 +7,6 @@ import importlib
 import pathlib
 import types
 
-
 import pydial
 
 PKG = pathlib.Path(pydial.__file__).parent
