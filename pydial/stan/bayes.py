@@ -54,9 +54,11 @@ from .standata import (
     merge_priors,
     dial_sample_data,
     dial_sample_inits,
+    dial_sample_start,
     human_cell_table,
     judges_data,
     llm_cell_table,
+    mu_reference,
     with_extra,
 )
 
@@ -651,18 +653,16 @@ def _run_dial(data: Comparisons, *, rank: int, calibration: str | None, ties: st
               win_prob: bool, program: str | None, extra: Mapping[str, Any] | None, backend: str | None,
               run: Mapping[str, Any], per_judgment: bool = False) -> tuple[SampleResult, dict, list, dict, dict, dict]:
     """One NUTS run of ``dial_sample.stan`` (or a user's copy): draws, data, cells, posterior group."""
+    if isinstance(init, str) and init not in ("spectral", "random"):
+        raise ValueError(f"init must be 'spectral', 'random' or a list of dicts, got {init!r}")
+    start = dial_sample_start(data, rank=rank, calibration=calibration, order=order)  # mu_ref and the chains' start
     d, L, H = dial_sample_data(data, rank=rank, calibration=calibration, order=order, ties=ties, w_llm=w_llm,
                                w_human=1.0, priors=priors, log_lik=True, win_prob=bool(win_prob and calibration),
-                               per_judgment=per_judgment)
+                               mu_ref=mu_reference(start[0].mu), per_judgment=per_judgment)
     cells = [L] + ([H] if H is not None and len(H) else [])
     chains = int(run["chains"])
     if isinstance(init, str):
-        if init == "spectral":
-            inits = dial_sample_inits(data, d, chains=chains, rng=rng)
-        elif init == "random":
-            inits = None
-        else:
-            raise ValueError(f"init must be 'spectral', 'random' or a list of dicts, got {init!r}")
+        inits = dial_sample_inits(data, d, chains=chains, rng=rng, start=start) if init == "spectral" else None
     else:
         inits = list(init)
     d = with_extra(d, extra)

@@ -35,6 +35,8 @@ __all__ = [
     "weighted_log_coef",
     "TIE_MODEL_CODE",
     "dial_sample_inits",
+    "dial_sample_start",
+    "mu_reference",
     "tie_start",
 ]
 
@@ -278,8 +280,8 @@ def dial_sample_data(
     parameter (``nu_1..nu_K``) and the people one more (``nu_{K+1}``), using
     the tie counts of :meth:`Comparisons.tie_cells`; ``None`` uses the
     decisive cells only.  ``mu_ref`` is the program's reference direction for
-    ``mu`` in the coordinates of :func:`helmert_basis` (default: from
-    :func:`pydial.fitting.initial_theta`; any rough estimate of ``mu`` will do).
+    ``mu`` in the coordinates of :func:`helmert_basis` (default: :func:`mu_reference`
+    of the ``mu`` of :func:`dial_sample_start`; any rough estimate of ``mu`` will do).
     """
     _tie_code(ties)
     Chart(data.N, data.K, rank, cast(Calibration | None, calibration), order)  # validates rank / calibration
@@ -291,8 +293,7 @@ def dial_sample_data(
         H = H.per_judgment() if H is not None else None
     p = merge_priors(DIAL_SAMPLE_PRIORS, priors, "dial_sample.stan")
     if mu_ref is None:
-        chL = Chart(data.N, data.K, rank, None, order)
-        mu_ref = helmert_basis(data.N).T @ chL.structure(initial_theta(data, chL)).mu / np.sqrt(data.N)
+        mu_ref = mu_reference(dial_sample_start(data, rank=rank, calibration=None, order=order)[0].mu)
     mu_ref = np.asarray(mu_ref, float).reshape(-1)
     if mu_ref.size != data.N - 1 or not np.linalg.norm(mu_ref) > 0:
         raise ValueError(f"mu_ref must be a nonzero vector of length N - 1 = {data.N - 1}")
@@ -428,6 +429,27 @@ def with_extra(d: dict[str, Any], extra: Mapping[str, Any] | None) -> dict[str, 
 
 
 # --------------------------------------------------------------------------- starting values
+def dial_sample_start(data: Comparisons, *, rank: int, calibration: str | None,
+                      order: bool = True) -> tuple[Structure, np.ndarray | None, np.ndarray | None]:
+    """Return the point fits' start :func:`pydial.fitting.initial_theta` as ``(structure, c, b)``.
+
+    ``c`` is ``None`` without a calibration, ``b`` without order effects.  It is the
+    ``start`` of :func:`dial_sample_inits`, and its ``mu`` gives ``mu_ref`` of
+    :func:`dial_sample_data` (:func:`mu_reference`).
+    """
+    chart = Chart(data.N, data.K, rank, cast(Calibration | None, calibration), order)
+    theta = initial_theta(data, chart)
+    c = chart.calibration_coordinates(theta) if calibration is not None else None
+    b = chart.order_effects(theta) if order else None
+    return chart.structure(theta), c, b
+
+
+def mu_reference(mu: np.ndarray) -> np.ndarray:
+    """Return the reference direction ``mu_ref`` of ``dial_sample.stan``: ``mu`` in Helmert coordinates over ``sqrt(N)``."""
+    mu = np.asarray(mu, float)
+    return helmert_basis(mu.size).T @ mu / np.sqrt(mu.size)
+
+
 def dial_sample_inits(
     data: Comparisons,
     d: Mapping[str, Any],
@@ -439,21 +461,14 @@ def dial_sample_inits(
 ) -> list[dict[str, Any]]:
     """Per-chain initial values of ``dial_sample.stan`` around a point ``(structure, c, b)``.
 
-    Default point: :func:`pydial.fitting.initial_theta`, the start of the point fits.  Each chain perturbs the
+    Default point: :func:`dial_sample_start`, the start of the point fits.  Each chain perturbs the
     identified coordinates by normal noise of sd ``jitter`` so that R-hat can
     still detect chains that end in different modes.
     """
     N, K, r = int(d["N"]), int(d["K"]), int(d["r"])
     cal: Calibration | None = {0: None, 1: "mu", 2: "W"}[int(d["calibration"])]
     order = bool(d["use_order"])
-    if start is None:
-        chart = Chart(N, K, r, cal, order)
-        theta = initial_theta(data, chart)
-        st = chart.structure(theta)
-        c = chart.calibration_coordinates(theta) if cal is not None else None
-        b = chart.order_effects(theta) if order else None
-    else:
-        st, c, b = start
+    st, c, b = dial_sample_start(data, rank=r, calibration=cal, order=order) if start is None else start
     QN, QK = helmert_basis(N), helmert_basis(K)
     log_nu = tie_start(d)
     # U V' = P Z' with P an orthonormal frame of col(U): U = P T (QR), Z = V T'
