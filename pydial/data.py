@@ -689,34 +689,40 @@ class Comparisons:
 
     def _cell_table(self, which: str, ties: bool) -> CellTable:
         """:meth:`cell_table`, uncached."""
+        if which == "pooled":
+            return self.cell_table("llm", ties=ties).with_judge(0)
         if not ties:
-            out = self.human.integer().with_judge(self.K) if which == "human" else self.llm.integer()
-        else:
-            t = self.tie_cells(human=(which == "human"))
-            if which == "human":
-                t = t[t["k"] == self.K]
-            out = CellTable.from_counts(*(_int64(t[c]) for c in ("k", "i", "j", "a", "wins_i", "wins_j", "ties")))
-        return out.with_judge(0) if which == "pooled" else out
+            return self.human.integer().with_judge(self.K) if which == "human" else self.llm.integer()
+        t = self._tie_frame()
+        t = t[t["k"] == self.K] if which == "human" else t[t["k"] < self.K]
+        return CellTable.from_counts(*(_int64(t[c]) for c in ("k", "i", "j", "a", "wins_i", "wins_j", "ties")))
 
     def tie_cells(self, *, human: bool = False) -> pd.DataFrame:
         """Cells with tie counts for the tie models (Davidson / Davidson-Beaver).
 
         Returns integer columns ``k, i, j, a, wins_i, wins_j, ties`` (``k = K`` and
-        ``a = 0`` for the human judge, included only with ``human=True``).
-        "Both bad" labels and self-comparisons are still excluded.
+        ``a = 0`` for the human judge, included only with ``human=True``), sorted by
+        ``(k, i, j, a)``.  "Both bad" labels and self-comparisons are still excluded.
+        A new frame per call, taken from one aggregation per data set.
         """
-        f = self.frame
-        m = (~f["self"]) & f["outcome"].isin([I_WINS, J_WINS, TIE])
-        if not human:
-            m &= f["k"] < self.K
-        wt = f.loc[m, "count"] if self.aggregated else 1
-        g = f.loc[m].assign(
-            wins_i=lambda x: (x["outcome"] == I_WINS).astype(int) * wt,
-            wins_j=lambda x: (x["outcome"] == J_WINS).astype(int) * wt,
-            ties=lambda x: (x["outcome"] == TIE).astype(int) * wt,
-        )
-        out = g.groupby(["k", "i", "j", "a"], as_index=False)[["wins_i", "wins_j", "ties"]].sum()
-        return out.astype(int).reset_index(drop=True)
+        t = self._tie_frame()
+        return t.copy() if human else t.loc[t["k"] < self.K].reset_index(drop=True)
+
+    def _tie_frame(self) -> pd.DataFrame:
+        """Aggregate the cells with tie counts of every judge, people included (:meth:`tie_cells`), once."""
+        key = ("tie_cells",)
+        if key not in self._cache:
+            f = self.frame
+            m = (~f["self"]) & f["outcome"].isin([I_WINS, J_WINS, TIE])
+            wt = f.loc[m, "count"] if self.aggregated else 1
+            g = f.loc[m].assign(
+                wins_i=lambda x: (x["outcome"] == I_WINS).astype(int) * wt,
+                wins_j=lambda x: (x["outcome"] == J_WINS).astype(int) * wt,
+                ties=lambda x: (x["outcome"] == TIE).astype(int) * wt,
+            )
+            out = g.groupby(["k", "i", "j", "a"], as_index=False)[["wins_i", "wins_j", "ties"]].sum()
+            self._cache[key] = out.astype(int).reset_index(drop=True)
+        return self._cache[key]
 
     # ----------------------------------------------------------------- report
     def summary(self) -> pd.DataFrame:

@@ -22,6 +22,7 @@ from functools import cached_property
 from typing import Any, Literal, Sequence, overload
 
 import numpy as np
+import pandas as pd
 import scipy.sparse as sp
 from scipy.special import expit
 
@@ -556,12 +557,9 @@ class Objective:
 
 
 # ====================================================================== ties
-def tie_cell_table(data: Comparisons) -> Any:
-    """:meth:`Comparisons.tie_cells` with the human cells (``k = K``), computed once per data set."""
-    key = ("tie_cells",)
-    if key not in data._cache:
-        data._cache[key] = data.tie_cells(human=True)
-    return data._cache[key]
+def tie_cell_table(data: Comparisons) -> pd.DataFrame:
+    """:meth:`Comparisons.tie_cells` with the human cells (``k = K``), aggregated once per data set."""
+    return data.tie_cells(human=True)
 
 
 def tie_totals(data: Comparisons) -> tuple[int, int]:

@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 
 import pydial
 from pydial import Comparisons, DataError
+from pydial.data import I_WINS, J_WINS, TIE
 
 
 def frame(rows):
@@ -148,6 +149,33 @@ def test_tie_cells_count_ties():
     th = c.tie_cells(human=True)
     hrow = th[(th.k == c.K) & (th.i == 0) & (th.j == 1)].iloc[0]
     assert (hrow.wins_i, hrow.wins_j, hrow.ties) == (1, 1, 1)
+
+
+def test_tie_cells_from_one_aggregation():
+    """The LLM tie cells are the rows ``k < K`` of the full table.
+
+    As a regrouping of the LLM rows alone gives them; the cell tables are the full table's
+    LLM and human rows; callers get copies.
+    """
+    c = Comparisons.from_frame(TINY)
+    full, llm = c.tie_cells(human=True), c.tie_cells()
+    f = c.frame
+    m = (~f["self"]) & f["outcome"].isin([I_WINS, J_WINS, TIE]) & (f["k"] < c.K)
+    ref = (f.loc[m].assign(wins_i=lambda x: (x["outcome"] == I_WINS).astype(int),
+                           wins_j=lambda x: (x["outcome"] == J_WINS).astype(int),
+                           ties=lambda x: (x["outcome"] == TIE).astype(int))
+           .groupby(["k", "i", "j", "a"], as_index=False)[["wins_i", "wins_j", "ties"]].sum().astype(int))
+    pd.testing.assert_frame_equal(llm, ref)
+    pd.testing.assert_frame_equal(llm, full[full["k"] < c.K].reset_index(drop=True))
+    for which, rows in (("llm", full["k"] < c.K), ("human", full["k"] == c.K)):
+        tab, t = c.cell_table(which, ties=True), full[rows]
+        for name, col in (("judge", "k"), ("i", "i"), ("j", "j"), ("a", "a"), ("y", "wins_i"), ("ties", "ties")):
+            np.testing.assert_array_equal(getattr(tab, name), t[col].to_numpy())
+        np.testing.assert_array_equal(tab.wins_j, t["wins_j"].to_numpy())
+    pooled = c.cell_table("pooled", ties=True)
+    assert (pooled.judge == 0).all() and np.array_equal(pooled.counts, c.cell_table("llm", ties=True).counts)
+    full["ties"] = -1
+    assert (c.tie_cells(human=True)["ties"] >= 0).all()
 
 
 # ------------------------------------------------------------------ errors
