@@ -701,11 +701,10 @@ def _cut_stage(data: Comparisons, res: SampleResult, d1: Mapping[str, Any], L: C
     if per_judgment:
         Hc = Hc.per_judgment()
     p = merge_priors(DIAL_SAMPLE_PRIORS, priors, "dial_sample.stan")
-    assert Hc.ties is not None  # filled in by CellTable
     d2 = {
         "N": N, "T": T, "d": dim_c, "M": M, "tie_model": TIE_MODEL_CODE[ties],
         "H": len(Hc), "human_i": Hc.i + 1, "human_j": Hc.j + 1,
-        "human_counts": np.column_stack([Hc.wins_i, Hc.wins_j, Hc.ties]).astype(np.int64),
+        "human_counts": Hc.counts,
         "human_w": np.ones(len(Hc)), "calc_log_lik": 1,
         "prior_c_sd": p["c_sd"], "prior_log_nu_mean": p["log_nu_mean"], "prior_log_nu_sd": p["log_nu_sd"],
     }
