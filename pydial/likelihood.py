@@ -564,10 +564,7 @@ def tie_cell_table(data: Comparisons) -> pd.DataFrame:
 
 def tie_totals(data: Comparisons) -> tuple[int, int]:
     """``(n_L, n_H)`` counting the ties: the LLM and human comparisons used by the tie models."""
-    t = tie_cell_table(data)
-    tot = t[["wins_i", "wins_j", "ties"]].to_numpy().sum(axis=1)
-    h = t["k"].to_numpy() == data.K
-    return int(tot[~h].sum()), int(tot[h].sum())
+    return int(data.cell_table("llm", ties=True).n.sum()), int(data.cell_table("human", ties=True).n.sum())
 
 
 def tie_groups(data: Comparisons, chart: Chart) -> np.ndarray:
@@ -579,9 +576,8 @@ def tie_groups(data: Comparisons, chart: Chart) -> np.ndarray:
     log-likelihood decreases in ``nu`` when ``t = 0``), at which its cells follow
     the binary model exactly; its tie parameter is therefore fixed at ``nu = 0``.
     """
-    t = tie_cell_table(data)
-    k = t["k"].to_numpy()
-    tied = np.unique(k[t["ties"].to_numpy() > 0])
+    tabs = [data.cell_table(which, ties=True) for which in ("llm", "human")]
+    tied = np.unique(np.concatenate([t.judge[t.counts[:, 2] > 0] for t in tabs]))
     return tied[tied < chart.rows]
 
 
@@ -815,9 +811,8 @@ def tie_human_loss(ties: str, s: np.ndarray, log_nu_h: float, data: Comparisons)
     """
     from .ties import binary_cell, tie_cell
 
-    t = tie_cell_table(data)
-    h = t.loc[t["k"] == data.K]
-    cnt = h[["wins_i", "wins_j", "ties"]].to_numpy(float)
-    eta = s[h["i"].to_numpy()] - s[h["j"].to_numpy()]
+    h = data.cell_table("human", ties=True)
+    cnt = h.counts.astype(float)
+    eta = s[h.i] - s[h.j]
     d = binary_cell(cnt, eta) if np.isneginf(log_nu_h) else tie_cell(ties)(cnt, eta, log_nu_h)
     return float(-d.value.sum() / cnt.sum())
