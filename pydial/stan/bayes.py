@@ -447,10 +447,10 @@ def posterior(
             raise DataError("no human comparisons")
         K = data.K if model == "judges" else 0
         Lc = llm_cell_table(data, ties=tie) if K else CellTable.empty()
+        cells = [Lc] + ([Hc] if with_human else [])
         if per_judgment:
             Lc = Lc.per_judgment()
             Hc = Hc.per_judgment() if Hc is not None else None
-        cells = [Lc] + ([Hc] if with_human else [])
         d = with_extra(judges_data(Lc, Hc, N=data.N, K=K, order=order and K > 0, ties=ties, priors=priors), extra)
         if isinstance(init, str):
             if init not in ("spectral", "random"):
@@ -510,10 +510,12 @@ def posterior(
         warnings.warn("Stan sampler problems:\n  - " + "\n  - ".join(problems), SamplerWarning, stacklevel=2)
 
     unit = "judgment" if per_judgment else "cell"
-    if per_judgment:
-        cell_labels = _judgment_labels(cells, items, judges + [data.human_judge])
+    names = judges + [data.human_judge]
+    if per_judgment:  # cells holds the aggregated tables: label and count the judgments of each cell
+        cell_labels = [lab for c in cells for lab in c.judgment_labels(items, names)]
+        cells = [c.per_judgment() for c in cells]
     else:
-        cell_labels = [lab for c in cells for lab in c.labels(items, judges + [data.human_judge])]
+        cell_labels = [lab for c in cells for lab in c.labels(items, names)]
     coords[unit] = cell_labels
     obs = _observed(cells)
     rep = np.asarray(res.draws["counts_rep"]).reshape(res.chains, res.draws_per_chain, len(cell_labels), 3)
@@ -626,19 +628,6 @@ def _calibration_modes(M: np.ndarray, Hc: CellTable, prior_sd: float, iterations
     return c
 
 
-def _judgment_labels(cells: Sequence[CellTable], items: list[str], judges: list[str]) -> list[str]:
-    """Labels of per-judgment rows: ``cell/outcome#n`` (n counts the rows of that cell and outcome)."""
-    out: list[str] = []
-    seen: dict[str, int] = {}
-    for c in cells:
-        outcome = np.argmax(c.counts, axis=1) if len(c) else np.zeros(0, np.int64)
-        for lab, o in zip(c.labels(items, judges), outcome):
-            key = f"{lab}/{('i', 'j', 'tie')[int(o)]}"
-            seen[key] = seen.get(key, 0) + 1
-            out.append(f"{key}#{seen[key]}")
-    return out
-
-
 def estimand(idata: Any) -> dict[str, Any] | None:
     """Return the estimand record of a posterior from :func:`posterior` (``None`` when it has none)."""
     raw = getattr(idata, "attrs", {}).get("estimand")
@@ -652,13 +641,16 @@ def _run_dial(data: Comparisons, *, rank: int, calibration: str | None, ties: st
               priors: Mapping[str, float] | None, order: bool, init: Any, rng: np.random.Generator, seed: int,
               win_prob: bool, program: str | None, extra: Mapping[str, Any] | None, backend: str | None,
               run: Mapping[str, Any], per_judgment: bool = False) -> tuple[SampleResult, dict, list, dict, dict, dict]:
-    """One NUTS run of ``dial_sample.stan`` (or a user's copy): draws, data, cells, posterior group."""
+    """One NUTS run of ``dial_sample.stan`` (or a user's copy): draws, data, aggregated cells, posterior group."""
     if isinstance(init, str) and init not in ("spectral", "random"):
         raise ValueError(f"init must be 'spectral', 'random' or a list of dicts, got {init!r}")
     start = dial_sample_start(data, rank=rank, calibration=calibration, order=order)  # mu_ref and the chains' start
     d, L, H = dial_sample_data(data, rank=rank, calibration=calibration, order=order, ties=ties, w_llm=w_llm,
                                w_human=1.0, priors=priors, log_lik=True, win_prob=bool(win_prob and calibration),
                                mu_ref=mu_reference(start[0].mu), per_judgment=per_judgment)
+    if per_judgment:  # the aggregated cells, which label the judgments (CellTable.judgment_labels)
+        L = llm_cell_table(data, ties=ties is not None)
+        H = human_cell_table(data, ties=ties is not None) if H is not None else None
     cells = [L] + ([H] if H is not None and len(H) else [])
     chains = int(run["chains"])
     if isinstance(init, str):
@@ -697,9 +689,8 @@ def _cut_stage(data: Comparisons, res: SampleResult, d1: Mapping[str, Any], L: C
         M = mu[:, :, None]
     dim_c = M.shape[2]
     tie = ties is not None
-    Hc = human_cell_table(data, ties=tie)
-    if per_judgment:
-        Hc = Hc.per_judgment()
+    H_cells = human_cell_table(data, ties=tie)  # aggregated (returned); Hc is what the program reads
+    Hc = H_cells.per_judgment() if per_judgment else H_cells
     p = merge_priors(DIAL_SAMPLE_PRIORS, priors, "dial_sample.stan")
     d2 = {
         "N": N, "T": T, "d": dim_c, "M": M, "tie_model": TIE_MODEL_CODE[ties],
@@ -744,7 +735,7 @@ def _cut_stage(data: Comparisons, res: SampleResult, d1: Mapping[str, Any], L: C
     res.draws["s_H"] = post["s_H"]
     if tie:
         res.draws["nu"] = post["nu"]
-    return res, [L, Hc], post, dims, coords, problems
+    return res, [L, H_cells], post, dims, coords, problems
 
 
 def _dial_posterior(res: SampleResult, d: Mapping[str, Any], items: list[str], judges: list[str],
