@@ -298,6 +298,7 @@ class LbfgsResult:
     seconds: float
 
 
+@single_threaded_blas
 def lbfgs_minimize(
     fun_and_grad: Callable[[np.ndarray], tuple[float, np.ndarray]],
     x0: np.ndarray,
@@ -344,6 +345,11 @@ def lbfgs_minimize(
     -------
     LbfgsResult
         The end point on all coordinates, the objective and the verdict there.
+
+    Raises
+    ------
+    ValueError
+        ``fixed`` or ``bounds`` does not have one entry per coordinate.
     """
     from scipy.optimize import minimize
 
@@ -351,6 +357,8 @@ def lbfgs_minimize(
     free = np.ones(x0.size, bool) if fixed is None else ~np.asarray(fixed, bool)
     if free.size != x0.size:
         raise ValueError(f"fixed has {free.size} entries, expected {x0.size}")
+    if bounds is not None and len(bounds) != x0.size:
+        raise ValueError(f"bounds has {len(bounds)} entries, expected {x0.size}")
     n_eval = [0]
 
     def full(x: np.ndarray) -> np.ndarray:
@@ -367,17 +375,16 @@ def lbfgs_minimize(
 
     bnds = None if bounds is None else [b for b, f in zip(bounds, free) if f]
     t0 = time.perf_counter()
-    with threadpool_limits(limits=1, user_api="blas"):
-        x, res = x0[free], None
-        for _ in range(4):
-            scale = max(1.0, abs(fg(x)[0]))
-            options = {"maxiter": max_iter, "maxfun": 5 * max_iter, "gtol": 0.5 * gtol * scale, "ftol": 0.0,
-                       "maxcor": 30}
-            res = minimize(fg, x, jac=True, method="L-BFGS-B", bounds=bnds, options=options)
-            x = res.x
-            g_end = float(np.max(np.abs(res.jac))) if res.jac.size else 0.0
-            if g_end <= gtol * max(1.0, abs(float(res.fun))) or res.nit >= max_iter:
-                break
+    x, res = x0[free], None
+    for _ in range(4):
+        scale = max(1.0, abs(fg(x)[0]))
+        options = {"maxiter": max_iter, "maxfun": 5 * max_iter, "gtol": 0.5 * gtol * scale, "ftol": 0.0,
+                   "maxcor": 30}
+        res = minimize(fg, x, jac=True, method="L-BFGS-B", bounds=bnds, options=options)
+        x = res.x
+        g_end = float(np.max(np.abs(res.jac))) if res.jac.size else 0.0
+        if g_end <= gtol * max(1.0, abs(float(res.fun))) or res.nit >= max_iter:
+            break
     secs = time.perf_counter() - t0
     assert res is not None
     u = full(res.x)
