@@ -48,24 +48,20 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 from numpy.typing import ArrayLike
 
-from ..optim import ROUNDOFF_FACTOR
 from . import cmdstan_backend, httpstan_backend
-from .compiled import CompiledModel, StanBackendError, StanCompileError, as_stan_data, json_ready
-from .programs import PROGRAMS, program_code, program_path
+from .compiled import CompiledModel, StanBackendError, StanCompileError
+from .programs import PROGRAMS, program_code
 from .results import OptimizeResult, SampleResult, SamplerWarning
 
 __all__ = [
     "BACKENDS",
     "BACKEND_ENV",
-    "ROUNDOFF_FACTOR",
     "StanCompileError",
     "StanBackendError",
     "SamplerWarning",
     "CompiledModel",
     "OptimizeResult",
     "SampleResult",
-    "as_stan_data",
-    "json_ready",
     "backend_available",
     "stan_backend",
     "announce_compile",
@@ -137,17 +133,17 @@ def stan_backend(prefer: str | None = None) -> str:
     Raises
     ------
     ValueError
-        ``prefer`` is not one of :data:`BACKENDS`.
+        ``prefer`` (or, with ``None``, the environment variable) is not one of :data:`BACKENDS`.
     StanBackendError
         The forced backend (or, with ``None``, every backend) is unavailable; the
         message says how to install it.
     """
+    source, allowed = "backend", f"{BACKENDS} or None"
     if prefer is None:
         prefer = os.environ.get(BACKEND_ENV) or None
-        if prefer is not None and prefer not in BACKENDS:
-            raise ValueError(f"environment variable {BACKEND_ENV} must be one of {BACKENDS}, got {prefer!r}")
+        source, allowed = f"the environment variable {BACKEND_ENV}", f"{BACKENDS} (or unset)"
     if prefer is not None and prefer not in BACKENDS:
-        raise ValueError(f"backend must be one of {BACKENDS} or None, got {prefer!r}")
+        raise ValueError(f"{source} must be one of {allowed}, got {prefer!r}")
     if prefer is not None:
         if not backend_available(prefer):
             raise StanBackendError(_INSTALL_HINT[prefer])
@@ -220,9 +216,7 @@ def compile_model(program: str, *, backend: str | None = None, code: str | None 
         stanc or the C++ compiler rejected the program; the message has their output.
     """
     be = stan_backend(backend)
-    text = program_code(program) if code is None else code
-    if code is None:
-        program_path(program)  # validates the name
+    text = program_code(program) if code is None else code  # program_code validates the name
     key = _key(be, text)
     with _LOCK:
         if key in _COMPILED:

@@ -16,12 +16,7 @@ import numpy as np
 
 from ..exceptions import DialWarning
 
-__all__ = ["SAMPLER_STATS", "SamplerWarning", "OptimizeResult", "SampleResult"]
-
-SAMPLER_STATS: tuple[str, ...] = (
-    "lp__", "accept_stat__", "stepsize__", "treedepth__", "n_leapfrog__", "divergent__", "energy__",
-)
-"""The sampler variables of Stan's NUTS, as both backends name them."""
+__all__ = ["SamplerWarning", "OptimizeResult", "SampleResult"]
 
 
 class SamplerWarning(DialWarning):
