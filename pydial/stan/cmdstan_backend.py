@@ -321,14 +321,14 @@ class CmdstanpyModel(CompiledModel):
 
     # ---------------------------------------------------------------- sample
     def _run_nuts(self, data: dict[str, Any], *, chains: int, draws: int, warmup: int, seed: int | None,
-                  inits: Sequence[Mapping[str, Any]] | None, adapt_delta: float, max_depth: int,
+                  inits: list[dict[str, Any]] | None, adapt_delta: float, max_depth: int,
                   refresh: int | None, quiet: bool, progress: bool) -> NutsDraws:
         """NUTS by CmdStan (parallel chains); the ``CmdStanMCMC`` fit is kept."""
         with (_quiet_cmdstanpy() if quiet else contextlib.nullcontext()):
             fit = self._cmdstan_model.sample(
                 data=json_ready(data), chains=chains, parallel_chains=min(chains, os.cpu_count() or 1), seed=seed,
                 iter_warmup=warmup, iter_sampling=draws, adapt_delta=adapt_delta, max_treedepth=max_depth,
-                inits=None if inits is None else [json_ready(as_stan_data(i)) for i in inits],
+                inits=inits,
                 show_progress=bool(progress), refresh=refresh, sig_figs=18,
             )
         out = {}

@@ -331,12 +331,13 @@ class CompiledModel(abc.ABC):
         if inits is not None and len(inits) != chains:
             raise ValueError(f"inits must give one dict per chain ({chains}), got {len(inits)}")
         data = as_stan_data(data)
+        init_values = None if inits is None else [json_ready(as_stan_data(i)) for i in inits]
         if progress is None:
             import sys
 
             progress = sys.stderr.isatty()
         t0 = time.perf_counter()
-        run = self._run_nuts(data, chains=chains, draws=draws, warmup=warmup, seed=seed, inits=inits,
+        run = self._run_nuts(data, chains=chains, draws=draws, warmup=warmup, seed=seed, inits=init_values,
                              adapt_delta=adapt_delta, max_depth=max_depth, refresh=refresh, quiet=quiet,
                              progress=bool(progress))
         return SampleResult(draws=run.draws, stats=run.stats, chains=chains, draws_per_chain=draws, warmup=warmup,
@@ -345,6 +346,10 @@ class CompiledModel(abc.ABC):
 
     @abc.abstractmethod
     def _run_nuts(self, data: dict[str, Any], *, chains: int, draws: int, warmup: int, seed: int | None,
-                  inits: Sequence[Mapping[str, Any]] | None, adapt_delta: float, max_depth: int,
+                  inits: list[dict[str, Any]] | None, adapt_delta: float, max_depth: int,
                   refresh: int | None, quiet: bool, progress: bool) -> NutsDraws:
-        """Run the backend's NUTS on marshalled data (arguments checked by :meth:`sample`)."""
+        """Run the backend's NUTS on marshalled data and initial values (arguments checked by :meth:`sample`).
+
+        ``inits`` holds one dict per chain, already converted by :func:`as_stan_data` and
+        :func:`json_ready`.
+        """

@@ -26,7 +26,7 @@ import re
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence, TypeVar
+from typing import Any, Callable, Mapping, TypeVar
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -360,7 +360,7 @@ class HttpstanModel(CompiledModel):
 
     # ---------------------------------------------------------------- sample
     def _run_nuts(self, data: dict[str, Any], *, chains: int, draws: int, warmup: int, seed: int | None,
-                  inits: Sequence[Mapping[str, Any]] | None, adapt_delta: float, max_depth: int,
+                  inits: list[dict[str, Any]] | None, adapt_delta: float, max_depth: int,
                   refresh: int | None, quiet: bool, progress: bool) -> NutsDraws:
         """NUTS through pystan (in a worker thread inside a running event loop); its cached fit is removed."""
         d, s = _outside_event_loop(self._sample, data, chains, draws, warmup, seed, inits, adapt_delta, max_depth,
@@ -368,7 +368,7 @@ class HttpstanModel(CompiledModel):
         return NutsDraws(draws=d, stats=s)
 
     def _sample(self, data: dict[str, Any], chains: int, draws: int, warmup: int, seed: int | None,
-                inits: Sequence[Mapping[str, Any]] | None, adapt_delta: float, max_depth: int, refresh: int | None,
+                inits: list[dict[str, Any]] | None, adapt_delta: float, max_depth: int, refresh: int | None,
                 quiet: bool = True, progress: bool = False) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
         before = set(fit_files(self.model_name))
         sink: io.StringIO = _ProgressSink(chains * (draws + warmup), self.name) if progress else io.StringIO()
@@ -397,7 +397,7 @@ class HttpstanModel(CompiledModel):
                 _unlink_if_older(f, done)
 
     def _sample_run(self, data: dict[str, Any], chains: int, draws: int, warmup: int, seed: int | None,
-                    inits: Sequence[Mapping[str, Any]] | None, adapt_delta: float, max_depth: int,
+                    inits: list[dict[str, Any]] | None, adapt_delta: float, max_depth: int,
                     refresh: int | None) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
         import stan
 
@@ -407,7 +407,7 @@ class HttpstanModel(CompiledModel):
         if refresh is not None:
             kw["refresh"] = refresh
         if inits is not None:
-            kw["init"] = [json_ready(as_stan_data(i)) for i in inits]
+            kw["init"] = inits
         fit = post.sample(**kw)
         if fit is None:  # pystan returns None on KeyboardInterrupt
             raise StanBackendError("sampling was interrupted")
