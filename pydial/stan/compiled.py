@@ -240,7 +240,10 @@ class CompiledModel(abc.ABC):
             Relative gradient tolerance: converged when the max-norm of the
             (projected) gradient of ``log_prob`` is at most
             ``gtol * max(1, |log_prob|)`` (scipy path; also its stopping rule).
-            CmdStan gets ``tol_grad = gtol``.
+            CmdStan's L-BFGS (which stops on the absolute gradient alone) gets
+            ``tol_grad = 0.25 * gtol * max(1, |log_prob|)`` at the start of each
+            run, and is restarted from its end point until the same verdict
+            holds (at most four runs).
         max_iter : int
             Iteration budget.
         method : {"scipy", "cmdstan"} or None
