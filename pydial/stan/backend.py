@@ -38,6 +38,7 @@ and keeps one compiled model per backend and program text per process.
 from __future__ import annotations
 
 import concurrent.futures
+import dataclasses
 import hashlib
 import os
 import threading
@@ -253,7 +254,8 @@ def precompile(programs: Sequence[str] | None = None, *, backend: str | None = N
     -------
     dict of str to CompiledModel
         Name to model; each model's ``compile_seconds`` is the time its own
-        compilation took.
+        compilation took (a model compiled here is a copy of the one
+        :func:`compile_model` keeps, which records no compilation).
     """
     be = stan_backend(backend)
     impl = BACKEND_MODULES[be]
@@ -273,10 +275,9 @@ def precompile(programs: Sequence[str] | None = None, *, backend: str | None = N
             futs = {n: ex.submit(_compile_in_subprocess, n, be) for n in todo}
             secs = {n: f.result() for n, f in futs.items()}
     out = {n: compile_model(n, backend=be) for n in names}
-    for n, t in secs.items():
-        out[n].compile_seconds = t
-        out[n].cached = False
-    return out
+    # copies: the models cached for compile_model keep their own (load) record
+    return {n: dataclasses.replace(cm, compile_seconds=secs[n], cached=False) if n in secs else cm
+            for n, cm in out.items()}
 
 
 def _model(program: CompiledModel | str, backend: str | None = None) -> CompiledModel:

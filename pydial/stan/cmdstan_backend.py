@@ -288,7 +288,6 @@ class CmdstanpyModel(CompiledModel):
         lp, g = self._log_prob_grad(data, u, False)
         t0 = time.perf_counter()
         vals: dict[str, np.ndarray] = {}
-        message = "CmdStan L-BFGS"
         # Stop on the gradient alone (CmdStan's relative-objective and parameter tests would
         # stop early) at a quarter of the verdict's tolerance |grad| <= gtol |log p|; as on the
         # scipy path, restart from the end point (fresh curvature pairs, also after a failed
@@ -306,8 +305,7 @@ class CmdstanpyModel(CompiledModel):
                     ok = bool(mle.converged)
             u = self.unconstrain(data, vals)
             lp, g = self._log_prob_grad(data, u, False)
-            if not ok:
-                message = "CmdStan L-BFGS: line search failed or iteration limit"
+            message = "CmdStan L-BFGS" if ok else "CmdStan L-BFGS: line search failed or iteration limit"
             gnorm = float(np.max(np.abs(g))) if g.size else 0.0
             if gnorm <= gtol * max(1.0, abs(lp)):
                 break
