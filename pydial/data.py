@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import warnings
 from dataclasses import dataclass, field
+from functools import cached_property
 from os import PathLike
 from typing import Any, Iterable, Sequence
 
@@ -155,11 +156,13 @@ class CellTable:
         """Wins of item ``j`` per cell: ``n - y - ties``."""
         return self.n - self.y - self.ties
 
-    @property
+    @cached_property
     def counts(self) -> np.ndarray:
-        """``(m, 3)`` integer array (wins of i, wins of j, ties)."""
+        """``(m, 3)`` integer array (wins of i, wins of j, ties), formed once per table (read-only)."""
         assert self.ties is not None
-        return np.rint(np.column_stack([self.wins_i, self.wins_j, self.ties])).astype(np.int64).reshape(-1, 3)
+        out = np.rint(np.column_stack([self.wins_i, self.wins_j, self.ties])).astype(np.int64).reshape(-1, 3)
+        out.flags.writeable = False
+        return out
 
     def select(self, mask: np.ndarray) -> "CellTable":
         """Return the cells where ``mask`` is true (e.g. one judge's ``Omega_k``), as a :class:`CellTable`."""

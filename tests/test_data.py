@@ -178,6 +178,16 @@ def test_tie_cells_from_one_aggregation():
     assert (c.tie_cells(human=True)["ties"] >= 0).all()
 
 
+def test_cell_counts_formed_once():
+    """``CellTable.counts`` is formed once per (frozen) table and cannot be written to."""
+    tab = Comparisons.from_frame(TINY).cell_table("llm", ties=True)
+    cnt = tab.counts
+    assert tab.counts is cnt and not cnt.flags.writeable
+    np.testing.assert_array_equal(cnt, np.column_stack([tab.y, tab.n - tab.y - tab.ties, tab.ties]))
+    with pytest.raises(ValueError):
+        cnt[0, 0] = 7
+
+
 # ------------------------------------------------------------------ errors
 def test_missing_column_named():
     with pytest.raises(DataError, match=r"missing column\(s\) 'winner'"):
