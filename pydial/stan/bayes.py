@@ -45,6 +45,7 @@ import numpy as np
 
 from ..data import Comparisons
 from ..exceptions import DataError
+from ..optim import BOX
 from .backend import SampleResult, SamplerWarning, compile_model
 from .standata import (
     DIAL_SAMPLE_PRIORS,
@@ -609,7 +610,13 @@ def _from_cmdstanpy(res: SampleResult, post: Mapping[str, np.ndarray], pp: Mappi
 
 
 def _calibration_modes(M: np.ndarray, Hc: CellTable, prior_sd: float, iterations: int = 30) -> np.ndarray:
-    """Posterior modes of ``c_t`` given ``M_t`` (binary human cells, normal prior), by Newton for all ``t`` at once."""
+    """Posterior modes of ``c_t`` given ``M_t`` (binary human cells, normal prior), by Newton for all ``t`` at once.
+
+    Each iterate is held in the box ``|c| <= BOX`` of the point fits (:data:`pydial.optim.BOX`), so that
+    separated data (a flat prior, no finite mode) give a start on the box instead of an overflow.
+    """
+    from scipy.special import expit
+
     X = M[:, Hc.i, :] - M[:, Hc.j, :]                  # (T, H, d)
     y = Hc.wins_i.astype(float)
     n = (Hc.wins_i + Hc.wins_j).astype(float)
@@ -618,11 +625,11 @@ def _calibration_modes(M: np.ndarray, Hc: CellTable, prior_sd: float, iterations
     ridge = 1.0 / prior_sd**2 if prior_sd > 0 else 1e-8
     for _ in range(iterations):
         eta = np.einsum("thd,td->th", X, c)
-        p = 1.0 / (1.0 + np.exp(-eta))
+        p = expit(eta)
         g = np.einsum("thd,th->td", X, y - n * p) - ridge * c
         Hs = np.einsum("thd,th,the->tde", X, n * p * (1 - p), X) + ridge * np.eye(d)
         step = np.linalg.solve(Hs, g[..., None])[..., 0]
-        c = c + step
+        c = np.clip(c + step, -BOX, BOX)
         if np.max(np.abs(step)) < 1e-10:
             break
     return c
