@@ -265,10 +265,13 @@ def posterior(
     order : bool
         Estimate the judges' order effects.
     init : "spectral", "random" or list of dict
-        ``"spectral"`` (``model="dial"``): each chain starts near the point fits'
-        deterministic start :func:`pydial.fitting.initial_theta` (ridge judge-wise BTL
-        fits and the consensus SVD), jittered; ``"random"``:
-        Stan's uniform(-2, 2) start; or one dict of initial values per chain.
+        ``"spectral"`` (default; the name is kept for compatibility) means the
+        point fits' start :func:`pydial.fitting.initial_theta`: with
+        ``model="dial"`` each chain starts there, jittered (ridge judge-wise
+        BTL fits, the consensus SVD of their scores and the people's scores
+        projected on the calibration basis); the other models start as with
+        ``"random"``.  ``"random"``: Stan's uniform(-2, 2) start on the
+        unconstrained scale.  Or one dict of initial values per chain.
     adapt_delta, max_depth : float, int
         NUTS target acceptance rate and maximum tree depth.
     win_prob : bool, optional
