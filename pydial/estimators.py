@@ -673,7 +673,7 @@ def _fit_atc(data: Comparisons, common: dict, point: "PointEngine | None" = None
     s, scores, cov = atc_scores(base, h.s, data.items)
     pos, pos_cov = position_effect_tables(sf.llm_chart.order_effects(sf.llm_theta), unknown_cov(data.K), data.judges,
                                           common["level"])
-    lin_b, _ = llm_only_linearization(data, sf.llm_chart, sf.llm_theta)
+    (lin_b,) = llm_only_linearization(data, sf.llm_chart, sf.llm_theta, targets=("b",))
     return DialResult(**{**common, "calibration": "mu"}, scores=scores, cov=cov, position_effects=pos,
                       position_effects_cov=pos_cov,
                       judge_scores=None, structure=sf.llm_chart.structure(sf.llm_theta), calibration_coef=None,

@@ -12,7 +12,7 @@ results at the end.
 from __future__ import annotations
 
 import warnings
-from typing import Any, Sequence
+from typing import Any, Sequence, cast
 
 import numpy as np
 import pandas as pd
@@ -112,9 +112,10 @@ def glm_influence(X: Design, x: np.ndarray, n: np.ndarray, w: float, E: np.ndarr
                   what: str = "fit") -> tuple[Influence, np.ndarray, bool]:
     """Influence directions ``u_c = E H^{-1} x_c`` of a GLM fit (factored, ``J = X``, ``A = E H^{-1}``).
 
+    The bread of eq. weighted-empirical-sandwich for the human BTL (eq.
+    human-only-estimator), each judge's BTL (eq. binomial-model-llm) and the pooled BTL.
     ``x`` is the fit's optimum.  Also returns the fitted probabilities and whether the
-    Hessian is singular.  The
-    reduced GLM charts have no gauge, so a singular Hessian means the design does not
+    Hessian is singular.  The reduced GLM charts have no gauge, so a singular Hessian means the design does not
     identify the parameters (possible only with ``check=False``): it is reported with a
     :class:`~pydial.ConvergenceWarning` (status ``"not identified"``).
     """
@@ -191,7 +192,7 @@ def pooled_linearization(data: Comparisons, o1: OptimResult, o2: OptimResult) ->
 
     Stage 1 is the pooled LLM BTL ``beta`` (reduced chart), stage 2 the scalar calibration
     ``c`` of ``s = c T beta`` to the people (eq. staged-calibrated-estimator with
-    ``M = T beta``); the LLM columns are stage one.
+    ``M = T beta``), linearized by :func:`two_step_maps` as DIAL-Anc.
     """
     N, L, Hc = data.N, data.llm, data.human
     T = centering_basis(N)
@@ -200,18 +201,14 @@ def pooled_linearization(data: Comparisons, o1: OptimResult, o2: OptimResult) ->
     sp_ = T @ o1.x
     c = float(o2.x[0])
     x2 = difference_design(Hc.i, Hc.j, N) @ sp_
-    p1 = expit(X1 @ o1.x)
-    H1 = glm_information(X1, L.n, p1, w1)
     p2 = expit(c * x2)
     Cc = w2 * np.sum(Hc.n * p2 * (1 - p2) * x2**2)
     X21 = w2 * centered_design(Hc.i, Hc.j, N).rmatvec(Hc.n * p2 * (1 - p2) * x2 * c + (Hc.n * p2 - Hc.y))
     total, A_H = two_step_maps(c * T, sp_[:, None], np.array([[Cc]]), X21[None, :], "the pooled scale c")
-    U_L = X1.influence(np.linalg.solve(H1, total.T).T)
+    U_L, p1, _ = glm_influence(X1, o1.x, L.n, w1, total, "pooled LLM BTL")
     U_H = Influence(x2[:, None], A_H)
     st = CellStats.from_parts([(L.n, L.y, p1, w1, False), (Hc.n, Hc.y, p2, w2, True)])
-    U = stack_influence([U_L, U_H])
-    return Linearization(MeatSource(U.J, st), U.A, {"scores": slice(0, N)}, "the pooled scores",
-                         stage_one=slice(0, U_L.A.shape[1]))
+    return linearize(stack_influence([U_L, U_H]), st, "the pooled scores", scores=slice(0, N))
 
 
 def two_step_maps(S_xi: np.ndarray, S_c: np.ndarray, C: np.ndarray, H_c_xi: np.ndarray,
@@ -235,24 +232,18 @@ def two_step_maps(S_xi: np.ndarray, S_c: np.ndarray, C: np.ndarray, H_c_xi: np.n
     return S_xi - S_c @ Cinv @ H_c_xi, S_c @ Cinv
 
 
-def staged_influence(data: Comparisons, fit_: Any, *, fixed_basis: bool = False) -> tuple[Influence, CellStats]:
-    """Two-step influence directions of the calibrated scores at the staged endpoint (Alg. DIAL-Anc).
+def staged_linearization(data: Comparisons, fit_: Any) -> Linearization:
+    """Two-step linearization of the calibrated scores at the staged endpoint (Alg. DIAL-Anc).
 
-    ``fit_`` is the staged fit (``chart``, ``theta``).  LLM cells:
-    ``u = (ds/dxi - ds/dc C^{-1} H_{c xi}) H_xi^+ d eta/d xi``; human cells:
-    ``u = ds/dc C^{-1} d eta/dc`` (see :mod:`pydial.meats`).  This is the
-    ``lambda -> inf`` limit of the finite-weight sandwich at the observed ``n_H/n_L``.
-    With ``fixed_basis=True`` the LLM contributions are dropped, giving the
-    ``M H_M^{-1} M^T`` limit of Cor. uniform-lambda (``n_H/n_L -> 0``), which ignores
-    the estimation error of ``M`` and under-covers in finite samples.  The LLM cells
-    come first (their columns of ``A`` are the stage one of :func:`staged_linearization`).
+    ``fit_`` is the staged fit (``chart``, ``theta``; eq. staged-calibrated-estimator).
+    LLM cells: ``u = (ds/dxi - ds/dc C^{-1} H_{c xi}) H_xi^+ d eta/d xi``; human cells:
+    ``u = ds/dc C^{-1} d eta/dc`` (:func:`two_step_maps`).  This is the ``lambda -> inf``
+    limit of the finite-weight sandwich (eq. weighted-empirical-sandwich) at the
+    observed ``n_H/n_L``.  The LLM cells come first; their columns of ``A`` are the stage
+    one that ``anchored_cov="fixed-basis"`` drops, giving the ``M H_M^{-1} M^T`` limit of
+    Cor. uniform-lambda (``n_H/n_L -> 0``), which ignores the estimation error of ``M``
+    and under-covers in finite samples.
     """
-    U_L, U_H, st = _staged_parts(data, fit_, fixed_basis)
-    return stack_influence([U_L, U_H]), st
-
-
-def _staged_parts(data: Comparisons, fit_: Any, fixed_basis: bool = False) -> tuple[Influence, Influence, CellStats]:
-    """Return the LLM and human blocks of :func:`staged_influence` and the cells' statistics."""
     ch, th = fit_.chart, fit_.theta
     oL = Objective(ch, Cells.stack(data, 1.0 / data.n_llm, 0.0))
     oH = Objective(ch, Cells.stack(data, 0.0, 1.0 / data.n_human))
@@ -263,25 +254,19 @@ def _staged_parts(data: Comparisons, fit_: Any, fixed_basis: bool = False) -> tu
     sdot = ch.score_jacobian(th)
     total, A_H = two_step_maps(sdot[:, xi], sdot[:, cs], HH[cs, cs], HH[cs][:, xi], "c_H")
     HLp, _ = pinv_sym(HL[np.ix_(xi, xi)])
-    A_L = total @ HLp
-    if fixed_basis:
-        A_L = np.zeros_like(A_L)
-    U_L = oL.influence(th, A_L, xi)
+    U_L = oL.influence(th, total @ HLp, xi)
     U_H = oH.influence(th, A_H, cs)
     st = CellStats.from_parts([(data.llm.n, data.llm.y, oL.probabilities(th), 1.0 / data.n_llm, False),
                                (data.human.n, data.human.y, oH.probabilities(th), 1.0 / data.n_human, True)])
-    return U_L, U_H, st
-
-
-def staged_linearization(data: Comparisons, fit_: Any) -> Linearization:
-    """:func:`staged_influence` as a :class:`Linearization`.
-
-    Its stage one (the LLM cells' columns) is what ``anchored_cov="fixed-basis"`` drops.
-    """
-    U_L, U_H, st = _staged_parts(data, fit_)
     U = stack_influence([U_L, U_H])
     return Linearization(MeatSource(U.J, st), U.A, {"scores": slice(0, data.N)}, "the calibrated scores",
                          stage_one=slice(0, U_L.A.shape[1]))
+
+
+def staged_influence(data: Comparisons, fit_: Any) -> tuple[Influence, CellStats]:
+    """Return :func:`staged_linearization` as factored influence and the cells' statistics."""
+    lin = staged_linearization(data, fit_)
+    return Influence(lin.source.J, lin.A), cast(CellStats, lin.source.stats)
 
 
 def finite_influence(data: Comparisons, ch: Chart, lam: float, theta: np.ndarray,
@@ -302,14 +287,16 @@ def finite_influence(data: Comparisons, ch: Chart, lam: float, theta: np.ndarray
     return U, st
 
 
-def llm_only_linearization(data: Comparisons, chart: Chart, theta: np.ndarray) -> tuple[Linearization, Linearization]:
+def llm_only_linearization(data: Comparisons, chart: Chart, theta: np.ndarray,
+                           targets: Sequence[str] = ("b", "gamma")) -> tuple[Linearization, ...]:
     """Linearizations of the position effects ``b`` and the consensus loadings ``gamma`` of the LLM-only fit.
 
     Prop. stage-one-normality: bread ``H(l_L)^+`` in the full coordinates, one
-    :class:`MeatSource` shared by both targets and cached on ``data`` for the fitted
-    ``theta``.  The Jacobian of the gauge-invariant map ``theta -> gamma_k = N^{-1}
-    (S mu)_k`` is taken by central differences (of :func:`pydial.model.consensus_gamma`,
-    no SVD per step).
+    :class:`MeatSource` shared by the targets and cached on ``data`` for the fitted
+    ``theta``; one linearization per entry of ``targets``, in order.  The Jacobian of the
+    gauge-invariant map ``theta -> gamma_k = N^{-1} (S mu)_k`` is taken by central
+    differences (of :func:`pydial.model.consensus_gamma`, no SVD per step), only when
+    ``gamma`` is asked for.
     """
     key = ("llm_only_linearization", chart, theta.tobytes())
     if key not in data._cache:
@@ -318,12 +305,19 @@ def llm_only_linearization(data: Comparisons, chart: Chart, theta: np.ndarray) -
         st = CellStats.from_parts([(data.llm.n, data.llm.y, o.probabilities(theta), 1.0 / data.n_llm, False)])
         data._cache[key] = (MeatSource(o.full_jacobian(theta), st), Hp @ chart.T.T)
     source, HpT = data._cache[key]
-    E_b = np.eye(chart.dim)[chart.slices["b"]] if chart.order else np.zeros((0, chart.dim))
-    h = 1e-6
-    E_g = np.empty((data.K, chart.dim))
-    for t in range(chart.dim):
-        e = np.zeros(chart.dim)
-        e[t] = h
-        E_g[:, t] = (consensus_gamma(chart.S(theta + e)) - consensus_gamma(chart.S(theta - e))) / (2 * h)
-    return (Linearization(source, E_b @ HpT, {"b": slice(0, E_b.shape[0])}, "the position effects b"),
-            Linearization(source, E_g @ HpT, {"gamma": slice(0, data.K)}, "the consensus loadings gamma"))
+    out = []
+    for target in targets:
+        if target == "b":
+            E = np.eye(chart.dim)[chart.slices["b"]] if chart.order else np.zeros((0, chart.dim))
+            out.append(Linearization(source, E @ HpT, {"b": slice(0, E.shape[0])}, "the position effects b"))
+        elif target == "gamma":
+            h = 1e-6
+            E = np.empty((data.K, chart.dim))
+            for t in range(chart.dim):
+                e = np.zeros(chart.dim)
+                e[t] = h
+                E[:, t] = (consensus_gamma(chart.S(theta + e)) - consensus_gamma(chart.S(theta - e))) / (2 * h)
+            out.append(Linearization(source, E @ HpT, {"gamma": slice(0, data.K)}, "the consensus loadings gamma"))
+        else:
+            raise ValueError(f"targets must be 'b' or 'gamma', got {target!r}")
+    return tuple(out)

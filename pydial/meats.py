@@ -168,9 +168,10 @@ def meat_covariance(M: "Meat", JtJ: Any, A: np.ndarray | None, cov: str, what: s
     (:data:`CLUSTERED`) by ``G/(G-1)``, ``G`` its number of clusters.
     """
     C = M.dense() if A is None else M.sandwich(A)
-    gram = _dense(JtJ) if A is None else np.asarray(A @ _dense(JtJ @ A.T))
-    if degenerate_meat(gram, M.clusters, cov, what):
-        return np.full_like(C, np.nan)
+    if M.clusters is not None:  # the model-based meat is never degenerate: no Gram matrix needed
+        gram = _dense(JtJ) if A is None else np.asarray(A @ _dense(JtJ @ A.T))
+        if degenerate_meat(gram, M.clusters, cov, what):
+            return np.full_like(C, np.nan)
     if correction and cov in CLUSTERED and M.clusters is not None:
         C = C * (M.clusters / (M.clusters - 1.0))
     return C
@@ -183,25 +184,28 @@ class MeatSource:
     ``stats`` is a :class:`CellStats` (binary cells, meats of :func:`parameter_meat`) or an
     :class:`OutcomeStats` (cells with ties, :func:`outcome_meat`, with ``record_rows`` for
     the record meat; ``J`` then holds the two derivative channels).  The meat of each type
-    is computed once and kept, so several targets (e.g. ``b`` and ``gamma`` of the same
-    LLM-only fit) and later :meth:`pydial.results.DialResult.with_cov` calls share it.
+    is computed once per data set and kept, so several targets (e.g. ``b`` and ``gamma``
+    of the same LLM-only fit) and later :meth:`pydial.results.DialResult.with_cov` calls
+    share it.  The meats are those of eq. weighted-empirical-sandwich, eq.
+    cell-clustered-meat and eq. hac-meat.
     """
 
     J: Any
     stats: "CellStats | OutcomeStats"
     record_rows: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
-    _meats: dict[str, "Meat"] = field(default_factory=dict, init=False, repr=False)
+    _meats: dict[tuple[str, int], "Meat"] = field(default_factory=dict, init=False, repr=False)
     _jtj: Any = field(default=None, init=False, repr=False)
 
     def meat(self, data: Comparisons, cov: str) -> "Meat":
-        """Return the meat of type ``cov`` in the parameter space of ``J``."""
+        """Return the meat of type ``cov`` in the parameter space of ``J`` (clusters from ``data``)."""
         check_cov_type(cov)
-        if cov not in self._meats:
+        key = (cov, id(data))  # the cells' data supply the judge-pair and record clusters
+        if key not in self._meats:
             if isinstance(self.stats, OutcomeStats):
-                self._meats[cov] = outcome_meat(self.J, self.stats, data, cov, self.record_rows)
+                self._meats[key] = outcome_meat(self.J, self.stats, data, cov, self.record_rows)
             else:
-                self._meats[cov] = parameter_meat(self.J, self.stats, data, cov)
-        return self._meats[cov]
+                self._meats[key] = parameter_meat(self.J, self.stats, data, cov)
+        return self._meats[key]
 
     def gram(self) -> Any:
         """``J^T J``, for the degeneracy check of :func:`meat_covariance`."""
@@ -210,7 +214,7 @@ class MeatSource:
         return self._jtj
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Linearization:
     """The influence of a group of targets on the cells of a fit, factored as ``u_c = A j_c``.
 
@@ -233,9 +237,9 @@ class Linearization:
         The columns of ``A`` that carry the estimation error of the LLM stage of a
         two-step influence (the staged endpoint ``lambda = inf``); ``anchored_cov=
         "fixed-basis"`` drops them (the ``M H_M^{-1} M^T`` limit of Cor. uniform-lambda).
-    tie_rows : tuple of int
-        The rows of the result's ``tie_parameters`` that the block ``"log_nu"`` (log tie
-        parameters) holds, in order.
+    tie_labels : tuple of str
+        The rows (judge labels) of the result's ``tie_parameters`` that the block
+        ``"log_nu"`` (log tie parameters) holds, in order.
     """
 
     source: MeatSource
@@ -243,7 +247,7 @@ class Linearization:
     blocks: Mapping[str, slice]
     what: str
     stage_one: slice | None = None
-    tie_rows: tuple[int, ...] = ()
+    tie_labels: tuple[str, ...] = ()
 
     def covariance(self, data: Comparisons, cov: str, *, anchored_cov: str = "two-step",
                    correction: bool = False) -> np.ndarray:
@@ -255,11 +259,6 @@ class Linearization:
             A = A.copy()
             A[:, self.stage_one] = 0.0
         return meat_covariance(self.source.meat(data, cov), self.source.gram(), A, cov, self.what, correction)
-
-    def block_covariances(self, data: Comparisons, cov: str, **kwargs: Any) -> dict[str, np.ndarray]:
-        """:meth:`covariance` split into the covariance of each target of :attr:`blocks`."""
-        C = self.covariance(data, cov, **kwargs)
-        return {name: C[sl, sl] for name, sl in self.blocks.items()}
 
 
 def linearize(U: "Influence", st: "CellStats", what: str, **blocks: slice) -> Linearization:

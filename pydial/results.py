@@ -253,6 +253,10 @@ class DialResult:
                    correction: bool | None = None) -> pd.DataFrame:
         """Covariance of the estimates as a labelled DataFrame, of any meat, without refitting.
 
+        The sandwich of eq. weighted-empirical-sandwich with the meat ``cov_type`` (eq.
+        cell-clustered-meat, eq. hac-meat), formed from :attr:`linearization`;
+        ``"fixed-basis"`` is the ``M H_M^{-1} M^T`` limit of Cor. uniform-lambda.
+
         Parameters
         ----------
         cov_type : {"fisher", "binomial", "cell", "record", "two-step", "fixed-basis"}, optional
@@ -273,7 +277,7 @@ class DialResult:
         -------
         DataFrame
             The fit's own covariance when nothing differs from the fit; otherwise the
-            one :meth:`with_cov` would report, formed from :attr:`linearization`.
+            one :meth:`with_cov` would report (only that target's covariance is formed).
         """
         if what not in ("scores", "b", "gamma"):
             raise ValueError(f"what must be 'scores', 'b' or 'gamma', got {what!r}")
@@ -282,15 +286,15 @@ class DialResult:
             raise ValueError(f"method {self.method!r} has no position effects")
         if what == "gamma" and self.consensus is None:
             raise ValueError(f"method {self.method!r} has no consensus loadings")
-        if settings != (self.cov_type, self.anchored_cov_type, self.cov_correction):
-            return self.with_cov(*settings[:1], anchored_cov=settings[1], correction=settings[2]).cov_params(what=what)
-        if what == "scores":
-            return self.cov
-        if what == "b":
+        if settings == (self.cov_type, self.anchored_cov_type, self.cov_correction) and what != "gamma":
+            if what == "scores":
+                return self.cov
             assert self.position_effects_cov is not None
             return self.position_effects_cov
-        C = self._block_covariances(*settings).get("gamma")
-        idx = pd.Index(list(self.judges), name="judge")
+        if what != "scores" or self.method != "atc":  # AtC's scores have no covariance
+            self._require_linearization()
+        C = self._block_covariances(*settings, only=what).get(what)
+        idx = self.cov.index if what == "scores" else pd.Index(list(self.judges), name="judge")
         return pd.DataFrame(np.full((len(idx), len(idx)), np.nan) if C is None else C, index=idx, columns=idx.copy())
 
     def with_cov(self, cov_type: str | None = None, *, anchored_cov: str | None = None,
@@ -300,7 +304,10 @@ class DialResult:
         The estimates are unchanged; the score, position-effect, consensus,
         tie-parameter and judge-score tables and their covariances are recomputed from
         the fit's :attr:`linearization` (statsmodels' ``get_robustcov_results``), equal to
-        a refit with ``cov=cov_type`` (and ``anchored_cov``, ``cluster_correction``).
+        a refit with ``cov=cov_type`` (and ``anchored_cov``, ``cluster_correction``): the
+        sandwich of eq. weighted-empirical-sandwich with the meat of eq. cell-clustered-meat
+        or eq. hac-meat, at the anchored endpoint the two-step or the fixed-basis limit
+        (Cor. uniform-lambda).
 
         Parameters
         ----------
@@ -320,13 +327,7 @@ class DialResult:
         cov, anchored, corr = self._cov_settings(cov_type, anchored_cov, correction)
         if (cov, anchored, corr) == (self.cov_type, self.anchored_cov_type, self.cov_correction):
             return dataclasses.replace(self)  # nothing to recompute
-        if not self.linearization:
-            raise ValueError(f"this {self.method!r} result carries no linearization"
-                             + (" (the human and judges tie models give model-based standard errors only)"
-                                if self.ties and self.method in ("human", "judges") else "")
-                             + "; refit with pydial.fit(..., cov=...)")
-        if self.data is None:
-            raise ValueError("with_cov needs the data the fit was made on (result.data)")
+        self._require_linearization()
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             fields = self._covariance_tables(self._block_covariances(cov, anchored, corr))
@@ -338,7 +339,20 @@ class DialResult:
                                   status="ok", problems=(), **fields)
         from .estimators import with_verdict  # the verdict of pydial.fit, on the new warnings
 
-        return with_verdict(out, self.data, list(keep) + [w for w in new if isinstance(w, Warning)])
+        seed = (self.fit_arguments or {}).get("seed")
+        assert self.data is not None  # _require_linearization
+        return with_verdict(out, self.data, list(keep) + [w for w in new if isinstance(w, Warning)],
+                            seed=0 if seed is None else seed)
+
+    def _require_linearization(self) -> None:
+        """Raise a :class:`ValueError` unless this result can form other covariances."""
+        if not self.linearization:
+            raise ValueError(f"this {self.method!r} result carries no linearization"
+                             + (" (the human and judges tie models give model-based standard errors only)"
+                                if self.ties and self.method in ("human", "judges") else "")
+                             + "; refit with pydial.fit(..., cov=...)")
+        if self.data is None:
+            raise ValueError("other covariances need the data the fit was made on (result.data)")
 
     def _cov_settings(self, cov_type: str | None, anchored_cov: str | None,
                       correction: bool | None) -> tuple[str, str | None, bool]:
@@ -356,16 +370,19 @@ class DialResult:
             raise ValueError(f"anchored_cov must be one of {ANCHORED_COVS}, got {anchored_cov!r}")
         if anchored != self.anchored_cov_type and self.anchored_cov_type is None:
             raise ValueError(f"anchored_cov applies to the DIAL methods only, not {self.method!r}")
-        if cov == "record" and self.data is not None and self.data.aggregated:
-            raise ValueError("cov_type='record' needs record ids, but these data were built from aggregated counts")
         return cov, anchored, bool(self.cov_correction if correction is None else correction)
 
-    def _block_covariances(self, cov: str, anchored: str | None, correction: bool) -> dict[str, Any]:
-        """Return the covariance of every target of :attr:`linearization` (``judge_scores``: a list, one per judge)."""
+    def _block_covariances(self, cov: str, anchored: str | None, correction: bool,
+                           only: str | None = None) -> dict[str, Any]:
+        """Return the covariance of every target of :attr:`linearization` (``judge_scores``: a list, one per judge).
+
+        ``only``: form just the linearizations holding that target.
+        """
         out: dict[str, Any] = {"judge_scores": [], "log_nu": []}
-        # with_cov requires the data; cov_params at the fit's own settings reuses the meats cached at fit time
-        data = cast(Comparisons, self.data)
+        data = cast(Comparisons, self.data)  # checked by _require_linearization; fit() always sets it
         for lin in self.linearization:
+            if only is not None and only not in lin.blocks:
+                continue
             C = lin.covariance(data, cov, anchored_cov=anchored or "two-step", correction=correction)
             for name, sl in lin.blocks.items():
                 if name in ("judge_scores", "log_nu"):
@@ -393,7 +410,7 @@ class DialResult:
         if C["log_nu"] and self.tie_parameters is not None:
             var = np.full(len(self.tie_parameters), np.nan)
             for lin, Cn in C["log_nu"]:
-                var[np.asarray(lin.tie_rows, dtype=np.int64)] = np.diag(Cn)
+                var[self.tie_parameters.index.get_indexer(list(lin.tie_labels))] = np.diag(Cn)
             out["tie_parameters"] = tie_table_rows(self.tie_parameters, var, self.level)
         return out
 

@@ -70,6 +70,9 @@ def pooled_cross_derivative(ties: str, human: TieCells, N: int, beta: np.ndarray
 def fit_pooled_ties(data: Comparisons, common: dict, *, ties: str, seed: int | None = None) -> Any:
     """Fit the pooled baseline with ties (see the module docstring): a DialResult with ``tie_parameters``.
 
+    Two stages as eq. staged-calibrated-estimator with the basis ``M = s_pool``, linearized
+    by :func:`pydial.inference.two_step_maps`.
+
     ``common["engine"] == "stan"`` optimizes both stages with Stan
     (:func:`pydial.stan.engine.stan_pooled_tie_stages`);
     the inference is numpy's at the optimum on either engine.
@@ -123,11 +126,12 @@ def fit_pooled_ties(data: Comparisons, common: dict, *, ties: str, seed: int | N
     U_L, _ = tie_glm_influence(data, ties, X1, o1.x, free1, w1, total, cells=L)
     U_H, _ = tie_glm_influence(data, ties, X2, o2.x, free2, w2, Z2, cells=Hc)
     free = np.flatnonzero([free1, free2])
+    names = [POOLED_LABEL, data.human_judge]
     lin = stack_tie_influence([U_L, U_H]).linearization(
-        "the pooled scores", {"scores": slice(0, N), "log_nu": slice(N, N + free.size)}, tie_rows=tuple(int(g) for g in free))
+        "the pooled scores", {"scores": slice(0, N), "log_nu": slice(N, N + free.size)},
+        tie_labels=tuple(names[int(g)] for g in free))
     level = common["level"]
     scores, cov = score_tables(s, unknown_cov(N), data.items, level)
-    names = [POOLED_LABEL, data.human_judge]
     lognu = np.array([o1.x[-1] if free1 else -np.inf, o2.x[-1] if free2 else -np.inf])
     tab = tie_table(names, np.arange(2), free, lognu[free], np.full(free.size, np.nan), level, ties)
     res = DialResult(**common, scores=scores, cov=cov, position_effects=None, judge_scores=None, structure=None,
@@ -141,7 +145,7 @@ def fit_pooled_ties(data: Comparisons, common: dict, *, ties: str, seed: int | N
 
 
 def fit_atc_ties(data: Comparisons, common: dict, *, ties: str, engine: TieOptimizers = NUMPY_TIE) -> Any:
-    """AtC with ties (see the module docstring): a DialResult with ``tie_parameters``."""
+    """Fit AtC with ties (App. related-comparison; see the module docstring): a DialResult with ``tie_parameters``."""
     from .estimators import atc_scores
     from .optim import warn_unresolved
     from .results import DialResult
@@ -162,7 +166,8 @@ def fit_atc_ties(data: Comparisons, common: dict, *, ties: str, engine: TieOptim
         E = np.zeros((1, N))
         E[0, -1] = 1.0
         U, _ = tie_glm_influence(data, ties, X, opt.x, True, 1.0 / tie_totals(data)[1], E)
-        lins += (U.linearization("the people's tie parameter", {"log_nu": slice(0, 1)}, tie_rows=(data.K,)),)
+        lins += (U.linearization("the people's tie parameter", {"log_nu": slice(0, 1)},
+                                    tie_labels=(data.human_judge,)),)
     th = tie_table([data.human_judge], np.array([0]), np.array([0]) if free_h else np.zeros(0, np.int64),
                    np.array([lh]), np.array([np.nan]), level, ties)
     tab = pd.concat([tj, th])

@@ -269,7 +269,8 @@ class TieInfluence:
     def linearization(self, what: str, blocks: dict[str, slice], **kwargs: Any) -> Linearization:
         """Return the :class:`~pydial.inference.Linearization` of these cells.
 
-        Meats of :func:`pydial.inference.outcome_meat`; ``kwargs``: ``stage_one``, ``tie_rows``.
+        The meats of :func:`pydial.inference.outcome_meat` (eq. weighted-empirical-sandwich,
+        eq. cell-clustered-meat, eq. hac-meat); ``kwargs``: ``stage_one``, ``tie_labels``.
         """
         return Linearization(MeatSource(sp.csr_matrix(self.J2), self.st, self.rec), self.A, blocks, what, **kwargs)
 
@@ -330,8 +331,10 @@ def staged_tie_influence(data: Comparisons, sf: TieStagedFit, ties: str) -> tupl
 
     LLM cells through the LLM-only fit ``xi`` (with the calibration's response
     ``-C^{-1} H_{c xi}``), human cells through the calibration coordinates
-    ``(c, log nu_H)`` (the ``lambda -> inf`` limit of the sandwich).
-    Also returns the number of stage-one (LLM) columns of ``A``, which come first.
+    ``(c, log nu_H)`` (:func:`pydial.inference.two_step_maps`; eq.
+    staged-calibrated-estimator, the ``lambda -> inf`` limit of eq.
+    weighted-empirical-sandwich).  Also returns the number of stage-one (LLM) columns of
+    ``A``, which come first.
     """
     ch, x = sf.chart, sf.x
     n_l, n_h = tie_totals(data)
@@ -371,8 +374,9 @@ def tie_glm_influence(data: Comparisons, ties: str, X: Design, x: np.ndarray, fr
                    E: np.ndarray, unit: bool = False, cells: TieCells | None = None) -> tuple[TieInfluence, np.ndarray]:
     """Influence ``u = E H^{-1} (channels)`` of a tie GLM (design ``X``, coordinates ``(beta, l)``).
 
-    On ``cells`` (default: the human cells); also returns ``H``.  ``unit=True`` gives
-    weight 1 per comparison (for GACV).
+    The bread of eq. weighted-empirical-sandwich for a tie-model GLM (the people's model
+    of eq. human-only-estimator, the pooled BTL).  On ``cells`` (default: the human cells);
+    also returns ``H``.  ``unit=True`` gives weight 1 per comparison (for GACV).
     """
     if cells is None:
         cells = TieCells.stack(data, 0.0, 1.0)
@@ -534,7 +538,7 @@ def judge_tie_effects(data: Comparisons, ties: str, chL: Chart, xL: np.ndarray,
     if not nb:
         del blocks["b"]
     lin = U.linearization("the position effects, tie parameters and consensus loadings", blocks,
-                          tie_rows=tuple(int(g) for g in obj.free))
+                          tie_labels=tuple(data.judges[int(g)] for g in obj.free))
     est = np.concatenate([chL.order_effects(th)[:nb], xL[chL.dim:], chL.structure(th).gamma])
     return est, lin
 
@@ -682,7 +686,8 @@ def fit_dial_ties(data: Comparisons, common: dict, *, ties: str, order: bool, ad
     blocks = {"scores": slice(0, N)}
     if human_free and U.A.shape[0] > N:
         blocks["log_nu"] = slice(N, N + 1)
-    lin = U.linearization("the calibrated scores", blocks, stage_one=stage_one, tie_rows=(data.K,))
+    lin = U.linearization("the calibrated scores", blocks, stage_one=stage_one,
+                          tie_labels=(data.human_judge,) if "log_nu" in blocks else ())
     scores, cov_frame = score_tables(s, unknown_cov(N), data.items, level)
     # the judges: LLM-only fit
     chL, xL = sf.llm_chart, sf.llm_x

@@ -30,7 +30,7 @@ from scipy.special import expit
 import pydial
 from fdcheck import fd_jacobian
 from pydial.estimators import StagedFit, staged_fit
-from pydial.inference import finite_influence, staged_influence
+from pydial.inference import finite_influence, staged_influence, staged_linearization
 from pydial.inference import COV_TYPES, influence_covariance
 from pydial.likelihood import Cells, Objective
 from pydial.model import Chart
@@ -174,8 +174,7 @@ def test_two_step_covariance_is_the_large_lambda_limit(calibration):
     sf = staged_fit(d, 1, calibration)
     U, st = staged_influence(d, sf)
     two_step = {m: influence_covariance(U, st, d, m) for m in ("binomial", "cell", "record")}
-    Ufb, stfb = staged_influence(d, sf, fixed_basis=True)
-    fixed = influence_covariance(Ufb, stfb, d, "cell")
+    fixed = staged_linearization(d, sf).covariance(d, "cell", anchored_cov="fixed-basis")
     errs = []
     for mult in (10.0, 1e3, 1e5):
         lam = mult * d.n_llm / d.n_human
@@ -282,9 +281,7 @@ def main_replications():
         d, tr = sim.comparisons, sim.truth
         ada = pydial.fit(d, "dial-ada", multiples=SIMULATION_MULTIPLES, check=False)
         anc = pydial.fit(d, "dial-anc", check=False)
-        sf = StagedFit(anc.chart, anc.theta, None, None, anc.llm_chart, anc.llm_theta)
-        U, st = staged_influence(d, sf, fixed_basis=True)
-        fixed = influence_covariance(U, st, d, "cell")
+        fixed = anc.cov_params("fixed-basis").to_numpy()
         s_anc = anc.scores["score"].to_numpy()
         rows.append({
             "ada": contrast_cover(ada.scores["score"].to_numpy(), ada.cov.to_numpy(), tr.s_h),
