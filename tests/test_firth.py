@@ -283,9 +283,9 @@ def test_anchored_endpoints_list_the_human_fit_without_selecting_it():
 
 def test_firth_finite_weight_sandwich_uses_the_unpenalized_bread():
     """At a finite selected weight, the covariance of a Firth fit is the sandwich with the unpenalized
-    Hessian at the penalized estimate (pydial.penalty's convention), rebuilt here from scratch."""
-    from pydial.inference import finite_influence
-    from pydial.inference import influence_covariance
+    Hessian at the penalized estimate (pydial.penalty's convention): rebuilt here by finite_influence
+    with the Hessian it computes itself (unpenalized), not the penalized H^+ the weight path keeps."""
+    from pydial.inference import finite_influence, influence_covariance
 
     d = pydial.simulate(N=5, K=3, r=1, n_llm=3000, n_human=150, rng=6).comparisons
     res = pydial.fit(d, "dial-ada", penalty="firth", lambdas=[0.5], include_endpoints=False)

@@ -64,11 +64,12 @@ def test_matched_pair_agrees(pairs, method):
     tab = p.tab
     want = {"score"} | ({"b"} if method != "human" else set())
     assert set(tab.index.get_level_values("quantity")) == want
-    # independent reference: the MLE and its Fisher standard errors from the numpy engine
+    # the table carries the numpy engine's MLE and its Fisher standard errors beside the posterior
     s = p.res.scores
     t = tab.loc["score"]
     np.testing.assert_allclose(t["estimate"], s["score"])
     np.testing.assert_allclose(t["se"], s["se"])
+    # the independent check: the posterior (Stan's NUTS) against those, below
     x = p.idata.posterior[est["scores"]].stack(s=("chain", "draw")).transpose("item", "s").to_numpy()
     np.testing.assert_allclose(t["post_mean"], x.mean(axis=1))
     assert np.all(np.abs(t["shift_se"]) < 0.2), t["shift_se"]

@@ -110,7 +110,7 @@ def test_engine_stan_with_groups_without_ties(models, method, stan_backend_name)
         assert b.tie_parameters.loc["judge0", "nu"] == 0 and b.tie_parameters.loc["judge1", "nu"] > 0
 
 
-def test_nu_zero_flags_groups_without_ties(tdata):
+def test_nu_zero_flags_groups_without_ties():
     """standata: nu_zero only with boundary_nu=True, and then exactly for the groups without a tie."""
     f = pydial.simulate(N=6, K=3, r=1, n_llm=3000, n_human=600, tie_rate=0.2, rng=3).frame
     f = f.loc[~((f["judge"] == "judge2") & (f["winner"] == "tie"))]

@@ -38,16 +38,14 @@ def tied():
     return pydial.simulate(N=5, K=3, r=1, n_llm=6000, n_human=1500, rng=1, tie_rate=0.25).comparisons
 
 
-def quiet_fit(*args, **kwargs):
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        return pydial.fit(*args, **kwargs)
-
-
 def quiet(fn, *args, **kwargs):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         return fn(*args, **kwargs)
+
+
+def quiet_fit(*args, **kwargs):
+    return quiet(pydial.fit, *args, **kwargs)
 
 
 def assert_same_tables(a, b):
@@ -115,11 +113,17 @@ def test_cluster_correction(data, method, cov):
     assert quiet(res.with_cov, "fisher", correction=True).cov.equals(quiet_fit(data, method, cov="fisher").cov)
 
 
-def test_gamma_covariance(data):
+@pytest.mark.parametrize("what", ["scores", "b", "gamma"])
+def test_cov_params_forms_one_target(data, what):
+    """cov_params of another meat forms only the asked target (no tables, no verdict); it equals
+    the covariance behind a refit's table with that meat."""
     res = quiet_fit(data, "dial-anc")
-    C = res.cov_params(what="gamma")
-    assert list(C.index) == list(data.judges)
-    np.testing.assert_allclose(np.sqrt(np.diag(C.to_numpy())), res.consensus["se"].to_numpy(), rtol=1e-12)
+    ref = quiet_fit(data, "dial-anc", cov="record")
+    C = quiet(res.cov_params, "record", what=what)
+    names = list(data.items) if what == "scores" else list(data.judges)
+    assert list(C.index) == list(C.columns) == names
+    se = {"scores": ref.scores["se"], "b": ref.position_effects["se"], "gamma": ref.consensus["se"]}[what]
+    np.testing.assert_allclose(np.sqrt(np.diag(C.to_numpy())), se.to_numpy(), rtol=1e-12)
 
 
 def test_bad_requests(data):
@@ -215,7 +219,7 @@ def test_judges_record_meat_equals_statsmodels_cluster(data):
         np.testing.assert_allclose(res.judge_scores_se.iloc[kk].to_numpy(), np.sqrt(np.diag(P @ Vk @ P.T)), rtol=1e-8)
 
 
-def test_with_cov_at_the_fits_own_settings_is_a_copy(data):
+def test_with_cov_at_the_fits_own_settings_is_a_copy():
     tie = quiet_fit(pydial.simulate(N=4, K=2, r=1, n_llm=2000, n_human=800, rng=3, tie_rate=0.2).comparisons, "human",
                     ties="davidson")
     same = tie.with_cov("fisher")  # the tie BTL's only covariance: no linearization needed
