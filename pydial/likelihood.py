@@ -71,8 +71,11 @@ def calibration_firth_penalty(data: Comparisons) -> CalibrationFirthPenalty:
     return CalibrationFirthPenalty(difference_design(H.i, H.j, data.N).toarray(), H.n.astype(float), 1.0 / data.n_human)
 
 
-def stacked_columns(parts: Sequence[tuple[CellTable, float, bool]]) -> dict[str, np.ndarray]:
-    """Columns of :class:`Cells` for the tables ``(table, weight, is_human)`` with a positive weight, stacked in order."""
+def stacked_columns(parts: Sequence[tuple[CellTable, float, bool]], *, counts: bool = False) -> dict[str, np.ndarray]:
+    """Columns of :class:`Cells` for the tables ``(table, weight, is_human)`` with a positive weight, stacked in order.
+
+    With ``counts=True`` also the ``(m, 3)`` outcome counts of :class:`TieCells` (as floats).
+    """
     kept = [(tab, w, h) for tab, w, h in parts if w > 0 and len(tab)]
     if not kept:
         raise ValueError("no cells with positive weight")
@@ -81,6 +84,8 @@ def stacked_columns(parts: Sequence[tuple[CellTable, float, bool]]) -> dict[str,
                                   ("a", "a", np.int64), ("n", "n", float), ("y", "y", float))}
     out["w"] = np.concatenate([np.full(len(tab), float(w)) for tab, w, _ in kept])
     out["is_human"] = np.concatenate([np.full(len(tab), h) for tab, _, h in kept])
+    if counts:
+        out["counts"] = np.concatenate([tab.counts for tab, _, _ in kept]).astype(float)
     return out
 
 
@@ -599,9 +604,7 @@ class TieCells(Cells):
     @classmethod
     def from_tables(cls, parts: Sequence[tuple[CellTable, float, bool]]) -> "TieCells":
         """Stack the tables as :meth:`Cells.from_tables` does, with their outcome counts."""
-        cols = stacked_columns(parts)
-        kept = [tab for tab, w, _ in parts if w > 0 and len(tab)]
-        return cls(**cols, counts=np.concatenate([tab.counts for tab in kept]).astype(float))
+        return cls(**stacked_columns(parts, counts=True))
 
     @classmethod
     def stack(cls, data: Comparisons, w_llm: float, w_human: float) -> "TieCells":
