@@ -53,7 +53,7 @@ from .engines import TieOptimizers
 from .fitting import Design, centered_design, centering_basis, difference_design, initial_theta, logistic_glm
 from .inference import (Linearization, MeatSource, OutcomeStats, consensus_table, outcome_meat, position_effect_tables,
                         two_step_maps, unknown_cov)
-from .likelihood import TieCells, TieObjective, tie_cell_table, tie_groups, tie_human_loss, tie_totals
+from .likelihood import TieCells, TieObjective, tie_groups, tie_human_loss, tie_totals
 from .model import Calibration, Chart, consensus_gamma
 from .optim import OptimResult, newton, pinv_sym
 from .selection import (DEFAULT_MULTIPLES, SCORE_LIMIT, Candidate, candidate_weights, guard, path_candidates, path_table,
@@ -108,9 +108,8 @@ def tie_glm(ties: str, counts: np.ndarray, X: Design, weight: float, x0: np.ndar
 
 
 def _human_tie_cells(data: Comparisons) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    t = tie_cell_table(data)
-    h = t.loc[t["k"] == data.K]
-    return h["i"].to_numpy(np.int64), h["j"].to_numpy(np.int64), h[["wins_i", "wins_j", "ties"]].to_numpy(float)
+    H = data.cell_table("human", ties=True)
+    return H.i, H.j, H.counts.astype(float)
 
 
 def _human_free(data: Comparisons) -> bool:
