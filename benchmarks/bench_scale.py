@@ -48,8 +48,10 @@ STAGES = {
     "LLM-only fit": "llm_only_fit",
     "weight path + GACV": "finite_candidate",
     "human endpoint": "human_candidate",
-    "sandwich (scores)": ("staged_influence", "finite_influence", "human_influence", "influence_covariance"),
-    "judge diagnostics (b, gamma)": ("llm_only_linearization",),
+    "linearizations (scores)": ("staged_linearization", "finite_influence", "human_influence", "judges_linearization",
+                                "pooled_linearization"),
+    "judge linearizations (b, gamma)": ("llm_only_linearization",),
+    "covariances (every meat of the fit)": ("_block_covariances",),
 }
 
 
