@@ -270,19 +270,6 @@ class Objective:
             H = H + H_pen
         return f, g, 0.5 * (H + H.T)
 
-    def _gradient_full(self, res: np.ndarray, v: list[np.ndarray]) -> np.ndarray:
-        """``sum_c res_c d eta_c / d phi`` in the full coordinates.
-
-        One ``bincount`` per column of ``v``; the reference for :meth:`_gradient_factored`,
-        which the fits use.
-        """
-        idx = self._index
-        P = self.chart.dim_full
-        g_full = np.zeros(P)
-        for t, col in enumerate(v):
-            g_full += np.bincount(idx[:, t], weights=res * col, minlength=P)
-        return g_full
-
     @cached_property
     def _groups(self) -> list[tuple[np.ndarray, int, int, int, int, int]]:
         """The four coordinate groups a cell touches: ``(unit, n_units, base, stride, width, vcol)``.
@@ -337,23 +324,6 @@ class Objective:
                         H[np.ix_(ra, rb)] += agg
                         if b != a or lb != la:
                             H[np.ix_(rb, ra)] += agg.T
-        return H
-
-    def _cross(self, res: np.ndarray) -> np.ndarray:
-        """``sum_c res_c d^2 eta_c / d phi^2``: +1 at (L_g,l ; B_i,l), -1 at (L_g,l ; B_j,l).
-
-        The reference for :meth:`_add_cross`, which the fits use.
-        """
-        ch, c = self.chart, self.cells
-        q, P = ch.q, ch.dim_full
-        H = np.zeros((P, P))
-        agg = (np.bincount(c.g * ch.N + c.i, weights=res, minlength=ch.rows * ch.N)
-               - np.bincount(c.g * ch.N + c.j, weights=res, minlength=ch.rows * ch.N)).reshape(ch.rows, ch.N)
-        for l in range(q):
-            rl = np.arange(ch.rows) * q + l
-            rb = ch.off_B + np.arange(ch.N) * q + l
-            H[np.ix_(rl, rb)] += agg
-            H[np.ix_(rb, rl)] += agg.T
         return H
 
     # ------------------------------------- factored gradient and Hessian
@@ -485,7 +455,7 @@ class Objective:
         return (np.bincount(ki, weights=res, minlength=m) - np.bincount(kj, weights=res, minlength=m)).reshape(ch.rows, ch.N)
 
     def _gradient_factored(self, res: np.ndarray, phi: np.ndarray, agg: np.ndarray) -> np.ndarray:
-        """:meth:`_gradient_full` from ``agg`` of :meth:`_residual_by_item`.
+        """``sum_c res_c d eta_c / d phi`` in the full coordinates, from ``agg`` of :meth:`_residual_by_item`.
 
         ``d/dL = agg B``, ``d/dB = agg^T L`` and ``d/db_g = sum_{c in g} res_c a_c``.
         """
@@ -497,7 +467,11 @@ class Objective:
                                np.bincount(self._order_judge, weights=res * self._order_label, minlength=ch.K)])
 
     def _add_cross(self, H: np.ndarray, agg: np.ndarray) -> None:
-        """Add :meth:`_cross` in place, from ``agg`` of :meth:`_residual_by_item`."""
+        """Add ``sum_c res_c d^2 eta_c / d phi^2`` in place, from ``agg`` of :meth:`_residual_by_item`.
+
+        The second derivative is +1 at ``(L_g,l ; B_i,l)`` and -1 at ``(L_g,l ; B_j,l)``, so the
+        ``(L_g,l ; B_i,l)`` entry is ``agg[g, i]`` for every ``l``.
+        """
         ch = self.chart
         q = ch.q
         HLB = H[: ch.off_B, ch.off_B : ch.off_b].reshape(ch.rows, q, ch.N, q)
