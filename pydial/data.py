@@ -98,10 +98,12 @@ def _int64(x: Any) -> np.ndarray:
 class CellTable:
     """Aggregated comparisons with three outcome counts: the one cell table of both engines.
 
-    Every table of cells is a :class:`CellTable`: the decisive LLM and human cells of
-    :class:`Comparisons` (:class:`LLMCells`, :class:`HumanCells`), the cells with tie
-    counts (:meth:`Comparisons.cell_table`), the cells of the tie models and of the Stan
-    data (:mod:`pydial.stan.standata`).
+    The cells of the binomial models, eq. binomial-model-llm (judge ``k``, pair
+    ``(i, j)``, order ``a``) and eq. binomial-model-human (pair ``(i, j)``), with tie
+    counts for the tie models.  Every table of cells is a :class:`CellTable`: the decisive
+    LLM and human cells of :class:`Comparisons` (:class:`LLMCells`, :class:`HumanCells`),
+    the cells with tie counts (:meth:`Comparisons.cell_table`), the cells of the tie models
+    and of the Stan data (:mod:`pydial.stan.standata`).
 
     Attributes
     ----------

@@ -151,7 +151,7 @@ class Objective:
 
     @classmethod
     def weighted(cls, chart: Chart, data: Comparisons, lam: float, penalty: str | None = None) -> "Objective":
-        r""":math:`Q_\lambda` with ``lam`` in ``(0, inf)``; ``lam = inf`` gives the LLM-only loss.
+        r""":math:`Q_\lambda` (eq. weighted-loss) with ``lam`` in ``(0, inf)``; ``lam = inf`` gives the LLM-only loss.
 
         ``penalty="firth"`` adds the human block's Jeffreys prior
         :math:`-\frac{1}{2 n_H}[\log\det(M^\top D_H^\top W D_H M) - \log\det(M^\top M)]`,
@@ -637,10 +637,10 @@ class TieObjective(Objective):
     @classmethod
     def weighted(cls, chart: Chart, data: Comparisons, lam: float, ties: str = "davidson",  # type: ignore[override]
                  free: "np.ndarray | None" = None) -> "TieObjective":
-        r""":math:`Q_\lambda` of the tie model (``lam = inf``: the LLM-only loss).
+        r""":math:`Q_\lambda` of the tie model (eq. weighted-loss; ``lam = inf``: the LLM-only loss).
 
-        Weights ``1/n_H`` and ``lam/n_L`` with the comparison counts including ties
-        (:func:`tie_totals`).
+        Its cells are the LLM and human tie cells (:meth:`TieCells.stack`) with weights
+        ``lam/n_L`` and ``1/n_H``, the comparison counts including ties (:func:`tie_totals`).
         """
         n_l, n_h = tie_totals(data)
         cells = TieCells.stack(data, 1.0 / n_l, 0.0) if np.isinf(lam) else TieCells.stack(data, lam / n_l, 1.0 / n_h)
