@@ -324,6 +324,14 @@ def test_objective_finite_at_huge_eta(data, cal):
     assert g[t] == pytest.approx(gfd, rel=1e-6, abs=1e-9)
 
 
+def test_stacked_human_cells_are_loading_row_K(data):
+    """The human cells enter Q_lambda's stack as they are: loading row ``K``, no order, after the LLM cells."""
+    c = Cells.stack(data, 1.0, 1.0)
+    assert (c.g[c.is_human] == data.K).all() and (c.a[c.is_human] == 0).all()
+    assert (c.g[~c.is_human] < data.K).all() and c.is_human[-len(data.human):].all()
+    np.testing.assert_array_equal(c.n[c.is_human], data.human.n)
+
+
 def test_llm_only_chart_rejects_human_cells(data):
     with pytest.raises(ValueError, match="LLM-only"):
         Objective(Chart(N, K, 1, None, True), Cells.stack(data, 1.0, 1.0))
