@@ -216,10 +216,11 @@ def test_sampler_checks_flag_problems():
 # ------------------------------------------------------------------ backend modules and the optimizer driver
 def test_backend_modules_share_one_interface(models, stan_backend_name):
     from pydial.stan.backend import BACKEND_MODULES
-    from pydial.stan.compiled import CompiledModel
+    from pydial.stan.compiled import BackendModule, CompiledModel
 
     assert tuple(BACKEND_MODULES) == BACKENDS
     for name, mod in BACKEND_MODULES.items():
+        assert isinstance(mod, BackendModule)
         assert mod.NAME == name
         assert callable(mod.available) and callable(mod.is_compiled) and callable(mod.compile_program)
     m = models["judges"]

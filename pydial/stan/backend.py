@@ -5,7 +5,8 @@ Backend order (DESIGN.md "Two engines, one model"): CmdStan through
 that ships inside the ``httpstan`` wheel (used through ``httpstan`` and
 ``pystan``), which compiles offline with the system C++ compiler.
 
-Each backend is one module behind one small interface:
+Each backend is one module behind one small interface,
+:class:`~pydial.stan.compiled.BackendModule`:
 :mod:`pydial.stan.cmdstan_backend` and :mod:`pydial.stan.httpstan_backend`
 each define ``NAME``, ``available()``, ``is_compiled(name, code)`` and
 ``compile_program(name, code)``, which returns a subclass of
@@ -43,14 +44,13 @@ import hashlib
 import os
 import threading
 from pathlib import Path
-from types import ModuleType
 from typing import Any, Mapping, Sequence
 
 import numpy as np
 from numpy.typing import ArrayLike
 
 from . import cmdstan_backend, httpstan_backend
-from .compiled import CompiledModel, StanBackendError, StanCompileError
+from .compiled import BackendModule, CompiledModel, StanBackendError, StanCompileError
 from .programs import PROGRAMS, program_code
 from .results import OptimizeResult, SampleResult, SamplerWarning
 
@@ -74,7 +74,7 @@ __all__ = [
     "sample",
 ]
 
-BACKEND_MODULES: dict[str, ModuleType] = {cmdstan_backend.NAME: cmdstan_backend, httpstan_backend.NAME: httpstan_backend}
+BACKEND_MODULES: dict[str, BackendModule] = {cmdstan_backend.NAME: cmdstan_backend, httpstan_backend.NAME: httpstan_backend}
 """Backend name to the module implementing it, in order of preference."""
 
 BACKENDS: tuple[str, ...] = tuple(BACKEND_MODULES)
@@ -287,95 +287,23 @@ def _model(program: CompiledModel | str, backend: str | None = None) -> Compiled
 # --------------------------------------------------------------------------- function interface
 def log_prob(program: CompiledModel | str, data: Mapping[str, Any], unconstrained_params: ArrayLike, *,
              jacobian: bool = False, backend: str | None = None) -> float:
-    """Log density of ``program`` at unconstrained parameters (no Jacobian by default).
-
-    Parameters
-    ----------
-    program : CompiledModel or str
-        A compiled model, or a program name compiled with :func:`compile_model`.
-    data : mapping
-        Stan data.
-    unconstrained_params : array_like
-        Point on the unconstrained scale.
-    jacobian : bool
-        Include the Jacobian adjustment of the constraining transforms.
-    backend : {"cmdstanpy", "httpstan"} or None
-        See :func:`stan_backend` (ignored for a compiled model).
-
-    Returns
-    -------
-    float
-        ``log p``.
-    """
+    """:meth:`CompiledModel.log_prob` of ``program``, a compiled model or a name for :func:`compile_model` on ``backend``."""
     return _model(program, backend).log_prob(data, unconstrained_params, jacobian=jacobian)
 
 
 def grad_log_prob(program: CompiledModel | str, data: Mapping[str, Any], unconstrained_params: ArrayLike, *,
                   jacobian: bool = False, backend: str | None = None) -> np.ndarray:
-    """Gradient of :func:`log_prob` with respect to the unconstrained parameters.
-
-    Parameters
-    ----------
-    program, data, unconstrained_params, jacobian, backend
-        As for :func:`log_prob`.
-
-    Returns
-    -------
-    ndarray
-        One entry per unconstrained parameter.
-    """
+    """:meth:`CompiledModel.grad_log_prob` of ``program`` (as for :func:`log_prob`)."""
     return _model(program, backend).grad_log_prob(data, unconstrained_params, jacobian=jacobian)
 
 
 def optimize(program: CompiledModel | str, data: Mapping[str, Any], init: ArrayLike | None = None,
              seed: int | None = None, *, backend: str | None = None, **kwargs: Any) -> OptimizeResult:
-    """Penalized MLE (no Jacobian) of ``program``; see :meth:`CompiledModel.optimize`.
-
-    Parameters
-    ----------
-    program : CompiledModel or str
-        A compiled model, or a program name compiled with :func:`compile_model`.
-    data : mapping
-        Stan data.
-    init : array_like, optional
-        Start on the unconstrained scale.
-    seed : int, optional
-        Seed of the default start and of CmdStan.
-    backend : {"cmdstanpy", "httpstan"} or None
-        See :func:`stan_backend` (ignored for a compiled model).
-    **kwargs
-        Passed to :meth:`CompiledModel.optimize`.
-
-    Returns
-    -------
-    OptimizeResult
-        The optimum and the convergence verdict.
-    """
+    """:meth:`CompiledModel.optimize` of ``program`` (as for :func:`log_prob`); ``kwargs`` go to the method."""
     return _model(program, backend).optimize(data, init, seed=seed, **kwargs)
 
 
 def sample(program: CompiledModel | str, data: Mapping[str, Any], chains: int = 4, draws: int = 1000,
            warmup: int = 1000, seed: int | None = None, *, backend: str | None = None, **kwargs: Any) -> SampleResult:
-    """NUTS draws of ``program``; see :meth:`CompiledModel.sample`.
-
-    Parameters
-    ----------
-    program : CompiledModel or str
-        A compiled model, or a program name compiled with :func:`compile_model`.
-    data : mapping
-        Stan data.
-    chains, draws, warmup : int
-        Chains, kept draws per chain and warmup iterations per chain.
-    seed : int, optional
-        Seed of the sampler.
-    backend : {"cmdstanpy", "httpstan"} or None
-        See :func:`stan_backend` (ignored for a compiled model).
-    **kwargs
-        Passed to :meth:`CompiledModel.sample`.
-
-    Returns
-    -------
-    SampleResult
-        The draws (diagnostics not yet checked).
-    """
+    """:meth:`CompiledModel.sample` of ``program`` (as for :func:`log_prob`); ``kwargs`` go to the method."""
     return _model(program, backend).sample(data, chains=chains, draws=draws, warmup=warmup, seed=seed, **kwargs)

@@ -10,7 +10,7 @@ density is only available for programs whose parameters are all unconstrained
 runs CmdStan's own L-BFGS (every log density is a subprocess, so scipy is not
 run on it); NUTS keeps the ``CmdStanMCMC`` fit for ``arviz.from_cmdstanpy``.
 
-Backend-module interface (see :mod:`pydial.stan.backend`): :data:`NAME`,
+Implements :class:`~pydial.stan.compiled.BackendModule`: :data:`NAME`,
 :func:`available`, :func:`is_compiled`, :func:`compile_program`.
 """
 
@@ -39,12 +39,9 @@ NAME = "cmdstanpy"
 
 
 def available() -> bool:
-    """Whether ``cmdstanpy`` is importable and finds a CmdStan installation.
+    """Whether ``cmdstanpy`` is importable and ``cmdstanpy.cmdstan_path()`` resolves.
 
-    Returns
-    -------
-    bool
-        True when ``cmdstanpy.cmdstan_path()`` resolves.
+    See :meth:`~pydial.stan.compiled.BackendModule.available`.
     """
     try:
         import cmdstanpy
@@ -114,42 +111,18 @@ def _paths(name: str, code: str) -> tuple[Path, Path]:
 
 
 def is_compiled(name: str, code: str) -> bool:
-    """Whether the program's executable is in pydial's CmdStan cache (no compilation needed).
+    """Whether the program's executable is in pydial's CmdStan cache (:meth:`~pydial.stan.compiled.BackendModule.is_compiled`).
 
-    Parameters
-    ----------
-    name : str
-        Program name (its stem names the executable).
-    code : str
-        Program text.
-
-    Returns
-    -------
-    bool
-        True when loading the program needs no compilation.
+    The stem of ``name`` names the executable; the cache key is the program text and the CmdStan path.
     """
     return _paths(name, code)[1].is_file()
 
 
 def compile_program(name: str, code: str) -> CmdstanpyModel:
-    """Compile a program with CmdStan (or load its executable from the cache).
+    """Compile a program with CmdStan, or load its executable from :func:`cache_dir`.
 
-    Parameters
-    ----------
-    name : str
-        Program name, used in messages and for the file names.
-    code : str
-        Self-contained program text (includes expanded).
-
-    Returns
-    -------
-    CmdstanpyModel
-        ``compile_seconds`` is 0 and ``cached`` True when the executable was in the cache.
-
-    Raises
-    ------
-    StanCompileError
-        stanc or the C++ compiler rejected the program.
+    See :meth:`~pydial.stan.compiled.BackendModule.compile_program`.  The program text
+    is written to the cache beside the executable, whose file name is the stem of ``name``.
     """
     import cmdstanpy
 
@@ -185,16 +158,15 @@ class CmdstanpyModel(CompiledModel):
 
     # ---------------------------------------------------------------- parameters
     def parameter_names(self) -> list[str]:
-        """Names declared in the ``parameters`` block, in order (from ``stanc --info`` of this program)."""
+        """See :meth:`CompiledModel.parameter_names`; from cmdstanpy's ``src_info``."""
         if self._param_names is None:
             self._param_names = list(self._cmdstan_model.src_info().get("parameters", {}))
         return list(self._param_names)
 
     def parameter_shapes(self, data: Mapping[str, Any]) -> dict[str, tuple[int, ...]]:
-        """Shapes of the parameters for these data, in declaration order.
+        """See :meth:`CompiledModel.parameter_shapes`; the variables of a one-draw ``fixed_param`` run.
 
-        The variables of a one-draw ``fixed_param`` run (cached per set of integer
-        data, which fixes every size).
+        Cached per set of integer data, which fixes every size.
         """
         data = as_stan_data(data)
         names = self.parameter_names()
@@ -210,12 +182,11 @@ class CmdstanpyModel(CompiledModel):
         return dict(self._shape_cache[key])
 
     def unconstrain(self, data: Mapping[str, Any], values: Mapping[str, Any]) -> np.ndarray:
-        """Unconstrained vector of named parameter values.
+        """See :meth:`CompiledModel.unconstrain`; each parameter flattened column-major in declaration order.
 
-        Each parameter flattened column-major in declaration order, which is Stan's
-        unconstrained vector for parameters of unconstrained types that are not
-        arrays of vectors or matrices (all of pydial's programs; the tests check
-        it against httpstan).  Zero-size parameters may be left out of ``values``.
+        That is Stan's unconstrained vector for parameters of unconstrained types
+        that are not arrays of vectors or matrices (all of pydial's programs; the
+        tests check it against httpstan).
         """
         data = as_stan_data(data)
         shapes = self.parameter_shapes(data)
@@ -232,10 +203,10 @@ class CmdstanpyModel(CompiledModel):
 
     def constrain(self, data: Mapping[str, Any], u: ArrayLike, *, include_tparams: bool = True,
                   include_gqs: bool = False) -> dict[str, np.ndarray]:
-        """Named constrained values (and transformed parameters, generated quantities) at unconstrained ``u``.
+        """See :meth:`CompiledModel.constrain`; the parameters from :meth:`unconstrain`'s layout.
 
-        The parameters from :meth:`unconstrain`'s layout; transformed parameters and
-        generated quantities from one ``fixed_param`` draw at those values.
+        Transformed parameters and generated quantities come from one ``fixed_param``
+        draw at those values.
         """
         data = as_stan_data(data)
         params = self.split_unconstrained(data, np.asarray(u, float).ravel())
@@ -263,12 +234,12 @@ class CmdstanpyModel(CompiledModel):
         return float(row[0]), row[1:]
 
     def log_prob(self, data: Mapping[str, Any], u: ArrayLike, *, jacobian: bool = False) -> float:
-        """``log p(u)`` on the unconstrained scale (default: without the Jacobian adjustment)."""
+        """See :meth:`CompiledModel.log_prob`; one CmdStan ``log_prob`` run."""
         data = as_stan_data(data)
         return self._log_prob_grad(data, np.asarray(u, dtype=float).ravel(), jacobian)[0]
 
     def grad_log_prob(self, data: Mapping[str, Any], u: ArrayLike, *, jacobian: bool = False) -> np.ndarray:
-        """Gradient of :meth:`log_prob` with respect to the unconstrained parameters."""
+        """See :meth:`CompiledModel.grad_log_prob`; one CmdStan ``log_prob`` run."""
         data = as_stan_data(data)
         return self._log_prob_grad(data, np.asarray(u, dtype=float).ravel(), jacobian)[1]
 

@@ -13,6 +13,10 @@ gradient) and the assembly of :class:`~pydial.stan.results.SampleResult`.
 The data of a Stan program are marshalled once, by :func:`as_stan_data`
 (numeric numpy arrays and Python scalars) and :func:`json_ready` (lists, for the
 backends that take JSON).
+
+:class:`BackendModule` is the interface of a backend module itself (its name,
+whether it runs here, its cache, its compiler), through which
+:mod:`pydial.stan.backend` chooses a backend and compiles.
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ from __future__ import annotations
 import abc
 import time
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Mapping, Sequence
+from typing import Any, ClassVar, Mapping, Protocol, Sequence, runtime_checkable
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -33,6 +37,7 @@ __all__ = [
     "StanCompileError",
     "StanBackendError",
     "CompiledModel",
+    "BackendModule",
     "NutsDraws",
     "as_stan_data",
     "json_ready",
@@ -143,11 +148,28 @@ class CompiledModel(abc.ABC):
     # ---------------------------------------------------------------- parameters
     @abc.abstractmethod
     def parameter_names(self) -> list[str]:
-        """Names declared in the ``parameters`` block, in order (from ``stanc --info`` of this program)."""
+        """Names declared in the ``parameters`` block, in order.
+
+        Returns
+        -------
+        list of str
+            The parameter names, from ``stanc --info`` of this program.
+        """
 
     @abc.abstractmethod
     def parameter_shapes(self, data: Mapping[str, Any]) -> dict[str, tuple[int, ...]]:
-        """Shapes of the parameters for these data, in declaration order, as the compiled model reports them."""
+        """Shapes of the parameters for these data, in declaration order, as the compiled model reports them.
+
+        Parameters
+        ----------
+        data : mapping
+            Stan data (fix the sizes).
+
+        Returns
+        -------
+        dict of str to tuple of int
+            Parameter name to its shape (``()`` for a scalar, ``(0,)`` for an empty one).
+        """
 
     def num_unconstrained(self, data: Mapping[str, Any]) -> int:
         """Count the unconstrained parameters for these data.
@@ -190,21 +212,80 @@ class CompiledModel(abc.ABC):
 
     @abc.abstractmethod
     def unconstrain(self, data: Mapping[str, Any], values: Mapping[str, Any]) -> np.ndarray:
-        """Unconstrained vector of named parameter values."""
+        """Unconstrained vector of named parameter values.
+
+        Parameters
+        ----------
+        data : mapping
+            Stan data.
+        values : mapping
+            Parameter name to its constrained value; zero-size parameters may be left out.
+
+        Returns
+        -------
+        ndarray
+            Stan's unconstrained vector (see the class docstring for its layout).
+
+        Raises
+        ------
+        KeyError
+            A parameter of nonzero size has no value.
+        """
 
     @abc.abstractmethod
     def constrain(self, data: Mapping[str, Any], u: ArrayLike, *, include_tparams: bool = True,
                   include_gqs: bool = False) -> dict[str, np.ndarray]:
-        """Named constrained values (and transformed parameters, generated quantities) at unconstrained ``u``."""
+        """Named constrained values (and transformed parameters, generated quantities) at unconstrained ``u``.
+
+        Parameters
+        ----------
+        data : mapping
+            Stan data.
+        u : array_like
+            Unconstrained vector.
+        include_tparams, include_gqs : bool
+            Add the transformed parameters, the generated quantities.
+
+        Returns
+        -------
+        dict of str to ndarray
+            Variable name to its value, shaped as declared.
+        """
 
     # ---------------------------------------------------------------- log density
     @abc.abstractmethod
     def log_prob(self, data: Mapping[str, Any], u: ArrayLike, *, jacobian: bool = False) -> float:
-        """``log p(u)`` on the unconstrained scale (default: without the Jacobian adjustment)."""
+        """``log p(u)`` on the unconstrained scale (default: without the Jacobian adjustment).
+
+        Parameters
+        ----------
+        data : mapping
+            Stan data.
+        u : array_like
+            Point on the unconstrained scale.
+        jacobian : bool
+            Include the Jacobian adjustment of the constraining transforms.
+
+        Returns
+        -------
+        float
+            ``log p`` at ``u``.
+        """
 
     @abc.abstractmethod
     def grad_log_prob(self, data: Mapping[str, Any], u: ArrayLike, *, jacobian: bool = False) -> np.ndarray:
-        """Gradient of :meth:`log_prob` with respect to the unconstrained parameters."""
+        """Gradient of :meth:`log_prob` with respect to the unconstrained parameters.
+
+        Parameters
+        ----------
+        data, u, jacobian
+            As for :meth:`log_prob`.
+
+        Returns
+        -------
+        ndarray
+            One entry per unconstrained parameter.
+        """
 
     # ---------------------------------------------------------------- optimize
     def optimize(
@@ -356,3 +437,67 @@ class CompiledModel(abc.ABC):
         ``inits`` holds one dict per chain, already converted by :func:`as_stan_data` and
         :func:`json_ready`.
         """
+
+
+@runtime_checkable
+class BackendModule(Protocol):
+    """The interface of a backend module, :mod:`pydial.stan.cmdstan_backend` or :mod:`pydial.stan.httpstan_backend`.
+
+    :mod:`pydial.stan.backend` picks a module by :attr:`NAME` and
+    :meth:`available`, announces a compilation when :meth:`is_compiled` is
+    false, and keeps the :class:`CompiledModel` that :meth:`compile_program`
+    returns, one per backend and program text per process.
+    """
+
+    NAME: str
+    """The backend's name in :data:`pydial.stan.backend.BACKENDS`."""
+
+    def available(self) -> bool:
+        """Whether the backend can run here.
+
+        Returns
+        -------
+        bool
+            True when its Python packages import (and, for CmdStan, an
+            installation is found).
+        """
+        ...
+
+    def is_compiled(self, name: str, code: str) -> bool:
+        """Whether the program is in the backend's cache, so that loading it needs no compilation.
+
+        Parameters
+        ----------
+        name : str
+            Program name.
+        code : str
+            Program text (the cache key).
+
+        Returns
+        -------
+        bool
+            True when loading the program needs no compilation.
+        """
+        ...
+
+    def compile_program(self, name: str, code: str) -> CompiledModel:
+        """Compile a program, or load it from the backend's cache.
+
+        Parameters
+        ----------
+        name : str
+            Program name, used in messages (and for file names).
+        code : str
+            Self-contained program text (includes expanded).
+
+        Returns
+        -------
+        CompiledModel
+            ``compile_seconds`` is 0 and ``cached`` True when the program was in the cache.
+
+        Raises
+        ------
+        StanCompileError
+            stanc or the C++ compiler rejected the program; the message has their output.
+        """
+        ...

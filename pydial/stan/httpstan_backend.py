@@ -11,7 +11,7 @@ pystan, whose seeded fits pydial removes from httpstan's cache afterwards.
 Calls that need it are then run in a worker thread with its own loop, so
 ``nest_asyncio`` is not needed.
 
-Backend-module interface (see :mod:`pydial.stan.backend`): :data:`NAME`,
+Implements :class:`~pydial.stan.compiled.BackendModule`: :data:`NAME`,
 :func:`available`, :func:`is_compiled`, :func:`compile_program`.
 """
 
@@ -46,13 +46,7 @@ _STANC_INFO: dict[str, dict] = {}
 
 
 def available() -> bool:
-    """Whether ``httpstan`` and ``pystan`` are importable.
-
-    Returns
-    -------
-    bool
-        True when this backend can run.
-    """
+    """Whether ``httpstan`` and ``pystan`` are importable (:meth:`~pydial.stan.compiled.BackendModule.available`)."""
     try:
         import httpstan.models  # noqa: F401
         import stan  # noqa: F401
@@ -125,19 +119,9 @@ def _module_exists(model_name: str) -> bool:
 
 
 def is_compiled(name: str, code: str) -> bool:
-    """Whether the program is in httpstan's on-disk cache (no compilation needed).
+    """Whether the program is in httpstan's on-disk cache (:meth:`~pydial.stan.compiled.BackendModule.is_compiled`).
 
-    Parameters
-    ----------
-    name : str
-        Program name (unused: httpstan keys its cache by the text alone).
-    code : str
-        Program text.
-
-    Returns
-    -------
-    bool
-        True when loading the program needs no compilation.
+    ``name`` is unused: httpstan keys its cache by the program text alone.
     """
     import httpstan.models
 
@@ -205,24 +189,11 @@ def _stanc_retry(fn: Callable[..., T], *args: Any, attempts: int = 8) -> T:
 
 # --------------------------------------------------------------------------- compile
 def compile_program(name: str, code: str) -> HttpstanModel:
-    """Compile a program with httpstan's Stan (or load it from httpstan's cache).
+    """Compile a program with httpstan's Stan, or load it from httpstan's cache.
 
-    Parameters
-    ----------
-    name : str
-        Program name, used in messages.
-    code : str
-        Self-contained program text (includes expanded).
-
-    Returns
-    -------
-    HttpstanModel
-        ``compile_seconds`` is 0 and ``cached`` True when the program was in the cache.
-
-    Raises
-    ------
-    StanCompileError
-        stanc or the C++ compiler rejected the program.
+    See :meth:`~pydial.stan.compiled.BackendModule.compile_program`.  A cached model is
+    loaded without running stanc (whose fixed 1-second timeout in httpstan a loaded
+    machine can exceed); a new model keeps stanc's warnings in ``stanc_warnings``.
     """
     import httpstan.cache
     import httpstan.compile
@@ -291,23 +262,20 @@ class HttpstanModel(CompiledModel):
 
     # ---------------------------------------------------------------- parameters
     def parameter_names(self) -> list[str]:
-        """Names declared in the ``parameters`` block, in order (from ``stanc --info`` of this program)."""
+        """See :meth:`CompiledModel.parameter_names`; from ``stanc --info`` with httpstan's stanc."""
         if self._param_names is None:
             self._param_names = list(_stanc_info(self.code).get("parameters", {}))
         return list(self._param_names)
 
     def parameter_shapes(self, data: Mapping[str, Any]) -> dict[str, tuple[int, ...]]:
-        """Shapes of the parameters for these data, in declaration order (the model's ``get_dims``)."""
+        """See :meth:`CompiledModel.parameter_shapes`; the model's ``get_dims``."""
         data = as_stan_data(data)
         mod = self.services()
         dims = dict(zip(mod.get_param_names(data), mod.get_dims(data)))
         return {n: tuple(int(x) for x in dims[n]) for n in self.parameter_names()}
 
     def unconstrain(self, data: Mapping[str, Any], values: Mapping[str, Any]) -> np.ndarray:
-        """Unconstrained vector of named parameter values, by the model's own ``transform_inits``.
-
-        Zero-size parameters may be left out of ``values``.
-        """
+        """See :meth:`CompiledModel.unconstrain`; the model's own ``transform_inits``."""
         data = as_stan_data(data)
         shapes = self.parameter_shapes(data)
         missing = [n for n, sh in shapes.items() if n not in values and int(np.prod(sh)) > 0]
@@ -319,7 +287,7 @@ class HttpstanModel(CompiledModel):
 
     def constrain(self, data: Mapping[str, Any], u: ArrayLike, *, include_tparams: bool = True,
                   include_gqs: bool = False) -> dict[str, np.ndarray]:
-        """Named constrained values (and transformed parameters, generated quantities) by the model's ``write_array``."""
+        """See :meth:`CompiledModel.constrain`; the model's ``write_array``."""
         data = as_stan_data(data)
         x = np.asarray(u, float).ravel()
         mod = self.services()
@@ -337,10 +305,10 @@ class HttpstanModel(CompiledModel):
 
     # ---------------------------------------------------------------- log density
     def log_prob(self, data: Mapping[str, Any], u: ArrayLike, *, jacobian: bool = False) -> float:
-        """``log p(u)`` on the unconstrained scale (default: without the Jacobian adjustment).
+        """See :meth:`CompiledModel.log_prob`; the compiled model's ``log_prob``, in-process.
 
-        Note that with httpstan, ``~`` statements drop constants (``propto``); the
-        pydial programs only use ``target +=``, which keeps them.
+        With httpstan, ``~`` statements drop constants (``propto``); the pydial
+        programs only use ``target +=``, which keeps them.
         """
         data = as_stan_data(data)
         x = np.asarray(u, dtype=float).ravel()
@@ -350,7 +318,7 @@ class HttpstanModel(CompiledModel):
             raise StanBackendError(f"{self.name}: log_prob failed: {e}") from e
 
     def grad_log_prob(self, data: Mapping[str, Any], u: ArrayLike, *, jacobian: bool = False) -> np.ndarray:
-        """Gradient of :meth:`log_prob` with respect to the unconstrained parameters."""
+        """See :meth:`CompiledModel.grad_log_prob`; the compiled model's ``log_prob_grad``, in-process."""
         data = as_stan_data(data)
         x = np.asarray(u, dtype=float).ravel()
         try:
