@@ -181,20 +181,14 @@ class CmdstanpyModel(CompiledModel):
                                       for n in names}
         return dict(self._shape_cache[key])
 
-    def unconstrain(self, data: Mapping[str, Any], values: Mapping[str, Any]) -> np.ndarray:
-        """See :meth:`CompiledModel.unconstrain`; each parameter flattened column-major in declaration order.
+    def _unconstrain(self, data: dict[str, Any], values: dict[str, np.ndarray]) -> np.ndarray:
+        """Flatten each parameter column-major in declaration order.
 
         That is Stan's unconstrained vector for parameters of unconstrained types
         that are not arrays of vectors or matrices (all of pydial's programs; the
         tests check it against httpstan).
         """
-        data = as_stan_data(data)
-        shapes = self.parameter_shapes(data)
-        missing = [n for n, sh in shapes.items() if n not in values and int(np.prod(sh)) > 0]
-        if missing:
-            raise KeyError(f"{self.name}: no values for the parameters {missing}")
-        values = {n: values.get(n, np.zeros(shapes[n])) for n in shapes}
-        parts = [np.asarray(values[n], float).reshape(shapes[n]).ravel(order="F") for n in shapes]
+        parts = [v.ravel(order="F") for v in values.values()]
         return np.concatenate(parts) if parts else np.zeros(0)
 
     def _inits(self, data: Mapping[str, Any], u: ArrayLike) -> dict[str, Any]:

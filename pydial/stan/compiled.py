@@ -210,7 +210,6 @@ class CompiledModel(abc.ABC):
             raise ValueError(f"{self.name}: the unconstrained vector has {x.size} entries, the parameters {pos}")
         return out
 
-    @abc.abstractmethod
     def unconstrain(self, data: Mapping[str, Any], values: Mapping[str, Any]) -> np.ndarray:
         """Unconstrained vector of named parameter values.
 
@@ -231,6 +230,17 @@ class CompiledModel(abc.ABC):
         KeyError
             A parameter of nonzero size has no value.
         """
+        data = as_stan_data(data)
+        shapes = self.parameter_shapes(data)
+        missing = [n for n, sh in shapes.items() if n not in values and int(np.prod(sh)) > 0]
+        if missing:
+            raise KeyError(f"{self.name}: no values for the parameters {missing}")
+        shaped = {n: np.asarray(values.get(n, np.zeros(shapes[n])), float).reshape(shapes[n]) for n in shapes}
+        return self._unconstrain(data, shaped)
+
+    @abc.abstractmethod
+    def _unconstrain(self, data: dict[str, Any], values: dict[str, np.ndarray]) -> np.ndarray:
+        """Return the unconstrained vector of every parameter's value, shaped as declared (see :meth:`unconstrain`)."""
 
     @abc.abstractmethod
     def constrain(self, data: Mapping[str, Any], u: ArrayLike, *, include_tparams: bool = True,

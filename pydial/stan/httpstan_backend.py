@@ -274,16 +274,9 @@ class HttpstanModel(CompiledModel):
         dims = dict(zip(mod.get_param_names(data), mod.get_dims(data)))
         return {n: tuple(int(x) for x in dims[n]) for n in self.parameter_names()}
 
-    def unconstrain(self, data: Mapping[str, Any], values: Mapping[str, Any]) -> np.ndarray:
-        """See :meth:`CompiledModel.unconstrain`; the model's own ``transform_inits``."""
-        data = as_stan_data(data)
-        shapes = self.parameter_shapes(data)
-        missing = [n for n, sh in shapes.items() if n not in values and int(np.prod(sh)) > 0]
-        if missing:
-            raise KeyError(f"{self.name}: no values for the parameters {missing}")
-        values = {n: values.get(n, np.zeros(shapes[n])) for n in shapes}
-        ctx = {n: np.asarray(values[n], float).reshape(shapes[n]) for n in shapes}
-        return np.asarray(self.services().transform_inits(data, json_ready(as_stan_data(ctx))), float)
+    def _unconstrain(self, data: dict[str, Any], values: dict[str, np.ndarray]) -> np.ndarray:
+        """Unconstrain by the model's own ``transform_inits``."""
+        return np.asarray(self.services().transform_inits(data, json_ready(as_stan_data(values))), float)
 
     def constrain(self, data: Mapping[str, Any], u: ArrayLike, *, include_tparams: bool = True,
                   include_gqs: bool = False) -> dict[str, np.ndarray]:
