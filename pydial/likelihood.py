@@ -119,10 +119,10 @@ class Cells:
         r"""Stack the decisive LLM cells (if ``w_llm > 0``) and then the human cells (if ``w_human > 0``).
 
         With ``w_llm = lambda/n_L`` and ``w_human = 1/n_H`` these are the cells of
-        :math:`Q_\lambda` (eq. weighted-loss).  The human cells of :class:`Comparisons`
-        already carry the judge index ``K`` (their loading row).
+        :math:`Q_\lambda` (eq. weighted-loss).  The human cells are put on loading row ``K``
+        whatever judge index they carry (a :class:`HumanCells` built by hand has ``-1``).
         """
-        return cls.from_tables([(data.llm, w_llm, False), (data.human, w_human, True)])
+        return cls.from_tables([(data.llm, w_llm, False), (data.human.with_judge(data.K), w_human, True)])
 
 
 DENSE_PAIR_RATIO = 16  # per-judge item-pair tables when they have at most this many entries per cell

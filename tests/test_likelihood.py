@@ -325,11 +325,18 @@ def test_objective_finite_at_huge_eta(data, cal):
 
 
 def test_stacked_human_cells_are_loading_row_K(data):
-    """The human cells enter Q_lambda's stack as they are: loading row ``K``, no order, after the LLM cells."""
-    c = Cells.stack(data, 1.0, 1.0)
-    assert (c.g[c.is_human] == data.K).all() and (c.a[c.is_human] == 0).all()
-    assert (c.g[~c.is_human] < data.K).all() and c.is_human[-len(data.human):].all()
-    np.testing.assert_array_equal(c.n[c.is_human], data.human.n)
+    """The human cells enter Q_lambda's stack on loading row ``K``, no order, after the LLM cells,
+    also when they were built by hand (``HumanCells`` without a judge index, e.g. redrawn cells)."""
+    import dataclasses
+
+    from pydial.data import HumanCells
+
+    H = data.human
+    for d in (data, dataclasses.replace(data, human=HumanCells(H.i, H.j, H.n, H.y))):
+        c = Cells.stack(d, 1.0, 1.0)
+        assert (c.g[c.is_human] == data.K).all() and (c.a[c.is_human] == 0).all()
+        assert (c.g[~c.is_human] < data.K).all() and c.is_human[-len(data.human):].all()
+        np.testing.assert_array_equal(c.n[c.is_human], data.human.n)
 
 
 def test_llm_only_chart_rejects_human_cells(data):
