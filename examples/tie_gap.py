@@ -5,7 +5,8 @@
 eta^2`` instead of ``log nu_k``.  This script samples the shipped Davidson model
 and the extension on the bundled Chatbot Arena data with the same data
 dictionary (plus the extension's one extra datum, the prior scale of
-``kappa``), and compares them by PSIS-LOO (``az.compare``).
+``kappa``), and compares them by PSIS-LOO (``arviz.compare`` through
+:func:`pydial.stan.idata.compare`, the same on arviz 0.x and 1.x).
 
 Usage::
 
@@ -38,9 +39,8 @@ def run(records: int | None = None, chains: int = 4, draws: int = 1000, warmup: 
     """Sample both models and compare them; returns the two InferenceData and the comparison table."""
     import warnings
 
-    import arviz as az
-
     import pydial
+    from pydial.stan.idata import compare
 
     data = arena_subset(records)
     kw = dict(model="judges", ties="davidson", chains=chains, draws=draws, warmup=warmup, seed=seed, backend=backend)
@@ -48,7 +48,7 @@ def run(records: int | None = None, chains: int = 4, draws: int = 1000, warmup: 
         warnings.simplefilter("ignore", pydial.stan.SamplerWarning)
         shipped = pydial.posterior(data, **kw)
         extended = pydial.posterior(data, program=str(PROGRAM), extra={"prior_kappa_sd": kappa_sd}, **kw)
-    table = az.compare({"davidson": shipped, "davidson + tie gap": extended}, ic="loo")
+    table = compare({"davidson": shipped, "davidson + tie gap": extended})
     return {"data": data, "shipped": shipped, "extended": extended, "compare": table}
 
 

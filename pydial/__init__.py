@@ -15,8 +15,8 @@ from .data import Comparisons
 from .design import DesignReport, check_design
 from .estimators import DialResult, fit
 from .exceptions import (ArgumentWarning, ConvergenceError, ConvergenceWarning, CovarianceWarning, DataError,
-                         DataWarning, DialError, DialWarning, EstimandMismatchError, IdentifiabilityError, MemoryLimitError,
-                         OutputError)
+                         DataWarning, DependencyError, DialError, DialWarning, EstimandMismatchError, IdentifiabilityError,
+                         MemoryLimitError, OutputError)
 from .planning import next_pairs, plan, plot_plan
 from .simulate import Simulation, simulate
 
@@ -44,6 +44,7 @@ __all__ = [
     "DialWarning",
     "OutputError",
     "DialError",
+    "DependencyError",
     "MemoryLimitError",
     "EstimandMismatchError",
     "posterior",

@@ -283,7 +283,7 @@ def _scan_cycles(N: int, ii: np.ndarray, jj: np.ndarray, aa: np.ndarray) -> _Cyc
         i, j, total = witness
         cycle = _tree_path(tree, i, j)
         two = len(cycle) == 2
-    return _CycleScan(labels, int(labels.max()) + 1, cycle, int(total), two)
+    return _CycleScan(labels, int(np.max(labels)) + 1, cycle, int(total), two)
 
 
 SCAN_VECTOR_MIN = 2000  # judges with more cells are scanned by the vectorized potentials

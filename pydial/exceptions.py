@@ -53,6 +53,14 @@ class EstimandMismatchError(DialError, ValueError):
         self.mismatch = dict(mismatch or {})
 
 
+class DependencyError(DialError, ImportError):
+    """An installed dependency is missing or of a version pydial cannot support.
+
+    The message names the package, the version found, the supported range and the
+    command that installs a supported one.
+    """
+
+
 class DialWarning(UserWarning):
     """Base class of pydial's warnings."""
 

@@ -214,7 +214,7 @@ def fit_human_btl(human: HumanCells, N: int, *, ridge: float = 0.0, penalty: str
     """
     T = centering_basis(N)
     X = centered_design(human.i, human.j, N)
-    opt = logistic_glm(X, human.n, human.y, weight=1.0 / human.n.sum(), ridge=ridge, penalty=penalty)
+    opt = logistic_glm(X, human.n, human.y, weight=1.0 / float(human.n.sum()), ridge=ridge, penalty=penalty)
     return BTLFit(T @ opt.x, 0.0, opt)
 
 
@@ -227,7 +227,7 @@ def fit_order_btl(cells: LLMCells, N: int, *, order: bool = True, ridge: float =
     """
     T = centering_basis(N)
     X = centered_design(cells.i, cells.j, N, cells.a if order else None)
-    opt = logistic_glm(X, cells.n, cells.y, weight=1.0 / cells.n.sum(), ridge=ridge, penalty=penalty)
+    opt = logistic_glm(X, cells.n, cells.y, weight=1.0 / float(cells.n.sum()), ridge=ridge, penalty=penalty)
     s = T @ opt.x[: N - 1]
     return BTLFit(s, float(opt.x[-1]) if order else 0.0, opt)
 
@@ -239,7 +239,7 @@ def fit_calibration(human: HumanCells, M: np.ndarray, *, x0: np.ndarray | None =
     With ``penalty="firth"`` the Firth estimate of the calibration GLM (design ``D_H M``).
     """
     X = np.asarray(difference_design(human.i, human.j, M.shape[0]) @ M)
-    return logistic_glm(X, human.n, human.y, weight=1.0 / human.n.sum(), x0=x0, bound=bound, penalty=penalty)
+    return logistic_glm(X, human.n, human.y, weight=1.0 / float(human.n.sum()), x0=x0, bound=bound, penalty=penalty)
 
 
 # ---------------------------------------------------------- structured fits

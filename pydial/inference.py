@@ -159,7 +159,7 @@ def judges_linearization(data: Comparisons, fits: Sequence[Any]) -> tuple[tuple[
         m = data.llm.judge == k
         cells = data.llm.select(m)
         X = centered_design(cells.i, cells.j, N, cells.a)
-        w = 1.0 / cells.n.sum()
+        w = 1.0 / float(cells.n.sum())
         U, p, singular = glm_influence(X, fits[k].opt.x, cells.n, w, E, f"judge {data.judges[k]!r}")
         regular &= not singular
         st = CellStats(cells.n, cells.y, p, np.full(cells.n.size, w), np.zeros(cells.n.size, bool),

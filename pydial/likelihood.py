@@ -49,13 +49,13 @@ def binomial_nll(eta: np.ndarray, n: np.ndarray, y: np.ndarray) -> np.ndarray:
 def human_loss(s: np.ndarray, human: HumanCells) -> float:
     r"""Compute the normalized human loss :math:`\ell_H(s)` (eq. human-full-loss)."""
     eta = s[human.i] - s[human.j]
-    return float(binomial_nll(eta, human.n, human.y).sum() / human.n.sum())
+    return float(binomial_nll(eta, human.n, human.y).sum()) / float(human.n.sum())
 
 
 def llm_loss(S: np.ndarray, b: np.ndarray, llm: LLMCells) -> float:
     r"""Compute the normalized LLM loss :math:`\ell_L(S, b)` (eq. llm-negloglik)."""
     eta = S[llm.judge, llm.i] - S[llm.judge, llm.j] + llm.a * b[llm.judge]
-    return float(binomial_nll(eta, llm.n, llm.y).sum() / llm.n.sum())
+    return float(binomial_nll(eta, llm.n, llm.y).sum()) / float(llm.n.sum())
 
 
 def weighted_loss(s: np.ndarray, S: np.ndarray, b: np.ndarray, data: Comparisons, lam: float) -> float:
@@ -797,4 +797,4 @@ def tie_human_loss(ties: str, s: np.ndarray, log_nu_h: float, data: Comparisons)
     cnt = h.counts.astype(float)
     eta = s[h.i] - s[h.j]
     d = binary_cell(cnt, eta) if np.isneginf(log_nu_h) else tie_cell(ties)(cnt, eta, log_nu_h)
-    return float(-d.value.sum() / cnt.sum())
+    return -float(d.value.sum()) / float(cnt.sum())

@@ -280,7 +280,7 @@ def degenerate_meat(gram: np.ndarray, G: int | None, cov: str, what: str) -> boo
     if G is None:
         return False
     ev = np.linalg.eigvalsh(gram) if gram.size else np.zeros(0)
-    p = int(np.sum(ev > 1e-10 * max(float(ev.max(initial=0.0)), 1e-300)))
+    p = int(np.sum(ev > 1e-10 * max(float(np.max(ev, initial=0.0)), 1e-300)))
     if G > p:
         return False
     warnings.warn(CovarianceWarning(
@@ -352,7 +352,7 @@ def parameter_meat(J: Any, st: CellStats, data: Comparisons, cov: str) -> "Meat"
             li = st.llm_index[lm]
             key = (L.judge[li] * data.N + L.i[li]) * data.N + L.j[li]
             _, cl = np.unique(key, return_inverse=True)
-            ind = _indicator(cl, cl.max() + 1 if cl.size else 0)
+            ind = _indicator(cl, int(np.max(cl, initial=-1)) + 1)
             Gs = ind @ _scale_rows(_rows(J, ~h), w[lm] * s1[lm])
             cnt = np.asarray(ind @ (w[lm] * n[lm]))[:, None]
             out.append(replace(_centered_gram(Gs, cnt, gbar[False][:, None]), clusters=Gs.shape[0]))
@@ -479,7 +479,7 @@ def outcome_meat(J2: Any, st: OutcomeStats, data: Comparisons, cov: str, record_
             lm = ~h3
             key = (np.tile(st.judge, 3)[lm] * data.N + np.tile(st.i, 3)[lm]) * data.N + np.tile(st.j, 3)[lm]
             _, cl = np.unique(key, return_inverse=True)
-            ind = _indicator(cl, cl.max() + 1 if cl.size else 0)
+            ind = _indicator(cl, int(np.max(cl, initial=-1)) + 1)
             Gs = ind @ _scale_rows(_rows(R, lm), w3[lm] * cnt[lm])
             csum = np.asarray(ind @ (w3[lm] * cnt[lm]))[:, None]
             out.append(replace(_centered_gram(Gs, csum, gbar[False][:, None]), clusters=Gs.shape[0]))

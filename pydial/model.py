@@ -364,9 +364,9 @@ class Chart:
             )
         A = np.column_stack([st.gamma * self.K / g, st.U])
         B = np.column_stack([st.mu * g / self.K, st.V])
-        cc = None
+        cc: float | np.ndarray | None = None
         if self.calibration == "mu" and c is not None:
-            cc = float(np.atleast_1d(c)[0]) * self.K / g  # s = c mu = alpha B e1
+            cc = float(np.atleast_1d(c)[0]) * self.K / float(g)  # s = c mu = alpha B e1
         elif self.calibration == "W" and c is not None:
             cc = np.asarray(c, float).copy()
             cc[0] *= self.K / g

@@ -111,7 +111,8 @@ def pinv_sym(H: np.ndarray, rtol: float = ZERO_EIG_RTOL) -> tuple[np.ndarray, in
 
     Eigenvalues below ``rtol`` times the largest absolute eigenvalue count as zero.
     """
-    return pinv_from_eigh(*np.linalg.eigh(0.5 * (H + H.T)), rtol=rtol)
+    w, V = np.linalg.eigh(0.5 * (H + H.T))
+    return pinv_from_eigh(w, V, rtol=rtol)
 
 
 def pinv_from_eigh(lam: np.ndarray, Q: np.ndarray, rtol: float = ZERO_EIG_RTOL) -> tuple[np.ndarray, int]:

@@ -100,6 +100,8 @@ def test_help_is_readable(capsys):
 def test_compare_runs_end_to_end(tmp_path, capsys, stan_backend_name):
     import arviz as az
 
+    from pydial.stan.idata import group_names
+
     code, out, err = run(capsys, "compare", "synthetic", "--chains", "2", "--draws", "300", "--warmup", "300",
                          "--level", "0.9", "--allow-warnings", "--out", str(tmp_path))
     assert code == 0, err
@@ -113,7 +115,7 @@ def test_compare_runs_end_to_end(tmp_path, capsys, stan_backend_name):
     assert (tmp_path / "compare_intervals.png").stat().st_size > 5000
     idata = az.from_netcdf(tmp_path / "posterior.nc")
     assert json.loads(idata.attrs["estimand"])["method"] == "dial-ada"
-    assert {"posterior", "log_likelihood", "posterior_predictive", "observed_data"} <= set(idata.groups())
+    assert {"posterior", "log_likelihood", "posterior_predictive", "observed_data"} <= set(group_names(idata))
 
 
 @pytest.mark.stan

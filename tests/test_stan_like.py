@@ -30,6 +30,7 @@ import pytest
 from pydial import EstimandMismatchError, fit
 from pydial.simulate import simulate
 from pydial.stan import compare_intervals, posterior
+from pydial.stan.idata import group_dataset, group_names
 
 pytestmark = pytest.mark.stan
 
@@ -178,8 +179,8 @@ def test_power_posterior_at_default_grid_lambda(models, sim_data):
 
 def _layout(idata):
     out = {}
-    for g in idata.groups():
-        ds = idata[g]
+    for g in group_names(idata):
+        ds = group_dataset(idata, g)
         out[g] = {v: (ds[v].dims, str(ds[v].dtype), ds[v].shape) for v in ds.data_vars}
         out[g + " coords"] = {c: [str(x) for x in ds[c].values] for c in ds.coords if c not in ("chain", "draw")}
     return out

@@ -57,6 +57,7 @@ from .results import OptimizeResult, SampleResult, SamplerWarning
 __all__ = [
     "BACKENDS",
     "BACKEND_ENV",
+    "INSTALL_WAYS",
     "StanCompileError",
     "StanBackendError",
     "SamplerWarning",
@@ -83,11 +84,16 @@ BACKENDS: tuple[str, ...] = tuple(BACKEND_MODULES)
 BACKEND_ENV = "PYDIAL_STAN_BACKEND"
 """Environment variable naming the default backend (``cmdstanpy`` or ``httpstan``)."""
 
+INSTALL_WAYS = ("CmdStan for cmdstanpy (`python -m cmdstanpy.install_cmdstan`, or set CMDSTAN to an installed "
+                "CmdStan), or the Stan bundled with httpstan (`pip install \"pydial[httpstan]\"`; Linux and macOS)")
+"""The two ways to install a Stan backend, as the errors name them."""
+
 _INSTALL_HINT = {
     "cmdstanpy": ("backend 'cmdstanpy' was requested but no CmdStan installation was found "
                   "(cmdstanpy.cmdstan_path() failed); install it with `python -m cmdstanpy.install_cmdstan` "
                   "or use backend='httpstan'"),
-    "httpstan": "backend 'httpstan' was requested but pystan/httpstan are not importable; `pip install pystan`",
+    "httpstan": ("backend 'httpstan' was requested but pystan/httpstan are not importable; "
+                 "`pip install \"pydial[httpstan]\"` (Linux and macOS) or use backend='cmdstanpy'"),
 }
 
 
@@ -152,7 +158,7 @@ def stan_backend(prefer: str | None = None) -> str:
     for name in BACKENDS:
         if backend_available(name):
             return name
-    raise StanBackendError("no Stan backend: install CmdStan for cmdstanpy, or `pip install pystan` (bundled Stan)")
+    raise StanBackendError(f"no Stan backend is installed; install {INSTALL_WAYS}")
 
 
 def announce_compile(name: str, backend: str) -> None:

@@ -14,7 +14,8 @@ with dimensions named ``item``, ``judge``, ``rank``, ``basis``, ``tie_judge``),
 ``(judge, i, j, a)`` combination, so LOO is leave-one-cell-out; with
 ``log_lik="judgment"`` one value per judgment, dimension ``judgment``),
 ``posterior_predictive`` (replicated counts ``wins_i, wins_j, ties`` per
-cell, drawn by the program's ``paired_rng``, so ``az.plot_ppc`` works),
+cell, drawn by the program's ``paired_rng``, for arviz's posterior predictive
+plots: :func:`pydial.stan.idata.plot_ppc`),
 ``observed_data`` (the outcome counts per cell) and ``sample_stats``.  Its
 ``attrs`` record the program, backend, priors, weights and any sampler
 problems (which are also raised as :class:`~pydial.stan.SamplerWarning`).
@@ -25,14 +26,17 @@ statistics), keeping the posterior variables pydial reports and adding the
 derived ones, the replicated counts split into the three outcome variables,
 and ``observed_data``; on httpstan, and for results combined from two runs
 (the cut posterior, ``b_stage="llm-only"``), the ``(chain, draw, *shape)``
-arrays (:class:`SampleResult`) are assembled by ``arviz.from_dict``.
+arrays (:class:`SampleResult`) are assembled by ``arviz.from_dict``.  Both go
+through :mod:`pydial.stan.idata`, the one module that knows the arviz version:
+an :class:`xarray.DataTree` on arviz 1.x, an ``arviz.InferenceData`` on arviz
+0.x (Python 3.11), with the same groups, coordinates and root ``attrs``.
 
 ``attrs["estimand"]`` records what the posterior estimates, so that
 :func:`pydial.stan.compare_intervals` compares a fit with the posterior of the
 same estimator; ``posterior(data, like=result)`` samples that posterior
-(``dial-anc``: the cut posterior, ``stan/dial_calibrate.stan``).
-Supported arviz: 0.17 to 0.x (``InferenceData``); arviz 1.x (DataTree) is
-excluded in ``pyproject.toml``.
+(``dial-anc``: the cut posterior, ``stan/dial_calibrate.stan``).  The record
+is written on the root and on the ``posterior`` group and survives
+``to_netcdf`` / ``from_netcdf``.
 """
 
 from __future__ import annotations
@@ -46,6 +50,7 @@ import numpy as np
 from ..data import Comparisons
 from ..exceptions import DataError
 from ..optim import BOX
+from . import idata as azio
 from .backend import SampleResult, SamplerWarning, compile_model
 from .standata import (
     DIAL_SAMPLE_PRIORS,
@@ -352,8 +357,7 @@ def posterior(
         tail ESS below 100 per chain on the identified quantities, and (``dial``)
         a consensus strength near 0 (DESIGN.md "Known trap").
     """
-    import arviz as az
-
+    azio.arviz()  # a supported arviz, before any compile or sampling
     if like is not None:
         kw = _like_arguments(like, data)
         model = kw["model"]
@@ -555,16 +559,9 @@ def posterior(
     if single_run:  # CmdStan: arviz's own converter, then the same layout as through httpstan
         idata = _from_cmdstanpy(res, post, pp, obs, coords, all_dims, attrs)
     else:
-        idata = az.from_dict(
-            posterior=post,
-            log_likelihood={"log_lik": res.draws["log_lik"]},
-            posterior_predictive=pp,
-            observed_data=obs,
-            sample_stats=_sample_stats(res),
-            coords=coords,
-            dims=all_dims,
-            attrs=attrs,
-        )
+        idata = azio.build({"posterior": post, "log_likelihood": {"log_lik": res.draws["log_lik"]},
+                            "posterior_predictive": pp, "observed_data": obs, "sample_stats": _sample_stats(res)},
+                           coords=coords, dims=all_dims, attrs=attrs)
     return idata
 
 
@@ -579,23 +576,23 @@ def _from_cmdstanpy(res: SampleResult, post: Mapping[str, np.ndarray], pp: Mappi
     ``s_judges``) and adds the replicated counts split into the three outcome
     variables (``posterior_predictive``) and ``observed_data``.
     """
-    import arviz as az
     import xarray as xr
 
     fit = res.backend_fit
     from_fit = [k for k in post if k in fit.metadata.stan_vars]
-    idata = az.from_cmdstanpy(
+    idata = azio.arviz().from_cmdstanpy(
         posterior=fit, log_likelihood={"log_lik": "log_lik"}, coords=dict(coords),
         dims={k: v for k, v in dims.items() if k in from_fit or k == "log_lik"},
     )
-    ds = idata.posterior[from_fit]
+    full = azio.group_dataset(idata, "posterior")
+    ds = full[from_fit]
     for k in post:  # derived quantities (not Stan variables)
         if k not in from_fit:
             ds[k] = xr.DataArray(post[k], dims=("chain", "draw", *dims.get(k, [f"{k}_dim_{i}" for i in range(
                 np.ndim(post[k]) - 2)])), coords={dm: coords[dm] for dm in dims.get(k, []) if dm in coords})
     ds = ds[list(post)]
-    ds.attrs.update(idata.posterior.attrs)
-    ss = idata.sample_stats
+    ds.attrs.update(full.attrs)
+    ss = azio.group_dataset(idata, "sample_stats")
     keep = [v for v in ("lp", "acceptance_rate", "step_size", "tree_depth", "n_steps", "diverging", "energy")
             if v in ss]
     ss = ss[keep]
@@ -604,12 +601,11 @@ def _from_cmdstanpy(res: SampleResult, post: Mapping[str, np.ndarray], pp: Mappi
             ss[v] = ss[v].astype(np.int64)
     if "diverging" in ss:
         ss["diverging"] = ss["diverging"].astype(bool)
-    extra = az.from_dict(posterior_predictive=dict(pp), observed_data=dict(obs), coords=dict(coords), dims=dict(dims))
-    out = az.InferenceData(posterior=ds, log_likelihood=idata.log_likelihood, sample_stats=ss,
-                           posterior_predictive=extra.posterior_predictive, observed_data=extra.observed_data)
-    out.attrs.update(attrs)
-    out.attrs["converter"] = "arviz.from_cmdstanpy"
-    return out
+    extra = azio.build({"posterior_predictive": pp, "observed_data": obs}, coords=coords, dims=dims, attrs={})
+    return azio.assemble({"posterior": ds, "log_likelihood": azio.group_dataset(idata, "log_likelihood"),
+                          "sample_stats": ss, "posterior_predictive": azio.group_dataset(extra, "posterior_predictive"),
+                          "observed_data": azio.group_dataset(extra, "observed_data")},
+                         {**attrs, "converter": "arviz.from_cmdstanpy"})
 
 
 def _calibration_modes(M: np.ndarray, Hc: CellTable, prior_sd: float, iterations: int = 30) -> np.ndarray:
@@ -639,11 +635,12 @@ def _calibration_modes(M: np.ndarray, Hc: CellTable, prior_sd: float, iterations
 
 
 def estimand(idata: Any) -> dict[str, Any] | None:
-    """Return the estimand record of a posterior from :func:`posterior` (``None`` when it has none)."""
-    raw = getattr(idata, "attrs", {}).get("estimand")
-    if raw is None:
-        post = getattr(idata, "posterior", None)
-        raw = getattr(post, "attrs", {}).get("estimand") if post is not None else None
+    """Return the estimand record of a posterior from :func:`posterior` (``None`` when it has none).
+
+    Read from the root ``attrs`` of the DataTree / InferenceData, else from its
+    ``posterior`` group (:func:`pydial.stan.idata.posterior_attrs`).
+    """
+    raw = azio.posterior_attrs(idata).get("estimand")
     return None if raw is None else json.loads(raw)
 
 

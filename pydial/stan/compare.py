@@ -14,6 +14,7 @@ import pandas as pd
 from scipy.stats import norm
 
 from ..exceptions import EstimandMismatchError
+from . import idata as azio
 
 __all__ = ["compare_intervals", "IntervalComparison", "check_estimands"]
 
@@ -30,7 +31,7 @@ def _result_level(result: Any) -> float | None:
 
 
 def _draws(idata: Any, var: str, dim: str) -> tuple[np.ndarray, list[str]] | None:
-    post = idata.posterior
+    post = azio.group_dataset(idata, "posterior")
     if var not in post:
         return None
     da = post[var]
@@ -153,7 +154,7 @@ def _describe(m: dict[str, tuple[Any, Any]]) -> str:
 
 
 def compare_intervals(result: Any, idata: Any, level: float | None = None, *, match: bool = False,
-                      fit: Callable[..., Any] | None = None) -> IntervalComparison:
+                      fit: Callable[..., Any] | None = None, allow_unrecorded: bool = False) -> IntervalComparison:
     """Per item (and per judge for ``b``): sandwich interval next to the posterior interval of the same estimand.
 
     Parameters
@@ -165,7 +166,7 @@ def compare_intervals(result: Any, idata: Any, level: float | None = None, *, ma
         :class:`~pydial.DialResult` (anything with a ``method``) is checked
         against the posterior's estimand; an object without ``method`` is
         compared as it is.
-    idata : arviz.InferenceData
+    idata : xarray.DataTree or arviz.InferenceData
         From :func:`pydial.stan.posterior`.  Its ``attrs["estimand"]`` names the
         variable with the method's scores (``s_H``; ``s_judges`` for
         ``judges``, the mean of the judges' scores); ``b`` (dim ``judge``) when
@@ -187,8 +188,14 @@ def compare_intervals(result: Any, idata: Any, level: float | None = None, *, ma
     fit : callable, optional
         The function that refits with ``match=True``, called as ``fit(data, **options)``;
         default the one that fitted ``result`` (:func:`pydial.fit`, recorded in
-        ``result.details["fit"]``).  This module sits below the estimators and does not
+        ``result.fitter``).  This module sits below the estimators and does not
         import them.
+    allow_unrecorded : bool, default False
+        A posterior without an estimand record (not from :func:`pydial.stan.posterior`,
+        or whose attributes were dropped on the way) cannot be checked against the
+        fit: ``False`` raises :class:`~pydial.exceptions.EstimandMismatchError`;
+        ``True`` compares the two as they are, and ``attrs["estimand"]`` says
+        that nothing was checked.
 
     Returns
     -------
@@ -208,7 +215,8 @@ def compare_intervals(result: Any, idata: Any, level: float | None = None, *, ma
     ------
     EstimandMismatchError
         The fit and the posterior estimate different things (and ``match=False``),
-        or the fit cannot be refitted to the posterior's specification.
+        the fit cannot be refitted to the posterior's specification, or the
+        posterior has no estimand record (and ``allow_unrecorded=False``).
     """
     from .bayes import estimand as post_estimand
     from .bayes import result_estimand
@@ -218,6 +226,11 @@ def compare_intervals(result: Any, idata: Any, level: float | None = None, *, ma
     omitted = ""
     score_var = "s_H"
     compare_b = True
+    if pe is None and not allow_unrecorded:
+        raise EstimandMismatchError(
+            "the posterior has no estimand record (attrs['estimand'] of pydial.stan.posterior), so it cannot be "
+            "checked against the fit; sample it with pydial.stan.posterior(data, like=result), or pass "
+            "allow_unrecorded=True to compare the two as they are", {"estimand": ("recorded", None)})
     if pe is not None:
         score_var = pe.get("scores") or "s_H"
     if pe is not None and hasattr(result, "method"):
@@ -272,7 +285,7 @@ def compare_intervals(result: Any, idata: Any, level: float | None = None, *, ma
 
 def _estimand_line(pe: dict[str, Any] | None) -> str:
     if pe is None:
-        return "posterior without an estimand record (not checked)"
+        return "posterior without an estimand record (not checked: allow_unrecorded=True)"
     m = pe["method"]
     parts = [m]
     if m.startswith("dial"):
@@ -323,7 +336,8 @@ def interval_settings(level: float = 0.95) -> Any:
     (equal-tailed) for the duration of the ``with`` block, so that
     ``az.summary`` and ``az.plot_posterior`` report the same level as
     :func:`compare_intervals` and the frequentist tables instead of arviz's
-    default 94%.  arviz 0.x has no ``stats.ci_kind``: its summaries and plots
+    default 94% (arviz 1.x: ``az.summary`` and the arviz-plots functions).
+    arviz 0.x has no ``stats.ci_kind``: its summaries and plots
     then stay highest-density intervals at ``level``; the equal-tailed
     intervals are those of :func:`compare_intervals`.
 
@@ -332,10 +346,9 @@ def interval_settings(level: float = 0.95) -> Any:
     >>> with pydial.stan.interval_settings():          # doctest: +SKIP
     ...     az.summary(idata, var_names=["s_H"])
     """
-    import arviz as az
-
     if not 0.0 < float(level) < 1.0:
         raise ValueError(f"level ({level}) must be in the open interval (0, 1)")
+    az = azio.arviz()
     keys = set(az.rcParams.keys())
     rc: dict[str, Any] = {}
     for k in ("stats.ci_prob", "stats.hdi_prob"):

@@ -76,20 +76,18 @@ def _scalar_label(name: str, idx: tuple[int, ...], shape: tuple[int, ...],
 def _convergence_table(draws: Mapping[str, np.ndarray], names: Sequence[str],
                        labels: Mapping[str, Sequence[Sequence[Any]]] | None) -> Any:
     """R-hat, bulk and tail ESS (``arviz``) of every non-constant scalar of the named draws, one row each."""
-    import arviz as az
     import pandas as pd
+
+    from .idata import rhat_ess
 
     rows = []
     for name in names:
         x = np.asarray(draws[name], dtype=float)
         if x.ndim < 2 or x[0, 0].size == 0:
             continue
-        ds = az.convert_to_dataset({name: x})
         with warnings.catch_warnings(), np.errstate(all="ignore"):
             warnings.simplefilter("ignore", RuntimeWarning)  # constant scalars, left out below
-            rhat = np.asarray(az.rhat(ds, method="rank")[name], dtype=float)
-            bulk = np.asarray(az.ess(ds, method="bulk")[name], dtype=float)
-            tail = np.asarray(az.ess(ds, method="tail")[name], dtype=float)
+            rhat, bulk, tail = rhat_ess(x)
         flat = x.reshape(x.shape[0], x.shape[1], -1)
         for e in range(flat.shape[2]):
             if np.ptp(flat[:, :, e]) == 0.0:  # constant (e.g. fixed zero): nothing to check
@@ -176,7 +174,7 @@ class SampleResult:
         list of str
             The problems found (also stored in :attr:`problems`).
         """
-        import arviz as az
+        from .idata import bfmi
 
         problems: list[str] = []
         div = self.stats.get("divergent__")
@@ -196,7 +194,7 @@ class SampleResult:
         en = self.stats.get("energy__")
         if en is not None and en.shape[1] > 2:
             with np.errstate(divide="ignore", invalid="ignore"):
-                ebfmi = np.asarray(az.bfmi(np.asarray(en, dtype=float)), dtype=float)
+                ebfmi = bfmi(en)
             low = np.flatnonzero(ebfmi < ebfmi_min)
             if low.size:
                 problems.append(f"E-BFMI below {ebfmi_min} in chain(s) {low.tolist()} ({np.round(ebfmi[low], 3).tolist()})")
