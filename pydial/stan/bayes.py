@@ -51,7 +51,8 @@ from ..data import Comparisons
 from ..exceptions import DataError
 from ..optim import BOX
 from . import idata as azio
-from .backend import SampleResult, SamplerWarning, compile_model
+from .backend import CompiledModel, SampleResult, SamplerWarning, compile_model
+from .compiled import APPROXIMATIONS
 from .standata import (
     DIAL_SAMPLE_PRIORS,
     JUDGES_PRIORS,
@@ -68,7 +69,7 @@ from .standata import (
     with_extra,
 )
 
-__all__ = ["POSTERIOR_MODELS", "B_SOURCES", "posterior", "estimand", "result_estimand", "CONSENSUS_STRENGTH_MIN"]
+__all__ = ["ALGORITHMS", "POSTERIOR_MODELS", "B_SOURCES", "posterior", "estimand", "result_estimand", "CONSENSUS_STRENGTH_MIN"]
 
 POSTERIOR_MODELS: tuple[str, ...] = ("dial", "judges", "human")
 
@@ -105,6 +106,9 @@ ESTIMAND_FIELDS: tuple[str, ...] = ("method", "rank", "calibration", "lam", "tie
 CUT_WARMUP_MAX = 200
 """Largest number of warmup iterations of the second stage of the cut posterior (its target is a product
 of near-Gaussian log-concave factors, which NUTS reaches quickly; each iteration costs all draws)."""
+
+ALGORITHMS: tuple[str, ...] = ("nuts", *APPROXIMATIONS)
+"""Posterior algorithms of :func:`posterior`: NUTS, and CmdStan's Laplace approximation and Pathfinder."""
 
 LOG_LIK_UNITS: tuple[str, ...] = ("cell", "judgment")
 """Units of the pointwise log-likelihood of :func:`posterior` (default ``"cell"``)."""
@@ -221,8 +225,9 @@ def posterior(
     quiet: bool = True,
     progress: bool | None = None,
     log_lik: str = "cell",
+    algorithm: str = "nuts",
 ) -> Any:
-    r"""Sample a DIAL model's posterior with NUTS and return :class:`arviz.InferenceData`.
+    r"""Sample a DIAL model's posterior with NUTS (or approximate it) and return it as arviz data.
 
     Parameters
     ----------
@@ -332,6 +337,19 @@ def posterior(
         posterior is the same (the programs then read one cell per judgment,
         which only drops the constant multinomial coefficients; sampling
         takes longer on large data).
+    algorithm : {"nuts", "laplace", "pathfinder"}, default "nuts"
+        ``"nuts"``: Stan's NUTS (``chains`` x ``draws`` after ``warmup``).  The two
+        fast approximations are CmdStan's (``backend="cmdstanpy"``; httpstan has
+        neither and raises :class:`~pydial.stan.StanBackendError`), each giving
+        ``chains * draws`` draws as one chain: ``"laplace"``, the normal
+        approximation at the posterior mode on the unconstrained scale (Jacobian
+        included), mapped back; ``"pathfinder"``, multi-path Pathfinder with
+        importance resampling.  Same estimand record, layout and
+        :func:`~pydial.stan.compare_intervals` support as NUTS; ``sample_stats``
+        holds the approximation's log densities instead of NUTS statistics, and
+        R-hat / ESS are not computed (the draws are independent).  The second
+        stage of the cut posterior (``lam=inf``) stays NUTS: it is exact given
+        each first-stage draw.
 
     Returns
     -------
@@ -358,6 +376,8 @@ def posterior(
         a consensus strength near 0 (DESIGN.md "Known trap").
     """
     azio.arviz()  # a supported arviz, before any compile or sampling
+    if algorithm not in ALGORITHMS:
+        raise ValueError(f"algorithm must be one of {ALGORITHMS}, got {algorithm!r}")
     if like is not None:
         kw = _like_arguments(like, data)
         model = kw["model"]
@@ -385,7 +405,7 @@ def posterior(
     items = list(data.items)
     judges = list(data.judges)
     run: dict[str, Any] = dict(chains=chains, draws=draws, warmup=warmup, adapt_delta=adapt_delta, max_depth=max_depth,
-                               refresh=refresh, quiet=quiet, progress=progress)
+                               refresh=refresh, quiet=quiet, progress=progress, algorithm=algorithm)
     extra_problems: list[str] = []
     notes: list[str] = []
     cut = False
@@ -467,7 +487,7 @@ def posterior(
         else:
             inits = list(init)
         cm = compile_model(program or "judges", backend=backend)
-        res = cm.sample(d, seed=stan_seed, inits=inits, **run)
+        res = _draw(cm, d, seed=stan_seed, inits=inits, run=run)
         post, dims, coords = {}, {}, {"item": items}
         if K:
             post["S"] = res.draws["S"]
@@ -550,6 +570,7 @@ def posterior(
         "draws": draws,
         "warmup": warmup,
         "seed": stan_seed,
+        "algorithm": algorithm,
         "sampling_seconds": float(res.seconds),
         "sampler_problems": json.dumps(problems),
         "sampler_diagnostics": (diag.reset_index().to_json(orient="records") if diag is not None else "[]"),
@@ -606,6 +627,16 @@ def _from_cmdstanpy(res: SampleResult, post: Mapping[str, np.ndarray], pp: Mappi
                           "sample_stats": ss, "posterior_predictive": azio.group_dataset(extra, "posterior_predictive"),
                           "observed_data": azio.group_dataset(extra, "observed_data")},
                          {**attrs, "converter": "arviz.from_cmdstanpy"})
+
+
+def _draw(cm: CompiledModel, d: Mapping[str, Any], *, seed: int, inits: Sequence[Mapping[str, Any]] | None,
+          run: Mapping[str, Any]) -> SampleResult:
+    """One posterior run: NUTS with the run's settings, or ``chains * draws`` draws of an approximation."""
+    nuts = {k: v for k, v in run.items() if k != "algorithm"}
+    if run.get("algorithm", "nuts") == "nuts":
+        return cm.sample(d, seed=seed, inits=inits, **nuts)
+    return cm.approximate(d, algorithm=run["algorithm"], draws=int(run["chains"]) * int(run["draws"]), seed=seed,
+                          init=inits[0] if inits else None, quiet=bool(run["quiet"]))
 
 
 def _calibration_modes(M: np.ndarray, Hc: CellTable, prior_sd: float, iterations: int = 30) -> np.ndarray:
@@ -666,7 +697,7 @@ def _run_dial(data: Comparisons, *, rank: int, calibration: str | None, ties: st
         inits = list(init)
     d = with_extra(d, extra)
     cm = compile_model(program or "dial_sample", backend=backend)
-    res = cm.sample(d, seed=seed, inits=inits, **run)
+    res = _draw(cm, d, seed=seed, inits=inits, run=run)
     items, judges = list(data.items), list(data.judges)
     tie_names = (judges + ([data.human_judge] if int(d["H"]) else [])) if ties else []
     post, dims, coords = _dial_posterior(res, d, items, judges, calibration, order, tie_names)
@@ -707,7 +738,8 @@ def _cut_stage(data: Comparisons, res: SampleResult, d1: Mapping[str, Any], L: C
         "prior_c_sd": p["c_sd"], "prior_log_nu_mean": p["log_nu_mean"], "prior_log_nu_sd": p["log_nu_sd"],
     }
     cm = compile_model("dial_calibrate", backend=backend)
-    run2 = {**run, "chains": 1, "draws": 1, "warmup": min(int(run["warmup"]), CUT_WARMUP_MAX)}
+    run2 = {k: v for k, v in run.items() if k != "algorithm"}
+    run2.update(chains=1, draws=1, warmup=min(int(run["warmup"]), CUT_WARMUP_MAX))
     init2 = None
     if not tie:  # start every c_t at its conditional mode: the chain starts in the bulk of the product
         init2 = [{"c": _calibration_modes(M, Hc, float(p["c_sd"])), "log_nu": np.zeros(0)}]

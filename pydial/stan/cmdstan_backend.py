@@ -301,3 +301,26 @@ class CmdstanpyModel(CompiledModel):
         stats = {name: np.asarray(v, float).reshape(draws, chains).T
                  for name, v in ((n, fit.draws()[:, :, i]) for i, n in enumerate(fit.column_names) if n.endswith("__"))}
         return NutsDraws(draws=out, stats=stats, fit=fit)
+
+    def _run_approximation(self, data: dict[str, Any], *, algorithm: str, draws: int, seed: int | None,
+                           init: dict[str, Any] | None, quiet: bool) -> NutsDraws:
+        """CmdStan's ``laplace_sample`` or ``pathfinder``; draws as one chain, with their log densities.
+
+        See :meth:`~pydial.stan.compiled.CompiledModel.approximate`.
+        """
+        model = self._cmdstan_model
+        with (_quiet_cmdstanpy() if quiet else contextlib.nullcontext()):
+            if algorithm == "laplace":
+                fit = model.laplace_sample(data=json_ready(data), draws=draws, seed=seed, jacobian=True, sig_figs=18,
+                                           opt_args={"inits": init, "algorithm": "lbfgs", "iter": 20000})
+            else:
+                fit = model.pathfinder(data=json_ready(data), draws=draws, seed=seed, inits=init, sig_figs=18,
+                                       num_paths=4)
+        out = {}
+        for name in fit.metadata.stan_vars:
+            v = np.asarray(fit.stan_variable(name), dtype=float)  # (draws, *shape)
+            out[name] = v.reshape(1, v.shape[0], *v.shape[1:])
+        names = list(fit.column_names)
+        raw = np.asarray(fit.draws(), dtype=float).reshape(-1, len(names))
+        stats = {n: raw[:, names.index(n)][None, :] for n in names if n.endswith("__")}
+        return NutsDraws(draws=out, stats=stats, fit=None)

@@ -274,8 +274,10 @@ def compare_intervals(result: Any, idata: Any, level: float | None = None, *, ma
         raise ValueError("nothing to compare: the result has neither scores nor position effects")
     out = IntervalComparison(pd.concat(blocks))
     out.attrs["level"] = lv
+    algorithm = {"laplace": " (Laplace approximation)", "pathfinder": " (Pathfinder)"}.get(
+        str(azio.posterior_attrs(idata).get("algorithm", "nuts")), "")
     out.attrs["interval"] = (f"{lv:.0%} Wald interval from the result's covariance ({getattr(result, 'cov_type', 'sandwich')}) "
-                             f"vs {lv:.0%} equal-tailed posterior interval")
+                             f"vs {lv:.0%} equal-tailed posterior interval{algorithm}")
     out.attrs["estimand"] = _estimand_line(pe)
     out.attrs["refit"] = refit
     if omitted:

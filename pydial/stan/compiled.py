@@ -34,6 +34,7 @@ from ..optim import lbfgs_minimize
 from .results import OptimizeResult, SampleResult
 
 __all__ = [
+    "APPROXIMATIONS",
     "StanCompileError",
     "StanBackendError",
     "CompiledModel",
@@ -50,6 +51,11 @@ class StanCompileError(DialError, ValueError):
 
 class StanBackendError(DialError, RuntimeError):
     """The requested Stan backend is not available or failed to run."""
+
+
+APPROXIMATIONS: tuple[str, ...] = ("laplace", "pathfinder")
+"""CmdStan's approximate posteriors: the Laplace approximation at the mode (with the Jacobian, on the
+unconstrained scale) and Pathfinder (multi-path, importance resampled)."""
 
 
 def as_stan_data(data: Mapping[str, Any]) -> dict[str, Any]:
@@ -107,7 +113,7 @@ def json_ready(data: Mapping[str, Any]) -> dict[str, Any]:
 
 @dataclass
 class NutsDraws:
-    """What a backend's NUTS run returns to :meth:`CompiledModel.sample`.
+    """What a backend's NUTS run (or approximation) returns to :meth:`CompiledModel.sample` (:meth:`~CompiledModel.approximate`).
 
     Attributes
     ----------
@@ -447,6 +453,58 @@ class CompiledModel(abc.ABC):
         ``inits`` holds one dict per chain, already converted by :func:`as_stan_data` and
         :func:`json_ready`.
         """
+
+    def approximate(self, data: Mapping[str, Any], *, algorithm: str, draws: int = 1000, seed: int | None = None,
+                    init: Mapping[str, Any] | None = None, quiet: bool = True) -> SampleResult:
+        """Draw from an approximate posterior: the Laplace approximation at the mode, or Pathfinder.
+
+        Parameters
+        ----------
+        data : mapping
+            The program's data.
+        algorithm : {"laplace", "pathfinder"}
+            ``"laplace"``: CmdStan's ``laplace_sample`` (the mode by L-BFGS with the
+            Jacobian adjustment, then draws from the normal approximation on the
+            unconstrained scale, mapped back); ``"pathfinder"``: multi-path Pathfinder
+            with importance resampling.
+        draws : int, default 1000
+            Number of draws (returned as one chain).
+        seed : int, optional
+            Random seed.
+        init : mapping, optional
+            Constrained initial values (of the optimizer, or of every Pathfinder path).
+        quiet : bool, default True
+            Keep CmdStan's console output and log messages off the console.
+
+        Returns
+        -------
+        SampleResult
+            One chain of ``draws`` draws, ``algorithm`` set; no sampler statistics.
+
+        Raises
+        ------
+        StanBackendError
+            The backend has no approximate posteriors (httpstan): the message names CmdStan.
+        """
+        if algorithm not in APPROXIMATIONS:
+            raise ValueError(f"algorithm must be one of {APPROXIMATIONS}, got {algorithm!r}")
+        if int(draws) < 1:
+            raise ValueError(f"draws must be >= 1, got {draws!r}")
+        data = as_stan_data(data)
+        init_values = None if init is None else json_ready(as_stan_data(init))
+        t0 = time.perf_counter()
+        out = self._run_approximation(data, algorithm=algorithm, draws=int(draws), seed=seed, init=init_values,
+                                      quiet=quiet)
+        return SampleResult(draws=out.draws, stats=out.stats, chains=1, draws_per_chain=int(draws), warmup=0,
+                            seed=seed, max_depth=0, backend=self.backend, seconds=time.perf_counter() - t0,
+                            algorithm=algorithm)
+
+    def _run_approximation(self, data: dict[str, Any], *, algorithm: str, draws: int, seed: int | None,
+                           init: dict[str, Any] | None, quiet: bool) -> NutsDraws:
+        """Run the backend's approximation (arguments checked by :meth:`approximate`); CmdStan only by default."""
+        raise StanBackendError(
+            f"the {algorithm!r} approximation is CmdStan's and the {self.backend!r} backend has none: install "
+            "CmdStan (`python -m cmdstanpy.install_cmdstan`) and pass backend='cmdstanpy', or use algorithm='nuts'")
 
 
 @runtime_checkable

@@ -100,7 +100,7 @@ def _convergence_table(draws: Mapping[str, np.ndarray], names: Sequence[str],
 
 @dataclass
 class SampleResult:
-    """NUTS draws of a Stan program.
+    """Posterior draws of a Stan program: NUTS, or an approximation (Laplace, Pathfinder).
 
     Attributes
     ----------
@@ -120,6 +120,9 @@ class SampleResult:
         Human-readable sampler problems; empty when all checks pass.
     backend_fit : cmdstanpy.CmdStanMCMC or None
         The CmdStan fit (CmdStan backend only), for ``arviz.from_cmdstanpy``.
+    algorithm : str
+        ``"nuts"``, or the approximation that drew them (``"laplace"``, ``"pathfinder"``:
+        one chain of approximately independent draws; no sampler statistics, no R-hat).
     """
 
     draws: dict[str, np.ndarray]
@@ -134,6 +137,7 @@ class SampleResult:
     diagnostics: Any = None
     problems: list[str] = field(default_factory=list)
     backend_fit: Any = field(default=None, repr=False)
+    algorithm: str = "nuts"
 
     def check(
         self,
@@ -200,6 +204,8 @@ class SampleResult:
                 problems.append(f"E-BFMI below {ebfmi_min} in chain(s) {low.tolist()} ({np.round(ebfmi[low], 3).tolist()})")
 
         names = list(self.draws) if monitor is None else [m for m in monitor if m in self.draws]
+        if self.algorithm != "nuts":  # independent draws of an approximation: no chains to compare
+            names = []
         diag = _convergence_table(self.draws, names, labels)
         if len(diag):
             bad = diag.index[diag["rhat"] > rhat_max]
