@@ -1,25 +1,39 @@
-"""Stan on both backends beside the numpy engine: compile, NUTS and optimize times in one run.
+"""Stan on both backends beside the numpy engine: compile, optimize, NUTS efficiency and the approximations.
 
 Usage::
 
     python benchmarks/bench_stan.py [--chains 4] [--draws 1000] [--backends cmdstanpy,httpstan]
+                                    [--posteriors arena,large,wide]
 
 For each available backend (CmdStan through cmdstanpy; the Stan of httpstan):
 
 * **compile**: wall time to compile each program, or ``cached`` when it was in
   the cache (delete ``~/.cache/pydial/cmdstan`` / ``~/.cache/httpstan`` for a
   cold run);
-* **NUTS**: :func:`pydial.posterior` on the bundled Arena data (structured
-  model, rank 1, calibration ``mu``: 1,330 cells) with ``chains x draws`` after
-  as many warmup iterations;
 * **optimize**: the joint fit at ``lambda = n_LLM / n_H`` and the staged DIAL-Anc
   fit on the Arena data through Stan's optimizer (``stan_fit_point``), beside the
-  numpy engine (Newton on exact Hessians), with the largest score difference.
+  numpy engine (Newton on exact Hessians), with the largest score difference;
+* **posteriors** (``--posteriors``): :func:`pydial.posterior` of the structured
+  model (rank 1, calibration ``mu``) with ``chains x draws`` after as many warmup
+  iterations, on the data sets
+
+  - ``arena``: the bundled Arena data (1,330 cells);
+  - ``large``: ``simulate(N=100, K=10, r=1, n_llm=1,000,000, n_human=10,000)``;
+  - ``wide``: ``simulate(N=300, K=30, r=1, n_llm=200,000, n_human=10,000)``;
+
+  for NUTS: wall time, the sampler's own time, mean leapfrog steps per iteration,
+  and the efficiency per second of sampling: the smallest bulk and tail ESS over
+  ``s_H`` and ``b`` divided by the sampler's seconds.  On CmdStan also the Laplace
+  approximation and Pathfinder (``algorithm=``, as many draws as NUTS): wall
+  time, and against NUTS the largest difference of posterior means (in NUTS
+  posterior sd) and the range of the ratio of 95% interval widths, over ``s_H``
+  and ``b``.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import time
 import warnings
 
@@ -32,6 +46,7 @@ def main() -> None:
     ap.add_argument("--chains", type=int, default=4)
     ap.add_argument("--draws", type=int, default=1000)
     ap.add_argument("--backends", default="cmdstanpy,httpstan")
+    ap.add_argument("--posteriors", default="arena", help="comma-separated: arena, large, wide")
     args = ap.parse_args()
 
     import pydial
@@ -75,16 +90,64 @@ def main() -> None:
         sp = stan_fit_point(data, "staged", rank=1, calibration="mu", model=dial)
         rows.append({"backend": be, "step": "optimize staged", "seconds": time.perf_counter() - t0,
                      "max|ds| vs numpy": float(np.max(np.abs(sp.scores - s_staged))), "note": f"converged={sp.converged}"})
+        for name in args.posteriors.split(","):
+            rows += posterior_rows(name, be, args.chains, args.draws)
+    table = pd.DataFrame(rows).set_index(["backend", "step"])
+    with pd.option_context("display.width", 200, "display.max_colwidth", 80, "display.float_format", "{:.3g}".format):
+        print(table.to_string())
+
+
+POSTERIOR_DATA = {
+    "large": dict(N=100, K=10, r=1, n_llm=1_000_000, n_human=10_000, rng=1),
+    "wide": dict(N=300, K=30, r=1, n_llm=200_000, n_human=10_000, rng=1),
+}
+
+
+def _draws(idata, var: str) -> np.ndarray:
+    from pydial.stan.idata import group_dataset
+
+    x = group_dataset(idata, "posterior")[var].to_numpy()
+    return x.reshape(-1, *x.shape[2:])
+
+
+def posterior_rows(name: str, backend: str, chains: int, draws: int) -> list[dict]:
+    """NUTS efficiency on one data set, and (CmdStan) the approximations against NUTS."""
+    import pydial
+    from pydial.stan import posterior
+    from pydial.stan.idata import group_dataset
+
+    data = pydial.datasets.arena() if name == "arena" else pydial.simulate(**POSTERIOR_DATA[name]).comparisons
+    label = f"{name} (N={data.N}, K={data.K}, {data.n_llm:,} LLM judgments)"
+    runs = {}
+    rows = []
+    for algorithm in ("nuts", "laplace", "pathfinder"):
+        if algorithm != "nuts" and backend != "cmdstanpy":
+            continue
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             t0 = time.perf_counter()
-            idata = posterior(data, rank=1, calibration="mu", chains=args.chains, draws=args.draws,
-                              warmup=args.draws, seed=1, backend=be)
-        rows.append({"backend": be, "step": f"NUTS {args.chains}x{args.draws} (Arena, {idata.log_likelihood.sizes['cell']} cells)",
-                     "seconds": time.perf_counter() - t0, "note": f"sampler {idata.attrs['sampling_seconds']:.1f} s"})
-    table = pd.DataFrame(rows).set_index(["backend", "step"])
-    with pd.option_context("display.width", 160, "display.float_format", "{:.3g}".format):
-        print(table.to_string())
+            idata = posterior(data, rank=1, calibration="mu", chains=chains, draws=draws, warmup=draws, seed=1,
+                              backend=backend, algorithm=algorithm)
+        runs[algorithm] = idata
+        row = {"backend": backend, "step": f"{algorithm} {chains}x{draws}: {label}", "seconds": time.perf_counter() - t0}
+        if algorithm == "nuts":
+            diag = pd.DataFrame(json.loads(idata.attrs["sampler_diagnostics"])).set_index("variable")
+            keep = diag[diag.index.str.startswith(("s_H[", "b["))]
+            secs = float(idata.attrs["sampling_seconds"])
+            steps = float(group_dataset(idata, "sample_stats")["n_steps"].mean())
+            row.update({"sampler s": secs, "leapfrog/iter": steps, "min bulk ESS": keep["ess_bulk"].min(),
+                        "bulk ESS/s": keep["ess_bulk"].min() / secs, "tail ESS/s": keep["ess_tail"].min() / secs})
+        else:
+            diffs, ratios = [], []
+            for var in ("s_H", "b"):
+                ref, x = _draws(runs["nuts"], var), _draws(idata, var)
+                diffs.append(np.max(np.abs(x.mean(0) - ref.mean(0)) / ref.std(0, ddof=1)))
+                w = lambda d: np.subtract(*np.quantile(d, [0.975, 0.025], axis=0))  # noqa: E731
+                ratios.append(w(x) / w(ref))
+            r = np.concatenate(ratios)
+            row.update({"max|mean diff|/sd vs NUTS": max(diffs), "width ratio vs NUTS": f"{r.min():.2f}-{r.max():.2f}"})
+        rows.append(row)
+    return rows
 
 
 if __name__ == "__main__":

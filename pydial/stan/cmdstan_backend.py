@@ -256,8 +256,12 @@ class CmdstanpyModel(CompiledModel):
         # Stop on the gradient alone (CmdStan's relative-objective and parameter tests would
         # stop early) at a quarter of the verdict's tolerance |grad| <= gtol |log p|; as on the
         # scipy path, restart from the end point (fresh curvature pairs, also after a failed
-        # line search near the optimum) until the verdict holds, at most four runs.
+        # line search near the optimum) until the verdict holds, at most four runs.  A run that
+        # leaves log p unchanged has reached its resolution: CmdStan then reports success through its
+        # absolute-decrease test (a step that changes log p by exactly 0), and restarting cannot help.
+        stalled = False
         for _ in range(4):
+            lp_start = lp
             with _quiet_cmdstanpy():
                 mle = self._cmdstan_model.optimize(
                     data=json_ready(data), inits=self._inits(data, u), seed=seed, jacobian=False, algorithm="lbfgs",
@@ -272,12 +276,15 @@ class CmdstanpyModel(CompiledModel):
             lp, g = self._log_prob_grad(data, u, False)
             message = "CmdStan L-BFGS" if ok else "CmdStan L-BFGS: line search failed or iteration limit"
             gnorm = float(np.max(np.abs(g))) if g.size else 0.0
-            if gnorm <= gtol * max(1.0, abs(lp)):
+            stalled = abs(lp - lp_start) <= 4.0 * np.finfo(float).eps * max(1.0, abs(lp))
+            if gnorm <= gtol * max(1.0, abs(lp)) or stalled:
                 break
+        if stalled:
+            message = "CmdStan L-BFGS: no change of log p at its resolution"
         secs = time.perf_counter() - t0
-        # A line search that fails within ROUNDOFF_FACTOR of the tolerance has hit the
-        # resolution of log p itself (the decrease g^2 / (2 h) left is below |log p| eps).
-        tol = gtol * max(1.0, abs(lp)) * (1.0 if ok else ROUNDOFF_FACTOR)
+        # A line search that fails (or a run that stalls) within ROUNDOFF_FACTOR of the tolerance has
+        # hit the resolution of log p itself (the decrease g^2 / (2 h) left is below |log p| eps).
+        tol = gtol * max(1.0, abs(lp)) * (1.0 if ok and not stalled else ROUNDOFF_FACTOR)
         return OptimizeResult(u=u, log_prob=lp, grad_norm=gnorm, converged=gnorm <= tol,
                               message=message, iterations=-1, evaluations=-1, backend=self.backend, seconds=secs,
                               values=vals)
