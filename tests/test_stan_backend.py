@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -245,3 +246,25 @@ def test_lbfgs_driver_holds_fixed_coordinates_and_bounds():
     np.testing.assert_allclose(res.x, [1.0, 0.0, 2.0, 0.5], atol=1e-7)
     assert res.fun == pytest.approx(10.0 + 4.0 + 1.0)
     assert res.grad_norm <= 1e-10 * res.fun  # the gradient at the active bound is projected out
+
+
+def test_httpstan_needs_a_pybind11_that_loads_on_this_python(monkeypatch):
+    """httpstan compiles every model with the pybind11 it bundles; pybind11 2.9 modules do not load on 3.13."""
+    from pydial.stan import httpstan_backend as hb
+
+    pytest.importorskip("httpstan")
+    pytest.importorskip("stan")
+    import httpstan
+
+    header = Path(httpstan.__file__).parent / "include" / "pybind11" / "detail" / "common.h"
+    text = header.read_text()
+    major = int(text.split("#define PYBIND11_VERSION_MAJOR")[1].split()[0])
+    minor = int(text.split("#define PYBIND11_VERSION_MINOR")[1].split()[0])
+    assert hb.bundled_pybind11(header.parents[3]) == (major, minor)
+    monkeypatch.setattr(hb, "bundled_pybind11", lambda _: (2, 9))
+    monkeypatch.setattr(sys, "version_info", (3, 13, 0, "final", 0))
+    assert "pybind11 2.9" in hb.unavailable_reason() and not hb.available()
+    with pytest.raises(StanBackendError, match="Python 3.13"):
+        stan_backend("httpstan")
+    monkeypatch.setattr(sys, "version_info", (3, 12, 1, "final", 0))
+    assert hb.unavailable_reason() is None

@@ -92,8 +92,8 @@ _INSTALL_HINT = {
     "cmdstanpy": ("backend 'cmdstanpy' was requested but no CmdStan installation was found "
                   "(cmdstanpy.cmdstan_path() failed); install it with `python -m cmdstanpy.install_cmdstan` "
                   "or use backend='httpstan'"),
-    "httpstan": ("backend 'httpstan' was requested but pystan/httpstan are not importable; "
-                 "`pip install \"pydial[httpstan]\"` (Linux and macOS) or use backend='cmdstanpy'"),
+    "httpstan": ("backend 'httpstan' was requested but cannot run here; `pip install \"pydial[httpstan]\"` "
+                 "(Linux and macOS, Python <= 3.12) or use backend='cmdstanpy'"),
 }
 
 
@@ -153,7 +153,8 @@ def stan_backend(prefer: str | None = None) -> str:
         raise ValueError(f"{source} must be one of {allowed}, got {prefer!r}")
     if prefer is not None:
         if not backend_available(prefer):
-            raise StanBackendError(_INSTALL_HINT[prefer])
+            reason = httpstan_backend.unavailable_reason() if prefer == httpstan_backend.NAME else None
+            raise StanBackendError(_INSTALL_HINT[prefer] + (f" ({reason})" if reason else ""))
         return prefer
     for name in BACKENDS:
         if backend_available(name):

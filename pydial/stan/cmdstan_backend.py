@@ -276,7 +276,7 @@ class CmdstanpyModel(CompiledModel):
             lp, g = self._log_prob_grad(data, u, False)
             message = "CmdStan L-BFGS" if ok else "CmdStan L-BFGS: line search failed or iteration limit"
             gnorm = float(np.max(np.abs(g))) if g.size else 0.0
-            stalled = abs(lp - lp_start) <= 4.0 * np.finfo(float).eps * max(1.0, abs(lp))
+            stalled = bool(abs(lp - lp_start) <= 4.0 * np.finfo(float).eps * max(1.0, abs(lp)))
             if gnorm <= gtol * max(1.0, abs(lp)) or stalled:
                 break
         if stalled:

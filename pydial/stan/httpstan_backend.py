@@ -33,7 +33,8 @@ from numpy.typing import ArrayLike
 
 from .compiled import CompiledModel, NutsDraws, StanBackendError, StanCompileError, as_stan_data, json_ready
 
-__all__ = ["NAME", "HttpstanModel", "available", "is_compiled", "compile_program", "fit_files"]
+__all__ = ["NAME", "HttpstanModel", "available", "unavailable_reason", "bundled_pybind11", "is_compiled",
+           "compile_program", "fit_files"]
 
 NAME = "httpstan"
 """The backend's name in :data:`pydial.stan.backend.BACKENDS`."""
@@ -45,14 +46,57 @@ _SERVICE_FUNCTIONS = ("log_prob", "log_prob_grad", "write_array", "transform_ini
 _STANC_INFO: dict[str, dict] = {}
 
 
-def available() -> bool:
-    """Whether ``httpstan`` and ``pystan`` are importable (:meth:`~pydial.stan.compiled.BackendModule.available`)."""
+PYBIND11_FOR_PYTHON: dict[tuple[int, int], tuple[int, int]] = {(3, 13): (2, 12)}
+"""Oldest pybind11 whose extension modules load on a Python version (3.13 removed the private
+``_PyThreadState_UncheckedGet`` that older pybind11 calls); httpstan compiles every model with the
+pybind11 it bundles."""
+
+
+def bundled_pybind11(httpstan_dir: Path) -> tuple[int, int] | None:
+    """Version ``(major, minor)`` of the pybind11 headers inside an httpstan package directory (``None``: not found)."""
+    header = httpstan_dir / "include" / "pybind11" / "detail" / "common.h"
     try:
+        text = header.read_text()
+    except OSError:
+        return None
+    found = [re.search(rf"#define PYBIND11_VERSION_{part}\s+(\d+)", text) for part in ("MAJOR", "MINOR")]
+    return (int(found[0].group(1)), int(found[1].group(1))) if found[0] and found[1] else None
+
+
+def unavailable_reason() -> str | None:
+    """Why the Stan of httpstan cannot run here, or ``None`` when it can.
+
+    Returns
+    -------
+    str or None
+        pystan/httpstan not importable, or httpstan's bundled pybind11 too old for
+        the running Python (httpstan 4.17 bundles pybind11 2.9: its compiled
+        models do not load on Python 3.13).
+    """
+    import sys
+
+    try:
+        import httpstan
         import httpstan.models  # noqa: F401
         import stan  # noqa: F401
-    except ImportError:
-        return False
-    return True
+    except ImportError as exc:
+        return f"pystan/httpstan are not importable ({exc})"
+    py = sys.version_info[:2]
+    need = max((v for k, v in PYBIND11_FOR_PYTHON.items() if py >= k), default=None)
+    have = bundled_pybind11(Path(httpstan.__file__).parent)
+    if need is not None and have is not None and have < need:
+        return (f"httpstan {getattr(httpstan, '__version__', '?')} compiles models with pybind11 {have[0]}.{have[1]}, "
+                f"whose modules do not load on Python {py[0]}.{py[1]} (pybind11 >= {need[0]}.{need[1]} is needed)")
+    return None
+
+
+def available() -> bool:
+    """Whether the Stan of httpstan runs here (:meth:`~pydial.stan.compiled.BackendModule.available`).
+
+    ``httpstan`` and ``pystan`` are importable and httpstan's compiled models load on
+    this Python (:func:`unavailable_reason`).
+    """
+    return unavailable_reason() is None
 
 
 def _outside_event_loop(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
