@@ -19,7 +19,7 @@ For each available backend (CmdStan through cmdstanpy; the Stan of httpstan):
 
   - ``arena``: the bundled Arena data (1,330 cells);
   - ``large``: ``simulate(N=100, K=10, r=1, n_llm=1,000,000, n_human=10,000)``;
-  - ``wide``: ``simulate(N=300, K=30, r=1, n_llm=200,000, n_human=10,000)``;
+  - ``wide``: ``simulate(N=300, K=30, r=1, n_llm=50,000, n_human=5,000)``;
 
   for NUTS: wall time, the sampler's own time, mean leapfrog steps per iteration,
   and the efficiency per second of sampling: the smallest bulk and tail ESS over
@@ -99,7 +99,7 @@ def main() -> None:
 
 POSTERIOR_DATA = {
     "large": dict(N=100, K=10, r=1, n_llm=1_000_000, n_human=10_000, rng=1),
-    "wide": dict(N=300, K=30, r=1, n_llm=200_000, n_human=10_000, rng=1),
+    "wide": dict(N=300, K=30, r=1, n_llm=50_000, n_human=5_000, rng=1),
 }
 
 
