@@ -146,6 +146,7 @@ def posterior_rows(name: str, backend: str, chains: int, draws: int) -> list[dic
                 ratios.append(w(x) / w(ref))
             r = np.concatenate(ratios)
             row.update({"max|mean diff|/sd vs NUTS": max(diffs), "width ratio vs NUTS": f"{r.min():.2f}-{r.max():.2f}"})
+        print(json.dumps({k: (round(v, 4) if isinstance(v, float) else v) for k, v in row.items()}), flush=True)
         rows.append(row)
     return rows
 
