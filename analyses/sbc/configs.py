@@ -76,7 +76,7 @@ CONFIGS: tuple[Config, ...] = (
 )
 """The configurations of ``python -m analyses.sbc run``."""
 
-QUICK = Config("judges-binary-tiny", "judges", None, None, N=3, K=1, n_llm=2, n_human=3, priors=dict(JUDGES_PRIORS))
+QUICK = Config("judges-binary-tiny", "judges", None, None, N=3, K=1, n_llm=1, n_human=3, priors=dict(JUDGES_PRIORS))
 """The reduced SBC of the test suite: ``judges.stan``, binary, 3 items, one judge."""
 
 
