@@ -93,14 +93,13 @@ def write_prior_predictive(out_dir: Path, draws: int = 20_000) -> pd.DataFrame:
               ("tie rate | equal", (0, 1))]
     fig, axes = plt.subplots(1, len(panels), figsize=(11, 2.4))
     for ax, (qty, rng) in zip(axes, panels):
-        for label, df in samples.items():
+        for t, (label, df) in enumerate(samples.items()):
             col = next((c for c in df.columns if c.startswith(qty)), None)
-            if col is None:
-                continue
-            ax.hist(df[col], bins=50, range=rng, density=True, histtype="step", label=label)
-        ax.set_title(qty, fontsize=8)
+            if col is not None:
+                ax.hist(df[col], bins=50, range=rng, density=True, histtype="step", label=label, color=f"C{t}")
+        ax.set_title(qty + (f" (N = {SIZE['N']})" if "spread" in qty else ""), fontsize=8)
         ax.tick_params(labelsize=7)
-    axes[0].legend(fontsize=6, loc="upper center")
+    axes[-1].legend(fontsize=6, loc="upper center")
     fig.tight_layout()
     fig.savefig(out_dir / "prior_predictive.png", dpi=72)
     plt.close(fig)
