@@ -88,7 +88,9 @@ def fit_draws(cfg: Config, d: dict[str, Any], inits: list[dict[str, Any]] | None
                     adapt_delta=settings.adapt_delta, quiet=True, progress=False)
     full = identified(res.draws, ndim_draws=2)              # (chain, draw) per identified scalar
     names = list(full)
-    arviz_log = logging.getLogger("arviz")
+    import arviz
+
+    arviz_log = getattr(arviz, "_log", logging.getLogger("arviz"))   # arviz's own logger instance
     level = arviz_log.level
     with warnings.catch_warnings(), np.errstate(all="ignore"):
         warnings.simplefilter("ignore")                       # one chain: arviz's R-hat is undefined
