@@ -256,14 +256,14 @@ def posterior(
         each draw of the basis ``M`` from the human judgments alone
         (``stan/dial_calibrate.stan``).  ``model="dial"`` only.
     priors : mapping, optional
-        Overrides of :data:`pydial.stan.standata.DIAL_SAMPLE_PRIORS`
-        (``model="dial"``) or :data:`~pydial.stan.standata.JUDGES_PRIORS`.
-        Defaults (``dial``): the mean judge score ``S'1/K = gamma_bar mu ~ N(0, 2^2)``
-        in centered coordinates (so ``mu`` is uniform on its sphere and the
-        consensus scale ``gamma_bar`` has a scaled chi prior vanishing at 0),
-        gamma deviations ``~ N(0, 1)``, ``U ~ N(0, 1)``, ``b ~ N(0, 1)``,
-        ``c ~ N(0, 2^2)``, ``log nu ~ N(-1, 1.5^2)``; ``V`` uniform (parameter
-        expansion).  A scale of 0 makes that block flat.
+        Overrides of the default priors, which are tabulated, with what each
+        scale means, in :data:`pydial.stan.standata.DIAL_SAMPLE_PRIORS`
+        (``model="dial"``: normal priors on the mean judge score ``S'1/K``, the
+        deviations of ``gamma``, the item side ``Z`` of ``U V' = P Z'`` with a
+        uniform judge frame ``P``, ``b``, ``c`` and ``log nu``) and
+        :data:`~pydial.stan.standata.JUDGES_PRIORS` (``model="judges"`` or
+        ``"human"``); the program headers state the same priors.  A scale of 0
+        makes that block flat.  ``attrs["priors"]`` records the priors used.
     backend : {"cmdstanpy", "httpstan"} or None
         See :func:`pydial.stan.stan_backend`.
     model : {"dial", "judges", "human"}

@@ -46,18 +46,69 @@ DIAL_PRIORS: dict[str, float] = {"A": 0.0, "B": 0.0, "c": 0.0, "b": 0.0, "log_nu
 """Normal prior scales of ``dial.stan`` (penalty on the chart blocks); 0 = flat (the MLE)."""
 
 DIAL_SAMPLE_PRIORS: dict[str, float] = {
-    "m_sd": 2.0,             # mean judge score S'1/K (centered coordinates) ~ normal(0, 2)
-    "gamma_sd": 1.0,         # deviations of gamma from its mean ~ normal(0, 1)
-    "Z_sd": 2.0,             # item side of the disagreement U V' = P Z' ~ normal(0, 2)
-    "b_sd": 1.0,             # order effects ~ normal(0, 1)
-    "c_sd": 2.0,             # calibration coordinates ~ normal(0, 2)
-    "log_nu_mean": -1.0,     # log tie parameters ~ normal(-1, 1.5): tie rate about 16% at equal scores
+    "m_sd": 2.0,
+    "gamma_sd": 1.0,
+    "Z_sd": 2.0,
+    "b_sd": 1.0,
+    "c_sd": 2.0,
+    "log_nu_mean": -1.0,
     "log_nu_sd": 1.5,
 }
-"""Default priors of ``dial_sample.stan`` (scale 0 = flat; see the program header)."""
+r"""Default priors of ``dial_sample.stan`` (``posterior(model="dial")``): the table the docstrings cite.
+
+The program header states the same priors on the same parameters; these are the
+values :func:`pydial.stan.posterior` and :func:`dial_sample_data` pass (``priors=``
+overrides entries).  Every prior is normal on a parameter of the program; a scale
+of 0 makes that block flat (only where the likelihood identifies it).
+
+=============== ======= ===================================================================
+key             default prior, and what it implies for the model's quantities
+=============== ======= ===================================================================
+``m_sd``        2.0     ``m_raw ~ N(0, m_sd^2)``: the mean judge score
+                        ``S'1/K = gamma_bar mu`` in Helmert coordinates, i.e.
+                        ``N(0, m_sd^2 (I - 11'/N))``; so ``mu`` is uniform on its sphere
+                        ``||mu||^2 = N`` and ``gamma_bar = ||m_raw|| / sqrt(N)`` is
+                        ``m_sd chi_{N-1} / sqrt(N)`` (vanishing at 0).
+``gamma_sd``    1.0     ``gamma_dev ~ N(0, gamma_sd^2)``: the judges' loadings ``gamma``
+                        around their mean ``gamma_bar`` (Helmert coordinates of ``R^K``).
+``Z_sd``        2.0     ``Z_raw ~ N(0, Z_sd^2)``: the item side ``Z`` of the disagreement
+                        ``U V' = P Z'``, isotropic ``N(0, Z_sd^2)`` on ``{1, mu}^perp``;
+                        the judge side ``P`` is a uniform orthonormal frame (parameter
+                        expansion).  So ``V = sqrt(N) frame(Z)`` is uniform and
+                        ``U = P Z' V / N``; for rank 1, ``||U|| = ||Z|| / sqrt(N)``, which is
+                        ``Z_sd chi_{N-2} / sqrt(N)``.  There is no prior on ``U`` itself.
+``b_sd``        1.0     ``b_k ~ N(0, b_sd^2)``: the judges' order effects.
+``c_sd``        2.0     ``c ~ N(0, c_sd^2)``: the calibration coordinates, ``s_H = M c`` with
+                        ``M = mu`` or ``M = [mu, V]``.
+``log_nu_mean`` -1.0    ``log nu ~ N(log_nu_mean, log_nu_sd^2)``: the tie parameters (each
+``log_nu_sd``   1.5     judge's, then the people's); Davidson ``nu``, Rao-Kupper threshold
+                        ``tau = nu``.  At equal scores the median tie rate is about 16%
+                        (Davidson, ``nu / (2 + nu)``) and 18% (Rao-Kupper).
+=============== ======= ===================================================================
+
+``analyses/sbc`` checks by simulation-based calibration that the programs sample the
+posterior of exactly these priors, and shows what they imply for win probabilities
+(prior predictive check).
+"""
 
 JUDGES_PRIORS: dict[str, float] = {"s_sd": 2.0, "b_sd": 1.0, "log_nu_mean": -1.0, "log_nu_sd": 1.5}
-"""Default priors of ``judges.stan`` for NUTS (point fits use flat priors)."""
+r"""Default priors of ``judges.stan`` for NUTS (``posterior(model="judges" | "human")``); point fits use flat priors.
+
+Normal priors on the program's parameters (its header states the same); ``priors=``
+overrides entries; a scale of 0 is flat.
+
+=============== ======= ===================================================================
+key             default prior, and what it implies
+=============== ======= ===================================================================
+``s_sd``        2.0     ``s_raw, sH_raw ~ N(0, s_sd^2)`` in Helmert coordinates: each judge's
+                        and the people's centered scores are exchangeable
+                        ``N(0, s_sd^2 (I - 11'/N))``; a score difference ``s_i - s_j`` is
+                        ``N(0, 2 s_sd^2)``.
+``b_sd``        1.0     ``b_k ~ N(0, b_sd^2)``: the judges' order effects.
+``log_nu_mean`` -1.0    ``log nu ~ N(log_nu_mean, log_nu_sd^2)``: the tie parameters, as in
+``log_nu_sd``   1.5     :data:`DIAL_SAMPLE_PRIORS`.
+=============== ======= ===================================================================
+"""
 
 
 def merge_priors(defaults: Mapping[str, float], priors: Mapping[str, float] | None, what: str) -> dict[str, float]:
