@@ -207,7 +207,8 @@ def _stanc_info(code: str) -> dict:
 
     key = hashlib.sha256(code.encode()).hexdigest()
     if key not in _STANC_INFO:
-        with importlib.resources.path("httpstan", "stanc") as stanc, tempfile.TemporaryDirectory() as tmp:
+        with importlib.resources.as_file(importlib.resources.files("httpstan") / "stanc") as stanc, \
+                tempfile.TemporaryDirectory() as tmp:
             f = Path(tmp) / "program.stan"
             f.write_text(code)
             out = subprocess.run([str(stanc), "--info", str(f)], capture_output=True, text=True, check=False)
