@@ -23,10 +23,10 @@ from scipy.stats import norm
 from .data import Comparisons
 from .exceptions import ConvergenceError, ConvergenceWarning, CovarianceWarning, IdentifiabilityError
 from .fitting import Design, centered_design, centering_basis, difference_design, glm_information
-from .likelihood import Cells, Objective
+from .likelihood import CellJacobian, Cells, Objective
 from .meats import (ANCHORED_COVS, CLUSTERED, COV_DESCRIPTIONS, COV_TYPES, CellStats, Influence, Linearization, Meat,
                     MeatSource, OutcomeStats, check_cov_type, degenerate_meat, independent_meat, influence_covariance,
-                    linearize, meat_covariance, outcome_meat, parameter_meat, stack_influence)
+                    as_sparse, linearize, meat_covariance, outcome_meat, parameter_meat, stack_influence)
 from .model import Chart, consensus_gamma
 from .optim import OptimResult, pinv_sym
 
@@ -266,7 +266,7 @@ def staged_linearization(data: Comparisons, fit_: Any) -> Linearization:
 def staged_influence(data: Comparisons, fit_: Any) -> tuple[Influence, CellStats]:
     """Return :func:`staged_linearization` as factored influence and the cells' statistics."""
     lin = staged_linearization(data, fit_)
-    return Influence(lin.source.J, lin.A), cast(CellStats, lin.source.stats)
+    return Influence(as_sparse(lin.source.J), lin.A), cast(CellStats, lin.source.stats)
 
 
 def finite_influence(data: Comparisons, ch: Chart, lam: float, theta: np.ndarray,
@@ -303,7 +303,7 @@ def llm_only_linearization(data: Comparisons, chart: Chart, theta: np.ndarray,
         o = Objective(chart, Cells.stack(data, 1.0 / data.n_llm, 0.0))
         Hp = pinv_sym(o.value_grad_hess(theta)[2])[0]
         st = CellStats.from_parts([(data.llm.n, data.llm.y, o.probabilities(theta), 1.0 / data.n_llm, False)])
-        data._cache[key] = (MeatSource(o.full_jacobian(theta), st), Hp @ chart.T.T)
+        data._cache[key] = (MeatSource(CellJacobian(o, theta), st), Hp @ chart.T.T)
     source, HpT = data._cache[key]
     out = []
     for target in targets:
