@@ -17,9 +17,10 @@ with one ``bincount`` and mapped to the reduced chart by ``T^T H T``.
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
+import functools
+from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any, Literal, Sequence, overload
+from typing import Any, Callable, Literal, Sequence, TypeVar, overload
 
 import numpy as np
 import pandas as pd
@@ -81,7 +82,7 @@ def calibration_firth_penalty(data: Comparisons) -> CalibrationFirthPenalty:
     return CalibrationFirthPenalty(difference_design(H.i, H.j, data.N).toarray(), H.n.astype(float), 1.0 / data.n_human)
 
 
-def stacked_columns(parts: Sequence[tuple[CellTable, float, bool]], *, counts: bool = False) -> dict[str, np.ndarray]:
+def stacked_columns(parts: Sequence[tuple[CellTable, float, bool]], *, counts: bool = False) -> dict[str, Any]:
     """Columns of :class:`Cells` for the tables ``(table, weight, is_human)`` with a positive weight, stacked in order.
 
     With ``counts=True`` also the ``(m, 3)`` outcome counts of :class:`TieCells` (as floats).
@@ -115,6 +116,10 @@ class Cells:
     y: np.ndarray
     w: np.ndarray
     is_human: np.ndarray
+    layout: dict = field(default_factory=dict, kw_only=True, repr=False, compare=False)
+    """Arrays an :class:`Objective` derives from the index columns ``g, i, j, a, is_human`` alone;
+    shared by the cells that differ from these only in ``n``, ``y`` or ``w`` (the same stack at
+    another weight, :func:`dataclasses.replace`)."""
 
     @classmethod
     def from_tables(cls, parts: Sequence[tuple[CellTable, float, bool]]) -> "Cells":
@@ -131,8 +136,50 @@ class Cells:
         With ``w_llm = lambda/n_L`` and ``w_human = 1/n_H`` these are the cells of
         :math:`Q_\lambda` (eq. weighted-loss).  The human cells are put on loading row ``K``
         whatever judge index they carry (a :class:`HumanCells` built by hand has ``-1``).
+
+        The columns are stacked once per data set (cached on ``data``); the LLM-only and
+        human-only stacks are views of the rows of that one, and the stacks at every weight
+        share their index columns and :attr:`layout`.
         """
-        return cls.from_tables([(data.llm, w_llm, False), (data.human.with_judge(data.K), w_human, True)])
+        key = ("stacked cells", w_llm > 0, w_human > 0)
+        if key not in data._cache:
+            if not (w_llm > 0 and len(data.llm)) and not (w_human > 0 and len(data.human)):
+                raise ValueError("no cells with positive weight")
+            if ("stacked cells", True, True) not in data._cache:
+                data._cache[("stacked cells", True, True)] = cls.from_tables(
+                    [(data.llm, 1.0, False), (data.human.with_judge(data.K), 1.0, True)])
+            full = data._cache[("stacked cells", True, True)]
+            m = len(data.llm)
+            data._cache[key] = full if (w_llm > 0 and w_human > 0) else full.select(slice(0, m) if w_llm > 0 else slice(m, None))
+        base = data._cache[key]
+        return dataclasses.replace(base, w=np.where(base.is_human, float(w_human), float(w_llm)))
+
+    def select(self, rows: "np.ndarray | slice") -> "Cells":
+        """Return the cells selected by ``rows`` (views for a slice), with a layout of their own."""
+        return type(self)(**{f.name: getattr(self, f.name)[rows] for f in dataclasses.fields(self) if f.name != "layout"})
+
+
+T = TypeVar("T")
+
+
+def _layout_property(func: Callable[[Any], T]) -> "cached_property[T]":
+    """Make a cached property of an :class:`Objective` kept in its cells' :attr:`Cells.layout`.
+
+    Computed once for every objective on the same index columns and chart shape (the
+    weights of the lambda path, the linearizations), not once per objective.
+    """
+    name = func.__name__
+
+    @functools.wraps(func)
+    def get(self: Any) -> T:
+        ch = self.chart
+        key = (name, ch.N, ch.K, ch.rows, ch.q)
+        lay = self.cells.layout
+        if key not in lay:
+            lay[key] = func(self)
+        return lay[key]
+
+    return cached_property(get)
 
 
 DENSE_PAIR_RATIO = 16  # per-judge item-pair tables when they have at most this many entries per cell
@@ -193,13 +240,13 @@ class Objective:
         idx[:, 3 * q] = np.where(c.is_human, 0, ch.off_b + np.minimum(c.g, ch.K - 1))
         return idx
 
-    @cached_property
+    @_layout_property
     def _order_label(self) -> np.ndarray:
         """``a_c`` as floats, 0 on human cells (no order effect)."""
         c = self.cells
         return np.where(c.is_human, 0.0, c.a.astype(float))
 
-    @cached_property
+    @_layout_property
     def _order_judge(self) -> np.ndarray:
         return np.minimum(self.cells.g, self.chart.K - 1)
 
@@ -246,7 +293,7 @@ class Objective:
             eta += np.take(np.concatenate([b, -b, [0.0]]), key)
         return eta
 
-    @cached_property
+    @_layout_property
     def _order_key(self) -> np.ndarray | None:
         """Position of ``a_c b_g`` in ``[b, -b, 0]``: ``g`` for ``a = +1``, ``K + g`` for ``a = -1``, ``2K`` for people.
 
@@ -395,20 +442,20 @@ class Objective:
         return [(g0, min(g0 + per, ch.rows), slice(int(bounds[g0]), int(bounds[min(g0 + per, ch.rows)])))
                 for g0 in range(0, ch.rows, per)]
 
-    @cached_property
+    @_layout_property
     def _pair_order(self) -> np.ndarray | None:
         """Permutation sorting the cells by loading row (``None``: already sorted)."""
         g = self.cells.g
         return None if g.size < 2 or bool(np.all(g[1:] >= g[:-1])) else np.argsort(g, kind="stable")
 
-    @cached_property
+    @_layout_property
     def _pair_key(self) -> np.ndarray:
         """``(g N + i) N + j`` of every cell, in the order of :attr:`_pair_order`."""
         ch, c = self.chart, self.cells
         key = (c.g * ch.N + c.i) * ch.N + c.j
         return key if self._pair_order is None else key[self._pair_order]
 
-    @cached_property
+    @_layout_property
     def _row_item_keys(self) -> tuple[np.ndarray, np.ndarray]:
         """``g N + i`` and ``g N + j`` of every cell."""
         ch, c = self.chart, self.cells
@@ -542,8 +589,7 @@ class Objective:
         """
         if rows is not None:
             # only the selected cells' derivatives and indices are formed
-            sub = type(self.cells)(*(getattr(self.cells, f.name)[rows] for f in dataclasses.fields(self.cells)))
-            return Objective(self.chart, sub).full_jacobian(theta)
+            return Objective(self.chart, self.cells.select(rows)).full_jacobian(theta)
         phi = self.chart.to_full(theta)
         cols: list[np.ndarray | None] = [*self._columns(phi)]
         m, q = self.cells.g.size, len(cols)

@@ -90,6 +90,10 @@ class OptimResult:
         """Converged with no coordinate on the box boundary."""
         return self.converged and not bool(self.at_bound.any())
 
+    def hess_at(self, x: np.ndarray) -> np.ndarray | None:
+        """Return the Hessian kept with the result when ``x`` is its final point, else ``None``."""
+        return self.hess if self.hess is not None and np.array_equal(self.x, x) else None
+
 
 def warn_unresolved(opt: OptimResult, what: str) -> None:
     """Warn with a :class:`~pydial.ConvergenceWarning` when ``opt`` is not a resolved optimum.
@@ -106,11 +110,16 @@ def warn_unresolved(opt: OptimResult, what: str) -> None:
                       stacklevel=3)
 
 
-def pinv_sym(H: np.ndarray, rtol: float = ZERO_EIG_RTOL) -> tuple[np.ndarray, int]:
+def pinv_sym(H: np.ndarray, rtol: float = ZERO_EIG_RTOL, gauge: np.ndarray | None = None) -> tuple[np.ndarray, int]:
     """Moore-Penrose inverse of a symmetric matrix and the number of (near-)zero eigenvalues dropped.
 
     Eigenvalues below ``rtol`` times the largest absolute eigenvalue count as zero.
+    With ``gauge`` (the tangents of the flat directions, possibly none) it is first formed
+    by one Cholesky factorization (:func:`pinv_gauge`), the eigen-decomposition only when
+    that is not certified.
     """
+    if gauge is not None and (out := pinv_gauge(H, gauge, rtol)) is not None:
+        return out
     return pinv_from_eigh(*np.linalg.eigh(0.5 * (H + H.T)), rtol=rtol)
 
 
@@ -120,6 +129,43 @@ def pinv_from_eigh(lam: np.ndarray, Q: np.ndarray, rtol: float = ZERO_EIG_RTOL) 
     keep = np.abs(lam) > cut
     inv = (Q[:, keep] / lam[keep]) @ Q[:, keep].T
     return inv, int((~keep).sum())
+
+
+def pinv_gauge(H: np.ndarray, Z: np.ndarray, rtol: float = ZERO_EIG_RTOL) -> tuple[np.ndarray, int] | None:
+    """:func:`pinv_sym` of a Hessian flat along the gauge tangents ``Z``, by one Cholesky factorization.
+
+    With ``Q`` an orthonormal basis of ``span Z`` and ``s`` the largest diagonal entry of
+    ``H``, ``H Q = 0`` gives ``(H + s Q Q^T)^{-1} = H^+ + Q Q^T / s`` (Lemma
+    overparam-invariance: the gauge directions are the null space at a stationary point).
+    Returned, with the ``r(r+1)`` zero eigenvalues, only when this is certified to be the
+    pseudo-inverse :func:`pinv_sym` forms: the factorization succeeds, ``||H Q||`` is at
+    the rounding level (the gauge eigenvalues fall below its cut) and ``1 / ||(H + s Q Q^T)^{-1}||_F``,
+    a lower bound of the other eigenvalues, is above ``10 rtol ||H||_F``, an upper bound of the
+    cut (so no other eigenvalue is zero or negative).  ``None`` otherwise: use the
+    eigen-decomposition.
+    """
+    from scipy.linalg import cho_factor, lapack
+
+    H = 0.5 * (H + H.T)
+    scale = float(np.abs(np.diag(H)).max(initial=0.0))
+    if not scale > 0.0:
+        return None
+    Q = np.linalg.qr(Z)[0] if Z.size else Z
+    if Q.size and np.linalg.norm(H @ Q) > 1e-3 * rtol * scale:
+        return None
+    try:
+        c, _ = cho_factor(H + scale * (Q @ Q.T) if Q.size else H, lower=True, check_finite=False)
+    except np.linalg.LinAlgError:
+        return None
+    inv, info = lapack.dpotri(c, lower=1)
+    if info != 0 or not np.all(np.isfinite(inv)):
+        return None
+    inv = np.tril(inv) + np.tril(inv, -1).T
+    if not 1.0 / np.linalg.norm(inv) > 10.0 * rtol * np.linalg.norm(H):
+        return None
+    if Q.size:
+        inv -= (Q / scale) @ Q.T
+    return inv, Q.shape[1]
 
 
 def _gauge_cholesky_step(H: np.ndarray, g: np.ndarray, Z: np.ndarray, rtol: float) -> np.ndarray | None:
