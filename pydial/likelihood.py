@@ -313,6 +313,11 @@ class Objective:
         f = self._weighted_nll(eta)
         return f + self.penalty.value(self.chart, theta, eta[c.is_human]) if self.penalty is not None else f
 
+    @cached_property
+    def _wn(self) -> np.ndarray:
+        """``w_c n_c``: the cell weights of the curvature ``w n p (1 - p)``."""
+        return self.cells.w * self.cells.n
+
     def _weighted_nll(self, eta: np.ndarray) -> float:
         """``sum_c w_c [n_c softplus(eta_c) - y_c eta_c]`` in one work array."""
         c = self.cells
@@ -348,7 +353,8 @@ class Objective:
             g = g + g_pen
         if not hess:
             return f, g, None
-        curv = c.w * c.n * p * (1.0 - p)
+        curv = self._wn * p
+        curv *= 1.0 - p
         H_full = self._outer(curv, None, phi)
         self._add_cross(H_full, agg)
         H = ch.pull_back(H_full)

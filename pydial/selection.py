@@ -165,9 +165,8 @@ def finite_candidate(data: Comparisons, ch: Chart, lam: float, theta0: np.ndarra
     penalized by ``penalty``.
     """
     th, opt = joint(data, ch, lam, theta0)
-    obj = Objective.weighted(ch, data, lam, penalty)
     H = opt.hess_at(th)
-    H = obj.value_grad_hess(th)[2] if H is None else H
+    H = Objective.weighted(ch, data, lam, penalty).value_grad_hess(th)[2] if H is None else H
     s = ch.scores(th)
     # one factorization for the guards, GACV and the sandwich: Cholesky off the gauge when certified
     pinv = pinv_gauge(H, ch.gauge_directions(th))
@@ -178,12 +177,11 @@ def finite_candidate(data: Comparisons, ch: Chart, lam: float, theta0: np.ndarra
         ok, reason, nz = guard(ch, opt, H, s, n_zero=pinv[1])
     cand = Candidate(lam, multiple, s, th, opt, ok, reason, human_loss(s, data.human), n_zero_eig=nz)
     if ok:
-        hum = obj.cells.is_human
-        U = obj.full_jacobian(th, rows=hum)
-        c = obj.cells
-        p = expit(obj.eta(th))[hum]
+        hum = Objective(ch, Cells.stack(data, 0.0, 1.0 / data.n_human))  # the human cells of Q_lambda alone
+        c = hum.cells
         cand.hess_pinv = pinv_from_eigh(ev, Q)[0] if pinv is None else pinv[0]
-        cand.trace = gacv_trace(H, U, c.n[hum], c.y[hum], p, ch.T, cand.hess_pinv) / (data.n_human - 1)
+        cand.trace = gacv_trace(H, hum.full_jacobian(th), c.n, c.y, hum.probabilities(th), ch.T,
+                                cand.hess_pinv) / (data.n_human - 1)
     return cand
 
 
