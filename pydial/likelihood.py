@@ -493,10 +493,10 @@ class Objective:
         assert chunks is not None  # _outer calls this only for a dense enough design
         for g0, g1, sl in chunks:
             nc = g1 - g0
+            # the one-sided totals W_g; W_g + W_g^T enters through its products (no symmetrized copy)
             W = np.bincount(self._pair_key[sl] - g0 * N * N, weights=w[sl], minlength=nc * N * N).reshape(nc, N, N)
-            W += W.transpose(0, 2, 1).copy()
-            dW = W.sum(axis=2)  # (nc, N)
-            LapB = dW[:, :, None] * B[None] - W @ B  # (nc, N, q)
+            dW = W.sum(axis=2) + W.sum(axis=1)  # (nc, N)
+            LapB = dW[:, :, None] * B[None] - W @ B - np.matmul(B.T, W).transpose(0, 2, 1)  # (nc, N, q)
             LL[g0:g1] = np.einsum("il,gim->glm", B, LapB)
             LB[g0:g1] = LapB.transpose(0, 2, 1)[:, :, :, None] * L[g0:g1, None, None, :]
             coef = np.array([L[g0:g1, l] * L[g0:g1, m] for l, m in pairs])  # (pairs, nc)
@@ -504,6 +504,7 @@ class Objective:
             dg = coef @ dW
             for t, (l, m) in enumerate(pairs):
                 BB[l, m] -= off[t]
+                BB[l, m] -= off[t].reshape(N, N).T.ravel()
                 BB[l, m, :: N + 1] += dg[t]
         # assemble: L block, L-B block, B block
         HL = H[: ch.off_B, : ch.off_B]
