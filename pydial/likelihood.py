@@ -487,7 +487,8 @@ class Objective:
         w = weight if self._pair_order is None else weight[self._pair_order]
         LB = np.empty((R, q, N, q))  # [g, l', i, l]: d2 / dL_gl' dB_il = L_gl (Lap_g B)_il'
         LL = np.empty((R, q, q))
-        BB = np.zeros((q, q, N * N))  # [l, l'] -> (i, i')
+        BB = np.zeros((q, q, N * N))  # [l, l'] -> (i, i'), the one-sided totals (W_g^T added at the end)
+        BBd = np.zeros((q, q, N))  # and the diagonal
         pairs = [(l, m) for l in range(q) for m in range(l, q)]
         chunks = self._pair_chunks
         assert chunks is not None  # _outer calls this only for a dense enough design
@@ -504,8 +505,7 @@ class Objective:
             dg = coef @ dW
             for t, (l, m) in enumerate(pairs):
                 BB[l, m] -= off[t]
-                BB[l, m] -= off[t].reshape(N, N).T.ravel()
-                BB[l, m, :: N + 1] += dg[t]
+                BBd[l, m] += dg[t]
         # assemble: L block, L-B block, B block
         HL = H[: ch.off_B, : ch.off_B]
         for g in range(R):
@@ -515,7 +515,9 @@ class Objective:
         H[ch.off_B : ch.off_b, : ch.off_B] = LBm.T
         HB = H[ch.off_B : ch.off_b, ch.off_B : ch.off_b].reshape(N, q, N, q)  # a view
         for l, m in pairs:
-            blk = BB[l, m].reshape(N, N)
+            half = BB[l, m].reshape(N, N)
+            blk = half + half.T
+            blk[np.diag_indices(N)] += BBd[l, m]
             HB[:, l, :, m] = blk
             if m != l:
                 HB[:, m, :, l] = blk.T
