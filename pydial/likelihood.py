@@ -205,6 +205,7 @@ class Objective:
         self.chart = chart
         self.cells = cells
         self.penalty = penalty
+        self._last: tuple[bytes, np.ndarray, float] | None = None  # (theta, eta, loss) of the last evaluation
 
     @classmethod
     def weighted(cls, chart: Chart, data: Comparisons, lam: float, penalty: str | None = None) -> "Objective":
@@ -307,11 +308,23 @@ class Objective:
 
     # ------------------------------------------------------------ evaluation
     def value(self, theta: np.ndarray) -> float:
-        """Evaluate the weighted loss (``Q_lambda`` of eq. weighted-loss for :meth:`weighted`)."""
+        """Evaluate the weighted loss (``Q_lambda`` of eq. weighted-loss for :meth:`weighted`).
+
+        The predictors and the loss of the last point are kept, so that
+        :meth:`value_grad_hess` at the same point (a step accepted by the line search)
+        does not form them again.
+        """
         c = self.cells
-        eta = self.eta(theta)
-        f = self._weighted_nll(eta)
+        eta, f = self._eta_loss(theta)
         return f + self.penalty.value(self.chart, theta, eta[c.is_human]) if self.penalty is not None else f
+
+    def _eta_loss(self, theta: np.ndarray, phi: np.ndarray | None = None) -> tuple[np.ndarray, float]:
+        """``eta`` and the loss without penalty at ``theta``, from the last evaluation when at the same point."""
+        key = np.asarray(theta, float).tobytes()
+        if self._last is None or self._last[0] != key:
+            eta = self._eta_full(self.chart.to_full(theta) if phi is None else phi)
+            self._last = (key, eta, self._weighted_nll(eta))
+        return self._last[1], self._last[2]
 
     @cached_property
     def _wn(self) -> np.ndarray:
@@ -337,9 +350,8 @@ class Objective:
         """Value, gradient and (exact) Hessian in the reduced chart."""
         ch, c = self.chart, self.cells
         phi = ch.to_full(theta)
-        eta = self._eta_full(phi)
+        eta, f = self._eta_loss(theta, phi)
         p = expit(eta)
-        f = self._weighted_nll(eta)
         res = c.w * (c.n * p - c.y)  # d f / d eta per cell
         if self.penalty is not None:
             J = self.cell_jacobian(theta, rows=c.is_human) if hess else None

@@ -160,7 +160,9 @@ def pinv_gauge(H: np.ndarray, Z: np.ndarray, rtol: float = ZERO_EIG_RTOL) -> tup
     inv, info = lapack.dpotri(c, lower=1)
     if info != 0 or not np.all(np.isfinite(inv)):
         return None
-    inv = np.tril(inv) + np.tril(inv, -1).T
+    inv = np.tril(inv)
+    inv += inv.T
+    inv[np.diag_indices_from(inv)] *= 0.5
     if not 1.0 / np.linalg.norm(inv) > 10.0 * rtol * np.linalg.norm(H):
         return None
     if Q.size:
@@ -224,7 +226,8 @@ def newton(
         and the Newton decrement ``-g . step`` below ``100 gtol^2``.
     normalize : callable, optional
         Maps an iterate to a point with the same objective value (a gauge move),
-        applied after each accepted step to stop drift along flat directions.
+        applied to every trial point of the line search (so the accepted step lands
+        on it) to stop drift along flat directions.
     value : callable, optional
         ``x -> f`` alone, used by the line search (defaults to ``fgh(x)[0]``).
     cholesky : bool, default False
@@ -272,17 +275,23 @@ def newton(
             else:
                 converged, message = True, "gradient below tolerance"
                 break
-        # Backtracking line search along the projected path.
+        # Backtracking line search along the projected path; the trial points are
+        # normalized first (same value), so an objective evaluated there can reuse its work
+        # when the next iterate's derivatives are formed.
+        def trial(t: float) -> np.ndarray:
+            xt = np.clip(x + t * step, -bound, bound)
+            return np.clip(normalize(xt), -bound, bound) if normalize is not None else xt
+
         t, accepted = 1.0, False
         slope = float(g @ step)
         if decrement < 1e-12 * max(1.0, abs(f)):
             # Quadratic-convergence region: the predicted decrease is below the
             # rounding noise of f, so the Armijo test is meaningless; take the step.
-            xn = np.clip(x + step, -bound, bound)
+            xn = trial(1.0)
             fn = float(value(xn))
             accepted = bool(np.isfinite(fn) and fn <= f + 1e-12 * max(1.0, abs(f)))
         for _ in range(0 if accepted else 60):
-            xn = np.clip(x + t * step, -bound, bound)
+            xn = trial(t)
             fn = float(value(xn))
             if np.isfinite(fn) and fn <= f + 1e-4 * t * min(slope, 0.0):
                 accepted = True
@@ -299,8 +308,7 @@ def newton(
             where = " at the box boundary" if np.any(np.abs(x) >= bound * (1 - 1e-9)) else ""
             converged, message = small, ("numerical optimum (no further progress)" if small else f"no progress{where}")
             break
-        x = normalize(xn) if normalize is not None else xn
-        x = np.clip(x, -bound, bound)
+        x = xn
         f, g, H = fgh(x)
     at_bound = np.abs(x) >= bound * (1 - 1e-9)
     pinned = at_bound & (np.sign(x) == -np.sign(g))
