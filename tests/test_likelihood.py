@@ -413,21 +413,25 @@ def test_factored_hessian_matches_block_pair_assembly(data, r, cal, order, monke
                                atol=1e-13 * np.abs(H_ref).max())
 
 
+def stationary_fit(data, r, cal):
+    """A fitted stationary point: the LLM-only fit (``cal`` None) or a finite-weight joint fit."""
+    from pydial.estimators import staged_fit
+    from pydial.fitting import fit_structured, initial_theta
+
+    if cal is None:
+        ch = Chart(data.N, data.K, r, None, True)
+        return ch, fit_structured(data, ch, np.inf, initial_theta(data, ch))
+    sf = staged_fit(data, r, cal)
+    return sf.chart, fit_structured(data, sf.chart, 3.0, sf.theta)
+
+
 @pytest.mark.parametrize("r,cal", [(1, None), (2, "W"), (1, "mu")])
 def test_gauge_cholesky_step_is_the_pseudo_inverse_step(data, r, cal):
     """At a stationary point the gauge tangents span the Hessian's null space and the
     Cholesky step on their complement equals the Moore-Penrose Newton step."""
-    from pydial.estimators import staged_fit
-    from pydial.fitting import fit_structured, initial_theta
     from pydial.optim import _gauge_cholesky_step, pinv_sym
 
-    if cal is None:
-        ch = Chart(data.N, data.K, r, None, True)
-        fit = fit_structured(data, ch, np.inf, initial_theta(data, ch))
-    else:
-        sf = staged_fit(data, r, cal)
-        ch = sf.chart
-        fit = fit_structured(data, ch, 3.0, sf.theta)
+    ch, fit = stationary_fit(data, r, cal)
     assert fit.opt.converged
     th, H = fit.theta, fit.opt.hess
     Z = ch.gauge_directions(th)
@@ -444,17 +448,9 @@ def test_pinv_gauge_is_the_eigen_pseudo_inverse(data, r, cal):
     """At a stationary point the Cholesky pseudo-inverse off the gauge equals the one of
     the eigen-decomposition, with the same count of zero eigenvalues; an indefinite
     matrix or a null space beyond the gauge is left to the eigen-decomposition."""
-    from pydial.estimators import staged_fit
-    from pydial.fitting import fit_structured, initial_theta
     from pydial.optim import pinv_gauge, pinv_sym
 
-    if cal is None:
-        ch = Chart(data.N, data.K, r, None, True)
-        fit = fit_structured(data, ch, np.inf, initial_theta(data, ch))
-    else:
-        sf = staged_fit(data, r, cal)
-        ch = sf.chart
-        fit = fit_structured(data, ch, 3.0, sf.theta)
+    ch, fit = stationary_fit(data, r, cal)
     th, H = fit.theta, fit.opt.hess
     Z = ch.gauge_directions(th)
     got = pinv_gauge(H, Z)
