@@ -184,6 +184,10 @@ def _layout_property(func: Callable[[Any], T]) -> "cached_property[T]":
 
 DENSE_PAIR_RATIO = 16  # per-judge item-pair tables when they have at most this many entries per cell
 PAIR_CHUNK_ENTRIES = 1 << 22  # entries of the item-pair tables formed at once (32 MB)
+TABLE_RATIO = 3
+"""Largest number of per-judge item-pair table entries per cell for which the factored Hessian
+forms the tables ``W_g``; beyond it the totals over the cells are faster (measured: tables 1.5x
+faster at 2.1 entries per cell, N = 300; cell totals 3x faster at 5.7, N = 1,000)."""
 
 
 class Objective:
@@ -474,6 +478,11 @@ class Objective:
         return key if self._pair_order is None else key[self._pair_order]
 
     @_layout_property
+    def _item_pair_key(self) -> np.ndarray:
+        """``i N + j`` of every cell."""
+        return self.cells.i * self.chart.N + self.cells.j
+
+    @_layout_property
     def _row_item_keys(self) -> tuple[np.ndarray, np.ndarray]:
         """``g N + i`` and ``g N + j`` of every cell."""
         ch, c = self.chart, self.cells
@@ -488,7 +497,10 @@ class Objective:
         the blocks are ``(L_g, L_g) = B^T Lap_g B``, ``(L_gl', B_il) = L_gl (Lap_g B)_il'``
         and ``(B_l, B_l') = sum_g L_gl L_gl' Lap_g``; the order-effect blocks need only
         the per-(judge, item) totals of ``weight * a`` (or of ``order_weights``, as in
-        :meth:`_outer`).  The tables are formed a few judges at a time (:attr:`_pair_chunks`).
+        :meth:`_outer`).  ``Lap_g B`` and ``sum_g L_gl L_gl' W_g`` come from the tables
+        ``W_g`` (:meth:`_laplacian_products_tables`) or, when these have more than
+        :data:`TABLE_RATIO` entries per cell, directly from per-(judge, item) and item-pair
+        totals over the cells (:meth:`_laplacian_products_cells`).
         """
         ch = self.chart
         q, N, R, K = ch.q, ch.N, ch.rows, ch.K
@@ -496,28 +508,13 @@ class Objective:
         L = phi[: ch.off_B].reshape(R, q)
         B = phi[ch.off_B : ch.off_b].reshape(N, q)
         H = np.zeros((P, P))
-        w = weight if self._pair_order is None else weight[self._pair_order]
-        LB = np.empty((R, q, N, q))  # [g, l', i, l]: d2 / dL_gl' dB_il = L_gl (Lap_g B)_il'
-        LL = np.empty((R, q, q))
-        BB = np.zeros((q, q, N * N))  # [l, l'] -> (i, i'), the one-sided totals (W_g^T added at the end)
-        BBd = np.zeros((q, q, N))  # and the diagonal
         pairs = [(l, m) for l in range(q) for m in range(l, q)]
-        chunks = self._pair_chunks
-        assert chunks is not None  # _outer calls this only for a dense enough design
-        for g0, g1, sl in chunks:
-            nc = g1 - g0
-            # the one-sided totals W_g; W_g + W_g^T enters through its products (no symmetrized copy)
-            W = np.bincount(self._pair_key[sl] - g0 * N * N, weights=w[sl], minlength=nc * N * N).reshape(nc, N, N)
-            dW = W.sum(axis=2) + W.sum(axis=1)  # (nc, N)
-            LapB = dW[:, :, None] * B[None] - W @ B - np.matmul(B.T, W).transpose(0, 2, 1)  # (nc, N, q)
-            LL[g0:g1] = np.einsum("il,gim->glm", B, LapB)
-            LB[g0:g1] = LapB.transpose(0, 2, 1)[:, :, :, None] * L[g0:g1, None, None, :]
-            coef = np.array([L[g0:g1, l] * L[g0:g1, m] for l, m in pairs])  # (pairs, nc)
-            off = coef @ W.reshape(nc, N * N)
-            dg = coef @ dW
-            for t, (l, m) in enumerate(pairs):
-                BB[l, m] -= off[t]
-                BBd[l, m] += dg[t]
+        if R * N * N <= TABLE_RATIO * max(weight.size, 1):
+            LapB, BB, BBd = self._laplacian_products_tables(weight, L, B, pairs)
+        else:
+            LapB, BB, BBd = self._laplacian_products_cells(weight, L, B, pairs)
+        LL = np.einsum("il,gim->glm", B, LapB)  # B^T Lap_g B
+        LB = LapB.transpose(0, 2, 1)[:, :, :, None] * L[:, None, None, :]  # [g, l', i, l] = L_gl (Lap_g B)_il'
         # assemble: L block, L-B block, B block
         HL = H[: ch.off_B, : ch.off_B]
         for g in range(R):
@@ -526,10 +523,10 @@ class Objective:
         H[: ch.off_B, ch.off_B : ch.off_b] = LBm
         H[ch.off_B : ch.off_b, : ch.off_B] = LBm.T
         HB = H[ch.off_B : ch.off_b, ch.off_B : ch.off_b].reshape(N, q, N, q)  # a view
-        for l, m in pairs:
-            half = BB[l, m].reshape(N, N)
+        for t, (l, m) in enumerate(pairs):
+            half = BB[t].reshape(N, N)
             blk = half + half.T
-            blk[np.diag_indices(N)] += BBd[l, m]
+            blk[np.diag_indices(N)] += BBd[t]
             HB[:, l, :, m] = blk
             if m != l:
                 HB[:, m, :, l] = blk.T
@@ -544,6 +541,59 @@ class Objective:
         rows_b = ch.off_b + np.arange(K)
         H[rows_b, rows_b] = bb
         return self._add_order_cross(H, wa, L, B)
+
+    def _laplacian_products_tables(self, weight: np.ndarray, L: np.ndarray, B: np.ndarray,
+                                   pairs: list[tuple[int, int]]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``Lap_g B`` (R x N x q) and, per pair ``(l, l')``, ``-sum_g L_gl L_gl' W_g`` (flat) and ``sum_g L_gl L_gl' dW_g``.
+
+        ``dW_g = (W_g + W_g^T) 1``; from the tables ``W_g``, formed a few judges at a time
+        (:attr:`_pair_chunks`).  ``W_g + W_g^T`` enters through its products (no symmetrized copy).
+        """
+        N, R, q = B.shape[0], L.shape[0], B.shape[1]
+        w = weight if self._pair_order is None else weight[self._pair_order]
+        LapB = np.empty((R, N, q))
+        BB = np.zeros((len(pairs), N * N))
+        BBd = np.zeros((len(pairs), N))
+        chunks = self._pair_chunks
+        assert chunks is not None  # _outer calls this only for a dense enough design
+        for g0, g1, sl in chunks:
+            nc = g1 - g0
+            W = np.bincount(self._pair_key[sl] - g0 * N * N, weights=w[sl], minlength=nc * N * N).reshape(nc, N, N)
+            dW = W.sum(axis=2) + W.sum(axis=1)  # (nc, N)
+            LapB[g0:g1] = dW[:, :, None] * B[None] - W @ B - np.matmul(B.T, W).transpose(0, 2, 1)
+            coef = np.array([L[g0:g1, l] * L[g0:g1, m] for l, m in pairs])  # (pairs, nc)
+            BB -= coef @ W.reshape(nc, N * N)
+            BBd += coef @ dW
+        return LapB, BB, BBd
+
+    def _laplacian_products_cells(self, weight: np.ndarray, L: np.ndarray, B: np.ndarray,
+                                  pairs: list[tuple[int, int]]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """:meth:`_laplacian_products_tables` from totals over the cells, without the tables ``W_g``.
+
+        ``(Lap_g B)_il`` is the total of ``weight (B_il - B_jl)`` over the cells of row ``g``
+        with ``i(c) = i`` minus that over those with ``j(c) = i``; ``sum_g L_gl L_gl' W_g`` the
+        item-pair totals of ``weight L_gl L_gl'``; ``dW_g`` the per-(row, item) totals of ``weight``.
+        """
+        c = self.cells
+        N, R, q = B.shape[0], L.shape[0], B.shape[1]
+        ki, kj = self._row_item_keys
+        LapB = np.empty((R, N, q))
+        for l in range(q):
+            Bl = np.ascontiguousarray(B[:, l])
+            u = np.take(Bl, c.i)
+            u -= np.take(Bl, c.j)
+            u *= weight
+            LapB[:, :, l] = (np.bincount(ki, u, minlength=R * N) - np.bincount(kj, u, minlength=R * N)).reshape(R, N)
+        dW = (np.bincount(ki, weight, minlength=R * N) + np.bincount(kj, weight, minlength=R * N)).reshape(R, N)
+        BB = np.empty((len(pairs), N * N))
+        BBd = np.empty((len(pairs), N))
+        for t, (l, m) in enumerate(pairs):
+            coef = L[:, l] * L[:, m]
+            u = np.take(coef, c.g)
+            u *= weight
+            BB[t] = -np.bincount(self._item_pair_key, u, minlength=N * N)
+            BBd[t] = coef @ dW
+        return LapB, BB, BBd
 
     def _add_order_cross(self, H: np.ndarray, wa: np.ndarray, L: np.ndarray, B: np.ndarray) -> np.ndarray:
         """Add the ``(b_g, L_g)`` and ``(b_g, B_i)`` blocks from the per-(judge, item) totals.

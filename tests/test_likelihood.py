@@ -399,8 +399,11 @@ def test_factored_hessian_matches_block_pair_assembly(data, r, cal, order, monke
     g_ref = ch.T_sparse.T @ gradient_full(base, res, v)
     perm = np.random.default_rng(0).permutation(c.g.size)
     shuffled = c.select(perm)
-    for chunk, cells in ((1 << 22, c), (2 * data.N ** 2, shuffled), (data.N ** 2, c)):
+    # the tables W_g in chunks of judges, cells in any order; then the totals over the cells
+    for chunk, cells, ratio in ((1 << 22, c, 1e9), (2 * data.N ** 2, shuffled, 1e9), (data.N ** 2, c, 1e9),
+                                (1 << 22, shuffled, 0)):
         monkeypatch.setattr(lk, "PAIR_CHUNK_ENTRIES", chunk)
+        monkeypatch.setattr(lk, "TABLE_RATIO", ratio)
         obj = Objective(ch, cells)
         assert obj._pair_chunks is not None
         _, g, H = obj.value_grad_hess(th)
@@ -471,17 +474,20 @@ def test_pinv_gauge_is_the_eigen_pseudo_inverse(data, r, cal):
                                atol=1e-12 * np.abs(np.linalg.inv(A)).max())
 
 
-@pytest.mark.parametrize("dense", [True, False])
+@pytest.mark.parametrize("assembly", ["tables", "cells", "block-pairs"])
 @pytest.mark.parametrize("cal", ["mu", "W"])
-def test_cell_jacobian_products_match_the_sparse_jacobian(data, cal, dense, monkeypatch):
+def test_cell_jacobian_products_match_the_sparse_jacobian(data, cal, assembly, monkeypatch):
     """The factored products of the meats (Gram matrix, ``J^T r``, cluster sums over the
-    judge-pair cells of both orders, row subsets) equal those of the sparse ``J``, on the
-    item-pair tables and on the block-pair assembly of a sparse design."""
+    judge-pair cells of both orders, row subsets) equal those of the sparse ``J``, from the
+    item-pair tables, from the totals over the cells and on the block-pair assembly of a
+    sparse design."""
     import scipy.sparse as sp
 
     import pydial.likelihood as lk
     from pydial.likelihood import CellJacobian
 
+    dense = assembly != "block-pairs"
+    monkeypatch.setattr(lk, "TABLE_RATIO", 1e9 if assembly == "tables" else 0)
     if not dense:
         monkeypatch.setattr(lk, "DENSE_PAIR_RATIO", 0)
     ch = Chart(data.N, data.K, 1, cal, True)
