@@ -11,8 +11,11 @@ covariance equal those on the rows) and reports
   design checks, LLM-only fit, weight path with GACV, cell sandwich, judge
   diagnostics and calibration LRT);
 * the peak resident memory of the whole process (``ru_maxrss``: interpreter,
-  imports, counts and fit);
-* the share of the fit's time in each stage (from ``cProfile`` cumulative times).
+  imports, counts and fit) and, on Linux, the resident memory after reading the
+  counts and the peak during the call alone (the high-water mark is reset before
+  it through ``/proc/self/clear_refs``);
+* the share of the fit's time in each stage (from ``cProfile`` cumulative times;
+  the LLM-only fit without its start values).
 
 The simulation process reports its own time and peak memory (simulating 10M
 comparisons builds a 10M-row table).  ``--load`` also writes a long table (``--load-size``, default the N=1000 one) as
@@ -45,7 +48,7 @@ METHODS = ("check_design", "human", "judges", "dial-anc", "dial-ada")
 STAGES = {
     "design checks": "check_design",
     "start values (judge-wise fits)": "initial_theta",
-    "LLM-only fit": "llm_only_fit",
+    "LLM-only fit": "fit_structured (LLM-only)",
     "weight path + GACV": "finite_candidate",
     "human endpoint": "human_candidate",
     "linearizations (scores)": ("staged_linearization", "finite_influence", "human_influence", "judges_linearization",
@@ -65,8 +68,30 @@ def _load() -> float:
     return os.getloadavg()[0]
 
 
+def _status_gb(field: str) -> float:
+    """Return a memory field of ``/proc/self/status`` (``VmRSS``, ``VmHWM``) in GB; NaN elsewhere."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith(field + ":"):
+                    return int(line.split()[1]) / 1e6
+    except OSError:
+        pass
+    return float("nan")
+
+
+def _reset_peak() -> None:
+    """Reset the resident-memory high-water mark ``VmHWM`` (Linux; ignored elsewhere)."""
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+    except OSError:
+        pass
+
+
 # ------------------------------------------------------------- child tasks
 def task_simulate(size: str, out: str) -> dict:
+    """Simulate one size, aggregate it to cell counts and write them to Parquet."""
     import pandas as pd
 
     import pydial
@@ -85,6 +110,7 @@ def task_simulate(size: str, out: str) -> dict:
 
 
 def task_fit(counts: str, method: str) -> dict:
+    """Read the counts and time one method (or ``check_design``) with its stage shares and memory."""
     import cProfile
     import pstats
 
@@ -95,6 +121,8 @@ def task_fit(counts: str, method: str) -> dict:
     t0 = time.perf_counter()
     data = pydial.Comparisons.from_counts(pd.read_parquet(counts))
     t_read = time.perf_counter() - t0
+    read_gb = _status_gb("VmRSS")
+    _reset_peak()
     prof = cProfile.Profile()
     t0 = time.perf_counter()
     prof.enable()
@@ -104,15 +132,18 @@ def task_fit(counts: str, method: str) -> dict:
         res = pydial.fit(data, method)
     prof.disable()
     t_fit = time.perf_counter() - t0
+    fit_gb = _status_gb("VmHWM")
     st = pstats.Stats(prof).stats
     cum: dict[str, float] = {}
     for (_, _, fn), (_, _, _, ct, _) in st.items():
         cum[fn] = max(cum.get(fn, 0.0), ct)
+    cum["fit_structured (LLM-only)"] = cum.get("llm_only_fit", 0.0) - cum.get("initial_theta", 0.0)
     stages = {}
     for label, names in STAGES.items():
         names = (names,) if isinstance(names, str) else names
         stages[label] = sum(cum.get(n, 0.0) for n in names)
-    out = dict(method=method, read_counts_s=t_read, time_s=t_fit, peak_gb=_rss_gb(), load=_load(),
+    out = dict(method=method, read_counts_s=t_read, time_s=t_fit, peak_gb=_rss_gb(), read_gb=read_gb, fit_peak_gb=fit_gb,
+               load=_load(),
                cells=len(data.llm), human_cells=len(data.human), stages=stages)
     if method != "check_design":
         out["converged"] = bool(res.converged)
@@ -144,6 +175,7 @@ def task_write(counts_dir: str, size: str) -> dict:
 
 
 def task_read(path: str, how: str) -> dict:
+    """Time one reader on a long-table file."""
     import pandas as pd
 
     import pydial
@@ -166,6 +198,7 @@ def _child(*args: str) -> dict:
 
 
 def main() -> None:
+    """Run the tasks, each in a fresh process, and print the figures."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", default="small,medium,large")
     ap.add_argument("--methods", default=",".join(METHODS))
@@ -194,7 +227,8 @@ def main() -> None:
                     continue
                 tot = r["time_s"]
                 share = ", ".join(f"{k} {100 * v / tot:.0f}%" for k, v in r["stages"].items() if v > 0.01 * tot)
-                print(f"{method:>13}: {tot:7.2f} s, peak RSS {r['peak_gb']:.2f} GB, load {r['load']:.1f}; "
+                print(f"{method:>13}: {tot:7.2f} s, peak RSS {r['peak_gb']:.2f} GB (during the call {r['fit_peak_gb']:.2f} GB, "
+                      f"{r['read_gb']:.2f} GB after reading the counts), load {r['load']:.1f}; "
                       f"{r['cells']:,} LLM cells; stages: {share}", flush=True)
         if args.load:
             sizes = _child("write", tmp, args.load_size)

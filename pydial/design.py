@@ -289,6 +289,21 @@ def _scan_cycles(N: int, ii: np.ndarray, jj: np.ndarray, aa: np.ndarray) -> _Cyc
 SCAN_VECTOR_MIN = 2000  # judges with more cells are scanned by the vectorized potentials
 
 
+def _in_both(keys: np.ndarray, first: np.ndarray, second: np.ndarray, size: int) -> np.ndarray:
+    """Which of ``keys`` occur both among ``first`` and among ``second`` (integer keys in ``0..size-1``).
+
+    Marked in boolean tables when they are not much larger than the keys, else by sorting.
+    """
+    if size > 16 * keys.size + 1_000_000:
+        return np.isin(keys, np.intersect1d(first, second))
+    out = np.zeros(size, bool)
+    out[first] = True
+    mark = np.zeros(size, bool)
+    mark[second] = True
+    out &= mark
+    return out[keys]
+
+
 def _scan_cycles_fast(N: int, ii: np.ndarray, jj: np.ndarray, aa: np.ndarray) -> _CycleScan:
     """Run the scan of :func:`_scan_cycles` with array operations, for judges with many cells.
 
@@ -304,10 +319,9 @@ def _scan_cycles_fast(N: int, ii: np.ndarray, jj: np.ndarray, aa: np.ndarray) ->
     n_comp, labels = undirected_labels(N, ii, jj)
     labels = labels.astype(np.int64)
     key = ii.astype(np.int64) * N + jj
-    kp, kn = np.unique(key[aa > 0]), np.unique(key[aa < 0])
-    both = np.intersect1d(kp, kn)
-    if both.size:
-        t = int(np.flatnonzero(np.isin(key, both))[0])
+    both = _in_both(key, key[aa > 0], key[aa < 0], N * N)
+    if both.any():
+        t = int(np.flatnonzero(both)[0])
         return _CycleScan(labels, n_comp, [int(ii[t]), int(jj[t])], 2, True)
     uk, first = np.unique(key, return_index=True)
     ui, uj, ua = ii[first], jj[first], aa[first].astype(float)
@@ -449,11 +463,12 @@ def _no_separation_by_graph(N: int, ii: np.ndarray, jj: np.ndarray, aa: np.ndarr
     if not nopos:
         pos, neg = aa > 0, aa < 0
         both = iw & jw
-        forced = np.intersect1d(key[both & pos], key[both & neg]).size > 0
+        def meet(x: np.ndarray, z: np.ndarray) -> bool:  # a pair among the cells x and among the cells z
+            return bool(_in_both(key, key[x], key[z], N * N).any())
+
+        forced = meet(both & pos, both & neg)
         if not forced:
-            up = np.intersect1d(key[iw & pos], key[jw & neg]).size > 0  # c >= |d|
-            down = np.intersect1d(key[jw & pos], key[iw & neg]).size > 0  # c <= -|d|
-            forced = up and down
+            forced = meet(iw & pos, jw & neg) and meet(jw & pos, iw & neg)  # c >= |d| and c <= -|d|
         if not forced:
             return False
     src_ = np.concatenate([ii[iw], jj[jw]])

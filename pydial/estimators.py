@@ -604,7 +604,7 @@ def _fit_dial(data: Comparisons, common: dict, *, order: bool, adaptive: bool, l
     lins: tuple[Linearization, ...] = (lin,)
     pos = pos_cov = None
     if order:
-        lin_b, lin_g = llm_only_linearization(data, sf.llm_chart, sf.llm_theta)
+        lin_b, lin_g = llm_only_linearization(data, sf.llm_chart, sf.llm_theta, hess=sf.llm_opt.hess_at(sf.llm_theta))
         lins += (lin_b, lin_g)
         pos, pos_cov = position_effect_tables(sf.llm_chart.order_effects(sf.llm_theta), unknown_cov(data.K), data.judges,
                                               common["level"])
@@ -673,7 +673,8 @@ def _fit_atc(data: Comparisons, common: dict, point: "PointEngine | None" = None
     s, scores, cov = atc_scores(base, h.s, data.items)
     pos, pos_cov = position_effect_tables(sf.llm_chart.order_effects(sf.llm_theta), unknown_cov(data.K), data.judges,
                                           common["level"])
-    (lin_b,) = llm_only_linearization(data, sf.llm_chart, sf.llm_theta, targets=("b",))
+    (lin_b,) = llm_only_linearization(data, sf.llm_chart, sf.llm_theta, targets=("b",),
+                                      hess=sf.llm_opt.hess_at(sf.llm_theta))
     return DialResult(**{**common, "calibration": "mu"}, scores=scores, cov=cov, position_effects=pos,
                       position_effects_cov=pos_cov,
                       judge_scores=None, structure=sf.llm_chart.structure(sf.llm_theta), calibration_coef=None,

@@ -23,10 +23,10 @@ from scipy.stats import norm
 from .data import Comparisons
 from .exceptions import ConvergenceError, ConvergenceWarning, CovarianceWarning, IdentifiabilityError
 from .fitting import Design, centered_design, centering_basis, difference_design, glm_information
-from .likelihood import Cells, Objective
+from .likelihood import CellJacobian, Cells, Objective
 from .meats import (ANCHORED_COVS, CLUSTERED, COV_DESCRIPTIONS, COV_TYPES, CellStats, Influence, Linearization, Meat,
                     MeatSource, OutcomeStats, check_cov_type, degenerate_meat, independent_meat, influence_covariance,
-                    linearize, meat_covariance, outcome_meat, parameter_meat, stack_influence)
+                    as_sparse, linearize, meat_covariance, outcome_meat, parameter_meat, stack_influence)
 from .model import Chart, consensus_gamma
 from .optim import OptimResult, pinv_sym
 
@@ -120,7 +120,8 @@ def glm_influence(X: Design, x: np.ndarray, n: np.ndarray, w: float, E: np.ndarr
     :class:`~pydial.ConvergenceWarning` (status ``"not identified"``).
     """
     p = expit(X @ x)
-    Hinv, n_zero = pinv_sym(glm_information(X, n, p, w))
+    H = glm_information(X, n, p, w)
+    Hinv, n_zero = pinv_sym(H, gauge=np.zeros((H.shape[0], 0)))  # no gauge: a Cholesky factorization when regular
     if n_zero:
         warnings.warn(ConvergenceWarning(f"{what}: the Hessian is singular in {n_zero} direction(s); the design does "
                                          "not identify the parameters (run pydial.check_design)", "not identified"),
@@ -253,7 +254,7 @@ def staged_linearization(data: Comparisons, fit_: Any) -> Linearization:
     xi = np.r_[np.arange(0, cs.start), np.arange(cs.stop, ch.dim)]
     sdot = ch.score_jacobian(th)
     total, A_H = two_step_maps(sdot[:, xi], sdot[:, cs], HH[cs, cs], HH[cs][:, xi], "c_H")
-    HLp, _ = pinv_sym(HL[np.ix_(xi, xi)])
+    HLp, _ = pinv_sym(HL[np.ix_(xi, xi)], gauge=ch.gauge_directions(th)[xi])
     U_L = oL.influence(th, total @ HLp, xi)
     U_H = oH.influence(th, A_H, cs)
     st = CellStats.from_parts([(data.llm.n, data.llm.y, oL.probabilities(th), 1.0 / data.n_llm, False),
@@ -266,7 +267,7 @@ def staged_linearization(data: Comparisons, fit_: Any) -> Linearization:
 def staged_influence(data: Comparisons, fit_: Any) -> tuple[Influence, CellStats]:
     """Return :func:`staged_linearization` as factored influence and the cells' statistics."""
     lin = staged_linearization(data, fit_)
-    return Influence(lin.source.J, lin.A), cast(CellStats, lin.source.stats)
+    return Influence(as_sparse(lin.source.J), lin.A), cast(CellStats, lin.source.stats)
 
 
 def finite_influence(data: Comparisons, ch: Chart, lam: float, theta: np.ndarray,
@@ -278,7 +279,7 @@ def finite_influence(data: Comparisons, ch: Chart, lam: float, theta: np.ndarray
     ``theta`` when already known.
     """
     obj = Objective.weighted(ch, data, lam)
-    Hp = hess_pinv if hess_pinv is not None else pinv_sym(obj.value_grad_hess(theta)[2])[0]
+    Hp = hess_pinv if hess_pinv is not None else pinv_sym(obj.value_grad_hess(theta)[2], gauge=ch.gauge_directions(theta))[0]
     U = obj.influence(theta, ch.score_jacobian(theta) @ Hp)
     p = obj.probabilities(theta)
     h = obj.cells.is_human
@@ -288,7 +289,7 @@ def finite_influence(data: Comparisons, ch: Chart, lam: float, theta: np.ndarray
 
 
 def llm_only_linearization(data: Comparisons, chart: Chart, theta: np.ndarray,
-                           targets: Sequence[str] = ("b", "gamma")) -> tuple[Linearization, ...]:
+                           targets: Sequence[str] = ("b", "gamma"), hess: np.ndarray | None = None) -> tuple[Linearization, ...]:
     """Linearizations of the position effects ``b`` and the consensus loadings ``gamma`` of the LLM-only fit.
 
     Prop. stage-one-normality: bread ``H(l_L)^+`` in the full coordinates, one
@@ -296,14 +297,15 @@ def llm_only_linearization(data: Comparisons, chart: Chart, theta: np.ndarray,
     ``theta``; one linearization per entry of ``targets``, in order.  The Jacobian of the
     gauge-invariant map ``theta -> gamma_k = N^{-1} (S mu)_k`` is taken by central
     differences (of :func:`pydial.model.consensus_gamma`, no SVD per step), only when
-    ``gamma`` is asked for.
+    ``gamma`` is asked for.  ``hess``: the Hessian of ``l_L`` at ``theta`` when known (the fit's).
     """
     key = ("llm_only_linearization", chart, theta.tobytes())
     if key not in data._cache:
         o = Objective(chart, Cells.stack(data, 1.0 / data.n_llm, 0.0))
-        Hp = pinv_sym(o.value_grad_hess(theta)[2])[0]
+        H = hess if hess is not None else o.value_grad_hess(theta)[2]
+        Hp = pinv_sym(H, gauge=chart.gauge_directions(theta))[0]
         st = CellStats.from_parts([(data.llm.n, data.llm.y, o.probabilities(theta), 1.0 / data.n_llm, False)])
-        data._cache[key] = (MeatSource(o.full_jacobian(theta), st), Hp @ chart.T.T)
+        data._cache[key] = (MeatSource(CellJacobian(o, theta), st), np.asarray(chart.T_sparse @ Hp.T).T)
     source, HpT = data._cache[key]
     out = []
     for target in targets:

@@ -17,9 +17,10 @@ with one ``bincount`` and mapped to the reduced chart by ``T^T H T``.
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
+import functools
+from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any, Literal, Sequence, overload
+from typing import Any, Callable, Literal, Sequence, TypeVar, overload
 
 import numpy as np
 import pandas as pd
@@ -34,8 +35,18 @@ from .ties import CellDerivatives
 
 
 def softplus(x: np.ndarray) -> np.ndarray:
-    """``log(1 + exp(x))`` without overflow."""
-    return np.logaddexp(0.0, x)
+    """``log(1 + exp(x))`` without overflow: ``max(x, 0) + log1p(exp(-|x|))``.
+
+    The formula of ``numpy.logaddexp(0, x)``, evaluated with vectorized ``exp`` and
+    ``log1p`` in one work array (about four times faster on many cells).
+    """
+    x = np.asarray(x, dtype=float)
+    out = np.abs(x)
+    np.negative(out, out=out)
+    np.exp(out, out=out)
+    np.log1p(out, out=out)
+    out += np.maximum(x, 0.0)
+    return out
 
 
 def binomial_nll(eta: np.ndarray, n: np.ndarray, y: np.ndarray) -> np.ndarray:
@@ -71,7 +82,7 @@ def calibration_firth_penalty(data: Comparisons) -> CalibrationFirthPenalty:
     return CalibrationFirthPenalty(difference_design(H.i, H.j, data.N).toarray(), H.n.astype(float), 1.0 / data.n_human)
 
 
-def stacked_columns(parts: Sequence[tuple[CellTable, float, bool]], *, counts: bool = False) -> dict[str, np.ndarray]:
+def stacked_columns(parts: Sequence[tuple[CellTable, float, bool]], *, counts: bool = False) -> dict[str, Any]:
     """Columns of :class:`Cells` for the tables ``(table, weight, is_human)`` with a positive weight, stacked in order.
 
     With ``counts=True`` also the ``(m, 3)`` outcome counts of :class:`TieCells` (as floats).
@@ -105,6 +116,10 @@ class Cells:
     y: np.ndarray
     w: np.ndarray
     is_human: np.ndarray
+    layout: dict = field(default_factory=dict, kw_only=True, repr=False, compare=False)
+    """Arrays an :class:`Objective` derives from the index columns ``g, i, j, a, is_human`` alone;
+    shared by the cells that differ from these only in ``n``, ``y`` or ``w`` (the same stack at
+    another weight, :func:`dataclasses.replace`)."""
 
     @classmethod
     def from_tables(cls, parts: Sequence[tuple[CellTable, float, bool]]) -> "Cells":
@@ -121,12 +136,58 @@ class Cells:
         With ``w_llm = lambda/n_L`` and ``w_human = 1/n_H`` these are the cells of
         :math:`Q_\lambda` (eq. weighted-loss).  The human cells are put on loading row ``K``
         whatever judge index they carry (a :class:`HumanCells` built by hand has ``-1``).
+
+        The columns are stacked once per data set (cached on ``data``); the LLM-only and
+        human-only stacks are views of the rows of that one, and the stacks at every weight
+        share their index columns and :attr:`layout`.
         """
-        return cls.from_tables([(data.llm, w_llm, False), (data.human.with_judge(data.K), w_human, True)])
+        key = ("stacked cells", w_llm > 0, w_human > 0)
+        if key not in data._cache:
+            if not (w_llm > 0 and len(data.llm)) and not (w_human > 0 and len(data.human)):
+                raise ValueError("no cells with positive weight")
+            if ("stacked cells", True, True) not in data._cache:
+                data._cache[("stacked cells", True, True)] = cls.from_tables(
+                    [(data.llm, 1.0, False), (data.human.with_judge(data.K), 1.0, True)])
+            full = data._cache[("stacked cells", True, True)]
+            m = len(data.llm)
+            data._cache[key] = full if (w_llm > 0 and w_human > 0) else full.select(slice(0, m) if w_llm > 0 else slice(m, None))
+        base = data._cache[key]
+        return dataclasses.replace(base, w=np.where(base.is_human, float(w_human), float(w_llm)))
+
+    def select(self, rows: "np.ndarray | slice") -> "Cells":
+        """Return the cells selected by ``rows`` (views for a slice), with a layout of their own."""
+        return type(self)(**{f.name: getattr(self, f.name)[rows] for f in dataclasses.fields(self) if f.name != "layout"})
+
+
+T = TypeVar("T")
+
+
+def _layout_property(func: Callable[[Any], T]) -> "cached_property[T]":
+    """Make a cached property of an :class:`Objective` kept in its cells' :attr:`Cells.layout`.
+
+    Computed once for every objective on the same index columns and chart shape (the
+    weights of the lambda path, the linearizations), not once per objective.
+    """
+    name = func.__name__
+
+    @functools.wraps(func)
+    def get(self: Any) -> T:
+        ch = self.chart
+        key = (name, ch.N, ch.K, ch.rows, ch.q)
+        lay = self.cells.layout
+        if key not in lay:
+            lay[key] = func(self)
+        return lay[key]
+
+    return cached_property(get)
 
 
 DENSE_PAIR_RATIO = 16  # per-judge item-pair tables when they have at most this many entries per cell
 PAIR_CHUNK_ENTRIES = 1 << 22  # entries of the item-pair tables formed at once (32 MB)
+TABLE_RATIO = 3
+"""Largest number of per-judge item-pair table entries per cell for which the factored Hessian
+forms the tables ``W_g``; beyond it the totals over the cells are faster (measured: tables 1.5x
+faster at 2.1 entries per cell, N = 300; cell totals 3x faster at 5.7, N = 1,000)."""
 
 
 class Objective:
@@ -148,6 +209,7 @@ class Objective:
         self.chart = chart
         self.cells = cells
         self.penalty = penalty
+        self._last: tuple[bytes, np.ndarray, float] | None = None  # (theta, eta, loss) of the last evaluation
 
     @classmethod
     def weighted(cls, chart: Chart, data: Comparisons, lam: float, penalty: str | None = None) -> "Objective":
@@ -183,13 +245,13 @@ class Objective:
         idx[:, 3 * q] = np.where(c.is_human, 0, ch.off_b + np.minimum(c.g, ch.K - 1))
         return idx
 
-    @cached_property
+    @_layout_property
     def _order_label(self) -> np.ndarray:
         """``a_c`` as floats, 0 on human cells (no order effect)."""
         c = self.cells
         return np.where(c.is_human, 0.0, c.a.astype(float))
 
-    @cached_property
+    @_layout_property
     def _order_judge(self) -> np.ndarray:
         return np.minimum(self.cells.g, self.chart.K - 1)
 
@@ -217,24 +279,70 @@ class Objective:
         return self._eta_full(self.chart.to_full(theta))
 
     def _eta_full(self, phi: np.ndarray) -> np.ndarray:
-        """``eta_c`` from the full coordinates ``phi`` (no derivative columns formed)."""
-        ch, c = self.chart, self.cells
+        """``eta_c`` from the full coordinates ``phi`` (no derivative columns formed).
+
+        ``L_g . (B_i - B_j) = S_gi - S_gj`` with the per-row scores ``S = L B^T``
+        (eq. llm-structure), so each cell needs three look-ups whatever the rank.
+        """
+        ch = self.chart
         q = ch.q
-        L = phi[: ch.off_B].reshape(ch.rows, q)
-        B = phi[ch.off_B : ch.off_b].reshape(ch.N, q)
-        eta = self._order_label * np.take(phi[ch.off_b :], self._order_judge)
-        for l in range(q):
-            Bl = np.ascontiguousarray(B[:, l])
-            eta += np.take(np.ascontiguousarray(L[:, l]), c.g) * (np.take(Bl, c.i) - np.take(Bl, c.j))
+        S = (phi[: ch.off_B].reshape(ch.rows, q) @ phi[ch.off_B : ch.off_b].reshape(ch.N, q).T).ravel()
+        ki, kj = self._row_item_keys
+        eta = np.take(S, ki)
+        eta -= np.take(S, kj)
+        b = phi[ch.off_b :]
+        key = self._order_key
+        if key is None:
+            eta += self._order_label * np.take(b, self._order_judge)
+        else:
+            eta += np.take(np.concatenate([b, -b, [0.0]]), key)
         return eta
+
+    @_layout_property
+    def _order_key(self) -> np.ndarray | None:
+        """Position of ``a_c b_g`` in ``[b, -b, 0]``: ``g`` for ``a = +1``, ``K + g`` for ``a = -1``, ``2K`` for people.
+
+        ``None`` when some order label is not ``-1``, ``0`` or ``+1``.
+        """
+        K = self.chart.K
+        a = self._order_label
+        if not np.all((a == 1.0) | (a == -1.0) | (a == 0.0)):
+            return None
+        return np.where(a == 0.0, 2 * K, np.where(a > 0.0, 0, K) + self._order_judge)
 
     # ------------------------------------------------------------ evaluation
     def value(self, theta: np.ndarray) -> float:
-        """Evaluate the weighted loss (``Q_lambda`` of eq. weighted-loss for :meth:`weighted`)."""
+        """Evaluate the weighted loss (``Q_lambda`` of eq. weighted-loss for :meth:`weighted`).
+
+        The predictors and the loss of the last point are kept, so that
+        :meth:`value_grad_hess` at the same point (a step accepted by the line search)
+        does not form them again.
+        """
         c = self.cells
-        eta = self.eta(theta)
-        f = float(np.sum(c.w * binomial_nll(eta, c.n, c.y)))
+        eta, f = self._eta_loss(theta)
         return f + self.penalty.value(self.chart, theta, eta[c.is_human]) if self.penalty is not None else f
+
+    def _eta_loss(self, theta: np.ndarray, phi: np.ndarray | None = None) -> tuple[np.ndarray, float]:
+        """``eta`` and the loss without penalty at ``theta``, from the last evaluation when at the same point."""
+        key = np.asarray(theta, float).tobytes()
+        if self._last is None or self._last[0] != key:
+            eta = self._eta_full(self.chart.to_full(theta) if phi is None else phi)
+            self._last = (key, eta, self._weighted_nll(eta))
+        return self._last[1], self._last[2]
+
+    @cached_property
+    def _wn(self) -> np.ndarray:
+        """``w_c n_c``: the cell weights of the curvature ``w n p (1 - p)``."""
+        return self.cells.w * self.cells.n
+
+    def _weighted_nll(self, eta: np.ndarray) -> float:
+        """``sum_c w_c [n_c softplus(eta_c) - y_c eta_c]`` in one work array."""
+        c = self.cells
+        t = softplus(eta)
+        t *= c.n
+        t -= c.y * eta
+        t *= c.w
+        return float(np.sum(t))
 
     @overload
     def value_grad_hess(self, theta: np.ndarray, *, hess: Literal[True] = ...) -> tuple[float, np.ndarray, np.ndarray]: ...
@@ -246,9 +354,8 @@ class Objective:
         """Value, gradient and (exact) Hessian in the reduced chart."""
         ch, c = self.chart, self.cells
         phi = ch.to_full(theta)
-        eta = self._eta_full(phi)
+        eta, f = self._eta_loss(theta, phi)
         p = expit(eta)
-        f = float(np.sum(c.w * binomial_nll(eta, c.n, c.y)))
         res = c.w * (c.n * p - c.y)  # d f / d eta per cell
         if self.penalty is not None:
             J = self.cell_jacobian(theta, rows=c.is_human) if hess else None
@@ -262,7 +369,8 @@ class Objective:
             g = g + g_pen
         if not hess:
             return f, g, None
-        curv = c.w * c.n * p * (1.0 - p)
+        curv = self._wn * p
+        curv *= 1.0 - p
         H_full = self._outer(curv, None, phi)
         self._add_cross(H_full, agg)
         H = ch.pull_back(H_full)
@@ -292,7 +400,8 @@ class Objective:
         gr = self._groups
         return {(a, b): gr[a][0] * gr[b][1] + gr[b][0] for a in range(len(gr)) for b in range(a, len(gr))}
 
-    def _outer(self, weight: np.ndarray, v: list[np.ndarray] | None, phi: np.ndarray | None = None) -> np.ndarray:
+    def _outer(self, weight: np.ndarray, v: list[np.ndarray] | None, phi: np.ndarray | None = None,
+               order_weights: tuple[np.ndarray, np.ndarray] | None = None) -> np.ndarray:
         """``sum_c weight_c v_c v_c^T`` assembled into the full coordinates (``v_c = d eta_c / d phi``).
 
         With ``phi`` given and a dense enough design (:attr:`_pair_chunks`), the sum is
@@ -300,23 +409,31 @@ class Objective:
         ``v`` not needed); otherwise each pair of coordinate groups is summed over the
         cells that share its units (judge, item, item pair) with ``bincount``.  The
         dense matrix is only ``P x P``; no ``cells x (3q+1)^2`` array is formed.
+
+        ``order_weights = (wa, waa)`` replaces ``weight_c a_c`` and ``weight_c a_c^2`` in the
+        entries of the order effects ``b_g`` (the cluster sums of :meth:`CellJacobian.cluster_gram`,
+        whose cells of both orders share every other derivative).
         """
         if phi is not None and self._pair_chunks is not None:
-            return self._outer_factored(weight, phi)
+            return self._outer_factored(weight, phi, order_weights)
         if v is None:
             assert phi is not None, "_outer needs v or phi"
             v = self._columns(phi)
+        gr = self._groups
+        order = len(gr) - 1  # the group of b_g, the last derivative column
+        if order_weights is not None:
+            v = [*v[:-1], np.ones_like(weight)]
         P = self.chart.dim_full
         H = np.zeros((P, P))
-        gr = self._groups
         keys = self._pair_keys
         for a in range(len(gr)):
             _, na, ba, sa, wa, ca = gr[a]
             for b in range(a, len(gr)):
                 _, nb, bb, sb, wb, cb = gr[b]
                 key = keys[(a, b)]
+                base = weight if order_weights is None or b != order else order_weights[1 if a == order else 0]
                 for la in range(wa):
-                    wv = weight * v[ca + la]
+                    wv = base * v[ca + la]
                     ra = ba + np.arange(na) * sa + la
                     for lb in range(la if a == b else 0, wb):
                         agg = np.bincount(key, weights=wv * v[cb + lb], minlength=na * nb).reshape(na, nb)
@@ -347,34 +464,43 @@ class Objective:
         return [(g0, min(g0 + per, ch.rows), slice(int(bounds[g0]), int(bounds[min(g0 + per, ch.rows)])))
                 for g0 in range(0, ch.rows, per)]
 
-    @cached_property
+    @_layout_property
     def _pair_order(self) -> np.ndarray | None:
         """Permutation sorting the cells by loading row (``None``: already sorted)."""
         g = self.cells.g
         return None if g.size < 2 or bool(np.all(g[1:] >= g[:-1])) else np.argsort(g, kind="stable")
 
-    @cached_property
+    @_layout_property
     def _pair_key(self) -> np.ndarray:
         """``(g N + i) N + j`` of every cell, in the order of :attr:`_pair_order`."""
         ch, c = self.chart, self.cells
         key = (c.g * ch.N + c.i) * ch.N + c.j
         return key if self._pair_order is None else key[self._pair_order]
 
-    @cached_property
+    @_layout_property
+    def _item_pair_key(self) -> np.ndarray:
+        """``i N + j`` of every cell."""
+        return self.cells.i * self.chart.N + self.cells.j
+
+    @_layout_property
     def _row_item_keys(self) -> tuple[np.ndarray, np.ndarray]:
         """``g N + i`` and ``g N + j`` of every cell."""
         ch, c = self.chart, self.cells
         return c.g * ch.N + c.i, c.g * ch.N + c.j
 
-    def _outer_factored(self, weight: np.ndarray, phi: np.ndarray) -> np.ndarray:
+    def _outer_factored(self, weight: np.ndarray, phi: np.ndarray,
+                        order_weights: tuple[np.ndarray, np.ndarray] | None = None) -> np.ndarray:
         """:meth:`_outer` for ``v = d eta / d phi`` from per-judge item-pair totals.
 
         With ``W_g`` the ``N x N`` totals of ``weight`` over the cells of loading row
         ``g`` and item pair ``(i, j)``, and ``Lap_g = diag((W_g + W_g^T) 1) - W_g - W_g^T``,
         the blocks are ``(L_g, L_g) = B^T Lap_g B``, ``(L_gl', B_il) = L_gl (Lap_g B)_il'``
         and ``(B_l, B_l') = sum_g L_gl L_gl' Lap_g``; the order-effect blocks need only
-        the per-(judge, item) totals of ``weight * a``.  The tables are formed a few
-        judges at a time (:attr:`_pair_chunks`).
+        the per-(judge, item) totals of ``weight * a`` (or of ``order_weights``, as in
+        :meth:`_outer`).  ``Lap_g B`` and ``sum_g L_gl L_gl' W_g`` come from the tables
+        ``W_g`` (:meth:`_laplacian_products_tables`) or, when these have more than
+        :data:`TABLE_RATIO` entries per cell, directly from per-(judge, item) and item-pair
+        totals over the cells (:meth:`_laplacian_products_cells`).
         """
         ch = self.chart
         q, N, R, K = ch.q, ch.N, ch.rows, ch.K
@@ -382,27 +508,13 @@ class Objective:
         L = phi[: ch.off_B].reshape(R, q)
         B = phi[ch.off_B : ch.off_b].reshape(N, q)
         H = np.zeros((P, P))
-        w = weight if self._pair_order is None else weight[self._pair_order]
-        LB = np.empty((R, q, N, q))  # [g, l', i, l]: d2 / dL_gl' dB_il = L_gl (Lap_g B)_il'
-        LL = np.empty((R, q, q))
-        BB = np.zeros((q, q, N * N))  # [l, l'] -> (i, i')
         pairs = [(l, m) for l in range(q) for m in range(l, q)]
-        chunks = self._pair_chunks
-        assert chunks is not None  # _outer calls this only for a dense enough design
-        for g0, g1, sl in chunks:
-            nc = g1 - g0
-            W = np.bincount(self._pair_key[sl] - g0 * N * N, weights=w[sl], minlength=nc * N * N).reshape(nc, N, N)
-            W += W.transpose(0, 2, 1).copy()
-            dW = W.sum(axis=2)  # (nc, N)
-            LapB = dW[:, :, None] * B[None] - W @ B  # (nc, N, q)
-            LL[g0:g1] = np.einsum("il,gim->glm", B, LapB)
-            LB[g0:g1] = LapB.transpose(0, 2, 1)[:, :, :, None] * L[g0:g1, None, None, :]
-            coef = np.array([L[g0:g1, l] * L[g0:g1, m] for l, m in pairs])  # (pairs, nc)
-            off = coef @ W.reshape(nc, N * N)
-            dg = coef @ dW
-            for t, (l, m) in enumerate(pairs):
-                BB[l, m] -= off[t]
-                BB[l, m, :: N + 1] += dg[t]
+        if R * N * N <= TABLE_RATIO * max(weight.size, 1):
+            LapB, BB, BBd = self._laplacian_products_tables(weight, L, B, pairs)
+        else:
+            LapB, BB, BBd = self._laplacian_products_cells(weight, L, B, pairs)
+        LL = np.einsum("il,gim->glm", B, LapB)  # B^T Lap_g B
+        LB = LapB.transpose(0, 2, 1)[:, :, :, None] * L[:, None, None, :]  # [g, l', i, l] = L_gl (Lap_g B)_il'
         # assemble: L block, L-B block, B block
         HL = H[: ch.off_B, : ch.off_B]
         for g in range(R):
@@ -411,18 +523,77 @@ class Objective:
         H[: ch.off_B, ch.off_B : ch.off_b] = LBm
         H[ch.off_B : ch.off_b, : ch.off_B] = LBm.T
         HB = H[ch.off_B : ch.off_b, ch.off_B : ch.off_b].reshape(N, q, N, q)  # a view
-        for l, m in pairs:
-            blk = BB[l, m].reshape(N, N)
+        for t, (l, m) in enumerate(pairs):
+            half = BB[t].reshape(N, N)
+            blk = half + half.T
+            blk[np.diag_indices(N)] += BBd[t]
             HB[:, l, :, m] = blk
             if m != l:
                 HB[:, m, :, l] = blk.T
         # order-effect blocks: a = 0 on human cells, so only the K judges contribute
-        a = self._order_label
-        wa = weight * a
-        bb = np.bincount(self._order_judge, weights=wa * a, minlength=K)
+        if order_weights is None:
+            a = self._order_label
+            wa = weight * a
+            waa = wa * a
+        else:
+            wa, waa = order_weights
+        bb = np.bincount(self._order_judge, weights=waa, minlength=K)
         rows_b = ch.off_b + np.arange(K)
         H[rows_b, rows_b] = bb
         return self._add_order_cross(H, wa, L, B)
+
+    def _laplacian_products_tables(self, weight: np.ndarray, L: np.ndarray, B: np.ndarray,
+                                   pairs: list[tuple[int, int]]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``Lap_g B`` (R x N x q) and, per pair ``(l, l')``, ``-sum_g L_gl L_gl' W_g`` (flat) and ``sum_g L_gl L_gl' dW_g``.
+
+        ``dW_g = (W_g + W_g^T) 1``; from the tables ``W_g``, formed a few judges at a time
+        (:attr:`_pair_chunks`).  ``W_g + W_g^T`` enters through its products (no symmetrized copy).
+        """
+        N, R, q = B.shape[0], L.shape[0], B.shape[1]
+        w = weight if self._pair_order is None else weight[self._pair_order]
+        LapB = np.empty((R, N, q))
+        BB = np.zeros((len(pairs), N * N))
+        BBd = np.zeros((len(pairs), N))
+        chunks = self._pair_chunks
+        assert chunks is not None  # _outer calls this only for a dense enough design
+        for g0, g1, sl in chunks:
+            nc = g1 - g0
+            W = np.bincount(self._pair_key[sl] - g0 * N * N, weights=w[sl], minlength=nc * N * N).reshape(nc, N, N)
+            dW = W.sum(axis=2) + W.sum(axis=1)  # (nc, N)
+            LapB[g0:g1] = dW[:, :, None] * B[None] - W @ B - np.matmul(B.T, W).transpose(0, 2, 1)
+            coef = np.array([L[g0:g1, l] * L[g0:g1, m] for l, m in pairs])  # (pairs, nc)
+            BB -= coef @ W.reshape(nc, N * N)
+            BBd += coef @ dW
+        return LapB, BB, BBd
+
+    def _laplacian_products_cells(self, weight: np.ndarray, L: np.ndarray, B: np.ndarray,
+                                  pairs: list[tuple[int, int]]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """:meth:`_laplacian_products_tables` from totals over the cells, without the tables ``W_g``.
+
+        ``(Lap_g B)_il`` is the total of ``weight (B_il - B_jl)`` over the cells of row ``g``
+        with ``i(c) = i`` minus that over those with ``j(c) = i``; ``sum_g L_gl L_gl' W_g`` the
+        item-pair totals of ``weight L_gl L_gl'``; ``dW_g`` the per-(row, item) totals of ``weight``.
+        """
+        c = self.cells
+        N, R, q = B.shape[0], L.shape[0], B.shape[1]
+        ki, kj = self._row_item_keys
+        LapB = np.empty((R, N, q))
+        for l in range(q):
+            Bl = np.ascontiguousarray(B[:, l])
+            u = np.take(Bl, c.i)
+            u -= np.take(Bl, c.j)
+            u *= weight
+            LapB[:, :, l] = (np.bincount(ki, u, minlength=R * N) - np.bincount(kj, u, minlength=R * N)).reshape(R, N)
+        dW = (np.bincount(ki, weight, minlength=R * N) + np.bincount(kj, weight, minlength=R * N)).reshape(R, N)
+        BB = np.empty((len(pairs), N * N))
+        BBd = np.empty((len(pairs), N))
+        for t, (l, m) in enumerate(pairs):
+            coef = L[:, l] * L[:, m]
+            u = np.take(coef, c.g)
+            u *= weight
+            BB[t] = -np.bincount(self._item_pair_key, u, minlength=N * N)
+            BBd[t] = coef @ dW
+        return LapB, BB, BBd
 
     def _add_order_cross(self, H: np.ndarray, wa: np.ndarray, L: np.ndarray, B: np.ndarray) -> np.ndarray:
         """Add the ``(b_g, L_g)`` and ``(b_g, B_i)`` blocks from the per-(judge, item) totals.
@@ -489,8 +660,7 @@ class Objective:
         """
         if rows is not None:
             # only the selected cells' derivatives and indices are formed
-            sub = type(self.cells)(*(getattr(self.cells, f.name)[rows] for f in dataclasses.fields(self.cells)))
-            return Objective(self.chart, sub).full_jacobian(theta)
+            return Objective(self.chart, self.cells.select(rows)).full_jacobian(theta)
         phi = self.chart.to_full(theta)
         cols: list[np.ndarray | None] = [*self._columns(phi)]
         m, q = self.cells.g.size, len(cols)
@@ -520,10 +690,13 @@ class Objective:
                   rows: np.ndarray | None = None) -> Influence:
         """Influence directions ``u_c = A d eta_c / d theta[coords]`` of the cells.
 
-        Factored in the full coordinates: ``J = d eta / d phi`` and ``A T[:, coords]^T``.
+        Factored in the full coordinates: ``J = d eta / d phi`` (a :class:`CellJacobian`
+        for all cells, the sparse rows of the cells selected by ``rows``) and
+        ``A T[:, coords]^T``.
         """
-        Tc = self.chart.T[:, coords]
-        return Influence(self.full_jacobian(theta, rows), np.asarray(A) @ Tc.T)
+        Tc = self.chart.T_sparse[:, coords]
+        J = CellJacobian(self, np.asarray(theta, float)) if rows is None else self.full_jacobian(theta, rows)
+        return Influence(J, np.asarray(Tc @ np.asarray(A).T).T)
 
     def probabilities(self, theta: np.ndarray) -> np.ndarray:
         """Fitted probabilities ``sigma(eta_c)`` that item ``i`` wins."""
@@ -538,6 +711,83 @@ class Objective:
         c = self.cells
         p = self.probabilities(theta)
         return (sp.diags(c.w * (c.n * p - c.y)) @ self.cell_jacobian(theta)).tocsr()
+
+
+@dataclass(frozen=True, eq=False)
+class CellJacobian:
+    r"""``J = d eta_c / d phi`` of an :class:`Objective`'s cells at ``theta``, kept factored.
+
+    The products of the sandwich meats (eq. weighted-empirical-sandwich,
+    eq. cell-clustered-meat) are formed as the Hessian is, from per-(judge, item) and
+    item-pair totals over the cells (:meth:`Objective._outer`,
+    :meth:`Objective._gradient_factored`), so the ``m x P`` matrix is formed only when
+    asked (:meth:`tocsr`, e.g. for the record meat).  ``mask`` selects a subset of the
+    cells (the rows of this matrix); ``None`` is all of them.
+    """
+
+    objective: Objective
+    theta: np.ndarray
+    mask: np.ndarray | None = None
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        """``(rows, dim_full)``."""
+        m = self.objective.cells.g.size if self.mask is None else int(np.count_nonzero(self.mask))
+        return m, self.objective.chart.dim_full
+
+    @cached_property
+    def _phi(self) -> np.ndarray:
+        return self.objective.chart.to_full(self.theta)
+
+    def _per_cell(self, x: np.ndarray) -> np.ndarray:
+        """Values on the rows spread over all cells of the objective (0 off ``mask``)."""
+        if self.mask is None:
+            return np.asarray(x, float)
+        out = np.zeros(self.mask.size)
+        out[self.mask] = x
+        return out
+
+    def gram(self, d: np.ndarray) -> np.ndarray:
+        """``J^T diag(d) J`` (dense ``P x P``)."""
+        return self.objective._outer(self._per_cell(d), None, self._phi)
+
+    def rmatvec(self, r: np.ndarray) -> np.ndarray:
+        """``J^T r``."""
+        r = self._per_cell(r)
+        return self.objective._gradient_factored(r, self._phi, self.objective._residual_by_item(r))
+
+    def cluster_gram(self, cluster: np.ndarray, r: np.ndarray) -> np.ndarray:
+        """``sum_k g_k g_k^T`` with ``g_k = sum_{c in k} r_c j_c`` over the clusters ``cluster`` (ids ``0..G-1``).
+
+        The cells of a cluster must share loading row and item pair (a judge-pair cell of
+        eq. cell-clustered-meat over both orders): their derivatives differ only in the
+        order-effect entry ``a_c``, so ``g_k = S_k j_k + A_k e_{b_g}`` with ``S_k = sum r_c``
+        and ``A_k = sum r_c a_c``, and the sum is :meth:`Objective._outer` over one
+        representative cell per cluster with the weights ``S^2`` and order weights
+        ``(S A, A^2)``.
+        """
+        o = self.objective
+        c = o.cells
+        rows = np.arange(c.g.size) if self.mask is None else np.flatnonzero(self.mask)
+        G = int(cluster.max()) + 1 if cluster.size else 0
+        S = np.bincount(cluster, weights=r, minlength=G)
+        A = np.bincount(cluster, weights=r * o._order_label[rows], minlength=G)
+        rep = np.empty(G, np.int64)
+        rep[cluster] = rows  # any cell of a cluster represents it
+        zero = np.zeros(G)
+        sub = Cells(c.g[rep], c.i[rep], c.j[rep], np.zeros(G, np.int64), zero, zero, zero, c.is_human[rep])
+        return Objective(o.chart, sub)._outer(S * S, None, self._phi, order_weights=(S * A, A * A))
+
+    def rows(self, mask: np.ndarray) -> "CellJacobian | sp.csr_matrix":
+        """Return the rows selected by ``mask``: sparse when they are at most half of them, factored otherwise."""
+        sel = mask if self.mask is None else self._per_cell(mask).astype(bool)
+        if 2 * np.count_nonzero(sel) <= sel.size:
+            return self.objective.full_jacobian(self.theta, rows=sel)
+        return CellJacobian(self.objective, self.theta, sel)
+
+    def tocsr(self) -> sp.csr_matrix:
+        """``J`` as a sparse matrix (:meth:`Objective.full_jacobian`)."""
+        return self.objective.full_jacobian(self.theta, rows=self.mask)
 
 
 # ====================================================================== ties

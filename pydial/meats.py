@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import warnings
 from dataclasses import dataclass, field, replace
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping, Protocol, runtime_checkable
 
 import numpy as np
 import scipy.sparse as sp
@@ -98,6 +98,33 @@ class CellStats:
         return cls(n, y, p, w, h, li, hi)
 
 
+@runtime_checkable
+class FactoredJacobian(Protocol):
+    """A cell Jacobian ``J`` (m x P) that forms the meats' products without the ``m x P`` matrix.
+
+    :class:`pydial.likelihood.CellJacobian` is the one of the structured fits.
+    """
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        """``(m, P)``."""
+
+    def gram(self, d: np.ndarray) -> np.ndarray:
+        """``J^T diag(d) J``."""
+
+    def rmatvec(self, r: np.ndarray) -> np.ndarray:
+        """``J^T r``."""
+
+    def cluster_gram(self, cluster: np.ndarray, r: np.ndarray) -> np.ndarray:
+        """``sum_k g_k g_k^T``, ``g_k = sum_{c in k} r_c j_c`` over judge-pair clusters ``k``."""
+
+    def rows(self, mask: np.ndarray) -> Any:
+        """Return the rows selected by the boolean ``mask`` (factored or sparse)."""
+
+    def tocsr(self) -> sp.csr_matrix:
+        """``J`` as a sparse matrix."""
+
+
 @dataclass(frozen=True)
 class Influence:
     r"""Influence directions in factored form, ``u_c = A j_c`` (``U = J A^T``).
@@ -116,16 +143,73 @@ class Influence:
 
     def dense(self) -> np.ndarray:
         """``U = J A^T`` (m x q); for checks on small problems only."""
-        return np.asarray(self.J @ self.A.T)
+        return np.asarray(as_sparse(self.J) @ self.A.T)
 
 
 def stack_influence(parts: "list[Influence]") -> "Influence":
     """Influence of cells stacked block by block (e.g. LLM then human cells).
 
-    Each block has its own parameter space: ``J`` block-diagonal, ``A`` side by side.
+    Each block has its own parameter space: ``J`` block-diagonal (a :class:`BlockJacobian`
+    when a block is factored), ``A`` side by side.
     """
-    J = sp.block_diag([sp.csr_matrix(p.J) for p in parts], format="csr")
-    return Influence(J, np.hstack([p.A for p in parts]))
+    A = np.hstack([p.A for p in parts])
+    if any(isinstance(p.J, FactoredJacobian) for p in parts):
+        return Influence(BlockJacobian(tuple(p.J for p in parts)), A)
+    return Influence(sp.block_diag([sp.csr_matrix(p.J) for p in parts], format="csr"), A)
+
+
+@dataclass(frozen=True, eq=False)
+class BlockJacobian:
+    """Cell Jacobians stacked block-diagonally: the rows of each block, then the next, each on its own columns.
+
+    The blocks are sparse matrices or :class:`FactoredJacobian` s; the products of the
+    meats are formed block by block (a :class:`FactoredJacobian` itself).
+    """
+
+    blocks: tuple[Any, ...]
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        """``(sum of the rows, sum of the columns)``."""
+        return sum(b.shape[0] for b in self.blocks), sum(b.shape[1] for b in self.blocks)
+
+    def _split(self, x: np.ndarray) -> list[np.ndarray]:
+        """Cut a per-row array into the blocks' rows."""
+        return np.split(np.asarray(x), np.cumsum([b.shape[0] for b in self.blocks])[:-1])
+
+    def gram(self, d: np.ndarray) -> sp.csr_matrix:
+        """``J^T diag(d) J``: the blocks' Gram matrices on the diagonal."""
+        return sp.block_diag([sp.csr_matrix(_gram(b, x)) if b.shape[0] else sp.csr_matrix((b.shape[1], b.shape[1]))
+                              for b, x in zip(self.blocks, self._split(d))], format="csr")
+
+    def rmatvec(self, r: np.ndarray) -> np.ndarray:
+        """``J^T r``, block by block."""
+        return np.concatenate([_rmatvec(b, x) if b.shape[0] else np.zeros(b.shape[1])
+                               for b, x in zip(self.blocks, self._split(r))])
+
+    def cluster_gram(self, cluster: np.ndarray, r: np.ndarray) -> sp.csr_matrix:
+        """:meth:`FactoredJacobian.cluster_gram`, on the rows of one block (clusters do not span blocks)."""
+        full = [k for k, b in enumerate(self.blocks) if b.shape[0]]
+        if len(full) != 1:
+            raise ValueError("clustered rows of a block Jacobian must lie in one block")
+        (k,) = full
+        b = self.blocks[k]
+        if isinstance(b, FactoredJacobian):
+            G = b.cluster_gram(cluster, r)
+        else:
+            Gs = sp.csr_matrix(_indicator(cluster, int(cluster.max()) + 1) @ _scale_rows(b, r))
+            G = Gs.T @ Gs
+        return sp.block_diag([sp.csr_matrix(G) if t == k else sp.csr_matrix((x.shape[1], x.shape[1]))
+                              for t, x in enumerate(self.blocks)], format="csr")
+
+    def rows(self, mask: np.ndarray) -> "BlockJacobian":
+        """Return the rows selected by ``mask`` (every block keeps its columns)."""
+        return BlockJacobian(tuple(sp.csr_matrix((0, b.shape[1])) if not m.any() else _rows(b, m)
+                                   for b, m in zip(self.blocks, self._split(mask))))
+
+    def tocsr(self) -> sp.csr_matrix:
+        """``J`` as a sparse matrix."""
+        return sp.block_diag([sp.csr_matrix(as_sparse(b)) for b in self.blocks], format="csr")
 
 
 def influence_covariance(U: "Influence | np.ndarray", st: CellStats, data: Comparisons, cov: str, *,
@@ -155,21 +239,24 @@ def influence_covariance(U: "Influence | np.ndarray", st: CellStats, data: Compa
     check_cov_type(cov)
     if isinstance(U, Influence):
         return Linearization(MeatSource(U.J, st), U.A, {}, what).covariance(data, cov)
-    J, A = U, None
-    return meat_covariance(parameter_meat(J, st, data, cov), _gram(J, np.ones(J.shape[0])), A, cov, what)
+    J = U
+    return meat_covariance(parameter_meat(J, st, data, cov), lambda: _gram(J, np.ones(J.shape[0])), None, cov, what)
 
 
-def meat_covariance(M: "Meat", JtJ: Any, A: np.ndarray | None, cov: str, what: str,
+def meat_covariance(M: "Meat", JtJ: Callable[[], Any], A: np.ndarray | None, cov: str, what: str,
                     correction: bool = False) -> np.ndarray:
     """Return the sandwich ``A M A^T`` of eq. weighted-empirical-sandwich (``M`` itself when ``A`` is None).
 
     All NaN when the meat is degenerate for the target's ``rank(J A^T)`` directions
-    (``JtJ = J^T J``; :func:`degenerate_meat`).  ``correction``: scale a clustered meat
+    (``JtJ()`` returns ``J^T J``; :func:`degenerate_meat`).  ``correction``: scale a clustered meat
     (:data:`CLUSTERED`) by ``G/(G-1)``, ``G`` its number of clusters.
     """
     C = M.dense() if A is None else M.sandwich(A)
-    if M.clusters is not None:  # the model-based meat is never degenerate: no Gram matrix needed
-        gram = _dense(JtJ) if A is None else np.asarray(A @ _dense(JtJ @ A.T))
+    # the model-based meat is never degenerate, nor one with more clusters than the target has
+    # directions (at most the rows of A): no Gram matrix needed then
+    if M.clusters is not None and M.clusters <= (C.shape[0] if A is None else min(A.shape)):
+        G = JtJ()
+        gram = _dense(G) if A is None else np.asarray(A @ _dense(G @ A.T))
         if degenerate_meat(gram, M.clusters, cov, what):
             return np.full_like(C, np.nan)
     if correction and cov in CLUSTERED and M.clusters is not None:
@@ -258,7 +345,7 @@ class Linearization:
         if anchored_cov == "fixed-basis" and self.stage_one is not None:
             A = A.copy()
             A[:, self.stage_one] = 0.0
-        return meat_covariance(self.source.meat(data, cov), self.source.gram(), A, cov, self.what, correction)
+        return meat_covariance(self.source.meat(data, cov), self.source.gram, A, cov, self.what, correction)
 
 
 def linearize(U: "Influence", st: "CellStats", what: str, **blocks: slice) -> Linearization:
@@ -304,9 +391,10 @@ class Meat:
     clusters: int | None = None  # independent clusters; None for the model-based meat
 
     def __add__(self, other: "Meat") -> "Meat":
-        """Add two meats (their clusters add up)."""
+        """Add two meats (their clusters add up); dense when either is."""
         G = None if self.clusters is None or other.clusters is None else self.clusters + other.clusters
-        return Meat(self.S + other.S, self.low + other.low, G)
+        S = self.S + other.S if sp.issparse(self.S) and sp.issparse(other.S) else _dense(self.S) + _dense(other.S)
+        return Meat(S, self.low + other.low, G)
 
     def sandwich(self, A: np.ndarray) -> np.ndarray:
         """Return ``A M A^T`` (q x q)."""
@@ -340,7 +428,7 @@ def parameter_meat(J: Any, st: CellStats, data: Comparisons, cov: str) -> "Meat"
     blocks = [m for m in (~st.is_human, st.is_human) if m.any()]
     if cov == "binomial":
         return _sum(independent_meat(_rows(J, m), n[m], y[m], p[m], w[m]) for m in blocks)
-    gbar = {bool(st.is_human[m][0]): _vec(_rows(J, m).T @ s1[m]) / n[m].sum() for m in blocks}
+    gbar = {bool(st.is_human[m][0]): _rmatvec(_rows(J, m), s1[m]) / n[m].sum() for m in blocks}
     if cov == "cell":
         h = st.is_human
         out = []
@@ -350,17 +438,23 @@ def parameter_meat(J: Any, st: CellStats, data: Comparisons, cov: str) -> "Meat"
             lm = np.flatnonzero(~h)
             L = data.llm
             li = st.llm_index[lm]
-            key = (L.judge[li] * data.N + L.i[li]) * data.N + L.j[li]
-            _, cl = np.unique(key, return_inverse=True)
-            ind = _indicator(cl, int(np.max(cl, initial=-1)) + 1)
-            Gs = ind @ _scale_rows(_rows(J, ~h), w[lm] * s1[lm])
-            cnt = np.asarray(ind @ (w[lm] * n[lm]))[:, None]
-            out.append(replace(_centered_gram(Gs, cnt, gbar[False][:, None]), clusters=Gs.shape[0]))
+            cl = _cluster_ids((L.judge[li] * data.N + L.i[li]) * data.N + L.j[li])
+            G = int(np.max(cl, initial=-1)) + 1
+            r = w[lm] * s1[lm]
+            cnt = np.bincount(cl, weights=w[lm] * n[lm], minlength=G)[:, None]
+            Jl = _rows(J, ~h)
+            if isinstance(Jl, FactoredJacobian):  # the cluster sums never formed
+                meat = _centered_meat(Jl.cluster_gram(cl, r), Jl.rmatvec(r * cnt[cl, 0])[:, None], cnt,
+                                      gbar[False][:, None])
+            else:
+                meat = _centered_gram(_indicator(cl, G) @ _scale_rows(Jl, r), cnt, gbar[False][:, None])
+            out.append(replace(meat, clusters=G))
         return _sum(out)
     # record kernel
     R = data.rows
     if R is None:
         raise _no_records()
+    J = as_sparse(J)
     n_llm_cells = len(data.llm)
     # stacked position of each decisive row's cell
     pos_llm = np.full(n_llm_cells, -1)
@@ -392,7 +486,7 @@ def independent_meat(U: Any, n: np.ndarray, y: np.ndarray, p: np.ndarray, w: np.
     ``w^2 [y (1-p)^2 + (n-y) p^2] u u^T`` (weights constant within the block).
     ``U`` may be sparse (the result is then sparse).
     """
-    ub = _vec(U.T @ (n * p - y)) / n.sum()
+    ub = _rmatvec(U, n * p - y) / n.sum()
     s2 = y * (1 - p) ** 2 + (n - y) * p**2
     return Meat(_gram(U, w**2 * s2), ((ub, -ub * np.sum(w**2 * n)),), int(n.sum()))
 
@@ -478,7 +572,7 @@ def outcome_meat(J2: Any, st: OutcomeStats, data: Comparisons, cov: str, record_
         if (~h3).any():
             lm = ~h3
             key = (np.tile(st.judge, 3)[lm] * data.N + np.tile(st.i, 3)[lm]) * data.N + np.tile(st.j, 3)[lm]
-            _, cl = np.unique(key, return_inverse=True)
+            cl = _cluster_ids(key)
             ind = _indicator(cl, int(np.max(cl, initial=-1)) + 1)
             Gs = ind @ _scale_rows(_rows(R, lm), w3[lm] * cnt[lm])
             csum = np.asarray(ind @ (w3[lm] * cnt[lm]))[:, None]
@@ -514,9 +608,34 @@ def _vec(x: Any) -> np.ndarray:
     return np.asarray(x).ravel()
 
 
+def as_sparse(J: Any) -> Any:
+    """``J`` itself, or a :class:`FactoredJacobian` formed as a sparse matrix."""
+    return J.tocsr() if isinstance(J, FactoredJacobian) else J
+
+
 def _rows(J: Any, mask: np.ndarray) -> Any:
     """Rows of ``J`` where ``mask`` holds (a view when the mask covers everything)."""
-    return J if mask.all() else J[mask]
+    if mask.all():
+        return J
+    return J.rows(mask) if isinstance(J, FactoredJacobian) else J[mask]
+
+
+def _rmatvec(J: Any, r: np.ndarray) -> np.ndarray:
+    """``J^T r`` as a vector."""
+    return J.rmatvec(r) if isinstance(J, FactoredJacobian) else _vec(J.T @ r)
+
+
+def _cluster_ids(key: np.ndarray) -> np.ndarray:
+    """Cluster ids ``0..G-1`` of integer keys, in the order of the keys.
+
+    The ids of ``numpy.unique(key, return_inverse=True)``; one pass when the keys are sorted.
+    """
+    if key.size and bool(np.all(key[1:] >= key[:-1])):
+        cl = np.empty(key.size, np.int64)
+        cl[0] = 0
+        np.cumsum(key[1:] != key[:-1], out=cl[1:])
+        return cl
+    return np.unique(key, return_inverse=True)[1].ravel()
 
 
 def _scale_rows(J: Any, d: np.ndarray) -> Any:
@@ -525,6 +644,8 @@ def _scale_rows(J: Any, d: np.ndarray) -> Any:
 
 def _gram(J: Any, d: np.ndarray) -> Any:
     """``J^T diag(d) J``."""
+    if isinstance(J, FactoredJacobian):
+        return J.gram(d)
     if sp.issparse(J):
         J = sp.csr_matrix(J)
         return (J.T @ _scale_rows(J, d)).tocsr()
@@ -532,17 +653,21 @@ def _gram(J: Any, d: np.ndarray) -> Any:
 
 
 def _centered_gram(Gs: Any, C: np.ndarray, B: np.ndarray) -> "Meat":
-    """``(Gs - C B^T)^T (Gs - C B^T)`` without forming the dense cluster matrix.
+    """``(Gs - C B^T)^T (Gs - C B^T)`` without forming the dense cluster matrix (:func:`_centered_meat`)."""
+    G = sp.csr_matrix(Gs) if sp.issparse(Gs) else Gs
+    return _centered_meat((G.T @ G).tocsr() if sp.issparse(G) else G.T @ G, np.asarray(Gs.T @ C), C, B)
 
-    It is ``Gs^T Gs`` plus the low-rank terms ``-X B^T - B X^T + B (C^T C) B^T``, ``X = Gs^T C``.
+
+def _centered_meat(GtG: Any, X: np.ndarray, C: np.ndarray, B: np.ndarray) -> "Meat":
+    """``(Gs - C B^T)^T (Gs - C B^T)`` from ``GtG = Gs^T Gs`` and ``X = Gs^T C``.
+
+    It is ``Gs^T Gs`` plus the low-rank terms ``-X B^T - B X^T + B (C^T C) B^T``.
     """
-    X = np.asarray(Gs.T @ C)
     CC = C.T @ C
     low = []
     for t in range(B.shape[1]):
         low += [(X[:, t], -B[:, t]), (B[:, t], -X[:, t]), (B[:, t], B @ CC[:, t])]
-    G = sp.csr_matrix(Gs) if sp.issparse(Gs) else Gs
-    return Meat((G.T @ G).tocsr() if sp.issparse(G) else G.T @ G, tuple(low))
+    return Meat(GtG, tuple(low))
 
 
 def _sum(mats: Any) -> "Meat":

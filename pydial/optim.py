@@ -90,6 +90,10 @@ class OptimResult:
         """Converged with no coordinate on the box boundary."""
         return self.converged and not bool(self.at_bound.any())
 
+    def hess_at(self, x: np.ndarray) -> np.ndarray | None:
+        """Return the Hessian kept with the result when ``x`` is its final point, else ``None``."""
+        return self.hess if self.hess is not None and np.array_equal(self.x, x) else None
+
 
 def warn_unresolved(opt: OptimResult, what: str) -> None:
     """Warn with a :class:`~pydial.ConvergenceWarning` when ``opt`` is not a resolved optimum.
@@ -106,11 +110,16 @@ def warn_unresolved(opt: OptimResult, what: str) -> None:
                       stacklevel=3)
 
 
-def pinv_sym(H: np.ndarray, rtol: float = ZERO_EIG_RTOL) -> tuple[np.ndarray, int]:
+def pinv_sym(H: np.ndarray, rtol: float = ZERO_EIG_RTOL, gauge: np.ndarray | None = None) -> tuple[np.ndarray, int]:
     """Moore-Penrose inverse of a symmetric matrix and the number of (near-)zero eigenvalues dropped.
 
     Eigenvalues below ``rtol`` times the largest absolute eigenvalue count as zero.
+    With ``gauge`` (the tangents of the flat directions, possibly none) it is first formed
+    by one Cholesky factorization (:func:`pinv_gauge`), the eigen-decomposition only when
+    that is not certified.
     """
+    if gauge is not None and (out := pinv_gauge(H, gauge, rtol)) is not None:
+        return out
     w, V = np.linalg.eigh(0.5 * (H + H.T))
     return pinv_from_eigh(w, V, rtol=rtol)
 
@@ -121,6 +130,45 @@ def pinv_from_eigh(lam: np.ndarray, Q: np.ndarray, rtol: float = ZERO_EIG_RTOL) 
     keep = np.abs(lam) > cut
     inv = (Q[:, keep] / lam[keep]) @ Q[:, keep].T
     return inv, int((~keep).sum())
+
+
+def pinv_gauge(H: np.ndarray, Z: np.ndarray, rtol: float = ZERO_EIG_RTOL) -> tuple[np.ndarray, int] | None:
+    """:func:`pinv_sym` of a Hessian flat along the gauge tangents ``Z``, by one Cholesky factorization.
+
+    With ``Q`` an orthonormal basis of ``span Z`` and ``s`` the largest diagonal entry of
+    ``H``, ``H Q = 0`` gives ``(H + s Q Q^T)^{-1} = H^+ + Q Q^T / s`` (Lemma
+    overparam-invariance: the gauge directions are the null space at a stationary point).
+    Returned, with the ``r(r+1)`` zero eigenvalues, only when this is certified to be the
+    pseudo-inverse :func:`pinv_sym` forms: the factorization succeeds, ``||H Q||`` is at
+    the rounding level (the gauge eigenvalues fall below its cut) and ``1 / ||(H + s Q Q^T)^{-1}||_F``,
+    a lower bound of the other eigenvalues, is above ``10 rtol ||H||_F``, an upper bound of the
+    cut (so no other eigenvalue is zero or negative).  ``None`` otherwise: use the
+    eigen-decomposition.
+    """
+    from scipy.linalg import cho_factor, lapack
+
+    H = 0.5 * (H + H.T)
+    scale = float(np.abs(np.diag(H)).max(initial=0.0))
+    if not scale > 0.0:
+        return None
+    Q = np.linalg.qr(Z)[0] if Z.size else Z
+    if Q.size and np.linalg.norm(H @ Q) > 1e-3 * rtol * scale:
+        return None
+    try:
+        c, _ = cho_factor(H + scale * (Q @ Q.T) if Q.size else H, lower=True, check_finite=False)
+    except np.linalg.LinAlgError:
+        return None
+    inv, info = lapack.dpotri(c, lower=1)
+    if info != 0 or not np.all(np.isfinite(inv)):
+        return None
+    inv = np.tril(inv)
+    inv += inv.T
+    inv[np.diag_indices_from(inv)] *= 0.5
+    if not 1.0 / np.linalg.norm(inv) > 10.0 * rtol * np.linalg.norm(H):
+        return None
+    if Q.size:
+        inv -= (Q / scale) @ Q.T
+    return inv, Q.shape[1]
 
 
 def _gauge_cholesky_step(H: np.ndarray, g: np.ndarray, Z: np.ndarray, rtol: float) -> np.ndarray | None:
@@ -179,7 +227,8 @@ def newton(
         and the Newton decrement ``-g . step`` below ``100 gtol^2``.
     normalize : callable, optional
         Maps an iterate to a point with the same objective value (a gauge move),
-        applied after each accepted step to stop drift along flat directions.
+        applied to every trial point of the line search (so the accepted step lands
+        on it) to stop drift along flat directions.
     value : callable, optional
         ``x -> f`` alone, used by the line search (defaults to ``fgh(x)[0]``).
     cholesky : bool, default False
@@ -227,17 +276,23 @@ def newton(
             else:
                 converged, message = True, "gradient below tolerance"
                 break
-        # Backtracking line search along the projected path.
+        # Backtracking line search along the projected path; the trial points are
+        # normalized first (same value), so an objective evaluated there can reuse its work
+        # when the next iterate's derivatives are formed.
+        def trial(t: float) -> np.ndarray:
+            xt = np.clip(x + t * step, -bound, bound)
+            return np.clip(normalize(xt), -bound, bound) if normalize is not None else xt
+
         t, accepted = 1.0, False
         slope = float(g @ step)
         if decrement < 1e-12 * max(1.0, abs(f)):
             # Quadratic-convergence region: the predicted decrease is below the
             # rounding noise of f, so the Armijo test is meaningless; take the step.
-            xn = np.clip(x + step, -bound, bound)
+            xn = trial(1.0)
             fn = float(value(xn))
             accepted = bool(np.isfinite(fn) and fn <= f + 1e-12 * max(1.0, abs(f)))
         for _ in range(0 if accepted else 60):
-            xn = np.clip(x + t * step, -bound, bound)
+            xn = trial(t)
             fn = float(value(xn))
             if np.isfinite(fn) and fn <= f + 1e-4 * t * min(slope, 0.0):
                 accepted = True
@@ -254,8 +309,7 @@ def newton(
             where = " at the box boundary" if np.any(np.abs(x) >= bound * (1 - 1e-9)) else ""
             converged, message = small, ("numerical optimum (no further progress)" if small else f"no progress{where}")
             break
-        x = normalize(xn) if normalize is not None else xn
-        x = np.clip(x, -bound, bound)
+        x = xn
         f, g, H = fgh(x)
     at_bound = np.abs(x) >= bound * (1 - 1e-9)
     pinned = at_bound & (np.sign(x) == -np.sign(g))

@@ -41,7 +41,8 @@ from .fitting import (BTLFit, Design, centered_design, dense_design, difference_
 from .meats import independent_meat
 from .likelihood import Cells, Objective, binomial_nll, human_loss
 from .model import Chart
-from .optim import BOX, ZERO_EIG_RTOL, OptimResult, newton, pinv_from_eigh, pinv_sym, single_threaded_blas
+from .optim import (BOX, ZERO_EIG_RTOL, OptimResult, newton, pinv_from_eigh, pinv_gauge, pinv_sym,
+                    single_threaded_blas)
 from .penalty import FirthPenalty
 
 DEFAULT_MULTIPLES = tuple(np.logspace(-2, 1, 7))
@@ -70,7 +71,7 @@ def gacv_trace(H: np.ndarray, U: Any, n: np.ndarray, y: np.ndarray, p: np.ndarra
         Bs = sp.csr_matrix(basis)  # the chart maps have about two entries per column
         J = np.asarray(Bs.T @ np.asarray(Bs.T @ J).T).T
     if Hp is None:
-        Hp, _ = pinv_sym(H)
+        Hp, _ = pinv_sym(H, gauge=np.zeros((H.shape[0], 0)))  # Cholesky when regular (the GLM charts)
     return float(np.sum(Hp * J))
 
 
@@ -119,13 +120,17 @@ class PathEntry:
 
 
 def guard(ch: Chart, opt: OptimResult, H: np.ndarray, s: np.ndarray,
-          eig: np.ndarray | None = None) -> tuple[bool, str, int]:
+          eig: np.ndarray | None = None, n_zero: int | None = None) -> tuple[bool, str, int]:
     """Regularity checks of App. lambda-selection for a finite-weight fit.
 
-    ``eig``: the eigenvalues of ``H`` when already known.
+    ``eig``: the eigenvalues of ``H`` when already known; ``n_zero``: instead, the number
+    of zero eigenvalues of an ``H`` known to have no negative one (:func:`~pydial.optim.pinv_gauge`).
     """
-    lam = np.linalg.eigvalsh(H) if eig is None else eig
-    nz = int(np.sum(np.abs(lam) <= ZERO_EIG_RTOL * max(np.abs(lam).max(), 1e-300)))
+    if n_zero is None:
+        lam = np.linalg.eigvalsh(H) if eig is None else eig
+        nz = int(np.sum(np.abs(lam) <= ZERO_EIG_RTOL * max(np.abs(lam).max(), 1e-300)))
+    else:
+        lam, nz = np.zeros(0), n_zero
     if not opt.converged:
         return False, f"not converged ({opt.message})", nz
     if opt.at_bound.any():
@@ -134,7 +139,7 @@ def guard(ch: Chart, opt: OptimResult, H: np.ndarray, s: np.ndarray,
         return False, f"{nz} zero Hessian eigenvalues > {ch.n_gauge} gauge invariances", nz
     if np.abs(s).max() > SCORE_LIMIT:
         return False, f"||s||_inf = {np.abs(s).max():.3g} > {SCORE_LIMIT:g}", nz
-    if np.any(lam < -1e-8 * max(np.abs(lam).max(), 1e-300)):
+    if np.any(lam < -1e-8 * max(np.abs(lam).max(initial=0.0), 1e-300)):
         return False, "Hessian not positive semi-definite (saddle point)", nz
     return True, "", nz
 
@@ -160,19 +165,23 @@ def finite_candidate(data: Comparisons, ch: Chart, lam: float, theta0: np.ndarra
     penalized by ``penalty``.
     """
     th, opt = joint(data, ch, lam, theta0)
-    obj = Objective.weighted(ch, data, lam, penalty)
-    H = opt.hess if opt.hess is not None and np.array_equal(opt.x, th) else obj.value_grad_hess(th)[2]
+    H = opt.hess_at(th)
+    H = Objective.weighted(ch, data, lam, penalty).value_grad_hess(th)[2] if H is None else H
     s = ch.scores(th)
-    ev, Q = np.linalg.eigh(0.5 * (H + H.T))  # one decomposition for the guards, GACV and the sandwich
-    ok, reason, nz = guard(ch, opt, H, s, ev)
+    # one factorization for the guards, GACV and the sandwich: Cholesky off the gauge when certified
+    pinv = pinv_gauge(H, ch.gauge_directions(th))
+    if pinv is None:
+        ev, Q = np.linalg.eigh(0.5 * (H + H.T))
+        ok, reason, nz = guard(ch, opt, H, s, ev)
+    else:
+        ok, reason, nz = guard(ch, opt, H, s, n_zero=pinv[1])
     cand = Candidate(lam, multiple, s, th, opt, ok, reason, human_loss(s, data.human), n_zero_eig=nz)
     if ok:
-        hum = obj.cells.is_human
-        U = obj.full_jacobian(th, rows=hum)
-        c = obj.cells
-        p = expit(obj.eta(th))[hum]
-        cand.hess_pinv = pinv_from_eigh(ev, Q)[0]
-        cand.trace = gacv_trace(H, U, c.n[hum], c.y[hum], p, ch.T, cand.hess_pinv) / (data.n_human - 1)
+        hum = Objective(ch, Cells.stack(data, 0.0, 1.0 / data.n_human))  # the human cells of Q_lambda alone
+        c = hum.cells
+        cand.hess_pinv = pinv_from_eigh(ev, Q)[0] if pinv is None else pinv[0]
+        cand.trace = gacv_trace(H, hum.full_jacobian(th), c.n, c.y, hum.probabilities(th), ch.T,
+                                cand.hess_pinv) / (data.n_human - 1)
     return cand
 
 

@@ -398,9 +398,12 @@ def test_factored_hessian_matches_block_pair_assembly(data, r, cal, order, monke
     H_ref = ch.pull_back(base._outer(curv, v) + cross_full(base, res))
     g_ref = ch.T_sparse.T @ gradient_full(base, res, v)
     perm = np.random.default_rng(0).permutation(c.g.size)
-    shuffled = type(c)(*(getattr(c, f.name)[perm] for f in dataclasses.fields(c)))
-    for chunk, cells in ((1 << 22, c), (2 * data.N ** 2, shuffled), (data.N ** 2, c)):
+    shuffled = c.select(perm)
+    # the tables W_g in chunks of judges, cells in any order; then the totals over the cells
+    for chunk, cells, ratio in ((1 << 22, c, 1e9), (2 * data.N ** 2, shuffled, 1e9), (data.N ** 2, c, 1e9),
+                                (1 << 22, shuffled, 0)):
         monkeypatch.setattr(lk, "PAIR_CHUNK_ENTRIES", chunk)
+        monkeypatch.setattr(lk, "TABLE_RATIO", ratio)
         obj = Objective(ch, cells)
         assert obj._pair_chunks is not None
         _, g, H = obj.value_grad_hess(th)
@@ -413,21 +416,25 @@ def test_factored_hessian_matches_block_pair_assembly(data, r, cal, order, monke
                                atol=1e-13 * np.abs(H_ref).max())
 
 
+def stationary_fit(data, r, cal):
+    """A fitted stationary point: the LLM-only fit (``cal`` None) or a finite-weight joint fit."""
+    from pydial.estimators import staged_fit
+    from pydial.fitting import fit_structured, initial_theta
+
+    if cal is None:
+        ch = Chart(data.N, data.K, r, None, True)
+        return ch, fit_structured(data, ch, np.inf, initial_theta(data, ch))
+    sf = staged_fit(data, r, cal)
+    return sf.chart, fit_structured(data, sf.chart, 3.0, sf.theta)
+
+
 @pytest.mark.parametrize("r,cal", [(1, None), (2, "W"), (1, "mu")])
 def test_gauge_cholesky_step_is_the_pseudo_inverse_step(data, r, cal):
     """At a stationary point the gauge tangents span the Hessian's null space and the
     Cholesky step on their complement equals the Moore-Penrose Newton step."""
-    from pydial.estimators import staged_fit
-    from pydial.fitting import fit_structured, initial_theta
     from pydial.optim import _gauge_cholesky_step, pinv_sym
 
-    if cal is None:
-        ch = Chart(data.N, data.K, r, None, True)
-        fit = fit_structured(data, ch, np.inf, initial_theta(data, ch))
-    else:
-        sf = staged_fit(data, r, cal)
-        ch = sf.chart
-        fit = fit_structured(data, ch, 3.0, sf.theta)
+    ch, fit = stationary_fit(data, r, cal)
     assert fit.opt.converged
     th, H = fit.theta, fit.opt.hess
     Z = ch.gauge_directions(th)
@@ -437,3 +444,76 @@ def test_gauge_cholesky_step_is_the_pseudo_inverse_step(data, r, cal):
     step = _gauge_cholesky_step(H, g, Z, 1e-10)
     ref = -pinv_sym(H)[0] @ g
     np.testing.assert_allclose(step, ref, rtol=0, atol=1e-6 * np.abs(ref).max())
+
+
+@pytest.mark.parametrize("r,cal", [(1, None), (2, "W"), (1, "mu")])
+def test_pinv_gauge_is_the_eigen_pseudo_inverse(data, r, cal):
+    """At a stationary point the Cholesky pseudo-inverse off the gauge equals the one of
+    the eigen-decomposition, with the same count of zero eigenvalues; an indefinite
+    matrix or a null space beyond the gauge is left to the eigen-decomposition."""
+    from pydial.optim import pinv_gauge, pinv_sym
+
+    ch, fit = stationary_fit(data, r, cal)
+    th, H = fit.theta, fit.opt.hess
+    Z = ch.gauge_directions(th)
+    got = pinv_gauge(H, Z)
+    assert got is not None
+    ref, nz = pinv_sym(H)
+    assert got[1] == nz == ch.n_gauge
+    np.testing.assert_allclose(got[0], ref, rtol=0, atol=1e-10 * np.abs(ref).max())
+    # one more flat direction than the gauge, or a negative curvature: not certified
+    ev, Q = np.linalg.eigh(H)
+    top = ev.argmax()
+    for bad in (0.0, -1.0):
+        e2 = ev.copy()
+        e2[top] = bad * ev[top]
+        assert pinv_gauge((Q * e2) @ Q.T, Z) is None
+    # no gauge: the inverse of a positive definite matrix
+    A = H + np.eye(ch.dim)
+    np.testing.assert_allclose(pinv_gauge(A, np.zeros((ch.dim, 0)))[0], np.linalg.inv(A), rtol=0,
+                               atol=1e-12 * np.abs(np.linalg.inv(A)).max())
+
+
+@pytest.mark.parametrize("assembly", ["tables", "cells", "block-pairs"])
+@pytest.mark.parametrize("cal", ["mu", "W"])
+def test_cell_jacobian_products_match_the_sparse_jacobian(data, cal, assembly, monkeypatch):
+    """The factored products of the meats (Gram matrix, ``J^T r``, cluster sums over the
+    judge-pair cells of both orders, row subsets) equal those of the sparse ``J``, from the
+    item-pair tables, from the totals over the cells and on the block-pair assembly of a
+    sparse design."""
+    import scipy.sparse as sp
+
+    import pydial.likelihood as lk
+    from pydial.likelihood import CellJacobian
+
+    dense = assembly != "block-pairs"
+    monkeypatch.setattr(lk, "TABLE_RATIO", 1e9 if assembly == "tables" else 0)
+    if not dense:
+        monkeypatch.setattr(lk, "DENSE_PAIR_RATIO", 0)
+    ch = Chart(data.N, data.K, 1, cal, True)
+    obj = Objective.weighted(ch, data, 5.0)
+    th = random_theta(ch, 3)
+    Jf, Js = CellJacobian(obj, th), obj.full_jacobian(th)
+    assert Jf.shape == Js.shape
+    assert (obj._pair_chunks is not None) == dense
+    rng = np.random.default_rng(2)
+    m = Js.shape[0]
+    d, r = rng.random(m), rng.standard_normal(m)
+    scale = np.abs((Js.T @ sp.diags(d) @ Js).toarray()).max()
+    np.testing.assert_allclose(Jf.gram(d), (Js.T @ sp.diags(d) @ Js).toarray(), rtol=0, atol=1e-13 * scale)
+    np.testing.assert_allclose(Jf.rmatvec(r), Js.T @ r, rtol=0, atol=1e-13 * np.abs(Js.T @ r).max())
+    llm = ~obj.cells.is_human
+    c = obj.cells
+    _, cl = np.unique((c.g[llm] * data.N + c.i[llm]) * data.N + c.j[llm], return_inverse=True)
+    assert np.bincount(cl).max() == 2  # both orders of a judge-pair cell
+    Jl = Jf.rows(llm)
+    assert isinstance(Jl, CellJacobian) and Jl.shape == (int(llm.sum()), ch.dim_full)
+    ind = sp.csr_matrix((np.ones(cl.size), (cl, np.arange(cl.size))))
+    Gs = ind @ sp.diags(r[llm]) @ Js[llm]
+    ref = (Gs.T @ Gs).toarray()
+    np.testing.assert_allclose(Jl.cluster_gram(cl, r[llm]), ref, rtol=0, atol=1e-13 * np.abs(ref).max())
+    np.testing.assert_allclose(Jl.rmatvec(r[llm]), Js[llm].T @ r[llm], rtol=0, atol=1e-13 * np.abs(Js.T @ r).max())
+    Jh = Jf.rows(~llm)  # the few human rows: formed sparse
+    assert sp.issparse(Jh)
+    np.testing.assert_array_equal(Jh.toarray(), Js[~llm].toarray())
+    np.testing.assert_array_equal(Jf.tocsr().toarray(), Js.toarray())
