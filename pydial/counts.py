@@ -37,7 +37,7 @@ import pandas as pd
 from .data import COLUMNS, Comparisons, canonical, report_changes
 from .exceptions import DataError
 from .ingest import (Coded, Validator, aggregate, check_read_memory, concat, group, human_name, pack, progress,
-                     rows_text, unpack)
+                     rows_text, triangle, unpack)
 
 COUNT_COLUMNS: tuple[str, ...] = ("judge", "item_a", "item_b", "first", "wins_a", "wins_b", "ties")
 """Required columns of :func:`comparisons_from_counts` (``both_bad`` is optional)."""
@@ -133,13 +133,15 @@ def comparisons_from_coded(v: Validator, coded: Coded, items: Sequence[Any] | No
     human = v.judges.ids.get(v.human_judge, -1)
     is_human = coded.judge == human
     c = canonical(coded, item_index, is_human)
-    sizes = (len(texts), len(names), len(names), 3, 4)
-    uk, inv = group(pack([rank[coded.judge], c["i"], c["j"], c["a"] + 1, c["outcome"]], sizes, invertible=True))
+    i, j = c["i"].astype(np.int64), c["j"].astype(np.int64)
+    sizes = (len(texts), len(names) * (len(names) + 1) // 2, 3, 4)  # pairs i <= j counted once
+    uk, inv = group(pack([rank[coded.judge], j * (j + 1) // 2 + i, c["a"] + 1, c["outcome"]], sizes, invertible=True))
     count = np.bincount(inv, weights=coded.count, minlength=uk.size).astype(np.int64)
-    judge, i, j, a, outcome = unpack(uk, sizes)
-    a -= 1
+    judge, pair, a, outcome = unpack(uk, sizes)
+    j, i = triangle(pair)
     canon = pd.DataFrame({"record_id": None, "judge": pd.Categorical.from_codes(judge, texts[order].tolist()),
-                          "i": i, "j": j, "a": a, "outcome": outcome, "self": i == j, "count": count})
+                          "i": i.astype(np.int32), "j": j.astype(np.int32), "a": (a - 1).astype(np.int8),
+                          "outcome": outcome.astype(np.int8), "self": i == j, "count": count}, copy=False)
     out = Comparisons._finish(canon, judge == (rank[human] if human >= 0 else -1), names, v.human_judge,
                               drop_empty_judges)
     report_changes(out, v)

@@ -24,10 +24,11 @@ they are counted and reported by :meth:`Comparisons.summary`, never dropped sile
 from __future__ import annotations
 
 import warnings
+from collections import abc
 from dataclasses import dataclass, field
 from functools import cached_property
 from os import PathLike
-from typing import Any, Iterable, Sequence
+from typing import Any, Iterable, Iterator, Sequence
 
 import numpy as np
 import pandas as pd
@@ -68,14 +69,15 @@ def canonical(coded: Coded, item_index: np.ndarray, is_human: np.ndarray) -> dic
     ``item_index`` maps the item name ids of ``coded`` to item indices.  ``a = +1`` when
     item ``i`` was shown first, ``-1`` otherwise and ``0`` on the human judge's rows;
     the outcome is ``I_WINS``, ``J_WINS``, ``TIE`` or ``BOTH_BAD``; ``self`` marks a
-    comparison of an item with itself.
+    comparison of an item with itself.  Small integer types: ``i, j`` int32, ``a`` and the
+    outcome int8.
     """
     ia, ib = item_index[coded.item_a], item_index[coded.item_b]
     swap = ia > ib
-    a = np.where((coded.first == FIRST_A) != swap, 1, -1)
+    a = np.where((coded.first == FIRST_A) != swap, np.int8(1), np.int8(-1))
     a[is_human] = 0
-    w = coded.winner.astype(np.int64)  # index into WINNER_VALUES: a, b, tie (= TIE), both_bad (= BOTH_BAD)
-    outcome = np.where(w >= TIE, w, np.where((w == 0) != swap, I_WINS, J_WINS))
+    w = coded.winner  # index into WINNER_VALUES: a, b, tie (= TIE), both_bad (= BOTH_BAD)
+    outcome = np.where(w >= TIE, w, np.where((w == 0) != swap, np.int8(I_WINS), np.int8(J_WINS)))
     return {"i": np.minimum(ia, ib), "j": np.maximum(ia, ib), "a": a, "outcome": outcome, "self": ia == ib}
 
 
@@ -268,6 +270,51 @@ class HumanCells(CellTable):
         super().__init__(np.full(m, g[0] if g.size else -1, np.int64), i, j, np.zeros(m, np.int64), n, y, None)
 
 
+class RecordIds(abc.Sequence):
+    """The distinct record ids in order of first appearance: a read-only sequence (compares equal to the tuple).
+
+    Held as one array, not as a tuple of Python objects (about 36 bytes per record,
+    0.36 GB for ten million records); indexing gives Python values, a slice a tuple.
+    """
+
+    __slots__ = ("_ids",)
+
+    def __init__(self, ids: pd.Index | Sequence[Any]) -> None:
+        self._ids = ids if isinstance(ids, pd.Index) else pd.Index(list(ids), dtype=object)
+
+    def __len__(self) -> int:
+        """Return the number of records."""
+        return len(self._ids)
+
+    def __getitem__(self, k: Any) -> Any:
+        """Return the id at position ``k`` (a tuple for a slice)."""
+        if isinstance(k, slice):
+            return tuple(self._ids[k].tolist())
+        return self._ids[[k]].tolist()[0]
+
+    def __iter__(self) -> Iterator[Any]:
+        """Iterate over the ids (Python values)."""
+        return iter(self._ids.tolist())
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        """Return the ids as an array."""
+        return self._ids.to_numpy(dtype=dtype)
+
+    def __eq__(self, other: object) -> bool:
+        """Compare with another sequence of ids, e.g. a tuple."""
+        if isinstance(other, (RecordIds, tuple, list)):
+            return len(other) == len(self) and tuple(self) == tuple(other)
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        """Hash as the tuple of the ids."""
+        return hash(tuple(self))
+
+    def __repr__(self) -> str:
+        """Show the number of records and the first ids."""
+        return f"RecordIds({len(self)} records: {list(self[:3])}{', ...' if len(self) > 3 else ''})"
+
+
 @dataclass(frozen=True)
 class Rows:
     """The decisive judgments one by one, in canonical coding.
@@ -306,8 +353,9 @@ class Comparisons:
         Decisive judgments one by one (LLM rows first, then human rows); ``None``
         for aggregated input (:meth:`from_counts`, :func:`pydial.read_comparisons`),
         which carries no record ids.
-    record_ids : tuple
-        Distinct record ids; ``rows.record`` indexes it (empty for aggregated input).
+    record_ids : RecordIds or tuple
+        Distinct record ids, a read-only sequence (:class:`RecordIds`); ``rows.record``
+        indexes it (an empty tuple for aggregated input).
     frame : pandas.DataFrame
         All validated rows in canonical coding (columns ``record_id, judge, i, j,
         a, outcome, self``), including the excluded ones; for aggregated input one
@@ -321,7 +369,7 @@ class Comparisons:
     llm: LLMCells
     human: HumanCells
     rows: Rows | None
-    record_ids: tuple[Any, ...]
+    record_ids: Sequence[Any]
     frame: pd.DataFrame = field(repr=False)
     # Results derived from these (immutable) data and shared by several fits: design
     # checks, the structured LLM-only fit, its Hessian.  init=False: a copy made by
@@ -435,6 +483,7 @@ class Comparisons:
         is_human = coded.judge == v.judges.ids.get(human_judge, -1)
         canon = pd.DataFrame({"record_id": record, "judge": pd.Categorical.from_codes(coded.judge, v.judges.texts),
                               **canonical(coded, item_index, is_human)}, index=index, copy=False)
+        del coded
         out = cls._finish(canon, is_human, names, human_judge, drop_empty_judges, records=(rec_codes, rec_ids))
         out.frame.attrs["duplicated_rows"] = (n_dup, "dropped" if duplicates == "drop" else "kept")
         report_changes(out, v)
@@ -449,7 +498,7 @@ class Comparisons:
         """Item names in index order (:func:`item_order`) and the item index of each item name id of ``v``."""
         given = None if items is None else [v.items.text(x) for x in items]
         names, index = item_order(set(v.items.texts), given)
-        return names, np.asarray([index[t] for t in v.items.texts], dtype=np.int64)
+        return names, np.asarray([index[t] for t in v.items.texts], dtype=np.int32)
 
     @classmethod
     def _finish(cls, canon: pd.DataFrame, is_human: np.ndarray, names: Sequence[str], human_judge: str,
@@ -556,7 +605,7 @@ class Comparisons:
         jindex = {name: k for k, name in enumerate(judges)}
         jindex[human_judge] = K
         judge = canon["judge"].astype("category").cat
-        k = np.asarray([jindex.get(str(x), -1) for x in judge.categories] + [-1], dtype=np.int64)[judge.codes.to_numpy()]
+        k = np.asarray([jindex.get(str(x), -1) for x in judge.categories] + [-1], dtype=np.int32)[judge.codes.to_numpy()]
         keep = k >= 0
         if not keep.all():
             canon, k, records = canon.loc[keep], k[keep], None
@@ -570,16 +619,20 @@ class Comparisons:
             canon["rec"] = rec_codes
         N = len(items)
         # One key (k, i, j, a) per row, computed in place; the human judge (k = K, a = 0) sorts last.
-        key = k * N
-        key += canon["i"].to_numpy(np.int64)
+        key = k.astype(np.int64)
         key *= N
-        key += canon["j"].to_numpy(np.int64)
+        key += canon["i"].to_numpy()
+        key *= N
+        key += canon["j"].to_numpy()
         key *= 2
         key += canon["a"].to_numpy() > 0
-        sel = None if decisive.all() else np.flatnonzero(decisive)
-        won = outcome == I_WINS if sel is None else outcome[sel] == I_WINS
-        cnt = None if not counted else canon["count"].to_numpy(float) if sel is None else canon["count"].to_numpy(float)[sel]
-        uk, inv = group(key if sel is None else key[sel])
+        every = bool(decisive.all())
+        won = outcome == I_WINS if every else outcome[decisive] == I_WINS
+        cnt = None if not counted else canon["count"].to_numpy(float) if every else canon["count"].to_numpy(float)[decisive]
+        if not every:
+            key = key[decisive]
+        uk, inv = group(key)
+        del key
         n = np.bincount(inv, weights=cnt, minlength=uk.size).astype(float)
         y = np.bincount(inv, weights=won if cnt is None else won * cnt, minlength=uk.size).astype(float)
         n_llm = int(np.searchsorted(uk, K * N * N * 2))
@@ -596,15 +649,16 @@ class Comparisons:
         if counted:
             return cls(items, judges, human_judge, llm, human, None, (), canon)
         is_h = inv >= n_llm
-        cell = np.where(is_h, inv - n_llm, inv)
-        take = sel  # the decisive rows, LLM rows first, then human rows
+        cell = inv  # index into the LLM or the human cells
+        cell[is_h] -= n_llm
+        take = None if every else np.flatnonzero(decisive)  # the decisive rows, LLM rows first, then human rows
         if is_h.any() and not is_h.all():
             order = np.concatenate([np.flatnonzero(~is_h), np.flatnonzero(is_h)])
-            take, cell, won = order if sel is None else sel[order], cell[order], won[order]
+            take, cell, won = order if take is None else take[order], cell[order], won[order]
         rec = np.asarray(rec_codes, dtype=np.int64)
-        rows = Rows(rec.copy() if take is None else rec[take], k.copy() if take is None else k[take], cell,
+        rows = Rows(rec if take is None else rec[take], (k if take is None else k[take]).astype(np.int64), cell,
                     won.astype(float))
-        return cls(items, judges, human_judge, llm, human, rows, tuple(rec_uniques.tolist()), canon)
+        return cls(items, judges, human_judge, llm, human, rows, RecordIds(rec_uniques), canon)
 
     # -------------------------------------------------------------- properties
     @property

@@ -118,7 +118,7 @@ class Coded:
 
     Attributes
     ----------
-    judge, item_a, item_b : int64 arrays
+    judge, item_a, item_b : integer arrays
         Ids of the judge and item names in the :class:`Validator`'s name spaces.
     first : int8 array
         ``FIRST_A`` / ``FIRST_B``; ``FIRST_NONE`` on the human judge's rows.
@@ -203,7 +203,7 @@ class Validator:
         if blank.any():
             self._fail_rows(f"empty {col.replace('_', ' ')} name in column {self.columns[col]!r}", index,
                             np.append(blank, False)[codes])
-        return np.append(ids, -1)[codes]
+        return np.append(ids, -1).astype(np.int32)[codes]
 
     def _labels(self, col: str, values: Any, allowed: tuple[str, ...], index: pd.Index,
                 skip: np.ndarray | None) -> tuple[np.ndarray, np.ndarray, int]:
@@ -299,12 +299,12 @@ def duplicated(key: np.ndarray) -> np.ndarray:
 def group(key: np.ndarray, *, sort: bool = True) -> tuple[np.ndarray, np.ndarray]:
     """Distinct keys and the inverse, as ``np.unique(key, return_inverse=True)`` (unsorted without ``sort``).
 
-    Non-negative keys in a range of at most ``max(16 n, 2**24)`` are marked in a table
-    of the range (sorted, five bytes per key of the range); others are hashed and only
-    the distinct keys sorted.
+    Non-negative keys in a range of at most ``max(8 n, 2**26)`` are marked in a table of
+    the range (sorted; five bytes per key of the range, resident only where keys fall);
+    others are hashed and only the distinct keys sorted.
     """
     span = int(key.max()) + 1 if key.size else 0
-    if key.size and key.min() >= 0 and span <= max(16 * key.size, 1 << 24) and key.size < 2**31:
+    if key.size and key.min() >= 0 and span <= max(8 * key.size, 1 << 26) and key.size < 2**31:
         present = np.zeros(span, bool)
         present[key] = True
         uniq = np.flatnonzero(present)
@@ -322,13 +322,29 @@ def group(key: np.ndarray, *, sort: bool = True) -> tuple[np.ndarray, np.ndarray
 
 
 def aggregate(coded: Coded, n_judges: int, n_items: int) -> Coded:
-    """Sum the counts of equal rows of ``coded`` (one row per key)."""
-    sizes = (n_judges, n_items, n_items, 3, len(WINNER_VALUES))
-    uk, inv = group(pack([coded.judge, coded.item_a, coded.item_b, coded.first, coded.winner], sizes, invertible=True),
-                    sort=False)
+    """Sum the counts of equal judgments of ``coded`` (one row per key).
+
+    Each pair is first put in the order of its name ids (``item_a`` the smaller id; the
+    display order and winner follow), so both orientations of a pair share a key.
+    """
+    flip = coded.item_a > coded.item_b
+    lo, hi = np.minimum(coded.item_a, coded.item_b).astype(np.int64), np.maximum(coded.item_a, coded.item_b).astype(np.int64)
+    first = np.where((coded.first == FIRST_NONE) | ~flip, coded.first, FIRST_A + FIRST_B - coded.first)
+    winner = np.where((coded.winner < 2) & flip, 1 - coded.winner, coded.winner)  # a <-> b
+    sizes = (n_judges, n_items * (n_items + 1) // 2, 3, len(WINNER_VALUES))
+    uk, inv = group(pack([coded.judge, hi * (hi + 1) // 2 + lo, first, winner], sizes, invertible=True), sort=False)
     count = np.bincount(inv, weights=coded.count, minlength=uk.size)
-    j, a, b, f, w = unpack(uk, sizes)
+    j, pair, f, w = unpack(uk, sizes)
+    b, a = triangle(pair)
     return Coded(j, a, b, f.astype(np.int8), w.astype(np.int8), count.astype(np.int64))
+
+
+def triangle(pair: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Return ``(j, i)`` with ``i <= j`` of the triangular pair index ``pair = j (j + 1) / 2 + i``."""
+    j = ((np.sqrt(8.0 * pair + 1) - 1) // 2).astype(np.int64)
+    j -= j * (j + 1) // 2 > pair  # exact whatever the rounding of the square root
+    j += (j + 1) * (j + 2) // 2 <= pair
+    return j, pair - j * (j + 1) // 2
 
 
 def concat(parts: Iterable[Coded]) -> Coded:

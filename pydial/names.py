@@ -171,16 +171,16 @@ class NameSpace:
                 self._note(_numeric_key(raw), text, origin)
         if allow_similar:
             return
-        for spelled in self._spellings.values():
-            if len(spelled) > 1:
-                shown = sorted(spelled)
-                kind = self.kind
-                raise DataError(
-                    f"{kind} names {', '.join(repr(t) for t in shown[:4])} (from "
-                    f"{', '.join(sorted({self._where[t] for t in shown}))}) differ only by letter case, surrounding "
-                    f"whitespace or numeric type; they would be separate {kind}s. Fix the spelling, or pass "
-                    "allow_similar_names=True (--allow-similar-names) to keep them apart"
-                )
+        clashes = sorted(sorted(spelled) for spelled in self._spellings.values() if len(spelled) > 1)
+        if clashes:
+            shown, kind = clashes[0], self.kind  # the first in sorted order, whatever the order of the rows
+            more = f" ({len(clashes) - 1} more such group(s) of names)" if len(clashes) > 1 else ""
+            raise DataError(
+                f"{kind} names {', '.join(repr(t) for t in shown[:4])} (from "
+                f"{', '.join(sorted({self._where[t] for t in shown}))}) differ only by letter case, surrounding "
+                f"whitespace or numeric type; they would be separate {kind}s{more}. Fix the spelling, or pass "
+                "allow_similar_names=True (--allow-similar-names) to keep them apart"
+            )
 
     def report(self, report: NameReport) -> None:
         """Add the names changed by stripping to ``report``."""
