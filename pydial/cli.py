@@ -31,7 +31,7 @@ EXIT_DATA, EXIT_IDENT, EXIT_FIT, EXIT_SAMPLER = 2, 3, 4, 5
 DESCRIPTION = """\
 Statistically sound LLM-as-a-judge evaluation (DIAL).
 
-Input: a CSV with one row per judgment and columns
+Input: a CSV (.csv, .csv.gz) or Parquet (.parquet) file with one row per judgment and columns
   record_id  the prompt/record (judgments of one record stay together)
   judge      judge name; rows of the human judge (default 'human') are human labels
   item_a, item_b  the two items (models) compared
@@ -67,11 +67,14 @@ def _load(args: argparse.Namespace):
     from .datasets import NAMES
     from .datasets import path as bundled
 
+    from .counts import is_parquet
+
     src = bundled(args.data) if args.data in NAMES else args.data
+    read = Comparisons.from_parquet if is_parquet(src) else Comparisons.from_csv
     with _warnings_to_stderr():
-        return Comparisons.from_csv(src, human_judge=args.human, drop_empty_judges=args.drop_empty_judges,
-                                    strip_names=not args.keep_whitespace, allow_similar_names=args.allow_similar_names,
-                                    duplicates=args.duplicates)
+        return read(src, human_judge=args.human, drop_empty_judges=args.drop_empty_judges,
+                    strip_names=not args.keep_whitespace, allow_similar_names=args.allow_similar_names,
+                    duplicates=args.duplicates)
 
 
 def _floats(text: str) -> list[float]:
@@ -100,7 +103,8 @@ def _rank(text: str):
 
 def _add_data_args(q: argparse.ArgumentParser) -> None:
     """Input and model-space options shared by every subcommand that reads comparisons."""
-    q.add_argument("data", help="long-format CSV, or a bundled data set: arena, synthetic")
+    q.add_argument("data", help="long-format CSV (.csv, .csv.gz) or Parquet (.parquet) file, or a bundled data set: "
+                                "arena, synthetic")
     q.add_argument("--human", default="human", help="judge name of the human labels (default: human)")
     q.add_argument("--rank", type=_rank, default=None,
                    help="disagreement rank r of the judge score matrix (default 1); a list '0,1,2' or 'auto' selects "

@@ -9,36 +9,50 @@ fitted here from the counts:
   one row per ``(judge, item_a, item_b, first)`` with the counts ``wins_a, wins_b,
   ties`` (and optionally ``both_bad``);
 * :func:`read_comparisons` streams a long-format file (CSV, gzip CSV or Parquet) in
-  chunks and aggregates each chunk to counts, so the raw frame is never in memory.
+  chunks and aggregates each chunk to counts, so the raw table is never in memory.
 
-Aggregated data carry no record ids: the record-clustered covariance
-(``cov="record"``, eq. hac-meat with the record kernel) is refused with
-:class:`~pydial.DataError`; the Fisher, binomial and judge-pair cell meats need only
-the cell counts and are identical to those computed from the rows.
+Both validate with the rules of :meth:`pydial.Comparisons.from_frame`
+(:class:`pydial.ingest.Validator`).  Aggregated data carry no record ids: the
+record-clustered covariance (``cov="record"``, eq. hac-meat with the record kernel) is
+refused with :class:`~pydial.DataError`; the Fisher, binomial and judge-pair cell
+meats need only the cell counts and are identical to those computed from the rows.
+
+This module also reads the files for :meth:`~pydial.Comparisons.from_csv` and
+:meth:`~pydial.Comparisons.from_parquet`: every failure to read (a missing,
+truncated or corrupt file, a missing column) is a :class:`~pydial.DataError` naming
+the file.
 """
 
 from __future__ import annotations
 
+import zlib
+from contextlib import contextmanager
 from os import PathLike
 from pathlib import Path
-from typing import Iterator, Sequence
+from typing import Any, Iterator, Sequence
 
 import numpy as np
 import pandas as pd
 
-from .data import BOTH_BAD, COLUMNS, FIRST_VALUES, I_WINS, J_WINS, TIE, WINNER_VALUES, Comparisons, rows_text, item_order
+from .data import COLUMNS, Comparisons, canonical, report_changes
 from .exceptions import DataError
-from .names import NameReport, names_as_text
+from .ingest import (Coded, Validator, aggregate, check_read_memory, concat, group, human_name, pack, progress,
+                     rows_text, triangle, unpack)
 
 COUNT_COLUMNS: tuple[str, ...] = ("judge", "item_a", "item_b", "first", "wins_a", "wins_b", "ties")
 """Required columns of :func:`comparisons_from_counts` (``both_bad`` is optional)."""
 
-_COUNTS = ("wins_a", "wins_b", "ties", "both_bad")
-_KEY = ["judge", "item_a", "item_b", "first"]
+_COUNTS = ("wins_a", "wins_b", "ties", "both_bad")  # in the order of WINNER_VALUES
+MAX_TOTAL = 2**53  # judgments in all: the cell tables hold counts as float64, exact below 2**53
+CHUNK_BYTES_PER_ROW = 400  # read_comparisons: a chunk as read (Arrow text) and its codes, per row
+KEY_BYTES = 200  # read_comparisons: one key of the running counts while two tables of them are merged
+PARQUET_SUFFIXES = (".parquet", ".pq")
+TEXT_BYTES_PER_ROW = 16  # a lower bound of a long-format CSV row (gzip: per compressed byte), to estimate rows
 
 
 def comparisons_from_counts(df: pd.DataFrame, *, human_judge: str = "human", items: Sequence[str] | None = None,
-                            drop_empty_judges: bool = False, allow_similar_names: bool = False) -> Comparisons:
+                            drop_empty_judges: bool = False, strip_names: bool = True,
+                            allow_similar_names: bool = False) -> Comparisons:
     """Validate pre-aggregated counts and build :class:`~pydial.Comparisons`.
 
     Parameters
@@ -52,15 +66,17 @@ def comparisons_from_counts(df: pd.DataFrame, *, human_judge: str = "human", ite
     human_judge : str, default "human"
     items : sequence of str, optional
         Item order (as in :meth:`~pydial.Comparisons.from_frame`).
-    drop_empty_judges, allow_similar_names : bool, default False
-        As in :meth:`~pydial.Comparisons.from_frame` (names are stripped of surrounding
-        whitespace; two names differing only by case or whitespace are refused).
+    drop_empty_judges, strip_names, allow_similar_names : bool
+        As in :meth:`~pydial.Comparisons.from_frame`: names are text (``4`` and ``4.0``
+        are two spellings of one name and refused), stripped of surrounding whitespace
+        (reported), and two names differing only by case or whitespace are refused.
 
     Raises
     ------
     DataError
         Missing columns, missing or blank names, an unknown ``first`` on an LLM row,
-        or counts that are not non-negative integers (the rows are named).
+        or counts that are not non-negative integers or sum to ``2**53`` or more (the
+        rows are named).
     """
     if not isinstance(df, pd.DataFrame):
         raise DataError(f"expected a pandas DataFrame, got {type(df).__name__}")
@@ -68,204 +84,208 @@ def comparisons_from_counts(df: pd.DataFrame, *, human_judge: str = "human", ite
     if missing:
         raise DataError(f"missing column(s) {missing} for aggregated counts; the table has columns {list(df.columns)} "
                         f"(need {list(COUNT_COLUMNS)}, optional 'both_bad')")
-    t = pd.DataFrame(index=df.index)
-    for c in ("judge", "item_a", "item_b"):  # validated and stored on the distinct names (categorical)
-        codes, uniq = pd.factorize(df[c])
-        na = codes < 0
-        if na.any():
-            raise DataError(f"missing values in column {c!r} at {rows_text(t.index[na])}")
-        t[c] = _categorical(codes, [str(x).strip() for x in uniq])
-        blank = (t[c] == "").to_numpy()
-        if blank.any():
-            raise DataError(f"empty {c.replace('_', ' ')} name in column {c!r} at {rows_text(t.index[blank])}")
-    is_human = (t["judge"] == human_judge).to_numpy()
-    codes, uniq = pd.factorize(df["first"])
-    low = np.asarray([str(x).strip().lower() for x in uniq] + [""], dtype=object)
-    first = low[codes]  # code -1 (missing) -> ""
-    bad = ~np.isin(first, FIRST_VALUES) & ~is_human
-    if bad.any():
-        vals = sorted({str(x) for x in first[bad]})[:5]
-        raise DataError(f"unknown display-order value(s) {vals} in column 'first' at {rows_text(t.index[bad])}; "
-                        f"allowed on LLM rows: {list(FIRST_VALUES)}")
-    t["first"] = pd.Categorical(np.where(is_human, "", first), categories=["", *FIRST_VALUES])
-    for c in _COUNTS:
-        if c not in df.columns:
-            t[c] = 0
-            continue
-        v = pd.to_numeric(df[c], errors="coerce").to_numpy(dtype=float)
-        badc = ~np.isfinite(v) | (v < 0) | (v != np.round(v))
-        if badc.any():
-            raise DataError(f"column {c!r} must hold non-negative integer counts; bad values at {rows_text(t.index[badc])}")
-        t[c] = v.astype(np.int64)
-    g = t.groupby(_KEY, sort=False, as_index=False, observed=True)[list(_COUNTS)].sum()
-    return _from_count_table(g, human_judge=human_judge, items=items, drop_empty_judges=drop_empty_judges,
-                             allow_similar_names=allow_similar_names)
-
-
-def _categorical(codes: np.ndarray, names: list[str]) -> pd.Categorical:
-    """Codes into ``names`` (which may repeat after stripping) as a categorical of distinct names."""
-    uniq, inv = np.unique(np.asarray(names, dtype=object).astype(str), return_inverse=True)
-    return pd.Categorical.from_codes(inv[codes], categories=uniq)
-
-
-def _index_of(col: pd.Series, index: dict[str, int]) -> np.ndarray:
-    """Item index of every row of a categorical (or text) column."""
-    cat = col.astype("category").cat.remove_unused_categories().cat
-    return np.asarray([index[str(x)] for x in cat.categories], dtype=np.int64)[cat.codes.to_numpy()]
-
-
-def _from_count_table(g: pd.DataFrame, *, human_judge: str, items: Sequence[str] | None,
-                      drop_empty_judges: bool, allow_similar_names: bool = False) -> Comparisons:
-    """Canonical coding of a validated, key-unique count table (one row per key).
-
-    Two names differing only by case or whitespace are refused as in :meth:`Comparisons.from_frame`
-    (:func:`pydial.names.names_as_text`) unless ``allow_similar_names``.
-    """
-    report = NameReport()
-    for kind, cols, extra in (("judge", ("judge",), [(human_judge, "human_judge=")]),
-                              ("item", ("item_a", "item_b"), [(x, "items=") for x in (items or ())])):
-        distinct = {c: pd.Series(g[c].astype("category").cat.remove_unused_categories().cat.categories.astype(str),
-                                 dtype=object) for c in cols}
-        names_as_text(distinct, kind, strip=False, allow_similar=allow_similar_names, report=report, extra=extra)
-    seen = {str(x) for c in ("item_a", "item_b")
-            for x in g[c].astype("category").cat.remove_unused_categories().cat.categories}
-    names, index = item_order(seen, items)
-    ia = _index_of(g["item_a"], index)
-    ib = _index_of(g["item_b"], index)
-    swap = ia > ib
-    i, j = np.where(swap, ib, ia), np.where(swap, ia, ib)
-    is_human = (g["judge"] == human_judge).to_numpy()
-    a_first = (g["first"] == "a").to_numpy()
-    judge = g["judge"].astype(object).to_numpy()
-    a = np.where(np.where(swap, ~a_first, a_first), 1, -1)
-    a[is_human] = 0
+    v = Validator({c: c for c in COLUMNS[1:]}, human_name(human_judge, strip_names), strip=strip_names,
+                  allow_similar=allow_similar_names)
+    coded = v.chunk({c: df[c] for c in COUNT_COLUMNS[:4]}, df.index, with_winner=False)
     parts = []
-    for col, out_i, out_swapped in (("wins_a", I_WINS, J_WINS), ("wins_b", J_WINS, I_WINS),
-                                    ("ties", TIE, TIE), ("both_bad", BOTH_BAD, BOTH_BAD)):
-        c = g[col].to_numpy(np.int64)
-        m = c > 0
-        parts.append(pd.DataFrame({
-            "record_id": None, "judge": judge[m], "i": i[m], "j": j[m], "a": a[m],
-            "outcome": np.where(swap[m], out_swapped, out_i), "self": (ia == ib)[m], "count": c[m],
-            "_human": is_human[m],
-        }))
-    canon = pd.concat(parts, ignore_index=True)
-    if len(canon) == 0:
+    for w, col in enumerate(_COUNTS):
+        if col not in df.columns:
+            continue
+        n = _counts(df[col], col, df.index)
+        part = coded.select(n > 0)
+        parts.append(Coded(part.judge, part.item_a, part.item_b, part.first, np.full(len(part), w, np.int8), n[n > 0]))
+    v.finish(items)
+    return comparisons_from_coded(v, concat(parts), items, drop_empty_judges)
+
+
+def _counts(values: pd.Series, col: str, index: pd.Index) -> np.ndarray:
+    """Validate one count column: non-negative integers below ``2**53`` (bad rows named)."""
+    num = pd.to_numeric(values, errors="coerce")
+    f = np.asarray(num.to_numpy(dtype=float, na_value=np.nan))
+    with np.errstate(invalid="ignore"):
+        bad = ~np.isfinite(f) | (f < 0) | (f != np.round(f)) | (f >= MAX_TOTAL)
+    if bad.any():
+        raise DataError(f"column {col!r} must hold non-negative integer counts below 2**53; bad values at "
+                        f"{rows_text(index[bad])}")
+    if pd.api.types.is_integer_dtype(num.dtype):
+        return np.asarray(num.to_numpy(), dtype=np.int64)  # exact below 2**53, as checked
+    return f.astype(np.int64)
+
+
+def comparisons_from_coded(v: Validator, coded: Coded, items: Sequence[Any] | None,
+                           drop_empty_judges: bool) -> Comparisons:
+    """Build aggregated :class:`~pydial.Comparisons` from validated counts (the names of ``v``).
+
+    The canonical frame holds one row per ``(judge, i, j, a, outcome)`` with its
+    ``count``, judges in name order, whatever the order or chunking of the input.
+    """
+    names, item_index = Comparisons._items(v, items)
+    assert coded.count is not None
+    total = float(coded.count.sum(dtype=float))
+    if total == 0:
         raise DataError("the count table holds no judgment (all counts are 0)")
-    h = canon.pop("_human").to_numpy()
-    return Comparisons._finish(canon, h, names, human_judge, drop_empty_judges)
+    if total >= MAX_TOTAL:
+        raise DataError(f"the counts sum to {total:.3g} judgments, 2**53 or more; counts that large are not exact")
+    texts = np.asarray(v.judges.texts, dtype=object)
+    order = np.argsort(texts, kind="stable")
+    rank = np.empty(order.size, np.int64)
+    rank[order] = np.arange(order.size)
+    human = v.judges.ids.get(v.human_judge, -1)
+    is_human = coded.judge == human
+    c = canonical(coded, item_index, is_human)
+    i, j = c["i"].astype(np.int64), c["j"].astype(np.int64)
+    sizes = (len(texts), len(names) * (len(names) + 1) // 2, 3, 4)  # pairs i <= j counted once
+    uk, inv = group(pack([rank[coded.judge], j * (j + 1) // 2 + i, c["a"] + 1, c["outcome"]], sizes, invertible=True))
+    count = np.bincount(inv, weights=coded.count, minlength=uk.size).astype(np.int64)
+    judge, pair, a, outcome = unpack(uk, sizes)
+    j, i = triangle(pair)
+    canon = pd.DataFrame({"record_id": None, "judge": pd.Categorical.from_codes(judge, texts[order].tolist()),
+                          "i": i.astype(np.int32), "j": j.astype(np.int32), "a": (a - 1).astype(np.int8),
+                          "outcome": outcome.astype(np.int8), "self": i == j, "count": count}, copy=False)
+    out = Comparisons._finish(canon, judge == (rank[human] if human >= 0 else -1), names, v.human_judge,
+                              drop_empty_judges)
+    report_changes(out, v)
+    return out
 
 
-# --------------------------------------------------------------- chunked read
-def _chunks(path: Path, columns: list[str], chunksize: int) -> Iterator[pd.DataFrame]:
-    """Long-format chunks with every column as text (identifiers exactly as written)."""
-    name = path.name.lower()
-    if name.endswith((".parquet", ".pq")):
+# --------------------------------------------------------------- files
+@contextmanager
+def _reading(path: Path) -> Iterator[None]:
+    """Turn every failure to read ``path`` into a :class:`DataError` naming the file."""
+    from pyarrow.lib import ArrowException
+
+    try:
+        yield
+    except (DataError, MemoryError):
+        raise
+    except pd.errors.EmptyDataError as e:
+        raise DataError(f"cannot read {path!s}: the file is empty (no header, no rows)") from e
+    except (OSError, ValueError, EOFError, zlib.error, ArrowException, pd.errors.ParserError) as e:
+        raise DataError(f"cannot read {path!s}: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}") from e
+
+
+def is_parquet(path: str | PathLike[str]) -> bool:
+    """Whether ``path`` names a Parquet file (``.parquet`` or ``.pq``)."""
+    return Path(path).name.lower().endswith(PARQUET_SUFFIXES)
+
+
+def _require_columns(found: Sequence[str], wanted: Sequence[str], path: Path) -> None:
+    missing = [c for c in wanted if c not in found]
+    if missing:
+        raise DataError(f"{path!s} lacks the column(s) {missing}; it has {list(found)}. Map other names with the keyword "
+                        "arguments judge=, item_a=, item_b=, first=, winner= (record_id= for the rows)")
+
+
+def read_csv(path: str | PathLike[str], **kwargs: Any) -> pd.DataFrame:
+    """Read a whole CSV with every column as text exactly as written; a blank cell is missing.
+
+    ``kwargs`` go to :func:`pandas.read_csv` (defaults ``dtype=str``,
+    ``keep_default_na=False``).
+    """
+    p = Path(path)
+    with _reading(p):
+        df = pd.read_csv(p, **{"dtype": str, "keep_default_na": False, **kwargs})
+    for col in df.columns:  # with keep_default_na=False only a blank cell is missing
+        if pd.api.types.is_string_dtype(df[col].dtype):
+            blank = df[col].str.strip().eq("").to_numpy(dtype=bool, na_value=False)
+            if blank.any():
+                df[col] = df[col].astype(object).where(~blank, None)
+    return df
+
+
+def read_parquet(path: str | PathLike[str], columns: Sequence[str], bytes_per_row: int) -> pd.DataFrame:
+    """Read ``columns`` of a Parquet file into pandas, after checking that they and ``bytes_per_row`` more fit."""
+    import pyarrow.parquet as pq
+
+    p = Path(path)
+    with _reading(p):
+        pf = pq.ParquetFile(p)
+        _require_columns(pf.schema_arrow.names, columns, p)
+        meta = pf.metadata
+        where = [pf.schema_arrow.names.index(c) for c in columns]
+        size = sum(meta.row_group(g).column(k).total_uncompressed_size for g in range(meta.num_row_groups)
+                   for k in where)
+        check_read_memory(2 * size + meta.num_rows * bytes_per_row, f"reading {meta.num_rows:,} rows of {p.name}",
+                          "aggregate it with pydial.read_comparisons (chunk by chunk, counts only)")
+        return pf.read(columns=list(columns)).to_pandas()
+
+
+def _chunks(path: Path, columns: list[str], chunksize: int) -> tuple[int | None, Iterator[Any]]:
+    """Return the number of rows (``None`` when unknown) and the chunks of ``columns`` as pyarrow record batches.
+
+    Text columns stay text; a CSV is read with every column as a string, no cell null.
+    """
+    import pyarrow as pa
+
+    if is_parquet(path):
         import pyarrow.parquet as pq
 
-        pf = pq.ParquetFile(path)
-        for batch in pf.iter_batches(batch_size=chunksize, columns=columns):
-            yield batch.to_pandas().astype(str)
-        return
-    reader = pd.read_csv(path, usecols=columns, dtype=str, keep_default_na=False, chunksize=chunksize,
-                         compression="infer")
-    with reader:
-        yield from reader
+        _require_columns(pq.read_schema(path).names, columns, path)
+        pf = pq.ParquetFile(path, read_dictionary=columns)  # text as stored: codes into a dictionary
+        return pf.metadata.num_rows, pf.iter_batches(batch_size=chunksize, columns=columns)
+    import pyarrow.csv as pcsv
+
+    with pcsv.open_csv(path, read_options=pcsv.ReadOptions(block_size=1 << 16)) as head:
+        _require_columns(head.schema.names, columns, path)
+    read = pcsv.ReadOptions(block_size=int(min(max(chunksize * 40, 1 << 16), 1 << 30)))
+    convert = pcsv.ConvertOptions(column_types={c: pa.string() for c in columns}, include_columns=columns,
+                                  strings_can_be_null=False, quoted_strings_can_be_null=False)
+    return None, pcsv.open_csv(path, read_options=read, convert_options=convert)
 
 
 def read_comparisons(path: str | PathLike[str], *, human_judge: str = "human", items: Sequence[str] | None = None,
-                     chunksize: int = 500_000, drop_empty_judges: bool = False, judge: str = "judge",
-                     item_a: str = "item_a", item_b: str = "item_b", first: str = "first",
-                     winner: str = "winner") -> Comparisons:
+                     chunksize: int = 1_000_000, drop_empty_judges: bool = False, strip_names: bool = True,
+                     allow_similar_names: bool = False, judge: str = "judge", item_a: str = "item_a",
+                     item_b: str = "item_b", first: str = "first", winner: str = "winner") -> Comparisons:
     """Stream a long-format file into cell counts, chunk by chunk.
 
-    Reads CSV (``.csv``), gzip CSV (``.csv.gz``) or Parquet (``.parquet``, through
-    pyarrow) ``chunksize`` rows at a time, validates each chunk (on its distinct
-    values) and keeps only its counts per ``(judge, item_a, item_b, first,
-    winner)``; memory is that of one chunk plus the counts, not the whole table.
-    Identifier columns are read as text exactly as written (names are stripped of
-    surrounding whitespace).  The record ids are not kept: the result is aggregated
-    data as from :meth:`~pydial.Comparisons.from_counts` (``cov="record"`` needs
-    :meth:`~pydial.Comparisons.from_frame` / ``from_csv``).
+    Reads CSV (``.csv``), gzip CSV (``.csv.gz``) or Parquet (``.parquet``, ``.pq``)
+    through pyarrow, about ``chunksize`` rows at a time; each chunk is validated on its
+    distinct values with the rules of :meth:`~pydial.Comparisons.from_frame` and only
+    its counts per ``(judge, item_a, item_b, first, winner)`` are kept, so memory is that
+    of one chunk plus the counts, not the whole table.  Identifier columns are read as
+    text exactly as written (a Parquet column keeps its type: an integer ``4`` is the
+    name ``"4"``, a float ``4.0`` the name ``"4.0"``, and both in one file are refused as
+    in ``from_frame``); a blank cell of a CSV is missing.  The record ids are not kept:
+    the result is aggregated data as from :meth:`~pydial.Comparisons.from_counts`
+    (``cov="record"`` needs :meth:`~pydial.Comparisons.from_frame` / ``from_csv`` /
+    ``from_parquet``).  On a terminal a progress bar shows reads of two million rows or
+    more.
 
     Raises
     ------
     DataError
-        Unreadable file, missing columns, blank names, unknown ``first`` (LLM rows)
-        or ``winner`` values, naming the offending rows (0-based data-row numbers).
+        Unreadable, truncated or corrupt file, missing columns, missing or blank names,
+        unknown ``first`` (LLM rows) or ``winner`` values, naming the file, the column and
+        the offending rows (0-based data-row numbers).
+    MemoryLimitError
+        A chunk, or the counts gathered so far, would not fit in the memory available
+        (see :func:`pydial.ingest.memory_available`); a smaller ``chunksize`` may help.
     """
     path = Path(path)
     mapping = dict(zip(COLUMNS[1:], (judge, item_a, item_b, first, winner)))
-    cols = list(mapping.values())
-    acc: list[pd.DataFrame] = []
-    registry: dict[str, int] = {}
+    check_read_memory(chunksize * CHUNK_BYTES_PER_ROW, f"reading {path.name} in chunks of {chunksize:,} rows",
+                      "pass a smaller chunksize")
+    v = Validator(mapping, human_name(human_judge, strip_names), strip=strip_names, allow_similar=allow_similar_names,
+                  blank_is_missing=True)
+    parts: list[Coded] = []
     offset = 0
-    try:
-        for ch in _chunks(path, cols, chunksize):
-            ch = ch[cols].set_axis(list(mapping), axis=1)
-            ch.index = pd.RangeIndex(offset, offset + len(ch))
-            offset += len(ch)
-            acc.append(_chunk_counts(ch, human_judge, mapping, registry))
-            if len(acc) > 8:  # keep the running counts compact
-                acc = [_sum_counts(acc)]
-    except (OSError, ValueError, UnicodeDecodeError, pd.errors.ParserError) as e:
-        if isinstance(e, DataError):
-            raise
-        raise DataError(f"cannot read {path!s}: {e}") from e
-    if not acc:
+    with _reading(path):
+        rows, batches = _chunks(path, list(mapping.values()), chunksize)
+        with progress(rows, f"reading {path.name}", estimate=path.stat().st_size // TEXT_BYTES_PER_ROW) as advance:
+            for batch in batches:
+                n = batch.num_rows
+                coded = v.chunk({c: batch.column(u) for c, u in mapping.items()}, pd.RangeIndex(offset, offset + n))
+                offset += n
+                parts.append(aggregate(coded, len(v.judges.texts), len(v.items.texts)))
+                if len(parts) > 8:  # keep the running counts compact
+                    keys = sum(len(p) for p in parts)
+                    check_read_memory(keys * KEY_BYTES, f"counting {path.name} ({keys:,} distinct keys so far)",
+                                      "aggregate the file where it lives (e.g. DuckDB, Spark) and pass the counts "
+                                      "to Comparisons.from_counts")
+                    parts = [aggregate(concat(parts), len(v.judges.texts), len(v.items.texts))]
+                advance(n)
+    if offset == 0:
         raise DataError(f"{path!s} has no rows")
-    g = _sum_counts(acc)
-    R = max(len(registry), 1)
-    kj, ka, kb, kf = (g[c].to_numpy(np.int64) for c in _KEY)
-    uk, codes = np.unique(((kj * R + ka) * R + kb) * 3 + kf, return_inverse=True)  # one integer key per row
-    wide = pd.DataFrame(index=pd.RangeIndex(uk.size))
-    names = np.asarray(sorted(registry, key=registry.__getitem__), dtype=object)
-    rest = uk // 3
-    wide["judge"] = pd.Categorical.from_codes(rest // (R * R), categories=names)
-    wide["item_a"] = pd.Categorical.from_codes((rest // R) % R, categories=names)
-    wide["item_b"] = pd.Categorical.from_codes(rest % R, categories=names)
-    wide["first"] = pd.Categorical.from_codes(uk % 3, categories=["", *FIRST_VALUES])
-    for w, col in enumerate(_COUNTS):  # winner codes follow WINNER_VALUES: a, b, tie, both_bad
-        m = (g["winner"] == w).to_numpy()
-        wide[col] = np.bincount(codes[m], weights=g["count"].to_numpy()[m], minlength=uk.size).astype(np.int64)
-    return _from_count_table(wide, human_judge=human_judge, items=items, drop_empty_judges=drop_empty_judges)
-
-
-def _chunk_counts(ch: pd.DataFrame, human_judge: str, mapping: dict[str, str], registry: dict[str, int]) -> pd.DataFrame:
-    """Validate one chunk and count it per ``(judge, item_a, item_b, first, winner)``.
-
-    The names are replaced by integer codes of ``registry`` (shared by all chunks) to keep
-    the counts small.
-    """
-    for c in ("judge", "item_a", "item_b"):
-        ch[c] = ch[c].str.strip()
-        blank = (ch[c] == "").to_numpy()
-        if blank.any():
-            raise DataError(f"empty or missing {c.replace('_', ' ')} name in column {mapping[c]!r} at "
-                            f"{rows_text(ch.index[blank])}")
-    is_human = (ch["judge"] == human_judge).to_numpy()
-    for c, allowed in (("winner", WINNER_VALUES), ("first", FIRST_VALUES)):
-        codes, uniq = pd.factorize(ch[c])
-        low = np.asarray([str(x).strip().lower() for x in uniq], dtype=object)
-        ok_u = np.isin(low, allowed)
-        bad = ~ok_u[codes] if codes.size else np.zeros(0, bool)
-        if c == "first":
-            bad &= ~is_human
-            low = np.where(ok_u, low, "")
-        if bad.any():
-            vals = sorted({str(x) for x in ch[c].to_numpy()[bad]})[:5]
-            raise DataError(f"unknown {c} value(s) {vals} in column {mapping[c]!r} at {rows_text(ch.index[bad])}; "
-                            f"allowed: {list(allowed)}")
-        ch[c] = low[codes]
-    ch.loc[is_human, "first"] = ""
-    for c in ("judge", "item_a", "item_b"):  # integer codes of a registry shared by the chunks
-        codes, uniq = pd.factorize(ch[c])
-        ids = np.asarray([registry.setdefault(str(x), len(registry)) for x in uniq], dtype=np.int64)
-        ch[c] = ids[codes]
-    for c, vals in (("first", ["", *FIRST_VALUES]), ("winner", list(WINNER_VALUES))):
-        ch[c] = pd.Categorical(ch[c], categories=vals).codes.astype(np.int8)
-    return ch.groupby([*_KEY, "winner"], sort=False).size().rename("count").reset_index()
-
-
-def _sum_counts(parts: list[pd.DataFrame]) -> pd.DataFrame:
-    return pd.concat(parts, ignore_index=True).groupby([*_KEY, "winner"], sort=False, as_index=False)["count"].sum()
+    v.finish(items)
+    return comparisons_from_coded(v, concat(parts), items, drop_empty_judges)

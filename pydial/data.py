@@ -24,36 +24,32 @@ they are counted and reported by :meth:`Comparisons.summary`, never dropped sile
 from __future__ import annotations
 
 import warnings
+from collections import abc
 from dataclasses import dataclass, field
 from functools import cached_property
 from os import PathLike
-from typing import Any, Iterable, Sequence
+from typing import Any, Iterable, Iterator, Sequence
 
 import numpy as np
 import pandas as pd
+from pandas.api.types import infer_dtype
 
 from .exceptions import DataError, DataWarning
-from .names import UNHASHABLE_CELLS, NameReport, cell_text, names_as_text
+from .ingest import (COLUMNS, FIRST_A, FIRST_VALUES, WINNER_VALUES, Coded, Validator, check_cells, check_read_memory,
+                     duplicated, group, human_name, pack, rows_text)
+from .names import NameReport
 
-FIRST_VALUES = ("a", "b")
-WINNER_VALUES = ("a", "b", "tie", "both_bad")
-COLUMNS = ("record_id", "judge", "item_a", "item_b", "first", "winner")
+__all__ = ["COLUMNS", "FIRST_VALUES", "WINNER_VALUES", "DUPLICATES", "CellTable", "LLMCells", "HumanCells", "Rows",
+           "Comparisons", "canonical", "item_order", "rows_text", "check_cells"]
+
 DUPLICATES = ("keep", "drop", "raise")
+FRAME_BYTES_PER_ROW = 160  # from_frame: the canonical frame, the decisive rows and temporaries, per judgment
 
 # Outcome codes of a canonical row.
 J_WINS, I_WINS, TIE, BOTH_BAD = 0, 1, 2, 3
 
 
-def _take(values: np.ndarray, codes: np.ndarray, missing: object) -> np.ndarray:
-    """``values[codes]`` with ``missing`` where the factorized code is -1 (NaN)."""
-    out = values[np.where(codes < 0, 0, codes)] if values.size else np.full(codes.size, missing, dtype=values.dtype)
-    if (codes < 0).any():
-        out = out.copy()
-        out[codes < 0] = missing
-    return out
-
-
-def item_order(seen: set[str], items: Sequence[str] | None) -> tuple[list[str], dict[str, int]]:
+def item_order(seen: set[str], items: Sequence[Any] | None) -> tuple[list[str], dict[str, int]]:
     """Item names in index order (sorted, or as given by ``items=``) and their index."""
     names = sorted(seen) if items is None else [str(x) for x in items]
     if items is not None:
@@ -67,27 +63,47 @@ def item_order(seen: set[str], items: Sequence[str] | None) -> tuple[list[str], 
     return names, {name: k for k, name in enumerate(names)}
 
 
-def rows_text(index: Sequence[Any], limit: int = 8) -> str:
-    """Format the rows ``index`` for an error message: the first ``limit`` labels and how many in all."""
-    shown = ", ".join(str(x) for x in list(index)[:limit])
-    more = len(index) - limit
-    return f"rows [{shown}{', ...' if more > 0 else ''}] ({len(index)} in all)"
+def canonical(coded: Coded, item_index: np.ndarray, is_human: np.ndarray) -> dict[str, np.ndarray]:
+    """Canonical coding of validated judgments: items ``i < j``, display order ``a`` and outcome.
 
-
-def check_cells(t: pd.DataFrame, names: dict[str, str]) -> None:
-    """Refuse list / dict / set / tuple / array cells in any column of ``t``.
-
-    ``names`` maps its columns to the user's column names, for the message.
+    ``item_index`` maps the item name ids of ``coded`` to item indices.  ``a = +1`` when
+    item ``i`` was shown first, ``-1`` otherwise and ``0`` on the human judge's rows;
+    the outcome is ``I_WINS``, ``J_WINS``, ``TIE`` or ``BOTH_BAD``; ``self`` marks a
+    comparison of an item with itself.  Small integer types: ``i, j`` int32, ``a`` and the
+    outcome int8.
     """
-    for col in t.columns:
-        s = t[col]
-        if s.dtype != object:
-            continue
-        bad = s.map(lambda x: isinstance(x, UNHASHABLE_CELLS)).to_numpy(bool)
-        if bad.any():
-            kind = type(s[bad].iloc[0]).__name__
-            raise DataError(f"column {names.get(col, col)!r} holds {kind} cells at {rows_text(t.index[bad])}; "
-                            "every cell must be a single value (a name, a record id, a/b, a winner label)")
+    ia, ib = item_index[coded.item_a], item_index[coded.item_b]
+    swap = ia > ib
+    a = np.where((coded.first == FIRST_A) != swap, np.int8(1), np.int8(-1))
+    a[is_human] = 0
+    w = coded.winner  # index into WINNER_VALUES: a, b, tie (= TIE), both_bad (= BOTH_BAD)
+    outcome = np.where(w >= TIE, w, np.where((w == 0) != swap, np.int8(I_WINS), np.int8(J_WINS)))
+    return {"i": np.minimum(ia, ib), "j": np.maximum(ia, ib), "a": a, "outcome": outcome, "self": ia == ib}
+
+
+def factorize_records(rec: pd.Series) -> tuple[np.ndarray, pd.Index]:
+    """``pd.factorize(rec)``: codes in order of first appearance (``-1`` where missing) and the distinct ids.
+
+    Sorted integer ids (e.g. ``0, 0, 1, 2, 2, ...``) are coded by their runs, without hashing.
+    """
+    if isinstance(rec.dtype, np.dtype) and rec.dtype.kind in "iu" and len(rec):
+        x = rec.to_numpy()
+        step = x[1:] != x[:-1]
+        if (x[1:] >= x[:-1]).all():
+            codes = np.zeros(x.size, np.int64)
+            np.cumsum(step, out=codes[1:])
+            return codes, pd.Index(x[np.concatenate([[True], step])])
+    return pd.factorize(rec, use_na_sentinel=True)
+
+
+def report_changes(data: "Comparisons", v: Validator) -> None:
+    """Record the names ``v`` stripped of whitespace in ``data.summary()`` and warn (:class:`DataWarning`) if any."""
+    report = NameReport()
+    v.judges.report(report)
+    v.items.report(report)
+    data.frame.attrs["names_stripped"] = report.text()
+    if report.n_stripped:
+        warnings.warn(f"surrounding whitespace stripped from {report.text()}", DataWarning, stacklevel=3)
 
 
 def _int64(x: Any) -> np.ndarray:
@@ -254,6 +270,51 @@ class HumanCells(CellTable):
         super().__init__(np.full(m, g[0] if g.size else -1, np.int64), i, j, np.zeros(m, np.int64), n, y, None)
 
 
+class RecordIds(abc.Sequence):
+    """The distinct record ids in order of first appearance: a read-only sequence (compares equal to the tuple).
+
+    Held as one array, not as a tuple of Python objects (about 36 bytes per record,
+    0.36 GB for ten million records); indexing gives Python values, a slice a tuple.
+    """
+
+    __slots__ = ("_ids",)
+
+    def __init__(self, ids: pd.Index | Sequence[Any]) -> None:
+        self._ids = ids if isinstance(ids, pd.Index) else pd.Index(list(ids), dtype=object)
+
+    def __len__(self) -> int:
+        """Return the number of records."""
+        return len(self._ids)
+
+    def __getitem__(self, k: Any) -> Any:
+        """Return the id at position ``k`` (a tuple for a slice)."""
+        if isinstance(k, slice):
+            return tuple(self._ids[k].tolist())
+        return self._ids[[k]].tolist()[0]
+
+    def __iter__(self) -> Iterator[Any]:
+        """Iterate over the ids (Python values)."""
+        return iter(self._ids.tolist())
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        """Return the ids as an array."""
+        return self._ids.to_numpy(dtype=dtype)
+
+    def __eq__(self, other: object) -> bool:
+        """Compare with another sequence of ids, e.g. a tuple."""
+        if isinstance(other, (RecordIds, tuple, list)):
+            return len(other) == len(self) and tuple(self) == tuple(other)
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        """Hash as the tuple of the ids."""
+        return hash(tuple(self))
+
+    def __repr__(self) -> str:
+        """Show the number of records and the first ids."""
+        return f"RecordIds({len(self)} records: {list(self[:3])}{', ...' if len(self) > 3 else ''})"
+
+
 @dataclass(frozen=True)
 class Rows:
     """The decisive judgments one by one, in canonical coding.
@@ -292,8 +353,9 @@ class Comparisons:
         Decisive judgments one by one (LLM rows first, then human rows); ``None``
         for aggregated input (:meth:`from_counts`, :func:`pydial.read_comparisons`),
         which carries no record ids.
-    record_ids : tuple
-        Distinct record ids; ``rows.record`` indexes it (empty for aggregated input).
+    record_ids : RecordIds or tuple
+        Distinct record ids, a read-only sequence (:class:`RecordIds`); ``rows.record``
+        indexes it (an empty tuple for aggregated input).
     frame : pandas.DataFrame
         All validated rows in canonical coding (columns ``record_id, judge, i, j,
         a, outcome, self``), including the excluded ones; for aggregated input one
@@ -307,7 +369,7 @@ class Comparisons:
     llm: LLMCells
     human: HumanCells
     rows: Rows | None
-    record_ids: tuple[Any, ...]
+    record_ids: Sequence[Any]
     frame: pd.DataFrame = field(repr=False)
     # Results derived from these (immutable) data and shared by several fits: design
     # checks, the structured LLM-only fit, its Hessian.  init=False: a copy made by
@@ -390,124 +452,68 @@ class Comparisons:
             )
         if duplicates not in DUPLICATES:
             raise ValueError(f"duplicates must be one of {DUPLICATES}, got {duplicates!r}")
-        t = df[list(mapping.values())].copy()
-        t.columns = list(COLUMNS)
-        if len(t) == 0:
+        if len(df) == 0:
             raise DataError("the comparison table has no rows")
-        check_cells(t, mapping)
-        name_report = NameReport()
-        human_text = cell_text(human_judge)
-        if human_text is None or isinstance(human_judge, UNHASHABLE_CELLS):
-            raise DataError(f"human_judge must be a single name, got {human_judge!r}")
-        human_judge = human_text.strip() if strip_names else human_text
-        conv = names_as_text({"judge": t["judge"]}, "judge", strip=strip_names, allow_similar=allow_similar_names,
-                             report=name_report, extra=[(human_judge, "human_judge=")])
-        t["judge"] = conv["judge"]
-        conv = names_as_text({"item_a": t["item_a"], "item_b": t["item_b"]}, "item", strip=strip_names,
-                             allow_similar=allow_similar_names, report=name_report,
-                             extra=[(x, "items=") for x in (items or ())])
-        t["item_a"], t["item_b"] = conv["item_a"], conv["item_b"]
-        if items is not None:
-            items = [cell_text(x).strip() if strip_names and cell_text(x) is not None else cell_text(x) for x in items]
-        dup = t.duplicated(keep="first").to_numpy()
-        dup_rows = t.index[dup]
-        if dup.any() and duplicates == "raise":
-            raise DataError(f"{int(dup.sum())} duplicated row(s) (identical in all six columns) at "
-                            f"{rows_text(t.index[dup])}; pass duplicates='keep' or 'drop'")
-        if dup.any() and duplicates == "drop":
-            t = t.loc[~dup]
-
-        # Validate on the distinct values of each column (factorized), not row by row.
-        enc = {col: pd.factorize(t[col], use_na_sentinel=True) for col in COLUMNS[1:]}
-        judge_u = np.asarray(list(enc["judge"][1]), dtype=object)
-        is_human = _take(judge_u == human_judge, enc["judge"][0], False)
-        # Human rows may lack a display order; everything else is required.
-        for col in COLUMNS:
-            na = t[col].isna().to_numpy() if col == "record_id" else enc[col][0] < 0
-            if col == "first":
-                na = na & ~is_human
-            if na.any():
-                raise DataError(f"missing values in column {mapping[col]!r} at {rows_text(t.index[na])}")
-        text = {}
-        for col in ("judge", "item_a", "item_b"):
-            u = np.asarray([str(x) for x in enc[col][1]], dtype=object)
-            blank = _take(np.array([not x.strip() for x in u], dtype=bool), enc[col][0], False)
-            if blank.any():
-                raise DataError(f"empty {col.replace('_', ' ')} name in column {mapping[col]!r} at {rows_text(t.index[blank])}")
-            text[col] = _take(u, enc[col][0], None)
-        wu = np.asarray([str(x).strip().lower() for x in enc["winner"][1]], dtype=object)
-        bad_u = ~np.isin(wu, WINNER_VALUES)
-        bad = _take(bad_u, enc["winner"][0], False)
-        if bad.any():
-            vals = sorted({str(x) for x in enc["winner"][1][bad_u]})[:5]
-            raise DataError(
-                f"unknown winner value(s) {vals} in column {mapping['winner']!r} at {rows_text(t.index[bad])}; "
-                f"allowed: {list(WINNER_VALUES)}"
-            )
-        fu = np.asarray([str(x).strip().lower() for x in enc["first"][1]], dtype=object)
-        bad_u = ~np.isin(fu, FIRST_VALUES)
-        bad = _take(bad_u, enc["first"][0], False) & ~is_human
-        if bad.any():
-            vals = sorted({str(x) for x in enc["first"][1][bad_u]})[:5]
-            raise DataError(
-                f"unknown display-order value(s) {vals} in column {mapping['first']!r} at {rows_text(t.index[bad])}; "
-                f"allowed: {list(FIRST_VALUES)}"
-            )
-        t["judge"], t["item_a"], t["item_b"] = text["judge"], text["item_a"], text["item_b"]
-        wv = _take(wu, enc["winner"][0], None)
-        a_first = _take(fu == "a", enc["first"][0], False)
-
-        ua = [str(x) for x in enc["item_a"][1]]
-        ub = [str(x) for x in enc["item_b"][1]]
-        names, index = item_order(set(ua) | set(ub), items)
-        ia = np.array([index[x] for x in ua], dtype=np.int64)[enc["item_a"][0]]
-        ib = np.array([index[x] for x in ub], dtype=np.int64)[enc["item_b"][0]]
-        swap = ia > ib
-        i = np.where(swap, ib, ia)
-        j = np.where(swap, ia, ib)
-        a_won = wv == "a"
-        i_won = np.where(swap, wv == "b", a_won)
-        outcome = np.select([wv == "tie", wv == "both_bad", i_won], [TIE, BOTH_BAD, I_WINS], J_WINS)
-        # a = +1 when the canonical item i was displayed first.
-        a = np.where(np.where(swap, ~a_first, a_first), 1, -1)
-        a[is_human] = 0
-
-        canon = pd.DataFrame(
-            {
-                "record_id": t["record_id"].to_numpy(),
-                "judge": t["judge"].to_numpy(),
-                "i": i,
-                "j": j,
-                "a": a,
-                "outcome": outcome,
-                "self": ia == ib,
-            },
-            index=t.index,
-        )
-        out = cls._finish(canon, is_human, names, human_judge, drop_empty_judges)
-        out.frame.attrs["names_stripped"] = name_report.text()
-        out.frame.attrs["duplicated_rows"] = (int(dup.sum()), "dropped" if duplicates == "drop" else "kept")
-        notes = []
-        if name_report.n_stripped:
-            notes.append(f"surrounding whitespace stripped from {name_report.text()}")
-        if dup.any():
-            notes.append(f"{int(dup.sum())} duplicated row(s) (identical in all six columns) "
-                         f"{'dropped' if duplicates == 'drop' else 'kept as separate judgments'} "
-                         f"at {rows_text(dup_rows, 3)}")
-        for note in notes:
-            warnings.warn(note, DataWarning, stacklevel=2)
+        check_read_memory(len(df) * FRAME_BYTES_PER_ROW, f"Comparisons.from_frame of {len(df):,} rows",
+                          "aggregate the judgments to counts first (Comparisons.from_counts, or pydial.read_comparisons "
+                          "for a file), or read a part of the table")
+        human_judge = human_name(human_judge, strip_names)
+        v = Validator(mapping, human_judge, strip=strip_names, allow_similar=allow_similar_names)
+        rec = df[record_id]
+        if rec.dtype == object and infer_dtype(rec, skipna=True).startswith("mixed"):
+            check_cells(rec.to_frame("record_id"), mapping)
+        rec_codes, rec_ids = factorize_records(rec)
+        Validator._fail_rows(f"missing values in column {record_id!r}", df.index, rec_codes < 0)
+        unique = len(rec_ids) == len(df)  # every record id differs: no duplicated row
+        coded = v.chunk({c: df[mapping[c]] for c in COLUMNS[1:]}, df.index, spelled=not unique)
+        dup = np.zeros(len(df), bool)
+        if coded.spelled is not None:
+            dup = duplicated(pack([rec_codes, coded.judge, coded.item_a, coded.item_b, coded.spelled],
+                                  [len(rec_ids), len(v.judges.texts), len(v.items.texts), len(v.items.texts),
+                                   int(coded.spelled.max()) + 1]))
+        n_dup = int(dup.sum())
+        if n_dup and duplicates == "raise":
+            raise DataError(f"{n_dup} duplicated row(s) (identical in all six columns) at "
+                            f"{rows_text(df.index[dup])}; pass duplicates='keep' or 'drop'")
+        record, index = rec.array, df.index
+        if n_dup and duplicates == "drop":
+            coded, rec_codes, record, index = coded.select(~dup), rec_codes[~dup], record[~dup], index[~dup]
+        v.finish(items)
+        names, item_index = cls._items(v, items)
+        is_human = coded.judge == v.judges.ids.get(human_judge, -1)
+        canon = pd.DataFrame({"record_id": record, "judge": pd.Categorical.from_codes(coded.judge, v.judges.texts),
+                              **canonical(coded, item_index, is_human)}, index=index, copy=False)
+        del coded
+        out = cls._finish(canon, is_human, names, human_judge, drop_empty_judges, records=(rec_codes, rec_ids))
+        out.frame.attrs["duplicated_rows"] = (n_dup, "dropped" if duplicates == "drop" else "kept")
+        report_changes(out, v)
+        if n_dup:
+            warnings.warn(f"{n_dup} duplicated row(s) (identical in all six columns) "
+                          f"{'dropped' if duplicates == 'drop' else 'kept as separate judgments'} "
+                          f"at {rows_text(df.index[dup], 3)}", DataWarning, stacklevel=2)
         return out
+
+    @staticmethod
+    def _items(v: Validator, items: Sequence[Any] | None) -> tuple[list[str], np.ndarray]:
+        """Item names in index order (:func:`item_order`) and the item index of each item name id of ``v``."""
+        given = None if items is None else [v.items.text(x) for x in items]
+        names, index = item_order(set(v.items.texts), given)
+        return names, np.asarray([index[t] for t in v.items.texts], dtype=np.int32)
 
     @classmethod
     def _finish(cls, canon: pd.DataFrame, is_human: np.ndarray, names: Sequence[str], human_judge: str,
-                drop_empty_judges: bool) -> "Comparisons":
+                drop_empty_judges: bool, records: tuple[np.ndarray, pd.Index] | None = None) -> "Comparisons":
         """List the LLM judges (dropping or refusing those without a decisive judgment) and build."""
-        llm_names = sorted(canon.loc[~is_human, "judge"].unique())
-        decisive = (~canon["self"]) & canon["outcome"].isin([I_WINS, J_WINS])
+        judge = canon["judge"].astype("category").cat
+        codes, cats = judge.codes.to_numpy(), judge.categories
+        outcome = canon["outcome"].to_numpy()
+        decisive = ~canon["self"].to_numpy(bool) & ((outcome == I_WINS) | (outcome == J_WINS))
         if "count" in canon.columns:
-            decisive &= canon["count"] > 0
-        has = set(canon.loc[decisive & ~is_human, "judge"].unique())
-        empty = [k for k in llm_names if k not in has]
+            decisive &= canon["count"].to_numpy() > 0
+        seen = np.bincount(codes[~is_human], minlength=len(cats)) > 0
+        has = np.bincount(codes[decisive & ~is_human], minlength=len(cats)) > 0
+        llm_names = sorted(cats[seen])
+        empty = sorted(cats[seen & ~has])
         dropped: tuple[str, ...] = ()
         if empty and not drop_empty_judges:
             raise DataError(
@@ -516,13 +522,13 @@ class Comparisons:
             )
         if empty:
             dropped = tuple(empty)
-            llm_names = [k for k in llm_names if k in has]
-        out = cls._build(canon, tuple(names), tuple(llm_names), human_judge, dropped)
-        return out
+            llm_names = [k for k in llm_names if k not in dropped]
+        return cls._build(canon, tuple(names), tuple(llm_names), human_judge, dropped, records)
 
     @classmethod
     def from_counts(cls, df: pd.DataFrame, *, human_judge: str = "human", items: Sequence[str] | None = None,
-                    drop_empty_judges: bool = False, allow_similar_names: bool = False) -> "Comparisons":
+                    drop_empty_judges: bool = False, strip_names: bool = True,
+                    allow_similar_names: bool = False) -> "Comparisons":
         """Build from pre-aggregated counts (see :func:`pydial.counts.comparisons_from_counts`).
 
         Columns ``judge, item_a, item_b, first, wins_a, wins_b, ties`` (optional
@@ -534,7 +540,7 @@ class Comparisons:
         from .counts import comparisons_from_counts
 
         return comparisons_from_counts(df, human_judge=human_judge, items=items, drop_empty_judges=drop_empty_judges,
-                                       allow_similar_names=allow_similar_names)
+                                       strip_names=strip_names, allow_similar_names=allow_similar_names)
 
     @classmethod
     def from_csv(cls, path: str | PathLike[str], **kwargs: Any) -> "Comparisons":
@@ -550,22 +556,35 @@ class Comparisons:
         Raises
         ------
         DataError
-            The file cannot be read or is empty, or :meth:`from_frame` refuses it.
+            The file cannot be read or is empty (also a truncated or corrupt gzip file), or
+            :meth:`from_frame` refuses it.
         """
+        from .counts import read_csv
+
         own = {"human_judge", "items", "drop_empty_judges", "strip_names", "allow_similar_names", "duplicates", *COLUMNS}
-        fk = {k: v for k, v in kwargs.items() if k in own}
-        rk = {"dtype": str, "keep_default_na": False, **{k: v for k, v in kwargs.items() if k not in own}}
-        try:
-            df = pd.read_csv(path, **rk)
-        except pd.errors.EmptyDataError as e:
-            raise DataError(f"cannot read {path!s}: the file is empty (no header, no rows)") from e
-        except (OSError, pd.errors.ParserError, UnicodeDecodeError) as e:
-            raise DataError(f"cannot read {path!s}: {e}") from e
-        for col in df.columns:  # with keep_default_na=False only a blank cell is missing
-            blank = df[col].map(lambda x: isinstance(x, str) and not x.strip()).to_numpy(bool)
-            if blank.any():
-                df[col] = df[col].astype(object).where(~blank, None)
-        return cls.from_frame(df, **fk)
+        df = read_csv(path, **{k: v for k, v in kwargs.items() if k not in own})
+        return cls.from_frame(df, **{k: v for k, v in kwargs.items() if k in own})
+
+    @classmethod
+    def from_parquet(cls, path: str | PathLike[str], **kwargs: Any) -> "Comparisons":
+        """Read a long-format Parquet file and pass it to :meth:`from_frame`.
+
+        Only the six columns are read (as mapped by the keyword arguments of
+        :meth:`from_frame`, which are all accepted); the record ids are kept, so every
+        covariance is available.  For a file too large to hold row by row use
+        :func:`pydial.read_comparisons`, which aggregates it chunk by chunk.
+
+        Raises
+        ------
+        DataError
+            The file cannot be read or lacks a column, or :meth:`from_frame` refuses it.
+        MemoryLimitError
+            The rows would not fit in the memory available.
+        """
+        from .counts import read_parquet
+
+        cols = [kwargs.get(c, c) for c in COLUMNS]
+        return cls.from_frame(read_parquet(path, cols, FRAME_BYTES_PER_ROW), **kwargs)
 
     @classmethod
     def _build(
@@ -575,50 +594,71 @@ class Comparisons:
         judges: tuple[str, ...],
         human_judge: str,
         dropped: tuple[str, ...] = (),
+        records: tuple[np.ndarray, pd.Index] | None = None,
     ) -> "Comparisons":
+        """Aggregate the canonical rows ``canon`` of the ``judges`` and the human judge into cells.
+
+        ``records`` (record codes of the rows of ``canon`` and the distinct record ids)
+        saves factorizing the record ids again.
+        """
         K = len(judges)
         jindex = {name: k for k, name in enumerate(judges)}
         jindex[human_judge] = K
-        code = canon["judge"].map(jindex)
-        keep_judge = code.notna().to_numpy()
-        canon = canon.loc[keep_judge].copy()
-        canon["k"] = code[keep_judge].astype(np.int64).to_numpy()
+        judge = canon["judge"].astype("category").cat
+        k = np.asarray([jindex.get(str(x), -1) for x in judge.categories] + [-1], dtype=np.int32)[judge.codes.to_numpy()]
+        keep = k >= 0
+        if not keep.all():
+            canon, k, records = canon.loc[keep], k[keep], None
+        canon = canon.assign(k=k)
         canon.attrs["dropped_judges"] = dropped
-        decisive = ((~canon["self"]) & canon["outcome"].isin([I_WINS, J_WINS])).to_numpy()
+        outcome = canon["outcome"].to_numpy()
+        decisive = ~canon["self"].to_numpy(bool) & ((outcome == I_WINS) | (outcome == J_WINS))
         counted = "count" in canon.columns  # aggregated input: no record ids
         if not counted:
-            rec_codes, rec_uniques = pd.factorize(canon["record_id"], sort=False)
+            rec_codes, rec_uniques = records if records is not None else pd.factorize(canon["record_id"], sort=False)
             canon["rec"] = rec_codes
-        d = canon.loc[decisive]
-        kk, ii, jj, aa = (d[c].to_numpy(np.int64) for c in ("k", "i", "j", "a"))
-        z = (d["outcome"].to_numpy() == I_WINS).astype(float)
-        cnt = d["count"].to_numpy(float) if counted else np.ones(z.size)
         N = len(items)
-        is_h = kk == K
+        # One key (k, i, j, a) per row, computed in place; the human judge (k = K, a = 0) sorts last.
+        key = k.astype(np.int64)
+        key *= N
+        key += canon["i"].to_numpy()
+        key *= N
+        key += canon["j"].to_numpy()
+        key *= 2
+        key += canon["a"].to_numpy() > 0
+        every = bool(decisive.all())
+        won = outcome == I_WINS if every else outcome[decisive] == I_WINS
+        cnt = None if not counted else canon["count"].to_numpy(float) if every else canon["count"].to_numpy(float)[decisive]
+        if not every:
+            key = key[decisive]
+        uk, inv = group(key)
+        del key
+        n = np.bincount(inv, weights=cnt, minlength=uk.size).astype(float)
+        y = np.bincount(inv, weights=won if cnt is None else won * cnt, minlength=uk.size).astype(float)
+        n_llm = int(np.searchsorted(uk, K * N * N * 2))
 
-        # LLM cells keyed by (k, i, j, a).
-        key = ((kk * N + ii) * N + jj) * 2 + (aa > 0)
-        lk, linv = np.unique(key[~is_h], return_inverse=True)
-        ln = np.bincount(linv, weights=cnt[~is_h], minlength=lk.size)
-        ly = np.bincount(linv, weights=(z * cnt)[~is_h], minlength=lk.size)
+        # LLM cells keyed by (k, i, j, a), then human cells keyed by (i, j).
+        lk = uk[:n_llm]
         la = np.where(lk % 2 == 1, 1, -1)
         rest = lk // 2
         lj, rest = rest % N, rest // N
         li, lkj = rest % N, rest // N
-        llm = LLMCells(lkj, li, lj, la, ln, ly)
-
-        hkey = ii[is_h] * N + jj[is_h]
-        hk, hinv = np.unique(hkey, return_inverse=True)
-        human = HumanCells(hk // N, hk % N, np.bincount(hinv, weights=cnt[is_h], minlength=hk.size),
-                           np.bincount(hinv, weights=(z * cnt)[is_h], minlength=hk.size), judge=K)
+        llm = LLMCells(lkj, li, lj, la, n[:n_llm], y[:n_llm])
+        hk = uk[n_llm:] // 2 - K * N * N
+        human = HumanCells(hk // N, hk % N, n[n_llm:], y[n_llm:], judge=K)
         if counted:
             return cls(items, judges, human_judge, llm, human, None, (), canon)
-        cell = np.empty(kk.size, dtype=np.int64)
-        cell[~is_h] = linv
-        cell[is_h] = hinv
-        order = np.concatenate([np.flatnonzero(~is_h), np.flatnonzero(is_h)])
-        rows = Rows(d["rec"].to_numpy(np.int64)[order], kk[order], cell[order], z[order])
-        return cls(items, judges, human_judge, llm, human, rows, tuple(rec_uniques), canon)
+        is_h = inv >= n_llm
+        cell = inv  # index into the LLM or the human cells
+        cell[is_h] -= n_llm
+        take = None if every else np.flatnonzero(decisive)  # the decisive rows, LLM rows first, then human rows
+        if is_h.any() and not is_h.all():
+            order = np.concatenate([np.flatnonzero(~is_h), np.flatnonzero(is_h)])
+            take, cell, won = order if take is None else take[order], cell[order], won[order]
+        rec = np.asarray(rec_codes, dtype=np.int64)
+        rows = Rows(rec if take is None else rec[take], (k if take is None else k[take]).astype(np.int64), cell,
+                    won.astype(float))
+        return cls(items, judges, human_judge, llm, human, rows, RecordIds(rec_uniques), canon)
 
     # -------------------------------------------------------------- properties
     @property
@@ -744,7 +784,8 @@ class Comparisons:
         h_i = int(wt[hm & (f["outcome"] == I_WINS)].sum())
         h_j = int(wt[hm & (f["outcome"] == J_WINS)].sum())
         cells_kij = pd.Series(self.llm.n).groupby([self.llm.judge, self.llm.i, self.llm.j]).sum()
-        pairs_obs = len(set(zip(f.loc[~f["self"], "i"], f.loc[~f["self"], "j"])))
+        other = ~f["self"].to_numpy(bool)
+        pairs_obs = len(pd.unique(f["i"].to_numpy(np.int64)[other] * N + f["j"].to_numpy(np.int64)[other]))
         lm = llm & ~f["self"]
         l_tie = wt.where(lm & (f["outcome"] == TIE), 0)
         ties_by_judge = l_tie[lm].groupby(f.loc[lm, "k"]).sum() / wt[lm].groupby(f.loc[lm, "k"]).sum()

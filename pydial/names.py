@@ -81,87 +81,107 @@ class NameReport:
         return "; ".join(parts)
 
 
-def names_as_text(
-    columns: dict[str, pd.Series],
-    kind: str,
-    *,
-    strip: bool,
-    allow_similar: bool,
-    report: NameReport,
-    extra: Iterable[tuple[Any, str]] = (),
-) -> dict[str, pd.Series]:
-    """Convert the identifier ``columns`` to text by the rules of this module.
+Spelling = tuple[str, str | None]
+"""A name as written: its text and, for a numeric cell, the key shared by equal values (``4`` and ``4.0``)."""
 
-    The columns share one namespace, e.g. ``item_a`` and ``item_b``.
+
+def spelling(x: Any) -> Spelling | None:
+    """Return the :data:`Spelling` of one identifier cell (``None`` when missing)."""
+    text = cell_text(x)
+    return None if text is None else (text, _numeric_key(x))
+
+
+class NameSpace:
+    """The judge or the item names of one data set, gathered from every column and chunk.
+
+    Each distinct text (stripped when ``strip``) gets an id in order of appearance;
+    :meth:`check` then refuses two spellings of one name (see the module docstring).
 
     Parameters
     ----------
-    columns : dict
-        User column name -> values.
     kind : str
         ``"judge"`` or ``"item"`` (for messages and the report).
-    strip, allow_similar : bool
-        See the module docstring.
-    report : NameReport
-        Receives the names changed by stripping.
-    extra : iterable of (value, where)
-        Names given outside the table (``human_judge``, ``items=``) that join the
-        similar-spelling check.
-
-    Returns
-    -------
-    dict
-        Column name -> object Series of ``str`` (``None`` where missing).
-
-    Raises
-    ------
-    DataError
-        Two spellings of one name (see the module docstring).
+    strip : bool
+        Strip surrounding whitespace; the names changed are kept in :attr:`changed`.
     """
-    out: dict[str, pd.Series] = {}
-    spellings: dict[str, set[str]] = {}  # key -> texts
-    where: dict[str, str] = {}
-    changed: dict[str, str] = {}
 
-    def note(nkey: str | None, text: str, origin: str) -> None:
-        key = nkey or fold(text)
-        spellings.setdefault(key, set()).add(text)
-        where.setdefault(text, origin)
+    def __init__(self, kind: str, *, strip: bool) -> None:
+        self.kind = kind
+        self.strip = strip
+        self.ids: dict[str, int] = {}
+        self.texts: list[str] = []
+        self.changed: dict[str, str] = {}
+        self._spellings: dict[str, set[str]] = {}  # comparison key -> texts
+        self._where: dict[str, str] = {}
 
-    for col, s in columns.items():
-        if s.dtype == object and not s.map(type).eq(str).all():
-            # Python objects of mixed types: keep 4 and 4.0 apart while factorizing
-            tagged = s.map(lambda x: None if cell_text(x) is None else (cell_text(x), _numeric_key(x)))
-            codes, uniq = pd.factorize(tagged, use_na_sentinel=True)
-            pairs = list(uniq)
-        else:
-            codes, uniq = pd.factorize(s, use_na_sentinel=True)
-            pairs = [(cell_text(u), _numeric_key(u)) for u in uniq]
-        texts: list[str | None] = []
-        for text, nkey in pairs:
-            if strip and text is not None:
+    def _note(self, nkey: str | None, text: str, origin: str) -> None:
+        self._spellings.setdefault(nkey or fold(text), set()).add(text)
+        self._where.setdefault(text, origin)
+
+    def text(self, raw: Any) -> str | None:
+        """Return the text of a name given outside the table (``human_judge``, ``items=``), stripped when :attr:`strip`."""
+        text = cell_text(raw)
+        return text.strip() if self.strip and text is not None else text
+
+    def add(self, spelled: Iterable[Spelling | None], origin: str) -> tuple[np.ndarray, np.ndarray]:
+        """Register distinct spellings of ``origin`` (e.g. ``"column 'item_a'"``).
+
+        Returns
+        -------
+        ids : int64 array
+            Name id of each spelling; ``-1`` when missing or blank.
+        blank : bool array
+            Whether the spelling is blank (empty after stripping).
+        """
+        ids, blank = [], []
+        for s in spelled:
+            if s is None:
+                ids.append(-1)
+                blank.append(False)
+                continue
+            text, nkey = s
+            if self.strip:
                 new = text.strip()
                 if new != text:
-                    changed.setdefault(text, new)
+                    self.changed.setdefault(text, new)
                 text = new
+            if not text.strip():
+                ids.append(-1)
+                blank.append(True)
+                continue
+            if text not in self.ids:
+                self.ids[text] = len(self.texts)
+                self.texts.append(text)
+            self._note(nkey, text, origin)
+            ids.append(self.ids[text])
+            blank.append(False)
+        return np.asarray(ids, dtype=np.int64), np.asarray(blank, dtype=bool)
+
+    def check(self, allow_similar: bool, extra: Iterable[tuple[Any, str]] = ()) -> None:
+        """Refuse two spellings of one name, among the names added and ``extra`` ``(value, origin)`` pairs.
+
+        Raises
+        ------
+        DataError
+            Two spellings of one name, unless ``allow_similar``.
+        """
+        for raw, origin in extra:
+            text = self.text(raw)
             if text is not None:
-                note(nkey, text, f"column {col!r}")
-            texts.append(text)
-        arr = np.asarray(texts + [None], dtype=object)
-        out[col] = pd.Series(arr[np.where(codes < 0, len(texts), codes)], index=s.index, dtype=object)
-    for raw, origin in extra:
-        text = cell_text(raw)
-        if text is None:
-            continue
-        note(_numeric_key(raw), text.strip() if strip else text, origin)
-    if not allow_similar:
-        for key, spelled in spellings.items():
-            if len(spelled) > 1:
-                shown = sorted(spelled)
-                raise DataError(
-                    f"{kind} names {', '.join(repr(t) for t in shown[:4])} (from {', '.join(sorted({where[t] for t in shown}))}) "
-                    "differ only by letter case, surrounding whitespace or numeric type; they would be separate "
-                    f"{kind}s. Fix the spelling, or pass allow_similar_names=True (--allow-similar-names) to keep them apart"
-                )
-    report.stripped[kind] = report.stripped.get(kind, []) + sorted(changed.items())
-    return out
+                self._note(_numeric_key(raw), text, origin)
+        if allow_similar:
+            return
+        clashes = sorted(sorted(spelled) for spelled in self._spellings.values() if len(spelled) > 1)
+        if clashes:
+            shown, kind = clashes[0], self.kind  # the first in sorted order, whatever the order of the rows
+            more = f" ({len(clashes) - 1} more such group(s) of names)" if len(clashes) > 1 else ""
+            raise DataError(
+                f"{kind} names {', '.join(repr(t) for t in shown[:4])} (from "
+                f"{', '.join(sorted({self._where[t] for t in shown}))}) differ only by letter case, surrounding "
+                f"whitespace or numeric type; they would be separate {kind}s{more}. Fix the spelling, or pass "
+                "allow_similar_names=True (--allow-similar-names) to keep them apart"
+            )
+
+    def report(self, report: NameReport) -> None:
+        """Add the names changed by stripping to ``report``."""
+        report.stripped[self.kind] = report.stripped.get(self.kind, []) + sorted(self.changed.items())

@@ -1,0 +1,404 @@
+"""One validation for every reader: columns to integer codes, checked on their distinct values.
+
+Every input path (:meth:`pydial.Comparisons.from_frame`, ``from_csv``, ``from_parquet``,
+``from_counts``, :func:`pydial.read_comparisons` and the command line) hands its columns,
+a whole table or one chunk at a time, to a :class:`Validator`.  Each column is
+factorized once (pandas or pyarrow, whichever holds it); the rules are applied to the
+distinct values only, and a row is looked at only to name it in an error:
+
+* judge and item names follow :mod:`pydial.names` (text, stripped, similar spellings);
+* a missing cell (null, ``None``, ``NaN``; in a text file also a blank cell) is refused,
+  except ``first`` on the human judge's rows, which is ignored;
+* ``first`` must be ``a``/``b`` and ``winner`` one of ``a, b, tie, both_bad`` (letter case
+  and surrounding whitespace ignored).
+
+The result of a chunk is a :class:`Coded` table of small integers; aggregated readers
+sum it per key (:func:`aggregate`).  Memory is checked before a read
+(:func:`check_read_memory`), and long reads show a progress bar on a terminal.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import dataclass
+from contextlib import contextmanager
+from typing import Any, Callable, Iterable, Iterator, Sequence
+
+import numpy as np
+import pandas as pd
+from pandas.api.types import infer_dtype
+
+from .exceptions import DataError, MemoryLimitError
+from .names import UNHASHABLE_CELLS, NameSpace, Spelling, cell_text, spelling
+
+FIRST_VALUES = ("a", "b")
+WINNER_VALUES = ("a", "b", "tie", "both_bad")
+COLUMNS = ("record_id", "judge", "item_a", "item_b", "first", "winner")
+
+# Display-order codes of a Coded table (0: not used, the human judge's rows).
+FIRST_NONE, FIRST_A, FIRST_B = 0, 1, 2
+MEMORY_LIMIT_ENV = "PYDIAL_MEMORY_LIMIT"
+PROGRESS_MIN_ROWS = 2_000_000  # shorter reads take a second or two: no progress bar
+
+
+def rows_text(index: Sequence[Any], limit: int = 8) -> str:
+    """Format the rows ``index`` for an error message: the first ``limit`` labels and how many in all."""
+    shown = ", ".join(str(x) for x in list(index)[:limit])
+    more = len(index) - limit
+    return f"rows [{shown}{', ...' if more > 0 else ''}] ({len(index)} in all)"
+
+
+def check_cells(t: pd.DataFrame, names: dict[str, str]) -> None:
+    """Refuse list / dict / set / tuple / array cells in any column of ``t``.
+
+    ``names`` maps its columns to the user's column names, for the message.
+    """
+    for col in t.columns:
+        s = t[col]
+        if s.dtype != object:
+            continue
+        bad = s.map(lambda x: isinstance(x, UNHASHABLE_CELLS)).to_numpy(bool)
+        if bad.any():
+            kind = type(s[bad].iloc[0]).__name__
+            raise DataError(f"column {names.get(col, col)!r} holds {kind} cells at {rows_text(t.index[bad])}; "
+                            "every cell must be a single value (a name, a record id, a/b, a winner label)")
+
+
+# ------------------------------------------------------------ one column
+def encode(values: Any, column: str) -> tuple[np.ndarray, list[Spelling | None]]:
+    """Factorize one column: integer codes per row and the spelling of each distinct value.
+
+    ``values`` is a pandas Series or a pyarrow array.  Codes are ``-1`` where a cell is
+    missing; the spellings are :func:`pydial.names.spelling` of the distinct values that
+    occur (``None`` for a missing one, e.g. ``NaN`` stored as a value in a Parquet file).
+    A list / dict cell raises :class:`DataError` naming ``column`` and the rows.
+    """
+    if isinstance(values, pd.Series) and (isinstance(values.dtype, pd.ArrowDtype)
+                                          or getattr(values.dtype, "storage", None) == "pyarrow"):
+        import pyarrow as pa
+
+        values = pa.array(values.array)  # the Arrow data the Series holds, not a copy
+    if isinstance(values, pd.Series):
+        s = values
+        if isinstance(s.dtype, pd.CategoricalDtype):
+            return _occurring(s.cat.codes.to_numpy(np.int64), list(s.cat.categories))
+        if s.dtype == object and infer_dtype(s, skipna=True).startswith("mixed"):
+            # Python objects of several types: refuse containers, keep 4 and 4.0 apart
+            check_cells(s.to_frame(column), {})
+            codes, uniq = pd.factorize(s.map(spelling), use_na_sentinel=True)
+            return codes.astype(np.int64, copy=False), list(uniq)
+        codes, uniq = pd.factorize(s, use_na_sentinel=True)
+        return codes.astype(np.int64, copy=False), [spelling(x) for x in uniq.tolist()]
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    arr = values.combine_chunks() if isinstance(values, pa.ChunkedArray) else values
+    encoded = isinstance(arr, pa.DictionaryArray)  # as read (Parquet), its dictionary may hold more values
+    if not encoded:
+        arr = pc.dictionary_encode(arr)
+    codes = pc.fill_null(arr.indices, -1).to_numpy(zero_copy_only=False)
+    if encoded:
+        return _occurring(codes, arr.dictionary.to_pylist())
+    return codes, [spelling(x) for x in arr.dictionary.to_pylist()]
+
+
+def _occurring(codes: np.ndarray, values: list[Any]) -> tuple[np.ndarray, list[Spelling | None]]:
+    """Codes and spellings of the ``values`` (categories, a dictionary) that occur in ``codes``."""
+    used = np.bincount(codes + 1, minlength=len(values) + 1)[1:] > 0
+    if used.all():
+        return codes, [spelling(x) for x in values]
+    new = np.append(np.cumsum(used) - 1, -1)  # code -1 (missing) -> the last entry
+    return new[codes], [spelling(x) for x, u in zip(values, used) if u]
+
+
+@dataclass
+class Coded:
+    """Validated judgments as small integers, one row per judgment or per key with its ``count``.
+
+    Attributes
+    ----------
+    judge, item_a, item_b : integer arrays
+        Ids of the judge and item names in the :class:`Validator`'s name spaces.
+    first : int8 array
+        ``FIRST_A`` / ``FIRST_B``; ``FIRST_NONE`` on the human judge's rows.
+    winner : int8 array
+        Index into ``WINNER_VALUES``.
+    count : int64 array or None
+        Judgments per row (``None``: one each).
+    spelled : int64 array or None
+        Per row, a code of ``first`` and ``winner`` as written (for finding duplicated rows).
+    """
+
+    judge: np.ndarray
+    item_a: np.ndarray
+    item_b: np.ndarray
+    first: np.ndarray
+    winner: np.ndarray
+    count: np.ndarray | None = None
+    spelled: np.ndarray | None = None
+
+    def __len__(self) -> int:
+        """Return the number of rows."""
+        return int(self.judge.size)
+
+    def select(self, mask: np.ndarray) -> "Coded":
+        """Return the rows where ``mask`` is true."""
+        return Coded(*(x[mask] for x in (self.judge, self.item_a, self.item_b, self.first, self.winner)),
+                     *(None if x is None else x[mask] for x in (self.count, self.spelled)))
+
+
+def human_name(human_judge: Any, strip: bool) -> str:
+    """Return the text of ``human_judge`` (stripped when ``strip``), as the judge names are converted."""
+    text = cell_text(human_judge)
+    if text is None or isinstance(human_judge, UNHASHABLE_CELLS):
+        raise DataError(f"human_judge must be a single name, got {human_judge!r}")
+    return text.strip() if strip else text
+
+
+def _label(value: str) -> str:
+    return value.strip().lower()
+
+
+class Validator:
+    """The rules of every reader, applied chunk by chunk with name spaces shared by the chunks.
+
+    Parameters
+    ----------
+    columns : dict
+        pydial's column name (``judge``, ``item_a``, ...) -> the user's, for messages.
+    human_judge : str
+        The (stripped) name of the human judge.
+    strip, allow_similar : bool
+        Name rules of :mod:`pydial.names`.
+    blank_is_missing : bool
+        A blank cell counts as missing (text files), not as an empty name.
+    """
+
+    def __init__(self, columns: dict[str, str], human_judge: str, *, strip: bool = True, allow_similar: bool = False,
+                 blank_is_missing: bool = False) -> None:
+        self.columns = columns
+        self.human_judge = human_judge
+        self.blank_is_missing = blank_is_missing
+        self.allow_similar = allow_similar
+        self.judges = NameSpace("judge", strip=strip)
+        self.items = NameSpace("item", strip=strip)
+
+    @staticmethod
+    def _fail_rows(message: str, index: pd.Index, bad: np.ndarray, tail: str = "") -> None:
+        """Raise :class:`DataError` with ``message`` naming the rows where ``bad`` (then ``tail``), if any."""
+        if bad.any():
+            raise DataError(f"{message} at {rows_text(index[np.flatnonzero(bad)])}{tail}")
+
+    def _names(self, space: NameSpace, col: str, values: Any, index: pd.Index) -> np.ndarray:
+        """Name ids of column ``col`` (missing or blank names raise, naming the rows)."""
+        codes, spelled = encode(values, self.columns[col])
+        ids, blank = space.add(spelled, f"column {self.columns[col]!r}")
+        missing = (ids < 0) & ~blank
+        if self.blank_is_missing:
+            missing |= blank
+            blank = np.zeros_like(blank)
+        missing = np.append(missing, True)  # code -1 -> the last entry
+        self._fail_rows(f"missing values in column {self.columns[col]!r}", index, missing[codes])
+        if blank.any():
+            self._fail_rows(f"empty {col.replace('_', ' ')} name in column {self.columns[col]!r}", index,
+                            np.append(blank, False)[codes])
+        return np.append(ids, -1).astype(np.int32)[codes]
+
+    def _labels(self, col: str, values: Any, allowed: tuple[str, ...], index: pd.Index,
+                skip: np.ndarray | None) -> tuple[np.ndarray, np.ndarray, int]:
+        """Codes of a ``first`` / ``winner`` column: 1-based index into ``allowed`` (0 where ``skip``).
+
+        Also returns the factorized codes as written and their number of distinct values.
+        """
+        codes, spelled = encode(values, self.columns[col])
+        texts = [None if s is None or (self.blank_is_missing and not s[0].strip()) else s[0] for s in spelled]
+        lut = np.array([0 if t is None else (allowed.index(_label(t)) + 1 if _label(t) in allowed else -1)
+                        for t in texts] + [0], dtype=np.int8)
+        out = lut[codes]
+        if skip is not None:
+            out[skip] = 0
+        self._fail_rows(f"missing values in column {self.columns[col]!r}", index, out == 0 if skip is None else
+                        (out == 0) & ~skip)
+        bad = out < 0
+        if bad.any():
+            vals = sorted({texts[c] or "" for c in np.unique(codes[bad])})[:5]
+            what = "display-order" if col == "first" else "winner"
+            self._fail_rows(f"unknown {what} value(s) {vals} in column {self.columns[col]!r}", index, bad,
+                            f"; allowed: {list(allowed)}")
+        return out, codes, len(spelled)
+
+    def chunk(self, table: dict[str, Any], index: pd.Index, *, with_winner: bool = True,
+              spelled: bool = False) -> Coded:
+        """Validate one chunk (columns ``judge, item_a, item_b, first`` and ``winner``) into a :class:`Coded` table.
+
+        ``index`` labels the rows in messages.  Without ``winner`` (count tables) the
+        winner codes are zeros; with ``spelled`` the table keeps a code of ``first`` and
+        ``winner`` as written (:attr:`Coded.spelled`).
+        """
+        judge = self._names(self.judges, "judge", table["judge"], index)
+        a = self._names(self.items, "item_a", table["item_a"], index)
+        b = self._names(self.items, "item_b", table["item_b"], index)
+        human = self.judges.ids.get(self.human_judge, -2)
+        is_human = judge == human
+        first, fcodes, _ = self._labels("first", table["first"], FIRST_VALUES, index, is_human)
+        if not with_winner:
+            return Coded(judge, a, b, first, np.zeros(judge.size, np.int8))
+        winner, wcodes, nw = self._labels("winner", table["winner"], WINNER_VALUES, index, None)
+        winner -= 1
+        return Coded(judge, a, b, first, winner, spelled=(fcodes + 1) * (nw + 1) + wcodes + 1 if spelled else None)
+
+    def finish(self, items: Sequence[Any] | None) -> None:
+        """Check the names of all chunks for similar spellings (with ``human_judge`` and ``items=``)."""
+        self.judges.check(self.allow_similar, [(self.human_judge, "human_judge=")])
+        self.items.check(self.allow_similar, [(x, "items=") for x in (items or ())])
+
+
+# -------------------------------------------------------------- keys
+def pack(columns: Sequence[np.ndarray], sizes: Sequence[int], *, invertible: bool = False) -> np.ndarray:
+    """One int64 key per row for the integer ``columns`` (``0 <= columns[c] < sizes[c]``).
+
+    Mixed radix (:func:`unpack` inverts it) while the key space fits in 62 bits; beyond,
+    the partial key is factorized to dense codes first (not invertible: with
+    ``invertible=True`` a :class:`DataError` is raised instead).
+    """
+    key = np.asarray(columns[0], dtype=np.int64)
+    span = max(int(sizes[0]), 1)
+    for col, size in zip(columns[1:], sizes[1:]):
+        size = max(int(size), 1)
+        if span * size >= 2**62:
+            if invertible:
+                raise DataError(f"too many distinct names to count: keys of sizes {list(sizes)} exceed 62 bits")
+            key, uniq = pd.factorize(key)
+            span = max(len(uniq), 1)
+        key = key * size + col
+        span *= size
+    return key
+
+
+def unpack(key: np.ndarray, sizes: Sequence[int]) -> list[np.ndarray]:
+    """Return the columns of a key of :func:`pack` (``invertible``)."""
+    out = []
+    for size in sizes[:0:-1]:
+        size = max(int(size), 1)
+        out.append(key % size)
+        key = key // size
+    return [key, *out[::-1]]
+
+
+def duplicated(key: np.ndarray) -> np.ndarray:
+    """Whether each row's ``key`` occurred in an earlier row (``pandas.DataFrame.duplicated(keep="first")``)."""
+    codes, uniq = pd.factorize(key)
+    if len(uniq) == codes.size:
+        return np.zeros(codes.size, bool)
+    out = np.zeros(codes.size, bool)
+    out[1:] = codes[1:] <= np.maximum.accumulate(codes)[:-1]  # a new key gets the next code
+    return out
+
+
+def group(key: np.ndarray, *, sort: bool = True) -> tuple[np.ndarray, np.ndarray]:
+    """Distinct keys and the inverse, as ``np.unique(key, return_inverse=True)`` (unsorted without ``sort``).
+
+    Non-negative keys in a range of at most ``max(8 n, 2**26)`` are marked in a table of
+    the range (sorted; five bytes per key of the range, resident only where keys fall);
+    others are hashed and only the distinct keys sorted.
+    """
+    span = int(key.max()) + 1 if key.size else 0
+    if key.size and key.min() >= 0 and span <= max(8 * key.size, 1 << 26) and key.size < 2**31:
+        present = np.zeros(span, bool)
+        present[key] = True
+        uniq = np.flatnonzero(present)
+        del present
+        rank = np.empty(span, np.int32)  # written (and paged in) only where a key occurs
+        rank[uniq] = np.arange(uniq.size, dtype=np.int32)
+        return uniq, rank[key].astype(np.int64)
+    codes, uniq = pd.factorize(key, sort=False)
+    if not sort:
+        return np.asarray(uniq), codes
+    order = np.argsort(uniq, kind="stable")
+    rank = np.empty(order.size, np.int64)
+    rank[order] = np.arange(order.size)
+    return np.asarray(uniq)[order], rank[codes]
+
+
+def aggregate(coded: Coded, n_judges: int, n_items: int) -> Coded:
+    """Sum the counts of equal judgments of ``coded`` (one row per key).
+
+    Each pair is first put in the order of its name ids (``item_a`` the smaller id; the
+    display order and winner follow), so both orientations of a pair share a key.
+    """
+    flip = coded.item_a > coded.item_b
+    lo, hi = np.minimum(coded.item_a, coded.item_b).astype(np.int64), np.maximum(coded.item_a, coded.item_b).astype(np.int64)
+    first = np.where((coded.first == FIRST_NONE) | ~flip, coded.first, FIRST_A + FIRST_B - coded.first)
+    winner = np.where((coded.winner < 2) & flip, 1 - coded.winner, coded.winner)  # a <-> b
+    sizes = (n_judges, n_items * (n_items + 1) // 2, 3, len(WINNER_VALUES))
+    uk, inv = group(pack([coded.judge, hi * (hi + 1) // 2 + lo, first, winner], sizes, invertible=True), sort=False)
+    count = np.bincount(inv, weights=coded.count, minlength=uk.size)
+    j, pair, f, w = unpack(uk, sizes)
+    b, a = triangle(pair)
+    return Coded(j, a, b, f.astype(np.int8), w.astype(np.int8), count.astype(np.int64))
+
+
+def triangle(pair: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Return ``(j, i)`` with ``i <= j`` of the triangular pair index ``pair = j (j + 1) / 2 + i``."""
+    j = ((np.sqrt(8.0 * pair + 1) - 1) // 2).astype(np.int64)
+    j -= j * (j + 1) // 2 > pair  # exact whatever the rounding of the square root
+    j += (j + 1) * (j + 2) // 2 <= pair
+    return j, pair - j * (j + 1) // 2
+
+
+def concat(parts: Iterable[Coded]) -> Coded:
+    """Stack :class:`Coded` tables (counts of one where a part has none)."""
+    parts = list(parts)
+
+    def stack(field: str) -> np.ndarray:
+        return np.concatenate([getattr(p, field) for p in parts])
+
+    cnt = np.concatenate([np.ones(len(p), np.int64) if p.count is None else p.count for p in parts])
+    return Coded(stack("judge"), stack("item_a"), stack("item_b"), stack("first"), stack("winner"), cnt)
+
+
+# ------------------------------------------------------- memory, progress
+def memory_available() -> int | None:
+    """Bytes a read may plan for: the available memory, capped by ``PYDIAL_MEMORY_LIMIT`` when set.
+
+    ``PYDIAL_MEMORY_LIMIT`` holds a number of bytes, or a number with ``KB``, ``MB`` or
+    ``GB`` (powers of 1000), e.g. ``PYDIAL_MEMORY_LIMIT=4GB``.
+    """
+    from .resources import available_bytes
+
+    avail = available_bytes()
+    text = os.environ.get(MEMORY_LIMIT_ENV, "").strip().upper()
+    if not text:
+        return avail
+    scale = next((10 ** (3 * (k + 1)) for k, unit in enumerate(("KB", "MB", "GB")) if text.endswith(unit)), 1)
+    try:
+        limit = int(float(text[:-2] if scale > 1 else text) * scale)
+    except ValueError:
+        raise DataError(f"{MEMORY_LIMIT_ENV}={os.environ[MEMORY_LIMIT_ENV]!r} is not a number of bytes "
+                        "(e.g. 4000000000 or 4GB)") from None
+    return limit if avail is None else min(avail, limit)
+
+
+def check_read_memory(need: int, what: str, remedy: str) -> None:
+    """Raise :class:`MemoryLimitError` when ``need`` bytes exceed :func:`memory_available`."""
+    avail = memory_available()
+    if avail is not None and need > avail:
+        raise MemoryLimitError(f"{what} needs about {need / 1e9:.2f} GB, but only {avail / 1e9:.2f} GB are available "
+                               f"(set {MEMORY_LIMIT_ENV} to change the limit); {remedy}")
+
+
+@contextmanager
+def progress(rows: int | None, desc: str, *, estimate: int = 0) -> Iterator[Callable[[int], Any]]:
+    """Show a ``tqdm`` bar of ``rows`` rows on a terminal, for reads of ``PROGRESS_MIN_ROWS`` rows or more.
+
+    ``rows`` may be ``None`` (unknown; ``estimate`` then decides whether to show it).
+    Yields the function that advances the bar by a number of rows (doing nothing without a bar).
+    """
+    if (rows if rows is not None else estimate) < PROGRESS_MIN_ROWS or not sys.stderr.isatty():
+        yield lambda n: None
+        return
+    from tqdm import tqdm
+
+    with tqdm(total=rows, desc=desc, unit="rows", unit_scale=True, leave=False) as bar:
+        yield bar.update
