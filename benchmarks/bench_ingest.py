@@ -41,12 +41,14 @@ PARQUET_OPS = ("from_frame", "from_counts", "from_parquet", "read_comparisons", 
 TEXT_OPS = ("from_csv", "read_comparisons")
 
 
-def long_table(N: int, rows: int, K: int = 10, human: float = 0.01, seed: int = 0, offset: int = 0):
+def long_table(N: int, rows: int, K: int = 10, human: float = 0.01, seed: int = 0, offset: int = 0, text: str = "str"):
     """A long table of ``rows`` judgments of ``N`` items (``K`` LLM judges and people).
 
     Uniform random pairs ``a != b``, ``P(a wins) = logistic(s_a - s_b)`` with standard
     normal scores ``s`` (fixed by ``seed``, not by ``offset``), first shown at random;
     about ``human`` of the rows are the human judge's.  ``K = 0`` gives people only.
+    ``text`` is the dtype of the text columns: ``"str"`` (pandas' Arrow strings) or
+    ``"object"`` (Python strings).
     """
     import numpy as np
     import pandas as pd
@@ -60,7 +62,6 @@ def long_table(N: int, rows: int, K: int = 10, human: float = 0.01, seed: int = 
     g = np.full(rows, K) if K == 0 else np.where(rng.random(rows) < human, K, rng.integers(0, K, rows))
     win = np.where(rng.random(rows) < 1 / (1 + np.exp(s[b] - s[a])), "a", "b")
     first = np.where(rng.random(rows) < 0.5, "a", "b")
-    text = "str"
     return pd.DataFrame({"record_id": np.arange(offset, offset + rows), "judge": pd.array(judges[g], dtype=text),
                          "item_a": pd.array(names[a], dtype=text), "item_b": pd.array(names[b], dtype=text),
                          "first": pd.array(first, dtype=text), "winner": pd.array(win, dtype=text)})
@@ -99,6 +100,8 @@ def child(spec: dict) -> dict:
     table = None
     if op == "from_frame":
         table = pd.read_parquet(path)
+        if spec.get("text") == "object":
+            table = table.astype({c: object for c in ("judge", "item_a", "item_b", "first", "winner")})
     elif op == "from_counts":
         f = pd.read_parquet(path)
         f["first"] = f["first"].where(f["judge"] != "human", "")
@@ -186,6 +189,7 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--sizes", default="2000000:300,10000000:1000", help="ROWS:N pairs")
     p.add_argument("--judges", type=int, default=10, help="LLM judges K (0: people only, as in bench_peers.py)")
+    p.add_argument("--text", choices=("str", "object"), default="str", help="dtype of the text columns of from_frame's table")
     p.add_argument("--files", action="store_true", help="also write and read CSV and gzip CSV")
     p.add_argument("--ops", default=",".join(PARQUET_OPS + TEXT_OPS[:1]))
     p.add_argument("--big", type=int, default=0, help="rows of a Parquet file read only by read_comparisons")
@@ -202,7 +206,7 @@ def main() -> None:
             for path in paths:
                 for op in ops:
                     if op in (PARQUET_OPS if path.suffix == ".parquet" else TEXT_OPS):
-                        show(run_child({"op": op, "path": str(path)}))
+                        show(run_child({"op": op, "path": str(path), "text": args.text}))
         if args.big:
             path = folder / f"big_{args.big}.parquet"
             t0 = time.perf_counter()

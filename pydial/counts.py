@@ -150,7 +150,7 @@ def comparisons_from_coded(v: Validator, coded: Coded, items: Sequence[Any] | No
 
 # --------------------------------------------------------------- files
 @contextmanager
-def _reading(path: Path) -> Iterator[None]:
+def reading(path: Path) -> Iterator[None]:
     """Turn every failure to read ``path`` into a :class:`DataError` naming the file."""
     from pyarrow.lib import ArrowException
 
@@ -183,7 +183,7 @@ def read_csv(path: str | PathLike[str], **kwargs: Any) -> pd.DataFrame:
     ``keep_default_na=False``).
     """
     p = Path(path)
-    with _reading(p):
+    with reading(p):
         df = pd.read_csv(p, **{"dtype": str, "keep_default_na": False, **kwargs})
     for col in df.columns:  # with keep_default_na=False only a blank cell is missing
         if pd.api.types.is_string_dtype(df[col].dtype):
@@ -198,7 +198,7 @@ def read_parquet(path: str | PathLike[str], columns: Sequence[str], bytes_per_ro
     import pyarrow.parquet as pq
 
     p = Path(path)
-    with _reading(p):
+    with reading(p):
         pf = pq.ParquetFile(p)
         _require_columns(pf.schema_arrow.names, columns, p)
         meta = pf.metadata
@@ -270,7 +270,7 @@ def read_comparisons(path: str | PathLike[str], *, human_judge: str = "human", i
                   blank_is_missing=True)
     parts: list[Coded] = []
     offset = 0
-    with _reading(path):
+    with reading(path):
         rows, batches = _chunks(path, list(mapping.values()), chunksize)
         with progress(rows, f"reading {path.name}", estimate=path.stat().st_size // TEXT_BYTES_PER_ROW) as advance:
             for batch in batches:

@@ -36,7 +36,7 @@ from pandas.api.types import infer_dtype
 
 from .exceptions import DataError, DataWarning
 from .ingest import (COLUMNS, FIRST_A, FIRST_VALUES, WINNER_VALUES, Coded, Validator, check_cells, check_read_memory,
-                     duplicated, group, human_name, pack, rows_text)
+                     duplicated, fail_rows, group, human_name, pack, rows_text)
 from .names import NameReport
 
 __all__ = ["COLUMNS", "FIRST_VALUES", "WINNER_VALUES", "DUPLICATES", "CellTable", "LLMCells", "HumanCells", "Rows",
@@ -463,7 +463,7 @@ class Comparisons:
         if rec.dtype == object and infer_dtype(rec, skipna=True).startswith("mixed"):
             check_cells(rec.to_frame("record_id"), mapping)
         rec_codes, rec_ids = factorize_records(rec)
-        Validator._fail_rows(f"missing values in column {record_id!r}", df.index, rec_codes < 0)
+        fail_rows(f"missing values in column {record_id!r}", df.index, rec_codes < 0)
         unique = len(rec_ids) == len(df)  # every record id differs: no duplicated row
         coded = v.chunk({c: df[mapping[c]] for c in COLUMNS[1:]}, df.index, spelled=not unique)
         dup = np.zeros(len(df), bool)

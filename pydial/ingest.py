@@ -65,6 +65,12 @@ def check_cells(t: pd.DataFrame, names: dict[str, str]) -> None:
                             "every cell must be a single value (a name, a record id, a/b, a winner label)")
 
 
+def fail_rows(message: str, index: pd.Index, bad: np.ndarray, tail: str = "") -> None:
+    """Raise :class:`DataError` with ``message`` naming the rows of ``index`` where ``bad`` (then ``tail``), if any."""
+    if bad.any():
+        raise DataError(f"{message} at {rows_text(index[np.flatnonzero(bad)])}{tail}")
+
+
 # ------------------------------------------------------------ one column
 def encode(values: Any, column: str) -> tuple[np.ndarray, list[Spelling | None]]:
     """Factorize one column: integer codes per row and the spelling of each distinct value.
@@ -184,12 +190,6 @@ class Validator:
         self.judges = NameSpace("judge", strip=strip)
         self.items = NameSpace("item", strip=strip)
 
-    @staticmethod
-    def _fail_rows(message: str, index: pd.Index, bad: np.ndarray, tail: str = "") -> None:
-        """Raise :class:`DataError` with ``message`` naming the rows where ``bad`` (then ``tail``), if any."""
-        if bad.any():
-            raise DataError(f"{message} at {rows_text(index[np.flatnonzero(bad)])}{tail}")
-
     def _names(self, space: NameSpace, col: str, values: Any, index: pd.Index) -> np.ndarray:
         """Name ids of column ``col`` (missing or blank names raise, naming the rows)."""
         codes, spelled = encode(values, self.columns[col])
@@ -199,9 +199,9 @@ class Validator:
             missing |= blank
             blank = np.zeros_like(blank)
         missing = np.append(missing, True)  # code -1 -> the last entry
-        self._fail_rows(f"missing values in column {self.columns[col]!r}", index, missing[codes])
+        fail_rows(f"missing values in column {self.columns[col]!r}", index, missing[codes])
         if blank.any():
-            self._fail_rows(f"empty {col.replace('_', ' ')} name in column {self.columns[col]!r}", index,
+            fail_rows(f"empty {col.replace('_', ' ')} name in column {self.columns[col]!r}", index,
                             np.append(blank, False)[codes])
         return np.append(ids, -1).astype(np.int32)[codes]
 
@@ -218,13 +218,13 @@ class Validator:
         out = lut[codes]
         if skip is not None:
             out[skip] = 0
-        self._fail_rows(f"missing values in column {self.columns[col]!r}", index, out == 0 if skip is None else
+        fail_rows(f"missing values in column {self.columns[col]!r}", index, out == 0 if skip is None else
                         (out == 0) & ~skip)
         bad = out < 0
         if bad.any():
             vals = sorted({texts[c] or "" for c in np.unique(codes[bad])})[:5]
             what = "display-order" if col == "first" else "winner"
-            self._fail_rows(f"unknown {what} value(s) {vals} in column {self.columns[col]!r}", index, bad,
+            fail_rows(f"unknown {what} value(s) {vals} in column {self.columns[col]!r}", index, bad,
                             f"; allowed: {list(allowed)}")
         return out, codes, len(spelled)
 

@@ -17,6 +17,7 @@ from typing import Any, Iterable, Mapping
 
 import pandas as pd
 
+from .counts import reading
 from .data import COLUMNS
 from .exceptions import DataError
 
@@ -220,15 +221,11 @@ def from_table(
     """
     p = Path(path)
     rep = ConversionReport(f"table {p.name}")
-    try:
+    with reading(p):
         if p.suffix == ".parquet":
             t = pd.read_parquet(p, **read_kwargs)
         else:
             t = pd.read_csv(p, **{"dtype": str, "keep_default_na": False, **read_kwargs})
-    except ImportError as e:
-        raise DataError(f"reading {p.name} needs an optional package: {e}") from e
-    except (OSError, ValueError) as e:
-        raise DataError(f"cannot read {p}: {e}") from e
     mapping = {k: (columns or {}).get(k, k) for k in COLUMNS}
     _require(t, mapping.values(), f"table {p.name}")
     rep.read = len(t)

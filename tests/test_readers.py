@@ -308,9 +308,10 @@ def test_a_broken_gzip_file_is_a_data_error_naming_it(tmp_path, sim_frame, how, 
     for read in (pydial.read_comparisons, Comparisons.from_csv):
         with pytest.raises(DataError, match=rf"cannot read .*{how}\.csv\.gz"):
             read(path)
-    assert main(["check", str(path)]) == EXIT_DATA
-    err = capsys.readouterr().err
-    assert err.startswith("pydial: bad input: cannot read") and "Traceback" not in err and len(err.splitlines()) == 1
+    for argv in (["check", str(path)], ["convert", "table", str(path), "--out", str(tmp_path / "out.csv")]):
+        assert main(argv) == EXIT_DATA
+        err = capsys.readouterr().err
+        assert err.startswith("pydial: bad input: cannot read") and "Traceback" not in err and len(err.splitlines()) == 1
 
 
 def test_a_missing_parquet_column_is_named(tmp_path, sim_frame):
