@@ -30,7 +30,6 @@ from .exceptions import ArgumentWarning, ConvergenceError, DataError, DialError,
 from .fitting import (
     centered_design,
     centering_basis,
-    difference_design,
     fit_calibration,
     fit_human_btl,
     fit_order_btl,
@@ -43,7 +42,7 @@ from .inference import (ANCHORED_COVS, check_cov_type, consensus_table, finite_i
                         position_effect_tables, score_tables, staged_linearization, unknown_cov)
 from .penalty import check_penalty
 from .likelihood import human_loss
-from .model import CALIBRATIONS, DEFAULT_CALIBRATION, DEFAULT_RANK, Calibration, Chart
+from .model import CALIBRATIONS, DEFAULT_CALIBRATION, DEFAULT_RANK, Calibration, Chart, difference_design
 from .design import ESTIMATORS
 from .resources import check_memory, progress
 from .results import DialResult

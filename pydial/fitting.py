@@ -24,21 +24,12 @@ from .data import Comparisons, HumanCells, LLMCells
 from .engines import BTLFit, StructuredFit
 from .meats import Influence
 from .likelihood import Objective, binomial_nll
-from .model import Chart, centering_basis, structure_from_S
+from .model import Chart, centering_basis, difference_design, structure_from_S
 from .optim import BOX, OptimResult, newton
 from .penalty import FirthPenalty, check_penalty
 
 
 # --------------------------------------------------------------------- GLMs
-def difference_design(i: np.ndarray, j: np.ndarray, N: int) -> sp.csr_matrix:
-    """Rows ``(e_i - e_j)^T`` of the item-difference design ``D`` (sparse m x N)."""
-    m = i.size
-    rows = np.repeat(np.arange(m), 2)
-    cols = np.column_stack([i, j]).ravel()
-    vals = np.tile([1.0, -1.0], m)
-    return sp.csr_matrix((vals, (rows, cols)), shape=(m, N))
-
-
 @dataclass(frozen=True)
 class Design:
     """A GLM design ``X B`` kept factored.

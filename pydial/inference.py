@@ -22,12 +22,12 @@ from scipy.stats import norm
 
 from .data import Comparisons
 from .exceptions import ConvergenceError, ConvergenceWarning, CovarianceWarning, IdentifiabilityError
-from .fitting import Design, centered_design, centering_basis, difference_design, glm_information
+from .fitting import Design, centered_design, centering_basis, glm_information
 from .likelihood import CellJacobian, Cells, Objective
 from .meats import (ANCHORED_COVS, CLUSTERED, COV_DESCRIPTIONS, COV_TYPES, CellStats, Influence, Linearization, Meat,
                     MeatSource, OutcomeStats, check_cov_type, degenerate_meat, independent_meat, influence_covariance,
                     as_sparse, linearize, meat_covariance, outcome_meat, parameter_meat, stack_influence)
-from .model import Chart, consensus_gamma
+from .model import Chart, consensus_gamma, difference_design
 from .optim import OptimResult, pinv_sym
 
 __all__ = ["ANCHORED_COVS", "CLUSTERED", "COV_DESCRIPTIONS", "COV_TYPES", "CellStats", "Influence", "Linearization", "Meat",

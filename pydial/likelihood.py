@@ -29,7 +29,7 @@ from scipy.special import expit
 
 from .data import CellTable, Comparisons, HumanCells, LLMCells
 from .meats import Influence
-from .model import Chart
+from .model import Chart, difference_design
 from .penalty import CalibrationFirthPenalty, check_penalty
 from .ties import CellDerivatives
 
@@ -76,8 +76,6 @@ def weighted_loss(s: np.ndarray, S: np.ndarray, b: np.ndarray, data: Comparisons
 
 def calibration_firth_penalty(data: Comparisons) -> CalibrationFirthPenalty:
     """Jeffreys prior of the human calibration GLM (design ``D_H M``, normalization ``1/n_H``)."""
-    from .fitting import difference_design
-
     H = data.human
     return CalibrationFirthPenalty(difference_design(H.i, H.j, data.N).toarray(), H.n.astype(float), 1.0 / data.n_human)
 

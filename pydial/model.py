@@ -73,6 +73,19 @@ class Structure:
         raise ValueError(f"calibration must be one of {CALIBRATIONS}, got {calibration!r}")
 
 
+def difference_design(i: np.ndarray, j: np.ndarray, N: int) -> sparse.csr_matrix:
+    """Rows ``(e_i - e_j)^T`` of the item-difference design ``D`` (sparse m x N).
+
+    ``D s`` are the score differences ``s_i - s_j`` of the comparisons' linear predictors
+    (eq. binomial-model-human; eq. binomial-model-llm adds the order column).
+    """
+    m = i.size
+    rows = np.repeat(np.arange(m), 2)
+    cols = np.column_stack([i, j]).ravel()
+    vals = np.tile([1.0, -1.0], m)
+    return sparse.csr_matrix((vals, (rows, cols)), shape=(m, N))
+
+
 def centering_basis(N: int) -> np.ndarray:
     """``T`` (N x N-1) with ``s = T beta`` centered: the last score is minus the sum.
 

@@ -271,7 +271,8 @@ def human_information(s: np.ndarray, pairs: np.ndarray, weights: np.ndarray) -> 
 
     The comparison Laplacian of eq. comparison-laplacian for ``w = rho``.
     """
-    from .fitting import difference_design, glm_information
+    from .fitting import glm_information
+    from .model import difference_design
 
     D = difference_design(pairs[:, 0], pairs[:, 1], s.size)
     return glm_information(D, np.asarray(weights, float), expit(D @ s))
@@ -799,7 +800,7 @@ def next_pairs(
     pi, pj = np.triu_indices(N, 1)
     pairs = np.column_stack([pi, pj])
     cost = _costs(costs, items, pairs)
-    from .fitting import difference_design
+    from .model import difference_design
 
     D = difference_design(pi, pj, N)
     X = D @ blk.B                              # x_ij = B^T (e_i - e_j), one row per pair

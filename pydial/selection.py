@@ -36,11 +36,11 @@ import scipy.sparse as sp
 from scipy.special import expit
 
 from .data import Comparisons, HumanCells
-from .fitting import (BTLFit, Design, centered_design, dense_design, difference_design, fit_calibration, fit_human_btl,
+from .fitting import (BTLFit, Design, centered_design, dense_design, fit_calibration, fit_human_btl,
                   fit_structured, glm_information)
 from .meats import independent_meat
 from .likelihood import Cells, Objective, binomial_nll, human_loss
-from .model import Chart
+from .model import Chart, difference_design
 from .optim import (BOX, ZERO_EIG_RTOL, OptimResult, newton, pinv_from_eigh, pinv_gauge, pinv_sym,
                     single_threaded_blas)
 from .penalty import FirthPenalty

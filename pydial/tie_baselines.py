@@ -29,9 +29,10 @@ import pandas as pd
 
 from .data import Comparisons
 from .exceptions import IdentifiabilityError
-from .fitting import Design, centered_design, centering_basis, difference_design
+from .fitting import Design, centered_design, centering_basis
 from .inference import Linearization, two_step_maps
 from .likelihood import TieCells, tie_human_loss, tie_totals
+from .model import difference_design
 from .tie_fits import (NUMPY_TIE, TieOptimizers, tie_glm_influence, log_nu_start, human_tie_fit, judge_tie_tables,
                        stack_tie_influence, tie_glm, tie_glm_terms, tie_staged_fit, tie_table)
 

@@ -50,11 +50,11 @@ from scipy.stats import norm
 from .calibration_test import calibration_lrt
 from .data import I_WINS, J_WINS, TIE, Comparisons
 from .engines import TieOptimizers
-from .fitting import Design, centered_design, centering_basis, difference_design, initial_theta, logistic_glm
+from .fitting import Design, centered_design, centering_basis, initial_theta, logistic_glm
 from .inference import (Linearization, MeatSource, OutcomeStats, consensus_table, outcome_meat, position_effect_tables,
                         two_step_maps, unknown_cov)
 from .likelihood import TieCells, TieObjective, tie_groups, tie_human_loss, tie_totals
-from .model import Calibration, Chart, consensus_gamma
+from .model import Calibration, Chart, consensus_gamma, difference_design
 from .optim import OptimResult, newton, pinv_sym
 from .selection import (DEFAULT_MULTIPLES, SCORE_LIMIT, Candidate, candidate_weights, guard, path_candidates, path_table,
                         select_candidate, stack_path_tables)

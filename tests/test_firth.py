@@ -19,7 +19,8 @@ from scipy.special import expit
 
 import pydial
 from fdcheck import fd_jacobian
-from pydial.fitting import centering_basis, difference_design, fit_human_btl, fit_order_btl, logistic_glm
+from pydial.fitting import centering_basis, fit_human_btl, fit_order_btl, logistic_glm
+from pydial.model import difference_design
 from pydial.likelihood import Objective, binomial_nll
 from pydial.model import Chart
 from pydial.penalty import FirthPenalty

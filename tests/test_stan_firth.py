@@ -19,7 +19,8 @@ import pydial
 from scipy.special import expit
 
 from pydial.estimators import numpy_pooled, staged_fit
-from pydial.fitting import centering_basis, difference_design, fit_calibration, fit_human_btl, fit_order_btl, fit_structured, initial_theta
+from pydial.model import difference_design
+from pydial.fitting import centering_basis, fit_calibration, fit_human_btl, fit_order_btl, fit_structured, initial_theta
 from pydial.likelihood import Objective
 from pydial.model import Chart
 from pydial.penalty import FirthPenalty

@@ -18,7 +18,8 @@ from pydial.likelihood import TieCells, tie_totals
 from pydial.simulate import simulate
 from pydial.tie_baselines import POOLED_LABEL, pooled_cross_derivative
 from pydial.tie_fits import tie_glm_terms
-from pydial.fitting import Design, difference_design, centering_basis
+from pydial.fitting import Design, centering_basis
+from pydial.model import difference_design
 
 
 @pytest.fixture(scope="module")
