@@ -67,7 +67,7 @@ def _load(args: argparse.Namespace):
     from .datasets import NAMES
     from .datasets import path as bundled
 
-    from .counts import is_parquet
+    from .files import is_parquet
 
     src = bundled(args.data) if args.data in NAMES else args.data
     read = Comparisons.from_parquet if is_parquet(src) else Comparisons.from_csv

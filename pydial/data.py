@@ -36,7 +36,8 @@ from pandas.api.types import infer_dtype
 
 from .exceptions import DataError, DataWarning
 from .ingest import (COLUMNS, FIRST_A, FIRST_VALUES, WINNER_VALUES, Coded, Validator, check_cells, check_read_memory,
-                     duplicated, fail_rows, group, human_name, pack, rows_text)
+                     concat, duplicated, fail_rows, group, human_name, pack, rows_text, triangle, unpack)
+from .files import read_csv, read_parquet
 from .names import NameReport
 
 __all__ = ["COLUMNS", "FIRST_VALUES", "WINNER_VALUES", "DUPLICATES", "CellTable", "LLMCells", "HumanCells", "Rows",
@@ -331,6 +332,27 @@ class Rows:
     z: np.ndarray
 
 
+COUNT_COLUMNS: tuple[str, ...] = ("judge", "item_a", "item_b", "first", "wins_a", "wins_b", "ties")
+"""Required columns of :meth:`Comparisons.from_counts` (``both_bad`` is optional)."""
+
+_COUNTS = ("wins_a", "wins_b", "ties", "both_bad")  # in the order of WINNER_VALUES
+MAX_TOTAL = 2**53  # judgments in all: the cell tables hold counts as float64, exact below 2**53
+
+
+def _count_column(values: pd.Series, col: str, index: pd.Index) -> np.ndarray:
+    """Validate one count column: non-negative integers below ``2**53`` (bad rows named)."""
+    num = pd.to_numeric(values, errors="coerce")
+    f = np.asarray(num.to_numpy(dtype=float, na_value=np.nan))
+    with np.errstate(invalid="ignore"):
+        bad = ~np.isfinite(f) | (f < 0) | (f != np.round(f)) | (f >= MAX_TOTAL)
+    if bad.any():
+        raise DataError(f"column {col!r} must hold non-negative integer counts below 2**53; bad values at "
+                        f"{rows_text(index[bad])}")
+    if pd.api.types.is_integer_dtype(num.dtype):
+        return np.asarray(num.to_numpy(), dtype=np.int64)  # exact below 2**53, as checked
+    return f.astype(np.int64)
+
+
 @dataclass(frozen=True)
 class Comparisons:
     """Validated pairwise judgments of LLM judges and (optionally) people.
@@ -529,18 +551,92 @@ class Comparisons:
     def from_counts(cls, df: pd.DataFrame, *, human_judge: str = "human", items: Sequence[str] | None = None,
                     drop_empty_judges: bool = False, strip_names: bool = True,
                     allow_similar_names: bool = False) -> "Comparisons":
-        """Build from pre-aggregated counts (see :func:`pydial.counts.comparisons_from_counts`).
+        """Build from pre-aggregated counts, validated with the rules of :meth:`from_frame`.
 
-        Columns ``judge, item_a, item_b, first, wins_a, wins_b, ties`` (optional
-        ``both_bad``); ``first`` is ``"a"``/``"b"`` on LLM rows and may be empty on
-        human rows; repeated keys are summed.  The result has no record ids, so
-        ``cov="record"`` is refused with :class:`DataError`; every other covariance
-        equals the one computed from the rows the counts came from.
+        The result has no record ids, so ``cov="record"`` is refused with
+        :class:`DataError`; every other covariance equals the one computed from the rows
+        the counts came from (the binomial models depend on the judgments only through
+        the cell counts, eq. binomial-model-llm and eq. binomial-model-human).
+
+        Parameters
+        ----------
+        df : pandas.DataFrame
+            Columns ``judge, item_a, item_b, first, wins_a, wins_b, ties`` and optionally
+            ``both_bad``: the number of judgments of ``judge`` on ``(item_a, item_b)``
+            shown in order ``first`` (``"a"`` or ``"b"``, as in the long format; ignored
+            and may be empty on the human judge's rows) won by ``item_a``, by
+            ``item_b``, tied and judged both bad.  Rows with the same key are summed.
+        human_judge : str, default "human"
+        items : sequence of str, optional
+            Item order (as in :meth:`~pydial.Comparisons.from_frame`).
+        drop_empty_judges, strip_names, allow_similar_names : bool
+            As in :meth:`~pydial.Comparisons.from_frame`: names are text (``4`` and ``4.0``
+            are two spellings of one name and refused), stripped of surrounding whitespace
+            (reported), and two names differing only by case or whitespace are refused.
+
+        Raises
+        ------
+        DataError
+            Missing columns, missing or blank names, an unknown ``first`` on an LLM row,
+            or counts that are not non-negative integers or sum to ``2**53`` or more (the
+            rows are named).
         """
-        from .counts import comparisons_from_counts
+        if not isinstance(df, pd.DataFrame):
+            raise DataError(f"expected a pandas DataFrame, got {type(df).__name__}")
+        missing = [c for c in COUNT_COLUMNS if c not in df.columns]
+        if missing:
+            raise DataError(f"missing column(s) {missing} for aggregated counts; the table has columns {list(df.columns)} "
+                            f"(need {list(COUNT_COLUMNS)}, optional 'both_bad')")
+        v = Validator({c: c for c in COLUMNS[1:]}, human_name(human_judge, strip_names), strip=strip_names,
+                      allow_similar=allow_similar_names)
+        coded = v.chunk({c: df[c] for c in COUNT_COLUMNS[:4]}, df.index, with_winner=False)
+        parts = []
+        for w, col in enumerate(_COUNTS):
+            if col not in df.columns:
+                continue
+            n = _count_column(df[col], col, df.index)
+            part = coded.select(n > 0)
+            parts.append(Coded(part.judge, part.item_a, part.item_b, part.first, np.full(len(part), w, np.int8), n[n > 0]))
+        v.finish(items)
+        return cls.from_coded(v, concat(parts), items, drop_empty_judges)
 
-        return comparisons_from_counts(df, human_judge=human_judge, items=items, drop_empty_judges=drop_empty_judges,
-                                       strip_names=strip_names, allow_similar_names=allow_similar_names)
+    @classmethod
+    def from_coded(cls, v: Validator, coded: Coded, items: Sequence[Any] | None,
+                   drop_empty_judges: bool = False) -> "Comparisons":
+        """Build aggregated data from validated counts (``coded.count``; the names of ``v``).
+
+        The common end of :meth:`from_counts` and :func:`pydial.read_comparisons`.
+
+        The canonical frame holds one row per ``(judge, i, j, a, outcome)`` with its
+        ``count``, judges in name order, whatever the order or chunking of the input.
+        """
+        names, item_index = cls._items(v, items)
+        assert coded.count is not None
+        total = float(coded.count.sum(dtype=float))
+        if total == 0:
+            raise DataError("the count table holds no judgment (all counts are 0)")
+        if total >= MAX_TOTAL:
+            raise DataError(f"the counts sum to {total:.3g} judgments, 2**53 or more; counts that large are not exact")
+        texts = np.asarray(v.judges.texts, dtype=object)
+        order = np.argsort(texts, kind="stable")
+        rank = np.empty(order.size, np.int64)
+        rank[order] = np.arange(order.size)
+        human = v.judges.ids.get(v.human_judge, -1)
+        is_human = coded.judge == human
+        c = canonical(coded, item_index, is_human)
+        i, j = c["i"].astype(np.int64), c["j"].astype(np.int64)
+        sizes = (len(texts), len(names) * (len(names) + 1) // 2, 3, 4)  # pairs i <= j counted once
+        uk, inv = group(pack([rank[coded.judge], j * (j + 1) // 2 + i, c["a"] + 1, c["outcome"]], sizes, invertible=True))
+        count = np.bincount(inv, weights=coded.count, minlength=uk.size).astype(np.int64)
+        judge, pair, a, outcome = unpack(uk, sizes)
+        j, i = triangle(pair)
+        canon = pd.DataFrame({"record_id": None, "judge": pd.Categorical.from_codes(judge, texts[order].tolist()),
+                              "i": i.astype(np.int32), "j": j.astype(np.int32), "a": (a - 1).astype(np.int8),
+                              "outcome": outcome.astype(np.int8), "self": i == j, "count": count}, copy=False)
+        out = cls._finish(canon, judge == (rank[human] if human >= 0 else -1), names, v.human_judge,
+                                  drop_empty_judges)
+        report_changes(out, v)
+        return out
 
     @classmethod
     def from_csv(cls, path: str | PathLike[str], **kwargs: Any) -> "Comparisons":
@@ -559,8 +655,6 @@ class Comparisons:
             The file cannot be read or is empty (also a truncated or corrupt gzip file), or
             :meth:`from_frame` refuses it.
         """
-        from .counts import read_csv
-
         own = {"human_judge", "items", "drop_empty_judges", "strip_names", "allow_similar_names", "duplicates", *COLUMNS}
         df = read_csv(path, **{k: v for k, v in kwargs.items() if k not in own})
         return cls.from_frame(df, **{k: v for k, v in kwargs.items() if k in own})
@@ -581,8 +675,6 @@ class Comparisons:
         MemoryLimitError
             The rows would not fit in the memory available.
         """
-        from .counts import read_parquet
-
         cols = [kwargs.get(c, c) for c in COLUMNS]
         return cls.from_frame(read_parquet(path, cols, FRAME_BYTES_PER_ROW), **kwargs)
 

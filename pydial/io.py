@@ -17,7 +17,7 @@ from typing import Any, Iterable, Mapping
 
 import pandas as pd
 
-from .counts import reading
+from .files import reading
 from .data import COLUMNS
 from .exceptions import DataError
 
