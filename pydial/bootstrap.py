@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import sys
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 import pandas as pd
@@ -142,12 +142,10 @@ def resample_records(data: Comparisons, rng: np.random.Generator,
     return Comparisons._build(canon, data.items, judges, data.human_judge)
 
 
-def _replicate(data: Comparisons, kwargs: dict[str, Any], seeds: list[np.random.SeedSequence],
-               strata: Any) -> list[dict[str, Any] | str]:
-    """Refit ``pydial.fit(resample, **kwargs)`` for each seed (one chunk of replicates)."""
+def _replicate(fit: Callable[..., Any], data: Comparisons, kwargs: dict[str, Any],
+               seeds: list[np.random.SeedSequence], strata: Any) -> list[dict[str, Any] | str]:
+    """Refit ``fit(resample, **kwargs)`` (the result's own fitter, :func:`pydial.fit`) for each seed (one chunk)."""
     import warnings
-
-    from .estimators import fit
 
     out: list[dict[str, Any] | str] = []
     for ss in seeds:
@@ -231,7 +229,7 @@ def bootstrap(result: Any, B: int = 200, *, by: str = "record", seed: int | None
     level = result.level if level is None else float(level)
     if not 0 < level < 1:
         raise ValueError(f"level ({level}) must be in the open interval (0, 1)")
-    if result.fit_arguments is None or result.data is None:
+    if result.fit_arguments is None or result.data is None or result.fitter is None:
         raise ValueError("this result does not record how it was fitted; refit it with pydial.fit")
     data, kwargs = result.data, result.fit_arguments
     if kwargs["method"] == "atc":
@@ -245,7 +243,7 @@ def bootstrap(result: Any, B: int = 200, *, by: str = "record", seed: int | None
     chunks = [seeds[t: t + size] for t in range(0, B, size)]
     show = sys.stderr.isatty() if progress is None else bool(progress)
     with parallel_config(backend="dask") if dask else parallel_config(n_jobs=n_jobs):
-        gen = Parallel(return_as="generator")(delayed(_replicate)(data, kwargs, ch, strata) for ch in chunks)
+        gen = Parallel(return_as="generator")(delayed(_replicate)(result.fitter, data, kwargs, ch, strata) for ch in chunks)
         reps: list[dict[str, Any] | str] = []
         with tqdm(total=B, desc="bootstrap", disable=not show, mininterval=1.0) as bar:
             for part in gen:

@@ -911,3 +911,13 @@ def check_design(
     table = pd.DataFrame(rows, columns=_COLUMNS).astype({"ok": bool})
     prob = pd.DataFrame(problems, columns=["judge", "condition", "detail"])
     return DesignReport(ok=not problems, table=table, problems=prob, method=method, rank=r, calibration=calibration)
+
+
+def design_report(data: Comparisons, rank: int, calibration: str, method: str, seed: int | None,
+                  penalty: str | None) -> "DesignReport":
+    """Return :func:`check_design` of one design, computed once per data set (the data are immutable)."""
+    key = ("check_design", rank, calibration, method, 0 if seed is None else seed, penalty)
+    if key not in data._cache:
+        data._cache[key] = check_design(data, rank=rank, calibration=calibration, method=method, seed=key[-2],
+                                        penalty=penalty)
+    return data._cache[key]

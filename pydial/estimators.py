@@ -26,7 +26,7 @@ import pandas as pd
 
 from .data import Comparisons
 from .engines import PointEngine, StagedFit, StructuredFit
-from .exceptions import ArgumentWarning, ConvergenceError, DataError, DialError, IdentifiabilityError
+from .exceptions import ArgumentWarning, ConvergenceError, DataError, IdentifiabilityError
 from .fitting import (
     centered_design,
     centering_basis,
@@ -43,11 +43,12 @@ from .inference import (ANCHORED_COVS, check_cov_type, consensus_table, finite_i
 from .penalty import check_penalty
 from .likelihood import human_loss
 from .model import CALIBRATIONS, DEFAULT_CALIBRATION, DEFAULT_RANK, Calibration, Chart, difference_design
-from .design import ESTIMATORS
+from .atc import atc_scores
+from .design import ESTIMATORS, design_report
 from .resources import check_memory, progress
-from .results import DialResult
-from .selection import numpy_joint
-from .optim import BOX, OptimResult, single_threaded_blas, warn_unresolved
+from .results import DialResult, with_verdict
+from .selection import numpy_joint, positive_values
+from .optim import OptimResult, single_threaded_blas, warn_unresolved
 
 METHODS: tuple[str, ...] = ESTIMATORS
 ENGINES: tuple[str, ...] = ("numpy", "stan")
@@ -341,76 +342,6 @@ def _dispatch(data: Comparisons, common: dict, method: str, *, engine: str, cov_
     return res
 
 
-def design_report(data: Comparisons, rank: int, calibration: str, method: str, seed: int | None,
-                  penalty: str | None) -> Any:
-    """:func:`pydial.check_design` of one design, computed once per data set (the data are immutable)."""
-    from .design import check_design
-
-    key = ("check_design", rank, calibration, method, 0 if seed is None else seed, penalty)
-    if key not in data._cache:
-        data._cache[key] = check_design(data, rank=rank, calibration=calibration, method=method, seed=key[-2],
-                                        penalty=penalty)
-    return data._cache[key]
-
-
-def with_verdict(res: DialResult, data: Comparisons, caught: list[Warning], *, seed: int = 0) -> DialResult:
-    """Set ``res.status`` and ``res.problems`` from the warnings of the fit.
-
-    Every :class:`ConvergenceWarning` / :class:`~pydial.exceptions.CovarianceWarning`
-    raised while fitting is a problem; so is a position effect on the box bound.
-    When there is a problem, the failing separation and human-MLE rows of
-    :func:`pydial.check_design` are added as possible causes, naming the judges and
-    items to blame.
-    """
-    from .results import STATUSES
-
-    res.fit_warnings = tuple(caught)
-    found: list[tuple[str, str]] = [(getattr(w, "status"), str(w)) for w in caught
-                                     if isinstance(getattr(w, "status", None), str)]
-    if not res.converged and not any(st in ("not converged", "at bound", "not identified") for st, _ in found):
-        found.append(("not converged", f"an optimization of the {res.method} fit is not a resolved optimum "
-                                       f"(max|grad| = {res.grad_norm:.2e})"))
-    pe = res.position_effects
-    if pe is not None and len(pe):
-        hit = pe.index[np.abs(pe["b"].to_numpy()) >= BOX * (1 - 1e-6)]
-        for name in hit:
-            side = "first" if pe.loc[name, "b"] > 0 else "second"
-            found.append(("at bound", f"judge {name!r}: position effect b = {pe.loc[name, 'b']:+.4g} is on the box bound "
-                                      f"|b| = {BOX:g}: the {side}-shown item (almost) always wins, so the judge's "
-                                      "order-effect BTL has no finite MLE and b is not identified"))
-    if not found:
-        return res
-    rank, calibration = res.dial_model()
-    try:
-        rep = design_report(data, rank, calibration, res.method, seed, res.penalty)
-        bad = rep.table[(~rep.table["ok"]) & rep.table["condition"].isin(["separation", "human-mle"])]
-        causes = [f"possible cause, {str(j) if j == 'human' else 'judge ' + repr(str(j))}: {c}: {d}"
-                  for j, c, d in bad[["judge", "condition", "detail"]].itertuples(index=False)]
-    except (ValueError, DialError):  # the diagnosis must never hide the verdict
-        causes = []
-    res.status = min((st for st, _ in found), key=lambda st: STATUSES.index(st) if st in STATUSES else len(STATUSES))
-    res.problems = tuple(dict.fromkeys(msg for _, msg in found)) + tuple(causes)
-    return res
-
-
-def positive_values(values: Any, name: str) -> np.ndarray:
-    """Return a non-empty 1-d sequence of finite positive numbers as a float array.
-
-    ``values`` are ``lambdas`` or ``multiples``; anything else raises
-    :class:`ValueError` naming ``name``.
-    """
-    hint = (f"{name} must be a non-empty sequence of finite positive numbers, e.g. {name}=[0.5, 2.0]"
-            + (" (the endpoints 0 and inf are added by include_endpoints)" if name == "lambdas" else ""))
-    try:
-        arr = np.asarray(values, dtype=float)
-    except (TypeError, ValueError):
-        raise ValueError(f"{hint}; got {values!r}") from None
-    if (isinstance(values, (str, bytes, dict)) or arr.ndim != 1 or arr.size == 0 or not np.all(np.isfinite(arr))
-            or np.any(arr <= 0)):
-        raise ValueError(f"{hint}; got {values!r}")
-    return arr
-
-
 def rank_candidates(rank: Any, data: Comparisons, method: str) -> list[int]:
     """Validate ``rank`` (int, list, or "auto") into a list of candidate ranks."""
     top = max(0, min(data.K - 1, data.N - 2, 3))
@@ -635,25 +566,6 @@ def _fit_dial(data: Comparisons, common: dict, *, order: bool, adaptive: bool, l
     if order:
         res.consensus = consensus_table(structure.gamma, unknown_cov(data.K), data.judges, common["level"])
     return res
-
-
-def atc_scores(base: np.ndarray, human: np.ndarray, items: Any) -> tuple[np.ndarray, pd.DataFrame, pd.DataFrame]:
-    """AtC's scores (App. related-comparison), with the score table and covariance.
-
-    ``base`` (the anchored consensus) is isotonic-regressed on the order of the human
-    BTL scores ``human``, centered; returned with the score table and covariance (no
-    standard errors: the isotonic step has no linearization).
-    """
-    from scipy.optimize import isotonic_regression
-
-    order = np.argsort(-human, kind="stable")
-    s = np.empty(base.size)
-    s[order] = isotonic_regression(base[order], increasing=False).x
-    s -= s.mean()
-    scores = pd.DataFrame({"score": s, "se": np.nan, "ci_low": np.nan, "ci_high": np.nan},
-                          index=pd.Index(items, name="item"))
-    cov = pd.DataFrame(np.full((s.size, s.size), np.nan), index=scores.index, columns=scores.index)
-    return s, scores, cov
 
 
 def _fit_atc(data: Comparisons, common: dict, point: "PointEngine | None" = None) -> DialResult:

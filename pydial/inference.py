@@ -323,3 +323,36 @@ def llm_only_linearization(data: Comparisons, chart: Chart, theta: np.ndarray,
         else:
             raise ValueError(f"targets must be 'b' or 'gamma', got {target!r}")
     return tuple(out)
+
+
+def tie_table(names: list[str], groups: np.ndarray, free: np.ndarray, log_nu: np.ndarray, var: np.ndarray,
+              level: float, ties: str) -> pd.DataFrame:
+    """``nu, se, ci_low, ci_high`` by group (delta method for ``se``, interval on the log scale).
+
+    Groups without ties: ``nu = 0`` (boundary MLE), no standard error.
+    """
+    zq = norm.ppf(0.5 + level / 2)
+    rows = []
+    for g in groups:
+        if g in free:
+            t = int(np.flatnonzero(free == g)[0])
+            l, se = float(log_nu[t]), float(np.sqrt(var[t])) if np.isfinite(var[t]) and var[t] >= 0 else np.nan
+            nu = np.exp(l)
+            rows.append((nu, nu * se, np.exp(l - zq * se), np.exp(l + zq * se)))
+        else:
+            rows.append((0.0, np.nan, np.nan, np.nan))
+    tab = pd.DataFrame(rows, columns=["nu", "se", "ci_low", "ci_high"], index=pd.Index([names[g] for g in groups], name="judge"))
+    tab.attrs["model"] = ties
+    return tab
+
+
+def tie_table_rows(table: pd.DataFrame, var: np.ndarray, level: float) -> pd.DataFrame:
+    """Return a tie table (:func:`tie_table`) with the standard errors and intervals of new variances.
+
+    The new variances ``var`` of ``log nu`` by row (NaN: none; rows with ``nu = 0`` keep none).
+    """
+    nu = table["nu"].to_numpy(float)
+    rows = np.arange(nu.size)
+    free = rows[nu > 0]
+    return tie_table(list(table.index), rows, free, np.log(nu[free]), np.asarray(var, float)[free], level,
+                     table.attrs["model"])

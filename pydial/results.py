@@ -12,9 +12,11 @@ import pandas as pd
 from scipy.special import expit
 
 from .data import Comparisons
+from .design import design_report
 from .inference import ANCHORED_COVS, COV_DESCRIPTIONS, COV_TYPES, Linearization
-from .exceptions import CovarianceWarning
+from .exceptions import CovarianceWarning, DialError
 from .model import DEFAULT_CALIBRATION, DEFAULT_RANK, Structure
+from .optim import BOX
 
 STATUSES: tuple[str, ...] = ("ok", "no admissible candidate", "not identified", "at bound", "not converged",
                              "degenerate covariance")
@@ -337,8 +339,6 @@ class DialResult:
             warnings.warn_explicit(w.message, w.category, w.filename, w.lineno, source=w.source)
         out = dataclasses.replace(self, cov_type=cov, anchored_cov_type=anchored, cov_correction=corr,
                                   status="ok", problems=(), **fields)
-        from .estimators import with_verdict  # the verdict of pydial.fit, on the new warnings
-
         seed = (self.fit_arguments or {}).get("seed")
         assert self.data is not None  # _require_linearization
         return with_verdict(out, self.data, list(keep) + [w for w in new if isinstance(w, Warning)],
@@ -394,7 +394,7 @@ class DialResult:
     def _covariance_tables(self, C: dict[str, Any]) -> dict[str, Any]:
         """Return the tables of the estimates with the covariances ``C`` of :meth:`_block_covariances`."""
         from .inference import consensus_table, position_effect_tables, score_tables
-        from .tie_fits import tie_table_rows
+        from .inference import tie_table_rows
 
         out: dict[str, Any] = {}
         if "scores" in C:
@@ -570,3 +570,41 @@ class DialResult:
         """Return a one-line description of the fit."""
         return (f"DialResult(method={self.method!r}, N={len(self.items)}, K={len(self.judges)}, "
                 f"lambda={self.lambda_}, converged={self.converged}, status={self.status!r})")
+
+
+def with_verdict(res: DialResult, data: Comparisons, caught: list[Warning], *, seed: int = 0) -> DialResult:
+    """Set ``res.status`` and ``res.problems`` from the warnings of the fit.
+
+    Every :class:`ConvergenceWarning` / :class:`~pydial.exceptions.CovarianceWarning`
+    raised while fitting is a problem; so is a position effect on the box bound.
+    When there is a problem, the failing separation and human-MLE rows of
+    :func:`pydial.check_design` are added as possible causes, naming the judges and
+    items to blame.
+    """
+    res.fit_warnings = tuple(caught)
+    found: list[tuple[str, str]] = [(getattr(w, "status"), str(w)) for w in caught
+                                     if isinstance(getattr(w, "status", None), str)]
+    if not res.converged and not any(st in ("not converged", "at bound", "not identified") for st, _ in found):
+        found.append(("not converged", f"an optimization of the {res.method} fit is not a resolved optimum "
+                                       f"(max|grad| = {res.grad_norm:.2e})"))
+    pe = res.position_effects
+    if pe is not None and len(pe):
+        hit = pe.index[np.abs(pe["b"].to_numpy()) >= BOX * (1 - 1e-6)]
+        for name in hit:
+            side = "first" if pe.loc[name, "b"] > 0 else "second"
+            found.append(("at bound", f"judge {name!r}: position effect b = {pe.loc[name, 'b']:+.4g} is on the box bound "
+                                      f"|b| = {BOX:g}: the {side}-shown item (almost) always wins, so the judge's "
+                                      "order-effect BTL has no finite MLE and b is not identified"))
+    if not found:
+        return res
+    rank, calibration = res.dial_model()
+    try:
+        rep = design_report(data, rank, calibration, res.method, seed, res.penalty)
+        bad = rep.table[(~rep.table["ok"]) & rep.table["condition"].isin(["separation", "human-mle"])]
+        causes = [f"possible cause, {str(j) if j == 'human' else 'judge ' + repr(str(j))}: {c}: {d}"
+                  for j, c, d in bad[["judge", "condition", "detail"]].itertuples(index=False)]
+    except (ValueError, DialError):  # the diagnosis must never hide the verdict
+        causes = []
+    res.status = min((st for st, _ in found), key=lambda st: STATUSES.index(st) if st in STATUSES else len(STATUSES))
+    res.problems = tuple(dict.fromkeys(msg for _, msg in found)) + tuple(causes)
+    return res

@@ -370,3 +370,21 @@ def loo_cv(data: Comparisons, ch: Chart, lam: float, theta: np.ndarray) -> float
             eta = s[H.i[c]] - s[H.j[c]]
             total += count * float(binomial_nll(np.array([eta]), np.array([1.0]), np.array([won]))[0])
     return total / nH
+
+
+def positive_values(values: Any, name: str) -> np.ndarray:
+    """Return a non-empty 1-d sequence of finite positive numbers as a float array.
+
+    ``values`` are ``lambdas`` or ``multiples``; anything else raises
+    :class:`ValueError` naming ``name``.
+    """
+    hint = (f"{name} must be a non-empty sequence of finite positive numbers, e.g. {name}=[0.5, 2.0]"
+            + (" (the endpoints 0 and inf are added by include_endpoints)" if name == "lambdas" else ""))
+    try:
+        arr = np.asarray(values, dtype=float)
+    except (TypeError, ValueError):
+        raise ValueError(f"{hint}; got {values!r}") from None
+    if (isinstance(values, (str, bytes, dict)) or arr.ndim != 1 or arr.size == 0 or not np.all(np.isfinite(arr))
+            or np.any(arr <= 0)):
+        raise ValueError(f"{hint}; got {values!r}")
+    return arr

@@ -13,7 +13,7 @@ BTL likelihood of the binary baselines (Sec. Experiments, App. related-compariso
   with the meats of :func:`pydial.inference.outcome_meat`.
 * ``atc``: the anchored consensus of DIAL-Anc with ties (``M = mu``,
   :func:`pydial.tie_fits.tie_staged_fit`) isotonic-regressed on the ordering of
-  the people's tie-model scores (:func:`pydial.estimators.atc_scores`); no
+  the people's tie-model scores (:func:`pydial.atc.atc_scores`); no
   standard errors, as for the binary AtC.
 
 A group without ties has the boundary MLE ``nu = 0`` and follows the binary model
@@ -30,11 +30,12 @@ import pandas as pd
 from .data import Comparisons
 from .exceptions import IdentifiabilityError
 from .fitting import Design, centered_design, centering_basis
-from .inference import Linearization, two_step_maps
+from .atc import atc_scores
+from .inference import Linearization, tie_table, two_step_maps
 from .likelihood import TieCells, tie_human_loss, tie_totals
 from .model import difference_design
 from .tie_fits import (NUMPY_TIE, TieOptimizers, tie_glm_influence, log_nu_start, human_tie_fit, judge_tie_tables,
-                       stack_tie_influence, tie_glm, tie_glm_terms, tie_staged_fit, tie_table)
+                       stack_tie_influence, tie_glm, tie_glm_terms, tie_staged_fit)
 
 __all__ = ["fit_pooled_ties", "fit_atc_ties", "pooled_cross_derivative"]
 
@@ -147,7 +148,6 @@ def fit_pooled_ties(data: Comparisons, common: dict, *, ties: str, seed: int | N
 
 def fit_atc_ties(data: Comparisons, common: dict, *, ties: str, engine: TieOptimizers = NUMPY_TIE) -> Any:
     """Fit AtC with ties (App. related-comparison; see the module docstring): a DialResult with ``tie_parameters``."""
-    from .estimators import atc_scores
     from .optim import warn_unresolved
     from .results import DialResult
 

@@ -109,7 +109,7 @@ def fit_ties(data: Comparisons, method: str, common: dict[str, Any], *, ties: st
     from .inference import position_effect_tables, score_tables
     from .likelihood import human_loss
     from .results import DialResult
-    from .tie_fits import tie_table
+    from .inference import tie_table
 
     if ties not in TIE_MODELS:
         raise ValueError(f"ties must be None or one of {TIE_MODELS}, got {ties!r}")

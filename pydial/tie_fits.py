@@ -45,19 +45,18 @@ from typing import Any, cast
 import numpy as np
 import pandas as pd
 import scipy.sparse as sp
-from scipy.stats import norm
 
 from .calibration_test import calibration_lrt
 from .data import I_WINS, J_WINS, TIE, Comparisons
 from .engines import TieOptimizers
 from .fitting import Design, centered_design, centering_basis, initial_theta, logistic_glm
 from .inference import (Linearization, MeatSource, OutcomeStats, consensus_table, outcome_meat, position_effect_tables,
-                        two_step_maps, unknown_cov)
+                        tie_table, two_step_maps, unknown_cov)
 from .likelihood import TieCells, TieObjective, tie_groups, tie_human_loss, tie_totals
 from .model import Calibration, Chart, consensus_gamma, difference_design
 from .optim import OptimResult, newton, pinv_sym
 from .selection import (DEFAULT_MULTIPLES, SCORE_LIMIT, Candidate, candidate_weights, guard, path_candidates, path_table,
-                        select_candidate, stack_path_tables)
+                        positive_values, select_candidate, stack_path_tables)
 from .ties import binary_cell, log_nu_start, tie_cell
 
 __all__ = ["TIE_DIAL_METHODS", "NUMPY_TIE", "TieOptimizers", "fit_dial_ties", "tie_llm_only_fit", "tie_staged_fit",
@@ -563,39 +562,6 @@ def judge_tie_tables(data: Comparisons, ties: str, sf: TieStagedFit, level: floa
     return pos, pos_cov, tj, consensus, lin
 
 
-def tie_table(names: list[str], groups: np.ndarray, free: np.ndarray, log_nu: np.ndarray, var: np.ndarray,
-              level: float, ties: str) -> pd.DataFrame:
-    """``nu, se, ci_low, ci_high`` by group (delta method for ``se``, interval on the log scale).
-
-    Groups without ties: ``nu = 0`` (boundary MLE), no standard error.
-    """
-    zq = norm.ppf(0.5 + level / 2)
-    rows = []
-    for g in groups:
-        if g in free:
-            t = int(np.flatnonzero(free == g)[0])
-            l, se = float(log_nu[t]), float(np.sqrt(var[t])) if np.isfinite(var[t]) and var[t] >= 0 else np.nan
-            nu = np.exp(l)
-            rows.append((nu, nu * se, np.exp(l - zq * se), np.exp(l + zq * se)))
-        else:
-            rows.append((0.0, np.nan, np.nan, np.nan))
-    tab = pd.DataFrame(rows, columns=["nu", "se", "ci_low", "ci_high"], index=pd.Index([names[g] for g in groups], name="judge"))
-    tab.attrs["model"] = ties
-    return tab
-
-
-def tie_table_rows(table: pd.DataFrame, var: np.ndarray, level: float) -> pd.DataFrame:
-    """Return a tie table (:func:`tie_table`) with the standard errors and intervals of new variances.
-
-    The new variances ``var`` of ``log nu`` by row (NaN: none; rows with ``nu = 0`` keep none).
-    """
-    nu = table["nu"].to_numpy(float)
-    rows = np.arange(nu.size)
-    free = rows[nu > 0]
-    return tie_table(list(table.index), rows, free, np.log(nu[free]), np.asarray(var, float)[free], level,
-                     table.attrs["model"])
-
-
 # ======================================================================= fit
 def fit_dial_ties(data: Comparisons, common: dict, *, ties: str, order: bool, adaptive: bool, lambdas: Any,
                   multiples: Any, include_endpoints: bool | str, rank_grid: list[int],
@@ -625,7 +591,6 @@ def fit_dial_ties(data: Comparisons, common: dict, *, ties: str, order: bool, ad
         ``gacv`` (adaptive methods), ``calibration_test`` (Prop. calibration-test on the
         tie likelihood), ``position_effects`` and ``consensus`` from the LLM-only tie fit.
     """
-    from .estimators import positive_values
     from .inference import score_tables
     from .optim import warn_unresolved
     from .results import DialResult
