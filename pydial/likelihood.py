@@ -23,7 +23,6 @@ from functools import cached_property
 from typing import Any, Callable, Literal, Sequence, TypeVar, overload
 
 import numpy as np
-import pandas as pd
 import scipy.sparse as sp
 from scipy.special import expit
 
@@ -789,11 +788,6 @@ class CellJacobian:
 
 
 # ====================================================================== ties
-def tie_cell_table(data: Comparisons) -> pd.DataFrame:
-    """:meth:`Comparisons.tie_cells` with the human cells (``k = K``), aggregated once per data set."""
-    return data.tie_cells(human=True)
-
-
 def tie_totals(data: Comparisons) -> tuple[int, int]:
     """``(n_L, n_H)`` counting the ties: the LLM and human comparisons used by the tie models."""
     return int(data.cell_table("llm", ties=True).n.sum()), int(data.cell_table("human", ties=True).n.sum())
