@@ -110,6 +110,11 @@ def _draws(idata, var: str) -> np.ndarray:
     return x.reshape(-1, *x.shape[2:])
 
 
+def _width(x: np.ndarray) -> np.ndarray:
+    """Width of the equal-tailed 95% interval of each column of draws."""
+    return np.subtract(*np.quantile(x, [0.975, 0.025], axis=0))
+
+
 def posterior_rows(name: str, backend: str, chains: int, draws: int) -> list[dict]:
     """NUTS efficiency on one data set, and (CmdStan) the approximations against NUTS."""
     import pydial
@@ -142,8 +147,7 @@ def posterior_rows(name: str, backend: str, chains: int, draws: int) -> list[dic
             for var in ("s_H", "b"):
                 ref, x = _draws(runs["nuts"], var), _draws(idata, var)
                 diffs.append(np.max(np.abs(x.mean(0) - ref.mean(0)) / ref.std(0, ddof=1)))
-                w = lambda d: np.subtract(*np.quantile(d, [0.975, 0.025], axis=0))  # noqa: E731
-                ratios.append(w(x) / w(ref))
+                ratios.append(_width(x) / _width(ref))
             r = np.concatenate(ratios)
             row.update({"max|mean diff|/sd vs NUTS": max(diffs), "width ratio vs NUTS": f"{r.min():.2f}-{r.max():.2f}"})
         print(json.dumps({k: (round(v, 4) if isinstance(v, float) else v) for k, v in row.items()}), flush=True)

@@ -196,13 +196,10 @@ def posterior_attrs(obj: Any) -> dict[str, Any]:
         taken from there.
     """
     out: dict[str, Any] = {}
-    try:
-        post = obj["posterior"] if "posterior" in group_names(obj) else None
-    except (AttributeError, TypeError, KeyError):
-        post = getattr(obj, "posterior", None)
-    if post is not None:
-        out.update(dict(getattr(post, "attrs", {}) or {}))
-    out.update(dict(getattr(obj, "attrs", {}) or {}))
+    has_groups = isinstance(getattr(obj, "children", None), Mapping) or hasattr(obj, "groups")
+    if has_groups and "posterior" in group_names(obj):
+        out.update(group_dataset(obj, "posterior").attrs)
+    out.update(getattr(obj, "attrs", None) or {})
     return out
 
 
