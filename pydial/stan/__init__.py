@@ -24,7 +24,9 @@ binary, Davidson-Beaver and Rao-Kupper cell likelihoods); each program's
 header says how to extend it, and ``posterior(..., program=PATH)`` samples
 the extended copy.
 
-Public functions: :func:`posterior` (NUTS, ``arviz.InferenceData``),
+Public functions: :func:`posterior` (NUTS, or CmdStan's Laplace and
+Pathfinder approximations; an ``xarray.DataTree`` on arviz 1.x, ``arviz.InferenceData``
+on 0.x),
 :func:`standata` (the data dictionary of any program),
 :func:`compare_intervals` (sandwich vs posterior intervals),
 :func:`stan_fit_point` (penalized MLE in the numpy chart), :func:`stan_point_engine`
