@@ -9,7 +9,7 @@ Builds ``pydial.simulate(N=20, K=21, r=1, n_llm=300_000, n_human=2000)`` (about
 * ``pydial.fit(..., "dial-anc")`` (design check, structured LLM-only fit,
   calibration and cell-clustered sandwich),
 * the human BTL fit ``pydial.fit(..., "human")`` and the bare optimizer
-  :func:`pydial.fitting.fit_human_btl`,
+  :func:`pydial.estimation.glm.fit_human_btl`,
 * choix's ``ilsr_pairwise`` and ``opt_pairwise`` on the same human comparisons
   (expanded to one ``(winner, loser)`` tuple per comparison),
 
@@ -27,8 +27,8 @@ import warnings
 import numpy as np
 
 import pydial
-from pydial import metrics
-from pydial.fitting import fit_human_btl
+from pydial.studies import metrics
+from pydial.estimation.glm import fit_human_btl
 
 
 def median_time(fn, repeats: int) -> tuple[float, object]:

@@ -50,9 +50,9 @@ def main() -> None:
     args = ap.parse_args()
 
     import pydial
-    from pydial.estimators import staged_fit
-    from pydial.fitting import fit_structured, initial_theta
-    from pydial.model import Chart
+    from pydial.estimation.estimators import staged_fit
+    from pydial.estimation.glm import fit_structured, initial_theta
+    from pydial.model.chart import Chart
     from pydial.stan import PROGRAMS, compile_model, posterior, stan_fit_point
     from pydial.stan.backend import BACKENDS, backend_available
 

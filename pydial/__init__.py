@@ -11,16 +11,30 @@ on 0.x),
 ``import pydial`` does not load cmdstanpy, pystan or arviz.
 """
 
-from . import datasets, io
-from .counts import read_comparisons
-from .data import Comparisons
-from .design import DesignReport, check_design
-from .estimators import DialResult, fit
-from .exceptions import (ArgumentWarning, ConvergenceError, ConvergenceWarning, CovarianceWarning, DataError,
-                         DataWarning, DependencyError, DialError, DialWarning, EstimandMismatchError, IdentifiabilityError,
-                         MemoryLimitError, OutputError)
-from .planning import next_pairs, plan, plot_plan
-from .simulate import Simulation, simulate
+from pydial.api import fit
+from pydial.data import datasets, io
+from pydial.data.comparisons import Comparisons
+from pydial.data.counts import read_comparisons
+from pydial.estimation.results import DialResult
+from pydial.model.identifiability import DesignReport, check_design
+from pydial.studies.planning import next_pairs, plan, plot_plan
+from pydial.studies.simulate import Simulation, simulate
+
+from .exceptions import (
+    ArgumentWarning,
+    ConvergenceError,
+    ConvergenceWarning,
+    CovarianceWarning,
+    DataError,
+    DataWarning,
+    DependencyError,
+    DialError,
+    DialWarning,
+    EstimandMismatchError,
+    IdentifiabilityError,
+    MemoryLimitError,
+    OutputError,
+)
 
 __all__ = [
     "Comparisons",

@@ -21,9 +21,18 @@ from typing import Iterator, Sequence
 
 import numpy as np
 
-from .data import DUPLICATES
-from .exceptions import (ConvergenceError, ConvergenceWarning, CovarianceWarning, DataError, DialError, DialWarning,
-                         IdentifiabilityError, OutputError)
+from pydial.data.comparisons import DUPLICATES
+
+from .exceptions import (
+    ConvergenceError,
+    ConvergenceWarning,
+    CovarianceWarning,
+    DataError,
+    DialError,
+    DialWarning,
+    IdentifiabilityError,
+    OutputError,
+)
 from .outputs import check_output_dir, check_output_file, output_dir, output_file
 
 EXIT_DATA, EXIT_IDENT, EXIT_FIT, EXIT_SAMPLER = 2, 3, 4, 5
@@ -63,11 +72,10 @@ def _warnings_to_stderr(skip: tuple[type[Warning], ...] = ()) -> Iterator[list]:
 
 
 def _load(args: argparse.Namespace):
-    from .data import Comparisons
-    from .datasets import NAMES
-    from .datasets import path as bundled
-
-    from .files import is_parquet
+    from pydial.data.comparisons import Comparisons
+    from pydial.data.datasets import NAMES
+    from pydial.data.datasets import path as bundled
+    from pydial.data.files import is_parquet
 
     src = bundled(args.data) if args.data in NAMES else args.data
     read = Comparisons.from_parquet if is_parquet(src) else Comparisons.from_csv
@@ -123,8 +131,9 @@ def _add_data_args(q: argparse.ArgumentParser) -> None:
 
 
 def _parser() -> argparse.ArgumentParser:
-    from .estimators import METHODS
-    from .inference import COV_TYPES
+    from pydial.estimation.estimators import METHODS
+    from pydial.inference.linearization import COV_TYPES
+
     from .report import REPORT_FORMATS
 
     p = argparse.ArgumentParser(prog="pydial", description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -204,7 +213,8 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _fit(args: argparse.Namespace) -> int:
-    from .estimators import fit
+    from pydial.api import fit
+
     from .report import write_report
 
     if args.out:
@@ -230,7 +240,8 @@ def _fit(args: argparse.Namespace) -> int:
 def _compare(args: argparse.Namespace) -> int:
     import json
 
-    from .estimators import fit
+    from pydial.api import fit
+
     from .stan import SamplerWarning, compare_intervals, posterior
 
     if args.out:
@@ -277,7 +288,7 @@ def _compare(args: argparse.Namespace) -> int:
 
 
 def _simulate(args: argparse.Namespace) -> int:
-    from .simulate import simulate
+    from pydial.studies.simulate import simulate
 
     check_output_file(args.out)
     sim = simulate(args.items, args.judges, args.rank, args.n_llm, args.n_human, target=args.target,
@@ -289,7 +300,7 @@ def _simulate(args: argparse.Namespace) -> int:
 
 
 def _convert(args: argparse.Namespace) -> int:
-    from . import io
+    from pydial.data import io
 
     check_output_file(args.out)
     if args.format == "arena":
@@ -316,11 +327,11 @@ def _convert(args: argparse.Namespace) -> int:
 
 
 def _check(args: argparse.Namespace) -> int:
-    from .design import check_design
+    from pydial.model.identifiability import check_design
 
     data = _load(args)
-    from .estimators import rank_candidates
-    from .model import DEFAULT_CALIBRATION, DEFAULT_RANK
+    from pydial.estimation.estimators import rank_candidates
+    from pydial.model.chart import DEFAULT_CALIBRATION, DEFAULT_RANK
 
     rank = DEFAULT_RANK if args.rank is None else args.rank
     ranks = rank_candidates(rank, data, "dial-ada" if rank == "auto" or isinstance(rank, list) else args.method)
@@ -340,7 +351,7 @@ def _check(args: argparse.Namespace) -> int:
 
 def _plan_parser(sub) -> None:
     """Add the ``plan`` subcommand: budgets for human labels and the next pairs to label."""
-    from .planning import DESIGNS, OBJECTIVES, PLAN_MODES
+    from pydial.studies.planning import DESIGNS, OBJECTIVES, PLAN_MODES
 
     q = sub.add_parser("plan", help="from pilot data: predicted excess risk, interval widths and top-k accuracy per "
                                     "human budget, and the next human comparisons to collect")
@@ -366,8 +377,8 @@ def _plan_parser(sub) -> None:
 
 
 def _plan(args: argparse.Namespace) -> int:
-    from .estimators import fit
-    from .planning import next_pairs, plan, plot_plan
+    from pydial.api import fit
+    from pydial.studies.planning import next_pairs, plan, plot_plan
 
     if args.out:
         check_output_dir(args.out, force=args.force)

@@ -68,7 +68,7 @@ class DialWarning(UserWarning):
 class ConvergenceWarning(DialWarning):
     """A fit finished but is not a resolved optimum.
 
-    ``status`` says how (a value of :data:`pydial.results.STATUSES`: ``"not
+    ``status`` says how (a value of :data:`pydial.estimation.results.STATUSES`: ``"not
     converged"``, ``"at bound"``, ``"not identified"``, ``"no admissible
     candidate"``); :func:`pydial.fit` copies it into ``DialResult.status``.
     """

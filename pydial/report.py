@@ -18,8 +18,9 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from .data import Comparisons
-from .estimators import DialResult
+from pydial.data.comparisons import Comparisons
+from pydial.estimation.estimators import DialResult
+
 from .outputs import output_dir
 
 REPORT_FORMATS: tuple[str, ...] = ("md", "html")

@@ -3,7 +3,7 @@
 The numpy engine holds, besides the data, a few arrays per cell (a dozen floats for
 the linear predictors, weights and the sparse Jacobian with ``3(r+1)+1`` entries)
 and a few dense ``P x P`` matrices (Hessian, its eigenvectors, pseudo-inverse and
-meat), ``P = (r+1)(K+N+1)+K`` the full coordinates of :class:`pydial.model.Chart`.
+meat), ``P = (r+1)(K+N+1)+K`` the full coordinates of :class:`pydial.model.chart.Chart`.
 :func:`check_memory` compares that estimate with the memory the operating system
 reports as available and raises :class:`~pydial.exceptions.MemoryLimitError` instead
 of letting the process be killed.

@@ -33,19 +33,13 @@ from scipy.linalg import qr
 from scipy.special import expit
 
 import pydial
-from pydial.data import HumanCells
-from pydial.estimators import staged_fit
-from pydial.inference import finite_influence
-from pydial.inference import COV_TYPES, influence_covariance
-from pydial.likelihood import Objective, human_loss
-from pydial.metrics import excess_risk
-from pydial.selection import (
-    SIMULATION_MULTIPLES,
-    anchored_candidate,
-    finite_candidate,
-    gacv_trace,
-    loo_cv,
-)
+from pydial.data.comparisons import HumanCells
+from pydial.estimation.estimators import staged_fit
+from pydial.inference.linearization import finite_influence
+from pydial.inference.linearization import COV_TYPES, influence_covariance
+from pydial.model.likelihood import Objective, human_loss
+from pydial.studies.metrics import excess_risk
+from pydial.estimation.selection import SIMULATION_MULTIPLES, anchored_candidate, finite_candidate, gacv_trace, loo_cv
 
 
 # ----------------------------------------------------------------- helpers

@@ -1,4 +1,4 @@
-"""Record bootstrap of the whole procedure (pydial.bootstrap, ``DialResult.bootstrap``).
+"""Record bootstrap of the whole procedure (pydial.estimation.bootstrap, ``DialResult.bootstrap``).
 
 References: the resampling invariants (records intact, strata sizes kept), percentile
 and basic intervals recomputed here from the raw draws, and the sandwich standard
@@ -13,8 +13,8 @@ import pandas as pd
 import pytest
 
 import pydial
-from pydial.bootstrap import record_strata, resample_records
-from pydial.selection import SIMULATION_MULTIPLES
+from pydial.estimation.bootstrap import record_strata, resample_records
+from pydial.estimation.selection import SIMULATION_MULTIPLES
 
 
 @pytest.fixture(scope="module")
@@ -109,7 +109,7 @@ def test_dask_client_runs_the_replicates(sim):
     res = pydial.fit(sim.comparisons, "human")
     local = res.bootstrap(5, seed=8, progress=False)
     with distributed.Client(processes=False, n_workers=1, threads_per_worker=2, dashboard_address=None):
-        from pydial.bootstrap import _dask_client_active
+        from pydial.estimation.bootstrap import _dask_client_active
 
         assert _dask_client_active()
         remote = res.bootstrap(5, seed=8, progress=False)

@@ -169,7 +169,7 @@ def test_fit_with_ties_writes_tie_parameters(capsys, tmp_path):
 def test_plan_refuses_a_failed_pilot_and_fractional_budgets(capsys, monkeypatch):
     import dataclasses
 
-    import pydial.estimators as est
+    import pydial.api as est
 
     real = est.fit
     monkeypatch.setattr(est, "fit", lambda *a, **k: dataclasses.replace(real(*a, **k), status="not converged",

@@ -1,4 +1,4 @@
-"""Tests of pydial.data: validation, canonical orientation and cell aggregation.
+"""Tests of pydial.data.comparisons: validation, canonical orientation and cell aggregation.
 
 References are hand-made tables whose cells are written out by hand, and a
 brute-force Python loop over the rows (independent of the vectorised
@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 import pydial
 from pydial import Comparisons, DataError
-from pydial.data import I_WINS, J_WINS, TIE
+from pydial.data.comparisons import I_WINS, J_WINS, TIE
 
 
 def frame(rows):

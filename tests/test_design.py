@@ -1,4 +1,4 @@
-"""Tests of pydial.design: the identification checks of the DIAL paper.
+"""Tests of pydial.model.identifiability: the identification checks of the DIAL paper.
 
 Known answers for small designs (Prop. ident-LLM, Cor. cycle-criterion,
 Prop. ident-lowrank, Cond. human-design, Ford 1957, separation) and property
@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from scipy.optimize import linprog
 
 import pydial
-from pydial.design import CALIBRATIONS, METHODS, DesignReport, check_design
+from pydial.model.identifiability import CALIBRATIONS, METHODS, DesignReport, check_design
 from pydial.exceptions import IdentifiabilityError
 
 ITEMS = [f"m{k}" for k in range(10)]

@@ -1,4 +1,4 @@
-"""Tests of pydial.fit (estimators) and pydial.inference (covariances).
+"""Tests of pydial.fit (estimators) and pydial.inference.linearization (covariances).
 
 References:
 
@@ -25,10 +25,11 @@ from scipy.special import expit
 from scipy.stats import norm
 
 import pydial
-from pydial import IdentifiabilityError, metrics
-from pydial.estimators import staged_fit
-from pydial.inference import staged_influence
-from pydial.inference import COV_TYPES, influence_covariance
+from pydial import IdentifiabilityError
+from pydial.studies import metrics
+from pydial.estimation.estimators import staged_fit
+from pydial.inference.linearization import staged_influence
+from pydial.inference.linearization import COV_TYPES, influence_covariance
 
 ITEMS = [f"m{k}" for k in range(10)]
 

@@ -1,4 +1,4 @@
-"""Firth / Jeffreys-prior bias reduction (pydial.penalty, ``fit(..., penalty="firth")``).
+"""Firth / Jeffreys-prior bias reduction (pydial.model.penalty, ``fit(..., penalty="firth")``).
 
 References: the closed form of the two-item case (the Firth estimate of a single
 binomial log-odds is ``log((y + 1/2)/(n - y + 1/2))``); the adjusted-score identity
@@ -19,11 +19,12 @@ from scipy.special import expit
 
 import pydial
 from fdcheck import fd_jacobian
-from pydial.fitting import centering_basis, fit_human_btl, fit_order_btl, logistic_glm
-from pydial.model import difference_design
-from pydial.likelihood import Objective, binomial_nll
-from pydial.model import Chart
-from pydial.penalty import FirthPenalty
+from pydial.model.chart import centering_basis
+from pydial.estimation.glm import fit_human_btl, fit_order_btl, logistic_glm
+from pydial.model.chart import difference_design
+from pydial.model.likelihood import Objective, binomial_nll
+from pydial.model.chart import Chart
+from pydial.model.penalty import FirthPenalty
 
 
 def human_frame(triples: list[tuple[str, str, int, int]], llm: pd.DataFrame | None = None) -> pydial.Comparisons:
@@ -204,7 +205,7 @@ def test_joint_penalty_is_the_calibration_jeffreys_prior(sim, cal):
 
 
 def test_joint_penalty_is_gauge_invariant_and_allows_items_unseen_by_people(sim):
-    from pydial.fitting import fit_structured, initial_theta
+    from pydial.estimation.glm import fit_structured, initial_theta
 
     chart = Chart(sim.N, sim.K, 1, "W", True)
     obj = Objective.weighted(chart, sim, 5.0, "firth")
@@ -284,9 +285,9 @@ def test_anchored_endpoints_list_the_human_fit_without_selecting_it():
 
 def test_firth_finite_weight_sandwich_uses_the_unpenalized_bread():
     """At a finite selected weight, the covariance of a Firth fit is the sandwich with the unpenalized
-    Hessian at the penalized estimate (pydial.penalty's convention): rebuilt here by finite_influence
+    Hessian at the penalized estimate (pydial.model.penalty's convention): rebuilt here by finite_influence
     with the Hessian it computes itself (unpenalized), not the penalized H^+ the weight path keeps."""
-    from pydial.inference import finite_influence, influence_covariance
+    from pydial.inference.linearization import finite_influence, influence_covariance
 
     d = pydial.simulate(N=5, K=3, r=1, n_llm=3000, n_human=150, rng=6).comparisons
     res = pydial.fit(d, "dial-ada", penalty="firth", lambdas=[0.5], include_endpoints=False)

@@ -29,12 +29,12 @@ from scipy.special import expit
 
 import pydial
 from fdcheck import fd_jacobian
-from pydial.estimators import StagedFit, staged_fit
-from pydial.inference import finite_influence, staged_influence, staged_linearization
-from pydial.inference import COV_TYPES, influence_covariance
-from pydial.likelihood import Cells, Objective
-from pydial.model import Chart
-from pydial.selection import SIMULATION_MULTIPLES, finite_candidate
+from pydial.estimation.estimators import StagedFit, staged_fit
+from pydial.inference.linearization import finite_influence, staged_influence, staged_linearization
+from pydial.inference.linearization import COV_TYPES, influence_covariance
+from pydial.model.likelihood import Cells, Objective
+from pydial.model.chart import Chart
+from pydial.estimation.selection import SIMULATION_MULTIPLES, finite_candidate
 
 
 def rel_err(a, b) -> float:
@@ -265,8 +265,8 @@ def covariances(d: pydial.Comparisons, res, meats=("cell", "binomial")) -> dict[
     elif res.lambda_ > 0:
         U, st = finite_influence(d, res.chart, res.lambda_, res.theta)
     else:
-        from pydial.inference import human_influence
-        from pydial.fitting import fit_human_btl
+        from pydial.inference.linearization import human_influence
+        from pydial.estimation.glm import fit_human_btl
 
         U, st, _ = human_influence(d, fit_human_btl(d.human, d.N).opt.x)
     return {m: influence_covariance(U, st, d, m) for m in meats}

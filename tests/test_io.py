@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 import pydial
-from pydial.io import from_arena, from_mtbench, from_pandalm, from_table
+from pydial.data.io import from_arena, from_mtbench, from_pandalm, from_table
 
 
 def _write_jsonl(path, rows, gz=False):

@@ -38,23 +38,24 @@ def _imports(name: str, path: pathlib.Path) -> list[tuple[str, str]]:
     return out
 
 
-def test_fitting_module_and_fit_function():
-    """``pydial.fitting`` is a module; ``pydial.fit`` is the estimator function."""
-    mod = importlib.import_module("pydial.fitting")
-    assert isinstance(mod, types.ModuleType)
+def test_fit_is_the_function_and_the_layers_are_packages():
+    """``pydial.fit`` is the estimator function (no subpackage shadows it); each layer is a package."""
     assert callable(pydial.fit) and not isinstance(pydial.fit, types.ModuleType)
-    assert pydial.fit is importlib.import_module("pydial.estimators").fit
+    assert pydial.fit is importlib.import_module("pydial.api").fit
+    for layer in LAYERS[1:6] + LAYERS[7:8]:
+        for pkg in layer:
+            assert isinstance(importlib.import_module(pkg), types.ModuleType) and hasattr(importlib.import_module(pkg), "__path__")
 
 
 def test_stan_does_not_import_estimators():
-    """No module of ``pydial.stan`` imports ``pydial.estimators`` (the layers are one-way)."""
+    """No module of ``pydial.stan`` imports ``pydial.estimation.estimators`` (the layers are one-way)."""
     bad = []
     for name, path in _modules():
         if not name.startswith("pydial.stan"):
             continue
         for mod, what in _imports(name, path):
             target = f"{mod}.{what}" if what else mod
-            if mod == "pydial.estimators" or target == "pydial.estimators":
+            if mod == "pydial.estimation.estimators" or target == "pydial.estimation.estimators":
                 bad.append(f"{name}: from {mod} import {what}")
     assert not bad, bad
 
@@ -112,6 +113,44 @@ def import_cycles(graph: dict[str, set[str]]) -> list[list[str]]:
         if v not in index:
             visit(v)
     return out
+
+
+LAYERS: tuple[tuple[str, ...], ...] = (
+    ("pydial.exceptions", "pydial.resources", "pydial.optim"),
+    ("pydial.data",),
+    ("pydial.model",),
+    ("pydial.inference",),
+    ("pydial.estimation",),
+    ("pydial.stan",),
+    ("pydial.api",),
+    ("pydial.studies",),
+    ("pydial.report", "pydial.outputs", "pydial.cli"),
+)
+"""The layers of ``pydial``, bottom to top: a module imports only from its own layer or the ones below."""
+
+
+def _layer(module: str) -> int | None:
+    for k, layer in enumerate(LAYERS):
+        if any(module == p or module.startswith(p + ".") for p in layer):
+            return k
+    return None
+
+
+def test_every_module_has_a_layer():
+    missing = [name for name, _ in _modules() if name not in ("pydial", "pydial.examples") and _layer(name) is None]
+    assert not missing, missing
+
+
+def test_layers_import_only_downwards():
+    """The folders are the architecture: data < model < inference < estimation < stan < api < studies < app."""
+    bad = []
+    for name, targets in _graph().items():
+        if name == "pydial" or _layer(name) is None:
+            continue
+        for t in targets:
+            if t != "pydial" and (_layer(t) or 0) > (_layer(name) or 0):
+                bad.append(f"{name} -> {t}")
+    assert not bad, sorted(bad)
 
 
 def test_cycle_finder_finds_a_planted_cycle():

@@ -1,4 +1,4 @@
-"""Tests of pydial.likelihood and pydial.model (the chart of eq. overparam).
+"""Tests of pydial.model.likelihood and pydial.model.chart (the chart of eq. overparam).
 
 References: central finite differences for gradients and Hessians, a
 row-by-row Bernoulli log-likelihood written here from the paper's equations
@@ -13,8 +13,8 @@ import pytest
 
 import pydial
 from fdcheck import fd_jacobian
-from pydial.likelihood import Cells, Objective, binomial_nll, human_loss, llm_loss, weighted_loss
-from pydial.model import Chart, structure_from_S
+from pydial.model.likelihood import Cells, Objective, binomial_nll, human_loss, llm_loss, weighted_loss
+from pydial.model.chart import Chart, structure_from_S
 
 N, K = 6, 3
 
@@ -329,7 +329,7 @@ def test_stacked_human_cells_are_loading_row_K(data):
     also when they were built by hand (``HumanCells`` without a judge index, e.g. redrawn cells)."""
     import dataclasses
 
-    from pydial.data import HumanCells
+    from pydial.data.comparisons import HumanCells
 
     H = data.human
     for d in (data, dataclasses.replace(data, human=HumanCells(H.i, H.j, H.n, H.y))):
@@ -385,7 +385,7 @@ def test_factored_hessian_matches_block_pair_assembly(data, r, cal, order, monke
 
     from scipy.special import expit
 
-    import pydial.likelihood as lk
+    import pydial.model.likelihood as lk
 
     ch = Chart(data.N, data.K, r, cal, order)
     lam = np.inf if cal is None else 3.0
@@ -418,8 +418,8 @@ def test_factored_hessian_matches_block_pair_assembly(data, r, cal, order, monke
 
 def stationary_fit(data, r, cal):
     """A fitted stationary point: the LLM-only fit (``cal`` None) or a finite-weight joint fit."""
-    from pydial.estimators import staged_fit
-    from pydial.fitting import fit_structured, initial_theta
+    from pydial.estimation.estimators import staged_fit
+    from pydial.estimation.glm import fit_structured, initial_theta
 
     if cal is None:
         ch = Chart(data.N, data.K, r, None, True)
@@ -483,8 +483,8 @@ def test_cell_jacobian_products_match_the_sparse_jacobian(data, cal, assembly, m
     sparse design."""
     import scipy.sparse as sp
 
-    import pydial.likelihood as lk
-    from pydial.likelihood import CellJacobian
+    import pydial.model.likelihood as lk
+    from pydial.model.likelihood import CellJacobian
 
     dense = assembly != "block-pairs"
     monkeypatch.setattr(lk, "TABLE_RATIO", 1e9 if assembly == "tables" else 0)

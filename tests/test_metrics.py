@@ -1,4 +1,4 @@
-"""Tests of pydial.metrics against hand-written references (loops, closed forms, Monte Carlo)."""
+"""Tests of pydial.studies.metrics against hand-written references (loops, closed forms, Monte Carlo)."""
 
 from __future__ import annotations
 
@@ -8,15 +8,8 @@ import numpy as np
 import pytest
 from scipy.optimize import minimize
 
-from pydial.metrics import (
-    contrast_coverage,
-    excess_risk,
-    first_order_risk,
-    human_risk,
-    kendall_tau,
-    rmse,
-)
-from pydial.simulate import simulate
+from pydial.studies.metrics import contrast_coverage, excess_risk, first_order_risk, human_risk, kendall_tau, rmse
+from pydial.studies.simulate import simulate
 
 
 def risk_loop(s, s_h, w=None):

@@ -9,7 +9,7 @@ import pytest
 
 from pydial import Comparisons, DataError
 from pydial.exceptions import DataWarning
-from pydial.simulate import simulate
+from pydial.studies.simulate import simulate
 
 ITEMS = ("item00", "item01", "item02", "item03", "item04", "item05")
 

@@ -17,19 +17,13 @@ import pytest
 from scipy.special import expit
 
 import pydial
-from pydial import metrics
-from pydial.data import HumanCells
-from pydial.fitting import (
-    centering_basis,
-    difference_design,
-    fit_calibration,
-    fit_human_btl,
-    fit_structured,
-    glm_information,
-    initial_theta,
-)
-from pydial.model import Chart
-from pydial.planning import PLAN_COLUMNS, llm_frame, make_pilot, shrinkage_weight, with_human
+from pydial.studies import metrics
+from pydial.data.comparisons import HumanCells
+from pydial.model.chart import centering_basis, difference_design
+from pydial.estimation.glm import fit_calibration, fit_human_btl, fit_structured, initial_theta
+from pydial.model.design import glm_information
+from pydial.model.chart import Chart
+from pydial.studies.planning import PLAN_COLUMNS, llm_frame, make_pilot, shrinkage_weight, with_human
 
 
 @pytest.fixture(scope="module")

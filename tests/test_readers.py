@@ -371,7 +371,7 @@ def test_a_read_that_cannot_fit_raises_memory_limit_error(tmp_path, sim_frame, m
 def test_progress_only_on_a_terminal(tmp_path, sim_frame, monkeypatch, capsys):
     import sys
 
-    from pydial import ingest
+    from pydial.data import ingest
 
     path = tmp_path / "p.parquet"
     sim_frame.to_parquet(path, index=False)

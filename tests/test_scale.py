@@ -20,13 +20,13 @@ import pytest
 from scipy.special import expit
 
 import pydial
-from pydial.data import Comparisons
-from pydial.design import _check_separation, _no_separation_by_graph, _scan_cycles, _scan_cycles_fast
-from pydial.estimators import staged_fit
-from pydial.inference import finite_influence, human_influence, staged_influence
-from pydial.fitting import fit_human_btl
-from pydial.inference import COV_TYPES, Influence, influence_covariance
-from pydial.likelihood import Objective
+from pydial.data.comparisons import Comparisons
+from pydial.model.identifiability import _check_separation, _no_separation_by_graph, _scan_cycles, _scan_cycles_fast
+from pydial.estimation.estimators import staged_fit
+from pydial.inference.linearization import finite_influence, human_influence, staged_influence
+from pydial.estimation.glm import fit_human_btl
+from pydial.inference.linearization import COV_TYPES, Influence, influence_covariance
+from pydial.model.likelihood import Objective
 from pydial.optim import pinv_sym
 
 NO_RECORD_COVS = ("fisher", "binomial", "cell")

@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from pydial.simulate import TARGETS, Simulation, Truth, pair_index, simulate
+from pydial.studies.simulate import TARGETS, Simulation, Truth, pair_index, simulate
 
 
 def sig(x):

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from pydial import fit
-from pydial.simulate import simulate
+from pydial.studies.simulate import simulate
 from pydial.stan import StanBackendError, compare_intervals, posterior
 from pydial.stan.idata import group_dataset, group_names
 

@@ -9,8 +9,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pydial.model import Chart
-from pydial.simulate import simulate
+from pydial.model.chart import Chart
+from pydial.studies.simulate import simulate
 from pydial.stan import (
     BACKENDS,
     PROGRAMS,

@@ -18,13 +18,14 @@ import pytest
 import pydial
 from scipy.special import expit
 
-from pydial.estimators import numpy_pooled, staged_fit
-from pydial.model import difference_design
-from pydial.fitting import centering_basis, fit_calibration, fit_human_btl, fit_order_btl, fit_structured, initial_theta
-from pydial.likelihood import Objective
-from pydial.model import Chart
-from pydial.penalty import FirthPenalty
-from pydial.simulate import simulate
+from pydial.estimation.estimators import numpy_pooled, staged_fit
+from pydial.model.chart import difference_design
+from pydial.model.chart import centering_basis
+from pydial.estimation.glm import fit_calibration, fit_human_btl, fit_order_btl, fit_structured, initial_theta
+from pydial.model.likelihood import Objective
+from pydial.model.chart import Chart
+from pydial.model.penalty import FirthPenalty
+from pydial.studies.simulate import simulate
 from pydial.stan import stan_fit_point
 from pydial.stan.standata import (dial_data, human_cell_table, judges_data, llm_cell_table,
                                   weighted_log_coef)

@@ -28,7 +28,7 @@ import numpy as np
 import pytest
 
 from pydial import EstimandMismatchError, fit
-from pydial.simulate import simulate
+from pydial.studies.simulate import simulate
 from pydial.stan import compare_intervals, posterior
 from pydial.stan.idata import group_dataset, group_names
 
@@ -156,7 +156,7 @@ def test_power_posterior_at_default_grid_lambda(models, sim_data):
     MLE and its spread is the inverse weighted Hessian ``H_w^{-1}`` (Bernstein-von Mises for a power
     posterior), not the sandwich ``H_w^{-1} J_w H_w^{-1}``: compare with both, using an independent numpy
     Hessian of ``n_H Q_lambda`` at the Stan optimum."""
-    from pydial.likelihood import Objective
+    from pydial.model.likelihood import Objective
     from pydial.optim import pinv_sym
     from pydial.stan import stan_fit_point
 

@@ -1,12 +1,12 @@
 """The Stan programs' log densities agree with the numpy engine and with the numpy cell likelihoods.
 
 * ``dial.stan``: ``-(log_prob - constants)`` (flat priors, no Jacobian) equals
-  ``n_H`` times ``pydial.likelihood.Objective.weighted(chart, data, lam).value(theta)``
+  ``n_H`` times ``pydial.model.likelihood.Objective.weighted(chart, data, lam).value(theta)``
   to 1e-8 relative at random ``theta`` (the unconstrained vector *is* the
   chart's theta), for r = 0, 1, 2, both calibration bases, order effects on
-  and off; the gradients agree too.  With ties, against :mod:`pydial.ties`.
+  and off; the gradients agree too.  With ties, against :mod:`pydial.model.families`.
 * ``judges.stan`` and ``dial_sample.stan``: against the per-cell likelihoods of
-  :mod:`pydial.ties` (binary, Davidson-Beaver, Rao-Kupper), which are tested
+  :mod:`pydial.model.families` (binary, Davidson-Beaver, Rao-Kupper), which are tested
   against closed forms in tests/test_ties_likelihood.py.
 """
 
@@ -15,9 +15,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from pydial.likelihood import Cells, Objective
-from pydial.model import Chart
-from pydial.simulate import simulate
+from pydial.model.likelihood import Cells, Objective
+from pydial.model.chart import Chart
+from pydial.studies.simulate import simulate
 from pydial.stan.standata import (
     CellTable,
     dial_data,
@@ -27,7 +27,7 @@ from pydial.stan.standata import (
     llm_cell_table,
     weighted_log_coef,
 )
-from pydial.ties import TIE_MODELS, log_coef
+from pydial.model.families import TIE_MODELS, log_coef
 
 pytestmark = pytest.mark.stan
 
@@ -38,7 +38,7 @@ def data():
 
 
 def np_cell_loglik(counts: np.ndarray, eta: np.ndarray, ties: str | None, log_nu=0.0) -> np.ndarray:
-    """Log pmf of (wins_i, wins_j, ties) per cell from pydial.ties (kernel + multinomial coefficient)."""
+    """Log pmf of (wins_i, wins_j, ties) per cell from pydial.model.families (kernel + multinomial coefficient)."""
     return log_coef(counts) + TIE_MODELS[ties](counts, eta, log_nu).value
 
 
@@ -116,7 +116,7 @@ def test_dial_cell_weights_leave_one_out(models, data):
 
 @pytest.mark.parametrize("ties", ["davidson", "rao-kupper"])
 def test_dial_tie_log_prob_equals_numpy_cells(models, data, ties):
-    """dial.stan with tie_model > 0: weighted sum of the pydial.ties log pmfs (nu_k per judge, nu_H for people)."""
+    """dial.stan with tie_model > 0: weighted sum of the pydial.model.families log pmfs (nu_k per judge, nu_H for people)."""
     m = models["dial"]
     tdata = with_ties(simulate(N=7, K=3, r=1, n_llm=2000, n_human=300, rng=12).frame)
     ch = Chart(tdata.N, tdata.K, 1, "W", True)

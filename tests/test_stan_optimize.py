@@ -1,7 +1,7 @@
 """Stan's optimizer and the numpy engine reach the same optimum (scores and b to 1e-6), on every backend.
 
 The numpy optimum comes from the numpy engine itself (``pydial.fit`` Newton fits
-and ``pydial.estimators``); the Stan optimum from ``stan/dial.stan`` /
+and ``pydial.estimation.estimators``); the Stan optimum from ``stan/dial.stan`` /
 ``stan/judges.stan`` through :func:`pydial.stan.stan_fit_point`.  The Stan
 ``theta`` is in the numpy chart, so the numpy gradient must vanish there.
 """
@@ -13,10 +13,10 @@ import numpy as np
 import pytest
 
 from pydial.exceptions import ConvergenceWarning
-from pydial.fitting import fit_human_btl, fit_order_btl, fit_structured, initial_theta
-from pydial.likelihood import Objective
-from pydial.model import Chart
-from pydial.simulate import simulate
+from pydial.estimation.glm import fit_human_btl, fit_order_btl, fit_structured, initial_theta
+from pydial.model.likelihood import Objective
+from pydial.model.chart import Chart
+from pydial.studies.simulate import simulate
 from pydial.stan import stan_fit_point
 
 pytestmark = pytest.mark.stan
@@ -48,7 +48,7 @@ def test_joint_fit_matches_numpy_newton(models, data, r, cal, order, mult):
 
 
 def test_staged_fit_matches_numpy_dial_anc(models, data):
-    from pydial.estimators import staged_fit
+    from pydial.estimation.estimators import staged_fit
 
     for cal in ("mu", "W"):
         sf = staged_fit(data, 1, cal)
@@ -87,7 +87,7 @@ def test_judgewise_btl_matches_numpy(models, data):
 
 
 def test_pooled_matches_numpy_engine(models, data):
-    from pydial.estimators import fit
+    from pydial.api import fit
 
     res = fit(data, "pooled")
     sp = stan_fit_point(data, "pooled")
@@ -96,7 +96,7 @@ def test_pooled_matches_numpy_engine(models, data):
 
 def test_fit_engine_stan_matches_numpy_engine(models, data):
     """pydial.fit(..., engine="stan") (Stan optimizer + numpy inference) equals the numpy engine."""
-    from pydial.estimators import fit
+    from pydial.api import fit
 
     rn = fit(data, "dial-anc", rank=1, calibration="mu")
     rs = fit(data, "dial-anc", rank=1, calibration="mu", engine="stan")
@@ -111,7 +111,7 @@ def test_fit_engine_stan_matches_numpy_engine(models, data):
 def test_fit_engine_stan_matches_numpy_engine_other_methods(models, data, method):
     """Every estimator agrees across engines on scores, standard errors, the selected
     weight and the GACV path (DIAL-Ada: every weight of the path optimized by Stan)."""
-    from pydial.estimators import fit
+    from pydial.api import fit
 
     rn = fit(data, method)
     rs = fit(data, method, engine="stan")
@@ -134,7 +134,7 @@ def test_nonconvergence_is_reported(models, data):
 def test_fixed_coordinates_stay_fixed(models, data, stan_backend_name):
     """The scipy path holds coordinates fixed in-process (httpstan); CmdStan takes them as data instead."""
     from pydial.stan import StanBackendError
-    from pydial.fitting import initial_theta
+    from pydial.estimation.glm import initial_theta
     from pydial.stan.standata import dial_data
 
     m = models["dial"]
@@ -154,7 +154,7 @@ def test_fixed_coordinates_stay_fixed(models, data, stan_backend_name):
 
 def test_calibration_stage_with_the_llm_block_as_data(models, data):
     """dial.stan's fix_llm: only c is a parameter; its optimum is argmin_c l_H(M c) of the numpy engine."""
-    from pydial.estimators import staged_fit
+    from pydial.estimation.estimators import staged_fit
     from pydial.stan.standata import dial_data
 
     sf = staged_fit(data, 1, "W")

@@ -26,10 +26,10 @@ import pytest
 from scipy.special import gammaln, log_expit
 
 from pydial import Comparisons
-from pydial.likelihood import Objective
+from pydial.model.likelihood import Objective
 from pydial.optim import pinv_sym
 from pydial.stan.idata import group_names
-from pydial.simulate import simulate
+from pydial.studies.simulate import simulate
 from pydial.stan import SamplerWarning, compare_intervals, posterior, stan_fit_point
 
 pytestmark = pytest.mark.stan
@@ -161,7 +161,7 @@ def test_compare_intervals_same_level(bvm):
 def test_compare_intervals_with_pydial_fit(bvm):
     """A DialResult of another estimator is refused; match=True refits it to the posterior's estimand."""
     from pydial import EstimandMismatchError
-    from pydial.estimators import fit
+    from pydial.api import fit
 
     res = fit(bvm.data, "dial-anc", rank=1, calibration="mu")
     with pytest.raises(EstimandMismatchError, match="method: fit 'dial-anc' vs posterior 'dial-ada'"):
@@ -266,7 +266,7 @@ def test_short_chains_warn(models):
 def test_human_only_posterior(models):
     data = simulate(N=5, K=2, r=0, n_llm=200, n_human=3000, rng=2).comparisons
     idata = posterior(data, model="human", chains=2, draws=300, warmup=300, seed=2)
-    from pydial.fitting import fit_human_btl
+    from pydial.estimation.glm import fit_human_btl
 
     s = fit_human_btl(data.human, data.N).s
     mean = idata.posterior["s_H"].mean(("chain", "draw")).to_numpy()

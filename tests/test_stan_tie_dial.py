@@ -1,7 +1,7 @@
 """dial.stan with tie_model 1 / 2 agrees with the numpy tie objective and its optimum.
 
 * log density: ``-(log_prob - weighted_log_coef)`` (flat priors, no Jacobian) equals
-  ``n_H`` times :class:`pydial.likelihood.TieObjective` at random ``x = (theta, log nu)``
+  ``n_H`` times :class:`pydial.model.likelihood.TieObjective` at random ``x = (theta, log nu)``
   (Stan's unconstrained vector is ``theta`` followed by ``log_nu``: judges, then people)
   to 1e-8 relative, and the gradients agree;
 * optimum: the numpy Newton fit of :math:`Q_\\lambda` at a fixed lambda and Stan's
@@ -14,9 +14,9 @@ import numpy as np
 import pytest
 
 import pydial
-from pydial import tie_fits
-from pydial.likelihood import TieObjective, tie_totals
-from pydial.model import Chart
+from pydial.estimation import tie_fits
+from pydial.model.likelihood import TieObjective, tie_totals
+from pydial.model.chart import Chart
 from pydial.stan.standata import dial_data, weighted_log_coef
 
 pytestmark = pytest.mark.stan

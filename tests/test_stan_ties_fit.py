@@ -136,9 +136,9 @@ def test_no_ties_in_the_data_gives_the_binary_fit():
 
 
 def test_rao_kupper_stan_optimum_equals_numpy_mle():
-    """The Rao-Kupper MLE through Stan equals a scipy maximization of pydial.ties.rao_kupper_cell,
-    and its standard errors are the inverse of pydial.ties' exact information."""
-    from pydial.ties import rao_kupper_cell
+    """The Rao-Kupper MLE through Stan equals a scipy maximization of pydial.model.families.rao_kupper_cell,
+    and its standard errors are the inverse of pydial.model.families' exact information."""
+    from pydial.model.families import rao_kupper_cell
 
     sim = pydial.simulate(N=5, K=1, r=0, n_llm=200, n_human=5_000, tie_rate=0.3, tie_model="rao-kupper", rng=2)
     data = sim.comparisons
@@ -162,7 +162,7 @@ def test_rao_kupper_stan_optimum_equals_numpy_mle():
 
 @pytest.mark.parametrize("ties", ["davidson", "rao-kupper"])
 def test_numpy_and_stan_tie_fits_agree(ties):
-    """The numpy engine (Newton on pydial.ties' exact derivatives) and Stan reach the same optimum."""
+    """The numpy engine (Newton on pydial.model.families' exact derivatives) and Stan reach the same optimum."""
     data = pydial.simulate(N=6, K=3, r=1, n_llm=9_000, n_human=3_000, tie_rate=0.2, tie_model=ties, rng=13).comparisons
     for method in ("human", "judges"):
         rn = pydial.fit(data, method, ties=ties)

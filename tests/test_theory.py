@@ -17,9 +17,9 @@ import pytest
 from scipy.special import expit
 
 import pydial
-from pydial import metrics
-from pydial.data import HumanCells
-from pydial.fitting import fit_calibration, fit_human_btl
+from pydial.studies import metrics
+from pydial.data.comparisons import HumanCells
+from pydial.estimation.glm import fit_calibration, fit_human_btl
 
 N_H = 2000
 REPS = 1200

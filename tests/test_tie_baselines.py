@@ -14,12 +14,13 @@ import numpy as np
 import pytest
 
 from pydial import fit
-from pydial.likelihood import TieCells, tie_totals
-from pydial.simulate import simulate
-from pydial.tie_baselines import POOLED_LABEL, pooled_cross_derivative
-from pydial.tie_fits import tie_glm_terms
-from pydial.fitting import Design, centering_basis
-from pydial.model import difference_design
+from pydial.model.likelihood import TieCells, tie_totals
+from pydial.studies.simulate import simulate
+from pydial.estimation.tie_baselines import POOLED_LABEL, pooled_cross_derivative
+from pydial.estimation.tie_fits import tie_glm_terms
+from pydial.model.design import Design
+from pydial.model.chart import centering_basis
+from pydial.model.chart import difference_design
 
 
 @pytest.fixture(scope="module")

@@ -15,7 +15,7 @@ from scipy.optimize import minimize
 from scipy.special import logsumexp
 
 import pydial
-from pydial.likelihood import tie_totals
+from pydial.model.likelihood import tie_totals
 
 
 @pytest.fixture(scope="module")

@@ -1,8 +1,8 @@
-"""Sandwich covariances of the DIAL tie fits (pydial.tie_fits, pydial.inference.outcome_meat).
+"""Sandwich covariances of the DIAL tie fits (pydial.estimation.tie_fits, pydial.inference.linearization.outcome_meat).
 
 References: (1) on binary cells the three-outcome meats equal the binary meats of
 ``parameter_meat``; (2) a brute-force sandwich written here from per-comparison
-scores taken by central differences of ``log P(outcome)`` (pydial.ties.tie_probabilities
+scores taken by central differences of ``log P(outcome)`` (pydial.model.families.tie_probabilities
 and the chart's linear predictors only), clustered per comparison, per judge-pair
 cell and per record from the raw rows of ``data.frame``; (3) the two-step
 covariance at lambda = inf as the large-lambda limit of the finite-weight
@@ -18,11 +18,11 @@ import pytest
 import scipy.sparse as sp
 
 import pydial
-from pydial.inference import CellStats, OutcomeStats, outcome_meat, parameter_meat
-from pydial.likelihood import Objective, TieObjective, tie_totals
-from pydial.model import Chart
-from pydial.ties import tie_probabilities
-from pydial import tie_fits
+from pydial.inference.linearization import CellStats, OutcomeStats, outcome_meat, parameter_meat
+from pydial.model.likelihood import Objective, TieObjective, tie_totals
+from pydial.model.chart import Chart
+from pydial.model.families import tie_probabilities
+from pydial.estimation import tie_fits
 
 
 @pytest.fixture(scope="module")

@@ -1,4 +1,4 @@
-"""The structured tie objective (pydial.likelihood.TieObjective).
+"""The structured tie objective (pydial.model.likelihood.TieObjective).
 
 References: central finite differences of value and gradient (tests/fdcheck.py),
 a direct sum of the per-cell tie log-likelihoods written here from the model
@@ -15,8 +15,8 @@ from scipy.special import expit, log_expit, logsumexp
 
 import pydial
 from fdcheck import fd_jacobian
-from pydial.likelihood import Objective, TieCells, TieObjective, tie_groups, tie_totals
-from pydial.model import Chart
+from pydial.model.likelihood import Objective, TieCells, TieObjective, tie_groups, tie_totals
+from pydial.model.chart import Chart
 
 
 @pytest.fixture(scope="module")

@@ -1,4 +1,4 @@
-"""Per-cell tie likelihoods (pydial.ties): finite-difference derivatives, probabilities, limits."""
+"""Per-cell tie likelihoods (pydial.model.families): finite-difference derivatives, probabilities, limits."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import pytest
 from scipy.special import gammaln
 
 from fdcheck import fd_jacobian
-from pydial.ties import TIE_MODELS, binary_cell, davidson_cell, log_coef, rao_kupper_cell, tie_probabilities
+from pydial.model.families import TIE_MODELS, binary_cell, davidson_cell, log_coef, rao_kupper_cell, tie_probabilities
 
 RNG = np.random.default_rng(3)
 COUNTS = np.array([[5, 2, 1], [0, 3, 4], [7, 0, 0], [2, 2, 9], [1, 1, 0]])
@@ -85,7 +85,7 @@ def test_vanishing_tie_parameter_gives_the_binary_model(fn):
 
 @pytest.mark.parametrize("ties", ["davidson", "rao-kupper"])
 def test_judge_tie_loglik_gradient_and_hessian_match_finite_differences(ties):
-    from pydial.ties import tie_loglik
+    from pydial.model.families import tie_loglik
 
     X = RNG.normal(size=(len(COUNTS), 3))
     th = np.array([0.2, -0.4, 0.3, -0.5])
@@ -97,7 +97,7 @@ def test_judge_tie_loglik_gradient_and_hessian_match_finite_differences(ties):
 
 
 def test_newton_tie_fit_reaches_a_zero_gradient():
-    from pydial.ties import fit_tie_judge, tie_loglik
+    from pydial.model.families import fit_tie_judge, tie_loglik
 
     X = RNG.normal(size=(len(COUNTS), 2))
     th, ll, info, ok = fit_tie_judge("davidson", COUNTS, X, np.zeros(3))

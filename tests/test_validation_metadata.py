@@ -11,10 +11,11 @@ import pandas as pd
 import pytest
 
 import pydial
-import pydial.estimators as estimators
+import pydial.api
+import pydial.estimation.estimators as estimators
 from pydial.cli import main
 from pydial.exceptions import ArgumentWarning, ConvergenceError, DialError, IdentifiabilityError
-from pydial.inference import Linearization
+from pydial.inference.linearization import Linearization
 
 
 @pytest.fixture(scope="module")
@@ -97,13 +98,13 @@ def test_numerical_errors_become_dial_errors(data, monkeypatch, method, error, e
 
 
 def test_numerical_error_in_the_design_check(data, monkeypatch):
-    import pydial.design
+    import pydial.model.identifiability
 
     def broken(*args, **kwargs):
         raise FloatingPointError("invalid value")
 
     copy = dataclasses.replace(data)  # an empty cache: the check runs
-    monkeypatch.setattr(pydial.design, "check_design", broken)
+    monkeypatch.setattr(pydial.model.identifiability, "check_design", broken)
     with pytest.raises(ConvergenceError, match="design check of method 'human'") as info:
         pydial.fit(copy, "human")
     assert isinstance(info.value.__cause__, FloatingPointError)
@@ -113,7 +114,7 @@ def test_numerical_error_in_the_diagnosis(data, monkeypatch):
     def broken(*args, **kwargs):
         raise np.linalg.LinAlgError("SVD did not converge")
 
-    monkeypatch.setattr(estimators, "with_verdict", broken)
+    monkeypatch.setattr(pydial.api, "with_verdict", broken)
     with pytest.raises(ConvergenceError, match="diagnosis of the 'human' fit") as info:
         pydial.fit(data, "human")
     assert isinstance(info.value.__cause__, np.linalg.LinAlgError)
@@ -159,7 +160,7 @@ def test_bootstrap_of_methods_without_rank_or_lambda(data):
 
 
 def test_plan_from_a_human_pilot_uses_the_default_dial_model(data):
-    from pydial.metrics import first_order_risk
+    from pydial.studies.metrics import first_order_risk
 
     tab = pydial.plan(pydial.fit(data, "human"), budgets=[100, 200])
     cols = ["excess_risk", "ci_width", "contrast_ci_width", "p_topk_correct"]
@@ -206,7 +207,7 @@ def test_tie_tables_of_two_fits_concatenate():
 def test_path_is_typed_and_drives_loo_cv():
     """res.path lists the fitted candidates behind res.gacv (typed entries, not a details dict);
     res.loo_cv refits from them and matches selection.loo_cv called directly."""
-    from pydial.selection import PathEntry, loo_cv
+    from pydial.estimation.selection import PathEntry, loo_cv
 
     d = pydial.simulate(N=4, K=3, r=1, n_llm=1500, n_human=60, rng=2).comparisons
     res = pydial.fit(d, "dial-ada", multiples=[1.0, 4.0])

@@ -12,7 +12,7 @@ import pytest
 import pydial
 from pydial import Comparisons, check_design
 from pydial.exceptions import ConvergenceWarning, CovarianceWarning
-from pydial.simulate import simulate
+from pydial.studies.simulate import simulate
 
 
 @pytest.fixture(scope="module")
@@ -116,7 +116,7 @@ def test_two_items_judges_cell_meat_is_degenerate():
 
 
 def test_zero_variance_is_nan_with_warning():
-    from pydial.inference import wald_table
+    from pydial.inference.linearization import wald_table
 
     C = np.diag([0.04, 0.0, 0.09])
     with pytest.warns(CovarianceWarning, match="zero variance for b"):

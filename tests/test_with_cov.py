@@ -20,7 +20,7 @@ import pandas as pd
 import pytest
 
 import pydial
-from pydial.data import I_WINS, J_WINS
+from pydial.data.comparisons import I_WINS, J_WINS
 
 METHODS = ["human", "judges", "pooled", "dial-nopos", "dial-anc", "dial-ada", "atc"]
 TIE_METHODS = ["pooled", "dial-anc", "dial-ada", "atc"]

@@ -37,9 +37,9 @@ import pandas as pd
 from analyses.simulation.compare import _md
 
 import pydial
-from pydial import metrics
+from pydial.studies import metrics
 from pydial.exceptions import DialError
-from pydial.selection import SIMULATION_MULTIPLES
+from pydial.estimation.selection import SIMULATION_MULTIPLES
 
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
 LEVEL = 0.95

@@ -43,10 +43,10 @@ from joblib import Parallel, delayed
 from scipy.special import expit
 
 import pydial
-from pydial import metrics
-from pydial.estimators import method_arguments
+from pydial.studies import metrics
+from pydial.estimation.estimators import method_arguments
 from pydial.exceptions import DialError
-from pydial.planning import human_frame, with_human
+from pydial.studies.planning import human_frame, with_human
 
 RESULTS = Path(__file__).resolve().parent / "results"
 METHODS = ("human", "dial-anc", "dial-ada")
@@ -393,7 +393,7 @@ def write_summary(out: Path) -> None:
                     f"{r.method} at {by} {getattr(r, by)} (ratio {r.ratio:.2f} +- {getattr(r, se):.2f})"
                     for r in miss.itertuples()) + "."), ""]
     parts += ["DIAL-Ada is predicted as the GACV-selected shrinkage between the endpoints (docstring of "
-              "`pydial.planning`); what that first-order model leaves out (unequal shrinkage across directions, "
+              "`pydial.studies.planning`); what that first-order model leaves out (unequal shrinkage across directions, "
               "the finite weight grid, GACV's own noise, the human MLE's small-sample bias) makes it "
               "under-predict where the ratio is below 1. The DIAL-Ada predictions of the risk and widths tables "
               "were recomputed with `--predictions-only` (realized fits of the same seeds and splits).", ""]

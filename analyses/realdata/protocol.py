@@ -76,11 +76,11 @@ import numpy as np
 import pandas as pd
 
 import pydial
-from pydial.data import HumanCells
-from pydial.estimators import method_arguments
+from pydial.data.comparisons import HumanCells
+from pydial.estimation.estimators import method_arguments
 from pydial.exceptions import ConvergenceError, DialError, IdentifiabilityError
-from pydial.likelihood import human_loss
-from pydial.metrics import kendall_tau
+from pydial.model.likelihood import human_loss
+from pydial.studies.metrics import kendall_tau
 
 PROTOCOL_VERSION = 1
 METHODS: tuple[str, ...] = ("human", "pooled", "dial-nopos", "dial-anc", "dial-ada", "atc")
@@ -254,7 +254,7 @@ def split_pools(seed: int, train_frac: float, judges: tuple[str, ...], template:
     tl = np.flatnonzero(in_train & panel & dec)
     tl = tl[rng_for(seed, "llm", split).permutation(tl.size)]
     tt = np.flatnonzero(in_train & long["judge"].eq(template).to_numpy())
-    test = pydial.Comparisons.from_frame(long.loc[~in_train & is_h & dec, list(pydial.data.COLUMNS)], items=items)
+    test = pydial.Comparisons.from_frame(long.loc[~in_train & is_h & dec, list(pydial.data.comparisons.COLUMNS)], items=items)
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
@@ -289,7 +289,7 @@ def task_frame(cfg: Config, sweep: str, setting: float, split: int) -> tuple[pd.
     """
     items, _, long = base_data()
     pools = split_pools(cfg.seed, cfg.train_frac, cfg.judges, cfg.pure_template, split)
-    cols = list(pydial.data.COLUMNS)
+    cols = list(pydial.data.comparisons.COLUMNS)
     n_h = cfg.n_human(sweep, setting)
     if n_h > pools.train_human.size:
         raise ValueError(f"n_H = {n_h} exceeds the {pools.train_human.size} decisive train human labels of split {split}")

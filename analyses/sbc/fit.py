@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 import pydial
-from pydial.data import CellTable
+from pydial.data.comparisons import CellTable
 from pydial.stan import compile_model
 from pydial.stan.idata import rhat_ess
 from pydial.stan.standata import dial_sample_data, dial_sample_inits, judges_data

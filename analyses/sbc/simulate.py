@@ -14,7 +14,7 @@ eq. binomial-model-human):
 The design is complete: every judge compares every pair ``n_llm`` times in each
 display order, the people every pair ``n_human`` times.  The counts are drawn per
 cell in pydial's canonical orientation (pair ``i < j``, ``a = +1`` when ``i`` was
-shown first; paper Sec. 3.1) as :class:`pydial.data.CellTable` s, and
+shown first; paper Sec. 3.1) as :class:`pydial.data.comparisons.CellTable` s, and
 :func:`counts_frame` writes them as the user-facing table of
 :meth:`pydial.Comparisons.from_counts` (``item_a`` = ``i``, ``first = "a"`` or ``"b"``).
 """
@@ -26,7 +26,7 @@ from itertools import combinations
 import numpy as np
 import pandas as pd
 
-from pydial.data import CellTable
+from pydial.data.comparisons import CellTable
 
 from .configs import Config
 

@@ -26,8 +26,8 @@ import numpy as np
 import pandas as pd
 
 import pydial
-from pydial import metrics
-from pydial.selection import SIMULATION_MULTIPLES
+from pydial.studies import metrics
+from pydial.estimation.selection import SIMULATION_MULTIPLES
 
 from .study import CONFIGS, RESULTS_DIR, Task
 

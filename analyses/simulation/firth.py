@@ -29,9 +29,9 @@ import numpy as np
 import pandas as pd
 
 import pydial
-from pydial import metrics
+from pydial.studies import metrics
 from pydial.exceptions import DialError
-from pydial.selection import SIMULATION_MULTIPLES
+from pydial.estimation.selection import SIMULATION_MULTIPLES
 
 from .compare import _md
 from .study import CONFIGS, RESULTS_DIR, Task

@@ -38,7 +38,7 @@ Methods (column ``method``)
 and ``Oracle``: among the admissible candidates of DIAL-Ada's weight path (the
 endpoints ``lambda = 0`` and ``inf`` included) the one with the smallest population
 excess human risk against the truth.  Structured fits use the true rank and
-``multiples = pydial.selection.SIMULATION_MULTIPLES``.
+``multiples = pydial.estimation.selection.SIMULATION_MULTIPLES``.
 
 Metrics: excess human risk, Kendall's tau against ``s_H``, coverage of the 95%
 intervals of all pairwise contrasts (``coverage``; plus ``coverage_binomial`` for
@@ -67,9 +67,9 @@ import numpy as np
 import pandas as pd
 
 import pydial
-from pydial import metrics
+from pydial.studies import metrics
 from pydial.exceptions import ConvergenceWarning, DialError
-from pydial.selection import SIMULATION_MULTIPLES
+from pydial.estimation.selection import SIMULATION_MULTIPLES
 
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
 LEVEL = 0.95

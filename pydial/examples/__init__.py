@@ -4,18 +4,18 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..data import Comparisons
+from pydial.data.comparisons import Comparisons
 
 
 def example_path() -> Path:
     """Path of the bundled synthetic long-format CSV."""
-    from ..datasets import path
+    from pydial.data.datasets import path
 
     return path("synthetic")
 
 
 def load_example() -> Comparisons:
     """Load the bundled synthetic example (see :func:`pydial.datasets.synthetic`)."""
-    from ..datasets import synthetic
+    from pydial.data.datasets import synthetic
 
     return synthetic()

@@ -52,10 +52,10 @@ from .backend import (
     sample,
     stan_backend,
 )
+from .bayes import estimand, posterior
 from .compare import IntervalComparison, compare_intervals, interval_settings
 from .engine import stan_point_engine
 from .point import POINT_METHODS, StanPointFit, stan_fit_point
-from .bayes import estimand, posterior
 from .programs import PROGRAMS, program_code, program_path
 from .standata import standata
 

@@ -47,7 +47,8 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from ..data import Comparisons
+from pydial.data.comparisons import Comparisons
+
 from ..exceptions import DataError
 from ..optim import BOX
 from . import idata as azio
@@ -58,13 +59,13 @@ from .standata import (
     JUDGES_PRIORS,
     TIE_MODEL_CODE,
     CellTable,
-    merge_priors,
     dial_sample_data,
     dial_sample_inits,
     dial_sample_start,
     human_cell_table,
     judges_data,
     llm_cell_table,
+    merge_priors,
     mu_reference,
     with_extra,
 )
@@ -276,7 +277,7 @@ def posterior(
         Estimate the judges' order effects.
     init : "spectral", "random" or list of dict
         ``"spectral"`` (default; the name is kept for compatibility) means the
-        point fits' start :func:`pydial.fitting.initial_theta`: with
+        point fits' start :func:`pydial.estimation.glm.initial_theta`: with
         ``model="dial"`` each chain starts there, jittered (ridge judge-wise
         BTL fits, the consensus SVD of their scores and the people's scores
         projected on the calibration basis); the other models start as with

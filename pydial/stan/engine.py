@@ -9,16 +9,20 @@ engines differ only in the optimizer.
 
 from __future__ import annotations
 
+import dataclasses
+from functools import partial
 from typing import Any
 
 import numpy as np
 
-from ..data import Comparisons
-from ..engines import BTLFit, PointEngine, StagedFit, TieOptimizers
+from pydial.data.comparisons import Comparisons
+from pydial.estimation.engines import BTLFit, Engine, PointEngine, StagedFit, TieOptimizers
+
 from .backend import OptimizeResult
 from .point import StanPointFit, stan_fit_point
+from .ties import stan_tie_btl
 
-__all__ = ["stan_point_engine"]
+__all__ = ["stan_engine", "stan_point_engine", "stan_tie_optimizers"]
 
 
 
@@ -32,7 +36,7 @@ def _as_optim(res: OptimizeResult, x: np.ndarray, fun: float) -> Any:
 
 
 def stan_point_engine(seed: int | None = None, penalty: str | None = None) -> PointEngine:
-    """Return a :class:`pydial.engines.PointEngine` whose optimizers are Stan's.
+    """Return a :class:`pydial.estimation.engines.PointEngine` whose optimizers are Stan's.
 
     The staged endpoint, every finite weight of the DIAL-Ada path (warm-started as
     in Alg. DIAL-Ada) and the human BTL are optimized by Stan; each optimum is
@@ -83,7 +87,7 @@ def stan_point_engine(seed: int | None = None, penalty: str | None = None) -> Po
 
 
 def stan_tie_optimizers(seed: int | None = None, backend: str | None = None) -> TieOptimizers:
-    """Return the optimizers of :mod:`pydial.tie_fits` run by Stan (``fit(..., ties=..., engine="stan")``).
+    """Return the optimizers of :mod:`pydial.estimation.tie_fits` run by Stan (``fit(..., ties=..., engine="stan")``).
 
     ``dial.stan`` with ``tie_model`` 1 / 2 for the LLM-only stage, the calibration stage
     (``fix_llm``) and the weighted fits (weights ``lambda n_H / n_L`` and 1, ``n`` counting
@@ -91,11 +95,12 @@ def stan_tie_optimizers(seed: int | None = None, backend: str | None = None) -> 
     canonical gauge; the numpy engine computes every covariance, GACV and test there.
     A judge or the people without any tie get ``nu_zero`` (``nu = 0``, binary cells; their
     unused ``log nu`` entries of the program are held at 0 and dropped from the optimum), as
-    the numpy engine fixes them (:func:`pydial.likelihood.tie_groups`).
+    the numpy engine fixes them (:func:`pydial.model.likelihood.tie_groups`).
     """
-    from ..likelihood import tie_totals
+    from pydial.model.chart import helmert_basis
+    from pydial.model.likelihood import tie_totals
+
     from .backend import compile_model
-    from ..model import helmert_basis
     from .standata import dial_data, empty_cells, human_cell_table, judges_data, weighted_log_coef
 
     gtol = 1e-9
@@ -166,15 +171,15 @@ def stan_tie_optimizers(seed: int | None = None, backend: str | None = None) -> 
 
 def stan_pooled_tie_stages(data: Comparisons, ties: str, x0: np.ndarray, l2: float, free1: bool, free2: bool,
                            seed: int | None = None, backend: str | None = None) -> tuple[Any, Any]:
-    """Run the two stages of the pooled tie fit (:func:`pydial.tie_baselines.fit_pooled_ties`) with Stan's optimizer.
+    """Run the two stages of the pooled tie fit (:func:`pydial.estimation.tie_baselines.fit_pooled_ties`) with Stan's optimizer.
 
     ``dial.stan`` with one judge holding the pooled LLM cells, ``r = 0``, no order
     effects; then ``fix_llm`` for ``(c, log nu_H)``.  The optima are in the numpy
     coordinates ``(beta, log nu_L)`` and ``(c, log nu_H)``.
     """
-    from ..model import centering_basis
-    from ..likelihood import tie_totals
-    from ..model import Chart
+    from pydial.model.chart import Chart, centering_basis
+    from pydial.model.likelihood import tie_totals
+
     from .backend import compile_model
     from .standata import dial_data, pooled_cell_table, weighted_log_coef
 
@@ -197,3 +202,10 @@ def stan_pooled_tie_stages(data: Comparisons, ties: str, x0: np.ndarray, l2: flo
     c = float(ch.scores(th) @ s_pool / (s_pool @ s_pool))  # s = c s_pool
     o2 = _as_optim(r2, np.append(c, r2.u[1:] if free2 else []), -(r2.log_prob - weighted_log_coef(d2)) / n_h)
     return o1, o2
+
+
+def stan_engine(seed: int | None = None, penalty: str | None = None) -> Engine:
+    """Return the Stan engine of ``pydial.fit(..., engine="stan")``: every optimizer of the binary and the tie fits is Stan's."""
+    ties = stan_tie_optimizers(seed)
+    return Engine(stan_point_engine(seed, penalty=penalty),
+                  dataclasses.replace(ties, pooled_stages=partial(stan_pooled_tie_stages, seed=seed), btl=stan_tie_btl))

@@ -78,6 +78,7 @@ def unavailable_reason() -> str | None:
     try:
         import httpstan
         import httpstan.models  # noqa: F401
+
         import stan  # noqa: F401
     except ImportError as exc:
         return f"pystan/httpstan are not importable ({exc})"

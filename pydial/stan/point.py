@@ -2,9 +2,9 @@ r"""Penalized maximum likelihood through Stan's optimizer, in the numpy engine's
 
 :func:`stan_fit_point` fits the estimators of the paper with ``stan/dial.stan``
 (and ``stan/judges.stan`` for the judge-wise fits) and returns the optimum as
-the reduced-chart ``theta`` of :class:`pydial.model.Chart` -- the same
-coordinates as the numpy engine -- so that :mod:`pydial.likelihood`,
-:mod:`pydial.inference` and :mod:`pydial.selection` can evaluate gradients,
+the reduced-chart ``theta`` of :class:`pydial.model.chart.Chart` -- the same
+coordinates as the numpy engine -- so that :mod:`pydial.model.likelihood`,
+:mod:`pydial.inference.linearization` and :mod:`pydial.estimation.selection` can evaluate gradients,
 Hessians, sandwiches and GACV at the Stan optimum.
 
 The Stan target is the weighted log-likelihood on the *log-likelihood scale*,
@@ -22,10 +22,11 @@ from typing import Any, Mapping, cast
 
 import numpy as np
 
-from ..data import Comparisons
+from pydial.data.comparisons import Comparisons
+from pydial.estimation.glm import initial_theta
+from pydial.model.chart import Calibration, Chart, helmert_basis
+
 from ..exceptions import ConvergenceWarning, DataError
-from ..fitting import initial_theta
-from ..model import Calibration, Chart, helmert_basis
 from .backend import CompiledModel, OptimizeResult, compile_model
 from .standata import dial_data, empty_cells, human_cell_table, judges_data, llm_cell_table, pooled_cell_table, weighted_log_coef
 
@@ -37,7 +38,7 @@ POINT_METHODS: tuple[str, ...] = ("joint", "staged", "llm", "human", "pooled", "
 
 @dataclass
 class StanPointFit:
-    """A Stan optimum expressed in the reduced chart of :class:`pydial.model.Chart`.
+    """A Stan optimum expressed in the reduced chart of :class:`pydial.model.chart.Chart`.
 
     Attributes
     ----------
@@ -157,7 +158,7 @@ def stan_fit_point(
         Estimate the judges' order effects (``False``: ``b = 0``).
     init : ndarray, optional
         Warm start in the reduced chart of the (first-stage) fit; default the numpy
-        engine's start: :func:`pydial.fitting.initial_theta` for the structured fits,
+        engine's start: :func:`pydial.estimation.glm.initial_theta` for the structured fits,
         zero for the GLMs (the human, judge-wise and pooled BTL, the calibration stage).
     priors : mapping, optional
         Normal penalty scales ``{"A", "B", "c", "b"}`` of ``dial.stan``
@@ -178,7 +179,7 @@ def stan_fit_point(
     warn : bool
         Emit :class:`pydial.ConvergenceWarning` when an optimizer call fails.
     penalty : {None, "firth"}
-        ``"firth"`` adds the Jeffreys prior of :mod:`pydial.penalty` (the ``firth``
+        ``"firth"`` adds the Jeffreys prior of :mod:`pydial.model.penalty` (the ``firth``
         flag of ``dial.stan`` / ``judges.stan``): to the human BTL, the pooled BTL,
         every judge's BTL, the calibration stage and the human block of the joint
         fit; the LLM-only structured stage is not penalized.
@@ -206,7 +207,7 @@ def stan_fit_point(
     if method in ("joint", "staged") and calibration is None:
         raise ValueError(f"method {method!r} needs a calibration basis ('mu' or 'W'), got None")
     t_total = 0.0
-    from ..penalty import check_penalty
+    from pydial.model.penalty import check_penalty
 
     firth = check_penalty(penalty) == "firth"
 
@@ -263,7 +264,7 @@ def stan_fit_point(
     ch = Chart(data.N, K, r, cast(Calibration, cal), use_order)
     st = chL.structure(r1.u)
     M = st.basis(cal)
-    # start: c = 0, as the numpy engine's calibration GLM (pydial.fitting.fit_calibration)
+    # start: c = 0, as the numpy engine's calibration GLM (pydial.estimation.glm.fit_calibration)
     th1 = ch.from_structure(st, np.zeros(M.shape[1]), bL if use_order else None)
     # A and B of the first stage are data (fix_llm): Stan optimizes the calibration alone
     d2 = dial_data(data, ch, w_llm=0.0, w_human=1.0, priors=priors, fix_llm=th1, firth=2 if firth else 0)
@@ -290,7 +291,7 @@ def _fit_human(data: Comparisons, *, backend: str | None, seed: int | None, gtol
     H = human_cell_table(data)
     d = judges_data(empty_cells(), H, N=N, K=0, order=False, flat=True, log_lik=False, firth=firth)
     Q = helmert_basis(N)
-    # start: s = 0, as the numpy engine's human BTL (pydial.fitting.fit_human_btl)
+    # start: s = 0, as the numpy engine's human BTL (pydial.estimation.glm.fit_human_btl)
     u0 = jm.unconstrain(d, {"s_raw": np.zeros((0, N - 1)), "sH_raw": np.zeros(N - 1),
                             "b": np.zeros(0), "log_nu": np.zeros(0)})
     res = jm.optimize(d, u0, seed=seed, gtol=gtol, max_iter=max_iter)
@@ -310,7 +311,7 @@ def _fit_judges(data: Comparisons, *, order: bool, backend: str | None, seed: in
     L = llm_cell_table(data)
     d = judges_data(L, None, N=N, K=K, order=order, flat=True, log_lik=False, firth=firth)
     Q = helmert_basis(N)
-    # start: s = 0, b = 0, as the numpy engine's judge-wise BTL (pydial.fitting.fit_order_btl)
+    # start: s = 0, b = 0, as the numpy engine's judge-wise BTL (pydial.estimation.glm.fit_order_btl)
     u0 = jm.unconstrain(d, {"s_raw": np.zeros((K, N - 1)), "sH_raw": np.zeros(0), "b": np.zeros(K) if order else np.zeros(0),
                             "log_nu": np.zeros(0)})
     res = jm.optimize(d, u0, seed=seed, gtol=gtol, max_iter=max_iter)

@@ -6,7 +6,7 @@ judge indices, canonical orientation ``i < j``, ``a = +1`` when item ``i`` was
 shown first), describes the order of each program's unconstrained parameters,
 and computes a cheap deterministic starting point (per-judge weighted least
 squares on empirical log-odds, then the structure recovery of
-:func:`pydial.model.structure_from_S`).
+:func:`pydial.model.chart.structure_from_S`).
 """
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ from typing import Any, Mapping, cast
 
 import numpy as np
 
-from ..data import CellTable, Comparisons
-from ..fitting import initial_theta
-from ..model import Calibration, Chart, Structure, helmert_basis
+from pydial.data.comparisons import CellTable, Comparisons
+from pydial.estimation.glm import initial_theta
+from pydial.model.chart import Calibration, Chart, Structure, helmert_basis
 
 __all__ = [
     "DIAL_PRIORS",
@@ -209,7 +209,7 @@ def weighted_log_coef(d: Mapping[str, Any]) -> float:
     """Sum over cells of weight times the log multinomial coefficient, as the programs add it.
 
     ``log_prob - weighted_log_coef(d)`` is the weighted log-likelihood without
-    constants, the scale of :class:`pydial.likelihood.Objective`.
+    constants, the scale of :class:`pydial.model.likelihood.Objective`.
     """
     from scipy.special import gammaln
 
@@ -241,7 +241,7 @@ def dial_data(
     Parameters
     ----------
     data : Comparisons
-    chart : pydial.model.Chart
+    chart : pydial.model.chart.Chart
         Gives ``N, K, r``, the calibration basis and the order switch.
     w_llm, w_human : float or array
         Weight of each cell's log-likelihood (scalar or one per cell).
@@ -260,11 +260,11 @@ def dial_data(
         cells alone (second stage of eq. staged-calibrated-estimator).
     firth : {0, 1, 2}
         Jeffreys-prior term of ``dial.stan`` (0 none, 1 the LLM cells as one GLM,
-        2 the human calibration block, :class:`pydial.penalty.CalibrationFirthPenalty`).
+        2 the human calibration block, :class:`pydial.model.penalty.CalibrationFirthPenalty`).
     boundary_nu : bool
         With ``ties``: a judge (or the people) without any tie in the cells passed
         gets ``nu_zero = 1``, the boundary MLE ``nu = 0`` at which its cells are
-        binary (as :func:`pydial.likelihood.tie_groups`); its ``log_nu`` entry is
+        binary (as :func:`pydial.model.likelihood.tie_groups`); its ``log_nu`` entry is
         then unused.  For point fits; default ``False`` (every group's ``nu`` free).
     """
     tie = ties is not None
@@ -482,7 +482,7 @@ def with_extra(d: dict[str, Any], extra: Mapping[str, Any] | None) -> dict[str, 
 # --------------------------------------------------------------------------- starting values
 def dial_sample_start(data: Comparisons, *, rank: int, calibration: str | None,
                       order: bool = True) -> tuple[Structure, np.ndarray | None, np.ndarray | None]:
-    """Return the point fits' start :func:`pydial.fitting.initial_theta` as ``(structure, c, b)``.
+    """Return the point fits' start :func:`pydial.estimation.glm.initial_theta` as ``(structure, c, b)``.
 
     ``c`` is ``None`` without a calibration, ``b`` without order effects.  It is the
     ``start`` of :func:`dial_sample_inits`, and its ``mu`` gives ``mu_ref`` of
@@ -552,9 +552,9 @@ def dial_sample_inits(
 def tie_start(d: Mapping[str, Any]) -> np.ndarray:
     """Return the starting log tie parameters (judges 1..K, then people) of the Stan data ``d``.
 
-    :func:`pydial.ties.log_nu_start` (the numpy engine's start) of each group's cells.
+    :func:`pydial.model.families.log_nu_start` (the numpy engine's start) of each group's cells.
     """
-    from ..ties import log_nu_start
+    from pydial.model.families import log_nu_start
 
     code, K, H = int(d["tie_model"]), int(d["K"]), int(d["H"])
     if code == 0:

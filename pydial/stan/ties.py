@@ -4,7 +4,7 @@ r"""Stan's optimizer for the tie models of the people and the judges (``judges.s
 the people (``method="human"``) or Davidson-Beaver's with judge-specific order effects
 of each LLM judge (``method="judges"``), ``tie_model`` 1 and 2 of
 ``stan/include/paired_likelihoods.stan``, and returns the optimum as a plain
-:class:`pydial.engines.TieBTLFit`; :func:`pydial.tie_btl.fit_ties` computes the
+:class:`pydial.estimation.engines.TieBTLFit`; :func:`pydial.estimation.tie_btl.fit_ties` computes the
 standard errors and assembles the result.
 """
 
@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..data import CellTable
-from ..engines import TieBTLFit
-from ..model import helmert_basis
+from pydial.data.comparisons import CellTable
+from pydial.estimation.engines import TieBTLFit
+from pydial.model.chart import helmert_basis
+
 from .backend import compile_model
 from .standata import empty_cells, judges_data
 
@@ -36,7 +37,7 @@ def stan_tie_btl(cells: CellTable, *, N: int, groups: int, human: bool, ties: st
         judges' model with judge-specific order effects.
     ties : {"davidson", "rao-kupper"}
     log_nu0 : ndarray
-        Starting ``log nu`` per group (:func:`pydial.tie_btl.tie_log_nu_start`); the scores start at 0.
+        Starting ``log nu`` per group (:func:`pydial.estimation.tie_btl.tie_log_nu_start`); the scores start at 0.
     seed, backend
         Passed to Stan.
 

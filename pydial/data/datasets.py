@@ -17,7 +17,7 @@ from __future__ import annotations
 from importlib.resources import files
 from pathlib import Path
 
-from .data import Comparisons
+from pydial.data.comparisons import Comparisons
 
 NAMES: tuple[str, ...] = ("arena", "synthetic")
 

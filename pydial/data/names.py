@@ -25,7 +25,7 @@ from typing import Any, Iterable, SupportsFloat, cast
 import numpy as np
 import pandas as pd
 
-from .exceptions import DataError
+from pydial.exceptions import DataError
 
 UNHASHABLE_CELLS = (list, dict, set, tuple, np.ndarray)
 """Cell types that are refused: a cell holds one value."""

@@ -5,7 +5,7 @@ each estimator (:func:`glm_influence` for the GLM fits, :func:`staged_influence`
 two-step endpoint ``lambda = inf``, :func:`finite_influence` for the weighted joint fit,
 :func:`human_influence` for ``lambda = 0``, :func:`llm_only_linearization` for the
 judges' position effects and consensus loadings).  The meats that turn them into
-covariances are in :mod:`pydial.meats` (re-exported here); the Wald tables of the
+covariances are in :mod:`pydial.model.meats` (re-exported here); the Wald tables of the
 results at the end.
 """
 
@@ -20,15 +20,34 @@ import scipy.sparse as sp
 from scipy.special import expit
 from scipy.stats import norm
 
-from .data import Comparisons
-from .exceptions import ConvergenceError, ConvergenceWarning, CovarianceWarning, IdentifiabilityError
-from .fitting import Design, centered_design, centering_basis, glm_information
-from .likelihood import CellJacobian, Cells, Objective
-from .meats import (ANCHORED_COVS, CLUSTERED, COV_DESCRIPTIONS, COV_TYPES, CellStats, Influence, Linearization, Meat,
-                    MeatSource, OutcomeStats, check_cov_type, degenerate_meat, independent_meat, influence_covariance,
-                    as_sparse, linearize, meat_covariance, outcome_meat, parameter_meat, stack_influence)
-from .model import Chart, consensus_gamma, difference_design
-from .optim import OptimResult, pinv_sym
+from pydial.data.comparisons import Comparisons
+from pydial.exceptions import ConvergenceError, ConvergenceWarning, CovarianceWarning, IdentifiabilityError
+from pydial.model.chart import Chart, centering_basis, consensus_gamma, difference_design
+from pydial.model.design import Design, centered_design, glm_information
+from pydial.model.likelihood import CellJacobian, Cells, Objective
+from pydial.model.meats import (
+    ANCHORED_COVS,
+    CLUSTERED,
+    COV_DESCRIPTIONS,
+    COV_TYPES,
+    CellStats,
+    Influence,
+    Linearization,
+    Meat,
+    MeatSource,
+    OutcomeStats,
+    as_sparse,
+    check_cov_type,
+    degenerate_meat,
+    independent_meat,
+    influence_covariance,
+    linearize,
+    meat_covariance,
+    outcome_meat,
+    parameter_meat,
+    stack_influence,
+)
+from pydial.optim import OptimResult, pinv_sym
 
 __all__ = ["ANCHORED_COVS", "CLUSTERED", "COV_DESCRIPTIONS", "COV_TYPES", "CellStats", "Influence", "Linearization", "Meat",
            "MeatSource", "OutcomeStats", "check_cov_type", "degenerate_meat", "independent_meat", "influence_covariance",
@@ -61,7 +80,7 @@ def unknown_cov(q: int) -> np.ndarray:
     """Return a ``q x q`` covariance not formed yet (all NaN).
 
     It is the placeholder of a table whose standard errors
-    :meth:`pydial.results.DialResult.with_cov` fills in.
+    :meth:`pydial.estimation.results.DialResult.with_cov` fills in.
     """
     return np.full((q, q), np.nan)
 
@@ -296,7 +315,7 @@ def llm_only_linearization(data: Comparisons, chart: Chart, theta: np.ndarray,
     :class:`MeatSource` shared by the targets and cached on ``data`` for the fitted
     ``theta``; one linearization per entry of ``targets``, in order.  The Jacobian of the
     gauge-invariant map ``theta -> gamma_k = N^{-1} (S mu)_k`` is taken by central
-    differences (of :func:`pydial.model.consensus_gamma`, no SVD per step), only when
+    differences (of :func:`pydial.model.chart.consensus_gamma`, no SVD per step), only when
     ``gamma`` is asked for.  ``hess``: the Hessian of ``l_L`` at ``theta`` when known (the fit's).
     """
     key = ("llm_only_linearization", chart, theta.tobytes())

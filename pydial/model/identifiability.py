@@ -1,7 +1,7 @@
 """Identifiability checks of a comparison design, before any fit.
 
 :func:`check_design` runs every design condition of the DIAL paper on a
-:class:`~pydial.data.Comparisons` object and returns a :class:`DesignReport`
+:class:`~pydial.data.comparisons.Comparisons` object and returns a :class:`DesignReport`
 whose ``table`` lists each check (which judge, which condition, whether it holds,
 and why) and whose ``problems`` keeps the failures that rule out the requested
 fit.  The conditions, with their public names:
@@ -53,9 +53,9 @@ from scipy import sparse
 from scipy.optimize import linprog
 from scipy.sparse.csgraph import connected_components
 
-from .data import Comparisons
-from .exceptions import IdentifiabilityError
-from .model import CALIBRATIONS
+from pydial.data.comparisons import Comparisons
+from pydial.exceptions import IdentifiabilityError
+from pydial.model.chart import CALIBRATIONS
 
 __all__ = [
     "CALIBRATIONS",
@@ -761,7 +761,7 @@ def check_design(
     Examples
     --------
     >>> import pandas as pd, pydial
-    >>> from pydial.design import check_design
+    >>> from pydial.model.identifiability import check_design
     >>> df = pd.DataFrame({"record_id": [1, 2], "judge": ["g", "g"], "item_a": ["x", "y"],
     ...                    "item_b": ["y", "x"], "first": ["a", "a"], "winner": ["a", "b"]})
     >>> rep = check_design(pydial.Comparisons.from_frame(df), rank=0, method="judges")

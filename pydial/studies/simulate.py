@@ -31,7 +31,7 @@ import pandas as pd
 from scipy.special import expit
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .data import Comparisons
+    from pydial.data.comparisons import Comparisons
 
 __all__ = ["TARGETS", "Truth", "Simulation", "simulate", "pair_index"]
 
@@ -216,7 +216,7 @@ class Simulation:
         compared.  Judges come from the data, so with a tiny ``n_llm`` a judge that
         drew no comparison is absent from ``comparisons.judges``.
         """
-        from .data import Comparisons
+        from pydial.data.comparisons import Comparisons
 
         return Comparisons.from_frame(self.frame, human_judge=HUMAN_JUDGE, items=list(self.truth.items))
 
@@ -292,8 +292,8 @@ def _structure(rng: np.random.Generator, N: int, K: int, r: int) -> tuple[np.nda
 
 # --------------------------------------------------------------------------- simulate
 def _draw_outcomes(gen: np.random.Generator, tie_model: str, eta: np.ndarray, log_nu: np.ndarray) -> np.ndarray:
-    """Outcome codes 0 (item i wins), 1 (item j wins), 2 (tie) from a tie model (:mod:`pydial.ties`)."""
-    from .ties import tie_probabilities
+    """Outcome codes 0 (item i wins), 1 (item j wins), 2 (tie) from a tie model (:mod:`pydial.model.families`)."""
+    from pydial.model.families import tie_probabilities
 
     P = tie_probabilities(tie_model, eta, log_nu)
     u = gen.random(eta.size)
@@ -379,7 +379,7 @@ def simulate(
         (eq. binomial-model-llm for the decisive outcomes under Davidson).
         0 (default): no ties, the draws are unchanged.
     tie_model : {"davidson", "rao-kupper"}
-        Davidson-Beaver (1970/1977) or Rao-Kupper (1967) ties (:mod:`pydial.ties`).
+        Davidson-Beaver (1970/1977) or Rao-Kupper (1967) ties (:mod:`pydial.model.families`).
     p_first : float
         Probability that the canonical item is displayed first (paper: 0.75).
     rng : numpy.random.Generator, int or None

@@ -17,9 +17,9 @@ from typing import Any, Iterable, Mapping
 
 import pandas as pd
 
-from .files import reading
-from .data import COLUMNS
-from .exceptions import DataError
+from pydial.data.comparisons import COLUMNS
+from pydial.data.files import reading
+from pydial.exceptions import DataError
 
 ARENA_WINNERS = {"model_a": "a", "model_b": "b", "tie": "tie", "tie (bothbad)": "both_bad"}
 MTBENCH_WINNERS = {"model_1": "a", "model_2": "b", "tie": "tie"}
@@ -217,7 +217,7 @@ def from_table(
 
     A CSV is read as text exactly as written (``dtype=str``, ``keep_default_na=False``
     unless given in ``read_kwargs``), so names such as ``007`` or ``NA`` pass through
-    unchanged (see :mod:`pydial.names`).
+    unchanged (see :mod:`pydial.data.names`).
     """
     p = Path(path)
     rep = ConversionReport(f"table {p.name}")

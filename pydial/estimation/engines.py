@@ -1,15 +1,15 @@
 r"""The optimizer interface shared by the two engines and the fit records they return.
 
-The estimators (:mod:`pydial.estimators`, :mod:`pydial.tie_fits`, :mod:`pydial.tie_btl`)
+The estimators (:mod:`pydial.estimation.estimators`, :mod:`pydial.estimation.tie_fits`, :mod:`pydial.estimation.tie_btl`)
 compute every covariance, GACV and test with numpy at an optimum that an engine
 supplies.  An engine is a set of optimizers: :class:`PointEngine` for the binary
 models, :class:`TieOptimizers` for the tie models.  The numpy engine's are built in
-:mod:`pydial.estimators` and :mod:`pydial.tie_fits`; the Stan engine's in
+:mod:`pydial.estimation.estimators` and :mod:`pydial.estimation.tie_fits`; the Stan engine's in
 :mod:`pydial.stan.engine`.  Both return the records defined here, so this module
 imports neither: it sits below both engines.
 
 Records: :class:`BTLFit` (a centered BTL-type fit), :class:`StructuredFit` (a fit on a
-:class:`~pydial.model.Chart`), :class:`StagedFit` (the staged endpoint of Alg. DIAL-Anc)
+:class:`~pydial.model.chart.Chart`), :class:`StagedFit` (the staged endpoint of Alg. DIAL-Anc)
 and :class:`TieBTLFit` (the tie models of the people or of each judge).
 """
 
@@ -20,12 +20,12 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
-from .model import Chart
-from .optim import OptimResult
+from pydial.model.chart import Chart
+from pydial.optim import OptimResult
 
 if TYPE_CHECKING:
-    from .data import Comparisons
-    from .likelihood import Objective
+    from pydial.data.comparisons import Comparisons
+    from pydial.model.likelihood import Objective
 
 __all__ = ["BTLFit", "StructuredFit", "StagedFit", "TieBTLFit", "PointEngine", "TieOptimizers", "StagedOptimizer",
            "JointOptimizer", "HumanOptimizer", "JudgesOptimizer", "PooledOptimizer"]
@@ -43,9 +43,9 @@ class BTLFit:
 
 @dataclass(frozen=True)
 class StructuredFit:
-    """A structured fit on a :class:`~pydial.model.Chart`: reduced coordinates and optimizer result.
+    """A structured fit on a :class:`~pydial.model.chart.Chart`: reduced coordinates and optimizer result.
 
-    ``objective`` is the :class:`~pydial.likelihood.Objective` that was minimized (``None``
+    ``objective`` is the :class:`~pydial.model.likelihood.Objective` that was minimized (``None``
     once dropped, e.g. in a cache).
     """
 
@@ -183,3 +183,27 @@ class TieOptimizers:
     joint: Any
     human: Any
     name: str = "numpy"
+    pooled_stages: Any = None
+    """``pooled_stages(data, ties, x0, log_nu_h0, free_llm, free_h)``: both stages of the pooled tie
+    baseline, or None for numpy's tie GLM."""
+    btl: Any = None
+    """``btl(cells, N=, groups=, human=, ties=, log_nu0=, backend=)``: the judge-wise (or the people's)
+    tie BTL as a :class:`TieBTLFit`, or None for numpy's Newton fits."""
+
+
+@dataclass(frozen=True)
+class Engine:
+    """An engine of :func:`pydial.fit`: the optimizers of the binary fits and of the tie fits.
+
+    numpy's are built in :mod:`pydial.estimation.estimators`, Stan's in
+    :mod:`pydial.stan.engine`; :func:`pydial.fit` picks one by ``engine=`` and the
+    estimators run whichever they are given (inference is numpy's on both).
+    """
+
+    point: PointEngine
+    ties: TieOptimizers
+
+    @property
+    def name(self) -> str:
+        """``"numpy"`` or ``"stan"``."""
+        return self.point.name

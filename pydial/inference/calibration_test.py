@@ -16,8 +16,8 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.stats import chi2
 
-from .data import Comparisons
-from .likelihood import human_loss
+from pydial.data.comparisons import Comparisons
+from pydial.model.likelihood import human_loss
 
 
 @dataclass(frozen=True)

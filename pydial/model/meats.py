@@ -28,7 +28,7 @@ The covariance is ``sum over clusters of (sum_{v in cluster} IF_v)(...)^T`` with
 
 A fit keeps its :class:`Linearization` (the factored influence of its targets and the
 cells behind it), so the covariance of any meat is formed later without refitting
-(:meth:`pydial.results.DialResult.with_cov`).  The clustered meats can be scaled by
+(:meth:`pydial.estimation.results.DialResult.with_cov`).  The clustered meats can be scaled by
 the small-sample factor ``G/(G-1)`` (``G`` clusters; off by default), the correction of
 statsmodels' ``cov_type="cluster"`` without its ``(n-1)/(n-k)`` regression factor.
 """
@@ -42,8 +42,8 @@ from typing import Any, Callable, Mapping, Protocol, runtime_checkable
 import numpy as np
 import scipy.sparse as sp
 
-from .data import Comparisons
-from .exceptions import CovarianceWarning
+from pydial.data.comparisons import Comparisons
+from pydial.exceptions import CovarianceWarning
 
 COV_TYPES: tuple[str, ...] = ("fisher", "binomial", "cell", "record")
 COV_DESCRIPTIONS = {
@@ -67,7 +67,7 @@ def check_cov_type(cov: str) -> str:
 
 @dataclass(frozen=True)
 class CellStats:
-    """Cell counts and fitted probabilities in the stacked order of :class:`pydial.likelihood.Cells`.
+    """Cell counts and fitted probabilities in the stacked order of :class:`pydial.model.likelihood.Cells`.
 
     The LLM cells come first, then the human cells.
 
@@ -102,7 +102,7 @@ class CellStats:
 class FactoredJacobian(Protocol):
     """A cell Jacobian ``J`` (m x P) that forms the meats' products without the ``m x P`` matrix.
 
-    :class:`pydial.likelihood.CellJacobian` is the one of the structured fits.
+    :class:`pydial.model.likelihood.CellJacobian` is the one of the structured fits.
     """
 
     @property
@@ -272,7 +272,7 @@ class MeatSource:
     :class:`OutcomeStats` (cells with ties, :func:`outcome_meat`, with ``record_rows`` for
     the record meat; ``J`` then holds the two derivative channels).  The meat of each type
     is computed once per data set and kept, so several targets (e.g. ``b`` and ``gamma``
-    of the same LLM-only fit) and later :meth:`pydial.results.DialResult.with_cov` calls
+    of the same LLM-only fit) and later :meth:`pydial.estimation.results.DialResult.with_cov` calls
     share it.  The meats are those of eq. weighted-empirical-sandwich, eq.
     cell-clustered-meat and eq. hac-meat.
     """
@@ -498,7 +498,7 @@ class OutcomeStats:
 
     ``counts``, ``P``, ``a``, ``b`` are ``(m, 3)``: observed counts, fitted
     probabilities and the derivatives ``a = d log P / d eta``, ``b = d log P / d l``
-    of each outcome (:meth:`pydial.likelihood.TieObjective.outcome_derivatives`);
+    of each outcome (:meth:`pydial.model.likelihood.TieObjective.outcome_derivatives`);
     ``w`` the per-comparison weight, ``is_human`` the block; ``judge, i, j`` the
     cell's judge-pair key (for the cell meat) and ``a_order`` its display order.
     A comparison ``v`` with outcome ``o`` in cell ``c`` has the loss score
@@ -526,7 +526,7 @@ class OutcomeStats:
         """Loss scores of one comparison of every (cell, outcome), ``3m x P`` (outcome-major).
 
         The scores are ``-(a_{co} J2[c] + b_{co} J2[m + c])`` with ``J2`` the two derivative channels
-        (:meth:`pydial.likelihood.TieObjective.ext_jacobian`).
+        (:meth:`pydial.model.likelihood.TieObjective.ext_jacobian`).
         """
         m = self.m
         r = np.repeat(np.arange(3 * m), 2)
@@ -593,7 +593,7 @@ def outcome_meat(J2: Any, st: OutcomeStats, data: Comparisons, cov: str, record_
 
 # ------------------------------------------------------- sparse/dense helpers
 def _no_records() -> Exception:
-    from .exceptions import DataError
+    from pydial.exceptions import DataError
 
     return DataError("cov='record' clusters the comparisons by record id, but these data carry no record ids "
                      "(built from aggregated counts by Comparisons.from_counts); use cov='cell', 'binomial' or "

@@ -33,8 +33,8 @@ from typing import Any, Callable
 import numpy as np
 import pandas as pd
 
-from .data import Comparisons
-from .exceptions import DialError
+from pydial.data.comparisons import Comparisons
+from pydial.exceptions import DialError
 
 BOOTSTRAP_UNITS: tuple[str, ...] = ("record",)
 

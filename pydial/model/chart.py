@@ -90,7 +90,7 @@ def centering_basis(N: int) -> np.ndarray:
     """``T`` (N x N-1) with ``s = T beta`` centered: the last score is minus the sum.
 
     The basis of every point estimate (the reduced chart of :class:`Chart`, the GLMs of
-    :mod:`pydial.fitting`, ``dial.stan``): two nonzero entries per column, so products with
+    :mod:`pydial.estimation.glm`, ``dial.stan``): two nonzero entries per column, so products with
     ``T`` are sparse.  The NUTS programs use :func:`helmert_basis` instead.
     """
     return np.vstack([np.eye(N - 1), -np.ones((1, N - 1))])
@@ -119,7 +119,7 @@ def consensus_direction(S: np.ndarray) -> np.ndarray:
     m = S.sum(axis=0)
     norm = np.linalg.norm(m)
     if norm == 0.0:
-        from .exceptions import IdentifiabilityError
+        from pydial.exceptions import IdentifiabilityError
 
         raise IdentifiabilityError("S^T 1 = 0: the consensus direction is undefined (eq. reduced-parameter-space)")
     return np.sqrt(N) * m / norm
@@ -369,7 +369,7 @@ class Chart:
         """
         g = st.gamma.sum()  # = ||S^T 1|| / sqrt(N) >= 0
         if not g > 1e-8 * self.K * max(np.abs(st.gamma).max(), 1e-300):
-            from .exceptions import IdentifiabilityError
+            from pydial.exceptions import IdentifiabilityError
 
             raise IdentifiabilityError(
                 "the judges' consensus cancels (1^T gamma = ||S^T 1|| / sqrt(N) is numerically 0): the consensus "

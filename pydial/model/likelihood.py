@@ -3,7 +3,7 @@ r"""Binomial logistic losses of DIAL with exact gradients and Hessians.
 * ``human_loss``  -- :math:`\ell_H(s)` of eq. human-full-loss (normalized by ``n_H``);
 * ``llm_loss``    -- :math:`\ell_L(S, b)` of eq. llm-negloglik (normalized by ``n_L``);
 * :class:`Objective` -- :math:`Q_\lambda = \ell_H + \lambda \ell_L` (eq. weighted-loss)
-  on the reduced chart of :mod:`pydial.model`, with value, gradient, Hessian and the
+  on the reduced chart of :mod:`pydial.model.chart`, with value, gradient, Hessian and the
   per-cell pieces needed by the sandwich and GACV.
 
 Every cell ``c`` (LLM or human) has the bilinear predictor
@@ -26,11 +26,11 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.special import expit
 
-from .data import CellTable, Comparisons, HumanCells, LLMCells
-from .meats import Influence
-from .model import Chart, difference_design
-from .penalty import CalibrationFirthPenalty, check_penalty
-from .ties import CellDerivatives
+from pydial.data.comparisons import CellTable, Comparisons, HumanCells, LLMCells
+from pydial.model.chart import Chart, difference_design
+from pydial.model.families import CellDerivatives
+from pydial.model.meats import Influence
+from pydial.model.penalty import CalibrationFirthPenalty, check_penalty
 
 
 def softplus(x: np.ndarray) -> np.ndarray:
@@ -99,7 +99,7 @@ def stacked_columns(parts: Sequence[tuple[CellTable, float, bool]], *, counts: b
 
 @dataclass(frozen=True)
 class Cells:
-    """Cell tables (:class:`pydial.data.CellTable`) stacked for the bilinear kernel, with weights.
+    """Cell tables (:class:`pydial.data.comparisons.CellTable`) stacked for the bilinear kernel, with weights.
 
     ``g`` is the loading row (judge ``k``, or ``K`` for the human); ``a`` is 0 for
     human cells; ``w`` is the per-comparison weight of the cell.
@@ -188,7 +188,7 @@ faster at 2.1 entries per cell, N = 300; cell totals 3x faster at 5.7, N = 1,000
 
 
 class Objective:
-    r"""A weighted bilinear logistic loss on a :class:`~pydial.model.Chart`.
+    r"""A weighted bilinear logistic loss on a :class:`~pydial.model.chart.Chart`.
 
     ``value(theta) = sum_c w_c [n_c softplus(eta_c) - y_c eta_c]`` where human cells
     carry ``w_human`` and LLM cells ``w_llm``.  With ``w_human = 1/n_H`` and
@@ -196,7 +196,7 @@ class Objective:
     ``w_human = 0`` and ``w_llm = 1/n_L`` the structured LLM-only loss of
     eq. staged-calibrated-estimator.
 
-    ``penalty`` (a :class:`~pydial.penalty.CalibrationFirthPenalty`, the human block's
+    ``penalty`` (a :class:`~pydial.model.penalty.CalibrationFirthPenalty`, the human block's
     Jeffreys prior) is added to the loss.
     """
 
@@ -214,7 +214,7 @@ class Objective:
 
         ``penalty="firth"`` adds the human block's Jeffreys prior
         :math:`-\frac{1}{2 n_H}[\log\det(M^\top D_H^\top W D_H M) - \log\det(M^\top M)]`,
-        the information of the calibration coordinates (:mod:`pydial.penalty`).
+        the information of the calibration coordinates (:mod:`pydial.model.penalty`).
         """
         if np.isinf(lam):
             return cls(chart, Cells.stack(data, 1.0 / data.n_llm, 0.0))
@@ -833,7 +833,7 @@ class TieCells(Cells):
 
 
 class TieObjective(Objective):
-    r"""The weighted loss of :class:`Objective` with the tie likelihoods of :mod:`pydial.ties`.
+    r"""The weighted loss of :class:`Objective` with the tie likelihoods of :mod:`pydial.model.families`.
 
     Every cell ``c`` of loading row ``g`` (judge ``k``, or the people) contributes
     ``-w_c log p(w_i, w_j, t | eta_c, l_g)`` (kernel without the multinomial
@@ -855,7 +855,7 @@ class TieObjective(Objective):
     cells: TieCells
 
     def __init__(self, chart: Chart, cells: TieCells, ties: str, free: "np.ndarray | list[int] | None" = None) -> None:
-        from .ties import TIE_MODELS
+        from pydial.model.families import TIE_MODELS
 
         if ties not in TIE_MODELS or ties is None:
             raise ValueError(f"ties must be 'davidson' or 'rao-kupper', got {ties!r}")
@@ -912,8 +912,8 @@ class TieObjective(Objective):
 
     # ------------------------------------------------------------ per cell
     def cell_derivatives(self, x: np.ndarray, eta: np.ndarray | None = None) -> CellDerivatives:
-        """Per-cell log-likelihood kernel and its derivatives in ``(eta, l)`` (:mod:`pydial.ties`)."""
-        from .ties import binary_cell, tie_cell
+        """Per-cell log-likelihood kernel and its derivatives in ``(eta, l)`` (:mod:`pydial.model.families`)."""
+        from pydial.model.families import binary_cell, tie_cell
 
         theta, l = self.split(x)
         eta = self.eta(theta) if eta is None else eta
@@ -935,7 +935,7 @@ class TieObjective(Objective):
         (each ``(m, 3)``), the single-comparison scores of the sandwich and of GACV (cells at
         ``nu = 0``: the binary model, no tie outcome).
         """
-        from .ties import binary_cell, tie_cell, tie_probabilities
+        from pydial.model.families import binary_cell, tie_cell, tie_probabilities
 
         theta, _ = self.split(x)
         eta = self.eta(theta)
@@ -1033,7 +1033,7 @@ def tie_human_loss(ties: str, s: np.ndarray, log_nu_h: float, data: Comparisons)
     Minus the log-likelihood kernel of the human tie cells at ``eta = s_i - s_j`` over
     ``n_H`` (ties counted); ``log_nu_h = -inf`` is the binary model (people without ties).
     """
-    from .ties import binary_cell, tie_cell
+    from pydial.model.families import binary_cell, tie_cell
 
     h = data.cell_table("human", ties=True)
     cnt = h.counts.astype(float)

@@ -3,14 +3,14 @@ r"""Tie models of the people and the judges: ``pydial.fit(..., ties="davidson" |
 Davidson's (1970) model (or Rao and Kupper's, 1967) for the people
 (``method="human"``) and the same with judge-specific order effects for the LLM
 judges (``method="judges"``, Davidson-Beaver 1977); the cell likelihoods are those
-of :mod:`pydial.ties` (``tie_model`` 1 and 2 of
+of :mod:`pydial.model.families` (``tie_model`` 1 and 2 of
 ``stan/include/paired_likelihoods.stan``).  Given a decisive outcome the
 Davidson model is eq. binomial-model-llm; ``nu -> 0`` removes the ties.  The tie
 judgments that the binary models exclude are used here.  The optimum comes from
 numpy (Newton on the exact derivatives, judge by judge) or from Stan
 (:func:`pydial.stan.ties.stan_tie_btl`, ``judges.stan``); the standard errors are
 model-based: the inverse observed information, computed exactly by numpy from the
-per-cell derivatives of :mod:`pydial.ties` at the optimum, mapped to the centered
+per-cell derivatives of :mod:`pydial.model.families` at the optimum, mapped to the centered
 scores and, for ``nu``, by the delta method on ``log nu``.
 """
 
@@ -21,11 +21,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .data import CellTable, Comparisons
-from .engines import TieBTLFit
-from .exceptions import DataError
-from .model import helmert_basis
-from .ties import fit_tie_judge, log_nu_start, tie_loglik
+from pydial.data.comparisons import CellTable, Comparisons
+from pydial.estimation.engines import TieBTLFit, TieOptimizers
+from pydial.exceptions import DataError
+from pydial.model.chart import helmert_basis
+from pydial.model.families import fit_tie_judge, log_nu_start, tie_loglik
 
 __all__ = ["TIE_MODELS", "TIE_METHODS", "tie_btl_cells", "judge_designs", "tie_log_nu_start", "fit_ties"]
 
@@ -34,8 +34,8 @@ TIE_MODELS: tuple[str, ...] = ("davidson", "rao-kupper")
 
 TIE_METHODS: tuple[str, ...] = ("human", "judges", "pooled", "dial-anc", "dial-ada", "dial-nopos", "atc")
 """Methods that take ``ties=``: ``human`` and ``judges`` (this module), the structured DIAL
-methods (:mod:`pydial.tie_fits`) and the baselines ``pooled`` and ``atc``
-(:mod:`pydial.tie_baselines`)."""
+methods (:mod:`pydial.estimation.tie_fits`) and the baselines ``pooled`` and ``atc``
+(:mod:`pydial.estimation.tie_baselines`)."""
 
 
 def tie_btl_cells(data: Comparisons, method: str) -> tuple[CellTable, list[str], bool]:
@@ -60,7 +60,7 @@ def tie_btl_cells(data: Comparisons, method: str) -> tuple[CellTable, list[str],
 def judge_designs(cells: CellTable, G: int, N: int, order: bool) -> list[tuple[np.ndarray, np.ndarray]]:
     """Per group ``g < G``: the cell counts ``(m, 3)`` and the design ``X`` with ``eta = X (z, b)``.
 
-    The scores are ``s = Q_N z`` in the Helmert basis (:func:`pydial.model.helmert_basis`), the
+    The scores are ``s = Q_N z`` in the Helmert basis (:func:`pydial.model.chart.helmert_basis`), the
     coordinates of ``judges.stan``; the order column ``a`` is appended when ``order``.
     """
     Q = helmert_basis(N)
@@ -75,13 +75,13 @@ def judge_designs(cells: CellTable, G: int, N: int, order: bool) -> list[tuple[n
 
 
 def tie_log_nu_start(ties: str, cells: CellTable, G: int) -> np.ndarray:
-    """Return the starting ``log nu`` of groups ``0..G-1`` from their tie rates (:func:`pydial.ties.log_nu_start`)."""
+    """Return the starting ``log nu`` of groups ``0..G-1`` from their tie rates (:func:`pydial.model.families.log_nu_start`)."""
     return np.array([log_nu_start(ties, cells.counts[cells.judge == g]) for g in range(G)], float)
 
 
 def _numpy_tie_btl(ties: str, designs: list[tuple[np.ndarray, np.ndarray]], log_nu0: np.ndarray, N: int,
                    order: bool) -> TieBTLFit:
-    """Newton's method on the exact derivatives of :func:`pydial.ties.tie_loglik`, group by group."""
+    """Newton's method on the exact derivatives of :func:`pydial.model.families.tie_loglik`, group by group."""
     Q = helmert_basis(N)
     fits = [fit_tie_judge(ties, c, X, np.append(np.zeros(X.shape[1]), log_nu0[g])) for g, (c, X) in enumerate(designs)]
     G = len(designs)
@@ -91,13 +91,13 @@ def _numpy_tie_btl(ties: str, designs: list[tuple[np.ndarray, np.ndarray]], log_
 
 
 def fit_ties(data: Comparisons, method: str, common: dict[str, Any], *, ties: str = "davidson",
-             seed: int | None = None, backend: str | None = None) -> Any:
+             seed: int | None = None, backend: str | None = None, engine: TieOptimizers | None = None) -> Any:
     """Tie-model MLE with model-based standard errors (see the module docstring).
 
     The human model of eq. human-only-estimator or each judge's order-effect model
-    (eq. binomial-model-llm) with ties.  ``common["engine"]``: ``"stan"`` optimizes with
-    Stan (``judges.stan``), ``"numpy"`` by Newton's method on the exact derivatives of
-    :func:`pydial.ties.tie_loglik`, judge by judge; the standard errors are the same
+    (eq. binomial-model-llm) with ties.  ``engine.btl`` (Stan's: ``judges.stan``) optimizes when given, else
+    Newton's method on the exact derivatives of
+    :func:`pydial.model.families.tie_loglik`, judge by judge; the standard errors are the same
     function of the optimum in both.
 
     Returns
@@ -106,16 +106,15 @@ def fit_ties(data: Comparisons, method: str, common: dict[str, Any], *, ties: st
         With ``tie_parameters``: a DataFrame by judge with ``nu, se, ci_low, ci_high``
         (interval on the log scale).
     """
-    from .inference import position_effect_tables, score_tables
-    from .likelihood import human_loss
-    from .results import DialResult
-    from .inference import tie_table
+    from pydial.estimation.results import DialResult
+    from pydial.inference.linearization import position_effect_tables, score_tables, tie_table
+    from pydial.model.likelihood import human_loss
 
     if ties not in TIE_MODELS:
         raise ValueError(f"ties must be None or one of {TIE_MODELS}, got {ties!r}")
     if method not in ("human", "judges"):
         raise NotImplementedError(f"fit_ties fits the methods 'human' and 'judges', not {method!r}; the DIAL methods "
-                                  "with ties are pydial.fit(..., ties=...) (pydial.tie_fits)")
+                                  "with ties are pydial.fit(..., ties=...) (pydial.estimation.tie_fits)")
     if common["cov_type"] != "fisher":
         raise ValueError(f"ties={ties!r} gives model-based (cov='fisher') standard errors only, "
                          f"got cov={common['cov_type']!r}")
@@ -125,17 +124,15 @@ def fit_ties(data: Comparisons, method: str, common: dict[str, Any], *, ties: st
     G = len(names)
     designs = judge_designs(cells, G, N, order)
     lognu0 = tie_log_nu_start(ties, cells, G)
-    if common["engine"] == "numpy":
+    if engine is None or engine.btl is None:
         f = _numpy_tie_btl(ties, designs, lognu0, N, order)
     else:
-        from .stan.ties import stan_tie_btl
-
-        f = stan_tie_btl(cells, N=N, groups=G, human=(method == "human"), ties=ties, log_nu0=lognu0,
-                         seed=seed, backend=backend)
+        f = engine.btl(cells, N=N, groups=G, human=(method == "human"), ties=ties, log_nu0=lognu0, seed=seed,
+                       backend=backend)
     S, b, lognu, converged = f.S, f.b, f.log_nu, f.converged
     thetas = [np.concatenate([Q.T @ S[g], [b[g]] if order else [], [lognu[g]]]) for g in range(G)]
     info = [-tie_loglik(ties, c, X, th)[2] for (c, X), th in zip(designs, thetas)]
-    # a group without ties has the boundary MLE nu = 0 (pydial.likelihood.tie_groups): its cells are binary and
+    # a group without ties has the boundary MLE nu = 0 (pydial.model.likelihood.tie_groups): its cells are binary and
     # its log nu (driven towards -inf by the optimizer) is not a parameter of the covariance
     free = np.array([c[:, 2].sum() > 0 for c, _ in designs])
     covs = []

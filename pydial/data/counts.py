@@ -4,14 +4,14 @@ The binomial models of the paper (eq. binomial-model-llm, eq. binomial-model-hum
 depend on the judgments only through the cell counts ``(k, i, j, a, n, y)``, so a
 file larger than memory can be fitted from its counts: :func:`read_comparisons`
 streams a long-format file (CSV, gzip CSV or Parquet) in chunks, validates each chunk
-with the rules of :meth:`pydial.Comparisons.from_frame` (:class:`pydial.ingest.Validator`)
+with the rules of :meth:`pydial.Comparisons.from_frame` (:class:`pydial.data.ingest.Validator`)
 and keeps only its counts, then builds the data as
 :meth:`pydial.Comparisons.from_counts` does (:meth:`~pydial.Comparisons.from_coded`).
 Aggregated data carry no record ids: the record-clustered covariance (``cov="record"``,
 eq. hac-meat with the record kernel) is refused with :class:`~pydial.DataError`; the
 Fisher, binomial and judge-pair cell meats need only the cell counts and are identical
 to those computed from the rows.  Failures to read are :class:`~pydial.DataError`
-naming the file (:mod:`pydial.files`).
+naming the file (:mod:`pydial.data.files`).
 """
 
 from __future__ import annotations
@@ -22,10 +22,10 @@ from typing import Any, Iterator, Sequence
 
 import pandas as pd
 
-from .data import COLUMNS, Comparisons
-from .exceptions import DataError
-from .files import is_parquet, reading, require_columns
-from .ingest import Coded, Validator, aggregate, check_read_memory, concat, human_name, progress
+from pydial.data.comparisons import COLUMNS, Comparisons
+from pydial.data.files import is_parquet, reading, require_columns
+from pydial.data.ingest import Coded, Validator, aggregate, check_read_memory, concat, human_name, progress
+from pydial.exceptions import DataError
 
 CHUNK_BYTES_PER_ROW = 400  # read_comparisons: a chunk as read (Arrow text) and its codes, per row
 KEY_BYTES = 200  # read_comparisons: one key of the running counts while two tables of them are merged
@@ -82,7 +82,7 @@ def read_comparisons(path: str | PathLike[str], *, human_judge: str = "human", i
         the offending rows (0-based data-row numbers).
     MemoryLimitError
         A chunk, or the counts gathered so far, would not fit in the memory available
-        (see :func:`pydial.ingest.memory_available`); a smaller ``chunksize`` may help.
+        (see :func:`pydial.data.ingest.memory_available`); a smaller ``chunksize`` may help.
     """
     path = Path(path)
     mapping = dict(zip(COLUMNS[1:], (judge, item_a, item_b, first, winner)))

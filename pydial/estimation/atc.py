@@ -3,7 +3,7 @@
 AtC orders the items by the human BTL scores and calibrates the position-debiased LLM
 consensus to that order by isotonic regression.  :func:`atc_scores` is that step,
 shared by the binary fit (:func:`pydial.fit` with ``method="atc"``) and its tie
-version (:func:`pydial.tie_baselines.fit_atc_ties`).
+version (:func:`pydial.estimation.tie_baselines.fit_atc_ties`).
 """
 
 from __future__ import annotations

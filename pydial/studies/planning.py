@@ -17,7 +17,7 @@ and the excess human risk is, to second order, :math:`\tfrac12(\hat s-s_H)^\top 
   :math:`\mathrm{Cov}=\hat M(\hat M^\top L\hat M)^{-1}\hat M^\top/n_H+V_{\rm LLM}`; the
   first term is the oracle covariance of Cor. staged-oracle-equivalence and
   :math:`V_{\rm LLM}` the LLM-stage part of the two-step sandwich of the pilot fit
-  (:func:`pydial.inference.staged_influence`, fixed in ``n_H`` at the pilot's LLM
+  (:func:`pydial.inference.linearization.staged_influence`, fixed in ``n_H`` at the pilot's LLM
   data).  Excess risk :math:`d/(2n_H)+\max\{\tfrac12\mathrm{tr}(LV_{\rm LLM}),\hat\Delta_M\}`,
   where the approximation error :math:`\Delta_M` of Thm. population-risk-tradeoff is
   estimated from the calibration LRT :math:`T` (Prop. calibration-test:
@@ -80,14 +80,14 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-import scipy.sparse as sp
 import pandas as pd
+import scipy.sparse as sp
 from scipy.special import expit
 from scipy.stats import chi2, ncx2, norm
 
-from .data import Comparisons
-from .exceptions import DataError, DialError
-from .results import DialResult
+from pydial.data.comparisons import Comparisons
+from pydial.estimation.results import DialResult
+from pydial.exceptions import DataError, DialError
 
 PLAN_METHODS: tuple[str, ...] = ("human", "dial-anc", "dial-ada")
 PLAN_MODES: tuple[str, ...] = ("theory", "simulate")
@@ -120,7 +120,7 @@ class Pilot:
         Estimated approximation error ``Delta_M``: the calibration LRT statistic beyond
         its level-``alpha`` critical value, over ``2 n_H`` (0 unless the test rejects).
     lrt : Any
-        The :class:`~pydial.calibration_test.CalibrationTest` used for ``delta``.
+        The :class:`~pydial.inference.calibration_test.CalibrationTest` used for ``delta``.
     n_human : int
         Pilot human comparisons.
     llm_p : ndarray or None
@@ -238,7 +238,7 @@ def shrinkage_moment(df: int, nc: float, power: int, shift: int) -> float:
 
 
 def _pinv(A: np.ndarray) -> np.ndarray:
-    from .optim import pinv_sym
+    from pydial.optim import pinv_sym
 
     return pinv_sym(A)[0]
 
@@ -271,8 +271,8 @@ def human_information(s: np.ndarray, pairs: np.ndarray, weights: np.ndarray) -> 
 
     The comparison Laplacian of eq. comparison-laplacian for ``w = rho``.
     """
-    from .fitting import glm_information
-    from .model import difference_design
+    from pydial.model.chart import difference_design
+    from pydial.model.design import glm_information
 
     D = difference_design(pairs[:, 0], pairs[:, 1], s.size)
     return glm_information(D, np.asarray(weights, float), expit(D @ s))
@@ -305,9 +305,8 @@ def _staged_parts(result: DialResult, data: Comparisons) -> tuple[np.ndarray, np
     The two-step sandwich is split into its LLM and human parts (human / LLM influence
     rows zeroed).
     """
-    from .estimators import staged_fit
-    from .inference import staged_influence
-    from .inference import Influence, influence_covariance
+    from pydial.estimation.estimators import staged_fit
+    from pydial.inference.linearization import Influence, influence_covariance, staged_influence
 
     order = result.method != "dial-nopos"
     sf = staged_fit(data, *result.dial_model(), order=order, penalty=result.penalty)  # the pilot's own estimator
@@ -328,8 +327,8 @@ def make_pilot(result: DialResult, *, data: Comparisons | None = None, design: s
 
     ``data`` defaults to the data the result was fitted on.
     """
-    from .calibration_test import calibration_test
-    from .fitting import fit_human_btl
+    from pydial.estimation.glm import fit_human_btl
+    from pydial.inference.calibration_test import calibration_test
 
     data = _pilot_data(result, data)
     if not 0 < alpha < 1:
@@ -341,7 +340,7 @@ def make_pilot(result: DialResult, *, data: Comparisons | None = None, design: s
     B = V_llm = llm_p = None
     delta, lrt = 0.0, None
     if data.K > 0:
-        from .likelihood import Cells, Objective
+        from pydial.model.likelihood import Cells, Objective
 
         B, V_llm, _, sf = _staged_parts(result, data)
         llm_p = Objective(sf.llm_chart, Cells.stack(data, 1.0 / data.n_llm, 0.0)).probabilities(sf.llm_theta)
@@ -589,8 +588,9 @@ def _sim_one(p: Pilot, data: Comparisons, llm: pd.DataFrame | None, n: int, meth
              contrast: tuple[str, str], k: int, rank: int, calibration: str, seed: Any) -> list[dict[str, Any]]:
     import warnings
 
-    from .estimators import fit, method_arguments
-    from .metrics import excess_risk
+    from pydial.api import fit
+    from pydial.estimation.estimators import method_arguments
+    from pydial.studies.metrics import excess_risk
 
     rng = np.random.default_rng(seed)
     human_judge = data.human_judge
@@ -700,10 +700,10 @@ def calibration_block(result: DialResult, *, data: Comparisons | None = None) ->
     """Split the fit's covariance into the calibration block and the rest.
 
     See :class:`CalibrationBlock`; the human part comes from the same influence
-    functions as the fit's sandwich (:mod:`pydial.inference`).  ``data`` defaults to
+    functions as the fit's sandwich (:mod:`pydial.inference.linearization`).  ``data`` defaults to
     the data the result was fitted on.
     """
-    from .fitting import centering_basis
+    from pydial.model.chart import centering_basis
 
     data = _pilot_data(result, data)
     s = result.scores["score"].to_numpy(float)
@@ -800,7 +800,7 @@ def next_pairs(
     pi, pj = np.triu_indices(N, 1)
     pairs = np.column_stack([pi, pj])
     cost = _costs(costs, items, pairs)
-    from .model import difference_design
+    from pydial.model.chart import difference_design
 
     D = difference_design(pi, pj, N)
     X = D @ blk.B                              # x_ij = B^T (e_i - e_j), one row per pair

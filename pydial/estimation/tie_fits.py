@@ -1,14 +1,14 @@
 r"""The DIAL estimators with ties: ``fit(data, "dial-anc" | "dial-ada" | "dial-nopos", ties=...)``.
 
 Every comparison keeps its three outcomes (``i`` wins, ``j`` wins, tie) and
-follows the Davidson-Beaver or the Rao-Kupper model of :mod:`pydial.ties`, with
+follows the Davidson-Beaver or the Rao-Kupper model of :mod:`pydial.model.families`, with
 the linear predictor of the structured model (eq. binomial-model-llm /
 binomial-model-human) and a tie parameter ``nu_k`` per LLM judge and ``nu_H``
 for the people (the ``tie_model`` 1 / 2 of ``stan/dial.stan``).  The
 procedure is the binary one with every likelihood replaced:
 
 * LLM-only structured fit (eq. staged-calibrated-estimator, first stage) of
-  :class:`~pydial.likelihood.TieObjective` in ``(theta, log nu_1..K)``;
+  :class:`~pydial.model.likelihood.TieObjective` in ``(theta, log nu_1..K)``;
 * DIAL-Anc: the calibration GLM ``argmin_{c, nu_H} l_H(M c, nu_H)`` with ``M``
   fixed (second stage);
 * DIAL-Ada / DIAL-noPos: the weighted fits :math:`Q_\lambda = \ell_H + \lambda \ell_L`
@@ -18,14 +18,14 @@ procedure is the binary one with every likelihood replaced:
   ``(eta, log nu_H)``; the endpoints are the human tie model (``lambda = 0``)
   and DIAL-Anc (``lambda = inf``);
 * sandwich covariances (eq. weighted-empirical-sandwich, the two-step form at
-  ``lambda = inf``) with the meats of :func:`pydial.inference.outcome_meat`;
+  ``lambda = inf``) with the meats of :func:`pydial.inference.linearization.outcome_meat`;
 * the calibration LRT (Prop. calibration-test) on the tie likelihood, ``nu_H``
   free under both hypotheses.
 
 A group (judge or the people) without any tie has the boundary MLE ``nu = 0``
 (the log-likelihood decreases in ``nu`` when no tie is observed, for both
 models); its tie parameter is fixed there and its cells follow the binary
-model exactly (:func:`pydial.likelihood.tie_groups`).  Judges' tie parameters
+model exactly (:func:`pydial.model.likelihood.tie_groups`).  Judges' tie parameters
 and position effects are reported from the LLM-only fit (as the binary
 position effects, Prop. stage-one-normality); the people's ``nu_H`` from the
 selected fit.
@@ -46,18 +46,38 @@ import numpy as np
 import pandas as pd
 import scipy.sparse as sp
 
-from .calibration_test import calibration_lrt
-from .data import I_WINS, J_WINS, TIE, Comparisons
-from .engines import TieOptimizers
-from .fitting import Design, centered_design, centering_basis, initial_theta, logistic_glm
-from .inference import (Linearization, MeatSource, OutcomeStats, consensus_table, outcome_meat, position_effect_tables,
-                        tie_table, two_step_maps, unknown_cov)
-from .likelihood import TieCells, TieObjective, tie_groups, tie_human_loss, tie_totals
-from .model import Calibration, Chart, consensus_gamma, difference_design
-from .optim import OptimResult, newton, pinv_sym
-from .selection import (DEFAULT_MULTIPLES, SCORE_LIMIT, Candidate, candidate_weights, guard, path_candidates, path_table,
-                        positive_values, select_candidate, stack_path_tables)
-from .ties import binary_cell, log_nu_start, tie_cell
+from pydial.data.comparisons import I_WINS, J_WINS, TIE, Comparisons
+from pydial.estimation.engines import TieOptimizers
+from pydial.estimation.glm import initial_theta, logistic_glm
+from pydial.estimation.selection import (
+    DEFAULT_MULTIPLES,
+    SCORE_LIMIT,
+    Candidate,
+    candidate_weights,
+    guard,
+    path_candidates,
+    path_table,
+    positive_values,
+    select_candidate,
+    stack_path_tables,
+)
+from pydial.inference.calibration_test import calibration_lrt
+from pydial.inference.linearization import (
+    Linearization,
+    MeatSource,
+    OutcomeStats,
+    consensus_table,
+    outcome_meat,
+    position_effect_tables,
+    tie_table,
+    two_step_maps,
+    unknown_cov,
+)
+from pydial.model.chart import Calibration, Chart, centering_basis, consensus_gamma, difference_design
+from pydial.model.design import Design, centered_design
+from pydial.model.families import binary_cell, log_nu_start, tie_cell
+from pydial.model.likelihood import TieCells, TieObjective, tie_groups, tie_human_loss, tie_totals
+from pydial.optim import OptimResult, newton, pinv_sym
 
 __all__ = ["TIE_DIAL_METHODS", "NUMPY_TIE", "TieOptimizers", "fit_dial_ties", "tie_llm_only_fit", "tie_staged_fit",
            "tie_joint_fit", "tie_glm"]
@@ -67,7 +87,7 @@ TIE_DIAL_METHODS: tuple[str, ...] = ("dial-anc", "dial-ada", "dial-nopos")
 
 # ================================================================ GLM pieces
 def _glm_gram(X: Design, d: np.ndarray) -> np.ndarray:
-    """``(X B)^T diag(d) (X B)`` with ``X`` sparse (the factored :class:`~pydial.fitting.Design`)."""
+    """``(X B)^T diag(d) (X B)`` with ``X`` sparse (the factored :class:`~pydial.model.design.Design`)."""
     Xs = sp.csr_matrix(X.X)
     return X.pull_back(np.asarray((Xs.T @ (sp.diags(d) @ Xs)).toarray()))
 
@@ -97,7 +117,7 @@ def tie_glm_terms(ties: str, counts: np.ndarray, X: Design, x: np.ndarray, weigh
 def tie_glm(ties: str, counts: np.ndarray, X: Design, weight: float, x0: np.ndarray, free: bool) -> OptimResult:
     """Minimize :func:`tie_glm_terms` by the box-constrained Newton method of :mod:`pydial.optim`.
 
-    Binary cells without a tie parameter use :func:`pydial.fitting.logistic_glm`.
+    Binary cells without a tie parameter use :func:`pydial.estimation.glm.logistic_glm`.
     """
     if not free:
         n = counts[:, 0] + counts[:, 1]
@@ -171,7 +191,7 @@ def tie_llm_only_fit(data: Comparisons, ties: str, rank: int, order: bool = True
 
     The first stage of eq. staged-calibrated-estimator (eq. llm-negloglik with tie cells).
 
-    Started at the binary structured start (:func:`pydial.fitting.initial_theta`) and each
+    Started at the binary structured start (:func:`pydial.estimation.glm.initial_theta`) and each
     judge's ``log nu`` at its tie rate.
     """
     key = ("tie_llm_only_fit", ties, int(rank), bool(order), engine.name)
@@ -219,7 +239,7 @@ def tie_joint_fit(data: Comparisons, ch: Chart, lam: float, x0: np.ndarray, ties
 # ================================================================ inference
 def outcome_stats(obj: TieObjective, x: np.ndarray, rows: np.ndarray | None = None,
                   unit_weight: bool = False) -> OutcomeStats:
-    """:class:`~pydial.inference.OutcomeStats` of the objective's cells at ``x`` (or of ``rows``)."""
+    """:class:`~pydial.inference.linearization.OutcomeStats` of the objective's cells at ``x`` (or of ``rows``)."""
     P, a, b = obj.outcome_derivatives(x)
     c = obj.cells
     sel = slice(None) if rows is None else rows
@@ -265,15 +285,15 @@ class TieInfluence:
     rec: tuple[np.ndarray, np.ndarray, np.ndarray] | None
 
     def linearization(self, what: str, blocks: dict[str, slice], **kwargs: Any) -> Linearization:
-        """Return the :class:`~pydial.inference.Linearization` of these cells.
+        """Return the :class:`~pydial.inference.linearization.Linearization` of these cells.
 
-        The meats of :func:`pydial.inference.outcome_meat` (eq. weighted-empirical-sandwich,
+        The meats of :func:`pydial.inference.linearization.outcome_meat` (eq. weighted-empirical-sandwich,
         eq. cell-clustered-meat, eq. hac-meat); ``kwargs``: ``stage_one``, ``tie_labels``.
         """
         return Linearization(MeatSource(sp.csr_matrix(self.J2), self.st, self.rec), self.A, blocks, what, **kwargs)
 
     def covariance(self, data: Comparisons, cov: str, what: str) -> np.ndarray:
-        """Return ``A M A^T`` with the meat ``M`` of type ``cov`` (:func:`pydial.inference.outcome_meat`)."""
+        """Return ``A M A^T`` with the meat ``M`` of type ``cov`` (:func:`pydial.inference.linearization.outcome_meat`)."""
         return self.linearization(what, {}).covariance(data, cov)
 
 
@@ -329,7 +349,7 @@ def staged_tie_influence(data: Comparisons, sf: TieStagedFit, ties: str) -> tupl
 
     LLM cells through the LLM-only fit ``xi`` (with the calibration's response
     ``-C^{-1} H_{c xi}``), human cells through the calibration coordinates
-    ``(c, log nu_H)`` (:func:`pydial.inference.two_step_maps`; eq.
+    ``(c, log nu_H)`` (:func:`pydial.inference.linearization.two_step_maps`; eq.
     staged-calibrated-estimator, the ``lambda -> inf`` limit of eq.
     weighted-empirical-sandwich).  Also returns the number of stage-one (LLM) columns of
     ``A``, which come first.
@@ -403,7 +423,7 @@ def tie_glm_influence(data: Comparisons, ties: str, X: Design, x: np.ndarray, fr
 
 
 def _tie_probs(ties: str | None, eta: np.ndarray, l: float) -> np.ndarray:
-    from .ties import tie_probabilities
+    from pydial.model.families import tie_probabilities
 
     return tie_probabilities(ties, eta, l)
 
@@ -513,7 +533,7 @@ def judge_tie_effects(data: Comparisons, ties: str, chL: Chart, xL: np.ndarray,
     """Estimates and linearization of ``(b, log nu_free, gamma)`` of the LLM-only tie fit.
 
     Sandwich with bread ``H(l_L)^+`` (Prop. stage-one-normality); ``gamma`` by central
-    differences of :func:`pydial.model.consensus_gamma`.  The blocks are ``"b"``,
+    differences of :func:`pydial.model.chart.consensus_gamma`.  The blocks are ``"b"``,
     ``"log_nu"`` (the judges with ties, rows ``freeL`` of the tie table) and ``"gamma"``.
     """
     obj = TieObjective.weighted(chL, data, np.inf, ties, freeL)
@@ -591,9 +611,9 @@ def fit_dial_ties(data: Comparisons, common: dict, *, ties: str, order: bool, ad
         ``gacv`` (adaptive methods), ``calibration_test`` (Prop. calibration-test on the
         tie likelihood), ``position_effects`` and ``consensus`` from the LLM-only tie fit.
     """
-    from .inference import score_tables
-    from .optim import warn_unresolved
-    from .results import DialResult
+    from pydial.estimation.results import DialResult
+    from pydial.inference.linearization import score_tables
+    from pydial.optim import warn_unresolved
 
     cal, level = common["calibration"], common["level"]
     n_l, n_h = tie_totals(data)

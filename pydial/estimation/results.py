@@ -11,12 +11,12 @@ import numpy as np
 import pandas as pd
 from scipy.special import expit
 
-from .data import Comparisons
-from .design import design_report
-from .inference import ANCHORED_COVS, COV_DESCRIPTIONS, COV_TYPES, Linearization
-from .exceptions import CovarianceWarning, DialError
-from .model import DEFAULT_CALIBRATION, DEFAULT_RANK, Structure
-from .optim import BOX
+from pydial.data.comparisons import Comparisons
+from pydial.exceptions import CovarianceWarning, DialError
+from pydial.inference.linearization import ANCHORED_COVS, COV_DESCRIPTIONS, COV_TYPES, Linearization
+from pydial.model.chart import DEFAULT_CALIBRATION, DEFAULT_RANK, Structure
+from pydial.model.identifiability import design_report
+from pydial.optim import BOX
 
 STATUSES: tuple[str, ...] = ("ok", "no admissible candidate", "not identified", "at bound", "not converged",
                              "degenerate covariance")
@@ -80,14 +80,14 @@ class DialResult:
         is reported instead (DIAL-Ada / -noPos; a :class:`ConvergenceWarning` says so).
     chart, theta : Chart, ndarray or None
         The structured DIAL fit reported (DIAL methods): its calibrated
-        :class:`pydial.model.Chart` and coordinates (the staged fit at the endpoints;
+        :class:`pydial.model.chart.Chart` and coordinates (the staged fit at the endpoints;
         with ties the structural part of the tie fit's ``(theta, log nu)``).
     llm_chart, llm_theta : Chart, ndarray or None
         The structured LLM-only fit (Prop. stage-one-normality) behind the position
         effects, consensus loadings and judge scores.
     path : tuple of PathEntry
         The fitted candidates behind :attr:`gacv` and DIAL-Anc's endpoint
-        (:class:`pydial.selection.PathEntry`: chart, staged fit, candidate with its
+        (:class:`pydial.estimation.selection.PathEntry`: chart, staged fit, candidate with its
         scores, optimum and GACV pieces), in the order of the table; empty for the
         other methods and for the tie fits.
     calibration_test : CalibrationTest or None
@@ -110,7 +110,7 @@ class DialResult:
         built by hand).  :func:`pydial.plan` and :func:`pydial.next_pairs` take the
         pilot data from here.
     penalty : str or None
-        ``"firth"`` when the likelihoods were bias-reduced (:mod:`pydial.penalty`).
+        ``"firth"`` when the likelihoods were bias-reduced (:mod:`pydial.model.penalty`).
     ties : str or None
         The tie model (``"davidson"`` or ``"rao-kupper"``) or ``None`` (binary models).
     cov_correction : bool
@@ -129,7 +129,7 @@ class DialResult:
         BTL scores giving the order) for ``atc``.
     linearization : tuple of Linearization
         The factored influence of every target with a covariance
-        (:class:`pydial.inference.Linearization`): what :meth:`with_cov` and
+        (:class:`pydial.inference.linearization.Linearization`): what :meth:`with_cov` and
         :meth:`cov_params` form any other covariance from, without refitting.
     fit_arguments : dict or None
         The arguments of :func:`pydial.fit` that made this result (with :attr:`data`:
@@ -240,7 +240,7 @@ class DialResult:
 
     def _contrasts(self, first: list[str], second: list[str], level: float) -> pd.DataFrame:
         """Wald table of the contrasts ``s_first - s_second`` (elementwise), from the score covariance."""
-        from .inference import wald_frame
+        from pydial.inference.linearization import wald_frame
 
         s, C = self.scores["score"], self.cov
         a, b = self.scores.index.get_indexer(first), self.scores.index.get_indexer(second)
@@ -262,7 +262,7 @@ class DialResult:
         Parameters
         ----------
         cov_type : {"fisher", "binomial", "cell", "record", "two-step", "fixed-basis"}, optional
-            The meat (:mod:`pydial.inference`); default the fit's own :attr:`cov_type`.
+            The meat (:mod:`pydial.inference.linearization`); default the fit's own :attr:`cov_type`.
             ``"two-step"`` / ``"fixed-basis"`` keep the fit's meat and choose the
             covariance at the anchored endpoint (``anchored_cov``; DIAL fits at
             ``lambda = inf`` only).
@@ -393,8 +393,7 @@ class DialResult:
 
     def _covariance_tables(self, C: dict[str, Any]) -> dict[str, Any]:
         """Return the tables of the estimates with the covariances ``C`` of :meth:`_block_covariances`."""
-        from .inference import consensus_table, position_effect_tables, score_tables
-        from .inference import tie_table_rows
+        from pydial.inference.linearization import consensus_table, position_effect_tables, score_tables, tie_table_rows
 
         out: dict[str, Any] = {}
         if "scores" in C:
@@ -432,7 +431,7 @@ class DialResult:
         DataFrame
             ``estimate, se, ci_low, ci_high`` (NaN where the covariance has none, e.g. AtC).
         """
-        from .inference import wald_frame
+        from pydial.inference.linearization import wald_frame
 
         level = self.level if level is None else float(level)
         if not 0 < level < 1:
@@ -465,7 +464,7 @@ class DialResult:
         It is computed for every admissible candidate of the weight path (Thm. gacv), for checking GACV on
         small problems (``2 x`` human cells refits per candidate).
         """
-        from .selection import loo_cv
+        from pydial.estimation.selection import loo_cv
 
         if self.gacv is None or not self.path:
             raise ValueError("loo_cv needs a binary weight path (method 'dial-ada' or 'dial-nopos', no ties)")
@@ -480,7 +479,7 @@ class DialResult:
 
     def position_test(self, judge_1: str, judge_2: str) -> pd.Series:
         """Wald test of ``b_k = b_k'`` for two judges (Prop. stage-one-normality)."""
-        from .inference import wald_frame
+        from pydial.inference.linearization import wald_frame
 
         if self.position_effects is None:
             raise ValueError(f"method {self.method!r} has no position effects")
@@ -513,9 +512,9 @@ class DialResult:
 
         The GACV choice of ``lambda``, and of ``r`` with a rank grid, is included; percentile and
         basic intervals for scores, contrasts and ``b`` plus the selected ``lambda``
-        distribution.  See :func:`pydial.bootstrap.bootstrap`.
+        distribution.  See :func:`pydial.estimation.bootstrap.bootstrap`.
         """
-        from .bootstrap import bootstrap
+        from pydial.estimation.bootstrap import bootstrap
 
         return bootstrap(self, B, by=by, seed=seed, n_jobs=n_jobs, level=level, progress=progress)
 

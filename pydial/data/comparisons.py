@@ -34,11 +34,28 @@ import numpy as np
 import pandas as pd
 from pandas.api.types import infer_dtype
 
-from .exceptions import DataError, DataWarning
-from .ingest import (COLUMNS, FIRST_A, FIRST_VALUES, WINNER_VALUES, Coded, Validator, check_cells, check_read_memory,
-                     concat, duplicated, fail_rows, group, human_name, pack, rows_text, triangle, unpack)
-from .files import read_csv, read_parquet
-from .names import NameReport
+from pydial.data.files import read_csv, read_parquet
+from pydial.data.ingest import (
+    COLUMNS,
+    FIRST_A,
+    FIRST_VALUES,
+    WINNER_VALUES,
+    Coded,
+    Validator,
+    check_cells,
+    check_read_memory,
+    concat,
+    duplicated,
+    fail_rows,
+    group,
+    human_name,
+    pack,
+    rows_text,
+    triangle,
+    unpack,
+)
+from pydial.data.names import NameReport
+from pydial.exceptions import DataError, DataWarning
 
 __all__ = ["COLUMNS", "FIRST_VALUES", "WINNER_VALUES", "DUPLICATES", "CellTable", "LLMCells", "HumanCells", "Rows",
            "Comparisons", "canonical", "item_order", "rows_text", "check_cells"]
@@ -440,7 +457,7 @@ class Comparisons:
         allow_similar_names : bool, default False
             Keep names that differ only by letter case, surrounding whitespace or
             numeric type (``4`` and ``4.0``) as distinct; by default they raise
-            :class:`DataError` naming both spellings (see :mod:`pydial.names`).
+            :class:`DataError` naming both spellings (see :mod:`pydial.data.names`).
         duplicates : {"keep", "drop", "raise"}, default "keep"
             Rows identical in all six columns (same record, judge, pair, display
             order and winner).  ``"keep"`` counts them as separate judgments,
@@ -451,7 +468,7 @@ class Comparisons:
 
         Notes
         -----
-        Judge and item names are text (:mod:`pydial.names`): string cells are used
+        Judge and item names are text (:mod:`pydial.data.names`): string cells are used
         as written, other cells through :func:`str` (``4 -> "4"``, ``4.0 -> "4.0"``).
         ``human_judge`` is converted the same way, so ``human_judge=0`` matches an
         integer judge column.

@@ -18,7 +18,7 @@ Alg. DIAL-Ada and App. "Hyperparameter Selection" of the paper:
   over-parameterized chart (Lemma overparam-invariance), the centered score space at
   ``lambda = 0`` and the calibration coordinate ``c`` at ``lambda = inf``.
 
-With ``penalty="firth"`` (:mod:`pydial.penalty`) the human BTL at ``lambda = 0``, the
+With ``penalty="firth"`` (:mod:`pydial.model.penalty`) the human BTL at ``lambda = 0``, the
 calibration GLM at ``lambda = inf`` and the human block of every finite-weight fit are
 bias-reduced.  The ``lambda = 0`` endpoint then needs only a connected human
 comparison graph (Firth's estimate exists without a finite MLE), so small human
@@ -35,15 +35,15 @@ import pandas as pd
 import scipy.sparse as sp
 from scipy.special import expit
 
-from .data import Comparisons, HumanCells
-from .fitting import (BTLFit, Design, centered_design, dense_design, fit_calibration, fit_human_btl,
-                  fit_structured, glm_information)
-from .meats import independent_meat
-from .likelihood import Cells, Objective, binomial_nll, human_loss
-from .model import Chart, difference_design
-from .optim import (BOX, ZERO_EIG_RTOL, OptimResult, newton, pinv_from_eigh, pinv_gauge, pinv_sym,
-                    single_threaded_blas)
-from .penalty import FirthPenalty
+from pydial.data.comparisons import Comparisons, HumanCells
+from pydial.estimation.engines import BTLFit
+from pydial.estimation.glm import fit_calibration, fit_human_btl, fit_structured
+from pydial.model.chart import Chart, difference_design
+from pydial.model.design import Design, centered_design, dense_design, glm_information
+from pydial.model.likelihood import Cells, Objective, binomial_nll, human_loss
+from pydial.model.meats import independent_meat
+from pydial.model.penalty import FirthPenalty
+from pydial.optim import BOX, ZERO_EIG_RTOL, OptimResult, newton, pinv_from_eigh, pinv_gauge, pinv_sym, single_threaded_blas
 
 DEFAULT_MULTIPLES = tuple(np.logspace(-2, 1, 7))
 SIMULATION_MULTIPLES = tuple(np.logspace(-1, 1, 7))
@@ -101,7 +101,7 @@ class Candidate:
 class PathEntry:
     """One candidate of a fitted weight path with the staged fit of its rank.
 
-    For refits such as :meth:`pydial.results.DialResult.loo_cv`: the calibrated ``chart``
+    For refits such as :meth:`pydial.estimation.results.DialResult.loo_cv`: the calibrated ``chart``
     of the rank, the staged (anchored) ``staged_theta`` and the :class:`Candidate`.
     """
 
@@ -195,7 +195,7 @@ def human_candidate(data: Comparisons, human_fit: Callable[[Comparisons], BTLFit
     win graph, Ford 1957); with ``penalty="firth"`` (``human_fit`` then fits Firth's
     estimate) a connected comparison graph suffices.
     """
-    from .design import check_human_mle, undirected_labels
+    from pydial.model.identifiability import check_human_mle, undirected_labels
 
     N = data.N
     if penalty is None:
@@ -289,7 +289,7 @@ def select_candidate(options: list[tuple[int, Candidate]], table: pd.DataFrame,
     """
     import warnings
 
-    from .exceptions import ConvergenceError, ConvergenceWarning
+    from pydial.exceptions import ConvergenceError, ConvergenceWarning
 
     ok = [(r, c) for r, c in options if c.admissible]
     fallback = False

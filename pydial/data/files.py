@@ -18,8 +18,8 @@ from typing import Any, Iterator, Sequence
 
 import pandas as pd
 
-from .exceptions import DataError
-from .ingest import check_read_memory
+from pydial.data.ingest import check_read_memory
+from pydial.exceptions import DataError
 
 __all__ = ["PARQUET_SUFFIXES", "reading", "is_parquet", "require_columns", "read_csv", "read_parquet"]
 

@@ -1,7 +1,7 @@
 r"""The baselines with ties: ``fit(data, "pooled" | "atc", ties="davidson" | "rao-kupper")``.
 
 Every comparison keeps its three outcomes and follows the tie model of
-:mod:`pydial.ties` (Davidson 1970 or Rao-Kupper 1967) in place of the binary
+:mod:`pydial.model.families` (Davidson 1970 or Rao-Kupper 1967) in place of the binary
 BTL likelihood of the binary baselines (Sec. Experiments, App. related-comparison):
 
 * ``pooled`` (either engine): one BTL score vector for all LLM judgments pooled (no judge or
@@ -10,14 +10,14 @@ BTL likelihood of the binary baselines (Sec. Experiments, App. related-compariso
   ``D_H s_pooled``; ``s = c s_pooled``.  The standard errors are the two-step
   sandwich (stacked estimating equations, the cross derivative of the second
   stage in the first-stage scores in closed form, :func:`pooled_cross_derivative`)
-  with the meats of :func:`pydial.inference.outcome_meat`.
+  with the meats of :func:`pydial.inference.linearization.outcome_meat`.
 * ``atc``: the anchored consensus of DIAL-Anc with ties (``M = mu``,
-  :func:`pydial.tie_fits.tie_staged_fit`) isotonic-regressed on the ordering of
-  the people's tie-model scores (:func:`pydial.atc.atc_scores`); no
+  :func:`pydial.estimation.tie_fits.tie_staged_fit`) isotonic-regressed on the ordering of
+  the people's tie-model scores (:func:`pydial.estimation.atc.atc_scores`); no
   standard errors, as for the binary AtC.
 
 A group without ties has the boundary MLE ``nu = 0`` and follows the binary model
-(as in :mod:`pydial.tie_fits`).
+(as in :mod:`pydial.estimation.tie_fits`).
 """
 
 from __future__ import annotations
@@ -27,15 +27,25 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .data import Comparisons
-from .exceptions import IdentifiabilityError
-from .fitting import Design, centered_design, centering_basis
-from .atc import atc_scores
-from .inference import Linearization, tie_table, two_step_maps
-from .likelihood import TieCells, tie_human_loss, tie_totals
-from .model import difference_design
-from .tie_fits import (NUMPY_TIE, TieOptimizers, tie_glm_influence, log_nu_start, human_tie_fit, judge_tie_tables,
-                       stack_tie_influence, tie_glm, tie_glm_terms, tie_staged_fit)
+from pydial.data.comparisons import Comparisons
+from pydial.estimation.atc import atc_scores
+from pydial.estimation.tie_fits import (
+    NUMPY_TIE,
+    TieOptimizers,
+    human_tie_fit,
+    judge_tie_tables,
+    log_nu_start,
+    stack_tie_influence,
+    tie_glm,
+    tie_glm_influence,
+    tie_glm_terms,
+    tie_staged_fit,
+)
+from pydial.exceptions import IdentifiabilityError
+from pydial.inference.linearization import Linearization, tie_table, two_step_maps
+from pydial.model.chart import centering_basis, difference_design
+from pydial.model.design import Design, centered_design
+from pydial.model.likelihood import TieCells, tie_human_loss, tie_totals
 
 __all__ = ["fit_pooled_ties", "fit_atc_ties", "pooled_cross_derivative"]
 
@@ -69,19 +79,19 @@ def pooled_cross_derivative(ties: str, human: TieCells, N: int, beta: np.ndarray
     return G
 
 
-def fit_pooled_ties(data: Comparisons, common: dict, *, ties: str, seed: int | None = None) -> Any:
+def fit_pooled_ties(data: Comparisons, common: dict, *, ties: str, engine: TieOptimizers = NUMPY_TIE) -> Any:
     """Fit the pooled baseline with ties (see the module docstring): a DialResult with ``tie_parameters``.
 
     Two stages as eq. staged-calibrated-estimator with the basis ``M = s_pool``, linearized
-    by :func:`pydial.inference.two_step_maps`.
+    by :func:`pydial.inference.linearization.two_step_maps`.
 
-    ``common["engine"] == "stan"`` optimizes both stages with Stan
-    (:func:`pydial.stan.engine.stan_pooled_tie_stages`);
+    ``engine.pooled_stages`` (Stan's: :func:`pydial.stan.engine.stan_pooled_tie_stages`) optimizes
+    both stages when given;
     the inference is numpy's at the optimum on either engine.
     """
-    from .inference import score_tables, unknown_cov
-    from .optim import warn_unresolved
-    from .results import DialResult
+    from pydial.estimation.results import DialResult
+    from pydial.inference.linearization import score_tables, unknown_cov
+    from pydial.optim import warn_unresolved
 
     N = data.N
     n_l, n_h = tie_totals(data)
@@ -92,10 +102,8 @@ def fit_pooled_ties(data: Comparisons, common: dict, *, ties: str, seed: int | N
     T = centering_basis(N)
     x0 = np.append(np.zeros(N - 1), [log_nu_start(ties, L.counts)] if free1 else [])
     l2 = log_nu_start(ties, Hc.counts)
-    if common["engine"] == "stan":
-        from .stan.engine import stan_pooled_tie_stages
-
-        o1, o2 = stan_pooled_tie_stages(data, ties, x0, l2, free1, free2, seed)
+    if engine.pooled_stages is not None:
+        o1, o2 = engine.pooled_stages(data, ties, x0, l2, free1, free2)
     else:
         o1 = tie_glm(ties, L.counts, X1, w1, x0, free1)
     warn_unresolved(o1, "pooled LLM tie model")
@@ -105,7 +113,7 @@ def fit_pooled_ties(data: Comparisons, common: dict, *, ties: str, seed: int | N
         raise IdentifiabilityError("the pooled LLM tie-model scores are all equal (the judges' preferences cancel): "
                                    "there is no direction to rescale to the human comparisons")
     X2 = Design(difference_design(Hc.i, Hc.j, N), s_pool[:, None])
-    if common["engine"] != "stan":
+    if engine.pooled_stages is None:
         o2 = tie_glm(ties, Hc.counts, X2, w2, np.append(1.0, [l2] if free2 else []), free2)
     warn_unresolved(o2, "pooled calibration tie model")
     c = float(o2.x[0])
@@ -148,8 +156,8 @@ def fit_pooled_ties(data: Comparisons, common: dict, *, ties: str, seed: int | N
 
 def fit_atc_ties(data: Comparisons, common: dict, *, ties: str, engine: TieOptimizers = NUMPY_TIE) -> Any:
     """Fit AtC with ties (App. related-comparison; see the module docstring): a DialResult with ``tie_parameters``."""
-    from .optim import warn_unresolved
-    from .results import DialResult
+    from pydial.estimation.results import DialResult
+    from pydial.optim import warn_unresolved
 
     N, level = data.N, common["level"]
     opt, free_h, X = human_tie_fit(data, ties, engine)

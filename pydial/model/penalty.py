@@ -134,7 +134,7 @@ class FirthPenalty:
 class CalibrationFirthPenalty:
     r"""Human-block Jeffreys prior of the joint fit :math:`Q_\lambda`, in the calibration space.
 
-    In the chart of :mod:`pydial.model` the human scores are ``s = M c`` with the item
+    In the chart of :mod:`pydial.model.chart` the human scores are ``s = M c`` with the item
     basis ``M = B E`` (``E = e_1`` for ``M = mu``, ``E = I`` for ``M = W``), so the human
     likelihood given ``M`` is a binomial GLM in ``c`` with design ``X = D_H M``.  The
     loss term is its Jeffreys prior with the basis normalized,
@@ -161,7 +161,7 @@ class CalibrationFirthPenalty:
       ``V_u = Y_u^T W U``, ``B_t = Y_t^T W X + X^T W Y_t``, ``R_t = dM_t^T M + M^T dM_t``.
 
     ``M`` is linear in ``theta``, so it has no second derivative; the bilinear second
-    derivative of ``eta`` is added by :class:`pydial.likelihood.Objective` through the
+    derivative of ``eta`` is added by :class:`pydial.model.likelihood.Objective` through the
     per-cell gradient ``dP/d eta``.
     """
 

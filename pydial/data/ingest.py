@@ -6,7 +6,7 @@ a whole table or one chunk at a time, to a :class:`Validator`.  Each column is
 factorized once (pandas or pyarrow, whichever holds it); the rules are applied to the
 distinct values only, and a row is looked at only to name it in an error:
 
-* judge and item names follow :mod:`pydial.names` (text, stripped, similar spellings);
+* judge and item names follow :mod:`pydial.data.names` (text, stripped, similar spellings);
 * a missing cell (null, ``None``, ``NaN``; in a text file also a blank cell) is refused,
   except ``first`` on the human judge's rows, which is ignored;
 * ``first`` must be ``a``/``b`` and ``winner`` one of ``a, b, tie, both_bad`` (letter case
@@ -21,16 +21,16 @@ from __future__ import annotations
 
 import os
 import sys
-from dataclasses import dataclass
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Iterator, Sequence
 
 import numpy as np
 import pandas as pd
 from pandas.api.types import infer_dtype
 
-from .exceptions import DataError, MemoryLimitError
-from .names import UNHASHABLE_CELLS, NameSpace, Spelling, cell_text, spelling
+from pydial.data.names import UNHASHABLE_CELLS, NameSpace, Spelling, cell_text, spelling
+from pydial.exceptions import DataError, MemoryLimitError
 
 FIRST_VALUES = ("a", "b")
 WINNER_VALUES = ("a", "b", "tie", "both_bad")
@@ -76,7 +76,7 @@ def encode(values: Any, column: str) -> tuple[np.ndarray, list[Spelling | None]]
     """Factorize one column: integer codes per row and the spelling of each distinct value.
 
     ``values`` is a pandas Series or a pyarrow array.  Codes are ``-1`` where a cell is
-    missing; the spellings are :func:`pydial.names.spelling` of the distinct values that
+    missing; the spellings are :func:`pydial.data.names.spelling` of the distinct values that
     occur (``None`` for a missing one, e.g. ``NaN`` stored as a value in a Parquet file).
     A list / dict cell raises :class:`DataError` naming ``column`` and the rows.
     """
@@ -176,7 +176,7 @@ class Validator:
     human_judge : str
         The (stripped) name of the human judge.
     strip, allow_similar : bool
-        Name rules of :mod:`pydial.names`.
+        Name rules of :mod:`pydial.data.names`.
     blank_is_missing : bool
         A blank cell counts as missing (text files), not as an empty name.
     """
@@ -365,7 +365,7 @@ def memory_available() -> int | None:
     ``PYDIAL_MEMORY_LIMIT`` holds a number of bytes, or a number with ``KB``, ``MB`` or
     ``GB`` (powers of 1000), e.g. ``PYDIAL_MEMORY_LIMIT=4GB``.
     """
-    from .resources import available_bytes
+    from pydial.resources import available_bytes
 
     avail = available_bytes()
     text = os.environ.get(MEMORY_LIMIT_ENV, "").strip().upper()

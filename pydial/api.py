@@ -1,0 +1,242 @@
+r"""The one-line entry point :func:`fit`: validate the arguments, pick the engine, run the estimator.
+
+The estimators themselves live in :mod:`pydial.estimation` and run whichever
+optimizers they are given (:class:`pydial.estimation.engines.Engine`); this module
+sits above both engines, so the numpy layers never import Stan.
+
+========== ==================================================================
+method     estimator
+========== ==================================================================
+judges     each judge's own order-effect BTL (eq. binomial-model-llm), no humans
+human      centered human BTL MLE :math:`\hat s_0` (eq. human-only-estimator)
+pooled     pooled LLM BTL ignoring judge and order, rescaled to the humans
+dial-anc   staged LLM-anchored endpoint (Alg. DIAL-Anc, eq. staged-calibrated-estimator)
+dial-ada   weighted joint fits on the lambda path selected by GACV (Alg. DIAL-Ada)
+dial-nopos DIAL-Ada with the order effects fixed at 0 (order-agnostic ablation)
+atc        human BTL ordering + isotonic calibration of the LLM consensus (AtC)
+========== ==================================================================
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import warnings
+from typing import Any, cast
+
+from pydial.data.comparisons import Comparisons
+from pydial.estimation.engines import Engine
+from pydial.estimation.estimators import (
+    ENGINES,
+    METHODS,
+    NEEDS_HUMAN,
+    USES_CALIBRATION,
+    USES_RANK,
+    estimate,
+    numerical_errors,
+    numpy_optimizers,
+    rank_candidates,
+    resolve_model_arguments,
+)
+from pydial.estimation.results import DialResult, with_verdict
+from pydial.estimation.selection import positive_values
+from pydial.exceptions import DataError
+from pydial.inference.linearization import ANCHORED_COVS, check_cov_type
+from pydial.model.chart import CALIBRATIONS
+from pydial.model.identifiability import design_report
+from pydial.model.penalty import check_penalty
+from pydial.optim import single_threaded_blas
+from pydial.resources import check_memory
+
+__all__ = ["fit", "optimizers"]
+
+
+def optimizers(engine: str, seed: int | None = None, penalty: str | None = None) -> Engine:
+    """Return the optimizers of ``engine``: numpy's (Newton on exact derivatives) or Stan's (its optimizer)."""
+    if engine == "stan":
+        from pydial.stan.engine import stan_engine
+
+        return stan_engine(seed, penalty)
+    return numpy_optimizers(penalty)
+
+
+@single_threaded_blas
+def fit(
+    data: Comparisons,
+    method: str = "dial-anc",
+    *,
+    rank: int | str | list[int] | None = None,
+    calibration: str | None = None,
+    engine: str = "numpy",
+    cov: str | None = None,
+    level: float = 0.95,
+    lambdas: Any = None,
+    multiples: Any = None,
+    include_endpoints: bool | str = True,
+    anchored_cov: str = "two-step",
+    ties: str | None = None,
+    seed: int | None = None,
+    check: bool = True,
+    penalty: str | None = None,
+    cluster_correction: bool = False,
+) -> DialResult:
+    """Fit one of the paper's estimators.
+
+    Parameters
+    ----------
+    data : Comparisons
+        Validated judgments (:meth:`Comparisons.from_frame`).
+    method : {"judges", "human", "pooled", "dial-nopos", "dial-anc", "dial-ada", "atc"}
+        Estimator (see the module docstring).
+    rank : int, list of int or "auto", optional
+        Disagreement rank ``r`` of ``S = gamma mu^T + U V^T`` (Cond. llm-structure);
+        1 when not given.  For ``dial-ada`` a list (or ``"auto"``: ``0 .. min(K-1,
+        N-2, 3)``) selects ``(r, lambda)`` jointly by GACV (App. rank-selection).
+        Used by the methods of :data:`USES_RANK`; given to another method it is
+        ignored with an :class:`~pydial.ArgumentWarning`.
+    calibration : {"mu", "W"}, optional
+        Human calibration basis: the consensus ``mu`` (``d = 1``; the default) or
+        ``W = [mu, V]`` (``d = r + 1``).  Used by the methods of
+        :data:`USES_CALIBRATION`; given to another method it is ignored with an
+        :class:`~pydial.ArgumentWarning`.
+    engine : {"numpy", "stan"}
+        Optimizer; ``"stan"`` runs the same model through Stan's optimizer.
+    cov : {"fisher", "binomial", "cell", "record"}, optional
+        Meat of the covariance (see :mod:`pydial.inference.linearization`); default ``"fisher"``
+        for ``human`` and ``"cell"`` (judge-pair clustered) otherwise.
+    level : float, default 0.95
+        Level of every interval reported.
+    seed : int, optional
+        Seed of the generic-rank design checks (and of Stan when used).
+    lambdas : sequence of float, optional
+        Explicit finite candidate weights for ``dial-ada`` / ``dial-nopos`` (absolute
+        values of lambda in eq. weighted-loss).
+    multiples : sequence of float, optional
+        Candidate weights as multiples of ``n_L / n_H``; default seven log-spaced
+        values from 0.01 to 10 (App. lambda-selection).
+    include_endpoints : bool or "anchored", default True
+        Whether the endpoints ``lambda = 0`` (human BTL) and ``inf`` (DIAL-Anc) compete
+        in GACV; ``inf`` remains the fallback when no finite weight is admissible.
+        ``"anchored"``: only ``inf`` competes; the human-only endpoint is fitted and
+        listed in ``result.gacv`` but not selected (with ``penalty="firth"`` at small
+        human budgets GACV's trace term under-states the optimism of the ``N - 1``
+        parameter human fit; see ``analyses/realdata/results_firth/summary.md``).
+    anchored_cov : {"two-step", "fixed-basis"}
+        Covariance at ``lambda = inf``: the two-step delta method (the
+        ``lambda -> inf`` limit of the sandwich at the observed ``n_H/n_L``; default)
+        or the ``M`` fixed limit ``M H_M^{-1} M^T`` of Cor. uniform-lambda.
+    ties : {None, "davidson", "rao-kupper"}
+        ``None``: ties are excluded (binary models, counted in ``data.summary()``).
+        ``"davidson"``: Davidson's model for ``method="human"`` and the
+        Davidson-Beaver model for ``method="judges"`` use the ties, with
+        judge-specific tie parameters (``result.tie_parameters``);
+        ``"rao-kupper"``: the Rao-Kupper threshold model instead.  Both
+        engines (numpy: Newton on exact derivatives; Stan: its optimizer);
+        model-based standard errors.  ``dial-anc``, ``dial-ada`` and
+        ``dial-nopos`` take either tie model (:mod:`pydial.estimation.tie_fits`): every
+        likelihood of the procedure with three-outcome cells, a tie parameter
+        per judge and one for people, sandwich covariances with every ``cov``;
+        either engine (Stan's ``dial.stan`` gives a group without ties
+        ``nu_zero``, as numpy does).  ``pooled`` (one ``nu`` for the pooled
+        judges, two-step sandwich) and ``atc`` take them too, on either engine
+        (:mod:`pydial.estimation.tie_baselines`).  ``penalty`` is not available with ties.
+    check : bool, default True
+        Run :func:`pydial.check_design` first and raise
+        :class:`~pydial.IdentifiabilityError` when the fit cannot exist.
+    penalty : {None, "firth"}
+        ``"firth"``: maximize ``l(theta) + 1/2 log det I(theta)`` (Firth 1993, the
+        Jeffreys prior; :mod:`pydial.model.penalty`) instead of ``l``, which removes the
+        ``O(1/n)`` bias and is finite whenever the design is connected, even under
+        complete separation.  Applies to the human BTL (``human``, the ordering of
+        ``atc``, the ``lambda = 0`` endpoint of ``dial-ada``), each judge's BTL
+        (``judges``), both stages of ``pooled``, the calibration GLM of ``dial-anc``
+        (and the ``lambda = inf`` endpoint) and the human block of the finite-weight
+        fits of ``dial-ada``.  Standard errors are the sandwich (or Fisher) covariance
+        at the penalized estimate, with the unpenalized information as bread.  The
+        calibration LRT stays a likelihood-ratio test of the unpenalized fits.
+    cluster_correction : bool, default False
+        Scale the clustered meats (``cov="cell"`` or ``"record"``) by the small-sample
+        factor ``G/(G-1)``, ``G`` the number of clusters (statsmodels' cluster
+        correction without its regression factor ``(n-1)/(n-k)``).  Off by default,
+        as in the paper; with few judge-pair cells per judge the position effects'
+        cell-clustered intervals cover slightly below the nominal level and the factor
+        widens them.  :meth:`DialResult.with_cov` switches it on or off later.
+
+    Returns
+    -------
+    DialResult
+
+    Raises
+    ------
+    DataError, IdentifiabilityError
+        The data or the design cannot give the requested fit.
+    ConvergenceError
+        The fit failed numerically (a floating-point error, a linear-algebra routine
+        that did not converge); the message names the method and the original error
+        is chained.  A singular matrix raises :class:`IdentifiabilityError` instead.
+    """
+    if method not in METHODS:
+        raise ValueError(f"method must be one of {METHODS}, got {method!r}")
+    given = dict(rank=rank, calibration=calibration)  # what a refit passes on (None: not given)
+    rank, calibration = resolve_model_arguments(method, rank, calibration)
+    if calibration not in CALIBRATIONS:
+        raise ValueError(f"calibration must be one of {CALIBRATIONS}, got {calibration!r}")
+    if engine not in ENGINES:
+        raise ValueError(f"engine must be one of {ENGINES}, got {engine!r}")
+    if not 0 < level < 1:
+        raise ValueError(f"level ({level}) must be in the open interval (0, 1)")
+    check_penalty(penalty)
+    if include_endpoints not in (True, False, "anchored"):
+        raise ValueError(f"include_endpoints must be True, False or 'anchored', got {include_endpoints!r}")
+    rank_grid = rank_candidates(rank, data, method)
+    for arg, name in ((lambdas, "lambdas"), (multiples, "multiples")):
+        if arg is not None:
+            positive_values(arg, name)
+    if anchored_cov not in ANCHORED_COVS:
+        raise ValueError(f"anchored_cov must be one of {ANCHORED_COVS}, got {anchored_cov!r}")
+    cov_arg = cov
+    cov = check_cov_type(cov if cov is not None else ("fisher" if method == "human" else "cell"))
+    if method in NEEDS_HUMAN and data.n_human == 0:
+        raise DataError(
+            f"method {method!r} needs human comparisons, but no decisive rows have judge == {data.human_judge!r} "
+            f"(the other judges: {', '.join(repr(j) for j in data.judges[:8])}{', ...' if data.K > 8 else ''}; "
+            "name the human judge with human_judge= / --human)"
+        )
+    if cov == "record" and data.aggregated:
+        raise DataError("cov='record' clusters the comparisons by record id, but these data were built from aggregated "
+                        "counts (Comparisons.from_counts / read_comparisons) and carry no record ids; use cov='cell', "
+                        "'binomial' or 'fisher', or load the rows with their record ids (Comparisons.from_frame / from_csv)")
+    if method != "human" and data.K == 0:
+        raise DataError(f"method {method!r} needs LLM judgments, but there are none")
+    if method in ("dial-anc", "dial-ada", "dial-nopos", "atc"):
+        r_max = max(rank_grid)
+        check_memory(len(data.llm) + len(data.human), (r_max + 1) * (data.K + data.N + 1) + data.K, f"method {method!r}")
+    if check:
+        for r in rank_grid:
+            with numerical_errors(f"the design check of method {method!r}"):
+                design_report(data, r, calibration, method, seed, penalty).raise_if_failed()
+    # the result records a rank / calibration only where the method has one (AtC: "mu", set by _fit_atc)
+    common = dict(method=method, rank=rank_grid[0] if method in USES_RANK else None,
+                  calibration=calibration if method in USES_CALIBRATION else None, engine=engine, cov_type=cov,
+                  level=level, items=data.items, judges=data.judges, n_human=data.n_human, n_llm=data.n_llm, data=data)
+    with warnings.catch_warnings(record=True) as caught, numerical_errors(f"method {method!r}"):
+        warnings.simplefilter("always")
+        res = estimate(data, common, method, engine=optimizers(engine, seed, penalty), cov_arg=cov_arg, lambdas=lambdas,
+                       multiples=multiples, include_endpoints=include_endpoints, anchored_cov=anchored_cov, ties=ties, seed=seed,
+                       rank_grid=rank_grid, penalty=penalty)
+        # what res.bootstrap needs to refit the whole procedure on resampled records
+        res = dataclasses.replace(res, penalty=penalty, ties=ties, cov_correction=bool(cluster_correction),
+                                  anchored_cov_type=anchored_cov if method in USES_CALIBRATION else None,
+                                  fit_arguments=dict(method=method, **given, engine=engine, cov=cov_arg, level=level,
+                                                     lambdas=lambdas, multiples=multiples,
+                                                     include_endpoints=include_endpoints, anchored_cov=anchored_cov,
+                                                     seed=seed, penalty=penalty, ties=ties,
+                                                     cluster_correction=bool(cluster_correction)),
+                                  fitter=fit)  # the function that refits it (pydial.stan.compare_intervals)
+        if res.linearization:  # every covariance from the fit's linearization, as DialResult.with_cov forms it
+            res = dataclasses.replace(res, **res._covariance_tables(
+                res._block_covariances(res.cov_type, res.anchored_cov_type, res.cov_correction)))
+    for w in caught:  # hand every warning on to the caller's filters
+        warnings.warn_explicit(w.message, w.category, w.filename, w.lineno, source=w.source)
+    with numerical_errors(f"the diagnosis of the {method!r} fit"):
+        # warnings.warn turns a str message into an instance of its category
+        return with_verdict(res, data, [cast(Warning, w.message) for w in caught], seed=0 if seed is None else seed)
