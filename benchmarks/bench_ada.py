@@ -1,6 +1,6 @@
 """Timing of the DIAL fits on a Chatbot-Arena-sized problem.
 
-``pydial.simulate(N=20, K=21, r=1, n_llm=300_000, n_human=2000)`` gives about 8,000
+``pydial.simulate(N=20, K=21, rank=1, n_llm=300_000, n_human=2000)`` gives about 8,000
 LLM cells (21 judges x 190 pairs x 2 orders) and 190 human cells.  Each
 configuration runs the full user path of :func:`pydial.fit` -- design checks, the
 structured LLM-only fit, the weight path with GACV (``dial-ada``: default grid of
@@ -40,7 +40,7 @@ def main() -> None:
     args = ap.parse_args()
 
     t0 = time.perf_counter()
-    sim = pydial.simulate(N=20, K=21, r=1, n_llm=300_000, n_human=2000, rng=args.seed)
+    sim = pydial.simulate(N=20, K=21, rank=1, n_llm=300_000, n_human=2000, seed=args.seed)
     t_sim = time.perf_counter() - t0
     t0 = time.perf_counter()
     data = sim.comparisons

@@ -2,7 +2,7 @@
 
 Run with ``python benchmarks/bench_core.py [--repeats 7] [--seed 0]``.
 
-Builds ``pydial.simulate(N=20, K=21, r=1, n_llm=300_000, n_human=2000)`` (about
+Builds ``pydial.simulate(N=20, K=21, rank=1, n_llm=300_000, n_human=2000)`` (about
 8,000 judge-pair-order cells), then reports the median wall time of
 
 * :class:`pydial.Comparisons` construction from the long table,
@@ -59,7 +59,7 @@ def main(argv: list[str] | None = None) -> int:
         choix = None
 
     t0 = time.perf_counter()
-    sim = pydial.simulate(N=20, K=21, r=1, n_llm=300_000, n_human=2000, rng=args.seed)
+    sim = pydial.simulate(N=20, K=21, rank=1, n_llm=300_000, n_human=2000, seed=args.seed)
     t_sim = time.perf_counter() - t0
     t_data, data = median_time(lambda: pydial.Comparisons.from_frame(sim.frame, items=list(sim.truth.items)),
                                max(1, args.repeats // 2))

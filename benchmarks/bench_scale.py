@@ -1,6 +1,6 @@
 """Time and peak memory of the fits on leaderboard-size data.
 
-For each size ``pydial.simulate(N, K, r=1, n_llm, n_human, rng=1)`` is drawn once,
+For each size ``pydial.simulate(N, K, rank=1, n_llm, n_human, seed=1)`` is drawn once,
 in its own process, and aggregated to cell counts (the simulated long table is
 summed per ``(judge, item_a, item_b, first)``), which are written to a Parquet file.
 Every method then runs in a fresh process that reads the counts
@@ -97,7 +97,7 @@ def task_simulate(size: str, out: str) -> dict:
     import pydial
 
     t0 = time.perf_counter()
-    sim = pydial.simulate(r=1, rng=1, **SIZES[size])
+    sim = pydial.simulate(rank=1, seed=1, **SIZES[size])
     t_sim = time.perf_counter() - t0
     f = sim.frame
     t0 = time.perf_counter()
@@ -158,7 +158,7 @@ def task_write(counts_dir: str, size: str) -> dict:
 
     import pydial
 
-    f = pydial.simulate(r=1, rng=1, **SIZES[size]).frame
+    f = pydial.simulate(rank=1, seed=1, **SIZES[size]).frame
     paths = {k: os.path.join(counts_dir, f"long{k}") for k in (".csv", ".csv.gz", ".parquet")}
     step = 1_000_000
     for k in (".csv", ".csv.gz"):

@@ -18,8 +18,8 @@ For each available backend (CmdStan through cmdstanpy; the Stan of httpstan):
   iterations, on the data sets
 
   - ``arena``: the bundled Arena data (1,330 cells);
-  - ``large``: ``simulate(N=100, K=10, r=1, n_llm=1,000,000, n_human=10,000)``;
-  - ``wide``: ``simulate(N=300, K=30, r=1, n_llm=50,000, n_human=5,000)``;
+  - ``large``: ``simulate(N=100, K=10, rank=1, n_llm=1,000,000, n_human=10,000)``;
+  - ``wide``: ``simulate(N=300, K=30, rank=1, n_llm=50,000, n_human=5,000)``;
 
   for NUTS: wall time, the sampler's own time, mean leapfrog steps per iteration,
   and the efficiency per second of sampling: the smallest bulk and tail ESS over
@@ -98,8 +98,8 @@ def main() -> None:
 
 
 POSTERIOR_DATA = {
-    "large": dict(N=100, K=10, r=1, n_llm=1_000_000, n_human=10_000, rng=1),
-    "wide": dict(N=300, K=30, r=1, n_llm=50_000, n_human=5_000, rng=1),
+    "large": dict(N=100, K=10, rank=1, n_llm=1_000_000, n_human=10_000, seed=1),
+    "wide": dict(N=300, K=30, rank=1, n_llm=50_000, n_human=5_000, seed=1),
 }
 
 

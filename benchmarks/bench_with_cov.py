@@ -45,7 +45,7 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=3)
     args = ap.parse_args()
     warnings.simplefilter("ignore")
-    data = pydial.simulate(N=args.N, K=args.K, r=1, n_llm=args.n_llm, n_human=args.n_human, rng=1).comparisons
+    data = pydial.simulate(N=args.N, K=args.K, rank=1, n_llm=args.n_llm, n_human=args.n_human, seed=1).comparisons
     print(f"N={args.N} K={args.K} n_llm={args.n_llm:,} n_human={args.n_human:,} (load {os.getloadavg()[0]:.1f})")
     print(f"{'method':>9} {'meat':>9} {'with_cov':>10} {'refit':>10} {'ratio':>7}")
     for method in METHODS:
@@ -54,7 +54,7 @@ def main() -> None:
             if cov == res.cov_type:
                 continue
             t_on, _ = timed(lambda: res.with_cov(cov), 1)  # the first call forms the meat
-            t_re, _ = timed(lambda: pydial.fit(data, method, cov=cov, check=False), args.repeat)
+            t_re, _ = timed(lambda: pydial.fit(data, method, cov_type=cov, check=False), args.repeat)
             print(f"{method:>9} {cov:>9} {t_on:9.3f}s {t_re:9.3f}s {t_re / t_on:6.1f}x")
     print(f"peak RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20:.2f} GB")
 

@@ -12,6 +12,7 @@ on 0.x),
 """
 
 from pydial.api import fit
+from pydial.estimation.spec import ModelSpec
 from pydial.data import datasets, io
 from pydial.data.comparisons import Comparisons
 from pydial.data.counts import read_comparisons
@@ -21,6 +22,8 @@ from pydial.studies.planning import next_pairs, plan, plot_plan
 from pydial.studies.simulate import Simulation, simulate
 
 from .exceptions import (
+    ArgumentError,
+    ArgumentTypeError,
     ArgumentWarning,
     ConvergenceError,
     ConvergenceWarning,
@@ -44,6 +47,9 @@ __all__ = [
     "check_design",
     "DesignReport",
     "fit",
+    "ModelSpec",
+    "ArgumentError",
+    "ArgumentTypeError",
     "DialResult",
     "simulate",
     "Simulation",

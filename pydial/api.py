@@ -25,29 +25,18 @@ from typing import Any, cast
 
 from pydial.data.comparisons import Comparisons
 from pydial.estimation.engines import Engine
-from pydial.estimation.estimators import (
-    ENGINES,
-    METHODS,
-    NEEDS_HUMAN,
-    USES_CALIBRATION,
-    USES_RANK,
-    estimate,
-    numerical_errors,
-    numpy_optimizers,
-    rank_candidates,
-    resolve_model_arguments,
-)
+from pydial.estimation.estimators import estimate, numerical_errors, numpy_optimizers
+from pydial.estimation.spec import USES_CALIBRATION, USES_RANK, ModelSpec, spec_from_arguments
+from pydial.exceptions import ArgumentTypeError
 from pydial.estimation.results import DialResult, with_verdict
-from pydial.estimation.selection import positive_values
-from pydial.exceptions import DataError
-from pydial.inference.linearization import ANCHORED_COVS, check_cov_type
-from pydial.model.chart import CALIBRATIONS
-from pydial.model.identifiability import design_report
-from pydial.model.penalty import check_penalty
 from pydial.optim import single_threaded_blas
-from pydial.resources import check_memory
 
-__all__ = ["fit", "optimizers"]
+__all__ = ["fit", "optimizers", "ModelSpec"]
+
+DEFAULTS: dict[str, Any] = dict(rank=None, calibration=None, ties=None, penalty=None, lambda_=None, multiples=None,
+                                include_endpoints=True, cov_type=None, anchored_cov_type="two-step",
+                                cluster_correction=False, level=0.95, engine="numpy", seed=None, check=True)
+"""The defaults of :func:`fit`'s model arguments (an argument left at its default is not passed to the spec)."""
 
 
 def optimizers(engine: str, seed: int | None = None, penalty: str | None = None) -> Engine:
@@ -66,18 +55,20 @@ def fit(
     *,
     rank: int | str | list[int] | None = None,
     calibration: str | None = None,
-    engine: str = "numpy",
-    cov: str | None = None,
-    level: float = 0.95,
-    lambdas: Any = None,
+    ties: str | None = None,
+    penalty: str | None = None,
+    lambda_: Any = None,
     multiples: Any = None,
     include_endpoints: bool | str = True,
-    anchored_cov: str = "two-step",
-    ties: str | None = None,
+    cov_type: str | None = None,
+    anchored_cov_type: str = "two-step",
+    cluster_correction: bool = False,
+    level: float = 0.95,
+    engine: str = "numpy",
     seed: int | None = None,
     check: bool = True,
-    penalty: str | None = None,
-    cluster_correction: bool = False,
+    spec: ModelSpec | None = None,
+    **deprecated: Any,
 ) -> DialResult:
     """Fit one of the paper's estimators.
 
@@ -100,14 +91,14 @@ def fit(
         :class:`~pydial.ArgumentWarning`.
     engine : {"numpy", "stan"}
         Optimizer; ``"stan"`` runs the same model through Stan's optimizer.
-    cov : {"fisher", "binomial", "cell", "record"}, optional
+    cov_type : {"fisher", "binomial", "cell", "record"}, optional
         Meat of the covariance (see :mod:`pydial.inference.linearization`); default ``"fisher"``
         for ``human`` and ``"cell"`` (judge-pair clustered) otherwise.
     level : float, default 0.95
         Level of every interval reported.
     seed : int, optional
         Seed of the generic-rank design checks (and of Stan when used).
-    lambdas : sequence of float, optional
+    lambda_ : float or sequence of float, optional
         Explicit finite candidate weights for ``dial-ada`` / ``dial-nopos`` (absolute
         values of lambda in eq. weighted-loss).
     multiples : sequence of float, optional
@@ -120,7 +111,7 @@ def fit(
         listed in ``result.gacv`` but not selected (with ``penalty="firth"`` at small
         human budgets GACV's trace term under-states the optimism of the ``N - 1``
         parameter human fit; see ``analyses/realdata/results_firth/summary.md``).
-    anchored_cov : {"two-step", "fixed-basis"}
+    anchored_cov_type : {"two-step", "fixed-basis"}
         Covariance at ``lambda = inf``: the two-step delta method (the
         ``lambda -> inf`` limit of the sandwich at the observed ``n_H/n_L``; default)
         or the ``M`` fixed limit ``M H_M^{-1} M^T`` of Cor. uniform-lambda.
@@ -134,7 +125,7 @@ def fit(
         model-based standard errors.  ``dial-anc``, ``dial-ada`` and
         ``dial-nopos`` take either tie model (:mod:`pydial.estimation.tie_fits`): every
         likelihood of the procedure with three-outcome cells, a tie parameter
-        per judge and one for people, sandwich covariances with every ``cov``;
+        per judge and one for people, sandwich covariances with every ``cov_type``;
         either engine (Stan's ``dial.stan`` gives a group without ties
         ``nu_zero``, as numpy does).  ``pooled`` (one ``nu`` for the pooled
         judges, two-step sandwich) and ``atc`` take them too, on either engine
@@ -154,12 +145,18 @@ def fit(
         at the penalized estimate, with the unpenalized information as bread.  The
         calibration LRT stays a likelihood-ratio test of the unpenalized fits.
     cluster_correction : bool, default False
-        Scale the clustered meats (``cov="cell"`` or ``"record"``) by the small-sample
+        Scale the clustered meats (``cov_type="cell"`` or ``"record"``) by the small-sample
         factor ``G/(G-1)``, ``G`` the number of clusters (statsmodels' cluster
         correction without its regression factor ``(n-1)/(n-k)``).  Off by default,
         as in the paper; with few judge-pair cells per judge the position effects'
         cell-clustered intervals cover slightly below the nominal level and the factor
         widens them.  :meth:`DialResult.with_cov` switches it on or off later.
+    spec : ModelSpec, optional
+        A specification built beforehand (``pydial.ModelSpec(method, ...)``), instead
+        of the arguments above; ``result.spec`` refits the same model on other data.
+    **deprecated
+        The old names ``lambdas``, ``cov`` and ``anchored_cov`` still work for one
+        release, with a :class:`DeprecationWarning`.
 
     Returns
     -------
@@ -167,6 +164,10 @@ def fit(
 
     Raises
     ------
+    ArgumentError
+        An argument is invalid (also a ``ValueError``; :class:`~pydial.ArgumentTypeError`,
+        also a ``TypeError``, for a wrong type or an unknown keyword); raised before
+        any work, by :class:`ModelSpec`.
     DataError, IdentifiabilityError
         The data or the design cannot give the requested fit.
     ConvergenceError
@@ -174,69 +175,39 @@ def fit(
         that did not converge); the message names the method and the original error
         is chained.  A singular matrix raises :class:`IdentifiabilityError` instead.
     """
-    if method not in METHODS:
-        raise ValueError(f"method must be one of {METHODS}, got {method!r}")
-    given = dict(rank=rank, calibration=calibration)  # what a refit passes on (None: not given)
-    rank, calibration = resolve_model_arguments(method, rank, calibration)
-    if calibration not in CALIBRATIONS:
-        raise ValueError(f"calibration must be one of {CALIBRATIONS}, got {calibration!r}")
-    if engine not in ENGINES:
-        raise ValueError(f"engine must be one of {ENGINES}, got {engine!r}")
-    if not 0 < level < 1:
-        raise ValueError(f"level ({level}) must be in the open interval (0, 1)")
-    check_penalty(penalty)
-    if include_endpoints not in (True, False, "anchored"):
-        raise ValueError(f"include_endpoints must be True, False or 'anchored', got {include_endpoints!r}")
-    rank_grid = rank_candidates(rank, data, method)
-    for arg, name in ((lambdas, "lambdas"), (multiples, "multiples")):
-        if arg is not None:
-            positive_values(arg, name)
-    if anchored_cov not in ANCHORED_COVS:
-        raise ValueError(f"anchored_cov must be one of {ANCHORED_COVS}, got {anchored_cov!r}")
-    cov_arg = cov
-    cov = check_cov_type(cov if cov is not None else ("fisher" if method == "human" else "cell"))
-    if method in NEEDS_HUMAN and data.n_human == 0:
-        raise DataError(
-            f"method {method!r} needs human comparisons, but no decisive rows have judge == {data.human_judge!r} "
-            f"(the other judges: {', '.join(repr(j) for j in data.judges[:8])}{', ...' if data.K > 8 else ''}; "
-            "name the human judge with human_judge= / --human)"
-        )
-    if cov == "record" and data.aggregated:
-        raise DataError("cov='record' clusters the comparisons by record id, but these data were built from aggregated "
-                        "counts (Comparisons.from_counts / read_comparisons) and carry no record ids; use cov='cell', "
-                        "'binomial' or 'fisher', or load the rows with their record ids (Comparisons.from_frame / from_csv)")
-    if method != "human" and data.K == 0:
-        raise DataError(f"method {method!r} needs LLM judgments, but there are none")
-    if method in ("dial-anc", "dial-ada", "dial-nopos", "atc"):
-        r_max = max(rank_grid)
-        check_memory(len(data.llm) + len(data.human), (r_max + 1) * (data.K + data.N + 1) + data.K, f"method {method!r}")
-    if check:
-        for r in rank_grid:
-            with numerical_errors(f"the design check of method {method!r}"):
-                design_report(data, r, calibration, method, seed, penalty).raise_if_failed()
+    given = dict(rank=rank, calibration=calibration, ties=ties, penalty=penalty, lambda_=lambda_, multiples=multiples,
+                 include_endpoints=include_endpoints, cov_type=cov_type, anchored_cov_type=anchored_cov_type,
+                 cluster_correction=cluster_correction, level=level, engine=engine, seed=seed, check=check)
+    if spec is None:
+        spec = spec_from_arguments(method, {k: v for k, v in given.items() if v is not DEFAULTS[k]} | deprecated)
+    elif not isinstance(spec, ModelSpec):
+        raise ArgumentTypeError(f"spec must be a pydial.ModelSpec, got {type(spec).__name__}")
+    elif deprecated or method != "dial-anc" or any(v is not DEFAULTS[k] for k, v in given.items()):
+        raise ArgumentTypeError("fit(data, spec=...) takes no other model arguments: change the spec with spec.replace(...)")
+    with numerical_errors(f"the design check of method {spec.method!r}"):
+        rank_grid = spec.check_data(data)
+    method = spec.method
     # the result records a rank / calibration only where the method has one (AtC: "mu", set by _fit_atc)
-    common = dict(method=method, rank=rank_grid[0] if method in USES_RANK else None,
-                  calibration=calibration if method in USES_CALIBRATION else None, engine=engine, cov_type=cov,
-                  level=level, items=data.items, judges=data.judges, n_human=data.n_human, n_llm=data.n_llm, data=data)
+    common = dict(method=method, rank=rank_grid[0] if method in USES_RANK else None, calibration=spec.calibration,
+                  engine=spec.engine, cov_type=spec.resolved_cov_type, level=spec.level, items=data.items,
+                  judges=data.judges, n_human=data.n_human, n_llm=data.n_llm, data=data)
     with warnings.catch_warnings(record=True) as caught, numerical_errors(f"method {method!r}"):
         warnings.simplefilter("always")
-        res = estimate(data, common, method, engine=optimizers(engine, seed, penalty), cov_arg=cov_arg, lambdas=lambdas,
-                       multiples=multiples, include_endpoints=include_endpoints, anchored_cov=anchored_cov, ties=ties, seed=seed,
-                       rank_grid=rank_grid, penalty=penalty)
+        res = estimate(data, common, method, engine=optimizers(spec.engine, spec.seed, spec.penalty), cov_arg=spec.cov_type,
+                       lambdas=spec.lambda_, multiples=spec.multiples, include_endpoints=spec.include_endpoints,
+                       anchored_cov=spec.anchored_cov_type, ties=spec.ties, seed=spec.seed, rank_grid=rank_grid,
+                       penalty=spec.penalty)
         # what res.bootstrap needs to refit the whole procedure on resampled records
-        res = dataclasses.replace(res, penalty=penalty, ties=ties, cov_correction=bool(cluster_correction),
-                                  anchored_cov_type=anchored_cov if method in USES_CALIBRATION else None,
-                                  fit_arguments=dict(method=method, **given, engine=engine, cov=cov_arg, level=level,
-                                                     lambdas=lambdas, multiples=multiples,
-                                                     include_endpoints=include_endpoints, anchored_cov=anchored_cov,
-                                                     seed=seed, penalty=penalty, ties=ties,
-                                                     cluster_correction=bool(cluster_correction)),
+        res = dataclasses.replace(res, penalty=spec.penalty, ties=spec.ties, cluster_correction=spec.cluster_correction,
+                                  anchored_cov_type=spec.anchored_cov_type if method in USES_CALIBRATION else None,
+                                  spec=spec, fit_arguments=spec.arguments(),
                                   fitter=fit)  # the function that refits it (pydial.stan.compare_intervals)
         if res.linearization:  # every covariance from the fit's linearization, as DialResult.with_cov forms it
             res = dataclasses.replace(res, **res._covariance_tables(
-                res._block_covariances(res.cov_type, res.anchored_cov_type, res.cov_correction)))
+                res._block_covariances(res.cov_type, res.anchored_cov_type, res.cluster_correction)))
     for w in caught:  # hand every warning on to the caller's filters
         warnings.warn_explicit(w.message, w.category, w.filename, w.lineno, source=w.source)
     with numerical_errors(f"the diagnosis of the {method!r} fit"):
         # warnings.warn turns a str message into an instance of its category
-        return with_verdict(res, data, [cast(Warning, w.message) for w in caught], seed=0 if seed is None else seed)
+        return with_verdict(res, data, [cast(Warning, w.message) for w in caught],
+                            seed=0 if spec.seed is None else spec.seed)

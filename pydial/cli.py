@@ -17,7 +17,7 @@ import sys
 import warnings
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator, Sequence
+from typing import Any, Iterator, Sequence
 
 import numpy as np
 
@@ -34,6 +34,7 @@ from .exceptions import (
     OutputError,
 )
 from .outputs import check_output_dir, check_output_file, output_dir, output_file
+from pydial.exceptions import ArgumentError
 
 EXIT_DATA, EXIT_IDENT, EXIT_FIT, EXIT_SAMPLER = 2, 3, 4, 5
 
@@ -109,6 +110,21 @@ def _rank(text: str):
     return vals[0] if len(vals) == 1 else vals
 
 
+class _Renamed(argparse.Action):
+    """An option with a new name whose old spelling still works for one release, with a note on stderr."""
+
+    def __init__(self, option_strings: list[str], dest: str, *, old: str, **kwargs: Any) -> None:
+        self.old = old
+        super().__init__(option_strings, dest, **kwargs)
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
+                 option_string: str | None = None) -> None:
+        if option_string == self.old:
+            new = next(o for o in self.option_strings if o != self.old)
+            print(f"pydial: {self.old} is deprecated; use {new}", file=sys.stderr)
+        setattr(namespace, self.dest, values)
+
+
 def _add_data_args(q: argparse.ArgumentParser) -> None:
     """Input and model-space options shared by every subcommand that reads comparisons."""
     q.add_argument("data", help="long-format CSV (.csv, .csv.gz) or Parquet (.parquet) file, or a bundled data set: "
@@ -149,7 +165,7 @@ def _parser() -> argparse.ArgumentParser:
                        help="estimator: judges (each judge alone), human, pooled, dial-nopos, dial-anc (anchored), "
                             "dial-ada (GACV-weighted; default), atc")
     for q in (f, cmp_):
-        q.add_argument("--cov", choices=COV_TYPES, default=None,
+        q.add_argument("--cov-type", "--cov", dest="cov_type", action=_Renamed, old="--cov", choices=COV_TYPES, default=None,
                        help="covariance meat: fisher, binomial, cell (judge-pair clustered; default for LLM methods), record")
         q.add_argument("--level", type=float, default=0.95, help="confidence level of all intervals (default 0.95)")
         q.add_argument("--out", default=None,
@@ -161,7 +177,8 @@ def _parser() -> argparse.ArgumentParser:
                        help="use tie outcomes with this tie model (default: decisive outcomes only)")
     f.add_argument("--cluster-correction", action="store_true",
                    help="scale the clustered meats (cell, record) by the small-sample factor G/(G-1)")
-    f.add_argument("--lambdas", type=_floats, default=None, help="explicit candidate weights, comma-separated (dial-ada)")
+    f.add_argument("--lambda", "--lambdas", dest="lambda_", action=_Renamed, old="--lambdas", type=_floats, default=None,
+                   help="explicit candidate weights, comma-separated (dial-ada)")
     f.add_argument("--multiples", type=_floats, default=None,
                    help="candidate weights as multiples of n_LLM/n_H (default: 7 log-spaced from 0.01 to 10)")
     f.add_argument("--no-endpoints", action="store_true", help="exclude lambda=0 and lambda=inf from GACV selection")
@@ -175,7 +192,8 @@ def _parser() -> argparse.ArgumentParser:
                    help="bias-reduced (Firth / Jeffreys-prior) fit: finite estimates under separation")
     f.add_argument("--engine", choices=("numpy", "stan"), default="numpy",
                    help="optimizer: numpy (default) or the same model through Stan's optimizer")
-    cmp_.add_argument("--model", choices=("dial-ada", "dial-anc", "judges", "human"), default="dial-ada",
+    cmp_.add_argument("--method", "--model", dest="method", action=_Renamed, old="--model",
+                      choices=("dial-ada", "dial-anc", "judges", "human"), default="dial-ada",
                       help="estimator compared: dial-ada (GACV-selected lambda; power posterior at that lambda), "
                            "dial-anc (cut posterior), judges, human (default dial-ada)")
     cmp_.add_argument("--warmup", type=int, default=1000, help="NUTS warm-up iterations per chain (default 1000)")
@@ -221,8 +239,8 @@ def _fit(args: argparse.Namespace) -> int:
         check_output_dir(args.out, force=args.force)
     data = _load(args)
     with _warnings_to_stderr(skip=() if args.allow_nonconverged else (ConvergenceWarning, CovarianceWarning)) as caught:
-        res = fit(data, args.method, rank=args.rank, calibration=args.calibration, cov=args.cov, level=args.level,
-                  engine=args.engine, lambdas=args.lambdas, multiples=args.multiples, include_endpoints=not args.no_endpoints,
+        res = fit(data, args.method, rank=args.rank, calibration=args.calibration, cov_type=args.cov_type, level=args.level,
+                  engine=args.engine, lambda_=args.lambda_, multiples=args.multiples, include_endpoints=not args.no_endpoints,
                   check=not args.no_check, ties=args.ties, penalty=args.penalty,
                   cluster_correction=args.cluster_correction)
         if not res.ok and not args.allow_nonconverged:
@@ -247,12 +265,12 @@ def _compare(args: argparse.Namespace) -> int:
     if args.out:
         check_output_dir(args.out, force=args.force)
     if not 0.0 < args.level < 1.0:
-        raise ValueError(f"--level must be in (0, 1), got {args.level}")
+        raise ArgumentError(f"--level must be in (0, 1), got {args.level}")
     if not 0.0 < args.adapt_delta < 1.0:
-        raise ValueError(f"--adapt-delta must be in (0, 1), got {args.adapt_delta}")
+        raise ArgumentError(f"--adapt-delta must be in (0, 1), got {args.adapt_delta}")
     data = _load(args)
     with _warnings_to_stderr(skip=(SamplerWarning,)):
-        res = fit(data, args.model, rank=args.rank, calibration=args.calibration, cov=args.cov, level=args.level,
+        res = fit(data, args.method, rank=args.rank, calibration=args.calibration, cov_type=args.cov_type, level=args.level,
                   ties=args.ties)
     if not res.ok:
         print(f"pydial: the frequentist fit failed: {res.verdict()}", file=sys.stderr)
@@ -292,7 +310,7 @@ def _simulate(args: argparse.Namespace) -> int:
 
     check_output_file(args.out)
     sim = simulate(args.items, args.judges, args.rank, args.n_llm, args.n_human, target=args.target,
-                   overdispersion=args.overdispersion, sigma_pos=args.sigma_pos, p_first=args.p_first, rng=args.seed)
+                   overdispersion=args.overdispersion, sigma_pos=args.sigma_pos, p_first=args.p_first, seed=args.seed)
     with output_file(args.out) as tmp:
         sim.frame.to_csv(tmp, index=False)
     print(f"wrote {len(sim.frame)} judgments to {args.out}")

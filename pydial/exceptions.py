@@ -6,6 +6,12 @@ these, so that scripts can catch them specifically.
 
 from __future__ import annotations
 
+import os
+import sys
+import types
+import warnings
+from typing import Iterable
+
 
 class DialError(Exception):
     """Base class of pydial's errors."""
@@ -16,6 +22,20 @@ class DataError(DialError, ValueError):
 
     The message names the offending rows, columns, values or judges.
     """
+
+
+class ArgumentError(DialError, ValueError):
+    """An argument of a pydial function has an invalid value.
+
+    Raised before any work is done; the message names the argument, the value given
+    and what is allowed.  It is a :class:`ValueError`, so ``except ValueError`` code
+    keeps working, and a :class:`DialError`, so ``except pydial.DialError`` catches
+    every error pydial raises.
+    """
+
+
+class ArgumentTypeError(ArgumentError, TypeError):
+    """An argument of a pydial function has the wrong type (also a :class:`TypeError`)."""
 
 
 class IdentifiabilityError(DialError):
@@ -106,3 +126,46 @@ class MemoryLimitError(DialError, MemoryError):
 
     The message gives the estimate, what it is made of, and how to reduce it.
     """
+
+
+def caller_stacklevel() -> int:
+    """Return the ``stacklevel`` that attributes a warning to the first caller outside pydial.
+
+    For :func:`warnings.warn` called directly from pydial code: the warning points at
+    the user's line however deep inside pydial it was raised.
+    """
+    package = os.path.dirname(os.path.abspath(__file__)) + os.sep
+
+    def inside(code: "types.CodeType") -> bool:  # pydial's own code, or the __init__ that dataclasses generate for it
+        name = code.co_filename
+        return os.path.abspath(name).startswith(package) or (name.startswith("<") and code.co_name == "__init__")
+
+    frame: types.FrameType | None = sys._getframe(1)
+    level = 1
+    while frame is not None and inside(frame.f_code):
+        frame, level = frame.f_back, level + 1
+    return level
+
+
+def renamed_arguments(caller: str, given: dict, renamed: dict[str, str], allowed: Iterable[str]) -> dict:
+    """Translate keyword arguments under old names to their new names, with a warning.
+
+    ``given`` maps the keywords a function received to their values; a name in
+    ``renamed`` (old -> new) warns with :class:`DeprecationWarning` at the user's
+    line and is returned under its new name.  Passing both names, or a name in
+    neither ``renamed`` nor ``allowed``, is an :class:`ArgumentTypeError`, as
+    Python's own would be.
+    """
+    allowed = set(allowed)
+    out: dict = {}
+    for name, value in given.items():
+        new = renamed.get(name, name)
+        if new != name and new in given:
+            raise ArgumentTypeError(f"{caller}() got both {name}= and {new}=; pass {new}= only")
+        if new not in allowed:
+            raise ArgumentTypeError(f"{caller}() got an unexpected keyword argument {name!r}")
+        if new != name:
+            warnings.warn(f"{caller}(..., {name}=) is deprecated; use {new}=", DeprecationWarning,
+                          stacklevel=caller_stacklevel())
+        out[new] = value
+    return out

@@ -24,6 +24,7 @@ import numpy as np
 from threadpoolctl import threadpool_limits
 
 from .exceptions import ConvergenceWarning
+from pydial.exceptions import ArgumentError
 
 BOX = 10.0  # coordinate bound of the paper's optimization box (App. DIAL Estimation Procedure)
 ZERO_EIG_RTOL = 1e-9  # eigenvalues below this fraction of the largest count as zero (gauge) everywhere
@@ -411,9 +412,9 @@ def lbfgs_minimize(
     x0 = np.asarray(x0, dtype=float).ravel()
     free = np.ones(x0.size, bool) if fixed is None else ~np.asarray(fixed, bool)
     if free.size != x0.size:
-        raise ValueError(f"fixed has {free.size} entries, expected {x0.size}")
+        raise ArgumentError(f"fixed has {free.size} entries, expected {x0.size}")
     if bounds is not None and len(bounds) != x0.size:
-        raise ValueError(f"bounds has {len(bounds)} entries, expected {x0.size}")
+        raise ArgumentError(f"bounds has {len(bounds)} entries, expected {x0.size}")
     n_eval = [0]
 
     def full(x: np.ndarray) -> np.ndarray:

@@ -22,6 +22,7 @@ from pydial.data.comparisons import Comparisons
 from pydial.estimation.estimators import DialResult
 
 from .outputs import output_dir
+from pydial.exceptions import ArgumentError
 
 REPORT_FORMATS: tuple[str, ...] = ("md", "html")
 
@@ -55,7 +56,7 @@ def plot_scores(res: DialResult, ax: Any = None) -> Any:
 def plot_position_effects(res: DialResult, data: Comparisons, ax: Any = None) -> Any:
     """Position effects ``b_k`` (LLM-only fit) against the empirical first-position win rate."""
     if res.position_effects is None:
-        raise ValueError(f"method {res.method!r} has no position effects")
+        raise ArgumentError(f"method {res.method!r} has no position effects")
     pe = res.position_effects.join(first_position_rates(data))
     if ax is None:
         _, ax = plt.subplots(figsize=(6, 4))
@@ -75,7 +76,7 @@ def plot_position_effects(res: DialResult, data: Comparisons, ax: Any = None) ->
 def plot_gacv(res: DialResult, ax: Any = None) -> Any:
     """GACV over the finite weights (log scale, as multiples of n_LLM/n_H) with the endpoints."""
     if res.gacv is None:
-        raise ValueError(f"method {res.method!r} has no weight path")
+        raise ArgumentError(f"method {res.method!r} has no weight path")
     g = res.gacv
     if ax is None:
         _, ax = plt.subplots(figsize=(6, 4))
@@ -109,7 +110,7 @@ def summary_dict(res: DialResult) -> dict[str, Any]:
     fin = lambda x: None if x is None or not np.isfinite(x) else float(x)  # noqa: E731
     return {
         "method": res.method, "rank": res.rank, "calibration": res.calibration, "engine": res.engine,
-        "cov": res.cov_type, "anchored_cov": res.anchored_cov, "cluster_correction": res.cov_correction,
+        "cov": res.cov_type, "anchored_cov": res.anchored_cov, "cluster_correction": res.cluster_correction,
         "level": res.level, "lambda": fin(res.lambda_),
         "lambda_is_infinite": bool(np.isinf(res.lambda_)), "converged": bool(res.converged),
         "status": res.status, "problems": list(res.problems),
@@ -141,7 +142,7 @@ def write_report(res: DialResult, data: Comparisons, out: str | Path, *, fmt: st
         ``out`` cannot be written (named in the message).
     """
     if fmt not in REPORT_FORMATS:
-        raise ValueError(f"fmt must be one of {REPORT_FORMATS}, got {fmt!r}")
+        raise ArgumentError(f"fmt must be one of {REPORT_FORMATS}, got {fmt!r}")
     with output_dir(out, force=force, command=f"pydial fit --method {res.method}") as tmp:
         names = [p.name for p in _write_report(res, data, tmp, fmt)]
     return [Path(out) / name for name in names]

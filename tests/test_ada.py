@@ -109,7 +109,7 @@ class FinitePoint:
 
 
 def finite_fit(r: int, cal: str, seed: int = 3) -> FinitePoint:
-    sim = pydial.simulate(N=8, K=4, r=r, n_llm=8000, n_human=300, rng=seed)
+    sim = pydial.simulate(N=8, K=4, rank=r, n_llm=8000, n_human=300, seed=seed)
     d = sim.comparisons
     sf = staged_fit(d, r, cal)
     lam = d.n_llm / d.n_human  # the joint-likelihood weight
@@ -201,7 +201,7 @@ def test_trace_and_sandwich_agree_with_nonsingular_charts(finite_point):
 def test_endpoint_traces_do_not_depend_on_the_chart():
     """lambda = 0 in an orthonormal basis of the centered scores (the code uses the
     last-score-eliminated basis); lambda = inf for M = W in ``c = R c'`` with random ``R``."""
-    d = pydial.simulate(N=10, K=4, r=1, n_llm=20_000, n_human=400, target="misaligned", rng=6).comparisons
+    d = pydial.simulate(N=10, K=4, rank=1, n_llm=20_000, n_human=400, target="misaligned", seed=6).comparisons
     res = pydial.fit(d, "dial-ada", calibration="W")
     tab = res.gacv
     H_ = d.human
@@ -237,7 +237,7 @@ def test_gacv_minus_loo_shrinks_like_inverse_square_of_n_human():
     gaps = {100: [], 400: []}
     for n_h in gaps:
         for seed in range(5):
-            d = pydial.simulate(N=10, K=4, r=1, n_llm=20_000, n_human=n_h, rng=100 + seed).comparisons
+            d = pydial.simulate(N=10, K=4, rank=1, n_llm=20_000, n_human=n_h, seed=100 + seed).comparisons
             sf = staged_fit(d, 1, "mu")
             lam = d.n_llm / d.n_human
             fin = finite_candidate(d, sf.chart, lam, sf.theta, 1.0)
@@ -261,7 +261,7 @@ def test_ada_at_or_below_both_endpoints_under_overdispersion():
     rows = []
     for n_llm in (800, 3200, 12_800):
         for seed in range(24):
-            sim = pydial.simulate(N=10, K=4, r=1, n_llm=n_llm, n_human=800, overdispersion=1.0, rng=1000 + seed)
+            sim = pydial.simulate(N=10, K=4, rank=1, n_llm=n_llm, n_human=800, overdispersion=1.0, seed=1000 + seed)
             d, s_h = sim.comparisons, sim.truth.s_h
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", pydial.ConvergenceWarning)
@@ -293,7 +293,7 @@ def test_ada_at_or_below_both_endpoints_under_overdispersion():
 @pytest.fixture(scope="module")
 def separated() -> pydial.Comparisons:
     """Human labels in which item00 loses every comparison: no human BTL MLE."""
-    sim = pydial.simulate(N=8, K=3, r=1, n_llm=6000, n_human=200, rng=5)
+    sim = pydial.simulate(N=8, K=3, rank=1, n_llm=6000, n_human=200, seed=5)
     f = sim.frame.copy()
     f.loc[(f.judge == "human") & (f.item_a == "item00"), "winner"] = "b"
     f.loc[(f.judge == "human") & (f.item_b == "item00"), "winner"] = "a"
@@ -302,7 +302,7 @@ def separated() -> pydial.Comparisons:
 
 @pytest.mark.parametrize("calibration", ["mu", "W"])
 def test_lrt_statistic_equals_twice_nh_loss_difference(calibration):
-    d = pydial.simulate(N=10, K=4, r=1, n_llm=20_000, n_human=400, target="misaligned", rng=4).comparisons
+    d = pydial.simulate(N=10, K=4, rank=1, n_llm=20_000, n_human=400, target="misaligned", seed=4).comparisons
     anc = pydial.fit(d, "dial-anc", calibration=calibration)
     hum = pydial.fit(d, "human")
     T = 2 * d.n_human * (human_loss(anc.scores["score"].to_numpy(), d.human)
@@ -351,7 +351,7 @@ def test_lrt_null_distribution_is_chi2():
     T, P = [], []
     rng = np.random.default_rng(2024)
     for seed in range(8):
-        sim = pydial.simulate(N=10, K=4, r=1, n_llm=100_000, n_human=800, rng=2000 + seed)
+        sim = pydial.simulate(N=10, K=4, rank=1, n_llm=100_000, n_human=800, seed=2000 + seed)
         d0 = sim.comparisons
         for _ in range(25):
             d = dataclasses.replace(d0, human=human_cells(sim.truth.s_h, 800, rng))
@@ -380,7 +380,7 @@ def test_lrt_power_matches_noncentral_chi2():
     crit = stats.chi2.ppf(0.95, N - 2)
     rej, theory = [], []
     for seed in range(60):
-        sim = pydial.simulate(N=N, K=4, r=1, n_llm=20_000, n_human=n_h, target="misaligned", rng=3000 + seed)
+        sim = pydial.simulate(N=N, K=4, rank=1, n_llm=20_000, n_human=n_h, target="misaligned", seed=3000 + seed)
         ct = pydial.fit(sim.comparisons, "dial-anc", check=False).calibration_test
         rej.append(ct.p_value < 0.05)
         tr = sim.truth
@@ -400,7 +400,7 @@ def test_lrt_power_matches_noncentral_chi2():
 def test_inadmissible_candidates_carry_reasons(separated):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", pydial.ConvergenceWarning)
-        res = pydial.fit(separated, "dial-ada", lambdas=[1e-4, 1e-2, 1.0, 30.0])
+        res = pydial.fit(separated, "dial-ada", lambda_=[1e-4, 1e-2, 1.0, 30.0])
     tab = res.gacv
     bad = tab[~tab.admissible]
     assert len(bad) >= 2
@@ -417,9 +417,9 @@ def test_inadmissible_candidates_carry_reasons(separated):
 
 
 def test_selection_is_argmin_and_explicit_lambdas_are_used():
-    d = pydial.simulate(N=10, K=4, r=1, n_llm=20_000, n_human=200, rng=8).comparisons
+    d = pydial.simulate(N=10, K=4, rank=1, n_llm=20_000, n_human=200, seed=8).comparisons
     lams = [3.0, 40.0, 250.0]
-    res = pydial.fit(d, "dial-ada", lambdas=lams)
+    res = pydial.fit(d, "dial-ada", lambda_=lams)
     tab = res.gacv
     finite = tab[np.isfinite(tab["lambda"]) & (tab["lambda"] > 0)]
     np.testing.assert_allclose(np.sort(finite["lambda"]), lams)
@@ -429,7 +429,7 @@ def test_selection_is_argmin_and_explicit_lambdas_are_used():
     assert res.lambda_ == tab.loc[tab.gacv.idxmin(), "lambda"]
     # the reported scores are those of the selected candidate: refit at that weight alone
     if np.isfinite(res.lambda_) and res.lambda_ > 0:
-        one = pydial.fit(d, "dial-ada", lambdas=[res.lambda_], include_endpoints=False)
+        one = pydial.fit(d, "dial-ada", lambda_=[res.lambda_], include_endpoints=False)
         np.testing.assert_allclose(one.scores["score"], res.scores["score"], atol=1e-6)
     # default grid: seven multiples 0.01 .. 10 of n_L / n_H plus both endpoints
     dflt = pydial.fit(d, "dial-ada").gacv
@@ -438,7 +438,7 @@ def test_selection_is_argmin_and_explicit_lambdas_are_used():
 
 
 def test_include_endpoints_false_excludes_zero_and_infinity():
-    d = pydial.simulate(N=10, K=4, r=1, n_llm=20_000, n_human=200, rng=8).comparisons
+    d = pydial.simulate(N=10, K=4, rank=1, n_llm=20_000, n_human=200, seed=8).comparisons
     full = pydial.fit(d, "dial-ada", multiples=SIMULATION_MULTIPLES)
     res = pydial.fit(d, "dial-ada", multiples=SIMULATION_MULTIPLES, include_endpoints=False)
     tab = res.gacv
@@ -455,7 +455,7 @@ def test_include_endpoints_false_excludes_zero_and_infinity():
 
 
 def test_rank_auto_selects_min_gacv_over_ranks():
-    d = pydial.simulate(N=10, K=4, r=1, n_llm=20_000, n_human=150, target="misaligned", rng=9).comparisons
+    d = pydial.simulate(N=10, K=4, rank=1, n_llm=20_000, n_human=150, target="misaligned", seed=9).comparisons
     res = pydial.fit(d, "dial-ada", rank="auto")
     tab = res.gacv
     assert set(tab["rank"]) == {0, 1, 2, 3}  # 0 .. min(K-1, N-2, 3)
@@ -472,7 +472,7 @@ def test_rank_auto_selects_min_gacv_over_ranks():
 def test_no_admissible_candidate_raises_convergence_error():
     """Human labels that always follow the consensus order: the calibration coefficient
     and every joint fit run to the box, and the human MLE does not exist."""
-    sim = pydial.simulate(N=8, K=3, r=1, n_llm=6000, n_human=200, rng=5)
+    sim = pydial.simulate(N=8, K=3, rank=1, n_llm=6000, n_human=200, seed=5)
     f = sim.frame.copy()
     h = (f.judge == "human").to_numpy()
     ia = f.item_a.str[-2:].astype(int).to_numpy()
@@ -490,7 +490,7 @@ def test_no_admissible_candidate_raises_convergence_error():
 def test_fallback_to_anchored_endpoint_is_flagged(separated):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", pydial.ConvergenceWarning)
-        res = pydial.fit(separated, "dial-ada", lambdas=[1e-4], include_endpoints=False)
+        res = pydial.fit(separated, "dial-ada", lambda_=[1e-4], include_endpoints=False)
     assert not res.gacv.admissible.any()
     assert np.isinf(res.lambda_) and res.fallback
     assert "fallback" in res.gacv.loc[np.isinf(res.gacv["lambda"]), "reason"].iloc[0]
@@ -512,7 +512,7 @@ def pava_decreasing(x: np.ndarray) -> np.ndarray:
 
 
 def test_atc_is_isotonic_in_the_human_order():
-    d = pydial.simulate(N=10, K=4, r=1, n_llm=20_000, n_human=150, target="misaligned", rng=9).comparisons
+    d = pydial.simulate(N=10, K=4, rank=1, n_llm=20_000, n_human=150, target="misaligned", seed=9).comparisons
     atc = pydial.fit(d, "atc")
     s = atc.scores["score"].to_numpy()
     s_hum = pydial.fit(d, "human").scores["score"].to_numpy()

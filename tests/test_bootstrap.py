@@ -19,7 +19,7 @@ from pydial.estimation.selection import SIMULATION_MULTIPLES
 
 @pytest.fixture(scope="module")
 def sim():
-    return pydial.simulate(N=6, K=3, r=1, n_llm=3000, n_human=300, rng=7)
+    return pydial.simulate(N=6, K=3, rank=1, n_llm=3000, n_human=300, seed=7)
 
 
 def _grouped_frame():
@@ -87,8 +87,8 @@ def test_rank_auto_is_reselected(sim):
 
 
 def test_bootstrap_se_approaches_sandwich_for_a_regular_fit():
-    sim = pydial.simulate(N=5, K=2, r=1, n_llm=500, n_human=1500, rng=5)
-    res = pydial.fit(sim.comparisons, "human", cov="record")
+    sim = pydial.simulate(N=5, K=2, rank=1, n_llm=500, n_human=1500, seed=5)
+    res = pydial.fit(sim.comparisons, "human", cov_type="record")
     bt = res.bootstrap(300, seed=4, progress=False)
     ratio = bt.scores["boot_se"] / res.scores["se"]
     assert np.all(np.abs(ratio - 1) < 0.2), ratio

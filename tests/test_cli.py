@@ -122,7 +122,7 @@ def test_compare_runs_end_to_end(tmp_path, capsys, stan_backend_name):
 def test_compare_sampler_problems_exit_5(tmp_path, capsys, stan_backend_name):
     from pydial.cli import EXIT_SAMPLER
 
-    args = ("compare", "synthetic", "--model", "human", "--chains", "2", "--draws", "15", "--warmup", "15")
+    args = ("compare", "synthetic", "--method", "human", "--chains", "2", "--draws", "15", "--warmup", "15")
     code, out, err = run(capsys, *args, "--out", str(tmp_path))
     assert code == EXIT_SAMPLER == 5
     assert "pydial: sampler warning:" in err and "--allow-warnings" in err

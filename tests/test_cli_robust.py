@@ -148,13 +148,21 @@ def test_total_order_exit_4(sim_csv, tmp_path, capsys):
 
 def test_one_record_id_exit_4(sim_csv, tmp_path, capsys):
     p = variant(sim_csv, tmp_path, lambda d: d.assign(record_id="r1"))
-    code, _, err = run(capsys, "fit", p, "--method", "dial-anc", "--cov", "record")
+    code, _, err = run(capsys, "fit", p, "--method", "dial-anc", "--cov-type", "record")
     assert code == EXIT_FIT and "degenerate covariance" in last_line(err) and "1 independent cluster" in err
 
 
 def test_lambdas_argument_errors(sim_csv, capsys):
+    code, _, err = run(capsys, "fit", sim_csv, "--lambda", "0,1")
+    assert code == EXIT_DATA and "lambda_ must be" in err
+
+
+def test_old_option_names_still_work_with_a_note(sim_csv, capsys):
+    """``--lambdas``, ``--cov`` and ``compare --model`` are the old spellings of ``--lambda``, ``--cov-type``, ``--method``."""
     code, _, err = run(capsys, "fit", sim_csv, "--lambdas", "0,1")
-    assert code == EXIT_DATA and "lambdas must be" in err
+    assert code == EXIT_DATA and "--lambdas is deprecated; use --lambda" in err and "lambda_ must be" in err
+    code, out, err = run(capsys, "fit", sim_csv, "--method", "dial-anc", "--cov", "binomial")
+    assert code == 0 and "--cov is deprecated; use --cov-type" in err and "cov_type=binomial" in out
 
 
 # ------------------------------------------------------------------------------ outputs
@@ -214,7 +222,7 @@ def test_failed_fit_leaves_old_output(sim_csv, tmp_path, capsys):
     assert run(capsys, "fit", sim_csv, "--method", "human", "--out", out)[0] == 0
     before = {p.name: p.read_bytes() for p in out.iterdir()}
     bad = variant(sim_csv, tmp_path, lambda d: d.assign(record_id="r1"))
-    assert run(capsys, "fit", bad, "--method", "dial-anc", "--cov", "record", "--out", out)[0] == EXIT_FIT
+    assert run(capsys, "fit", bad, "--method", "dial-anc", "--cov-type", "record", "--out", out)[0] == EXIT_FIT
     assert {p.name: p.read_bytes() for p in out.iterdir()} == before
 
 
@@ -265,7 +273,7 @@ def test_fuzz_cli(tmp_path_factory, rows, method, repeat, cov):
 
     so, se = io.StringIO(), io.StringIO()
     with redirect_stdout(so), redirect_stderr(se):
-        code = main(["fit", str(p), "--method", method, "--rank", "0", "--cov", cov, "--out", str(out)])
+        code = main(["fit", str(p), "--method", method, "--rank", "0", "--cov-type", cov, "--out", str(out)])
     assert code in (0, EXIT_DATA, EXIT_IDENT, EXIT_FIT)
     assert "Traceback" not in se.getvalue()
     if code:

@@ -14,7 +14,7 @@ import pydial
 
 @pytest.fixture(scope="module")
 def data():
-    return pydial.simulate(N=5, K=3, r=1, n_llm=4000, n_human=600, rng=4).comparisons
+    return pydial.simulate(N=5, K=3, rank=1, n_llm=4000, n_human=600, seed=4).comparisons
 
 
 @pytest.mark.parametrize("method", ["human", "judges", "pooled", "dial-anc", "dial-ada"])

@@ -336,7 +336,7 @@ def multi_row_records(n_records=60, seed=0):
 
 def test_split_keeps_records_together_and_is_reproducible():
     c = multi_row_records()
-    tr, te = c.split(0.7, rng=123)
+    tr, te = c.split(0.7, seed=123)
     rtr, rte = set(tr.frame["record_id"]), set(te.frame["record_id"])
     assert rtr.isdisjoint(rte)
     assert rtr | rte == set(c.frame["record_id"])
@@ -348,9 +348,9 @@ def test_split_keeps_records_together_and_is_reproducible():
     assert tr.n_llm + te.n_llm == c.n_llm and tr.n_human + te.n_human == c.n_human
     assert tr.items == c.items and tr.judges == c.judges
     # reproducible by seed, different across seeds
-    tr2, _ = c.split(0.7, rng=123)
+    tr2, _ = c.split(0.7, seed=123)
     assert set(tr2.frame["record_id"]) == rtr
-    tr3, _ = c.split(0.7, rng=np.random.default_rng(124))
+    tr3, _ = c.split(0.7, seed=np.random.default_rng(124))
     assert set(tr3.frame["record_id"]) != rtr
     with pytest.raises(ValueError, match="frac"):
         c.split(1.0)

@@ -81,13 +81,13 @@ def cosine(a, b):
 
 @pytest.fixture(scope="module")
 def sim_main():
-    return pydial.simulate(N=10, K=4, r=1, n_llm=20_000, n_human=400, rng=2)
+    return pydial.simulate(N=10, K=4, rank=1, n_llm=20_000, n_human=400, seed=2)
 
 
 # ------------------------------------------------------- known answers: GLM
 @pytest.mark.parametrize("seed", [0, 5])
 def test_human_btl_equals_statsmodels_glm(seed):
-    d = pydial.simulate(N=7, K=2, r=1, n_llm=2000, n_human=350, rng=seed).comparisons
+    d = pydial.simulate(N=7, K=2, rank=1, n_llm=2000, n_human=350, seed=seed).comparisons
     res = pydial.fit(d, "human")
     assert res.cov_type == "fisher" and res.converged
     H = d.human
@@ -109,7 +109,7 @@ def test_human_btl_equals_statsmodels_glm(seed):
 
 def test_human_btl_equals_glm_with_freq_weights_on_individual_rows():
     """The same fit from the unaggregated 0/1 rows with frequency weights."""
-    d = pydial.simulate(N=5, K=1, r=0, n_llm=0, n_human=300, rng=9).comparisons
+    d = pydial.simulate(N=5, K=1, rank=0, n_llm=0, n_human=300, seed=9).comparisons
     res = pydial.fit(d, "human")
     H = d.human
     # two rows per cell: outcome 1 with weight y, outcome 0 with weight n - y
@@ -128,9 +128,9 @@ def test_human_btl_equals_glm_with_freq_weights_on_individual_rows():
 
 
 def test_single_judge_order_btl_equals_glm_with_order_column():
-    d = pydial.simulate(N=6, K=1, r=0, n_llm=3000, n_human=0, rng=4).comparisons
+    d = pydial.simulate(N=6, K=1, rank=0, n_llm=3000, n_human=0, seed=4).comparisons
     assert d.K == 1
-    res = pydial.fit(d, "judges", cov="fisher")
+    res = pydial.fit(d, "judges", cov_type="fisher")
     L = d.llm
     s_ref, C_ref, glm = glm_fit(L.i, L.j, L.n, L.y, d.N, a=L.a)
     np.testing.assert_allclose(res.judge_scores.loc["judge0"], s_ref, atol=1e-6)
@@ -146,7 +146,7 @@ def test_single_judge_order_btl_equals_glm_with_order_column():
 
 def test_judges_method_fits_each_judge_separately(sim_main):
     d = sim_main.comparisons
-    res = pydial.fit(d, "judges", cov="fisher")
+    res = pydial.fit(d, "judges", cov_type="fisher")
     S_ref = []
     for k, name in enumerate(d.judges):
         L = d.llm.select(d.llm.judge == k)
@@ -183,7 +183,7 @@ def expand_pairs(H):
 
 @pytest.mark.parametrize("solver", ["ilsr", "opt"])
 def test_human_btl_equals_choix(solver):
-    d = pydial.simulate(N=8, K=1, r=0, n_llm=0, n_human=500, rng=21).comparisons
+    d = pydial.simulate(N=8, K=1, rank=0, n_llm=0, n_human=500, seed=21).comparisons
     res = pydial.fit(d, "human")
     data = expand_pairs(d.human)
     assert len(data) == d.n_human
@@ -198,7 +198,7 @@ def test_human_btl_equals_choix(solver):
 @pytest.mark.slow
 @pytest.mark.parametrize("seed", [0, 1])
 def test_recovery_with_large_llm_budget(seed):
-    sim = pydial.simulate(N=10, K=4, r=1, n_llm=200_000, n_human=200, rng=seed)
+    sim = pydial.simulate(N=10, K=4, rank=1, n_llm=200_000, n_human=200, seed=seed)
     res = pydial.fit(sim.comparisons, "dial-anc")
     assert res.converged
     b_hat = res.position_effects["b"].reindex(list(sim.truth.judges)).to_numpy()
@@ -222,7 +222,7 @@ def test_dial_anc_beats_human_at_small_human_budget():
     R = 20
     tau_d, tau_h, er_d, er_h = [], [], [], []
     for rep in range(R):
-        sim = pydial.simulate(N=10, K=4, r=1, n_llm=20_000, n_human=200, rng=1000 + rep)
+        sim = pydial.simulate(N=10, K=4, rank=1, n_llm=20_000, n_human=200, seed=1000 + rep)
         d = sim.comparisons
         rd = pydial.fit(d, "dial-anc")
         rh = pydial.fit(d, "human")
@@ -252,7 +252,7 @@ def drop_human_items(sim, drop):
 @pytest.mark.parametrize("calibration", ["mu", "W"])
 def test_incomplete_human_coverage(calibration):
     """Thm. incomplete-human-coverage: rank(D_H M) = d suffices; the human BTL does not exist."""
-    sim = pydial.simulate(N=10, K=4, r=1, n_llm=20_000, n_human=600, rng=3)
+    sim = pydial.simulate(N=10, K=4, rank=1, n_llm=20_000, n_human=600, seed=3)
     drop = ["item02", "item07", "item09"]
     d = drop_human_items(sim, drop)
     H = d.human
@@ -289,7 +289,7 @@ def test_unchecked_unidentified_judge_is_flagged():
 
     with warnings.catch_warnings(record=True) as w:
         warnings.simplefilter("always")
-        res = pydial.fit(d, "judges", check=False, cov="fisher")
+        res = pydial.fit(d, "judges", check=False, cov_type="fisher")
     assert not res.converged
     assert any(issubclass(x.category, pydial.ConvergenceWarning) and "'bad'" in str(x.message) for x in w)
 
@@ -325,7 +325,7 @@ def test_rank_too_large_raises():
 def test_invalid_arguments():
     d = make_data(full_judge("g"), human=[(0, 1, 1, 2), (1, 2, 1, 2), (2, 3, 1, 2)])
     for kw, pat in [(dict(method="atc-x"), "method"), (dict(calibration="V"), "calibration"),
-                    (dict(cov="hc3"), "cov"), (dict(level=1.0), "level"), (dict(rank=-1), "rank")]:
+                    (dict(cov_type="hc3"), "cov_type"), (dict(level=1.0), "level"), (dict(rank=-1), "rank")]:
         with pytest.raises(ValueError, match=pat):
             pydial.fit(d, **kw)
 
@@ -365,7 +365,7 @@ def brute_force_cov(U, st, data, cov):
 @pytest.fixture(scope="module")
 def grouped_records():
     """Simulated data whose records each hold several LLM and human comparisons."""
-    sim = pydial.simulate(N=6, K=3, r=1, n_llm=6000, n_human=300, rng=17)
+    sim = pydial.simulate(N=6, K=3, rank=1, n_llm=6000, n_human=300, seed=17)
     f = sim.frame.copy()
     f["record_id"] = np.random.default_rng(0).integers(0, 400, len(f))
     return pydial.Comparisons.from_frame(f, items=list(sim.truth.items))
@@ -385,13 +385,13 @@ def test_meats_equal_brute_force_sums(grouped_records, cov, calibration):
     C2, C2_ref = influence_covariance(U, st2, d, cov), brute_force_cov(U.dense(), st2, d, cov)
     np.testing.assert_allclose(C2, C2_ref, rtol=1e-9, atol=1e-12 * np.abs(C2_ref).max())
     # and pydial.fit reports exactly that covariance
-    res = pydial.fit(d, "dial-anc", calibration=calibration, cov=cov)
+    res = pydial.fit(d, "dial-anc", calibration=calibration, cov_type=cov)
     np.testing.assert_allclose(res.cov.to_numpy(), C_ref, rtol=1e-7, atol=1e-12 * np.abs(C_ref).max())
 
 
 def test_meats_differ_when_clusters_are_nontrivial(grouped_records):
     d = grouped_records
-    covs = {c: pydial.fit(d, "dial-anc", cov=c).cov.to_numpy() for c in ("binomial", "cell", "record")}
+    covs = {c: pydial.fit(d, "dial-anc", cov_type=c).cov.to_numpy() for c in ("binomial", "cell", "record")}
     assert np.abs(covs["cell"] - covs["binomial"]).max() > 1e-3 * np.abs(covs["binomial"]).max()
     assert np.abs(covs["record"] - covs["binomial"]).max() > 1e-3 * np.abs(covs["binomial"]).max()
 
@@ -400,16 +400,16 @@ def test_record_meat_equals_binomial_with_one_comparison_per_record(sim_main):
     d = sim_main.comparisons
     assert len(d.record_ids) == d.n_llm + d.n_human
     for method in ("dial-anc", "human", "judges"):
-        rb = pydial.fit(d, method, cov="binomial")
-        rr = pydial.fit(d, method, cov="record")
+        rb = pydial.fit(d, method, cov_type="binomial")
+        rr = pydial.fit(d, method, cov_type="record")
         np.testing.assert_allclose(rr.cov.to_numpy(), rb.cov.to_numpy(), rtol=1e-9, atol=1e-15)
-    rb = pydial.fit(d, "dial-anc", cov="binomial")
-    rr = pydial.fit(d, "dial-anc", cov="record")
+    rb = pydial.fit(d, "dial-anc", cov_type="binomial")
+    rr = pydial.fit(d, "dial-anc", cov_type="record")
     np.testing.assert_allclose(rr.position_effects["se"], rb.position_effects["se"], rtol=1e-9)
 
 
 def test_cell_meat_equals_binomial_with_one_comparison_per_cell():
-    sim = pydial.simulate(N=30, K=4, r=1, n_llm=8000, n_human=600, rng=8)
+    sim = pydial.simulate(N=30, K=4, rank=1, n_llm=8000, n_human=600, seed=8)
     f = sim.frame
     key = f["judge"] + ":" + np.minimum(f["item_a"], f["item_b"]) + ":" + np.maximum(f["item_a"], f["item_b"])
     keep = (f["judge"] == "human") | ~key.duplicated()
@@ -417,15 +417,15 @@ def test_cell_meat_equals_binomial_with_one_comparison_per_cell():
     per_cell = d.llm_cells().groupby(["judge", "item_i", "item_j"])["n"].sum()
     assert per_cell.max() == 1
     for method in ("dial-anc", "judges"):
-        rc = pydial.fit(d, method, cov="cell")
-        rb = pydial.fit(d, method, cov="binomial")
+        rc = pydial.fit(d, method, cov_type="cell")
+        rb = pydial.fit(d, method, cov_type="binomial")
         np.testing.assert_allclose(rc.cov.to_numpy(), rb.cov.to_numpy(), rtol=1e-9, atol=1e-15)
         np.testing.assert_allclose(rc.position_effects["se"], rb.position_effects["se"], rtol=1e-9)
 
 
 def test_human_fisher_is_laplacian_pseudo_inverse(sim_main):
     d = sim_main.comparisons
-    res = pydial.fit(d, "human", cov="fisher")
+    res = pydial.fit(d, "human", cov_type="fisher")
     s = res.scores["score"].to_numpy()
     H = d.human
     p = expit(s[H.i] - s[H.j])
@@ -439,10 +439,10 @@ def test_human_fisher_is_laplacian_pseudo_inverse(sim_main):
 
 def test_human_sandwich_close_to_fisher_under_the_model(sim_main):
     """Under a correct model the binomial sandwich estimates the same covariance as Fisher."""
-    sim = pydial.simulate(N=6, K=1, r=0, n_llm=0, n_human=20_000, rng=31)
+    sim = pydial.simulate(N=6, K=1, rank=0, n_llm=0, n_human=20_000, seed=31)
     d = sim.comparisons
-    cf = pydial.fit(d, "human", cov="fisher").cov.to_numpy()
-    cb = pydial.fit(d, "human", cov="binomial").cov.to_numpy()
+    cf = pydial.fit(d, "human", cov_type="fisher").cov.to_numpy()
+    cb = pydial.fit(d, "human", cov_type="binomial").cov.to_numpy()
     np.testing.assert_allclose(contrast_var(cb), contrast_var(cf), rtol=0.1)
 
 
@@ -540,7 +540,7 @@ def test_human_btl_converged_flag_at_rounding_floor():
     (stalled at the box boundary)" with no coordinate near the box)."""
     import warnings
 
-    d = pydial.simulate(N=10, K=4, r=1, n_llm=0, n_human=2000, rng=10_242).comparisons
+    d = pydial.simulate(N=10, K=4, rank=1, n_llm=0, n_human=2000, seed=10_242).comparisons
     with warnings.catch_warnings():
         warnings.simplefilter("error", pydial.ConvergenceWarning)
         res = pydial.fit(d, "human")
@@ -552,7 +552,7 @@ def test_human_btl_converged_flag_at_rounding_floor():
 
 def test_cancelling_consensus_is_an_identifiability_error():
     """Judges plus their exact flips: S^T 1 = 0, so mu is undefined (eq. reduced-parameter-space)."""
-    sim = pydial.simulate(n_llm=4000, n_human=300, rng=1)
+    sim = pydial.simulate(n_llm=4000, n_human=300, seed=1)
     f = sim.frame
     flip = f[f.judge != "human"].copy()
     flip["judge"] = flip["judge"] + "_flip"
@@ -572,8 +572,8 @@ def test_judges_position_test_and_record_meat(sim_main):
     C = res.position_effects_cov.to_numpy()
     assert t["se"] == pytest.approx(np.sqrt(C[0, 0] + C[1, 1] - 2 * C[0, 1]), rel=1e-12)
     # every record holds one judgment here, so the record meat equals the binomial meat
-    rec = pydial.fit(d, "judges", cov="record")
-    binom = pydial.fit(d, "judges", cov="binomial")
+    rec = pydial.fit(d, "judges", cov_type="record")
+    binom = pydial.fit(d, "judges", cov_type="binomial")
     np.testing.assert_allclose(rec.cov.to_numpy(), binom.cov.to_numpy(), rtol=1e-10, atol=1e-14)
     np.testing.assert_allclose(rec.position_effects["se"], binom.position_effects["se"], rtol=1e-10)
 
@@ -581,14 +581,14 @@ def test_judges_position_test_and_record_meat(sim_main):
 def test_judges_record_meat_joins_judges_of_a_record():
     """Two judges on the same records, agreeing 80% of the time beyond their model: the
     record meat adds the cross-judge term that treating the judges as independent misses."""
-    sim = pydial.simulate(N=6, K=2, r=1, n_llm=6000, n_human=50, p_first=0.5, rng=4)
+    sim = pydial.simulate(N=6, K=2, rank=1, n_llm=6000, n_human=50, p_first=0.5, seed=4)
     a = sim.frame[sim.frame.judge == "judge0"].copy()  # no human rows: LLM-only data
     rng = np.random.default_rng(0)
     b = a.assign(judge="copy")
     b["winner"] = np.where(rng.random(len(b)) < 0.8, a["winner"], np.where(a["winner"] == "a", "b", "a"))
     d = pydial.Comparisons.from_frame(pd.concat([a, b]))
-    rec = pydial.fit(d, "judges", cov="record")
-    binom = pydial.fit(d, "judges", cov="binomial")
+    rec = pydial.fit(d, "judges", cov_type="record")
+    binom = pydial.fit(d, "judges", cov_type="binomial")
     assert np.trace(rec.cov.to_numpy()) > 1.2 * np.trace(binom.cov.to_numpy())
     # each judge's own b only sees its own comparisons: one per record, so its se is unchanged
     np.testing.assert_allclose(rec.position_effects["se"], binom.position_effects["se"], rtol=1e-8)

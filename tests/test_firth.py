@@ -170,7 +170,7 @@ def test_penalty_derivatives_match_finite_differences(chart):
 
 @pytest.fixture(scope="module")
 def sim():
-    return pydial.simulate(N=6, K=3, r=1, n_llm=3000, n_human=60, rng=11).comparisons
+    return pydial.simulate(N=6, K=3, rank=1, n_llm=3000, n_human=60, seed=11).comparisons
 
 
 @pytest.mark.parametrize("cal,r", [("mu", 1), ("W", 1), ("mu", 0)])
@@ -237,7 +237,7 @@ def test_firth_shrinks_calibration_of_dial_anc_and_pooled(sim):
 
 
 def test_dial_ada_has_a_complete_path_under_human_separation():
-    sim = pydial.simulate(N=6, K=3, r=1, n_llm=3000, n_human=12, rng=2)
+    sim = pydial.simulate(N=6, K=3, rank=1, n_llm=3000, n_human=12, seed=2)
     data = sim.comparisons
     report = pydial.check_design(data, method="human")
     assert not report.ok  # no finite human MLE at this budget
@@ -252,7 +252,7 @@ def test_dial_ada_has_a_complete_path_under_human_separation():
 
 
 def test_atc_with_firth_ordering():
-    sim = pydial.simulate(N=6, K=3, r=1, n_llm=3000, n_human=12, rng=2)
+    sim = pydial.simulate(N=6, K=3, rank=1, n_llm=3000, n_human=12, seed=2)
     res = pydial.fit(sim.comparisons, "atc", penalty="firth")
     np.testing.assert_allclose(res.scores["score"].sum(), 0.0, atol=1e-10)
 
@@ -268,7 +268,7 @@ def test_binomial_nll_unchanged_reference():
 
 
 def test_anchored_endpoints_list_the_human_fit_without_selecting_it():
-    sim = pydial.simulate(N=6, K=3, r=1, n_llm=3000, n_human=12, rng=2)
+    sim = pydial.simulate(N=6, K=3, rank=1, n_llm=3000, n_human=12, seed=2)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         both = pydial.fit(sim.comparisons, "dial-ada", penalty="firth")
@@ -289,8 +289,8 @@ def test_firth_finite_weight_sandwich_uses_the_unpenalized_bread():
     with the Hessian it computes itself (unpenalized), not the penalized H^+ the weight path keeps."""
     from pydial.inference.linearization import finite_influence, influence_covariance
 
-    d = pydial.simulate(N=5, K=3, r=1, n_llm=3000, n_human=150, rng=6).comparisons
-    res = pydial.fit(d, "dial-ada", penalty="firth", lambdas=[0.5], include_endpoints=False)
+    d = pydial.simulate(N=5, K=3, rank=1, n_llm=3000, n_human=150, seed=6).comparisons
+    res = pydial.fit(d, "dial-ada", penalty="firth", lambda_=[0.5], include_endpoints=False)
     assert 0 < res.lambda_ < np.inf
     U, st = finite_influence(d, res.chart, res.lambda_, res.theta)
     C = influence_covariance(U, st, d, res.cov_type)

@@ -112,12 +112,12 @@ def records_sharing_human_label(frame: pd.DataFrame, per_record: int = 3) -> pd.
 
 @pytest.fixture(scope="module")
 def record_setup():
-    sim = pydial.simulate(N=8, K=3, r=1, n_llm=6000, n_human=300, rng=21)
+    sim = pydial.simulate(N=8, K=3, rank=1, n_llm=6000, n_human=300, seed=21)
     frame = records_sharing_human_label(sim.frame)
     d = pydial.Comparisons.from_frame(frame, human_judge="human")
     assert len(d.record_ids) == len(frame) - 3 * 300  # every human record took 3 LLM rows
     lam = 0.5 * d.n_llm / d.n_human
-    res = pydial.fit(d, "dial-ada", lambdas=[lam], include_endpoints=False, cov="record")
+    res = pydial.fit(d, "dial-ada", lambda_=[lam], include_endpoints=False, cov_type="record")
     assert res.lambda_ == lam
     return dict(frame=frame, data=d, res=res, lam=lam, rows=parse_rows(frame, d))
 
@@ -146,10 +146,10 @@ def test_finite_weight_meats_match_brute_force(record_setup):
 
 
 def test_record_meat_equals_binomial_when_every_row_is_a_record():
-    d = pydial.simulate(N=8, K=3, r=1, n_llm=6000, n_human=300, rng=21).comparisons
+    d = pydial.simulate(N=8, K=3, rank=1, n_llm=6000, n_human=300, seed=21).comparisons
     for method in ("dial-anc", "dial-ada", "human"):
-        a = pydial.fit(d, method, cov="record").cov.to_numpy()
-        b = pydial.fit(d, method, cov="binomial").cov.to_numpy()
+        a = pydial.fit(d, method, cov_type="record").cov.to_numpy()
+        b = pydial.fit(d, method, cov_type="binomial").cov.to_numpy()
         np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-14)
 
 
@@ -160,7 +160,7 @@ def test_position_effect_covariance_matches_brute_force(record_setup):
     ch, th = res.llm_chart, res.llm_theta
     H = Objective(ch, Cells.stack(d, 1.0 / d.n_llm, 0.0)).value_grad_hess(th)[2]
     E = fd_jacobian(ch.order_effects, th)
-    cell = pydial.fit(d, "dial-anc", cov="cell")
+    cell = pydial.fit(d, "dial-anc", cov_type="cell")
     ref = brute_force_cov(R, ch, th, H, E, 1.0 / d.n_llm, 0.0, "cell")
     C = cell.position_effects_cov.to_numpy()
     assert rel_err(C, ref) < 1e-7
@@ -170,11 +170,11 @@ def test_position_effect_covariance_matches_brute_force(record_setup):
 # ============================== staged endpoint = lambda -> inf limit of the sandwich
 @pytest.mark.parametrize("calibration", ["mu", "W"])
 def test_two_step_covariance_is_the_large_lambda_limit(calibration):
-    d = pydial.simulate(N=10, K=4, r=1, n_llm=20_000, n_human=400, rng=3).comparisons
+    d = pydial.simulate(N=10, K=4, rank=1, n_llm=20_000, n_human=400, seed=3).comparisons
     sf = staged_fit(d, 1, calibration)
     U, st = staged_influence(d, sf)
     two_step = {m: influence_covariance(U, st, d, m) for m in ("binomial", "cell", "record")}
-    fixed = staged_linearization(d, sf).covariance(d, "cell", anchored_cov="fixed-basis")
+    fixed = staged_linearization(d, sf).covariance(d, "cell", anchored_cov_type="fixed-basis")
     errs = []
     for mult in (10.0, 1e3, 1e5):
         lam = mult * d.n_llm / d.n_human
@@ -193,12 +193,12 @@ def test_two_step_covariance_is_the_large_lambda_limit(calibration):
     # and the public fit reports exactly these covariances
     res = pydial.fit(d, "dial-anc", calibration=calibration)
     np.testing.assert_allclose(res.cov.to_numpy(), two_step["cell"], rtol=1e-10, atol=1e-15)
-    res = pydial.fit(d, "dial-anc", calibration=calibration, anchored_cov="fixed-basis")
+    res = pydial.fit(d, "dial-anc", calibration=calibration, anchored_cov_type="fixed-basis")
     np.testing.assert_allclose(res.cov.to_numpy(), fixed, rtol=1e-10, atol=1e-15)
 
 
 def test_large_weight_candidate_warm_started_converges():
-    d = pydial.simulate(N=10, K=4, r=1, n_llm=20_000, n_human=400, rng=3).comparisons
+    d = pydial.simulate(N=10, K=4, rank=1, n_llm=20_000, n_human=400, seed=3).comparisons
     sf = staged_fit(d, 1, "mu")
     th = sf.theta
     for mult in (10.0, 1e3, 1e5):
@@ -210,7 +210,7 @@ def test_large_weight_candidate_warm_started_converges():
 
 # ================================================ 7. judge diagnostics
 def test_position_test_matches_position_effects_and_cov():
-    d = pydial.simulate(N=10, K=4, r=1, n_llm=20_000, n_human=400, rng=12).comparisons
+    d = pydial.simulate(N=10, K=4, rank=1, n_llm=20_000, n_human=400, seed=12).comparisons
     res = pydial.fit(d, "dial-ada")
     pe = res.position_effects
     C = res.position_effects_cov.to_numpy()
@@ -235,7 +235,7 @@ def test_position_test_matches_position_effects_and_cov():
 
 
 def test_contrast_uses_the_score_covariance():
-    d = pydial.simulate(N=10, K=4, r=1, n_llm=20_000, n_human=400, rng=12).comparisons
+    d = pydial.simulate(N=10, K=4, rank=1, n_llm=20_000, n_human=400, seed=12).comparisons
     res = pydial.fit(d, "dial-ada")
     C, s = res.cov.to_numpy(), res.scores["score"].to_numpy()
     for i, j in [(0, 1), (3, 7)]:
@@ -277,7 +277,7 @@ def main_replications():
     """Main DGP (N=10, K=4, r=1, s_H = mu), n_H = 400, n_LLM = 20,000."""
     rows, judge = [], []
     for seed in range(100):
-        sim = pydial.simulate(N=10, K=4, r=1, n_llm=20_000, n_human=400, rng=7000 + seed)
+        sim = pydial.simulate(N=10, K=4, rank=1, n_llm=20_000, n_human=400, seed=7000 + seed)
         d, tr = sim.comparisons, sim.truth
         ada = pydial.fit(d, "dial-ada", multiples=SIMULATION_MULTIPLES, check=False)
         anc = pydial.fit(d, "dial-anc", check=False)
@@ -326,7 +326,7 @@ def test_binomial_meat_undercovers_under_overdispersion():
     """Fig. simu-main bottom row at n_LLM = 12,800, n_H = 800, judge-pair overdispersion 1."""
     out = {k: [] for k in ("anc_cell", "anc_binomial", "ada_cell", "ada_binomial")}
     for seed in range(30):
-        sim = pydial.simulate(N=10, K=4, r=1, n_llm=12_800, n_human=800, overdispersion=1.0, rng=8000 + seed)
+        sim = pydial.simulate(N=10, K=4, rank=1, n_llm=12_800, n_human=800, overdispersion=1.0, seed=8000 + seed)
         d, s_h = sim.comparisons, sim.truth.s_h
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", pydial.ConvergenceWarning)

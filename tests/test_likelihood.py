@@ -21,7 +21,7 @@ N, K = 6, 3
 
 @pytest.fixture(scope="module")
 def data():
-    return pydial.simulate(N=N, K=K, r=1, n_llm=3000, n_human=300, rng=11).comparisons
+    return pydial.simulate(N=N, K=K, rank=1, n_llm=3000, n_human=300, seed=11).comparisons
 
 
 def random_theta(chart: Chart, seed: int, scale: float = 0.6) -> np.ndarray:
@@ -276,7 +276,7 @@ def test_gauge_invariance(data, cal, r):
 
 def test_hessian_null_space_at_optimum_is_the_gauge():
     """At a fitted optimum the Hessian of the structured fit has exactly r(r+1) null directions."""
-    sim = pydial.simulate(N=8, K=4, r=2, n_llm=40_000, n_human=800, rng=3)
+    sim = pydial.simulate(N=8, K=4, rank=2, n_llm=40_000, n_human=800, seed=3)
     d = sim.comparisons
     res = pydial.fit(d, "dial-anc", rank=2, calibration="W")
     chart, th = res.llm_chart, res.llm_theta

@@ -249,7 +249,7 @@ def test_human_mle_excess_risk_tracks_first_order_benchmark():
     N, n_h, reps = 5, 2000, 200
     vals = []
     for rep in range(reps):
-        sim = simulate(N, 2, 1, n_llm=0, n_human=n_h, rng=1000 + rep)
+        sim = simulate(N, 2, 1, n_llm=0, n_human=n_h, seed=1000 + rep)
         f = sim.frame
         i = f["item_a"].str[4:].astype(int).to_numpy()
         j = f["item_b"].str[4:].astype(int).to_numpy()

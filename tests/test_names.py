@@ -17,7 +17,7 @@ ITEMS = ("item00", "item01", "item02", "item03", "item04", "item05")
 @pytest.fixture(scope="module")
 def sim_frame() -> pd.DataFrame:
     """The issue's reproduction data: N=6, K=3, n_LLM=3000, n_H=400, seed 1 (as text)."""
-    f = simulate(6, 3, 1, 3000, 400, rng=1).frame
+    f = simulate(6, 3, 1, 3000, 400, seed=1).frame
     return f.astype({c: str for c in ("record_id", "judge", "item_a", "item_b")})
 
 

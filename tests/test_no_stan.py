@@ -26,7 +26,7 @@ SCRIPT = textwrap.dedent("""
     import pydial
     from pydial.stan import StanBackendError, backend_available
     out = {"available": [backend_available(b) for b in ("cmdstanpy", "httpstan")]}
-    data = pydial.simulate(N=5, K=2, r=1, n_llm=2000, n_human=400, rng=1).comparisons
+    data = pydial.simulate(N=5, K=2, rank=1, n_llm=2000, n_human=400, seed=1).comparisons
     res = pydial.fit(data, "dial-anc")
     out["fit_ok"] = bool(res.ok)
     for name, call in [("stan_backend", lambda: pydial.stan_backend()),

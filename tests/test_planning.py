@@ -28,7 +28,7 @@ from pydial.studies.planning import PLAN_COLUMNS, llm_frame, make_pilot, shrinka
 
 @pytest.fixture(scope="module")
 def small():
-    sim = pydial.simulate(N=8, K=3, r=1, n_llm=6000, n_human=400, rng=11)
+    sim = pydial.simulate(N=8, K=3, rank=1, n_llm=6000, n_human=400, seed=11)
     return sim, sim.comparisons
 
 
@@ -125,7 +125,7 @@ def test_predicted_excess_risk_matches_monte_carlo_on_paper_dgp():
     refitted) within 20% at n_H in {200, 800}, for Human and DIAL-Anc.  Human fits
     whose MLE does not exist (unresolved, refused by ``pydial.fit``) are left out,
     as the theorem's fallback event."""
-    sim = pydial.simulate(N=10, K=4, r=1, n_llm=20_000, n_human=200, rng=21)
+    sim = pydial.simulate(N=10, K=4, rank=1, n_llm=20_000, n_human=200, seed=21)
     truth, d = sim.truth, sim.comparisons
     pilot = pydial.fit(d, "dial-anc")
     pred = pydial.plan(pilot, budgets=[200, 800], design="uniform").set_index(["budget", "method"])["excess_risk"]
@@ -181,9 +181,9 @@ def test_plan_argument_errors(small):
     with pytest.raises(pydial.DataError, match="unknown item"):
         pydial.plan(res, target="item00 - nope")
     with pytest.raises(pydial.DataError, match="does not match"):
-        pydial.plan(res, data=pydial.simulate(N=8, K=3, n_llm=600, n_human=50, rng=1).comparisons)
+        pydial.plan(res, data=pydial.simulate(N=8, K=3, n_llm=600, n_human=50, seed=1).comparisons)
     with pytest.raises(pydial.DataError, match="does not match"):
-        pydial.next_pairs(res, 5, data=pydial.simulate(N=8, K=3, n_llm=600, n_human=50, rng=1).comparisons)
+        pydial.next_pairs(res, 5, data=pydial.simulate(N=8, K=3, n_llm=600, n_human=50, seed=1).comparisons)
     with pytest.raises(pydial.DataError, match="data: the result carries no data"):
         pydial.plan(dataclasses.replace(res, data=None))
     with pytest.raises(ValueError, match="k must be"):

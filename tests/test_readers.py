@@ -233,7 +233,7 @@ def test_counts_equal_the_rows_they_sum_and_refuse_huge_or_bad_counts(counts, hu
 # ------------------------------------------------------ the bugs, one by one
 @pytest.fixture(scope="module")
 def sim_frame() -> pd.DataFrame:
-    return pydial.simulate(N=5, K=3, n_llm=3000, n_human=500, rng=2).frame
+    return pydial.simulate(N=5, K=3, n_llm=3000, n_human=500, seed=2).frame
 
 
 @pytest.mark.parametrize("col", ["judge", "item_a", "item_b", "first", "winner"])

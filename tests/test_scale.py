@@ -82,7 +82,7 @@ def record_cov(U: np.ndarray, st, data: Comparisons) -> np.ndarray:
 
 @pytest.fixture(scope="module")
 def small():
-    sim = pydial.simulate(N=7, K=3, r=1, n_llm=3000, n_human=300, rng=5)
+    sim = pydial.simulate(N=7, K=3, rank=1, n_llm=3000, n_human=300, seed=5)
     f = sim.frame.copy()
     f["record_id"] = np.random.default_rng(1).integers(0, 500, len(f))  # records span judges and humans
     return Comparisons.from_frame(f, items=list(sim.truth.items))
@@ -90,7 +90,7 @@ def small():
 
 def test_sparse_influence_and_meats_equal_dense_reference(small):
     d = small
-    res = pydial.fit(d, "dial-ada", lambdas=[d.n_llm / d.n_human], include_endpoints=False)
+    res = pydial.fit(d, "dial-ada", lambda_=[d.n_llm / d.n_human], include_endpoints=False)
     ch, th, lam = res.chart, res.theta, res.lambda_
     obj = Objective.weighted(ch, d, lam)
     H = obj.value_grad_hess(th)[2]
@@ -186,7 +186,7 @@ def test_graph_separation_test_agrees_with_linear_program(seed):
 # ----------------------------------------------------------------- counts
 @pytest.fixture(scope="module")
 def rows_and_counts():
-    sim = pydial.simulate(N=8, K=3, r=1, n_llm=8000, n_human=600, rng=11)
+    sim = pydial.simulate(N=8, K=3, rank=1, n_llm=8000, n_human=600, seed=11)
     f = sim.frame.copy()
     f.loc[f.index[::37], "winner"] = "tie"
     f.loc[f.index[5::53], "winner"] = "both_bad"
@@ -224,16 +224,16 @@ def test_counts_give_the_same_cells_and_summary(rows_and_counts):
 def test_fit_on_counts_equals_fit_on_rows(rows_and_counts, method):
     rows, cnt = rows_and_counts
     for cov in NO_RECORD_COVS:
-        a, b = pydial.fit(rows, method, cov=cov), pydial.fit(cnt, method, cov=cov)
+        a, b = pydial.fit(rows, method, cov_type=cov), pydial.fit(cnt, method, cov_type=cov)
         pd.testing.assert_frame_equal(a.scores, b.scores, rtol=1e-10, atol=1e-12)
         np.testing.assert_allclose(a.cov.to_numpy(), b.cov.to_numpy(), rtol=1e-9, atol=1e-14)
 
 
 def test_record_covariance_needs_record_ids(rows_and_counts):
     rows, cnt = rows_and_counts
-    pydial.fit(rows, "dial-anc", cov="record")
+    pydial.fit(rows, "dial-anc", cov_type="record")
     with pytest.raises(pydial.DataError, match="record"):
-        pydial.fit(cnt, "dial-anc", cov="record")
+        pydial.fit(cnt, "dial-anc", cov_type="record")
     with pytest.raises(pydial.DataError, match="record"):
         cnt.split(0.5)
 
@@ -254,7 +254,7 @@ def test_bad_counts_are_named():
 # ------------------------------------------------------------ chunked reader
 @pytest.mark.parametrize("suffix", [".csv", ".csv.gz", ".parquet"])
 def test_chunked_reader_gives_the_cells_of_from_frame(tmp_path, suffix):
-    sim = pydial.simulate(N=6, K=2, r=1, n_llm=3000, n_human=200, rng=3)
+    sim = pydial.simulate(N=6, K=2, rank=1, n_llm=3000, n_human=200, seed=3)
     f = sim.frame.copy()
     f.loc[f.index[::41], "winner"] = "tie"
     path = tmp_path / f"data{suffix}"
@@ -272,7 +272,7 @@ def test_chunked_reader_gives_the_cells_of_from_frame(tmp_path, suffix):
 
 
 def test_chunked_reader_names_bad_rows(tmp_path):
-    f = pydial.simulate(N=4, K=2, r=1, n_llm=50, n_human=10, rng=3).frame
+    f = pydial.simulate(N=4, K=2, rank=1, n_llm=50, n_human=10, seed=3).frame
     f.loc[33, "winner"] = "draw"
     path = tmp_path / "bad.csv"
     f.to_csv(path, index=False)
@@ -300,7 +300,7 @@ def test_a_fit_that_cannot_fit_in_memory_raises_before_allocating(small, monkeyp
 
 def test_readme_dask_aggregation_gives_the_cells_of_the_rows(tmp_path):
     dd = pytest.importorskip("dask.dataframe")
-    sim = pydial.simulate(N=6, K=2, r=1, n_llm=3000, n_human=300, rng=8)
+    sim = pydial.simulate(N=6, K=2, rank=1, n_llm=3000, n_human=300, seed=8)
     f = sim.frame.copy()
     f.loc[f.index[::29], "winner"] = "tie"
     (tmp_path / "logs").mkdir()

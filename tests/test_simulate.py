@@ -33,7 +33,7 @@ def chi2_pvalue(y, n, p):
 )
 @pytest.mark.parametrize("seed", [0, 7])
 def test_truth_satisfies_llm_structure(N, K, r, target, seed):
-    t = simulate(N, K, r, n_llm=0, n_human=0, target=target, rng=seed).truth
+    t = simulate(N, K, r, n_llm=0, n_human=0, target=target, seed=seed).truth
     one_n, one_k = np.ones(N), np.ones(K)
     tol = 1e-10
     assert t.mu.shape == (N,) and t.V.shape == (N, r) and t.U.shape == (K, r) and t.gamma.shape == (K,)
@@ -69,8 +69,8 @@ def test_truth_satisfies_llm_structure(N, K, r, target, seed):
 def test_gamma_loadings_and_sign_distribution():
     """gamma_k = 1 + 0.3 z_k (rescaled); Pr(xi_k = +1) = 0.8 over many draws."""
     K, reps = 10, 400
-    b = np.array([simulate(6, K, 1, n_llm=0, n_human=0, rng=s).truth.b[:-1] for s in range(reps)])
-    g = np.array([simulate(6, K, 1, n_llm=0, n_human=0, rng=s).truth.gamma for s in range(50)])
+    b = np.array([simulate(6, K, 1, n_llm=0, n_human=0, seed=s).truth.b[:-1] for s in range(reps)])
+    g = np.array([simulate(6, K, 1, n_llm=0, n_human=0, seed=s).truth.gamma for s in range(50)])
     frac_pos = np.mean(b > 0)
     se = np.sqrt(0.8 * 0.2 / b.size)
     assert abs(frac_pos - 0.8) < 4 * se
@@ -81,7 +81,7 @@ def test_gamma_loadings_and_sign_distribution():
 
 
 def test_misaligned_c_v_distribution():
-    c = np.array([simulate(10, 4, 1, n_llm=0, n_human=0, target="misaligned", c_v_sd=0.5, rng=s).truth.c_h[1]
+    c = np.array([simulate(10, 4, 1, n_llm=0, n_human=0, target="misaligned", c_v_sd=0.5, seed=s).truth.c_h[1]
                   for s in range(400)])
     assert stats.kstest(c, stats.norm(0, 0.5).cdf).pvalue > 1e-3
 
@@ -89,7 +89,7 @@ def test_misaligned_c_v_distribution():
 # ----------------------------------------------------------------- data format
 def test_frame_format_and_loading():
     N, K = 7, 3
-    sim = simulate(N, K, 1, n_llm=3000, n_human=500, rng=3)
+    sim = simulate(N, K, 1, n_llm=3000, n_human=500, seed=3)
     f = sim.frame
     assert isinstance(sim, Simulation) and isinstance(sim.truth, Truth)
     assert list(f.columns) == ["record_id", "judge", "item_a", "item_b", "first", "winner"]
@@ -117,7 +117,7 @@ def test_frame_format_and_loading():
 
 def test_uniform_pair_and_judge_sampling_and_first_fraction():
     N, K, n = 6, 3, 150_000
-    sim = simulate(N, K, 1, n_llm=n, n_human=60_000, p_first=0.75, rng=11)
+    sim = simulate(N, K, 1, n_llm=n, n_human=60_000, p_first=0.75, seed=11)
     f = sim.frame
     llm = f[f["judge"] != "human"]
     hum = f[f["judge"] == "human"]
@@ -133,7 +133,7 @@ def test_uniform_pair_and_judge_sampling_and_first_fraction():
 
 @pytest.mark.parametrize("p_first,expected", [(1.0, {"a"}), (0.0, {"b"})])
 def test_p_first_extremes(p_first, expected):
-    f = simulate(5, 2, 1, n_llm=500, n_human=0, p_first=p_first, rng=0).frame
+    f = simulate(5, 2, 1, n_llm=500, n_human=0, p_first=p_first, seed=0).frame
     assert set(f["first"]) == expected
 
 
@@ -156,7 +156,7 @@ def _llm_cell_test(sim, *, with_eps=True, with_bkij=True):
 
 
 def test_llm_cell_win_rates_match_model():
-    sim = simulate(5, 2, 1, n_llm=400_000, n_human=0, rng=2024)
+    sim = simulate(5, 2, 1, n_llm=400_000, n_human=0, seed=2024)
     (pval, stat), (L, p) = _llm_cell_test(sim)
     assert len(L) == 2 * 10 * 2  # every (judge, pair, order) cell observed
     assert pval > 1e-4, stat
@@ -168,7 +168,7 @@ def test_llm_cell_win_rates_match_model():
 
 
 def test_llm_eta_matches_independent_formula():
-    sim = simulate(6, 3, 1, n_llm=0, n_human=0, overdispersion=0.7, sigma_pos=0.4, rng=5)
+    sim = simulate(6, 3, 1, n_llm=0, n_human=0, overdispersion=0.7, sigma_pos=0.4, seed=5)
     t = sim.truth
     for k in range(3):
         for p, (i, j) in enumerate(t.pairs):
@@ -182,7 +182,7 @@ def test_llm_eta_matches_independent_formula():
 
 def test_human_win_rates_match_model():
     for target in TARGETS:
-        sim = simulate(5, 2, 1, n_llm=0, n_human=200_000, target=target, c_v_sd=1.0, rng=99)
+        sim = simulate(5, 2, 1, n_llm=0, n_human=200_000, target=target, c_v_sd=1.0, seed=99)
         H = sim.comparisons.human
         p = sig(sim.truth.s_h[H.i] - sim.truth.s_h[H.j])
         pval, stat = chi2_pvalue(H.y, H.n, p)
@@ -190,7 +190,7 @@ def test_human_win_rates_match_model():
 
 
 def test_misaligned_human_target_differs_from_mu():
-    t = simulate(10, 4, 1, n_llm=0, n_human=0, target="misaligned", c_v_sd=0.5, rng=1).truth
+    t = simulate(10, 4, 1, n_llm=0, n_human=0, target="misaligned", c_v_sd=0.5, seed=1).truth
     np.testing.assert_allclose(t.s_h, t.mu + t.V[:, 0] * t.c_h[1], atol=1e-12)
     assert t.c_h[1] != 0
 
@@ -202,7 +202,7 @@ def _dispersion(sim):
 
 
 def test_overdispersion_inflates_between_cell_variance():
-    kw = dict(N=10, K=4, r=1, n_llm=200_000, n_human=0, rng=8)
+    kw = dict(N=10, K=4, rank=1, n_llm=200_000, n_human=0, seed=8)
     d0 = _dispersion(simulate(**kw, overdispersion=0.0))
     d1 = _dispersion(simulate(**kw, overdispersion=1.0))
     assert 0.75 < d0 < 1.3
@@ -218,14 +218,14 @@ def test_overdispersion_inflates_between_cell_variance():
 
 
 def test_overdispersion_scales_with_level():
-    base = simulate(6, 2, 1, n_llm=0, n_human=0, overdispersion=1.0, rng=4).truth.eps_kij
-    half = simulate(6, 2, 1, n_llm=0, n_human=0, overdispersion=0.5, rng=4).truth.eps_kij
+    base = simulate(6, 2, 1, n_llm=0, n_human=0, overdispersion=1.0, seed=4).truth.eps_kij
+    half = simulate(6, 2, 1, n_llm=0, n_human=0, overdispersion=0.5, seed=4).truth.eps_kij
     np.testing.assert_allclose(half, 0.5 * base)
 
 
 @pytest.mark.parametrize("sigma_pos", [0.25, 1.0])
 def test_pair_varying_position_effects(sigma_pos):
-    sim = simulate(10, 4, 1, n_llm=200_000, n_human=0, sigma_pos=sigma_pos, rng=12)
+    sim = simulate(10, 4, 1, n_llm=200_000, n_human=0, sigma_pos=sigma_pos, seed=12)
     t = sim.truth
     assert t.b_kij.shape == (4, 45)
     np.testing.assert_allclose(t.b_kij.mean(axis=1), t.b, atol=1e-12)
@@ -240,25 +240,25 @@ def test_pair_varying_position_effects(sigma_pos):
 
 # ----------------------------------------------------------------- randomness
 def test_reproducible_with_seed_and_generator():
-    kw = dict(N=8, K=3, r=2, n_llm=5000, n_human=300, overdispersion=0.5, sigma_pos=0.3, target="misaligned")
-    a, b = simulate(**kw, rng=42), simulate(**kw, rng=42)
+    kw = dict(N=8, K=3, rank=2, n_llm=5000, n_human=300, overdispersion=0.5, sigma_pos=0.3, target="misaligned")
+    a, b = simulate(**kw, seed=42), simulate(**kw, seed=42)
     pd.testing.assert_frame_equal(a.frame, b.frame)
     for name in ("s_h", "S", "b", "mu", "gamma", "U", "V", "W", "c_h", "b_kij", "eps_kij", "pairs"):
         np.testing.assert_array_equal(getattr(a.truth, name), getattr(b.truth, name))
     g1, g2 = np.random.default_rng(42), np.random.default_rng(42)
-    pd.testing.assert_frame_equal(simulate(**kw, rng=g1).frame, simulate(**kw, rng=g2).frame)
-    c = simulate(**kw, rng=43)
+    pd.testing.assert_frame_equal(simulate(**kw, seed=g1).frame, simulate(**kw, seed=g2).frame)
+    c = simulate(**kw, seed=43)
     assert not np.allclose(a.truth.mu, c.truth.mu)
     assert not a.frame.equals(c.frame)
     # A generator is advanced: two calls in a row differ.
     g = np.random.default_rng(0)
-    assert not simulate(**kw, rng=g).frame.equals(simulate(**kw, rng=g).frame)
+    assert not simulate(**kw, seed=g).frame.equals(simulate(**kw, seed=g).frame)
 
 
 def test_truth_does_not_depend_on_budgets():
     """Common random numbers: the parameters and human data are fixed per seed."""
-    a = simulate(10, 4, 1, n_llm=400, n_human=800, rng=5)
-    b = simulate(10, 4, 1, n_llm=12_800, n_human=800, overdispersion=1.0, rng=5)
+    a = simulate(10, 4, 1, n_llm=400, n_human=800, seed=5)
+    b = simulate(10, 4, 1, n_llm=12_800, n_human=800, overdispersion=1.0, seed=5)
     np.testing.assert_array_equal(a.truth.S, b.truth.S)
     np.testing.assert_array_equal(a.truth.b, b.truth.b)
     ha = a.frame[a.frame["judge"] == "human"].drop(columns="record_id").reset_index(drop=True)
@@ -278,8 +278,8 @@ def test_global_numpy_state_untouched():
 @pytest.mark.parametrize(
     "kwargs,match",
     [
-        (dict(K=2, r=2), r"r \(2\).*K-1 = 1"),
-        (dict(N=3, K=4, r=2), r"r \(2\).*N-1 = 2"),
+        (dict(K=2, rank=2), r"rank \(2\).*K-1 = 1"),
+        (dict(N=3, K=4, rank=2), r"rank \(2\).*N-1 = 2"),
         (dict(n_llm=-1), r"n_llm.*-1"),
         (dict(n_human=-5), r"n_human.*-5"),
         (dict(n_llm=10.5), r"n_llm.*10.5"),
@@ -288,10 +288,10 @@ def test_global_numpy_state_untouched():
         (dict(sigma_pos=float("nan")), r"sigma_pos.*nan"),
         (dict(p_first=1.5), r"p_first.*1.5"),
         (dict(c_v_sd=-1), r"c_v_sd.*-1"),
-        (dict(N=1, r=0), r"N.*1"),
-        (dict(K=0, r=0), r"K.*0"),
-        (dict(r=-1), r"r.*-1"),
-        (dict(N=2, K=2, r=0, sigma_pos=0.5), r"sigma_pos \(0.5\)"),
+        (dict(N=1, rank=0), r"N.*1"),
+        (dict(K=0, rank=0), r"K.*0"),
+        (dict(rank=-1), r"rank.*-1"),
+        (dict(N=2, K=2, rank=0, sigma_pos=0.5), r"sigma_pos \(0.5\)"),
     ],
 )
 def test_invalid_arguments(kwargs, match):

@@ -25,7 +25,7 @@ pytestmark = pytest.mark.stan
 
 @pytest.fixture(scope="module")
 def data():
-    return simulate(N=5, K=3, r=1, n_llm=8000, n_human=1500, rng=7).comparisons
+    return simulate(N=5, K=3, rank=1, n_llm=8000, n_human=1500, seed=7).comparisons
 
 
 def _quiet(**kw):
@@ -38,7 +38,7 @@ def _quiet(**kw):
 def test_approximation_agrees_with_the_fisher_fit(models, stan_backend_name, data, algorithm):
     if stan_backend_name != "cmdstanpy":
         pytest.skip("the approximations are CmdStan's (the httpstan case is tested below)")
-    res = fit(data, "human", cov="fisher")
+    res = fit(data, "human", cov_type="fisher")
     idata = _quiet(data=data, like=res, algorithm=algorithm, chains=2, draws=1000, seed=5)
     assert idata.attrs["algorithm"] == algorithm
     assert json.loads(idata.attrs["estimand"])["method"] == "human"
@@ -58,7 +58,7 @@ def test_laplace_cut_posterior_of_dial_anc(models, stan_backend_name, data):
     """The Laplace approximation of the LLM-only stage, then the exact calibration given each draw of M."""
     if stan_backend_name != "cmdstanpy":
         pytest.skip("the approximations are CmdStan's")
-    res = fit(data, "dial-anc", rank=1, cov="fisher")
+    res = fit(data, "dial-anc", rank=1, cov_type="fisher")
     idata = _quiet(data=data, like=res, algorithm="laplace", chains=1, draws=800, warmup=200, seed=2)
     est = json.loads(idata.attrs["estimand"])
     assert est["method"] == "dial-anc" and est["lam"] == float("inf")

@@ -125,7 +125,7 @@ def test_reimport_by_httpstan_does_not_switch_models(models, stan_backend_name):
         pytest.skip("httpstan only")
     import httpstan.models
 
-    data = simulate(N=6, K=2, r=0, n_llm=500, n_human=100, rng=3).comparisons
+    data = simulate(N=6, K=2, rank=0, n_llm=500, n_human=100, seed=3).comparisons
     ch = Chart(data.N, data.K, 0, "mu", True)
     d = dial_data(data, ch, w_llm=1.0, w_human=1.0)
     theta = np.linspace(-1, 1, ch.dim)
@@ -140,7 +140,7 @@ def test_reimport_by_httpstan_does_not_switch_models(models, stan_backend_name):
 def test_parameter_shapes_and_unconstrained_order(models):
     """Names and shapes come from the compiled model; the unconstrained vector is each parameter
     flattened column-major in declaration order (checked on httpstan against Stan's own transform)."""
-    data = simulate(N=6, K=3, r=1, n_llm=800, n_human=100, rng=4).comparisons
+    data = simulate(N=6, K=3, rank=1, n_llm=800, n_human=100, seed=4).comparisons
     rng = np.random.default_rng(0)
     dj = judges_data(llm_cell_table(data), None, N=data.N, K=data.K, order=True)
     ds, _, _ = dial_sample_data(data, rank=1, calibration="W")
@@ -171,7 +171,7 @@ def _tiny_judges(data):
 
 
 def test_sample_shapes_and_chain_order(models):
-    data = simulate(N=5, K=2, r=0, n_llm=600, n_human=10, rng=5).comparisons
+    data = simulate(N=5, K=2, rank=0, n_llm=600, n_human=10, seed=5).comparisons
     res = models["judges"].sample(_tiny_judges(data), chains=3, draws=120, warmup=100, seed=4)
     assert res.draws["S"].shape == (3, 120, data.K, data.N)
     assert res.stats["lp__"].shape == (3, 120)
@@ -185,7 +185,7 @@ def test_sample_shapes_and_chain_order(models):
 
 def test_sampling_inside_a_running_event_loop(models):
     """As in Jupyter: pystan's asyncio.run must not collide with the caller's loop."""
-    data = simulate(N=5, K=2, r=0, n_llm=300, n_human=10, rng=6).comparisons
+    data = simulate(N=5, K=2, rank=0, n_llm=300, n_human=10, seed=6).comparisons
     d = _tiny_judges(data)
 
     async def main():

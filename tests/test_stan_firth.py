@@ -38,7 +38,7 @@ GTOL = 1e-11
 
 @pytest.fixture(scope="module")
 def data():
-    return simulate(N=6, K=3, r=1, n_llm=3000, n_human=40, rng=3).comparisons
+    return simulate(N=6, K=3, rank=1, n_llm=3000, n_human=40, seed=3).comparisons
 
 
 def test_joint_log_prob_equals_penalized_numpy_objective(models, data):
@@ -108,7 +108,7 @@ def _polished(m, d, u0):
 
 
 def test_human_firth_optimum_matches_numpy_under_separation(models):
-    sim = simulate(N=6, K=3, r=1, n_llm=3000, n_human=12, rng=2).comparisons
+    sim = simulate(N=6, K=3, rank=1, n_llm=3000, n_human=12, seed=2).comparisons
     f = fit_human_btl(sim.human, sim.N, penalty="firth")
     ch = Chart(sim.N, 1, 0, None, False)
     H = human_cell_table(sim)

@@ -39,7 +39,7 @@ DRAWS = dict(chains=2, draws=400, warmup=400)
 
 @pytest.fixture(scope="module")
 def sim_data():
-    return simulate(N=5, K=3, r=1, n_llm=8000, n_human=1500, rng=7).comparisons
+    return simulate(N=5, K=3, rank=1, n_llm=8000, n_human=1500, seed=7).comparisons
 
 
 @pytest.fixture(scope="module")
@@ -47,7 +47,7 @@ def pairs(models, sim_data):
     out = {}
     kw = {"human": {}, "judges": {}, "dial-anc": {"rank": 1}, "dial-ada": {"rank": 1, "multiples": [1.0, 3.0, 10.0]}}
     for m, extra in kw.items():
-        res = fit(sim_data, m, cov="fisher", **extra)
+        res = fit(sim_data, m, cov_type="fisher", **extra)
         assert res.ok, res.verdict()
         idata = posterior(sim_data, like=res, seed=5, **DRAWS)
         out[m] = types.SimpleNamespace(res=res, idata=idata, tab=compare_intervals(res, idata))
@@ -160,7 +160,7 @@ def test_power_posterior_at_default_grid_lambda(models, sim_data):
     from pydial.optim import pinv_sym
     from pydial.stan import stan_fit_point
 
-    res = fit(sim_data, "dial-ada", rank=1, cov="fisher")
+    res = fit(sim_data, "dial-ada", rank=1, cov_type="fisher")
     lam = res.lambda_
     assert np.isfinite(lam) and lam > 0
     sp = stan_fit_point(sim_data, "joint", rank=1, calibration="mu", lam=lam)
@@ -258,7 +258,7 @@ def test_log_lik_per_judgment(models):
 
     from pydial.stan.idata import loo
 
-    data = simulate(N=4, K=2, r=0, n_llm=300, n_human=200, rng=3).comparisons
+    data = simulate(N=4, K=2, rank=0, n_llm=300, n_human=200, seed=3).comparisons
     kw = dict(model="human", chains=2, draws=300, warmup=300, seed=4)
     per_j = posterior(data, log_lik="judgment", **kw)
     per_c = posterior(data, **kw)
@@ -290,7 +290,7 @@ def test_log_lik_per_judgment(models):
 def test_like_with_ties(models):
     """A tie-model fit (Davidson-Beaver judges) and its posterior: same estimand, matching intervals;
     the posterior without ties is refused by name."""
-    data = simulate(N=5, K=2, r=0, n_llm=6000, n_human=500, rng=11, tie_rate=0.2, tie_model="davidson").comparisons
+    data = simulate(N=5, K=2, rank=0, n_llm=6000, n_human=500, seed=11, tie_rate=0.2, ties="davidson").comparisons
     res = fit(data, "judges", ties="davidson")
     assert res.ok, res.verdict()
     idata = posterior(data, like=res, seed=3, **DRAWS)

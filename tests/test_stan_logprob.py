@@ -34,7 +34,7 @@ pytestmark = pytest.mark.stan
 
 @pytest.fixture(scope="module")
 def data():
-    return simulate(N=8, K=3, r=1, n_llm=3000, n_human=300, rng=11).comparisons
+    return simulate(N=8, K=3, rank=1, n_llm=3000, n_human=300, seed=11).comparisons
 
 
 def np_cell_loglik(counts: np.ndarray, eta: np.ndarray, ties: str | None, log_nu=0.0) -> np.ndarray:
@@ -118,7 +118,7 @@ def test_dial_cell_weights_leave_one_out(models, data):
 def test_dial_tie_log_prob_equals_numpy_cells(models, data, ties):
     """dial.stan with tie_model > 0: weighted sum of the pydial.model.families log pmfs (nu_k per judge, nu_H for people)."""
     m = models["dial"]
-    tdata = with_ties(simulate(N=7, K=3, r=1, n_llm=2000, n_human=300, rng=12).frame)
+    tdata = with_ties(simulate(N=7, K=3, rank=1, n_llm=2000, n_human=300, seed=12).frame)
     ch = Chart(tdata.N, tdata.K, 1, "W", True)
     d = dial_data(tdata, ch, w_llm=0.7, w_human=1.2, ties=ties)
     L, H = llm_cell_table(tdata, ties=True), None
@@ -218,7 +218,7 @@ def test_davidson_beaver_decisive_conditional_is_binomial_model():
 def test_dial_sample_structure_and_log_lik(models, r, cal, ties):
     """At random unconstrained points: Cond. llm-structure holds and log_lik equals the numpy log pmf."""
     m = models["dial_sample"]
-    sim = simulate(N=7, K=3, r=1, n_llm=2000, n_human=200, rng=31)
+    sim = simulate(N=7, K=3, rank=1, n_llm=2000, n_human=200, seed=31)
     frame = sim.frame.copy()
     rng = np.random.default_rng(8)
     if ties:  # turn some outcomes into ties so the tie counts are non-trivial

@@ -26,7 +26,7 @@ TOL = 1e-6
 
 @pytest.fixture(scope="module")
 def data():
-    return simulate(N=8, K=4, r=2, n_llm=6000, n_human=500, target="misaligned", rng=7).comparisons
+    return simulate(N=8, K=4, rank=2, n_llm=6000, n_human=500, target="misaligned", seed=7).comparisons
 
 
 @pytest.mark.parametrize("r,cal,order,mult", [(1, "mu", True, 1.0), (2, "W", True, 0.1), (1, "mu", False, 1.0),

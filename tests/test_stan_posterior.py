@@ -38,7 +38,7 @@ pytestmark = pytest.mark.stan
 # ------------------------------------------------------------------ Bernstein-von Mises
 @pytest.fixture(scope="module")
 def bvm(models):
-    sim = simulate(N=6, K=3, r=1, n_llm=12_000, n_human=2_000, rng=2024)
+    sim = simulate(N=6, K=3, rank=1, n_llm=12_000, n_human=2_000, seed=2024)
     data = sim.comparisons
     lam = data.n_llm / data.n_human  # ordinary joint likelihood
     sp = stan_fit_point(data, "joint", rank=1, calibration="mu", lam=lam)
@@ -173,7 +173,7 @@ def test_compare_intervals_with_pydial_fit(bvm):
     assert "b omitted" in tab.attrs["omitted"]
     assert tab.attrs["level"] == res.level
     lam = bvm.data.n_llm / bvm.data.n_human
-    ref = fit(bvm.data, "dial-ada", rank=1, calibration="mu", lambdas=[lam], include_endpoints=False)
+    ref = fit(bvm.data, "dial-ada", rank=1, calibration="mu", lambda_=[lam], include_endpoints=False)
     np.testing.assert_allclose(tab["estimate"], ref.scores["score"], rtol=1e-8)
     # plenty of data: the posterior centres on the joint MLE
     assert np.all(np.abs(tab["shift_se"]) < 0.3)
@@ -241,7 +241,7 @@ def test_tie_model_recovers_nu_and_b(models):
 def test_structured_tie_posterior_recovers_nu(models):
     """dial_sample.stan with ties: judge and human tie parameters on structured Davidson-Beaver data."""
     rng = np.random.default_rng(9)
-    sim = simulate(N=6, K=3, r=1, n_llm=10, n_human=10, rng=4)  # only for a structured truth
+    sim = simulate(N=6, K=3, rank=1, n_llm=10, n_human=10, seed=4)  # only for a structured truth
     tr = sim.truth
     nu = np.array([0.5, 1.5, 0.8])
     frame, items = davidson_beaver_frame(rng, 6, tr.S, tr.b, nu, 0.4, tr.s_h, n_llm=12_000, n_human=3_000)
@@ -256,7 +256,7 @@ def test_structured_tie_posterior_recovers_nu(models):
 
 # ------------------------------------------------------------------ sampler problems are reported
 def test_short_chains_warn(models):
-    data = simulate(N=5, K=2, r=0, n_llm=400, n_human=100, rng=1).comparisons
+    data = simulate(N=5, K=2, rank=0, n_llm=400, n_human=100, seed=1).comparisons
     with pytest.warns(SamplerWarning):
         idata = posterior(data, rank=0, chains=2, draws=15, warmup=15, seed=1)
     problems = json.loads(idata.attrs["sampler_problems"])
@@ -264,7 +264,7 @@ def test_short_chains_warn(models):
 
 
 def test_human_only_posterior(models):
-    data = simulate(N=5, K=2, r=0, n_llm=200, n_human=3000, rng=2).comparisons
+    data = simulate(N=5, K=2, rank=0, n_llm=200, n_human=3000, seed=2).comparisons
     idata = posterior(data, model="human", chains=2, draws=300, warmup=300, seed=2)
     from pydial.estimation.glm import fit_human_btl
 

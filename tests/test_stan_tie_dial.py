@@ -24,8 +24,8 @@ pytestmark = pytest.mark.stan
 
 @pytest.fixture(scope="module")
 def tdata():
-    return pydial.simulate(N=7, K=3, r=1, n_llm=3000, n_human=500, tie_rate=0.2, tie_model="davidson",
-                           rng=41).comparisons
+    return pydial.simulate(N=7, K=3, rank=1, n_llm=3000, n_human=500, tie_rate=0.2, ties="davidson",
+                           seed=41).comparisons
 
 
 CASES = [(ties, r, cal, order) for ties in ("davidson", "rao-kupper") for r in (0, 1) for cal in ("mu", "W", None)
@@ -97,7 +97,7 @@ def test_fit_engine_stan_with_ties_matches_numpy(models, tdata, method, ties, st
 def test_engine_stan_with_groups_without_ties(models, method, stan_backend_name):
     """A judge and the people without any tie: Stan's dial.stan gets nu_zero for them (binary cells) and
     agrees with numpy, which fixes their nu at 0; their tie parameters are reported as 0."""
-    f = pydial.simulate(N=6, K=3, r=1, n_llm=3000, n_human=600, tie_rate=0.2, rng=3).frame
+    f = pydial.simulate(N=6, K=3, rank=1, n_llm=3000, n_human=600, tie_rate=0.2, seed=3).frame
     f = f.loc[~(f["judge"].isin(["judge0", "human"]) & (f["winner"] == "tie"))]
     data = pydial.Comparisons.from_frame(f, human_judge="human")
     a = pydial.fit(data, method, ties="davidson")
@@ -112,7 +112,7 @@ def test_engine_stan_with_groups_without_ties(models, method, stan_backend_name)
 
 def test_nu_zero_flags_groups_without_ties():
     """standata: nu_zero only with boundary_nu=True, and then exactly for the groups without a tie."""
-    f = pydial.simulate(N=6, K=3, r=1, n_llm=3000, n_human=600, tie_rate=0.2, rng=3).frame
+    f = pydial.simulate(N=6, K=3, rank=1, n_llm=3000, n_human=600, tie_rate=0.2, seed=3).frame
     f = f.loc[~((f["judge"] == "judge2") & (f["winner"] == "tie"))]
     data = pydial.Comparisons.from_frame(f, human_judge="human")
     ch = Chart(data.N, data.K, 1, "mu", True)

@@ -106,10 +106,10 @@ def test_stan_tie_fit_without_any_tie_is_the_binary_fit():
 @pytest.mark.parametrize("ties", ["davidson", "rao-kupper"])
 def test_simulated_ties_recover_nu_b_and_human_scores(ties):
     """simulate(tie_rate=...) draws from either tie model; the tie fits recover nu, b and s_H."""
-    sim = pydial.simulate(N=6, K=2, r=0, n_llm=16_000, n_human=6_000, tie_rate=0.25, tie_model=ties, rng=5)
+    sim = pydial.simulate(N=6, K=2, rank=0, n_llm=16_000, n_human=6_000, tie_rate=0.25, ties=ties, seed=5)
     data = sim.comparisons
     t = sim.truth
-    assert t.tie_model == ties and t.nu.shape == (3,)
+    assert t.ties == ties and t.nu.shape == (3,)
     rj = pydial.fit(data, "judges", ties=ties, engine="stan")
     tp, pe = rj.tie_parameters, rj.position_effects
     assert tp.attrs["model"] == ties
@@ -124,7 +124,7 @@ def test_simulated_ties_recover_nu_b_and_human_scores(ties):
 
 def test_no_ties_in_the_data_gives_the_binary_fit():
     """Without ties the tie parameter goes to 0 and the Davidson fit is the binary BTL fit."""
-    data = pydial.simulate(N=6, K=2, r=0, n_llm=4_000, n_human=1_500, rng=8).comparisons
+    data = pydial.simulate(N=6, K=2, rank=0, n_llm=4_000, n_human=1_500, seed=8).comparisons
     for method in ("human", "judges"):
         rb = pydial.fit(data, method, engine="stan")
         rt = pydial.fit(data, method, ties="davidson", engine="stan")
@@ -140,7 +140,7 @@ def test_rao_kupper_stan_optimum_equals_numpy_mle():
     and its standard errors are the inverse of pydial.model.families' exact information."""
     from pydial.model.families import rao_kupper_cell
 
-    sim = pydial.simulate(N=5, K=1, r=0, n_llm=200, n_human=5_000, tie_rate=0.3, tie_model="rao-kupper", rng=2)
+    sim = pydial.simulate(N=5, K=1, rank=0, n_llm=200, n_human=5_000, tie_rate=0.3, ties="rao-kupper", seed=2)
     data = sim.comparisons
     res = pydial.fit(data, "human", ties="rao-kupper", engine="stan")
     t = data.tie_cells(human=True)
@@ -163,7 +163,7 @@ def test_rao_kupper_stan_optimum_equals_numpy_mle():
 @pytest.mark.parametrize("ties", ["davidson", "rao-kupper"])
 def test_numpy_and_stan_tie_fits_agree(ties):
     """The numpy engine (Newton on pydial.model.families' exact derivatives) and Stan reach the same optimum."""
-    data = pydial.simulate(N=6, K=3, r=1, n_llm=9_000, n_human=3_000, tie_rate=0.2, tie_model=ties, rng=13).comparisons
+    data = pydial.simulate(N=6, K=3, rank=1, n_llm=9_000, n_human=3_000, tie_rate=0.2, ties=ties, seed=13).comparisons
     for method in ("human", "judges"):
         rn = pydial.fit(data, method, ties=ties)
         rs = pydial.fit(data, method, ties=ties, engine="stan")
@@ -180,7 +180,7 @@ def test_group_without_ties_gets_nu_zero(method):
     """A judge (or the people) without a tie: nu = 0, the boundary MLE, with no standard error (not a
     tiny nu with an interval [0, inf)); the other groups keep their estimates; the scores equal the
     binary fit's for that group."""
-    f = pydial.simulate(N=5, K=2, r=0, n_llm=4000, n_human=1500, tie_rate=0.25, rng=8).frame
+    f = pydial.simulate(N=5, K=2, rank=0, n_llm=4000, n_human=1500, tie_rate=0.25, seed=8).frame
     who = "human" if method == "human" else "judge0"
     f = f.loc[~((f["judge"] == who) & (f["winner"] == "tie"))]
     data = pydial.Comparisons.from_frame(f, human_judge="human")
@@ -189,7 +189,7 @@ def test_group_without_ties_gets_nu_zero(method):
     assert t.loc[who, "nu"] == 0 and np.isnan(t.loc[who, ["se", "ci_low", "ci_high"]].to_numpy(float)).all()
     if method == "judges":
         assert t.loc["judge1", "nu"] > 0 and np.isfinite(t.loc["judge1", "se"])
-        binary = pydial.fit(data, "judges", cov="fisher")
+        binary = pydial.fit(data, "judges", cov_type="fisher")
         np.testing.assert_allclose(res.judge_scores.loc["judge0"], binary.judge_scores.loc["judge0"], atol=1e-6)
     else:
         binary = pydial.fit(data, "human")

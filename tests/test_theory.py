@@ -27,7 +27,7 @@ REPS = 1200
 
 @pytest.fixture(scope="module")
 def risk_replications():
-    truth = pydial.simulate(N=10, K=4, r=1, n_llm=0, n_human=0, rng=42).truth
+    truth = pydial.simulate(N=10, K=4, rank=1, n_llm=0, n_human=0, seed=42).truth
     N = truth.N
     i, j = np.triu_indices(N, 1)
     p = expit(truth.s_h[i] - truth.s_h[j])
@@ -92,7 +92,7 @@ def test_excess_risk_scaled_distribution_is_half_chi_square(risk_replications):
 
 def test_human_risk_decreases_like_one_over_n():
     """Doubling n_H roughly halves the human-only excess risk (same truth, independent draws)."""
-    truth = pydial.simulate(N=6, K=2, r=1, n_llm=0, n_human=0, rng=7).truth
+    truth = pydial.simulate(N=6, K=2, rank=1, n_llm=0, n_human=0, seed=7).truth
     i, j = np.triu_indices(truth.N, 1)
     p = expit(truth.s_h[i] - truth.s_h[j])
     rng = np.random.default_rng(3)
@@ -117,8 +117,8 @@ def test_dial_anc_cell_clustered_contrast_coverage():
     R, nh = 100, 400
     cover, er, unconverged = [], [], 0
     for rep in range(R):
-        sim = pydial.simulate(N=10, K=4, r=1, n_llm=20_000, n_human=nh, rng=5000 + rep)
-        res = pydial.fit(sim.comparisons, "dial-anc", cov="cell", check=False)
+        sim = pydial.simulate(N=10, K=4, rank=1, n_llm=20_000, n_human=nh, seed=5000 + rep)
+        res = pydial.fit(sim.comparisons, "dial-anc", cov_type="cell", check=False)
         unconverged += not res.converged
         s = res.scores["score"].to_numpy()
         cover.append(metrics.contrast_coverage(s, res.cov.to_numpy(), sim.truth.s_h, level=0.95))

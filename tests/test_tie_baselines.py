@@ -25,18 +25,18 @@ from pydial.model.chart import difference_design
 
 @pytest.fixture(scope="module")
 def tied():
-    return simulate(N=5, K=3, r=1, n_llm=6000, n_human=1500, rng=1, tie_rate=0.25)
+    return simulate(N=5, K=3, rank=1, n_llm=6000, n_human=1500, seed=1, tie_rate=0.25)
 
 
 @pytest.fixture(scope="module")
 def untied():
-    return simulate(N=5, K=3, r=1, n_llm=6000, n_human=1500, rng=2).comparisons
+    return simulate(N=5, K=3, rank=1, n_llm=6000, n_human=1500, seed=2).comparisons
 
 
 @pytest.mark.parametrize("ties", ["davidson", "rao-kupper"])
 @pytest.mark.parametrize("cov", ["cell", "binomial", "record"])
 def test_pooled_without_ties_is_binary_pooled(untied, ties, cov):
-    a, b = fit(untied, "pooled", cov=cov), fit(untied, "pooled", cov=cov, ties=ties)
+    a, b = fit(untied, "pooled", cov_type=cov), fit(untied, "pooled", cov_type=cov, ties=ties)
     np.testing.assert_allclose(b.scores.to_numpy(), a.scores.to_numpy(), atol=1e-8)
     np.testing.assert_allclose(b.cov.to_numpy(), a.cov.to_numpy(), atol=1e-10)
     assert b.tie_parameters["nu"].eq(0).all()
@@ -74,8 +74,8 @@ def test_pooled_sandwich_matches_bootstrap_spread():
     standard deviation of the bootstrap estimates."""
     from pydial import Comparisons
 
-    sim = simulate(N=4, K=2, r=1, n_llm=3000, n_human=800, rng=11, tie_rate=0.3)
-    res = fit(sim.comparisons, "pooled", ties="davidson", cov="record")
+    sim = simulate(N=4, K=2, rank=1, n_llm=3000, n_human=800, seed=11, tie_rate=0.3)
+    res = fit(sim.comparisons, "pooled", ties="davidson", cov_type="record")
     f = sim.frame
     hum = (f["judge"] == "human").to_numpy()
     rng = np.random.default_rng(5)
@@ -86,7 +86,7 @@ def test_pooled_sandwich_matches_bootstrap_spread():
             rows = np.concatenate([rng.choice(np.flatnonzero(m), m.sum()) for m in (hum, ~hum)])
             d = Comparisons.from_frame(f.iloc[rows].assign(record_id=np.arange(rows.size)), human_judge="human",
                                        items=list(sim.truth.items))
-            b = fit(d, "pooled", ties="davidson", cov="cell", check=False)
+            b = fit(d, "pooled", ties="davidson", cov_type="cell", check=False)
             est.append(b.scores["score"].to_numpy())
             lnu.append(np.log(b.tie_parameters["nu"].to_numpy()))
     t = res.tie_parameters
@@ -98,7 +98,7 @@ def test_pooled_sandwich_matches_bootstrap_spread():
 
 @pytest.mark.parametrize("ties", ["davidson", "rao-kupper"])
 def test_pooled_tie_parameters(tied, ties):
-    sim = simulate(N=5, K=3, r=1, n_llm=20000, n_human=4000, rng=3, tie_rate=0.25, tie_model=ties)
+    sim = simulate(N=5, K=3, rank=1, n_llm=20000, n_human=4000, seed=3, tie_rate=0.25, ties=ties)
     res = fit(sim.comparisons, "pooled", ties=ties)
     t = res.tie_parameters
     assert list(t.index) == [POOLED_LABEL, "human"] and t.attrs["model"] == ties

@@ -20,7 +20,7 @@ from pydial.model.likelihood import tie_totals
 
 @pytest.fixture(scope="module")
 def plain():
-    return pydial.simulate(N=7, K=3, r=1, n_llm=4000, n_human=500, rng=8).comparisons
+    return pydial.simulate(N=7, K=3, rank=1, n_llm=4000, n_human=500, seed=8).comparisons
 
 
 @pytest.mark.parametrize("method", ["dial-anc", "dial-ada", "dial-nopos"])
@@ -28,8 +28,8 @@ def plain():
 def test_without_ties_the_tie_fit_is_the_binary_fit(plain, method, ties):
     """No ties observed: nu = 0 is the MLE (the tie log-likelihood decreases in nu when t = 0),
     at which both tie models are the binary model; the fits are then the binary fits."""
-    binary = pydial.fit(plain, method, cov="binomial")
-    tied = pydial.fit(plain, method, ties=ties, cov="binomial")
+    binary = pydial.fit(plain, method, cov_type="binomial")
+    tied = pydial.fit(plain, method, ties=ties, cov_type="binomial")
     assert tied.status == "ok"
     np.testing.assert_allclose(tied.scores["score"], binary.scores["score"], rtol=1e-7, atol=1e-9)
     np.testing.assert_allclose(tied.scores["se"], binary.scores["se"], rtol=1e-6)
@@ -50,13 +50,13 @@ def zscores(est, se, truth):
 
 @pytest.fixture(scope="module")
 def sim_ties():
-    return pydial.simulate(N=8, K=4, r=1, n_llm=16000, n_human=1500, tie_rate=0.2, tie_model="davidson", rng=19)
+    return pydial.simulate(N=8, K=4, rank=1, n_llm=16000, n_human=1500, tie_rate=0.2, ties="davidson", seed=19)
 
 
 @pytest.mark.parametrize("method", ["dial-anc", "dial-ada"])
 def test_recovers_nu_b_and_human_scores(sim_ties, method):
     data, truth = sim_ties.comparisons, sim_ties.truth
-    res = pydial.fit(data, method, ties="davidson", cov="cell")
+    res = pydial.fit(data, method, ties="davidson", cov_type="cell")
     assert res.status == "ok", res.problems
     tp = res.tie_parameters
     assert zscores(tp["nu"], tp["se"], truth.nu).max() < 4
@@ -69,11 +69,11 @@ def test_recovers_nu_b_and_human_scores(sim_ties, method):
 
 
 def test_rao_kupper_recovery_and_all_meats():
-    sim = pydial.simulate(N=6, K=3, r=1, n_llm=9000, n_human=1200, tie_rate=0.25, tie_model="rao-kupper", rng=23)
+    sim = pydial.simulate(N=6, K=3, rank=1, n_llm=9000, n_human=1200, tie_rate=0.25, ties="rao-kupper", seed=23)
     data, truth = sim.comparisons, sim.truth
     ses = {}
     for cov in ("fisher", "binomial", "cell", "record"):
-        res = pydial.fit(data, "dial-anc", ties="rao-kupper", cov=cov)
+        res = pydial.fit(data, "dial-anc", ties="rao-kupper", cov_type=cov)
         assert res.status == "ok", res.problems
         assert np.all(np.isfinite(res.scores["se"]))
         ses[cov] = res.scores["se"].to_numpy()
@@ -180,8 +180,8 @@ def test_small_replication_coverage_of_nu_and_scores():
     Monte Carlo error."""
     cover_nu, cover_s, nu_hat = [], [], []
     for rep in range(20):
-        sim = pydial.simulate(N=6, K=3, r=1, n_llm=4000, n_human=600, tie_rate=0.2, tie_model="davidson", rng=100 + rep)
-        res = pydial.fit(sim.comparisons, "dial-anc", ties="davidson", cov="cell")
+        sim = pydial.simulate(N=6, K=3, rank=1, n_llm=4000, n_human=600, tie_rate=0.2, ties="davidson", seed=100 + rep)
+        res = pydial.fit(sim.comparisons, "dial-anc", ties="davidson", cov_type="cell")
         tp = res.tie_parameters.loc[sim.comparisons.human_judge]
         nu_true = sim.truth.nu[-1]
         cover_nu.append(tp["ci_low"] <= nu_true <= tp["ci_high"])
@@ -207,7 +207,7 @@ def test_groups_without_ties_get_nu_zero_and_binary_cells(sim_ties):
     judge0 = sim_ties.comparisons.judges[0]
     drop = (frame["winner"] == "tie") & frame["judge"].isin([sim_ties.comparisons.human_judge, judge0])
     data = pydial.Comparisons.from_frame(frame.loc[~drop])
-    res = pydial.fit(data, "dial-anc", ties="davidson", cov="record")
+    res = pydial.fit(data, "dial-anc", ties="davidson", cov_type="record")
     assert res.status == "ok", res.problems
     tp = res.tie_parameters
     assert tp.loc[data.human_judge, "nu"] == 0 and tp.loc[judge0, "nu"] == 0

@@ -27,13 +27,13 @@ from pydial.estimation import tie_fits
 
 @pytest.fixture(scope="module")
 def tdata():
-    return pydial.simulate(N=5, K=2, r=1, n_llm=1500, n_human=300, tie_rate=0.25, tie_model="davidson",
-                           rng=31).comparisons
+    return pydial.simulate(N=5, K=2, rank=1, n_llm=1500, n_human=300, tie_rate=0.25, ties="davidson",
+                           seed=31).comparisons
 
 
 @pytest.fixture(scope="module")
 def bdata():
-    return pydial.simulate(N=6, K=3, r=1, n_llm=2000, n_human=300, rng=5).comparisons
+    return pydial.simulate(N=6, K=3, rank=1, n_llm=2000, n_human=300, seed=5).comparisons
 
 
 @pytest.mark.parametrize("cov", ["fisher", "binomial", "cell", "record"])

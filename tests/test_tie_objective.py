@@ -21,8 +21,8 @@ from pydial.model.chart import Chart
 
 @pytest.fixture(scope="module")
 def tdata():
-    return pydial.simulate(N=6, K=3, r=1, n_llm=3000, n_human=400, tie_rate=0.2, tie_model="davidson",
-                           rng=21).comparisons
+    return pydial.simulate(N=6, K=3, rank=1, n_llm=3000, n_human=400, tie_rate=0.2, ties="davidson",
+                           seed=21).comparisons
 
 
 def direct_loglik(ties, counts, eta, l):
@@ -86,7 +86,7 @@ def test_tie_value_equals_direct_sum(tdata, ties):
 
 def test_groups_without_ties_use_the_binary_cells():
     """A judge (or the people) without ties: nu fixed at 0, its cells binary, no coordinate."""
-    data = pydial.simulate(N=6, K=3, r=1, n_llm=3000, n_human=400, rng=4).comparisons  # no ties at all
+    data = pydial.simulate(N=6, K=3, rank=1, n_llm=3000, n_human=400, seed=4).comparisons  # no ties at all
     ch = Chart(data.N, data.K, 1, "mu", True)
     assert tie_groups(data, ch).size == 0
     lam = 0.7
@@ -104,7 +104,7 @@ def test_groups_without_ties_use_the_binary_cells():
 @pytest.mark.parametrize("ties", ["davidson", "rao-kupper"])
 def test_free_tie_parameter_at_minus_infinity_is_the_binary_model(ties):
     """With no ties in the data, a free log nu -> -inf gives the binary objective (the nu -> 0 limit)."""
-    data = pydial.simulate(N=6, K=3, r=1, n_llm=3000, n_human=400, rng=4).comparisons
+    data = pydial.simulate(N=6, K=3, rank=1, n_llm=3000, n_human=400, seed=4).comparisons
     ch = Chart(data.N, data.K, 1, "mu", True)
     lam = 0.7
     obj = TieObjective(ch, TieCells.stack(data, lam / data.n_llm, 1.0 / data.n_human), ties, free=[0, 1, 2, 3])

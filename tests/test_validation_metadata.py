@@ -20,7 +20,7 @@ from pydial.inference.linearization import Linearization
 
 @pytest.fixture(scope="module")
 def data() -> pydial.Comparisons:
-    return pydial.simulate(N=6, K=3, r=1, n_llm=3000, n_human=300, rng=5).comparisons
+    return pydial.simulate(N=6, K=3, rank=1, n_llm=3000, n_human=300, seed=5).comparisons
 
 
 # ------------------------------------------------------------------ cache of derived results
@@ -123,9 +123,9 @@ def test_numerical_error_in_the_diagnosis(data, monkeypatch):
 # ------------------------------------------------------------------ result metadata
 @pytest.mark.parametrize("anchored_cov", ["two-step", "fixed-basis"])
 def test_summary_names_cov_type_and_anchored_cov(data, anchored_cov):
-    anc = pydial.fit(data, "dial-anc", cov="binomial", anchored_cov=anchored_cov)
+    anc = pydial.fit(data, "dial-anc", cov_type="binomial", anchored_cov_type=anchored_cov)
     assert anc.anchored_cov == anchored_cov
-    assert "cov_type=binomial" in anc.summary() and f"anchored_cov={anchored_cov}" in anc.summary()
+    assert "cov_type=binomial" in anc.summary() and f"anchored_cov_type={anchored_cov}" in anc.summary()
     human = pydial.fit(data, "human")
     assert "cov_type=fisher" in human.summary() and "anchored_cov" not in human.summary()
     assert human.anchored_cov is None
@@ -179,7 +179,7 @@ def test_atc_summary_has_no_standard_error_columns(data):
 
 # ------------------------------------------------------------------ covariances as labelled tables
 def test_tables_of_two_fits_concatenate(data):
-    one, two = pydial.fit(data, "dial-anc"), pydial.fit(data, "judges", cov="binomial")
+    one, two = pydial.fit(data, "dial-anc"), pydial.fit(data, "judges", cov_type="binomial")
     for res in (one, two):
         C = res.position_effects_cov
         assert isinstance(C, pd.DataFrame) and list(C.index) == list(C.columns) == list(data.judges)
@@ -194,14 +194,14 @@ def test_tables_of_two_fits_concatenate(data):
 
 
 def test_tie_tables_of_two_fits_concatenate():
-    tied = pydial.simulate(N=5, K=2, r=1, n_llm=3000, n_human=500, tie_rate=0.2, rng=3).comparisons
+    tied = pydial.simulate(N=5, K=2, rank=1, n_llm=3000, n_human=500, tie_rate=0.2, seed=3).comparisons
     fits = [pydial.fit(tied, "dial-anc", ties=t) for t in ("davidson", "rao-kupper")]
     for name in ("position_effects", "consensus", "tie_parameters"):
         assert len(pd.concat([getattr(r, name) for r in fits])) == 2 * len(getattr(fits[0], name))
     assert list(fits[0].position_effects_cov.index) == list(tied.judges)
     atc = pydial.fit(tied, "atc", ties="davidson")
     assert len(pd.concat([fits[0].position_effects, atc.position_effects])) == 2 * tied.K
-    assert "anchored_cov=two-step" in fits[0].summary()
+    assert "anchored_cov_type=two-step" in fits[0].summary()
 
 
 def test_path_is_typed_and_drives_loo_cv():
@@ -209,7 +209,7 @@ def test_path_is_typed_and_drives_loo_cv():
     res.loo_cv refits from them and matches selection.loo_cv called directly."""
     from pydial.estimation.selection import PathEntry, loo_cv
 
-    d = pydial.simulate(N=4, K=3, r=1, n_llm=1500, n_human=60, rng=2).comparisons
+    d = pydial.simulate(N=4, K=3, rank=1, n_llm=1500, n_human=60, seed=2).comparisons
     res = pydial.fit(d, "dial-ada", multiples=[1.0, 4.0])
     assert not hasattr(res, "details")
     assert len(res.path) == len(res.gacv) and all(isinstance(e, PathEntry) for e in res.path)

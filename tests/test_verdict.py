@@ -18,7 +18,7 @@ from pydial.studies.simulate import simulate
 @pytest.fixture(scope="module")
 def frame() -> pd.DataFrame:
     """The issue's data: N=6, K=3, n_LLM=3000, n_H=400, seed 1."""
-    return simulate(6, 3, 1, 3000, 400, rng=1).frame
+    return simulate(6, 3, 1, 3000, 400, seed=1).frame
 
 
 def first_always_wins(df: pd.DataFrame, judge: str = "judge0") -> pd.DataFrame:
@@ -87,7 +87,7 @@ def test_record_meat_with_one_record_gives_nan_not_zero(frame):
         warnings.simplefilter("ignore", pydial.exceptions.DataWarning)
         data = Comparisons.from_frame(d)
     with pytest.warns(CovarianceWarning, match=r"'record' covariance of the calibrated scores .* 1 independent cluster"):
-        res = pydial.fit(data, "dial-anc", cov="record")
+        res = pydial.fit(data, "dial-anc", cov_type="record")
     assert res.status == "degenerate covariance"
     assert res.scores["se"].isna().all() and res.scores["ci_low"].isna().all()
     assert np.isfinite(res.scores["score"]).all()
@@ -111,7 +111,7 @@ def test_two_items_judges_cell_meat_is_degenerate():
     assert res.status == "degenerate covariance"
     assert res.scores["se"].isna().all() and res.position_effects["p_value"].isna().all()
     # with the binomial meat every comparison is a cluster: finite, positive se
-    ok = pydial.fit(data, "judges", cov="binomial")
+    ok = pydial.fit(data, "judges", cov_type="binomial")
     assert ok.ok and (ok.scores["se"] > 0).all()
 
 
@@ -124,19 +124,19 @@ def test_zero_variance_is_nan_with_warning():
     assert np.isnan(tab.loc["b", "se"]) and np.isnan(tab.loc["b", "p_value"]) and tab.loc["a", "se"] == 0.2
 
 
-@pytest.mark.parametrize("bad", [5.0, [], [0.0, 1.0], [[1.0]], "1,2", {"a": 1.0}, [1.0, float("nan")]])
+@pytest.mark.parametrize("bad", [-5.0, [], [0.0, 1.0], [[1.0]], "1,2", {"a": 1.0}, [1.0, float("nan")]])
 def test_lambdas_must_be_a_sequence_of_positive_numbers(frame, bad):
     data = Comparisons.from_frame(frame)
-    with pytest.raises(ValueError, match="lambdas must be a non-empty sequence"):
-        pydial.fit(data, "dial-ada", lambdas=bad)
-    with pytest.raises(ValueError, match="multiples must be a non-empty sequence"):
+    with pytest.raises(pydial.ArgumentError, match="lambda_ must be a non-empty sequence"):
+        pydial.fit(data, "dial-ada", lambda_=bad)
+    with pytest.raises(pydial.ArgumentError, match="multiples must be a non-empty sequence"):
         pydial.fit(data, "dial-ada", multiples=bad)
 
 
 # ---------------------------------------------------------------- valid design refused
 def six_of_eight(seed: int = 2) -> tuple[pd.DataFrame, pd.DataFrame]:
     """4 judges, each comparing 6 of 8 items (judge k misses items 2k, 2k+1)."""
-    full = simulate(8, 4, 1, 12000, 800, rng=seed).frame
+    full = simulate(8, 4, 1, 12000, 800, seed=seed).frame
     items = sorted(set(full.item_a) | set(full.item_b))
     parts = []
     for k in range(4):

@@ -30,12 +30,12 @@ TABLES = ["scores", "cov", "position_effects", "position_effects_cov", "consensu
 
 @pytest.fixture(scope="module")
 def data():
-    return pydial.simulate(N=5, K=3, r=1, n_llm=4000, n_human=600, rng=4).comparisons
+    return pydial.simulate(N=5, K=3, rank=1, n_llm=4000, n_human=600, seed=4).comparisons
 
 
 @pytest.fixture(scope="module")
 def tied():
-    return pydial.simulate(N=5, K=3, r=1, n_llm=6000, n_human=1500, rng=1, tie_rate=0.25).comparisons
+    return pydial.simulate(N=5, K=3, rank=1, n_llm=6000, n_human=1500, seed=1, tie_rate=0.25).comparisons
 
 
 def quiet(fn, *args, **kwargs):
@@ -56,7 +56,7 @@ def assert_same_tables(a, b):
             continue
         assert list(ta.index) == list(tb.index) and list(ta.columns) == list(tb.columns), name
         np.testing.assert_allclose(ta.to_numpy(float), tb.to_numpy(float), rtol=1e-12, atol=1e-12, err_msg=name)
-    assert (a.cov_type, a.anchored_cov, a.cov_correction, a.status) == (b.cov_type, b.anchored_cov, b.cov_correction,
+    assert (a.cov_type, a.anchored_cov, a.cluster_correction, a.status) == (b.cov_type, b.anchored_cov, b.cluster_correction,
                                                                        b.status)
 
 
@@ -64,9 +64,9 @@ def assert_same_tables(a, b):
 def test_with_cov_equals_a_refit_for_every_meat(data, method):
     res = quiet_fit(data, method)
     for cov in MEATS:
-        assert_same_tables(quiet(res.with_cov, cov), quiet_fit(data, method, cov=cov))
+        assert_same_tables(quiet(res.with_cov, cov), quiet_fit(data, method, cov_type=cov))
         if method != "atc":
-            np.testing.assert_allclose(quiet(res.cov_params, cov).to_numpy(), quiet_fit(data, method, cov=cov).cov.to_numpy(),
+            np.testing.assert_allclose(quiet(res.cov_params, cov).to_numpy(), quiet_fit(data, method, cov_type=cov).cov.to_numpy(),
                                        rtol=1e-12, atol=1e-12)
 
 
@@ -75,14 +75,14 @@ def test_with_cov_equals_a_refit_with_ties(tied, method):
     res = quiet_fit(tied, method, ties="davidson")
     assert res.tie_parameters["se"].notna().any()
     for cov in MEATS:
-        assert_same_tables(quiet(res.with_cov, cov), quiet_fit(tied, method, cov=cov, ties="davidson"))
+        assert_same_tables(quiet(res.with_cov, cov), quiet_fit(tied, method, cov_type=cov, ties="davidson"))
 
 
 @pytest.mark.parametrize("ties", [None, "davidson"])
 def test_fixed_basis_on_demand_equals_a_refit(data, tied, ties):
     d = data if ties is None else tied
     res = quiet_fit(d, "dial-anc", ties=ties)
-    ref = quiet_fit(d, "dial-anc", anchored_cov="fixed-basis", ties=ties)
+    ref = quiet_fit(d, "dial-anc", anchored_cov_type="fixed-basis", ties=ties)
     assert ref.anchored_cov == "fixed-basis"
     assert_same_tables(quiet(res.with_cov, "fixed-basis"), ref)
     np.testing.assert_allclose(quiet(res.cov_params, "fixed-basis").to_numpy(), ref.cov.to_numpy(), rtol=1e-12, atol=1e-12)
@@ -93,9 +93,9 @@ def test_fixed_basis_on_demand_equals_a_refit(data, tied, ties):
 @pytest.mark.parametrize("method", ["judges", "dial-anc"])
 @pytest.mark.parametrize("cov", ["cell", "record"])
 def test_cluster_correction(data, method, cov):
-    res = quiet_fit(data, method, cov=cov)
-    on = quiet(res.with_cov, correction=True)
-    assert_same_tables(on, quiet_fit(data, method, cov=cov, cluster_correction=True))
+    res = quiet_fit(data, method, cov_type=cov)
+    on = quiet(res.with_cov, cluster_correction=True)
+    assert_same_tables(on, quiet_fit(data, method, cov_type=cov, cluster_correction=True))
     # G/(G-1), with G the clusters of the meat behind each table: the record ids, or the judge-pair
     # cells (plus the independent human comparisons of the calibrated scores)
     f = data.frame[data.frame["outcome"].isin([I_WINS, J_WINS]) & ~data.frame["self"]]
@@ -109,8 +109,8 @@ def test_cluster_correction(data, method, cov):
     np.testing.assert_allclose(on.position_effects_cov.to_numpy(), res.position_effects_cov.to_numpy() * G_b / (G_b - 1),
                                rtol=1e-12)
     np.testing.assert_allclose(on.cov.to_numpy(), res.cov.to_numpy() * G_s / (G_s - 1), rtol=1e-12)
-    np.testing.assert_allclose(quiet(on.with_cov, correction=False).cov.to_numpy(), res.cov.to_numpy(), rtol=1e-12)
-    assert quiet(res.with_cov, "fisher", correction=True).cov.equals(quiet_fit(data, method, cov="fisher").cov)
+    np.testing.assert_allclose(quiet(on.with_cov, cluster_correction=False).cov.to_numpy(), res.cov.to_numpy(), rtol=1e-12)
+    assert quiet(res.with_cov, "fisher", cluster_correction=True).cov.equals(quiet_fit(data, method, cov_type="fisher").cov)
 
 
 @pytest.mark.parametrize("what", ["scores", "b", "gamma"])
@@ -118,7 +118,7 @@ def test_cov_params_forms_one_target(data, what):
     """cov_params of another meat forms only the asked target (no tables, no verdict); it equals
     the covariance behind a refit's table with that meat."""
     res = quiet_fit(data, "dial-anc")
-    ref = quiet_fit(data, "dial-anc", cov="record")
+    ref = quiet_fit(data, "dial-anc", cov_type="record")
     C = quiet(res.cov_params, "record", what=what)
     names = list(data.items) if what == "scores" else list(data.judges)
     assert list(C.index) == list(C.columns) == names
@@ -139,7 +139,7 @@ def test_bad_requests(data):
                       "wins_a": [5, 6, 7], "wins_b": [3, 2, 4], "ties": 0}), human_judge="h")
     with pytest.raises(ValueError, match="aggregated"):
         quiet_fit(agg, "human").with_cov("record")
-    tie = quiet_fit(pydial.simulate(N=4, K=2, r=1, n_llm=2000, n_human=800, rng=3, tie_rate=0.2).comparisons, "human",
+    tie = quiet_fit(pydial.simulate(N=4, K=2, rank=1, n_llm=2000, n_human=800, seed=3, tie_rate=0.2).comparisons, "human",
                     ties="davidson")
     with pytest.raises(ValueError, match="model-based standard errors only"):
         tie.with_cov("cell")
@@ -220,7 +220,7 @@ def test_judges_record_meat_equals_statsmodels_cluster(data):
 
 
 def test_with_cov_at_the_fits_own_settings_is_a_copy():
-    tie = quiet_fit(pydial.simulate(N=4, K=2, r=1, n_llm=2000, n_human=800, rng=3, tie_rate=0.2).comparisons, "human",
+    tie = quiet_fit(pydial.simulate(N=4, K=2, rank=1, n_llm=2000, n_human=800, seed=3, tie_rate=0.2).comparisons, "human",
                     ties="davidson")
     same = tie.with_cov("fisher")  # the tie BTL's only covariance: no linearization needed
     assert same is not tie and same.cov.equals(tie.cov) and same.tie_parameters.equals(tie.tie_parameters)

@@ -43,7 +43,7 @@ from pydial.estimation.selection import SIMULATION_MULTIPLES
 
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
 LEVEL = 0.95
-DESIGN = dict(N=10, K=4, r=1, n_llm=20_000, target="consensus")
+DESIGN = dict(N=10, K=4, rank=1, n_llm=20_000, target="consensus")
 BUDGETS = (100, 400)
 COLUMNS = ("n_human", "rep", "B", "failed", "error", "multiple", "cov_sandwich", "cov_percentile", "cov_basic",
            "width_sandwich", "width_percentile", "width_basic", "boot_other_lambda", "boot_failed", "seconds")
@@ -58,13 +58,13 @@ def run_replication(n_human: int, rep: int, B: int, seed: int) -> dict[str, Any]
     t0 = time.perf_counter()
     row: dict[str, Any] = {c: np.nan for c in COLUMNS}
     row.update(n_human=n_human, rep=rep, B=B, failed=False, error="")
-    sim = pydial.simulate(DESIGN["N"], DESIGN["K"], DESIGN["r"], DESIGN["n_llm"], n_human, target=DESIGN["target"],
-                          rng=np.random.default_rng(np.random.SeedSequence([seed, n_human, rep])))
+    sim = pydial.simulate(DESIGN["N"], DESIGN["K"], DESIGN["rank"], DESIGN["n_llm"], n_human, target=DESIGN["target"],
+                          seed=np.random.default_rng(np.random.SeedSequence([seed, n_human, rep])))
     data, s_true = sim.comparisons, sim.truth.s_h
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            res = pydial.fit(data, "dial-ada", rank=DESIGN["r"], multiples=SIMULATION_MULTIPLES, level=LEVEL)
+            res = pydial.fit(data, "dial-ada", rank=DESIGN["rank"], multiples=SIMULATION_MULTIPLES, level=LEVEL)
         boot = res.bootstrap(B, seed=int(np.random.SeedSequence([seed, n_human, rep, 1]).generate_state(1)[0]),
                              progress=False)
     except DialError as e:

@@ -56,7 +56,7 @@ METHODS = ("human", "dial-anc", "dial-ada")
 def risk_prediction(seed: int, n_pilot: int = 200, budgets: tuple[int, ...] = (200, 800)) -> tuple[Any, pd.DataFrame]:
     """One truth of the paper's DGP and the plan of its DIAL-Anc pilot."""
     warnings.simplefilter("ignore")
-    sim = pydial.simulate(N=10, K=4, r=1, n_llm=20_000, n_human=n_pilot, rng=seed)
+    sim = pydial.simulate(N=10, K=4, rank=1, n_llm=20_000, n_human=n_pilot, seed=seed)
     pilot = pydial.fit(sim.comparisons, "dial-anc")
     return sim, pydial.plan(pilot, budgets=budgets, design="uniform").set_index(["budget", "method"])
 
@@ -249,7 +249,7 @@ def truth_for(design: str, seed: int) -> tuple[np.ndarray, tuple[str, ...]]:
     """Human scores of the simulated world: the paper DGP's ``s_H`` (a new truth per
     seed) or the Arena human BTL (fixed)."""
     if design == "paper":
-        t = pydial.simulate(N=10, K=4, r=1, n_llm=0, n_human=0, rng=seed).truth
+        t = pydial.simulate(N=10, K=4, rank=1, n_llm=0, n_human=0, seed=seed).truth
         return t.s_h, tuple(t.items)
     return _arena_truth()
 

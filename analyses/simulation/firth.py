@@ -54,7 +54,7 @@ def run_replication(task: Task, check: bool = False, only: tuple[str, ...] | Non
     cfg, bud = task.config, task.budget
     sim = pydial.simulate(cfg.N, cfg.K, cfg.r, bud.n_llm, bud.n_human, target=cfg.target,
                           overdispersion=bud.overdispersion, sigma_pos=bud.sigma_pos,
-                          rng=np.random.default_rng(np.random.SeedSequence(task.seed)))
+                          seed=np.random.default_rng(np.random.SeedSequence(task.seed)))
     data, truth = sim.comparisons, sim.truth
     rows = []
     specs = {k: v for k, v in SPECS.items() if only is None or k in only}

@@ -217,11 +217,11 @@ def run_replication(task: Task) -> list[dict[str, Any]]:
     c_rep = time.process_time()
     sim = pydial.simulate(cfg.N, cfg.K, cfg.r, bud.n_llm, bud.n_human, target=cfg.target,
                           overdispersion=bud.overdispersion, sigma_pos=bud.sigma_pos,
-                          rng=np.random.default_rng(np.random.SeedSequence(task.seed)))
+                          seed=np.random.default_rng(np.random.SeedSequence(task.seed)))
     data, truth = sim.comparisons, sim.truth
     items, judges, s_h, b = truth.items, truth.judges, truth.s_h, truth.b
     base = dict(config=cfg.name, figure=cfg.figure, panel=cfg.panel, x_name=cfg.x_name, x=task.x, N=cfg.N, K=cfg.K,
-                r=cfg.r, target=cfg.target, n_llm=bud.n_llm, n_human=bud.n_human,
+                rank=cfg.r, target=cfg.target, n_llm=bud.n_llm, n_human=bud.n_human,
                 overdispersion=bud.overdispersion, sigma_pos=bud.sigma_pos, rep=task.rep, seed=str(task.seed))
     specs: dict[str, tuple[str, dict]] = {
         "Human": ("human", {}),

@@ -55,7 +55,7 @@ from pydial.data.ingest import (
     unpack,
 )
 from pydial.data.names import NameReport
-from pydial.exceptions import DataError, DataWarning
+from pydial.exceptions import ArgumentError, DataError, DataWarning, renamed_arguments
 
 __all__ = ["COLUMNS", "FIRST_VALUES", "WINNER_VALUES", "DUPLICATES", "CellTable", "LLMCells", "HumanCells", "Rows",
            "Comparisons", "canonical", "item_order", "rows_text", "check_cells"]
@@ -490,7 +490,7 @@ class Comparisons:
                 "Map other names with the keyword arguments record_id=, judge=, item_a=, item_b=, first=, winner=."
             )
         if duplicates not in DUPLICATES:
-            raise ValueError(f"duplicates must be one of {DUPLICATES}, got {duplicates!r}")
+            raise ArgumentError(f"duplicates must be one of {DUPLICATES}, got {duplicates!r}")
         if len(df) == 0:
             raise DataError("the comparison table has no rows")
         check_read_memory(len(df) * FRAME_BYTES_PER_ROW, f"Comparisons.from_frame of {len(df):,} rows",
@@ -570,7 +570,7 @@ class Comparisons:
                     allow_similar_names: bool = False) -> "Comparisons":
         """Build from pre-aggregated counts, validated with the rules of :meth:`from_frame`.
 
-        The result has no record ids, so ``cov="record"`` is refused with
+        The result has no record ids, so ``cov_type="record"`` is refused with
         :class:`DataError`; every other covariance equals the one computed from the rows
         the counts came from (the binomial models depend on the judgments only through
         the cell counts, eq. binomial-model-llm and eq. binomial-model-human).
@@ -835,7 +835,7 @@ class Comparisons:
             with tie counts of :meth:`tie_cells`.
         """
         if which not in ("llm", "human", "pooled"):
-            raise ValueError(f"which must be 'llm', 'human' or 'pooled', got {which!r}")
+            raise ArgumentError(f"which must be 'llm', 'human' or 'pooled', got {which!r}")
         key = ("cell_table", which, bool(ties))
         if key not in self._cache:
             self._cache[key] = self._cell_table(which, ties)
@@ -979,15 +979,20 @@ class Comparisons:
             dropped += tuple(empty)
         return Comparisons._build(canon, self.items, tuple(keep), self.human_judge, dropped)
 
-    def split(self, frac: float = 0.7, *, rng: np.random.Generator | int | None = None) -> tuple["Comparisons", "Comparisons"]:
+    def split(self, frac: float = 0.7, *, seed: np.random.Generator | int | None = None,
+              **deprecated: Any) -> tuple["Comparisons", "Comparisons"]:
         """Random split by record (all judgments of a record stay together).
 
-        Returns ``(train, test)`` with about ``frac`` of the records in ``train``.
+        Returns ``(train, test)`` with about ``frac`` of the records in ``train``;
+        ``seed`` (int, Generator or None) drives the permutation.  The old name
+        ``rng=`` still works with a :class:`DeprecationWarning`.
         """
+        if deprecated:
+            seed = renamed_arguments("split", deprecated, {"rng": "seed"}, ["seed"]).get("seed", seed)
         self._require_rows("split (by record)")
         if not 0.0 < frac < 1.0:
-            raise ValueError(f"frac ({frac}) must be in the open interval (0, 1)")
-        gen = np.random.default_rng(rng)
+            raise ArgumentError(f"frac ({frac}) must be in the open interval (0, 1)")
+        gen = np.random.default_rng(seed)
         ids = np.asarray(self.record_ids, dtype=object)
         take = gen.permutation(ids.size)[: int(round(frac * ids.size))]
         train_ids = set(ids[take].tolist())

@@ -7,7 +7,7 @@ streams a long-format file (CSV, gzip CSV or Parquet) in chunks, validates each 
 with the rules of :meth:`pydial.Comparisons.from_frame` (:class:`pydial.data.ingest.Validator`)
 and keeps only its counts, then builds the data as
 :meth:`pydial.Comparisons.from_counts` does (:meth:`~pydial.Comparisons.from_coded`).
-Aggregated data carry no record ids: the record-clustered covariance (``cov="record"``,
+Aggregated data carry no record ids: the record-clustered covariance (``cov_type="record"``,
 eq. hac-meat with the record kernel) is refused with :class:`~pydial.DataError`; the
 Fisher, binomial and judge-pair cell meats need only the cell counts and are identical
 to those computed from the rows.  Failures to read are :class:`~pydial.DataError`
@@ -70,7 +70,7 @@ def read_comparisons(path: str | PathLike[str], *, human_judge: str = "human", i
     name ``"4"``, a float ``4.0`` the name ``"4.0"``, and both in one file are refused as
     in ``from_frame``); a blank cell of a CSV is missing.  The record ids are not kept:
     the result is aggregated data as from :meth:`~pydial.Comparisons.from_counts`
-    (``cov="record"`` needs :meth:`~pydial.Comparisons.from_frame` / ``from_csv`` /
+    (``cov_type="record"`` needs :meth:`~pydial.Comparisons.from_frame` / ``from_csv`` /
     ``from_parquet``).  On a terminal a progress bar shows reads of two million rows or
     more.
 

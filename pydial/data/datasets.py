@@ -9,7 +9,7 @@
   ("Assistant A"): this display order is an assumption about the source, which does
   not store it.
 * :func:`synthetic` -- one draw of the paper's main simulation design
-  (``pydial.simulate(n_llm=4000, n_human=300, rng=2026)``).
+  (``pydial.simulate(n_llm=4000, n_human=300, seed=2026)``).
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from importlib.resources import files
 from pathlib import Path
 
 from pydial.data.comparisons import Comparisons
+from pydial.exceptions import ArgumentError
 
 NAMES: tuple[str, ...] = ("arena", "synthetic")
 
@@ -25,7 +26,7 @@ NAMES: tuple[str, ...] = ("arena", "synthetic")
 def path(name: str) -> Path:
     """File of a bundled data set (``"arena"`` or ``"synthetic"``)."""
     if name not in NAMES:
-        raise ValueError(f"unknown data set {name!r}; bundled: {NAMES}")
+        raise ArgumentError(f"unknown data set {name!r}; bundled: {NAMES}")
     fname = {"arena": "arena.csv.gz", "synthetic": "synthetic.csv.gz"}[name]
     return Path(str(files("pydial.examples") / fname))
 

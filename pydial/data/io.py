@@ -19,7 +19,7 @@ import pandas as pd
 
 from pydial.data.comparisons import COLUMNS
 from pydial.data.files import reading
-from pydial.exceptions import DataError
+from pydial.exceptions import ArgumentError, DataError
 
 ARENA_WINNERS = {"model_a": "a", "model_b": "b", "tie": "tie", "tie (bothbad)": "both_bad"}
 MTBENCH_WINNERS = {"model_1": "a", "model_2": "b", "tie": "tie"}
@@ -107,7 +107,7 @@ def from_arena(
     ``a | b | tie | both_bad``; any other value is excluded and counted.
     """
     if first not in ("a", "b"):
-        raise ValueError(f"first must be 'a' or 'b', got {first!r}")
+        raise ArgumentError(f"first must be 'a' or 'b', got {first!r}")
     rep = ConversionReport("Chatbot Arena")
     rep.notes.append(f"LLM judges assumed to see model_{first} first (display order is not stored in the source)")
     parts = []

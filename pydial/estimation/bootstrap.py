@@ -34,7 +34,7 @@ import numpy as np
 import pandas as pd
 
 from pydial.data.comparisons import Comparisons
-from pydial.exceptions import DialError
+from pydial.exceptions import ArgumentError, DialError
 
 BOOTSTRAP_UNITS: tuple[str, ...] = ("record",)
 
@@ -223,14 +223,14 @@ def bootstrap(result: Any, B: int = 200, *, by: str = "record", seed: int | None
     from tqdm.auto import tqdm
 
     if by not in BOOTSTRAP_UNITS:
-        raise ValueError(f"by must be one of {BOOTSTRAP_UNITS}, got {by!r}")
+        raise ArgumentError(f"by must be one of {BOOTSTRAP_UNITS}, got {by!r}")
     if not isinstance(B, (int, np.integer)) or B < 2:
-        raise ValueError(f"B must be an integer >= 2, got {B!r}")
+        raise ArgumentError(f"B must be an integer >= 2, got {B!r}")
     level = result.level if level is None else float(level)
     if not 0 < level < 1:
-        raise ValueError(f"level ({level}) must be in the open interval (0, 1)")
+        raise ArgumentError(f"level ({level}) must be in the open interval (0, 1)")
     if result.fit_arguments is None or result.data is None or result.fitter is None:
-        raise ValueError("this result does not record how it was fitted; refit it with pydial.fit")
+        raise ArgumentError("this result does not record how it was fitted; refit it with pydial.fit")
     data, kwargs = result.data, result.fit_arguments
     if kwargs["method"] == "atc":
         raise NotImplementedError("the bootstrap needs scores with a covariance; AtC has none")

@@ -31,7 +31,7 @@ from pydial.estimation.glm import fit_calibration, fit_human_btl, fit_order_btl,
 from pydial.estimation.results import DialResult
 from pydial.estimation.selection import numpy_joint, positive_values
 from pydial.estimation.tie_fits import NUMPY_TIE
-from pydial.exceptions import ArgumentWarning, ConvergenceError, IdentifiabilityError
+from pydial.exceptions import ArgumentError, ArgumentWarning, ConvergenceError, IdentifiabilityError
 from pydial.inference.linearization import (
     Linearization,
     consensus_table,
@@ -115,7 +115,7 @@ def estimate(data: Comparisons, common: dict, method: str, *, engine: Engine, co
         from pydial.estimation.tie_fits import TIE_DIAL_METHODS, fit_dial_ties
 
         if ties not in TIE_MODELS:
-            raise ValueError(f"ties must be None or one of {TIE_MODELS}, got {ties!r}")
+            raise ArgumentError(f"ties must be None or one of {TIE_MODELS}, got {ties!r}")
         if method not in TIE_METHODS:
             raise NotImplementedError(f"ties={ties!r} is available for methods {TIE_METHODS}, not {method!r}")
         if penalty is not None:
@@ -156,7 +156,7 @@ def rank_candidates(rank: Any, data: Comparisons, method: str) -> list[int]:
     top = max(0, min(data.K - 1, data.N - 2, 3))
     if isinstance(rank, str):
         if rank != "auto":
-            raise ValueError(f"rank must be a non-negative integer, a list of them, or 'auto', got {rank!r}")
+            raise ArgumentError(f"rank must be a non-negative integer, a list of them, or 'auto', got {rank!r}")
         grid = list(range(top + 1))
     elif isinstance(rank, (int, np.integer)):
         grid = [int(rank)]
@@ -164,11 +164,11 @@ def rank_candidates(rank: Any, data: Comparisons, method: str) -> list[int]:
         try:
             grid = [int(r) for r in rank]
         except TypeError:
-            raise ValueError(f"rank must be a non-negative integer, a list of them, or 'auto', got {rank!r}") from None
+            raise ArgumentError(f"rank must be a non-negative integer, a list of them, or 'auto', got {rank!r}") from None
     if not grid or any(r < 0 for r in grid):
-        raise ValueError(f"ranks must be non-negative integers, got {rank!r}")
+        raise ArgumentError(f"ranks must be non-negative integers, got {rank!r}")
     if len(grid) > 1 and method not in ("dial-ada", "dial-nopos"):
-        raise ValueError(f"a rank grid (rank={rank!r}) needs method 'dial-ada' or 'dial-nopos', got {method!r}")
+        raise ArgumentError(f"a rank grid (rank={rank!r}) needs method 'dial-ada' or 'dial-nopos', got {method!r}")
     return sorted(set(grid))
 
 

@@ -12,7 +12,7 @@ import pandas as pd
 from scipy.special import expit
 
 from pydial.data.comparisons import Comparisons
-from pydial.exceptions import CovarianceWarning, DialError
+from pydial.exceptions import ArgumentError, ArgumentTypeError, CovarianceWarning, DialError, renamed_arguments
 from pydial.inference.linearization import ANCHORED_COVS, COV_DESCRIPTIONS, COV_TYPES, Linearization
 from pydial.model.chart import DEFAULT_CALIBRATION, DEFAULT_RANK, Structure
 from pydial.model.identifiability import design_report
@@ -21,6 +21,9 @@ from pydial.optim import BOX
 STATUSES: tuple[str, ...] = ("ok", "no admissible candidate", "not identified", "at bound", "not converged",
                              "degenerate covariance")
 """Values of :attr:`DialResult.status`, most serious failure first after ``"ok"``."""
+
+COV_RENAMED = {"anchored_cov": "anchored_cov_type", "correction": "cluster_correction"}
+"""Old keyword names of :meth:`DialResult.with_cov` / :meth:`~DialResult.cov_params` (deprecated)."""
 
 
 @dataclass
@@ -113,11 +116,11 @@ class DialResult:
         ``"firth"`` when the likelihoods were bias-reduced (:mod:`pydial.model.penalty`).
     ties : str or None
         The tie model (``"davidson"`` or ``"rao-kupper"``) or ``None`` (binary models).
-    cov_correction : bool
+    cluster_correction : bool
         Whether the clustered meats (``"cell"``, ``"record"``) carry the small-sample
         factor ``G/(G-1)`` (:func:`pydial.fit`'s ``cluster_correction``).
     anchored_cov_type : str or None
-        :func:`pydial.fit`'s ``anchored_cov`` for the DIAL methods (``None`` otherwise);
+        :func:`pydial.fit`'s ``anchored_cov_type`` for the DIAL methods (``None`` otherwise);
         :attr:`anchored_cov` says whether it applies to the reported scores.
     judge_scores_se : DataFrame or None
         ``judges``: the standard errors of :attr:`judge_scores` (judge x item, each
@@ -131,6 +134,9 @@ class DialResult:
         The factored influence of every target with a covariance
         (:class:`pydial.inference.linearization.Linearization`): what :meth:`with_cov` and
         :meth:`cov_params` form any other covariance from, without refitting.
+    spec : ModelSpec or None
+        The specification the result was fitted from (:class:`pydial.ModelSpec`);
+        ``pydial.fit(other_data, spec=result.spec)`` fits the same model again.
     fit_arguments : dict or None
         The arguments of :func:`pydial.fit` that made this result (with :attr:`data`:
         what :meth:`bootstrap` refits on resamples).
@@ -177,7 +183,7 @@ class DialResult:
     penalty: str | None = None
     data: Comparisons | None = field(default=None, repr=False, compare=False)
     ties: str | None = None
-    cov_correction: bool = False
+    cluster_correction: bool = False
     anchored_cov_type: str | None = None
     judge_scores_se: pd.DataFrame | None = None
     stage_scores: pd.DataFrame | None = None
@@ -185,6 +191,7 @@ class DialResult:
     fit_arguments: dict[str, Any] | None = field(default=None, repr=False, compare=False)
     fit_warnings: tuple[Warning, ...] = field(default=(), repr=False, compare=False)
     fitter: Any = field(default=None, repr=False, compare=False)
+    spec: Any = field(default=None, repr=False, compare=False)
 
     @property
     def ok(self) -> bool:
@@ -195,7 +202,7 @@ class DialResult:
     def anchored_cov(self) -> str | None:
         """The covariance at the anchored endpoint when a DIAL fit selected ``lambda = inf``.
 
-        It is ``"two-step"`` or ``"fixed-basis"`` (:func:`pydial.fit`'s ``anchored_cov``);
+        It is ``"two-step"`` or ``"fixed-basis"`` (:func:`pydial.fit`'s ``anchored_cov_type``);
         ``None`` otherwise.
         """
         return self.anchored_cov_type if np.isinf(self.lambda_) else None
@@ -251,8 +258,8 @@ class DialResult:
             return wald_frame(s.to_numpy()[a] - s.to_numpy()[b], np.clip(var, 0.0, None),
                               [f"{i} - {j}" for i, j in zip(first, second)], level, "estimate")
 
-    def cov_params(self, cov_type: str | None = None, what: str = "scores", *, anchored_cov: str | None = None,
-                   correction: bool | None = None) -> pd.DataFrame:
+    def cov_params(self, cov_type: str | None = None, what: str = "scores", *, anchored_cov_type: str | None = None,
+                   cluster_correction: bool | None = None, **deprecated: Any) -> pd.DataFrame:
         """Covariance of the estimates as a labelled DataFrame, of any meat, without refitting.
 
         The sandwich of eq. weighted-empirical-sandwich with the meat ``cov_type`` (eq.
@@ -264,16 +271,19 @@ class DialResult:
         cov_type : {"fisher", "binomial", "cell", "record", "two-step", "fixed-basis"}, optional
             The meat (:mod:`pydial.inference.linearization`); default the fit's own :attr:`cov_type`.
             ``"two-step"`` / ``"fixed-basis"`` keep the fit's meat and choose the
-            covariance at the anchored endpoint (``anchored_cov``; DIAL fits at
+            covariance at the anchored endpoint (``anchored_cov_type``; DIAL fits at
             ``lambda = inf`` only).
         what : {"scores", "b", "gamma"}
             The calibrated scores (item x item), the position effects or the consensus
             loadings (judge x judge).
-        anchored_cov : {"two-step", "fixed-basis"}, optional
+        anchored_cov_type : {"two-step", "fixed-basis"}, optional
             Default the fit's.
-        correction : bool, optional
+        cluster_correction : bool, optional
             Scale the clustered meats by ``G/(G-1)``; default the fit's
-            (:attr:`cov_correction`).
+            (:attr:`cluster_correction`).
+        **deprecated
+            The old names ``anchored_cov=`` and ``correction=`` (with a
+            :class:`DeprecationWarning`).
 
         Returns
         -------
@@ -282,13 +292,13 @@ class DialResult:
             one :meth:`with_cov` would report (only that target's covariance is formed).
         """
         if what not in ("scores", "b", "gamma"):
-            raise ValueError(f"what must be 'scores', 'b' or 'gamma', got {what!r}")
-        settings = self._cov_settings(cov_type, anchored_cov, correction)
+            raise ArgumentError(f"what must be 'scores', 'b' or 'gamma', got {what!r}")
+        settings = self._cov_settings(cov_type, anchored_cov_type, cluster_correction, deprecated, "cov_params")
         if what == "b" and self.position_effects is None:
-            raise ValueError(f"method {self.method!r} has no position effects")
+            raise ArgumentError(f"method {self.method!r} has no position effects")
         if what == "gamma" and self.consensus is None:
-            raise ValueError(f"method {self.method!r} has no consensus loadings")
-        if settings == (self.cov_type, self.anchored_cov_type, self.cov_correction) and what != "gamma":
+            raise ArgumentError(f"method {self.method!r} has no consensus loadings")
+        if settings == (self.cov_type, self.anchored_cov_type, self.cluster_correction) and what != "gamma":
             if what == "scores":
                 return self.cov
             assert self.position_effects_cov is not None
@@ -299,14 +309,14 @@ class DialResult:
         idx = self.cov.index if what == "scores" else pd.Index(list(self.judges), name="judge")
         return pd.DataFrame(np.full((len(idx), len(idx)), np.nan) if C is None else C, index=idx, columns=idx.copy())
 
-    def with_cov(self, cov_type: str | None = None, *, anchored_cov: str | None = None,
-                 correction: bool | None = None) -> "DialResult":
+    def with_cov(self, cov_type: str | None = None, *, anchored_cov_type: str | None = None,
+                 cluster_correction: bool | None = None, **deprecated: Any) -> "DialResult":
         """Return the same fit with every covariance, standard error and interval of another meat.
 
         The estimates are unchanged; the score, position-effect, consensus,
         tie-parameter and judge-score tables and their covariances are recomputed from
         the fit's :attr:`linearization` (statsmodels' ``get_robustcov_results``), equal to
-        a refit with ``cov=cov_type`` (and ``anchored_cov``, ``cluster_correction``): the
+        a refit with the same ``cov_type``, ``anchored_cov_type`` and ``cluster_correction``: the
         sandwich of eq. weighted-empirical-sandwich with the meat of eq. cell-clustered-meat
         or eq. hac-meat, at the anchored endpoint the two-step or the fixed-basis limit
         (Cor. uniform-lambda).
@@ -315,10 +325,13 @@ class DialResult:
         ----------
         cov_type : {"fisher", "binomial", "cell", "record", "two-step", "fixed-basis"}, optional
             As in :meth:`cov_params`; default the fit's.
-        anchored_cov : {"two-step", "fixed-basis"}, optional
+        anchored_cov_type : {"two-step", "fixed-basis"}, optional
             The covariance at the anchored endpoint; default the fit's.
-        correction : bool, optional
+        cluster_correction : bool, optional
             Scale the clustered meats by ``G/(G-1)``; default the fit's.
+        **deprecated
+            The old names ``anchored_cov=`` and ``correction=`` (with a
+            :class:`DeprecationWarning`).
 
         Returns
         -------
@@ -326,8 +339,8 @@ class DialResult:
             A new result; :attr:`status` is re-derived (a degenerate meat makes it
             ``"degenerate covariance"``).
         """
-        cov, anchored, corr = self._cov_settings(cov_type, anchored_cov, correction)
-        if (cov, anchored, corr) == (self.cov_type, self.anchored_cov_type, self.cov_correction):
+        cov, anchored, corr = self._cov_settings(cov_type, anchored_cov_type, cluster_correction, deprecated, "with_cov")
+        if (cov, anchored, corr) == (self.cov_type, self.anchored_cov_type, self.cluster_correction):
             return dataclasses.replace(self)  # nothing to recompute
         self._require_linearization()
         with warnings.catch_warnings(record=True) as caught:
@@ -337,7 +350,7 @@ class DialResult:
         new = tuple(w.message for w in caught)
         for w in caught:
             warnings.warn_explicit(w.message, w.category, w.filename, w.lineno, source=w.source)
-        out = dataclasses.replace(self, cov_type=cov, anchored_cov_type=anchored, cov_correction=corr,
+        out = dataclasses.replace(self, cov_type=cov, anchored_cov_type=anchored, cluster_correction=corr,
                                   status="ok", problems=(), **fields)
         seed = (self.fit_arguments or {}).get("seed")
         assert self.data is not None  # _require_linearization
@@ -347,30 +360,36 @@ class DialResult:
     def _require_linearization(self) -> None:
         """Raise a :class:`ValueError` unless this result can form other covariances."""
         if not self.linearization:
-            raise ValueError(f"this {self.method!r} result carries no linearization"
+            raise ArgumentError(f"this {self.method!r} result carries no linearization"
                              + (" (the human and judges tie models give model-based standard errors only)"
                                 if self.ties and self.method in ("human", "judges") else "")
-                             + "; refit with pydial.fit(..., cov=...)")
+                             + "; refit with pydial.fit(..., cov_type=...)")
         if self.data is None:
-            raise ValueError("other covariances need the data the fit was made on (result.data)")
+            raise ArgumentError("other covariances need the data the fit was made on (result.data)")
 
-    def _cov_settings(self, cov_type: str | None, anchored_cov: str | None,
-                      correction: bool | None) -> tuple[str, str | None, bool]:
-        """``(meat, anchored_cov, correction)`` with the fit's own settings for what is not given."""
+    def _cov_settings(self, cov_type: str | None, anchored_cov_type: str | None, cluster_correction: bool | None,
+                      deprecated: dict[str, Any], caller: str) -> tuple[str, str | None, bool]:
+        """``(meat, anchored_cov_type, cluster_correction)``, the fit's own settings for what is not given."""
+        if deprecated:
+            old = renamed_arguments(caller, deprecated, COV_RENAMED, COV_RENAMED.values())
+            anchored_cov_type = old.get("anchored_cov_type", anchored_cov_type)
+            cluster_correction = old.get("cluster_correction", cluster_correction)
         cov = self.cov_type if cov_type is None else cov_type
-        anchored = self.anchored_cov_type if anchored_cov is None else anchored_cov
+        anchored = self.anchored_cov_type if anchored_cov_type is None else anchored_cov_type
         if cov in ANCHORED_COVS:
-            if anchored_cov is not None and anchored_cov != cov:
-                raise ValueError(f"cov_type={cov!r} and anchored_cov={anchored_cov!r} disagree")
+            if anchored_cov_type is not None and anchored_cov_type != cov:
+                raise ArgumentError(f"cov_type={cov!r} and anchored_cov_type={anchored_cov_type!r} disagree")
             cov, anchored = self.cov_type, cov
         if cov not in COV_TYPES:
             hint = " (the target is chosen by what=)" if cov in ("scores", "b", "gamma") else ""
-            raise ValueError(f"cov_type must be one of {COV_TYPES + ANCHORED_COVS}, got {cov_type!r}{hint}")
+            raise ArgumentError(f"cov_type must be one of {COV_TYPES + ANCHORED_COVS}, got {cov_type!r}{hint}")
         if anchored is not None and anchored not in ANCHORED_COVS:
-            raise ValueError(f"anchored_cov must be one of {ANCHORED_COVS}, got {anchored_cov!r}")
+            raise ArgumentError(f"anchored_cov_type must be one of {ANCHORED_COVS}, got {anchored_cov_type!r}")
         if anchored != self.anchored_cov_type and self.anchored_cov_type is None:
-            raise ValueError(f"anchored_cov applies to the DIAL methods only, not {self.method!r}")
-        return cov, anchored, bool(self.cov_correction if correction is None else correction)
+            raise ArgumentError(f"anchored_cov_type applies to the DIAL methods only, not {self.method!r}")
+        if cluster_correction is not None and not isinstance(cluster_correction, (bool, np.bool_)):
+            raise ArgumentTypeError(f"cluster_correction must be True or False, got {cluster_correction!r}")
+        return cov, anchored, bool(self.cluster_correction if cluster_correction is None else cluster_correction)
 
     def _block_covariances(self, cov: str, anchored: str | None, correction: bool,
                            only: str | None = None) -> dict[str, Any]:
@@ -383,7 +402,7 @@ class DialResult:
         for lin in self.linearization:
             if only is not None and only not in lin.blocks:
                 continue
-            C = lin.covariance(data, cov, anchored_cov=anchored or "two-step", correction=correction)
+            C = lin.covariance(data, cov, anchored_cov_type=anchored or "two-step", cluster_correction=correction)
             for name, sl in lin.blocks.items():
                 if name in ("judge_scores", "log_nu"):
                     out[name].append((lin, C[sl, sl]))
@@ -435,7 +454,7 @@ class DialResult:
 
         level = self.level if level is None else float(level)
         if not 0 < level < 1:
-            raise ValueError(f"level ({level}) must be in the open interval (0, 1)")
+            raise ArgumentError(f"level ({level}) must be in the open interval (0, 1)")
         if cov_type is not None:
             return self.with_cov(cov_type).conf_int(level, what)
         if what == "contrasts":
@@ -453,7 +472,7 @@ class DialResult:
                 warnings.simplefilter("ignore", RuntimeWarning)
                 tab = wald_frame(est, np.diag(C_df.to_numpy()), list(C_df.index), level, "estimate")
         else:
-            raise ValueError(f"what must be 'scores', 'b' or 'contrasts', got {what!r}")
+            raise ArgumentError(f"what must be 'scores', 'b' or 'contrasts', got {what!r}")
         tab = tab[["estimate", "se", "ci_low", "ci_high"]]
         tab.attrs["level"] = level
         return tab
@@ -467,7 +486,7 @@ class DialResult:
         from pydial.estimation.selection import loo_cv
 
         if self.gacv is None or not self.path:
-            raise ValueError("loo_cv needs a binary weight path (method 'dial-ada' or 'dial-nopos', no ties)")
+            raise ArgumentError("loo_cv needs a binary weight path (method 'dial-ada' or 'dial-nopos', no ties)")
         rows = []
         for e in self.path:
             c = e.candidate
@@ -482,7 +501,7 @@ class DialResult:
         from pydial.inference.linearization import wald_frame
 
         if self.position_effects is None:
-            raise ValueError(f"method {self.method!r} has no position effects")
+            raise ArgumentError(f"method {self.method!r} has no position effects")
         C = self.position_effects_cov
         assert C is not None  # set with the position effects
         idx = list(self.position_effects.index)
@@ -531,8 +550,8 @@ class DialResult:
         lam = "n/a" if np.isnan(self.lambda_) else "inf" if np.isinf(self.lambda_) else f"{self.lambda_:.4g}"
         cov = f"cov_type={self.cov_type} ({COV_DESCRIPTIONS[self.cov_type]})"
         if self.anchored_cov is not None:
-            cov += f"  anchored_cov={self.anchored_cov}"
-        if self.cov_correction:
+            cov += f"  anchored_cov_type={self.anchored_cov}"
+        if self.cluster_correction:
             cov += "  cluster correction G/(G-1)"
         head = [
             f"pydial fit: method={self.method}  rank={self.rank}  calibration={self.calibration}  engine={self.engine}",

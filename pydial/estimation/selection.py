@@ -44,6 +44,7 @@ from pydial.model.likelihood import Cells, Objective, binomial_nll, human_loss
 from pydial.model.meats import independent_meat
 from pydial.model.penalty import FirthPenalty
 from pydial.optim import BOX, ZERO_EIG_RTOL, OptimResult, newton, pinv_from_eigh, pinv_gauge, pinv_sym, single_threaded_blas
+from pydial.exceptions import ArgumentError
 
 DEFAULT_MULTIPLES = tuple(np.logspace(-2, 1, 7))
 SIMULATION_MULTIPLES = tuple(np.logspace(-1, 1, 7))
@@ -383,8 +384,8 @@ def positive_values(values: Any, name: str) -> np.ndarray:
     try:
         arr = np.asarray(values, dtype=float)
     except (TypeError, ValueError):
-        raise ValueError(f"{hint}; got {values!r}") from None
+        raise ArgumentError(f"{hint}; got {values!r}") from None
     if (isinstance(values, (str, bytes, dict)) or arr.ndim != 1 or arr.size == 0 or not np.all(np.isfinite(arr))
             or np.any(arr <= 0)):
-        raise ValueError(f"{hint}; got {values!r}")
+        raise ArgumentError(f"{hint}; got {values!r}")
     return arr

@@ -23,7 +23,7 @@ import pandas as pd
 
 from pydial.data.comparisons import CellTable, Comparisons
 from pydial.estimation.engines import TieBTLFit, TieOptimizers
-from pydial.exceptions import DataError
+from pydial.exceptions import ArgumentError, DataError
 from pydial.model.chart import helmert_basis
 from pydial.model.families import fit_tie_judge, log_nu_start, tie_loglik
 
@@ -111,12 +111,12 @@ def fit_ties(data: Comparisons, method: str, common: dict[str, Any], *, ties: st
     from pydial.model.likelihood import human_loss
 
     if ties not in TIE_MODELS:
-        raise ValueError(f"ties must be None or one of {TIE_MODELS}, got {ties!r}")
+        raise ArgumentError(f"ties must be None or one of {TIE_MODELS}, got {ties!r}")
     if method not in ("human", "judges"):
         raise NotImplementedError(f"fit_ties fits the methods 'human' and 'judges', not {method!r}; the DIAL methods "
                                   "with ties are pydial.fit(..., ties=...) (pydial.estimation.tie_fits)")
     if common["cov_type"] != "fisher":
-        raise ValueError(f"ties={ties!r} gives model-based (cov='fisher') standard errors only, "
+        raise ArgumentError(f"ties={ties!r} gives model-based (cov_type='fisher') standard errors only, "
                          f"got cov={common['cov_type']!r}")
     N, level = data.N, common["level"]
     Q = helmert_basis(N)

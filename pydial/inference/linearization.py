@@ -21,7 +21,7 @@ from scipy.special import expit
 from scipy.stats import norm
 
 from pydial.data.comparisons import Comparisons
-from pydial.exceptions import ConvergenceError, ConvergenceWarning, CovarianceWarning, IdentifiabilityError
+from pydial.exceptions import (ArgumentError, ConvergenceError, ConvergenceWarning, CovarianceWarning, IdentifiabilityError)
 from pydial.model.chart import Chart, centering_basis, consensus_gamma, difference_design
 from pydial.model.design import Design, centered_design, glm_information
 from pydial.model.likelihood import CellJacobian, Cells, Objective
@@ -260,7 +260,7 @@ def staged_linearization(data: Comparisons, fit_: Any) -> Linearization:
     ``u = ds/dc C^{-1} d eta/dc`` (:func:`two_step_maps`).  This is the ``lambda -> inf``
     limit of the finite-weight sandwich (eq. weighted-empirical-sandwich) at the
     observed ``n_H/n_L``.  The LLM cells come first; their columns of ``A`` are the stage
-    one that ``anchored_cov="fixed-basis"`` drops, giving the ``M H_M^{-1} M^T`` limit of
+    one that ``anchored_cov_type="fixed-basis"`` drops, giving the ``M H_M^{-1} M^T`` limit of
     Cor. uniform-lambda (``n_H/n_L -> 0``), which ignores the estimation error of ``M``
     and under-covers in finite samples.
     """
@@ -340,7 +340,7 @@ def llm_only_linearization(data: Comparisons, chart: Chart, theta: np.ndarray,
                 E[:, t] = (consensus_gamma(chart.S(theta + e)) - consensus_gamma(chart.S(theta - e))) / (2 * h)
             out.append(Linearization(source, E @ HpT, {"gamma": slice(0, data.K)}, "the consensus loadings gamma"))
         else:
-            raise ValueError(f"targets must be 'b' or 'gamma', got {target!r}")
+            raise ArgumentError(f"targets must be 'b' or 'gamma', got {target!r}")
     return tuple(out)
 
 

@@ -33,6 +33,7 @@ from typing import Literal
 
 import numpy as np
 from scipy import sparse
+from pydial.exceptions import ArgumentError
 
 Calibration = Literal["mu", "W"]
 CALIBRATIONS: tuple[str, ...] = ("mu", "W")
@@ -70,7 +71,7 @@ class Structure:
             return self.mu[:, None]
         if calibration == "W":
             return self.W
-        raise ValueError(f"calibration must be one of {CALIBRATIONS}, got {calibration!r}")
+        raise ArgumentError(f"calibration must be one of {CALIBRATIONS}, got {calibration!r}")
 
 
 def difference_design(i: np.ndarray, j: np.ndarray, N: int) -> sparse.csr_matrix:
@@ -177,9 +178,9 @@ class Chart:
     def __post_init__(self) -> None:
         """Check the calibration option and the rank against ``K`` and ``N``."""
         if self.calibration is not None and self.calibration not in CALIBRATIONS:
-            raise ValueError(f"calibration must be one of {CALIBRATIONS} or None, got {self.calibration!r}")
+            raise ArgumentError(f"calibration must be one of {CALIBRATIONS} or None, got {self.calibration!r}")
         if not 0 <= self.r <= self.K - 1 or self.r + 1 > self.N - 1:
-            raise ValueError(
+            raise ArgumentError(
                 f"rank r={self.r} needs r <= K-1 = {self.K - 1} and r+1 <= N-1 = {self.N - 1} (Cond. llm-structure)"
             )
 
@@ -313,9 +314,9 @@ class Chart:
         """
         A, B = np.asarray(A, float), np.asarray(B, float)
         if not np.allclose(A.sum(0), self.K * np.eye(self.q)[0], atol=1e-9 * self.K * max(1.0, np.abs(A).max())):
-            raise ValueError("A must satisfy A^T 1 = K e_1")
+            raise ArgumentError("A must satisfy A^T 1 = K e_1")
         if not np.allclose(B.sum(0), 0.0, atol=1e-8 * max(1.0, np.abs(B).max())):
-            raise ValueError("B must satisfy B^T 1 = 0")
+            raise ArgumentError("B must satisfy B^T 1 = 0")
         theta = np.zeros(self.dim)
         theta[self.slices["A"]] = A[: self.K - 1].ravel()
         theta[self.slices["B"]] = B[: self.N - 1].ravel()

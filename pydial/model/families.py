@@ -27,6 +27,7 @@ from typing import Callable
 
 import numpy as np
 from scipy.special import expit, gammaln, log_expit
+from pydial.exceptions import ArgumentError
 
 __all__ = [
     "CellDerivatives",
@@ -74,7 +75,7 @@ def binary_cell(counts: np.ndarray, eta: np.ndarray, log_nu: np.ndarray | float 
     """Binomial model of the decisive outcomes (``tie_model = 0``); cells must have no ties."""
     wi, wj, t = _counts(counts)
     if np.any(t > 0):
-        raise ValueError("the binary model takes cells without ties")
+        raise ArgumentError("the binary model takes cells without ties")
     eta = np.asarray(eta, float)
     p = expit(eta)
     n = wi + wj
@@ -129,7 +130,7 @@ TIE_MODELS: dict[str | None, Callable[..., CellDerivatives]] = {
 def tie_cell(ties: str | None) -> Callable[..., CellDerivatives]:
     """Return the per-cell likelihood function of a ``ties=`` option."""
     if ties not in TIE_MODELS:
-        raise ValueError(f"ties must be one of {list(TIE_MODELS)}, got {ties!r}")
+        raise ArgumentError(f"ties must be one of {list(TIE_MODELS)}, got {ties!r}")
     return TIE_MODELS[ties]
 
 
@@ -149,7 +150,7 @@ def tie_probabilities(ties: str | None, eta: np.ndarray, log_nu: np.ndarray | fl
         tau = np.exp(l)
         pi, pj = expit(eta - tau), expit(-eta - tau)
         return np.column_stack([pi, pj, np.clip(1 - pi - pj, 0.0, 1.0)])
-    raise ValueError(f"ties must be one of {list(TIE_MODELS)}, got {ties!r}")
+    raise ArgumentError(f"ties must be one of {list(TIE_MODELS)}, got {ties!r}")
 
 
 def tie_loglik(ties: str, counts: np.ndarray, X: np.ndarray, theta: np.ndarray) -> tuple[float, np.ndarray, np.ndarray]:

@@ -54,7 +54,7 @@ from scipy.optimize import linprog
 from scipy.sparse.csgraph import connected_components
 
 from pydial.data.comparisons import Comparisons
-from pydial.exceptions import IdentifiabilityError
+from pydial.exceptions import ArgumentError, IdentifiabilityError
 from pydial.model.chart import CALIBRATIONS
 
 __all__ = [
@@ -769,18 +769,18 @@ def check_design(
     True
     """
     if method not in METHODS:
-        raise ValueError(f"method must be one of {METHODS}, got {method!r}")
+        raise ArgumentError(f"method must be one of {METHODS}, got {method!r}")
     if calibration not in CALIBRATIONS:
-        raise ValueError(f"calibration must be one of {CALIBRATIONS}, got {calibration!r}")
+        raise ArgumentError(f"calibration must be one of {CALIBRATIONS}, got {calibration!r}")
     if isinstance(rank, bool) or not isinstance(rank, (int, np.integer)) or rank < 0:
-        raise ValueError(f"rank must be an integer >= 0, got {rank!r}")
+        raise ArgumentError(f"rank must be an integer >= 0, got {rank!r}")
     r = int(rank)
     items = data.items
     N, K = data.N, data.K
     if W is not None:
         W = np.asarray(W, dtype=float)
         if W.shape != (N, r + 1) or not np.all(np.isfinite(W)):
-            raise ValueError(f"W must be a finite array of shape (N, rank+1) = ({N}, {r + 1}), got shape {W.shape}")
+            raise ArgumentError(f"W must be a finite array of shape (N, rank+1) = ({N}, {r + 1}), got shape {W.shape}")
         Wk, generic_note = W, "with the given W"
     else:
         Wk = _random_basis(N, r + 1, np.random.default_rng(seed))

@@ -31,6 +31,7 @@ from pydial.model.chart import Chart, difference_design
 from pydial.model.families import CellDerivatives
 from pydial.model.meats import Influence
 from pydial.model.penalty import CalibrationFirthPenalty, check_penalty
+from pydial.exceptions import ArgumentError
 
 
 def softplus(x: np.ndarray) -> np.ndarray:
@@ -86,7 +87,7 @@ def stacked_columns(parts: Sequence[tuple[CellTable, float, bool]], *, counts: b
     """
     kept = [(tab, w, h) for tab, w, h in parts if w > 0 and len(tab)]
     if not kept:
-        raise ValueError("no cells with positive weight")
+        raise ArgumentError("no cells with positive weight")
     out = {name: np.concatenate([np.asarray(getattr(tab, f)) for tab, _, _ in kept]).astype(dtype)
            for name, f, dtype in (("g", "judge", np.int64), ("i", "i", np.int64), ("j", "j", np.int64),
                                   ("a", "a", np.int64), ("n", "n", float), ("y", "y", float))}
@@ -141,7 +142,7 @@ class Cells:
         key = ("stacked cells", w_llm > 0, w_human > 0)
         if key not in data._cache:
             if not (w_llm > 0 and len(data.llm)) and not (w_human > 0 and len(data.human)):
-                raise ValueError("no cells with positive weight")
+                raise ArgumentError("no cells with positive weight")
             if ("stacked cells", True, True) not in data._cache:
                 data._cache[("stacked cells", True, True)] = cls.from_tables(
                     [(data.llm, 1.0, False), (data.human.with_judge(data.K), 1.0, True)])
@@ -202,7 +203,7 @@ class Objective:
 
     def __init__(self, chart: Chart, cells: Cells, penalty: CalibrationFirthPenalty | None = None) -> None:
         if chart.calibration is None and cells.is_human.any():
-            raise ValueError("an LLM-only chart cannot carry human cells")
+            raise ArgumentError("an LLM-only chart cannot carry human cells")
         self.chart = chart
         self.cells = cells
         self.penalty = penalty
@@ -858,7 +859,7 @@ class TieObjective(Objective):
         from pydial.model.families import TIE_MODELS
 
         if ties not in TIE_MODELS or ties is None:
-            raise ValueError(f"ties must be 'davidson' or 'rao-kupper', got {ties!r}")
+            raise ArgumentError(f"ties must be 'davidson' or 'rao-kupper', got {ties!r}")
         super().__init__(chart, cells)
         self.ties = ties
         tied = cells.counts[:, 2] > 0
@@ -866,7 +867,7 @@ class TieObjective(Objective):
             free = np.unique(cells.g[tied])
         free = np.unique(np.asarray(free, np.int64))
         if free.size and (free.min() < 0 or free.max() >= chart.rows):
-            raise ValueError(f"free tie groups must lie in 0..{chart.rows - 1}, got {free.tolist()}")
+            raise ArgumentError(f"free tie groups must lie in 0..{chart.rows - 1}, got {free.tolist()}")
         pos = np.full(chart.rows, -1, np.int64)
         pos[free] = np.arange(free.size)
         self.free = free
@@ -874,7 +875,7 @@ class TieObjective(Objective):
         self._lpos = pos[cells.g]
         bad = tied & (self._lpos < 0)
         if bad.any():
-            raise ValueError(f"cells of groups {sorted(set(cells.g[bad].tolist()))} have ties but no free tie parameter")
+            raise ArgumentError(f"cells of groups {sorted(set(cells.g[bad].tolist()))} have ties but no free tie parameter")
 
     @classmethod
     def weighted(cls, chart: Chart, data: Comparisons, lam: float, ties: str = "davidson",  # type: ignore[override]

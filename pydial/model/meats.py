@@ -43,7 +43,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from pydial.data.comparisons import Comparisons
-from pydial.exceptions import CovarianceWarning
+from pydial.exceptions import ArgumentError, CovarianceWarning
 
 COV_TYPES: tuple[str, ...] = ("fisher", "binomial", "cell", "record")
 COV_DESCRIPTIONS = {
@@ -61,7 +61,7 @@ CLUSTERED: tuple[str, ...] = ("cell", "record")
 def check_cov_type(cov: str) -> str:
     """Validate a meat name against :data:`COV_TYPES`."""
     if cov not in COV_TYPES:
-        raise ValueError(f"cov must be one of {COV_TYPES}, got {cov!r}")
+        raise ArgumentError(f"cov must be one of {COV_TYPES}, got {cov!r}")
     return cov
 
 
@@ -191,7 +191,7 @@ class BlockJacobian:
         """:meth:`FactoredJacobian.cluster_gram`, on the rows of one block (clusters do not span blocks)."""
         full = [k for k, b in enumerate(self.blocks) if b.shape[0]]
         if len(full) != 1:
-            raise ValueError("clustered rows of a block Jacobian must lie in one block")
+            raise ArgumentError("clustered rows of a block Jacobian must lie in one block")
         (k,) = full
         b = self.blocks[k]
         if isinstance(b, FactoredJacobian):
@@ -322,7 +322,7 @@ class Linearization:
         The targets' name, for warnings.
     stage_one : slice or None
         The columns of ``A`` that carry the estimation error of the LLM stage of a
-        two-step influence (the staged endpoint ``lambda = inf``); ``anchored_cov=
+        two-step influence (the staged endpoint ``lambda = inf``); ``anchored_cov_type=
         "fixed-basis"`` drops them (the ``M H_M^{-1} M^T`` limit of Cor. uniform-lambda).
     tie_labels : tuple of str
         The rows (judge labels) of the result's ``tie_parameters`` that the block
@@ -336,16 +336,17 @@ class Linearization:
     stage_one: slice | None = None
     tie_labels: tuple[str, ...] = ()
 
-    def covariance(self, data: Comparisons, cov: str, *, anchored_cov: str = "two-step",
-                   correction: bool = False) -> np.ndarray:
-        """Return ``A M A^T`` for the meat ``cov`` (:func:`meat_covariance`); ``q x q``."""
-        if anchored_cov not in ANCHORED_COVS:
-            raise ValueError(f"anchored_cov must be one of {ANCHORED_COVS}, got {anchored_cov!r}")
+    def covariance(self, data: Comparisons, cov_type: str, *, anchored_cov_type: str = "two-step",
+                   cluster_correction: bool = False) -> np.ndarray:
+        """Return ``A M A^T`` for the meat ``cov_type`` (:func:`meat_covariance`); ``q x q``."""
+        if anchored_cov_type not in ANCHORED_COVS:
+            raise ArgumentError(f"anchored_cov_type must be one of {ANCHORED_COVS}, got {anchored_cov_type!r}")
         A = self.A
-        if anchored_cov == "fixed-basis" and self.stage_one is not None:
+        if anchored_cov_type == "fixed-basis" and self.stage_one is not None:
             A = A.copy()
             A[:, self.stage_one] = 0.0
-        return meat_covariance(self.source.meat(data, cov), self.source.gram, A, cov, self.what, correction)
+        return meat_covariance(self.source.meat(data, cov_type), self.source.gram, A, cov_type, self.what,
+                               cluster_correction)
 
 
 def linearize(U: "Influence", st: "CellStats", what: str, **blocks: slice) -> Linearization:
@@ -373,7 +374,7 @@ def degenerate_meat(gram: np.ndarray, G: int | None, cov: str, what: str) -> boo
     warnings.warn(CovarianceWarning(
         f"the {cov!r} covariance of {what} is degenerate: {G} independent cluster(s) for p = {p} estimated "
         f"direction(s) (a clustered meat needs more clusters than directions); its standard errors and intervals "
-        f"are NaN. Use cov='binomial' or 'fisher', or more {'records' if cov == 'record' else 'judge-pair cells'}"),
+        f"are NaN. Use cov_type='binomial' or 'fisher', or more {'records' if cov == 'record' else 'judge-pair cells'}"),
         stacklevel=3)
     return True
 
@@ -595,8 +596,8 @@ def outcome_meat(J2: Any, st: OutcomeStats, data: Comparisons, cov: str, record_
 def _no_records() -> Exception:
     from pydial.exceptions import DataError
 
-    return DataError("cov='record' clusters the comparisons by record id, but these data carry no record ids "
-                     "(built from aggregated counts by Comparisons.from_counts); use cov='cell', 'binomial' or "
+    return DataError("cov_type='record' clusters the comparisons by record id, but these data carry no record ids "
+                     "(built from aggregated counts by Comparisons.from_counts); use cov_type='cell', 'binomial' or "
                      "'fisher', or load the judgments row by row")
 
 

@@ -65,6 +65,7 @@ from dataclasses import dataclass
 
 import numpy as np
 from scipy.special import expit
+from pydial.exceptions import ArgumentError
 
 PENALTIES: tuple[str | None, ...] = (None, "firth")
 
@@ -72,7 +73,7 @@ PENALTIES: tuple[str | None, ...] = (None, "firth")
 def check_penalty(penalty: str | None) -> str | None:
     """Validate the ``penalty`` argument of :func:`pydial.fit`."""
     if penalty not in PENALTIES:
-        raise ValueError(f"penalty must be one of {PENALTIES}, got {penalty!r}")
+        raise ArgumentError(f"penalty must be one of {PENALTIES}, got {penalty!r}")
     return penalty
 
 

@@ -53,6 +53,7 @@ from . import cmdstan_backend, httpstan_backend
 from .compiled import BackendModule, CompiledModel, StanBackendError, StanCompileError
 from .programs import PROGRAMS, program_code
 from .results import OptimizeResult, SampleResult, SamplerWarning
+from pydial.exceptions import ArgumentError
 
 __all__ = [
     "BACKENDS",
@@ -117,7 +118,7 @@ def backend_available(name: str) -> bool:
         ``name`` is not one of :data:`BACKENDS`.
     """
     if name not in BACKEND_MODULES:
-        raise ValueError(f"backend must be one of {BACKENDS}, got {name!r}")
+        raise ArgumentError(f"backend must be one of {BACKENDS}, got {name!r}")
     return bool(BACKEND_MODULES[name].available())
 
 
@@ -150,7 +151,7 @@ def stan_backend(prefer: str | None = None) -> str:
         prefer = os.environ.get(BACKEND_ENV) or None
         source, allowed = f"the environment variable {BACKEND_ENV}", f"{BACKENDS} (or unset)"
     if prefer is not None and prefer not in BACKENDS:
-        raise ValueError(f"{source} must be one of {allowed}, got {prefer!r}")
+        raise ArgumentError(f"{source} must be one of {allowed}, got {prefer!r}")
     if prefer is not None:
         if not backend_available(prefer):
             reason = httpstan_backend.unavailable_reason() if prefer == httpstan_backend.NAME else None

@@ -69,6 +69,7 @@ from .standata import (
     mu_reference,
     with_extra,
 )
+from pydial.exceptions import ArgumentError
 
 __all__ = ["ALGORITHMS", "POSTERIOR_MODELS", "B_SOURCES", "posterior", "estimand", "result_estimand", "CONSENSUS_STRENGTH_MIN"]
 
@@ -378,7 +379,7 @@ def posterior(
     """
     azio.arviz()  # a supported arviz, before any compile or sampling
     if algorithm not in ALGORITHMS:
-        raise ValueError(f"algorithm must be one of {ALGORITHMS}, got {algorithm!r}")
+        raise ArgumentError(f"algorithm must be one of {ALGORITHMS}, got {algorithm!r}")
     if like is not None:
         kw = _like_arguments(like, data)
         model = kw["model"]
@@ -389,16 +390,16 @@ def posterior(
         else:
             lam = None
     if model not in POSTERIOR_MODELS:
-        raise ValueError(f"model must be one of {POSTERIOR_MODELS}, got {model!r}")
+        raise ArgumentError(f"model must be one of {POSTERIOR_MODELS}, got {model!r}")
     if ties not in TIE_MODEL_CODE:
-        raise ValueError(f"ties must be one of {list(TIE_MODEL_CODE)}, got {ties!r}")
+        raise ArgumentError(f"ties must be one of {list(TIE_MODEL_CODE)}, got {ties!r}")
     if log_lik not in LOG_LIK_UNITS:
-        raise ValueError(f"log_lik must be one of {LOG_LIK_UNITS}, got {log_lik!r}")
+        raise ArgumentError(f"log_lik must be one of {LOG_LIK_UNITS}, got {log_lik!r}")
     per_judgment = log_lik == "judgment"
     if b_stage not in B_SOURCES:
-        raise ValueError(f"b_stage must be one of {B_SOURCES}, got {b_stage!r}")
+        raise ArgumentError(f"b_stage must be one of {B_SOURCES}, got {b_stage!r}")
     if extra and program is None:
-        raise ValueError("extra data are for a user's program: pass program=PATH")
+        raise ArgumentError("extra data are for a user's program: pass program=PATH")
     if win_prob is None:
         win_prob = data.N <= 30
     rng = np.random.default_rng(seed)
@@ -421,12 +422,12 @@ def posterior(
             lam_eff = data.n_llm / data.n_human if data.n_human else float("nan")
         else:
             if not (lam > 0 and not np.isnan(lam)):
-                raise ValueError(f"lam must be > 0 (inf: the cut posterior), got {lam!r}")
+                raise ArgumentError(f"lam must be > 0 (inf: the cut posterior), got {lam!r}")
             lam_eff = float(lam)
             w_llm = float(lam) * data.n_human / data.n_llm if np.isfinite(lam) else 1.0
         cut = bool(np.isinf(lam_eff)) and calibration is not None
         if cut and program is not None:
-            raise ValueError("lam=inf (the cut posterior) samples the shipped programs only")
+            raise ArgumentError("lam=inf (the cut posterior) samples the shipped programs only")
         res, d, cells, post, dims, coords = _run_dial(
             data, rank=rank, calibration=None if cut else calibration, ties=ties, w_llm=w_llm, priors=priors,
             order=order, init=init, rng=rng, seed=stan_seed, win_prob=win_prob, program=program, extra=extra,
@@ -466,7 +467,7 @@ def posterior(
                              scores="s_H" if calibration is not None else None)
     else:
         if lam is not None:
-            raise ValueError(f"lam applies to model='dial' only, got lam={lam!r} with model={model!r}")
+            raise ArgumentError(f"lam applies to model='dial' only, got lam={lam!r} with model={model!r}")
         tie = ties is not None
         if model == "judges" and data.n_llm == 0:
             raise DataError("model 'judges' needs LLM judgments")
@@ -483,7 +484,7 @@ def posterior(
         d = with_extra(judges_data(Lc, Hc, N=data.N, K=K, order=order and K > 0, ties=ties, priors=priors), extra)
         if isinstance(init, str):
             if init not in ("spectral", "random"):
-                raise ValueError(f"init must be 'spectral', 'random' or a list of dicts, got {init!r}")
+                raise ArgumentError(f"init must be 'spectral', 'random' or a list of dicts, got {init!r}")
             inits = None  # judges.stan is log-concave per judge: Stan's default start is fine
         else:
             inits = list(init)
@@ -682,7 +683,7 @@ def _run_dial(data: Comparisons, *, rank: int, calibration: str | None, ties: st
               run: Mapping[str, Any], per_judgment: bool = False) -> tuple[SampleResult, dict, list, dict, dict, dict]:
     """One NUTS run of ``dial_sample.stan`` (or a user's copy): draws, data, aggregated cells, posterior group."""
     if isinstance(init, str) and init not in ("spectral", "random"):
-        raise ValueError(f"init must be 'spectral', 'random' or a list of dicts, got {init!r}")
+        raise ArgumentError(f"init must be 'spectral', 'random' or a list of dicts, got {init!r}")
     start = dial_sample_start(data, rank=rank, calibration=calibration, order=order)  # mu_ref and the chains' start
     d, L, H = dial_sample_data(data, rank=rank, calibration=calibration, order=order, ties=ties, w_llm=w_llm,
                                w_human=1.0, priors=priors, log_lik=True, win_prob=bool(win_prob and calibration),

@@ -15,6 +15,7 @@ from scipy.stats import norm
 
 from ..exceptions import EstimandMismatchError
 from . import idata as azio
+from pydial.exceptions import ArgumentError
 
 __all__ = ["compare_intervals", "IntervalComparison", "check_estimands"]
 
@@ -256,7 +257,7 @@ def compare_intervals(result: Any, idata: Any, level: float | None = None, *, ma
     r_level = _result_level(result)
     lv = float(level) if level is not None else (r_level if r_level is not None else 0.95)
     if not 0.0 < lv < 1.0:
-        raise ValueError(f"level ({lv}) must be in the open interval (0, 1)")
+        raise ArgumentError(f"level ({lv}) must be in the open interval (0, 1)")
     same = r_level is not None and abs(lv - r_level) < 1e-12
     blocks = []
     scores = getattr(result, "scores", None)
@@ -271,7 +272,7 @@ def compare_intervals(result: Any, idata: Any, level: float | None = None, *, ma
         if dr is not None:
             blocks.append(_block("b", pos, "b", dr[0], dr[1], lv, same))
     if not blocks:
-        raise ValueError("nothing to compare: the result has neither scores nor position effects")
+        raise ArgumentError("nothing to compare: the result has neither scores nor position effects")
     out = IntervalComparison(pd.concat(blocks))
     out.attrs["level"] = lv
     algorithm = {"laplace": " (Laplace approximation)", "pathfinder": " (Pathfinder)"}.get(
@@ -324,7 +325,7 @@ def _refit(result: Any, pe: dict[str, Any], mism: dict[str, tuple[Any, Any]],
         kw["rank"] = pe["rank"]
         kw["calibration"] = pe["calibration"]
         if m in ("dial-ada", "dial-nopos"):
-            kw["lambdas"] = [float(pe["lam"])]
+            kw["lambda_"] = [float(pe["lam"])]
             kw["multiples"] = None
             kw["include_endpoints"] = False
     return fit(data, **kw)
@@ -349,7 +350,7 @@ def interval_settings(level: float = 0.95) -> Any:
     ...     az.summary(idata, var_names=["s_H"])
     """
     if not 0.0 < float(level) < 1.0:
-        raise ValueError(f"level ({level}) must be in the open interval (0, 1)")
+        raise ArgumentError(f"level ({level}) must be in the open interval (0, 1)")
     az = azio.arviz()
     keys = set(az.rcParams.keys())
     rc: dict[str, Any] = {}

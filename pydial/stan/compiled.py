@@ -32,6 +32,7 @@ from numpy.typing import ArrayLike
 from ..exceptions import DialError
 from ..optim import lbfgs_minimize
 from .results import OptimizeResult, SampleResult
+from pydial.exceptions import ArgumentError, ArgumentTypeError
 
 __all__ = [
     "APPROXIMATIONS",
@@ -90,7 +91,7 @@ def as_stan_data(data: Mapping[str, Any]) -> dict[str, Any]:
             if a.dtype == bool:
                 a = a.astype(np.int64)
             if not (np.issubdtype(a.dtype, np.integer) or np.issubdtype(a.dtype, np.floating)):
-                raise TypeError(f"Stan data {k!r} must be numeric, got dtype {a.dtype}")
+                raise ArgumentTypeError(f"Stan data {k!r} must be numeric, got dtype {a.dtype}")
             out[k] = a
     return out
 
@@ -213,7 +214,7 @@ class CompiledModel(abc.ABC):
             out[n] = x[pos:pos + size].reshape(shape, order="F")
             pos += size
         if pos != x.size:
-            raise ValueError(f"{self.name}: the unconstrained vector has {x.size} entries, the parameters {pos}")
+            raise ArgumentError(f"{self.name}: the unconstrained vector has {x.size} entries, the parameters {pos}")
         return out
 
     def unconstrain(self, data: Mapping[str, Any], values: Mapping[str, Any]) -> np.ndarray:
@@ -358,16 +359,16 @@ class CompiledModel(abc.ABC):
         rng = np.random.default_rng(seed)
         u0 = rng.uniform(-2, 2, size=n) if init is None else np.asarray(init, dtype=float).ravel().copy()
         if u0.size != n:
-            raise ValueError(f"init has {u0.size} entries; program {self.name!r} has {n} unconstrained parameters")
+            raise ArgumentError(f"init has {u0.size} entries; program {self.name!r} has {n} unconstrained parameters")
         if method is None:
             method = self.default_optimizer
         if method == "scipy":
             return self._optimize_scipy(data, u0, fixed, bounds, gtol, max_iter)
         if method == "cmdstan":
             if fixed is not None or bounds is not None:
-                raise ValueError("fixed and bounds need method='scipy' (httpstan)")
+                raise ArgumentError("fixed and bounds need method='scipy' (httpstan)")
             return self._optimize_native(data, u0, seed, gtol, max_iter)
-        raise ValueError(f"method must be 'scipy', 'cmdstan' or None, got {method!r}")
+        raise ArgumentError(f"method must be 'scipy', 'cmdstan' or None, got {method!r}")
 
     def _optimize_native(self, data: dict[str, Any], u0: np.ndarray, seed: int | None, gtol: float,
                          max_iter: int) -> OptimizeResult:
@@ -425,11 +426,11 @@ class CompiledModel(abc.ABC):
         """
         for nm, v in (("chains", chains), ("draws", draws)):
             if int(v) < 1:
-                raise ValueError(f"{nm} must be >= 1, got {v!r}")
+                raise ArgumentError(f"{nm} must be >= 1, got {v!r}")
         if int(warmup) < 0:
-            raise ValueError(f"warmup must be >= 0, got {warmup!r}")
+            raise ArgumentError(f"warmup must be >= 0, got {warmup!r}")
         if inits is not None and len(inits) != chains:
-            raise ValueError(f"inits must give one dict per chain ({chains}), got {len(inits)}")
+            raise ArgumentError(f"inits must give one dict per chain ({chains}), got {len(inits)}")
         data = as_stan_data(data)
         init_values = None if inits is None else [json_ready(as_stan_data(i)) for i in inits]
         if progress is None:
@@ -487,9 +488,9 @@ class CompiledModel(abc.ABC):
             The backend has no approximate posteriors (httpstan): the message names CmdStan.
         """
         if algorithm not in APPROXIMATIONS:
-            raise ValueError(f"algorithm must be one of {APPROXIMATIONS}, got {algorithm!r}")
+            raise ArgumentError(f"algorithm must be one of {APPROXIMATIONS}, got {algorithm!r}")
         if int(draws) < 1:
-            raise ValueError(f"draws must be >= 1, got {draws!r}")
+            raise ArgumentError(f"draws must be >= 1, got {draws!r}")
         data = as_stan_data(data)
         init_values = None if init is None else json_ready(as_stan_data(init))
         t0 = time.perf_counter()

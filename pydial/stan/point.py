@@ -29,6 +29,7 @@ from pydial.model.chart import Calibration, Chart, helmert_basis
 from ..exceptions import ConvergenceWarning, DataError
 from .backend import CompiledModel, OptimizeResult, compile_model
 from .standata import dial_data, empty_cells, human_cell_table, judges_data, llm_cell_table, pooled_cell_table, weighted_log_coef
+from pydial.exceptions import ArgumentError
 
 __all__ = ["POINT_METHODS", "StanPointFit", "stan_fit_point"]
 
@@ -198,14 +199,14 @@ def stan_fit_point(
         The method needs human (or LLM) comparisons that the data lack.
     """
     if method not in POINT_METHODS:
-        raise ValueError(f"method must be one of {POINT_METHODS}, got {method!r}")
+        raise ArgumentError(f"method must be one of {POINT_METHODS}, got {method!r}")
     n_h, n_l = data.n_human, data.n_llm
     if method in ("joint", "staged", "human", "pooled") and n_h == 0:
         raise DataError(f"method {method!r} needs decisive human comparisons; there are none")
     if method != "human" and n_l == 0:
         raise DataError(f"method {method!r} needs decisive LLM comparisons; there are none")
     if method in ("joint", "staged") and calibration is None:
-        raise ValueError(f"method {method!r} needs a calibration basis ('mu' or 'W'), got None")
+        raise ArgumentError(f"method {method!r} needs a calibration basis ('mu' or 'W'), got None")
     t_total = 0.0
     from pydial.model.penalty import check_penalty
 
@@ -224,7 +225,7 @@ def stan_fit_point(
     if method == "joint":
         lam_ = n_l / n_h if lam is None else float(lam)
         if not (np.isfinite(lam_) and lam_ > 0):
-            raise ValueError(f"lam must be finite and > 0 for the joint fit, got {lam!r}")
+            raise ArgumentError(f"lam must be finite and > 0 for the joint fit, got {lam!r}")
         ch = Chart(data.N, data.K, rank, cast(Calibration | None, calibration), order)
         d = dial_data(data, ch, w_llm=lam_ * n_h / n_l, w_human=1.0, priors=priors, firth=2 if firth else 0)
         th0 = initial_theta(data, ch) if init is None else np.asarray(init, float)

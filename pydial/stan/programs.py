@@ -16,6 +16,7 @@ import re
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
+from pydial.exceptions import ArgumentError
 
 __all__ = ["PROGRAMS", "program_dir", "program_path", "program_code", "expand_includes"]
 
@@ -61,7 +62,7 @@ def program_path(name: str) -> Path:
     p = Path(name)
     if p.suffix == ".stan" and p.is_file():
         return p
-    raise ValueError(f"unknown Stan program {name!r}; pydial ships {sorted(PROGRAMS)} (or pass a path to a .stan file)")
+    raise ArgumentError(f"unknown Stan program {name!r}; pydial ships {sorted(PROGRAMS)} (or pass a path to a .stan file)")
 
 
 def expand_includes(text: str, include_dirs: list[Path], _seen: tuple[str, ...] = ()) -> str:
@@ -74,7 +75,7 @@ def expand_includes(text: str, include_dirs: list[Path], _seen: tuple[str, ...] 
     def repl(m: re.Match[str]) -> str:
         fname = m.group(1)
         if fname in _seen:
-            raise ValueError(f"#include cycle: {' -> '.join(_seen + (fname,))}")
+            raise ArgumentError(f"#include cycle: {' -> '.join(_seen + (fname,))}")
         for d in include_dirs:
             f = Path(d) / fname
             if f.is_file():

@@ -18,6 +18,7 @@ import numpy as np
 from pydial.data.comparisons import CellTable, Comparisons
 from pydial.estimation.glm import initial_theta
 from pydial.model.chart import Calibration, Chart, Structure, helmert_basis
+from pydial.exceptions import ArgumentError
 
 __all__ = [
     "DIAL_PRIORS",
@@ -117,12 +118,12 @@ def merge_priors(defaults: Mapping[str, float], priors: Mapping[str, float] | No
     if priors:
         unknown = sorted(set(priors) - set(defaults))
         if unknown:
-            raise ValueError(f"unknown {what} prior(s) {unknown}; allowed: {sorted(defaults)}")
+            raise ArgumentError(f"unknown {what} prior(s) {unknown}; allowed: {sorted(defaults)}")
         for k, v in priors.items():
             v = float(v)
             if k.endswith("sd") or k in DIAL_PRIORS:
                 if not (np.isfinite(v) and v >= 0):
-                    raise ValueError(f"prior scale {k!r} must be finite and >= 0 (0 = flat), got {v!r}")
+                    raise ArgumentError(f"prior scale {k!r} must be finite and >= 0 (0 = flat), got {v!r}")
             out[k] = v
     return out
 
@@ -146,7 +147,7 @@ def human_cell_table(data: Comparisons, *, ties: bool = False) -> CellTable:
 def _weights(w: float | np.ndarray, m: int, what: str) -> np.ndarray:
     arr = np.broadcast_to(np.asarray(w, dtype=float), (m,)).astype(float).copy()
     if np.any(~np.isfinite(arr)) or np.any(arr < 0):
-        raise ValueError(f"{what} weights must be finite and >= 0")
+        raise ArgumentError(f"{what} weights must be finite and >= 0")
     return arr
 
 
@@ -159,7 +160,7 @@ STANDATA_PROGRAMS: tuple[str, ...] = ("dial", "dial_sample", "judges")
 
 def _tie_code(ties: str | None) -> int:
     if ties not in TIE_MODEL_CODE:
-        raise ValueError(f"ties must be one of {list(TIE_MODEL_CODE)}, got {ties!r}")
+        raise ArgumentError(f"ties must be one of {list(TIE_MODEL_CODE)}, got {ties!r}")
     return TIE_MODEL_CODE[ties]
 
 
@@ -181,9 +182,9 @@ def schema_data(L: CellTable, H: CellTable | None, *, N: int, K: int, order: boo
     code = _tie_code(ties)
     assert L.ties is not None and H.ties is not None  # filled in by CellTable
     if code == 0 and (np.any(L.ties > 0) or np.any(H.ties > 0)):
-        raise ValueError("cells with ties need a tie model (ties='davidson' or 'rao-kupper')")
+        raise ArgumentError("cells with ties need a tie model (ties='davidson' or 'rao-kupper')")
     if len(L) and (L.judge.min() < 0 or L.judge.max() >= K):
-        raise ValueError(f"LLM cell judges must lie in 0..{K - 1}")
+        raise ArgumentError(f"LLM cell judges must lie in 0..{K - 1}")
     return {
         "N": int(N),
         "K": int(K),
@@ -347,7 +348,7 @@ def dial_sample_data(
         mu_ref = mu_reference(dial_sample_start(data, rank=rank, calibration=None, order=order)[0].mu)
     mu_ref = np.asarray(mu_ref, float).reshape(-1)
     if mu_ref.size != data.N - 1 or not np.linalg.norm(mu_ref) > 0:
-        raise ValueError(f"mu_ref must be a nonzero vector of length N - 1 = {data.N - 1}")
+        raise ArgumentError(f"mu_ref must be a nonzero vector of length N - 1 = {data.N - 1}")
     d = schema_data(L, H, N=data.N, K=data.K, order=order, ties=ties, w_llm=w_llm, w_human=w_human, log_lik=log_lik)
     d.update({
         "r": rank,
@@ -453,7 +454,7 @@ def standata(
         Ready for :meth:`pydial.stan.CompiledModel.sample` / ``optimize`` on either backend.
     """
     if program not in STANDATA_PROGRAMS:
-        raise ValueError(f"program must be one of {STANDATA_PROGRAMS}, got {program!r}")
+        raise ArgumentError(f"program must be one of {STANDATA_PROGRAMS}, got {program!r}")
     w_llm = 1.0 if lam is None else float(lam) * data.n_human / data.n_llm
     tie = ties is not None
     if program == "dial":
@@ -474,7 +475,7 @@ def with_extra(d: dict[str, Any], extra: Mapping[str, Any] | None) -> dict[str, 
     if extra:
         clash = sorted(set(extra) & set(d))
         if clash:
-            raise ValueError(f"extra data may not replace the schema entries {clash}")
+            raise ArgumentError(f"extra data may not replace the schema entries {clash}")
         d = {**d, **extra}
     return d
 

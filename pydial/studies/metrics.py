@@ -16,6 +16,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 from scipy import stats
 from scipy.special import expit
+from pydial.exceptions import ArgumentError
 
 __all__ = [
     "pair_weights_uniform",
@@ -33,9 +34,9 @@ EXCESS_RISK_METHODS = ("kl", "difference")
 def _scores(name: str, s: ArrayLike) -> np.ndarray:
     x = np.asarray(s, dtype=float)
     if x.ndim < 1 or x.shape[-1] < 2:
-        raise ValueError(f"{name} must have a last axis of at least 2 items, got shape {x.shape}")
+        raise ArgumentError(f"{name} must have a last axis of at least 2 items, got shape {x.shape}")
     if not np.all(np.isfinite(x)):
-        raise ValueError(f"{name} contains non-finite values")
+        raise ArgumentError(f"{name} contains non-finite values")
     return x
 
 
@@ -51,17 +52,17 @@ def _weights(pair_weights: ArrayLike | None, N: int) -> np.ndarray:
         return pair_weights_uniform(N)
     w = np.asarray(pair_weights, dtype=float)
     if w.shape != (P,):
-        raise ValueError(
+        raise ArgumentError(
             f"pair_weights must have shape ({P},) (pairs i<j in np.triu_indices({N}, 1) order), got {w.shape}"
         )
     if not np.all(np.isfinite(w)) or np.any(w < 0) or w.sum() <= 0:
-        raise ValueError("pair_weights must be finite, nonnegative and not all zero")
+        raise ArgumentError("pair_weights must be finite, nonnegative and not all zero")
     return w / w.sum()
 
 
 def _diffs(s: np.ndarray, s_h: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     if s.shape[-1] != s_h.shape[-1]:
-        raise ValueError(f"s has {s.shape[-1]} items but s_h has {s_h.shape[-1]}")
+        raise ArgumentError(f"s has {s.shape[-1]} items but s_h has {s_h.shape[-1]}")
     i, j = np.triu_indices(s.shape[-1], 1)
     return s[..., i] - s[..., j], s_h[..., i] - s_h[..., j]
 
@@ -148,7 +149,7 @@ def excess_risk(
         The excess risk.
     """
     if method not in EXCESS_RISK_METHODS:
-        raise ValueError(f"method must be one of {EXCESS_RISK_METHODS}, got {method!r}")
+        raise ArgumentError(f"method must be one of {EXCESS_RISK_METHODS}, got {method!r}")
     if method == "difference":
         return human_risk(s, s_h, pair_weights) - human_risk(s_h, s_h, pair_weights)
     s = _scores("s", s)
@@ -180,7 +181,7 @@ def kendall_tau(s: ArrayLike, s_h: ArrayLike) -> float:
     s = np.asarray(s, dtype=float)
     s_h = np.asarray(s_h, dtype=float)
     if s.ndim != 1 or s.shape != s_h.shape:
-        raise ValueError(f"s and s_h must be 1-d of equal length, got shapes {s.shape} and {s_h.shape}")
+        raise ArgumentError(f"s and s_h must be 1-d of equal length, got shapes {s.shape} and {s_h.shape}")
     return float(stats.kendalltau(s, s_h, variant="b").statistic)
 
 
@@ -202,7 +203,7 @@ def rmse(b_hat: ArrayLike, b: ArrayLike) -> float:
     b_hat = np.asarray(b_hat, dtype=float)
     b = np.asarray(b, dtype=float)
     if b_hat.shape != b.shape or b.size == 0:
-        raise ValueError(f"b_hat and b must be non-empty with equal shapes, got {b_hat.shape} and {b.shape}")
+        raise ArgumentError(f"b_hat and b must be non-empty with equal shapes, got {b_hat.shape} and {b.shape}")
     return float(np.sqrt(np.mean((b_hat - b) ** 2)))
 
 
@@ -236,13 +237,13 @@ def contrast_coverage(
         Fraction of the :math:`N(N-1)/2` contrasts covered.
     """
     if not 0.0 < float(level) < 1.0:
-        raise ValueError(f"level ({level}) must be in the open interval (0, 1)")
+        raise ArgumentError(f"level ({level}) must be in the open interval (0, 1)")
     s_hat = np.asarray(s_hat, dtype=float)
     s_true = np.asarray(s_true, dtype=float)
     cov = np.asarray(cov, dtype=float)
     N = s_hat.size
     if s_hat.ndim != 1 or s_true.shape != s_hat.shape or cov.shape != (N, N) or N < 2:
-        raise ValueError(
+        raise ArgumentError(
             f"need s_hat, s_true of shape (N,) and cov of shape (N, N) with N >= 2; got {s_hat.shape}, "
             f"{s_true.shape}, {cov.shape}"
         )
@@ -250,7 +251,7 @@ def contrast_coverage(
     var = cov[i, i] + cov[j, j] - cov[i, j] - cov[j, i]
     scale = max(1.0, float(np.max(np.abs(np.diag(cov)))))
     if np.any(var < -1e-10 * scale):
-        raise ValueError("cov gives a negative contrast variance; it is not positive semidefinite")
+        raise ArgumentError("cov gives a negative contrast variance; it is not positive semidefinite")
     z = stats.norm.ppf(0.5 + 0.5 * float(level))
     half = z * np.sqrt(np.maximum(var, 0.0))
     err = (s_hat[i] - s_hat[j]) - (s_true[i] - s_true[j])
@@ -278,8 +279,8 @@ def first_order_risk(n_human: ArrayLike, dim: ArrayLike) -> np.ndarray | float:
     n = np.asarray(n_human, dtype=float)
     d = np.asarray(dim, dtype=float)
     if np.any(n <= 0):
-        raise ValueError(f"n_human must be positive, got {n_human!r}")
+        raise ArgumentError(f"n_human must be positive, got {n_human!r}")
     if np.any(d < 0):
-        raise ValueError(f"dim must be nonnegative, got {dim!r}")
+        raise ArgumentError(f"dim must be nonnegative, got {dim!r}")
     out = d / (2.0 * n)
     return float(out) if np.ndim(out) == 0 else out

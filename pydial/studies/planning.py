@@ -87,7 +87,7 @@ from scipy.stats import chi2, ncx2, norm
 
 from pydial.data.comparisons import Comparisons
 from pydial.estimation.results import DialResult
-from pydial.exceptions import DataError, DialError
+from pydial.exceptions import ArgumentError, ArgumentTypeError, DataError, DialError
 
 PLAN_METHODS: tuple[str, ...] = ("human", "dial-anc", "dial-ada")
 PLAN_MODES: tuple[str, ...] = ("theory", "simulate")
@@ -249,14 +249,14 @@ def _pilot_data(result: DialResult, data: Comparisons | None) -> Comparisons:
     ``data``, or by default the data ``result`` was fitted on (:attr:`DialResult.data`).
     """
     if not isinstance(result, DialResult):
-        raise TypeError(f"result must be a DialResult from pydial.fit, got {type(result).__name__}")
+        raise ArgumentTypeError(f"result must be a DialResult from pydial.fit, got {type(result).__name__}")
     if data is None:
         data = result.data
         if data is None:
             raise DataError("data: the result carries no data (result.data is None); pass data=, the "
                             "Comparisons the pilot result was fitted to")
     if not isinstance(data, Comparisons):
-        raise TypeError(f"data must be the pydial.Comparisons the pilot was fitted to, got {type(data).__name__}")
+        raise ArgumentTypeError(f"data must be the pydial.Comparisons the pilot was fitted to, got {type(data).__name__}")
     if tuple(data.items) != tuple(result.items) or data.n_human != result.n_human or data.n_llm != result.n_llm:
         raise DataError("data does not match result: pass the Comparisons the pilot result was fitted to "
                         f"(items {len(data.items)} vs {len(result.items)}, n_H {data.n_human} vs {result.n_human}, "
@@ -284,7 +284,7 @@ def pilot_design(data: Comparisons, design: str = "pilot") -> tuple[np.ndarray, 
     The pilot's pair frequencies (``"pilot"``) or uniform over all pairs (``"uniform"``).
     """
     if design not in DESIGNS:
-        raise ValueError(f"design must be one of {DESIGNS}, got {design!r}")
+        raise ArgumentError(f"design must be one of {DESIGNS}, got {design!r}")
     N = data.N
     pi, pj = np.triu_indices(N, 1)
     pairs = np.column_stack([pi, pj])
@@ -332,7 +332,7 @@ def make_pilot(result: DialResult, *, data: Comparisons | None = None, design: s
 
     data = _pilot_data(result, data)
     if not 0 < alpha < 1:
-        raise ValueError(f"alpha ({alpha}) must be in the open interval (0, 1)")
+        raise ArgumentError(f"alpha ({alpha}) must be in the open interval (0, 1)")
     s = result.scores["score"].to_numpy(float)
     s = s - s.mean()
     pairs, rho = pilot_design(data, design)
@@ -362,29 +362,29 @@ def resolve_contrast(items: Sequence[str], s: np.ndarray, target: Any) -> tuple[
     if isinstance(target, str):
         parts = [p.strip() for p in target.split(" - ")]
         if len(parts) != 2:
-            raise ValueError(f"target must be 'item_a - item_b' (spaces around '-') or a pair, got {target!r}")
+            raise ArgumentError(f"target must be 'item_a - item_b' (spaces around '-') or a pair, got {target!r}")
     else:
         parts = list(target)
         if len(parts) != 2:
-            raise ValueError(f"target must name two items, got {target!r}")
+            raise ArgumentError(f"target must name two items, got {target!r}")
     for p in parts:
         if p not in items:
             raise DataError(f"target: unknown item {p!r}")
     if parts[0] == parts[1]:
-        raise ValueError(f"target must name two different items, got {target!r}")
+        raise ArgumentError(f"target must name two different items, got {target!r}")
     return str(parts[0]), str(parts[1])
 
 
 def _check_k(k: int, N: int) -> int:
     if not isinstance(k, (int, np.integer)) or not 1 <= k < N:
-        raise ValueError(f"k must be an integer in [1, N-1] = [1, {N - 1}], got {k!r}")
+        raise ArgumentError(f"k must be an integer in [1, N-1] = [1, {N - 1}], got {k!r}")
     return int(k)
 
 
 def topk_probability(s: np.ndarray, cov: np.ndarray, k: int, *, draws: int = 4000,
-                     rng: np.random.Generator | int | Sequence[int] | None = 0) -> float:
+                     seed: np.random.Generator | int | Sequence[int] | None = 0) -> float:
     """``P(top-k set of s_hat = top-k set of s)`` for ``s_hat ~ N(s, cov)`` (Monte Carlo)."""
-    gen = np.random.default_rng(rng)
+    gen = np.random.default_rng(seed)
     lam, Q = np.linalg.eigh(0.5 * (cov + cov.T))
     Z = gen.standard_normal((draws, s.size)) * np.sqrt(np.clip(lam, 0.0, None))
     X = s + Z @ Q.T
@@ -481,19 +481,19 @@ def plan(
     ``method="simulate"`` captures it.
     """
     if method not in PLAN_MODES:
-        raise ValueError(f"method must be one of {PLAN_MODES}, got {method!r}")
+        raise ArgumentError(f"method must be one of {PLAN_MODES}, got {method!r}")
     if llm not in ("resample", "fixed"):
-        raise ValueError(f"llm must be 'resample' or 'fixed', got {llm!r}")
+        raise ArgumentError(f"llm must be 'resample' or 'fixed', got {llm!r}")
     methods = tuple(methods)
     bad = [m for m in methods if m not in PLAN_METHODS]
     if bad or not methods:
-        raise ValueError(f"methods must be a non-empty subset of {PLAN_METHODS}, got {list(methods)!r}")
+        raise ArgumentError(f"methods must be a non-empty subset of {PLAN_METHODS}, got {list(methods)!r}")
     budgets_arr = np.asarray(list(budgets))
     if budgets_arr.size == 0 or not np.issubdtype(budgets_arr.dtype, np.number) or np.any(budgets_arr <= 0) \
             or np.any(budgets_arr != np.round(budgets_arr)):
-        raise ValueError(f"budgets must be positive integers, got {list(budgets)!r}")
+        raise ArgumentError(f"budgets must be positive integers, got {list(budgets)!r}")
     if not 0 < level < 1:
-        raise ValueError(f"level ({level}) must be in the open interval (0, 1)")
+        raise ArgumentError(f"level ({level}) must be in the open interval (0, 1)")
     data = _pilot_data(result, data)
     pilot = make_pilot(result, data=data, design=design, alpha=alpha)
     if pilot.B is None and any(m != "human" for m in methods):
@@ -524,7 +524,7 @@ def _plan_theory(p: Pilot, budgets: list[int], methods: tuple[str, ...], contras
                 pred[m] = {"excess_risk": p.excess_risk(m, n),
                            "ci_width": float(np.mean(2 * zq * np.sqrt(np.clip(np.diag(C), 0, None)))),
                            "contrast_ci_width": float(2 * zq * np.sqrt(max(g @ C @ g, 0.0))),
-                           "p_topk_correct": topk_probability(p.s, C, k, rng=[seed, n])}
+                           "p_topk_correct": topk_probability(p.s, C, k, seed=[seed, n])}
         if p.B is not None and "dial-ada" in methods:
             kap = p.ada_weights(n)
             Cs = [p.weighted_covariance(n, x) for x in kap]
@@ -532,7 +532,7 @@ def _plan_theory(p: Pilot, budgets: list[int], methods: tuple[str, ...], contras
                 "excess_risk": p.excess_risk("dial-ada", n),
                 "ci_width": float(np.mean([np.mean(2 * zq * np.sqrt(np.clip(np.diag(C), 0, None))) for C in Cs])),
                 "contrast_ci_width": float(np.mean([2 * zq * np.sqrt(max(g @ C @ g, 0.0)) for C in Cs])),
-                "p_topk_correct": float(np.mean([topk_probability(p.s, C, k, draws=250, rng=[seed, n, t])
+                "p_topk_correct": float(np.mean([topk_probability(p.s, C, k, draws=250, seed=[seed, n, t])
                                                  for t, C in enumerate(Cs)]))}
         rows += [{"budget": n, "method": m, **pred[m]} for m in methods]
     return pd.DataFrame(rows, columns=list(PLAN_COLUMNS))
@@ -566,7 +566,7 @@ def llm_frame(data: Comparisons, p: np.ndarray | None = None, rng: np.random.Gen
     if p is None:
         y = L.y.astype(int)
     elif rng is None:
-        raise ValueError("redrawing the LLM outcomes (p given) needs rng")
+        raise ArgumentError("redrawing the LLM outcomes (p given) needs rng")
     else:
         y = rng.binomial(n, p)
     cell = np.repeat(np.arange(n.size), n)
@@ -623,7 +623,7 @@ def _plan_simulate(p: Pilot, data: Comparisons, budgets: list[int], methods: tup
     from joblib import Parallel, delayed
 
     if not isinstance(n_sim, (int, np.integer)) or n_sim < 2:
-        raise ValueError(f"n_sim must be an integer >= 2, got {n_sim!r}")
+        raise ArgumentError(f"n_sim must be an integer >= 2, got {n_sim!r}")
     fixed = llm_frame(data) if (llm == "fixed" and data.K > 0) else None
     seeds = np.random.SeedSequence(seed).spawn(len(budgets) * n_sim)
     tasks = [(n, seeds[b * n_sim + t]) for b, n in enumerate(budgets) for t in range(n_sim)]
@@ -654,7 +654,7 @@ def plot_plan(table: pd.DataFrame, columns: Sequence[str] = ("excess_risk", "con
 
     missing = [c for c in ("budget", "method", *columns) if c not in table.columns]
     if missing:
-        raise ValueError(f"table lacks column(s) {missing}; pass the output of pydial.plan")
+        raise ArgumentError(f"table lacks column(s) {missing}; pass the output of pydial.plan")
     cols = list(columns)
     if ax is None:
         fig, axes = plt.subplots(1, len(cols), figsize=(4.2 * len(cols), 3.4), squeeze=False)
@@ -791,9 +791,9 @@ def next_pairs(
         (total), ``first_step``.  ``attrs``: ``objective``, ``before``, ``after``.
     """
     if objective not in OBJECTIVES:
-        raise ValueError(f"objective must be one of {OBJECTIVES}, got {objective!r}")
+        raise ArgumentError(f"objective must be one of {OBJECTIVES}, got {objective!r}")
     if not isinstance(n, (int, np.integer)) or n < 1:
-        raise ValueError(f"n must be a positive integer, got {n!r}")
+        raise ArgumentError(f"n must be a positive integer, got {n!r}")
     blk = calibration_block(result, data=data)
     items = tuple(result.items)
     N = len(items)

@@ -11,7 +11,7 @@ per judgment, together with the true parameters (:class:`Truth`).
 
 Random streams
 --------------
-All randomness comes from ``np.random.default_rng(rng)``.  That generator spawns five
+All randomness comes from ``np.random.default_rng(seed)``.  That generator spawns five
 independent child streams, used in a fixed order for (1) the structural parameters
 (``mu, V, gamma, U, b, c_V``), (2) the overdispersion effects, (3) the pair-varying
 position effects, (4) the LLM comparisons and (5) the human comparisons.  Hence, for
@@ -30,6 +30,8 @@ import numpy as np
 import pandas as pd
 from scipy.special import expit
 
+from pydial.exceptions import ArgumentError, renamed_arguments
+
 if TYPE_CHECKING:  # pragma: no cover
     from pydial.data.comparisons import Comparisons
 
@@ -42,6 +44,9 @@ FIXED_JUDGE_B = 0.05
 """Position effect of the last judge (paper: "one judge fixed at :math:`b_k=0.05`")."""
 
 HUMAN_JUDGE = "human"
+
+RENAMED = {"r": "rank", "tie_model": "ties", "rng": "seed"}
+"""Old keyword names of :func:`simulate` (deprecated) and the names that replace them."""
 
 
 def pair_index(i: np.ndarray | int, j: np.ndarray | int, N: int) -> np.ndarray:
@@ -63,7 +68,7 @@ def pair_index(i: np.ndarray | int, j: np.ndarray | int, N: int) -> np.ndarray:
     i = np.asarray(i, dtype=np.int64)
     j = np.asarray(j, dtype=np.int64)
     if np.any(i >= j) or np.any(i < 0) or np.any(j >= N):
-        raise ValueError(f"pairs must satisfy 0 <= i < j < N={N}")
+        raise ArgumentError(f"pairs must satisfy 0 <= i < j < N={N}")
     return i * (2 * N - i - 1) // 2 + (j - i - 1)
 
 
@@ -109,8 +114,8 @@ class Truth:
     nu : ndarray, shape (K + 1,), or None
         Tie parameters of the judges and, last, of the people (``tie_rate > 0``
         only): Davidson's ``nu`` or Rao-Kupper's threshold ``tau``.
-    tie_model : {"davidson", "rao-kupper"} or None
-        The tie model of the simulation (``None``: no ties).
+    ties : {"davidson", "rao-kupper"} or None
+        The outcome family of the tie draws (``None``: no ties).
     """
 
     s_h: np.ndarray
@@ -128,7 +133,7 @@ class Truth:
     items: tuple[str, ...] = ()
     judges: tuple[str, ...] = ()
     nu: np.ndarray | None = None
-    tie_model: str | None = None
+    ties: str | None = None
 
     @property
     def N(self) -> int:
@@ -200,7 +205,7 @@ class Simulation:
     truth : Truth
         The parameters that generated :attr:`frame`.
     config : dict
-        The arguments of :func:`simulate` (``seed`` is the ``rng`` argument when it
+        The arguments of :func:`simulate` (``seed`` is the ``seed`` argument when it
         was an int or None, otherwise the string ``"Generator"``).
     """
 
@@ -224,7 +229,7 @@ class Simulation:
         """Show the simulation's configuration."""
         c = self.config
         return (
-            f"Simulation(N={c.get('N')}, K={c.get('K')}, r={c.get('r')}, n_llm={c.get('n_llm')}, "
+            f"Simulation(N={c.get('N')}, K={c.get('K')}, rank={c.get('rank')}, n_llm={c.get('n_llm')}, "
             f"n_human={c.get('n_human')}, target={c.get('target')!r}, seed={c.get('seed')!r})"
         )
 
@@ -232,9 +237,9 @@ class Simulation:
 # --------------------------------------------------------------------------- helpers
 def _check_int(name: str, value: Any, lo: int) -> int:
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
-        raise ValueError(f"{name} must be an integer, got {value!r}")
+        raise ArgumentError(f"{name} must be an integer, got {value!r}")
     if value < lo:
-        raise ValueError(f"{name} must be >= {lo}, got {value!r}")
+        raise ArgumentError(f"{name} must be >= {lo}, got {value!r}")
     return int(value)
 
 
@@ -243,7 +248,7 @@ def _check_float(name: str, value: Any, lo: float, hi: float | None = None, *, o
     try:
         v = float(value)
     except (TypeError, ValueError):
-        raise ValueError(f"{name} must be a real number, got {value!r}") from None
+        raise ArgumentError(f"{name} must be a real number, got {value!r}") from None
     bad = (not np.isfinite(v)) or (v <= lo if open_lo else v < lo)
     if hi is not None:
         bad |= v >= hi if open_hi else v > hi
@@ -251,7 +256,7 @@ def _check_float(name: str, value: Any, lo: float, hi: float | None = None, *, o
         lb = "(" if open_lo else "["
         rb = ")" if open_hi else "]"
         rng_txt = f"{lb}{lo}, {hi}{rb}" if hi is not None else f"{lb}{lo}, inf)"
-        raise ValueError(f"{name} must be in {rng_txt}, got {value!r}")
+        raise ArgumentError(f"{name} must be in {rng_txt}, got {value!r}")
     return v
 
 
@@ -303,7 +308,7 @@ def _draw_outcomes(gen: np.random.Generator, tie_model: str, eta: np.ndarray, lo
 def simulate(
     N: int = 10,
     K: int = 4,
-    r: int = 1,
+    rank: int = 1,
     n_llm: int = 20_000,
     n_human: int = 800,
     *,
@@ -313,8 +318,9 @@ def simulate(
     sigma_pos: float = 0.0,
     p_first: float = 0.75,
     tie_rate: float = 0.0,
-    tie_model: Literal["davidson", "rao-kupper"] = "davidson",
-    rng: np.random.Generator | int | None = None,
+    ties: Literal["davidson", "rao-kupper"] | None = None,
+    seed: np.random.Generator | int | None = None,
+    **deprecated: Any,
 ) -> Simulation:
     r"""Simulate LLM and human pairwise judgments from the paper's DGP.
 
@@ -357,9 +363,9 @@ def simulate(
 
     Parameters
     ----------
-    N, K, r : int
-        Items, LLM judges and disagreement rank; need ``0 <= r <= K-1``,
-        ``r+1 <= N-1`` and ``N >= 2``.
+    N, K, rank : int
+        Items, LLM judges and disagreement rank :math:`r`; need ``0 <= rank <= K-1``,
+        ``rank+1 <= N-1`` and ``N >= 2``.
     n_llm, n_human : int
         Numbers of LLM and human comparisons (each ``>= 0``).
     target : {"consensus", "misaligned"}
@@ -375,16 +381,22 @@ def simulate(
     tie_rate : float
         ``> 0``: every judge and the people produce ties, with the tie
         probability ``tie_rate`` at equal scores (the same tie parameter for
-        all, recorded in ``truth.nu``); outcomes are drawn from ``tie_model``
+        all, recorded in ``truth.nu``); outcomes are drawn from the family ``ties``
         (eq. binomial-model-llm for the decisive outcomes under Davidson).
         0 (default): no ties, the draws are unchanged.
-    tie_model : {"davidson", "rao-kupper"}
-        Davidson-Beaver (1970/1977) or Rao-Kupper (1967) ties (:mod:`pydial.model.families`).
+    ties : {"davidson", "rao-kupper"} or None
+        Outcome family of the tie draws, as ``fit(ties=)``: Davidson-Beaver
+        (1970/1977) or Rao-Kupper (1967) (:mod:`pydial.model.families`).  None
+        (default) is Davidson when ``tie_rate > 0``; a family with ``tie_rate=0``
+        is an error.
     p_first : float
         Probability that the canonical item is displayed first (paper: 0.75).
-    rng : numpy.random.Generator, int or None
+    seed : numpy.random.Generator, int or None
         Seed or generator, passed to :func:`numpy.random.default_rng`.  The same
         seed gives identical output.
+    **deprecated
+        The old names ``r``, ``tie_model`` and ``rng`` still work with a
+        :class:`DeprecationWarning`.
 
     Returns
     -------
@@ -394,7 +406,7 @@ def simulate(
 
     Raises
     ------
-    ValueError
+    pydial.ArgumentError
         Invalid dimensions, budgets, target or noise levels (the message echoes the
         bad value).
 
@@ -407,38 +419,47 @@ def simulate(
 
     Examples
     --------
-    >>> sim = simulate(N=6, K=3, r=1, n_llm=2000, n_human=200, rng=1)
+    >>> sim = simulate(N=6, K=3, rank=1, n_llm=2000, n_human=200, seed=1)
     >>> sim.frame.shape
     (2200, 6)
     >>> round(float(sim.truth.mu @ sim.truth.mu), 10)
     6.0
     """
+    if deprecated:
+        old = renamed_arguments("simulate", deprecated, RENAMED, RENAMED.values())
+        rank, ties, seed = old.get("rank", rank), old.get("ties", ties), old.get("seed", seed)
     N = _check_int("N", N, 2)
     K = _check_int("K", K, 1)
-    r = _check_int("r", r, 0)
+    r = _check_int("rank", rank, 0)
     if r > K - 1:
-        raise ValueError(f"r ({r}) must satisfy r <= K-1 = {K - 1} (Cond. llm-structure: rank(U) = r with 1^T U = 0)")
+        raise ArgumentError(f"rank ({r}) must satisfy rank <= K-1 = {K - 1} "
+                            "(Cond. llm-structure: rank(U) = r with 1^T U = 0)")
     if r + 1 > N - 1:
-        raise ValueError(f"r ({r}) must satisfy r+1 <= N-1 = {N - 1} (Cond. llm-structure: W = [mu, V] centered)")
+        raise ArgumentError(f"rank ({r}) must satisfy rank+1 <= N-1 = {N - 1} "
+                            "(Cond. llm-structure: W = [mu, V] centered)")
     n_llm = _check_int("n_llm", n_llm, 0)
     n_human = _check_int("n_human", n_human, 0)
     if target not in TARGETS:
-        raise ValueError(f"target must be one of {TARGETS}, got {target!r}")
+        raise ArgumentError(f"target must be one of {TARGETS}, got {target!r}")
     c_v_sd = _check_float("c_v_sd", c_v_sd, 0.0)
     overdispersion = _check_float("overdispersion", overdispersion, 0.0)
     sigma_pos = _check_float("sigma_pos", sigma_pos, 0.0)
     p_first = _check_float("p_first", p_first, 0.0, 1.0)
     tie_rate = _check_float("tie_rate", tie_rate, 0.0, 1.0)
     if tie_rate >= 1.0:
-        raise ValueError(f"tie_rate must be < 1, got {tie_rate}")
-    if tie_model not in ("davidson", "rao-kupper"):
-        raise ValueError(f"tie_model must be 'davidson' or 'rao-kupper', got {tie_model!r}")
+        raise ArgumentError(f"tie_rate must be < 1, got {tie_rate}")
+    if ties is None:
+        ties = "davidson"
+    elif ties not in ("davidson", "rao-kupper"):
+        raise ArgumentError(f"ties must be 'davidson', 'rao-kupper' or None, got {ties!r}")
+    elif tie_rate == 0:
+        raise ArgumentError(f"ties={ties!r} needs tie_rate > 0 (the tie probability at equal scores)")
     n_pairs = N * (N - 1) // 2
     if sigma_pos > 0 and n_pairs < 2:
-        raise ValueError(f"sigma_pos ({sigma_pos}) > 0 needs at least two pairs (N >= 3), got N={N}")
+        raise ArgumentError(f"sigma_pos ({sigma_pos}) > 0 needs at least two pairs (N >= 3), got N={N}")
 
-    seed = rng if (rng is None or isinstance(rng, (int, np.integer))) else "Generator"
-    gen = np.random.default_rng(rng)
+    gen = np.random.default_rng(seed)
+    seed_label = seed if (seed is None or isinstance(seed, (int, np.integer))) else "Generator"
     g_struct, g_eps, g_pos, g_llm, g_hum = gen.spawn(5)
 
     # (1) Structural parameters.
@@ -481,9 +502,9 @@ def simulate(
         eta += eps_kij[k_llm, p_llm]
     nu = None
     if tie_rate > 0:  # P(tie) = tie_rate at equal scores: nu / (2 + nu) (Davidson), tanh(tau / 2) (Rao-Kupper)
-        t = 2 * tie_rate / (1 - tie_rate) if tie_model == "davidson" else 2 * np.arctanh(tie_rate)
+        t = 2 * tie_rate / (1 - tie_rate) if ties == "davidson" else 2 * np.arctanh(tie_rate)
         nu = np.full(K + 1, t)
-        out_llm = _draw_outcomes(g_llm, tie_model, eta, np.log(nu[k_llm]))
+        out_llm = _draw_outcomes(g_llm, ties, eta, np.log(nu[k_llm]))
     else:
         out_llm = np.where(g_llm.random(n_llm) < expit(eta), 0, 1)
 
@@ -491,7 +512,7 @@ def simulate(
     p_hum = g_hum.integers(0, n_pairs, size=n_human)
     i_h, j_h = pi[p_hum], pj[p_hum]
     if nu is not None:  # tie_rate > 0
-        out_hum = _draw_outcomes(g_hum, tie_model, s_h[i_h] - s_h[j_h], np.log(nu[K]))
+        out_hum = _draw_outcomes(g_hum, ties, s_h[i_h] - s_h[j_h], np.log(nu[K]))
     else:
         out_hum = np.where(g_hum.random(n_human) < expit(s_h[i_h] - s_h[j_h]), 0, 1)
 
@@ -521,11 +542,11 @@ def simulate(
     )
     truth = Truth(
         s_h=s_h, S=S, b=b, mu=mu, gamma=gamma, U=U, V=V, W=W, c_h=c_h, b_kij=b_kij, eps_kij=eps_kij,
-        pairs=pairs, items=items, judges=judges, nu=nu, tie_model=tie_model if tie_rate > 0 else None,
+        pairs=pairs, items=items, judges=judges, nu=nu, ties=ties if tie_rate > 0 else None,
     )
     config = dict(
-        N=N, K=K, r=r, n_llm=n_llm, n_human=n_human, target=target, c_v_sd=c_v_sd,
-        overdispersion=overdispersion, sigma_pos=sigma_pos, p_first=p_first, seed=seed,
-        **({"tie_rate": tie_rate, "tie_model": tie_model} if tie_rate > 0 else {}),
+        N=N, K=K, rank=r, n_llm=n_llm, n_human=n_human, target=target, c_v_sd=c_v_sd,
+        overdispersion=overdispersion, sigma_pos=sigma_pos, p_first=p_first, seed=seed_label,
+        **({"tie_rate": tie_rate, "ties": ties} if tie_rate > 0 else {}),
     )
     return Simulation(frame=frame, truth=truth, config=config)

@@ -1,0 +1,293 @@
+r"""What is estimated: one immutable, validated model specification.
+
+A :class:`ModelSpec` holds everything :func:`pydial.fit` is asked for -- the
+estimator, the rank ``r`` and calibration basis of the structured model
+(Cond. llm-structure, Sec. structured-llm), the outcome family (binary, Davidson,
+Rao--Kupper), the penalty, the weights ``lambda`` of eq. weighted-loss and their
+selection, the covariance (meat, anchored endpoint, small-sample factor), the
+interval level, the engine and the seed -- validated once, when it is built,
+before any work is done.  Every argument error is an :class:`~pydial.ArgumentError`
+naming the argument.  The numpy fit, the Stan point fit and a refit
+(:meth:`pydial.DialResult.bootstrap`) are all derived from the one spec that
+the result keeps (``result.spec``).
+
+``ModelSpec(...).check_data(data)`` adds the checks that need the data (human
+comparisons for the methods that calibrate, record ids for ``cov_type="record"``,
+the memory estimate, the identifiability report) and returns the candidate ranks.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import numbers
+import warnings
+from dataclasses import dataclass
+from typing import Any, Iterable
+
+import numpy as np
+
+from pydial.data.comparisons import Comparisons
+from pydial.exceptions import (ArgumentError, ArgumentTypeError, ArgumentWarning, DataError, caller_stacklevel,
+                               renamed_arguments)
+from pydial.model.chart import CALIBRATIONS, DEFAULT_CALIBRATION, DEFAULT_RANK
+from pydial.model.families import TIE_MODELS
+from pydial.model.identifiability import ESTIMATORS, design_report
+from pydial.model.meats import ANCHORED_COVS, COV_TYPES
+from pydial.model.penalty import PENALTIES
+from pydial.resources import check_memory
+
+__all__ = ["ModelSpec", "METHODS", "ENGINES", "USES_RANK", "USES_CALIBRATION", "NEEDS_HUMAN", "RENAMED",
+           "check_choice", "check_level", "check_count", "check_seed"]
+
+METHODS: tuple[str, ...] = ESTIMATORS
+"""The estimators of :func:`pydial.fit`."""
+ENGINES: tuple[str, ...] = ("numpy", "stan")
+"""The engines: numpy's Newton on exact derivatives, or Stan's optimizer."""
+NEEDS_HUMAN: tuple[str, ...] = ("human", "pooled", "dial-nopos", "dial-anc", "dial-ada", "atc")
+"""Methods that need human comparisons."""
+USES_RANK: tuple[str, ...] = ("dial-nopos", "dial-anc", "dial-ada", "atc")
+"""Methods that fit the structured LLM model and so use ``rank``."""
+USES_CALIBRATION: tuple[str, ...] = ("dial-nopos", "dial-anc", "dial-ada")
+"""Methods that use ``calibration`` (AtC always calibrates along ``mu``)."""
+STRUCTURED: tuple[str, ...] = ("dial-anc", "dial-ada", "dial-nopos", "atc")
+"""Methods whose memory grows with the structured chart (checked before the fit)."""
+
+RENAMED: dict[str, str] = {"lambdas": "lambda_", "cov": "cov_type", "anchored_cov": "anchored_cov_type"}
+"""Old keyword -> the one name used across pydial (Python, the command line and the Stan data)."""
+
+
+# ------------------------------------------------------------ validators
+def check_choice(name: str, value: Any, allowed: Iterable[Any]) -> Any:
+    """Return ``value`` if it is one of ``allowed``, else raise :class:`ArgumentError` naming ``name``."""
+    allowed = tuple(allowed)
+    try:
+        ok = value in allowed
+    except TypeError:  # an unhashable value against a set-like
+        ok = False
+    if not ok:
+        raise ArgumentError(f"{name} must be one of {allowed}, got {value!r}")
+    return value
+
+
+def check_level(level: Any, name: str = "level") -> float:
+    """Return ``level`` as a float in the open interval (0, 1)."""
+    if isinstance(level, bool) or not isinstance(level, numbers.Real):
+        raise ArgumentTypeError(f"{name} must be a number in (0, 1), got {level!r}")
+    if not 0 < float(level) < 1:
+        raise ArgumentError(f"{name} ({level}) must be in the open interval (0, 1)")
+    return float(level)
+
+
+def check_count(value: Any, name: str, *, minimum: int = 1) -> int:
+    """Return ``value`` as an int ``>= minimum`` (``chains``, ``draws``, ...)."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise ArgumentTypeError(f"{name} must be an integer >= {minimum}, got {value!r}")
+    if int(value) < minimum:
+        raise ArgumentError(f"{name} must be an integer >= {minimum}, got {value!r}")
+    return int(value)
+
+
+def check_seed(seed: Any) -> int | None:
+    """Return ``seed`` (None or a non-negative integer below ``2**32``)."""
+    if seed is None:
+        return None
+    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral):
+        raise ArgumentTypeError(f"seed must be None or a non-negative integer, got {seed!r}")
+    if not 0 <= int(seed) < 2**32:
+        raise ArgumentError(f"seed must be in [0, 2**32), got {seed!r}")
+    return int(seed)
+
+
+def _positive_grid(values: Any, name: str) -> tuple[float, ...] | None:
+    """Return a non-empty 1-d sequence of finite positive numbers (``lambda_``, ``multiples``) as a tuple."""
+    if values is None:
+        return None
+    hint = (f"{name} must be a non-empty sequence of finite positive numbers, e.g. {name}=[0.5, 2.0]"
+            + (" (the endpoints 0 and inf are added by include_endpoints)" if name == "lambda_" else ""))
+    if isinstance(values, (str, bytes, dict)):
+        raise ArgumentTypeError(f"{hint}; got {values!r}")
+    if isinstance(values, numbers.Real):
+        values = [values]
+    try:
+        arr = np.asarray(values, dtype=float)
+    except (TypeError, ValueError):
+        raise ArgumentTypeError(f"{hint}; got {values!r}") from None
+    if arr.ndim != 1 or arr.size == 0 or not np.all(np.isfinite(arr)) or np.any(arr <= 0):
+        raise ArgumentError(f"{hint}; got {values!r}")
+    return tuple(float(v) for v in arr)
+
+
+def _rank(rank: Any) -> int | str | tuple[int, ...]:
+    """``rank``: a non-negative integer, a non-empty list of them, or "auto"."""
+    hint = f"rank must be a non-negative integer, a non-empty list of them, or 'auto', got {rank!r}"
+    if isinstance(rank, str):
+        if rank != "auto":
+            raise ArgumentError(hint)
+        return rank
+    if isinstance(rank, bool):
+        raise ArgumentTypeError(hint)
+    if isinstance(rank, numbers.Integral):
+        if rank < 0:
+            raise ArgumentError(hint)
+        return int(rank)
+    if isinstance(rank, numbers.Real):
+        raise ArgumentTypeError(hint)
+    try:
+        grid = list(rank)
+    except TypeError:
+        raise ArgumentTypeError(hint) from None
+    if not grid or any(isinstance(r, bool) or not isinstance(r, numbers.Integral) for r in grid):
+        raise ArgumentTypeError(hint)
+    if any(r < 0 for r in grid):
+        raise ArgumentError(hint)
+    return tuple(sorted({int(r) for r in grid}))
+
+
+# ------------------------------------------------------------------ spec
+@dataclass(frozen=True)
+class ModelSpec:
+    """An estimator and everything it is asked for, validated once (``pydial.fit``'s arguments).
+
+    Parameters are those of :func:`pydial.fit` (see there); ``rank`` and
+    ``calibration`` left as None take their defaults (``1`` and ``"mu"``) for the
+    methods that use them and stay None for the others.  A rank or calibration given
+    to a method that does not use it is dropped with an :class:`~pydial.ArgumentWarning`.
+    """
+
+    method: str = "dial-anc"
+    rank: int | str | tuple[int, ...] | None = None
+    calibration: str | None = None
+    ties: str | None = None
+    penalty: str | None = None
+    lambda_: tuple[float, ...] | None = None
+    multiples: tuple[float, ...] | None = None
+    include_endpoints: bool | str = True
+    cov_type: str | None = None
+    anchored_cov_type: str = "two-step"
+    cluster_correction: bool = False
+    level: float = 0.95
+    engine: str = "numpy"
+    seed: int | None = None
+    check: bool = True
+
+    def __post_init__(self) -> None:
+        """Validate every argument (see the class docstring); fill in the defaults."""
+        set_ = object.__setattr__
+        check_choice("method", self.method, METHODS)
+        for name, users in (("rank", USES_RANK), ("calibration", USES_CALIBRATION)):
+            if getattr(self, name) is not None and self.method not in users:
+                warnings.warn(ArgumentWarning(f"{name}={getattr(self, name)!r} is ignored: method {self.method!r} does "
+                                              f"not use {name} (only {', '.join(users)} do)"), stacklevel=caller_stacklevel())
+                set_(self, name, None)
+        if self.method in USES_RANK:
+            set_(self, "rank", _rank(DEFAULT_RANK if self.rank is None else self.rank))
+            if not isinstance(self.rank, int) and self.method not in ("dial-ada", "dial-nopos"):
+                raise ArgumentError(f"a rank grid (rank={self.rank!r}) needs method 'dial-ada' or 'dial-nopos', "
+                                    f"got {self.method!r}")
+        if self.method in USES_CALIBRATION:
+            set_(self, "calibration", check_choice("calibration", DEFAULT_CALIBRATION if self.calibration is None
+                                                   else self.calibration, CALIBRATIONS))
+        check_choice("ties", self.ties, (None,) + tuple(TIE_MODELS))
+        check_choice("penalty", self.penalty, PENALTIES)
+        set_(self, "lambda_", _positive_grid(self.lambda_, "lambda_"))
+        set_(self, "multiples", _positive_grid(self.multiples, "multiples"))
+        check_choice("include_endpoints", self.include_endpoints, (True, False, "anchored"))
+        if self.cov_type is not None:
+            check_choice("cov_type", self.cov_type, COV_TYPES)
+        check_choice("anchored_cov_type", self.anchored_cov_type, ANCHORED_COVS)
+        check_choice("cluster_correction", self.cluster_correction, (True, False))
+        set_(self, "cluster_correction", bool(self.cluster_correction))
+        set_(self, "level", check_level(self.level))
+        check_choice("engine", self.engine, ENGINES)
+        set_(self, "seed", check_seed(self.seed))
+        check_choice("check", self.check, (True, False))
+
+    # ----------------------------------------------------------- derived
+    @property
+    def order(self) -> bool:
+        """Whether the judges' position effects ``b`` are estimated (all methods but ``dial-nopos``)."""
+        return self.method != "dial-nopos"
+
+    @property
+    def adaptive(self) -> bool:
+        """Whether the weight ``lambda`` is selected by GACV (``dial-ada``, ``dial-nopos``)."""
+        return self.method in ("dial-ada", "dial-nopos")
+
+    @property
+    def resolved_cov_type(self) -> str:
+        """The meat used: ``cov_type``, or ``"fisher"`` for ``human`` and ``"cell"`` otherwise."""
+        if self.cov_type is not None:
+            return self.cov_type
+        return "fisher" if self.method == "human" else "cell"
+
+    def replace(self, **changes: Any) -> "ModelSpec":
+        """Return a copy with ``changes`` (validated again)."""
+        return dataclasses.replace(self, **changes)
+
+    def arguments(self) -> dict[str, Any]:
+        """Return the keyword arguments of :func:`pydial.fit` that rebuild this spec."""
+        out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        for name in ("lambda_", "multiples"):
+            if out[name] is not None:
+                out[name] = list(out[name])
+        if isinstance(out["rank"], tuple):
+            out["rank"] = list(out["rank"])
+        return out
+
+    # ---------------------------------------------------------- the data
+    def rank_grid(self, data: Comparisons) -> list[int]:
+        """Candidate ranks: ``[rank]``, the list given, or for "auto" ``0 .. min(K-1, N-2, 3)``."""
+        if self.rank is None:
+            return [DEFAULT_RANK]
+        if self.rank == "auto":
+            return list(range(max(0, min(data.K - 1, data.N - 2, 3)) + 1))
+        return [self.rank] if isinstance(self.rank, int) else [int(r) for r in self.rank]
+
+    def check_data(self, data: Comparisons) -> list[int]:
+        """Check what needs the data, before any fit; return the candidate ranks.
+
+        Raises :class:`~pydial.DataError` when the method needs human comparisons or
+        LLM judgments the data lack, or ``cov_type="record"`` is asked of data without
+        record ids; :class:`~pydial.MemoryLimitError` when the structured fit would
+        not fit in memory; :class:`~pydial.IdentifiabilityError` (with ``check``)
+        when the design cannot identify the model.
+        """
+        if not isinstance(data, Comparisons):
+            raise ArgumentTypeError(f"data must be a pydial.Comparisons (e.g. Comparisons.from_frame), got "
+                                    f"{type(data).__name__}")
+        method = self.method
+        if method in NEEDS_HUMAN and data.n_human == 0:
+            raise DataError(
+                f"method {method!r} needs human comparisons, but no decisive rows have judge == {data.human_judge!r} "
+                f"(the other judges: {', '.join(repr(j) for j in data.judges[:8])}{', ...' if data.K > 8 else ''}; "
+                "name the human judge with human_judge= / --human)"
+            )
+        if self.resolved_cov_type == "record" and data.aggregated:
+            raise DataError("cov_type='record' clusters the comparisons by record id, but these data were built from "
+                            "aggregated counts (Comparisons.from_counts / read_comparisons) and carry no record ids; use "
+                            "cov_type='cell', 'binomial' or 'fisher', or load the rows with their record ids "
+                            "(Comparisons.from_frame / from_csv)")
+        if method != "human" and data.K == 0:
+            raise DataError(f"method {method!r} needs LLM judgments, but there are none")
+        grid = self.rank_grid(data)
+        if method in STRUCTURED:
+            r_max = max(grid)
+            check_memory(len(data.llm) + len(data.human), (r_max + 1) * (data.K + data.N + 1) + data.K,
+                         f"method {method!r}")
+        if self.check:
+            calibration = self.calibration or DEFAULT_CALIBRATION
+            for r in grid:
+                design_report(data, r, calibration, method, self.seed, self.penalty).raise_if_failed()
+        return grid
+
+
+def spec_from_arguments(method: str, arguments: dict[str, Any], *, caller: str = "fit") -> ModelSpec:
+    """Build a :class:`ModelSpec` from ``fit``'s keyword arguments, accepting the old names with a warning.
+
+    The names of :data:`RENAMED` keep working for one release with a
+    :class:`DeprecationWarning`; any other unknown keyword is an
+    :class:`~pydial.ArgumentTypeError`, as Python's own would be.
+    """
+    fields = {f.name for f in dataclasses.fields(ModelSpec)} - {"method"}
+    given = renamed_arguments(caller, arguments, RENAMED, fields)
+    return ModelSpec(method, **given)

@@ -1,0 +1,171 @@
+"""Bad arguments are refused before any work, by a typed error naming the argument; old names still work.
+
+Every case is refused with :class:`pydial.ArgumentError` (also a ``ValueError``; the
+type errors also a ``TypeError``) whose message names the offending argument, and
+before anything is estimated or compiled: the estimators and the Stan compiler are
+replaced by functions that fail the test if they are reached.
+"""
+
+from __future__ import annotations
+
+import pathlib
+import re
+import warnings
+
+import numpy as np
+import pytest
+
+import pydial
+import pydial.api
+from pydial.exceptions import ArgumentError, ArgumentTypeError, ArgumentWarning
+
+PACKAGE = pathlib.Path(pydial.__file__).parent
+
+
+@pytest.fixture(scope="module")
+def data():
+    return pydial.simulate(N=5, K=3, rank=1, n_llm=3000, n_human=400, seed=3).comparisons
+
+
+@pytest.fixture
+def no_work(monkeypatch):
+    """Fail the test if an estimator is reached."""
+    def reached(*args, **kwargs):
+        raise AssertionError("the estimator ran before the arguments were checked")
+    monkeypatch.setattr(pydial.api, "estimate", reached)
+
+
+FIT_CASES = [
+    # (keyword arguments, the argument the message must name, an error that is also a TypeError)
+    (dict(method="dial"), "method", False),
+    (dict(method=None), "method", False),
+    (dict(rank=-1), "rank", False),
+    (dict(rank=1.5), "rank", True),
+    (dict(rank="many"), "rank", False),
+    (dict(method="dial-anc", rank=[0, 1]), "rank", False),
+    (dict(calibration="V"), "calibration", False),
+    (dict(ties="bradley"), "ties", False),
+    (dict(penalty="ridge"), "penalty", False),
+    (dict(method="dial-ada", lambda_=[]), "lambda_", False),
+    (dict(method="dial-ada", lambda_=[1.0, -2.0]), "lambda_", False),
+    (dict(method="dial-ada", lambda_=[np.nan]), "lambda_", False),
+    (dict(method="dial-ada", multiples=[0.0]), "multiples", False),
+    (dict(include_endpoints="both"), "include_endpoints", False),
+    (dict(cov_type="sandwich"), "cov_type", False),
+    (dict(anchored_cov_type="one-step"), "anchored_cov_type", False),
+    (dict(cluster_correction="yes"), "cluster_correction", False),
+    (dict(level=0.0), "level", False),
+    (dict(level=1.0), "level", False),
+    (dict(level="95%"), "level", True),
+    (dict(engine="torch"), "engine", False),
+    (dict(seed=-1), "seed", False),
+    (dict(seed=2.5), "seed", True),
+    (dict(seed=True), "seed", True),
+    (dict(check="no"), "check", False),
+    (dict(covariance="cell"), "covariance", True),
+]
+
+
+@pytest.mark.parametrize("kwargs,name,is_type", FIT_CASES, ids=[str(c[0]) for c in FIT_CASES])
+def test_fit_refuses_a_bad_argument_before_any_work(data, no_work, kwargs, name, is_type):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ArgumentWarning)
+        with pytest.raises(ArgumentError, match=re.escape(name)) as err:
+            pydial.fit(data, **kwargs)
+    assert isinstance(err.value, ValueError)
+    assert isinstance(err.value, TypeError) == is_type, type(err.value)
+
+
+def test_fit_refuses_what_is_not_data(no_work):
+    with pytest.raises(ArgumentTypeError, match="data must be a pydial.Comparisons"):
+        pydial.fit({"item_a": [1]}, "human")
+
+
+def test_result_methods_refuse_bad_arguments(data):
+    res = pydial.fit(data, "dial-anc")
+    cases = [
+        (lambda: res.with_cov("sandwich"), "cov_type"),
+        (lambda: res.with_cov(anchored_cov_type="one-step"), "anchored_cov_type"),
+        (lambda: res.with_cov(cluster_correction="yes"), "cluster_correction"),
+        (lambda: res.cov_params(what="c"), "what"),
+        (lambda: res.conf_int(level=1.5), "level"),
+    ]
+    for call, name in cases:
+        with pytest.raises(ArgumentError, match=re.escape(name)):
+            call()
+
+
+def test_simulate_and_split_refuse_bad_arguments(data):
+    with pytest.raises(ArgumentError, match=r"rank \(3\) must satisfy rank <= K-1 = 2"):
+        pydial.simulate(N=5, K=3, rank=3)
+    with pytest.raises(ArgumentError, match="ties must be"):
+        pydial.simulate(N=5, K=3, tie_rate=0.2, ties="bradley")
+    with pytest.raises(ArgumentError, match="needs tie_rate > 0"):
+        pydial.simulate(N=5, K=3, ties="davidson")
+    with pytest.raises(ArgumentTypeError, match="unexpected keyword argument 'rnk'"):
+        pydial.simulate(N=5, K=3, rnk=1)
+
+
+# --------------------------------------------------------------------------- the old names
+def test_old_fit_names_warn_and_give_the_same_fit(data):
+    new = pydial.fit(data, "dial-ada", lambda_=[0.5, 2.0], cov_type="binomial", anchored_cov_type="fixed-basis")
+    with pytest.warns(DeprecationWarning) as caught:
+        old = pydial.fit(data, "dial-ada", lambdas=[0.5, 2.0], cov="binomial", anchored_cov="fixed-basis")
+    messages = sorted(str(w.message) for w in caught)
+    assert messages == ["fit(..., anchored_cov=) is deprecated; use anchored_cov_type=",
+                        "fit(..., cov=) is deprecated; use cov_type=",
+                        "fit(..., lambdas=) is deprecated; use lambda_="]
+    assert all(w.filename == __file__ for w in caught)  # attributed to the caller's line
+    assert old.spec == new.spec
+    np.testing.assert_array_equal(old.scores.to_numpy(), new.scores.to_numpy())
+    np.testing.assert_array_equal(old.cov.to_numpy(), new.cov.to_numpy())
+    with pytest.raises(ArgumentTypeError, match="got both cov= and cov_type="):
+        pydial.fit(data, "human", cov="fisher", cov_type="fisher")
+
+
+def test_old_with_cov_names_warn_and_give_the_same_covariance(data):
+    res = pydial.fit(data, "dial-anc")
+    new = res.with_cov("cell", cluster_correction=True)
+    with pytest.warns(DeprecationWarning, match=r"with_cov\(..., correction=\) is deprecated"):
+        old = res.with_cov("cell", correction=True)
+    np.testing.assert_array_equal(old.cov.to_numpy(), new.cov.to_numpy())
+    with pytest.warns(DeprecationWarning, match=r"cov_params\(..., anchored_cov=\) is deprecated"):
+        got = res.cov_params("cell", anchored_cov="fixed-basis")
+    np.testing.assert_array_equal(got.to_numpy(), res.cov_params("cell", anchored_cov_type="fixed-basis").to_numpy())
+
+
+def test_old_simulate_names_warn_and_give_the_same_data():
+    new = pydial.simulate(N=5, K=3, rank=1, n_llm=300, n_human=50, tie_rate=0.2, ties="rao-kupper", seed=4)
+    with pytest.warns(DeprecationWarning) as caught:
+        old = pydial.simulate(N=5, K=3, r=1, n_llm=300, n_human=50, tie_rate=0.2, tie_model="rao-kupper", rng=4)
+    assert len(caught) == 3
+    assert old.frame.equals(new.frame) and old.config == new.config
+    assert new.config["rank"] == 1 and new.config["ties"] == "rao-kupper" and new.truth.ties == "rao-kupper"
+
+
+# --------------------------------------------------------------------------- the specification
+def test_the_spec_of_a_fit_reproduces_it(data):
+    res = pydial.fit(data, "dial-ada", multiples=[0.5, 1.0, 2.0], cov_type="binomial", seed=5)
+    assert isinstance(res.spec, pydial.ModelSpec) and res.spec.method == "dial-ada" and res.spec.rank == 1
+    again = pydial.fit(data, spec=res.spec)
+    np.testing.assert_array_equal(again.scores.to_numpy(), res.scores.to_numpy())
+    assert again.lambda_ == res.lambda_
+    assert pydial.fit(data, **res.fit_arguments).scores.equals(res.scores)
+    changed = res.spec.replace(cov_type="fisher")
+    assert changed.cov_type == "fisher" and res.spec.cov_type == "binomial"
+    with pytest.raises(ArgumentError, match="cov_type"):
+        res.spec.replace(cov_type="sandwich")
+
+
+def test_an_argument_warning_points_at_the_callers_line(data):
+    with pytest.warns(ArgumentWarning, match="rank=2 is ignored: method 'human' does not use rank") as caught:
+        pydial.fit(data, "human", rank=2)
+    assert caught[0].filename == __file__
+
+
+def test_no_bare_value_or_type_errors_are_raised_by_the_package():
+    """Every error pydial raises on purpose is one of its typed errors (pydial.exceptions)."""
+    bare = [f"{p.relative_to(PACKAGE)}:{n}" for p in sorted(PACKAGE.rglob("*.py"))
+            for n, line in enumerate(p.read_text().splitlines(), 1)
+            if re.search(r"raise (ValueError|TypeError)\b", line)]
+    assert bare == []
