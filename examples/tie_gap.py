@@ -43,7 +43,7 @@ def run(records: int | None = None, chains: int = 4, draws: int = 1000, warmup: 
     from pydial.stan.idata import compare
 
     data = arena_subset(records)
-    kw = dict(model="judges", ties="davidson", chains=chains, draws=draws, warmup=warmup, seed=seed, backend=backend)
+    kw = dict(method="judges", ties="davidson", chains=chains, draws=draws, warmup=warmup, seed=seed, backend=backend)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", pydial.stan.SamplerWarning)
         shipped = pydial.posterior(data, **kw)

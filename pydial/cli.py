@@ -24,6 +24,7 @@ import numpy as np
 from pydial.data.comparisons import DUPLICATES
 
 from .exceptions import (
+    ArgumentError,
     ConvergenceError,
     ConvergenceWarning,
     CovarianceWarning,
@@ -34,7 +35,6 @@ from .exceptions import (
     OutputError,
 )
 from .outputs import check_output_dir, check_output_file, output_dir, output_file
-from pydial.exceptions import ArgumentError
 
 EXIT_DATA, EXIT_IDENT, EXIT_FIT, EXIT_SAMPLER = 2, 3, 4, 5
 

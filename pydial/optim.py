@@ -23,8 +23,7 @@ from typing import Callable, Sequence, TypeVar
 import numpy as np
 from threadpoolctl import threadpool_limits
 
-from .exceptions import ConvergenceWarning
-from pydial.exceptions import ArgumentError
+from .exceptions import ArgumentError, ConvergenceWarning
 
 BOX = 10.0  # coordinate bound of the paper's optimization box (App. DIAL Estimation Procedure)
 ZERO_EIG_RTOL = 1e-9  # eigenvalues below this fraction of the largest count as zero (gauge) everywhere

@@ -169,3 +169,66 @@ def test_no_bare_value_or_type_errors_are_raised_by_the_package():
             for n, line in enumerate(p.read_text().splitlines(), 1)
             if re.search(r"raise (ValueError|TypeError)\b", line)]
     assert bare == []
+
+
+# --------------------------------------------------------------------------- posterior
+@pytest.fixture
+def no_compile(monkeypatch):
+    """Fail the test if a Stan program would be compiled (so no case needs Stan installed)."""
+    import pydial.stan.bayes as bayes
+
+    def reached(*args, **kwargs):
+        raise AssertionError("a Stan program was compiled before the arguments were checked")
+    monkeypatch.setattr(bayes, "compile_model", reached)
+
+
+POSTERIOR_CASES = [
+    (dict(method="pooled"), "method 'pooled' has no posterior counterpart", False),
+    (dict(method="dial"), "method", False),
+    (dict(rank=-1), "rank", False),
+    (dict(calibration="V"), "calibration", False),
+    (dict(ties="bradley"), "ties", False),
+    (dict(lambda_=0.0), "lambda_", False),
+    (dict(lambda_="big"), "lambda_", True),
+    (dict(method="dial-anc", lambda_=2.0), "lambda_", False),
+    (dict(method="human", lambda_=2.0), "lambda_ applies to the DIAL methods only", False),
+    (dict(chains=0), "chains", False),
+    (dict(draws=-1), "draws", False),
+    (dict(draws=10.5), "draws", True),
+    (dict(warmup=-5), "warmup", False),
+    (dict(seed=-3), "seed", False),
+    (dict(adapt_delta=1.2), "adapt_delta", False),
+    (dict(max_depth=0), "max_depth", False),
+    (dict(init="zero"), "init", False),
+    (dict(chains=2, init=[{}]), "init", False),
+    (dict(log_lik="record"), "log_lik", False),
+    (dict(algorithm="advi"), "algorithm", False),
+    (dict(b_stage="human"), "b_stage", False),
+    (dict(priors={"prior_q_sd": 1.0}), "prior_q_sd", False),
+    (dict(extra={"x": 1.0}), "extra data are for a user's program", False),
+    (dict(thin=2), "thin", True),
+]
+
+
+@pytest.mark.parametrize("kwargs,name,is_type", POSTERIOR_CASES, ids=[str(c[0]) for c in POSTERIOR_CASES])
+def test_posterior_refuses_a_bad_argument_before_compiling(data, no_compile, kwargs, name, is_type):
+    with pytest.raises(ArgumentError, match=re.escape(name)) as err:
+        pydial.posterior(data, **kwargs)
+    assert isinstance(err.value, ValueError)
+    assert isinstance(err.value, TypeError) == is_type, type(err.value)
+
+
+def test_posterior_checks_extra_data_against_the_programs_data_block(data, no_compile, tmp_path):
+    program = tmp_path / "gap.stan"
+    shipped = (pathlib.Path(pydial.stan.programs.program_dir()) / "judges.stan").read_text()
+    program.write_text(shipped.replace("data {", "data {\n  real<lower=0> prior_kappa_sd;  // added", 1))
+    with pytest.raises(ArgumentError, match=r"extra data \['kapa'\] are not declared .* reads \['prior_kappa_sd'\]"):
+        pydial.posterior(data, "judges", program=str(program), extra={"kapa": 1.0})
+    with pytest.raises(ArgumentError, match=r"declares the data \['prior_kappa_sd'\] that pydial does not provide"):
+        pydial.posterior(data, "judges", program=str(program))
+
+
+def test_compare_intervals_refuses_what_is_not_a_posterior(data):
+    res = pydial.fit(data, "human")
+    with pytest.raises(ArgumentError, match="posterior"):
+        pydial.compare_intervals(res, {})

@@ -71,7 +71,7 @@ def test_httpstan_names_the_cmdstan_way(models, stan_backend_name, data):
     if stan_backend_name != "httpstan":
         pytest.skip("checks the httpstan backend")
     with pytest.raises(StanBackendError, match="cmdstanpy.install_cmdstan"):
-        posterior(data, model="human", algorithm="laplace", chains=1, draws=10, backend="httpstan")
+        posterior(data, method="human", algorithm="laplace", chains=1, draws=10, backend="httpstan")
 
 
 def test_unknown_algorithm_is_refused_before_any_work(data):

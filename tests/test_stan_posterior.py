@@ -220,7 +220,7 @@ def test_tie_model_recovers_nu_and_b(models):
     s_h = S.mean(0)
     frame, items = davidson_beaver_frame(rng, N, S, b, nu, 0.6, s_h, n_llm=15_000, n_human=3_000)
     data = Comparisons.from_frame(frame, items=items)
-    idata = posterior(data, model="judges", ties="davidson", chains=2, draws=500, warmup=500, seed=3)
+    idata = posterior(data, method="judges", ties="davidson", chains=2, draws=500, warmup=500, seed=3)
     post = idata.posterior
     assert list(post["tie_judge"].values) == [*data.judges, "human"]
     nu_hat = post["nu"].mean(("chain", "draw")).to_numpy()
@@ -265,7 +265,7 @@ def test_short_chains_warn(models):
 
 def test_human_only_posterior(models):
     data = simulate(N=5, K=2, rank=0, n_llm=200, n_human=3000, seed=2).comparisons
-    idata = posterior(data, model="human", chains=2, draws=300, warmup=300, seed=2)
+    idata = posterior(data, method="human", chains=2, draws=300, warmup=300, seed=2)
     from pydial.estimation.glm import fit_human_btl
 
     s = fit_human_btl(data.human, data.N).s

@@ -1,8 +1,9 @@
 r"""NUTS posteriors of the DIAL models as :class:`arviz.InferenceData`.
 
-``model="dial"`` samples ``stan/dial_sample.stan`` (the structured model in an
-identified parameterization, optional Davidson-Beaver ties);
-``model="judges"`` and ``model="human"`` sample ``stan/judges.stan`` (each
+``method="dial-ada"`` (and ``"dial-nopos"``, ``"dial-anc"``) samples
+``stan/dial_sample.stan`` (the structured model in an identified
+parameterization, optional Davidson-Beaver or Rao-Kupper ties);
+``method="judges"`` and ``method="human"`` sample ``stan/judges.stan`` (each
 judge's own order-effect BTL; the people as one more judge, or alone).
 
 ``program=PATH`` samples a user's program (a copy of a shipped one, changed)
@@ -42,6 +43,7 @@ is written on the root and on the ``posterior`` group and survives
 from __future__ import annotations
 
 import json
+import numbers
 import warnings
 from typing import Any, Mapping, Sequence
 
@@ -49,11 +51,15 @@ import numpy as np
 
 from pydial.data.comparisons import Comparisons
 
-from ..exceptions import DataError
+from pydial.estimation.spec import check_choice, check_count, check_level, check_seed
+from pydial.model.chart import CALIBRATIONS
+
+from ..exceptions import ArgumentError, ArgumentTypeError, DataError, caller_stacklevel, renamed_arguments
 from ..optim import BOX
 from . import idata as azio
 from .backend import CompiledModel, SampleResult, SamplerWarning, compile_model
 from .compiled import APPROXIMATIONS
+from .programs import data_names
 from .standata import (
     DIAL_SAMPLE_PRIORS,
     JUDGES_PRIORS,
@@ -69,11 +75,9 @@ from .standata import (
     mu_reference,
     with_extra,
 )
-from pydial.exceptions import ArgumentError
 
-__all__ = ["ALGORITHMS", "POSTERIOR_MODELS", "B_SOURCES", "posterior", "estimand", "result_estimand", "CONSENSUS_STRENGTH_MIN"]
-
-POSTERIOR_MODELS: tuple[str, ...] = ("dial", "judges", "human")
+__all__ = ["ALGORITHMS", "POSTERIOR_METHODS", "B_SOURCES", "posterior", "estimand", "result_estimand",
+           "CONSENSUS_STRENGTH_MIN", "check_extra"]
 
 CONSENSUS_STRENGTH_MIN = 0.1
 """Warn when the 5% posterior quantile of ``consensus_strength`` falls below this."""
@@ -199,21 +203,123 @@ def _like_arguments(result: Any, data: Comparisons) -> dict[str, Any]:
                                 "dial-ada, dial-anc, dial-nopos)", {"method": (m, None)})
 
 
+POSTERIOR_METHODS: tuple[str, ...] = ("dial-ada", "dial-anc", "dial-nopos", "judges", "human")
+"""Methods of :func:`posterior`, in :func:`pydial.fit`'s vocabulary (``pooled`` and ``atc`` have no posterior)."""
+
+POSTERIOR_RENAMED = {"model": "method", "lam": "lambda_"}
+"""Old keyword names of :func:`posterior` (deprecated) and the names that replace them."""
+
+
+def _resolve(method: str, like: Any, data: Comparisons, deprecated: dict[str, Any], *, rank: Any, calibration: Any,
+             ties: Any, lambda_: Any, include_human: Any, b_stage: Any) -> tuple:
+    """Check what the posterior estimates; return ``(model, rank, calibration, ties, lam, order, include_human, b_stage)``.
+
+    ``model`` is the program family (``"dial"``, ``"judges"``, ``"human"``), ``lam`` the
+    weight (None: the ordinary posterior), ``order`` whether order effects are sampled.
+    The old ``model=`` / ``lam=`` / ``order=`` are translated with a warning;
+    ``like`` (a fit) overrides the estimand.
+    """
+    order = True
+    if deprecated:
+        old = renamed_arguments("posterior", deprecated, POSTERIOR_RENAMED, ("method", "lambda_", "order"))
+        if "order" in old:
+            warnings.warn("posterior(..., order=) is deprecated; use method='dial-nopos' (DIAL without order effects)",
+                          DeprecationWarning, stacklevel=caller_stacklevel())
+            order = bool(check_choice("order", old["order"], (True, False)))
+        lambda_ = old.get("lambda_", lambda_)
+        if "method" in old:
+            model = check_choice("model", old["method"], ("dial", "judges", "human"))
+            method = ("dial-ada" if order else "dial-nopos") if model == "dial" else model
+    if like is not None:
+        kw = _like_arguments(like, data)
+        method, ties = kw["model"], kw.get("ties")
+        include_human = kw.get("include_human", include_human)
+        if method == "dial":
+            rank, calibration, order, lambda_, b_stage = kw["rank"], kw["calibration"], kw["order"], kw["lam"], kw["b_stage"]
+            method = "dial-ada" if order else "dial-nopos"
+    if method in ("pooled", "atc"):
+        raise ArgumentError(f"method {method!r} has no posterior counterpart in pydial.stan (available: "
+                            f"{', '.join(POSTERIOR_METHODS)})")
+    check_choice("method", method, POSTERIOR_METHODS)
+    check_choice("ties", ties, tuple(TIE_MODEL_CODE))
+    model = "dial" if method.startswith("dial") else method
+    if model == "dial":
+        order = method != "dial-nopos"
+        rank = check_count(rank, "rank", minimum=0)
+        check_choice("calibration", calibration, (None,) + tuple(CALIBRATIONS))
+        check_choice("b_stage", b_stage, B_SOURCES)
+        if method == "dial-anc":
+            if lambda_ is not None and not (isinstance(lambda_, numbers.Real) and float(lambda_) == float("inf")):
+                raise ArgumentError(f"method 'dial-anc' is the cut posterior (lambda_=inf), got lambda_={lambda_!r}; "
+                                    "use method='dial-ada' for a finite weight")
+            lambda_ = float("inf")
+        if lambda_ is not None:
+            if isinstance(lambda_, bool) or not isinstance(lambda_, numbers.Real):
+                raise ArgumentTypeError(f"lambda_ must be a number > 0 (inf: the cut posterior), got {lambda_!r}")
+            if not float(lambda_) > 0:
+                raise ArgumentError(f"lambda_ must be > 0 (inf: the cut posterior), got {lambda_!r}")
+            lambda_ = float(lambda_)
+    elif lambda_ is not None:
+        raise ArgumentError(f"lambda_ applies to the DIAL methods only, got lambda_={lambda_!r} with method={method!r}")
+    check_choice("include_human", include_human, (True, False))
+    return model, rank, calibration, ties, lambda_, order, bool(include_human), b_stage
+
+
+def _check_run_arguments(*, chains: Any, draws: Any, warmup: Any, seed: Any, adapt_delta: Any, max_depth: Any,
+                         refresh: Any, init: Any, win_prob: Any, log_lik: Any, algorithm: Any) -> None:
+    """Check the sampler's arguments of :func:`posterior` (each error names its argument)."""
+    check_count(chains, "chains")
+    check_count(draws, "draws")
+    check_count(warmup, "warmup", minimum=0)
+    check_seed(seed)
+    check_level(adapt_delta, "adapt_delta")
+    check_count(max_depth, "max_depth")
+    if refresh is not None:
+        check_count(refresh, "refresh")
+    if isinstance(init, str):
+        check_choice("init", init, ("spectral", "random"))
+    elif not (isinstance(init, Sequence) and all(isinstance(i, Mapping) for i in init)) or len(init) != chains:
+        raise ArgumentError(f"init must be 'spectral', 'random' or a list of one dict per chain ({chains}), got {init!r}")
+    check_choice("win_prob", win_prob, (None, True, False))
+    check_choice("log_lik", log_lik, LOG_LIK_UNITS)
+    check_choice("algorithm", algorithm, ALGORITHMS)
+
+
+def check_extra(program: str, extra: Mapping[str, Any] | None, model: str) -> None:
+    """Check ``extra`` against the ``data`` block of ``program``, before it is compiled.
+
+    The program reads the data of the shipped program of ``model`` (its schema)
+    plus its own; ``extra`` must give exactly the latter.  Raises
+    :class:`~pydial.ArgumentError` naming the unknown or missing entries.
+    """
+    declared = data_names(program)
+    schema = set(data_names("dial_sample" if model == "dial" else "judges"))
+    own = [n for n in declared if n not in schema]
+    given = set(extra or {})
+    unknown = sorted(given - set(declared))
+    if unknown:
+        raise ArgumentError(f"extra data {unknown} are not declared in the data block of {program}; it reads "
+                            f"{own or 'no data'} beyond the schema of pydial's {model!r} programs")
+    missing = [n for n in own if n not in given]
+    if missing:
+        raise ArgumentError(f"{program} declares the data {missing} that pydial does not provide: pass them with "
+                            "extra={...}")
+
+
 def posterior(
     data: Comparisons,
+    method: str = "dial-ada",
+    *,
     rank: int = 1,
     calibration: str | None = "mu",
     ties: str | None = None,
+    lambda_: float | None = None,
     chains: int = 4,
     draws: int = 1000,
     warmup: int = 1000,
     seed: int | None = None,
-    lam: float | None = None,
     priors: Mapping[str, float] | None = None,
     backend: str | None = None,
-    *,
-    model: str = "dial",
-    order: bool = True,
     init: str | Sequence[Mapping[str, Any]] = "spectral",
     adapt_delta: float = 0.9,
     max_depth: int = 10,
@@ -228,6 +334,7 @@ def posterior(
     progress: bool | None = None,
     log_lik: str = "cell",
     algorithm: str = "nuts",
+    **deprecated: Any,
 ) -> Any:
     r"""Sample a DIAL model's posterior with NUTS (or approximate it) and return it as arviz data.
 
@@ -235,8 +342,19 @@ def posterior(
     ----------
     data : Comparisons
         Validated judgments.
+    method : {"dial-ada", "dial-anc", "dial-nopos", "judges", "human"}, default "dial-ada"
+        The estimator whose posterior is sampled, in :func:`pydial.fit`'s
+        vocabulary.  ``"dial-ada"``: ``dial_sample.stan``, the structured model
+        with the LLM weight ``lambda_`` (default: the ordinary posterior);
+        ``"dial-anc"``: its cut posterior (``lambda = inf``); ``"dial-nopos"``:
+        ``"dial-ada"`` without order effects; ``"judges"``: each LLM judge's own
+        order-effect model (``S``, and ``s_judges``, the mean of the judges'
+        scores, which is what ``pydial.fit(method="judges")`` reports) plus the
+        people's own scores ``s_H`` (``include_human``); ``"human"``: the people
+        alone (BTL, or a tie model with ``ties``).  ``pooled`` and ``atc`` have no
+        posterior counterpart.
     rank : int, default 1
-        Disagreement rank ``r`` (``model="dial"``).
+        Disagreement rank ``r`` (the DIAL methods).
     calibration : {"mu", "W"} or None, default "mu"
         Human calibration basis (``None``: LLM judges only).
     ties : {None, "davidson", "rao-kupper"}
@@ -248,38 +366,31 @@ def posterior(
         NUTS chains, post-warmup draws per chain, warmup iterations.
     seed : int, optional
         Random seed of the sampler and of the initial-value jitter.
-    lam : float, optional
+    lambda_ : float, optional
         LLM weight ``lambda`` of eq. weighted-loss: the LLM log-likelihood is
         multiplied by ``lambda n_H / n_LLM`` (a power posterior whose
         log-likelihood is ``-n_H Q_lambda``).  Default ``None`` = weight 1, the
-        ordinary posterior (``lambda = n_LLM / n_H``).  ``lam=inf`` is the
-        anchored estimator's counterpart, the *cut* posterior: the LLM
-        structure from the LLM-only posterior, then the calibration ``c`` given
-        each draw of the basis ``M`` from the human judgments alone
-        (``stan/dial_calibrate.stan``).  ``model="dial"`` only.
+        ordinary posterior (``lambda = n_LLM / n_H``).  ``lambda_=inf`` (the
+        default of ``method="dial-anc"``) is the anchored estimator's
+        counterpart, the *cut* posterior: the LLM structure from the LLM-only
+        posterior, then the calibration ``c`` given each draw of the basis ``M``
+        from the human judgments alone (``stan/dial_calibrate.stan``).  The DIAL
+        methods only.
     priors : mapping, optional
         Overrides of the default priors, which are tabulated, with what each
         scale means, in :data:`pydial.stan.standata.DIAL_SAMPLE_PRIORS`
-        (``model="dial"``: normal priors on the mean judge score ``S'1/K``, the
+        (DIAL methods: normal priors on the mean judge score ``S'1/K``, the
         deviations of ``gamma``, the item side ``Z`` of ``U V' = P Z'`` with a
         uniform judge frame ``P``, ``b``, ``c`` and ``log nu``) and
-        :data:`~pydial.stan.standata.JUDGES_PRIORS` (``model="judges"`` or
+        :data:`~pydial.stan.standata.JUDGES_PRIORS` (``"judges"`` and
         ``"human"``); the program headers state the same priors.  A scale of 0
         makes that block flat.  ``attrs["priors"]`` records the priors used.
     backend : {"cmdstanpy", "httpstan"} or None
         See :func:`pydial.stan.stan_backend`.
-    model : {"dial", "judges", "human"}
-        ``"dial"``: ``dial_sample.stan``; ``"judges"``: each LLM judge's own
-        order-effect model (``S``, and ``s_judges``, the mean of the judges'
-        scores, which is what ``pydial.fit(method="judges")`` reports) plus the
-        people's own scores ``s_H`` (``include_human``); ``"human"``: the people
-        alone (BTL, or a tie model with ``ties``).
-    order : bool
-        Estimate the judges' order effects.
     init : "spectral", "random" or list of dict
         ``"spectral"`` (default; the name is kept for compatibility) means the
         point fits' start :func:`pydial.estimation.glm.initial_theta`: with
-        ``model="dial"`` each chain starts there, jittered (ridge judge-wise
+        a DIAL method each chain starts there, jittered (ridge judge-wise
         BTL fits, the consensus SVD of their scores and the people's scores
         projected on the calibration basis); the other models start as with
         ``"random"``.  ``"random"``: Stan's uniform(-2, 2) start on the
@@ -290,12 +401,14 @@ def posterior(
         Store the ``N x N`` human win probabilities ``sigma(s_i - s_j)``
         (default: when ``N <= 30``).
     include_human : bool
-        ``model="judges"``: add the people (their own scores ``s_H``).
+        ``method="judges"``: add the people (their own scores ``s_H``).
     program : str, optional
         Path to a ``.stan`` file to sample instead of the shipped program of
-        ``model`` (``dial_sample.stan`` or ``judges.stan``): a copy with a
+        ``method`` (``dial_sample.stan`` or ``judges.stan``): a copy with a
         change, reading the same data (the shared schema of
-        :func:`pydial.stan.standata`) plus ``extra``.  Its ``#include`` lines
+        :func:`pydial.stan.standata`) plus ``extra``; the names of ``extra``
+        are checked against the program's ``data`` block before anything is
+        compiled.  Its ``#include`` lines
         find pydial's include files.  Every variable it outputs goes to the
         posterior group (dimensions named as for the shipped program where the
         names agree); it must write ``log_lik`` and ``counts_rep`` as the
@@ -305,20 +418,20 @@ def posterior(
     like : DialResult, optional
         Sample the posterior of exactly this fit's estimator: its model,
         rank, calibration, weight ``lambda`` (``dial-ada`` at its selected
-        weight, ``dial-anc`` as the cut posterior ``lam=inf``), tie model and
-        order-effect convention.  Overrides ``model``, ``rank``,
-        ``calibration``, ``ties``, ``lam``, ``order``, ``include_human`` and
+        weight, ``dial-anc`` as the cut posterior ``lambda_=inf``), tie model and
+        order-effect convention.  Overrides ``method``, ``rank``,
+        ``calibration``, ``ties``, ``lambda_``, ``include_human`` and
         ``b_stage``.  Raises :class:`~pydial.exceptions.EstimandMismatchError`
         for a fit without a posterior counterpart (``pooled``, ``atc``, a
         penalized fit).
     b_stage : {"joint", "llm-only"}
-        ``model="dial"``: where the posterior's order effects ``b`` come from.
+        DIAL methods: where the posterior's order effects ``b`` come from.
         ``"joint"`` (default): the (weighted) joint posterior;
         ``"llm-only"``: a second NUTS run of the LLM-only structured model at
         weight 1, the counterpart of the frequentist DIAL fits, whose position
         effects come from their LLM-only stage (``b_joint`` then keeps the
         joint posterior's draws).  The two runs are independent: do not read
-        joint quantities of ``b`` with the other variables.  (``lam=inf`` is
+        joint quantities of ``b`` with the other variables.  (``lambda_=inf`` is
         always ``"llm-only"``.)
     refresh : int, optional
         Progress-report interval of the sampler (iterations); shown only with
@@ -350,8 +463,12 @@ def posterior(
         :func:`~pydial.stan.compare_intervals` support as NUTS; ``sample_stats``
         holds the approximation's log densities instead of NUTS statistics, and
         R-hat / ESS are not computed (the draws are independent).  The second
-        stage of the cut posterior (``lam=inf``) stays NUTS: it is exact given
+        stage of the cut posterior (``lambda_=inf``) stays NUTS: it is exact given
         each first-stage draw.
+    **deprecated
+        The old names ``model=`` (``"dial"``, ``"judges"``, ``"human"``),
+        ``lam=`` and ``order=`` still work with a :class:`DeprecationWarning`
+        (``model="dial", order=False`` is ``method="dial-nopos"``).
 
     Returns
     -------
@@ -370,6 +487,13 @@ def posterior(
         (JSON) has R-hat, bulk and tail ESS per monitored scalar, named by the
         coordinates (``s_H[gpt-4]``).
 
+    Raises
+    ------
+    pydial.ArgumentError
+        A bad argument (naming it), before anything is compiled or sampled.
+    pydial.DataError
+        Data the method cannot use (no LLM judgments, no human comparisons).
+
     Warns
     -----
     SamplerWarning
@@ -378,28 +502,19 @@ def posterior(
         a consensus strength near 0 (DESIGN.md "Known trap").
     """
     azio.arviz()  # a supported arviz, before any compile or sampling
-    if algorithm not in ALGORITHMS:
-        raise ArgumentError(f"algorithm must be one of {ALGORITHMS}, got {algorithm!r}")
-    if like is not None:
-        kw = _like_arguments(like, data)
-        model = kw["model"]
-        ties = kw.get("ties")
-        include_human = kw.get("include_human", include_human)
-        if model == "dial":
-            rank, calibration, order, lam, b_stage = kw["rank"], kw["calibration"], kw["order"], kw["lam"], kw["b_stage"]
-        else:
-            lam = None
-    if model not in POSTERIOR_MODELS:
-        raise ArgumentError(f"model must be one of {POSTERIOR_MODELS}, got {model!r}")
-    if ties not in TIE_MODEL_CODE:
-        raise ArgumentError(f"ties must be one of {list(TIE_MODEL_CODE)}, got {ties!r}")
-    if log_lik not in LOG_LIK_UNITS:
-        raise ArgumentError(f"log_lik must be one of {LOG_LIK_UNITS}, got {log_lik!r}")
+    model, rank, calibration, ties, lam, order, include_human, b_stage = _resolve(
+        method, like, data, deprecated, rank=rank, calibration=calibration, ties=ties, lambda_=lambda_,
+        include_human=include_human, b_stage=b_stage)
+    _check_run_arguments(chains=chains, draws=draws, warmup=warmup, seed=seed, adapt_delta=adapt_delta,
+                         max_depth=max_depth, refresh=refresh, init=init, win_prob=win_prob, log_lik=log_lik,
+                         algorithm=algorithm)
+    merge_priors(DIAL_SAMPLE_PRIORS if model == "dial" else JUDGES_PRIORS, priors,
+                 "dial_sample.stan" if model == "dial" else "judges.stan")
     per_judgment = log_lik == "judgment"
-    if b_stage not in B_SOURCES:
-        raise ArgumentError(f"b_stage must be one of {B_SOURCES}, got {b_stage!r}")
     if extra and program is None:
         raise ArgumentError("extra data are for a user's program: pass program=PATH")
+    if program is not None:
+        check_extra(program, extra, model)
     if win_prob is None:
         win_prob = data.N <= 30
     rng = np.random.default_rng(seed)
@@ -414,20 +529,18 @@ def posterior(
 
     if model == "dial":
         if data.K < 1 or data.n_llm == 0:
-            raise DataError("model 'dial' needs LLM judgments")
+            raise DataError(f"method {method!r} needs LLM judgments")
         if calibration is not None and data.n_human == 0:
             raise DataError("a calibrated posterior needs decisive human comparisons; pass calibration=None")
         if lam is None:
             w_llm = 1.0
             lam_eff = data.n_llm / data.n_human if data.n_human else float("nan")
         else:
-            if not (lam > 0 and not np.isnan(lam)):
-                raise ArgumentError(f"lam must be > 0 (inf: the cut posterior), got {lam!r}")
             lam_eff = float(lam)
             w_llm = float(lam) * data.n_human / data.n_llm if np.isfinite(lam) else 1.0
         cut = bool(np.isinf(lam_eff)) and calibration is not None
         if cut and program is not None:
-            raise ArgumentError("lam=inf (the cut posterior) samples the shipped programs only")
+            raise ArgumentError("lambda_=inf (the cut posterior, method 'dial-anc') samples the shipped programs only")
         res, d, cells, post, dims, coords = _run_dial(
             data, rank=rank, calibration=None if cut else calibration, ties=ties, w_llm=w_llm, priors=priors,
             order=order, init=init, rng=rng, seed=stan_seed, win_prob=win_prob, program=program, extra=extra,
@@ -466,8 +579,6 @@ def posterior(
                              order=order, b=(b_stage if order else "none"),
                              scores="s_H" if calibration is not None else None)
     else:
-        if lam is not None:
-            raise ArgumentError(f"lam applies to model='dial' only, got lam={lam!r} with model={model!r}")
         tie = ties is not None
         if model == "judges" and data.n_llm == 0:
             raise DataError("model 'judges' needs LLM judgments")
@@ -483,8 +594,6 @@ def posterior(
             Hc = Hc.per_judgment() if Hc is not None else None
         d = with_extra(judges_data(Lc, Hc, N=data.N, K=K, order=order and K > 0, ties=ties, priors=priors), extra)
         if isinstance(init, str):
-            if init not in ("spectral", "random"):
-                raise ArgumentError(f"init must be 'spectral', 'random' or a list of dicts, got {init!r}")
             inits = None  # judges.stan is log-concave per judge: Stan's default start is fine
         else:
             inits = list(init)

@@ -13,9 +13,10 @@ import numpy as np
 import pandas as pd
 from scipy.stats import norm
 
-from ..exceptions import EstimandMismatchError
+from pydial.estimation.spec import check_level
+
+from ..exceptions import ArgumentError, ArgumentTypeError, EstimandMismatchError
 from . import idata as azio
-from pydial.exceptions import ArgumentError
 
 __all__ = ["compare_intervals", "IntervalComparison", "check_estimands"]
 
@@ -214,6 +215,8 @@ def compare_intervals(result: Any, idata: Any, level: float | None = None, *, ma
 
     Raises
     ------
+    pydial.ArgumentTypeError
+        ``result`` is not a fit or ``idata`` not a posterior.
     EstimandMismatchError
         The fit and the posterior estimate different things (and ``match=False``),
         the fit cannot be refitted to the posterior's specification, or the
@@ -222,6 +225,17 @@ def compare_intervals(result: Any, idata: Any, level: float | None = None, *, ma
     from .bayes import estimand as post_estimand
     from .bayes import result_estimand
 
+    if not isinstance(getattr(result, "scores", None), pd.DataFrame):
+        raise ArgumentTypeError(f"result must be a fit with a scores table (pydial.fit), got {type(result).__name__}")
+    try:
+        groups = azio.group_names(idata)
+    except (AttributeError, TypeError):
+        groups = []
+    if "posterior" not in groups:
+        raise ArgumentTypeError("idata must be a posterior with a 'posterior' group (pydial.posterior: an "
+                                f"xarray.DataTree or arviz.InferenceData), got {type(idata).__name__}")
+    if level is not None:
+        check_level(level)
     pe = post_estimand(idata)
     refit = False
     omitted = ""

@@ -29,10 +29,9 @@ from typing import Any, ClassVar, Mapping, Protocol, Sequence, runtime_checkable
 import numpy as np
 from numpy.typing import ArrayLike
 
-from ..exceptions import DialError
+from ..exceptions import ArgumentError, ArgumentTypeError, DialError
 from ..optim import lbfgs_minimize
 from .results import OptimizeResult, SampleResult
-from pydial.exceptions import ArgumentError, ArgumentTypeError
 
 __all__ = [
     "APPROXIMATIONS",

@@ -26,10 +26,9 @@ from pydial.data.comparisons import Comparisons
 from pydial.estimation.glm import initial_theta
 from pydial.model.chart import Calibration, Chart, helmert_basis
 
-from ..exceptions import ConvergenceWarning, DataError
+from ..exceptions import ArgumentError, ConvergenceWarning, DataError
 from .backend import CompiledModel, OptimizeResult, compile_model
 from .standata import dial_data, empty_cells, human_cell_table, judges_data, llm_cell_table, pooled_cell_table, weighted_log_coef
-from pydial.exceptions import ArgumentError
 
 __all__ = ["POINT_METHODS", "StanPointFit", "stan_fit_point"]
 

@@ -18,7 +18,7 @@ from importlib import resources
 from pathlib import Path
 from pydial.exceptions import ArgumentError
 
-__all__ = ["PROGRAMS", "program_dir", "program_path", "program_code", "expand_includes"]
+__all__ = ["PROGRAMS", "program_dir", "program_path", "program_code", "expand_includes", "data_names"]
 
 PROGRAMS: dict[str, str] = {
     "dial": "DIAL in the computational chart (log density, penalized MLE), optional ties",
@@ -92,3 +92,26 @@ def program_code(name: str) -> str:
     path = program_path(name)
     dirs = [path.parent / "include", path.parent, program_dir() / "include"]
     return expand_includes(path.read_text(), dirs)
+
+
+_COMMENT = re.compile(r"//[^\n]*|/\*.*?\*/|#[^\n]*", re.DOTALL)
+_DATA_BLOCK = re.compile(r"\b(transformed\s+)?data\s*\{")
+
+
+def data_names(name: str) -> tuple[str, ...]:
+    """Names declared in the ``data`` block of a program (includes expanded), in order.
+
+    ``name`` is one of :data:`PROGRAMS` or a path.  Used to check a user's
+    ``extra`` data against what the program reads, before it is compiled.
+    """
+    code = _COMMENT.sub("", program_code(name))
+    start = next((m.end() for m in _DATA_BLOCK.finditer(code) if m.group(1) is None), None)
+    if start is None:
+        return ()
+    depth, end = 1, start
+    while depth and end < len(code):
+        depth += {"{": 1, "}": -1}.get(code[end], 0)
+        end += 1
+    statements = code[start:end - 1].split(";")
+    names = (re.search(r"([A-Za-z_][A-Za-z0-9_]*)\s*$", st.strip()) for st in statements if st.strip())
+    return tuple(m.group(1) for m in names if m)

@@ -55,7 +55,7 @@ DIAL_SAMPLE_PRIORS: dict[str, float] = {
     "log_nu_mean": -1.0,
     "log_nu_sd": 1.5,
 }
-r"""Default priors of ``dial_sample.stan`` (``posterior(model="dial")``): the table the docstrings cite.
+r"""Default priors of ``dial_sample.stan`` (``posterior(data, "dial-ada")``, all DIAL methods): the table the docstrings cite.
 
 The program header states the same priors on the same parameters; these are the
 values :func:`pydial.stan.posterior` and :func:`dial_sample_data` pass (``priors=``
@@ -93,7 +93,7 @@ posterior of exactly these priors, and shows what they imply for win probabiliti
 """
 
 JUDGES_PRIORS: dict[str, float] = {"s_sd": 2.0, "b_sd": 1.0, "log_nu_mean": -1.0, "log_nu_sd": 1.5}
-r"""Default priors of ``judges.stan`` for NUTS (``posterior(model="judges" | "human")``); point fits use flat priors.
+r"""Default priors of ``judges.stan`` for NUTS (``posterior(data, "judges" | "human")``); point fits use flat priors.
 
 Normal priors on the program's parameters (its header states the same); ``priors=``
 overrides entries; a scale of 0 is flat.
