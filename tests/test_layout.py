@@ -116,7 +116,7 @@ def import_cycles(graph: dict[str, set[str]]) -> list[list[str]]:
 
 
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("pydial.exceptions", "pydial.resources", "pydial.optim"),
+    ("pydial.exceptions", "pydial.resources", "pydial.optim", "pydial.cache"),
     ("pydial.data",),
     ("pydial.model",),
     ("pydial.inference",),

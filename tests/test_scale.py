@@ -20,6 +20,7 @@ import pytest
 from scipy.special import expit
 
 import pydial
+from pydial.cache import entries
 from pydial.data.comparisons import Comparisons
 from pydial.model.identifiability import _check_separation, _no_separation_by_graph, _scan_cycles, _scan_cycles_fast
 from pydial.estimation.estimators import staged_fit
@@ -282,9 +283,28 @@ def test_chunked_reader_names_bad_rows(tmp_path):
 
 def test_replaced_data_do_not_share_the_cache(small):
     pydial.fit(small, "dial-anc")
-    assert any(k[0] == "llm_only_fit" for k in small._cache)
+    assert any(k[0] == "llm_only_fit" for k in entries(small))
     other = dataclasses.replace(small, llm=dataclasses.replace(small.llm, y=small.llm.n - small.llm.y))
-    assert other._cache == {}
+    assert entries(other) == ()
+
+
+def test_the_data_hold_no_objects_of_the_layers_above(small):
+    """What fits derive from a data set lives in pydial.cache, and goes with the data set."""
+    import gc
+
+    from pydial import cache
+
+    data = dataclasses.replace(small)
+    pydial.fit(data, "dial-ada")
+    held = [v for v in data.__dict__.values() if isinstance(v, dict)]
+    layers_above = ("pydial.model", "pydial.inference", "pydial.estimation", "pydial.stan")
+    assert not [type(x).__module__ for d in held for x in d.values() if type(x).__module__.startswith(layers_above)]
+    kept = set(entries(data))
+    assert {"llm_only_fit", "check_design", "stacked cells"} <= {k[0] for k in kept}
+    ident = id(data)
+    del data
+    gc.collect()
+    assert ident not in cache._STORE
 
 
 def test_a_fit_that_cannot_fit_in_memory_raises_before_allocating(small, monkeypatch):

@@ -11,6 +11,7 @@ import pandas as pd
 import pytest
 
 import pydial
+from pydial.cache import entries
 import pydial.api
 import pydial.estimation.estimators as estimators
 from pydial.cli import main
@@ -26,15 +27,15 @@ def data() -> pydial.Comparisons:
 # ------------------------------------------------------------------ cache of derived results
 def test_replaced_copy_starts_with_its_own_empty_cache(data):
     pydial.fit(data, "human")
-    assert any(key[0] == "check_design" for key in data._cache)
+    assert any(key[0] == "check_design" for key in entries(data))
     h = data.human
     one_pair = (h.i == h.i[0]) & (h.j == h.j[0])
     copy = dataclasses.replace(data, human=dataclasses.replace(h, **{f: getattr(h, f)[one_pair] for f in "ijny"}))
-    assert copy._cache == {} and copy._cache is not data._cache
+    assert entries(copy) == ()
     # the design check of the copy is made on the copy (one human pair: not connected) ...
     with pytest.raises(IdentifiabilityError):
         pydial.fit(copy, "human")
-    assert any(key[0] == "check_design" for key in copy._cache)
+    assert any(key[0] == "check_design" for key in entries(copy))
     # ... and leaves the original's cached check alone
     assert pydial.fit(data, "human").ok
 

@@ -24,6 +24,7 @@ from typing import Any, Iterator, cast
 import numpy as np
 import pandas as pd
 
+from pydial.cache import derived
 from pydial.data.comparisons import Comparisons
 from pydial.estimation.atc import atc_scores
 from pydial.estimation.engines import Engine, PointEngine, StagedFit, StructuredFit
@@ -257,13 +258,12 @@ def llm_only_fit(data: Comparisons, rank: int, order: bool = True) -> tuple[Char
     It is computed once per ``(rank, order)`` and cached on ``data``: DIAL-Anc,
     DIAL-Ada (its anchored endpoint and warm start) and AtC share it.
     """
-    key = ("llm_only_fit", int(rank), bool(order))
-    if key not in data._cache:
+    def build() -> tuple[Chart, Any]:
         chL = Chart(data.N, data.K, rank, None, order)
         fL = fit_structured(data, chL, np.inf, initial_theta(data, chL))
-        # keep the fit, not its objective (per-cell index arrays), alive in the cache
-        data._cache[key] = (chL, dataclasses.replace(fL, objective=None))
-    return data._cache[key]
+        return chL, dataclasses.replace(fL, objective=None)  # keep the fit, not its objective (per-cell index arrays)
+
+    return derived(data, ("llm_only_fit", int(rank), bool(order)), build)
 
 
 

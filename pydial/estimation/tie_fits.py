@@ -46,6 +46,7 @@ import numpy as np
 import pandas as pd
 import scipy.sparse as sp
 
+from pydial.cache import derived
 from pydial.data.comparisons import I_WINS, J_WINS, TIE, Comparisons
 from pydial.estimation.engines import TieOptimizers
 from pydial.estimation.glm import initial_theta, logistic_glm
@@ -194,16 +195,16 @@ def tie_llm_only_fit(data: Comparisons, ties: str, rank: int, order: bool = True
     Started at the binary structured start (:func:`pydial.estimation.glm.initial_theta`) and each
     judge's ``log nu`` at its tie rate.
     """
-    key = ("tie_llm_only_fit", ties, int(rank), bool(order), engine.name)
-    if key not in data._cache:
+    def build() -> tuple:
         ch = Chart(data.N, data.K, rank, None, order)
         free = tie_groups(data, ch)
         cnt = TieCells.stack(data, 1.0, 0.0)
         l0 = [log_nu_start(ties, cnt.counts[cnt.g == g]) for g in free]
         x0 = np.concatenate([initial_theta(data, ch), l0])
         res = engine.llm(data, ties, ch, x0)
-        data._cache[key] = (ch, res.x, res, free)
-    return data._cache[key]
+        return ch, res.x, res, free
+
+    return derived(data, ("tie_llm_only_fit", ties, int(rank), bool(order), engine.name), build)
 
 
 def tie_staged_fit(data: Comparisons, ties: str, rank: int, calibration: str, *, order: bool = True,
@@ -382,10 +383,7 @@ def human_tie_fit(data: Comparisons, ties: str, engine: TieOptimizers = NUMPY_TI
     X = centered_design(hi, hj, data.N)
     free = _human_free(data)
     x0 = np.append(np.zeros(data.N - 1), log_nu_start(ties, hc)) if free else np.zeros(data.N - 1)
-    key = ("human_tie_fit", ties, engine.name)
-    if key not in data._cache:
-        data._cache[key] = engine.human(data, ties, x0)
-    return data._cache[key], free, X
+    return derived(data, ("human_tie_fit", ties, engine.name), lambda: engine.human(data, ties, x0)), free, X
 
 
 def tie_glm_influence(data: Comparisons, ties: str, X: Design, x: np.ndarray, free: bool, weight: float,

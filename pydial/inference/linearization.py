@@ -20,6 +20,7 @@ import scipy.sparse as sp
 from scipy.special import expit
 from scipy.stats import norm
 
+from pydial.cache import derived
 from pydial.data.comparisons import Comparisons
 from pydial.exceptions import (ArgumentError, ConvergenceError, ConvergenceWarning, CovarianceWarning, IdentifiabilityError)
 from pydial.model.chart import Chart, centering_basis, consensus_gamma, difference_design
@@ -318,14 +319,14 @@ def llm_only_linearization(data: Comparisons, chart: Chart, theta: np.ndarray,
     differences (of :func:`pydial.model.chart.consensus_gamma`, no SVD per step), only when
     ``gamma`` is asked for.  ``hess``: the Hessian of ``l_L`` at ``theta`` when known (the fit's).
     """
-    key = ("llm_only_linearization", chart, theta.tobytes())
-    if key not in data._cache:
+    def build() -> tuple[MeatSource, np.ndarray]:
         o = Objective(chart, Cells.stack(data, 1.0 / data.n_llm, 0.0))
         H = hess if hess is not None else o.value_grad_hess(theta)[2]
         Hp = pinv_sym(H, gauge=chart.gauge_directions(theta))[0]
         st = CellStats.from_parts([(data.llm.n, data.llm.y, o.probabilities(theta), 1.0 / data.n_llm, False)])
-        data._cache[key] = (MeatSource(CellJacobian(o, theta), st), np.asarray(chart.T_sparse @ Hp.T).T)
-    source, HpT = data._cache[key]
+        return MeatSource(CellJacobian(o, theta), st), np.asarray(chart.T_sparse @ Hp.T).T
+
+    source, HpT = derived(data, ("llm_only_linearization", chart, theta.tobytes()), build)
     out = []
     for target in targets:
         if target == "b":

@@ -53,6 +53,7 @@ from scipy import sparse
 from scipy.optimize import linprog
 from scipy.sparse.csgraph import connected_components
 
+from pydial.cache import derived
 from pydial.data.comparisons import Comparisons
 from pydial.exceptions import ArgumentError, IdentifiabilityError
 from pydial.model.chart import CALIBRATIONS
@@ -916,8 +917,7 @@ def check_design(
 def design_report(data: Comparisons, rank: int, calibration: str, method: str, seed: int | None,
                   penalty: str | None) -> "DesignReport":
     """Return :func:`check_design` of one design, computed once per data set (the data are immutable)."""
-    key = ("check_design", rank, calibration, method, 0 if seed is None else seed, penalty)
-    if key not in data._cache:
-        data._cache[key] = check_design(data, rank=rank, calibration=calibration, method=method, seed=key[-2],
-                                        penalty=penalty)
-    return data._cache[key]
+    seed = 0 if seed is None else seed
+    return derived(data, ("check_design", rank, calibration, method, seed, penalty),
+                   lambda: check_design(data, rank=rank, calibration=calibration, method=method, seed=seed,
+                                        penalty=penalty))

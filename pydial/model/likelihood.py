@@ -26,6 +26,7 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.special import expit
 
+from pydial.cache import derived
 from pydial.data.comparisons import CellTable, Comparisons, HumanCells, LLMCells
 from pydial.model.chart import Chart, difference_design
 from pydial.model.families import CellDerivatives
@@ -139,17 +140,13 @@ class Cells:
         human-only stacks are views of the rows of that one, and the stacks at every weight
         share their index columns and :attr:`layout`.
         """
-        key = ("stacked cells", w_llm > 0, w_human > 0)
-        if key not in data._cache:
-            if not (w_llm > 0 and len(data.llm)) and not (w_human > 0 and len(data.human)):
-                raise ArgumentError("no cells with positive weight")
-            if ("stacked cells", True, True) not in data._cache:
-                data._cache[("stacked cells", True, True)] = cls.from_tables(
-                    [(data.llm, 1.0, False), (data.human.with_judge(data.K), 1.0, True)])
-            full = data._cache[("stacked cells", True, True)]
-            m = len(data.llm)
-            data._cache[key] = full if (w_llm > 0 and w_human > 0) else full.select(slice(0, m) if w_llm > 0 else slice(m, None))
-        base = data._cache[key]
+        if not (w_llm > 0 and len(data.llm)) and not (w_human > 0 and len(data.human)):
+            raise ArgumentError("no cells with positive weight")
+        full = derived(data, ("stacked cells", True, True), lambda: cls.from_tables(
+            [(data.llm, 1.0, False), (data.human.with_judge(data.K), 1.0, True)]))
+        m = len(data.llm)
+        base = full if (w_llm > 0 and w_human > 0) else derived(
+            data, ("stacked cells", w_llm > 0, w_human > 0), lambda: full.select(slice(0, m) if w_llm > 0 else slice(m, None)))
         return dataclasses.replace(base, w=np.where(base.is_human, float(w_human), float(w_llm)))
 
     def select(self, rows: "np.ndarray | slice") -> "Cells":
