@@ -207,6 +207,7 @@ POSTERIOR_CASES = [
     (dict(priors={"prior_q_sd": 1.0}), "prior_q_sd", False),
     (dict(extra={"x": 1.0}), "extra data are for a user's program", False),
     (dict(thin=2), "thin", True),
+    (dict(backend="pystan"), "backend", False),
 ]
 
 
@@ -232,3 +233,14 @@ def test_compare_intervals_refuses_what_is_not_a_posterior(data):
     res = pydial.fit(data, "human")
     with pytest.raises(ArgumentError, match="posterior"):
         pydial.compare_intervals(res, {})
+
+
+def test_posterior_of_a_spec_without_a_single_posterior_is_refused(data, no_compile):
+    with pytest.raises(ArgumentError, match="rank grid"):
+        pydial.posterior(data, spec=pydial.ModelSpec("dial-ada", rank=[0, 1]))
+    with pytest.raises(pydial.EstimandMismatchError, match="penalized"):
+        pydial.posterior(data, spec=pydial.ModelSpec("human", penalty="firth"))
+    with pytest.raises(ArgumentTypeError, match="spec must be a pydial.ModelSpec"):
+        pydial.posterior(data, spec={"method": "human"})
+    with pytest.raises(ArgumentError, match="method 'pooled' has no posterior counterpart"):
+        pydial.posterior(data, spec=pydial.ModelSpec("pooled"))

@@ -304,3 +304,15 @@ def test_like_with_ties(models):
         plain = posterior(data, method="judges", include_human=False, seed=3, chains=1, draws=50, warmup=50)
     with pytest.raises(EstimandMismatchError, match="ties: fit 'davidson' vs posterior None"):
         compare_intervals(res, plain)
+
+
+def test_the_posterior_of_a_spec_is_that_of_its_fit(models, pairs, sim_data):
+    """``posterior(data, spec=result.spec)`` estimates what the fit's spec says: the same record as ``like=``."""
+    for m in ("human", "dial-anc"):
+        res = pairs[m].res
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            idata = posterior(sim_data, spec=res.spec, chains=1, draws=30, warmup=30, seed=2)
+        got, want = json.loads(idata.attrs["estimand"]), json.loads(pairs[m].idata.attrs["estimand"])
+        assert {k: got[k] for k in ("method", "rank", "calibration", "lam", "ties")} == \
+               {k: want[k] for k in ("method", "rank", "calibration", "lam", "ties")}, m

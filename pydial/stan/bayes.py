@@ -45,19 +45,20 @@ from __future__ import annotations
 import json
 import numbers
 import warnings
+from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
 import numpy as np
 
 from pydial.data.comparisons import Comparisons
 
-from pydial.estimation.spec import check_choice, check_count, check_level, check_seed
+from pydial.estimation.spec import ModelSpec, check_choice, check_count, check_level, check_seed
 from pydial.model.chart import CALIBRATIONS
 
 from ..exceptions import ArgumentError, ArgumentTypeError, DataError, caller_stacklevel, renamed_arguments
 from ..optim import BOX
 from . import idata as azio
-from .backend import CompiledModel, SampleResult, SamplerWarning, compile_model
+from .backend import BACKENDS, CompiledModel, SampleResult, SamplerWarning, compile_model
 from .compiled import APPROXIMATIONS
 from .programs import data_names
 from .standata import (
@@ -210,14 +211,32 @@ POSTERIOR_RENAMED = {"model": "method", "lam": "lambda_"}
 """Old keyword names of :func:`posterior` (deprecated) and the names that replace them."""
 
 
-def _resolve(method: str, like: Any, data: Comparisons, deprecated: dict[str, Any], *, rank: Any, calibration: Any,
-             ties: Any, lambda_: Any, include_human: Any, b_stage: Any) -> tuple:
-    """Check what the posterior estimates; return ``(model, rank, calibration, ties, lam, order, include_human, b_stage)``.
+@dataclass(frozen=True)
+class _Request:
+    """What a posterior estimates, resolved from :func:`posterior`'s arguments (the resolve step).
 
-    ``model`` is the program family (``"dial"``, ``"judges"``, ``"human"``), ``lam`` the
-    weight (None: the ordinary posterior), ``order`` whether order effects are sampled.
-    The old ``model=`` / ``lam=`` / ``order=`` are translated with a warning;
-    ``like`` (a fit) overrides the estimand.
+    ``model`` is the program family (``"dial"``: ``dial_sample.stan``; ``"judges"``,
+    ``"human"``: ``judges.stan``); ``lam`` the weight ``lambda`` (None: the ordinary
+    posterior, ``inf``: the cut posterior); ``order`` whether order effects are sampled.
+    """
+
+    model: str
+    method: str
+    rank: int
+    calibration: str | None
+    ties: str | None
+    lam: float | None
+    order: bool
+    include_human: bool
+    b_stage: str
+
+
+def _resolve(method: str, like: Any, spec: Any, data: Comparisons, deprecated: dict[str, Any], *, rank: Any,
+             calibration: Any, ties: Any, lambda_: Any, include_human: Any, b_stage: Any) -> _Request:
+    """Check what the posterior estimates and return it as a :class:`_Request`.
+
+    The old ``model=`` / ``lam=`` / ``order=`` are translated with a warning; a
+    ``spec`` (:class:`~pydial.ModelSpec`) or ``like`` (a fit) sets the estimand.
     """
     order = True
     if deprecated:
@@ -230,6 +249,8 @@ def _resolve(method: str, like: Any, data: Comparisons, deprecated: dict[str, An
         if "method" in old:
             model = check_choice("model", old["method"], ("dial", "judges", "human"))
             method = ("dial-ada" if order else "dial-nopos") if model == "dial" else model
+    if spec is not None:
+        method, rank, calibration, ties, lambda_ = _spec_arguments(spec)
     if like is not None:
         kw = _like_arguments(like, data)
         method, ties = kw["model"], kw.get("ties")
@@ -242,31 +263,52 @@ def _resolve(method: str, like: Any, data: Comparisons, deprecated: dict[str, An
                             f"{', '.join(POSTERIOR_METHODS)})")
     check_choice("method", method, POSTERIOR_METHODS)
     check_choice("ties", ties, tuple(TIE_MODEL_CODE))
-    model = "dial" if method.startswith("dial") else method
-    if model == "dial":
-        order = method != "dial-nopos"
-        rank = check_count(rank, "rank", minimum=0)
-        check_choice("calibration", calibration, (None,) + tuple(CALIBRATIONS))
-        check_choice("b_stage", b_stage, B_SOURCES)
-        if method == "dial-anc":
-            if lambda_ is not None and not (isinstance(lambda_, numbers.Real) and float(lambda_) == float("inf")):
-                raise ArgumentError(f"method 'dial-anc' is the cut posterior (lambda_=inf), got lambda_={lambda_!r}; "
-                                    "use method='dial-ada' for a finite weight")
-            lambda_ = float("inf")
-        if lambda_ is not None:
-            if isinstance(lambda_, bool) or not isinstance(lambda_, numbers.Real):
-                raise ArgumentTypeError(f"lambda_ must be a number > 0 (inf: the cut posterior), got {lambda_!r}")
-            if not float(lambda_) > 0:
-                raise ArgumentError(f"lambda_ must be > 0 (inf: the cut posterior), got {lambda_!r}")
-            lambda_ = float(lambda_)
-    elif lambda_ is not None:
-        raise ArgumentError(f"lambda_ applies to the DIAL methods only, got lambda_={lambda_!r} with method={method!r}")
     check_choice("include_human", include_human, (True, False))
-    return model, rank, calibration, ties, lambda_, order, bool(include_human), b_stage
+    model = "dial" if method.startswith("dial") else method
+    if model != "dial":
+        if lambda_ is not None:
+            raise ArgumentError(f"lambda_ applies to the DIAL methods only, got lambda_={lambda_!r} with method={method!r}")
+        return _Request(model, method, 0, None, ties, None, order, bool(include_human), "joint")
+    rank = check_count(rank, "rank", minimum=0)
+    check_choice("calibration", calibration, (None,) + tuple(CALIBRATIONS))
+    check_choice("b_stage", b_stage, B_SOURCES)
+    if method == "dial-anc":
+        if lambda_ is not None and not (isinstance(lambda_, numbers.Real) and float(lambda_) == float("inf")):
+            raise ArgumentError(f"method 'dial-anc' is the cut posterior (lambda_=inf), got lambda_={lambda_!r}; "
+                                "use method='dial-ada' for a finite weight")
+        lambda_ = float("inf")
+    if lambda_ is not None:
+        if isinstance(lambda_, bool) or not isinstance(lambda_, numbers.Real):
+            raise ArgumentTypeError(f"lambda_ must be a number > 0 (inf: the cut posterior), got {lambda_!r}")
+        if not float(lambda_) > 0:
+            raise ArgumentError(f"lambda_ must be > 0 (inf: the cut posterior), got {lambda_!r}")
+        lambda_ = float(lambda_)
+    return _Request(model, method, rank, calibration, ties, lambda_, method != "dial-nopos", bool(include_human),
+                    b_stage)
+
+
+def _spec_arguments(spec: Any) -> tuple[str, Any, Any, Any, Any]:
+    """Return ``(method, rank, calibration, ties, lambda_)`` of the posterior of a :class:`~pydial.ModelSpec`.
+
+    A spec whose weight is selected (``dial-ada`` over a grid) has no single
+    posterior weight: the ordinary posterior is taken unless the grid holds one
+    value.  A rank grid or a penalized spec has no posterior counterpart.
+    """
+    from ..exceptions import EstimandMismatchError
+
+    if not isinstance(spec, ModelSpec):
+        raise ArgumentTypeError(f"spec must be a pydial.ModelSpec, got {type(spec).__name__}")
+    if spec.penalty is not None:
+        raise EstimandMismatchError(f"the spec is penalized ({spec.penalty}); pydial's posteriors use proper priors, "
+                                    "not the Jeffreys penalty", {"penalty": (spec.penalty, None)})
+    if spec.rank is not None and not isinstance(spec.rank, int):
+        raise ArgumentError(f"a rank grid (rank={spec.rank!r}) has no single posterior: fit, then pass like=result")
+    lam = spec.lambda_[0] if spec.lambda_ is not None and len(spec.lambda_) == 1 else None
+    return spec.method, 1 if spec.rank is None else spec.rank, spec.calibration, spec.ties, lam
 
 
 def _check_run_arguments(*, chains: Any, draws: Any, warmup: Any, seed: Any, adapt_delta: Any, max_depth: Any,
-                         refresh: Any, init: Any, win_prob: Any, log_lik: Any, algorithm: Any) -> None:
+                         refresh: Any, init: Any, win_prob: Any, log_lik: Any, algorithm: Any, backend: Any) -> None:
     """Check the sampler's arguments of :func:`posterior` (each error names its argument)."""
     check_count(chains, "chains")
     check_count(draws, "draws")
@@ -283,6 +325,7 @@ def _check_run_arguments(*, chains: Any, draws: Any, warmup: Any, seed: Any, ada
     check_choice("win_prob", win_prob, (None, True, False))
     check_choice("log_lik", log_lik, LOG_LIK_UNITS)
     check_choice("algorithm", algorithm, ALGORITHMS)
+    check_choice("backend", backend, (None,) + BACKENDS)
 
 
 def check_extra(program: str, extra: Mapping[str, Any] | None, model: str) -> None:
@@ -334,6 +377,7 @@ def posterior(
     progress: bool | None = None,
     log_lik: str = "cell",
     algorithm: str = "nuts",
+    spec: Any = None,
     **deprecated: Any,
 ) -> Any:
     r"""Sample a DIAL model's posterior with NUTS (or approximate it) and return it as arviz data.
@@ -465,6 +509,11 @@ def posterior(
         R-hat / ESS are not computed (the draws are independent).  The second
         stage of the cut posterior (``lambda_=inf``) stays NUTS: it is exact given
         each first-stage draw.
+    spec : ModelSpec, optional
+        Sample the posterior of a model specification (``result.spec`` of a
+        fit, or :class:`pydial.ModelSpec` built by hand): its method, rank,
+        calibration, tie family and, when it holds a single weight, ``lambda_``.
+        Overrides ``method``, ``rank``, ``calibration``, ``ties`` and ``lambda_``.
     **deprecated
         The old names ``model=`` (``"dial"``, ``"judges"``, ``"human"``),
         ``lam=`` and ``order=`` still work with a :class:`DeprecationWarning`
@@ -502,199 +551,231 @@ def posterior(
         a consensus strength near 0 (DESIGN.md "Known trap").
     """
     azio.arviz()  # a supported arviz, before any compile or sampling
-    model, rank, calibration, ties, lam, order, include_human, b_stage = _resolve(
-        method, like, data, deprecated, rank=rank, calibration=calibration, ties=ties, lambda_=lambda_,
-        include_human=include_human, b_stage=b_stage)
+    req = _resolve(method, like, spec, data, deprecated, rank=rank, calibration=calibration, ties=ties,
+                   lambda_=lambda_, include_human=include_human, b_stage=b_stage)
     _check_run_arguments(chains=chains, draws=draws, warmup=warmup, seed=seed, adapt_delta=adapt_delta,
                          max_depth=max_depth, refresh=refresh, init=init, win_prob=win_prob, log_lik=log_lik,
-                         algorithm=algorithm)
-    merge_priors(DIAL_SAMPLE_PRIORS if model == "dial" else JUDGES_PRIORS, priors,
-                 "dial_sample.stan" if model == "dial" else "judges.stan")
-    per_judgment = log_lik == "judgment"
+                         algorithm=algorithm, backend=backend)
+    merge_priors(DIAL_SAMPLE_PRIORS if req.model == "dial" else JUDGES_PRIORS, priors,
+                 "dial_sample.stan" if req.model == "dial" else "judges.stan")
     if extra and program is None:
         raise ArgumentError("extra data are for a user's program: pass program=PATH")
     if program is not None:
-        check_extra(program, extra, model)
-    if win_prob is None:
-        win_prob = data.N <= 30
+        check_extra(program, extra, req.model)
     rng = np.random.default_rng(seed)
     stan_seed = int(rng.integers(1, 2**31 - 1)) if seed is None else int(seed)
-    items = list(data.items)
-    judges = list(data.judges)
     run: dict[str, Any] = dict(chains=chains, draws=draws, warmup=warmup, adapt_delta=adapt_delta, max_depth=max_depth,
                                refresh=refresh, quiet=quiet, progress=progress, algorithm=algorithm)
-    extra_problems: list[str] = []
-    notes: list[str] = []
-    cut = False
+    options: dict[str, Any] = dict(priors=priors, init=init, rng=rng, seed=stan_seed, program=program, extra=extra,
+                                   win_prob=data.N <= 30 if win_prob is None else win_prob, backend=backend, run=run,
+                                   per_judgment=log_lik == "judgment")
+    sampled = _sample_dial(data, req, **options) if req.model == "dial" else _sample_judges(data, req, **options)
+    if program is not None:  # a user's program: every output variable, dims where the names agree
+        for name, v in sampled.res.draws.items():
+            if name not in sampled.post and name not in ("log_lik", "counts_rep"):
+                sampled.post[name] = v
+        sampled.program = str(program)
+        sampled.estimand["method"] = "user program"
+    problems = _problems(sampled, req.model)
+    if problems:
+        warnings.warn("Stan sampler problems:\n  - " + "\n  - ".join(problems), SamplerWarning, stacklevel=2)
+    return _convert(data, req, sampled, problems, per_judgment=log_lik == "judgment", seed=stan_seed, run=run)
 
-    if model == "dial":
-        if data.K < 1 or data.n_llm == 0:
-            raise DataError(f"method {method!r} needs LLM judgments")
-        if calibration is not None and data.n_human == 0:
-            raise DataError("a calibrated posterior needs decisive human comparisons; pass calibration=None")
-        if lam is None:
-            w_llm = 1.0
-            lam_eff = data.n_llm / data.n_human if data.n_human else float("nan")
-        else:
-            lam_eff = float(lam)
-            w_llm = float(lam) * data.n_human / data.n_llm if np.isfinite(lam) else 1.0
-        cut = bool(np.isinf(lam_eff)) and calibration is not None
-        if cut and program is not None:
-            raise ArgumentError("lambda_=inf (the cut posterior, method 'dial-anc') samples the shipped programs only")
-        res, d, cells, post, dims, coords = _run_dial(
-            data, rank=rank, calibration=None if cut else calibration, ties=ties, w_llm=w_llm, priors=priors,
-            order=order, init=init, rng=rng, seed=stan_seed, win_prob=win_prob, program=program, extra=extra,
-            backend=backend, run=run, per_judgment=per_judgment)
-        monitor = ["s_H", "S", "gamma", "b", "nu", "consensus_scale"]
-        if cut:
-            assert calibration is not None  # cut requires a calibration
-            res, cells, post, dims, coords, p2 = _cut_stage(data, res, d, cells[0], post, dims, coords, rank=rank,
-                                                            calibration=calibration, ties=ties, priors=priors,
-                                                            seed=stan_seed, backend=backend, run=run, win_prob=win_prob,
-                                                            per_judgment=per_judgment)
-            extra_problems += p2
-            b_stage = "llm-only"
-            notes.append("cut posterior (lam = inf, the counterpart of dial-anc): mu, gamma, U, V, S, b and the "
+
+@dataclass
+class _Sampled:
+    """The draws of one posterior and how to lay them out (the output of the run step of :func:`posterior`)."""
+
+    res: SampleResult
+    d: Mapping[str, Any]                 # the data of the (first) program
+    cells: list[CellTable]               # the aggregated cells, LLM then human
+    post: dict[str, np.ndarray]          # the posterior group
+    dims: dict[str, list[str]]
+    coords: dict[str, list[str]]
+    monitor: list[str]                   # the variables whose R-hat and ESS are checked
+    estimand: dict[str, Any]
+    program: str
+    priors: dict[str, float]
+    notes: list[str] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+    single_run: bool = True              # one run of one program (CmdStan: arviz's own converter applies)
+
+
+def _sample_dial(data: Comparisons, req: _Request, *, priors: Mapping[str, float] | None, init: Any,
+                 rng: np.random.Generator, seed: int, win_prob: bool, program: str | None,
+                 extra: Mapping[str, Any] | None, backend: str | None, run: dict[str, Any],
+                 per_judgment: bool) -> _Sampled:
+    """Run ``dial_sample.stan``, then ``dial_calibrate.stan`` (the cut posterior) or the LLM-only run of ``b``.
+
+    The second run is made for ``lambda = inf`` and for ``b_stage="llm-only"`` respectively.
+    """
+    if data.K < 1 or data.n_llm == 0:
+        raise DataError(f"method {req.method!r} needs LLM judgments")
+    if req.calibration is not None and data.n_human == 0:
+        raise DataError("a calibrated posterior needs decisive human comparisons; pass calibration=None")
+    if req.lam is None:
+        w_llm, lam_eff = 1.0, (data.n_llm / data.n_human if data.n_human else float("nan"))
+    else:
+        lam_eff = req.lam
+        w_llm = lam_eff * data.n_human / data.n_llm if np.isfinite(lam_eff) else 1.0
+    cut = bool(np.isinf(lam_eff)) and req.calibration is not None
+    if cut and program is not None:
+        raise ArgumentError("lambda_=inf (the cut posterior, method 'dial-anc') samples the shipped programs only")
+    rank, calibration, ties, order, b_stage = req.rank, req.calibration, req.ties, req.order, req.b_stage
+    res, d, cells, post, dims, coords = _run_dial(
+        data, rank=rank, calibration=None if cut else calibration, ties=ties, w_llm=w_llm, priors=priors,
+        order=order, init=init, rng=rng, seed=seed, win_prob=win_prob, program=program, extra=extra,
+        backend=backend, run=run, per_judgment=per_judgment)
+    out = _Sampled(res, d, cells, post, dims, coords, ["s_H", "S", "gamma", "b", "nu", "consensus_scale"], {},
+                   "dial_sample" + ("+dial_calibrate" if cut else ""), merge_priors(DIAL_SAMPLE_PRIORS, priors,
+                                                                                  "dial_sample.stan"))
+    if cut:
+        assert calibration is not None  # cut requires a calibration
+        out.res, out.cells, out.post, out.dims, out.coords, p2 = _cut_stage(
+            data, res, d, cells[0], post, dims, coords, rank=rank, calibration=calibration, ties=ties, priors=priors,
+            seed=seed, backend=backend, run=run, win_prob=win_prob, per_judgment=per_judgment)
+        out.problems += p2
+        out.single_run = False
+        b_stage = "llm-only"
+        out.notes.append("cut posterior (lam = inf, the counterpart of dial-anc): mu, gamma, U, V, S, b and the "
                          "judges' nu from the LLM-only posterior; c, s_H and the people's nu from "
                          "dial_calibrate.stan, one calibration per first-stage draw")
-        elif order and b_stage == "llm-only":
-            res_b, _, _, post_b, _, _ = _run_dial(
-                data, rank=rank, calibration=None, ties=ties, w_llm=1.0, priors=priors, order=order, init=init,
-                rng=rng, seed=stan_seed + 1, win_prob=False, program=None, extra=None, backend=backend, run=run)
-            post["b_joint"] = post["b"]
-            dims["b_joint"] = ["judge"]
-            post["b"] = post_b["b"]
-            res.draws["b"] = res_b.draws["b"]
-            extra_problems += [f"LLM-only run (b): {p}" for p in res_b.check(
-                monitor=["b"], warn=False, labels={"b": [judges]})]
-            notes.append("b from a separate NUTS run of the LLM-only structured model at weight 1 (the convention "
+    elif order and b_stage == "llm-only":
+        res_b, _, _, post_b, _, _ = _run_dial(
+            data, rank=rank, calibration=None, ties=ties, w_llm=1.0, priors=priors, order=order, init=init,
+            rng=rng, seed=seed + 1, win_prob=False, program=None, extra=None, backend=backend, run=run)
+        post["b_joint"] = post["b"]
+        dims["b_joint"] = ["judge"]
+        post["b"] = post_b["b"]
+        res.draws["b"] = res_b.draws["b"]
+        out.single_run = False
+        out.problems += [f"LLM-only run (b): {p}" for p in res_b.check(
+            monitor=["b"], warn=False, labels={"b": [list(data.judges)]})]
+        out.notes.append("b from a separate NUTS run of the LLM-only structured model at weight 1 (the convention "
                          "of the frequentist DIAL fits); b_joint: the joint posterior's b")
-        used_priors = merge_priors(DIAL_SAMPLE_PRIORS, priors, "dial_sample.stan")
-        program_name = "dial_sample" + ("+dial_calibrate" if cut else "")
-        if calibration is None:
-            method = "llm-only"
-        else:
-            method = ("dial-anc" if cut else "dial-ada") if order else "dial-nopos"
-        estimand = _estimand(method, model="dial", rank=rank, calibration=calibration, lam=lam_eff, ties=ties,
+    if calibration is None:
+        method = "llm-only"
+    else:
+        method = ("dial-anc" if cut else "dial-ada") if order else "dial-nopos"
+    out.estimand = _estimand(method, model="dial", rank=rank, calibration=calibration, lam=lam_eff, ties=ties,
                              order=order, b=(b_stage if order else "none"),
                              scores="s_H" if calibration is not None else None)
-    else:
-        tie = ties is not None
-        if model == "judges" and data.n_llm == 0:
-            raise DataError("model 'judges' needs LLM judgments")
-        with_human = model == "human" or (include_human and data.n_human > 0)
-        Hc = human_cell_table(data, ties=tie) if with_human else None
-        if Hc is not None and len(Hc) == 0:
-            raise DataError("no human comparisons")
-        K = data.K if model == "judges" else 0
-        Lc = llm_cell_table(data, ties=tie) if K else CellTable.empty()
-        cells = [Lc] + ([Hc] if with_human else [])
-        if per_judgment:
-            Lc = Lc.per_judgment()
-            Hc = Hc.per_judgment() if Hc is not None else None
-        d = with_extra(judges_data(Lc, Hc, N=data.N, K=K, order=order and K > 0, ties=ties, priors=priors), extra)
-        if isinstance(init, str):
-            inits = None  # judges.stan is log-concave per judge: Stan's default start is fine
-        else:
-            inits = list(init)
-        cm = compile_model(program or "judges", backend=backend)
-        res = _draw(cm, d, seed=stan_seed, inits=inits, run=run)
-        post, dims, coords = {}, {}, {"item": items}
-        if K:
-            post["S"] = res.draws["S"]
-            dims["S"] = ["judge", "item"]
-            coords["judge"] = judges
-            post["s_judges"] = res.draws["S"].mean(axis=2)
-            dims["s_judges"] = ["item"]
-            if order:
-                post["b"] = res.draws["b"]
-                dims["b"] = ["judge"]
-        if with_human:
-            post["s_H"] = res.draws["s_H"]
-            dims["s_H"] = ["item"]
-        if tie:
-            post["nu"] = res.draws["nu"]
-            dims["nu"] = ["tie_judge"]
-            coords["tie_judge"] = judges[:K] + ([data.human_judge] if with_human else [])
-        monitor = list(post)
-        used_priors = merge_priors(JUDGES_PRIORS, priors, "judges.stan")
-        program_name = "judges"
-        if model == "human":
-            estimand = _estimand("human", model="human", rank=None, calibration=None, lam=float("nan"), ties=ties,
-                                 order=False, b="none", scores="s_H")
-        else:
-            estimand = _estimand("judges", model="judges", rank=None, calibration=None, lam=float("nan"), ties=ties,
-                                 order=order, b="judge" if order else "none", scores="s_judges")
+    return out
 
-    if program is not None:  # a user's program: every output variable, dims where the names agree
-        for name, v in res.draws.items():
-            if name not in post and name not in ("log_lik", "counts_rep"):
-                post[name] = v
-        program_name = str(program)
-        estimand["method"] = "user program"
 
-    labels = {k: [coords[dm] for dm in dims[k]] for k in post if k in dims and all(dm in coords for dm in dims[k])}
-    if "s_judges" in post:
+def _sample_judges(data: Comparisons, req: _Request, *, priors: Mapping[str, float] | None, init: Any,
+                   rng: np.random.Generator, seed: int, win_prob: bool, program: str | None,
+                   extra: Mapping[str, Any] | None, backend: str | None, run: dict[str, Any],
+                   per_judgment: bool) -> _Sampled:
+    """Run ``judges.stan``: each LLM judge's own model and the people's (``judges``), or the people alone (``human``)."""
+    model, ties, order = req.model, req.ties, req.order
+    tie = ties is not None
+    if model == "judges" and data.n_llm == 0:
+        raise DataError("method 'judges' needs LLM judgments")
+    with_human = model == "human" or (req.include_human and data.n_human > 0)
+    Hc = human_cell_table(data, ties=tie) if with_human else None
+    if Hc is not None and len(Hc) == 0:
+        raise DataError("no human comparisons")
+    K = data.K if model == "judges" else 0
+    Lc = llm_cell_table(data, ties=tie) if K else CellTable.empty()
+    cells = [Lc] + ([Hc] if Hc is not None else [])
+    if per_judgment:
+        Lc = Lc.per_judgment()
+        Hc = Hc.per_judgment() if Hc is not None else None
+    d = with_extra(judges_data(Lc, Hc, N=data.N, K=K, order=order and K > 0, ties=ties, priors=priors), extra)
+    inits = None if isinstance(init, str) else list(init)  # judges.stan is log-concave per judge: Stan's start is fine
+    res = _draw(compile_model(program or "judges", backend=backend), d, seed=seed, inits=inits, run=run)
+    judges = list(data.judges)
+    post: dict[str, np.ndarray] = {}
+    dims: dict[str, list[str]] = {}
+    coords: dict[str, list[str]] = {"item": list(data.items)}
+    if K:
+        post["S"], dims["S"], coords["judge"] = res.draws["S"], ["judge", "item"], judges
+        post["s_judges"], dims["s_judges"] = res.draws["S"].mean(axis=2), ["item"]
         res.draws["s_judges"] = post["s_judges"]
-    problems = res.check(monitor=monitor, warn=False, labels=labels) + extra_problems
-    if model == "dial" and "consensus_strength" in res.draws:
-        q05 = float(np.quantile(res.draws["consensus_strength"], 0.05))
+        if order:
+            post["b"], dims["b"] = res.draws["b"], ["judge"]
+    if with_human:
+        post["s_H"], dims["s_H"] = res.draws["s_H"], ["item"]
+    if tie:
+        post["nu"], dims["nu"] = res.draws["nu"], ["tie_judge"]
+        coords["tie_judge"] = judges[:K] + ([data.human_judge] if with_human else [])
+    if model == "human":
+        est = _estimand("human", model="human", rank=None, calibration=None, lam=float("nan"), ties=ties,
+                        order=False, b="none", scores="s_H")
+    else:
+        est = _estimand("judges", model="judges", rank=None, calibration=None, lam=float("nan"), ties=ties,
+                        order=order, b="judge" if order else "none", scores="s_judges")
+    return _Sampled(res, d, cells, post, dims, coords, list(post), est, "judges",
+                    merge_priors(JUDGES_PRIORS, priors, "judges.stan"))
+
+
+def _problems(s: _Sampled, model: str) -> list[str]:
+    """Return the sampler's problems: divergences, R-hat / ESS of the monitored variables, the consensus trap."""
+    labels = {k: [s.coords[dm] for dm in s.dims[k]] for k in s.post
+              if k in s.dims and all(dm in s.coords for dm in s.dims[k])}
+    problems = s.res.check(monitor=s.monitor, warn=False, labels=labels) + s.problems
+    if model == "dial" and "consensus_strength" in s.res.draws:
+        q05 = float(np.quantile(s.res.draws["consensus_strength"], 0.05))
         if q05 < CONSENSUS_STRENGTH_MIN:
             problems.append(
                 f"consensus strength ||S'1|| / (sqrt(K) ||S||_F) has 5% posterior quantile {q05:.3f} < "
                 f"{CONSENSUS_STRENGTH_MIN}: the posterior approaches S'1 = 0, where mu is no longer the LLM "
                 "consensus (DESIGN.md 'Known trap'); compare with the MLE and consider a stronger prior on log_gamma"
             )
-    if problems:
-        warnings.warn("Stan sampler problems:\n  - " + "\n  - ".join(problems), SamplerWarning, stacklevel=2)
+    return problems
 
+
+def _convert(data: Comparisons, req: _Request, s: _Sampled, problems: list[str], *, per_judgment: bool, seed: int,
+             run: dict[str, Any]) -> Any:
+    """Lay the draws out as arviz data: groups, coordinates, the estimand record and the diagnostics in ``attrs``."""
     unit = "judgment" if per_judgment else "cell"
-    names = judges + [data.human_judge]
+    items, names = list(data.items), list(data.judges) + [data.human_judge]
+    cells = s.cells
     if per_judgment:  # cells holds the aggregated tables: label and count the judgments of each cell
         cell_labels = [lab for c in cells for lab in c.judgment_labels(items, names)]
         cells = [c.per_judgment() for c in cells]
     else:
         cell_labels = [lab for c in cells for lab in c.labels(items, names)]
-    coords[unit] = cell_labels
+    coords = {**s.coords, unit: cell_labels}
     obs = _observed(cells)
+    res = s.res
     rep = np.asarray(res.draws["counts_rep"]).reshape(res.chains, res.draws_per_chain, len(cell_labels), 3)
     pp = {"wins_i": rep[..., 0].astype(np.int64), "wins_j": rep[..., 1].astype(np.int64),
           "ties": rep[..., 2].astype(np.int64)}
     diag = res.diagnostics
+    dial = req.model == "dial"
     attrs = {
         "inference_library": "pydial.stan",
-        "program": program_name,
-        "model": model,
+        "program": s.program,
+        "model": req.model,
         "backend": res.backend,
-        "rank": int(rank) if model == "dial" else -1,
-        "calibration": str(calibration) if model == "dial" else "none",
-        "ties": str(ties),
-        "order": int(order),
-        "lam": float(lam) if lam is not None else float("nan"),
-        "llm_weight": float(d.get("cell_w", np.ones(1))[0]) if len(d.get("cell_w", [])) else float("nan"),
-        "b_source": estimand["b"],
+        "rank": int(req.rank) if dial else -1,
+        "calibration": str(req.calibration) if dial else "none",
+        "ties": str(req.ties),
+        "order": int(req.order),
+        "lam": req.lam if req.lam is not None else float("nan"),
+        "llm_weight": float(s.d.get("cell_w", np.ones(1))[0]) if len(s.d.get("cell_w", [])) else float("nan"),
+        "b_source": s.estimand["b"],
         "log_lik_unit": unit,
-        "estimand": json.dumps(estimand),
-        "notes": json.dumps(notes),
-        "priors": json.dumps(used_priors),
-        "chains": chains,
-        "draws": draws,
-        "warmup": warmup,
-        "seed": stan_seed,
-        "algorithm": algorithm,
+        "estimand": json.dumps(s.estimand),
+        "notes": json.dumps(s.notes),
+        "priors": json.dumps(s.priors),
+        "chains": run["chains"],
+        "draws": run["draws"],
+        "warmup": run["warmup"],
+        "seed": seed,
+        "algorithm": run["algorithm"],
         "sampling_seconds": float(res.seconds),
         "sampler_problems": json.dumps(problems),
         "sampler_diagnostics": (diag.reset_index().to_json(orient="records") if diag is not None else "[]"),
     }
-    all_dims = {**dims, "log_lik": [unit], "wins_i": [unit], "wins_j": [unit], "ties": [unit]}
-    single_run = res.backend_fit is not None and not cut and "b_joint" not in post
-    if single_run:  # CmdStan: arviz's own converter, then the same layout as through httpstan
-        idata = _from_cmdstanpy(res, post, pp, obs, coords, all_dims, attrs)
-    else:
-        idata = azio.build({"posterior": post, "log_likelihood": {"log_lik": res.draws["log_lik"]},
-                            "posterior_predictive": pp, "observed_data": obs, "sample_stats": _sample_stats(res)},
-                           coords=coords, dims=all_dims, attrs=attrs)
-    return idata
+    all_dims = {**s.dims, "log_lik": [unit], "wins_i": [unit], "wins_j": [unit], "ties": [unit]}
+    if res.backend_fit is not None and s.single_run:  # CmdStan: arviz's own converter, then the same layout
+        return _from_cmdstanpy(res, s.post, pp, obs, coords, all_dims, attrs)
+    return azio.build({"posterior": s.post, "log_likelihood": {"log_lik": res.draws["log_lik"]},
+                       "posterior_predictive": pp, "observed_data": obs, "sample_stats": _sample_stats(res)},
+                      coords=coords, dims=all_dims, attrs=attrs)
 
 
 def _from_cmdstanpy(res: SampleResult, post: Mapping[str, np.ndarray], pp: Mapping[str, np.ndarray],
