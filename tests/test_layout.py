@@ -164,3 +164,20 @@ def test_no_import_cycle_in_pydial():
     graph = {k: {w for w in v if not w.endswith(("pydial", "pydial.stan"))} for k, v in _graph().items()
              if k not in ("pydial", "pydial.stan")}
     assert import_cycles(graph) == []
+
+
+def test_no_import_cycle_in_the_analyses():
+    """The analysis scripts are layered too: a study's command line (cli.py) sits above its report."""
+    root = PKG.parent / "analyses"
+    modules = {}
+    for f in sorted(root.rglob("*.py")):
+        parts = f.relative_to(root.parent).with_suffix("").parts
+        modules[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = f
+    graph: dict[str, set[str]] = {name: set() for name in modules}
+    for name, path in modules.items():
+        for mod, what in _imports(name, path):
+            for target in (f"{mod}.{what}", mod):
+                if target in modules and target != name:
+                    graph[name].add(target)
+                    break
+    assert import_cycles(graph) == []

@@ -19,6 +19,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:  # analyses/ lives beside tests/, not in the installed package
     sys.path.insert(0, str(ROOT))
 
+from analyses.simulation import cli as simulation_cli
 from analyses.simulation import study
 from analyses.simulation.report import write_reports
 
@@ -125,8 +126,8 @@ def test_reports_written(serial):
 
 def test_cli(tmp_path):
     out = tmp_path / "cli"
-    assert study.main(["--config", "quick-bottom", "--reps", "1", "--jobs", "1", "--out", str(out),
-                       "--no-progress"]) == 0
+    assert simulation_cli.main(["--config", "quick-bottom", "--reps", "1", "--jobs", "1", "--out", str(out),
+                               "--no-progress"]) == 0
     assert (out / "quick-bottom.csv").exists() and (out / "simu-quick.png").exists()
     assert (out / "comparison.md").exists()
 

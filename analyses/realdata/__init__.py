@@ -1,4 +1,4 @@
 """Real-data protocol of the DIAL paper (App. "Real Data") on the bundled Chatbot Arena data.
 
-Run ``python -m analyses.realdata.protocol --help`` from the repository root.
+Run ``python -m analyses.realdata --help`` from the repository root.
 """

@@ -4,7 +4,7 @@ Reads the committed sweep (``results/human_budget.csv``, unpenalized methods) an
 rerun with the Firth variants (``results_firth/human_budget.csv``, same protocol,
 seeds, splits and budgets; produced by::
 
-    python -m analyses.realdata.protocol run --out analyses/realdata/results_firth \
+    python -m analyses.realdata run --out analyses/realdata/results_firth \
         --sweeps human_budget --budgets 50,100,200,400,800,1600,3200 \
         --methods human,dial-anc,dial-ada,human-firth,dial-anc-firth,dial-ada-firth --no-report
 

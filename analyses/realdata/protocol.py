@@ -53,17 +53,14 @@ a rerun skips the (setting, split) tasks already complete (resume).
 
 Run from the repository root::
 
-    python -m analyses.realdata.protocol run --splits 50 --jobs 2
-    python -m analyses.realdata.protocol report          # figures + summary.md only
+    python -m analyses.realdata run --splits 50 --jobs 2
+    python -m analyses.realdata report          # figures + summary.md only
 """
 
 from __future__ import annotations
 
-import argparse
-import dataclasses
 import hashlib
 import json
-import sys
 import time
 import warnings
 import zlib
@@ -149,24 +146,24 @@ class Config:
         """The swept values of ``sweep`` (n_H, m or n_LLM)."""
         return tuple(float(x) for x in {
             "human_budget": self.budgets, "human_budget_scarce": self.scarce_budgets, "pure_position": self.pure_m,
-            "anti_consensus": self.anti_m, "llm_budget": self.llm_budgets}[_check_sweep(sweep)])
+            "anti_consensus": self.anti_m, "llm_budget": self.llm_budgets}[check_sweep(sweep)])
 
     def setting_name(self, sweep: str) -> str:
         return {"human_budget": "n_H", "human_budget_scarce": "n_H", "pure_position": "m",
-                "anti_consensus": "m", "llm_budget": "n_LLM"}[_check_sweep(sweep)]
+                "anti_consensus": "m", "llm_budget": "n_LLM"}[check_sweep(sweep)]
 
     def n_human(self, sweep: str, setting: float) -> int:
         if sweep in ("human_budget", "human_budget_scarce"):
             return int(setting)
         return {"pure_position": self.pure_n_human, "anti_consensus": self.anti_n_human,
-                "llm_budget": self.llm_n_human}[_check_sweep(sweep)]
+                "llm_budget": self.llm_n_human}[check_sweep(sweep)]
 
     def n_llm(self, sweep: str, setting: float) -> float:
         """Target LLM budget (``inf``: all tie-excluded train judgments)."""
         if sweep == "llm_budget":
             return float(setting)
         return {"human_budget": np.inf, "human_budget_scarce": float(self.scarce_n_llm), "pure_position": np.inf,
-                "anti_consensus": float(self.anti_n_llm)}[_check_sweep(sweep)]
+                "anti_consensus": float(self.anti_n_llm)}[check_sweep(sweep)]
 
     def sweep_params(self, sweep: str) -> dict[str, Any]:
         """Parameters that define a sweep's rows, except the list of settings and of splits."""
@@ -192,7 +189,7 @@ QUICK = Config(splits=2, budgets=(20, 400), scarce_budgets=(400,), pure_m=(0, 2)
                llm_budgets=(1000, float("inf")))
 
 
-def _check_sweep(sweep: str) -> str:
+def check_sweep(sweep: str) -> str:
     if sweep not in SWEEPS:
         raise ValueError(f"unknown sweep {sweep!r}; known: {SWEEPS}")
     return sweep
@@ -472,7 +469,7 @@ def run(cfg: Config, out_dir: Path, *, sweeps: Iterable[str] = SWEEPS, jobs: int
     out_dir = Path(out_dir)
     stats = {}
     for sweep in sweeps:
-        _check_sweep(sweep)
+        check_sweep(sweep)
         if fresh:
             (out_dir / f"{sweep}.csv").unlink(missing_ok=True)
             tp = out_dir / "timings.json"
@@ -491,79 +488,3 @@ def load_results(out_dir: Path, sweep: str, cfg: Config | None = None) -> pd.Dat
         df = df.loc[(df["config_id"].astype(str) == cfg.config_id(sweep)) & df["setting"].isin(cfg.settings(sweep))
                     & (df["split"] < cfg.splits) & df["method"].isin(cfg.methods)]
     return df.reset_index(drop=True)
-
-
-# --------------------------------------------------------------------------- CLI
-def _ints(text: str) -> tuple[int, ...]:
-    return tuple(int(x) for x in text.split(",") if x.strip())
-
-
-def _floats(text: str) -> tuple[float, ...]:
-    return tuple(float("inf") if x.strip().lower() in ("all", "inf") else float(x) for x in text.split(",") if x.strip())
-
-
-def config_from_args(args: argparse.Namespace) -> Config:
-    base = QUICK if args.quick else Config()
-    kw: dict[str, Any] = {}
-    for name, conv in (("splits", int), ("seed", int), ("budgets", _ints), ("scarce_budgets", _ints),
-                       ("pure_m", _ints), ("anti_m", _ints), ("llm_budgets", _floats), ("pure_n_human", int),
-                       ("anti_n_human", int), ("anti_n_llm", int), ("llm_n_human", int), ("scarce_n_llm", int)):
-        v = getattr(args, name, None)
-        if v is not None:
-            kw[name] = conv(v)
-    if args.judges:
-        kw["judges"] = tuple(args.judges.split(","))
-        if base.pure_template not in kw["judges"]:
-            kw["pure_template"] = kw["judges"][0]
-    if args.methods:
-        kw["methods"] = tuple(args.methods.split(","))
-    return dataclasses.replace(base, **kw)
-
-
-def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m analyses.realdata.protocol", description=__doc__.split("\n\n")[0],
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("command", choices=("run", "report"), help="run the sweeps (then report), or only report")
-    p.add_argument("--out", default=None,
-                   help="output directory (default analyses/realdata/results; with --quick analyses/realdata/results_quick)")
-    p.add_argument("--sweeps", default=",".join(SWEEPS), help=f"comma-separated subset of {','.join(SWEEPS)}")
-    p.add_argument("--jobs", type=int, default=1, help="joblib workers (keep at 1 or 2)")
-    p.add_argument("--quick", action="store_true", help="tiny configuration (2 splits, 2 budgets, small sweeps)")
-    p.add_argument("--fresh", action="store_true", help="discard existing CSVs of the selected sweeps")
-    p.add_argument("--no-progress", action="store_true")
-    p.add_argument("--no-report", action="store_true", help="run without writing figures and summary.md")
-    p.add_argument("--splits", help="number of record splits (default 50)")
-    p.add_argument("--seed", help="root seed (default 20260)")
-    p.add_argument("--judges", help="comma-separated LLM judge panel (default: all three)")
-    p.add_argument("--methods", help=f"comma-separated subset of {','.join(METHODS + tuple(FIRTH_METHODS))}")
-    p.add_argument("--budgets", help="n_H grid of human_budget, e.g. 50,100,200")
-    p.add_argument("--scarce-budgets", dest="scarce_budgets", help="n_H grid of human_budget_scarce")
-    p.add_argument("--scarce-n-llm", dest="scarce_n_llm", help="n_LLM of human_budget_scarce (default 2000)")
-    p.add_argument("--pure-m", dest="pure_m", help="numbers of pure-position judges, e.g. 0,2,4,8")
-    p.add_argument("--pure-n-human", dest="pure_n_human", help="n_H of the pure-position sweep (default 300)")
-    p.add_argument("--anti-m", dest="anti_m", help="numbers of anti-consensus judges, e.g. 0,1,2,3")
-    p.add_argument("--anti-n-llm", dest="anti_n_llm", help="n_LLM of the anti-consensus sweep (default 2000)")
-    p.add_argument("--anti-n-human", dest="anti_n_human", help="n_H of the anti-consensus sweep (default 1000)")
-    p.add_argument("--llm-budgets", dest="llm_budgets", help="n_LLM grid, 'all' for every judgment")
-    p.add_argument("--llm-n-human", dest="llm_n_human", help="n_H of the LLM-budget sweep (default 1000)")
-    args = p.parse_args(argv)
-    cfg = config_from_args(args)
-    out = Path(args.out) if args.out else (QUICK_DIR if args.quick else RESULTS_DIR)
-    sweeps = [s.strip() for s in args.sweeps.split(",") if s.strip()]
-    for s in sweeps:
-        _check_sweep(s)
-    if args.command == "run":
-        stats = run(cfg, out, sweeps=sweeps, jobs=args.jobs, progress=not args.no_progress, fresh=args.fresh)
-        for s, st in stats.items():
-            print(f"{s}: {st['tasks_run']} task(s) in {st['wall_seconds']:.1f} s", file=sys.stderr)
-        if args.no_report:
-            return 0
-    from .report import write_report
-
-    path = write_report(cfg, out)
-    print(f"wrote {path}", file=sys.stderr)
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,1 +1,1 @@
-"""The paper's synthetic study: ``python -m analyses.simulation.study --help``."""
+"""The paper's synthetic study: ``python -m analyses.simulation --help``."""

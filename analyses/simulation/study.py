@@ -3,11 +3,11 @@ r"""The paper's synthetic study (Sec. "Synthetic experiments", App. "Simulation 
 One command per figure regenerates its per-replication results, its PNG and the
 comparison with the paper's "Numerical summary" paragraphs::
 
-    python -m analyses.simulation.study --config main --jobs 2            # Fig. simu-main
-    python -m analyses.simulation.study --config misaligned --jobs 2      # Fig. simu-misaligned
-    python -m analyses.simulation.study --config pos-heterogeneity        # Fig. simu-pos-heterogeneity
-    python -m analyses.simulation.study --config items20 --reps 50        # Fig. simu-items20
-    python -m analyses.simulation.study --report                          # figures + comparison.md only
+    python -m analyses.simulation --config main --jobs 2            # Fig. simu-main
+    python -m analyses.simulation --config misaligned --jobs 2      # Fig. simu-misaligned
+    python -m analyses.simulation --config pos-heterogeneity        # Fig. simu-pos-heterogeneity
+    python -m analyses.simulation --config items20 --reps 50        # Fig. simu-items20
+    python -m analyses.simulation --report                          # figures + comparison.md only
 
 ``--config`` takes a figure (``main``, ``items20``, ``misaligned``,
 ``pos-heterogeneity``, ``quick``, ``all``) or one row of it (``main-top``,
@@ -51,7 +51,6 @@ reported and not averaged).
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import hashlib
 import json
@@ -475,40 +474,3 @@ def benchmark(kind: str, cfg: Config, n_human: Any) -> Any:
     """First-order excess-risk benchmarks dim/(2 n_H) of Thm. population-risk-tradeoff."""
     dim = {"human": cfg.N - 1, "mu": 1, "W": cfg.r + 1}[kind]
     return metrics.first_order_risk(n_human, dim)
-
-
-# ====================================================================== CLI
-def main(argv: Sequence[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m analyses.simulation.study", description=__doc__.split("\n\n")[0],
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--config", nargs="+", default=["main"],
-                    help="figure(s) main, items20, misaligned, pos-heterogeneity, quick, all, or rows such as main-top")
-    ap.add_argument("--reps", type=int, default=50, help="replications per budget (default 50)")
-    ap.add_argument("--jobs", type=int, default=max(1, os.cpu_count() or 1), help="parallel workers (default: all cores)")
-    ap.add_argument("--backend", choices=("loky", "dask"), default="loky")
-    ap.add_argument("--address", default=None, help="dask scheduler address (default: start a LocalCluster)")
-    ap.add_argument("--out", type=Path, default=RESULTS_DIR, help=f"results directory (default {RESULTS_DIR})")
-    ap.add_argument("--fresh", action="store_true", help="delete the CSVs of the selected rows first")
-    ap.add_argument("--report", action="store_true", help="only redraw figures and comparison.md from the CSVs")
-    ap.add_argument("--no-report", action="store_true", help="do not draw figures / comparison.md after the run")
-    ap.add_argument("--no-progress", action="store_true")
-    a = ap.parse_args(argv)
-    configs = resolve_configs(a.config)
-    if a.fresh and not a.report:
-        for c in configs:
-            csv_path(a.out, c.name).unlink(missing_ok=True)
-    if not a.report:
-        rec = run(configs, reps=a.reps, jobs=a.jobs, backend=a.backend, address=a.address, out_dir=a.out,
-                  progress=not a.no_progress)
-        print(f"ran {rec['tasks']} replications of {', '.join(rec['configs'])} in {rec['wall_s']:.1f} s "
-              f"(jobs={a.jobs}, backend={a.backend})")
-    if not a.no_report:
-        from .report import write_reports
-
-        for path in write_reports(a.out, figures={c.figure for c in configs} if not a.report else None):
-            print(f"wrote {path}")
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
