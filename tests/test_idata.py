@@ -27,7 +27,7 @@ CELLS = ["human:a-b", "human:a-c", "human:b-c"]
 
 
 def _record(method: str = "human") -> str:
-    return json.dumps({"method": method, "model": "human", "rank": None, "calibration": None, "lam": float("nan"),
+    return json.dumps({"method": method, "model": "human", "rank": None, "calibration": None, "lambda_": float("nan"),
                        "ties": None, "order": False, "b": "none", "scores": "s_H", "penalty": None})
 
 
@@ -139,3 +139,13 @@ def test_unsupported_arviz_is_named(monkeypatch):
     monkeypatch.setattr(az, "__version__", "2.0.0")
     with pytest.raises(DependencyError, match="supports arviz"):
         azio.arviz()
+
+
+def test_a_record_written_with_the_old_weight_name_is_read_with_the_new_one():
+    from pydial.stan.bayes import estimand
+
+    old = json.loads(_record())
+    old["lam"] = old.pop("lambda_")
+    idata = _posterior(attrs={"estimand": json.dumps(old)})
+    rec = estimand(idata)
+    assert "lam" not in rec and np.isnan(rec["lambda_"])

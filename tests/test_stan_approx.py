@@ -61,7 +61,7 @@ def test_laplace_cut_posterior_of_dial_anc(models, stan_backend_name, data):
     res = fit(data, "dial-anc", rank=1, cov_type="fisher")
     idata = _quiet(data=data, like=res, algorithm="laplace", chains=1, draws=800, warmup=200, seed=2)
     est = json.loads(idata.attrs["estimand"])
-    assert est["method"] == "dial-anc" and est["lam"] == float("inf")
+    assert est["method"] == "dial-anc" and est["lambda_"] == float("inf")
     tab = compare_intervals(res, idata)
     assert np.all(np.abs(tab.loc["score", "shift_se"]) < 0.3), tab["shift_se"]
     assert np.all((tab.loc["score", "width_ratio"] > 0.75) & (tab.loc["score", "width_ratio"] < 1.35))

@@ -84,9 +84,9 @@ def test_matched_pair_agrees(pairs, method):
 
 def test_estimand_records(pairs, sim_data):
     anc = json.loads(pairs["dial-anc"].idata.attrs["estimand"])
-    assert anc["lam"] == float("inf") and anc["b"] == "llm-only" and anc["rank"] == 1 and anc["calibration"] == "mu"
+    assert anc["lambda_"] == float("inf") and anc["b"] == "llm-only" and anc["rank"] == 1 and anc["calibration"] == "mu"
     ada = json.loads(pairs["dial-ada"].idata.attrs["estimand"])
-    assert ada["lam"] == pytest.approx(pairs["dial-ada"].res.lambda_) and ada["b"] == "llm-only"
+    assert ada["lambda_"] == pytest.approx(pairs["dial-ada"].res.lambda_) and ada["b"] == "llm-only"
     # dial-ada's b is the LLM-only run's; the joint posterior's b is kept beside it
     post = pairs["dial-ada"].idata.posterior
     assert "b_joint" in post and post["b_joint"].dims == ("chain", "draw", "judge")
@@ -314,5 +314,5 @@ def test_the_posterior_of_a_spec_is_that_of_its_fit(models, pairs, sim_data):
             warnings.simplefilter("ignore")
             idata = posterior(sim_data, spec=res.spec, chains=1, draws=30, warmup=30, seed=2)
         got, want = json.loads(idata.attrs["estimand"]), json.loads(pairs[m].idata.attrs["estimand"])
-        assert {k: got[k] for k in ("method", "rank", "calibration", "lam", "ties")} == \
-               {k: want[k] for k in ("method", "rank", "calibration", "lam", "ties")}, m
+        assert {k: got[k] for k in ("method", "rank", "calibration", "lambda_", "ties")} == \
+               {k: want[k] for k in ("method", "rank", "calibration", "lambda_", "ties")}, m

@@ -107,7 +107,7 @@ def _observed(cells: Sequence[CellTable]) -> dict[str, np.ndarray]:
     return cat
 
 
-ESTIMAND_FIELDS: tuple[str, ...] = ("method", "rank", "calibration", "lam", "ties", "order", "b", "penalty")
+ESTIMAND_FIELDS: tuple[str, ...] = ("method", "rank", "calibration", "lambda_", "ties", "order", "b", "penalty")
 """Fields of the estimand record (``idata.attrs["estimand"]``, JSON) that a comparison checks."""
 
 CUT_WARMUP_MAX = 200
@@ -134,7 +134,7 @@ def _estimand(method: str, *, model: str, rank: int | None, calibration: str | N
         "model": model,
         "rank": int(rank) if dial and rank is not None else None,
         "calibration": (calibration if calibration is not None else "none") if dial else None,
-        "lam": float(lam) if dial else None,
+        "lambda_": float(lam) if dial else None,
         "ties": ties,
         "order": bool(order) if method != "human" else None,
         "b": b,
@@ -195,10 +195,7 @@ def _like_arguments(result: Any, data: Comparisons) -> dict[str, Any]:
         cal = None if est["calibration"] == "none" else est["calibration"]
         out = {"model": "dial", "rank": est["rank"], "calibration": cal, "ties": est["ties"], "order": est["order"],
                "b_stage": "llm-only"}
-        if m == "dial-anc" or np.isinf(est["lam"]):
-            out["lam"] = float("inf")
-        else:
-            out["lam"] = est["lam"]
+        out["lambda_"] = float("inf") if m == "dial-anc" else est["lambda_"]
         return out
     raise EstimandMismatchError(f"no posterior counterpart of method {m!r} in pydial.stan (available: human, judges, "
                                 "dial-ada, dial-anc, dial-nopos)", {"method": (m, None)})
@@ -256,7 +253,7 @@ def _resolve(method: str, like: Any, spec: Any, data: Comparisons, deprecated: d
         method, ties = kw["model"], kw.get("ties")
         include_human = kw.get("include_human", include_human)
         if method == "dial":
-            rank, calibration, order, lambda_, b_stage = kw["rank"], kw["calibration"], kw["order"], kw["lam"], kw["b_stage"]
+            rank, calibration, order, lambda_, b_stage = kw["rank"], kw["calibration"], kw["order"], kw["lambda_"], kw["b_stage"]
             method = "dial-ada" if order else "dial-nopos"
     if method in ("pooled", "atc"):
         raise ArgumentError(f"method {method!r} has no posterior counterpart in pydial.stan (available: "
@@ -527,7 +524,7 @@ def posterior(
         ``cell``), ``observed_data``, ``sample_stats``.  ``attrs["estimand"]``
         (JSON) records what the posterior estimates: ``method`` (the
         frequentist method it corresponds to), ``model``, ``rank``,
-        ``calibration``, ``lam`` (the weight ``lambda``; ``inf`` for the cut
+        ``calibration``, ``lambda_`` (the weight ``lambda``; ``inf`` for the cut
         posterior), ``ties``, ``order``, ``b`` (``"joint"``, ``"llm-only"``,
         ``"judge"`` or ``"none"``), ``scores`` (the posterior variable that
         holds the method's scores); :func:`pydial.stan.compare_intervals`
@@ -754,7 +751,7 @@ def _convert(data: Comparisons, req: _Request, s: _Sampled, problems: list[str],
         "calibration": str(req.calibration) if dial else "none",
         "ties": str(req.ties),
         "order": int(req.order),
-        "lam": req.lam if req.lam is not None else float("nan"),
+        "lambda_": req.lam if req.lam is not None else float("nan"),
         "llm_weight": float(s.d.get("cell_w", np.ones(1))[0]) if len(s.d.get("cell_w", [])) else float("nan"),
         "b_source": s.estimand["b"],
         "log_lik_unit": unit,
@@ -864,7 +861,12 @@ def estimand(idata: Any) -> dict[str, Any] | None:
     ``posterior`` group (:func:`pydial.stan.idata.posterior_attrs`).
     """
     raw = azio.posterior_attrs(idata).get("estimand")
-    return None if raw is None else json.loads(raw)
+    if raw is None:
+        return None
+    record = json.loads(raw)
+    if "lam" in record:  # written before the weight was named lambda_ everywhere
+        record["lambda_"] = record.pop("lam")
+    return record
 
 
 def _run_dial(data: Comparisons, *, rank: int, calibration: str | None, ties: str | None, w_llm: float,

@@ -130,7 +130,7 @@ def check_estimands(fit_est: dict[str, Any], post_est: dict[str, Any]) -> dict[s
     """Fields in which a fit's and a posterior's estimand records differ (empty when they match).
 
     Compared: ``method`` (through ``scores``), ``rank`` and ``calibration`` (DIAL),
-    ``lam`` (``dial-ada``), ``ties``, ``order`` and the order-effect convention ``b``,
+    ``lambda_`` (``dial-ada``), ``ties``, ``order`` and the order-effect convention ``b``,
     and ``penalty``.
     """
     out: dict[str, tuple[Any, Any]] = {}
@@ -142,11 +142,11 @@ def check_estimands(fit_est: dict[str, Any], post_est: dict[str, Any]) -> dict[s
     if fm.startswith("dial"):
         keys += ["rank", "calibration", "order"]
         if fm in ("dial-ada", "dial-nopos"):
-            keys.append("lam")
+            keys.append("lambda_")
     for k in keys:
         a, b = fit_est.get(k), post_est.get(k)
-        if not _same(float(a) if isinstance(a, (int, float)) and k == "lam" else a,
-                     float(b) if isinstance(b, (int, float)) and k == "lam" else b):
+        if not _same(float(a) if isinstance(a, (int, float)) and k == "lambda_" else a,
+                     float(b) if isinstance(b, (int, float)) and k == "lambda_" else b):
             out[k] = (a, b)
     return out
 
@@ -307,7 +307,7 @@ def _estimand_line(pe: dict[str, Any] | None) -> str:
     parts = [m]
     if m.startswith("dial"):
         parts.append(f"rank {pe['rank']}, calibration {pe['calibration']}")
-        lam = pe.get("lam")
+        lam = pe.get("lambda_")
         parts.append("lambda = inf (anchored; cut posterior)" if lam is not None and np.isinf(lam)
                      else f"lambda = {lam:.4g}")
     if pe.get("ties"):
@@ -339,7 +339,7 @@ def _refit(result: Any, pe: dict[str, Any], mism: dict[str, tuple[Any, Any]],
         kw["rank"] = pe["rank"]
         kw["calibration"] = pe["calibration"]
         if m in ("dial-ada", "dial-nopos"):
-            kw["lambda_"] = [float(pe["lam"])]
+            kw["lambda_"] = [float(pe["lambda_"])]
             kw["multiples"] = None
             kw["include_endpoints"] = False
     return fit(data, **kw)
