@@ -17,6 +17,7 @@ import gzip
 import re
 from collections import Counter
 from pathlib import Path
+from unittest import mock
 
 import numpy as np
 import pandas as pd
@@ -27,6 +28,7 @@ from hypothesis import strategies as st
 import pydial
 from pydial import Comparisons, DataError, MemoryLimitError
 from pydial.cli import EXIT_DATA, main
+from pydial.data import counts
 
 COLS = ["record_id", "judge", "item_a", "item_b", "first", "winner"]
 WINS = {"a": "wins_a", "b": "wins_b", "tie": "ties", "both_bad": "both_bad"}
@@ -140,6 +142,9 @@ def through_every_path(df: pd.DataFrame, tmp: Path) -> None:
     df.to_parquet(parquet, index=False)
     assert_same(ref, outcome(Comparisons.from_parquet, parquet), "from_parquet", False)
     assert_same(ref, outcome(pydial.read_comparisons, parquet, chunksize=7), "read_comparisons(parquet)", True)
+    with mock.patch.object(counts, "RAW_ROWS", 10):  # count the rows read every other chunk (a file beyond memory)
+        assert_same(ref, outcome(pydial.read_comparisons, parquet, chunksize=7), "read_comparisons(parquet, counted)",
+                    True)
     if df["winner"].notna().all() and df["winner"].map(lambda x: str(x).strip().lower() in WINS).all():
         assert_same(ref, outcome(Comparisons.from_counts, counts_table(df)), "from_counts", True, rows=False)
     # a CSV holds text: compare with the frame of the text it holds

@@ -620,7 +620,7 @@ class Comparisons:
     @classmethod
     def from_coded(cls, v: Validator, coded: Coded, items: Sequence[Any] | None,
                    drop_empty_judges: bool = False) -> "Comparisons":
-        """Build aggregated data from validated counts (``coded.count``; the names of ``v``).
+        """Build aggregated data from validated counts (``coded.count``, or rows as read; the names of ``v``).
 
         The common end of :meth:`from_counts` and :func:`pydial.read_comparisons`.
 
@@ -628,8 +628,7 @@ class Comparisons:
         ``count``, judges in name order, whatever the order or chunking of the input.
         """
         names, item_index = cls._items(v, items)
-        assert coded.count is not None
-        total = float(coded.count.sum(dtype=float))
+        total = float(len(coded) if coded.count is None else coded.count.sum(dtype=float))
         if total == 0:
             raise DataError("the count table holds no judgment (all counts are 0)")
         if total >= MAX_TOTAL:
@@ -639,17 +638,24 @@ class Comparisons:
         rank = np.empty(order.size, np.int64)
         rank[order] = np.arange(order.size)
         human = v.judges.ids.get(v.human_judge, -1)
-        is_human = coded.judge == human
-        c = canonical(coded, item_index, is_human)
+        c = canonical(coded, item_index, coded.judge == human)
         i, j = c["i"].astype(np.int64), c["j"].astype(np.int64)
         sizes = (len(texts), len(names) * (len(names) + 1) // 2, 3, 4)  # pairs i <= j counted once
-        uk, inv = group(pack([rank[coded.judge], j * (j + 1) // 2 + i, c["a"] + 1, c["outcome"]], sizes, invertible=True))
-        count = np.bincount(inv, weights=coded.count, minlength=uk.size).astype(np.int64)
+        key = pack([rank[coded.judge], j * (j + 1) // 2 + i, c["a"] + 1, c["outcome"]], sizes, invertible=True)
+        weights = coded.count
+        del coded, c, i, j  # the rows (often the caller's only copy) are no longer needed
+        uk, inv = group(key)
+        del key
+        count = np.bincount(inv, weights=weights, minlength=uk.size).astype(np.int64, copy=False)
+        del inv, weights
         judge, pair, a, outcome = unpack(uk, sizes)
+        del uk
         j, i = triangle(pair)
+        del pair
         canon = pd.DataFrame({"record_id": None, "judge": pd.Categorical.from_codes(judge, texts[order].tolist()),
                               "i": i.astype(np.int32), "j": j.astype(np.int32), "a": (a - 1).astype(np.int8),
                               "outcome": outcome.astype(np.int8), "self": i == j, "count": count}, copy=False)
+        del i, j, a, outcome, count
         out = cls._finish(canon, judge == (rank[human] if human >= 0 else -1), names, v.human_judge,
                                   drop_empty_judges)
         report_changes(out, v)

@@ -29,6 +29,7 @@ from pydial.exceptions import DataError
 
 CHUNK_BYTES_PER_ROW = 400  # read_comparisons: a chunk as read (Arrow text) and its codes, per row
 KEY_BYTES = 200  # read_comparisons: one key of the running counts while two tables of them are merged
+RAW_ROWS = 16_000_000  # read_comparisons: rows kept as read (about 14 bytes each) before they are counted
 TEXT_BYTES_PER_ROW = 16  # a lower bound of a long-format CSV row (gzip: per compressed byte), to estimate rows
 
 
@@ -99,10 +100,10 @@ def read_comparisons(path: str | PathLike[str], *, human_judge: str = "human", i
                 n = batch.num_rows
                 coded = v.chunk({c: batch.column(u) for c, u in mapping.items()}, pd.RangeIndex(offset, offset + n))
                 offset += n
-                parts.append(aggregate(coded, len(v.judges.texts), len(v.items.texts)))
-                if len(parts) > 8:  # keep the running counts compact
+                parts.append(coded)
+                if sum(len(p) for p in parts) > RAW_ROWS:  # count what was read so far: memory of the counts only
                     keys = sum(len(p) for p in parts)
-                    check_read_memory(keys * KEY_BYTES, f"counting {path.name} ({keys:,} distinct keys so far)",
+                    check_read_memory(keys * KEY_BYTES, f"counting {path.name} ({keys:,} keys so far)",
                                       "aggregate the file where it lives (e.g. DuckDB, Spark) and pass the counts "
                                       "to Comparisons.from_counts")
                     parts = [aggregate(concat(parts), len(v.judges.texts), len(v.items.texts))]
@@ -110,4 +111,4 @@ def read_comparisons(path: str | PathLike[str], *, human_judge: str = "human", i
     if offset == 0:
         raise DataError(f"{path!s} has no rows")
     v.finish(items)
-    return Comparisons.from_coded(v, concat(parts), items, drop_empty_judges)
+    return Comparisons.from_coded(v, concat(parts), items, drop_empty_judges)  # frees the rows once keyed

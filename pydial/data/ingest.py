@@ -23,7 +23,7 @@ import os
 import sys
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Iterator, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
 import pandas as pd
@@ -339,23 +339,39 @@ def aggregate(coded: Coded, n_judges: int, n_items: int) -> Coded:
     return Coded(j, a, b, f.astype(np.int8), w.astype(np.int8), count.astype(np.int64))
 
 
+TRIANGLE_TABLE = 1 << 23
+"""Largest pair index whose row :func:`triangle` reads from a table (up to about 4,000 items)."""
+
+
 def triangle(pair: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Return ``(j, i)`` with ``i <= j`` of the triangular pair index ``pair = j (j + 1) / 2 + i``."""
-    j = ((np.sqrt(8.0 * pair + 1) - 1) // 2).astype(np.int64)
-    j -= j * (j + 1) // 2 > pair  # exact whatever the rounding of the square root
-    j += (j + 1) * (j + 2) // 2 <= pair
+    top = int(pair.max()) + 1 if pair.size else 0
+    if top <= TRIANGLE_TABLE:  # the row of every pair index, looked up (a few MB, cache-resident)
+        rows = int((np.sqrt(8.0 * top + 1) - 1) // 2) + 2
+        j = np.repeat(np.arange(rows, dtype=np.int32), np.arange(1, rows + 1))[pair].astype(np.int64)
+    else:
+        j = ((np.sqrt(8.0 * pair + 1) - 1) // 2).astype(np.int64)
+        j -= j * (j + 1) // 2 > pair  # exact whatever the rounding of the square root
+        j += (j + 1) * (j + 2) // 2 <= pair
     return j, pair - j * (j + 1) // 2
 
 
-def concat(parts: Iterable[Coded]) -> Coded:
-    """Stack :class:`Coded` tables (counts of one where a part has none)."""
-    parts = list(parts)
+def concat(parts: list[Coded]) -> Coded:
+    """Stack :class:`Coded` tables (counts of one where a part has none; none when no part has any).
+
+    The list is emptied, so that the stacked table can hold the only copy of the rows.
+    """
 
     def stack(field: str) -> np.ndarray:
         return np.concatenate([getattr(p, field) for p in parts])
 
-    cnt = np.concatenate([np.ones(len(p), np.int64) if p.count is None else p.count for p in parts])
-    return Coded(stack("judge"), stack("item_a"), stack("item_b"), stack("first"), stack("winner"), cnt)
+    if all(p.count is None for p in parts):  # rows as read: one judgment each
+        cnt = None
+    else:
+        cnt = np.concatenate([np.ones(len(p), np.int64) if p.count is None else p.count for p in parts])
+    out = Coded(stack("judge"), stack("item_a"), stack("item_b"), stack("first"), stack("winner"), cnt)
+    parts.clear()
+    return out
 
 
 # ------------------------------------------------------- memory, progress
