@@ -684,10 +684,10 @@ def _lowrank_jacobian_rank(N: int, K: int, r: int, judge: np.ndarray, ii: np.nda
 # ------------------------------------------------------------------------ main entry
 def check_design(
     data: Comparisons,
+    *,
     rank: int = 1,
     calibration: str = "mu",
     method: str | None = None,
-    *,
     W: np.ndarray | None = None,
     seed: int | np.random.Generator = 0,
     penalty: str | None = None,

@@ -155,7 +155,7 @@ def _describe(m: dict[str, tuple[Any, Any]]) -> str:
     return "; ".join(f"{k}: fit {a!r} vs posterior {b!r}" for k, (a, b) in m.items())
 
 
-def compare_intervals(result: Any, idata: Any, level: float | None = None, *, match: bool = False,
+def compare_intervals(result: Any, idata: Any, *, level: float | None = None, match: bool = False,
                       fit: Callable[..., Any] | None = None, allow_unrecorded: bool = False) -> IntervalComparison:
     """Per item (and per judge for ``b``): sandwich interval next to the posterior interval of the same estimand.
 
