@@ -200,7 +200,7 @@ def fit(
         # what res.bootstrap needs to refit the whole procedure on resampled records
         res = dataclasses.replace(res, penalty=spec.penalty, ties=spec.ties, cluster_correction=spec.cluster_correction,
                                   anchored_cov_type=spec.anchored_cov_type if method in USES_CALIBRATION else None,
-                                  spec=spec, fit_arguments=spec.arguments(),
+                                  spec=spec,
                                   fitter=fit)  # the function that refits it (pydial.stan.compare_intervals)
         if res.linearization:  # every covariance from the fit's linearization, as DialResult.with_cov forms it
             res = dataclasses.replace(res, **res._covariance_tables(

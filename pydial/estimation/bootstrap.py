@@ -144,7 +144,7 @@ def resample_records(data: Comparisons, rng: np.random.Generator,
 
 def _replicate(fit: Callable[..., Any], data: Comparisons, kwargs: dict[str, Any],
                seeds: list[np.random.SeedSequence], strata: Any) -> list[dict[str, Any] | str]:
-    """Refit ``fit(resample, **kwargs)`` (the result's own fitter, :func:`pydial.fit`) for each seed (one chunk)."""
+    """Refit ``fit(resample, **kwargs)`` (the result's own fitter, :func:`pydial.fit`, and spec) for each seed (one chunk)."""
     import warnings
 
     out: list[dict[str, Any] | str] = []
@@ -229,12 +229,11 @@ def bootstrap(result: Any, B: int = 200, *, by: str = "record", seed: int | None
     level = result.level if level is None else float(level)
     if not 0 < level < 1:
         raise ArgumentError(f"level ({level}) must be in the open interval (0, 1)")
-    if result.fit_arguments is None or result.data is None or result.fitter is None:
+    if result.spec is None or result.data is None or result.fitter is None:
         raise ArgumentError("this result does not record how it was fitted; refit it with pydial.fit")
-    data, kwargs = result.data, result.fit_arguments
-    if kwargs["method"] == "atc":
+    if result.spec.method == "atc":
         raise NotImplementedError("the bootstrap needs scores with a covariance; AtC has none")
-    kwargs = {**kwargs, "check": False}
+    data, kwargs = result.data, {"spec": result.spec.replace(check=False)}
     seeds = np.random.SeedSequence(seed).spawn(int(B))
     strata = record_strata(data)
     dask = _dask_client_active()

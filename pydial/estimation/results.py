@@ -137,9 +137,6 @@ class DialResult:
     spec : ModelSpec or None
         The specification the result was fitted from (:class:`pydial.ModelSpec`);
         ``pydial.fit(other_data, spec=result.spec)`` fits the same model again.
-    fit_arguments : dict or None
-        The arguments of :func:`pydial.fit` that made this result (with :attr:`data`:
-        what :meth:`bootstrap` refits on resamples).
     fit_warnings : tuple of Warning
         The warnings raised while fitting (the basis of :attr:`status`).
     fitter : callable or None
@@ -188,10 +185,14 @@ class DialResult:
     judge_scores_se: pd.DataFrame | None = None
     stage_scores: pd.DataFrame | None = None
     linearization: tuple[Linearization, ...] = field(default=(), repr=False, compare=False)
-    fit_arguments: dict[str, Any] | None = field(default=None, repr=False, compare=False)
     fit_warnings: tuple[Warning, ...] = field(default=(), repr=False, compare=False)
     fitter: Any = field(default=None, repr=False, compare=False)
     spec: Any = field(default=None, repr=False, compare=False)
+
+    @property
+    def fit_arguments(self) -> dict[str, Any] | None:
+        """The keyword arguments of :func:`pydial.fit` that made this result (:meth:`ModelSpec.arguments`)."""
+        return None if self.spec is None else self.spec.arguments()
 
     @property
     def ok(self) -> bool:
@@ -352,7 +353,7 @@ class DialResult:
             warnings.warn_explicit(w.message, w.category, w.filename, w.lineno, source=w.source)
         out = dataclasses.replace(self, cov_type=cov, anchored_cov_type=anchored, cluster_correction=corr,
                                   status="ok", problems=(), **fields)
-        seed = (self.fit_arguments or {}).get("seed")
+        seed = None if self.spec is None else self.spec.seed
         assert self.data is not None  # _require_linearization
         return with_verdict(out, self.data, list(keep) + [w for w in new if isinstance(w, Warning)],
                             seed=0 if seed is None else seed)

@@ -323,26 +323,20 @@ def _estimand_line(pe: dict[str, Any] | None) -> str:
 def _refit(result: Any, pe: dict[str, Any], mism: dict[str, tuple[Any, Any]],
            fit: Callable[..., Any] | None = None) -> Any:
     """Refit the frequentist fit of the posterior's specification, on the result's data and options."""
-    data, kw = getattr(result, "data", None), getattr(result, "fit_arguments", None)
+    data, spec = getattr(result, "data", None), getattr(result, "spec", None)
     fit = fit if fit is not None else getattr(result, "fitter", None)
-    if data is None or kw is None or fit is None:
+    if data is None or spec is None or fit is None:
         raise EstimandMismatchError(f"cannot refit ({_describe(mism)}): the result does not carry its data and "
-                                    "options (fit it with pydial.fit)", mism)
-    kw = dict(kw)
+                                    "specification (fit it with pydial.fit)", mism)
     m = pe["method"]
     if m not in ("human", "judges", "dial-ada", "dial-anc", "dial-nopos"):
         raise EstimandMismatchError(f"cannot refit to the posterior's method {m!r}", mism)
-    kw["method"] = m
-    kw["ties"] = pe.get("ties")
-    kw["penalty"] = None
+    change: dict[str, Any] = {"method": m, "ties": pe.get("ties"), "penalty": None, "rank": None, "calibration": None}
     if m.startswith("dial"):
-        kw["rank"] = pe["rank"]
-        kw["calibration"] = pe["calibration"]
-        if m in ("dial-ada", "dial-nopos"):
-            kw["lambda_"] = [float(pe["lambda_"])]
-            kw["multiples"] = None
-            kw["include_endpoints"] = False
-    return fit(data, **kw)
+        change.update(rank=pe["rank"], calibration=pe["calibration"])
+        if m in ("dial-ada", "dial-nopos"):  # the posterior's weight, not a GACV selection
+            change.update(lambda_=[float(pe["lambda_"])], multiples=None, include_endpoints=False)
+    return fit(data, spec=spec.replace(**change))
 
 
 def interval_settings(level: float = 0.95) -> Any:
