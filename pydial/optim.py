@@ -56,7 +56,7 @@ def single_threaded_blas(func: F) -> F:
 
 @dataclass(frozen=True)
 class OptimResult:
-    """Outcome of :func:`newton`.
+    """Outcome of an optimizer: :func:`newton` or :func:`lbfgs_minimize` (and Stan's, through the engines).
 
     Attributes
     ----------
@@ -67,13 +67,20 @@ class OptimResult:
     grad_norm : float
         Max-norm of the gradient at ``x`` (free coordinates only).
     n_iter : int
-        Newton iterations used.
+        Iterations used (of the last run for L-BFGS-B).
     converged : bool
-        Gradient and Newton decrement below tolerance.
+        Newton: gradient and Newton decrement below tolerance; L-BFGS-B: the gradient
+        test ``grad_norm <= gtol * max(1, |fun|)`` (relaxed by ``roundoff_factor`` when it
+        stalled at the resolution of ``fun``).
     at_bound : ndarray of bool
-        Coordinates on the box boundary (a fit "not resolved within the box").
+        Coordinates on the box boundary (a fit "not resolved within the box"; all False
+        when the optimizer has no box).
     message : str
         Why the iteration stopped.
+    n_eval : int
+        Objective evaluations (``-1`` when not counted).
+    seconds : float
+        Wall time (``nan`` when not timed).
     """
 
     x: np.ndarray
@@ -84,6 +91,8 @@ class OptimResult:
     at_bound: np.ndarray
     message: str
     hess: np.ndarray | None = field(default=None, repr=False, compare=False)  # Hessian at ``x`` when known
+    n_eval: int = -1
+    seconds: float = float("nan")
 
     @property
     def resolved(self) -> bool:
@@ -318,41 +327,6 @@ def newton(
                        hess=H)
 
 
-@dataclass(frozen=True)
-class LbfgsResult:
-    """Outcome of :func:`lbfgs_minimize`.
-
-    Attributes
-    ----------
-    x : ndarray
-        Final point, all coordinates (the fixed ones at their start values).
-    fun : float
-        Objective value at ``x``.
-    grad_norm : float
-        Max-norm of the (projected) gradient at ``x`` over the free coordinates.
-    converged : bool
-        Whether the gradient test ``grad_norm <= gtol * max(1, |fun|)`` holds (relaxed by
-        ``roundoff_factor`` when L-BFGS-B stalled at the resolution of ``fun``).
-    message : str
-        L-BFGS-B's message of the last run.
-    n_iter : int
-        Iterations of the last run.
-    n_eval : int
-        Objective-and-gradient evaluations by the driver and L-BFGS-B (the final check excluded).
-    seconds : float
-        Wall time of the L-BFGS-B runs.
-    """
-
-    x: np.ndarray
-    fun: float
-    grad_norm: float
-    converged: bool
-    message: str
-    n_iter: int
-    n_eval: int
-    seconds: float
-
-
 @single_threaded_blas
 def lbfgs_minimize(
     fun_and_grad: Callable[[np.ndarray], tuple[float, np.ndarray]],
@@ -363,7 +337,7 @@ def lbfgs_minimize(
     gtol: float = 1e-8,
     max_iter: int = 20_000,
     roundoff_factor: float = ROUNDOFF_FACTOR,
-) -> LbfgsResult:
+) -> OptimResult:
     """Minimize a smooth function by scipy's L-BFGS-B with some coordinates held fixed.
 
     The convergence verdict is the gradient test alone, relative to the size of the
@@ -398,7 +372,7 @@ def lbfgs_minimize(
 
     Returns
     -------
-    LbfgsResult
+    OptimResult
         The end point on all coordinates, the objective and the verdict there.
 
     Raises
@@ -456,5 +430,5 @@ def lbfgs_minimize(
     # tolerance has reached the resolution of f.
     stalled = "ABNORMAL" in str(res.message) or "RELATIVE REDUCTION OF F" in str(res.message)
     converged = gnorm <= gtol * max(1.0, abs(float(f_end))) * (roundoff_factor if stalled else 1.0)
-    return LbfgsResult(x=u, fun=float(f_end), grad_norm=gnorm, converged=converged, message=str(res.message),
-                       n_iter=int(res.nit), n_eval=n_eval[0], seconds=secs)
+    return OptimResult(x=u, fun=float(f_end), grad_norm=gnorm, n_iter=int(res.nit), converged=converged,
+                       at_bound=np.zeros(u.size, bool), message=str(res.message), n_eval=n_eval[0], seconds=secs)

@@ -171,5 +171,5 @@ def test_joint_firth_optimum_matches_numpy(models, data, cal):
     assert np.max(np.abs(g)) < 1e-7
     # through stan_fit_point (CmdStan's L-BFGS stops early along the flat gauge directions):
     # the penalized criterion it reaches is the numpy minimum
-    sp = stan_fit_point(data, "joint", rank=1, calibration=cal, lam=lam, init=th0, penalty="firth", warn=False)
+    sp = stan_fit_point(data, "joint", rank=1, calibration=cal, lambda_=lam, init=th0, penalty="firth", warn=False)
     assert sp.objective == pytest.approx(Objective.weighted(ch, data, lam, "firth").value(f.theta), rel=1e-6)

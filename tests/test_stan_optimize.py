@@ -36,7 +36,7 @@ def test_joint_fit_matches_numpy_newton(models, data, r, cal, order, mult):
     ch = Chart(data.N, data.K, r, cal, order)
     f = fit_structured(data, ch, lam, initial_theta(data, ch))
     assert f.opt.converged
-    sp = stan_fit_point(data, "joint", rank=r, calibration=cal, lam=lam, order=order)
+    sp = stan_fit_point(data, "joint", rank=r, calibration=cal, lambda_=lam, order=order)
     assert sp.converged and sp.chart == ch
     np.testing.assert_allclose(sp.scores, ch.scores(f.theta), atol=TOL)
     np.testing.assert_allclose(sp.S, ch.S(f.theta), atol=TOL)

@@ -213,7 +213,7 @@ class _Request:
     """What a posterior estimates, resolved from :func:`posterior`'s arguments (the resolve step).
 
     ``model`` is the program family (``"dial"``: ``dial_sample.stan``; ``"judges"``,
-    ``"human"``: ``judges.stan``); ``lam`` the weight ``lambda`` (None: the ordinary
+    ``"human"``: ``judges.stan``); ``lambda_`` the weight ``lambda`` (None: the ordinary
     posterior, ``inf``: the cut posterior); ``order`` whether order effects are sampled.
     """
 
@@ -222,7 +222,7 @@ class _Request:
     rank: int
     calibration: str | None
     ties: str | None
-    lam: float | None
+    lambda_: float | None
     order: bool
     include_human: bool
     b_stage: str
@@ -610,10 +610,10 @@ def _sample_dial(data: Comparisons, req: _Request, *, priors: Mapping[str, float
         raise DataError(f"method {req.method!r} needs LLM judgments")
     if req.calibration is not None and data.n_human == 0:
         raise DataError("a calibrated posterior needs decisive human comparisons; pass calibration=None")
-    if req.lam is None:
+    if req.lambda_ is None:
         w_llm, lam_eff = 1.0, (data.n_llm / data.n_human if data.n_human else float("nan"))
     else:
-        lam_eff = req.lam
+        lam_eff = req.lambda_
         w_llm = lam_eff * data.n_human / data.n_llm if np.isfinite(lam_eff) else 1.0
     cut = bool(np.isinf(lam_eff)) and req.calibration is not None
     if cut and program is not None:
@@ -751,7 +751,7 @@ def _convert(data: Comparisons, req: _Request, s: _Sampled, problems: list[str],
         "calibration": str(req.calibration) if dial else "none",
         "ties": str(req.ties),
         "order": int(req.order),
-        "lambda_": req.lam if req.lam is not None else float("nan"),
+        "lambda_": req.lambda_ if req.lambda_ is not None else float("nan"),
         "llm_weight": float(s.d.get("cell_w", np.ones(1))[0]) if len(s.d.get("cell_w", [])) else float("nan"),
         "b_source": s.estimand["b"],
         "log_lik_unit": unit,

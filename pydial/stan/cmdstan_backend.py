@@ -286,7 +286,7 @@ class CmdstanpyModel(CompiledModel):
         # hit the resolution of log p itself (the decrease g^2 / (2 h) left is below |log p| eps).
         tol = gtol * max(1.0, abs(lp)) * (1.0 if ok and not stalled else ROUNDOFF_FACTOR)
         return OptimizeResult(u=u, log_prob=lp, grad_norm=gnorm, converged=gnorm <= tol,
-                              message=message, iterations=-1, evaluations=-1, backend=self.backend, seconds=secs,
+                              message=message, n_iter=-1, n_eval=-1, backend=self.backend, seconds=secs,
                               values=vals)
 
     # ---------------------------------------------------------------- sample

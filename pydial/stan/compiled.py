@@ -390,7 +390,7 @@ class CompiledModel(abc.ABC):
 
         res = lbfgs_minimize(neg_log_prob, u0, fixed=fixed, bounds=bounds, gtol=gtol, max_iter=max_iter)
         return OptimizeResult(u=res.x, log_prob=-res.fun, grad_norm=res.grad_norm, converged=res.converged,
-                              message=res.message, iterations=res.n_iter, evaluations=res.n_eval,
+                              message=res.message, n_iter=res.n_iter, n_eval=res.n_eval,
                               backend=self.backend, seconds=res.seconds)
 
     # ---------------------------------------------------------------- sample

@@ -30,7 +30,7 @@ def _as_optim(res: OptimizeResult, x: np.ndarray, fun: float) -> Any:
     from ..optim import BOX, OptimResult
 
     x = np.atleast_1d(np.asarray(x, float))
-    return OptimResult(x=x, fun=float(fun), grad_norm=float(res.grad_norm), n_iter=int(res.iterations),
+    return OptimResult(x=x, fun=float(fun), grad_norm=float(res.grad_norm), n_iter=int(res.n_iter),
                        converged=bool(res.converged), at_bound=np.abs(x) >= BOX,
                        message=f"Stan ({res.backend}): {res.message}")
 
@@ -56,7 +56,7 @@ def stan_point_engine(seed: int | None = None, penalty: str | None = None) -> Po
         return StagedFit(sp.chart, theta, llm_opt, cal_opt, sp.llm_chart, llm_theta)
 
     def joint(data: Comparisons, chart: Any, lam: float, theta0: np.ndarray) -> tuple[np.ndarray, Any]:
-        sp = stan_fit_point(data, "joint", rank=chart.r, calibration=chart.calibration, lam=lam, order=chart.order,
+        sp = stan_fit_point(data, "joint", rank=chart.r, calibration=chart.calibration, lambda_=lam, order=chart.order,
                             init=theta0, seed=seed, warn=False, penalty=penalty)
         theta = chart.canonical(sp.theta) if chart.r > 0 else sp.theta
         return theta, _as_optim(sp.stages[0], theta, sp.objective)

@@ -26,7 +26,7 @@ from pydial.data.comparisons import Comparisons
 from pydial.estimation.glm import initial_theta
 from pydial.model.chart import Calibration, Chart, helmert_basis
 
-from ..exceptions import ArgumentError, ConvergenceWarning, DataError
+from ..exceptions import ArgumentError, ConvergenceWarning, DataError, renamed_arguments
 from .backend import CompiledModel, OptimizeResult, compile_model
 from .standata import dial_data, empty_cells, human_cell_table, judges_data, llm_cell_table, pooled_cell_table, weighted_log_coef
 
@@ -58,7 +58,7 @@ class StanPointFit:
         Judge scores (K x N); for ``"human"`` the human score as one row.
     b : ndarray
         Order effects (K; zeros when off).
-    lam : float
+    lambda_ : float
         LLM weight ``lambda`` of eq. weighted-loss (``inf`` for the LLM-only and
         staged fits, ``0`` for ``"human"``).
     objective : float
@@ -85,7 +85,7 @@ class StanPointFit:
     scores: np.ndarray
     S: np.ndarray
     b: np.ndarray
-    lam: float
+    lambda_: float
     objective: float
     converged: bool
     grad_norm: float
@@ -98,7 +98,7 @@ class StanPointFit:
 
     def __repr__(self) -> str:
         """Summarize the fit: method, dimension, weight, objective, convergence and backend."""
-        return (f"StanPointFit(method={self.method!r}, dim={self.chart.dim}, lam={self.lam}, "
+        return (f"StanPointFit(method={self.method!r}, dim={self.chart.dim}, lambda_={self.lambda_}, "
                 f"objective={self.objective:.6g}, converged={self.converged}, backend={self.backend!r})")
 
 
@@ -114,7 +114,7 @@ def stan_fit_point(
     *,
     rank: int = 1,
     calibration: str | None = "mu",
-    lam: float | None = None,
+    lambda_: float | None = None,
     order: bool = True,
     init: np.ndarray | None = None,
     priors: Mapping[str, float] | None = None,
@@ -125,6 +125,7 @@ def stan_fit_point(
     model: CompiledModel | None = None,
     warn: bool = True,
     penalty: str | None = None,
+    **deprecated: Any,
 ) -> StanPointFit:
     r"""Penalized MLE of a DIAL estimator through Stan's optimizer.
 
@@ -151,9 +152,10 @@ def stan_fit_point(
         Disagreement rank ``r``.
     calibration : {"mu", "W"} or None
         Human calibration basis (joint and staged).
-    lam : float, optional
+    lambda_ : float, optional
         LLM weight of the joint fit; default ``n_LLM / n_H`` (the ordinary
-        joint likelihood).
+        joint likelihood).  The old name ``lam=`` still works with a
+        :class:`DeprecationWarning`.
     order : bool
         Estimate the judges' order effects (``False``: ``b = 0``).
     init : ndarray, optional
@@ -197,6 +199,8 @@ def stan_fit_point(
     DataError
         The method needs human (or LLM) comparisons that the data lack.
     """
+    if deprecated:
+        lambda_ = renamed_arguments("stan_fit_point", deprecated, {"lam": "lambda_"}, ["lambda_"]).get("lambda_", lambda_)
     if method not in POINT_METHODS:
         raise ArgumentError(f"method must be one of {POINT_METHODS}, got {method!r}")
     n_h, n_l = data.n_human, data.n_llm
@@ -222,9 +226,9 @@ def stan_fit_point(
     dial = model if model is not None else compile_model("dial", backend=backend)
 
     if method == "joint":
-        lam_ = n_l / n_h if lam is None else float(lam)
+        lam_ = n_l / n_h if lambda_ is None else float(lambda_)
         if not (np.isfinite(lam_) and lam_ > 0):
-            raise ArgumentError(f"lam must be finite and > 0 for the joint fit, got {lam!r}")
+            raise ArgumentError(f"lambda_ must be finite and > 0 for the joint fit, got {lambda_!r}")
         ch = Chart(data.N, data.K, rank, cast(Calibration | None, calibration), order)
         d = dial_data(data, ch, w_llm=lam_ * n_h / n_l, w_human=1.0, priors=priors, firth=2 if firth else 0)
         th0 = initial_theta(data, ch) if init is None else np.asarray(init, float)

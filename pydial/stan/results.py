@@ -40,8 +40,9 @@ class OptimizeResult:
         Whether the optimizer reported convergence.
     message : str
         The optimizer's message.
-    iterations, evaluations : int
-        Iterations and log-density evaluations (``-1`` if unknown).
+    n_iter, n_eval : int
+        Iterations and log-density evaluations (``-1`` if unknown), named as in
+        :class:`pydial.optim.OptimResult`.
     backend : str
     seconds : float
         Wall time of the optimization.
@@ -55,8 +56,8 @@ class OptimizeResult:
     grad_norm: float
     converged: bool
     message: str
-    iterations: int
-    evaluations: int
+    n_iter: int
+    n_eval: int
     backend: str
     seconds: float
     values: dict[str, np.ndarray] = field(default_factory=dict, repr=False)
