@@ -20,7 +20,7 @@ from scipy.special import expit
 import pydial
 from fdcheck import fd_jacobian
 from pydial.model.chart import centering_basis
-from pydial.estimation.glm import fit_human_btl, fit_order_btl, logistic_glm
+from pydial.estimation.glm import binary_counts, fit_human_btl, fit_order_btl, glm
 from pydial.model.chart import difference_design
 from pydial.model.likelihood import Objective, binomial_nll
 from pydial.model.chart import Chart
@@ -129,7 +129,7 @@ def test_glm_firth_matches_direct_maximization():
 
     ref = minimize(neg_penalized, np.zeros(3), method="Nelder-Mead",
                    options={"xatol": 1e-10, "fatol": 1e-14, "maxiter": 20000, "maxfev": 40000}).x
-    got = logistic_glm(X, n, y, penalty="firth")
+    got = glm(None, binary_counts(n, y), X, penalty="firth")
     assert got.converged
     np.testing.assert_allclose(got.x, ref, atol=1e-6)
 

@@ -17,7 +17,7 @@ from pydial import fit
 from pydial.model.likelihood import TieCells, tie_totals
 from pydial.studies.simulate import simulate
 from pydial.estimation.tie_baselines import POOLED_LABEL, pooled_cross_derivative
-from pydial.estimation.tie_fits import tie_glm_terms
+from pydial.estimation.glm import FamilyGLM
 from pydial.model.design import Design
 from pydial.model.chart import centering_basis
 from pydial.model.chart import difference_design
@@ -60,11 +60,11 @@ def test_cross_derivative_by_differences(tied, ties):
 
     def psi(bt):
         X = Design(difference_design(Hc.i, Hc.j, N), (T @ bt)[:, None])
-        return tie_glm_terms(ties, Hc.counts, X, x2, w, True)[1]
+        return FamilyGLM(ties, Hc.counts, X, w).terms(x2)[1]
 
     h = 1e-6
     fd = np.column_stack([(psi(beta + h * e) - psi(beta - h * e)) / (2 * h) for e in np.eye(N - 1)])
-    G = pooled_cross_derivative(ties, Hc, N, beta, x2, w, True)
+    G = pooled_cross_derivative(ties, Hc, N, beta, x2, w)
     np.testing.assert_allclose(G, fd, rtol=1e-6, atol=1e-9)
 
 

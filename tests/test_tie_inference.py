@@ -141,7 +141,7 @@ def test_human_endpoint_fisher_covariance_is_the_inverse_information(tdata):
     E[:N, : N - 1] = np.vstack([np.eye(N - 1), -np.ones(N - 1)])  # centered scores s = T beta
     E[N, -1] = 1.0
     _, n_h = tie_totals(tdata)
-    U, _ = tie_fits.tie_glm_influence(tdata, "davidson", X, opt.x, True, 1.0 / n_h, E)
+    U, _ = tie_fits.tie_glm_influence(tdata, "davidson", X, opt.x, 1.0 / n_h, E)
     C = U.covariance(tdata, "fisher", "test")
     np.testing.assert_allclose(np.sqrt(np.diag(C))[:N], ref.scores["se"].to_numpy(), rtol=1e-6)
     nu = np.exp(opt.x[-1])

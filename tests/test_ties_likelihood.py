@@ -81,25 +81,3 @@ def test_vanishing_tie_parameter_gives_the_binary_model(fn):
     c[:, 2] = 0
     np.testing.assert_allclose(fn(c, ETA, -40.0).value, binary_cell(c, ETA).value, atol=1e-12)
     np.testing.assert_allclose(fn(c, ETA, -40.0).d_eta, binary_cell(c, ETA).d_eta, atol=1e-12)
-
-
-@pytest.mark.parametrize("ties", ["davidson", "rao-kupper"])
-def test_judge_tie_loglik_gradient_and_hessian_match_finite_differences(ties):
-    from pydial.model.families import tie_loglik
-
-    X = RNG.normal(size=(len(COUNTS), 3))
-    th = np.array([0.2, -0.4, 0.3, -0.5])
-    g = tie_loglik(ties, COUNTS, X, th)[1]
-    np.testing.assert_allclose(g, fd_jacobian(lambda t: np.array([tie_loglik(ties, COUNTS, X, t)[0]]), th)[0],
-                               rtol=1e-7, atol=1e-8)
-    H = tie_loglik(ties, COUNTS, X, th)[2]
-    np.testing.assert_allclose(H, fd_jacobian(lambda t: tie_loglik(ties, COUNTS, X, t)[1], th), rtol=1e-6, atol=1e-7)
-
-
-def test_newton_tie_fit_reaches_a_zero_gradient():
-    from pydial.model.families import fit_tie_judge, tie_loglik
-
-    X = RNG.normal(size=(len(COUNTS), 2))
-    th, ll, info, ok = fit_tie_judge("davidson", COUNTS, X, np.zeros(3))
-    assert ok and np.max(np.abs(tie_loglik("davidson", COUNTS, X, th)[1])) < 1e-8
-    assert np.all(np.linalg.eigvalsh(info) > 0)

@@ -13,6 +13,8 @@ References:
 
 from __future__ import annotations
 
+import dataclasses
+
 import warnings
 
 import numpy as np
@@ -23,7 +25,7 @@ import pydial
 from pydial.data.comparisons import I_WINS, J_WINS
 
 METHODS = ["human", "judges", "pooled", "dial-nopos", "dial-anc", "dial-ada", "atc"]
-TIE_METHODS = ["pooled", "dial-anc", "dial-ada", "atc"]
+TIE_METHODS = ["human", "judges", "pooled", "dial-anc", "dial-ada", "atc"]
 MEATS = ["fisher", "binomial", "cell", "record"]
 TABLES = ["scores", "cov", "position_effects", "position_effects_cov", "consensus", "tie_parameters", "judge_scores_se"]
 
@@ -139,10 +141,9 @@ def test_bad_requests(data):
                       "wins_a": [5, 6, 7], "wins_b": [3, 2, 4], "ties": 0}), human_judge="h")
     with pytest.raises(ValueError, match="aggregated"):
         quiet_fit(agg, "human").with_cov("record")
-    tie = quiet_fit(pydial.simulate(N=4, K=2, rank=1, n_llm=2000, n_human=800, seed=3, tie_rate=0.2).comparisons, "human",
-                    ties="davidson")
-    with pytest.raises(ValueError, match="model-based standard errors only"):
-        tie.with_cov("cell")
+    bare = dataclasses.replace(human, linearization=())
+    with pytest.raises(ValueError, match="carries no linearization"):
+        bare.with_cov("cell")
 
 
 def test_with_cov_keeps_the_verdict_honest():
@@ -222,5 +223,5 @@ def test_judges_record_meat_equals_statsmodels_cluster(data):
 def test_with_cov_at_the_fits_own_settings_is_a_copy():
     tie = quiet_fit(pydial.simulate(N=4, K=2, rank=1, n_llm=2000, n_human=800, seed=3, tie_rate=0.2).comparisons, "human",
                     ties="davidson")
-    same = tie.with_cov("fisher")  # the tie BTL's only covariance: no linearization needed
+    same = tie.with_cov("fisher")  # the fit's own meat: nothing to recompute
     assert same is not tie and same.cov.equals(tie.cov) and same.tie_parameters.equals(tie.tie_parameters)

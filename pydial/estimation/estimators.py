@@ -28,7 +28,15 @@ from pydial.cache import derived
 from pydial.data.comparisons import Comparisons
 from pydial.estimation.atc import atc_scores
 from pydial.estimation.engines import Engine, PointEngine, StagedFit, StructuredFit
-from pydial.estimation.glm import fit_calibration, fit_human_btl, fit_order_btl, fit_structured, initial_theta, logistic_glm
+from pydial.estimation.glm import (
+    binary_counts,
+    fit_calibration,
+    fit_human_btl,
+    fit_order_btl,
+    fit_structured,
+    glm,
+    initial_theta,
+)
 from pydial.estimation.results import DialResult
 from pydial.estimation.selection import numpy_joint, positive_values
 from pydial.estimation.tie_fits import NUMPY_TIE
@@ -193,11 +201,11 @@ def numpy_pooled(data: Comparisons, *, penalty: str | None = None) -> tuple[Opti
     """Pooled LLM BTL (centered reduced chart ``beta``), then ``argmin_c l_H(c s_pool)``."""
     N, L, Hc = data.N, data.llm, data.human
     T = centering_basis(N)
-    o1 = logistic_glm(centered_design(L.i, L.j, N), L.n, L.y, weight=1.0 / data.n_llm, penalty=penalty)
+    o1 = glm(None, binary_counts(L.n, L.y), centered_design(L.i, L.j, N), weight=1.0 / data.n_llm, penalty=penalty)
     if np.abs(T @ o1.x).max() < 1e-10:  # no direction to calibrate: reported by the caller
         return o1, o1
     x2 = difference_design(Hc.i, Hc.j, N) @ (T @ o1.x)
-    return o1, logistic_glm(x2[:, None], Hc.n, Hc.y, weight=1.0 / data.n_human, penalty=penalty)
+    return o1, glm(None, binary_counts(Hc.n, Hc.y), x2[:, None], weight=1.0 / data.n_human, penalty=penalty)
 
 
 def _fit_judges(data: Comparisons, common: dict, point: "PointEngine | None" = None) -> DialResult:

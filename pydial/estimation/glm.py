@@ -1,9 +1,10 @@
 r"""Optimizers for the models of the paper (numpy engine).
 
-* :func:`logistic_glm` -- binomial logistic regression with counts; serves the human
+* :func:`glm` (:class:`FamilyGLM`) -- the one GLM solver, paired-comparison regression of
+  every outcome family (binary, Davidson, Rao-Kupper) with counts; serves the human
   BTL (eq. human-only-estimator), each judge's order-effect BTL
   (eq. binomial-model-llm), the pooled BTL and the staged calibration
-  ``argmin_c l_H(M c)`` (eq. staged-calibrated-estimator);
+  ``argmin_c l_H(M c)`` (eq. staged-calibrated-estimator), with ties or without;
 * :func:`fit_structured` -- the structured LLM-only fit and the weighted joint fit
   :math:`Q_\lambda` (eq. weighted-joint-estimator) on the reduced chart;
 * :func:`initial_theta` -- a start for the non-convex structured fit from ridge
@@ -12,6 +13,10 @@ r"""Optimizers for the models of the paper (numpy engine).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Any, cast
+
 import numpy as np
 import scipy.sparse as sp
 from scipy.special import expit
@@ -19,51 +24,188 @@ from scipy.special import expit
 from pydial.data.comparisons import Comparisons, HumanCells, LLMCells
 from pydial.estimation.engines import BTLFit, StructuredFit
 from pydial.model.chart import Chart, centering_basis, difference_design, structure_from_S
-from pydial.model.design import Design, centered_design, dense_design, glm_information, rmatvec
+from pydial.exceptions import ArgumentError
+from pydial.model.design import Design, centered_design, dense_design, glm_information, gram, rmatvec
+from pydial.model.families import log_nu_start, tie_cell
 from pydial.model.likelihood import Objective, binomial_nll
 from pydial.model.penalty import FirthPenalty, check_penalty
 from pydial.optim import BOX, OptimResult, newton
 
 
-def logistic_glm(
+def binary_counts(n: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """``(m, 3)`` outcome counts ``(y, n - y, 0)`` of binary cells (``n`` decisive judgments, ``y`` wins of ``i``)."""
+    n, y = np.asarray(n, float), np.asarray(y, float)
+    return np.column_stack([y, n - y, np.zeros_like(y)])
+
+
+def has_tie_parameter(family: str | None, counts: np.ndarray) -> bool:
+    """Whether a GLM of ``family`` on ``counts`` has a free log tie parameter ``l = log nu``.
+
+    A tie model with at least one tie.  Without any tie the MLE of ``nu`` is the boundary
+    ``nu = 0`` for both tie models, where the cells follow the binary model exactly
+    (:func:`pydial.model.likelihood.tie_groups`); the GLM is then the binary one.
+    """
+    return family is not None and bool(np.asarray(counts)[:, 2].sum() > 0)
+
+
+@dataclass(frozen=True, eq=False)
+class FamilyGLM:
+    r"""A paired-comparison GLM ``eta = X beta`` of any outcome family, as a loss to minimize.
+
+    The loss is ``-weight * sum_c log p(counts_c | eta_c, l) + ridge/2 |beta|^2`` with the
+    cell likelihoods of :mod:`pydial.model.families`: the binary model (``family=None``;
+    the binomial logistic regression of eq. human-only-estimator and eq.
+    binomial-model-llm) or the Davidson / Rao-Kupper tie model, whose coordinates are
+    ``x = (beta, l)`` with ``l = log nu`` when the cells hold a tie
+    (:func:`has_tie_parameter`; otherwise ``x = beta`` and the binary model, the ``nu = 0``
+    boundary).  With ``penalty="firth"`` the term ``-weight/2 log det I(beta)`` is added (the
+    Jeffreys prior, :mod:`pydial.model.penalty`), so the minimizer is Firth's bias-reduced
+    estimate, finite whenever ``X`` has full column rank.
+
+    The value, gradient and exact Hessian (:meth:`terms`) follow from the per-cell
+    derivatives in ``(eta, l)`` by the chain rule ``d eta / d beta = X``; the binary model
+    takes the fast path of the binomial deviance and the comparison Laplacian
+    (:func:`pydial.model.design.glm_information`).
+
+    Attributes
+    ----------
+    family : {None, "davidson", "rao-kupper"}
+    counts : ndarray (m, 3)
+        Wins of ``i``, wins of ``j``, ties per cell (the binary model takes no ties).
+    X : ndarray, sparse matrix or Design
+        The design (m x p).
+    weight, ridge : float
+        Loss normalization (``1/n``) and ridge on ``beta``.
+    penalty : {None, "firth"}
+    """
+
+    family: str | None
+    counts: np.ndarray
+    X: Any
+    weight: float = 1.0
+    ridge: float = 0.0
+    penalty: str | None = None
+
+    def __post_init__(self) -> None:
+        """Check the family, the counts and the penalty; keep a sparse or dense design as given."""
+        tie_cell(self.family)  # raises ArgumentError for an unknown family
+        counts = np.asarray(self.counts, float).reshape(-1, 3)
+        if self.family is None and np.any(counts[:, 2] > 0):
+            raise ArgumentError("the binary model takes cells without ties")
+        object.__setattr__(self, "counts", counts)
+        if not (sp.issparse(self.X) or isinstance(self.X, Design)):
+            object.__setattr__(self, "X", np.asarray(self.X, float))
+        check_penalty(self.penalty)
+
+    @cached_property
+    def free(self) -> bool:
+        """Whether ``x`` ends with a free ``log nu`` (:func:`has_tie_parameter`)."""
+        return has_tie_parameter(self.family, self.counts)
+
+    @property
+    def dim(self) -> int:
+        """Number of coordinates of ``x``."""
+        return self.X.shape[1] + int(self.free)
+
+    @cached_property
+    def _binary(self) -> tuple[np.ndarray, np.ndarray]:
+        """``(n, y)`` of the binary model."""
+        return self.counts[:, 0] + self.counts[:, 1], self.counts[:, 0]
+
+    @cached_property
+    def _firth(self) -> FirthPenalty | None:
+        if self.penalty != "firth":
+            return None
+        if self.free:
+            raise NotImplementedError(f"penalty='firth' is not available with ties={self.family!r}")
+        return FirthPenalty(dense_design(self.X), self._binary[0], self.weight)
+
+    def start(self) -> np.ndarray:
+        """Return the start ``beta = 0``, ``log nu`` at the cells' tie rate (:func:`~pydial.model.families.log_nu_start`)."""
+        beta = np.zeros(self.X.shape[1])
+        return np.append(beta, log_nu_start(cast(str, self.family), self.counts)) if self.free else beta
+
+    def value(self, x: np.ndarray) -> float:
+        """Return the loss at ``x``."""
+        X, p = self.X, self.X.shape[1]
+        beta = x[:p]
+        if not self.free:
+            n, y = self._binary
+            f = float(self.weight * binomial_nll(X @ beta, n, y).sum() + 0.5 * self.ridge * beta @ beta)
+            return f + self._firth.value(X @ beta) if self._firth is not None else f
+        d = tie_cell(self.family)(self.counts, X @ beta, x[p])
+        return -self.weight * float(d.value.sum()) + 0.5 * self.ridge * float(beta @ beta)
+
+    def terms(self, x: np.ndarray) -> tuple[float, np.ndarray, np.ndarray]:
+        """Value, gradient and Hessian of the loss at ``x``."""
+        X, p, w = self.X, self.X.shape[1], self.weight
+        beta = x[:p]
+        eta = X @ beta
+        if not self.free:
+            n, y = self._binary
+            pr = expit(eta)
+            f = float(w * binomial_nll(eta, n, y).sum() + 0.5 * self.ridge * beta @ beta)
+            g = w * rmatvec(X, n * pr - y) + self.ridge * beta
+            H = glm_information(X, n, pr, w) + self.ridge * np.eye(p)
+            if self._firth is not None:
+                fp, gp, Hp = self._firth.glm_terms(beta)
+                f, g, H = f + fp, g + gp, H + Hp
+            return f, g, H
+        d = tie_cell(self.family)(self.counts, eta, x[p])
+        f = -w * float(d.value.sum()) + 0.5 * self.ridge * float(beta @ beta)
+        gb = -w * rmatvec(X, d.d_eta) + self.ridge * beta
+        Hbb = gram(X, -w * d.d_eta_eta) + self.ridge * np.eye(p)
+        Hbl = -w * rmatvec(X, d.d_eta_l)
+        g = np.append(gb, -w * d.d_l.sum())
+        H = np.block([[Hbb, Hbl[:, None]], [Hbl[None, :], np.array([[-w * d.d_l_l.sum()]])]])
+        return f, g, H
+
+    def fit(self, x0: np.ndarray | None = None, *, bound: float = BOX, gtol: float = 1e-10) -> OptimResult:
+        """Minimize the loss by Newton steps with line search inside the box ``|x_i| <= bound`` (:func:`pydial.optim.newton`).
+
+        The binary loss is convex: its steps are solved by Cholesky factorization.  The
+        tie log-likelihood is concave in ``beta`` for fixed ``log nu`` but not jointly
+        everywhere; the eigen-decomposition of :func:`~pydial.optim.newton` handles that.
+        """
+        start = self.start() if x0 is None else np.asarray(x0, float)
+        return newton(self.terms, start, bound=bound, gtol=gtol, value=self.value, cholesky=not self.free)
+
+
+def glm(
+    family: str | None,
+    counts: np.ndarray,
     X: "np.ndarray | sp.spmatrix | Design",
-    n: np.ndarray,
-    y: np.ndarray,
+    x0: np.ndarray | None = None,
     *,
     weight: float = 1.0,
     ridge: float = 0.0,
-    x0: np.ndarray | None = None,
+    penalty: str | None = None,
     bound: float = BOX,
     gtol: float = 1e-10,
-    penalty: str | None = None,
 ) -> OptimResult:
-    r"""Minimize ``weight * sum_c [n_c log(1+e^{x_c beta}) - y_c x_c beta] + ridge/2 |beta|^2``.
+    r"""Fit the paired-comparison GLM ``eta = X beta`` of ``family`` (:class:`FamilyGLM`): the one GLM solver.
 
-    With ``penalty="firth"`` the term ``-weight/2 log det I(beta)`` is added (the
-    Jeffreys prior, :mod:`pydial.model.penalty`), so the minimizer is Firth's bias-reduced
-    estimate, finite whenever ``X`` has full column rank.
-    Newton steps with line search inside the box ``|beta_i| <= bound``.
+    Every GLM of pydial goes through here: the human BTL (eq. human-only-estimator), each
+    judge's order-effect BTL (eq. binomial-model-llm), the pooled BTL, the staged
+    calibration ``argmin_c l_H(M c)`` (eq. staged-calibrated-estimator), each with ties
+    (``family="davidson"`` or ``"rao-kupper"``, ``x = (beta, log nu)`` when a cell holds a
+    tie) or without (``family=None``, binomial logistic regression).
+
+    Parameters
+    ----------
+    family : {None, "davidson", "rao-kupper"}
+    counts : ndarray (m, 3)
+        Wins of ``i``, wins of ``j``, ties per cell (:func:`binary_counts` from ``(n, y)``).
+    X : ndarray, sparse matrix or Design
+        Design, m x p.
+    x0 : ndarray, optional
+        Start (default :meth:`FamilyGLM.start`).
+    weight, ridge, penalty
+        As in :class:`FamilyGLM`.
+    bound, gtol
+        Box and gradient tolerance of :func:`pydial.optim.newton`.
     """
-    X = X if (sp.issparse(X) or isinstance(X, Design)) else np.asarray(X, float)
-    pen = FirthPenalty(dense_design(X), np.asarray(n, float), weight) if check_penalty(penalty) == "firth" else None
-
-    def value(beta: np.ndarray) -> float:
-        f = float(weight * binomial_nll(X @ beta, n, y).sum() + 0.5 * ridge * beta @ beta)
-        return f + pen.value(X @ beta) if pen is not None else f
-
-    def fgh(beta: np.ndarray) -> tuple[float, np.ndarray, np.ndarray]:
-        eta = X @ beta
-        p = expit(eta)
-        f = float(weight * binomial_nll(eta, n, y).sum() + 0.5 * ridge * beta @ beta)
-        g = weight * rmatvec(X, n * p - y) + ridge * beta
-        H = glm_information(X, n, p, weight) + ridge * np.eye(X.shape[1])
-        if pen is not None:
-            fp, gp, Hp = pen.glm_terms(beta)
-            f, g, H = f + fp, g + gp, H + Hp
-        return f, g, H
-
-    start = np.zeros(X.shape[1]) if x0 is None else np.asarray(x0, float)
-    return newton(fgh, start, bound=bound, gtol=gtol, value=value, cholesky=True)
+    return FamilyGLM(family, counts, X, weight, ridge, penalty).fit(x0, bound=bound, gtol=gtol)
 
 
 def fit_human_btl(human: HumanCells, N: int, *, ridge: float = 0.0, penalty: str | None = None) -> BTLFit:
@@ -73,7 +215,7 @@ def fit_human_btl(human: HumanCells, N: int, *, ridge: float = 0.0, penalty: str
     """
     T = centering_basis(N)
     X = centered_design(human.i, human.j, N)
-    opt = logistic_glm(X, human.n, human.y, weight=1.0 / float(human.n.sum()), ridge=ridge, penalty=penalty)
+    opt = glm(None, binary_counts(human.n, human.y), X, weight=1.0 / float(human.n.sum()), ridge=ridge, penalty=penalty)
     return BTLFit(T @ opt.x, 0.0, opt)
 
 
@@ -86,7 +228,7 @@ def fit_order_btl(cells: LLMCells, N: int, *, order: bool = True, ridge: float =
     """
     T = centering_basis(N)
     X = centered_design(cells.i, cells.j, N, cells.a if order else None)
-    opt = logistic_glm(X, cells.n, cells.y, weight=1.0 / float(cells.n.sum()), ridge=ridge, penalty=penalty)
+    opt = glm(None, binary_counts(cells.n, cells.y), X, weight=1.0 / float(cells.n.sum()), ridge=ridge, penalty=penalty)
     s = T @ opt.x[: N - 1]
     return BTLFit(s, float(opt.x[-1]) if order else 0.0, opt)
 
@@ -98,7 +240,8 @@ def fit_calibration(human: HumanCells, M: np.ndarray, *, x0: np.ndarray | None =
     With ``penalty="firth"`` the Firth estimate of the calibration GLM (design ``D_H M``).
     """
     X = np.asarray(difference_design(human.i, human.j, M.shape[0]) @ M)
-    return logistic_glm(X, human.n, human.y, weight=1.0 / float(human.n.sum()), x0=x0, bound=bound, penalty=penalty)
+    return glm(None, binary_counts(human.n, human.y), X, x0, weight=1.0 / float(human.n.sum()), bound=bound,
+               penalty=penalty)
 
 
 # ---------------------------------------------------------- structured fits

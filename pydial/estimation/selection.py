@@ -37,12 +37,11 @@ from scipy.special import expit
 
 from pydial.data.comparisons import Comparisons, HumanCells
 from pydial.estimation.engines import BTLFit
-from pydial.estimation.glm import fit_calibration, fit_human_btl, fit_structured
+from pydial.estimation.glm import FamilyGLM, binary_counts, fit_calibration, fit_human_btl, fit_structured
 from pydial.model.chart import Chart, difference_design
-from pydial.model.design import Design, centered_design, dense_design, glm_information
+from pydial.model.design import Design, centered_design
 from pydial.model.likelihood import Cells, Objective, binomial_nll, human_loss
 from pydial.model.meats import independent_meat
-from pydial.model.penalty import FirthPenalty
 from pydial.optim import BOX, ZERO_EIG_RTOL, OptimResult, newton, pinv_from_eigh, pinv_gauge, pinv_sym, single_threaded_blas
 from pydial.exceptions import ArgumentError
 
@@ -207,7 +206,7 @@ def human_candidate(data: Comparisons, human_fit: Callable[[Comparisons], BTLFit
         return Candidate(0.0, 0.0, None, reason="human comparison graph not connected: no Firth estimate"), None
     f = human_fit(data) if human_fit is not None else fit_human_btl(data.human, N, penalty=penalty)
     X = centered_design(data.human.i, data.human.j, N)
-    Hm = criterion_hessian(X, data.human.n, f.opt.x, 1.0 / data.n_human, penalty)
+    Hm = criterion_hessian(X, data.human.n, data.human.y, f.opt.x, 1.0 / data.n_human, penalty)
     p = expit(X @ f.opt.x)
     cand = Candidate(0.0, 0.0, f.s, f.opt.x, f.opt, loss_human=human_loss(f.s, data.human))
     if not f.opt.resolved:
@@ -221,13 +220,10 @@ def human_candidate(data: Comparisons, human_fit: Callable[[Comparisons], BTLFit
 
 
 def criterion_hessian(
-    X: "np.ndarray | Design", n: np.ndarray, beta: np.ndarray, weight: float, penalty: str | None
+    X: "np.ndarray | Design", n: np.ndarray, y: np.ndarray, beta: np.ndarray, weight: float, penalty: str | None
 ) -> np.ndarray:
-    """Hessian of the (Firth-penalized with ``penalty="firth"``) weighted logistic loss at ``beta``."""
-    H = glm_information(X, n, expit(X @ beta), weight)
-    if penalty == "firth":
-        H = H + FirthPenalty(dense_design(X), np.asarray(n, float), weight).glm_terms(beta)[2]
-    return H
+    """Hessian of the (Firth-penalized with ``penalty="firth"``) weighted logistic loss at ``beta`` (:class:`FamilyGLM`)."""
+    return FamilyGLM(None, binary_counts(n, y), X, weight, penalty=penalty).terms(beta)[2]
 
 
 def anchored_candidate(data: Comparisons, M: np.ndarray, s: np.ndarray, cal_opt: OptimResult, llm_opt: OptimResult,
@@ -239,7 +235,7 @@ def anchored_candidate(data: Comparisons, M: np.ndarray, s: np.ndarray, cal_opt:
     """
     X = np.asarray(difference_design(data.human.i, data.human.j, data.N) @ M)
     p = expit(X @ cal_opt.x)
-    H = criterion_hessian(X, data.human.n, cal_opt.x, 1.0 / data.n_human, penalty)
+    H = criterion_hessian(X, data.human.n, data.human.y, cal_opt.x, 1.0 / data.n_human, penalty)
     cand = Candidate(np.inf, np.inf, s, loss_human=human_loss(s, data.human), opt=cal_opt)
     if not llm_opt.converged:
         cand.reason = f"LLM-only fit not converged ({llm_opt.message})"

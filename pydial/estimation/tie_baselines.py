@@ -29,6 +29,7 @@ import pandas as pd
 
 from pydial.data.comparisons import Comparisons
 from pydial.estimation.atc import atc_scores
+from pydial.estimation.glm import FamilyGLM, glm, has_tie_parameter
 from pydial.estimation.tie_fits import (
     NUMPY_TIE,
     TieOptimizers,
@@ -36,9 +37,7 @@ from pydial.estimation.tie_fits import (
     judge_tie_tables,
     log_nu_start,
     stack_tie_influence,
-    tie_glm,
     tie_glm_influence,
-    tie_glm_terms,
     tie_staged_fit,
 )
 from pydial.exceptions import IdentifiabilityError
@@ -53,12 +52,8 @@ POOLED_LABEL = "(pooled LLM judges)"
 """Row of ``tie_parameters`` holding the pooled judges' ``nu_L``."""
 
 
-def _free(cells: TieCells) -> bool:
-    return bool(cells.counts[:, 2].sum() > 0)
-
-
-def pooled_cross_derivative(ties: str, human: TieCells, N: int, beta: np.ndarray, x2: np.ndarray, weight: float,
-                            free: bool) -> np.ndarray:
+def pooled_cross_derivative(ties: str, human: TieCells, N: int, beta: np.ndarray, x2: np.ndarray,
+                            weight: float) -> np.ndarray:
     r"""``d psi_2 / d beta``: derivative of the calibration score equations in the pooled scores.
 
     The cross term of the two-step sandwich (eq. weighted-empirical-sandwich, two-step form).
@@ -66,11 +61,12 @@ def pooled_cross_derivative(ties: str, human: TieCells, N: int, beta: np.ndarray
     ``psi_2`` is the gradient in ``(c, log nu_H)`` of ``weight * l_H(c T beta, nu_H)``; with
     ``g, H`` the gradient and Hessian of that loss in the centered coordinates ``beta' = c beta``,
     ``d psi_c / d beta = g_beta + c H_{beta beta} beta`` and ``d psi_l / d beta = c H_{l beta}``.
-    Returns a ``(1 + free) x (N - 1)`` array.
+    Returns a ``(1 + free) x (N - 1)`` array, ``free`` when the people's cells hold a tie.
     """
     c = float(x2[0])
-    X = centered_design(human.i, human.j, N)
-    _, g, H = tie_glm_terms(ties, human.counts, X, np.append(c * beta, x2[1:]), weight, free)
+    model = FamilyGLM(ties, human.counts, centered_design(human.i, human.j, N), weight)
+    free = model.free
+    _, g, H = model.terms(np.append(c * beta, x2[1:]))
     p = N - 1
     G = np.zeros((1 + int(free), p))
     G[0] = g[:p] + c * H[:p, :p] @ beta
@@ -96,7 +92,7 @@ def fit_pooled_ties(data: Comparisons, common: dict, *, ties: str, engine: TieOp
     N = data.N
     n_l, n_h = tie_totals(data)
     L, Hc = TieCells.stack(data, 1.0, 0.0), TieCells.stack(data, 0.0, 1.0)
-    free1, free2 = _free(L), _free(Hc)
+    free1, free2 = has_tie_parameter(ties, L.counts), has_tie_parameter(ties, Hc.counts)
     w1, w2 = 1.0 / n_l, 1.0 / n_h
     X1 = centered_design(L.i, L.j, N)
     T = centering_basis(N)
@@ -105,7 +101,7 @@ def fit_pooled_ties(data: Comparisons, common: dict, *, ties: str, engine: TieOp
     if engine.pooled_stages is not None:
         o1, o2 = engine.pooled_stages(data, ties, x0, l2, free1, free2)
     else:
-        o1 = tie_glm(ties, L.counts, X1, w1, x0, free1)
+        o1 = glm(ties, L.counts, X1, x0, weight=w1)
     warn_unresolved(o1, "pooled LLM tie model")
     beta = o1.x[: N - 1]
     s_pool = T @ beta
@@ -114,15 +110,15 @@ def fit_pooled_ties(data: Comparisons, common: dict, *, ties: str, engine: TieOp
                                    "there is no direction to rescale to the human comparisons")
     X2 = Design(difference_design(Hc.i, Hc.j, N), s_pool[:, None])
     if engine.pooled_stages is None:
-        o2 = tie_glm(ties, Hc.counts, X2, w2, np.append(1.0, [l2] if free2 else []), free2)
+        o2 = glm(ties, Hc.counts, X2, np.append(1.0, [l2] if free2 else []), weight=w2)
     warn_unresolved(o2, "pooled calibration tie model")
     c = float(o2.x[0])
     s = c * s_pool
     # two-step linearization (inference.two_step_maps): targets (s, log nu_L, log nu_H), stage 1 (beta, log nu_L),
     # stage 2 (c, log nu_H); the stage-one map is applied with H1^{-1} by tie_glm_influence
-    _, _, H2 = tie_glm_terms(ties, Hc.counts, X2, o2.x, w2, free2)
+    _, _, H2 = FamilyGLM(ties, Hc.counts, X2, w2).terms(o2.x)
     G21 = np.zeros((1 + free2, N - 1 + free1))
-    G21[:, : N - 1] = pooled_cross_derivative(ties, Hc, N, beta, o2.x, w2, free2)
+    G21[:, : N - 1] = pooled_cross_derivative(ties, Hc, N, beta, o2.x, w2)
     q = N + free1 + free2
     Z1 = np.zeros((q, N - 1 + free1))
     Z1[:N, : N - 1] = c * T
@@ -133,8 +129,8 @@ def fit_pooled_ties(data: Comparisons, common: dict, *, ties: str, engine: TieOp
     if free2:
         Z2[N + free1, 1] = 1.0
     total, _ = two_step_maps(Z1, Z2, H2, G21, "(c, nu_H) of the pooled tie model")
-    U_L, _ = tie_glm_influence(data, ties, X1, o1.x, free1, w1, total, cells=L)
-    U_H, _ = tie_glm_influence(data, ties, X2, o2.x, free2, w2, Z2, cells=Hc)
+    U_L, _ = tie_glm_influence(data, ties, X1, o1.x, w1, total, cells=L)
+    U_H, _ = tie_glm_influence(data, ties, X2, o2.x, w2, Z2, cells=Hc)
     free = np.flatnonzero([free1, free2])
     names = [POOLED_LABEL, data.human_judge]
     lin = stack_tie_influence([U_L, U_H]).linearization(
@@ -174,7 +170,7 @@ def fit_atc_ties(data: Comparisons, common: dict, *, ties: str, engine: TieOptim
     if free_h:
         E = np.zeros((1, N))
         E[0, -1] = 1.0
-        U, _ = tie_glm_influence(data, ties, X, opt.x, True, 1.0 / tie_totals(data)[1], E)
+        U, _ = tie_glm_influence(data, ties, X, opt.x, 1.0 / tie_totals(data)[1], E)
         lins += (U.linearization("the people's tie parameter", {"log_nu": slice(0, 1)},
                                     tie_labels=(data.human_judge,)),)
     th = tie_table([data.human_judge], np.array([0]), np.array([0]) if free_h else np.zeros(0, np.int64),

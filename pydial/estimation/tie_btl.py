@@ -6,28 +6,42 @@ judges (``method="judges"``, Davidson-Beaver 1977); the cell likelihoods are tho
 of :mod:`pydial.model.families` (``tie_model`` 1 and 2 of
 ``stan/include/paired_likelihoods.stan``).  Given a decisive outcome the
 Davidson model is eq. binomial-model-llm; ``nu -> 0`` removes the ties.  The tie
-judgments that the binary models exclude are used here.  The optimum comes from
-numpy (Newton on the exact derivatives, judge by judge) or from Stan
-(:func:`pydial.stan.ties.stan_tie_btl`, ``judges.stan``); the standard errors are
-model-based: the inverse observed information, computed exactly by numpy from the
-per-cell derivatives of :mod:`pydial.model.families` at the optimum, mapped to the centered
-scores and, for ``nu``, by the delta method on ``log nu``.
+judgments that the binary models exclude are used here.
+
+These are the GLMs of the binary ``human`` and ``judges`` fits with another outcome
+family, on the same path: the optimum comes from the one GLM solver
+(:func:`pydial.estimation.glm.glm`, the people's model shared with the ``lambda = 0``
+endpoint of :mod:`pydial.estimation.tie_fits`) or from Stan (``judges.stan``), and the
+fit keeps a :class:`~pydial.inference.linearization.Linearization` of its scores,
+position effects and ``log nu`` (:func:`pydial.estimation.tie_fits.tie_glm_influence`),
+so every meat of ``cov_type`` (eq. weighted-empirical-sandwich, eq.
+cell-clustered-meat, eq. hac-meat) and :meth:`~pydial.estimation.results.DialResult.with_cov`
+work as for the binary fits.  The ``"fisher"`` covariance is the inverse observed
+information (for Davidson's model, a multinomial logit, also the expected one), and
+``nu``'s standard error is the delta method on ``log nu``.
 """
 
 from __future__ import annotations
 
-from typing import Any
+import warnings
+from typing import Any, cast
 
 import numpy as np
 import pandas as pd
 
 from pydial.data.comparisons import CellTable, Comparisons
-from pydial.estimation.engines import TieBTLFit, TieOptimizers
-from pydial.exceptions import ArgumentError, DataError
-from pydial.model.chart import helmert_basis
-from pydial.model.families import fit_tie_judge, log_nu_start, tie_loglik
+from pydial.estimation.engines import TieOptimizers
+from pydial.estimation.glm import glm, has_tie_parameter
+from pydial.estimation.tie_fits import NUMPY_TIE, TieInfluence, human_tie_fit, stack_tie_influence, tie_glm_influence
+from pydial.exceptions import ArgumentError, ConvergenceWarning
+from pydial.inference.linearization import Linearization, position_effect_tables, score_tables, tie_table, unknown_cov
+from pydial.model.chart import centering_basis
+from pydial.model.design import centered_design
+from pydial.model.families import log_nu_start
+from pydial.model.likelihood import TieCells, human_loss, tie_totals
+from pydial.optim import warn_unresolved
 
-__all__ = ["TIE_MODELS", "TIE_METHODS", "tie_btl_cells", "judge_designs", "tie_log_nu_start", "fit_ties"]
+__all__ = ["TIE_MODELS", "TIE_METHODS", "tie_log_nu_start", "fit_ties"]
 
 TIE_MODELS: tuple[str, ...] = ("davidson", "rao-kupper")
 """The tie models of ``pydial.fit(..., ties=...)``."""
@@ -38,128 +52,117 @@ methods (:mod:`pydial.estimation.tie_fits`) and the baselines ``pooled`` and ``a
 (:mod:`pydial.estimation.tie_baselines`)."""
 
 
-def tie_btl_cells(data: Comparisons, method: str) -> tuple[CellTable, list[str], bool]:
-    """Return the cells of the tie model of ``method``, the names of its groups and the order switch.
-
-    ``"human"``: the people's cells given to group 0, no order effect; ``"judges"``: the
-    LLM cells of judges ``0..K-1`` with order effects.
-
-    Raises
-    ------
-    DataError
-        ``"human"`` without human comparisons.
-    """
-    if method == "human":
-        H = data.cell_table("human", ties=True)
-        if len(H) == 0:
-            raise DataError(f"no human comparisons (judge {data.human_judge!r}) for the tie model")
-        return H.with_judge(0), [data.human_judge], False
-    return data.cell_table("llm", ties=True), list(data.judges), True
-
-
-def judge_designs(cells: CellTable, G: int, N: int, order: bool) -> list[tuple[np.ndarray, np.ndarray]]:
-    """Per group ``g < G``: the cell counts ``(m, 3)`` and the design ``X`` with ``eta = X (z, b)``.
-
-    The scores are ``s = Q_N z`` in the Helmert basis (:func:`pydial.model.chart.helmert_basis`), the
-    coordinates of ``judges.stan``; the order column ``a`` is appended when ``order``.
-    """
-    Q = helmert_basis(N)
-    out = []
-    for g in range(G):
-        m = cells.judge == g
-        X = Q[cells.i[m]] - Q[cells.j[m]]
-        if order:
-            X = np.column_stack([X, cells.a[m].astype(float)])
-        out.append((cells.counts[m], X))
-    return out
-
-
 def tie_log_nu_start(ties: str, cells: CellTable, G: int) -> np.ndarray:
     """Return the starting ``log nu`` of groups ``0..G-1`` from their tie rates (:func:`pydial.model.families.log_nu_start`)."""
     return np.array([log_nu_start(ties, cells.counts[cells.judge == g]) for g in range(G)], float)
 
 
-def _numpy_tie_btl(ties: str, designs: list[tuple[np.ndarray, np.ndarray]], log_nu0: np.ndarray, N: int,
-                   order: bool) -> TieBTLFit:
-    """Newton's method on the exact derivatives of :func:`pydial.model.families.tie_loglik`, group by group."""
-    Q = helmert_basis(N)
-    fits = [fit_tie_judge(ties, c, X, np.append(np.zeros(X.shape[1]), log_nu0[g])) for g, (c, X) in enumerate(designs)]
-    G = len(designs)
-    S = np.array([Q @ f[0][: N - 1] for f in fits])
-    b = np.array([f[0][N - 1] for f in fits]) if order else np.zeros(G)
-    return TieBTLFit(S, b, np.array([f[0][-1] for f in fits]), all(f[3] for f in fits), np.nan, "Newton (numpy)")
+def _human(data: Comparisons, ties: str, engine: TieOptimizers) -> tuple[dict[str, Any], tuple[Linearization, ...]]:
+    """Fit the people's tie model: the ``lambda = 0`` fit of :func:`~pydial.estimation.tie_fits.human_tie_fit`."""
+    N = data.N
+    opt, free, X = human_tie_fit(data, ties, engine)
+    warn_unresolved(opt, "human tie model")
+    E = np.zeros((N + free, X.shape[1] + free))
+    E[:N, : N - 1] = centering_basis(N)
+    if free:
+        E[N, -1] = 1.0
+    U, _ = tie_glm_influence(data, ties, X, opt.x, 1.0 / tie_totals(data)[1], E, observed=True)
+    blocks = {"scores": slice(0, N)} | ({"log_nu": slice(N, N + 1)} if free else {})
+    lin = U.linearization("the human tie-model scores", blocks, tie_labels=(data.human_judge,) if free else ())
+    s = centering_basis(N) @ opt.x[: N - 1]
+    log_nu = np.array([opt.x[-1] if free else -np.inf])
+    fields = dict(s=s, names=[data.human_judge], log_nu=log_nu, free=np.flatnonzero([free]), b=None,
+                  judge_scores=None, lambda_=0.0, loss_human=human_loss(s, data.human), converged=opt.resolved,
+                  grad_norm=opt.grad_norm)
+    return fields, (lin,)
+
+
+def _judges(data: Comparisons, ties: str, engine: TieOptimizers, seed: int | None,
+            backend: str | None) -> tuple[dict[str, Any], tuple[Linearization, ...]]:
+    """Each judge's order-effect tie model (Davidson-Beaver), one GLM per judge; linearized jointly and judge by judge."""
+    N, K = data.N, data.K
+    T = centering_basis(N)
+    cells = TieCells.stack(data, 1.0, 0.0)
+    parts = [cast(TieCells, cells.select(cells.g == k)) for k in range(K)]
+    designs = [centered_design(c.i, c.j, N, c.a) for c in parts]
+    free = np.array([has_tie_parameter(ties, c.counts) for c in parts])
+    if engine.btl is None:
+        opts = [glm(ties, c.counts, X, weight=1.0 / float(c.n.sum())) for c, X in zip(parts, designs)]
+        for k, o in enumerate(opts):
+            warn_unresolved(o, f"judge {data.judges[k]!r} tie model")
+        xs = [o.x for o in opts]
+        converged, grad_norm = all(o.resolved for o in opts), max(o.grad_norm for o in opts)
+    else:
+        table = data.cell_table("llm", ties=True)
+        f = engine.btl(table, N=N, groups=K, human=False, ties=ties, log_nu0=tie_log_nu_start(ties, table, K),
+                       seed=seed, backend=backend)
+        if not f.converged:
+            warnings.warn(ConvergenceWarning(f"judges' tie model: optimizer did not converge ({f.message})",
+                                             "not converged"), stacklevel=3)
+        # the centered chart s = T beta (beta: the first N - 1 scores); a judge without ties is binary (nu = 0)
+        xs = [np.concatenate([f.S[k, : N - 1], [f.b[k]], [f.log_nu[k]] if free[k] else []]) for k in range(K)]
+        converged, grad_norm = f.converged, f.grad_norm
+    idx = np.flatnonzero(free)
+    q = N + K + idx.size
+    joint, own = [], []
+    for k, (c, X, x) in enumerate(zip(parts, designs, xs)):
+        E = np.zeros((q + N, X.shape[1] + free[k]))
+        E[:N, : N - 1] = T / K
+        E[N + k, N - 1] = 1.0
+        if free[k]:
+            E[N + K + int(np.searchsorted(idx, k)), N] = 1.0
+        E[q:, : N - 1] = T
+        U, _ = tie_glm_influence(data, ties, X, x, 1.0 / float(c.n.sum()), E, cells=c, observed=True)
+        joint.append(TieInfluence(U.J2, U.A[:q], U.st, U.rec))
+        own.append(TieInfluence(U.J2, U.A[q:], U.st, U.rec).linearization(
+            f"the scores of judge {data.judges[k]!r}", {"judge_scores": slice(0, N)}))
+    blocks = {"scores": slice(0, N), "b": slice(N, N + K)} | ({"log_nu": slice(N + K, q)} if idx.size else {})
+    lin = stack_tie_influence(joint).linearization("the mean judge scores, position effects and tie parameters", blocks,
+                                                   tie_labels=tuple(data.judges[int(k)] for k in idx))
+    S = np.array([T @ x[: N - 1] for x in xs])
+    b = np.array([x[N - 1] for x in xs])
+    log_nu = np.array([x[-1] if fr else -np.inf for x, fr in zip(xs, free)])
+    fields = dict(s=S.mean(0), names=list(data.judges), log_nu=log_nu, free=idx, b=b,
+                  judge_scores=pd.DataFrame(S, index=pd.Index(data.judges, name="judge"),
+                                            columns=pd.Index(data.items, name="item")),
+                  lambda_=np.nan, loss_human=np.nan, converged=converged, grad_norm=grad_norm)
+    return fields, (lin, *own)
 
 
 def fit_ties(data: Comparisons, method: str, common: dict[str, Any], *, ties: str = "davidson",
              seed: int | None = None, backend: str | None = None, engine: TieOptimizers | None = None) -> Any:
-    """Tie-model MLE with model-based standard errors (see the module docstring).
+    """Tie-model MLE of ``human`` or ``judges`` with the covariance of any meat (see the module docstring).
 
     The human model of eq. human-only-estimator or each judge's order-effect model
-    (eq. binomial-model-llm) with ties.  ``engine.btl`` (Stan's: ``judges.stan``) optimizes when given, else
-    Newton's method on the exact derivatives of
-    :func:`pydial.model.families.tie_loglik`, judge by judge; the standard errors are the same
-    function of the optimum in both.
+    (eq. binomial-model-llm) with ties.  ``engine`` (default numpy's) optimizes the people's
+    model (``engine.human``) and the judges' (``engine.btl``, Stan's ``judges.stan``, when
+    given; else the GLM solver judge by judge); every covariance is numpy's at the optimum.
 
     Returns
     -------
     DialResult
         With ``tie_parameters``: a DataFrame by judge with ``nu, se, ci_low, ci_high``
-        (interval on the log scale).
+        (interval on the log scale), and the :attr:`~pydial.estimation.results.DialResult.linearization`
+        that fills in every standard error.
     """
     from pydial.estimation.results import DialResult
-    from pydial.inference.linearization import position_effect_tables, score_tables, tie_table
-    from pydial.model.likelihood import human_loss
 
-    if ties not in TIE_MODELS:
-        raise ArgumentError(f"ties must be None or one of {TIE_MODELS}, got {ties!r}")
     if method not in ("human", "judges"):
-        raise NotImplementedError(f"fit_ties fits the methods 'human' and 'judges', not {method!r}; the DIAL methods "
-                                  "with ties are pydial.fit(..., ties=...) (pydial.estimation.tie_fits)")
-    if common["cov_type"] != "fisher":
-        raise ArgumentError(f"ties={ties!r} gives model-based (cov_type='fisher') standard errors only, "
-                         f"got cov={common['cov_type']!r}")
-    N, level = data.N, common["level"]
-    Q = helmert_basis(N)
-    cells, names, order = tie_btl_cells(data, method)
-    G = len(names)
-    designs = judge_designs(cells, G, N, order)
-    lognu0 = tie_log_nu_start(ties, cells, G)
-    if engine is None or engine.btl is None:
-        f = _numpy_tie_btl(ties, designs, lognu0, N, order)
-    else:
-        f = engine.btl(cells, N=N, groups=G, human=(method == "human"), ties=ties, log_nu0=lognu0, seed=seed,
-                       backend=backend)
-    S, b, lognu, converged = f.S, f.b, f.log_nu, f.converged
-    thetas = [np.concatenate([Q.T @ S[g], [b[g]] if order else [], [lognu[g]]]) for g in range(G)]
-    info = [-tie_loglik(ties, c, X, th)[2] for (c, X), th in zip(designs, thetas)]
-    # a group without ties has the boundary MLE nu = 0 (pydial.model.likelihood.tie_groups): its cells are binary and
-    # its log nu (driven towards -inf by the optimizer) is not a parameter of the covariance
-    free = np.array([c[:, 2].sum() > 0 for c, _ in designs])
-    covs = []
-    for info_g, fr in zip(info, free):
-        C = np.full(info_g.shape, np.nan)
-        k = info_g.shape[0] if fr else info_g.shape[0] - 1
-        C[:k, :k] = np.linalg.pinv(info_g[:k, :k], hermitian=True)
-        covs.append(C)
-    cov_s = [Q @ C[: N - 1, : N - 1] @ Q.T for C in covs]
-    idx = np.flatnonzero(free)
-    tie_tab = tie_table(names, np.arange(G), idx, lognu[idx], np.array([covs[g][-1, -1] for g in idx]), level, ties)
+        raise ArgumentError(f"fit_ties fits the methods 'human' and 'judges', not {method!r}; the DIAL methods "
+                            "with ties are pydial.fit(..., ties=...) (pydial.estimation.tie_fits)")
+    engine = NUMPY_TIE if engine is None else engine
     if method == "human":
-        s, C = S[0], cov_s[0]
-        pos = pos_cov = judge_scores = None
-        loss = human_loss(s, data.human)
+        f, lins = _human(data, ties, engine)
     else:
-        s, C = S.mean(0), sum(cov_s) / G**2  # the judges' likelihoods are independent
-        Cb = np.diag([Cg[N - 1, N - 1] for Cg in covs])
-        pos, pos_cov = position_effect_tables(b, Cb, names, level)
-        judge_scores = pd.DataFrame(S, index=pd.Index(names, name="judge"), columns=pd.Index(data.items, name="item"))
-        loss = np.nan
-    scores, cov = score_tables(s, C, data.items, level)
+        f, lins = _judges(data, ties, engine, seed, backend)
+    level = common["level"]
+    G = len(f["names"])
+    idx = f["free"]
+    tie_tab = tie_table(f["names"], np.arange(G), idx, f["log_nu"][idx], np.full(idx.size, np.nan), level, ties)
+    scores, cov = score_tables(f["s"], unknown_cov(data.N), data.items, level)
+    pos, pos_cov = (None, None) if f["b"] is None else position_effect_tables(f["b"], unknown_cov(G), f["names"], level)
     out = DialResult(**common, scores=scores, cov=cov, position_effects=pos, position_effects_cov=pos_cov,
-                     judge_scores=judge_scores, structure=None,
-                     calibration_coef=None, lambda_=0.0 if method == "human" else np.nan, converged=converged,
-                     grad_norm=f.grad_norm, loss_human=loss,
-                     status="ok" if converged else "not converged",
-                     problems=() if converged else (f"tie model optimizer: {f.message}",))
+                     judge_scores=f["judge_scores"], structure=None, calibration_coef=None, lambda_=f["lambda_"],
+                     converged=f["converged"], grad_norm=f["grad_norm"], loss_human=f["loss_human"], linearization=lins)
     out.tie_parameters = tie_tab
     return out

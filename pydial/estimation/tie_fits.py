@@ -49,7 +49,7 @@ import scipy.sparse as sp
 from pydial.cache import derived
 from pydial.data.comparisons import I_WINS, J_WINS, TIE, Comparisons
 from pydial.estimation.engines import TieOptimizers
-from pydial.estimation.glm import initial_theta, logistic_glm
+from pydial.estimation.glm import FamilyGLM, glm, initial_theta
 from pydial.estimation.selection import (
     DEFAULT_MULTIPLES,
     SCORE_LIMIT,
@@ -76,55 +76,14 @@ from pydial.inference.linearization import (
 )
 from pydial.model.chart import Calibration, Chart, centering_basis, consensus_gamma, difference_design
 from pydial.model.design import Design, centered_design
-from pydial.model.families import binary_cell, log_nu_start, tie_cell
+from pydial.model.families import log_nu_start, tie_cell, tie_probabilities
 from pydial.model.likelihood import TieCells, TieObjective, tie_groups, tie_human_loss, tie_totals
 from pydial.optim import OptimResult, newton, pinv_sym
 
 __all__ = ["TIE_DIAL_METHODS", "NUMPY_TIE", "TieOptimizers", "fit_dial_ties", "tie_llm_only_fit", "tie_staged_fit",
-           "tie_joint_fit", "tie_glm"]
+           "tie_joint_fit", "tie_glm_influence"]
 
 TIE_DIAL_METHODS: tuple[str, ...] = ("dial-anc", "dial-ada", "dial-nopos")
-
-
-# ================================================================ GLM pieces
-def _glm_gram(X: Design, d: np.ndarray) -> np.ndarray:
-    """``(X B)^T diag(d) (X B)`` with ``X`` sparse (the factored :class:`~pydial.model.design.Design`)."""
-    Xs = sp.csr_matrix(X.X)
-    return X.pull_back(np.asarray((Xs.T @ (sp.diags(d) @ Xs)).toarray()))
-
-
-def tie_glm_terms(ties: str, counts: np.ndarray, X: Design, x: np.ndarray, weight: float,
-                  free: bool) -> tuple[float, np.ndarray, np.ndarray]:
-    """Value, gradient and Hessian of ``-weight * log-likelihood`` of a tie GLM ``eta = X beta``.
-
-    ``x = (beta, log nu)`` when ``free``; otherwise ``x = beta`` and the cells (which
-    must have no ties) follow the binary model, the ``nu = 0`` boundary.
-    """
-    p = X.shape[1]
-    beta = x[:p]
-    eta = X @ beta
-    d = tie_cell(ties)(counts, eta, x[p]) if free else binary_cell(counts, eta)
-    f = -weight * float(d.value.sum())
-    gb = -weight * X.rmatvec(d.d_eta)
-    Hbb = _glm_gram(X, -weight * d.d_eta_eta)
-    if not free:
-        return f, gb, Hbb
-    Hbl = -weight * X.rmatvec(d.d_eta_l)
-    g = np.append(gb, -weight * d.d_l.sum())
-    H = np.block([[Hbb, Hbl[:, None]], [Hbl[None, :], np.array([[-weight * d.d_l_l.sum()]])]])
-    return f, g, H
-
-
-def tie_glm(ties: str, counts: np.ndarray, X: Design, weight: float, x0: np.ndarray, free: bool) -> OptimResult:
-    """Minimize :func:`tie_glm_terms` by the box-constrained Newton method of :mod:`pydial.optim`.
-
-    Binary cells without a tie parameter use :func:`pydial.estimation.glm.logistic_glm`.
-    """
-    if not free:
-        n = counts[:, 0] + counts[:, 1]
-        return logistic_glm(X, n, counts[:, 0], weight=weight, x0=x0)
-    return newton(lambda x: tie_glm_terms(ties, counts, X, x, weight, True), x0, gtol=1e-10,
-                  value=lambda x: tie_glm_terms(ties, counts, X, x, weight, True)[0])
 
 
 def _human_tie_cells(data: Comparisons) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -146,7 +105,7 @@ def _numpy_calibration(data: Comparisons, ties: str, ch: Chart, theta: np.ndarra
                        x0: np.ndarray) -> OptimResult:
     hi, hj, hc = _human_tie_cells(data)
     _, n_h = tie_totals(data)
-    return tie_glm(ties, hc, Design(difference_design(hi, hj, data.N), M), 1.0 / n_h, x0, _human_free(data))
+    return glm(ties, hc, Design(difference_design(hi, hj, data.N), M), x0, weight=1.0 / n_h)
 
 
 def _numpy_joint(data: Comparisons, ties: str, ch: Chart, lam: float, x0: np.ndarray) -> OptimResult:
@@ -157,7 +116,7 @@ def _numpy_joint(data: Comparisons, ties: str, ch: Chart, lam: float, x0: np.nda
 def _numpy_human(data: Comparisons, ties: str, x0: np.ndarray) -> OptimResult:
     hi, hj, hc = _human_tie_cells(data)
     _, n_h = tie_totals(data)
-    return tie_glm(ties, hc, centered_design(hi, hj, data.N), 1.0 / n_h, x0, _human_free(data))
+    return glm(ties, hc, centered_design(hi, hj, data.N), x0, weight=1.0 / n_h)
 
 
 NUMPY_TIE = TieOptimizers(_numpy_llm, _numpy_calibration, _numpy_joint, _numpy_human)
@@ -299,7 +258,11 @@ class TieInfluence:
 
 
 def _stack_outcomes(parts: list[OutcomeStats]) -> OutcomeStats:
-    return OutcomeStats(*(np.concatenate([getattr(p, f.name) for p in parts]) for f in dataclasses.fields(OutcomeStats)))
+    """Stack the cells' statistics; the observed information only when every part has it."""
+    info = [p.information for p in parts]
+    cols = {f.name: np.concatenate([getattr(p, f.name) for p in parts]) for f in dataclasses.fields(OutcomeStats)
+            if f.name != "information"}
+    return OutcomeStats(**cols, information=None if any(i is None for i in info) else np.concatenate(info))
 
 
 def stack_tie_influence(parts: list[TieInfluence]) -> TieInfluence:
@@ -386,18 +349,26 @@ def human_tie_fit(data: Comparisons, ties: str, engine: TieOptimizers = NUMPY_TI
     return derived(data, ("human_tie_fit", ties, engine.name), lambda: engine.human(data, ties, x0)), free, X
 
 
-def tie_glm_influence(data: Comparisons, ties: str, X: Design, x: np.ndarray, free: bool, weight: float,
-                   E: np.ndarray, unit: bool = False, cells: TieCells | None = None) -> tuple[TieInfluence, np.ndarray]:
-    """Influence ``u = E H^{-1} (channels)`` of a tie GLM (design ``X``, coordinates ``(beta, l)``).
+def tie_glm_influence(data: Comparisons, ties: str, X: Design, x: np.ndarray, weight: float, E: np.ndarray, *,
+                      unit: bool = False, cells: TieCells | None = None,
+                      observed: bool = False) -> tuple[TieInfluence, np.ndarray]:
+    """Influence ``u = E H^{-1} (channels)`` of a GLM of the family ``ties`` (:class:`~pydial.estimation.glm.FamilyGLM`).
 
-    The bread of eq. weighted-empirical-sandwich for a tie-model GLM (the people's model
-    of eq. human-only-estimator, the pooled BTL).  On ``cells`` (default: the human cells);
-    also returns ``H``.  ``unit=True`` gives weight 1 per comparison (for GACV).
+    The bread of eq. weighted-empirical-sandwich for a GLM of the tie family (the people's model
+    of eq. human-only-estimator, a judge's order-effect model of eq. binomial-model-llm,
+    the pooled BTL): design ``X``, coordinates ``(beta, l)`` when the cells hold a tie,
+    else ``beta`` and the binary model.  On ``cells`` (default: the human cells); also
+    returns ``H``.  ``unit=True`` gives weight 1 per comparison (for GACV).  With
+    ``observed`` the ``"fisher"`` meat is the observed information at ``x``
+    (:class:`~pydial.inference.linearization.OutcomeStats`), so that its covariance is the
+    inverse observed information ``E H^{-1} E^T``.
     """
     if cells is None:
         cells = TieCells.stack(data, 0.0, 1.0)
     hc = cells.counts
-    _, _, H = tie_glm_terms(ties, hc, X, x, weight, free)
+    model = FamilyGLM(ties, hc, X, weight)
+    _, _, H = model.terms(x)
+    free = model.free
     m, p = hc.shape[0], X.shape[1]
     Xs = sp.csr_matrix(X.X)
     nt = 1 if free else 0
@@ -406,24 +377,19 @@ def tie_glm_influence(data: Comparisons, ties: str, X: Design, x: np.ndarray, fr
     J2 = sp.vstack([eta_rows, l_rows], format="csr")
     basis = sp.block_diag([sp.csr_matrix(X.basis), sp.identity(nt)], format="csr")
     eta = X @ x[:p]
-    if free:
-        P = _tie_probs(ties, eta, x[p])
-        a, b = _outcome_ab(ties, eta, x[p])
-    else:
-        P = _tie_probs(None, eta, 0.0)
-        a, b = _outcome_ab(None, eta, 0.0)
+    family, l = (ties, x[p]) if free else (None, 0.0)
+    P = tie_probabilities(family, eta, l)
+    a, b = _outcome_ab(family, eta, l)
+    info = None
+    if observed:
+        d = tie_cell(family)(hc, eta, l)
+        info = -np.column_stack([d.d_eta_eta, d.d_eta_l, d.d_l_l])
     Hinv, _ = pinv_sym(H)
     A = np.asarray((basis @ (E @ Hinv).T).T)
     w = np.full(m, 1.0 if unit else weight)
     cells = dataclasses.replace(cells, w=w)
-    st = OutcomeStats(hc, P, a, b, w, cells.is_human, cells.g, cells.i, cells.j, cells.a)
+    st = OutcomeStats(hc, P, a, b, w, cells.is_human, cells.g, cells.i, cells.j, cells.a, info)
     return TieInfluence(J2, A, st, record_rows(data, cells)), H
-
-
-def _tie_probs(ties: str | None, eta: np.ndarray, l: float) -> np.ndarray:
-    from pydial.model.families import tie_probabilities
-
-    return tie_probabilities(ties, eta, l)
 
 
 def _outcome_ab(ties: str | None, eta: np.ndarray, l: float) -> tuple[np.ndarray, np.ndarray]:
@@ -432,7 +398,7 @@ def _outcome_ab(ties: str | None, eta: np.ndarray, l: float) -> tuple[np.ndarray
     for o in range(3 if ties is not None else 2):
         unit = np.zeros((m, 3))
         unit[:, o] = 1.0
-        d = tie_cell(ties)(unit, eta, l) if ties is not None else binary_cell(unit, eta)
+        d = tie_cell(ties)(unit, eta, l)
         a[:, o], b[:, o] = d.d_eta, d.d_l
     return a, b
 
@@ -467,7 +433,7 @@ def tie_human_candidate(data: Comparisons, ties: str, engine: TieOptimizers = NU
         cand.reason = f"||s||_inf = {np.abs(s).max():.3g} > {SCORE_LIMIT:g}"
     else:
         E = np.zeros((1, X.shape[1] + free))
-        U, H = tie_glm_influence(data, ties, X, opt.x, free, 1.0 / n_h, E, unit=True)
+        U, H = tie_glm_influence(data, ties, X, opt.x, 1.0 / n_h, E, unit=True)
         basis = sp.block_diag([sp.csr_matrix(X.basis), sp.identity(int(free))], format="csr")
         cand.admissible = True
         cand.trace = _gacv_trace(H, U, data, basis, n_h)
@@ -495,7 +461,7 @@ def tie_anchored_candidate(data: Comparisons, sf: TieStagedFit, ties: str) -> Ca
         hi, hj, _ = _human_tie_cells(data)
         X = Design(difference_design(hi, hj, data.N), M)
         free = ch.K in sf.free
-        U, H = tie_glm_influence(data, ties, X, sf.cal_opt.x, free, 1.0 / n_h, np.zeros((1, X.shape[1] + free)), unit=True)
+        U, H = tie_glm_influence(data, ties, X, sf.cal_opt.x, 1.0 / n_h, np.zeros((1, X.shape[1] + free)), unit=True)
         basis = sp.block_diag([sp.csr_matrix(M), sp.identity(int(free))], format="csr")
         cand.admissible = True
         cand.trace = _gacv_trace(H, U, data, basis, n_h)
@@ -653,7 +619,7 @@ def fit_dial_ties(data: Comparisons, common: dict, *, ties: str, order: bool, ad
         E[: data.N, : data.N - 1] = centering_basis(data.N)
         if free:
             E[data.N, -1] = 1.0
-        U, _ = tie_glm_influence(data, ties, X, opt.x, free, 1.0 / n_h, E)
+        U, _ = tie_glm_influence(data, ties, X, opt.x, 1.0 / n_h, E)
         s, lh, x_sel, stage_one = best.s, lh0, None, None
     elif np.isinf(best.lam):
         U, n_one = staged_tie_influence(data, sf, ties)

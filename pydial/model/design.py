@@ -18,7 +18,7 @@ import scipy.sparse as sp
 from pydial.model.chart import centering_basis, difference_design
 from pydial.model.meats import Influence
 
-__all__ = ["Design", "centered_design", "pair_information", "glm_information", "dense_design", "rmatvec"]
+__all__ = ["Design", "centered_design", "pair_information", "glm_information", "gram", "dense_design", "rmatvec"]
 
 
 @dataclass(frozen=True)
@@ -123,11 +123,16 @@ def glm_information(X: "np.ndarray | sp.spmatrix | Design", n: np.ndarray, p: np
     ``X`` dense, sparse or a factored :class:`Design`).
     """
     d = weight * n * p * (1 - p)
+    if isinstance(X, Design) and X.pairs is not None and X.pairs[3] ** 2 <= 16 * d.size + 250_000:
+        i, j, a, N = X.pairs
+        return X.pull_back(pair_information(i, j, a, N, d))
+    return gram(X, d)
+
+
+def gram(X: "np.ndarray | sp.spmatrix | Design", d: np.ndarray) -> np.ndarray:
+    """``X^T diag(d) X`` (dense p x p) for a dense, sparse or factored design; ``d`` of any sign."""
     if isinstance(X, Design):
-        if X.pairs is not None and X.pairs[3] ** 2 <= 16 * d.size + 250_000:
-            i, j, a, N = X.pairs
-            return X.pull_back(pair_information(i, j, a, N, d))
-        return X.pull_back(glm_information(X.X, n, p, weight))
+        return X.pull_back(gram(X.X, d))
     if sp.issparse(X):
         X = sp.csr_matrix(X)
         return np.asarray((X.T @ (sp.diags(d) @ X)).toarray())

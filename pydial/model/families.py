@@ -39,8 +39,6 @@ __all__ = [
     "tie_cell",
     "log_coef",
     "tie_probabilities",
-    "tie_loglik",
-    "fit_tie_judge",
 ]
 
 
@@ -153,25 +151,6 @@ def tie_probabilities(ties: str | None, eta: np.ndarray, log_nu: np.ndarray | fl
     raise ArgumentError(f"ties must be one of {list(TIE_MODELS)}, got {ties!r}")
 
 
-def tie_loglik(ties: str, counts: np.ndarray, X: np.ndarray, theta: np.ndarray) -> tuple[float, np.ndarray, np.ndarray]:
-    """Log-likelihood (kernel), gradient and Hessian of one judge's tie model with ``eta = X beta``.
-
-    ``theta = (beta, log nu)``; the derivatives follow from the per-cell ones by
-    the chain rule (``d eta / d beta = X``), so they are exact.
-    """
-    beta, l = theta[:-1], theta[-1]
-    d = tie_cell(ties)(counts, X @ beta, l)
-    P = theta.size
-    g = np.empty(P)
-    g[:-1] = X.T @ d.d_eta
-    g[-1] = d.d_l.sum()
-    H = np.empty((P, P))
-    H[:-1, :-1] = X.T @ (d.d_eta_eta[:, None] * X)
-    H[:-1, -1] = H[-1, :-1] = X.T @ d.d_eta_l
-    H[-1, -1] = d.d_l_l.sum()
-    return float(d.value.sum()), g, H
-
-
 def log_nu_start(ties: str, counts: np.ndarray) -> float:
     """Return the starting ``log nu`` of a group with outcome counts ``counts`` (``(m, 3)``), for both engines.
 
@@ -181,36 +160,3 @@ def log_nu_start(ties: str, counts: np.ndarray) -> float:
     c = counts.sum(axis=0)
     rate = (c[2] + 0.5) / (c.sum() + 1.0)
     return float(np.log(2 * rate / (1 - rate)) if ties == "davidson" else np.log(2 * np.arctanh(rate)))
-
-
-def fit_tie_judge(ties: str, counts: np.ndarray, X: np.ndarray, theta0: np.ndarray, *, gtol: float = 1e-9,
-                  max_iter: int = 200) -> tuple[np.ndarray, float, np.ndarray, bool]:
-    """Maximum likelihood of one judge's tie model by Newton's method with step halving.
-
-    Returns ``(theta, loglik, information, converged)``; converged when the
-    max-norm gradient is at most ``gtol * max(1, |loglik|)``.  The
-    log-likelihood is concave in ``beta`` for fixed ``log nu`` but not jointly
-    everywhere; a non-descent Newton direction falls back to the gradient.
-    """
-    theta = np.asarray(theta0, float).copy()
-    ll, g, H = tie_loglik(ties, counts, X, theta)
-    for _ in range(max_iter):
-        if np.max(np.abs(g)) <= gtol * max(1.0, abs(ll)):
-            return theta, ll, -H, True
-        try:
-            step = np.linalg.solve(-H, g)
-        except np.linalg.LinAlgError:
-            step = g.copy()
-        if step @ g <= 0:  # not an ascent direction
-            step = g / max(1.0, np.max(np.abs(H)))
-        t = 1.0
-        while t > 1e-12:
-            cand = theta + t * step
-            ll_c, g_c, H_c = tie_loglik(ties, counts, X, cand)
-            if np.isfinite(ll_c) and ll_c >= ll - 1e-12 * abs(ll):
-                break
-            t *= 0.5
-        else:
-            break
-        theta, ll, g, H = cand, ll_c, g_c, H_c
-    return theta, ll, -H, bool(np.max(np.abs(g)) <= gtol * max(1.0, abs(ll)))

@@ -505,6 +505,9 @@ class OutcomeStats:
     A comparison ``v`` with outcome ``o`` in cell ``c`` has the loss score
     ``-(a_{co} \nabla\eta_c + b_{co} \nabla l_{g(c)})``: the binary
     ``(p_c - z_v) \nabla\eta_c`` when ``b = 0`` and the tie outcome is absent.
+    ``information`` (optional, ``(m, 3)``): each cell's observed information in the
+    channels, ``-(d^2/d eta^2, d^2/d eta d l, d^2/d l^2)`` of its log-likelihood; when
+    given, the ``"fisher"`` meat is the observed rather than the expected information.
     """
 
     counts: np.ndarray
@@ -517,6 +520,7 @@ class OutcomeStats:
     i: np.ndarray
     j: np.ndarray
     a_order: np.ndarray
+    information: np.ndarray | None = None
 
     @property
     def m(self) -> int:
@@ -541,7 +545,9 @@ def outcome_meat(J2: Any, st: OutcomeStats, data: Comparisons, cov: str, record_
     r"""Return the meats of :func:`parameter_meat` for cells with three outcomes.
 
     Per-comparison influence ``w_v (g_v - \bar g_{block})`` with ``g_v`` the loss score
-    of :class:`OutcomeStats`; ``"fisher"`` is ``sum_c w_c^2 n_c sum_o P_{co} g_{co} g_{co}^T``;
+    of :class:`OutcomeStats`; ``"fisher"`` is ``sum_c w_c^2 n_c sum_o P_{co} g_{co} g_{co}^T`` (the
+    expected information), or the observed information ``sum_c w_c^2 j_c^T I_c j_c`` (``j_c`` the
+    two channels of cell ``c``) when ``st.information`` holds the cells' ``I_c``;
     ``"binomial"`` treats comparisons as independent; ``"cell"`` clusters LLM comparisons by
     (judge, pair) over both orders and outcomes (eq. cell-clustered-meat); ``"record"``
     clusters all comparisons of a record (eq. hac-meat), ``record_rows = (record, cell,
@@ -554,6 +560,8 @@ def outcome_meat(J2: Any, st: OutcomeStats, data: Comparisons, cov: str, record_
     cnt = st.counts.T.ravel().astype(float)
     w3, h3 = np.tile(st.w, 3), np.tile(st.is_human, 3)
     if cov == "fisher":
+        if st.information is not None:
+            return _observed_information(J2, st.w**2 * st.information.T)
         n3 = np.tile(st.counts.sum(1), 3)
         return Meat(_gram(R, w3**2 * n3 * st.P.T.ravel()))
     blocks = [mk for mk in (~h3, h3) if mk.any()]
@@ -590,6 +598,19 @@ def outcome_meat(J2: Any, st: OutcomeStats, data: Comparisons, cov: str, record_
     C = np.column_stack([np.bincount(rec[h3[pos] == f], weights=w3[pos[h3[pos] == f]], minlength=n_rec) for f in flags])
     B = np.column_stack([gbar[f] for f in flags])
     return replace(_centered_gram(Gs, C, B), clusters=int(np.unique(rec).size))
+
+
+def _observed_information(J2: Any, info: np.ndarray) -> "Meat":
+    """Return the observed-information meat ``sum_c j_c^T I_c j_c``.
+
+    ``j_c`` are the two channel rows of cell ``c`` in ``J2``, ``I_c`` the symmetric 2 x 2
+    information with rows ``info = (I_ee, I_el, I_ll)`` (scaled by the squared weights).
+    """
+    J2 = sp.csr_matrix(J2)
+    m = J2.shape[0] // 2
+    Je, Jl = J2[:m], J2[m:]
+    cross = (Je.T @ _scale_rows(Jl, info[1])).tocsr()
+    return Meat((_gram(Je, info[0]) + _gram(Jl, info[2]) + cross + cross.T).tocsr())
 
 
 # ------------------------------------------------------- sparse/dense helpers

@@ -1,0 +1,253 @@
+"""The one GLM solver of every outcome family (pydial.estimation.glm.glm / FamilyGLM) and the tie fits of
+``human`` and ``judges`` on the binary fits' path (a linearization, every meat).
+
+References, all independent of pydial's own derivative and meat code:
+
+* statsmodels' binomial GLM for the binary family (coefficients and covariance);
+* central finite differences of the loss for the gradient and Hessian of each family;
+* the sandwich ``H^{-1} (sum s s^T) H^{-1}`` formed here from per-comparison scores, which are
+  finite differences of a tie log-likelihood written out in this file, with ``H`` the finite-difference
+  Hessian of the same log-likelihood;
+* the binary fits, for tie-model fits of data without a single tie.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+import statsmodels.api as sm
+from scipy.special import expit
+
+import pydial
+from fdcheck import fd_jacobian
+from pydial.estimation.glm import FamilyGLM, binary_counts, glm
+from pydial.model.design import centered_design
+
+FAMILIES = ["davidson", "rao-kupper"]
+MEATS = ["fisher", "binomial", "cell", "record"]
+TABLES = ("scores", "cov", "position_effects", "position_effects_cov", "judge_scores", "judge_scores_se")
+
+
+def quiet_fit(*args, **kwargs):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return pydial.fit(*args, **kwargs)
+
+
+@pytest.fixture(scope="module")
+def tdata():
+    return pydial.simulate(N=5, K=2, rank=1, n_llm=1500, n_human=400, tie_rate=0.25, ties="davidson",
+                           seed=5).comparisons
+
+
+# --------------------------------------------------------------- (a) binary
+def test_binary_family_equals_statsmodels_glm():
+    rng = np.random.default_rng(1)
+    X = rng.standard_normal((40, 3))
+    n = rng.integers(1, 8, 40).astype(float)
+    y = rng.binomial(n.astype(int), expit(X @ np.array([0.7, -1.1, 0.3]))).astype(float)
+    opt = glm(None, binary_counts(n, y), X)
+    assert opt.converged
+    ref = sm.GLM(np.column_stack([y, n - y]), X, family=sm.families.Binomial()).fit(tol=1e-14)
+    np.testing.assert_allclose(opt.x, ref.params, rtol=1e-9, atol=1e-12)
+    H = FamilyGLM(None, binary_counts(n, y), X).terms(opt.x)[2]
+    np.testing.assert_allclose(np.linalg.inv(H), ref.cov_params(), rtol=1e-8, atol=1e-14)
+    # a weight rescales the loss, not the optimum; the sparse and dense designs agree
+    w = glm(None, binary_counts(n, y), sp.csr_matrix(X), weight=1.0 / n.sum())
+    np.testing.assert_allclose(w.x, opt.x, rtol=1e-8, atol=1e-10)
+
+
+def test_binary_family_refuses_ties():
+    with pytest.raises(pydial.ArgumentError, match="without ties"):
+        FamilyGLM(None, np.array([[1, 2, 1]]), np.ones((1, 1)))
+
+
+# ----------------------------------------------------- (b) derivatives, every family
+COUNTS = np.array([[5, 2, 1], [0, 3, 4], [7, 0, 0], [2, 2, 9], [1, 1, 0], [3, 4, 2]], float)
+
+
+def _designs():
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(len(COUNTS), 3))
+    i, j = np.array([0, 0, 1, 2, 1, 0]), np.array([1, 2, 3, 3, 2, 3])
+    a = np.array([1, -1, 1, 1, -1, -1])
+    return {"dense": X, "sparse": sp.csr_matrix(X), "design": centered_design(i, j, 4, a)}
+
+
+@pytest.mark.parametrize("family", FAMILIES + [None])
+@pytest.mark.parametrize("kind", ["dense", "sparse", "design"])
+def test_gradient_and_hessian_match_finite_differences(family, kind):
+    X = _designs()[kind]
+    counts = COUNTS.copy()
+    if family is None:
+        counts[:, 2] = 0
+    model = FamilyGLM(family, counts, X, weight=0.1, ridge=0.05)
+    assert model.free == (family is not None)
+    x = np.linspace(-0.4, 0.5, model.dim)
+    f, g, H = model.terms(x)
+    assert f == pytest.approx(model.value(x), rel=1e-14)
+    np.testing.assert_allclose(g, fd_jacobian(lambda t: np.array([model.value(t)]), x)[0], rtol=1e-7, atol=1e-9)
+    np.testing.assert_allclose(H, fd_jacobian(lambda t: model.terms(t)[1], x), rtol=1e-6, atol=1e-8)
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_a_family_without_ties_is_the_binary_model(family):
+    """No tie in the cells: nu = 0 is the MLE and the loss, derivatives and fit are the binary model's."""
+    X = _designs()["design"]
+    counts = COUNTS.copy()
+    counts[:, 2] = 0
+    tie, binary = FamilyGLM(family, counts, X), FamilyGLM(None, counts, X)
+    assert not tie.free and tie.dim == X.shape[1]
+    x = np.array([0.2, -0.1, 0.3, 0.4])
+    for a, b in zip(tie.terms(x), binary.terms(x)):
+        np.testing.assert_array_equal(a, b)
+    np.testing.assert_array_equal(glm(family, counts, X).x, glm(None, counts, X).x)
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_solver_reaches_a_zero_gradient(family):
+    X = _designs()["dense"][:, :2]
+    model = FamilyGLM(family, COUNTS, X, weight=1.0 / COUNTS.sum())
+    opt = glm(family, COUNTS, X, weight=1.0 / COUNTS.sum())
+    assert opt.resolved
+    assert np.abs(model.terms(opt.x)[1]).max() < 1e-10
+    assert np.all(np.linalg.eigvalsh(model.terms(opt.x)[2]) > 0)
+
+
+# ------------------------------------------- (c) the sandwich, computed independently
+def _log_probabilities(family: str, eta: float, l: float) -> np.ndarray:
+    """``log (P(i wins), P(j wins), P(tie))`` written out from the models' definitions."""
+    nu = np.exp(l)
+    if family == "davidson":
+        z = np.exp(eta / 2) + np.exp(-eta / 2) + nu
+        return np.log(np.array([np.exp(eta / 2), np.exp(-eta / 2), nu]) / z)
+    pi, pj = expit(eta - nu), expit(-eta - nu)
+    return np.log(np.array([pi, pj, 1 - pi - pj]))
+
+
+def _independent_pieces(family, cells, N, x, order):
+    """Per-comparison scores (cell, outcome) and the Hessian of the log-likelihood of one group's tie model.
+
+    ``x = (beta, [b], log nu)`` with ``s = T beta``, ``T`` the centering basis (last score minus the sum).
+    """
+    T = np.vstack([np.eye(N - 1), -np.ones((1, N - 1))])
+
+    def eta(t, c):
+        s = T @ t[: N - 1]
+        return s[cells.i[c]] - s[cells.j[c]] + (cells.a[c] * t[N - 1] if order else 0.0)
+
+    def logp(t, c, o):
+        return _log_probabilities(family, eta(t, c), t[-1])[o]
+
+    counts = cells.counts
+    scores = {(c, o): fd_jacobian(lambda t: np.array([logp(t, c, o)]), x, h=1e-6)[0]
+              for c in range(len(counts)) for o in range(3) if counts[c, o] > 0}
+
+    def loglik_grad(t):
+        return sum(counts[c, o] * fd_jacobian(lambda u: np.array([logp(u, c, o)]), t, h=1e-5)[0]
+                   for c in range(len(counts)) for o in range(3) if counts[c, o] > 0)
+
+    H = fd_jacobian(loglik_grad, x, h=1e-4)
+    return scores, 0.5 * (H + H.T), T
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_human_sandwich_equals_an_independent_sandwich(tdata, family):
+    """binomial: H^{-1} (sum over comparisons of s s^T) H^{-1}; the people's comparisons are independent in the
+    cell meat too (eq. cell-clustered-meat); fisher: the inverse observed information."""
+    N = tdata.N
+    res = quiet_fit(tdata, "human", ties=family, cov_type="binomial")
+    cells = tdata.cell_table("human", ties=True)
+    x = np.append(res.scores["score"].to_numpy()[: N - 1], np.log(res.tie_parameters["nu"].iloc[0]))
+    scores, H, T = _independent_pieces(family, cells, N, x, order=False)
+    meat = sum(cells.counts[c, o] * np.outer(s, s) for (c, o), s in scores.items())
+    Hinv = np.linalg.inv(-H)
+    V = Hinv @ meat @ Hinv
+    E = np.zeros((N + 1, N))
+    E[:N, : N - 1], E[N, N - 1] = T, 1.0
+    C = E @ V @ E.T
+    np.testing.assert_allclose(res.cov.to_numpy(), C[:N, :N], rtol=2e-5, atol=1e-9)
+    nu = np.exp(x[-1])
+    assert res.tie_parameters["se"].iloc[0] == pytest.approx(nu * np.sqrt(C[N, N]), rel=2e-5)
+    cell = quiet_fit(tdata, "human", ties=family, cov_type="cell")
+    np.testing.assert_allclose(cell.cov.to_numpy(), C[:N, :N], rtol=2e-5, atol=1e-9)
+    fisher = quiet_fit(tdata, "human", ties=family, cov_type="fisher")
+    np.testing.assert_allclose(fisher.cov.to_numpy(), (E @ Hinv @ E.T)[:N, :N], rtol=2e-5, atol=1e-9)
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_judges_cell_sandwich_clusters_the_cells(tdata, family):
+    """cell: the comparisons of a judge on a pair, both orders, are one cluster (eq. cell-clustered-meat);
+    binomial: every comparison its own; both on the mean score and the position effects."""
+    N, K = tdata.N, tdata.K
+    res = quiet_fit(tdata, "judges", ties=family, cov_type="cell")
+    table = tdata.cell_table("llm", ties=True)
+    S = res.judge_scores.to_numpy()
+    b = res.position_effects["b"].to_numpy()
+    nu = res.tie_parameters["nu"].to_numpy()
+    q = N + K
+    G_cell: dict[tuple[int, int, int], np.ndarray] = {}
+    M_bin = np.zeros((q, q))
+    for k in range(K):
+        cells = table.select(table.judge == k)
+        x = np.concatenate([S[k, : N - 1], [b[k]], [np.log(nu[k])]])
+        scores, H, T = _independent_pieces(family, cells, N, x, order=True)
+        A = np.zeros((q, N + 1))
+        A[:N, : N - 1] = T / K
+        A[N + k, N - 1] = 1.0
+        A = A @ np.linalg.inv(-H)
+        for (c, o), s in scores.items():
+            u = A @ s
+            key = (k, int(cells.i[c]), int(cells.j[c]))
+            G_cell[key] = G_cell.get(key, np.zeros(q)) + cells.counts[c, o] * u
+            M_bin += cells.counts[c, o] * np.outer(u, u)
+    M_cell = sum(np.outer(g, g) for g in G_cell.values())
+    np.testing.assert_allclose(res.cov.to_numpy(), M_cell[:N, :N], rtol=2e-5, atol=1e-9)
+    np.testing.assert_allclose(res.position_effects_cov.to_numpy(), M_cell[N:, N:], rtol=2e-5, atol=1e-9)
+    binom = quiet_fit(tdata, "judges", ties=family, cov_type="binomial")
+    np.testing.assert_allclose(binom.cov.to_numpy(), M_bin[:N, :N], rtol=2e-5, atol=1e-9)
+    np.testing.assert_allclose(binom.position_effects_cov.to_numpy(), M_bin[N:, N:], rtol=2e-5, atol=1e-9)
+
+
+# ---------------------------------------------------- (d) with_cov equals a refit
+def _same_tables(a, b, rtol=1e-10):
+    for name in TABLES + ("tie_parameters",):
+        x, y = getattr(a, name), getattr(b, name)
+        assert (x is None) == (y is None), name
+        if x is not None:
+            np.testing.assert_allclose(x.to_numpy(float), y.to_numpy(float), rtol=rtol, atol=1e-13, err_msg=name)
+    assert a.cov_type == b.cov_type and a.status == b.status
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+@pytest.mark.parametrize("method", ["human", "judges"])
+def test_with_cov_on_a_fisher_tie_fit_equals_a_refit(tdata, family, method):
+    res = quiet_fit(tdata, method, ties=family, cov_type="fisher")
+    assert res.linearization
+    for cov in MEATS:
+        other = quiet_fit(tdata, method, ties=family, cov_type=cov)
+        _same_tables(res.with_cov(cov), other)
+        np.testing.assert_allclose(res.cov_params(cov).to_numpy(), other.cov.to_numpy(), rtol=1e-10, atol=1e-13)
+        ci = res.conf_int(cov_type=cov)
+        np.testing.assert_allclose(ci["se"].to_numpy(), other.scores["se"].to_numpy(), rtol=1e-10)
+    assert res.judge_scores_se is not None if method == "judges" else res.judge_scores_se is None
+
+
+# ------------------------------------------------ (e) without ties: the binary fit
+@pytest.mark.parametrize("family", FAMILIES)
+@pytest.mark.parametrize("method", ["human", "judges"])
+def test_tie_fit_of_data_without_ties_is_the_binary_fit(family, method):
+    data = pydial.simulate(N=5, K=2, rank=1, n_llm=1500, n_human=400, seed=6).comparisons
+    assert data.cell_table("llm", ties=True).counts[:, 2].sum() == 0
+    for cov in MEATS:
+        a = quiet_fit(data, method, cov_type=cov)
+        b = quiet_fit(data, method, cov_type=cov, ties=family)
+        for name in TABLES:
+            x, y = getattr(a, name), getattr(b, name)
+            assert (x is None) == (y is None), name
+            if x is not None:
+                np.testing.assert_allclose(y.to_numpy(float), x.to_numpy(float), rtol=1e-8, atol=1e-12, err_msg=name)
+        assert b.tie_parameters["nu"].eq(0).all() and b.tie_parameters["se"].isna().all()
