@@ -236,6 +236,11 @@ def test_with_cov_on_a_fisher_tie_fit_equals_a_refit(tdata, family, method):
     assert res.judge_scores_se is not None if method == "judges" else res.judge_scores_se is None
 
 
+def test_tie_fits_take_the_binary_fits_default_meat(tdata):
+    for method in ("human", "judges"):
+        assert quiet_fit(tdata, method, ties="davidson").cov_type == quiet_fit(tdata, method).cov_type
+
+
 # ------------------------------------------------ (e) without ties: the binary fit
 @pytest.mark.parametrize("family", FAMILIES)
 @pytest.mark.parametrize("method", ["human", "judges"])

@@ -117,8 +117,11 @@ def numerical_errors(what: str) -> Iterator[None]:
 def estimate(data: Comparisons, common: dict, method: str, *, engine: Engine, cov_arg: str | None, lambdas: Any,
              multiples: Any, include_endpoints: bool | str, anchored_cov: str, ties: str | None, seed: int | None,
              rank_grid: list[int], penalty: str | None) -> DialResult:
-    """Run the estimator ``method`` with ``engine``'s optimizers (arguments validated by :func:`pydial.fit`)."""
-    cov = common["cov_type"]
+    """Run the estimator ``method`` with ``engine``'s optimizers (arguments validated by :func:`pydial.fit`).
+
+    Every method, with ties or without, uses the meat ``common["cov_type"]`` (the spec's resolved
+    ``cov_type``); ``cov_arg``, the ``cov_type`` as given, is not needed.
+    """
     if ties is not None:
         from pydial.estimation.tie_btl import TIE_METHODS, TIE_MODELS, fit_ties
         from pydial.estimation.tie_fits import TIE_DIAL_METHODS, fit_dial_ties
@@ -142,8 +145,7 @@ def estimate(data: Comparisons, common: dict, method: str, *, engine: Engine, co
             return fit_dial_ties(data, common, ties=ties, order=(method != "dial-nopos"),
                                  adaptive=(method != "dial-anc"), lambdas=lambdas, multiples=multiples,
                                  include_endpoints=include_endpoints, rank_grid=rank_grid, **kw)
-        return fit_ties(data, method, {**common, "cov_type": cov if cov_arg is not None else "fisher"}, ties=ties,
-                        seed=seed, engine=engine.ties)
+        return fit_ties(data, method, common, ties=ties, seed=seed, engine=engine.ties)
     point = engine.point
     if method == "human":
         res = _fit_human(data, common, point)

@@ -359,12 +359,10 @@ class DialResult:
                             seed=0 if seed is None else seed)
 
     def _require_linearization(self) -> None:
-        """Raise a :class:`ValueError` unless this result can form other covariances."""
+        """Raise an :class:`~pydial.ArgumentError` unless this result can form other covariances."""
         if not self.linearization:
-            raise ArgumentError(f"this {self.method!r} result carries no linearization"
-                             + (" (the human and judges tie models give model-based standard errors only)"
-                                if self.ties and self.method in ("human", "judges") else "")
-                             + "; refit with pydial.fit(..., cov_type=...)")
+            raise ArgumentError(f"this {self.method!r} result carries no linearization; refit with "
+                                "pydial.fit(..., cov_type=...)")
         if self.data is None:
             raise ArgumentError("other covariances need the data the fit was made on (result.data)")
 
