@@ -118,14 +118,14 @@ def test_solver_reaches_a_zero_gradient(family):
 
 
 # ------------------------------------------- (c) the sandwich, computed independently
-def _log_probabilities(family: str, eta: float, l: float) -> np.ndarray:
-    """``log (P(i wins), P(j wins), P(tie))`` written out from the models' definitions."""
+def _log_probabilities(family: str, eta, l):
+    """``log (P(i wins), P(j wins), P(tie))`` written out from the models' definitions (last axis; complex-safe)."""
     nu = np.exp(l)
     if family == "davidson":
-        z = np.exp(eta / 2) + np.exp(-eta / 2) + nu
-        return np.log(np.array([np.exp(eta / 2), np.exp(-eta / 2), nu]) / z)
-    pi, pj = expit(eta - nu), expit(-eta - nu)
-    return np.log(np.array([pi, pj, 1 - pi - pj]))
+        z = np.log(np.exp(eta / 2) + np.exp(-eta / 2) + nu)
+        return np.stack([eta / 2 - z, -eta / 2 - z, l - z + 0 * eta], axis=-1)
+    pi, pj = 1 / (1 + np.exp(nu - eta)), 1 / (1 + np.exp(nu + eta))
+    return np.log(np.stack([pi, pj, 1 - pi - pj], axis=-1))
 
 
 def _independent_pieces(family, cells, N, x, order):
@@ -256,3 +256,74 @@ def test_tie_fit_of_data_without_ties_is_the_binary_fit(family, method):
             if x is not None:
                 np.testing.assert_allclose(y.to_numpy(float), x.to_numpy(float), rtol=1e-8, atol=1e-12, err_msg=name)
         assert b.tie_parameters["nu"].eq(0).all() and b.tie_parameters["se"].isna().all()
+
+
+# ----------------------------------------------------------- Firth with ties
+@pytest.mark.parametrize("family", FAMILIES)
+@pytest.mark.parametrize("kind", ["dense", "design"])
+def test_tie_firth_gradient_and_hessian_match_finite_differences(family, kind):
+    X = _designs()[kind]
+    model = FamilyGLM(family, COUNTS, X, weight=0.1, penalty="firth")
+    x = np.linspace(-0.3, 0.4, model.dim)
+    f, g, H = model.terms(x)
+    assert f == pytest.approx(model.value(x), rel=1e-14)
+    assert f != pytest.approx(FamilyGLM(family, COUNTS, X, weight=0.1).value(x), rel=1e-6)
+    np.testing.assert_allclose(g, fd_jacobian(lambda t: np.array([model.value(t)]), x)[0], rtol=1e-7, atol=1e-9)
+    np.testing.assert_allclose(H, fd_jacobian(lambda t: model.terms(t)[1], x), rtol=1e-5, atol=1e-7)
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_tie_firth_fit_maximizes_an_independent_jeffreys_posterior(family):
+    """The log-likelihood plus 1/2 log det of the expected information, both written out here
+    (the outcomes' scores by complex-step differentiation of their log-probabilities)."""
+    from scipy.optimize import minimize
+
+    X = _designs()["dense"][:, :2]
+    n = COUNTS.sum(axis=1)
+
+    def neg_posterior(t):
+        logp = _log_probabilities(family, X @ t[:2], t[2])
+        scores = np.stack([_log_probabilities(family, X @ (t[:2] + 1e-20j * e[:2]), t[2] + 1e-20j * e[2]).imag / 1e-20
+                           for e in np.eye(3)], axis=-1)  # (cell, outcome, coordinate)
+        info = np.einsum("c,co,cok,col->kl", n, np.exp(logp), scores, scores)
+        return -(np.sum(COUNTS * logp) + 0.5 * np.linalg.slogdet(info)[1])
+
+    opt = glm(family, COUNTS, X, penalty="firth")
+    assert opt.resolved
+    ref = minimize(neg_posterior, opt.x + 0.05, method="Nelder-Mead",
+                   options={"xatol": 1e-10, "fatol": 1e-14, "maxiter": 20000, "maxfev": 40000}).x
+    np.testing.assert_allclose(opt.x, ref, atol=1e-7)
+    assert np.abs(opt.x - glm(family, COUNTS, X).x).max() > 1e-3  # the prior moves the estimate
+
+
+def test_tie_firth_estimate_is_finite_under_separation():
+    """Item 0 never loses nor ties: no MLE (its score runs to the box), a finite Firth estimate."""
+    i, j = np.array([0, 0, 1, 1, 2]), np.array([1, 2, 2, 3, 3])
+    counts = np.array([[4, 0, 0], [3, 0, 0], [2, 2, 1], [3, 1, 0], [1, 2, 2]], float)
+    X = centered_design(i, j, 4)
+    assert not glm("davidson", counts, X).resolved
+    firth = glm("davidson", counts, X, penalty="firth")
+    assert firth.resolved and np.abs(firth.x).max() < 10
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+@pytest.mark.parametrize("method", ["human", "judges"])
+def test_tie_firth_fit_of_data_without_ties_is_the_binary_firth_fit(family, method):
+    data = pydial.simulate(N=5, K=2, rank=1, n_llm=1500, n_human=400, seed=6).comparisons
+    a = quiet_fit(data, method, penalty="firth", cov_type="cell")
+    b = quiet_fit(data, method, penalty="firth", cov_type="cell", ties=family)
+    for name in TABLES:
+        x, y = getattr(a, name), getattr(b, name)
+        if x is not None:
+            np.testing.assert_allclose(y.to_numpy(float), x.to_numpy(float), rtol=1e-8, atol=1e-12, err_msg=name)
+
+
+@pytest.mark.parametrize("method", ["human", "judges"])
+def test_tie_firth_fit_shrinks_and_keeps_the_sandwich(tdata, method):
+    ml = quiet_fit(tdata, method, ties="davidson", cov_type="binomial")
+    firth = quiet_fit(tdata, method, ties="davidson", cov_type="binomial", penalty="firth")
+    assert firth.ok and firth.penalty == "firth"
+    s_ml, s_f = ml.scores["score"].to_numpy(), firth.scores["score"].to_numpy()
+    assert 0 < np.abs(s_f).sum() < np.abs(s_ml).sum()  # toward the prior's centre
+    np.testing.assert_allclose(firth.scores["se"], ml.scores["se"], rtol=0.05)
+    _same_tables(firth.with_cov("cell"), quiet_fit(tdata, method, ties="davidson", cov_type="cell", penalty="firth"))

@@ -130,8 +130,9 @@ def estimate(data: Comparisons, common: dict, method: str, *, engine: Engine, co
             raise ArgumentError(f"ties must be None or one of {TIE_MODELS}, got {ties!r}")
         if method not in TIE_METHODS:
             raise NotImplementedError(f"ties={ties!r} is available for methods {TIE_METHODS}, not {method!r}")
-        if penalty is not None:
-            raise NotImplementedError(f"penalty={penalty!r} is not available with ties={ties!r}")
+        if penalty is not None and (method not in ("human", "judges") or engine.name != "numpy"):
+            raise NotImplementedError(f"penalty={penalty!r} is not available with ties={ties!r} for {method!r} on "
+                                      f"engine {engine.name!r} (only for the numpy fits of 'human' and 'judges')")
         if method == "pooled":
             from pydial.estimation.tie_baselines import fit_pooled_ties
 
@@ -145,7 +146,7 @@ def estimate(data: Comparisons, common: dict, method: str, *, engine: Engine, co
             return fit_dial_ties(data, common, ties=ties, order=(method != "dial-nopos"),
                                  adaptive=(method != "dial-anc"), lambdas=lambdas, multiples=multiples,
                                  include_endpoints=include_endpoints, rank_grid=rank_grid, **kw)
-        return fit_ties(data, method, common, ties=ties, seed=seed, engine=engine.ties)
+        return fit_ties(data, method, common, ties=ties, seed=seed, engine=engine.ties, penalty=penalty)
     point = engine.point
     if method == "human":
         res = _fit_human(data, common, point)

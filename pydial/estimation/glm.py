@@ -28,7 +28,7 @@ from pydial.exceptions import ArgumentError
 from pydial.model.design import Design, centered_design, dense_design, glm_information, gram, rmatvec
 from pydial.model.families import log_nu_start, tie_cell
 from pydial.model.likelihood import Objective, binomial_nll
-from pydial.model.penalty import FirthPenalty, check_penalty
+from pydial.model.penalty import FirthPenalty, TieFirthPenalty, check_penalty
 from pydial.optim import BOX, OptimResult, newton
 
 
@@ -58,8 +58,9 @@ class FamilyGLM:
     binomial-model-llm) or the Davidson / Rao-Kupper tie model, whose coordinates are
     ``x = (beta, l)`` with ``l = log nu`` when the cells hold a tie
     (:func:`has_tie_parameter`; otherwise ``x = beta`` and the binary model, the ``nu = 0``
-    boundary).  With ``penalty="firth"`` the term ``-weight/2 log det I(beta)`` is added (the
-    Jeffreys prior, :mod:`pydial.model.penalty`), so the minimizer is Firth's bias-reduced
+    boundary).  With ``penalty="firth"`` the term ``-weight/2 log det I(x)`` is added, ``I`` the
+    family's Fisher information of the GLM (the Jeffreys prior: :class:`~pydial.model.penalty.FirthPenalty`,
+    :class:`~pydial.model.penalty.TieFirthPenalty`), so the minimizer is Firth's bias-reduced
     estimate, finite whenever ``X`` has full column rank.
 
     The value, gradient and exact Hessian (:meth:`terms`) follow from the per-cell
@@ -114,11 +115,15 @@ class FamilyGLM:
 
     @cached_property
     def _firth(self) -> FirthPenalty | None:
+        """The binary model's Jeffreys prior (``penalty="firth"``)."""
+        return FirthPenalty(dense_design(self.X), self._binary[0], self.weight) if self.penalty == "firth" else None
+
+    @cached_property
+    def _tie_firth(self) -> TieFirthPenalty | None:
+        """The tie model's Jeffreys prior in ``(beta, log nu)`` (``penalty="firth"``)."""
         if self.penalty != "firth":
             return None
-        if self.free:
-            raise NotImplementedError(f"penalty='firth' is not available with ties={self.family!r}")
-        return FirthPenalty(dense_design(self.X), self._binary[0], self.weight)
+        return TieFirthPenalty(cast(str, self.family), dense_design(self.X), self.counts, self.weight)
 
     def start(self) -> np.ndarray:
         """Return the start ``beta = 0``, ``log nu`` at the cells' tie rate (:func:`~pydial.model.families.log_nu_start`)."""
@@ -134,7 +139,8 @@ class FamilyGLM:
             f = float(self.weight * binomial_nll(X @ beta, n, y).sum() + 0.5 * self.ridge * beta @ beta)
             return f + self._firth.value(X @ beta) if self._firth is not None else f
         d = tie_cell(self.family)(self.counts, X @ beta, x[p])
-        return -self.weight * float(d.value.sum()) + 0.5 * self.ridge * float(beta @ beta)
+        f = -self.weight * float(d.value.sum()) + 0.5 * self.ridge * float(beta @ beta)
+        return f + self._tie_firth.value(x) if self._tie_firth is not None else f
 
     def terms(self, x: np.ndarray) -> tuple[float, np.ndarray, np.ndarray]:
         """Value, gradient and Hessian of the loss at ``x``."""
@@ -158,6 +164,9 @@ class FamilyGLM:
         Hbl = -w * rmatvec(X, d.d_eta_l)
         g = np.append(gb, -w * d.d_l.sum())
         H = np.block([[Hbb, Hbl[:, None]], [Hbl[None, :], np.array([[-w * d.d_l_l.sum()]])]])
+        if self._tie_firth is not None:
+            fp, gp, Hp = self._tie_firth.terms(x)
+            f, g, H = f + fp, g + gp, H + Hp
         return f, g, H
 
     def fit(self, x0: np.ndarray | None = None, *, bound: float = BOX, gtol: float = 1e-10) -> OptimResult:

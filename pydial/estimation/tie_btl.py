@@ -57,10 +57,11 @@ def tie_log_nu_start(ties: str, cells: CellTable, G: int) -> np.ndarray:
     return np.array([log_nu_start(ties, cells.counts[cells.judge == g]) for g in range(G)], float)
 
 
-def _human(data: Comparisons, ties: str, engine: TieOptimizers) -> tuple[dict[str, Any], tuple[Linearization, ...]]:
+def _human(data: Comparisons, ties: str, engine: TieOptimizers,
+           penalty: str | None) -> tuple[dict[str, Any], tuple[Linearization, ...]]:
     """Fit the people's tie model: the ``lambda = 0`` fit of :func:`~pydial.estimation.tie_fits.human_tie_fit`."""
     N = data.N
-    opt, free, X = human_tie_fit(data, ties, engine)
+    opt, free, X = human_tie_fit(data, ties, engine, penalty)
     warn_unresolved(opt, "human tie model")
     E = np.zeros((N + free, X.shape[1] + free))
     E[:N, : N - 1] = centering_basis(N)
@@ -77,8 +78,8 @@ def _human(data: Comparisons, ties: str, engine: TieOptimizers) -> tuple[dict[st
     return fields, (lin,)
 
 
-def _judges(data: Comparisons, ties: str, engine: TieOptimizers, seed: int | None,
-            backend: str | None) -> tuple[dict[str, Any], tuple[Linearization, ...]]:
+def _judges(data: Comparisons, ties: str, engine: TieOptimizers, seed: int | None, backend: str | None,
+            penalty: str | None) -> tuple[dict[str, Any], tuple[Linearization, ...]]:
     """Each judge's order-effect tie model (Davidson-Beaver), one GLM per judge; linearized jointly and judge by judge."""
     N, K = data.N, data.K
     T = centering_basis(N)
@@ -87,7 +88,7 @@ def _judges(data: Comparisons, ties: str, engine: TieOptimizers, seed: int | Non
     designs = [centered_design(c.i, c.j, N, c.a) for c in parts]
     free = np.array([has_tie_parameter(ties, c.counts) for c in parts])
     if engine.btl is None:
-        opts = [glm(ties, c.counts, X, weight=1.0 / float(c.n.sum())) for c, X in zip(parts, designs)]
+        opts = [glm(ties, c.counts, X, weight=1.0 / float(c.n.sum()), penalty=penalty) for c, X in zip(parts, designs)]
         for k, o in enumerate(opts):
             warn_unresolved(o, f"judge {data.judges[k]!r} tie model")
         xs = [o.x for o in opts]
@@ -130,13 +131,17 @@ def _judges(data: Comparisons, ties: str, engine: TieOptimizers, seed: int | Non
 
 
 def fit_ties(data: Comparisons, method: str, common: dict[str, Any], *, ties: str = "davidson",
-             seed: int | None = None, backend: str | None = None, engine: TieOptimizers | None = None) -> Any:
+             seed: int | None = None, backend: str | None = None, engine: TieOptimizers | None = None,
+             penalty: str | None = None) -> Any:
     """Tie-model MLE of ``human`` or ``judges`` with the covariance of any meat (see the module docstring).
 
     The human model of eq. human-only-estimator or each judge's order-effect model
     (eq. binomial-model-llm) with ties.  ``engine`` (default numpy's) optimizes the people's
     model (``engine.human``) and the judges' (``engine.btl``, Stan's ``judges.stan``, when
     given; else the GLM solver judge by judge); every covariance is numpy's at the optimum.
+    ``penalty="firth"`` (numpy) gives the Firth estimates of these GLMs
+    (:class:`~pydial.model.penalty.TieFirthPenalty`), with the unpenalized information as
+    the bread, as for the binary fits (:mod:`pydial.model.penalty`).
 
     Returns
     -------
@@ -152,9 +157,9 @@ def fit_ties(data: Comparisons, method: str, common: dict[str, Any], *, ties: st
                             "with ties are pydial.fit(..., ties=...) (pydial.estimation.tie_fits)")
     engine = NUMPY_TIE if engine is None else engine
     if method == "human":
-        f, lins = _human(data, ties, engine)
+        f, lins = _human(data, ties, engine, penalty)
     else:
-        f, lins = _judges(data, ties, engine, seed, backend)
+        f, lins = _judges(data, ties, engine, seed, backend, penalty)
     level = common["level"]
     G = len(f["names"])
     idx = f["free"]

@@ -113,10 +113,10 @@ def _numpy_joint(data: Comparisons, ties: str, ch: Chart, lam: float, x0: np.nda
     return newton(obj.value_grad_hess, x0, gtol=1e-9, value=obj.value, normalize=_normalizer(ch))
 
 
-def _numpy_human(data: Comparisons, ties: str, x0: np.ndarray) -> OptimResult:
+def _numpy_human(data: Comparisons, ties: str, x0: np.ndarray, penalty: str | None = None) -> OptimResult:
     hi, hj, hc = _human_tie_cells(data)
     _, n_h = tie_totals(data)
-    return glm(ties, hc, centered_design(hi, hj, data.N), x0, weight=1.0 / n_h)
+    return glm(ties, hc, centered_design(hi, hj, data.N), x0, weight=1.0 / n_h, penalty=penalty)
 
 
 NUMPY_TIE = TieOptimizers(_numpy_llm, _numpy_calibration, _numpy_joint, _numpy_human)
@@ -337,16 +337,19 @@ def staged_tie_influence(data: Comparisons, sf: TieStagedFit, ties: str) -> tupl
     return stack_tie_influence([U_L, U_H]), U_L.A.shape[1]
 
 
-def human_tie_fit(data: Comparisons, ties: str, engine: TieOptimizers = NUMPY_TIE) -> tuple[OptimResult, bool, Design]:
+def human_tie_fit(data: Comparisons, ties: str, engine: TieOptimizers = NUMPY_TIE,
+                  penalty: str | None = None) -> tuple[OptimResult, bool, Design]:
     """Fit the ``lambda = 0`` endpoint: the people's tie model in the centered chart ``s = T beta``.
 
-    Eq. human-only-estimator with tie cells.
+    Eq. human-only-estimator with tie cells, by ``engine``; with ``penalty="firth"`` numpy's
+    Firth estimate (:class:`~pydial.model.penalty.TieFirthPenalty`).
     """
     hi, hj, hc = _human_tie_cells(data)
     X = centered_design(hi, hj, data.N)
     free = _human_free(data)
     x0 = np.append(np.zeros(data.N - 1), log_nu_start(ties, hc)) if free else np.zeros(data.N - 1)
-    return derived(data, ("human_tie_fit", ties, engine.name), lambda: engine.human(data, ties, x0)), free, X
+    fit = (lambda: engine.human(data, ties, x0)) if penalty is None else (lambda: _numpy_human(data, ties, x0, penalty))
+    return derived(data, ("human_tie_fit", ties, engine.name, penalty), fit), free, X
 
 
 def tie_glm_influence(data: Comparisons, ties: str, X: Design, x: np.ndarray, weight: float, E: np.ndarray, *,

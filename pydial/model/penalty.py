@@ -45,7 +45,10 @@ Where pydial uses it (``fit(..., penalty="firth")``):
   endpoint (as ``dial-anc``) and, for finite ``lambda``, the human block of
   :math:`Q_\lambda`: the Jeffreys prior of the calibration GLM ``X = D_H M(theta)``
   with the basis normalized (:class:`CalibrationFirthPenalty`), which tends to the
-  ``dial-anc`` penalty as ``lambda -> inf``.
+  ``dial-anc`` penalty as ``lambda -> inf``;
+* ``human`` and ``judges`` with ``ties="davidson"`` or ``"rao-kupper"`` (numpy engine): the
+  Jeffreys prior of the tie GLM in ``(beta, log nu)`` (:class:`TieFirthPenalty`), the family's
+  Fisher information in place of ``X^T W X``.
 
 Inference at a penalized estimate uses the unpenalized Fisher information (bread)
 and the same meats as at the MLE (brglm2's convention); the penalty changes the
@@ -65,7 +68,9 @@ from dataclasses import dataclass
 
 import numpy as np
 from scipy.special import expit
+
 from pydial.exceptions import ArgumentError
+from pydial.model.families import tie_cell
 
 PENALTIES: tuple[str | None, ...] = (None, "firth")
 
@@ -129,6 +134,113 @@ class FirthPenalty:
         """Value, gradient and Hessian in the GLM chart ``eta = X beta``."""
         f, g, H = self.derivatives(self.X @ beta)
         return f, self.X.T @ g, self.X.T @ H @ self.X
+
+
+@dataclass(frozen=True)
+class TieFirthPenalty:
+    r"""The Jeffreys prior of a tie-model GLM: :math:`P(x) = -\frac{\omega}{2}\log\det I(x)`, ``x = (beta, l)``.
+
+    The Davidson or Rao-Kupper GLM with ``eta = X beta`` and ``l = log nu``
+    (:class:`pydial.estimation.glm.FamilyGLM` with a tie): the cell ``c`` of ``n_c``
+    comparisons has the expected information in its channels ``(eta_c, l)``
+
+    .. math::
+
+        I_c = n_c \sum_o P_{co} \begin{pmatrix} a_{co}^2 & a_{co} b_{co} \\ a_{co} b_{co} & b_{co}^2 \end{pmatrix},
+        \qquad a_{co} = \frac{\partial \log P_{co}}{\partial \eta}, \quad
+        b_{co} = \frac{\partial \log P_{co}}{\partial l},
+
+    and the GLM's is :math:`I(x) = \sum_c j_c^\top I_c j_c` with ``j_c`` the rows
+    ``(x_c, 0)`` and ``(0, 1)``.  With :math:`L_c = j_c I^{-1} j_c^\top` (the cell's 2 x 2
+    leverage) the gradient is exact,
+
+    .. math::
+
+        \frac{\partial P}{\partial \eta_c} = -\tfrac{\omega}{2}\operatorname{tr}\Bigl(L_c
+        \frac{\partial I_c}{\partial \eta_c}\Bigr), \qquad
+        \frac{\partial P}{\partial l} = -\tfrac{\omega}{2}\sum_c\operatorname{tr}\Bigl(L_c
+        \frac{\partial I_c}{\partial l}\Bigr),
+
+    where :math:`\partial (P a a)/\partial \eta = P(a^3 + 2 a a_\eta)` and its kin follow from
+    the first and second derivatives of each outcome's :math:`\log P_{co}`
+    (:mod:`pydial.model.families`, one outcome at a time).  Without ties it would be the
+    binary :class:`FirthPenalty`; a GLM without any tie uses that one (the ``nu = 0``
+    boundary).  The Hessian (:meth:`terms`) is the central difference of the exact
+    gradient: the optimum, a zero of the exact gradient, does not depend on it.
+
+    Parameters
+    ----------
+    family : {"davidson", "rao-kupper"}
+    X : ndarray (m, p)
+        Design of ``eta`` (full column rank).
+    counts : ndarray (m, 3)
+        Wins of ``i``, wins of ``j``, ties per cell (only their totals enter ``I``).
+    weight : float
+        Loss normalization ``omega``.
+    """
+
+    family: str
+    X: np.ndarray
+    counts: np.ndarray
+    weight: float = 1.0
+
+    def _outcomes(self, x: np.ndarray) -> list[np.ndarray]:
+        """``P, a, b, a_eta, a_l, b_l`` of every (cell, outcome), each ``(m, 3)``."""
+        p = self.X.shape[1]
+        eta, l = self.X @ x[:p], x[p]
+        out = [np.empty((eta.size, 3)) for _ in range(6)]
+        cell = tie_cell(self.family)
+        for o in range(3):
+            unit = np.zeros((eta.size, 3))
+            unit[:, o] = 1.0
+            d = cell(unit, eta, l)
+            for arr, v in zip(out, (np.exp(d.value), d.d_eta, d.d_l, d.d_eta_eta, d.d_eta_l, d.d_l_l)):
+                arr[:, o] = v
+        return out
+
+    def _information(self, n: np.ndarray, P: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        i_ee, i_el, i_ll = (n * np.sum(P * u * v, axis=1) for u, v in ((a, a), (a, b), (b, b)))
+        X = self.X
+        cross = X.T @ i_el
+        return np.block([[(X.T * i_ee) @ X, cross[:, None]], [cross[None, :], np.array([[i_ll.sum()]])]])
+
+    def value(self, x: np.ndarray) -> float:
+        """``P(x)``; ``+inf`` where the information is singular."""
+        P, a, b, *_ = self._outcomes(x)
+        sign, logdet = np.linalg.slogdet(self._information(self.counts.sum(axis=1), P, a, b))
+        return float(-0.5 * self.weight * logdet) if sign > 0 else np.inf
+
+    def value_grad(self, x: np.ndarray) -> tuple[float, np.ndarray]:
+        """``P(x)`` and its exact gradient in ``x = (beta, l)``."""
+        P, a, b, ae, al, bl = self._outcomes(x)
+        n = self.counts.sum(axis=1)
+        info = self._information(n, P, a, b)
+        sign, logdet = np.linalg.slogdet(info)
+        if sign <= 0:
+            return np.inf, np.full(x.size, np.nan)
+        Ai = np.linalg.inv(info)
+        X, p = self.X, self.X.shape[1]
+        L_ee = np.einsum("cp,pq,cq->c", X, Ai[:p, :p], X)
+        L_el = X @ Ai[:p, p]
+        L_ll = Ai[p, p]
+        be = al  # d b / d eta = d a / d l
+        # derivatives of (i_ee, i_el, i_ll) in eta (per cell) and in l
+        d_eta = [n * np.sum(P * t, axis=1) for t in (a**3 + 2 * a * ae, a * a * b + ae * b + a * be, a * b * b + 2 * b * be)]
+        d_l = [n * np.sum(P * t, axis=1) for t in (b * a * a + 2 * a * al, b * a * b + al * b + a * bl, b**3 + 2 * b * bl)]
+        c = -0.5 * self.weight
+        g_eta = c * (L_ee * d_eta[0] + 2 * L_el * d_eta[1] + L_ll * d_eta[2])
+        g_l = c * float(np.sum(L_ee * d_l[0] + 2 * L_el * d_l[1] + L_ll * d_l[2]))
+        return float(c * logdet), np.append(X.T @ g_eta, g_l)
+
+    def terms(self, x: np.ndarray, h: float = 1e-6) -> tuple[float, np.ndarray, np.ndarray]:
+        """Value, exact gradient and the central-difference Hessian (of the exact gradient) at ``x``."""
+        f, g = self.value_grad(x)
+        H = np.empty((x.size, x.size))
+        for t in range(x.size):
+            e = np.zeros(x.size)
+            e[t] = h
+            H[:, t] = (self.value_grad(x + e)[1] - self.value_grad(x - e)[1]) / (2 * h)
+        return f, g, 0.5 * (H + H.T)
 
 
 @dataclass(frozen=True)
