@@ -121,15 +121,16 @@ def fit(
         Davidson-Beaver model for ``method="judges"`` use the ties, with
         judge-specific tie parameters (``result.tie_parameters``);
         ``"rao-kupper"``: the Rao-Kupper threshold model instead.  Both
-        engines (numpy: Newton on exact derivatives; Stan: its optimizer);
-        model-based standard errors.  ``dial-anc``, ``dial-ada`` and
+        engines (numpy: Newton on exact derivatives, one GLM solver for every
+        family; Stan: its optimizer); every ``cov_type``.  ``dial-anc``, ``dial-ada`` and
         ``dial-nopos`` take either tie model (:mod:`pydial.estimation.tie_fits`): every
         likelihood of the procedure with three-outcome cells, a tie parameter
         per judge and one for people, sandwich covariances with every ``cov_type``;
         either engine (Stan's ``dial.stan`` gives a group without ties
         ``nu_zero``, as numpy does).  ``pooled`` (one ``nu`` for the pooled
         judges, two-step sandwich) and ``atc`` take them too, on either engine
-        (:mod:`pydial.estimation.tie_baselines`).  ``penalty`` is not available with ties.
+        (:mod:`pydial.estimation.tie_baselines`).  ``penalty="firth"`` with ties: the numpy
+        fits of ``human`` and ``judges`` (the Jeffreys prior of the family's GLM).
     check : bool, default True
         Run :func:`pydial.check_design` first and raise
         :class:`~pydial.IdentifiabilityError` when the fit cannot exist.
@@ -193,9 +194,9 @@ def fit(
                   judges=data.judges, n_human=data.n_human, n_llm=data.n_llm, data=data)
     with warnings.catch_warnings(record=True) as caught, numerical_errors(f"method {method!r}"):
         warnings.simplefilter("always")
-        res = estimate(data, common, method, engine=optimizers(spec.engine, spec.seed, spec.penalty), cov_arg=spec.cov_type,
-                       lambdas=spec.lambda_, multiples=spec.multiples, include_endpoints=spec.include_endpoints,
-                       anchored_cov=spec.anchored_cov_type, ties=spec.ties, seed=spec.seed, rank_grid=rank_grid,
+        res = estimate(data, common, method, engine=optimizers(spec.engine, spec.seed, spec.penalty),
+                       lambda_=spec.lambda_, multiples=spec.multiples, include_endpoints=spec.include_endpoints,
+                       anchored_cov_type=spec.anchored_cov_type, ties=spec.ties, seed=spec.seed, rank_grid=rank_grid,
                        penalty=spec.penalty)
         # what res.bootstrap needs to refit the whole procedure on resampled records
         res = dataclasses.replace(res, penalty=spec.penalty, ties=spec.ties, cluster_correction=spec.cluster_correction,

@@ -144,7 +144,7 @@ def test_fit_engine_stan(tmp_path, capsys, stan_backend_name):
 
 def test_unavailable_tie_fit_exit_2(capsys):
     code, out, err = run(capsys, "fit", "synthetic", "--method", "dial-ada", "--ties", "davidson", "--penalty", "firth")
-    assert code == EXIT_DATA and err.startswith("pydial: not available: penalty='firth' is not available with ties")
+    assert code == EXIT_DATA and err.startswith("pydial: penalty='firth' with ties='davidson' is available for the numpy")
     assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
 
 

@@ -90,7 +90,7 @@ def test_ties_argument_errors():
     data = pydial.datasets.synthetic()
     with pytest.raises(ValueError, match="ties must be"):
         pydial.fit(data, "human", ties="bradley", engine="stan")
-    with pytest.raises(NotImplementedError, match="penalty"):
+    with pytest.raises(pydial.ArgumentError, match="penalty"):
         pydial.fit(data, "human", ties="davidson", engine="stan", penalty="firth")
 
 

@@ -124,7 +124,7 @@ def test_gacv_path_and_lrt_with_ties(sim_ties):
 
 
 def test_penalty_with_ties_raises_clear_error(plain):
-    with pytest.raises(NotImplementedError, match="penalty"):
+    with pytest.raises(pydial.ArgumentError, match="penalty"):
         pydial.fit(plain, "dial-ada", ties="davidson", penalty="firth")
 
 

@@ -114,25 +114,18 @@ def numerical_errors(what: str) -> Iterator[None]:
         raise ConvergenceError(f"{what} failed: a floating-point error ({e})") from e
 
 
-def estimate(data: Comparisons, common: dict, method: str, *, engine: Engine, cov_arg: str | None, lambdas: Any,
-             multiples: Any, include_endpoints: bool | str, anchored_cov: str, ties: str | None, seed: int | None,
+def estimate(data: Comparisons, common: dict, method: str, *, engine: Engine, lambda_: Any, multiples: Any,
+             include_endpoints: bool | str, anchored_cov_type: str, ties: str | None, seed: int | None,
              rank_grid: list[int], penalty: str | None) -> DialResult:
-    """Run the estimator ``method`` with ``engine``'s optimizers (arguments validated by :func:`pydial.fit`).
+    """Run the estimator ``method`` with ``engine``'s optimizers (arguments validated by :class:`ModelSpec`).
 
     Every method, with ties or without, uses the meat ``common["cov_type"]`` (the spec's resolved
-    ``cov_type``); ``cov_arg``, the ``cov_type`` as given, is not needed.
+    ``cov_type``).
     """
     if ties is not None:
-        from pydial.estimation.tie_btl import TIE_METHODS, TIE_MODELS, fit_ties
+        from pydial.estimation.tie_btl import fit_ties
         from pydial.estimation.tie_fits import TIE_DIAL_METHODS, fit_dial_ties
 
-        if ties not in TIE_MODELS:
-            raise ArgumentError(f"ties must be None or one of {TIE_MODELS}, got {ties!r}")
-        if method not in TIE_METHODS:
-            raise NotImplementedError(f"ties={ties!r} is available for methods {TIE_METHODS}, not {method!r}")
-        if penalty is not None and (method not in ("human", "judges") or engine.name != "numpy"):
-            raise NotImplementedError(f"penalty={penalty!r} is not available with ties={ties!r} for {method!r} on "
-                                      f"engine {engine.name!r} (only for the numpy fits of 'human' and 'judges')")
         if method == "pooled":
             from pydial.estimation.tie_baselines import fit_pooled_ties
 
@@ -144,7 +137,7 @@ def estimate(data: Comparisons, common: dict, method: str, *, engine: Engine, co
 
                 return fit_atc_ties(data, common, ties=ties, **kw)
             return fit_dial_ties(data, common, ties=ties, order=(method != "dial-nopos"),
-                                 adaptive=(method != "dial-anc"), lambdas=lambdas, multiples=multiples,
+                                 adaptive=(method != "dial-anc"), lambdas=lambda_, multiples=multiples,
                                  include_endpoints=include_endpoints, rank_grid=rank_grid, **kw)
         return fit_ties(data, method, common, ties=ties, seed=seed, engine=engine.ties, penalty=penalty)
     point = engine.point
@@ -158,8 +151,8 @@ def estimate(data: Comparisons, common: dict, method: str, *, engine: Engine, co
         res = _fit_atc(data, common, point)
     else:
         res = _fit_dial(data, common, order=(method != "dial-nopos"), adaptive=(method != "dial-anc"),
-                        lambdas=lambdas, multiples=multiples, include_endpoints=include_endpoints,
-                        anchored_cov=anchored_cov, rank_grid=rank_grid, point=point, penalty=penalty)
+                        lambdas=lambda_, multiples=multiples, include_endpoints=include_endpoints,
+                        anchored_cov=anchored_cov_type, rank_grid=rank_grid, point=point, penalty=penalty)
     return res
 
 
