@@ -352,7 +352,7 @@ def human_tie_fit(data: Comparisons, ties: str, engine: TieOptimizers = NUMPY_TI
     return derived(data, ("human_tie_fit", ties, engine.name, penalty), fit), free, X
 
 
-def tie_glm_influence(data: Comparisons, ties: str, X: Design, x: np.ndarray, weight: float, E: np.ndarray, *,
+def tie_glm_influence(data: Comparisons, ties: str | None, X: Design, x: np.ndarray, weight: float, E: np.ndarray, *,
                       unit: bool = False, cells: TieCells | None = None,
                       observed: bool = False) -> tuple[TieInfluence, np.ndarray]:
     """Influence ``u = E H^{-1} (channels)`` of a GLM of the family ``ties`` (:class:`~pydial.estimation.glm.FamilyGLM`).
@@ -360,7 +360,8 @@ def tie_glm_influence(data: Comparisons, ties: str, X: Design, x: np.ndarray, we
     The bread of eq. weighted-empirical-sandwich for a GLM of the tie family (the people's model
     of eq. human-only-estimator, a judge's order-effect model of eq. binomial-model-llm,
     the pooled BTL): design ``X``, coordinates ``(beta, l)`` when the cells hold a tie,
-    else ``beta`` and the binary model.  On ``cells`` (default: the human cells); also
+    else ``beta`` and the binary model (always with ``ties=None``, whose record rows leave
+    the tied judgments out).  On ``cells`` (default: the human tie cells); also
     returns ``H``.  ``unit=True`` gives weight 1 per comparison (for GACV).  With
     ``observed`` the ``"fisher"`` meat is the observed information at ``x``
     (:class:`~pydial.inference.linearization.OutcomeStats`), so that its covariance is the
@@ -392,7 +393,10 @@ def tie_glm_influence(data: Comparisons, ties: str, X: Design, x: np.ndarray, we
     w = np.full(m, 1.0 if unit else weight)
     cells = dataclasses.replace(cells, w=w)
     st = OutcomeStats(hc, P, a, b, w, cells.is_human, cells.g, cells.i, cells.j, cells.a, info)
-    return TieInfluence(J2, A, st, record_rows(data, cells)), H
+    rec = record_rows(data, cells)
+    if rec is not None and ties is None:  # the binary model leaves the tied judgments out
+        rec = cast(tuple[np.ndarray, np.ndarray, np.ndarray], tuple(r[rec[2] != 2] for r in rec))
+    return TieInfluence(J2, A, st, rec), H
 
 
 def _outcome_ab(ties: str | None, eta: np.ndarray, l: float) -> tuple[np.ndarray, np.ndarray]:

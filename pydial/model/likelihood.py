@@ -1025,14 +1025,17 @@ class TieObjective(Objective):
         raise NotImplementedError("tie cells have three outcomes: use outcome_derivatives(x) and ext_jacobian(x)")
 
 
-def tie_human_loss(ties: str, s: np.ndarray, log_nu_h: float, data: Comparisons) -> float:
-    r"""Compute the human tie loss :math:`\ell_H(s, \nu_H)`.
+def tie_human_loss(ties: str | None, s: np.ndarray, log_nu_h: float, data: Comparisons) -> float:
+    r"""Compute the human loss :math:`\ell_H(s, \nu_H)` of the family ``ties``.
 
     Minus the log-likelihood kernel of the human tie cells at ``eta = s_i - s_j`` over
-    ``n_H`` (ties counted); ``log_nu_h = -inf`` is the binary model (people without ties).
+    ``n_H`` (ties counted); ``log_nu_h = -inf`` is the binary model (people without ties);
+    ``ties=None`` the binary loss of the decisive comparisons (:func:`human_loss`).
     """
     from pydial.model.families import binary_cell, tie_cell
 
+    if ties is None:
+        return human_loss(s, data.human)
     h = data.cell_table("human", ties=True)
     cnt = h.counts.astype(float)
     eta = s[h.i] - s[h.j]
