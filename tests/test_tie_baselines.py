@@ -16,7 +16,7 @@ import pytest
 from pydial import fit
 from pydial.model.likelihood import TieCells, tie_totals
 from pydial.studies.simulate import simulate
-from pydial.estimation.tie_baselines import POOLED_LABEL, pooled_cross_derivative
+from pydial.estimation.baselines import POOLED_LABEL, pooled_cross_derivative
 from pydial.estimation.glm import FamilyGLM
 from pydial.model.design import Design
 from pydial.model.chart import centering_basis

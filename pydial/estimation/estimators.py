@@ -26,15 +26,13 @@ import pandas as pd
 
 from pydial.cache import derived
 from pydial.data.comparisons import Comparisons
-from pydial.estimation.atc import atc_scores
+from pydial.estimation.baselines import fit_atc, fit_pooled, numpy_pooled
 from pydial.estimation.engines import Engine, PointEngine, StagedFit, StructuredFit
 from pydial.estimation.glm import (
-    binary_counts,
     fit_calibration,
     fit_human_btl,
     fit_order_btl,
     fit_structured,
-    glm,
     initial_theta,
 )
 from pydial.estimation.results import DialResult
@@ -49,17 +47,15 @@ from pydial.inference.linearization import (
     judges_linearization,
     linearize,
     llm_only_linearization,
-    pooled_linearization,
     position_effect_tables,
     score_tables,
     staged_linearization,
     unknown_cov,
 )
-from pydial.model.chart import DEFAULT_CALIBRATION, DEFAULT_RANK, Calibration, Chart, centering_basis, difference_design
-from pydial.model.design import centered_design
+from pydial.model.chart import DEFAULT_CALIBRATION, DEFAULT_RANK, Calibration, Chart
 from pydial.model.identifiability import ESTIMATORS
 from pydial.model.likelihood import human_loss
-from pydial.optim import OptimResult, warn_unresolved
+from pydial.optim import warn_unresolved
 from pydial.resources import progress
 
 METHODS: tuple[str, ...] = ESTIMATORS
@@ -69,6 +65,8 @@ USES_RANK: tuple[str, ...] = ("dial-nopos", "dial-anc", "dial-ada", "atc")
 """Methods that fit the structured LLM model and so use ``rank``."""
 USES_CALIBRATION: tuple[str, ...] = ("dial-nopos", "dial-anc", "dial-ada")
 """Methods that use ``calibration`` (AtC always calibrates along ``mu``)."""
+BASELINES = {"pooled": fit_pooled, "atc": fit_atc}
+"""The baselines, one fit for every outcome family (:mod:`pydial.estimation.baselines`)."""
 
 
 def resolve_model_arguments(method: str, rank: Any, calibration: str | None) -> tuple[Any, str]:
@@ -122,33 +120,22 @@ def estimate(data: Comparisons, common: dict, method: str, *, engine: Engine, la
     Every method, with ties or without, uses the meat ``common["cov_type"]`` (the spec's resolved
     ``cov_type``).
     """
+    if method in BASELINES:
+        return BASELINES[method](data, common, ties=ties, engine=engine)
     if ties is not None:
         from pydial.estimation.tie_btl import fit_ties
         from pydial.estimation.tie_fits import TIE_DIAL_METHODS, fit_dial_ties
 
-        if method == "pooled":
-            from pydial.estimation.tie_baselines import fit_pooled_ties
-
-            return fit_pooled_ties(data, common, ties=ties, engine=engine.ties)
-        if method in TIE_DIAL_METHODS + ("atc",):
-            kw = {"engine": engine.ties}
-            if method == "atc":
-                from pydial.estimation.tie_baselines import fit_atc_ties
-
-                return fit_atc_ties(data, common, ties=ties, **kw)
+        if method in TIE_DIAL_METHODS:
             return fit_dial_ties(data, common, ties=ties, order=(method != "dial-nopos"),
                                  adaptive=(method != "dial-anc"), lambdas=lambda_, multiples=multiples,
-                                 include_endpoints=include_endpoints, rank_grid=rank_grid, **kw)
+                                 include_endpoints=include_endpoints, rank_grid=rank_grid, engine=engine.ties)
         return fit_ties(data, method, common, ties=ties, seed=seed, engine=engine.ties, penalty=penalty)
     point = engine.point
     if method == "human":
         res = _fit_human(data, common, point)
     elif method == "judges":
         res = _fit_judges(data, common, point)
-    elif method == "pooled":
-        res = _fit_pooled(data, common, point)
-    elif method == "atc":
-        res = _fit_atc(data, common, point)
     else:
         res = _fit_dial(data, common, order=(method != "dial-nopos"), adaptive=(method != "dial-anc"),
                         lambdas=lambda_, multiples=multiples, include_endpoints=include_endpoints,
@@ -193,17 +180,6 @@ def numpy_judges(data: Comparisons, *, penalty: str | None = None) -> list:
     return [fit_order_btl(data.llm.select(data.llm.judge == k), data.N, penalty=penalty) for k in range(data.K)]
 
 
-def numpy_pooled(data: Comparisons, *, penalty: str | None = None) -> tuple[OptimResult, OptimResult]:
-    """Pooled LLM BTL (centered reduced chart ``beta``), then ``argmin_c l_H(c s_pool)``."""
-    N, L, Hc = data.N, data.llm, data.human
-    T = centering_basis(N)
-    o1 = glm(None, binary_counts(L.n, L.y), centered_design(L.i, L.j, N), weight=1.0 / data.n_llm, penalty=penalty)
-    if np.abs(T @ o1.x).max() < 1e-10:  # no direction to calibrate: reported by the caller
-        return o1, o1
-    x2 = difference_design(Hc.i, Hc.j, N) @ (T @ o1.x)
-    return o1, glm(None, binary_counts(Hc.n, Hc.y), x2[:, None], weight=1.0 / data.n_human, penalty=penalty)
-
-
 def _fit_judges(data: Comparisons, common: dict, point: "PointEngine | None" = None) -> DialResult:
     fits = (point or NUMPY).judges(data)
     for k, f in enumerate(fits):
@@ -218,26 +194,6 @@ def _fit_judges(data: Comparisons, common: dict, point: "PointEngine | None" = N
                       judge_scores=judge_scores, structure=None, calibration_coef=None, lambda_=np.nan,
                       converged=regular and all(f.opt.resolved for f in fits), grad_norm=max(f.opt.grad_norm for f in fits),
                       loss_human=np.nan, linearization=lins)
-
-
-def _fit_pooled(data: Comparisons, common: dict, point: "PointEngine | None" = None) -> DialResult:
-    N = data.N
-    o1, o2 = (point or NUMPY).pooled(data)
-    warn_unresolved(o1, "pooled LLM BTL")
-    sp_ = centering_basis(N) @ o1.x
-    if np.abs(sp_).max() < 1e-10:
-        raise IdentifiabilityError("the pooled LLM BTL scores are all equal (the judges' preferences cancel): "
-                                   "there is no direction to rescale to the human comparisons")
-    warn_unresolved(o2, "pooled calibration")
-    c = float(o2.x[0])
-    s = c * sp_
-    scores, cov = score_tables(s, unknown_cov(N), data.items, common["level"])
-    return DialResult(**common, scores=scores, cov=cov, position_effects=None, judge_scores=None, structure=None,
-                      calibration_coef=np.array([c * np.linalg.norm(sp_) / np.sqrt(N)]), lambda_=np.inf,
-                      converged=o1.resolved and o2.resolved,
-                      grad_norm=max(o1.grad_norm, o2.grad_norm), loss_human=human_loss(s, data.human),
-                      stage_scores=pd.DataFrame({"pooled": sp_}, index=pd.Index(data.items, name="item")),
-                      linearization=(pooled_linearization(data, o1, o2),))
 
 
 def staged_fit(data: Comparisons, rank: int, calibration: str, *, order: bool = True,
@@ -393,30 +349,3 @@ def _fit_dial(data: Comparisons, common: dict, *, order: bool, adaptive: bool, l
     if order:
         res.consensus = consensus_table(structure.gamma, unknown_cov(data.K), data.judges, common["level"])
     return res
-
-
-def _fit_atc(data: Comparisons, common: dict, point: "PointEngine | None" = None) -> DialResult:
-    """AtC baseline (Sec. Experiments, App. related-comparison).
-
-    The human comparisons are aggregated by BTL into an ordering, and the
-    position-debiased LLM consensus score (DIAL-Anc with ``M = mu``) is
-    isotonic-calibrated to respect it.
-    """
-    point = point or NUMPY
-    h = point.human(data)
-    warn_unresolved(h.opt, "human BTL (AtC ordering)")
-    sf = point.staged(data, common["rank"], "mu", order=True)
-    warn_unresolved(sf.llm_opt, "structured LLM-only fit")
-    base = sf.chart.scores(sf.theta)
-    s, scores, cov = atc_scores(base, h.s, data.items)
-    pos, pos_cov = position_effect_tables(sf.llm_chart.order_effects(sf.llm_theta), unknown_cov(data.K), data.judges,
-                                          common["level"])
-    (lin_b,) = llm_only_linearization(data, sf.llm_chart, sf.llm_theta, targets=("b",),
-                                      hess=sf.llm_opt.hess_at(sf.llm_theta))
-    return DialResult(**{**common, "calibration": "mu"}, scores=scores, cov=cov, position_effects=pos,
-                      position_effects_cov=pos_cov,
-                      judge_scores=None, structure=sf.llm_chart.structure(sf.llm_theta), calibration_coef=None,
-                      lambda_=np.inf, converged=h.opt.resolved and sf.llm_opt.resolved,
-                      grad_norm=max(h.opt.grad_norm, sf.llm_opt.grad_norm), loss_human=human_loss(s, data.human),
-                      stage_scores=pd.DataFrame({"anchored": base, "human": h.s}, index=pd.Index(data.items, name="item")),
-                      linearization=(lin_b,))

@@ -49,7 +49,7 @@ TIE_MODELS: tuple[str, ...] = ("davidson", "rao-kupper")
 TIE_METHODS: tuple[str, ...] = ("human", "judges", "pooled", "dial-anc", "dial-ada", "dial-nopos", "atc")
 """Methods that take ``ties=``: ``human`` and ``judges`` (this module), the structured DIAL
 methods (:mod:`pydial.estimation.tie_fits`) and the baselines ``pooled`` and ``atc``
-(:mod:`pydial.estimation.tie_baselines`)."""
+(:mod:`pydial.estimation.baselines`)."""
 
 
 def tie_log_nu_start(ties: str, cells: CellTable, G: int) -> np.ndarray:

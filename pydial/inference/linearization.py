@@ -23,7 +23,7 @@ from scipy.stats import norm
 from pydial.cache import derived
 from pydial.data.comparisons import Comparisons
 from pydial.exceptions import (ArgumentError, ConvergenceError, ConvergenceWarning, CovarianceWarning, IdentifiabilityError)
-from pydial.model.chart import Chart, centering_basis, consensus_gamma, difference_design
+from pydial.model.chart import Chart, centering_basis, consensus_gamma
 from pydial.model.design import Design, centered_design, glm_information
 from pydial.model.likelihood import CellJacobian, Cells, Objective
 from pydial.model.meats import (
@@ -48,7 +48,7 @@ from pydial.model.meats import (
     parameter_meat,
     stack_influence,
 )
-from pydial.optim import OptimResult, pinv_sym
+from pydial.optim import pinv_sym
 
 __all__ = ["ANCHORED_COVS", "CLUSTERED", "COV_DESCRIPTIONS", "COV_TYPES", "CellStats", "Influence", "Linearization", "Meat",
            "MeatSource", "OutcomeStats", "check_cov_type", "degenerate_meat", "independent_meat", "influence_covariance",
@@ -208,30 +208,6 @@ def judges_linearization(data: Comparisons, fits: Sequence[Any]) -> tuple[tuple[
     return (joint, *per_judge), regular
 
 
-def pooled_linearization(data: Comparisons, o1: OptimResult, o2: OptimResult) -> Linearization:
-    """Two-step linearization of the pooled baseline.
-
-    Stage 1 is the pooled LLM BTL ``beta`` (reduced chart), stage 2 the scalar calibration
-    ``c`` of ``s = c T beta`` to the people (eq. staged-calibrated-estimator with
-    ``M = T beta``), linearized by :func:`two_step_maps` as DIAL-Anc.
-    """
-    N, L, Hc = data.N, data.llm, data.human
-    T = centering_basis(N)
-    X1 = centered_design(L.i, L.j, N)
-    w1, w2 = 1.0 / data.n_llm, 1.0 / data.n_human
-    sp_ = T @ o1.x
-    c = float(o2.x[0])
-    x2 = difference_design(Hc.i, Hc.j, N) @ sp_
-    p2 = expit(c * x2)
-    Cc = w2 * np.sum(Hc.n * p2 * (1 - p2) * x2**2)
-    X21 = w2 * centered_design(Hc.i, Hc.j, N).rmatvec(Hc.n * p2 * (1 - p2) * x2 * c + (Hc.n * p2 - Hc.y))
-    total, A_H = two_step_maps(c * T, sp_[:, None], np.array([[Cc]]), X21[None, :], "the pooled scale c")
-    U_L, p1, _ = glm_influence(X1, o1.x, L.n, w1, total, "pooled LLM BTL")
-    U_H = Influence(x2[:, None], A_H)
-    st = CellStats.from_parts([(L.n, L.y, p1, w1, False), (Hc.n, Hc.y, p2, w2, True)])
-    return linearize(stack_influence([U_L, U_H]), st, "the pooled scores", scores=slice(0, N))
-
-
 def two_step_maps(S_xi: np.ndarray, S_c: np.ndarray, C: np.ndarray, H_c_xi: np.ndarray,
                   stage_two: str) -> tuple[np.ndarray, np.ndarray]:
     """Return the maps of the two-step delta method (stacked estimating equations) of a staged estimator.
@@ -242,8 +218,9 @@ def two_step_maps(S_xi: np.ndarray, S_c: np.ndarray, C: np.ndarray, H_c_xi: np.n
     blocks ``C = H_cc`` and ``H_c_xi``.  Returns the targets' total derivative in the
     stage-one parameters, ``S_xi - S_c C^{-1} H_{c xi}`` (the stage-one cells' influence is
     this times ``H_xi^+`` times their score), and the stage-two map ``S_c C^{-1}``.  Used
-    by DIAL-Anc (:func:`staged_influence`), the pooled baseline (:func:`pooled_linearization`)
-    and their tie versions, so that every staged fit is linearized by the same formula.
+    by DIAL-Anc (:func:`staged_influence`), its tie version and the pooled baseline
+    (:func:`pydial.estimation.baselines.pooled_linearization`), so that every staged fit is linearized by the
+    same formula.
     A singular ``C`` raises :class:`~pydial.IdentifiabilityError` naming ``stage_two``.
     """
     if np.linalg.matrix_rank(C) < C.shape[0]:

@@ -1,0 +1,277 @@
+r"""The baselines ``pooled`` and ``atc`` (Sec. Experiments, App. related-comparison), one path for every outcome family.
+
+The family ``ties`` is a parameter of the likelihood (:mod:`pydial.model.families`): the binary
+BTL model (``None``), Davidson (1970) or Rao-Kupper (1967); the procedures are the same.
+
+* ``pooled``: one BTL score vector ``s_pool = T beta`` for all LLM judgments pooled (no judge or
+  position effects; with ties one tie parameter ``nu_L`` for the pooled judges), then the people's
+  scale ``c`` (with ties also ``nu_H``) of the calibration GLM with design ``D_H s_pool``;
+  ``s = c s_pool``.  Both stages are :func:`pydial.estimation.glm.glm` (or the engine's
+  optimizers); the standard errors are the two-step sandwich (eq. staged-calibrated-estimator
+  with ``M = s_pool``, stacked estimating equations: :func:`pooled_linearization`).
+* ``atc``: the anchored consensus of DIAL-Anc (``M = mu``) isotonic-regressed on the ordering of
+  the people's scores (:func:`atc_scores`); no standard errors for the scores.
+
+A group without ties has the boundary MLE ``nu = 0`` and follows the binary model
+(:func:`pydial.estimation.glm.has_tie_parameter`).  Inference is numpy's at the optimum on
+either engine.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pandas as pd
+
+from pydial.data.comparisons import Comparisons
+from pydial.estimation.glm import FamilyGLM, glm, has_tie_parameter
+from pydial.estimation.tie_fits import (
+    human_tie_fit,
+    judge_tie_tables,
+    stack_tie_influence,
+    tie_glm_influence,
+    tie_staged_fit,
+)
+from pydial.exceptions import IdentifiabilityError
+from pydial.inference.linearization import (
+    Linearization,
+    llm_only_linearization,
+    position_effect_tables,
+    score_tables,
+    tie_table,
+    two_step_maps,
+    unknown_cov,
+)
+from pydial.model.chart import centering_basis, difference_design
+from pydial.model.design import Design, centered_design
+from pydial.model.families import log_nu_start
+from pydial.model.likelihood import TieCells, tie_human_loss, tie_totals
+from pydial.optim import OptimResult, warn_unresolved
+
+if TYPE_CHECKING:
+    from pydial.estimation.engines import Engine
+    from pydial.estimation.results import DialResult
+
+__all__ = ["POOLED_LABEL", "fit_pooled", "fit_atc", "numpy_pooled", "pooled_cross_derivative", "pooled_linearization",
+           "atc_scores"]
+
+POOLED_LABEL = "(pooled LLM judges)"
+"""Row of ``tie_parameters`` holding the pooled judges' ``nu_L``."""
+
+
+def family_cells(data: Comparisons, ties: str | None) -> tuple[TieCells, TieCells]:
+    """Return the LLM and the human cells of the family, each weighted ``1 / (its number of comparisons)``.
+
+    Decisive cells for ``ties=None``, else with their tie counts (the weights then count the ties).
+    """
+    tabs = [data.cell_table(which, ties=ties is not None) for which in ("llm", "human")]
+    L, H = (TieCells.from_tables([(t, 1.0 / float(t.n.sum()), h)]) for t, h in zip(tabs, (False, True)))
+    return L, H
+
+
+def _degenerate(s_pool: np.ndarray) -> bool:
+    return bool(np.abs(s_pool).max() < 1e-10)
+
+
+# ================================================================== pooled
+def numpy_pooled(data: Comparisons, ties: str | None = None, *,
+                 penalty: str | None = None) -> tuple[OptimResult, OptimResult]:
+    """Fit both stages of the pooled baseline by :func:`~pydial.estimation.glm.glm`.
+
+    The pooled BTL of the family in ``(beta, log nu_L)`` (``s_pool = T beta``), then
+    ``argmin_{c, nu_H} l_H(c s_pool, nu_H)``; with ``penalty="firth"`` Firth's estimates.
+    """
+    N = data.N
+    L, Hc = family_cells(data, ties)
+    o1 = glm(ties, L.counts, centered_design(L.i, L.j, N), weight=float(L.w[0]), penalty=penalty)
+    s_pool = centering_basis(N) @ o1.x[: N - 1]
+    if _degenerate(s_pool):  # no direction to calibrate: reported by the caller
+        return o1, o1
+    X2 = Design(difference_design(Hc.i, Hc.j, N), s_pool[:, None])
+    return o1, glm(ties, Hc.counts, X2, weight=float(Hc.w[0]), penalty=penalty)
+
+
+def pooled_cross_derivative(ties: str | None, human: TieCells, N: int, beta: np.ndarray, x2: np.ndarray,
+                            weight: float) -> np.ndarray:
+    r"""``d psi_2 / d beta``: derivative of the calibration score equations in the pooled scores.
+
+    The cross term of the two-step sandwich (eq. weighted-empirical-sandwich, two-step form).
+
+    ``psi_2`` is the gradient in ``(c, log nu_H)`` of ``weight * l_H(c T beta, nu_H)``; with
+    ``g, H`` the gradient and Hessian of that loss in the centered coordinates ``beta' = c beta``,
+    ``d psi_c / d beta = g_beta + c H_{beta beta} beta`` and ``d psi_l / d beta = c H_{l beta}``.
+    Returns a ``(1 + free) x (N - 1)`` array, ``free`` when the people's cells hold a tie.
+    """
+    c = float(x2[0])
+    model = FamilyGLM(ties, human.counts, centered_design(human.i, human.j, N), weight)
+    free = model.free
+    _, g, H = model.terms(np.append(c * beta, x2[1:]))
+    p = N - 1
+    G = np.zeros((1 + int(free), p))
+    G[0] = g[:p] + c * H[:p, :p] @ beta
+    if free:
+        G[1] = c * H[p, :p]
+    return G
+
+
+def pooled_linearization(data: Comparisons, ties: str | None, o1: OptimResult, o2: OptimResult) -> Linearization:
+    """Two-step linearization of ``(s, log nu_L, log nu_H)`` of the pooled baseline (the free ``nu`` only).
+
+    Stage one ``(beta, log nu_L)``, stage two ``(c, log nu_H)`` of ``s = c T beta`` (eq.
+    staged-calibrated-estimator with ``M = T beta``), by
+    :func:`pydial.inference.linearization.two_step_maps` as DIAL-Anc; the meats of
+    :func:`pydial.inference.linearization.outcome_meat`.
+    """
+    N = data.N
+    L, Hc = family_cells(data, ties)
+    free1, free2 = has_tie_parameter(ties, L.counts), has_tie_parameter(ties, Hc.counts)
+    w1, w2 = float(L.w[0]), float(Hc.w[0])
+    T = centering_basis(N)
+    beta = o1.x[: N - 1]
+    s_pool, c = T @ beta, float(o2.x[0])
+    X2 = Design(difference_design(Hc.i, Hc.j, N), s_pool[:, None])
+    _, _, H2 = FamilyGLM(ties, Hc.counts, X2, w2).terms(o2.x)
+    G21 = np.zeros((1 + free2, N - 1 + free1))
+    G21[:, : N - 1] = pooled_cross_derivative(ties, Hc, N, beta, o2.x, w2)
+    q = N + free1 + free2
+    Z1 = np.zeros((q, N - 1 + free1))
+    Z1[:N, : N - 1] = c * T
+    Z2 = np.zeros((q, 1 + free2))
+    Z2[:N, 0] = s_pool
+    if free1:
+        Z1[N, N - 1] = 1.0
+    if free2:
+        Z2[N + free1, 1] = 1.0
+    total, _ = two_step_maps(Z1, Z2, H2, G21, "the pooled scale c" + (" and nu_H" if free2 else ""))
+    # the stage-one map is applied with H1^{-1} by tie_glm_influence
+    U_L, _ = tie_glm_influence(data, ties, centered_design(L.i, L.j, N), o1.x, w1, total, cells=L)
+    U_H, _ = tie_glm_influence(data, ties, X2, o2.x, w2, Z2, cells=Hc)
+    blocks = {"scores": slice(0, N)}
+    labels = tuple(name for name, free in ((POOLED_LABEL, free1), (data.human_judge, free2)) if free)
+    if labels:
+        blocks["log_nu"] = slice(N, N + len(labels))
+    return stack_tie_influence([U_L, U_H]).linearization("the pooled scores", blocks, tie_labels=labels)
+
+
+def fit_pooled(data: Comparisons, common: dict, *, ties: str | None, engine: Engine) -> DialResult:
+    """Fit the pooled baseline of the family ``ties`` (see the module docstring).
+
+    The optimizers are ``engine``'s: ``engine.point.pooled`` without ties,
+    ``engine.ties.pooled_stages`` (Stan's) or :func:`numpy_pooled` with ties.  With ties the
+    result has ``tie_parameters`` (``nu_L`` of the pooled judges, ``nu_H`` of the people).
+    """
+    from pydial.estimation.results import DialResult
+
+    N = data.N
+    what = "pooled LLM " + ("BTL" if ties is None else "tie model")
+    if ties is None:
+        o1, o2 = engine.point.pooled(data)
+    elif engine.ties.pooled_stages is not None:
+        L, Hc = family_cells(data, ties)
+        m1 = FamilyGLM(ties, L.counts, centered_design(L.i, L.j, N))
+        o1, o2 = engine.ties.pooled_stages(data, ties, m1.start(), log_nu_start(ties, Hc.counts), m1.free,
+                                           has_tie_parameter(ties, Hc.counts))
+    else:
+        o1, o2 = numpy_pooled(data, ties)
+    warn_unresolved(o1, what)
+    s_pool = centering_basis(N) @ o1.x[: N - 1]
+    if _degenerate(s_pool):
+        raise IdentifiabilityError(f"the {what} scores are all equal (the judges' preferences cancel): "
+                                   "there is no direction to rescale to the human comparisons")
+    warn_unresolved(o2, "pooled calibration" + ("" if ties is None else " tie model"))
+    c = float(o2.x[0])
+    s = c * s_pool
+    lin = pooled_linearization(data, ties, o1, o2)
+    level = common["level"]
+    scores, cov = score_tables(s, unknown_cov(N), data.items, level)
+    lognu = np.array([o1.x[N - 1] if o1.x.size >= N else -np.inf, o2.x[1] if o2.x.size > 1 else -np.inf])
+    res = DialResult(**common, scores=scores, cov=cov, position_effects=None, judge_scores=None, structure=None,
+                     calibration_coef=np.array([c * np.linalg.norm(s_pool) / np.sqrt(N)]), lambda_=np.inf,
+                     converged=o1.resolved and o2.resolved, grad_norm=max(o1.grad_norm, o2.grad_norm),
+                     loss_human=tie_human_loss(ties, s, lognu[1], data),
+                     stage_scores=pd.DataFrame({"pooled": s_pool}, index=pd.Index(data.items, name="item")),
+                     linearization=(lin,))
+    if ties is not None:
+        free = np.flatnonzero(np.isfinite(lognu))
+        res.tie_parameters = tie_table([POOLED_LABEL, data.human_judge], np.arange(2), free, lognu[free],
+                                       np.full(free.size, np.nan), level, ties)
+    return res
+
+
+# ===================================================================== AtC
+def atc_scores(base: np.ndarray, human: np.ndarray, items: Any) -> tuple[np.ndarray, pd.DataFrame, pd.DataFrame]:
+    """AtC's scores (App. related-comparison), with the score table and covariance.
+
+    ``base`` (the anchored consensus) is isotonic-regressed on the order of the people's
+    scores ``human``, centered; returned with the score table and covariance (no standard
+    errors: the isotonic step has no linearization).
+    """
+    from scipy.optimize import isotonic_regression
+
+    order = np.argsort(-human, kind="stable")
+    s = np.empty(base.size)
+    s[order] = isotonic_regression(base[order], increasing=False).x
+    s -= s.mean()
+    scores = pd.DataFrame({"score": s, "se": np.nan, "ci_low": np.nan, "ci_high": np.nan},
+                          index=pd.Index(items, name="item"))
+    cov = pd.DataFrame(np.full((s.size, s.size), np.nan), index=scores.index, columns=scores.index)
+    return s, scores, cov
+
+
+def fit_atc(data: Comparisons, common: dict, *, ties: str | None, engine: Engine) -> DialResult:
+    """Fit AtC of the family ``ties`` (App. related-comparison; see the module docstring).
+
+    The people's model (human BTL, or its tie model by :func:`~pydial.estimation.tie_fits.human_tie_fit`)
+    gives the ordering; DIAL-Anc with ``M = mu`` (``engine.point.staged``, or
+    :func:`~pydial.estimation.tie_fits.tie_staged_fit`) the consensus and the judges' position
+    effects (with ties also their tie parameters and consensus loadings, and the people's ``nu_H``).
+    """
+    from pydial.estimation.results import DialResult
+
+    N, K, level = data.N, data.K, common["level"]
+    pos_cov: pd.DataFrame | None
+    lins: tuple[Linearization, ...]
+    consensus = tab = None
+    lh = -np.inf
+    if ties is None:
+        h = engine.point.human(data)
+        opt, s_h = h.opt, h.s
+        warn_unresolved(opt, "human BTL (AtC ordering)")
+        sf = engine.point.staged(data, common["rank"], "mu", order=True)
+        llm_opt, base, chL, thL = sf.llm_opt, sf.chart.scores(sf.theta), sf.llm_chart, sf.llm_theta
+        warn_unresolved(llm_opt, "structured LLM-only fit")
+        pos, pos_cov = position_effect_tables(chL.order_effects(thL), unknown_cov(K), data.judges, level)
+        lins = llm_only_linearization(data, chL, thL, targets=("b",), hess=llm_opt.hess_at(thL))
+    else:
+        opt, free_h, X = human_tie_fit(data, ties, engine.ties)
+        s_h = centering_basis(N) @ opt.x[: N - 1]
+        warn_unresolved(opt, "human tie model (AtC ordering)")
+        tsf = tie_staged_fit(data, ties, common["rank"], "mu", order=True, engine=engine.ties)
+        llm_opt, base = tsf.llm_opt, tsf.chart.scores(tsf.x[: tsf.chart.dim])
+        warn_unresolved(llm_opt, "structured LLM-only tie fit")
+        chL, thL = tsf.llm_chart, tsf.llm_x[: tsf.llm_chart.dim]
+        pos, pos_cov, tj, consensus, lin_j = judge_tie_tables(data, ties, tsf, level)
+        lins = (lin_j,)
+        if free_h:  # the people's nu_H from their own tie model (the ordering)
+            lh = float(opt.x[N - 1])
+            E = np.zeros((1, N))
+            E[0, -1] = 1.0
+            U, _ = tie_glm_influence(data, ties, X, opt.x, 1.0 / tie_totals(data)[1], E)
+            lins += (U.linearization("the people's tie parameter", {"log_nu": slice(0, 1)},
+                                     tie_labels=(data.human_judge,)),)
+        th = tie_table([data.human_judge], np.array([0]), np.array([0]) if free_h else np.zeros(0, np.int64),
+                       np.array([lh]), np.array([np.nan]), level, ties)
+        tab = pd.concat([tj, th])
+        tab.attrs["model"] = ties
+    s, scores, cov = atc_scores(base, s_h, data.items)
+    res = DialResult(**{**common, "calibration": "mu"}, scores=scores, cov=cov, position_effects=pos,
+                     position_effects_cov=pos_cov, judge_scores=None, structure=chL.structure(thL),
+                     calibration_coef=None, lambda_=np.inf, converged=opt.resolved and llm_opt.resolved,
+                     grad_norm=max(opt.grad_norm, llm_opt.grad_norm), loss_human=tie_human_loss(ties, s, lh, data),
+                     stage_scores=pd.DataFrame({"anchored": base, "human": s_h}, index=pd.Index(data.items, name="item")),
+                     linearization=lins)
+    if consensus is not None:
+        res.consensus = consensus
+    res.tie_parameters = tab
+    return res
