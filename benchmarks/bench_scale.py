@@ -54,7 +54,7 @@ STAGES = {
     "linearizations (scores)": ("staged_linearization", "finite_influence", "human_influence", "judges_linearization",
                                 "pooled_linearization"),
     "judge linearizations (b, gamma)": ("llm_only_linearization",),
-    "covariances (every meat of the fit)": ("_block_covariances",),
+    "covariances (every meat of the fit)": ("block_covariances",),
 }
 
 

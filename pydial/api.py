@@ -1,4 +1,4 @@
-r"""The one-line entry point :func:`fit`: validate the arguments, pick the engine, run the estimator.
+r"""The one-line entry point :func:`fit`: validate the arguments, pick the engine, run the estimator, build the result.
 
 The estimators themselves live in :mod:`pydial.estimation` and run whichever
 optimizers they are given (:class:`pydial.estimation.engines.Engine`); this module
@@ -19,16 +19,15 @@ atc        human BTL ordering + isotonic calibration of the LLM consensus (AtC)
 
 from __future__ import annotations
 
-import dataclasses
 import warnings
 from typing import Any, cast
 
 from pydial.data.comparisons import Comparisons
 from pydial.estimation.engines import Engine
 from pydial.estimation.estimators import estimate, numerical_errors, numpy_optimizers
-from pydial.estimation.spec import USES_CALIBRATION, USES_RANK, ModelSpec, spec_from_arguments
+from pydial.estimation.spec import ModelSpec, spec_from_arguments
 from pydial.exceptions import ArgumentTypeError
-from pydial.estimation.results import DialResult, with_verdict
+from pydial.estimation.results import DialResult, build_result, with_verdict
 from pydial.optim import single_threaded_blas
 
 __all__ = ["fit", "optimizers", "ModelSpec"]
@@ -82,12 +81,12 @@ def fit(
         Disagreement rank ``r`` of ``S = gamma mu^T + U V^T`` (Cond. llm-structure);
         1 when not given.  For ``dial-ada`` a list (or ``"auto"``: ``0 .. min(K-1,
         N-2, 3)``) selects ``(r, lambda)`` jointly by GACV (App. rank-selection).
-        Used by the methods of :data:`USES_RANK`; given to another method it is
+        Used by the methods of :data:`~pydial.estimation.spec.USES_RANK`; given to another method it is
         ignored with an :class:`~pydial.ArgumentWarning`.
     calibration : {"mu", "W"}, optional
         Human calibration basis: the consensus ``mu`` (``d = 1``; the default) or
         ``W = [mu, V]`` (``d = r + 1``).  Used by the methods of
-        :data:`USES_CALIBRATION`; given to another method it is ignored with an
+        :data:`~pydial.estimation.spec.USES_CALIBRATION`; given to another method it is ignored with an
         :class:`~pydial.ArgumentWarning`.
     engine : {"numpy", "stan"}
         Optimizer; ``"stan"`` runs the same model through Stan's optimizer.
@@ -188,24 +187,14 @@ def fit(
     with numerical_errors(f"the design check of method {spec.method!r}"):
         rank_grid = spec.check_data(data)
     method = spec.method
-    # the result records a rank / calibration only where the method has one (AtC: "mu", set by _fit_atc)
-    common = dict(method=method, rank=rank_grid[0] if method in USES_RANK else None, calibration=spec.calibration,
-                  engine=spec.engine, cov_type=spec.resolved_cov_type, level=spec.level, items=data.items,
-                  judges=data.judges, n_human=data.n_human, n_llm=data.n_llm, data=data)
     with warnings.catch_warnings(record=True) as caught, numerical_errors(f"method {method!r}"):
         warnings.simplefilter("always")
-        res = estimate(data, common, method, engine=optimizers(spec.engine, spec.seed, spec.penalty),
-                       lambda_=spec.lambda_, multiples=spec.multiples, include_endpoints=spec.include_endpoints,
-                       anchored_cov_type=spec.anchored_cov_type, ties=spec.ties, seed=spec.seed, rank_grid=rank_grid,
+        est = estimate(data, method, engine=optimizers(spec.engine, spec.seed, spec.penalty),
+                       calibration=spec.calibration, lambda_=spec.lambda_, multiples=spec.multiples,
+                       include_endpoints=spec.include_endpoints, ties=spec.ties, seed=spec.seed, rank_grid=rank_grid,
                        penalty=spec.penalty)
-        # what res.bootstrap needs to refit the whole procedure on resampled records
-        res = dataclasses.replace(res, penalty=spec.penalty, ties=spec.ties, cluster_correction=spec.cluster_correction,
-                                  anchored_cov_type=spec.anchored_cov_type if method in USES_CALIBRATION else None,
-                                  spec=spec,
-                                  fitter=fit)  # the function that refits it (pydial.stan.compare_intervals)
-        if res.linearization:  # every covariance from the fit's linearization, as DialResult.with_cov forms it
-            res = dataclasses.replace(res, **res._covariance_tables(
-                res._block_covariances(res.cov_type, res.anchored_cov_type, res.cluster_correction)))
+        # every covariance from the estimate's linearization; fit refits it (res.bootstrap, compare_intervals)
+        res = build_result(est, spec, data, fitter=fit)
     for w in caught:  # hand every warning on to the caller's filters
         warnings.warn_explicit(w.message, w.category, w.filename, w.lineno, source=w.source)
     with numerical_errors(f"the diagnosis of the {method!r} fit"):

@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 
 from pydial.data.comparisons import Comparisons
-from pydial.estimation.estimators import DialResult
+from pydial.estimation.results import DialResult
 
 from .outputs import output_dir
 from pydial.exceptions import ArgumentError

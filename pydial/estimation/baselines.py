@@ -19,7 +19,7 @@ either engine.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
@@ -28,7 +28,7 @@ from pydial.data.comparisons import Comparisons
 from pydial.estimation.glm import FamilyGLM, glm, has_tie_parameter
 from pydial.estimation.tie_fits import (
     human_tie_fit,
-    judge_tie_tables,
+    judge_tie_estimates,
     stack_tie_influence,
     tie_glm_influence,
     tie_staged_fit,
@@ -37,21 +37,17 @@ from pydial.exceptions import IdentifiabilityError
 from pydial.inference.linearization import (
     Linearization,
     llm_only_linearization,
-    position_effect_tables,
-    score_tables,
-    tie_table,
     two_step_maps,
-    unknown_cov,
 )
 from pydial.model.chart import centering_basis, difference_design
 from pydial.model.design import Design, centered_design
 from pydial.model.families import log_nu_start
 from pydial.model.likelihood import TieCells, tie_human_loss, tie_totals
+from pydial.estimation.results import Estimate, tie_log_nu
 from pydial.optim import OptimResult, warn_unresolved
 
 if TYPE_CHECKING:
     from pydial.estimation.engines import Engine
-    from pydial.estimation.results import DialResult
 
 __all__ = ["POOLED_LABEL", "fit_pooled", "fit_atc", "numpy_pooled", "pooled_cross_derivative", "pooled_linearization",
            "atc_scores"]
@@ -154,15 +150,13 @@ def pooled_linearization(data: Comparisons, ties: str | None, o1: OptimResult, o
     return stack_tie_influence([U_L, U_H]).linearization("the pooled scores", blocks, tie_labels=labels)
 
 
-def fit_pooled(data: Comparisons, common: dict, *, ties: str | None, engine: Engine) -> DialResult:
-    """Fit the pooled baseline of the family ``ties`` (see the module docstring).
+def fit_pooled(data: Comparisons, rank: int | None = None, *, ties: str | None, engine: Engine) -> Estimate:
+    """Fit the pooled baseline of the family ``ties`` (see the module docstring); ``rank`` is unused.
 
     The optimizers are ``engine``'s: ``engine.point.pooled`` without ties,
     ``engine.ties.pooled_stages`` (Stan's) or :func:`numpy_pooled` with ties.  With ties the
-    result has ``tie_parameters`` (``nu_L`` of the pooled judges, ``nu_H`` of the people).
+    estimate has the tie parameters (``nu_L`` of the pooled judges, ``nu_H`` of the people).
     """
-    from pydial.estimation.results import DialResult
-
     N = data.N
     what = "pooled LLM " + ("BTL" if ties is None else "tie model")
     if ties is None:
@@ -182,30 +176,21 @@ def fit_pooled(data: Comparisons, common: dict, *, ties: str | None, engine: Eng
     warn_unresolved(o2, "pooled calibration" + ("" if ties is None else " tie model"))
     c = float(o2.x[0])
     s = c * s_pool
-    lin = pooled_linearization(data, ties, o1, o2)
-    level = common["level"]
-    scores, cov = score_tables(s, unknown_cov(N), data.items, level)
     lognu = np.array([o1.x[N - 1] if o1.x.size >= N else -np.inf, o2.x[1] if o2.x.size > 1 else -np.inf])
-    res = DialResult(**common, scores=scores, cov=cov, position_effects=None, judge_scores=None, structure=None,
-                     calibration_coef=np.array([c * np.linalg.norm(s_pool) / np.sqrt(N)]), lambda_=np.inf,
-                     converged=o1.resolved and o2.resolved, grad_norm=max(o1.grad_norm, o2.grad_norm),
-                     loss_human=tie_human_loss(ties, s, lognu[1], data),
-                     stage_scores=pd.DataFrame({"pooled": s_pool}, index=pd.Index(data.items, name="item")),
-                     linearization=(lin,))
-    if ties is not None:
-        free = np.flatnonzero(np.isfinite(lognu))
-        res.tie_parameters = tie_table([POOLED_LABEL, data.human_judge], np.arange(2), free, lognu[free],
-                                       np.full(free.size, np.nan), level, ties)
-    return res
+    return Estimate(s=s, calibration_coef=np.array([c * np.linalg.norm(s_pool) / np.sqrt(N)]), lambda_=np.inf,
+                    converged=o1.resolved and o2.resolved, grad_norm=max(o1.grad_norm, o2.grad_norm),
+                    loss_human=tie_human_loss(ties, s, lognu[1], data), stage_scores={"pooled": s_pool},
+                    linearization=(pooled_linearization(data, ties, o1, o2),),
+                    log_nu=None if ties is None else tie_log_nu([POOLED_LABEL, data.human_judge], lognu))
 
 
 # ===================================================================== AtC
-def atc_scores(base: np.ndarray, human: np.ndarray, items: Any) -> tuple[np.ndarray, pd.DataFrame, pd.DataFrame]:
-    """AtC's scores (App. related-comparison), with the score table and covariance.
+def atc_scores(base: np.ndarray, human: np.ndarray) -> np.ndarray:
+    """AtC's scores (App. related-comparison).
 
     ``base`` (the anchored consensus) is isotonic-regressed on the order of the people's
-    scores ``human``, centered; returned with the score table and covariance (no standard
-    errors: the isotonic step has no linearization).
+    scores ``human``, centered.  They have no standard errors: the isotonic step has no
+    linearization (the result's covariance is NaN).
     """
     from scipy.optimize import isotonic_regression
 
@@ -213,13 +198,10 @@ def atc_scores(base: np.ndarray, human: np.ndarray, items: Any) -> tuple[np.ndar
     s = np.empty(base.size)
     s[order] = isotonic_regression(base[order], increasing=False).x
     s -= s.mean()
-    scores = pd.DataFrame({"score": s, "se": np.nan, "ci_low": np.nan, "ci_high": np.nan},
-                          index=pd.Index(items, name="item"))
-    cov = pd.DataFrame(np.full((s.size, s.size), np.nan), index=scores.index, columns=scores.index)
-    return s, scores, cov
+    return s
 
 
-def fit_atc(data: Comparisons, common: dict, *, ties: str | None, engine: Engine) -> DialResult:
+def fit_atc(data: Comparisons, rank: int, *, ties: str | None, engine: Engine) -> Estimate:
     """Fit AtC of the family ``ties`` (App. related-comparison; see the module docstring).
 
     The people's model (human BTL, or its tie model by :func:`~pydial.estimation.tie_fits.human_tie_fit`)
@@ -227,31 +209,29 @@ def fit_atc(data: Comparisons, common: dict, *, ties: str | None, engine: Engine
     :func:`~pydial.estimation.tie_fits.tie_staged_fit`) the consensus and the judges' position
     effects (with ties also their tie parameters and consensus loadings, and the people's ``nu_H``).
     """
-    from pydial.estimation.results import DialResult
-
-    N, K, level = data.N, data.K, common["level"]
-    pos_cov: pd.DataFrame | None
+    N = data.N
     lins: tuple[Linearization, ...]
-    consensus = tab = None
+    b: np.ndarray | None
+    gamma = log_nu = None
     lh = -np.inf
     if ties is None:
         h = engine.point.human(data)
         opt, s_h = h.opt, h.s
         warn_unresolved(opt, "human BTL (AtC ordering)")
-        sf = engine.point.staged(data, common["rank"], "mu", order=True)
+        sf = engine.point.staged(data, rank, "mu", order=True)
         llm_opt, base, chL, thL = sf.llm_opt, sf.chart.scores(sf.theta), sf.llm_chart, sf.llm_theta
         warn_unresolved(llm_opt, "structured LLM-only fit")
-        pos, pos_cov = position_effect_tables(chL.order_effects(thL), unknown_cov(K), data.judges, level)
+        b = chL.order_effects(thL)
         lins = llm_only_linearization(data, chL, thL, targets=("b",), hess=llm_opt.hess_at(thL))
     else:
         opt, free_h, X = human_tie_fit(data, ties, engine.ties)
         s_h = centering_basis(N) @ opt.x[: N - 1]
         warn_unresolved(opt, "human tie model (AtC ordering)")
-        tsf = tie_staged_fit(data, ties, common["rank"], "mu", order=True, engine=engine.ties)
+        tsf = tie_staged_fit(data, ties, rank, "mu", order=True, engine=engine.ties)
         llm_opt, base = tsf.llm_opt, tsf.chart.scores(tsf.x[: tsf.chart.dim])
         warn_unresolved(llm_opt, "structured LLM-only tie fit")
         chL, thL = tsf.llm_chart, tsf.llm_x[: tsf.llm_chart.dim]
-        pos, pos_cov, tj, consensus, lin_j = judge_tie_tables(data, ties, tsf, level)
+        b, tj, gamma, lin_j = judge_tie_estimates(data, ties, tsf)
         lins = (lin_j,)
         if free_h:  # the people's nu_H from their own tie model (the ordering)
             lh = float(opt.x[N - 1])
@@ -260,18 +240,9 @@ def fit_atc(data: Comparisons, common: dict, *, ties: str | None, engine: Engine
             U, _ = tie_glm_influence(data, ties, X, opt.x, 1.0 / tie_totals(data)[1], E)
             lins += (U.linearization("the people's tie parameter", {"log_nu": slice(0, 1)},
                                      tie_labels=(data.human_judge,)),)
-        th = tie_table([data.human_judge], np.array([0]), np.array([0]) if free_h else np.zeros(0, np.int64),
-                       np.array([lh]), np.array([np.nan]), level, ties)
-        tab = pd.concat([tj, th])
-        tab.attrs["model"] = ties
-    s, scores, cov = atc_scores(base, s_h, data.items)
-    res = DialResult(**{**common, "calibration": "mu"}, scores=scores, cov=cov, position_effects=pos,
-                     position_effects_cov=pos_cov, judge_scores=None, structure=chL.structure(thL),
-                     calibration_coef=None, lambda_=np.inf, converged=opt.resolved and llm_opt.resolved,
-                     grad_norm=max(opt.grad_norm, llm_opt.grad_norm), loss_human=tie_human_loss(ties, s, lh, data),
-                     stage_scores=pd.DataFrame({"anchored": base, "human": s_h}, index=pd.Index(data.items, name="item")),
-                     linearization=lins)
-    if consensus is not None:
-        res.consensus = consensus
-    res.tie_parameters = tab
-    return res
+        log_nu = pd.concat([tj, tie_log_nu([data.human_judge], np.array([lh]))])
+    s = atc_scores(base, s_h)
+    return Estimate(s=s, rank=rank, calibration="mu", b=b, gamma=gamma, log_nu=log_nu, structure=chL.structure(thL),
+                    lambda_=np.inf, converged=opt.resolved and llm_opt.resolved,
+                    grad_norm=max(opt.grad_norm, llm_opt.grad_norm), loss_human=tie_human_loss(ties, s, lh, data),
+                    stage_scores={"anchored": base, "human": s_h}, linearization=lins)

@@ -22,7 +22,6 @@ from functools import partial
 from typing import Any, Iterator, cast
 
 import numpy as np
-import pandas as pd
 
 from pydial.cache import derived
 from pydial.data.comparisons import Comparisons
@@ -35,22 +34,18 @@ from pydial.estimation.glm import (
     fit_structured,
     initial_theta,
 )
-from pydial.estimation.results import DialResult
+from pydial.estimation.results import Estimate
 from pydial.estimation.selection import numpy_joint, positive_values
 from pydial.estimation.tie_fits import NUMPY_TIE
 from pydial.exceptions import ArgumentError, ArgumentWarning, ConvergenceError, IdentifiabilityError
 from pydial.inference.linearization import (
     Linearization,
-    consensus_table,
     finite_influence,
     human_influence,
     judges_linearization,
     linearize,
     llm_only_linearization,
-    position_effect_tables,
-    score_tables,
     staged_linearization,
-    unknown_cov,
 )
 from pydial.model.chart import DEFAULT_CALIBRATION, DEFAULT_RANK, Calibration, Chart
 from pydial.model.identifiability import ESTIMATORS
@@ -112,35 +107,33 @@ def numerical_errors(what: str) -> Iterator[None]:
         raise ConvergenceError(f"{what} failed: a floating-point error ({e})") from e
 
 
-def estimate(data: Comparisons, common: dict, method: str, *, engine: Engine, lambda_: Any, multiples: Any,
-             include_endpoints: bool | str, anchored_cov_type: str, ties: str | None, seed: int | None,
-             rank_grid: list[int], penalty: str | None) -> DialResult:
+def estimate(data: Comparisons, method: str, *, engine: Engine, calibration: str | None, lambda_: Any, multiples: Any,
+             include_endpoints: bool | str, ties: str | None, seed: int | None, rank_grid: list[int],
+             penalty: str | None) -> Estimate:
     """Run the estimator ``method`` with ``engine``'s optimizers (arguments validated by :class:`ModelSpec`).
 
-    Every method, with ties or without, uses the meat ``common["cov_type"]`` (the spec's resolved
-    ``cov_type``).
+    Returns the point estimates and their linearizations; :func:`pydial.estimation.results.build_result`
+    forms the covariances and the result.
     """
     if method in BASELINES:
-        return BASELINES[method](data, common, ties=ties, engine=engine)
+        return BASELINES[method](data, rank_grid[0], ties=ties, engine=engine)
     if ties is not None:
         from pydial.estimation.tie_btl import fit_ties
         from pydial.estimation.tie_fits import TIE_DIAL_METHODS, fit_dial_ties
 
         if method in TIE_DIAL_METHODS:
-            return fit_dial_ties(data, common, ties=ties, order=(method != "dial-nopos"),
+            return fit_dial_ties(data, cast(str, calibration), ties=ties, order=(method != "dial-nopos"),
                                  adaptive=(method != "dial-anc"), lambdas=lambda_, multiples=multiples,
                                  include_endpoints=include_endpoints, rank_grid=rank_grid, engine=engine.ties)
-        return fit_ties(data, method, common, ties=ties, seed=seed, engine=engine.ties, penalty=penalty)
+        return fit_ties(data, method, ties=ties, seed=seed, engine=engine.ties, penalty=penalty)
     point = engine.point
     if method == "human":
-        res = _fit_human(data, common, point)
-    elif method == "judges":
-        res = _fit_judges(data, common, point)
-    else:
-        res = _fit_dial(data, common, order=(method != "dial-nopos"), adaptive=(method != "dial-anc"),
-                        lambdas=lambda_, multiples=multiples, include_endpoints=include_endpoints,
-                        anchored_cov=anchored_cov_type, rank_grid=rank_grid, point=point, penalty=penalty)
-    return res
+        return _fit_human(data, point)
+    if method == "judges":
+        return _fit_judges(data, point)
+    return _fit_dial(data, cast(str, calibration), order=(method != "dial-nopos"), adaptive=(method != "dial-anc"),
+                     lambdas=lambda_, multiples=multiples, include_endpoints=include_endpoints, rank_grid=rank_grid,
+                     point=point, penalty=penalty)
 
 
 def rank_candidates(rank: Any, data: Comparisons, method: str) -> list[int]:
@@ -165,14 +158,12 @@ def rank_candidates(rank: Any, data: Comparisons, method: str) -> list[int]:
 
 
 # ----------------------------------------------------------------- helpers
-def _fit_human(data: Comparisons, common: dict, point: "PointEngine | None" = None) -> DialResult:
+def _fit_human(data: Comparisons, point: "PointEngine | None" = None) -> Estimate:
     f = (point or NUMPY).human(data)
     warn_unresolved(f.opt, "human BTL")
     U, st, singular = human_influence(data, f.opt.x)
-    scores, cov = score_tables(f.s, unknown_cov(data.N), data.items, common["level"])
-    return DialResult(**common, scores=scores, cov=cov, position_effects=None, judge_scores=None, structure=None,
-                      calibration_coef=None, lambda_=0.0, converged=f.opt.resolved and not singular, grad_norm=f.opt.grad_norm,
-                      loss_human=human_loss(f.s, data.human), linearization=(linearize(U, st, "the human BTL scores"),))
+    return Estimate(s=f.s, lambda_=0.0, converged=f.opt.resolved and not singular, grad_norm=f.opt.grad_norm,
+                    loss_human=human_loss(f.s, data.human), linearization=(linearize(U, st, "the human BTL scores"),))
 
 
 def numpy_judges(data: Comparisons, *, penalty: str | None = None) -> list:
@@ -180,20 +171,15 @@ def numpy_judges(data: Comparisons, *, penalty: str | None = None) -> list:
     return [fit_order_btl(data.llm.select(data.llm.judge == k), data.N, penalty=penalty) for k in range(data.K)]
 
 
-def _fit_judges(data: Comparisons, common: dict, point: "PointEngine | None" = None) -> DialResult:
+def _fit_judges(data: Comparisons, point: "PointEngine | None" = None) -> Estimate:
     fits = (point or NUMPY).judges(data)
     for k, f in enumerate(fits):
         warn_unresolved(f.opt, f"judge {data.judges[k]!r}")
     lins, regular = judges_linearization(data, fits)
     S = np.array([f.s for f in fits])
-    b = np.array([f.b for f in fits])
-    pos, pos_cov = position_effect_tables(b, unknown_cov(data.K), data.judges, common["level"])
-    scores, cov = score_tables(S.mean(0), unknown_cov(data.N), data.items, common["level"])
-    judge_scores = pd.DataFrame(S, index=pd.Index(data.judges, name="judge"), columns=pd.Index(data.items, name="item"))
-    return DialResult(**common, scores=scores, cov=cov, position_effects=pos, position_effects_cov=pos_cov,
-                      judge_scores=judge_scores, structure=None, calibration_coef=None, lambda_=np.nan,
-                      converged=regular and all(f.opt.resolved for f in fits), grad_norm=max(f.opt.grad_norm for f in fits),
-                      loss_human=np.nan, linearization=lins)
+    return Estimate(s=S.mean(0), b=np.array([f.b for f in fits]), judge_scores=S, lambda_=np.nan,
+                    converged=regular and all(f.opt.resolved for f in fits), grad_norm=max(f.opt.grad_norm for f in fits),
+                    loss_human=np.nan, linearization=lins)
 
 
 def staged_fit(data: Comparisons, rank: int, calibration: str, *, order: bool = True,
@@ -250,9 +236,9 @@ def numpy_optimizers(penalty: str | None = None) -> Engine:
     return Engine(numpy_engine(penalty), NUMPY_TIE)
 
 
-def _fit_dial(data: Comparisons, common: dict, *, order: bool, adaptive: bool, lambdas: Any, multiples: Any,
-              include_endpoints: bool | str, anchored_cov: str, rank_grid: list[int], point: PointEngine = NUMPY,
-              penalty: str | None = None) -> DialResult:
+def _fit_dial(data: Comparisons, cal: str, *, order: bool, adaptive: bool, lambdas: Any, multiples: Any,
+              include_endpoints: bool | str, rank_grid: list[int], point: PointEngine = NUMPY,
+              penalty: str | None = None) -> Estimate:
     from pydial.estimation.selection import (
         DEFAULT_MULTIPLES,
         PathEntry,
@@ -267,7 +253,6 @@ def _fit_dial(data: Comparisons, common: dict, *, order: bool, adaptive: bool, l
     )
     from pydial.inference.calibration_test import calibration_test
 
-    cal = common["calibration"]
     hum, _ = human_candidate(data, point.human, penalty=penalty)
     tables, options = [], []
     staged: dict[int, StagedFit] = {}
@@ -298,7 +283,6 @@ def _fit_dial(data: Comparisons, common: dict, *, order: bool, adaptive: bool, l
     table = stack_path_tables(tables, len(rank_grid) > 1 and adaptive and bool(include_endpoints))
     r_sel, best, fallback = select_candidate(options, table)
     sf = staged[r_sel]
-    common = {**common, "rank": r_sel}
     if best.lam == 0:
         assert best.theta is not None and best.s is not None  # selected, so the human MLE exists
         U0, st0, _ = human_influence(data, best.theta)
@@ -313,16 +297,10 @@ def _fit_dial(data: Comparisons, common: dict, *, order: bool, adaptive: bool, l
         U, stt = finite_influence(data, sf.chart, best.lam, best.theta, best.hess_pinv if penalty is None else None)
         lin = linearize(U, stt, "the calibrated scores")
         s = best.s
-    scores, cov = score_tables(s, unknown_cov(data.N), data.items, common["level"])
     lins: tuple[Linearization, ...] = (lin,)
-    pos = pos_cov = None
     if order:
-        lin_b, lin_g = llm_only_linearization(data, sf.llm_chart, sf.llm_theta, hess=sf.llm_opt.hess_at(sf.llm_theta))
-        lins += (lin_b, lin_g)
-        pos, pos_cov = position_effect_tables(sf.llm_chart.order_effects(sf.llm_theta), unknown_cov(data.K), data.judges,
-                                              common["level"])
+        lins += llm_only_linearization(data, sf.llm_chart, sf.llm_theta, hess=sf.llm_opt.hess_at(sf.llm_theta))
     structure = sf.llm_chart.structure(sf.llm_theta)
-    judge_scores = pd.DataFrame(structure.S, index=pd.Index(data.judges, name="judge"), columns=pd.Index(data.items, name="item"))
     d = sf.chart.d
     if penalty is not None:  # the LRT compares the unpenalized likelihoods
         hum, _ = human_candidate(data, NUMPY.human)
@@ -336,16 +314,11 @@ def _fit_dial(data: Comparisons, common: dict, *, order: bool, adaptive: bool, l
         assert best.theta is not None
         c_coef = sf.chart.calibration_coordinates(best.theta)
     opts = [sf.llm_opt, sf.cal_opt] + ([best.opt] if best.opt is not None else [])
-    res = DialResult(**common, scores=scores, cov=cov, position_effects=pos, position_effects_cov=pos_cov,
-                     judge_scores=judge_scores, structure=structure, calibration_coef=c_coef, lambda_=best.lam,
-                     converged=all(o.resolved for o in opts), grad_norm=max(o.grad_norm for o in opts),
-                     loss_human=human_loss(s, data.human),
-                     fallback=fallback, linearization=lins,
-                     theta=best.theta if np.isfinite(best.lam) and best.lam > 0 else sf.theta, chart=sf.chart,
-                     llm_theta=sf.llm_theta, llm_chart=sf.llm_chart,
-                     path=tuple(PathEntry.light(staged[r].chart, staged[r].theta, c) for r, c in options))
-    res.gacv = table if adaptive else None
-    res.calibration_test = ct
-    if order:
-        res.consensus = consensus_table(structure.gamma, unknown_cov(data.K), data.judges, common["level"])
-    return res
+    return Estimate(s=s, rank=r_sel, calibration=cal, b=sf.llm_chart.order_effects(sf.llm_theta) if order else None,
+                    gamma=structure.gamma if order else None, judge_scores=structure.S, structure=structure,
+                    calibration_coef=c_coef, lambda_=best.lam, converged=all(o.resolved for o in opts),
+                    grad_norm=max(o.grad_norm for o in opts), loss_human=human_loss(s, data.human), fallback=fallback,
+                    linearization=lins, theta=best.theta if np.isfinite(best.lam) and best.lam > 0 else sf.theta,
+                    chart=sf.chart, llm_theta=sf.llm_theta, llm_chart=sf.llm_chart,
+                    path=tuple(PathEntry.light(staged[r].chart, staged[r].theta, c) for r, c in options),
+                    gacv=table if adaptive else None, calibration_test=ct)

@@ -1,4 +1,9 @@
-"""The result object of :func:`pydial.fit`: tables, covariances and derived inference."""
+"""The result object of :func:`pydial.fit`: tables, covariances and derived inference.
+
+An estimator returns an :class:`Estimate` (point estimates and linearizations, no
+covariance); :func:`build_result` forms every covariance table from the linearizations and
+constructs the :class:`DialResult` in one call (statsmodels' Model / Results split).
+"""
 
 from __future__ import annotations
 
@@ -29,6 +34,10 @@ COV_RENAMED = {"anchored_cov": "anchored_cov_type", "correction": "cluster_corre
 @dataclass
 class DialResult:
     r"""Result of :func:`fit`.
+
+    Built once, by :func:`build_result`, from an estimator's :class:`Estimate` (point
+    estimates and linearizations) with every covariance table formed from the
+    linearizations; :meth:`with_cov` and :func:`with_verdict` return new results.
 
     Attributes
     ----------
@@ -306,7 +315,7 @@ class DialResult:
             return self.position_effects_cov
         if what != "scores" or self.method != "atc":  # AtC's scores have no covariance
             self._require_linearization()
-        C = self._block_covariances(*settings, only=what).get(what)
+        C = block_covariances(self.linearization, cast(Comparisons, self.data), *settings, only=what).get(what)
         idx = self.cov.index if what == "scores" else pd.Index(list(self.judges), name="judge")
         return pd.DataFrame(np.full((len(idx), len(idx)), np.nan) if C is None else C, index=idx, columns=idx.copy())
 
@@ -346,7 +355,8 @@ class DialResult:
         self._require_linearization()
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
-            fields = self._covariance_tables(self._block_covariances(cov, anchored, corr))
+            C = block_covariances(self.linearization, cast(Comparisons, self.data), cov, anchored, corr)
+            fields = covariance_tables(C, self.items, self.judges, self.level, self.ties, **self._point_estimates())
         keep = tuple(w for w in self.fit_warnings if not isinstance(w, CovarianceWarning))
         new = tuple(w.message for w in caught)
         for w in caught:
@@ -357,6 +367,17 @@ class DialResult:
         assert self.data is not None  # _require_linearization
         return with_verdict(out, self.data, list(keep) + [w for w in new if isinstance(w, Warning)],
                             seed=0 if seed is None else seed)
+
+    def _point_estimates(self) -> dict[str, Any]:
+        """Return the estimates behind the covariance tables, as :func:`covariance_tables` takes them."""
+        pe, tp = self.position_effects, self.tie_parameters
+        log_nu = None
+        if tp is not None:
+            nu = tp["nu"].to_numpy(float)
+            log_nu = pd.Series(np.log(nu, out=np.full(nu.size, -np.inf), where=nu > 0), index=tp.index)
+        return dict(s=self.scores["score"].to_numpy(), b=None if pe is None else pe["b"].to_numpy(),
+                    gamma=None if self.consensus is None else self.consensus["gamma"].to_numpy(),
+                    judge_scores=None if self.judge_scores is None else self.judge_scores.to_numpy(), log_nu=log_nu)
 
     def _require_linearization(self) -> None:
         """Raise an :class:`~pydial.ArgumentError` unless this result can form other covariances."""
@@ -389,47 +410,6 @@ class DialResult:
         if cluster_correction is not None and not isinstance(cluster_correction, (bool, np.bool_)):
             raise ArgumentTypeError(f"cluster_correction must be True or False, got {cluster_correction!r}")
         return cov, anchored, bool(self.cluster_correction if cluster_correction is None else cluster_correction)
-
-    def _block_covariances(self, cov: str, anchored: str | None, correction: bool,
-                           only: str | None = None) -> dict[str, Any]:
-        """Return the covariance of every target of :attr:`linearization` (``judge_scores``: a list, one per judge).
-
-        ``only``: form just the linearizations holding that target.
-        """
-        out: dict[str, Any] = {"judge_scores": [], "log_nu": []}
-        data = cast(Comparisons, self.data)  # checked by _require_linearization; fit() always sets it
-        for lin in self.linearization:
-            if only is not None and only not in lin.blocks:
-                continue
-            C = lin.covariance(data, cov, anchored_cov_type=anchored or "two-step", cluster_correction=correction)
-            for name, sl in lin.blocks.items():
-                if name in ("judge_scores", "log_nu"):
-                    out[name].append((lin, C[sl, sl]))
-                else:
-                    out[name] = C[sl, sl]
-        return out
-
-    def _covariance_tables(self, C: dict[str, Any]) -> dict[str, Any]:
-        """Return the tables of the estimates with the covariances ``C`` of :meth:`_block_covariances`."""
-        from pydial.inference.linearization import consensus_table, position_effect_tables, score_tables, tie_table_rows
-
-        out: dict[str, Any] = {}
-        if "scores" in C:
-            out["scores"], out["cov"] = score_tables(self.scores["score"].to_numpy(), C["scores"], self.items, self.level)
-        if "b" in C and self.position_effects is not None:
-            out["position_effects"], out["position_effects_cov"] = position_effect_tables(
-                self.position_effects["b"].to_numpy(), C["b"], self.judges, self.level)
-        if "gamma" in C and self.consensus is not None:
-            out["consensus"] = consensus_table(self.consensus["gamma"].to_numpy(), C["gamma"], self.judges, self.level)
-        if C["judge_scores"] and self.judge_scores is not None:
-            se = np.sqrt(np.array([np.diag(Ck) for _, Ck in C["judge_scores"]]))
-            out["judge_scores_se"] = pd.DataFrame(se, index=self.judge_scores.index, columns=self.judge_scores.columns)
-        if C["log_nu"] and self.tie_parameters is not None:
-            var = np.full(len(self.tie_parameters), np.nan)
-            for lin, Cn in C["log_nu"]:
-                var[self.tie_parameters.index.get_indexer(list(lin.tie_labels))] = np.diag(Cn)
-            out["tie_parameters"] = tie_table_rows(self.tie_parameters, var, self.level)
-        return out
 
     def conf_int(self, level: float | None = None, what: str = "scores", cov_type: str | None = None) -> pd.DataFrame:
         """Wald intervals at ``level`` from the fit's covariance (or another meat's), without refitting.
@@ -589,8 +569,152 @@ class DialResult:
                 f"lambda={self.lambda_}, converged={self.converged}, status={self.status!r})")
 
 
+
+@dataclass(frozen=True)
+class Estimate:
+    r"""What an estimator returns: the point estimates and their linearizations, no covariance.
+
+    :func:`build_result` forms every covariance table from :attr:`linearization` once (the
+    meat of the :class:`~pydial.ModelSpec`) and makes the :class:`DialResult`.  The estimates
+    with a covariance are ``s`` (scores, by item), ``b`` (position effects, by judge),
+    ``gamma`` (consensus loadings, by judge), ``judge_scores`` (judge x item) and ``log_nu``
+    (log tie parameters by group label; ``-inf`` for a group without ties, ``nu = 0``); an
+    estimate that no linearization covers (AtC's scores) has a NaN covariance.  The other
+    fields are those of :class:`DialResult` of the same name; ``rank`` and ``calibration`` are
+    ``None`` for a method without them, ``stage_scores`` the columns of
+    :attr:`DialResult.stage_scores`.
+    """
+
+    s: np.ndarray
+    lambda_: float
+    converged: bool
+    grad_norm: float
+    loss_human: float
+    linearization: tuple[Linearization, ...]
+    rank: int | None = None
+    calibration: str | None = None
+    b: np.ndarray | None = None
+    gamma: np.ndarray | None = None
+    judge_scores: np.ndarray | None = None
+    log_nu: pd.Series | None = None
+    structure: Structure | None = None
+    calibration_coef: np.ndarray | None = None
+    gacv: pd.DataFrame | None = None
+    calibration_test: Any = None
+    path: tuple[Any, ...] = ()
+    fallback: bool = False
+    chart: Any = None
+    theta: np.ndarray | None = None
+    llm_chart: Any = None
+    llm_theta: np.ndarray | None = None
+    stage_scores: dict[str, np.ndarray] | None = None
+
+
+def tie_log_nu(labels: list[str], log_nu: np.ndarray, free: np.ndarray | None = None) -> pd.Series:
+    """Return the log tie parameters of the groups ``labels`` as :attr:`Estimate.log_nu` takes them.
+
+    ``log_nu``: one value per label, or with ``free`` (the rows with a tie parameter) one per
+    free row; the others (and non-finite values) are ``-inf`` (no ties, ``nu = 0``).
+    """
+    out = np.full(len(labels), -np.inf)
+    if free is None:
+        out[:] = log_nu
+    else:
+        out[free] = log_nu
+    return pd.Series(out, index=pd.Index(labels, name="judge"))
+
+
+def block_covariances(linearization: tuple[Linearization, ...], data: Comparisons, cov: str, anchored: str | None,
+                      correction: bool, only: str | None = None) -> dict[str, Any]:
+    """Return the covariance of every target of ``linearization`` (``judge_scores``, ``log_nu``: lists of pairs).
+
+    ``(cov, anchored, correction)`` are the meat, the anchored covariance and the cluster
+    correction; ``only``: form just the linearizations holding that target.
+    """
+    out: dict[str, Any] = {"judge_scores": [], "log_nu": []}
+    for lin in linearization:
+        if only is not None and only not in lin.blocks:
+            continue
+        C = lin.covariance(data, cov, anchored_cov_type=anchored or "two-step", cluster_correction=correction)
+        for name, sl in lin.blocks.items():
+            if name in ("judge_scores", "log_nu"):
+                out[name].append((lin, C[sl, sl]))
+            else:
+                out[name] = C[sl, sl]
+    return out
+
+
+def covariance_tables(C: dict[str, Any], items: tuple[str, ...], judges: tuple[str, ...], level: float,
+                      ties: str | None, *, s: np.ndarray, b: np.ndarray | None = None, gamma: np.ndarray | None = None,
+                      judge_scores: np.ndarray | None = None, log_nu: pd.Series | None = None) -> dict[str, Any]:
+    """Return every table of the estimates with the covariances ``C`` of :func:`block_covariances`.
+
+    The fields ``scores, cov, position_effects, position_effects_cov, consensus,
+    judge_scores_se, tie_parameters`` of :class:`DialResult` (``None`` without the estimate); an
+    estimate without a covariance in ``C`` has NaN standard errors.
+    """
+    from pydial.inference.linearization import consensus_table, position_effect_tables, score_tables, tie_table
+
+    def cov(name: str, q: int) -> np.ndarray:
+        return C[name] if name in C else np.full((q, q), np.nan)  # no linearization: no covariance
+
+    out: dict[str, Any] = dict(position_effects=None, position_effects_cov=None, consensus=None, judge_scores_se=None,
+                               tie_parameters=None)
+    out["scores"], out["cov"] = score_tables(s, cov("scores", len(items)), items, level)
+    if b is not None:
+        out["position_effects"], out["position_effects_cov"] = position_effect_tables(b, cov("b", len(judges)), judges,
+                                                                                      level)
+    if gamma is not None:
+        out["consensus"] = consensus_table(gamma, cov("gamma", len(judges)), judges, level)
+    if C["judge_scores"] and judge_scores is not None:
+        se = np.sqrt(np.array([np.diag(Ck) for _, Ck in C["judge_scores"]]))
+        out["judge_scores_se"] = pd.DataFrame(se, index=pd.Index(judges, name="judge"),
+                                              columns=pd.Index(items, name="item"))
+    if log_nu is not None:
+        assert ties is not None  # tie parameters come with a tie model
+        var = np.full(len(log_nu), np.nan)
+        for lin, Cn in C["log_nu"]:
+            var[log_nu.index.get_indexer(list(lin.tie_labels))] = np.diag(Cn)
+        rows = np.arange(len(log_nu))
+        free = rows[np.isfinite(log_nu.to_numpy(float))]
+        out["tie_parameters"] = tie_table(list(log_nu.index), rows, free, log_nu.to_numpy(float)[free], var[free], level,
+                                          ties)
+    return out
+
+
+def build_result(est: Estimate, spec: Any, data: Comparisons, *, fitter: Any = None) -> DialResult:
+    """Return the :class:`DialResult` of an estimate: every covariance table formed once from its linearization.
+
+    ``spec`` (:class:`~pydial.ModelSpec`) gives the method, engine, meat, anchored
+    covariance, cluster correction, level, penalty and tie model; ``fitter`` the function
+    that refits it (:func:`pydial.fit`).  The verdict (:attr:`DialResult.status`) is
+    :func:`with_verdict`'s.
+    """
+    from pydial.estimation.spec import USES_CALIBRATION
+
+    anchored = spec.anchored_cov_type if spec.method in USES_CALIBRATION else None
+    cov_type = spec.resolved_cov_type
+    C = block_covariances(est.linearization, data, cov_type, anchored, spec.cluster_correction)
+    tables = covariance_tables(C, data.items, data.judges, spec.level, spec.ties, s=est.s, b=est.b, gamma=est.gamma,
+                               judge_scores=est.judge_scores, log_nu=est.log_nu)
+    judge_scores = None if est.judge_scores is None else pd.DataFrame(
+        est.judge_scores, index=pd.Index(data.judges, name="judge"), columns=pd.Index(data.items, name="item"))
+    stage_scores = None if est.stage_scores is None else pd.DataFrame(est.stage_scores,
+                                                                      index=pd.Index(data.items, name="item"))
+    return DialResult(method=spec.method, rank=est.rank, calibration=est.calibration, engine=spec.engine,
+                      cov_type=cov_type, level=spec.level, items=data.items, judges=data.judges, n_human=data.n_human,
+                      n_llm=data.n_llm, **tables, judge_scores=judge_scores, structure=est.structure,
+                      calibration_coef=est.calibration_coef, lambda_=est.lambda_, converged=est.converged,
+                      grad_norm=est.grad_norm, loss_human=est.loss_human, gacv=est.gacv,
+                      calibration_test=est.calibration_test, path=est.path, fallback=est.fallback, chart=est.chart,
+                      theta=est.theta, llm_chart=est.llm_chart, llm_theta=est.llm_theta, penalty=spec.penalty,
+                      data=data, ties=spec.ties, cluster_correction=spec.cluster_correction,
+                      anchored_cov_type=anchored, stage_scores=stage_scores, linearization=est.linearization,
+                      fitter=fitter, spec=spec)
+
+
 def with_verdict(res: DialResult, data: Comparisons, caught: list[Warning], *, seed: int = 0) -> DialResult:
-    """Set ``res.status`` and ``res.problems`` from the warnings of the fit.
+    """Return ``res`` with :attr:`~DialResult.status` and :attr:`~DialResult.problems` from the warnings of the fit.
 
     Every :class:`ConvergenceWarning` / :class:`~pydial.exceptions.CovarianceWarning`
     raised while fitting is a problem; so is a position effect on the box bound.
@@ -598,7 +722,7 @@ def with_verdict(res: DialResult, data: Comparisons, caught: list[Warning], *, s
     :func:`pydial.check_design` are added as possible causes, naming the judges and
     items to blame.
     """
-    res.fit_warnings = tuple(caught)
+    res = dataclasses.replace(res, fit_warnings=tuple(caught))
     found: list[tuple[str, str]] = [(getattr(w, "status"), str(w)) for w in caught
                                      if isinstance(getattr(w, "status", None), str)]
     if not res.converged and not any(st in ("not converged", "at bound", "not identified") for st, _ in found):
@@ -622,6 +746,5 @@ def with_verdict(res: DialResult, data: Comparisons, caught: list[Warning], *, s
                   for j, c, d in bad[["judge", "condition", "detail"]].itertuples(index=False)]
     except (ValueError, DialError):  # the diagnosis must never hide the verdict
         causes = []
-    res.status = min((st for st, _ in found), key=lambda st: STATUSES.index(st) if st in STATUSES else len(STATUSES))
-    res.problems = tuple(dict.fromkeys(msg for _, msg in found)) + tuple(causes)
-    return res
+    status = min((st for st, _ in found), key=lambda st: STATUSES.index(st) if st in STATUSES else len(STATUSES))
+    return dataclasses.replace(res, status=status, problems=tuple(dict.fromkeys(msg for _, msg in found)) + tuple(causes))

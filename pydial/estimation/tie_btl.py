@@ -24,17 +24,16 @@ information (for Davidson's model, a multinomial logit, also the expected one), 
 from __future__ import annotations
 
 import warnings
-from typing import Any, cast
+from typing import cast
 
 import numpy as np
-import pandas as pd
 
 from pydial.data.comparisons import CellTable, Comparisons
 from pydial.estimation.engines import TieOptimizers
 from pydial.estimation.glm import glm, has_tie_parameter
 from pydial.estimation.tie_fits import NUMPY_TIE, TieInfluence, human_tie_fit, stack_tie_influence, tie_glm_influence
 from pydial.exceptions import ArgumentError, ConvergenceWarning
-from pydial.inference.linearization import Linearization, position_effect_tables, score_tables, tie_table, unknown_cov
+from pydial.estimation.results import Estimate, tie_log_nu
 from pydial.model.chart import centering_basis
 from pydial.model.design import centered_design
 from pydial.model.families import log_nu_start
@@ -57,8 +56,7 @@ def tie_log_nu_start(ties: str, cells: CellTable, G: int) -> np.ndarray:
     return np.array([log_nu_start(ties, cells.counts[cells.judge == g]) for g in range(G)], float)
 
 
-def _human(data: Comparisons, ties: str, engine: TieOptimizers,
-           penalty: str | None) -> tuple[dict[str, Any], tuple[Linearization, ...]]:
+def _human(data: Comparisons, ties: str, engine: TieOptimizers, penalty: str | None) -> Estimate:
     """Fit the people's tie model: the ``lambda = 0`` fit of :func:`~pydial.estimation.tie_fits.human_tie_fit`."""
     N = data.N
     opt, free, X = human_tie_fit(data, ties, engine, penalty)
@@ -71,15 +69,13 @@ def _human(data: Comparisons, ties: str, engine: TieOptimizers,
     blocks = {"scores": slice(0, N)} | ({"log_nu": slice(N, N + 1)} if free else {})
     lin = U.linearization("the human tie-model scores", blocks, tie_labels=(data.human_judge,) if free else ())
     s = centering_basis(N) @ opt.x[: N - 1]
-    log_nu = np.array([opt.x[-1] if free else -np.inf])
-    fields = dict(s=s, names=[data.human_judge], log_nu=log_nu, free=np.flatnonzero([free]), b=None,
-                  judge_scores=None, lambda_=0.0, loss_human=human_loss(s, data.human), converged=opt.resolved,
-                  grad_norm=opt.grad_norm)
-    return fields, (lin,)
+    return Estimate(s=s, log_nu=tie_log_nu([data.human_judge], np.array([opt.x[-1] if free else -np.inf])),
+                    lambda_=0.0, loss_human=human_loss(s, data.human), converged=opt.resolved, grad_norm=opt.grad_norm,
+                    linearization=(lin,))
 
 
 def _judges(data: Comparisons, ties: str, engine: TieOptimizers, seed: int | None, backend: str | None,
-            penalty: str | None) -> tuple[dict[str, Any], tuple[Linearization, ...]]:
+            penalty: str | None) -> Estimate:
     """Each judge's order-effect tie model (Davidson-Beaver), one GLM per judge; linearized jointly and judge by judge."""
     N, K = data.N, data.K
     T = centering_basis(N)
@@ -121,18 +117,14 @@ def _judges(data: Comparisons, ties: str, engine: TieOptimizers, seed: int | Non
     lin = stack_tie_influence(joint).linearization("the mean judge scores, position effects and tie parameters", blocks,
                                                    tie_labels=tuple(data.judges[int(k)] for k in idx))
     S = np.array([T @ x[: N - 1] for x in xs])
-    b = np.array([x[N - 1] for x in xs])
-    log_nu = np.array([x[-1] if fr else -np.inf for x, fr in zip(xs, free)])
-    fields = dict(s=S.mean(0), names=list(data.judges), log_nu=log_nu, free=idx, b=b,
-                  judge_scores=pd.DataFrame(S, index=pd.Index(data.judges, name="judge"),
-                                            columns=pd.Index(data.items, name="item")),
-                  lambda_=np.nan, loss_human=np.nan, converged=converged, grad_norm=grad_norm)
-    return fields, (lin, *own)
+    return Estimate(s=S.mean(0), b=np.array([x[N - 1] for x in xs]), judge_scores=S,
+                    log_nu=tie_log_nu(list(data.judges), np.array([x[-1] if fr else -np.inf for x, fr in zip(xs, free)])),
+                    lambda_=np.nan, loss_human=np.nan, converged=converged, grad_norm=grad_norm,
+                    linearization=(lin, *own))
 
 
-def fit_ties(data: Comparisons, method: str, common: dict[str, Any], *, ties: str = "davidson",
-             seed: int | None = None, backend: str | None = None, engine: TieOptimizers | None = None,
-             penalty: str | None = None) -> Any:
+def fit_ties(data: Comparisons, method: str, *, ties: str = "davidson", seed: int | None = None,
+             backend: str | None = None, engine: TieOptimizers | None = None, penalty: str | None = None) -> Estimate:
     """Tie-model MLE of ``human`` or ``judges`` with the covariance of any meat (see the module docstring).
 
     The human model of eq. human-only-estimator or each judge's order-effect model
@@ -145,29 +137,15 @@ def fit_ties(data: Comparisons, method: str, common: dict[str, Any], *, ties: st
 
     Returns
     -------
-    DialResult
-        With ``tie_parameters``: a DataFrame by judge with ``nu, se, ci_low, ci_high``
-        (interval on the log scale), and the :attr:`~pydial.estimation.results.DialResult.linearization`
-        that fills in every standard error.
+    Estimate
+        With the log tie parameters by judge (the result's ``tie_parameters``: ``nu, se,
+        ci_low, ci_high``, interval on the log scale) and the linearization that gives
+        every standard error (:func:`~pydial.estimation.results.build_result`).
     """
-    from pydial.estimation.results import DialResult
-
     if method not in ("human", "judges"):
         raise ArgumentError(f"fit_ties fits the methods 'human' and 'judges', not {method!r}; the DIAL methods "
                             "with ties are pydial.fit(..., ties=...) (pydial.estimation.tie_fits)")
     engine = NUMPY_TIE if engine is None else engine
     if method == "human":
-        f, lins = _human(data, ties, engine, penalty)
-    else:
-        f, lins = _judges(data, ties, engine, seed, backend, penalty)
-    level = common["level"]
-    G = len(f["names"])
-    idx = f["free"]
-    tie_tab = tie_table(f["names"], np.arange(G), idx, f["log_nu"][idx], np.full(idx.size, np.nan), level, ties)
-    scores, cov = score_tables(f["s"], unknown_cov(data.N), data.items, level)
-    pos, pos_cov = (None, None) if f["b"] is None else position_effect_tables(f["b"], unknown_cov(G), f["names"], level)
-    out = DialResult(**common, scores=scores, cov=cov, position_effects=pos, position_effects_cov=pos_cov,
-                     judge_scores=f["judge_scores"], structure=None, calibration_coef=None, lambda_=f["lambda_"],
-                     converged=f["converged"], grad_norm=f["grad_norm"], loss_human=f["loss_human"], linearization=lins)
-    out.tie_parameters = tie_tab
-    return out
+        return _human(data, ties, engine, penalty)
+    return _judges(data, ties, engine, seed, backend, penalty)

@@ -50,6 +50,7 @@ from pydial.cache import derived
 from pydial.data.comparisons import I_WINS, J_WINS, TIE, Comparisons
 from pydial.estimation.engines import TieOptimizers
 from pydial.estimation.glm import FamilyGLM, glm, initial_theta
+from pydial.estimation.results import Estimate, tie_log_nu
 from pydial.estimation.selection import (
     DEFAULT_MULTIPLES,
     SCORE_LIMIT,
@@ -67,12 +68,8 @@ from pydial.inference.linearization import (
     Linearization,
     MeatSource,
     OutcomeStats,
-    consensus_table,
     outcome_meat,
-    position_effect_tables,
-    tie_table,
     two_step_maps,
-    unknown_cov,
 )
 from pydial.model.chart import Calibration, Chart, centering_basis, consensus_gamma, difference_design
 from pydial.model.design import Design, centered_design
@@ -532,39 +529,34 @@ def judge_tie_effects(data: Comparisons, ties: str, chL: Chart, xL: np.ndarray,
     return est, lin
 
 
-def judge_tie_tables(data: Comparisons, ties: str, sf: TieStagedFit, level: float
-                     ) -> tuple[pd.DataFrame | None, pd.DataFrame | None, pd.DataFrame, pd.DataFrame | None, Linearization]:
-    """Tables of the judges' effects of the LLM-only tie fit of ``sf``, and their linearization.
+def judge_tie_estimates(data: Comparisons, ties: str, sf: TieStagedFit
+                        ) -> tuple[np.ndarray | None, pd.Series, np.ndarray | None, Linearization]:
+    """Return the judges' effects of the LLM-only tie fit of ``sf`` and their linearization (:func:`judge_tie_effects`).
 
-    Position effects (table and judge x judge covariance), judges' tie parameters and
-    consensus loadings (:func:`judge_tie_effects`) as tables of the estimates, and their
-    linearization (which fills in the standard errors).
+    Position effects and consensus loadings (``None`` without order effects), the judges'
+    log tie parameters (:func:`~pydial.estimation.results.tie_log_nu`) and the linearization of all three.
     """
-    chL, xL, freeL = sf.llm_chart, sf.llm_x, sf.llm_free
-    est, lin = judge_tie_effects(data, ties, chL, xL, freeL)
+    chL, freeL = sf.llm_chart, sf.llm_free
+    est, lin = judge_tie_effects(data, ties, chL, sf.llm_x, freeL)
     nb = data.K if chL.order else 0
     nt = freeL.size
-    names = list(data.judges)
-    pos = pos_cov = consensus = None
-    if chL.order:
-        pos, pos_cov = position_effect_tables(est[:nb], unknown_cov(nb), names, level)
-        consensus = consensus_table(est[nb + nt:], unknown_cov(data.K), names, level)
-    tj = tie_table(names, np.arange(data.K), freeL, est[nb:nb + nt], np.full(nt, np.nan), level, ties)
-    return pos, pos_cov, tj, consensus, lin
+    log_nu = tie_log_nu(list(data.judges), est[nb:nb + nt], freeL)
+    if not chL.order:
+        return None, log_nu, None, lin
+    return est[:nb], log_nu, est[nb + nt:], lin
 
 
 # ======================================================================= fit
-def fit_dial_ties(data: Comparisons, common: dict, *, ties: str, order: bool, adaptive: bool, lambdas: Any,
+def fit_dial_ties(data: Comparisons, cal: str, *, ties: str, order: bool, adaptive: bool, lambdas: Any,
                   multiples: Any, include_endpoints: bool | str, rank_grid: list[int],
-                  engine: TieOptimizers = NUMPY_TIE) -> Any:
+                  engine: TieOptimizers = NUMPY_TIE) -> Estimate:
     """DIAL-Anc / DIAL-Ada / DIAL-noPos with ties (see the module docstring).
 
     Parameters
     ----------
     data : Comparisons
-    common : dict
-        The result fields shared by every method (:func:`pydial.fit`): calibration,
-        ``cov_type``, ``level``, ...
+    cal : {"mu", "W"}
+        The calibration basis.
     ties : {"davidson", "rao-kupper"}
     order : bool
         Order effects ``b_k`` free (``False``: DIAL-noPos).
@@ -577,16 +569,13 @@ def fit_dial_ties(data: Comparisons, common: dict, *, ties: str, order: bool, ad
 
     Returns
     -------
-    DialResult
-        With ``tie_parameters`` (``nu, se, ci_low, ci_high`` by judge and for people),
-        ``gacv`` (adaptive methods), ``calibration_test`` (Prop. calibration-test on the
-        tie likelihood), ``position_effects`` and ``consensus`` from the LLM-only tie fit.
+    Estimate
+        With the tie parameters (by judge and for people), ``gacv`` (adaptive methods),
+        ``calibration_test`` (Prop. calibration-test on the tie likelihood), the position
+        effects and consensus loadings of the LLM-only tie fit.
     """
-    from pydial.estimation.results import DialResult
-    from pydial.inference.linearization import score_tables
     from pydial.optim import warn_unresolved
 
-    cal, level = common["calibration"], common["level"]
     n_l, n_h = tie_totals(data)
     hum, lh0 = tie_human_candidate(data, ties, engine)
     tables, options = [], []
@@ -618,7 +607,6 @@ def fit_dial_ties(data: Comparisons, common: dict, *, ties: str, order: bool, ad
     r_sel, best, fallback = select_candidate(options, table, "the lambda path of the tie model")
     sf = staged[r_sel]
     ch = sf.chart
-    common = {**common, "rank": r_sel}
     human_free = ch.K in sf.free
     if best.lam == 0:
         opt, free, X = human_tie_fit(data, ties, engine)
@@ -643,17 +631,11 @@ def fit_dial_ties(data: Comparisons, common: dict, *, ties: str, order: bool, ad
         blocks["log_nu"] = slice(N, N + 1)
     lin = U.linearization("the calibrated scores", blocks, stage_one=stage_one,
                           tie_labels=(data.human_judge,) if "log_nu" in blocks else ())
-    scores, cov_frame = score_tables(s, unknown_cov(N), data.items, level)
     # the judges: LLM-only fit
     chL, xL = sf.llm_chart, sf.llm_x
-    pos, pos_cov, tj, consensus, lin_j = judge_tie_tables(data, ties, sf, level)
-    names = list(data.judges) + [data.human_judge]
-    th = tie_table(names, np.array([data.K]), np.array([data.K]) if np.isfinite(lh) else np.zeros(0, np.int64),
-                   np.array([lh]), np.array([np.nan]), level, ties)
-    ties_frame = pd.concat([tj, th])
-    ties_frame.attrs["model"] = ties
+    b, log_nu_j, gamma, lin_j = judge_tie_estimates(data, ties, sf)
+    log_nu = pd.concat([log_nu_j, tie_log_nu([data.human_judge], np.array([lh]))])
     structure = chL.structure(xL[: chL.dim])
-    judge_scores = pd.DataFrame(structure.S, index=pd.Index(data.judges, name="judge"), columns=pd.Index(data.items, name="item"))
     # the calibration LRT on the tie likelihood (nu_H free under both hypotheses)
     loss_anc = tie_human_loss(ties, ch.scores(sf.x[: ch.dim]), _log_nu_h(ch, sf.free, sf.x), data)
     ok_h = hum.opt is not None and hum.opt.resolved
@@ -667,17 +649,9 @@ def fit_dial_ties(data: Comparisons, common: dict, *, ties: str, order: bool, ad
         assert best.theta is not None
         c_coef = ch.calibration_coordinates(best.theta[: ch.dim])
     opts = [sf.llm_opt, sf.cal_opt] + ([best.opt] if best.opt is not None else [])
-    res = DialResult(**common, scores=scores, cov=cov_frame, position_effects=pos, position_effects_cov=pos_cov,
-                     judge_scores=judge_scores,
-                     structure=structure, calibration_coef=c_coef, lambda_=best.lam,
-                     converged=all(o.resolved for o in opts), grad_norm=max(o.grad_norm for o in opts),
-                     loss_human=tie_human_loss(ties, s, lh, data),
-                     linearization=(lin, lin_j), fallback=fallback, chart=ch,
-                     theta=(sf.x if x_sel is None else x_sel)[: ch.dim], llm_chart=chL,
-                     llm_theta=xL[: chL.dim])
-    res.gacv = table if adaptive else None
-    res.calibration_test = ct
-    if consensus is not None:
-        res.consensus = consensus
-    res.tie_parameters = ties_frame
-    return res
+    return Estimate(s=s, rank=r_sel, calibration=cal, b=b, gamma=gamma, log_nu=log_nu, judge_scores=structure.S,
+                    structure=structure, calibration_coef=c_coef, lambda_=best.lam,
+                    converged=all(o.resolved for o in opts), grad_norm=max(o.grad_norm for o in opts),
+                    loss_human=tie_human_loss(ties, s, lh, data), linearization=(lin, lin_j), fallback=fallback,
+                    chart=ch, theta=(sf.x if x_sel is None else x_sel)[: ch.dim], llm_chart=chL,
+                    llm_theta=xL[: chL.dim], gacv=table if adaptive else None, calibration_test=ct)

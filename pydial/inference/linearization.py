@@ -53,7 +53,7 @@ from pydial.optim import pinv_sym
 __all__ = ["ANCHORED_COVS", "CLUSTERED", "COV_DESCRIPTIONS", "COV_TYPES", "CellStats", "Influence", "Linearization", "Meat",
            "MeatSource", "OutcomeStats", "check_cov_type", "degenerate_meat", "independent_meat", "influence_covariance",
            "linearize", "meat_covariance", "outcome_meat", "parameter_meat", "stack_influence", "score_tables",
-           "consensus_table", "unknown_cov", "position_effect_tables", "wald_table", "wald_frame"]
+           "consensus_table", "position_effect_tables", "wald_table", "wald_frame"]
 
 
 def score_tables(s: np.ndarray, C: np.ndarray, items: tuple[str, ...], level: float) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -75,15 +75,6 @@ def consensus_table(gamma: np.ndarray, cov: np.ndarray, judges: Sequence[str], l
     tab = wald_table(gamma, cov, list(judges), level, "gamma")[["gamma", "se", "ci_low", "ci_high"]]
     tab.index.name = "judge"
     return tab
-
-
-def unknown_cov(q: int) -> np.ndarray:
-    """Return a ``q x q`` covariance not formed yet (all NaN).
-
-    It is the placeholder of a table whose standard errors
-    :meth:`pydial.estimation.results.DialResult.with_cov` fills in.
-    """
-    return np.full((q, q), np.nan)
 
 
 def position_effect_tables(b: np.ndarray, cov: np.ndarray, judges: Sequence[str],
@@ -341,15 +332,3 @@ def tie_table(names: list[str], groups: np.ndarray, free: np.ndarray, log_nu: np
     tab = pd.DataFrame(rows, columns=["nu", "se", "ci_low", "ci_high"], index=pd.Index([names[g] for g in groups], name="judge"))
     tab.attrs["model"] = ties
     return tab
-
-
-def tie_table_rows(table: pd.DataFrame, var: np.ndarray, level: float) -> pd.DataFrame:
-    """Return a tie table (:func:`tie_table`) with the standard errors and intervals of new variances.
-
-    The new variances ``var`` of ``log nu`` by row (NaN: none; rows with ``nu = 0`` keep none).
-    """
-    nu = table["nu"].to_numpy(float)
-    rows = np.arange(nu.size)
-    free = rows[nu > 0]
-    return tie_table(list(table.index), rows, free, np.log(nu[free]), np.asarray(var, float)[free], level,
-                     table.attrs["model"])
