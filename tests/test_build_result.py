@@ -1,0 +1,103 @@
+"""A result is built once: an estimator returns an ``Estimate`` (point estimates and linearizations),
+``build_result`` forms every covariance table from the linearizations and constructs the
+``DialResult`` in one call; nothing is assigned to a result afterwards."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import pydial
+import pydial.api
+from pydial.estimation.estimators import estimate, numpy_optimizers
+from pydial.estimation.results import DialResult, Estimate, build_result, with_verdict
+
+METHODS = ["human", "judges", "pooled", "dial-nopos", "dial-anc", "dial-ada", "atc"]
+TABLES = ["scores", "cov", "position_effects", "position_effects_cov", "consensus", "tie_parameters", "judge_scores_se"]
+OTHER = {"fisher": "record", "binomial": "cell", "cell": "binomial", "record": "fisher"}
+
+
+@pytest.fixture(scope="module")
+def data():
+    return pydial.simulate(N=5, K=3, rank=1, n_llm=4000, n_human=600, seed=4).comparisons
+
+
+@pytest.fixture(scope="module")
+def tied():
+    return pydial.simulate(N=5, K=3, rank=1, n_llm=6000, n_human=1500, seed=1, tie_rate=0.25).comparisons
+
+
+def quiet(fn, *args, **kwargs):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return fn(*args, **kwargs)
+
+
+def assert_same_tables(a: DialResult, b: DialResult) -> None:
+    for name in TABLES:
+        ta, tb = getattr(a, name), getattr(b, name)
+        assert (ta is None) == (tb is None), name
+        if ta is not None:
+            assert list(ta.index) == list(tb.index) and list(ta.columns) == list(tb.columns), name
+            np.testing.assert_allclose(ta.to_numpy(float), tb.to_numpy(float), rtol=1e-12, atol=1e-14, err_msg=name)
+
+
+def sources() -> list[Path]:
+    root = Path(pydial.__file__).parent
+    return sorted((root / "estimation").glob("*.py")) + [root / "api.py"]
+
+
+def test_no_attribute_is_assigned_to_a_result_after_construction():
+    fields = "|".join(f.name for f in dataclasses.fields(DialResult))
+    patterns = [re.compile(r"\b(res|out)\.\w+ = "), re.compile(rf"^\s*[\w.]+\.({fields})\s*=[^=]", re.M)]
+    found = [f"{path.name}: {m.group(0).strip()}" for path in sources() for p in patterns
+             for m in p.finditer(path.read_text())]
+    assert found == []
+    assert not any("unknown_cov" in path.read_text() for path in sources())
+
+
+@pytest.mark.parametrize("ties", [None, "davidson"])
+@pytest.mark.parametrize("method", METHODS)
+def test_the_fits_tables_are_those_of_with_cov(data, tied, method, ties):
+    res = quiet(pydial.fit, data if ties is None else tied, method, ties=ties)
+    assert_same_tables(res, quiet(res.with_cov, res.cov_type))
+    # formed again from the linearization by with_cov, through another meat and back
+    back = quiet(quiet(res.with_cov, OTHER[res.cov_type]).with_cov, res.cov_type)
+    assert_same_tables(res, back)
+    assert (back.status, back.problems) == (res.status, res.problems)
+    if method == "atc":  # no linearization of the isotonic step: a NaN covariance, explicitly
+        assert res.scores["se"].isna().all() and np.isnan(res.cov.to_numpy()).all()
+    else:
+        assert np.isfinite(res.cov.to_numpy()).all()
+
+
+def test_fit_is_the_estimate_built_once(data):
+    spec = pydial.ModelSpec("dial-ada", multiples=[0.1, 1.0, 10.0])
+    res = quiet(pydial.fit, data, spec=spec)
+    grid = spec.check_data(data)
+    est = quiet(estimate, data, spec.method, engine=numpy_optimizers(), calibration=spec.calibration,
+                lambda_=spec.lambda_, multiples=spec.multiples, include_endpoints=spec.include_endpoints, ties=None,
+                seed=None, rank_grid=grid, penalty=None)
+    assert isinstance(est, Estimate) and not hasattr(est, "cov")
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        est.lambda_ = 0.0  # type: ignore[misc]
+    built = build_result(est, spec, data, fitter=pydial.fit)
+    assert_same_tables(built, res)
+    assert (built.rank, built.calibration, built.lambda_, built.anchored_cov_type) == (res.rank, res.calibration,
+                                                                                       res.lambda_, res.anchored_cov_type)
+    num = res.gacv.select_dtypes("number").columns
+    np.testing.assert_allclose(built.gacv[num].to_numpy(float), res.gacv[num].to_numpy(float), rtol=1e-10)
+    assert built.spec is spec and built.fitter is pydial.api.fit
+    assert built.fit_warnings == () and built.status == "ok"  # the verdict is with_verdict's
+
+
+def test_with_verdict_returns_a_new_result(data):
+    res = quiet(pydial.fit, data, "human")
+    bad = with_verdict(dataclasses.replace(res, converged=False), data, [])
+    assert bad is not res and bad.status == "not converged" and res.status == "ok"
+    assert with_verdict(res, data, []) is not res
