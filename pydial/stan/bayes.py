@@ -64,8 +64,9 @@ from .programs import data_names
 from .standata import (
     DIAL_SAMPLE_PRIORS,
     JUDGES_PRIORS,
-    TIE_MODEL_CODE,
+    TIES_CODE,
     CellTable,
+    dial_calibrate_data,
     dial_sample_data,
     dial_sample_inits,
     dial_sample_start,
@@ -259,7 +260,7 @@ def _resolve(method: str, like: Any, spec: Any, data: Comparisons, deprecated: d
         raise ArgumentError(f"method {method!r} has no posterior counterpart in pydial.stan (available: "
                             f"{', '.join(POSTERIOR_METHODS)})")
     check_choice("method", method, POSTERIOR_METHODS)
-    check_choice("ties", ties, tuple(TIE_MODEL_CODE))
+    check_choice("ties", ties, tuple(TIES_CODE))
     check_choice("include_human", include_human, (True, False))
     model = "dial" if method.startswith("dial") else method
     if model != "dial":
@@ -924,13 +925,7 @@ def _cut_stage(data: Comparisons, res: SampleResult, d1: Mapping[str, Any], L: C
     H_cells = human_cell_table(data, ties=tie)  # aggregated (returned); Hc is what the program reads
     Hc = H_cells.per_judgment() if per_judgment else H_cells
     p = merge_priors(DIAL_SAMPLE_PRIORS, priors, "dial_sample.stan")
-    d2 = {
-        "N": N, "T": T, "d": dim_c, "M": M, "tie_model": TIE_MODEL_CODE[ties],
-        "H": len(Hc), "human_i": Hc.i + 1, "human_j": Hc.j + 1,
-        "human_counts": Hc.counts,
-        "human_w": np.ones(len(Hc)), "calc_log_lik": 1,
-        "prior_c_sd": p["c_sd"], "prior_log_nu_mean": p["log_nu_mean"], "prior_log_nu_sd": p["log_nu_sd"],
-    }
+    d2 = dial_calibrate_data(Hc, M, ties=ties, priors=priors)
     cm = compile_model("dial_calibrate", backend=backend)
     run2 = {k: v for k, v in run.items() if k != "algorithm"}
     run2.update(chains=1, draws=1, warmup=min(int(run["warmup"]), CUT_WARMUP_MAX))
@@ -973,7 +968,7 @@ def _cut_stage(data: Comparisons, res: SampleResult, d1: Mapping[str, Any], L: C
 
 def _dial_posterior(res: SampleResult, d: Mapping[str, Any], items: list[str], judges: list[str],
                     calibration: str | None, order: bool, tie_names: list[str]) -> tuple[dict, dict, dict]:
-    r = int(d["r"])
+    r = int(d["rank"])
     D = res.draws
     post: dict[str, np.ndarray] = {
         "S": D["S"],
