@@ -69,6 +69,14 @@
  *   P_raw         density exp(-||P_raw' P_raw - I||^2 / 0.08)   (fixed; uniform P)
  * pydial.stan.posterior documents the defaults it passes.
  *
+ * Human win probabilities (calc_win_prob = 1): win_prob[i, j] is the
+ * probability that people prefer item i to item j in one comparison, the
+ * family's P(i wins) at eta = s_H[i] - s_H[j] with the people's nu
+ * (paired_win_prob): inv_logit(eta) for binary cells, e^{eta/2} /
+ * (e^{eta/2} + e^{-eta/2} + nu) for Davidson, inv_logit(eta - nu) for
+ * Rao-Kupper.  A tie is not a win: win_prob[i, j] + win_prob[j, i] =
+ * 1 - P(tie).
+ *
  * Layout.  Every block includes the shared pieces (schema_*.stan: the data
  * and its checks; cell_*.stan: the cell likelihood) and this program's own
  * (dial_sample_*.stan), all in stan/include.

@@ -28,7 +28,7 @@ from pydial.stan.standata import (
     llm_cell_table,
     weighted_log_coef,
 )
-from pydial.model.families import TIE_MODELS, log_coef
+from pydial.model.families import TIE_MODELS, log_coef, tie_probabilities
 
 pytestmark = pytest.mark.stan
 
@@ -256,6 +256,24 @@ def test_dial_sample_structure_and_log_lik(models, r, cal, ties):
         P_raw = np.asarray(v["P_raw"]).reshape(K - 1, r)
         pe = -0.5 * np.sum((P_raw.T @ P_raw - np.eye(r)) ** 2) / 0.2**2
         assert m.log_prob(d, u) == pytest.approx(0.8 * ll_l.sum() + 1.3 * ll_h.sum() + pe, rel=1e-10)
+
+
+@pytest.mark.parametrize("ties", [None, "davidson", "rao-kupper"])
+def test_dial_sample_win_prob_is_the_family_probability(models, ties):
+    """win_prob[i, j] = P(i wins) of the family at s_H[i] - s_H[j] and the people's nu (ties are no win)."""
+    m = models["dial_sample"]
+    data = with_ties(simulate(N=5, K=3, rank=1, n_llm=600, n_human=100, seed=13).frame, 0.2 if ties else 0.0)
+    d = dial_sample_data(data, rank=1, calibration="W", ties=ties, win_prob=True)[0]
+    rng = np.random.default_rng(2)
+    for _ in range(2):
+        v = m.constrain(d, rng.normal(size=m.num_unconstrained(d)), include_gqs=True)
+        s_H, N = v["s_H"], data.N
+        log_nu_h = float(np.atleast_1d(v["log_nu"])[-1]) if ties else 0.0
+        i, j = np.divmod(np.arange(N * N), N)
+        ref = tie_probabilities(ties, s_H[i] - s_H[j], log_nu_h)
+        np.testing.assert_allclose(v["win_prob"].reshape(-1), ref[:, 0], rtol=1e-12, atol=1e-15)
+        W = v["win_prob"]
+        np.testing.assert_allclose(W + W.T, 1 - ref[:, 2].reshape(N, N), rtol=1e-12)
 
 
 @pytest.mark.parametrize("ties,dim", [(None, 1), (None, 2), ("davidson", 2), ("rao-kupper", 1)])

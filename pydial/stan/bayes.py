@@ -51,6 +51,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from pydial.data.comparisons import Comparisons
+from pydial.model.families import tie_probabilities
 
 from pydial.estimation.spec import ModelSpec, check_choice, check_count, check_level, check_seed
 from pydial.model.chart import CALIBRATIONS
@@ -440,8 +441,11 @@ def posterior(
     adapt_delta, max_depth : float, int
         NUTS target acceptance rate and maximum tree depth.
     win_prob : bool, optional
-        Store the ``N x N`` human win probabilities ``sigma(s_i - s_j)``
-        (default: when ``N <= 30``).
+        Store the ``N x N`` human win probabilities: ``win_prob[i, j]`` is the
+        probability that people prefer item ``i`` to item ``j`` in one comparison,
+        the family's ``P(i wins)`` at ``eta = s_H[i] - s_H[j]`` with the people's
+        ``nu`` (:func:`pydial.model.families.tie_probabilities`, first column):
+        ``sigma(s_i - s_j)`` without ties; a tie is not a win (default: when ``N <= 30``).
     include_human : bool
         ``method="judges"``: add the people (their own scores ``s_H``).
     program : str, optional
@@ -944,9 +948,11 @@ def _cut_stage(data: Comparisons, res: SampleResult, d1: Mapping[str, Any], L: C
     post["c"] = c.reshape(chains, draws, dim_c)
     dims["c"] = ["basis"]
     coords["basis"] = ["mu"] + ([f"V{t + 1}" for t in range(dim_c - 1)])
-    if win_prob:
+    if win_prob:  # the family's P(i wins), as win_prob of dial_sample.stan
         diff = s_h[:, :, None] - s_h[:, None, :]
-        post["win_prob"] = (1.0 / (1.0 + np.exp(-diff))).reshape(chains, draws, N, N)
+        log_nu_h = np.log(np.asarray(res2.draws["nu"], float)).reshape(T, 1, 1) if tie else np.zeros((T, 1, 1))
+        p_win = tie_probabilities(ties, diff.reshape(-1), np.broadcast_to(log_nu_h, diff.shape).reshape(-1))[:, 0]
+        post["win_prob"] = p_win.reshape(chains, draws, N, N)
         dims["win_prob"] = ["item", "item_j"]
         coords["item_j"] = list(data.items)
     if tie:

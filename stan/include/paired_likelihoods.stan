@@ -5,7 +5,7 @@
  *   cell likelihood:  paired_log_lik(counts, log_coef, eta, ties, log_nu),
  *                     paired_target(w, counts, log_coef, eta, ties, log_nu) (its weighted sum)
  *   outcome model:    paired_prob(eta, ties, log_nu), paired_rng(counts, eta, ties, log_nu),
- *                     paired_log_coef(counts)
+ *                     paired_win_prob(s, ties, log_nu), paired_log_coef(counts)
  * Included inside `functions { }` by every program.  The model blocks call
  * them through cell_inputs.stan and cell_target.stan (target +=
  * paired_target(weights, ...), the weighted sum of paired_log_lik), generated
@@ -208,4 +208,27 @@ array[,] int paired_rng(array[,] int counts, vector eta, int ties, vector log_nu
     }
   }
   return out;
+}
+
+/**
+ * Win probabilities of one judge (e.g. the people) with scores s and no
+ * order effect: P[i, j] = P(i wins against j) under the family, the first
+ * entry of paired_prob(s[i] - s[j], ties, log_nu).  A tie is not a win:
+ * P[i, j] + P[j, i] + P(tie) = 1, with P(tie) = 0 in the binary model
+ * (P[i, j] = inv_logit(s[i] - s[j])).
+ *
+ * @param s       scores of the N items
+ * @param ties    outcome family: 0 binary, 1 Davidson-Beaver, 2 Rao-Kupper
+ * @param log_nu  the judge's log tie parameter (negative_infinity(): binary)
+ * @return        N x N matrix of win probabilities
+ */
+matrix paired_win_prob(vector s, int ties, real log_nu) {
+  int N = rows(s);
+  matrix[N, N] P;
+  for (i in 1:N) {
+    for (j in 1:N) {
+      P[i, j] = paired_prob(s[i] - s[j], ties, log_nu)[1];
+    }
+  }
+  return P;
 }
