@@ -27,9 +27,11 @@
  * (draw t, human cell); the weights and the multinomial coefficients are
  * those of every program.
  *
- * How to extend: add data after `#include schema_data.stan`'s block entries,
- * parameters after c and log_nu, and an offset to eta or log_nu_cell where
- * the model block and generated quantities compute them.
+ * How to extend (README "Extending a Stan program"): keep the #include lines
+ * and add data at the end of the data block, parameters after c and log_nu
+ * (their priors after the ones below), and an offset to eta or log_nu_cell
+ * right after they are computed, in the model block and in generated
+ * quantities alike.
  */
 functions {
 #include paired_likelihoods.stan

@@ -88,7 +88,7 @@
  * their priors after `#include dial_sample_model.stan`, functions in
  * `functions { }`, and an offset to eta or log_nu_cell after each
  * `#include cell_inputs.stan` (model block and generated quantities alike).
- * Sample it with pydial.posterior(data, program="my.stan").  Keep the
+ * Sample it with pydial.posterior(data, "dial-ada", program="my.stan").  Keep the
  * identified parameterization (DESIGN.md "Known trap").
  */
 functions {

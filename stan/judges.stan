@@ -40,7 +40,7 @@
  * `#include judges_model.stan`, functions in `functions { }`, and an offset
  * to eta or log_nu_cell after each `#include cell_inputs.stan` (model block
  * and generated quantities alike).  Sample it with
- * pydial.posterior(data, model="judges", program="my.stan").
+ * pydial.posterior(data, "judges", program="my.stan", extra={...}).
  */
 functions {
 #include bases.stan

@@ -1,7 +1,7 @@
 """The Python data builders write exactly the data each shipped Stan program declares.
 
 The data block of every program is read from its text after ``#include`` expansion
-(:func:`pydial.stan.programs.program_code`), so the test needs no Stan: no declared
+(:func:`pydial.stan.programs.data_names`), so the test needs no Stan: no declared
 name may be missing from a builder's dictionary and no entry may be extra.  The
 schema names follow the Python vocabulary (``order``, ``ties``, ``rank``,
 ``prior_<block>_sd``), and the tie-parameter count and the draw count differ.
@@ -17,7 +17,7 @@ import pytest
 
 import pydial
 from pydial.model.chart import Chart
-from pydial.stan.programs import PROGRAMS, program_code
+from pydial.stan.programs import PROGRAMS, data_names, program_code
 from pydial.stan.standata import (
     dial_calibrate_data,
     dial_data,
@@ -32,24 +32,9 @@ from pydial.stan.standata import (
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 
 
-def block(code: str, name: str) -> str:
-    """The body of the top-level block ``name`` (e.g. ``data``) of a Stan program, comments removed."""
-    code = re.sub(r"/\*.*?\*/", "", code, flags=re.S)
-    code = re.sub(r"//[^\n]*", "", code)
-    m = re.search(rf"(?m)^\s*{name}\s*\{{", code)
-    assert m, f"no {name} block"
-    depth, start = 1, m.end()
-    for k in range(start, len(code)):
-        depth += {"{": 1, "}": -1}.get(code[k], 0)
-        if depth == 0:
-            return code[start:k]
-    raise AssertionError(f"unbalanced {name} block")
-
-
-def declared(program: str, name: str = "data") -> list[str]:
-    """Names declared in a block of ``program`` (a shipped name or a path), in order."""
-    body = block(program_code(program), name)
-    return [re.search(r"(\w+)\s*$", s).group(1) for s in body.split(";") if s.strip()]
+def declared(program: str) -> list[str]:
+    """Names declared in the data block of ``program`` (a shipped name or a path), in order."""
+    return list(data_names(program))
 
 
 @pytest.fixture(scope="module")
@@ -58,13 +43,14 @@ def data():
     return sim.comparisons
 
 
-def test_block_parser_reads_declarations():
-    code = "data {\n  int<lower=0> N;  // n\n  array[N, 3] int<lower=0> x; /* c; d */\n  vector[N ? 1 : 0] y;\n}\n"
-    assert block(code, "data").count(";") == 3
-    from pydial.stan.programs import expand_includes
-
-    assert [re.search(r"(\w+)\s*$", s).group(1) for s in block(expand_includes(code, []), "data").split(";")
-            if s.strip()] == ["N", "x", "y"]
+def test_data_names_reads_declarations(tmp_path):
+    """The parser skips comments, transformed data and bracketed sizes, and expands includes."""
+    (tmp_path / "include").mkdir()
+    (tmp_path / "include" / "part.stan").write_text("  vector[N ? 1 : 0] y;  // y; not z\n")
+    prog = tmp_path / "p.stan"
+    prog.write_text("functions {\n}\ndata {\n  int<lower=0> N;  // n\n  array[N, 3] int<lower=0> x; /* c; d */\n"
+                    "#include part.stan\n}\ntransformed data {\n  int q = 1;\n}\n")
+    assert declared(str(prog)) == ["N", "x", "y"]
 
 
 def builders(data):

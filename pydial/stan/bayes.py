@@ -6,7 +6,7 @@ parameterization, optional Davidson-Beaver or Rao-Kupper ties);
 ``method="judges"`` and ``method="human"`` sample ``stan/judges.stan`` (each
 judge's own order-effect BTL; the people as one more judge, or alone).
 
-``program=PATH`` samples a user's program (a copy of a shipped one, changed)
+``program=PATH`` samples a user's program (a shipped one's ``#include`` lines plus additions)
 on the same data dictionary (:func:`pydial.stan.standata`, plus ``extra``).
 
 The returned object has the groups ``posterior`` (identified quantities only,
@@ -450,8 +450,9 @@ def posterior(
         ``method="judges"``: add the people (their own scores ``s_H``).
     program : str, optional
         Path to a ``.stan`` file to sample instead of the shipped program of
-        ``method`` (``dial_sample.stan`` or ``judges.stan``): a copy with a
-        change, reading the same data (the shared schema of
+        ``method`` (``dial_sample.stan`` or ``judges.stan``): the shipped
+        program's ``#include`` lines plus its additions (README "Extending a
+        Stan program"), reading the same data (the shared schema of
         :func:`pydial.stan.standata`) plus ``extra``; the names of ``extra``
         are checked against the program's ``data`` block before anything is
         compiled.  Its ``#include`` lines
