@@ -1,7 +1,7 @@
 """Worked extension: a tie rate that depends on the score gap, fitted on the Arena data.
 
-``examples/tie_gap.stan`` is a copy of pydial's ``judges.stan`` with one change
-(lines marked EXTENSION): a cell's log tie parameter is ``log nu_k - kappa *
+``examples/tie_gap.stan`` is pydial's ``judges.stan`` (its ``#include`` lines) plus
+the lines marked EXTENSION: a cell's log tie parameter is ``log nu_k - kappa *
 eta^2`` instead of ``log nu_k``.  This script samples the shipped Davidson model
 and the extension on the bundled Chatbot Arena data with the same data
 dictionary (plus the extension's one extra datum, the prior scale of

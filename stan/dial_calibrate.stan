@@ -1,107 +1,103 @@
 /**
  * DIAL-Anc, second stage of the cut posterior: the human calibration
- * coordinates c given T draws of the LLM calibration basis M.
+ * coordinates c given n_draws draws of the LLM calibration basis M.
  *
  * The anchored estimator (lambda = infinity, eq. staged-calibrated-estimator)
  * estimates the LLM structure from the LLM judgments alone and then the
  * calibration s_H = M c from the human judgments with M held fixed.  Its
  * Bayesian counterpart is the cut posterior: M from the LLM-only posterior
  * (dial_sample.stan with calibration = 0), then c | M, human data.  This
- * program samples T independent calibrations at once, one per draw M_t of
- * the first stage (the target is the product of the T posteriors):
+ * program samples n_draws independent calibrations at once, one per draw M_t
+ * of the first stage (the target is the product of the n_draws posteriors):
  *
- *   human cell (i, j):  wins_i ~ Binomial(wins_i + wins_j, inv_logit(s_t[i] - s_t[j])),
- *                       s_t = M_t c_t  (binary; Davidson or Rao-Kupper with a
- *                       tie parameter nu_t when tie_model > 0)
- *   c_t     ~ normal(0, prior_c_sd)       (0 = flat)
+ *   human cell (i, j) under draw t:  eta = s_t[i] - s_t[j],  s_t = M_t c_t,
+ *       the cell likelihood of every program (paired_likelihoods.stan:
+ *       binary, or Davidson / Rao-Kupper with a tie parameter nu_t per draw)
+ *   c_t      ~ normal(0, prior_c_sd)       (0 = flat)
  *   log nu_t ~ normal(prior_log_nu_mean, prior_log_nu_sd)
  *
- * Each factor is a d-dimensional logistic regression (d = 1 for M = mu,
- * r + 1 for M = W), log-concave in c_t.  The model block is vectorized over
- * (t, h); pydial starts every c_t at its conditional mode (Newton in numpy).  The human cells and weights follow
- * the shared schema (pydial.stan.standata); log_lik and counts_rep are
- * written per (draw t, human cell).
+ * Each factor is a d-dimensional GLM (d = 1 for M = mu, r + 1 for M = W),
+ * log-concave in c_t; pydial starts every c_t at its conditional mode (Newton
+ * in numpy).  The data are the shared schema (schema_data.stan) with human
+ * cells only (K = 0, C = 0) plus the draws of M; the cell table of
+ * schema_tdata.stan is repeated once per draw (draw t = row t of the score
+ * matrix, its own entry of log_nu), and the model block and generated
+ * quantities call the same paired_eta, paired_log_nu, paired_target,
+ * paired_log_lik and paired_rng as cell_*.stan.  log_lik and counts_rep are written per
+ * (draw t, human cell); the weights and the multinomial coefficients are
+ * those of every program.
+ *
+ * How to extend (README "Extending a Stan program"): keep the #include lines
+ * and add data at the end of the data block, parameters after c and log_nu
+ * (their priors after the ones below), and an offset to eta or log_nu_cell
+ * right after they are computed, in the model block and in generated
+ * quantities alike.
  */
 functions {
 #include paired_likelihoods.stan
 }
 data {
-  int<lower=2> N;                                    // number of items
-  int<lower=1> T;                                    // number of first-stage draws of M
+#include schema_data.stan
+  // ---- dial_calibrate.stan's own data (pydial.stan.standata.dial_calibrate_data)
+  int<lower=1> n_draws;                              // number of first-stage draws of M
   int<lower=1> d;                                    // calibration dimension
-  array[T] matrix[N, d] M;                           // calibration basis per draw (N^{-1} M' M = I)
-  int<lower=0, upper=2> tie_model;                   // 0 binary, 1 Davidson, 2 Rao-Kupper
-
-  int<lower=1> H;                                    // number of human cells (i, j)
-  array[H] int<lower=1, upper=N> human_i;            // canonical item i (i < j)
-  array[H] int<lower=1, upper=N> human_j;            // canonical item j
-  array[H, 3] int<lower=0> human_counts;             // (wins of item i, wins of item j, ties)
-  vector<lower=0>[H] human_w;                        // weight of the cell's log-likelihood
-  int<lower=0, upper=1> calc_log_lik;                // 1 = write log_lik and counts_rep per (t, cell)
-
+  array[n_draws] matrix[N, d] M;                     // calibration basis per draw (N^{-1} M' M = I)
   real<lower=0> prior_c_sd;                          // prior sd of c (0 = flat)
   real prior_log_nu_mean;                            // prior mean of log nu
   real<lower=0> prior_log_nu_sd;                     // prior sd of log nu (0 = flat)
 }
 transformed data {
-  vector[H] human_log_coef = paired_log_coef(human_counts);
-  array[H] int human_judge = rep_array(1, H);
-  array[H] int human_a = rep_array(0, H);
+#include schema_tdata.stan
+  if (K != 0 || C != 0 || H < 1) reject("dial_calibrate.stan reads human cells only: K = 0, C = 0, H >= 1");
+  // the cell table once per draw, (t, h) -> u = (h - 1) n_draws + t (column-major, as to_matrix)
+  int n_rep = n_draws * H;
+  array[n_rep] int rep_draw;                         // draw t: row t of the scores, entry t of log_nu
+  array[n_rep] int rep_i;
+  array[n_rep] int rep_j;
+  array[n_rep] int rep_a = rep_array(0, n_rep);      // people: no order effect
+  array[n_rep, 3] int rep_counts;
+  vector[n_rep] rep_w;
+  vector[n_rep] rep_log_coef;
   for (h in 1:H) {
-    if (tie_model == 0 && human_counts[h, 3] > 0) reject("human cell ", h, " has ties but tie_model = 0");
-  }
-  // the linear predictor is linear in c: eta[t, h] = sum_k c[t, k] X[k][t, h] with
-  // X[k][t, h] = M_t[i_h, k] - M_t[j_h, k], so the model block needs no loop over t
-  array[d] matrix[T, H] X;
-  for (k in 1:d) {
-    for (t in 1:T) {
-      for (h in 1:H) X[k][t, h] = M[t][human_i[h], k] - M[t][human_j[h], k];
+    for (t in 1:n_draws) {
+      int u = (h - 1) * n_draws + t;
+      rep_draw[u] = t;
+      rep_i[u] = all_i[h];
+      rep_j[u] = all_j[h];
+      rep_counts[u] = all_counts[h];
+      rep_w[u] = all_w[h];
+      rep_log_coef[u] = all_log_coef[h];
     }
   }
-  matrix[T, H] X1 = X[1];
-  // (t, h) flattened column-major (t fastest), as to_vector(matrix[T, H]) orders them
-  array[T * H] int y_flat;                           // wins of i
-  array[T * H] int n_flat;                           // decisive judgments
-  for (h in 1:H) {
-    for (t in 1:T) {
-      y_flat[(h - 1) * T + t] = human_counts[h, 1];
-      n_flat[(h - 1) * T + t] = human_counts[h, 1] + human_counts[h, 2];
-    }
-  }
-  int unit_w = min(human_w) == 1 && max(human_w) == 1;   // all weights 1: one vectorized binomial
+  array[n_draws] int draw_nu_index;                  // entry of log_nu of draw t (0: binary cells)
+  for (t in 1:n_draws) draw_nu_index[t] = nu_index[1] > 0 ? t : 0;
 }
 parameters {
-  matrix[T, d] c;                                    // calibration coordinates, row t for draw t
-  vector[tie_model > 0 ? T : 0] log_nu;              // people's tie parameter, per draw
+  matrix[n_draws, d] c;                              // calibration coordinates, row t for draw t
+  vector[n_nu > 0 ? n_draws : 0] log_nu;             // people's log tie parameter, per draw
 }
 model {
-  matrix[T, H] eta = diag_pre_multiply(col(c, 1), X1);
-  for (k in 2:d) eta += diag_pre_multiply(col(c, k), X[k]);
-  if (tie_model == 0 && unit_w) {
-    // paired_log_lik's binary kernel summed over (t, h), as one vectorized binomial; the
-    // binomial coefficients are constants and are dropped (_lupmf): this program is only sampled
-    target += binomial_logit_lupmf(y_flat | n_flat, to_vector(eta));
-  } else {
-    for (t in 1:T) {
-      vector[H] lnu = rep_vector(tie_model > 0 ? log_nu[t] : 0, H);
-      target += dot_product(human_w, paired_log_lik(human_counts, eta[t]', tie_model, lnu));
-    }
-  }
+  matrix[n_draws, N] s_draw;                         // row t: s_t' = (M_t c_t)'
+  for (t in 1:n_draws) s_draw[t] = (M[t] * c[t]')';
+  vector[n_rep] eta = paired_eta(s_draw, rep_vector(0, 0), rep_draw, rep_i, rep_j, rep_a);
+  vector[n_rep] log_nu_cell = paired_log_nu(log_nu, draw_nu_index, rep_draw);
+  target += paired_target(rep_w, rep_counts, rep_log_coef, eta, ties, log_nu_cell);
   if (prior_c_sd > 0) target += normal_lpdf(to_vector(c) | 0, prior_c_sd);
   if (prior_log_nu_sd > 0) target += normal_lpdf(log_nu | prior_log_nu_mean, prior_log_nu_sd);
 }
 generated quantities {
-  matrix[T, N] s_H;                                  // s_H[t] = (M_t c_t)'
-  vector[tie_model > 0 ? T : 0] nu = exp(log_nu);
-  matrix[calc_log_lik ? T : 0, H] log_lik;
-  array[calc_log_lik ? T : 0, H, 3] int counts_rep;
-  for (t in 1:T) s_H[t] = (M[t] * c[t]')';
+  matrix[n_draws, N] s_H;                            // s_H[t] = (M_t c_t)'
+  vector[n_nu > 0 ? n_draws : 0] nu = exp(log_nu);
+  matrix[calc_log_lik ? n_draws : 0, H] log_lik;     // log p(counts) per (draw, human cell)
+  array[calc_log_lik ? n_draws : 0, H, 3] int counts_rep;
+  for (t in 1:n_draws) s_H[t] = (M[t] * c[t]')';
   if (calc_log_lik) {
-    for (t in 1:T) {
-      vector[H] eta = paired_eta(s_H[t:t], human_judge, human_i, human_j, human_a, rep_vector(0, 1));
-      vector[H] lnu = rep_vector(tie_model > 0 ? log_nu[t] : 0, H);
-      log_lik[t] = (human_log_coef + paired_log_lik(human_counts, eta, tie_model, lnu))';
-      counts_rep[t] = paired_rng(human_counts, eta, tie_model, lnu);
+    vector[n_rep] eta = paired_eta(s_H, rep_vector(0, 0), rep_draw, rep_i, rep_j, rep_a);
+    vector[n_rep] log_nu_cell = paired_log_nu(log_nu, draw_nu_index, rep_draw);
+    array[n_rep, 3] int rep = paired_rng(rep_counts, eta, ties, log_nu_cell);
+    log_lik = to_matrix(paired_log_lik(rep_counts, rep_log_coef, eta, ties, log_nu_cell), n_draws, H);
+    for (h in 1:H) {
+      for (t in 1:n_draws) counts_rep[t, h] = rep[(h - 1) * n_draws + t];
     }
   }
 }

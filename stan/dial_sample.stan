@@ -1,7 +1,7 @@
 /**
  * DIAL for NUTS: the structured order-effect BTL model of LLM judges and
  * people in an identified parameterization, with optional Davidson-Beaver
- * ties.
+ * or Rao-Kupper ties.
  *
  * Model (paper Sec. 3-5).
  *   structure, Cond. llm-structure (eq. S-llm):
@@ -15,7 +15,7 @@
  *     wins_i ~ Binomial(wins_i + wins_j, inv_logit(S[k, i] - S[k, j] + a b_k))
  *   human cell (i, j), eq. binomial-model-human:
  *     wins_i ~ Binomial(wins_i + wins_j, inv_logit(s_H[i] - s_H[j]))
- *   ties (tie_model > 0, data): a tie parameter nu_k per LLM judge and nu_H
+ *   ties (ties > 0, data): a tie parameter nu_k per LLM judge and nu_H
  *     for people, Davidson-Beaver (1) or Rao-Kupper (2), see
  *     paired_likelihoods.stan; the human cells have no order effect (a = 0).
  *   weights: each cell's log-likelihood is multiplied by a data weight, so
@@ -69,172 +69,57 @@
  *   P_raw         density exp(-||P_raw' P_raw - I||^2 / 0.08)   (fixed; uniform P)
  * pydial.stan.posterior documents the defaults it passes.
  *
- * How to extend.  Copy this file (keep the two #include lines), change the
- * linear predictor or the per-cell tie parameter in the model block and in
- * generated quantities (both call paired_eta and paired_log_lik), declare new
- * data after the shared schema and pass it with
- * pydial.stan.standata(..., extra={...}); sample it with
- * pydial.stan.posterior(data, program="my.stan").  Keep the identified
- * parameterization (DESIGN.md "Known trap").
+ * Human win probabilities (calc_win_prob = 1): win_prob[i, j] is the
+ * probability that people prefer item i to item j in one comparison, the
+ * family's P(i wins) at eta = s_H[i] - s_H[j] with the people's nu
+ * (paired_win_prob): inv_logit(eta) for binary cells, e^{eta/2} /
+ * (e^{eta/2} + e^{-eta/2} + nu) for Davidson, inv_logit(eta - nu) for
+ * Rao-Kupper.  A tie is not a win: win_prob[i, j] + win_prob[j, i] =
+ * 1 - P(tie).
+ *
+ * Layout.  Every block includes the shared pieces (schema_*.stan: the data
+ * and its checks; cell_*.stan: the cell likelihood) and this program's own
+ * (dial_sample_*.stan), all in stan/include.
+ *
+ * How to extend (add, do not copy; README "Extending a Stan program").
+ * Write a program with these blocks and #include lines and add: data after
+ * `#include dial_sample_data.stan` (pass it with pydial.posterior(...,
+ * extra={...})), parameters after `#include dial_sample_parameters.stan`,
+ * their priors after `#include dial_sample_model.stan`, functions in
+ * `functions { }`, and an offset to eta or log_nu_cell after each
+ * `#include cell_inputs.stan` (model block and generated quantities alike).
+ * Sample it with pydial.posterior(data, "dial-ada", program="my.stan").  Keep the
+ * identified parameterization (DESIGN.md "Known trap").
  */
 functions {
 #include bases.stan
 #include paired_likelihoods.stan
 }
 data {
-  // ---- the data schema shared by dial.stan, dial_sample.stan and judges.stan
-  int<lower=2> N;                                    // number of items
-  int<lower=0> K;                                    // number of LLM judges
-  int<lower=0, upper=1> use_order;                   // 1 = order effects b_k; 0 = b = 0 (DIAL-noPos)
-  int<lower=0, upper=2> tie_model;                   // 0 binary, 1 Davidson-Beaver, 2 Rao-Kupper (paired_likelihoods.stan)
-
-  int<lower=0> C;                                    // number of LLM cells (k, i, j, a)
-  array[C] int<lower=1, upper=K> cell_judge;         // judge k of the cell
-  array[C] int<lower=1, upper=N> cell_i;             // canonical item i (i < j)
-  array[C] int<lower=1, upper=N> cell_j;             // canonical item j
-  array[C] int<lower=-1, upper=1> cell_a;            // display order: +1 if item i shown first, -1 if second
-  array[C, 3] int<lower=0> cell_counts;              // (wins of item i, wins of item j, ties)
-  vector<lower=0>[C] cell_w;                         // weight of the cell's log-likelihood
-
-  int<lower=0> H;                                    // number of human cells (i, j)
-  array[H] int<lower=1, upper=N> human_i;            // canonical item i (i < j)
-  array[H] int<lower=1, upper=N> human_j;            // canonical item j
-  array[H, 3] int<lower=0> human_counts;             // (wins of item i, wins of item j, ties)
-  vector<lower=0>[H] human_w;                        // weight of the cell's log-likelihood
-  int<lower=0, upper=1> calc_log_lik;                // 1 = write log_lik per cell (LLM cells, then human)
-
-  int<lower=0> r;                                    // disagreement rank; S has rank r + 1
-  int<lower=0, upper=2> calibration;                 // 0 = no human block; 1 = M = mu; 2 = M = W
-  vector[N - 1] mu_ref;                              // reference direction for mu (coordinates of Q_N), nonzero
-
-  real<lower=0> prior_m_sd;                          // prior sd of the mean judge score m_raw (0 = flat)
-  real<lower=0> prior_gamma_sd;                      // prior sd of gamma's deviations from its mean (0 = flat)
-  real<lower=0> prior_Z_sd;                          // prior sd of Z_raw, the item side of U V' (0 = flat)
-  real<lower=0> prior_b_sd;                          // prior sd of the order effects (0 = flat)
-  real<lower=0> prior_c_sd;                          // prior sd of the calibration coordinates (0 = flat)
-  real prior_log_nu_mean;                            // prior mean of the log tie parameters
-  real<lower=0> prior_log_nu_sd;                     // prior sd of the log tie parameters (0 = flat)
-  int<lower=0, upper=1> calc_win_prob;               // 1 = write the N x N human win probabilities
+#include schema_data.stan
+#include dial_sample_data.stan
 }
 transformed data {
-  // ---- checks and constants of the shared data schema
-  vector[C] cell_log_coef = paired_log_coef(cell_counts);
-  vector[H] human_log_coef = paired_log_coef(human_counts);
-  array[H] int human_judge = rep_array(1, H);        // people: one judge, no order effect
-  array[H] int human_a = rep_array(0, H);
-  for (t in 1:C) {
-    if (tie_model == 0 && cell_counts[t, 3] > 0) reject("LLM cell ", t, " has ties but tie_model = 0");
-  }
-  for (t in 1:H) {
-    if (tie_model == 0 && human_counts[t, 3] > 0) reject("human cell ", t, " has ties but tie_model = 0");
-  }
-  int T = tie_model == 0 ? 0 : K + (H > 0);          // tie parameters: judges 1..K, then people
-  int q = r + 1;                                     // rank of S
-  if (N < 3 || K < 1) reject("dial_sample.stan needs N >= 3 items and K >= 1 judges");
-  int d = calibration == 0 ? 0 : (calibration == 1 ? 1 : q);   // calibration dimension
-  matrix[N, N - 1] Q_N = centered_basis(N);          // orthonormal basis of {x : 1' x = 0} in R^N
-  matrix[K, K - 1] Q_K = centered_basis(K);          // same in R^K
-  if (r > K - 1 || q > N - 1) {
-    reject("rank r = ", r, " needs r <= K - 1 = ", K - 1, " and r + 1 <= N - 1 = ", N - 1,
-           " (Cond. llm-structure)");
-  }
-  if (calibration == 0 && H > 0) {
-    reject("human cells need a calibration basis (calibration = 1 or 2)");
-  }
-  // orthonormal basis of e^perp in R^{N-1}, e = mu_ref / ||mu_ref||: columns 2.. of the
-  // Householder reflection taking the first unit vector to e
-  real frame_sd = 0.2;                               // scale of the parameter expansion of P
-  vector[N - 1] e_ref = mu_ref / sqrt(dot_self(mu_ref));
-  matrix[N - 1, N - 2] E_perp;
-  {
-    vector[N - 1] w0 = -e_ref;
-    w0[1] += 1;
-    matrix[N - 1, N - 1] H0 = identity_matrix(N - 1);
-    if (dot_self(w0) > 1e-24) {
-      H0 -= (2 / dot_self(w0)) * (w0 * w0');
-    }
-    E_perp = H0[:, 2:(N - 1)];
-  }
+#include schema_tdata.stan
+#include dial_sample_tdata.stan
 }
 parameters {
-  vector[N - 1] m_raw;                               // mean judge score S' 1 / K in the coordinates of Q_N
-  matrix[N - 2, r] Z_raw;                            // item side of U V' (coordinates of {1, mu}^perp)
-  vector[K - 1] gamma_dev;                           // deviations of gamma from its mean (coordinates of Q_K)
-  matrix[K - 1, r] P_raw;                            // judge side of U V', parameter expansion (coordinates of Q_K)
-  vector[use_order ? K : 0] b;                       // judge order effects b_k
-  vector[d] c;                                       // human calibration coordinates relative to M
-  vector[T] log_nu;                                  // log tie parameters (judges 1..K, then people)
+#include dial_sample_parameters.stan
 }
 transformed parameters {
-  real consensus_scale = sqrt(dot_self(m_raw) / N); // gamma_bar = 1' gamma / K > 0
-  vector[N] mu = (Q_N * m_raw) / consensus_scale;    // consensus direction, 1' mu = 0, ||mu||^2 = N
-  vector[K] gamma = consensus_scale + Q_K * gamma_dev;   // consensus loadings, 1' gamma > 0
-  matrix[N, r] V;                                    // disagreement directions, V' [1, mu] = 0, V' V = N I
-  matrix[K, r] U;                                    // disagreement loadings, 1' U = 0
-  matrix[K, N] S;                                    // judge scores, eq. S-llm
-  vector[N] s_H = rep_vector(0, N);                  // calibrated human score, eq. human-subspace-model
-  {
-    vector[N - 1] mu_dir = m_raw / sqrt(dot_self(m_raw));
-    vector[N - 1] w = e_ref + mu_dir;                // Householder vector: e_ref -> -mu_dir
-    matrix[N - 1, r] Y = E_perp * Z_raw;             // orthogonal to e_ref
-    matrix[N - 1, r] Zc = Y - (2 / dot_self(w)) * w * (w' * Y);   // orthogonal to mu_dir
-    matrix[K, r] P = Q_K * orthonormal_frame(P_raw);
-    matrix[N, r] Z = Q_N * Zc;
-    V = sqrt(N) * (Q_N * orthonormal_frame(Zc));
-    U = P * (Z' * V) / N;
-    S = gamma * mu' + P * Z';
-  }
-  if (calibration == 1) {
-    s_H = c[1] * mu;
-  } else if (calibration == 2) {
-    s_H = append_col(mu, V) * c;
-  }
+#include dial_sample_tparameters.stan
 }
 model {
-  // LLM and human cells: eq. binomial-model-llm / binomial-model-human (ties: paired_likelihoods.stan)
-  {
-    vector[K] b_k = use_order ? b : rep_vector(0, K);
-    vector[C] log_nu_c = T > 0 ? log_nu[cell_judge] : rep_vector(0, C);
-    vector[H] log_nu_h = rep_vector(T > 0 ? log_nu[T] : 0, H);
-    vector[C] eta = paired_eta(S, cell_judge, cell_i, cell_j, cell_a, b_k);
-    vector[H] eta_h = paired_eta(to_matrix(s_H'), human_judge, human_i, human_j, human_a, rep_vector(0, 1));
-    target += dot_product(cell_w, cell_log_coef + paired_log_lik(cell_counts, eta, tie_model, log_nu_c));
-    target += dot_product(human_w, human_log_coef + paired_log_lik(human_counts, eta_h, tie_model, log_nu_h));
-  }
-
-  // priors
-  // parameter expansion of P: a density of P_raw' P_raw only (uniform frame P)
-  target += -0.5 * sum(square(crossprod(P_raw) - identity_matrix(r))) / square(frame_sd);
-  if (prior_m_sd > 0) target += normal_lpdf(m_raw | 0, prior_m_sd);
-  if (prior_gamma_sd > 0) target += normal_lpdf(gamma_dev | 0, prior_gamma_sd);
-  if (prior_Z_sd > 0) target += normal_lpdf(to_vector(Z_raw) | 0, prior_Z_sd);
-  if (prior_b_sd > 0) target += normal_lpdf(b | 0, prior_b_sd);
-  if (prior_c_sd > 0) target += normal_lpdf(c | 0, prior_c_sd);
-  if (prior_log_nu_sd > 0) target += normal_lpdf(log_nu | prior_log_nu_mean, prior_log_nu_sd);
+#include cell_inputs.stan
+#include cell_target.stan
+#include dial_sample_model.stan
 }
 generated quantities {
-  real consensus_strength                            // ||S' 1|| / (sqrt(K) ||S||_F), in [0, 1]
-    = sqrt(dot_self(S' * rep_vector(1, K))) / sqrt(K * sum(square(S)));
-  vector[T] nu = exp(log_nu);                        // tie parameters
-  matrix[calc_win_prob ? N : 0, calc_win_prob ? N : 0] win_prob;   // P(people prefer i to j) = inv_logit(s_H[i] - s_H[j])
-  vector[calc_log_lik ? C + H : 0] log_lik;          // log p(counts) per cell (LLM cells, then human)
-  array[calc_log_lik ? C + H : 0, 3] int counts_rep; // replicated counts per cell (posterior predictive)
-  if (calc_win_prob) {
-    for (i in 1:N) {
-      for (j in 1:N) {
-        win_prob[i, j] = inv_logit(s_H[i] - s_H[j]);
-      }
-    }
-  }
+#include dial_sample_generated.stan
+  vector[calc_log_lik ? n_cells : 0] log_lik;            // log p(counts) per cell (LLM cells, then human)
+  array[calc_log_lik ? n_cells : 0, 3] int counts_rep;   // replicated counts per cell (posterior predictive)
   if (calc_log_lik) {
-    vector[K] b_k = size(b) > 0 ? b : rep_vector(0, K);
-    vector[C] log_nu_c = T > 0 ? log_nu[cell_judge] : rep_vector(0, C);
-    vector[H] log_nu_h = rep_vector(T > 0 ? log_nu[T] : 0, H);
-    vector[C] eta = paired_eta(S, cell_judge, cell_i, cell_j, cell_a, b_k);
-    vector[H] eta_h = paired_eta(to_matrix(s_H'), human_judge, human_i, human_j, human_a, rep_vector(0, 1));
-    log_lik[1:C] = cell_log_coef + paired_log_lik(cell_counts, eta, tie_model, log_nu_c);
-    log_lik[(C + 1):(C + H)] = human_log_coef + paired_log_lik(human_counts, eta_h, tie_model, log_nu_h);
-    counts_rep[1:C] = paired_rng(cell_counts, eta, tie_model, log_nu_c);
-    counts_rep[(C + 1):(C + H)] = paired_rng(human_counts, eta_h, tie_model, log_nu_h);
+#include cell_inputs.stan
+#include cell_outputs.stan
   }
 }

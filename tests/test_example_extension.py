@@ -23,17 +23,23 @@ def _load():
     return mod
 
 
-def test_extension_is_a_copy_of_judges_stan_with_marked_changes():
-    shipped = program_path("judges").read_text().splitlines()
-    copy = (EXAMPLES / "tie_gap.stan").read_text().splitlines()
-    added = [l[1:] for l in difflib.unified_diff(shipped, copy, lineterm="", n=0)
-             if l.startswith("+") and not l.startswith("+++")]
-    removed = [l[1:] for l in difflib.unified_diff(shipped, copy, lineterm="", n=0)
-               if l.startswith("-") and not l.startswith("---")]
-    code_added = [l for l in added if not l.lstrip().startswith("*")]
-    assert code_added and all("EXTENSION" in l for l in code_added)
-    # what it replaces: the per-cell log tie parameters, nothing else
-    assert removed and all("log_nu_c" in l or "log_nu_h" in l for l in removed)
+def _code_lines(path: Path) -> list[str]:
+    """The lines of a Stan program after its header comment (the blocks and their #include lines)."""
+    lines = path.read_text().splitlines()
+    return lines[next(k for k, l in enumerate(lines) if l.startswith("functions")):]
+
+
+def test_extension_adds_marked_lines_to_judges_stan():
+    """tie_gap.stan is judges.stan's blocks and #include lines, unchanged, plus lines marked EXTENSION."""
+    shipped, ext = _code_lines(program_path("judges")), _code_lines(EXAMPLES / "tie_gap.stan")
+    diff = list(difflib.unified_diff(shipped, ext, lineterm="", n=0))
+    added = [l[1:] for l in diff if l.startswith("+") and not l.startswith("+++")]
+    removed = [l[1:] for l in diff if l.startswith("-") and not l.startswith("---")]
+    assert not removed, removed
+    assert added and all("EXTENSION" in l for l in added)
+    # what it adds: its datum, its parameter and prior, and the offset of log nu in both places
+    assert sum("log_nu_cell -= kappa * square(eta)" in l for l in added) == 2
+    assert len((EXAMPLES / "tie_gap.stan").read_text().splitlines()) < 50
 
 
 def test_extension_runs_on_arena_subset_and_compares_by_loo():

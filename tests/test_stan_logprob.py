@@ -20,6 +20,7 @@ from pydial.model.chart import Chart
 from pydial.studies.simulate import simulate
 from pydial.stan.standata import (
     CellTable,
+    dial_calibrate_data,
     dial_data,
     dial_sample_data,
     helmert_basis,
@@ -27,7 +28,7 @@ from pydial.stan.standata import (
     llm_cell_table,
     weighted_log_coef,
 )
-from pydial.model.families import TIE_MODELS, log_coef
+from pydial.model.families import TIE_MODELS, log_coef, tie_probabilities
 
 pytestmark = pytest.mark.stan
 
@@ -116,7 +117,7 @@ def test_dial_cell_weights_leave_one_out(models, data):
 
 @pytest.mark.parametrize("ties", ["davidson", "rao-kupper"])
 def test_dial_tie_log_prob_equals_numpy_cells(models, data, ties):
-    """dial.stan with tie_model > 0: weighted sum of the pydial.model.families log pmfs (nu_k per judge, nu_H for people)."""
+    """dial.stan with ties > 0: weighted sum of the pydial.model.families log pmfs (nu_k per judge, nu_H for people)."""
     m = models["dial"]
     tdata = with_ties(simulate(N=7, K=3, rank=1, n_llm=2000, n_human=300, seed=12).frame)
     ch = Chart(tdata.N, tdata.K, 1, "W", True)
@@ -142,7 +143,7 @@ def test_dial_priors_add_normal_densities(models, data):
     ch = Chart(data.N, data.K, 1, "mu", True)
     theta = np.random.default_rng(7).normal(size=ch.dim)
     flat = dial_data(data, ch, w_llm=1.0, w_human=1.0)
-    pri = dial_data(data, ch, w_llm=1.0, w_human=1.0, priors={"A": 2.0, "B": 3.0, "c": 1.5, "b": 0.5})
+    pri = dial_data(data, ch, w_llm=1.0, w_human=1.0, priors={"A_sd": 2.0, "B_sd": 3.0, "c_sd": 1.5, "b_sd": 0.5})
     from scipy.stats import norm
 
     sl = ch.slices
@@ -154,7 +155,7 @@ def test_dial_rejects_bad_rank(models, data):
     m = models["dial"]
     ch = Chart(data.N, data.K, 1, "mu", True)
     d = dial_data(data, ch, w_llm=1.0, w_human=1.0)
-    d["r"] = data.K  # r > K - 1
+    d["rank"] = data.K  # r > K - 1
     with pytest.raises(Exception, match="Cond. llm-structure"):
         m.log_prob(d, np.zeros(5))
 
@@ -255,3 +256,42 @@ def test_dial_sample_structure_and_log_lik(models, r, cal, ties):
         P_raw = np.asarray(v["P_raw"]).reshape(K - 1, r)
         pe = -0.5 * np.sum((P_raw.T @ P_raw - np.eye(r)) ** 2) / 0.2**2
         assert m.log_prob(d, u) == pytest.approx(0.8 * ll_l.sum() + 1.3 * ll_h.sum() + pe, rel=1e-10)
+
+
+@pytest.mark.parametrize("ties", [None, "davidson", "rao-kupper"])
+def test_dial_sample_win_prob_is_the_family_probability(models, ties):
+    """win_prob[i, j] = P(i wins) of the family at s_H[i] - s_H[j] and the people's nu (ties are no win)."""
+    m = models["dial_sample"]
+    data = with_ties(simulate(N=5, K=3, rank=1, n_llm=600, n_human=100, seed=13).frame, 0.2 if ties else 0.0)
+    d = dial_sample_data(data, rank=1, calibration="W", ties=ties, win_prob=True)[0]
+    rng = np.random.default_rng(2)
+    for _ in range(2):
+        v = m.constrain(d, rng.normal(size=m.num_unconstrained(d)), include_gqs=True)
+        s_H, N = v["s_H"], data.N
+        log_nu_h = float(np.atleast_1d(v["log_nu"])[-1]) if ties else 0.0
+        i, j = np.divmod(np.arange(N * N), N)
+        ref = tie_probabilities(ties, s_H[i] - s_H[j], log_nu_h)
+        np.testing.assert_allclose(v["win_prob"].reshape(-1), ref[:, 0], rtol=1e-12, atol=1e-15)
+        W = v["win_prob"]
+        np.testing.assert_allclose(W + W.T, 1 - ref[:, 2].reshape(N, N), rtol=1e-12)
+
+
+@pytest.mark.parametrize("ties,dim", [(None, 1), (None, 2), ("davidson", 2), ("rao-kupper", 1)])
+def test_dial_calibrate_log_prob_equals_numpy_cells(models, ties, dim):
+    """dial_calibrate.stan: sum over draws t of the human cells' log pmf at s_t = M_t c_t (nu_t per draw)."""
+    m = models["dial_calibrate"]
+    data = with_ties(simulate(N=6, K=3, rank=1, n_llm=300, n_human=150, seed=17).frame, 0.2 if ties else 0.0)
+    H = data.cell_table("human", ties=ties is not None)
+    rng = np.random.default_rng(5)
+    T = 4
+    M = rng.normal(size=(T, data.N, dim))
+    d = dial_calibrate_data(H, M, ties=ties, priors={"c_sd": 0, "log_nu_sd": 0})
+    d["human_w"] = rng.uniform(0.5, 1.5, size=len(H))
+    u = rng.normal(size=m.num_unconstrained(d))
+    v = m.constrain(d, u, include_gqs=True)
+    c = np.asarray(v["c"]).reshape(T, dim)
+    ln = np.atleast_1d(v["log_nu"]) if ties else np.zeros(T)
+    ll = np.stack([np_cell_loglik(H.counts, (M[t] @ c[t])[H.i] - (M[t] @ c[t])[H.j], ties, ln[t]) for t in range(T)])
+    np.testing.assert_allclose(v["s_H"], np.einsum("tnd,td->tn", M, c), rtol=1e-12)
+    np.testing.assert_allclose(v["log_lik"], ll, rtol=1e-10)
+    assert m.log_prob(d, u) == pytest.approx(float((ll * d["human_w"]).sum()), rel=1e-10)

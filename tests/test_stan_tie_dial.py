@@ -1,4 +1,4 @@
-"""dial.stan with tie_model 1 / 2 agrees with the numpy tie objective and its optimum.
+"""dial.stan with ties 1 / 2 agrees with the numpy tie objective and its optimum.
 
 * log density: ``-(log_prob - weighted_log_coef)`` (flat priors, no Jacobian) equals
   ``n_H`` times :class:`pydial.model.likelihood.TieObjective` at random ``x = (theta, log nu)``

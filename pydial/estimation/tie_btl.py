@@ -3,7 +3,7 @@ r"""Tie models of the people and the judges: ``pydial.fit(..., ties="davidson" |
 Davidson's (1970) model (or Rao and Kupper's, 1967) for the people
 (``method="human"``) and the same with judge-specific order effects for the LLM
 judges (``method="judges"``, Davidson-Beaver 1977); the cell likelihoods are those
-of :mod:`pydial.model.families` (``tie_model`` 1 and 2 of
+of :mod:`pydial.model.families` (Stan ``ties`` 1 and 2 of
 ``stan/include/paired_likelihoods.stan``).  Given a decisive outcome the
 Davidson model is eq. binomial-model-llm; ``nu -> 0`` removes the ties.  The tie
 judgments that the binary models exclude are used here.

@@ -4,7 +4,7 @@ Every comparison keeps its three outcomes (``i`` wins, ``j`` wins, tie) and
 follows the Davidson-Beaver or the Rao-Kupper model of :mod:`pydial.model.families`, with
 the linear predictor of the structured model (eq. binomial-model-llm /
 binomial-model-human) and a tie parameter ``nu_k`` per LLM judge and ``nu_H``
-for the people (the ``tie_model`` 1 / 2 of ``stan/dial.stan``).  The
+for the people (Stan ``ties`` 1 / 2 of ``stan/dial.stan``).  The
 procedure is the binary one with every likelihood replaced:
 
 * LLM-only structured fit (eq. staged-calibrated-estimator, first stage) of
@@ -31,7 +31,7 @@ position effects, Prop. stage-one-normality); the people's ``nu_H`` from the
 selected fit.
 
 The optimizers are those of :class:`TieOptimizers`: numpy's Newton method by
-default, Stan's (``dial.stan`` with ``tie_model``, ``judges.stan`` for the
+default, Stan's (``dial.stan`` with ``ties``, ``judges.stan`` for the
 people) with ``engine="stan"``; every covariance, GACV and test is computed
 by numpy at the optimum.
 """

@@ -8,7 +8,7 @@ kernel of every cell (without the multinomial coefficient, see
 :func:`log_coef`) and its first and second derivatives in ``(eta, l)``, so
 that any fit whose cells are linear in its parameters gets exact gradients and
 Hessians by the chain rule.  The Stan programs use the same three models
-(``stan/include/paired_likelihoods.stan``, ``tie_model`` 0, 1, 2).
+(``stan/include/paired_likelihoods.stan``, ``ties`` 0, 1, 2).
 
 * :func:`binary_cell`: ``w_i ~ Binomial(w_i + w_j, sigma(eta))``, ties excluded.
 * :func:`davidson_cell`: Davidson (1970) with the Davidson-Beaver (1977) order
@@ -70,7 +70,7 @@ def log_coef(counts: np.ndarray) -> np.ndarray:
 
 
 def binary_cell(counts: np.ndarray, eta: np.ndarray, log_nu: np.ndarray | float = 0.0) -> CellDerivatives:
-    """Binomial model of the decisive outcomes (``tie_model = 0``); cells must have no ties."""
+    """Binomial model of the decisive outcomes (Stan ``ties = 0``); cells must have no ties."""
     wi, wj, t = _counts(counts)
     if np.any(t > 0):
         raise ArgumentError("the binary model takes cells without ties")
@@ -82,7 +82,7 @@ def binary_cell(counts: np.ndarray, eta: np.ndarray, log_nu: np.ndarray | float 
 
 
 def davidson_cell(counts: np.ndarray, eta: np.ndarray, log_nu: np.ndarray | float) -> CellDerivatives:
-    """Davidson-Beaver model (``tie_model = 1``): softmax of ``(eta / 2, -eta / 2, log nu)``."""
+    """Davidson-Beaver model (Stan ``ties = 1``): softmax of ``(eta / 2, -eta / 2, log nu)``."""
     wi, wj, t = _counts(counts)
     eta = np.asarray(eta, float)
     l = np.broadcast_to(np.asarray(log_nu, float), eta.shape)
@@ -97,7 +97,7 @@ def davidson_cell(counts: np.ndarray, eta: np.ndarray, log_nu: np.ndarray | floa
 
 
 def rao_kupper_cell(counts: np.ndarray, eta: np.ndarray, log_nu: np.ndarray | float) -> CellDerivatives:
-    """Rao-Kupper model (``tie_model = 2``) with threshold ``tau = exp(log_nu)``."""
+    """Rao-Kupper model (Stan ``ties = 2``) with threshold ``tau = exp(log_nu)``."""
     wi, wj, t = _counts(counts)
     eta = np.asarray(eta, float)
     l = np.broadcast_to(np.asarray(log_nu, float), eta.shape)

@@ -18,11 +18,13 @@ httpstan/pystan; ``backend=`` or ``PYDIAL_STAN_BACKEND`` chooses
 implementing :class:`CompiledModel` (:mod:`~pydial.stan.compiled`);
 :mod:`~pydial.stan.backend` chooses among them and compiles.
 
-All three read one data schema (:func:`standata`) and share one include file
-(``stan/include/paired_likelihoods.stan``: the linear predictor and the
-binary, Davidson-Beaver and Rao-Kupper cell likelihoods); each program's
-header says how to extend it, and ``posterior(..., program=PATH)`` samples
-the extended copy.
+All programs (and ``dial_calibrate.stan``, the cut posterior's second stage) read
+one data schema (``stan/include/schema_data.stan``, :func:`standata`) and write
+the cell likelihood once (``stan/include/paired_likelihoods.stan``: the linear
+predictor and the binary, Davidson-Beaver and Rao-Kupper cell likelihoods;
+``cell_*.stan``: their inputs, target and outputs).  Each program's header says
+how to extend it by adding to its blocks (``examples/tie_gap.stan``), and
+``posterior(..., program=PATH, extra=...)`` samples the extended program.
 
 Public functions: :func:`posterior` (NUTS, or CmdStan's Laplace and
 Pathfinder approximations; an ``xarray.DataTree`` on arviz 1.x, ``arviz.InferenceData``

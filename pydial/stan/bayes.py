@@ -6,7 +6,7 @@ parameterization, optional Davidson-Beaver or Rao-Kupper ties);
 ``method="judges"`` and ``method="human"`` sample ``stan/judges.stan`` (each
 judge's own order-effect BTL; the people as one more judge, or alone).
 
-``program=PATH`` samples a user's program (a copy of a shipped one, changed)
+``program=PATH`` samples a user's program (a shipped one's ``#include`` lines plus additions)
 on the same data dictionary (:func:`pydial.stan.standata`, plus ``extra``).
 
 The returned object has the groups ``posterior`` (identified quantities only,
@@ -51,6 +51,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from pydial.data.comparisons import Comparisons
+from pydial.model.families import tie_probabilities
 
 from pydial.estimation.spec import ModelSpec, check_choice, check_count, check_level, check_seed
 from pydial.model.chart import CALIBRATIONS
@@ -64,8 +65,9 @@ from .programs import data_names
 from .standata import (
     DIAL_SAMPLE_PRIORS,
     JUDGES_PRIORS,
-    TIE_MODEL_CODE,
+    TIES_CODE,
     CellTable,
+    dial_calibrate_data,
     dial_sample_data,
     dial_sample_inits,
     dial_sample_start,
@@ -259,7 +261,7 @@ def _resolve(method: str, like: Any, spec: Any, data: Comparisons, deprecated: d
         raise ArgumentError(f"method {method!r} has no posterior counterpart in pydial.stan (available: "
                             f"{', '.join(POSTERIOR_METHODS)})")
     check_choice("method", method, POSTERIOR_METHODS)
-    check_choice("ties", ties, tuple(TIE_MODEL_CODE))
+    check_choice("ties", ties, tuple(TIES_CODE))
     check_choice("include_human", include_human, (True, False))
     model = "dial" if method.startswith("dial") else method
     if model != "dial":
@@ -439,14 +441,18 @@ def posterior(
     adapt_delta, max_depth : float, int
         NUTS target acceptance rate and maximum tree depth.
     win_prob : bool, optional
-        Store the ``N x N`` human win probabilities ``sigma(s_i - s_j)``
-        (default: when ``N <= 30``).
+        Store the ``N x N`` human win probabilities: ``win_prob[i, j]`` is the
+        probability that people prefer item ``i`` to item ``j`` in one comparison,
+        the family's ``P(i wins)`` at ``eta = s_H[i] - s_H[j]`` with the people's
+        ``nu`` (:func:`pydial.model.families.tie_probabilities`, first column):
+        ``sigma(s_i - s_j)`` without ties; a tie is not a win (default: when ``N <= 30``).
     include_human : bool
         ``method="judges"``: add the people (their own scores ``s_H``).
     program : str, optional
         Path to a ``.stan`` file to sample instead of the shipped program of
-        ``method`` (``dial_sample.stan`` or ``judges.stan``): a copy with a
-        change, reading the same data (the shared schema of
+        ``method`` (``dial_sample.stan`` or ``judges.stan``): the shipped
+        program's ``#include`` lines plus its additions (README "Extending a
+        Stan program"), reading the same data (the shared schema of
         :func:`pydial.stan.standata`) plus ``extra``; the names of ``extra``
         are checked against the program's ``data`` block before anything is
         compiled.  Its ``#include`` lines
@@ -924,13 +930,7 @@ def _cut_stage(data: Comparisons, res: SampleResult, d1: Mapping[str, Any], L: C
     H_cells = human_cell_table(data, ties=tie)  # aggregated (returned); Hc is what the program reads
     Hc = H_cells.per_judgment() if per_judgment else H_cells
     p = merge_priors(DIAL_SAMPLE_PRIORS, priors, "dial_sample.stan")
-    d2 = {
-        "N": N, "T": T, "d": dim_c, "M": M, "tie_model": TIE_MODEL_CODE[ties],
-        "H": len(Hc), "human_i": Hc.i + 1, "human_j": Hc.j + 1,
-        "human_counts": Hc.counts,
-        "human_w": np.ones(len(Hc)), "calc_log_lik": 1,
-        "prior_c_sd": p["c_sd"], "prior_log_nu_mean": p["log_nu_mean"], "prior_log_nu_sd": p["log_nu_sd"],
-    }
+    d2 = dial_calibrate_data(Hc, M, ties=ties, priors=priors)
     cm = compile_model("dial_calibrate", backend=backend)
     run2 = {k: v for k, v in run.items() if k != "algorithm"}
     run2.update(chains=1, draws=1, warmup=min(int(run["warmup"]), CUT_WARMUP_MAX))
@@ -949,9 +949,11 @@ def _cut_stage(data: Comparisons, res: SampleResult, d1: Mapping[str, Any], L: C
     post["c"] = c.reshape(chains, draws, dim_c)
     dims["c"] = ["basis"]
     coords["basis"] = ["mu"] + ([f"V{t + 1}" for t in range(dim_c - 1)])
-    if win_prob:
+    if win_prob:  # the family's P(i wins), as win_prob of dial_sample.stan
         diff = s_h[:, :, None] - s_h[:, None, :]
-        post["win_prob"] = (1.0 / (1.0 + np.exp(-diff))).reshape(chains, draws, N, N)
+        log_nu_h = np.log(np.asarray(res2.draws["nu"], float)).reshape(T, 1, 1) if tie else np.zeros((T, 1, 1))
+        p_win = tie_probabilities(ties, diff.reshape(-1), np.broadcast_to(log_nu_h, diff.shape).reshape(-1))[:, 0]
+        post["win_prob"] = p_win.reshape(chains, draws, N, N)
         dims["win_prob"] = ["item", "item_j"]
         coords["item_j"] = list(data.items)
     if tie:
@@ -973,7 +975,7 @@ def _cut_stage(data: Comparisons, res: SampleResult, d1: Mapping[str, Any], L: C
 
 def _dial_posterior(res: SampleResult, d: Mapping[str, Any], items: list[str], judges: list[str],
                     calibration: str | None, order: bool, tie_names: list[str]) -> tuple[dict, dict, dict]:
-    r = int(d["r"])
+    r = int(d["rank"])
     D = res.draws
     post: dict[str, np.ndarray] = {
         "S": D["S"],

@@ -89,7 +89,7 @@ def stan_point_engine(seed: int | None = None, penalty: str | None = None) -> Po
 def stan_tie_optimizers(seed: int | None = None, backend: str | None = None) -> TieOptimizers:
     """Return the optimizers of :mod:`pydial.estimation.tie_fits` run by Stan (``fit(..., ties=..., engine="stan")``).
 
-    ``dial.stan`` with ``tie_model`` 1 / 2 for the LLM-only stage, the calibration stage
+    ``dial.stan`` with ``ties`` 1 / 2 for the LLM-only stage, the calibration stage
     (``fix_llm``) and the weighted fits (weights ``lambda n_H / n_L`` and 1, ``n`` counting
     the ties); ``judges.stan`` for the people alone.  Each optimum is re-expressed in the
     canonical gauge; the numpy engine computes every covariance, GACV and test there.

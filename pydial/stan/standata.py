@@ -1,9 +1,12 @@
 """Stan data, parameter layouts and starting values for pydial's Stan programs.
 
-Builds the ``data`` dictionaries of ``stan/dial.stan``, ``stan/dial_sample.stan``
-and ``stan/judges.stan`` from a :class:`pydial.Comparisons` (1-based item and
-judge indices, canonical orientation ``i < j``, ``a = +1`` when item ``i`` was
-shown first), describes the order of each program's unconstrained parameters,
+Builds the ``data`` dictionaries of ``stan/dial.stan``, ``stan/dial_sample.stan``,
+``stan/judges.stan`` and ``stan/dial_calibrate.stan`` from a :class:`pydial.Comparisons`
+(1-based item and judge indices, canonical orientation ``i < j``, ``a = +1`` when item
+``i`` was shown first): the shared schema (:func:`schema_data`, the data block of
+``stan/include/schema_data.stan``) plus each program's own entries, whose Stan names
+follow the Python vocabulary (``order``, ``ties``, ``rank``, ``prior_<block>_sd``).
+It also describes the order of each program's unconstrained parameters,
 and computes a cheap deterministic starting point (per-judge weighted least
 squares on empirical log-odds, then the structure recovery of
 :func:`pydial.model.chart.structure_from_S`).
@@ -11,6 +14,7 @@ squares on empirical log-odds, then the structure recovery of
 
 from __future__ import annotations
 
+import warnings
 from typing import Any, Mapping, cast
 
 import numpy as np
@@ -18,7 +22,7 @@ import numpy as np
 from pydial.data.comparisons import CellTable, Comparisons
 from pydial.estimation.glm import initial_theta
 from pydial.model.chart import Calibration, Chart, Structure, helmert_basis
-from pydial.exceptions import ArgumentError
+from pydial.exceptions import ArgumentError, caller_stacklevel
 
 __all__ = [
     "DIAL_PRIORS",
@@ -29,12 +33,13 @@ __all__ = [
     "llm_cell_table",
     "human_cell_table",
     "dial_data",
+    "dial_calibrate_data",
     "dial_sample_data",
     "judges_data",
     "schema_data",
     "standata",
     "weighted_log_coef",
-    "TIE_MODEL_CODE",
+    "TIES_CODE",
     "dial_sample_inits",
     "dial_sample_start",
     "mu_reference",
@@ -43,8 +48,16 @@ __all__ = [
 
 CALIBRATION_CODE = {None: 0, "mu": 1, "W": 2}
 
-DIAL_PRIORS: dict[str, float] = {"A": 0.0, "B": 0.0, "c": 0.0, "b": 0.0, "log_nu": 0.0}
-"""Normal prior scales of ``dial.stan`` (penalty on the chart blocks); 0 = flat (the MLE)."""
+DIAL_PRIORS: dict[str, float] = {"A_sd": 0.0, "B_sd": 0.0, "c_sd": 0.0, "b_sd": 0.0, "log_nu_mean": 0.0,
+                                 "log_nu_sd": 0.0}
+"""Normal priors of ``dial.stan`` (penalty on the chart blocks); scale 0 = flat (the MLE).
+
+As for every program, key ``x`` is the Stan datum ``prior_x`` (e.g. ``A_sd`` -> ``prior_A_sd``).
+The keys ``A``, ``B``, ``c``, ``b``, ``log_nu`` of earlier versions still work with a
+:class:`DeprecationWarning`.
+"""
+
+_OLD_DIAL_PRIORS = {"A": "A_sd", "B": "B_sd", "c": "c_sd", "b": "b_sd", "log_nu": "log_nu_sd"}
 
 DIAL_SAMPLE_PRIORS: dict[str, float] = {
     "m_sd": 2.0,
@@ -115,13 +128,18 @@ key             default prior, and what it implies
 def merge_priors(defaults: Mapping[str, float], priors: Mapping[str, float] | None, what: str) -> dict[str, float]:
     """Return the prior settings ``defaults`` of program ``what`` overridden by ``priors`` (names and scales checked)."""
     out = dict(defaults)
+    if priors and defaults is DIAL_PRIORS and set(priors) & set(_OLD_DIAL_PRIORS):
+        old = sorted(set(priors) & set(_OLD_DIAL_PRIORS))
+        warnings.warn(f"the {what} prior keys {old} are deprecated; use {[_OLD_DIAL_PRIORS[k] for k in old]}",
+                      DeprecationWarning, stacklevel=caller_stacklevel())
+        priors = {_OLD_DIAL_PRIORS.get(k, k): v for k, v in priors.items()}
     if priors:
         unknown = sorted(set(priors) - set(defaults))
         if unknown:
             raise ArgumentError(f"unknown {what} prior(s) {unknown}; allowed: {sorted(defaults)}")
         for k, v in priors.items():
             v = float(v)
-            if k.endswith("sd") or k in DIAL_PRIORS:
+            if k.endswith("sd"):
                 if not (np.isfinite(v) and v >= 0):
                     raise ArgumentError(f"prior scale {k!r} must be finite and >= 0 (0 = flat), got {v!r}")
             out[k] = v
@@ -152,16 +170,21 @@ def _weights(w: float | np.ndarray, m: int, what: str) -> np.ndarray:
 
 
 # --------------------------------------------------------------------------- dial.stan
-TIE_MODEL_CODE: dict[str | None, int] = {None: 0, "davidson": 1, "rao-kupper": 2}
-"""``tie_model`` switch of the Stan programs (see ``stan/include/paired_likelihoods.stan``)."""
+TIES_CODE: dict[str | None, int] = {None: 0, "davidson": 1, "rao-kupper": 2}
+"""The Stan datum ``ties`` of Python's ``ties=`` (see ``stan/include/paired_likelihoods.stan``)."""
 
 STANDATA_PROGRAMS: tuple[str, ...] = ("dial", "dial_sample", "judges")
 
 
 def _tie_code(ties: str | None) -> int:
-    if ties not in TIE_MODEL_CODE:
-        raise ArgumentError(f"ties must be one of {list(TIE_MODEL_CODE)}, got {ties!r}")
-    return TIE_MODEL_CODE[ties]
+    if ties not in TIES_CODE:
+        raise ArgumentError(f"ties must be one of {list(TIES_CODE)}, got {ties!r}")
+    return TIES_CODE[ties]
+
+
+def _priors(p: Mapping[str, float]) -> dict[str, float]:
+    """Return the Stan data of the prior settings ``p``: key ``x`` is ``prior_x`` in every program."""
+    return {f"prior_{k}": float(v) for k, v in p.items()}
 
 
 def empty_cells() -> CellTable:
@@ -171,12 +194,18 @@ def empty_cells() -> CellTable:
 
 def schema_data(L: CellTable, H: CellTable | None, *, N: int, K: int, order: bool, ties: str | None,
                 w_llm: float | np.ndarray = 1.0, w_human: float | np.ndarray = 1.0,
-                log_lik: bool = True) -> dict[str, Any]:
-    """Return the data block shared by every program (``N, K, use_order, tie_model``, LLM and human cells).
+                log_lik: bool = True, boundary_nu: bool = False) -> dict[str, Any]:
+    """Return the data block shared by every program (``stan/include/schema_data.stan``).
 
-    ``L`` holds LLM cells with 0-based judges ``0..K-1``; ``H`` human cells (or
-    ``None``).  Weights multiply each cell's log-likelihood.  With
+    ``N, K``, ``order`` (order effects, 0/1), ``ties`` (0 binary, 1 Davidson-Beaver,
+    2 Rao-Kupper), the LLM cells and the human cells with their weights, ``nu_zero``
+    and ``calc_log_lik``.  ``L`` holds LLM cells with 0-based judges ``0..K-1``; ``H``
+    human cells (or ``None``).  Weights multiply each cell's log-likelihood.  With
     ``ties=None`` the cells must have no ties (use the decisive tables).
+    ``boundary_nu=True`` (with ``ties``): a judge (or the people) without any tie in
+    the cells passed gets ``nu_zero = 1``, the boundary MLE ``nu = 0`` at which its
+    cells are binary (as :func:`pydial.model.likelihood.tie_groups`); its ``log_nu``
+    entry is then unused.  For point fits; default ``False`` (every group's ``nu`` free).
     """
     H = empty_cells() if H is None else H
     code = _tie_code(ties)
@@ -188,8 +217,8 @@ def schema_data(L: CellTable, H: CellTable | None, *, N: int, K: int, order: boo
     return {
         "N": int(N),
         "K": int(K),
-        "use_order": int(bool(order)),
-        "tie_model": code,
+        "order": int(bool(order)),
+        "ties": code,
         "C": len(L),
         "cell_judge": L.judge + 1,
         "cell_i": L.i + 1,
@@ -202,6 +231,7 @@ def schema_data(L: CellTable, H: CellTable | None, *, N: int, K: int, order: boo
         "human_j": H.j + 1,
         "human_counts": H.counts,
         "human_w": _weights(w_human, len(H), "human"),
+        "nu_zero": _nu_zero(L, H, K) if (code and boundary_nu) else np.zeros(K + 1, np.int64),
         "calc_log_lik": int(log_lik),
     }
 
@@ -250,7 +280,7 @@ def dial_data(
         ``w_human = 1``.  Human cells are passed only when the chart has a
         calibration basis.
     priors : mapping, optional
-        Normal prior scales ``{"A", "B", "c", "b", "log_nu"}`` (default 0 = flat).
+        Overrides of :data:`DIAL_PRIORS` (default: all scales 0, flat).
     llm : CellTable, optional
         LLM cells to use instead of ``data``'s (e.g. pooled over judges).
     ties : {None, "davidson", "rao-kupper"}
@@ -260,13 +290,12 @@ def dial_data(
         calibration (and the people's tie parameter) is fitted, on the human
         cells alone (second stage of eq. staged-calibrated-estimator).
     firth : {0, 1, 2}
-        Jeffreys-prior term of ``dial.stan`` (0 none, 1 the LLM cells as one GLM,
-        2 the human calibration block, :class:`pydial.model.penalty.CalibrationFirthPenalty`).
+        Jeffreys prior (``stan/include/firth.stan``: one meaning in every program):
+        0 none, 1 each judge's BTL (here only where the LLM cells are one GLM: one
+        judge, rank 0), 2 the human calibration GLM
+        (:class:`pydial.model.penalty.CalibrationFirthPenalty`).
     boundary_nu : bool
-        With ``ties``: a judge (or the people) without any tie in the cells passed
-        gets ``nu_zero = 1``, the boundary MLE ``nu = 0`` at which its cells are
-        binary (as :func:`pydial.model.likelihood.tie_groups`); its ``log_nu`` entry is
-        then unused.  For point fits; default ``False`` (every group's ``nu`` free).
+        ``nu_zero`` for the groups without a tie (:func:`schema_data`).
     """
     tie = ties is not None
     L = llm if llm is not None else llm_cell_table(data, ties=tie)
@@ -275,27 +304,30 @@ def dial_data(
         L = empty_cells()
     p = merge_priors(DIAL_PRIORS, priors, "dial.stan")
     d = schema_data(L, H, N=chart.N, K=chart.K, order=chart.order, ties=ties, w_llm=w_llm, w_human=w_human,
-                    log_lik=log_lik)
+                    log_lik=log_lik, boundary_nu=boundary_nu)
     if fix_llm is not None:
         th = np.asarray(fix_llm, float)
         A_fix, B_fix = th[chart.slices["A"]], th[chart.slices["B"]]
     else:
         A_fix = B_fix = np.zeros(0)
     d.update({
-        "r": chart.r,
+        "rank": chart.r,
         "calibration": CALIBRATION_CODE[chart.calibration],
         "fix_llm": int(fix_llm is not None),
         "A_fix": A_fix,
         "B_fix": B_fix,
-        "prior_sd_A": p["A"],
-        "prior_sd_B": p["B"],
-        "prior_sd_c": p["c"],
-        "prior_sd_b": p["b"],
-        "prior_sd_log_nu": p["log_nu"],
-        "firth": int(firth),
-        "nu_zero": _nu_zero(L, H, chart.K) if (tie and boundary_nu) else np.zeros(chart.K + 1, np.int64),
+        **_priors(p),
+        "firth": _firth_code(firth, allowed=(0, 1, 2)),
     })
     return d
+
+
+def _firth_code(firth: int | bool, allowed: tuple[int, ...]) -> int:
+    """Return the Stan datum ``firth`` (``stan/include/firth.stan``), checked against the codes a program allows."""
+    code = int(firth)
+    if code not in allowed:
+        raise ArgumentError(f"firth must be one of {list(allowed)} for this program, got {firth!r}")
+    return code
 
 
 def _nu_zero(L: CellTable, H: CellTable | None, K: int) -> np.ndarray:
@@ -351,16 +383,10 @@ def dial_sample_data(
         raise ArgumentError(f"mu_ref must be a nonzero vector of length N - 1 = {data.N - 1}")
     d = schema_data(L, H, N=data.N, K=data.K, order=order, ties=ties, w_llm=w_llm, w_human=w_human, log_lik=log_lik)
     d.update({
-        "r": rank,
+        "rank": rank,
         "calibration": CALIBRATION_CODE[calibration],
         "mu_ref": mu_ref,
-        "prior_m_sd": p["m_sd"],
-        "prior_gamma_sd": p["gamma_sd"],
-        "prior_Z_sd": p["Z_sd"],
-        "prior_b_sd": p["b_sd"],
-        "prior_c_sd": p["c_sd"],
-        "prior_log_nu_mean": p["log_nu_mean"],
-        "prior_log_nu_sd": p["log_nu_sd"],
+        **_priors(p),
         "calc_win_prob": int(win_prob),
     })
     return d, L, H
@@ -395,13 +421,27 @@ def judges_data(
     if flat:
         p = {k: (0.0 if k.endswith("sd") else v) for k, v in p.items()}
     d = schema_data(L, H, N=N, K=K, order=order, ties=ties, w_llm=w_llm, w_human=w_human, log_lik=log_lik)
-    d.update({
-        "prior_s_sd": p["s_sd"],
-        "prior_b_sd": p["b_sd"],
-        "prior_log_nu_mean": p["log_nu_mean"],
-        "prior_log_nu_sd": p["log_nu_sd"],
-        "firth": int(firth),
-    })
+    d.update({**_priors(p), "firth": _firth_code(firth, allowed=(0, 1))})
+    return d
+
+
+# --------------------------------------------------------------------------- dial_calibrate.stan
+def dial_calibrate_data(H: CellTable, M: np.ndarray, *, ties: str | None = None,
+                        priors: Mapping[str, float] | None = None, log_lik: bool = True) -> dict[str, Any]:
+    """Return the data of ``dial_calibrate.stan``: the human cells ``H`` given ``n_draws`` calibration bases.
+
+    ``M`` has shape ``(n_draws, N, d)``: the basis ``M_t`` of each first-stage draw.
+    The schema carries the human cells only (``K = 0``, ``C = 0``, ``order = 0``);
+    ``priors`` overrides :data:`DIAL_SAMPLE_PRIORS`, of which the program reads
+    ``c_sd``, ``log_nu_mean`` and ``log_nu_sd``.
+    """
+    M = np.asarray(M, float)
+    if M.ndim != 3 or M.shape[0] < 1 or M.shape[2] < 1:
+        raise ArgumentError(f"M must have shape (n_draws, N, d) with n_draws, d >= 1, got {M.shape}")
+    p = merge_priors(DIAL_SAMPLE_PRIORS, priors, "dial_sample.stan")
+    d = schema_data(empty_cells(), H, N=M.shape[1], K=0, order=False, ties=ties, log_lik=log_lik)
+    d.update({"n_draws": M.shape[0], "d": M.shape[2], "M": M,
+              **_priors({k: p[k] for k in ("c_sd", "log_nu_mean", "log_nu_sd")})})
     return d
 
 
@@ -420,12 +460,12 @@ def standata(
 ) -> dict[str, Any]:
     r"""Return the Stan data dictionary of a pydial program for ``data`` (the shared schema plus the program's own).
 
-    Every shipped program reads the same cells: ``N, K, use_order,
-    tie_model`` (0 binary, 1 Davidson-Beaver, 2 Rao-Kupper), the LLM cells
+    Every shipped program reads the same cells (:func:`schema_data`): ``N, K,
+    order, ties`` (0 binary, 1 Davidson-Beaver, 2 Rao-Kupper), the LLM cells
     ``cell_judge, cell_i, cell_j, cell_a`` (1-based, ``i < j``, ``a = +1`` when
     item ``i`` was shown first), ``cell_counts[C, 3]`` (wins of ``i``, wins of
     ``j``, ties) and weights ``cell_w``, the human cells ``human_i, human_j,
-    human_counts[H, 3], human_w``, and ``calc_log_lik``.  A program extended
+    human_counts[H, 3], human_w``, ``nu_zero`` and ``calc_log_lik``.  A program extended
     from a shipped one reads the same dictionary plus its own entries
     (``extra``).
 
@@ -517,9 +557,9 @@ def dial_sample_inits(
     identified coordinates by normal noise of sd ``jitter`` so that R-hat can
     still detect chains that end in different modes.
     """
-    N, K, r = int(d["N"]), int(d["K"]), int(d["r"])
+    N, K, r = int(d["N"]), int(d["K"]), int(d["rank"])
     cal: Calibration | None = {0: None, 1: "mu", 2: "W"}[int(d["calibration"])]
-    order = bool(d["use_order"])
+    order = bool(d["order"])
     st, c, b = dial_sample_start(data, rank=r, calibration=cal, order=order) if start is None else start
     QN, QK = helmert_basis(N), helmert_basis(K)
     log_nu = tie_start(d)
@@ -557,12 +597,12 @@ def tie_start(d: Mapping[str, Any]) -> np.ndarray:
     """
     from pydial.model.families import log_nu_start
 
-    code, K, H = int(d["tie_model"]), int(d["K"]), int(d["H"])
+    code, K, H = int(d["ties"]), int(d["K"]), int(d["H"])
     if code == 0:
         return np.zeros(0)
     counts = np.vstack([np.asarray(d["cell_counts"]).reshape(-1, 3), np.asarray(d["human_counts"]).reshape(-1, 3)])
     judge = np.concatenate([np.asarray(d["cell_judge"], np.int64) - 1, np.full(H, K)])
-    ties = {v: k for k, v in TIE_MODEL_CODE.items()}[code]
+    ties = {v: k for k, v in TIES_CODE.items()}[code]
     assert ties is not None  # code != 0
     return np.asarray([log_nu_start(ties, counts[judge == g]) for g in range(K + (1 if H else 0))], float)
 

@@ -2,7 +2,7 @@ r"""Stan's optimizer for the tie models of the people and the judges (``judges.s
 
 :func:`stan_tie_btl` maximizes Davidson's (1970) or Rao and Kupper's (1967) model of
 the people (``method="human"``) or Davidson-Beaver's with judge-specific order effects
-of each LLM judge (``method="judges"``), ``tie_model`` 1 and 2 of
+of each LLM judge (``method="judges"``), ``ties`` 1 and 2 of
 ``stan/include/paired_likelihoods.stan``, and returns the optimum as a plain
 :class:`pydial.estimation.engines.TieBTLFit`; :func:`pydial.estimation.tie_btl.fit_ties` computes the
 standard errors and assembles the result.

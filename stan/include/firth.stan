@@ -3,6 +3,18 @@
  * Declares: firth_penalty(X, eta, n), difference_design(i, j, N).
  * Included inside `functions { }` of dial.stan and judges.stan.
  *
+ * The data `firth` has one meaning in every program that reads it
+ * (int<lower=0, upper=2>; binary cells only, ties = 0):
+ *   0  no Jeffreys prior;
+ *   1  the Jeffreys prior of each judge's own BTL: the binomial GLM of a
+ *      judge's cells in its centered scores and order effect.  judges.stan:
+ *      every LLM judge and the people (one more judge); dial.stan: only where
+ *      its LLM cells are one such GLM (K = 1, rank 0, not fix_llm: the pooled
+ *      BTL), otherwise rejected;
+ *   2  the Jeffreys prior of the human calibration GLM (design D_H M, basis
+ *      normalized, pydial.model.penalty.CalibrationFirthPenalty): dial.stan
+ *      only (judges.stan has no calibration and rejects it).
+ *
  * Adding firth_penalty to the target turns the log-likelihood l(theta) into
  * l(theta) + 1/2 log det I(theta), the log posterior under the Jeffreys prior,
  * whose mode is Firth's bias-reduced estimate (finite under separation when X

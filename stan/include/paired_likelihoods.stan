@@ -1,19 +1,26 @@
 /* Paired-comparison likelihoods shared by every pydial program.
  *
- * Declares: paired_eta(S, judge, i, j, a, b), paired_rng(counts, eta, tie_model, log_nu),
- *           paired_log_coef(counts),
- *           paired_log_lik(counts, eta, tie_model, log_nu).
- * Included inside `functions { }` by dial.stan, dial_sample.stan and
- * judges.stan: their model blocks and generated quantities call exactly these
- * three functions, so a change made here (e.g. a new tie model) reaches all of
- * them, and log_lik in generated quantities is the same number that the model
- * block adds to target.
+ * Declares
+ *   cell inputs:      paired_eta(S, b, judge, i, j, a), paired_log_nu(log_nu, nu_index, judge)
+ *   cell likelihood:  paired_log_lik(counts, log_coef, eta, ties, log_nu),
+ *                     paired_target(w, counts, log_coef, eta, ties, log_nu) (its weighted sum)
+ *   outcome model:    paired_prob(eta, ties, log_nu), paired_rng(counts, eta, ties, log_nu),
+ *                     paired_win_prob(s, ties, log_nu), paired_log_coef(counts)
+ * Included inside `functions { }` by every program.  The model blocks call
+ * them through cell_inputs.stan and cell_target.stan (target +=
+ * paired_target(weights, ...), the weighted sum of paired_log_lik), generated
+ * quantities through
+ * cell_inputs.stan and cell_outputs.stan (log_lik = paired_log_lik(...),
+ * counts_rep = paired_rng(...)), so log_lik is the per-cell number the model
+ * block weights and adds.
  *
  * Cells.  A cell is one (judge k, item i, item j, display order a) with the
  * outcome counts (wins of i, wins of j, ties); a = +1 if item i was shown
- * first, -1 if second, 0 for people (no order effect).
+ * first, -1 if second, 0 for people (no order effect).  The programs list
+ * every cell once, LLM cells then human cells (all_* of schema_tdata.stan),
+ * and score the people as one more judge: row K + 1 of the score matrix.
  *
- * Tie models (tie_model, data):
+ * Outcome families (data `ties`, as the Python argument ties=):
  *   0  binary (no ties): wins_i ~ Binomial(wins_i + wins_j, inv_logit(eta)),
  *      eq. binomial-model-llm / binomial-model-human; ties must be 0;
  *   1  Davidson (1970) with the Davidson-Beaver (1977) order effect:
@@ -23,46 +30,75 @@
  *      P(i) = inv_logit(eta - tau), P(j) = inv_logit(-eta - tau),
  *      P(tie) = 1 - P(i) - P(j) = (e^{2 tau} - 1) P(i) P(j).
  * Both reduce to the binary model as log_nu -> -infinity; a cell with
- * log_nu = negative_infinity() follows the binary model exactly (the nu = 0
- * boundary of a group without ties).  pydial.ties holds the same three
- * likelihoods in numpy (with derivatives).
+ * log_nu = negative_infinity() follows the binary model exactly (a group
+ * without a tie parameter, or with nu = 0).  pydial.model.families holds the
+ * same three likelihoods in numpy (with derivatives), and its
+ * tie_probabilities the same probabilities as paired_prob.
  *
- * Constants.  Every program adds the multinomial (for binary cells the
- * binomial) coefficient of each cell, paired_log_coef, so that exp(log_lik)
- * is a probability and lp__ of the three programs is comparable.
+ * Constants.  paired_log_lik includes the multinomial (for binary cells the
+ * binomial) coefficient of each cell, so that exp(log_lik) is a probability
+ * and lp__ of the programs is comparable.
+ *
+ * Extending.  A program changes the inputs of a cell, not these functions:
+ * between `#include cell_inputs.stan` and `#include cell_target.stan` (model
+ * block) or `#include cell_outputs.stan` (generated quantities) it adds an
+ * offset to the linear predictor (eta += x * beta) or to the log tie
+ * parameter (log_nu_cell -= kappa * square(eta)), as examples/tie_gap.stan
+ * does.  A new outcome family is one more `ties` code in paired_log_lik and
+ * paired_prob (and in pydial.model.families).
  */
 
 /**
- * Linear predictor of eq. binomial-model-llm for each cell:
+ * Linear predictor of each cell, eq. binomial-model-llm:
  *   eta_t = S[judge_t, i_t] - S[judge_t, j_t] + a_t b[judge_t].
  *
- * @param S      judge scores, one row per judge (people: one row, a = 0)
- * @param judge  judge of each cell (row of S)
+ * @param S      scores, one row per judge (the people: their own row, a = 0)
+ * @param b      order effect per judge; empty = no order effects (a cell with
+ *               a = 0 never reads b)
+ * @param judge  row of S of each cell
  * @param i, j   items of each cell
  * @param a      display order of each cell (+1, -1; 0 = no order effect)
- * @param b      order effect per judge (zeros when order effects are off)
- * @return       vector of log-odds that item i wins
+ * @return       log-odds that item i wins, per cell
  */
-vector paired_eta(matrix S, array[] int judge, array[] int i, array[] int j, array[] int a, vector b) {
-  int C = size(judge);
-  vector[C] eta;
-  for (t in 1:C) {
-    eta[t] = S[judge[t], i[t]] - S[judge[t], j[t]] + a[t] * b[judge[t]];
+vector paired_eta(matrix S, vector b, array[] int judge, array[] int i, array[] int j, array[] int a) {
+  int n = size(judge);
+  vector[n] eta;
+  for (t in 1:n) {
+    eta[t] = S[judge[t], i[t]] - S[judge[t], j[t]];
+    if (a[t] != 0 && size(b) > 0) eta[t] += a[t] * b[judge[t]];
   }
   return eta;
+}
+
+/**
+ * Log tie parameter of each cell: its judge's entry of log_nu.
+ *
+ * @param log_nu    log tie parameters
+ * @param nu_index  entry of log_nu of each judge (group); 0 = the group has
+ *                  none, its cells are binary (negative_infinity())
+ * @param judge     judge (group) of each cell
+ * @return          log nu per cell
+ */
+vector paired_log_nu(vector log_nu, array[] int nu_index, array[] int judge) {
+  int n = size(judge);
+  vector[n] out;
+  for (t in 1:n) {
+    out[t] = nu_index[judge[t]] == 0 ? negative_infinity() : log_nu[nu_index[judge[t]]];
+  }
+  return out;
 }
 
 /**
  * Log multinomial coefficient of each cell's counts,
  * log (n! / (wins_i! wins_j! ties!)) with n the cell's total.
  *
- * @param counts  C x 3 counts (wins of i, wins of j, ties)
- * @return        vector of log coefficients
+ * @param counts  counts (wins of i, wins of j, ties) per cell
+ * @return        log coefficient per cell
  */
 vector paired_log_coef(array[,] int counts) {
-  int C = size(counts);
-  vector[C] out;
-  for (t in 1:C) {
+  int n = size(counts);
+  vector[n] out;
+  for (t in 1:n) {
     out[t] = lgamma(counts[t, 1] + counts[t, 2] + counts[t, 3] + 1) - lgamma(counts[t, 1] + 1)
              - lgamma(counts[t, 2] + 1) - lgamma(counts[t, 3] + 1);
   }
@@ -70,24 +106,29 @@ vector paired_log_coef(array[,] int counts) {
 }
 
 /**
- * Log-likelihood of each cell's counts without the coefficient (add
- * paired_log_coef for the log pmf).
+ * Log probability of each cell's counts under the outcome family: the one
+ * cell likelihood of every program's model block and generated quantities.
  *
- * @param counts     C x 3 counts (wins of i, wins of j, ties)
- * @param eta        linear predictor per cell (paired_eta)
- * @param tie_model  0 binary, 1 Davidson-Beaver, 2 Rao-Kupper
- * @param log_nu     log tie parameter per cell (ignored when tie_model = 0;
- *                   negative_infinity(): the binary model, ties must be 0)
- * @return           vector of per-cell log-likelihood kernels
+ * @param counts    counts (wins of i, wins of j, ties) per cell
+ * @param log_coef  paired_log_coef(counts), computed once in transformed data
+ * @param eta       linear predictor per cell (paired_eta, plus any offset)
+ * @param ties      outcome family: 0 binary, 1 Davidson-Beaver, 2 Rao-Kupper
+ * @param log_nu    log tie parameter per cell (paired_log_nu, plus any
+ *                  offset); ignored when ties = 0; negative_infinity(): the
+ *                  binary model (the cell then has no ties)
+ * @return          log p(counts) per cell
  */
-vector paired_log_lik(array[,] int counts, vector eta, int tie_model, vector log_nu) {
-  int C = size(counts);
-  vector[C] out;
-  for (t in 1:C) {
+vector paired_log_lik(array[,] int counts, vector log_coef, vector eta, int ties, vector log_nu) {
+  int n = size(counts);
+  if (ties == 0) {
+    return log_coef + (to_vector(counts[:, 1]) .* log_inv_logit(eta) + to_vector(counts[:, 2]) .* log1m_inv_logit(eta));
+  }
+  vector[n] out;
+  for (t in 1:n) {
     real e = eta[t];
-    if (tie_model == 0 || is_inf(log_nu[t])) {
+    if (is_inf(log_nu[t])) {
       out[t] = counts[t, 1] * log_inv_logit(e) + counts[t, 2] * log1m_inv_logit(e);
-    } else if (tie_model == 1) {
+    } else if (ties == 1) {
       vector[3] lp = log_softmax([0.5 * e, -0.5 * e, log_nu[t]]');
       out[t] = counts[t, 1] * lp[1] + counts[t, 2] * lp[2] + counts[t, 3] * lp[3];
     } else {
@@ -98,42 +139,96 @@ vector paired_log_lik(array[,] int counts, vector eta, int tie_model, vector log
       out[t] = counts[t, 1] * lpi + counts[t, 2] * lpj + counts[t, 3] * (2 * tau + log1m_exp(-2 * tau) + lpi + lpj);
     }
   }
+  return log_coef + out;
+}
+
+/**
+ * Weighted sum of the cells' log probabilities, the likelihood term of the
+ * target: dot_product(w, paired_log_lik(counts, log_coef, eta, ties, log_nu)).
+ * Binary cells are summed as sum w (log_coef + wins_i log inv_logit(eta) +
+ * wins_j log1m_inv_logit(eta)) in three dot products (the same kernel with
+ * fewer autodiff nodes; equal to the per-cell sum up to rounding).
+ *
+ * @param w  weight per cell; the other arguments as in paired_log_lik
+ * @return   sum over cells of w times log p(counts)
+ */
+real paired_target(vector w, array[,] int counts, vector log_coef, vector eta, int ties, vector log_nu) {
+  if (ties == 0) {
+    return dot_product(w, log_coef) + dot_product(w .* to_vector(counts[:, 1]), log_inv_logit(eta))
+           + dot_product(w .* to_vector(counts[:, 2]), log1m_inv_logit(eta));
+  }
+  return dot_product(w, paired_log_lik(counts, log_coef, eta, ties, log_nu));
+}
+
+/**
+ * Outcome probabilities of one comparison under the family (as
+ * pydial.ties.tie_probabilities).
+ *
+ * @param eta     linear predictor
+ * @param ties    outcome family: 0 binary, 1 Davidson-Beaver, 2 Rao-Kupper
+ * @param log_nu  log tie parameter (negative_infinity(): binary)
+ * @return        (P(i wins), P(j wins), P(tie))
+ */
+vector paired_prob(real eta, int ties, real log_nu) {
+  if (ties == 0 || is_inf(log_nu)) {
+    return [inv_logit(eta), inv_logit(-eta), 0]';
+  }
+  if (ties == 1) {
+    return softmax([0.5 * eta, -0.5 * eta, log_nu]');
+  }
+  real tau = exp(log_nu);
+  real p_i = inv_logit(eta - tau);
+  real p_j = inv_logit(-eta - tau);
+  return [p_i, p_j, fmax(0, 1 - p_i - p_j)]';
+}
+
+/**
+ * Replicated counts of each cell drawn from the model (posterior
+ * predictive): the cell's total is kept; a binary cell (ties = 0, or log nu
+ * = negative_infinity()) keeps its decisive total and gets no ties.
+ *
+ * @param counts  observed counts per cell (only their totals are used)
+ * @param eta     linear predictor per cell
+ * @param ties    outcome family: 0 binary, 1 Davidson-Beaver, 2 Rao-Kupper
+ * @param log_nu  log tie parameter per cell (ignored when ties = 0)
+ * @return        replicated counts (wins of i, wins of j, ties) per cell
+ */
+array[,] int paired_rng(array[,] int counts, vector eta, int ties, vector log_nu) {
+  int n = size(counts);
+  array[n, 3] int out;
+  for (t in 1:n) {
+    if (ties == 0 || is_inf(log_nu[t])) {
+      int m = counts[t, 1] + counts[t, 2];
+      out[t, 1] = binomial_rng(m, inv_logit(eta[t]));
+      out[t, 2] = m - out[t, 1];
+      out[t, 3] = 0;
+    } else {
+      vector[3] p = paired_prob(eta[t], ties, log_nu[t]);
+      out[t] = multinomial_rng(p / sum(p), counts[t, 1] + counts[t, 2] + counts[t, 3]);
+    }
+  }
   return out;
 }
 
 /**
- * Replicated counts of each cell drawn from the model (posterior predictive):
- * the cell's total is kept (for tie_model = 0 its decisive total, ties 0).
+ * Win probabilities of one judge (e.g. the people) with scores s and no
+ * order effect: P[i, j] = P(i wins against j) under the family, the first
+ * entry of paired_prob(s[i] - s[j], ties, log_nu).  A tie is not a win:
+ * P[i, j] + P[j, i] + P(tie) = 1, with P(tie) = 0 in the binary model
+ * (P[i, j] = inv_logit(s[i] - s[j])).
  *
- * @param counts     C x 3 observed counts (only their totals are used)
- * @param eta        linear predictor per cell (paired_eta)
- * @param tie_model  0 binary, 1 Davidson-Beaver, 2 Rao-Kupper
- * @param log_nu     log tie parameter per cell (ignored when tie_model = 0)
- * @return           C x 3 replicated counts (wins of i, wins of j, ties)
+ * @param s       scores of the N items
+ * @param ties    outcome family: 0 binary, 1 Davidson-Beaver, 2 Rao-Kupper
+ * @param log_nu  the judge's log tie parameter (negative_infinity(): binary)
+ * @return        N x N matrix of win probabilities
  */
-array[,] int paired_rng(array[,] int counts, vector eta, int tie_model, vector log_nu) {
-  int C = size(counts);
-  array[C, 3] int out;
-  for (t in 1:C) {
-    real e = eta[t];
-    if (tie_model == 0) {
-      int n = counts[t, 1] + counts[t, 2];
-      out[t, 1] = binomial_rng(n, inv_logit(e));
-      out[t, 2] = n - out[t, 1];
-      out[t, 3] = 0;
-    } else {
-      vector[3] p;
-      if (tie_model == 1) {
-        p = softmax([0.5 * e, -0.5 * e, log_nu[t]]');
-      } else {
-        real tau = exp(log_nu[t]);
-        p[1] = inv_logit(e - tau);
-        p[2] = inv_logit(-e - tau);
-        p[3] = fmax(0, 1 - p[1] - p[2]);
-        p /= sum(p);
-      }
-      out[t] = multinomial_rng(p, counts[t, 1] + counts[t, 2] + counts[t, 3]);
+matrix paired_win_prob(vector s, int ties, real log_nu) {
+  int N = rows(s);
+  matrix[N, N] P;
+  for (i in 1:N) {
+    for (j in 1:N) {
+      P[i, j] = paired_prob(s[i] - s[j], ties, log_nu)[1];
     }
   }
-  return out;
+  return P;
 }

@@ -1,0 +1,9 @@
+  // ---- judges.stan's terms besides the cell likelihood (judges_model.stan, after cell_inputs.stan)
+  if (firth) target += firth_penalty(firth_X, eta, firth_n);   // Jeffreys prior of each judge's BTL
+  // priors; scale 0 = flat
+  if (prior_s_sd > 0) {
+    target += normal_lpdf(to_vector(s_raw) | 0, prior_s_sd);
+    target += normal_lpdf(sH_raw | 0, prior_s_sd);
+  }
+  if (prior_b_sd > 0) target += normal_lpdf(b | 0, prior_b_sd);
+  if (prior_log_nu_sd > 0) target += normal_lpdf(log_nu | prior_log_nu_mean, prior_log_nu_sd);

@@ -1,0 +1,112 @@
+"""The Python data builders write exactly the data each shipped Stan program declares.
+
+The data block of every program is read from its text after ``#include`` expansion
+(:func:`pydial.stan.programs.data_names`), so the test needs no Stan: no declared
+name may be missing from a builder's dictionary and no entry may be extra.  The
+schema names follow the Python vocabulary (``order``, ``ties``, ``rank``,
+``prior_<block>_sd``), and the tie-parameter count and the draw count differ.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import pydial
+from pydial.model.chart import Chart
+from pydial.stan.programs import PROGRAMS, data_names, program_code
+from pydial.stan.standata import (
+    dial_calibrate_data,
+    dial_data,
+    dial_sample_data,
+    human_cell_table,
+    judges_data,
+    llm_cell_table,
+    pooled_cell_table,
+    standata,
+)
+
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+
+
+def declared(program: str) -> list[str]:
+    """Names declared in the data block of ``program`` (a shipped name or a path), in order."""
+    return list(data_names(program))
+
+
+@pytest.fixture(scope="module")
+def data():
+    sim = pydial.simulate(N=6, K=3, rank=1, n_llm=400, n_human=80, tie_rate=0.2, ties="davidson", seed=5)
+    return sim.comparisons
+
+
+def test_data_names_reads_declarations(tmp_path):
+    """The parser skips comments, transformed data and bracketed sizes, and expands includes."""
+    (tmp_path / "include").mkdir()
+    (tmp_path / "include" / "part.stan").write_text("  vector[N ? 1 : 0] y;  // y; not z\n")
+    prog = tmp_path / "p.stan"
+    prog.write_text("functions {\n}\ndata {\n  int<lower=0> N;  // n\n  array[N, 3] int<lower=0> x; /* c; d */\n"
+                    "#include part.stan\n}\ntransformed data {\n  int q = 1;\n}\n")
+    assert declared(str(prog)) == ["N", "x", "y"]
+
+
+def builders(data):
+    """(program, label, data dictionary) for every builder and the cases that change the dictionary."""
+    N, K = data.N, data.K
+    L, H = llm_cell_table(data, ties=True), human_cell_table(data, ties=True)
+    ch = Chart(N, K, 1, "W", True)
+    theta = np.zeros(ch.dim)
+    yield "dial", "standata", standata(data, "dial", ties="davidson")
+    yield "dial", "binary", dial_data(data, Chart(N, K, 0, "mu", False), w_llm=1.0)
+    yield "dial", "fix_llm", dial_data(data, ch, w_llm=0.0, w_human=1.0, fix_llm=theta, ties="rao-kupper",
+                                       boundary_nu=True)
+    yield "dial", "firth", dial_data(data, Chart(N, 1, 0, None, True), w_llm=1.0,
+                                     llm=pooled_cell_table(data), firth=1)
+    yield "dial_sample", "standata", standata(data, "dial_sample", ties="davidson")
+    yield "dial_sample", "win_prob", dial_sample_data(data, rank=1, calibration="W", win_prob=True)[0]
+    yield "judges", "standata", standata(data, "judges", ties="rao-kupper")
+    yield "judges", "human", judges_data(L.select(L.judge < 0), H, N=N, K=0, order=False, ties="davidson",
+                                         flat=True)
+    yield "judges", "firth", judges_data(llm_cell_table(data), None, N=N, K=K, firth=True)
+    yield "dial_calibrate", "binary", dial_calibrate_data(human_cell_table(data), np.ones((5, N, 2)))
+    yield "dial_calibrate", "ties", dial_calibrate_data(H, np.ones((5, N, 1)), ties="davidson")
+
+
+def test_every_shipped_program_is_covered(data):
+    assert {p for p, _, _ in builders(data)} == set(PROGRAMS)
+
+
+@pytest.mark.parametrize("case", range(11))
+def test_builders_write_exactly_the_declared_data(data, case):
+    program, label, d = list(builders(data))[case]
+    names = declared(program)
+    assert len(names) == len(set(names)), f"{program}: a name is declared twice"
+    missing, extra = sorted(set(names) - set(d)), sorted(set(d) - set(names))
+    assert not missing and not extra, f"{program} ({label}): missing {missing}, extra {extra}"
+
+
+def test_extension_reads_the_shipped_data_plus_its_own(data):
+    """examples/tie_gap.stan: judges.stan's data and prior_kappa_sd, what examples/tie_gap.py passes."""
+    names = declared(str(EXAMPLES / "tie_gap.stan"))
+    d = standata(data, "judges", ties="davidson", extra={"prior_kappa_sd": 1.0})
+    assert set(names) == set(d) and set(names) - set(declared("judges")) == {"prior_kappa_sd"}
+
+
+def test_one_vocabulary_across_programs():
+    """Shared names mean one thing: the schema, prior_<block>_sd, firth's range, two distinct counts."""
+    schema = declared("judges")[:18]
+    assert schema[:4] == ["N", "K", "order", "ties"]
+    for program in PROGRAMS:
+        names = declared(program)
+        assert names[:18] == schema, program
+        assert not {"use_order", "tie_model", "r", "T"} & set(names), program
+        assert all(re.fullmatch(r"prior_\w+_(sd|mean)", n) for n in names if n.startswith("prior")), program
+        code = program_code(program)
+        if "firth;" in code:
+            assert re.search(r"int<lower=0, upper=2> firth;", code), program
+    # the tie-parameter count (transformed data) and the draw count (dial_calibrate's data) differ
+    assert "n_draws" in declared("dial_calibrate") and "n_nu" in program_code("dial_calibrate")
+    assert "n_draws" not in program_code("dial_sample")
