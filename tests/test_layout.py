@@ -47,6 +47,19 @@ def test_fit_is_the_function_and_the_layers_are_packages():
             assert isinstance(importlib.import_module(pkg), types.ModuleType) and hasattr(importlib.import_module(pkg), "__path__")
 
 
+def test_no_function_shadows_its_module():
+    """``pydial.stan.standata`` is the data builder; its module is ``pydial.stan.schema`` (no name is both)."""
+    import pydial.stan
+
+    assert callable(pydial.stan.standata) and not isinstance(pydial.stan.standata, types.ModuleType)
+    assert importlib.import_module("pydial.stan.schema").standata is pydial.stan.standata
+    for name, _ in _modules():
+        package, _, leaf = name.rpartition(".")
+        if package and name != "pydial.api":
+            attr = getattr(importlib.import_module(package), leaf, None)
+            assert attr is None or isinstance(attr, types.ModuleType), f"{package}.{leaf} is not the module {name}"
+
+
 def test_stan_does_not_import_estimators():
     """No module of ``pydial.stan`` imports ``pydial.estimation.estimators`` (the layers are one-way)."""
     bad = []

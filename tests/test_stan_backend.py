@@ -25,7 +25,7 @@ from pydial.stan import (
 )
 from pydial.stan.backend import backend_available
 from pydial.stan.programs import expand_includes, program_dir
-from pydial.stan.standata import (
+from pydial.stan.schema import (
     dial_data,
     dial_sample_data,
     judges_data,

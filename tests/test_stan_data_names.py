@@ -18,7 +18,7 @@ import pytest
 import pydial
 from pydial.model.chart import Chart
 from pydial.stan.programs import PROGRAMS, data_names, program_code
-from pydial.stan.standata import (
+from pydial.stan.schema import (
     dial_calibrate_data,
     dial_data,
     dial_sample_data,

@@ -27,7 +27,7 @@ from pydial.model.chart import Chart
 from pydial.model.penalty import FirthPenalty
 from pydial.studies.simulate import simulate
 from pydial.stan import stan_fit_point
-from pydial.stan.standata import (dial_data, human_cell_table, judges_data, llm_cell_table,
+from pydial.stan.schema import (dial_data, human_cell_table, judges_data, llm_cell_table,
                                   weighted_log_coef)
 
 pytestmark = pytest.mark.stan
@@ -82,7 +82,7 @@ def test_judges_log_prob_adds_half_log_det(models, data):
     u = np.random.default_rng(3).normal(scale=0.5, size=K * (N - 1) + K)
     lp0 = m.log_prob(d0, u)
     lp1 = m.log_prob(d1, u)
-    from pydial.stan.standata import helmert_basis
+    from pydial.stan.schema import helmert_basis
 
     Q = helmert_basis(N)
     parts = m.constrain(d0, u, include_tparams=False)
@@ -121,7 +121,7 @@ def test_human_firth_optimum_matches_numpy_under_separation(models):
 
 
 def test_judges_firth_optimum_matches_numpy(models, data):
-    from pydial.stan.standata import helmert_basis
+    from pydial.stan.schema import helmert_basis
 
     L = llm_cell_table(data)
     K, N = data.K, data.N
@@ -138,7 +138,7 @@ def test_judges_firth_optimum_matches_numpy(models, data):
 def test_pooled_and_staged_firth_match_numpy(models, data):
     o1, o2 = numpy_pooled(data, penalty="firth")
     s_np = float(o2.x[0]) * (centering_basis(data.N) @ o1.x)
-    from pydial.stan.standata import pooled_cell_table
+    from pydial.stan.schema import pooled_cell_table
 
     ch1 = Chart(data.N, 1, 0, None, False)
     u = _polished(models["dial"], dial_data(data, ch1, w_llm=1.0, llm=pooled_cell_table(data), firth=1), np.zeros(ch1.dim))

@@ -18,7 +18,7 @@ import pytest
 from pydial.model.likelihood import Cells, Objective
 from pydial.model.chart import Chart
 from pydial.studies.simulate import simulate
-from pydial.stan.standata import (
+from pydial.stan.schema import (
     CellTable,
     dial_calibrate_data,
     dial_data,
@@ -123,7 +123,7 @@ def test_dial_tie_log_prob_equals_numpy_cells(models, data, ties):
     ch = Chart(tdata.N, tdata.K, 1, "W", True)
     d = dial_data(tdata, ch, w_llm=0.7, w_human=1.2, ties=ties)
     L, H = llm_cell_table(tdata, ties=True), None
-    from pydial.stan.standata import human_cell_table
+    from pydial.stan.schema import human_cell_table
 
     H = human_cell_table(tdata, ties=True)
     assert L.ties.sum() > 0 and H.ties.sum() > 0

@@ -135,7 +135,7 @@ def test_fixed_coordinates_stay_fixed(models, data, stan_backend_name):
     """The scipy path holds coordinates fixed in-process (httpstan); CmdStan takes them as data instead."""
     from pydial.stan import StanBackendError
     from pydial.estimation.glm import initial_theta
-    from pydial.stan.standata import dial_data
+    from pydial.stan.schema import dial_data
 
     m = models["dial"]
     ch = Chart(data.N, data.K, 1, "mu", True)
@@ -155,7 +155,7 @@ def test_fixed_coordinates_stay_fixed(models, data, stan_backend_name):
 def test_calibration_stage_with_the_llm_block_as_data(models, data):
     """dial.stan's fix_llm: only c is a parameter; its optimum is argmin_c l_H(M c) of the numpy engine."""
     from pydial.estimation.estimators import staged_fit
-    from pydial.stan.standata import dial_data
+    from pydial.stan.schema import dial_data
 
     sf = staged_fit(data, 1, "W")
     d = dial_data(data, sf.chart, w_llm=0.0, w_human=1.0, fix_llm=sf.theta)

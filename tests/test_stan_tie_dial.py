@@ -17,7 +17,7 @@ import pydial
 from pydial.estimation import tie_fits
 from pydial.model.likelihood import TieObjective, tie_totals
 from pydial.model.chart import Chart
-from pydial.stan.standata import dial_data, weighted_log_coef
+from pydial.stan.schema import dial_data, weighted_log_coef
 
 pytestmark = pytest.mark.stan
 

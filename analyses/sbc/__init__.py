@@ -13,7 +13,7 @@ Modules (one concern each):
 * :mod:`.configs` -- the program configurations and their small designs;
 * :mod:`.priors` -- the prior sampler, written in numpy from the program headers;
 * :mod:`.simulate` -- judgments simulated from the drawn parameters;
-* :mod:`.fit` -- Stan data through :mod:`pydial.stan.standata`, NUTS, identified draws;
+* :mod:`.fit` -- Stan data through :mod:`pydial.stan.schema`, NUTS, identified draws;
 * :mod:`.ranks` -- one simulation and the whole (parallel, seeded) run;
 * :mod:`.uniformity` -- ECDF bands (Säilynoja, Bürkner & Vehtari 2022) and tests;
 * :mod:`.report` -- plots and summary tables;

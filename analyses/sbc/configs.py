@@ -3,8 +3,8 @@
 Every shipped sampling program and tie family: ``judges.stan`` (binary, Davidson,
 Rao-Kupper) and ``dial_sample.stan`` at rank 1 with the calibration basis ``M = mu``
 and ``M = W`` (binary, Davidson).  The priors are the defaults that
-:func:`pydial.stan.posterior` passes (:data:`pydial.stan.standata.JUDGES_PRIORS`,
-:data:`pydial.stan.standata.DIAL_SAMPLE_PRIORS`), given to the programs explicitly.
+:func:`pydial.stan.posterior` passes (:data:`pydial.stan.schema.JUDGES_PRIORS`,
+:data:`pydial.stan.schema.DIAL_SAMPLE_PRIORS`), given to the programs explicitly.
 The designs are complete: every judge compares every pair in both display orders
 ``n_llm`` times, the people compare every pair ``n_human`` times.
 """
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from pydial.stan.standata import DIAL_SAMPLE_PRIORS, JUDGES_PRIORS
+from pydial.stan.schema import DIAL_SAMPLE_PRIORS, JUDGES_PRIORS
 
 __all__ = ["Config", "CONFIGS", "QUICK", "config"]
 

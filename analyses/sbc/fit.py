@@ -1,12 +1,12 @@
 """Fit one simulated data set with NUTS through pydial and return thinned identified draws.
 
-The Stan data are built by :mod:`pydial.stan.standata` exactly as
+The Stan data are built by :mod:`pydial.stan.schema` exactly as
 :func:`pydial.stan.posterior` builds them, with the configuration's priors passed
-explicitly: ``judges.stan`` from the cell tables (:func:`~pydial.stan.standata.judges_data`;
+explicitly: ``judges.stan`` from the cell tables (:func:`~pydial.stan.schema.judges_data`;
 a judge whose judgments are all ties is kept, as the program allows), and
 ``dial_sample.stan`` from a :class:`pydial.Comparisons` built from the counts table
-(:func:`~pydial.stan.standata.dial_sample_data`, the reference direction ``mu_ref``
-and the jittered start of :func:`~pydial.stan.standata.dial_sample_inits`, as
+(:func:`~pydial.stan.schema.dial_sample_data`, the reference direction ``mu_ref``
+and the jittered start of :func:`~pydial.stan.schema.dial_sample_inits`, as
 ``posterior(init="spectral")``).  One chain per fit; the kept draws are every
 ``thin``-th of ``kept * thin`` post-warmup draws (Talts et al. 2018, Sec. 5: thin to
 nearly independent draws), and the sampler diagnostics of the whole chain are
@@ -26,7 +26,7 @@ import pydial
 from pydial.data.comparisons import CellTable
 from pydial.stan import compile_model
 from pydial.stan.idata import rhat_ess
-from pydial.stan.standata import dial_sample_data, dial_sample_inits, judges_data
+from pydial.stan.schema import dial_sample_data, dial_sample_inits, judges_data
 
 from .configs import Config
 from .quantities import identified

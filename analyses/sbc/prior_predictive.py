@@ -1,7 +1,7 @@
 """Prior predictive check of the default priors (Gelman et al. 2020, "Bayesian workflow", Sec. 2.4).
 
-What :data:`pydial.stan.standata.JUDGES_PRIORS` and
-:data:`~pydial.stan.standata.DIAL_SAMPLE_PRIORS` imply, before any data, for quantities
+What :data:`pydial.stan.schema.JUDGES_PRIORS` and
+:data:`~pydial.stan.schema.DIAL_SAMPLE_PRIORS` imply, before any data, for quantities
 a user can judge: the probability that people prefer item 1 to item 2 (a typical
 pair), the spread ``max - min`` of the people's scores, a judge's win probability for
 the same pair, the probability that the first-shown item wins a comparison of equal

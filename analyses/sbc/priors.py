@@ -71,7 +71,7 @@ def draw_judges(rng: np.random.Generator, priors: Mapping[str, float], *, N: int
     ----------
     rng : numpy.random.Generator
     priors : mapping
-        ``s_sd, b_sd, log_nu_mean, log_nu_sd`` (:data:`pydial.stan.standata.JUDGES_PRIORS`).
+        ``s_sd, b_sd, log_nu_mean, log_nu_sd`` (:data:`pydial.stan.schema.JUDGES_PRIORS`).
     N, K : int
         Items and LLM judges.
     ties : {None, "davidson", "rao-kupper"}
@@ -98,7 +98,7 @@ def draw_dial(rng: np.random.Generator, priors: Mapping[str, float], *, N: int, 
     ----------
     rng : numpy.random.Generator
     priors : mapping
-        :data:`pydial.stan.standata.DIAL_SAMPLE_PRIORS` names.
+        :data:`pydial.stan.schema.DIAL_SAMPLE_PRIORS` names.
     N, K, rank : int
         Items, LLM judges and the disagreement rank ``r``.
     calibration : {"mu", "W"}

@@ -137,7 +137,7 @@ class CellTable:
     counts for the tie models.  Every table of cells is a :class:`CellTable`: the decisive
     LLM and human cells of :class:`Comparisons` (:class:`LLMCells`, :class:`HumanCells`),
     the cells with tie counts (:meth:`Comparisons.cell_table`), the cells of the tie models
-    and of the Stan data (:mod:`pydial.stan.standata`).
+    and of the Stan data (:mod:`pydial.stan.schema`).
 
     Attributes
     ----------

@@ -261,7 +261,7 @@ def initial_theta(data: Comparisons, chart: Chart, *, ridge: float = 1e-3) -> np
     For a calibrated chart the calibration coordinates are the least-squares projection
     of the people's ridge BTL scores on the basis ``M`` (``e_1`` without human data).
     The one start of every structured fit of both engines, and of Stan's NUTS chains
-    (jittered, :func:`pydial.stan.standata.dial_sample_inits`).
+    (jittered, :func:`pydial.stan.schema.dial_sample_inits`).
 
     The ridge keeps every judge's fit finite even when the judge alone is not
     identified; the structured fit then corrects it.

@@ -59,7 +59,7 @@ from .compare import IntervalComparison, compare_intervals, interval_settings
 from .engine import stan_point_engine
 from .point import POINT_METHODS, StanPointFit, stan_fit_point
 from .programs import PROGRAMS, program_code, program_path
-from .standata import standata
+from .schema import standata
 
 __all__ = [
     "BACKENDS",

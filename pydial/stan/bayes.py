@@ -7,7 +7,7 @@ parameterization, optional Davidson-Beaver or Rao-Kupper ties);
 judge's own order-effect BTL; the people as one more judge, or alone).
 
 ``program=PATH`` samples a user's program (a shipped one's ``#include`` lines plus additions)
-on the same data dictionary (:func:`pydial.stan.standata`, plus ``extra``).
+on the same data dictionary (:func:`pydial.stan.schema`, plus ``extra``).
 
 The returned object has the groups ``posterior`` (identified quantities only,
 with dimensions named ``item``, ``judge``, ``rank``, ``basis``, ``tie_judge``),
@@ -62,7 +62,7 @@ from . import idata as azio
 from .backend import BACKENDS, CompiledModel, SampleResult, SamplerWarning, compile_model
 from .compiled import APPROXIMATIONS
 from .programs import data_names
-from .standata import (
+from .schema import (
     DIAL_SAMPLE_PRIORS,
     JUDGES_PRIORS,
     TIES_CODE,
@@ -421,11 +421,11 @@ def posterior(
         methods only.
     priors : mapping, optional
         Overrides of the default priors, which are tabulated, with what each
-        scale means, in :data:`pydial.stan.standata.DIAL_SAMPLE_PRIORS`
+        scale means, in :data:`pydial.stan.schema.DIAL_SAMPLE_PRIORS`
         (DIAL methods: normal priors on the mean judge score ``S'1/K``, the
         deviations of ``gamma``, the item side ``Z`` of ``U V' = P Z'`` with a
         uniform judge frame ``P``, ``b``, ``c`` and ``log nu``) and
-        :data:`~pydial.stan.standata.JUDGES_PRIORS` (``"judges"`` and
+        :data:`~pydial.stan.schema.JUDGES_PRIORS` (``"judges"`` and
         ``"human"``); the program headers state the same priors.  A scale of 0
         makes that block flat.  ``attrs["priors"]`` records the priors used.
     backend : {"cmdstanpy", "httpstan"} or None
@@ -453,7 +453,7 @@ def posterior(
         ``method`` (``dial_sample.stan`` or ``judges.stan``): the shipped
         program's ``#include`` lines plus its additions (README "Extending a
         Stan program"), reading the same data (the shared schema of
-        :func:`pydial.stan.standata`) plus ``extra``; the names of ``extra``
+        :func:`pydial.stan.schema`) plus ``extra``; the names of ``extra``
         are checked against the program's ``data`` block before anything is
         compiled.  Its ``#include`` lines
         find pydial's include files.  Every variable it outputs goes to the

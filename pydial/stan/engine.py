@@ -101,7 +101,7 @@ def stan_tie_optimizers(seed: int | None = None, backend: str | None = None) -> 
     from pydial.model.likelihood import tie_totals
 
     from .backend import compile_model
-    from .standata import dial_data, empty_cells, human_cell_table, judges_data, weighted_log_coef
+    from .schema import dial_data, empty_cells, human_cell_table, judges_data, weighted_log_coef
 
     gtol = 1e-9
 
@@ -171,7 +171,7 @@ def stan_tie_optimizers(seed: int | None = None, backend: str | None = None) -> 
 
 def stan_pooled_tie_stages(data: Comparisons, ties: str, x0: np.ndarray, l2: float, free1: bool, free2: bool,
                            seed: int | None = None, backend: str | None = None) -> tuple[Any, Any]:
-    """Run the two stages of the pooled tie fit (:func:`pydial.estimation.tie_baselines.fit_pooled_ties`) with Stan's optimizer.
+    """Run the two stages of the pooled tie fit (:func:`pydial.estimation.baselines.fit_pooled`) with Stan's optimizer.
 
     ``dial.stan`` with one judge holding the pooled LLM cells, ``r = 0``, no order
     effects; then ``fix_llm`` for ``(c, log nu_H)``.  The optima are in the numpy
@@ -181,7 +181,7 @@ def stan_pooled_tie_stages(data: Comparisons, ties: str, x0: np.ndarray, l2: flo
     from pydial.model.likelihood import tie_totals
 
     from .backend import compile_model
-    from .standata import dial_data, pooled_cell_table, weighted_log_coef
+    from .schema import dial_data, pooled_cell_table, weighted_log_coef
 
     N = data.N
     n_l, n_h = tie_totals(data)

@@ -28,7 +28,7 @@ from pydial.model.chart import Calibration, Chart, helmert_basis
 
 from ..exceptions import ArgumentError, ConvergenceWarning, DataError, renamed_arguments
 from .backend import CompiledModel, OptimizeResult, compile_model
-from .standata import dial_data, empty_cells, human_cell_table, judges_data, llm_cell_table, pooled_cell_table, weighted_log_coef
+from .schema import dial_data, empty_cells, human_cell_table, judges_data, llm_cell_table, pooled_cell_table, weighted_log_coef
 
 __all__ = ["POINT_METHODS", "StanPointFit", "stan_fit_point"]
 

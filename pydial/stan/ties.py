@@ -17,7 +17,7 @@ from pydial.estimation.engines import TieBTLFit
 from pydial.model.chart import helmert_basis
 
 from .backend import compile_model
-from .standata import empty_cells, judges_data
+from .schema import empty_cells, judges_data
 
 __all__ = ["stan_tie_btl"]
 
