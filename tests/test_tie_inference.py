@@ -1,7 +1,7 @@
-"""Sandwich covariances of the DIAL tie fits (pydial.estimation.tie_fits, pydial.inference.linearization.outcome_meat).
+"""Sandwich covariances of the DIAL tie fits (pydial.estimation.tie_fits, pydial.inference.linearization.parameter_meat).
 
-References: (1) on binary cells the three-outcome meats equal the binary meats of
-``parameter_meat``; (2) a brute-force sandwich written here from per-comparison
+References: (1) on binary cells the meats of ``parameter_meat`` from three-outcome cell
+statistics (two channels) equal those from binary cell statistics; (2) a brute-force sandwich written here from per-comparison
 scores taken by central differences of ``log P(outcome)`` (pydial.model.families.tie_probabilities
 and the chart's linear predictors only), clustered per comparison, per judge-pair
 cell and per record from the raw rows of ``data.frame``; (3) the two-step
@@ -18,7 +18,7 @@ import pytest
 import scipy.sparse as sp
 
 import pydial
-from pydial.inference.linearization import CellStats, OutcomeStats, outcome_meat, parameter_meat
+from pydial.inference.linearization import CellStats, OutcomeStats, parameter_meat
 from pydial.model.likelihood import Objective, TieObjective, tie_totals
 from pydial.model.chart import Chart
 from pydial.model.families import tie_probabilities
@@ -37,7 +37,7 @@ def bdata():
 
 
 @pytest.mark.parametrize("cov", ["fisher", "binomial", "cell", "record"])
-def test_outcome_meat_equals_binary_meat_on_binary_cells(bdata, cov):
+def test_outcome_stats_meat_equals_binary_meat_on_binary_cells(bdata, cov):
     ch = Chart(bdata.N, bdata.K, 1, "mu", True)
     obj = Objective.weighted(ch, bdata, 0.8)
     theta = 0.4 * np.random.default_rng(2).standard_normal(ch.dim)
@@ -57,7 +57,7 @@ def test_outcome_meat_equals_binary_meat_on_binary_cells(bdata, cov):
         R = bdata.rows
         pos = np.where(R.judge == bdata.K, (~c.is_human).sum() + R.cell, R.cell)
         rec = (R.record, pos, np.where(R.z == 1, 0, 1))
-    got = outcome_meat(J2, ost, bdata, cov, rec).dense()
+    got = parameter_meat(J2, ost, bdata, cov, rec).dense()
     np.testing.assert_allclose(got, ref, rtol=1e-10, atol=1e-12 * np.abs(ref).max())
 
 

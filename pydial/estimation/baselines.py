@@ -117,7 +117,7 @@ def pooled_linearization(data: Comparisons, ties: str | None, o1: OptimResult, o
     Stage one ``(beta, log nu_L)``, stage two ``(c, log nu_H)`` of ``s = c T beta`` (eq.
     staged-calibrated-estimator with ``M = T beta``), by
     :func:`pydial.inference.linearization.two_step_maps` as DIAL-Anc; the meats of
-    :func:`pydial.inference.linearization.outcome_meat`.
+    :func:`pydial.inference.linearization.parameter_meat`.
     """
     N = data.N
     L, Hc = family_cells(data, ties)

@@ -41,7 +41,7 @@ from pydial.estimation.glm import FamilyGLM, binary_counts, fit_calibration, fit
 from pydial.model.chart import Chart, difference_design
 from pydial.model.design import Design, centered_design
 from pydial.model.likelihood import Cells, Objective, binomial_nll, human_loss
-from pydial.model.meats import independent_meat
+from pydial.model.meats import CellStats, parameter_meat
 from pydial.optim import BOX, ZERO_EIG_RTOL, OptimResult, newton, pinv_from_eigh, pinv_gauge, pinv_sym, single_threaded_blas
 from pydial.exceptions import ArgumentError
 
@@ -66,7 +66,7 @@ def gacv_trace(H: np.ndarray, U: Any, n: np.ndarray, y: np.ndarray, p: np.ndarra
     ``U basis`` (``basis`` dense): ``J`` is then pulled back as ``basis^T J_x basis``.
     ``Hp``, when given, is ``H^+`` (:func:`~pydial.optim.pinv_sym`), already computed.
     """
-    J = independent_meat(U, n, y, p, np.ones(n.size)).dense() / n.sum()
+    J = parameter_meat(U, CellStats.from_parts([(n, y, p, 1.0, True)]), None, "binomial").dense() / n.sum()
     if basis is not None:
         Bs = sp.csr_matrix(basis)  # the chart maps have about two entries per column
         J = np.asarray(Bs.T @ np.asarray(Bs.T @ J).T).T

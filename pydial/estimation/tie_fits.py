@@ -18,7 +18,7 @@ procedure is the binary one with every likelihood replaced:
   ``(eta, log nu_H)``; the endpoints are the human tie model (``lambda = 0``)
   and DIAL-Anc (``lambda = inf``);
 * sandwich covariances (eq. weighted-empirical-sandwich, the two-step form at
-  ``lambda = inf``) with the meats of :func:`pydial.inference.linearization.outcome_meat`;
+  ``lambda = inf``) with the meats of :func:`pydial.inference.linearization.parameter_meat`;
 * the calibration LRT (Prop. calibration-test) on the tie likelihood, ``nu_H``
   free under both hypotheses.
 
@@ -68,7 +68,7 @@ from pydial.inference.linearization import (
     Linearization,
     MeatSource,
     OutcomeStats,
-    outcome_meat,
+    parameter_meat,
     two_step_maps,
 )
 from pydial.model.chart import Calibration, Chart, centering_basis, consensus_gamma, difference_design
@@ -244,13 +244,13 @@ class TieInfluence:
     def linearization(self, what: str, blocks: dict[str, slice], **kwargs: Any) -> Linearization:
         """Return the :class:`~pydial.inference.linearization.Linearization` of these cells.
 
-        The meats of :func:`pydial.inference.linearization.outcome_meat` (eq. weighted-empirical-sandwich,
+        The meats of :func:`pydial.inference.linearization.parameter_meat` (eq. weighted-empirical-sandwich,
         eq. cell-clustered-meat, eq. hac-meat); ``kwargs``: ``stage_one``, ``tie_labels``.
         """
         return Linearization(MeatSource(sp.csr_matrix(self.J2), self.st, self.rec), self.A, blocks, what, **kwargs)
 
     def covariance(self, data: Comparisons, cov: str, what: str) -> np.ndarray:
-        """Return ``A M A^T`` with the meat ``M`` of type ``cov`` (:func:`pydial.inference.linearization.outcome_meat`)."""
+        """Return ``A M A^T`` with the meat ``M`` of type ``cov`` (:func:`pydial.inference.linearization.parameter_meat`)."""
         return self.linearization(what, {}).covariance(data, cov)
 
 
@@ -412,7 +412,7 @@ def _gacv_trace(H: np.ndarray, U: TieInfluence, data: Comparisons, basis: Any, n
 
     In the coordinates of ``H`` (``basis``: full-coordinate derivatives -> ``H``'s).
     """
-    Jm = outcome_meat(U.J2, U.st, data, "binomial").dense() / n_h
+    Jm = parameter_meat(U.J2, U.st, data, "binomial").dense() / n_h
     B = basis.toarray() if sp.issparse(basis) else np.asarray(basis)
     Jm = B.T @ Jm @ B
     Hp, _ = pinv_sym(H)

@@ -40,19 +40,17 @@ from pydial.model.meats import (
     as_sparse,
     check_cov_type,
     degenerate_meat,
-    independent_meat,
     influence_covariance,
     linearize,
     meat_covariance,
-    outcome_meat,
     parameter_meat,
     stack_influence,
 )
 from pydial.optim import pinv_sym
 
 __all__ = ["ANCHORED_COVS", "CLUSTERED", "COV_DESCRIPTIONS", "COV_TYPES", "CellStats", "Influence", "Linearization", "Meat",
-           "MeatSource", "OutcomeStats", "check_cov_type", "degenerate_meat", "independent_meat", "influence_covariance",
-           "linearize", "meat_covariance", "outcome_meat", "parameter_meat", "stack_influence", "score_tables",
+           "MeatSource", "OutcomeStats", "check_cov_type", "degenerate_meat", "influence_covariance",
+           "linearize", "meat_covariance", "parameter_meat", "stack_influence", "score_tables",
            "consensus_table", "position_effect_tables", "wald_table", "wald_frame"]
 
 

@@ -97,6 +97,40 @@ class CellStats:
         hi[h] = np.arange(h.sum())
         return cls(n, y, p, w, h, li, hi)
 
+    def outcome_counts(self) -> np.ndarray:
+        """Comparisons of each cell won by ``i`` and by ``j``, ``(m, 2)``."""
+        return np.column_stack([self.y, self.n - self.y])
+
+    def outcome_scores(self) -> np.ndarray:
+        """Loss score of one comparison per cell and outcome on the one channel ``eta``, ``(1, m, 2)``: ``p - z``."""
+        return np.column_stack([self.p - 1, self.p])[None]
+
+    def fisher(self) -> np.ndarray:
+        """Each cell's information ``n p (1 - p)``, ``(1, 1, m)``."""
+        return (self.n * self.p * (1 - self.p))[None, None]
+
+    def pair_keys(self, data: Comparisons) -> np.ndarray:
+        """Judge-pair key of every LLM cell (the clusters of the cell meat; ``-1`` for human cells)."""
+        L, li, key = data.llm, self.llm_index[~self.is_human], np.full(self.n.size, -1, np.int64)
+        key[~self.is_human] = (L.judge[li] * data.N + L.i[li]) * data.N + L.j[li]
+        return key
+
+    def record_rows(self, data: Comparisons) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+        """``(record, cell, outcome)`` of every decisive judgment of ``data.rows`` in these cells (None without records)."""
+        R = data.rows
+        if R is None:
+            return None
+        h = self.is_human
+        pos_llm, pos_h = np.full(len(data.llm), -1), np.full(len(data.human), -1)
+        pos_llm[self.llm_index[~h]] = np.flatnonzero(~h)
+        pos_h[self.human_index[h]] = np.flatnonzero(h)
+        is_h_row = R.judge == data.K
+        pos = np.full(R.cell.size, -1)
+        pos[is_h_row] = pos_h[R.cell[is_h_row]]
+        pos[~is_h_row] = pos_llm[R.cell[~is_h_row]]
+        used = pos >= 0
+        return R.record[used], pos[used], np.where(R.z[used] == 1, 0, 1)
+
 
 @runtime_checkable
 class FactoredJacobian(Protocol):
@@ -268,9 +302,9 @@ def meat_covariance(M: "Meat", JtJ: Callable[[], Any], A: np.ndarray | None, cov
 class MeatSource:
     """The cells behind a covariance: the Jacobian ``J`` of their linear predictors and their statistics.
 
-    ``stats`` is a :class:`CellStats` (binary cells, meats of :func:`parameter_meat`) or an
-    :class:`OutcomeStats` (cells with ties, :func:`outcome_meat`, with ``record_rows`` for
-    the record meat; ``J`` then holds the two derivative channels).  The meat of each type
+    ``stats`` is a :class:`CellStats` (binary cells) or an :class:`OutcomeStats` (cells with
+    ties, with ``record_rows`` for the record meat; ``J`` then holds the two derivative
+    channels), the meats those of :func:`parameter_meat`.  The meat of each type
     is computed once per data set and kept, so several targets (e.g. ``b`` and ``gamma``
     of the same LLM-only fit) and later :meth:`pydial.estimation.results.DialResult.with_cov` calls
     share it.  The meats are those of eq. weighted-empirical-sandwich, eq.
@@ -288,10 +322,7 @@ class MeatSource:
         check_cov_type(cov)
         key = (cov, id(data))  # the cells' data supply the judge-pair and record clusters
         if key not in self._meats:
-            if isinstance(self.stats, OutcomeStats):
-                self._meats[key] = outcome_meat(self.J, self.stats, data, cov, self.record_rows)
-            else:
-                self._meats[key] = parameter_meat(self.J, self.stats, data, cov)
+            self._meats[key] = parameter_meat(self.J, self.stats, data, cov, self.record_rows)
         return self._meats[key]
 
     def gram(self) -> Any:
@@ -412,90 +443,78 @@ class Meat:
         return out
 
 
-def parameter_meat(J: Any, st: CellStats, data: Comparisons, cov: str) -> "Meat":
+def parameter_meat(J: Any, st: "CellStats | OutcomeStats", data: Comparisons | None, cov: str,
+                   record_rows: Any = None) -> "Meat":
     r"""Return the meat ``sum_clusters g g^T`` in the parameter space of ``J`` (P x P).
 
-    Per-comparison scores are ``w_v {(p_c - z_v) j_c - \bar g_{block}}`` with the
-    block means ``\bar g = sum_c (n_c p_c - y_c) j_c / n_block`` (eq.
-    weighted-empirical-sandwich); the cluster sums are formed through a sparse
-    cluster-indicator matrix (eq. cell-clustered-meat, eq. hac-meat).  Sparse when
-    ``J`` is sparse, dense otherwise.
+    A comparison ``v`` with outcome ``o`` in cell ``c`` has the loss score
+    ``g_v = sum_k S_{kco} j_{kc}`` over the derivative channels of ``J`` (row ``k m + c`` is
+    channel ``k`` of cell ``c``; one channel ``eta`` and ``S = (p - 1, p)`` for binary cells,
+    two with ties, :class:`OutcomeStats`) and the influence ``w_v (g_v - \bar g_{block})``
+    with the block means ``\bar g`` (eq. weighted-empirical-sandwich).  ``"fisher"`` is
+    ``sum_c w_c^2 j_c^T I_c j_c`` (``I_c = st.fisher()``); ``"binomial"`` treats comparisons as
+    independent; ``"cell"`` clusters LLM comparisons by (judge, pair) over both orders and
+    outcomes (eq. cell-clustered-meat), human ones independent; ``"record"`` clusters all
+    comparisons of a record (eq. hac-meat), ``record_rows = (record, cell, outcome)`` of every
+    judgment (default ``st.record_rows(data)``).  Scores are summed per cell and channel before
+    the Jacobian, so a :class:`FactoredJacobian` of binary cells is never formed.  ``data``
+    (judge pairs and records) is needed by the clustered meats only.
     """
     check_cov_type(cov)
-    n, y, p, w = st.n, st.y, st.p, st.w
+    w, h = st.w, st.is_human
     if cov == "fisher":
-        return Meat(_gram(J, w**2 * n * p * (1 - p)))
-    s1 = n * p - y  # sum over the cell's comparisons of (p - z_v)
-    blocks = [m for m in (~st.is_human, st.is_human) if m.any()]
+        return Meat(_channel_gram(J, w**2 * st.fisher()))
+    cnt, S = st.outcome_counts(), st.outcome_scores()
+    C, m = S.shape[0], w.size
+    n = cnt.sum(1)
+    s1 = np.einsum("mo,kmo->km", cnt, S)  # per cell and channel, the sum of its comparisons' scores
+    blocks = [mk for mk in (~h, h) if mk.any()]
+    gbar = {bool(h[mk][0]): _rmatvec(_rows(J, np.tile(mk, C)), s1[:, mk].ravel()) / n[mk].sum() for mk in blocks}
+
+    def independent(mk: np.ndarray) -> "Meat":  # the identity kernel of eq. hac-meat
+        s2 = np.einsum("mo,kmo,lmo->klm", cnt[mk], S[:, mk], S[:, mk])
+        ub, wn = gbar[bool(h[mk][0])], np.sum(w[mk] ** 2 * n[mk])
+        return Meat(_channel_gram(_rows(J, np.tile(mk, C)), w[mk] ** 2 * s2), ((ub, -ub * wn),), int(n[mk].sum()))
+
     if cov == "binomial":
-        return _sum(independent_meat(_rows(J, m), n[m], y[m], p[m], w[m]) for m in blocks)
-    gbar = {bool(st.is_human[m][0]): _rmatvec(_rows(J, m), s1[m]) / n[m].sum() for m in blocks}
+        return _sum(independent(mk) for mk in blocks)
+    assert data is not None, "the clustered meats need the data"
     if cov == "cell":
-        h = st.is_human
-        out = []
-        if h.any():  # human comparisons independent
-            out.append(independent_meat(_rows(J, h), n[h], y[h], p[h], w[h]))
+        out = [independent(h)] if h.any() else []
         if (~h).any():
-            lm = np.flatnonzero(~h)
-            L = data.llm
-            li = st.llm_index[lm]
-            cl = _cluster_ids((L.judge[li] * data.N + L.i[li]) * data.N + L.j[li])
+            lm = ~h
+            cl = _cluster_ids(st.pair_keys(data)[lm])
             G = int(np.max(cl, initial=-1)) + 1
-            r = w[lm] * s1[lm]
-            cnt = np.bincount(cl, weights=w[lm] * n[lm], minlength=G)[:, None]
-            Jl = _rows(J, ~h)
-            if isinstance(Jl, FactoredJacobian):  # the cluster sums never formed
-                meat = _centered_meat(Jl.cluster_gram(cl, r), Jl.rmatvec(r * cnt[cl, 0])[:, None], cnt,
+            r = (w[lm] * s1[:, lm]).ravel()
+            cnt_g = np.bincount(cl, weights=w[lm] * n[lm], minlength=G)[:, None]
+            Jl = _rows(J, np.tile(lm, C))
+            if C == 1 and isinstance(Jl, FactoredJacobian):  # the cluster sums never formed
+                meat = _centered_meat(Jl.cluster_gram(cl, r), Jl.rmatvec(r * cnt_g[cl, 0])[:, None], cnt_g,
                                       gbar[False][:, None])
             else:
-                meat = _centered_gram(_indicator(cl, G) @ _scale_rows(Jl, r), cnt, gbar[False][:, None])
+                meat = _centered_gram(_indicator(np.tile(cl, C), G) @ _scale_rows(Jl, r), cnt_g, gbar[False][:, None])
             out.append(replace(meat, clusters=G))
         return _sum(out)
-    # record kernel
-    R = data.rows
-    if R is None:
+    rows = record_rows if record_rows is not None else st.record_rows(data)
+    if rows is None:
         raise _no_records()
-    J = as_sparse(J)
-    n_llm_cells = len(data.llm)
-    # stacked position of each decisive row's cell
-    pos_llm = np.full(n_llm_cells, -1)
-    pos_llm[st.llm_index[~st.is_human]] = np.flatnonzero(~st.is_human)
-    pos_h = np.full(len(data.human), -1)
-    pos_h[st.human_index[st.is_human]] = np.flatnonzero(st.is_human)
-    is_h_row = R.judge == data.K
-    pos = np.full(R.cell.size, -1)
-    pos[is_h_row] = pos_h[R.cell[is_h_row]]
-    pos[~is_h_row] = pos_llm[R.cell[~is_h_row]]
-    used = pos >= 0
-    rec, pos, z = R.record[used], pos[used], R.z[used]
+    rec, cell, outc = (np.asarray(x, np.int64) for x in rows)
     n_rec = len(data.record_ids)
-    # IF of a row: w (p - z) j - w gbar_block ; aggregate rows to (record, cell) first.
-    coef = sp.csr_matrix((w[pos] * (p[pos] - z), (rec, pos)), shape=(n_rec, st.n.size))
-    Gs = coef @ J
+    # IF of a judgment: w (g - gbar_block); aggregated to (record, cell, channel) first
+    coef = sp.csr_matrix(((w[cell] * S[:, cell, outc]).ravel(), (np.tile(rec, C), (np.arange(C)[:, None] * m + cell).ravel())),
+                         shape=(n_rec, C * m))
+    Gs = coef @ as_sparse(J)
     flags = [f for f in (False, True) if f in gbar]
-    C = np.column_stack([np.bincount(rec[st.is_human[pos] == f], weights=w[pos[st.is_human[pos] == f]], minlength=n_rec)
-                         for f in flags])
+    hr = h[cell]
+    Cm = np.column_stack([np.bincount(rec[hr == f], weights=w[cell[hr == f]], minlength=n_rec) for f in flags])
     B = np.column_stack([gbar[f] for f in flags])
-    return replace(_centered_gram(Gs, C, B), clusters=int(np.unique(rec).size))
-
-
-def independent_meat(U: Any, n: np.ndarray, y: np.ndarray, p: np.ndarray, w: np.ndarray) -> "Meat":
-    r"""``sum_v IF_v IF_v^T`` for one block of independent comparisons.
-
-    This is the identity kernel of eq. hac-meat, ``IF_v = w_v {(p_c - z_v) u_c - \bar u}`` with the block mean
-    ``\bar u = sum_c (n_c p_c - y_c) u_c / n_block``; a cell contributes
-    ``w^2 [y (1-p)^2 + (n-y) p^2] u u^T`` (weights constant within the block).
-    ``U`` may be sparse (the result is then sparse).
-    """
-    ub = _rmatvec(U, n * p - y) / n.sum()
-    s2 = y * (1 - p) ** 2 + (n - y) * p**2
-    return Meat(_gram(U, w**2 * s2), ((ub, -ub * np.sum(w**2 * n)),), int(n.sum()))
+    return replace(_centered_gram(Gs, Cm, B), clusters=int(np.unique(rec).size))
 
 
 # ------------------------------------------------------------- tie outcomes
 @dataclass(frozen=True)
 class OutcomeStats:
-    r"""Cells with three outcomes (``i`` wins, ``j`` wins, tie) for the tie-model meats.
+    r"""Cells with three outcomes (``i`` wins, ``j`` wins, tie) for :func:`parameter_meat`.
 
     ``counts``, ``P``, ``a``, ``b`` are ``(m, 3)``: observed counts, fitted
     probabilities and the derivatives ``a = d log P / d eta``, ``b = d log P / d l``
@@ -503,8 +522,9 @@ class OutcomeStats:
     ``w`` the per-comparison weight, ``is_human`` the block; ``judge, i, j`` the
     cell's judge-pair key (for the cell meat) and ``a_order`` its display order.
     A comparison ``v`` with outcome ``o`` in cell ``c`` has the loss score
-    ``-(a_{co} \nabla\eta_c + b_{co} \nabla l_{g(c)})``: the binary
-    ``(p_c - z_v) \nabla\eta_c`` when ``b = 0`` and the tie outcome is absent.
+    ``-(a_{co} \nabla\eta_c + b_{co} \nabla l_{g(c)})`` (the two channels of ``J``,
+    :meth:`pydial.model.likelihood.TieObjective.ext_jacobian`): the binary
+    ``(p_c - z_v) \nabla\eta_c`` of :class:`CellStats` when ``b = 0`` and the tie outcome is absent.
     ``information`` (optional, ``(m, 3)``): each cell's observed information in the
     channels, ``-(d^2/d eta^2, d^2/d eta d l, d^2/d l^2)`` of its log-likelihood; when
     given, the ``"fisher"`` meat is the observed rather than the expected information.
@@ -527,90 +547,46 @@ class OutcomeStats:
         """Number of cells."""
         return int(self.w.size)
 
-    def rows(self, J2: Any) -> sp.csr_matrix:
-        """Loss scores of one comparison of every (cell, outcome), ``3m x P`` (outcome-major).
+    def outcome_counts(self) -> np.ndarray:
+        """Comparisons of each cell and outcome, ``(m, 3)``."""
+        return np.asarray(self.counts, float)
 
-        The scores are ``-(a_{co} J2[c] + b_{co} J2[m + c])`` with ``J2`` the two derivative channels
-        (:meth:`pydial.model.likelihood.TieObjective.ext_jacobian`).
-        """
-        m = self.m
-        r = np.repeat(np.arange(3 * m), 2)
-        cols = np.tile(np.column_stack([np.arange(m), m + np.arange(m)]), (3, 1)).ravel()
-        vals = -np.column_stack([self.a.T.ravel(), self.b.T.ravel()]).ravel()
-        Cf = sp.csr_matrix((vals, (r, cols)), shape=(3 * m, 2 * m))
-        return (Cf @ sp.csr_matrix(J2)).tocsr()
+    def outcome_scores(self) -> np.ndarray:
+        """Loss score of one comparison per channel, cell and outcome, ``(2, m, 3)``: ``-(a, b)``."""
+        return -np.stack([self.a, self.b])
 
+    def fisher(self) -> np.ndarray:
+        """Each cell's information in the channels, ``(2, 2, m)``: observed when given, else expected."""
+        if self.information is not None:
+            ee, el, ll = self.information.T
+            return np.array([[ee, el], [el, ll]])
+        S = self.outcome_scores()
+        return self.counts.sum(1) * np.einsum("mo,kmo,lmo->klm", self.P, S, S)
 
-def outcome_meat(J2: Any, st: OutcomeStats, data: Comparisons, cov: str, record_rows: Any = None) -> "Meat":
-    r"""Return the meats of :func:`parameter_meat` for cells with three outcomes.
+    def pair_keys(self, data: Comparisons) -> np.ndarray:
+        """Judge-pair key of every cell (the clusters of the cell meat)."""
+        return (self.judge.astype(np.int64) * data.N + self.i) * data.N + self.j
 
-    Per-comparison influence ``w_v (g_v - \bar g_{block})`` with ``g_v`` the loss score
-    of :class:`OutcomeStats`; ``"fisher"`` is ``sum_c w_c^2 n_c sum_o P_{co} g_{co} g_{co}^T`` (the
-    expected information), or the observed information ``sum_c w_c^2 j_c^T I_c j_c`` (``j_c`` the
-    two channels of cell ``c``) when ``st.information`` holds the cells' ``I_c``;
-    ``"binomial"`` treats comparisons as independent; ``"cell"`` clusters LLM comparisons by
-    (judge, pair) over both orders and outcomes (eq. cell-clustered-meat); ``"record"``
-    clusters all comparisons of a record (eq. hac-meat), ``record_rows = (record, cell,
-    outcome)`` of every judgment used (cell in the stacked order of ``st``).  With binary
-    cells (no tie outcome, ``b = 0``) this is :func:`parameter_meat` up to rounding.
-    """
-    check_cov_type(cov)
-    m = st.m
-    R = st.rows(J2)
-    cnt = st.counts.T.ravel().astype(float)
-    w3, h3 = np.tile(st.w, 3), np.tile(st.is_human, 3)
-    if cov == "fisher":
-        if st.information is not None:
-            return _observed_information(J2, st.w**2 * st.information.T)
-        n3 = np.tile(st.counts.sum(1), 3)
-        return Meat(_gram(R, w3**2 * n3 * st.P.T.ravel()))
-    blocks = [mk for mk in (~h3, h3) if mk.any()]
-    gbar = {bool(h3[mk][0]): _vec(_rows(R, mk).T @ cnt[mk]) / cnt[mk].sum() for mk in blocks}
-
-    def independent(mk: np.ndarray) -> "Meat":
-        Rm, c, w = _rows(R, mk), cnt[mk], w3[mk]
-        ub = gbar[bool(h3[mk][0])]
-        return Meat(_gram(Rm, w**2 * c), ((ub, -ub * np.sum(w**2 * c)),), int(c.sum()))
-
-    if cov == "binomial":
-        return _sum(independent(mk) for mk in blocks)
-    if cov == "cell":
-        out = []
-        if h3.any():
-            out.append(independent(h3))
-        if (~h3).any():
-            lm = ~h3
-            key = (np.tile(st.judge, 3)[lm] * data.N + np.tile(st.i, 3)[lm]) * data.N + np.tile(st.j, 3)[lm]
-            cl = _cluster_ids(key)
-            ind = _indicator(cl, int(np.max(cl, initial=-1)) + 1)
-            Gs = ind @ _scale_rows(_rows(R, lm), w3[lm] * cnt[lm])
-            csum = np.asarray(ind @ (w3[lm] * cnt[lm]))[:, None]
-            out.append(replace(_centered_gram(Gs, csum, gbar[False][:, None]), clusters=Gs.shape[0]))
-        return _sum(out)
-    if record_rows is None:
-        raise _no_records()
-    rec, cell, outc = (np.asarray(x, np.int64) for x in record_rows)
-    pos = outc * m + cell
-    n_rec = len(data.record_ids)
-    coef = sp.csr_matrix((w3[pos], (rec, pos)), shape=(n_rec, 3 * m))
-    Gs = coef @ R
-    flags = [f for f in (False, True) if f in gbar]
-    C = np.column_stack([np.bincount(rec[h3[pos] == f], weights=w3[pos[h3[pos] == f]], minlength=n_rec) for f in flags])
-    B = np.column_stack([gbar[f] for f in flags])
-    return replace(_centered_gram(Gs, C, B), clusters=int(np.unique(rec).size))
+    def record_rows(self, data: Comparisons) -> None:
+        """None: the record rows of tie cells are given to :func:`parameter_meat`."""
+        return None
 
 
-def _observed_information(J2: Any, info: np.ndarray) -> "Meat":
-    """Return the observed-information meat ``sum_c j_c^T I_c j_c``.
-
-    ``j_c`` are the two channel rows of cell ``c`` in ``J2``, ``I_c`` the symmetric 2 x 2
-    information with rows ``info = (I_ee, I_el, I_ll)`` (scaled by the squared weights).
-    """
-    J2 = sp.csr_matrix(J2)
-    m = J2.shape[0] // 2
-    Je, Jl = J2[:m], J2[m:]
-    cross = (Je.T @ _scale_rows(Jl, info[1])).tocsr()
-    return Meat((_gram(Je, info[0]) + _gram(Jl, info[2]) + cross + cross.T).tocsr())
+def _channel_gram(J: Any, D: np.ndarray) -> Any:
+    """``sum_{k,l} J_k^T diag(D_kl) J_l`` over the channel blocks ``J_k`` (rows ``k m`` to ``(k+1) m``); ``D`` symmetric."""
+    C = D.shape[0]
+    if C == 1:
+        return _gram(J, D[0, 0])
+    J = sp.csr_matrix(J)
+    m = J.shape[0] // C
+    Jk = [J[k * m:(k + 1) * m] for k in range(C)]
+    out = sp.csr_matrix((J.shape[1], J.shape[1]))
+    for k in range(C):
+        out = out + _gram(Jk[k], D[k, k])
+        for t in range(k + 1, C):
+            cross = (Jk[k].T @ _scale_rows(Jk[t], D[k, t])).tocsr()
+            out = out + cross + cross.T
+    return out.tocsr()
 
 
 # ------------------------------------------------------- sparse/dense helpers
