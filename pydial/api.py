@@ -2,19 +2,7 @@ r"""The one-line entry point :func:`fit`: validate the arguments, pick the engin
 
 The estimators themselves live in :mod:`pydial.estimation` and run whichever
 optimizers they are given (:class:`pydial.estimation.engines.Engine`); this module
-sits above both engines, so the numpy layers never import Stan.
-
-========== ==================================================================
-method     estimator
-========== ==================================================================
-judges     each judge's own order-effect BTL (eq. binomial-model-llm), no humans
-human      centered human BTL MLE :math:`\hat s_0` (eq. human-only-estimator)
-pooled     pooled LLM BTL ignoring judge and order, rescaled to the humans
-dial-anc   staged LLM-anchored endpoint (Alg. DIAL-Anc, eq. staged-calibrated-estimator)
-dial-ada   weighted joint fits on the lambda path selected by GACV (Alg. DIAL-Ada)
-dial-nopos DIAL-Ada with the order effects fixed at 0 (order-agnostic ablation)
-atc        human BTL ordering + isotonic calibration of the LLM consensus (AtC)
-========== ==================================================================
+sits above both engines, so the numpy layers never import Stan.  The methods are tabulated in :mod:`pydial.estimation.estimators`.
 """
 
 from __future__ import annotations

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import dataclasses
 import re
-import warnings
 from pathlib import Path
 
 import numpy as np
@@ -16,26 +15,13 @@ import pydial
 import pydial.api
 from pydial.estimation.estimators import estimate, numpy_optimizers
 from pydial.estimation.results import DialResult, Estimate, build_result, with_verdict
+from test_with_cov import data, quiet, tied  # noqa: F401  (the data sets and helper of the with_cov tests)
 
 METHODS = ["human", "judges", "pooled", "dial-nopos", "dial-anc", "dial-ada", "atc"]
 TABLES = ["scores", "cov", "position_effects", "position_effects_cov", "consensus", "tie_parameters", "judge_scores_se"]
 OTHER = {"fisher": "record", "binomial": "cell", "cell": "binomial", "record": "fisher"}
 
 
-@pytest.fixture(scope="module")
-def data():
-    return pydial.simulate(N=5, K=3, rank=1, n_llm=4000, n_human=600, seed=4).comparisons
-
-
-@pytest.fixture(scope="module")
-def tied():
-    return pydial.simulate(N=5, K=3, rank=1, n_llm=6000, n_human=1500, seed=1, tie_rate=0.25).comparisons
-
-
-def quiet(fn, *args, **kwargs):
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        return fn(*args, **kwargs)
 
 
 def assert_same_tables(a: DialResult, b: DialResult) -> None:
