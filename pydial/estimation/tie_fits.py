@@ -256,10 +256,10 @@ class TieInfluence:
 
 def _stack_outcomes(parts: list[OutcomeStats]) -> OutcomeStats:
     """Stack the cells' statistics; the observed information only when every part has it."""
-    info = [p.information for p in parts]
+    info = [p.information for p in parts if p.information is not None]
     cols = {f.name: np.concatenate([getattr(p, f.name) for p in parts]) for f in dataclasses.fields(OutcomeStats)
             if f.name != "information"}
-    return OutcomeStats(**cols, information=None if any(i is None for i in info) else np.concatenate(info))
+    return OutcomeStats(**cols, information=np.concatenate(info) if len(info) == len(parts) else None)
 
 
 def stack_tie_influence(parts: list[TieInfluence]) -> TieInfluence:
