@@ -109,6 +109,19 @@ class CellStats:
         """Each cell's information ``n p (1 - p)``, ``(1, 1, m)``."""
         return (self.n * self.p * (1 - self.p))[None, None]
 
+    def totals(self) -> np.ndarray:
+        """Comparisons per cell, ``(m,)``."""
+        return self.n
+
+    def score_sums(self) -> np.ndarray:
+        """Sum of the cell's comparisons' scores on the one channel, ``(1, m)``: ``n p - y``."""
+        return (self.n * self.p - self.y)[None]
+
+    def score_square_sums(self, mask: np.ndarray) -> np.ndarray:
+        """Sum of the squared scores of the cells ``mask``, ``(1, 1, m')``: ``y (p - 1)^2 + (n - y) p^2``."""
+        n, y, p = self.n[mask], self.y[mask], self.p[mask]
+        return (y * (p - 1) ** 2 + (n - y) * p**2)[None, None]
+
     def pair_keys(self, data: Comparisons) -> np.ndarray:
         """Judge-pair key of every LLM cell (the clusters of the cell meat; ``-1`` for human cells)."""
         L, li, key = data.llm, self.llm_index[~self.is_human], np.full(self.n.size, -1, np.int64)
@@ -464,15 +477,13 @@ def parameter_meat(J: Any, st: "CellStats | OutcomeStats", data: Comparisons | N
     w, h = st.w, st.is_human
     if cov == "fisher":
         return Meat(_channel_gram(J, w**2 * st.fisher()))
-    cnt, S = st.outcome_counts(), st.outcome_scores()
-    C, m = S.shape[0], w.size
-    n = cnt.sum(1)
-    s1 = np.einsum("mo,kmo->km", cnt, S)  # per cell and channel, the sum of its comparisons' scores
+    n, s1 = st.totals(), st.score_sums()  # per cell and channel, the sum of its comparisons' scores
+    C, m = s1.shape[0], w.size
     blocks = [mk for mk in (~h, h) if mk.any()]
     gbar = {bool(h[mk][0]): _rmatvec(_rows(J, np.tile(mk, C)), s1[:, mk].ravel()) / n[mk].sum() for mk in blocks}
 
     def independent(mk: np.ndarray) -> "Meat":  # the identity kernel of eq. hac-meat
-        s2 = np.einsum("mo,kmo,lmo->klm", cnt[mk], S[:, mk], S[:, mk])
+        s2 = st.score_square_sums(mk)
         ub, wn = gbar[bool(h[mk][0])], np.sum(w[mk] ** 2 * n[mk])
         return Meat(_channel_gram(_rows(J, np.tile(mk, C)), w[mk] ** 2 * s2), ((ub, -ub * wn),), int(n[mk].sum()))
 
@@ -500,6 +511,7 @@ def parameter_meat(J: Any, st: "CellStats | OutcomeStats", data: Comparisons | N
         raise _no_records()
     rec, cell, outc = (np.asarray(x, np.int64) for x in rows)
     n_rec = len(data.record_ids)
+    S = st.outcome_scores()
     # IF of a judgment: w (g - gbar_block); aggregated to (record, cell, channel) first
     coef = sp.csr_matrix(((w[cell] * S[:, cell, outc]).ravel(), (np.tile(rec, C), (np.arange(C)[:, None] * m + cell).ravel())),
                          shape=(n_rec, C * m))
@@ -554,6 +566,19 @@ class OutcomeStats:
     def outcome_scores(self) -> np.ndarray:
         """Loss score of one comparison per channel, cell and outcome, ``(2, m, 3)``: ``-(a, b)``."""
         return -np.stack([self.a, self.b])
+
+    def totals(self) -> np.ndarray:
+        """Comparisons per cell, ``(m,)``."""
+        return self.outcome_counts().sum(1)
+
+    def score_sums(self) -> np.ndarray:
+        """Sum of the cell's comparisons' scores per channel, ``(2, m)``."""
+        return np.einsum("mo,kmo->km", self.outcome_counts(), self.outcome_scores())
+
+    def score_square_sums(self, mask: np.ndarray) -> np.ndarray:
+        """Sum over the comparisons of the cells ``mask`` of the channels' score products, ``(2, 2, m')``."""
+        S = self.outcome_scores()[:, mask]
+        return np.einsum("mo,kmo,lmo->klm", self.outcome_counts()[mask], S, S)
 
     def fisher(self) -> np.ndarray:
         """Each cell's information in the channels, ``(2, 2, m)``: observed when given, else expected."""
