@@ -72,6 +72,11 @@ class StagedFit:
     llm_chart: Chart
     llm_theta: np.ndarray
 
+    @property
+    def x(self) -> np.ndarray:
+        """Return the coordinates the weighted fits start from: ``theta``."""
+        return self.theta
+
 
 @dataclass(frozen=True)
 class TieBTLFit:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import warnings
+from dataclasses import dataclass, field
 from contextlib import contextmanager
 from functools import partial
 from typing import Any, Iterator, cast
@@ -34,9 +35,17 @@ from pydial.estimation.glm import (
     fit_structured,
     initial_theta,
 )
+from pydial.estimation.dial import DialSteps, Selected, fit_dial
 from pydial.estimation.results import Estimate
-from pydial.estimation.selection import numpy_joint, positive_values
-from pydial.estimation.tie_fits import NUMPY_TIE
+from pydial.estimation.selection import (
+    Candidate,
+    anchored_candidate,
+    finite_candidate,
+    human_candidate,
+    numpy_joint,
+)
+from pydial.inference.calibration_test import calibration_test
+from pydial.estimation.tie_fits import NUMPY_TIE, TieSteps
 from pydial.exceptions import ArgumentError, ArgumentWarning, ConvergenceError, IdentifiabilityError
 from pydial.inference.linearization import (
     Linearization,
@@ -51,7 +60,6 @@ from pydial.model.chart import DEFAULT_CALIBRATION, DEFAULT_RANK, Calibration, C
 from pydial.model.identifiability import ESTIMATORS
 from pydial.model.likelihood import human_loss
 from pydial.optim import warn_unresolved
-from pydial.resources import progress
 
 METHODS: tuple[str, ...] = ESTIMATORS
 ENGINES: tuple[str, ...] = ("numpy", "stan")
@@ -60,6 +68,8 @@ USES_RANK: tuple[str, ...] = ("dial-nopos", "dial-anc", "dial-ada", "atc")
 """Methods that fit the structured LLM model and so use ``rank``."""
 USES_CALIBRATION: tuple[str, ...] = ("dial-nopos", "dial-anc", "dial-ada")
 """Methods that use ``calibration`` (AtC always calibrates along ``mu``)."""
+DIAL_METHODS: tuple[str, ...] = ("dial-anc", "dial-ada", "dial-nopos")
+"""The methods of :func:`pydial.estimation.dial.fit_dial`."""
 BASELINES = {"pooled": fit_pooled, "atc": fit_atc}
 """The baselines, one fit for every outcome family (:mod:`pydial.estimation.baselines`)."""
 
@@ -117,23 +127,20 @@ def estimate(data: Comparisons, method: str, *, engine: Engine, calibration: str
     """
     if method in BASELINES:
         return BASELINES[method](data, rank_grid[0], ties=ties, engine=engine)
-    if ties is not None:
+    if ties is not None and method not in DIAL_METHODS:
         from pydial.estimation.tie_btl import fit_ties
-        from pydial.estimation.tie_fits import TIE_DIAL_METHODS, fit_dial_ties
 
-        if method in TIE_DIAL_METHODS:
-            return fit_dial_ties(data, cast(str, calibration), ties=ties, order=(method != "dial-nopos"),
-                                 adaptive=(method != "dial-anc"), lambdas=lambda_, multiples=multiples,
-                                 include_endpoints=include_endpoints, rank_grid=rank_grid, engine=engine.ties)
         return fit_ties(data, method, ties=ties, seed=seed, engine=engine.ties, penalty=penalty)
-    point = engine.point
     if method == "human":
-        return _fit_human(data, point)
+        return _fit_human(data, engine.point)
     if method == "judges":
-        return _fit_judges(data, point)
-    return _fit_dial(data, cast(str, calibration), order=(method != "dial-nopos"), adaptive=(method != "dial-anc"),
-                     lambdas=lambda_, multiples=multiples, include_endpoints=include_endpoints, rank_grid=rank_grid,
-                     point=point, penalty=penalty)
+        return _fit_judges(data, engine.point)
+    order = method != "dial-nopos"
+    cal = cast(str, calibration)
+    steps: DialSteps[Any] = (BinarySteps(data, cal, order, engine.point, penalty) if ties is None
+                        else TieSteps(data, cal, order, ties, engine.ties))
+    return fit_dial(data, steps, cal, adaptive=(method != "dial-anc"), lambdas=lambda_, multiples=multiples,
+                    include_endpoints=include_endpoints, rank_grid=rank_grid)
 
 
 def rank_candidates(rank: Any, data: Comparisons, method: str) -> list[int]:
@@ -236,89 +243,67 @@ def numpy_optimizers(penalty: str | None = None) -> Engine:
     return Engine(numpy_engine(penalty), NUMPY_TIE)
 
 
-def _fit_dial(data: Comparisons, cal: str, *, order: bool, adaptive: bool, lambdas: Any, multiples: Any,
-              include_endpoints: bool | str, rank_grid: list[int], point: PointEngine = NUMPY,
-              penalty: str | None = None) -> Estimate:
-    from pydial.estimation.selection import (
-        DEFAULT_MULTIPLES,
-        PathEntry,
-        anchored_candidate,
-        candidate_weights,
-        finite_candidate,
-        human_candidate,
-        path_candidates,
-        path_table,
-        select_candidate,
-        stack_path_tables,
-    )
-    from pydial.inference.calibration_test import calibration_test
+@dataclass(frozen=True)
+class BinarySteps:
+    """The steps of :func:`pydial.estimation.dial.fit_dial` for the binary family (ties left out).
 
-    hum, _ = human_candidate(data, point.human, penalty=penalty)
-    tables, options = [], []
-    staged: dict[int, StagedFit] = {}
-    for r in rank_grid:
-        sf = point.staged(data, r, cal, order=order)
-        staged[r] = sf
-        warn_unresolved(sf.llm_opt, f"structured LLM-only fit (rank {r})")
-        st = sf.llm_chart.structure(sf.llm_theta)
-        M = st.basis(cal)
-        cands = [anchored_candidate(data, M, sf.chart.scores(sf.theta), sf.cal_opt, sf.llm_opt, penalty=penalty)]
-        if adaptive:
-            if lambdas is not None:
-                lams = np.sort(positive_values(lambdas, "lambdas"))[::-1]
-            else:
-                mult = DEFAULT_MULTIPLES if multiples is None else tuple(positive_values(multiples, "multiples"))
-                lams = np.sort(candidate_weights(data.n_llm, data.n_human, mult))[::-1]
-            theta = sf.theta
-            for lam in progress(lams, len(data.llm), f"lambda path (rank {r})"):
-                c = finite_candidate(data, sf.chart, float(lam), theta, float(lam * data.n_human / data.n_llm), point.joint,
-                                     penalty=penalty)
-                if c.admissible:
-                    assert c.theta is not None  # an admissible finite candidate has its fit
-                    theta = c.theta
-                cands.append(c)
-        allc = path_candidates(cands, hum, include_endpoints) if adaptive else cands
-        tables.append(path_table(allc, r))
-        options += [(r, c) for c in allc]
-    table = stack_path_tables(tables, len(rank_grid) > 1 and adaptive and bool(include_endpoints))
-    r_sel, best, fallback = select_candidate(options, table)
-    sf = staged[r_sel]
-    if best.lam == 0:
-        assert best.theta is not None and best.s is not None  # selected, so the human MLE exists
-        U0, st0, _ = human_influence(data, best.theta)
-        lin = linearize(U0, st0, "the calibrated scores")
-        s = best.s
-    elif np.isinf(best.lam):
-        lin = staged_linearization(data, sf)
-        s = sf.chart.scores(sf.theta)
-    else:
-        # the bread is the unpenalized Hessian (pydial.model.penalty): the candidate's H^+ only without a penalty
-        assert best.theta is not None and best.s is not None  # a selected finite weight is admissible
-        U, stt = finite_influence(data, sf.chart, best.lam, best.theta, best.hess_pinv if penalty is None else None)
-        lin = linearize(U, stt, "the calibrated scores")
-        s = best.s
-    lins: tuple[Linearization, ...] = (lin,)
-    if order:
-        lins += llm_only_linearization(data, sf.llm_chart, sf.llm_theta, hess=sf.llm_opt.hess_at(sf.llm_theta))
-    structure = sf.llm_chart.structure(sf.llm_theta)
-    d = sf.chart.d
-    if penalty is not None:  # the LRT compares the unpenalized likelihoods
-        hum, _ = human_candidate(data, NUMPY.human)
-    ct = calibration_test(data, sf.chart.scores(sf.theta), hum.s if hum.opt is not None and hum.opt.resolved else None, d,
-                          hum.reason)
-    if np.isinf(best.lam):
-        c_coef = sf.chart.calibration_coordinates(sf.theta)
-    elif best.lam == 0:
-        c_coef = None
-    else:
-        assert best.theta is not None
-        c_coef = sf.chart.calibration_coordinates(best.theta)
-    opts = [sf.llm_opt, sf.cal_opt] + ([best.opt] if best.opt is not None else [])
-    return Estimate(s=s, rank=r_sel, calibration=cal, b=sf.llm_chart.order_effects(sf.llm_theta) if order else None,
-                    gamma=structure.gamma if order else None, judge_scores=structure.S, structure=structure,
-                    calibration_coef=c_coef, lambda_=best.lam, converged=all(o.resolved for o in opts),
-                    grad_norm=max(o.grad_norm for o in opts), loss_human=human_loss(s, data.human), fallback=fallback,
-                    linearization=lins, theta=best.theta if np.isfinite(best.lam) and best.lam > 0 else sf.theta,
-                    chart=sf.chart, llm_theta=sf.llm_theta, llm_chart=sf.llm_chart,
-                    path=tuple(PathEntry.light(staged[r].chart, staged[r].theta, c) for r, c in options),
-                    gacv=table if adaptive else None, calibration_test=ct)
+    ``point`` supplies the optimizers; with ``penalty="firth"`` the human BTL, the calibration
+    GLM and the human block of every weighted fit are Firth's (:mod:`pydial.model.penalty`).
+    """
+
+    data: Comparisons
+    calibration: str
+    order: bool = True
+    point: PointEngine = field(default_factory=lambda: NUMPY)
+    penalty: str | None = None
+    what: str = "the lambda path"
+
+    def totals(self) -> tuple[int, int]:
+        """Return ``(n_L, n_H)``: the decisive LLM and human comparisons."""
+        return self.data.n_llm, self.data.n_human
+
+    def human(self) -> Candidate:
+        """Fit the human BTL (:func:`~pydial.estimation.selection.human_candidate`)."""
+        return human_candidate(self.data, self.point.human, penalty=self.penalty)[0]
+
+    def staged(self, rank: int) -> StagedFit:
+        """Fit the staged endpoint with ``point`` (:func:`staged_fit` for numpy)."""
+        return self.point.staged(self.data, rank, self.calibration, order=self.order)
+
+    def anchored(self, sf: StagedFit) -> Candidate:
+        """Return the calibration GLM candidate (:func:`~pydial.estimation.selection.anchored_candidate`)."""
+        M = sf.llm_chart.structure(sf.llm_theta).basis(self.calibration)
+        return anchored_candidate(self.data, M, sf.chart.scores(sf.theta), sf.cal_opt, sf.llm_opt, penalty=self.penalty)
+
+    def finite(self, chart: Chart, lam: float, x0: np.ndarray, multiple: float) -> Candidate:
+        """Fit the weighted loss (:func:`~pydial.estimation.selection.finite_candidate`)."""
+        return finite_candidate(self.data, chart, lam, x0, multiple, self.point.joint, penalty=self.penalty)
+
+    def selected(self, sf: StagedFit, best: Candidate, hum: Candidate) -> Selected:
+        """Return the influence of the selected scores, position effects of the LLM-only fit; the calibration LRT."""
+        data = self.data
+        if best.lam == 0:
+            assert best.theta is not None and best.s is not None  # selected, so the human MLE exists
+            U0, st0, _ = human_influence(data, best.theta)
+            lin = linearize(U0, st0, "the calibrated scores")
+            s = best.s
+        elif np.isinf(best.lam):
+            lin = staged_linearization(data, sf)
+            s = sf.chart.scores(sf.theta)
+        else:
+            # the bread is the unpenalized Hessian (pydial.model.penalty): the candidate's H^+ only without a penalty
+            assert best.theta is not None and best.s is not None  # a selected finite weight is admissible
+            U, stt = finite_influence(data, sf.chart, best.lam, best.theta,
+                                      best.hess_pinv if self.penalty is None else None)
+            lin = linearize(U, stt, "the calibrated scores")
+            s = best.s
+        lins: tuple[Linearization, ...] = (lin,)
+        if self.order:
+            lins += llm_only_linearization(data, sf.llm_chart, sf.llm_theta, hess=sf.llm_opt.hess_at(sf.llm_theta))
+        if self.penalty is not None:  # the LRT compares the unpenalized likelihoods
+            hum, _ = human_candidate(data, NUMPY.human)
+        ct = calibration_test(data, sf.chart.scores(sf.theta), hum.s if hum.opt is not None and hum.opt.resolved else None,
+                              sf.chart.d, hum.reason)
+        b = sf.llm_chart.order_effects(sf.llm_theta) if self.order else None
+        gamma = sf.llm_chart.structure(sf.llm_theta).gamma if self.order else None
+        return Selected(s, human_loss(s, data.human), lins, b, gamma, None, ct)

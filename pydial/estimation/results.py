@@ -460,19 +460,21 @@ class DialResult:
         """Exact leave-one-human-comparison-out loss ``CV_loo`` (refits) beside GACV.
 
         It is computed for every admissible candidate of the weight path (Thm. gacv), for checking GACV on
-        small problems (``2 x`` human cells refits per candidate).
+        small problems (at most ``2 x`` human cells refits per candidate, ``3 x`` with ties).
         """
         from pydial.estimation.selection import loo_cv
 
         if self.gacv is None or not self.path:
-            raise ArgumentError("loo_cv needs a binary weight path (method 'dial-ada' or 'dial-nopos', no ties)")
+            raise ArgumentError("loo_cv needs a weight path (method 'dial-ada' or 'dial-nopos')")
+        ties = self.spec.ties if self.spec is not None else None
         rows = []
         for e in self.path:
             c = e.candidate
             if not c.admissible:
                 continue
             theta = e.staged_theta if np.isinf(c.lam) or c.lam == 0 else c.theta
-            rows.append({"rank": e.chart.r, "lambda": c.lam, "gacv": c.gacv, "cv_loo": loo_cv(data, e.chart, c.lam, theta)})
+            rows.append({"rank": e.chart.r, "lambda": c.lam, "gacv": c.gacv,
+                         "cv_loo": loo_cv(data, e.chart, c.lam, theta, ties)})
         return pd.DataFrame(rows)
 
     def position_test(self, judge_1: str, judge_2: str) -> pd.Series:

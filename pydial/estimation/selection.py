@@ -28,19 +28,20 @@ budgets keep a complete path; GACV uses the Hessian of the penalized criterion.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable
+from typing import Any, Callable, cast
 
 import numpy as np
 import pandas as pd
 import scipy.sparse as sp
 from scipy.special import expit
 
-from pydial.data.comparisons import Comparisons, HumanCells
+from pydial.data.comparisons import Comparisons
 from pydial.estimation.engines import BTLFit
-from pydial.estimation.glm import FamilyGLM, binary_counts, fit_calibration, fit_human_btl, fit_structured
+from pydial.estimation.glm import FamilyGLM, binary_counts, fit_human_btl, fit_structured, glm, has_tie_parameter
 from pydial.model.chart import Chart, difference_design
 from pydial.model.design import Design, centered_design
-from pydial.model.likelihood import Cells, Objective, binomial_nll, human_loss
+from pydial.model.families import log_nu_start, tie_probabilities
+from pydial.model.likelihood import Cells, Objective, TieCells, TieObjective, human_loss
 from pydial.model.meats import CellStats, parameter_meat
 from pydial.optim import BOX, ZERO_EIG_RTOL, OptimResult, newton, pinv_from_eigh, pinv_gauge, pinv_sym, single_threaded_blas
 from pydial.exceptions import ArgumentError
@@ -323,50 +324,72 @@ def path_table(cands: list[Candidate], rank: int | None = None) -> pd.DataFrame:
 
 
 @single_threaded_blas
-def loo_cv(data: Comparisons, ch: Chart, lam: float, theta: np.ndarray) -> float:
-    r"""Exact leave-one-human-comparison-out loss :math:`CV_{loo}(\lambda)` by refits.
+def loo_cv(data: Comparisons, ch: Chart, lam: float, theta: np.ndarray, ties: str | None = None) -> float:
+    r"""Exact leave-one-human-comparison-out loss :math:`CV_{loo}(\lambda)` by refits, in the family ``ties``.
 
-    Deleting one comparison from a human cell leaves one of two data sets (a win or
-    a loss removed), so ``2 m_H`` refits cover all ``n_H`` deletions (warm-started
-    at the full-data fit for ``lambda > 0``).
+    Deleting one comparison from a human cell leaves one of two data sets (a win or a
+    loss removed; three with a tie family, a tie removed), so at most ``3 m_H`` refits
+    cover all ``n_H`` deletions (warm-started at the full-data fit for ``lambda > 0``).
     The criterion after a deletion normalizes the human loss by ``n_H - 1``.
     ``lam`` may be finite (joint fit from ``theta``), ``inf`` (``c`` refitted with the
-    LLM-only ``M`` fixed, ``theta`` in the calibrated chart) or 0 (human BTL).
+    LLM-only ``M`` fixed, ``theta`` in the calibrated chart) or 0 (the people's model).
+    For a tie family ``theta`` holds the log tie parameters after the chart's coordinates
+    (:class:`~pydial.model.likelihood.TieObjective`), and a tie parameter whose last tie is
+    deleted goes to its boundary ``nu = 0``.
     """
-    H = data.human
-    nH = data.n_human
-    total = 0.0
+    N = data.N
+    if ties is None:
+        H = data.human
+        hi, hj, counts = H.i, H.j, binary_counts(H.n, H.y)
+    else:
+        Ht = data.cell_table("human", ties=True)
+        hi, hj, counts = Ht.i, Ht.j, Ht.counts.astype(float)
+    n_h = float(counts.sum())
+    th = np.asarray(theta, float)[: ch.dim]
     if np.isinf(lam):
-        st = ch.structure(theta)
-        M = st.basis(ch.calibration)
-        c0 = ch.calibration_coordinates(theta)
-    elif lam > 0:
-        base = Cells.stack(data, lam / data.n_llm, 1.0 / (nH - 1))
+        X: Design = Design(difference_design(hi, hj, N), ch.structure(th).basis(ch.calibration))
+        start = ch.calibration_coordinates(th)
+    elif lam == 0:
+        X = centered_design(hi, hj, N)
+        start = np.zeros(N - 1)
+    else:
+        n_l = data.n_llm if ties is None else int(data.cell_table("llm", ties=True).n.sum())
+        base = (Cells.stack(data, lam / n_l, 1.0 / (n_h - 1)) if ties is None
+                else TieCells.stack(data, lam / n_l, 1.0 / (n_h - 1)))
         hpos = np.flatnonzero(base.is_human)
-    for c in range(len(H)):
-        for won, count in ((1.0, H.y[c]), (0.0, H.n[c] - H.y[c])):
-            if count == 0:
-                continue
-            n2, y2 = H.n.copy(), H.y.copy()
-            n2[c] -= 1
-            y2[c] -= won
-            if lam == 0:
-                f = fit_human_btl(HumanCells(H.i, H.j, n2, y2), data.N)
-                s = f.s
-            elif np.isinf(lam):
-                o = fit_calibration(HumanCells(H.i, H.j, n2, y2), M, x0=c0)
-                s = M @ o.x
-            else:
+        full = TieObjective(ch, cast(TieCells, base), ties) if ties is not None else None
+    total = 0.0
+    for c, o in zip(*np.nonzero(counts)):
+        c2 = counts.copy()
+        c2[c, o] -= 1
+        if np.isinf(lam) or lam == 0:
+            free = has_tie_parameter(ties, c2)
+            x0 = np.append(start, log_nu_start(cast(str, ties), c2)) if free else start
+            opt = glm(ties, c2, X, x0, weight=1.0 / (n_h - 1))
+            eta = float((X @ opt.x[: X.shape[1]])[c])
+            l = float(opt.x[-1]) if free else -np.inf
+        else:
+            if ties is None:
                 nn, yy = base.n.copy(), base.y.copy()
-                nn[hpos] = n2
-                yy[hpos] = y2
-                cells = replace(base, n=nn, y=yy)
-                obj = Objective(ch, cells)
-                r = newton(obj.value_grad_hess, theta, value=obj.value, normalize=ch.canonical if ch.r > 0 else None)
-                s = ch.scores(r.x)
-            eta = s[H.i[c]] - s[H.j[c]]
-            total += count * float(binomial_nll(np.array([eta]), np.array([1.0]), np.array([won]))[0])
-    return total / nH
+                nn[hpos], yy[hpos] = c2[:, 0] + c2[:, 1], c2[:, 0]
+                obj: Objective = Objective(ch, replace(base, n=nn, y=yy))
+                x0 = th
+            else:
+                assert full is not None
+                cnt = cast(TieCells, base).counts.copy()
+                cnt[hpos] = c2
+                cells = replace(cast(TieCells, base), counts=cnt, n=cnt.sum(1), y=cnt[:, 0])
+                obj = TieObjective(ch, cells, ties)
+                keep = np.isin(full.free, obj.free)  # the people lose their tie parameter with their last tie
+                x0 = np.concatenate([th, np.asarray(theta, float)[ch.dim:][keep]])
+            r = newton(obj.value_grad_hess, x0, value=obj.value,
+                       normalize=(lambda x: np.concatenate([ch.canonical(x[: ch.dim]), x[ch.dim:]])) if ch.r > 0 else None)
+            eta = float(obj.eta(r.x[: ch.dim])[hpos[c]])
+            l = float(obj.log_nu(r.x)[ch.K]) if isinstance(obj, TieObjective) else -np.inf
+        fam = ties if np.isfinite(l) else None
+        p = tie_probabilities(fam, np.array([eta]), 0.0 if fam is None else l)[0, o]
+        total += float(counts[c, o]) * -float(np.log(p))
+    return total / n_h
 
 
 def positive_values(values: Any, name: str) -> np.ndarray:

@@ -50,19 +50,9 @@ from pydial.cache import derived
 from pydial.data.comparisons import I_WINS, J_WINS, TIE, Comparisons
 from pydial.estimation.engines import TieOptimizers
 from pydial.estimation.glm import FamilyGLM, glm, initial_theta
-from pydial.estimation.results import Estimate, tie_log_nu
-from pydial.estimation.selection import (
-    DEFAULT_MULTIPLES,
-    SCORE_LIMIT,
-    Candidate,
-    candidate_weights,
-    guard,
-    path_candidates,
-    path_table,
-    positive_values,
-    select_candidate,
-    stack_path_tables,
-)
+from pydial.estimation.dial import Selected
+from pydial.estimation.results import tie_log_nu
+from pydial.estimation.selection import SCORE_LIMIT, Candidate, guard
 from pydial.inference.calibration_test import calibration_lrt
 from pydial.inference.linearization import (
     Linearization,
@@ -77,10 +67,8 @@ from pydial.model.families import log_nu_start, tie_cell, tie_probabilities
 from pydial.model.likelihood import TieCells, TieObjective, tie_groups, tie_human_loss, tie_totals
 from pydial.optim import OptimResult, newton, pinv_sym
 
-__all__ = ["TIE_DIAL_METHODS", "NUMPY_TIE", "TieOptimizers", "fit_dial_ties", "tie_llm_only_fit", "tie_staged_fit",
-           "tie_joint_fit", "tie_glm_influence"]
-
-TIE_DIAL_METHODS: tuple[str, ...] = ("dial-anc", "dial-ada", "dial-nopos")
+__all__ = ["NUMPY_TIE", "TieOptimizers", "TieSteps", "tie_llm_only_fit", "tie_staged_fit", "tie_joint_fit",
+           "tie_glm_influence"]
 
 
 def _human_tie_cells(data: Comparisons) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -133,6 +121,16 @@ class TieStagedFit:
     llm_chart: Chart
     llm_x: np.ndarray
     llm_free: np.ndarray
+
+    @property
+    def theta(self) -> np.ndarray:
+        """Return the calibrated chart's coordinates (``x`` without the log tie parameters)."""
+        return self.x[: self.chart.dim]
+
+    @property
+    def llm_theta(self) -> np.ndarray:
+        """Return the LLM-only chart's coordinates (``llm_x`` without the judges' log tie parameters)."""
+        return self.llm_x[: self.llm_chart.dim]
 
 
 def _normalizer(ch: Chart) -> Any:
@@ -546,112 +544,76 @@ def judge_tie_estimates(data: Comparisons, ties: str, sf: TieStagedFit
     return est[:nb], log_nu, est[nb + nt:], lin
 
 
-# ======================================================================= fit
-def fit_dial_ties(data: Comparisons, cal: str, *, ties: str, order: bool, adaptive: bool, lambdas: Any,
-                  multiples: Any, include_endpoints: bool | str, rank_grid: list[int],
-                  engine: TieOptimizers = NUMPY_TIE) -> Estimate:
-    """DIAL-Anc / DIAL-Ada / DIAL-noPos with ties (see the module docstring).
+# ===================================================================== steps
+@dataclass(frozen=True)
+class TieSteps:
+    """The steps of :func:`pydial.estimation.dial.fit_dial` for the tie family ``ties`` (see the module docstring).
 
-    Parameters
-    ----------
-    data : Comparisons
-    cal : {"mu", "W"}
-        The calibration basis.
-    ties : {"davidson", "rao-kupper"}
-    order : bool
-        Order effects ``b_k`` free (``False``: DIAL-noPos).
-    adaptive : bool
-        Fit the lambda path and select by GACV (DIAL-Ada / -noPos); ``False``: DIAL-Anc.
-    lambdas, multiples, include_endpoints, rank_grid
-        As in :func:`pydial.fit`; ``multiples`` scale ``n_L / n_H`` counted with the ties.
-    engine : TieOptimizers
-        The optimizers (default numpy; :func:`pydial.stan.engine.stan_tie_optimizers` for Stan).
-
-    Returns
-    -------
-    Estimate
-        With the tie parameters (by judge and for people), ``gacv`` (adaptive methods),
-        ``calibration_test`` (Prop. calibration-test on the tie likelihood), the position
-        effects and consensus loadings of the LLM-only tie fit.
+    The coordinates are ``x = (theta, log nu)``; ``n_L`` and ``n_H`` count the ties; ``engine``
+    supplies the optimizers (default numpy; :func:`pydial.stan.engine.stan_tie_optimizers` for Stan).
     """
-    from pydial.optim import warn_unresolved
 
-    n_l, n_h = tie_totals(data)
-    hum, lh0 = tie_human_candidate(data, ties, engine)
-    tables, options = [], []
-    staged: dict[int, TieStagedFit] = {}
-    for r in rank_grid:
-        sf = tie_staged_fit(data, ties, r, cal, order=order, engine=engine)
-        staged[r] = sf
-        warn_unresolved(sf.llm_opt, f"structured LLM-only tie fit (rank {r})")
-        cands = [tie_anchored_candidate(data, sf, ties)]
-        if adaptive:
-            if lambdas is not None:
-                lams = np.sort(positive_values(lambdas, "lambdas"))[::-1]
-            else:
-                mult = DEFAULT_MULTIPLES if multiples is None else tuple(positive_values(multiples, "multiples"))
-                lams = np.sort(candidate_weights(n_l, n_h, mult))[::-1]
-            x = sf.x
-            for lam in lams:
-                c = tie_finite_candidate(data, sf.chart, float(lam), x, float(lam * n_h / n_l), ties, engine)
-                if c.admissible:
-                    assert c.theta is not None
-                    x = c.theta
-                cands.append(c)
-            allc = path_candidates(cands, hum, include_endpoints)
+    data: Comparisons
+    calibration: str
+    order: bool
+    ties: str
+    engine: TieOptimizers = NUMPY_TIE
+    what: str = "the lambda path of the tie model"
+
+    def totals(self) -> tuple[int, int]:
+        """Return ``(n_L, n_H)`` counting the ties (:func:`~pydial.model.likelihood.tie_totals`)."""
+        return tie_totals(self.data)
+
+    def human(self) -> Candidate:
+        """Fit the people's tie model (:func:`tie_human_candidate`)."""
+        return tie_human_candidate(self.data, self.ties, self.engine)[0]
+
+    def staged(self, rank: int) -> TieStagedFit:
+        """Fit the staged tie model (:func:`tie_staged_fit`)."""
+        return tie_staged_fit(self.data, self.ties, rank, self.calibration, order=self.order, engine=self.engine)
+
+    def anchored(self, sf: TieStagedFit) -> Candidate:
+        """Return the calibration tie GLM's candidate (:func:`tie_anchored_candidate`)."""
+        return tie_anchored_candidate(self.data, sf, self.ties)
+
+    def finite(self, chart: Chart, lam: float, x0: np.ndarray, multiple: float) -> Candidate:
+        """Fit the weighted tie model (:func:`tie_finite_candidate`)."""
+        return tie_finite_candidate(self.data, chart, lam, x0, multiple, self.ties, self.engine)
+
+    def selected(self, sf: TieStagedFit, best: Candidate, hum: Candidate) -> Selected:
+        """Return the influence of ``(s, log nu_H)``, the judges' effects and tie parameters; the LRT on the tie likelihood."""
+        data, ties = self.data, self.ties
+        ch = sf.chart
+        n_h = self.totals()[1]
+        if best.lam == 0:
+            opt, free, X = human_tie_fit(data, ties, self.engine)
+            E = np.zeros((data.N + free, X.shape[1] + free))
+            E[: data.N, : data.N - 1] = centering_basis(data.N)
+            if free:
+                E[data.N, -1] = 1.0
+            U, _ = tie_glm_influence(data, ties, X, opt.x, 1.0 / n_h, E)
+            lh, stage_one = float(opt.x[data.N - 1]) if free else -np.inf, None
+        elif np.isinf(best.lam):
+            U, n_one = staged_tie_influence(data, sf, ties)
+            lh, stage_one = _log_nu_h(ch, sf.free, sf.x), slice(0, n_one)
         else:
-            allc = cands
-        tables.append(path_table(allc, r))
-        options += [(r, c) for c in allc]
-    table = stack_path_tables(tables, len(rank_grid) > 1 and adaptive and bool(include_endpoints))
-    r_sel, best, fallback = select_candidate(options, table, "the lambda path of the tie model")
-    sf = staged[r_sel]
-    ch = sf.chart
-    human_free = ch.K in sf.free
-    if best.lam == 0:
-        opt, free, X = human_tie_fit(data, ties, engine)
-        E = np.zeros((data.N + free, X.shape[1] + free))
-        E[: data.N, : data.N - 1] = centering_basis(data.N)
-        if free:
-            E[data.N, -1] = 1.0
-        U, _ = tie_glm_influence(data, ties, X, opt.x, 1.0 / n_h, E)
-        s, lh, x_sel, stage_one = best.s, lh0, None, None
-    elif np.isinf(best.lam):
-        U, n_one = staged_tie_influence(data, sf, ties)
-        s, lh, x_sel, stage_one = ch.scores(sf.x[: ch.dim]), _log_nu_h(ch, sf.free, sf.x), sf.x, slice(0, n_one)
-    else:
-        assert best.theta is not None
-        known = best.opt.hess if best.opt is not None and np.array_equal(best.opt.x, best.theta) else None
-        U = finite_tie_influence(data, ch, best.lam, best.theta, ties, known)
-        s, lh, x_sel, stage_one = best.s, _log_nu_h(ch, sf.free, best.theta), best.theta, None
-    assert s is not None
-    N = data.N
-    blocks = {"scores": slice(0, N)}
-    if human_free and U.A.shape[0] > N:
-        blocks["log_nu"] = slice(N, N + 1)
-    lin = U.linearization("the calibrated scores", blocks, stage_one=stage_one,
-                          tie_labels=(data.human_judge,) if "log_nu" in blocks else ())
-    # the judges: LLM-only fit
-    chL, xL = sf.llm_chart, sf.llm_x
-    b, log_nu_j, gamma, lin_j = judge_tie_estimates(data, ties, sf)
-    log_nu = pd.concat([log_nu_j, tie_log_nu([data.human_judge], np.array([lh]))])
-    structure = chL.structure(xL[: chL.dim])
-    # the calibration LRT on the tie likelihood (nu_H free under both hypotheses)
-    loss_anc = tie_human_loss(ties, ch.scores(sf.x[: ch.dim]), _log_nu_h(ch, sf.free, sf.x), data)
-    ok_h = hum.opt is not None and hum.opt.resolved
-    ct = calibration_lrt(loss_anc, hum.loss_human if ok_h else None, n_h, N - 1 - ch.d,
-                         hum.reason or "the human-only tie MLE is not resolved")
-    if np.isinf(best.lam):
-        c_coef = ch.calibration_coordinates(sf.x[: ch.dim])
-    elif best.lam == 0:
-        c_coef = None
-    else:
-        assert best.theta is not None
-        c_coef = ch.calibration_coordinates(best.theta[: ch.dim])
-    opts = [sf.llm_opt, sf.cal_opt] + ([best.opt] if best.opt is not None else [])
-    return Estimate(s=s, rank=r_sel, calibration=cal, b=b, gamma=gamma, log_nu=log_nu, judge_scores=structure.S,
-                    structure=structure, calibration_coef=c_coef, lambda_=best.lam,
-                    converged=all(o.resolved for o in opts), grad_norm=max(o.grad_norm for o in opts),
-                    loss_human=tie_human_loss(ties, s, lh, data), linearization=(lin, lin_j), fallback=fallback,
-                    chart=ch, theta=(sf.x if x_sel is None else x_sel)[: ch.dim], llm_chart=chL,
-                    llm_theta=xL[: chL.dim], gacv=table if adaptive else None, calibration_test=ct)
+            assert best.theta is not None
+            known = best.opt.hess if best.opt is not None and np.array_equal(best.opt.x, best.theta) else None
+            U = finite_tie_influence(data, ch, best.lam, best.theta, ties, known)
+            lh, stage_one = _log_nu_h(ch, sf.free, best.theta), None
+        s = best.s if np.isfinite(best.lam) else ch.scores(sf.theta)
+        assert s is not None
+        N = data.N
+        blocks = {"scores": slice(0, N)}
+        if ch.K in sf.free and U.A.shape[0] > N:
+            blocks["log_nu"] = slice(N, N + 1)
+        lin = U.linearization("the calibrated scores", blocks, stage_one=stage_one,
+                              tie_labels=(data.human_judge,) if "log_nu" in blocks else ())
+        b, log_nu_j, gamma, lin_j = judge_tie_estimates(data, ties, sf)
+        log_nu = pd.concat([log_nu_j, tie_log_nu([data.human_judge], np.array([lh]))])
+        # the calibration LRT on the tie likelihood (nu_H free under both hypotheses)
+        loss_anc = tie_human_loss(ties, ch.scores(sf.theta), _log_nu_h(ch, sf.free, sf.x), data)
+        ok_h = hum.opt is not None and hum.opt.resolved
+        ct = calibration_lrt(loss_anc, hum.loss_human if ok_h else None, n_h, N - 1 - ch.d,
+                             hum.reason or "the human-only tie MLE is not resolved")
+        return Selected(s, tie_human_loss(ties, s, lh, data), (lin, lin_j), b, gamma, log_nu, ct)

@@ -1,0 +1,214 @@
+r"""DIAL-Anc, DIAL-Ada and DIAL-noPos for every outcome family: one driver, the family's steps.
+
+Alg. DIAL-Anc / DIAL-Ada of the paper, whatever the outcome family:
+
+1. the ``lambda = 0`` endpoint, the people's model alone (eq. human-only-estimator);
+2. for each rank, the staged fit (eq. staged-calibrated-estimator) and its GACV
+   candidate at ``lambda = inf``;
+3. DIAL-Ada / -noPos: the finite weights ``multiples * n_L / n_H`` from the largest,
+   each warm-started at the last admissible fit, with the guards of App.
+   lambda-selection and the GACV pieces (eq. gacv);
+4. the candidate of smallest GACV (:func:`~pydial.estimation.selection.select_candidate`);
+5. the linearization of the selected fit, the judges' effects of the LLM-only fit
+   and the calibration likelihood-ratio test (Prop. calibration-test).
+
+The family enters through a :class:`DialSteps`: the binary one of
+:mod:`pydial.estimation.estimators` (``n`` and ``y`` per cell, logistic kernel) or the
+tie one of :mod:`pydial.estimation.tie_fits` (Davidson / Rao-Kupper, coordinates
+``x = (theta, log nu)``).  Every step computes its inference with numpy at the
+optimum an engine returns.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Protocol, TypeVar
+
+import numpy as np
+import pandas as pd
+
+from pydial.data.comparisons import Comparisons
+from pydial.optim import OptimResult
+from pydial.estimation.results import Estimate
+from pydial.estimation.selection import (
+    DEFAULT_MULTIPLES,
+    Candidate,
+    PathEntry,
+    candidate_weights,
+    path_candidates,
+    path_table,
+    positive_values,
+    select_candidate,
+    stack_path_tables,
+)
+from pydial.inference.calibration_test import CalibrationTest
+from pydial.inference.linearization import Linearization
+from pydial.model.chart import Chart
+from pydial.optim import warn_unresolved
+from pydial.resources import progress
+
+__all__ = ["DialSteps", "Selected", "Staged", "fit_dial", "path_weights"]
+
+
+@dataclass(frozen=True)
+class Selected:
+    r"""What a family reports at the selected candidate (step 5 of the module docstring).
+
+    ``s`` the calibrated scores; ``loss_human`` :math:`\ell_H` at them (the family's kernel);
+    ``linearization`` of the scores and of the judges' effects; ``b``, ``gamma`` the judges'
+    position effects and consensus loadings of the LLM-only fit (``None`` without order
+    effects); ``log_nu`` the log tie parameters (``None`` for the binary family);
+    ``calibration_test`` Prop. calibration-test.
+    """
+
+    s: np.ndarray
+    loss_human: float
+    linearization: tuple[Linearization, ...]
+    b: np.ndarray | None
+    gamma: np.ndarray | None
+    log_nu: pd.Series | None
+    calibration_test: CalibrationTest
+
+
+class Staged(Protocol):
+    """A staged fit (Alg. DIAL-Anc): :class:`~pydial.estimation.engines.StagedFit` or its tie form.
+
+    ``x``: the coordinates in the calibrated ``chart`` (``theta``, then the free log tie
+    parameters of a tie family); ``llm_chart``, ``llm_theta``: the LLM-only fit;
+    ``llm_opt``, ``cal_opt``: the optimizer results of the two stages.
+    """
+
+    @property
+    def chart(self) -> Chart:
+        """Return the calibrated chart."""
+        ...
+
+    @property
+    def x(self) -> np.ndarray:
+        """Return coordinates in ``chart`` (``theta``, then the free log tie parameters)."""
+        ...
+
+    @property
+    def llm_chart(self) -> Chart:
+        """Return the LLM-only chart."""
+        ...
+
+    @property
+    def llm_theta(self) -> np.ndarray:
+        """Return the LLM-only fit's coordinates."""
+        ...
+
+    @property
+    def llm_opt(self) -> OptimResult:
+        """Return the LLM-only optimizer result."""
+        ...
+
+    @property
+    def cal_opt(self) -> OptimResult:
+        """Return the calibration optimizer result."""
+        ...
+
+
+SF = TypeVar("SF", bound=Staged)
+
+
+class DialSteps(Protocol[SF]):
+    """The steps of a DIAL fit in one outcome family (see the module docstring).
+
+    A staged fit's ``x`` are the coordinates the weighted fits start from (the chart's
+    ``theta``, followed by the free log tie parameters for a tie family); a
+    :class:`~pydial.estimation.selection.Candidate`'s ``theta`` are the same coordinates.
+    """
+
+    @property
+    def what(self) -> str:
+        """Name the path in messages (``"the lambda path"``)."""
+        ...
+
+    def totals(self) -> tuple[int, int]:
+        """Return ``(n_L, n_H)``, the comparisons of the LLM and human losses (eq. weighted-loss)."""
+        ...
+
+    def human(self) -> Candidate:
+        """Fit the ``lambda = 0`` candidate (eq. human-only-estimator)."""
+        ...
+
+    def staged(self, rank: int) -> SF:
+        """Fit the staged endpoint of ``rank`` (Alg. DIAL-Anc)."""
+        ...
+
+    def anchored(self, sf: SF) -> Candidate:
+        """Return the ``lambda = inf`` candidate of the staged fit ``sf``."""
+        ...
+
+    def finite(self, chart: Chart, lam: float, x0: np.ndarray, multiple: float) -> Candidate:
+        """Fit the candidate of the weight ``lam``, fitted from ``x0``."""
+        ...
+
+    def selected(self, sf: SF, best: Candidate, hum: Candidate) -> Selected:
+        """Return the estimates, linearizations and the calibration test at the selected candidate ``best``."""
+        ...
+
+
+def path_weights(n_llm: int, n_human: int, lambdas: Any, multiples: Any) -> np.ndarray:
+    """Return the finite weights of the path, largest first: ``lambdas``, or ``multiples * n_L / n_H`` (App. lambda-selection)."""
+    if lambdas is not None:
+        return np.sort(positive_values(lambdas, "lambdas"))[::-1]
+    mult = DEFAULT_MULTIPLES if multiples is None else tuple(positive_values(multiples, "multiples"))
+    return np.sort(candidate_weights(n_llm, n_human, mult))[::-1]
+
+
+def fit_dial(data: Comparisons, steps: DialSteps[Any], cal: str, *, adaptive: bool, lambdas: Any, multiples: Any,
+             include_endpoints: bool | str, rank_grid: list[int]) -> Estimate:
+    """Run DIAL-Anc (``adaptive=False``) or DIAL-Ada / -noPos with the family's ``steps``.
+
+    Parameters
+    ----------
+    data : Comparisons
+    steps : DialSteps
+        The family's steps (with the order effects, engine and penalty they were built with).
+    cal : {"mu", "W"}
+        The calibration basis.
+    adaptive : bool
+        Fit the weight path and select by GACV; ``False``: the anchored endpoint (DIAL-Anc).
+    lambdas, multiples, include_endpoints, rank_grid
+        As in :func:`pydial.fit`.
+    """
+    n_l, n_h = steps.totals()
+    hum = steps.human()
+    tables, options = [], []
+    staged: dict[int, Any] = {}
+    for r in rank_grid:
+        sf = steps.staged(r)
+        staged[r] = sf
+        warn_unresolved(sf.llm_opt, f"structured LLM-only fit (rank {r})")
+        cands = [steps.anchored(sf)]
+        if adaptive:
+            x = sf.x
+            for lam in progress(path_weights(n_l, n_h, lambdas, multiples), len(data.llm), f"lambda path (rank {r})"):
+                c = steps.finite(sf.chart, float(lam), x, float(lam * n_h / n_l))
+                if c.admissible:
+                    assert c.theta is not None  # an admissible finite candidate has its fit
+                    x = c.theta
+                cands.append(c)
+        allc = path_candidates(cands, hum, include_endpoints) if adaptive else cands
+        tables.append(path_table(allc, r))
+        options += [(r, c) for c in allc]
+    table = stack_path_tables(tables, len(rank_grid) > 1 and adaptive and bool(include_endpoints))
+    r_sel, best, fallback = select_candidate(options, table, steps.what)
+    sf = staged[r_sel]
+    sel = steps.selected(sf, best, hum)
+    ch = sf.chart
+    finite = bool(np.isfinite(best.lam) and best.lam > 0)
+    x_sel = best.theta if finite else sf.x
+    assert x_sel is not None  # a selected finite weight is admissible, so it has its fit
+    structure = sf.llm_chart.structure(sf.llm_theta)
+    opts = [sf.llm_opt, sf.cal_opt] + ([best.opt] if best.opt is not None else [])
+    return Estimate(s=sel.s, rank=r_sel, calibration=cal, b=sel.b, gamma=sel.gamma, log_nu=sel.log_nu,
+                    judge_scores=structure.S, structure=structure,
+                    calibration_coef=None if best.lam == 0 else ch.calibration_coordinates(x_sel[: ch.dim]),
+                    lambda_=best.lam, converged=all(o.resolved for o in opts), grad_norm=max(o.grad_norm for o in opts),
+                    loss_human=sel.loss_human, fallback=fallback, linearization=sel.linearization,
+                    theta=x_sel[: ch.dim], chart=ch, llm_theta=sf.llm_theta, llm_chart=sf.llm_chart,
+                    path=tuple(PathEntry.light(staged[r].chart, staged[r].x, c) for r, c in options),
+                    gacv=table if adaptive else None, calibration_test=sel.calibration_test)
