@@ -1,7 +1,7 @@
 """dial.stan with ties 1 / 2 agrees with the numpy tie objective and its optimum.
 
 * log density: ``-(log_prob - weighted_log_coef)`` (flat priors, no Jacobian) equals
-  ``n_H`` times :class:`pydial.model.likelihood.TieObjective` at random ``x = (theta, log nu)``
+  ``n_H`` times :class:`pydial.model.likelihood.Objective` at random ``x = (theta, log nu)``
   (Stan's unconstrained vector is ``theta`` followed by ``log_nu``: judges, then people)
   to 1e-8 relative, and the gradients agree;
 * optimum: the numpy Newton fit of :math:`Q_\\lambda` at a fixed lambda and Stan's
@@ -15,7 +15,7 @@ import pytest
 
 import pydial
 from pydial.estimation import tie_fits
-from pydial.model.likelihood import TieObjective, tie_totals
+from pydial.model.likelihood import Objective, tie_totals
 from pydial.model.chart import Chart
 from pydial.stan.schema import dial_data, weighted_log_coef
 
@@ -39,10 +39,10 @@ def test_dial_tie_log_prob_equals_numpy_tie_objective(models, tdata, ties, r, ca
     n_l, n_h = tie_totals(tdata)
     lam = 0.45
     if cal is None:
-        obj = TieObjective.weighted(ch, tdata, np.inf, ties)
+        obj = Objective.weighted(ch, tdata, np.inf, ties=ties)
         d, scale = dial_data(tdata, ch, w_llm=1.0, ties=ties), n_l
     else:
-        obj = TieObjective.weighted(ch, tdata, lam, ties)
+        obj = Objective.weighted(ch, tdata, lam, ties=ties)
         d, scale = dial_data(tdata, ch, w_llm=lam * n_h / n_l, w_human=1.0, ties=ties), n_h
     assert m.num_unconstrained(d) == obj.dim == ch.dim + tdata.K + (cal is not None)
     coef = weighted_log_coef(d)

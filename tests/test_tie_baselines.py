@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from pydial import fit
-from pydial.model.likelihood import TieCells, tie_totals
+from pydial.model.likelihood import Cells, tie_totals
 from pydial.studies.simulate import simulate
 from pydial.estimation.baselines import POOLED_LABEL, pooled_cross_derivative
 from pydial.estimation.glm import FamilyGLM
@@ -52,7 +52,7 @@ def test_atc_without_ties_is_binary_atc(untied):
 def test_cross_derivative_by_differences(tied, ties):
     data = tied.comparisons
     N = data.N
-    Hc = TieCells.stack(data, 0.0, 1.0)
+    Hc = Cells.stack(data, 0.0, 1.0, ties=True)
     w = 1.0 / tie_totals(data)[1]
     rng = np.random.default_rng(0)
     beta, x2 = rng.normal(size=N - 1) * 0.5, np.array([0.8, np.log(0.4)])

@@ -19,7 +19,7 @@ import scipy.sparse as sp
 
 import pydial
 from pydial.inference.linearization import CellStats, OutcomeStats, parameter_meat
-from pydial.model.likelihood import Objective, TieObjective, tie_totals
+from pydial.model.likelihood import Objective, tie_totals
 from pydial.model.chart import Chart
 from pydial.model.families import tie_probabilities
 from pydial.estimation import tie_fits
@@ -63,7 +63,7 @@ def test_outcome_stats_meat_equals_binary_meat_on_binary_cells(bdata, cov):
 
 def brute_force_covariance(data, ch, lam, x, ties, cov):
     """Sandwich of (s, log nu_H) from per-comparison scores by finite differences of log P(outcome)."""
-    obj = TieObjective.weighted(ch, data, lam, ties)
+    obj = Objective.weighted(ch, data, lam, ties=ties)
     H = obj.value_grad_hess(x)[2]
     Hp = np.linalg.pinv(H, rcond=1e-10, hermitian=True)
     n_l, n_h = tie_totals(data)

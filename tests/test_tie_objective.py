@@ -1,4 +1,4 @@
-"""The structured tie objective (pydial.model.likelihood.TieObjective).
+"""The structured objective with a tie family (pydial.model.likelihood.Objective, ``ties=``).
 
 References: central finite differences of value and gradient (tests/fdcheck.py),
 a direct sum of the per-cell tie log-likelihoods written here from the model
@@ -15,7 +15,7 @@ from scipy.special import expit, log_expit, logsumexp
 
 import pydial
 from fdcheck import fd_jacobian
-from pydial.model.likelihood import Objective, TieCells, TieObjective, tie_groups, tie_totals
+from pydial.model.likelihood import Cells, Objective, tie_groups, tie_totals
 from pydial.model.chart import Chart
 
 
@@ -51,7 +51,7 @@ def random_x(obj, seed, scale=0.5):
 @pytest.mark.parametrize("ties,cal,r,order", CASES)
 def test_tie_gradient_and_hessian_match_finite_differences(tdata, ties, cal, r, order):
     ch = Chart(tdata.N, tdata.K, r, cal, order)
-    obj = TieObjective.weighted(ch, tdata, 0.8 if cal else np.inf, ties)
+    obj = Objective.weighted(ch, tdata, 0.8 if cal else np.inf, ties=ties)
     assert obj.n_tie == tdata.K + (cal is not None)
     x = random_x(obj, 7 + r)
     _, g, H = obj.value_grad_hess(x)
@@ -67,7 +67,7 @@ def test_tie_gradient_and_hessian_match_finite_differences(tdata, ties, cal, r, 
 def test_tie_value_equals_direct_sum(tdata, ties):
     ch = Chart(tdata.N, tdata.K, 1, "W", True)
     lam = 0.6
-    obj = TieObjective.weighted(ch, tdata, lam, ties)
+    obj = Objective.weighted(ch, tdata, lam, ties=ties)
     x = random_x(obj, 3)
     theta, l = obj.split(x)
     S, s, b = ch.S(theta), ch.scores(theta), ch.order_effects(theta)
@@ -90,7 +90,7 @@ def test_groups_without_ties_use_the_binary_cells():
     ch = Chart(data.N, data.K, 1, "mu", True)
     assert tie_groups(data, ch).size == 0
     lam = 0.7
-    obj = TieObjective.weighted(ch, data, lam, "davidson")
+    obj = Objective.weighted(ch, data, lam, ties="davidson")
     assert obj.n_tie == 0 and obj.dim == ch.dim
     binary = Objective.weighted(ch, data, lam)
     theta = 0.5 * np.random.default_rng(1).standard_normal(ch.dim)
@@ -107,7 +107,7 @@ def test_free_tie_parameter_at_minus_infinity_is_the_binary_model(ties):
     data = pydial.simulate(N=6, K=3, rank=1, n_llm=3000, n_human=400, seed=4).comparisons
     ch = Chart(data.N, data.K, 1, "mu", True)
     lam = 0.7
-    obj = TieObjective(ch, TieCells.stack(data, lam / data.n_llm, 1.0 / data.n_human), ties, free=[0, 1, 2, 3])
+    obj = Objective(ch, Cells.stack(data, lam / data.n_llm, 1.0 / data.n_human, ties=True), ties=ties, free=[0, 1, 2, 3])
     theta = 0.5 * np.random.default_rng(1).standard_normal(ch.dim)
     x = np.concatenate([theta, np.full(4, -40.0)])
     f0, g0, _ = Objective.weighted(ch, data, lam).value_grad_hess(theta)
@@ -120,7 +120,7 @@ def test_free_tie_parameter_at_minus_infinity_is_the_binary_model(ties):
 def test_outcome_derivatives_are_log_probability_derivatives(tdata):
     ch = Chart(tdata.N, tdata.K, 1, "mu", True)
     for ties in ("davidson", "rao-kupper"):
-        obj = TieObjective.weighted(ch, tdata, 0.5, ties)
+        obj = Objective.weighted(ch, tdata, 0.5, ties=ties)
         x = random_x(obj, 5)
         P, a, b = obj.outcome_derivatives(x)
         np.testing.assert_allclose(P.sum(1), 1.0, rtol=1e-12)
@@ -132,6 +132,8 @@ def test_outcome_derivatives_are_log_probability_derivatives(tdata):
 def test_tie_cells_rejects_ties_without_a_free_parameter(tdata):
     ch = Chart(tdata.N, tdata.K, 1, "mu", True)
     with pytest.raises(ValueError, match="no free tie parameter"):
-        TieObjective(ch, TieCells.stack(tdata, 1.0, 1.0), "davidson", free=[0])
+        Objective(ch, Cells.stack(tdata, 1.0, 1.0, ties=True), ties="davidson", free=[0])
     with pytest.raises(ValueError, match="ties must be"):
-        TieObjective(ch, TieCells.stack(tdata, 1.0, 1.0), None)  # type: ignore[arg-type]
+        Objective(ch, Cells.stack(tdata, 1.0, 1.0, ties=True), ties="bradley")
+    with pytest.raises(ValueError, match="the cells hold ties"):
+        Objective(ch, Cells.stack(tdata, 1.0, 1.0, ties=True))  # the binary family cannot take tied judgments

@@ -42,7 +42,7 @@ from pydial.inference.linearization import (
 from pydial.model.chart import centering_basis, difference_design
 from pydial.model.design import Design, centered_design
 from pydial.model.families import log_nu_start
-from pydial.model.likelihood import TieCells, tie_human_loss, tie_totals
+from pydial.model.likelihood import Cells, tie_human_loss, tie_totals
 from pydial.estimation.results import Estimate, tie_log_nu
 from pydial.optim import OptimResult, warn_unresolved
 
@@ -56,13 +56,13 @@ POOLED_LABEL = "(pooled LLM judges)"
 """Row of ``tie_parameters`` holding the pooled judges' ``nu_L``."""
 
 
-def family_cells(data: Comparisons, ties: str | None) -> tuple[TieCells, TieCells]:
+def family_cells(data: Comparisons, ties: str | None) -> tuple[Cells, Cells]:
     """Return the LLM and the human cells of the family, each weighted ``1 / (its number of comparisons)``.
 
     Decisive cells for ``ties=None``, else with their tie counts (the weights then count the ties).
     """
     tabs = [data.cell_table(which, ties=ties is not None) for which in ("llm", "human")]
-    L, H = (TieCells.from_tables([(t, 1.0 / float(t.n.sum()), h)]) for t, h in zip(tabs, (False, True)))
+    L, H = (Cells.from_tables([(t, 1.0 / float(t.n.sum()), h)], ties=True) for t, h in zip(tabs, (False, True)))
     return L, H
 
 
@@ -88,7 +88,7 @@ def numpy_pooled(data: Comparisons, ties: str | None = None, *,
     return o1, glm(ties, Hc.counts, X2, weight=float(Hc.w[0]), penalty=penalty)
 
 
-def pooled_cross_derivative(ties: str | None, human: TieCells, N: int, beta: np.ndarray, x2: np.ndarray,
+def pooled_cross_derivative(ties: str | None, human: Cells, N: int, beta: np.ndarray, x2: np.ndarray,
                             weight: float) -> np.ndarray:
     r"""``d psi_2 / d beta``: derivative of the calibration score equations in the pooled scores.
 

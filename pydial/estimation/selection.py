@@ -41,7 +41,7 @@ from pydial.estimation.glm import FamilyGLM, binary_counts, fit_human_btl, fit_s
 from pydial.model.chart import Chart, difference_design
 from pydial.model.design import Design, centered_design
 from pydial.model.families import log_nu_start, tie_probabilities
-from pydial.model.likelihood import Cells, Objective, TieCells, TieObjective, human_loss
+from pydial.model.likelihood import Cells, Objective, human_loss
 from pydial.model.meats import CellStats, parameter_meat
 from pydial.optim import BOX, ZERO_EIG_RTOL, OptimResult, newton, pinv_from_eigh, pinv_gauge, pinv_sym, single_threaded_blas
 from pydial.exceptions import ArgumentError
@@ -334,7 +334,7 @@ def loo_cv(data: Comparisons, ch: Chart, lam: float, theta: np.ndarray, ties: st
     ``lam`` may be finite (joint fit from ``theta``), ``inf`` (``c`` refitted with the
     LLM-only ``M`` fixed, ``theta`` in the calibrated chart) or 0 (the people's model).
     For a tie family ``theta`` holds the log tie parameters after the chart's coordinates
-    (:class:`~pydial.model.likelihood.TieObjective`), and a tie parameter whose last tie is
+    (:class:`~pydial.model.likelihood.Objective`), and a tie parameter whose last tie is
     deleted goes to its boundary ``nu = 0``.
     """
     N = data.N
@@ -354,10 +354,9 @@ def loo_cv(data: Comparisons, ch: Chart, lam: float, theta: np.ndarray, ties: st
         start = np.zeros(N - 1)
     else:
         n_l = data.n_llm if ties is None else int(data.cell_table("llm", ties=True).n.sum())
-        base = (Cells.stack(data, lam / n_l, 1.0 / (n_h - 1)) if ties is None
-                else TieCells.stack(data, lam / n_l, 1.0 / (n_h - 1)))
+        base = Cells.stack(data, lam / n_l, 1.0 / (n_h - 1), ties=ties is not None)
         hpos = np.flatnonzero(base.is_human)
-        full = TieObjective(ch, cast(TieCells, base), ties) if ties is not None else None
+        full = Objective(ch, base, ties=ties) if ties is not None else None
     total = 0.0
     for c, o in zip(*np.nonzero(counts)):
         c2 = counts.copy()
@@ -376,16 +375,16 @@ def loo_cv(data: Comparisons, ch: Chart, lam: float, theta: np.ndarray, ties: st
                 x0 = th
             else:
                 assert full is not None
-                cnt = cast(TieCells, base).counts.copy()
+                cnt = base.counts.copy()
                 cnt[hpos] = c2
-                cells = replace(cast(TieCells, base), counts=cnt, n=cnt.sum(1), y=cnt[:, 0])
-                obj = TieObjective(ch, cells, ties)
+                cells = replace(base, outcome_counts=cnt, n=cnt.sum(1), y=cnt[:, 0])
+                obj = Objective(ch, cells, ties=ties)
                 keep = np.isin(full.free, obj.free)  # the people lose their tie parameter with their last tie
                 x0 = np.concatenate([th, np.asarray(theta, float)[ch.dim:][keep]])
             r = newton(obj.value_grad_hess, x0, value=obj.value,
                        normalize=(lambda x: np.concatenate([ch.canonical(x[: ch.dim]), x[ch.dim:]])) if ch.r > 0 else None)
             eta = float(obj.eta(r.x[: ch.dim])[hpos[c]])
-            l = float(obj.log_nu(r.x)[ch.K]) if isinstance(obj, TieObjective) else -np.inf
+            l = float(obj.log_nu(r.x)[ch.K]) if obj.ties is not None else -np.inf
         fam = ties if np.isfinite(l) else None
         p = tie_probabilities(fam, np.array([eta]), 0.0 if fam is None else l)[0, o]
         total += float(counts[c, o]) * -float(np.log(p))

@@ -24,7 +24,6 @@ information (for Davidson's model, a multinomial logit, also the expected one), 
 from __future__ import annotations
 
 import warnings
-from typing import cast
 
 import numpy as np
 
@@ -37,7 +36,7 @@ from pydial.estimation.results import Estimate, tie_log_nu
 from pydial.model.chart import centering_basis
 from pydial.model.design import centered_design
 from pydial.model.families import log_nu_start
-from pydial.model.likelihood import TieCells, human_loss, tie_totals
+from pydial.model.likelihood import Cells, human_loss, tie_totals
 from pydial.optim import warn_unresolved
 
 __all__ = ["TIE_MODELS", "TIE_METHODS", "tie_log_nu_start", "fit_ties"]
@@ -79,8 +78,8 @@ def _judges(data: Comparisons, ties: str, engine: TieOptimizers, seed: int | Non
     """Each judge's order-effect tie model (Davidson-Beaver), one GLM per judge; linearized jointly and judge by judge."""
     N, K = data.N, data.K
     T = centering_basis(N)
-    cells = TieCells.stack(data, 1.0, 0.0)
-    parts = [cast(TieCells, cells.select(cells.g == k)) for k in range(K)]
+    cells = Cells.stack(data, 1.0, 0.0, ties=True)
+    parts = [cells.select(cells.g == k) for k in range(K)]
     designs = [centered_design(c.i, c.j, N, c.a) for c in parts]
     free = np.array([has_tie_parameter(ties, c.counts) for c in parts])
     if engine.btl is None:

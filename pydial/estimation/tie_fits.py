@@ -8,7 +8,7 @@ for the people (Stan ``ties`` 1 / 2 of ``stan/dial.stan``).  The
 procedure is the binary one with every likelihood replaced:
 
 * LLM-only structured fit (eq. staged-calibrated-estimator, first stage) of
-  :class:`~pydial.model.likelihood.TieObjective` in ``(theta, log nu_1..K)``;
+  :class:`~pydial.model.likelihood.Objective` in ``(theta, log nu_1..K)``;
 * DIAL-Anc: the calibration GLM ``argmin_{c, nu_H} l_H(M c, nu_H)`` with ``M``
   fixed (second stage);
 * DIAL-Ada / DIAL-noPos: the weighted fits :math:`Q_\lambda = \ell_H + \lambda \ell_L`
@@ -64,7 +64,7 @@ from pydial.inference.linearization import (
 from pydial.model.chart import Calibration, Chart, centering_basis, consensus_gamma, difference_design
 from pydial.model.design import Design, centered_design
 from pydial.model.families import log_nu_start, tie_cell, tie_probabilities
-from pydial.model.likelihood import TieCells, TieObjective, tie_groups, tie_human_loss, tie_totals
+from pydial.model.likelihood import Cells, Objective, tie_groups, tie_human_loss, tie_totals
 from pydial.optim import OptimResult, newton, pinv_sym
 
 __all__ = ["NUMPY_TIE", "TieOptimizers", "TieSteps", "tie_llm_only_fit", "tie_staged_fit", "tie_joint_fit",
@@ -82,7 +82,7 @@ def _human_free(data: Comparisons) -> bool:
 
 # ============================================================== optimizers
 def _numpy_llm(data: Comparisons, ties: str, ch: Chart, x0: np.ndarray) -> OptimResult:
-    obj = TieObjective.weighted(ch, data, np.inf, ties)
+    obj = Objective.weighted(ch, data, np.inf, ties=ties)
     return newton(obj.value_grad_hess, x0, gtol=1e-9, value=obj.value, normalize=_normalizer(ch))
 
 
@@ -94,7 +94,7 @@ def _numpy_calibration(data: Comparisons, ties: str, ch: Chart, theta: np.ndarra
 
 
 def _numpy_joint(data: Comparisons, ties: str, ch: Chart, lam: float, x0: np.ndarray) -> OptimResult:
-    obj = TieObjective.weighted(ch, data, lam, ties)
+    obj = Objective.weighted(ch, data, lam, ties=ties)
     return newton(obj.value_grad_hess, x0, gtol=1e-9, value=obj.value, normalize=_normalizer(ch))
 
 
@@ -152,7 +152,7 @@ def tie_llm_only_fit(data: Comparisons, ties: str, rank: int, order: bool = True
     def build() -> tuple:
         ch = Chart(data.N, data.K, rank, None, order)
         free = tie_groups(data, ch)
-        cnt = TieCells.stack(data, 1.0, 0.0)
+        cnt = Cells.stack(data, 1.0, 0.0, ties=True)
         l0 = [log_nu_start(ties, cnt.counts[cnt.g == g]) for g in free]
         x0 = np.concatenate([initial_theta(data, ch), l0])
         res = engine.llm(data, ties, ch, x0)
@@ -185,14 +185,14 @@ def tie_staged_fit(data: Comparisons, ties: str, rank: int, calibration: str, *,
 
 
 def tie_joint_fit(data: Comparisons, ch: Chart, lam: float, x0: np.ndarray, ties: str,
-                  engine: TieOptimizers = NUMPY_TIE) -> tuple[np.ndarray, OptimResult, TieObjective]:
+                  engine: TieOptimizers = NUMPY_TIE) -> tuple[np.ndarray, OptimResult, Objective]:
     r"""Minimize :math:`Q_\lambda` of the tie model from ``x0`` (eq. weighted-joint-estimator)."""
     res = engine.joint(data, ties, ch, lam, x0)
-    return res.x, res, TieObjective.weighted(ch, data, lam, ties)
+    return res.x, res, Objective.weighted(ch, data, lam, ties=ties)
 
 
 # ================================================================ inference
-def outcome_stats(obj: TieObjective, x: np.ndarray, rows: np.ndarray | None = None,
+def outcome_stats(obj: Objective, x: np.ndarray, rows: np.ndarray | None = None,
                   unit_weight: bool = False) -> OutcomeStats:
     """:class:`~pydial.inference.linearization.OutcomeStats` of the objective's cells at ``x`` (or of ``rows``)."""
     P, a, b = obj.outcome_derivatives(x)
@@ -202,7 +202,7 @@ def outcome_stats(obj: TieObjective, x: np.ndarray, rows: np.ndarray | None = No
     return OutcomeStats(c.counts[sel], P[sel], a[sel], b[sel], w, c.is_human[sel], c.g[sel], c.i[sel], c.j[sel], c.a[sel])
 
 
-def record_rows(data: Comparisons, cells: TieCells) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+def record_rows(data: Comparisons, cells: Cells) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
     """``(record, cell, outcome)`` of every judgment used by the tie cells ``cells``, for the record meat.
 
     The cell in their stacked order, outcome 0 = ``i`` wins, 1 = ``j`` wins, 2 = tie.
@@ -275,7 +275,7 @@ def stack_tie_influence(parts: list[TieInfluence]) -> TieInfluence:
                         _stack_outcomes([p.st for p in parts]), rec)
 
 
-def _objective_influence(data: Comparisons, obj: TieObjective, x: np.ndarray, A_x: np.ndarray,
+def _objective_influence(data: Comparisons, obj: Objective, x: np.ndarray, A_x: np.ndarray,
                          coords: np.ndarray | slice = slice(None)) -> TieInfluence:
     """``u_c = A_x T_ext[:, coords]^T (channels of cell c)`` for the cells of ``obj``."""
     Tc = obj.T_ext[:, coords]
@@ -283,7 +283,7 @@ def _objective_influence(data: Comparisons, obj: TieObjective, x: np.ndarray, A_
     return TieInfluence(obj.ext_jacobian(x), np.asarray(A), outcome_stats(obj, x), record_rows(data, obj.cells))
 
 
-def _targets(ch: Chart, obj: TieObjective, x: np.ndarray) -> np.ndarray:
+def _targets(ch: Chart, obj: Objective, x: np.ndarray) -> np.ndarray:
     """Jacobian in ``x`` of the targets ``(s, log nu_H)`` (``log nu_H`` only when free)."""
     E = np.zeros((ch.N, obj.dim))
     E[:, : ch.dim] = ch.score_jacobian(x[: ch.dim])
@@ -297,7 +297,7 @@ def _targets(ch: Chart, obj: TieObjective, x: np.ndarray) -> np.ndarray:
 def finite_tie_influence(data: Comparisons, ch: Chart, lam: float, x: np.ndarray, ties: str,
                          hess: np.ndarray | None = None) -> TieInfluence:
     """Sandwich at a finite weight (eq. weighted-empirical-sandwich, pseudo-inverse bread), targets ``(s, log nu_H)``."""
-    obj = TieObjective.weighted(ch, data, lam, ties)
+    obj = Objective.weighted(ch, data, lam, ties=ties)
     H = hess if hess is not None else obj.value_grad_hess(x)[2]
     Hp, _ = pinv_sym(H)
     return _objective_influence(data, obj, x, _targets(ch, obj, x) @ Hp)
@@ -315,8 +315,8 @@ def staged_tie_influence(data: Comparisons, sf: TieStagedFit, ties: str) -> tupl
     """
     ch, x = sf.chart, sf.x
     n_l, n_h = tie_totals(data)
-    oL = TieObjective(ch, TieCells.stack(data, 1.0 / n_l, 0.0), ties, sf.free)
-    oH = TieObjective(ch, TieCells.stack(data, 0.0, 1.0 / n_h), ties, sf.free)
+    oL = Objective(ch, Cells.stack(data, 1.0 / n_l, 0.0, ties=True), ties=ties, free=sf.free)
+    oH = Objective(ch, Cells.stack(data, 0.0, 1.0 / n_h, ties=True), ties=ties, free=sf.free)
     HL, HH = oL.value_grad_hess(x)[2], oH.value_grad_hess(x)[2]
     cs = ch.slices["c"]
     s2_list = list(range(cs.start, cs.stop))
@@ -348,7 +348,7 @@ def human_tie_fit(data: Comparisons, ties: str, engine: TieOptimizers = NUMPY_TI
 
 
 def tie_glm_influence(data: Comparisons, ties: str | None, X: Design, x: np.ndarray, weight: float, E: np.ndarray, *,
-                      unit: bool = False, cells: TieCells | None = None,
+                      unit: bool = False, cells: Cells | None = None,
                       observed: bool = False) -> tuple[TieInfluence, np.ndarray]:
     """Influence ``u = E H^{-1} (channels)`` of a GLM of the family ``ties`` (:class:`~pydial.estimation.glm.FamilyGLM`).
 
@@ -363,7 +363,7 @@ def tie_glm_influence(data: Comparisons, ties: str | None, X: Design, x: np.ndar
     inverse observed information ``E H^{-1} E^T``.
     """
     if cells is None:
-        cells = TieCells.stack(data, 0.0, 1.0)
+        cells = Cells.stack(data, 0.0, 1.0, ties=True)
     hc = cells.counts
     model = FamilyGLM(ties, hc, X, weight)
     _, _, H = model.terms(x)
@@ -502,7 +502,7 @@ def judge_tie_effects(data: Comparisons, ties: str, chL: Chart, xL: np.ndarray,
     differences of :func:`pydial.model.chart.consensus_gamma`.  The blocks are ``"b"``,
     ``"log_nu"`` (the judges with ties, rows ``freeL`` of the tie table) and ``"gamma"``.
     """
-    obj = TieObjective.weighted(chL, data, np.inf, ties, freeL)
+    obj = Objective.weighted(chL, data, np.inf, ties=ties, free=freeL)
     H = obj.value_grad_hess(xL)[2]
     Hp, _ = pinv_sym(H)
     th = xL[: chL.dim]

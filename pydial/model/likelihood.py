@@ -84,7 +84,7 @@ def calibration_firth_penalty(data: Comparisons) -> CalibrationFirthPenalty:
 def stacked_columns(parts: Sequence[tuple[CellTable, float, bool]], *, counts: bool = False) -> dict[str, Any]:
     """Columns of :class:`Cells` for the tables ``(table, weight, is_human)`` with a positive weight, stacked in order.
 
-    With ``counts=True`` also the ``(m, 3)`` outcome counts of :class:`TieCells` (as floats).
+    With ``counts=True`` also the ``(m, 3)`` outcome counts of tie cells (as floats).
     """
     kept = [(tab, w, h) for tab, w, h in parts if w > 0 and len(tab)]
     if not kept:
@@ -95,7 +95,7 @@ def stacked_columns(parts: Sequence[tuple[CellTable, float, bool]], *, counts: b
     out["w"] = np.concatenate([np.full(len(tab), float(w)) for tab, w, _ in kept])
     out["is_human"] = np.concatenate([np.full(len(tab), h) for tab, _, h in kept])
     if counts:
-        out["counts"] = np.concatenate([tab.counts for tab, _, _ in kept]).astype(float)
+        out["outcome_counts"] = np.concatenate([tab.counts for tab, _, _ in kept]).astype(float)
     return out
 
 
@@ -104,7 +104,7 @@ class Cells:
     """Cell tables (:class:`pydial.data.comparisons.CellTable`) stacked for the bilinear kernel, with weights.
 
     ``g`` is the loading row (judge ``k``, or ``K`` for the human); ``a`` is 0 for
-    human cells; ``w`` is the per-comparison weight of the cell.
+    human cells; ``w`` is the per-comparison weight of the cell (ties included for tie cells).
     """
 
     g: np.ndarray
@@ -115,22 +115,29 @@ class Cells:
     y: np.ndarray
     w: np.ndarray
     is_human: np.ndarray
+    outcome_counts: np.ndarray | None = None
+    """``(m, 3)`` outcome counts (wins of ``i``, wins of ``j``, ties) of the tie cells, ``None`` for
+    the binary cells; with them ``n`` is the cell total (ties included) and ``y`` the wins of ``i``."""
     layout: dict = field(default_factory=dict, kw_only=True, repr=False, compare=False)
     """Arrays an :class:`Objective` derives from the index columns ``g, i, j, a, is_human`` alone;
     shared by the cells that differ from these only in ``n``, ``y`` or ``w`` (the same stack at
     another weight, :func:`dataclasses.replace`)."""
 
     @classmethod
-    def from_tables(cls, parts: Sequence[tuple[CellTable, float, bool]]) -> "Cells":
+    def from_tables(cls, parts: Sequence[tuple[CellTable, float, bool]], *, ties: bool = False) -> "Cells":
         """Stack the tables ``(table, weight, is_human)`` with a positive weight, in order.
 
-        A table's judges are its loading rows (``K`` for people, whose ``a`` is 0).
+        A table's judges are its loading rows (``K`` for people, whose ``a`` is 0); with
+        ``ties`` the tables' outcome counts are kept (:attr:`counts`).
         """
-        return cls(**stacked_columns(parts))
+        return cls(**stacked_columns(parts, counts=ties))
 
     @classmethod
-    def stack(cls, data: Comparisons, w_llm: float, w_human: float) -> "Cells":
+    def stack(cls, data: Comparisons, w_llm: float, w_human: float, *, ties: bool = False) -> "Cells":
         r"""Stack the decisive LLM cells (if ``w_llm > 0``) and then the human cells (if ``w_human > 0``).
+
+        With ``ties``, the tie cells instead (every judgment, three outcome counts), in the
+        order of :meth:`Comparisons.tie_cells` (that of the Stan data).
 
         With ``w_llm = lambda/n_L`` and ``w_human = 1/n_H`` these are the cells of
         :math:`Q_\lambda` (eq. weighted-loss).  The human cells are put on loading row ``K``
@@ -140,6 +147,9 @@ class Cells:
         human-only stacks are views of the rows of that one, and the stacks at every weight
         share their index columns and :attr:`layout`.
         """
+        if ties:
+            return cls.from_tables([(data.cell_table("llm", ties=True), w_llm, False),
+                                    (data.cell_table("human", ties=True), w_human, True)], ties=True)
         if not (w_llm > 0 and len(data.llm)) and not (w_human > 0 and len(data.human)):
             raise ArgumentError("no cells with positive weight")
         full = derived(data, ("stacked cells", True, True), lambda: cls.from_tables(
@@ -149,9 +159,18 @@ class Cells:
             data, ("stacked cells", w_llm > 0, w_human > 0), lambda: full.select(slice(0, m) if w_llm > 0 else slice(m, None)))
         return dataclasses.replace(base, w=np.where(base.is_human, float(w_human), float(w_llm)))
 
+    @property
+    def counts(self) -> np.ndarray:
+        """``(m, 3)`` outcome counts: :attr:`outcome_counts`, or ``(y, n - y, 0)`` for binary cells."""
+        if self.outcome_counts is not None:
+            return self.outcome_counts
+        return np.column_stack([self.y, self.n - self.y, np.zeros_like(self.y)])
+
     def select(self, rows: "np.ndarray | slice") -> "Cells":
         """Return the cells selected by ``rows`` (views for a slice), with a layout of their own."""
-        return type(self)(**{f.name: getattr(self, f.name)[rows] for f in dataclasses.fields(self) if f.name != "layout"})
+        cols: dict[str, Any] = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "layout"}
+        picked: dict[str, Any] = {name: None if v is None else v[rows] for name, v in cols.items()}
+        return type(self)(**picked)
 
 
 T = TypeVar("T")
@@ -186,38 +205,114 @@ faster at 2.1 entries per cell, N = 300; cell totals 3x faster at 5.7, N = 1,000
 
 
 class Objective:
-    r"""A weighted bilinear logistic loss on a :class:`~pydial.model.chart.Chart`.
+    r"""The weighted loss of the bilinear model on a :class:`~pydial.model.chart.Chart`, for an outcome family.
 
+    Binary family (``ties=None``, the fast path):
     ``value(theta) = sum_c w_c [n_c softplus(eta_c) - y_c eta_c]`` where human cells
     carry ``w_human`` and LLM cells ``w_llm``.  With ``w_human = 1/n_H`` and
     ``w_llm = lambda/n_L`` this is :math:`Q_\lambda` (eq. weighted-loss); with
     ``w_human = 0`` and ``w_llm = 1/n_L`` the structured LLM-only loss of
-    eq. staged-calibrated-estimator.
+    eq. staged-calibrated-estimator.  ``penalty`` (a
+    :class:`~pydial.model.penalty.CalibrationFirthPenalty`, the human block's Jeffreys prior)
+    is added to the loss.
 
-    ``penalty`` (a :class:`~pydial.model.penalty.CalibrationFirthPenalty`, the human block's
-    Jeffreys prior) is added to the loss.
+    Tie family (``ties="davidson"`` or ``"rao-kupper"``, on tie cells
+    ``Cells.stack(..., ties=True)``): every cell ``c`` of loading row ``g`` (judge ``k``,
+    or the people) contributes ``-w_c log p(w_i, w_j, t | eta_c, l_g)`` (kernel without the
+    multinomial coefficient, :mod:`pydial.model.families`), ``l_g = log nu_g`` the tie
+    parameter of the group.  The coordinates are ``x = (theta, l)``: the chart's ``theta``
+    followed by the free log tie parameters, one per group in :attr:`free` (ascending:
+    judges, then the people).  Groups not in ``free`` must have no ties; their cells use
+    the binary model, the ``nu = 0`` boundary of both tie models (:func:`tie_groups`).
+    Value, gradient and exact Hessian (with the ``(eta, l)`` cross terms) come from the
+    per-cell derivatives by the chain rule through the same bilinear kernel.  The binary
+    family is the case of no free group.
     """
 
-    def __init__(self, chart: Chart, cells: Cells, penalty: CalibrationFirthPenalty | None = None) -> None:
+    def __init__(self, chart: Chart, cells: Cells, penalty: CalibrationFirthPenalty | None = None, *,
+                 ties: str | None = None, free: "np.ndarray | list[int] | None" = None) -> None:
         if chart.calibration is None and cells.is_human.any():
             raise ArgumentError("an LLM-only chart cannot carry human cells")
         self.chart = chart
         self.cells = cells
         self.penalty = penalty
         self._last: tuple[bytes, np.ndarray, float] | None = None  # (theta, eta, loss) of the last evaluation
+        self.ties = ties
+        self.free = np.zeros(0, np.int64)
+        if ties is None:
+            if cells.outcome_counts is not None and np.any(cells.outcome_counts[:, 2] > 0):
+                raise ArgumentError("the cells hold ties: give their family (ties='davidson' or 'rao-kupper')")
+            return
+        from pydial.model.families import TIE_MODELS
+
+        if ties not in TIE_MODELS:
+            raise ArgumentError(f"ties must be 'davidson' or 'rao-kupper', got {ties!r}")
+        if cells.outcome_counts is None or penalty is not None:
+            raise ArgumentError("a tie family needs the tie cells (Cells.stack(..., ties=True)) and no penalty")
+        tied = cells.counts[:, 2] > 0
+        free = np.unique(np.asarray(np.unique(cells.g[tied]) if free is None else free, np.int64))
+        if free.size and (free.min() < 0 or free.max() >= chart.rows):
+            raise ArgumentError(f"free tie groups must lie in 0..{chart.rows - 1}, got {free.tolist()}")
+        self.free = free
+        bad = tied & (self._lpos < 0)
+        if bad.any():
+            raise ArgumentError(f"cells of groups {sorted(set(cells.g[bad].tolist()))} have ties but no free tie parameter")
 
     @classmethod
-    def weighted(cls, chart: Chart, data: Comparisons, lam: float, penalty: str | None = None) -> "Objective":
+    def weighted(cls, chart: Chart, data: Comparisons, lam: float, penalty: str | None = None, *,
+                 ties: str | None = None, free: "np.ndarray | None" = None) -> "Objective":
         r""":math:`Q_\lambda` (eq. weighted-loss) with ``lam`` in ``(0, inf)``; ``lam = inf`` gives the LLM-only loss.
 
         ``penalty="firth"`` adds the human block's Jeffreys prior
         :math:`-\frac{1}{2 n_H}[\log\det(M^\top D_H^\top W D_H M) - \log\det(M^\top M)]`,
         the information of the calibration coordinates (:mod:`pydial.model.penalty`).
+        With a tie family ``ties`` the cells are the tie cells, weighted ``lam/n_L`` and ``1/n_H``
+        with the comparison counts including ties (:func:`tie_totals`), and the free tie groups
+        are ``free`` (default :func:`tie_groups`).
         """
+        if ties is not None:
+            n_l, n_h = tie_totals(data)
+            cells = (Cells.stack(data, 1.0 / n_l, 0.0, ties=True) if np.isinf(lam)
+                     else Cells.stack(data, lam / n_l, 1.0 / n_h, ties=True))
+            return cls(chart, cells, ties=ties, free=tie_groups(data, chart) if free is None else free)
         if np.isinf(lam):
             return cls(chart, Cells.stack(data, 1.0 / data.n_llm, 0.0))
         pen = calibration_firth_penalty(data) if check_penalty(penalty) == "firth" else None
         return cls(chart, Cells.stack(data, lam / data.n_llm, 1.0 / data.n_human), pen)
+
+    # ----------------------------------------------------------- coordinates
+    @cached_property
+    def _lpos(self) -> np.ndarray:
+        """Position of each cell's log tie parameter in ``l`` (``-1``: its group is binary, ``nu = 0``)."""
+        pos = np.full(self.chart.rows, -1, np.int64)
+        pos[self.free] = np.arange(self.free.size)
+        return pos[self.cells.g]
+
+    @property
+    def n_tie(self) -> int:
+        """Number of free log tie parameters (0 for the binary family)."""
+        return int(self.free.size)
+
+    @property
+    def dim(self) -> int:
+        """Dimension of ``x = (theta, l)``: the chart's, then the free log tie parameters."""
+        return self.chart.dim + self.n_tie
+
+    def split(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``(theta, l)`` of ``x``."""
+        x = np.asarray(x, float)
+        return x[: self.chart.dim], x[self.chart.dim:]
+
+    def log_nu(self, x: np.ndarray) -> np.ndarray:
+        """``log nu`` of every loading row (``-inf`` for the groups fixed at ``nu = 0``)."""
+        out = np.full(self.chart.rows, -np.inf)
+        out[self.free] = self.split(x)[1]
+        return out
+
+    @cached_property
+    def T_ext(self) -> sp.csr_matrix:
+        """``d (phi, l) / d x``: the chart's ``T`` and the identity on ``l`` (sparse)."""
+        return sp.block_diag([self.chart.T_sparse, sp.identity(self.n_tie)], format="csr")
 
     # ----------------------------------------------------------- index maps
     @cached_property
@@ -307,12 +402,14 @@ class Objective:
 
     # ------------------------------------------------------------ evaluation
     def value(self, theta: np.ndarray) -> float:
-        """Evaluate the weighted loss (``Q_lambda`` of eq. weighted-loss for :meth:`weighted`).
+        """Evaluate the weighted loss (``Q_lambda`` of eq. weighted-loss for :meth:`weighted`) at ``theta`` (or ``x``).
 
         The predictors and the loss of the last point are kept, so that
         :meth:`value_grad_hess` at the same point (a step accepted by the line search)
         does not form them again.
         """
+        if self.ties is not None:
+            return float(-np.sum(self.cells.w * self.cell_derivatives(theta).value))
         c = self.cells
         eta, f = self._eta_loss(theta)
         return f + self.penalty.value(self.chart, theta, eta[c.is_human]) if self.penalty is not None else f
@@ -346,7 +443,9 @@ class Objective:
     def value_grad_hess(self, theta: np.ndarray, *, hess: bool) -> tuple[float, np.ndarray, np.ndarray | None]: ...
 
     def value_grad_hess(self, theta: np.ndarray, *, hess: bool = True) -> tuple[float, np.ndarray, np.ndarray | None]:
-        """Value, gradient and (exact) Hessian in the reduced chart."""
+        """Value, gradient and (exact) Hessian in the reduced chart (``x = (theta, l)`` for a tie family)."""
+        if self.ties is not None:
+            return self._family_value_grad_hess(theta, hess=hess)
         ch, c = self.chart, self.cells
         phi = ch.to_full(theta)
         eta, f = self._eta_loss(theta, phi)
@@ -372,6 +471,88 @@ class Objective:
         if self.penalty is not None:
             H = H + H_pen
         return f, g, 0.5 * (H + H.T)
+
+    # ------------------------------------------------------ per-cell family
+    def cell_derivatives(self, x: np.ndarray, eta: np.ndarray | None = None) -> CellDerivatives:
+        """Per-cell log-likelihood kernel and its derivatives in ``(eta, l)`` (:mod:`pydial.model.families`)."""
+        from pydial.model.families import binary_cell, tie_cell
+
+        theta, l = self.split(x)
+        eta = self.eta(theta) if eta is None else eta
+        pos = self._lpos
+        free = pos >= 0
+        lc = np.where(free, l[np.maximum(pos, 0)] if l.size else 0.0, 0.0)
+        d = tie_cell(self.ties)(self.cells.counts, eta, lc)
+        if not free.all():
+            fx = ~free
+            db = binary_cell(self.cells.counts[fx], eta[fx])
+            for name in ("value", "d_eta", "d_l", "d_eta_eta", "d_eta_l", "d_l_l"):
+                getattr(d, name)[fx] = getattr(db, name)
+        return d
+
+    def outcome_derivatives(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Per cell and outcome (``i`` wins, ``j`` wins, tie): probabilities and log-derivatives.
+
+        Probabilities ``P`` and the derivatives ``a = d log P / d eta``, ``b = d log P / d l``
+        (each ``(m, 3)``), the single-comparison scores of the sandwich and of GACV (cells at
+        ``nu = 0``: the binary model, no tie outcome).
+        """
+        from pydial.model.families import binary_cell, tie_cell, tie_probabilities
+
+        theta, _ = self.split(x)
+        eta = self.eta(theta)
+        free = self._lpos >= 0
+        fx = ~free
+        l = self.log_nu(x)[self.cells.g]
+        m = eta.size
+        P, a, b = np.zeros((m, 3)), np.zeros((m, 3)), np.zeros((m, 3))
+        if free.any():
+            P[free] = tie_probabilities(self.ties, eta[free], l[free])
+        if fx.any():
+            P[fx] = tie_probabilities(None, eta[fx], 0.0)
+        for o in range(3):
+            unit = np.zeros((m, 3))
+            unit[:, o] = 1.0
+            if free.any():
+                d = tie_cell(self.ties)(unit[free], eta[free], l[free])
+                a[free, o], b[free, o] = d.d_eta, d.d_l
+            if o < 2 and fx.any():
+                a[fx, o] = binary_cell(unit[fx], eta[fx]).d_eta
+        return P, a, b
+
+    def _family_value_grad_hess(self, x: np.ndarray, *, hess: bool) -> tuple[float, np.ndarray, np.ndarray | None]:
+        """Value, gradient and exact Hessian of a tie family in ``x = (theta, l)`` (per-cell derivatives, chain rule)."""
+        ch, c = self.chart, self.cells
+        theta, _ = self.split(x)
+        phi = ch.to_full(theta)
+        eta, v = self._eta_full(phi), self._columns(phi)
+        d = self.cell_derivatives(x, eta)
+        f = float(-np.sum(c.w * d.value))
+        res = -c.w * d.d_eta
+        pos, free = self._lpos, self._lpos >= 0
+        nt = self.n_tie
+        agg = self._residual_by_item(res)
+        g = np.concatenate([np.asarray(ch.T_sparse.T @ self._gradient_factored(res, phi, agg)),
+                            np.bincount(pos[free], weights=(-c.w * d.d_l)[free], minlength=nt)])
+        if not hess:
+            return f, g, None
+        H_full = self._outer(-c.w * d.d_eta_eta, v, phi)
+        self._add_cross(H_full, agg)
+        H_tt = ch.pull_back(H_full)
+        H_tl = np.asarray(ch.T_sparse.T @ self._cross_l(-c.w * d.d_eta_l, v))
+        H_ll = np.diag(np.bincount(pos[free], weights=(-c.w * d.d_l_l)[free], minlength=nt))
+        H = np.block([[H_tt, H_tl], [H_tl.T, H_ll]])
+        return f, g, 0.5 * (H + H.T)
+
+    def _cross_l(self, weight: np.ndarray, v: list[np.ndarray]) -> np.ndarray:
+        """``sum_c weight_c (d eta_c / d phi) e_{l(c)}^T`` (``P x n_tie``, the ``(eta, l)`` cross terms)."""
+        P, nt = self.chart.dim_full, self.n_tie
+        free = self._lpos >= 0
+        idx, pos = self._index[free], self._lpos[free]
+        out = np.zeros(P * nt)
+        for t, col in enumerate(v):
+            out += np.bincount(idx[:, t] * nt + pos, weights=weight[free] * col[free], minlength=P * nt)
+        return out.reshape(P, nt)
 
     @cached_property
     def _groups(self) -> list[tuple[np.ndarray, int, int, int, int, int]]:
@@ -655,7 +836,7 @@ class Objective:
         """
         if rows is not None:
             # only the selected cells' derivatives and indices are formed
-            return Objective(self.chart, self.cells.select(rows)).full_jacobian(theta)
+            return Objective(self.chart, self.cells.select(rows), ties=self.ties, free=self.free).full_jacobian(theta)
         phi = self.chart.to_full(theta)
         cols: list[np.ndarray | None] = [*self._columns(phi)]
         m, q = self.cells.g.size, len(cols)
@@ -693,9 +874,29 @@ class Objective:
         J = CellJacobian(self, np.asarray(theta, float)) if rows is None else self.full_jacobian(theta, rows)
         return Influence(J, np.asarray(Tc @ np.asarray(A).T).T)
 
+    def ext_jacobian(self, x: np.ndarray, rows: np.ndarray | None = None) -> sp.csr_matrix:
+        """``[d eta / d (phi, l); d l_{g(c)} / d (phi, l)]`` stacked (``2m x (dim_full + n_tie)``, sparse).
+
+        The two derivative channels of every cell (or of the cells in ``rows``).
+        """
+        theta, _ = self.split(x)
+        J = self.full_jacobian(theta, rows)
+        pos = self._lpos if rows is None else self._lpos[rows]
+        m, P, nt = J.shape[0], self.chart.dim_full, self.n_tie
+        Jl = sp.csr_matrix((np.ones(int((pos >= 0).sum())), (np.flatnonzero(pos >= 0), P + pos[pos >= 0])),
+                           shape=(m, P + nt))
+        J = sp.hstack([J, sp.csr_matrix((m, nt))], format="csr")
+        return sp.vstack([J, Jl], format="csr")
+
     def probabilities(self, theta: np.ndarray) -> np.ndarray:
-        """Fitted probabilities ``sigma(eta_c)`` that item ``i`` wins."""
+        """Fitted probabilities ``sigma(eta_c)`` that item ``i`` wins (binary family; see :meth:`outcome_derivatives`)."""
+        self._binary_only("probabilities")
         return expit(self.eta(theta))
+
+    def _binary_only(self, what: str) -> None:
+        if self.ties is not None:
+            raise ArgumentError(f"{what} is for the binary family: tie cells have three outcomes "
+                                "(use outcome_derivatives(x) and ext_jacobian(x))")
 
     def cell_scores(self, theta: np.ndarray) -> sp.csr_matrix:
         """Per-cell score contributions ``w_c (n_c p_c - y_c) d eta_c / d theta`` (sparse m x dim).
@@ -704,6 +905,7 @@ class Objective:
         ``w_c`` and splitting the residual over the ``n_c`` comparisons.
         """
         c = self.cells
+        self._binary_only("cell_scores")
         p = self.probabilities(theta)
         return (sp.diags(c.w * (c.n * p - c.y)) @ self.cell_jacobian(theta)).tocsr()
 
@@ -803,226 +1005,6 @@ def tie_groups(data: Comparisons, chart: Chart) -> np.ndarray:
     tabs = [data.cell_table(which, ties=True) for which in ("llm", "human")]
     tied = np.unique(np.concatenate([t.judge[t.counts[:, 2] > 0] for t in tabs]))
     return tied[tied < chart.rows]
-
-
-@dataclass(frozen=True)
-class TieCells(Cells):
-    """:class:`Cells` with three outcome counts (wins of ``i``, wins of ``j``, ties).
-
-    ``counts`` is ``(m, 3)``; ``n`` is the cell total (ties included) and ``y`` the
-    wins of ``i``; ``w`` weights each comparison (ties included).
-    """
-
-    counts: np.ndarray
-
-    @classmethod
-    def from_tables(cls, parts: Sequence[tuple[CellTable, float, bool]]) -> "TieCells":
-        """Stack the tables as :meth:`Cells.from_tables` does, with their outcome counts."""
-        return cls(**stacked_columns(parts, counts=True))
-
-    @classmethod
-    def stack(cls, data: Comparisons, w_llm: float, w_human: float) -> "TieCells":
-        """Stack the LLM tie cells (if ``w_llm > 0``) and then the human tie cells (if ``w_human > 0``).
-
-        In the order of :meth:`Comparisons.tie_cells` (that of the Stan data).
-        """
-        return cls.from_tables([(data.cell_table("llm", ties=True), w_llm, False),
-                                (data.cell_table("human", ties=True), w_human, True)])
-
-
-class TieObjective(Objective):
-    r"""The weighted loss of :class:`Objective` with the tie likelihoods of :mod:`pydial.model.families`.
-
-    Every cell ``c`` of loading row ``g`` (judge ``k``, or the people) contributes
-    ``-w_c log p(w_i, w_j, t | eta_c, l_g)`` (kernel without the multinomial
-    coefficient), ``eta_c`` the bilinear predictor of :class:`Objective`
-    (eq. binomial-model-llm / -human) and ``l_g = log nu_g`` the tie parameter of
-    the group: Davidson-Beaver or Rao-Kupper.  With ``w = 1/n_H`` on human and
-    ``lambda/n_L`` on LLM cells (``n`` counting the ties) this is :math:`Q_\lambda`
-    (eq. weighted-loss) of the tie model.
-
-    The coordinates are ``x = (theta, l)``: the chart's ``theta`` followed by the
-    free log tie parameters, one per group in :attr:`free` (ascending: judges, then
-    the people).  Groups not in ``free`` must have no ties; their cells use the
-    binary model, the ``nu = 0`` boundary of both tie models
-    (:func:`tie_groups`).  Value, gradient and exact Hessian (with the
-    ``(eta, l)`` cross terms) come from the per-cell derivatives by the chain rule
-    through the bilinear kernel of :class:`Objective`.
-    """
-
-    cells: TieCells
-
-    def __init__(self, chart: Chart, cells: TieCells, ties: str, free: "np.ndarray | list[int] | None" = None) -> None:
-        from pydial.model.families import TIE_MODELS
-
-        if ties not in TIE_MODELS or ties is None:
-            raise ArgumentError(f"ties must be 'davidson' or 'rao-kupper', got {ties!r}")
-        super().__init__(chart, cells)
-        self.ties = ties
-        tied = cells.counts[:, 2] > 0
-        if free is None:
-            free = np.unique(cells.g[tied])
-        free = np.unique(np.asarray(free, np.int64))
-        if free.size and (free.min() < 0 or free.max() >= chart.rows):
-            raise ArgumentError(f"free tie groups must lie in 0..{chart.rows - 1}, got {free.tolist()}")
-        pos = np.full(chart.rows, -1, np.int64)
-        pos[free] = np.arange(free.size)
-        self.free = free
-        self.n_tie = int(free.size)
-        self._lpos = pos[cells.g]
-        bad = tied & (self._lpos < 0)
-        if bad.any():
-            raise ArgumentError(f"cells of groups {sorted(set(cells.g[bad].tolist()))} have ties but no free tie parameter")
-
-    @classmethod
-    def weighted(cls, chart: Chart, data: Comparisons, lam: float, ties: str = "davidson",  # type: ignore[override]
-                 free: "np.ndarray | None" = None) -> "TieObjective":
-        r""":math:`Q_\lambda` of the tie model (eq. weighted-loss; ``lam = inf``: the LLM-only loss).
-
-        Its cells are the LLM and human tie cells (:meth:`TieCells.stack`) with weights
-        ``lam/n_L`` and ``1/n_H``, the comparison counts including ties (:func:`tie_totals`).
-        """
-        n_l, n_h = tie_totals(data)
-        cells = TieCells.stack(data, 1.0 / n_l, 0.0) if np.isinf(lam) else TieCells.stack(data, lam / n_l, 1.0 / n_h)
-        return cls(chart, cells, ties, tie_groups(data, chart) if free is None else free)
-
-    # ----------------------------------------------------------- coordinates
-    @property
-    def dim(self) -> int:
-        """Dimension of ``x = (theta, l)``."""
-        return self.chart.dim + self.n_tie
-
-    def split(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """``(theta, l)`` of ``x``."""
-        x = np.asarray(x, float)
-        return x[: self.chart.dim], x[self.chart.dim:]
-
-    def log_nu(self, x: np.ndarray) -> np.ndarray:
-        """``log nu`` of every loading row (``-inf`` for the groups fixed at ``nu = 0``)."""
-        out = np.full(self.chart.rows, -np.inf)
-        out[self.free] = self.split(x)[1]
-        return out
-
-    @cached_property
-    def T_ext(self) -> sp.csr_matrix:
-        """``d (phi, l) / d x``: the chart's ``T`` and the identity on ``l`` (sparse)."""
-        return sp.block_diag([self.chart.T_sparse, sp.identity(self.n_tie)], format="csr")
-
-    # ------------------------------------------------------------ per cell
-    def cell_derivatives(self, x: np.ndarray, eta: np.ndarray | None = None) -> CellDerivatives:
-        """Per-cell log-likelihood kernel and its derivatives in ``(eta, l)`` (:mod:`pydial.model.families`)."""
-        from pydial.model.families import binary_cell, tie_cell
-
-        theta, l = self.split(x)
-        eta = self.eta(theta) if eta is None else eta
-        pos = self._lpos
-        free = pos >= 0
-        lc = np.where(free, l[np.maximum(pos, 0)] if l.size else 0.0, 0.0)
-        d = tie_cell(self.ties)(self.cells.counts, eta, lc)
-        if not free.all():
-            fx = ~free
-            db = binary_cell(self.cells.counts[fx], eta[fx])
-            for name in ("value", "d_eta", "d_l", "d_eta_eta", "d_eta_l", "d_l_l"):
-                getattr(d, name)[fx] = getattr(db, name)
-        return d
-
-    def outcome_derivatives(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Per cell and outcome (``i`` wins, ``j`` wins, tie): probabilities and log-derivatives.
-
-        Probabilities ``P`` and the derivatives ``a = d log P / d eta``, ``b = d log P / d l``
-        (each ``(m, 3)``), the single-comparison scores of the sandwich and of GACV (cells at
-        ``nu = 0``: the binary model, no tie outcome).
-        """
-        from pydial.model.families import binary_cell, tie_cell, tie_probabilities
-
-        theta, _ = self.split(x)
-        eta = self.eta(theta)
-        free = self._lpos >= 0
-        fx = ~free
-        l = self.log_nu(x)[self.cells.g]
-        m = eta.size
-        P, a, b = np.zeros((m, 3)), np.zeros((m, 3)), np.zeros((m, 3))
-        if free.any():
-            P[free] = tie_probabilities(self.ties, eta[free], l[free])
-        if fx.any():
-            P[fx] = tie_probabilities(None, eta[fx], 0.0)
-        for o in range(3):
-            unit = np.zeros((m, 3))
-            unit[:, o] = 1.0
-            if free.any():
-                d = tie_cell(self.ties)(unit[free], eta[free], l[free])
-                a[free, o], b[free, o] = d.d_eta, d.d_l
-            if o < 2 and fx.any():
-                a[fx, o] = binary_cell(unit[fx], eta[fx]).d_eta
-        return P, a, b
-
-    # ------------------------------------------------------------ evaluation
-    def value(self, x: np.ndarray) -> float:
-        """Evaluate the weighted negative log-likelihood kernel (``Q_lambda`` for :meth:`weighted`)."""
-        return float(-np.sum(self.cells.w * self.cell_derivatives(x).value))
-
-    @overload
-    def value_grad_hess(self, x: np.ndarray, *, hess: Literal[True] = ...) -> tuple[float, np.ndarray, np.ndarray]: ...
-
-    @overload
-    def value_grad_hess(self, x: np.ndarray, *, hess: bool) -> tuple[float, np.ndarray, np.ndarray | None]: ...
-
-    def value_grad_hess(self, x: np.ndarray, *, hess: bool = True) -> tuple[float, np.ndarray, np.ndarray | None]:
-        """Value, gradient and exact Hessian in ``x = (theta, l)``."""
-        ch, c = self.chart, self.cells
-        theta, _ = self.split(x)
-        phi = ch.to_full(theta)
-        eta, v = self._eta_full(phi), self._columns(phi)
-        d = self.cell_derivatives(x, eta)
-        f = float(-np.sum(c.w * d.value))
-        res = -c.w * d.d_eta
-        pos, free = self._lpos, self._lpos >= 0
-        nt = self.n_tie
-        agg = self._residual_by_item(res)
-        g = np.concatenate([np.asarray(ch.T_sparse.T @ self._gradient_factored(res, phi, agg)),
-                            np.bincount(pos[free], weights=(-c.w * d.d_l)[free], minlength=nt)])
-        if not hess:
-            return f, g, None
-        H_full = self._outer(-c.w * d.d_eta_eta, v, phi)
-        self._add_cross(H_full, agg)
-        H_tt = ch.pull_back(H_full)
-        H_tl = np.asarray(ch.T_sparse.T @ self._cross_l(-c.w * d.d_eta_l, v))
-        H_ll = np.diag(np.bincount(pos[free], weights=(-c.w * d.d_l_l)[free], minlength=nt))
-        H = np.block([[H_tt, H_tl], [H_tl.T, H_ll]])
-        return f, g, 0.5 * (H + H.T)
-
-    def _cross_l(self, weight: np.ndarray, v: list[np.ndarray]) -> np.ndarray:
-        """``sum_c weight_c (d eta_c / d phi) e_{l(c)}^T`` (``P x n_tie``, the ``(eta, l)`` cross terms)."""
-        P, nt = self.chart.dim_full, self.n_tie
-        free = self._lpos >= 0
-        idx, pos = self._index[free], self._lpos[free]
-        out = np.zeros(P * nt)
-        for t, col in enumerate(v):
-            out += np.bincount(idx[:, t] * nt + pos, weights=weight[free] * col[free], minlength=P * nt)
-        return out.reshape(P, nt)
-
-    # ---------------------------------------------------- per-cell quantities
-    def ext_jacobian(self, x: np.ndarray, rows: np.ndarray | None = None) -> sp.csr_matrix:
-        """``[d eta / d (phi, l); d l_{g(c)} / d (phi, l)]`` stacked (``2m x (dim_full + n_tie)``, sparse).
-
-        The two derivative channels of every cell (or of the cells in ``rows``).
-        """
-        theta, _ = self.split(x)
-        J = self.full_jacobian(theta, rows)
-        pos = self._lpos if rows is None else self._lpos[rows]
-        m, P, nt = J.shape[0], self.chart.dim_full, self.n_tie
-        Jl = sp.csr_matrix((np.ones(int((pos >= 0).sum())), (np.flatnonzero(pos >= 0), P + pos[pos >= 0])),
-                           shape=(m, P + nt))
-        J = sp.hstack([J, sp.csr_matrix((m, nt))], format="csr")
-        return sp.vstack([J, Jl], format="csr")
-
-    def probabilities(self, theta: np.ndarray) -> np.ndarray:  # pragma: no cover - binary API guard
-        """Refuse: tie cells have three outcomes (see :meth:`outcome_derivatives`)."""
-        raise NotImplementedError("tie cells have three outcomes: use outcome_derivatives(x)")
-
-    def cell_scores(self, theta: np.ndarray) -> sp.csr_matrix:  # pragma: no cover - binary API guard
-        """Refuse: tie cells have three outcomes (see :meth:`outcome_derivatives`, :meth:`ext_jacobian`)."""
-        raise NotImplementedError("tie cells have three outcomes: use outcome_derivatives(x) and ext_jacobian(x)")
 
 
 def tie_human_loss(ties: str | None, s: np.ndarray, log_nu_h: float, data: Comparisons) -> float:

@@ -530,12 +530,12 @@ class OutcomeStats:
 
     ``counts``, ``P``, ``a``, ``b`` are ``(m, 3)``: observed counts, fitted
     probabilities and the derivatives ``a = d log P / d eta``, ``b = d log P / d l``
-    of each outcome (:meth:`pydial.model.likelihood.TieObjective.outcome_derivatives`);
+    of each outcome (:meth:`pydial.model.likelihood.Objective.outcome_derivatives`);
     ``w`` the per-comparison weight, ``is_human`` the block; ``judge, i, j`` the
     cell's judge-pair key (for the cell meat) and ``a_order`` its display order.
     A comparison ``v`` with outcome ``o`` in cell ``c`` has the loss score
     ``-(a_{co} \nabla\eta_c + b_{co} \nabla l_{g(c)})`` (the two channels of ``J``,
-    :meth:`pydial.model.likelihood.TieObjective.ext_jacobian`): the binary
+    :meth:`pydial.model.likelihood.Objective.ext_jacobian`): the binary
     ``(p_c - z_v) \nabla\eta_c`` of :class:`CellStats` when ``b = 0`` and the tie outcome is absent.
     ``information`` (optional, ``(m, 3)``): each cell's observed information in the
     channels, ``-(d^2/d eta^2, d^2/d eta d l, d^2/d l^2)`` of its log-likelihood; when
