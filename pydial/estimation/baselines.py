@@ -167,7 +167,7 @@ def fit_pooled(data: Comparisons, rank: int | None = None, *, ties: str | None, 
         o1, o2 = engine.ties.pooled_stages(data, ties, m1.start(), log_nu_start(ties, Hc.counts), m1.free,
                                            has_tie_parameter(ties, Hc.counts))
     else:
-        o1, o2 = numpy_pooled(data, ties)
+        o1, o2 = numpy_pooled(data, ties, penalty=engine.point.penalty)
     warn_unresolved(o1, what)
     s_pool = centering_basis(N) @ o1.x[: N - 1]
     if _degenerate(s_pool):
@@ -224,10 +224,10 @@ def fit_atc(data: Comparisons, rank: int, *, ties: str | None, engine: Engine) -
         b = chL.order_effects(thL)
         lins = llm_only_linearization(data, chL, thL, targets=("b",), hess=llm_opt.hess_at(thL))
     else:
-        opt, free_h, X = human_tie_fit(data, ties, engine.ties)
+        opt, free_h, X = human_tie_fit(data, ties, engine.ties, engine.point.penalty)
         s_h = centering_basis(N) @ opt.x[: N - 1]
         warn_unresolved(opt, "human tie model (AtC ordering)")
-        tsf = tie_staged_fit(data, ties, rank, "mu", order=True, engine=engine.ties)
+        tsf = tie_staged_fit(data, ties, rank, "mu", order=True, engine=engine.ties, penalty=engine.point.penalty)
         llm_opt, base = tsf.llm_opt, tsf.chart.scores(tsf.x[: tsf.chart.dim])
         warn_unresolved(llm_opt, "structured LLM-only tie fit")
         chL, thL = tsf.llm_chart, tsf.llm_x[: tsf.llm_chart.dim]

@@ -138,7 +138,7 @@ def estimate(data: Comparisons, method: str, *, engine: Engine, calibration: str
     order = method != "dial-nopos"
     cal = cast(str, calibration)
     steps: DialSteps[Any] = (BinarySteps(data, cal, order, engine.point, penalty) if ties is None
-                        else TieSteps(data, cal, order, ties, engine.ties))
+                        else TieSteps(data, cal, order, ties, engine.ties, penalty))
     return fit_dial(data, steps, cal, adaptive=(method != "dial-anc"), lambdas=lambda_, multiples=multiples,
                     include_endpoints=include_endpoints, rank_grid=rank_grid)
 

@@ -39,6 +39,7 @@ by numpy at the optimum.
 from __future__ import annotations
 
 import dataclasses
+from functools import partial
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -87,10 +88,10 @@ def _numpy_llm(data: Comparisons, ties: str, ch: Chart, x0: np.ndarray) -> Optim
 
 
 def _numpy_calibration(data: Comparisons, ties: str, ch: Chart, theta: np.ndarray, M: np.ndarray,
-                       x0: np.ndarray) -> OptimResult:
+                       x0: np.ndarray, penalty: str | None = None) -> OptimResult:
     hi, hj, hc = _human_tie_cells(data)
     _, n_h = tie_totals(data)
-    return glm(ties, hc, Design(difference_design(hi, hj, data.N), M), x0, weight=1.0 / n_h)
+    return glm(ties, hc, Design(difference_design(hi, hj, data.N), M), x0, weight=1.0 / n_h, penalty=penalty)
 
 
 def _numpy_joint(data: Comparisons, ties: str, ch: Chart, lam: float, x0: np.ndarray) -> OptimResult:
@@ -162,10 +163,11 @@ def tie_llm_only_fit(data: Comparisons, ties: str, rank: int, order: bool = True
 
 
 def tie_staged_fit(data: Comparisons, ties: str, rank: int, calibration: str, *, order: bool = True,
-                   engine: TieOptimizers = NUMPY_TIE) -> TieStagedFit:
+                   engine: TieOptimizers = NUMPY_TIE, penalty: str | None = None) -> TieStagedFit:
     """Alg. DIAL-Anc with ties: the LLM-only tie fit, then ``(c, log nu_H)`` of the calibration tie GLM.
 
-    The calibration tie GLM has design ``D_H M`` (eq. staged-calibrated-estimator).
+    The calibration tie GLM has design ``D_H M`` (eq. staged-calibrated-estimator); with
+    ``penalty="firth"`` it is numpy's Firth estimate (:class:`~pydial.model.penalty.TieFirthPenalty`).
     """
     chL, xL, optL, freeL = tie_llm_only_fit(data, ties, rank, order, engine)
     thL = xL[: chL.dim]
@@ -177,7 +179,8 @@ def tie_staged_fit(data: Comparisons, ties: str, rank: int, calibration: str, *,
     x0 = np.append(np.eye(d)[0], log_nu_start(ties, hc)) if free_h else np.eye(d)[0]
     ch = Chart(data.N, data.K, rank, cast(Calibration, calibration), order)
     b = chL.order_effects(thL) if order else None
-    oc = engine.calibration(data, ties, ch, ch.from_structure(st, x0[:d], b), M, x0)
+    calibrate = engine.calibration if penalty is None else partial(_numpy_calibration, penalty=penalty)
+    oc = calibrate(data, ties, ch, ch.from_structure(st, x0[:d], b), M, x0)
     theta = ch.from_structure(st, oc.x[:d], b)
     free = tie_groups(data, ch)
     x = np.concatenate([theta, xL[chL.dim:], oc.x[d:]])
@@ -348,8 +351,8 @@ def human_tie_fit(data: Comparisons, ties: str, engine: TieOptimizers = NUMPY_TI
 
 
 def tie_glm_influence(data: Comparisons, ties: str | None, X: Design, x: np.ndarray, weight: float, E: np.ndarray, *,
-                      unit: bool = False, cells: Cells | None = None,
-                      observed: bool = False) -> tuple[TieInfluence, np.ndarray]:
+                      unit: bool = False, cells: Cells | None = None, observed: bool = False,
+                      penalty: str | None = None) -> tuple[TieInfluence, np.ndarray]:
     """Influence ``u = E H^{-1} (channels)`` of a GLM of the family ``ties`` (:class:`~pydial.estimation.glm.FamilyGLM`).
 
     The bread of eq. weighted-empirical-sandwich for a GLM of the tie family (the people's model
@@ -360,7 +363,8 @@ def tie_glm_influence(data: Comparisons, ties: str | None, X: Design, x: np.ndar
     returns ``H``.  ``unit=True`` gives weight 1 per comparison (for GACV).  With
     ``observed`` the ``"fisher"`` meat is the observed information at ``x``
     (:class:`~pydial.inference.linearization.OutcomeStats`), so that its covariance is the
-    inverse observed information ``E H^{-1} E^T``.
+    inverse observed information ``E H^{-1} E^T``.  The returned ``H`` is that of the criterion
+    penalized by ``penalty`` (for GACV); the bread of ``u`` is the unpenalized one.
     """
     if cells is None:
         cells = Cells.stack(data, 0.0, 1.0, ties=True)
@@ -385,6 +389,8 @@ def tie_glm_influence(data: Comparisons, ties: str | None, X: Design, x: np.ndar
         info = -np.column_stack([d.d_eta_eta, d.d_eta_l, d.d_l_l])
     Hinv, _ = pinv_sym(H)
     A = np.asarray((basis @ (E @ Hinv).T).T)
+    if penalty is not None:
+        H = FamilyGLM(ties, hc, X, weight, penalty=penalty).terms(x)[2]
     w = np.full(m, 1.0 if unit else weight)
     cells = dataclasses.replace(cells, w=w)
     st = OutcomeStats(hc, P, a, b, w, cells.is_human, cells.g, cells.i, cells.j, cells.a, info)
@@ -418,12 +424,14 @@ def _gacv_trace(H: np.ndarray, U: TieInfluence, data: Comparisons, basis: Any, n
 
 
 # ================================================================ candidates
-def tie_human_candidate(data: Comparisons, ties: str, engine: TieOptimizers = NUMPY_TIE) -> tuple[Candidate, float]:
+def tie_human_candidate(data: Comparisons, ties: str, engine: TieOptimizers = NUMPY_TIE,
+                        penalty: str | None = None) -> tuple[Candidate, float]:
     """Return the ``lambda = 0`` GACV candidate (eq. gacv) with ties.
 
-    Also returns its ``log nu_H`` (``-inf`` without human ties).
+    Also returns its ``log nu_H`` (``-inf`` without human ties).  With ``penalty="firth"``
+    the people's Firth estimate, and GACV uses the Hessian of the penalized criterion.
     """
-    opt, free, X = human_tie_fit(data, ties, engine)
+    opt, free, X = human_tie_fit(data, ties, engine, penalty)
     _, n_h = tie_totals(data)
     N = data.N
     s = centering_basis(N) @ opt.x[: N - 1]
@@ -435,17 +443,18 @@ def tie_human_candidate(data: Comparisons, ties: str, engine: TieOptimizers = NU
         cand.reason = f"||s||_inf = {np.abs(s).max():.3g} > {SCORE_LIMIT:g}"
     else:
         E = np.zeros((1, X.shape[1] + free))
-        U, H = tie_glm_influence(data, ties, X, opt.x, 1.0 / n_h, E, unit=True)
+        U, H = tie_glm_influence(data, ties, X, opt.x, 1.0 / n_h, E, unit=True, penalty=penalty)
         basis = sp.block_diag([sp.csr_matrix(X.basis), sp.identity(int(free))], format="csr")
         cand.admissible = True
         cand.trace = _gacv_trace(H, U, data, basis, n_h)
     return cand, lh
 
 
-def tie_anchored_candidate(data: Comparisons, sf: TieStagedFit, ties: str) -> Candidate:
+def tie_anchored_candidate(data: Comparisons, sf: TieStagedFit, ties: str, penalty: str | None = None) -> Candidate:
     """Return the ``lambda = inf`` GACV candidate (eq. gacv, eq. staged-calibrated-estimator) with ties.
 
-    The coordinates are ``(c, log nu_H)`` with ``M`` fixed at the LLM-only fit.
+    The coordinates are ``(c, log nu_H)`` with ``M`` fixed at the LLM-only fit; GACV uses the
+    Hessian of the criterion penalized by ``penalty``.
     """
     ch, x = sf.chart, sf.x
     s = ch.scores(x[: ch.dim])
@@ -463,7 +472,8 @@ def tie_anchored_candidate(data: Comparisons, sf: TieStagedFit, ties: str) -> Ca
         hi, hj, _ = _human_tie_cells(data)
         X = Design(difference_design(hi, hj, data.N), M)
         free = ch.K in sf.free
-        U, H = tie_glm_influence(data, ties, X, sf.cal_opt.x, 1.0 / n_h, np.zeros((1, X.shape[1] + free)), unit=True)
+        U, H = tie_glm_influence(data, ties, X, sf.cal_opt.x, 1.0 / n_h, np.zeros((1, X.shape[1] + free)), unit=True,
+                                 penalty=penalty)
         basis = sp.block_diag([sp.csr_matrix(M), sp.identity(int(free))], format="csr")
         cand.admissible = True
         cand.trace = _gacv_trace(H, U, data, basis, n_h)
@@ -551,6 +561,10 @@ class TieSteps:
 
     The coordinates are ``x = (theta, log nu)``; ``n_L`` and ``n_H`` count the ties; ``engine``
     supplies the optimizers (default numpy; :func:`pydial.stan.engine.stan_tie_optimizers` for Stan).
+    With ``penalty="firth"`` (numpy, DIAL-Anc) the people's model at ``lambda = 0`` and the
+    calibration tie GLM are Firth's estimates (:class:`~pydial.model.penalty.TieFirthPenalty`);
+    the weighted fits of finite weights have no tie penalty (:class:`~pydial.estimation.spec.ModelSpec`
+    refuses it).
     """
 
     data: Comparisons
@@ -558,6 +572,7 @@ class TieSteps:
     order: bool
     ties: str
     engine: TieOptimizers = NUMPY_TIE
+    penalty: str | None = None
     what: str = "the lambda path of the tie model"
 
     def totals(self) -> tuple[int, int]:
@@ -566,15 +581,16 @@ class TieSteps:
 
     def human(self) -> Candidate:
         """Fit the people's tie model (:func:`tie_human_candidate`)."""
-        return tie_human_candidate(self.data, self.ties, self.engine)[0]
+        return tie_human_candidate(self.data, self.ties, self.engine, self.penalty)[0]
 
     def staged(self, rank: int) -> TieStagedFit:
         """Fit the staged tie model (:func:`tie_staged_fit`)."""
-        return tie_staged_fit(self.data, self.ties, rank, self.calibration, order=self.order, engine=self.engine)
+        return tie_staged_fit(self.data, self.ties, rank, self.calibration, order=self.order, engine=self.engine,
+                              penalty=self.penalty)
 
     def anchored(self, sf: TieStagedFit) -> Candidate:
         """Return the calibration tie GLM's candidate (:func:`tie_anchored_candidate`)."""
-        return tie_anchored_candidate(self.data, sf, self.ties)
+        return tie_anchored_candidate(self.data, sf, self.ties, self.penalty)
 
     def finite(self, chart: Chart, lam: float, x0: np.ndarray, multiple: float) -> Candidate:
         """Fit the weighted tie model (:func:`tie_finite_candidate`)."""
@@ -586,7 +602,7 @@ class TieSteps:
         ch = sf.chart
         n_h = self.totals()[1]
         if best.lam == 0:
-            opt, free, X = human_tie_fit(data, ties, self.engine)
+            opt, free, X = human_tie_fit(data, ties, self.engine, self.penalty)
             E = np.zeros((data.N + free, X.shape[1] + free))
             E[: data.N, : data.N - 1] = centering_basis(data.N)
             if free:
@@ -611,7 +627,9 @@ class TieSteps:
                               tie_labels=(data.human_judge,) if "log_nu" in blocks else ())
         b, log_nu_j, gamma, lin_j = judge_tie_estimates(data, ties, sf)
         log_nu = pd.concat([log_nu_j, tie_log_nu([data.human_judge], np.array([lh]))])
-        # the calibration LRT on the tie likelihood (nu_H free under both hypotheses)
+        # the calibration LRT on the tie likelihood (nu_H free under both hypotheses; unpenalized MLEs)
+        if self.penalty is not None:
+            hum = tie_human_candidate(data, ties, NUMPY_TIE)[0]
         loss_anc = tie_human_loss(ties, ch.scores(sf.theta), _log_nu_h(ch, sf.free, sf.x), data)
         ok_h = hum.opt is not None and hum.opt.resolved
         ct = calibration_lrt(loss_anc, hum.loss_human if ok_h else None, n_h, N - 1 - ch.d,
