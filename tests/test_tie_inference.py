@@ -13,6 +13,8 @@ the lambda = 0 Fisher covariance equals the inverse information of
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 import scipy.sparse as sp
@@ -147,3 +149,34 @@ def test_human_endpoint_fisher_covariance_is_the_inverse_information(tdata):
     nu = np.exp(opt.x[-1])
     assert nu * np.sqrt(C[N, N]) == pytest.approx(ref.tie_parameters.loc["human", "se"], rel=1e-6)
     np.testing.assert_allclose(tie_fits.centering_basis(N) @ opt.x[: N - 1], ref.scores["score"].to_numpy(), atol=1e-7)
+
+
+@pytest.mark.parametrize("ties", ["davidson", "rao-kupper"])
+def test_structured_fisher_meat_is_the_observed_information(tdata, ties):
+    """Every tie fit's "fisher" meat is the observed information (tie_glm_influence's convention), the
+    structured ones' too: each cell's ``(eta, log nu)`` information in the cell statistics equals minus the
+    central second differences of its log-likelihood written from the tie probabilities.  For Rao-Kupper
+    (not a canonical family) this differs from the expected information."""
+    ch = Chart(tdata.N, tdata.K, 1, "mu", True)
+    obj = Objective.weighted(ch, tdata, 0.7, ties=ties)
+    rng = np.random.default_rng(3)
+    x = np.concatenate([rng.normal(0, 0.3, ch.dim), rng.normal(-0.5, 0.2, obj.n_tie)])
+    st = tie_fits.outcome_stats(obj, x)
+    eta, l = obj.eta(x[: ch.dim]), obj.log_nu(x)[obj.cells.g]
+    cnt, free = obj.cells.counts, np.isfinite(l)
+    eta, l, cnt = eta[free], l[free], cnt[free]
+
+    def loglik(de, dl):
+        return np.sum(cnt * np.log(tie_probabilities(ties, eta + de, l + dl)), axis=1)
+
+    h = 1e-4
+    ee = -(loglik(h, 0) - 2 * loglik(0, 0) + loglik(-h, 0)) / h**2
+    ll = -(loglik(0, h) - 2 * loglik(0, 0) + loglik(0, -h)) / h**2
+    el = -(loglik(h, h) - loglik(h, -h) - loglik(-h, h) + loglik(-h, -h)) / (4 * h * h)
+    F = st.fisher()[:, :, free]
+    np.testing.assert_allclose(F[0, 0], ee, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(F[0, 1], el, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(F[1, 1], ll, rtol=1e-5, atol=1e-6)
+    expected = dataclasses.replace(st, information=None).fisher()[:, :, free]
+    if ties == "rao-kupper":
+        assert np.abs(expected[0, 0] - ee).max() > 1e-3 * np.abs(ee).max()

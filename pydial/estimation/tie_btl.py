@@ -64,7 +64,7 @@ def _human(data: Comparisons, ties: str, engine: TieOptimizers, penalty: str | N
     E[:N, : N - 1] = centering_basis(N)
     if free:
         E[N, -1] = 1.0
-    U, _ = tie_glm_influence(data, ties, X, opt.x, 1.0 / tie_totals(data)[1], E, observed=True)
+    U, _ = tie_glm_influence(data, ties, X, opt.x, 1.0 / tie_totals(data)[1], E)
     blocks = {"scores": slice(0, N)} | ({"log_nu": slice(N, N + 1)} if free else {})
     lin = U.linearization("the human tie-model scores", blocks, tie_labels=(data.human_judge,) if free else ())
     s = centering_basis(N) @ opt.x[: N - 1]
@@ -108,7 +108,7 @@ def _judges(data: Comparisons, ties: str, engine: TieOptimizers, seed: int | Non
         if free[k]:
             E[N + K + int(np.searchsorted(idx, k)), N] = 1.0
         E[q:, : N - 1] = T
-        U, _ = tie_glm_influence(data, ties, X, x, 1.0 / float(c.n.sum()), E, cells=c, observed=True)
+        U, _ = tie_glm_influence(data, ties, X, x, 1.0 / float(c.n.sum()), E, cells=c)
         joint.append(TieInfluence(U.J2, U.A[:q], U.st, U.rec))
         own.append(TieInfluence(U.J2, U.A[q:], U.st, U.rec).linearization(
             f"the scores of judge {data.judges[k]!r}", {"judge_scores": slice(0, N)}))

@@ -197,12 +197,19 @@ def tie_joint_fit(data: Comparisons, ch: Chart, lam: float, x0: np.ndarray, ties
 # ================================================================ inference
 def outcome_stats(obj: Objective, x: np.ndarray, rows: np.ndarray | None = None,
                   unit_weight: bool = False) -> OutcomeStats:
-    """:class:`~pydial.inference.linearization.OutcomeStats` of the objective's cells at ``x`` (or of ``rows``)."""
+    """:class:`~pydial.inference.linearization.OutcomeStats` of the objective's cells at ``x`` (or of ``rows``).
+
+    With each cell's observed information, so that the ``"fisher"`` meat is the observed information
+    as for every fit of a tie family (:func:`tie_glm_influence`).
+    """
     P, a, b = obj.outcome_derivatives(x)
+    d = obj.cell_derivatives(x)
     c = obj.cells
     sel = slice(None) if rows is None else rows
     w = np.ones(c.w[sel].size) if unit_weight else c.w[sel]
-    return OutcomeStats(c.counts[sel], P[sel], a[sel], b[sel], w, c.is_human[sel], c.g[sel], c.i[sel], c.j[sel], c.a[sel])
+    info = -np.column_stack([d.d_eta_eta, d.d_eta_l, d.d_l_l])[sel]
+    return OutcomeStats(c.counts[sel], P[sel], a[sel], b[sel], w, c.is_human[sel], c.g[sel], c.i[sel], c.j[sel], c.a[sel],
+                        info)
 
 
 def record_rows(data: Comparisons, cells: Cells) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
@@ -351,7 +358,7 @@ def human_tie_fit(data: Comparisons, ties: str, engine: TieOptimizers = NUMPY_TI
 
 
 def tie_glm_influence(data: Comparisons, ties: str | None, X: Design, x: np.ndarray, weight: float, E: np.ndarray, *,
-                      unit: bool = False, cells: Cells | None = None, observed: bool = False,
+                      unit: bool = False, cells: Cells | None = None,
                       penalty: str | None = None) -> tuple[TieInfluence, np.ndarray]:
     """Influence ``u = E H^{-1} (channels)`` of a GLM of the family ``ties`` (:class:`~pydial.estimation.glm.FamilyGLM`).
 
@@ -360,11 +367,12 @@ def tie_glm_influence(data: Comparisons, ties: str | None, X: Design, x: np.ndar
     the pooled BTL): design ``X``, coordinates ``(beta, l)`` when the cells hold a tie,
     else ``beta`` and the binary model (always with ``ties=None``, whose record rows leave
     the tied judgments out).  On ``cells`` (default: the human tie cells); also
-    returns ``H``.  ``unit=True`` gives weight 1 per comparison (for GACV).  With
-    ``observed`` the ``"fisher"`` meat is the observed information at ``x``
-    (:class:`~pydial.inference.linearization.OutcomeStats`), so that its covariance is the
-    inverse observed information ``E H^{-1} E^T``.  The returned ``H`` is that of the criterion
-    penalized by ``penalty`` (for GACV); the bread of ``u`` is the unpenalized one.
+    returns ``H``.  ``unit=True`` gives weight 1 per comparison (for GACV).  The ``"fisher"``
+    meat is the observed information at ``x`` (:class:`~pydial.inference.linearization.OutcomeStats`),
+    so that its covariance is the inverse observed information ``E H^{-1} E^T``, as in every
+    fit of a tie family (for Davidson's model, a multinomial logit, also the expected one).
+    The returned ``H`` is that of the criterion penalized by ``penalty`` (for GACV); the bread
+    of ``u`` is the unpenalized one.
     """
     if cells is None:
         cells = Cells.stack(data, 0.0, 1.0, ties=True)
@@ -383,10 +391,8 @@ def tie_glm_influence(data: Comparisons, ties: str | None, X: Design, x: np.ndar
     family, l = (ties, x[p]) if free else (None, 0.0)
     P = tie_probabilities(family, eta, l)
     a, b = _outcome_ab(family, eta, l)
-    info = None
-    if observed:
-        d = tie_cell(family)(hc, eta, l)
-        info = -np.column_stack([d.d_eta_eta, d.d_eta_l, d.d_l_l])
+    d = tie_cell(family)(hc, eta, l)
+    info = -np.column_stack([d.d_eta_eta, d.d_eta_l, d.d_l_l])
     Hinv, _ = pinv_sym(H)
     A = np.asarray((basis @ (E @ Hinv).T).T)
     if penalty is not None:
