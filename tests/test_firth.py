@@ -22,7 +22,7 @@ from fdcheck import fd_jacobian
 from pydial.model.chart import centering_basis
 from pydial.estimation.glm import binary_counts, fit_human_btl, fit_order_btl, glm
 from pydial.model.chart import difference_design
-from pydial.model.likelihood import Objective, binomial_nll
+from pydial.model.likelihood import Objective, binomial_nll, tie_totals
 from pydial.model.chart import Chart
 from pydial.model.penalty import FirthPenalty
 
@@ -295,3 +295,71 @@ def test_firth_finite_weight_sandwich_uses_the_unpenalized_bread():
     U, st = finite_influence(d, res.chart, res.lambda_, res.theta)
     C = influence_covariance(U, st, d, res.cov_type)
     np.testing.assert_allclose(res.cov.to_numpy(), C, rtol=1e-8, atol=1e-12)
+
+
+# ------------------------------------------------------------- the tie family's joint Jeffreys prior
+@pytest.fixture(scope="module")
+def tsim():
+    return pydial.simulate(N=6, K=3, rank=1, n_llm=3000, n_human=80, tie_rate=0.2, ties="davidson", seed=11).comparisons
+
+
+@pytest.mark.parametrize("ties", ["davidson", "rao-kupper"])
+@pytest.mark.parametrize("cal", ["mu", "W"])
+def test_tie_joint_penalty_derivatives_and_definition(tsim, ties, cal):
+    """The tie objective with the people's Jeffreys prior: gradient against central differences of the
+    value, Hessian against central differences of the gradient, and the penalty against its definition
+    written here from the tie probabilities: -1/(2 n_H) [log det I(c, l_H; D_H M) - log det M'M], with the
+    information of the calibration tie GLM formed by differencing each outcome's log-probability."""
+    from pydial.model.families import tie_probabilities
+
+    chart = Chart(tsim.N, tsim.K, 1, cal, True)
+    obj = Objective.weighted(chart, tsim, 5.0, "firth", ties=ties)
+    plain = Objective.weighted(chart, tsim, 5.0, ties=ties)
+    assert tsim.K in obj.free  # the people's nu_H is free
+    rng = np.random.default_rng(6)
+    x = np.concatenate([0.5 * rng.standard_normal(chart.dim), -0.7 + 0.1 * rng.standard_normal(obj.n_tie)])
+    f, g, H = obj.value_grad_hess(x)
+    assert f == pytest.approx(obj.value(x), rel=1e-12)
+    np.testing.assert_allclose(g, fd_jacobian(lambda t: np.array([obj.value(t)]), x)[0], rtol=1e-5, atol=1e-8)
+    np.testing.assert_allclose(H, fd_jacobian(lambda t: obj.value_grad_hess(t)[1], x), rtol=1e-4, atol=1e-7)
+    # the definition
+    theta, lH = x[: chart.dim], x[-1]
+    phi = chart.to_full(theta)
+    B = phi[chart.off_B: chart.off_b].reshape(tsim.N, chart.q)
+    M = B[:, :1] if cal == "mu" else B
+    Ht = tsim.cell_table("human", ties=True)
+    X = difference_design(Ht.i, Ht.j, tsim.N) @ M
+    c = np.linalg.lstsq(M, chart.scores(theta), rcond=None)[0]
+    n = Ht.counts.sum(1)
+
+    def logp(z):
+        return np.log(tie_probabilities(ties, X @ z[:-1], z[-1]))
+
+    z, h = np.append(c, lH), 1e-6
+    S = np.stack([(logp(z + h * e) - logp(z - h * e)) / (2 * h) for e in np.eye(z.size)])
+    info = np.einsum("m,mo,amo,bmo->ab", n, np.exp(logp(z)), S, S)
+    ref = np.linalg.slogdet(info)[1] - np.linalg.slogdet(M.T @ M)[1]
+    n_h = tie_totals(tsim)[1]
+    assert obj.value(x) - plain.value(x) == pytest.approx(-0.5 * ref / n_h, rel=1e-7)
+
+
+def test_tie_firth_dial_ada_on_data_without_ties_is_the_binary_firth_fit(sim):
+    """Without a tie the people's model is binary (nu_H = 0): the tie family's weighted Firth fits are the
+    binary ones (the structured fits stop at Newton's tolerance on different objectives: 1e-6)."""
+    a = pydial.fit(sim, "dial-ada", penalty="firth")
+    b = pydial.fit(sim, "dial-ada", penalty="firth", ties="davidson")
+    assert a.lambda_ == b.lambda_
+    np.testing.assert_allclose(b.gacv["gacv"], a.gacv["gacv"], rtol=1e-6)
+    np.testing.assert_allclose(b.scores.to_numpy(float), a.scores.to_numpy(float), rtol=1e-6, atol=1e-9)
+
+
+def test_tie_firth_weighted_fit_tends_to_firth_dial_anc(tsim):
+    """The penalty equals DIAL-Anc's calibration prior up to a constant when M is held fixed, so the
+    penalized weighted fit tends to Firth's DIAL-Anc as lambda grows (as without ties)."""
+    anc = pydial.fit(tsim, "dial-anc", ties="davidson", penalty="firth").scores["score"].to_numpy()
+    far = pydial.fit(tsim, "dial-ada", ties="davidson", penalty="firth", lambda_=[1e6], include_endpoints=False)
+    near = pydial.fit(tsim, "dial-ada", ties="davidson", penalty="firth", lambda_=[1e2], include_endpoints=False)
+    assert far.lambda_ == 1e6 and near.lambda_ == 1e2
+    d_far = np.abs(far.scores["score"].to_numpy() - anc).max()
+    d_near = np.abs(near.scores["score"].to_numpy() - anc).max()
+    assert d_far < 1e-3 and d_far < d_near

@@ -123,9 +123,9 @@ def test_gacv_path_and_lrt_with_ties(sim_ties):
     assert ct.statistic == pytest.approx(max(T, 0.0), rel=1e-9)
 
 
-def test_penalty_with_ties_raises_clear_error(plain):
+def test_penalty_with_ties_on_stan_raises_clear_error(plain):
     with pytest.raises(pydial.ArgumentError, match="penalty"):
-        pydial.fit(plain, "dial-ada", ties="davidson", penalty="firth")
+        pydial.fit(plain, "dial-ada", ties="davidson", penalty="firth", engine="stan")
 
 
 # ------------------------------------------------------------------ Davidson (1970)

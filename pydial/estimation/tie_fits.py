@@ -94,8 +94,9 @@ def _numpy_calibration(data: Comparisons, ties: str, ch: Chart, theta: np.ndarra
     return glm(ties, hc, Design(difference_design(hi, hj, data.N), M), x0, weight=1.0 / n_h, penalty=penalty)
 
 
-def _numpy_joint(data: Comparisons, ties: str, ch: Chart, lam: float, x0: np.ndarray) -> OptimResult:
-    obj = Objective.weighted(ch, data, lam, ties=ties)
+def _numpy_joint(data: Comparisons, ties: str, ch: Chart, lam: float, x0: np.ndarray,
+                 penalty: str | None = None) -> OptimResult:
+    obj = Objective.weighted(ch, data, lam, penalty, ties=ties)
     return newton(obj.value_grad_hess, x0, gtol=1e-9, value=obj.value, normalize=_normalizer(ch))
 
 
@@ -188,10 +189,15 @@ def tie_staged_fit(data: Comparisons, ties: str, rank: int, calibration: str, *,
 
 
 def tie_joint_fit(data: Comparisons, ch: Chart, lam: float, x0: np.ndarray, ties: str,
-                  engine: TieOptimizers = NUMPY_TIE) -> tuple[np.ndarray, OptimResult, Objective]:
-    r"""Minimize :math:`Q_\lambda` of the tie model from ``x0`` (eq. weighted-joint-estimator)."""
-    res = engine.joint(data, ties, ch, lam, x0)
-    return res.x, res, Objective.weighted(ch, data, lam, ties=ties)
+                  engine: TieOptimizers = NUMPY_TIE, penalty: str | None = None) -> tuple[np.ndarray, OptimResult, Objective]:
+    r"""Minimize :math:`Q_\lambda` of the tie model from ``x0`` (eq. weighted-joint-estimator).
+
+    With ``penalty="firth"`` numpy's minimizer of the criterion with the people's Jeffreys prior
+    (:class:`~pydial.model.penalty.TieCalibrationFirthPenalty`); the objective returned is that criterion.
+    """
+    joint = engine.joint if penalty is None else partial(_numpy_joint, penalty=penalty)
+    res = joint(data, ties, ch, lam, x0)
+    return res.x, res, Objective.weighted(ch, data, lam, penalty, ties=ties)
 
 
 # ================================================================ inference
@@ -493,9 +499,9 @@ def _log_nu_h(ch: Chart, free: np.ndarray, x: np.ndarray) -> float:
 
 
 def tie_finite_candidate(data: Comparisons, ch: Chart, lam: float, x0: np.ndarray, multiple: float,
-                         ties: str, engine: TieOptimizers = NUMPY_TIE) -> Candidate:
-    """Fit ``Q_lambda`` of the tie model from ``x0``; guards and GACV pieces at the optimum."""
-    x, opt, obj = tie_joint_fit(data, ch, lam, x0, ties, engine)
+                         ties: str, engine: TieOptimizers = NUMPY_TIE, penalty: str | None = None) -> Candidate:
+    """Fit ``Q_lambda`` of the tie model from ``x0``; guards and GACV pieces (on the criterion penalized by ``penalty``)."""
+    x, opt, obj = tie_joint_fit(data, ch, lam, x0, ties, engine, penalty)
     H = opt.hess if opt.hess is not None and np.array_equal(opt.x, x) else obj.value_grad_hess(x)[2]
     s = ch.scores(x[: ch.dim])
     ok, reason, nz = guard(ch, opt, H, s)
@@ -567,10 +573,10 @@ class TieSteps:
 
     The coordinates are ``x = (theta, log nu)``; ``n_L`` and ``n_H`` count the ties; ``engine``
     supplies the optimizers (default numpy; :func:`pydial.stan.engine.stan_tie_optimizers` for Stan).
-    With ``penalty="firth"`` (numpy, DIAL-Anc) the people's model at ``lambda = 0`` and the
-    calibration tie GLM are Firth's estimates (:class:`~pydial.model.penalty.TieFirthPenalty`);
-    the weighted fits of finite weights have no tie penalty (:class:`~pydial.estimation.spec.ModelSpec`
-    refuses it).
+    With ``penalty="firth"`` (numpy) the people's model at ``lambda = 0`` and the calibration tie
+    GLM are Firth's estimates (:class:`~pydial.model.penalty.TieFirthPenalty`), and every weighted
+    fit has the people's Jeffreys prior in the calibration space
+    (:class:`~pydial.model.penalty.TieCalibrationFirthPenalty`), as for the binary family.
     """
 
     data: Comparisons
@@ -600,7 +606,7 @@ class TieSteps:
 
     def finite(self, chart: Chart, lam: float, x0: np.ndarray, multiple: float) -> Candidate:
         """Fit the weighted tie model (:func:`tie_finite_candidate`)."""
-        return tie_finite_candidate(self.data, chart, lam, x0, multiple, self.ties, self.engine)
+        return tie_finite_candidate(self.data, chart, lam, x0, multiple, self.ties, self.engine, self.penalty)
 
     def selected(self, sf: TieStagedFit, best: Candidate, hum: Candidate) -> Selected:
         """Return the influence of ``(s, log nu_H)``, the judges' effects and tie parameters; the LRT on the tie likelihood."""
@@ -620,7 +626,9 @@ class TieSteps:
             lh, stage_one = _log_nu_h(ch, sf.free, sf.x), slice(0, n_one)
         else:
             assert best.theta is not None
-            known = best.opt.hess if best.opt is not None and np.array_equal(best.opt.x, best.theta) else None
+            # the bread is the unpenalized Hessian (pydial.model.penalty): the optimizer's only without a penalty
+            known = (best.opt.hess if self.penalty is None and best.opt is not None
+                     and np.array_equal(best.opt.x, best.theta) else None)
             U = finite_tie_influence(data, ch, best.lam, best.theta, ties, known)
             lh, stage_one = _log_nu_h(ch, sf.free, best.theta), None
         s = best.s if np.isfinite(best.lam) else ch.scores(sf.theta)

@@ -31,7 +31,7 @@ from pydial.data.comparisons import CellTable, Comparisons, HumanCells, LLMCells
 from pydial.model.chart import Chart, difference_design
 from pydial.model.families import CellDerivatives
 from pydial.model.meats import Influence
-from pydial.model.penalty import CalibrationFirthPenalty, check_penalty
+from pydial.model.penalty import CalibrationFirthPenalty, TieCalibrationFirthPenalty, check_penalty
 from pydial.exceptions import ArgumentError
 
 
@@ -73,6 +73,13 @@ def llm_loss(S: np.ndarray, b: np.ndarray, llm: LLMCells) -> float:
 def weighted_loss(s: np.ndarray, S: np.ndarray, b: np.ndarray, data: Comparisons, lam: float) -> float:
     r""":math:`Q_\lambda(s, S, b) = \ell_H(s) + \lambda \ell_L(S, b)` (eq. weighted-loss)."""
     return human_loss(s, data.human) + lam * llm_loss(S, b, data.llm)
+
+
+def tie_calibration_firth_penalty(data: Comparisons, ties: str) -> TieCalibrationFirthPenalty:
+    """Jeffreys prior of the people's calibration tie GLM (design ``D_H M``, normalization ``1/n_H``, ties counted)."""
+    H = data.cell_table("human", ties=True)
+    return TieCalibrationFirthPenalty(ties, difference_design(H.i, H.j, data.N).toarray(), H.counts.sum(axis=1).astype(float),
+                                      1.0 / float(H.n.sum()))
 
 
 def calibration_firth_penalty(data: Comparisons) -> CalibrationFirthPenalty:
@@ -226,11 +233,14 @@ class Objective:
     the binary model, the ``nu = 0`` boundary of both tie models (:func:`tie_groups`).
     Value, gradient and exact Hessian (with the ``(eta, l)`` cross terms) come from the
     per-cell derivatives by the chain rule through the same bilinear kernel.  The binary
-    family is the case of no free group.
+    family is the case of no free group.  ``tie_penalty`` (a
+    :class:`~pydial.model.penalty.TieCalibrationFirthPenalty`) is the tie family's human-block
+    Jeffreys prior: exact gradient, central-difference Hessian of it.
     """
 
     def __init__(self, chart: Chart, cells: Cells, penalty: CalibrationFirthPenalty | None = None, *,
-                 ties: str | None = None, free: "np.ndarray | list[int] | None" = None) -> None:
+                 ties: str | None = None, free: "np.ndarray | list[int] | None" = None,
+                 tie_penalty: TieCalibrationFirthPenalty | None = None) -> None:
         if chart.calibration is None and cells.is_human.any():
             raise ArgumentError("an LLM-only chart cannot carry human cells")
         self.chart = chart
@@ -239,6 +249,9 @@ class Objective:
         self._last: tuple[bytes, np.ndarray, float] | None = None  # (theta, eta, loss) of the last evaluation
         self.ties = ties
         self.free = np.zeros(0, np.int64)
+        self.tie_penalty = tie_penalty
+        if ties is None and tie_penalty is not None:
+            raise ArgumentError("tie_penalty needs a tie family (ties='davidson' or 'rao-kupper')")
         if ties is None:
             if cells.outcome_counts is not None and np.any(cells.outcome_counts[:, 2] > 0):
                 raise ArgumentError("the cells hold ties: give their family (ties='davidson' or 'rao-kupper')")
@@ -248,7 +261,8 @@ class Objective:
         if ties not in TIE_MODELS:
             raise ArgumentError(f"ties must be 'davidson' or 'rao-kupper', got {ties!r}")
         if cells.outcome_counts is None or penalty is not None:
-            raise ArgumentError("a tie family needs the tie cells (Cells.stack(..., ties=True)) and no penalty")
+            raise ArgumentError("a tie family needs the tie cells (Cells.stack(..., ties=True)) and its own "
+                                "tie_penalty, not the binary penalty")
         tied = cells.counts[:, 2] > 0
         free = np.unique(np.asarray(np.unique(cells.g[tied]) if free is None else free, np.int64))
         if free.size and (free.min() < 0 or free.max() >= chart.rows):
@@ -267,14 +281,18 @@ class Objective:
         :math:`-\frac{1}{2 n_H}[\log\det(M^\top D_H^\top W D_H M) - \log\det(M^\top M)]`,
         the information of the calibration coordinates (:mod:`pydial.model.penalty`).
         With a tie family ``ties`` the cells are the tie cells, weighted ``lam/n_L`` and ``1/n_H``
-        with the comparison counts including ties (:func:`tie_totals`), and the free tie groups
-        are ``free`` (default :func:`tie_groups`).
+        with the comparison counts including ties (:func:`tie_totals`), the free tie groups
+        are ``free`` (default :func:`tie_groups`), and ``penalty="firth"`` adds the Jeffreys prior of
+        the people's calibration tie GLM in ``(c, log nu_H)`` (:class:`~pydial.model.penalty.TieCalibrationFirthPenalty`).
         """
         if ties is not None:
             n_l, n_h = tie_totals(data)
-            cells = (Cells.stack(data, 1.0 / n_l, 0.0, ties=True) if np.isinf(lam)
-                     else Cells.stack(data, lam / n_l, 1.0 / n_h, ties=True))
-            return cls(chart, cells, ties=ties, free=tie_groups(data, chart) if free is None else free)
+            if np.isinf(lam):
+                return cls(chart, Cells.stack(data, 1.0 / n_l, 0.0, ties=True), ties=ties,
+                           free=tie_groups(data, chart) if free is None else free)
+            tp = tie_calibration_firth_penalty(data, ties) if check_penalty(penalty) == "firth" else None
+            return cls(chart, Cells.stack(data, lam / n_l, 1.0 / n_h, ties=True), ties=ties,
+                       free=tie_groups(data, chart) if free is None else free, tie_penalty=tp)
         if np.isinf(lam):
             return cls(chart, Cells.stack(data, 1.0 / data.n_llm, 0.0))
         pen = calibration_firth_penalty(data) if check_penalty(penalty) == "firth" else None
@@ -409,7 +427,8 @@ class Objective:
         does not form them again.
         """
         if self.ties is not None:
-            return float(-np.sum(self.cells.w * self.cell_derivatives(theta).value))
+            f = float(-np.sum(self.cells.w * self.cell_derivatives(theta).value))
+            return f + self._tie_penalty_terms(theta, hess=False)[0] if self.tie_penalty is not None else f
         c = self.cells
         eta, f = self._eta_loss(theta)
         return f + self.penalty.value(self.chart, theta, eta[c.is_human]) if self.penalty is not None else f
@@ -542,6 +561,49 @@ class Objective:
         H_tl = np.asarray(ch.T_sparse.T @ self._cross_l(-c.w * d.d_eta_l, v))
         H_ll = np.diag(np.bincount(pos[free], weights=(-c.w * d.d_l_l)[free], minlength=nt))
         H = np.block([[H_tt, H_tl], [H_tl.T, H_ll]])
+        if self.tie_penalty is not None:
+            fp, gp, Hp = self._tie_penalty_terms(x, hess=True)
+            f, g, H = f + fp, g + gp, H + Hp
+        return f, g, 0.5 * (H + H.T)
+
+    @cached_property
+    def _human_cells(self) -> "Objective":
+        """The objective of the human cells alone (their predictors and Jacobian for the tie penalty)."""
+        return Objective(self.chart, self.cells.select(self.cells.is_human), ties=self.ties, free=self.free)
+
+    def _tie_penalty_terms(self, x: np.ndarray, *, hess: bool, h: float = 1e-6
+                           ) -> tuple[float, np.ndarray, np.ndarray | None]:
+        """Value, exact gradient and central-difference Hessian (of the exact gradient) of :attr:`tie_penalty`.
+
+        The Hessian is formed over the coordinates the penalty depends on: those of the human
+        cells' predictors and of the basis ``M``, and ``l_H``.
+        """
+        pen, ch, hum = self.tie_penalty, self.chart, self._human_cells
+        assert pen is not None
+        k = np.flatnonzero(self.free == ch.K)
+
+        def grad(z: np.ndarray) -> tuple[float, np.ndarray]:
+            theta, l = self.split(z)
+            f, g_theta, g_l = pen.value_grad(ch, theta, hum.eta(theta), float(l[k[0]]) if k.size else None,
+                                             hum.cell_jacobian(theta))
+            g = np.zeros(self.dim)
+            g[: ch.dim] = g_theta
+            if k.size:
+                g[ch.dim + k[0]] = g_l
+            return f, g
+
+        f, g = grad(x)
+        if not hess:
+            return f, g, None
+        theta = self.split(x)[0]
+        touched = np.abs(CalibrationFirthPenalty.basis(ch, theta)[1]).sum(axis=(1, 2)) > 0
+        touched[np.unique(hum.cell_jacobian(theta).indices)] = True
+        active = np.concatenate([np.flatnonzero(touched), ch.dim + k])
+        H = np.zeros((self.dim, self.dim))
+        for t in active:
+            e = np.zeros(self.dim)
+            e[t] = h
+            H[:, t] = (grad(x + e)[1] - grad(x - e)[1]) / (2 * h)
         return f, g, 0.5 * (H + H.T)
 
     def _cross_l(self, weight: np.ndarray, v: list[np.ndarray]) -> np.ndarray:

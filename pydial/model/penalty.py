@@ -65,6 +65,7 @@ binomial-response generalized linear models. *Biometrika* 108, 71-82.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from scipy.special import expit
@@ -136,6 +137,68 @@ class FirthPenalty:
         return f, self.X.T @ g, self.X.T @ H @ self.X
 
 
+def outcome_terms(family: str | None, eta: np.ndarray, l: float) -> list[np.ndarray]:
+    """Return ``P, a, b, a_eta, a_l, b_l`` of every (cell, outcome), each ``(m, 3)``.
+
+    The probabilities and the first and second derivatives of each outcome's ``log P`` in
+    ``(eta, l)`` (:mod:`pydial.model.families`; the binary family, ``family=None``, has no tie
+    outcome and no ``l``).
+    """
+    out = [np.zeros((eta.size, 3)) for _ in range(6)]
+    cell = tie_cell(family)
+    for o in range(3 if family is not None else 2):
+        unit = np.zeros((eta.size, 3))
+        unit[:, o] = 1.0
+        d = cell(unit, eta, l)
+        for arr, v in zip(out, (np.exp(d.value), d.d_eta, d.d_l, d.d_eta_eta, d.d_eta_l, d.d_l_l)):
+            arr[:, o] = v
+    return out
+
+
+def information_terms(family: str | None, X: np.ndarray, n: np.ndarray, eta: np.ndarray,
+                      l: float | None) -> tuple[float, np.ndarray, float, np.ndarray] | None:
+    r"""``log det I`` of a paired-comparison GLM and its exact derivatives, or ``None`` where ``I`` is singular.
+
+    ``I`` is the expected information of the GLM with design ``X`` at the cells' predictors ``eta``
+    (``n`` comparisons each): in ``(beta, l)`` for a tie family with ``l = log nu``, in ``beta``
+    alone for the binary family or ``l=None`` (a group at ``nu = 0``).  Returned: ``log det I``, its
+    derivative in each ``eta_c`` (``X`` fixed), in ``l``, and in ``X`` (``eta`` fixed):
+
+    .. math::
+
+        rac{\partial \log\det I}{\partial \eta_c} = \operatorname{tr}\Bigl(L_c rac{\partial I_c}{\partial \eta_c}\Bigr),
+        \qquad rac{\partial \log\det I}{\partial X} = 2\,(E X A_{etaeta} + v A_{eta l}^	op),
+
+    with :math:`A = I^{-1}`, :math:`L_c` the cell's leverage in its channels (:class:`TieFirthPenalty`),
+    ``E = diag(i_ee)`` and ``v = i_el`` the cells' information entries.
+    """
+    fam = family if l is not None else None
+    P, a, b, ae, al, bl = outcome_terms(fam, eta, 0.0 if l is None else l)
+    i_ee, i_el, i_ll = (n * np.sum(P * u * v, axis=1) for u, v in ((a, a), (a, b), (b, b)))
+    p = X.shape[1]
+    info = (X.T * i_ee) @ X
+    if l is not None:
+        cross = X.T @ i_el
+        info = np.block([[info, cross[:, None]], [cross[None, :], np.array([[i_ll.sum()]])]])
+    sign, logdet = np.linalg.slogdet(info)
+    if sign <= 0:
+        return None
+    A = np.linalg.inv(info)
+    L_ee = np.einsum("cp,pq,cq->c", X, A[:p, :p], X)
+    be = al  # d b / d eta = d a / d l
+    # derivatives of (i_ee, i_el, i_ll) in eta (per cell) and in l
+    d_eta = [n * np.sum(P * t, axis=1) for t in (a**3 + 2 * a * ae, a * a * b + ae * b + a * be, a * b * b + 2 * b * be)]
+    if l is None:
+        return float(logdet), L_ee * d_eta[0], 0.0, 2 * (i_ee[:, None] * X) @ A
+    L_el = X @ A[:p, p]
+    L_ll = A[p, p]
+    d_l = [n * np.sum(P * t, axis=1) for t in (b * a * a + 2 * a * al, b * a * b + al * b + a * bl, b**3 + 2 * b * bl)]
+    g_eta = L_ee * d_eta[0] + 2 * L_el * d_eta[1] + L_ll * d_eta[2]
+    g_l = float(np.sum(L_ee * d_l[0] + 2 * L_el * d_l[1] + L_ll * d_l[2]))
+    dX = 2 * ((i_ee[:, None] * X) @ A[:p, :p] + np.outer(i_el, A[:p, p]))
+    return float(logdet), g_eta, g_l, dX
+
+
 @dataclass(frozen=True)
 class TieFirthPenalty:
     r"""The Jeffreys prior of a tie-model GLM: :math:`P(x) = -\frac{\omega}{2}\log\det I(x)`, ``x = (beta, l)``.
@@ -184,53 +247,19 @@ class TieFirthPenalty:
     counts: np.ndarray
     weight: float = 1.0
 
-    def _outcomes(self, x: np.ndarray) -> list[np.ndarray]:
-        """``P, a, b, a_eta, a_l, b_l`` of every (cell, outcome), each ``(m, 3)``."""
-        p = self.X.shape[1]
-        eta, l = self.X @ x[:p], x[p]
-        out = [np.empty((eta.size, 3)) for _ in range(6)]
-        cell = tie_cell(self.family)
-        for o in range(3):
-            unit = np.zeros((eta.size, 3))
-            unit[:, o] = 1.0
-            d = cell(unit, eta, l)
-            for arr, v in zip(out, (np.exp(d.value), d.d_eta, d.d_l, d.d_eta_eta, d.d_eta_l, d.d_l_l)):
-                arr[:, o] = v
-        return out
-
-    def _information(self, n: np.ndarray, P: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
-        i_ee, i_el, i_ll = (n * np.sum(P * u * v, axis=1) for u, v in ((a, a), (a, b), (b, b)))
-        X = self.X
-        cross = X.T @ i_el
-        return np.block([[(X.T * i_ee) @ X, cross[:, None]], [cross[None, :], np.array([[i_ll.sum()]])]])
-
     def value(self, x: np.ndarray) -> float:
         """``P(x)``; ``+inf`` where the information is singular."""
-        P, a, b, *_ = self._outcomes(x)
-        sign, logdet = np.linalg.slogdet(self._information(self.counts.sum(axis=1), P, a, b))
-        return float(-0.5 * self.weight * logdet) if sign > 0 else np.inf
+        return self.value_grad(x)[0]
 
     def value_grad(self, x: np.ndarray) -> tuple[float, np.ndarray]:
         """``P(x)`` and its exact gradient in ``x = (beta, l)``."""
-        P, a, b, ae, al, bl = self._outcomes(x)
-        n = self.counts.sum(axis=1)
-        info = self._information(n, P, a, b)
-        sign, logdet = np.linalg.slogdet(info)
-        if sign <= 0:
+        p = self.X.shape[1]
+        t = information_terms(self.family, self.X, self.counts.sum(axis=1), self.X @ x[:p], float(x[p]))
+        if t is None:
             return np.inf, np.full(x.size, np.nan)
-        Ai = np.linalg.inv(info)
-        X, p = self.X, self.X.shape[1]
-        L_ee = np.einsum("cp,pq,cq->c", X, Ai[:p, :p], X)
-        L_el = X @ Ai[:p, p]
-        L_ll = Ai[p, p]
-        be = al  # d b / d eta = d a / d l
-        # derivatives of (i_ee, i_el, i_ll) in eta (per cell) and in l
-        d_eta = [n * np.sum(P * t, axis=1) for t in (a**3 + 2 * a * ae, a * a * b + ae * b + a * be, a * b * b + 2 * b * be)]
-        d_l = [n * np.sum(P * t, axis=1) for t in (b * a * a + 2 * a * al, b * a * b + al * b + a * bl, b**3 + 2 * b * bl)]
+        logdet, g_eta, g_l, _ = t
         c = -0.5 * self.weight
-        g_eta = c * (L_ee * d_eta[0] + 2 * L_el * d_eta[1] + L_ll * d_eta[2])
-        g_l = c * float(np.sum(L_ee * d_l[0] + 2 * L_el * d_l[1] + L_ll * d_l[2]))
-        return float(c * logdet), np.append(X.T @ g_eta, g_l)
+        return float(c * logdet), np.append(self.X.T @ (c * g_eta), c * g_l)
 
     def terms(self, x: np.ndarray, h: float = 1e-6) -> tuple[float, np.ndarray, np.ndarray]:
         """Value, exact gradient and the central-difference Hessian (of the exact gradient) at ``x``."""
@@ -349,3 +378,56 @@ class CalibrationFirthPenalty:
         T4 = 2 * np.einsum("und,na,tab,bd->tu", dM, MGi, R, Gi)
         H = J.T @ L_ee @ J + J.T @ F + F.T @ J + T1 + T2 + T3 + T4
         return float(c * (l1 - l2)), g_eta, g_M, c * 0.5 * (H + H.T)
+
+
+@dataclass(frozen=True)
+class TieCalibrationFirthPenalty:
+    r"""Human-block Jeffreys prior of the joint tie fit :math:`Q_\lambda`, in the calibration space.
+
+    The tie analogue of :class:`CalibrationFirthPenalty`: given ``M(theta)`` the people's tie
+    likelihood is the GLM of the family in ``(c, l_H)`` with design ``X = D_H M``
+    (``l_H = log nu_H``; in ``c`` alone, binary, when the people have no tie), and
+
+    .. math::
+
+        P(x) = -\frac{\omega}{2}\Bigl[\log\det I(c, l_H; X) - \log\det(M^\top M)\Bigr]
+
+    at the human cells' predictors ``eta(theta)``: gauge invariant, and equal up to a constant to
+    the penalty of DIAL-Anc's calibration tie GLM when ``M`` is held at the LLM-only fit, so the
+    path is continuous at ``lambda = inf``.  The gradient is exact (:func:`information_terms`
+    through ``eta = D_H M c`` and ``M``); :class:`pydial.model.likelihood.Objective` adds the
+    central-difference Hessian of it.
+
+    Parameters
+    ----------
+    family : {"davidson", "rao-kupper"}
+    D : ndarray (m_H, N)
+        Difference design of the human tie cells.
+    n : ndarray (m_H,)
+        Comparisons per human cell (ties included).
+    weight : float
+        Loss normalization ``omega = 1/n_H``.
+    """
+
+    family: str
+    D: np.ndarray
+    n: np.ndarray
+    weight: float
+
+    def value_grad(self, chart, theta: np.ndarray, eta: np.ndarray, l: float | None,
+                   J: Any) -> tuple[float, np.ndarray, float]:
+        """``P``, its gradient in ``theta`` and in ``l_H`` (``l=None``: the people at ``nu = 0``).
+
+        ``eta`` are the human cells' predictors and ``J = d eta / d theta`` (sparse) at ``theta``.
+        """
+        M, dM = CalibrationFirthPenalty.basis(chart, theta)
+        G = M.T @ M
+        s2, l2 = np.linalg.slogdet(G)
+        t = information_terms(self.family, self.D @ M, self.n, eta, l)
+        if t is None or s2 <= 0:
+            return np.inf, np.full(theta.size, np.nan), np.nan
+        logdet, g_eta, g_l, dX = t
+        c = -0.5 * self.weight
+        L_M = self.D.T @ dX - 2 * M @ np.linalg.inv(G)
+        g_theta = np.asarray(J.T @ g_eta).ravel() + np.einsum("nd,pnd->p", L_M, dM)
+        return float(c * (logdet - l2)), c * g_theta, c * g_l
