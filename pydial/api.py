@@ -116,8 +116,8 @@ def fit(
         either engine (Stan's ``dial.stan`` gives a group without ties
         ``nu_zero``, as numpy does).  ``pooled`` (one ``nu`` for the pooled
         judges, two-step sandwich) and ``atc`` take them too, on either engine
-        (:mod:`pydial.estimation.baselines`).  ``penalty="firth"`` with ties: the numpy
-        fits of ``human`` and ``judges`` (the Jeffreys prior of the family's GLM).
+        (:mod:`pydial.estimation.baselines`).  ``penalty="firth"`` with ties: every
+        method on either engine (the Jeffreys prior of the family's GLMs).
     check : bool, default True
         Run :func:`pydial.check_design` first and raise
         :class:`~pydial.IdentifiabilityError` when the fit cannot exist.

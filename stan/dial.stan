@@ -46,13 +46,15 @@
  * prior_log_nu_mean); 0 = flat.  A ridge on the chart coordinates is not
  * gauge invariant; with all scales 0 the MLE is.
  *
- * Jeffreys prior (Firth 1993, data firth, codes as in firth.stan; binary cells only):
+ * Jeffreys prior (Firth 1993, data firth, codes as in firth.stan):
  *   1 = each judge's BTL: allowed where the LLM cells are one binomial GLM
  *       (K = 1, r = 0: the pooled BTL), design (D T_N, a) in (B_free, b);
  *   2 = the human block: the calibration GLM of the human cells, design
  *       X = D_H M with M = B[, 1:d], with the basis normalized,
  *       1/2 [log det(X' W X) - log det(M' M)] (gauge invariant; for the
  *       calibration stage, with B held fixed, the Firth penalty of c).
+ *   With ties > 0 the same GLMs of the tie family, with the free log nu
+ *   (tie_firth_penalty).
  *
  * Layout.  Every block includes the shared pieces (schema_*.stan: the data
  * and its checks; cell_*.stan: the cell likelihood) and this program's own

@@ -22,10 +22,10 @@
  *   b             ~ normal(0, prior_b_sd)
  *   log_nu        ~ normal(prior_log_nu_mean, prior_log_nu_sd)
  *
- * Jeffreys prior (Firth 1993; data firth = 1, codes as in firth.stan; binary
- * cells only): adds 1/2 log det of the Fisher information of (s_raw, sH_raw,
- * b), block diagonal over the judges and the people, so the mode is each
- * judge's (and the people's) bias-reduced estimate.
+ * Jeffreys prior (Firth 1993; data firth = 1, codes as in firth.stan): adds
+ * 1/2 log det of the Fisher information of (s_raw, sH_raw, b), and of the free
+ * log_nu with ties > 0, block diagonal over the judges and the people, so the
+ * mode is each judge's (and the people's) bias-reduced estimate.
  *
  * Layout.  Every block includes the shared pieces (schema_*.stan: the data
  * and its checks; cell_*.stan: the cell likelihood) and this program's own

@@ -363,8 +363,3 @@ def test_tie_firth_dial_anc_is_stationary_for_the_jeffreys_posterior(family):
     t_mle = np.linalg.norm(mle.scores["score"].to_numpy())
     assert t0 < t_mle  # the prior pulls the scale toward 0
 
-
-@pytest.mark.parametrize("method", ["dial-ada", "pooled"])
-def test_tie_firth_is_refused_on_stan(tdata, method):
-    with pytest.raises(pydial.ArgumentError, match="numpy engine only"):
-        pydial.fit(tdata, method, ties="davidson", penalty="firth", engine="stan")

@@ -320,6 +320,7 @@ def test_tie_joint_penalty_derivatives_and_definition(tsim, ties, cal):
     x = np.concatenate([0.5 * rng.standard_normal(chart.dim), -0.7 + 0.1 * rng.standard_normal(obj.n_tie)])
     f, g, H = obj.value_grad_hess(x)
     assert f == pytest.approx(obj.value(x), rel=1e-12)
+    np.testing.assert_array_equal(obj.value_grad_hess(x, hess=False)[1], g)  # the gradient without the Hessian too
     np.testing.assert_allclose(g, fd_jacobian(lambda t: np.array([obj.value(t)]), x)[0], rtol=1e-5, atol=1e-8)
     np.testing.assert_allclose(H, fd_jacobian(lambda t: obj.value_grad_hess(t)[1], x), rtol=1e-4, atol=1e-7)
     # the definition

@@ -90,8 +90,6 @@ def test_ties_argument_errors():
     data = pydial.datasets.synthetic()
     with pytest.raises(ValueError, match="ties must be"):
         pydial.fit(data, "human", ties="bradley", engine="stan")
-    with pytest.raises(pydial.ArgumentError, match="penalty"):
-        pydial.fit(data, "human", ties="davidson", engine="stan", penalty="firth")
 
 
 def test_stan_tie_fit_without_any_tie_is_the_binary_fit():

@@ -123,11 +123,6 @@ def test_gacv_path_and_lrt_with_ties(sim_ties):
     assert ct.statistic == pytest.approx(max(T, 0.0), rel=1e-9)
 
 
-def test_penalty_with_ties_on_stan_raises_clear_error(plain):
-    with pytest.raises(pydial.ArgumentError, match="penalty"):
-        pydial.fit(plain, "dial-ada", ties="davidson", penalty="firth", engine="stan")
-
-
 # ------------------------------------------------------------------ Davidson (1970)
 PUDDING = """1 2 57 19 22 16
 1 3 47 16 19 12

@@ -165,7 +165,7 @@ def fit_pooled(data: Comparisons, rank: int | None = None, *, ties: str | None, 
         L, Hc = family_cells(data, ties)
         m1 = FamilyGLM(ties, L.counts, centered_design(L.i, L.j, N))
         o1, o2 = engine.ties.pooled_stages(data, ties, m1.start(), log_nu_start(ties, Hc.counts), m1.free,
-                                           has_tie_parameter(ties, Hc.counts))
+                                           has_tie_parameter(ties, Hc.counts), penalty=engine.point.penalty)
     else:
         o1, o2 = numpy_pooled(data, ties, penalty=engine.point.penalty)
     warn_unresolved(o1, what)

@@ -176,10 +176,11 @@ class TieOptimizers:
     r"""The optimizers behind the tie fits; inference is always numpy's at the returned optimum.
 
     ``llm(data, ties, chart, x0)``: the LLM-only tie loss on ``chart`` (``x = (theta, log nu_1..K)``);
-    ``calibration(data, ties, chart, theta, M, x0)``: the calibration tie GLM in the normalized
-    coordinates ``(c, log nu_H)`` of ``M`` (``chart``, ``theta``: the staged chart with ``A, B`` of the
-    LLM-only fit); ``joint(data, ties, chart, lam, x0)``: :math:`Q_\lambda`;
-    ``human(data, ties, x0)``: the people's tie model in ``(beta, log nu_H)``, ``s = T beta``.
+    ``calibration(data, ties, chart, theta, M, x0, penalty=None)``: the calibration tie GLM in the
+    normalized coordinates ``(c, log nu_H)`` of ``M`` (``chart``, ``theta``: the staged chart with
+    ``A, B`` of the LLM-only fit); ``joint(data, ties, chart, lam, x0, penalty=None)``: :math:`Q_\lambda`;
+    ``human(data, ties, x0, penalty=None)``: the people's tie model in ``(beta, log nu_H)``,
+    ``s = T beta``; ``penalty="firth"`` adds the people's Jeffreys prior.
     Each returns an :class:`~pydial.optim.OptimResult`.
     """
 
@@ -189,11 +190,11 @@ class TieOptimizers:
     human: Any
     name: str = "numpy"
     pooled_stages: Any = None
-    """``pooled_stages(data, ties, x0, log_nu_h0, free_llm, free_h)``: both stages of the pooled tie
-    baseline, or None for numpy's tie GLM."""
+    """``pooled_stages(data, ties, x0, log_nu_h0, free_llm, free_h, penalty=None)``: both stages of the
+    pooled tie baseline, or None for numpy's tie GLM."""
     btl: Any = None
-    """``btl(cells, N=, groups=, human=, ties=, log_nu0=, backend=)``: the judge-wise (or the people's)
-    tie BTL as a :class:`TieBTLFit`, or None for numpy's Newton fits."""
+    """``btl(cells, N=, groups=, human=, ties=, log_nu0=, backend=, penalty=None)``: the judge-wise (or the
+    people's) tie BTL as a :class:`TieBTLFit`, or None for numpy's Newton fits."""
 
 
 @dataclass(frozen=True)

@@ -189,9 +189,6 @@ class ModelSpec:
                                                    else self.calibration, CALIBRATIONS))
         check_choice("ties", self.ties, (None,) + tuple(TIE_MODELS))
         check_choice("penalty", self.penalty, PENALTIES)
-        if self.ties is not None and self.penalty is not None and self.engine != "numpy":
-            raise ArgumentError(f"penalty={self.penalty!r} with ties={self.ties!r} is available on the numpy engine "
-                                f"only (Stan's tie programs have no Jeffreys prior), not engine {self.engine!r}")
         set_(self, "lambda_", _positive_grid(self.lambda_, "lambda_"))
         set_(self, "multiples", _positive_grid(self.multiples, "multiples"))
         check_choice("include_endpoints", self.include_endpoints, (True, False, "anchored"))

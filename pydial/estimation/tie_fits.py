@@ -39,7 +39,6 @@ by numpy at the optimum.
 from __future__ import annotations
 
 import dataclasses
-from functools import partial
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -168,7 +167,7 @@ def tie_staged_fit(data: Comparisons, ties: str, rank: int, calibration: str, *,
     """Alg. DIAL-Anc with ties: the LLM-only tie fit, then ``(c, log nu_H)`` of the calibration tie GLM.
 
     The calibration tie GLM has design ``D_H M`` (eq. staged-calibrated-estimator); with
-    ``penalty="firth"`` it is numpy's Firth estimate (:class:`~pydial.model.penalty.TieFirthPenalty`).
+    ``penalty="firth"`` it is the Firth estimate (:class:`~pydial.model.penalty.TieFirthPenalty`).
     """
     chL, xL, optL, freeL = tie_llm_only_fit(data, ties, rank, order, engine)
     thL = xL[: chL.dim]
@@ -180,8 +179,7 @@ def tie_staged_fit(data: Comparisons, ties: str, rank: int, calibration: str, *,
     x0 = np.append(np.eye(d)[0], log_nu_start(ties, hc)) if free_h else np.eye(d)[0]
     ch = Chart(data.N, data.K, rank, cast(Calibration, calibration), order)
     b = chL.order_effects(thL) if order else None
-    calibrate = engine.calibration if penalty is None else partial(_numpy_calibration, penalty=penalty)
-    oc = calibrate(data, ties, ch, ch.from_structure(st, x0[:d], b), M, x0)
+    oc = engine.calibration(data, ties, ch, ch.from_structure(st, x0[:d], b), M, x0, penalty=penalty)
     theta = ch.from_structure(st, oc.x[:d], b)
     free = tie_groups(data, ch)
     x = np.concatenate([theta, xL[chL.dim:], oc.x[d:]])
@@ -192,11 +190,10 @@ def tie_joint_fit(data: Comparisons, ch: Chart, lam: float, x0: np.ndarray, ties
                   engine: TieOptimizers = NUMPY_TIE, penalty: str | None = None) -> tuple[np.ndarray, OptimResult, Objective]:
     r"""Minimize :math:`Q_\lambda` of the tie model from ``x0`` (eq. weighted-joint-estimator).
 
-    With ``penalty="firth"`` numpy's minimizer of the criterion with the people's Jeffreys prior
+    With ``penalty="firth"`` the minimizer of the criterion with the people's Jeffreys prior
     (:class:`~pydial.model.penalty.TieCalibrationFirthPenalty`); the objective returned is that criterion.
     """
-    joint = engine.joint if penalty is None else partial(_numpy_joint, penalty=penalty)
-    res = joint(data, ties, ch, lam, x0)
+    res = engine.joint(data, ties, ch, lam, x0, penalty=penalty)
     return res.x, res, Objective.weighted(ch, data, lam, penalty, ties=ties)
 
 
@@ -352,15 +349,15 @@ def human_tie_fit(data: Comparisons, ties: str, engine: TieOptimizers = NUMPY_TI
                   penalty: str | None = None) -> tuple[OptimResult, bool, Design]:
     """Fit the ``lambda = 0`` endpoint: the people's tie model in the centered chart ``s = T beta``.
 
-    Eq. human-only-estimator with tie cells, by ``engine``; with ``penalty="firth"`` numpy's
+    Eq. human-only-estimator with tie cells, by ``engine``; with ``penalty="firth"`` the
     Firth estimate (:class:`~pydial.model.penalty.TieFirthPenalty`).
     """
     hi, hj, hc = _human_tie_cells(data)
     X = centered_design(hi, hj, data.N)
     free = _human_free(data)
     x0 = np.append(np.zeros(data.N - 1), log_nu_start(ties, hc)) if free else np.zeros(data.N - 1)
-    fit = (lambda: engine.human(data, ties, x0)) if penalty is None else (lambda: _numpy_human(data, ties, x0, penalty))
-    return derived(data, ("human_tie_fit", ties, engine.name, penalty), fit), free, X
+    return derived(data, ("human_tie_fit", ties, engine.name, penalty),
+                   lambda: engine.human(data, ties, x0, penalty=penalty)), free, X
 
 
 def tie_glm_influence(data: Comparisons, ties: str | None, X: Design, x: np.ndarray, weight: float, E: np.ndarray, *,
@@ -573,7 +570,7 @@ class TieSteps:
 
     The coordinates are ``x = (theta, log nu)``; ``n_L`` and ``n_H`` count the ties; ``engine``
     supplies the optimizers (default numpy; :func:`pydial.stan.engine.stan_tie_optimizers` for Stan).
-    With ``penalty="firth"`` (numpy) the people's model at ``lambda = 0`` and the calibration tie
+    With ``penalty="firth"`` the people's model at ``lambda = 0`` and the calibration tie
     GLM are Firth's estimates (:class:`~pydial.model.penalty.TieFirthPenalty`), and every weighted
     fit has the people's Jeffreys prior in the calibration space
     (:class:`~pydial.model.penalty.TieCalibrationFirthPenalty`), as for the binary family.

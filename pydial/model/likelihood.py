@@ -553,6 +553,9 @@ class Objective:
         agg = self._residual_by_item(res)
         g = np.concatenate([np.asarray(ch.T_sparse.T @ self._gradient_factored(res, phi, agg)),
                             np.bincount(pos[free], weights=(-c.w * d.d_l)[free], minlength=nt)])
+        pen = self._tie_penalty_terms(x, hess=hess) if self.tie_penalty is not None else None
+        if pen is not None:
+            f, g = f + pen[0], g + pen[1]
         if not hess:
             return f, g, None
         H_full = self._outer(-c.w * d.d_eta_eta, v, phi)
@@ -561,9 +564,8 @@ class Objective:
         H_tl = np.asarray(ch.T_sparse.T @ self._cross_l(-c.w * d.d_eta_l, v))
         H_ll = np.diag(np.bincount(pos[free], weights=(-c.w * d.d_l_l)[free], minlength=nt))
         H = np.block([[H_tt, H_tl], [H_tl.T, H_ll]])
-        if self.tie_penalty is not None:
-            fp, gp, Hp = self._tie_penalty_terms(x, hess=True)
-            f, g, H = f + fp, g + gp, H + Hp
+        if pen is not None and pen[2] is not None:
+            H = H + pen[2]
         return f, g, 0.5 * (H + H.T)
 
     @cached_property

@@ -17,6 +17,7 @@ import numpy as np
 
 from pydial.data.comparisons import Comparisons
 from pydial.estimation.engines import BTLFit, Engine, PointEngine, StagedFit, TieOptimizers
+from pydial.model.penalty import check_penalty
 
 from .backend import OptimizeResult
 from .point import StanPointFit, stan_fit_point
@@ -132,30 +133,33 @@ def stan_tie_optimizers(seed: int | None = None, backend: str | None = None) -> 
         res, u = run(d, ch, x0, ch.dim)
         return _as_optim(res, canonical(ch, u), -(res.log_prob - weighted_log_coef(d)) / n_l)
 
-    def calibration(data: Comparisons, ties: str, ch: Any, theta: np.ndarray, M: np.ndarray, x0: np.ndarray) -> Any:
+    def calibration(data: Comparisons, ties: str, ch: Any, theta: np.ndarray, M: np.ndarray, x0: np.ndarray,
+                    penalty: str | None = None) -> Any:
         _, n_h = tie_totals(data)
         cs = ch.slices["c"]
-        d = dial_data(data, ch, w_llm=0.0, w_human=1.0, fix_llm=theta, ties=ties, boundary_nu=True)
+        d = dial_data(data, ch, w_llm=0.0, w_human=1.0, fix_llm=theta, ties=ties, boundary_nu=True,
+                      firth=2 if check_penalty(penalty) else 0)
         res, u = run(d, ch, np.append(theta[cs], x0[ch.d:]), ch.d)
         th = np.array(theta, float)
         th[cs] = u[: ch.d]
         x = np.append(ch.calibration_coordinates(th), u[ch.d:])
         return _as_optim(res, x, -(res.log_prob - weighted_log_coef(d)) / n_h)
 
-    def joint(data: Comparisons, ties: str, ch: Any, lam: float, x0: np.ndarray) -> Any:
+    def joint(data: Comparisons, ties: str, ch: Any, lam: float, x0: np.ndarray, penalty: str | None = None) -> Any:
         n_l, n_h = tie_totals(data)
-        d = dial_data(data, ch, w_llm=lam * n_h / n_l, w_human=1.0, ties=ties, boundary_nu=True)
+        d = dial_data(data, ch, w_llm=lam * n_h / n_l, w_human=1.0, ties=ties, boundary_nu=True,
+                      firth=2 if check_penalty(penalty) else 0)
         res, u = run(d, ch, x0, ch.dim)
         return _as_optim(res, canonical(ch, u), -(res.log_prob - weighted_log_coef(d)) / n_h)
 
-    def human(data: Comparisons, ties: str, x0: np.ndarray) -> Any:
+    def human(data: Comparisons, ties: str, x0: np.ndarray, penalty: str | None = None) -> Any:
         _, n_h = tie_totals(data)
         N = data.N
         H = human_cell_table(data, ties=True)
         assert H.ties is not None  # filled in by CellTable
         free = bool((H.ties > 0).any())  # without ties: the binary model (nu = 0)
         d = judges_data(empty_cells(), H, N=N, K=0, order=False, ties=ties if free else None, flat=True,
-                        log_lik=False)
+                        log_lik=False, firth=bool(check_penalty(penalty)))
         model = compile_model("judges", backend=backend)
         Q = helmert_basis(N)
         s0 = np.append(x0[: N - 1], -x0[: N - 1].sum())
@@ -170,12 +174,14 @@ def stan_tie_optimizers(seed: int | None = None, backend: str | None = None) -> 
 
 
 def stan_pooled_tie_stages(data: Comparisons, ties: str, x0: np.ndarray, l2: float, free1: bool, free2: bool,
-                           seed: int | None = None, backend: str | None = None) -> tuple[Any, Any]:
+                           seed: int | None = None, backend: str | None = None,
+                           penalty: str | None = None) -> tuple[Any, Any]:
     """Run the two stages of the pooled tie fit (:func:`pydial.estimation.baselines.fit_pooled`) with Stan's optimizer.
 
     ``dial.stan`` with one judge holding the pooled LLM cells, ``r = 0``, no order
     effects; then ``fix_llm`` for ``(c, log nu_H)``.  The optima are in the numpy
-    coordinates ``(beta, log nu_L)`` and ``(c, log nu_H)``.
+    coordinates ``(beta, log nu_L)`` and ``(c, log nu_H)``.  ``penalty="firth"``: both
+    stages' Jeffreys priors (``firth`` 1 and 2).
     """
     from pydial.model.chart import Chart, centering_basis
     from pydial.model.likelihood import tie_totals
@@ -188,14 +194,15 @@ def stan_pooled_tie_stages(data: Comparisons, ties: str, x0: np.ndarray, l2: flo
     dial = compile_model("dial", backend=backend)
     pooled = pooled_cell_table(data, ties=True)
     chL = Chart(N, 1, 0, None, False)  # S = B': B_free = beta (s = T beta)
-    dL = dial_data(data, chL, w_llm=1.0, llm=pooled, ties=ties, boundary_nu=True)
+    firth = bool(check_penalty(penalty))
+    dL = dial_data(data, chL, w_llm=1.0, llm=pooled, ties=ties, boundary_nu=True, firth=1 if firth else 0)
     r1 = dial.optimize(dL, np.append(x0[: N - 1], x0[N - 1:] if free1 else [0.0]), seed=seed, gtol=1e-9)
     beta = r1.u[: N - 1]
     o1 = _as_optim(r1, np.append(beta, r1.u[N - 1:] if free1 else []), -(r1.log_prob - weighted_log_coef(dL)) / n_l)
     ch = Chart(N, 1, 0, "mu", False)
     th = ch.from_structure(chL.structure(r1.u[: chL.dim]), np.ones(1))
     cs = ch.slices["c"]
-    d2 = dial_data(data, ch, w_llm=0.0, w_human=1.0, fix_llm=th, ties=ties, boundary_nu=True)
+    d2 = dial_data(data, ch, w_llm=0.0, w_human=1.0, fix_llm=th, ties=ties, boundary_nu=True, firth=2 if firth else 0)
     r2 = dial.optimize(d2, np.append(th[cs], l2 if free2 else 0.0), seed=seed, gtol=1e-9)
     th[cs] = r2.u[:1]
     s_pool = centering_basis(N) @ beta

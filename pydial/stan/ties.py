@@ -23,7 +23,7 @@ __all__ = ["stan_tie_btl"]
 
 
 def stan_tie_btl(cells: CellTable, *, N: int, groups: int, human: bool, ties: str, log_nu0: np.ndarray,
-                 seed: int | None = None, backend: str | None = None) -> TieBTLFit:
+                 seed: int | None = None, backend: str | None = None, penalty: str | None = None) -> TieBTLFit:
     """Tie-model MLE of the people (``human``: ``cells`` of group 0) or of each judge ``0..groups-1``.
 
     Parameters
@@ -40,6 +40,8 @@ def stan_tie_btl(cells: CellTable, *, N: int, groups: int, human: bool, ties: st
         Starting ``log nu`` per group (:func:`pydial.estimation.tie_btl.tie_log_nu_start`); the scores start at 0.
     seed, backend
         Passed to Stan.
+    penalty : {None, "firth"}
+        ``"firth"``: each group's Jeffreys prior (``judges.stan``'s ``firth = 1``), Firth's estimates.
 
     Returns
     -------
@@ -50,10 +52,11 @@ def stan_tie_btl(cells: CellTable, *, N: int, groups: int, human: bool, ties: st
     Q = helmert_basis(N)
     if human:
         d = judges_data(empty_cells(), cells, N=N, K=0, order=False, ties=ties, flat=True,
-                        log_lik=False)
+                        log_lik=False, firth=penalty == "firth")
         init = {"sH_raw": np.zeros(N - 1), "log_nu": log_nu0}
     else:
-        d = judges_data(cells, None, N=N, K=groups, order=True, ties=ties, flat=True, log_lik=False)
+        d = judges_data(cells, None, N=N, K=groups, order=True, ties=ties, flat=True, log_lik=False,
+                        firth=penalty == "firth")
         init = {"s_raw": np.zeros((groups, N - 1)), "b": np.zeros(groups), "log_nu": log_nu0}
     opt = model.optimize(d, model.unconstrain(d, init), seed=seed)
     if not np.isfinite(opt.log_prob):

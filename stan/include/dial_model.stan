@@ -1,8 +1,14 @@
   // ---- dial.stan's terms besides the cell likelihood (dial_model.stan, after cell_inputs.stan)
   // Jeffreys prior (firth.stan): 1 = the LLM cells' GLM, 2 = the human calibration GLM, basis normalized
-  if (firth == 1) target += firth_penalty(firth_X, eta[1:C], cell_n);
-  if (firth == 2 && H > 0) {
+  // (of the tie model in (beta, log nu) with ties > 0)
+  if (firth == 1 && ties == 0) target += firth_penalty(firth_X, eta[1:C], cell_n);
+  if (firth == 1 && ties > 0) target += tie_firth_penalty(firth_X, firth_E1, eta[1:C], log_nu_cell[1:C], cell_total, ties);
+  if (firth == 2 && H > 0 && ties == 0) {
     target += firth_penalty(firth_D * B[:, 1:d], eta[(C + 1):n_cells], human_n) - 0.5 * log_determinant(crossprod(B[:, 1:d]));
+  }
+  if (firth == 2 && H > 0 && ties > 0) {
+    target += tie_firth_penalty(firth_D * B[:, 1:d], firth_E2, eta[(C + 1):n_cells], log_nu_cell[(C + 1):n_cells],
+                                human_total, ties) - 0.5 * log_determinant(crossprod(B[:, 1:d]));
   }
   // normal penalties of the penalized MLE; scale 0 = flat
   if (prior_A_sd > 0) target += normal_lpdf(A_free | 0, prior_A_sd);

@@ -8,7 +8,6 @@
   }
   if (calibration == 0 && H > 0) reject("human cells need a calibration basis (calibration = 1 or 2)");
   if (fix_llm && C > 0) reject("fix_llm = 1 fits the calibration alone: pass C = 0 LLM cells");
-  if (firth > 0 && ties > 0) reject("firth > 0 needs binary cells (ties = 0)");
   if (fix_llm && ties > 0) {                         // the judges are data: only the people's tie parameter
     n_nu = H > 0;
     nu_index = rep_array(0, K + 1);
@@ -28,3 +27,12 @@
     firth_X[:, 1:(N - 1)] = difference_design(cell_i, cell_j, N) * T_N;
     if (order) firth_X[:, N] = to_vector(cell_a);
   }
+  // with ties (tie_firth_penalty): comparisons per cell, ties included, and the free tie parameter's column
+  array[C] int cell_total;
+  array[H] int human_total;
+  for (t in 1:C) cell_total[t] = sum(cell_counts[t]);
+  for (t in 1:H) human_total[t] = sum(human_counts[t]);
+  matrix[firth == 1 ? C : 0, firth == 1 && ties > 0 && nu_index[1] > 0] firth_E1 = rep_matrix(1, firth == 1 ? C : 0,
+                                                                                          firth == 1 && ties > 0 && nu_index[1] > 0);
+  matrix[firth == 2 ? H : 0, firth == 2 && ties > 0 && nu_index[K + 1] > 0] firth_E2
+    = rep_matrix(1, firth == 2 ? H : 0, firth == 2 && ties > 0 && nu_index[K + 1] > 0);

@@ -3,4 +3,4 @@
   real<lower=0> prior_b_sd;                          // prior sd of the order effects (0 = flat)
   real prior_log_nu_mean;                            // prior mean of the log tie parameters
   real<lower=0> prior_log_nu_sd;                     // prior sd of the log tie parameters (0 = flat)
-  int<lower=0, upper=2> firth;                       // Jeffreys prior (firth.stan): 0 none, 1 each judge's BTL (2: dial.stan only)
+  int<lower=0, upper=2> firth;                       // Jeffreys prior (firth.stan): 0 none, 1 each judge's BTL or tie model (2: dial.stan only)
