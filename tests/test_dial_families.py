@@ -71,3 +71,17 @@ def test_tie_lambda_path_shows_progress_on_a_terminal(tied_sims, monkeypatch, ca
     monkeypatch.setattr(sys.stderr, "isatty", lambda: True)
     pydial.fit(d, "dial-ada", ties="davidson", multiples=[1.0, 2.0])
     assert "lambda path (rank 1)" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("ties", TIES)
+def test_human_tie_fit_reports_the_tie_loss_of_the_path_endpoint(tied_sims, ties):
+    """``human`` with ties reports l_H of its own family: the lambda = 0 row of DIAL-Ada's GACV table
+    (same estimate), and minus the tie log-likelihood of the human cells over n_H written here."""
+    d = tied_sims[ties].comparisons
+    h = pydial.fit(d, "human", ties=ties)
+    ada = pydial.fit(d, "dial-ada", ties=ties, multiples=[1.0])
+    assert h.loss_human == pytest.approx(float(ada.gacv.loc[ada.gacv["lambda"] == 0, "l_H"].iloc[0]), rel=1e-9)
+    H = d.cell_table("human", ties=True)
+    s = h.scores["score"].reindex(d.items).to_numpy()
+    P = tie_probabilities(ties, s[H.i] - s[H.j], np.log(h.tie_parameters["nu"].iloc[-1]))
+    assert h.loss_human == pytest.approx(-np.sum(H.counts * np.log(P)) / H.counts.sum(), rel=1e-9)

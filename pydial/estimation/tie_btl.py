@@ -36,7 +36,7 @@ from pydial.estimation.results import Estimate, tie_log_nu
 from pydial.model.chart import centering_basis
 from pydial.model.design import centered_design
 from pydial.model.families import log_nu_start
-from pydial.model.likelihood import Cells, human_loss, tie_totals
+from pydial.model.likelihood import Cells, tie_human_loss, tie_totals
 from pydial.optim import warn_unresolved
 
 __all__ = ["TIE_MODELS", "TIE_METHODS", "tie_log_nu_start", "fit_ties"]
@@ -68,8 +68,9 @@ def _human(data: Comparisons, ties: str, engine: TieOptimizers, penalty: str | N
     blocks = {"scores": slice(0, N)} | ({"log_nu": slice(N, N + 1)} if free else {})
     lin = U.linearization("the human tie-model scores", blocks, tie_labels=(data.human_judge,) if free else ())
     s = centering_basis(N) @ opt.x[: N - 1]
-    return Estimate(s=s, log_nu=tie_log_nu([data.human_judge], np.array([opt.x[-1] if free else -np.inf])),
-                    lambda_=0.0, loss_human=human_loss(s, data.human), converged=opt.resolved, grad_norm=opt.grad_norm,
+    lh = float(opt.x[-1]) if free else -np.inf
+    return Estimate(s=s, log_nu=tie_log_nu([data.human_judge], np.array([lh])),
+                    lambda_=0.0, loss_human=tie_human_loss(ties, s, lh, data), converged=opt.resolved, grad_norm=opt.grad_norm,
                     linearization=(lin,))
 
 
