@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
+import tempfile
 import time
 import warnings
 from dataclasses import dataclass, field
@@ -28,6 +29,7 @@ from typing import Any, ClassVar, Iterator, Mapping, Sequence
 import numpy as np
 from numpy.typing import ArrayLike
 
+from ..exceptions import ConvergenceError
 from ..optim import ROUNDOFF_FACTOR
 from .compiled import CompiledModel, NutsDraws, StanBackendError, StanCompileError, as_stan_data, json_ready
 from .results import OptimizeResult
@@ -139,6 +141,13 @@ def compile_program(name: str, code: str) -> CmdstanpyModel:
         raise StanCompileError(f"Stan program {name!r} failed to compile (CmdStan):\n{e}") from None
     return CmdstanpyModel(name=name, code=code, compile_seconds=0.0 if cached else time.perf_counter() - t0,
                           cached=cached, exe_file=str(model.exe_file), _cmdstan_model=model)
+
+
+def _console_tail(out_dir: Path, message: str, lines: int = 12) -> str:
+    """Return the last ``lines`` lines CmdStan wrote to its console files in ``out_dir`` (``message`` when there are none)."""
+    text = [ln for f in sorted(out_dir.glob("*stdout*.txt")) for ln in f.read_text(errors="replace").splitlines()
+            if ln.strip()]
+    return "\n".join(text[-lines:]) if text else message
 
 
 @dataclass
@@ -316,13 +325,20 @@ class CmdstanpyModel(CompiledModel):
         See :meth:`~pydial.stan.compiled.CompiledModel.approximate`.
         """
         model = self._cmdstan_model
-        with (_quiet_cmdstanpy() if quiet else contextlib.nullcontext()):
-            if algorithm == "laplace":
-                fit = model.laplace_sample(data=json_ready(data), draws=draws, seed=seed, jacobian=True, sig_figs=18,
-                                           opt_args={"inits": init, "algorithm": "lbfgs", "iter": 20000})
-            else:
-                fit = model.pathfinder(data=json_ready(data), draws=draws, seed=seed, inits=init, sig_figs=18,
-                                       num_paths=4)
+        with (_quiet_cmdstanpy() if quiet else contextlib.nullcontext()), tempfile.TemporaryDirectory() as out_dir:
+            try:
+                if algorithm == "laplace":
+                    fit = model.laplace_sample(data=json_ready(data), draws=draws, seed=seed, jacobian=True,
+                                               sig_figs=18, output_dir=out_dir,
+                                               opt_args={"inits": init, "algorithm": "lbfgs", "iter": 20000})
+                else:
+                    fit = model.pathfinder(data=json_ready(data), draws=draws, seed=seed, inits=init, sig_figs=18,
+                                           num_paths=4, output_dir=out_dir)
+            except RuntimeError as e:
+                raise ConvergenceError(f"CmdStan's {algorithm} failed on program {self.name!r}; its last messages:\n"
+                                       + _console_tail(Path(out_dir), str(e))
+                                       + "\nTry another algorithm (algorithm='laplace', or 'nuts' for the exact "
+                                       "posterior).") from None
         out = {}
         for name in fit.metadata.stan_vars:
             v = np.asarray(fit.stan_variable(name), dtype=float)  # (draws, *shape)
