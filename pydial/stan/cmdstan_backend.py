@@ -339,11 +339,11 @@ class CmdstanpyModel(CompiledModel):
                                        + _console_tail(Path(out_dir), str(e))
                                        + "\nTry another algorithm (algorithm='laplace', or 'nuts' for the exact "
                                        "posterior).") from None
-        out = {}
-        for name in fit.metadata.stan_vars:
-            v = np.asarray(fit.stan_variable(name), dtype=float)  # (draws, *shape)
-            out[name] = v.reshape(1, v.shape[0], *v.shape[1:])
-        names = list(fit.column_names)
-        raw = np.asarray(fit.draws(), dtype=float).reshape(-1, len(names))
+            out = {}  # read while CmdStan's files exist
+            for name in fit.metadata.stan_vars:
+                v = np.asarray(fit.stan_variable(name), dtype=float)  # (draws, *shape)
+                out[name] = v.reshape(1, v.shape[0], *v.shape[1:])
+            names = list(fit.column_names)
+            raw = np.asarray(fit.draws(), dtype=float).reshape(-1, len(names))
         stats = {n: raw[:, names.index(n)][None, :] for n in names if n.endswith("__")}
         return NutsDraws(draws=out, stats=stats, fit=None)
