@@ -217,6 +217,19 @@ def test_sampler_checks_flag_problems():
     assert clean.check() == []
 
 
+def test_collapsed_approximation_is_flagged():
+    """Pathfinder's importance resampling can return a few points repeated (seen at N = 300, K = 30: every
+    95% interval of width 0): the check names it; independent draws pass."""
+    rng = np.random.default_rng(1)
+    points = rng.normal(size=(3, 5))
+    collapsed = points[rng.integers(3, size=600)][None]  # one chain of 600 draws, 3 distinct
+    kw = dict(stats={}, chains=1, draws_per_chain=600, warmup=0, seed=0, max_depth=10, backend="cmdstanpy",
+              seconds=0.0, algorithm="pathfinder")
+    problems = SampleResult(draws={"s_H": collapsed}, **kw).check(warn=False)
+    assert len(problems) == 1 and "3 distinct draws of 600" in problems[0] and "laplace" in problems[0]
+    assert SampleResult(draws={"s_H": rng.normal(size=(1, 600, 5))}, **kw).check(warn=False) == []
+
+
 # ------------------------------------------------------------------ backend modules and the optimizer driver
 def test_backend_modules_share_one_interface(models, stan_backend_name):
     from pydial.stan.backend import BACKEND_MODULES
