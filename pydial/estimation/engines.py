@@ -193,8 +193,8 @@ class TieOptimizers:
     """``pooled_stages(data, ties, x0, log_nu_h0, free_llm, free_h, penalty=None)``: both stages of the
     pooled tie baseline, or None for numpy's tie GLM."""
     btl: Any = None
-    """``btl(cells, N=, groups=, human=, ties=, log_nu0=, backend=, penalty=None)``: the judge-wise (or the
-    people's) tie BTL as a :class:`TieBTLFit`, or None for numpy's Newton fits."""
+    """``btl(cells, N=, groups=, ties=, log_nu0=, backend=, penalty=None)``: the judge-wise tie BTL as a
+    :class:`TieBTLFit`, or None for numpy's Newton fits."""
 
 
 @dataclass(frozen=True)

@@ -91,7 +91,7 @@ def _judges(data: Comparisons, ties: str, engine: TieOptimizers, seed: int | Non
         converged, grad_norm = all(o.resolved for o in opts), max(o.grad_norm for o in opts)
     else:
         table = data.cell_table("llm", ties=True)
-        f = engine.btl(table, N=N, groups=K, human=False, ties=ties, log_nu0=tie_log_nu_start(ties, table, K),
+        f = engine.btl(table, N=N, groups=K, ties=ties, log_nu0=tie_log_nu_start(ties, table, K),
                        seed=seed, backend=backend, penalty=penalty)
         if not f.converged:
             warnings.warn(ConvergenceWarning(f"judges' tie model: optimizer did not converge ({f.message})",
