@@ -162,6 +162,10 @@ def fit_dial(data: Comparisons, steps: DialSteps[Any], cal: str, *, adaptive: bo
              include_endpoints: bool | str, rank_grid: list[int]) -> Estimate:
     """Run DIAL-Anc (``adaptive=False``) or DIAL-Ada / -noPos with the family's ``steps``.
 
+    Alg. DIAL-Anc (eq. staged-calibrated-estimator) and Alg. DIAL-Ada: the weighted fits of
+    eq. weighted-loss on the weights of App. lambda-selection, selected by GACV (eq. gacv),
+    with the calibration LRT of Prop. calibration-test.
+
     Parameters
     ----------
     data : Comparisons

@@ -66,10 +66,10 @@ ENGINES: tuple[str, ...] = ("numpy", "stan")
 NEEDS_HUMAN = ("human", "pooled", "dial-nopos", "dial-anc", "dial-ada", "atc")
 USES_RANK: tuple[str, ...] = ("dial-nopos", "dial-anc", "dial-ada", "atc")
 """Methods that fit the structured LLM model and so use ``rank``."""
-USES_CALIBRATION: tuple[str, ...] = ("dial-nopos", "dial-anc", "dial-ada")
-"""Methods that use ``calibration`` (AtC always calibrates along ``mu``)."""
-DIAL_METHODS: tuple[str, ...] = ("dial-anc", "dial-ada", "dial-nopos")
+DIAL_METHODS: tuple[str, ...] = ("dial-nopos", "dial-anc", "dial-ada")
 """The methods of :func:`pydial.estimation.dial.fit_dial`."""
+USES_CALIBRATION: tuple[str, ...] = DIAL_METHODS
+"""Methods that use ``calibration``: the DIAL methods (AtC always calibrates along ``mu``)."""
 BASELINES = {"pooled": fit_pooled, "atc": fit_atc}
 """The baselines, one fit for every outcome family (:mod:`pydial.estimation.baselines`)."""
 

@@ -41,7 +41,7 @@ from pydial.estimation.glm import FamilyGLM, binary_counts, fit_human_btl, fit_s
 from pydial.model.chart import Chart, difference_design
 from pydial.model.design import Design, centered_design
 from pydial.model.families import log_nu_start, tie_probabilities
-from pydial.model.likelihood import Cells, Objective, human_loss
+from pydial.model.likelihood import Cells, Objective, human_loss, tie_totals
 from pydial.model.meats import CellStats, parameter_meat
 from pydial.optim import BOX, ZERO_EIG_RTOL, OptimResult, newton, pinv_from_eigh, pinv_gauge, pinv_sym, single_threaded_blas
 from pydial.exceptions import ArgumentError
@@ -325,7 +325,7 @@ def path_table(cands: list[Candidate], rank: int | None = None) -> pd.DataFrame:
 
 @single_threaded_blas
 def loo_cv(data: Comparisons, ch: Chart, lam: float, theta: np.ndarray, ties: str | None = None) -> float:
-    r"""Exact leave-one-human-comparison-out loss :math:`CV_{loo}(\lambda)` by refits, in the family ``ties``.
+    r"""Exact leave-one-human-comparison-out loss :math:`CV_{loo}(\lambda)` (Thm. gacv) by refits, in the family ``ties``.
 
     Deleting one comparison from a human cell leaves one of two data sets (a win or a
     loss removed; three with a tie family, a tie removed), so at most ``3 m_H`` refits
@@ -353,10 +353,10 @@ def loo_cv(data: Comparisons, ch: Chart, lam: float, theta: np.ndarray, ties: st
         X = centered_design(hi, hj, N)
         start = np.zeros(N - 1)
     else:
-        n_l = data.n_llm if ties is None else int(data.cell_table("llm", ties=True).n.sum())
+        n_l = data.n_llm if ties is None else tie_totals(data)[0]
         base = Cells.stack(data, lam / n_l, 1.0 / (n_h - 1), ties=ties is not None)
         hpos = np.flatnonzero(base.is_human)
-        full = Objective(ch, base, ties=ties) if ties is not None else None
+        free0 = np.unique(base.g[base.counts[:, 2] > 0])  # the groups whose log nu follow theta in ``theta``
     total = 0.0
     for c, o in zip(*np.nonzero(counts)):
         c2 = counts.copy()
@@ -374,12 +374,11 @@ def loo_cv(data: Comparisons, ch: Chart, lam: float, theta: np.ndarray, ties: st
                 obj: Objective = Objective(ch, replace(base, n=nn, y=yy))
                 x0 = th
             else:
-                assert full is not None
                 cnt = base.counts.copy()
                 cnt[hpos] = c2
                 cells = replace(base, outcome_counts=cnt, n=cnt.sum(1), y=cnt[:, 0])
                 obj = Objective(ch, cells, ties=ties)
-                keep = np.isin(full.free, obj.free)  # the people lose their tie parameter with their last tie
+                keep = np.isin(free0, obj.free)  # the people lose their tie parameter with their last tie
                 x0 = np.concatenate([th, np.asarray(theta, float)[ch.dim:][keep]])
             r = newton(obj.value_grad_hess, x0, value=obj.value,
                        normalize=(lambda x: np.concatenate([ch.canonical(x[: ch.dim]), x[ch.dim:]])) if ch.r > 0 else None)

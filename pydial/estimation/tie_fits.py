@@ -205,14 +205,15 @@ def outcome_stats(obj: Objective, x: np.ndarray, rows: np.ndarray | None = None,
     With each cell's observed information, so that the ``"fisher"`` meat is the observed information
     as for every fit of a tie family (:func:`tie_glm_influence`).
     """
-    P, a, b = obj.outcome_derivatives(x)
-    d = obj.cell_derivatives(x)
+    if rows is not None:  # only the selected cells' derivatives are formed
+        obj = Objective(obj.chart, obj.cells.select(rows), ties=obj.ties, free=obj.free)
+    eta = obj.eta(x[: obj.chart.dim])
+    P, a, b = obj.outcome_derivatives(x, eta)
+    d = obj.cell_derivatives(x, eta)
     c = obj.cells
-    sel = slice(None) if rows is None else rows
-    w = np.ones(c.w[sel].size) if unit_weight else c.w[sel]
-    info = -np.column_stack([d.d_eta_eta, d.d_eta_l, d.d_l_l])[sel]
-    return OutcomeStats(c.counts[sel], P[sel], a[sel], b[sel], w, c.is_human[sel], c.g[sel], c.i[sel], c.j[sel], c.a[sel],
-                        info)
+    w = np.ones(c.w.size) if unit_weight else c.w
+    info = -np.column_stack([d.d_eta_eta, d.d_eta_l, d.d_l_l])
+    return OutcomeStats(c.counts, P, a, b, w, c.is_human, c.g, c.i, c.j, c.a, info)
 
 
 def record_rows(data: Comparisons, cells: Cells) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:

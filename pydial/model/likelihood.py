@@ -31,7 +31,7 @@ from pydial.data.comparisons import CellTable, Comparisons, HumanCells, LLMCells
 from pydial.model.chart import Chart, difference_design
 from pydial.model.families import CellDerivatives
 from pydial.model.meats import Influence
-from pydial.model.penalty import CalibrationFirthPenalty, TieCalibrationFirthPenalty, check_penalty
+from pydial.model.penalty import CalibrationFirthPenalty, TieCalibrationFirthPenalty, central_hessian, check_penalty
 from pydial.exceptions import ArgumentError
 
 
@@ -509,17 +509,18 @@ class Objective:
                 getattr(d, name)[fx] = getattr(db, name)
         return d
 
-    def outcome_derivatives(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def outcome_derivatives(self, x: np.ndarray, eta: np.ndarray | None = None
+                            ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Per cell and outcome (``i`` wins, ``j`` wins, tie): probabilities and log-derivatives.
 
         Probabilities ``P`` and the derivatives ``a = d log P / d eta``, ``b = d log P / d l``
         (each ``(m, 3)``), the single-comparison scores of the sandwich and of GACV (cells at
-        ``nu = 0``: the binary model, no tie outcome).
+        ``nu = 0``: the binary model, no tie outcome); ``eta``, when given, the cells' predictors at ``x``.
         """
         from pydial.model.families import binary_cell, tie_cell, tie_probabilities
 
         theta, _ = self.split(x)
-        eta = self.eta(theta)
+        eta = self.eta(theta) if eta is None else eta
         free = self._lpos >= 0
         fx = ~free
         l = self.log_nu(x)[self.cells.g]
@@ -601,12 +602,7 @@ class Objective:
         touched = np.abs(CalibrationFirthPenalty.basis(ch, theta)[1]).sum(axis=(1, 2)) > 0
         touched[np.unique(hum.cell_jacobian(theta).indices)] = True
         active = np.concatenate([np.flatnonzero(touched), ch.dim + k])
-        H = np.zeros((self.dim, self.dim))
-        for t in active:
-            e = np.zeros(self.dim)
-            e[t] = h
-            H[:, t] = (grad(x + e)[1] - grad(x - e)[1]) / (2 * h)
-        return f, g, 0.5 * (H + H.T)
+        return f, g, central_hessian(lambda z: grad(z)[1], x, active, h)
 
     def _cross_l(self, weight: np.ndarray, v: list[np.ndarray]) -> np.ndarray:
         """``sum_c weight_c (d eta_c / d phi) e_{l(c)}^T`` (``P x n_tie``, the ``(eta, l)`` cross terms)."""

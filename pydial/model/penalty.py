@@ -137,6 +137,21 @@ class FirthPenalty:
         return f, self.X.T @ g, self.X.T @ H @ self.X
 
 
+def central_hessian(grad: Any, x: np.ndarray, coords: Any = None, h: float = 1e-6) -> np.ndarray:
+    """Return the symmetrized central differences of the exact gradient ``grad(x)`` over ``coords`` (default: all).
+
+    The Hessian of the tie-family Jeffreys priors (:class:`TieFirthPenalty`, :class:`TieCalibrationFirthPenalty`);
+    the columns of coordinates outside ``coords`` (on which the gradient does not depend) are zero.
+    """
+    x = np.asarray(x, float)
+    H = np.zeros((x.size, x.size))
+    for t in range(x.size) if coords is None else coords:
+        e = np.zeros(x.size)
+        e[t] = h
+        H[:, t] = (grad(x + e) - grad(x - e)) / (2 * h)
+    return 0.5 * (H + H.T)
+
+
 def outcome_terms(family: str | None, eta: np.ndarray, l: float) -> list[np.ndarray]:
     """Return ``P, a, b, a_eta, a_l, b_l`` of every (cell, outcome), each ``(m, 3)``.
 
@@ -264,12 +279,7 @@ class TieFirthPenalty:
     def terms(self, x: np.ndarray, h: float = 1e-6) -> tuple[float, np.ndarray, np.ndarray]:
         """Value, exact gradient and the central-difference Hessian (of the exact gradient) at ``x``."""
         f, g = self.value_grad(x)
-        H = np.empty((x.size, x.size))
-        for t in range(x.size):
-            e = np.zeros(x.size)
-            e[t] = h
-            H[:, t] = (self.value_grad(x + e)[1] - self.value_grad(x - e)[1]) / (2 * h)
-        return f, g, 0.5 * (H + H.T)
+        return f, g, central_hessian(lambda z: self.value_grad(z)[1], x, h=h)
 
 
 @dataclass(frozen=True)
@@ -382,7 +392,7 @@ class CalibrationFirthPenalty:
 
 @dataclass(frozen=True)
 class TieCalibrationFirthPenalty:
-    r"""Human-block Jeffreys prior of the joint tie fit :math:`Q_\lambda`, in the calibration space.
+    r"""Human-block Jeffreys prior of the joint tie fit :math:`Q_\lambda` (eq. weighted-loss), in the calibration space.
 
     The tie analogue of :class:`CalibrationFirthPenalty`: given ``M(theta)`` the people's tie
     likelihood is the GLM of the family in ``(c, l_H)`` with design ``X = D_H M``
