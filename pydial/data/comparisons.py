@@ -200,8 +200,8 @@ class CellTable:
         out.flags.writeable = False
         return out
 
-    def select(self, mask: np.ndarray) -> "CellTable":
-        """Return the cells where ``mask`` is true (e.g. one judge's ``Omega_k``), as a :class:`CellTable`."""
+    def select(self, mask: "np.ndarray | slice") -> "CellTable":
+        """Return the cells where ``mask`` is true, or in the slice (e.g. one judge's ``Omega_k``), as a :class:`CellTable`."""
         assert self.ties is not None
         return CellTable(*(x[mask] for x in (self.judge, self.i, self.j, self.a, self.n, self.y, self.ties)))
 

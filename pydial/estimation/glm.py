@@ -31,6 +31,9 @@ from pydial.model.likelihood import Objective, binomial_nll
 from pydial.model.penalty import FirthPenalty, TieFirthPenalty, check_penalty
 from pydial.optim import BOX, OptimResult, newton
 
+START_GTOL = 1e-6
+"""Gradient tolerance of the judge-wise fits of :func:`initial_theta`: a start, which the structured fit then resolves."""
+
 
 def binary_counts(n: np.ndarray, y: np.ndarray) -> np.ndarray:
     """``(m, 3)`` outcome counts ``(y, n - y, 0)`` of binary cells (``n`` decisive judgments, ``y`` wins of ``i``)."""
@@ -229,15 +232,16 @@ def fit_human_btl(human: HumanCells, N: int, *, ridge: float = 0.0, penalty: str
 
 
 def fit_order_btl(cells: LLMCells, N: int, *, order: bool = True, ridge: float = 0.0,
-                  penalty: str | None = None) -> BTLFit:
+                  penalty: str | None = None, gtol: float = 1e-10) -> BTLFit:
     r"""One judge's order-effect BTL, ``logit p = s_i - s_j + a b`` (eq. binomial-model-llm).
 
     With ``order=False`` the order effect is fixed at 0 (plain BTL on the pooled cells);
-    ``penalty="firth"`` gives Firth's bias-reduced estimate.
+    ``penalty="firth"`` gives Firth's bias-reduced estimate; ``gtol`` is Newton's gradient tolerance.
     """
     T = centering_basis(N)
     X = centered_design(cells.i, cells.j, N, cells.a if order else None)
-    opt = glm(None, binary_counts(cells.n, cells.y), X, weight=1.0 / float(cells.n.sum()), ridge=ridge, penalty=penalty)
+    opt = glm(None, binary_counts(cells.n, cells.y), X, weight=1.0 / float(cells.n.sum()), ridge=ridge, penalty=penalty,
+              gtol=gtol)
     s = T @ opt.x[: N - 1]
     return BTLFit(s, float(opt.x[-1]) if order else 0.0, opt)
 
@@ -269,9 +273,12 @@ def initial_theta(data: Comparisons, chart: Chart, *, ridge: float = 1e-3) -> np
     N, K = data.N, data.K
     S0 = np.zeros((K, N))
     b0 = np.zeros(K)
+    judge = data.llm.judge
+    ordered = judge.size < 2 or bool(np.all(judge[1:] >= judge[:-1]))
+    bounds = np.searchsorted(judge, np.arange(K + 1)) if ordered else None
     for k in range(K):
-        cells = data.llm.select(data.llm.judge == k)
-        f = fit_order_btl(cells, N, order=chart.order, ridge=ridge)
+        cells = data.llm.select(slice(bounds[k], bounds[k + 1]) if bounds is not None else judge == k)
+        f = fit_order_btl(cells, N, order=chart.order, ridge=ridge, gtol=START_GTOL)
         S0[k], b0[k] = f.s, f.b
     if np.linalg.norm(S0.sum(0)) == 0.0:
         S0[0, 0], S0[0, 1] = 1e-3, -1e-3

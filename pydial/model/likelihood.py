@@ -396,14 +396,14 @@ class Objective:
         q = ch.q
         S = (phi[: ch.off_B].reshape(ch.rows, q) @ phi[ch.off_B : ch.off_b].reshape(ch.N, q).T).ravel()
         ki, kj = self._row_item_keys
-        eta = np.take(S, ki)
-        eta -= np.take(S, kj)
+        eta = np.take(S, ki, mode="clip")  # valid indices: "clip" skips numpy's bounds check (3x faster)
+        eta -= np.take(S, kj, mode="clip")
         b = phi[ch.off_b :]
         key = self._order_key
         if key is None:
-            eta += self._order_label * np.take(b, self._order_judge)
+            eta += self._order_label * np.take(b, self._order_judge, mode="clip")
         else:
-            eta += np.take(np.concatenate([b, -b, [0.0]]), key)
+            eta += np.take(np.concatenate([b, -b, [0.0]]), key, mode="clip")
         return eta
 
     @_layout_property
@@ -816,8 +816,8 @@ class Objective:
         LapB = np.empty((R, N, q))
         for l in range(q):
             Bl = np.ascontiguousarray(B[:, l])
-            u = np.take(Bl, c.i)
-            u -= np.take(Bl, c.j)
+            u = np.take(Bl, c.i, mode="clip")
+            u -= np.take(Bl, c.j, mode="clip")
             u *= weight
             LapB[:, :, l] = (np.bincount(ki, u, minlength=R * N) - np.bincount(kj, u, minlength=R * N)).reshape(R, N)
         dW = (np.bincount(ki, weight, minlength=R * N) + np.bincount(kj, weight, minlength=R * N)).reshape(R, N)
@@ -825,7 +825,7 @@ class Objective:
         BBd = np.empty((len(pairs), N))
         for t, (l, m) in enumerate(pairs):
             coef = L[:, l] * L[:, m]
-            u = np.take(coef, c.g)
+            u = np.take(coef, c.g, mode="clip")
             u *= weight
             BB[t] = -np.bincount(self._item_pair_key, u, minlength=N * N)
             BBd[t] = coef @ dW
@@ -1019,21 +1019,21 @@ class CellJacobian:
         The cells of a cluster must share loading row and item pair (a judge-pair cell of
         eq. cell-clustered-meat over both orders): their derivatives differ only in the
         order-effect entry ``a_c``, so ``g_k = S_k j_k + A_k e_{b_g}`` with ``S_k = sum r_c``
-        and ``A_k = sum r_c a_c``, and the sum is :meth:`Objective._outer` over one
-        representative cell per cluster with the weights ``S^2`` and order weights
-        ``(S A, A^2)``.
+        and ``A_k = sum r_c a_c``, and the sum is :meth:`Objective._outer` with the weight
+        ``S^2`` and the order weights ``(S A, A^2)`` on one representative cell per cluster
+        and 0 on the others (no second cell table).
         """
         o = self.objective
-        c = o.cells
-        rows = np.arange(c.g.size) if self.mask is None else np.flatnonzero(self.mask)
+        rows = np.arange(o.cells.g.size) if self.mask is None else np.flatnonzero(self.mask)
         G = int(cluster.max()) + 1 if cluster.size else 0
         S = np.bincount(cluster, weights=r, minlength=G)
         A = np.bincount(cluster, weights=r * o._order_label[rows], minlength=G)
         rep = np.empty(G, np.int64)
-        rep[cluster] = rows  # any cell of a cluster represents it
-        zero = np.zeros(G)
-        sub = Cells(c.g[rep], c.i[rep], c.j[rep], np.zeros(G, np.int64), zero, zero, zero, c.is_human[rep])
-        return Objective(o.chart, sub)._outer(S * S, None, self._phi, order_weights=(S * A, A * A))
+        rep[cluster] = rows  # any cell of a cluster represents it; the others get weight 0
+        w, wa, waa = (np.zeros(o.cells.g.size) for _ in range(3))
+        w[rep], wa[rep], waa[rep] = S * S, S * A, A * A
+        del S, A, rep
+        return o._outer(w, None, self._phi, order_weights=(wa, waa))
 
     def rows(self, mask: np.ndarray) -> "CellJacobian | sp.csr_matrix":
         """Return the rows selected by ``mask``: sparse when they are at most half of them, factored otherwise."""
