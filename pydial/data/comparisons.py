@@ -266,8 +266,8 @@ class LLMCells(CellTable):
                  ties: np.ndarray | None = None) -> None:
         super().__init__(judge, i, j, a, n, y, None)
 
-    def select(self, mask: np.ndarray) -> "LLMCells":
-        """Return the cells where ``mask`` is true (e.g. one judge's ``Omega_k``)."""
+    def select(self, mask: "np.ndarray | slice") -> "LLMCells":
+        """Return the cells where ``mask`` is true, or in the slice (e.g. one judge's ``Omega_k``)."""
         assert self.ties is not None
         return LLMCells(*(x[mask] for x in (self.judge, self.i, self.j, self.a, self.n, self.y, self.ties)))
 
