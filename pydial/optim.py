@@ -91,6 +91,7 @@ class OptimResult:
     at_bound: np.ndarray
     message: str
     hess: np.ndarray | None = field(default=None, repr=False, compare=False)  # Hessian at ``x`` when known
+    grad: np.ndarray | None = field(default=None, repr=False, compare=False)  # gradient at ``x`` when known
     n_eval: int = -1
     seconds: float = float("nan")
 
@@ -222,6 +223,7 @@ def newton(
     value: Callable[[np.ndarray], float] | None = None,
     cholesky: bool = False,
     gauge: Callable[[np.ndarray], np.ndarray] | None = None,
+    first: tuple[float, np.ndarray, np.ndarray] | None = None,
 ) -> OptimResult:
     """Minimize a smooth function with exact Hessians inside the box ``|x_i| <= bound``.
 
@@ -253,11 +255,13 @@ def newton(
         positive definite there.  Once the gradient is below ``gtol`` but above
         ``1e-3 gtol``, one more step is taken, so the optimum is resolved to the
         rounding level (as the agreement of the sandwich across charts needs).
+    first : tuple, optional
+        ``fgh(x0)`` when already known (``x0`` inside the box): the first evaluation is skipped.
     """
     value = value if value is not None else (lambda z: fgh(z)[0])
     polish = gauge is not None
     x = np.clip(np.asarray(x0, dtype=float), -bound, bound)
-    f, g, H = fgh(x)
+    f, g, H = fgh(x) if first is None else first
     if not np.isfinite(f):
         raise FloatingPointError("objective is not finite at the starting point")
     message = "maximum number of iterations reached"
@@ -324,7 +328,7 @@ def newton(
     pinned = at_bound & (np.sign(x) == -np.sign(g))
     gnorm = float(np.abs(np.where(pinned, 0.0, g)).max(initial=0.0))
     return OptimResult(x=x, fun=float(f), grad_norm=gnorm, n_iter=it, converged=converged, at_bound=at_bound, message=message,
-                       hess=H)
+                       hess=H, grad=g)
 
 
 @single_threaded_blas

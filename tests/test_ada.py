@@ -528,3 +528,34 @@ def test_atc_is_isotonic_in_the_human_order():
     assert atc.cov.isna().all().all()
     assert np.isnan(atc.contrast(d.items[0], d.items[1])["se"])
     assert "no standard errors" in atc.summary()
+
+
+@pytest.mark.parametrize("penalty", [None, "firth"])
+def test_warm_start_of_the_path_is_the_direct_evaluation(penalty):
+    """Q_lam is affine in lam: the derivatives the path's warm start forms from the previous weight's
+    fit and the human block alone equal a direct evaluation of Q_lam (off the optimum), and the fit
+    from them reaches the same optimum as a cold evaluation."""
+    from pydial.estimation.glm import _path_derivatives, fit_structured
+    from pydial.optim import OptimResult
+
+    sim = pydial.simulate(N=8, K=4, rank=1, n_llm=8000, n_human=300, seed=5)
+    d = sim.comparisons
+    sf = staged_fit(d, 1, "mu")
+    ch = sf.chart
+    theta0 = sf.theta + 0.05 * np.random.default_rng(0).standard_normal(sf.theta.size)
+    lam0, lam = 40.0, 12.0
+    f0, g0, H0 = Objective.weighted(ch, d, lam0, penalty).value_grad_hess(theta0)
+    opt0 = OptimResult(x=theta0, fun=f0, grad_norm=float(np.abs(g0).max()), n_iter=0, converged=True,
+                       at_bound=np.zeros(theta0.size, bool), message="", hess=H0, grad=g0)
+    f, g, H = _path_derivatives(d, ch, lam, theta0, penalty, (lam0, opt0))
+    fd, gd, Hd = Objective.weighted(ch, d, lam, penalty).value_grad_hess(theta0)
+    assert f == pytest.approx(fd, rel=1e-13)
+    np.testing.assert_allclose(g, gd, rtol=0, atol=1e-13 * np.abs(gd).max())
+    np.testing.assert_allclose(H, Hd, rtol=0, atol=1e-13 * np.abs(Hd).max())
+    # not used when the previous fit ends elsewhere, or for the LLM-only loss
+    assert _path_derivatives(d, ch, lam, sf.theta, penalty, (lam0, opt0)) is None
+    assert _path_derivatives(d, ch, np.inf, theta0, penalty, (lam0, opt0)) is None
+    warm = fit_structured(d, ch, lam, theta0, penalty=penalty, warm=(lam0, opt0))
+    cold = fit_structured(d, ch, lam, theta0, penalty=penalty)
+    assert warm.opt.converged and cold.opt.converged
+    np.testing.assert_allclose(ch.scores(warm.theta), ch.scores(cold.theta), rtol=0, atol=1e-10)

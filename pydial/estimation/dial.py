@@ -141,8 +141,8 @@ class DialSteps(Protocol[SF]):
         """Return the ``lambda = inf`` candidate of the staged fit ``sf``."""
         ...
 
-    def finite(self, chart: Chart, lam: float, x0: np.ndarray, multiple: float) -> Candidate:
-        """Fit the candidate of the weight ``lam``, fitted from ``x0``."""
+    def finite(self, chart: Chart, lam: float, x0: np.ndarray, multiple: float, warm: Candidate | None = None) -> Candidate:
+        """Fit the candidate of the weight ``lam`` from ``x0``; ``warm``: the candidate whose fit ends at ``x0``, if any."""
         ...
 
     def selected(self, sf: SF, best: Candidate, hum: Candidate) -> Selected:
@@ -188,12 +188,12 @@ def fit_dial(data: Comparisons, steps: DialSteps[Any], cal: str, *, adaptive: bo
         warn_unresolved(sf.llm_opt, f"structured LLM-only fit (rank {r})")
         cands = [steps.anchored(sf)]
         if adaptive:
-            x = sf.x
+            x, warm = sf.x, None
             for lam in progress(path_weights(n_l, n_h, lambdas, multiples), len(data.llm), f"lambda path (rank {r})"):
-                c = steps.finite(sf.chart, float(lam), x, float(lam * n_h / n_l))
+                c = steps.finite(sf.chart, float(lam), x, float(lam * n_h / n_l), warm)
                 if c.admissible:
                     assert c.theta is not None  # an admissible finite candidate has its fit
-                    x = c.theta
+                    x, warm = c.theta, c
                 cands.append(c)
         allc = path_candidates(cands, hum, include_endpoints) if adaptive else cands
         tables.append(path_table(allc, r))

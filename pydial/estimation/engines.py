@@ -119,9 +119,13 @@ class StagedOptimizer(Protocol):
 
 
 class JointOptimizer(Protocol):
-    r"""``joint(data, chart, lam, theta0) -> (theta, OptimResult)``: :math:`\arg\min Q_\lambda` from ``theta0``."""
+    r"""``joint(data, chart, lam, theta0, warm=None) -> (theta, OptimResult)``: :math:`\arg\min Q_\lambda` from ``theta0``.
 
-    def __call__(self, data: Comparisons, chart: Chart, lam: float, theta0: np.ndarray) -> tuple[np.ndarray, OptimResult]:
+    ``warm = (lam0, opt0)``: the previous weight's fit ending at ``theta0``, used or ignored.
+    """
+
+    def __call__(self, data: Comparisons, chart: Chart, lam: float, theta0: np.ndarray, *,
+                 warm: tuple[float, OptimResult] | None = None) -> tuple[np.ndarray, OptimResult]:
         """Fit the weighted joint loss (eq. weighted-joint-estimator)."""
         ...
 

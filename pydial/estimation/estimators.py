@@ -275,9 +275,9 @@ class BinarySteps:
         M = sf.llm_chart.structure(sf.llm_theta).basis(self.calibration)
         return anchored_candidate(self.data, M, sf.chart.scores(sf.theta), sf.cal_opt, sf.llm_opt, penalty=self.penalty)
 
-    def finite(self, chart: Chart, lam: float, x0: np.ndarray, multiple: float) -> Candidate:
+    def finite(self, chart: Chart, lam: float, x0: np.ndarray, multiple: float, warm: Candidate | None = None) -> Candidate:
         """Fit the weighted loss (:func:`~pydial.estimation.selection.finite_candidate`)."""
-        return finite_candidate(self.data, chart, lam, x0, multiple, self.point.joint, penalty=self.penalty)
+        return finite_candidate(self.data, chart, lam, x0, multiple, self.point.joint, penalty=self.penalty, warm=warm)
 
     def selected(self, sf: StagedFit, best: Candidate, hum: Candidate) -> Selected:
         """Return the influence of the selected scores, position effects of the LLM-only fit; the calibration LRT."""

@@ -301,10 +301,18 @@ def fit_structured(
     gtol: float = 1e-9,
     max_iter: int = 200,
     penalty: str | None = None,
+    warm: tuple[float, OptimResult] | None = None,
 ) -> StructuredFit:
     r"""Minimize :math:`Q_\lambda` (``lam`` finite) or :math:`\ell_L` (``lam = inf``) on the reduced chart.
 
     ``lam = inf`` goes with ``chart.calibration`` None; the start is ``theta0``.
+
+    ``warm = (lam0, opt0)``: a fit of :math:`Q_{\lambda_0}` (finite ``lam0 > 0``) ending at
+    ``theta0`` with its value, gradient and Hessian there.  The loss is affine in the LLM
+    weight, :math:`Q_\lambda = Q_0 + (\lambda / \lambda_0)(Q_{\lambda_0} - Q_0)` with
+    :math:`Q_0` the human block (penalty included), so the derivatives at ``theta0`` follow
+    exactly from those of ``opt0`` and of the human cells alone: the path's warm start
+    costs no pass over the LLM cells.
 
     Gauge drift is removed after every step by re-expressing the iterate in the
     canonical gauge (same ``(s, S, b)``), so the box bounds act on a fixed
@@ -320,5 +328,19 @@ def fit_structured(
         value=obj.value,
         normalize=chart.canonical if chart.r > 0 else None,
         gauge=chart.gauge_directions,
+        first=_path_derivatives(data, chart, lam, theta0, penalty, warm),
     )
     return StructuredFit(chart, res.x, res, obj)
+
+
+def _path_derivatives(data: Comparisons, chart: Chart, lam: float, theta0: np.ndarray, penalty: str | None,
+                      warm: tuple[float, OptimResult] | None) -> tuple[float, np.ndarray, np.ndarray] | None:
+    """``Q_lam``'s value, gradient and Hessian at ``theta0`` from a fit of ``Q_lam0`` there (:func:`fit_structured`)."""
+    if warm is None or not np.isfinite(lam):
+        return None
+    lam0, opt0 = warm
+    if not (np.isfinite(lam0) and lam0 > 0) or opt0.hess is None or opt0.grad is None or not np.array_equal(opt0.x, theta0):
+        return None
+    f_h, g_h, H_h = Objective.weighted(chart, data, 0.0, penalty).value_grad_hess(theta0)
+    t = lam / lam0
+    return t * opt0.fun + (1 - t) * f_h, t * opt0.grad + (1 - t) * g_h, t * opt0.hess + (1 - t) * H_h

@@ -602,8 +602,8 @@ class TieSteps:
         """Return the calibration tie GLM's candidate (:func:`tie_anchored_candidate`)."""
         return tie_anchored_candidate(self.data, sf, self.ties, self.penalty)
 
-    def finite(self, chart: Chart, lam: float, x0: np.ndarray, multiple: float) -> Candidate:
-        """Fit the weighted tie model (:func:`tie_finite_candidate`)."""
+    def finite(self, chart: Chart, lam: float, x0: np.ndarray, multiple: float, warm: Candidate | None = None) -> Candidate:
+        """Fit the weighted tie model (:func:`tie_finite_candidate`; ``warm`` is not used)."""
         return tie_finite_candidate(self.data, chart, lam, x0, multiple, self.ties, self.engine, self.penalty)
 
     def selected(self, sf: TieStagedFit, best: Candidate, hum: Candidate) -> Selected:

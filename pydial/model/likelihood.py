@@ -275,7 +275,9 @@ class Objective:
     @classmethod
     def weighted(cls, chart: Chart, data: Comparisons, lam: float, penalty: str | None = None, *,
                  ties: str | None = None, free: "np.ndarray | None" = None) -> "Objective":
-        r""":math:`Q_\lambda` (eq. weighted-loss) with ``lam`` in ``(0, inf)``; ``lam = inf`` gives the LLM-only loss.
+        r""":math:`Q_\lambda` (eq. weighted-loss) with ``lam`` in ``(0, inf)``; ``lam = inf``: the LLM-only loss.
+
+        ``lam = 0`` gives the human block alone (binary family).
 
         ``penalty="firth"`` adds the human block's Jeffreys prior
         :math:`-\frac{1}{2 n_H}[\log\det(M^\top D_H^\top W D_H M) - \log\det(M^\top M)]`,
