@@ -206,6 +206,11 @@ def _layout_property(func: Callable[[Any], T]) -> "cached_property[T]":
 DENSE_PAIR_RATIO = 16  # per-judge item-pair tables when they have at most this many entries per cell
 PAIR_CHUNK_ENTRIES = 1 << 22  # entries of the item-pair tables formed at once (32 MB)
 TABLE_RATIO = 3
+CELL_BLOCK = 1 << 19
+"""Cells per block of the per-cell passes of the binary objective: their temporaries (4 MB)
+stay in cache and in memory the allocator reuses, where arrays over all of millions of
+cells would each be freshly mapped (and zeroed by the system) on every evaluation."""
+TABLE_RATIO = 3
 """Largest number of per-judge item-pair table entries per cell for which the factored Hessian
 forms the tables ``W_g``; beyond it the totals over the cells are faster (measured: tables 1.5x
 faster at 2.1 entries per cell, N = 300; cell totals 3x faster at 5.7, N = 1,000)."""
@@ -388,8 +393,8 @@ class Objective:
         """Linear predictors ``eta_c`` of the cells (eq. binomial-model-llm / -human)."""
         return self._eta_full(self.chart.to_full(theta))
 
-    def _eta_full(self, phi: np.ndarray) -> np.ndarray:
-        """``eta_c`` from the full coordinates ``phi`` (no derivative columns formed).
+    def _eta_full(self, phi: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+        """``eta_c`` from the full coordinates ``phi`` (no derivative columns formed), into ``out`` if given.
 
         ``L_g . (B_i - B_j) = S_gi - S_gj`` with the per-row scores ``S = L B^T``
         (eq. llm-structure), so each cell needs three look-ups whatever the rank.
@@ -398,15 +403,25 @@ class Objective:
         q = ch.q
         S = (phi[: ch.off_B].reshape(ch.rows, q) @ phi[ch.off_B : ch.off_b].reshape(ch.N, q).T).ravel()
         ki, kj = self._row_item_keys
-        eta = np.take(S, ki, mode="clip")  # valid indices: "clip" skips numpy's bounds check (3x faster)
-        eta -= np.take(S, kj, mode="clip")
         b = phi[ch.off_b :]
         key = self._order_key
-        if key is None:
-            eta += self._order_label * np.take(b, self._order_judge, mode="clip")
-        else:
-            eta += np.take(np.concatenate([b, -b, [0.0]]), key, mode="clip")
+        ab = np.concatenate([b, -b, [0.0]])
+        eta = np.empty(ki.size) if out is None else out
+        for sl in self._blocks:  # valid indices: mode "clip" skips numpy's bounds check
+            e = eta[sl]
+            np.take(S, ki[sl], out=e, mode="clip")
+            e -= np.take(S, kj[sl], mode="clip")
+            if key is None:
+                e += self._order_label[sl] * np.take(b, self._order_judge[sl], mode="clip")
+            else:
+                e += np.take(ab, key[sl], mode="clip")
         return eta
+
+    @cached_property
+    def _blocks(self) -> list[slice]:
+        """The cells in blocks of :data:`CELL_BLOCK` (the per-cell passes of the binary family)."""
+        m = self.cells.g.size
+        return [slice(s, min(s + CELL_BLOCK, m)) for s in range(0, m, CELL_BLOCK)] or [slice(0, 0)]
 
     @_layout_property
     def _order_key(self) -> np.ndarray | None:
@@ -439,9 +454,21 @@ class Objective:
         """``eta`` and the loss without penalty at ``theta``, from the last evaluation when at the same point."""
         key = np.asarray(theta, float).tobytes()
         if self._last is None or self._last[0] != key:
-            eta = self._eta_full(self.chart.to_full(theta) if phi is None else phi)
+            # two buffers in turn: the last point's predictors stay valid while a trial point's are formed
+            spare = self._work[0] if self._last is None or self._last[1] is not self._work[0] else self._work[1]
+            eta = self._eta_full(self.chart.to_full(theta) if phi is None else phi, out=spare)
             self._last = (key, eta, self._weighted_nll(eta))
         return self._last[1], self._last[2]
+
+    @cached_property
+    def _work(self) -> list[np.ndarray]:
+        """Per-cell work arrays of the binary evaluations, allocated once per objective and reused.
+
+        ``[eta, eta', residual, curvature]``: arrays over millions of cells would otherwise
+        be freshly mapped, and zeroed by the system, at every evaluation.  Used only inside
+        :meth:`value` and :meth:`value_grad_hess` (never returned).
+        """
+        return [np.empty(self.cells.g.size) for _ in range(4)]
 
     @cached_property
     def _wn(self) -> np.ndarray:
@@ -449,13 +476,15 @@ class Objective:
         return self.cells.w * self.cells.n
 
     def _weighted_nll(self, eta: np.ndarray) -> float:
-        """``sum_c w_c [n_c softplus(eta_c) - y_c eta_c]`` in one work array."""
+        """``sum_c w_c [n_c softplus(eta_c) - y_c eta_c]``, block by block."""
         c = self.cells
-        t = softplus(eta)
-        t *= c.n
-        t -= c.y * eta
-        t *= c.w
-        return float(np.sum(t))
+        total = 0.0
+        for sl in self._blocks:
+            t = softplus(eta[sl])
+            t *= c.n[sl]
+            t -= c.y[sl] * eta[sl]
+            total += float(t @ c.w[sl])
+        return total
 
     @overload
     def value_grad_hess(self, theta: np.ndarray, *, hess: Literal[True] = ...) -> tuple[float, np.ndarray, np.ndarray]: ...
@@ -470,22 +499,26 @@ class Objective:
         ch, c = self.chart, self.cells
         phi = ch.to_full(theta)
         eta, f = self._eta_loss(theta, phi)
-        p = expit(eta)
-        res = c.w * (c.n * p - c.y)  # d f / d eta per cell
+        res, curv = self._work[2], self._work[3] if hess else None
+        for sl in self._blocks:
+            p = expit(eta[sl])
+            r = c.n[sl] * p
+            r -= c.y[sl]
+            np.multiply(c.w[sl], r, out=res[sl])  # d f / d eta per cell
+            if curv is not None:  # the curvature w n p (1 - p)
+                np.multiply(self._wn[sl], p, out=curv[sl])
+                curv[sl] *= 1.0 - p
         if self.penalty is not None:
             J = self.cell_jacobian(theta, rows=c.is_human) if hess else None
             fp, gp, g_pen, H_pen = self.penalty.terms(ch, theta, eta[c.is_human], J, hess=hess)
             f += fp
-            res = res.copy()
             res[c.is_human] += gp
         agg = self._residual_by_item(res)
         g = np.asarray(ch.T_sparse.T @ self._gradient_factored(res, phi, agg))
         if self.penalty is not None:
             g = g + g_pen
-        if not hess:
+        if curv is None:
             return f, g, None
-        curv = self._wn * p
-        curv *= 1.0 - p
         H_full = self._outer(curv, None, phi)
         self._add_cross(H_full, agg)
         H = ch.pull_back(H_full)
@@ -769,16 +802,17 @@ class Objective:
             if m != l:
                 HB[:, m, :, l] = blk.T
         # order-effect blocks: a = 0 on human cells, so only the K judges contribute
-        if order_weights is None:
-            a = self._order_label
-            wa = weight * a
-            waa = wa * a
-        else:
-            wa, waa = order_weights
-        bb = np.bincount(self._order_judge, weights=waa, minlength=K)
+        ki, kj = self._row_item_keys
+        a, oj = self._order_label, self._order_judge
+        D, bb = np.zeros(R * N), np.zeros(K)
+        for sl in self._blocks:
+            wa = weight[sl] * a[sl] if order_weights is None else order_weights[0][sl]
+            D += np.bincount(ki[sl], weights=wa, minlength=R * N)
+            D -= np.bincount(kj[sl], weights=wa, minlength=R * N)
+            bb += np.bincount(oj[sl], weights=wa * a[sl] if order_weights is None else order_weights[1][sl], minlength=K)
         rows_b = ch.off_b + np.arange(K)
         H[rows_b, rows_b] = bb
-        return self._add_order_cross(H, wa, L, B)
+        return self._add_order_cross(H, D.reshape(R, N)[:K], L, B)
 
     def _laplacian_products_tables(self, weight: np.ndarray, L: np.ndarray, B: np.ndarray,
                                    pairs: list[tuple[int, int]]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -815,36 +849,38 @@ class Objective:
         c = self.cells
         N, R, q = B.shape[0], L.shape[0], B.shape[1]
         ki, kj = self._row_item_keys
-        LapB = np.empty((R, N, q))
-        for l in range(q):
-            Bl = np.ascontiguousarray(B[:, l])
-            u = np.take(Bl, c.i, mode="clip")
-            u -= np.take(Bl, c.j, mode="clip")
-            u *= weight
-            LapB[:, :, l] = (np.bincount(ki, u, minlength=R * N) - np.bincount(kj, u, minlength=R * N)).reshape(R, N)
-        dW = (np.bincount(ki, weight, minlength=R * N) + np.bincount(kj, weight, minlength=R * N)).reshape(R, N)
-        BB = np.empty((len(pairs), N * N))
-        BBd = np.empty((len(pairs), N))
-        for t, (l, m) in enumerate(pairs):
-            coef = L[:, l] * L[:, m]
-            u = np.take(coef, c.g, mode="clip")
-            u *= weight
-            BB[t] = -np.bincount(self._item_pair_key, u, minlength=N * N)
-            BBd[t] = coef @ dW
-        return LapB, BB, BBd
+        Bc = [np.ascontiguousarray(B[:, l]) for l in range(q)]
+        coef = [L[:, l] * L[:, m] for l, m in pairs]
+        LapB = np.zeros((q, R * N))
+        dW = np.zeros(R * N)
+        BB = np.zeros((len(pairs), N * N))
+        for sl in self._blocks:  # valid indices: mode "clip" skips numpy's bounds check
+            w, i, j, bi, bj, pk = weight[sl], c.i[sl], c.j[sl], ki[sl], kj[sl], self._item_pair_key[sl]
+            for l in range(q):
+                u = np.take(Bc[l], i, mode="clip")
+                u -= np.take(Bc[l], j, mode="clip")
+                u *= w
+                LapB[l] += np.bincount(bi, u, minlength=R * N)
+                LapB[l] -= np.bincount(bj, u, minlength=R * N)
+            dW += np.bincount(bi, w, minlength=R * N)
+            dW += np.bincount(bj, w, minlength=R * N)
+            g = c.g[sl]
+            for t in range(len(pairs)):
+                u = np.take(coef[t], g, mode="clip")
+                u *= w
+                BB[t] -= np.bincount(pk, u, minlength=N * N)
+        dW = dW.reshape(R, N)
+        BBd = np.array([ct @ dW for ct in coef]).reshape(len(pairs), N)
+        return LapB.reshape(q, R, N).transpose(1, 2, 0), BB, BBd
 
-    def _add_order_cross(self, H: np.ndarray, wa: np.ndarray, L: np.ndarray, B: np.ndarray) -> np.ndarray:
-        """Add the ``(b_g, L_g)`` and ``(b_g, B_i)`` blocks from the per-(judge, item) totals.
+    def _add_order_cross(self, H: np.ndarray, D: np.ndarray, L: np.ndarray, B: np.ndarray) -> np.ndarray:
+        """Add the ``(b_g, L_g)`` and ``(b_g, B_i)`` blocks from the per-(judge, item) totals ``D`` (K x N).
 
-        The totals are of ``wa = weight * a`` over the cells with ``i(c) = i`` (``Wi``) and
-        ``j(c) = i`` (``Wj``): ``(b_g, L_gl) = Wi_g . B_l - Wj_g . B_l`` and ``(b_g, B_il) = L_gl (Wi_gi - Wj_gi)``.
+        ``D = Wi - Wj``, the totals of ``wa = weight * a`` over the judge's cells with ``i(c) = i``
+        (``Wi``) and ``j(c) = i`` (``Wj``): ``(b_g, L_gl) = D_g . B_l`` and ``(b_g, B_il) = L_gl D_gi``.
         """
         ch = self.chart
-        q, N, R, K = ch.q, ch.N, ch.rows, ch.K
-        ki, kj = self._row_item_keys
-        Wi = np.bincount(ki, weights=wa, minlength=R * N).reshape(R, N)[:K]
-        Wj = np.bincount(kj, weights=wa, minlength=R * N).reshape(R, N)[:K]
-        D = Wi - Wj
+        q, N, K = ch.q, ch.N, ch.K
         bL = D @ B  # (K, q)
         bB = L[:K, :, None] * D[:, None, :]  # (K, q, N): [g, l, i]
         rows_b = ch.off_b + np.arange(K)
@@ -872,8 +908,10 @@ class Objective:
         q = ch.q
         L = phi[: ch.off_B].reshape(ch.rows, q)
         B = phi[ch.off_B : ch.off_b].reshape(ch.N, q)
-        return np.concatenate([(agg @ B).ravel(), (agg.T @ L).ravel(),
-                               np.bincount(self._order_judge, weights=res * self._order_label, minlength=ch.K)])
+        gb = np.zeros(ch.K)
+        for sl in self._blocks:
+            gb += np.bincount(self._order_judge[sl], weights=res[sl] * self._order_label[sl], minlength=ch.K)
+        return np.concatenate([(agg @ B).ravel(), (agg.T @ L).ravel(), gb])
 
     def _add_cross(self, H: np.ndarray, agg: np.ndarray) -> None:
         """Add ``sum_c res_c d^2 eta_c / d phi^2`` in place, from ``agg`` of :meth:`_residual_by_item`.
