@@ -517,3 +517,33 @@ def test_cell_jacobian_products_match_the_sparse_jacobian(data, cal, assembly, m
     assert sp.issparse(Jh)
     np.testing.assert_array_equal(Jh.toarray(), Js[~llm].toarray())
     np.testing.assert_array_equal(Jf.tocsr().toarray(), Js.toarray())
+
+
+def test_slices_of_a_stack_share_its_per_cell_layout():
+    """The LLM-only and human-only stacks are slices of the whole stack: their per-cell index arrays
+    are views of the whole stack's (no second copy over millions of cells) and equal those formed
+    from their own cells."""
+    d = pydial.simulate(N=6, K=3, rank=1, n_llm=3000, n_human=400, seed=4).comparisons
+    full = Objective(Chart(d.N, d.K, 1, "mu"), Cells.stack(d, 1.0, 1.0))
+    llm = Objective(Chart(d.N, d.K, 1, None), Cells.stack(d, 1.0, 0.0))
+    hum = Objective(Chart(d.N, d.K, 1, "mu"), Cells.stack(d, 0.0, 1.0))
+    m = len(d.llm)
+    for part, rows in ((llm, slice(0, m)), (hum, slice(m, None))):
+        assert part.cells.source is not None
+        own = Cells(*(np.array(getattr(part.cells, f)) for f in ("g", "i", "j", "a", "n", "y", "w", "is_human")))
+        alone = Objective(part.chart, own)
+        for name in ("_order_label", "_order_judge", "_item_pair_key"):
+            got = getattr(part, name)
+            assert np.shares_memory(got, getattr(full, name))
+            np.testing.assert_array_equal(got, getattr(alone, name))
+            np.testing.assert_array_equal(got, getattr(full, name)[rows])
+        for got, ref in zip(part._row_item_keys, alone._row_item_keys):
+            np.testing.assert_array_equal(got, ref)
+        np.testing.assert_array_equal(part._order_key, alone._order_key)
+    theta = llm.chart.canonical(np.random.default_rng(1).normal(size=llm.chart.dim) * 0.3)
+    f, g, H = llm.value_grad_hess(theta)
+    own = Cells(*(np.array(getattr(llm.cells, f)) for f in ("g", "i", "j", "a", "n", "y", "w", "is_human")))
+    f2, g2, H2 = Objective(llm.chart, own).value_grad_hess(theta)
+    assert f == pytest.approx(f2, rel=1e-14)
+    np.testing.assert_allclose(g, g2, rtol=0, atol=1e-14)
+    np.testing.assert_allclose(H, H2, rtol=0, atol=1e-13)

@@ -129,6 +129,8 @@ class Cells:
     """Arrays an :class:`Objective` derives from the index columns ``g, i, j, a, is_human`` alone;
     shared by the cells that differ from these only in ``n``, ``y`` or ``w`` (the same stack at
     another weight, :func:`dataclasses.replace`)."""
+    source: "tuple[Cells, slice] | None" = field(default=None, kw_only=True, repr=False, compare=False)
+    """The stack these cells are a slice of (:meth:`select`): their per-cell layout arrays are views of its."""
 
     @classmethod
     def from_tables(cls, parts: Sequence[tuple[CellTable, float, bool]], *, ties: bool = False) -> "Cells":
@@ -174,10 +176,17 @@ class Cells:
         return np.column_stack([self.y, self.n - self.y, np.zeros_like(self.y)])
 
     def select(self, rows: "np.ndarray | slice") -> "Cells":
-        """Return the cells selected by ``rows`` (views for a slice), with a layout of their own."""
-        cols: dict[str, Any] = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "layout"}
+        """Return the cells selected by ``rows``, with a layout of their own.
+
+        For a slice of a stack the columns are views, and so are the per-cell layout arrays
+        (:func:`_layout_property`): the LLM-only and human-only stacks of :meth:`stack` share the
+        index arrays of the whole stack.
+        """
+        cols: dict[str, Any] = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)
+                                if f.name not in ("layout", "source")}
         picked: dict[str, Any] = {name: None if v is None else v[rows] for name, v in cols.items()}
-        return type(self)(**picked)
+        shared = rows if isinstance(rows, slice) and self.source is None and rows.step in (None, 1) else None
+        return type(self)(**picked, source=None if shared is None else (self, shared))
 
 
 T = TypeVar("T")
@@ -186,21 +195,50 @@ T = TypeVar("T")
 def _layout_property(func: Callable[[Any], T]) -> "cached_property[T]":
     """Make a cached property of an :class:`Objective` kept in its cells' :attr:`Cells.layout`.
 
-    Computed once for every objective on the same index columns and chart shape (the
-    weights of the lambda path, the linearizations), not once per objective.
+    Computed once for every objective on the same index columns and chart size ``(N, K)``
+    (the weights of the lambda path, the linearizations), not once per objective.
     """
+    return _layout(func, per_cell=False)
+
+
+def _cell_layout_property(func: Callable[[Any], T]) -> "cached_property[T]":
+    """:func:`_layout_property` of an array with one entry per cell (or a tuple of such, or ``None``).
+
+    On cells that are a slice of a stack (:attr:`Cells.source`) it is the slice of the
+    stack's array, formed once for the stack.
+    """
+    return _layout(func, per_cell=True)
+
+
+def _layout(func: Callable[[Any], T], per_cell: bool) -> "cached_property[T]":
     name = func.__name__
 
     @functools.wraps(func)
     def get(self: Any) -> T:
         ch = self.chart
-        key = (name, ch.N, ch.K, ch.rows, ch.q)
+        key = (name, ch.N, ch.K)
         lay = self.cells.layout
         if key not in lay:
-            lay[key] = func(self)
+            src = self.cells.source
+            if per_cell and src is not None:
+                whole = getattr(_layout_shell(ch, src[0]), name)
+                lay[key] = None if whole is None else (tuple(x[src[1]] for x in whole) if isinstance(whole, tuple)
+                                                      else whole[src[1]])
+            else:
+                lay[key] = func(self)
         return lay[key]
 
     return cached_property(get)
+
+
+def _layout_shell(chart: Chart, cells: Cells) -> "Objective":
+    """Return an :class:`Objective` on ``cells`` for their layout arrays alone (these use only ``chart.N, chart.K``).
+
+    Not checked against the chart: the cells may hold people while the chart has no human row.
+    """
+    shell = Objective.__new__(Objective)
+    shell.chart, shell.cells = chart, cells
+    return shell
 
 
 DENSE_PAIR_RATIO = 16  # per-judge item-pair tables when they have at most this many entries per cell
@@ -360,13 +398,13 @@ class Objective:
         idx[:, 3 * q] = np.where(c.is_human, 0, ch.off_b + np.minimum(c.g, ch.K - 1))
         return idx
 
-    @_layout_property
+    @_cell_layout_property
     def _order_label(self) -> np.ndarray:
         """``a_c`` as floats, 0 on human cells (no order effect)."""
         c = self.cells
         return np.where(c.is_human, 0.0, c.a.astype(float))
 
-    @_layout_property
+    @_cell_layout_property
     def _order_judge(self) -> np.ndarray:
         return np.minimum(self.cells.g, self.chart.K - 1)
 
@@ -423,7 +461,7 @@ class Objective:
         m = self.cells.g.size
         return [slice(s, min(s + CELL_BLOCK, m)) for s in range(0, m, CELL_BLOCK)] or [slice(0, 0)]
 
-    @_layout_property
+    @_cell_layout_property
     def _order_key(self) -> np.ndarray | None:
         """Position of ``a_c b_g`` in ``[b, -b, 0]``: ``g`` for ``a = +1``, ``K + g`` for ``a = -1``, ``2K`` for people.
 
@@ -748,12 +786,12 @@ class Objective:
         key = (c.g * ch.N + c.i) * ch.N + c.j
         return key if self._pair_order is None else key[self._pair_order]
 
-    @_layout_property
+    @_cell_layout_property
     def _item_pair_key(self) -> np.ndarray:
         """``i N + j`` of every cell."""
         return self.cells.i * self.chart.N + self.cells.j
 
-    @_layout_property
+    @_cell_layout_property
     def _row_item_keys(self) -> tuple[np.ndarray, np.ndarray]:
         """``g N + i`` and ``g N + j`` of every cell."""
         ch, c = self.chart, self.cells
