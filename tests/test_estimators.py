@@ -341,8 +341,9 @@ def brute_force_cov(U, st, data, cov):
         m = st.is_human == flag
         if m.any():
             ubar[flag] = ((n[m] * p[m] - y[m])[:, None] * U[m]).sum(0) / n[m].sum()
-    pos_llm = {int(c): t for t, c in enumerate(st.llm_index) if c >= 0}
-    pos_h = {int(c): t for t, c in enumerate(st.human_index) if c >= 0}
+    li, hi = st.positions()
+    pos_llm = {int(c): int(t) for t, c in zip(np.flatnonzero(~st.is_human), li)}
+    pos_h = {int(c): int(t) for t, c in zip(np.flatnonzero(st.is_human), hi)}
     R = data.rows
     clusters: dict = {}
     for v in range(R.z.size):

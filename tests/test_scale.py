@@ -53,7 +53,9 @@ def dense_cov(U: np.ndarray, st, data: Comparisons, cov: str) -> np.ndarray:
         return IF.T @ IF
     if cov == "cell":
         L = data.llm
-        li = st.llm_index[cell]
+        llm_index = np.full(n.size, -1)
+        llm_index[~st.is_human] = st.positions()[0]
+        li = llm_index[cell]
         key = np.where(st.is_human[cell], -1 - np.arange(cell.size), (L.judge[li] * data.N + L.i[li]) * data.N + L.j[li])
     else:
         raise ValueError(cov)
@@ -70,8 +72,9 @@ def cluster_gram(groups: np.ndarray, IF: np.ndarray) -> np.ndarray:
 def record_cov(U: np.ndarray, st, data: Comparisons) -> np.ndarray:
     """Record-clustered covariance from the decisive rows, dense."""
     R = data.rows
-    where = {(False, int(c)): t for t, c in enumerate(st.llm_index) if c >= 0}
-    where.update({(True, int(c)): t for t, c in enumerate(st.human_index) if c >= 0})
+    li, hi = st.positions()
+    where = {(False, int(c)): int(t) for t, c in zip(np.flatnonzero(~st.is_human), li)}
+    where.update({(True, int(c)): int(t) for t, c in zip(np.flatnonzero(st.is_human), hi)})
     pos = np.array([where.get((bool(k == data.K), int(c)), -1) for k, c in zip(R.judge, R.cell)])
     use = pos >= 0
     pos, z, rec = pos[use], R.z[use], R.record[use]

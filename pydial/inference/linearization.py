@@ -190,8 +190,7 @@ def judges_linearization(data: Comparisons, fits: Sequence[Any]) -> tuple[tuple[
         A_all[N + k, col:col + width] = Uk.A[N]
         col += width
         p_all[m], w_all[m] = pk, wk
-    st_all = CellStats(data.llm.n, data.llm.y, p_all, w_all, np.zeros(len(data.llm), bool),
-                       np.arange(len(data.llm)), np.full(len(data.llm), -1))
+    st_all = CellStats(data.llm.n, data.llm.y, p_all, w_all, np.zeros(len(data.llm), bool))
     joint = Linearization(MeatSource(J_all, st_all), A_all, {"scores": slice(0, N), "b": slice(N, N + K)},
                           "the mean judge scores and position effects")
     return (joint, *per_judge), regular

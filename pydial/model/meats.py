@@ -72,7 +72,8 @@ class CellStats:
     The LLM cells come first, then the human cells.
 
     ``llm_index`` / ``human_index`` give each cell's position in ``data.llm`` /
-    ``data.human`` (``-1`` where not applicable), used for clustering.
+    ``data.human`` (``-1`` where not applicable), used for clustering; ``None`` (both) when
+    the LLM cells are ``data.llm`` in order and the human cells ``data.human`` in order.
     """
 
     n: np.ndarray
@@ -80,22 +81,29 @@ class CellStats:
     p: np.ndarray
     w: np.ndarray
     is_human: np.ndarray
-    llm_index: np.ndarray
-    human_index: np.ndarray
+    llm_index: np.ndarray | None = None
+    human_index: np.ndarray | None = None
 
     @classmethod
     def from_parts(cls, parts: list[tuple[np.ndarray, np.ndarray, np.ndarray, float, bool]]) -> "CellStats":
-        """Stack ``(n, y, p, w, is_human)`` groups; LLM groups must cover ``data.llm`` in order."""
-        n = np.concatenate([x[0] for x in parts])
-        y = np.concatenate([x[1] for x in parts])
-        p = np.concatenate([x[2] for x in parts])
-        w = np.concatenate([np.full(x[0].size, x[3], float) for x in parts])
-        h = np.concatenate([np.full(x[0].size, x[4]) for x in parts])
-        li = np.full(n.size, -1)
-        hi = np.full(n.size, -1)
-        li[~h] = np.arange((~h).sum())
-        hi[h] = np.arange(h.sum())
-        return cls(n, y, p, w, h, li, hi)
+        """Stack ``(n, y, p, w, is_human)`` groups; the LLM groups cover ``data.llm`` in order, the human ones ``data.human``.
+
+        One group is kept as it is (no copy of its arrays).
+        """
+        def stack(col: list[np.ndarray]) -> np.ndarray:
+            return col[0] if len(col) == 1 else np.concatenate(col)
+
+        n, y, p = (stack([np.asarray(x[t]) for x in parts]) for t in range(3))
+        w = stack([np.full(x[0].size, x[3], float) for x in parts])
+        h = stack([np.full(x[0].size, x[4]) for x in parts])
+        return cls(n, y, p, w, h)
+
+    def positions(self) -> tuple[np.ndarray, np.ndarray]:
+        """Positions in ``data.llm`` of the LLM cells and in ``data.human`` of the human cells, in cell order."""
+        h = self.is_human
+        if self.llm_index is None or self.human_index is None:
+            return np.arange(int(np.count_nonzero(~h))), np.arange(int(np.count_nonzero(h)))
+        return self.llm_index[~h], self.human_index[h]
 
     def outcome_counts(self) -> np.ndarray:
         """Comparisons of each cell won by ``i`` and by ``j``, ``(m, 2)``."""
@@ -124,7 +132,7 @@ class CellStats:
 
     def pair_keys(self, data: Comparisons) -> np.ndarray:
         """Judge-pair key of every LLM cell (the clusters of the cell meat; ``-1`` for human cells)."""
-        L, li, key = data.llm, self.llm_index[~self.is_human], np.full(self.n.size, -1, np.int64)
+        L, li, key = data.llm, self.positions()[0], np.full(self.n.size, -1, np.int64)
         key[~self.is_human] = (L.judge[li] * data.N + L.i[li]) * data.N + L.j[li]
         return key
 
@@ -135,8 +143,9 @@ class CellStats:
             return None
         h = self.is_human
         pos_llm, pos_h = np.full(len(data.llm), -1), np.full(len(data.human), -1)
-        pos_llm[self.llm_index[~h]] = np.flatnonzero(~h)
-        pos_h[self.human_index[h]] = np.flatnonzero(h)
+        li, hi = self.positions()
+        pos_llm[li] = np.flatnonzero(~h)
+        pos_h[hi] = np.flatnonzero(h)
         is_h_row = R.judge == data.K
         pos = np.full(R.cell.size, -1)
         pos[is_h_row] = pos_h[R.cell[is_h_row]]
