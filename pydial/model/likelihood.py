@@ -96,13 +96,13 @@ def stacked_columns(parts: Sequence[tuple[CellTable, float, bool]], *, counts: b
     kept = [(tab, w, h) for tab, w, h in parts if w > 0 and len(tab)]
     if not kept:
         raise ArgumentError("no cells with positive weight")
-    out = {name: np.concatenate([np.asarray(getattr(tab, f)) for tab, _, _ in kept]).astype(dtype)
+    out = {name: np.concatenate([np.asarray(getattr(tab, f)) for tab, _, _ in kept], dtype=dtype)
            for name, f, dtype in (("g", "judge", np.int64), ("i", "i", np.int64), ("j", "j", np.int64),
                                   ("a", "a", np.int64), ("n", "n", float), ("y", "y", float))}
     out["w"] = np.concatenate([np.full(len(tab), float(w)) for tab, w, _ in kept])
     out["is_human"] = np.concatenate([np.full(len(tab), h) for tab, _, h in kept])
     if counts:
-        out["outcome_counts"] = np.concatenate([tab.counts for tab, _, _ in kept]).astype(float)
+        out["outcome_counts"] = np.concatenate([tab.counts for tab, _, _ in kept], dtype=float)
     return out
 
 
