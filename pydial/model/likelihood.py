@@ -243,7 +243,6 @@ def _layout_shell(chart: Chart, cells: Cells) -> "Objective":
 
 DENSE_PAIR_RATIO = 16  # per-judge item-pair tables when they have at most this many entries per cell
 PAIR_CHUNK_ENTRIES = 1 << 22  # entries of the item-pair tables formed at once (32 MB)
-TABLE_RATIO = 3
 CELL_BLOCK = 1 << 19
 """Cells per block of the per-cell passes of the binary objective: their temporaries (4 MB)
 stay in cache and in memory the allocator reuses, where arrays over all of millions of
@@ -893,7 +892,7 @@ class Objective:
         dW = np.zeros(R * N)
         BB = np.zeros((len(pairs), N * N))
         for sl in self._blocks:  # valid indices: mode "clip" skips numpy's bounds check
-            w, i, j, bi, bj, pk = weight[sl], c.i[sl], c.j[sl], ki[sl], kj[sl], self._item_pair_key[sl]
+            w, i, j, bi, bj = weight[sl], c.i[sl], c.j[sl], ki[sl], kj[sl]
             for l in range(q):
                 u = np.take(Bc[l], i, mode="clip")
                 u -= np.take(Bc[l], j, mode="clip")
@@ -902,11 +901,12 @@ class Objective:
                 LapB[l] -= np.bincount(bj, u, minlength=R * N)
             dW += np.bincount(bi, w, minlength=R * N)
             dW += np.bincount(bj, w, minlength=R * N)
-            g = c.g[sl]
-            for t in range(len(pairs)):
-                u = np.take(coef[t], g, mode="clip")
-                u *= w
-                BB[t] -= np.bincount(pk, u, minlength=N * N)
+        u = np.empty(weight.size)  # the item-pair totals (N^2 of them) in one pass each
+        for t in range(len(pairs)):
+            for sl in self._blocks:
+                np.take(coef[t], c.g[sl], out=u[sl], mode="clip")
+                u[sl] *= weight[sl]
+            BB[t] = -np.bincount(self._item_pair_key, u, minlength=N * N)
         dW = dW.reshape(R, N)
         BBd = np.array([ct @ dW for ct in coef]).reshape(len(pairs), N)
         return LapB.reshape(q, R, N).transpose(1, 2, 0), BB, BBd
