@@ -16,7 +16,6 @@ atc        human BTL ordering + isotonic calibration of the LLM consensus (AtC)
 from __future__ import annotations
 
 import dataclasses
-import warnings
 from dataclasses import dataclass, field
 from contextlib import contextmanager
 from functools import partial
@@ -46,7 +45,7 @@ from pydial.estimation.selection import (
 )
 from pydial.inference.calibration_test import calibration_test
 from pydial.estimation.tie_fits import NUMPY_TIE, TieSteps
-from pydial.exceptions import ArgumentError, ArgumentWarning, ConvergenceError, IdentifiabilityError
+from pydial.exceptions import ArgumentError, ConvergenceError, IdentifiabilityError
 from pydial.inference.linearization import (
     Linearization,
     finite_influence,
@@ -56,7 +55,7 @@ from pydial.inference.linearization import (
     llm_only_linearization,
     staged_linearization,
 )
-from pydial.model.chart import DEFAULT_CALIBRATION, DEFAULT_RANK, Calibration, Chart
+from pydial.model.chart import Calibration, Chart
 from pydial.model.identifiability import ESTIMATORS
 from pydial.model.likelihood import human_loss
 from pydial.optim import warn_unresolved
@@ -72,20 +71,6 @@ USES_CALIBRATION: tuple[str, ...] = DIAL_METHODS
 """Methods that use ``calibration``: the DIAL methods (AtC always calibrates along ``mu``)."""
 BASELINES = {"pooled": fit_pooled, "atc": fit_atc}
 """The baselines, one fit for every outcome family (:mod:`pydial.estimation.baselines`)."""
-
-
-def resolve_model_arguments(method: str, rank: Any, calibration: str | None) -> tuple[Any, str]:
-    """Fill in the defaults of ``rank`` and ``calibration``.
-
-    An :class:`ArgumentWarning` is raised for each one given to a method that does
-    not use it (:data:`USES_RANK`, :data:`USES_CALIBRATION`).
-    """
-    for name, value, users in (("rank", rank, USES_RANK), ("calibration", calibration, USES_CALIBRATION)):
-        if value is not None and method not in users:
-            warnings.warn(ArgumentWarning(f"{name}={value!r} is ignored: method {method!r} does not use {name} "
-                                          f"(only {', '.join(users)} do)"), stacklevel=4)
-    return (DEFAULT_RANK if rank is None else rank,
-            DEFAULT_CALIBRATION if calibration is None else calibration)
 
 
 def method_arguments(method: str, **arguments: Any) -> dict[str, Any]:
