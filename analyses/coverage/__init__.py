@@ -1,0 +1,1 @@
+"""Coverage studies of pydial's intervals (sandwich, bootstrap, posteriors)."""

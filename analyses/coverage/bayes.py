@@ -316,7 +316,7 @@ def _add_posterior(rows: _Rows, method: str, idata: Any, truth: Any, items: list
 
 
 def simulate_dgp(dgp: str, rep: int, seed: int) -> Any:
-    """The data of replication ``rep`` of ``dgp``."""
+    """Simulate the data of replication ``rep`` of ``dgp``."""
     import pydial
 
     p = DGPS[dgp]
@@ -420,6 +420,12 @@ def _done(path: Path) -> set[tuple[str, int]]:
     return {(str(a), int(b)) for a, b in zip(df["dgp"], df["rep"])}
 
 
+def rounded(frame: pd.DataFrame) -> pd.DataFrame:
+    """Round the rows as they are written to the CSV: coverages and widths to 6 decimals, R-hat to 4, seconds to 3."""
+    digits = {"coverage": 6, "width": 6, "multiple": 6, "rhat_max": 4, "seconds": 3, "rep_seconds": 3}
+    return frame.round({k: v for k, v in digits.items() if k in frame})
+
+
 def _worker(dgp: str, rep: int, seed: int, settings: Settings) -> list[dict[str, Any]]:
     import logging
 
@@ -448,7 +454,7 @@ def run(reps: int, jobs: int, seed: int, out: Path, settings: Settings = Setting
     gen = Parallel(n_jobs=jobs, return_as="generator_unordered", batch_size=1)(
         delayed(_worker)(g, r, seed, settings) for g, r in tasks)
     for t, rows in enumerate(gen):
-        frame = pd.DataFrame(rows, columns=list(COLUMNS))
+        frame = rounded(pd.DataFrame(rows, columns=list(COLUMNS)))
         frame.to_csv(path, mode="a", index=False, header=not path.exists() or path.stat().st_size == 0)
         print(f"[{time.strftime('%H:%M:%S')}] {t + 1}/{len(tasks)} {frame['dgp'].iloc[0]} rep {frame['rep'].iloc[0]}: "
               f"{frame['rep_seconds'].iloc[0]:.1f} s", file=sys.stderr, flush=True)
@@ -480,6 +486,20 @@ def _fmt(t: pd.DataFrame) -> pd.DataFrame:
 
 FLOOR = 0.5
 """Lower end of the figure's coverage axis."""
+
+
+def overview(tab: pd.DataFrame, estimand: str) -> pd.DataFrame:
+    """One estimand: rows method x interval, columns the DGPs, cells ``coverage ± MC SE (width)``."""
+    t = tab[(tab["estimand"] == estimand) & (tab["reps"] > 0)]
+    cells = {(m, iv, g): f"{c:.3f} ± {s:.3f} ({w:.2f})" for m, iv, g, c, s, w in
+             zip(t["method"], t["interval"], t["dgp"], t["coverage"], t["mc_se"].fillna(0), t["width"])}
+    dgps = [g for g in DGPS if g in set(t["dgp"])]
+    rows = []
+    for m in METHODS:
+        for iv in INTERVALS:
+            if any((m, iv, g) in cells for g in dgps):
+                rows.append({"method": m, "interval": iv, **{g: cells.get((m, iv, g), "—") for g in dgps}})
+    return pd.DataFrame(rows)
 
 
 def plot(tab: pd.DataFrame, path: Path) -> Path:
@@ -547,7 +567,7 @@ def report(out: Path, settings: Settings = Settings()) -> Path:
         "dgp": list(reps.index),
         "n_H": [DGPS[g]["n_human"] for g in reps.index],
         "replications": reps.to_numpy(),
-        "median s / replication (one core)": [f"{secs[g]:.1f}" for g in reps.index],
+        "median wall s / replication": [f"{secs[g]:.1f}" for g in reps.index],
         "GACV: lambda = inf": [f"{np.mean(np.isinf(sel.get_group(g))):.2f}" for g in reps.index],
         "lambda = 0": [f"{np.mean(sel.get_group(g) == 0):.2f}" for g in reps.index],
         "finite lambda > 0": [f"{np.mean(np.isfinite(sel.get_group(g)) & (sel.get_group(g) > 0)):.2f}"
@@ -591,16 +611,28 @@ def report(out: Path, settings: Settings = Settings()) -> Path:
         "Intervals: " + "; ".join(f"`{k}`: {v}" for k, v in INTERVAL_TEXT.items()) + ".",
         "",
     ]
+    text += ["## Overview: coverage ± MC SE (mean width) per DGP", "",
+             "The full tables per DGP follow.  Common random numbers: well-specified and overdispersed share the "
+             "people's judgments (identical `human` rows), well-specified, misaligned and small-budget share the LLM "
+             "judgments (identical `judges` and DIAL `b` rows).", ""]
+    for est in ESTIMANDS:
+        t = overview(tab, est)
+        if len(t):
+            text += [f"### {est}", "", _md(t), ""]
     for g in [g for g in DGPS if g in set(tab["dgp"])]:
         t = tab[tab["dgp"] == g].drop(columns=["dgp"])
         text += [f"## {g} (n_H = {DGPS[g]['n_human']})", "", _md(_fmt(t)), ""]
-    text += ["## Median seconds per piece (one replication, one core)", "",
+    text += ["## Median wall seconds per piece (within one worker)", "",
              "Frequentist pieces include the fit; bootstrap is B refits; posteriors are CmdStan runs including "
-             "cmdstanpy's I/O.", "", _md(piece.reset_index()), ""]
+             "cmdstanpy's I/O (two chains in parallel).  The run used 2 joblib workers on a 2-core machine shared "
+             "with other jobs, so these are wall times under load.", "", _md(piece.reset_index()), ""]
     text += ["## Failures", ""]
     if len(errs):
-        e = errs.groupby(["dgp", "method", "interval", "error"]).size().rename("replications").reset_index()
-        text += [_md(e), ""]
+        e = (errs.groupby(["dgp", "method", "error"])
+             .agg(replications=("rep", "nunique"), intervals=("interval", lambda v: ", ".join(dict.fromkeys(v))))
+             .reset_index()[["dgp", "method", "replications", "intervals", "error"]])
+        text += ["A failed fit takes its covariances and bootstrap with it; the posteriors of the same replication "
+                 "still run.", "", _md(e), ""]
     else:
         text += ["None.", ""]
     flagged = df.loc[df["flag"] != ""].drop_duplicates(["dgp", "rep", "method", "interval"])
@@ -608,9 +640,13 @@ def report(out: Path, settings: Settings = Settings()) -> Path:
     if len(flagged):
         f = flagged.assign(kind=flagged["flag"].str.split(" | ", regex=False).map(
             lambda ps: "; ".join(sorted({p.split(" for ")[0].split(":")[0].strip() for p in ps}))))
+        runs = df.drop_duplicates(["dgp", "rep", "method", "interval"])
+        nuts = runs[runs["rhat_max"].notna()]
+        rh = (nuts.groupby(["method", "interval"])["rhat_max"]
+              .agg(runs="size", median="median", p95=lambda v: v.quantile(0.95), max="max").round(3).reset_index())
         text += [_md(f.groupby(["dgp", "method", "interval", "kind"]).size().rename("replications").reset_index()),
-                 "", f"Largest R-hat over all posterior runs: {np.nanmax(df['rhat_max'].to_numpy(float)):.3f}; "
-                 f"divergent transitions in {int((df.drop_duplicates(['dgp', 'rep', 'method', 'interval'])['divergent'] > 0).sum())} runs.", ""]
+                 "", "The largest R-hat of each NUTS run (over its monitored scalars; all DGPs):", "", _md(rh), "",
+                 f"Divergent transitions in {int((runs['divergent'] > 0).sum())} runs.", ""]
     else:
         text += ["None.", ""]
     text += ["![coverage](bayes_coverage.png)", ""]
@@ -620,6 +656,7 @@ def report(out: Path, settings: Settings = Settings()) -> Path:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Command line: ``run`` (then the report) or ``report``."""
     p = argparse.ArgumentParser(prog="python -m analyses.coverage.bayes", description=__doc__.split("\n\n")[0])
     p.add_argument("command", choices=("run", "report"))
     p.add_argument("--reps", type=int, default=200, help="replications per DGP (default 200)")

@@ -119,8 +119,10 @@ def run(reps: int, B: int, jobs: int, seed: int, out: Path, budgets: tuple[int, 
 
 
 def summarize(df: pd.DataFrame) -> pd.DataFrame:
-    """Mean coverage per budget and interval type with its Monte Carlo standard error
-    (replications are independent; each replication's coverage averages 45 contrasts)."""
+    """Mean coverage per budget and interval type with its Monte Carlo standard error.
+
+    Replications are independent; each replication's coverage averages 45 contrasts.
+    """
     ok = df.loc[~df["failed"].astype(bool)]
     rows = []
     for n, g in ok.groupby("n_human"):
@@ -138,6 +140,7 @@ def summarize(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def report(out: Path) -> Path:
+    """Write ``summary.md`` from ``coverage.csv``."""
     df = pd.read_csv(out / "coverage.csv")
     tab = summarize(df)
     text = ["# Coverage of DIAL-Ada's 95% contrast intervals: sandwich vs record bootstrap", "",
@@ -151,6 +154,7 @@ def report(out: Path) -> Path:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Command line: ``run`` (then the report) or ``report``."""
     p = argparse.ArgumentParser(prog="python -m analyses.coverage.study", description=__doc__.split("\n\n")[0])
     p.add_argument("command", choices=("run", "report"))
     p.add_argument("--reps", type=int, default=200, help="replications per budget (default 200)")
