@@ -491,9 +491,8 @@ class Objective:
         """``eta`` and the loss without penalty at ``theta``, from the last evaluation when at the same point."""
         key = np.asarray(theta, float).tobytes()
         if self._last is None or self._last[0] != key:
-            # two buffers in turn: the last point's predictors stay valid while a trial point's are formed
-            spare = self._work[0] if self._last is None or self._last[1] is not self._work[0] else self._work[1]
-            eta = self._eta_full(self.chart.to_full(theta) if phi is None else phi, out=spare)
+            # into the work array: the cache holds the last point only, whose predictors are overwritten here
+            eta = self._eta_full(self.chart.to_full(theta) if phi is None else phi, out=self._work[0])
             self._last = (key, eta, self._weighted_nll(eta))
         return self._last[1], self._last[2]
 
@@ -501,11 +500,11 @@ class Objective:
     def _work(self) -> list[np.ndarray]:
         """Per-cell work arrays of the binary evaluations, allocated once per objective and reused.
 
-        ``[eta, eta', residual, curvature]``: arrays over millions of cells would otherwise
-        be freshly mapped, and zeroed by the system, at every evaluation.  Used only inside
-        :meth:`value` and :meth:`value_grad_hess` (never returned).
+        ``[eta, residual, curvature]``: arrays over millions of cells would otherwise be freshly
+        mapped, and zeroed by the system, at every evaluation.  Used only inside :meth:`value`
+        and :meth:`value_grad_hess` (never returned).
         """
-        return [np.empty(self.cells.g.size) for _ in range(4)]
+        return [np.empty(self.cells.g.size) for _ in range(3)]
 
     @cached_property
     def _wn(self) -> np.ndarray:
@@ -536,7 +535,7 @@ class Objective:
         ch, c = self.chart, self.cells
         phi = ch.to_full(theta)
         eta, f = self._eta_loss(theta, phi)
-        res, curv = self._work[2], self._work[3] if hess else None
+        res, curv = self._work[1], self._work[2] if hess else None
         for sl in self._blocks:
             p = expit(eta[sl])
             r = c.n[sl] * p
