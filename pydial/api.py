@@ -16,7 +16,7 @@ from pydial.estimation.estimators import estimate, numerical_errors, numpy_optim
 from pydial.estimation.spec import ModelSpec, spec_from_arguments
 from pydial.exceptions import ArgumentTypeError
 from pydial.estimation.results import DialResult, build_result, with_verdict
-from pydial.optim import blas_threads_by_size
+from pydial.optim import single_threaded_blas
 
 __all__ = ["fit", "optimizers", "ModelSpec"]
 
@@ -35,7 +35,7 @@ def optimizers(engine: str, seed: int | None = None, penalty: str | None = None)
     return numpy_optimizers(penalty)
 
 
-@blas_threads_by_size
+@single_threaded_blas
 def fit(
     data: Comparisons,
     method: str = "dial-anc",

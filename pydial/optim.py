@@ -54,26 +54,6 @@ def single_threaded_blas(func: F) -> F:
     return wrapper  # type: ignore[return-value]
 
 
-LARGE_DENSE = 1_000
-"""Items plus judges from which a fit keeps the BLAS threads: its dense factorizations and
-products (``P x P`` with ``P`` about ``(r + 1)(N + K)``, over 2,000 at N = 1,000) gain from the
-cores, where smaller ones only pay their synchronization."""
-
-
-def blas_threads_by_size(func: F) -> F:
-    """Run ``func(data, ...)`` with one BLAS thread unless ``data`` is large.
-
-    One thread (:func:`single_threaded_blas`) below :data:`LARGE_DENSE` items plus judges.
-    """
-    single = single_threaded_blas(func)
-
-    @functools.wraps(func)
-    def wrapper(data, *args, **kwargs):
-        large = getattr(data, "N", 0) + getattr(data, "K", 0) >= LARGE_DENSE
-        return (func if large else single)(data, *args, **kwargs)
-
-    return wrapper  # type: ignore[return-value]
-
 
 @dataclass(frozen=True)
 class OptimResult:
