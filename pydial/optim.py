@@ -225,6 +225,7 @@ def newton(
     cholesky: bool = False,
     gauge: Callable[[np.ndarray], np.ndarray] | None = None,
     first: tuple[float, np.ndarray, np.ndarray] | None = None,
+    polish: bool = False,
 ) -> OptimResult:
     """Minimize a smooth function with exact Hessians inside the box ``|x_i| <= bound``.
 
@@ -260,7 +261,6 @@ def newton(
         ``fgh(x0)`` when already known (``x0`` inside the box): the first evaluation is skipped.
     """
     value = value if value is not None else (lambda z: fgh(z)[0])
-    polish = gauge is not None
     x = np.clip(np.asarray(x0, dtype=float), -bound, bound)
     f, g, H = fgh(x) if first is None else first
     if not np.isfinite(f):
@@ -286,7 +286,7 @@ def newton(
         decrement = float(-gfree @ step)
         if np.abs(gfree).max(initial=0.0) < gtol and decrement < gtol**2 * 1e2 + 1e-18:
             if polish and np.abs(gfree).max(initial=0.0) > 1e-3 * gtol:
-                polish = False  # one more (quadratically convergent) step to the rounding level
+                polish = False  # one more step to the rounding level
             else:
                 converged, message = True, "gradient below tolerance"
                 break

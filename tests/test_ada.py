@@ -559,3 +559,48 @@ def test_warm_start_of_the_path_is_the_direct_evaluation(penalty):
     cold = fit_structured(d, ch, lam, theta0, penalty=penalty)
     assert warm.opt.converged and cold.opt.converged
     np.testing.assert_allclose(ch.scores(warm.theta), ch.scores(cold.theta), rtol=0, atol=1e-10)
+
+
+def test_only_the_selected_weight_is_polished():
+    """The path's fits stop at the Newton tolerance (gradient below 1e-9); the selected weight
+    continues from its optimum with one more step, so its gradient is at the rounding level."""
+    sim = pydial.simulate(N=8, K=4, rank=1, n_llm=8000, n_human=300, seed=5)
+    d = sim.comparisons
+    res = pydial.fit(d, "dial-ada")
+    assert np.isfinite(res.lambda_) and res.lambda_ > 0
+    entry = next(e for e in res.path if e.candidate.lam == res.lambda_)
+    ch = res.chart
+    obj = Objective.weighted(ch, d, res.lambda_)
+    g_path = obj.value_grad_hess(entry.candidate.theta)[1]
+    g_sel = obj.value_grad_hess(res.theta)[1]
+    assert 1e-12 < np.abs(g_path).max() < 1e-9  # the path's fit: at the tolerance, not beyond
+    assert np.abs(g_sel).max() < 1e-14
+    np.testing.assert_allclose(ch.scores(res.theta), entry.candidate.s, rtol=0, atol=1e-7)
+    np.testing.assert_allclose(res.scores["score"].to_numpy(), ch.scores(res.theta), rtol=0, atol=1e-15)
+
+
+@pytest.mark.parametrize("penalty", [None, "firth"])
+@pytest.mark.parametrize("calibration", ["mu", "W"])
+def test_staged_start_of_the_path_reuses_the_llm_only_fit(penalty, calibration):
+    """The staged fit keeps the LLM-only fit's coordinates, on which the LLM loss alone depends:
+    the first weight's derivatives at the staged point, formed from the LLM-only fit and the human
+    block, equal a direct evaluation of Q_lam; the staged linearization's LLM Hessian is the fit's."""
+    from pydial.estimation.glm import _path_derivatives
+    from pydial.inference.linearization import staged_linearization
+
+    sim = pydial.simulate(N=8, K=4, rank=1, n_llm=8000, n_human=300, seed=5)
+    d = sim.comparisons
+    sf = staged_fit(d, 1, calibration)
+    ch, idx = sf.chart, sf.chart.llm_coordinates
+    assert np.array_equal(sf.theta[idx], sf.llm_theta) and idx.size == sf.llm_chart.dim
+    lam = 3.0
+    f, g, H = _path_derivatives(d, ch, lam, sf.theta, penalty, (np.inf, sf.llm_opt))
+    fd, gd, Hd = Objective.weighted(ch, d, lam, penalty).value_grad_hess(sf.theta)
+    assert f == pytest.approx(fd, rel=1e-13)
+    np.testing.assert_allclose(g, gd, rtol=0, atol=1e-12 * np.abs(gd).max())
+    np.testing.assert_allclose(H, Hd, rtol=0, atol=1e-12 * np.abs(Hd).max())
+    # the linearization with the fit's Hessian equals the one that evaluates it
+    lin = staged_linearization(d, sf)
+    cold = dataclasses.replace(sf, llm_opt=dataclasses.replace(sf.llm_opt, hess=None))
+    lin_cold = staged_linearization(d, cold)
+    np.testing.assert_allclose(lin.A, lin_cold.A, rtol=0, atol=1e-10 * np.abs(lin_cold.A).max())

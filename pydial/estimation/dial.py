@@ -145,6 +145,14 @@ class DialSteps(Protocol[SF]):
         """Fit the candidate of the weight ``lam`` from ``x0``; ``warm``: the candidate whose fit ends at ``x0``, if any."""
         ...
 
+    def polish(self, chart: Chart, cand: Candidate) -> Candidate:
+        """Return the selected finite candidate ``cand`` with its optimum resolved to the rounding level.
+
+        The path's candidates stop at the optimizer's tolerance, which GACV needs; the
+        linearization of the selected one may need more (:func:`~pydial.optim.newton`).
+        """
+        ...
+
     def selected(self, sf: SF, best: Candidate, hum: Candidate) -> Selected:
         """Return the estimates, linearizations and the calibration test at the selected candidate ``best``."""
         ...
@@ -188,7 +196,7 @@ def fit_dial(data: Comparisons, steps: DialSteps[Any], cal: str, *, adaptive: bo
         warn_unresolved(sf.llm_opt, f"structured LLM-only fit (rank {r})")
         cands = [steps.anchored(sf)]
         if adaptive:
-            x, warm = sf.x, None
+            x, warm = sf.x, Candidate(np.inf, np.inf, None, opt=sf.llm_opt)  # the first weight starts at the staged fit
             for lam in progress(path_weights(n_l, n_h, lambdas, multiples), len(data.llm), f"lambda path (rank {r})"):
                 c = steps.finite(sf.chart, float(lam), x, float(lam * n_h / n_l), warm)
                 if c.admissible:
@@ -201,9 +209,10 @@ def fit_dial(data: Comparisons, steps: DialSteps[Any], cal: str, *, adaptive: bo
     table = stack_path_tables(tables, len(rank_grid) > 1 and adaptive and bool(include_endpoints))
     r_sel, best, fallback = select_candidate(options, table, steps.what)
     sf = staged[r_sel]
-    sel = steps.selected(sf, best, hum)
     ch = sf.chart
     finite = bool(np.isfinite(best.lam) and best.lam > 0)
+    best = steps.polish(ch, best) if finite else best
+    sel = steps.selected(sf, best, hum)
     x_sel = best.theta if finite else sf.x
     assert x_sel is not None  # a selected finite weight is admissible, so it has its fit
     structure = sf.llm_chart.structure(sf.llm_theta)

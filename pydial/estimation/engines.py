@@ -119,13 +119,17 @@ class StagedOptimizer(Protocol):
 
 
 class JointOptimizer(Protocol):
-    r"""``joint(data, chart, lam, theta0, warm=None) -> (theta, OptimResult)``: :math:`\arg\min Q_\lambda` from ``theta0``.
+    r"""``joint(data, chart, lam, theta0, warm=None, polish=True) -> (theta, OptimResult)``: :math:`\arg\min Q_\lambda`.
 
-    ``warm = (lam0, opt0)``: the previous weight's fit ending at ``theta0``, used or ignored.
+    The fit starts from ``theta0``.
+
+    ``warm = (lam0, opt0)``: the previous weight's fit ending at ``theta0``, used or ignored;
+    ``polish``: resolve the optimum to the rounding level where the optimizer can
+    (:func:`~pydial.optim.newton`).
     """
 
     def __call__(self, data: Comparisons, chart: Chart, lam: float, theta0: np.ndarray, *,
-                 warm: tuple[float, OptimResult] | None = None) -> tuple[np.ndarray, OptimResult]:
+                 warm: tuple[float, OptimResult] | None = None, polish: bool = True) -> tuple[np.ndarray, OptimResult]:
         """Fit the weighted joint loss (eq. weighted-joint-estimator)."""
         ...
 

@@ -187,6 +187,7 @@ def staged_fit(data: Comparisons, rank: int, calibration: str, *, order: bool = 
     ch = Chart(data.N, data.K, rank, cast(Calibration, calibration), order)
     b = chL.order_effects(fL.theta) if order else None
     theta = ch.from_structure(st, oc.x, b)
+    theta[ch.llm_coordinates] = fL.theta  # the same point up to rounding; exactly the first stage's coordinates
     return StagedFit(ch, theta, fL.opt, oc, chL, fL.theta)
 
 
@@ -261,8 +262,17 @@ class BinarySteps:
         return anchored_candidate(self.data, M, sf.chart.scores(sf.theta), sf.cal_opt, sf.llm_opt, penalty=self.penalty)
 
     def finite(self, chart: Chart, lam: float, x0: np.ndarray, multiple: float, warm: Candidate | None = None) -> Candidate:
-        """Fit the weighted loss (:func:`~pydial.estimation.selection.finite_candidate`)."""
-        return finite_candidate(self.data, chart, lam, x0, multiple, self.point.joint, penalty=self.penalty, warm=warm)
+        """Fit the weighted loss to the optimizer's tolerance (:func:`~pydial.estimation.selection.finite_candidate`)."""
+        return finite_candidate(self.data, chart, lam, x0, multiple, self.point.joint, penalty=self.penalty, warm=warm,
+                                polish=False)
+
+    def polish(self, chart: Chart, cand: Candidate) -> Candidate:
+        """Continue the selected weight's fit from its optimum with the polishing step (numpy; Stan's fit as it is)."""
+        if self.point.name != "numpy" or cand.theta is None:
+            return cand
+        out = finite_candidate(self.data, chart, cand.lam, cand.theta, cand.multiple, self.point.joint,
+                               penalty=self.penalty, warm=cand)
+        return out if out.admissible else cand
 
     def selected(self, sf: StagedFit, best: Candidate, hum: Candidate) -> Selected:
         """Return the influence of the selected scores, position effects of the LLM-only fit; the calibration LRT."""

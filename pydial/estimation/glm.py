@@ -302,6 +302,7 @@ def fit_structured(
     max_iter: int = 200,
     penalty: str | None = None,
     warm: tuple[float, OptimResult] | None = None,
+    polish: bool = True,
 ) -> StructuredFit:
     r"""Minimize :math:`Q_\lambda` (``lam`` finite) or :math:`\ell_L` (``lam = inf``) on the reduced chart.
 
@@ -312,12 +313,15 @@ def fit_structured(
     weight, :math:`Q_\lambda = Q_0 + (\lambda / \lambda_0)(Q_{\lambda_0} - Q_0)` with
     :math:`Q_0` the human block (penalty included), so the derivatives at ``theta0`` follow
     exactly from those of ``opt0`` and of the human cells alone: the path's warm start
-    costs no pass over the LLM cells.
+    costs no pass over the LLM cells.  ``lam0 = inf``: ``opt0`` is the LLM-only fit
+    (:math:`\bar\ell_L` on the LLM-only chart) ending at ``theta0[chart.llm_coordinates]``,
+    and :math:`Q_\lambda = \lambda \bar\ell_L + Q_0` (the staged start of the path).
 
     Gauge drift is removed after every step by re-expressing the iterate in the
     canonical gauge (same ``(s, S, b)``), so the box bounds act on a fixed
     representative.  ``penalty="firth"`` adds the human block's Jeffreys prior
-    (:meth:`Objective.weighted`).
+    (:meth:`Objective.weighted`).  ``polish`` (:func:`~pydial.optim.newton`): resolve the
+    optimum to the rounding level with one more step once the gradient is below ``gtol``.
     """
     obj = Objective.weighted(chart, data, lam, penalty)
     res = newton(
@@ -329,6 +333,7 @@ def fit_structured(
         normalize=chart.canonical if chart.r > 0 else None,
         gauge=chart.gauge_directions,
         first=_path_derivatives(data, chart, lam, theta0, penalty, warm),
+        polish=polish,
     )
     return StructuredFit(chart, res.x, res, obj)
 
@@ -339,8 +344,15 @@ def _path_derivatives(data: Comparisons, chart: Chart, lam: float, theta0: np.nd
     if warm is None or not np.isfinite(lam):
         return None
     lam0, opt0 = warm
-    if not (np.isfinite(lam0) and lam0 > 0) or opt0.hess is None or opt0.grad is None or not np.array_equal(opt0.x, theta0):
+    staged = np.isinf(lam0) and chart.calibration is not None
+    x0 = theta0[chart.llm_coordinates] if staged else theta0
+    if not (lam0 > 0) or opt0.hess is None or opt0.grad is None or not np.array_equal(opt0.x, x0):
         return None
     f_h, g_h, H_h = Objective.weighted(chart, data, 0.0, penalty).value_grad_hess(theta0)
+    if staged:
+        idx = chart.llm_coordinates
+        g_h[idx] += lam * opt0.grad
+        H_h[np.ix_(idx, idx)] += lam * opt0.hess
+        return lam * opt0.fun + f_h, g_h, H_h
     t = lam / lam0
     return t * opt0.fun + (1 - t) * f_h, t * opt0.grad + (1 - t) * g_h, t * opt0.hess + (1 - t) * H_h

@@ -146,32 +146,37 @@ def guard(ch: Chart, opt: OptimResult, H: np.ndarray, s: np.ndarray,
 
 
 JointFitter = Callable[..., tuple[np.ndarray, OptimResult]]
-"""``joint(data, chart, lam, theta0, *, warm=None)``: minimize ``Q_lambda`` from ``theta0``.
+"""``joint(data, chart, lam, theta0, *, warm=None, polish=True)``: minimize ``Q_lambda`` from ``theta0``.
 
 ``warm = (lam0, opt0)`` is the fit of the previous weight ending at ``theta0``, which an
-optimizer may use (:func:`~pydial.estimation.glm.fit_structured`) or ignore."""
+optimizer may use (:func:`~pydial.estimation.glm.fit_structured`) or ignore; ``polish``
+asks for the optimum to the rounding level (:func:`~pydial.optim.newton`), where the
+optimizer has such a step."""
 
 
-def numpy_joint(data: Comparisons, chart: Chart, lam: float, theta0: np.ndarray, *,
-                penalty: str | None = None, warm: tuple[float, OptimResult] | None = None) -> tuple[np.ndarray, OptimResult]:
+def numpy_joint(data: Comparisons, chart: Chart, lam: float, theta0: np.ndarray, *, penalty: str | None = None,
+                warm: tuple[float, OptimResult] | None = None, polish: bool = True) -> tuple[np.ndarray, OptimResult]:
     """Minimize ``Q_lambda`` from ``theta0`` with the numpy Newton optimizer.
 
-    The human block is penalized by ``penalty``; ``warm`` as in :func:`~pydial.estimation.glm.fit_structured`.
+    The human block is penalized by ``penalty``; ``warm`` and ``polish`` as in
+    :func:`~pydial.estimation.glm.fit_structured`.
     """
-    f = fit_structured(data, chart, lam, theta0, penalty=penalty, warm=warm)
+    f = fit_structured(data, chart, lam, theta0, penalty=penalty, warm=warm, polish=polish)
     return f.theta, f.opt
 
 
 def finite_candidate(data: Comparisons, ch: Chart, lam: float, theta0: np.ndarray, multiple: float,
                      joint: JointFitter = numpy_joint, *, penalty: str | None = None,
-                     warm: Candidate | None = None) -> Candidate:
+                     warm: Candidate | None = None, polish: bool = True) -> Candidate:
     """Fit ``Q_lambda`` (eq. weighted-loss) from ``theta0`` and evaluate its guards and GACV pieces at the optimum.
 
     The fit uses ``joint``, the numpy or the Stan optimizer, minimizing the criterion
     penalized by ``penalty``; ``warm`` is the candidate of the previous weight when its fit
-    ends at ``theta0`` (the warm start of the path).
+    ends at ``theta0`` (the warm start of the path), or a candidate of the same weight to
+    continue from.  ``polish=False`` stops at the optimizer's tolerance (:class:`JointFitter`).
     """
-    th, opt = joint(data, ch, lam, theta0, warm=None if warm is None or warm.opt is None else (warm.lam, warm.opt))
+    th, opt = joint(data, ch, lam, theta0, warm=None if warm is None or warm.opt is None else (warm.lam, warm.opt),
+                    polish=polish)
     H = opt.hess_at(th)
     H = Objective.weighted(ch, data, lam, penalty).value_grad_hess(th)[2] if H is None else H
     s = ch.scores(th)

@@ -606,6 +606,10 @@ class TieSteps:
         """Fit the weighted tie model (:func:`tie_finite_candidate`; ``warm`` is not used)."""
         return tie_finite_candidate(self.data, chart, lam, x0, multiple, self.ties, self.engine, self.penalty)
 
+    def polish(self, chart: Chart, cand: Candidate) -> Candidate:
+        """Return ``cand``: the tie fits end at their tolerance, which their linearization takes as it is."""
+        return cand
+
     def selected(self, sf: TieStagedFit, best: Candidate, hum: Candidate) -> Selected:
         """Return the influence of ``(s, log nu_H)``, the judges' effects and tie parameters; the LRT on the tie likelihood."""
         data, ties = self.data, self.ties

@@ -233,13 +233,14 @@ def staged_linearization(data: Comparisons, fit_: Any) -> Linearization:
     ch, th = fit_.chart, fit_.theta
     oL = Objective(ch, Cells.stack(data, 1.0 / data.n_llm, 0.0))
     oH = Objective(ch, Cells.stack(data, 0.0, 1.0 / data.n_human))
-    _, _, HL = oL.value_grad_hess(th)
+    cs, xi = ch.slices["c"], ch.llm_coordinates
+    # H_xi of l_L is the LLM-only fit's Hessian when the staged fit keeps its coordinates (staged_fit)
+    HL = fit_.llm_opt.hess_at(th[xi]) if np.array_equal(fit_.llm_theta, th[xi]) else None
+    HL = oL.value_grad_hess(th)[2][np.ix_(xi, xi)] if HL is None else HL
     _, _, HH = oH.value_grad_hess(th)
-    cs = ch.slices["c"]
-    xi = np.r_[np.arange(0, cs.start), np.arange(cs.stop, ch.dim)]
     sdot = ch.score_jacobian(th)
     total, A_H = two_step_maps(sdot[:, xi], sdot[:, cs], HH[cs, cs], HH[cs][:, xi], "c_H")
-    HLp, _ = pinv_sym(HL[np.ix_(xi, xi)], gauge=ch.gauge_directions(th)[xi])
+    HLp, _ = pinv_sym(HL, gauge=ch.gauge_directions(th)[xi])
     U_L = oL.influence(th, total @ HLp, xi)
     U_H = oH.influence(th, A_H, cs)
     st = CellStats.from_parts([(data.llm.n, data.llm.y, oL.probabilities(th), 1.0 / data.n_llm, False),

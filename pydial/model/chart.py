@@ -224,6 +224,16 @@ class Chart:
         """Dimension of ``theta``."""
         return sum(self.sizes.values())
 
+    @cached_property
+    def llm_coordinates(self) -> np.ndarray:
+        """Positions in ``theta`` of every block but ``c``.
+
+        In that order they are the coordinates of the LLM-only chart with the same ``N, K, r,
+        order`` (``calibration=None``), and the LLM loss depends on them alone.
+        """
+        c = self.slices["c"]
+        return np.r_[np.arange(0, c.start), np.arange(c.stop, self.dim)]
+
     @property
     def n_gauge(self) -> int:
         """Exact invariances of the chart: ``r (r + 1)`` (gauge with ``G e_1 = e_1``)."""

@@ -56,8 +56,10 @@ def stan_point_engine(seed: int | None = None, penalty: str | None = None) -> Po
         cal_opt = _as_optim(sp.stages[1], c_M, sp.objective)
         return StagedFit(sp.chart, theta, llm_opt, cal_opt, sp.llm_chart, llm_theta)
 
-    def joint(data: Comparisons, chart: Any, lam: float, theta0: np.ndarray, warm: Any = None) -> tuple[np.ndarray, Any]:
-        # warm (the previous weight's fit) is not used: Stan's optimizer evaluates its own start
+    def joint(data: Comparisons, chart: Any, lam: float, theta0: np.ndarray, warm: Any = None,
+              polish: bool = True) -> tuple[np.ndarray, Any]:
+        # warm (the previous weight's fit) is not used: Stan's optimizer evaluates its own start;
+        # polish neither: it stops at its own tolerances
         sp = stan_fit_point(data, "joint", rank=chart.r, calibration=chart.calibration, lambda_=lam, order=chart.order,
                             init=theta0, seed=seed, warn=False, penalty=penalty)
         theta = chart.canonical(sp.theta) if chart.r > 0 else sp.theta
