@@ -90,6 +90,32 @@ def test_the_run_resumes(tmp_path, monkeypatch):
     assert len(df) == 6 and list(df.columns) == list(bayes.COLUMNS)
 
 
+def test_record_effects_make_records_of_every_judge_in_both_orders():
+    """The record-level DGP: each record is one pair judged by every judge in both orders, the people's
+    rows are kept, and the record's effect is shared: with a huge effect a record's judgments agree."""
+    sim = bayes.simulate_dgp("well-specified", 0, 3)
+    K = sim.truth.S.shape[0]
+    rec = bayes.with_record_effects(sim, 1.0, np.random.default_rng(0))
+    f = rec.frame
+    llm, hum = f[f["judge"] != "human"], f[f["judge"] == "human"]
+    assert len(llm) == bayes.DESIGN["n_llm"] // (2 * K) * 2 * K and rec.config["records"] == len(llm) // (2 * K)
+    g = llm.groupby("record_id")
+    assert (g.size() == 2 * K).all() and (g["judge"].nunique() == K).all()
+    assert (g["item_a"].nunique() == 1).all() and (g["item_b"].nunique() == 1).all()
+    assert (llm.groupby(["record_id", "judge"])["first"].agg(lambda v: "".join(sorted(v))) == "ab").all()
+    pd.testing.assert_frame_equal(hum.drop(columns="record_id").reset_index(drop=True),
+                                  sim.frame[sim.frame["judge"] == "human"].drop(columns="record_id").reset_index(drop=True))
+    assert f["record_id"].nunique() == rec.config["records"] + len(hum)  # the people's rows are records of their own
+
+    def agreement(sd: float) -> float:
+        x = bayes.with_record_effects(sim, sd, np.random.default_rng(1)).frame
+        x = x[x["judge"] != "human"]
+        return float(x.groupby("record_id")["winner"].nunique().eq(1).mean())
+
+    assert agreement(0.0) < 0.2 and agreement(30.0) > 0.9
+    rec.comparisons  # valid input: no duplicate rows, every record id unique to its judgments
+
+
 def _slow_selected(config) -> bool:
     return "slow" in (config.getoption("markexpr", "") or "")
 

@@ -43,7 +43,12 @@ DGPs (:func:`pydial.simulate`, ``N = 8`` items, ``K = 4`` judges, rank 1, ``n_LL
   so there are no record-level effects and the record meat equals the binomial one);
 * ``misaligned``: ``target="misaligned"``, ``s_H = mu + c_V V`` with ``c_V ~ N(0,
   0.5^2)``, outside ``col(mu)``, the calibration basis of the fits; ``n_H = 400``;
-* ``small-budget``: consensus target, ``n_H = 100``.
+* ``small-budget``: consensus target, ``n_H = 100``;
+* ``record-overdispersed``: record-level random effects (:func:`with_record_effects`,
+  ``sd = 1``): each record is one item pair judged by every judge in both display orders,
+  with an effect ``eps_r ~ N(0, 1)`` on the logit shared by the record's 8 judgments (1,250
+  records); consensus target, ``n_H = 400``.  The record meat and the record bootstrap
+  cluster by record; the judge-pair cells of a pair share records across judges.
 
 Each replication's coverage of an estimand is the share of its components covered
 (e.g. of the 28 contrasts); the summary averages it over replications, with the Monte
@@ -51,8 +56,9 @@ Carlo standard error ``sd / sqrt(reps)`` of that average (replications are indep
 the components within one are not, which this standard error accounts for).
 
 Seeds: replication ``rep`` draws its data from ``SeedSequence([seed, rep])`` in every
-DGP (common random numbers: the same structure ``mu, V, gamma, U, b`` across DGPs), its
-bootstrap and Stan seeds from ``[seed, dgp, rep, 1]``.  Rows (one per replication x
+DGP (common random numbers: the same structure ``mu, V, gamma, U, b`` across DGPs), the
+records of ``record-overdispersed`` from ``[seed, rep, 2]``, its bootstrap and Stan seeds
+from ``[seed, dgp, rep, 1]``.  Rows (one per replication x
 method x estimand x interval) are appended to ``results/bayes.csv`` one replication at a
 time; a rerun skips finished replications, so a stopped run continues where it stopped.
 
@@ -86,6 +92,7 @@ DGPS: dict[str, dict[str, Any]] = {
     "overdispersed": dict(n_human=400, target="consensus", overdispersion=1.0),
     "misaligned": dict(n_human=400, target="misaligned", overdispersion=0.0),
     "small-budget": dict(n_human=100, target="consensus", overdispersion=0.0),
+    "record-overdispersed": dict(n_human=400, target="consensus", overdispersion=0.0, record_sd=1.0),
 }
 METHODS = ("human", "dial-anc", "dial-ada", "judges")
 ESTIMANDS = ("scores", "contrasts", "b")
@@ -320,8 +327,49 @@ def simulate_dgp(dgp: str, rep: int, seed: int) -> Any:
     import pydial
 
     p = DGPS[dgp]
-    return pydial.simulate(DESIGN["N"], DESIGN["K"], DESIGN["rank"], DESIGN["n_llm"], p["n_human"], target=p["target"],
-                           overdispersion=p["overdispersion"], seed=np.random.default_rng(np.random.SeedSequence([seed, rep])))
+    sim = pydial.simulate(DESIGN["N"], DESIGN["K"], DESIGN["rank"], DESIGN["n_llm"], p["n_human"], target=p["target"],
+                          overdispersion=p["overdispersion"], seed=np.random.default_rng(np.random.SeedSequence([seed, rep])))
+    if "record_sd" not in p:
+        return sim
+    return with_record_effects(sim, p["record_sd"], np.random.default_rng(np.random.SeedSequence([seed, rep, 2])))
+
+
+def with_record_effects(sim: Any, sd: float, rng: np.random.Generator) -> Any:
+    """Replace the LLM judgments of ``sim`` by records with a shared random effect.
+
+    Each record is one comparison of an item pair ``(i, j)`` (drawn uniformly), judged by
+    every judge in both display orders (``2K`` judgments, as when each battle is judged twice
+    by every LLM judge); judgment ``(k, a)`` of record ``r`` has
+    ``logit P(i wins) = S_ki - S_kj + a b_k + eps_r`` with ``eps_r ~ N(0, sd^2)`` shared by the
+    record.  ``n_LLM // (2K)`` records; the people's judgments (one per record) and the true
+    parameters are those of ``sim``.  The record meat and the record bootstrap resample
+    these records; the judge-pair cells of one pair share the records' effects across judges.
+    Averaged over ``eps_r`` the judgments follow a logistic model with coefficients scaled
+    by about ``(1 + 0.346 sd^2)^{-1/2}`` (0.86 at ``sd = 1``), so the marginal ``b`` the
+    fits estimate is about 14% smaller than the conditional ``b`` the truth holds.
+    """
+    from dataclasses import replace
+
+    from scipy.special import expit
+
+    from pydial.studies.simulate import HUMAN_JUDGE
+
+    f, t = sim.frame, sim.truth
+    K, N = t.S.shape
+    R = len(f.loc[f["judge"] != HUMAN_JUDGE]) // (2 * K)
+    pi, pj = np.triu_indices(N, 1)
+    pair = rng.integers(0, pi.size, size=R)
+    eps = sd * rng.standard_normal(R)
+    rec, k, a = (x.ravel() for x in np.meshgrid(np.arange(R), np.arange(K), np.array([1.0, -1.0]), indexing="ij"))
+    i, j = pi[pair[rec]], pj[pair[rec]]
+    eta = t.S[k, i] - t.S[k, j] + a * t.b[k] + eps[rec]
+    win_a = rng.random(eta.size) < expit(eta)
+    items, judges = np.asarray(t.items, dtype=object), np.asarray(t.judges, dtype=object)
+    llm = pd.DataFrame({"record_id": rec, "judge": judges[k], "item_a": items[i], "item_b": items[j],
+                        "first": np.where(a > 0, "a", "b"), "winner": np.where(win_a, "a", "b")})
+    human = f.loc[f["judge"] == HUMAN_JUDGE].assign(record_id=lambda d: R + np.arange(len(d)))
+    frame = pd.concat([llm, human], ignore_index=True)
+    return replace(sim, frame=frame, config={**sim.config, "record_sd": sd, "records": R})
 
 
 def run_replication(dgp: str, rep: int, seed: int, settings: Settings = Settings()) -> list[dict[str, Any]]:
@@ -594,7 +642,10 @@ def report(out: Path, settings: Settings = Settings()) -> Path:
         "judge and item pair, shared by all that judge's judgments of the pair in both orders; every judgment is "
         "its own record, so the record meat equals the binomial meat here); **misaligned** (s_H = mu + c_V V, "
         "c_V ~ N(0, 0.5^2), outside col(mu), the fits' calibration basis; n_H = 400); **small-budget** (s_H = mu, "
-        "n_H = 100).",
+        "n_H = 100); **record-overdispersed** (record-level random effects: each record is one item pair judged by "
+        "every judge in both display orders, with a N(0, 1) effect on the logit shared by its 8 judgments; 1,250 "
+        "records; s_H = mu, n_H = 400; the truth's b is the conditional one, about 14% larger than the marginal b "
+        "the fits estimate).",
         "",
         _md(head),
         "",
@@ -612,8 +663,9 @@ def report(out: Path, settings: Settings = Settings()) -> Path:
         "",
     ]
     text += ["## Overview: coverage ± MC SE (mean width) per DGP", "",
-             "The full tables per DGP follow.  Common random numbers: well-specified and overdispersed share the "
-             "people's judgments (identical `human` rows), well-specified, misaligned and small-budget share the LLM "
+             "The full tables per DGP follow.  Common random numbers: well-specified, overdispersed and "
+             "record-overdispersed share the people's judgments (identical `human` rows), well-specified, "
+             "misaligned and small-budget share the LLM "
              "judgments (identical `judges` and DIAL `b` rows).", ""]
     for est in ESTIMANDS:
         t = overview(tab, est)
