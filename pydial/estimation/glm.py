@@ -31,7 +31,7 @@ from pydial.model.likelihood import Objective, binomial_nll
 from pydial.model.penalty import FirthPenalty, TieFirthPenalty, check_penalty
 from pydial.optim import BOX, OptimResult, newton
 
-START_GTOL = 1e-6
+START_GTOL = 1e-3
 """Gradient tolerance of the judge-wise fits of :func:`initial_theta`: a start, which the structured fit then resolves."""
 
 
