@@ -1,6 +1,6 @@
 r"""Coverage of 95% intervals, frequentist vs Bayesian, on the same replications.
 
-For every replication of four data-generating processes (DGPs) the same data set gets
+For every replication of five data-generating processes (DGPs) the same data set gets
 every interval pydial offers for the people's scores, their pairwise contrasts and the
 judges' position effects ``b``:
 
