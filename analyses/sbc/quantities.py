@@ -8,6 +8,11 @@ length ``||c_V||`` of the coordinates on ``V``.  ``V`` and ``c_V`` are identifie
 up to a common rotation (a sign flip for rank 1, which a chain does not cross; see the
 header of ``dial_sample.stan``), so ``c_V`` itself is not a calibration target but
 ``s_H = M c`` and ``||c_V||`` are.  Labels are 1-based, as in Stan.
+
+One test quantity summarizes a block (Modrák et al. 2023: a function of the parameters
+tests what no single coordinate does): for ``dial_sample.stan`` the size of the
+disagreement ``||U V'||_F = ||S - gamma mu'||_F`` (``disagreement_norm``), whose rank
+moves when the prior scale of ``Z`` is wrong although each ``S[k, i]`` barely does.
 """
 
 from __future__ import annotations
@@ -54,4 +59,7 @@ def identified(values: Mapping[str, np.ndarray], *, ndim_draws: int = 0) -> dict
         flat = v.reshape(*lead, -1)
         for t, label in enumerate(_labels(name, shape)):
             out[label] = flat[..., t]
+    if all(k in values for k in ("S", "gamma", "mu")):
+        S, g, mu = (np.asarray(values[k], float) for k in ("S", "gamma", "mu"))
+        out["disagreement_norm"] = np.sqrt(np.sum((S - g[..., :, None] * mu[..., None, :]) ** 2, axis=(-2, -1)))
     return out
