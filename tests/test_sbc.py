@@ -46,20 +46,18 @@ def test_dial_prior_draws_have_the_stated_structure(cfg):
 
 
 def test_disagreement_norm_is_that_of_u_v():
-    """The test quantity ||S - gamma mu'||_F equals ||U V'||_F of the prior draw, for one draw and for draws."""
+    """The test quantity is ||U V'||_F of the prior draw, for one draw and for draws: with V'V = N I and
+    mu'V = 0, U V' = S V V' / N, so ||U V'||_F = ||S V||_F / sqrt(N) (no gamma or mu needed)."""
     from analyses.sbc.quantities import identified
 
     cfg = next(c for c in CONFIGS if c.kind == "dial_sample")
     rng = np.random.default_rng(3)
     draws = [draw_prior(rng, cfg) for _ in range(6)]
-    th = draws[0]
-    UV = th["S"] - np.outer(th["gamma"], th["mu"])
-    assert np.allclose(UV.sum(axis=1), 0) and np.allclose(UV @ th["mu"], 0, atol=1e-10)  # the disagreement part
-    assert identified(th)["disagreement_norm"] == pytest.approx(np.linalg.norm(UV))
-    stacked = {k: np.stack([d[k] for d in draws]).reshape(2, 3, *np.shape(th[k])) for k in ("S", "gamma", "mu")}
+    want = [np.linalg.norm(d["S"] @ d["V"]) / np.sqrt(d["mu"].size) for d in draws]
+    assert identified(draws[0])["disagreement_norm"] == pytest.approx(want[0], rel=1e-12)
+    stacked = {k: np.stack([d[k] for d in draws]).reshape(2, 3, *np.shape(draws[0][k])) for k in ("S", "gamma", "mu")}
     got = identified(stacked, ndim_draws=2)["disagreement_norm"]
-    want = [np.linalg.norm(d["S"] - np.outer(d["gamma"], d["mu"])) for d in draws]
-    np.testing.assert_allclose(got.ravel(), want)
+    np.testing.assert_allclose(got.ravel(), want, rtol=1e-12)
 
 
 def test_tie_probabilities_reduce_to_the_binary_model():

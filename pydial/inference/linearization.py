@@ -221,8 +221,8 @@ def two_step_maps(S_xi: np.ndarray, S_c: np.ndarray, C: np.ndarray, H_c_xi: np.n
 def staged_linearization(data: Comparisons, fit_: Any) -> Linearization:
     """Two-step linearization of the calibrated scores at the staged endpoint (Alg. DIAL-Anc).
 
-    ``fit_`` is the staged fit (``chart``, ``theta``; eq. staged-calibrated-estimator), whose
-    LLM-only fit (``llm_opt``, ``llm_theta``; ``llm_opt`` may be ``None``) gives the LLM Hessian.
+    ``fit_`` is the staged fit (``chart``, ``theta``; eq. staged-calibrated-estimator); its
+    LLM-only optimizer result ``llm_opt`` (may be ``None``) gives the LLM Hessian when it ends there.
     LLM cells: ``u = (ds/dxi - ds/dc C^{-1} H_{c xi}) H_xi^+ d eta/d xi``; human cells:
     ``u = ds/dc C^{-1} d eta/dc`` (:func:`two_step_maps`).  This is the ``lambda -> inf``
     limit of the finite-weight sandwich (eq. weighted-empirical-sandwich) at the
@@ -235,9 +235,8 @@ def staged_linearization(data: Comparisons, fit_: Any) -> Linearization:
     oL = Objective(ch, Cells.stack(data, 1.0 / data.n_llm, 0.0))
     oH = Objective(ch, Cells.stack(data, 0.0, 1.0 / data.n_human))
     cs, xi = ch.slices["c"], ch.llm_coordinates
-    # H_xi of l_L is the LLM-only fit's Hessian when the staged fit keeps its coordinates (staged_fit)
-    opt = fit_.llm_opt
-    HL = opt.hess_at(th[xi]) if opt is not None and np.array_equal(fit_.llm_theta, th[xi]) else None
+    # H_xi of l_L is the LLM-only fit's Hessian when that fit ends at the staged fit's coordinates (staged_fit)
+    HL = fit_.llm_opt.hess_at(th[xi]) if fit_.llm_opt is not None else None
     HL = oL.value_grad_hess(th)[2][np.ix_(xi, xi)] if HL is None else HL
     _, _, HH = oH.value_grad_hess(th)
     sdot = ch.score_jacobian(th)
