@@ -85,3 +85,34 @@ def test_human_tie_fit_reports_the_tie_loss_of_the_path_endpoint(tied_sims, ties
     s = h.scores["score"].reindex(d.items).to_numpy()
     P = tie_probabilities(ties, s[H.i] - s[H.j], np.log(h.tie_parameters["nu"].iloc[-1]))
     assert h.loss_human == pytest.approx(-np.sum(H.counts * np.log(P)) / H.counts.sum(), rel=1e-9)
+
+
+@pytest.fixture(scope="module")
+def binary_sim():
+    return pydial.simulate(N=8, K=4, rank=1, n_llm=4000, n_human=600, seed=3).comparisons
+
+
+@pytest.mark.parametrize("method", ["dial-anc", "dial-ada"])
+@pytest.mark.parametrize("calibration", ["mu", "W"])
+@pytest.mark.parametrize("penalty", [None, "firth"])
+def test_the_general_steps_with_the_binary_family_are_the_binary_fast_path(binary_sim, method, calibration, penalty):
+    """``FamilySteps(ties=None)`` runs the outcome-level derivatives (:mod:`pydial.model.families`) of every family;
+    the binary steps the logistic fast path (cell residuals ``n p - y``, the LLM-only fit's Hessian reused).
+    Same estimator, so the same weight, scores, position effects, covariances and GACV table."""
+    from pydial.estimation.dial import fit_dial
+    from pydial.estimation.estimators import BinarySteps, numpy_engine
+    from pydial.estimation.tie_fits import TieSteps
+
+    d = binary_sim
+    kw = dict(adaptive=method == "dial-ada", lambdas=None, multiples=None, include_endpoints=True, rank_grid=[1])
+    fast = fit_dial(d, BinarySteps(d, calibration, True, numpy_engine(penalty), penalty), calibration, **kw)
+    general = fit_dial(d, TieSteps(d, calibration, True, None, penalty=penalty), calibration, **kw)
+    assert general.lambda_ == fast.lambda_
+    np.testing.assert_allclose(general.s, fast.s, atol=1e-8)  # the fast path polishes its optimum further
+    np.testing.assert_allclose(general.b, fast.b, atol=1e-9)
+    assert general.log_nu is None or np.isneginf(general.log_nu.to_numpy()).all()
+    for cov in ("binomial", "cell", "fisher", "record"):
+        np.testing.assert_allclose(general.linearization[0].covariance(d, cov), fast.linearization[0].covariance(d, cov),
+                                   rtol=1e-7, atol=1e-12)
+    if method == "dial-ada":
+        np.testing.assert_allclose(general.gacv["gacv"], fast.gacv["gacv"], rtol=1e-9)

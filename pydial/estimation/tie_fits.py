@@ -64,20 +64,21 @@ from pydial.inference.linearization import (
 from pydial.model.chart import Calibration, Chart, centering_basis, consensus_gamma, difference_design
 from pydial.model.design import Design, centered_design
 from pydial.model.families import log_nu_start, tie_cell, tie_probabilities
-from pydial.model.likelihood import Cells, Objective, tie_groups, tie_human_loss, tie_totals
+from pydial.model.likelihood import Cells, Objective, family_totals, free_groups, tie_human_loss
 from pydial.optim import OptimResult, newton, pinv_sym
 
 __all__ = ["NUMPY_TIE", "TieOptimizers", "TieSteps", "tie_llm_only_fit", "tie_staged_fit", "tie_joint_fit",
            "tie_glm_influence"]
 
 
-def _human_tie_cells(data: Comparisons) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    H = data.cell_table("human", ties=True)
+def _human_cells(data: Comparisons, ties: str | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(i, j, outcome counts)`` of the people's cells of the family (decisive cells for ``ties=None``)."""
+    H = data.cell_table("human", ties=ties is not None)
     return H.i, H.j, H.counts.astype(float)
 
 
-def _human_free(data: Comparisons) -> bool:
-    return bool(_human_tie_cells(data)[2][:, 2].sum() > 0)
+def _human_free(data: Comparisons, ties: str | None) -> bool:
+    return bool(_human_cells(data, ties)[2][:, 2].sum() > 0)
 
 
 # ============================================================== optimizers
@@ -88,8 +89,8 @@ def _numpy_llm(data: Comparisons, ties: str, ch: Chart, x0: np.ndarray) -> Optim
 
 def _numpy_calibration(data: Comparisons, ties: str, ch: Chart, theta: np.ndarray, M: np.ndarray,
                        x0: np.ndarray, penalty: str | None = None) -> OptimResult:
-    hi, hj, hc = _human_tie_cells(data)
-    _, n_h = tie_totals(data)
+    hi, hj, hc = _human_cells(data, ties)
+    _, n_h = family_totals(data, ties)
     return glm(ties, hc, Design(difference_design(hi, hj, data.N), M), x0, weight=1.0 / n_h, penalty=penalty)
 
 
@@ -100,8 +101,8 @@ def _numpy_joint(data: Comparisons, ties: str, ch: Chart, lam: float, x0: np.nda
 
 
 def _numpy_human(data: Comparisons, ties: str, x0: np.ndarray, penalty: str | None = None) -> OptimResult:
-    hi, hj, hc = _human_tie_cells(data)
-    _, n_h = tie_totals(data)
+    hi, hj, hc = _human_cells(data, ties)
+    _, n_h = family_totals(data, ties)
     return glm(ties, hc, centered_design(hi, hj, data.N), x0, weight=1.0 / n_h, penalty=penalty)
 
 
@@ -152,8 +153,8 @@ def tie_llm_only_fit(data: Comparisons, ties: str, rank: int, order: bool = True
     """
     def build() -> tuple:
         ch = Chart(data.N, data.K, rank, None, order)
-        free = tie_groups(data, ch)
-        cnt = Cells.stack(data, 1.0, 0.0, ties=True)
+        free = free_groups(data, ch, ties)
+        cnt = Cells.stack(data, 1.0, 0.0, ties=ties is not None)
         l0 = [log_nu_start(ties, cnt.counts[cnt.g == g]) for g in free]
         x0 = np.concatenate([initial_theta(data, ch), l0])
         res = engine.llm(data, ties, ch, x0)
@@ -173,15 +174,15 @@ def tie_staged_fit(data: Comparisons, ties: str, rank: int, calibration: str, *,
     thL = xL[: chL.dim]
     st = chL.structure(thL)
     M = st.basis(calibration)
-    _, _, hc = _human_tie_cells(data)
-    free_h = _human_free(data)
+    _, _, hc = _human_cells(data, ties)
+    free_h = _human_free(data, ties)
     d = M.shape[1]
     x0 = np.append(np.eye(d)[0], log_nu_start(ties, hc)) if free_h else np.eye(d)[0]
     ch = Chart(data.N, data.K, rank, cast(Calibration, calibration), order)
     b = chL.order_effects(thL) if order else None
     oc = engine.calibration(data, ties, ch, ch.from_structure(st, x0[:d], b), M, x0, penalty=penalty)
     theta = ch.from_structure(st, oc.x[:d], b)
-    free = tie_groups(data, ch)
+    free = free_groups(data, ch, ties)
     x = np.concatenate([theta, xL[chL.dim:], oc.x[d:]])
     return TieStagedFit(ch, x, free, optL, oc, chL, xL, freeL)
 
@@ -216,15 +217,17 @@ def outcome_stats(obj: Objective, x: np.ndarray, rows: np.ndarray | None = None,
     return OutcomeStats(c.counts, P, a, b, w, c.is_human, c.g, c.i, c.j, c.a, info)
 
 
-def record_rows(data: Comparisons, cells: Cells) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
-    """``(record, cell, outcome)`` of every judgment used by the tie cells ``cells``, for the record meat.
+def record_rows(data: Comparisons, cells: Cells, ties: str | None = "davidson"
+                ) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """``(record, cell, outcome)`` of every judgment the family ``ties`` uses in ``cells``, for the record meat.
 
-    The cell in their stacked order, outcome 0 = ``i`` wins, 1 = ``j`` wins, 2 = tie.
+    The cell in their stacked order, outcome 0 = ``i`` wins, 1 = ``j`` wins, 2 = tie (the
+    binary family, ``ties=None``, leaves the tied judgments out).
     """
     f = data.frame
     if "rec" not in f.columns:
         return None
-    m = (~f["self"]) & f["outcome"].isin([I_WINS, J_WINS, TIE])
+    m = (~f["self"]) & f["outcome"].isin([I_WINS, J_WINS] + ([TIE] if ties is not None else []))
     f = f.loc[m]
     N = data.N
     a_row = np.where(f["k"].to_numpy() == data.K, 0, f["a"].to_numpy())
@@ -294,7 +297,7 @@ def _objective_influence(data: Comparisons, obj: Objective, x: np.ndarray, A_x: 
     """``u_c = A_x T_ext[:, coords]^T (channels of cell c)`` for the cells of ``obj``."""
     Tc = obj.T_ext[:, coords]
     A = np.asarray((Tc @ np.asarray(A_x).T).T) if sp.issparse(Tc) else A_x @ Tc.T
-    return TieInfluence(obj.ext_jacobian(x), np.asarray(A), outcome_stats(obj, x), record_rows(data, obj.cells))
+    return TieInfluence(obj.ext_jacobian(x), np.asarray(A), outcome_stats(obj, x), record_rows(data, obj.cells, obj.ties))
 
 
 def _targets(ch: Chart, obj: Objective, x: np.ndarray) -> np.ndarray:
@@ -328,9 +331,9 @@ def staged_tie_influence(data: Comparisons, sf: TieStagedFit, ties: str) -> tupl
     ``A``, which come first.
     """
     ch, x = sf.chart, sf.x
-    n_l, n_h = tie_totals(data)
-    oL = Objective(ch, Cells.stack(data, 1.0 / n_l, 0.0, ties=True), ties=ties, free=sf.free)
-    oH = Objective(ch, Cells.stack(data, 0.0, 1.0 / n_h, ties=True), ties=ties, free=sf.free)
+    n_l, n_h = family_totals(data, ties)
+    oL = Objective(ch, Cells.stack(data, 1.0 / n_l, 0.0, ties=ties is not None), ties=ties, free=sf.free)
+    oH = Objective(ch, Cells.stack(data, 0.0, 1.0 / n_h, ties=ties is not None), ties=ties, free=sf.free)
     HL, HH = oL.value_grad_hess(x)[2], oH.value_grad_hess(x)[2]
     cs = ch.slices["c"]
     s2_list = list(range(cs.start, cs.stop))
@@ -353,9 +356,9 @@ def human_tie_fit(data: Comparisons, ties: str, engine: TieOptimizers = NUMPY_TI
     Eq. human-only-estimator with tie cells, by ``engine``; with ``penalty="firth"`` the
     Firth estimate (:class:`~pydial.model.penalty.TieFirthPenalty`).
     """
-    hi, hj, hc = _human_tie_cells(data)
+    hi, hj, hc = _human_cells(data, ties)
     X = centered_design(hi, hj, data.N)
-    free = _human_free(data)
+    free = _human_free(data, ties)
     x0 = np.append(np.zeros(data.N - 1), log_nu_start(ties, hc)) if free else np.zeros(data.N - 1)
     return derived(data, ("human_tie_fit", ties, engine.name, penalty),
                    lambda: engine.human(data, ties, x0, penalty=penalty)), free, X
@@ -404,9 +407,7 @@ def tie_glm_influence(data: Comparisons, ties: str | None, X: Design, x: np.ndar
     w = np.full(m, 1.0 if unit else weight)
     cells = dataclasses.replace(cells, w=w)
     st = OutcomeStats(hc, P, a, b, w, cells.is_human, cells.g, cells.i, cells.j, cells.a, info)
-    rec = record_rows(data, cells)
-    if rec is not None and ties is None:  # the binary model leaves the tied judgments out
-        rec = cast(tuple[np.ndarray, np.ndarray, np.ndarray], tuple(r[rec[2] != 2] for r in rec))
+    rec = record_rows(data, cells, ties)
     return TieInfluence(J2, A, st, rec), H
 
 
@@ -442,7 +443,7 @@ def tie_human_candidate(data: Comparisons, ties: str, engine: TieOptimizers = NU
     the people's Firth estimate, and GACV uses the Hessian of the penalized criterion.
     """
     opt, free, X = human_tie_fit(data, ties, engine, penalty)
-    _, n_h = tie_totals(data)
+    _, n_h = family_totals(data, ties)
     N = data.N
     s = centering_basis(N) @ opt.x[: N - 1]
     lh = float(opt.x[N - 1]) if free else -np.inf
@@ -469,7 +470,7 @@ def tie_anchored_candidate(data: Comparisons, sf: TieStagedFit, ties: str, penal
     ch, x = sf.chart, sf.x
     s = ch.scores(x[: ch.dim])
     lh = _log_nu_h(sf.chart, sf.free, x)
-    _, n_h = tie_totals(data)
+    _, n_h = family_totals(data, ties)
     cand = Candidate(np.inf, np.inf, s, loss_human=tie_human_loss(ties, s, lh, data), opt=sf.cal_opt)
     if not sf.llm_opt.converged:
         cand.reason = f"LLM-only fit not converged ({sf.llm_opt.message})"
@@ -479,7 +480,7 @@ def tie_anchored_candidate(data: Comparisons, sf: TieStagedFit, ties: str, penal
     else:
         st = sf.llm_chart.structure(sf.llm_x[: sf.llm_chart.dim])
         M = st.basis(ch.calibration)
-        hi, hj, _ = _human_tie_cells(data)
+        hi, hj, _ = _human_cells(data, ties)
         X = Design(difference_design(hi, hj, data.N), M)
         free = ch.K in sf.free
         U, H = tie_glm_influence(data, ties, X, sf.cal_opt.x, 1.0 / n_h, np.zeros((1, X.shape[1] + free)), unit=True,
@@ -506,7 +507,7 @@ def tie_finite_candidate(data: Comparisons, ch: Chart, lam: float, x0: np.ndarra
     lh = _log_nu_h(ch, obj.free, x)
     cand = Candidate(lam, multiple, s, x, opt, ok, reason, tie_human_loss(ties, s, lh, data), n_zero_eig=nz)
     if ok:
-        _, n_h = tie_totals(data)
+        _, n_h = family_totals(data, ties)
         hum = obj.cells.is_human
         U = TieInfluence(obj.ext_jacobian(x, rows=hum), np.zeros((1, 1)), outcome_stats(obj, x, hum, unit_weight=True), None)
         cand.trace = _gacv_trace(H, U, data, obj.T_ext, n_h)
@@ -586,8 +587,8 @@ class TieSteps:
     what: str = "the lambda path of the tie model"
 
     def totals(self) -> tuple[int, int]:
-        """Return ``(n_L, n_H)`` counting the ties (:func:`~pydial.model.likelihood.tie_totals`)."""
-        return tie_totals(self.data)
+        """Return ``(n_L, n_H)`` of the family (:func:`~pydial.model.likelihood.family_totals`)."""
+        return family_totals(self.data, self.ties)
 
     def human(self) -> Candidate:
         """Fit the people's tie model (:func:`tie_human_candidate`)."""

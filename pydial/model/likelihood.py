@@ -1130,6 +1130,16 @@ def tie_totals(data: Comparisons) -> tuple[int, int]:
     return int(data.cell_table("llm", ties=True).n.sum()), int(data.cell_table("human", ties=True).n.sum())
 
 
+def family_totals(data: Comparisons, ties: str | None) -> tuple[int, int]:
+    """``(n_L, n_H)`` of the family: the decisive comparisons (``ties=None``), else counting the ties."""
+    return (data.n_llm, data.n_human) if ties is None else tie_totals(data)
+
+
+def free_groups(data: Comparisons, chart: Chart, ties: str | None) -> np.ndarray:
+    """The loading rows with a free tie parameter in the family ``ties``: none for the binary family, else :func:`tie_groups`."""
+    return np.zeros(0, np.int64) if ties is None else tie_groups(data, chart)
+
+
 def tie_groups(data: Comparisons, chart: Chart) -> np.ndarray:
     """Find the loading rows with at least one tie: the groups whose tie parameter ``log nu`` is free.
 
