@@ -110,7 +110,7 @@ def fit(
         ``"rao-kupper"``: the Rao-Kupper threshold model instead.  Both
         engines (numpy: Newton on exact derivatives, one GLM solver for every
         family; Stan: its optimizer); every ``cov_type``.  ``dial-anc``, ``dial-ada`` and
-        ``dial-nopos`` take either tie model (:mod:`pydial.estimation.tie_fits`): every
+        ``dial-nopos`` take either tie model (:mod:`pydial.estimation.steps`): every
         likelihood of the procedure with three-outcome cells, a tie parameter
         per judge and one for people, sandwich covariances with every ``cov_type``;
         either engine (Stan's ``dial.stan`` gives a group without ties

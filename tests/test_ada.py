@@ -39,7 +39,8 @@ from pydial.inference.linearization import finite_influence
 from pydial.inference.linearization import COV_TYPES, influence_covariance
 from pydial.model.likelihood import Objective, human_loss
 from pydial.studies.metrics import excess_risk
-from pydial.estimation.selection import SIMULATION_MULTIPLES, anchored_candidate, finite_candidate, gacv_trace, loo_cv
+from pydial.estimation.selection import SIMULATION_MULTIPLES, finite_candidate, gacv_trace, loo_cv
+from pydial.estimation.steps import family_anchored_candidate
 
 
 # ----------------------------------------------------------------- helpers
@@ -242,8 +243,7 @@ def test_gacv_minus_loo_shrinks_like_inverse_square_of_n_human():
             lam = d.n_llm / d.n_human
             fin = finite_candidate(d, sf.chart, lam, sf.theta, 1.0)
             assert fin.admissible, fin.reason
-            mu = sf.llm_chart.structure(sf.llm_theta).mu[:, None]
-            anc = anchored_candidate(d, mu, sf.chart.scores(sf.theta), sf.cal_opt, sf.llm_opt)
+            anc = family_anchored_candidate(d, sf, None)
             assert anc.admissible, anc.reason
             gaps[n_h].append([abs(fin.gacv - loo_cv(d, sf.chart, lam, fin.theta)),
                               abs(anc.gacv - loo_cv(d, sf.chart, np.inf, sf.theta))])

@@ -101,12 +101,12 @@ def test_the_general_steps_with_the_binary_family_are_the_binary_fast_path(binar
     Same estimator, so the same weight, scores, position effects, covariances and GACV table."""
     from pydial.estimation.dial import fit_dial
     from pydial.estimation.estimators import BinarySteps, numpy_engine
-    from pydial.estimation.tie_fits import TieSteps
+    from pydial.estimation.steps import FamilySteps
 
     d = binary_sim
     kw = dict(adaptive=method == "dial-ada", lambdas=None, multiples=None, include_endpoints=True, rank_grid=[1])
-    fast = fit_dial(d, BinarySteps(d, calibration, True, numpy_engine(penalty), penalty), calibration, **kw)
-    general = fit_dial(d, TieSteps(d, calibration, True, None, penalty=penalty), calibration, **kw)
+    fast = fit_dial(d, BinarySteps(d, calibration, True, penalty=penalty, point=numpy_engine(penalty)), calibration, **kw)
+    general = fit_dial(d, FamilySteps(d, calibration, True, None, penalty=penalty), calibration, **kw)
     assert general.lambda_ == fast.lambda_
     np.testing.assert_allclose(general.s, fast.s, atol=1e-8)  # the fast path polishes its optimum further
     np.testing.assert_allclose(general.b, fast.b, atol=1e-9)

@@ -1,4 +1,4 @@
-"""Sandwich covariances of the DIAL tie fits (pydial.estimation.tie_fits, pydial.inference.linearization.parameter_meat).
+"""Sandwich covariances of the DIAL tie fits (pydial.estimation.steps, pydial.inference.linearization.parameter_meat).
 
 References: (1) on binary cells the meats of ``parameter_meat`` from three-outcome cell
 statistics (two channels) equal those from binary cell statistics; (2) a brute-force sandwich written here from per-comparison
@@ -24,7 +24,7 @@ from pydial.inference.linearization import CellStats, OutcomeStats, parameter_me
 from pydial.model.likelihood import Objective, tie_totals
 from pydial.model.chart import Chart
 from pydial.model.families import tie_probabilities
-from pydial.estimation import tie_fits
+from pydial.estimation import steps
 
 
 @pytest.fixture(scope="module")
@@ -92,7 +92,7 @@ def brute_force_covariance(data, ch, lam, x, ties, cov):
     w = np.where(human, 1.0 / n_h, lam / n_l)
     cnt = t[["wins_i", "wins_j", "ties"]].to_numpy(float)
     gbar = {f: np.einsum("co,coq->q", cnt[human == f], G[human == f]) / cnt[human == f].sum() for f in (False, True)}
-    E = tie_fits._targets(ch, obj, x)
+    E = steps._targets(ch, obj, x)
     f = data.frame
     f = f.loc[(~f["self"]) & f["outcome"].isin([0, 1, 2])]
     IF = []
@@ -113,11 +113,11 @@ def brute_force_covariance(data, ch, lam, x, ties, cov):
 @pytest.mark.parametrize("ties", ["davidson", "rao-kupper"])
 @pytest.mark.parametrize("cov", ["binomial", "cell", "record"])
 def test_finite_weight_sandwich_equals_brute_force(tdata, ties, cov):
-    sf = tie_fits.tie_staged_fit(tdata, ties, 1, "mu")
+    sf = steps.family_staged_fit(tdata, ties, 1, "mu")
     lam = 2.0
-    x, opt, _ = tie_fits.tie_joint_fit(tdata, sf.chart, lam, sf.x, ties)
+    x, opt, _ = steps.family_joint_fit(tdata, sf.chart, lam, sf.x, ties)
     assert opt.resolved
-    got = tie_fits.finite_tie_influence(tdata, sf.chart, lam, x, ties).covariance(tdata, cov, "test")
+    got = steps.family_finite_influence(tdata, sf.chart, lam, x, ties).covariance(tdata, cov, "test")
     ref = brute_force_covariance(tdata, sf.chart, lam, x, ties, cov)
     assert got.shape == (tdata.N + 1, tdata.N + 1)
     np.testing.assert_allclose(got, ref, rtol=2e-5, atol=1e-8 * np.abs(ref).max())
@@ -126,34 +126,34 @@ def test_finite_weight_sandwich_equals_brute_force(tdata, ties, cov):
 
 @pytest.mark.parametrize("ties", ["davidson", "rao-kupper"])
 def test_staged_covariance_is_the_large_lambda_limit(tdata, ties):
-    sf = tie_fits.tie_staged_fit(tdata, ties, 1, "mu")
-    staged = tie_fits.staged_tie_influence(tdata, sf, ties)[0].covariance(tdata, "binomial", "test")
+    sf = steps.family_staged_fit(tdata, ties, 1, "mu")
+    staged = steps.family_staged_influence(tdata, sf, ties)[0].covariance(tdata, "binomial", "test")
     lam = 1e7
-    x, opt, _ = tie_fits.tie_joint_fit(tdata, sf.chart, lam, sf.x, ties)
-    finite = tie_fits.finite_tie_influence(tdata, sf.chart, lam, x, ties).covariance(tdata, "binomial", "test")
+    x, opt, _ = steps.family_joint_fit(tdata, sf.chart, lam, sf.x, ties)
+    finite = steps.family_finite_influence(tdata, sf.chart, lam, x, ties).covariance(tdata, "binomial", "test")
     np.testing.assert_allclose(finite, staged, rtol=1e-3, atol=1e-5 * np.abs(staged).max())
 
 
 def test_human_endpoint_fisher_covariance_is_the_inverse_information(tdata):
     """Davidson's model is a multinomial logit in (eta/2, -eta/2, log nu): observed = expected information."""
     ref = pydial.fit(tdata, "human", ties="davidson")
-    opt, free, X = tie_fits.human_tie_fit(tdata, "davidson")
+    opt, free, X = steps.family_human_fit(tdata, "davidson")
     N = tdata.N
     E = np.zeros((N + 1, N))
     E[:N, : N - 1] = np.vstack([np.eye(N - 1), -np.ones(N - 1)])  # centered scores s = T beta
     E[N, -1] = 1.0
     _, n_h = tie_totals(tdata)
-    U, _ = tie_fits.tie_glm_influence(tdata, "davidson", X, opt.x, 1.0 / n_h, E)
+    U, _ = steps.family_glm_influence(tdata, "davidson", X, opt.x, 1.0 / n_h, E)
     C = U.covariance(tdata, "fisher", "test")
     np.testing.assert_allclose(np.sqrt(np.diag(C))[:N], ref.scores["se"].to_numpy(), rtol=1e-6)
     nu = np.exp(opt.x[-1])
     assert nu * np.sqrt(C[N, N]) == pytest.approx(ref.tie_parameters.loc["human", "se"], rel=1e-6)
-    np.testing.assert_allclose(tie_fits.centering_basis(N) @ opt.x[: N - 1], ref.scores["score"].to_numpy(), atol=1e-7)
+    np.testing.assert_allclose(steps.centering_basis(N) @ opt.x[: N - 1], ref.scores["score"].to_numpy(), atol=1e-7)
 
 
 @pytest.mark.parametrize("ties", ["davidson", "rao-kupper"])
 def test_structured_fisher_meat_is_the_observed_information(tdata, ties):
-    """Every tie fit's "fisher" meat is the observed information (tie_glm_influence's convention), the
+    """Every tie fit's "fisher" meat is the observed information (family_glm_influence's convention), the
     structured ones' too: each cell's ``(eta, log nu)`` information in the cell statistics equals minus the
     central second differences of its log-likelihood written from the tie probabilities.  For Rao-Kupper
     (not a canonical family) this differs from the expected information."""
@@ -161,7 +161,7 @@ def test_structured_fisher_meat_is_the_observed_information(tdata, ties):
     obj = Objective.weighted(ch, tdata, 0.7, ties=ties)
     rng = np.random.default_rng(3)
     x = np.concatenate([rng.normal(0, 0.3, ch.dim), rng.normal(-0.5, 0.2, obj.n_tie)])
-    st = tie_fits.outcome_stats(obj, x)
+    st = steps.outcome_stats(obj, x)
     eta, l = obj.eta(x[: ch.dim]), obj.log_nu(x)[obj.cells.g]
     cnt, free = obj.cells.counts, np.isfinite(l)
     eta, l, cnt = eta[free], l[free], cnt[free]

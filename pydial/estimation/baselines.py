@@ -26,12 +26,12 @@ import pandas as pd
 
 from pydial.data.comparisons import Comparisons
 from pydial.estimation.glm import FamilyGLM, glm, has_tie_parameter
-from pydial.estimation.tie_fits import (
-    human_tie_fit,
-    judge_tie_estimates,
-    stack_tie_influence,
-    tie_glm_influence,
-    tie_staged_fit,
+from pydial.estimation.steps import (
+    family_human_fit,
+    family_judge_estimates,
+    stack_outcome_influence,
+    family_glm_influence,
+    family_staged_fit,
 )
 from pydial.exceptions import IdentifiabilityError
 from pydial.inference.linearization import (
@@ -140,31 +140,31 @@ def pooled_linearization(data: Comparisons, ties: str | None, o1: OptimResult, o
     if free2:
         Z2[N + free1, 1] = 1.0
     total, _ = two_step_maps(Z1, Z2, H2, G21, "the pooled scale c" + (" and nu_H" if free2 else ""))
-    # the stage-one map is applied with H1^{-1} by tie_glm_influence
-    U_L, _ = tie_glm_influence(data, ties, centered_design(L.i, L.j, N), o1.x, w1, total, cells=L)
-    U_H, _ = tie_glm_influence(data, ties, X2, o2.x, w2, Z2, cells=Hc)
+    # the stage-one map is applied with H1^{-1} by family_glm_influence
+    U_L, _ = family_glm_influence(data, ties, centered_design(L.i, L.j, N), o1.x, w1, total, cells=L)
+    U_H, _ = family_glm_influence(data, ties, X2, o2.x, w2, Z2, cells=Hc)
     blocks = {"scores": slice(0, N)}
     labels = tuple(name for name, free in ((POOLED_LABEL, free1), (data.human_judge, free2)) if free)
     if labels:
         blocks["log_nu"] = slice(N, N + len(labels))
-    return stack_tie_influence([U_L, U_H]).linearization("the pooled scores", blocks, tie_labels=labels)
+    return stack_outcome_influence([U_L, U_H]).linearization("the pooled scores", blocks, tie_labels=labels)
 
 
 def fit_pooled(data: Comparisons, rank: int | None = None, *, ties: str | None, engine: Engine) -> Estimate:
     """Fit the pooled baseline of the family ``ties`` (see the module docstring); ``rank`` is unused.
 
     The optimizers are ``engine``'s: ``engine.point.pooled`` without ties,
-    ``engine.ties.pooled_stages`` (Stan's) or :func:`numpy_pooled` with ties.  With ties the
+    ``engine.family.pooled_stages`` (Stan's) or :func:`numpy_pooled` with ties.  With ties the
     estimate has the tie parameters (``nu_L`` of the pooled judges, ``nu_H`` of the people).
     """
     N = data.N
     what = "pooled LLM " + ("BTL" if ties is None else "tie model")
     if ties is None:
         o1, o2 = engine.point.pooled(data)
-    elif engine.ties.pooled_stages is not None:
+    elif engine.family.pooled_stages is not None:
         L, Hc = family_cells(data, ties)
         m1 = FamilyGLM(ties, L.counts, centered_design(L.i, L.j, N))
-        o1, o2 = engine.ties.pooled_stages(data, ties, m1.start(), log_nu_start(ties, Hc.counts), m1.free,
+        o1, o2 = engine.family.pooled_stages(data, ties, m1.start(), log_nu_start(ties, Hc.counts), m1.free,
                                            has_tie_parameter(ties, Hc.counts), penalty=engine.point.penalty)
     else:
         o1, o2 = numpy_pooled(data, ties, penalty=engine.point.penalty)
@@ -204,9 +204,9 @@ def atc_scores(base: np.ndarray, human: np.ndarray) -> np.ndarray:
 def fit_atc(data: Comparisons, rank: int, *, ties: str | None, engine: Engine) -> Estimate:
     """Fit AtC of the family ``ties`` (App. related-comparison; see the module docstring).
 
-    The people's model (human BTL, or its tie model by :func:`~pydial.estimation.tie_fits.human_tie_fit`)
+    The people's model (human BTL, or its tie model by :func:`~pydial.estimation.steps.family_human_fit`)
     gives the ordering; DIAL-Anc with ``M = mu`` (``engine.point.staged``, or
-    :func:`~pydial.estimation.tie_fits.tie_staged_fit`) the consensus and the judges' position
+    :func:`~pydial.estimation.steps.family_staged_fit`) the consensus and the judges' position
     effects (with ties also their tie parameters and consensus loadings, and the people's ``nu_H``).
     """
     N = data.N
@@ -224,20 +224,20 @@ def fit_atc(data: Comparisons, rank: int, *, ties: str | None, engine: Engine) -
         b = chL.order_effects(thL)
         lins = llm_only_linearization(data, chL, thL, targets=("b",), hess=llm_opt.hess_at(thL))
     else:
-        opt, free_h, X = human_tie_fit(data, ties, engine.ties, engine.point.penalty)
+        opt, free_h, X = family_human_fit(data, ties, engine.family, engine.point.penalty)
         s_h = centering_basis(N) @ opt.x[: N - 1]
         warn_unresolved(opt, "human tie model (AtC ordering)")
-        tsf = tie_staged_fit(data, ties, rank, "mu", order=True, engine=engine.ties, penalty=engine.point.penalty)
+        tsf = family_staged_fit(data, ties, rank, "mu", order=True, engine=engine.family, penalty=engine.point.penalty)
         llm_opt, base = tsf.llm_opt, tsf.chart.scores(tsf.x[: tsf.chart.dim])
         warn_unresolved(llm_opt, "structured LLM-only tie fit")
         chL, thL = tsf.llm_chart, tsf.llm_x[: tsf.llm_chart.dim]
-        b, tj, gamma, lin_j = judge_tie_estimates(data, ties, tsf)
+        b, tj, gamma, lin_j = family_judge_estimates(data, ties, tsf)
         lins = (lin_j,)
         if free_h:  # the people's nu_H from their own tie model (the ordering)
             lh = float(opt.x[N - 1])
             E = np.zeros((1, N))
             E[0, -1] = 1.0
-            U, _ = tie_glm_influence(data, ties, X, opt.x, 1.0 / tie_totals(data)[1], E)
+            U, _ = family_glm_influence(data, ties, X, opt.x, 1.0 / tie_totals(data)[1], E)
             lins += (U.linearization("the people's tie parameter", {"log_nu": slice(0, 1)},
                                      tie_labels=(data.human_judge,)),)
         log_nu = pd.concat([tj, tie_log_nu([data.human_judge], np.array([lh]))])

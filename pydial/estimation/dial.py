@@ -12,23 +12,20 @@ Alg. DIAL-Anc / DIAL-Ada of the paper, whatever the outcome family:
 5. the linearization of the selected fit, the judges' effects of the LLM-only fit
    and the calibration likelihood-ratio test (Prop. calibration-test).
 
-The family enters through a :class:`DialSteps`: the binary one of
-:mod:`pydial.estimation.estimators` (``n`` and ``y`` per cell, logistic kernel) or the
-tie one of :mod:`pydial.estimation.tie_fits` (Davidson / Rao-Kupper, coordinates
-``x = (theta, log nu)``).  Every step computes its inference with numpy at the
-optimum an engine returns.
+The family enters through its steps, :class:`~pydial.estimation.steps.FamilySteps`: one
+implementation for every family (binary, Davidson, Rao-Kupper; coordinates
+``x = (theta, log nu)``), with the binary family's fast path
+:class:`~pydial.estimation.estimators.BinarySteps` for the steps that pass over the LLM
+cells.  Every step computes its inference with numpy at the optimum an engine returns.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, Protocol, TypeVar
+from typing import Any
 
 import numpy as np
-import pandas as pd
 
 from pydial.data.comparisons import Comparisons
-from pydial.optim import OptimResult
 from pydial.estimation.results import Estimate
 from pydial.estimation.selection import (
     DEFAULT_MULTIPLES,
@@ -41,121 +38,11 @@ from pydial.estimation.selection import (
     select_candidate,
     stack_path_tables,
 )
-from pydial.inference.calibration_test import CalibrationTest
-from pydial.inference.linearization import Linearization
-from pydial.model.chart import Chart
+from pydial.estimation.steps import FamilySteps
 from pydial.optim import warn_unresolved
 from pydial.resources import progress
 
-__all__ = ["DialSteps", "Selected", "Staged", "fit_dial", "path_weights"]
-
-
-@dataclass(frozen=True)
-class Selected:
-    r"""What a family reports at the selected candidate (step 5 of the module docstring).
-
-    ``s`` the calibrated scores; ``loss_human`` :math:`\ell_H` at them (the family's kernel);
-    ``linearization`` of the scores and of the judges' effects; ``b``, ``gamma`` the judges'
-    position effects and consensus loadings of the LLM-only fit (``None`` without order
-    effects); ``log_nu`` the log tie parameters (``None`` for the binary family);
-    ``calibration_test`` Prop. calibration-test.
-    """
-
-    s: np.ndarray
-    loss_human: float
-    linearization: tuple[Linearization, ...]
-    b: np.ndarray | None
-    gamma: np.ndarray | None
-    log_nu: pd.Series | None
-    calibration_test: CalibrationTest
-
-
-class Staged(Protocol):
-    """A staged fit (Alg. DIAL-Anc): :class:`~pydial.estimation.engines.StagedFit` or its tie form.
-
-    ``x``: the coordinates in the calibrated ``chart`` (``theta``, then the free log tie
-    parameters of a tie family); ``llm_chart``, ``llm_theta``: the LLM-only fit;
-    ``llm_opt``, ``cal_opt``: the optimizer results of the two stages.
-    """
-
-    @property
-    def chart(self) -> Chart:
-        """Return the calibrated chart."""
-        ...
-
-    @property
-    def x(self) -> np.ndarray:
-        """Return coordinates in ``chart`` (``theta``, then the free log tie parameters)."""
-        ...
-
-    @property
-    def llm_chart(self) -> Chart:
-        """Return the LLM-only chart."""
-        ...
-
-    @property
-    def llm_theta(self) -> np.ndarray:
-        """Return the LLM-only fit's coordinates."""
-        ...
-
-    @property
-    def llm_opt(self) -> OptimResult:
-        """Return the LLM-only optimizer result."""
-        ...
-
-    @property
-    def cal_opt(self) -> OptimResult:
-        """Return the calibration optimizer result."""
-        ...
-
-
-SF = TypeVar("SF", bound=Staged)
-
-
-class DialSteps(Protocol[SF]):
-    """The steps of a DIAL fit in one outcome family (see the module docstring).
-
-    A staged fit's ``x`` are the coordinates the weighted fits start from (the chart's
-    ``theta``, followed by the free log tie parameters for a tie family); a
-    :class:`~pydial.estimation.selection.Candidate`'s ``theta`` are the same coordinates.
-    """
-
-    @property
-    def what(self) -> str:
-        """Name the path in messages (``"the lambda path"``)."""
-        ...
-
-    def totals(self) -> tuple[int, int]:
-        """Return ``(n_L, n_H)``, the comparisons of the LLM and human losses (eq. weighted-loss)."""
-        ...
-
-    def human(self) -> Candidate:
-        """Fit the ``lambda = 0`` candidate (eq. human-only-estimator)."""
-        ...
-
-    def staged(self, rank: int) -> SF:
-        """Fit the staged endpoint of ``rank`` (Alg. DIAL-Anc)."""
-        ...
-
-    def anchored(self, sf: SF) -> Candidate:
-        """Return the ``lambda = inf`` candidate of the staged fit ``sf``."""
-        ...
-
-    def finite(self, chart: Chart, lam: float, x0: np.ndarray, multiple: float, warm: Candidate | None = None) -> Candidate:
-        """Fit the candidate of the weight ``lam`` from ``x0``; ``warm``: the candidate whose fit ends at ``x0``, if any."""
-        ...
-
-    def polish(self, chart: Chart, cand: Candidate) -> Candidate:
-        """Return the selected finite candidate ``cand`` with its optimum resolved to the rounding level.
-
-        The path's candidates stop at the optimizer's tolerance, which GACV needs; the
-        linearization of the selected one may need more (:func:`~pydial.optim.newton`).
-        """
-        ...
-
-    def selected(self, sf: SF, best: Candidate, hum: Candidate) -> Selected:
-        """Return the estimates, linearizations and the calibration test at the selected candidate ``best``."""
-        ...
+__all__ = ["fit_dial", "path_weights"]
 
 
 def path_weights(n_llm: int, n_human: int, lambdas: Any, multiples: Any) -> np.ndarray:
@@ -166,7 +53,7 @@ def path_weights(n_llm: int, n_human: int, lambdas: Any, multiples: Any) -> np.n
     return np.sort(candidate_weights(n_llm, n_human, mult))[::-1]
 
 
-def fit_dial(data: Comparisons, steps: DialSteps[Any], cal: str, *, adaptive: bool, lambdas: Any, multiples: Any,
+def fit_dial(data: Comparisons, steps: FamilySteps, cal: str, *, adaptive: bool, lambdas: Any, multiples: Any,
              include_endpoints: bool | str, rank_grid: list[int]) -> Estimate:
     """Run DIAL-Anc (``adaptive=False``) or DIAL-Ada / -noPos with the family's ``steps``.
 
@@ -177,8 +64,10 @@ def fit_dial(data: Comparisons, steps: DialSteps[Any], cal: str, *, adaptive: bo
     Parameters
     ----------
     data : Comparisons
-    steps : DialSteps
-        The family's steps (with the order effects, engine and penalty they were built with).
+    steps : FamilySteps
+        The family's steps (with the order effects, engine and penalty they were built with):
+        :class:`~pydial.estimation.steps.FamilySteps`, or the binary fast path
+        :class:`~pydial.estimation.estimators.BinarySteps`.
     cal : {"mu", "W"}
         The calibration basis.
     adaptive : bool

@@ -1,10 +1,10 @@
 r"""The optimizer interface shared by the two engines and the fit records they return.
 
-The estimators (:mod:`pydial.estimation.estimators`, :mod:`pydial.estimation.tie_fits`, :mod:`pydial.estimation.tie_btl`)
+The estimators (:mod:`pydial.estimation.estimators`, :mod:`pydial.estimation.steps`, :mod:`pydial.estimation.tie_btl`)
 compute every covariance, GACV and test with numpy at an optimum that an engine
-supplies.  An engine is a set of optimizers: :class:`PointEngine` for the binary
-models, :class:`TieOptimizers` for the tie models.  The numpy engine's are built in
-:mod:`pydial.estimation.estimators` and :mod:`pydial.estimation.tie_fits`; the Stan engine's in
+supplies.  An engine is a set of optimizers: :class:`FamilyOptimizers` for the steps of
+every outcome family, :class:`PointEngine` for the binary family's fast path.  The numpy engine's are built in
+:mod:`pydial.estimation.estimators` and :mod:`pydial.estimation.steps`; the Stan engine's in
 :mod:`pydial.stan.engine`.  Both return the records defined here, so this module
 imports neither: it sits below both engines.
 
@@ -15,7 +15,7 @@ and :class:`TieBTLFit` (the tie models of the people or of each judge).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from pydial.data.comparisons import Comparisons
     from pydial.model.likelihood import Objective
 
-__all__ = ["BTLFit", "StructuredFit", "StagedFit", "TieBTLFit", "PointEngine", "TieOptimizers", "StagedOptimizer",
+__all__ = ["BTLFit", "StructuredFit", "StagedFit", "TieBTLFit", "PointEngine", "FamilyOptimizers", "StagedOptimizer",
            "JointOptimizer", "HumanOptimizer", "JudgesOptimizer", "PooledOptimizer"]
 
 
@@ -57,25 +57,34 @@ class StructuredFit:
 
 @dataclass(frozen=True)
 class StagedFit:
-    """The staged endpoint in the calibrated chart (Alg. DIAL-Anc).
+    """The staged endpoint in the calibrated chart (Alg. DIAL-Anc), for every outcome family.
 
-    ``chart``, ``theta``: the calibrated chart and its coordinates; ``llm_chart``,
-    ``llm_theta``: the structured LLM-only fit (first stage of
-    eq. staged-calibrated-estimator); ``llm_opt``, ``cal_opt``: the optimizer results of
-    the two stages (the second in the calibration coordinates ``c``).
+    ``chart``, ``x``: the calibrated chart and the coordinates the weighted fits start from
+    (its ``theta``, then the free log tie parameters of the groups ``free``: judges, then the
+    people); ``llm_chart``, ``llm_x``, ``llm_free``: the structured LLM-only fit (first stage
+    of eq. staged-calibrated-estimator) in the same layout; ``llm_opt``, ``cal_opt``: the
+    optimizer results of the two stages (the second in the calibration coordinates ``c``,
+    then ``log nu_H``).  The binary family has no free group, so ``x`` is ``theta``.
     """
 
     chart: Chart
-    theta: np.ndarray
+    x: np.ndarray
     llm_opt: OptimResult
     cal_opt: OptimResult
     llm_chart: Chart
-    llm_theta: np.ndarray
+    llm_x: np.ndarray
+    free: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    llm_free: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
 
     @property
-    def x(self) -> np.ndarray:
-        """Return the coordinates the weighted fits start from: ``theta``."""
-        return self.theta
+    def theta(self) -> np.ndarray:
+        """Return the calibrated chart's coordinates (``x`` without the log tie parameters)."""
+        return self.x[: self.chart.dim]
+
+    @property
+    def llm_theta(self) -> np.ndarray:
+        """Return the LLM-only chart's coordinates (``llm_x`` without the judges' log tie parameters)."""
+        return self.llm_x[: self.llm_chart.dim]
 
 
 @dataclass(frozen=True)
@@ -180,14 +189,14 @@ class PointEngine:
 
 # ============================================================== tie engine
 @dataclass(frozen=True)
-class TieOptimizers:
-    r"""The optimizers behind the tie fits; inference is always numpy's at the returned optimum.
+class FamilyOptimizers:
+    r"""The optimizers behind the fits of every outcome family ``ties`` (None: binary); inference is numpy's at their optimum.
 
-    ``llm(data, ties, chart, x0)``: the LLM-only tie loss on ``chart`` (``x = (theta, log nu_1..K)``);
-    ``calibration(data, ties, chart, theta, M, x0, penalty=None)``: the calibration tie GLM in the
+    ``llm(data, ties, chart, x0)``: the LLM-only loss on ``chart`` (``x = (theta, log nu_1..K)``);
+    ``calibration(data, ties, chart, theta, M, x0, penalty=None)``: the calibration GLM in the
     normalized coordinates ``(c, log nu_H)`` of ``M`` (``chart``, ``theta``: the staged chart with
     ``A, B`` of the LLM-only fit); ``joint(data, ties, chart, lam, x0, penalty=None)``: :math:`Q_\lambda`;
-    ``human(data, ties, x0, penalty=None)``: the people's tie model in ``(beta, log nu_H)``,
+    ``human(data, ties, x0, penalty=None)``: the people's model in ``(beta, log nu_H)``,
     ``s = T beta``; ``penalty="firth"`` adds the people's Jeffreys prior.
     Each returns an :class:`~pydial.optim.OptimResult`.
     """
@@ -207,7 +216,7 @@ class TieOptimizers:
 
 @dataclass(frozen=True)
 class Engine:
-    """An engine of :func:`pydial.fit`: the optimizers of the binary fits and of the tie fits.
+    """An engine of :func:`pydial.fit`: the optimizers of every family (``family``) and of the binary fast path (``point``).
 
     numpy's are built in :mod:`pydial.estimation.estimators`, Stan's in
     :mod:`pydial.stan.engine`; :func:`pydial.fit` picks one by ``engine=`` and the
@@ -215,7 +224,7 @@ class Engine:
     """
 
     point: PointEngine
-    ties: TieOptimizers
+    family: FamilyOptimizers
 
     @property
     def name(self) -> str:

@@ -22,6 +22,7 @@ from functools import partial
 from typing import Any, Iterator, cast
 
 import numpy as np
+import pandas as pd
 
 from pydial.cache import derived
 from pydial.data.comparisons import Comparisons
@@ -34,17 +35,10 @@ from pydial.estimation.glm import (
     fit_structured,
     initial_theta,
 )
-from pydial.estimation.dial import DialSteps, Selected, fit_dial
+from pydial.estimation.dial import fit_dial
 from pydial.estimation.results import Estimate
-from pydial.estimation.selection import (
-    Candidate,
-    anchored_candidate,
-    finite_candidate,
-    human_candidate,
-    numpy_joint,
-)
-from pydial.inference.calibration_test import calibration_test
-from pydial.estimation.tie_fits import NUMPY_TIE, TieSteps
+from pydial.estimation.selection import Candidate, finite_candidate, numpy_joint
+from pydial.estimation.steps import NUMPY_FAMILY, FamilySteps
 from pydial.exceptions import ArgumentError, ConvergenceError, IdentifiabilityError
 from pydial.inference.linearization import (
     Linearization,
@@ -115,15 +109,15 @@ def estimate(data: Comparisons, method: str, *, engine: Engine, calibration: str
     if ties is not None and method not in DIAL_METHODS:
         from pydial.estimation.tie_btl import fit_ties
 
-        return fit_ties(data, method, ties=ties, seed=seed, engine=engine.ties, penalty=penalty)
+        return fit_ties(data, method, ties=ties, seed=seed, engine=engine.family, penalty=penalty)
     if method == "human":
         return _fit_human(data, engine.point)
     if method == "judges":
         return _fit_judges(data, engine.point)
     order = method != "dial-nopos"
     cal = cast(str, calibration)
-    steps: DialSteps[Any] = (BinarySteps(data, cal, order, engine.point, penalty) if ties is None
-                        else TieSteps(data, cal, order, ties, engine.ties, penalty))
+    steps = (BinarySteps(data, cal, order, engine=engine.family, penalty=penalty, point=engine.point) if ties is None
+             else FamilySteps(data, cal, order, ties, engine.family, penalty, what="the lambda path of the tie model"))
     return fit_dial(data, steps, cal, adaptive=(method != "dial-anc"), lambdas=lambda_, multiples=multiples,
                     include_endpoints=include_endpoints, rank_grid=rank_grid)
 
@@ -226,40 +220,28 @@ NUMPY = numpy_engine()
 
 def numpy_optimizers(penalty: str | None = None) -> Engine:
     """Return the numpy engine: Newton on the exact derivatives for every fit (``fit(..., engine="numpy")``)."""
-    return Engine(numpy_engine(penalty), NUMPY_TIE)
+    return Engine(numpy_engine(penalty), NUMPY_FAMILY)
 
 
 @dataclass(frozen=True)
-class BinarySteps:
-    """The steps of :func:`pydial.estimation.dial.fit_dial` for the binary family (ties left out).
+class BinarySteps(FamilySteps):
+    """The binary family's fast path through the steps of :func:`pydial.estimation.dial.fit_dial` (ties left out).
 
-    ``point`` supplies the optimizers; with ``penalty="firth"`` the human BTL, the calibration
-    GLM and the human block of every weighted fit are Firth's (:mod:`pydial.model.penalty`).
+    The steps that pass over the LLM cells use the logistic kernel's cell residuals
+    ``n p - y`` (:class:`~pydial.model.meats.CellStats`), the LLM-only fit cached on the data
+    and shared with AtC, the weight path's warm-start derivatives and the polishing step;
+    the people's endpoints are the general steps of :class:`FamilySteps` with ``ties=None``,
+    which give the same estimates (a test checks every step).  ``point`` supplies the binary
+    optimizers; with ``penalty="firth"`` the human BTL, the calibration GLM and the human
+    block of every weighted fit are Firth's (:mod:`pydial.model.penalty`).
     """
 
-    data: Comparisons
-    calibration: str
-    order: bool = True
+    ties: None = None
     point: PointEngine = field(default_factory=lambda: NUMPY)
-    penalty: str | None = None
-    what: str = "the lambda path"
-
-    def totals(self) -> tuple[int, int]:
-        """Return ``(n_L, n_H)``: the decisive LLM and human comparisons."""
-        return self.data.n_llm, self.data.n_human
-
-    def human(self) -> Candidate:
-        """Fit the human BTL (:func:`~pydial.estimation.selection.human_candidate`)."""
-        return human_candidate(self.data, self.point.human, penalty=self.penalty)[0]
 
     def staged(self, rank: int) -> StagedFit:
         """Fit the staged endpoint with ``point`` (:func:`staged_fit` for numpy)."""
         return self.point.staged(self.data, rank, self.calibration, order=self.order)
-
-    def anchored(self, sf: StagedFit) -> Candidate:
-        """Return the calibration GLM candidate (:func:`~pydial.estimation.selection.anchored_candidate`)."""
-        M = sf.llm_chart.structure(sf.llm_theta).basis(self.calibration)
-        return anchored_candidate(self.data, M, sf.chart.scores(sf.theta), sf.cal_opt, sf.llm_opt, penalty=self.penalty)
 
     def finite(self, chart: Chart, lam: float, x0: np.ndarray, multiple: float, warm: Candidate | None = None) -> Candidate:
         """Fit the weighted loss to the optimizer's tolerance (:func:`~pydial.estimation.selection.finite_candidate`)."""
@@ -274,31 +256,22 @@ class BinarySteps:
                                penalty=self.penalty, warm=cand)
         return out if out.admissible else cand
 
-    def selected(self, sf: StagedFit, best: Candidate, hum: Candidate) -> Selected:
-        """Return the influence of the selected scores, position effects of the LLM-only fit; the calibration LRT."""
-        data = self.data
+    def scores_linearization(self, sf: StagedFit, best: Candidate) -> tuple[Linearization, float]:
+        """Linearize the selected scores: the two-step form at ``lambda = inf``, the sandwich at a finite weight (fast path)."""
         if best.lam == 0:
-            assert best.theta is not None and best.s is not None  # selected, so the human MLE exists
-            U0, st0, _ = human_influence(data, best.theta)
-            lin = linearize(U0, st0, "the calibrated scores")
-            s = best.s
-        elif np.isinf(best.lam):
-            lin = staged_linearization(data, sf)
-            s = sf.chart.scores(sf.theta)
-        else:
-            # the bread is the unpenalized Hessian (pydial.model.penalty): the candidate's H^+ only without a penalty
-            assert best.theta is not None and best.s is not None  # a selected finite weight is admissible
-            U, stt = finite_influence(data, sf.chart, best.lam, best.theta,
-                                      best.hess_pinv if self.penalty is None else None)
-            lin = linearize(U, stt, "the calibrated scores")
-            s = best.s
-        lins: tuple[Linearization, ...] = (lin,)
-        if self.order:
-            lins += llm_only_linearization(data, sf.llm_chart, sf.llm_theta, hess=sf.llm_opt.hess_at(sf.llm_theta))
-        if self.penalty is not None:  # the LRT compares the unpenalized likelihoods
-            hum, _ = human_candidate(data, NUMPY.human)
-        ct = calibration_test(data, sf.chart.scores(sf.theta), hum.s if hum.opt is not None and hum.opt.resolved else None,
-                              sf.chart.d, hum.reason)
-        b = sf.llm_chart.order_effects(sf.llm_theta) if self.order else None
-        gamma = sf.llm_chart.structure(sf.llm_theta).gamma if self.order else None
-        return Selected(s, human_loss(s, data.human), lins, b, gamma, None, ct)
+            return super().scores_linearization(sf, best)
+        if np.isinf(best.lam):
+            return staged_linearization(self.data, sf), -np.inf
+        # the bread is the unpenalized Hessian (pydial.model.penalty): the candidate's H^+ only without a penalty
+        assert best.theta is not None and best.s is not None  # a selected finite weight is admissible
+        U, stt = finite_influence(self.data, sf.chart, best.lam, best.theta, best.hess_pinv if self.penalty is None else None)
+        return linearize(U, stt, "the calibrated scores"), -np.inf
+
+    def judge_effects(self, sf: StagedFit) -> tuple[np.ndarray | None, np.ndarray | None, pd.Series | None,
+                                                     tuple[Linearization, ...]]:
+        """Return the position effects and consensus loadings of the LLM-only fit with their linearizations (fast path)."""
+        if not self.order:
+            return None, None, None, ()
+        ch, th = sf.llm_chart, sf.llm_theta
+        lins = llm_only_linearization(self.data, ch, th, hess=sf.llm_opt.hess_at(th))
+        return ch.order_effects(th), ch.structure(th).gamma, None, lins

@@ -33,11 +33,9 @@ from typing import Any, Callable, cast
 import numpy as np
 import pandas as pd
 import scipy.sparse as sp
-from scipy.special import expit
 
 from pydial.data.comparisons import Comparisons
-from pydial.estimation.engines import BTLFit
-from pydial.estimation.glm import FamilyGLM, binary_counts, fit_human_btl, fit_structured, glm, has_tie_parameter
+from pydial.estimation.glm import binary_counts, fit_structured, glm, has_tie_parameter
 from pydial.model.chart import Chart, difference_design
 from pydial.model.design import Design, centered_design
 from pydial.model.families import log_nu_start, tie_probabilities
@@ -194,68 +192,6 @@ def finite_candidate(data: Comparisons, ch: Chart, lam: float, theta0: np.ndarra
         cand.hess_pinv = pinv_from_eigh(ev, Q)[0] if pinv is None else pinv[0]
         cand.trace = gacv_trace(H, hum.full_jacobian(th), c.n, c.y, hum.probabilities(th), ch.T,
                                 cand.hess_pinv) / (data.n_human - 1)
-    return cand
-
-
-def human_candidate(data: Comparisons, human_fit: Callable[[Comparisons], BTLFit] | None = None, *,
-                    penalty: str | None = None) -> tuple[Candidate, OptimResult | None]:
-    """Fit the ``lambda = 0`` endpoint: human BTL in the centered score space.
-
-    It is fitted by ``human_fit``, default the numpy optimizer.
-
-    Without a penalty the endpoint needs a finite MLE (strongly connected directed
-    win graph, Ford 1957); with ``penalty="firth"`` (``human_fit`` then fits Firth's
-    estimate) a connected comparison graph suffices.
-    """
-    from pydial.model.identifiability import check_human_mle, undirected_labels
-
-    N = data.N
-    if penalty is None:
-        exists, detail = check_human_mle(data.items, data)
-        if not exists:
-            return Candidate(0.0, 0.0, None, reason=f"human MLE does not exist: {detail}"), None
-    elif undirected_labels(N, data.human.i, data.human.j)[0] != 1:
-        return Candidate(0.0, 0.0, None, reason="human comparison graph not connected: no Firth estimate"), None
-    f = human_fit(data) if human_fit is not None else fit_human_btl(data.human, N, penalty=penalty)
-    X = centered_design(data.human.i, data.human.j, N)
-    Hm = criterion_hessian(X, data.human.n, data.human.y, f.opt.x, 1.0 / data.n_human, penalty)
-    p = expit(X @ f.opt.x)
-    cand = Candidate(0.0, 0.0, f.s, f.opt.x, f.opt, loss_human=human_loss(f.s, data.human))
-    if not f.opt.resolved:
-        cand.reason = "human BTL not resolved within the box" if f.opt.converged else f"not converged ({f.opt.message})"
-    elif np.abs(f.s).max() > SCORE_LIMIT:
-        cand.reason = f"||s||_inf = {np.abs(f.s).max():.3g} > {SCORE_LIMIT:g}"
-    else:
-        cand.admissible = True
-        cand.trace = gacv_trace(Hm, X.X, data.human.n, data.human.y, p, X.basis) / (data.n_human - 1)
-    return cand, f.opt
-
-
-def criterion_hessian(
-    X: "np.ndarray | Design", n: np.ndarray, y: np.ndarray, beta: np.ndarray, weight: float, penalty: str | None
-) -> np.ndarray:
-    """Hessian of the (Firth-penalized with ``penalty="firth"``) weighted logistic loss at ``beta`` (:class:`FamilyGLM`)."""
-    return FamilyGLM(None, binary_counts(n, y), X, weight, penalty=penalty).terms(beta)[2]
-
-
-def anchored_candidate(data: Comparisons, M: np.ndarray, s: np.ndarray, cal_opt: OptimResult, llm_opt: OptimResult,
-                       *, penalty: str | None = None) -> Candidate:
-    """Fit the ``lambda = inf`` endpoint: chart ``c`` with ``M`` fixed at the LLM-only fit.
-
-    The LLM-only fit is conditioned on, so only the calibration coordinates must be
-    resolved; an LLM-only fit whose optimizer failed is still excluded.
-    """
-    X = np.asarray(difference_design(data.human.i, data.human.j, data.N) @ M)
-    p = expit(X @ cal_opt.x)
-    H = criterion_hessian(X, data.human.n, data.human.y, cal_opt.x, 1.0 / data.n_human, penalty)
-    cand = Candidate(np.inf, np.inf, s, loss_human=human_loss(s, data.human), opt=cal_opt)
-    if not llm_opt.converged:
-        cand.reason = f"LLM-only fit not converged ({llm_opt.message})"
-    elif not cal_opt.resolved:
-        cand.reason = "calibration not resolved within the box" if cal_opt.converged else f"not converged ({cal_opt.message})"
-    else:
-        cand.admissible = True
-        cand.trace = gacv_trace(H, X, data.human.n, data.human.y, p) / (data.n_human - 1)
     return cand
 
 

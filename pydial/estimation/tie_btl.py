@@ -11,9 +11,9 @@ judgments that the binary models exclude are used here.
 These are the GLMs of the binary ``human`` and ``judges`` fits with another outcome
 family, on the same path: the optimum comes from the one GLM solver
 (:func:`pydial.estimation.glm.glm`, the people's model shared with the ``lambda = 0``
-endpoint of :mod:`pydial.estimation.tie_fits`) or from Stan (``judges.stan``), and the
+endpoint of :mod:`pydial.estimation.steps`) or from Stan (``judges.stan``), and the
 fit keeps a :class:`~pydial.inference.linearization.Linearization` of its scores,
-position effects and ``log nu`` (:func:`pydial.estimation.tie_fits.tie_glm_influence`),
+position effects and ``log nu`` (:func:`pydial.estimation.steps.family_glm_influence`),
 so every meat of ``cov_type`` (eq. weighted-empirical-sandwich, eq.
 cell-clustered-meat, eq. hac-meat) and :meth:`~pydial.estimation.results.DialResult.with_cov`
 work as for the binary fits.  The ``"fisher"`` covariance is the inverse observed
@@ -28,9 +28,15 @@ import warnings
 import numpy as np
 
 from pydial.data.comparisons import CellTable, Comparisons
-from pydial.estimation.engines import TieOptimizers
+from pydial.estimation.engines import FamilyOptimizers
 from pydial.estimation.glm import glm, has_tie_parameter
-from pydial.estimation.tie_fits import NUMPY_TIE, TieInfluence, human_tie_fit, stack_tie_influence, tie_glm_influence
+from pydial.estimation.steps import (
+    NUMPY_FAMILY,
+    OutcomeInfluence,
+    family_glm_influence,
+    family_human_fit,
+    stack_outcome_influence,
+)
 from pydial.exceptions import ArgumentError, ConvergenceWarning
 from pydial.estimation.results import Estimate, tie_log_nu
 from pydial.model.chart import centering_basis
@@ -46,7 +52,7 @@ TIE_MODELS: tuple[str, ...] = ("davidson", "rao-kupper")
 
 TIE_METHODS: tuple[str, ...] = ("human", "judges", "pooled", "dial-anc", "dial-ada", "dial-nopos", "atc")
 """Methods that take ``ties=``: ``human`` and ``judges`` (this module), the structured DIAL
-methods (:mod:`pydial.estimation.tie_fits`) and the baselines ``pooled`` and ``atc``
+methods (:mod:`pydial.estimation.steps`) and the baselines ``pooled`` and ``atc``
 (:mod:`pydial.estimation.baselines`)."""
 
 
@@ -55,16 +61,16 @@ def tie_log_nu_start(ties: str, cells: CellTable, G: int) -> np.ndarray:
     return np.array([log_nu_start(ties, cells.counts[cells.judge == g]) for g in range(G)], float)
 
 
-def _human(data: Comparisons, ties: str, engine: TieOptimizers, penalty: str | None) -> Estimate:
-    """Fit the people's tie model: the ``lambda = 0`` fit of :func:`~pydial.estimation.tie_fits.human_tie_fit`."""
+def _human(data: Comparisons, ties: str, engine: FamilyOptimizers, penalty: str | None) -> Estimate:
+    """Fit the people's tie model: the ``lambda = 0`` fit of :func:`~pydial.estimation.steps.family_human_fit`."""
     N = data.N
-    opt, free, X = human_tie_fit(data, ties, engine, penalty)
+    opt, free, X = family_human_fit(data, ties, engine, penalty)
     warn_unresolved(opt, "human tie model")
     E = np.zeros((N + free, X.shape[1] + free))
     E[:N, : N - 1] = centering_basis(N)
     if free:
         E[N, -1] = 1.0
-    U, _ = tie_glm_influence(data, ties, X, opt.x, 1.0 / tie_totals(data)[1], E)
+    U, _ = family_glm_influence(data, ties, X, opt.x, 1.0 / tie_totals(data)[1], E)
     blocks = {"scores": slice(0, N)} | ({"log_nu": slice(N, N + 1)} if free else {})
     lin = U.linearization("the human tie-model scores", blocks, tie_labels=(data.human_judge,) if free else ())
     s = centering_basis(N) @ opt.x[: N - 1]
@@ -74,7 +80,7 @@ def _human(data: Comparisons, ties: str, engine: TieOptimizers, penalty: str | N
                     linearization=(lin,))
 
 
-def _judges(data: Comparisons, ties: str, engine: TieOptimizers, seed: int | None, backend: str | None,
+def _judges(data: Comparisons, ties: str, engine: FamilyOptimizers, seed: int | None, backend: str | None,
             penalty: str | None) -> Estimate:
     """Each judge's order-effect tie model (Davidson-Beaver), one GLM per judge; linearized jointly and judge by judge."""
     N, K = data.N, data.K
@@ -109,12 +115,12 @@ def _judges(data: Comparisons, ties: str, engine: TieOptimizers, seed: int | Non
         if free[k]:
             E[N + K + int(np.searchsorted(idx, k)), N] = 1.0
         E[q:, : N - 1] = T
-        U, _ = tie_glm_influence(data, ties, X, x, 1.0 / float(c.n.sum()), E, cells=c)
-        joint.append(TieInfluence(U.J2, U.A[:q], U.st, U.rec))
-        own.append(TieInfluence(U.J2, U.A[q:], U.st, U.rec).linearization(
+        U, _ = family_glm_influence(data, ties, X, x, 1.0 / float(c.n.sum()), E, cells=c)
+        joint.append(OutcomeInfluence(U.J2, U.A[:q], U.st, U.rec))
+        own.append(OutcomeInfluence(U.J2, U.A[q:], U.st, U.rec).linearization(
             f"the scores of judge {data.judges[k]!r}", {"judge_scores": slice(0, N)}))
     blocks = {"scores": slice(0, N), "b": slice(N, N + K)} | ({"log_nu": slice(N + K, q)} if idx.size else {})
-    lin = stack_tie_influence(joint).linearization("the mean judge scores, position effects and tie parameters", blocks,
+    lin = stack_outcome_influence(joint).linearization("the mean judge scores, position effects and tie parameters", blocks,
                                                    tie_labels=tuple(data.judges[int(k)] for k in idx))
     S = np.array([T @ x[: N - 1] for x in xs])
     return Estimate(s=S.mean(0), b=np.array([x[N - 1] for x in xs]), judge_scores=S,
@@ -124,7 +130,7 @@ def _judges(data: Comparisons, ties: str, engine: TieOptimizers, seed: int | Non
 
 
 def fit_ties(data: Comparisons, method: str, *, ties: str = "davidson", seed: int | None = None,
-             backend: str | None = None, engine: TieOptimizers | None = None, penalty: str | None = None) -> Estimate:
+             backend: str | None = None, engine: FamilyOptimizers | None = None, penalty: str | None = None) -> Estimate:
     """Tie-model MLE of ``human`` or ``judges`` with the covariance of any meat (see the module docstring).
 
     The human model of eq. human-only-estimator or each judge's order-effect model
@@ -144,8 +150,8 @@ def fit_ties(data: Comparisons, method: str, *, ties: str = "davidson", seed: in
     """
     if method not in ("human", "judges"):
         raise ArgumentError(f"fit_ties fits the methods 'human' and 'judges', not {method!r}; the DIAL methods "
-                            "with ties are pydial.fit(..., ties=...) (pydial.estimation.tie_fits)")
-    engine = NUMPY_TIE if engine is None else engine
+                            "with ties are pydial.fit(..., ties=...) (pydial.estimation.steps)")
+    engine = NUMPY_FAMILY if engine is None else engine
     if method == "human":
         return _human(data, ties, engine, penalty)
     return _judges(data, ties, engine, seed, backend, penalty)

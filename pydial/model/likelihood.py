@@ -1136,7 +1136,7 @@ def family_totals(data: Comparisons, ties: str | None) -> tuple[int, int]:
 
 
 def free_groups(data: Comparisons, chart: Chart, ties: str | None) -> np.ndarray:
-    """The loading rows with a free tie parameter in the family ``ties``: none for the binary family, else :func:`tie_groups`."""
+    """Return the loading rows with a free tie parameter in the family ``ties`` (none if binary; :func:`tie_groups`)."""
     return np.zeros(0, np.int64) if ties is None else tie_groups(data, chart)
 
 

@@ -16,14 +16,14 @@ from typing import Any
 import numpy as np
 
 from pydial.data.comparisons import Comparisons
-from pydial.estimation.engines import BTLFit, Engine, PointEngine, StagedFit, TieOptimizers
+from pydial.estimation.engines import BTLFit, Engine, PointEngine, StagedFit, FamilyOptimizers
 from pydial.model.penalty import check_penalty
 
 from .backend import OptimizeResult
 from .point import StanPointFit, stan_fit_point
 from .ties import stan_tie_btl
 
-__all__ = ["stan_engine", "stan_point_engine", "stan_tie_optimizers"]
+__all__ = ["stan_engine", "stan_point_engine", "stan_family_optimizers"]
 
 
 
@@ -90,8 +90,8 @@ def stan_point_engine(seed: int | None = None, penalty: str | None = None) -> Po
                          penalty=penalty)
 
 
-def stan_tie_optimizers(seed: int | None = None, backend: str | None = None) -> TieOptimizers:
-    """Return the optimizers of :mod:`pydial.estimation.tie_fits` run by Stan (``fit(..., ties=..., engine="stan")``).
+def stan_family_optimizers(seed: int | None = None, backend: str | None = None) -> FamilyOptimizers:
+    """Return the optimizers of :mod:`pydial.estimation.steps` run by Stan (``fit(..., ties=..., engine="stan")``).
 
     ``dial.stan`` with ``ties`` 1 / 2 for the LLM-only stage, the calibration stage
     (``fix_llm``) and the weighted fits (weights ``lambda n_H / n_L`` and 1, ``n`` counting
@@ -102,7 +102,7 @@ def stan_tie_optimizers(seed: int | None = None, backend: str | None = None) -> 
     the numpy engine fixes them (:func:`pydial.model.likelihood.tie_groups`).
     """
     from pydial.model.chart import helmert_basis
-    from pydial.model.likelihood import tie_totals
+    from pydial.model.likelihood import family_totals
 
     from .backend import compile_model
     from .schema import dial_data, empty_cells, human_cell_table, judges_data, weighted_log_coef
@@ -130,15 +130,15 @@ def stan_tie_optimizers(seed: int | None = None, backend: str | None = None) -> 
                                                              gtol=gtol)
         return res, np.concatenate([res.u[:head], res.u[head:][free]])
 
-    def llm(data: Comparisons, ties: str, ch: Any, x0: np.ndarray) -> Any:
-        n_l, _ = tie_totals(data)
+    def llm(data: Comparisons, ties: str | None, ch: Any, x0: np.ndarray) -> Any:
+        n_l, _ = family_totals(data, ties)
         d = dial_data(data, ch, w_llm=1.0, ties=ties, boundary_nu=True)
         res, u = run(d, ch, x0, ch.dim)
         return _as_optim(res, canonical(ch, u), -(res.log_prob - weighted_log_coef(d)) / n_l)
 
-    def calibration(data: Comparisons, ties: str, ch: Any, theta: np.ndarray, M: np.ndarray, x0: np.ndarray,
+    def calibration(data: Comparisons, ties: str | None, ch: Any, theta: np.ndarray, M: np.ndarray, x0: np.ndarray,
                     penalty: str | None = None) -> Any:
-        _, n_h = tie_totals(data)
+        _, n_h = family_totals(data, ties)
         cs = ch.slices["c"]
         d = dial_data(data, ch, w_llm=0.0, w_human=1.0, fix_llm=theta, ties=ties, boundary_nu=True,
                       firth=2 if check_penalty(penalty) else 0)
@@ -148,17 +148,17 @@ def stan_tie_optimizers(seed: int | None = None, backend: str | None = None) -> 
         x = np.append(ch.calibration_coordinates(th), u[ch.d:])
         return _as_optim(res, x, -(res.log_prob - weighted_log_coef(d)) / n_h)
 
-    def joint(data: Comparisons, ties: str, ch: Any, lam: float, x0: np.ndarray, penalty: str | None = None) -> Any:
-        n_l, n_h = tie_totals(data)
+    def joint(data: Comparisons, ties: str | None, ch: Any, lam: float, x0: np.ndarray, penalty: str | None = None) -> Any:
+        n_l, n_h = family_totals(data, ties)
         d = dial_data(data, ch, w_llm=lam * n_h / n_l, w_human=1.0, ties=ties, boundary_nu=True,
                       firth=2 if check_penalty(penalty) else 0)
         res, u = run(d, ch, x0, ch.dim)
         return _as_optim(res, canonical(ch, u), -(res.log_prob - weighted_log_coef(d)) / n_h)
 
-    def human(data: Comparisons, ties: str, x0: np.ndarray, penalty: str | None = None) -> Any:
-        _, n_h = tie_totals(data)
+    def human(data: Comparisons, ties: str | None, x0: np.ndarray, penalty: str | None = None) -> Any:
+        _, n_h = family_totals(data, ties)
         N = data.N
-        H = human_cell_table(data, ties=True)
+        H = human_cell_table(data, ties=ties is not None)
         assert H.ties is not None  # filled in by CellTable
         free = bool((H.ties > 0).any())  # without ties: the binary model (nu = 0)
         d = judges_data(empty_cells(), H, N=N, K=0, order=False, ties=ties if free else None, flat=True,
@@ -173,7 +173,7 @@ def stan_tie_optimizers(seed: int | None = None, backend: str | None = None) -> 
         x = np.append(s[: N - 1], np.asarray(parts["log_nu"], float).reshape(-1))
         return _as_optim(res, x, -(res.log_prob - weighted_log_coef(d)) / n_h)
 
-    return TieOptimizers(llm, calibration, joint, human, name="stan")
+    return FamilyOptimizers(llm, calibration, joint, human, name="stan")
 
 
 def stan_pooled_tie_stages(data: Comparisons, ties: str, x0: np.ndarray, l2: float, free1: bool, free2: bool,
@@ -216,6 +216,6 @@ def stan_pooled_tie_stages(data: Comparisons, ties: str, x0: np.ndarray, l2: flo
 
 def stan_engine(seed: int | None = None, penalty: str | None = None) -> Engine:
     """Return the Stan engine of ``pydial.fit(..., engine="stan")``: every optimizer of the binary and the tie fits is Stan's."""
-    ties = stan_tie_optimizers(seed)
+    ties = stan_family_optimizers(seed)
     return Engine(stan_point_engine(seed, penalty=penalty),
                   dataclasses.replace(ties, pooled_stages=partial(stan_pooled_tie_stages, seed=seed), btl=stan_tie_btl))

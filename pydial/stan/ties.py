@@ -2,7 +2,7 @@ r"""Stan's optimizer for the judges' tie models (``judges.stan``).
 
 :func:`stan_tie_btl` maximizes Davidson-Beaver's (1977) or Rao and Kupper's (1967) model
 with judge-specific order effects of each LLM judge (``method="judges"``; the people's
-tie model goes through :func:`pydial.stan.engine.stan_tie_optimizers`), ``ties`` 1 and 2 of
+tie model goes through :func:`pydial.stan.engine.stan_family_optimizers`), ``ties`` 1 and 2 of
 ``stan/include/paired_likelihoods.stan``, and returns the optimum as a plain
 :class:`pydial.estimation.engines.TieBTLFit`; :func:`pydial.estimation.tie_btl.fit_ties` computes the
 standard errors and assembles the result.

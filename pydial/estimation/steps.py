@@ -1,39 +1,39 @@
-r"""The DIAL estimators with ties: ``fit(data, "dial-anc" | "dial-ada" | "dial-nopos", ties=...)``.
+r"""The steps of DIAL-Anc, -Ada and -noPos for every outcome family (:func:`pydial.estimation.dial.fit_dial`).
 
-Every comparison keeps its three outcomes (``i`` wins, ``j`` wins, tie) and
-follows the Davidson-Beaver or the Rao-Kupper model of :mod:`pydial.model.families`, with
-the linear predictor of the structured model (eq. binomial-model-llm /
-binomial-model-human) and a tie parameter ``nu_k`` per LLM judge and ``nu_H``
-for the people (Stan ``ties`` 1 / 2 of ``stan/dial.stan``).  The
-procedure is the binary one with every likelihood replaced:
+The outcome family is a parameter of the cell likelihood (:mod:`pydial.model.families`):
+the binary model (``ties=None``, decisive comparisons), or every comparison with its three
+outcomes (``i`` wins, ``j`` wins, tie) under the Davidson-Beaver or the Rao-Kupper model,
+with a tie parameter ``nu_k`` per LLM judge and ``nu_H`` for the people (Stan ``ties``
+0 / 1 / 2 of ``stan/dial.stan``).  The linear predictor is that of the structured model
+(eq. binomial-model-llm / binomial-model-human); the coordinates are ``x = (theta, log nu)``:
 
 * LLM-only structured fit (eq. staged-calibrated-estimator, first stage) of
   :class:`~pydial.model.likelihood.Objective` in ``(theta, log nu_1..K)``;
 * DIAL-Anc: the calibration GLM ``argmin_{c, nu_H} l_H(M c, nu_H)`` with ``M``
   fixed (second stage);
 * DIAL-Ada / DIAL-noPos: the weighted fits :math:`Q_\lambda = \ell_H + \lambda \ell_L`
-  (eq. weighted-loss, ``n_H`` and ``n_L`` counting the ties) on the lambda path,
-  warm-started at the staged fit, with the guards of App. lambda-selection and
+  (eq. weighted-loss, ``n_H`` and ``n_L`` counting the ties of a tie family) on the lambda
+  path, warm-started at the staged fit, with the guards of App. lambda-selection and
   GACV (eq. gacv) whose trace term uses the per-comparison human scores in
-  ``(eta, log nu_H)``; the endpoints are the human tie model (``lambda = 0``)
+  ``(eta, log nu_H)``; the endpoints are the people's model (``lambda = 0``)
   and DIAL-Anc (``lambda = inf``);
 * sandwich covariances (eq. weighted-empirical-sandwich, the two-step form at
   ``lambda = inf``) with the meats of :func:`pydial.inference.linearization.parameter_meat`;
-* the calibration LRT (Prop. calibration-test) on the tie likelihood, ``nu_H``
+* the calibration LRT (Prop. calibration-test) on the family's likelihood, ``nu_H``
   free under both hypotheses.
 
 A group (judge or the people) without any tie has the boundary MLE ``nu = 0``
 (the log-likelihood decreases in ``nu`` when no tie is observed, for both
 models); its tie parameter is fixed there and its cells follow the binary
-model exactly (:func:`pydial.model.likelihood.tie_groups`).  Judges' tie parameters
-and position effects are reported from the LLM-only fit (as the binary
-position effects, Prop. stage-one-normality); the people's ``nu_H`` from the
-selected fit.
+model exactly (:func:`pydial.model.likelihood.tie_groups`); the binary family is the
+case of no free group.  Judges' tie parameters and position effects are reported from
+the LLM-only fit (Prop. stage-one-normality); the people's ``nu_H`` from the selected fit.
 
-The optimizers are those of :class:`TieOptimizers`: numpy's Newton method by
-default, Stan's (``dial.stan`` with ``ties``, ``judges.stan`` for the
-people) with ``engine="stan"``; every covariance, GACV and test is computed
-by numpy at the optimum.
+The optimizers are those of :class:`FamilyOptimizers`: numpy's Newton method by
+default, Stan's (``dial.stan``, ``judges.stan`` for the people) with ``engine="stan"``;
+every covariance, GACV and test is computed by numpy at the optimum.  The binary family's
+fast path (:class:`pydial.estimation.estimators.BinarySteps`) replaces the steps that pass
+over the LLM cells and gives the same estimates.
 """
 
 from __future__ import annotations
@@ -48,12 +48,11 @@ import scipy.sparse as sp
 
 from pydial.cache import derived
 from pydial.data.comparisons import I_WINS, J_WINS, TIE, Comparisons
-from pydial.estimation.engines import TieOptimizers
+from pydial.estimation.engines import FamilyOptimizers, StagedFit
 from pydial.estimation.glm import FamilyGLM, glm, initial_theta
-from pydial.estimation.dial import Selected
 from pydial.estimation.results import tie_log_nu
 from pydial.estimation.selection import SCORE_LIMIT, Candidate, guard
-from pydial.inference.calibration_test import calibration_lrt
+from pydial.inference.calibration_test import CalibrationTest, calibration_lrt
 from pydial.inference.linearization import (
     Linearization,
     MeatSource,
@@ -67,8 +66,8 @@ from pydial.model.families import log_nu_start, tie_cell, tie_probabilities
 from pydial.model.likelihood import Cells, Objective, family_totals, free_groups, tie_human_loss
 from pydial.optim import OptimResult, newton, pinv_sym
 
-__all__ = ["NUMPY_TIE", "TieOptimizers", "TieSteps", "tie_llm_only_fit", "tie_staged_fit", "tie_joint_fit",
-           "tie_glm_influence"]
+__all__ = ["NUMPY_FAMILY", "FamilyOptimizers", "FamilySteps", "family_llm_only_fit", "family_staged_fit", "family_joint_fit",
+           "family_glm_influence"]
 
 
 def _human_cells(data: Comparisons, ties: str | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -82,59 +81,35 @@ def _human_free(data: Comparisons, ties: str | None) -> bool:
 
 
 # ============================================================== optimizers
-def _numpy_llm(data: Comparisons, ties: str, ch: Chart, x0: np.ndarray) -> OptimResult:
+def _numpy_llm(data: Comparisons, ties: str | None, ch: Chart, x0: np.ndarray) -> OptimResult:
     obj = Objective.weighted(ch, data, np.inf, ties=ties)
     return newton(obj.value_grad_hess, x0, gtol=1e-9, value=obj.value, normalize=_normalizer(ch))
 
 
-def _numpy_calibration(data: Comparisons, ties: str, ch: Chart, theta: np.ndarray, M: np.ndarray,
+def _numpy_calibration(data: Comparisons, ties: str | None, ch: Chart, theta: np.ndarray, M: np.ndarray,
                        x0: np.ndarray, penalty: str | None = None) -> OptimResult:
     hi, hj, hc = _human_cells(data, ties)
     _, n_h = family_totals(data, ties)
     return glm(ties, hc, Design(difference_design(hi, hj, data.N), M), x0, weight=1.0 / n_h, penalty=penalty)
 
 
-def _numpy_joint(data: Comparisons, ties: str, ch: Chart, lam: float, x0: np.ndarray,
+def _numpy_joint(data: Comparisons, ties: str | None, ch: Chart, lam: float, x0: np.ndarray,
                  penalty: str | None = None) -> OptimResult:
     obj = Objective.weighted(ch, data, lam, penalty, ties=ties)
     return newton(obj.value_grad_hess, x0, gtol=1e-9, value=obj.value, normalize=_normalizer(ch))
 
 
-def _numpy_human(data: Comparisons, ties: str, x0: np.ndarray, penalty: str | None = None) -> OptimResult:
+def _numpy_human(data: Comparisons, ties: str | None, x0: np.ndarray, penalty: str | None = None) -> OptimResult:
     hi, hj, hc = _human_cells(data, ties)
     _, n_h = family_totals(data, ties)
     return glm(ties, hc, centered_design(hi, hj, data.N), x0, weight=1.0 / n_h, penalty=penalty)
 
 
-NUMPY_TIE = TieOptimizers(_numpy_llm, _numpy_calibration, _numpy_joint, _numpy_human)
+NUMPY_FAMILY = FamilyOptimizers(_numpy_llm, _numpy_calibration, _numpy_joint, _numpy_human)
 """The numpy optimizers (box-constrained Newton on the exact derivatives)."""
 
 
 # ============================================================== the stages
-@dataclass(frozen=True)
-class TieStagedFit:
-    """The staged endpoint with ties (Alg. DIAL-Anc): calibrated chart and ``x = (theta, log nu)``."""
-
-    chart: Chart
-    x: np.ndarray
-    free: np.ndarray
-    llm_opt: OptimResult
-    cal_opt: OptimResult
-    llm_chart: Chart
-    llm_x: np.ndarray
-    llm_free: np.ndarray
-
-    @property
-    def theta(self) -> np.ndarray:
-        """Return the calibrated chart's coordinates (``x`` without the log tie parameters)."""
-        return self.x[: self.chart.dim]
-
-    @property
-    def llm_theta(self) -> np.ndarray:
-        """Return the LLM-only chart's coordinates (``llm_x`` without the judges' log tie parameters)."""
-        return self.llm_x[: self.llm_chart.dim]
-
-
 def _normalizer(ch: Chart) -> Any:
     if ch.r == 0:
         return None
@@ -142,8 +117,8 @@ def _normalizer(ch: Chart) -> Any:
     return lambda x: np.concatenate([ch.canonical(x[:d]), x[d:]])
 
 
-def tie_llm_only_fit(data: Comparisons, ties: str, rank: int, order: bool = True,
-                     engine: TieOptimizers = NUMPY_TIE) -> tuple[Chart, np.ndarray, OptimResult, np.ndarray]:
+def family_llm_only_fit(data: Comparisons, ties: str | None, rank: int, order: bool = True,
+                     engine: FamilyOptimizers = NUMPY_FAMILY) -> tuple[Chart, np.ndarray, OptimResult, np.ndarray]:
     """Fit the structured LLM-only tie model: ``(chart, x, optimizer result, free judges)``, cached on ``data``.
 
     The first stage of eq. staged-calibrated-estimator (eq. llm-negloglik with tie cells).
@@ -155,40 +130,41 @@ def tie_llm_only_fit(data: Comparisons, ties: str, rank: int, order: bool = True
         ch = Chart(data.N, data.K, rank, None, order)
         free = free_groups(data, ch, ties)
         cnt = Cells.stack(data, 1.0, 0.0, ties=ties is not None)
-        l0 = [log_nu_start(ties, cnt.counts[cnt.g == g]) for g in free]
+        l0 = [log_nu_start(cast(str, ties), cnt.counts[cnt.g == g]) for g in free]
         x0 = np.concatenate([initial_theta(data, ch), l0])
         res = engine.llm(data, ties, ch, x0)
         return ch, res.x, res, free
 
-    return derived(data, ("tie_llm_only_fit", ties, int(rank), bool(order), engine.name), build)
+    return derived(data, ("family_llm_only_fit", ties, int(rank), bool(order), engine.name), build)
 
 
-def tie_staged_fit(data: Comparisons, ties: str, rank: int, calibration: str, *, order: bool = True,
-                   engine: TieOptimizers = NUMPY_TIE, penalty: str | None = None) -> TieStagedFit:
+def family_staged_fit(data: Comparisons, ties: str | None, rank: int, calibration: str, *, order: bool = True,
+                   engine: FamilyOptimizers = NUMPY_FAMILY, penalty: str | None = None) -> StagedFit:
     """Alg. DIAL-Anc with ties: the LLM-only tie fit, then ``(c, log nu_H)`` of the calibration tie GLM.
 
     The calibration tie GLM has design ``D_H M`` (eq. staged-calibrated-estimator); with
     ``penalty="firth"`` it is the Firth estimate (:class:`~pydial.model.penalty.TieFirthPenalty`).
     """
-    chL, xL, optL, freeL = tie_llm_only_fit(data, ties, rank, order, engine)
+    chL, xL, optL, freeL = family_llm_only_fit(data, ties, rank, order, engine)
     thL = xL[: chL.dim]
     st = chL.structure(thL)
     M = st.basis(calibration)
     _, _, hc = _human_cells(data, ties)
     free_h = _human_free(data, ties)
     d = M.shape[1]
-    x0 = np.append(np.eye(d)[0], log_nu_start(ties, hc)) if free_h else np.eye(d)[0]
+    x0 = np.append(np.eye(d)[0], log_nu_start(cast(str, ties), hc)) if free_h else np.eye(d)[0]
     ch = Chart(data.N, data.K, rank, cast(Calibration, calibration), order)
     b = chL.order_effects(thL) if order else None
     oc = engine.calibration(data, ties, ch, ch.from_structure(st, x0[:d], b), M, x0, penalty=penalty)
     theta = ch.from_structure(st, oc.x[:d], b)
     free = free_groups(data, ch, ties)
     x = np.concatenate([theta, xL[chL.dim:], oc.x[d:]])
-    return TieStagedFit(ch, x, free, optL, oc, chL, xL, freeL)
+    return StagedFit(ch, x, optL, oc, chL, xL, free, freeL)
 
 
-def tie_joint_fit(data: Comparisons, ch: Chart, lam: float, x0: np.ndarray, ties: str,
-                  engine: TieOptimizers = NUMPY_TIE, penalty: str | None = None) -> tuple[np.ndarray, OptimResult, Objective]:
+def family_joint_fit(data: Comparisons, ch: Chart, lam: float, x0: np.ndarray, ties: str | None,
+                     engine: FamilyOptimizers = NUMPY_FAMILY,
+                     penalty: str | None = None) -> tuple[np.ndarray, OptimResult, Objective]:
     r"""Minimize :math:`Q_\lambda` of the tie model from ``x0`` (eq. weighted-joint-estimator).
 
     With ``penalty="firth"`` the minimizer of the criterion with the people's Jeffreys prior
@@ -204,7 +180,7 @@ def outcome_stats(obj: Objective, x: np.ndarray, rows: np.ndarray | None = None,
     """:class:`~pydial.inference.linearization.OutcomeStats` of the objective's cells at ``x`` (or of ``rows``).
 
     With each cell's observed information, so that the ``"fisher"`` meat is the observed information
-    as for every fit of a tie family (:func:`tie_glm_influence`).
+    as for every fit of a tie family (:func:`family_glm_influence`).
     """
     if rows is not None:  # only the selected cells' derivatives are formed
         obj = Objective(obj.chart, obj.cells.select(rows), ties=obj.ties, free=obj.free)
@@ -244,7 +220,7 @@ def record_rows(data: Comparisons, cells: Cells, ties: str | None = "davidson"
 
 
 @dataclass(frozen=True)
-class TieInfluence:
+class OutcomeInfluence:
     """Influence in factored form for tie cells.
 
     The two derivative channels ``J2`` (``2m x P``), the map ``A`` (``q x P``), the
@@ -277,7 +253,7 @@ def _stack_outcomes(parts: list[OutcomeStats]) -> OutcomeStats:
     return OutcomeStats(**cols, information=np.concatenate(info) if len(info) == len(parts) else None)
 
 
-def stack_tie_influence(parts: list[TieInfluence]) -> TieInfluence:
+def stack_outcome_influence(parts: list[OutcomeInfluence]) -> OutcomeInfluence:
     """Blocks of cells with their own parameter spaces: channels block-diagonal, ``A`` side by side."""
     ms = [p.st.m for p in parts]
     eta = sp.block_diag([sp.csr_matrix(p.J2)[:m] for p, m in zip(parts, ms)], format="csr")
@@ -288,16 +264,16 @@ def stack_tie_influence(parts: list[TieInfluence]) -> TieInfluence:
         off = np.cumsum([0] + ms[:-1])
         rec = cast(tuple[np.ndarray, np.ndarray, np.ndarray],
                    tuple(np.concatenate(z) for z in zip(*[(r[0], r[1] + o, r[2]) for r, o in zip(recs, off)])))
-    return TieInfluence(sp.vstack([eta, ll], format="csr"), np.hstack([p.A for p in parts]),
+    return OutcomeInfluence(sp.vstack([eta, ll], format="csr"), np.hstack([p.A for p in parts]),
                         _stack_outcomes([p.st for p in parts]), rec)
 
 
 def _objective_influence(data: Comparisons, obj: Objective, x: np.ndarray, A_x: np.ndarray,
-                         coords: np.ndarray | slice = slice(None)) -> TieInfluence:
+                         coords: np.ndarray | slice = slice(None)) -> OutcomeInfluence:
     """``u_c = A_x T_ext[:, coords]^T (channels of cell c)`` for the cells of ``obj``."""
     Tc = obj.T_ext[:, coords]
     A = np.asarray((Tc @ np.asarray(A_x).T).T) if sp.issparse(Tc) else A_x @ Tc.T
-    return TieInfluence(obj.ext_jacobian(x), np.asarray(A), outcome_stats(obj, x), record_rows(data, obj.cells, obj.ties))
+    return OutcomeInfluence(obj.ext_jacobian(x), np.asarray(A), outcome_stats(obj, x), record_rows(data, obj.cells, obj.ties))
 
 
 def _targets(ch: Chart, obj: Objective, x: np.ndarray) -> np.ndarray:
@@ -311,8 +287,8 @@ def _targets(ch: Chart, obj: Objective, x: np.ndarray) -> np.ndarray:
     return E
 
 
-def finite_tie_influence(data: Comparisons, ch: Chart, lam: float, x: np.ndarray, ties: str,
-                         hess: np.ndarray | None = None) -> TieInfluence:
+def family_finite_influence(data: Comparisons, ch: Chart, lam: float, x: np.ndarray, ties: str | None,
+                         hess: np.ndarray | None = None) -> OutcomeInfluence:
     """Sandwich at a finite weight (eq. weighted-empirical-sandwich, pseudo-inverse bread), targets ``(s, log nu_H)``."""
     obj = Objective.weighted(ch, data, lam, ties=ties)
     H = hess if hess is not None else obj.value_grad_hess(x)[2]
@@ -320,7 +296,7 @@ def finite_tie_influence(data: Comparisons, ch: Chart, lam: float, x: np.ndarray
     return _objective_influence(data, obj, x, _targets(ch, obj, x) @ Hp)
 
 
-def staged_tie_influence(data: Comparisons, sf: TieStagedFit, ties: str) -> tuple[TieInfluence, int]:
+def family_staged_influence(data: Comparisons, sf: StagedFit, ties: str | None) -> tuple[OutcomeInfluence, int]:
     """Two-step influence of ``(s, log nu_H)`` at the staged endpoint.
 
     LLM cells through the LLM-only fit ``xi`` (with the calibration's response
@@ -346,10 +322,10 @@ def staged_tie_influence(data: Comparisons, sf: TieStagedFit, ties: str) -> tupl
     HLp, _ = pinv_sym(HL[np.ix_(xi, xi)])
     U_L = _objective_influence(data, oL, x, total @ HLp, xi)
     U_H = _objective_influence(data, oH, x, A_H, s2)
-    return stack_tie_influence([U_L, U_H]), U_L.A.shape[1]
+    return stack_outcome_influence([U_L, U_H]), U_L.A.shape[1]
 
 
-def human_tie_fit(data: Comparisons, ties: str, engine: TieOptimizers = NUMPY_TIE,
+def family_human_fit(data: Comparisons, ties: str | None, engine: FamilyOptimizers = NUMPY_FAMILY,
                   penalty: str | None = None) -> tuple[OptimResult, bool, Design]:
     """Fit the ``lambda = 0`` endpoint: the people's tie model in the centered chart ``s = T beta``.
 
@@ -359,14 +335,14 @@ def human_tie_fit(data: Comparisons, ties: str, engine: TieOptimizers = NUMPY_TI
     hi, hj, hc = _human_cells(data, ties)
     X = centered_design(hi, hj, data.N)
     free = _human_free(data, ties)
-    x0 = np.append(np.zeros(data.N - 1), log_nu_start(ties, hc)) if free else np.zeros(data.N - 1)
-    return derived(data, ("human_tie_fit", ties, engine.name, penalty),
+    x0 = np.append(np.zeros(data.N - 1), log_nu_start(cast(str, ties), hc)) if free else np.zeros(data.N - 1)
+    return derived(data, ("family_human_fit", ties, engine.name, penalty),
                    lambda: engine.human(data, ties, x0, penalty=penalty)), free, X
 
 
-def tie_glm_influence(data: Comparisons, ties: str | None, X: Design, x: np.ndarray, weight: float, E: np.ndarray, *,
+def family_glm_influence(data: Comparisons, ties: str | None, X: Design, x: np.ndarray, weight: float, E: np.ndarray, *,
                       unit: bool = False, cells: Cells | None = None,
-                      penalty: str | None = None) -> tuple[TieInfluence, np.ndarray]:
+                      penalty: str | None = None) -> tuple[OutcomeInfluence, np.ndarray]:
     """Influence ``u = E H^{-1} (channels)`` of a GLM of the family ``ties`` (:class:`~pydial.estimation.glm.FamilyGLM`).
 
     The bread of eq. weighted-empirical-sandwich for a GLM of the tie family (the people's model
@@ -408,7 +384,7 @@ def tie_glm_influence(data: Comparisons, ties: str | None, X: Design, x: np.ndar
     cells = dataclasses.replace(cells, w=w)
     st = OutcomeStats(hc, P, a, b, w, cells.is_human, cells.g, cells.i, cells.j, cells.a, info)
     rec = record_rows(data, cells, ties)
-    return TieInfluence(J2, A, st, rec), H
+    return OutcomeInfluence(J2, A, st, rec), H
 
 
 def _outcome_ab(ties: str | None, eta: np.ndarray, l: float) -> tuple[np.ndarray, np.ndarray]:
@@ -422,7 +398,7 @@ def _outcome_ab(ties: str | None, eta: np.ndarray, l: float) -> tuple[np.ndarray
     return a, b
 
 
-def _gacv_trace(H: np.ndarray, U: TieInfluence, data: Comparisons, basis: Any, n_h: int) -> float:
+def _gacv_trace(H: np.ndarray, U: OutcomeInfluence, data: Comparisons, basis: Any, n_h: int) -> float:
     r"""``tr(H^+ J) / (n_H - 1)``, ``J`` the covariance of the per-comparison human scores (eq. gacv).
 
     In the coordinates of ``H`` (``basis``: full-coordinate derivatives -> ``H``'s).
@@ -435,33 +411,44 @@ def _gacv_trace(H: np.ndarray, U: TieInfluence, data: Comparisons, basis: Any, n
 
 
 # ================================================================ candidates
-def tie_human_candidate(data: Comparisons, ties: str, engine: TieOptimizers = NUMPY_TIE,
-                        penalty: str | None = None) -> tuple[Candidate, float]:
-    """Return the ``lambda = 0`` GACV candidate (eq. gacv) with ties.
+def family_human_candidate(data: Comparisons, ties: str | None, engine: FamilyOptimizers = NUMPY_FAMILY,
+                           penalty: str | None = None) -> tuple[Candidate, float]:
+    """Return the ``lambda = 0`` GACV candidate (eq. gacv): the people's model of the family in ``s = T beta``.
 
     Also returns its ``log nu_H`` (``-inf`` without human ties).  With ``penalty="firth"``
     the people's Firth estimate, and GACV uses the Hessian of the penalized criterion.
+    The binary MLE needs a strongly connected directed win graph (Ford 1957), Firth's
+    estimate a connected comparison graph: both are checked before fitting.
     """
-    opt, free, X = human_tie_fit(data, ties, engine, penalty)
+    from pydial.model.identifiability import check_human_mle, undirected_labels
+
+    what = "human BTL" if ties is None else "human tie model"
+    if ties is None and penalty is None:
+        exists, detail = check_human_mle(data.items, data)
+        if not exists:
+            return Candidate(0.0, 0.0, None, reason=f"human MLE does not exist: {detail}"), -np.inf
+    elif ties is None and undirected_labels(data.N, data.human.i, data.human.j)[0] != 1:
+        return Candidate(0.0, 0.0, None, reason="human comparison graph not connected: no Firth estimate"), -np.inf
+    opt, free, X = family_human_fit(data, ties, engine, penalty)
     _, n_h = family_totals(data, ties)
     N = data.N
     s = centering_basis(N) @ opt.x[: N - 1]
     lh = float(opt.x[N - 1]) if free else -np.inf
     cand = Candidate(0.0, 0.0, s, opt.x, opt, loss_human=tie_human_loss(ties, s, lh, data))
     if not opt.resolved:
-        cand.reason = "human tie model not resolved within the box" if opt.converged else f"not converged ({opt.message})"
+        cand.reason = f"{what} not resolved within the box" if opt.converged else f"not converged ({opt.message})"
     elif np.abs(s).max() > SCORE_LIMIT:
         cand.reason = f"||s||_inf = {np.abs(s).max():.3g} > {SCORE_LIMIT:g}"
     else:
         E = np.zeros((1, X.shape[1] + free))
-        U, H = tie_glm_influence(data, ties, X, opt.x, 1.0 / n_h, E, unit=True, penalty=penalty)
+        U, H = family_glm_influence(data, ties, X, opt.x, 1.0 / n_h, E, unit=True, penalty=penalty)
         basis = sp.block_diag([sp.csr_matrix(X.basis), sp.identity(int(free))], format="csr")
         cand.admissible = True
         cand.trace = _gacv_trace(H, U, data, basis, n_h)
     return cand, lh
 
 
-def tie_anchored_candidate(data: Comparisons, sf: TieStagedFit, ties: str, penalty: str | None = None) -> Candidate:
+def family_anchored_candidate(data: Comparisons, sf: StagedFit, ties: str | None, penalty: str | None = None) -> Candidate:
     """Return the ``lambda = inf`` GACV candidate (eq. gacv, eq. staged-calibrated-estimator) with ties.
 
     The coordinates are ``(c, log nu_H)`` with ``M`` fixed at the LLM-only fit; GACV uses the
@@ -483,7 +470,7 @@ def tie_anchored_candidate(data: Comparisons, sf: TieStagedFit, ties: str, penal
         hi, hj, _ = _human_cells(data, ties)
         X = Design(difference_design(hi, hj, data.N), M)
         free = ch.K in sf.free
-        U, H = tie_glm_influence(data, ties, X, sf.cal_opt.x, 1.0 / n_h, np.zeros((1, X.shape[1] + free)), unit=True,
+        U, H = family_glm_influence(data, ties, X, sf.cal_opt.x, 1.0 / n_h, np.zeros((1, X.shape[1] + free)), unit=True,
                                  penalty=penalty)
         basis = sp.block_diag([sp.csr_matrix(M), sp.identity(int(free))], format="csr")
         cand.admissible = True
@@ -497,10 +484,10 @@ def _log_nu_h(ch: Chart, free: np.ndarray, x: np.ndarray) -> float:
     return float(x[ch.dim + int(np.flatnonzero(free == ch.K)[0])])
 
 
-def tie_finite_candidate(data: Comparisons, ch: Chart, lam: float, x0: np.ndarray, multiple: float,
-                         ties: str, engine: TieOptimizers = NUMPY_TIE, penalty: str | None = None) -> Candidate:
+def family_finite_candidate(data: Comparisons, ch: Chart, lam: float, x0: np.ndarray, multiple: float,
+                         ties: str | None, engine: FamilyOptimizers = NUMPY_FAMILY, penalty: str | None = None) -> Candidate:
     """Fit ``Q_lambda`` of the tie model from ``x0``; guards and GACV pieces (on the criterion penalized by ``penalty``)."""
-    x, opt, obj = tie_joint_fit(data, ch, lam, x0, ties, engine, penalty)
+    x, opt, obj = family_joint_fit(data, ch, lam, x0, ties, engine, penalty)
     H = opt.hess if opt.hess is not None and np.array_equal(opt.x, x) else obj.value_grad_hess(x)[2]
     s = ch.scores(x[: ch.dim])
     ok, reason, nz = guard(ch, opt, H, s)
@@ -509,13 +496,13 @@ def tie_finite_candidate(data: Comparisons, ch: Chart, lam: float, x0: np.ndarra
     if ok:
         _, n_h = family_totals(data, ties)
         hum = obj.cells.is_human
-        U = TieInfluence(obj.ext_jacobian(x, rows=hum), np.zeros((1, 1)), outcome_stats(obj, x, hum, unit_weight=True), None)
+        U = OutcomeInfluence(obj.ext_jacobian(x, rows=hum), np.zeros((1, 1)), outcome_stats(obj, x, hum, unit_weight=True), None)
         cand.trace = _gacv_trace(H, U, data, obj.T_ext, n_h)
     return cand
 
 
 # ==================================================================== tables
-def judge_tie_effects(data: Comparisons, ties: str, chL: Chart, xL: np.ndarray,
+def family_judge_effects(data: Comparisons, ties: str | None, chL: Chart, xL: np.ndarray,
                       freeL: np.ndarray) -> tuple[np.ndarray, Linearization]:
     """Estimates and linearization of ``(b, log nu_free, gamma)`` of the LLM-only tie fit.
 
@@ -548,15 +535,15 @@ def judge_tie_effects(data: Comparisons, ties: str, chL: Chart, xL: np.ndarray,
     return est, lin
 
 
-def judge_tie_estimates(data: Comparisons, ties: str, sf: TieStagedFit
+def family_judge_estimates(data: Comparisons, ties: str | None, sf: StagedFit
                         ) -> tuple[np.ndarray | None, pd.Series, np.ndarray | None, Linearization]:
-    """Return the judges' effects of the LLM-only tie fit of ``sf`` and their linearization (:func:`judge_tie_effects`).
+    """Return the judges' effects of the LLM-only tie fit of ``sf`` and their linearization (:func:`family_judge_effects`).
 
     Position effects and consensus loadings (``None`` without order effects), the judges'
     log tie parameters (:func:`~pydial.estimation.results.tie_log_nu`) and the linearization of all three.
     """
     chL, freeL = sf.llm_chart, sf.llm_free
-    est, lin = judge_tie_effects(data, ties, chL, sf.llm_x, freeL)
+    est, lin = family_judge_effects(data, ties, chL, sf.llm_x, freeL)
     nb = data.K if chL.order else 0
     nt = freeL.size
     log_nu = tie_log_nu(list(data.judges), est[nb:nb + nt], freeL)
@@ -567,88 +554,132 @@ def judge_tie_estimates(data: Comparisons, ties: str, sf: TieStagedFit
 
 # ===================================================================== steps
 @dataclass(frozen=True)
-class TieSteps:
-    """The steps of :func:`pydial.estimation.dial.fit_dial` for the tie family ``ties`` (see the module docstring).
+class Selected:
+    r"""What a family reports at the selected candidate (step 5 of :func:`pydial.estimation.dial.fit_dial`).
 
-    The coordinates are ``x = (theta, log nu)``; ``n_L`` and ``n_H`` count the ties; ``engine``
-    supplies the optimizers (default numpy; :func:`pydial.stan.engine.stan_tie_optimizers` for Stan).
-    With ``penalty="firth"`` the people's model at ``lambda = 0`` and the calibration tie
-    GLM are Firth's estimates (:class:`~pydial.model.penalty.TieFirthPenalty`), and every weighted
-    fit has the people's Jeffreys prior in the calibration space
-    (:class:`~pydial.model.penalty.TieCalibrationFirthPenalty`), as for the binary family.
+    ``s`` the calibrated scores; ``loss_human`` :math:`\ell_H` at them (the family's kernel);
+    ``linearization`` of the scores and of the judges' effects; ``b``, ``gamma`` the judges'
+    position effects and consensus loadings of the LLM-only fit (``None`` without order
+    effects); ``log_nu`` the log tie parameters (``None`` for the binary family);
+    ``calibration_test`` Prop. calibration-test.
+    """
+
+    s: np.ndarray
+    loss_human: float
+    linearization: tuple[Linearization, ...]
+    b: np.ndarray | None
+    gamma: np.ndarray | None
+    log_nu: pd.Series | None
+    calibration_test: CalibrationTest
+
+
+@dataclass(frozen=True)
+class FamilySteps:
+    """The steps of :func:`pydial.estimation.dial.fit_dial` for the outcome family ``ties`` (see the module docstring).
+
+    Every family, the binary one (``ties=None``) included; its fast path
+    (:class:`pydial.estimation.estimators.BinarySteps`) overrides the steps that pass over
+    the LLM cells.  The coordinates are ``x = (theta, log nu)`` (no ``log nu`` for the binary
+    family); ``n_L`` and ``n_H`` count the ties of a tie family; ``engine`` supplies the
+    optimizers (default numpy; :func:`pydial.stan.engine.stan_family_optimizers` for Stan).
+    With ``penalty="firth"`` the people's model at ``lambda = 0`` and the calibration GLM
+    are Firth's estimates, and every weighted fit has the people's Jeffreys prior in the
+    calibration space (:mod:`pydial.model.penalty`).  ``what`` names the path in messages.
     """
 
     data: Comparisons
     calibration: str
     order: bool
-    ties: str
-    engine: TieOptimizers = NUMPY_TIE
+    ties: str | None
+    engine: FamilyOptimizers = NUMPY_FAMILY
     penalty: str | None = None
-    what: str = "the lambda path of the tie model"
+    what: str = "the lambda path"
 
     def totals(self) -> tuple[int, int]:
-        """Return ``(n_L, n_H)`` of the family (:func:`~pydial.model.likelihood.family_totals`)."""
+        """Return ``(n_L, n_H)``, the comparisons of the LLM and human losses (eq. weighted-loss)."""
         return family_totals(self.data, self.ties)
 
     def human(self) -> Candidate:
-        """Fit the people's tie model (:func:`tie_human_candidate`)."""
-        return tie_human_candidate(self.data, self.ties, self.engine, self.penalty)[0]
+        """Fit the ``lambda = 0`` candidate (eq. human-only-estimator; :func:`family_human_candidate`)."""
+        return family_human_candidate(self.data, self.ties, self.engine, self.penalty)[0]
 
-    def staged(self, rank: int) -> TieStagedFit:
-        """Fit the staged tie model (:func:`tie_staged_fit`)."""
-        return tie_staged_fit(self.data, self.ties, rank, self.calibration, order=self.order, engine=self.engine,
-                              penalty=self.penalty)
+    def staged(self, rank: int) -> StagedFit:
+        """Fit the staged endpoint of ``rank`` (Alg. DIAL-Anc; :func:`family_staged_fit`)."""
+        return family_staged_fit(self.data, self.ties, rank, self.calibration, order=self.order, engine=self.engine,
+                                 penalty=self.penalty)
 
-    def anchored(self, sf: TieStagedFit) -> Candidate:
-        """Return the calibration tie GLM's candidate (:func:`tie_anchored_candidate`)."""
-        return tie_anchored_candidate(self.data, sf, self.ties, self.penalty)
+    def anchored(self, sf: StagedFit) -> Candidate:
+        """Return the ``lambda = inf`` candidate of the staged fit ``sf`` (:func:`family_anchored_candidate`)."""
+        return family_anchored_candidate(self.data, sf, self.ties, self.penalty)
 
     def finite(self, chart: Chart, lam: float, x0: np.ndarray, multiple: float, warm: Candidate | None = None) -> Candidate:
-        """Fit the weighted tie model (:func:`tie_finite_candidate`; ``warm`` is not used)."""
-        return tie_finite_candidate(self.data, chart, lam, x0, multiple, self.ties, self.engine, self.penalty)
+        """Fit the candidate of the weight ``lam`` from ``x0`` (:func:`family_finite_candidate`).
+
+        ``warm``, the candidate whose fit ends at ``x0``, is for optimizers that use it (not these).
+        """
+        return family_finite_candidate(self.data, chart, lam, x0, multiple, self.ties, self.engine, self.penalty)
 
     def polish(self, chart: Chart, cand: Candidate) -> Candidate:
-        """Return ``cand``: the tie fits end at their tolerance, which their linearization takes as it is."""
+        """Return the selected finite candidate ``cand`` with its optimum resolved for its linearization.
+
+        The path's candidates stop at the optimizer's tolerance, which GACV needs; these fits'
+        linearization takes that optimum as it is (:func:`~pydial.optim.newton`).
+        """
         return cand
 
-    def selected(self, sf: TieStagedFit, best: Candidate, hum: Candidate) -> Selected:
-        """Return the influence of ``(s, log nu_H)``, the judges' effects and tie parameters; the LRT on the tie likelihood."""
-        data, ties = self.data, self.ties
-        ch = sf.chart
+    def scores_linearization(self, sf: StagedFit, best: Candidate) -> tuple[Linearization, float]:
+        """Return the linearization of the selected scores (and of ``log nu_H`` when free), and ``log nu_H``.
+
+        At ``lambda = 0`` the people's GLM, at ``lambda = inf`` the two-step form of
+        :func:`family_staged_influence`, else the sandwich of :func:`family_finite_influence`.
+        """
+        data, ties, ch = self.data, self.ties, sf.chart
         n_h = self.totals()[1]
         if best.lam == 0:
-            opt, free, X = human_tie_fit(data, ties, self.engine, self.penalty)
+            opt, free, X = family_human_fit(data, ties, self.engine, self.penalty)
             E = np.zeros((data.N + free, X.shape[1] + free))
             E[: data.N, : data.N - 1] = centering_basis(data.N)
             if free:
                 E[data.N, -1] = 1.0
-            U, _ = tie_glm_influence(data, ties, X, opt.x, 1.0 / n_h, E)
+            U, _ = family_glm_influence(data, ties, X, opt.x, 1.0 / n_h, E)
             lh, stage_one = float(opt.x[data.N - 1]) if free else -np.inf, None
         elif np.isinf(best.lam):
-            U, n_one = staged_tie_influence(data, sf, ties)
+            U, n_one = family_staged_influence(data, sf, ties)
             lh, stage_one = _log_nu_h(ch, sf.free, sf.x), slice(0, n_one)
         else:
             assert best.theta is not None
             # the bread is the unpenalized Hessian (pydial.model.penalty): the optimizer's only without a penalty
             known = (best.opt.hess if self.penalty is None and best.opt is not None
                      and np.array_equal(best.opt.x, best.theta) else None)
-            U = finite_tie_influence(data, ch, best.lam, best.theta, ties, known)
+            U = family_finite_influence(data, ch, best.lam, best.theta, ties, known)
             lh, stage_one = _log_nu_h(ch, sf.free, best.theta), None
-        s = best.s if np.isfinite(best.lam) else ch.scores(sf.theta)
-        assert s is not None
         N = data.N
-        blocks = {"scores": slice(0, N)}
-        if ch.K in sf.free and U.A.shape[0] > N:
-            blocks["log_nu"] = slice(N, N + 1)
+        blocks = {"scores": slice(0, N)} | ({"log_nu": slice(N, N + 1)} if np.isfinite(lh) else {})
         lin = U.linearization("the calibrated scores", blocks, stage_one=stage_one,
                               tie_labels=(data.human_judge,) if "log_nu" in blocks else ())
-        b, log_nu_j, gamma, lin_j = judge_tie_estimates(data, ties, sf)
-        log_nu = pd.concat([log_nu_j, tie_log_nu([data.human_judge], np.array([lh]))])
-        # the calibration LRT on the tie likelihood (nu_H free under both hypotheses; unpenalized MLEs)
+        return lin, lh
+
+    def judge_effects(self, sf: StagedFit) -> tuple[np.ndarray | None, np.ndarray | None, pd.Series | None,
+                                                     tuple[Linearization, ...]]:
+        """Return ``b``, ``gamma``, the judges' ``log nu`` and their linearizations (:func:`family_judge_estimates`)."""
+        b, log_nu, gamma, lin = family_judge_estimates(self.data, self.ties, sf)
+        return b, gamma, log_nu, (lin,)
+
+    def selected(self, sf: StagedFit, best: Candidate, hum: Candidate) -> Selected:
+        """Return the estimates, linearizations and the calibration LRT at the selected candidate ``best``.
+
+        The LRT compares the unpenalized likelihoods of the family (``nu_H`` free under both hypotheses).
+        """
+        data, ties, ch = self.data, self.ties, sf.chart
+        lin, lh = self.scores_linearization(sf, best)
+        s = best.s if np.isfinite(best.lam) else ch.scores(sf.theta)
+        assert s is not None  # a selected candidate has its scores
+        b, gamma, log_nu_j, lins_j = self.judge_effects(sf)
+        log_nu = None if ties is None else pd.concat([log_nu_j, tie_log_nu([data.human_judge], np.array([lh]))])
         if self.penalty is not None:
-            hum = tie_human_candidate(data, ties, NUMPY_TIE)[0]
+            hum = family_human_candidate(data, ties, NUMPY_FAMILY)[0]
         loss_anc = tie_human_loss(ties, ch.scores(sf.theta), _log_nu_h(ch, sf.free, sf.x), data)
         ok_h = hum.opt is not None and hum.opt.resolved
-        ct = calibration_lrt(loss_anc, hum.loss_human if ok_h else None, n_h, N - 1 - ch.d,
-                             hum.reason or "the human-only tie MLE is not resolved")
-        return Selected(s, tie_human_loss(ties, s, lh, data), (lin, lin_j), b, gamma, log_nu, ct)
+        ct = calibration_lrt(loss_anc, hum.loss_human if ok_h else None, self.totals()[1], data.N - 1 - ch.d,
+                             hum.reason or "the human-only MLE is not resolved")
+        return Selected(s, tie_human_loss(ties, s, lh, data), (lin, *lins_j), b, gamma, log_nu, ct)
