@@ -51,8 +51,8 @@ STAGES = {
     "LLM-only fit": "fit_structured (LLM-only)",
     "weight path + GACV": "finite_candidate",
     "human endpoint": "family_human_candidate",
-    "linearizations (scores)": ("staged_linearization", "finite_influence", "family_glm_influence", "human_influence",
-                                "judges_linearization", "pooled_linearization"),
+    "linearizations (scores)": ("staged_linearization", "finite_influence", "family_glm_influence",
+                                "pooled_linearization"),
     "judge linearizations (b, gamma)": ("llm_only_linearization",),
     "covariances (every meat of the fit)": ("block_covariances",),
 }

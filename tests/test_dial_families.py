@@ -100,7 +100,8 @@ def test_the_general_steps_with_the_binary_family_are_the_binary_fast_path(binar
     the binary steps the logistic fast path (cell residuals ``n p - y``, the LLM-only fit's Hessian reused).
     Same estimator, so the same weight, scores, position effects, covariances and GACV table."""
     from pydial.estimation.dial import fit_dial
-    from pydial.estimation.estimators import BinarySteps, numpy_engine
+    from pydial.estimation.binary import BinarySteps
+    from pydial.estimation.estimators import numpy_engine
     from pydial.estimation.steps import FamilySteps
 
     d = binary_sim
@@ -116,3 +117,22 @@ def test_the_general_steps_with_the_binary_family_are_the_binary_fast_path(binar
                                    rtol=1e-7, atol=1e-12)
     if method == "dial-ada":
         np.testing.assert_allclose(general.gacv["gacv"], fast.gacv["gacv"], rtol=1e-9)
+
+
+@pytest.mark.parametrize("method", ["human", "judges", "atc", "dial-ada"])
+def test_the_binary_family_leaves_the_ties_out_as_if_their_rows_were_dropped(tied_sims, method):
+    """Every step of the binary family, the people's endpoints included, sees the decisive judgments only."""
+    sim = tied_sims["davidson"]
+    frame = sim.frame
+    kept = frame[frame["winner"] != "tie"]
+    assert len(kept) < len(frame)
+    d, d0 = sim.comparisons, pydial.Comparisons.from_frame(kept, human_judge=sim.comparisons.human_judge,
+                                                           items=list(sim.truth.items))
+    kw = ({"rank": 1} if method in ("atc", "dial-ada") else {}) | ({"multiples": [0.1, 1.0, 10.0]} if method == "dial-ada" else {})
+    res, ref = pydial.fit(d, method, cov_type="record", **kw), pydial.fit(d0, method, cov_type="record", **kw)
+    np.testing.assert_allclose(res.scores["score"], ref.scores["score"], atol=1e-10)
+    if method != "atc":
+        np.testing.assert_allclose(res.cov, ref.cov, atol=1e-12)
+    if method == "dial-ada":
+        np.testing.assert_allclose(res.gacv["gacv"], ref.gacv["gacv"], atol=1e-12)
+        assert res.calibration_test.statistic == pytest.approx(ref.calibration_test.statistic, abs=1e-9)

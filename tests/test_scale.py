@@ -23,9 +23,8 @@ import pydial
 from pydial.cache import entries
 from pydial.data.comparisons import Comparisons
 from pydial.model.identifiability import _check_separation, _no_separation_by_graph, _scan_cycles, _scan_cycles_fast
-from pydial.estimation.estimators import staged_fit
-from pydial.inference.linearization import finite_influence, human_influence, staged_influence
-from pydial.estimation.glm import fit_human_btl
+from pydial.estimation.binary import staged_fit
+from pydial.inference.linearization import finite_influence, staged_influence
 from pydial.inference.linearization import COV_TYPES, Influence, influence_covariance
 from pydial.model.likelihood import Objective
 from pydial.optim import pinv_sym
@@ -111,13 +110,9 @@ def test_sparse_influence_and_meats_equal_dense_reference(small):
     np.testing.assert_allclose(C, C_ref, rtol=1e-10, atol=1e-10 * np.abs(C_ref).max())
 
 
-@pytest.mark.parametrize("which", ["staged", "human"])
-def test_sparse_endpoint_influence_equals_dense_reference(small, which):
+def test_sparse_endpoint_influence_equals_dense_reference(small):
     d = small
-    if which == "staged":
-        U, st = staged_influence(d, staged_fit(d, 1, "W"))
-    else:
-        U, st, _ = human_influence(d, fit_human_btl(d.human, d.N).opt.x)
+    U, st = staged_influence(d, staged_fit(d, 1, "W"))
     U_ref = U.dense()
     for cov in COV_TYPES:
         C = influence_covariance(U, st, d, cov)

@@ -25,24 +25,22 @@ import numpy as np
 import pandas as pd
 
 from pydial.data.comparisons import Comparisons
+from pydial.estimation.binary import family_steps
 from pydial.estimation.glm import FamilyGLM, glm, has_tie_parameter
 from pydial.estimation.steps import (
     family_human_fit,
-    family_judge_estimates,
     stack_outcome_influence,
     family_glm_influence,
-    family_staged_fit,
 )
 from pydial.exceptions import IdentifiabilityError
 from pydial.inference.linearization import (
     Linearization,
-    llm_only_linearization,
     two_step_maps,
 )
 from pydial.model.chart import centering_basis, difference_design
 from pydial.model.design import Design, centered_design
 from pydial.model.families import log_nu_start
-from pydial.model.likelihood import Cells, tie_human_loss, tie_totals
+from pydial.model.likelihood import Cells, family_totals, tie_human_loss
 from pydial.estimation.results import Estimate, tie_log_nu
 from pydial.optim import OptimResult, warn_unresolved
 
@@ -204,45 +202,31 @@ def atc_scores(base: np.ndarray, human: np.ndarray) -> np.ndarray:
 def fit_atc(data: Comparisons, rank: int, *, ties: str | None, engine: Engine) -> Estimate:
     """Fit AtC of the family ``ties`` (App. related-comparison; see the module docstring).
 
-    The people's model (human BTL, or its tie model by :func:`~pydial.estimation.steps.family_human_fit`)
-    gives the ordering; DIAL-Anc with ``M = mu`` (``engine.point.staged``, or
-    :func:`~pydial.estimation.steps.family_staged_fit`) the consensus and the judges' position
-    effects (with ties also their tie parameters and consensus loadings, and the people's ``nu_H``).
+    The people's model (:func:`~pydial.estimation.steps.family_human_fit`) gives the ordering;
+    DIAL-Anc with ``M = mu`` (the family's staged fit, :func:`~pydial.estimation.binary.family_steps`)
+    the consensus, and the LLM-only fit the judges' position effects and consensus loadings
+    (with ties also the judges' tie parameters, and the people's ``nu_H`` from their own model).
     """
     N = data.N
-    lins: tuple[Linearization, ...]
-    b: np.ndarray | None
-    gamma = log_nu = None
-    lh = -np.inf
-    if ties is None:
-        h = engine.point.human(data)
-        opt, s_h = h.opt, h.s
-        warn_unresolved(opt, "human BTL (AtC ordering)")
-        sf = engine.point.staged(data, rank, "mu", order=True)
-        llm_opt, base, chL, thL = sf.llm_opt, sf.chart.scores(sf.theta), sf.llm_chart, sf.llm_theta
-        warn_unresolved(llm_opt, "structured LLM-only fit")
-        b = chL.order_effects(thL)
-        lins = llm_only_linearization(data, chL, thL, targets=("b",), hess=llm_opt.hess_at(thL))
-    else:
-        opt, free_h, X = family_human_fit(data, ties, engine.family, engine.point.penalty)
-        s_h = centering_basis(N) @ opt.x[: N - 1]
-        warn_unresolved(opt, "human tie model (AtC ordering)")
-        tsf = family_staged_fit(data, ties, rank, "mu", order=True, engine=engine.family, penalty=engine.point.penalty)
-        llm_opt, base = tsf.llm_opt, tsf.chart.scores(tsf.x[: tsf.chart.dim])
-        warn_unresolved(llm_opt, "structured LLM-only tie fit")
-        chL, thL = tsf.llm_chart, tsf.llm_x[: tsf.llm_chart.dim]
-        b, tj, gamma, lin_j = family_judge_estimates(data, ties, tsf)
-        lins = (lin_j,)
-        if free_h:  # the people's nu_H from their own tie model (the ordering)
-            lh = float(opt.x[N - 1])
-            E = np.zeros((1, N))
-            E[0, -1] = 1.0
-            U, _ = family_glm_influence(data, ties, X, opt.x, 1.0 / tie_totals(data)[1], E)
-            lins += (U.linearization("the people's tie parameter", {"log_nu": slice(0, 1)},
-                                     tie_labels=(data.human_judge,)),)
-        log_nu = pd.concat([tj, tie_log_nu([data.human_judge], np.array([lh]))])
+    penalty = engine.point.penalty
+    steps = family_steps(data, "mu", True, ties, engine, penalty)
+    opt, free_h, X = family_human_fit(data, ties, engine.family, penalty)
+    s_h = centering_basis(N) @ opt.x[: N - 1]
+    warn_unresolved(opt, ("human BTL" if ties is None else "human tie model") + " (AtC ordering)")
+    sf = steps.staged(rank)
+    warn_unresolved(sf.llm_opt, "structured LLM-only fit")
+    base = sf.chart.scores(sf.theta)
+    b, gamma, log_nu_j, lins = steps.judge_effects(sf)
+    lh = float(opt.x[N - 1]) if free_h else -np.inf
+    if free_h:  # the people's nu_H from their own tie model (the ordering)
+        E = np.zeros((1, N))
+        E[0, -1] = 1.0
+        U, _ = family_glm_influence(data, ties, X, opt.x, 1.0 / family_totals(data, ties)[1], E)
+        lins += (U.linearization("the people's tie parameter", {"log_nu": slice(0, 1)}, tie_labels=(data.human_judge,)),)
+    log_nu = None if ties is None else pd.concat([log_nu_j, tie_log_nu([data.human_judge], np.array([lh]))])
     s = atc_scores(base, s_h)
-    return Estimate(s=s, rank=rank, calibration="mu", b=b, gamma=gamma, log_nu=log_nu, structure=chL.structure(thL),
-                    lambda_=np.inf, converged=opt.resolved and llm_opt.resolved,
-                    grad_norm=max(opt.grad_norm, llm_opt.grad_norm), loss_human=tie_human_loss(ties, s, lh, data),
-                    stage_scores={"anchored": base, "human": s_h}, linearization=lins)
+    return Estimate(s=s, rank=rank, calibration="mu", b=b, gamma=gamma, log_nu=log_nu,
+                    structure=sf.llm_chart.structure(sf.llm_theta), lambda_=np.inf,
+                    converged=opt.resolved and sf.llm_opt.resolved, grad_norm=max(opt.grad_norm, sf.llm_opt.grad_norm),
+                    loss_human=tie_human_loss(ties, s, lh, data), stage_scores={"anchored": base, "human": s_h},
+                    linearization=lins)

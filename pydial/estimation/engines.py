@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from pydial.model.likelihood import Objective
 
 __all__ = ["BTLFit", "StructuredFit", "StagedFit", "TieBTLFit", "PointEngine", "FamilyOptimizers", "StagedOptimizer",
-           "JointOptimizer", "HumanOptimizer", "JudgesOptimizer", "PooledOptimizer"]
+           "JointOptimizer", "PooledOptimizer"]
 
 
 # ================================================================= records
@@ -143,22 +143,6 @@ class JointOptimizer(Protocol):
         ...
 
 
-class HumanOptimizer(Protocol):
-    """``human(data) -> BTLFit``: the centered human BTL (eq. human-only-estimator)."""
-
-    def __call__(self, data: Comparisons) -> BTLFit:
-        """Fit the human BTL."""
-        ...
-
-
-class JudgesOptimizer(Protocol):
-    """``judges(data) -> list[BTLFit]``: each judge's order-effect BTL; optimizer ``x = (s[:N-1], b)``."""
-
-    def __call__(self, data: Comparisons) -> list[BTLFit]:
-        """Fit every judge's order-effect BTL (eq. binomial-model-llm)."""
-        ...
-
-
 class PooledOptimizer(Protocol):
     """``pooled(data) -> (OptimResult, OptimResult)``: pooled BTL in ``s = T x``, then the scalar ``c``."""
 
@@ -169,25 +153,22 @@ class PooledOptimizer(Protocol):
 
 @dataclass(frozen=True)
 class PointEngine:
-    """The optimizers behind the binary estimators: numpy by default, Stan's with ``engine="stan"``.
+    """The optimizers of the binary family's fast path: numpy by default, Stan's with ``engine="stan"``.
 
     Inference is always computed by numpy at the returned optimum, so two engines differ
     only in the optimizer.  ``staged`` gives the staged endpoint (:class:`StagedFit`),
-    ``joint`` the weighted joint fit, ``human`` the human BTL (:class:`BTLFit`),
-    ``judges`` each judge's order-effect BTL and ``pooled`` the pooled BTL in the
-    reduced chart ``s = T x`` followed by the scalar calibration ``c``.
+    ``joint`` the weighted joint fit and ``pooled`` the pooled BTL in the reduced chart
+    ``s = T x`` followed by the scalar calibration ``c``.
     """
 
     staged: StagedOptimizer
     joint: JointOptimizer
-    human: HumanOptimizer
-    judges: JudgesOptimizer
     pooled: PooledOptimizer
     name: str = "numpy"
     penalty: str | None = None
 
 
-# ============================================================== tie engine
+# ====================================================== every family's engine
 @dataclass(frozen=True)
 class FamilyOptimizers:
     r"""The optimizers behind the fits of every outcome family ``ties`` (None: binary); inference is numpy's at their optimum.

@@ -45,6 +45,7 @@ from typing import Any, cast
 import numpy as np
 import pandas as pd
 import scipy.sparse as sp
+from scipy.special import expit
 
 from pydial.cache import derived
 from pydial.data.comparisons import I_WINS, J_WINS, TIE, Comparisons
@@ -52,8 +53,10 @@ from pydial.estimation.engines import FamilyOptimizers, StagedFit
 from pydial.estimation.glm import FamilyGLM, glm, initial_theta
 from pydial.estimation.results import tie_log_nu
 from pydial.estimation.selection import SCORE_LIMIT, Candidate, guard
+from pydial.exceptions import ArgumentError
 from pydial.inference.calibration_test import CalibrationTest, calibration_lrt
 from pydial.inference.linearization import (
+    CellStats,
     Linearization,
     MeatSource,
     OutcomeStats,
@@ -221,16 +224,20 @@ def record_rows(data: Comparisons, cells: Cells, ties: str | None = "davidson"
 
 @dataclass(frozen=True)
 class OutcomeInfluence:
-    """Influence in factored form for tie cells.
+    """Influence in factored form for the cells of any outcome family.
 
-    The two derivative channels ``J2`` (``2m x P``), the map ``A`` (``q x P``), the
-    cells' :class:`OutcomeStats` and record rows.
+    The derivative channels ``J2`` (``2m x P``: ``d eta``, then ``d log nu``; for the binary
+    family's GLMs the one channel ``d eta``, ``m x P``), the map ``A`` (``q x P``), the cells'
+    statistics (:class:`OutcomeStats`; :class:`CellStats` on the one channel) and record
+    rows; ``n_zero``: the number of zero eigenvalues of the bread's Hessian (a GLM without
+    gauge is not identified when it is positive).
     """
 
     J2: Any
     A: np.ndarray
-    st: OutcomeStats
+    st: OutcomeStats | CellStats
     rec: tuple[np.ndarray, np.ndarray, np.ndarray] | None
+    n_zero: int = 0
 
     def linearization(self, what: str, blocks: dict[str, slice], **kwargs: Any) -> Linearization:
         """Return the :class:`~pydial.inference.linearization.Linearization` of these cells.
@@ -238,34 +245,41 @@ class OutcomeInfluence:
         The meats of :func:`pydial.inference.linearization.parameter_meat` (eq. weighted-empirical-sandwich,
         eq. cell-clustered-meat, eq. hac-meat); ``kwargs``: ``stage_one``, ``tie_labels``.
         """
-        return Linearization(MeatSource(sp.csr_matrix(self.J2), self.st, self.rec), self.A, blocks, what, **kwargs)
+        return Linearization(MeatSource(self.J2, self.st, self.rec), self.A, blocks, what, **kwargs)
 
     def covariance(self, data: Comparisons, cov: str, what: str) -> np.ndarray:
         """Return ``A M A^T`` with the meat ``M`` of type ``cov`` (:func:`pydial.inference.linearization.parameter_meat`)."""
         return self.linearization(what, {}).covariance(data, cov)
 
 
-def _stack_outcomes(parts: list[OutcomeStats]) -> OutcomeStats:
-    """Stack the cells' statistics; the observed information only when every part has it."""
-    info = [p.information for p in parts if p.information is not None]
-    cols = {f.name: np.concatenate([getattr(p, f.name) for p in parts]) for f in dataclasses.fields(OutcomeStats)
-            if f.name != "information"}
-    return OutcomeStats(**cols, information=np.concatenate(info) if len(info) == len(parts) else None)
+def _stack_stats(parts: list[Any]) -> OutcomeStats | CellStats:
+    """Stack the cells' statistics of one kind; the observed information only when every part has it."""
+    kind = type(parts[0])
+    if any(type(p) is not kind for p in parts):
+        raise ArgumentError("cells of the binary family's GLMs stack only with their own kind")
+    optional = ("information", "llm_index", "human_index", "pair_key")
+    cols = {f.name: np.concatenate([getattr(p, f.name) for p in parts]) for f in dataclasses.fields(kind)
+            if f.name not in optional}
+    for name in optional:
+        vals = [getattr(p, name) for p in parts if getattr(p, name, None) is not None]
+        if hasattr(parts[0], name) and vals and len(vals) == len(parts):
+            cols[name] = np.concatenate(vals)
+    return kind(**cols)
 
 
 def stack_outcome_influence(parts: list[OutcomeInfluence]) -> OutcomeInfluence:
     """Blocks of cells with their own parameter spaces: channels block-diagonal, ``A`` side by side."""
-    ms = [p.st.m for p in parts]
-    eta = sp.block_diag([sp.csr_matrix(p.J2)[:m] for p, m in zip(parts, ms)], format="csr")
-    ll = sp.block_diag([sp.csr_matrix(p.J2)[m:] for p, m in zip(parts, ms)], format="csr")
+    ms = [p.st.w.size for p in parts]
+    C = parts[0].J2.shape[0] // ms[0]  # channels: 2, or 1 for the binary family's GLMs
+    J = sp.vstack([sp.block_diag([sp.csr_matrix(p.J2)[k * m:(k + 1) * m] if C > 1 else p.J2 for p, m in zip(parts, ms)])
+                   for k in range(C)], format="csr")
     rec: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
     recs = [p.rec for p in parts if p.rec is not None]
     if len(recs) == len(parts):
         off = np.cumsum([0] + ms[:-1])
         rec = cast(tuple[np.ndarray, np.ndarray, np.ndarray],
                    tuple(np.concatenate(z) for z in zip(*[(r[0], r[1] + o, r[2]) for r, o in zip(recs, off)])))
-    return OutcomeInfluence(sp.vstack([eta, ll], format="csr"), np.hstack([p.A for p in parts]),
-                        _stack_outcomes([p.st for p in parts]), rec)
+    return OutcomeInfluence(J, np.hstack([p.A for p in parts]), _stack_stats([p.st for p in parts]), rec)
 
 
 def _objective_influence(data: Comparisons, obj: Objective, x: np.ndarray, A_x: np.ndarray,
@@ -341,15 +355,15 @@ def family_human_fit(data: Comparisons, ties: str | None, engine: FamilyOptimize
 
 
 def family_glm_influence(data: Comparisons, ties: str | None, X: Design, x: np.ndarray, weight: float, E: np.ndarray, *,
-                      unit: bool = False, cells: Cells | None = None,
-                      penalty: str | None = None) -> tuple[OutcomeInfluence, np.ndarray]:
+                         unit: bool = False, cells: Cells | None = None,
+                         penalty: str | None = None) -> tuple[OutcomeInfluence, np.ndarray]:
     """Influence ``u = E H^{-1} (channels)`` of a GLM of the family ``ties`` (:class:`~pydial.estimation.glm.FamilyGLM`).
 
-    The bread of eq. weighted-empirical-sandwich for a GLM of the tie family (the people's model
+    The bread of eq. weighted-empirical-sandwich for a GLM of any family (the people's model
     of eq. human-only-estimator, a judge's order-effect model of eq. binomial-model-llm,
     the pooled BTL): design ``X``, coordinates ``(beta, l)`` when the cells hold a tie,
     else ``beta`` and the binary model (always with ``ties=None``, whose record rows leave
-    the tied judgments out).  On ``cells`` (default: the human tie cells); also
+    the tied judgments out).  On ``cells`` (default: the people's cells of the family); also
     returns ``H``.  ``unit=True`` gives weight 1 per comparison (for GACV).  The ``"fisher"``
     meat is the observed information at ``x`` (:class:`~pydial.inference.linearization.OutcomeStats`),
     so that its covariance is the inverse observed information ``E H^{-1} E^T``, as in every
@@ -358,13 +372,22 @@ def family_glm_influence(data: Comparisons, ties: str | None, X: Design, x: np.n
     of ``u`` is the unpenalized one.
     """
     if cells is None:
-        cells = Cells.stack(data, 0.0, 1.0, ties=True)
+        cells = Cells.stack(data, 0.0, 1.0, ties=ties is not None)
     hc = cells.counts
     model = FamilyGLM(ties, hc, X, weight)
     _, _, H = model.terms(x)
+    Hinv, n_zero = pinv_sym(H, gauge=np.zeros((H.shape[0], 0)))  # no gauge: a Cholesky factorization when regular
+    H = FamilyGLM(ties, hc, X, weight, penalty=penalty).terms(x)[2] if penalty is not None else H
     free = model.free
     m, p = hc.shape[0], X.shape[1]
     Xs = sp.csr_matrix(X.X)
+    w = np.full(m, 1.0 if unit else weight)
+    cells = dataclasses.replace(cells, w=w)
+    rec = record_rows(data, cells, ties)
+    if ties is None:  # the binary fast path: one channel, the cell residuals n p - y (CellStats)
+        key = np.where(cells.is_human, -1, (cells.g.astype(np.int64) * data.N + cells.i) * data.N + cells.j)
+        st_b = CellStats(cells.n, cells.y, expit(X @ x[:p]), w, cells.is_human, pair_key=key)
+        return OutcomeInfluence(X.X, np.asarray((sp.csr_matrix(X.basis) @ (E @ Hinv).T).T), st_b, rec, n_zero), H
     nt = 1 if free else 0
     eta_rows = sp.hstack([Xs, sp.csr_matrix((m, nt))], format="csr")
     l_rows = sp.csr_matrix((np.ones(m * nt), (np.arange(m * nt), np.full(m * nt, Xs.shape[1]))), shape=(m, Xs.shape[1] + nt))
@@ -376,15 +399,9 @@ def family_glm_influence(data: Comparisons, ties: str | None, X: Design, x: np.n
     a, b = _outcome_ab(family, eta, l)
     d = tie_cell(family)(hc, eta, l)
     info = -np.column_stack([d.d_eta_eta, d.d_eta_l, d.d_l_l])
-    Hinv, _ = pinv_sym(H)
     A = np.asarray((basis @ (E @ Hinv).T).T)
-    if penalty is not None:
-        H = FamilyGLM(ties, hc, X, weight, penalty=penalty).terms(x)[2]
-    w = np.full(m, 1.0 if unit else weight)
-    cells = dataclasses.replace(cells, w=w)
     st = OutcomeStats(hc, P, a, b, w, cells.is_human, cells.g, cells.i, cells.j, cells.a, info)
-    rec = record_rows(data, cells, ties)
-    return OutcomeInfluence(J2, A, st, rec), H
+    return OutcomeInfluence(J2, A, st, rec, n_zero), H
 
 
 def _outcome_ab(ties: str | None, eta: np.ndarray, l: float) -> tuple[np.ndarray, np.ndarray]:

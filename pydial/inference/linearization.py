@@ -1,10 +1,12 @@
 r"""Inference for the DIAL estimators: the linearization of each fit and Wald tables.
 
-The *bread* of every sandwich lives here: the influence directions ``u_c = A j_c`` of
-each estimator (:func:`glm_influence` for the GLM fits, :func:`staged_influence` for the
-two-step endpoint ``lambda = inf``, :func:`finite_influence` for the weighted joint fit,
-:func:`human_influence` for ``lambda = 0``, :func:`llm_only_linearization` for the
-judges' position effects and consensus loadings).  The meats that turn them into
+The *bread* of the binary fast path's sandwiches lives here: the influence directions
+``u_c = A j_c`` of :func:`staged_influence` for the two-step endpoint ``lambda = inf``,
+:func:`finite_influence` for the weighted joint fit and :func:`llm_only_linearization` for
+the judges' position effects and consensus loadings; the GLM fits of every family and the
+steps of a tie family are linearized in :mod:`pydial.estimation.steps`
+(:func:`~pydial.estimation.steps.family_glm_influence`), by the same two-step formula
+(:func:`two_step_maps`).  The meats that turn them into
 covariances are in :mod:`pydial.model.meats` (re-exported here); the Wald tables of the
 results at the end.
 """
@@ -16,15 +18,12 @@ from typing import Any, Sequence, cast
 
 import numpy as np
 import pandas as pd
-import scipy.sparse as sp
-from scipy.special import expit
 from scipy.stats import norm
 
 from pydial.cache import derived
 from pydial.data.comparisons import Comparisons
-from pydial.exceptions import (ArgumentError, ConvergenceError, ConvergenceWarning, CovarianceWarning, IdentifiabilityError)
-from pydial.model.chart import Chart, centering_basis, consensus_gamma
-from pydial.model.design import Design, centered_design, glm_information
+from pydial.exceptions import (ArgumentError, ConvergenceError, CovarianceWarning, IdentifiabilityError)
+from pydial.model.chart import Chart, consensus_gamma
 from pydial.model.likelihood import CellJacobian, Cells, Objective
 from pydial.model.meats import (
     ANCHORED_COVS,
@@ -117,85 +116,6 @@ def wald_frame(est: np.ndarray, var: np.ndarray, index: list[str], level: float,
 
 
 # ===================================================================== breads
-def glm_influence(X: Design, x: np.ndarray, n: np.ndarray, w: float, E: np.ndarray,
-                  what: str = "fit") -> tuple[Influence, np.ndarray, bool]:
-    """Influence directions ``u_c = E H^{-1} x_c`` of a GLM fit (factored, ``J = X``, ``A = E H^{-1}``).
-
-    The bread of eq. weighted-empirical-sandwich for the human BTL (eq.
-    human-only-estimator), each judge's BTL (eq. binomial-model-llm) and the pooled BTL.
-    ``x`` is the fit's optimum.  Also returns the fitted probabilities and whether the
-    Hessian is singular.  The reduced GLM charts have no gauge, so a singular Hessian means the design does not
-    identify the parameters (possible only with ``check=False``): it is reported with a
-    :class:`~pydial.ConvergenceWarning` (status ``"not identified"``).
-    """
-    p = expit(X @ x)
-    H = glm_information(X, n, p, w)
-    Hinv, n_zero = pinv_sym(H, gauge=np.zeros((H.shape[0], 0)))  # no gauge: a Cholesky factorization when regular
-    if n_zero:
-        warnings.warn(ConvergenceWarning(f"{what}: the Hessian is singular in {n_zero} direction(s); the design does "
-                                         "not identify the parameters (run pydial.check_design)", "not identified"),
-                      stacklevel=3)
-    return X.influence(E @ Hinv), p, bool(n_zero)
-
-
-def human_influence(data: Comparisons, beta: np.ndarray, what: str = "human BTL") -> tuple[Influence, CellStats, bool]:
-    """Influence of the centered human BTL fit (reduced chart ``s = T beta``; eq. human-only-estimator).
-
-    The ``lambda = 0`` endpoint of DIAL-Ada and the ``human`` method (sandwich of eq.
-    weighted-empirical-sandwich); the third value says whether the Hessian is singular.
-    """
-    X = centered_design(data.human.i, data.human.j, data.N)
-    w = 1.0 / data.n_human
-    U, p, singular = glm_influence(X, beta, data.human.n, w, centering_basis(data.N), what)
-    return U, CellStats.from_parts([(data.human.n, data.human.y, p, w, True)]), singular
-
-
-def judges_linearization(data: Comparisons, fits: Sequence[Any]) -> tuple[tuple[Linearization, ...], bool]:
-    """Linearizations of the ``judges`` method (each judge's order-effect BTL, eq. binomial-model-llm).
-
-    The first covers the mean score and the position effects ``b`` jointly: one stacked
-    influence over all judges' cells (rows in ``data.llm`` order, ``J`` block-diagonal
-    over the judges' own parameters), so that the record meat sees judgments of
-    different judges on the same record together.  Then one per judge for its own
-    scores (block ``"judge_scores"``).  The flag says whether every Hessian was regular.
-    """
-    N, K = data.N, data.K
-    E = np.zeros((N + 1, N))
-    E[:N, : N - 1] = centering_basis(N)
-    E[N, N - 1] = 1.0
-    regular = True
-    parts, per_judge = [], []
-    for k in range(K):
-        m = data.llm.judge == k
-        cells = data.llm.select(m)
-        X = centered_design(cells.i, cells.j, N, cells.a)
-        w = 1.0 / float(cells.n.sum())
-        U, p, singular = glm_influence(X, fits[k].opt.x, cells.n, w, E, f"judge {data.judges[k]!r}")
-        regular &= not singular
-        st = CellStats(cells.n, cells.y, p, np.full(cells.n.size, w), np.zeros(cells.n.size, bool),
-                       np.flatnonzero(m), np.full(cells.n.size, -1))
-        per_judge.append(Linearization(MeatSource(U.J, st), U.A, {"judge_scores": slice(0, N)},
-                                       f"the scores of judge {data.judges[k]!r}"))
-        parts.append((m, U, p, w))
-    rows = np.concatenate([np.flatnonzero(m) for m, _, _, _ in parts])
-    J_all = sp.block_diag([sp.csr_matrix(Uk.J) for _, Uk, _, _ in parts], format="csr")
-    J_all = J_all[np.argsort(rows, kind="stable")]
-    A_all = np.zeros((N + K, J_all.shape[1]))
-    p_all = np.zeros(len(data.llm))
-    w_all = np.zeros(len(data.llm))
-    col = 0
-    for k, (m, Uk, pk, wk) in enumerate(parts):
-        width = Uk.A.shape[1]
-        A_all[:N, col:col + width] = Uk.A[:N] / K
-        A_all[N + k, col:col + width] = Uk.A[N]
-        col += width
-        p_all[m], w_all[m] = pk, wk
-    st_all = CellStats(data.llm.n, data.llm.y, p_all, w_all, np.zeros(len(data.llm), bool))
-    joint = Linearization(MeatSource(J_all, st_all), A_all, {"scores": slice(0, N), "b": slice(N, N + K)},
-                          "the mean judge scores and position effects")
-    return (joint, *per_judge), regular
-
-
 def two_step_maps(S_xi: np.ndarray, S_c: np.ndarray, C: np.ndarray, H_c_xi: np.ndarray,
                   stage_two: str) -> tuple[np.ndarray, np.ndarray]:
     """Return the maps of the two-step delta method (stacked estimating equations) of a staged estimator.

@@ -74,6 +74,7 @@ class CellStats:
     ``llm_index`` / ``human_index`` give each cell's position in ``data.llm`` /
     ``data.human`` (``-1`` where not applicable), used for clustering; ``None`` (both) when
     the LLM cells are ``data.llm`` in order and the human cells ``data.human`` in order.
+    ``pair_key``, when given, is each cell's judge-pair key instead (:meth:`pair_keys`).
     """
 
     n: np.ndarray
@@ -83,6 +84,7 @@ class CellStats:
     is_human: np.ndarray
     llm_index: np.ndarray | None = None
     human_index: np.ndarray | None = None
+    pair_key: np.ndarray | None = None
 
     @classmethod
     def from_parts(cls, parts: list[tuple[np.ndarray, np.ndarray, np.ndarray, float, bool]]) -> "CellStats":
@@ -132,6 +134,8 @@ class CellStats:
 
     def pair_keys(self, data: Comparisons) -> np.ndarray:
         """Judge-pair key of every LLM cell (the clusters of the cell meat; ``-1`` for human cells)."""
+        if self.pair_key is not None:
+            return self.pair_key
         L, li, key = data.llm, self.positions()[0], np.full(self.n.size, -1, np.int64)
         key[~self.is_human] = (L.judge[li] * data.N + L.i[li]) * data.N + L.j[li]
         return key

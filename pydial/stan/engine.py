@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from pydial.data.comparisons import Comparisons
-from pydial.estimation.engines import BTLFit, Engine, PointEngine, StagedFit, FamilyOptimizers
+from pydial.estimation.engines import Engine, PointEngine, StagedFit, FamilyOptimizers
 from pydial.model.penalty import check_penalty
 
 from .backend import OptimizeResult
@@ -65,19 +65,6 @@ def stan_point_engine(seed: int | None = None, penalty: str | None = None) -> Po
         theta = chart.canonical(sp.theta) if chart.r > 0 else sp.theta
         return theta, _as_optim(sp.stages[0], theta, sp.objective)
 
-    def human(data: Comparisons) -> BTLFit:
-        sp = stan_fit_point(data, "human", seed=seed, warn=False, penalty=penalty)
-        return BTLFit(sp.scores, 0.0, _as_optim(sp.stages[0], sp.theta, sp.objective))
-
-    def judges(data: Comparisons) -> list[BTLFit]:
-        sp = stan_fit_point(data, "judges", seed=seed, warn=False, penalty=penalty)
-        res = sp.stages[0]
-        out = []
-        for k in range(data.K):
-            s, b = sp.chart.S(sp.theta[k])[0], float(sp.chart.order_effects(sp.theta[k])[0])
-            out.append(BTLFit(s, b, _as_optim(res, np.append(s[:-1], b), sp.objective)))
-        return out
-
     def pooled(data: Comparisons) -> tuple[Any, Any]:
         sp = stan_fit_point(data, "pooled", seed=seed, warn=False, penalty=penalty)
         assert sp.llm_chart is not None and sp.llm_theta is not None  # a pooled fit has its first stage
@@ -86,7 +73,7 @@ def stan_point_engine(seed: int | None = None, penalty: str | None = None) -> Po
         return (_as_optim(sp.stages[0], s_pool[:-1], sp.details["llm_objective"]),
                 _as_optim(sp.stages[1], np.array([c]), sp.objective))
 
-    return PointEngine(staged=staged, joint=joint, human=human, judges=judges, pooled=pooled, name="stan",
+    return PointEngine(staged=staged, joint=joint, pooled=pooled, name="stan",
                          penalty=penalty)
 
 

@@ -1,0 +1,178 @@
+r"""The people's model and each judge's model for every outcome family: ``pydial.fit(data, "human" | "judges", ties=...)``.
+
+The centered BTL of the people (``method="human"``, eq. human-only-estimator) and each
+LLM judge's BTL with its own order effect (``method="judges"``, eq. binomial-model-llm),
+in the outcome family ``ties``: the binary model (``None``, decisive comparisons), or
+Davidson's (1970) / Rao and Kupper's (1967) model, with judge-specific order effects
+Davidson-Beaver's (1977), which use the tie judgments the binary model leaves out
+(the cell likelihoods of :mod:`pydial.model.families`, Stan ``ties`` 0 / 1 / 2 of
+``stan/include/paired_likelihoods.stan``).  Given a decisive outcome the Davidson model
+is eq. binomial-model-llm; ``nu -> 0`` removes the ties.
+
+The optimum comes from the one GLM solver (:func:`pydial.estimation.glm.glm`, the people's
+model shared with the ``lambda = 0`` endpoint of :mod:`pydial.estimation.steps`) or from
+Stan (``judges.stan``), and the fit keeps a :class:`~pydial.inference.linearization.Linearization`
+of its scores, position effects and ``log nu`` (:func:`pydial.estimation.steps.family_glm_influence`),
+so every meat of ``cov_type`` (eq. weighted-empirical-sandwich, eq. cell-clustered-meat,
+eq. hac-meat) and :meth:`~pydial.estimation.results.DialResult.with_cov` work for every
+family.  The ``"fisher"`` covariance is the inverse observed information (for the binary
+model and Davidson's, multinomial logits, also the expected one), and ``nu``'s standard
+error is the delta method on ``log nu``.  A singular Hessian means the design does not
+identify a judge's (or the people's) parameters (possible only with ``check=False``): it is
+reported with a :class:`~pydial.ConvergenceWarning` (status ``"not identified"``) and the
+fit is marked not converged.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+
+from pydial.data.comparisons import CellTable, Comparisons
+from pydial.estimation.engines import FamilyOptimizers
+from pydial.estimation.glm import glm, has_tie_parameter
+from pydial.estimation.results import Estimate, tie_log_nu
+from pydial.estimation.steps import (
+    NUMPY_FAMILY,
+    OutcomeInfluence,
+    family_glm_influence,
+    family_human_fit,
+    stack_outcome_influence,
+)
+from pydial.exceptions import ArgumentError, ConvergenceWarning
+from pydial.model.chart import centering_basis
+from pydial.model.design import centered_design
+from pydial.model.families import log_nu_start
+from pydial.model.likelihood import Cells, family_totals, tie_human_loss
+from pydial.optim import warn_unresolved
+
+__all__ = ["tie_log_nu_start", "fit_btl"]
+
+
+def tie_log_nu_start(ties: str | None, cells: CellTable, G: int) -> np.ndarray:
+    """Return the starting ``log nu`` of groups ``0..G-1`` from their tie rates (none for the binary family).
+
+    :func:`pydial.model.families.log_nu_start`.
+    """
+    if ties is None:
+        return np.zeros(0)
+    return np.array([log_nu_start(ties, cells.counts[cells.judge == g]) for g in range(G)], float)
+
+
+def _identified(U: OutcomeInfluence, what: str) -> bool:
+    """Warn when the GLM's Hessian is singular (its design does not identify ``what``); return whether it is regular."""
+    if U.n_zero:
+        warnings.warn(ConvergenceWarning(f"{what}: the Hessian is singular in {U.n_zero} direction(s); the design does "
+                                         "not identify the parameters (run pydial.check_design)", "not identified"),
+                      stacklevel=4)
+    return not U.n_zero
+
+
+def _human(data: Comparisons, ties: str | None, engine: FamilyOptimizers, penalty: str | None) -> Estimate:
+    """Fit the people's model: the ``lambda = 0`` fit of :func:`~pydial.estimation.steps.family_human_fit`."""
+    N = data.N
+    what = "human BTL" if ties is None else "human tie model"
+    opt, free, X = family_human_fit(data, ties, engine, penalty)
+    warn_unresolved(opt, what)
+    E = np.zeros((N + free, X.shape[1] + free))
+    E[:N, : N - 1] = centering_basis(N)
+    if free:
+        E[N, -1] = 1.0
+    U, _ = family_glm_influence(data, ties, X, opt.x, 1.0 / family_totals(data, ties)[1], E)
+    regular = _identified(U, what)
+    blocks = {"scores": slice(0, N)} | ({"log_nu": slice(N, N + 1)} if free else {})
+    lin = U.linearization(f"the {what} scores", blocks, tie_labels=(data.human_judge,) if free else ())
+    s = centering_basis(N) @ opt.x[: N - 1]
+    lh = float(opt.x[-1]) if free else -np.inf
+    return Estimate(s=s, log_nu=None if ties is None else tie_log_nu([data.human_judge], np.array([lh])),
+                    lambda_=0.0, loss_human=tie_human_loss(ties, s, lh, data), converged=opt.resolved and regular,
+                    grad_norm=opt.grad_norm, linearization=(lin,))
+
+
+def _judges(data: Comparisons, ties: str | None, engine: FamilyOptimizers, seed: int | None, backend: str | None,
+            penalty: str | None) -> Estimate:
+    """Each judge's order-effect model, one GLM per judge; linearized jointly and judge by judge.
+
+    The joint linearization covers the mean score, the position effects and the free log tie
+    parameters: one stacked influence over all judges' cells, so that the record meat sees
+    judgments of different judges on the same record together.
+    """
+    N, K = data.N, data.K
+    T = centering_basis(N)
+    cells = Cells.stack(data, 1.0, 0.0, ties=ties is not None)
+    stan = None
+    if engine.btl is not None:
+        table = data.cell_table("llm", ties=ties is not None)
+        stan = engine.btl(table, N=N, groups=K, ties=ties, log_nu0=tie_log_nu_start(ties, table, K),
+                          seed=seed, backend=backend, penalty=penalty)
+        if not stan.converged:
+            warnings.warn(ConvergenceWarning(f"judges' model: optimizer did not converge ({stan.message})",
+                                             "not converged"), stacklevel=3)
+    g = cells.g
+    by_judge = bool(np.all(g[1:] >= g[:-1]))  # the judges' cells as slices (views), else masks
+    bounds = np.searchsorted(g, np.arange(K + 1))
+    rows = [slice(bounds[k], bounds[k + 1]) if by_judge else g == k for k in range(K)]
+    free = np.array([ties is not None and has_tie_parameter(ties, cells.counts[r]) for r in rows], bool)
+    idx = np.flatnonzero(free)
+    q = N + K + idx.size
+    joint, own, xs, opts = [], [], [], []
+    regular = True
+    for k in range(K):  # one judge at a time: its cells and design are dropped once it is linearized
+        c = cells.select(rows[k])
+        X = centered_design(c.i, c.j, N, c.a)
+        if stan is None:
+            opts.append(glm(ties, c.counts, X, weight=1.0 / float(c.n.sum()), penalty=penalty))
+            warn_unresolved(opts[-1], f"judge {data.judges[k]!r}" + ("" if ties is None else " tie model"))
+            xs.append(opts[-1].x)
+        else:  # the centered chart s = T beta (beta: the first N - 1 scores); a judge without ties is binary (nu = 0)
+            xs.append(np.concatenate([stan.S[k, : N - 1], [stan.b[k]], [stan.log_nu[k]] if free[k] else []]))
+        E = np.zeros((q + N, X.shape[1] + free[k]))
+        E[:N, : N - 1] = T / K
+        E[N + k, N - 1] = 1.0
+        if free[k]:
+            E[N + K + int(np.searchsorted(idx, k)), N] = 1.0
+        E[q:, : N - 1] = T
+        U, _ = family_glm_influence(data, ties, X, xs[k], 1.0 / float(c.n.sum()), E, cells=c)
+        regular &= _identified(U, f"judge {data.judges[k]!r}")
+        joint.append(OutcomeInfluence(U.J2, U.A[:q], U.st, U.rec))
+        own.append(OutcomeInfluence(U.J2, U.A[q:], U.st, U.rec).linearization(
+            f"the scores of judge {data.judges[k]!r}", {"judge_scores": slice(0, N)}))
+    blocks = {"scores": slice(0, N), "b": slice(N, N + K)} | ({"log_nu": slice(N + K, q)} if idx.size else {})
+    what = "the mean judge scores and position effects" + (" and tie parameters" if idx.size else "")
+    lin = stack_outcome_influence(joint).linearization(what, blocks, tie_labels=tuple(data.judges[int(k)] for k in idx))
+    S = np.array([T @ x[: N - 1] for x in xs])
+    log_nu = np.array([x[-1] if fr else -np.inf for x, fr in zip(xs, free)])
+    converged = regular and (stan.converged if stan is not None else all(o.resolved for o in opts))
+    grad_norm = stan.grad_norm if stan is not None else max(o.grad_norm for o in opts)
+    return Estimate(s=S.mean(0), b=np.array([x[N - 1] for x in xs]), judge_scores=S,
+                    log_nu=None if ties is None else tie_log_nu(list(data.judges), log_nu),
+                    lambda_=np.nan, loss_human=np.nan, converged=converged, grad_norm=grad_norm,
+                    linearization=(lin, *own))
+
+
+def fit_btl(data: Comparisons, method: str, *, ties: str | None = None, seed: int | None = None,
+            backend: str | None = None, engine: FamilyOptimizers | None = None, penalty: str | None = None) -> Estimate:
+    """Fit ``human`` or ``judges`` in the outcome family ``ties`` with the covariance of any meat (see the module docstring).
+
+    The human model of eq. human-only-estimator or each judge's order-effect model
+    (eq. binomial-model-llm), binary (``ties=None``) or with ties.  ``engine`` (default numpy's)
+    optimizes the people's model (``engine.human``) and the judges' (``engine.btl``, Stan's
+    ``judges.stan``, when given; else the GLM solver judge by judge); every covariance is
+    numpy's at the optimum.  ``penalty="firth"`` gives the Firth estimates of these GLMs
+    (:mod:`pydial.model.penalty`), with the unpenalized information as the bread.
+
+    Returns
+    -------
+    Estimate
+        With the log tie parameters by judge for a tie family (the result's ``tie_parameters``:
+        ``nu, se, ci_low, ci_high``, interval on the log scale) and the linearization that gives
+        every standard error (:func:`~pydial.estimation.results.build_result`).
+    """
+    if method not in ("human", "judges"):
+        raise ArgumentError(f"fit_btl fits the methods 'human' and 'judges', not {method!r}; the DIAL methods "
+                            "are pydial.estimation.dial.fit_dial")
+    engine = NUMPY_FAMILY if engine is None else engine
+    if method == "human":
+        return _human(data, ties, engine, penalty)
+    return _judges(data, ties, engine, seed, backend, penalty)
