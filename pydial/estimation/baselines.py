@@ -19,7 +19,7 @@ either engine.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 import numpy as np
 import pandas as pd
@@ -151,19 +151,18 @@ def pooled_linearization(data: Comparisons, ties: str | None, o1: OptimResult, o
 def fit_pooled(data: Comparisons, rank: int | None = None, *, ties: str | None, engine: Engine) -> Estimate:
     """Fit the pooled baseline of the family ``ties`` (see the module docstring); ``rank`` is unused.
 
-    The optimizers are ``engine``'s: ``engine.point.pooled`` without ties,
-    ``engine.family.pooled_stages`` (Stan's) or :func:`numpy_pooled` with ties.  With ties the
-    estimate has the tie parameters (``nu_L`` of the pooled judges, ``nu_H`` of the people).
+    The optimizers are ``engine``'s: ``engine.family.pooled_stages`` (Stan's), or
+    :func:`numpy_pooled`.  With ties the estimate has the tie parameters (``nu_L`` of the
+    pooled judges, ``nu_H`` of the people).
     """
     N = data.N
     what = "pooled LLM " + ("BTL" if ties is None else "tie model")
-    if ties is None:
-        o1, o2 = engine.point.pooled(data)
-    elif engine.family.pooled_stages is not None:
+    if engine.family.pooled_stages is not None:
         L, Hc = family_cells(data, ties)
         m1 = FamilyGLM(ties, L.counts, centered_design(L.i, L.j, N))
-        o1, o2 = engine.family.pooled_stages(data, ties, m1.start(), log_nu_start(ties, Hc.counts), m1.free,
-                                           has_tie_parameter(ties, Hc.counts), penalty=engine.point.penalty)
+        free2 = has_tie_parameter(ties, Hc.counts)
+        o1, o2 = engine.family.pooled_stages(data, ties, m1.start(), log_nu_start(cast(str, ties), Hc.counts) if free2 else 0.0,
+                                             m1.free, free2, penalty=engine.point.penalty)
     else:
         o1, o2 = numpy_pooled(data, ties, penalty=engine.point.penalty)
     warn_unresolved(o1, what)

@@ -10,7 +10,7 @@ imports neither: it sits below both engines.
 
 Records: :class:`BTLFit` (a centered BTL-type fit), :class:`StructuredFit` (a fit on a
 :class:`~pydial.model.chart.Chart`), :class:`StagedFit` (the staged endpoint of Alg. DIAL-Anc)
-and :class:`TieBTLFit` (the tie models of the people or of each judge).
+and :class:`JudgesBTLFit` (each judge's BTL of a family, from Stan).
 """
 
 from __future__ import annotations
@@ -27,8 +27,8 @@ if TYPE_CHECKING:
     from pydial.data.comparisons import Comparisons
     from pydial.model.likelihood import Objective
 
-__all__ = ["BTLFit", "StructuredFit", "StagedFit", "TieBTLFit", "PointEngine", "FamilyOptimizers", "StagedOptimizer",
-           "JointOptimizer", "PooledOptimizer"]
+__all__ = ["BTLFit", "StructuredFit", "StagedFit", "JudgesBTLFit", "PointEngine", "FamilyOptimizers", "StagedOptimizer",
+           "JointOptimizer"]
 
 
 # ================================================================= records
@@ -88,8 +88,8 @@ class StagedFit:
 
 
 @dataclass(frozen=True)
-class TieBTLFit:
-    """Tie-model MLEs of the people or of each judge (Davidson or Rao-Kupper), one row per group.
+class JudgesBTLFit:
+    """MLEs of each judge's BTL in one outcome family (binary, Davidson or Rao-Kupper), one row per judge.
 
     Attributes
     ----------
@@ -98,7 +98,7 @@ class TieBTLFit:
     b : ndarray
         Order effects, ``(G,)`` (zeros without order effects).
     log_nu : ndarray
-        Log tie parameters, ``(G,)``.
+        Log tie parameters, ``(G,)`` (empty for the binary family).
     converged : bool
         Every optimizer call converged.
     grad_norm : float
@@ -143,27 +143,17 @@ class JointOptimizer(Protocol):
         ...
 
 
-class PooledOptimizer(Protocol):
-    """``pooled(data) -> (OptimResult, OptimResult)``: pooled BTL in ``s = T x``, then the scalar ``c``."""
-
-    def __call__(self, data: Comparisons) -> tuple[OptimResult, OptimResult]:
-        """Fit the pooled BTL and its calibration to the people."""
-        ...
-
-
 @dataclass(frozen=True)
 class PointEngine:
     """The optimizers of the binary family's fast path: numpy by default, Stan's with ``engine="stan"``.
 
     Inference is always computed by numpy at the returned optimum, so two engines differ
-    only in the optimizer.  ``staged`` gives the staged endpoint (:class:`StagedFit`),
-    ``joint`` the weighted joint fit and ``pooled`` the pooled BTL in the reduced chart
-    ``s = T x`` followed by the scalar calibration ``c``.
+    only in the optimizer.  ``staged`` gives the staged endpoint (:class:`StagedFit`) and
+    ``joint`` the weighted joint fit.
     """
 
     staged: StagedOptimizer
     joint: JointOptimizer
-    pooled: PooledOptimizer
     name: str = "numpy"
     penalty: str | None = None
 
@@ -189,10 +179,10 @@ class FamilyOptimizers:
     name: str = "numpy"
     pooled_stages: Any = None
     """``pooled_stages(data, ties, x0, log_nu_h0, free_llm, free_h, penalty=None)``: both stages of the
-    pooled tie baseline, or None for numpy's tie GLM."""
+    pooled baseline of any family, or None for numpy's GLM solver."""
     btl: Any = None
-    """``btl(cells, N=, groups=, ties=, log_nu0=, backend=, penalty=None)``: the judge-wise tie BTL as a
-    :class:`TieBTLFit`, or None for numpy's Newton fits."""
+    """``btl(cells, N=, groups=, ties=, log_nu0=, backend=, penalty=None)``: the judge-wise BTL of the family as a
+    :class:`JudgesBTLFit`, or None for numpy's Newton fits."""
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,7 @@ from typing import Any, Iterator, cast
 import numpy as np
 
 from pydial.data.comparisons import Comparisons
-from pydial.estimation.baselines import fit_atc, fit_pooled, numpy_pooled
+from pydial.estimation.baselines import fit_atc, fit_pooled
 from pydial.estimation.binary import family_steps, staged_fit
 from pydial.estimation.btl import fit_btl
 from pydial.estimation.engines import Engine, PointEngine
@@ -119,9 +119,9 @@ def rank_candidates(rank: Any, data: Comparisons, method: str) -> list[int]:
 def numpy_engine(penalty: str | None = None) -> PointEngine:
     """Return the numpy optimizers, with the likelihoods penalized by ``penalty`` (:mod:`pydial.model.penalty`)."""
     if penalty is None:
-        return PointEngine(staged=staged_fit, joint=numpy_joint, pooled=numpy_pooled)
+        return PointEngine(staged=staged_fit, joint=numpy_joint)
     return PointEngine(staged=partial(staged_fit, penalty=penalty), joint=partial(numpy_joint, penalty=penalty),
-                       pooled=partial(numpy_pooled, penalty=penalty), penalty=penalty)
+                       penalty=penalty)
 
 
 NUMPY = numpy_engine()

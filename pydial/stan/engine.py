@@ -21,7 +21,7 @@ from pydial.model.penalty import check_penalty
 
 from .backend import OptimizeResult
 from .point import StanPointFit, stan_fit_point
-from .ties import stan_tie_btl
+from .btl import stan_btl
 
 __all__ = ["stan_engine", "stan_point_engine", "stan_family_optimizers"]
 
@@ -65,15 +65,7 @@ def stan_point_engine(seed: int | None = None, penalty: str | None = None) -> Po
         theta = chart.canonical(sp.theta) if chart.r > 0 else sp.theta
         return theta, _as_optim(sp.stages[0], theta, sp.objective)
 
-    def pooled(data: Comparisons) -> tuple[Any, Any]:
-        sp = stan_fit_point(data, "pooled", seed=seed, warn=False, penalty=penalty)
-        assert sp.llm_chart is not None and sp.llm_theta is not None  # a pooled fit has its first stage
-        s_pool = sp.llm_chart.S(sp.llm_theta)[0]  # K = 1, A = [1]: B e_1 = the pooled BTL scores
-        c = float(s_pool @ sp.scores / (s_pool @ s_pool))
-        return (_as_optim(sp.stages[0], s_pool[:-1], sp.details["llm_objective"]),
-                _as_optim(sp.stages[1], np.array([c]), sp.objective))
-
-    return PointEngine(staged=staged, joint=joint, pooled=pooled, name="stan",
+    return PointEngine(staged=staged, joint=joint, name="stan",
                          penalty=penalty)
 
 
@@ -163,10 +155,10 @@ def stan_family_optimizers(seed: int | None = None, backend: str | None = None) 
     return FamilyOptimizers(llm, calibration, joint, human, name="stan")
 
 
-def stan_pooled_tie_stages(data: Comparisons, ties: str, x0: np.ndarray, l2: float, free1: bool, free2: bool,
-                           seed: int | None = None, backend: str | None = None,
-                           penalty: str | None = None) -> tuple[Any, Any]:
-    """Run the two stages of the pooled tie fit (:func:`pydial.estimation.baselines.fit_pooled`) with Stan's optimizer.
+def stan_pooled_stages(data: Comparisons, ties: str | None, x0: np.ndarray, l2: float, free1: bool, free2: bool,
+                       seed: int | None = None, backend: str | None = None,
+                       penalty: str | None = None) -> tuple[Any, Any]:
+    """Run the two stages of the pooled fit of the family ``ties`` (:func:`pydial.estimation.baselines.fit_pooled`) by Stan.
 
     ``dial.stan`` with one judge holding the pooled LLM cells, ``r = 0``, no order
     effects; then ``fix_llm`` for ``(c, log nu_H)``.  The optima are in the numpy
@@ -174,26 +166,27 @@ def stan_pooled_tie_stages(data: Comparisons, ties: str, x0: np.ndarray, l2: flo
     stages' Jeffreys priors (``firth`` 1 and 2).
     """
     from pydial.model.chart import Chart, centering_basis
-    from pydial.model.likelihood import tie_totals
+    from pydial.model.likelihood import family_totals
 
     from .backend import compile_model
     from .schema import dial_data, pooled_cell_table, weighted_log_coef
 
     N = data.N
-    n_l, n_h = tie_totals(data)
+    n_l, n_h = family_totals(data, ties)
     dial = compile_model("dial", backend=backend)
-    pooled = pooled_cell_table(data, ties=True)
+    pooled = pooled_cell_table(data, ties=ties is not None)
     chL = Chart(N, 1, 0, None, False)  # S = B': B_free = beta (s = T beta)
     firth = bool(check_penalty(penalty))
     dL = dial_data(data, chL, w_llm=1.0, llm=pooled, ties=ties, boundary_nu=True, firth=1 if firth else 0)
-    r1 = dial.optimize(dL, np.append(x0[: N - 1], x0[N - 1:] if free1 else [0.0]), seed=seed, gtol=1e-9)
+    no_nu: list[float] = [] if ties is None else [0.0]  # the program's log nu of a group at nu = 0 (none when binary)
+    r1 = dial.optimize(dL, np.append(x0[: N - 1], x0[N - 1:] if free1 else no_nu), seed=seed, gtol=1e-9)
     beta = r1.u[: N - 1]
     o1 = _as_optim(r1, np.append(beta, r1.u[N - 1:] if free1 else []), -(r1.log_prob - weighted_log_coef(dL)) / n_l)
     ch = Chart(N, 1, 0, "mu", False)
     th = ch.from_structure(chL.structure(r1.u[: chL.dim]), np.ones(1))
     cs = ch.slices["c"]
     d2 = dial_data(data, ch, w_llm=0.0, w_human=1.0, fix_llm=th, ties=ties, boundary_nu=True, firth=2 if firth else 0)
-    r2 = dial.optimize(d2, np.append(th[cs], l2 if free2 else 0.0), seed=seed, gtol=1e-9)
+    r2 = dial.optimize(d2, np.append(th[cs], [l2] if free2 else no_nu), seed=seed, gtol=1e-9)
     th[cs] = r2.u[:1]
     s_pool = centering_basis(N) @ beta
     c = float(ch.scores(th) @ s_pool / (s_pool @ s_pool))  # s = c s_pool
@@ -205,4 +198,4 @@ def stan_engine(seed: int | None = None, penalty: str | None = None) -> Engine:
     """Return the Stan engine of ``pydial.fit(..., engine="stan")``: every optimizer of the binary and the tie fits is Stan's."""
     ties = stan_family_optimizers(seed)
     return Engine(stan_point_engine(seed, penalty=penalty),
-                  dataclasses.replace(ties, pooled_stages=partial(stan_pooled_tie_stages, seed=seed), btl=stan_tie_btl))
+                  dataclasses.replace(ties, pooled_stages=partial(stan_pooled_stages, seed=seed), btl=stan_btl))
