@@ -196,6 +196,25 @@ def outcome_stats(obj: Objective, x: np.ndarray, rows: np.ndarray | None = None,
     return OutcomeStats(c.counts, P, a, b, w, c.is_human, c.g, c.i, c.j, c.a, info)
 
 
+def _judgments(data: Comparisons) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """Every judgment of a fit's cells, sorted by cell key: ``(key, record, outcome)`` (None without records).
+
+    The key is that of :func:`record_rows`' cells; outcome 0 = ``i`` wins, 1 = ``j`` wins, 2 = tie.
+    Formed once per data set (cached): the record meat of every fit looks its cells up here.
+    """
+    f = data.frame
+    if "rec" not in f.columns:
+        return None
+    f = f.loc[(~f["self"]) & f["outcome"].isin([I_WINS, J_WINS, TIE])]
+    N, k = data.N, f["k"].to_numpy(np.int64)
+    a_row = np.where(k == data.K, 0, f["a"].to_numpy(np.int64))
+    key = ((k * N + f["i"].to_numpy(np.int64)) * N + f["j"].to_numpy(np.int64)) * 3 + a_row + 1
+    oc = f["outcome"].to_numpy()
+    order = np.argsort(key, kind="stable")
+    outcome = np.select([oc == I_WINS, oc == J_WINS], [0, 1], 2).astype(np.int8)
+    return key[order], f["rec"].to_numpy(np.int64)[order], outcome[order]
+
+
 def record_rows(data: Comparisons, cells: Cells, ties: str | None = "davidson"
                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
     """``(record, cell, outcome)`` of every judgment the family ``ties`` uses in ``cells``, for the record meat.
@@ -203,23 +222,18 @@ def record_rows(data: Comparisons, cells: Cells, ties: str | None = "davidson"
     The cell in their stacked order, outcome 0 = ``i`` wins, 1 = ``j`` wins, 2 = tie (the
     binary family, ``ties=None``, leaves the tied judgments out).
     """
-    f = data.frame
-    if "rec" not in f.columns:
+    J = derived(data, ("judgments by cell",), lambda: _judgments(data))
+    if J is None:
         return None
-    m = (~f["self"]) & f["outcome"].isin([I_WINS, J_WINS] + ([TIE] if ties is not None else []))
-    f = f.loc[m]
+    key, rec, outcome = J
     N = data.N
-    a_row = np.where(f["k"].to_numpy() == data.K, 0, f["a"].to_numpy())
-    key_row = ((f["k"].to_numpy(np.int64) * N + f["i"].to_numpy(np.int64)) * N + f["j"].to_numpy(np.int64)) * 3 + a_row + 1
-    key_cell = ((cells.g * N + cells.i) * N + cells.j) * 3 + np.where(cells.is_human, 0, cells.a) + 1
-    order = np.argsort(key_cell)
-    loc = np.searchsorted(key_cell[order], key_row)
-    loc = np.minimum(loc, key_cell.size - 1)
-    found = key_cell[order][loc] == key_row
-    cell = order[loc][found]
-    oc = f["outcome"].to_numpy()[found]
-    outcome = np.select([oc == I_WINS, oc == J_WINS], [0, 1], 2)
-    return f["rec"].to_numpy(np.int64)[found], cell, outcome
+    key_cell = ((cells.g.astype(np.int64) * N + cells.i) * N + cells.j) * 3 + np.where(cells.is_human, 0, cells.a) + 1
+    lo, hi = np.searchsorted(key, key_cell, "left"), np.searchsorted(key, key_cell, "right")
+    cnt = hi - lo
+    cell = np.repeat(np.arange(key_cell.size), cnt)
+    rows = np.arange(int(cnt.sum())) + np.repeat(lo - (np.cumsum(cnt) - cnt), cnt)  # the judgments of each cell
+    keep = outcome[rows] < (3 if ties is not None else 2)
+    return rec[rows][keep], cell[keep], outcome[rows][keep].astype(np.int64)
 
 
 @dataclass(frozen=True)
