@@ -136,3 +136,16 @@ def test_the_binary_family_leaves_the_ties_out_as_if_their_rows_were_dropped(tie
     if method == "dial-ada":
         np.testing.assert_allclose(res.gacv["gacv"], ref.gacv["gacv"], atol=1e-12)
         assert res.calibration_test.statistic == pytest.approx(ref.calibration_test.statistic, abs=1e-9)
+
+
+def test_stacking_adjacent_slices_is_a_view_and_anything_else_a_copy():
+    from pydial.estimation.steps import _concatenate
+
+    x = np.arange(12.0)
+    v = _concatenate([x[0:3], x[3:7], x[7:12]])
+    assert np.shares_memory(v, x) and np.array_equal(v, x)
+    w = _concatenate([x[2:5], x[5:9]])
+    assert np.shares_memory(w, x) and np.array_equal(w, x[2:9])
+    for parts in ([x[0:3], x[4:7]], [x[3:6], x[0:3]], [x[0:3], np.arange(3.0)], [x[0:6:2], x[6:9]]):
+        out = _concatenate(parts)
+        assert not np.shares_memory(out, x) and np.array_equal(out, np.concatenate(parts))

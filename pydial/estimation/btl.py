@@ -118,6 +118,8 @@ def _judges(data: Comparisons, ties: str | None, engine: FamilyOptimizers, seed:
     q = N + K + idx.size
     joint, own, xs, opts = [], [], [], []
     regular = True
+    A = np.zeros((q, K * (N + 1) + idx.size))  # the joint map, filled judge by judge (columns: each judge's J)
+    col = 0
     for k in range(K):  # one judge at a time: its cells and design are dropped once it is linearized
         c = cells.select(rows[k])
         X = centered_design(c.i, c.j, N, c.a)
@@ -135,12 +137,15 @@ def _judges(data: Comparisons, ties: str | None, engine: FamilyOptimizers, seed:
         E[q:, : N - 1] = T
         U, _ = family_glm_influence(data, ties, X, xs[k], 1.0 / float(c.n.sum()), E, cells=c)
         regular &= _identified(U, f"judge {data.judges[k]!r}")
-        joint.append(OutcomeInfluence(U.J2, U.A[:q], U.st, U.rec))
-        own.append(OutcomeInfluence(U.J2, U.A[q:], U.st, U.rec).linearization(
+        width = U.A.shape[1]
+        A[:, col:col + width] = U.A[:q]
+        col += width
+        joint.append(OutcomeInfluence(U.J2, A[:, :0], U.st, U.rec))
+        own.append(OutcomeInfluence(U.J2, U.A[q:].copy(), U.st, U.rec).linearization(
             f"the scores of judge {data.judges[k]!r}", {"judge_scores": slice(0, N)}))
     blocks = {"scores": slice(0, N), "b": slice(N, N + K)} | ({"log_nu": slice(N + K, q)} if idx.size else {})
     what = "the mean judge scores and position effects" + (" and tie parameters" if idx.size else "")
-    lin = stack_outcome_influence(joint).linearization(what, blocks, tie_labels=tuple(data.judges[int(k)] for k in idx))
+    lin = stack_outcome_influence(joint, A).linearization(what, blocks, tie_labels=tuple(data.judges[int(k)] for k in idx))
     S = np.array([T @ x[: N - 1] for x in xs])
     log_nu = np.array([x[-1] if fr else -np.inf for x, fr in zip(xs, free)])
     converged = regular and (stan.converged if stan is not None else all(o.resolved for o in opts))

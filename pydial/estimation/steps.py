@@ -266,13 +266,29 @@ class OutcomeInfluence:
         return self.linearization(what, {}).covariance(data, cov)
 
 
+def _concatenate(arrays: list[np.ndarray]) -> np.ndarray:
+    """``np.concatenate(arrays)``, or a view when they are adjacent slices of one array, in order (no copy)."""
+    a0 = arrays[0]
+    base = a0.base if a0.base is not None else a0
+    start = a0.__array_interface__["data"][0]
+    end = start
+    for a in arrays:
+        if a.ndim != 1 or a.base is not base or not a.flags.c_contiguous or a.__array_interface__["data"][0] != end:
+            return np.concatenate(arrays)
+        end += a.nbytes
+    if base.ndim != 1 or not base.flags.c_contiguous or base.dtype != a0.dtype:
+        return np.concatenate(arrays)
+    offset = (start - base.__array_interface__["data"][0]) // a0.itemsize
+    return base[offset:offset + (end - start) // a0.itemsize]
+
+
 def _stack_stats(parts: list[Any]) -> OutcomeStats | CellStats:
     """Stack the cells' statistics of one kind; the observed information only when every part has it."""
     kind = type(parts[0])
     if any(type(p) is not kind for p in parts):
         raise ArgumentError("cells of the binary family's GLMs stack only with their own kind")
     optional = ("information", "llm_index", "human_index", "pair_key")
-    cols = {f.name: np.concatenate([getattr(p, f.name) for p in parts]) for f in dataclasses.fields(kind)
+    cols = {f.name: _concatenate([getattr(p, f.name) for p in parts]) for f in dataclasses.fields(kind)
             if f.name not in optional}
     for name in optional:
         vals = [getattr(p, name) for p in parts if getattr(p, name, None) is not None]
@@ -281,8 +297,11 @@ def _stack_stats(parts: list[Any]) -> OutcomeStats | CellStats:
     return kind(**cols)
 
 
-def stack_outcome_influence(parts: list[OutcomeInfluence]) -> OutcomeInfluence:
-    """Blocks of cells with their own parameter spaces: channels block-diagonal, ``A`` side by side."""
+def stack_outcome_influence(parts: list[OutcomeInfluence], A: np.ndarray | None = None) -> OutcomeInfluence:
+    """Blocks of cells with their own parameter spaces: channels block-diagonal, ``A`` side by side.
+
+    ``A``: the stacked map, when the caller has formed it already (the parts' own ``A`` are then unused).
+    """
     ms = [p.st.w.size for p in parts]
     C = parts[0].J2.shape[0] // ms[0]  # channels: 2, or 1 for the binary family's GLMs
     J = sp.vstack([sp.block_diag([sp.csr_matrix(p.J2)[k * m:(k + 1) * m] if C > 1 else p.J2 for p, m in zip(parts, ms)])
@@ -293,7 +312,7 @@ def stack_outcome_influence(parts: list[OutcomeInfluence]) -> OutcomeInfluence:
         off = np.cumsum([0] + ms[:-1])
         rec = cast(tuple[np.ndarray, np.ndarray, np.ndarray],
                    tuple(np.concatenate(z) for z in zip(*[(r[0], r[1] + o, r[2]) for r, o in zip(recs, off)])))
-    return OutcomeInfluence(J, np.hstack([p.A for p in parts]), _stack_stats([p.st for p in parts]), rec)
+    return OutcomeInfluence(J, np.hstack([p.A for p in parts]) if A is None else A, _stack_stats([p.st for p in parts]), rec)
 
 
 def _objective_influence(data: Comparisons, obj: Objective, x: np.ndarray, A_x: np.ndarray,
