@@ -834,30 +834,20 @@ def _draw(cm: CompiledModel, d: Mapping[str, Any], *, seed: int, inits: Sequence
                           init=inits[0] if inits else None, quiet=bool(run["quiet"]))
 
 
-def _calibration_modes(M: np.ndarray, Hc: CellTable, prior_sd: float, iterations: int = 30) -> np.ndarray:
-    """Posterior modes of ``c_t`` given ``M_t`` (binary human cells, normal prior), by Newton for all ``t`` at once.
+def _calibration_modes(M: np.ndarray, Hc: CellTable, prior_sd: float) -> np.ndarray:
+    """Posterior modes of ``c_t`` given ``M_t`` (binary human cells, normal prior), one per draw ``t``.
 
-    Each iterate is held in the box ``|c| <= BOX`` of the point fits (:data:`pydial.optim.BOX`), so that
-    separated data (a flat prior, no finite mode) give a start on the box instead of an overflow.
+    Each is the one GLM solver's ridge fit (:func:`pydial.estimation.glm.glm`, ridge = the prior's
+    precision) held in the box ``|c| <= BOX`` of the point fits, so that separated data (a flat
+    prior, no finite mode) give a start on the box instead of an overflow.
     """
-    from scipy.special import expit
+    from pydial.estimation.glm import binary_counts, glm
+    from pydial.model.chart import difference_design
 
-    X = M[:, Hc.i, :] - M[:, Hc.j, :]                  # (T, H, d)
-    y = Hc.wins_i.astype(float)
-    n = (Hc.wins_i + Hc.wins_j).astype(float)
-    T, _, d = X.shape
-    c = np.zeros((T, d))
+    counts = binary_counts((Hc.wins_i + Hc.wins_j).astype(float), Hc.wins_i.astype(float))
+    D = difference_design(Hc.i, Hc.j, M.shape[1])
     ridge = 1.0 / prior_sd**2 if prior_sd > 0 else 1e-8
-    for _ in range(iterations):
-        eta = np.einsum("thd,td->th", X, c)
-        p = expit(eta)
-        g = np.einsum("thd,th->td", X, y - n * p) - ridge * c
-        Hs = np.einsum("thd,th,the->tde", X, n * p * (1 - p), X) + ridge * np.eye(d)
-        step = np.linalg.solve(Hs, g[..., None])[..., 0]
-        c = np.clip(c + step, -BOX, BOX)
-        if np.max(np.abs(step)) < 1e-10:
-            break
-    return c
+    return np.array([glm(None, counts, np.asarray(D @ M_t), ridge=ridge, bound=BOX).x for M_t in M])
 
 
 def estimand(idata: Any) -> dict[str, Any] | None:
