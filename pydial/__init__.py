@@ -13,7 +13,7 @@ on 0.x),
 
 from pydial.api import fit
 from pydial.estimation.spec import ModelSpec
-from pydial.data import datasets, io
+from pydial.data import datasets, features, io
 from pydial.data.comparisons import Comparisons
 from pydial.data.counts import read_comparisons
 from pydial.estimation.results import DialResult
@@ -43,6 +43,7 @@ __all__ = [
     "Comparisons",
     "read_comparisons",
     "datasets",
+    "features",
     "io",
     "check_design",
     "DesignReport",

@@ -1,0 +1,66 @@
+"""Style features of response texts (pydial.features.style), counted by hand on known texts."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import pydial
+
+TEXT = """# Answer
+
+Here is **the** plan, with __two__ steps:
+
+1. Read the *data*.
+2) Fit the model.
+- a bullet
+  * a nested bullet
+
+```python
+# not a header
+- not a list item
+print("**not bold**")
+```
+
+## Done
+"""
+
+
+def test_one_text_counts_every_feature_and_leaves_code_out():
+    f = pydial.features.style(TEXT)
+    assert list(f.index) == ["chars", "words", "headers", "list_items", "bold"]
+    assert f["chars"] == len(TEXT)
+    assert f["words"] == len(TEXT.split())  # code included
+    assert f["headers"] == 2  # "# Answer", "## Done"; the code comment is left out
+    assert f["list_items"] == 4  # "1.", "2)", "-", nested "*"
+    assert f["bold"] == 2  # **the**, __two__; the quoted span in code is left out
+
+
+@pytest.mark.parametrize("text, headers, items, bold", [
+    ("", 0, 0, 0),
+    ("#no space is not a header\n####### seven is not a header", 0, 0, 0),
+    ("** not bold ** and *italic* and a*b*c", 0, 0, 0),
+    ("-no space\n+ plus item\n10. ten", 0, 2, 0),
+    ("**a** **b**\n__c__", 0, 0, 3),
+    ("~~~\n# in a tilde fence\n~~~\n### after it", 1, 0, 0),
+])
+def test_edge_cases(text, headers, items, bold):
+    f = pydial.features.style(text)
+    assert (f["headers"], f["list_items"], f["bold"]) == (headers, items, bold)
+
+
+def test_a_column_gives_one_row_per_response_with_the_side_suffix_and_its_index():
+    col = pd.Series(["short", TEXT, "- one\n- two"], index=[10, 11, 12])
+    tab = pydial.features.style(col, suffix="_a")
+    assert list(tab.columns) == ["chars_a", "words_a", "headers_a", "list_items_a", "bold_a"]
+    assert list(tab.index) == [10, 11, 12] and all(dt == np.int64 for dt in tab.dtypes)
+    np.testing.assert_array_equal(tab.loc[11].to_numpy(), pydial.features.style(TEXT).to_numpy())
+    assert tab.loc[12, "list_items_a"] == 2 and tab.loc[10, "words_a"] == 1
+    assert list(pydial.features.style(["a b", "c"]).index) == [0, 1]
+
+
+def test_missing_texts_are_a_data_error_naming_their_rows():
+    col = pd.Series(["ok", None, np.nan, 3], index=["r1", "r2", "r3", "r4"])
+    with pytest.raises(pydial.DataError, match=r"3 row\(s\).*rows r2, r3, r4"):
+        pydial.features.style(col)
