@@ -121,8 +121,8 @@ def _normalizer(ch: Chart) -> Any:
 
 
 def family_llm_only_fit(data: Comparisons, ties: str | None, rank: int, order: bool = True,
-                     engine: FamilyOptimizers = NUMPY_FAMILY) -> tuple[Chart, np.ndarray, OptimResult, np.ndarray]:
-    """Fit the structured LLM-only tie model: ``(chart, x, optimizer result, free judges)``, cached on ``data``.
+                        engine: FamilyOptimizers = NUMPY_FAMILY) -> tuple[Chart, np.ndarray, OptimResult, np.ndarray]:
+    """Fit the structured LLM-only model of the family: ``(chart, x, optimizer result, free judges)``, cached on ``data``.
 
     The first stage of eq. staged-calibrated-estimator (eq. llm-negloglik with tie cells).
 
@@ -142,10 +142,10 @@ def family_llm_only_fit(data: Comparisons, ties: str | None, rank: int, order: b
 
 
 def family_staged_fit(data: Comparisons, ties: str | None, rank: int, calibration: str, *, order: bool = True,
-                   engine: FamilyOptimizers = NUMPY_FAMILY, penalty: str | None = None) -> StagedFit:
-    """Alg. DIAL-Anc with ties: the LLM-only tie fit, then ``(c, log nu_H)`` of the calibration tie GLM.
+                      engine: FamilyOptimizers = NUMPY_FAMILY, penalty: str | None = None) -> StagedFit:
+    """Alg. DIAL-Anc in the family ``ties``: the LLM-only fit, then ``(c, log nu_H)`` of the calibration GLM.
 
-    The calibration tie GLM has design ``D_H M`` (eq. staged-calibrated-estimator); with
+    The calibration GLM has design ``D_H M`` (eq. staged-calibrated-estimator); with
     ``penalty="firth"`` it is the Firth estimate (:class:`~pydial.model.penalty.TieFirthPenalty`).
     """
     chL, xL, optL, freeL = family_llm_only_fit(data, ties, rank, order, engine)
@@ -168,7 +168,7 @@ def family_staged_fit(data: Comparisons, ties: str | None, rank: int, calibratio
 def family_joint_fit(data: Comparisons, ch: Chart, lam: float, x0: np.ndarray, ties: str | None,
                      engine: FamilyOptimizers = NUMPY_FAMILY,
                      penalty: str | None = None) -> tuple[np.ndarray, OptimResult, Objective]:
-    r"""Minimize :math:`Q_\lambda` of the tie model from ``x0`` (eq. weighted-joint-estimator).
+    r"""Minimize :math:`Q_\lambda` of the family ``ties`` from ``x0`` (eq. weighted-joint-estimator).
 
     With ``penalty="firth"`` the minimizer of the criterion with the people's Jeffreys prior
     (:class:`~pydial.model.penalty.TieCalibrationFirthPenalty`); the objective returned is that criterion.
@@ -215,8 +215,7 @@ def _judgments(data: Comparisons) -> tuple[np.ndarray, np.ndarray, np.ndarray] |
     return key[order], f["rec"].to_numpy(np.int64)[order], outcome[order]
 
 
-def record_rows(data: Comparisons, cells: Cells, ties: str | None = "davidson"
-                ) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+def record_rows(data: Comparisons, cells: Cells, ties: str | None) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
     """``(record, cell, outcome)`` of every judgment the family ``ties`` uses in ``cells``, for the record meat.
 
     The cell in their stacked order, outcome 0 = ``i`` wins, 1 = ``j`` wins, 2 = tie (the
@@ -335,7 +334,7 @@ def _targets(ch: Chart, obj: Objective, x: np.ndarray) -> np.ndarray:
 
 
 def family_finite_influence(data: Comparisons, ch: Chart, lam: float, x: np.ndarray, ties: str | None,
-                         hess: np.ndarray | None = None) -> OutcomeInfluence:
+                            hess: np.ndarray | None = None) -> OutcomeInfluence:
     """Sandwich at a finite weight (eq. weighted-empirical-sandwich, pseudo-inverse bread), targets ``(s, log nu_H)``."""
     obj = Objective.weighted(ch, data, lam, ties=ties)
     H = hess if hess is not None else obj.value_grad_hess(x)[2]
@@ -373,10 +372,10 @@ def family_staged_influence(data: Comparisons, sf: StagedFit, ties: str | None) 
 
 
 def family_human_fit(data: Comparisons, ties: str | None, engine: FamilyOptimizers = NUMPY_FAMILY,
-                  penalty: str | None = None) -> tuple[OptimResult, bool, Design]:
-    """Fit the ``lambda = 0`` endpoint: the people's tie model in the centered chart ``s = T beta``.
+                     penalty: str | None = None) -> tuple[OptimResult, bool, Design]:
+    """Fit the ``lambda = 0`` endpoint: the people's model of the family in the centered chart ``s = T beta``.
 
-    Eq. human-only-estimator with tie cells, by ``engine``; with ``penalty="firth"`` the
+    Eq. human-only-estimator on the family's cells, by ``engine``; with ``penalty="firth"`` the
     Firth estimate (:class:`~pydial.model.penalty.TieFirthPenalty`).
     """
     hi, hj, hc = _human_cells(data, ties)
@@ -499,7 +498,7 @@ def family_human_candidate(data: Comparisons, ties: str | None, engine: FamilyOp
 
 
 def family_anchored_candidate(data: Comparisons, sf: StagedFit, ties: str | None, penalty: str | None = None) -> Candidate:
-    """Return the ``lambda = inf`` GACV candidate (eq. gacv, eq. staged-calibrated-estimator) with ties.
+    """Return the ``lambda = inf`` GACV candidate (eq. gacv, eq. staged-calibrated-estimator) of the family.
 
     The coordinates are ``(c, log nu_H)`` with ``M`` fixed at the LLM-only fit; GACV uses the
     Hessian of the criterion penalized by ``penalty``.
@@ -535,8 +534,8 @@ def _log_nu_h(ch: Chart, free: np.ndarray, x: np.ndarray) -> float:
 
 
 def family_finite_candidate(data: Comparisons, ch: Chart, lam: float, x0: np.ndarray, multiple: float,
-                         ties: str | None, engine: FamilyOptimizers = NUMPY_FAMILY, penalty: str | None = None) -> Candidate:
-    """Fit ``Q_lambda`` of the tie model from ``x0``; guards and GACV pieces (on the criterion penalized by ``penalty``)."""
+                            ties: str | None, engine: FamilyOptimizers = NUMPY_FAMILY, penalty: str | None = None) -> Candidate:
+    """Fit ``Q_lambda`` of the family from ``x0``; guards and GACV pieces (on the criterion penalized by ``penalty``)."""
     x, opt, obj = family_joint_fit(data, ch, lam, x0, ties, engine, penalty)
     H = opt.hess if opt.hess is not None and np.array_equal(opt.x, x) else obj.value_grad_hess(x)[2]
     s = ch.scores(x[: ch.dim])
@@ -553,8 +552,8 @@ def family_finite_candidate(data: Comparisons, ch: Chart, lam: float, x0: np.nda
 
 # ==================================================================== tables
 def family_judge_effects(data: Comparisons, ties: str | None, chL: Chart, xL: np.ndarray,
-                      freeL: np.ndarray) -> tuple[np.ndarray, Linearization]:
-    """Estimates and linearization of ``(b, log nu_free, gamma)`` of the LLM-only tie fit.
+                         freeL: np.ndarray) -> tuple[np.ndarray, Linearization]:
+    """Estimates and linearization of ``(b, log nu_free, gamma)`` of the family's LLM-only fit.
 
     Sandwich with bread ``H(l_L)^+`` (Prop. stage-one-normality); ``gamma`` by central
     differences of :func:`pydial.model.chart.consensus_gamma`.  The blocks are ``"b"``,
@@ -586,8 +585,8 @@ def family_judge_effects(data: Comparisons, ties: str | None, chL: Chart, xL: np
 
 
 def family_judge_estimates(data: Comparisons, ties: str | None, sf: StagedFit
-                        ) -> tuple[np.ndarray | None, pd.Series, np.ndarray | None, Linearization]:
-    """Return the judges' effects of the LLM-only tie fit of ``sf`` and their linearization (:func:`family_judge_effects`).
+                           ) -> tuple[np.ndarray | None, pd.Series, np.ndarray | None, Linearization]:
+    """Return the judges' effects of the LLM-only fit of ``sf`` and their linearization (:func:`family_judge_effects`).
 
     Position effects and consensus loadings (``None`` without order effects), the judges'
     log tie parameters (:func:`~pydial.estimation.results.tie_log_nu`) and the linearization of all three.

@@ -70,11 +70,13 @@ def stan_point_engine(seed: int | None = None, penalty: str | None = None) -> Po
 
 
 def stan_family_optimizers(seed: int | None = None, backend: str | None = None) -> FamilyOptimizers:
-    """Return the optimizers of :mod:`pydial.estimation.steps` run by Stan (``fit(..., ties=..., engine="stan")``).
+    """Return the optimizers of :mod:`pydial.estimation.steps` run by Stan (``fit(..., engine="stan")``), every family.
 
-    ``dial.stan`` with ``ties`` 1 / 2 for the LLM-only stage, the calibration stage
-    (``fix_llm``) and the weighted fits (weights ``lambda n_H / n_L`` and 1, ``n`` counting
-    the ties); ``judges.stan`` for the people alone.  Each optimum is re-expressed in the
+    ``dial.stan`` with the family's ``ties`` code for the LLM-only stage, the calibration
+    stage (``fix_llm``) and the weighted fits (weights ``lambda n_H / n_L`` and 1, ``n``
+    counting the ties of a tie family); ``judges.stan`` for the people alone (the binary
+    family's people too: the fast path of :mod:`pydial.estimation.binary` has Stan's staged
+    and weighted fits of its own).  Each optimum is re-expressed in the
     canonical gauge; the numpy engine computes every covariance, GACV and test there.
     A judge or the people without any tie get ``nu_zero`` (``nu = 0``, binary cells; their
     unused ``log nu`` entries of the program are held at 0 and dropped from the optimum), as
