@@ -117,14 +117,9 @@ def rank_candidates(rank: Any, data: Comparisons, method: str) -> list[int]:
 
 # ----------------------------------------------------------------- helpers
 def numpy_engine(penalty: str | None = None) -> PointEngine:
-    """Return the numpy optimizers, with the likelihoods penalized by ``penalty`` (:mod:`pydial.model.penalty`)."""
-    if penalty is None:
-        return PointEngine(staged=staged_fit, joint=numpy_joint)
+    """Return the numpy optimizers of the binary fast path, penalized by ``penalty`` (:mod:`pydial.model.penalty`)."""
     return PointEngine(staged=partial(staged_fit, penalty=penalty), joint=partial(numpy_joint, penalty=penalty),
                        penalty=penalty)
-
-
-NUMPY = numpy_engine()
 
 
 def numpy_optimizers(penalty: str | None = None) -> Engine:
