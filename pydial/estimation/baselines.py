@@ -27,11 +27,7 @@ import pandas as pd
 from pydial.data.comparisons import Comparisons
 from pydial.estimation.binary import family_steps
 from pydial.estimation.glm import FamilyGLM, glm, has_tie_parameter
-from pydial.estimation.steps import (
-    family_human_fit,
-    stack_outcome_influence,
-    family_glm_influence,
-)
+from pydial.estimation.steps import family_glm_influence, family_human_fit, stack_outcome_influence
 from pydial.exceptions import IdentifiabilityError
 from pydial.inference.linearization import (
     Linearization,
