@@ -64,3 +64,46 @@ def test_missing_texts_are_a_data_error_naming_their_rows():
     col = pd.Series(["ok", None, np.nan, 3], index=["r1", "r2", "r3", "r4"])
     with pytest.raises(pydial.DataError, match=r"3 row\(s\).*rows r2, r3, r4"):
         pydial.features.style(col)
+
+
+FRAME = pd.DataFrame({"words_a": [10, 40, 5, 0], "words_b": [30, 20, 5, 0],
+                      "bold_a": [0, 2, 1, 3], "bold_b": [1, 0, 1, 0]}, index=["r1", "r2", "r3", "r4"])
+
+
+def test_difference_covariates_are_divided_by_their_standard_deviation_and_the_scale_reported():
+    z, scale = pydial.features.comparison_covariates(FRAME, ["words", "bold"])
+    d = np.array([-20.0, 20.0, 0.0, 0.0])  # words_a - words_b
+    sd = np.sqrt(np.mean((d - d.mean()) ** 2))
+    assert scale["words"] == pytest.approx(sd) and scale["bold"] == pytest.approx(np.std([-1.0, 2.0, 0.0, 3.0]))
+    np.testing.assert_allclose(z["words"], d / sd)
+    assert list(z.index) == list(FRAME.index) and list(z.columns) == ["words", "bold"]
+
+
+def test_normalized_differences_follow_lmarena_and_swap_sign_with_the_sides():
+    z, scale = pydial.features.comparison_covariates(FRAME, ["words"], transform="normalized")
+    raw = np.array([-20 / 40, 20 / 60, 0.0, 0.0])  # (a - b)/(a + b), 0 when both are 0
+    np.testing.assert_allclose(z["words"] * scale["words"], raw)
+    swapped = FRAME.rename(columns={"words_a": "words_b", "words_b": "words_a"})
+    z2, _ = pydial.features.comparison_covariates(swapped, ["words"], transform="normalized")
+    np.testing.assert_allclose(z2["words"], -z["words"])
+
+
+@pytest.mark.parametrize("change, match", [
+    (lambda f: f.drop(columns="bold_b"), r"missing covariate column\(s\) \['bold_b'\]"),
+    (lambda f: f.assign(bold_a=[0, None, 1, 3]), r"missing values in covariate column 'bold_a' at rows \[r2\]"),
+    (lambda f: f.assign(bold_b=["1", "x", 1, "y"]), r"non-numeric values in covariate column 'bold_b' at rows \[r2, r4\]"),
+    (lambda f: f.assign(bold_a=[0, np.inf, 1, 3]), r"infinite values in covariate column 'bold_a' at rows \[r2\]"),
+    (lambda f: f.assign(bold_a=[1, 1, 1, 1], bold_b=[0, 0, 0, 0]), r"covariate 'bold' is constant"),
+])
+def test_bad_covariates_are_a_data_error_naming_the_column_and_rows(change, match):
+    with pytest.raises(pydial.DataError, match=match):
+        pydial.features.comparison_covariates(change(FRAME), ["words", "bold"])
+
+
+def test_negative_features_cannot_be_normalized_and_arguments_are_checked():
+    with pytest.raises(pydial.DataError, match=r"negative values in covariate 'words'.*rows \[r1\]"):
+        pydial.features.comparison_covariates(FRAME.assign(words_a=[-1, 40, 5, 0]), ["words"], transform="normalized")
+    with pytest.raises(pydial.ArgumentError, match="transform"):
+        pydial.features.comparison_covariates(FRAME, ["words"], transform="ratio")
+    with pytest.raises(pydial.ArgumentError, match="distinct"):
+        pydial.features.comparison_covariates(FRAME, ["words", "words"])

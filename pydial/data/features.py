@@ -20,18 +20,30 @@ The markdown counts leave fenced code blocks out (between lines opening with thr
 backticks or three tildes): a ``# comment`` in code is not a header.  Characters and words count the
 whole text.  The features of the two responses of a comparison become its covariate
 columns ``<feature>_a`` and ``<feature>_b`` with ``suffix``.
+
+:func:`comparison_covariates` turns the two sides' features into the comparison covariate
+``z`` of the linear predictor: the difference ``x_a - x_b`` (default) or LMArena's normalized
+difference ``(x_a - x_b) / (x_a + x_b)``.  Both change sign when the two responses swap, as
+the score difference does.  Each covariate is then divided by its standard deviation over
+the comparisons (not centered, which would break that antisymmetry); the scale is reported,
+so a coefficient is the change in log-odds per standard deviation of the covariate.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
+import numpy as np
 import pandas as pd
 
-from pydial.exceptions import DataError
+from pydial.data.ingest import fail_rows
+from pydial.exceptions import ArgumentError, DataError
 
-__all__ = ["FEATURES", "style"]
+__all__ = ["FEATURES", "TRANSFORMS", "comparison_covariates", "style"]
+
+TRANSFORMS: tuple[str, ...] = ("difference", "normalized")
+"""The comparison covariates of :func:`comparison_covariates`: ``x_a - x_b`` or ``(x_a - x_b) / (x_a + x_b)``."""
 
 FEATURES: tuple[str, ...] = ("chars", "words", "headers", "list_items", "bold")
 """The features of :func:`style`, in its column order."""
@@ -80,3 +92,68 @@ def style(text: str | Iterable[str] | pd.Series, *, suffix: str = "") -> pd.Seri
                         f"strings: rows {shown}")
     rows = [_features(t) for t in texts]
     return pd.DataFrame(rows, index=texts.index, columns=[f + suffix for f in FEATURES], dtype="int64")
+
+
+def _side(df: pd.DataFrame, column: str) -> np.ndarray:
+    """Return the numeric values of one side's column (a DataError names missing, non-numeric or infinite cells)."""
+    raw = df[column]
+    values = pd.to_numeric(raw, errors="coerce").to_numpy(float)
+    fail_rows(f"missing values in covariate column {column!r}", df.index, raw.isna().to_numpy())
+    fail_rows(f"non-numeric values in covariate column {column!r}", df.index, np.isnan(values))
+    fail_rows(f"infinite values in covariate column {column!r}", df.index, np.isinf(values))
+    return values
+
+
+def comparison_covariates(df: pd.DataFrame, covariates: Sequence[str], *,
+                          transform: str = "difference") -> tuple[pd.DataFrame, pd.Series]:
+    """Form the standardized comparison covariates from the per-side columns (see the module docstring).
+
+    Parameters
+    ----------
+    df : pandas.DataFrame
+        One row per judgment, with the columns ``<name>_a`` and ``<name>_b`` of every covariate.
+    covariates : sequence of str
+        The covariate names, e.g. ``["words", "list_items"]`` (:func:`style` gives these features).
+    transform : {"difference", "normalized"}
+        ``x_a - x_b``, or ``(x_a - x_b) / (x_a + x_b)`` (0 when both are 0; the features must then
+        be non-negative).
+
+    Returns
+    -------
+    z : pandas.DataFrame
+        One column per covariate, indexed like ``df``: the comparison covariate divided by its scale.
+    scale : pandas.Series
+        The standard deviation of each comparison covariate before the division.
+
+    Raises
+    ------
+    DataError
+        A missing column; missing, non-numeric or infinite values (naming the column and rows);
+        negative values under ``"normalized"``; a constant covariate, whose effect is not identified.
+    ArgumentError
+        An unknown ``transform``, no covariate or a repeated name.
+    """
+    if transform not in TRANSFORMS:
+        raise ArgumentError(f"transform must be one of {TRANSFORMS}, got {transform!r}")
+    names = [str(c) for c in ([covariates] if isinstance(covariates, str) else covariates)]
+    if not names or len(set(names)) < len(names):
+        raise ArgumentError(f"covariates must be distinct names, at least one, got {list(names)!r}")
+    missing = [f"{c}{side}" for c in names for side in ("_a", "_b") if f"{c}{side}" not in df.columns]
+    if missing:
+        raise DataError(f"missing covariate column(s) {missing}: each covariate needs a column per response "
+                        f"(<name>_a, <name>_b); the table has columns {list(df.columns)}")
+    z, scale = {}, {}
+    for c in names:
+        xa, xb = _side(df, f"{c}_a"), _side(df, f"{c}_b")
+        d = xa - xb
+        if transform == "normalized":
+            fail_rows(f"negative values in covariate {c!r} (the normalized difference needs x >= 0)", df.index,
+                      (xa < 0) | (xb < 0))
+            total = xa + xb
+            d = np.divide(d, total, out=np.zeros_like(d), where=total > 0)
+        sd = float(np.std(d))
+        if not sd > 1e-12 * max(float(np.max(np.abs(d), initial=0.0)), 1.0):
+            raise DataError(f"covariate {c!r} is constant ({transform} {d[0]:g} in every comparison): its effect "
+                            "is not identified; drop it")
+        z[c], scale[c] = d / sd, sd
+    return pd.DataFrame(z, index=df.index), pd.Series(scale, name="scale").rename_axis("covariate")
