@@ -30,8 +30,9 @@ print("**not bold**")
 def test_one_text_counts_every_feature_and_leaves_code_out():
     f = pydial.features.style(TEXT)
     assert list(f.index) == ["chars", "words", "headers", "list_items", "bold"]
-    assert f["chars"] == len(TEXT)
-    assert f["words"] == len(TEXT.split())  # code included
+    assert f["words"] == 39  # counted by hand, line by line: 2 + 7 + 4 + 4 + 3 + 4 + 1 + 4 + 5 + 2 + 1 + 2 (code included)
+    small = pydial.features.style("ab  c\n\td")
+    assert small["chars"] == 8 and small["words"] == 3  # a b space space c newline tab d
     assert f["headers"] == 2  # "# Answer", "## Done"; the code comment is left out
     assert f["list_items"] == 4  # "1.", "2)", "-", nested "*"
     assert f["bold"] == 2  # **the**, __two__; the quoted span in code is left out
@@ -72,10 +73,9 @@ FRAME = pd.DataFrame({"words_a": [10, 40, 5, 0], "words_b": [30, 20, 5, 0],
 
 def test_difference_covariates_are_divided_by_their_standard_deviation_and_the_scale_reported():
     z, scale = pydial.features.comparison_covariates(FRAME, ["words", "bold"])
-    d = np.array([-20.0, 20.0, 0.0, 0.0])  # words_a - words_b
-    sd = np.sqrt(np.mean((d - d.mean()) ** 2))
-    assert scale["words"] == pytest.approx(sd) and scale["bold"] == pytest.approx(np.std([-1.0, 2.0, 0.0, 3.0]))
-    np.testing.assert_allclose(z["words"], d / sd)
+    # words_a - words_b = (-20, 20, 0, 0): mean 0, variance 800 / 4; bold: (-1, 2, 0, 3), mean 1, variance 10 / 4
+    assert scale["words"] == pytest.approx(np.sqrt(200.0)) and scale["bold"] == pytest.approx(np.sqrt(2.5))
+    np.testing.assert_allclose(z["words"], np.array([-20.0, 20.0, 0.0, 0.0]) / np.sqrt(200.0))
     assert list(z.index) == list(FRAME.index) and list(z.columns) == ["words", "bold"]
 
 

@@ -64,6 +64,8 @@ def _features(text: str) -> tuple[int, int, int, int, int]:
 def style(text: str | Iterable[str] | pd.Series, *, suffix: str = "") -> pd.Series | pd.DataFrame:
     """Compute the style features of a response text, or of each text of a column (see the module docstring).
 
+    Beyond the paper: the per-side features of the style covariates :func:`comparison_covariates`.
+
     Parameters
     ----------
     text : str, iterable of str or pandas.Series
@@ -107,6 +109,9 @@ def _side(df: pd.DataFrame, column: str) -> np.ndarray:
 def comparison_covariates(df: pd.DataFrame, covariates: Sequence[str], *,
                           transform: str = "difference") -> tuple[pd.DataFrame, pd.Series]:
     """Form the standardized comparison covariates from the per-side columns (see the module docstring).
+
+    Beyond the paper: ``z`` enters the linear predictor of eq. binomial-model-llm /
+    binomial-model-human as ``+ z' beta`` (style control, as LMArena's Bradley-Terry model).
 
     Parameters
     ----------

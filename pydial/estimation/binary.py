@@ -124,7 +124,7 @@ class BinarySteps(FamilySteps):
 
 def family_steps(data: Comparisons, calibration: str, order: bool, ties: str | None, engine: Engine,
                  penalty: str | None = None) -> FamilySteps:
-    """Return the DIAL steps of the family ``ties`` run by ``engine``: the binary fast path for ``ties=None``."""
+    """Return the steps of Alg. DIAL-Anc / DIAL-Ada in the family ``ties`` run by ``engine`` (binary: the fast path)."""
     if ties is None:
         return BinarySteps(data, calibration, order, engine=engine.family, penalty=penalty, point=engine.point)
     return FamilySteps(data, calibration, order, ties, engine.family, penalty, what="the lambda path of the tie model")

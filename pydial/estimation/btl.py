@@ -37,14 +37,14 @@ from pydial.estimation.steps import (
     NUMPY_FAMILY,
     OutcomeInfluence,
     family_glm_influence,
-    family_human_fit,
+    family_human_influence,
     stack_outcome_influence,
 )
 from pydial.exceptions import ArgumentError, ConvergenceWarning
 from pydial.model.chart import centering_basis
 from pydial.model.design import centered_design
 from pydial.model.families import log_nu_start
-from pydial.model.likelihood import Cells, family_totals, tie_human_loss
+from pydial.model.likelihood import Cells, tie_human_loss
 from pydial.optim import warn_unresolved
 
 __all__ = ["tie_log_nu_start", "fit_btl"]
@@ -70,21 +70,16 @@ def _identified(U: OutcomeInfluence, what: str) -> bool:
 
 
 def _human(data: Comparisons, ties: str | None, engine: FamilyOptimizers, penalty: str | None) -> Estimate:
-    """Fit the people's model: the ``lambda = 0`` fit of :func:`~pydial.estimation.steps.family_human_fit`."""
+    """Fit the people's model: the ``lambda = 0`` fit of :func:`~pydial.estimation.steps.family_human_influence`."""
     N = data.N
     what = "human BTL" if ties is None else "human tie model"
-    opt, free, X = family_human_fit(data, ties, engine, penalty)
+    opt, U, lh = family_human_influence(data, ties, engine, penalty)
     warn_unresolved(opt, what)
-    E = np.zeros((N + free, X.shape[1] + free))
-    E[:N, : N - 1] = centering_basis(N)
-    if free:
-        E[N, -1] = 1.0
-    U, _ = family_glm_influence(data, ties, X, opt.x, 1.0 / family_totals(data, ties)[1], E)
     regular = _identified(U, what)
+    free = bool(np.isfinite(lh))
     blocks = {"scores": slice(0, N)} | ({"log_nu": slice(N, N + 1)} if free else {})
     lin = U.linearization(f"the {what} scores", blocks, tie_labels=(data.human_judge,) if free else ())
     s = centering_basis(N) @ opt.x[: N - 1]
-    lh = float(opt.x[-1]) if free else -np.inf
     return Estimate(s=s, log_nu=None if ties is None else tie_log_nu([data.human_judge], np.array([lh])),
                     lambda_=0.0, loss_human=tie_human_loss(ties, s, lh, data), converged=opt.resolved and regular,
                     grad_norm=opt.grad_norm, linearization=(lin,))

@@ -39,7 +39,7 @@ from pydial.estimation.glm import binary_counts, fit_structured, glm, has_tie_pa
 from pydial.model.chart import Chart, difference_design
 from pydial.model.design import Design, centered_design
 from pydial.model.families import log_nu_start, tie_probabilities
-from pydial.model.likelihood import Cells, Objective, human_loss, tie_totals
+from pydial.model.likelihood import Cells, Objective, family_totals, human_loss
 from pydial.model.meats import CellStats, parameter_meat
 from pydial.optim import BOX, ZERO_EIG_RTOL, OptimResult, newton, pinv_from_eigh, pinv_gauge, pinv_sym, single_threaded_blas
 from pydial.exceptions import ArgumentError
@@ -300,7 +300,7 @@ def loo_cv(data: Comparisons, ch: Chart, lam: float, theta: np.ndarray, ties: st
         X = centered_design(hi, hj, N)
         start = np.zeros(N - 1)
     else:
-        n_l = data.n_llm if ties is None else tie_totals(data)[0]
+        n_l = family_totals(data, ties)[0]
         base = Cells.stack(data, lam / n_l, 1.0 / (n_h - 1), ties=ties is not None)
         hpos = np.flatnonzero(base.is_human)
         free0 = np.unique(base.g[base.counts[:, 2] > 0])  # the groups whose log nu follow theta in ``theta``

@@ -216,7 +216,7 @@ def _judgments(data: Comparisons) -> tuple[np.ndarray, np.ndarray, np.ndarray] |
 
 
 def record_rows(data: Comparisons, cells: Cells, ties: str | None) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
-    """``(record, cell, outcome)`` of every judgment the family ``ties`` uses in ``cells``, for the record meat.
+    """``(record, cell, outcome)`` of every judgment the family ``ties`` uses in ``cells``, for the record meat (eq. hac-meat).
 
     The cell in their stacked order, outcome 0 = ``i`` wins, 1 = ``j`` wins, 2 = tie (the
     binary family, ``ties=None``, leaves the tied judgments out).
@@ -297,9 +297,11 @@ def _stack_stats(parts: list[Any]) -> OutcomeStats | CellStats:
 
 
 def stack_outcome_influence(parts: list[OutcomeInfluence], A: np.ndarray | None = None) -> OutcomeInfluence:
-    """Blocks of cells with their own parameter spaces: channels block-diagonal, ``A`` side by side.
+    """Stack the influence of blocks of cells with their own parameter spaces (eq. weighted-empirical-sandwich).
 
-    ``A``: the stacked map, when the caller has formed it already (the parts' own ``A`` are then unused).
+    Channels block-diagonal, ``A`` side by side, so that one meat sees all cells (the record meat
+    clusters judgments of different blocks on one record, eq. hac-meat).  ``A``: the stacked map,
+    when the caller has formed it already (the parts' own ``A`` are then unused).
     """
     ms = [p.st.w.size for p in parts]
     C = parts[0].J2.shape[0] // ms[0]  # channels: 2, or 1 for the binary family's GLMs
@@ -384,6 +386,24 @@ def family_human_fit(data: Comparisons, ties: str | None, engine: FamilyOptimize
     x0 = np.append(np.zeros(data.N - 1), log_nu_start(cast(str, ties), hc)) if free else np.zeros(data.N - 1)
     return derived(data, ("family_human_fit", ties, engine.name, penalty),
                    lambda: engine.human(data, ties, x0, penalty=penalty)), free, X
+
+
+def family_human_influence(data: Comparisons, ties: str | None, engine: FamilyOptimizers = NUMPY_FAMILY,
+                           penalty: str | None = None) -> tuple[OptimResult, OutcomeInfluence, float]:
+    """Fit the people's model (:func:`family_human_fit`) and return its optimum, the influence of ``(s, log nu_H)``, ``log nu_H``.
+
+    The ``lambda = 0`` endpoint of eq. human-only-estimator with the bread of eq.
+    weighted-empirical-sandwich (:func:`family_glm_influence`); ``log nu_H`` is ``-inf`` (and not a
+    target) when the people's cells hold no tie.
+    """
+    N = data.N
+    opt, free, X = family_human_fit(data, ties, engine, penalty)
+    E = np.zeros((N + free, X.shape[1] + free))
+    E[:N, : N - 1] = centering_basis(N)
+    if free:
+        E[N, -1] = 1.0
+    U, _ = family_glm_influence(data, ties, X, opt.x, 1.0 / family_totals(data, ties)[1], E)
+    return opt, U, float(opt.x[N - 1]) if free else -np.inf
 
 
 def family_glm_influence(data: Comparisons, ties: str | None, X: Design, x: np.ndarray, weight: float, E: np.ndarray, *,
@@ -683,15 +703,9 @@ class FamilySteps:
         :func:`family_staged_influence`, else the sandwich of :func:`family_finite_influence`.
         """
         data, ties, ch = self.data, self.ties, sf.chart
-        n_h = self.totals()[1]
         if best.lam == 0:
-            opt, free, X = family_human_fit(data, ties, self.engine, self.penalty)
-            E = np.zeros((data.N + free, X.shape[1] + free))
-            E[: data.N, : data.N - 1] = centering_basis(data.N)
-            if free:
-                E[data.N, -1] = 1.0
-            U, _ = family_glm_influence(data, ties, X, opt.x, 1.0 / n_h, E)
-            lh, stage_one = float(opt.x[data.N - 1]) if free else -np.inf, None
+            _, U, lh = family_human_influence(data, ties, self.engine, self.penalty)
+            stage_one = None
         elif np.isinf(best.lam):
             U, n_one = family_staged_influence(data, sf, ties)
             lh, stage_one = _log_nu_h(ch, sf.free, sf.x), slice(0, n_one)

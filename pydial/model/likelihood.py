@@ -1131,7 +1131,7 @@ def tie_totals(data: Comparisons) -> tuple[int, int]:
 
 
 def family_totals(data: Comparisons, ties: str | None) -> tuple[int, int]:
-    """``(n_L, n_H)`` of the family: the decisive comparisons (``ties=None``), else counting the ties."""
+    """``(n_L, n_H)`` of eq. weighted-loss in the family: the decisive comparisons (``ties=None``), else counting the ties."""
     return (data.n_llm, data.n_human) if ties is None else tie_totals(data)
 
 
