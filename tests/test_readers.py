@@ -78,7 +78,8 @@ def snapshot(c: Comparisons, aggregated: bool) -> dict:
         s.pop("duplicated rows (identical in all six columns)")
     return {"items": c.items, "judges": c.judges, "summary": s,
             **{f"{part}.{f.name}": getattr(getattr(c, part), f.name).tolist()
-               for part in ("llm", "human") for f in dataclasses.fields(getattr(c, part))}}
+               for part in ("llm", "human") for f in dataclasses.fields(getattr(c, part))
+               if getattr(getattr(c, part), f.name) is not None}}
 
 
 def counts_table(df: pd.DataFrame) -> pd.DataFrame:

@@ -28,12 +28,13 @@ from collections import abc
 from dataclasses import dataclass, field
 from functools import cached_property
 from os import PathLike
-from typing import Any, Iterable, Iterator, Sequence
+from typing import Any, Iterable, Iterator, Sequence, cast
 
 import numpy as np
 import pandas as pd
 from pandas.api.types import infer_dtype
 
+from pydial.data.features import comparison_values, covariate_names, standardize
 from pydial.data.files import read_csv, read_parquet
 from pydial.data.ingest import (
     COLUMNS,
@@ -49,6 +50,7 @@ from pydial.data.ingest import (
     fail_rows,
     group,
     human_name,
+    row_codes,
     pack,
     rows_text,
     triangle,
@@ -97,6 +99,24 @@ def canonical(coded: Coded, item_index: np.ndarray, is_human: np.ndarray) -> dic
     w = coded.winner  # index into WINNER_VALUES: a, b, tie (= TIE), both_bad (= BOTH_BAD)
     outcome = np.where(w >= TIE, w, np.where((w == 0) != swap, np.int8(I_WINS), np.int8(J_WINS)))
     return {"i": np.minimum(ia, ib), "j": np.maximum(ia, ib), "a": a, "outcome": outcome, "self": ia == ib}
+
+
+COVARIATE_PREFIX = "cov:"
+"""Prefix of the covariate columns of :attr:`Comparisons.frame` (standardized, canonical orientation)."""
+
+
+def covariate_columns(coded: Coded, item_index: np.ndarray, names: Sequence[str], scale: pd.Series | None
+                      ) -> dict[str, np.ndarray]:
+    """Return the frame columns ``cov:<name>`` of the standardized covariates of ``coded`` in canonical orientation.
+
+    The comparison covariate changes sign with the pair's orientation (side ``a`` minus side
+    ``b``), so a row whose items swap to ``i < j`` gets ``-z``.
+    """
+    if coded.z is None or scale is None:
+        return {}
+    swap = item_index[coded.item_a] > item_index[coded.item_b]
+    z = np.where(swap[:, None], -coded.z, coded.z) / scale.to_numpy()
+    return {COVARIATE_PREFIX + c: z[:, t] for t, c in enumerate(names)}
 
 
 def factorize_records(rec: pd.Series) -> tuple[np.ndarray, pd.Index]:
@@ -151,6 +171,10 @@ class CellTable:
         Judgments per cell (ties included) and wins of item ``i``.
     ties : array, optional
         Ties per cell (default none: a decisive table).
+    z : float array (cells x p), optional
+        The standardized comparison covariates of the cell's judgments (canonical orientation:
+        item ``i`` as side a, see :mod:`pydial.data.features`); judgments with other covariate
+        values are other cells.  ``None``: no covariates.
     """
 
     judge: np.ndarray
@@ -160,6 +184,7 @@ class CellTable:
     n: np.ndarray
     y: np.ndarray
     ties: np.ndarray | None = None
+    z: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         """Fill in zero ties for a decisive table."""
@@ -168,15 +193,23 @@ class CellTable:
 
     @classmethod
     def from_counts(cls, judge: np.ndarray, i: np.ndarray, j: np.ndarray, a: np.ndarray, wins_i: np.ndarray,
-                    wins_j: np.ndarray, ties: np.ndarray) -> "CellTable":
-        """Build the table of the outcome counts ``wins_i, wins_j, ties`` per cell."""
-        return cls(judge, i, j, a, wins_i + wins_j + ties, wins_i, ties)
+                    wins_j: np.ndarray, ties: np.ndarray, z: np.ndarray | None = None) -> "CellTable":
+        """Build the table of the outcome counts ``wins_i, wins_j, ties`` per cell (covariates ``z``)."""
+        return cls(judge, i, j, a, wins_i + wins_j + ties, wins_i, ties, z)
 
     @classmethod
-    def empty(cls) -> "CellTable":
-        """Return a table with no cells."""
-        z = np.zeros(0, np.int64)
-        return cls(z, z, z, z, z, z, z)
+    def empty(cls, p: int = 0) -> "CellTable":
+        """Return a table with no cells (``p`` covariates)."""
+        e = np.zeros(0, np.int64)
+        return cls(e, e, e, e, e, e, e, np.zeros((0, p)) if p else None)
+
+    @property
+    def p(self) -> int:
+        """Number of covariates (columns of :attr:`z`)."""
+        return 0 if self.z is None else int(self.z.shape[1])
+
+    def _columns(self) -> tuple[np.ndarray | None, ...]:
+        return (self.judge, self.i, self.j, self.a, self.n, self.y, self.ties, self.z)
 
     def __len__(self) -> int:
         """Return the number of cells."""
@@ -202,18 +235,17 @@ class CellTable:
 
     def select(self, mask: "np.ndarray | slice") -> "CellTable":
         """Return the cells where ``mask`` is true, or in the slice (e.g. one judge's ``Omega_k``), as a :class:`CellTable`."""
-        assert self.ties is not None
-        return CellTable(*(x[mask] for x in (self.judge, self.i, self.j, self.a, self.n, self.y, self.ties)))
+        return CellTable(*(cast(np.ndarray, None if x is None else x[mask]) for x in self._columns()))
 
     def with_judge(self, g: int) -> "CellTable":
         """Return the same cells all given to judge index ``g`` (e.g. the pooled BTL, or people as judge 0)."""
-        return CellTable(np.full(len(self), g, np.int64), self.i, self.j, self.a, self.n, self.y, self.ties)
+        return CellTable(np.full(len(self), g, np.int64), self.i, self.j, self.a, self.n, self.y, self.ties, self.z)
 
     def integer(self) -> "CellTable":
         """Return the table with ``int64`` indices and integer outcome counts (the Stan data)."""
         c = self.counts
         return CellTable.from_counts(_int64(self.judge), _int64(self.i), _int64(self.j), _int64(self.a), c[:, 0],
-                                     c[:, 1], c[:, 2])
+                                     c[:, 1], c[:, 2], self.z)
 
     def per_judgment(self) -> "CellTable":
         """One row per judgment.
@@ -228,7 +260,7 @@ class CellTable:
         outcome = np.concatenate([np.repeat(np.arange(3), c) for c in cnt]) if len(self) else np.zeros(0, np.int64)
         one = np.eye(3, dtype=np.int64)[outcome]
         return CellTable.from_counts(self.judge[rows], self.i[rows], self.j[rows], self.a[rows], one[:, 0], one[:, 1],
-                                     one[:, 2])
+                                     one[:, 2], None if self.z is None else self.z[rows])
 
     def judgment_labels(self, items: Sequence[str], judges: Sequence[str]) -> list[str]:
         """Labels of the rows of :meth:`per_judgment`.
@@ -263,13 +295,12 @@ class LLMCells(CellTable):
     """
 
     def __init__(self, judge: np.ndarray, i: np.ndarray, j: np.ndarray, a: np.ndarray, n: np.ndarray, y: np.ndarray,
-                 ties: np.ndarray | None = None) -> None:
-        super().__init__(judge, i, j, a, n, y, None)
+                 ties: np.ndarray | None = None, z: np.ndarray | None = None) -> None:
+        super().__init__(judge, i, j, a, n, y, None, z)
 
     def select(self, mask: "np.ndarray | slice") -> "LLMCells":
         """Return the cells where ``mask`` is true, or in the slice (e.g. one judge's ``Omega_k``)."""
-        assert self.ties is not None
-        return LLMCells(*(x[mask] for x in (self.judge, self.i, self.j, self.a, self.n, self.y, self.ties)))
+        return LLMCells(*(cast(np.ndarray, None if x is None else x[mask]) for x in self._columns()))
 
 
 class HumanCells(CellTable):
@@ -281,11 +312,11 @@ class HumanCells(CellTable):
     (e.g. by :func:`dataclasses.replace`) are ignored, and an array ``judge`` gives its first entry.
     """
 
-    def __init__(self, i: np.ndarray, j: np.ndarray, n: np.ndarray, y: np.ndarray, ties: np.ndarray | None = None, *,
-                 judge: "int | np.ndarray" = -1, a: np.ndarray | None = None) -> None:
+    def __init__(self, i: np.ndarray, j: np.ndarray, n: np.ndarray, y: np.ndarray, ties: np.ndarray | None = None,
+                 z: np.ndarray | None = None, *, judge: "int | np.ndarray" = -1, a: np.ndarray | None = None) -> None:
         m = np.size(n)
         g = np.ravel(np.asarray(judge, np.int64))
-        super().__init__(np.full(m, g[0] if g.size else -1, np.int64), i, j, np.zeros(m, np.int64), n, y, None)
+        super().__init__(np.full(m, g[0] if g.size else -1, np.int64), i, j, np.zeros(m, np.int64), n, y, None, z)
 
 
 class RecordIds(abc.Sequence):
@@ -410,6 +441,10 @@ class Comparisons:
     rows: Rows | None
     record_ids: Sequence[Any]
     frame: pd.DataFrame = field(repr=False)
+    covariate_scale: pd.Series | None = field(default=None, repr=False)
+    """The standard deviation of each comparison covariate (a Series indexed by name), ``None`` without covariates."""
+    covariate_transform: str | None = field(default=None, repr=False)
+    """``"difference"`` or ``"normalized"`` (:mod:`pydial.data.features`), ``None`` without covariates."""
     # Results derived from these (immutable) data and shared by several fits: design
     # checks, the structured LLM-only fit, its Hessian.  init=False: a copy made by
     # dataclasses.replace (other cells) starts with an empty cache.
@@ -433,6 +468,8 @@ class Comparisons:
         item_b: str = "item_b",
         first: str = "first",
         winner: str = "winner",
+        covariates: Sequence[str] | None = None,
+        covariate_transform: str = "difference",
     ) -> "Comparisons":
         """Validate a long table of judgments and aggregate it to cells.
 
@@ -465,6 +502,16 @@ class Comparisons:
             :meth:`summary` and a :class:`DataWarning`.  ``"raise"`` refuses them.
         record_id, judge, item_a, item_b, first, winner : str
             Column names in ``df`` for the six fields of the long format.
+        covariates : sequence of str, optional
+            Response covariates (beyond the paper: style control): for each name the numeric
+            columns ``<name>_a`` and ``<name>_b`` of the two responses (:func:`pydial.features.style`
+            computes the usual ones from the texts).  The comparison covariate of a judgment
+            is their ``covariate_transform``, divided by its standard deviation over the rows
+            (:attr:`covariate_scale`); judgments of one cell with other covariate values are
+            other cells.
+        covariate_transform : {"difference", "normalized"}, default "difference"
+            ``x_a - x_b``, or LMArena's ``(x_a - x_b) / (x_a + x_b)``
+            (:func:`pydial.features.comparison_covariates`).
 
         Notes
         -----
@@ -478,7 +525,8 @@ class Comparisons:
         DataError
             Missing columns, missing values, list / dict cells, unknown ``first`` /
             ``winner`` values, blank judge or item names, two spellings of one
-            name, refused duplicates, or an LLM judge without decisive judgments.
+            name, refused duplicates, or an LLM judge without decisive judgments; a missing,
+            non-numeric, infinite or constant covariate (naming the column and rows).
         """
         mapping = dict(zip(COLUMNS, (record_id, judge, item_a, item_b, first, winner)))
         if not isinstance(df, pd.DataFrame):
@@ -505,6 +553,9 @@ class Comparisons:
         fail_rows(f"missing values in column {record_id!r}", df.index, rec_codes < 0)
         unique = len(rec_ids) == len(df)  # every record id differs: no duplicated row
         coded = v.chunk({c: df[mapping[c]] for c in COLUMNS[1:]}, df.index, spelled=not unique)
+        cov_names = None if covariates is None else covariate_names(covariates)
+        if cov_names is not None:
+            coded.z = comparison_values(df, cov_names, transform=covariate_transform)
         dup = np.zeros(len(df), bool)
         if coded.spelled is not None:
             dup = duplicated(pack([rec_codes, coded.judge, coded.item_a, coded.item_b, coded.spelled],
@@ -520,10 +571,14 @@ class Comparisons:
         v.finish(items)
         names, item_index = cls._items(v, items)
         is_human = coded.judge == v.judges.ids.get(human_judge, -1)
+        scale = None if cov_names is None or coded.z is None else standardize(
+            coded.z, cov_names, transform=covariate_transform)[1]
         canon = pd.DataFrame({"record_id": record, "judge": pd.Categorical.from_codes(coded.judge, v.judges.texts),
-                              **canonical(coded, item_index, is_human)}, index=index, copy=False)
+                              **canonical(coded, item_index, is_human),
+                              **covariate_columns(coded, item_index, cov_names or (), scale)}, index=index, copy=False)
         del coded
-        out = cls._finish(canon, is_human, names, human_judge, drop_empty_judges, records=(rec_codes, rec_ids))
+        out = cls._finish(canon, is_human, names, human_judge, drop_empty_judges, records=(rec_codes, rec_ids),
+                          covariates=(scale, covariate_transform if scale is not None else None))
         out.frame.attrs["duplicated_rows"] = (n_dup, "dropped" if duplicates == "drop" else "kept")
         report_changes(out, v)
         if n_dup:
@@ -541,7 +596,8 @@ class Comparisons:
 
     @classmethod
     def _finish(cls, canon: pd.DataFrame, is_human: np.ndarray, names: Sequence[str], human_judge: str,
-                drop_empty_judges: bool, records: tuple[np.ndarray, pd.Index] | None = None) -> "Comparisons":
+                drop_empty_judges: bool, records: tuple[np.ndarray, pd.Index] | None = None,
+                covariates: tuple[pd.Series | None, str | None] = (None, None)) -> "Comparisons":
         """List the LLM judges (dropping or refusing those without a decisive judgment) and build."""
         judge = canon["judge"].astype("category").cat
         codes, cats = judge.codes.to_numpy(), judge.categories
@@ -562,12 +618,13 @@ class Comparisons:
         if empty:
             dropped = tuple(empty)
             llm_names = [k for k in llm_names if k not in dropped]
-        return cls._build(canon, tuple(names), tuple(llm_names), human_judge, dropped, records)
+        return cls._build(canon, tuple(names), tuple(llm_names), human_judge, dropped, records, covariates)
 
     @classmethod
     def from_counts(cls, df: pd.DataFrame, *, human_judge: str = "human", items: Sequence[str] | None = None,
                     drop_empty_judges: bool = False, strip_names: bool = True,
-                    allow_similar_names: bool = False) -> "Comparisons":
+                    allow_similar_names: bool = False, covariates: Sequence[str] | None = None,
+                    covariate_transform: str = "difference") -> "Comparisons":
         """Build from pre-aggregated counts, validated with the rules of :meth:`from_frame`.
 
         The result has no record ids, so ``cov_type="record"`` is refused with
@@ -590,6 +647,10 @@ class Comparisons:
             As in :meth:`~pydial.Comparisons.from_frame`: names are text (``4`` and ``4.0``
             are two spellings of one name and refused), stripped of surrounding whitespace
             (reported), and two names differing only by case or whitespace are refused.
+        covariates, covariate_transform
+            As in :meth:`~pydial.Comparisons.from_frame`: the columns ``<name>_a``, ``<name>_b``
+            of a row are the covariates of all its judgments; the standard deviation is over
+            the judgments (rows weighted by their counts).
 
         Raises
         ------
@@ -607,20 +668,28 @@ class Comparisons:
         v = Validator({c: c for c in COLUMNS[1:]}, human_name(human_judge, strip_names), strip=strip_names,
                       allow_similar=allow_similar_names)
         coded = v.chunk({c: df[c] for c in COUNT_COLUMNS[:4]}, df.index, with_winner=False)
+        cov_names = None if covariates is None else covariate_names(covariates)
+        if cov_names is not None:
+            coded.z = comparison_values(df, cov_names, transform=covariate_transform)
         parts = []
         for w, col in enumerate(_COUNTS):
             if col not in df.columns:
                 continue
             n = _count_column(df[col], col, df.index)
             part = coded.select(n > 0)
-            parts.append(Coded(part.judge, part.item_a, part.item_b, part.first, np.full(len(part), w, np.int8), n[n > 0]))
+            parts.append(Coded(part.judge, part.item_a, part.item_b, part.first, np.full(len(part), w, np.int8), n[n > 0],
+                               z=part.z))
         v.finish(items)
-        return cls.from_coded(v, concat(parts), items, drop_empty_judges)
+        return cls.from_coded(v, concat(parts), items, drop_empty_judges, cov_names, covariate_transform)
 
     @classmethod
     def from_coded(cls, v: Validator, coded: Coded, items: Sequence[Any] | None,
-                   drop_empty_judges: bool = False) -> "Comparisons":
+                   drop_empty_judges: bool = False, covariates: Sequence[str] | None = None,
+                   covariate_transform: str = "difference") -> "Comparisons":
         """Build aggregated data from validated counts (``coded.count``, or rows as read; the names of ``v``).
+
+        With ``covariates`` (names of the columns of ``coded.z``) the covariates are standardized
+        over the judgments and each distinct value is a key of its own.
 
         The common end of :meth:`from_counts` and :func:`pydial.read_comparisons`.
 
@@ -642,22 +711,33 @@ class Comparisons:
         i, j = c["i"].astype(np.int64), c["j"].astype(np.int64)
         sizes = (len(texts), len(names) * (len(names) + 1) // 2, 3, 4)  # pairs i <= j counted once
         key = pack([rank[coded.judge], j * (j + 1) // 2 + i, c["a"] + 1, c["outcome"]], sizes, invertible=True)
+        scale = None
+        if covariates is not None and coded.z is not None:
+            scale = standardize(coded.z, covariates, weights=coded.count, transform=covariate_transform)[1]
+            zcodes, ztable = row_codes(np.column_stack(list(covariate_columns(coded, item_index, covariates,
+                                                                               scale).values())))
+            key = key * len(ztable) + zcodes
+            del zcodes
         weights = coded.count
         del coded, c, i, j  # the rows (often the caller's only copy) are no longer needed
         uk, inv = group(key)
         del key
         count = np.bincount(inv, weights=weights, minlength=uk.size).astype(np.int64, copy=False)
         del inv, weights
+        cov: dict[str, np.ndarray] = {}
+        if scale is not None:
+            cov = {COVARIATE_PREFIX + name: ztable[uk % len(ztable), t] for t, name in enumerate(scale.index)}
+            uk //= len(ztable)
         judge, pair, a, outcome = unpack(uk, sizes)
         del uk
         j, i = triangle(pair)
         del pair
         canon = pd.DataFrame({"record_id": None, "judge": pd.Categorical.from_codes(judge, texts[order].tolist()),
                               "i": i.astype(np.int32), "j": j.astype(np.int32), "a": (a - 1).astype(np.int8),
-                              "outcome": outcome.astype(np.int8), "self": i == j, "count": count}, copy=False)
+                              "outcome": outcome.astype(np.int8), "self": i == j, **cov, "count": count}, copy=False)
         del i, j, a, outcome, count
         out = cls._finish(canon, judge == (rank[human] if human >= 0 else -1), names, v.human_judge,
-                                  drop_empty_judges)
+                          drop_empty_judges, covariates=(scale, covariate_transform if scale is not None else None))
         report_changes(out, v)
         return out
 
@@ -678,7 +758,8 @@ class Comparisons:
             The file cannot be read or is empty (also a truncated or corrupt gzip file), or
             :meth:`from_frame` refuses it.
         """
-        own = {"human_judge", "items", "drop_empty_judges", "strip_names", "allow_similar_names", "duplicates", *COLUMNS}
+        own = {"human_judge", "items", "drop_empty_judges", "strip_names", "allow_similar_names", "duplicates",
+               "covariates", "covariate_transform", *COLUMNS}
         df = read_csv(path, **{k: v for k, v in kwargs.items() if k not in own})
         return cls.from_frame(df, **{k: v for k, v in kwargs.items() if k in own})
 
@@ -698,7 +779,9 @@ class Comparisons:
         MemoryLimitError
             The rows would not fit in the memory available.
         """
-        cols = [kwargs.get(c, c) for c in COLUMNS]
+        cov = kwargs.get("covariates")
+        cols = [kwargs.get(c, c) for c in COLUMNS] + [f"{c}{side}" for c in ([] if cov is None else covariate_names(cov))
+                                                      for side in ("_a", "_b")]
         return cls.from_frame(read_parquet(path, cols, FRAME_BYTES_PER_ROW), **kwargs)
 
     @classmethod
@@ -710,11 +793,14 @@ class Comparisons:
         human_judge: str,
         dropped: tuple[str, ...] = (),
         records: tuple[np.ndarray, pd.Index] | None = None,
+        covariates: tuple[pd.Series | None, str | None] = (None, None),
     ) -> "Comparisons":
         """Aggregate the canonical rows ``canon`` of the ``judges`` and the human judge into cells.
 
         ``records`` (record codes of the rows of ``canon`` and the distinct record ids)
-        saves factorizing the record ids again.
+        saves factorizing the record ids again; ``covariates`` are the scales and transform of
+        the covariate columns of ``canon`` (``cov:<name>``): each distinct covariate value
+        of a ``(k, i, j, a)`` is a cell of its own.
         """
         K = len(judges)
         jindex = {name: k for k, name in enumerate(judges)}
@@ -741,6 +827,15 @@ class Comparisons:
         key += canon["j"].to_numpy()
         key *= 2
         key += canon["a"].to_numpy() > 0
+        scale, transform = covariates
+        zcols = [] if scale is None else [COVARIATE_PREFIX + c for c in scale.index]
+        nz = 1
+        if zcols:
+            zcodes, ztable = row_codes(canon[zcols].to_numpy(float))
+            nz = max(len(ztable), 1)
+            key *= nz
+            key += zcodes
+            del zcodes
         every = bool(decisive.all())
         won = outcome == I_WINS if every else outcome[decisive] == I_WINS
         cnt = None if not counted else canon["count"].to_numpy(float) if every else canon["count"].to_numpy(float)[decisive]
@@ -750,19 +845,24 @@ class Comparisons:
         del key
         n = np.bincount(inv, weights=cnt, minlength=uk.size).astype(float)
         y = np.bincount(inv, weights=won if cnt is None else won * cnt, minlength=uk.size).astype(float)
-        n_llm = int(np.searchsorted(uk, K * N * N * 2))
+        n_llm = int(np.searchsorted(uk, K * N * N * 2 * nz))
+        z = None
+        if zcols:
+            z = ztable[uk % nz]
+            uk = uk // nz
 
-        # LLM cells keyed by (k, i, j, a), then human cells keyed by (i, j).
+        # LLM cells keyed by (k, i, j, a[, z]), then human cells keyed by (i, j[, z]).
         lk = uk[:n_llm]
         la = np.where(lk % 2 == 1, 1, -1)
         rest = lk // 2
         lj, rest = rest % N, rest // N
         li, lkj = rest % N, rest // N
-        llm = LLMCells(lkj, li, lj, la, n[:n_llm], y[:n_llm])
+        llm = LLMCells(lkj, li, lj, la, n[:n_llm], y[:n_llm], z=None if z is None else z[:n_llm])
         hk = uk[n_llm:] // 2 - K * N * N
-        human = HumanCells(hk // N, hk % N, n[n_llm:], y[n_llm:], judge=K)
+        human = HumanCells(hk // N, hk % N, n[n_llm:], y[n_llm:], z=None if z is None else z[n_llm:], judge=K)
+        extra = {"covariate_scale": scale, "covariate_transform": transform}
         if counted:
-            return cls(items, judges, human_judge, llm, human, None, (), canon)
+            return cls(items, judges, human_judge, llm, human, None, (), canon, **extra)
         is_h = inv >= n_llm
         cell = inv  # index into the LLM or the human cells
         cell[is_h] -= n_llm
@@ -773,7 +873,7 @@ class Comparisons:
         rec = np.asarray(rec_codes, dtype=np.int64)
         rows = Rows(rec if take is None else rec[take], (k if take is None else k[take]).astype(np.int64), cell,
                     won.astype(float))
-        return cls(items, judges, human_judge, llm, human, rows, RecordIds(rec_uniques), canon)
+        return cls(items, judges, human_judge, llm, human, rows, RecordIds(rec_uniques), canon, **extra)
 
     # -------------------------------------------------------------- properties
     @property
@@ -785,6 +885,20 @@ class Comparisons:
     def K(self) -> int:
         """Number of LLM judges."""
         return len(self.judges)
+
+    @property
+    def covariates(self) -> tuple[str, ...]:
+        """Names of the response covariates (empty without covariates)."""
+        return () if self.covariate_scale is None else tuple(str(c) for c in self.covariate_scale.index)
+
+    @property
+    def p(self) -> int:
+        """Number of response covariates."""
+        return len(self.covariates)
+
+    @property
+    def _covariate_columns(self) -> list[str]:
+        return [COVARIATE_PREFIX + c for c in self.covariates]
 
     @property
     def aggregated(self) -> bool:
@@ -817,15 +931,20 @@ class Comparisons:
                 "a": self.llm.a,
                 "n": self.llm.n.astype(int),
                 "y": self.llm.y.astype(int),
+                **self._z_frame(self.llm),
             }
         )
+
+    def _z_frame(self, cells: CellTable) -> dict[str, np.ndarray]:
+        """Return the covariate columns ``z_<name>`` of the cells' labelled table."""
+        return {} if cells.z is None else {f"z_{c}": cells.z[:, t] for t, c in enumerate(self.covariates)}
 
     def human_cells(self) -> pd.DataFrame:
         """Human cells as a labelled table: item_i, item_j, n, y."""
         it = np.asarray(self.items, dtype=object)
         return pd.DataFrame(
             {"item_i": it[self.human.i], "item_j": it[self.human.j],
-             "n": self.human.n.astype(int), "y": self.human.y.astype(int)}
+             "n": self.human.n.astype(int), "y": self.human.y.astype(int), **self._z_frame(self.human)}
         )
 
     def cell_table(self, which: str = "llm", *, ties: bool = False) -> CellTable:
@@ -855,14 +974,17 @@ class Comparisons:
             return self.human.integer().with_judge(self.K) if which == "human" else self.llm.integer()
         t = self._tie_frame()
         t = t[t["k"] == self.K] if which == "human" else t[t["k"] < self.K]
-        return CellTable.from_counts(*(_int64(t[c]) for c in ("k", "i", "j", "a", "wins_i", "wins_j", "ties")))
+        z = t[self._covariate_columns].to_numpy(float) if self.p else None
+        k, i, j, a, wi, wj, ti = (_int64(t[c]) for c in ("k", "i", "j", "a", "wins_i", "wins_j", "ties"))
+        return CellTable.from_counts(k, i, j, a, wi, wj, ti, z)
 
     def tie_cells(self, *, human: bool = False) -> pd.DataFrame:
         """Cells with tie counts for the tie models (Davidson / Davidson-Beaver).
 
         Returns integer columns ``k, i, j, a, wins_i, wins_j, ties`` (``k = K`` and
         ``a = 0`` for the human judge, included only with ``human=True``), sorted by
-        ``(k, i, j, a)``.  "Both bad" labels and self-comparisons are still excluded.
+        ``(k, i, j, a)``, and with covariates their columns ``cov:<name>`` (a cell per value).
+        "Both bad" labels and self-comparisons are still excluded.
         A new frame per call, taken from one aggregation per data set.
         """
         t = self._tie_frame()
@@ -880,8 +1002,10 @@ class Comparisons:
                 wins_j=lambda x: (x["outcome"] == J_WINS).astype(int) * wt,
                 ties=lambda x: (x["outcome"] == TIE).astype(int) * wt,
             )
-            out = g.groupby(["k", "i", "j", "a"], as_index=False)[["wins_i", "wins_j", "ties"]].sum()
-            self._cache[key] = out.astype(int).reset_index(drop=True)
+            out = g.groupby(["k", "i", "j", "a", *self._covariate_columns], as_index=False)[
+                ["wins_i", "wins_j", "ties"]].sum()
+            self._cache[key] = out.astype({c: int for c in ("k", "i", "j", "a", "wins_i", "wins_j", "ties")}
+                                          ).reset_index(drop=True)
         return self._cache[key]
 
     # ----------------------------------------------------------------- report
@@ -932,6 +1056,9 @@ class Comparisons:
             "duplicated rows (identical in all six columns)": "{} ({})".format(*f.attrs.get("duplicated_rows", (0, "kept"))),
             "judges dropped (no decisive judgment)": ", ".join(f.attrs.get("dropped_judges", ())) or "none",
         }
+        if self.p:
+            rows["covariates (transform; scale)"] = f"{self.covariate_transform}; " + ", ".join(
+                f"{c} {v:.4g}" for c, v in self.covariate_scale.items())  # type: ignore[union-attr]
         return pd.DataFrame({"value": pd.Series(rows, dtype=object)})
 
     def __repr__(self) -> str:
@@ -973,7 +1100,8 @@ class Comparisons:
             raise DataError(f"unknown judge(s) {unknown}; known: {list(self.judges)}")
         if drop_human:
             m &= (f["k"] < self.K).to_numpy()
-        canon = f.loc[m, ["record_id", "judge", "i", "j", "a", "outcome", "self"] + (["count"] if self.aggregated else [])]
+        canon = f.loc[m, ["record_id", "judge", "i", "j", "a", "outcome", "self", *self._covariate_columns]
+                      + (["count"] if self.aggregated else [])]
         decisive = canon.loc[(~canon["self"]) & canon["outcome"].isin([I_WINS, J_WINS]), "judge"]
         empty = [k for k in keep if k not in set(decisive)]
         dropped = tuple(f.attrs.get("dropped_judges", ()))
@@ -983,7 +1111,8 @@ class Comparisons:
         if empty:
             keep = [k for k in keep if k not in empty]
             dropped += tuple(empty)
-        return Comparisons._build(canon, self.items, tuple(keep), self.human_judge, dropped)
+        return Comparisons._build(canon, self.items, tuple(keep), self.human_judge, dropped,
+                                  covariates=(self.covariate_scale, self.covariate_transform))
 
     def split(self, frac: float = 0.7, *, seed: np.random.Generator | int | None = None,
               **deprecated: Any) -> tuple["Comparisons", "Comparisons"]:

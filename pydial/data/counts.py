@@ -23,6 +23,7 @@ from typing import Any, Iterator, Sequence
 import pandas as pd
 
 from pydial.data.comparisons import COLUMNS, Comparisons
+from pydial.data.features import comparison_values, covariate_names
 from pydial.data.files import is_parquet, reading, require_columns
 from pydial.data.ingest import Coded, Validator, aggregate, check_read_memory, concat, human_name, progress
 from pydial.exceptions import DataError
@@ -33,25 +34,28 @@ RAW_ROWS = 16_000_000  # read_comparisons: rows kept as read (about 14 bytes eac
 TEXT_BYTES_PER_ROW = 16  # a lower bound of a long-format CSV row (gzip: per compressed byte), to estimate rows
 
 
-def _chunks(path: Path, columns: list[str], chunksize: int) -> tuple[int | None, Iterator[Any]]:
-    """Return the number of rows (``None`` when unknown) and the chunks of ``columns`` as pyarrow record batches.
+def _chunks(path: Path, columns: list[str], chunksize: int, numeric: Sequence[str] = ()
+            ) -> tuple[int | None, Iterator[Any]]:
+    """Return the number of rows (``None`` when unknown) and the chunks of ``columns`` and ``numeric`` as pyarrow record batches.
 
-    Text columns stay text; a CSV is read with every column as a string, no cell null.
+    Text columns stay text; a CSV is read with every identifier column as a string, no cell
+    null, and the ``numeric`` (covariate) columns with their inferred type (a blank cell null).
     """
     import pyarrow as pa
 
+    every = [*columns, *numeric]
     if is_parquet(path):
         import pyarrow.parquet as pq
 
-        require_columns(pq.read_schema(path).names, columns, path)
+        require_columns(pq.read_schema(path).names, every, path)
         pf = pq.ParquetFile(path, read_dictionary=columns)  # text as stored: codes into a dictionary
-        return pf.metadata.num_rows, pf.iter_batches(batch_size=chunksize, columns=columns)
+        return pf.metadata.num_rows, pf.iter_batches(batch_size=chunksize, columns=every)
     import pyarrow.csv as pcsv
 
     with pcsv.open_csv(path, read_options=pcsv.ReadOptions(block_size=1 << 16)) as head:
-        require_columns(head.schema.names, columns, path)
+        require_columns(head.schema.names, every, path)
     read = pcsv.ReadOptions(block_size=int(min(max(chunksize * 40, 1 << 16), 1 << 30)))
-    convert = pcsv.ConvertOptions(column_types={c: pa.string() for c in columns}, include_columns=columns,
+    convert = pcsv.ConvertOptions(column_types={c: pa.string() for c in columns}, include_columns=every,
                                   strings_can_be_null=False, quoted_strings_can_be_null=False)
     return None, pcsv.open_csv(path, read_options=read, convert_options=convert)
 
@@ -59,7 +63,8 @@ def _chunks(path: Path, columns: list[str], chunksize: int) -> tuple[int | None,
 def read_comparisons(path: str | PathLike[str], *, human_judge: str = "human", items: Sequence[str] | None = None,
                      chunksize: int = 1_000_000, drop_empty_judges: bool = False, strip_names: bool = True,
                      allow_similar_names: bool = False, judge: str = "judge", item_a: str = "item_a",
-                     item_b: str = "item_b", first: str = "first", winner: str = "winner") -> Comparisons:
+                     item_b: str = "item_b", first: str = "first", winner: str = "winner",
+                     covariates: Sequence[str] | None = None, covariate_transform: str = "difference") -> Comparisons:
     """Stream a long-format file into cell counts, chunk by chunk.
 
     Reads CSV (``.csv``), gzip CSV (``.csv.gz``) or Parquet (``.parquet``, ``.pq``)
@@ -73,7 +78,9 @@ def read_comparisons(path: str | PathLike[str], *, human_judge: str = "human", i
     the result is aggregated data as from :meth:`~pydial.Comparisons.from_counts`
     (``cov_type="record"`` needs :meth:`~pydial.Comparisons.from_frame` / ``from_csv`` /
     ``from_parquet``).  On a terminal a progress bar shows reads of two million rows or
-    more.
+    more.  ``covariates`` and ``covariate_transform`` are those of
+    :meth:`~pydial.Comparisons.from_frame` (the columns ``<name>_a``, ``<name>_b`` are read too;
+    each distinct covariate value of a cell is counted apart).
 
     Raises
     ------
@@ -87,6 +94,8 @@ def read_comparisons(path: str | PathLike[str], *, human_judge: str = "human", i
     """
     path = Path(path)
     mapping = dict(zip(COLUMNS[1:], (judge, item_a, item_b, first, winner)))
+    names = None if covariates is None else covariate_names(covariates)
+    sides = [f"{c}{side}" for c in names or () for side in ("_a", "_b")]
     check_read_memory(chunksize * CHUNK_BYTES_PER_ROW, f"reading {path.name} in chunks of {chunksize:,} rows",
                       "pass a smaller chunksize")
     v = Validator(mapping, human_name(human_judge, strip_names), strip=strip_names, allow_similar=allow_similar_names,
@@ -94,11 +103,15 @@ def read_comparisons(path: str | PathLike[str], *, human_judge: str = "human", i
     parts: list[Coded] = []
     offset = 0
     with reading(path):
-        rows, batches = _chunks(path, list(mapping.values()), chunksize)
+        rows, batches = _chunks(path, list(mapping.values()), chunksize, sides)
         with progress(rows, f"reading {path.name}", estimate=path.stat().st_size // TEXT_BYTES_PER_ROW) as advance:
             for batch in batches:
                 n = batch.num_rows
-                coded = v.chunk({c: batch.column(u) for c, u in mapping.items()}, pd.RangeIndex(offset, offset + n))
+                index = pd.RangeIndex(offset, offset + n)
+                coded = v.chunk({c: batch.column(u) for c, u in mapping.items()}, index)
+                if names is not None:
+                    side = pd.DataFrame({c: batch.column(c).to_numpy(zero_copy_only=False) for c in sides}, index=index)
+                    coded.z = comparison_values(side, names, transform=covariate_transform)
                 offset += n
                 parts.append(coded)
                 if sum(len(p) for p in parts) > RAW_ROWS:  # count what was read so far: memory of the counts only
@@ -111,4 +124,5 @@ def read_comparisons(path: str | PathLike[str], *, human_judge: str = "human", i
     if offset == 0:
         raise DataError(f"{path!s} has no rows")
     v.finish(items)
-    return Comparisons.from_coded(v, concat(parts), items, drop_empty_judges)  # frees the rows once keyed
+    return Comparisons.from_coded(v, concat(parts), items, drop_empty_judges,  # frees the rows once keyed
+                                  names, covariate_transform)

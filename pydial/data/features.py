@@ -106,6 +106,62 @@ def _side(df: pd.DataFrame, column: str) -> np.ndarray:
     return values
 
 
+def comparison_values(df: pd.DataFrame, covariates: Sequence[str], *, transform: str = "difference") -> np.ndarray:
+    """Return the comparison covariates of ``df`` before standardization (rows x covariates), validated.
+
+    ``x_a - x_b`` or ``(x_a - x_b) / (x_a + x_b)`` of the columns ``<name>_a``, ``<name>_b``
+    (see :func:`comparison_covariates`, which also standardizes them).
+    """
+    if transform not in TRANSFORMS:
+        raise ArgumentError(f"transform must be one of {TRANSFORMS}, got {transform!r}")
+    names = covariate_names(covariates)
+    missing = [f"{c}{side}" for c in names for side in ("_a", "_b") if f"{c}{side}" not in df.columns]
+    if missing:
+        raise DataError(f"missing covariate column(s) {missing}: each covariate needs a column per response "
+                        f"(<name>_a, <name>_b); the table has columns {list(df.columns)}")
+    out = np.empty((len(df), len(names)))
+    for t, c in enumerate(names):
+        xa, xb = _side(df, f"{c}_a"), _side(df, f"{c}_b")
+        d = xa - xb
+        if transform == "normalized":
+            fail_rows(f"negative values in covariate {c!r} (the normalized difference needs x >= 0)", df.index,
+                      (xa < 0) | (xb < 0))
+            total = xa + xb
+            d = np.divide(d, total, out=np.zeros_like(d), where=total > 0)
+        out[:, t] = d
+    return out
+
+
+def covariate_names(covariates: str | Sequence[str]) -> list[str]:
+    """Return the covariate names as a list of distinct strings (an :class:`ArgumentError` otherwise)."""
+    names = [str(c) for c in ([covariates] if isinstance(covariates, str) else covariates)]
+    if not names or len(set(names)) < len(names):
+        raise ArgumentError(f"covariates must be distinct names, at least one, got {list(names)!r}")
+    return names
+
+
+def standardize(values: np.ndarray, names: Sequence[str], *, weights: np.ndarray | None = None,
+                transform: str = "difference") -> tuple[np.ndarray, pd.Series]:
+    """Divide each comparison covariate by its standard deviation over the judgments (``weights``: judgments per row).
+
+    Returns the standardized values and the scales (a Series indexed by covariate).  A constant
+    covariate (standard deviation 0) is a :class:`DataError`: its effect is not identified.
+    """
+    w = np.ones(values.shape[0]) if weights is None else np.asarray(weights, float)
+    total = w.sum()
+    scale = {}
+    out = np.empty_like(values, dtype=float)
+    for t, c in enumerate(names):
+        d = values[:, t]
+        mean = float(w @ d / total) if total > 0 else 0.0
+        sd = float(np.sqrt(w @ (d - mean) ** 2 / total)) if total > 0 else 0.0
+        if not sd > 1e-12 * max(float(np.max(np.abs(d), initial=0.0)), 1.0):
+            raise DataError(f"covariate {c!r} is constant ({transform} {d[0] if d.size else 0.0:g} in every "
+                            "comparison): its effect is not identified; drop it")
+        out[:, t], scale[c] = d / sd, sd
+    return out, pd.Series(scale, name="scale", dtype=float).rename_axis("covariate")
+
+
 def comparison_covariates(df: pd.DataFrame, covariates: Sequence[str], *,
                           transform: str = "difference") -> tuple[pd.DataFrame, pd.Series]:
     """Form the standardized comparison covariates from the per-side columns (see the module docstring).
@@ -138,27 +194,6 @@ def comparison_covariates(df: pd.DataFrame, covariates: Sequence[str], *,
     ArgumentError
         An unknown ``transform``, no covariate or a repeated name.
     """
-    if transform not in TRANSFORMS:
-        raise ArgumentError(f"transform must be one of {TRANSFORMS}, got {transform!r}")
-    names = [str(c) for c in ([covariates] if isinstance(covariates, str) else covariates)]
-    if not names or len(set(names)) < len(names):
-        raise ArgumentError(f"covariates must be distinct names, at least one, got {list(names)!r}")
-    missing = [f"{c}{side}" for c in names for side in ("_a", "_b") if f"{c}{side}" not in df.columns]
-    if missing:
-        raise DataError(f"missing covariate column(s) {missing}: each covariate needs a column per response "
-                        f"(<name>_a, <name>_b); the table has columns {list(df.columns)}")
-    z, scale = {}, {}
-    for c in names:
-        xa, xb = _side(df, f"{c}_a"), _side(df, f"{c}_b")
-        d = xa - xb
-        if transform == "normalized":
-            fail_rows(f"negative values in covariate {c!r} (the normalized difference needs x >= 0)", df.index,
-                      (xa < 0) | (xb < 0))
-            total = xa + xb
-            d = np.divide(d, total, out=np.zeros_like(d), where=total > 0)
-        sd = float(np.std(d))
-        if not sd > 1e-12 * max(float(np.max(np.abs(d), initial=0.0)), 1.0):
-            raise DataError(f"covariate {c!r} is constant ({transform} {d[0]:g} in every comparison): its effect "
-                            "is not identified; drop it")
-        z[c], scale[c] = d / sd, sd
-    return pd.DataFrame(z, index=df.index), pd.Series(scale, name="scale").rename_axis("covariate")
+    names = covariate_names(covariates)
+    z, scale = standardize(comparison_values(df, names, transform=transform), names, transform=transform)
+    return pd.DataFrame(z, index=df.index, columns=names), scale

@@ -143,6 +143,8 @@ class Coded:
     winner: np.ndarray
     count: np.ndarray | None = None
     spelled: np.ndarray | None = None
+    z: np.ndarray | None = None
+    """Per row, the comparison covariates as read (side ``item_a`` minus side ``item_b``, not standardized)."""
 
     def __len__(self) -> int:
         """Return the number of rows."""
@@ -151,7 +153,7 @@ class Coded:
     def select(self, mask: np.ndarray) -> "Coded":
         """Return the rows where ``mask`` is true."""
         return Coded(*(x[mask] for x in (self.judge, self.item_a, self.item_b, self.first, self.winner)),
-                     *(None if x is None else x[mask] for x in (self.count, self.spelled)))
+                     *(None if x is None else x[mask] for x in (self.count, self.spelled, self.z)))
 
 
 def human_name(human_judge: Any, strip: bool) -> str:
@@ -360,18 +362,39 @@ def aggregate(coded: Coded, n_judges: int, n_items: int) -> Coded:
     """Sum the counts of equal judgments of ``coded`` (one row per key).
 
     Each pair is first put in the order of its name ids (``item_a`` the smaller id; the
-    display order and winner follow), so both orientations of a pair share a key.
+    display order, winner and covariates follow), so both orientations of a pair share a key;
+    judgments with other covariate values are other keys.
     """
     flip = coded.item_a > coded.item_b
     lo, hi = np.minimum(coded.item_a, coded.item_b).astype(np.int64), np.maximum(coded.item_a, coded.item_b).astype(np.int64)
     first = np.where((coded.first == FIRST_NONE) | ~flip, coded.first, FIRST_A + FIRST_B - coded.first)
     winner = np.where((coded.winner < 2) & flip, 1 - coded.winner, coded.winner)  # a <-> b
     sizes = (n_judges, n_items * (n_items + 1) // 2, 3, len(WINNER_VALUES))
-    uk, inv = group(pack([coded.judge, hi * (hi + 1) // 2 + lo, first, winner], sizes, invertible=True), sort=False)
+    key = pack([coded.judge, hi * (hi + 1) // 2 + lo, first, winner], sizes, invertible=True)
+    z = None if coded.z is None else np.where(flip[:, None], -coded.z, coded.z)
+    if z is not None:
+        codes, table = row_codes(z)
+        key = key * len(table) + codes
+    uk, inv = group(key, sort=False)
     count = np.bincount(inv, weights=coded.count, minlength=uk.size)
+    zu = None
+    if z is not None:
+        zu = table[uk % len(table)]
+        uk //= len(table)
     j, pair, f, w = unpack(uk, sizes)
     b, a = triangle(pair)
-    return Coded(j, a, b, f.astype(np.int8), w.astype(np.int8), count.astype(np.int64))
+    return Coded(j, a, b, f.astype(np.int8), w.astype(np.int8), count.astype(np.int64), z=zu)
+
+
+def row_codes(z: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Codes of the distinct rows of ``z`` (rows x p floats) and the table of those rows (``table[codes] = z``)."""
+    code = np.zeros(z.shape[0], np.int64)
+    for t in range(z.shape[1]):
+        col, _ = pd.factorize(z[:, t])
+        _, code = group(code * (int(col.max()) + 1 if col.size else 1) + col)
+    table = np.empty((int(code.max()) + 1 if code.size else 0, z.shape[1]))
+    table[code] = z
+    return code, table
 
 
 TRIANGLE_TABLE = 1 << 23
@@ -404,7 +427,8 @@ def concat(parts: list[Coded]) -> Coded:
         cnt = None
     else:
         cnt = np.concatenate([np.ones(len(p), np.int64) if p.count is None else p.count for p in parts])
-    out = Coded(stack("judge"), stack("item_a"), stack("item_b"), stack("first"), stack("winner"), cnt)
+    zs = None if any(p.z is None for p in parts) else np.concatenate([p.z for p in parts if p.z is not None])
+    out = Coded(stack("judge"), stack("item_a"), stack("item_b"), stack("first"), stack("winner"), cnt, z=zs)
     parts.clear()
     return out
 
