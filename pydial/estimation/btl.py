@@ -71,29 +71,33 @@ def _identified(U: OutcomeInfluence, what: str) -> bool:
 
 def _human(data: Comparisons, ties: str | None, engine: FamilyOptimizers, penalty: str | None) -> Estimate:
     """Fit the people's model: the ``lambda = 0`` fit of :func:`~pydial.estimation.steps.family_human_influence`."""
-    N = data.N
+    N, p = data.N, data.p
     what = "human BTL" if ties is None else "human tie model"
     opt, U, lh = family_human_influence(data, ties, engine, penalty)
     warn_unresolved(opt, what)
     regular = _identified(U, what)
-    free = bool(np.isfinite(lh))
-    blocks = {"scores": slice(0, N)} | ({"log_nu": slice(N, N + 1)} if free else {})
+    free = int(np.isfinite(lh))
+    blocks = ({"scores": slice(0, N)} | ({"log_nu": slice(N, N + 1)} if free else {})
+              | ({"beta": slice(N + free, N + free + p)} if p else {}))
     lin = U.linearization(f"the {what} scores", blocks, tie_labels=(data.human_judge,) if free else ())
     s = centering_basis(N) @ opt.x[: N - 1]
+    beta = opt.x[N - 1 : N - 1 + p][None, :] if p else None
     return Estimate(s=s, log_nu=None if ties is None else tie_log_nu([data.human_judge], np.array([lh])),
-                    lambda_=0.0, loss_human=tie_human_loss(ties, s, lh, data), converged=opt.resolved and regular,
-                    grad_norm=opt.grad_norm, linearization=(lin,))
+                    lambda_=0.0, loss_human=tie_human_loss(ties, s, lh, data, beta), converged=opt.resolved and regular,
+                    grad_norm=opt.grad_norm, linearization=(lin,), beta=beta,
+                    beta_labels=(data.human_judge,) if p else ())
 
 
 def _judges(data: Comparisons, ties: str | None, engine: FamilyOptimizers, seed: int | None, backend: str | None,
             penalty: str | None) -> Estimate:
     """Each judge's order-effect model, one GLM per judge; linearized jointly and judge by judge.
 
-    The joint linearization covers the mean score, the position effects and the free log tie
-    parameters: one stacked influence over all judges' cells, so that the record meat sees
-    judgments of different judges on the same record together.
+    The joint linearization covers the mean score, the position effects, the free log tie
+    parameters and the covariate effects ``beta_k`` (judge-major): one stacked influence over
+    all judges' cells, so that the record meat sees judgments of different judges on the same
+    record together.  A judge's coordinates are ``(s T-chart, b, beta_k, log nu_k)``.
     """
-    N, K = data.N, data.K
+    N, K, p = data.N, data.K, data.p
     T = centering_basis(N)
     cells = Cells.stack(data, 1.0, 0.0, ties=ties is not None)
     stan = None
@@ -110,14 +114,15 @@ def _judges(data: Comparisons, ties: str | None, engine: FamilyOptimizers, seed:
     rows = [slice(bounds[k], bounds[k + 1]) if by_judge else g == k for k in range(K)]
     free = np.array([ties is not None and has_tie_parameter(ties, cells.counts[r]) for r in rows], bool)
     idx = np.flatnonzero(free)
-    q = N + K + idx.size
+    nb = N + K + idx.size  # the start of the covariate effects among the joint targets
+    q = nb + K * p
     joint, own, xs, opts = [], [], [], []
     regular = True
-    A = np.zeros((q, K * (N + 1) + idx.size))  # the joint map, filled judge by judge (columns: each judge's J)
+    A = np.zeros((q, K * (N + 1 + p) + idx.size))  # the joint map, filled judge by judge (columns: each judge's J)
     col = 0
     for k in range(K):  # one judge at a time: its cells and design are dropped once it is linearized
         c = cells.select(rows[k])
-        X = centered_design(c.i, c.j, N, c.a)
+        X = centered_design(c.i, c.j, N, c.a, c.z)
         if stan is None:
             opts.append(glm(ties, c.counts, X, weight=1.0 / float(c.n.sum()), penalty=penalty))
             warn_unresolved(opts[-1], f"judge {data.judges[k]!r}" + ("" if ties is None else " tie model"))
@@ -128,7 +133,8 @@ def _judges(data: Comparisons, ties: str | None, engine: FamilyOptimizers, seed:
         E[:N, : N - 1] = T / K
         E[N + k, N - 1] = 1.0
         if free[k]:
-            E[N + K + int(np.searchsorted(idx, k)), N] = 1.0
+            E[N + K + int(np.searchsorted(idx, k)), N + p] = 1.0
+        E[nb + k * p : nb + (k + 1) * p, N : N + p] = np.eye(p)
         E[q:, : N - 1] = T
         U, _ = family_glm_influence(data, ties, X, xs[k], 1.0 / float(c.n.sum()), E, cells=c)
         regular &= _identified(U, f"judge {data.judges[k]!r}")
@@ -138,17 +144,19 @@ def _judges(data: Comparisons, ties: str | None, engine: FamilyOptimizers, seed:
         joint.append(OutcomeInfluence(U.J2, A[:, :0], U.st, U.rec))
         own.append(OutcomeInfluence(U.J2, U.A[q:].copy(), U.st, U.rec).linearization(
             f"the scores of judge {data.judges[k]!r}", {"judge_scores": slice(0, N)}))
-    blocks = {"scores": slice(0, N), "b": slice(N, N + K)} | ({"log_nu": slice(N + K, q)} if idx.size else {})
+    blocks = ({"scores": slice(0, N), "b": slice(N, N + K)} | ({"log_nu": slice(N + K, nb)} if idx.size else {})
+              | ({"beta": slice(nb, q)} if p else {}))
     what = "the mean judge scores and position effects" + (" and tie parameters" if idx.size else "")
     lin = stack_outcome_influence(joint, A).linearization(what, blocks, tie_labels=tuple(data.judges[int(k)] for k in idx))
     S = np.array([T @ x[: N - 1] for x in xs])
     log_nu = np.array([x[-1] if fr else -np.inf for x, fr in zip(xs, free)])
     converged = regular and (stan.converged if stan is not None else all(o.resolved for o in opts))
     grad_norm = stan.grad_norm if stan is not None else max(o.grad_norm for o in opts)
+    beta = np.array([x[N : N + p] for x in xs]) if p else None
     return Estimate(s=S.mean(0), b=np.array([x[N - 1] for x in xs]), judge_scores=S,
                     log_nu=None if ties is None else tie_log_nu(list(data.judges), log_nu),
                     lambda_=np.nan, loss_human=np.nan, converged=converged, grad_norm=grad_norm,
-                    linearization=(lin, *own))
+                    linearization=(lin, *own), beta=beta, beta_labels=tuple(data.judges) if p else ())
 
 
 def fit_btl(data: Comparisons, method: str, *, ties: str | None = None, seed: int | None = None,

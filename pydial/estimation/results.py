@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 import warnings
 from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import Any, Sequence, cast
 
 import numpy as np
 import pandas as pd
@@ -108,6 +108,17 @@ class DialResult:
         Consensus loadings ``gamma_k`` with intervals (LLM-only fit).
     tie_parameters : DataFrame or None
         With ``ties="davidson"`` or ``"rao-kupper"``: tie parameters ``nu`` by judge with ``se, ci_low, ci_high``.
+    covariate_effects : DataFrame or None
+        With data that carry response covariates (``Comparisons.from_frame(..., covariates=)``):
+        the effects ``beta`` of ``logit p = ... + z' beta`` per judge (and the people, where the
+        method fits them) and covariate, indexed by ``(judge, covariate)``, with ``se``,
+        ``ci_low``, ``ci_high``, ``z``, ``p_value`` (the Wald test of ``beta = 0``); per
+        standard deviation of the comparison covariate (:attr:`covariate_scale`).  The scores
+        are then style-controlled: those of a comparison with ``z = 0``.  See :meth:`covariate_test`.
+    covariate_effects_cov : DataFrame or None
+        Their covariance, labelled like :attr:`covariate_effects`.
+    covariate_scale : Series or None
+        The standard deviation of each comparison covariate (``Comparisons.covariate_scale``).
     status : str
         The verdict on the numbers: ``"ok"``, or one of :data:`STATUSES`
         (``"no admissible candidate"``, ``"not identified"``, ``"at bound"``,
@@ -197,6 +208,9 @@ class DialResult:
     fit_warnings: tuple[Warning, ...] = field(default=(), repr=False, compare=False)
     fitter: Any = field(default=None, repr=False, compare=False)
     spec: Any = field(default=None, repr=False, compare=False)
+    covariate_effects: pd.DataFrame | None = None
+    covariate_effects_cov: pd.DataFrame | None = None
+    covariate_scale: pd.Series | None = None
 
     @property
     def fit_arguments(self) -> dict[str, Any] | None:
@@ -375,9 +389,16 @@ class DialResult:
         if tp is not None:
             nu = tp["nu"].to_numpy(float)
             log_nu = pd.Series(np.log(nu, out=np.full(nu.size, -np.inf), where=nu > 0), index=tp.index)
+        ce = self.covariate_effects
+        beta, labels, names = None, (), ()
+        if ce is not None:
+            labels = tuple(ce.index.unique("judge"))
+            names = tuple(ce.index.unique("covariate"))
+            beta = ce["beta"].to_numpy(float).reshape(len(labels), len(names))
         return dict(s=self.scores["score"].to_numpy(), b=None if pe is None else pe["b"].to_numpy(),
                     gamma=None if self.consensus is None else self.consensus["gamma"].to_numpy(),
-                    judge_scores=None if self.judge_scores is None else self.judge_scores.to_numpy(), log_nu=log_nu)
+                    judge_scores=None if self.judge_scores is None else self.judge_scores.to_numpy(), log_nu=log_nu,
+                    beta=beta, beta_labels=labels, covariates=names)
 
     def _require_linearization(self) -> None:
         """Raise an :class:`~pydial.ArgumentError` unless this result can form other covariances."""
@@ -497,6 +518,49 @@ class DialResult:
         return pd.Series({"difference": diff, "se": float(w["se"]), "z": float(w["z"]), "p_value": float(w["p_value"])},
                          name=name)
 
+    def covariate_test(self, judge: str, against: str | None = None, covariates: Sequence[str] | None = None
+                       ) -> pd.Series:
+        """Wald test that a judge's covariate effects are 0, or equal to another row's (e.g. the people's).
+
+        ``beta_k = 0`` (``against=None``) or ``beta_k = beta_against`` (``against`` a judge or the
+        human judge's name: "does this judge prefer length more than people do?") over the
+        ``covariates`` (default all), a chi-square test with one degree of freedom per covariate,
+        from :attr:`covariate_effects_cov` (the fit's ``cov_type``).
+
+        Returns
+        -------
+        pandas.Series
+            ``difference`` (the first covariate's, for one), ``chi2``, ``df``, ``p_value`` and, for one
+            covariate, ``se`` and ``z``.
+        """
+        from scipy import stats
+
+        ce, C = self.covariate_effects, self.covariate_effects_cov
+        if ce is None or C is None:
+            raise ArgumentError(f"this {self.method!r} fit has no covariate effects (fit data with covariates=)")
+        rows = list(ce.index.unique("judge"))
+        for who in (judge, *(() if against is None else (against,))):
+            if who not in rows:
+                raise KeyError(f"no covariate effects for {who!r}; known: {rows}")
+        names = list(ce.index.unique("covariate")) if covariates is None else [str(c) for c in covariates]
+        unknown = [c for c in names if c not in set(ce.index.unique("covariate"))]
+        if unknown:
+            raise KeyError(f"unknown covariate(s) {unknown}; known: {list(ce.index.unique('covariate'))}")
+        pos = {key: t for t, key in enumerate(ce.index)}
+        L = np.zeros((len(names), len(ce)))
+        for t, c in enumerate(names):
+            L[t, pos[(judge, c)]] = 1.0
+            if against is not None:
+                L[t, pos[(against, c)]] -= 1.0
+        d = L @ ce["beta"].to_numpy(float)
+        V = L @ C.to_numpy(float) @ L.T
+        chi2 = float(d @ np.linalg.solve(V, d))
+        name = f"beta[{judge}]" + ("" if against is None else f" - beta[{against}]")
+        out = {"difference": float(d[0]), "chi2": chi2, "df": len(names), "p_value": float(stats.chi2.sf(chi2, len(names)))}
+        if len(names) == 1:
+            out |= {"se": float(np.sqrt(V[0, 0])), "z": float(d[0] / np.sqrt(V[0, 0]))}
+        return pd.Series(out, name=f"{name} ({', '.join(names)})")
+
     def win_probabilities(self) -> pd.DataFrame:
         """Matrix of ``sigma(s_i - s_j)`` (row item beats column item)."""
         s = self.scores["score"].to_numpy()
@@ -553,7 +617,9 @@ class DialResult:
             head.append(f"calibration test: {self.calibration_test!r}")
         scores = self.scores[["score"]] if self.method == "atc" else self.scores
         with pd.option_context("display.width", 120, "display.max_rows", 200):
-            parts = ["\n".join(head), "", "Scores (centered):", scores.round(4).to_string()]
+            style = "" if self.covariate_scale is None else "; style-controlled at z = 0; covariate scales: " + ", ".join(
+                f"{c} {v:.4g}" for c, v in self.covariate_scale.items())
+            parts = ["\n".join(head), "", f"Scores (centered{style}):", scores.round(4).to_string()]
             if self.gacv is not None:
                 parts += ["", "GACV path:", self.gacv.round(6).to_string(index=False)]
             if self.tie_parameters is not None:
@@ -563,6 +629,9 @@ class DialResult:
             if self.position_effects is not None:
                 parts += ["", "Position effects b_k (LLM-only fit; b > 0 favours the first-shown item):",
                           self.position_effects.round(4).to_string()]
+            if self.covariate_effects is not None:
+                parts += ["", "Covariate effects beta (per standard deviation of the comparison covariate; beta > 0 "
+                          "favours the response with more of it):", self.covariate_effects.round(4).to_string()]
         return "\n".join(parts)
 
     def __repr__(self) -> str:
@@ -610,6 +679,8 @@ class Estimate:
     llm_chart: Any = None
     llm_theta: np.ndarray | None = None
     stage_scores: dict[str, np.ndarray] | None = None
+    beta: np.ndarray | None = None
+    beta_labels: tuple[str, ...] = ()
 
 
 def tie_log_nu(labels: list[str], log_nu: np.ndarray, free: np.ndarray | None = None) -> pd.Series:
@@ -648,7 +719,9 @@ def block_covariances(linearization: tuple[Linearization, ...], data: Comparison
 
 def covariance_tables(C: dict[str, Any], items: tuple[str, ...], judges: tuple[str, ...], level: float,
                       ties: str | None, *, s: np.ndarray, b: np.ndarray | None = None, gamma: np.ndarray | None = None,
-                      judge_scores: np.ndarray | None = None, log_nu: pd.Series | None = None) -> dict[str, Any]:
+                      judge_scores: np.ndarray | None = None, log_nu: pd.Series | None = None,
+                      beta: np.ndarray | None = None, beta_labels: tuple[str, ...] = (),
+                      covariates: tuple[str, ...] = ()) -> dict[str, Any]:
     """Return every table of the estimates with the covariances ``C`` of :func:`block_covariances`.
 
     The fields ``scores, cov, position_effects, position_effects_cov, consensus,
@@ -661,7 +734,10 @@ def covariance_tables(C: dict[str, Any], items: tuple[str, ...], judges: tuple[s
         return C[name] if name in C else np.full((q, q), np.nan)  # no linearization: no covariance
 
     out: dict[str, Any] = dict(position_effects=None, position_effects_cov=None, consensus=None, judge_scores_se=None,
-                               tie_parameters=None)
+                               tie_parameters=None, covariate_effects=None, covariate_effects_cov=None)
+    if beta is not None:
+        out["covariate_effects"], out["covariate_effects_cov"] = covariate_effect_tables(
+            beta, cov("beta", beta.size), beta_labels, covariates, level)
     out["scores"], out["cov"] = score_tables(s, cov("scores", len(items)), items, level)
     if b is not None:
         out["position_effects"], out["position_effects_cov"] = position_effect_tables(b, cov("b", len(judges)), judges,
@@ -684,6 +760,21 @@ def covariance_tables(C: dict[str, Any], items: tuple[str, ...], judges: tuple[s
     return out
 
 
+def covariate_effect_tables(beta: np.ndarray, cov: np.ndarray, labels: Sequence[str], covariates: Sequence[str],
+                            level: float) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Return the covariate effects ``beta`` (rows ``labels`` x ``covariates``): Wald table and covariance.
+
+    Indexed by ``(judge, covariate)`` in the order of ``beta.ravel()`` (judge-major); the
+    columns of :func:`~pydial.inference.linearization.wald_table` with the estimate named ``beta``.
+    """
+    from pydial.inference.linearization import wald_table
+
+    idx = pd.MultiIndex.from_product([list(labels), list(covariates)], names=["judge", "covariate"])
+    tab = wald_table(np.ravel(beta), cov, [f"{k}:{c}" for k, c in idx], level, "beta")
+    tab.index = idx
+    return tab, pd.DataFrame(np.asarray(cov, float), index=idx, columns=idx.copy())
+
+
 def build_result(est: Estimate, spec: Any, data: Comparisons, *, fitter: Any = None) -> DialResult:
     """Return the :class:`DialResult` of an estimate: every covariance table formed once from its linearization.
 
@@ -698,7 +789,8 @@ def build_result(est: Estimate, spec: Any, data: Comparisons, *, fitter: Any = N
     cov_type = spec.resolved_cov_type
     C = block_covariances(est.linearization, data, cov_type, anchored, spec.cluster_correction)
     tables = covariance_tables(C, data.items, data.judges, spec.level, spec.ties, s=est.s, b=est.b, gamma=est.gamma,
-                               judge_scores=est.judge_scores, log_nu=est.log_nu)
+                               judge_scores=est.judge_scores, log_nu=est.log_nu, beta=est.beta,
+                               beta_labels=est.beta_labels, covariates=data.covariates)
     judge_scores = None if est.judge_scores is None else pd.DataFrame(
         est.judge_scores, index=pd.Index(data.judges, name="judge"), columns=pd.Index(data.items, name="item"))
     stage_scores = None if est.stage_scores is None else pd.DataFrame(est.stage_scores,
@@ -712,7 +804,7 @@ def build_result(est: Estimate, spec: Any, data: Comparisons, *, fitter: Any = N
                       theta=est.theta, llm_chart=est.llm_chart, llm_theta=est.llm_theta, penalty=spec.penalty,
                       data=data, ties=spec.ties, cluster_correction=spec.cluster_correction,
                       anchored_cov_type=anchored, stage_scores=stage_scores, linearization=est.linearization,
-                      fitter=fitter, spec=spec)
+                      fitter=fitter, spec=spec, covariate_scale=data.covariate_scale)
 
 
 def with_verdict(res: DialResult, data: Comparisons, caught: list[Warning], *, seed: int = 0) -> DialResult:

@@ -144,6 +144,10 @@ def _rank(rank: Any) -> int | str | tuple[int, ...]:
 
 
 # ------------------------------------------------------------------ spec
+COVARIATE_METHODS: tuple[str, ...] = ("human", "judges")
+"""The methods that fit response covariates (``logit p = ... + z' beta``, data with ``covariates=``)."""
+
+
 @dataclass(frozen=True)
 class ModelSpec:
     """An estimator and everything it is asked for, validated once (``pydial.fit``'s arguments).
@@ -269,6 +273,11 @@ class ModelSpec:
                             "(Comparisons.from_frame / from_csv)")
         if method != "human" and data.K == 0:
             raise DataError(f"method {method!r} needs LLM judgments, but there are none")
+        if data.p and (method not in COVARIATE_METHODS or self.engine != "numpy"):
+            raise ArgumentError(
+                f"the data carry response covariates {list(data.covariates)}; method {method!r} with engine "
+                f"{self.engine!r} does not fit them yet (covariates are fitted by {list(COVARIATE_METHODS)} with "
+                "engine='numpy'); load the data without covariates= to fit it without style control")
         grid = self.rank_grid(data)
         if method in STRUCTURED:
             r_max = max(grid)

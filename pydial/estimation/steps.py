@@ -40,7 +40,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any, Callable, cast
 
 import numpy as np
 import pandas as pd
@@ -48,7 +48,8 @@ import scipy.sparse as sp
 from scipy.special import expit
 
 from pydial.cache import derived
-from pydial.data.comparisons import I_WINS, J_WINS, TIE, Comparisons
+from pydial.data.comparisons import COVARIATE_PREFIX, I_WINS, J_WINS, TIE, Comparisons
+from pydial.data.ingest import row_codes
 from pydial.estimation.engines import FamilyOptimizers, StagedFit
 from pydial.estimation.glm import FamilyGLM, glm, initial_theta
 from pydial.estimation.results import tie_log_nu
@@ -79,6 +80,12 @@ def _human_cells(data: Comparisons, ties: str | None) -> tuple[np.ndarray, np.nd
     return H.i, H.j, H.counts.astype(float)
 
 
+def _human_design(data: Comparisons, ties: str | None) -> Design:
+    """Return the people's GLM design in the centered chart ``s = T beta``, with their covariate columns (``z' beta_H``)."""
+    H = data.cell_table("human", ties=ties is not None)
+    return centered_design(H.i, H.j, data.N, z=H.z)
+
+
 def _human_free(data: Comparisons, ties: str | None) -> bool:
     return bool(_human_cells(data, ties)[2][:, 2].sum() > 0)
 
@@ -103,9 +110,9 @@ def _numpy_joint(data: Comparisons, ties: str | None, ch: Chart, lam: float, x0:
 
 
 def _numpy_human(data: Comparisons, ties: str | None, x0: np.ndarray, penalty: str | None = None) -> OptimResult:
-    hi, hj, hc = _human_cells(data, ties)
+    _, _, hc = _human_cells(data, ties)
     _, n_h = family_totals(data, ties)
-    return glm(ties, hc, centered_design(hi, hj, data.N), x0, weight=1.0 / n_h, penalty=penalty)
+    return glm(ties, hc, _human_design(data, ties), x0, weight=1.0 / n_h, penalty=penalty)
 
 
 NUMPY_FAMILY = FamilyOptimizers(_numpy_llm, _numpy_calibration, _numpy_joint, _numpy_human)
@@ -209,10 +216,33 @@ def _judgments(data: Comparisons) -> tuple[np.ndarray, np.ndarray, np.ndarray] |
     N, k = data.N, f["k"].to_numpy(np.int64)
     a_row = np.where(k == data.K, 0, f["a"].to_numpy(np.int64))
     key = ((k * N + f["i"].to_numpy(np.int64)) * N + f["j"].to_numpy(np.int64)) * 3 + a_row + 1
+    if data.p:
+        code, nz = _z_codes(data)
+        key = key * nz + code(f[[COVARIATE_PREFIX + c for c in data.covariates]].to_numpy(float))
     oc = f["outcome"].to_numpy()
     order = np.argsort(key, kind="stable")
     outcome = np.select([oc == I_WINS, oc == J_WINS], [0, 1], 2).astype(np.int8)
     return key[order], f["rec"].to_numpy(np.int64)[order], outcome[order]
+
+
+def _z_codes(data: Comparisons) -> tuple[Callable[[np.ndarray], np.ndarray], int]:
+    """Return a code of every covariate value of ``data`` (a function of rows of ``z``) and the number of codes.
+
+    Judgments and cells with equal covariates get equal codes (the values are copied, never
+    recomputed, from the frame's covariate columns), so that cells split by covariate value
+    find their judgments.
+    """
+    def build() -> tuple[Callable[[np.ndarray], np.ndarray], int]:
+        _, table = row_codes(data.frame[[COVARIATE_PREFIX + c for c in data.covariates]].to_numpy(float))
+        index = {row.tobytes(): t for t, row in enumerate(table)}
+
+        def code(z: np.ndarray) -> np.ndarray:
+            uz, inv = np.unique(np.ascontiguousarray(z, float), axis=0, return_inverse=True)
+            return np.array([index[row.tobytes()] for row in uz], np.int64)[np.ravel(inv)]
+
+        return code, max(len(table), 1)
+
+    return derived(data, ("covariate codes",), build)
 
 
 def record_rows(data: Comparisons, cells: Cells, ties: str | None) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
@@ -227,6 +257,10 @@ def record_rows(data: Comparisons, cells: Cells, ties: str | None) -> tuple[np.n
     key, rec, outcome = J
     N = data.N
     key_cell = ((cells.g.astype(np.int64) * N + cells.i) * N + cells.j) * 3 + np.where(cells.is_human, 0, cells.a) + 1
+    if data.p:
+        assert cells.z is not None  # the cells of data with covariates carry them
+        code, nz = _z_codes(data)
+        key_cell = key_cell * nz + code(cells.z)
     lo, hi = np.searchsorted(key, key_cell, "left"), np.searchsorted(key, key_cell, "right")
     cnt = hi - lo
     cell = np.repeat(np.arange(key_cell.size), cnt)
@@ -380,10 +414,10 @@ def family_human_fit(data: Comparisons, ties: str | None, engine: FamilyOptimize
     Eq. human-only-estimator on the family's cells, by ``engine``; with ``penalty="firth"`` the
     Firth estimate (:class:`~pydial.model.penalty.TieFirthPenalty`).
     """
-    hi, hj, hc = _human_cells(data, ties)
-    X = centered_design(hi, hj, data.N)
+    _, _, hc = _human_cells(data, ties)
+    X = _human_design(data, ties)
     free = _human_free(data, ties)
-    x0 = np.append(np.zeros(data.N - 1), log_nu_start(cast(str, ties), hc)) if free else np.zeros(data.N - 1)
+    x0 = np.append(np.zeros(X.shape[1]), log_nu_start(cast(str, ties), hc)) if free else np.zeros(X.shape[1])
     return derived(data, ("family_human_fit", ties, engine.name, penalty),
                    lambda: engine.human(data, ties, x0, penalty=penalty)), free, X
 
@@ -394,16 +428,18 @@ def family_human_influence(data: Comparisons, ties: str | None, engine: FamilyOp
 
     The ``lambda = 0`` endpoint of eq. human-only-estimator with the bread of eq.
     weighted-empirical-sandwich (:func:`family_glm_influence`); ``log nu_H`` is ``-inf`` (and not a
-    target) when the people's cells hold no tie.
+    target) when the people's cells hold no tie.  With covariates the influence covers
+    ``(s, log nu_H, beta_H)``, in that order.
     """
-    N = data.N
+    N, p = data.N, data.p
     opt, free, X = family_human_fit(data, ties, engine, penalty)
-    E = np.zeros((N + free, X.shape[1] + free))
+    E = np.zeros((N + free + p, X.shape[1] + free))
     E[:N, : N - 1] = centering_basis(N)
     if free:
         E[N, -1] = 1.0
+    E[N + free:, N - 1 : N - 1 + p] = np.eye(p)
     U, _ = family_glm_influence(data, ties, X, opt.x, 1.0 / family_totals(data, ties)[1], E)
-    return opt, U, float(opt.x[N - 1]) if free else -np.inf
+    return opt, U, float(opt.x[N - 1 + p]) if free else -np.inf
 
 
 def family_glm_influence(data: Comparisons, ties: str | None, X: Design, x: np.ndarray, weight: float, E: np.ndarray, *,

@@ -76,21 +76,29 @@ _DENSE_PULL_BACK = 256
 """Largest ``P`` for which :meth:`Design.pull_back` multiplies densely."""
 
 
-def centered_design(i: np.ndarray, j: np.ndarray, N: int, a: np.ndarray | None = None) -> Design:
+def centered_design(i: np.ndarray, j: np.ndarray, N: int, a: np.ndarray | None = None,
+                    z: np.ndarray | None = None) -> Design:
     """``D T``: the item-difference design in the centered chart ``s = T beta``.
 
     The chart of :func:`centering_basis`, with the order column ``a`` appended when
-    given (eq. binomial-model-llm), as a factored :class:`Design`.
+    given (eq. binomial-model-llm), and then the covariate columns ``z`` (cells x p;
+    ``z' beta`` in the linear predictor), as a factored :class:`Design`.
     """
     D = difference_design(i, j, N)
     T = centering_basis(N)
-    if a is None:
+    extra = [np.asarray(a, float)[:, None]] if a is not None else []
+    if z is not None:
+        extra.append(np.asarray(z, float).reshape(D.shape[0], -1))
+    if not extra:
         return Design(D, T, (np.asarray(i), np.asarray(j), None, N))
-    X = sp.csr_matrix(sp.hstack([D, sp.csr_matrix(np.asarray(a, float)[:, None])]))
-    basis = np.zeros((N + 1, N))
+    E = np.hstack(extra)
+    X = sp.csr_matrix(sp.hstack([D, sp.csr_matrix(E)]))
+    q = E.shape[1]
+    basis = np.zeros((N + q, N - 1 + q))
     basis[:N, : N - 1] = T
-    basis[N, N - 1] = 1.0
-    return Design(X, basis, (np.asarray(i), np.asarray(j), np.asarray(a, float), N))
+    basis[N:, N - 1:] = np.eye(q)
+    pairs = (np.asarray(i), np.asarray(j), None if a is None else np.asarray(a, float), N) if z is None else None
+    return Design(X, basis, pairs)
 
 
 def pair_information(i: np.ndarray, j: np.ndarray, a: np.ndarray | None, N: int, d: np.ndarray) -> np.ndarray:

@@ -58,9 +58,16 @@ def binomial_nll(eta: np.ndarray, n: np.ndarray, y: np.ndarray) -> np.ndarray:
     return n * softplus(eta) - y * eta
 
 
-def human_loss(s: np.ndarray, human: HumanCells) -> float:
-    r"""Compute the normalized human loss :math:`\ell_H(s)` (eq. human-full-loss)."""
-    eta = s[human.i] - s[human.j]
+def covariate_offset(cells: CellTable, beta: np.ndarray | None) -> np.ndarray | float:
+    """``z_c' beta`` of the cells (``beta``: one row of coefficients; 0 without covariates)."""
+    if beta is None or cells.z is None:
+        return 0.0
+    return cells.z @ np.ravel(beta)
+
+
+def human_loss(s: np.ndarray, human: HumanCells, beta: np.ndarray | None = None) -> float:
+    r"""Compute the normalized human loss :math:`\ell_H(s)` (eq. human-full-loss), with ``z' beta_H`` when given."""
+    eta = s[human.i] - s[human.j] + covariate_offset(human, beta)
     return float(binomial_nll(eta, human.n, human.y).sum()) / float(human.n.sum())
 
 
@@ -100,6 +107,8 @@ def stacked_columns(parts: Sequence[tuple[CellTable, float, bool]], *, counts: b
            for name, f, dtype in (("g", "judge", np.int64), ("i", "i", np.int64), ("j", "j", np.int64),
                                   ("a", "a", np.int64), ("n", "n", float), ("y", "y", float))}
     out["w"] = np.concatenate([np.full(len(tab), float(w)) for tab, w, _ in kept])
+    if any(tab.z is not None for tab, _, _ in kept):
+        out["z"] = np.concatenate([np.asarray(tab.z, float) for tab, _, _ in kept])
     out["is_human"] = np.concatenate([np.full(len(tab), h) for tab, _, h in kept])
     if counts:
         out["outcome_counts"] = np.concatenate([tab.counts for tab, _, _ in kept], dtype=float)
@@ -125,6 +134,8 @@ class Cells:
     outcome_counts: np.ndarray | None = None
     """``(m, 3)`` outcome counts (wins of ``i``, wins of ``j``, ties) of the tie cells, ``None`` for
     the binary cells; with them ``n`` is the cell total (ties included) and ``y`` the wins of ``i``."""
+    z: np.ndarray | None = None
+    """``(m, p)`` comparison covariates of the cells (:attr:`pydial.data.comparisons.CellTable.z`), ``None`` without."""
     layout: dict = field(default_factory=dict, kw_only=True, repr=False, compare=False)
     """Arrays an :class:`Objective` derives from the index columns ``g, i, j, a, is_human`` alone;
     shared by the cells that differ from these only in ``n``, ``y`` or ``w`` (the same stack at
@@ -1154,19 +1165,21 @@ def tie_groups(data: Comparisons, chart: Chart) -> np.ndarray:
     return tied[tied < chart.rows]
 
 
-def tie_human_loss(ties: str | None, s: np.ndarray, log_nu_h: float, data: Comparisons) -> float:
+def tie_human_loss(ties: str | None, s: np.ndarray, log_nu_h: float, data: Comparisons,
+                   beta: np.ndarray | None = None) -> float:
     r"""Compute the human loss :math:`\ell_H(s, \nu_H)` of the family ``ties``.
 
     Minus the log-likelihood kernel of the human tie cells at ``eta = s_i - s_j`` over
     ``n_H`` (ties counted); ``log_nu_h = -inf`` is the binary model (people without ties);
-    ``ties=None`` the binary loss of the decisive comparisons (:func:`human_loss`).
+    ``ties=None`` the binary loss of the decisive comparisons (:func:`human_loss`); ``beta``
+    the people's covariate effects (``+ z' beta_H``).
     """
     from pydial.model.families import binary_cell, tie_cell
 
     if ties is None:
-        return human_loss(s, data.human)
+        return human_loss(s, data.human, beta)
     h = data.cell_table("human", ties=True)
     cnt = h.counts.astype(float)
-    eta = s[h.i] - s[h.j]
+    eta = s[h.i] - s[h.j] + covariate_offset(h, beta)
     d = binary_cell(cnt, eta) if np.isneginf(log_nu_h) else tie_cell(ties)(cnt, eta, log_nu_h)
     return -float(d.value.sum()) / float(cnt.sum())
