@@ -56,7 +56,7 @@ from scipy.sparse.csgraph import connected_components
 from pydial.cache import derived
 from pydial.data.comparisons import Comparisons
 from pydial.exceptions import ArgumentError, IdentifiabilityError
-from pydial.model.chart import CALIBRATIONS
+from pydial.model.chart import CALIBRATIONS, difference_design
 
 __all__ = [
     "CALIBRATIONS",
@@ -82,6 +82,7 @@ CONDITIONS: tuple[str, ...] = (
     "human-design",
     "human-mle",
     "human-connected",
+    "covariates",
 )
 """Public condition names, in the order they appear in :attr:`DesignReport.table`."""
 
@@ -95,6 +96,7 @@ REFERENCES: dict[str, str] = {
     "human-design": "Cond. human-design",
     "human-mle": "finite human BTL MLE; Ford 1957",
     "human-connected": "finite Firth estimate of the human BTL (penalty='firth'); Kosmidis & Firth 2021",
+    "covariates": "response covariates outside the span of the item-difference and order columns: rank [D, a, Z]",
 }
 """Where each condition comes from (paper labels or literature)."""
 
@@ -558,6 +560,48 @@ def _order_separation(n: np.ndarray, y: np.ndarray, aa: np.ndarray) -> str | Non
     return None
 
 
+_LLM_ONLY_METHODS = ("judges", "pooled")
+"""Methods that fit no human covariate effects (their covariate check is the judges')."""
+
+
+def _check_covariates(N: int, ii: np.ndarray, jj: np.ndarray, aa: np.ndarray | None, z: np.ndarray,
+                      names: Sequence[str]) -> tuple[bool, str]:
+    """Whether the covariates are identified beside the scores (and order effect): ``rank [D, a, Z] = rank [D, a] + p``.
+
+    A covariate in the span of the item-difference and order columns of these cells (constant
+    within each pair and order, or a linear function of item differences) is confounded with
+    the scores.  Each covariate is added in turn, so the message names the ones that add no rank.
+    """
+    cols = [difference_design(ii, jj, N)] + ([sparse.csr_matrix(np.asarray(aa, float)[:, None])] if aa is not None else [])
+    cols.append(sparse.csr_matrix(np.asarray(z, float)))
+    X = sparse.hstack(cols, format="csr")
+    G = np.asarray((X.T @ X).toarray())  # (N [+1] + p) square: the rank of X from its Gram matrix
+    G /= max(float(np.abs(G).max()), 1e-300)
+    width = N + (aa is not None)
+
+    def rank(m: int) -> int:
+        ev = np.linalg.eigvalsh(G[:m, :m])
+        return int(np.sum(ev > 1e-10 * max(float(ev[-1]), 1e-300)))
+
+    keep = list(range(width))
+    r0 = rank(width)
+    bad = []
+    for t, name in enumerate(names):
+        trial = keep + [width + t]
+        ev = np.linalg.eigvalsh(G[np.ix_(trial, trial)])
+        r1 = int(np.sum(ev > 1e-10 * max(float(ev[-1]), 1e-300)))
+        if r1 == r0:
+            bad.append(name)
+        else:
+            keep, r0 = trial, r1
+    if bad:
+        what = "item-difference and order columns" if aa is not None else "item-difference columns"
+        return False, (f"covariate(s) {bad} lie in the span of the {what} (and the covariates before them) on these "
+                       "comparisons: their effects are confounded with the scores; drop them or add comparisons "
+                       "where they vary within a pair")
+    return True, f"rank [D, {'a, ' if aa is not None else ''}Z] adds {len(names)}: every covariate identified"
+
+
 def check_human_mle(items: Sequence[str], data: Comparisons) -> tuple[bool, str]:
     """Whether the unrestricted human BTL MLE is finite, with the reason.
 
@@ -814,6 +858,12 @@ def check_design(
             det_sep += " (ident-LLM fails as well, so the parameters would not be unique anyway)" if not ok_sep else ""
         rows += [(name, "ident-LLM", ok_llm, det_llm), (name, "ident-lowrank", ok_low, det_low),
                  (name, "separation", ok_sep, det_sep)]
+        if data.p:
+            assert L.z is not None  # data with covariates have them on every cell
+            ok_cov, det_cov = _check_covariates(N, ii, jj, None if nopos else aa, L.z[sel], data.covariates)
+            rows.append((name, "covariates", ok_cov, det_cov))
+            if not ok_cov:
+                problems.append((name, "covariates", det_cov))
         if ok_llm:
             n_ident.append(k)
         if method == "judges":
@@ -896,6 +946,12 @@ def check_design(
     rows.append((HUMAN, "human-design", ok_hd, det_hd))
     ok_hm, det_hm = check_human_mle(items, data)
     rows.append((HUMAN, "human-mle", ok_hm, det_hm))
+    if data.p and len(data.human) and method not in _LLM_ONLY_METHODS:
+        assert data.human.z is not None
+        ok_hcov, det_hcov = _check_covariates(N, data.human.i, data.human.j, None, data.human.z, data.covariates)
+        rows.append((HUMAN, "covariates", ok_hcov, det_hcov))
+        if not ok_hcov:
+            problems.append((HUMAN, "covariates", det_hcov))
     if not ok_hd and (method == "pooled" or (dial and (method is not None or len(data.human) > 0))):
         problems.append((HUMAN, "human-design", det_hd))
     if penalty == "firth" and method in ("human", "atc"):
