@@ -24,12 +24,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, Sequence
 
 import numpy as np
 import pandas as pd
 from scipy.special import expit
 
+from pydial.data.features import covariate_names
 from pydial.exceptions import ArgumentError, renamed_arguments
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -134,6 +135,12 @@ class Truth:
     judges: tuple[str, ...] = ()
     nu: np.ndarray | None = None
     ties: str | None = None
+    covariates: tuple[str, ...] = ()
+    beta: np.ndarray | None = None
+    """``(K + 1, p)`` covariate effects on the raw comparison covariate ``x_a - x_b`` (rows: the
+    judges, then the people); ``None`` without covariates."""
+    item_style: np.ndarray | None = None
+    """``(N, p)`` item means of the response features (each response adds standard normal noise)."""
 
     @property
     def N(self) -> int:
@@ -173,7 +180,7 @@ class Truth:
         numpy.ndarray
             The linear predictor, one value per cell.
         """
-        k, i, j, a = np.broadcast_arrays(*(np.asarray(x, dtype=np.int64) for x in (k, i, j, a)))
+        k, i, j, a = np.broadcast_arrays(*(np.asarray(x, dtype=np.int64) for x in (k, i, j, a)))  # z = 0 (no style)
         p = pair_index(i, j, self.N)
         bk = self.b[k] if self.b_kij is None else self.b_kij[k, p]
         eta = self.S[k, i] - self.S[k, j] + a * bk
@@ -223,7 +230,8 @@ class Simulation:
         """
         from pydial.data.comparisons import Comparisons
 
-        return Comparisons.from_frame(self.frame, human_judge=HUMAN_JUDGE, items=list(self.truth.items))
+        cov = list(self.truth.covariates) or None
+        return Comparisons.from_frame(self.frame, human_judge=HUMAN_JUDGE, items=list(self.truth.items), covariates=cov)
 
     def __repr__(self) -> str:
         """Show the simulation's configuration."""
@@ -305,6 +313,25 @@ def _draw_outcomes(gen: np.random.Generator, tie_model: str, eta: np.ndarray, lo
     return np.where(u < P[:, 0], 0, np.where(u < P[:, 0] + P[:, 1], 1, 2))
 
 
+def _covariate_effects(beta: Any, K: int, p: int) -> np.ndarray:
+    """``beta`` of :func:`simulate` as a ``(K + 1, p)`` array (a number or ``(p,)``: the judges', people 0)."""
+    if beta is None:
+        return np.zeros((K + 1, p))
+    if p == 0:
+        raise ArgumentError("beta= needs covariates= (the names of the response covariates)")
+    arr = np.asarray(beta, float)
+    if arr.ndim <= 1 and arr.size in (1, p):
+        out = np.zeros((K + 1, p))
+        out[:K] = np.broadcast_to(arr.reshape(-1), (p,)) if arr.size == 1 else arr
+        return out
+    if arr.shape != (K + 1, p):
+        raise ArgumentError(f"beta must be a number, a vector of {p} or a ({K + 1}, {p}) array (judges, then people), "
+                            f"got shape {arr.shape}")
+    if not np.all(np.isfinite(arr)):
+        raise ArgumentError("beta must be finite")
+    return arr.copy()
+
+
 def simulate(
     N: int = 10,
     K: int = 4,
@@ -319,6 +346,8 @@ def simulate(
     p_first: float = 0.75,
     tie_rate: float = 0.0,
     ties: Literal["davidson", "rao-kupper"] | None = None,
+    covariates: Sequence[str] | None = None,
+    beta: Any = None,
     seed: np.random.Generator | int | None = None,
     **deprecated: Any,
 ) -> Simulation:
@@ -391,6 +420,16 @@ def simulate(
         is an error.
     p_first : float
         Probability that the canonical item is displayed first (paper: 0.75).
+    covariates : sequence of str, optional
+        Response covariates (beyond the paper: style bias), e.g. ``["length"]``.  Each item
+        has a mean feature value ``m_i ~ N(0, 1)`` per covariate (``truth.item_style``); each
+        response's feature is ``m_i + N(0, 1)``, written to the columns ``<name>_a`` and
+        ``<name>_b``.  The linear predictors add ``(x_a - x_b)' beta_k`` (people:
+        ``beta_H``), on the raw difference: a fit on the standardized covariate estimates
+        ``beta * scale`` (``Comparisons.covariate_scale``).
+    beta : float or array, optional
+        The covariate effects: a number or a ``(p,)`` vector shared by the LLM judges
+        (people 0), or a ``(K + 1, p)`` array (judges, then people).  Default 0.
     seed : numpy.random.Generator, int or None
         Seed or generator, passed to :func:`numpy.random.default_rng`.  The same
         seed gives identical output.
@@ -454,6 +493,8 @@ def simulate(
         raise ArgumentError(f"ties must be 'davidson', 'rao-kupper' or None, got {ties!r}")
     elif tie_rate == 0:
         raise ArgumentError(f"ties={ties!r} needs tie_rate > 0 (the tie probability at equal scores)")
+    names = [] if covariates is None else covariate_names(covariates)
+    beta_kp = _covariate_effects(beta, K, len(names))
     n_pairs = N * (N - 1) // 2
     if sigma_pos > 0 and n_pairs < 2:
         raise ArgumentError(f"sigma_pos ({sigma_pos}) > 0 needs at least two pairs (N >= 3), got N={N}")
@@ -500,6 +541,14 @@ def simulate(
     eta = S[k_llm, i_l] - S[k_llm, j_l] + a * bk
     if eps_kij is not None:
         eta += eps_kij[k_llm, p_llm]
+    style, sides = None, {}
+    if names:  # drawn from a generator of their own: without covariates the draws are unchanged
+        g_cov = np.random.default_rng(gen.integers(2**63))
+        style = g_cov.standard_normal((N, len(names)))
+        xa_l = style[i_l] + g_cov.standard_normal((n_llm, len(names)))
+        xb_l = style[j_l] + g_cov.standard_normal((n_llm, len(names)))
+        eta += np.einsum("cp,cp->c", xa_l - xb_l, beta_kp[k_llm])
+        sides = {"llm": (xa_l, xb_l)}
     nu = None
     if tie_rate > 0:  # P(tie) = tie_rate at equal scores: nu / (2 + nu) (Davidson), tanh(tau / 2) (Rao-Kupper)
         t = 2 * tie_rate / (1 - tie_rate) if ties == "davidson" else 2 * np.arctanh(tie_rate)
@@ -511,10 +560,16 @@ def simulate(
     # (5) Human comparisons.
     p_hum = g_hum.integers(0, n_pairs, size=n_human)
     i_h, j_h = pi[p_hum], pj[p_hum]
+    eta_h = s_h[i_h] - s_h[j_h]
+    if style is not None:
+        xa_h = style[i_h] + g_cov.standard_normal((n_human, len(names)))
+        xb_h = style[j_h] + g_cov.standard_normal((n_human, len(names)))
+        eta_h = eta_h + (xa_h - xb_h) @ beta_kp[K]
+        sides["human"] = (xa_h, xb_h)
     if nu is not None:  # tie_rate > 0
-        out_hum = _draw_outcomes(g_hum, ties, s_h[i_h] - s_h[j_h], np.log(nu[K]))
+        out_hum = _draw_outcomes(g_hum, ties, eta_h, np.log(nu[K]))
     else:
-        out_hum = np.where(g_hum.random(n_human) < expit(s_h[i_h] - s_h[j_h]), 0, 1)
+        out_hum = np.where(g_hum.random(n_human) < expit(eta_h), 0, 1)
 
     items = tuple(f"item{t:02d}" for t in range(N))
     width = len(str(K - 1))  # zero-padded so that sorted names keep the judge order
@@ -540,13 +595,18 @@ def simulate(
             "winner": ab[outcome],
         }
     )
+    for t, name in enumerate(names):
+        for side, col in ((0, f"{name}_a"), (1, f"{name}_b")):
+            frame[col] = np.concatenate([sides["llm"][side][:, t], sides["human"][side][:, t]])
     truth = Truth(
         s_h=s_h, S=S, b=b, mu=mu, gamma=gamma, U=U, V=V, W=W, c_h=c_h, b_kij=b_kij, eps_kij=eps_kij,
         pairs=pairs, items=items, judges=judges, nu=nu, ties=ties if tie_rate > 0 else None,
+        covariates=tuple(names), beta=beta_kp if names else None, item_style=style,
     )
     config = dict(
         N=N, K=K, rank=r, n_llm=n_llm, n_human=n_human, target=target, c_v_sd=c_v_sd,
         overdispersion=overdispersion, sigma_pos=sigma_pos, p_first=p_first, seed=seed_label,
         **({"tie_rate": tie_rate, "ties": ties} if tie_rate > 0 else {}),
+        **({"covariates": tuple(names), "beta": beta_kp.tolist()} if names else {}),
     )
     return Simulation(frame=frame, truth=truth, config=config)
