@@ -83,7 +83,8 @@ def _load(args: argparse.Namespace):
     with _warnings_to_stderr():
         return read(src, human_judge=args.human, drop_empty_judges=args.drop_empty_judges,
                     strip_names=not args.keep_whitespace, allow_similar_names=args.allow_similar_names,
-                    duplicates=args.duplicates)
+                    duplicates=args.duplicates, covariates=args.covariates,
+                    covariate_transform=args.covariate_transform)
 
 
 def _floats(text: str) -> list[float]:
@@ -91,6 +92,13 @@ def _floats(text: str) -> list[float]:
         return [float(x) for x in text.split(",") if x.strip()]
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected comma-separated numbers, got {text!r}") from None
+
+
+def _names(text: str) -> list[str]:
+    names = [x.strip() for x in text.split(",") if x.strip()]
+    if not names:
+        raise argparse.ArgumentTypeError(f"expected comma-separated names, got {text!r}")
+    return names
 
 
 def _ints(text: str) -> list[int]:
@@ -144,6 +152,12 @@ def _add_data_args(q: argparse.ArgumentParser) -> None:
                    help="keep names differing only by letter case or whitespace as distinct (default: refuse them)")
     q.add_argument("--duplicates", choices=DUPLICATES, default="keep",
                    help="rows identical in all six columns: keep (default), drop, or raise; always counted")
+    q.add_argument("--covariates", type=_names, default=None,
+                   help="response covariates, e.g. 'length,md_lists': columns <name>_a and <name>_b of the two "
+                        "responses; the scores are then style-controlled (z = 0)")
+    q.add_argument("--covariate-transform", choices=("difference", "normalized"), default="difference",
+                   help="comparison covariate: x_a - x_b (default) or (x_a - x_b) / (x_a + x_b); divided by its "
+                        "standard deviation (reported)")
 
 
 def _parser() -> argparse.ArgumentParser:

@@ -38,7 +38,7 @@ MARKER = ".pydial-output"
 
 OUTPUT_NAMES: tuple[str, ...] = (
     "scores.csv", "data_summary.csv", "position_effects.csv", "gacv.csv", "consensus_loadings.csv", "tie_parameters.csv",
-    "summary.json",
+    "covariate_effects.csv", "covariate_effects.png", "summary.json",
     "report.md", "report.html", "scores.png", "position_effects.png", "gacv.png", "compare_intervals.csv",
     "compare_intervals.png", "posterior.nc",
     "plan.csv", "plan.png", "next_pairs.csv", MARKER,

@@ -2,6 +2,7 @@
 
 * :func:`plot_scores` -- forest plot of the calibrated scores with intervals;
 * :func:`plot_position_effects` -- judge position effects ``b_k`` with intervals
+* :func:`plot_covariate_effects` -- covariate effects ``beta`` per judge with intervals
   against each judge's empirical first-position win rate (as Fig. real-diagnostics a);
 * :func:`plot_gacv` -- the GACV curve over the weight path with the selected weight;
 * :func:`write_report` -- an output folder with tables, plots, a report and a JSON summary.
@@ -73,6 +74,32 @@ def plot_position_effects(res: DialResult, data: Comparisons, ax: Any = None) ->
     return ax
 
 
+def plot_covariate_effects(res: DialResult, ax: Any = None) -> Any:
+    """Covariate effects ``beta`` per judge (and people) with their intervals, one marker per covariate."""
+    ce = res.covariate_effects
+    if ce is None:
+        raise ArgumentError(f"this {res.method!r} fit has no covariate effects (fit data with covariates=)")
+    labels = list(ce.index.unique("judge"))
+    names = list(ce.index.unique("covariate"))
+    if ax is None:
+        _, ax = plt.subplots(figsize=(6, 0.9 + 0.35 * len(labels) * len(names)))
+    y = np.arange(len(labels), dtype=float)
+    step = 0.7 / max(len(names), 1)
+    for t, c in enumerate(names):
+        rows = ce.xs(c, level="covariate").loc[labels]
+        err = np.vstack([rows["beta"] - rows["ci_low"], rows["ci_high"] - rows["beta"]])
+        ax.errorbar(rows["beta"], y + (t - (len(names) - 1) / 2) * step, xerr=err, fmt="o", capsize=2, label=c)
+    ax.set_yticks(y, labels)
+    ax.invert_yaxis()
+    ax.axvline(0, color="grey", lw=0.5)
+    ax.set_xlabel(f"beta per standard deviation of the covariate ({res.level:.0%} interval, {res.cov_type} meat)")
+    ax.set_title("Covariate effects (beta > 0 favours the response with more of it)")
+    if len(names) > 1:
+        ax.legend(fontsize=7)
+    ax.figure.tight_layout()
+    return ax
+
+
 def plot_gacv(res: DialResult, ax: Any = None) -> Any:
     """GACV over the finite weights (log scale, as multiples of n_LLM/n_H) with the endpoints."""
     if res.gacv is None:
@@ -119,6 +146,10 @@ def summary_dict(res: DialResult) -> dict[str, Any]:
         "scores": {k: {c: fin(v[c]) for c in ("score", "se", "ci_low", "ci_high")} for k, v in res.scores.iterrows()},
         "position_effects": None if res.position_effects is None else {
             k: {c: fin(v[c]) for c in ("b", "se", "ci_low", "ci_high", "p_value")} for k, v in res.position_effects.iterrows()},
+        "covariate_effects": None if res.covariate_effects is None else [
+            {"judge": k, "covariate": c, **{col: fin(v[col]) for col in ("beta", "se", "ci_low", "ci_high", "p_value")}}
+            for (k, c), v in res.covariate_effects.iterrows()],
+        "covariate_scale": None if res.covariate_scale is None else {k: float(v) for k, v in res.covariate_scale.items()},
         "calibration_test": None if ct is None else {
             "statistic": fin(ct.statistic), "df": ct.df, "p_value": fin(ct.p_value), "aic_prefers": ct.aic_prefers,
             "defined": ct.defined, "reason": ct.reason},
@@ -175,6 +206,9 @@ def _write_report(res: DialResult, data: Comparisons, out: Path, fmt: str) -> li
         figs.append(("GACV path", save_fig(plot_gacv(res), "gacv.png")))
     if res.consensus is not None:
         save_csv(res.consensus.reset_index(), "consensus_loadings.csv", index=False)
+    if res.covariate_effects is not None:
+        save_csv(res.covariate_effects.reset_index(), "covariate_effects.csv", index=False)
+        figs.append(("Covariate effects", save_fig(plot_covariate_effects(res), "covariate_effects.png")))
     tie_parameters = getattr(res, "tie_parameters", None)
     if tie_parameters is not None:
         save_csv(tie_parameters.reset_index(), "tie_parameters.csv", index=False)
