@@ -387,12 +387,12 @@ def aggregate(coded: Coded, n_judges: int, n_items: int) -> Coded:
 
 
 def row_codes(z: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Codes of the distinct rows of ``z`` (rows x p floats) and the table of those rows (``table[codes] = z``)."""
+    """Return the codes of the distinct rows of ``z`` (rows x p floats) and the table of those rows (``table[codes] = z``)."""
     code = np.zeros(z.shape[0], np.int64)
     for t in range(z.shape[1]):
-        col, _ = pd.factorize(z[:, t])
-        _, code = group(code * (int(col.max()) + 1 if col.size else 1) + col)
-    table = np.empty((int(code.max()) + 1 if code.size else 0, z.shape[1]))
+        col = np.asarray(pd.factorize(z[:, t])[0], np.int64)
+        _, code = group(code * (int(np.max(col)) + 1 if col.size else 1) + col)
+    table = np.empty((int(np.max(code)) + 1 if code.size else 0, z.shape[1]))
     table[code] = z
     return code, table
 
