@@ -49,7 +49,6 @@ from scipy.special import expit
 
 from pydial.cache import derived
 from pydial.data.comparisons import COVARIATE_PREFIX, I_WINS, J_WINS, TIE, Comparisons
-from pydial.data.ingest import row_codes
 from pydial.estimation.engines import FamilyOptimizers, StagedFit
 from pydial.estimation.glm import FamilyGLM, glm, initial_theta
 from pydial.estimation.results import tie_log_nu
@@ -228,19 +227,26 @@ def _judgments(data: Comparisons) -> tuple[np.ndarray, np.ndarray, np.ndarray] |
 def _z_codes(data: Comparisons) -> tuple[Callable[[np.ndarray], np.ndarray], int]:
     """Return a code of every covariate value of ``data`` (a function of rows of ``z``) and the number of codes.
 
-    Judgments and cells with equal covariates get equal codes (the values are copied, never
-    recomputed, from the frame's covariate columns), so that cells split by covariate value
-    find their judgments.
+    Judgments and cells with equal covariates get equal codes (the cells' values are copies of
+    the frame's covariate columns), so that cells split by covariate value find their
+    judgments.  Distinct values per column, combined column by column, hashed (``pandas.Index``).
     """
     def build() -> tuple[Callable[[np.ndarray], np.ndarray], int]:
-        _, table = row_codes(data.frame[[COVARIATE_PREFIX + c for c in data.covariates]].to_numpy(float))
-        index = {row.tobytes(): t for t, row in enumerate(table)}
+        Z = data.frame[[COVARIATE_PREFIX + c for c in data.covariates]].to_numpy(float)
+        stages: list[tuple[pd.Index, pd.Index]] = []
 
         def code(z: np.ndarray) -> np.ndarray:
-            uz, inv = np.unique(np.ascontiguousarray(z, float), axis=0, return_inverse=True)
-            return np.array([index[row.tobytes()] for row in uz], np.int64)[np.ravel(inv)]
+            c = np.zeros(z.shape[0], np.int64)
+            for t, (values, keys) in enumerate(stages):
+                c = keys.get_indexer(c * len(values) + values.get_indexer(z[:, t]))
+            return np.asarray(c, np.int64)
 
-        return code, max(len(table), 1)
+        c = np.zeros(Z.shape[0], np.int64)
+        for t in range(Z.shape[1]):
+            col, values = pd.factorize(Z[:, t])
+            c, keys = pd.factorize(c * len(values) + col)
+            stages.append((pd.Index(values), pd.Index(keys)))
+        return code, max(len(stages[-1][1]), 1)
 
     return derived(data, ("covariate codes",), build)
 
