@@ -75,7 +75,10 @@ def plot_position_effects(res: DialResult, data: Comparisons, ax: Any = None) ->
 
 
 def plot_covariate_effects(res: DialResult, ax: Any = None) -> Any:
-    """Covariate effects ``beta`` per judge (and people) with their intervals, one marker per covariate."""
+    """Plot the covariate effects ``beta`` per judge (and people) with their intervals, one marker per covariate.
+
+    ``beta`` of the term ``z' beta`` added to eq. binomial-model-llm / -human (:attr:`DialResult.covariate_effects`).
+    """
     ce = res.covariate_effects
     if ce is None:
         raise ArgumentError(f"this {res.method!r} fit has no covariate effects (fit data with covariates=)")

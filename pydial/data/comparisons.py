@@ -50,7 +50,7 @@ from pydial.data.ingest import (
     fail_rows,
     group,
     human_name,
-    row_codes,
+    RowCoder,
     pack,
     rows_text,
     triangle,
@@ -714,10 +714,8 @@ class Comparisons:
         scale = None
         if covariates is not None and coded.z is not None:
             scale = standardize(coded.z, covariates, weights=coded.count, transform=covariate_transform)[1]
-            zcodes, ztable = row_codes(np.column_stack(list(covariate_columns(coded, item_index, covariates,
-                                                                               scale).values())))
-            key = key * len(ztable) + zcodes
-            del zcodes
+            rc = RowCoder(np.column_stack(list(covariate_columns(coded, item_index, covariates, scale).values())))
+            key = key * len(rc) + rc.codes
         weights = coded.count
         del coded, c, i, j  # the rows (often the caller's only copy) are no longer needed
         uk, inv = group(key)
@@ -726,8 +724,8 @@ class Comparisons:
         del inv, weights
         cov: dict[str, np.ndarray] = {}
         if scale is not None:
-            cov = {COVARIATE_PREFIX + name: ztable[uk % len(ztable), t] for t, name in enumerate(scale.index)}
-            uk //= len(ztable)
+            cov = {COVARIATE_PREFIX + name: rc.table[uk % len(rc), t] for t, name in enumerate(scale.index)}
+            uk //= len(rc)
         judge, pair, a, outcome = unpack(uk, sizes)
         del uk
         j, i = triangle(pair)
@@ -831,11 +829,10 @@ class Comparisons:
         zcols = [] if scale is None else [COVARIATE_PREFIX + c for c in scale.index]
         nz = 1
         if zcols:
-            zcodes, ztable = row_codes(canon[zcols].to_numpy(float))
-            nz = max(len(ztable), 1)
+            rc = RowCoder(canon[zcols].to_numpy(float))
+            nz = len(rc)
             key *= nz
-            key += zcodes
-            del zcodes
+            key += rc.codes
         every = bool(decisive.all())
         won = outcome == I_WINS if every else outcome[decisive] == I_WINS
         cnt = None if not counted else canon["count"].to_numpy(float) if every else canon["count"].to_numpy(float)[decisive]
@@ -848,7 +845,7 @@ class Comparisons:
         n_llm = int(np.searchsorted(uk, K * N * N * 2 * nz))
         z = None
         if zcols:
-            z = ztable[uk % nz]
+            z = rc.table[uk % nz]
             uk = uk // nz
 
         # LLM cells keyed by (k, i, j, a[, z]), then human cells keyed by (i, j[, z]).

@@ -109,8 +109,9 @@ def _side(df: pd.DataFrame, column: str) -> np.ndarray:
 def comparison_values(df: pd.DataFrame, covariates: Sequence[str], *, transform: str = "difference") -> np.ndarray:
     """Return the comparison covariates of ``df`` before standardization (rows x covariates), validated.
 
-    ``x_a - x_b`` or ``(x_a - x_b) / (x_a + x_b)`` of the columns ``<name>_a``, ``<name>_b``
-    (see :func:`comparison_covariates`, which also standardizes them).
+    ``x_a - x_b`` or ``(x_a - x_b) / (x_a + x_b)`` of the columns ``<name>_a``, ``<name>_b``: the
+    ``z`` of the term ``z' beta`` added to eq. binomial-model-llm / -human (see
+    :func:`comparison_covariates`, which also standardizes them).
     """
     if transform not in TRANSFORMS:
         raise ArgumentError(f"transform must be one of {TRANSFORMS}, got {transform!r}")

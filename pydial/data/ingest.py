@@ -373,28 +373,50 @@ def aggregate(coded: Coded, n_judges: int, n_items: int) -> Coded:
     key = pack([coded.judge, hi * (hi + 1) // 2 + lo, first, winner], sizes, invertible=True)
     z = None if coded.z is None else np.where(flip[:, None], -coded.z, coded.z)
     if z is not None:
-        codes, table = row_codes(z)
-        key = key * len(table) + codes
+        rc = RowCoder(z)
+        key = key * len(rc) + rc.codes
     uk, inv = group(key, sort=False)
     count = np.bincount(inv, weights=coded.count, minlength=uk.size)
     zu = None
     if z is not None:
-        zu = table[uk % len(table)]
-        uk //= len(table)
+        zu = rc.table[uk % len(rc)]
+        uk //= len(rc)
     j, pair, f, w = unpack(uk, sizes)
     b, a = triangle(pair)
     return Coded(j, a, b, f.astype(np.int8), w.astype(np.int8), count.astype(np.int64), z=zu)
 
 
-def row_codes(z: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Return the codes of the distinct rows of ``z`` (rows x p floats) and the table of those rows (``table[codes] = z``)."""
-    code = np.zeros(z.shape[0], np.int64)
-    for t in range(z.shape[1]):
-        col = np.asarray(pd.factorize(z[:, t])[0], np.int64)
-        _, code = group(code * (int(np.max(col)) + 1 if col.size else 1) + col)
-    table = np.empty((int(np.max(code)) + 1 if code.size else 0, z.shape[1]))
-    table[code] = z
-    return code, table
+class RowCoder:
+    """Codes of the distinct rows of a float table ``z`` (rows x p), and of new rows by the same codes.
+
+    The distinct values of each column are hashed (:func:`pandas.factorize`) and combined column
+    by column, so that no key overflows whatever the number of distinct values.  :attr:`codes`
+    codes the rows of ``z``; :meth:`code` codes other rows holding values of ``z`` (e.g. the
+    covariates of cells, copies of a frame's columns).  :attr:`table` holds the distinct rows.
+    """
+
+    def __init__(self, z: np.ndarray) -> None:
+        z = np.asarray(z, float)
+        self._stages: list[tuple[pd.Index, pd.Index]] = []
+        c = np.zeros(z.shape[0], np.int64)
+        for t in range(z.shape[1]):
+            col, values = pd.factorize(z[:, t])
+            c, keys = pd.factorize(c * len(values) + col)
+            self._stages.append((pd.Index(values), pd.Index(keys)))
+        self.codes = np.asarray(c, np.int64)
+        self.table = np.empty((len(self._stages[-1][1]) if self._stages else 0, z.shape[1]))
+        self.table[self.codes] = z
+
+    def __len__(self) -> int:
+        """Return the number of distinct rows (at least 1, the multiplier of a key)."""
+        return max(self.table.shape[0], 1)
+
+    def code(self, z: np.ndarray) -> np.ndarray:
+        """Return the codes of the rows ``z`` (their values must occur in the table)."""
+        c = np.zeros(np.shape(z)[0], np.int64)
+        for t, (values, keys) in enumerate(self._stages):
+            c = keys.get_indexer(c * len(values) + values.get_indexer(z[:, t]))
+        return np.asarray(c, np.int64)
 
 
 TRIANGLE_TABLE = 1 << 23

@@ -522,6 +522,9 @@ class DialResult:
                        ) -> pd.Series:
         """Wald test that a judge's covariate effects are 0, or equal to another row's (e.g. the people's).
 
+        The covariate analogue of :meth:`position_test` (Prop. stage-one-normality's Wald tests), on
+        ``beta`` of ``logit p = ... + z' beta`` (eq. binomial-model-llm / -human with covariates).
+
         ``beta_k = 0`` (``against=None``) or ``beta_k = beta_against`` (``against`` a judge or the
         human judge's name: "does this judge prefer length more than people do?") over the
         ``covariates`` (default all), a chi-square test with one degree of freedom per covariate,
@@ -763,6 +766,8 @@ def covariance_tables(C: dict[str, Any], items: tuple[str, ...], judges: tuple[s
 def covariate_effect_tables(beta: np.ndarray, cov: np.ndarray, labels: Sequence[str], covariates: Sequence[str],
                             level: float) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Return the covariate effects ``beta`` (rows ``labels`` x ``covariates``): Wald table and covariance.
+
+    ``beta`` of the covariate term ``z' beta`` added to eq. binomial-model-llm / -human.
 
     Indexed by ``(judge, covariate)`` in the order of ``beta.ravel()`` (judge-major); the
     columns of :func:`~pydial.inference.linearization.wald_table` with the estimate named ``beta``.

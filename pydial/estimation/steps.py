@@ -40,7 +40,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Any, Callable, cast
+from typing import Any, cast
 
 import numpy as np
 import pandas as pd
@@ -49,6 +49,7 @@ from scipy.special import expit
 
 from pydial.cache import derived
 from pydial.data.comparisons import COVARIATE_PREFIX, I_WINS, J_WINS, TIE, Comparisons
+from pydial.data.ingest import RowCoder
 from pydial.estimation.engines import FamilyOptimizers, StagedFit
 from pydial.estimation.glm import FamilyGLM, glm, initial_theta
 from pydial.estimation.results import tie_log_nu
@@ -211,44 +212,28 @@ def _judgments(data: Comparisons) -> tuple[np.ndarray, np.ndarray, np.ndarray] |
     f = data.frame
     if "rec" not in f.columns:
         return None
-    f = f.loc[(~f["self"]) & f["outcome"].isin([I_WINS, J_WINS, TIE])]
+    used = ((~f["self"]) & f["outcome"].isin([I_WINS, J_WINS, TIE])).to_numpy()
+    f = f.loc[used]
     N, k = data.N, f["k"].to_numpy(np.int64)
     a_row = np.where(k == data.K, 0, f["a"].to_numpy(np.int64))
     key = ((k * N + f["i"].to_numpy(np.int64)) * N + f["j"].to_numpy(np.int64)) * 3 + a_row + 1
     if data.p:
-        code, nz = _z_codes(data)
-        key = key * nz + code(f[[COVARIATE_PREFIX + c for c in data.covariates]].to_numpy(float))
+        rc = _z_codes(data)
+        key = key * len(rc) + rc.codes[used]
     oc = f["outcome"].to_numpy()
     order = np.argsort(key, kind="stable")
     outcome = np.select([oc == I_WINS, oc == J_WINS], [0, 1], 2).astype(np.int8)
     return key[order], f["rec"].to_numpy(np.int64)[order], outcome[order]
 
 
-def _z_codes(data: Comparisons) -> tuple[Callable[[np.ndarray], np.ndarray], int]:
-    """Return a code of every covariate value of ``data`` (a function of rows of ``z``) and the number of codes.
+def _z_codes(data: Comparisons) -> RowCoder:
+    """Return the codes of the covariate values of ``data``: the :class:`~pydial.data.ingest.RowCoder` of its frame, cached.
 
     Judgments and cells with equal covariates get equal codes (the cells' values are copies of
-    the frame's covariate columns), so that cells split by covariate value find their
-    judgments.  Distinct values per column, combined column by column, hashed (``pandas.Index``).
+    the frame's covariate columns), so that cells split by covariate value find their judgments.
     """
-    def build() -> tuple[Callable[[np.ndarray], np.ndarray], int]:
-        Z = data.frame[[COVARIATE_PREFIX + c for c in data.covariates]].to_numpy(float)
-        stages: list[tuple[pd.Index, pd.Index]] = []
-
-        def code(z: np.ndarray) -> np.ndarray:
-            c = np.zeros(z.shape[0], np.int64)
-            for t, (values, keys) in enumerate(stages):
-                c = keys.get_indexer(c * len(values) + values.get_indexer(z[:, t]))
-            return np.asarray(c, np.int64)
-
-        c = np.zeros(Z.shape[0], np.int64)
-        for t in range(Z.shape[1]):
-            col, values = pd.factorize(Z[:, t])
-            c, keys = pd.factorize(c * len(values) + col)
-            stages.append((pd.Index(values), pd.Index(keys)))
-        return code, max(len(stages[-1][1]), 1)
-
-    return derived(data, ("covariate codes",), build)
+    return derived(data, ("covariate codes",),
+                   lambda: RowCoder(data.frame[[COVARIATE_PREFIX + c for c in data.covariates]].to_numpy(float)))
 
 
 def record_rows(data: Comparisons, cells: Cells, ties: str | None) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
@@ -265,8 +250,8 @@ def record_rows(data: Comparisons, cells: Cells, ties: str | None) -> tuple[np.n
     key_cell = ((cells.g.astype(np.int64) * N + cells.i) * N + cells.j) * 3 + np.where(cells.is_human, 0, cells.a) + 1
     if data.p:
         assert cells.z is not None  # the cells of data with covariates carry them
-        code, nz = _z_codes(data)
-        key_cell = key_cell * nz + code(cells.z)
+        rc = _z_codes(data)
+        key_cell = key_cell * len(rc) + rc.code(cells.z)
     lo, hi = np.searchsorted(key, key_cell, "left"), np.searchsorted(key, key_cell, "right")
     cnt = hi - lo
     cell = np.repeat(np.arange(key_cell.size), cnt)

@@ -59,7 +59,10 @@ def binomial_nll(eta: np.ndarray, n: np.ndarray, y: np.ndarray) -> np.ndarray:
 
 
 def covariate_offset(cells: CellTable, beta: np.ndarray | None) -> np.ndarray | float:
-    """``z_c' beta`` of the cells (``beta``: one row of coefficients; 0 without covariates)."""
+    """Return ``z_c' beta``, the covariate term added to eq. binomial-model-llm / -human (0 without covariates).
+
+    ``beta`` is one row of coefficients (a judge's, or the people's ``beta_H``).
+    """
     if beta is None or cells.z is None:
         return 0.0
     return cells.z @ np.ravel(beta)
