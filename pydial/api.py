@@ -22,7 +22,8 @@ __all__ = ["fit", "optimizers", "ModelSpec"]
 
 DEFAULTS: dict[str, Any] = dict(rank=None, calibration=None, ties=None, penalty=None, lambda_=None, multiples=None,
                                 include_endpoints=True, cov_type=None, anchored_cov_type="two-step",
-                                cluster_correction=False, level=0.95, engine="numpy", seed=None, check=True)
+                                cluster_correction=False, level=0.95, engine="numpy", seed=None, check=True,
+                                covariate_effects="judge")
 """The defaults of :func:`fit`'s model arguments (an argument left at its default is not passed to the spec)."""
 
 
@@ -54,6 +55,7 @@ def fit(
     engine: str = "numpy",
     seed: int | None = None,
     check: bool = True,
+    covariate_effects: str = "judge",
     spec: ModelSpec | None = None,
     **deprecated: Any,
 ) -> DialResult:
@@ -139,6 +141,11 @@ def fit(
         as in the paper; with few judge-pair cells per judge the position effects'
         cell-clustered intervals cover slightly below the nominal level and the factor
         widens them.  :meth:`DialResult.with_cov` switches it on or off later.
+    covariate_effects : {"judge", "shared"}
+        With response covariates in the data (``Comparisons.from_frame(..., covariates=...)``):
+        one effect ``beta_k`` per LLM judge (default) or one ``beta_L`` shared by all LLM judges
+        (``"shared"``); the people have their own ``beta_H`` either way.  The scores are the
+        style-controlled scores (at ``z = 0``).  Ignored without covariates.
     spec : ModelSpec, optional
         A specification built beforehand (``pydial.ModelSpec(method, ...)``), instead
         of the arguments above; ``result.spec`` refits the same model on other data.
@@ -165,7 +172,8 @@ def fit(
     """
     given = dict(rank=rank, calibration=calibration, ties=ties, penalty=penalty, lambda_=lambda_, multiples=multiples,
                  include_endpoints=include_endpoints, cov_type=cov_type, anchored_cov_type=anchored_cov_type,
-                 cluster_correction=cluster_correction, level=level, engine=engine, seed=seed, check=check)
+                 cluster_correction=cluster_correction, level=level, engine=engine, seed=seed, check=check,
+                 covariate_effects=covariate_effects)
     if spec is None:
         spec = spec_from_arguments(method, {k: v for k, v in given.items() if v is not DEFAULTS[k]} | deprecated)
     elif not isinstance(spec, ModelSpec):
@@ -180,7 +188,7 @@ def fit(
         est = estimate(data, method, engine=optimizers(spec.engine, spec.seed, spec.penalty),
                        calibration=spec.calibration, lambda_=spec.lambda_, multiples=spec.multiples,
                        include_endpoints=spec.include_endpoints, ties=spec.ties, seed=spec.seed, rank_grid=rank_grid,
-                       penalty=spec.penalty)
+                       penalty=spec.penalty, shared=spec.covariate_effects == "shared")
         # every covariance from the estimate's linearization; fit refits it (res.bootstrap, compare_intervals)
         res = build_result(est, spec, data, fitter=fit)
     for w in caught:  # hand every warning on to the caller's filters

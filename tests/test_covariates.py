@@ -197,7 +197,7 @@ def test_ties_and_firth_fit_with_covariates(data):
 
 def test_methods_without_covariates_refuse_them(data):
     with pytest.raises(ArgumentError, match="does not fit them yet"):
-        pydial.fit(data, "dial-anc")
+        pydial.fit(data, "pooled")
     with pytest.raises(ArgumentError, match="does not fit them yet"):
         pydial.fit(data, "judges", engine="stan")
 

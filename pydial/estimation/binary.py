@@ -30,6 +30,7 @@ from pydial.inference.linearization import (
     linearize,
     llm_only_linearization,
     staged_linearization,
+    target_slices,
 )
 from pydial.model.chart import Calibration, Chart
 
@@ -37,34 +38,38 @@ __all__ = ["BinarySteps", "family_steps", "llm_only_fit", "staged_fit"]
 
 
 def staged_fit(data: Comparisons, rank: int, calibration: str, *, order: bool = True,
-               penalty: str | None = None) -> StagedFit:
+               penalty: str | None = None, shared: bool = False) -> StagedFit:
     """Alg. DIAL-Anc: structured LLM-only fit, then ``argmin_c l_H(M c)``.
 
-    With ``penalty="firth"``, the calibration GLM is Firth's estimate.
+    With ``penalty="firth"``, the calibration GLM is Firth's estimate.  With covariates the
+    calibration GLM fits ``(c, beta_H)`` (``l_H(M c, beta_H)``); ``shared``: one covariate
+    effect for all LLM judges (:class:`~pydial.model.chart.Chart`).
     """
-    chL, fL = llm_only_fit(data, rank, order)
+    chL, fL = llm_only_fit(data, rank, order, shared)
     st = chL.structure(fL.theta)
     M = st.basis(calibration)
     oc = fit_calibration(data.human, M, penalty=penalty)
-    ch = Chart(data.N, data.K, rank, cast(Calibration, calibration), order)
+    ch = Chart.for_data(data, rank, cast(Calibration, calibration), order, shared)
     b = chL.order_effects(fL.theta) if order else None
-    theta = ch.from_structure(st, oc.x, b)
+    d = M.shape[1]
+    beta = np.vstack([chL.covariate_effects(fL.theta), oc.x[d:]]) if data.p else None
+    theta = ch.from_structure(st, oc.x[:d], b, beta)
     theta[ch.llm_coordinates] = fL.theta  # the same point up to rounding; exactly the first stage's coordinates
     return StagedFit(ch, theta, fL.opt, oc, chL, fL.theta)
 
 
-def llm_only_fit(data: Comparisons, rank: int, order: bool = True) -> tuple[Chart, StructuredFit]:
+def llm_only_fit(data: Comparisons, rank: int, order: bool = True, shared: bool = False) -> tuple[Chart, StructuredFit]:
     """Return the structured LLM-only fit (eq. staged-calibrated-estimator, first stage).
 
-    It is computed once per ``(rank, order)`` and cached on ``data``: DIAL-Anc,
+    It is computed once per ``(rank, order, shared)`` and cached on ``data``: DIAL-Anc,
     DIAL-Ada (its anchored endpoint and warm start) and AtC share it.
     """
     def build() -> tuple[Chart, Any]:
-        chL = Chart(data.N, data.K, rank, None, order)
+        chL = Chart.for_data(data, rank, None, order, shared)
         fL = fit_structured(data, chL, np.inf, initial_theta(data, chL))
         return chL, dataclasses.replace(fL, objective=None)  # keep the fit, not its objective (per-cell index arrays)
 
-    return derived(data, ("llm_only_fit", int(rank), bool(order)), build)
+    return derived(data, ("llm_only_fit", int(rank), bool(order), bool(shared and data.p)), build)
 
 
 
@@ -86,7 +91,7 @@ class BinarySteps(FamilySteps):
 
     def staged(self, rank: int) -> StagedFit:
         """Fit the staged endpoint with ``point`` (:func:`staged_fit` for numpy)."""
-        return self.point.staged(self.data, rank, self.calibration, order=self.order)
+        return self.point.staged(self.data, rank, self.calibration, order=self.order, shared=self.shared)
 
     def finite(self, chart: Chart, lam: float, x0: np.ndarray, multiple: float, warm: Candidate | None = None) -> Candidate:
         """Fit the weighted loss to the optimizer's tolerance (:func:`~pydial.estimation.selection.finite_candidate`)."""
@@ -110,7 +115,7 @@ class BinarySteps(FamilySteps):
         # the bread is the unpenalized Hessian (pydial.model.penalty): the candidate's H^+ only without a penalty
         assert best.theta is not None and best.s is not None  # a selected finite weight is admissible
         U, stt = finite_influence(self.data, sf.chart, best.lam, best.theta, best.hess_pinv if self.penalty is None else None)
-        return linearize(U, stt, "the calibrated scores"), -np.inf
+        return linearize(U, stt, "the calibrated scores", **target_slices(self.data.N, U.A.shape[0])), -np.inf
 
     def judge_effects(self, sf: StagedFit) -> tuple[np.ndarray | None, np.ndarray | None, pd.Series | None,
                                                      tuple[Linearization, ...]]:
@@ -123,8 +128,13 @@ class BinarySteps(FamilySteps):
 
 
 def family_steps(data: Comparisons, calibration: str, order: bool, ties: str | None, engine: Engine,
-                 penalty: str | None = None) -> FamilySteps:
-    """Return the steps of Alg. DIAL-Anc / DIAL-Ada in the family ``ties`` run by ``engine`` (binary: the fast path)."""
+                 penalty: str | None = None, shared: bool = False) -> FamilySteps:
+    """Return the steps of Alg. DIAL-Anc / DIAL-Ada in the family ``ties`` run by ``engine`` (binary: the fast path).
+
+    ``shared``: one covariate effect for all LLM judges (``covariate_effects="shared"``).
+    """
     if ties is None:
-        return BinarySteps(data, calibration, order, engine=engine.family, penalty=penalty, point=engine.point)
-    return FamilySteps(data, calibration, order, ties, engine.family, penalty, what="the lambda path of the tie model")
+        return BinarySteps(data, calibration, order, engine=engine.family, penalty=penalty, point=engine.point,
+                           shared=shared)
+    return FamilySteps(data, calibration, order, ties, engine.family, penalty, what="the lambda path of the tie model",
+                       shared=shared)

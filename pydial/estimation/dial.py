@@ -113,4 +113,5 @@ def fit_dial(data: Comparisons, steps: FamilySteps, cal: str, *, adaptive: bool,
                     loss_human=sel.loss_human, fallback=fallback, linearization=sel.linearization,
                     theta=x_sel[: ch.dim], chart=ch, llm_theta=sf.llm_theta, llm_chart=sf.llm_chart,
                     path=tuple(PathEntry.light(staged[r].chart, staged[r].x, c) for r, c in options),
-                    gacv=table if adaptive else None, calibration_test=sel.calibration_test)
+                    gacv=table if adaptive else None, calibration_test=sel.calibration_test, beta=sel.beta,
+                    beta_labels=sel.beta_labels)

@@ -120,9 +120,10 @@ class JudgesBTLFit:
 
 # =========================================================== point engine
 class StagedOptimizer(Protocol):
-    """``staged(data, rank, calibration, order=True) -> StagedFit`` (Alg. DIAL-Anc)."""
+    """``staged(data, rank, calibration, order=True, shared=False) -> StagedFit`` (Alg. DIAL-Anc)."""
 
-    def __call__(self, data: Comparisons, rank: int, calibration: str, *, order: bool = ...) -> StagedFit:
+    def __call__(self, data: Comparisons, rank: int, calibration: str, *, order: bool = ...,
+                 shared: bool = ...) -> StagedFit:
         """Fit the staged endpoint."""
         ...
 

@@ -77,8 +77,10 @@ def numerical_errors(what: str) -> Iterator[None]:
 
 def estimate(data: Comparisons, method: str, *, engine: Engine, calibration: str | None, lambda_: Any, multiples: Any,
              include_endpoints: bool | str, ties: str | None, seed: int | None, rank_grid: list[int],
-             penalty: str | None) -> Estimate:
+             penalty: str | None, shared: bool = False) -> Estimate:
     """Run the estimator ``method`` with ``engine``'s optimizers (arguments validated by :class:`ModelSpec`).
+
+    ``shared``: one covariate effect for all LLM judges (``covariate_effects="shared"``).
 
     Returns the point estimates and their linearizations; :func:`pydial.estimation.results.build_result`
     forms the covariances and the result.
@@ -89,7 +91,7 @@ def estimate(data: Comparisons, method: str, *, engine: Engine, calibration: str
         return fit_btl(data, method, ties=ties, seed=seed, engine=engine.family, penalty=penalty)
     order = method != "dial-nopos"
     cal = cast(str, calibration)
-    steps = family_steps(data, cal, order, ties, engine, penalty)
+    steps = family_steps(data, cal, order, ties, engine, penalty, shared)
     return fit_dial(data, steps, cal, adaptive=(method != "dial-anc"), lambdas=lambda_, multiples=multiples,
                     include_endpoints=include_endpoints, rank_grid=rank_grid)
 

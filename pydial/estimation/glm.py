@@ -23,9 +23,9 @@ from scipy.special import expit
 
 from pydial.data.comparisons import Comparisons, HumanCells, LLMCells
 from pydial.estimation.engines import BTLFit, StructuredFit
-from pydial.model.chart import Chart, centering_basis, difference_design, structure_from_S
+from pydial.model.chart import Chart, centering_basis, structure_from_S
 from pydial.exceptions import ArgumentError
-from pydial.model.design import Design, centered_design, dense_design, glm_information, gram, rmatvec
+from pydial.model.design import Design, calibration_design, centered_design, dense_design, glm_information, gram, rmatvec
 from pydial.model.families import log_nu_start, tie_cell
 from pydial.model.likelihood import Objective, binomial_nll
 from pydial.model.penalty import FirthPenalty, TieFirthPenalty, check_penalty
@@ -251,8 +251,9 @@ def fit_calibration(human: HumanCells, M: np.ndarray, *, x0: np.ndarray | None =
     r"""Staged calibration :math:`\hat c = \arg\min_c \ell_H(M c)` (eq. staged-calibrated-estimator).
 
     With ``penalty="firth"`` the Firth estimate of the calibration GLM (design ``D_H M``).
+    With covariates the coordinates are ``(c, beta_H)`` (design ``[D_H M, Z_H]``, :func:`calibration_design`).
     """
-    X = np.asarray(difference_design(human.i, human.j, M.shape[0]) @ M)
+    X = dense_design(calibration_design(human.i, human.j, M.shape[0], M, human.z))
     return glm(None, binary_counts(human.n, human.y), X, x0, weight=1.0 / float(human.n.sum()), bound=bound,
                penalty=penalty)
 

@@ -144,8 +144,10 @@ def _rank(rank: Any) -> int | str | tuple[int, ...]:
 
 
 # ------------------------------------------------------------------ spec
-COVARIATE_METHODS: tuple[str, ...] = ("human", "judges")
+COVARIATE_METHODS: tuple[str, ...] = ("human", "judges", "dial-nopos", "dial-anc", "dial-ada")
 """The methods that fit response covariates (``logit p = ... + z' beta``, data with ``covariates=``)."""
+COVARIATE_EFFECTS: tuple[str, ...] = ("judge", "shared")
+"""``covariate_effects``: one ``beta_k`` per LLM judge, or one ``beta_L`` shared by the LLM judges."""
 
 
 @dataclass(frozen=True)
@@ -173,6 +175,7 @@ class ModelSpec:
     engine: str = "numpy"
     seed: int | None = None
     check: bool = True
+    covariate_effects: str = "judge"
 
     def __post_init__(self) -> None:
         """Validate every argument (see the class docstring); fill in the defaults."""
@@ -205,6 +208,7 @@ class ModelSpec:
         check_choice("engine", self.engine, ENGINES)
         set_(self, "seed", check_seed(self.seed))
         check_choice("check", self.check, (True, False))
+        check_choice("covariate_effects", self.covariate_effects, COVARIATE_EFFECTS)
 
     # ----------------------------------------------------------- derived
     @property
@@ -273,11 +277,14 @@ class ModelSpec:
                             "(Comparisons.from_frame / from_csv)")
         if method != "human" and data.K == 0:
             raise DataError(f"method {method!r} needs LLM judgments, but there are none")
-        if data.p and (method not in COVARIATE_METHODS or self.engine != "numpy"):
+        structured_firth = method in USES_CALIBRATION and self.penalty is not None
+        if data.p and (method not in COVARIATE_METHODS or self.engine != "numpy" or structured_firth):
+            what = f"method {method!r} with engine {self.engine!r}" + (f" and penalty={self.penalty!r}"
+                                                                        if structured_firth else "")
             raise ArgumentError(
-                f"the data carry response covariates {list(data.covariates)}; method {method!r} with engine "
-                f"{self.engine!r} does not fit them yet (covariates are fitted by {list(COVARIATE_METHODS)} with "
-                "engine='numpy'); load the data without covariates= to fit it without style control")
+                f"the data carry response covariates {list(data.covariates)}; {what} does not fit them yet "
+                f"(covariates are fitted by {list(COVARIATE_METHODS)} with engine='numpy', the DIAL methods without "
+                "a penalty); load the data without covariates= to fit it without style control")
         grid = self.rank_grid(data)
         if method in STRUCTURED:
             r_max = max(grid)

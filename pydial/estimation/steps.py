@@ -39,7 +39,7 @@ over the LLM cells and gives the same estimates.
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, cast
 
 import numpy as np
@@ -62,10 +62,11 @@ from pydial.inference.linearization import (
     MeatSource,
     OutcomeStats,
     parameter_meat,
+    target_slices,
     two_step_maps,
 )
-from pydial.model.chart import Calibration, Chart, centering_basis, consensus_gamma, difference_design
-from pydial.model.design import Design, centered_design
+from pydial.model.chart import Chart, centering_basis, consensus_gamma
+from pydial.model.design import Design, calibration_design, centered_design
 from pydial.model.families import log_nu_start, tie_cell, tie_probabilities
 from pydial.model.likelihood import Cells, Objective, family_totals, free_groups, tie_human_loss
 from pydial.optim import OptimResult, newton, pinv_sym
@@ -96,11 +97,17 @@ def _numpy_llm(data: Comparisons, ties: str | None, ch: Chart, x0: np.ndarray) -
     return newton(obj.value_grad_hess, x0, gtol=1e-9, value=obj.value, normalize=_normalizer(ch))
 
 
+def _calibration_design(data: Comparisons, ties: str | None, M: np.ndarray) -> Design:
+    """Return the people's calibration design ``[D_H M, Z_H]`` of the family's cells (coordinates ``(c, beta_H)``)."""
+    H = data.cell_table("human", ties=ties is not None)
+    return calibration_design(H.i, H.j, data.N, M, H.z)
+
+
 def _numpy_calibration(data: Comparisons, ties: str | None, ch: Chart, theta: np.ndarray, M: np.ndarray,
                        x0: np.ndarray, penalty: str | None = None) -> OptimResult:
-    hi, hj, hc = _human_cells(data, ties)
+    _, _, hc = _human_cells(data, ties)
     _, n_h = family_totals(data, ties)
-    return glm(ties, hc, Design(difference_design(hi, hj, data.N), M), x0, weight=1.0 / n_h, penalty=penalty)
+    return glm(ties, hc, _calibration_design(data, ties, M), x0, weight=1.0 / n_h, penalty=penalty)
 
 
 def _numpy_joint(data: Comparisons, ties: str | None, ch: Chart, lam: float, x0: np.ndarray,
@@ -128,16 +135,17 @@ def _normalizer(ch: Chart) -> Any:
 
 
 def family_llm_only_fit(data: Comparisons, ties: str | None, rank: int, order: bool = True,
-                        engine: FamilyOptimizers = NUMPY_FAMILY) -> tuple[Chart, np.ndarray, OptimResult, np.ndarray]:
+                        engine: FamilyOptimizers = NUMPY_FAMILY,
+                        shared: bool = False) -> tuple[Chart, np.ndarray, OptimResult, np.ndarray]:
     """Fit the structured LLM-only model of the family: ``(chart, x, optimizer result, free judges)``, cached on ``data``.
 
     The first stage of eq. staged-calibrated-estimator (eq. llm-negloglik with tie cells).
 
     Started at the binary structured start (:func:`pydial.estimation.glm.initial_theta`) and each
-    judge's ``log nu`` at its tie rate.
+    judge's ``log nu`` at its tie rate.  ``shared``: one covariate effect for all LLM judges.
     """
     def build() -> tuple:
-        ch = Chart(data.N, data.K, rank, None, order)
+        ch = Chart.for_data(data, rank, None, order, shared)
         free = free_groups(data, ch, ties)
         cnt = Cells.stack(data, 1.0, 0.0, ties=ties is not None)
         l0 = [log_nu_start(cast(str, ties), cnt.counts[cnt.g == g]) for g in free]
@@ -145,30 +153,37 @@ def family_llm_only_fit(data: Comparisons, ties: str | None, rank: int, order: b
         res = engine.llm(data, ties, ch, x0)
         return ch, res.x, res, free
 
-    return derived(data, ("family_llm_only_fit", ties, int(rank), bool(order), engine.name), build)
+    return derived(data, ("family_llm_only_fit", ties, int(rank), bool(order), engine.name, bool(shared and data.p)),
+                   build)
 
 
 def family_staged_fit(data: Comparisons, ties: str | None, rank: int, calibration: str, *, order: bool = True,
-                      engine: FamilyOptimizers = NUMPY_FAMILY, penalty: str | None = None) -> StagedFit:
-    """Alg. DIAL-Anc in the family ``ties``: the LLM-only fit, then ``(c, log nu_H)`` of the calibration GLM.
+                      engine: FamilyOptimizers = NUMPY_FAMILY, penalty: str | None = None,
+                      shared: bool = False) -> StagedFit:
+    """Alg. DIAL-Anc in the family ``ties``: the LLM-only fit, then ``(c, beta_H, log nu_H)`` of the calibration GLM.
 
-    The calibration GLM has design ``D_H M`` (eq. staged-calibrated-estimator); with
-    ``penalty="firth"`` it is the Firth estimate (:class:`~pydial.model.penalty.TieFirthPenalty`).
+    The calibration GLM has design ``D_H M`` (eq. staged-calibrated-estimator), with the
+    people's covariate columns ``[D_H M, Z_H]``; with ``penalty="firth"`` it is the Firth
+    estimate (:class:`~pydial.model.penalty.TieFirthPenalty`).
     """
-    chL, xL, optL, freeL = family_llm_only_fit(data, ties, rank, order, engine)
+    chL, xL, optL, freeL = family_llm_only_fit(data, ties, rank, order, engine, shared)
     thL = xL[: chL.dim]
     st = chL.structure(thL)
     M = st.basis(calibration)
     _, _, hc = _human_cells(data, ties)
     free_h = _human_free(data, ties)
-    d = M.shape[1]
-    x0 = np.append(np.eye(d)[0], log_nu_start(cast(str, ties), hc)) if free_h else np.eye(d)[0]
-    ch = Chart(data.N, data.K, rank, cast(Calibration, calibration), order)
+    d, p = M.shape[1], data.p
+    x0 = np.concatenate([np.eye(d)[0], np.zeros(p)] + ([[log_nu_start(cast(str, ties), hc)]] if free_h else []))
+    ch = Chart.for_data(data, rank, calibration, order, shared)
     b = chL.order_effects(thL) if order else None
-    oc = engine.calibration(data, ties, ch, ch.from_structure(st, x0[:d], b), M, x0, penalty=penalty)
-    theta = ch.from_structure(st, oc.x[:d], b)
+
+    def beta(beta_h: np.ndarray) -> np.ndarray | None:
+        return np.vstack([chL.covariate_effects(thL), beta_h]) if p else None
+
+    oc = engine.calibration(data, ties, ch, ch.from_structure(st, x0[:d], b, beta(x0[d:d + p])), M, x0, penalty=penalty)
+    theta = ch.from_structure(st, oc.x[:d], b, beta(oc.x[d:d + p]))
     free = free_groups(data, ch, ties)
-    x = np.concatenate([theta, xL[chL.dim:], oc.x[d:]])
+    x = np.concatenate([theta, xL[chL.dim:], oc.x[d + p:]])
     return StagedFit(ch, x, optL, oc, chL, xL, free, freeL)
 
 
@@ -350,19 +365,20 @@ def _objective_influence(data: Comparisons, obj: Objective, x: np.ndarray, A_x: 
 
 
 def _targets(ch: Chart, obj: Objective, x: np.ndarray) -> np.ndarray:
-    """Jacobian in ``x`` of the targets ``(s, log nu_H)`` (``log nu_H`` only when free)."""
-    E = np.zeros((ch.N, obj.dim))
-    E[:, : ch.dim] = ch.score_jacobian(x[: ch.dim])
+    """Jacobian in ``x`` of the targets ``(s, log nu_H, beta)`` (``log nu_H`` only when free, ``beta`` with covariates)."""
+    T = ch.target_jacobian(x[: ch.dim])
+    E = np.zeros((T.shape[0], obj.dim))
+    E[:, : ch.dim] = T
     if ch.K in obj.free:
         e = np.zeros((1, obj.dim))
         e[0, ch.dim + int(np.flatnonzero(obj.free == ch.K)[0])] = 1.0
-        E = np.vstack([E, e])
+        E = np.vstack([E[: ch.N], e, E[ch.N:]])
     return E
 
 
 def family_finite_influence(data: Comparisons, ch: Chart, lam: float, x: np.ndarray, ties: str | None,
                             hess: np.ndarray | None = None) -> OutcomeInfluence:
-    """Sandwich at a finite weight (eq. weighted-empirical-sandwich, pseudo-inverse bread), targets ``(s, log nu_H)``."""
+    """Sandwich at a finite weight (eq. weighted-empirical-sandwich, pseudo-inverse bread), targets of :func:`_targets`."""
     obj = Objective.weighted(ch, data, lam, ties=ties)
     H = hess if hess is not None else obj.value_grad_hess(x)[2]
     Hp, _ = pinv_sym(H)
@@ -370,11 +386,11 @@ def family_finite_influence(data: Comparisons, ch: Chart, lam: float, x: np.ndar
 
 
 def family_staged_influence(data: Comparisons, sf: StagedFit, ties: str | None) -> tuple[OutcomeInfluence, int]:
-    """Two-step influence of ``(s, log nu_H)`` at the staged endpoint.
+    """Two-step influence of the targets ``(s, log nu_H, beta)`` (:func:`_targets`) at the staged endpoint.
 
     LLM cells through the LLM-only fit ``xi`` (with the calibration's response
     ``-C^{-1} H_{c xi}``), human cells through the calibration coordinates
-    ``(c, log nu_H)`` (:func:`pydial.inference.linearization.two_step_maps`; eq.
+    ``(c, beta_H, log nu_H)`` (:func:`pydial.inference.linearization.two_step_maps`; eq.
     staged-calibrated-estimator, the ``lambda -> inf`` limit of eq.
     weighted-empirical-sandwich).  Also returns the number of stage-one (LLM) columns of
     ``A``, which come first.
@@ -384,8 +400,7 @@ def family_staged_influence(data: Comparisons, sf: StagedFit, ties: str | None) 
     oL = Objective(ch, Cells.stack(data, 1.0 / n_l, 0.0, ties=ties is not None), ties=ties, free=sf.free)
     oH = Objective(ch, Cells.stack(data, 0.0, 1.0 / n_h, ties=ties is not None), ties=ties, free=sf.free)
     HL, HH = oL.value_grad_hess(x)[2], oH.value_grad_hess(x)[2]
-    cs = ch.slices["c"]
-    s2_list = list(range(cs.start, cs.stop))
+    s2_list = list(ch.human_coordinates)
     if ch.K in sf.free:
         s2_list.append(ch.dim + int(np.flatnonzero(sf.free == ch.K)[0]))
     s2 = np.asarray(s2_list)
@@ -527,10 +542,10 @@ def family_human_candidate(data: Comparisons, ties: str | None, engine: FamilyOp
         return Candidate(0.0, 0.0, None, reason="human comparison graph not connected: no Firth estimate"), -np.inf
     opt, free, X = family_human_fit(data, ties, engine, penalty)
     _, n_h = family_totals(data, ties)
-    N = data.N
+    N, p = data.N, data.p
     s = centering_basis(N) @ opt.x[: N - 1]
-    lh = float(opt.x[N - 1]) if free else -np.inf
-    cand = Candidate(0.0, 0.0, s, opt.x, opt, loss_human=tie_human_loss(ties, s, lh, data))
+    lh = float(opt.x[N - 1 + p]) if free else -np.inf
+    cand = Candidate(0.0, 0.0, s, opt.x, opt, loss_human=tie_human_loss(ties, s, lh, data, opt.x[N - 1 : N - 1 + p]))
     if not opt.resolved:
         cand.reason = f"{what} not resolved within the box" if opt.converged else f"not converged ({opt.message})"
     elif np.abs(s).max() > SCORE_LIMIT:
@@ -547,14 +562,13 @@ def family_human_candidate(data: Comparisons, ties: str | None, engine: FamilyOp
 def family_anchored_candidate(data: Comparisons, sf: StagedFit, ties: str | None, penalty: str | None = None) -> Candidate:
     """Return the ``lambda = inf`` GACV candidate (eq. gacv, eq. staged-calibrated-estimator) of the family.
 
-    The coordinates are ``(c, log nu_H)`` with ``M`` fixed at the LLM-only fit; GACV uses the
+    The coordinates are ``(c, beta_H, log nu_H)`` with ``M`` fixed at the LLM-only fit; GACV uses the
     Hessian of the criterion penalized by ``penalty``.
     """
     ch, x = sf.chart, sf.x
     s = ch.scores(x[: ch.dim])
-    lh = _log_nu_h(sf.chart, sf.free, x)
     _, n_h = family_totals(data, ties)
-    cand = Candidate(np.inf, np.inf, s, loss_human=tie_human_loss(ties, s, lh, data), opt=sf.cal_opt)
+    cand = Candidate(np.inf, np.inf, s, loss_human=human_loss_at(data, ties, ch, x, sf.free), opt=sf.cal_opt)
     if not sf.llm_opt.converged:
         cand.reason = f"LLM-only fit not converged ({sf.llm_opt.message})"
     elif not sf.cal_opt.resolved:
@@ -563,12 +577,11 @@ def family_anchored_candidate(data: Comparisons, sf: StagedFit, ties: str | None
     else:
         st = sf.llm_chart.structure(sf.llm_x[: sf.llm_chart.dim])
         M = st.basis(ch.calibration)
-        hi, hj, _ = _human_cells(data, ties)
-        X = Design(difference_design(hi, hj, data.N), M)
+        X = _calibration_design(data, ties, M)
         free = ch.K in sf.free
         U, H = family_glm_influence(data, ties, X, sf.cal_opt.x, 1.0 / n_h, np.zeros((1, X.shape[1] + free)), unit=True,
                                  penalty=penalty)
-        basis = sp.block_diag([sp.csr_matrix(M), sp.identity(int(free))], format="csr")
+        basis = sp.block_diag([sp.csr_matrix(X.basis), sp.identity(int(free))], format="csr")
         cand.admissible = True
         cand.trace = _gacv_trace(H, U, data, basis, n_h)
     return cand
@@ -580,6 +593,16 @@ def _log_nu_h(ch: Chart, free: np.ndarray, x: np.ndarray) -> float:
     return float(x[ch.dim + int(np.flatnonzero(free == ch.K)[0])])
 
 
+def human_loss_at(data: Comparisons, ties: str | None, ch: Chart, x: np.ndarray, free: np.ndarray | None = None) -> float:
+    r""":math:`\ell_H` of the family at the calibrated fit ``x = (theta, log nu)`` of ``ch``: scores, ``beta_H``, ``log nu_H``.
+
+    ``free``: the tie groups of ``x`` (default those of the data, :func:`~pydial.model.likelihood.free_groups`).
+    """
+    th = x[: ch.dim]
+    fr = free_groups(data, ch, ties) if free is None else free
+    return tie_human_loss(ties, ch.scores(th), _log_nu_h(ch, fr, x), data, ch.human_effects(th))
+
+
 def family_finite_candidate(data: Comparisons, ch: Chart, lam: float, x0: np.ndarray, multiple: float,
                             ties: str | None, engine: FamilyOptimizers = NUMPY_FAMILY, penalty: str | None = None) -> Candidate:
     """Fit ``Q_lambda`` of the family from ``x0``; guards and GACV pieces (on the criterion penalized by ``penalty``)."""
@@ -587,8 +610,7 @@ def family_finite_candidate(data: Comparisons, ch: Chart, lam: float, x0: np.nda
     H = opt.hess if opt.hess is not None and np.array_equal(opt.x, x) else obj.value_grad_hess(x)[2]
     s = ch.scores(x[: ch.dim])
     ok, reason, nz = guard(ch, opt, H, s)
-    lh = _log_nu_h(ch, obj.free, x)
-    cand = Candidate(lam, multiple, s, x, opt, ok, reason, tie_human_loss(ties, s, lh, data), n_zero_eig=nz)
+    cand = Candidate(lam, multiple, s, x, opt, ok, reason, human_loss_at(data, ties, ch, x, obj.free), n_zero_eig=nz)
     if ok:
         _, n_h = family_totals(data, ties)
         hum = obj.cells.is_human
@@ -667,6 +689,19 @@ class Selected:
     gamma: np.ndarray | None
     log_nu: pd.Series | None
     calibration_test: CalibrationTest
+    beta: np.ndarray | None = None
+    """The covariate effects of the selected fit (rows :attr:`beta_labels`), ``None`` without covariates."""
+    beta_labels: tuple[str, ...] = ()
+
+
+SHARED_JUDGES = "LLM judges (shared)"
+"""The row label of the covariate effect shared by every LLM judge (``covariate_effects="shared"``)."""
+
+
+def beta_labels(data: Comparisons, ch: Chart) -> tuple[str, ...]:
+    """Names of the rows of ``ch``'s covariate effects: the judges (or :data:`SHARED_JUDGES`), then the people."""
+    llm = (SHARED_JUDGES,) if ch.shared else tuple(data.judges)
+    return llm + ((data.human_judge,) if ch.calibration is not None else ())
 
 
 @dataclass(frozen=True)
@@ -681,6 +716,7 @@ class FamilySteps:
     With ``penalty="firth"`` the people's model at ``lambda = 0`` and the calibration GLM
     are Firth's estimates, and every weighted fit has the people's Jeffreys prior in the
     calibration space (:mod:`pydial.model.penalty`).  ``what`` names the path in messages.
+    ``shared``: with covariates, one effect for all LLM judges (:class:`~pydial.model.chart.Chart`).
     """
 
     data: Comparisons
@@ -690,6 +726,7 @@ class FamilySteps:
     engine: FamilyOptimizers = NUMPY_FAMILY
     penalty: str | None = None
     what: str = "the lambda path"
+    shared: bool = field(default=False, kw_only=True)
 
     def totals(self) -> tuple[int, int]:
         """Return ``(n_L, n_H)``, the comparisons of the LLM and human losses (eq. weighted-loss)."""
@@ -702,7 +739,7 @@ class FamilySteps:
     def staged(self, rank: int) -> StagedFit:
         """Fit the staged endpoint of ``rank`` (Alg. DIAL-Anc; :func:`family_staged_fit`)."""
         return family_staged_fit(self.data, self.ties, rank, self.calibration, order=self.order, engine=self.engine,
-                                 penalty=self.penalty)
+                                 penalty=self.penalty, shared=self.shared)
 
     def anchored(self, sf: StagedFit) -> Candidate:
         """Return the ``lambda = inf`` candidate of the staged fit ``sf`` (:func:`family_anchored_candidate`)."""
@@ -743,8 +780,7 @@ class FamilySteps:
                      and np.array_equal(best.opt.x, best.theta) else None)
             U = family_finite_influence(data, ch, best.lam, best.theta, ties, known)
             lh, stage_one = _log_nu_h(ch, sf.free, best.theta), None
-        N = data.N
-        blocks = {"scores": slice(0, N)} | ({"log_nu": slice(N, N + 1)} if np.isfinite(lh) else {})
+        blocks = target_slices(data.N, U.A.shape[0], bool(np.isfinite(lh)))
         lin = U.linearization("the calibrated scores", blocks, stage_one=stage_one,
                               tie_labels=(data.human_judge,) if "log_nu" in blocks else ())
         return lin, lh
@@ -766,10 +802,28 @@ class FamilySteps:
         assert s is not None  # a selected candidate has its scores
         b, gamma, log_nu_j, lins_j = self.judge_effects(sf)
         log_nu = None if ties is None else pd.concat([log_nu_j, tie_log_nu([data.human_judge], np.array([lh]))])
+        beta, labels = self.covariate_effects(sf, best)
+        loss = tie_human_loss(ties, s, lh, data, None if beta is None else beta[-1])
         if self.penalty is not None:
             hum = family_human_candidate(data, ties, NUMPY_FAMILY)[0]
-        loss_anc = tie_human_loss(ties, ch.scores(sf.theta), _log_nu_h(ch, sf.free, sf.x), data)
+        loss_anc = human_loss_at(data, ties, ch, sf.x, sf.free)
         ok_h = hum.opt is not None and hum.opt.resolved
         ct = calibration_lrt(loss_anc, hum.loss_human if ok_h else None, self.totals()[1], data.N - 1 - ch.d,
                              hum.reason or "the human-only MLE is not resolved")
-        return Selected(s, tie_human_loss(ties, s, lh, data), (lin, *lins_j), b, gamma, log_nu, ct)
+        return Selected(s, loss, (lin, *lins_j), b, gamma, log_nu, ct, beta, labels)
+
+    def covariate_effects(self, sf: StagedFit, best: Candidate) -> tuple[np.ndarray | None, tuple[str, ...]]:
+        """Return the covariate effects of the selected fit and their row labels (``None`` without covariates).
+
+        At ``lambda = 0`` the people's model has the people's effects ``beta_H`` alone.
+        """
+        data = self.data
+        if not data.p:
+            return None, ()
+        if best.lam == 0:
+            assert best.theta is not None  # the people's model has its fit
+            return best.theta[data.N - 1 : data.N - 1 + data.p][None, :], (data.human_judge,)
+        x = best.theta if np.isfinite(best.lam) else sf.x
+        assert x is not None  # a selected finite weight is admissible, so it has its fit
+        ch = sf.chart
+        return ch.covariate_effects(x[: ch.dim]), beta_labels(data, ch)

@@ -154,21 +154,32 @@ def staged_linearization(data: Comparisons, fit_: Any) -> Linearization:
     ch, th = fit_.chart, fit_.theta
     oL = Objective(ch, Cells.stack(data, 1.0 / data.n_llm, 0.0))
     oH = Objective(ch, Cells.stack(data, 0.0, 1.0 / data.n_human))
-    cs, xi = ch.slices["c"], ch.llm_coordinates
+    cs, xi = ch.human_coordinates, ch.llm_coordinates
     # H_xi of l_L is the LLM-only fit's Hessian when that fit ends at the staged fit's coordinates (staged_fit)
     HL = fit_.llm_opt.hess_at(th[xi]) if fit_.llm_opt is not None else None
     HL = oL.value_grad_hess(th)[2][np.ix_(xi, xi)] if HL is None else HL
     _, _, HH = oH.value_grad_hess(th)
-    sdot = ch.score_jacobian(th)
-    total, A_H = two_step_maps(sdot[:, xi], sdot[:, cs], HH[cs, cs], HH[cs][:, xi], "c_H")
+    sdot = ch.target_jacobian(th)
+    total, A_H = two_step_maps(sdot[:, xi], sdot[:, cs], HH[np.ix_(cs, cs)], HH[np.ix_(cs, xi)], "c_H")
     HLp, _ = pinv_sym(HL, gauge=ch.gauge_directions(th)[xi])
     U_L = oL.influence(th, total @ HLp, xi)
     U_H = oH.influence(th, A_H, cs)
     st = CellStats.from_parts([(data.llm.n, data.llm.y, oL.probabilities(th), 1.0 / data.n_llm, False),
                                (data.human.n, data.human.y, oH.probabilities(th), 1.0 / data.n_human, True)])
     U = stack_influence([U_L, U_H])
-    return Linearization(MeatSource(U.J, st), U.A, {"scores": slice(0, data.N)}, "the calibrated scores",
+    return Linearization(MeatSource(U.J, st), U.A, target_slices(data.N, U.A.shape[0]), "the calibrated scores",
                          stage_one=slice(0, U_L.A.shape[1]))
+
+
+def target_slices(N: int, rows: int, log_nu: bool = False) -> dict[str, slice]:
+    """Blocks of the calibrated fits' targets ``(s, [log nu_H], beta)`` (``rows`` in all).
+
+    The scores and covariate effects of :meth:`~pydial.model.chart.Chart.target_jacobian`, with the
+    people's log tie parameter between them when ``log_nu``.
+    """
+    nl = int(log_nu)
+    return ({"scores": slice(0, N)} | ({"log_nu": slice(N, N + 1)} if log_nu else {})
+            | ({"beta": slice(N + nl, rows)} if rows > N + nl else {}))
 
 
 def staged_influence(data: Comparisons, fit_: Any) -> tuple[Influence, CellStats]:
@@ -179,7 +190,7 @@ def staged_influence(data: Comparisons, fit_: Any) -> tuple[Influence, CellStats
 
 def finite_influence(data: Comparisons, ch: Chart, lam: float, theta: np.ndarray,
                      hess_pinv: np.ndarray | None = None) -> tuple[Influence, CellStats]:
-    """Sandwich influence directions ``u_c = sdot H^+ d eta_c/d theta`` at a finite weight.
+    """Sandwich influence directions ``u_c = sdot H^+ d eta_c/d theta`` at a finite weight, of the targets ``(s, beta)``.
 
     Eq. weighted-empirical-sandwich, with the pseudo-inverse in the over-parameterized
     chart (Lemma overparam-invariance); ``hess_pinv``: ``H^+`` of the unpenalized loss at
@@ -187,7 +198,7 @@ def finite_influence(data: Comparisons, ch: Chart, lam: float, theta: np.ndarray
     """
     obj = Objective.weighted(ch, data, lam)
     Hp = hess_pinv if hess_pinv is not None else pinv_sym(obj.value_grad_hess(theta)[2], gauge=ch.gauge_directions(theta))[0]
-    U = obj.influence(theta, ch.score_jacobian(theta) @ Hp)
+    U = obj.influence(theta, ch.target_jacobian(theta) @ Hp)
     p = obj.probabilities(theta)
     h = obj.cells.is_human
     st = CellStats.from_parts([(data.llm.n, data.llm.y, p[~h], lam / data.n_llm, False),

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Literal
+from typing import Any, Literal, cast
 
 import numpy as np
 from scipy import sparse
@@ -162,11 +162,20 @@ class Chart:
         Human calibration basis; ``None`` for the LLM-only model (no human loading).
     order : bool
         Whether the order effects ``b`` are free (``False``: fixed at 0, DIAL-noPos).
+    p : int
+        Comparison covariates ``z`` (0: none).  Every comparison's predictor gains
+        ``z' beta_g`` (eq. binomial-model-llm / -human with the style term).
+    shared : bool
+        One covariate effect ``beta_L`` for all LLM judges (``covariate_effects="shared"``)
+        instead of one ``beta_k`` per judge; the people have their own ``beta_H`` either way.
 
     Notes
     -----
     Layout of ``theta``: ``A[:K-1]`` row-major, ``B[:N-1]`` row-major, the
-    calibration coordinate (``alpha`` for ``mu``, ``c`` for ``W``), then ``b``.
+    calibration coordinate (``alpha`` for ``mu``, ``c`` for ``W``), then ``b``, then the
+    covariate effects ``beta`` row-major (one row per :attr:`beta_rows`: the judges, or
+    the one shared row, then the people's when calibrated).  The full coordinates
+    ``phi = (L, B, b, beta)`` end with the same ``beta``.
     """
 
     N: int
@@ -174,6 +183,14 @@ class Chart:
     r: int
     calibration: Calibration | None = "mu"
     order: bool = True
+    p: int = 0
+    shared: bool = False
+
+    @classmethod
+    def for_data(cls, data: Any, rank: int, calibration: Calibration | str | None, order: bool = True,
+                 shared: bool = False) -> "Chart":
+        """Return the chart of a :class:`~pydial.Comparisons`' ``N``, ``K`` and covariates (``p = data.p``)."""
+        return cls(data.N, data.K, rank, cast(Calibration | None, calibration), order, data.p, shared)
 
     def __post_init__(self) -> None:
         """Check the calibration option and the rank against ``K`` and ``N``."""
@@ -200,19 +217,36 @@ class Chart:
         """Rows of the loading matrix L (K judges plus the human if calibrated)."""
         return self.K + (self.calibration is not None)
 
+    @property
+    def n_beta_llm(self) -> int:
+        """Rows of LLM covariate effects: 1 if :attr:`shared`, else ``K``."""
+        return 1 if self.shared else self.K
+
+    @property
+    def beta_rows(self) -> int:
+        """Rows of covariate effects ``beta``: the LLM rows, then the people's if calibrated (0 without covariates)."""
+        return (self.n_beta_llm + (self.calibration is not None)) if self.p else 0
+
+    @cached_property
+    def beta_row(self) -> np.ndarray:
+        """The row of ``beta`` of each loading row ``g`` (judges ``0..K-1``, people ``K``)."""
+        llm = np.zeros(self.K, np.int64) if self.shared else np.arange(self.K)
+        return np.append(llm, self.n_beta_llm) if self.calibration is not None else llm
+
     @cached_property
     def sizes(self) -> dict[str, int]:
-        """Number of reduced coordinates of each block ``A, B, c, b``."""
+        """Number of reduced coordinates of each block ``A, B, c, b, beta``."""
         return {
             "A": (self.K - 1) * self.q,
             "B": (self.N - 1) * self.q,
             "c": self.d,
             "b": self.K if self.order else 0,
+            "beta": self.beta_rows * self.p,
         }
 
     @cached_property
     def slices(self) -> dict[str, slice]:
-        """Position of each block ``A, B, c, b`` in ``theta``."""
+        """Position of each block ``A, B, c, b, beta`` in ``theta``."""
         out, start = {}, 0
         for k, n in self.sizes.items():
             out[k] = slice(start, start + n)
@@ -226,13 +260,26 @@ class Chart:
 
     @cached_property
     def llm_coordinates(self) -> np.ndarray:
-        """Positions in ``theta`` of every block but ``c``.
+        """Positions in ``theta`` of every block but the people's: ``c`` and ``beta_H``.
 
         In that order they are the coordinates of the LLM-only chart with the same ``N, K, r,
-        order`` (``calibration=None``), and the LLM loss depends on them alone.
+        order, p, shared`` (``calibration=None``), and the LLM loss depends on them alone.
         """
-        c = self.slices["c"]
-        return np.r_[np.arange(0, c.start), np.arange(c.stop, self.dim)]
+        c, be = self.slices["c"], self.slices["beta"]
+        return np.r_[np.arange(0, c.start), np.arange(c.stop, be.start + self.n_beta_llm * self.p if self.p else self.dim)]
+
+    @cached_property
+    def human_coordinates(self) -> np.ndarray:
+        """Positions in ``theta`` of the people's calibration: ``c``, then ``beta_H`` (complement of :attr:`llm_coordinates`)."""
+        if self.calibration is None:
+            return np.zeros(0, np.int64)
+        c, be = self.slices["c"], self.slices["beta"]
+        return np.r_[np.arange(c.start, c.stop), np.arange(be.stop - (self.p if self.p else 0), be.stop)]
+
+    @property
+    def llm_chart(self) -> "Chart":
+        """The LLM-only chart of the same ``N, K, r, order, p, shared`` (coordinates :attr:`llm_coordinates`)."""
+        return Chart(self.N, self.K, self.r, None, self.order, self.p, self.shared)
 
     @property
     def n_gauge(self) -> int:
@@ -241,8 +288,8 @@ class Chart:
 
     @property
     def dim_full(self) -> int:
-        """Dimension of the full coordinates ``phi = (L, B, b)``."""
-        return self.rows * self.q + self.N * self.q + self.K
+        """Dimension of the full coordinates ``phi = (L, B, b, beta)``."""
+        return self.rows * self.q + self.N * self.q + self.K + self.beta_rows * self.p
 
     # full layout offsets
     @property
@@ -254,6 +301,11 @@ class Chart:
     def off_b(self) -> int:
         """Offset of ``b`` in ``phi``."""
         return self.rows * self.q + self.N * self.q
+
+    @property
+    def off_beta(self) -> int:
+        """Offset of ``beta`` in ``phi``."""
+        return self.off_b + self.K
 
     @cached_property
     def T(self) -> np.ndarray:
@@ -279,6 +331,8 @@ class Chart:
         if self.order:
             for k in range(K):
                 T[self.off_b + k, sb.start + k] = 1.0
+        sbeta = self.slices["beta"]
+        T[self.off_beta + np.arange(sbeta.stop - sbeta.start), np.arange(sbeta.start, sbeta.stop)] = 1.0
         return T
 
     @cached_property
@@ -313,12 +367,31 @@ class Chart:
         q = self.q
         L = phi[: self.off_B].reshape(self.rows, q)
         B = phi[self.off_B : self.off_b].reshape(self.N, q)
-        b = phi[self.off_b :]
+        b = phi[self.off_b : self.off_beta]
         ct = L[self.K] if self.calibration is not None else np.zeros(q)
         return L[: self.K], B, ct, b
 
-    def pack(self, A: np.ndarray, B: np.ndarray, c: np.ndarray | float | None = None, b: np.ndarray | None = None) -> np.ndarray:
-        """Reduced coordinates of ``(A, B, c, b)``; ``c`` is ``alpha`` for ``mu``.
+    def covariate_effects(self, theta: np.ndarray) -> np.ndarray:
+        """Return the covariate effects ``beta`` (:attr:`beta_rows` x ``p``): the judges' (or the shared row), then ``beta_H``."""
+        return np.asarray(theta, float)[self.slices["beta"]].reshape(self.beta_rows, self.p)
+
+    def human_effects(self, theta: np.ndarray) -> np.ndarray | None:
+        """``beta_H``, the people's covariate effects (``None`` without covariates or without calibration)."""
+        return self.covariate_effects(theta)[-1] if self.p and self.calibration is not None else None
+
+    def target_jacobian(self, theta: np.ndarray) -> np.ndarray:
+        """``d (s, beta) / d theta``: the calibrated scores (:meth:`score_jacobian`), then every covariate effect."""
+        J = self.score_jacobian(theta)
+        if not self.p:
+            return J
+        sl = self.slices["beta"]
+        E = np.zeros((sl.stop - sl.start, self.dim))
+        E[np.arange(sl.stop - sl.start), np.arange(sl.start, sl.stop)] = 1.0
+        return np.vstack([J, E])
+
+    def pack(self, A: np.ndarray, B: np.ndarray, c: np.ndarray | float | None = None, b: np.ndarray | None = None,
+             beta: np.ndarray | None = None) -> np.ndarray:
+        """Reduced coordinates of ``(A, B, c, b, beta)``; ``c`` is ``alpha`` for ``mu``; ``beta`` as :meth:`covariate_effects`.
 
         ``A`` must satisfy ``A^T 1 = K e_1`` and ``B^T 1 = 0`` (checked).
         """
@@ -334,6 +407,8 @@ class Chart:
             theta[self.slices["c"]] = np.atleast_1d(np.asarray(c, float))[: self.d]
         if self.order and b is not None:
             theta[self.slices["b"]] = b
+        if self.p and beta is not None:
+            theta[self.slices["beta"]] = np.asarray(beta, float).ravel()
         return theta
 
     def scores(self, theta: np.ndarray) -> np.ndarray:
@@ -371,12 +446,13 @@ class Chart:
         M = st.basis(self.calibration)
         return M.T @ self.scores(theta) / self.N
 
-    def from_structure(self, st: Structure, c: np.ndarray | float | None = None, b: np.ndarray | None = None) -> np.ndarray:
+    def from_structure(self, st: Structure, c: np.ndarray | float | None = None, b: np.ndarray | None = None,
+                       beta: np.ndarray | None = None) -> np.ndarray:
         """Reduced coordinates of ``S = gamma mu^T + U V^T`` in the restricted gauge.
 
         ``A = [gamma K / 1^T gamma, U]`` and ``B = [mu 1^T gamma / K, V]``; ``c`` is
         given relative to the normalized basis ``M`` (as returned by
-        :meth:`calibration_coordinates`).
+        :meth:`calibration_coordinates`); ``beta`` the covariate effects (:meth:`covariate_effects`).
         """
         g = st.gamma.sum()  # = ||S^T 1|| / sqrt(N) >= 0
         if not g > 1e-8 * self.K * max(np.abs(st.gamma).max(), 1e-300):
@@ -394,7 +470,7 @@ class Chart:
         elif self.calibration == "W" and c is not None:
             cc = np.asarray(c, float).copy()
             cc[0] *= self.K / g
-        return self.pack(A, B, cc, b)
+        return self.pack(A, B, cc, b, beta)
 
     def gauge_directions(self, theta: np.ndarray) -> np.ndarray:
         """Tangents of the ``r (r + 1)`` gauge orbits (eq. gauge) at ``theta`` (dim x r(r+1), columns not normalized).
@@ -431,4 +507,4 @@ class Chart:
         st = self.structure(theta)
         b = self.order_effects(theta) if self.order else None
         c = self.calibration_coordinates(theta) if self.calibration is not None else None
-        return self.from_structure(st, c, b)
+        return self.from_structure(st, c, b, self.covariate_effects(theta) if self.p else None)

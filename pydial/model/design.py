@@ -18,7 +18,8 @@ import scipy.sparse as sp
 from pydial.model.chart import centering_basis, difference_design
 from pydial.model.meats import Influence
 
-__all__ = ["Design", "centered_design", "pair_information", "glm_information", "gram", "dense_design", "rmatvec"]
+__all__ = ["Design", "calibration_design", "centered_design", "pair_information", "glm_information", "gram", "dense_design",
+           "rmatvec"]
 
 
 @dataclass(frozen=True)
@@ -99,6 +100,22 @@ def centered_design(i: np.ndarray, j: np.ndarray, N: int, a: np.ndarray | None =
     basis[N:, N - 1:] = np.eye(q)
     pairs = (np.asarray(i), np.asarray(j), None if a is None else np.asarray(a, float), N) if z is None else None
     return Design(X, basis, pairs)
+
+
+def calibration_design(i: np.ndarray, j: np.ndarray, N: int, M: np.ndarray, z: np.ndarray | None = None) -> Design:
+    """``[D_H M, Z_H]``: the people's calibration design in the basis ``M`` (eq. staged-calibrated-estimator).
+
+    The coordinates are ``c`` and, with the covariate columns ``z``, the people's ``beta_H``.
+    """
+    D = difference_design(i, j, N)
+    if z is None:
+        return Design(D, M)
+    Z = np.asarray(z, float).reshape(D.shape[0], -1)
+    p, d = Z.shape[1], M.shape[1]
+    basis = np.zeros((N + p, d + p))
+    basis[:N, :d] = M
+    basis[N:, d:] = np.eye(p)
+    return Design(sp.csr_matrix(sp.hstack([D, sp.csr_matrix(Z)])), basis)
 
 
 def pair_information(i: np.ndarray, j: np.ndarray, a: np.ndarray | None, N: int, d: np.ndarray) -> np.ndarray:

@@ -255,6 +255,9 @@ def _layout_shell(chart: Chart, cells: Cells) -> "Objective":
     return shell
 
 
+OffsetWeights = tuple[list[np.ndarray], dict[tuple[int, int], np.ndarray]]
+"""``(wx, wxx)`` of :meth:`Objective._outer`: per-cell weights of the offsets' entries (cross, and pairwise)."""
+
 DENSE_PAIR_RATIO = 16  # per-judge item-pair tables when they have at most this many entries per cell
 PAIR_CHUNK_ENTRIES = 1 << 22  # entries of the item-pair tables formed at once (32 MB)
 CELL_BLOCK = 1 << 19
@@ -299,6 +302,9 @@ class Objective:
                  tie_penalty: TieCalibrationFirthPenalty | None = None) -> None:
         if chart.calibration is None and cells.is_human.any():
             raise ArgumentError("an LLM-only chart cannot carry human cells")
+        if (cells.z.shape[1] if cells.z is not None else 0) != chart.p:
+            raise ArgumentError(f"the cells carry {0 if cells.z is None else cells.z.shape[1]} covariates, the chart "
+                                f"{chart.p} (Chart(..., p=data.p))")
         self.chart = chart
         self.cells = cells
         self.penalty = penalty
@@ -393,9 +399,10 @@ class Objective:
     # ----------------------------------------------------------- index maps
     @cached_property
     def _index(self) -> np.ndarray:
-        """Full-coordinate indices touched by each cell (m x (3q+1)).
+        """Full-coordinate indices touched by each cell (m x (3q+1+p)).
 
-        Columns: L_g (q), B_i (q), B_j (q), b_g (1; a dummy slot for human cells).
+        Columns: L_g (q), B_i (q), B_j (q), b_g (1; a dummy slot for human cells), then the
+        covariate effects of the cell's row of ``beta`` (p; :attr:`Chart.beta_row`).
         """
         return self._index_array(np.int64)
 
@@ -403,12 +410,14 @@ class Objective:
         """:attr:`_index` with integers of type ``dtype``, not cached."""
         ch, c = self.chart, self.cells
         q = ch.q
-        idx = np.empty((c.g.size, 3 * q + 1), dtype)
+        idx = np.empty((c.g.size, 3 * q + 1 + ch.p), dtype)
         for l in range(q):
             idx[:, l] = c.g * q + l
             idx[:, q + l] = c.i * q + (ch.off_B + l)
             idx[:, 2 * q + l] = c.j * q + (ch.off_B + l)
         idx[:, 3 * q] = np.where(c.is_human, 0, ch.off_b + np.minimum(c.g, ch.K - 1))
+        for l in range(ch.p):
+            idx[:, 3 * q + 1 + l] = self._beta_unit * ch.p + (ch.off_beta + l)
         return idx
 
     @_cell_layout_property
@@ -421,6 +430,33 @@ class Objective:
     def _order_judge(self) -> np.ndarray:
         return np.minimum(self.cells.g, self.chart.K - 1)
 
+    @cached_property
+    def _beta_unit(self) -> np.ndarray:
+        """The row of ``beta`` of each cell (:attr:`Chart.beta_row` of its loading row; not shared between charts)."""
+        return self.chart.beta_row[self.cells.g] if self.chart.p else np.zeros(self.cells.g.size, np.int64)
+
+    @cached_property
+    def _covariates(self) -> list[np.ndarray]:
+        """The covariate columns ``z_l`` of the cells, each contiguous (empty without covariates)."""
+        z = self.cells.z
+        return [] if z is None else [np.ascontiguousarray(z[:, l], dtype=float) for l in range(z.shape[1])]
+
+    @property
+    def _offsets(self) -> list[tuple[np.ndarray, np.ndarray, int, np.ndarray, np.ndarray]]:
+        r"""The coordinates entering ``eta`` linearly: ``(x_c, unit_c, n_units, coordinate of each unit, unit of each row)``.
+
+        The order effect (``x = a``, unit the judge; 0 on the people's cells) and each covariate
+        (``x = z_l``, unit the cell's row of ``beta``): ``eta_c = ... + sum_u x_uc phi[coord_u(unit_u(c))]``,
+        whose second derivative is 0, so they enter the Hessian only through outer products.
+        """
+        ch = self.chart
+        K, R = ch.K, ch.rows
+        out = [(self._order_label, self._order_judge, K, ch.off_b + np.arange(K), np.minimum(np.arange(R), K - 1))]
+        br = ch.beta_row if ch.p else np.zeros(R, np.int64)
+        for l, z in enumerate(self._covariates):
+            out.append((z, self._beta_unit, ch.beta_rows, ch.off_beta + np.arange(ch.beta_rows) * ch.p + l, br))
+        return out
+
     def _local(self, theta: np.ndarray, *, derivative: bool = True) -> tuple[np.ndarray, list[np.ndarray]]:
         """``eta`` and the local gradient ``d eta / d phi`` on the touched coordinates.
 
@@ -431,14 +467,14 @@ class Objective:
         return self._eta_full(phi), (self._columns(phi) if derivative else [])
 
     def _columns(self, phi: np.ndarray) -> list[np.ndarray]:
-        """Return the ``3q + 1`` columns ``dB_l, L_gl, -L_gl, a`` of ``d eta / d phi`` (layout of :attr:`_index`)."""
+        """Return the ``3q + 1 + p`` columns ``dB_l, L_gl, -L_gl, a, z`` of ``d eta / d phi`` (layout of :attr:`_index`)."""
         ch, c = self.chart, self.cells
         q = ch.q
         L = phi[: ch.off_B].reshape(ch.rows, q)
         B = phi[ch.off_B : ch.off_b].reshape(ch.N, q)
         Lg = [np.ascontiguousarray(L[:, l])[c.g] for l in range(q)]
         dB = [B[c.i, l] - B[c.j, l] for l in range(q)]
-        return dB + Lg + [-x for x in Lg] + [self._order_label]
+        return dB + Lg + [-x for x in Lg] + [self._order_label] + self._covariates
 
     def eta(self, theta: np.ndarray) -> np.ndarray:
         """Linear predictors ``eta_c`` of the cells (eq. binomial-model-llm / -human)."""
@@ -448,13 +484,16 @@ class Objective:
         """``eta_c`` from the full coordinates ``phi`` (no derivative columns formed), into ``out`` if given.
 
         ``L_g . (B_i - B_j) = S_gi - S_gj`` with the per-row scores ``S = L B^T``
-        (eq. llm-structure), so each cell needs three look-ups whatever the rank.
+        (eq. llm-structure), so each cell needs three look-ups whatever the rank; with
+        covariates, plus ``z_c' beta_{row(g)}``.
         """
         ch = self.chart
         q = ch.q
         S = (phi[: ch.off_B].reshape(ch.rows, q) @ phi[ch.off_B : ch.off_b].reshape(ch.N, q).T).ravel()
         ki, kj = self._row_item_keys
-        b = phi[ch.off_b :]
+        b = phi[ch.off_b : ch.off_beta]
+        beta = [np.ascontiguousarray(col) for col in phi[ch.off_beta:].reshape(ch.beta_rows, ch.p).T]
+        zs, unit = self._covariates, self._beta_unit
         key = self._order_key
         ab = np.concatenate([b, -b, [0.0]])
         eta = np.empty(ki.size) if out is None else out
@@ -466,6 +505,8 @@ class Objective:
                 e += self._order_label[sl] * np.take(b, self._order_judge[sl], mode="clip")
             else:
                 e += np.take(ab, key[sl], mode="clip")
+            for z, be in zip(zs, beta):
+                e += z[sl] * np.take(be, unit[sl], mode="clip")
         return eta
 
     @cached_property
@@ -701,19 +742,23 @@ class Objective:
 
     @cached_property
     def _groups(self) -> list[tuple[np.ndarray, int, int, int, int, int]]:
-        """The four coordinate groups a cell touches: ``(unit, n_units, base, stride, width, vcol)``.
+        """The coordinate groups a cell touches: ``(unit, n_units, base, stride, width, vcol)``.
 
         The full coordinate of entry ``l`` is ``base + unit * stride + l`` and its
-        derivative is ``v[:, vcol + l]`` (loadings ``L_g``, ``B_i``, ``B_j``, order ``b_g``).
+        derivative is ``v[:, vcol + l]`` (loadings ``L_g``, ``B_i``, ``B_j``, order ``b_g``, and
+        with covariates ``beta``).
         """
         ch, c = self.chart, self.cells
         q = ch.q
-        return [
+        out = [
             (c.g, ch.rows, 0, q, q, 0),
             (c.i, ch.N, ch.off_B, q, q, q),
             (c.j, ch.N, ch.off_B, q, q, 2 * q),
             (np.minimum(c.g, ch.K - 1), ch.K, ch.off_b, 1, 1, 3 * q),
         ]
+        if ch.p:
+            out.append((self._beta_unit, ch.beta_rows, ch.off_beta, ch.p, ch.p, 3 * q + 1))
+        return out
 
     @cached_property
     def _pair_keys(self) -> dict[tuple[int, int], np.ndarray]:
@@ -722,43 +767,49 @@ class Objective:
         return {(a, b): gr[a][0] * gr[b][1] + gr[b][0] for a in range(len(gr)) for b in range(a, len(gr))}
 
     def _outer(self, weight: np.ndarray, v: list[np.ndarray] | None, phi: np.ndarray | None = None,
-               order_weights: tuple[np.ndarray, np.ndarray] | None = None) -> np.ndarray:
+               offset: "OffsetWeights | None" = None) -> np.ndarray:
         """``sum_c weight_c v_c v_c^T`` assembled into the full coordinates (``v_c = d eta_c / d phi``).
 
         With ``phi`` given and a dense enough design (:attr:`_pair_chunks`), the sum is
         formed from the per-judge item-pair totals of ``weight`` (:meth:`_outer_factored`,
         ``v`` not needed); otherwise each pair of coordinate groups is summed over the
         cells that share its units (judge, item, item pair) with ``bincount``.  The
-        dense matrix is only ``P x P``; no ``cells x (3q+1)^2`` array is formed.
+        dense matrix is only ``P x P``; no ``cells x (3q+1+p)^2`` array is formed.
 
-        ``order_weights = (wa, waa)`` replaces ``weight_c a_c`` and ``weight_c a_c^2`` in the
-        entries of the order effects ``b_g`` (the cluster sums of :meth:`CellJacobian.cluster_gram`,
-        whose cells of both orders share every other derivative).
+        ``offset = (wx, wxx)`` replaces, in the entries of the coordinates that enter ``eta``
+        linearly (:attr:`_offsets`: ``b_g``, ``beta``), ``weight_c x_uc`` by ``wx[u]`` and
+        ``weight_c x_uc x_vc`` by ``wxx[u, v]`` (the cluster sums of :meth:`CellJacobian.cluster_gram`,
+        whose cells share every other derivative).
         """
         if phi is not None and self._pair_chunks is not None:
-            return self._outer_factored(weight, phi, order_weights)
+            return self._outer_factored(weight, phi, offset)
         if v is None:
             assert phi is not None, "_outer needs v or phi"
             v = self._columns(phi)
+        nb = 3 * self.chart.q  # the derivative columns before the offsets' (a, z)
+
+        def product(ta: int, tb: int) -> np.ndarray:
+            ua, ub = ta - nb, tb - nb
+            if offset is None or (ua < 0 and ub < 0):
+                return weight * v[ta] * v[tb]
+            if ua >= 0 and ub >= 0:
+                return offset[1][(min(ua, ub), max(ua, ub))]
+            return offset[0][max(ua, ub)] * v[min(ta, tb)]
+
         gr = self._groups
-        order = len(gr) - 1  # the group of b_g, the last derivative column
-        if order_weights is not None:
-            v = [*v[:-1], np.ones_like(weight)]
         P = self.chart.dim_full
         H = np.zeros((P, P))
         keys = self._pair_keys
         for a in range(len(gr)):
             _, na, ba, sa, wa, ca = gr[a]
             for b in range(a, len(gr)):
-                _, nb, bb, sb, wb, cb = gr[b]
+                _, nb_, bb, sb, wb, cb = gr[b]
                 key = keys[(a, b)]
-                base = weight if order_weights is None or b != order else order_weights[1 if a == order else 0]
                 for la in range(wa):
-                    wv = base * v[ca + la]
                     ra = ba + np.arange(na) * sa + la
                     for lb in range(la if a == b else 0, wb):
-                        agg = np.bincount(key, weights=wv * v[cb + lb], minlength=na * nb).reshape(na, nb)
-                        rb = bb + np.arange(nb) * sb + lb
+                        agg = np.bincount(key, weights=product(ca + la, cb + lb), minlength=na * nb_).reshape(na, nb_)
+                        rb = bb + np.arange(nb_) * sb + lb
                         H[np.ix_(ra, rb)] += agg
                         if b != a or lb != la:
                             H[np.ix_(rb, ra)] += agg.T
@@ -809,22 +860,21 @@ class Objective:
         ch, c = self.chart, self.cells
         return c.g * ch.N + c.i, c.g * ch.N + c.j
 
-    def _outer_factored(self, weight: np.ndarray, phi: np.ndarray,
-                        order_weights: tuple[np.ndarray, np.ndarray] | None = None) -> np.ndarray:
+    def _outer_factored(self, weight: np.ndarray, phi: np.ndarray, offset: "OffsetWeights | None" = None) -> np.ndarray:
         """:meth:`_outer` for ``v = d eta / d phi`` from per-judge item-pair totals.
 
         With ``W_g`` the ``N x N`` totals of ``weight`` over the cells of loading row
         ``g`` and item pair ``(i, j)``, and ``Lap_g = diag((W_g + W_g^T) 1) - W_g - W_g^T``,
         the blocks are ``(L_g, L_g) = B^T Lap_g B``, ``(L_gl', B_il) = L_gl (Lap_g B)_il'``
-        and ``(B_l, B_l') = sum_g L_gl L_gl' Lap_g``; the order-effect blocks need only
-        the per-(judge, item) totals of ``weight * a`` (or of ``order_weights``, as in
-        :meth:`_outer`).  ``Lap_g B`` and ``sum_g L_gl L_gl' W_g`` come from the tables
+        and ``(B_l, B_l') = sum_g L_gl L_gl' Lap_g``; the blocks of the order effects and
+        covariate effects need only per-(row, item) and per-unit totals (:meth:`_add_offsets`).
+        ``Lap_g B`` and ``sum_g L_gl L_gl' W_g`` come from the tables
         ``W_g`` (:meth:`_laplacian_products_tables`) or, when these have more than
         :data:`TABLE_RATIO` entries per cell, directly from per-(judge, item) and item-pair
         totals over the cells (:meth:`_laplacian_products_cells`).
         """
         ch = self.chart
-        q, N, R, K = ch.q, ch.N, ch.rows, ch.K
+        q, N, R = ch.q, ch.N, ch.rows
         P = ch.dim_full
         L = phi[: ch.off_B].reshape(R, q)
         B = phi[ch.off_B : ch.off_b].reshape(N, q)
@@ -851,18 +901,52 @@ class Objective:
             HB[:, l, :, m] = blk
             if m != l:
                 HB[:, m, :, l] = blk.T
-        # order-effect blocks: a = 0 on human cells, so only the K judges contribute
+        return self._add_offsets(H, weight, L, B, offset)
+
+    def _add_offsets(self, H: np.ndarray, weight: np.ndarray, L: np.ndarray, B: np.ndarray,
+                     offset: "OffsetWeights | None") -> np.ndarray:
+        """Add the blocks of the coordinates entering ``eta`` linearly (:attr:`_offsets`: ``b``, ``beta``) in place.
+
+        With ``wx_u = weight * x_u`` and ``D_u[g, i]`` its totals over the cells of row ``g`` with
+        ``i(c) = i`` minus those with ``j(c) = i``: ``(theta_u(g), L_gl) = (D_u B)_gl``,
+        ``(theta_u, B_il) = sum_{g: u(g) = u} L_gl D_u[g, i]``, and ``(theta_u, theta_v)`` the
+        per-unit totals of ``weight * x_u * x_v`` (``offset`` replaces both, as in :meth:`_outer`).
+        """
+        ch = self.chart
+        q, N, R = ch.q, ch.N, ch.rows
         ki, kj = self._row_item_keys
-        a, oj = self._order_label, self._order_judge
-        D, bb = np.zeros(R * N), np.zeros(K)
+        offs = self._offsets
+        n = len(offs)
+        D = [np.zeros(R * N) for _ in range(n)]
+        tot = {(u, v): np.zeros(offs[u][2] * offs[v][2]) for u in range(n) for v in range(u, n)}
         for sl in self._blocks:
-            wa = weight[sl] * a[sl] if order_weights is None else order_weights[0][sl]
-            D += np.bincount(ki[sl], weights=wa, minlength=R * N)
-            D -= np.bincount(kj[sl], weights=wa, minlength=R * N)
-            bb += np.bincount(oj[sl], weights=wa * a[sl] if order_weights is None else order_weights[1][sl], minlength=K)
-        rows_b = ch.off_b + np.arange(K)
-        H[rows_b, rows_b] = bb
-        return self._add_order_cross(H, D.reshape(R, N)[:K], L, B)
+            for u, (x, unit, _, _, _) in enumerate(offs):
+                wx = weight[sl] * x[sl] if offset is None else offset[0][u][sl]
+                D[u] += np.bincount(ki[sl], weights=wx, minlength=R * N)
+                D[u] -= np.bincount(kj[sl], weights=wx, minlength=R * N)
+                for v in range(u, n):
+                    xv, unit_v, nv = offs[v][:3]
+                    wxx = wx * xv[sl] if offset is None else offset[1][(u, v)][sl]
+                    tot[(u, v)] += np.bincount(unit[sl] * nv + unit_v[sl], weights=wxx, minlength=offs[u][2] * nv)
+        Lcols = np.arange(R)[:, None] * q + np.arange(q)
+        for u, (_, _, nu, cu, row_unit) in enumerate(offs):
+            for v in range(u, n):
+                blk = tot[(u, v)].reshape(nu, offs[v][2])
+                H[np.ix_(cu, offs[v][3])] += blk
+                if v != u:
+                    H[np.ix_(offs[v][3], cu)] += blk.T
+            Du = D[u].reshape(R, N)
+            bL = Du @ B  # (R, q): the entries (theta_u(g), L_gl), one row g each
+            H[cu[row_unit][:, None], Lcols] += bL
+            H[Lcols, cu[row_unit][:, None]] += bL
+            E = np.zeros((nu, R))
+            E[row_unit, np.arange(R)] = 1.0
+            for l in range(q):
+                MB = E @ (L[:, l][:, None] * Du)  # (units, N)
+                Bcols = ch.off_B + np.arange(N) * q + l
+                H[np.ix_(cu, Bcols)] += MB
+                H[np.ix_(Bcols, cu)] += MB.T
+        return H
 
     def _laplacian_products_tables(self, weight: np.ndarray, L: np.ndarray, B: np.ndarray,
                                    pairs: list[tuple[int, int]]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -924,25 +1008,6 @@ class Objective:
         BBd = np.array([ct @ dW for ct in coef]).reshape(len(pairs), N)
         return LapB.reshape(q, R, N).transpose(1, 2, 0), BB, BBd
 
-    def _add_order_cross(self, H: np.ndarray, D: np.ndarray, L: np.ndarray, B: np.ndarray) -> np.ndarray:
-        """Add the ``(b_g, L_g)`` and ``(b_g, B_i)`` blocks from the per-(judge, item) totals ``D`` (K x N).
-
-        ``D = Wi - Wj``, the totals of ``wa = weight * a`` over the judge's cells with ``i(c) = i``
-        (``Wi``) and ``j(c) = i`` (``Wj``): ``(b_g, L_gl) = D_g . B_l`` and ``(b_g, B_il) = L_gl D_gi``.
-        """
-        ch = self.chart
-        q, N, K = ch.q, ch.N, ch.K
-        bL = D @ B  # (K, q)
-        bB = L[:K, :, None] * D[:, None, :]  # (K, q, N): [g, l, i]
-        rows_b = ch.off_b + np.arange(K)
-        for l in range(q):
-            H[rows_b, np.arange(K) * q + l] = bL[:, l]
-            H[np.arange(K) * q + l, rows_b] = bL[:, l]
-        HbB = bB.transpose(0, 2, 1).reshape(K, N * q)  # column off_B + i q + l
-        H[ch.off_b :, ch.off_B : ch.off_b] = HbB
-        H[ch.off_B : ch.off_b, ch.off_b :] = HbB.T
-        return H
-
     def _residual_by_item(self, res: np.ndarray) -> np.ndarray:
         """``R[g, i] = sum_c res_c ([i(c) = i] - [j(c) = i])`` over the cells of loading row ``g``."""
         ch = self.chart
@@ -953,16 +1018,20 @@ class Objective:
     def _gradient_factored(self, res: np.ndarray, phi: np.ndarray, agg: np.ndarray) -> np.ndarray:
         """``sum_c res_c d eta_c / d phi`` in the full coordinates, from ``agg`` of :meth:`_residual_by_item`.
 
-        ``d/dL = agg B``, ``d/dB = agg^T L`` and ``d/db_g = sum_{c in g} res_c a_c``.
+        ``d/dL = agg B``, ``d/dB = agg^T L``, ``d/db_g = sum_{c in g} res_c a_c`` and
+        ``d/dbeta_{r,l} = sum_{c in r} res_c z_cl``.
         """
         ch = self.chart
         q = ch.q
         L = phi[: ch.off_B].reshape(ch.rows, q)
         B = phi[ch.off_B : ch.off_b].reshape(ch.N, q)
-        gb = np.zeros(ch.K)
-        for sl in self._blocks:
-            gb += np.bincount(self._order_judge[sl], weights=res[sl] * self._order_label[sl], minlength=ch.K)
-        return np.concatenate([(agg @ B).ravel(), (agg.T @ L).ravel(), gb])
+        g_off = np.zeros(ch.dim_full - ch.off_b)
+        for x, unit, n_units, coord, _ in self._offsets:
+            tot = np.zeros(n_units)
+            for sl in self._blocks:
+                tot += np.bincount(unit[sl], weights=res[sl] * x[sl], minlength=n_units)
+            g_off[coord - ch.off_b] += tot
+        return np.concatenate([(agg @ B).ravel(), (agg.T @ L).ravel(), g_off])
 
     def _add_cross(self, H: np.ndarray, agg: np.ndarray) -> None:
         """Add ``sum_c res_c d^2 eta_c / d phi^2`` in place, from ``agg`` of :meth:`_residual_by_item`.
@@ -1108,23 +1177,30 @@ class CellJacobian:
         """``sum_k g_k g_k^T`` with ``g_k = sum_{c in k} r_c j_c`` over the clusters ``cluster`` (ids ``0..G-1``).
 
         The cells of a cluster must share loading row and item pair (a judge-pair cell of
-        eq. cell-clustered-meat over both orders): their derivatives differ only in the
-        order-effect entry ``a_c``, so ``g_k = S_k j_k + A_k e_{b_g}`` with ``S_k = sum r_c``
-        and ``A_k = sum r_c a_c``, and the sum is :meth:`Objective._outer` with the weight
-        ``S^2`` and the order weights ``(S A, A^2)`` on one representative cell per cluster
-        and 0 on the others (no second cell table).
+        eq. cell-clustered-meat over both orders and covariate values): their derivatives
+        differ only in the entries of the order effect and the covariate effects,
+        ``x_c = (a_c, z_c)`` (:attr:`Objective._offsets`), so ``g_k = S_k j_k + sum_u X_uk e_u``
+        with ``S_k = sum r_c`` and ``X_uk = sum r_c x_uc``, and the sum is :meth:`Objective._outer`
+        with the weight ``S^2`` and the offset weights ``(S X_u, X_u X_v)`` on one
+        representative cell per cluster and 0 on the others (no second cell table).
         """
         o = self.objective
-        rows = np.arange(o.cells.g.size) if self.mask is None else np.flatnonzero(self.mask)
+        m = o.cells.g.size
+        rows = np.arange(m) if self.mask is None else np.flatnonzero(self.mask)
         G = int(cluster.max()) + 1 if cluster.size else 0
         S = np.bincount(cluster, weights=r, minlength=G)
-        A = np.bincount(cluster, weights=r * o._order_label[rows], minlength=G)
+        X = [np.bincount(cluster, weights=r * x[rows], minlength=G) for x, *_ in o._offsets]
         rep = np.empty(G, np.int64)
         rep[cluster] = rows  # any cell of a cluster represents it; the others get weight 0
-        w, wa, waa = (np.zeros(o.cells.g.size) for _ in range(3))
-        w[rep], wa[rep], waa[rep] = S * S, S * A, A * A
-        del S, A, rep
-        return o._outer(w, None, self._phi, order_weights=(wa, waa))
+
+        def spread(values: np.ndarray) -> np.ndarray:
+            out = np.zeros(m)
+            out[rep] = values
+            return out
+
+        wx = [spread(S * Xu) for Xu in X]
+        wxx = {(u, v): spread(X[u] * X[v]) for u in range(len(X)) for v in range(u, len(X))}
+        return o._outer(spread(S * S), None, self._phi, offset=(wx, wxx))
 
     def rows(self, mask: np.ndarray) -> "CellJacobian | sp.csr_matrix":
         """Return the rows selected by ``mask``: sparse when they are at most half of them, factored otherwise."""

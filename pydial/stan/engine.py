@@ -45,7 +45,7 @@ def stan_point_engine(seed: int | None = None, penalty: str | None = None) -> Po
     box and regularity guards are applied.  ``penalty="firth"`` optimizes the
     Jeffreys-prior penalized targets (the ``firth`` flag of the programs).
     """
-    def staged(data: Comparisons, rank: int, calibration: str, *, order: bool = True) -> StagedFit:
+    def staged(data: Comparisons, rank: int, calibration: str, *, order: bool = True, shared: bool = False) -> StagedFit:
         sp: StanPointFit = stan_fit_point(data, "staged", rank=rank, calibration=calibration, order=order, seed=seed,
                                           penalty=penalty)
         assert sp.llm_chart is not None and sp.llm_theta is not None  # a staged fit has its first stage
