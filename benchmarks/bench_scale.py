@@ -18,7 +18,14 @@ covariance equal those on the rows) and reports
   the LLM-only fit without its start values).
 
 The simulation process reports its own time and peak memory (simulating 10M
-comparisons builds a 10M-row table).  ``--load`` also writes a long table (``--load-size``, default the N=1000 one) as
+comparisons builds a 10M-row table).
+
+``--covariates`` runs the response-covariate case instead: the medium size with two
+comparison covariates (``simulate(..., covariates=["length", "lists"], beta=...)``, judges
+biased towards length and people not), written as the long table with its per-side columns;
+every method is timed twice on the same judgments, read with ``Comparisons.from_frame(df,
+covariates=[...])`` (a cell per distinct covariate value: about one per judgment) and without
+(the aggregated cells), and the ratios of time and peak memory during the call are printed.  ``--load`` also writes a long table (``--load-size``, default the N=1000 one) as
 CSV, gzip CSV and Parquet and measures :func:`pydial.read_comparisons` against
 ``pandas.read_csv`` of the whole file.
 
@@ -27,6 +34,7 @@ The machine is shared: the 1-minute load average is printed next to every figure
 Usage::
 
     python benchmarks/bench_scale.py [--sizes small,medium,large] [--methods ...] [--load]
+    python benchmarks/bench_scale.py --covariates [--methods dial-ada]
 """
 
 from __future__ import annotations
@@ -45,6 +53,9 @@ SIZES = {
     "large": dict(N=1000, K=50, n_llm=10_000_000, n_human=100_000),
 }
 METHODS = ("check_design", "human", "judges", "dial-anc", "dial-ada")
+COVARIATES = ("length", "lists")
+COVARIATE_SIZE = "medium"
+"""The covariate case: N=300, K=30, 2M LLM and 20k human judgments with two covariates."""
 STAGES = {
     "design checks": "check_design",
     "start values (judge-wise fits)": "initial_theta",
@@ -109,8 +120,29 @@ def task_simulate(size: str, out: str) -> dict:
     return dict(simulate_s=t_sim, aggregate_s=t_agg, rows=len(f), count_rows=len(cnt), peak_gb=_rss_gb(), load=_load())
 
 
-def task_fit(counts: str, method: str) -> dict:
-    """Read the counts and time one method (or ``check_design``) with its stage shares and memory."""
+def task_simulate_covariates(out: str) -> dict:
+    """Simulate the covariate case (judges biased towards length, people not) and write its long table to Parquet."""
+    import numpy as np
+
+    import pydial
+
+    cfg = SIZES[COVARIATE_SIZE]
+    beta = np.zeros((cfg["K"] + 1, len(COVARIATES)))
+    beta[:-1, 0] = np.linspace(0.0, 0.6, cfg["K"])  # length bias of the judges, none for the people
+    beta[:-1, 1] = 0.1
+    t0 = time.perf_counter()
+    f = pydial.simulate(rank=1, seed=1, covariates=list(COVARIATES), beta=beta, **cfg).frame
+    t_sim = time.perf_counter() - t0
+    f.to_parquet(out)
+    return dict(simulate_s=t_sim, aggregate_s=0.0, rows=len(f), count_rows=len(f), peak_gb=_rss_gb(), load=_load())
+
+
+def task_fit(counts: str, method: str, covariates: str = "") -> dict:
+    """Read the counts and time one method (or ``check_design``) with its stage shares and memory.
+
+    ``covariates`` ("a,b"): ``counts`` is a long table read with those covariates ("-": the same
+    long table without them).
+    """
     import cProfile
     import pstats
 
@@ -119,7 +151,11 @@ def task_fit(counts: str, method: str) -> dict:
     import pydial
 
     t0 = time.perf_counter()
-    data = pydial.Comparisons.from_counts(pd.read_parquet(counts))
+    if covariates:
+        cov = [] if covariates == "-" else covariates.split(",")
+        data = pydial.Comparisons.from_frame(pd.read_parquet(counts), covariates=cov or None)
+    else:
+        data = pydial.Comparisons.from_counts(pd.read_parquet(counts))
     t_read = time.perf_counter() - t0
     read_gb = _status_gb("VmRSS")
     _reset_peak()
@@ -190,6 +226,31 @@ def task_read(path: str, how: str) -> dict:
 
 
 # ------------------------------------------------------------------ driver
+def covariate_case(methods: str) -> None:
+    """Time every method with and without the two covariates on the same judgments; print the ratios."""
+    cfg = SIZES[COVARIATE_SIZE]
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "long.parquet")
+        sim = _child("simulate-covariates", path)
+        print(f"\n== covariates {', '.join(COVARIATES)}: N={cfg['N']}, K={cfg['K']}, n_llm={cfg['n_llm']:,}, "
+              f"n_human={cfg['n_human']:,}; simulate {sim.get('simulate_s', float('nan')):.1f} s "
+              f"{sim.get('error', '')}", flush=True)
+        for method in methods.split(","):
+            runs = {label: _child("fit", path, method, cov) for label, cov in (("without", "-"),
+                                                                             ("with", ",".join(COVARIATES)))}
+            for label, r in runs.items():
+                if "error" in r:
+                    print(f"{method:>13} {label:>7}: FAILED {r['error']}", flush=True)
+                    continue
+                print(f"{method:>13} {label:>7} covariates: {r['time_s']:7.2f} s, peak during the call "
+                      f"{r['fit_peak_gb']:.2f} GB (process {r['peak_gb']:.2f} GB), read {r['read_counts_s']:.1f} s, "
+                      f"{r['cells']:,} LLM cells, load {r['load']:.1f}", flush=True)
+            if all("error" not in r for r in runs.values()):
+                w, wo = runs["with"], runs["without"]
+                print(f"{method:>13}   ratio: time {w['time_s'] / wo['time_s']:.2f}x, peak during the call "
+                      f"{w['fit_peak_gb'] / wo['fit_peak_gb']:.2f}x", flush=True)
+
+
 def _child(*args: str) -> dict:
     out = subprocess.run([sys.executable, __file__, "--child", *args], capture_output=True, text=True)
     if out.returncode != 0:
@@ -204,12 +265,17 @@ def main() -> None:
     ap.add_argument("--methods", default=",".join(METHODS))
     ap.add_argument("--load", action="store_true", help="also measure the chunked readers on a long table")
     ap.add_argument("--load-size", default="large", choices=list(SIZES), help="size of that table (default large)")
+    ap.add_argument("--covariates", action="store_true", help="run the response-covariate case (see above)")
     ap.add_argument("--child", nargs="+", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
         kind, *rest = args.child
-        fn = {"simulate": task_simulate, "fit": task_fit, "write": task_write, "read": task_read}[kind]
+        fn = {"simulate": task_simulate, "simulate-covariates": task_simulate_covariates, "fit": task_fit,
+              "write": task_write, "read": task_read}[kind]
         print(json.dumps(fn(*rest)))
+        return
+    if args.covariates:
+        covariate_case(args.methods if args.methods != ",".join(METHODS) else "human,judges,dial-anc,dial-ada")
         return
     with tempfile.TemporaryDirectory() as tmp:
         for size in args.sizes.split(","):

@@ -458,7 +458,7 @@ def family_glm_influence(data: Comparisons, ties: str | None, X: Design, x: np.n
     the pooled BTL): design ``X``, coordinates ``(beta, l)`` when the cells hold a tie,
     else ``beta`` and the binary model (always with ``ties=None``, whose record rows leave
     the tied judgments out).  On ``cells`` (default: the people's cells of the family); also
-    returns ``H``.  ``unit=True`` gives weight 1 per comparison (for GACV).  The ``"fisher"``
+    returns ``H``.  ``unit=True`` gives weight 1 per comparison (for GACV; no record rows).  The ``"fisher"``
     meat is the observed information at ``x`` (:class:`~pydial.inference.linearization.OutcomeStats`),
     so that its covariance is the inverse observed information ``E H^{-1} E^T``, as in every
     fit of a tie family (for Davidson's model, a multinomial logit, also the expected one).
@@ -477,7 +477,7 @@ def family_glm_influence(data: Comparisons, ties: str | None, X: Design, x: np.n
     Xs = sp.csr_matrix(X.X)
     w = np.full(m, 1.0 if unit else weight)
     cells = dataclasses.replace(cells, w=w)
-    rec = record_rows(data, cells, ties)
+    rec = None if unit else record_rows(data, cells, ties)  # GACV's unit weights use the binomial meat alone
     if ties is None:  # the binary fast path: one channel, the cell residuals n p - y (CellStats)
         key = np.where(cells.is_human, -1, (cells.g.astype(np.int64) * data.N + cells.i) * data.N + cells.j)
         st_b = CellStats(cells.n, cells.y, expit(X @ x[:p]), w, cells.is_human, pair_key=key)
