@@ -70,10 +70,16 @@ def _statsmodels(frame: pd.DataFrame, judge: str, scale: float, order: bool = Tr
 
 
 # ------------------------------------------------------------------ data
-def test_scale_is_the_standard_deviation_of_the_difference(frame, data):
+def test_scale_is_the_root_mean_square_of_the_difference(frame, data):
     assert data.covariates == ("length",)
     assert data.covariate_transform == "difference"
-    assert data.covariate_scale["length"] == pytest.approx(np.std(frame.length_a - frame.length_b), rel=1e-12)
+    d = (frame.length_a - frame.length_b).to_numpy()
+    assert data.covariate_scale["length"] == pytest.approx(np.sqrt(np.mean(d ** 2)), rel=1e-12)
+    swapped = frame.rename(columns={"item_a": "item_b", "item_b": "item_a", "length_a": "length_b", "length_b": "length_a"})
+    swapped["first"] = swapped["first"].map({"a": "b", "b": "a"})
+    swapped["winner"] = swapped["winner"].map({"a": "b", "b": "a", "tie": "tie"})
+    assert Comparisons.from_frame(swapped, covariates=["length"]).covariate_scale["length"] == pytest.approx(
+        data.covariate_scale["length"], rel=1e-12)  # whichever response is a
 
 
 def test_canonical_orientation_flips_the_covariate():
@@ -138,7 +144,7 @@ def test_bad_covariates_are_named(frame, change, message):
 def test_normalized_transform(frame):
     d = Comparisons.from_frame(frame, covariates=["length"], covariate_transform="normalized")
     ratio = (frame.length_a - frame.length_b) / (frame.length_a + frame.length_b)
-    assert d.covariate_scale["length"] == pytest.approx(np.std(ratio), rel=1e-12)
+    assert d.covariate_scale["length"] == pytest.approx(np.sqrt(np.mean(ratio ** 2)), rel=1e-12)
     assert d.covariate_transform == "normalized"
 
 
@@ -263,3 +269,13 @@ def test_command_line_reads_covariates_and_writes_their_table(frame, tmp_path):
     np.testing.assert_allclose(tab["beta"], ref["beta"].to_numpy(), rtol=1e-6)
     assert (out / "covariate_effects.png").exists()
     assert "style-controlled" in (out / "report.md").read_text()
+
+
+@pytest.mark.parametrize("transform", ["difference", "normalized"])
+def test_to_frame_round_trips_the_covariates(frame, transform):
+    d = Comparisons.from_frame(frame, covariates=["length"], covariate_transform=transform)
+    back = Comparisons.from_frame(d.to_frame(), covariates=["length"], covariate_transform=transform, items=list(d.items))
+    assert back.covariate_scale["length"] == pytest.approx(d.covariate_scale["length"], rel=1e-12)
+    np.testing.assert_allclose(back.llm.z, d.llm.z, rtol=1e-12, atol=1e-12)
+    np.testing.assert_array_equal(back.llm.n, d.llm.n)
+    np.testing.assert_allclose(back.human.z, d.human.z, rtol=1e-12, atol=1e-12)

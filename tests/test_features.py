@@ -71,10 +71,10 @@ FRAME = pd.DataFrame({"words_a": [10, 40, 5, 0], "words_b": [30, 20, 5, 0],
                       "bold_a": [0, 2, 1, 3], "bold_b": [1, 0, 1, 0]}, index=["r1", "r2", "r3", "r4"])
 
 
-def test_difference_covariates_are_divided_by_their_standard_deviation_and_the_scale_reported():
+def test_difference_covariates_are_divided_by_their_root_mean_square_and_the_scale_reported():
     z, scale = pydial.features.comparison_covariates(FRAME, ["words", "bold"])
-    # words_a - words_b = (-20, 20, 0, 0): mean 0, variance 800 / 4; bold: (-1, 2, 0, 3), mean 1, variance 10 / 4
-    assert scale["words"] == pytest.approx(np.sqrt(200.0)) and scale["bold"] == pytest.approx(np.sqrt(2.5))
+    # words_a - words_b = (-20, 20, 0, 0): mean square 800 / 4; bold: (-1, 2, 0, 3), mean square 14 / 4
+    assert scale["words"] == pytest.approx(np.sqrt(200.0)) and scale["bold"] == pytest.approx(np.sqrt(3.5))
     np.testing.assert_allclose(z["words"], np.array([-20.0, 20.0, 0.0, 0.0]) / np.sqrt(200.0))
     assert list(z.index) == list(FRAME.index) and list(z.columns) == ["words", "bold"]
 

@@ -442,7 +442,7 @@ class Comparisons:
     record_ids: Sequence[Any]
     frame: pd.DataFrame = field(repr=False)
     covariate_scale: pd.Series | None = field(default=None, repr=False)
-    """The standard deviation of each comparison covariate (a Series indexed by name), ``None`` without covariates."""
+    """The root mean square (standard deviation about 0) of each comparison covariate (a Series indexed by name), ``None`` without covariates."""
     covariate_transform: str | None = field(default=None, repr=False)
     """``"difference"`` or ``"normalized"`` (:mod:`pydial.data.features`), ``None`` without covariates."""
     # Results derived from these (immutable) data and shared by several fits: design
@@ -506,8 +506,8 @@ class Comparisons:
             Response covariates (beyond the paper: style control): for each name the numeric
             columns ``<name>_a`` and ``<name>_b`` of the two responses (:func:`pydial.features.style`
             computes the usual ones from the texts).  The comparison covariate of a judgment
-            is their ``covariate_transform``, divided by its standard deviation over the rows
-            (:attr:`covariate_scale`); judgments of one cell with other covariate values are
+            is their ``covariate_transform``, divided by its root mean square over the rows
+            (the standard deviation about 0, :attr:`covariate_scale`); judgments of one cell with other covariate values are
             other cells.
         covariate_transform : {"difference", "normalized"}, default "difference"
             ``x_a - x_b``, or LMArena's ``(x_a - x_b) / (x_a + x_b)``
@@ -649,7 +649,7 @@ class Comparisons:
             (reported), and two names differing only by case or whitespace are refused.
         covariates, covariate_transform
             As in :meth:`~pydial.Comparisons.from_frame`: the columns ``<name>_a``, ``<name>_b``
-            of a row are the covariates of all its judgments; the standard deviation is over
+            of a row are the covariates of all its judgments; the root mean square is over
             the judgments (rows weighted by their counts).
 
         Raises
@@ -1132,11 +1132,23 @@ class Comparisons:
         return self.subset(records=train_ids), self.subset(records=test_ids)
 
     def to_frame(self) -> pd.DataFrame:
-        """Return the validated rows in the long format (canonical item names)."""
+        """Return the validated rows in the long format (canonical item names).
+
+        With covariates, the per-side columns ``<name>_a``, ``<name>_b`` are values that give
+        each row's comparison covariate again: ``(x, 0)`` with ``x = z * scale`` for the
+        ``"difference"`` transform, ``((1 + x) / 2, (1 - x) / 2)`` for ``"normalized"``, so that
+        ``from_frame(data.to_frame(), covariates=data.covariates, covariate_transform=...)``
+        gives the same data (not the original per-side values, which are not kept).
+        """
         self._require_rows("to_frame")
         f = self.frame
         it = np.asarray(self.items, dtype=object)
         winner = np.select([f["outcome"] == I_WINS, f["outcome"] == J_WINS, f["outcome"] == TIE], ["a", "b", "tie"], "both_bad")
         first = np.where(f["a"] > 0, "a", np.where(f["a"] < 0, "b", "a"))
-        return pd.DataFrame({"record_id": f["record_id"].to_numpy(), "judge": f["judge"].to_numpy(),
-                             "item_a": it[f["i"]], "item_b": it[f["j"]], "first": first, "winner": winner})
+        out = {"record_id": f["record_id"].to_numpy(), "judge": f["judge"].to_numpy(),
+               "item_a": it[f["i"]], "item_b": it[f["j"]], "first": first, "winner": winner}
+        for c in self.covariates:
+            x = f[COVARIATE_PREFIX + c].to_numpy(float) * float(self.covariate_scale[c])  # type: ignore[index]
+            normalized = self.covariate_transform == "normalized"
+            out[f"{c}_a"], out[f"{c}_b"] = ((1 + x) / 2, (1 - x) / 2) if normalized else (x, np.zeros_like(x))
+        return pd.DataFrame(out)

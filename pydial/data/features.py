@@ -24,8 +24,9 @@ columns ``<feature>_a`` and ``<feature>_b`` with ``suffix``.
 :func:`comparison_covariates` turns the two sides' features into the comparison covariate
 ``z`` of the linear predictor: the difference ``x_a - x_b`` (default) or LMArena's normalized
 difference ``(x_a - x_b) / (x_a + x_b)``.  Both change sign when the two responses swap, as
-the score difference does.  Each covariate is then divided by its standard deviation over
-the comparisons (not centered, which would break that antisymmetry); the scale is reported,
+the score difference does.  Each covariate is then divided by its root mean square over the
+comparisons, its standard deviation about 0 (not centered, which would break that
+antisymmetry; nor does the scale depend on which response is ``a``); the scale is reported,
 so a coefficient is the change in log-odds per standard deviation of the covariate.
 """
 
@@ -143,8 +144,11 @@ def covariate_names(covariates: str | Sequence[str]) -> list[str]:
 
 def standardize(values: np.ndarray, names: Sequence[str], *, weights: np.ndarray | None = None,
                 transform: str = "difference") -> tuple[np.ndarray, pd.Series]:
-    """Divide each comparison covariate by its standard deviation over the judgments (``weights``: judgments per row).
+    """Divide each comparison covariate by its root mean square over the judgments (``weights``: judgments per row).
 
+    The root mean square is the standard deviation about 0, the value of ``z`` at which the
+    scores are reported; unlike the standard deviation about the mean it does not depend on
+    which response of a pair is ``a`` (``z`` changes sign with the pair's orientation).
     Returns the standardized values and the scales (a Series indexed by covariate).  A constant
     covariate (standard deviation 0) is a :class:`DataError`: its effect is not identified.
     """
@@ -159,7 +163,8 @@ def standardize(values: np.ndarray, names: Sequence[str], *, weights: np.ndarray
         if not sd > 1e-12 * max(float(np.max(np.abs(d), initial=0.0)), 1.0):
             raise DataError(f"covariate {c!r} is constant ({transform} {d[0] if d.size else 0.0:g} in every "
                             "comparison): its effect is not identified; drop it")
-        out[:, t], scale[c] = d / sd, sd
+        rms = float(np.sqrt(w @ d ** 2 / total))
+        out[:, t], scale[c] = d / rms, rms
     return out, pd.Series(scale, name="scale", dtype=float).rename_axis("covariate")
 
 
@@ -185,7 +190,7 @@ def comparison_covariates(df: pd.DataFrame, covariates: Sequence[str], *,
     z : pandas.DataFrame
         One column per covariate, indexed like ``df``: the comparison covariate divided by its scale.
     scale : pandas.Series
-        The standard deviation of each comparison covariate before the division.
+        The root mean square (standard deviation about 0) of each comparison covariate before the division.
 
     Raises
     ------
