@@ -442,7 +442,7 @@ class Comparisons:
     record_ids: Sequence[Any]
     frame: pd.DataFrame = field(repr=False)
     covariate_scale: pd.Series | None = field(default=None, repr=False)
-    """The root mean square (standard deviation about 0) of each comparison covariate (a Series indexed by name), ``None`` without covariates."""
+    """Root mean square (standard deviation about 0) of each comparison covariate (a Series by name); None without."""
     covariate_transform: str | None = field(default=None, repr=False)
     """``"difference"`` or ``"normalized"`` (:mod:`pydial.data.features`), ``None`` without covariates."""
     # Results derived from these (immutable) data and shared by several fits: design

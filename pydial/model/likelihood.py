@@ -256,7 +256,7 @@ def _layout_shell(chart: Chart, cells: Cells) -> "Objective":
 
 
 def key_segments(key: np.ndarray, blocks: list[slice]) -> "list[tuple[np.ndarray, np.ndarray]] | None":
-    """Runs of equal values of a non-decreasing ``key`` in each block: ``(value, start)`` of each run; ``None`` if unsorted.
+    """Find the runs of equal values of a non-decreasing ``key`` in each block: ``(value, start)``; ``None`` if unsorted.
 
     Totals by such a key are sums over contiguous runs (``numpy.add.reduceat``), several times
     faster than ``bincount``'s scattered adds; the cell tables are stored sorted by row and item.
@@ -533,12 +533,12 @@ class Objective:
 
     @_layout_property
     def _row_segments(self) -> "list[tuple[np.ndarray, np.ndarray]] | None":
-        """Runs of equal loading row ``g`` in each block (:func:`key_segments`)."""
+        """Return the runs of equal loading row ``g`` in each block (:func:`key_segments`)."""
         return key_segments(self.cells.g, self._blocks)
 
     @_layout_property
     def _row_item_segments(self) -> "list[tuple[np.ndarray, np.ndarray]] | None":
-        """Runs of equal ``g N + i`` in each block (:func:`key_segments`; the cells are stored sorted by it)."""
+        """Return the runs of equal ``g N + i`` in each block (:func:`key_segments`; the cells are stored sorted by it)."""
         return key_segments(self._row_item_keys[0], self._blocks)
 
     def _totals_into(self, out: np.ndarray, key: np.ndarray, segments: "list[tuple[np.ndarray, np.ndarray]] | None",
