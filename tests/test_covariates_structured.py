@@ -170,3 +170,20 @@ def test_beta_intervals_cover_near_the_nominal_level():
         hits.append((ce["ci_low"].to_numpy() <= truth) & (truth <= ce["ci_high"].to_numpy()))
     cover = np.mean(hits)
     assert 0.9 <= cover <= 0.99, cover  # 180 intervals: binomial sd 0.016 around 0.95
+
+
+def test_planning_refuses_covariates(data):
+    res = pydial.fit(data, "dial-anc")
+    for call in (lambda: pydial.plan(res, budgets=[100]), lambda: pydial.next_pairs(res, 3)):
+        with pytest.raises(ArgumentError, match="does not model them yet"):
+            call()
+
+
+def test_bootstrap_reports_beta_intervals(data):
+    res = pydial.fit(data, "dial-anc")
+    bs = res.bootstrap(40, seed=3)
+    ce = bs.covariate_effects
+    assert list(ce.index) == list(res.covariate_effects.index)
+    np.testing.assert_array_equal(ce["estimate"], res.covariate_effects["beta"])
+    # record resampling reproduces the sandwich standard errors of the judgment-level meat
+    np.testing.assert_allclose(ce["boot_se"], res.with_cov("record").covariate_effects["se"], rtol=0.35)

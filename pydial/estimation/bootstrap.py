@@ -33,7 +33,7 @@ from typing import Any, Callable
 import numpy as np
 import pandas as pd
 
-from pydial.data.comparisons import Comparisons
+from pydial.data.comparisons import COVARIATE_PREFIX, Comparisons
 from pydial.exceptions import ArgumentError, DialError
 
 BOOTSTRAP_UNITS: tuple[str, ...] = ("record",)
@@ -52,6 +52,10 @@ class BootstrapResult:
         (basic) intervals.
     position_effects : DataFrame or None
         The same columns for the judge order effects ``b_k`` (LLM-only fit).
+    covariate_effects : DataFrame or None
+        The same columns for the covariate effects ``beta`` (data with covariates), indexed as
+        :attr:`pydial.DialResult.covariate_effects`; a replicate whose fit has no such row (the
+        people's model selected at ``lambda = 0`` has ``beta_H`` alone) leaves it out.
     selection : DataFrame
         One row per successful replicate: ``lambda``, ``multiple`` (``lambda n_H / n_L``,
         0 and inf for the endpoints; NaN for ``judges``), ``rank`` (``None`` for a method
@@ -65,7 +69,7 @@ class BootstrapResult:
     seed : int or None
         Root seed.
     draws : dict of ndarray
-        Raw bootstrap estimates: ``scores`` (B_ok x N), ``b`` (B_ok x K) when present.
+        Raw bootstrap estimates: ``scores`` (B_ok x N), ``b`` (B_ok x K) and ``beta`` when present.
     """
 
     scores: pd.DataFrame
@@ -78,6 +82,7 @@ class BootstrapResult:
     by: str
     seed: int | None
     draws: dict[str, np.ndarray] = field(repr=False, default_factory=dict)
+    covariate_effects: pd.DataFrame | None = None
 
     def lambda_distribution(self) -> pd.DataFrame:
         """Frequency of each selected ``(rank, multiple)`` over the replicates.
@@ -128,7 +133,7 @@ def resample_records(data: Comparisons, rng: np.random.Generator,
     """Draw a record bootstrap sample of ``data``.
 
     Records are drawn with replacement within the human / LLM-only strata; a record drawn
-    twice appears as two records.
+    twice appears as two records.  Response covariates are kept, on the scale of ``data``.
     """
     order, offsets, groups = strata if strata is not None else record_strata(data)
     drawn = np.concatenate([rng.choice(g, g.size, replace=True) for g in groups if g.size])
@@ -136,10 +141,13 @@ def resample_records(data: Comparisons, rng: np.random.Generator,
     starts = np.repeat(offsets[drawn], sizes)
     within = np.arange(sizes.sum()) - np.repeat(np.cumsum(sizes) - sizes, sizes)
     rows = order[starts + within]
-    canon = data.frame.iloc[rows][["record_id", "judge", "i", "j", "a", "outcome", "self"]].copy()
+    cols = ["record_id", "judge", "i", "j", "a", "outcome", "self", *(COVARIATE_PREFIX + c for c in data.covariates)]
+    canon = data.frame.iloc[rows][cols].copy()
     canon["record_id"] = np.repeat(np.arange(drawn.size), sizes)  # copies are distinct records
     judges = tuple(k for k in data.judges if k in set(canon["judge"]))
-    return Comparisons._build(canon, data.items, judges, data.human_judge)
+    # the covariates keep the data's scale: every replicate's beta is per the same unit
+    return Comparisons._build(canon, data.items, judges, data.human_judge,
+                              covariates=(data.covariate_scale, data.covariate_transform))
 
 
 def _replicate(fit: Callable[..., Any], data: Comparisons, kwargs: dict[str, Any],
@@ -162,7 +170,8 @@ def _replicate(fit: Callable[..., Any], data: Comparisons, kwargs: dict[str, Any
              if res.position_effects is not None else None)
         lam = float(res.lambda_)
         mult = lam if lam == 0 or np.isinf(lam) else lam * boot.n_human / boot.n_llm
-        out.append({"s": s, "b": b, "lambda": lam, "multiple": mult, "rank": res.rank,
+        beta = res.covariate_effects["beta"] if res.covariate_effects is not None else None
+        out.append({"s": s, "b": b, "beta": beta, "lambda": lam, "multiple": mult, "rank": res.rank,
                     "converged": bool(res.converged)})
     return out
 
@@ -267,7 +276,13 @@ def bootstrap(result: Any, B: int = 200, *, by: str = "record", seed: int | None
         Bd = np.array([r["b"] for r in ok])
         pos = _interval_table(result.position_effects["b"].to_numpy(float), Bd, pd.Index(judges, name="judge"), level)
         draws["b"] = Bd
+    cov = None
+    if result.covariate_effects is not None:
+        idx = result.covariate_effects.index
+        Zd = np.array([r["beta"].reindex(idx).to_numpy(float) for r in ok])
+        cov = _interval_table(result.covariate_effects["beta"].to_numpy(float), Zd, idx, level)
+        draws["beta"] = Zd
     selection = pd.DataFrame({k: [r[k] for r in ok] for k in ("lambda", "multiple", "rank", "converged")})
     selection.index.name = "replicate"
     return BootstrapResult(scores=scores, contrasts=contrasts, position_effects=pos, selection=selection, B=int(B),
-                           n_failed=n_failed, level=level, by=by, seed=seed, draws=draws)
+                           n_failed=n_failed, level=level, by=by, seed=seed, draws=draws, covariate_effects=cov)

@@ -263,6 +263,10 @@ def _pilot_data(result: DialResult, data: Comparisons | None) -> Comparisons:
                         f"n_LLM {data.n_llm} vs {result.n_llm})")
     if not np.all(np.isfinite(result.scores["score"].to_numpy())):
         raise DataError("result has no finite scores to plan from")
+    if data.p:
+        raise ArgumentError(f"the pilot data carry response covariates {list(data.covariates)}: planning human labels "
+                            "(plan, next_pairs) does not model them yet; plan from a fit of the data loaded without "
+                            "covariates=")
     return data
 
 
