@@ -38,9 +38,11 @@ from pydial.estimation.steps import (
     OutcomeInfluence,
     family_glm_influence,
     family_human_influence,
+    human_parameters,
     stack_outcome_influence,
 )
 from pydial.exceptions import ArgumentError, ConvergenceWarning
+from pydial.inference.linearization import target_slices
 from pydial.model.chart import centering_basis
 from pydial.model.design import centered_design
 from pydial.model.families import log_nu_start
@@ -76,12 +78,11 @@ def _human(data: Comparisons, ties: str | None, engine: FamilyOptimizers, penalt
     opt, U, lh = family_human_influence(data, ties, engine, penalty)
     warn_unresolved(opt, what)
     regular = _identified(U, what)
-    free = int(np.isfinite(lh))
-    blocks = ({"scores": slice(0, N)} | ({"log_nu": slice(N, N + 1)} if free else {})
-              | ({"beta": slice(N + free, N + free + p)} if p else {}))
+    free = bool(np.isfinite(lh))
+    blocks = target_slices(N, N + free + p, free)
     lin = U.linearization(f"the {what} scores", blocks, tie_labels=(data.human_judge,) if free else ())
-    s = centering_basis(N) @ opt.x[: N - 1]
-    beta = opt.x[N - 1 : N - 1 + p][None, :] if p else None
+    s, beta_h, _ = human_parameters(data, opt.x, free)
+    beta = None if beta_h is None else beta_h[None, :]
     return Estimate(s=s, log_nu=None if ties is None else tie_log_nu([data.human_judge], np.array([lh])),
                     lambda_=0.0, loss_human=tie_human_loss(ties, s, lh, data, beta), converged=opt.resolved and regular,
                     grad_norm=opt.grad_norm, linearization=(lin,), beta=beta,

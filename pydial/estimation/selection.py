@@ -185,7 +185,7 @@ def finite_candidate(data: Comparisons, ch: Chart, lam: float, theta0: np.ndarra
         ok, reason, nz = guard(ch, opt, H, s, ev)
     else:
         ok, reason, nz = guard(ch, opt, H, s, n_zero=pinv[1])
-    cand = Candidate(lam, multiple, s, th, opt, ok, reason, human_loss(s, data.human), n_zero_eig=nz)
+    cand = Candidate(lam, multiple, s, th, opt, ok, reason, human_loss(s, data.human, ch.human_effects(th)), n_zero_eig=nz)
     if ok:
         hum = Objective(ch, Cells.stack(data, 0.0, 1.0 / data.n_human))  # the human cells of Q_lambda alone
         c = hum.cells

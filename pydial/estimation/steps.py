@@ -428,6 +428,17 @@ def family_human_fit(data: Comparisons, ties: str | None, engine: FamilyOptimize
                    lambda: engine.human(data, ties, x0, penalty=penalty)), free, X
 
 
+def human_parameters(data: Comparisons, x: np.ndarray, free: bool) -> tuple[np.ndarray, np.ndarray | None, float]:
+    """Split the people's model coordinates ``x = (beta_s, beta_H, log nu_H)`` (eq. human-only-estimator).
+
+    Returns the centered scores ``s = T beta_s``, the covariate effects ``beta_H`` (``None``
+    without covariates) and ``log nu_H`` (``-inf`` when not ``free``: people without ties).
+    """
+    N, p = data.N, data.p
+    return (centering_basis(N) @ x[: N - 1], x[N - 1 : N - 1 + p] if p else None,
+            float(x[N - 1 + p]) if free else -np.inf)
+
+
 def family_human_influence(data: Comparisons, ties: str | None, engine: FamilyOptimizers = NUMPY_FAMILY,
                            penalty: str | None = None) -> tuple[OptimResult, OutcomeInfluence, float]:
     """Fit the people's model (:func:`family_human_fit`) and return its optimum, the influence of ``(s, log nu_H)``, ``log nu_H``.
@@ -445,7 +456,7 @@ def family_human_influence(data: Comparisons, ties: str | None, engine: FamilyOp
         E[N, -1] = 1.0
     E[N + free:, N - 1 : N - 1 + p] = np.eye(p)
     U, _ = family_glm_influence(data, ties, X, opt.x, 1.0 / family_totals(data, ties)[1], E)
-    return opt, U, float(opt.x[N - 1 + p]) if free else -np.inf
+    return opt, U, human_parameters(data, opt.x, free)[2]
 
 
 def family_glm_influence(data: Comparisons, ties: str | None, X: Design, x: np.ndarray, weight: float, E: np.ndarray, *,
@@ -542,10 +553,8 @@ def family_human_candidate(data: Comparisons, ties: str | None, engine: FamilyOp
         return Candidate(0.0, 0.0, None, reason="human comparison graph not connected: no Firth estimate"), -np.inf
     opt, free, X = family_human_fit(data, ties, engine, penalty)
     _, n_h = family_totals(data, ties)
-    N, p = data.N, data.p
-    s = centering_basis(N) @ opt.x[: N - 1]
-    lh = float(opt.x[N - 1 + p]) if free else -np.inf
-    cand = Candidate(0.0, 0.0, s, opt.x, opt, loss_human=tie_human_loss(ties, s, lh, data, opt.x[N - 1 : N - 1 + p]))
+    s, beta_h, lh = human_parameters(data, opt.x, free)
+    cand = Candidate(0.0, 0.0, s, opt.x, opt, loss_human=tie_human_loss(ties, s, lh, data, beta_h))
     if not opt.resolved:
         cand.reason = f"{what} not resolved within the box" if opt.converged else f"not converged ({opt.message})"
     elif np.abs(s).max() > SCORE_LIMIT:
@@ -593,14 +602,13 @@ def _log_nu_h(ch: Chart, free: np.ndarray, x: np.ndarray) -> float:
     return float(x[ch.dim + int(np.flatnonzero(free == ch.K)[0])])
 
 
-def human_loss_at(data: Comparisons, ties: str | None, ch: Chart, x: np.ndarray, free: np.ndarray | None = None) -> float:
-    r""":math:`\ell_H` of the family at the calibrated fit ``x = (theta, log nu)`` of ``ch``: scores, ``beta_H``, ``log nu_H``.
+def human_loss_at(data: Comparisons, ties: str | None, ch: Chart, x: np.ndarray, free: np.ndarray) -> float:
+    r"""Return :math:`\ell_H` (eq. human-full-loss) of the family at the calibrated fit ``x = (theta, log nu)`` of ``ch``.
 
-    ``free``: the tie groups of ``x`` (default those of the data, :func:`~pydial.model.likelihood.free_groups`).
+    At its scores, ``beta_H`` and ``log nu_H``; ``free``: the tie groups of ``x``.
     """
     th = x[: ch.dim]
-    fr = free_groups(data, ch, ties) if free is None else free
-    return tie_human_loss(ties, ch.scores(th), _log_nu_h(ch, fr, x), data, ch.human_effects(th))
+    return tie_human_loss(ties, ch.scores(th), _log_nu_h(ch, free, x), data, ch.human_effects(th))
 
 
 def family_finite_candidate(data: Comparisons, ch: Chart, lam: float, x0: np.ndarray, multiple: float,
@@ -822,7 +830,7 @@ class FamilySteps:
             return None, ()
         if best.lam == 0:
             assert best.theta is not None  # the people's model has its fit
-            return best.theta[data.N - 1 : data.N - 1 + data.p][None, :], (data.human_judge,)
+            return np.atleast_2d(human_parameters(data, best.theta, False)[1]), (data.human_judge,)
         x = best.theta if np.isfinite(best.lam) else sf.x
         assert x is not None  # a selected finite weight is admissible, so it has its fit
         ch = sf.chart

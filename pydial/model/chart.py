@@ -265,21 +265,14 @@ class Chart:
         In that order they are the coordinates of the LLM-only chart with the same ``N, K, r,
         order, p, shared`` (``calibration=None``), and the LLM loss depends on them alone.
         """
-        c, be = self.slices["c"], self.slices["beta"]
-        return np.r_[np.arange(0, c.start), np.arange(c.stop, be.start + self.n_beta_llm * self.p if self.p else self.dim)]
+        return np.setdiff1d(np.arange(self.dim), self.human_coordinates)
 
     @cached_property
     def human_coordinates(self) -> np.ndarray:
-        """Positions in ``theta`` of the people's calibration: ``c``, then ``beta_H`` (complement of :attr:`llm_coordinates`)."""
-        if self.calibration is None:
-            return np.zeros(0, np.int64)
+        """Positions in ``theta`` of the people's calibration: ``c``, then ``beta_H`` (the last ``p`` of ``beta``)."""
         c, be = self.slices["c"], self.slices["beta"]
-        return np.r_[np.arange(c.start, c.stop), np.arange(be.stop - (self.p if self.p else 0), be.stop)]
-
-    @property
-    def llm_chart(self) -> "Chart":
-        """The LLM-only chart of the same ``N, K, r, order, p, shared`` (coordinates :attr:`llm_coordinates`)."""
-        return Chart(self.N, self.K, self.r, None, self.order, self.p, self.shared)
+        n_h = self.p if self.calibration is not None else 0
+        return np.r_[np.arange(c.start, c.stop), np.arange(be.stop - n_h, be.stop)]
 
     @property
     def n_gauge(self) -> int:
@@ -381,13 +374,7 @@ class Chart:
 
     def target_jacobian(self, theta: np.ndarray) -> np.ndarray:
         """``d (s, beta) / d theta``: the calibrated scores (:meth:`score_jacobian`), then every covariate effect."""
-        J = self.score_jacobian(theta)
-        if not self.p:
-            return J
-        sl = self.slices["beta"]
-        E = np.zeros((sl.stop - sl.start, self.dim))
-        E[np.arange(sl.stop - sl.start), np.arange(sl.start, sl.stop)] = 1.0
-        return np.vstack([J, E])
+        return np.vstack([self.score_jacobian(theta), np.eye(self.dim)[self.slices["beta"]]])
 
     def pack(self, A: np.ndarray, B: np.ndarray, c: np.ndarray | float | None = None, b: np.ndarray | None = None,
              beta: np.ndarray | None = None) -> np.ndarray:

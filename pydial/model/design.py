@@ -85,21 +85,11 @@ def centered_design(i: np.ndarray, j: np.ndarray, N: int, a: np.ndarray | None =
     given (eq. binomial-model-llm), and then the covariate columns ``z`` (cells x p;
     ``z' beta`` in the linear predictor), as a factored :class:`Design`.
     """
-    D = difference_design(i, j, N)
-    T = centering_basis(N)
     extra = [np.asarray(a, float)[:, None]] if a is not None else []
     if z is not None:
-        extra.append(np.asarray(z, float).reshape(D.shape[0], -1))
-    if not extra:
-        return Design(D, T, (np.asarray(i), np.asarray(j), None, N))
-    E = np.hstack(extra)
-    X = sp.csr_matrix(sp.hstack([D, sp.csr_matrix(E)]))
-    q = E.shape[1]
-    basis = np.zeros((N + q, N - 1 + q))
-    basis[:N, : N - 1] = T
-    basis[N:, N - 1:] = np.eye(q)
+        extra.append(np.asarray(z, float).reshape(np.size(i), -1))
     pairs = (np.asarray(i), np.asarray(j), None if a is None else np.asarray(a, float), N) if z is None else None
-    return Design(X, basis, pairs)
+    return _bordered(i, j, N, centering_basis(N), np.hstack(extra) if extra else None, pairs)
 
 
 def calibration_design(i: np.ndarray, j: np.ndarray, N: int, M: np.ndarray, z: np.ndarray | None = None) -> Design:
@@ -107,15 +97,20 @@ def calibration_design(i: np.ndarray, j: np.ndarray, N: int, M: np.ndarray, z: n
 
     The coordinates are ``c`` and, with the covariate columns ``z``, the people's ``beta_H``.
     """
+    return _bordered(i, j, N, M, None if z is None else np.asarray(z, float).reshape(np.size(i), -1))
+
+
+def _bordered(i: np.ndarray, j: np.ndarray, N: int, basis: np.ndarray, E: np.ndarray | None,
+              pairs: tuple[np.ndarray, np.ndarray, np.ndarray | None, int] | None = None) -> Design:
+    """``[D basis, E]`` as a factored :class:`Design`: the item differences in ``basis``, then the columns ``E``."""
     D = difference_design(i, j, N)
-    if z is None:
-        return Design(D, M)
-    Z = np.asarray(z, float).reshape(D.shape[0], -1)
-    p, d = Z.shape[1], M.shape[1]
-    basis = np.zeros((N + p, d + p))
-    basis[:N, :d] = M
-    basis[N:, d:] = np.eye(p)
-    return Design(sp.csr_matrix(sp.hstack([D, sp.csr_matrix(Z)])), basis)
+    if E is None:
+        return Design(D, basis, pairs)
+    q, d = E.shape[1], basis.shape[1]
+    full = np.zeros((N + q, d + q))
+    full[:N, :d] = basis
+    full[N:, d:] = np.eye(q)
+    return Design(sp.csr_matrix(sp.hstack([D, sp.csr_matrix(E)])), full, pairs)
 
 
 def pair_information(i: np.ndarray, j: np.ndarray, a: np.ndarray | None, N: int, d: np.ndarray) -> np.ndarray:

@@ -1235,14 +1235,16 @@ class CellJacobian:
         rep = np.empty(G, np.int64)
         rep[cluster] = rows  # any cell of a cluster represents it; the others get weight 0
 
-        def spread(values: np.ndarray) -> np.ndarray:
+        def spread(values: np.ndarray, at: np.ndarray) -> np.ndarray:
             out = np.zeros(m)
-            out[rep] = values
+            out[at] = values
             return out
 
-        wx = [spread(S * Xu) for Xu in X]
-        wxx = {(u, v): spread(X[u] * X[v]) for u in range(len(X)) for v in range(u, len(X))}
-        return o._outer(spread(S * S), None, self._phi, offset=(wx, wxx))
+        w = spread(S * S, rep)
+        wx = [spread(S * Xu, rep) for Xu in X]
+        wxx = {(u, v): spread(X[u] * X[v], rep) for u in range(len(X)) for v in range(u, len(X))}
+        del S, X, rep  # the per-cluster totals are not needed by the sums over the cells
+        return o._outer(w, None, self._phi, offset=(wx, wxx))
 
     def rows(self, mask: np.ndarray) -> "CellJacobian | sp.csr_matrix":
         """Return the rows selected by ``mask``: sparse when they are at most half of them, factored otherwise."""
