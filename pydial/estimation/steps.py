@@ -830,7 +830,9 @@ class FamilySteps:
             return None, ()
         if best.lam == 0:
             assert best.theta is not None  # the people's model has its fit
-            return np.atleast_2d(human_parameters(data, best.theta, False)[1]), (data.human_judge,)
+            beta_h = human_parameters(data, best.theta, False)[1]
+            assert beta_h is not None  # the data have covariates
+            return beta_h[None, :], (data.human_judge,)
         x = best.theta if np.isfinite(best.lam) else sf.x
         assert x is not None  # a selected finite weight is admissible, so it has its fit
         ch = sf.chart
