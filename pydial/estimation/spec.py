@@ -144,7 +144,7 @@ def _rank(rank: Any) -> int | str | tuple[int, ...]:
 
 
 # ------------------------------------------------------------------ spec
-COVARIATE_METHODS: tuple[str, ...] = ("human", "judges", "dial-nopos", "dial-anc", "dial-ada")
+COVARIATE_METHODS: tuple[str, ...] = ("human", "judges", *USES_CALIBRATION)
 """The methods that fit response covariates (``logit p = ... + z' beta``, data with ``covariates=``)."""
 COVARIATE_EFFECTS: tuple[str, ...] = ("judge", "shared")
 """``covariate_effects``: one ``beta_k`` per LLM judge, or one ``beta_L`` shared by the LLM judges."""

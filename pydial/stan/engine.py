@@ -46,6 +46,7 @@ def stan_point_engine(seed: int | None = None, penalty: str | None = None) -> Po
     Jeffreys-prior penalized targets (the ``firth`` flag of the programs).
     """
     def staged(data: Comparisons, rank: int, calibration: str, *, order: bool = True, shared: bool = False) -> StagedFit:
+        # shared: the programs take no covariates yet (ModelSpec.check_data refuses them with engine="stan")
         sp: StanPointFit = stan_fit_point(data, "staged", rank=rank, calibration=calibration, order=order, seed=seed,
                                           penalty=penalty)
         assert sp.llm_chart is not None and sp.llm_theta is not None  # a staged fit has its first stage
