@@ -201,13 +201,6 @@ def test_ties_and_firth_fit_with_covariates(data):
     assert abs(b_f) < abs(b_p) and b_f == pytest.approx(b_p, rel=0.05)  # shrunk towards 0 by O(1/n)
 
 
-def test_methods_without_covariates_refuse_them(data):
-    with pytest.raises(ArgumentError, match="does not fit them yet"):
-        pydial.fit(data, "pooled")
-    with pytest.raises(ArgumentError, match="does not fit them yet"):
-        pydial.fit(data, "judges", engine="stan")
-
-
 # ------------------------------------------------------------------ simulation
 def test_simulated_length_bias_is_recovered():
     beta = np.array([[0.6, 0.1], [0.3, 0.0], [0.05, 0.0]])

@@ -148,11 +148,7 @@ def test_shared_effects_and_ties(data):
     assert np.allclose(rt.covariate_effects.loc[tie.judges[0], "beta"], 0.5 * tie.covariate_scale.iloc[0], atol=0.15)
 
 
-def test_methods_that_do_not_fit_covariates_refuse_them(data):
-    for kwargs in (dict(method="pooled"), dict(method="atc"), dict(method="dial-anc", penalty="firth"),
-                   dict(method="dial-ada", engine="stan")):
-        with pytest.raises(ArgumentError, match="does not fit them yet"):
-            pydial.fit(data, **kwargs)
+def test_unknown_covariate_effects_are_refused(data):
     with pytest.raises(ArgumentError, match="covariate_effects"):
         pydial.fit(data, "dial-anc", covariate_effects="per-judge")
 

@@ -4,13 +4,18 @@ The family ``ties`` is a parameter of the likelihood (:mod:`pydial.model.familie
 BTL model (``None``), Davidson (1970) or Rao-Kupper (1967); the procedures are the same.
 
 * ``pooled``: one BTL score vector ``s_pool = T beta`` for all LLM judgments pooled (no judge or
-  position effects; with ties one tie parameter ``nu_L`` for the pooled judges), then the people's
-  scale ``c`` (with ties also ``nu_H``) of the calibration GLM with design ``D_H s_pool``;
+  position effects; with ties one tie parameter ``nu_L`` for the pooled judges; with response
+  covariates one effect ``beta_L`` shared by the pooled judges, design ``[D T, Z_L]``), then the
+  people's scale ``c`` (with ties also ``nu_H``, with covariates ``beta_H``) of the calibration GLM
+  with design ``D_H s_pool`` (``[D_H s_pool, Z_H]``, :func:`~pydial.model.design.calibration_design`);
   ``s = c s_pool``.  Both stages are :func:`pydial.estimation.glm.glm` (or the engine's
   optimizers); the standard errors are the two-step sandwich (eq. staged-calibrated-estimator
   with ``M = s_pool``, stacked estimating equations: :func:`pooled_linearization`).
 * ``atc``: the anchored consensus of DIAL-Anc (``M = mu``) isotonic-regressed on the ordering of
-  the people's scores (:func:`atc_scores`); no standard errors for the scores.
+  the people's scores (:func:`atc_scores`); no standard errors for the scores.  With response
+  covariates the people's model that orders the items has ``z' beta_H`` (the ordering is
+  style-controlled) and the covariate effects reported are those of the staged fit (the judges'
+  and the people's, with their two-step standard errors).
 
 A group without ties has the boundary MLE ``nu = 0`` and follows the binary model
 (:func:`pydial.estimation.glm.has_tie_parameter`).  Inference is numpy's at the optimum on
@@ -19,6 +24,7 @@ either engine.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import TYPE_CHECKING, cast
 
 import numpy as np
@@ -27,27 +33,29 @@ import pandas as pd
 from pydial.data.comparisons import Comparisons
 from pydial.estimation.binary import family_steps
 from pydial.estimation.glm import FamilyGLM, glm, has_tie_parameter
-from pydial.estimation.steps import family_glm_influence, family_human_fit, stack_outcome_influence
+from pydial.estimation.selection import Candidate
+from pydial.estimation.steps import (FamilySteps, beta_labels, family_glm_influence, family_human_fit, human_parameters,
+                                     stack_outcome_influence)
 from pydial.exceptions import IdentifiabilityError
 from pydial.inference.linearization import (
     Linearization,
     two_step_maps,
 )
-from pydial.model.chart import centering_basis, difference_design
-from pydial.model.design import Design, centered_design
+from pydial.model.chart import centering_basis
+from pydial.model.design import Design, calibration_design, centered_design
 from pydial.model.families import log_nu_start
 from pydial.model.likelihood import Cells, family_totals, tie_human_loss
 from pydial.estimation.results import Estimate, tie_log_nu
 from pydial.optim import OptimResult, warn_unresolved
 
 if TYPE_CHECKING:
-    from pydial.estimation.engines import Engine
+    from pydial.estimation.engines import Engine, StagedFit
 
 __all__ = ["POOLED_LABEL", "fit_pooled", "fit_atc", "numpy_pooled", "pooled_cross_derivative", "pooled_linearization",
            "atc_scores"]
 
 POOLED_LABEL = "(pooled LLM judges)"
-"""Row of ``tie_parameters`` holding the pooled judges' ``nu_L``."""
+"""Row of ``tie_parameters`` holding the pooled judges' ``nu_L``, and of ``covariate_effects`` holding their ``beta_L``."""
 
 
 def family_cells(data: Comparisons, ties: str | None) -> tuple[Cells, Cells]:
@@ -64,21 +72,34 @@ def _degenerate(s_pool: np.ndarray) -> bool:
     return bool(np.abs(s_pool).max() < 1e-10)
 
 
+def pooled_designs(L: Cells, H: Cells, N: int, s_pool: np.ndarray | None = None) -> tuple[Design, Design | None]:
+    """Return the designs of the pooled baseline's two GLMs: ``[D T, Z_L]`` and ``[D_H s_pool, Z_H]``.
+
+    The pooled BTL in the centered chart ``s_pool = T beta`` with the pooled judges' covariate
+    columns (coordinates ``(beta, beta_L)``), and the calibration GLM in the direction ``s_pool``
+    with the people's (coordinates ``(c, beta_H)``; ``None`` when ``s_pool`` is not given).
+    Without covariates the columns ``Z`` are absent.
+    """
+    X1 = centered_design(L.i, L.j, N, z=L.z)
+    return X1, None if s_pool is None else calibration_design(H.i, H.j, N, s_pool[:, None], H.z)
+
+
 # ================================================================== pooled
 def numpy_pooled(data: Comparisons, ties: str | None = None, *,
                  penalty: str | None = None) -> tuple[OptimResult, OptimResult]:
     """Fit both stages of the pooled baseline by :func:`~pydial.estimation.glm.glm`.
 
-    The pooled BTL of the family in ``(beta, log nu_L)`` (``s_pool = T beta``), then
-    ``argmin_{c, nu_H} l_H(c s_pool, nu_H)``; with ``penalty="firth"`` Firth's estimates.
+    The pooled BTL of the family in ``(beta, beta_L, log nu_L)`` (``s_pool = T beta``), then
+    ``argmin_{c, beta_H, nu_H} l_H(c s_pool, beta_H, nu_H)`` (:func:`pooled_designs`; ``beta_L``,
+    ``beta_H`` only with response covariates); with ``penalty="firth"`` Firth's estimates.
     """
     N = data.N
     L, Hc = family_cells(data, ties)
-    o1 = glm(ties, L.counts, centered_design(L.i, L.j, N), weight=float(L.w[0]), penalty=penalty)
+    o1 = glm(ties, L.counts, pooled_designs(L, Hc, N)[0], weight=float(L.w[0]), penalty=penalty)
     s_pool = centering_basis(N) @ o1.x[: N - 1]
     if _degenerate(s_pool):  # no direction to calibrate: reported by the caller
         return o1, o1
-    X2 = Design(difference_design(Hc.i, Hc.j, N), s_pool[:, None])
+    X2 = cast(Design, pooled_designs(L, Hc, N, s_pool)[1])
     return o1, glm(ties, Hc.counts, X2, weight=float(Hc.w[0]), penalty=penalty)
 
 
@@ -88,74 +109,81 @@ def pooled_cross_derivative(ties: str | None, human: Cells, N: int, beta: np.nda
 
     The cross term of the two-step sandwich (eq. weighted-empirical-sandwich, two-step form).
 
-    ``psi_2`` is the gradient in ``(c, log nu_H)`` of ``weight * l_H(c T beta, nu_H)``; with
-    ``g, H`` the gradient and Hessian of that loss in the centered coordinates ``beta' = c beta``,
-    ``d psi_c / d beta = g_beta + c H_{beta beta} beta`` and ``d psi_l / d beta = c H_{l beta}``.
-    Returns a ``(1 + free) x (N - 1)`` array, ``free`` when the people's cells hold a tie.
+    ``psi_2`` is the gradient in ``x2 = (c, beta_H, log nu_H)`` of ``weight * l_H(c T beta, beta_H, nu_H)``
+    (``beta_H`` with response covariates, ``z' beta_H`` in the predictor); with ``g, H`` the gradient
+    and Hessian of that loss in the people's centered coordinates ``(beta' = c beta, beta_H, log nu_H)``
+    (design ``[D_H T, Z_H]``), ``d psi_c / d beta = g_beta' + c H_{beta' beta'} beta`` and, for the other
+    coordinates ``v`` of ``x2``, ``d psi_v / d beta = c H_{v beta'}``.
+    Returns a ``(1 + p + free) x (N - 1)`` array, ``free`` when the people's cells hold a tie.
     """
     c = float(x2[0])
-    model = FamilyGLM(ties, human.counts, centered_design(human.i, human.j, N), weight)
-    free = model.free
+    model = FamilyGLM(ties, human.counts, centered_design(human.i, human.j, N, z=human.z), weight)
     _, g, H = model.terms(np.append(c * beta, x2[1:]))
-    p = N - 1
-    G = np.zeros((1 + int(free), p))
-    G[0] = g[:p] + c * H[:p, :p] @ beta
-    if free:
-        G[1] = c * H[p, :p]
-    return G
+    q = N - 1
+    return np.vstack([g[:q] + c * H[:q, :q] @ beta, c * H[q:, :q]])
 
 
 def pooled_linearization(data: Comparisons, ties: str | None, o1: OptimResult, o2: OptimResult) -> Linearization:
-    """Two-step linearization of ``(s, log nu_L, log nu_H)`` of the pooled baseline (the free ``nu`` only).
+    """Two-step linearization of ``(s, log nu_L, log nu_H, beta_L, beta_H)`` of the pooled baseline.
 
-    Stage one ``(beta, log nu_L)``, stage two ``(c, log nu_H)`` of ``s = c T beta`` (eq.
+    Only the free ``nu``, and ``beta`` only with response covariates (blocks ``"scores"``,
+    ``"log_nu"``, ``"beta"``: the rows :data:`POOLED_LABEL`, then the people).  Stage one
+    ``(beta, beta_L, log nu_L)``, stage two ``(c, beta_H, log nu_H)`` of ``s = c T beta`` (eq.
     staged-calibrated-estimator with ``M = T beta``), by
     :func:`pydial.inference.linearization.two_step_maps` as DIAL-Anc; the meats of
     :func:`pydial.inference.linearization.parameter_meat`.
     """
-    N = data.N
+    N, p = data.N, data.p
     L, Hc = family_cells(data, ties)
     free1, free2 = has_tie_parameter(ties, L.counts), has_tie_parameter(ties, Hc.counts)
     w1, w2 = float(L.w[0]), float(Hc.w[0])
     T = centering_basis(N)
     beta = o1.x[: N - 1]
     s_pool, c = T @ beta, float(o2.x[0])
-    X2 = Design(difference_design(Hc.i, Hc.j, N), s_pool[:, None])
+    X1, X2 = pooled_designs(L, Hc, N, s_pool)
+    assert X2 is not None  # s_pool given
     _, _, H2 = FamilyGLM(ties, Hc.counts, X2, w2).terms(o2.x)
-    G21 = np.zeros((1 + free2, N - 1 + free1))
+    n1, n2 = N - 1 + p + free1, 1 + p + free2  # the stages' coordinates
+    G21 = np.zeros((n2, n1))
     G21[:, : N - 1] = pooled_cross_derivative(ties, Hc, N, beta, o2.x, w2)
-    q = N + free1 + free2
-    Z1 = np.zeros((q, N - 1 + free1))
+    nl = free1 + free2
+    q = N + nl + 2 * p  # targets (s, log nu_L, log nu_H, beta_L, beta_H), as target_slices orders them
+    Z1, Z2 = np.zeros((q, n1)), np.zeros((q, n2))
     Z1[:N, : N - 1] = c * T
-    Z2 = np.zeros((q, 1 + free2))
     Z2[:N, 0] = s_pool
+    Z1[N + nl + np.arange(p), N - 1 + np.arange(p)] = 1.0
+    Z2[N + nl + p + np.arange(p), 1 + np.arange(p)] = 1.0
     if free1:
-        Z1[N, N - 1] = 1.0
+        Z1[N, n1 - 1] = 1.0
     if free2:
-        Z2[N + free1, 1] = 1.0
-    total, _ = two_step_maps(Z1, Z2, H2, G21, "the pooled scale c" + (" and nu_H" if free2 else ""))
+        Z2[N + free1, n2 - 1] = 1.0
+    total, _ = two_step_maps(Z1, Z2, H2, G21, "the pooled scale c" + (" and beta_H" if p else "")
+                             + (" and nu_H" if free2 else ""))
     # the stage-one map is applied with H1^{-1} by family_glm_influence
-    U_L, _ = family_glm_influence(data, ties, centered_design(L.i, L.j, N), o1.x, w1, total, cells=L)
+    U_L, _ = family_glm_influence(data, ties, X1, o1.x, w1, total, cells=L)
     U_H, _ = family_glm_influence(data, ties, X2, o2.x, w2, Z2, cells=Hc)
-    blocks = {"scores": slice(0, N)}
     labels = tuple(name for name, free in ((POOLED_LABEL, free1), (data.human_judge, free2)) if free)
-    if labels:
-        blocks["log_nu"] = slice(N, N + len(labels))
+    blocks = {"scores": slice(0, N)} | ({"log_nu": slice(N, N + nl)} if nl else {}) | ({"beta": slice(N + nl, q)} if p else {})
     return stack_outcome_influence([U_L, U_H]).linearization("the pooled scores", blocks, tie_labels=labels)
 
 
-def fit_pooled(data: Comparisons, rank: int | None = None, *, ties: str | None, engine: Engine) -> Estimate:
-    """Fit the pooled baseline of the family ``ties`` (see the module docstring); ``rank`` is unused.
+def fit_pooled(data: Comparisons, rank: int | None = None, *, ties: str | None, engine: Engine,
+               shared: bool = True) -> Estimate:
+    """Fit the pooled baseline of the family ``ties`` (see the module docstring); ``rank`` and ``shared`` are unused.
+
+    The pooled BTL ignores which judge judged, so its covariate effect ``beta_L`` is shared by the
+    judges whatever ``covariate_effects`` asks.
 
     The optimizers are ``engine``'s: ``engine.family.pooled_stages`` (Stan's), or
     :func:`numpy_pooled`.  With ties the estimate has the tie parameters (``nu_L`` of the
-    pooled judges, ``nu_H`` of the people).
+    pooled judges, ``nu_H`` of the people); with response covariates the covariate effects
+    (rows :data:`POOLED_LABEL`, ``beta_L``, and the people, ``beta_H``).
     """
-    N = data.N
+    N, p = data.N, data.p
     what = "pooled LLM " + ("BTL" if ties is None else "tie model")
     if engine.family.pooled_stages is not None:
         L, Hc = family_cells(data, ties)
-        m1 = FamilyGLM(ties, L.counts, centered_design(L.i, L.j, N))
+        m1 = FamilyGLM(ties, L.counts, pooled_designs(L, Hc, N)[0])
         free2 = has_tie_parameter(ties, Hc.counts)
         o1, o2 = engine.family.pooled_stages(data, ties, m1.start(), log_nu_start(cast(str, ties), Hc.counts) if free2 else 0.0,
                                              m1.free, free2, penalty=engine.point.penalty)
@@ -169,12 +197,15 @@ def fit_pooled(data: Comparisons, rank: int | None = None, *, ties: str | None, 
     warn_unresolved(o2, "pooled calibration" + ("" if ties is None else " tie model"))
     c = float(o2.x[0])
     s = c * s_pool
-    lognu = np.array([o1.x[N - 1] if o1.x.size >= N else -np.inf, o2.x[1] if o2.x.size > 1 else -np.inf])
+    # o1.x = (beta, beta_L, [log nu_L]), o2.x = (c, beta_H, [log nu_H])
+    lognu = np.array([o1.x[N - 1 + p] if o1.x.size > N - 1 + p else -np.inf, o2.x[1 + p] if o2.x.size > 1 + p else -np.inf])
+    beta = np.vstack([o1.x[N - 1: N - 1 + p], o2.x[1: 1 + p]]) if p else None
     return Estimate(s=s, calibration_coef=np.array([c * np.linalg.norm(s_pool) / np.sqrt(N)]), lambda_=np.inf,
                     converged=o1.resolved and o2.resolved, grad_norm=max(o1.grad_norm, o2.grad_norm),
-                    loss_human=tie_human_loss(ties, s, lognu[1], data), stage_scores={"pooled": s_pool},
-                    linearization=(pooled_linearization(data, ties, o1, o2),),
-                    log_nu=None if ties is None else tie_log_nu([POOLED_LABEL, data.human_judge], lognu))
+                    loss_human=tie_human_loss(ties, s, lognu[1], data, None if beta is None else beta[1]),
+                    stage_scores={"pooled": s_pool}, linearization=(pooled_linearization(data, ties, o1, o2),),
+                    log_nu=None if ties is None else tie_log_nu([POOLED_LABEL, data.human_judge], lognu),
+                    beta=beta, beta_labels=(POOLED_LABEL, data.human_judge) if p else ())
 
 
 # ===================================================================== AtC
@@ -194,34 +225,53 @@ def atc_scores(base: np.ndarray, human: np.ndarray) -> np.ndarray:
     return s
 
 
-def fit_atc(data: Comparisons, rank: int, *, ties: str | None, engine: Engine) -> Estimate:
+def fit_atc(data: Comparisons, rank: int, *, ties: str | None, engine: Engine, shared: bool = False) -> Estimate:
     """Fit AtC of the family ``ties`` (App. related-comparison; see the module docstring).
 
     The people's model (:func:`~pydial.estimation.steps.family_human_fit`) gives the ordering;
     DIAL-Anc with ``M = mu`` (the family's staged fit, :func:`~pydial.estimation.binary.family_steps`)
     the consensus, and the LLM-only fit the judges' position effects and consensus loadings
     (with ties also the judges' tie parameters, and the people's ``nu_H`` from their own model).
+    With response covariates the people's model has ``z' beta_H`` (a style-controlled ordering),
+    and the covariate effects reported are the staged fit's (the judges' -- one row shared by them
+    with ``shared`` -- then ``beta_H``), with its two-step linearization (:func:`atc_covariate_linearization`).
     """
-    N = data.N
     penalty = engine.point.penalty
-    steps = family_steps(data, "mu", True, ties, engine, penalty)
+    steps = family_steps(data, "mu", True, ties, engine, penalty, shared)
     opt, free_h, X = family_human_fit(data, ties, engine.family, penalty)
-    s_h = centering_basis(N) @ opt.x[: N - 1]
+    s_h, _, lh = human_parameters(data, opt.x, free_h)
     warn_unresolved(opt, ("human BTL" if ties is None else "human tie model") + " (AtC ordering)")
     sf = steps.staged(rank)
     warn_unresolved(sf.llm_opt, "structured LLM-only fit")
     base = sf.chart.scores(sf.theta)
     b, gamma, log_nu_j, lins = steps.judge_effects(sf)
-    lh = float(opt.x[N - 1]) if free_h else -np.inf
     if free_h:  # the people's nu_H from their own tie model (the ordering)
-        E = np.zeros((1, N))
+        E = np.zeros((1, X.shape[1] + 1))
         E[0, -1] = 1.0
         U, _ = family_glm_influence(data, ties, X, opt.x, 1.0 / family_totals(data, ties)[1], E)
         lins += (U.linearization("the people's tie parameter", {"log_nu": slice(0, 1)}, tie_labels=(data.human_judge,)),)
+    beta = sf.chart.covariate_effects(sf.theta) if data.p else None
+    if beta is not None:
+        lins += (atc_covariate_linearization(steps, sf),)
     log_nu = None if ties is None else pd.concat([log_nu_j, tie_log_nu([data.human_judge], np.array([lh]))])
     s = atc_scores(base, s_h)
     return Estimate(s=s, rank=rank, calibration="mu", b=b, gamma=gamma, log_nu=log_nu,
                     structure=sf.llm_chart.structure(sf.llm_theta), lambda_=np.inf,
                     converged=opt.resolved and sf.llm_opt.resolved, grad_norm=max(opt.grad_norm, sf.llm_opt.grad_norm),
-                    loss_human=tie_human_loss(ties, s, lh, data), stage_scores={"anchored": base, "human": s_h},
-                    linearization=lins)
+                    loss_human=tie_human_loss(ties, s, lh, data, None if beta is None else beta[-1]),
+                    stage_scores={"anchored": base, "human": s_h}, linearization=lins,
+                    beta=beta, beta_labels=beta_labels(data, sf.chart) if beta is not None else ())
+
+
+def atc_covariate_linearization(steps: FamilySteps, sf: StagedFit) -> Linearization:
+    """Return the linearization of the covariate effects of AtC's staged fit (block ``"beta"`` alone).
+
+    The two-step influence of DIAL-Anc at ``lambda = inf`` (eq. staged-calibrated-estimator;
+    :meth:`~pydial.estimation.steps.FamilySteps.scores_linearization`), cut to the rows of
+    ``beta``: AtC's scores have no linearization (the isotonic step), so the scores' block is
+    left out and their covariance stays NaN.
+    """
+    lin, _ = steps.scores_linearization(sf, Candidate(np.inf, np.inf, None))
+    rows = lin.blocks["beta"]
+    return dataclasses.replace(lin, A=lin.A[rows], blocks={"beta": slice(0, rows.stop - rows.start)},
+                               what="the covariate effects of the anchored fit")

@@ -86,7 +86,7 @@ def estimate(data: Comparisons, method: str, *, engine: Engine, calibration: str
     forms the covariances and the result.
     """
     if method in BASELINES:
-        return BASELINES[method](data, rank_grid[0], ties=ties, engine=engine)
+        return BASELINES[method](data, rank_grid[0], ties=ties, engine=engine, shared=shared)
     if method in ("human", "judges"):
         return fit_btl(data, method, ties=ties, seed=seed, engine=engine.family, penalty=penalty)
     order = method != "dial-nopos"

@@ -86,16 +86,17 @@ def weighted_loss(s: np.ndarray, S: np.ndarray, b: np.ndarray, data: Comparisons
 
 
 def tie_calibration_firth_penalty(data: Comparisons, ties: str) -> TieCalibrationFirthPenalty:
-    """Jeffreys prior of the people's calibration tie GLM (design ``D_H M``, normalization ``1/n_H``, ties counted)."""
+    """Jeffreys prior of the people's calibration tie GLM (design ``[D_H M, Z_H]``, normalization ``1/n_H``, ties counted)."""
     H = data.cell_table("human", ties=True)
     return TieCalibrationFirthPenalty(ties, difference_design(H.i, H.j, data.N).toarray(), H.counts.sum(axis=1).astype(float),
-                                      1.0 / float(H.n.sum()))
+                                      1.0 / float(H.n.sum()), H.z)
 
 
 def calibration_firth_penalty(data: Comparisons) -> CalibrationFirthPenalty:
-    """Jeffreys prior of the human calibration GLM (design ``D_H M``, normalization ``1/n_H``)."""
+    """Jeffreys prior of the human calibration GLM (design ``[D_H M, Z_H]``, normalization ``1/n_H``)."""
     H = data.human
-    return CalibrationFirthPenalty(difference_design(H.i, H.j, data.N).toarray(), H.n.astype(float), 1.0 / data.n_human)
+    return CalibrationFirthPenalty(difference_design(H.i, H.j, data.N).toarray(), H.n.astype(float), 1.0 / data.n_human,
+                                   H.z)
 
 
 def stacked_columns(parts: Sequence[tuple[CellTable, float, bool]], *, counts: bool = False) -> dict[str, Any]:
@@ -358,8 +359,9 @@ class Objective:
         ``lam = 0`` gives the human block alone (binary family).
 
         ``penalty="firth"`` adds the human block's Jeffreys prior
-        :math:`-\frac{1}{2 n_H}[\log\det(M^\top D_H^\top W D_H M) - \log\det(M^\top M)]`,
-        the information of the calibration coordinates (:mod:`pydial.model.penalty`).
+        :math:`-\frac{1}{2 n_H}[\log\det(X^\top W X) - \log\det(M^\top M)]` with ``X = D_H M``
+        (``[D_H M, Z_H]`` with response covariates), the information of the calibration
+        coordinates ``c`` (and ``beta_H``) (:mod:`pydial.model.penalty`).
         With a tie family ``ties`` the cells are the tie cells, weighted ``lam/n_L`` and ``1/n_H``
         with the comparison counts including ties (:func:`tie_totals`), the free tie groups
         are ``free`` (default :func:`tie_groups`), and ``penalty="firth"`` adds the Jeffreys prior of

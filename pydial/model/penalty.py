@@ -46,6 +46,9 @@ Where pydial uses it (``fit(..., penalty="firth")``):
   :math:`Q_\lambda`: the Jeffreys prior of the calibration GLM ``X = D_H M(theta)``
   with the basis normalized (:class:`CalibrationFirthPenalty`), which tends to the
   ``dial-anc`` penalty as ``lambda -> inf``;
+* with response covariates every design above has the covariate columns appended (e.g.
+  ``X = [D_H M, Z_H]`` in ``(c, beta_H)`` for the calibration GLM), so the prior is that of
+  the whole GLM, the covariate effects included;
 * ``human`` and ``judges`` with ``ties="davidson"`` or ``"rao-kupper"`` (numpy engine): the
   Jeffreys prior of the tie GLM in ``(beta, log nu)`` (:class:`TieFirthPenalty`), the family's
   Fisher information in place of ``X^T W X``.
@@ -68,6 +71,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import scipy.sparse as sp
 from scipy.special import expit
 
 from pydial.exceptions import ArgumentError
@@ -132,9 +136,59 @@ class FirthPenalty:
         return float(f), g, H
 
     def glm_terms(self, beta: np.ndarray) -> tuple[float, np.ndarray, np.ndarray]:
-        """Value, gradient and Hessian in the GLM chart ``eta = X beta``."""
-        f, g, H = self.derivatives(self.X @ beta)
-        return f, self.X.T @ g, self.X.T @ H @ self.X
+        """Value, gradient and Hessian in the GLM chart ``eta = X beta``.
+
+        ``X^T (d^2 P / d eta^2) X`` is formed without the ``m x m`` matrix ``Q`` when the cells
+        outnumber ``q^2`` (:func:`squared_leverage_gram`; e.g. one cell per judgment with covariates).
+        """
+        X = self.X
+        m, q = X.shape
+        if q * q >= m:  # few cells: through the m x m Hessian in eta
+            f, g, H = self.derivatives(X @ beta)
+            return f, X.T @ g, X.T @ H @ X
+        p = expit(X @ beta)
+        w = self.n * p * (1 - p)
+        I = (X.T * w) @ X
+        sign, logdet = np.linalg.slogdet(I)
+        if sign <= 0:
+            return np.inf, np.full(q, np.nan), np.full((q, q), np.nan)
+        A = np.linalg.inv(I)
+        h = np.einsum("ca,ab,cb->c", X, A, X)
+        w1 = w * (1 - 2 * p)
+        w2 = w * (1 - 6 * p + 6 * p * p)
+        c = -0.5 * self.weight
+        H = (X.T * (w2 * h)) @ X - squared_leverage_gram(X, w1, X, A)
+        return float(c * logdet), c * (X.T @ (w1 * h)), c * 0.5 * (H + H.T)
+
+
+def _dense(M: Any) -> np.ndarray:
+    """``M`` (a dense or sparse matrix product) as a dense array."""
+    return M.toarray() if sp.issparse(M) else np.asarray(M)
+
+
+GRAM_CHUNK_ENTRIES = 1 << 22
+"""Entries of the row-wise Kronecker products formed at once by :func:`squared_leverage_gram` (32 MB)."""
+
+
+def squared_leverage_gram(J: Any, w: np.ndarray, X: np.ndarray, A: np.ndarray) -> np.ndarray:
+    r"""``J^T [(w w^T) \circ Q \circ Q] J`` with ``Q = X A X^T``, without forming the ``m x m`` matrix ``Q``.
+
+    The cross term of the Jeffreys priors' Hessians (:class:`FirthPenalty`, :class:`CalibrationFirthPenalty`).
+    :math:`Q_{ce}^2 = (x_c^\top A x_e)^2 = (x_c \otimes x_c)^\top (A \otimes A)(x_e \otimes x_e)`, so the sum is
+    :math:`P (A \otimes A) P^\top` with :math:`P = J^\top \mathrm{diag}(w) (X \ast X)`, ``X * X`` the row-wise
+    Kronecker products (``q^2`` columns, formed in chunks of rows): work and memory linear in the
+    cells.  ``J`` (m x k) dense or sparse, ``X`` (m x q), ``A`` (q x q) symmetric.
+    """
+    m, q = X.shape
+    step = max(1, GRAM_CHUNK_ENTRIES // max(q * q, 1))
+    P = np.zeros((J.shape[1], q * q))
+    for lo in range(0, m, step):
+        rows = slice(lo, min(lo + step, m))
+        Xr = X[rows]
+        P += _dense(J[rows].T @ ((w[rows, None] * Xr)[:, :, None] * Xr[:, None, :]).reshape(-1, q * q))
+    P3 = P.reshape(-1, q, q)
+    PAA = np.einsum("be,tbd,df->tef", A, P3, A).reshape(-1, q * q)
+    return PAA @ P.T
 
 
 def central_hessian(grad: Any, x: np.ndarray, coords: Any = None, h: float = 1e-6) -> np.ndarray:
@@ -282,14 +336,24 @@ class TieFirthPenalty:
         return f, g, central_hessian(lambda z: self.value_grad(z)[1], x, h=h)
 
 
+def calibration_columns(DM: np.ndarray, Z: np.ndarray | None) -> np.ndarray:
+    """Return the dense calibration design ``[D_H M, Z_H]`` from ``D_H M`` (``D_H M`` itself without covariates).
+
+    The dense form of :func:`pydial.model.design.calibration_design`, which the Jeffreys priors'
+    leverages need.
+    """
+    return DM if Z is None else np.hstack([DM, np.asarray(Z, float).reshape(DM.shape[0], -1)])
+
+
 @dataclass(frozen=True)
 class CalibrationFirthPenalty:
     r"""Human-block Jeffreys prior of the joint fit :math:`Q_\lambda`, in the calibration space.
 
     In the chart of :mod:`pydial.model.chart` the human scores are ``s = M c`` with the item
     basis ``M = B E`` (``E = e_1`` for ``M = mu``, ``E = I`` for ``M = W``), so the human
-    likelihood given ``M`` is a binomial GLM in ``c`` with design ``X = D_H M``.  The
-    loss term is its Jeffreys prior with the basis normalized,
+    likelihood given ``M`` is a binomial GLM in ``c`` with design ``X = D_H M`` -- with response
+    covariates a GLM in ``(c, beta_H)`` with design ``X = [D_H M, Z_H]`` (``z' beta_H`` of
+    eq. binomial-model-human).  The loss term is its Jeffreys prior with the basis normalized,
 
     .. math::
 
@@ -303,9 +367,11 @@ class CalibrationFirthPenalty:
     ``lambda = inf``.
 
     Derivatives (``L = log det I - log det G``, ``I = X^T W X``, ``A = I^{-1}``,
-    ``G = M^T M``, ``U = X A``, ``Q = X A X^T``, ``h_c = Q_cc``, ``Y_t = D dM/d theta_t``):
+    ``G = M^T M``, ``U = X A``, ``Q = X A X^T``, ``h_c = Q_cc``, ``Y_t = [D dM/d theta_t, 0]``,
+    the derivative of ``X``: ``Z_H`` does not depend on ``theta``, so only the ``M`` columns move,
+    while ``A``, ``U``, ``Q`` and ``h`` are those of the whole design):
 
-    * ``dL/d eta_c = w'_c h_c``;  ``dL/dM = 2 D^T W U - 2 M G^{-1}``;
+    * ``dL/d eta_c = w'_c h_c``;  ``dL/dM = 2 D^T W U_M - 2 M G^{-1}`` (``U_M``: the ``M`` columns of ``U``);
     * ``d^2 L / d eta^2 = diag(w'' h) - (w' w'^T) * Q * Q``;
     * ``d^2 L / d eta_c d theta_t = 2 w'_c [ (Y_t U^T)_cc - sum_e w_e Q_ec (Y_t U^T)_ec ]``;
     * ``d^2 L / d theta_t d theta_u = 2 tr(Y_u^T W Y_t A) - 2 tr(V_u B_t A)
@@ -314,12 +380,28 @@ class CalibrationFirthPenalty:
 
     ``M`` is linear in ``theta``, so it has no second derivative; the bilinear second
     derivative of ``eta`` is added by :class:`pydial.model.likelihood.Objective` through the
-    per-cell gradient ``dP/d eta``.
+    per-cell gradient ``dP/d eta`` (``eta`` includes ``z' beta_H``, so ``beta_H`` enters through it).
+
+    Parameters
+    ----------
+    D : ndarray (m_H, N)
+        Difference design of the human cells.
+    n : ndarray (m_H,)
+        Comparisons per human cell.
+    weight : float
+        Loss normalization ``omega = 1/n_H``.
+    Z : ndarray (m_H, p) or None
+        The human cells' response covariates ``Z_H`` (``None`` without covariates).
     """
 
     D: np.ndarray
     n: np.ndarray
     weight: float
+    Z: np.ndarray | None = None
+
+    def design(self, M: np.ndarray) -> np.ndarray:
+        """Return the calibration design ``X = [D_H M, Z_H]`` in the basis ``M`` (``D_H M`` without covariates)."""
+        return calibration_columns(self.D @ M, self.Z)
 
     @staticmethod
     def basis(chart, theta: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -334,7 +416,7 @@ class CalibrationFirthPenalty:
         """``P`` at ``theta`` (``eta``: the human cells' predictors); ``+inf`` if singular."""
         M, _ = self.basis(chart, theta)
         p = expit(eta)
-        X = self.D @ M
+        X = self.design(M)
         s1, l1 = np.linalg.slogdet((X.T * (self.n * p * (1 - p))) @ X)
         s2, l2 = np.linalg.slogdet(M.T @ M)
         return float(-0.5 * self.weight * (l1 - l2)) if s1 > 0 and s2 > 0 else np.inf
@@ -350,7 +432,8 @@ class CalibrationFirthPenalty:
         p = expit(eta)
         w = self.n * p * (1 - p)
         w1 = w * (1 - 2 * p)
-        X = self.D @ M
+        X = self.design(M)
+        d = M.shape[1]  # the columns of X that move with theta: D_H M; the covariate columns Z_H do not
         I = (X.T * w) @ X
         G = M.T @ M
         s1, l1 = np.linalg.slogdet(I)
@@ -363,30 +446,34 @@ class CalibrationFirthPenalty:
         Gi = np.linalg.inv(G)
         U = X @ A
         h = np.einsum("hd,hd->h", U, X)
-        L_M = 2 * self.D.T @ (w[:, None] * U) - 2 * M @ Gi
+        L_M = 2 * self.D.T @ (w[:, None] * U[:, :d]) - 2 * M @ Gi
         g_eta = c * w1 * h
         g_M = c * np.einsum("nd,pnd->p", L_M, dM)
         if not hess:
             return float(c * (l1 - l2)), g_eta, g_M, None
         assert J is not None, "the Hessian needs J = d eta / d theta"
         w2 = w * (1 - 6 * p + 6 * p * p)
-        Q = U @ X.T
-        L_ee = np.diag(w2 * h) - np.outer(w1, w1) * Q * Q
+        # J^T L_ee J with L_ee = diag(w'' h) - (w' w'^T) * Q * Q, without the m_H x m_H matrix Q
+        JLJ = _dense(J.T @ (sp.diags(w2 * h) @ J)) - squared_leverage_gram(J, w1, X, A)
+        # Y_t: the M columns of dX/d theta_t (its Z_H columns are 0, so the blocks of A, U, B_t, V_u they meet are cut)
         Y = np.einsum("hn,pnd->phd", self.D, dM)
-        Z = np.einsum("phd,cd->phc", Y, U)
-        F = 2 * w1[:, None] * (np.einsum("pcc->cp", Z) - np.einsum("e,ec,pec->cp", w, Q, Z))
         Yw = w[None, :, None] * Y
-        T1 = 2 * np.einsum("uhd,the,ed->tu", Yw, Y, A)
-        K = np.einsum("the,hd->ted", Yw, X)
+        Km = np.einsum("the,hd->ted", Yw, X)  # Y_t^T W X (d x (d + p))
+        # F_ct = 2 w'_c [(Y_t U^T)_cc - sum_e w_e Q_ec (Y_t U^T)_ec], the sum being u_c^T (Y_t^T W X) U_c
+        F = 2 * w1[:, None] * (np.einsum("phd,hd->hp", Y, U[:, :d]) - np.einsum("hd,pda,ha->hp", U[:, :d], Km, U))
+        T1 = 2 * np.einsum("uhd,the,ed->tu", Yw, Y, A[:d, :d])
+        K = np.zeros((Y.shape[0], X.shape[1], X.shape[1]))
+        K[:, :d, :] = Km  # Y_t^T W X in the rows of the M columns
         Bt = K + np.swapaxes(K, 1, 2)
         V = np.einsum("uhd,ha->uda", Yw, U)
-        T2 = -2 * np.einsum("uda,tab,bd->tu", V, Bt, A)
+        T2 = -2 * np.einsum("uda,tab,bd->tu", V, Bt, A[:, :d])
         T3 = -2 * np.einsum("und,tne,ed->tu", dM, dM, Gi)
         R = np.einsum("tnd,ne->tde", dM, M)
         R = R + np.swapaxes(R, 1, 2)
         MGi = M @ Gi
         T4 = 2 * np.einsum("und,na,tab,bd->tu", dM, MGi, R, Gi)
-        H = J.T @ L_ee @ J + J.T @ F + F.T @ J + T1 + T2 + T3 + T4
+        JF = _dense(J.T @ F)
+        H = JLJ + JF + JF.T + T1 + T2 + T3 + T4
         return float(c * (l1 - l2)), g_eta, g_M, c * 0.5 * (H + H.T)
 
 
@@ -396,7 +483,8 @@ class TieCalibrationFirthPenalty:
 
     The tie analogue of :class:`CalibrationFirthPenalty`: given ``M(theta)`` the people's tie
     likelihood is the GLM of the family in ``(c, l_H)`` with design ``X = D_H M``
-    (``l_H = log nu_H``; in ``c`` alone, binary, when the people have no tie), and
+    (``l_H = log nu_H``; in ``c`` alone, binary, when the people have no tie); with response
+    covariates in ``(c, beta_H, l_H)`` with design ``X = [D_H M, Z_H]``, and
 
     .. math::
 
@@ -417,12 +505,15 @@ class TieCalibrationFirthPenalty:
         Comparisons per human cell (ties included).
     weight : float
         Loss normalization ``omega = 1/n_H``.
+    Z : ndarray (m_H, p) or None
+        The human tie cells' response covariates ``Z_H`` (``None`` without covariates).
     """
 
     family: str
     D: np.ndarray
     n: np.ndarray
     weight: float
+    Z: np.ndarray | None = None
 
     def value_grad(self, chart, theta: np.ndarray, eta: np.ndarray, l: float | None,
                    J: Any) -> tuple[float, np.ndarray, float]:
@@ -433,11 +524,11 @@ class TieCalibrationFirthPenalty:
         M, dM = CalibrationFirthPenalty.basis(chart, theta)
         G = M.T @ M
         s2, l2 = np.linalg.slogdet(G)
-        t = information_terms(self.family, self.D @ M, self.n, eta, l)
+        t = information_terms(self.family, calibration_columns(self.D @ M, self.Z), self.n, eta, l)
         if t is None or s2 <= 0:
             return np.inf, np.full(theta.size, np.nan), np.nan
         logdet, g_eta, g_l, dX = t
         c = -0.5 * self.weight
-        L_M = self.D.T @ dX - 2 * M @ np.linalg.inv(G)
+        L_M = self.D.T @ dX[:, : M.shape[1]] - 2 * M @ np.linalg.inv(G)  # Z_H does not move with theta
         g_theta = np.asarray(J.T @ g_eta).ravel() + np.einsum("nd,pnd->p", L_M, dM)
         return float(c * (logdet - l2)), c * g_theta, c * g_l
