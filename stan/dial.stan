@@ -7,6 +7,10 @@
  *   LLM cell (k, i, j, a), eq. binomial-model-llm:
  *     eta = S[k, i] - S[k, j] + a b_k,   wins_i ~ Binomial(wins_i + wins_j, inv_logit(eta))
  *   human cell (i, j), eq. binomial-model-human: eta = s_H[i] - s_H[j]
+ *   response covariates (n_cov > 0): eta += z' beta_g, z the cell's comparison
+ *   covariates, beta_g the effects of its group (row beta_row[g] of beta: one
+ *   per judge or one shared by the judges, and the people's); the scores
+ *   are then the style-controlled scores (z = 0)
  *   ties (ties > 0): a tie parameter nu_k per LLM judge and nu_H for
  *   people, see paired_likelihoods.stan; a group with nu_zero = 1 (no ties:
  *   the boundary MLE nu = 0) has binary cells and its log_nu entry is unused
@@ -33,10 +37,13 @@
  *   B_free = rows 1..N-1 of B, row-major;  B[N] = - sum of the others
  *   c      = alpha (calibration = 1), c (calibration = 2), empty (0)
  *   b      = order effects (order = 1), empty (0)
+ *   beta_free = covariate effects, row-major (rows 1..n_beta of beta, n_cov each),
+ *            the entries not fixed at 0 (beta_fixed) only
  *   log_nu = log tie parameters: LLM judges 1..K, then people (if H > 0)
  * fix_llm = 1 makes A, B data (A_fix, B_fix) and drops b and the judges' tie
  * parameters: only the calibration (and nu_H) is fitted, the second stage of
- * eq. staged-calibrated-estimator (pass C = 0).
+ * eq. staged-calibrated-estimator (pass C = 0; with covariates beta_row
+ * gives the people row 1 and the judges 0: beta is then beta_H).
  * The chart keeps the gauge B -> B G, A -> A G^{-T} with G e_1 = e_1 (eq.
  * gauge), r (r + 1) flat directions: this program is for the log density and
  * the penalized MLE (optimizer), not for NUTS (see dial_sample.stan).
@@ -50,7 +57,7 @@
  *   1 = each judge's BTL: allowed where the LLM cells are one binomial GLM
  *       (K = 1, r = 0: the pooled BTL), design (D T_N, a) in (B_free, b);
  *   2 = the human block: the calibration GLM of the human cells, design
- *       X = D_H M with M = B[, 1:d], with the basis normalized,
+ *       X = [D_H M, Z_H] with M = B[, 1:d], with the basis normalized,
  *       1/2 [log det(X' W X) - log det(M' M)] (gauge invariant; for the
  *       calibration stage, with B held fixed, the Firth penalty of c).
  *   With ties > 0 the same GLMs of the tie family, with the free log nu

@@ -10,13 +10,14 @@
  * program samples n_draws independent calibrations at once, one per draw M_t
  * of the first stage (the target is the product of the n_draws posteriors):
  *
- *   human cell (i, j) under draw t:  eta = s_t[i] - s_t[j],  s_t = M_t c_t,
+ *   human cell (i, j) under draw t:  eta = s_t[i] - s_t[j] + z' beta_t,  s_t = M_t c_t,
  *       the cell likelihood of every program (paired_likelihoods.stan:
  *       binary, or Davidson / Rao-Kupper with a tie parameter nu_t per draw)
  *   c_t      ~ normal(0, prior_c_sd)       (0 = flat)
+ *   beta_t   ~ normal(0, prior_beta_sd)    (the people's covariate effects, n_cov > 0)
  *   log nu_t ~ normal(prior_log_nu_mean, prior_log_nu_sd)
  *
- * Each factor is a d-dimensional GLM (d = 1 for M = mu, r + 1 for M = W),
+ * Each factor is a (d + n_cov)-dimensional GLM (d = 1 for M = mu, r + 1 for M = W),
  * log-concave in c_t; pydial starts every c_t at its conditional mode (Newton
  * in numpy).  The data are the shared schema (schema_data.stan) with human
  * cells only (K = 0, C = 0) plus the draws of M; the cell table of
@@ -43,6 +44,7 @@ data {
   int<lower=1> d;                                    // calibration dimension
   array[n_draws] matrix[N, d] M;                     // calibration basis per draw (N^{-1} M' M = I)
   real<lower=0> prior_c_sd;                          // prior sd of c (0 = flat)
+  real<lower=0> prior_beta_sd;                       // prior sd of the people's covariate effects (0 = flat)
   real prior_log_nu_mean;                            // prior mean of log nu
   real<lower=0> prior_log_nu_sd;                     // prior sd of log nu (0 = flat)
 }
@@ -58,6 +60,8 @@ transformed data {
   array[n_rep, 3] int rep_counts;
   vector[n_rep] rep_w;
   vector[n_rep] rep_log_coef;
+  matrix[n_rep, n_cov] rep_z;                            // the cell's covariates; row of beta = its draw
+  array[n_rep] int rep_beta_row = rep_array(0, n_rep);
   for (h in 1:H) {
     for (t in 1:n_draws) {
       int u = (h - 1) * n_draws + t;
@@ -67,6 +71,10 @@ transformed data {
       rep_counts[u] = all_counts[h];
       rep_w[u] = all_w[h];
       rep_log_coef[u] = all_log_coef[h];
+      if (n_cov > 0) {
+        rep_z[u] = all_z[h];
+        rep_beta_row[u] = t;
+      }
     }
   }
   array[n_draws] int draw_nu_index;                  // entry of log_nu of draw t (0: binary cells)
@@ -75,15 +83,18 @@ transformed data {
 parameters {
   matrix[n_draws, d] c;                              // calibration coordinates, row t for draw t
   vector[n_nu > 0 ? n_draws : 0] log_nu;             // people's log tie parameter, per draw
+  array[n_cov > 0 ? n_draws : 0] vector[n_cov] beta;         // people's covariate effects, beta[t] for draw t
 }
 model {
   matrix[n_draws, N] s_draw;                         // row t: s_t' = (M_t c_t)'
   for (t in 1:n_draws) s_draw[t] = (M[t] * c[t]')';
-  vector[n_rep] eta = paired_eta(s_draw, rep_vector(0, 0), rep_draw, rep_i, rep_j, rep_a);
+  vector[n_rep] eta = paired_eta(s_draw, rep_vector(0, 0), rep_draw, rep_i, rep_j, rep_a)
+                     + paired_offset(rep_z, beta, rep_beta_row);
   vector[n_rep] log_nu_cell = paired_log_nu(log_nu, draw_nu_index, rep_draw);
   target += paired_target(rep_w, rep_counts, rep_log_coef, eta, ties, log_nu_cell);
   if (prior_c_sd > 0) target += normal_lpdf(to_vector(c) | 0, prior_c_sd);
   if (prior_log_nu_sd > 0) target += normal_lpdf(log_nu | prior_log_nu_mean, prior_log_nu_sd);
+  if (prior_beta_sd > 0) for (t in 1:size(beta)) target += normal_lpdf(beta[t] | 0, prior_beta_sd);
 }
 generated quantities {
   matrix[n_draws, N] s_H;                            // s_H[t] = (M_t c_t)'
@@ -92,7 +103,8 @@ generated quantities {
   array[calc_log_lik ? n_draws : 0, H, 3] int counts_rep;
   for (t in 1:n_draws) s_H[t] = (M[t] * c[t]')';
   if (calc_log_lik) {
-    vector[n_rep] eta = paired_eta(s_H, rep_vector(0, 0), rep_draw, rep_i, rep_j, rep_a);
+    vector[n_rep] eta = paired_eta(s_H, rep_vector(0, 0), rep_draw, rep_i, rep_j, rep_a)
+                       + paired_offset(rep_z, beta, rep_beta_row);
     vector[n_rep] log_nu_cell = paired_log_nu(log_nu, draw_nu_index, rep_draw);
     array[n_rep, 3] int rep = paired_rng(rep_counts, eta, ties, log_nu_cell);
     log_lik = to_matrix(paired_log_lik(rep_counts, rep_log_coef, eta, ties, log_nu_cell), n_draws, H);

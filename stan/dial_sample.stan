@@ -15,6 +15,9 @@
  *     wins_i ~ Binomial(wins_i + wins_j, inv_logit(S[k, i] - S[k, j] + a b_k))
  *   human cell (i, j), eq. binomial-model-human:
  *     wins_i ~ Binomial(wins_i + wins_j, inv_logit(s_H[i] - s_H[j]))
+ *   response covariates (n_cov > 0): eta += z' beta_g for a cell of group g
+ *     (row beta_row[g] of beta: per judge or shared by the judges, and the
+ *     people's); S and s_H are the style-controlled scores (z = 0)
  *   ties (ties > 0, data): a tie parameter nu_k per LLM judge and nu_H
  *     for people, Davidson-Beaver (1) or Rao-Kupper (2), see
  *     paired_likelihoods.stan; the human cells have no order effect (a = 0).
@@ -64,6 +67,7 @@
  *   gamma_dev     ~ normal(0, prior_gamma_sd)
  *   Z_raw         ~ normal(0, prior_Z_sd)   (item side of U V')
  *   b             ~ normal(0, prior_b_sd)
+ *   beta          ~ normal(0, prior_beta_sd)
  *   c             ~ normal(0, prior_c_sd)
  *   log_nu        ~ normal(prior_log_nu_mean, prior_log_nu_sd)
  *   P_raw         density exp(-||P_raw' P_raw - I||^2 / 0.08)   (fixed; uniform P)

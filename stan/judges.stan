@@ -8,6 +8,8 @@
  *   For an LLM cell (k, i, j, a): eta = S[k, i] - S[k, j] + a b_k.
  *   People have their own centered scores s_H (when H > 0), no order effect
  *   (eq. binomial-model-human) and a tie parameter nu_H (ties > 0).
+ *   Response covariates (n_cov > 0): eta += z' beta_g for a cell of group g
+ *   (row beta_row[g] of beta; each judge's and the people's own effects).
  *   With K = 0 and human cells only this is the human-only BTL (or Davidson
  *   / Rao-Kupper) model; pooled BTL: give every LLM cell judge 1, K = 1.
  *
@@ -20,6 +22,7 @@
  * Priors (data; scale 0 = flat):
  *   s_raw, sH_raw ~ normal(0, prior_s_sd)   (= exchangeable normal on centered scores)
  *   b             ~ normal(0, prior_b_sd)
+ *   beta          ~ normal(0, prior_beta_sd)
  *   log_nu        ~ normal(prior_log_nu_mean, prior_log_nu_sd)
  *
  * Jeffreys prior (Firth 1993; data firth = 1, codes as in firth.stan): adds

@@ -28,7 +28,7 @@ from collections import abc
 from dataclasses import dataclass, field
 from functools import cached_property
 from os import PathLike
-from typing import Any, Iterable, Iterator, Sequence, cast
+from typing import Any, Iterable, Iterator, Mapping, Sequence, cast
 
 import numpy as np
 import pandas as pd
@@ -59,8 +59,8 @@ from pydial.data.ingest import (
 from pydial.data.names import NameReport
 from pydial.exceptions import ArgumentError, DataError, DataWarning, renamed_arguments
 
-__all__ = ["COLUMNS", "FIRST_VALUES", "WINNER_VALUES", "DUPLICATES", "CellTable", "LLMCells", "HumanCells", "Rows",
-           "Comparisons", "canonical", "item_order", "rows_text", "check_cells"]
+__all__ = ["COLUMNS", "FIRST_VALUES", "WINNER_VALUES", "DUPLICATES", "SELF_PREFERENCE", "CellTable", "LLMCells",
+           "HumanCells", "Rows", "Comparisons", "canonical", "item_order", "rows_text", "check_cells"]
 
 DUPLICATES = ("keep", "drop", "raise")
 FRAME_BYTES_PER_ROW = 160  # from_frame: the canonical frame, the decisive rows and temporaries, per judgment
@@ -103,6 +103,9 @@ def canonical(coded: Coded, item_index: np.ndarray, is_human: np.ndarray) -> dic
 
 COVARIATE_PREFIX = "cov:"
 """Prefix of the covariate columns of :attr:`Comparisons.frame` (standardized, canonical orientation)."""
+
+SELF_PREFERENCE = "self_preference"
+"""The name of the self-preference covariate (:meth:`Comparisons.with_self_preference`)."""
 
 
 def covariate_columns(coded: Coded, item_index: np.ndarray, names: Sequence[str], scale: pd.Series | None
@@ -445,6 +448,8 @@ class Comparisons:
     """Root mean square (standard deviation about 0) of each comparison covariate (a Series by name); None without."""
     covariate_transform: str | None = field(default=None, repr=False)
     """``"difference"`` or ``"normalized"`` (:mod:`pydial.data.features`), ``None`` without covariates."""
+    self_preference: Mapping[str, tuple[str, ...]] | None = field(default=None, repr=False)
+    """The own items of each judge of the self-preference covariate (:meth:`with_self_preference`); None without."""
     # Results derived from these (immutable) data and shared by several fits: design
     # checks, the structured LLM-only fit, its Hessian.  init=False: a copy made by
     # dataclasses.replace (other cells) starts with an empty cache.
@@ -470,6 +475,7 @@ class Comparisons:
         winner: str = "winner",
         covariates: Sequence[str] | None = None,
         covariate_transform: str = "difference",
+        self_preference: Mapping[str, Sequence[str]] | None = None,
     ) -> "Comparisons":
         """Validate a long table of judgments and aggregate it to cells.
 
@@ -512,6 +518,9 @@ class Comparisons:
         covariate_transform : {"difference", "normalized"}, default "difference"
             ``x_a - x_b``, or LMArena's ``(x_a - x_b) / (x_a + x_b)``
             (:func:`pydial.features.comparison_covariates`).
+        self_preference : mapping of str to sequence of str, optional
+            Each LLM judge's own items (``{"gpt-4": ["gpt-4-0613", "gpt-4-turbo"]}``): adds the
+            covariate ``"self_preference"`` of :meth:`with_self_preference` after the others.
 
         Notes
         -----
@@ -581,6 +590,8 @@ class Comparisons:
                           covariates=(scale, covariate_transform if scale is not None else None))
         out.frame.attrs["duplicated_rows"] = (n_dup, "dropped" if duplicates == "drop" else "kept")
         report_changes(out, v)
+        if self_preference is not None:
+            out = out.with_self_preference(self_preference)
         if n_dup:
             warnings.warn(f"{n_dup} duplicated row(s) (identical in all six columns) "
                           f"{'dropped' if duplicates == 'drop' else 'kept as separate judgments'} "
@@ -624,7 +635,8 @@ class Comparisons:
     def from_counts(cls, df: pd.DataFrame, *, human_judge: str = "human", items: Sequence[str] | None = None,
                     drop_empty_judges: bool = False, strip_names: bool = True,
                     allow_similar_names: bool = False, covariates: Sequence[str] | None = None,
-                    covariate_transform: str = "difference") -> "Comparisons":
+                    covariate_transform: str = "difference",
+                    self_preference: Mapping[str, Sequence[str]] | None = None) -> "Comparisons":
         """Build from pre-aggregated counts, validated with the rules of :meth:`from_frame`.
 
         The result has no record ids, so ``cov_type="record"`` is refused with
@@ -651,6 +663,8 @@ class Comparisons:
             As in :meth:`~pydial.Comparisons.from_frame`: the columns ``<name>_a``, ``<name>_b``
             of a row are the covariates of all its judgments; the root mean square is over
             the judgments (rows weighted by their counts).
+        self_preference : mapping of str to sequence of str, optional
+            As in :meth:`~pydial.Comparisons.from_frame` (:meth:`with_self_preference`).
 
         Raises
         ------
@@ -680,7 +694,8 @@ class Comparisons:
             parts.append(Coded(part.judge, part.item_a, part.item_b, part.first, np.full(len(part), w, np.int8), n[n > 0],
                                z=part.z))
         v.finish(items)
-        return cls.from_coded(v, concat(parts), items, drop_empty_judges, cov_names, covariate_transform)
+        out = cls.from_coded(v, concat(parts), items, drop_empty_judges, cov_names, covariate_transform)
+        return out if self_preference is None else out.with_self_preference(self_preference)
 
     @classmethod
     def from_coded(cls, v: Validator, coded: Coded, items: Sequence[Any] | None,
@@ -757,7 +772,7 @@ class Comparisons:
             :meth:`from_frame` refuses it.
         """
         own = {"human_judge", "items", "drop_empty_judges", "strip_names", "allow_similar_names", "duplicates",
-               "covariates", "covariate_transform", *COLUMNS}
+               "covariates", "covariate_transform", "self_preference", *COLUMNS}
         df = read_csv(path, **{k: v for k, v in kwargs.items() if k not in own})
         return cls.from_frame(df, **{k: v for k, v in kwargs.items() if k in own})
 
@@ -792,13 +807,15 @@ class Comparisons:
         dropped: tuple[str, ...] = (),
         records: tuple[np.ndarray, pd.Index] | None = None,
         covariates: tuple[pd.Series | None, str | None] = (None, None),
+        self_preference: Mapping[str, tuple[str, ...]] | None = None,
     ) -> "Comparisons":
         """Aggregate the canonical rows ``canon`` of the ``judges`` and the human judge into cells.
 
         ``records`` (record codes of the rows of ``canon`` and the distinct record ids)
         saves factorizing the record ids again; ``covariates`` are the scales and transform of
         the covariate columns of ``canon`` (``cov:<name>``): each distinct covariate value
-        of a ``(k, i, j, a)`` is a cell of its own.
+        of a ``(k, i, j, a)`` is a cell of its own.  ``self_preference``: the own items of the
+        judges kept (:meth:`with_self_preference`; its column is among ``covariates``).
         """
         K = len(judges)
         jindex = {name: k for k, name in enumerate(judges)}
@@ -857,7 +874,8 @@ class Comparisons:
         llm = LLMCells(lkj, li, lj, la, n[:n_llm], y[:n_llm], z=None if z is None else z[:n_llm])
         hk = uk[n_llm:] // 2 - K * N * N
         human = HumanCells(hk // N, hk % N, n[n_llm:], y[n_llm:], z=None if z is None else z[n_llm:], judge=K)
-        extra = {"covariate_scale": scale, "covariate_transform": transform}
+        own = {k: tuple(v) for k, v in (self_preference or {}).items() if k in jindex and k != human_judge}  # judges kept
+        extra: dict[str, Any] = {"covariate_scale": scale, "covariate_transform": transform, "self_preference": own or None}
         if counted:
             return cls(items, judges, human_judge, llm, human, None, (), canon, **extra)
         is_h = inv >= n_llm
@@ -896,6 +914,94 @@ class Comparisons:
     @property
     def _covariate_columns(self) -> list[str]:
         return [COVARIATE_PREFIX + c for c in self.covariates]
+
+    @property
+    def covariate_support(self) -> np.ndarray:
+        """``(K + 1, p)`` bool: whether covariate ``t`` is nonzero on some decisive cell of judge ``k`` (row ``K``: the people).
+
+        A group's covariate that is 0 on all its cells has no effect to estimate: its entry of
+        ``beta`` is a fixed 0, not a parameter (:class:`~pydial.model.chart.Chart`'s ``fixed``;
+        e.g. the people's and the unmapped judges' ``"self_preference"``).  Cached.
+        """
+        key = ("covariate support",)
+        if key not in self._cache:
+            out = np.zeros((self.K + 1, self.p), bool)
+            for cells, g in ((self.llm, self.llm.judge), (self.human, np.full(len(self.human), self.K))):
+                if cells.z is not None and len(cells):
+                    np.logical_or.at(out, np.asarray(g, np.int64), cells.z != 0)
+            self._cache[key] = out
+        return self._cache[key]
+
+    def effect_columns(self, z: np.ndarray | None, group: int | None) -> np.ndarray | None:
+        """Return the columns of ``z`` (cells x ``p``) whose effects ``group`` has: a GLM design's covariate columns.
+
+        ``group``: a judge index, ``K`` for the people, ``None`` for the LLM judges together
+        (an effect shared by them).  The columns that are 0 on all the group's cells
+        (:attr:`covariate_support`) are left out; ``z`` itself when none is, ``None`` when all are.
+        """
+        if z is None:
+            return None
+        sup = self.covariate_support
+        keep = sup[:-1].any(axis=0) if group is None else sup[group]
+        return z if keep.all() else (z[:, keep] if keep.any() else None)
+
+    def with_self_preference(self, own: Mapping[str, Sequence[str]]) -> "Comparisons":
+        """Return the data with the self-preference covariate: a judge favouring its own model family's responses.
+
+        Beyond the paper: one more response covariate, named ``"self_preference"`` and appended
+        to :attr:`covariates`, built from each judge's own items ``own`` (e.g.
+        ``{"gpt-4": ["gpt-4-0613", "gpt-4-turbo"]}``).  In the canonical orientation judge ``k``'s
+        comparison of items ``i < j`` has ``z = 1[i own_k] - 1[j own_k]`` (so the term
+        ``z beta_k`` of eq. binomial-model-llm adds ``beta_k`` to the judge's own items' scores);
+        it is 0 for the people and for the judges not in ``own``, whose entries of ``beta`` are
+        fixed at 0 (:attr:`covariate_support`).  It is not standardized: its scale is 1
+        (:attr:`covariate_scale`), so ``beta_k`` is the log-odds shift of an own item.
+
+        Within a judge's pair the covariate is constant, ``z = D_k o_k`` with ``o_k`` the judge's
+        own-item indicator: in the judge's own model (``method="judges"``) it is confounded
+        with the judge's scores, and in the structured models it is identified through the
+        low-rank structure only (:func:`pydial.model.identifiability.check_design`).
+
+        Raises
+        ------
+        DataError
+            A judge of ``own`` that is not an LLM judge of the data (the people included), an
+            unknown item, or no judgment of a mapped judge comparing an own item with another.
+        ArgumentError
+            The data have a self-preference covariate already.
+        """
+        if SELF_PREFERENCE in self.covariates:
+            raise ArgumentError(f"the data have the covariate {SELF_PREFERENCE!r} already")
+        if not isinstance(own, Mapping):
+            raise ArgumentError(f"self_preference must map judges to their own items, got {type(own).__name__}")
+        mapped = {str(k): (v,) if isinstance(v, str) else tuple(str(x) for x in v) for k, v in own.items()}
+        unknown = sorted(k for k in mapped if k not in self.judges)
+        if unknown:
+            raise DataError(f"self_preference names judge(s) {unknown} that are not LLM judges of the data "
+                            f"(people have no self-preference); known judges: {list(self.judges)}")
+        index = {name: t for t, name in enumerate(self.items)}
+        bad = sorted({x for v in mapped.values() for x in v if x not in index})
+        if bad:
+            raise DataError(f"self_preference names unknown item(s) {bad[:10]}; known items: {list(self.items)[:10]}"
+                            + (" ..." if self.N > 10 else ""))
+        O = np.zeros((self.K + 1, self.N))  # own-item indicators o_k, the people's row 0
+        for k, v in mapped.items():
+            O[self.judges.index(k), [index[x] for x in v]] = 1.0
+        f = self.frame
+        k, i, j = (f[c].to_numpy(np.int64) for c in ("k", "i", "j"))
+        z = O[k, i] - O[k, j]
+        if not np.any(z[(k < self.K) & ~f["self"].to_numpy(bool)] != 0):
+            raise DataError(f"no judgment of the judge(s) {sorted(mapped)} compares an own item with another item: "
+                            "the self-preference covariate is 0 everywhere")
+        cols = ["record_id", "judge", "i", "j", "a", "outcome", "self", *self._covariate_columns]
+        canon = f[cols + (["count"] if self.aggregated else [])].assign(**{COVARIATE_PREFIX + SELF_PREFERENCE: z})
+        scale = pd.concat([self.covariate_scale, pd.Series({SELF_PREFERENCE: 1.0})]) if self.p else pd.Series(
+            {SELF_PREFERENCE: 1.0})
+        scale = scale.astype(float).rename("scale").rename_axis("covariate")
+        out = Comparisons._build(canon, self.items, self.judges, self.human_judge, tuple(f.attrs.get("dropped_judges", ())),
+                                 covariates=(scale, self.covariate_transform or "difference"), self_preference=mapped)
+        out.frame.attrs.update({key: val for key, val in f.attrs.items() if key not in out.frame.attrs})
+        return out
 
     @property
     def aggregated(self) -> bool:
@@ -1109,7 +1215,8 @@ class Comparisons:
             keep = [k for k in keep if k not in empty]
             dropped += tuple(empty)
         return Comparisons._build(canon, self.items, tuple(keep), self.human_judge, dropped,
-                                  covariates=(self.covariate_scale, self.covariate_transform))
+                                  covariates=(self.covariate_scale, self.covariate_transform),
+                                  self_preference=self.self_preference)
 
     def split(self, frac: float = 0.7, *, seed: np.random.Generator | int | None = None,
               **deprecated: Any) -> tuple["Comparisons", "Comparisons"]:
@@ -1138,7 +1245,10 @@ class Comparisons:
         each row's comparison covariate again: ``(x, 0)`` with ``x = z * scale`` for the
         ``"difference"`` transform, ``((1 + x) / 2, (1 - x) / 2)`` for ``"normalized"``, so that
         ``from_frame(data.to_frame(), covariates=data.covariates, covariate_transform=...)``
-        gives the same data (not the original per-side values, which are not kept).
+        gives the same data (not the original per-side values, which are not kept).  The
+        self-preference covariate has no columns: it comes from the judges' own items, so
+        ``from_frame(data.to_frame(), covariates=<the others>, self_preference=data.self_preference)``
+        gives the same data.
         """
         self._require_rows("to_frame")
         f = self.frame
@@ -1148,6 +1258,8 @@ class Comparisons:
         out = {"record_id": f["record_id"].to_numpy(), "judge": f["judge"].to_numpy(),
                "item_a": it[f["i"]], "item_b": it[f["j"]], "first": first, "winner": winner}
         for c in self.covariates:
+            if c == SELF_PREFERENCE and self.self_preference is not None:
+                continue  # from the own items (self_preference=), not from per-side columns
             x = f[COVARIATE_PREFIX + c].to_numpy(float) * float(self.covariate_scale[c])  # type: ignore[index]
             normalized = self.covariate_transform == "normalized"
             out[f"{c}_a"], out[f"{c}_b"] = ((1 + x) / 2, (1 - x) / 2) if normalized else (x, np.zeros_like(x))

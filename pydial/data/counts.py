@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from os import PathLike
 from pathlib import Path
-from typing import Any, Iterator, Sequence
+from typing import Any, Iterator, Mapping, Sequence
 
 import pandas as pd
 
@@ -64,7 +64,8 @@ def read_comparisons(path: str | PathLike[str], *, human_judge: str = "human", i
                      chunksize: int = 1_000_000, drop_empty_judges: bool = False, strip_names: bool = True,
                      allow_similar_names: bool = False, judge: str = "judge", item_a: str = "item_a",
                      item_b: str = "item_b", first: str = "first", winner: str = "winner",
-                     covariates: Sequence[str] | None = None, covariate_transform: str = "difference") -> Comparisons:
+                     covariates: Sequence[str] | None = None, covariate_transform: str = "difference",
+                     self_preference: Mapping[str, Sequence[str]] | None = None) -> Comparisons:
     """Stream a long-format file into cell counts, chunk by chunk.
 
     Reads CSV (``.csv``), gzip CSV (``.csv.gz``) or Parquet (``.parquet``, ``.pq``)
@@ -80,7 +81,8 @@ def read_comparisons(path: str | PathLike[str], *, human_judge: str = "human", i
     ``from_parquet``).  On a terminal a progress bar shows reads of two million rows or
     more.  ``covariates`` and ``covariate_transform`` are those of
     :meth:`~pydial.Comparisons.from_frame` (the columns ``<name>_a``, ``<name>_b`` are read too;
-    each distinct covariate value of a cell is counted apart).
+    each distinct covariate value of a cell is counted apart), and so is ``self_preference``
+    (:meth:`~pydial.Comparisons.with_self_preference`).
 
     Raises
     ------
@@ -124,5 +126,6 @@ def read_comparisons(path: str | PathLike[str], *, human_judge: str = "human", i
     if offset == 0:
         raise DataError(f"{path!s} has no rows")
     v.finish(items)
-    return Comparisons.from_coded(v, concat(parts), items, drop_empty_judges,  # frees the rows once keyed
-                                  names, covariate_transform)
+    out = Comparisons.from_coded(v, concat(parts), items, drop_empty_judges,  # frees the rows once keyed
+                                 names, covariate_transform)
+    return out if self_preference is None else out.with_self_preference(self_preference)

@@ -68,20 +68,28 @@ def family_cells(data: Comparisons, ties: str | None) -> tuple[Cells, Cells]:
     return L, H
 
 
+def _width(z: np.ndarray | None) -> int:
+    """Return the number of covariate columns of ``z`` (0 without)."""
+    return 0 if z is None else int(z.shape[1])
+
+
 def _degenerate(s_pool: np.ndarray) -> bool:
     return bool(np.abs(s_pool).max() < 1e-10)
 
 
-def pooled_designs(L: Cells, H: Cells, N: int, s_pool: np.ndarray | None = None) -> tuple[Design, Design | None]:
+def pooled_designs(data: Comparisons, L: Cells, H: Cells, s_pool: np.ndarray | None = None) -> tuple[Design, Design | None]:
     """Return the designs of the pooled baseline's two GLMs: ``[D T, Z_L]`` and ``[D_H s_pool, Z_H]``.
 
     The pooled BTL in the centered chart ``s_pool = T beta`` with the pooled judges' covariate
     columns (coordinates ``(beta, beta_L)``), and the calibration GLM in the direction ``s_pool``
     with the people's (coordinates ``(c, beta_H)``; ``None`` when ``s_pool`` is not given).
-    Without covariates the columns ``Z`` are absent.
+    Without covariates the columns ``Z`` are absent; a covariate 0 on all the LLM (or human)
+    cells has no column there (:meth:`~pydial.Comparisons.effect_columns`: e.g. the people's
+    self-preference).
     """
-    X1 = centered_design(L.i, L.j, N, z=L.z)
-    return X1, None if s_pool is None else calibration_design(H.i, H.j, N, s_pool[:, None], H.z)
+    N = data.N
+    X1 = centered_design(L.i, L.j, N, z=data.effect_columns(L.z, None))
+    return X1, None if s_pool is None else calibration_design(H.i, H.j, N, s_pool[:, None], data.effect_columns(H.z, data.K))
 
 
 # ================================================================== pooled
@@ -95,16 +103,16 @@ def numpy_pooled(data: Comparisons, ties: str | None = None, *,
     """
     N = data.N
     L, Hc = family_cells(data, ties)
-    o1 = glm(ties, L.counts, pooled_designs(L, Hc, N)[0], weight=float(L.w[0]), penalty=penalty)
+    o1 = glm(ties, L.counts, pooled_designs(data, L, Hc)[0], weight=float(L.w[0]), penalty=penalty)
     s_pool = centering_basis(N) @ o1.x[: N - 1]
     if _degenerate(s_pool):  # no direction to calibrate: reported by the caller
         return o1, o1
-    X2 = cast(Design, pooled_designs(L, Hc, N, s_pool)[1])
+    X2 = cast(Design, pooled_designs(data, L, Hc, s_pool)[1])
     return o1, glm(ties, Hc.counts, X2, weight=float(Hc.w[0]), penalty=penalty)
 
 
 def pooled_cross_derivative(ties: str | None, human: Cells, N: int, beta: np.ndarray, x2: np.ndarray,
-                            weight: float) -> np.ndarray:
+                            weight: float, z: np.ndarray | None = None) -> np.ndarray:
     r"""``d psi_2 / d beta``: derivative of the calibration score equations in the pooled scores.
 
     The cross term of the two-step sandwich (eq. weighted-empirical-sandwich, two-step form).
@@ -115,9 +123,10 @@ def pooled_cross_derivative(ties: str | None, human: Cells, N: int, beta: np.nda
     (design ``[D_H T, Z_H]``), ``d psi_c / d beta = g_beta' + c H_{beta' beta'} beta`` and, for the other
     coordinates ``v`` of ``x2``, ``d psi_v / d beta = c H_{v beta'}``.
     Returns a ``(1 + p + free) x (N - 1)`` array, ``free`` when the people's cells hold a tie.
+    ``z``: the columns ``Z_H`` of ``beta_H`` (default the cells' covariates; :func:`pooled_designs`).
     """
     c = float(x2[0])
-    model = FamilyGLM(ties, human.counts, centered_design(human.i, human.j, N, z=human.z), weight)
+    model = FamilyGLM(ties, human.counts, centered_design(human.i, human.j, N, z=human.z if z is None else z), weight)
     _, g, H = model.terms(np.append(c * beta, x2[1:]))
     q = N - 1
     return np.vstack([g[:q] + c * H[:q, :q] @ beta, c * H[q:, :q]])
@@ -133,37 +142,39 @@ def pooled_linearization(data: Comparisons, ties: str | None, o1: OptimResult, o
     :func:`pydial.inference.linearization.two_step_maps` as DIAL-Anc; the meats of
     :func:`pydial.inference.linearization.parameter_meat`.
     """
-    N, p = data.N, data.p
+    N = data.N
     L, Hc = family_cells(data, ties)
+    p1, p2 = _width(data.effect_columns(L.z, None)), _width(data.effect_columns(Hc.z, data.K))  # free beta_L, beta_H
     free1, free2 = has_tie_parameter(ties, L.counts), has_tie_parameter(ties, Hc.counts)
     w1, w2 = float(L.w[0]), float(Hc.w[0])
     T = centering_basis(N)
     beta = o1.x[: N - 1]
     s_pool, c = T @ beta, float(o2.x[0])
-    X1, X2 = pooled_designs(L, Hc, N, s_pool)
+    X1, X2 = pooled_designs(data, L, Hc, s_pool)
     assert X2 is not None  # s_pool given
     _, _, H2 = FamilyGLM(ties, Hc.counts, X2, w2).terms(o2.x)
-    n1, n2 = N - 1 + p + free1, 1 + p + free2  # the stages' coordinates
+    n1, n2 = N - 1 + p1 + free1, 1 + p2 + free2  # the stages' coordinates
     G21 = np.zeros((n2, n1))
-    G21[:, : N - 1] = pooled_cross_derivative(ties, Hc, N, beta, o2.x, w2)
+    G21[:, : N - 1] = pooled_cross_derivative(ties, Hc, N, beta, o2.x, w2, data.effect_columns(Hc.z, data.K))
     nl = free1 + free2
-    q = N + nl + 2 * p  # targets (s, log nu_L, log nu_H, beta_L, beta_H), as target_slices orders them
+    q = N + nl + p1 + p2  # targets (s, log nu_L, log nu_H, beta_L, beta_H), as target_slices orders them
     Z1, Z2 = np.zeros((q, n1)), np.zeros((q, n2))
     Z1[:N, : N - 1] = c * T
     Z2[:N, 0] = s_pool
-    Z1[N + nl + np.arange(p), N - 1 + np.arange(p)] = 1.0
-    Z2[N + nl + p + np.arange(p), 1 + np.arange(p)] = 1.0
+    Z1[N + nl + np.arange(p1), N - 1 + np.arange(p1)] = 1.0
+    Z2[N + nl + p1 + np.arange(p2), 1 + np.arange(p2)] = 1.0
     if free1:
         Z1[N, n1 - 1] = 1.0
     if free2:
         Z2[N + free1, n2 - 1] = 1.0
-    total, _ = two_step_maps(Z1, Z2, H2, G21, "the pooled scale c" + (" and beta_H" if p else "")
+    total, _ = two_step_maps(Z1, Z2, H2, G21, "the pooled scale c" + (" and beta_H" if p2 else "")
                              + (" and nu_H" if free2 else ""))
     # the stage-one map is applied with H1^{-1} by family_glm_influence
     U_L, _ = family_glm_influence(data, ties, X1, o1.x, w1, total, cells=L)
     U_H, _ = family_glm_influence(data, ties, X2, o2.x, w2, Z2, cells=Hc)
     labels = tuple(name for name, free in ((POOLED_LABEL, free1), (data.human_judge, free2)) if free)
-    blocks = {"scores": slice(0, N)} | ({"log_nu": slice(N, N + nl)} if nl else {}) | ({"beta": slice(N + nl, q)} if p else {})
+    blocks = ({"scores": slice(0, N)} | ({"log_nu": slice(N, N + nl)} if nl else {})
+              | ({"beta": slice(N + nl, q)} if q > N + nl else {}))
     return stack_outcome_influence([U_L, U_H]).linearization("the pooled scores", blocks, tie_labels=labels)
 
 
@@ -183,7 +194,7 @@ def fit_pooled(data: Comparisons, rank: int | None = None, *, ties: str | None, 
     what = "pooled LLM " + ("BTL" if ties is None else "tie model")
     if engine.family.pooled_stages is not None:
         L, Hc = family_cells(data, ties)
-        m1 = FamilyGLM(ties, L.counts, pooled_designs(L, Hc, N)[0])
+        m1 = FamilyGLM(ties, L.counts, pooled_designs(data, L, Hc)[0])
         free2 = has_tie_parameter(ties, Hc.counts)
         o1, o2 = engine.family.pooled_stages(data, ties, m1.start(), log_nu_start(cast(str, ties), Hc.counts) if free2 else 0.0,
                                              m1.free, free2, penalty=engine.point.penalty)
@@ -197,9 +208,15 @@ def fit_pooled(data: Comparisons, rank: int | None = None, *, ties: str | None, 
     warn_unresolved(o2, "pooled calibration" + ("" if ties is None else " tie model"))
     c = float(o2.x[0])
     s = c * s_pool
-    # o1.x = (beta, beta_L, [log nu_L]), o2.x = (c, beta_H, [log nu_H])
-    lognu = np.array([o1.x[N - 1 + p] if o1.x.size > N - 1 + p else -np.inf, o2.x[1 + p] if o2.x.size > 1 + p else -np.inf])
-    beta = np.vstack([o1.x[N - 1: N - 1 + p], o2.x[1: 1 + p]]) if p else None
+    # o1.x = (beta, beta_L, [log nu_L]), o2.x = (c, beta_H, [log nu_H]), the free entries of beta_L, beta_H
+    sup = data.covariate_support
+    p1, p2 = (int(m.sum()) for m in (sup[:-1].any(axis=0), sup[-1]))
+    lognu = np.array([o1.x[N - 1 + p1] if o1.x.size > N - 1 + p1 else -np.inf,
+                      o2.x[1 + p2] if o2.x.size > 1 + p2 else -np.inf])
+    beta = None
+    if p:
+        beta = np.zeros((2, p))
+        beta[0, sup[:-1].any(axis=0)], beta[1, sup[-1]] = o1.x[N - 1: N - 1 + p1], o2.x[1: 1 + p2]
     return Estimate(s=s, calibration_coef=np.array([c * np.linalg.norm(s_pool) / np.sqrt(N)]), lambda_=np.inf,
                     converged=o1.resolved and o2.resolved, grad_norm=max(o1.grad_norm, o2.grad_norm),
                     loss_human=tie_human_loss(ties, s, lognu[1], data, None if beta is None else beta[1]),

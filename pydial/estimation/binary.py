@@ -23,7 +23,7 @@ from pydial.data.comparisons import Comparisons
 from pydial.estimation.engines import Engine, PointEngine, StagedFit, StructuredFit
 from pydial.estimation.glm import fit_calibration, fit_structured, initial_theta
 from pydial.estimation.selection import Candidate, finite_candidate
-from pydial.estimation.steps import FamilySteps
+from pydial.estimation.steps import FamilySteps, human_effect_row
 from pydial.inference.linearization import (
     Linearization,
     finite_influence,
@@ -48,11 +48,13 @@ def staged_fit(data: Comparisons, rank: int, calibration: str, *, order: bool = 
     chL, fL = llm_only_fit(data, rank, order, shared)
     st = chL.structure(fL.theta)
     M = st.basis(calibration)
-    oc = fit_calibration(data.human, M, penalty=penalty)
+    # the people's design [D_H M, Z_H] has the covariates with an effect on them (Comparisons.effect_columns)
+    human = data.human if not data.p else dataclasses.replace(data.human, z=data.effect_columns(data.human.z, data.K))
+    oc = fit_calibration(human, M, penalty=penalty)
     ch = Chart.for_data(data, rank, cast(Calibration, calibration), order, shared)
     b = chL.order_effects(fL.theta) if order else None
     d = M.shape[1]
-    beta = np.vstack([chL.covariate_effects(fL.theta), oc.x[d:]]) if data.p else None
+    beta = np.vstack([chL.covariate_effects(fL.theta), human_effect_row(data, oc.x[d:])]) if data.p else None
     theta = ch.from_structure(st, oc.x[:d], b, beta)
     theta[ch.llm_coordinates] = fL.theta  # the same point up to rounding; exactly the first stage's coordinates
     return StagedFit(ch, theta, fL.opt, oc, chL, fL.theta)

@@ -147,7 +147,8 @@ def resample_records(data: Comparisons, rng: np.random.Generator,
     judges = tuple(k for k in data.judges if k in set(canon["judge"]))
     # the covariates keep the data's scale: every replicate's beta is per the same unit
     return Comparisons._build(canon, data.items, judges, data.human_judge,
-                              covariates=(data.covariate_scale, data.covariate_transform))
+                              covariates=(data.covariate_scale, data.covariate_transform),
+                              self_preference=data.self_preference)
 
 
 def _replicate(fit: Callable[..., Any], data: Comparisons, kwargs: dict[str, Any],

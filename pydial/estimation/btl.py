@@ -38,6 +38,7 @@ from pydial.estimation.steps import (
     OutcomeInfluence,
     family_glm_influence,
     family_human_influence,
+    human_effects,
     human_parameters,
     stack_outcome_influence,
 )
@@ -73,7 +74,8 @@ def _identified(U: OutcomeInfluence, what: str) -> bool:
 
 def _human(data: Comparisons, ties: str | None, engine: FamilyOptimizers, penalty: str | None) -> Estimate:
     """Fit the people's model: the ``lambda = 0`` fit of :func:`~pydial.estimation.steps.family_human_influence`."""
-    N, p = data.N, data.p
+    N = data.N
+    p = human_effects(data).size if data.p else 0  # the people's free covariate effects
     what = "human BTL" if ties is None else "human tie model"
     opt, U, lh = family_human_influence(data, ties, engine, penalty)
     warn_unresolved(opt, what)
@@ -82,7 +84,7 @@ def _human(data: Comparisons, ties: str | None, engine: FamilyOptimizers, penalt
     blocks = target_slices(N, N + free + p, free)
     lin = U.linearization(f"the {what} scores", blocks, tie_labels=(data.human_judge,) if free else ())
     s, beta_h, _ = human_parameters(data, opt.x, free)
-    beta = None if beta_h is None else beta_h[None, :]
+    beta = None if beta_h is None or not p else beta_h[None, :]
     return Estimate(s=s, log_nu=None if ties is None else tie_log_nu([data.human_judge], np.array([lh])),
                     lambda_=0.0, loss_human=tie_human_loss(ties, s, lh, data, beta), converged=opt.resolved and regular,
                     grad_norm=opt.grad_norm, linearization=(lin,), beta=beta,
@@ -101,6 +103,10 @@ def _judges(data: Comparisons, ties: str | None, engine: FamilyOptimizers, seed:
     N, K, p = data.N, data.K, data.p
     T = centering_basis(N)
     cells = Cells.stack(data, 1.0, 0.0, ties=ties is not None)
+    # each judge's free covariate effects: the covariates that are not 0 on all its cells (Comparisons.effect_columns)
+    support = data.covariate_support[:K] if p else np.zeros((K, 0), bool)
+    pk = support.sum(axis=1)
+    offsets = np.concatenate([[0], np.cumsum(pk)])
     stan = None
     if engine.btl is not None:
         table = data.cell_table("llm", ties=ties is not None)
@@ -116,26 +122,29 @@ def _judges(data: Comparisons, ties: str | None, engine: FamilyOptimizers, seed:
     free = np.array([ties is not None and has_tie_parameter(ties, cells.counts[r]) for r in rows], bool)
     idx = np.flatnonzero(free)
     nb = N + K + idx.size  # the start of the covariate effects among the joint targets
-    q = nb + K * p
+    q = nb + int(offsets[-1])
     joint, own, xs, opts = [], [], [], []
     regular = True
-    A = np.zeros((q, K * (N + 1 + p) + idx.size))  # the joint map, filled judge by judge (columns: each judge's J)
+    A = np.zeros((q, K * (N + 1) + int(offsets[-1]) + idx.size))  # the joint map, filled judge by judge (columns: each judge's J)
     col = 0
     for k in range(K):  # one judge at a time: its cells and design are dropped once it is linearized
         c = cells.select(rows[k])
-        X = centered_design(c.i, c.j, N, c.a, c.z)
+        X = centered_design(c.i, c.j, N, c.a, data.effect_columns(c.z, k))
+        p_k = int(pk[k])
         if stan is None:
             opts.append(glm(ties, c.counts, X, weight=1.0 / float(c.n.sum()), penalty=penalty))
             warn_unresolved(opts[-1], f"judge {data.judges[k]!r}" + ("" if ties is None else " tie model"))
             xs.append(opts[-1].x)
         else:  # the centered chart s = T beta (beta: the first N - 1 scores); a judge without ties is binary (nu = 0)
-            xs.append(np.concatenate([stan.S[k, : N - 1], [stan.b[k]], [stan.log_nu[k]] if free[k] else []]))
+            xs.append(np.concatenate([stan.S[k, : N - 1], [stan.b[k]],
+                                      stan.beta[k][support[k]] if p and stan.beta is not None else [],
+                                      [stan.log_nu[k]] if free[k] else []]))
         E = np.zeros((q + N, X.shape[1] + free[k]))
         E[:N, : N - 1] = T / K
         E[N + k, N - 1] = 1.0
         if free[k]:
-            E[N + K + int(np.searchsorted(idx, k)), N + p] = 1.0
-        E[nb + k * p : nb + (k + 1) * p, N : N + p] = np.eye(p)
+            E[N + K + int(np.searchsorted(idx, k)), N + p_k] = 1.0
+        E[nb + offsets[k] : nb + offsets[k + 1], N : N + p_k] = np.eye(p_k)
         E[q:, : N - 1] = T
         U, _ = family_glm_influence(data, ties, X, xs[k], 1.0 / float(c.n.sum()), E, cells=c)
         regular &= _identified(U, f"judge {data.judges[k]!r}")
@@ -153,7 +162,11 @@ def _judges(data: Comparisons, ties: str | None, engine: FamilyOptimizers, seed:
     log_nu = np.array([x[-1] if fr else -np.inf for x, fr in zip(xs, free)])
     converged = regular and (stan.converged if stan is not None else all(o.resolved for o in opts))
     grad_norm = stan.grad_norm if stan is not None else max(o.grad_norm for o in opts)
-    beta = np.array([x[N : N + p] for x in xs]) if p else None
+    beta = None
+    if p:
+        beta = np.zeros((K, p))
+        for k, x in enumerate(xs):
+            beta[k, support[k]] = x[N : N + pk[k]]
     return Estimate(s=S.mean(0), b=np.array([x[N - 1] for x in xs]), judge_scores=S,
                     log_nu=None if ties is None else tie_log_nu(list(data.judges), log_nu),
                     lambda_=np.nan, loss_human=np.nan, converged=converged, grad_norm=grad_norm,

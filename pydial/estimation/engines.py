@@ -107,6 +107,8 @@ class JudgesBTLFit:
         The optimizer's message.
     details : Any
         The engine's own record of the optimization (e.g. Stan's result), or ``None``.
+    beta : ndarray or None
+        Covariate effects, ``(G, p)`` (``None`` without response covariates).
     """
 
     S: np.ndarray
@@ -116,6 +118,7 @@ class JudgesBTLFit:
     grad_norm: float
     message: str
     details: Any = None
+    beta: np.ndarray | None = None
 
 
 # =========================================================== point engine

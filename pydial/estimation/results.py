@@ -390,15 +390,22 @@ class DialResult:
             nu = tp["nu"].to_numpy(float)
             log_nu = pd.Series(np.log(nu, out=np.full(nu.size, -np.inf), where=nu > 0), index=tp.index)
         ce = self.covariate_effects
-        beta, labels, names = None, (), ()
-        if ce is not None:
-            labels = tuple(ce.index.unique("judge"))
-            names = tuple(ce.index.unique("covariate"))
-            beta = ce["beta"].to_numpy(float).reshape(len(labels), len(names))
+        beta, free = None, None
+        labels: tuple[str, ...] = ()
+        names: tuple[str, ...] = ()
+        if ce is not None:  # the whole rows of beta: 0 at the entries not estimated (not in the table)
+            assert self.data is not None  # _require_linearization
+            labels, names = tuple(str(x) for x in ce.index.unique("judge")), self.data.covariates
+            free = beta_support(self.data, labels)
+            beta = np.zeros((len(labels), len(names)))
+            rows, cols = (pd.Index(v).get_indexer(ce.index.get_level_values(lev)) for v, lev in ((labels, "judge"),
+                                                                                            (names, "covariate")))
+            beta[rows, cols] = ce["beta"].to_numpy(float)
         return dict(s=self.scores["score"].to_numpy(), b=None if pe is None else pe["b"].to_numpy(),
                     gamma=None if self.consensus is None else self.consensus["gamma"].to_numpy(),
                     judge_scores=None if self.judge_scores is None else self.judge_scores.to_numpy(), log_nu=log_nu,
-                    beta=beta, beta_labels=labels, covariates=names)
+                    beta=beta, beta_labels=labels, covariates=names,
+                    beta_free=free)
 
     def _require_linearization(self) -> None:
         """Raise an :class:`~pydial.ArgumentError` unless this result can form other covariances."""
@@ -527,8 +534,9 @@ class DialResult:
 
         ``beta_k = 0`` (``against=None``) or ``beta_k = beta_against`` (``against`` a judge or the
         human judge's name: "does this judge prefer length more than people do?") over the
-        ``covariates`` (default all), a chi-square test with one degree of freedom per covariate,
-        from :attr:`covariate_effects_cov` (the fit's ``cov_type``).
+        ``covariates`` (default every one estimated for both rows; an effect fixed at 0 has no
+        test), a chi-square test with one degree of freedom per covariate, from
+        :attr:`covariate_effects_cov` (the fit's ``cov_type``).
 
         Returns
         -------
@@ -545,11 +553,17 @@ class DialResult:
         for who in (judge, *(() if against is None else (against,))):
             if who not in rows:
                 raise KeyError(f"no covariate effects for {who!r}; known: {rows}")
-        names = list(ce.index.unique("covariate")) if covariates is None else [str(c) for c in covariates]
+        pos = {key: t for t, key in enumerate(ce.index)}
+        who = (judge, *(() if against is None else (against,)))
+        names = ([c for c in ce.index.unique("covariate") if all((w, c) in pos for w in who)] if covariates is None
+                 else [str(c) for c in covariates])  # default: every covariate estimated for the rows compared
         unknown = [c for c in names if c not in set(ce.index.unique("covariate"))]
         if unknown:
             raise KeyError(f"unknown covariate(s) {unknown}; known: {list(ce.index.unique('covariate'))}")
-        pos = {key: t for t, key in enumerate(ce.index)}
+        fixed = [(w, c) for w in who for c in names if (w, c) not in pos]
+        if fixed:
+            raise KeyError(f"no estimated covariate effect {fixed}: the covariate is 0 on all of that row's comparisons, "
+                           "so its effect is a fixed 0 (e.g. the people's and the unmapped judges' self_preference)")
         L = np.zeros((len(names), len(ce)))
         for t, c in enumerate(names):
             L[t, pos[(judge, c)]] = 1.0
@@ -724,12 +738,13 @@ def covariance_tables(C: dict[str, Any], items: tuple[str, ...], judges: tuple[s
                       ties: str | None, *, s: np.ndarray, b: np.ndarray | None = None, gamma: np.ndarray | None = None,
                       judge_scores: np.ndarray | None = None, log_nu: pd.Series | None = None,
                       beta: np.ndarray | None = None, beta_labels: tuple[str, ...] = (),
-                      covariates: tuple[str, ...] = ()) -> dict[str, Any]:
+                      covariates: tuple[str, ...] = (), beta_free: np.ndarray | None = None) -> dict[str, Any]:
     """Return every table of the estimates with the covariances ``C`` of :func:`block_covariances`.
 
     The fields ``scores, cov, position_effects, position_effects_cov, consensus,
     judge_scores_se, tie_parameters`` of :class:`DialResult` (``None`` without the estimate); an
-    estimate without a covariance in ``C`` has NaN standard errors.
+    estimate without a covariance in ``C`` has NaN standard errors.  ``beta_free``: the estimated
+    entries of ``beta`` (:func:`beta_support`; default all), the only ones in the table.
     """
     from pydial.inference.linearization import consensus_table, position_effect_tables, score_tables, tie_table
 
@@ -739,8 +754,9 @@ def covariance_tables(C: dict[str, Any], items: tuple[str, ...], judges: tuple[s
     out: dict[str, Any] = dict(position_effects=None, position_effects_cov=None, consensus=None, judge_scores_se=None,
                                tie_parameters=None, covariate_effects=None, covariate_effects_cov=None)
     if beta is not None:
+        free = np.ones(beta.shape, bool) if beta_free is None else beta_free
         out["covariate_effects"], out["covariate_effects_cov"] = covariate_effect_tables(
-            beta, cov("beta", beta.size), beta_labels, covariates, level)
+            beta, cov("beta", int(free.sum())), beta_labels, covariates, level, free)
     out["scores"], out["cov"] = score_tables(s, cov("scores", len(items)), items, level)
     if b is not None:
         out["position_effects"], out["position_effects_cov"] = position_effect_tables(b, cov("b", len(judges)), judges,
@@ -763,19 +779,36 @@ def covariance_tables(C: dict[str, Any], items: tuple[str, ...], judges: tuple[s
     return out
 
 
+def beta_support(data: Comparisons, labels: Sequence[str]) -> np.ndarray | None:
+    """Return the estimated entries of ``beta`` with rows ``labels`` (bool, rows x ``p``), ``None`` when all are.
+
+    A row's entry is estimated unless its covariate is 0 on all the row's cells (then a fixed 0,
+    :attr:`~pydial.Comparisons.covariate_support`): a judge's row, the people's
+    (``data.human_judge``), or a row shared by the LLM judges (any other label).
+    """
+    sup = data.covariate_support
+    if sup.all():
+        return None
+    index = {name: k for k, name in enumerate(data.judges)} | {data.human_judge: data.K}
+    return np.array([sup[index[lab]] if lab in index else sup[:-1].any(axis=0) for lab in labels], bool).reshape(-1, data.p)
+
+
 def covariate_effect_tables(beta: np.ndarray, cov: np.ndarray, labels: Sequence[str], covariates: Sequence[str],
-                            level: float) -> tuple[pd.DataFrame, pd.DataFrame]:
+                            level: float, free: np.ndarray | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Return the covariate effects ``beta`` (rows ``labels`` x ``covariates``): Wald table and covariance.
 
     ``beta`` of the covariate term ``z' beta`` added to eq. binomial-model-llm / -human.
 
     Indexed by ``(judge, covariate)`` in the order of ``beta.ravel()`` (judge-major); the
     columns of :func:`~pydial.inference.linearization.wald_table` with the estimate named ``beta``.
+    Only the entries ``free`` (default all) are listed: the others are fixed at 0, not estimated.
     """
     from pydial.inference.linearization import wald_table
 
     idx = pd.MultiIndex.from_product([list(labels), list(covariates)], names=["judge", "covariate"])
-    tab = wald_table(np.ravel(beta), cov, [f"{k}:{c}" for k, c in idx], level, "beta")
+    keep = np.ones(len(idx), bool) if free is None else np.ravel(free)
+    idx = idx[keep]
+    tab = wald_table(np.ravel(beta)[keep], cov, [f"{k}:{c}" for k, c in idx], level, "beta")
     tab.index = idx
     return tab, pd.DataFrame(np.asarray(cov, float), index=idx, columns=idx.copy())
 
@@ -795,7 +828,8 @@ def build_result(est: Estimate, spec: Any, data: Comparisons, *, fitter: Any = N
     C = block_covariances(est.linearization, data, cov_type, anchored, spec.cluster_correction)
     tables = covariance_tables(C, data.items, data.judges, spec.level, spec.ties, s=est.s, b=est.b, gamma=est.gamma,
                                judge_scores=est.judge_scores, log_nu=est.log_nu, beta=est.beta,
-                               beta_labels=est.beta_labels, covariates=data.covariates)
+                               beta_labels=est.beta_labels, covariates=data.covariates,
+                               beta_free=None if est.beta is None else beta_support(data, est.beta_labels))
     judge_scores = None if est.judge_scores is None else pd.DataFrame(
         est.judge_scores, index=pd.Index(data.judges, name="judge"), columns=pd.Index(data.items, name="item"))
     stage_scores = None if est.stage_scores is None else pd.DataFrame(est.stage_scores,

@@ -26,9 +26,9 @@ from typing import Any, Iterable
 
 import numpy as np
 
-from pydial.data.comparisons import Comparisons
-from pydial.exceptions import (ArgumentError, ArgumentTypeError, ArgumentWarning, DataError, caller_stacklevel,
-                               renamed_arguments)
+from pydial.data.comparisons import SELF_PREFERENCE, Comparisons
+from pydial.exceptions import (ArgumentError, ArgumentTypeError, ArgumentWarning, DataError, IdentifiabilityError,
+                               caller_stacklevel, renamed_arguments)
 from pydial.model.chart import CALIBRATIONS, DEFAULT_CALIBRATION, DEFAULT_RANK
 from pydial.model.families import TIE_MODELS
 from pydial.model.identifiability import ESTIMATORS, design_report
@@ -144,8 +144,6 @@ def _rank(rank: Any) -> int | str | tuple[int, ...]:
 
 
 # ------------------------------------------------------------------ spec
-COVARIATE_METHODS: tuple[str, ...] = ("human", "judges", *USES_CALIBRATION)
-"""The methods that fit response covariates (``logit p = ... + z' beta``, data with ``covariates=``)."""
 COVARIATE_EFFECTS: tuple[str, ...] = ("judge", "shared")
 """``covariate_effects``: one ``beta_k`` per LLM judge, or one ``beta_L`` shared by the LLM judges."""
 
@@ -277,14 +275,7 @@ class ModelSpec:
                             "(Comparisons.from_frame / from_csv)")
         if method != "human" and data.K == 0:
             raise DataError(f"method {method!r} needs LLM judgments, but there are none")
-        structured_firth = method in USES_CALIBRATION and self.penalty is not None
-        if data.p and (method not in COVARIATE_METHODS or self.engine != "numpy" or structured_firth):
-            what = f"method {method!r} with engine {self.engine!r}" + (f" and penalty={self.penalty!r}"
-                                                                        if structured_firth else "")
-            raise ArgumentError(
-                f"the data carry response covariates {list(data.covariates)}; {what} does not fit them yet "
-                f"(covariates are fitted by {list(COVARIATE_METHODS)} with engine='numpy', the DIAL methods without "
-                "a penalty); load the data without covariates= to fit it without style control")
+        self._check_fixed_effects(data)
         grid = self.rank_grid(data)
         if method in STRUCTURED:
             r_max = max(grid)
@@ -293,8 +284,25 @@ class ModelSpec:
         if self.check:
             calibration = self.calibration or DEFAULT_CALIBRATION
             for r in grid:
-                design_report(data, r, calibration, method, self.seed, self.penalty).raise_if_failed()
+                design_report(data, r, calibration, method, self.seed, self.penalty,
+                              shared=self.covariate_effects == "shared").raise_if_failed()
         return grid
+
+    def _check_fixed_effects(self, data: Comparisons) -> None:
+        """Refuse the self-preference covariate in ``judges``.
+
+        The self-preference covariate ``z = D_k o_k`` (:meth:`~pydial.Comparisons.with_self_preference`)
+        is constant within each of a judge's pairs: in the judge's own model it is confounded
+        with the judge's scores (an :class:`~pydial.IdentifiabilityError`).
+        """
+        if self.method == "judges" and SELF_PREFERENCE in data.covariates:
+            mapped = sorted(data.self_preference or ())
+            raise IdentifiabilityError(
+                f"method 'judges' cannot fit the self-preference covariate (judges {mapped}): it is constant within "
+                "each of a judge's pairs (1[i own] - 1[j own] = the difference of the own-item indicator o_k), so "
+                "beta_k moves the judge's own items' scores by the same amount as s_k + beta_k o_k: it is confounded "
+                "with the judge's own scores. It is identified only through the low-rank structure: fit 'dial-anc' "
+                "or 'dial-ada' (or drop self_preference=)")
 
 
 def spec_from_arguments(method: str, arguments: dict[str, Any], *, caller: str = "fit") -> ModelSpec:

@@ -84,7 +84,7 @@ def _human_cells(data: Comparisons, ties: str | None) -> tuple[np.ndarray, np.nd
 def _human_design(data: Comparisons, ties: str | None) -> Design:
     """Return the people's GLM design in the centered chart ``s = T beta``, with their covariate columns (``z' beta_H``)."""
     H = data.cell_table("human", ties=ties is not None)
-    return centered_design(H.i, H.j, data.N, z=H.z)
+    return centered_design(H.i, H.j, data.N, z=data.effect_columns(H.z, data.K))
 
 
 def _human_free(data: Comparisons, ties: str | None) -> bool:
@@ -100,7 +100,7 @@ def _numpy_llm(data: Comparisons, ties: str | None, ch: Chart, x0: np.ndarray) -
 def _calibration_design(data: Comparisons, ties: str | None, M: np.ndarray) -> Design:
     """Return the people's calibration design ``[D_H M, Z_H]`` of the family's cells (coordinates ``(c, beta_H)``)."""
     H = data.cell_table("human", ties=ties is not None)
-    return calibration_design(H.i, H.j, data.N, M, H.z)
+    return calibration_design(H.i, H.j, data.N, M, data.effect_columns(H.z, data.K))
 
 
 def _numpy_calibration(data: Comparisons, ties: str | None, ch: Chart, theta: np.ndarray, M: np.ndarray,
@@ -172,18 +172,18 @@ def family_staged_fit(data: Comparisons, ties: str | None, rank: int, calibratio
     M = st.basis(calibration)
     _, _, hc = _human_cells(data, ties)
     free_h = _human_free(data, ties)
-    d, p = M.shape[1], data.p
-    x0 = np.concatenate([np.eye(d)[0], np.zeros(p)] + ([[log_nu_start(cast(str, ties), hc)]] if free_h else []))
+    d, p, p_h = M.shape[1], data.p, human_effects(data).size
+    x0 = np.concatenate([np.eye(d)[0], np.zeros(p_h)] + ([[log_nu_start(cast(str, ties), hc)]] if free_h else []))
     ch = Chart.for_data(data, rank, calibration, order, shared)
     b = chL.order_effects(thL) if order else None
 
-    def beta(beta_h: np.ndarray) -> np.ndarray | None:
-        return np.vstack([chL.covariate_effects(thL), beta_h]) if p else None
+    def beta(x: np.ndarray) -> np.ndarray | None:  # the judges' effects, then beta_H from x = (c, free beta_H, ...)
+        return np.vstack([chL.covariate_effects(thL), human_effect_row(data, x[d:d + p_h])]) if p else None
 
-    oc = engine.calibration(data, ties, ch, ch.from_structure(st, x0[:d], b, beta(x0[d:d + p])), M, x0, penalty=penalty)
-    theta = ch.from_structure(st, oc.x[:d], b, beta(oc.x[d:d + p]))
+    oc = engine.calibration(data, ties, ch, ch.from_structure(st, x0[:d], b, beta(x0)), M, x0, penalty=penalty)
+    theta = ch.from_structure(st, oc.x[:d], b, beta(oc.x))
     free = free_groups(data, ch, ties)
-    x = np.concatenate([theta, xL[chL.dim:], oc.x[d + p:]])
+    x = np.concatenate([theta, xL[chL.dim:], oc.x[d + p_h:]])
     return StagedFit(ch, x, optL, oc, chL, xL, free, freeL)
 
 
@@ -428,15 +428,34 @@ def family_human_fit(data: Comparisons, ties: str | None, engine: FamilyOptimize
                    lambda: engine.human(data, ties, x0, penalty=penalty)), free, X
 
 
+def human_effects(data: Comparisons) -> np.ndarray:
+    """Return the indices of the covariates with an effect on the people: the free entries of ``beta_H``.
+
+    Every covariate but those that are 0 on all the people's cells (:attr:`~pydial.Comparisons.covariate_support`,
+    e.g. the self-preference); the columns of the people's GLM designs (:meth:`~pydial.Comparisons.effect_columns`).
+    """
+    return np.flatnonzero(data.covariate_support[-1])
+
+
+def human_effect_row(data: Comparisons, free: np.ndarray) -> np.ndarray:
+    """Return the people's whole row ``beta_H`` (``p``) from its free entries (:func:`human_effects`; the others 0)."""
+    out = np.zeros(data.p)
+    out[human_effects(data)] = free
+    return out
+
+
 def human_parameters(data: Comparisons, x: np.ndarray, free: bool) -> tuple[np.ndarray, np.ndarray | None, float]:
     """Split the people's model coordinates ``x = (beta_s, beta_H, log nu_H)`` (eq. human-only-estimator).
 
     Returns the centered scores ``s = T beta_s``, the covariate effects ``beta_H`` (``None``
-    without covariates) and ``log nu_H`` (``-inf`` when not ``free``: people without ties).
+    without covariates; the whole row, 0 at the covariates without an effect on the people,
+    :func:`human_effects`, which ``x`` leaves out) and ``log nu_H`` (``-inf`` when not ``free``:
+    people without ties).
     """
     N, p = data.N, data.p
-    return (centering_basis(N) @ x[: N - 1], x[N - 1 : N - 1 + p] if p else None,
-            float(x[N - 1 + p]) if free else -np.inf)
+    p_h = human_effects(data).size if p else 0
+    return (centering_basis(N) @ x[: N - 1], human_effect_row(data, x[N - 1 : N - 1 + p_h]) if p else None,
+            float(x[N - 1 + p_h]) if free else -np.inf)
 
 
 def family_human_influence(data: Comparisons, ties: str | None, engine: FamilyOptimizers = NUMPY_FAMILY,
@@ -448,7 +467,8 @@ def family_human_influence(data: Comparisons, ties: str | None, engine: FamilyOp
     target) when the people's cells hold no tie.  With covariates the influence covers
     ``(s, log nu_H, beta_H)``, in that order.
     """
-    N, p = data.N, data.p
+    N = data.N
+    p = human_effects(data).size if data.p else 0  # the free entries of beta_H
     opt, free, X = family_human_fit(data, ties, engine, penalty)
     E = np.zeros((N + free + p, X.shape[1] + free))
     E[:N, : N - 1] = centering_basis(N)

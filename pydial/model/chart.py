@@ -74,6 +74,21 @@ class Structure:
         raise ArgumentError(f"calibration must be one of {CALIBRATIONS}, got {calibration!r}")
 
 
+def fixed_effects(data: Any, shared: bool, calibrated: bool) -> tuple[bool, ...] | None:
+    """Return :attr:`Chart.fixed` of a chart of ``data``: the entries of ``beta`` whose covariate is 0 on all the row's cells.
+
+    Rows: one per judge (or one shared by them, fixed where the covariate is 0 on every LLM
+    cell), then the people's when ``calibrated``; ``None`` when every entry is free (always
+    without covariates), so that charts of such data are unchanged.
+    """
+    if not data.p:
+        return None
+    sup = data.covariate_support  # (K + 1, p)
+    llm = sup[:-1].any(axis=0, keepdims=True) if shared else sup[:-1]
+    rows = np.vstack([llm, sup[-1:]]) if calibrated else llm
+    return None if rows.all() else tuple(bool(x) for x in ~rows.ravel())
+
+
 def difference_design(i: np.ndarray, j: np.ndarray, N: int) -> sparse.csr_matrix:
     """Rows ``(e_i - e_j)^T`` of the item-difference design ``D`` (sparse m x N).
 
@@ -168,14 +183,20 @@ class Chart:
     shared : bool
         One covariate effect ``beta_L`` for all LLM judges (``covariate_effects="shared"``)
         instead of one ``beta_k`` per judge; the people have their own ``beta_H`` either way.
+    fixed : tuple of bool or None
+        The entries of ``beta`` (row-major, :attr:`beta_rows` x ``p``) fixed at 0: a group whose
+        covariate column is 0 on all its cells has no such effect (e.g. the people's and the
+        unmapped judges' self-preference, :meth:`pydial.Comparisons.with_self_preference`).
+        ``theta`` holds the free entries only, ``phi`` the whole ``beta`` (0 at the fixed
+        entries).  ``None``: every entry free (:meth:`for_data` derives it from the data).
 
     Notes
     -----
     Layout of ``theta``: ``A[:K-1]`` row-major, ``B[:N-1]`` row-major, the
     calibration coordinate (``alpha`` for ``mu``, ``c`` for ``W``), then ``b``, then the
     covariate effects ``beta`` row-major (one row per :attr:`beta_rows`: the judges, or
-    the one shared row, then the people's when calibrated).  The full coordinates
-    ``phi = (L, B, b, beta)`` end with the same ``beta``.
+    the one shared row, then the people's when calibrated; the free entries only, :attr:`beta_free`).
+    The full coordinates ``phi = (L, B, b, beta)`` end with the whole ``beta``.
     """
 
     N: int
@@ -185,12 +206,18 @@ class Chart:
     order: bool = True
     p: int = 0
     shared: bool = False
+    fixed: tuple[bool, ...] | None = None
 
     @classmethod
     def for_data(cls, data: Any, rank: int, calibration: Calibration | str | None, order: bool = True,
                  shared: bool = False) -> "Chart":
-        """Return the chart of a :class:`~pydial.Comparisons`' ``N``, ``K`` and covariates (``p = data.p``)."""
-        return cls(data.N, data.K, rank, cast(Calibration | None, calibration), order, data.p, shared)
+        """Return the chart of a :class:`~pydial.Comparisons`' ``N``, ``K`` and covariates (``p = data.p``).
+
+        The fixed entries of ``beta`` are those of covariates that are 0 on all of a row's cells
+        (:attr:`~pydial.Comparisons.covariate_support`; the shared row: on all LLM cells).
+        """
+        return cls(data.N, data.K, rank, cast(Calibration | None, calibration), order, data.p, shared,
+                   fixed_effects(data, shared, calibration is not None))
 
     def __post_init__(self) -> None:
         """Check the calibration option and the rank against ``K`` and ``N``."""
@@ -200,6 +227,8 @@ class Chart:
             raise ArgumentError(
                 f"rank r={self.r} needs r <= K-1 = {self.K - 1} and r+1 <= N-1 = {self.N - 1} (Cond. llm-structure)"
             )
+        if self.fixed is not None and len(self.fixed) != self.beta_rows * self.p:
+            raise ArgumentError(f"fixed must mark the {self.beta_rows * self.p} entries of beta, got {len(self.fixed)}")
 
     # ----------------------------------------------------------------- sizes
     @property
@@ -234,6 +263,17 @@ class Chart:
         return np.append(llm, self.n_beta_llm) if self.calibration is not None else llm
 
     @cached_property
+    def beta_free(self) -> np.ndarray:
+        """Bool mask of the free entries of ``beta`` (row-major, :attr:`beta_rows` x ``p``): not :attr:`fixed`."""
+        n = self.beta_rows * self.p
+        return np.ones(n, bool) if self.fixed is None else ~np.asarray(self.fixed, bool)
+
+    @cached_property
+    def beta_index(self) -> np.ndarray:
+        """Positions in the row-major ``beta`` of its free entries, the ``beta`` block of ``theta`` in order."""
+        return np.flatnonzero(self.beta_free)
+
+    @cached_property
     def sizes(self) -> dict[str, int]:
         """Number of reduced coordinates of each block ``A, B, c, b, beta``."""
         return {
@@ -241,7 +281,7 @@ class Chart:
             "B": (self.N - 1) * self.q,
             "c": self.d,
             "b": self.K if self.order else 0,
-            "beta": self.beta_rows * self.p,
+            "beta": int(self.beta_index.size),
         }
 
     @cached_property
@@ -269,9 +309,9 @@ class Chart:
 
     @cached_property
     def human_coordinates(self) -> np.ndarray:
-        """Positions in ``theta`` of the people's calibration: ``c``, then ``beta_H`` (the last ``p`` of ``beta``)."""
+        """Positions in ``theta`` of the people's calibration: ``c``, then ``beta_H`` (the free entries of the last row)."""
         c, be = self.slices["c"], self.slices["beta"]
-        n_h = self.p if self.calibration is not None else 0
+        n_h = int(self.beta_free[-self.p:].sum()) if self.calibration is not None and self.p else 0
         return np.r_[np.arange(c.start, c.stop), np.arange(be.stop - n_h, be.stop)]
 
     @property
@@ -325,7 +365,7 @@ class Chart:
             for k in range(K):
                 T[self.off_b + k, sb.start + k] = 1.0
         sbeta = self.slices["beta"]
-        T[self.off_beta + np.arange(sbeta.stop - sbeta.start), np.arange(sbeta.start, sbeta.stop)] = 1.0
+        T[self.off_beta + self.beta_index, np.arange(sbeta.start, sbeta.stop)] = 1.0
         return T
 
     @cached_property
@@ -365,15 +405,23 @@ class Chart:
         return L[: self.K], B, ct, b
 
     def covariate_effects(self, theta: np.ndarray) -> np.ndarray:
-        """Return the covariate effects ``beta`` (:attr:`beta_rows` x ``p``): the judges' (or the shared row), then ``beta_H``."""
-        return np.asarray(theta, float)[self.slices["beta"]].reshape(self.beta_rows, self.p)
+        """Return the covariate effects ``beta`` (:attr:`beta_rows` x ``p``): the judges' (or the shared row), then ``beta_H``.
+
+        The fixed entries (:attr:`fixed`) are 0.
+        """
+        free = np.asarray(theta, float)[self.slices["beta"]]
+        if self.fixed is None:
+            return free.reshape(self.beta_rows, self.p)
+        out = np.zeros(self.beta_rows * self.p)
+        out[self.beta_index] = free
+        return out.reshape(self.beta_rows, self.p)
 
     def human_effects(self, theta: np.ndarray) -> np.ndarray | None:
         """``beta_H``, the people's covariate effects (``None`` without covariates or without calibration)."""
         return self.covariate_effects(theta)[-1] if self.p and self.calibration is not None else None
 
     def target_jacobian(self, theta: np.ndarray) -> np.ndarray:
-        """``d (s, beta) / d theta``: the calibrated scores (:meth:`score_jacobian`), then every covariate effect."""
+        """``d (s, beta) / d theta``: the calibrated scores (:meth:`score_jacobian`), then every free covariate effect."""
         return np.vstack([self.score_jacobian(theta), np.eye(self.dim)[self.slices["beta"]]])
 
     def pack(self, A: np.ndarray, B: np.ndarray, c: np.ndarray | float | None = None, b: np.ndarray | None = None,
@@ -395,7 +443,7 @@ class Chart:
         if self.order and b is not None:
             theta[self.slices["b"]] = b
         if self.p and beta is not None:
-            theta[self.slices["beta"]] = np.asarray(beta, float).ravel()
+            theta[self.slices["beta"]] = np.asarray(beta, float).ravel()[self.beta_index]
         return theta
 
     def scores(self, theta: np.ndarray) -> np.ndarray:

@@ -32,6 +32,15 @@ fit.  The conditions, with their public names:
     predictors has the full rank ``(r+1)(K+N-r-2)+K`` at a random point
     (:func:`_lowrank_jacobian_rank`), i.e. ``(S, b)`` is locally identified at
     generic parameter values.
+``"self-preference"`` (per mapped LLM judge, and ``"all judges"``)
+    The self-preference covariate ``z = D_k o_k`` (:meth:`~pydial.Comparisons.with_self_preference`,
+    ``o_k`` the judge's own-item indicator) lies in ``col(D_k)``: in the judge's own model
+    it is confounded with its scores (``s_k + beta_k o_k``), and in the structured models it is
+    identified only through the low-rank structure, by the extension of Prop. ident-lowrank
+    of :func:`_lowrank_jacobian_rank` (see there).  Per judge, with ``col(W)`` known:
+    ``rank([D_k W, a_k, Z_k]) = r + 2 + p_k`` (sufficient when the other judges pin down
+    ``col(W)``: the centered ``o_k`` not in ``col(W)``); for all judges the exact generic
+    condition, the Jacobian of the cell predictors in ``(A, B, b, beta)`` of full rank.
 ``"pooled-connected"`` (``"all judges"``, only for ``method="pooled"``)
     The pooled LLM comparison graph is connected.
 ``"human-design"`` and ``"human-mle"`` (``"human"``)
@@ -54,7 +63,7 @@ from scipy.optimize import linprog
 from scipy.sparse.csgraph import connected_components
 
 from pydial.cache import derived
-from pydial.data.comparisons import Comparisons
+from pydial.data.comparisons import SELF_PREFERENCE, Comparisons
 from pydial.exceptions import ArgumentError, IdentifiabilityError
 from pydial.model.chart import CALIBRATIONS, difference_design
 
@@ -83,6 +92,7 @@ CONDITIONS: tuple[str, ...] = (
     "human-mle",
     "human-connected",
     "covariates",
+    "self-preference",
 )
 """Public condition names, in the order they appear in :attr:`DesignReport.table`."""
 
@@ -97,6 +107,7 @@ REFERENCES: dict[str, str] = {
     "human-mle": "finite human BTL MLE; Ford 1957",
     "human-connected": "finite Firth estimate of the human BTL (penalty='firth'); Kosmidis & Firth 2021",
     "covariates": "response covariates outside the span of the item-difference and order columns: rank [D, a, Z]",
+    "self-preference": "Prop. ident-lowrank extended by the covariate effects: full generic rank of the Jacobian in (S, b, beta)",
 }
 """Where each condition comes from (paper labels or literature)."""
 
@@ -448,6 +459,67 @@ def _check_lowrank(W: np.ndarray, ii: np.ndarray, jj: np.ndarray, aa: np.ndarray
     return ok, text
 
 
+def _check_lowrank_covariates(W: np.ndarray, ii: np.ndarray, jj: np.ndarray, aa: np.ndarray, z: np.ndarray, r: int,
+                              nopos: bool, basis_note: str) -> tuple[bool, str]:
+    """Prop. ident-lowrank with ``col(W)`` known, extended by the judge's covariate effects (the self-preference).
+
+    ``(alpha_k, b_k, beta_k)`` of ``eta = D_k W alpha_k + a b_k + Z_k beta_k`` is identified iff
+    ``rank([D_k W, a_k, Z_k]) = r + 2 + p_k`` (``r + 1 + p_k`` with ``b_k`` fixed at 0).  For the
+    self-preference column ``D_k o_k`` and a connected ``G_k`` this says: the centered own-item
+    indicator ``o_k`` is not in ``col(W)`` (nor confounded with the order and other columns).
+    """
+    X = np.column_stack([W[ii] - W[jj]] + ([] if nopos else [aa.astype(float)[:, None]]) + [np.asarray(z, float)])
+    need = r + 1 + (0 if nopos else 1) + z.shape[1]
+    rk = int(np.linalg.matrix_rank(X)) if X.size else 0
+    ok = rk == need
+    label = "rank([D_k W, Z_k])" if nopos else "rank([D_k W, a_k, Z_k])"
+    text = f"{label} = {rk} {'=' if ok else '<'} {need} {basis_note}"
+    if not ok:
+        text += ("; the judge's own-item indicator o_k (the self-preference column D_k o_k) lies in the span of its "
+                 "scores' directions D_k W and the other columns: its self-preference is not identified even with "
+                 "col(W) known")
+    return ok, text
+
+
+def _check_self_preference(data: Comparisons, r: int, nopos: bool, shared: bool,
+                           per_judge: list[tuple[str, bool, str]], rng: np.random.Generator) -> tuple[bool, str]:
+    """Check the self-preference effects of the structured LLM model: the Jacobian rank in ``(S, b, beta)``.
+
+    :func:`_lowrank_jacobian_rank` with the covariate columns.
+
+    The free covariate effects of the LLM rows of ``beta`` (one per judge, or one shared with
+    ``shared``) are the extra columns; the effects in the Jacobian's null space are named.
+    Above :data:`JACOBIAN_MAX_PARAMS` parameters the per-judge rows (``col(W)`` known, the
+    sufficient condition) decide.
+    """
+    from pydial.model.chart import fixed_effects
+
+    N, K, p = data.N, data.K, data.p
+    fixed = fixed_effects(data, shared, False)
+    free = (np.ones((1 if shared else K) * p, bool) if fixed is None else ~np.asarray(fixed, bool)).reshape(-1, p)
+    P = (K + N) * (r + 1) + K + int(free.sum())
+    if P > JACOBIAN_MAX_PARAMS:
+        bad = [name for name, ok, _ in per_judge if not ok]
+        return not bad, (f"the Jacobian in (S, b, beta) has {P} parameters (more than {JACOBIAN_MAX_PARAMS}) and was not "
+                         "formed; the per-judge condition with col(W) known decides: "
+                         + (f"fails for {bad}" if bad else "holds for every mapped judge"))
+    L = data.llm
+    beta_row = np.zeros(K, np.int64) if shared else np.arange(K)
+    rk, need, confounded = _lowrank_jacobian_rank(N, K, r, L.judge, L.i, L.j, L.a, nopos, rng, L.z, beta_row, free)
+    if rk >= need:
+        return True, (f"the Jacobian of the rank-{r} LLM model in (S, b, beta) has full rank {rk} = (r+1)(K+N-r-2)"
+                      f"{'' if nopos else '+K'} + {int(free.sum())} free covariate effects at a generic point: every "
+                      "self-preference effect is locally identified through the shared structure (Prop. ident-lowrank, "
+                      "extended)")
+    labels = ["LLM judges (shared)"] if shared else list(data.judges)
+    hit = [f"{labels[g]}:{data.covariates[t]}" for (g, t), c in zip(np.argwhere(free), confounded) if c]
+    return False, (f"the Jacobian of the rank-{r} LLM model in (S, b, beta) has rank {rk} < {need} at a generic point: "
+                   f"the covariate effect(s) {hit} are confounded with the judges' scores (a judge's self-preference "
+                   "beta_k o_k is absorbed by its scores when o_k lies in its score space, e.g. rank r = K - 1 leaves "
+                   "every judge's scores free); lower the rank, add judges that pin down the item space, or drop "
+                   "self_preference=")
+
+
 def _no_separation_by_graph(N: int, ii: np.ndarray, jj: np.ndarray, aa: np.ndarray, n: np.ndarray,
                             y: np.ndarray, nopos: bool) -> bool:
     """Decide a sufficient condition for no separation on graphs (no linear program).
@@ -684,7 +756,9 @@ JACOBIAN_MAX_PARAMS = 4000
 
 
 def _lowrank_jacobian_rank(N: int, K: int, r: int, judge: np.ndarray, ii: np.ndarray, jj: np.ndarray,
-                           aa: np.ndarray, nopos: bool, rng: np.random.Generator) -> tuple[int, int]:
+                           aa: np.ndarray, nopos: bool, rng: np.random.Generator, z: np.ndarray | None = None,
+                           beta_row: np.ndarray | None = None, free: np.ndarray | None = None
+                           ) -> tuple[int, int, np.ndarray]:
     r"""Compute the generic rank of the Jacobian of the structured LLM model, and the rank needed.
 
     The linear predictors of the observed cells are
@@ -700,13 +774,40 @@ def _lowrank_jacobian_rank(N: int, K: int, r: int, judge: np.ndarray, ii: np.nda
     exact generic condition for an unknown ``col(W)``, of which the parameter count
     is the necessary part and the sufficient judge subset one sufficient case.
 
-    Returns ``(rank, needed)``; the rank is the largest over two random points.
+    With response covariates ``z`` (cells x ``p``) the predictors gain ``z_t' beta_{row(k_t)}``
+    (``beta_row``: the row of ``beta`` of each judge, ``free``: the free entries of ``beta``,
+    rows x ``p``): the Jacobian gains the columns ``z_t`` of the free entries, which enter
+    linearly and leave the invariances as they are, so ``(S, b, beta)`` is locally identified
+    at generic values iff the rank is ``(r+1)(K+N-r-2) + K + (free entries)``.  This extends
+    Prop. ident-lowrank to the covariate effects: an effect whose column lies in the span
+    of the other columns -- e.g. the self-preference ``z = D_k o_k`` of a judge whose own
+    scores are unrestricted (``r = K - 1``: ``o_k`` in ``col(B)``, the judge's scores absorb
+    ``beta_k o_k``) -- is not identified.  A sufficient condition for the self-preference
+    effect of judge ``k``: the other judges pin down ``col(B)`` (the rank-(r+1) item space)
+    and the centered ``o_k`` is not in it, so ``D_k [B, o_k]`` has full column rank.
+
+    Returns ``(rank, needed, confounded)``; the rank is the largest over two random points, and
+    ``confounded`` marks the free entries of ``beta`` (in row-major order) that the null space
+    of the Jacobian at that point moves (empty without covariates): the effects not identified.
     """
     q = r + 1
     m = ii.size
     P = K * q + N * q + (0 if nopos else K)
     need = q * (K + N - r - 2) + (0 if nopos else K)
-    best = 0
+    zcols = None
+    if z is not None and free is not None and beta_row is not None and free.any():
+        # d eta_t / d beta_{g, l} = z_tl for the judge's row g: one column per free entry (g, l)
+        rows_b = beta_row[judge]
+        index = np.full(free.shape, -1)
+        index[free] = np.arange(int(free.sum()))
+        G = np.zeros((m, int(free.sum())))
+        for l in range(free.shape[1]):
+            col = index[rows_b, l]
+            ok = col >= 0
+            G[np.flatnonzero(ok), col[ok]] = z[ok, l]
+        zcols = sparse.csr_matrix(G)
+        need += G.shape[1]
+    best, confounded = 0, np.zeros(0 if zcols is None else zcols.shape[1], bool)
     for _ in range(2):
         A = rng.standard_normal((K, q))
         B = rng.standard_normal((N, q))
@@ -720,9 +821,18 @@ def _lowrank_jacobian_rank(N: int, K: int, r: int, judge: np.ndarray, ii: np.nda
             cols.append((K * q + N * q + judge)[:, None])
             vals.append(aa.astype(float)[:, None])
         J = sparse.csr_matrix((np.hstack(vals).ravel(), (rows, np.hstack(cols).ravel())), shape=(m, P))
-        ev = np.linalg.eigvalsh((J.T @ J).toarray())
-        best = max(best, int(np.sum(ev > 1e-9 * max(float(ev.max(initial=0.0)), 1e-300))))
-    return best, need
+        if zcols is None:
+            ev = np.linalg.eigvalsh((J.T @ J).toarray())
+            best = max(best, int(np.sum(ev > 1e-9 * max(float(ev.max(initial=0.0)), 1e-300))))
+            continue
+        J = sparse.hstack([J, zcols], format="csr")
+        ev, vec = np.linalg.eigh((J.T @ J).toarray())
+        null = ev <= 1e-9 * max(float(ev.max(initial=0.0)), 1e-300)
+        if int(np.sum(~null)) > best or best == 0:
+            best = int(np.sum(~null))
+            # the gauge directions move A and B only (beta enters linearly): a null direction with a beta part is an effect
+            confounded = np.linalg.norm(vec[P:, null], axis=1) > 1e-6
+    return best, need, confounded
 
 
 # ------------------------------------------------------------------------ main entry
@@ -735,6 +845,7 @@ def check_design(
     W: np.ndarray | None = None,
     seed: int | np.random.Generator = 0,
     penalty: str | None = None,
+    shared: bool = False,
 ) -> DesignReport:
     r"""Check every identification condition of the DIAL paper on a design.
 
@@ -763,6 +874,9 @@ def check_design(
         without a finite MLE: separation (``judges``) and human-mle (``human``,
         ``atc``) are reported but do not block, and the human comparison graph must
         be connected instead (row ``human-connected``).
+    shared : bool, default False
+        One covariate effect shared by the LLM judges (``covariate_effects="shared"``) instead
+        of one per judge: the rows of ``beta`` in the self-preference check.
 
     Returns
     -------
@@ -793,6 +907,16 @@ def check_design(
       every method with order effects: ``b_k`` has no finite MLE whatever the score
       structure.  ``"atc"`` also needs human-mle,
       because AtC aggregates the human comparisons by an unrestricted BTL fit.
+    * With response covariates, a judge's (or the people's) ``covariates`` row, on the
+      covariates not 0 on all its comparisons (the others' effects are fixed at 0).  The
+      self-preference covariate is left out of a judge's row for every method but
+      ``"judges"``, where it always fails (``z = D_k o_k`` lies in ``col(D_k)``); the
+      structured methods check it in the ``"self-preference"`` rows instead: the
+      ``"all judges"`` row (the Jacobian of :func:`_lowrank_jacobian_rank` with the free
+      covariate effects, of full rank) is a problem, naming the judges whose effect is
+      confounded; the per-judge rows (``rank([D_k W, a_k, Z_k]) = r + 2 + p_k``, ``col(W)``
+      known) decide when the Jacobian is too large to form.  ``"pooled"`` checks its one
+      shared effect over the pooled cells (``"all judges"``, ``covariates``).
 
     For ``"dial-nopos"`` the order effect is fixed at ``b = 0``: ident-LLM reduces
     to connectivity of ``G_k``, ident-lowrank to ``rank(D_k W) = r + 1``, the
@@ -835,6 +959,11 @@ def check_design(
 
     rows: list[tuple[str, str, bool, str]] = []
     problems: list[tuple[str, str, str]] = []
+    support = data.covariate_support
+    names_arr = np.asarray(data.covariates, dtype=object)
+    is_self = names_arr == SELF_PREFERENCE  # left out of a judge's own covariate check but in "judges"
+    own_check = ~is_self if method != "judges" else np.ones(data.p, bool)
+    self_rows: list[tuple[str, bool, str]] = []
 
     # Per-judge checks: one union-find pass, one small rank, one small LP each.
     L = data.llm
@@ -858,12 +987,18 @@ def check_design(
             det_sep += " (ident-LLM fails as well, so the parameters would not be unique anyway)" if not ok_sep else ""
         rows += [(name, "ident-LLM", ok_llm, det_llm), (name, "ident-lowrank", ok_low, det_low),
                  (name, "separation", ok_sep, det_sep)]
-        if data.p:
+        cols = support[k] & own_check  # the judge's estimated effects (the others are fixed at 0)
+        if cols.any():
             assert L.z is not None  # data with covariates have them on every cell
-            ok_cov, det_cov = _check_covariates(N, ii, jj, None if nopos else aa, L.z[sel], data.covariates)
+            ok_cov, det_cov = _check_covariates(N, ii, jj, None if nopos else aa, L.z[sel][:, cols], list(names_arr[cols]))
             rows.append((name, "covariates", ok_cov, det_cov))
             if not ok_cov:
                 problems.append((name, "covariates", det_cov))
+        if dial and (support[k] & is_self).any():
+            assert L.z is not None
+            ok_sp, det_sp = _check_lowrank_covariates(Wk, ii, jj, aa, L.z[sel][:, support[k]], r, nopos, generic_note)
+            rows.append((name, "self-preference", ok_sp, det_sp))
+            self_rows.append((name, ok_sp, det_sp))
         if ok_llm:
             n_ident.append(k)
         if method == "judges":
@@ -911,7 +1046,7 @@ def check_design(
                                              f"{JACOBIAN_MAX_PARAMS}) and was not run (fit with check=False / --no-check "
                                              "to try anyway)")
         else:
-            rk, need_j = _lowrank_jacobian_rank(N, K, r, L.judge, L.i, L.j, L.a, nopos, np.random.default_rng(seed))
+            rk, need_j, _ = _lowrank_jacobian_rank(N, K, r, L.judge, L.i, L.j, L.a, nopos, np.random.default_rng(seed))
             ok_ss = rk >= need_j
             det_ss = subset + (f"; but the Jacobian of the rank-{r} LLM model has full rank {rk} = "
                                f"(r+1)(K+N-r-2){'' if nopos else '+K'} at a generic point, so (S, b) is locally "
@@ -928,6 +1063,20 @@ def check_design(
         for cond, ok_, det in (("parameter-count", ok_pc, det_pc), ("sufficient-subset", ok_ss, det_ss)):
             if not ok_:
                 problems.append((ALL_JUDGES, cond, det))
+
+    if dial and self_rows:
+        ok_sj, det_sj = _check_self_preference(data, r, nopos, shared, self_rows, np.random.default_rng(seed))
+        rows.append((ALL_JUDGES, "self-preference", ok_sj, det_sj))
+        if not ok_sj:
+            problems.append((ALL_JUDGES, "self-preference", det_sj))
+
+    if method == "pooled" and data.p:  # one effect shared by the pooled judges: rank [D, Z_L] over the pooled cells
+        assert L.z is not None
+        cols = support[:-1].any(axis=0)
+        ok_pc, det_pc = _check_covariates(N, L.i, L.j, None, L.z[:, cols], list(names_arr[cols]))
+        rows.append((ALL_JUDGES, "covariates", ok_pc, det_pc + " (the pooled cells, one effect shared by the judges)"))
+        if not ok_pc:
+            problems.append((ALL_JUDGES, "covariates", det_pc))
 
     if method == "pooled":
         n_comp, lab = undirected_labels(N, L.i, L.j)
@@ -946,9 +1095,11 @@ def check_design(
     rows.append((HUMAN, "human-design", ok_hd, det_hd))
     ok_hm, det_hm = check_human_mle(items, data)
     rows.append((HUMAN, "human-mle", ok_hm, det_hm))
-    if data.p and len(data.human) and method not in _LLM_ONLY_METHODS:
+    if support[-1].any() and len(data.human) and method not in _LLM_ONLY_METHODS:
         assert data.human.z is not None
-        ok_hcov, det_hcov = _check_covariates(N, data.human.i, data.human.j, None, data.human.z, data.covariates)
+        cols = support[-1]  # the people's estimated effects (e.g. no self-preference)
+        ok_hcov, det_hcov = _check_covariates(N, data.human.i, data.human.j, None, data.human.z[:, cols],
+                                              list(names_arr[cols]))
         rows.append((HUMAN, "covariates", ok_hcov, det_hcov))
         if not ok_hcov:
             problems.append((HUMAN, "covariates", det_hcov))
@@ -971,9 +1122,10 @@ def check_design(
 
 
 def design_report(data: Comparisons, rank: int, calibration: str, method: str, seed: int | None,
-                  penalty: str | None) -> "DesignReport":
+                  penalty: str | None, *, shared: bool = False) -> "DesignReport":
     """Return :func:`check_design` of one design, computed once per data set (the data are immutable)."""
     seed = 0 if seed is None else seed
-    return derived(data, ("check_design", rank, calibration, method, seed, penalty),
+    shared = bool(shared and data.p)
+    return derived(data, ("check_design", rank, calibration, method, seed, penalty) + ((True,) if shared else ()),
                    lambda: check_design(data, rank=rank, calibration=calibration, method=method, seed=seed,
-                                        penalty=penalty))
+                                        penalty=penalty, shared=shared))

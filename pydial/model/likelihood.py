@@ -89,14 +89,14 @@ def tie_calibration_firth_penalty(data: Comparisons, ties: str) -> TieCalibratio
     """Jeffreys prior of the people's calibration tie GLM (design ``[D_H M, Z_H]``, normalization ``1/n_H``, ties counted)."""
     H = data.cell_table("human", ties=True)
     return TieCalibrationFirthPenalty(ties, difference_design(H.i, H.j, data.N).toarray(), H.counts.sum(axis=1).astype(float),
-                                      1.0 / float(H.n.sum()), H.z)
+                                      1.0 / float(H.n.sum()), data.effect_columns(H.z, data.K))
 
 
 def calibration_firth_penalty(data: Comparisons) -> CalibrationFirthPenalty:
     """Jeffreys prior of the human calibration GLM (design ``[D_H M, Z_H]``, normalization ``1/n_H``)."""
     H = data.human
     return CalibrationFirthPenalty(difference_design(H.i, H.j, data.N).toarray(), H.n.astype(float), 1.0 / data.n_human,
-                                   H.z)
+                                   data.effect_columns(H.z, data.K))
 
 
 def stacked_columns(parts: Sequence[tuple[CellTable, float, bool]], *, counts: bool = False) -> dict[str, Any]:

@@ -45,6 +45,7 @@ from __future__ import annotations
 import json
 import numbers
 import warnings
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
@@ -53,7 +54,8 @@ import numpy as np
 from pydial.data.comparisons import Comparisons
 from pydial.model.families import tie_probabilities
 
-from pydial.estimation.spec import ModelSpec, check_choice, check_count, check_level, check_seed
+from pydial.estimation.spec import COVARIATE_EFFECTS, ModelSpec, check_choice, check_count, check_level, check_seed
+from pydial.estimation.steps import human_effects
 from pydial.model.chart import CALIBRATIONS
 
 from ..exceptions import ArgumentError, ArgumentTypeError, DataError, caller_stacklevel, renamed_arguments
@@ -129,7 +131,8 @@ position effects are those of the LLM-only stage)."""
 
 
 def _estimand(method: str, *, model: str, rank: int | None, calibration: str | None, lam: float, ties: str | None,
-              order: bool, b: str, scores: str | None, penalty: str | None = None) -> dict[str, Any]:
+              order: bool, b: str, scores: str | None, penalty: str | None = None,
+              covariates: str | None = None) -> dict[str, Any]:
     dial = method.startswith("dial")
     return {
         "method": method,
@@ -142,7 +145,13 @@ def _estimand(method: str, *, model: str, rank: int | None, calibration: str | N
         "b": b,
         "scores": scores,
         "penalty": penalty,
+        "covariates": covariates,
     }
+
+
+def _covariate_estimand(data: Comparisons, effects: str) -> str | None:
+    """Return the estimand's ``covariates``: None for data without response covariates, else ``effects``."""
+    return effects if data.p else None
 
 
 def result_estimand(result: Any) -> dict[str, Any]:
@@ -169,9 +178,13 @@ def result_estimand(result: Any) -> dict[str, Any]:
         b, scores = ("llm-only" if order else "none"), "s_H"
     if method == "dial-anc":
         lam = float("inf")
+    spec = getattr(result, "spec", None)
+    covariates = None
+    if getattr(result, "covariate_effects", None) is not None:
+        covariates = getattr(spec, "covariate_effects", "judge") if method.startswith("dial") else "judge"
     return _estimand(method, model={"human": "human", "judges": "judges"}.get(method, "dial"), rank=result.rank,
                      calibration=result.calibration, lam=lam, ties=ties, order=order, b=b, scores=scores,
-                     penalty=getattr(result, "penalty", None))
+                     penalty=getattr(result, "penalty", None), covariates=covariates)
 
 
 def _like_arguments(result: Any, data: Comparisons) -> dict[str, Any]:
@@ -196,7 +209,7 @@ def _like_arguments(result: Any, data: Comparisons) -> dict[str, Any]:
                                         f"{result.data.n_llm})")
         cal = None if est["calibration"] == "none" else est["calibration"]
         out = {"model": "dial", "rank": est["rank"], "calibration": cal, "ties": est["ties"], "order": est["order"],
-               "b_stage": "llm-only"}
+               "b_stage": "llm-only", "covariate_effects": est["covariates"] or "judge"}
         out["lambda_"] = float("inf") if m == "dial-anc" else est["lambda_"]
         return out
     raise EstimandMismatchError(f"no posterior counterpart of method {m!r} in pydial.stan (available: human, judges, "
@@ -228,10 +241,12 @@ class _Request:
     order: bool
     include_human: bool
     b_stage: str
+    shared: bool = False
 
 
 def _resolve(method: str, like: Any, spec: Any, data: Comparisons, deprecated: dict[str, Any], *, rank: Any,
-             calibration: Any, ties: Any, lambda_: Any, include_human: Any, b_stage: Any) -> _Request:
+             calibration: Any, ties: Any, lambda_: Any, include_human: Any, b_stage: Any,
+             covariate_effects: Any = "judge") -> _Request:
     """Check what the posterior estimates and return it as a :class:`_Request`.
 
     The old ``model=`` / ``lam=`` / ``order=`` are translated with a warning; a
@@ -250,13 +265,16 @@ def _resolve(method: str, like: Any, spec: Any, data: Comparisons, deprecated: d
             method = ("dial-ada" if order else "dial-nopos") if model == "dial" else model
     if spec is not None:
         method, rank, calibration, ties, lambda_ = _spec_arguments(spec)
+        covariate_effects = spec.covariate_effects
     if like is not None:
         kw = _like_arguments(like, data)
         method, ties = kw["model"], kw.get("ties")
         include_human = kw.get("include_human", include_human)
         if method == "dial":
             rank, calibration, order, lambda_, b_stage = kw["rank"], kw["calibration"], kw["order"], kw["lambda_"], kw["b_stage"]
+            covariate_effects = kw["covariate_effects"]
             method = "dial-ada" if order else "dial-nopos"
+    check_choice("covariate_effects", covariate_effects, COVARIATE_EFFECTS)
     if method in ("pooled", "atc"):
         raise ArgumentError(f"method {method!r} has no posterior counterpart in pydial.stan (available: "
                             f"{', '.join(POSTERIOR_METHODS)})")
@@ -283,7 +301,7 @@ def _resolve(method: str, like: Any, spec: Any, data: Comparisons, deprecated: d
             raise ArgumentError(f"lambda_ must be > 0 (inf: the cut posterior), got {lambda_!r}")
         lambda_ = float(lambda_)
     return _Request(model, method, rank, calibration, ties, lambda_, method != "dial-nopos", bool(include_human),
-                    b_stage)
+                    b_stage, covariate_effects == "shared")
 
 
 def _spec_arguments(spec: Any) -> tuple[str, Any, Any, Any, Any]:
@@ -377,6 +395,7 @@ def posterior(
     log_lik: str = "cell",
     algorithm: str = "nuts",
     spec: Any = None,
+    covariate_effects: str = "judge",
     **deprecated: Any,
 ) -> Any:
     r"""Sample a DIAL model's posterior with NUTS (or approximate it) and return it as arviz data.
@@ -515,8 +534,16 @@ def posterior(
     spec : ModelSpec, optional
         Sample the posterior of a model specification (``result.spec`` of a
         fit, or :class:`pydial.ModelSpec` built by hand): its method, rank,
-        calibration, tie family and, when it holds a single weight, ``lambda_``.
-        Overrides ``method``, ``rank``, ``calibration``, ``ties`` and ``lambda_``.
+        calibration, tie family, ``covariate_effects`` and, when it holds a single
+        weight, ``lambda_``.  Overrides ``method``, ``rank``, ``calibration``, ``ties``,
+        ``covariate_effects`` and ``lambda_``.
+    covariate_effects : {"judge", "shared"}, default "judge"
+        With data that carry response covariates (``Comparisons.from_frame(...,
+        covariates=)``) every program adds ``z' beta`` to the linear predictor:
+        ``"judge"`` gives each LLM judge its own effects, ``"shared"`` one row for all
+        LLM judges (DIAL methods); the people have their own.  The posterior then has
+        ``beta`` over ``(beta_judge, covariate)`` (prior ``beta_sd`` of the priors
+        tables), and the scores are style-controlled, as in :func:`pydial.fit`.
     **deprecated
         The old names ``model=`` (``"dial"``, ``"judges"``, ``"human"``),
         ``lam=`` and ``order=`` still work with a :class:`DeprecationWarning`
@@ -555,7 +582,7 @@ def posterior(
     """
     azio.arviz()  # a supported arviz, before any compile or sampling
     req = _resolve(method, like, spec, data, deprecated, rank=rank, calibration=calibration, ties=ties,
-                   lambda_=lambda_, include_human=include_human, b_stage=b_stage)
+                   lambda_=lambda_, include_human=include_human, b_stage=b_stage, covariate_effects=covariate_effects)
     _check_run_arguments(chains=chains, draws=draws, warmup=warmup, seed=seed, adapt_delta=adapt_delta,
                          max_depth=max_depth, refresh=refresh, init=init, win_prob=win_prob, log_lik=log_lik,
                          algorithm=algorithm, backend=backend)
@@ -628,8 +655,8 @@ def _sample_dial(data: Comparisons, req: _Request, *, priors: Mapping[str, float
     res, d, cells, post, dims, coords = _run_dial(
         data, rank=rank, calibration=None if cut else calibration, ties=ties, w_llm=w_llm, priors=priors,
         order=order, init=init, rng=rng, seed=seed, win_prob=win_prob, program=program, extra=extra,
-        backend=backend, run=run, per_judgment=per_judgment)
-    out = _Sampled(res, d, cells, post, dims, coords, ["s_H", "S", "gamma", "b", "nu", "consensus_scale"], {},
+        backend=backend, run=run, per_judgment=per_judgment, shared=req.shared)
+    out = _Sampled(res, d, cells, post, dims, coords, ["s_H", "S", "gamma", "b", "nu", "beta", "consensus_scale"], {},
                    "dial_sample" + ("+dial_calibrate" if cut else ""), merge_priors(DIAL_SAMPLE_PRIORS, priors,
                                                                                   "dial_sample.stan"))
     if cut:
@@ -641,12 +668,13 @@ def _sample_dial(data: Comparisons, req: _Request, *, priors: Mapping[str, float
         out.single_run = False
         b_stage = "llm-only"
         out.notes.append("cut posterior (lam = inf, the counterpart of dial-anc): mu, gamma, U, V, S, b and the "
-                         "judges' nu from the LLM-only posterior; c, s_H and the people's nu from "
-                         "dial_calibrate.stan, one calibration per first-stage draw")
+                         "judges' nu (and beta) from the LLM-only posterior; c, s_H and the people's nu (and beta) "
+                         "from dial_calibrate.stan, one calibration per first-stage draw")
     elif order and b_stage == "llm-only":
         res_b, _, _, post_b, _, _ = _run_dial(
             data, rank=rank, calibration=None, ties=ties, w_llm=1.0, priors=priors, order=order, init=init,
-            rng=rng, seed=seed + 1, win_prob=False, program=None, extra=None, backend=backend, run=run)
+            rng=rng, seed=seed + 1, win_prob=False, program=None, extra=None, backend=backend, run=run,
+            shared=req.shared)
         post["b_joint"] = post["b"]
         dims["b_joint"] = ["judge"]
         post["b"] = post_b["b"]
@@ -662,7 +690,8 @@ def _sample_dial(data: Comparisons, req: _Request, *, priors: Mapping[str, float
         method = ("dial-anc" if cut else "dial-ada") if order else "dial-nopos"
     out.estimand = _estimand(method, model="dial", rank=rank, calibration=calibration, lam=lam_eff, ties=ties,
                              order=order, b=(b_stage if order else "none"),
-                             scores="s_H" if calibration is not None else None)
+                             scores="s_H" if calibration is not None else None,
+                             covariates=_covariate_estimand(data, "shared" if req.shared else "judge"))
     return out
 
 
@@ -703,12 +732,14 @@ def _sample_judges(data: Comparisons, req: _Request, *, priors: Mapping[str, flo
     if tie:
         post["nu"], dims["nu"] = res.draws["nu"], ["tie_judge"]
         coords["tie_judge"] = judges[:K] + ([data.human_judge] if with_human else [])
+    _covariate_posterior(res.draws, d, judges[:K] + [data.human_judge], list(data.covariates), post, dims, coords)
     if model == "human":
         est = _estimand("human", model="human", rank=None, calibration=None, lam=float("nan"), ties=ties,
-                        order=False, b="none", scores="s_H")
+                        order=False, b="none", scores="s_H", covariates=_covariate_estimand(data, "judge"))
     else:
         est = _estimand("judges", model="judges", rank=None, calibration=None, lam=float("nan"), ties=ties,
-                        order=order, b="judge" if order else "none", scores="s_judges")
+                        order=order, b="judge" if order else "none", scores="s_judges",
+                        covariates=_covariate_estimand(data, "judge"))
     return _Sampled(res, d, cells, post, dims, coords, list(post), est, "judges",
                     merge_priors(JUDGES_PRIORS, priors, "judges.stan"))
 
@@ -839,15 +870,16 @@ def _calibration_modes(M: np.ndarray, Hc: CellTable, prior_sd: float) -> np.ndar
 
     Each is the one GLM solver's ridge fit (:func:`pydial.estimation.glm.glm`, ridge = the prior's
     precision) held in the box ``|c| <= BOX`` of the point fits, so that separated data (a flat
-    prior, no finite mode) give a start on the box instead of an overflow.
+    prior, no finite mode) give a start on the box instead of an overflow.  With covariates the
+    GLM is in ``(c_t, beta_t)`` (design ``[D_H M_t, Z_H]``, the same ridge): rows ``(c_t, beta_t)``.
     """
     from pydial.estimation.glm import binary_counts, glm
-    from pydial.model.chart import difference_design
+    from pydial.model.design import calibration_design, dense_design
 
     counts = binary_counts((Hc.wins_i + Hc.wins_j).astype(float), Hc.wins_i.astype(float))
-    D = difference_design(Hc.i, Hc.j, M.shape[1])
     ridge = 1.0 / prior_sd**2 if prior_sd > 0 else 1e-8
-    return np.array([glm(None, counts, np.asarray(D @ M_t), ridge=ridge, bound=BOX).x for M_t in M])
+    return np.array([glm(None, counts, dense_design(calibration_design(Hc.i, Hc.j, M.shape[1], M_t, Hc.z)),
+                         ridge=ridge, bound=BOX).x for M_t in M])
 
 
 def estimand(idata: Any) -> dict[str, Any] | None:
@@ -868,14 +900,15 @@ def estimand(idata: Any) -> dict[str, Any] | None:
 def _run_dial(data: Comparisons, *, rank: int, calibration: str | None, ties: str | None, w_llm: float,
               priors: Mapping[str, float] | None, order: bool, init: Any, rng: np.random.Generator, seed: int,
               win_prob: bool, program: str | None, extra: Mapping[str, Any] | None, backend: str | None,
-              run: Mapping[str, Any], per_judgment: bool = False) -> tuple[SampleResult, dict, list, dict, dict, dict]:
+              run: Mapping[str, Any], per_judgment: bool = False,
+              shared: bool = False) -> tuple[SampleResult, dict, list, dict, dict, dict]:
     """One NUTS run of ``dial_sample.stan`` (or a user's copy): draws, data, aggregated cells, posterior group."""
     if isinstance(init, str) and init not in ("spectral", "random"):
         raise ArgumentError(f"init must be 'spectral', 'random' or a list of dicts, got {init!r}")
     start = dial_sample_start(data, rank=rank, calibration=calibration, order=order)  # mu_ref and the chains' start
     d, L, H = dial_sample_data(data, rank=rank, calibration=calibration, order=order, ties=ties, w_llm=w_llm,
                                w_human=1.0, priors=priors, log_lik=True, win_prob=bool(win_prob and calibration),
-                               mu_ref=mu_reference(start[0].mu), per_judgment=per_judgment)
+                               mu_ref=mu_reference(start[0].mu), per_judgment=per_judgment, shared=shared)
     if per_judgment:  # the aggregated cells, which label the judgments (CellTable.judgment_labels)
         L = llm_cell_table(data, ties=ties is not None)
         H = human_cell_table(data, ties=ties is not None) if H is not None else None
@@ -891,7 +924,32 @@ def _run_dial(data: Comparisons, *, rank: int, calibration: str | None, ties: st
     items, judges = list(data.items), list(data.judges)
     tie_names = (judges + ([data.human_judge] if int(d["H"]) else [])) if ties else []
     post, dims, coords = _dial_posterior(res, d, items, judges, calibration, order, tie_names)
+    _covariate_posterior(res.draws, d, judges + [data.human_judge], list(data.covariates), post, dims, coords)
     return res, d, cells, post, dims, coords
+
+
+def _covariate_posterior(draws: Mapping[str, np.ndarray], d: Mapping[str, Any], groups: list[str],
+                         covariates: list[str], post: dict, dims: dict, coords: dict) -> None:
+    """Add the covariate effects ``beta`` (``beta_judge`` x ``covariate``) to a posterior group (nothing when ``n_cov = 0``).
+
+    Row ``r`` of the program's ``beta`` is labelled by the group (``groups``: judges, then the
+    people) whose ``beta_row`` is ``r``, or :data:`~pydial.estimation.steps.SHARED_JUDGES` when
+    several LLM judges share it.
+    """
+    from pydial.estimation.steps import SHARED_JUDGES
+
+    P = int(d["n_cov"])
+    if not P:
+        return
+    rows = np.asarray(d["beta_row"], np.int64)
+    labels = []
+    for r in range(1, int(rows.max()) + 1):
+        members = [groups[g] for g in np.flatnonzero(rows == r)]
+        labels.append(members[0] if len(members) == 1 else SHARED_JUDGES)
+    beta = np.asarray(draws["beta"], float)
+    post["beta"] = beta.reshape(*beta.shape[:2], len(labels), P)
+    dims["beta"] = ["beta_judge", "covariate"]
+    coords["beta_judge"], coords["covariate"] = labels, covariates
 
 
 def _cut_stage(data: Comparisons, res: SampleResult, d1: Mapping[str, Any], L: CellTable, post: dict, dims: dict,
@@ -919,6 +977,8 @@ def _cut_stage(data: Comparisons, res: SampleResult, d1: Mapping[str, Any], L: C
     tie = ties is not None
     H_cells = human_cell_table(data, ties=tie)  # aggregated (returned); Hc is what the program reads
     Hc = H_cells.per_judgment() if per_judgment else H_cells
+    if data.p:  # the covariates with an effect on the people (beta_H: the free entries of the people's row)
+        Hc = dataclasses.replace(Hc, z=data.effect_columns(Hc.z, data.K))
     p = merge_priors(DIAL_SAMPLE_PRIORS, priors, "dial_sample.stan")
     d2 = dial_calibrate_data(Hc, M, ties=ties, priors=priors)
     cm = compile_model("dial_calibrate", backend=backend)
@@ -926,7 +986,8 @@ def _cut_stage(data: Comparisons, res: SampleResult, d1: Mapping[str, Any], L: C
     run2.update(chains=1, draws=1, warmup=min(int(run["warmup"]), CUT_WARMUP_MAX))
     init2 = None
     if not tie:  # start every c_t at its conditional mode: the chain starts in the bulk of the product
-        init2 = [{"c": _calibration_modes(M, Hc, float(p["c_sd"])), "log_nu": np.zeros(0)}]
+        modes = _calibration_modes(M, Hc, float(p["c_sd"]))
+        init2 = [{"c": modes[:, :dim_c], "beta": modes[:, dim_c:], "log_nu": np.zeros(0)}]
     res2 = cm.sample(d2, seed=seed + 1, inits=init2, **run2)
     problems = []
     nd = int(np.sum(res2.stats.get("divergent__", 0)))
@@ -950,6 +1011,13 @@ def _cut_stage(data: Comparisons, res: SampleResult, d1: Mapping[str, Any], L: C
         nu_h = np.asarray(res2.draws["nu"]).reshape(chains, draws, 1)
         post["nu"] = np.concatenate([post["nu"], nu_h], axis=2)
         coords["tie_judge"] = list(coords["tie_judge"]) + [data.human_judge]
+    if data.p:  # the people's covariate effects, one per first-stage draw, as the last row of beta (0 where fixed)
+        beta_h = np.zeros((chains, draws, 1, data.p))
+        if human_effects(data).size:
+            beta_h[..., human_effects(data)] = np.asarray(res2.draws["beta"], float).reshape(chains, draws, 1, -1)
+        post["beta"] = np.concatenate([post["beta"], beta_h], axis=2)
+        coords["beta_judge"] = list(coords["beta_judge"]) + [data.human_judge]
+        res.draws["beta"] = post["beta"]
     H = len(Hc)
     ll2 = np.asarray(res2.draws["log_lik"]).reshape(chains, draws, H)
     rep2 = np.asarray(res2.draws["counts_rep"]).reshape(chains, draws, H, 3)

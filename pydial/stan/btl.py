@@ -17,7 +17,8 @@ from pydial.estimation.engines import JudgesBTLFit
 from pydial.model.chart import helmert_basis
 
 from .backend import compile_model
-from .schema import judges_data
+from .point import stan_beta
+from .schema import judges_data, zero_beta
 
 __all__ = ["stan_btl"]
 
@@ -29,7 +30,8 @@ def stan_btl(cells: CellTable, *, N: int, groups: int, ties: str | None, log_nu0
     Parameters
     ----------
     cells : CellTable
-        The judges' cells (with tie counts for a tie family).
+        The judges' cells (with tie counts for a tie family; with covariates ``z``, each
+        judge then has its own covariate effects).
     N, groups : int
         Items and judges.
     ties : {None, "davidson", "rao-kupper"}
@@ -44,13 +46,13 @@ def stan_btl(cells: CellTable, *, N: int, groups: int, ties: str | None, log_nu0
     Returns
     -------
     JudgesBTLFit
-        Scores ``S`` (``(groups, N)``, centered), ``b``, ``log nu``; ``details`` is Stan's result.
+        Scores ``S`` (``(groups, N)``, centered), ``b``, ``log nu``, ``beta``; ``details`` is Stan's result.
     """
     model = compile_model("judges", backend=backend)
     Q = helmert_basis(N)
     d = judges_data(cells, None, N=N, K=groups, order=True, ties=ties, flat=True, log_lik=False,
                     firth=penalty == "firth")
-    init = {"s_raw": np.zeros((groups, N - 1)), "b": np.zeros(groups), "log_nu": log_nu0}
+    init = {"s_raw": np.zeros((groups, N - 1)), "b": np.zeros(groups), "beta_free": zero_beta(d), "log_nu": log_nu0}
     opt = model.optimize(d, model.unconstrain(d, init), seed=seed)
     if not np.isfinite(opt.log_prob):
         raise FloatingPointError("the judges' log density is not finite at the optimum")
@@ -58,4 +60,4 @@ def stan_btl(cells: CellTable, *, N: int, groups: int, ties: str | None, log_nu0
     S = np.asarray(parts["s_raw"], float).reshape(groups, N - 1) @ Q.T
     b = np.asarray(parts["b"], float).reshape(-1)
     return JudgesBTLFit(S, b, np.asarray(parts["log_nu"], float).reshape(-1), bool(opt.converged), float(opt.grad_norm),
-                        opt.message, opt)
+                        opt.message, opt, stan_beta(parts, d))

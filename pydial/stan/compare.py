@@ -7,6 +7,7 @@ that level (not arviz's default 94% HDI).
 
 from __future__ import annotations
 
+import itertools
 from typing import Any, Callable
 
 import numpy as np
@@ -32,16 +33,18 @@ def _result_level(result: Any) -> float | None:
     return None if lv is None else float(lv)
 
 
-def _draws(idata: Any, var: str, dim: str) -> tuple[np.ndarray, list[str]] | None:
+def _draws(idata: Any, var: str, *dims: str) -> tuple[np.ndarray, list[str]] | None:
+    """Return the draws of ``var`` over ``dims`` as ``(draws x entries, names)``; several dims' names joined by ``" | "``."""
     post = azio.group_dataset(idata, "posterior")
     if var not in post:
         return None
     da = post[var]
-    if dim not in da.dims:
+    if not set(dims) <= set(da.dims):
         return None
-    da = da.transpose("chain", "draw", dim)
-    x = np.asarray(da.values, dtype=float).reshape(-1, da.sizes[dim])
-    return x, [str(v) for v in da[dim].values]
+    da = da.transpose("chain", "draw", *dims)
+    x = np.asarray(da.values, dtype=float).reshape(da.sizes["chain"] * da.sizes["draw"], -1)
+    names = [" | ".join(parts) for parts in itertools.product(*([str(v) for v in da[d].values] for d in dims))]
+    return x, names
 
 
 def _block(quantity: str, table: pd.DataFrame, est_col: str, draws: np.ndarray, names: list[str], level: float,
@@ -106,7 +109,8 @@ class IntervalComparison(pd.DataFrame):
                         fmt="s", color="C1", capsize=3, label=f"posterior {lv:.0%} equal-tailed (mean)")
             ax.set_yticks(y)
             ax.set_yticklabels([str(n) for n in t.index])
-            ax.set_title({"score": "scores", "b": "position effects b"}.get(q, q), fontsize=10)
+            ax.set_title({"score": "scores", "b": "position effects b", "beta": "covariate effects beta"}.get(q, q),
+                         fontsize=10)
             ax.grid(axis="x", alpha=0.3)
         axes[0, 0].legend(fontsize=8, loc="best")
         est = self.attrs.get("estimand")
@@ -131,14 +135,14 @@ def check_estimands(fit_est: dict[str, Any], post_est: dict[str, Any]) -> dict[s
 
     Compared: ``method`` (through ``scores``), ``rank`` and ``calibration`` (DIAL),
     ``lambda_`` (``dial-ada``), ``ties``, ``order`` and the order-effect convention ``b``,
-    and ``penalty``.
+    ``penalty`` and ``covariates`` (the covariate effects: none, per judge or shared).
     """
     out: dict[str, tuple[Any, Any]] = {}
     fm, pm = fit_est["method"], post_est["method"]
     if fm != pm:
         out["method"] = (fm, pm)
         return out
-    keys = ["ties", "b", "penalty"]
+    keys = ["ties", "b", "penalty", "covariates"]
     if fm.startswith("dial"):
         keys += ["rank", "calibration", "order"]
         if fm in ("dial-ada", "dial-nopos"):
@@ -202,7 +206,8 @@ def compare_intervals(result: Any, idata: Any, *, level: float | None = None, ma
     Returns
     -------
     IntervalComparison
-        A DataFrame indexed by ``(quantity, name)`` with ``quantity`` in ``{"score", "b"}``;
+        A DataFrame indexed by ``(quantity, name)`` with ``quantity`` in ``{"score", "b", "beta"}``
+        (``beta``: with response covariates, the covariate effects, named ``"judge | covariate"``);
         columns ``estimate, se, ci_low, ci_high`` (sandwich / Wald),
         ``post_mean, post_sd, cred_low, cred_high`` (posterior; equal-tailed
         credible interval at the same level), ``width_ratio`` (credible width /
@@ -285,6 +290,14 @@ def compare_intervals(result: Any, idata: Any, *, level: float | None = None, ma
         dr = _draws(idata, "b", "judge")
         if dr is not None:
             blocks.append(_block("b", pos, "b", dr[0], dr[1], lv, same))
+    ce = getattr(result, "covariate_effects", None)
+    if ce is not None and len(ce):
+        dr = _draws(idata, "beta", "beta_judge", "covariate")
+        if dr is None:
+            raise KeyError("the result has covariate effects but the posterior has no beta over (beta_judge, covariate): "
+                           "sample it from the same data (with their covariates)")
+        flat = ce.set_axis([" | ".join(map(str, key)) for key in ce.index])
+        blocks.append(_block("beta", flat, "beta", dr[0], dr[1], lv, same))
     if not blocks:
         raise ArgumentError("nothing to compare: the result has neither scores nor position effects")
     out = IntervalComparison(pd.concat(blocks))

@@ -20,7 +20,7 @@ from pydial.estimation.engines import Engine, PointEngine, StagedFit, FamilyOpti
 from pydial.model.penalty import check_penalty
 
 from .backend import OptimizeResult
-from .point import StanPointFit, stan_fit_point
+from .point import StanPointFit, stan_beta, stan_fit_point
 from .btl import stan_btl
 
 __all__ = ["stan_engine", "stan_point_engine", "stan_family_optimizers"]
@@ -46,11 +46,11 @@ def stan_point_engine(seed: int | None = None, penalty: str | None = None) -> Po
     Jeffreys-prior penalized targets (the ``firth`` flag of the programs).
     """
     def staged(data: Comparisons, rank: int, calibration: str, *, order: bool = True, shared: bool = False) -> StagedFit:
-        # shared: the programs take no covariates yet (ModelSpec.check_data refuses them with engine="stan")
         sp: StanPointFit = stan_fit_point(data, "staged", rank=rank, calibration=calibration, order=order, seed=seed,
-                                          penalty=penalty)
+                                          penalty=penalty, shared=shared)
         assert sp.llm_chart is not None and sp.llm_theta is not None  # a staged fit has its first stage
-        c_M = sp.chart.calibration_coordinates(sp.theta)
+        # the calibration GLM's coordinates (c, free beta_H), as numpy's (pydial.estimation.glm.fit_calibration)
+        c_M = np.append(sp.chart.calibration_coordinates(sp.theta), sp.theta[sp.chart.human_coordinates[sp.chart.d:]])
         llm_theta = sp.llm_chart.canonical(sp.llm_theta) if rank > 0 else sp.llm_theta
         theta = sp.chart.canonical(sp.theta) if rank > 0 else sp.theta
         llm_opt = _as_optim(sp.stages[0], llm_theta, sp.details["llm_objective"])
@@ -62,7 +62,7 @@ def stan_point_engine(seed: int | None = None, penalty: str | None = None) -> Po
         # warm (the previous weight's fit) is not used: Stan's optimizer evaluates its own start;
         # polish neither: it stops at its own tolerances
         sp = stan_fit_point(data, "joint", rank=chart.r, calibration=chart.calibration, lambda_=lam, order=chart.order,
-                            init=theta0, seed=seed, warn=False, penalty=penalty)
+                            init=theta0, seed=seed, warn=False, penalty=penalty, shared=chart.shared)
         theta = chart.canonical(sp.theta) if chart.r > 0 else sp.theta
         return theta, _as_optim(sp.stages[0], theta, sp.objective)
 
@@ -120,14 +120,17 @@ def stan_family_optimizers(seed: int | None = None, backend: str | None = None) 
 
     def calibration(data: Comparisons, ties: str | None, ch: Any, theta: np.ndarray, M: np.ndarray, x0: np.ndarray,
                     penalty: str | None = None) -> Any:
+        # the program's parameters are the people's chart coordinates (c, free beta_H), then log nu_H;
+        # x0 and the optimum are in numpy's (c relative to M, free beta_H, log nu_H)
         _, n_h = family_totals(data, ties)
-        cs = ch.slices["c"]
+        people = ch.human_coordinates
         d = dial_data(data, ch, w_llm=0.0, w_human=1.0, fix_llm=theta, ties=ties, boundary_nu=True,
                       firth=2 if check_penalty(penalty) else 0)
-        res, u = run(d, ch, np.append(theta[cs], x0[ch.d:]), ch.d)
+        head = people.size
+        res, u = run(d, ch, np.append(theta[people], x0[head:]), head)
         th = np.array(theta, float)
-        th[cs] = u[: ch.d]
-        x = np.append(ch.calibration_coordinates(th), u[ch.d:])
+        th[people] = u[:head]
+        x = np.concatenate([ch.calibration_coordinates(th), u[ch.d:head], u[head:]])
         return _as_optim(res, x, -(res.log_prob - weighted_log_coef(d)) / n_h)
 
     def joint(data: Comparisons, ties: str | None, ch: Any, lam: float, x0: np.ndarray, penalty: str | None = None) -> Any:
@@ -141,18 +144,23 @@ def stan_family_optimizers(seed: int | None = None, backend: str | None = None) 
         _, n_h = family_totals(data, ties)
         N = data.N
         H = human_cell_table(data, ties=ties is not None)
+        if data.p:  # the covariates with an effect on the people (numpy's people's design)
+            H = dataclasses.replace(H, z=data.effect_columns(H.z, data.K))
         assert H.ties is not None  # filled in by CellTable
         free = bool((H.ties > 0).any())  # without ties: the binary model (nu = 0)
         d = judges_data(empty_cells(), H, N=N, K=0, order=False, ties=ties if free else None, flat=True,
                         log_lik=False, firth=bool(check_penalty(penalty)))
         model = compile_model("judges", backend=backend)
         Q = helmert_basis(N)
+        p = int(d["n_cov"])
         s0 = np.append(x0[: N - 1], -x0[: N - 1].sum())
-        init = {"sH_raw": Q.T @ s0, "log_nu": np.atleast_1d(x0[N - 1:])}
+        # x = (s[:N-1], free beta_H, log nu_H), as numpy's people's model
+        init = {"sH_raw": Q.T @ s0, "beta_free": x0[N - 1: N - 1 + p], "log_nu": np.atleast_1d(x0[N - 1 + p:])}
         res = model.optimize(d, model.unconstrain(d, init), seed=seed, gtol=gtol)
         parts = model.constrain(d, res.u, include_tparams=False)
         s = Q @ np.asarray(parts["sH_raw"], float)
-        x = np.append(s[: N - 1], np.asarray(parts["log_nu"], float).reshape(-1))
+        beta = stan_beta(parts, d)
+        x = np.concatenate([s[: N - 1], [] if beta is None else beta[0], np.asarray(parts["log_nu"], float).reshape(-1)])
         return _as_optim(res, x, -(res.log_prob - weighted_log_coef(d)) / n_h)
 
     return FamilyOptimizers(llm, calibration, joint, human, name="stan")
@@ -165,35 +173,41 @@ def stan_pooled_stages(data: Comparisons, ties: str | None, x0: np.ndarray, l2: 
 
     ``dial.stan`` with one judge holding the pooled LLM cells, ``r = 0``, no order
     effects; then ``fix_llm`` for ``(c, log nu_H)``.  The optima are in the numpy
-    coordinates ``(beta, log nu_L)`` and ``(c, log nu_H)``.  ``penalty="firth"``: both
-    stages' Jeffreys priors (``firth`` 1 and 2).
+    coordinates ``(beta, log nu_L)`` and ``(c, log nu_H)``; with response covariates
+    ``(beta, beta_L, log nu_L)`` and ``(c, beta_H, log nu_H)`` (the one judge's and the
+    people's rows of the program's ``beta``).  ``penalty="firth"``: both stages' Jeffreys
+    priors (``firth`` 1 and 2).
     """
-    from pydial.model.chart import Chart, centering_basis
+    from pydial.model.chart import Chart, centering_basis, fixed_effects
     from pydial.model.likelihood import family_totals
 
     from .backend import compile_model
     from .schema import dial_data, pooled_cell_table, weighted_log_coef
 
-    N = data.N
+    N, p = data.N, data.p
     n_l, n_h = family_totals(data, ties)
     dial = compile_model("dial", backend=backend)
     pooled = pooled_cell_table(data, ties=ties is not None)
-    chL = Chart(N, 1, 0, None, False)  # S = B': B_free = beta (s = T beta)
+    # S = B': B_free = beta (s = T beta), then beta_L (the pooled judges' effects, shared; the free ones)
+    chL = Chart(N, 1, 0, None, False, p, True, fixed_effects(data, True, False))
+    head = chL.dim  # (beta, beta_L)
     firth = bool(check_penalty(penalty))
     dL = dial_data(data, chL, w_llm=1.0, llm=pooled, ties=ties, boundary_nu=True, firth=1 if firth else 0)
     no_nu: list[float] = [] if ties is None else [0.0]  # the program's log nu of a group at nu = 0 (none when binary)
-    r1 = dial.optimize(dL, np.append(x0[: N - 1], x0[N - 1:] if free1 else no_nu), seed=seed, gtol=1e-9)
+    r1 = dial.optimize(dL, np.append(x0[:head], x0[head:] if free1 else no_nu), seed=seed, gtol=1e-9)
     beta = r1.u[: N - 1]
-    o1 = _as_optim(r1, np.append(beta, r1.u[N - 1:] if free1 else []), -(r1.log_prob - weighted_log_coef(dL)) / n_l)
-    ch = Chart(N, 1, 0, "mu", False)
-    th = ch.from_structure(chL.structure(r1.u[: chL.dim]), np.ones(1))
-    cs = ch.slices["c"]
+    o1 = _as_optim(r1, np.append(r1.u[:head], r1.u[head:] if free1 else []), -(r1.log_prob - weighted_log_coef(dL)) / n_l)
+    ch = Chart(N, 1, 0, "mu", False, p, True, fixed_effects(data, True, True))
+    th = ch.from_structure(chL.structure(r1.u[: chL.dim]), np.ones(1),
+                           beta=np.vstack([chL.covariate_effects(r1.u[: chL.dim]), np.zeros(p)]) if p else None)
+    people = ch.human_coordinates  # (c, beta_H)
     d2 = dial_data(data, ch, w_llm=0.0, w_human=1.0, fix_llm=th, ties=ties, boundary_nu=True, firth=2 if firth else 0)
-    r2 = dial.optimize(d2, np.append(th[cs], [l2] if free2 else no_nu), seed=seed, gtol=1e-9)
-    th[cs] = r2.u[:1]
+    r2 = dial.optimize(d2, np.append(th[people], [l2] if free2 else no_nu), seed=seed, gtol=1e-9)
+    th[people] = r2.u[: people.size]
     s_pool = centering_basis(N) @ beta
     c = float(ch.scores(th) @ s_pool / (s_pool @ s_pool))  # s = c s_pool
-    o2 = _as_optim(r2, np.append(c, r2.u[1:] if free2 else []), -(r2.log_prob - weighted_log_coef(d2)) / n_h)
+    o2 = _as_optim(r2, np.concatenate([[c], r2.u[1:people.size], r2.u[people.size:] if free2 else []]),
+                   -(r2.log_prob - weighted_log_coef(d2)) / n_h)
     return o1, o2
 
 

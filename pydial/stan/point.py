@@ -28,7 +28,8 @@ from pydial.model.chart import Calibration, Chart, helmert_basis
 
 from ..exceptions import ArgumentError, ConvergenceWarning, DataError, renamed_arguments
 from .backend import CompiledModel, OptimizeResult, compile_model
-from .schema import dial_data, empty_cells, human_cell_table, judges_data, llm_cell_table, pooled_cell_table, weighted_log_coef
+from .schema import (dial_data, empty_cells, human_cell_table, judges_data, llm_cell_table, pooled_cell_table, weighted_log_coef,
+                     zero_beta)
 
 __all__ = ["POINT_METHODS", "StanPointFit", "stan_fit_point"]
 
@@ -77,6 +78,10 @@ class StanPointFit:
         Total optimizer wall time (excluding compilation).
     llm_theta, llm_chart : ndarray, Chart or None
         First-stage LLM-only fit (staged and pooled).
+    beta : ndarray or None
+        Covariate effects (data with response covariates): the chart's ``beta`` rows
+        (:meth:`Chart.covariate_effects`); for ``"judges"`` one row per judge, for ``"human"``
+        the people's one row.  ``None`` without covariates.
     """
 
     method: str
@@ -95,6 +100,7 @@ class StanPointFit:
     llm_theta: np.ndarray | None = None
     llm_chart: Chart | None = None
     details: dict[str, Any] = field(default_factory=dict, repr=False)
+    beta: np.ndarray | None = None
 
     def __repr__(self) -> str:
         """Summarize the fit: method, dimension, weight, objective, convergence and backend."""
@@ -125,6 +131,7 @@ def stan_fit_point(
     model: CompiledModel | None = None,
     warn: bool = True,
     penalty: str | None = None,
+    shared: bool = False,
     **deprecated: Any,
 ) -> StanPointFit:
     r"""Penalized MLE of a DIAL estimator through Stan's optimizer.
@@ -185,6 +192,11 @@ def stan_fit_point(
         flag of ``dial.stan`` / ``judges.stan``): to the human BTL, the pooled BTL,
         every judge's BTL, the calibration stage and the human block of the joint
         fit; the LLM-only structured stage is not penalized.
+    shared : bool
+        With response covariates: one covariate effect for all LLM judges
+        (``covariate_effects="shared"``) instead of one per judge.  The data's
+        covariates enter every method's linear predictor (``z' beta``); the pooled
+        fit has none.
 
     Returns
     -------
@@ -229,7 +241,7 @@ def stan_fit_point(
         lam_ = n_l / n_h if lambda_ is None else float(lambda_)
         if not (np.isfinite(lam_) and lam_ > 0):
             raise ArgumentError(f"lambda_ must be finite and > 0 for the joint fit, got {lambda_!r}")
-        ch = Chart(data.N, data.K, rank, cast(Calibration | None, calibration), order)
+        ch = Chart.for_data(data, rank, cast(Calibration | None, calibration), order, shared)
         d = dial_data(data, ch, w_llm=lam_ * n_h / n_l, w_human=1.0, priors=priors, firth=2 if firth else 0)
         th0 = initial_theta(data, ch) if init is None else np.asarray(init, float)
         res = dial.optimize(d, th0, seed=seed, gtol=gtol, max_iter=max_iter)
@@ -238,7 +250,7 @@ def stan_fit_point(
         A, B, ct, b = ch.unpack(res.u)
         return StanPointFit(method, ch, res.u, ch.scores(res.u), A @ B.T, b if order else np.zeros(data.K), lam_,
                             -(res.log_prob - weighted_log_coef(d)) / n_h, res.converged, res.grad_norm, [res], dial.backend,
-                            res.seconds)
+                            res.seconds, beta=_beta(ch, res.u))
 
     # LLM-only first stage (llm, staged, pooled)
     pooled = method == "pooled"
@@ -247,7 +259,7 @@ def stan_fit_point(
     use_order = False if pooled else order
     cal = "mu" if pooled else calibration
     cells = pooled_cell_table(data) if pooled else None
-    chL = Chart(data.N, K, r, None, use_order)
+    chL = Chart(data.N, K, r, None, use_order) if pooled else Chart.for_data(data, r, None, use_order, shared)
     dL = dial_data(data, chL, w_llm=1.0, llm=cells, priors=priors, firth=1 if (firth and pooled) else 0)
     if init is not None:
         th0 = np.asarray(init, float)
@@ -261,34 +273,44 @@ def stan_fit_point(
     if method == "llm":
         st = chL.structure(r1.u)
         return StanPointFit(method, chL, r1.u, st.mu * st.gamma.mean(), chL.S(r1.u), bL, np.inf,
-                            -(r1.log_prob - weighted_log_coef(dL)) / n_l, r1.converged, r1.grad_norm, [r1], dial.backend, t_total)
+                            -(r1.log_prob - weighted_log_coef(dL)) / n_l, r1.converged, r1.grad_norm, [r1], dial.backend, t_total,
+                            beta=_beta(chL, r1.u))
 
-    # second stage: argmin_c l_H(M c) with the LLM block fixed (eq. staged-calibrated-estimator)
+    # second stage: argmin_(c, beta_H) l_H(M c, beta_H) with the LLM block fixed (eq. staged-calibrated-estimator)
     assert cal is not None  # checked above for "staged"; "mu" for "pooled"
-    ch = Chart(data.N, K, r, cast(Calibration, cal), use_order)
+    ch = Chart(data.N, K, r, cast(Calibration, cal), use_order) if pooled else \
+        Chart.for_data(data, r, cast(Calibration, cal), use_order, shared)
     st = chL.structure(r1.u)
     M = st.basis(cal)
-    # start: c = 0, as the numpy engine's calibration GLM (pydial.estimation.glm.fit_calibration)
-    th1 = ch.from_structure(st, np.zeros(M.shape[1]), bL if use_order else None)
-    # A and B of the first stage are data (fix_llm): Stan optimizes the calibration alone
+    # start: c = 0 (and beta_H = 0), as the numpy engine's calibration GLM (pydial.estimation.glm.fit_calibration)
+    beta0 = np.vstack([chL.covariate_effects(r1.u), np.zeros(ch.p)]) if ch.p else None
+    th1 = ch.from_structure(st, np.zeros(M.shape[1]), bL if use_order else None, beta0)
+    # A and B of the first stage are data (fix_llm): Stan optimizes the calibration alone, (c, beta_H)
     d2 = dial_data(data, ch, w_llm=0.0, w_human=1.0, priors=priors, fix_llm=th1, firth=2 if firth else 0)
-    r2 = dial.optimize(d2, th1[ch.slices["c"]], seed=seed, gtol=gtol, max_iter=max_iter)
+    people = ch.human_coordinates
+    r2 = dial.optimize(d2, th1[people], seed=seed, gtol=gtol, max_iter=max_iter)
     if warn:
         _check_converged(r2, "calibration stage")
     t_total += r2.seconds
     theta = th1.copy()
-    theta[ch.slices["c"]] = r2.u
+    theta[people] = r2.u
     return StanPointFit(method, ch, theta, ch.scores(theta), ch.S(theta), bL, np.inf,
                         -(r2.log_prob - weighted_log_coef(d2)) / n_h, r1.converged and r2.converged,
                         max(r1.grad_norm, r2.grad_norm), [r1, r2], dial.backend, t_total, llm_theta=r1.u,
-                        llm_chart=chL, details={"llm_objective": -(r1.log_prob - weighted_log_coef(dL)) / n_l})
+                        llm_chart=chL, details={"llm_objective": -(r1.log_prob - weighted_log_coef(dL)) / n_l},
+                        beta=_beta(ch, theta))
+
+
+def _beta(chart: Chart, theta: np.ndarray) -> np.ndarray | None:
+    """Return the chart's covariate effects at ``theta`` (``None`` without covariates)."""
+    return chart.covariate_effects(theta) if chart.p else None
 
 
 def _fit_human(data: Comparisons, *, backend: str | None, seed: int | None, gtol: float, max_iter: int,
                model: CompiledModel | None, warn: bool, firth: bool = False) -> StanPointFit:
     """Human BTL, eq. human-full-loss, with ``judges.stan`` (no LLM judge, ``K = 0``).
 
-    With ``firth``, Firth's estimate.
+    With ``firth``, Firth's estimate; with response covariates also ``beta_H`` (``beta``).
     """
     jm = model if model is not None else compile_model("judges", backend=backend)
     N = data.N
@@ -297,15 +319,16 @@ def _fit_human(data: Comparisons, *, backend: str | None, seed: int | None, gtol
     Q = helmert_basis(N)
     # start: s = 0, as the numpy engine's human BTL (pydial.estimation.glm.fit_human_btl)
     u0 = jm.unconstrain(d, {"s_raw": np.zeros((0, N - 1)), "sH_raw": np.zeros(N - 1),
-                            "b": np.zeros(0), "log_nu": np.zeros(0)})
+                            "b": np.zeros(0), "beta_free": zero_beta(d), "log_nu": np.zeros(0)})
     res = jm.optimize(d, u0, seed=seed, gtol=gtol, max_iter=max_iter)
     if warn:
         _check_converged(res, "human BTL")
-    s = Q @ jm.constrain(d, res.u, include_tparams=False)["sH_raw"]
+    parts = jm.constrain(d, res.u, include_tparams=False)
+    s = Q @ parts["sH_raw"]
     ch = Chart(N, 1, 0, None, False)
     return StanPointFit("human", ch, s[: N - 1].copy(), s, s[None, :], np.zeros(1), 0.0,
                         -(res.log_prob - weighted_log_coef(d)) / data.n_human, res.converged, res.grad_norm, [res],
-                        jm.backend, res.seconds)
+                        jm.backend, res.seconds, beta=stan_beta(parts, d))
 
 
 def _fit_judges(data: Comparisons, *, order: bool, backend: str | None, seed: int | None, gtol: float,
@@ -317,7 +340,7 @@ def _fit_judges(data: Comparisons, *, order: bool, backend: str | None, seed: in
     Q = helmert_basis(N)
     # start: s = 0, b = 0, as the numpy engine's judge-wise BTL (pydial.estimation.glm.fit_order_btl)
     u0 = jm.unconstrain(d, {"s_raw": np.zeros((K, N - 1)), "sH_raw": np.zeros(0), "b": np.zeros(K) if order else np.zeros(0),
-                            "log_nu": np.zeros(0)})
+                            "beta_free": zero_beta(d), "log_nu": np.zeros(0)})
     res = jm.optimize(d, u0, seed=seed, gtol=gtol, max_iter=max_iter)
     if warn:
         _check_converged(res, "judge-wise BTL")
@@ -328,4 +351,10 @@ def _fit_judges(data: Comparisons, *, order: bool, backend: str | None, seed: in
     theta = np.column_stack([S[:, : N - 1], b[:, None]]) if order else S[:, : N - 1].copy()
     return StanPointFit("judges", ch, theta, S.mean(axis=0), S, b, np.inf,
                         -(res.log_prob - weighted_log_coef(d)) / data.n_llm, res.converged, res.grad_norm, [res],
-                        jm.backend, res.seconds)
+                        jm.backend, res.seconds, beta=stan_beta(parts, d))
+
+
+def stan_beta(parts: Mapping[str, Any], d: Mapping[str, Any]) -> np.ndarray | None:
+    """Return the program's covariate effects (rows x ``n_cov``) from its values ``parts`` (``beta_free``), or None."""
+    P = int(d["n_cov"])
+    return np.asarray(parts["beta_free"], float).reshape(-1, P) if P else None

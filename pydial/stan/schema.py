@@ -15,7 +15,7 @@ squares on empirical log-odds, then the structure recovery of
 from __future__ import annotations
 
 import warnings
-from typing import Any, Mapping, cast
+from typing import Any, Mapping, Sequence, cast
 
 import numpy as np
 
@@ -29,6 +29,8 @@ __all__ = [
     "DIAL_SAMPLE_PRIORS",
     "JUDGES_PRIORS",
     "CellTable",
+    "covariate_rows",
+    "zero_beta",
     "helmert_basis",
     "llm_cell_table",
     "human_cell_table",
@@ -48,8 +50,8 @@ __all__ = [
 
 CALIBRATION_CODE = {None: 0, "mu": 1, "W": 2}
 
-DIAL_PRIORS: dict[str, float] = {"A_sd": 0.0, "B_sd": 0.0, "c_sd": 0.0, "b_sd": 0.0, "log_nu_mean": 0.0,
-                                 "log_nu_sd": 0.0}
+DIAL_PRIORS: dict[str, float] = {"A_sd": 0.0, "B_sd": 0.0, "c_sd": 0.0, "b_sd": 0.0, "beta_sd": 0.0,
+                                 "log_nu_mean": 0.0, "log_nu_sd": 0.0}
 """Normal priors of ``dial.stan`` (penalty on the chart blocks); scale 0 = flat (the MLE).
 
 As for every program, key ``x`` is the Stan datum ``prior_x`` (e.g. ``A_sd`` -> ``prior_A_sd``).
@@ -64,6 +66,7 @@ DIAL_SAMPLE_PRIORS: dict[str, float] = {
     "gamma_sd": 1.0,
     "Z_sd": 2.0,
     "b_sd": 1.0,
+    "beta_sd": 1.0,
     "c_sd": 2.0,
     "log_nu_mean": -1.0,
     "log_nu_sd": 1.5,
@@ -92,6 +95,9 @@ key             default prior, and what it implies for the model's quantities
                         ``U = P Z' V / N``; for rank 1, ``||U|| = ||Z|| / sqrt(N)``, which is
                         ``Z_sd chi_{N-2} / sqrt(N)``.  There is no prior on ``U`` itself.
 ``b_sd``        1.0     ``b_k ~ N(0, b_sd^2)``: the judges' order effects.
+``beta_sd``     1.0     ``beta_g ~ N(0, beta_sd^2)``: the covariate effects (data with response
+                        covariates), per unit of the standardized covariate: an effect of 1
+                        moves the log-odds by 1 per root-mean-square unit of the covariate.
 ``c_sd``        2.0     ``c ~ N(0, c_sd^2)``: the calibration coordinates, ``s_H = M c`` with
                         ``M = mu`` or ``M = [mu, V]``.
 ``log_nu_mean`` -1.0    ``log nu ~ N(log_nu_mean, log_nu_sd^2)``: the tie parameters (each
@@ -105,7 +111,7 @@ posterior of exactly these priors, and shows what they imply for win probabiliti
 (prior predictive check).
 """
 
-JUDGES_PRIORS: dict[str, float] = {"s_sd": 2.0, "b_sd": 1.0, "log_nu_mean": -1.0, "log_nu_sd": 1.5}
+JUDGES_PRIORS: dict[str, float] = {"s_sd": 2.0, "b_sd": 1.0, "beta_sd": 1.0, "log_nu_mean": -1.0, "log_nu_sd": 1.5}
 r"""Default priors of ``judges.stan`` for NUTS (``posterior(data, "judges" | "human")``); point fits use flat priors.
 
 Normal priors on the program's parameters (its header states the same); ``priors=``
@@ -119,6 +125,8 @@ key             default prior, and what it implies
                         ``N(0, s_sd^2 (I - 11'/N))``; a score difference ``s_i - s_j`` is
                         ``N(0, 2 s_sd^2)``.
 ``b_sd``        1.0     ``b_k ~ N(0, b_sd^2)``: the judges' order effects.
+``beta_sd``     1.0     ``beta_g ~ N(0, beta_sd^2)``: each judge's and the people's covariate
+                        effects, as in :data:`DIAL_SAMPLE_PRIORS`.
 ``log_nu_mean`` -1.0    ``log nu ~ N(log_nu_mean, log_nu_sd^2)``: the tie parameters, as in
 ``log_nu_sd``   1.5     :data:`DIAL_SAMPLE_PRIORS`.
 =============== ======= ===================================================================
@@ -194,7 +202,8 @@ def empty_cells() -> CellTable:
 
 def schema_data(L: CellTable, H: CellTable | None, *, N: int, K: int, order: bool, ties: str | None,
                 w_llm: float | np.ndarray = 1.0, w_human: float | np.ndarray = 1.0,
-                log_lik: bool = True, boundary_nu: bool = False) -> dict[str, Any]:
+                log_lik: bool = True, boundary_nu: bool = False, covariates: bool = True,
+                beta_row: Sequence[int] | np.ndarray | None = None, beta_fixed: np.ndarray | None = None) -> dict[str, Any]:
     """Return the data block shared by every program (``stan/include/schema_data.stan``).
 
     ``N, K``, ``order`` (order effects, 0/1), ``ties`` (0 binary, 1 Davidson-Beaver,
@@ -206,6 +215,14 @@ def schema_data(L: CellTable, H: CellTable | None, *, N: int, K: int, order: boo
     the cells passed gets ``nu_zero = 1``, the boundary MLE ``nu = 0`` at which its
     cells are binary (as :func:`pydial.model.likelihood.tie_groups`); its ``log_nu``
     entry is then unused.  For point fits; default ``False`` (every group's ``nu`` free).
+
+    Response covariates (``covariates=True`` and tables with :attr:`CellTable.z`): ``n_cov``,
+    ``cell_z``, ``human_z``, ``beta_row``, the 1-based row of the program's ``beta`` of
+    each group (judges, then the people; 0 = none), ``n_beta`` rows and ``beta_fixed``
+    (``n_beta x n_cov``, 1 = the entry is fixed at 0, as :attr:`pydial.model.chart.Chart.fixed`).
+    Default ``beta_row``: a row per judge, then the people's when there are human cells
+    (:func:`covariate_rows`); default ``beta_fixed``: the entries whose covariate is 0 on all
+    the row's cells passed.
     """
     H = empty_cells() if H is None else H
     code = _tie_code(ties)
@@ -231,9 +248,49 @@ def schema_data(L: CellTable, H: CellTable | None, *, N: int, K: int, order: boo
         "human_j": H.j + 1,
         "human_counts": H.counts,
         "human_w": _weights(w_human, len(H), "human"),
+        **_covariate_data(L, H, K, covariates, beta_row, beta_fixed),
         "nu_zero": _nu_zero(L, H, K) if (code and boundary_nu) else np.zeros(K + 1, np.int64),
         "calc_log_lik": int(log_lik),
     }
+
+
+def covariate_rows(K: int, *, people: bool, shared: bool = False) -> np.ndarray:
+    """Return the Stan datum ``beta_row`` (1-based row of ``beta`` per group, 0 = none).
+
+    One row per judge (``shared``: one row for all judges), then the people's row
+    (``people``), in the order of :class:`pydial.model.chart.Chart`'s ``beta`` block.
+    """
+    llm = np.ones(K, np.int64) if shared else np.arange(1, K + 1)
+    n_llm = int(llm.max(initial=0))
+    return np.append(llm, n_llm + 1 if people else 0)
+
+
+def zero_beta(d: Mapping[str, Any]) -> np.ndarray:
+    """Zero covariate effects as the programs' ``beta_free`` for the data ``d`` (the free entries of ``beta``)."""
+    return np.zeros(int(np.size(d["beta_fixed"]) - np.sum(d["beta_fixed"])))
+
+
+def _covariate_data(L: CellTable, H: CellTable, K: int, covariates: bool, beta_row: Sequence[int] | np.ndarray | None,
+                    beta_fixed: np.ndarray | None) -> dict[str, Any]:
+    """Return the covariate entries of the schema: ``n_cov``, ``cell_z``, ``human_z``, ``beta_row`` (``n_cov = 0``: none)."""
+    P = max(L.p, H.p) if covariates else 0
+    z = []
+    for T, what in ((L, "LLM"), (H, "human")):
+        if P and T.p != P and len(T):
+            raise ArgumentError(f"the {what} cells carry {T.p} covariates, the others {P}")
+        z.append(np.asarray(T.z, float) if P and T.z is not None and len(T) else np.zeros((len(T), P)))
+    rows = (covariate_rows(K, people=len(H) > 0) if beta_row is None else np.asarray(beta_row, np.int64)) if P \
+        else np.zeros(K + 1, np.int64)
+    if rows.shape != (K + 1,) or rows.min() < 0:
+        raise ArgumentError(f"beta_row must hold K + 1 = {K + 1} rows >= 0 (0 = none), got {rows!r}")
+    n_beta = int(rows.max()) if P else 0
+    if beta_fixed is None:  # an entry is fixed where its covariate is 0 on all the row's cells
+        row_of = rows[np.concatenate([L.judge, np.full(len(H), K)]).astype(np.int64)] - 1
+        nonzero = np.zeros((n_beta, P), bool)
+        np.logical_or.at(nonzero, row_of, np.vstack(z) != 0)
+        beta_fixed = ~nonzero
+    fixed = np.asarray(beta_fixed, bool).reshape(n_beta, P).astype(np.int64)
+    return {"n_cov": P, "cell_z": z[0], "human_z": z[1], "beta_row": rows, "n_beta": n_beta, "beta_fixed": fixed}
 
 
 def weighted_log_coef(d: Mapping[str, Any]) -> float:
@@ -296,6 +353,9 @@ def dial_data(
         (:class:`pydial.model.penalty.CalibrationFirthPenalty`).
     boundary_nu : bool
         ``nu_zero`` for the groups without a tie (:func:`schema_data`).
+
+    With covariates (``chart.p > 0``) the program's ``beta`` is the chart's ``beta`` block,
+    row by row (``beta_row`` of the chart's rows); with ``fix_llm`` it is ``beta_H`` alone.
     """
     tie = ties is not None
     L = llm if llm is not None else llm_cell_table(data, ties=tie)
@@ -303,8 +363,14 @@ def dial_data(
     if fix_llm is not None:
         L = empty_cells()
     p = merge_priors(DIAL_PRIORS, priors, "dial.stan")
+    people = chart.calibration is not None
+    fixed = ~chart.beta_free.reshape(chart.beta_rows, chart.p)
+    if fix_llm is not None:  # the people's row alone
+        rows, fixed = np.append(np.zeros(chart.K, np.int64), 1), fixed[-1:]
+    else:
+        rows = covariate_rows(chart.K, people=people, shared=chart.shared)
     d = schema_data(L, H, N=chart.N, K=chart.K, order=chart.order, ties=ties, w_llm=w_llm, w_human=w_human,
-                    log_lik=log_lik, boundary_nu=boundary_nu)
+                    log_lik=log_lik, boundary_nu=boundary_nu, covariates=chart.p > 0, beta_row=rows, beta_fixed=fixed)
     if fix_llm is not None:
         th = np.asarray(fix_llm, float)
         A_fix, B_fix = th[chart.slices["A"]], th[chart.slices["B"]]
@@ -354,6 +420,7 @@ def dial_sample_data(
     win_prob: bool = False,
     mu_ref: np.ndarray | None = None,
     per_judgment: bool = False,
+    shared: bool = False,
 ) -> tuple[dict[str, Any], CellTable, CellTable | None]:
     """Return the data of ``dial_sample.stan`` and the cell tables (LLM, human) in log_lik order.
 
@@ -366,9 +433,10 @@ def dial_sample_data(
     decisive cells only.  ``mu_ref`` is the program's reference direction for
     ``mu`` in the coordinates of :func:`helmert_basis` (default: :func:`mu_reference`
     of the ``mu`` of :func:`dial_sample_start`; any rough estimate of ``mu`` will do).
+    With response covariates each judge has its own effects (``shared``: one row for all
+    judges), then the people (when calibrated).
     """
     _tie_code(ties)
-    Chart(data.N, data.K, rank, cast(Calibration | None, calibration), order)  # validates rank / calibration
     tie = ties is not None
     L = llm_cell_table(data, ties=tie)
     H = human_cell_table(data, ties=tie) if calibration is not None else None
@@ -381,7 +449,10 @@ def dial_sample_data(
     mu_ref = np.asarray(mu_ref, float).reshape(-1)
     if mu_ref.size != data.N - 1 or not np.linalg.norm(mu_ref) > 0:
         raise ArgumentError(f"mu_ref must be a nonzero vector of length N - 1 = {data.N - 1}")
-    d = schema_data(L, H, N=data.N, K=data.K, order=order, ties=ties, w_llm=w_llm, w_human=w_human, log_lik=log_lik)
+    chart = Chart.for_data(data, rank, cast(Calibration | None, calibration), order, shared)
+    d = schema_data(L, H, N=data.N, K=data.K, order=order, ties=ties, w_llm=w_llm, w_human=w_human, log_lik=log_lik,
+                    beta_row=covariate_rows(data.K, people=H is not None, shared=shared),
+                    beta_fixed=~chart.beta_free.reshape(chart.beta_rows, chart.p) if data.p else None)
     d.update({
         "rank": rank,
         "calibration": CALIBRATION_CODE[calibration],
@@ -433,7 +504,8 @@ def dial_calibrate_data(H: CellTable, M: np.ndarray, *, ties: str | None = None,
     ``M`` has shape ``(n_draws, N, d)``: the basis ``M_t`` of each first-stage draw.
     The schema carries the human cells only (``K = 0``, ``C = 0``, ``order = 0``);
     ``priors`` overrides :data:`DIAL_SAMPLE_PRIORS`, of which the program reads
-    ``c_sd``, ``log_nu_mean`` and ``log_nu_sd``.
+    ``c_sd``, ``beta_sd``, ``log_nu_mean`` and ``log_nu_sd``.  With covariates (``H.z``) each draw
+    has its own people's effects ``beta[t]``.
     """
     M = np.asarray(M, float)
     if M.ndim != 3 or M.shape[0] < 1 or M.shape[2] < 1:
@@ -441,7 +513,7 @@ def dial_calibrate_data(H: CellTable, M: np.ndarray, *, ties: str | None = None,
     p = merge_priors(DIAL_SAMPLE_PRIORS, priors, "dial_sample.stan")
     d = schema_data(empty_cells(), H, N=M.shape[1], K=0, order=False, ties=ties, log_lik=log_lik)
     d.update({"n_draws": M.shape[0], "d": M.shape[2], "M": M,
-              **_priors({k: p[k] for k in ("c_sd", "log_nu_mean", "log_nu_sd")})})
+              **_priors({k: p[k] for k in ("c_sd", "beta_sd", "log_nu_mean", "log_nu_sd")})})
     return d
 
 

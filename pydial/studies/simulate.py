@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import TYPE_CHECKING, Any, Literal, Sequence
+from typing import TYPE_CHECKING, Any, Literal, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -141,6 +141,11 @@ class Truth:
     judges, then the people); ``None`` without covariates."""
     item_style: np.ndarray | None = None
     """``(N, p)`` item means of the response features (each response adds standard normal noise)."""
+    self_preference: dict[str, tuple[str, ...]] | None = None
+    """Each mapped judge's own items (:func:`simulate`'s ``self_preference``); ``None`` without."""
+    self_effect: np.ndarray | None = None
+    """``(K,)`` self-preference effects: judge ``k``'s predictor adds ``self_effect[k] (1[i own_k] - 1[j own_k])``
+    (0 for the judges not mapped); ``None`` without ``self_preference``."""
 
     @property
     def N(self) -> int:
@@ -231,7 +236,8 @@ class Simulation:
         from pydial.data.comparisons import Comparisons
 
         cov = list(self.truth.covariates) or None
-        return Comparisons.from_frame(self.frame, human_judge=HUMAN_JUDGE, items=list(self.truth.items), covariates=cov)
+        return Comparisons.from_frame(self.frame, human_judge=HUMAN_JUDGE, items=list(self.truth.items), covariates=cov,
+                                      self_preference=self.truth.self_preference)
 
     def __repr__(self) -> str:
         """Show the simulation's configuration."""
@@ -332,6 +338,41 @@ def _covariate_effects(beta: Any, K: int, p: int) -> np.ndarray:
     return arr.copy()
 
 
+def _self_preference(own: Mapping[str, Sequence[str]] | None, effect: float | Mapping[str, float], N: int,
+                     K: int) -> tuple[np.ndarray | None, np.ndarray]:
+    """Return the own-item indicators ``(K, N)`` of :func:`simulate`'s ``self_preference`` and the effects ``(K,)``.
+
+    ``None`` and zeros without a map; an :class:`~pydial.ArgumentError` names unknown judges or items.
+    """
+    width = len(str(K - 1))
+    judges = {f"judge{k:0{width}d}": k for k in range(K)}
+    items = {f"item{t:02d}": t for t in range(N)}
+    self_k = np.zeros(K)
+    if own is None:
+        if isinstance(effect, Mapping) or effect != 0.0:
+            raise ArgumentError("self_effect= needs self_preference= (the judges' own items)")
+        return None, self_k
+    bad_j = sorted(str(k) for k in own if k not in judges)
+    bad_i = sorted({str(x) for v in own.values() for x in ([v] if isinstance(v, str) else v) if x not in items})
+    if bad_j or bad_i:
+        raise ArgumentError(f"self_preference names unknown judge(s) {bad_j} / item(s) {bad_i}; the judges are "
+                            f"{list(judges)[:4]}..., the items {list(items)[:4]}...")
+    O = np.zeros((K, N))
+    for k, v in own.items():
+        O[judges[k], [items[x] for x in ([v] if isinstance(v, str) else v)]] = 1.0
+    if isinstance(effect, Mapping):
+        unknown = sorted(str(k) for k in effect if k not in own)
+        if unknown:
+            raise ArgumentError(f"self_effect names judge(s) {unknown} not in self_preference")
+        for k, e in effect.items():
+            self_k[judges[k]] = float(e)
+    else:
+        self_k[[judges[k] for k in own]] = float(effect)
+    if not np.all(np.isfinite(self_k)):
+        raise ArgumentError("self_effect must be finite")
+    return O, self_k
+
+
 def simulate(
     N: int = 10,
     K: int = 4,
@@ -348,6 +389,8 @@ def simulate(
     ties: Literal["davidson", "rao-kupper"] | None = None,
     covariates: Sequence[str] | None = None,
     beta: Any = None,
+    self_preference: Mapping[str, Sequence[str]] | None = None,
+    self_effect: float | Mapping[str, float] = 0.0,
     seed: np.random.Generator | int | None = None,
     **deprecated: Any,
 ) -> Simulation:
@@ -430,6 +473,14 @@ def simulate(
     beta : float or array, optional
         The covariate effects: a number or a ``(p,)`` vector shared by the LLM judges
         (people 0), or a ``(K + 1, p)`` array (judges, then people).  Default 0.
+    self_preference : mapping of str to sequence of str, optional
+        Self-preference (beyond the paper): each mapped judge's own items, by name
+        (``{"judge0": ["item00", "item01"]}``; judges ``judge0 ..``, items ``item00 ..``).  Judge
+        ``k``'s predictor adds ``self_effect_k (1[i own_k] - 1[j own_k])``, and
+        :attr:`Simulation.comparisons` carries the covariate
+        (:meth:`~pydial.Comparisons.with_self_preference`, scale 1: a fit estimates ``self_effect_k``).
+    self_effect : float or mapping of str to float
+        The self-preference effect of every mapped judge, or of each (by judge name; unmapped 0).
     seed : numpy.random.Generator, int or None
         Seed or generator, passed to :func:`numpy.random.default_rng`.  The same
         seed gives identical output.
@@ -495,6 +546,7 @@ def simulate(
         raise ArgumentError(f"ties={ties!r} needs tie_rate > 0 (the tie probability at equal scores)")
     names = [] if covariates is None else covariate_names(covariates)
     beta_kp = _covariate_effects(beta, K, len(names))
+    own, self_k = _self_preference(self_preference, self_effect, N, K)
     n_pairs = N * (N - 1) // 2
     if sigma_pos > 0 and n_pairs < 2:
         raise ArgumentError(f"sigma_pos ({sigma_pos}) > 0 needs at least two pairs (N >= 3), got N={N}")
@@ -541,6 +593,8 @@ def simulate(
     eta = S[k_llm, i_l] - S[k_llm, j_l] + a * bk
     if eps_kij is not None:
         eta += eps_kij[k_llm, p_llm]
+    if own is not None:  # self-preference: beta_k (1[i own_k] - 1[j own_k]), no draws
+        eta += self_k[k_llm] * (own[k_llm, i_l] - own[k_llm, j_l])
     style, sides = None, {}
     if names:  # drawn from a generator of their own: without covariates the draws are unchanged
         g_cov = np.random.default_rng(gen.integers(2**63))
@@ -602,11 +656,16 @@ def simulate(
         s_h=s_h, S=S, b=b, mu=mu, gamma=gamma, U=U, V=V, W=W, c_h=c_h, b_kij=b_kij, eps_kij=eps_kij,
         pairs=pairs, items=items, judges=judges, nu=nu, ties=ties if tie_rate > 0 else None,
         covariates=tuple(names), beta=beta_kp if names else None, item_style=style,
+        self_preference=None if own is None else {str(k): tuple(str(x) for x in v) for k, v in
+                                                  (self_preference or {}).items()},
+        self_effect=self_k if own is not None else None,
     )
     config = dict(
         N=N, K=K, rank=r, n_llm=n_llm, n_human=n_human, target=target, c_v_sd=c_v_sd,
         overdispersion=overdispersion, sigma_pos=sigma_pos, p_first=p_first, seed=seed_label,
         **({"tie_rate": tie_rate, "ties": ties} if tie_rate > 0 else {}),
         **({"covariates": tuple(names), "beta": beta_kp.tolist()} if names else {}),
+        **({"self_preference": {k: list(v) for k, v in (self_preference or {}).items()}, "self_effect": self_k.tolist()}
+           if own is not None else {}),
     )
     return Simulation(frame=frame, truth=truth, config=config)

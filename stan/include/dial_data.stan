@@ -8,6 +8,7 @@
   real<lower=0> prior_B_sd;                          // prior sd of B_free (0 = flat)
   real<lower=0> prior_c_sd;                          // prior sd of the calibration coordinates (0 = flat)
   real<lower=0> prior_b_sd;                          // prior sd of the order effects (0 = flat)
+  real<lower=0> prior_beta_sd;                       // prior sd of the covariate effects (0 = flat)
   real prior_log_nu_mean;                            // prior mean of the log tie parameters
   real<lower=0> prior_log_nu_sd;                     // prior sd of the log tie parameters (0 = flat)
   int<lower=0, upper=2> firth;                       // Jeffreys prior (firth.stan): 0 none, 1 each judge's BTL, 2 the calibration GLM

@@ -3,4 +3,5 @@
   vector[fix_llm ? 0 : (N - 1) * q] B_free;          // rows 1..N-1 of B, row-major
   vector[d] c;                                       // alpha (M = mu) or c (M = W)
   vector[order && !fix_llm ? K : 0] b;               // judge order effects b_k
+#include covariate_parameters.stan
   vector[n_nu] log_nu;                               // log tie parameters: judges 1..K (none with fix_llm), then the people

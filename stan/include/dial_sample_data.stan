@@ -7,6 +7,7 @@
   real<lower=0> prior_gamma_sd;                      // prior sd of gamma's deviations from its mean (0 = flat)
   real<lower=0> prior_Z_sd;                          // prior sd of Z_raw, the item side of U V' (0 = flat)
   real<lower=0> prior_b_sd;                          // prior sd of the order effects (0 = flat)
+  real<lower=0> prior_beta_sd;                       // prior sd of the covariate effects (0 = flat)
   real<lower=0> prior_c_sd;                          // prior sd of the calibration coordinates (0 = flat)
   real prior_log_nu_mean;                            // prior mean of the log tie parameters
   real<lower=0> prior_log_nu_sd;                     // prior sd of the log tie parameters (0 = flat)

@@ -5,5 +5,6 @@
   if (prior_gamma_sd > 0) target += normal_lpdf(gamma_dev | 0, prior_gamma_sd);
   if (prior_Z_sd > 0) target += normal_lpdf(to_vector(Z_raw) | 0, prior_Z_sd);
   if (prior_b_sd > 0) target += normal_lpdf(b | 0, prior_b_sd);
+  if (prior_beta_sd > 0) target += normal_lpdf(beta_free | 0, prior_beta_sd);
   if (prior_c_sd > 0) target += normal_lpdf(c | 0, prior_c_sd);
   if (prior_log_nu_sd > 0) target += normal_lpdf(log_nu | prior_log_nu_mean, prior_log_nu_sd);

@@ -4,5 +4,6 @@
   vector[K - 1] gamma_dev;                           // deviations of gamma from its mean (coordinates of Q_K)
   matrix[K - 1, rank] P_raw;                         // judge side of U V', parameter expansion (coordinates of Q_K)
   vector[order ? K : 0] b;                           // judge order effects b_k
+#include covariate_parameters.stan
   vector[d] c;                                       // human calibration coordinates relative to M
   vector[n_nu] log_nu;                               // log tie parameters (judges 1..K, then people)

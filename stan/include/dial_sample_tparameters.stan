@@ -22,3 +22,4 @@
   } else if (calibration == 2) {
     s_H = append_col(mu, V) * c;
   }
+#include covariate_tparameters.stan

@@ -20,3 +20,4 @@
       s_H = B * ctilde;
     }
   }
+#include covariate_tparameters.stan

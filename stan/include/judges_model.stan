@@ -8,4 +8,5 @@
     target += normal_lpdf(sH_raw | 0, prior_s_sd);
   }
   if (prior_b_sd > 0) target += normal_lpdf(b | 0, prior_b_sd);
+  if (prior_beta_sd > 0) target += normal_lpdf(beta_free | 0, prior_beta_sd);
   if (prior_log_nu_sd > 0) target += normal_lpdf(log_nu | prior_log_nu_mean, prior_log_nu_sd);

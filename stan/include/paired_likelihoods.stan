@@ -1,7 +1,8 @@
 /* Paired-comparison likelihoods shared by every pydial program.
  *
  * Declares
- *   cell inputs:      paired_eta(S, b, judge, i, j, a), paired_log_nu(log_nu, nu_index, judge)
+ *   cell inputs:      paired_eta(S, b, judge, i, j, a), paired_log_nu(log_nu, nu_index, judge),
+ *                     paired_offset(z, beta, row) (the covariate term z' beta)
  *   cell likelihood:  paired_log_lik(counts, log_coef, eta, ties, log_nu),
  *                     paired_target(w, counts, log_coef, eta, ties, log_nu) (its weighted sum)
  *   outcome model:    paired_prob(eta, ties, log_nu), paired_rng(counts, eta, ties, log_nu),
@@ -68,6 +69,27 @@ vector paired_eta(matrix S, vector b, array[] int judge, array[] int i, array[] 
     if (a[t] != 0 && size(b) > 0) eta[t] += a[t] * b[judge[t]];
   }
   return eta;
+}
+
+/**
+ * Covariate term of each cell: z_t' beta[row[t]], the style term added to eta
+ * (logit p = S_ki - S_kj + a b_k + z' beta_k for LLM judge k, s_Hi - s_Hj +
+ * z' beta_H for people; pydial.model.likelihood.Objective with covariates).
+ *
+ * @param z     covariates of each cell (cells x n_cov), oriented as eta: the
+ *              comparison covariate of item i against item j
+ * @param beta  covariate effects, one vector of length n_cov per row
+ * @param row   row of beta of each cell; 0 = no covariate term
+ * @return      z' beta per cell (zeros when n_cov = 0)
+ */
+vector paired_offset(matrix z, array[] vector beta, array[] int row) {
+  int n = rows(z);
+  vector[n] out = rep_vector(0, n);
+  if (cols(z) == 0) return out;
+  for (t in 1:n) {
+    if (row[t] > 0) out[t] = z[t] * beta[row[t]];
+  }
+  return out;
 }
 
 /**

@@ -25,3 +25,23 @@
     for (k in 1:K) nu_index[k] = nu_zero[k] ? 0 : k;
     nu_index[K + 1] = H > 0 && !nu_zero[K + 1] ? n_nu : 0;
   }
+  // covariates (n_cov > 0): every cell's z and the row of beta of its group (cell_inputs.stan adds z' beta
+  // to eta); rows 1..n_beta of beta are the effects of the groups that have one (beta_row); beta_free holds
+  // the entries not fixed at 0, row-major (beta_pos: their position, 0 = fixed)
+  if (n_beta != (n_cov == 0 ? 0 : max(beta_row))) reject("n_beta = ", n_beta, " must be max(beta_row) (0 when n_cov = 0)");
+  int n_beta_free = 0;
+  array[n_beta, n_cov] int beta_pos;
+  for (g in 1:n_beta) {
+    for (t in 1:n_cov) {
+      n_beta_free += 1 - beta_fixed[g, t];
+      beta_pos[g, t] = beta_fixed[g, t] ? 0 : n_beta_free;
+    }
+  }
+  matrix[n_cells, n_cov] all_z = append_row(cell_z, human_z);
+  array[n_cells] int all_beta_row = rep_array(0, n_cells);
+  if (n_cov > 0) {
+    for (t in 1:n_cells) {
+      all_beta_row[t] = beta_row[all_judge[t]];
+      if (all_beta_row[t] == 0) reject("cell ", t, " has covariates but its group ", all_judge[t], " has beta_row = 0");
+    }
+  }
