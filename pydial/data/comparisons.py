@@ -928,7 +928,8 @@ class Comparisons:
             out = np.zeros((self.K + 1, self.p), bool)
             for cells, g in ((self.llm, self.llm.judge), (self.human, np.full(len(self.human), self.K))):
                 if cells.z is not None and len(cells):
-                    np.logical_or.at(out, np.asarray(g, np.int64), cells.z != 0)
+                    for t in range(self.p):  # nonzero cells per group (bincount: linear, no ufunc.at)
+                        out[:, t] |= np.bincount(g, weights=cells.z[:, t] != 0, minlength=self.K + 1) > 0
             self._cache[key] = out
         return self._cache[key]
 

@@ -285,10 +285,9 @@ def _covariate_data(L: CellTable, H: CellTable, K: int, covariates: bool, beta_r
         raise ArgumentError(f"beta_row must hold K + 1 = {K + 1} rows >= 0 (0 = none), got {rows!r}")
     n_beta = int(rows.max()) if P else 0
     if beta_fixed is None:  # an entry is fixed where its covariate is 0 on all the row's cells
-        row_of = rows[np.concatenate([L.judge, np.full(len(H), K)]).astype(np.int64)] - 1
-        nonzero = np.zeros((n_beta, P), bool)
-        np.logical_or.at(nonzero, row_of, np.vstack(z) != 0)
-        beta_fixed = ~nonzero
+        row_of = rows[np.concatenate([L.judge, np.full(len(H), K)]).astype(np.int64)]
+        nonzero = np.vstack(z) != 0
+        beta_fixed = np.array([~nonzero[row_of == r].any(axis=0) for r in range(1, n_beta + 1)], bool).reshape(n_beta, P)
     fixed = np.asarray(beta_fixed, bool).reshape(n_beta, P).astype(np.int64)
     return {"n_cov": P, "cell_z": z[0], "human_z": z[1], "beta_row": rows, "n_beta": n_beta, "beta_fixed": fixed}
 
