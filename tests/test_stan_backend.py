@@ -146,10 +146,10 @@ def test_parameter_shapes_and_unconstrained_order(models):
     ds, _, _ = dial_sample_data(data, rank=1, calibration="W")
     dd = dial_data(data, Chart(data.N, data.K, 1, "W", True), w_llm=1.0, w_human=1.0)
     expect = {
-        "judges": {"s_raw": (3, 5), "sH_raw": (0,), "b": (3,), "log_nu": (0,)},
-        "dial_sample": {"m_raw": (5,), "Z_raw": (4, 1), "gamma_dev": (2,), "P_raw": (2, 1), "b": (3,), "c": (2,),
-                        "log_nu": (0,)},
-        "dial": {"A_free": (4,), "B_free": (10,), "c": (2,), "b": (3,), "log_nu": (0,)},
+        "judges": {"s_raw": (3, 5), "sH_raw": (0,), "b": (3,), "beta_free": (0,), "log_nu": (0,)},
+        "dial_sample": {"m_raw": (5,), "Z_raw": (4, 1), "gamma_dev": (2,), "P_raw": (2, 1), "b": (3,), "beta_free": (0,),
+                        "c": (2,), "log_nu": (0,)},
+        "dial": {"A_free": (4,), "B_free": (10,), "c": (2,), "b": (3,), "beta_free": (0,), "log_nu": (0,)},
     }
     for name, d in (("judges", dj), ("dial_sample", ds), ("dial", dd)):
         m = models[name]

@@ -160,7 +160,8 @@ def test_calibration_stage_with_the_llm_block_as_data(models, data):
     sf = staged_fit(data, 1, "W")
     d = dial_data(data, sf.chart, w_llm=0.0, w_human=1.0, fix_llm=sf.theta)
     m = models["dial"]
-    assert m.parameter_shapes(d) == {"A_free": (0,), "B_free": (0,), "c": (2,), "b": (0,), "log_nu": (0,)}
+    assert m.parameter_shapes(d) == {"A_free": (0,), "B_free": (0,), "c": (2,), "b": (0,), "beta_free": (0,),
+                                      "log_nu": (0,)}
     res = m.optimize(d, np.zeros(2))
     np.testing.assert_allclose(res.u, sf.theta[sf.chart.slices["c"]], atol=TOL)
     vals = m.constrain(d, res.u)

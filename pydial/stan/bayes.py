@@ -987,7 +987,7 @@ def _cut_stage(data: Comparisons, res: SampleResult, d1: Mapping[str, Any], L: C
     init2 = None
     if not tie:  # start every c_t at its conditional mode: the chain starts in the bulk of the product
         modes = _calibration_modes(M, Hc, float(p["c_sd"]))
-        init2 = [{"c": modes[:, :dim_c], "beta": modes[:, dim_c:], "log_nu": np.zeros(0)}]
+        init2 = [{"c": modes[:, :dim_c], "log_nu": np.zeros(0)} | ({"beta": modes[:, dim_c:]} if modes.shape[1] > dim_c else {})]
     res2 = cm.sample(d2, seed=seed + 1, inits=init2, **run2)
     problems = []
     nd = int(np.sum(res2.stats.get("divergent__", 0)))
