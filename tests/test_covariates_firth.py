@@ -140,7 +140,9 @@ def test_staged_firth_calibration_is_the_penalized_glm_on_the_calibration_design
 
     mle = sm.GLM(np.column_stack([y, n - y]), X, family=sm.families.Binomial()).fit(tol=1e-14).params
     ref = so.minimize(negative, mle, jac=True, method="BFGS", options={"gtol": 1e-11, "maxiter": 1000})
-    assert np.abs(negative(ref.x)[1]).max() < 1e-8
+    # the reference is at the penalized optimum: its adjusted score is tiny against the information (n ~ 10^3),
+    # so its distance from the optimum is far below the 1e-6 compared next (BFGS stops near 1e-7 on some BLAS)
+    assert np.abs(negative(ref.x)[1]).max() < 1e-6
     np.testing.assert_allclose(sf.cal_opt.x, ref.x, atol=1e-6)
     assert np.abs(ref.x - mle).max() > 1e-3  # the penalty moves the estimate
     np.testing.assert_allclose(sf.chart.human_effects(sf.theta), ref.x[-2:], atol=1e-6)
