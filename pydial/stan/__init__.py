@@ -21,8 +21,9 @@ implementing :class:`CompiledModel` (:mod:`~pydial.stan.compiled`);
 All programs (and ``dial_calibrate.stan``, the cut posterior's second stage) read
 one data schema (``stan/include/schema_data.stan``, :func:`standata`) and write
 the cell likelihood once (``stan/include/paired_likelihoods.stan``: the linear
-predictor and the binary, Davidson-Beaver and Rao-Kupper cell likelihoods;
-``cell_*.stan``: their inputs, target and outputs).  Each program's header says
+predictor with its covariate term ``z' beta`` and the binary, Davidson-Beaver and
+Rao-Kupper cell likelihoods; ``cell_*.stan``: their inputs, target and outputs;
+``covariate_*.stan``: the covariate effects every program shares).  Each program's header says
 how to extend it by adding to its blocks (``examples/tie_gap.stan``), and
 ``posterior(..., program=PATH, extra=...)`` samples the extended program.
 
