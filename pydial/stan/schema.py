@@ -261,7 +261,7 @@ def covariate_rows(K: int, *, people: bool, shared: bool = False) -> np.ndarray:
     (``people``), in the order of :class:`pydial.model.chart.Chart`'s ``beta`` block.
     """
     llm = np.ones(K, np.int64) if shared else np.arange(1, K + 1)
-    n_llm = int(llm.max(initial=0))
+    n_llm = int(np.max(llm, initial=0))
     return np.append(llm, n_llm + 1 if people else 0)
 
 
@@ -281,9 +281,9 @@ def _covariate_data(L: CellTable, H: CellTable, K: int, covariates: bool, beta_r
         z.append(np.asarray(T.z, float) if P and T.z is not None and len(T) else np.zeros((len(T), P)))
     rows = (covariate_rows(K, people=len(H) > 0) if beta_row is None else np.asarray(beta_row, np.int64)) if P \
         else np.zeros(K + 1, np.int64)
-    if rows.shape != (K + 1,) or rows.min() < 0:
+    if rows.shape != (K + 1,) or np.min(rows) < 0:
         raise ArgumentError(f"beta_row must hold K + 1 = {K + 1} rows >= 0 (0 = none), got {rows!r}")
-    n_beta = int(rows.max()) if P else 0
+    n_beta = int(np.max(rows)) if P else 0
     if beta_fixed is None:  # an entry is fixed where its covariate is 0 on all the row's cells
         row_of = rows[np.concatenate([L.judge, np.full(len(H), K)]).astype(np.int64)]
         nonzero = np.vstack(z) != 0
