@@ -281,3 +281,14 @@ def test_stan_engine_matches_numpy_with_self_preference(models, stan_backend_nam
     assert list(b.covariate_effects.index) == list(a.covariate_effects.index)
     np.testing.assert_allclose(b.scores["score"], a.scores["score"], atol=1e-6)
     np.testing.assert_allclose(b.covariate_effects["beta"], a.covariate_effects["beta"], atol=1e-6)
+
+
+def test_stan_point_fit_of_the_people_with_a_fixed_effect(models, self_data):
+    """judges.stan holds the people's self-preference at 0 (beta_fixed): beta_H equals the people's GLM on length."""
+    from pydial.stan.point import stan_fit_point
+
+    sp = stan_fit_point(self_data, "human", backend=models["judges"].backend)
+    ref = pydial.fit(self_data, "human").covariate_effects
+    assert sp.beta is not None and sp.beta.shape == (1, 2)
+    assert sp.beta[0, list(self_data.covariates).index("self_preference")] == 0.0
+    np.testing.assert_allclose(sp.beta[0, 0], ref.loc[("human", "length"), "beta"], atol=1e-6)

@@ -68,9 +68,13 @@ def family_cells(data: Comparisons, ties: str | None) -> tuple[Cells, Cells]:
     return L, H
 
 
-def _width(z: np.ndarray | None) -> int:
-    """Return the number of covariate columns of ``z`` (0 without)."""
-    return 0 if z is None else int(z.shape[1])
+def pooled_support(data: Comparisons) -> tuple[np.ndarray, np.ndarray]:
+    """Return the estimated entries of ``beta_L`` and ``beta_H`` (bool, ``p`` each; :attr:`~pydial.Comparisons.covariate_support`).
+
+    ``beta_L`` is shared by the pooled judges: a covariate has it unless it is 0 on every LLM cell.
+    """
+    sup = data.covariate_support
+    return sup[:-1].any(axis=0), sup[-1]
 
 
 def _degenerate(s_pool: np.ndarray) -> bool:
@@ -144,7 +148,7 @@ def pooled_linearization(data: Comparisons, ties: str | None, o1: OptimResult, o
     """
     N = data.N
     L, Hc = family_cells(data, ties)
-    p1, p2 = _width(data.effect_columns(L.z, None)), _width(data.effect_columns(Hc.z, data.K))  # free beta_L, beta_H
+    p1, p2 = (int(m.sum()) for m in pooled_support(data))  # the free entries of beta_L, beta_H
     free1, free2 = has_tie_parameter(ties, L.counts), has_tie_parameter(ties, Hc.counts)
     w1, w2 = float(L.w[0]), float(Hc.w[0])
     T = centering_basis(N)
@@ -209,14 +213,14 @@ def fit_pooled(data: Comparisons, rank: int | None = None, *, ties: str | None, 
     c = float(o2.x[0])
     s = c * s_pool
     # o1.x = (beta, beta_L, [log nu_L]), o2.x = (c, beta_H, [log nu_H]), the free entries of beta_L, beta_H
-    sup = data.covariate_support
-    p1, p2 = (int(m.sum()) for m in (sup[:-1].any(axis=0), sup[-1]))
+    sup_l, sup_h = pooled_support(data)
+    p1, p2 = int(sup_l.sum()), int(sup_h.sum())
     lognu = np.array([o1.x[N - 1 + p1] if o1.x.size > N - 1 + p1 else -np.inf,
                       o2.x[1 + p2] if o2.x.size > 1 + p2 else -np.inf])
     beta = None
     if p:
         beta = np.zeros((2, p))
-        beta[0, sup[:-1].any(axis=0)], beta[1, sup[-1]] = o1.x[N - 1: N - 1 + p1], o2.x[1: 1 + p2]
+        beta[0, sup_l], beta[1, sup_h] = o1.x[N - 1: N - 1 + p1], o2.x[1: 1 + p2]
     return Estimate(s=s, calibration_coef=np.array([c * np.linalg.norm(s_pool) / np.sqrt(N)]), lambda_=np.inf,
                     converged=o1.resolved and o2.resolved, grad_norm=max(o1.grad_norm, o2.grad_norm),
                     loss_human=tie_human_loss(ties, s, lognu[1], data, None if beta is None else beta[1]),

@@ -800,13 +800,11 @@ def _lowrank_jacobian_rank(N: int, K: int, r: int, judge: np.ndarray, ii: np.nda
         rows_b = beta_row[judge]
         index = np.full(free.shape, -1)
         index[free] = np.arange(int(free.sum()))
-        G = np.zeros((m, int(free.sum())))
-        for l in range(free.shape[1]):
-            col = index[rows_b, l]
-            ok = col >= 0
-            G[np.flatnonzero(ok), col[ok]] = z[ok, l]
-        zcols = sparse.csr_matrix(G)
-        need += G.shape[1]
+        col = index[rows_b]  # (m, p): the column of each cell's entry (g, l), -1 where fixed
+        ok = (col >= 0) & (z != 0)
+        cell = np.nonzero(ok)[0]
+        zcols = sparse.csr_matrix((z[ok], (cell, col[ok])), shape=(m, int(free.sum())))  # sparse: m can be millions
+        need += zcols.shape[1]
     best, confounded = 0, np.zeros(0 if zcols is None else zcols.shape[1], bool)
     for _ in range(2):
         A = rng.standard_normal((K, q))

@@ -355,6 +355,10 @@ def _fit_judges(data: Comparisons, *, order: bool, backend: str | None, seed: in
 
 
 def stan_beta(parts: Mapping[str, Any], d: Mapping[str, Any]) -> np.ndarray | None:
-    """Return the program's covariate effects (rows x ``n_cov``) from its values ``parts`` (``beta_free``), or None."""
-    P = int(d["n_cov"])
-    return np.asarray(parts["beta_free"], float).reshape(-1, P) if P else None
+    """Return the program's covariate effects (rows x ``n_cov``, 0 where ``beta_fixed``) from ``parts["beta_free"]``, or None."""
+    if not int(d["n_cov"]):
+        return None
+    fixed = np.asarray(d["beta_fixed"], bool)
+    beta = np.zeros(fixed.shape)
+    beta[~fixed] = np.asarray(parts["beta_free"], float).reshape(-1)  # row-major, as beta_pos of schema_tdata.stan
+    return beta

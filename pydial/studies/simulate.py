@@ -338,15 +338,21 @@ def _covariate_effects(beta: Any, K: int, p: int) -> np.ndarray:
     return arr.copy()
 
 
+def _names(N: int, K: int) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """Return the simulated items ``item00 ..`` and judges ``judge0 ..`` (zero-padded: sorted names keep the order)."""
+    width = len(str(K - 1))
+    return tuple(f"item{t:02d}" for t in range(N)), tuple(f"judge{k:0{width}d}" for k in range(K))
+
+
 def _self_preference(own: Mapping[str, Sequence[str]] | None, effect: float | Mapping[str, float], N: int,
                      K: int) -> tuple[np.ndarray | None, np.ndarray]:
     """Return the own-item indicators ``(K, N)`` of :func:`simulate`'s ``self_preference`` and the effects ``(K,)``.
 
     ``None`` and zeros without a map; an :class:`~pydial.ArgumentError` names unknown judges or items.
     """
-    width = len(str(K - 1))
-    judges = {f"judge{k:0{width}d}": k for k in range(K)}
-    items = {f"item{t:02d}": t for t in range(N)}
+    item_names, judge_names = _names(N, K)
+    judges = {name: k for k, name in enumerate(judge_names)}
+    items = {name: t for t, name in enumerate(item_names)}
     self_k = np.zeros(K)
     if own is None:
         if isinstance(effect, Mapping) or effect != 0.0:
@@ -625,9 +631,7 @@ def simulate(
     else:
         out_hum = np.where(g_hum.random(n_human) < expit(eta_h), 0, 1)
 
-    items = tuple(f"item{t:02d}" for t in range(N))
-    width = len(str(K - 1))  # zero-padded so that sorted names keep the judge order
-    judges = tuple(f"judge{k:0{width}d}" for k in range(K))
+    items, judges = _names(N, K)
     item_arr = np.asarray(items, dtype=object)
     judge_arr = np.asarray(judges, dtype=object)
     n_tot = n_llm + n_human
