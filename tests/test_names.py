@@ -8,6 +8,7 @@ import pandas as pd
 import pytest
 
 from pydial import Comparisons, DataError
+from pydial.data.comparisons import NAMES_CHANGED
 from pydial.exceptions import DataWarning
 from pydial.studies.simulate import simulate
 
@@ -39,7 +40,7 @@ def test_whitespace_is_stripped_and_reported(sim_frame):
         c = Comparisons.from_frame(d)
     assert (c.N, c.K, c.n_human, c.n_llm) == (6, 3, 400, 3000)
     assert c.judges == ("judge0", "judge1", "judge2")
-    assert "2 judge name(s)" in c.summary().loc["names changed (surrounding whitespace stripped)", "value"]
+    assert "2 judge name(s)" in c.summary().loc[NAMES_CHANGED, "value"]
 
 
 def test_whitespace_kept_apart_only_on_request(sim_frame):

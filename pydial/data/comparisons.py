@@ -23,6 +23,7 @@ they are counted and reported by :meth:`Comparisons.summary`, never dropped sile
 
 from __future__ import annotations
 
+import inspect
 import warnings
 from collections import abc
 from dataclasses import dataclass, field
@@ -50,31 +51,65 @@ from pydial.data.ingest import (
     fail_rows,
     group,
     human_name,
+    Keys,
     RowCoder,
+    check_columns,
     pack,
     rows_text,
     triangle,
-    unpack,
 )
-from pydial.data.names import NameReport
-from pydial.exceptions import ArgumentError, DataError, DataWarning, renamed_arguments
+from pydial.data.names import NameReport, argument_name, clean, name_list, own_items
+from pydial.exceptions import ArgumentError, ArgumentTypeError, DataError, DataWarning, renamed_arguments
 
 __all__ = ["COLUMNS", "FIRST_VALUES", "WINNER_VALUES", "DUPLICATES", "SELF_PREFERENCE", "CellTable", "LLMCells",
            "HumanCells", "Rows", "Comparisons", "canonical", "item_order", "rows_text", "check_cells"]
 
 DUPLICATES = ("keep", "drop", "raise")
-FRAME_BYTES_PER_ROW = 160  # from_frame: the canonical frame, the decisive rows and temporaries, per judgment
+FRAME_KEYWORDS = frozenset({"human_judge", "items", "drop_empty_judges", "strip_names", "allow_similar_names",
+                            "duplicates", "covariates", "covariate_transform", "self_preference", *COLUMNS})
+"""The keyword arguments of :meth:`Comparisons.from_frame` (``from_csv`` and ``from_parquet`` pass them on)."""
+CSV_REFUSED = frozenset({"filepath_or_buffer", "chunksize", "iterator"})
+"""Keyword arguments of :func:`pandas.read_csv` that ``from_csv`` does not pass on (it reads the whole table)."""
+CSV_KEYWORDS = frozenset(inspect.signature(pd.read_csv).parameters) - CSV_REFUSED - FRAME_KEYWORDS
+"""The keyword arguments of :func:`pandas.read_csv` that :meth:`Comparisons.from_csv` passes on."""
+FRAME_BYTES_PER_ROW = 128
+"""from_frame, per judgment: the canonical frame, the decisive rows, the cells and temporaries (no covariates)."""
+FRAME_BYTES_COVARIATES = (48, 44)
+"""from_frame, per judgment, with covariates: once (the row codes; a cell per distinct value), and per covariate."""
+
+
+def frame_bytes(rows: int, p: int = 0) -> int:
+    """Estimated peak memory of :meth:`Comparisons.from_frame` beyond its input: ``rows`` judgments, ``p`` covariates.
+
+    Measured (peak resident memory, ``VmHWM``, of 1M-row frames of text or object columns
+    and continuous covariates, each judgment then a cell of its own): 103-124 B a row
+    without covariates, 213 with one, 253 with two and 336 with four.
+    """
+    once, each = FRAME_BYTES_COVARIATES
+    return rows * (FRAME_BYTES_PER_ROW + (once + each * p if p else 0))
 
 # Outcome codes of a canonical row.
 J_WINS, I_WINS, TIE, BOTH_BAD = 0, 1, 2, 3
 
 
+def name_arguments(items: Any, self_preference: Any) -> tuple[list[Any] | None, dict[Any, list[Any]] | None]:
+    """Check the name arguments of a reader before it reads: ``items=`` and ``self_preference=``.
+
+    Returns them as lists (:func:`pydial.data.names.name_list`, :func:`~pydial.data.names.own_items`),
+    ``None`` where not given; a value that lists no names raises :class:`~pydial.ArgumentTypeError`.
+    """
+    return (None if items is None else name_list(items, "items"),
+            None if self_preference is None else own_items(self_preference))
+
+
 def item_order(seen: set[str], items: Sequence[Any] | None) -> tuple[list[str], dict[str, int]]:
-    """Item names in index order (sorted, or as given by ``items=``) and their index."""
+    """Item names in index order (sorted, or as given by ``items=``, as the data's names) and their index."""
     names = sorted(seen) if items is None else [str(x) for x in items]
     if items is not None:
-        if len(set(names)) != len(names):
-            raise DataError("items= lists an item more than once")
+        repeated = sorted({x for x in names if names.count(x) > 1}) if len(set(names)) != len(names) else []
+        if repeated:
+            raise DataError(f"items= lists the item(s) {repeated[:5]} more than once (after the names are "
+                            "cleaned as the data's are: Unicode NFC, surrounding whitespace stripped)")
         unknown = sorted(seen - set(names))
         if unknown:
             raise DataError(f"items {unknown[:5]} appear in the data but not in items=")
@@ -122,6 +157,33 @@ def covariate_columns(coded: Coded, item_index: np.ndarray, names: Sequence[str]
     return {COVARIATE_PREFIX + c: z[:, t] for t, c in enumerate(names)}
 
 
+def check_frame(df: Any, what: str) -> None:
+    """Refuse a ``df`` that is not a :class:`pandas.DataFrame` with one level of column names (:class:`DataError`)."""
+    if not isinstance(df, pd.DataFrame):
+        raise DataError(f"expected a pandas DataFrame, got {type(df).__name__}")
+    if isinstance(df.columns, pd.MultiIndex):
+        raise DataError(f"{what} has {df.columns.nlevels} levels of column names (a MultiIndex, e.g. "
+                        f"{df.columns[0]!r}); flatten them to one name per column, e.g. with "
+                        "df.columns = ['_'.join(map(str, c)) for c in df.columns]")
+
+
+def require_comparisons(data: Any, argument: str = "data") -> "Comparisons":
+    """Return ``data`` if it is a :class:`Comparisons`, else raise :class:`~pydial.ArgumentTypeError` naming ``argument``.
+
+    A DataFrame (the long table itself) gets the call that builds the comparisons from it.
+    """
+    if not isinstance(data, Comparisons):
+        hint = ("; build it from the long table with pydial.Comparisons.from_frame(df)" if isinstance(data, pd.DataFrame)
+                else " (e.g. pydial.Comparisons.from_frame(df) or pydial.Comparisons.from_csv(path))")
+        raise ArgumentTypeError(f"{argument} must be a pydial.Comparisons, got {type(data).__name__}{hint}")
+    return data
+
+
+def covariate_sides(names: Sequence[str] | None) -> list[str]:
+    """Return the per-side columns ``<name>_a``, ``<name>_b`` of the covariates ``names`` (none for ``None``)."""
+    return [f"{c}{side}" for c in names or () for side in ("_a", "_b")]
+
+
 def factorize_records(rec: pd.Series) -> tuple[np.ndarray, pd.Index]:
     """``pd.factorize(rec)``: codes in order of first appearance (``-1`` where missing) and the distinct ids.
 
@@ -137,14 +199,18 @@ def factorize_records(rec: pd.Series) -> tuple[np.ndarray, pd.Index]:
     return pd.factorize(rec, use_na_sentinel=True)
 
 
+NAMES_CHANGED = "names changed (whitespace / invisible characters stripped, Unicode NFC)"
+"""The row of :meth:`Comparisons.summary` that counts the names cleaned (:mod:`pydial.data.names`)."""
+
+
 def report_changes(data: "Comparisons", v: Validator) -> None:
-    """Record the names ``v`` stripped of whitespace in ``data.summary()`` and warn (:class:`DataWarning`) if any."""
+    """Record the names ``v`` cleaned in ``data.summary()`` and warn (:class:`DataWarning`) if any."""
     report = NameReport()
     v.judges.report(report)
     v.items.report(report)
     data.frame.attrs["names_stripped"] = report.text()
     if report.n_stripped:
-        warnings.warn(f"surrounding whitespace stripped from {report.text()}", DataWarning, stacklevel=3)
+        warnings.warn(f"{report.what()} from {report.text()}", DataWarning, stacklevel=3)
 
 
 def _int64(x: Any) -> np.ndarray:
@@ -495,12 +561,13 @@ class Comparisons:
             self-comparison) raises :class:`DataError`; with ``True`` it is removed
             and counted in :meth:`summary` instead.
         strip_names : bool, default True
-            Strip surrounding whitespace from judge and item names; how many names
-            changed is reported by :meth:`summary` and a :class:`DataWarning`.
+            Clean judge and item names: Unicode NFC, surrounding whitespace and invisible
+            characters (zero-width space, byte-order mark, soft hyphen ...) stripped; how
+            many names changed is reported by :meth:`summary` and a :class:`DataWarning`.
         allow_similar_names : bool, default False
-            Keep names that differ only by letter case, surrounding whitespace or
-            numeric type (``4`` and ``4.0``) as distinct; by default they raise
-            :class:`DataError` naming both spellings (see :mod:`pydial.data.names`).
+            Keep names that differ only by letter case, whitespace, invisible characters,
+            Unicode normal form or numeric type (``4`` and ``4.0``) as distinct; by default
+            they raise :class:`DataError` naming both spellings (see :mod:`pydial.data.names`).
         duplicates : {"keep", "drop", "raise"}, default "keep"
             Rows identical in all six columns (same record, judge, pair, display
             order and winner).  ``"keep"`` counts them as separate judgments,
@@ -535,11 +602,38 @@ class Comparisons:
             Missing columns, missing values, list / dict cells, unknown ``first`` /
             ``winner`` values, blank judge or item names, two spellings of one
             name, refused duplicates, or an LLM judge without decisive judgments; a missing,
-            non-numeric, infinite or constant covariate (naming the column and rows).
+            non-numeric, infinite or constant covariate (naming the column and rows); a
+            needed column twice, or MultiIndex columns.
+        ArgumentError
+            ``human_judge`` is not a name, ``items`` is not a list of names (e.g. a string),
+            ``self_preference`` does not map judges to names (e.g. ``{"j": None}``).
+
+        Examples
+        --------
+        >>> import pandas as pd
+        >>> import pydial
+        >>> df = pd.DataFrame({
+        ...     "record_id": [1, 1, 2, 2, 3],
+        ...     "judge": ["human", "gpt-4", "human", "gpt-4", "gpt-4"],
+        ...     "item_a": ["m1", "m1", "m2", "m2", "m1"],
+        ...     "item_b": ["m2", "m2", "m3", "m3", "m3"],
+        ...     "first": ["", "a", "", "b", "a"],
+        ...     "winner": ["a", "a", "b", "tie", "b"]})
+        >>> data = pydial.Comparisons.from_frame(df)
+        >>> data.N, data.K, data.n_human, data.n_llm
+        (3, 1, 2, 2)
+
+        Columns named otherwise are mapped by keyword:
+
+        >>> renamed = df.rename(columns={"judge": "annotator"})
+        >>> pydial.Comparisons.from_frame(renamed, judge="annotator").n_llm
+        2
         """
         mapping = dict(zip(COLUMNS, (record_id, judge, item_a, item_b, first, winner)))
-        if not isinstance(df, pd.DataFrame):
-            raise DataError(f"expected a pandas DataFrame, got {type(df).__name__}")
+        check_frame(df, "the table")
+        items, own = name_arguments(items, self_preference)
+        cov_names = None if covariates is None else covariate_names(covariates)
+        check_columns(df.columns, [*mapping.values(), *covariate_sides(cov_names)], "the table")
         missing = [f"{v!r} (for {k})" if k != v else repr(v) for k, v in mapping.items() if v not in df.columns]
         if missing:
             raise DataError(
@@ -550,7 +644,7 @@ class Comparisons:
             raise ArgumentError(f"duplicates must be one of {DUPLICATES}, got {duplicates!r}")
         if len(df) == 0:
             raise DataError("the comparison table has no rows")
-        check_read_memory(len(df) * FRAME_BYTES_PER_ROW, f"Comparisons.from_frame of {len(df):,} rows",
+        check_read_memory(frame_bytes(len(df), len(cov_names or ())), f"Comparisons.from_frame of {len(df):,} rows",
                           "aggregate the judgments to counts first (Comparisons.from_counts, or pydial.read_comparisons "
                           "for a file), or read a part of the table")
         human_judge = human_name(human_judge, strip_names)
@@ -562,7 +656,6 @@ class Comparisons:
         fail_rows(f"missing values in column {record_id!r}", df.index, rec_codes < 0)
         unique = len(rec_ids) == len(df)  # every record id differs: no duplicated row
         coded = v.chunk({c: df[mapping[c]] for c in COLUMNS[1:]}, df.index, spelled=not unique)
-        cov_names = None if covariates is None else covariate_names(covariates)
         if cov_names is not None:
             coded.z = comparison_values(df, cov_names, transform=covariate_transform)
         dup = np.zeros(len(df), bool)
@@ -590,8 +683,8 @@ class Comparisons:
                           covariates=(scale, covariate_transform if scale is not None else None))
         out.frame.attrs["duplicated_rows"] = (n_dup, "dropped" if duplicates == "drop" else "kept")
         report_changes(out, v)
-        if self_preference is not None:
-            out = out.with_self_preference(self_preference)
+        if own is not None:
+            out = out.with_self_preference(own, strip_names=strip_names)
         if n_dup:
             warnings.warn(f"{n_dup} duplicated row(s) (identical in all six columns) "
                           f"{'dropped' if duplicates == 'drop' else 'kept as separate judgments'} "
@@ -601,7 +694,7 @@ class Comparisons:
     @staticmethod
     def _items(v: Validator, items: Sequence[Any] | None) -> tuple[list[str], np.ndarray]:
         """Item names in index order (:func:`item_order`) and the item index of each item name id of ``v``."""
-        given = None if items is None else [v.items.text(x) for x in items]
+        given = None if items is None else [v.items.text(x, f"items[{k}]") for k, x in enumerate(name_list(items, "items"))]
         names, index = item_order(set(v.items.texts), given)
         return names, np.asarray([index[t] for t in v.items.texts], dtype=np.int32)
 
@@ -642,7 +735,7 @@ class Comparisons:
         The result has no record ids, so ``cov_type="record"`` is refused with
         :class:`DataError`; every other covariance equals the one computed from the rows
         the counts came from (the binomial models depend on the judgments only through
-        the cell counts, eq. binomial-model-llm and eq. binomial-model-human).
+        the cell counts: the paper's binomial models of the LLM and the human judgments).
 
         Parameters
         ----------
@@ -673,8 +766,10 @@ class Comparisons:
             or counts that are not non-negative integers or sum to ``2**53`` or more (the
             rows are named).
         """
-        if not isinstance(df, pd.DataFrame):
-            raise DataError(f"expected a pandas DataFrame, got {type(df).__name__}")
+        check_frame(df, "the count table")
+        items, own = name_arguments(items, self_preference)
+        cov_names = None if covariates is None else covariate_names(covariates)
+        check_columns(df.columns, [*COUNT_COLUMNS, "both_bad", *covariate_sides(cov_names)], "the count table")
         missing = [c for c in COUNT_COLUMNS if c not in df.columns]
         if missing:
             raise DataError(f"missing column(s) {missing} for aggregated counts; the table has columns {list(df.columns)} "
@@ -682,7 +777,6 @@ class Comparisons:
         v = Validator({c: c for c in COLUMNS[1:]}, human_name(human_judge, strip_names), strip=strip_names,
                       allow_similar=allow_similar_names)
         coded = v.chunk({c: df[c] for c in COUNT_COLUMNS[:4]}, df.index, with_winner=False)
-        cov_names = None if covariates is None else covariate_names(covariates)
         if cov_names is not None:
             coded.z = comparison_values(df, cov_names, transform=covariate_transform)
         parts = []
@@ -695,7 +789,7 @@ class Comparisons:
                                z=part.z))
         v.finish(items)
         out = cls.from_coded(v, concat(parts), items, drop_empty_judges, cov_names, covariate_transform)
-        return out if self_preference is None else out.with_self_preference(self_preference)
+        return out if own is None else out.with_self_preference(own, strip_names=strip_names)
 
     @classmethod
     def from_coded(cls, v: Validator, coded: Coded, items: Sequence[Any] | None,
@@ -724,25 +818,25 @@ class Comparisons:
         human = v.judges.ids.get(v.human_judge, -1)
         c = canonical(coded, item_index, coded.judge == human)
         i, j = c["i"].astype(np.int64), c["j"].astype(np.int64)
-        sizes = (len(texts), len(names) * (len(names) + 1) // 2, 3, 4)  # pairs i <= j counted once
-        key = pack([rank[coded.judge], j * (j + 1) // 2 + i, c["a"] + 1, c["outcome"]], sizes, invertible=True)
-        scale = None
+        scale, rc = None, None
         if covariates is not None and coded.z is not None:
             scale = standardize(coded.z, covariates, weights=coded.count, transform=covariate_transform)[1]
             rc = RowCoder(np.column_stack(list(covariate_columns(coded, item_index, covariates, scale).values())))
-            key = key * len(rc) + rc.codes
+        keys = Keys((len(texts), len(names) * (len(names) + 1) // 2, 3, 4,  # pairs i <= j counted once
+                     *(() if rc is None else (len(rc),))))
+        key = keys.encode([rank[coded.judge], j * (j + 1) // 2 + i, c["a"] + 1, c["outcome"],
+                           *(() if rc is None else (rc.codes,))])
         weights = coded.count
         del coded, c, i, j  # the rows (often the caller's only copy) are no longer needed
         uk, inv = group(key)
         del key
         count = np.bincount(inv, weights=weights, minlength=uk.size).astype(np.int64, copy=False)
         del inv, weights
-        cov: dict[str, np.ndarray] = {}
-        if scale is not None:
-            cov = {COVARIATE_PREFIX + name: rc.table[uk % len(rc), t] for t, name in enumerate(scale.index)}
-            uk //= len(rc)
-        judge, pair, a, outcome = unpack(uk, sizes)
+        judge, pair, a, outcome, *zc = keys.decode(uk)
         del uk
+        cov: dict[str, np.ndarray] = {}
+        if scale is not None and rc is not None:
+            cov = {COVARIATE_PREFIX + name: rc.table[zc[0], t] for t, name in enumerate(scale.index)}
         j, i = triangle(pair)
         del pair
         canon = pd.DataFrame({"record_id": None, "judge": pd.Categorical.from_codes(judge, texts[order].tolist()),
@@ -763,18 +857,34 @@ class Comparisons:
         ``"3.10"``, and ``NA`` / ``None`` are names.  Only an empty (or blank) cell is
         missing.  Keyword arguments are those of :meth:`from_frame` (column mapping,
         ``human_judge``, ``items``, name and duplicate handling); remaining ones go to
-        :func:`pandas.read_csv`.
+        :func:`pandas.read_csv` (all of its keywords but ``chunksize`` and ``iterator``).
 
         Raises
         ------
         DataError
-            The file cannot be read or is empty (also a truncated or corrupt gzip file), or
+            The file cannot be read or is empty (also a truncated or corrupt gzip file), a
+            column it needs is named twice in the header (pandas would read the first), or
             :meth:`from_frame` refuses it.
+        ArgumentTypeError
+            A keyword argument of neither :meth:`from_frame` nor :func:`pandas.read_csv`
+            (e.g. a misspelt one, named with the likely intended keyword).
         """
-        own = {"human_judge", "items", "drop_empty_judges", "strip_names", "allow_similar_names", "duplicates",
-               "covariates", "covariate_transform", "self_preference", *COLUMNS}
-        df = read_csv(path, **{k: v for k, v in kwargs.items() if k not in own})
-        return cls.from_frame(df, **{k: v for k, v in kwargs.items() if k in own})
+        ours = {k: v for k, v in kwargs.items() if k in FRAME_KEYWORDS}
+        theirs = {k: v for k, v in kwargs.items() if k not in FRAME_KEYWORDS}
+        unknown = [k for k in theirs if k not in CSV_KEYWORDS]
+        if unknown:
+            from difflib import get_close_matches
+
+            near = {k: get_close_matches(k, [*FRAME_KEYWORDS, *CSV_KEYWORDS], n=1) for k in unknown}
+            hint = "".join(f"; did you mean {m[0]!r} for {k!r}?" for k, m in near.items() if m)
+            raise ArgumentTypeError(f"Comparisons.from_csv() got unknown keyword argument(s) {unknown}{hint} It accepts "
+                                    f"those of from_frame ({', '.join(sorted(FRAME_KEYWORDS))}) and of pandas.read_csv "
+                                    f"except {sorted(CSV_REFUSED)}")
+        name_arguments(ours.get("items"), ours.get("self_preference"))  # before the file is read
+        cov = ours.get("covariates")
+        wanted = [ours.get(c, c) for c in COLUMNS] + covariate_sides(None if cov is None else covariate_names(cov))
+        df = read_csv(path, wanted, **theirs)
+        return cls.from_frame(df, **ours)
 
     @classmethod
     def from_parquet(cls, path: str | PathLike[str], **kwargs: Any) -> "Comparisons":
@@ -793,9 +903,14 @@ class Comparisons:
             The rows would not fit in the memory available.
         """
         cov = kwargs.get("covariates")
-        cols = [kwargs.get(c, c) for c in COLUMNS] + [f"{c}{side}" for c in ([] if cov is None else covariate_names(cov))
-                                                      for side in ("_a", "_b")]
-        return cls.from_frame(read_parquet(path, cols, FRAME_BYTES_PER_ROW), **kwargs)
+        unknown = sorted(set(kwargs) - FRAME_KEYWORDS)
+        if unknown:
+            raise ArgumentTypeError(f"Comparisons.from_parquet() got unknown keyword argument(s) {unknown}; it accepts "
+                                    f"those of from_frame: {', '.join(sorted(FRAME_KEYWORDS))}")
+        name_arguments(kwargs.get("items"), kwargs.get("self_preference"))  # before the file is read
+        sides = covariate_sides(None if cov is None else covariate_names(cov))
+        cols = [kwargs.get(c, c) for c in COLUMNS] + sides
+        return cls.from_frame(read_parquet(path, cols, frame_bytes(1, len(sides) // 2)), **kwargs)
 
     @classmethod
     def _build(
@@ -834,22 +949,13 @@ class Comparisons:
             rec_codes, rec_uniques = records if records is not None else pd.factorize(canon["record_id"], sort=False)
             canon["rec"] = rec_codes
         N = len(items)
-        # One key (k, i, j, a) per row, computed in place; the human judge (k = K, a = 0) sorts last.
-        key = k.astype(np.int64)
-        key *= N
-        key += canon["i"].to_numpy()
-        key *= N
-        key += canon["j"].to_numpy()
-        key *= 2
-        key += canon["a"].to_numpy() > 0
+        # One key (k, i, j, a[, z]) per row (exact at any size); the human judge (k = K, a = 0) sorts last.
         scale, transform = covariates
         zcols = [] if scale is None else [COVARIATE_PREFIX + c for c in scale.index]
-        nz = 1
-        if zcols:
-            rc = RowCoder(canon[zcols].to_numpy(float))
-            nz = len(rc)
-            key *= nz
-            key += rc.codes
+        rc = RowCoder(canon[zcols].to_numpy(float)) if zcols else None
+        keys = Keys((K + 1, N, N, 2, *(() if rc is None else (len(rc),))))
+        key = keys.encode([k, canon["i"].to_numpy(), canon["j"].to_numpy(), canon["a"].to_numpy() > 0,
+                           *(() if rc is None else (rc.codes,))])
         every = bool(decisive.all())
         won = outcome == I_WINS if every else outcome[decisive] == I_WINS
         cnt = None if not counted else canon["count"].to_numpy(float) if every else canon["count"].to_numpy(float)[decisive]
@@ -859,21 +965,15 @@ class Comparisons:
         del key
         n = np.bincount(inv, weights=cnt, minlength=uk.size).astype(float)
         y = np.bincount(inv, weights=won if cnt is None else won * cnt, minlength=uk.size).astype(float)
-        n_llm = int(np.searchsorted(uk, K * N * N * 2 * nz))
-        z = None
-        if zcols:
-            z = rc.table[uk % nz]
-            uk = uk // nz
+        ck, ci, cj, ca, *zc = keys.decode(uk)
+        del uk
+        n_llm = int(np.searchsorted(ck, K))
+        z = None if rc is None else rc.table[zc[0]]
 
         # LLM cells keyed by (k, i, j, a[, z]), then human cells keyed by (i, j[, z]).
-        lk = uk[:n_llm]
-        la = np.where(lk % 2 == 1, 1, -1)
-        rest = lk // 2
-        lj, rest = rest % N, rest // N
-        li, lkj = rest % N, rest // N
-        llm = LLMCells(lkj, li, lj, la, n[:n_llm], y[:n_llm], z=None if z is None else z[:n_llm])
-        hk = uk[n_llm:] // 2 - K * N * N
-        human = HumanCells(hk // N, hk % N, n[n_llm:], y[n_llm:], z=None if z is None else z[n_llm:], judge=K)
+        llm = LLMCells(ck[:n_llm], ci[:n_llm], cj[:n_llm], np.where(ca[:n_llm] == 1, 1, -1), n[:n_llm], y[:n_llm],
+                       z=None if z is None else z[:n_llm])
+        human = HumanCells(ci[n_llm:], cj[n_llm:], n[n_llm:], y[n_llm:], z=None if z is None else z[n_llm:], judge=K)
         own = {k: tuple(v) for k, v in (self_preference or {}).items() if k in jindex and k != human_judge}  # judges kept
         extra: dict[str, Any] = {"covariate_scale": scale, "covariate_transform": transform, "self_preference": own or None}
         if counted:
@@ -946,14 +1046,14 @@ class Comparisons:
         keep = sup[:-1].any(axis=0) if group is None else sup[group]
         return z if keep.all() else (z[:, keep] if keep.any() else None)
 
-    def with_self_preference(self, own: Mapping[str, Sequence[str]]) -> "Comparisons":
+    def with_self_preference(self, own: Mapping[str, Sequence[str]], *, strip_names: bool = True) -> "Comparisons":
         """Return the data with the self-preference covariate: a judge favouring its own model family's responses.
 
         Beyond the paper: one more response covariate, named ``"self_preference"`` and appended
         to :attr:`covariates`, built from each judge's own items ``own`` (e.g.
         ``{"gpt-4": ["gpt-4-0613", "gpt-4-turbo"]}``).  In the canonical orientation judge ``k``'s
         comparison of items ``i < j`` has ``z = 1[i own_k] - 1[j own_k]`` (so the term
-        ``z beta_k`` of eq. binomial-model-llm adds ``beta_k`` to the judge's own items' scores);
+        ``z beta_k`` of the judge's BTL model adds ``beta_k`` to the judge's own items' scores);
         it is 0 for the people and for the judges not in ``own``, whose entries of ``beta`` are
         fixed at 0 (:attr:`covariate_support`).  It is not standardized: its scale is 1
         (:attr:`covariate_scale`), so ``beta_k`` is the log-odds shift of an own item.
@@ -963,6 +1063,10 @@ class Comparisons:
         with the judge's scores, and in the structured models it is identified through the
         low-rank structure only (:func:`pydial.model.identifiability.check_design`).
 
+        The judge and item names of ``own`` are converted and cleaned as the data's names are
+        (:mod:`pydial.data.names`; ``strip_names`` as the data were read): ``" gpt-4"`` and
+        ``"gpt-4"`` name one judge.
+
         Raises
         ------
         DataError
@@ -970,12 +1074,20 @@ class Comparisons:
             unknown item, or no judgment of a mapped judge comparing an own item with another.
         ArgumentError
             The data have a self-preference covariate already.
+        ArgumentTypeError
+            ``own`` is not a mapping, or a judge's entry is neither a name nor a list of names (e.g. ``None``).
         """
         if SELF_PREFERENCE in self.covariates:
             raise ArgumentError(f"the data have the covariate {SELF_PREFERENCE!r} already")
-        if not isinstance(own, Mapping):
-            raise ArgumentError(f"self_preference must map judges to their own items, got {type(own).__name__}")
-        mapped = {str(k): (v,) if isinstance(v, str) else tuple(str(x) for x in v) for k, v in own.items()}
+
+        def text(x: Any, argument: str) -> str:
+            return clean(argument_name(x, argument), strip_names)[0]
+
+        mapped: dict[str, tuple[str, ...]] = {}
+        for judge, given in own_items(own).items():
+            key = text(judge, "a judge of self_preference")
+            mapped[key] = tuple(dict.fromkeys(mapped.get(key, ()) + tuple(text(x, f"self_preference[{judge!r}]")
+                                                                            for x in given)))
         unknown = sorted(k for k in mapped if k not in self.judges)
         if unknown:
             raise DataError(f"self_preference names judge(s) {unknown} that are not LLM judges of the data "
@@ -1116,7 +1228,8 @@ class Comparisons:
     def summary(self) -> pd.DataFrame:
         """Count the statistics of the paper's Table "Dataset statistics", plus exclusions.
 
-        Returns a one-column DataFrame (``value``) indexed by statistic.
+        Returns a one-column DataFrame (``value``) indexed by statistic.  Data read by
+        :func:`pydial.read_judge_responses` add rows ``panel: ...``: what the read left out.
         """
         f = self.frame
         K, N = self.K, self.N
@@ -1156,13 +1269,14 @@ class Comparisons:
             "judge tie rate min-max": (
                 f"{ties_by_judge.min():.3f}-{ties_by_judge.max():.3f}" if ties_by_judge.size else "-"
             ),
-            "names changed (surrounding whitespace stripped)": f.attrs.get("names_stripped", "none"),
+            NAMES_CHANGED: f.attrs.get("names_stripped", "none"),
             "duplicated rows (identical in all six columns)": "{} ({})".format(*f.attrs.get("duplicated_rows", (0, "kept"))),
             "judges dropped (no decisive judgment)": ", ".join(f.attrs.get("dropped_judges", ())) or "none",
         }
         if self.p:
             rows["covariates (transform; scale)"] = f"{self.covariate_transform}; " + ", ".join(
                 f"{c} {v:.4g}" for c, v in self.covariate_scale.items())  # type: ignore[union-attr]
+        rows.update(f.attrs.get("panel", {}))  # what pydial.read_judge_responses read and left out
         return pd.DataFrame({"value": pd.Series(rows, dtype=object)})
 
     def __repr__(self) -> str:

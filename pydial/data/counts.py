@@ -22,10 +22,20 @@ from typing import Any, Iterator, Mapping, Sequence
 
 import pandas as pd
 
-from pydial.data.comparisons import COLUMNS, Comparisons
+from pydial.data.comparisons import COLUMNS, Comparisons, covariate_sides, name_arguments
 from pydial.data.features import comparison_values, covariate_names
 from pydial.data.files import is_parquet, reading, require_columns
-from pydial.data.ingest import Coded, Validator, aggregate, check_read_memory, concat, human_name, progress
+from pydial.data.ingest import (
+    Coded,
+    Validator,
+    aggregate,
+    check_chunksize,
+    check_read_memory,
+    concat,
+    human_name,
+    missing_records,
+    progress,
+)
 from pydial.exceptions import DataError
 
 CHUNK_BYTES_PER_ROW = 400  # read_comparisons: a chunk as read (Arrow text) and its codes, per row
@@ -34,30 +44,36 @@ RAW_ROWS = 16_000_000  # read_comparisons: rows kept as read (about 14 bytes eac
 TEXT_BYTES_PER_ROW = 16  # a lower bound of a long-format CSV row (gzip: per compressed byte), to estimate rows
 
 
-def _chunks(path: Path, columns: list[str], chunksize: int, numeric: Sequence[str] = ()
-            ) -> tuple[int | None, Iterator[Any]]:
-    """Return the number of rows (``None`` when unknown) and the chunks of ``columns`` and ``numeric`` as pyarrow record batches.
+def _chunks(path: Path, columns: list[str], chunksize: int, numeric: Sequence[str] = (), optional: str | None = None
+            ) -> tuple[int | None, list[str], Iterator[Any]]:
+    """Return the number of rows (``None`` when unknown), the columns read and the chunks as pyarrow record batches.
 
-    Text columns stay text; a CSV is read with every identifier column as a string, no cell
-    null, and the ``numeric`` (covariate) columns with their inferred type (a blank cell null).
+    The chunks hold ``columns``, ``numeric`` and ``optional`` when the file has it (the
+    record ids).  Text columns stay text; a CSV is read with every identifier column as a
+    string, no cell null, and the ``numeric`` (covariate) columns with their inferred type
+    (a blank cell null).  A column read twice in the header, or a list / struct column, is
+    refused (:func:`pydial.data.files.require_columns`).
     """
     import pyarrow as pa
 
-    every = [*columns, *numeric]
     if is_parquet(path):
         import pyarrow.parquet as pq
 
-        require_columns(pq.read_schema(path).names, every, path)
+        schema = pq.read_schema(path)
+        columns = columns + [c for c in (optional,) if c is not None and c in schema.names]
+        require_columns(schema.names, [*columns, *numeric], path, schema)
         pf = pq.ParquetFile(path, read_dictionary=columns)  # text as stored: codes into a dictionary
-        return pf.metadata.num_rows, pf.iter_batches(batch_size=chunksize, columns=every)
+        return pf.metadata.num_rows, columns, pf.iter_batches(batch_size=chunksize, columns=[*columns, *numeric])
     import pyarrow.csv as pcsv
 
     with pcsv.open_csv(path, read_options=pcsv.ReadOptions(block_size=1 << 16)) as head:
-        require_columns(head.schema.names, every, path)
+        columns = columns + [c for c in (optional,) if c is not None and c in head.schema.names]
+        require_columns(head.schema.names, [*columns, *numeric], path)
+    every = [*columns, *numeric]
     read = pcsv.ReadOptions(block_size=int(min(max(chunksize * 40, 1 << 16), 1 << 30)))
     convert = pcsv.ConvertOptions(column_types={c: pa.string() for c in columns}, include_columns=every,
                                   strings_can_be_null=False, quoted_strings_can_be_null=False)
-    return None, pcsv.open_csv(path, read_options=read, convert_options=convert)
+    return None, columns, pcsv.open_csv(path, read_options=read, convert_options=convert)
 
 
 def read_comparisons(path: str | PathLike[str], *, human_judge: str = "human", items: Sequence[str] | None = None,
@@ -65,7 +81,8 @@ def read_comparisons(path: str | PathLike[str], *, human_judge: str = "human", i
                      allow_similar_names: bool = False, judge: str = "judge", item_a: str = "item_a",
                      item_b: str = "item_b", first: str = "first", winner: str = "winner",
                      covariates: Sequence[str] | None = None, covariate_transform: str = "difference",
-                     self_preference: Mapping[str, Sequence[str]] | None = None) -> Comparisons:
+                     self_preference: Mapping[str, Sequence[str]] | None = None,
+                     record_id: str | None = "record_id") -> Comparisons:
     """Stream a long-format file into cell counts, chunk by chunk.
 
     Reads CSV (``.csv``), gzip CSV (``.csv.gz``) or Parquet (``.parquet``, ``.pq``)
@@ -82,22 +99,29 @@ def read_comparisons(path: str | PathLike[str], *, human_judge: str = "human", i
     more.  ``covariates`` and ``covariate_transform`` are those of
     :meth:`~pydial.Comparisons.from_frame` (the columns ``<name>_a``, ``<name>_b`` are read too;
     each distinct covariate value of a cell is counted apart), and so is ``self_preference``
-    (:meth:`~pydial.Comparisons.with_self_preference`).
+    (:meth:`~pydial.Comparisons.with_self_preference`).  When the file has the column
+    ``record_id`` (``None``: never read) its cells are checked as ``from_csv`` checks them (a
+    missing or blank record id is refused), though the ids are not kept.
 
     Raises
     ------
     DataError
         Unreadable, truncated or corrupt file, missing columns, missing or blank names,
         unknown ``first`` (LLM rows) or ``winner`` values, naming the file, the column and
-        the offending rows (0-based data-row numbers).
+        the offending rows (0-based data-row numbers); a column name twice in the header; a
+        list or struct column.
+    ArgumentError
+        ``chunksize`` is not a positive integer; ``items`` or ``self_preference`` lists no names.
     MemoryLimitError
         A chunk, or the counts gathered so far, would not fit in the memory available
         (see :func:`pydial.data.ingest.memory_available`); a smaller ``chunksize`` may help.
     """
     path = Path(path)
+    chunksize = check_chunksize(chunksize)
+    items, own = name_arguments(items, self_preference)
     mapping = dict(zip(COLUMNS[1:], (judge, item_a, item_b, first, winner)))
     names = None if covariates is None else covariate_names(covariates)
-    sides = [f"{c}{side}" for c in names or () for side in ("_a", "_b")]
+    sides = covariate_sides(names)
     check_read_memory(chunksize * CHUNK_BYTES_PER_ROW, f"reading {path.name} in chunks of {chunksize:,} rows",
                       "pass a smaller chunksize")
     v = Validator(mapping, human_name(human_judge, strip_names), strip=strip_names, allow_similar=allow_similar_names,
@@ -105,12 +129,14 @@ def read_comparisons(path: str | PathLike[str], *, human_judge: str = "human", i
     parts: list[Coded] = []
     offset = 0
     with reading(path):
-        rows, batches = _chunks(path, list(mapping.values()), chunksize, sides)
+        rows, read, batches = _chunks(path, list(mapping.values()), chunksize, sides, record_id)
         with progress(rows, f"reading {path.name}", estimate=path.stat().st_size // TEXT_BYTES_PER_ROW) as advance:
             for batch in batches:
                 n = batch.num_rows
                 index = pd.RangeIndex(offset, offset + n)
                 coded = v.chunk({c: batch.column(u) for c, u in mapping.items()}, index)
+                if record_id is not None and record_id in read:
+                    missing_records(batch.column(record_id), record_id, index, blank_is_missing=True)
                 if names is not None:
                     side = pd.DataFrame({c: batch.column(c).to_numpy(zero_copy_only=False) for c in sides}, index=index)
                     coded.z = comparison_values(side, names, transform=covariate_transform)
@@ -128,4 +154,4 @@ def read_comparisons(path: str | PathLike[str], *, human_judge: str = "human", i
     v.finish(items)
     out = Comparisons.from_coded(v, concat(parts), items, drop_empty_judges,  # frees the rows once keyed
                                  names, covariate_transform)
-    return out if self_preference is None else out.with_self_preference(self_preference)
+    return out if own is None else out.with_self_preference(own, strip_names=strip_names)

@@ -63,7 +63,7 @@ def _features(text: str) -> tuple[int, int, int, int, int]:
 
 
 def style(text: str | Iterable[str] | pd.Series, *, suffix: str = "") -> pd.Series | pd.DataFrame:
-    """Compute the style features of a response text, or of each text of a column (see the module docstring).
+    """Compute the style features of a response text, or of each text of a column (see ``help(pydial.features)``).
 
     Beyond the paper: the per-side features of the style covariates :func:`comparison_covariates`.
 
@@ -111,7 +111,7 @@ def comparison_values(df: pd.DataFrame, covariates: Sequence[str], *, transform:
     """Return the comparison covariates of ``df`` before standardization (rows x covariates), validated.
 
     ``x_a - x_b`` or ``(x_a - x_b) / (x_a + x_b)`` of the columns ``<name>_a``, ``<name>_b``: the
-    ``z`` of the term ``z' beta`` added to eq. binomial-model-llm / -human (see
+    ``z`` of the term ``z' beta`` added to the LLM and human BTL models (see
     :func:`comparison_covariates`, which also standardizes them).
     """
     if transform not in TRANSFORMS:
@@ -124,12 +124,17 @@ def comparison_values(df: pd.DataFrame, covariates: Sequence[str], *, transform:
     out = np.empty((len(df), len(names)))
     for t, c in enumerate(names):
         xa, xb = _side(df, f"{c}_a"), _side(df, f"{c}_b")
-        d = xa - xb
         if transform == "normalized":
             fail_rows(f"negative values in covariate {c!r} (the normalized difference needs x >= 0)", df.index,
                       (xa < 0) | (xb < 0))
-            total = xa + xb
-            d = np.divide(d, total, out=np.zeros_like(d), where=total > 0)
+            m = np.maximum(xa, xb)  # (xa - xb) / (xa + xb) of xa / m and xb / m: no overflow at any size
+            ua, ub = (np.divide(x, m, out=np.zeros_like(x), where=m > 0) for x in (xa, xb))
+            d = np.divide(ua - ub, ua + ub, out=np.zeros_like(ua), where=ua + ub > 0)
+        else:
+            with np.errstate(over="ignore"):
+                d = xa - xb
+            fail_rows(f"covariate {c!r}: x_a - x_b overflows (|x| near the largest float, {np.finfo(float).max:.3g}; "
+                      "a missing-value marker?) in columns "f"{c}_a, {c}_b", df.index, np.isinf(d))
         out[:, t] = d
     return out
 
@@ -151,6 +156,11 @@ def standardize(values: np.ndarray, names: Sequence[str], *, weights: np.ndarray
     which response of a pair is ``a`` (``z`` changes sign with the pair's orientation).
     Returns the standardized values and the scales (a Series indexed by covariate).  A constant
     covariate (standard deviation 0) is a :class:`DataError`: its effect is not identified.
+
+    The moments are those of ``d / max |d|`` (then scaled back), so that they neither
+    overflow (``|d|`` of about ``1e154`` or more, whose square is infinite) nor underflow
+    (``|d|`` of about ``1e-154`` or less): a covariate is judged constant by its values
+    relative to their size, and its scale is exact at any size.
     """
     w = np.ones(values.shape[0]) if weights is None else np.asarray(weights, float)
     total = w.sum()
@@ -158,21 +168,23 @@ def standardize(values: np.ndarray, names: Sequence[str], *, weights: np.ndarray
     out = np.empty_like(values, dtype=float)
     for t, c in enumerate(names):
         d = values[:, t]
-        mean = float(w @ d / total) if total > 0 else 0.0
-        sd = float(np.sqrt(w @ (d - mean) ** 2 / total)) if total > 0 else 0.0
-        if not sd > 1e-12 * max(float(np.max(np.abs(d), initial=0.0)), 1.0):
+        top = float(np.max(np.abs(d), initial=0.0))
+        u = d / top if top > 0 else np.zeros_like(d)
+        mean = float(w @ u / total) if total > 0 else 0.0
+        sd = float(np.sqrt(w @ (u - mean) ** 2 / total)) if total > 0 else 0.0
+        if not (np.isfinite(top) and sd > 1e-12):
             raise DataError(f"covariate {c!r} is constant ({transform} {d[0] if d.size else 0.0:g} in every "
                             "comparison): its effect is not identified; drop it")
-        rms = float(np.sqrt(w @ d ** 2 / total))
-        out[:, t], scale[c] = d / rms, rms
+        rms = float(np.sqrt(w @ u ** 2 / total))  # in (0, 1]: the root mean square of d is top * rms
+        out[:, t], scale[c] = u / rms, top * rms
     return out, pd.Series(scale, name="scale", dtype=float).rename_axis("covariate")
 
 
 def comparison_covariates(df: pd.DataFrame, covariates: Sequence[str], *,
                           transform: str = "difference") -> tuple[pd.DataFrame, pd.Series]:
-    """Form the standardized comparison covariates from the per-side columns (see the module docstring).
+    """Form the standardized comparison covariates from the per-side columns (see ``help(pydial.features)``).
 
-    Beyond the paper: ``z`` enters the linear predictor of eq. binomial-model-llm /
+    Beyond the paper: ``z`` enters the linear predictor of the LLM /
     binomial-model-human as ``+ z' beta`` (style control, as LMArena's Bradley-Terry model).
 
     Parameters

@@ -2,9 +2,12 @@
 
 A missing, empty, truncated or corrupt file (also a broken gzip stream), an unreadable
 Parquet file or one without a needed column: :func:`reading` turns each into a
-``DataError``.  :func:`read_csv` reads every column as text exactly as written (only a
-blank cell is missing); :func:`read_parquet` checks the memory the rows need before
-reading them.  Used by :meth:`pydial.Comparisons.from_csv`, ``from_parquet``,
+``DataError``.  A needed column whose name occurs twice in the header (pandas would
+silently read the first) and a Parquet list, struct or map column where a name or label
+is needed are refused, naming the column and the file (:func:`require_columns`).
+:func:`read_csv` reads every column as text exactly as written (only a blank cell is
+missing); :func:`read_parquet` checks the memory the rows need before reading them.
+Used by :meth:`pydial.Comparisons.from_csv`, ``from_parquet``,
 :func:`pydial.read_comparisons` and :mod:`pydial.io`.
 """
 
@@ -18,7 +21,7 @@ from typing import Any, Iterator, Sequence
 
 import pandas as pd
 
-from pydial.data.ingest import check_read_memory
+from pydial.data.ingest import check_columns, check_read_memory
 from pydial.exceptions import DataError
 
 __all__ = ["PARQUET_SUFFIXES", "reading", "is_parquet", "require_columns", "read_csv", "read_parquet"]
@@ -47,22 +50,55 @@ def is_parquet(path: str | PathLike[str]) -> bool:
     return Path(path).name.lower().endswith(PARQUET_SUFFIXES)
 
 
-def require_columns(found: Sequence[str], wanted: Sequence[str], path: Path) -> None:
-    """Raise :class:`DataError` naming the file and the columns of ``wanted`` not in ``found``."""
+def require_columns(found: Sequence[str], wanted: Sequence[str], path: Path, schema: Any = None) -> None:
+    """Raise :class:`DataError` naming the file and the columns of ``wanted`` not in ``found``, or in it twice.
+
+    With ``schema`` (the pyarrow schema of a Parquet file) a column of ``wanted`` that holds
+    lists, structs or maps is refused too (every cell must be a single value).
+    """
+    check_columns(found, wanted, str(path))
+    if schema is not None:
+        import pyarrow as pa
+
+        for c in wanted:
+            kind = schema.field(c).type if c in found else None
+            value = kind.value_type if isinstance(kind, pa.DictionaryType) else kind
+            if value is not None and pa.types.is_nested(value):
+                raise DataError(f"column {c!r} of {path!s} holds {value} values; every cell must be a single value "
+                                "(a name, a record id, a/b, a winner label, a number), not a list, struct or map")
     missing = [c for c in wanted if c not in found]
     if missing:
         raise DataError(f"{path!s} lacks the column(s) {missing}; it has {list(found)}. Map other names with the keyword "
                         "arguments judge=, item_a=, item_b=, first=, winner= (record_id= for the rows)")
 
 
-def read_csv(path: str | PathLike[str], **kwargs: Any) -> pd.DataFrame:
+def csv_header(path: Path, kwargs: dict[str, Any]) -> list[str] | None:
+    """Return the header row of a CSV as written (pandas renames a repeated name ``x`` to ``x.1``).
+
+    ``kwargs`` are those of :func:`pandas.read_csv`; ``None`` when the file has no header row
+    (``header=None``) or the names are given (``names=``).
+    """
+    header = kwargs.get("header", "infer")
+    if kwargs.get("names") is not None or not (header == "infer" or isinstance(header, int)) or header is None:
+        return None
+    row = 0 if header == "infer" else int(header)
+    raw = pd.read_csv(path, **{**kwargs, "header": None, "nrows": row + 1, "dtype": str, "keep_default_na": False,
+                               "usecols": None, "index_col": False})
+    return [str(x) for x in raw.iloc[row]] if len(raw) > row else None
+
+
+def read_csv(path: str | PathLike[str], columns: Sequence[str] = (), **kwargs: Any) -> pd.DataFrame:
     """Read a whole CSV with every column as text exactly as written; a blank cell is missing.
 
     ``kwargs`` go to :func:`pandas.read_csv` (defaults ``dtype=str``,
-    ``keep_default_na=False``).
+    ``keep_default_na=False``).  A name of ``columns`` that occurs twice in the header is a
+    :class:`DataError` naming it and the file.
     """
     p = Path(path)
     with reading(p):
+        header = csv_header(p, kwargs) if columns else None
+        if header is not None:
+            check_columns(header, columns, str(p))
         df = pd.read_csv(p, **{"dtype": str, "keep_default_na": False, **kwargs})
     for col in df.columns:  # with keep_default_na=False only a blank cell is missing
         if pd.api.types.is_string_dtype(df[col].dtype):
@@ -79,7 +115,7 @@ def read_parquet(path: str | PathLike[str], columns: Sequence[str], bytes_per_ro
     p = Path(path)
     with reading(p):
         pf = pq.ParquetFile(p)
-        require_columns(pf.schema_arrow.names, columns, p)
+        require_columns(pf.schema_arrow.names, columns, p, pf.schema_arrow)
         meta = pf.metadata
         where = [pf.schema_arrow.names.index(c) for c in columns]
         size = sum(meta.row_group(g).column(k).total_uncompressed_size for g in range(meta.num_row_groups)

@@ -6,7 +6,10 @@ a whole table or one chunk at a time, to a :class:`Validator`.  Each column is
 factorized once (pandas or pyarrow, whichever holds it); the rules are applied to the
 distinct values only, and a row is looked at only to name it in an error:
 
-* judge and item names follow :mod:`pydial.data.names` (text, stripped, similar spellings);
+* judge and item names follow :mod:`pydial.data.names` (text, UTF-8 bytes or numbers; cleaned;
+  similar spellings refused); a cell of another type (a list, a frozenset, a date) is refused
+  in every column, naming the column and rows (:func:`encode`);
+* a column the reader uses may occur only once (:func:`check_columns`);
 * a missing cell (null, ``None``, ``NaN``; in a text file also a blank cell) is refused,
   except ``first`` on the human judge's rows, which is ignored;
 * ``first`` must be ``a``/``b`` and ``winner`` one of ``a, b, tie, both_bad`` (letter case
@@ -15,6 +18,9 @@ distinct values only, and a row is looked at only to name it in an error:
 The result of a chunk is a :class:`Coded` table of small integers; aggregated readers
 sum it per key (:func:`aggregate`).  Memory is checked before a read
 (:func:`check_read_memory`), and long reads show a progress bar on a terminal.
+
+Cells are keyed by :class:`Keys`: exact ``int64`` keys of several integer columns in their
+lexicographic order, whatever the number of judges, items and covariate values.
 """
 
 from __future__ import annotations
@@ -29,8 +35,8 @@ import numpy as np
 import pandas as pd
 from pandas.api.types import infer_dtype
 
-from pydial.data.names import UNHASHABLE_CELLS, NameSpace, Spelling, cell_text, spelling
-from pydial.exceptions import DataError, MemoryLimitError
+from pydial.data.names import CONTAINER_CELLS, NameSpace, Spelling, argument_name, clean, refusal, spelling
+from pydial.exceptions import ArgumentError, ArgumentTypeError, DataError, MemoryLimitError
 
 FIRST_VALUES = ("a", "b")
 WINNER_VALUES = ("a", "b", "tie", "both_bad")
@@ -50,7 +56,7 @@ def rows_text(index: Sequence[Any], limit: int = 8) -> str:
 
 
 def check_cells(t: pd.DataFrame, names: dict[str, str]) -> None:
-    """Refuse list / dict / set / tuple / array cells in any column of ``t``.
+    """Refuse list / dict / set / frozenset / tuple / array cells in any column of ``t``.
 
     ``names`` maps its columns to the user's column names, for the message.
     """
@@ -58,11 +64,23 @@ def check_cells(t: pd.DataFrame, names: dict[str, str]) -> None:
         s = t[col]
         if s.dtype != object:
             continue
-        bad = s.map(lambda x: isinstance(x, UNHASHABLE_CELLS)).to_numpy(bool)
+        bad = s.map(lambda x: isinstance(x, CONTAINER_CELLS)).to_numpy(bool)
         if bad.any():
             kind = type(s[bad].iloc[0]).__name__
             raise DataError(f"column {names.get(col, col)!r} holds {kind} cells at {rows_text(t.index[bad])}; "
                             "every cell must be a single value (a name, a record id, a/b, a winner label)")
+
+
+def check_columns(found: Sequence[Any], wanted: Sequence[str], where: str) -> None:
+    """Refuse a column of ``wanted`` that occurs more than once in ``found`` (the columns of ``where``).
+
+    ``where`` names the table or file in the message (e.g. ``"the table"``, a file name).
+    """
+    counts = pd.Series(list(found), dtype=object).value_counts()
+    twice = [c for c in dict.fromkeys(wanted) if counts.get(c, 0) > 1]
+    if twice:
+        raise DataError(f"{where} has {len(twice)} column name(s) more than once: {twice}; every column must have "
+                        "its own name (rename or delete the copies)")
 
 
 def fail_rows(message: str, index: pd.Index, bad: np.ndarray, tail: str = "") -> None:
@@ -72,13 +90,15 @@ def fail_rows(message: str, index: pd.Index, bad: np.ndarray, tail: str = "") ->
 
 
 # ------------------------------------------------------------ one column
-def encode(values: Any, column: str) -> tuple[np.ndarray, list[Spelling | None]]:
+def encode(values: Any, column: str, index: pd.Index) -> tuple[np.ndarray, list[Spelling | None]]:
     """Factorize one column: integer codes per row and the spelling of each distinct value.
 
-    ``values`` is a pandas Series or a pyarrow array.  Codes are ``-1`` where a cell is
-    missing; the spellings are :func:`pydial.data.names.spelling` of the distinct values that
-    occur (``None`` for a missing one, e.g. ``NaN`` stored as a value in a Parquet file).
-    A list / dict cell raises :class:`DataError` naming ``column`` and the rows.
+    ``values`` is a pandas Series or a pyarrow array; ``index`` labels its rows in messages.
+    Codes are ``-1`` where a cell is missing; the spellings are
+    :func:`pydial.data.names.spelling` of the distinct values that occur (``None`` for a
+    missing one, e.g. ``NaN`` stored as a value in a Parquet file).  A cell that is not
+    text, UTF-8 bytes, a number or missing (:func:`pydial.data.names.refusal`: a list, a
+    frozenset, a date ...) raises :class:`DataError` naming ``column``, the type and the rows.
     """
     if isinstance(values, pd.Series) and (isinstance(values.dtype, pd.ArrowDtype)
                                           or getattr(values.dtype, "storage", None) == "pyarrow"):
@@ -88,34 +108,71 @@ def encode(values: Any, column: str) -> tuple[np.ndarray, list[Spelling | None]]
     if isinstance(values, pd.Series):
         s = values
         if isinstance(s.dtype, pd.CategoricalDtype):
-            return _occurring(s.cat.codes.to_numpy(np.int64), list(s.cat.categories))
+            return _spelled(*_occurring(s.cat.codes.to_numpy(np.int64), list(s.cat.categories)), column, index)
         if s.dtype == object and infer_dtype(s, skipna=True).startswith("mixed"):
-            # Python objects of several types: refuse containers, keep 4 and 4.0 apart
+            # Python objects of several types: refuse containers, keep 4 and 4.0 apart (and 4 and True)
             check_cells(s.to_frame(column), {})
-            codes, uniq = pd.factorize(s.map(spelling), use_na_sentinel=True)
-            return codes.astype(np.int64, copy=False), list(uniq)
+            typed = pd.Series([(type(x), x) for x in s.tolist()], index=s.index, dtype=object)
+            codes, uniq = pd.factorize(typed, use_na_sentinel=True)
+            return _spelled(codes.astype(np.int64, copy=False), [x for _, x in uniq.tolist()], column, index)
         codes, uniq = pd.factorize(s, use_na_sentinel=True)
-        return codes.astype(np.int64, copy=False), [spelling(x) for x in uniq.tolist()]
+        return _spelled(codes.astype(np.int64, copy=False), uniq.tolist(), column, index)
     import pyarrow as pa
     import pyarrow.compute as pc
 
     arr = values.combine_chunks() if isinstance(values, pa.ChunkedArray) else values
+    kind = arr.type.value_type if isinstance(arr, pa.DictionaryArray) else arr.type
+    if pa.types.is_nested(kind):
+        valid = np.asarray(arr.is_valid().to_numpy(zero_copy_only=False), bool)
+        raise DataError(f"column {column!r} holds {kind} cells at {rows_text(index[valid])}; every cell must be a "
+                        "single value (a name, a record id, a/b, a winner label), not a list or a struct")
     encoded = isinstance(arr, pa.DictionaryArray)  # as read (Parquet), its dictionary may hold more values
     if not encoded:
         arr = pc.dictionary_encode(arr)
-    codes = pc.fill_null(arr.indices, -1).to_numpy(zero_copy_only=False)
+    codes = pc.fill_null(arr.indices, -1).to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
     if encoded:
-        return _occurring(codes, arr.dictionary.to_pylist())
-    return codes, [spelling(x) for x in arr.dictionary.to_pylist()]
+        return _spelled(*_occurring(codes, arr.dictionary.to_pylist()), column, index)
+    return _spelled(codes, arr.dictionary.to_pylist(), column, index)
 
 
-def _occurring(codes: np.ndarray, values: list[Any]) -> tuple[np.ndarray, list[Spelling | None]]:
-    """Codes and spellings of the ``values`` (categories, a dictionary) that occur in ``codes``."""
+def _occurring(codes: np.ndarray, values: list[Any]) -> tuple[np.ndarray, list[Any]]:
+    """Codes and the ``values`` (categories, a dictionary) that occur in ``codes``."""
     used = np.bincount(codes + 1, minlength=len(values) + 1)[1:] > 0
     if used.all():
-        return codes, [spelling(x) for x in values]
+        return codes, values
     new = np.append(np.cumsum(used) - 1, -1)  # code -1 (missing) -> the last entry
-    return new[codes], [spelling(x) for x, u in zip(values, used) if u]
+    return new[codes], [x for x, u in zip(values, used) if u]
+
+
+def _spelled(codes: np.ndarray, values: list[Any], column: str, index: pd.Index
+             ) -> tuple[np.ndarray, list[Spelling | None]]:
+    """``codes`` and the spellings of the distinct ``values``; a refused value raises, naming its rows."""
+    for k, x in enumerate(values):
+        why = refusal(x)
+        if why is not None:
+            raise DataError(f"column {column!r} holds {why} at {rows_text(index[codes == k])}; a name or a label "
+                            "must be text (or UTF-8 bytes) or a number")
+    return codes, [spelling(x) for x in values]
+
+
+def missing_records(values: Any, column: str, index: pd.Index, *, blank_is_missing: bool) -> None:
+    """Refuse missing record ids of one chunk (a pyarrow array): null, NaN, and blank in a text file.
+
+    The rule of :meth:`pydial.Comparisons.from_frame` (missing: ``None`` / ``NaN``) and of
+    ``from_csv`` (a blank cell is missing); a list or struct column is refused as in :func:`encode`.
+    """
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    arr = values.combine_chunks() if isinstance(values, pa.ChunkedArray) else values
+    if isinstance(arr, pa.DictionaryArray):
+        arr = arr.dictionary_decode()
+    if pa.types.is_nested(arr.type):
+        encode(arr, column, index)  # raises, naming the rows
+    bad = pc.is_null(arr, nan_is_null=True)
+    if blank_is_missing and (pa.types.is_string(arr.type) or pa.types.is_large_string(arr.type)):
+        bad = pc.or_(bad, pc.fill_null(pc.equal(pc.utf8_trim_whitespace(arr), ""), False))
+    fail_rows(f"missing values in column {column!r}", index, np.asarray(bad.to_numpy(zero_copy_only=False), bool))
 
 
 @dataclass
@@ -157,11 +214,21 @@ class Coded:
 
 
 def human_name(human_judge: Any, strip: bool) -> str:
-    """Return the text of ``human_judge`` (stripped when ``strip``), as the judge names are converted."""
-    text = cell_text(human_judge)
-    if text is None or isinstance(human_judge, UNHASHABLE_CELLS):
-        raise DataError(f"human_judge must be a single name, got {human_judge!r}")
-    return text.strip() if strip else text
+    """Return the text of ``human_judge`` (cleaned when ``strip``), as the judge names are converted.
+
+    Raises :class:`~pydial.ArgumentError` for a value that is no name (:func:`pydial.data.names.argument_name`).
+    """
+    return clean(argument_name(human_judge, "human_judge"), strip)[0]
+
+
+def check_chunksize(chunksize: Any) -> int:
+    """Return ``chunksize`` as a positive ``int``; anything else is an :class:`~pydial.ArgumentError` naming it."""
+    if isinstance(chunksize, (bool, np.bool_)) or not isinstance(chunksize, (int, np.integer)):
+        raise ArgumentTypeError(f"chunksize must be a positive integer (rows per chunk), got "
+                                f"{type(chunksize).__name__} {chunksize!r}")
+    if chunksize < 1:
+        raise ArgumentError(f"chunksize must be a positive integer (rows per chunk), got {chunksize}")
+    return int(chunksize)
 
 
 def _label(value: str) -> str:
@@ -194,7 +261,7 @@ class Validator:
 
     def _names(self, space: NameSpace, col: str, values: Any, index: pd.Index) -> np.ndarray:
         """Name ids of column ``col`` (missing or blank names raise, naming the rows)."""
-        codes, spelled = encode(values, self.columns[col])
+        codes, spelled = encode(values, self.columns[col], index)
         ids, blank = space.add(spelled, f"column {self.columns[col]!r}")
         missing = (ids < 0) & ~blank
         if self.blank_is_missing:
@@ -208,19 +275,20 @@ class Validator:
         return np.append(ids, -1).astype(np.int32)[codes]
 
     def _labels(self, col: str, values: Any, allowed: tuple[str, ...], index: pd.Index,
-                skip: np.ndarray | None) -> tuple[np.ndarray, np.ndarray, int]:
+                skip: np.ndarray | None, missing: str | None = None) -> tuple[np.ndarray, np.ndarray, int]:
         """Codes of a ``first`` / ``winner`` column: 1-based index into ``allowed`` (0 where ``skip``).
 
         Also returns the factorized codes as written and their number of distinct values.
+        ``missing`` replaces the start of the message on missing values.
         """
-        codes, spelled = encode(values, self.columns[col])
+        codes, spelled = encode(values, self.columns[col], index)
         texts = [None if s is None or (self.blank_is_missing and not s[0].strip()) else s[0] for s in spelled]
         lut = np.array([0 if t is None else (allowed.index(_label(t)) + 1 if _label(t) in allowed else -1)
                         for t in texts] + [0], dtype=np.int8)
         out = lut[codes]
         if skip is not None:
             out[skip] = 0
-        fail_rows(f"missing values in column {self.columns[col]!r}", index, out == 0 if skip is None else
+        fail_rows(missing or f"missing values in column {self.columns[col]!r}", index, out == 0 if skip is None else
                         (out == 0) & ~skip)
         bad = out < 0
         if bad.any():
@@ -229,6 +297,14 @@ class Validator:
             fail_rows(f"unknown {what} value(s) {vals} in column {self.columns[col]!r}", index, bad,
                             f"; allowed: {list(allowed)}")
         return out, codes, len(spelled)
+
+    def _no_human_rows(self) -> str:
+        """Start of the missing-``first`` message when no row has the human judge: likely a misnamed one."""
+        found = self.judges.texts
+        shown = ", ".join(map(repr, found[:10])) + (f", ... ({len(found)} in all)" if len(found) > 10 else "")
+        return (f"no rows have judge {self.human_judge!r}, the human judge (human_judge= / --human), whose rows alone "
+                f"may leave {self.columns['first']!r} empty; the judges found are {shown}. Missing values in column "
+                f"{self.columns['first']!r}")
 
     def chunk(self, table: dict[str, Any], index: pd.Index, *, with_winner: bool = True,
               spelled: bool = False) -> Coded:
@@ -243,7 +319,8 @@ class Validator:
         b = self._names(self.items, "item_b", table["item_b"], index)
         human = self.judges.ids.get(self.human_judge, -2)
         is_human = judge == human
-        first, fcodes, _ = self._labels("first", table["first"], FIRST_VALUES, index, is_human)
+        first, fcodes, _ = self._labels("first", table["first"], FIRST_VALUES, index, is_human,
+                                        None if human >= 0 else self._no_human_rows())
         if not with_winner:
             return Coded(judge, a, b, first, np.zeros(judge.size, np.int8))
         winner, wcodes, nw = self._labels("winner", table["winner"], WINNER_VALUES, index, None)
@@ -257,35 +334,76 @@ class Validator:
 
 
 # -------------------------------------------------------------- keys
+KEY_BITS = 62
+"""Mixed-radix keys stay below ``2**KEY_BITS`` (:class:`Keys`)."""
+
+
+class Keys:
+    """Exact ``int64`` keys of the rows of integer columns, in the rows' lexicographic order, at any sizes.
+
+    The key of a row of columns ``c_0, c_1, ...`` (``0 <= c_t < sizes[t]``) is the mixed-radix
+    number ``(c_0 sizes[1] + c_1) sizes[2] + ...`` while that fits in :data:`KEY_BITS` bits.
+    Where the next column would overflow it, the partial key is replaced by its rank among
+    the partial keys that occur (:func:`pandas.factorize`, sorted): the keys stay exact and in
+    the same order however many judges, items and covariate values there are.
+    :meth:`decode` gives the columns of a key back.  One instance codes one table.
+
+    Parameters
+    ----------
+    sizes : sequence of int
+        The number of values of each column.
+    """
+
+    def __init__(self, sizes: Sequence[int]) -> None:
+        self.sizes = [max(int(x), 1) for x in sizes]
+        self.ranked: dict[int, np.ndarray] = {}
+        """Column ``t`` -> the distinct partial keys of the columns before it (sorted), where they were ranked."""
+
+    def encode(self, columns: Sequence[np.ndarray]) -> np.ndarray:
+        """Return the key of each row of ``columns`` (one array per column, in the order of ``sizes``)."""
+        self.ranked = {}
+        key = np.array(columns[0], dtype=np.int64)  # a copy, updated in place
+        span = self.sizes[0]
+        for t in range(1, len(self.sizes)):
+            if span * self.sizes[t] >= 2**KEY_BITS:  # Python integers: no overflow in the test
+                codes, uniq = pd.factorize(key, sort=True)
+                self.ranked[t] = np.asarray(uniq, np.int64)
+                key = codes.astype(np.int64, copy=False)
+                span = max(len(uniq), 1)
+            key *= self.sizes[t]
+            key += columns[t]
+            span *= self.sizes[t]
+        return key
+
+    def decode(self, key: np.ndarray) -> list[np.ndarray]:
+        """Return the columns of keys of :meth:`encode` (``int64`` arrays)."""
+        key = np.asarray(key, np.int64)
+        out = []
+        for t in range(len(self.sizes) - 1, 0, -1):
+            out.append(key % self.sizes[t])
+            key = key // self.sizes[t]
+            if t in self.ranked:
+                key = self.ranked[t][key]
+        return [key, *out[::-1]]
+
+
 def pack(columns: Sequence[np.ndarray], sizes: Sequence[int], *, invertible: bool = False) -> np.ndarray:
-    """One int64 key per row for the integer ``columns`` (``0 <= columns[c] < sizes[c]``).
+    """One int64 key per row for the integer ``columns`` (``0 <= columns[c] < sizes[c]``), by :class:`Keys`.
 
     Mixed radix (:func:`unpack` inverts it) while the key space fits in 62 bits; beyond,
-    the partial key is factorized to dense codes first (not invertible: with
-    ``invertible=True`` a :class:`DataError` is raised instead).
+    partial keys are ranked (:meth:`Keys.encode`; decode those with :meth:`Keys.decode`:
+    with ``invertible=True`` a :class:`DataError` is raised instead).
     """
-    key = np.asarray(columns[0], dtype=np.int64)
-    span = max(int(sizes[0]), 1)
-    for col, size in zip(columns[1:], sizes[1:]):
-        size = max(int(size), 1)
-        if span * size >= 2**62:
-            if invertible:
-                raise DataError(f"too many distinct names to count: keys of sizes {list(sizes)} exceed 62 bits")
-            key, uniq = pd.factorize(key)
-            span = max(len(uniq), 1)
-        key = key * size + col
-        span *= size
+    keys = Keys(sizes)
+    key = keys.encode(columns)
+    if invertible and keys.ranked:
+        raise DataError(f"too many distinct names to count: keys of sizes {list(sizes)} exceed {KEY_BITS} bits")
     return key
 
 
 def unpack(key: np.ndarray, sizes: Sequence[int]) -> list[np.ndarray]:
     """Return the columns of a key of :func:`pack` (``invertible``)."""
-    out = []
-    for size in sizes[:0:-1]:
-        size = max(int(size), 1)
-        out.append(key % size)
-        key = key // size
-    return [key, *out[::-1]]
+    return Keys(sizes).decode(key)
 
 
 def duplicated(key: np.ndarray) -> np.ndarray:
@@ -369,19 +487,14 @@ def aggregate(coded: Coded, n_judges: int, n_items: int) -> Coded:
     lo, hi = np.minimum(coded.item_a, coded.item_b).astype(np.int64), np.maximum(coded.item_a, coded.item_b).astype(np.int64)
     first = np.where((coded.first == FIRST_NONE) | ~flip, coded.first, FIRST_A + FIRST_B - coded.first)
     winner = np.where((coded.winner < 2) & flip, 1 - coded.winner, coded.winner)  # a <-> b
-    sizes = (n_judges, n_items * (n_items + 1) // 2, 3, len(WINNER_VALUES))
-    key = pack([coded.judge, hi * (hi + 1) // 2 + lo, first, winner], sizes, invertible=True)
     z = None if coded.z is None else np.where(flip[:, None], -coded.z, coded.z)
-    if z is not None:
-        rc = RowCoder(z)
-        key = key * len(rc) + rc.codes
+    rc = None if z is None else RowCoder(z)
+    keys = Keys((n_judges, n_items * (n_items + 1) // 2, 3, len(WINNER_VALUES), *(() if rc is None else (len(rc),))))
+    key = keys.encode([coded.judge, hi * (hi + 1) // 2 + lo, first, winner, *(() if rc is None else (rc.codes,))])
     uk, inv = group(key, sort=False)
     count = np.bincount(inv, weights=coded.count, minlength=uk.size)
-    zu = None
-    if z is not None:
-        zu = rc.table[uk % len(rc)]
-        uk //= len(rc)
-    j, pair, f, w = unpack(uk, sizes)
+    j, pair, f, w, *zc = keys.decode(uk)
+    zu = None if rc is None else rc.table[zc[0]]
     b, a = triangle(pair)
     return Coded(j, a, b, f.astype(np.int8), w.astype(np.int8), count.astype(np.int64), z=zu)
 

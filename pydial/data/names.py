@@ -1,23 +1,40 @@
-"""Judge and item names as text: conversion, whitespace, and near-duplicate spellings.
+r"""Judge and item names as text: conversion, cleaning, and near-duplicate spellings.
 
-Names are data, not numbers.  The rules, applied by :meth:`pydial.Comparisons.from_frame`:
+Names are data, not numbers.  The rules, applied by every reader
+(:meth:`pydial.Comparisons.from_frame`, ``from_csv``, ``from_parquet``, ``from_counts``,
+:func:`pydial.read_comparisons`) and to the names given as arguments (``human_judge``,
+``items=``, the judges and items of ``self_preference``):
 
 * A string cell is used as written (``"007"``, ``"3.10"``, ``"NA"`` and ``"None"``
   are names like any other).  :meth:`~pydial.Comparisons.from_csv` reads every column
   as text (``dtype=str``, no missing-value markers) so that nothing is re-typed.
-* A non-string cell of a DataFrame (built in Python) is converted with :func:`str`
-  (``4 -> "4"``, ``4.0 -> "4.0"``).  A missing cell (``None`` / ``NaN``) stays
-  missing; a list, dict, set, tuple or array cell is refused.
-* Surrounding whitespace is stripped by default (``strip_names=True``); the number
-  of names changed is reported.
-* Two names that differ only by letter case or surrounding whitespace (``"GPT-4"``
-  and ``"gpt-4"``), or two numeric cells with the same value but different types
-  (``4`` and ``4.0``), are refused as ambiguous spellings of one name, unless
-  ``allow_similar_names=True`` keeps them as distinct names.
+* A bytes cell (e.g. a Parquet ``BINARY`` column) is decoded as UTF-8 (``b"m1" -> "m1"``);
+  bytes that are not UTF-8 are refused.  A number (``int``, ``float``, ``bool``, a numpy
+  number, ``Decimal``) is converted with :func:`str` (``4 -> "4"``, ``4.0 -> "4.0"``).
+  A missing cell (``None`` / ``NaN`` / ``pd.NA``) stays missing.  Every other cell (a
+  list, dict, set, frozenset, tuple or array; a date, any other object) is refused with a
+  :class:`~pydial.DataError` naming the column, the type and the rows (:func:`refusal`).
+* Names are cleaned by default (``strip_names=True``): put in Unicode normal form NFC
+  (``"e\u0301"``, e plus a combining accent, becomes ``"\u00e9"``), and stripped of
+  surrounding whitespace and of surrounding *invisible characters*: the Unicode format
+  characters (category ``Cf``: zero-width space U+200B, zero-width (non-)joiner, word
+  joiner, byte-order mark U+FEFF, soft hyphen U+00AD, direction marks) and the
+  blank fillers U+034F, U+115F, U+1160, U+3164, U+FFA0.  The names changed are counted
+  by kind of change in :meth:`~pydial.Comparisons.summary` and a :class:`~pydial.DataWarning`.
+  A name with nothing but whitespace and invisible characters is blank (refused).
+* Invisible characters inside a name are kept (they can matter: the zero-width joiner of
+  an emoji sequence), but two names that differ only by letter case, Unicode normal
+  form, whitespace or invisible characters anywhere (``"GPT-4"`` and ``"gpt-4"``,
+  ``"gpt\u200b4"`` and ``"gpt4"``), or two numeric cells with the same value but
+  different types (``4`` and ``4.0``), are refused as ambiguous spellings of one name,
+  unless ``allow_similar_names=True`` keeps them as distinct names.  With
+  ``strip_names=False`` names are used exactly as written, and so differ more often only
+  in these ways.
 """
 
 from __future__ import annotations
 
+import unicodedata
 from dataclasses import dataclass, field
 from numbers import Number
 from typing import Any, Iterable, SupportsFloat, cast
@@ -25,52 +42,203 @@ from typing import Any, Iterable, SupportsFloat, cast
 import numpy as np
 import pandas as pd
 
-from pydial.exceptions import DataError
+from pydial.exceptions import ArgumentError, ArgumentTypeError, DataError
 
-UNHASHABLE_CELLS = (list, dict, set, tuple, np.ndarray)
-"""Cell types that are refused: a cell holds one value."""
+CONTAINER_CELLS = (list, dict, set, frozenset, tuple, np.ndarray)
+"""Cell types that are refused in every column: a cell holds one value."""
+
+FILLERS = frozenset("\u034f\u115f\u1160\u3164\uffa0")
+"""Invisible characters outside Unicode category ``Cf`` (a combining grapheme joiner and Hangul fillers)."""
+
+CHANGES = ("whitespace", "invisible", "unicode")
+"""Kinds of change :func:`clean` makes, in the order of :class:`NameReport`."""
 
 
-def cell_text(x: Any) -> Any:
-    """Return the text of one identifier cell.
+def invisible(ch: str) -> bool:
+    """Whether the character ``ch`` is invisible (a format character or a blank filler, see the module docstring)."""
+    return ch in FILLERS or unicodedata.category(ch) == "Cf"
 
-    Strings unchanged, numbers through :func:`str`, ``None`` / ``NaN`` kept as missing (``None``).
+
+def _bounds(text: str) -> tuple[int, int]:
+    """Start and end of ``text`` without its surrounding whitespace and invisible characters."""
+    lo, hi = 0, len(text)
+    while lo < hi and (text[lo].isspace() or invisible(text[lo])):
+        lo += 1
+    while hi > lo and (text[hi - 1].isspace() or invisible(text[hi - 1])):
+        hi -= 1
+    return lo, hi
+
+
+def clean(text: str, strip: bool = True) -> tuple[str, tuple[str, ...]]:
+    """Return a name as used and the kinds of change made (of :data:`CHANGES`).
+
+    With ``strip``: Unicode NFC, then surrounding whitespace and invisible characters
+    removed.  Without: the text unchanged.
+    """
+    if not strip:
+        return text, ()
+    if text.isascii():  # the common case: no other normal form, no invisible character
+        new = text.strip()
+        return new, (("whitespace",) if new != text else ())
+    nfc = unicodedata.normalize("NFC", text)
+    lo, hi = _bounds(nfc)
+    removed = nfc[:lo] + nfc[hi:]
+    changes = {"whitespace": any(c.isspace() for c in removed), "invisible": any(invisible(c) for c in removed),
+               "unicode": nfc != text}
+    return nfc[lo:hi], tuple(c for c in CHANGES if changes[c])
+
+
+def blank(text: str) -> bool:
+    """Whether a name holds nothing but whitespace and invisible characters."""
+    lo, hi = _bounds(text)
+    return lo == hi
+
+
+def fold(name: str) -> str:
+    """Return the comparison key of a name: NFC, invisible characters removed, stripped, case-folded."""
+    if name.isascii():
+        return name.strip().casefold()
+    text = "".join(c for c in unicodedata.normalize("NFC", name) if not invisible(c))
+    return unicodedata.normalize("NFC", text.strip().casefold())
+
+
+def refusal(x: Any) -> str | None:
+    """Return why the identifier cell ``x`` is refused (e.g. ``"frozenset cells"``), ``None`` if it is accepted.
+
+    Accepted: text, UTF-8 bytes, numbers and missing values (the module docstring).
+    """
+    if isinstance(x, str) or x is None or x is pd.NA or x is pd.NaT:
+        return None
+    if isinstance(x, (bytes, bytearray, memoryview)):
+        try:
+            bytes(x).decode("utf-8")
+        except UnicodeDecodeError:
+            return "bytes cells that are not UTF-8 text"
+        return None
+    if isinstance(x, (Number, np.number, np.bool_)) and not isinstance(x, CONTAINER_CELLS):
+        return None
+    return f"{type(x).__name__} cells"
+
+
+def cell_text(x: Any) -> str | None:
+    """Return the text of one accepted identifier cell (:func:`refusal`).
+
+    Strings unchanged, bytes decoded as UTF-8, numbers through :func:`str`, ``None`` /
+    ``NaN`` kept as missing (``None``).
     """
     if isinstance(x, str):
         return x
-    if x is None or (isinstance(x, float) and np.isnan(x)) or x is pd.NA or x is pd.NaT:
+    if x is None or x is pd.NA or x is pd.NaT or (isinstance(x, (float, np.floating)) and np.isnan(x)):
         return None
+    if isinstance(x, (bytes, bytearray, memoryview)):
+        return bytes(x).decode("utf-8")
     if isinstance(x, (np.integer, np.floating, np.bool_)):
         x = x.item()
     return str(x)
 
 
+def _show(text: str) -> str:
+    """``repr`` of a name, or ``ascii`` where that would hide a difference (invisible or combining characters)."""
+    return repr(text) if text.isprintable() and unicodedata.is_normalized("NFC", text) else ascii(text)
+
+
 def _numeric_key(x: Any) -> str | None:
     """Return a common key of numeric cells with equal value (``4`` and ``4.0``), else ``None``."""
-    if isinstance(x, bool) or isinstance(x, np.bool_) or isinstance(x, str) or not isinstance(x, (Number, np.number)):
+    if isinstance(x, (bool, np.bool_, str, bytes)) or not isinstance(x, (Number, np.number)):
         return None
     v = float(cast(SupportsFloat, x))  # typeshed declares no __float__ on numbers.Number
     return None if np.isnan(v) else repr(v)
 
 
-def fold(name: str) -> str:
-    """Return the comparison key of a name: stripped and case-folded."""
-    return name.strip().casefold()
+def argument_name(x: Any, argument: str) -> str:
+    """Return the text of a name given as an argument (``human_judge``, an entry of ``items=``).
+
+    The rules of a cell (:func:`refusal`); missing is refused too.
+
+    Raises
+    ------
+    ArgumentTypeError
+        ``x`` is not text, UTF-8 bytes or a number.
+    ArgumentError
+        ``x`` is missing (``None``, ``NaN``).
+    """
+    why = refusal(x)
+    if why is not None:
+        raise ArgumentTypeError(f"{argument} must be a name (text or a number), got {type(x).__name__} {x!r}")
+    text = cell_text(x)
+    if text is None:
+        raise ArgumentError(f"{argument} must be a name, got the missing value {x!r}")
+    return text
+
+
+def name_list(values: Any, argument: str) -> list[Any]:
+    """Return the names of an argument that lists names (``items=``, a judge's own items), as given.
+
+    A list, tuple, set, pandas Index / Series or numpy array of names; each is checked by
+    :func:`argument_name` (its conversion is left to the reader, which applies the data's
+    rules).  A single string is refused (it is not a list of its characters).
+
+    Raises
+    ------
+    ArgumentTypeError
+        ``values`` is a string, bytes, a mapping or not a collection, or an entry is not a name.
+    """
+    if isinstance(values, (str, bytes, dict)) or not isinstance(values, (list, tuple, set, frozenset, np.ndarray,
+                                                                      pd.Index, pd.Series)):
+        hint = f"; for one name pass [{values!r}]" if isinstance(values, (str, bytes)) else ""
+        raise ArgumentTypeError(f"{argument} must be a list of names, got {type(values).__name__} {values!r}{hint}")
+    out = list(values)
+    for k, x in enumerate(out):
+        argument_name(x, f"{argument}[{k}]")
+    return out
+
+
+def own_items(own: Any, argument: str = "self_preference") -> dict[Any, list[Any]]:
+    """Check a mapping of judges to their own items (``self_preference``): each judge to one item name or a list.
+
+    Returns the mapping with every value a list, the names as given (their conversion is
+    :func:`clean` of :func:`argument_name`, by the caller, with the data's ``strip``).
+
+    Raises
+    ------
+    ArgumentTypeError
+        ``own`` is not a mapping, or a key or value is not a name or a list of names (e.g. ``None``).
+    """
+    from collections.abc import Mapping
+
+    if not isinstance(own, Mapping):
+        raise ArgumentTypeError(f"{argument} must map judges to their own items (a dict), got {type(own).__name__}")
+    out: dict[Any, list[Any]] = {}
+    for k, v in own.items():
+        argument_name(k, f"a judge of {argument}")
+        single = v is not None and not isinstance(v, CONTAINER_CELLS) and refusal(v) is None and cell_text(v) is not None
+        out[k] = [v] if single else name_list(v, f"{argument}[{k!r}]")
+    return out
 
 
 @dataclass
 class NameReport:
-    """Names changed by stripping whitespace, per kind (``"judge"``, ``"item"``)."""
+    """Names changed by cleaning (:func:`clean`), per kind of name (``"judge"``, ``"item"``)."""
 
     stripped: dict[str, list[tuple[str, str]]] = field(default_factory=dict)
+    """Per kind of name, the ``(as written, as used)`` pairs."""
+    changes: dict[str, int] = field(default_factory=dict)
+    """Names changed per kind of change (of :data:`CHANGES`)."""
 
     @property
     def n_stripped(self) -> int:
-        """Number of distinct names changed by stripping."""
+        """Number of distinct names changed by cleaning."""
         return sum(len(v) for v in self.stripped.values())
 
+    def what(self) -> str:
+        """Say what was changed, e.g. ``"surrounding whitespace stripped"``."""
+        parts = {"whitespace": "surrounding whitespace", "invisible": "invisible characters"}
+        stripped = " and ".join(parts[c] for c in parts if self.changes.get(c))
+        nfc = "Unicode normal form NFC applied" if self.changes.get("unicode") else ""
+        return "; ".join(x for x in (stripped and f"{stripped} stripped", nfc) if x) or "names cleaned"
+
     def text(self) -> str:
-        """One line: how many names were changed, with examples."""
+        """One line: how many names were changed (by kind of change), with examples."""
         if not self.n_stripped:
             return "none"
         parts = []
@@ -78,7 +246,8 @@ class NameReport:
             if pairs:
                 ex = ", ".join(f"{a!r}->{b!r}" for a, b in pairs[:3])
                 parts.append(f"{len(pairs)} {kind} name(s) ({ex}{', ...' if len(pairs) > 3 else ''})")
-        return "; ".join(parts)
+        counts = ", ".join(f"{n} {c}" for c, n in self.changes.items() if n)
+        return "; ".join(parts) + (f" [{counts}]" if counts else "")
 
 
 Spelling = tuple[str, str | None]
@@ -86,7 +255,7 @@ Spelling = tuple[str, str | None]
 
 
 def spelling(x: Any) -> Spelling | None:
-    """Return the :data:`Spelling` of one identifier cell (``None`` when missing)."""
+    """Return the :data:`Spelling` of one accepted identifier cell (``None`` when missing)."""
     text = cell_text(x)
     return None if text is None else (text, _numeric_key(x))
 
@@ -94,15 +263,16 @@ def spelling(x: Any) -> Spelling | None:
 class NameSpace:
     """The judge or the item names of one data set, gathered from every column and chunk.
 
-    Each distinct text (stripped when ``strip``) gets an id in order of appearance;
-    :meth:`check` then refuses two spellings of one name (see the module docstring).
+    Each distinct text (cleaned when ``strip``, :func:`clean`) gets an id in order of
+    appearance; :meth:`check` then refuses two spellings of one name (the rules:
+    :mod:`pydial.data.names`).
 
     Parameters
     ----------
     kind : str
         ``"judge"`` or ``"item"`` (for messages and the report).
     strip : bool
-        Strip surrounding whitespace; the names changed are kept in :attr:`changed`.
+        Clean the names; the names changed are kept in :attr:`changed`.
     """
 
     def __init__(self, kind: str, *, strip: bool) -> None:
@@ -110,7 +280,7 @@ class NameSpace:
         self.strip = strip
         self.ids: dict[str, int] = {}
         self.texts: list[str] = []
-        self.changed: dict[str, str] = {}
+        self.changed: dict[str, tuple[str, tuple[str, ...]]] = {}
         self._spellings: dict[str, set[str]] = {}  # comparison key -> texts
         self._where: dict[str, str] = {}
 
@@ -118,10 +288,13 @@ class NameSpace:
         self._spellings.setdefault(nkey or fold(text), set()).add(text)
         self._where.setdefault(text, origin)
 
-    def text(self, raw: Any) -> str | None:
-        """Return the text of a name given outside the table (``human_judge``, ``items=``), stripped when :attr:`strip`."""
-        text = cell_text(raw)
-        return text.strip() if self.strip and text is not None else text
+    def text(self, raw: Any, argument: str = "a name") -> str:
+        """Return the text of a name given outside the table (``human_judge``, ``items=``), cleaned when ``strip``.
+
+        Raises :class:`~pydial.ArgumentError` naming ``argument`` for a value that is no name
+        (:func:`argument_name`).
+        """
+        return clean(argument_name(raw, argument), self.strip)[0]
 
     def add(self, spelled: Iterable[Spelling | None], origin: str) -> tuple[np.ndarray, np.ndarray]:
         """Register distinct spellings of ``origin`` (e.g. ``"column 'item_a'"``).
@@ -131,31 +304,29 @@ class NameSpace:
         ids : int64 array
             Name id of each spelling; ``-1`` when missing or blank.
         blank : bool array
-            Whether the spelling is blank (empty after stripping).
+            Whether the spelling is blank (nothing but whitespace and invisible characters).
         """
-        ids, blank = [], []
+        ids, blanks = [], []
         for s in spelled:
             if s is None:
                 ids.append(-1)
-                blank.append(False)
+                blanks.append(False)
                 continue
-            text, nkey = s
-            if self.strip:
-                new = text.strip()
-                if new != text:
-                    self.changed.setdefault(text, new)
-                text = new
-            if not text.strip():
+            raw, nkey = s
+            text, changes = clean(raw, self.strip)
+            if changes:
+                self.changed.setdefault(raw, (text, changes))
+            if blank(text):
                 ids.append(-1)
-                blank.append(True)
+                blanks.append(True)
                 continue
             if text not in self.ids:
                 self.ids[text] = len(self.texts)
                 self.texts.append(text)
             self._note(nkey, text, origin)
             ids.append(self.ids[text])
-            blank.append(False)
-        return np.asarray(ids, dtype=np.int64), np.asarray(blank, dtype=bool)
+            blanks.append(False)
+        return np.asarray(ids, dtype=np.int64), np.asarray(blanks, dtype=bool)
 
     def check(self, allow_similar: bool, extra: Iterable[tuple[Any, str]] = ()) -> None:
         """Refuse two spellings of one name, among the names added and ``extra`` ``(value, origin)`` pairs.
@@ -166,9 +337,7 @@ class NameSpace:
             Two spellings of one name, unless ``allow_similar``.
         """
         for raw, origin in extra:
-            text = self.text(raw)
-            if text is not None:
-                self._note(_numeric_key(raw), text, origin)
+            self._note(_numeric_key(raw), self.text(raw, origin.rstrip("=")), origin)
         if allow_similar:
             return
         clashes = sorted(sorted(spelled) for spelled in self._spellings.values() if len(spelled) > 1)
@@ -176,12 +345,20 @@ class NameSpace:
             shown, kind = clashes[0], self.kind  # the first in sorted order, whatever the order of the rows
             more = f" ({len(clashes) - 1} more such group(s) of names)" if len(clashes) > 1 else ""
             raise DataError(
-                f"{kind} names {', '.join(repr(t) for t in shown[:4])} (from "
-                f"{', '.join(sorted({self._where[t] for t in shown}))}) differ only by letter case, surrounding "
-                f"whitespace or numeric type; they would be separate {kind}s{more}. Fix the spelling, or pass "
-                "allow_similar_names=True (--allow-similar-names) to keep them apart"
+                f"{kind} names {', '.join(_show(t) for t in shown[:4])} (from "
+                f"{', '.join(sorted({self._where[t] for t in shown}))}) differ only by letter case, whitespace, "
+                f"invisible characters, Unicode normal form or numeric type; they would be separate {kind}s{more}. "
+                "Fix the spelling, or pass allow_similar_names=True (--allow-similar-names) to keep them apart"
             )
 
     def report(self, report: NameReport) -> None:
-        """Add the names changed by stripping to ``report``."""
-        report.stripped[self.kind] = report.stripped.get(self.kind, []) + sorted(self.changed.items())
+        """Add the names changed by cleaning to ``report``."""
+        pairs = sorted((raw, new) for raw, (new, _) in self.changed.items())
+        report.stripped[self.kind] = report.stripped.get(self.kind, []) + pairs
+        for _, changes in self.changed.values():
+            for c in changes:
+                report.changes[c] = report.changes.get(c, 0) + 1
+
+
+__all__ = ["CONTAINER_CELLS", "CHANGES", "NameReport", "NameSpace", "Spelling", "argument_name", "blank",
+           "cell_text", "clean", "fold", "invisible", "name_list", "own_items", "refusal", "spelling"]
