@@ -8,19 +8,30 @@
   Record ids are the battles' ``question_id``.  The LLM judges saw model_a first
   ("Assistant A"): this display order is an assumption about the source, which does
   not store it.
+  The source holds 26 rows twice (identical in all six columns); they are kept as
+  separate judgments, as in the source, without a warning on every load:
+  ``arena().summary()`` reports them ("duplicated rows ... 26 (kept)"), and
+  ``load("arena", duplicates="drop")`` drops them.
 * :func:`synthetic` -- one draw of the paper's main simulation design
   (``pydial.simulate(n_llm=4000, n_human=300, seed=2026)``).
 """
 
 from __future__ import annotations
 
+import warnings
 from importlib.resources import files
 from pathlib import Path
+from typing import Any
 
 from pydial.data.comparisons import Comparisons
-from pydial.exceptions import ArgumentError
+from pydial.exceptions import ArgumentError, DataWarning
 
 NAMES: tuple[str, ...] = ("arena", "synthetic")
+
+KNOWN_DUPLICATES: dict[str, int] = {"arena": 26, "synthetic": 0}
+"""Rows of each bundled data set that are identical in all six columns (documented, so loaded without a warning)."""
+
+_OPTIONS: dict[str, dict[str, Any]] = {"arena": {"record_id": "record_id"}, "synthetic": {}}
 
 
 def path(name: str) -> Path:
@@ -31,11 +42,40 @@ def path(name: str) -> Path:
     return Path(str(files("pydial.examples") / fname))
 
 
+def load(name: str, **kwargs: Any) -> Comparisons:
+    """Load a bundled data set (``"arena"`` or ``"synthetic"``).
+
+    The documented duplicated rows of the data set (:data:`KNOWN_DUPLICATES`) raise no
+    :class:`~pydial.exceptions.DataWarning`; ``summary()`` of the result reports them.
+
+    Parameters
+    ----------
+    name : str
+        One of :data:`NAMES`.
+    **kwargs
+        Options of :meth:`pydial.Comparisons.from_csv` (e.g. ``duplicates="drop"``,
+        ``human_judge``); other warnings are raised as usual.
+
+    Returns
+    -------
+    Comparisons
+
+    Raises
+    ------
+    ArgumentError
+        ``name`` is not a bundled data set.
+    """
+    file = path(name)
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=rf"{KNOWN_DUPLICATES[name]} duplicated row\(s\)", category=DataWarning)
+        return Comparisons.from_csv(file, **{**_OPTIONS[name], **kwargs})
+
+
 def arena() -> Comparisons:
-    """Load the Chatbot Arena battles (real data; see the module docstring)."""
-    return Comparisons.from_csv(path("arena"), record_id="record_id")
+    """Load the Chatbot Arena battles (real data; source and license in ``help(pydial.datasets)``)."""
+    return load("arena")
 
 
 def synthetic() -> Comparisons:
     """Load the bundled synthetic example (paper's main simulation design)."""
-    return Comparisons.from_csv(path("synthetic"))
+    return load("synthetic")
