@@ -13,9 +13,9 @@ from typing import Any, cast
 from pydial.data.comparisons import Comparisons
 from pydial.estimation.engines import Engine
 from pydial.estimation.estimators import estimate, numerical_errors, numpy_optimizers
-from pydial.estimation.spec import ModelSpec, spec_from_arguments
-from pydial.exceptions import ArgumentTypeError
-from pydial.estimation.results import DialResult, build_result, with_verdict
+from pydial.estimation.spec import DEFAULT_METHOD, ModelSpec, spec_from_arguments
+from pydial.exceptions import ArgumentTypeError, caller_stacklevel
+from pydial.estimation.results import DialResult, build_result, calibration_warning, with_verdict
 from pydial.optim import single_threaded_blas
 
 __all__ = ["fit", "optimizers", "ModelSpec"]
@@ -23,7 +23,7 @@ __all__ = ["fit", "optimizers", "ModelSpec"]
 DEFAULTS: dict[str, Any] = dict(rank=None, calibration=None, ties=None, penalty=None, lambda_=None, multiples=None,
                                 include_endpoints=True, cov_type=None, anchored_cov_type="two-step",
                                 cluster_correction=False, level=0.95, engine="numpy", seed=None, check=True,
-                                covariate_effects="judge")
+                                covariate_effects="judge", selection="gacv")
 """The defaults of :func:`fit`'s model arguments (an argument left at its default is not passed to the spec)."""
 
 
@@ -39,7 +39,7 @@ def optimizers(engine: str, seed: int | None = None, penalty: str | None = None)
 @single_threaded_blas
 def fit(
     data: Comparisons,
-    method: str = "dial-anc",
+    method: str = DEFAULT_METHOD,
     *,
     rank: int | str | list[int] | None = None,
     calibration: str | None = None,
@@ -56,17 +56,34 @@ def fit(
     seed: int | None = None,
     check: bool = True,
     covariate_effects: str = "judge",
+    selection: Any = "gacv",
     spec: ModelSpec | None = None,
     **deprecated: Any,
 ) -> DialResult:
     """Fit one of the paper's estimators.
 
+    The default, ``"dial-ada"``, is the paper's adaptive estimator (Sec. "Adaptive choice of
+    the LLM weight"): it chooses the weight ``lambda`` of the LLM judgments by GACV and, when
+    the judges' consensus disagrees with the people, falls back toward the people's own fit.
+    ``"dial-anc"`` is valid only when the calibration restriction ``s_H = M c`` holds (the
+    people's scores lie in the span of the judges'); a fit whose restriction its own
+    likelihood-ratio test rejects warns with :class:`~pydial.CalibrationWarning` and lists it
+    in ``result.problems`` (the status stays ``"ok"``).
+
     Parameters
     ----------
     data : Comparisons
         Validated judgments (:meth:`Comparisons.from_frame`).
-    method : {"judges", "human", "pooled", "dial-nopos", "dial-anc", "dial-ada", "atc"}
-        Estimator (see the module docstring).
+    method : {"dial-ada", "dial-anc", "dial-nopos", "judges", "human", "pooled", "atc"}
+        The estimator (default ``"dial-ada"``):
+
+        * ``"judges"``: each LLM judge's own order-effect BTL (eq. binomial-model-llm); no human rows needed.
+        * ``"human"``: the people's BTL MLE alone (eq. human-only-estimator).
+        * ``"pooled"``: one BTL of all LLM judgments, ignoring judge and order, rescaled to the people.
+        * ``"dial-nopos"``: DIAL-Ada with the order effects fixed at 0 (the order-agnostic ablation).
+        * ``"dial-anc"``: the staged LLM-anchored fit (Alg. DIAL-Anc): structured LLM fit, then ``s_H = M c``.
+        * ``"dial-ada"``: weighted joint fits on the lambda path, selected by GACV (Alg. DIAL-Ada).
+        * ``"atc"``: the people's BTL ordering with isotonic calibration of the LLM consensus (point estimates only).
     rank : int, list of int or "auto", optional
         Disagreement rank ``r`` of ``S = gamma mu^T + U V^T`` (Cond. llm-structure);
         1 when not given.  For ``dial-ada`` a list (or ``"auto"``: ``0 .. min(K-1,
@@ -146,6 +163,16 @@ def fit(
         one effect ``beta_k`` per LLM judge (default) or one ``beta_L`` shared by all LLM judges
         (``"shared"``); the people have their own ``beta_H`` either way.  The scores are the
         style-controlled scores (at ``z = 0``).  Ignored without covariates.
+    selection : "gacv", ("endpoint-margin", c), dict or Selection, default "gacv"
+        How ``dial-ada`` / ``dial-nopos`` choose the weight
+        (:class:`~pydial.estimation.selection.Selection`).  ``"gacv"``: the admissible candidate
+        of smallest GACV, as in the paper.  ``("endpoint-margin", c)``, beyond the paper: the
+        anchored endpoint ``lambda = inf`` whenever ``GACV(inf) - min_{lambda < inf} GACV <= c / n_H``
+        (``c >= 0``), else GACV's choice.  Either way ``result.gacv`` reports each candidate's
+        ``gap`` to the smallest GACV and the ``near_tie`` candidates within a tolerance of the
+        selected one's GACV (default ``1e-6``, what the path's optimizers resolve; set with
+        ``{"rule": ..., "margin": ..., "tolerance": ...}``), and ``result.gacv.attrs`` the rule
+        and the selected row; the summary names both.
     spec : ModelSpec, optional
         A specification built beforehand (``pydial.ModelSpec(method, ...)``), instead
         of the arguments above; ``result.spec`` refits the same model on other data.
@@ -156,6 +183,15 @@ def fit(
     Returns
     -------
     DialResult
+        With the judgments used (``nobs``, ``n_human``, ``n_llm``, ``n_obs_by_judge``; left out:
+        ``excluded``) and, for model comparison, ``llf``, ``df_model``, ``aic``, ``bic``
+        (:mod:`pydial.estimation.fitstats`).
+
+    Warns
+    -----
+    CalibrationWarning
+        The calibration restriction of ``dial-anc``, ``pooled``, ``atc`` (or of ``dial-ada`` at
+        ``lambda = inf``) is rejected by its test at the fit's ``level``.
 
     Raises
     ------
@@ -169,16 +205,29 @@ def fit(
         The fit failed numerically (a floating-point error, a linear-algebra routine
         that did not converge); the message names the method and the original error
         is chained.  A singular matrix raises :class:`IdentifiabilityError` instead.
+
+    Examples
+    --------
+    >>> import pydial
+    >>> res = pydial.fit(pydial.datasets.arena(), "dial-ada")
+    >>> res.status
+    'ok'
+    >>> round(float(res.lambda_), 2)
+    0.35
+    >>> res.scores.sort_values("score", ascending=False).index[:3].tolist()
+    ['gpt-4', 'claude-v1', 'claude-instant-v1']
+    >>> bool(res.calibration_test.p_value < 0.001)
+    True
     """
     given = dict(rank=rank, calibration=calibration, ties=ties, penalty=penalty, lambda_=lambda_, multiples=multiples,
                  include_endpoints=include_endpoints, cov_type=cov_type, anchored_cov_type=anchored_cov_type,
                  cluster_correction=cluster_correction, level=level, engine=engine, seed=seed, check=check,
-                 covariate_effects=covariate_effects)
+                 covariate_effects=covariate_effects, selection=selection)
     if spec is None:
         spec = spec_from_arguments(method, {k: v for k, v in given.items() if v is not DEFAULTS[k]} | deprecated)
     elif not isinstance(spec, ModelSpec):
         raise ArgumentTypeError(f"spec must be a pydial.ModelSpec, got {type(spec).__name__}")
-    elif deprecated or method != "dial-anc" or any(v is not DEFAULTS[k] for k, v in given.items()):
+    elif deprecated or method != DEFAULT_METHOD or any(v is not DEFAULTS[k] for k, v in given.items()):
         raise ArgumentTypeError("fit(data, spec=...) takes no other model arguments: change the spec with spec.replace(...)")
     with numerical_errors(f"the design check of method {spec.method!r}"):
         rank_grid = spec.check_data(data)
@@ -188,12 +237,16 @@ def fit(
         est = estimate(data, method, engine=optimizers(spec.engine, spec.seed, spec.penalty),
                        calibration=spec.calibration, lambda_=spec.lambda_, multiples=spec.multiples,
                        include_endpoints=spec.include_endpoints, ties=spec.ties, seed=spec.seed, rank_grid=rank_grid,
-                       penalty=spec.penalty, shared=spec.covariate_effects == "shared")
+                       penalty=spec.penalty, shared=spec.covariate_effects == "shared", selection=spec.selection)
         # every covariance from the estimate's linearization; fit refits it (res.bootstrap, compare_intervals)
         res = build_result(est, spec, data, fitter=fit)
     for w in caught:  # hand every warning on to the caller's filters
         warnings.warn_explicit(w.message, w.category, w.filename, w.lineno, source=w.source)
+    # warnings.warn turns a str message into an instance of its category
+    found = [cast(Warning, w.message) for w in caught]
+    rejected = calibration_warning(res)
+    if rejected is not None:
+        warnings.warn(rejected, stacklevel=caller_stacklevel())
+        found.append(rejected)
     with numerical_errors(f"the diagnosis of the {method!r} fit"):
-        # warnings.warn turns a str message into an instance of its category
-        return with_verdict(res, data, [cast(Warning, w.message) for w in caught],
-                            seed=0 if spec.seed is None else spec.seed)
+        return with_verdict(res, data, found, seed=0 if spec.seed is None else spec.seed)

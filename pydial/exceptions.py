@@ -6,6 +6,7 @@ these, so that scripts can catch them specifically.
 
 from __future__ import annotations
 
+import difflib
 import os
 import sys
 import types
@@ -38,11 +39,59 @@ class ArgumentTypeError(ArgumentError, TypeError):
     """An argument of a pydial function has the wrong type (also a :class:`TypeError`)."""
 
 
+class UnknownNameError(ArgumentError, KeyError):
+    """An argument names an item, judge or covariate that the data or result does not have.
+
+    The message names the unknown name and lists the known ones.  It is a
+    :class:`KeyError` too, so ``except KeyError`` code keeps working.
+    """
+
+    def __str__(self) -> str:
+        """Return the message as given (not quoted, as :class:`KeyError` would)."""
+        return Exception.__str__(self)
+
+    @classmethod
+    def check(cls, argument: str, kind: str, given: Iterable[object], known: Iterable[object], *,
+              hint: str = "") -> None:
+        """Raise an :class:`UnknownNameError` when a name in ``given`` is not in ``known``.
+
+        Parameters
+        ----------
+        argument : str
+            The argument that holds the names, e.g. ``"item_i"``.
+        kind : str
+            What the names are, e.g. ``"item"``, ``"judge"``.
+        given : iterable
+            The names given.
+        known : iterable
+            The names there are; the message lists them (the first 20) and the closest
+            spellings of the unknown one.
+        hint : str, optional
+            Appended to the message, e.g. where the known names come from.
+        """
+        known = list(known)
+        pool = set(known)
+        unknown = [g for g in given if g not in pool]
+        if not unknown:
+            return
+        shown = ", ".join(repr(k) for k in known[:20]) + (f", ... ({len(known)} in all)" if len(known) > 20 else "")
+        folded = {str(k).casefold(): str(k) for k in known}
+        first = str(unknown[0])
+        close = ([first] if first in folded.values()  # the right text but another type, e.g. 7 for '7'
+                 else [folded[c] for c in difflib.get_close_matches(first.casefold(), list(folded), n=3)])
+        names = ", ".join(repr(u) for u in unknown)
+        raise cls(f"{argument}: unknown {kind}{'s' if len(unknown) > 1 else ''} {names}"
+                  + (f" (did you mean {' or '.join(repr(c) for c in close)}?)" if close else "")
+                  + f"; the known {kind}s are {shown or '(none)'}{hint}")
+
+
 class IdentifiabilityError(DialError):
     """The design cannot identify the requested model.
 
     The message names the judge (or ``"human"``) and the condition of the paper
-    that fails, e.g. Prop. ident-LLM or Cond. human-design.
+    that fails, e.g. ``ident-LLM`` (a judge's scores and order effect) or
+    ``human-design`` (the human comparisons on the calibration basis); see
+    :func:`pydial.check_design`.
     """
 
 
@@ -105,6 +154,27 @@ class CovarianceWarning(DialWarning):
     """
 
     status = "degenerate covariance"
+
+
+class CalibrationWarning(DialWarning):
+    """The fit's calibration restriction is rejected by its own likelihood-ratio test.
+
+    ``dial-anc``, ``pooled``, ``atc`` and DIAL-Ada at the anchored endpoint ``lambda = inf``
+    assume that the people's scores lie in the span of the judges' (``s_H = M c``,
+    the human subspace model); its likelihood-ratio calibration test rejects it at the fit's
+    level.  The estimates are a resolved fit of a model the data contradict: the result's
+    status stays ``"ok"`` and the problem is listed in ``DialResult.problems`` and its summary.
+    ``method="dial-ada"`` chooses the LLM weight by GACV and moves toward the people's own fit
+    when their preferences disagree with the judges' consensus.
+    """
+
+
+class BootstrapWarning(DialWarning):
+    """The resamples cannot show the sampling variability of (part of) the data.
+
+    E.g. a single record (every resample is the data itself): the bootstrap standard
+    errors and intervals are NaN instead of 0.  The message says which records and why.
+    """
 
 
 class ArgumentWarning(DialWarning):

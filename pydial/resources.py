@@ -7,18 +7,28 @@ meat), ``P = (r+1)(K+N+1)+K`` the full coordinates of :class:`pydial.model.chart
 :func:`check_memory` compares that estimate with the memory the operating system
 reports as available and raises :class:`~pydial.exceptions.MemoryLimitError` instead
 of letting the process be killed.
+
+The same check guards every request whose memory is predictable from its arguments
+(:func:`check_bytes`: the rows of :func:`pydial.simulate`, the replicates of a
+bootstrap, the budgets of a simulated plan, ...), before any work starts.  The memory
+planned for is the available memory, capped by the environment variable
+``PYDIAL_MEMORY_LIMIT`` when it is set (:func:`memory_limit`).
 """
 
 from __future__ import annotations
 
+import numbers
+import os
 import sys
 from typing import Iterable, TypeVar
 
-from .exceptions import MemoryLimitError
+from .exceptions import ArgumentError, ArgumentTypeError, MemoryLimitError
 
 BYTES_PER_CELL = 400  # per LLM/human cell: predictors, weights, Jacobian entries, index
 DENSE_COPIES = 12  # P x P float64 matrices alive at once (Hessian, eigh, pinv, meat, sandwich)
 PROGRESS_MIN_CELLS = 200_000  # below this a fit takes seconds: no progress bar
+MEMORY_LIMIT_ENV = "PYDIAL_MEMORY_LIMIT"
+"""Environment variable capping the memory pydial plans for (bytes, or a number with KB, MB or GB)."""
 
 T = TypeVar("T")
 
@@ -33,6 +43,101 @@ def available_bytes() -> int | None:
     except OSError:
         return None
     return None
+
+
+def memory_limit() -> int | None:
+    """Bytes a request may plan for: :func:`available_bytes`, capped by ``PYDIAL_MEMORY_LIMIT`` when set.
+
+    ``PYDIAL_MEMORY_LIMIT`` holds a number of bytes, or a number with ``KB``, ``MB`` or
+    ``GB`` (powers of 1000), e.g. ``PYDIAL_MEMORY_LIMIT=4GB``.
+
+    Returns
+    -------
+    int or None
+        ``None`` where neither is known.
+
+    Raises
+    ------
+    ArgumentError
+        ``PYDIAL_MEMORY_LIMIT`` is set but not a non-negative number of bytes.
+    """
+    avail = available_bytes()
+    raw = os.environ.get(MEMORY_LIMIT_ENV, "")
+    text = raw.strip().upper()
+    if not text:
+        return avail
+    scale = next((10 ** (3 * (k + 1)) for k, unit in enumerate(("KB", "MB", "GB")) if text.endswith(unit)), 1)
+    try:
+        value = float(text[:-2] if scale > 1 else text)
+    except ValueError:
+        value = float("nan")
+    if not value >= 0 or value == float("inf"):
+        raise ArgumentError(f"{MEMORY_LIMIT_ENV}={raw!r} is not a number of bytes (e.g. 4000000000 or 4GB); "
+                            f"correct or unset it")
+    limit = int(value * scale)
+    return limit if avail is None else min(avail, limit)
+
+
+def check_bytes(need: float, what: str, remedy: str, *, detail: str = "", available: int | None = None) -> None:
+    """Raise :class:`MemoryLimitError` when ``need`` bytes exceed the memory available.
+
+    Parameters
+    ----------
+    need : float
+        Estimated bytes of the request (a Python int of any size, or a float).
+    what : str
+        The request, with its offending argument, e.g. ``"simulate(n_llm=10**12)"``.
+    remedy : str
+        What to change.
+    detail : str, optional
+        What the estimate is made of, e.g. ``"1,000,000 rows x 200 B"``.
+    available : int, optional
+        The bytes available (default :func:`memory_limit`, after :func:`release_arrow_cache`).
+    """
+    if available is None:
+        release_arrow_cache()
+        available = memory_limit()
+    if available is not None and need > available:
+        made_of = f" ({detail})" if detail else ""
+        raise MemoryLimitError(
+            f"{what} needs about {need / 1e9:,.3g} GB{made_of}, but only {available / 1e9:.2f} GB are available "
+            f"(the available memory, capped by {MEMORY_LIMIT_ENV} when set); {remedy}")
+
+
+def check_n_jobs(n_jobs: object, name: str = "n_jobs") -> int:
+    """Return ``n_jobs`` (joblib's convention) as an int, refusing 0 and non-integers.
+
+    Parameters
+    ----------
+    n_jobs : int
+        Workers: a positive number, or negative (``-1`` all cores, ``-2`` all but one, ...).
+    name : str, default "n_jobs"
+        The argument's name in the error message.
+
+    Returns
+    -------
+    int
+
+    Raises
+    ------
+    ArgumentTypeError
+        Not an integer.
+    ArgumentError
+        0 (joblib has no such setting).
+    """
+    if isinstance(n_jobs, bool) or not isinstance(n_jobs, numbers.Integral):
+        raise ArgumentTypeError(f"{name} must be an integer (1: serial, -1: all cores), got {n_jobs!r}")
+    if n_jobs == 0:
+        raise ArgumentError(f"{name} must be a positive number of workers or negative (-1: all cores, -2: all "
+                            "but one), got 0")
+    return int(n_jobs)
+
+
+def n_workers(n_jobs: int) -> int:
+    """Return the number of processes ``n_jobs`` (joblib's convention, see :func:`check_n_jobs`) runs at once."""
+    if n_jobs > 0:
+        return n_jobs
+    return max(1, (os.cpu_count() or 1) + 1 + n_jobs)
 
 
 def fit_bytes(n_cells: int, P: int) -> int:
@@ -55,17 +160,12 @@ def release_arrow_cache() -> None:
 def check_memory(n_cells: int, P: int, what: str, available: int | None = None) -> None:
     """Raise :class:`MemoryLimitError` when the estimate of :func:`fit_bytes` exceeds the available memory.
 
-    ``available`` defaults to :func:`available_bytes`, after :func:`release_arrow_cache`.
+    ``available`` defaults to :func:`memory_limit`, after :func:`release_arrow_cache`.
     """
-    need = fit_bytes(n_cells, P)
-    if available is None:
-        release_arrow_cache()
-    avail = available_bytes() if available is None else available
-    if avail is not None and need > avail:
-        raise MemoryLimitError(
-            f"{what} needs about {need / 1e9:.1f} GB ({n_cells:,} cells x {BYTES_PER_CELL} B + "
-            f"{DENSE_COPIES} dense {P} x {P} matrices), but only {avail / 1e9:.1f} GB are available; "
-            "reduce the rank, drop judges or items, or fit on a machine with more memory")
+    check_bytes(fit_bytes(n_cells, P), what,
+                "reduce the rank, drop judges or items, or fit on a machine with more memory",
+                detail=f"{n_cells:,} cells x {BYTES_PER_CELL} B + {DENSE_COPIES} dense {P} x {P} matrices",
+                available=available)
 
 
 def progress(it: Iterable[T], n_cells: int, desc: str, total: int | None = None) -> Iterable[T]:

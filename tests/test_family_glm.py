@@ -22,6 +22,7 @@ import statsmodels.api as sm
 from scipy.special import expit
 
 import pydial
+from pydial.inference.linearization import tie_parameter_name
 from fdcheck import fd_jacobian
 from pydial.estimation.glm import FamilyGLM, binary_counts, glm
 from pydial.model.design import centered_design
@@ -161,7 +162,7 @@ def test_human_sandwich_equals_an_independent_sandwich(tdata, family):
     N = tdata.N
     res = quiet_fit(tdata, "human", ties=family, cov_type="binomial")
     cells = tdata.cell_table("human", ties=True)
-    x = np.append(res.scores["score"].to_numpy()[: N - 1], np.log(res.tie_parameters["nu"].iloc[0]))
+    x = np.append(res.scores["score"].to_numpy()[: N - 1], np.log(res.tie_parameters[tie_parameter_name(family)].iloc[0]))
     scores, H, T = _independent_pieces(family, cells, N, x, order=False)
     meat = sum(cells.counts[c, o] * np.outer(s, s) for (c, o), s in scores.items())
     Hinv = np.linalg.inv(-H)
@@ -187,7 +188,7 @@ def test_judges_cell_sandwich_clusters_the_cells(tdata, family):
     table = tdata.cell_table("llm", ties=True)
     S = res.judge_scores.to_numpy()
     b = res.position_effects["b"].to_numpy()
-    nu = res.tie_parameters["nu"].to_numpy()
+    nu = res.tie_parameters[tie_parameter_name(family)].to_numpy()
     q = N + K
     G_cell: dict[tuple[int, int, int], np.ndarray] = {}
     M_bin = np.zeros((q, q))
@@ -255,7 +256,7 @@ def test_tie_fit_of_data_without_ties_is_the_binary_fit(family, method):
             assert (x is None) == (y is None), name
             if x is not None:
                 np.testing.assert_allclose(y.to_numpy(float), x.to_numpy(float), rtol=1e-8, atol=1e-12, err_msg=name)
-        assert b.tie_parameters["nu"].eq(0).all() and b.tie_parameters["se"].isna().all()
+        assert b.tie_parameters[tie_parameter_name(family)].eq(0).all() and b.tie_parameters["se"].isna().all()
 
 
 # ----------------------------------------------------------- Firth with ties
@@ -345,7 +346,7 @@ def test_tie_firth_dial_anc_is_stationary_for_the_jeffreys_posterior(family):
     mle = quiet_fit(tdata, "dial-anc", ties=family)
     s = res.scores["score"].to_numpy()
     t0, u = np.linalg.norm(s), s / np.linalg.norm(s)
-    l0 = float(np.log(res.tie_parameters["nu"].iloc[-1]))
+    l0 = float(np.log(res.tie_parameters[tie_parameter_name(family)].iloc[-1]))
     H = tdata.cell_table("human", ties=True)
     d, counts = u[H.i] - u[H.j], H.counts.astype(float)
 

@@ -174,7 +174,7 @@ def test_atc_summary_has_no_standard_error_columns(data):
     atc = pydial.fit(data, "atc")
     text = atc.summary()
     assert "AtC has no standard errors" in text and "covariance:" not in text
-    scores = text.split("Scores (centered):")[1].split("Position effects")[0]
+    scores = text.split("Scores (centered")[1].split("Position effects")[0]
     assert "se" not in scores.split() and "ci_low" not in scores and "NaN" not in scores
 
 

@@ -32,11 +32,13 @@ import pandas as pd
 
 from pydial.data.comparisons import Comparisons
 from pydial.estimation.binary import family_steps
+from pydial.estimation.fitstats import FitStats, cell_log_likelihood
 from pydial.estimation.glm import FamilyGLM, glm, has_tie_parameter
 from pydial.estimation.selection import Candidate
-from pydial.estimation.steps import (FamilySteps, beta_labels, family_glm_influence, family_human_fit, human_parameters,
-                                     stack_outcome_influence)
+from pydial.estimation.steps import (FamilySteps, beta_labels, family_glm_influence, family_human_candidate,
+                                     family_human_fit, human_loss_at, human_parameters, stack_outcome_influence)
 from pydial.exceptions import IdentifiabilityError
+from pydial.inference.calibration_test import CalibrationTest, calibration_lrt
 from pydial.inference.linearization import (
     Linearization,
     two_step_maps,
@@ -51,8 +53,8 @@ from pydial.optim import OptimResult, warn_unresolved
 if TYPE_CHECKING:
     from pydial.estimation.engines import Engine, StagedFit
 
-__all__ = ["POOLED_LABEL", "fit_pooled", "fit_atc", "numpy_pooled", "pooled_cross_derivative", "pooled_linearization",
-           "atc_scores"]
+__all__ = ["POOLED_LABEL", "fit_pooled", "fit_atc", "human_only_lrt", "numpy_pooled", "pooled_cross_derivative",
+           "pooled_linearization", "atc_scores"]
 
 POOLED_LABEL = "(pooled LLM judges)"
 """Row of ``tie_parameters`` holding the pooled judges' ``nu_L``, and of ``covariate_effects`` holding their ``beta_L``."""
@@ -69,12 +71,14 @@ def family_cells(data: Comparisons, ties: str | None) -> tuple[Cells, Cells]:
 
 
 def pooled_support(data: Comparisons) -> tuple[np.ndarray, np.ndarray]:
-    """Return the estimated entries of ``beta_L`` and ``beta_H`` (bool, ``p`` each; :attr:`~pydial.Comparisons.covariate_support`).
+    """Return the estimated entries of ``beta_L`` and ``beta_H`` (bool, ``p`` each).
+
+    From :attr:`~pydial.Comparisons.covariate_support`.
 
     ``beta_L`` is shared by the pooled judges: a covariate has it unless it is 0 on every LLM cell.
     """
     sup = data.covariate_support
-    return sup[:-1].any(axis=0), sup[-1]
+    return np.asarray(sup[:-1].any(axis=0), bool), np.asarray(sup[-1], bool)
 
 
 def _degenerate(s_pool: np.ndarray) -> bool:
@@ -192,7 +196,9 @@ def fit_pooled(data: Comparisons, rank: int | None = None, *, ties: str | None, 
     The optimizers are ``engine``'s: ``engine.family.pooled_stages`` (Stan's), or
     :func:`numpy_pooled`.  With ties the estimate has the tie parameters (``nu_L`` of the
     pooled judges, ``nu_H`` of the people); with response covariates the covariate effects
-    (rows :data:`POOLED_LABEL`, ``beta_L``, and the people, ``beta_H``).
+    (rows :data:`POOLED_LABEL`, ``beta_L``, and the people, ``beta_H``).  Its calibration
+    restriction ``s_H = c s_pool`` is tested against the people's own model (:func:`human_only_lrt`,
+    ``N - 2`` degrees of freedom); its log-likelihood is the sum of the two stages'.
     """
     N, p = data.N, data.p
     what = "pooled LLM " + ("BTL" if ties is None else "tie model")
@@ -221,12 +227,33 @@ def fit_pooled(data: Comparisons, rank: int | None = None, *, ties: str | None, 
     if p:
         beta = np.zeros((2, p))
         beta[0, sup_l], beta[1, sup_h] = o1.x[N - 1: N - 1 + p1], o2.x[1: 1 + p2]
+    loss = tie_human_loss(ties, s, lognu[1], data, None if beta is None else beta[1])
+    # the two stages' log-likelihoods: the pooled BTL of the LLM judgments, the calibration of the people's
+    t = data.cell_table("llm", ties=ties is not None)
+    eta = s_pool[t.i] - s_pool[t.j] + (t.z @ beta[0] if beta is not None and t.z is not None else 0.0)
+    l_h = -family_totals(data, ties)[1] * loss
+    stats = FitStats(cell_log_likelihood(ties, t, eta, lognu[0]) + l_h, int(o1.x.size + o2.x.size), l_h)
     return Estimate(s=s, calibration_coef=np.array([c * np.linalg.norm(s_pool) / np.sqrt(N)]), lambda_=np.inf,
                     converged=o1.resolved and o2.resolved, grad_norm=max(o1.grad_norm, o2.grad_norm),
-                    loss_human=tie_human_loss(ties, s, lognu[1], data, None if beta is None else beta[1]),
-                    stage_scores={"pooled": s_pool}, linearization=(pooled_linearization(data, ties, o1, o2),),
+                    loss_human=loss, stage_scores={"pooled": s_pool},
+                    linearization=(pooled_linearization(data, ties, o1, o2),),
                     log_nu=None if ties is None else tie_log_nu([POOLED_LABEL, data.human_judge], lognu),
-                    beta=beta, beta_labels=(POOLED_LABEL, data.human_judge) if p else ())
+                    beta=beta, beta_labels=(POOLED_LABEL, data.human_judge) if p else (), stats=stats,
+                    calibration_test=human_only_lrt(data, ties, loss, 1))
+
+
+def human_only_lrt(data: Comparisons, ties: str | None, loss_restricted: float, d: int) -> CalibrationTest:
+    """Return the likelihood-ratio test of a ``d``-dimensional calibration restriction against the people's own model.
+
+    Prop. calibration-test with the restricted fit's human loss ``loss_restricted`` (the pooled
+    baseline's ``s_H = c s_pool``, ``d = 1``; AtC's consensus ``s_H = c mu``): ``T = 2 n_H (l_H(restricted)
+    - l_H(s_0))`` on ``N - 1 - d`` degrees of freedom, with the unpenalized people's MLE ``s_0``
+    (undefined when it does not exist).
+    """
+    hum, _ = family_human_candidate(data, ties)
+    ok = hum.opt is not None and hum.opt.resolved
+    return calibration_lrt(loss_restricted, hum.loss_human if ok else None, family_totals(data, ties)[1],
+                           data.N - 1 - d, hum.reason or "the human-only MLE is not resolved")
 
 
 # ===================================================================== AtC
@@ -256,6 +283,10 @@ def fit_atc(data: Comparisons, rank: int, *, ties: str | None, engine: Engine, s
     With response covariates the people's model has ``z' beta_H`` (a style-controlled ordering),
     and the covariate effects reported are the staged fit's (the judges' -- one row shared by them
     with ``shared`` -- then ``beta_H``), with its two-step linearization (:func:`atc_covariate_linearization`).
+
+    The calibration test is DIAL-Anc's with ``M = mu`` (:func:`human_only_lrt` at the anchored fit
+    whose consensus AtC calibrates; ``N - 2`` degrees of freedom).  The isotonic scores are not a
+    likelihood fit: no ``llf`` / ``df_model`` (NaN / ``None``), only the people's log-likelihood at them.
     """
     penalty = engine.point.penalty
     steps = family_steps(data, "mu", True, ties, engine, penalty, shared)
@@ -276,10 +307,12 @@ def fit_atc(data: Comparisons, rank: int, *, ties: str | None, engine: Engine, s
         lins += (atc_covariate_linearization(steps, sf),)
     log_nu = None if ties is None else pd.concat([log_nu_j, tie_log_nu([data.human_judge], np.array([lh]))])
     s = atc_scores(base, s_h)
+    loss = tie_human_loss(ties, s, lh, data, None if beta is None else beta[-1])
     return Estimate(s=s, rank=rank, calibration="mu", b=b, gamma=gamma, log_nu=log_nu,
                     structure=sf.llm_chart.structure(sf.llm_theta), lambda_=np.inf,
                     converged=opt.resolved and sf.llm_opt.resolved, grad_norm=max(opt.grad_norm, sf.llm_opt.grad_norm),
-                    loss_human=tie_human_loss(ties, s, lh, data, None if beta is None else beta[-1]),
+                    loss_human=loss, stats=FitStats(np.nan, None, -family_totals(data, ties)[1] * loss),
+                    calibration_test=human_only_lrt(data, ties, human_loss_at(data, ties, sf.chart, sf.x, sf.free), 1),
                     stage_scores={"anchored": base, "human": s_h}, linearization=lins,
                     beta=beta, beta_labels=beta_labels(data, sf.chart) if beta is not None else ())
 

@@ -27,6 +27,7 @@ does not depend on ``n_jobs`` or on the joblib / Dask backend.
 from __future__ import annotations
 
 import sys
+import warnings
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -34,9 +35,13 @@ import numpy as np
 import pandas as pd
 
 from pydial.data.comparisons import COVARIATE_PREFIX, Comparisons
-from pydial.exceptions import ArgumentError, DialError
+from pydial.estimation.spec import check_count, check_level, check_seed
+from pydial.exceptions import ArgumentError, BootstrapWarning, DataError, DialError, caller_stacklevel
+from pydial.resources import check_bytes, check_n_jobs
 
 BOOTSTRAP_UNITS: tuple[str, ...] = ("record",)
+BYTES_PER_REPLICATE = 2_000  # per replicate: its seed sequence, result record and the selection row
+BYTES_PER_DRAW = 48  # per replicate and contrast: the draws, their differences and nanquantile's sorted copy
 
 
 @dataclass
@@ -154,8 +159,6 @@ def resample_records(data: Comparisons, rng: np.random.Generator,
 def _replicate(fit: Callable[..., Any], data: Comparisons, kwargs: dict[str, Any],
                seeds: list[np.random.SeedSequence], strata: Any) -> list[dict[str, Any] | str]:
     """Refit ``fit(resample, **kwargs)`` (the result's own fitter, :func:`pydial.fit`, and spec) for each seed (one chunk)."""
-    import warnings
-
     out: list[dict[str, Any] | str] = []
     for ss in seeds:
         boot = resample_records(data, np.random.default_rng(ss), strata)
@@ -170,7 +173,7 @@ def _replicate(fit: Callable[..., Any], data: Comparisons, kwargs: dict[str, Any
         b = (res.position_effects["b"].reindex(list(data.judges)).to_numpy(float)
              if res.position_effects is not None else None)
         lam = float(res.lambda_)
-        mult = lam if lam == 0 or np.isinf(lam) else lam * boot.n_human / boot.n_llm
+        mult = lam if lam == 0 or np.isinf(lam) else lam * res.n_human / res.n_llm  # the family's n_H / n_L
         beta = res.covariate_effects["beta"] if res.covariate_effects is not None else None
         out.append({"s": s, "b": b, "beta": beta, "lambda": lam, "multiple": mult, "rank": res.rank,
                     "converged": bool(res.converged)})
@@ -178,11 +181,22 @@ def _replicate(fit: Callable[..., Any], data: Comparisons, kwargs: dict[str, Any
 
 
 def _interval_table(est: np.ndarray, draws: np.ndarray, index: pd.Index, level: float) -> pd.DataFrame:
+    """Bootstrap mean, standard error and intervals of ``draws`` (replicates x quantities); NaN below two replicates."""
     alpha = 1.0 - level
-    lo, hi = np.nanquantile(draws, [alpha / 2, 1 - alpha / 2], axis=0)
-    return pd.DataFrame({"estimate": est, "boot_mean": np.nanmean(draws, axis=0),
-                         "boot_se": np.nanstd(draws, axis=0, ddof=1), "pct_low": lo, "pct_high": hi,
+    if draws.shape[0] < 2:
+        lo = hi = mean = se = np.full(len(est), np.nan)
+    else:
+        lo, hi = np.nanquantile(draws, [alpha / 2, 1 - alpha / 2], axis=0)
+        mean, se = np.nanmean(draws, axis=0), np.nanstd(draws, axis=0, ddof=1)
+    return pd.DataFrame({"estimate": est, "boot_mean": mean, "boot_se": se, "pct_low": lo, "pct_high": hi,
                          "basic_low": 2 * est - hi, "basic_high": 2 * est - lo}, index=index)
+
+
+def _degenerate_strata(groups: list[np.ndarray]) -> tuple[bool, list[str]]:
+    """Whether every resample equals the data (no stratum has two records), and the strata of a single record."""
+    names = ("human-labelled", "LLM-only")
+    single = [f"the {name} records are a single record" for name, g in zip(names, groups) if g.size == 1]
+    return all(g.size <= 1 for g in groups), single
 
 
 def _dask_client_active() -> bool:
@@ -206,7 +220,7 @@ def bootstrap(result: Any, B: int = 200, *, by: str = "record", seed: int | None
     B : int, default 200
         Bootstrap replicates.
     by : {"record"}
-        Resampling unit (see the module docstring).
+        Resampling unit (see ``help(pydial.estimation.bootstrap)``).
     seed : int, optional
         Root seed of ``SeedSequence(seed).spawn(B)``.
     n_jobs : int, default 1
@@ -221,6 +235,23 @@ def bootstrap(result: Any, B: int = 200, *, by: str = "record", seed: int | None
     -------
     BootstrapResult
 
+    Raises
+    ------
+    ArgumentError
+        An invalid ``B``, ``by``, ``seed``, ``n_jobs`` or ``level``, a result that does not
+        record how it was fitted, or ``method="atc"`` (no covariance to compare with).
+    DataError
+        The data carry no record ids (built from aggregated counts).
+    MemoryLimitError
+        The ``B`` replicates' draws would not fit in memory (checked before any refit).
+
+    Warns
+    -----
+    BootstrapWarning
+        Every stratum (human-labelled / LLM-only records) holds at most one record, so
+        every resample is the data: the standard errors and intervals are NaN, not 0.
+        Or one stratum holds a single record: its variability is not in the intervals.
+
     Notes
     -----
     Use the percentile / basic intervals when the selected ``lambda`` (or ``r``) varies
@@ -234,18 +265,37 @@ def bootstrap(result: Any, B: int = 200, *, by: str = "record", seed: int | None
 
     if by not in BOOTSTRAP_UNITS:
         raise ArgumentError(f"by must be one of {BOOTSTRAP_UNITS}, got {by!r}")
-    if not isinstance(B, (int, np.integer)) or B < 2:
-        raise ArgumentError(f"B must be an integer >= 2, got {B!r}")
-    level = result.level if level is None else float(level)
-    if not 0 < level < 1:
-        raise ArgumentError(f"level ({level}) must be in the open interval (0, 1)")
+    B = check_count(B, "B", minimum=2)
+    seed = check_seed(seed)
+    n_jobs = check_n_jobs(n_jobs)
+    level = result.level if level is None else check_level(level)
     if result.spec is None or result.data is None or result.fitter is None:
         raise ArgumentError("this result does not record how it was fitted; refit it with pydial.fit")
     if result.spec.method == "atc":
-        raise NotImplementedError("the bootstrap needs scores with a covariance; AtC has none")
+        raise ArgumentError("bootstrap is not available for method='atc' (AtC's scores have no covariance to "
+                            "bootstrap beside); bootstrap a fit of 'dial-anc' or 'dial-ada' instead")
     data, kwargs = result.data, {"spec": result.spec.replace(check=False)}
-    seeds = np.random.SeedSequence(seed).spawn(int(B))
+    if data.aggregated:
+        raise DataError(f"bootstrap(by={by!r}) resamples records, but these data were built from aggregated counts "
+                        "and carry no record ids; fit data with record ids (Comparisons.from_frame / from_csv)")
+    N, K = len(result.items), len(result.judges)
+    n_beta = 0 if result.covariate_effects is None else len(result.covariate_effects)
+    per = BYTES_PER_REPLICATE + BYTES_PER_DRAW * (N * (N - 1) // 2 + N + K + n_beta)
+    check_bytes(B * per, f"bootstrap(B={B:,})", "reduce B (a few hundred replicates suffice for intervals)",
+                detail=f"{B:,} replicates x {per:,} B")
     strata = record_strata(data)
+    degenerate, single = _degenerate_strata(strata[2])
+    if degenerate:
+        warnings.warn(f"bootstrap(by={by!r}): the data hold {len(data.record_ids)} record(s) and no stratum "
+                      "(human-labelled / LLM-only records) has two, so every resample is the data itself; the "
+                      "bootstrap standard errors and intervals are NaN (not 0). Use the fit's sandwich intervals, "
+                      "or data with more records", BootstrapWarning, stacklevel=caller_stacklevel())
+        return _result_from(result, [], B, 0, level, by, seed)
+    if single:
+        warnings.warn(f"bootstrap(by={by!r}): {' and '.join(single)}, identical in every resample: the "
+                      "intervals leave out its sampling variability", BootstrapWarning,
+                      stacklevel=caller_stacklevel())
+    seeds = np.random.SeedSequence(seed).spawn(B)
     dask = _dask_client_active()
     workers = max(1, n_jobs if n_jobs > 0 else 2)
     size = max(1, int(np.ceil(B / (4 * workers)))) if (n_jobs != 1 or dask) else 1
@@ -259,12 +309,17 @@ def bootstrap(result: Any, B: int = 200, *, by: str = "record", seed: int | None
                 reps += part
                 bar.update(len(part))
     ok = [r for r in reps if isinstance(r, dict)]
-    n_failed = len(reps) - len(ok)
     if len(ok) < 2:
         raise DialError(f"only {len(ok)} of {B} bootstrap refits succeeded: "
                         + "; ".join(sorted({r for r in reps if isinstance(r, str)}))[:500])
+    return _result_from(result, ok, B, len(reps) - len(ok), level, by, seed)
+
+
+def _result_from(result: Any, ok: list[dict[str, Any]], B: int, n_failed: int, level: float, by: str,
+                 seed: int | None) -> BootstrapResult:
+    """Assemble the :class:`BootstrapResult` of the successful replicates ``ok`` (none: NaN spreads)."""
     items = list(result.items)
-    S = np.array([r["s"] for r in ok])
+    S = np.array([r["s"] for r in ok]).reshape(len(ok), len(items))
     s_hat = result.scores["score"].reindex(items).to_numpy(float)
     scores = _interval_table(s_hat, S, pd.Index(items, name="item"), level)
     iu, ju = np.triu_indices(len(items), 1)
@@ -274,13 +329,13 @@ def bootstrap(result: Any, B: int = 200, *, by: str = "record", seed: int | None
     pos = None
     if result.position_effects is not None and all(r["b"] is not None for r in ok):
         judges = list(result.position_effects.index)
-        Bd = np.array([r["b"] for r in ok])
+        Bd = np.array([r["b"] for r in ok]).reshape(len(ok), len(judges))
         pos = _interval_table(result.position_effects["b"].to_numpy(float), Bd, pd.Index(judges, name="judge"), level)
         draws["b"] = Bd
     cov = None
     if result.covariate_effects is not None:
         idx = result.covariate_effects.index
-        Zd = np.array([r["beta"].reindex(idx).to_numpy(float) for r in ok])
+        Zd = np.array([r["beta"].reindex(idx).to_numpy(float) for r in ok]).reshape(len(ok), len(idx))
         cov = _interval_table(result.covariate_effects["beta"].to_numpy(float), Zd, idx, level)
         draws["beta"] = Zd
     selection = pd.DataFrame({k: [r[k] for r in ok] for k in ("lambda", "multiple", "rank", "converged")})

@@ -31,6 +31,7 @@ import numpy as np
 
 from pydial.data.comparisons import CellTable, Comparisons
 from pydial.estimation.engines import FamilyOptimizers
+from pydial.estimation.fitstats import FitStats, judges_stats
 from pydial.estimation.glm import glm, has_tie_parameter
 from pydial.estimation.results import Estimate, tie_log_nu
 from pydial.estimation.steps import (
@@ -47,7 +48,7 @@ from pydial.inference.linearization import target_slices
 from pydial.model.chart import centering_basis
 from pydial.model.design import centered_design
 from pydial.model.families import log_nu_start
-from pydial.model.likelihood import Cells, tie_human_loss
+from pydial.model.likelihood import Cells, family_totals, tie_human_loss
 from pydial.optim import warn_unresolved
 
 __all__ = ["tie_log_nu_start", "fit_btl"]
@@ -85,10 +86,12 @@ def _human(data: Comparisons, ties: str | None, engine: FamilyOptimizers, penalt
     lin = U.linearization(f"the {what} scores", blocks, tie_labels=(data.human_judge,) if free else ())
     s, beta_h, _ = human_parameters(data, opt.x, free)
     beta = None if beta_h is None or not p else beta_h[None, :]
+    loss = tie_human_loss(ties, s, lh, data, beta)
+    llf = -family_totals(data, ties)[1] * loss  # the people's model: l_H is its log-likelihood / n_H
     return Estimate(s=s, log_nu=None if ties is None else tie_log_nu([data.human_judge], np.array([lh])),
-                    lambda_=0.0, loss_human=tie_human_loss(ties, s, lh, data, beta), converged=opt.resolved and regular,
+                    lambda_=0.0, loss_human=loss, converged=opt.resolved and regular,
                     grad_norm=opt.grad_norm, linearization=(lin,), beta=beta,
-                    beta_labels=(data.human_judge,) if p else ())
+                    beta_labels=(data.human_judge,) if p else (), stats=FitStats(llf, int(opt.x.size), llf))
 
 
 def _judges(data: Comparisons, ties: str | None, engine: FamilyOptimizers, seed: int | None, backend: str | None,
@@ -167,7 +170,9 @@ def _judges(data: Comparisons, ties: str | None, engine: FamilyOptimizers, seed:
         beta = np.zeros((K, p))
         for k, x in enumerate(xs):
             beta[k, support[k]] = x[N : N + pk[k]]
-    return Estimate(s=S.mean(0), b=np.array([x[N - 1] for x in xs]), judge_scores=S,
+    b = np.array([x[N - 1] for x in xs])
+    stats = judges_stats(data, ties, S, b, log_nu, beta, sum(int(x.size) for x in xs))
+    return Estimate(s=S.mean(0), b=b, judge_scores=S, stats=stats,
                     log_nu=None if ties is None else tie_log_nu(list(data.judges), log_nu),
                     lambda_=np.nan, loss_human=np.nan, converged=converged, grad_norm=grad_norm,
                     linearization=(lin, *own), beta=beta, beta_labels=tuple(data.judges) if p else ())

@@ -8,14 +8,15 @@ Alg. DIAL-Anc / DIAL-Ada of the paper, whatever the outcome family:
 3. DIAL-Ada / -noPos: the finite weights ``multiples * n_L / n_H`` from the largest,
    each warm-started at the last admissible fit, with the guards of App.
    lambda-selection and the GACV pieces (eq. gacv);
-4. the candidate of smallest GACV (:func:`~pydial.estimation.selection.select_candidate`);
+4. the candidate of smallest GACV, or the anchored endpoint within a margin
+   (:func:`~pydial.estimation.selection.select_candidate`, :class:`~pydial.estimation.selection.Selection`);
 5. the linearization of the selected fit, the judges' effects of the LLM-only fit
    and the calibration likelihood-ratio test (Prop. calibration-test).
 
 The family enters through its steps, :class:`~pydial.estimation.steps.FamilySteps`: one
 implementation for every family (binary, Davidson, Rao-Kupper; coordinates
 ``x = (theta, log nu)``), with the binary family's fast path
-:class:`~pydial.estimation.estimators.BinarySteps` for the steps that pass over the LLM
+:class:`~pydial.estimation.binary.BinarySteps` for the steps that pass over the LLM
 cells.  Every step computes its inference with numpy at the optimum an engine returns.
 """
 
@@ -26,11 +27,15 @@ from typing import Any
 import numpy as np
 
 from pydial.data.comparisons import Comparisons
+from pydial.estimation.engines import StagedFit
+from pydial.estimation.fitstats import FitStats, structured_log_likelihood
 from pydial.estimation.results import Estimate
 from pydial.estimation.selection import (
     DEFAULT_MULTIPLES,
     Candidate,
     PathEntry,
+    Selection,
+    annotate_selection,
     candidate_weights,
     path_candidates,
     path_table,
@@ -39,10 +44,11 @@ from pydial.estimation.selection import (
     stack_path_tables,
 )
 from pydial.estimation.steps import FamilySteps
+from pydial.model.likelihood import Objective, family_totals
 from pydial.optim import warn_unresolved
 from pydial.resources import progress
 
-__all__ = ["fit_dial", "path_weights"]
+__all__ = ["fit_dial", "path_weights", "dial_stats"]
 
 
 def path_weights(n_llm: int, n_human: int, lambdas: Any, multiples: Any) -> np.ndarray:
@@ -54,7 +60,7 @@ def path_weights(n_llm: int, n_human: int, lambdas: Any, multiples: Any) -> np.n
 
 
 def fit_dial(data: Comparisons, steps: FamilySteps, cal: str, *, adaptive: bool, lambdas: Any, multiples: Any,
-             include_endpoints: bool | str, rank_grid: list[int]) -> Estimate:
+             include_endpoints: bool | str, rank_grid: list[int], selection: Selection = Selection()) -> Estimate:
     """Run DIAL-Anc (``adaptive=False``) or DIAL-Ada / -noPos with the family's ``steps``.
 
     Alg. DIAL-Anc (eq. staged-calibrated-estimator) and Alg. DIAL-Ada: the weighted fits of
@@ -67,13 +73,15 @@ def fit_dial(data: Comparisons, steps: FamilySteps, cal: str, *, adaptive: bool,
     steps : FamilySteps
         The family's steps (with the order effects, engine and penalty they were built with):
         :class:`~pydial.estimation.steps.FamilySteps`, or the binary fast path
-        :class:`~pydial.estimation.estimators.BinarySteps`.
+        :class:`~pydial.estimation.binary.BinarySteps`.
     cal : {"mu", "W"}
         The calibration basis.
     adaptive : bool
         Fit the weight path and select by GACV; ``False``: the anchored endpoint (DIAL-Anc).
     lambdas, multiples, include_endpoints, rank_grid
         As in :func:`pydial.fit`.
+    selection : Selection
+        The rule choosing the weight and the near-tie tolerance of ``result.gacv``.
     """
     n_l, n_h = steps.totals()
     hum = steps.human()
@@ -96,7 +104,8 @@ def fit_dial(data: Comparisons, steps: FamilySteps, cal: str, *, adaptive: bool,
         tables.append(path_table(allc, r))
         options += [(r, c) for c in allc]
     table = stack_path_tables(tables, len(rank_grid) > 1 and adaptive and bool(include_endpoints))
-    r_sel, best, fallback = select_candidate(options, table, steps.what)
+    r_sel, best, fallback = select_candidate(options, table, steps.what, selection, n_h)
+    table = annotate_selection(table, r_sel, best.lam, selection, n_h) if adaptive else table
     sf = staged[r_sel]
     ch = sf.chart
     finite = bool(np.isfinite(best.lam) and best.lam > 0)
@@ -114,4 +123,36 @@ def fit_dial(data: Comparisons, steps: FamilySteps, cal: str, *, adaptive: bool,
                     theta=x_sel[: ch.dim], chart=ch, llm_theta=sf.llm_theta, llm_chart=sf.llm_chart,
                     path=tuple(PathEntry.light(staged[r].chart, staged[r].x, c) for r, c in options),
                     gacv=table if adaptive else None, calibration_test=sel.calibration_test, beta=sel.beta,
-                    beta_labels=sel.beta_labels)
+                    beta_labels=sel.beta_labels, stats=dial_stats(data, steps, sf, best, hum, adaptive))
+
+
+def dial_stats(data: Comparisons, steps: FamilySteps, sf: StagedFit, best: Candidate, hum: Candidate,
+               adaptive: bool) -> FitStats:
+    r"""Return the log-likelihood, parameter count and weighted criterion of the selected DIAL fit.
+
+    At a finite weight: the joint fit of eq. weighted-loss, ``l_LLM + l_H`` at its coordinates, the
+    parameters of the structured model (:mod:`pydial.estimation.fitstats`), and
+    :math:`Q_\lambda` there (with the penalty when penalized).  At ``lambda = inf`` (DIAL-Anc, and
+    DIAL-Ada's anchored endpoint): the staged fit, ``l_LLM`` of its LLM-only stage plus ``l_H`` of
+    its calibration, the same parameters, no single criterion (``objective`` NaN).  At
+    ``lambda = 0``: the people's model and the LLM-only fit, each its own likelihood: the sum of
+    the two log-likelihoods and of the two parameter counts; the criterion is ``l_H``.
+    """
+    ties = steps.ties
+    ch, chL = sf.chart, sf.llm_chart
+    df_llm = chL.dim - chL.n_gauge + int(sf.llm_free.size)
+    df_cal = ch.dim - ch.n_gauge + int(sf.free.size)
+    if np.isfinite(best.lam) and best.lam > 0:
+        x = best.theta
+        assert x is not None and x.size == ch.dim + (sf.free.size if ties is not None else 0)
+        l_llm, l_h = (structured_log_likelihood(data, ties, ch, x, sf.free, w) for w in ("llm", "human"))
+        q = Objective.weighted(ch, data, best.lam, steps.penalty, ties=ties,
+                               free=sf.free if ties is not None else None).value(x)
+        return FitStats(l_llm + l_h, df_cal, l_h, q if adaptive else np.nan)
+    l_llm = structured_log_likelihood(data, ties, chL, sf.llm_x, sf.llm_free, "llm")
+    if np.isinf(best.lam):
+        l_h = structured_log_likelihood(data, ties, ch, sf.x, sf.free, "human")
+        return FitStats(l_llm + l_h, df_cal, l_h)
+    assert hum.theta is not None  # the selected human endpoint has its fit
+    l_h = -family_totals(data, ties)[1] * hum.loss_human
+    return FitStats(l_llm + l_h, int(hum.theta.size) + df_llm, l_h, hum.loss_human if adaptive else np.nan)

@@ -1,6 +1,6 @@
 r"""The optimizer interface shared by the two engines and the fit records they return.
 
-The estimators (:mod:`pydial.estimation.estimators`, :mod:`pydial.estimation.steps`, :mod:`pydial.estimation.tie_btl`)
+The estimators (:mod:`pydial.estimation.estimators`, :mod:`pydial.estimation.steps`, :mod:`pydial.estimation.btl`)
 compute every covariance, GACV and test with numpy at an optimum that an engine
 supplies.  An engine is a set of optimizers: :class:`FamilyOptimizers` for the steps of
 every outcome family, :class:`PointEngine` for the binary family's fast path.  The numpy engine's are built in

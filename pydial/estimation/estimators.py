@@ -28,7 +28,7 @@ from pydial.estimation.btl import fit_btl
 from pydial.estimation.engines import Engine, PointEngine
 from pydial.estimation.dial import fit_dial
 from pydial.estimation.results import Estimate
-from pydial.estimation.selection import numpy_joint
+from pydial.estimation.selection import Selection, numpy_joint
 from pydial.estimation.steps import NUMPY_FAMILY
 from pydial.exceptions import ArgumentError, ConvergenceError, IdentifiabilityError
 from pydial.model.identifiability import ESTIMATORS
@@ -49,7 +49,7 @@ BASELINES = {"pooled": fit_pooled, "atc": fit_atc}
 def method_arguments(method: str, **arguments: Any) -> dict[str, Any]:
     """Return the ``rank`` / ``calibration`` among ``arguments`` that ``method`` uses.
 
-    They are passed to :func:`fit` for several methods without an
+    They are passed to :func:`pydial.fit` for several methods without an
     :class:`ArgumentWarning`, e.g. ``fit(data, m, **method_arguments(m, rank=2))``.
     """
     users = {"rank": USES_RANK, "calibration": USES_CALIBRATION}
@@ -77,10 +77,11 @@ def numerical_errors(what: str) -> Iterator[None]:
 
 def estimate(data: Comparisons, method: str, *, engine: Engine, calibration: str | None, lambda_: Any, multiples: Any,
              include_endpoints: bool | str, ties: str | None, seed: int | None, rank_grid: list[int],
-             penalty: str | None, shared: bool = False) -> Estimate:
+             penalty: str | None, shared: bool = False, selection: Selection = Selection()) -> Estimate:
     """Run the estimator ``method`` with ``engine``'s optimizers (arguments validated by :class:`ModelSpec`).
 
-    ``shared``: one covariate effect for all LLM judges (``covariate_effects="shared"``).
+    ``shared``: one covariate effect for all LLM judges (``covariate_effects="shared"``); ``selection``:
+    how DIAL-Ada / -noPos choose the weight (:class:`~pydial.estimation.selection.Selection`).
 
     Returns the point estimates and their linearizations; :func:`pydial.estimation.results.build_result`
     forms the covariances and the result.
@@ -93,7 +94,7 @@ def estimate(data: Comparisons, method: str, *, engine: Engine, calibration: str
     cal = cast(str, calibration)
     steps = family_steps(data, cal, order, ties, engine, penalty, shared)
     return fit_dial(data, steps, cal, adaptive=(method != "dial-anc"), lambdas=lambda_, multiples=multiples,
-                    include_endpoints=include_endpoints, rank_grid=rank_grid)
+                    include_endpoints=include_endpoints, rank_grid=rank_grid, selection=selection)
 
 
 def rank_candidates(rank: Any, data: Comparisons, method: str) -> list[int]:

@@ -16,8 +16,12 @@ import numpy as np
 import pandas as pd
 from scipy.special import expit
 
-from pydial.data.comparisons import Comparisons
-from pydial.exceptions import ArgumentError, ArgumentTypeError, CovarianceWarning, DialError, renamed_arguments
+from pydial.data.comparisons import Comparisons, require_comparisons
+from pydial.data.names import name_list
+from pydial.estimation.fitstats import FitStats, judgment_counts
+from pydial.exceptions import (ArgumentError, ArgumentTypeError, CalibrationWarning, CovarianceWarning, DialError,
+                               UnknownNameError, renamed_arguments)
+from pydial.formatting import ITEMS_LABEL, by_score, format_pvalue
 from pydial.inference.linearization import ANCHORED_COVS, COV_DESCRIPTIONS, COV_TYPES, Linearization
 from pydial.model.chart import DEFAULT_CALIBRATION, DEFAULT_RANK, Structure
 from pydial.model.identifiability import design_report
@@ -59,7 +63,7 @@ class DialResult:
         Covariance of the centered scores (item x item).
     position_effects : DataFrame or None
         Indexed by judge: ``b, se, ci_low, ci_high, z, p_value`` (Wald test of
-        ``b_k = 0``, Prop. stage-one-normality); from the structured LLM-only fit for the
+        ``b_k = 0``, from the asymptotic normality of the stage-one fit); from the structured LLM-only fit for the
         DIAL methods and AtC, from each judge's own fit for ``judges`` (Davidson-Beaver
         with ties).
     position_effects_cov : DataFrame or None
@@ -70,7 +74,7 @@ class DialResult:
         Judge x item position-debiased scores ``S`` (LLM-only structured fit, or each
         judge's own fit for ``judges``).
     structure : Structure or None
-        ``mu, gamma, U, V`` of the LLM-only structured fit (Cond. llm-structure).
+        ``mu, gamma, U, V`` of the LLM-only structured fit (``S = gamma mu^T + U V^T``).
     calibration_coef : ndarray or None
         ``c_H`` relative to the normalized basis ``M`` (``mu`` or ``W``, with
         ``N^{-1} M^T M = I``; for ``pooled`` the normalized pooled score).
@@ -95,7 +99,7 @@ class DialResult:
         :class:`pydial.model.chart.Chart` and coordinates (the staged fit at the endpoints;
         with ties the structural part of the tie fit's ``(theta, log nu)``).
     llm_chart, llm_theta : Chart, ndarray or None
-        The structured LLM-only fit (Prop. stage-one-normality) behind the position
+        The structured LLM-only fit (the stage-one estimate) behind the position
         effects, consensus loadings and judge scores.
     path : tuple of PathEntry
         The fitted candidates behind :attr:`gacv` and DIAL-Anc's endpoint
@@ -103,11 +107,13 @@ class DialResult:
         scores, optimum and GACV pieces), in the order of the table; empty for the
         other methods and for the tie fits.
     calibration_test : CalibrationTest or None
-        LRT of the calibration restriction (Prop. calibration-test).
+        Likelihood-ratio test of the calibration restriction ``s_H = M c``.
     consensus : DataFrame or None
         Consensus loadings ``gamma_k`` with intervals (LLM-only fit).
     tie_parameters : DataFrame or None
-        With ``ties="davidson"`` or ``"rao-kupper"``: tie parameters ``nu`` by judge with ``se, ci_low, ci_high``.
+        With ``ties="davidson"``: Davidson's tie parameters ``nu`` by judge with ``se, ci_low, ci_high``;
+        with ``ties="rao-kupper"`` the first column is the threshold ``tau`` instead
+        (:func:`~pydial.inference.linearization.tie_parameter_name`).
     covariate_effects : DataFrame or None
         With data that carry response covariates (``Comparisons.from_frame(..., covariates=)``):
         the effects ``beta`` of ``logit p = ... + z' beta`` per judge (and the people, where the
@@ -119,15 +125,53 @@ class DialResult:
         Their covariance, labelled like :attr:`covariate_effects`.
     covariate_scale : Series or None
         The standard deviation of each comparison covariate (``Comparisons.covariate_scale``).
+    n_human, n_llm : int
+        The human and LLM judgments the fit's likelihood used: the decisive ones for the binary
+        models, with ties for a tie family (``ties=``); 0 for the side a method does not use
+        (``n_llm`` of ``human``, ``n_human`` of ``judges``).
+    nobs : int
+        ``n_human + n_llm``, the judgments behind :attr:`llf` (and :attr:`bic`).
+    n_obs_by_judge : Series
+        The judgments used, by judge (the LLM judges, then the human judge).
+    excluded : DataFrame
+        The judgments left out, by judge (same index), one column per reason: ``ties`` (by the
+        binary models), ``both_bad``, ``self_comparisons`` and ``not_used_by_method``; a judge's
+        row plus its :attr:`n_obs_by_judge` is every judgment of the judge in the data.
+    llf : float
+        Log-likelihood of the judgments used at the estimate, per judgment (statsmodels' GLM on
+        the long table of Bernoulli rows, no binomial coefficients; for a tie family the
+        categorical log probability of each outcome).  For the staged and two-stage fits
+        (``dial-anc``, ``pooled``, DIAL-Ada at ``lambda = inf``) the sum of the stage
+        log-likelihoods at the estimate; for a finite weight the joint model's ``l_LLM + l_H``
+        at the weighted fit; at ``lambda = 0`` the people's model plus the LLM-only fit.  NaN
+        for ``atc`` (its isotonic scores are not a likelihood fit).
+        See :mod:`pydial.estimation.fitstats`.
+    df_model : int or None
+        Free parameters after the gauge (:mod:`pydial.estimation.fitstats`: ``N - 1`` for the
+        human BTL, ``K (N - 1) + K`` for ``judges``, ``(r + 1)(K + N - r - 2) + K + d`` for the
+        structured DIAL model, plus tie parameters and covariate effects); ``None`` for ``atc``.
+    aic, bic : float
+        ``-2 llf + 2 df_model`` and ``-2 llf + log(nobs) df_model`` (properties).
+    llf_human : float
+        The people's log-likelihood at the reported scores (NaN for ``judges``).
+    objective : float
+        ``dial-ada`` / ``dial-nopos``: the weighted criterion ``Q_lambda = l_H + lambda l_L``
+        (normalized losses; with the Firth penalty when penalized) at the
+        estimate: what the weighted fit minimizes, **not a log-likelihood** (``l_H`` at
+        ``lambda = 0``; NaN at ``lambda = inf``, where the staged fit minimizes two criteria in
+        turn, and for the other methods).
     status : str
         The verdict on the numbers: ``"ok"``, or one of :data:`STATUSES`
         (``"no admissible candidate"``, ``"not identified"``, ``"at bound"``,
         ``"not converged"``, ``"degenerate covariance"``).  Anything but ``"ok"`` means the estimates are
         not a resolved maximum-likelihood fit (or their intervals are not valid);
         :meth:`summary` and ``summary.json`` say so, and the command line refuses
-        them (exit 4) unless ``--allow-nonconverged``.
+        them (exit 4) unless ``--allow-nonconverged``.  A calibration restriction rejected by
+        its own test (:class:`~pydial.CalibrationWarning`) leaves the status ``"ok"``: the
+        estimates are a resolved fit, the problem is the model; it is listed in :attr:`problems`.
     problems : tuple of str
-        What went wrong, naming the judges and items to blame (empty when ``ok``).
+        What went wrong, naming the judges and items to blame (empty when ``ok`` and the
+        calibration restriction, where the method assumes one, is not rejected).
     data : Comparisons or None
         The data the fit was made on (a reference, not a copy; ``None`` for a result
         built by hand).  :func:`pydial.plan` and :func:`pydial.next_pairs` take the
@@ -211,6 +255,24 @@ class DialResult:
     covariate_effects: pd.DataFrame | None = None
     covariate_effects_cov: pd.DataFrame | None = None
     covariate_scale: pd.Series | None = None
+    nobs: int = 0
+    n_obs_by_judge: pd.Series | None = None
+    excluded: pd.DataFrame | None = None
+    llf: float = np.nan
+    df_model: int | None = None
+    llf_human: float = np.nan
+    objective: float = np.nan
+    tie_log_nu: pd.Series | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def aic(self) -> float:
+        """Akaike's criterion ``-2 llf + 2 df_model`` (NaN without a likelihood)."""
+        return np.nan if self.df_model is None else -2.0 * self.llf + 2.0 * self.df_model
+
+    @property
+    def bic(self) -> float:
+        """Schwarz's criterion ``-2 llf + log(nobs) df_model`` (NaN without a likelihood)."""
+        return np.nan if self.df_model is None else -2.0 * self.llf + np.log(self.nobs) * self.df_model
 
     @property
     def fit_arguments(self) -> dict[str, Any] | None:
@@ -231,6 +293,24 @@ class DialResult:
         """
         return self.anchored_cov_type if np.isinf(self.lambda_) else None
 
+    def used_the_judgments_of(self, data: Comparisons) -> bool:
+        """Return whether ``data`` holds the items and, judge by judge, the judgments this fit used.
+
+        E.g. for checking that a pilot result and its data belong together (:func:`pydial.plan`).
+        """
+        if tuple(data.items) != tuple(self.items) or self.n_obs_by_judge is None:
+            return tuple(data.items) == tuple(self.items)
+        used, _ = judgment_counts(data, self.ties, self.method)
+        return used.index.equals(self.n_obs_by_judge.index) and bool((used == self.n_obs_by_judge).all())
+
+    def _other_data(self, data: Comparisons) -> str:
+        """Say how ``data`` differ from the data of this fit (for :meth:`used_the_judgments_of` failures)."""
+        for what, theirs, ours in (("items", data.items, self.items), ("judges", data.judges, self.judges)):
+            if tuple(theirs) != tuple(ours):
+                return f"these data have the {what} {list(theirs)[:8]}, the fit {list(ours)[:8]}"
+        return (f"these data hold other judgments (n_H {data.n_human}, n_LLM {data.n_llm}; the fit used n_H "
+                f"{self.n_human}, n_LLM {self.n_llm})")
+
     def dial_model(self) -> tuple[int, str]:
         """``(rank, calibration)`` of the DIAL model that goes with this fit.
 
@@ -242,19 +322,32 @@ class DialResult:
                 DEFAULT_CALIBRATION if self.calibration is None else self.calibration)
 
     def verdict(self) -> str:
-        """One line: the status and its problems (``"ok"`` when there are none)."""
-        return self.status if self.ok else f"{self.status}: " + "; ".join(self.problems)
+        """One line: the status and its problems (``"ok"`` when there are none).
+
+        An ``"ok"`` fit with a problem of its model (a rejected calibration restriction) reads
+        ``"ok, but: ..."``.
+        """
+        if not self.problems:
+            return self.status
+        return (f"{self.status}: " if not self.ok else "ok, but: ") + "; ".join(self.problems)
 
     # ------------------------------------------------------------- inference
     def contrast(self, item_i: str, item_j: str, level: float | None = None) -> pd.Series:
         """Wald interval of ``s_i - s_j`` and of the win probability ``sigma(s_i - s_j)``.
 
-        The win probability's interval is by the delta method.
+        The win probability's interval is by the delta method.  ``level`` (default: the
+        fit's) must be in (0, 1), as for :meth:`conf_int`.
+
+        Raises
+        ------
+        UnknownNameError
+            ``item_i`` or ``item_j`` is not an item of the fit (the message lists the items).
         """
-        level = self.level if level is None else level
-        for it in (item_i, item_j):
-            if it not in self.scores.index:
-                raise KeyError(f"unknown item {it!r}")
+        from pydial.estimation.spec import check_level
+
+        level = self.level if level is None else check_level(level)
+        for argument, it in (("item_i", item_i), ("item_j", item_j)):
+            UnknownNameError.check(argument, "item", [it], self.scores.index)
         w = self._contrasts([item_i], [item_j], level).iloc[0]
         est, se = float(w["estimate"]), float(w["se"])
         p = float(expit(est))
@@ -286,9 +379,9 @@ class DialResult:
                    cluster_correction: bool | None = None, **deprecated: Any) -> pd.DataFrame:
         """Covariance of the estimates as a labelled DataFrame, of any meat, without refitting.
 
-        The sandwich of eq. weighted-empirical-sandwich with the meat ``cov_type`` (eq.
-        cell-clustered-meat, eq. hac-meat), formed from :attr:`linearization`;
-        ``"fixed-basis"`` is the ``M H_M^{-1} M^T`` limit of Cor. uniform-lambda.
+        The empirical sandwich of the weighted fit with the meat ``cov_type`` (the
+        cell-clustered or the record-clustered HAC meat), formed from :attr:`linearization`;
+        ``"fixed-basis"`` is the ``M H_M^{-1} M^T`` limit as ``lambda -> inf``.
 
         Parameters
         ----------
@@ -341,9 +434,9 @@ class DialResult:
         tie-parameter and judge-score tables and their covariances are recomputed from
         the fit's :attr:`linearization` (statsmodels' ``get_robustcov_results``), equal to
         a refit with the same ``cov_type``, ``anchored_cov_type`` and ``cluster_correction``: the
-        sandwich of eq. weighted-empirical-sandwich with the meat of eq. cell-clustered-meat
-        or eq. hac-meat, at the anchored endpoint the two-step or the fixed-basis limit
-        (Cor. uniform-lambda).
+        empirical sandwich of the weighted fit with the cell-clustered or the record-clustered
+        HAC meat, at the anchored endpoint the two-step or the fixed-basis limit
+        (``lambda -> inf``).
 
         Parameters
         ----------
@@ -384,11 +477,9 @@ class DialResult:
 
     def _point_estimates(self) -> dict[str, Any]:
         """Return the estimates behind the covariance tables, as :func:`covariance_tables` takes them."""
-        pe, tp = self.position_effects, self.tie_parameters
-        log_nu = None
-        if tp is not None:
-            nu = tp["nu"].to_numpy(float)
-            log_nu = pd.Series(np.log(nu, out=np.full(nu.size, -np.inf), where=nu > 0), index=tp.index)
+        tp = self.tie_parameters
+        pe = self.position_effects
+        log_nu = None if tp is None else self.tie_log_nu
         ce = self.covariate_effects
         beta, free = None, None
         labels: tuple[str, ...] = ()
@@ -457,11 +548,10 @@ class DialResult:
         DataFrame
             ``estimate, se, ci_low, ci_high`` (NaN where the covariance has none, e.g. AtC).
         """
+        from pydial.estimation.spec import check_level
         from pydial.inference.linearization import wald_frame
 
-        level = self.level if level is None else float(level)
-        if not 0 < level < 1:
-            raise ArgumentError(f"level ({level}) must be in the open interval (0, 1)")
+        level = self.level if level is None else check_level(level)
         if cov_type is not None:
             return self.with_cov(cov_type).conf_int(level, what)
         if what == "contrasts":
@@ -489,11 +579,26 @@ class DialResult:
 
         It is computed for every admissible candidate of the weight path (Thm. gacv), for checking GACV on
         small problems (at most ``2 x`` human cells refits per candidate, ``3 x`` with ties).
+
+        Parameters
+        ----------
+        data : Comparisons
+            The data this fit was made on (:attr:`data`).
+
+        Raises
+        ------
+        ArgumentTypeError
+            ``data`` is not a :class:`~pydial.Comparisons` (e.g. the DataFrame it was read from).
+        ArgumentError
+            The fit has no weight path, or ``data`` are not the judgments the fit used.
         """
         from pydial.estimation.selection import loo_cv
 
+        data = require_comparisons(data)
         if self.gacv is None or not self.path:
             raise ArgumentError("loo_cv needs a weight path (method 'dial-ada' or 'dial-nopos')")
+        if not self.used_the_judgments_of(data):
+            raise ArgumentError(f"data: loo_cv refits on the data of this fit (result.data), but {self._other_data(data)}")
         ties = self.spec.ties if self.spec is not None else None
         rows = []
         for e in self.path:
@@ -506,17 +611,24 @@ class DialResult:
         return pd.DataFrame(rows)
 
     def position_test(self, judge_1: str, judge_2: str) -> pd.Series:
-        """Wald test of ``b_k = b_k'`` for two judges (Prop. stage-one-normality)."""
+        """Wald test of ``b_k = b_k'`` for two judges (from the stage-one fit's asymptotic normality).
+
+        Raises
+        ------
+        ArgumentError
+            The method has no position effects.
+        UnknownNameError
+            ``judge_1`` or ``judge_2`` is not a judge with a position effect (the message lists them).
+        """
         from pydial.inference.linearization import wald_frame
 
         if self.position_effects is None:
             raise ArgumentError(f"method {self.method!r} has no position effects")
         C = self.position_effects_cov
         assert C is not None  # set with the position effects
-        idx = list(self.position_effects.index)
-        for j in (judge_1, judge_2):
-            if j not in idx:
-                raise KeyError(f"unknown judge {j!r}; known: {idx}")
+        for argument, j in (("judge_1", judge_1), ("judge_2", judge_2)):
+            UnknownNameError.check(argument, "judge", [j], self.position_effects.index,
+                                   hint=" (the judges with a position effect)")
         b = self.position_effects["b"]
         diff = float(b[judge_1] - b[judge_2])
         var = max(C.loc[judge_1, judge_1] + C.loc[judge_2, judge_2] - 2 * C.loc[judge_1, judge_2], 0.0)
@@ -529,8 +641,8 @@ class DialResult:
                        ) -> pd.Series:
         """Wald test that a judge's covariate effects are 0, or equal to another row's (e.g. the people's).
 
-        The covariate analogue of :meth:`position_test` (Prop. stage-one-normality's Wald tests), on
-        ``beta`` of ``logit p = ... + z' beta`` (eq. binomial-model-llm / -human with covariates).
+        The covariate analogue of :meth:`position_test` (Wald tests from the stage-one fit), on
+        ``beta`` of ``logit p = ... + z' beta`` (the LLM and human BTL models with covariates).
 
         ``beta_k = 0`` (``against=None``) or ``beta_k = beta_against`` (``against`` a judge or the
         human judge's name: "does this judge prefer length more than people do?") over the
@@ -543,6 +655,16 @@ class DialResult:
         pandas.Series
             ``difference`` (the first covariate's, for one), ``chi2``, ``df``, ``p_value`` and, for one
             covariate, ``se`` and ``z``.
+
+        Raises
+        ------
+        ArgumentError
+            The fit has no covariate effects.
+        ArgumentTypeError
+            ``covariates`` is not a list of names (e.g. one string: pass ``["length"]``).
+        UnknownNameError
+            ``judge``, ``against`` or a covariate is unknown (the message lists the known ones), or
+            an effect is fixed at 0.
         """
         from scipy import stats
 
@@ -550,20 +672,22 @@ class DialResult:
         if ce is None or C is None:
             raise ArgumentError(f"this {self.method!r} fit has no covariate effects (fit data with covariates=)")
         rows = list(ce.index.unique("judge"))
-        for who in (judge, *(() if against is None else (against,))):
-            if who not in rows:
-                raise KeyError(f"no covariate effects for {who!r}; known: {rows}")
+        fitted = {*self.judges, *(() if self.data is None else (self.data.human_judge,))}
+        for argument, name in (("judge", judge), *(() if against is None else (("against", against),))):
+            if name in fitted and name not in rows:
+                raise UnknownNameError(f"{argument}: no covariate effects for {name!r} in this {self.method!r} fit; "
+                                       f"the rows with covariate effects are {', '.join(map(repr, rows))}")
+            UnknownNameError.check(argument, "judge", [name], rows, hint=" (the rows with covariate effects)")
         pos = {key: t for t, key in enumerate(ce.index)}
         who = (judge, *(() if against is None else (against,)))
         names = ([c for c in ce.index.unique("covariate") if all((w, c) in pos for w in who)] if covariates is None
-                 else [str(c) for c in covariates])  # default: every covariate estimated for the rows compared
-        unknown = [c for c in names if c not in set(ce.index.unique("covariate"))]
-        if unknown:
-            raise KeyError(f"unknown covariate(s) {unknown}; known: {list(ce.index.unique('covariate'))}")
+                 else [str(c) for c in name_list(covariates, "covariates")])  # default: every one of both rows
+        UnknownNameError.check("covariates", "covariate", names, ce.index.unique("covariate"))
         fixed = [(w, c) for w in who for c in names if (w, c) not in pos]
         if fixed:
-            raise KeyError(f"no estimated covariate effect {fixed}: the covariate is 0 on all of that row's comparisons, "
-                           "so its effect is a fixed 0 (e.g. the people's and the unmapped judges' self_preference)")
+            raise UnknownNameError(f"covariates: no estimated covariate effect {fixed}: the covariate is 0 on all of "
+                                   "that row's comparisons, so its effect is a fixed 0 (e.g. the people's and the "
+                                   "unmapped judges' self_preference); leave it out of covariates=")
         L = np.zeros((len(names), len(ce)))
         for t, c in enumerate(names):
             L[t, pos[(judge, c)]] = 1.0
@@ -607,7 +731,11 @@ class DialResult:
         where the method has none), ``lambda`` (``n/a`` for ``judges``), the
         covariance ``cov_type`` and, at the anchored endpoint, ``anchored_cov``.  AtC
         has no standard errors for its scores: its header says so instead of naming a
-        covariance, and its score table has no standard-error columns.
+        covariance, and its score table has no standard-error columns.  The judgments used
+        (and those left out, by reason), the log-likelihood with ``df_model``, AIC and BIC (and
+        for the weighted fits their criterion ``Q_lambda``, which is not a log-likelihood), and
+        the calibration test follow; a rejected calibration restriction is listed as a warning.
+        Every p-value is printed by :func:`pydial.formatting.format_pvalue` (never ``0``).
         """
         lam = "n/a" if np.isnan(self.lambda_) else "inf" if np.isinf(self.lambda_) else f"{self.lambda_:.4g}"
         cov = f"cov_type={self.cov_type} ({COV_DESCRIPTIONS[self.cov_type]})"
@@ -617,7 +745,8 @@ class DialResult:
             cov += "  cluster correction G/(G-1)"
         head = [
             f"pydial fit: method={self.method}  rank={self.rank}  calibration={self.calibration}  engine={self.engine}",
-            f"items N={len(self.items)}  LLM judges K={len(self.judges)}  n_LLM={self.n_llm}  n_H={self.n_human}",
+            f"items N={len(self.items)}  LLM judges K={len(self.judges)}  judgments used: n_LLM={self.n_llm}  "
+            f"n_H={self.n_human}" + ("" if self.ties is None else f" (ties included: {self.ties})"),
             f"lambda={lam}  converged={self.converged}  max|grad|={self.grad_norm:.2e}"
             + (f"  penalty={self.penalty}" if self.penalty else ""),
             (f"scores: AtC has no standard errors (its isotonic calibration step has no linearization)"
@@ -626,36 +755,70 @@ class DialResult:
         ]
         if not self.ok:
             head.insert(0, "*** NOT A VALID FIT (status: " + self.status + "); the numbers below are marked, not results ***")
-            head += [f"problem: {p}" for p in self.problems]
+        head += [f"{'problem' if not self.ok else 'warning'}: {p}" for p in self.problems]
         head.append(f"status: {self.status}")
-        if not np.isnan(self.loss_human):
-            head.append(f"human loss l_H={self.loss_human:.6f}")
-        if self.calibration_test is not None:
-            head.append(f"calibration test: {self.calibration_test!r}")
+        head += self._fit_lines()
         scores = self.scores[["score"]] if self.method == "atc" else self.scores
         with pd.option_context("display.width", 120, "display.max_rows", 200):
             style = "" if self.covariate_scale is None else "; style-controlled at z = 0; covariate scales: " + ", ".join(
                 f"{c} {v:.4g}" for c, v in self.covariate_scale.items())
-            parts = ["\n".join(head), "", f"Scores (centered{style}):", scores.round(4).to_string()]
+            parts = ["\n".join(head), "", f"Scores (centered{style}; {ITEMS_LABEL}):", _text(by_score(scores))]
             if self.gacv is not None:
-                parts += ["", "GACV path:", self.gacv.round(6).to_string(index=False)]
+                from pydial.estimation.selection import selection_lines
+
+                tab = self.gacv.round({c: 6 for c in self.gacv.columns if c != "gap"})  # a gap below 1e-6 is a near-tie
+                parts += ["", "GACV path:", tab.to_string(index=False), *selection_lines(self.gacv)]
             if self.tie_parameters is not None:
-                label = {"rao-kupper": "Rao-Kupper, nu = tau"}.get(self.tie_parameters.attrs.get("model"),
-                                                                     "Davidson / Davidson-Beaver")
-                parts += ["", f"Tie parameters nu ({label}):", self.tie_parameters.round(4).to_string()]
+                label = {"rao-kupper": "tau (Rao-Kupper threshold)"}.get(self.tie_parameters.attrs.get("model"),
+                                                                          "nu (Davidson / Davidson-Beaver)")
+                parts += ["", f"Tie parameters {label}:", _text(self.tie_parameters)]
             if self.position_effects is not None:
                 parts += ["", "Position effects b_k (LLM-only fit; b > 0 favours the first-shown item):",
-                          self.position_effects.round(4).to_string()]
+                          _text(self.position_effects)]
             if self.covariate_effects is not None:
                 parts += ["", "Covariate effects beta (per standard deviation of the comparison covariate; beta > 0 "
-                          "favours the response with more of it):", self.covariate_effects.round(4).to_string()]
+                          "favours the response with more of it):", _text(self.covariate_effects)]
         return "\n".join(parts)
+
+    def _fit_lines(self) -> list[str]:
+        """Return the summary's lines on the judgments left out, the likelihood and the calibration test."""
+        out = []
+        if self.excluded is not None:
+            tot = self.excluded.sum()
+            left = ", ".join(f"{c.replace('_', ' ')} {int(v)}" for c, v in tot.items() if v)
+            out.append(f"judgments left out: {left or 'none'}  (by judge: result.excluded)")
+        if self.df_model is not None:
+            out.append(f"log-likelihood llf={self.llf:.4f}  df_model={self.df_model}  nobs={self.nobs}  "
+                       f"AIC={self.aic:.2f}  BIC={self.bic:.2f}")
+        elif self.method == "atc":
+            out.append("log-likelihood: none (AtC's isotonic scores are not a likelihood fit)")
+        if not np.isnan(self.objective):
+            out.append(f"weighted criterion Q_lambda={self.objective:.6f} (the objective the weighted fit minimizes; "
+                       "not a log-likelihood)")
+        if not np.isnan(self.llf_human):
+            out.append(f"people's log-likelihood at the scores llf_human={self.llf_human:.4f}  "
+                       f"(human loss l_H={self.loss_human:.6f})")
+        ct = self.calibration_test
+        if ct is not None:
+            out.append("calibration test (LRT of s_H = M c): " + (
+                f"T={ct.statistic:.4g}  df={ct.df}  p={format_pvalue(ct.p_value)}  AIC prefers {ct.aic_prefers}"
+                if ct.defined else f"undefined ({ct.reason})"))
+        return out
 
     def __repr__(self) -> str:
         """Return a one-line description of the fit."""
         return (f"DialResult(method={self.method!r}, N={len(self.items)}, K={len(self.judges)}, "
                 f"lambda={self.lambda_}, converged={self.converged}, status={self.status!r})")
 
+
+
+def _text(table: pd.DataFrame) -> str:
+    """Return a table of the summary: numbers to 4 decimals, p-values by :func:`~pydial.formatting.format_pvalue`."""
+    out = table.round(4)
+    if "p_value" in out:
+        out = out.astype({"p_value": object})
+        out["p_value"] = [format_pvalue(float(p)) for p in table["p_value"]]
+    return out.to_string()
 
 
 @dataclass(frozen=True)
@@ -670,7 +833,8 @@ class Estimate:
     estimate that no linearization covers (AtC's scores) has a NaN covariance.  The other
     fields are those of :class:`DialResult` of the same name; ``rank`` and ``calibration`` are
     ``None`` for a method without them, ``stage_scores`` the columns of
-    :attr:`DialResult.stage_scores`.
+    :attr:`DialResult.stage_scores`, ``stats`` the log-likelihood, parameter count and weighted
+    criterion (:class:`~pydial.estimation.fitstats.FitStats`).
     """
 
     s: np.ndarray
@@ -698,6 +862,7 @@ class Estimate:
     stage_scores: dict[str, np.ndarray] | None = None
     beta: np.ndarray | None = None
     beta_labels: tuple[str, ...] = ()
+    stats: FitStats | None = None
 
 
 def tie_log_nu(labels: list[str], log_nu: np.ndarray, free: np.ndarray | None = None) -> pd.Series:
@@ -834,9 +999,14 @@ def build_result(est: Estimate, spec: Any, data: Comparisons, *, fitter: Any = N
         est.judge_scores, index=pd.Index(data.judges, name="judge"), columns=pd.Index(data.items, name="item"))
     stage_scores = None if est.stage_scores is None else pd.DataFrame(est.stage_scores,
                                                                       index=pd.Index(data.items, name="item"))
+    used, excluded = judgment_counts(data, spec.ties, spec.method)
+    n_human, n_llm = int(used.iloc[-1]), int(used.iloc[:-1].sum())
+    st = est.stats if est.stats is not None else FitStats(np.nan, None)
     return DialResult(method=spec.method, rank=est.rank, calibration=est.calibration, engine=spec.engine,
-                      cov_type=cov_type, level=spec.level, items=data.items, judges=data.judges, n_human=data.n_human,
-                      n_llm=data.n_llm, **tables, judge_scores=judge_scores, structure=est.structure,
+                      cov_type=cov_type, level=spec.level, items=data.items, judges=data.judges, n_human=n_human,
+                      n_llm=n_llm, nobs=n_human + n_llm, n_obs_by_judge=used, excluded=excluded, llf=st.llf,
+                      df_model=st.df_model, llf_human=st.llf_human, objective=st.objective, tie_log_nu=est.log_nu,
+                      **tables, judge_scores=judge_scores, structure=est.structure,
                       calibration_coef=est.calibration_coef, lambda_=est.lambda_, converged=est.converged,
                       grad_norm=est.grad_norm, loss_human=est.loss_human, gacv=est.gacv,
                       calibration_test=est.calibration_test, path=est.path, fallback=est.fallback, chart=est.chart,
@@ -858,6 +1028,7 @@ def with_verdict(res: DialResult, data: Comparisons, caught: list[Warning], *, s
     res = dataclasses.replace(res, fit_warnings=tuple(caught))
     found: list[tuple[str, str]] = [(getattr(w, "status"), str(w)) for w in caught
                                      if isinstance(getattr(w, "status", None), str)]
+    model = tuple(dict.fromkeys(str(w) for w in caught if isinstance(w, CalibrationWarning)))  # status stays
     if not res.converged and not any(st in ("not converged", "at bound", "not identified") for st, _ in found):
         found.append(("not converged", f"an optimization of the {res.method} fit is not a resolved optimum "
                                        f"(max|grad| = {res.grad_norm:.2e})"))
@@ -870,7 +1041,7 @@ def with_verdict(res: DialResult, data: Comparisons, caught: list[Warning], *, s
                                       f"|b| = {BOX:g}: the {side}-shown item (almost) always wins, so the judge's "
                                       "order-effect BTL has no finite MLE and b is not identified"))
     if not found:
-        return res
+        return dataclasses.replace(res, problems=model)
     rank, calibration = res.dial_model()
     try:
         rep = design_report(data, rank, calibration, res.method, seed, res.penalty)
@@ -880,4 +1051,34 @@ def with_verdict(res: DialResult, data: Comparisons, caught: list[Warning], *, s
     except (ValueError, DialError):  # the diagnosis must never hide the verdict
         causes = []
     status = min((st for st, _ in found), key=lambda st: STATUSES.index(st) if st in STATUSES else len(STATUSES))
-    return dataclasses.replace(res, status=status, problems=tuple(dict.fromkeys(msg for _, msg in found)) + tuple(causes))
+    return dataclasses.replace(res, status=status,
+                               problems=tuple(dict.fromkeys(msg for _, msg in found)) + tuple(causes) + model)
+
+
+ANCHORED_METHODS: tuple[str, ...] = ("dial-anc", "pooled", "atc")
+"""Methods whose scores assume the calibration restriction ``s_H = M c`` (and DIAL-Ada / -noPos at ``lambda = inf``)."""
+
+
+def calibration_warning(res: DialResult) -> CalibrationWarning | None:
+    """Return the :class:`~pydial.CalibrationWarning` of a fit whose calibration restriction its own test rejects.
+
+    For the methods that assume ``s_H = M c`` (:data:`ANCHORED_METHODS`, and ``dial-ada`` /
+    ``dial-nopos`` when they selected ``lambda = inf``) with a calibration test whose p-value is
+    below ``1 - level``; ``None`` otherwise.
+    """
+    ct = res.calibration_test
+    anchored = res.method in ANCHORED_METHODS or (res.method in ("dial-ada", "dial-nopos") and np.isinf(res.lambda_))
+    if not anchored or ct is None or not ct.defined or not ct.p_value < 1 - res.level:
+        return None
+    basis = {"pooled": "the pooled LLM scores"}.get(res.method, "mu" if res.calibration in (None, "mu") else "W = [mu, V]")
+    rule = "the endpoint-margin rule" if res.gacv is not None and res.gacv.attrs.get("selection") == "endpoint-margin" \
+        else "GACV"
+    advice = (f"{rule} selected the anchored endpoint lambda = inf nonetheless; compare method='human' or "
+              "calibration='W'" if res.method in ("dial-ada", "dial-nopos") else
+              "fit method='dial-ada', which chooses the LLM weight by GACV and falls back toward the people's "
+              "own fit when the judges' consensus disagrees with them")
+    return CalibrationWarning(
+        f"the calibration restriction s_H = M c (M = {basis}) of method {res.method!r} is rejected by its "
+        f"likelihood-ratio calibration test: T = {ct.statistic:.4g} on {ct.df} df, "
+        f"p = {format_pvalue(ct.p_value)} < {1 - res.level:.2g}: the people's preferences are not those of the "
+        f"judges' consensus up to scale, so these scores are biased toward the judges; {advice}")

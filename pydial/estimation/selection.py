@@ -47,6 +47,57 @@ from pydial.exceptions import ArgumentError
 DEFAULT_MULTIPLES = tuple(np.logspace(-2, 1, 7))
 SIMULATION_MULTIPLES = tuple(np.logspace(-1, 1, 7))
 SCORE_LIMIT = 10.0
+SELECTION_RULES: tuple[str, ...] = ("gacv", "endpoint-margin")
+"""The rules choosing the weight on the path (:class:`Selection`)."""
+GACV_TOLERANCE = 1e-6
+r"""GACV differences up to this size are near-ties: below what the path's optimizers resolve.
+
+The path's finite-weight fits stop once ``max |grad Q_lambda| <= 1e-9`` on the criterion
+normalized per comparison (:func:`~pydial.estimation.glm.fit_structured`, ``polish=False``;
+Stan's L-BFGS stops at ``1e-9 max(1, |log p|)``, accepted up to
+:data:`~pydial.optim.ROUNDOFF_FACTOR` times that when its line search stalls).  GACV is not
+stationary at a fit (at a finite weight ``grad l_H = -lambda grad l_L``), so a gradient
+residual ``g`` moves it to first order by ``grad GACV^T H^+ g``: the gradient tolerance
+times the inverse of the smallest non-gauge curvature of the per-comparison criterion
+(about ``p (1 - p)`` times an item's share of the comparisons: ``1e-3`` for an item in
+half a percent of them).  Allowing curvatures down to ``1e-3``, two candidates closer than
+``1e-9 / 1e-3 = 1e-6`` are ordered by where the optimizer stopped, not by the data.
+"""
+
+
+@dataclass(frozen=True)
+class Selection:
+    r"""How DIAL-Ada and DIAL-noPos choose the weight (and rank) on the path: ``fit(..., selection=...)``.
+
+    Built and validated by :class:`~pydial.estimation.spec.ModelSpec` from ``"gacv"``,
+    ``("endpoint-margin", c)``, a dict of these attributes or a :class:`Selection`.
+
+    Attributes
+    ----------
+    rule : {"gacv", "endpoint-margin"}
+        ``"gacv"`` (default; the paper, App. lambda-selection): the admissible candidate of
+        smallest GACV (eq. gacv).  ``"endpoint-margin"``: the anchored endpoint ``lambda = inf``
+        when ``GACV(inf) - min_{lambda < inf} GACV(lambda) <= margin / n_H`` (the minimum over
+        the admissible candidates of finite weight, ``lambda = 0`` included; with a rank grid the
+        best anchored endpoint over the ranks), else GACV's choice.  This rule is beyond the
+        paper, which selects by GACV alone: it prefers the staged fit unless a finite weight
+        lowers the estimated human log-loss (per comparison) by more than ``c / n_H``, i.e. the
+        total over the ``n_H`` human comparisons by more than ``c``.
+    margin : float or None
+        ``c >= 0`` of ``"endpoint-margin"`` (None for ``"gacv"``).
+    tolerance : float
+        GACV differences up to ``tolerance`` from the selected candidate's are reported as
+        near-ties (``result.gacv`` columns ``gap``, ``near_tie``; the summary); the default
+        :data:`GACV_TOLERANCE` is what the optimizers resolve.  Reporting only: the choice is unchanged.
+    """
+
+    rule: str = "gacv"
+    margin: float | None = None
+    tolerance: float = GACV_TOLERANCE
+
+    def threshold(self, n_human: float) -> float:
+        """Return ``margin / n_H``, the GACV margin of the anchored endpoint (0 for ``"gacv"``)."""
+        return 0.0 if self.margin is None else self.margin / n_human
 
 
 def candidate_weights(n_llm: int, n_human: int, multiples: tuple[float, ...] = DEFAULT_MULTIPLES) -> np.ndarray:
@@ -224,13 +275,15 @@ def stack_path_tables(tables: list[pd.DataFrame], one_human_row: bool) -> pd.Dat
     return table
 
 
-def select_candidate(options: list[tuple[int, Candidate]], table: pd.DataFrame,
-                     what: str = "the lambda path") -> tuple[int, Candidate, bool]:
+def select_candidate(options: list[tuple[int, Candidate]], table: pd.DataFrame, what: str = "the lambda path",
+                     selection: Selection = Selection(), n_human: float = 1.0) -> tuple[int, Candidate, bool]:
     """Choose the ``(rank, candidate)`` of smallest GACV (eq. gacv; App. lambda-selection) among the admissible ones.
 
-    Also return whether it is the fallback: with no admissible candidate, the first resolved anchored endpoint
-    (``lambda = inf``) with a :class:`~pydial.exceptions.ConvergenceWarning`; none at all
-    raises :class:`~pydial.exceptions.ConvergenceError` quoting the reasons and ``table``.
+    With ``selection.rule == "endpoint-margin"`` the anchored endpoint within ``margin / n_human``
+    instead (:func:`endpoint_margin`).  Also return whether it is the fallback: with no admissible
+    candidate, the first resolved anchored endpoint (``lambda = inf``) with a
+    :class:`~pydial.exceptions.ConvergenceWarning`; none at all raises
+    :class:`~pydial.exceptions.ConvergenceError` quoting the reasons and ``table``.
     """
     import warnings
 
@@ -248,8 +301,31 @@ def select_candidate(options: list[tuple[int, Candidate]], table: pd.DataFrame,
         warnings.warn(ConvergenceWarning("no candidate of the lambda path passed the regularity guards; falling back "
                                          "to the anchored endpoint lambda = inf (see result.gacv for the reasons)",
                                          "no admissible candidate"), stacklevel=4)
-    r_sel, best = min(ok, key=lambda rc: rc[1].gacv if np.isfinite(rc[1].gacv) else np.inf)
-    return r_sel, best, fallback
+    choice = min(ok, key=_gacv_key)
+    if selection.rule == "endpoint-margin" and not fallback:
+        choice = endpoint_margin(ok, selection.threshold(n_human)) or choice
+    return choice[0], choice[1], fallback
+
+
+def _gacv_key(option: tuple[int, Candidate]) -> float:
+    """Sort key of an option: its GACV, ``inf`` when undefined."""
+    g = option[1].gacv
+    return g if np.isfinite(g) else np.inf
+
+
+def endpoint_margin(ok: list[tuple[int, Candidate]], threshold: float) -> tuple[int, Candidate] | None:
+    """Return the anchored endpoint of smallest GACV when within ``threshold`` of every finite weight's GACV.
+
+    The endpoint-margin rule of :class:`Selection` on the admissible ``ok``: ``lambda = inf`` when
+    ``GACV(inf) - min_{lambda < inf} GACV(lambda) <= threshold``; None when it does not hold
+    or no anchored endpoint is admissible.
+    """
+    anchored = [rc for rc in ok if np.isinf(rc[1].lam)]
+    finite = [_gacv_key(rc) for rc in ok if not np.isinf(rc[1].lam)]
+    if not anchored:
+        return None
+    best = min(anchored, key=_gacv_key)
+    return best if not finite or _gacv_key(best) - min(finite) <= threshold else None
 
 
 def path_table(cands: list[Candidate], rank: int | None = None) -> pd.DataFrame:
@@ -268,6 +344,71 @@ def path_table(cands: list[Candidate], rank: int | None = None) -> pd.DataFrame:
     if rank is not None:
         df.insert(0, "rank", rank)
     return df
+
+
+def annotate_selection(table: pd.DataFrame, rank: int, lam: float, selection: Selection,
+                       n_human: float) -> pd.DataFrame:
+    """Return the GACV ``table`` with the selection's columns and ``attrs`` (``result.gacv``).
+
+    Columns ``gap`` (GACV minus the smallest admissible GACV; NaN where not admissible) and
+    ``near_tie`` (the admissible candidates within ``selection.tolerance`` of the selected
+    candidate's GACV, when there are at least two, the selected one included).  ``attrs``:
+    ``selection`` (the rule), ``margin``, ``margin_threshold`` (``margin / n_H``),
+    ``endpoint_gap`` (``GACV(inf) - min_{lambda < inf} GACV``, the endpoint-margin statistic),
+    ``near_tie_tolerance`` and ``selected_row`` (the position of the selected ``(rank, lam)``).
+    """
+    tab = table.copy()
+    g = tab["gacv"].to_numpy(float)
+    adm = tab["admissible"].to_numpy(bool) & np.isfinite(g)
+    lams = tab["lambda"].to_numpy(float)
+    row = int(np.flatnonzero((lams == lam) & ((tab["rank"].to_numpy() == rank) | (lams == 0)))[0])
+    tab["gap"] = np.where(adm, g - (g[adm].min() if adm.any() else np.nan), np.nan)
+    near = adm & (np.abs(g - g[row]) <= selection.tolerance)
+    tab["near_tie"] = near & (near.sum() > 1)
+    inf, fin = adm & np.isinf(lams), adm & ~np.isinf(lams)
+    tab.attrs.update(selection=selection.rule, margin=selection.margin,
+                     margin_threshold=selection.threshold(n_human) if selection.margin is not None else None,
+                     endpoint_gap=float(g[inf].min() - g[fin].min()) if inf.any() and fin.any() else np.nan,
+                     near_tie_tolerance=selection.tolerance, selected_row=row)
+    return tab
+
+
+def _weight_texts(tab: pd.DataFrame, rows: list[int]) -> list[str]:
+    """Return ``lambda = ...`` of ``tab``'s ``rows``, with the digits that tell them apart (and the rank when several)."""
+    lams = tab["lambda"].to_numpy(float)[rows]
+    for digits in (4, 6, 8, 10, 12, 17):
+        texts = ["inf" if np.isinf(v) else f"{v:.{digits}g}" for v in lams]
+        if len(set(texts)) == len(set(lams.tolist())):
+            break
+    if tab["rank"].nunique() > 1:
+        return [f"(r = {int(r)}, lambda = {t})" for r, t in zip(tab["rank"].to_numpy()[rows], texts)]
+    return [f"lambda = {t}" for t in texts]
+
+
+def selection_lines(tab: pd.DataFrame) -> list[str]:
+    """Return the summary's lines on how the weight was chosen and its GACV near-ties (:func:`annotate_selection`)."""
+    a = tab.attrs
+    if "selected_row" not in a:
+        return []
+    row = a["selected_row"]
+    tied = [int(i) for i in np.flatnonzero(tab["near_tie"].to_numpy(bool)) if i != row]
+    names = _weight_texts(tab, [row, *tied])
+    out = [f"lambda selection: {_rule_text(a)} -> {names[0]}"]
+    if tied:
+        spread = float(np.abs(tab["gacv"].iloc[tied].to_numpy(float) - tab["gacv"].iloc[row]).max())
+        out.append(f"GACV near-tie: {', '.join(names[:-1])} and {names[-1]} differ by {spread:.1g} "
+                   f"(<= tolerance {a['near_tie_tolerance']:.1g}): below what the optimizer resolves")
+    return out
+
+
+def _rule_text(attrs: dict[str, Any]) -> str:
+    """Return the selection rule of a GACV table's ``attrs`` with its endpoint-margin statistic."""
+    if attrs["selection"] != "endpoint-margin":
+        return "smallest GACV"
+    gap, thr = attrs["endpoint_gap"], attrs["margin_threshold"]
+    test = ("" if not np.isfinite(gap) else
+            f": GACV(inf) - min finite GACV = {gap:.3g} {'<=' if gap <= thr else '>'} c/n_H = {thr:.3g}")
+    return f"endpoint-margin rule with c = {attrs['margin']:g} (beyond the paper){test}"
 
 
 @single_threaded_blas

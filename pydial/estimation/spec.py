@@ -26,7 +26,7 @@ from typing import Any, Iterable
 
 import numpy as np
 
-from pydial.data.comparisons import SELF_PREFERENCE, Comparisons
+from pydial.data.comparisons import SELF_PREFERENCE, Comparisons, require_comparisons
 from pydial.exceptions import (ArgumentError, ArgumentTypeError, ArgumentWarning, DataError, IdentifiabilityError,
                                caller_stacklevel, renamed_arguments)
 from pydial.model.chart import CALIBRATIONS, DEFAULT_CALIBRATION, DEFAULT_RANK
@@ -34,13 +34,16 @@ from pydial.model.families import TIE_MODELS
 from pydial.model.identifiability import ESTIMATORS, design_report
 from pydial.model.meats import ANCHORED_COVS, COV_TYPES
 from pydial.model.penalty import PENALTIES
+from pydial.estimation.selection import GACV_TOLERANCE, SELECTION_RULES, Selection
 from pydial.resources import check_memory
 
-__all__ = ["ModelSpec", "METHODS", "ENGINES", "USES_RANK", "USES_CALIBRATION", "NEEDS_HUMAN", "RENAMED",
+__all__ = ["ModelSpec", "DEFAULT_METHOD", "METHODS", "ENGINES", "USES_RANK", "USES_CALIBRATION", "NEEDS_HUMAN", "RENAMED",
            "check_choice", "check_level", "check_count", "check_seed"]
 
 METHODS: tuple[str, ...] = ESTIMATORS
 """The estimators of :func:`pydial.fit`."""
+DEFAULT_METHOD = "dial-ada"
+"""The estimator of :func:`pydial.fit` and :class:`ModelSpec` when none is named: DIAL-Ada (GACV-chosen LLM weight)."""
 ENGINES: tuple[str, ...] = ("numpy", "stan")
 """The engines: numpy's Newton on exact derivatives, or Stan's optimizer."""
 NEEDS_HUMAN: tuple[str, ...] = ("human", "pooled", "dial-nopos", "dial-anc", "dial-ada", "atc")
@@ -143,6 +146,41 @@ def _rank(rank: Any) -> int | str | tuple[int, ...]:
     return tuple(sorted({int(r) for r in grid}))
 
 
+SELECTION_HINT = ("selection must be 'gacv', ('endpoint-margin', c) with c >= 0, a dict with keys rule, margin, "
+                  "tolerance, or a pydial.estimation.selection.Selection")
+
+
+def _selection(value: Any, include_endpoints: bool | str) -> Selection:
+    """Return ``selection``, the rule choosing the weight of ``dial-ada`` / ``dial-nopos``, as a :class:`Selection`."""
+    if isinstance(value, str):
+        value = {"rule": value}
+    elif isinstance(value, (tuple, list)) and 1 <= len(value) <= 2:
+        value = dict(zip(("rule", "margin"), value))
+    elif isinstance(value, Selection):
+        value = dataclasses.asdict(value)
+    if not isinstance(value, dict) or not set(value) <= {"rule", "margin", "tolerance"}:
+        raise ArgumentTypeError(f"{SELECTION_HINT}; got {value!r}")
+    rule = check_choice("selection rule", value.get("rule", "gacv"), SELECTION_RULES)
+    margin = value.get("margin")
+    if (margin is None) != (rule == "gacv"):
+        raise ArgumentError(f"{SELECTION_HINT}: a margin c goes with the rule 'endpoint-margin' alone; got {value!r}")
+    if rule == "endpoint-margin" and not include_endpoints:
+        raise ArgumentError("selection=('endpoint-margin', c) chooses the anchored endpoint lambda = inf, which "
+                            "include_endpoints=False excludes")
+    tol = value.get("tolerance", GACV_TOLERANCE)
+    return Selection(rule, None if margin is None else _non_negative(margin, "the selection margin c"),
+                     _non_negative(tol, "the selection tolerance"))
+
+
+def _non_negative(value: Any, name: str) -> float:
+    """Return ``value`` as a finite float ``>= 0``."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise ArgumentTypeError(f"{name} must be a finite number >= 0, got {value!r}")
+    if not (np.isfinite(float(value)) and float(value) >= 0):
+        raise ArgumentError(f"{name} must be a finite number >= 0, got {value!r}")
+    return float(value)
+
+
 # ------------------------------------------------------------------ spec
 COVARIATE_EFFECTS: tuple[str, ...] = ("judge", "shared")
 """``covariate_effects``: one ``beta_k`` per LLM judge, or one ``beta_L`` shared by the LLM judges."""
@@ -158,7 +196,7 @@ class ModelSpec:
     to a method that does not use it is dropped with an :class:`~pydial.ArgumentWarning`.
     """
 
-    method: str = "dial-anc"
+    method: str = DEFAULT_METHOD
     rank: int | str | tuple[int, ...] | None = None
     calibration: str | None = None
     ties: str | None = None
@@ -174,6 +212,7 @@ class ModelSpec:
     seed: int | None = None
     check: bool = True
     covariate_effects: str = "judge"
+    selection: Selection = Selection()
 
     def __post_init__(self) -> None:
         """Validate every argument (see the class docstring); fill in the defaults."""
@@ -207,6 +246,16 @@ class ModelSpec:
         set_(self, "seed", check_seed(self.seed))
         check_choice("check", self.check, (True, False))
         check_choice("covariate_effects", self.covariate_effects, COVARIATE_EFFECTS)
+        self._set_selection()
+
+    def _set_selection(self) -> None:
+        """Validate ``selection`` into a :class:`Selection`; dropped with a warning for a method without a path."""
+        sel = _selection(self.selection, self.include_endpoints)
+        if sel != Selection() and not self.adaptive:
+            warnings.warn(ArgumentWarning(f"selection={self.selection!r} is ignored: method {self.method!r} has no "
+                                          "weight path (only dial-ada, dial-nopos do)"), stacklevel=caller_stacklevel())
+            sel = Selection()
+        object.__setattr__(self, "selection", sel)
 
     # ----------------------------------------------------------- derived
     @property
@@ -227,7 +276,19 @@ class ModelSpec:
         return "fisher" if self.method == "human" else "cell"
 
     def replace(self, **changes: Any) -> "ModelSpec":
-        """Return a copy with ``changes`` (validated again)."""
+        """Return a copy with ``changes`` (validated again).
+
+        Raises
+        ------
+        ArgumentTypeError
+            A keyword is not a field of the spec (also a :class:`TypeError`, as Python's own is);
+            the message names it and the accepted ones.
+        """
+        fields = [f.name for f in dataclasses.fields(self)]
+        unknown = [k for k in changes if k not in fields]
+        if unknown:
+            raise ArgumentTypeError(f"ModelSpec.replace() got unknown keyword argument(s) "
+                                    f"{', '.join(map(repr, unknown))}; it accepts {', '.join(fields)}")
         return dataclasses.replace(self, **changes)
 
     def arguments(self) -> dict[str, Any]:
@@ -242,7 +303,7 @@ class ModelSpec:
 
     # ---------------------------------------------------------- the data
     def rank_grid(self, data: Comparisons) -> list[int]:
-        """Candidate ranks: ``[rank]``, the list given, or for "auto" ``0 .. min(K-1, N-2, 3)``."""
+        """Candidate ranks: ``[rank]``, the list given, or for "auto" ``0``, ..., ``min(K-1, N-2, 3)``."""
         if self.rank is None:
             return [DEFAULT_RANK]
         if self.rank == "auto":
@@ -258,9 +319,7 @@ class ModelSpec:
         not fit in memory; :class:`~pydial.IdentifiabilityError` (with ``check``)
         when the design cannot identify the model.
         """
-        if not isinstance(data, Comparisons):
-            raise ArgumentTypeError(f"data must be a pydial.Comparisons (e.g. Comparisons.from_frame), got "
-                                    f"{type(data).__name__}")
+        require_comparisons(data)
         method = self.method
         if method in NEEDS_HUMAN and data.n_human == 0:
             raise DataError(

@@ -32,7 +32,7 @@ the LLM-only fit (Prop. stage-one-normality); the people's ``nu_H`` from the sel
 The optimizers are those of :class:`FamilyOptimizers`: numpy's Newton method by
 default, Stan's (``dial.stan``, ``judges.stan`` for the people) with ``engine="stan"``;
 every covariance, GACV and test is computed by numpy at the optimum.  The binary family's
-fast path (:class:`pydial.estimation.estimators.BinarySteps`) replaces the steps that pass
+fast path (:class:`pydial.estimation.binary.BinarySteps`) replaces the steps that pass
 over the LLM cells and gives the same estimates.
 """
 
@@ -737,7 +737,7 @@ class FamilySteps:
     """The steps of :func:`pydial.estimation.dial.fit_dial` for the outcome family ``ties`` (see the module docstring).
 
     Every family, the binary one (``ties=None``) included; its fast path
-    (:class:`pydial.estimation.estimators.BinarySteps`) overrides the steps that pass over
+    (:class:`pydial.estimation.binary.BinarySteps`) overrides the steps that pass over
     the LLM cells.  The coordinates are ``x = (theta, log nu)`` (no ``log nu`` for the binary
     family); ``n_L`` and ``n_H`` count the ties of a tie family; ``engine`` supplies the
     optimizers (default numpy; :func:`pydial.stan.engine.stan_family_optimizers` for Stan).

@@ -17,6 +17,7 @@ import numpy as np
 from scipy.stats import chi2
 
 from pydial.data.comparisons import Comparisons
+from pydial.formatting import format_pvalue
 from pydial.model.likelihood import human_loss
 
 
@@ -52,7 +53,7 @@ class CalibrationTest:
         """Show the statistic, degrees of freedom, p-value and AIC's choice (or why undefined)."""
         if not self.defined:
             return f"CalibrationTest(undefined: {self.reason})"
-        return (f"CalibrationTest(statistic={self.statistic:.4g}, df={self.df}, p_value={self.p_value:.4g}, "
+        return (f"CalibrationTest(statistic={self.statistic:.4g}, df={self.df}, p_value={format_pvalue(self.p_value)}, "
                 f"aic_prefers={self.aic_prefers!r})")
 
 

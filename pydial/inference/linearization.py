@@ -50,7 +50,7 @@ from pydial.optim import pinv_sym
 __all__ = ["ANCHORED_COVS", "CLUSTERED", "COV_DESCRIPTIONS", "COV_TYPES", "CellStats", "Influence", "Linearization", "Meat",
            "MeatSource", "OutcomeStats", "check_cov_type", "degenerate_meat", "influence_covariance",
            "linearize", "meat_covariance", "parameter_meat", "stack_influence", "score_tables",
-           "consensus_table", "position_effect_tables", "wald_table", "wald_frame"]
+           "consensus_table", "position_effect_tables", "wald_table", "wald_frame", "tie_table", "tie_parameter_name"]
 
 
 def score_tables(s: np.ndarray, C: np.ndarray, items: tuple[str, ...], level: float) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -133,7 +133,8 @@ def two_step_maps(S_xi: np.ndarray, S_c: np.ndarray, C: np.ndarray, H_c_xi: np.n
     """
     if np.linalg.matrix_rank(C) < C.shape[0]:
         raise IdentifiabilityError(f"the human calibration block is singular: the human comparisons do not identify "
-                                   f"{stage_two} in the estimated basis (Cond. human-design, rank(D_H M) = d)")
+                                   f"{stage_two} in the estimated basis (the human pairs' difference rows D_H "
+                                   "need rank(D_H M) = d on the d-column calibration basis M)")
     Cinv = np.linalg.inv(C)
     return S_xi - S_c @ Cinv @ H_c_xi, S_c @ Cinv
 
@@ -245,9 +246,11 @@ def llm_only_linearization(data: Comparisons, chart: Chart, theta: np.ndarray,
 
 def tie_table(names: list[str], groups: np.ndarray, free: np.ndarray, log_nu: np.ndarray, var: np.ndarray,
               level: float, ties: str) -> pd.DataFrame:
-    """``nu, se, ci_low, ci_high`` by group (delta method for ``se``, interval on the log scale).
+    """Tabulate the tie parameter, ``se, ci_low, ci_high`` by group (delta method for ``se``, interval on the log scale).
 
-    Groups without ties: ``nu = 0`` (boundary MLE), no standard error.
+    The parameter's column is named after the model (:func:`tie_parameter_name`): ``nu`` for
+    Davidson's, the threshold ``tau`` for Rao-Kupper's.  Groups without ties: ``0`` (boundary
+    MLE), no standard error.
     """
     zq = norm.ppf(0.5 + level / 2)
     rows = []
@@ -259,6 +262,12 @@ def tie_table(names: list[str], groups: np.ndarray, free: np.ndarray, log_nu: np
             rows.append((nu, nu * se, np.exp(l - zq * se), np.exp(l + zq * se)))
         else:
             rows.append((0.0, np.nan, np.nan, np.nan))
-    tab = pd.DataFrame(rows, columns=["nu", "se", "ci_low", "ci_high"], index=pd.Index([names[g] for g in groups], name="judge"))
+    tab = pd.DataFrame(rows, columns=[tie_parameter_name(ties), "se", "ci_low", "ci_high"],
+                       index=pd.Index([names[g] for g in groups], name="judge"))
     tab.attrs["model"] = ties
     return tab
+
+
+def tie_parameter_name(ties: str | None) -> str:
+    """Return the name of the tie parameter of a tie model: ``"tau"`` (Rao-Kupper's threshold) or ``"nu"`` (Davidson's)."""
+    return "tau" if ties == "rao-kupper" else "nu"

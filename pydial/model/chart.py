@@ -137,7 +137,8 @@ def consensus_direction(S: np.ndarray) -> np.ndarray:
     if norm == 0.0:
         from pydial.exceptions import IdentifiabilityError
 
-        raise IdentifiabilityError("S^T 1 = 0: the consensus direction is undefined (eq. reduced-parameter-space)")
+        raise IdentifiabilityError("the judges' scores sum to zero (S^T 1 = 0): the consensus direction mu, "
+                                   "proportional to S^T 1, is undefined")
     return np.sqrt(N) * m / norm
 
 
@@ -225,7 +226,7 @@ class Chart:
             raise ArgumentError(f"calibration must be one of {CALIBRATIONS} or None, got {self.calibration!r}")
         if not 0 <= self.r <= self.K - 1 or self.r + 1 > self.N - 1:
             raise ArgumentError(
-                f"rank r={self.r} needs r <= K-1 = {self.K - 1} and r+1 <= N-1 = {self.N - 1} (Cond. llm-structure)"
+                f"rank r={self.r} needs r <= K-1 = {self.K - 1} and r+1 <= N-1 = {self.N - 1} (structured LLM representation)"
             )
         if self.fixed is not None and len(self.fixed) != self.beta_rows * self.p:
             raise ArgumentError(f"fixed must mark the {self.beta_rows * self.p} entries of beta, got {len(self.fixed)}")
@@ -495,7 +496,7 @@ class Chart:
 
             raise IdentifiabilityError(
                 "the judges' consensus cancels (1^T gamma = ||S^T 1|| / sqrt(N) is numerically 0): the consensus "
-                "direction mu is undefined (Cond. llm-structure needs 1^T gamma > 0, eq. reduced-parameter-space)"
+                "direction mu is undefined (the structured LLM representation needs 1^T gamma > 0)"
             )
         A = np.column_stack([st.gamma * self.K / g, st.U])
         B = np.column_stack([st.mu * g / self.K, st.V])

@@ -7,22 +7,24 @@ and why) and whose ``problems`` keeps the failures that rule out the requested
 fit.  The conditions, with their public names:
 
 ``"ident-LLM"`` (per LLM judge)
-    Prop. ident-LLM: ``(s_k, b_k)`` is identifiable iff ``rank([D_k, z_k]) = N``,
+    Identification of a judge's position-debiased scores (paper Sec. "Judge-specific
+    order-effect BTL and position debiasing"): ``(s_k, b_k)`` is identifiable iff ``rank([D_k, z_k]) = N``,
     i.e. the comparison graph ``G_k`` is connected over all ``N`` items and
-    ``z_k`` is not in ``col(D_k)``.  By Cor. cycle-criterion the second part holds
+    ``z_k`` is not in ``col(D_k)``.  By the cycle criterion the second part holds
     iff some cycle of the comparison multigraph has a nonzero signed sum of the
     order labels ``a_t``; a pair shown in both orders is a cycle of length two.
     Both parts are decided in one pass over the cells (weighted union-find).
 ``"ident-lowrank"`` (per LLM judge)
-    Prop. ident-lowrank: with ``col(W)`` known, ``(alpha_k, b_k)`` in
+    Identification under the low-rank structure (paper Sec. "Structured representation
+    across LLM judges"): with ``col(W)`` known, ``(alpha_k, b_k)`` in
     ``s_k = W alpha_k`` is identifiable iff ``rank([D_k W, z_k]) = r + 2``.
 ``"separation"`` (per LLM judge)
-    Existence of a finite MLE of the judge's own order-effect BTL
-    (eq. binomial-model-llm): no quasi-complete separation
+    Existence of a finite MLE of the judge's own order-effect BTL:
+    no quasi-complete separation
     (Albert & Anderson 1984), decided by a small linear program.
 ``"parameter-count"`` and ``"sufficient-subset"`` (``"all judges"``)
-    The necessary parameter count and the sufficient judge subset of
-    Prop. ident-lowrank for an unknown ``col(W)``.  The paper gives no exact
+    The necessary parameter count and the sufficient judge subset of the
+    low-rank identification result for an unknown ``col(W)``.  The paper gives no exact
     condition for an unknown ``col(W)``: the count is necessary, a subset
     ``K_0`` of judges each identified on its own (ident-LLM) with
     ``rank(S_K0) = r+1`` is sufficient.  When no such subset exists (e.g. four
@@ -36,7 +38,7 @@ fit.  The conditions, with their public names:
     The self-preference covariate ``z = D_k o_k`` (:meth:`~pydial.Comparisons.with_self_preference`,
     ``o_k`` the judge's own-item indicator) lies in ``col(D_k)``: in the judge's own model
     it is confounded with its scores (``s_k + beta_k o_k``), and in the structured models it is
-    identified only through the low-rank structure, by the extension of Prop. ident-lowrank
+    identified only through the low-rank structure, by the extension of the low-rank identification
     of :func:`_lowrank_jacobian_rank` (see there).  Per judge, with ``col(W)`` known:
     ``rank([D_k W, a_k, Z_k]) = r + 2 + p_k`` (sufficient when the other judges pin down
     ``col(W)``: the centered ``o_k`` not in ``col(W)``); for all judges the exact generic
@@ -44,8 +46,8 @@ fit.  The conditions, with their public names:
 ``"pooled-connected"`` (``"all judges"``, only for ``method="pooled"``)
     The pooled LLM comparison graph is connected.
 ``"human-design"`` and ``"human-mle"`` (``"human"``)
-    Cond. human-design ``rank(D_H M) = d`` (Prop. human_identification and
-    App. incomplete-human-coverage), and existence of the unrestricted human BTL
+    The human comparison design ``rank(D_H M) = d`` (paper Sec. "Human calibration and
+    identification"; connectivity is not needed), and existence of the unrestricted human BTL
     MLE: the directed win graph is strongly connected (Ford 1957).
 """
 
@@ -63,9 +65,10 @@ from scipy.optimize import linprog
 from scipy.sparse.csgraph import connected_components
 
 from pydial.cache import derived
-from pydial.data.comparisons import SELF_PREFERENCE, Comparisons
-from pydial.exceptions import ArgumentError, IdentifiabilityError
+from pydial.data.comparisons import SELF_PREFERENCE, Comparisons, require_comparisons
+from pydial.exceptions import ArgumentError, ArgumentTypeError, IdentifiabilityError
 from pydial.model.chart import CALIBRATIONS, difference_design
+from pydial.model.penalty import check_penalty
 
 __all__ = [
     "CALIBRATIONS",
@@ -97,19 +100,22 @@ CONDITIONS: tuple[str, ...] = (
 """Public condition names, in the order they appear in :attr:`DesignReport.table`."""
 
 REFERENCES: dict[str, str] = {
-    "ident-LLM": "Prop. ident-LLM, Cor. cycle-criterion",
-    "ident-lowrank": "Prop. ident-lowrank",
-    "separation": "finite MLE of eq. binomial-model-llm; Albert & Anderson 1984",
-    "parameter-count": "Prop. ident-lowrank, parameter count",
-    "sufficient-subset": "Prop. ident-lowrank: sufficient judge subset, else full generic rank of the model Jacobian",
+    "ident-LLM": "identification of the judge's position-debiased scores and order effect: rank([D_k, z_k]) = N, "
+                 "by the cycle criterion",
+    "ident-lowrank": "identification under the low-rank structure with col(W) known: rank([D_k W, z_k]) = r + 2",
+    "separation": "finite MLE of the judge's order-effect Bradley-Terry model; Albert & Anderson 1984",
+    "parameter-count": "identification under the low-rank structure: necessary parameter count",
+    "sufficient-subset": "identification under the low-rank structure: sufficient judge subset, else full generic rank "
+                         "of the model Jacobian",
     "pooled-connected": "pooled LLM comparison graph",
-    "human-design": "Cond. human-design",
+    "human-design": "human comparison design: rank(D_H M) = d",
     "human-mle": "finite human BTL MLE; Ford 1957",
     "human-connected": "finite Firth estimate of the human BTL (penalty='firth'); Kosmidis & Firth 2021",
     "covariates": "response covariates outside the span of the item-difference and order columns: rank [D, a, Z]",
-    "self-preference": "Prop. ident-lowrank extended by the covariate effects: full generic rank of the Jacobian in (S, b, beta)",
+    "self-preference": "identification under the low-rank structure, extended by the covariate effects: full generic "
+                       "rank of the Jacobian in (S, b, beta)",
 }
-"""Where each condition comes from (paper labels or literature)."""
+"""What each condition is and where it comes from (the paper's results or the literature)."""
 
 ALL_JUDGES = "all judges"
 HUMAN = "human"
@@ -509,8 +515,7 @@ def _check_self_preference(data: Comparisons, r: int, nopos: bool, shared: bool,
     if rk >= need:
         return True, (f"the Jacobian of the rank-{r} LLM model in (S, b, beta) has full rank {rk} = (r+1)(K+N-r-2)"
                       f"{'' if nopos else '+K'} + {int(free.sum())} free covariate effects at a generic point: every "
-                      "self-preference effect is locally identified through the shared structure (Prop. ident-lowrank, "
-                      "extended)")
+                      "self-preference effect is locally identified through the shared low-rank structure")
     labels = ["LLM judges (shared)"] if shared else list(data.judges)
     hit = [f"{labels[g]}:{data.covariates[t]}" for (g, t), c in zip(np.argwhere(free), confounded) if c]
     return False, (f"the Jacobian of the rank-{r} LLM model in (S, b, beta) has rank {rk} < {need} at a generic point: "
@@ -853,7 +858,7 @@ def check_design(
         The comparison data (only the design, i.e. which cells were observed, and
         for the MLE checks which outcomes were one-sided, matter).
     rank : int, default 1
-        Rank ``r`` of the judge disagreement ``U V^T`` (Cond. llm-structure).
+        Rank ``r`` of the judge disagreement ``U V^T`` (``S = gamma mu^T + U V^T``).
     calibration : {"mu", "W"}, default "mu"
         Calibration basis ``M = mu`` (``d = 1``) or ``M = W`` (``d = r + 1``).
     method : {"judges", "human", "pooled", "dial-anc", "dial-ada", "dial-nopos", "atc"} or None
@@ -883,9 +888,11 @@ def check_design(
 
     Raises
     ------
-    ValueError
-        Unknown ``method`` or ``calibration``, negative ``rank``, or ``W`` of the
-        wrong shape.
+    ArgumentTypeError
+        ``data`` is not a :class:`~pydial.Comparisons` (e.g. the DataFrame it is read from).
+    ArgumentError
+        Unknown ``method``, ``calibration`` or ``penalty``, negative ``rank``, or ``W`` of the
+        wrong shape; ``seed``, ``shared`` or ``W`` of the wrong type (:class:`~pydial.ArgumentTypeError`).
 
     Notes
     -----
@@ -920,7 +927,7 @@ def check_design(
     to connectivity of ``G_k``, ident-lowrank to ``rank(D_k W) = r + 1``, the
     parameter count drops the ``K`` order effects and separation has ``c = 0``.
 
-    The cycle criterion (Cor. cycle-criterion) is decided by a weighted
+    The cycle criterion for the order effect is decided by a weighted
     union-find: potentials with :math:`x_{i_t} - x_{j_t} = a_t` on a spanning
     forest, so :math:`z_k \in \operatorname{col}(D_k)` iff every other cell
     satisfies the same equation.
@@ -935,6 +942,7 @@ def check_design(
     >>> bool(rep.table.loc[rep.table.condition == "ident-LLM", "ok"].iloc[0])
     True
     """
+    data = require_comparisons(data)
     if method not in METHODS:
         raise ArgumentError(f"method must be one of {METHODS}, got {method!r}")
     if calibration not in CALIBRATIONS:
@@ -942,10 +950,22 @@ def check_design(
     if isinstance(rank, bool) or not isinstance(rank, (int, np.integer)) or rank < 0:
         raise ArgumentError(f"rank must be an integer >= 0, got {rank!r}")
     r = int(rank)
+    check_penalty(penalty)
+    if not isinstance(seed, np.random.Generator):
+        if isinstance(seed, (bool, np.bool_)) or not isinstance(seed, (int, np.integer)):
+            raise ArgumentTypeError(f"seed must be a non-negative integer or a numpy.random.Generator, got {seed!r}")
+        if seed < 0:
+            raise ArgumentError(f"seed must be a non-negative integer or a numpy.random.Generator, got {seed!r}")
+    if not isinstance(shared, (bool, np.bool_)):
+        raise ArgumentTypeError(f"shared must be True or False, got {shared!r}")
     items = data.items
     N, K = data.N, data.K
     if W is not None:
-        W = np.asarray(W, dtype=float)
+        try:
+            W = np.asarray(W, dtype=float)
+        except (TypeError, ValueError):
+            raise ArgumentTypeError(f"W must be a numeric array of shape (N, rank+1) = ({N}, {r + 1}), got "
+                                    f"{type(W).__name__}") from None
         if W.shape != (N, r + 1) or not np.all(np.isfinite(W)):
             raise ArgumentError(f"W must be a finite array of shape (N, rank+1) = ({N}, {r + 1}), got shape {W.shape}")
         Wk, generic_note = W, "with the given W"
@@ -1035,7 +1055,7 @@ def check_design(
     elif len(n_ident) < r + 1:
         who = _names(data.judges, n_ident) if n_ident else "none"
         subset = (f"{len(n_ident)} judge(s) with {own} ({who}) < r+1 = {r + 1}, too few for the sufficient judge "
-                  "subset of Prop. ident-lowrank")
+                  "subset of the low-rank identification condition")
         P = (K + N) * (r + 1) + K
         if not ok_pc:
             ok_ss, det_ss = False, subset + "; the parameter count fails too"

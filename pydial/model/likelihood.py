@@ -304,7 +304,7 @@ class Objective:
     or the people) contributes ``-w_c log p(w_i, w_j, t | eta_c, l_g)`` (kernel without the
     multinomial coefficient, :mod:`pydial.model.families`), ``l_g = log nu_g`` the tie
     parameter of the group.  The coordinates are ``x = (theta, l)``: the chart's ``theta``
-    followed by the free log tie parameters, one per group in :attr:`free` (ascending:
+    followed by the free log tie parameters, one per group in ``free`` (ascending:
     judges, then the people).  Groups not in ``free`` must have no ties; their cells use
     the binary model, the ``nu = 0`` boundary of both tie models (:func:`tie_groups`).
     Value, gradient and exact Hessian (with the ``(eta, l)`` cross terms) come from the

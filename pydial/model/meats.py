@@ -49,8 +49,8 @@ COV_TYPES: tuple[str, ...] = ("fisher", "binomial", "cell", "record")
 COV_DESCRIPTIONS = {
     "fisher": "model-based (Fisher information)",
     "binomial": "sandwich, independent comparisons (binomial meat)",
-    "cell": "sandwich, clustered by judge-pair cell (eq. cell-clustered-meat)",
-    "record": "sandwich, clustered by record (eq. hac-meat, record kernel)",
+    "cell": "sandwich, clustered by judge-pair cell",
+    "record": "sandwich, clustered by record (HAC meat with a record kernel)",
 }
 ANCHORED_COVS: tuple[str, ...] = ("two-step", "fixed-basis")
 """Covariances at the anchored endpoint ``lambda = inf`` (:func:`pydial.fit`'s ``anchored_cov``)."""

@@ -235,8 +235,8 @@ def information_terms(family: str | None, X: np.ndarray, n: np.ndarray, eta: np.
 
     .. math::
 
-        rac{\partial \log\det I}{\partial \eta_c} = \operatorname{tr}\Bigl(L_c rac{\partial I_c}{\partial \eta_c}\Bigr),
-        \qquad rac{\partial \log\det I}{\partial X} = 2\,(E X A_{etaeta} + v A_{eta l}^	op),
+        \frac{\partial \log\det I}{\partial \eta_c} = \operatorname{tr}\Bigl(L_c \frac{\partial I_c}{\partial \eta_c}\Bigr),
+        \qquad \frac{\partial \log\det I}{\partial X} = 2\,(E X A_{\beta\beta} + v A_{\beta l}^\top),
 
     with :math:`A = I^{-1}`, :math:`L_c` the cell's leverage in its channels (:class:`TieFirthPenalty`),
     ``E = diag(i_ee)`` and ``v = i_el`` the cells' information entries.
