@@ -16,8 +16,10 @@ from pydial.estimation.spec import ModelSpec
 from pydial.data import datasets, features, io
 from pydial.data.comparisons import Comparisons
 from pydial.data.counts import read_comparisons
+from pydial.data.panel import read_judge_responses, write_judge_responses
 from pydial.estimation.results import DialResult
 from pydial.model.identifiability import DesignReport, check_design
+from pydial.studies.diagnostics import judge_diagnostics
 from pydial.studies.planning import next_pairs, plan, plot_plan
 from pydial.studies.simulate import Simulation, simulate
 
@@ -25,6 +27,8 @@ from .exceptions import (
     ArgumentError,
     ArgumentTypeError,
     ArgumentWarning,
+    BootstrapWarning,
+    CalibrationWarning,
     ConvergenceError,
     ConvergenceWarning,
     CovarianceWarning,
@@ -37,11 +41,15 @@ from .exceptions import (
     IdentifiabilityError,
     MemoryLimitError,
     OutputError,
+    UnknownNameError,
 )
 
 __all__ = [
     "Comparisons",
     "read_comparisons",
+    "read_judge_responses",
+    "write_judge_responses",
+    "judge_diagnostics",
     "datasets",
     "features",
     "io",
@@ -62,10 +70,13 @@ __all__ = [
     "ConvergenceError",
     "ConvergenceWarning",
     "CovarianceWarning",
+    "CalibrationWarning",
+    "BootstrapWarning",
     "DataWarning",
     "ArgumentWarning",
     "DialWarning",
     "OutputError",
+    "UnknownNameError",
     "DialError",
     "DependencyError",
     "MemoryLimitError",

@@ -129,7 +129,7 @@ def import_cycles(graph: dict[str, set[str]]) -> list[list[str]]:
 
 
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("pydial.exceptions", "pydial.resources", "pydial.optim", "pydial.cache"),
+    ("pydial.exceptions", "pydial.formatting", "pydial.resources", "pydial.optim", "pydial.cache"),
     ("pydial.data",),
     ("pydial.model",),
     ("pydial.inference",),
@@ -147,6 +147,12 @@ def _layer(module: str) -> int | None:
         if any(module == p or module.startswith(p + ".") for p in layer):
             return k
     return None
+
+
+def test_panel_reader_and_judge_diagnostics_layers():
+    """The panel reader is a data reader; the judge diagnostics sit with the studies (above the fits they plot)."""
+    assert _layer("pydial.data.panel") == LAYERS.index(("pydial.data",))
+    assert _layer("pydial.studies.diagnostics") == LAYERS.index(("pydial.studies",))
 
 
 def test_every_module_has_a_layer():

@@ -1,4 +1,4 @@
-"""Real-data protocol (analyses/realdata/protocol.py) in quick mode on the bundled Arena data:
+"""Real-data protocol (analyses/realdata/protocol.py, on pydial.studies.robustness) in quick mode on the bundled Arena data:
 schema, determinism (same seed, jobs 1 vs 2), resume, non-finite fits recorded but not
 averaged, and the injected pure-position / anti-consensus judges."""
 
@@ -12,6 +12,9 @@ import pandas as pd
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import pydial  # noqa: E402
+from pydial.studies import robustness  # noqa: E402
 
 from analyses.realdata import protocol as P  # noqa: E402
 from analyses.realdata.report import aggregate  # noqa: E402
@@ -80,7 +83,7 @@ def test_nonfinite_human_recorded_not_averaged(quick):
 def test_determinism_same_seed(quick):
     out, _ = quick
     first = pd.DataFrame(P.run_task(CFG, "human_budget", 400.0, 1))
-    P.split_pools.cache_clear()
+    P.study.cache_clear()
     again = pd.DataFrame(P.run_task(CFG, "human_budget", 400.0, 1))
     pd.testing.assert_frame_equal(first.drop(columns=VOLATILE), again.drop(columns=VOLATILE))
     stored = pd.read_csv(out / "human_budget.csv")
@@ -88,8 +91,7 @@ def test_determinism_same_seed(quick):
     assert np.allclose(stored["excess_loss"], first["excess_loss"], equal_nan=True, rtol=0, atol=1e-12)
     # another seed gives another split
     other = dataclasses.replace(CFG, seed=CFG.seed + 1)
-    assert not np.array_equal(P.split_pools(other.seed, other.train_frac, other.judges, other.pure_template, 0).train_human,
-                              P.split_pools(CFG.seed, CFG.train_frac, CFG.judges, CFG.pure_template, 0).train_human)
+    assert not np.array_equal(robustness.pools(P.study(other), 0)["human"], robustness.pools(P.study(CFG), 0)["human"])
 
 
 def test_seeds_are_stable_not_hash():
@@ -122,15 +124,15 @@ def test_resume(quick, tmp_path):
     pd.testing.assert_frame_equal(_canon(pd.read_csv(tmp_path / "llm_budget.csv")), _canon(pd.read_csv(out / "llm_budget.csv")))
     assert P.run(CFG, tmp_path, sweeps=["llm_budget"], jobs=1, progress=False)["llm_budget"]["tasks_run"] == 0
     # rows of another configuration are never mixed in
-    with pytest.raises(RuntimeError, match="another configuration"):
+    with pytest.raises(pydial.ArgumentError, match="another configuration"):
         P.pending_tasks(dataclasses.replace(CFG, llm_n_human=500), "llm_budget", tmp_path)
 
 
 def test_pure_position_judges():
     frame, info = P.task_frame(CFG, "pure_position", 2.0, 0)
     _, _, long = P.base_data()
-    pools = P.split_pools(CFG.seed, CFG.train_frac, CFG.judges, CFG.pure_template, 0)
-    tpl = long.loc[pools.train_template]
+    train = robustness.pools(P.study(CFG), 0)["train"]
+    tpl = long.loc[train[(long["judge"] == CFG.pure_template).to_numpy()[train]]]
     assert info["n_injected"] == 2
     for t in (1, 2):
         inj = frame.loc[frame["judge"] == f"{P.PURE_PREFIX}{t:02d}"]

@@ -17,6 +17,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from pydial.studies.robustness import summarize
+
 from .protocol import LABELS, METHODS, SWEEPS, Config, base_data, load_results
 
 COLORS = {"human": "#555555", "pooled": "#e08214", "dial-nopos": "#8c6bb1", "dial-anc": "#1f78b4",
@@ -27,44 +29,12 @@ MIN_FINITE_PLOT = 3  # a point needs at least this many finite splits to be draw
 
 
 # ------------------------------------------------------------------- aggregation
-def _mean_se(x: pd.Series) -> tuple[float, float, int]:
-    v = pd.to_numeric(x, errors="coerce").to_numpy(float)
-    v = v[np.isfinite(v)]
-    if v.size == 0:
-        return np.nan, np.nan, 0
-    se = float(v.std(ddof=1) / np.sqrt(v.size)) if v.size > 1 else np.nan
-    return float(v.mean()), se, int(v.size)
-
-
 def aggregate(df: pd.DataFrame) -> pd.DataFrame:
-    """Per (setting, method): counts by status, finite fraction, means and MC SEs."""
-    rows = []
+    """Per (setting, method) of one sweep: counts by status, finite fraction, means and MC SEs
+    (:func:`pydial.studies.robustness.summarize`)."""
     if df.empty:
         return pd.DataFrame()
-    for (setting, method), g in df.groupby(["setting", "method"], sort=True):
-        ref = g.loc[g["status"] != "no_reference"]
-        ok = ref.loc[ref["status"] == "ok"]
-        ex, ex_se, n_ex = _mean_se(ok["excess_loss"])
-        tau, tau_se, n_tau = _mean_se(ok["kendall_tau"])
-        orc, orc_se, n_orc = _mean_se(ok["oracle_excess_loss"])
-        lam = pd.to_numeric(ok["lambda"], errors="coerce")
-        conv = ok["converged"].astype(str).str.lower().eq("true")
-        rows.append({
-            "setting": float(setting), "method": method, "n_splits": len(ref), "n_ok": len(ok),
-            "n_not_finite": int((ref["status"] == "not_finite").sum()), "n_failed": int((ref["status"] == "failed").sum()),
-            "n_error": int((ref["status"] == "error").sum()), "frac_finite": len(ok) / len(ref) if len(ref) else np.nan,
-            "excess_mean": ex, "excess_se": ex_se, "tau_mean": tau, "tau_se": tau_se, "n_tau": n_tau,
-            "oracle_mean": orc, "oracle_se": orc_se,
-            "frac_lambda_inf": float(np.isinf(lam).mean()) if len(lam) else np.nan,
-            "frac_lambda_zero": float((lam == 0).mean()) if len(lam) else np.nan,
-            "median_multiple": float(np.nanmedian(pd.to_numeric(ok["lambda_multiple"], errors="coerce")))
-            if len(ok) else np.nan,
-            "n_unconverged": int((~conv).sum()), "n_with_warnings": int((ok["n_warnings"] > 0).sum()),
-            "b_injected_mean": float(pd.to_numeric(ok["b_injected_mean"], errors="coerce").mean()) if len(ok) else np.nan,
-            "n_llm_mean": float(pd.to_numeric(g["n_llm"], errors="coerce").mean()),
-            "n_human_mean": float(pd.to_numeric(g["n_human"], errors="coerce").mean()),
-        })
-    return pd.DataFrame(rows)
+    return summarize(df).drop(columns=["sweep", "arm"])
 
 
 # ----------------------------------------------------------------------- figures

@@ -87,6 +87,8 @@ from scipy.stats import chi2, ncx2, norm
 
 from pydial.data.comparisons import Comparisons
 from pydial.estimation.results import DialResult
+from pydial.estimation.spec import check_level
+from pydial.resources import check_bytes, check_n_jobs, n_workers
 from pydial.exceptions import ArgumentError, ArgumentTypeError, DataError, DialError
 
 PLAN_METHODS: tuple[str, ...] = ("human", "dial-anc", "dial-ada")
@@ -176,7 +178,7 @@ class Pilot:
     def weighted_covariance(self, n: float, kappa: float) -> np.ndarray:
         """First-order covariance at shrinkage ``kappa`` of the difference from the anchored fit.
 
-        For ``s_A + kappa (s_H - s_A)`` (module docstring):
+        For ``s_A + kappa (s_H - s_A)`` (see ``help(pydial.studies.planning)``):
         ``(1 - kappa^2) C_A0 + kappa^2 C_H + (1 - kappa)^2 V_llm``.
         """
         V_llm = self._anchored("dial-ada")[1]
@@ -197,7 +199,7 @@ class Pilot:
     def excess_risk(self, method: str, n: float) -> float:
         """First-order expected excess human risk (Thm. population-risk-tradeoff).
 
-        For DIAL-Ada the shrinkage risk of the module docstring.
+        For DIAL-Ada the shrinkage risk ``R_Ada`` of ``help(pydial.studies.planning)``.
         """
         if method == "human":
             return 0.5 * float(np.trace(self.L @ self.covariance("human", n)))
@@ -209,8 +211,17 @@ class Pilot:
         return d / (2.0 * n) + df * e2 / (2.0 * n) + self.bias * (1.0 - 2.0 * e1 + shrinkage_moment(df, nc, 2, 4))
 
 
+NORMAL_NONCENTRALITY = 1e9
+"""Noncentrality above which the noncentral chi-square is its normal limit (scipy's ``ncx2`` is NaN from ~1e12)."""
+
+
 def _chi2(k: int, nc: float) -> Any:
-    """Return the (noncentral) chi-square distribution with ``k`` df and noncentrality ``nc``."""
+    """Return the (noncentral) chi-square distribution with ``k`` df and noncentrality ``nc``.
+
+    Above :data:`NORMAL_NONCENTRALITY` its normal limit ``N(k + nc, 2 (k + 2 nc))`` (skewness below 1e-4).
+    """
+    if nc > NORMAL_NONCENTRALITY:
+        return norm(loc=k + nc, scale=np.sqrt(2.0 * (k + 2.0 * nc)))
     return ncx2(k, nc) if nc > 0 else chi2(k)
 
 
@@ -231,10 +242,10 @@ def shrinkage_moment(df: int, nc: float, power: int, shift: int) -> float:
     from scipy.integrate import quad
 
     dist = _chi2(df + shift, nc)
-    hi = float(dist.isf(1e-13))
+    lo, hi = max(float(dist.ppf(1e-13)), df), float(dist.isf(1e-13))  # the mass, where kappa > 0
     if hi <= df:
         return 0.0
-    return float(quad(lambda t: (1.0 - df / t) ** power * dist.pdf(t), df, hi, limit=200, epsabs=1e-12)[0])
+    return float(quad(lambda t: (1.0 - df / t) ** power * dist.pdf(t), lo, hi, limit=200, epsabs=1e-12)[0])
 
 
 def _pinv(A: np.ndarray) -> np.ndarray:
@@ -257,10 +268,10 @@ def _pilot_data(result: DialResult, data: Comparisons | None) -> Comparisons:
                             "Comparisons the pilot result was fitted to")
     if not isinstance(data, Comparisons):
         raise ArgumentTypeError(f"data must be the pydial.Comparisons the pilot was fitted to, got {type(data).__name__}")
-    if tuple(data.items) != tuple(result.items) or data.n_human != result.n_human or data.n_llm != result.n_llm:
+    if not result.used_the_judgments_of(data):
         raise DataError("data does not match result: pass the Comparisons the pilot result was fitted to "
-                        f"(items {len(data.items)} vs {len(result.items)}, n_H {data.n_human} vs {result.n_human}, "
-                        f"n_LLM {data.n_llm} vs {result.n_llm})")
+                        f"(items {len(data.items)} vs {len(result.items)}, decisive n_H {data.n_human}, n_LLM "
+                        f"{data.n_llm}; the result used n_H {result.n_human}, n_LLM {result.n_llm})")
     if not np.all(np.isfinite(result.scores["score"].to_numpy())):
         raise DataError("result has no finite scores to plan from")
     if data.p:
@@ -443,11 +454,11 @@ def plan(
         Size of the top set for ``p_topk_correct``.
     methods : sequence of {"human", "dial-anc", "dial-ada"}
     method : {"theory", "simulate"}
-        ``"theory"``: the first-order formulas of the module docstring
-        (Thm. population-risk-tradeoff, Cor. staged-oracle-equivalence) at the
+        ``"theory"``: the first-order formulas of ``help(pydial.studies.planning)``
+        (the paper's human-risk tradeoff and the staged endpoint's oracle covariance) at the
         pilot's scores and design.  ``"simulate"``: parametric simulation from the
         pilot, ``n_sim`` replications per budget: the pilot scores are the truth,
-        human pairs are drawn from the design, outcomes from eq. binomial-model-human,
+        human pairs are drawn from the design, outcomes from the human BTL model,
         the LLM judgments are redrawn from the pilot's structured LLM fit on the
         pilot's LLM design (``llm="resample"``) or kept (``llm="fixed"``), and every
         method is refitted with :func:`pydial.fit` (parallel over replications with
@@ -458,7 +469,7 @@ def plan(
         Interval level.
     alpha : float, default 0.01
         Level of the calibration LRT whose critical value is subtracted from the
-        statistic to estimate the approximation error (module docstring).
+        statistic to estimate the approximation error (see ``help(pydial.studies.planning)``).
     n_sim, n_jobs, seed : int
         Replications, joblib workers and seed of ``method="simulate"`` (the seed also
         drives the Monte Carlo of ``p_topk_correct`` under ``"theory"``).
@@ -483,6 +494,16 @@ def plan(
     First-order predictions are least accurate for Human at small budgets (a few
     comparisons per pair), where the MLE's finite-sample bias adds to the risk;
     ``method="simulate"`` captures it.
+
+    Examples
+    --------
+    >>> import pydial
+    >>> pilot = pydial.fit(pydial.datasets.synthetic(), "dial-anc")
+    >>> tab = pydial.plan(pilot, budgets=[100, 400])
+    >>> tab[["budget", "method"]].values.tolist()
+    [[100, 'human'], [100, 'dial-anc'], [100, 'dial-ada'], [400, 'human'], [400, 'dial-anc'], [400, 'dial-ada']]
+    >>> bool((tab.groupby("method", sort=False)["excess_risk"].diff().dropna() < 0).all())
+    True
     """
     if method not in PLAN_MODES:
         raise ArgumentError(f"method must be one of {PLAN_MODES}, got {method!r}")
@@ -496,9 +517,10 @@ def plan(
     if budgets_arr.size == 0 or not np.issubdtype(budgets_arr.dtype, np.number) or np.any(budgets_arr <= 0) \
             or np.any(budgets_arr != np.round(budgets_arr)):
         raise ArgumentError(f"budgets must be positive integers, got {list(budgets)!r}")
-    if not 0 < level < 1:
-        raise ArgumentError(f"level ({level}) must be in the open interval (0, 1)")
+    level = check_level(level)
     data = _pilot_data(result, data)
+    if method == "simulate":
+        _check_simulation_size(budgets_arr, data, n_sim, n_jobs)
     pilot = make_pilot(result, data=data, design=design, alpha=alpha)
     if pilot.B is None and any(m != "human" for m in methods):
         raise DataError(f"methods {[m for m in methods if m != 'human']} need LLM judgments; the pilot data have none")
@@ -621,13 +643,32 @@ def _sim_one(p: Pilot, data: Comparisons, llm: pd.DataFrame | None, n: int, meth
     return out
 
 
+PLAN_BYTES_PER_ROW = 600  # per simulated judgment: the long frame (record-id strings), from_frame's copy, the cells
+PLAN_BYTES_PER_TASK = 2_000  # per replication: its seed sequence, task tuple and result rows
+
+
+def _check_simulation_size(budgets: np.ndarray, data: Comparisons, n_sim: Any, n_jobs: Any) -> None:
+    """Refuse ``plan(method="simulate")`` arguments whose replications would not fit in memory, before any work.
+
+    Every worker holds one replication: the pilot's LLM judgments plus the largest budget's human ones.
+    """
+    if isinstance(n_sim, (bool, np.bool_)) or not isinstance(n_sim, (int, np.integer)) or n_sim < 2:
+        raise ArgumentError(f"n_sim must be an integer >= 2, got {n_sim!r}")
+    workers = n_workers(check_n_jobs(n_jobs))
+    rows = int(budgets.max()) + data.n_llm
+    tasks = int(n_sim) * budgets.size
+    need = workers * rows * PLAN_BYTES_PER_ROW + tasks * PLAN_BYTES_PER_TASK
+    check_bytes(need, f"plan(method='simulate', budgets up to {int(budgets.max()):,}, n_sim={int(n_sim):,})",
+                "reduce the largest budget, n_sim or n_jobs, or use method='theory'",
+                detail=f"{workers} worker(s) x {rows:,} judgments x {PLAN_BYTES_PER_ROW} B + {tasks:,} "
+                       f"replications x {PLAN_BYTES_PER_TASK} B")
+
+
 def _plan_simulate(p: Pilot, data: Comparisons, budgets: list[int], methods: tuple[str, ...],
                    contrast: tuple[str, str], k: int, n_sim: int, n_jobs: int, seed: int,
                    rank: int, calibration: str, llm: str) -> pd.DataFrame:
     from joblib import Parallel, delayed
 
-    if not isinstance(n_sim, (int, np.integer)) or n_sim < 2:
-        raise ArgumentError(f"n_sim must be an integer >= 2, got {n_sim!r}")
     fixed = llm_frame(data) if (llm == "fixed" and data.K > 0) else None
     seeds = np.random.SeedSequence(seed).spawn(len(budgets) * n_sim)
     tasks = [(n, seeds[b * n_sim + t]) for b, n in enumerate(budgets) for t in range(n_sim)]
@@ -748,6 +789,30 @@ def _costs(costs: Any, items: tuple[str, ...], pairs: np.ndarray) -> np.ndarray:
     return out
 
 
+GREEDY_STEP_SECONDS = 3e-5  # per greedy step of next_pairs: numpy call overhead (measured)
+GREEDY_ENTRY_SECONDS = 1.6e-8  # per pair x (contrast + coordinate) entry of a step (measured)
+GREEDY_MAX_SECONDS = 600.0
+"""Longest run :func:`next_pairs` starts (by its estimate): propose in batches, refitting between them."""
+
+
+def _check_greedy_size(n: int, N: int, d: int, h: int) -> None:
+    """Refuse ``next_pairs`` requests whose greedy loop would run past :data:`GREEDY_MAX_SECONDS` or out of memory.
+
+    ``d`` calibration coordinates, ``h`` contrasts of the objective (0 for ``"D"``).
+    """
+    n_pairs = N * (N - 1) // 2
+    entries = n_pairs * (h + d + 2) * max(d, 1)
+    step = GREEDY_STEP_SECONDS + entries * GREEDY_ENTRY_SECONDS
+    check_bytes(8 * (n_pairs * (4 * d + 8) + h * (N + n_pairs + d)), f"next_pairs with {N:,} items and {h:,} contrasts",
+                "use objective='contrast' or 'D', or a smaller k", detail=f"{n_pairs:,} pairs x {h:,} contrasts x 8 B")
+    if n * step > GREEDY_MAX_SECONDS:
+        most = max(1, int(GREEDY_MAX_SECONDS / step))
+        raise ArgumentError(f"next_pairs(n={n:,}) would take about {n * step:,.3g} s ({n:,} greedy steps over "
+                            f"{n_pairs:,} pairs, ~{step:.2g} s each; the limit is {GREEDY_MAX_SECONDS:.0f} s); "
+                            f"propose at most about {most:,} at once: collect those labels, refit, and call "
+                            "next_pairs again")
+
+
 def next_pairs(
     result: DialResult,
     n: int,
@@ -763,7 +828,7 @@ def next_pairs(
     Each step picks the pair with the largest predicted reduction of the objective
     per unit cost, then updates the calibration block's covariance ``K`` by
     Sherman-Morrison with that comparison's information ``p(1-p) x x^T``
-    (module docstring; fitted ``p`` of the current fit).
+    (see ``help(pydial.studies.planning)``; fitted ``p`` of the current fit).
 
     Parameters
     ----------
@@ -796,11 +861,14 @@ def next_pairs(
     """
     if objective not in OBJECTIVES:
         raise ArgumentError(f"objective must be one of {OBJECTIVES}, got {objective!r}")
-    if not isinstance(n, (int, np.integer)) or n < 1:
+    if isinstance(n, (bool, np.bool_)) or not isinstance(n, (int, np.integer)) or n < 1:
         raise ArgumentError(f"n must be a positive integer, got {n!r}")
     blk = calibration_block(result, data=data)
     items = tuple(result.items)
     N = len(items)
+    if objective == "ranking":
+        k = _check_k(k, N)
+    _check_greedy_size(int(n), N, blk.B.shape[1], k * (N - k) if objective == "ranking" else int(objective != "D"))
     pi, pj = np.triu_indices(N, 1)
     pairs = np.column_stack([pi, pj])
     cost = _costs(costs, items, pairs)
@@ -819,7 +887,6 @@ def next_pairs(
         omega = np.ones(1)
         label = f"Var({a} - {b})"
     elif objective == "ranking":
-        k = _check_k(k, N)
         o = np.argsort(-blk.s, kind="stable")
         top, rest = o[:k], o[k:]
         ta, tb = np.repeat(top, rest.size), np.tile(rest, top.size)

@@ -31,7 +31,8 @@ import pandas as pd
 from scipy.special import expit
 
 from pydial.data.features import covariate_names
-from pydial.exceptions import ArgumentError, renamed_arguments
+from pydial.exceptions import ArgumentError, ArgumentTypeError, renamed_arguments
+from pydial.resources import check_bytes
 
 if TYPE_CHECKING:  # pragma: no cover
     from pydial.data.comparisons import Comparisons
@@ -84,7 +85,8 @@ class Truth:
     S : ndarray, shape (K, N)
         LLM judge scores :math:`S=\gamma\mu^\top+UV^\top` (eq. S-llm); rows centered.
     b : ndarray, shape (K,)
-        Judge-level position effects :math:`b_k`; the last judge has ``b = 0.05``.
+        Judge-level position effects :math:`b_k`; the last judge has ``b = 0.05`` (unless
+        :func:`simulate` was given ``position_effects``).
         With ``sigma_pos > 0`` this is the within-judge mean of :attr:`b_kij`.
     mu : ndarray, shape (N,)
         Consensus direction, :math:`1^\top\mu=0`, :math:`\|\mu\|_2^2=N`.
@@ -251,7 +253,7 @@ class Simulation:
 # --------------------------------------------------------------------------- helpers
 def _check_int(name: str, value: Any, lo: int) -> int:
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
-        raise ArgumentError(f"{name} must be an integer, got {value!r}")
+        raise ArgumentTypeError(f"{name} must be an integer, got {value!r}")
     if value < lo:
         raise ArgumentError(f"{name} must be >= {lo}, got {value!r}")
     return int(value)
@@ -262,7 +264,7 @@ def _check_float(name: str, value: Any, lo: float, hi: float | None = None, *, o
     try:
         v = float(value)
     except (TypeError, ValueError):
-        raise ArgumentError(f"{name} must be a real number, got {value!r}") from None
+        raise ArgumentTypeError(f"{name} must be a real number, got {value!r}") from None
     bad = (not np.isfinite(v)) or (v <= lo if open_lo else v < lo)
     if hi is not None:
         bad |= v >= hi if open_hi else v > hi
@@ -325,7 +327,11 @@ def _covariate_effects(beta: Any, K: int, p: int) -> np.ndarray:
         return np.zeros((K + 1, p))
     if p == 0:
         raise ArgumentError("beta= needs covariates= (the names of the response covariates)")
-    arr = np.asarray(beta, float)
+    try:
+        arr = np.asarray(beta, float)
+    except (TypeError, ValueError):
+        raise ArgumentTypeError(f"beta must be a number, a vector of {p} or a ({K + 1}, {p}) array of numbers "
+                                f"(judges, then people), got {beta!r}") from None
     if arr.ndim <= 1 and arr.size in (1, p):
         out = np.zeros((K + 1, p))
         out[:K] = np.broadcast_to(arr.reshape(-1), (p,)) if arr.size == 1 else arr
@@ -336,6 +342,35 @@ def _covariate_effects(beta: Any, K: int, p: int) -> np.ndarray:
     if not np.all(np.isfinite(arr)):
         raise ArgumentError("beta must be finite")
     return arr.copy()
+
+
+SIM_BYTES_PER_ROW = 200  # per judgment: draws, indices, predictors and the frame's columns (measured ~165 B)
+SIM_BYTES_PER_COVARIATE = 40  # per judgment and covariate: both sides' draws and frame columns (measured ~32 B)
+SIM_BYTES_PER_PAIR = 48  # per item pair: the pair indices and the triangle mask (measured ~34 B)
+SIM_BYTES_PER_JUDGE_PAIR = 40  # per judge and pair: noise draws, overdispersion, pair-varying effects
+
+
+def _check_seed(seed: Any) -> Any:
+    """``seed`` of :func:`simulate`: None, a non-negative integer, or a numpy Generator / SeedSequence / BitGenerator."""
+    if seed is None or isinstance(seed, (np.random.Generator, np.random.SeedSequence, np.random.BitGenerator)):
+        return seed
+    if isinstance(seed, (bool, np.bool_)) or not isinstance(seed, (int, np.integer)):
+        raise ArgumentTypeError(f"seed must be None, a non-negative integer or a numpy.random.Generator, got {seed!r}")
+    if seed < 0:
+        raise ArgumentError(f"seed must be a non-negative integer, got {seed!r}")
+    return seed
+
+
+def _check_size(N: int, K: int, n_llm: int, n_human: int, p: int) -> None:
+    """Refuse (before drawing) a simulation whose arrays exceed the memory available."""
+    n_pairs = N * (N - 1) // 2
+    rows = n_llm + n_human
+    need = (rows * (SIM_BYTES_PER_ROW + SIM_BYTES_PER_COVARIATE * p)
+            + n_pairs * (SIM_BYTES_PER_PAIR + SIM_BYTES_PER_JUDGE_PAIR * K))
+    check_bytes(need, f"simulate(N={N:,}, K={K:,}, n_llm={n_llm:,}, n_human={n_human:,})",
+                "reduce n_llm + n_human (the rows) or N (the item pairs)",
+                detail=f"{rows:,} rows x {SIM_BYTES_PER_ROW + SIM_BYTES_PER_COVARIATE * p} B + {n_pairs:,} pairs x "
+                       f"{SIM_BYTES_PER_PAIR + SIM_BYTES_PER_JUDGE_PAIR * K} B")
 
 
 def _names(N: int, K: int) -> tuple[tuple[str, ...], tuple[str, ...]]:
@@ -379,6 +414,51 @@ def _self_preference(own: Mapping[str, Sequence[str]] | None, effect: float | Ma
     return O, self_k
 
 
+def _check_both_orders(both_orders: Any, n_llm: int, n_human: int, K: int) -> int:
+    """Check :func:`simulate`'s ``both_orders``; return the number of LLM rows it gives."""
+    if not isinstance(both_orders, (bool, np.bool_)):
+        raise ArgumentTypeError(f"both_orders must be True or False, got {both_orders!r}")
+    if not both_orders:
+        return n_llm
+    if n_human > n_llm:
+        raise ArgumentError(f"n_human ({n_human}) must be <= n_llm ({n_llm}) with both_orders=True: each human "
+                            "label is given to one of the n_llm records")
+    return 2 * K * n_llm
+
+
+def _position_effects(values: Sequence[float] | None, K: int) -> np.ndarray | None:
+    """:func:`simulate`'s ``position_effects`` as a finite ``(K,)`` array (``None`` when not given)."""
+    if values is None:
+        return None
+    try:
+        b = np.asarray(values, dtype=float)
+    except (TypeError, ValueError):
+        raise ArgumentTypeError(f"position_effects must be {K} numbers (one per judge), got {values!r}") from None
+    if b.shape != (K,) or not np.all(np.isfinite(b)):
+        raise ArgumentError(f"position_effects must be {K} finite numbers (one per judge, K={K}), got {values!r}")
+    return b
+
+
+def _llm_design(gen: np.random.Generator, n_llm: int, n_pairs: int, K: int, p_first: float,
+                both_orders: bool) -> tuple[np.ndarray, ...]:
+    """Draw the LLM comparisons' pair, judge, display order and record (indices per row).
+
+    One judgment per record with the judge drawn uniformly and the canonical item first with
+    probability ``p_first``; or (``both_orders``) ``n_llm`` records, each judged by every
+    judge in both orders (rows record by record, judge by judge, canonical item first then second).
+    Returns ``(pair, judge, canonical_first, record, record_pairs)``.
+    """
+    rec_pairs = gen.integers(0, n_pairs, size=n_llm)
+    if not both_orders:
+        k = gen.integers(0, K, size=n_llm)
+        a_first = gen.random(n_llm) < p_first
+        return rec_pairs, k, a_first, np.arange(n_llm, dtype=np.int64), rec_pairs
+    rec = np.repeat(np.arange(n_llm, dtype=np.int64), 2 * K)
+    k = np.tile(np.repeat(np.arange(K, dtype=np.int64), 2), n_llm)
+    a_first = np.tile(np.array([True, False]), K * n_llm)
+    return rec_pairs[rec], k, a_first, rec, rec_pairs
+
+
 def simulate(
     N: int = 10,
     K: int = 4,
@@ -391,6 +471,8 @@ def simulate(
     overdispersion: float = 0.0,
     sigma_pos: float = 0.0,
     p_first: float = 0.75,
+    both_orders: bool = False,
+    position_effects: Sequence[float] | None = None,
     tie_rate: float = 0.0,
     ties: Literal["davidson", "rao-kupper"] | None = None,
     covariates: Sequence[str] | None = None,
@@ -404,7 +486,7 @@ def simulate(
 
     Follows App. "Simulation Studies" ("Data-generating process") of the paper.
 
-    Structure (Cond. llm-structure).  :math:`\mu` is Gaussian, centered and scaled to
+    Structure (:math:`S=\gamma\mu^\top+UV^\top`).  :math:`\mu` is Gaussian, centered and scaled to
     :math:`\|\mu\|_2^2=N`.  The columns of :math:`V` are Gaussian, projected onto the
     orthogonal complement of :math:`\{1_N,\mu\}`, orthonormalized by QR and scaled by
     :math:`\sqrt N`, so :math:`N^{-1}V^\top V=I_r`.  :math:`\gamma_k=1+0.3z_k`,
@@ -426,9 +508,9 @@ def simulate(
     :math:`N(N-1)/2` pairs; LLM comparisons also draw the judge uniformly.  The
     canonical item :math:`i` (of :math:`i<j`) is shown first (:math:`a=+1`) with
     probability ``p_first``.  Item :math:`i` wins an LLM comparison with probability
-    :math:`\sigma(s_{ki}-s_{kj}+ab_{kij}+\varepsilon_{kij})` (eq. binomial-model-llm
+    :math:`\sigma(s_{ki}-s_{kj}+ab_{kij}+\varepsilon_{kij})` (the judges' order-effect BTL model
     with the optional misspecifications below) and a human comparison with
-    probability :math:`\sigma(s_{Hi}-s_{Hj})` (eq. binomial-model-human).
+    probability :math:`\sigma(s_{Hi}-s_{Hj})` (the human BTL model).
 
     Misspecification.  ``overdispersion > 0``: :math:`\varepsilon_{kij}\sim
     N(0,\texttt{overdispersion}^2)` drawn once per judge-pair and shared by all
@@ -460,7 +542,7 @@ def simulate(
         ``> 0``: every judge and the people produce ties, with the tie
         probability ``tie_rate`` at equal scores (the same tie parameter for
         all, recorded in ``truth.nu``); outcomes are drawn from the family ``ties``
-        (eq. binomial-model-llm for the decisive outcomes under Davidson).
+        (the judges' order-effect BTL model for the decisive outcomes under Davidson).
         0 (default): no ties, the draws are unchanged.
     ties : {"davidson", "rao-kupper"} or None
         Outcome family of the tie draws, as ``fit(ties=)``: Davidson-Beaver
@@ -468,7 +550,19 @@ def simulate(
         (default) is Davidson when ``tie_rate > 0``; a family with ``tie_rate=0``
         is an error.
     p_first : float
-        Probability that the canonical item is displayed first (paper: 0.75).
+        Probability that the canonical item is displayed first (paper: 0.75).  Not used
+        with ``both_orders=True``.
+    both_orders : bool, default False
+        The design of the paper's real-data panel: ``n_llm`` *records* (item pairs drawn
+        uniformly), each judged by every judge in both display orders, each order an
+        independent draw from the judges' order-effect BTL model: ``2 K n_llm`` LLM rows
+        sharing their record's ``record_id``.  The ``n_human <= n_llm`` human labels are given
+        to the first ``n_human`` records (same pair and ``record_id``).  Response covariates
+        are drawn once per record (every judge, both orders and the people see the same
+        responses).  False (default): one judgment per record, the draws are unchanged.
+    position_effects : sequence of float, optional
+        The judges' position effects :math:`b_k` (``K`` numbers) instead of the drawn ones
+        (which are drawn all the same, so the other parameters do not change).
     covariates : sequence of str, optional
         Response covariates (beyond the paper: style bias), e.g. ``["length"]``.  Each item
         has a mean feature value ``m_i ~ N(0, 1)`` per covariate (``truth.item_style``); each
@@ -508,7 +602,8 @@ def simulate(
 
     Notes
     -----
-    Each row is its own record (``record_id = 0, 1, ...``).  Rows always put the
+    Each row is its own record (``record_id = 0, 1, ...``), except with ``both_orders``
+    (the record of a row is its item pair's draw, ``0 .. n_llm - 1``).  Rows always put the
     canonical item :math:`i<j` in ``item_a``, so ``first == "a"`` means :math:`a=+1`
     and ``winner == "a"`` means item :math:`i` won.  Human rows have judge
     ``"human"`` and ``first = "a"`` (the human model ignores display order).
@@ -529,12 +624,16 @@ def simulate(
     r = _check_int("rank", rank, 0)
     if r > K - 1:
         raise ArgumentError(f"rank ({r}) must satisfy rank <= K-1 = {K - 1} "
-                            "(Cond. llm-structure: rank(U) = r with 1^T U = 0)")
+                            "(structured LLM representation: rank(U) = r with 1^T U = 0)")
     if r + 1 > N - 1:
         raise ArgumentError(f"rank ({r}) must satisfy rank+1 <= N-1 = {N - 1} "
-                            "(Cond. llm-structure: W = [mu, V] centered)")
+                            "(structured LLM representation: W = [mu, V] centered)")
     n_llm = _check_int("n_llm", n_llm, 0)
     n_human = _check_int("n_human", n_human, 0)
+    seed = _check_seed(seed)
+    n_rows = _check_both_orders(both_orders, n_llm, n_human, K)
+    b_given = _position_effects(position_effects, K)
+    _check_size(N, K, n_rows, n_human, 0 if covariates is None else len(covariates))
     if target not in TARGETS:
         raise ArgumentError(f"target must be one of {TARGETS}, got {target!r}")
     c_v_sd = _check_float("c_v_sd", c_v_sd, 0.0)
@@ -568,6 +667,8 @@ def simulate(
     xi = np.where(g_struct.random(K) < 0.8, 1.0, -1.0)
     b = beta * xi
     b[-1] = FIXED_JUDGE_B
+    if b_given is not None:  # drawn all the same: the other parameters do not depend on position_effects
+        b = b_given
     c_v = c_v_sd * g_struct.standard_normal(r)
     if target == "consensus":
         c_h = np.ones(1)
@@ -590,9 +691,7 @@ def simulate(
         b_kij = b[:, None] + delta
 
     # (4) LLM comparisons.
-    p_llm = g_llm.integers(0, n_pairs, size=n_llm)
-    k_llm = g_llm.integers(0, K, size=n_llm)
-    a_first = g_llm.random(n_llm) < p_first
+    p_llm, k_llm, a_first, rec_llm, rec_pairs = _llm_design(g_llm, n_llm, n_pairs, K, p_first, both_orders)
     a = np.where(a_first, 1.0, -1.0)
     i_l, j_l = pi[p_llm], pj[p_llm]
     bk = b[k_llm] if b_kij is None else b_kij[k_llm, p_llm]
@@ -605,8 +704,10 @@ def simulate(
     if names:  # drawn from a generator of their own: without covariates the draws are unchanged
         g_cov = np.random.default_rng(gen.integers(2**63))
         style = g_cov.standard_normal((N, len(names)))
-        xa_l = style[i_l] + g_cov.standard_normal((n_llm, len(names)))
-        xb_l = style[j_l] + g_cov.standard_normal((n_llm, len(names)))
+        i_r, j_r = pi[rec_pairs], pj[rec_pairs]  # one response per record side, shown to every judge in both orders
+        xa_r = style[i_r] + g_cov.standard_normal((n_llm, len(names)))
+        xb_r = style[j_r] + g_cov.standard_normal((n_llm, len(names)))
+        xa_l, xb_l = xa_r[rec_llm], xb_r[rec_llm]
         eta += np.einsum("cp,cp->c", xa_l - xb_l, beta_kp[k_llm])
         sides = {"llm": (xa_l, xb_l)}
     nu = None
@@ -615,15 +716,18 @@ def simulate(
         nu = np.full(K + 1, t)
         out_llm = _draw_outcomes(g_llm, ties, eta, np.log(nu[k_llm]))
     else:
-        out_llm = np.where(g_llm.random(n_llm) < expit(eta), 0, 1)
+        out_llm = np.where(g_llm.random(n_rows) < expit(eta), 0, 1)
 
     # (5) Human comparisons.
-    p_hum = g_hum.integers(0, n_pairs, size=n_human)
+    p_hum = rec_pairs[:n_human] if both_orders else g_hum.integers(0, n_pairs, size=n_human)
     i_h, j_h = pi[p_hum], pj[p_hum]
     eta_h = s_h[i_h] - s_h[j_h]
     if style is not None:
-        xa_h = style[i_h] + g_cov.standard_normal((n_human, len(names)))
-        xb_h = style[j_h] + g_cov.standard_normal((n_human, len(names)))
+        if both_orders:  # the people label the records' responses
+            xa_h, xb_h = xa_r[:n_human], xb_r[:n_human]
+        else:
+            xa_h = style[i_h] + g_cov.standard_normal((n_human, len(names)))
+            xb_h = style[j_h] + g_cov.standard_normal((n_human, len(names)))
         eta_h = eta_h + (xa_h - xb_h) @ beta_kp[K]
         sides["human"] = (xa_h, xb_h)
     if nu is not None:  # tie_rate > 0
@@ -634,18 +738,19 @@ def simulate(
     items, judges = _names(N, K)
     item_arr = np.asarray(items, dtype=object)
     judge_arr = np.asarray(judges, dtype=object)
-    n_tot = n_llm + n_human
+    n_tot = n_rows + n_human
     ab = np.array(["a", "b", "tie"], dtype=object)
     judge_col = np.empty(n_tot, dtype=object)
-    judge_col[:n_llm] = judge_arr[k_llm]
-    judge_col[n_llm:] = HUMAN_JUDGE
+    judge_col[:n_rows] = judge_arr[k_llm]
+    judge_col[n_rows:] = HUMAN_JUDGE
     first_col = np.empty(n_tot, dtype=object)
-    first_col[:n_llm] = ab[(~a_first).astype(np.int64)]
-    first_col[n_llm:] = "a"
+    first_col[:n_rows] = ab[(~a_first).astype(np.int64)]
+    first_col[n_rows:] = "a"
     outcome = np.concatenate([out_llm, out_hum]).astype(np.int64)  # 0: item i won, 1: item j won, 2: tie
     frame = pd.DataFrame(
         {
-            "record_id": np.arange(n_tot, dtype=np.int64),
+            "record_id": (np.concatenate([rec_llm, np.arange(n_human, dtype=np.int64)]) if both_orders
+                          else np.arange(n_tot, dtype=np.int64)),
             "judge": judge_col,
             "item_a": item_arr[np.concatenate([i_l, i_h])],
             "item_b": item_arr[np.concatenate([j_l, j_h])],
@@ -667,6 +772,8 @@ def simulate(
     config = dict(
         N=N, K=K, rank=r, n_llm=n_llm, n_human=n_human, target=target, c_v_sd=c_v_sd,
         overdispersion=overdispersion, sigma_pos=sigma_pos, p_first=p_first, seed=seed_label,
+        **({"both_orders": True} if both_orders else {}),
+        **({"position_effects": b.tolist()} if b_given is not None else {}),
         **({"tie_rate": tie_rate, "ties": ties} if tie_rate > 0 else {}),
         **({"covariates": tuple(names), "beta": beta_kp.tolist()} if names else {}),
         **({"self_preference": {k: list(v) for k, v in (self_preference or {}).items()}, "self_effect": self_k.tolist()}
