@@ -1,4 +1,4 @@
-"""The ``pydial`` command line: ``check``, ``fit``, ``simulate``, ``convert``, ``compare``, ``plan``.
+"""The ``pydial`` command line: ``check``, ``fit``, ``simulate``, ``convert``, ``compare``, ``plan``, ``judges``.
 
 Bad input ends with a one-line cause and a non-zero exit code, never a traceback:
 exit 2 for malformed data, arguments or output paths (checked before fitting), exit 3
@@ -7,22 +7,29 @@ exists: the optimizer did not converge, a parameter is on the box bound, no weig
 candidate is admissible, or a covariance is degenerate (``fit --allow-nonconverged``
 keeps such numbers, marked by their status), exit 5 when ``compare``'s sampler reports
 divergences, R-hat or ESS problems (``--allow-warnings`` keeps the results; the table,
-plot and InferenceData are written in either case when ``--out`` is given).
+plot and InferenceData are written in either case when ``--out`` is given).  A usage error
+(an unknown option, a bad option value) is one line ``pydial <command>: error: ... (see
+pydial <command> --help)`` and exit 2; Ctrl-C ends with exit 130.
 """
 
 from __future__ import annotations
 
 import argparse
+import errno
+import re
 import sys
 import warnings
 from contextlib import contextmanager
+from functools import partial
 from pathlib import Path
-from typing import Any, Iterator, Sequence
+from typing import Any, Iterator, NoReturn, Sequence
 
 import numpy as np
 
 from pydial.data.comparisons import DUPLICATES
+from pydial.data.ingest import COLUMNS
 
+from . import __version__
 from .exceptions import (
     ArgumentError,
     ConvergenceError,
@@ -37,6 +44,8 @@ from .exceptions import (
 from .outputs import check_output_dir, check_output_file, output_dir, output_file
 
 EXIT_DATA, EXIT_IDENT, EXIT_FIT, EXIT_SAMPLER = 2, 3, 4, 5
+DEFAULT_METHOD = "dial-ada"
+"""The estimator of ``check``, ``fit`` and ``compare`` without ``--method``."""
 
 DESCRIPTION = """\
 Statistically sound LLM-as-a-judge evaluation (DIAL).
@@ -47,8 +56,9 @@ Input: a CSV (.csv, .csv.gz) or Parquet (.parquet) file with one row per judgmen
   item_a, item_b  the two items (models) compared
   first      a|b: which response was displayed first (ignored for human rows)
   winner     a|b|tie|both_bad
-Instead of a path, 'arena' (real Chatbot Arena data: people and three LLM judges) or
-'synthetic' names a bundled data set.
+Columns named otherwise are mapped with --judge-col annotator, --item-a-col model_a, ...
+or --columns judge=annotator,item_a=model_a,...  Instead of a path, 'arena' (real Chatbot
+Arena data: people and three LLM judges) or 'synthetic' names a bundled data set.
 
 Each LLM judge gets its own position effect b_k (b > 0: the first-shown item is
 favoured) separated from its preferences; judges share a consensus score plus rank-r
@@ -75,16 +85,107 @@ def _warnings_to_stderr(skip: tuple[type[Warning], ...] = ()) -> Iterator[list]:
 def _load(args: argparse.Namespace):
     from pydial.data.comparisons import Comparisons
     from pydial.data.datasets import NAMES
-    from pydial.data.datasets import path as bundled
     from pydial.data.files import is_parquet
 
-    src = bundled(args.data) if args.data in NAMES else args.data
-    read = Comparisons.from_parquet if is_parquet(src) else Comparisons.from_csv
-    with _warnings_to_stderr():
-        return read(src, human_judge=args.human, drop_empty_judges=args.drop_empty_judges,
+    from pydial.data.datasets import load
+
+    if args.data in NAMES:  # the bundled data sets: their documented duplicated rows raise no warning
+        read: Any = partial(load, args.data)
+    else:
+        read = partial(Comparisons.from_parquet if is_parquet(args.data) else Comparisons.from_csv, args.data)
+    with _warnings_to_stderr(), _column_hints():
+        return read(human_judge=args.human, drop_empty_judges=args.drop_empty_judges,
                     strip_names=not args.keep_whitespace, allow_similar_names=args.allow_similar_names,
                     duplicates=args.duplicates, covariates=args.covariates,
-                    covariate_transform=args.covariate_transform)
+                    covariate_transform=args.covariate_transform, **_column_mapping(args))
+
+
+def _column_flag(field: str) -> str:
+    """Return the option naming the file's column for ``field``: ``item_a -> --item-a-col``."""
+    return f"--{field.replace('_', '-')}-col"
+
+
+COLUMN_HINT = ("Map other names with " + ", ".join(f"{_column_flag(c)} NAME" for c in COLUMNS)
+               + ", or --columns judge=NAME,item_a=NAME,...")
+"""How the command line maps column names (replaces the Python keyword-argument hint of the readers)."""
+
+
+@contextmanager
+def _column_hints() -> Iterator[None]:
+    """Re-raise a missing-column :class:`DataError` with the command-line options instead of Python keywords."""
+    try:
+        yield
+    except DataError as e:
+        msg = str(e)
+        if "Map other names with the keyword arguments" in msg:
+            msg = re.sub(r"Map other names with the keyword arguments.*", COLUMN_HINT, msg, flags=re.S)
+        elif "missing column" in msg:
+            msg = f"{msg}. {COLUMN_HINT}"
+        else:
+            raise
+        raise DataError(msg) from e
+
+
+def _columns(text: str) -> dict[str, str]:
+    """Parse ``--columns judge=annotator,item_a=model_a`` into pydial's field -> the file's column name."""
+    out: dict[str, str] = {}
+    for part in (x.strip() for x in text.split(",") if x.strip()):
+        field, sep, name = (x.strip() for x in part.partition("="))
+        if not sep or not name:
+            raise argparse.ArgumentTypeError(f"expected FIELD=COLUMN pairs, got {part!r}")
+        if field not in COLUMNS:
+            raise argparse.ArgumentTypeError(f"unknown field {field!r}; the fields are {', '.join(COLUMNS)}")
+        if field in out:
+            raise argparse.ArgumentTypeError(f"field {field!r} given twice")
+        out[field] = name
+    if not out:
+        raise argparse.ArgumentTypeError(f"expected FIELD=COLUMN pairs, got {text!r}")
+    return out
+
+
+def _column_mapping(args: argparse.Namespace) -> dict[str, str]:
+    """Return the column names of ``--columns`` and ``--<field>-col`` as keyword arguments of the readers.
+
+    Raises
+    ------
+    ArgumentError
+        A field is mapped to two different columns.
+    """
+    mapping = dict(args.columns or {})
+    for field in COLUMNS:
+        name = getattr(args, f"col_{field}")
+        if name is None:
+            continue
+        if mapping.get(field, name) != name:
+            raise ArgumentError(f"{_column_flag(field)} {name!r} contradicts --columns {field}={mapping[field]}")
+        mapping[field] = name
+    return mapping
+
+
+def _add_column_args(q: argparse.ArgumentParser, scope: str = "") -> None:
+    """Add the options mapping pydial's six fields to a file's column names (``scope``: where they apply)."""
+    g = q.add_argument_group("column names", "map the six fields to a file's columns named otherwise "
+                                             f"(e.g. an Arena table's model_a, model_b){scope}")
+    for field in COLUMNS:
+        flags = [_column_flag(field)] + (["--record-col"] if field == "record_id" else [])
+        g.add_argument(*flags, dest=f"col_{field}", metavar="NAME", default=None,
+                       help=f"the file's column holding {field} (default: {field})")
+    g.add_argument("--columns", type=_columns, default=None, metavar="FIELD=NAME,...",
+                   help=f"several at once, e.g. 'judge=annotator,item_a=model_a'; fields: {', '.join(COLUMNS)}")
+
+
+def _seed(text: str) -> int:
+    try:
+        seed = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"seed must be an integer, got {text!r}") from None
+    if not 0 <= seed < 2**32:
+        raise argparse.ArgumentTypeError(f"seed must be in [0, 2**32), got {seed}")
+    return seed
+
+
+def _add_seed(q: argparse.ArgumentParser, what: str) -> None:
+    q.add_argument("--seed", type=_seed, default=0, help=f"random seed of {what} (default 0)")
 
 
 def _floats(text: str) -> list[float]:
@@ -138,7 +239,7 @@ def _add_data_args(q: argparse.ArgumentParser) -> None:
     q.add_argument("data", help="long-format CSV (.csv, .csv.gz) or Parquet (.parquet) file, or a bundled data set: "
                                 "arena, synthetic")
     q.add_argument("--human", default="human", help="judge name of the human labels (default: human)")
-    q.add_argument("--rank", type=_rank, default=None,
+    q.add_argument("--rank", type=_rank, default=None, metavar="R",
                    help="disagreement rank r of the judge score matrix (default 1); a list '0,1,2' or 'auto' selects "
                         "it by GACV (dial-ada); methods without the structured LLM model ignore it with a warning")
     q.add_argument("--calibration", choices=("mu", "W"), default=None,
@@ -152,37 +253,83 @@ def _add_data_args(q: argparse.ArgumentParser) -> None:
                    help="keep names differing only by letter case or whitespace as distinct (default: refuse them)")
     q.add_argument("--duplicates", choices=DUPLICATES, default="keep",
                    help="rows identical in all six columns: keep (default), drop, or raise; always counted")
-    q.add_argument("--covariates", type=_names, default=None,
+    q.add_argument("--covariates", type=_names, default=None, metavar="NAME,...",
                    help="response covariates, e.g. 'length,md_lists': columns <name>_a and <name>_b of the two "
                         "responses; the scores are then style-controlled (z = 0)")
     q.add_argument("--covariate-transform", choices=("difference", "normalized"), default="difference",
                    help="comparison covariate: x_a - x_b (default) or (x_a - x_b) / (x_a + x_b); divided by its "
                         "standard deviation (reported)")
+    _add_column_args(q)
 
 
-def _parser() -> argparse.ArgumentParser:
+class _Parser(argparse.ArgumentParser):
+    """An argument parser whose usage errors are one line: ``pydial fit: error: ... (see pydial fit --help)``.
+
+    Exit code 2 (:data:`EXIT_DATA`), as argparse's own; the usage block is left to ``--help``.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.commands: dict[str, argparse.ArgumentParser] = {}
+        """The subcommands' parsers by name (filled on the top-level parser)."""
+
+    def error(self, message: str) -> NoReturn:
+        """Print ``message`` on one line with where to find the usage, and exit with code 2."""
+        self.exit(EXIT_DATA, f"{self.prog}: error: {' '.join(message.split())} (see {self.prog} --help)\n")
+
+    def parse_command_line(self, argv: Sequence[str] | None) -> argparse.Namespace:
+        """Parse ``argv``; an unrecognized argument is reported by the subcommand's parser it was given to."""
+        args, extra = self.parse_known_args(argv)
+        if extra:
+            self.commands.get(getattr(args, "command", None) or "", self).error(
+                f"unrecognized arguments: {' '.join(extra)}")
+        return args
+
+
+class _Help(argparse.HelpFormatter):
+    """Help with each option's default: appended as ``(default: X)`` unless the text already names it."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        text = action.help or ""
+        if (action.option_strings and "default" not in text and action.default not in (None, False, argparse.SUPPRESS)
+                and action.nargs != 0):
+            text += " (default: %(default)s)"
+        return text
+
+
+def _command(sub: Any, name: str, text: str) -> argparse.ArgumentParser:
+    """Add the subcommand ``name`` whose one-line ``text`` is also the description of its ``--help``."""
+    q: argparse.ArgumentParser = sub.add_parser(name, help=text, description=text, formatter_class=_Help)
+    return q
+
+
+def _parser() -> _Parser:
     from pydial.estimation.estimators import METHODS
     from pydial.inference.linearization import COV_TYPES
+    from pydial.stan.bayes import POSTERIOR_METHODS
 
     from .report import REPORT_FORMATS
 
-    p = argparse.ArgumentParser(prog="pydial", description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
-    sub = p.add_subparsers(dest="command", required=True)
-    c = sub.add_parser("check", help="identifiability diagnostics: can the requested fit exist on this design?")
-    f = sub.add_parser("fit", help="fit an estimator; write scores, position effects, GACV path, plots and a report")
-    cmp_ = sub.add_parser("compare", help="frequentist (sandwich) vs Bayesian intervals of one estimator: the fit of "
-                                          "--model and the Stan NUTS posterior of exactly that estimator")
+    p = _Parser(prog="pydial", description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--version", action="version", version=f"pydial {__version__}")
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    c = _command(sub, "check", "identifiability diagnostics: can the requested fit exist on this design?")
+    f = _command(sub, "fit", "fit an estimator; write scores, position effects, GACV path, plots and a report")
+    cmp_ = _command(sub, "compare", "frequentist (sandwich) vs Bayesian intervals of one estimator: the fit of "
+                                    "--method and the Stan NUTS posterior of exactly that estimator")
     for q in (c, f, cmp_):
         _add_data_args(q)
     for q in (c, f):
-        q.add_argument("--method", choices=METHODS, default="dial-ada",
-                       help="estimator: judges (each judge alone), human, pooled, dial-nopos, dial-anc (anchored), "
-                            "dial-ada (GACV-weighted; default), atc")
+        q.add_argument("--method", choices=METHODS, default=DEFAULT_METHOD,
+                       help="estimator: judges (each judge alone), human, pooled, dial-nopos (no position effects), "
+                            "dial-anc (anchored), dial-ada (GACV-weighted; default), atc")
+    _add_seed(c, "the generic-rank design checks")
+    _add_seed(f, "the design checks and of Stan (--engine stan)")
     for q in (f, cmp_):
         q.add_argument("--cov-type", "--cov", dest="cov_type", action=_Renamed, old="--cov", choices=COV_TYPES, default=None,
                        help="covariance meat: fisher, binomial, cell (judge-pair clustered; default for LLM methods), record")
         q.add_argument("--level", type=float, default=0.95, help="confidence level of all intervals (default 0.95)")
-        q.add_argument("--out", default=None,
+        q.add_argument("--out", default=None, metavar="DIR",
                        help="output folder (default: print only); written aside and moved into place when complete; "
                             "a folder of an earlier pydial run is replaced as a whole")
         q.add_argument("--force", action="store_true",
@@ -192,8 +339,9 @@ def _parser() -> argparse.ArgumentParser:
     f.add_argument("--cluster-correction", action="store_true",
                    help="scale the clustered meats (cell, record) by the small-sample factor G/(G-1)")
     f.add_argument("--lambda", "--lambdas", dest="lambda_", action=_Renamed, old="--lambdas", type=_floats, default=None,
+                   metavar="L1,L2,...",
                    help="explicit candidate weights, comma-separated (dial-ada)")
-    f.add_argument("--multiples", type=_floats, default=None,
+    f.add_argument("--multiples", type=_floats, default=None, metavar="M1,M2,...",
                    help="candidate weights as multiples of n_LLM/n_H (default: 7 log-spaced from 0.01 to 10)")
     f.add_argument("--no-endpoints", action="store_true", help="exclude lambda=0 and lambda=inf from GACV selection")
     f.add_argument("--format", choices=REPORT_FORMATS, default="md", help="report format (default md)")
@@ -207,18 +355,19 @@ def _parser() -> argparse.ArgumentParser:
     f.add_argument("--engine", choices=("numpy", "stan"), default="numpy",
                    help="optimizer: numpy (default) or the same model through Stan's optimizer")
     cmp_.add_argument("--method", "--model", dest="method", action=_Renamed, old="--model",
-                      choices=("dial-ada", "dial-anc", "judges", "human"), default="dial-ada",
+                      choices=POSTERIOR_METHODS, default=DEFAULT_METHOD,
                       help="estimator compared: dial-ada (GACV-selected lambda; power posterior at that lambda), "
-                           "dial-anc (cut posterior), judges, human (default dial-ada)")
+                           "dial-anc (cut posterior), dial-nopos, judges, human (default dial-ada); pooled and atc "
+                           "have no posterior counterpart")
     cmp_.add_argument("--warmup", type=int, default=1000, help="NUTS warm-up iterations per chain (default 1000)")
     cmp_.add_argument("--adapt-delta", type=float, default=0.9, help="NUTS target acceptance rate (default 0.9)")
     cmp_.add_argument("--allow-warnings", action="store_true",
                       help="exit 0 even when the sampler reports divergences, R-hat or ESS problems (default: exit 5)")
     cmp_.add_argument("--chains", type=int, default=4, help="NUTS chains (default 4)")
     cmp_.add_argument("--draws", type=int, default=1000, help="draws per chain after warm-up (default 1000)")
-    cmp_.add_argument("--seed", type=int, default=1, help="random seed (default 1)")
+    _add_seed(cmp_, "the sampler, its initial values and the design checks")
 
-    s = sub.add_parser("simulate", help="long-format synthetic data from the paper's data-generating process")
+    s = _command(sub, "simulate", "long-format synthetic data from the paper's data-generating process")
     s.add_argument("out", help="output CSV")
     s.add_argument("--items", "-N", type=int, default=10, help="number of items N (default 10)")
     s.add_argument("--judges", "-K", type=int, default=4, help="number of LLM judges K (default 4)")
@@ -230,9 +379,9 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--overdispersion", type=float, default=0.0, help="sd of judge-pair effects on the LLM logit (default 0)")
     s.add_argument("--sigma-pos", type=float, default=0.0, help="sd of pair-varying position effects (default 0)")
     s.add_argument("--p-first", type=float, default=0.75, help="probability the canonical item is shown first (default 0.75)")
-    s.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    _add_seed(s, "the true parameters and the judgments")
 
-    v = sub.add_parser("convert", help="convert Arena / MT-Bench / PandaLM / CSV/Parquet judgments to the long format")
+    v = _command(sub, "convert", "convert Arena / MT-Bench / PandaLM / CSV/Parquet judgments to the long format")
     v.add_argument("format", choices=("arena", "mtbench", "pandalm", "table"))
     v.add_argument("inputs", nargs="+",
                    help="arena: JUDGE=FILE.jsonl[.gz] pairs (the human one named by --human); mtbench/pandalm/table: one file")
@@ -240,7 +389,11 @@ def _parser() -> argparse.ArgumentParser:
     v.add_argument("--human", default="human", help="judge name of the human labels (arena)")
     v.add_argument("--first", choices=("a", "b"), default="a", help="which response the LLM judges saw first (arena, pandalm)")
     v.add_argument("--judge", default="judge", help="judge name for PandaLM files without a judge column")
+    _add_column_args(v, "; format table only")
     _plan_parser(sub)
+    _judges_parser(sub)
+    _robustness_parser(sub)
+    p.commands = dict(sub.choices)
     return p
 
 
@@ -249,21 +402,21 @@ def _fit(args: argparse.Namespace) -> int:
 
     from .report import write_report
 
-    if args.out:
+    if args.out is not None:
         check_output_dir(args.out, force=args.force)
     data = _load(args)
     with _warnings_to_stderr(skip=() if args.allow_nonconverged else (ConvergenceWarning, CovarianceWarning)) as caught:
         res = fit(data, args.method, rank=args.rank, calibration=args.calibration, cov_type=args.cov_type, level=args.level,
                   engine=args.engine, lambda_=args.lambda_, multiples=args.multiples, include_endpoints=not args.no_endpoints,
                   check=not args.no_check, ties=args.ties, penalty=args.penalty,
-                  cluster_correction=args.cluster_correction)
+                  cluster_correction=args.cluster_correction, seed=args.seed)
         if not res.ok and not args.allow_nonconverged:
             caught.clear()
             print(f"pydial: fit failed ({args.method}): {res.verdict()}; pass --allow-nonconverged to keep the "
                   "marked numbers", file=sys.stderr)
             return EXIT_FIT
     print(res.summary())
-    if args.out:
+    if args.out is not None:
         paths = write_report(res, data, args.out, fmt=args.format, force=args.force)
         print("wrote " + ", ".join(str(p) for p in paths))
     return 0
@@ -276,7 +429,7 @@ def _compare(args: argparse.Namespace) -> int:
 
     from .stan import SamplerWarning, compare_intervals, posterior
 
-    if args.out:
+    if args.out is not None:
         check_output_dir(args.out, force=args.force)
     if not 0.0 < args.level < 1.0:
         raise ArgumentError(f"--level must be in (0, 1), got {args.level}")
@@ -285,7 +438,7 @@ def _compare(args: argparse.Namespace) -> int:
     data = _load(args)
     with _warnings_to_stderr(skip=(SamplerWarning,)):
         res = fit(data, args.method, rank=args.rank, calibration=args.calibration, cov_type=args.cov_type, level=args.level,
-                  ties=args.ties)
+                  ties=args.ties, seed=args.seed)
     if not res.ok:
         print(f"pydial: the frequentist fit failed: {res.verdict()}", file=sys.stderr)
         return EXIT_FIT
@@ -298,12 +451,14 @@ def _compare(args: argparse.Namespace) -> int:
     print(f"# {tab.attrs['interval']}")
     print(tab.to_string())
     problems = json.loads(idata.attrs["sampler_problems"])
-    if args.out:
+    if args.out is not None:
         import matplotlib
 
         matplotlib.use("Agg")
+        from .outputs import write_interval_table
+
         with output_dir(args.out, force=args.force, command="pydial compare") as tmp:
-            tab.to_csv(tmp / "compare_intervals.csv")
+            write_interval_table(tab, tmp / "compare_intervals.csv")
             fig = tab.plot()
             fig.savefig(tmp / "compare_intervals.png", dpi=120)
             idata.to_netcdf(str(tmp / "posterior.nc"))
@@ -335,6 +490,9 @@ def _convert(args: argparse.Namespace) -> int:
     from pydial.data import io
 
     check_output_file(args.out)
+    columns = _column_mapping(args)
+    if columns and args.format != "table":
+        raise ArgumentError(f"column names (--columns, --<field>-col) apply to 'convert table', not {args.format!r}")
     if args.format == "arena":
         pairs = {}
         for item in args.inputs:
@@ -350,7 +508,8 @@ def _convert(args: argparse.Namespace) -> int:
     elif args.format == "pandalm":
         frame, rep = io.from_pandalm(args.inputs[0], judge=args.judge, first=args.first)
     else:
-        frame, rep = io.from_table(args.inputs[0])
+        with _column_hints():
+            frame, rep = io.from_table(args.inputs[0], columns=columns)
     with output_file(args.out) as tmp:
         frame.to_csv(tmp, index=False)
     print(rep)
@@ -369,7 +528,8 @@ def _check(args: argparse.Namespace) -> int:
     ranks = rank_candidates(rank, data, "dial-ada" if rank == "auto" or isinstance(rank, list) else args.method)
     status = 0
     for r in ranks:
-        rep = check_design(data, rank=r, calibration=args.calibration or DEFAULT_CALIBRATION, method=args.method)
+        rep = check_design(data, rank=r, calibration=args.calibration or DEFAULT_CALIBRATION, method=args.method,
+                           seed=args.seed)
         print(rep.table.to_string(index=False))
         if not rep.ok:
             print(f"pydial: the {args.method} fit (rank {r}) cannot exist on this design:", file=sys.stderr)
@@ -385,12 +545,12 @@ def _plan_parser(sub) -> None:
     """Add the ``plan`` subcommand: budgets for human labels and the next pairs to label."""
     from pydial.studies.planning import DESIGNS, OBJECTIVES, PLAN_MODES
 
-    q = sub.add_parser("plan", help="from pilot data: predicted excess risk, interval widths and top-k accuracy per "
-                                    "human budget, and the next human comparisons to collect")
+    q = _command(sub, "plan", "from pilot data: predicted excess risk, interval widths and top-k accuracy per "
+                              "human budget, and the next human comparisons to collect")
     _add_data_args(q)
     q.add_argument("--method", choices=("human", "dial-anc", "dial-ada"), default="dial-anc",
                    help="pilot fit (default dial-anc)")
-    q.add_argument("--budgets", type=_ints, default=[100, 200, 400, 800, 1600, 3200],
+    q.add_argument("--budgets", type=_ints, default=[100, 200, 400, 800, 1600, 3200], metavar="N1,N2,...",
                    help="candidate human budgets, comma-separated (default 100,...,3200)")
     q.add_argument("--target", default=None, help="contrast 'item_a - item_b' (default: the pilot's top-1 vs top-2)")
     q.add_argument("--k", type=int, default=1, help="size of the top set for P(top-k correct) (default 1)")
@@ -399,12 +559,12 @@ def _plan_parser(sub) -> None:
     q.add_argument("--design", choices=DESIGNS, default="pilot", help="human pair probabilities (default pilot)")
     q.add_argument("--n-sim", type=int, default=100, help="replications per budget with --mode simulate (default 100)")
     q.add_argument("--jobs", type=int, default=1, help="parallel workers with --mode simulate (default 1)")
-    q.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    _add_seed(q, "the pilot's design checks, --mode simulate and the top-k Monte Carlo")
     q.add_argument("--next", type=int, default=0, help="also propose this many next human comparisons (default 0)")
     q.add_argument("--objective", choices=OBJECTIVES, default="contrast",
                    help="design objective of --next: contrast (default), ranking (top-k boundary), D")
-    q.add_argument("--out", default=None, help="output folder for plan.csv, plan.png, next_pairs.csv (written aside "
-                                               "and moved into place)")
+    q.add_argument("--out", default=None, metavar="DIR",
+                   help="output folder for plan.csv, plan.png, next_pairs.csv (written aside and moved into place)")
     q.add_argument("--force", action="store_true", help="write into a non-empty folder pydial did not write")
 
 
@@ -412,15 +572,15 @@ def _plan(args: argparse.Namespace) -> int:
     from pydial.api import fit
     from pydial.studies.planning import next_pairs, plan, plot_plan
 
-    if args.out:
+    if args.out is not None:
         check_output_dir(args.out, force=args.force)
     data = _load(args)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", ConvergenceWarning)
-        res = fit(data, args.method, rank=args.rank, calibration=args.calibration)
-    if not res.ok:  # a plan from a failed pilot would look like any other
-        print(f"pydial: pilot fit failed ({args.method}): {res.verdict()}", file=sys.stderr)
-        return EXIT_FIT
+    with _warnings_to_stderr(skip=(ConvergenceWarning,)) as caught:
+        res = fit(data, args.method, rank=args.rank, calibration=args.calibration, seed=args.seed)
+        if not res.ok:  # a plan from a failed pilot would look like any other
+            caught.clear()
+            print(f"pydial: pilot fit failed ({args.method}): {res.verdict()}", file=sys.stderr)
+            return EXIT_FIT
     methods = ("human",) if data.K == 0 else ("human", "dial-anc", "dial-ada")
     tab = plan(res, budgets=[int(b) for b in args.budgets], target=args.target, k=args.k, methods=methods,
                method=args.mode, design=args.design, n_sim=args.n_sim, n_jobs=args.jobs, seed=args.seed)
@@ -433,7 +593,7 @@ def _plan(args: argparse.Namespace) -> int:
         print(f"\nnext {args.next} human comparisons ({nxt.attrs['target']}: {nxt.attrs['before']:.4g} -> "
               f"{nxt.attrs['after']:.4g}):")
         print(nxt.to_string(index=False, float_format=lambda x: f"{x:.4g}"))
-    if args.out:
+    if args.out is not None:
         import matplotlib
 
         matplotlib.use("Agg")
@@ -445,37 +605,141 @@ def _plan(args: argparse.Namespace) -> int:
     return 0
 
 
+def _judges_parser(sub) -> None:
+    """Add the ``judges`` subcommand: read a judge panel's responses and diagnose each judge."""
+    q = _command(sub, "judges", "read a judge panel's responses.jsonl files (both display orders) and diagnose each "
+                                "judge: swap inconsistency, first-position, tie and both-bad rates, human agreement")
+    q.add_argument("source", nargs="+", metavar="FILE_OR_FOLDER",
+                   help="responses.jsonl files, or folders of them (e.g. <study>/results with one folder per judge)")
+    q.add_argument("--max-tie-rate", type=float, default=None,
+                   help="leave out judges whose tie rate exceeds this (the paper: 0.5); default keep all")
+    q.add_argument("--both-orders", action="store_true",
+                   help="keep a judge's verdicts on a record only when it judged the record in both orders")
+    q.add_argument("--n-boot", type=int, default=1000, help="record-bootstrap replicates of the intervals (default 1000)")
+    q.add_argument("--level", type=float, default=0.95, help="level of the intervals (default 0.95)")
+    _add_seed(q, "the record bootstrap")
+    q.add_argument("--out", default=None, metavar="DIR",
+                   help="output folder for judges.csv, judges.png, panel_counts.csv, data_summary.csv")
+    q.add_argument("--force", action="store_true", help="write into a non-empty folder pydial did not write")
+
+
+def _judges(args: argparse.Namespace) -> int:
+    from pydial.data.panel import panel_counts, read_judge_responses
+    from pydial.studies.diagnostics import judge_diagnostics, plot_judge_diagnostics
+
+    if args.out is not None:
+        check_output_dir(args.out, force=args.force)
+    with _warnings_to_stderr():
+        data = read_judge_responses(args.source, max_tie_rate=args.max_tie_rate,
+                                    require_both_orders=args.both_orders, drop_empty_judges=True)
+        tab = judge_diagnostics(data, n_boot=args.n_boot, seed=args.seed, level=args.level)
+    summary = data.summary()
+    print(summary.loc[[i for i in summary.index if str(i).startswith("panel:")]].to_string(header=False))
+    print(tab[list(tab.columns[:6])].to_string(float_format=lambda x: f"{x:.3f}"))
+    if args.out is not None:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        with output_dir(args.out, force=args.force, command="pydial judges") as out:
+            tab.to_csv(out / "judges.csv")
+            panel_counts(data).to_csv(out / "panel_counts.csv")
+            summary.to_csv(out / "data_summary.csv")
+            plot_judge_diagnostics(tab).figure.savefig(out / "judges.png", dpi=120)
+    return 0
+
+
+def _robustness_parser(sub) -> None:
+    """Add the ``robustness`` subcommand: position-robustness sweeps over record splits."""
+    q = _command(sub, "robustness", "position-robustness sweeps over seeded record splits (display imbalance, "
+                                    "injected pure-position / anti-consensus judges, LLM and human budgets)")
+    _add_data_args(q)
+    q.add_argument("--out", required=True, metavar="DIR",
+                   help="folder of the per-sweep CSVs (appended per task: a rerun resumes), summary.csv, robustness.png")
+    q.add_argument("--sweeps", type=_names, default=["display", "pure_position"], metavar="NAME,...",
+                   help="display, pure_position, anti_consensus, llm_budget, human_budget")
+    q.add_argument("--splits", type=int, default=50, help="number of record splits")
+    q.add_argument("--jobs", type=int, default=1, help="parallel workers (joblib)")
+    q.add_argument("--backend", default=None, help="joblib backend, e.g. dask (needs a running dask cluster)")
+    q.add_argument("--methods", type=_names, default=["human", "pooled", "dial-nopos", "dial-anc", "dial-ada", "atc"],
+                   metavar="NAME,...", help="estimators fitted on every task")
+    q.add_argument("--judges", type=_names, default=None, metavar="NAME,...", help="LLM judge panel (default: all)")
+    q.add_argument("--n-human", type=float, default=None,
+                   help="human budget of the non-human-budget sweeps (default: the paper's 300 / 1000)")
+    q.add_argument("--train-frac", type=float, default=0.7, help="fraction of records in the train pool")
+    q.add_argument("--fresh", action="store_true", help="discard the CSVs of these sweeps in --out first")
+    q.add_argument("--seed", type=_seed, default=20260, help="root seed of the splits and draws")
+
+
+def _robustness(args: argparse.Namespace) -> int:
+    from pydial.studies.robustness import command
+
+    if args.rank is not None and not isinstance(args.rank, int):
+        raise DataError(f"--rank must be one integer for robustness sweeps, got {args.rank!r}")
+    data = _load(args)
+    with _warnings_to_stderr():
+        path = command(data, args.out, sweeps=args.sweeps, splits=args.splits, methods=args.methods,
+                       judges=args.judges, n_jobs=args.jobs, backend=args.backend, seed=args.seed,
+                       train_frac=args.train_frac, rank=1 if args.rank is None else args.rank, n_human=args.n_human,
+                       fresh=args.fresh, progress=False)
+    print(f"wrote {path}")
+    return 0
+
+
+WRITE_ERRNOS: tuple[int, ...] = tuple(getattr(errno, n) for n in ("ENOSPC", "EDQUOT", "EROFS", "EACCES", "EPERM")
+                                     if hasattr(errno, n))
+"""Errors of writing (disk full, quota, read-only, no permission) that name ``--out`` when the system names no file."""
+
+EXIT_INTERRUPTED = 130
+"""Exit code after Ctrl-C (128 + SIGINT, as the shells report it)."""
+
+
+def _line(error: BaseException) -> str:
+    """Return the message of ``error`` on one line (line breaks and runs of spaces become one space)."""
+    return " ".join(str(error).split()) or type(error).__name__
+
+
+def _os_error(error: OSError, args: argparse.Namespace) -> str:
+    """Return one line for an :class:`OSError`; a write error without a file name names the output path."""
+    out = getattr(args, "out", None)
+    if error.filename is None and error.errno in WRITE_ERRNOS and out:
+        return f"cannot write {out}: {error.strerror or _line(error)}"
+    return _line(error)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the ``pydial`` command line; returns the exit code (0, or 2/3/4/5 on failure)."""
-    args = _parser().parse_args(argv)
+    """Run the ``pydial`` command line; returns the exit code (0, or 2/3/4/5 on failure).
+
+    Usage errors (unknown options, bad option values) exit with code 2 from the argument
+    parser, after one line on stderr.
+    """
+    args = _parser().parse_command_line(argv)
     run = {"check": _check, "fit": _fit, "simulate": _simulate, "convert": _convert, "compare": _compare,
-           "plan": _plan}[args.command]
+           "plan": _plan, "judges": _judges, "robustness": _robustness}[args.command]
     try:
         return run(args)
     except OutputError as e:
-        print(f"pydial: {e}", file=sys.stderr)
-        return EXIT_DATA
+        message, code = _line(e), EXIT_DATA
     except DataError as e:
-        print(f"pydial: bad input: {e}", file=sys.stderr)
-        return EXIT_DATA
+        message, code = f"bad input: {_line(e)}", EXIT_DATA
     except IdentifiabilityError as e:
-        print(f"pydial: not identifiable: {e}", file=sys.stderr)
-        return EXIT_IDENT
+        message, code = f"not identifiable: {_line(e)}", EXIT_IDENT
     except (ConvergenceError, FloatingPointError, np.linalg.LinAlgError) as e:
-        print(f"pydial: fit failed: {str(e).splitlines()[0]}", file=sys.stderr)
-        return EXIT_FIT
+        message, code = f"fit failed: {_line(e)}", EXIT_FIT
     except NotImplementedError as e:
-        print(f"pydial: not available: {str(e).splitlines()[0]}", file=sys.stderr)
-        return EXIT_DATA
+        message, code = f"not available: {_line(e)}", EXIT_DATA
     except BrokenPipeError:  # output piped into e.g. `head`
         sys.stderr.close()
         return 0
-    except (ValueError, OSError) as e:
-        print(f"pydial: {str(e).splitlines()[0] if str(e) else type(e).__name__}", file=sys.stderr)
-        return EXIT_DATA
+    except OSError as e:
+        message, code = _os_error(e, args), EXIT_DATA
+    except ValueError as e:
+        message, code = _line(e), EXIT_DATA
     except DialError as e:  # e.g. no Stan backend
-        print(f"pydial: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}", file=sys.stderr)
-        return EXIT_FIT
+        message, code = f"{type(e).__name__}: {_line(e)}", EXIT_FIT
+    except KeyboardInterrupt:
+        message, code = "interrupted", EXIT_INTERRUPTED
+    print(f"pydial: {message}", file=sys.stderr)
+    return code
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -5,6 +5,9 @@ Every Stan test runs once per available backend: the session fixture
 httpstan, and sets ``PYDIAL_STAN_BACKEND`` while its tests run, so that code
 under test that picks the default backend uses it.  ``PYDIAL_TEST_BACKENDS``
 (comma-separated) restricts the list.
+
+A test that uses a Stan fixture (directly or through another fixture) is marked
+``stan`` here, so ``pytest -m "not stan"`` runs everything that needs no Stan backend.
 """
 
 import os
@@ -24,6 +27,14 @@ def _available() -> list[str]:
 
 
 AVAILABLE_BACKENDS = _available()
+STAN_FIXTURES = frozenset({"stan_backend_name", "models"})
+
+
+def pytest_collection_modifyitems(config, items):
+    """Mark ``stan`` every test that depends on a Stan fixture."""
+    for item in items:
+        if STAN_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.stan)
 
 
 @pytest.fixture(scope="session", params=AVAILABLE_BACKENDS or [pytest.param(None, marks=pytest.mark.skip("no Stan backend"))])

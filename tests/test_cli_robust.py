@@ -3,7 +3,9 @@
 
 from __future__ import annotations
 
+import errno
 import json
+import os
 from pathlib import Path
 
 import numpy as np
@@ -291,3 +293,125 @@ def test_convert_table_keeps_names_as_written(sim_csv, tmp_path, capsys):
     assert run(capsys, "convert", "table", p, "--out", out)[0] == 0
     back = pd.read_csv(out, dtype=str, keep_default_na=False)
     assert set(back.item_a) | set(back.item_b) == set(names.values())
+
+
+# ------------------------------------------------------------------- one line, documented code
+def outcome(capsys, *argv) -> tuple[int, str]:
+    """Run ``pydial argv`` in-process: the exit code (argparse's SystemExit included) and stderr."""
+    try:
+        code = main([str(a) for a in argv])
+    except SystemExit as e:
+        code = int(e.code or 0)
+    out, err = capsys.readouterr()
+    assert "Traceback" not in err and "Traceback" not in out
+    return code, err
+
+
+@pytest.mark.parametrize("argv, prefix", [
+    (["fit", "{sim}", "--bogus"], "pydial fit: error: unrecognized arguments: --bogus"),
+    (["fit"], "pydial fit: error: the following arguments are required: data"),
+    ([], "pydial: error: the following arguments are required: COMMAND"),
+    (["fitt", "{sim}"], "pydial: error: argument COMMAND: invalid choice: 'fitt'"),
+    (["fit", "{sim}", "--method", "dial"], "pydial fit: error: argument --method: invalid choice: 'dial'"),
+    (["plan", "{sim}", "--budgets", "1.5"], "pydial plan: error: argument --budgets: expected comma-separated integers"),
+    (["check", "{sim}", "--seed", "-1"], "pydial check: error: argument --seed: seed must be in [0, 2**32)"),
+    (["simulate", "x.csv", "-N"], "pydial simulate: error: argument --items/-N: expected one argument"),
+    (["convert", "yaml", "x"], "pydial convert: error: argument format: invalid choice: 'yaml'"),
+])
+def test_usage_errors_are_one_line(sim_csv, capsys, argv, prefix):
+    code, err = outcome(capsys, *(a.format(sim=sim_csv) for a in argv))
+    command = prefix.split(":")[0]
+    assert code == EXIT_DATA and len(err.strip().splitlines()) == 1, err
+    assert err.startswith(prefix) and err.rstrip().endswith(f"(see {command} --help)")
+    assert "usage:" not in err
+
+
+def _bad_human(d):
+    d.loc[d.judge == "human", "first"] = ""
+    return d
+
+
+def _total_order(d):
+    return d.assign(winner=np.where(d.item_a < d.item_b, "a", "b"))
+
+
+@pytest.mark.parametrize("case, code, text", [
+    ("missing file", EXIT_DATA, "cannot read"),
+    ("folder as data", EXIT_DATA, "cannot read"),
+    ("wrong --human", EXIT_DATA, "no rows have judge 'people'"),
+    ("wrong --human, display orders given", EXIT_DATA, "no decisive rows have judge == 'people'"),
+    ("level", EXIT_DATA, "level (2.0) must be in the open interval (0, 1)"),
+    ("lambda", EXIT_DATA, "lambda_ must be"),
+    ("rank too large", EXIT_IDENT, "not identifiable:"),
+    ("total order", EXIT_FIT, "fit failed (pooled)"),
+    ("out is a file", EXIT_DATA, "is a file"),
+    ("unknown plan target", EXIT_DATA, "unknown item"),
+    ("interrupted", 130, "pydial: interrupted"),
+])
+def test_user_errors_end_in_one_line_and_a_documented_code(sim_csv, tmp_path, capsys, monkeypatch, case, code, text):
+    afile = tmp_path / "afile"
+    afile.write_text("x")
+    argv = {
+        "missing file": lambda: ["fit", tmp_path / "none.csv"],
+        "folder as data": lambda: ["fit", tmp_path],
+        "wrong --human": lambda: ["fit", variant(sim_csv, tmp_path, _bad_human), "--human", "people"],
+        "wrong --human, display orders given": lambda: ["fit", sim_csv, "--human", "people"],
+        "level": lambda: ["fit", sim_csv, "--method", "human", "--level", "2"],
+        "lambda": lambda: ["fit", sim_csv, "--lambda", "-1"],
+        "rank too large": lambda: ["fit", sim_csv, "--rank", "9"],
+        "total order": lambda: ["fit", variant(sim_csv, tmp_path, _total_order), "--method", "pooled"],
+        "out is a file": lambda: ["fit", sim_csv, "--out", afile],
+        "unknown plan target": lambda: ["plan", sim_csv, "--target", "itemXX - item01"],
+        "interrupted": lambda: ["check", sim_csv],
+    }[case]()
+    if case == "interrupted":
+        import pydial.model.identifiability as ident
+
+        def interrupt(*args, **kwargs):
+            raise KeyboardInterrupt
+
+        monkeypatch.setattr(ident, "check_design", interrupt)
+    got, err = outcome(capsys, *argv)
+    lines = [x for x in err.splitlines() if x.strip() and not x.startswith("pydial: warning:")]
+    assert got == code and len(lines) == 1 and text in lines[0], (case, err)
+
+
+def test_wrong_human_name_lists_the_judges(sim_csv, tmp_path, capsys):
+    """Not "missing values in column 'first'" alone: the human judge's name is the likely mistake."""
+    code, err = outcome(capsys, "check", variant(sim_csv, tmp_path, _bad_human), "--human", "people")
+    assert code == EXIT_DATA and len(err.strip().splitlines()) == 1
+    assert err.startswith("pydial: bad input: no rows have judge 'people', the human judge (human_judge= / --human)")
+    found = err.split("the judges found are ")[1].split(".")[0]
+    assert sorted(found.split(", ")) == ["'human'", "'judge0'", "'judge1'", "'judge2'"]
+
+
+@pytest.mark.parametrize("code", [errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES])
+@pytest.mark.parametrize("command", ["fit", "plan", "simulate"])
+def test_write_errors_name_the_output(sim_csv, tmp_path, capsys, monkeypatch, code, command):
+    """A full disk (quota, read-only, no permission) while writing: one line naming the path, exit 2, old output kept."""
+    out = tmp_path / ("o.csv" if command == "simulate" else "out")
+    argv = {"fit": ["fit", sim_csv, "--method", "human", "--out", out],
+            "plan": ["plan", sim_csv, "--budgets", "100", "--out", out],
+            "simulate": ["simulate", out, "-N", "3", "-K", "2", "--n-llm", "60", "--n-human", "10"]}[command]
+    assert outcome(capsys, *argv)[0] == 0
+    before = sorted(p.name for p in tmp_path.iterdir())
+
+    def full(*args, **kwargs):
+        raise OSError(code, os.strerror(code))
+
+    monkeypatch.setattr(pd.DataFrame, "to_csv", full)
+    got, err = outcome(capsys, *argv)
+    assert got == EXIT_DATA and err == f"pydial: cannot write {out}: {os.strerror(code)}\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == before  # the earlier output stays, no temporary left
+
+
+def test_write_error_outside_the_output_helpers_names_out(sim_csv, tmp_path, capsys, monkeypatch):
+    """``robustness`` appends to its folder itself: an unnamed write error still names ``--out``."""
+    import pydial.studies.robustness as robustness
+
+    def full(*args, **kwargs):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(robustness, "command", full)
+    got, err = outcome(capsys, "robustness", sim_csv, "--out", tmp_path / "rob")
+    assert got == EXIT_DATA and err == f"pydial: cannot write {tmp_path / 'rob'}: No space left on device\n"
