@@ -184,6 +184,15 @@ def _seed(text: str) -> int:
     return seed
 
 
+def _add_output(q: argparse.ArgumentParser, files: str) -> None:
+    """Add ``--out DIR`` (the folder of ``files``, written aside and moved into place) and ``--force``."""
+    q.add_argument("--out", default=None, metavar="DIR",
+                   help=f"output folder for {files} (default: print only); written aside and moved into place when "
+                        "complete; a folder of an earlier pydial run is replaced as a whole")
+    q.add_argument("--force", action="store_true",
+                   help="write into a non-empty folder pydial did not write (only pydial's own files are replaced)")
+
+
 def _add_seed(q: argparse.ArgumentParser, what: str) -> None:
     q.add_argument("--seed", type=_seed, default=0, help=f"random seed of {what} (default 0)")
 
@@ -329,11 +338,7 @@ def _parser() -> _Parser:
         q.add_argument("--cov-type", "--cov", dest="cov_type", action=_Renamed, old="--cov", choices=COV_TYPES, default=None,
                        help="covariance meat: fisher, binomial, cell (judge-pair clustered; default for LLM methods), record")
         q.add_argument("--level", type=float, default=0.95, help="confidence level of all intervals (default 0.95)")
-        q.add_argument("--out", default=None, metavar="DIR",
-                       help="output folder (default: print only); written aside and moved into place when complete; "
-                            "a folder of an earlier pydial run is replaced as a whole")
-        q.add_argument("--force", action="store_true",
-                       help="write into a non-empty folder pydial did not write (only pydial's own files are replaced)")
+        _add_output(q, "the tables, plots and report")
         q.add_argument("--ties", choices=("davidson", "rao-kupper"), default=None,
                        help="use tie outcomes with this tie model (default: decisive outcomes only)")
     f.add_argument("--cluster-correction", action="store_true",
@@ -563,9 +568,7 @@ def _plan_parser(sub) -> None:
     q.add_argument("--next", type=int, default=0, help="also propose this many next human comparisons (default 0)")
     q.add_argument("--objective", choices=OBJECTIVES, default="contrast",
                    help="design objective of --next: contrast (default), ranking (top-k boundary), D")
-    q.add_argument("--out", default=None, metavar="DIR",
-                   help="output folder for plan.csv, plan.png, next_pairs.csv (written aside and moved into place)")
-    q.add_argument("--force", action="store_true", help="write into a non-empty folder pydial did not write")
+    _add_output(q, "plan.csv, plan.png, next_pairs.csv")
 
 
 def _plan(args: argparse.Namespace) -> int:
@@ -618,9 +621,7 @@ def _judges_parser(sub) -> None:
     q.add_argument("--n-boot", type=int, default=1000, help="record-bootstrap replicates of the intervals (default 1000)")
     q.add_argument("--level", type=float, default=0.95, help="level of the intervals (default 0.95)")
     _add_seed(q, "the record bootstrap")
-    q.add_argument("--out", default=None, metavar="DIR",
-                   help="output folder for judges.csv, judges.png, panel_counts.csv, data_summary.csv")
-    q.add_argument("--force", action="store_true", help="write into a non-empty folder pydial did not write")
+    _add_output(q, "judges.csv, judges.png, panel_counts.csv, data_summary.csv")
 
 
 def _judges(args: argparse.Namespace) -> int:
