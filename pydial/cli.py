@@ -1,7 +1,8 @@
 """The ``pydial`` command line: ``check``, ``fit``, ``simulate``, ``convert``, ``compare``, ``plan``, ``judges``.
 
 Bad input ends with a one-line cause and a non-zero exit code, never a traceback:
-exit 2 for malformed data, arguments or output paths (checked before fitting), exit 3
+exit 2 for malformed data, arguments or output paths (checked before fitting) and for requests
+too large for the memory available (``MemoryLimitError``, refused before the work), exit 3
 when the design cannot identify the requested fit, exit 4 when no admissible fit
 exists: the optimizer did not converge, a parameter is on the box bound, no weight
 candidate is admissible, or a covariance is degenerate (``fit --allow-nonconverged``
@@ -722,6 +723,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         message, code = _line(e), EXIT_DATA
     except DataError as e:
         message, code = f"bad input: {_line(e)}", EXIT_DATA
+    except MemoryError as e:  # MemoryLimitError: refused before the work, with the estimate
+        message, code = f"too large: {_line(e) or 'out of memory'}", EXIT_DATA
     except IdentifiabilityError as e:
         message, code = f"not identifiable: {_line(e)}", EXIT_IDENT
     except (ConvergenceError, FloatingPointError, np.linalg.LinAlgError) as e:

@@ -415,3 +415,13 @@ def test_write_error_outside_the_output_helpers_names_out(sim_csv, tmp_path, cap
     monkeypatch.setattr(robustness, "command", full)
     got, err = outcome(capsys, "robustness", sim_csv, "--out", tmp_path / "rob")
     assert got == EXIT_DATA and err == f"pydial: cannot write {tmp_path / 'rob'}: No space left on device\n"
+
+
+def test_a_request_too_large_is_one_line_and_exit_2(tmp_path, capsys, monkeypatch):
+    """simulate past the memory limit: refused before drawing, one line naming the estimate, exit 2."""
+    monkeypatch.setenv("PYDIAL_MEMORY_LIMIT", "50MB")
+    code = main(["simulate", "--n-llm", "1000000000000", str(tmp_path / "x.csv")])
+    err = capsys.readouterr().err.strip()
+    assert code == 2
+    assert len(err.splitlines()) == 1 and err.startswith("pydial: too large:")
+    assert not (tmp_path / "x.csv").exists()

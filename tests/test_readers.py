@@ -26,7 +26,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import pydial
-from pydial import Comparisons, DataError, MemoryLimitError
+from pydial import ArgumentError, Comparisons, DataError, MemoryLimitError
 from pydial.cli import EXIT_DATA, main
 from pydial.data import counts
 
@@ -369,9 +369,11 @@ def test_a_read_that_cannot_fit_raises_memory_limit_error(tmp_path, sim_frame, m
         pydial.read_comparisons(path, chunksize=1000)
     monkeypatch.setenv("PYDIAL_MEMORY_LIMIT", "2MB")  # one chunk of 1,000 rows fits
     assert pydial.read_comparisons(path, chunksize=1000).n_human == 500
-    monkeypatch.setenv("PYDIAL_MEMORY_LIMIT", "lots")
-    with pytest.raises(DataError, match="PYDIAL_MEMORY_LIMIT"):
-        Comparisons.from_frame(sim_frame)
+    monkeypatch.setenv("PYDIAL_MEMORY_LIMIT", "lots")  # one error for a bad setting, as in pydial.resources
+    for read in (lambda: Comparisons.from_frame(sim_frame), lambda: Comparisons.from_parquet(path),
+                 lambda: pydial.read_comparisons(path, chunksize=1000)):
+        with pytest.raises(ArgumentError, match="PYDIAL_MEMORY_LIMIT='lots' is not a number of bytes"):
+            read()
 
 
 def test_progress_only_on_a_terminal(tmp_path, sim_frame, monkeypatch, capsys):

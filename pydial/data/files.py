@@ -22,7 +22,7 @@ from typing import Any, Iterator, Sequence
 import pandas as pd
 
 from pydial.data.ingest import check_columns, check_read_memory
-from pydial.exceptions import DataError
+from pydial.exceptions import DataError, DialError
 
 __all__ = ["PARQUET_SUFFIXES", "reading", "is_parquet", "require_columns", "read_csv", "read_parquet"]
 
@@ -37,7 +37,7 @@ def reading(path: Path) -> Iterator[None]:
 
     try:
         yield
-    except (DataError, MemoryError):
+    except (DialError, MemoryError):  # already typed (e.g. a bad PYDIAL_MEMORY_LIMIT is an ArgumentError)
         raise
     except pd.errors.EmptyDataError as e:
         raise DataError(f"cannot read {path!s}: the file is empty (no header, no rows)") from e

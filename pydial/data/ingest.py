@@ -25,7 +25,6 @@ lexicographic order, whatever the number of judges, items and covariate values.
 
 from __future__ import annotations
 
-import os
 import sys
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -36,7 +35,8 @@ import pandas as pd
 from pandas.api.types import infer_dtype
 
 from pydial.data.names import CONTAINER_CELLS, NameSpace, Spelling, argument_name, clean, refusal, spelling
-from pydial.exceptions import ArgumentError, ArgumentTypeError, DataError, MemoryLimitError
+from pydial.exceptions import ArgumentError, ArgumentTypeError, DataError
+from pydial.resources import check_bytes, memory_limit
 
 FIRST_VALUES = ("a", "b")
 WINNER_VALUES = ("a", "b", "tie", "both_bad")
@@ -44,7 +44,6 @@ COLUMNS = ("record_id", "judge", "item_a", "item_b", "first", "winner")
 
 # Display-order codes of a Coded table (0: not used, the human judge's rows).
 FIRST_NONE, FIRST_A, FIRST_B = 0, 1, 2
-MEMORY_LIMIT_ENV = "PYDIAL_MEMORY_LIMIT"
 PROGRESS_MIN_ROWS = 2_000_000  # shorter reads take a second or two: no progress bar
 
 
@@ -570,32 +569,28 @@ def concat(parts: list[Coded]) -> Coded:
 
 # ------------------------------------------------------- memory, progress
 def memory_available() -> int | None:
-    """Bytes a read may plan for: the available memory, capped by ``PYDIAL_MEMORY_LIMIT`` when set.
+    """Bytes a read may plan for: :func:`pydial.resources.memory_limit`.
 
-    ``PYDIAL_MEMORY_LIMIT`` holds a number of bytes, or a number with ``KB``, ``MB`` or
-    ``GB`` (powers of 1000), e.g. ``PYDIAL_MEMORY_LIMIT=4GB``.
+    The available memory, capped by ``PYDIAL_MEMORY_LIMIT`` when set (bytes, or a number
+    with ``KB``, ``MB`` or ``GB``, e.g. ``PYDIAL_MEMORY_LIMIT=4GB``): the one rule of every
+    memory check of pydial.
+
+    Raises
+    ------
+    ArgumentError
+        ``PYDIAL_MEMORY_LIMIT`` is set but not a non-negative number of bytes.
     """
-    from pydial.resources import available_bytes
-
-    avail = available_bytes()
-    text = os.environ.get(MEMORY_LIMIT_ENV, "").strip().upper()
-    if not text:
-        return avail
-    scale = next((10 ** (3 * (k + 1)) for k, unit in enumerate(("KB", "MB", "GB")) if text.endswith(unit)), 1)
-    try:
-        limit = int(float(text[:-2] if scale > 1 else text) * scale)
-    except ValueError:
-        raise DataError(f"{MEMORY_LIMIT_ENV}={os.environ[MEMORY_LIMIT_ENV]!r} is not a number of bytes "
-                        "(e.g. 4000000000 or 4GB)") from None
-    return limit if avail is None else min(avail, limit)
+    return memory_limit()
 
 
 def check_read_memory(need: int, what: str, remedy: str) -> None:
-    """Raise :class:`MemoryLimitError` when ``need`` bytes exceed :func:`memory_available`."""
-    avail = memory_available()
-    if avail is not None and need > avail:
-        raise MemoryLimitError(f"{what} needs about {need / 1e9:.2f} GB, but only {avail / 1e9:.2f} GB are available "
-                               f"(set {MEMORY_LIMIT_ENV} to change the limit); {remedy}")
+    """Raise :class:`~pydial.MemoryLimitError` when a read needs more than :func:`memory_available` bytes.
+
+    The check of :func:`pydial.resources.check_bytes`: ``what`` names the read and
+    ``remedy`` says what to change.  A bad ``PYDIAL_MEMORY_LIMIT`` is an
+    :class:`~pydial.ArgumentError` (see :func:`memory_available`).
+    """
+    check_bytes(need, what, remedy)
 
 
 @contextmanager

@@ -10,15 +10,17 @@ from __future__ import annotations
 
 import gzip
 import json
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from os import PathLike
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable, Iterator, Mapping
 
 import pandas as pd
 
 from pydial.data.comparisons import COLUMNS
-from pydial.data.files import reading
+from pydial.data.files import read_csv, reading
+from pydial.data.ingest import check_columns
 from pydial.exceptions import ArgumentError, DataError
 
 ARENA_WINNERS = {"model_a": "a", "model_b": "b", "tie": "tie", "tie (bothbad)": "both_bad"}
@@ -63,16 +65,110 @@ class ConversionReport:
         return "\n".join(lines)
 
 
-def read_jsonl(path: str | PathLike[str]) -> pd.DataFrame:
-    """Read a JSON-lines file (optionally gzip-compressed)."""
-    p = Path(path)
-    opener = gzip.open if p.suffix == ".gz" else open
+GZIP_MAGIC = b"\x1f\x8b"
+PARQUET_MAGIC = b"PAR1"
+
+
+def file_kind(path: Path) -> str:
+    """Return ``"parquet"``, ``"gzip"`` or ``"text"``: what ``path`` holds by its first bytes, whatever its name.
+
+    Raises :class:`DataError` naming the file when it cannot be opened.
+    """
+    with reading(path), open(path, "rb") as fh:
+        head = fh.read(4)
+    return "parquet" if head == PARQUET_MAGIC else "gzip" if head[:2] == GZIP_MAGIC else "text"
+
+
+@contextmanager
+def reading_text(path: Path, what: str) -> Iterator[None]:
+    """:func:`pydial.data.files.reading` for a text file: text that is not UTF-8 is named as such.
+
+    ``what`` says what the file should hold, for the message (e.g. ``"JSON lines"``).
+    """
+    with reading(path):
+        try:
+            yield
+        except (UnicodeDecodeError, DataError) as e:  # a reader of pydial.data.files wraps it in a DataError
+            cause = e if isinstance(e, UnicodeDecodeError) else e.__cause__
+            if not isinstance(cause, UnicodeDecodeError):
+                raise
+            raise not_utf8(path, what, cause.reason, _first_undecodable_line(path)) from None
+
+
+def not_utf8(path: Path, what: str, reason: str, line: int | None = None) -> DataError:
+    """Return the :class:`DataError` of a file whose text is not UTF-8, naming the file, the line and the remedy."""
+    return DataError(f"cannot read {path!s}: it is not UTF-8 text ({reason}{f' on line {line}' if line else ''}); "
+                     f"{what} must be UTF-8: re-encode the file (e.g. iconv -f latin1 -t utf-8)")
+
+
+def _first_undecodable_line(path: Path) -> int | None:
+    """Return the number of the first line of ``path`` (gzip-compressed or not) that is not UTF-8; ``None`` if unknown."""
     try:
-        with opener(p, "rt", encoding="utf-8") as fh:
-            rows = [json.loads(line) for line in fh if line.strip()]
-    except (OSError, json.JSONDecodeError) as e:
-        raise DataError(f"cannot read {p}: {e}") from e
+        with (gzip.open if file_kind(path) == "gzip" else open)(path, "rb") as fh:
+            for n, line in enumerate(fh, 1):
+                try:
+                    line.decode("utf-8")
+                except UnicodeDecodeError:
+                    return n
+    except (OSError, EOFError, DataError):
+        return None
+    return None
+
+
+def read_jsonl(path: str | PathLike[str]) -> pd.DataFrame:
+    """Read a JSON-lines file (plain, or gzip-compressed whatever its name), one JSON object per line.
+
+    Raises
+    ------
+    DataError
+        The file is missing, empty, a truncated or corrupt gzip stream, not UTF-8 text, or has
+        a line that is not a JSON object (naming the file and the line).
+    """
+    p = Path(path)
+    opener: Any = gzip.open if file_kind(p) == "gzip" else open
+    rows = []
+    with reading_text(p, "JSON lines"), opener(p, "rt", encoding="utf-8") as fh:
+        for n, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as e:
+                raise DataError(f"{p}:{n} is not JSON ({e.msg} at column {e.colno}); a JSON-lines file holds one JSON "
+                                "object per line") from None
+            if not isinstance(row, dict):
+                raise DataError(f"{p}:{n} is a JSON {type(row).__name__}, not an object; a JSON-lines file holds one "
+                                "JSON object per line")
+            rows.append(row)
+    if not rows:
+        raise DataError(f"cannot read {p}: the file is empty (no JSON line)")
     return pd.DataFrame(rows)
+
+
+def read_json(path: str | PathLike[str]) -> pd.DataFrame:
+    """Read a JSON file of records (e.g. an array of objects) with :func:`pandas.read_json`.
+
+    Raises
+    ------
+    DataError
+        The file is missing, a truncated or corrupt gzip stream, not UTF-8 text or not JSON
+        (naming the file).
+    """
+    p = Path(path)
+    compression = "gzip" if file_kind(p) == "gzip" else "infer"  # gzip whatever the name; others by the name
+    with reading_text(p, "JSON"):
+        try:
+            return pd.read_json(p, compression=compression)
+        except ValueError as e:
+            if isinstance(e, UnicodeDecodeError):
+                raise
+            raise DataError(f"cannot read {p}: it is not a JSON table of records (pandas: {e}); a JSON-lines file "
+                            "must be named .jsonl or .jsonl.gz") from None
+
+
+def _source(src: Any) -> str:
+    """Return `` (path)`` naming the file a table was read from; empty for a DataFrame."""
+    return "" if isinstance(src, pd.DataFrame) else f" ({src})"
 
 
 def _require(df: pd.DataFrame, cols: Iterable[str], what: str) -> None:
@@ -113,7 +209,7 @@ def from_arena(
     parts = []
     for name, src in judges.items():
         df = src if isinstance(src, pd.DataFrame) else read_jsonl(src)
-        _require(df, (record_id, "model_a", "model_b", "winner"), f"arena table of judge {name!r}")
+        _require(df, (record_id, "model_a", "model_b", "winner"), f"arena table of judge {name!r}{_source(src)}")
         rep.read += len(df)
         w = df["winner"].map(ARENA_WINNERS)
         rep.exclude(f"unknown winner ({name})", int(w.isna().sum()))
@@ -145,7 +241,7 @@ def from_mtbench(df: pd.DataFrame | str | PathLike[str]) -> tuple[pd.DataFrame, 
     """
     rep = ConversionReport("MT-Bench pairwise")
     t = df if isinstance(df, pd.DataFrame) else read_jsonl(df)
-    _require(t, ("question_id", "model_1", "model_2", "g1_winner", "g2_winner", "judge"), "MT-Bench table")
+    _require(t, ("question_id", "model_1", "model_2", "g1_winner", "g2_winner", "judge"), f"MT-Bench table{_source(df)}")
     rep.read = len(t)
     rid = t["question_id"].astype(str)
     if "turn" in t.columns:
@@ -191,8 +287,8 @@ def from_pandalm(
     if isinstance(df, pd.DataFrame):
         t = df
     else:
-        t = read_jsonl(df) if str(df).endswith((".jsonl", ".jsonl.gz")) else pd.read_json(df)
-    _require(t, (model_1, model_2, label, record_id), "PandaLM table")
+        t = read_jsonl(df) if str(df).endswith((".jsonl", ".jsonl.gz")) else read_json(df)
+    _require(t, (model_1, model_2, label, record_id), f"PandaLM table{_source(df)}")
     rep.read = len(t)
     lab = pd.to_numeric(t[label], errors="coerce").map(PANDALM_WINNERS)
     bad = lab.isna()
@@ -215,19 +311,34 @@ def from_table(
     ``columns`` maps pydial's names (``record_id, judge, item_a, item_b, first, winner``)
     to the file's.
 
-    A CSV is read as text exactly as written (``dtype=str``, ``keep_default_na=False``
-    unless given in ``read_kwargs``), so names such as ``007`` or ``NA`` pass through
-    unchanged (see :mod:`pydial.data.names`).
+    A Parquet file is recognized by its content (it starts with ``PAR1``), whatever its
+    name.  Any other file is read as a UTF-8 CSV (gzip-compressed whatever its name, other
+    compressions by the name as in :func:`pandas.read_csv`) with every column as text
+    exactly as written (:func:`pydial.data.files.read_csv`: only a blank cell is missing),
+    so names such as ``007`` or ``NA`` pass through unchanged (see :mod:`pydial.data.names`).
+    ``read_kwargs`` go to :func:`pandas.read_parquet` or :func:`pandas.read_csv`.
+
+    Raises
+    ------
+    DataError
+        The file is missing, empty, truncated or corrupt, not UTF-8 text, lacks a column of
+        ``columns`` or has one of them more than once (naming the file).
     """
     p = Path(path)
     rep = ConversionReport(f"table {p.name}")
-    with reading(p):
-        if p.suffix == ".parquet":
-            t = pd.read_parquet(p, **read_kwargs)
-        else:
-            t = pd.read_csv(p, **{"dtype": str, "keep_default_na": False, **read_kwargs})
     mapping = {k: (columns or {}).get(k, k) for k in COLUMNS}
-    _require(t, mapping.values(), f"table {p.name}")
+    kind = file_kind(p)
+    if kind == "parquet":
+        import pyarrow.parquet as pq
+
+        with reading(p):
+            check_columns(pq.read_schema(p).names, list(mapping.values()), str(p))
+            t = pd.read_parquet(p, **read_kwargs)
+    else:
+        with reading_text(p, "a CSV file"):
+            compression = "gzip" if kind == "gzip" else "infer"
+            t = read_csv(p, list(mapping.values()), **{"compression": compression, **read_kwargs})
+    _require(t, mapping.values(), f"table {p}")
     rep.read = len(t)
     frame = t[list(mapping.values())].copy()
     frame.columns = list(COLUMNS)

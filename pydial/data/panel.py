@@ -43,6 +43,7 @@ from pydial.data.comparisons import I_WINS, J_WINS, Comparisons
 from pydial.data.comparisons import TIE as CANON_TIE
 from pydial.data.files import reading
 from pydial.data.ingest import WINNER_VALUES, duplicated, group, pack, unpack
+from pydial.data.io import file_kind, not_utf8
 from pydial.exceptions import ArgumentError, DataError, OutputError
 
 __all__ = ["PANEL_FIELDS", "VERDICT_LABELS", "CHOICE_LABELS", "ORDER_LABELS", "panel_files", "read_judge_responses",
@@ -109,7 +110,8 @@ def panel_files(source: str | PathLike[str] | Iterable[str | PathLike[str]]) -> 
             found = sorted(q for q in p.rglob("responses.jsonl*") if q.name in ("responses.jsonl", "responses.jsonl.gz"))
             found = found or sorted(q for q in p.rglob("*") if q.name.endswith((".jsonl", ".jsonl.gz")))
             if not found:
-                raise DataError(f"{p} holds no responses.jsonl and no other *.jsonl or *.jsonl.gz file")
+                raise DataError(f"{p} holds no responses.jsonl and no other *.jsonl or *.jsonl.gz file; pass a "
+                                "file, or a folder of the released layout <study>/results/<judge>/responses.jsonl")
             out += found
         else:
             raise DataError(f"{p} does not exist")
@@ -117,7 +119,8 @@ def panel_files(source: str | PathLike[str] | Iterable[str | PathLike[str]]) -> 
 
 
 def _open(path: Path) -> Any:
-    return gzip.open(path, "rb") if path.name.endswith(".gz") else open(path, "rb")
+    """Open ``path`` for reading bytes, decompressing a gzip file whatever its name."""
+    return gzip.open(path, "rb") if file_kind(path) == "gzip" else open(path, "rb")
 
 
 def _line_blocks(path: Path, size: int) -> Iterator[list[bytes]]:
@@ -163,8 +166,8 @@ def _parse_file(path: Path, keys: Mapping[str, str], schema: Any, block_lines: i
     """Yield blocks of the file's columns (object arrays) and a mask of the lines that are not JSON objects.
 
     pyarrow parses the file (only the fields of ``keys``, a block of bytes at a time); a file
-    pyarrow refuses (a malformed line, a value of another JSON type) is parsed again line
-    by line with :mod:`json`, ``block_lines`` lines at a time.
+    pyarrow refuses (a malformed line, a value of another JSON type, text that is not UTF-8)
+    is parsed again line by line with :mod:`json`, ``block_lines`` lines at a time.
     """
     import pyarrow as pa
     import pyarrow.json as pj
@@ -174,6 +177,8 @@ def _parse_file(path: Path, keys: Mapping[str, str], schema: Any, block_lines: i
             reader = pj.open_json(path, read_options=pj.ReadOptions(block_size=8 << 20), parse_options=pj.ParseOptions(
                 explicit_schema=schema, unexpected_field_behavior="ignore"))
             batches = list(reader)
+            for b in batches:
+                b.validate(full=True)  # text that is not UTF-8: found, with its line, by the line-by-line parse
         except pa.ArrowInvalid:
             batches = None
         if batches is not None:
@@ -181,17 +186,27 @@ def _parse_file(path: Path, keys: Mapping[str, str], schema: Any, block_lines: i
                 yield {name: b.column(key).to_numpy(zero_copy_only=False) for name, key in keys.items()}, np.zeros(
                     b.num_rows, bool)
             return
+        row = 0
         for lines in _line_blocks(path, block_lines):
-            yield _parse_lines(lines, keys)
+            yield _parse_lines(lines, keys, path, row)
+            row += len(lines)
 
 
-def _parse_lines(lines: list[bytes], keys: Mapping[str, str]) -> tuple[dict[str, np.ndarray], np.ndarray]:
-    """:func:`_parse` one line at a time: a line that is not a JSON object is marked bad."""
+def _parse_lines(lines: list[bytes], keys: Mapping[str, str], path: Path, start: int
+                 ) -> tuple[dict[str, np.ndarray], np.ndarray]:
+    """Parse one line at a time: a line that is not a JSON object is marked bad.
+
+    ``path`` and ``start`` (the non-blank lines of ``path`` before ``lines``) locate a line
+    that is not UTF-8 text, which raises :class:`DataError`.
+    """
     rows: list[Mapping[str, Any]] = []
     bad = np.zeros(len(lines), bool)
     for t, line in enumerate(lines):
         try:
             row = json.loads(line)
+        except UnicodeDecodeError as e:
+            at = int(line_numbers(path, np.array([start + t + 1]))[0])
+            raise not_utf8(path, "a judge-response file", e.reason, at) from None
         except ValueError:
             row = None
         if not isinstance(row, dict):
@@ -372,7 +387,9 @@ def read_judge_responses(
     Raises
     ------
     DataError
-        A missing or unreadable file; a line without a record id, judge, item or display
+        A missing or unreadable file (a truncated gzip stream, text that is not UTF-8); a file
+        or folder without responses: empty, or no line a JSON object (e.g. a CSV table, named with
+        what the reader expects); a line without a record id, judge, item or display
         order; an unknown display-order or human label; a verdict contradicting the choice
         and display order; two lines of one record with different items or human labels
         (naming the records); a judge named like ``human_judge``; no usable verdict at all.
@@ -425,15 +442,33 @@ def _read(files: Sequence[Path], keys: Mapping[str, str], labels: Mapping[Any, s
     vocab = (Vocabulary(), Vocabulary(), Vocabulary())
     acc = Lines()
     for f, path in enumerate(files):
-        row = 0
+        row = objects = 0
         for cols, bad in _parse_file(path, keys, schema, block_lines):
             where: dict[str, np.ndarray] = {"file": np.full(bad.size, f, np.int32),
                                             "line": np.arange(row + 1, row + bad.size + 1)}
             row += bad.size
+            objects += int(bad.size - bad.sum())
             _code_block(cols, bad, where, vocab, keys, labels, orders, files, acc)
+        if not objects:
+            _not_a_response_file(path, row, keys)
     out: dict[str, Any] = acc.stack()
     out["vocab"] = vocab
     return out
+
+
+def _not_a_response_file(path: Path, lines: int, keys: Mapping[str, str]) -> None:
+    """Raise :class:`DataError`: ``path`` (with ``lines`` non-blank lines) holds no JSON object, so no response."""
+    expected = (f"read_judge_responses reads the released judge-response format: UTF-8 JSON lines, one object per "
+                f"line with the keys {list(keys.values())} (pass fields= to name other keys)")
+    if not lines:
+        raise DataError(f"{path.as_posix()} is empty (no line but blank ones); {expected}. Remove the file or pass "
+                        "the other files")
+    with reading(path):
+        first = next(_line_blocks(path, 1))[0][:60].decode("utf-8", "replace").strip()
+    raise DataError(f"{path.as_posix()} is not a judge-response file: no line of it is a JSON object ({lines:,} "
+                    f"non-blank line(s), the first starting {first!r}); {expected}. A table in pydial's long format "
+                    "(columns record_id, judge, item_a, item_b, first, winner, e.g. written by `pydial simulate`) is "
+                    "read by pydial.read_comparisons or `pydial fit`; other formats are converted by `pydial convert`")
 
 
 def _code_block(cols: Mapping[str, np.ndarray], bad: np.ndarray, where: dict[str, np.ndarray],
@@ -448,7 +483,9 @@ def _code_block(cols: Mapping[str, np.ndarray], bad: np.ndarray, where: dict[str
         missing = (c < 0) & ~bad
         if missing.any():
             what = "an unknown display-order value" if name == "order" and (c == -2).any() else "no value"
-            raise DataError(f"{what} for {keys[name]!r} at {_where(where, files, missing)}")
+            hint = "pass order_labels= to map the values" if what != "no value" else (
+                "pass fields= to name the key of the " + name.replace("_", " ") + " if it has another name")
+            raise DataError(f"{what} for {keys[name]!r} at {_where(where, files, missing)}; {hint}")
     human = _label_codes(cols["human"], labels, WINNER_VALUES)
     if (human == -2).any():
         vals = sorted({str(v) for v in cols["human"][human == -2]})[:LISTED]

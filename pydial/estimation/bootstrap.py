@@ -36,7 +36,8 @@ import pandas as pd
 
 from pydial.data.comparisons import COVARIATE_PREFIX, Comparisons
 from pydial.estimation.spec import check_count, check_level, check_seed
-from pydial.exceptions import ArgumentError, BootstrapWarning, DataError, DialError, caller_stacklevel
+from pydial.exceptions import (ArgumentError, BootstrapWarning, DataError, DialError, UnknownNameError,
+                               caller_stacklevel)
 from pydial.resources import check_bytes, check_n_jobs
 
 BOOTSTRAP_UNITS: tuple[str, ...] = ("record",)
@@ -100,17 +101,27 @@ class BootstrapResult:
         return out
 
     def contrast(self, item_i: str, item_j: str) -> pd.Series:
-        """Bootstrap intervals of ``s_i - s_j`` (either orientation)."""
+        """Bootstrap intervals of ``s_i - s_j`` (either orientation).
+
+        Raises
+        ------
+        UnknownNameError
+            ``item_i`` or ``item_j`` is not an item of the fit (the message lists the items).
+        ArgumentError
+            ``item_i`` and ``item_j`` are the same item.
+        """
+        for argument, it in (("item_i", item_i), ("item_j", item_j)):
+            UnknownNameError.check(argument, "item", [it], self.scores.index)
+        if item_i == item_j:
+            raise ArgumentError(f"item_i and item_j are both {item_i!r}: a contrast compares two different items")
         c = self.contrasts
         if (item_i, item_j) in c.index:
             return c.loc[(item_i, item_j)]
-        if (item_j, item_i) in c.index:
-            row = c.loc[(item_j, item_i)].copy()
-            row[["estimate", "boot_mean"]] *= -1
-            row["pct_low"], row["pct_high"] = -row["pct_high"], -row["pct_low"]
-            row["basic_low"], row["basic_high"] = -row["basic_high"], -row["basic_low"]
-            return row
-        raise KeyError(f"unknown item pair ({item_i!r}, {item_j!r})")
+        row = c.loc[(item_j, item_i)].copy()  # the table holds every pair of items in one orientation
+        row[["estimate", "boot_mean"]] *= -1
+        row["pct_low"], row["pct_high"] = -row["pct_high"], -row["pct_low"]
+        row["basic_low"], row["basic_high"] = -row["basic_high"], -row["basic_low"]
+        return row
 
     def __repr__(self) -> str:
         """Show the number of replicates, failures, strata and the level."""

@@ -85,7 +85,7 @@ import scipy.sparse as sp
 from scipy.special import expit
 from scipy.stats import chi2, ncx2, norm
 
-from pydial.data.comparisons import Comparisons
+from pydial.data.comparisons import Comparisons, require_comparisons
 from pydial.estimation.results import DialResult
 from pydial.estimation.spec import check_level
 from pydial.resources import check_bytes, check_n_jobs, n_workers
@@ -266,8 +266,7 @@ def _pilot_data(result: DialResult, data: Comparisons | None) -> Comparisons:
         if data is None:
             raise DataError("data: the result carries no data (result.data is None); pass data=, the "
                             "Comparisons the pilot result was fitted to")
-    if not isinstance(data, Comparisons):
-        raise ArgumentTypeError(f"data must be the pydial.Comparisons the pilot was fitted to, got {type(data).__name__}")
+    data = require_comparisons(data)
     if not result.used_the_judgments_of(data):
         raise DataError("data does not match result: pass the Comparisons the pilot result was fitted to "
                         f"(items {len(data.items)} vs {len(result.items)}, decisive n_H {data.n_human}, n_LLM "

@@ -28,7 +28,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from pydial.data.comparisons import Comparisons
+from pydial.data.comparisons import Comparisons, require_comparisons
 from pydial.exceptions import ArgumentError, DataError, DataWarning
 
 __all__ = ["KINDS", "PURE_PREFIX", "ANTI_PREFIX", "Sweep", "TaskData", "rng_for", "display_imbalance",
@@ -397,13 +397,14 @@ def prepare(data: Comparisons, judges: Sequence[str] | None = None) -> TaskData:
 
     Raises
     ------
+    ArgumentTypeError
+        ``data`` is not a :class:`~pydial.Comparisons`.
     DataError
         ``data`` is aggregated (no record ids) or has no human label.
     ArgumentError
         ``judges`` names a judge that ``data`` does not have.
     """
-    if not isinstance(data, Comparisons):
-        raise ArgumentError(f"data must be a pydial.Comparisons, got {type(data).__name__}")
+    data = require_comparisons(data)
     if data.rows is None:
         raise DataError("robustness studies need record ids: build the data with Comparisons.from_frame, not from counts")
     if data.n_human == 0:
