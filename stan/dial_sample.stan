@@ -36,7 +36,7 @@
  *           and mu = m / gamma_bar.  1' gamma > 0 holds by construction, and
  *           the normal prior on m_raw gives gamma_bar a scaled chi_{N-1}
  *           prior, P(gamma_bar < eps) of order eps^{N-1}: the consensus scale
- *           is kept away from 0.  (DESIGN.md "Known trap": with 1' gamma only
+ *           is kept away from 0.  (The trap this avoids: with 1' gamma only
  *           bounded below by 0 the posterior drifted to 1' gamma -> 0, where
  *           S' 1 = 0 and mu stops being the LLM consensus.)  Diagnostics in
  *           the output: consensus_scale = gamma_bar and
@@ -93,7 +93,8 @@
  * `functions { }`, and an offset to eta or log_nu_cell after each
  * `#include cell_inputs.stan` (model block and generated quantities alike).
  * Sample it with pydial.posterior(data, "dial-ada", program="my.stan").  Keep the
- * identified parameterization (DESIGN.md "Known trap").
+ * identified parameterization (m_raw, gamma_dev, Z_raw, P_raw): it keeps the
+ * consensus scale away from 0 (above).
  */
 functions {
 #include bases.stan

@@ -35,10 +35,10 @@
  * (judges_*.stan), all in stan/include.
  *
  * How to extend (add, do not copy; README "Extending a Stan program";
- * examples/tie_gap.stan is such a program).  Write a program with these
- * blocks and #include lines and add: data after `#include judges_data.stan`
- * (pass it with pydial.stan.standata(..., extra={...}) or
- * pydial.posterior(..., extra={...})), parameters after
+ * pydial.stan.example_program("tie_gap") is such a program).  Write a
+ * program with these blocks and #include lines and add: data after
+ * `#include judges_data.stan` (pass it with pydial.stan.standata(...,
+ * extra={...}) or pydial.posterior(..., extra={...})), parameters after
  * `#include judges_parameters.stan`, their priors after
  * `#include judges_model.stan`, functions in `functions { }`, and an offset
  * to eta or log_nu_cell after each `#include cell_inputs.stan` (model block

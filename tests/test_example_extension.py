@@ -1,26 +1,25 @@
-"""The worked extension of the README (examples/tie_gap.py, examples/tie_gap.stan) runs and is what it says."""
+"""The worked extension installed with pydial (``pydial.stan.example_program("tie_gap")``) runs and is what it says.
+
+It is found by name from any working directory, its script runs as
+``python -m pydial.stan.examples.tie_gap``, and its parameter ``kappa`` (one per judge
+and one for the people) comes back labelled by their names.
+"""
 
 from __future__ import annotations
 
 import difflib
-import importlib.util
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from pydial.stan import program_path
+import pydial
+from pydial.stan import example_program, example_programs, program_path
 
-pytestmark = [pytest.mark.stan, pytest.mark.usefixtures("stan_backend_name")]
-
-EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
-
-
-def _load():
-    spec = importlib.util.spec_from_file_location("tie_gap", EXAMPLES / "tie_gap.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+PACKAGE = Path(pydial.__file__).resolve().parent
 
 
 def _code_lines(path: Path) -> list[str]:
@@ -29,27 +28,68 @@ def _code_lines(path: Path) -> list[str]:
     return lines[next(k for k, l in enumerate(lines) if l.startswith("functions")):]
 
 
+def test_example_programs_are_installed_with_the_package(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert list(example_programs()) == ["tie_gap"]
+    path = example_program("tie_gap")
+    assert path.is_absolute() and path.is_file() and path.suffix == ".stan"
+    assert path.parent == PACKAGE / "stan" / "examples"  # package data of pydial.stan.examples
+    assert path.parent.joinpath("tie_gap.py").is_file()
+    with pytest.raises(pydial.ArgumentError, match="tie_gap"):
+        example_program("no_such_example")
+
+
 def test_extension_adds_marked_lines_to_judges_stan():
     """tie_gap.stan is judges.stan's blocks and #include lines, unchanged, plus lines marked EXTENSION."""
-    shipped, ext = _code_lines(program_path("judges")), _code_lines(EXAMPLES / "tie_gap.stan")
+    shipped, ext = _code_lines(program_path("judges")), _code_lines(example_program("tie_gap"))
     diff = list(difflib.unified_diff(shipped, ext, lineterm="", n=0))
     added = [l[1:] for l in diff if l.startswith("+") and not l.startswith("+++")]
     removed = [l[1:] for l in diff if l.startswith("-") and not l.startswith("---")]
     assert not removed, removed
     assert added and all("EXTENSION" in l for l in added)
-    # what it adds: its datum, its parameter and prior, and the offset of log nu in both places
-    assert sum("log_nu_cell -= kappa * square(eta)" in l for l in added) == 2
-    assert len((EXAMPLES / "tie_gap.stan").read_text().splitlines()) < 50
+    # what it adds: its datum, its parameter (one per group) and prior, and the offset of log nu in both places
+    assert sum("log_nu_cell -= kappa[all_judge] .* square(eta)" in l for l in added) == 2
+    assert any("vector[K + 1] kappa;" in l for l in added)
+    assert len(example_program("tie_gap").read_text().splitlines()) < 50
 
 
-def test_extension_runs_on_arena_subset_and_compares_by_loo():
-    out = _load().run(records=1500, chains=2, draws=150, warmup=150, seed=3)
-    shipped, ext, table = out["shipped"], out["extended"], out["compare"]
+def test_script_runs_as_a_module_from_any_directory(tmp_path):
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    out = subprocess.run([sys.executable, "-m", "pydial.stan.examples.tie_gap", "--help"], cwd=tmp_path, env=env,
+                         capture_output=True, text=True, check=False, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert "python -m pydial.stan.examples.tie_gap" in out.stdout and "--records" in out.stdout
+    assert os.listdir(tmp_path) == []
+
+
+@pytest.mark.stan
+@pytest.mark.usefixtures("stan_backend_name")
+def test_extension_runs_on_arena_subset_and_compares_by_loo(tmp_path, monkeypatch):
+    """From a directory outside the repository: sampled, compared by LOO, ``kappa`` labelled, nothing written there."""
+    from pydial.stan.examples.tie_gap import run
+
+    monkeypatch.chdir(tmp_path)
+    out = run(records=1500, chains=2, draws=150, warmup=150, seed=3)
+    data, shipped, ext, table = out["data"], out["shipped"], out["extended"], out["compare"]
     assert set(table.index) == {"davidson", "davidson + tie gap"}
     assert np.all(np.isfinite(table["elpd_loo"]))
     assert "kappa" in ext.posterior and "kappa" not in shipped.posterior
     # same cells, same observed data: the two log_lik arrays are comparable
     assert shipped.log_likelihood["log_lik"].sizes["cell"] == ext.log_likelihood["log_lik"].sizes["cell"]
     assert (shipped.observed_data["ties"] == ext.observed_data["ties"]).all()
-    assert ext.attrs["program"].endswith("tie_gap.stan")
+    assert ext.attrs["program"] == str(example_program("tie_gap"))
     assert ext.posterior["nu"].dims[-1] == "tie_judge"
+    # kappa (vector[K + 1]): the judges by name, then the people, instead of kappa_dim_0 = 0..K
+    groups = list(data.judges) + [data.human_judge]
+    assert ext.posterior["kappa"].dims == ("chain", "draw", "judge_human")
+    assert list(ext.posterior["kappa"]["judge_human"].values) == groups == [*data.judges, "human"]
+    # the labels name the right entries: the program's log_nu (labelled by its size K + 1) against the shipped nu
+    log_nu = ext.posterior["log_nu"]
+    assert log_nu.dims[-1] == "judge_human"
+    for g in groups:
+        np.testing.assert_allclose(np.exp(log_nu.sel(judge_human=g).values),
+                                   ext.posterior["nu"].sel(tie_judge=g).values, rtol=1e-12)
+    # s_raw (K x (N - 1)): judges labelled, the N - 1 basis coordinates not
+    assert ext.posterior["s_raw"].dims == ("chain", "draw", "judge", "s_raw_dim_1")
+    assert list(ext.posterior["s_raw"]["judge"].values) == list(data.judges)
+    assert os.listdir(tmp_path) == []

@@ -112,10 +112,11 @@ def test_semantic_error_gives_stanc_message(stan_backend_name):
 
 
 def test_compiled_models_are_cached(models):
+    """One model per program and backend in the process (the session's models are copies when it compiled them)."""
     for name, m in models.items():
         again = compile_model(name)
-        assert again is m
-        assert again.backend == stan_backend()
+        assert again is compile_model(name)
+        assert again.code == m.code and again.backend == m.backend == stan_backend()
 
 
 # ------------------------------------------------------------------ one process, several models

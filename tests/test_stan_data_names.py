@@ -10,14 +10,13 @@ schema names follow the Python vocabulary (``order``, ``ties``, ``rank``,
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 import numpy as np
 import pytest
 
 import pydial
 from pydial.model.chart import Chart
-from pydial.stan.programs import PROGRAMS, data_names, program_code
+from pydial.stan.programs import PROGRAMS, data_names, example_program, program_code
 from pydial.stan.schema import (
     dial_calibrate_data,
     dial_data,
@@ -28,8 +27,6 @@ from pydial.stan.schema import (
     pooled_cell_table,
     standata,
 )
-
-EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 
 
 def declared(program: str) -> list[str]:
@@ -89,8 +86,8 @@ def test_builders_write_exactly_the_declared_data(data, case):
 
 
 def test_extension_reads_the_shipped_data_plus_its_own(data):
-    """examples/tie_gap.stan: judges.stan's data and prior_kappa_sd, what examples/tie_gap.py passes."""
-    names = declared(str(EXAMPLES / "tie_gap.stan"))
+    """The installed tie_gap.stan: judges.stan's data and prior_kappa_sd, what pydial.stan.examples.tie_gap passes."""
+    names = declared(str(example_program("tie_gap")))
     d = standata(data, "judges", ties="davidson", extra={"prior_kappa_sd": 1.0})
     assert set(names) == set(d) and set(names) - set(declared("judges")) == {"prior_kappa_sd"}
 

@@ -18,6 +18,7 @@ import pytest
 from pydial.model.likelihood import Cells, Objective
 from pydial.model.chart import Chart
 from pydial.studies.simulate import simulate
+from pydial.stan import StanRuntimeError
 from pydial.stan.schema import (
     CellTable,
     dial_calibrate_data,
@@ -156,8 +157,9 @@ def test_dial_rejects_bad_rank(models, data):
     ch = Chart(data.N, data.K, 1, "mu", True)
     d = dial_data(data, ch, w_llm=1.0, w_human=1.0)
     d["rank"] = data.K  # r > K - 1
-    with pytest.raises(Exception, match="Cond. llm-structure"):
+    with pytest.raises(StanRuntimeError, match=rf"rank r = {data.K} needs r <= K - 1 = {data.K - 1}") as info:
         m.log_prob(d, np.zeros(5))
+    assert "disagreement rank" in str(info.value)
 
 
 # ------------------------------------------------------------------ judges.stan

@@ -8,6 +8,7 @@ from scipy.optimize import minimize
 from scipy.special import logsumexp
 
 import pydial
+from pydial.inference.linearization import tie_parameter_name
 
 pytestmark = [pytest.mark.stan, pytest.mark.usefixtures("stan_backend_name")]
 
@@ -108,16 +109,17 @@ def test_simulated_ties_recover_nu_b_and_human_scores(ties):
     data = sim.comparisons
     t = sim.truth
     assert t.ties == ties and t.nu.shape == (3,)
+    col = tie_parameter_name(ties)  # Davidson's nu, Rao-Kupper's tau (the truth keeps both in ``nu``)
     rj = pydial.fit(data, "judges", ties=ties, engine="stan")
     tp, pe = rj.tie_parameters, rj.position_effects
     assert tp.attrs["model"] == ties
     for k, name in enumerate(data.judges):
-        assert abs(tp.loc[name, "nu"] - t.nu[k]) < 4 * tp.loc[name, "se"], tp
+        assert abs(tp.loc[name, col] - t.nu[k]) < 4 * tp.loc[name, "se"], tp
         assert abs(pe.loc[name, "b"] - t.b[k]) < 4 * pe.loc[name, "se"], pe
     rh = pydial.fit(data, "human", ties=ties, engine="stan")
     sc = rh.scores
     assert np.all(np.abs(sc["score"].to_numpy() - t.s_h) < 4 * sc["se"].to_numpy()), (sc, t.s_h)
-    assert abs(rh.tie_parameters["nu"].iloc[0] - t.nu[-1]) < 4 * rh.tie_parameters["se"].iloc[0]
+    assert abs(rh.tie_parameters[col].iloc[0] - t.nu[-1]) < 4 * rh.tie_parameters["se"].iloc[0]
 
 
 def test_no_ties_in_the_data_gives_the_binary_fit():
@@ -154,8 +156,9 @@ def test_rao_kupper_stan_optimum_equals_numpy_mle():
     opt = minimize(nll, np.zeros(N), method="BFGS", options={"gtol": 1e-10})
     s_ref = np.append(opt.x[: N - 1], -opt.x[: N - 1].sum())
     np.testing.assert_allclose(res.scores["score"].to_numpy(), s_ref, atol=1e-6)
-    assert res.tie_parameters["nu"].iloc[0] == pytest.approx(np.exp(opt.x[-1]), rel=1e-6)
-    assert abs(res.tie_parameters["nu"].iloc[0] - sim.truth.nu[-1]) < 4 * res.tie_parameters["se"].iloc[0]
+    tau = res.tie_parameters[tie_parameter_name("rao-kupper")].iloc[0]
+    assert tau == pytest.approx(np.exp(opt.x[-1]), rel=1e-6)
+    assert abs(tau - sim.truth.nu[-1]) < 4 * res.tie_parameters["se"].iloc[0]
 
 
 @pytest.mark.parametrize("ties", ["davidson", "rao-kupper"])

@@ -1,9 +1,11 @@
 """Compile and run pydial's Stan programs with CmdStan (cmdstanpy) or the bundled Stan (httpstan).
 
-Backend order (DESIGN.md "Two engines, one model"): CmdStan through
-``cmdstanpy`` when ``cmdstanpy.cmdstan_path()`` resolves, otherwise the Stan
-that ships inside the ``httpstan`` wheel (used through ``httpstan`` and
-``pystan``), which compiles offline with the system C++ compiler.
+Backend order: CmdStan through ``cmdstanpy`` when ``cmdstanpy.cmdstan_path()``
+resolves, otherwise the Stan that ships inside the ``httpstan`` wheel (used
+through ``httpstan`` and ``pystan``), which compiles offline with the system C++
+compiler.  Both run the same program text on the same data and give the same log
+density (the tests compare them), so a result does not depend on the backend
+beyond Monte Carlo and optimizer tolerance.
 
 Each backend is one module behind one small interface,
 :class:`~pydial.stan.compiled.BackendModule`:
@@ -14,18 +16,25 @@ each define ``NAME``, ``available()``, ``is_compiled(name, code)`` and
 and keeps one compiled model per backend and program text per process.
 
 * **Compilation** is cached.  httpstan keeps compiled models in its per-user
-  cache (``~/.cache/httpstan/<version>/models``), keyed by a hash of the
-  program text; for CmdStan the expanded program and its executable go to
-  ``platformdirs.user_cache_dir("pydial")/cmdstan/<hash>/``.  Nothing is
-  written beside the installed ``.stan`` files.  A program that ``stanc``
-  rejects raises :class:`StanCompileError` carrying stanc's message.
+  cache (``~/.cache/httpstan/<version>/models``; on Linux ``XDG_CACHE_HOME``
+  moves it), keyed by a hash of the program text; for CmdStan the expanded
+  program and its executable go to ``platformdirs.user_cache_dir("pydial")/cmdstan/<hash>/``
+  (``$PYDIAL_STAN_CACHE/cmdstan`` when that environment variable is set).  Nothing is
+  written beside the installed ``.stan`` files, nor in the working directory
+  (httpstan's C++ build runs in a temporary directory).  A program is built
+  aside, checked and renamed into place under a lock between processes, and a
+  broken cached program is rebuilt with a :class:`~pydial.stan.cache.StanCacheWarning`
+  (:mod:`pydial.stan.cache`).  A program that
+  ``stanc`` rejects raises :class:`StanCompileError` carrying stanc's message.
 * **Log density.**  :meth:`CompiledModel.log_prob` and
   :meth:`CompiledModel.grad_log_prob` evaluate the model's ``log_prob`` on the
   *unconstrained* scale, by default without the Jacobian adjustment.  With
   httpstan the compiled extension module is called in-process (no HTTP
   round-trip).  With CmdStan, ``CmdStanModel.log_prob`` takes constrained
   values, so only programs whose parameters are all unconstrained (``dial``,
-  ``judges``) are supported, through a parameter layout.
+  ``judges``) are supported, through a parameter layout.  A point that Stan
+  refuses (a ``reject()``, a domain error) raises :class:`StanRuntimeError`
+  carrying Stan's message, on both backends.
 * **Optimization** (penalized MLE, ``jacobian=False``).  httpstan: scipy
   L-BFGS-B (:func:`pydial.optim.lbfgs_minimize`) on the exact ``-log_prob``
   and its gradient; CmdStan: its L-BFGS.  Convergence is reported on the
@@ -50,7 +59,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from . import cmdstan_backend, httpstan_backend
-from .compiled import BackendModule, CompiledModel, StanBackendError, StanCompileError
+from .compiled import BackendModule, CompiledModel, StanBackendError, StanCompileError, StanRuntimeError
 from .programs import PROGRAMS, program_code
 from .results import OptimizeResult, SampleResult, SamplerWarning
 from pydial.exceptions import ArgumentError
@@ -61,6 +70,7 @@ __all__ = [
     "INSTALL_WAYS",
     "StanCompileError",
     "StanBackendError",
+    "StanRuntimeError",
     "SamplerWarning",
     "CompiledModel",
     "OptimizeResult",

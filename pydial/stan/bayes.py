@@ -1,4 +1,4 @@
-r"""NUTS posteriors of the DIAL models as :class:`arviz.InferenceData`.
+r"""NUTS posteriors of the DIAL models as arviz data (a DataTree on arviz 1.x, an InferenceData on 0.x).
 
 ``method="dial-ada"`` (and ``"dial-nopos"``, ``"dial-anc"``) samples
 ``stan/dial_sample.stan`` (the structured model in an identified
@@ -7,7 +7,9 @@ parameterization, optional Davidson-Beaver or Rao-Kupper ties);
 judge's own order-effect BTL; the people as one more judge, or alone).
 
 ``program=PATH`` samples a user's program (a shipped one's ``#include`` lines plus additions)
-on the same data dictionary (:func:`pydial.stan.schema`, plus ``extra``).
+on the same data dictionary (:func:`pydial.stan.standata`, plus ``extra``); its own
+variables come back labelled by the judges, the people and the items where their sizes
+say so (:func:`user_axes`).
 
 The returned object has the groups ``posterior`` (identified quantities only,
 with dimensions named ``item``, ``judge``, ``rank``, ``basis``, ``tie_judge``),
@@ -51,10 +53,11 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from pydial.data.comparisons import Comparisons
+from pydial.data.comparisons import Comparisons, require_comparisons
 from pydial.model.families import tie_probabilities
 
-from pydial.estimation.spec import COVARIATE_EFFECTS, ModelSpec, check_choice, check_count, check_level, check_seed
+from pydial.estimation.spec import (COVARIATE_EFFECTS, DEFAULT_METHOD, ModelSpec, check_choice, check_count, check_level,
+                                    check_seed)
 from pydial.estimation.steps import human_effects
 from pydial.model.chart import CALIBRATIONS
 
@@ -69,6 +72,7 @@ from .schema import (
     JUDGES_PRIORS,
     TIES_CODE,
     CellTable,
+    data_fingerprint,
     dial_calibrate_data,
     dial_sample_data,
     dial_sample_inits,
@@ -82,7 +86,7 @@ from .schema import (
 )
 
 __all__ = ["ALGORITHMS", "POSTERIOR_METHODS", "B_SOURCES", "posterior", "estimand", "result_estimand",
-           "CONSENSUS_STRENGTH_MIN", "check_extra"]
+           "CONSENSUS_STRENGTH_MIN", "check_extra", "user_axes", "user_dims", "USER_DIM_SUFFIXES"]
 
 CONSENSUS_STRENGTH_MIN = 0.1
 """Warn when the 5% posterior quantile of ``consensus_strength`` falls below this."""
@@ -111,7 +115,8 @@ def _observed(cells: Sequence[CellTable]) -> dict[str, np.ndarray]:
     return cat
 
 
-ESTIMAND_FIELDS: tuple[str, ...] = ("method", "rank", "calibration", "lambda_", "ties", "order", "b", "penalty")
+ESTIMAND_FIELDS: tuple[str, ...] = ("method", "rank", "calibration", "lambda_", "ties", "order", "b", "penalty",
+                                   "covariates", "data")
 """Fields of the estimand record (``idata.attrs["estimand"]``, JSON) that a comparison checks."""
 
 CUT_WARMUP_MAX = 200
@@ -160,7 +165,8 @@ def result_estimand(result: Any) -> dict[str, Any]:
     DIAL fits report their position effects from the LLM-only structured fit
     (``b = "llm-only"``); ``judges`` from each judge's own fit (``b = "judge"``).
     ``dial-ada`` at ``lambda = inf`` is the anchored estimator (``dial-anc``), at
-    ``lambda = 0`` the human fit.
+    ``lambda = 0`` the human fit.  ``data`` is the fingerprint of the fit's data
+    (:func:`~pydial.stan.schema.data_fingerprint`; ``None`` when the result does not carry them).
     """
     method = str(result.method)
     ties = getattr(result, "ties", None)
@@ -182,9 +188,12 @@ def result_estimand(result: Any) -> dict[str, Any]:
     covariates = None
     if getattr(result, "covariate_effects", None) is not None:
         covariates = getattr(spec, "covariate_effects", "judge") if method.startswith("dial") else "judge"
-    return _estimand(method, model={"human": "human", "judges": "judges"}.get(method, "dial"), rank=result.rank,
-                     calibration=result.calibration, lam=lam, ties=ties, order=order, b=b, scores=scores,
-                     penalty=getattr(result, "penalty", None), covariates=covariates)
+    out = _estimand(method, model={"human": "human", "judges": "judges"}.get(method, "dial"), rank=result.rank,
+                    calibration=result.calibration, lam=lam, ties=ties, order=order, b=b, scores=scores,
+                    penalty=getattr(result, "penalty", None), covariates=covariates)
+    data = getattr(result, "data", None)
+    out["data"] = data_fingerprint(data) if isinstance(data, Comparisons) else None
+    return out
 
 
 def _like_arguments(result: Any, data: Comparisons) -> dict[str, Any]:
@@ -267,6 +276,7 @@ def _resolve(method: str, like: Any, spec: Any, data: Comparisons, deprecated: d
         method, rank, calibration, ties, lambda_ = _spec_arguments(spec)
         covariate_effects = spec.covariate_effects
     if like is not None:
+        _check_like(like)
         kw = _like_arguments(like, data)
         method, ties = kw["model"], kw.get("ties")
         include_human = kw.get("include_human", include_human)
@@ -302,6 +312,19 @@ def _resolve(method: str, like: Any, spec: Any, data: Comparisons, deprecated: d
         lambda_ = float(lambda_)
     return _Request(model, method, rank, calibration, ties, lambda_, method != "dial-nopos", bool(include_human),
                     b_stage, covariate_effects == "shared")
+
+
+def _check_like(like: Any) -> None:
+    """Refuse a ``like=`` that is not a fit result (a method name, a spec, a posterior)."""
+    if isinstance(like, str):
+        raise ArgumentTypeError(f"like= takes a fit result (like=pydial.fit(data, ...)), got the string {like!r}; "
+                                f"to name the estimator, pass method={like!r}")
+    if isinstance(like, ModelSpec):
+        raise ArgumentTypeError("like= takes a fit result (like=pydial.fit(data, ...)), got a ModelSpec; pass it "
+                                "as spec=")
+    if not all(hasattr(like, a) for a in ("method", "rank", "calibration")):
+        raise ArgumentTypeError(f"like= takes a fit result (like=pydial.fit(data, ...)), got {type(like).__name__}; "
+                                f"to name the estimator, pass method= (one of {', '.join(POSTERIOR_METHODS)})")
 
 
 def _spec_arguments(spec: Any) -> tuple[str, Any, Any, Any, Any]:
@@ -368,7 +391,7 @@ def check_extra(program: str, extra: Mapping[str, Any] | None, model: str) -> No
 
 def posterior(
     data: Comparisons,
-    method: str = "dial-ada",
+    method: str = DEFAULT_METHOD,
     *,
     rank: int = 1,
     calibration: str | None = "mu",
@@ -406,8 +429,10 @@ def posterior(
         Validated judgments.
     method : {"dial-ada", "dial-anc", "dial-nopos", "judges", "human"}, default "dial-ada"
         The estimator whose posterior is sampled, in :func:`pydial.fit`'s
-        vocabulary.  ``"dial-ada"``: ``dial_sample.stan``, the structured model
-        with the LLM weight ``lambda_`` (default: the ordinary posterior);
+        vocabulary; the default is :func:`pydial.fit`'s and the command line's
+        (:data:`pydial.estimation.spec.DEFAULT_METHOD`).  ``"dial-ada"``:
+        ``dial_sample.stan``, the structured model with the LLM weight
+        ``lambda_`` (default: the ordinary posterior);
         ``"dial-anc"``: its cut posterior (``lambda = inf``); ``"dial-nopos"``:
         ``"dial-ada"`` without order effects; ``"judges"``: each LLM judge's own
         order-effect model (``S``, and ``s_judges``, the mean of the judges'
@@ -478,7 +503,17 @@ def posterior(
         find pydial's include files.  Every variable it outputs goes to the
         posterior group (dimensions named as for the shipped program where the
         names agree); it must write ``log_lik`` and ``counts_rep`` as the
-        shipped programs do.
+        shipped programs do.  The program's own variables (those the shipped
+        program does not output) are labelled by their sizes, axis by axis: an
+        axis of size ``K`` (the LLM judges) gets the dimension ``judge`` with the
+        judges' names; ``K + 1`` (the program's group index: the judges, then the
+        people at index ``K + 1`` in Stan) gets ``judge_human`` with the judges'
+        names and ``data.human_judge`` (``"human"``); ``N`` gets ``item`` with the
+        items' names.  A repeated dimension is suffixed (``item``, ``item_j``); a
+        size that two of these share (e.g. ``K = N``) labels nothing, and an
+        unlabelled axis is ``<name>_dim_<axis>`` (0-based).  E.g. the ``vector[K + 1]
+        kappa`` of :func:`pydial.stan.example_program` ``("tie_gap")`` comes back as
+        ``kappa`` over ``judge_human``.
     extra : mapping, optional
         More data for ``program``.
     like : DialResult, optional
@@ -489,7 +524,8 @@ def posterior(
         ``calibration``, ``ties``, ``lambda_``, ``include_human`` and
         ``b_stage``.  Raises :class:`~pydial.exceptions.EstimandMismatchError`
         for a fit without a posterior counterpart (``pooled``, ``atc``, a
-        penalized fit).
+        penalized fit), :class:`~pydial.ArgumentTypeError` for anything but a
+        fit result (a method's name goes to ``method=``, a spec to ``spec=``).
     b_stage : {"joint", "llm-only"}
         DIAL methods: where the posterior's order effects ``b`` come from.
         ``"joint"`` (default): the (weighted) joint posterior;
@@ -551,8 +587,10 @@ def posterior(
 
     Returns
     -------
-    arviz.InferenceData
-        Groups ``posterior``, ``log_likelihood`` (``log_lik``, dim ``cell``),
+    xarray.DataTree or arviz.InferenceData
+        An ``xarray.DataTree`` on arviz 1.x, an ``arviz.InferenceData`` on arviz 0.x
+        (:mod:`pydial.stan.idata`), with the same groups, coordinates and ``attrs``:
+        groups ``posterior``, ``log_likelihood`` (``log_lik``, dim ``cell``),
         ``posterior_predictive`` (replicated ``wins_i, wins_j, ties``, dim
         ``cell``), ``observed_data``, ``sample_stats``.  ``attrs["estimand"]``
         (JSON) records what the posterior estimates: ``method`` (the
@@ -568,6 +606,9 @@ def posterior(
 
     Raises
     ------
+    pydial.ArgumentTypeError
+        ``data`` is not a :class:`~pydial.Comparisons` (a DataFrame: build it with
+        ``Comparisons.from_frame``), or ``like`` is not a fit result.
     pydial.ArgumentError
         A bad argument (naming it), before anything is compiled or sampled.
     pydial.DataError
@@ -578,8 +619,25 @@ def posterior(
     SamplerWarning
         Divergences, tree-depth saturation, low E-BFMI, R-hat > 1.01 or bulk /
         tail ESS below 100 per chain on the identified quantities, and (``dial``)
-        a consensus strength near 0 (DESIGN.md "Known trap").
+        a consensus strength near 0: a posterior near ``S' 1 = 0``, where the mean
+        judge score no longer carries the consensus direction ``mu`` (the trap that
+        ``dial_sample.stan``'s parameterization keeps the sampler away from).
+
+    Examples
+    --------
+    The people's Bradley-Terry posterior on simulated data (needs a Stan backend; the
+    program is compiled on first use):
+
+    >>> import json
+    >>> import pydial
+    >>> sim = pydial.simulate(N=4, K=2, rank=1, n_llm=2000, n_human=400, seed=1)
+    >>> idata = pydial.posterior(sim.comparisons, "human", chains=2, draws=200, seed=1)
+    >>> idata.posterior["s_H"].dims
+    ('chain', 'draw', 'item')
+    >>> json.loads(idata.attrs["estimand"])["method"]
+    'human'
     """
+    data = require_comparisons(data)
     azio.arviz()  # a supported arviz, before any compile or sampling
     req = _resolve(method, like, spec, data, deprecated, rank=rank, calibration=calibration, ties=ties,
                    lambda_=lambda_, include_human=include_human, b_stage=b_stage, covariate_effects=covariate_effects)
@@ -600,12 +658,8 @@ def posterior(
                                    win_prob=data.N <= 30 if win_prob is None else win_prob, backend=backend, run=run,
                                    per_judgment=log_lik == "judgment")
     sampled = _sample_dial(data, req, **options) if req.model == "dial" else _sample_judges(data, req, **options)
-    if program is not None:  # a user's program: every output variable, dims where the names agree
-        for name, v in sampled.res.draws.items():
-            if name not in sampled.post and name not in ("log_lik", "counts_rep"):
-                sampled.post[name] = v
-        sampled.program = str(program)
-        sampled.estimand["method"] = "user program"
+    if program is not None:
+        _add_user_variables(sampled, data, str(program))
     problems = _problems(sampled, req.model)
     if problems:
         warnings.warn("Stan sampler problems:\n  - " + "\n  - ".join(problems), SamplerWarning, stacklevel=2)
@@ -744,6 +798,63 @@ def _sample_judges(data: Comparisons, req: _Request, *, priors: Mapping[str, flo
                     merge_priors(JUDGES_PRIORS, priors, "judges.stan"))
 
 
+USER_DIM_SUFFIXES: tuple[str, ...] = ("", "_j", "_k")
+"""Suffixes of a labelled dimension that occurs more than once in one variable (``item``, ``item_j``, ``item_k``)."""
+
+
+def user_axes(data: Comparisons, d: Mapping[str, Any]) -> dict[int, tuple[str, list[str]]]:
+    """Return the sizes that label an axis of a user's variable: size -> (dimension, labels).
+
+    ``K`` (the LLM judges of the program's data): dimension ``judge``, the judges'
+    names; ``K + 1`` (the judges, then the people, the program's group index):
+    ``judge_human``, the judges' names and ``data.human_judge``; ``N``: ``item``, the
+    items' names.  A size shared by two of them (e.g. ``K = N``) labels nothing.
+    """
+    K, N = int(d["K"]), int(d["N"])
+    judges = list(data.judges)[:K]
+    candidates = [(K, "judge", judges), (K + 1, "judge_human", judges + [data.human_judge]), (N, "item", list(data.items))]
+    sizes = [size for size, _, _ in candidates]
+    return {size: (dim, labels) for size, dim, labels in candidates if size > 0 and sizes.count(size) == 1}
+
+
+def user_dims(name: str, shape: Sequence[int], axes: Mapping[int, tuple[str, list[str]]],
+              coords: dict[str, Any]) -> list[str] | None:
+    """Return the dimensions of a user's variable of ``shape`` (no chain, draw), adding their labels to ``coords``.
+
+    An axis whose size is in ``axes`` (:func:`user_axes`) gets that dimension (suffixed
+    by :data:`USER_DIM_SUFFIXES` when it repeats); any other axis ``<name>_dim_<axis>``
+    (arviz's default).  ``None`` when no axis is labelled.
+    """
+    dims: list[str] = []
+    for axis, size in enumerate(shape):
+        dim = f"{name}_dim_{axis}"
+        base, labels = axes.get(int(size), ("", []))
+        free = [base + suffix for suffix in USER_DIM_SUFFIXES if base and base + suffix not in dims]
+        if free:
+            dim = free[0]
+            coords[dim] = labels
+        dims.append(dim)
+    return dims if any(not dm.startswith(f"{name}_dim_") for dm in dims) else None
+
+
+def _add_user_variables(s: _Sampled, data: Comparisons, program: str) -> None:
+    """Add every variable a user's program outputs to the posterior group, labelled by :func:`user_dims`.
+
+    Variables that the shipped program also outputs keep its dimensions; ``log_lik`` and
+    ``counts_rep`` go to their own groups.
+    """
+    axes = user_axes(data, s.d)
+    for name, v in s.res.draws.items():
+        if name in s.post or name in ("log_lik", "counts_rep"):
+            continue
+        s.post[name] = v
+        dims = user_dims(name, np.shape(v)[2:], axes, s.coords)
+        if dims is not None:
+            s.dims[name] = dims
+    s.program = program
+    s.estimand["method"] = "user program"
+
+
 def _problems(s: _Sampled, model: str) -> list[str]:
     """Return the sampler's problems: divergences, R-hat / ESS of the monitored variables, the consensus trap."""
     labels = {k: [s.coords[dm] for dm in s.dims[k]] for k in s.post
@@ -754,8 +865,11 @@ def _problems(s: _Sampled, model: str) -> list[str]:
         if q05 < CONSENSUS_STRENGTH_MIN:
             problems.append(
                 f"consensus strength ||S'1|| / (sqrt(K) ||S||_F) has 5% posterior quantile {q05:.3f} < "
-                f"{CONSENSUS_STRENGTH_MIN}: the posterior approaches S'1 = 0, where mu is no longer the LLM "
-                "consensus (DESIGN.md 'Known trap'); compare with the MLE and consider a stronger prior on log_gamma"
+                f"{CONSENSUS_STRENGTH_MIN}: the posterior approaches S'1 = 0, where the judges' mean score no "
+                "longer carries the consensus direction mu; compare with the MLE (pydial.fit) and consider tighter "
+                "priors on the judges' deviations from the consensus loading (gamma_dev, priors={'gamma_sd': ...}, "
+                f"default {DIAL_SAMPLE_PRIORS['gamma_sd']}) and on the disagreement (Z_raw, priors={{'Z_sd': ...}}, "
+                f"default {DIAL_SAMPLE_PRIORS['Z_sd']})"
             )
     return problems
 
@@ -792,7 +906,7 @@ def _convert(data: Comparisons, req: _Request, s: _Sampled, problems: list[str],
         "llm_weight": float(s.d.get("cell_w", np.ones(1))[0]) if len(s.d.get("cell_w", [])) else float("nan"),
         "b_source": s.estimand["b"],
         "log_lik_unit": unit,
-        "estimand": json.dumps(s.estimand),
+        "estimand": json.dumps({**s.estimand, "data": data_fingerprint(data)}),
         "notes": json.dumps(s.notes),
         "priors": json.dumps(s.priors),
         "chains": run["chains"],
@@ -815,7 +929,7 @@ def _convert(data: Comparisons, req: _Request, s: _Sampled, problems: list[str],
 def _from_cmdstanpy(res: SampleResult, post: Mapping[str, np.ndarray], pp: Mapping[str, np.ndarray],
                     obs: Mapping[str, np.ndarray], coords: Mapping[str, Any], dims: Mapping[str, list[str]],
                     attrs: Mapping[str, Any]) -> Any:
-    """InferenceData of a CmdStan run through ``arviz.from_cmdstanpy``, in pydial's layout.
+    """Return the arviz data of a CmdStan run through ``arviz.from_cmdstanpy``, in pydial's layout (DataTree or InferenceData).
 
     arviz reads the posterior, ``log_lik`` and the sampler statistics from the
     CmdStan fit; pydial keeps the posterior variables of :func:`posterior` (the

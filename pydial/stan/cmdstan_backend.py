@@ -1,9 +1,12 @@
 """CmdStan through ``cmdstanpy``.
 
-The expanded program and its executable go to
-``platformdirs.user_cache_dir("pydial")/cmdstan/<hash>/`` (the hash covers the
-program text and the CmdStan path); nothing is written beside the installed
-``.stan`` files.  ``CmdStanModel.log_prob`` takes constrained values, so the log
+The expanded program and its executable go to :func:`cache_dir`
+``/<hash>/`` (``platformdirs.user_cache_dir("pydial")/cmdstan``, or
+``$PYDIAL_STAN_CACHE/cmdstan``; the hash covers the program text and the CmdStan
+path); nothing is written beside the installed ``.stan`` files.  An executable is
+built aside, checked (it runs ``info``) and renamed into place under a lock
+between processes; a broken cached one is rebuilt with a warning
+(:mod:`pydial.stan.cache`).  ``CmdStanModel.log_prob`` takes constrained values, so the log
 density is only available for programs whose parameters are all unconstrained
 (pydial's), through the column-major layout of
 :meth:`~pydial.stan.compiled.CompiledModel.split_unconstrained`.  Optimization
@@ -18,7 +21,9 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import logging
 import os
+import re
 import tempfile
 import time
 import warnings
@@ -31,10 +36,13 @@ from numpy.typing import ArrayLike
 
 from ..exceptions import ConvergenceError
 from ..optim import ROUNDOFF_FACTOR
-from .compiled import CompiledModel, NutsDraws, StanBackendError, StanCompileError, as_stan_data, json_ready
+from .cache import build_dir, file_lock, pydial_cache_dir, report_broken
+from .compiled import (CompiledModel, NutsDraws, StanBackendError, StanCompileError, StanRuntimeError, as_stan_data,
+                       json_ready)
 from .results import OptimizeResult
 
-__all__ = ["NAME", "CmdstanpyModel", "available", "cache_dir", "is_compiled", "compile_program"]
+__all__ = ["NAME", "CmdstanpyModel", "available", "cache_dir", "executable_problem", "is_compiled", "compile_program",
+           "stan_output"]
 
 NAME = "cmdstanpy"
 """The backend's name in :data:`pydial.stan.backend.BACKENDS`."""
@@ -62,35 +70,72 @@ def cache_dir() -> Path:
     Returns
     -------
     Path
-        ``platformdirs.user_cache_dir("pydial")/cmdstan`` (``$XDG_CACHE_HOME/pydial/cmdstan``
-        without platformdirs).
+        :func:`~pydial.stan.cache.pydial_cache_dir` ``/cmdstan``: ``$PYDIAL_STAN_CACHE/cmdstan`` when
+        that environment variable is set, else ``platformdirs.user_cache_dir("pydial")/cmdstan``.
     """
-    try:
-        import platformdirs
+    return pydial_cache_dir() / "cmdstan"
 
-        base = Path(platformdirs.user_cache_dir("pydial"))
-    except ImportError:  # pragma: no cover - platformdirs ships with most installs
-        base = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "pydial"
-    return base / "cmdstan"
+
+class _Messages(logging.Handler):
+    """Keep the messages of the log records it receives (cmdstanpy's errors, which carry Stan's output)."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.ERROR)
+        self.messages: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.messages.append(record.getMessage())
 
 
 @contextlib.contextmanager
-def _quiet_cmdstanpy() -> Iterator[None]:
-    """Silence cmdstanpy's logger (pydial reports convergence and errors itself)."""
-    import logging
+def _quiet_cmdstanpy() -> Iterator[list[str]]:
+    """Silence cmdstanpy's logger (pydial reports convergence and errors itself), keeping its error messages.
 
+    Yields the list of the messages cmdstanpy logs at level ERROR meanwhile (a failed
+    ``log_prob`` logs CmdStan's output there and raises an exception without it).
+    """
     try:  # cmdstanpy configures its logger on first use (level DEBUG): do that first, then silence it
         from cmdstanpy.utils import get_logger
 
         log = get_logger()
     except ImportError:  # pragma: no cover
         log = logging.getLogger("cmdstanpy")
-    level = log.level
-    log.setLevel(logging.CRITICAL)
+    saved = log.level, log.handlers[:], log.propagate
+    keep = _Messages()
+    log.setLevel(logging.ERROR)
+    log.handlers, log.propagate = [keep], False
     try:
-        yield
+        yield keep.messages
     finally:
-        log.setLevel(level)
+        log.setLevel(saved[0])
+        log.handlers, log.propagate = saved[1], saved[2]
+
+
+_ARGUMENT_ECHO = re.compile(r"^\s*(\w+( = .*)?)?\s*$")
+"""A line of CmdStan's echo of its arguments (``method = optimize``, ``  lbfgs``) or a blank line."""
+
+
+def stan_output(text: str) -> str:
+    """Return Stan's own messages in a cmdstanpy error: CmdStan's output without its echo of the arguments.
+
+    Parameters
+    ----------
+    text : str
+        A cmdstanpy exception's text or its log message (``... stderr: ...``, ``... console
+        log output: ...``).
+
+    Returns
+    -------
+    str
+        The lines after the last of those markers that are not CmdStan's argument echo
+        (e.g. ``Exception: ... (in 'program.stan', line 4, column 2 to column 30)``).
+    """
+    for marker in ("stderr:", "console log output:"):
+        head, found, tail = text.partition(marker)
+        if found:
+            text = tail
+            break
+    return "\n".join(line.rstrip() for line in text.splitlines() if not _ARGUMENT_ECHO.match(line)).strip()
 
 
 def _size_key(data: Mapping[str, Any]) -> tuple:
@@ -112,12 +157,79 @@ def _paths(name: str, code: str) -> tuple[Path, Path]:
     return stan_file, stan_file.with_suffix(".exe" if os.name == "nt" else "")
 
 
+EXE_INFO_TIMEOUT = 120.0
+"""Seconds that the check of a cached executable (its ``info`` run) may take."""
+
+
+def executable_problem(exe: Path) -> str | None:
+    """Say what is wrong with a cached CmdStan executable, or return ``None`` when it runs.
+
+    Parameters
+    ----------
+    exe : Path
+        The executable.
+
+    Returns
+    -------
+    str or None
+        ``"is missing"``, ``"is empty (0 bytes)"``, ``"is not executable"``, or ``"does not run
+        (...)"`` when ``exe info`` fails; ``None`` when ``exe info`` succeeds.
+    """
+    import subprocess
+
+    try:
+        size = exe.stat().st_size
+    except FileNotFoundError:
+        return "is missing"
+    if not exe.is_file():
+        return "is not a file"
+    if size == 0:
+        return "is empty (0 bytes)"
+    if not os.access(exe, os.X_OK):
+        return "is not executable"
+    try:
+        out = subprocess.run([str(exe), "info"], capture_output=True, text=True, timeout=EXE_INFO_TIMEOUT,
+                             check=False)
+    except (OSError, subprocess.SubprocessError) as e:
+        return f"does not run ({type(e).__name__}: {e})"
+    if out.returncode != 0:
+        said = (out.stderr or out.stdout).strip().splitlines()
+        return f"does not run (`{exe.name} info` exited with {out.returncode}{': ' + said[-1] if said else ''})"
+    return None
+
+
 def is_compiled(name: str, code: str) -> bool:
     """Whether the program's executable is in pydial's CmdStan cache (:meth:`~pydial.stan.compiled.BackendModule.is_compiled`).
 
     The stem of ``name`` names the executable; the cache key is the program text and the CmdStan path.
+    A cheap check (a non-empty executable file); :func:`compile_program` runs it.
     """
-    return _paths(name, code)[1].is_file()
+    exe = _paths(name, code)[1]
+    return exe.is_file() and exe.stat().st_size > 0 and os.access(exe, os.X_OK)
+
+
+def _build(name: str, code: str, stan_file: Path, exe: Path) -> None:
+    """Compile aside in the cache entry's directory, check that the executable runs, rename it into place.
+
+    Call under the entry's lock.
+    """
+    import cmdstanpy
+
+    with build_dir(stan_file.parent, exe.name) as tmp:
+        src = tmp / stan_file.name
+        src.write_text(code)
+        try:
+            with _quiet_cmdstanpy():  # pydial announces the compilation in one line itself
+                model = cmdstanpy.CmdStanModel(stan_file=str(src))
+        except (ValueError, RuntimeError) as e:
+            raise StanCompileError(f"Stan program {name!r} failed to compile (CmdStan):\n{e}") from None
+        built = Path(str(model.exe_file))
+        problem = executable_problem(built)
+        if problem is not None:
+            raise StanBackendError(f"CmdStan built Stan program {name!r} but the executable {problem}: check the "
+                                   f"C++ toolchain of the CmdStan at {cmdstanpy.cmdstan_path()}")
+        os.replace(src, stan_file)
+        os.replace(built, exe)
 
 
 def compile_program(name: str, code: str) -> CmdstanpyModel:
@@ -125,20 +237,34 @@ def compile_program(name: str, code: str) -> CmdstanpyModel:
 
     See :meth:`~pydial.stan.compiled.BackendModule.compile_program`.  The program text
     is written to the cache beside the executable, whose file name is the stem of ``name``.
+    A new executable is built aside and renamed into place once it runs, under a lock
+    between processes (:mod:`pydial.stan.cache`); a cached executable that does not run
+    (empty, not executable, ``info`` fails) is reported by a
+    :class:`~pydial.stan.cache.StanCacheWarning` and rebuilt.
     """
     import cmdstanpy
 
     stan_file, exe = _paths(name, code)
-    stan_file.parent.mkdir(parents=True, exist_ok=True)
-    if not stan_file.is_file() or stan_file.read_text() != code:
-        stan_file.write_text(code)
-    cached = exe.is_file()
     t0 = time.perf_counter()
+    problem = executable_problem(exe)
+    cached = problem is None and stan_file.is_file()
+    if not cached:
+        with file_lock(stan_file.parent / ".lock"):
+            problem = executable_problem(exe)  # another process may have built it meanwhile
+            if problem is not None:
+                if problem != "is missing":
+                    report_broken(exe, problem, NAME)
+                _build(name, code, stan_file, exe)
+            elif not stan_file.is_file() or stan_file.read_text() != code:
+                tmp_file = stan_file.with_name(f".{stan_file.name}.{os.getpid()}")
+                tmp_file.write_text(code)
+                os.replace(tmp_file, stan_file)
+            cached = problem is None
     try:
-        with _quiet_cmdstanpy():  # pydial announces the compilation in one line itself
-            model = cmdstanpy.CmdStanModel(stan_file=str(stan_file), exe_file=str(exe) if cached else None)
+        with _quiet_cmdstanpy():
+            model = cmdstanpy.CmdStanModel(stan_file=str(stan_file), exe_file=str(exe))
     except (ValueError, RuntimeError) as e:
-        raise StanCompileError(f"Stan program {name!r} failed to compile (CmdStan):\n{e}") from None
+        raise StanBackendError(f"cannot load the compiled Stan program {str(exe)!r} (CmdStan): {e}") from None
     return CmdstanpyModel(name=name, code=code, compile_seconds=0.0 if cached else time.perf_counter() - t0,
                           cached=cached, exe_file=str(model.exe_file), _cmdstan_model=model)
 
@@ -181,14 +307,24 @@ class CmdstanpyModel(CompiledModel):
         names = self.parameter_names()
         key = _size_key(data)
         if key not in self._shape_cache:
-            with _quiet_cmdstanpy():
-                fit = self._cmdstan_model.sample(data=json_ready(data), fixed_param=True, chains=1, iter_sampling=1,
-                                                 iter_warmup=0, adapt_engaged=False, show_progress=False, seed=1)
-            vars_ = fit.metadata.stan_vars
+            vars_ = self._fixed_param(data).metadata.stan_vars
             # zero-size variables have no output columns: shape (0,)
             self._shape_cache[key] = {n: tuple(int(x) for x in vars_[n].dimensions) if n in vars_ else (0,)
                                       for n in names}
         return dict(self._shape_cache[key])
+
+    def _fixed_param(self, data: dict[str, Any], inits: dict[str, Any] | None = None) -> Any:
+        """Return one ``fixed_param`` draw (at ``inits``): every variable's shape and value.
+
+        A failure raises :class:`StanRuntimeError` with Stan's message.
+        """
+        with _quiet_cmdstanpy():
+            try:
+                return self._cmdstan_model.sample(data=json_ready(data), fixed_param=True, chains=1, iter_sampling=1,
+                                                  iter_warmup=0, adapt_engaged=False, show_progress=False, seed=1,
+                                                  sig_figs=18, inits=inits)
+            except RuntimeError as e:
+                raise StanRuntimeError(f"{self.name}: Stan failed: {stan_output(str(e))}") from None
 
     def _unconstrain(self, data: dict[str, Any], values: dict[str, np.ndarray]) -> np.ndarray:
         """Flatten each parameter column-major in declaration order.
@@ -215,10 +351,7 @@ class CmdstanpyModel(CompiledModel):
         params = self.split_unconstrained(data, np.asarray(u, float).ravel())
         if not (include_tparams or include_gqs):
             return params
-        with _quiet_cmdstanpy():
-            fit = self._cmdstan_model.sample(data=json_ready(data), fixed_param=True, chains=1, iter_sampling=1,
-                                             iter_warmup=0, adapt_engaged=False, show_progress=False, seed=1, sig_figs=18,
-                                             inits={k: v.tolist() for k, v in params.items() if v.size})
+        fit = self._fixed_param(data, {k: v.tolist() for k, v in params.items() if v.size})
         info = self._cmdstan_model.src_info()
         want = (list(info.get("transformed parameters", {})) if include_tparams else []) + \
             (list(info.get("generated quantities", {})) if include_gqs else [])
@@ -229,10 +362,14 @@ class CmdstanpyModel(CompiledModel):
 
     # ---------------------------------------------------------------- log density
     def _log_prob_grad(self, data: Mapping[str, Any], u: np.ndarray, jacobian: bool) -> tuple[float, np.ndarray]:
-        """``log p`` and its gradient from one CmdStan ``log_prob`` run."""
-        with _quiet_cmdstanpy():
-            df = self._cmdstan_model.log_prob(self._inits(data, u), data=json_ready(data), jacobian=jacobian,
-                                              sig_figs=18)
+        """``log p`` and its gradient from one CmdStan ``log_prob`` run (:class:`StanRuntimeError` with Stan's message)."""
+        with _quiet_cmdstanpy() as messages:
+            try:
+                df = self._cmdstan_model.log_prob(self._inits(data, u), data=json_ready(data), jacobian=jacobian,
+                                                  sig_figs=18)
+            except RuntimeError as e:
+                said = "\n".join(filter(None, (stan_output(m) for m in messages))) or str(e)
+                raise StanRuntimeError(f"{self.name}: log_prob failed: {said}") from None
         row = df.iloc[0].to_numpy(dtype=float)
         return float(row[0]), row[1:]
 
@@ -272,11 +409,14 @@ class CmdstanpyModel(CompiledModel):
         for _ in range(4):
             lp_start = lp
             with _quiet_cmdstanpy():
-                mle = self._cmdstan_model.optimize(
-                    data=json_ready(data), inits=self._inits(data, u), seed=seed, jacobian=False, algorithm="lbfgs",
-                    iter=max_iter, tol_obj=1e-300, tol_rel_obj=1e-300, tol_grad=0.25 * gtol * max(1.0, abs(lp)),
-                    tol_rel_grad=1e-300, tol_param=1e-300, history_size=30, require_converged=False, sig_figs=18,
-                    show_console=False)
+                try:
+                    mle = self._cmdstan_model.optimize(
+                        data=json_ready(data), inits=self._inits(data, u), seed=seed, jacobian=False,
+                        algorithm="lbfgs", iter=max_iter, tol_obj=1e-300, tol_rel_obj=1e-300,
+                        tol_grad=0.25 * gtol * max(1.0, abs(lp)), tol_rel_grad=1e-300, tol_param=1e-300,
+                        history_size=30, require_converged=False, sig_figs=18, show_console=False)
+                except RuntimeError as e:
+                    raise StanRuntimeError(f"{self.name}: CmdStan's optimizer failed: {stan_output(str(e))}") from None
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore")  # cmdstanpy's notice about scalars becoming arrays
                     vals = {k: np.asarray(v, float) for k, v in mle.stan_variables().items()}

@@ -1,8 +1,8 @@
 """Sandwich (Wald) intervals next to posterior intervals at the same level.
 
-DESIGN.md, Conventions: one level for everything, stated in every table; the
-posterior intervals compared with sandwich intervals are *equal-tailed* at
-that level (not arviz's default 94% HDI).
+One level for everything, stated in every table: the posterior intervals
+compared with sandwich intervals are *equal-tailed* at that level (not
+arviz's default 94% HDI).
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ import pandas as pd
 from scipy.stats import norm
 
 from pydial.estimation.spec import check_level
+from pydial.formatting import ITEMS_LABEL, by_score, cov_label
 
 from ..exceptions import ArgumentError, ArgumentTypeError, EstimandMismatchError
 from . import idata as azio
@@ -77,18 +78,24 @@ def _block(quantity: str, table: pd.DataFrame, est_col: str, draws: np.ndarray, 
 
 
 class IntervalComparison(pd.DataFrame):
-    """The table of :func:`compare_intervals` (a :class:`pandas.DataFrame`) with a :meth:`plot`."""
+    """The table of :func:`compare_intervals` (a :class:`pandas.DataFrame`) with a :meth:`~IntervalComparison.plot`."""
 
     @property
     def _constructor(self) -> type:
         return IntervalComparison
 
     def plot(self, *, figsize: tuple[float, float] | None = None) -> Any:
-        """Both intervals per item (scores) and per judge (``b``), side by side.
+        """Both intervals per item (scores) and per judge (``b``), one panel per quantity.
 
-        For every row the sandwich (Wald) interval with the estimate and, just
-        below it, the equal-tailed posterior interval with the posterior mean;
-        one panel per quantity.  Returns the :class:`matplotlib.figure.Figure`
+        For every row the Wald interval at the estimate and, just below it, the
+        equal-tailed posterior interval at the posterior mean; the legend names the
+        covariance of the Wald intervals and the posterior interval type
+        (``attrs["interval_frequentist"]``, ``attrs["interval_bayes"]``).  Items are
+        ordered by fitted score, highest on top.  The score panel is on the score scale;
+        the ``b`` and ``beta`` panels are centered at each row's estimate (its value is
+        in the row label), so that intervals of a few hundredths stay visible beside
+        effects of a few units.  The right margin gives each row's width ratio
+        (posterior width / Wald width).  Returns the :class:`matplotlib.figure.Figure`
         (``fig.savefig("compare.png")``).
         """
         import matplotlib.pyplot as plt
@@ -96,28 +103,55 @@ class IntervalComparison(pd.DataFrame):
         quantities = list(dict.fromkeys(self.index.get_level_values("quantity")))
         sizes = [int((self.index.get_level_values("quantity") == q).sum()) for q in quantities]
         if figsize is None:
-            figsize = (7.0, 1.2 + 0.32 * sum(sizes) + 0.6 * len(quantities))
-        fig, axes = plt.subplots(len(quantities), 1, figsize=figsize, squeeze=False,
-                                 gridspec_kw={"height_ratios": [max(n, 1) for n in sizes]})
+            figsize = (8.0, 2.0 + 0.32 * sum(sizes) + 0.9 * len(quantities))
+        fig, axes = plt.subplots(len(quantities), 1, figsize=figsize, squeeze=False, layout="constrained",
+                                 gridspec_kw={"height_ratios": [max(n, 1) + 1.5 for n in sizes]})
         lv = self.attrs.get("level", float(self["level"].iloc[0]) if len(self) else 0.95)
+        labels = (self.attrs.get("interval_frequentist", f"{lv:.0%} Wald interval"),
+                  self.attrs.get("interval_bayes", f"{lv:.0%} equal-tailed posterior interval"))
         for ax, q in zip(axes[:, 0], quantities):
             t = self.xs(q, level="quantity")
-            y = np.arange(len(t))[::-1].astype(float)
-            ax.errorbar(t["estimate"], y + 0.15, xerr=[t["estimate"] - t["ci_low"], t["ci_high"] - t["estimate"]],
-                        fmt="o", color="C0", capsize=3, label=f"sandwich {lv:.0%} (estimate)")
-            ax.errorbar(t["post_mean"], y - 0.15, xerr=[t["post_mean"] - t["cred_low"], t["cred_high"] - t["post_mean"]],
-                        fmt="s", color="C1", capsize=3, label=f"posterior {lv:.0%} equal-tailed (mean)")
-            ax.set_yticks(y)
-            ax.set_yticklabels([str(n) for n in t.index])
-            ax.set_title({"score": "scores", "b": "position effects b", "beta": "covariate effects beta"}.get(q, q),
-                         fontsize=10)
-            ax.grid(axis="x", alpha=0.3)
-        axes[0, 0].legend(fontsize=8, loc="best")
+            _interval_panel(ax, by_score(t, "estimate") if q == "score" else t, q, labels)
+        handles, texts = axes[0, 0].get_legend_handles_labels()
+        fig.legend(handles, texts, loc="outside lower center", fontsize=8, ncols=1)
         est = self.attrs.get("estimand")
         if est:
             fig.suptitle(est, fontsize=8)
-        fig.tight_layout()
         return fig
+
+
+_PANELS = {"score": ("scores", "score (log-odds)"),
+           "b": ("position effects b, centered at each judge's estimate", "b minus its Wald estimate (log-odds)"),
+           "beta": ("covariate effects beta, centered at each estimate", "beta minus its Wald estimate (log-odds)")}
+
+
+def _interval_panel(ax: Any, t: pd.DataFrame, quantity: str, labels: tuple[str, str]) -> None:
+    """Draw one panel of :meth:`IntervalComparison.plot`: rows top to bottom in the order of ``t``."""
+    import matplotlib.transforms as mtransforms
+
+    title, xlabel = _PANELS.get(quantity, (quantity, f"{quantity} (log-odds)"))
+    center = t["estimate"] if quantity != "score" else 0.0
+    y = np.arange(len(t), dtype=float)
+    est, pm = t["estimate"] - center, t["post_mean"] - center
+    ax.errorbar(est, y - 0.15, xerr=[t["estimate"] - t["ci_low"], t["ci_high"] - t["estimate"]],
+                fmt="o", color="C0", capsize=3, label=f"{labels[0]} (at the estimate)")
+    ax.errorbar(pm, y + 0.15, xerr=[t["post_mean"] - t["cred_low"], t["cred_high"] - t["post_mean"]],
+                fmt="s", color="C1", capsize=3, label=f"{labels[1]} (at the posterior mean)")
+    names = [str(n) for n in t.index]
+    if quantity != "score":
+        names = [f"{n} ({quantity} = {v:.3f})" for n, v in zip(names, t["estimate"])]
+        ax.axvline(0.0, color="grey", lw=0.5)
+    ax.set_yticks(y, names)
+    ax.set_ylim(len(t) - 0.5, -0.5)
+    if quantity == "score":
+        ax.set_ylabel(ITEMS_LABEL)
+    right = mtransforms.blended_transform_factory(ax.transAxes, ax.transData)
+    ax.text(1.01, -0.75, "width\nratio", transform=right, fontsize=7, va="bottom")
+    for yi, w in zip(y, t["width_ratio"]):
+        ax.text(1.01, yi, f"{w:.2f}", transform=right, fontsize=7, va="center")
+    ax.set_title(title, fontsize=10)
+    ax.set_xlabel(xlabel, fontsize=9)
+    ax.grid(axis="x", alpha=0.3)
 
 
 def _same(a: Any, b: Any) -> bool:
@@ -135,9 +169,14 @@ def check_estimands(fit_est: dict[str, Any], post_est: dict[str, Any]) -> dict[s
 
     Compared: ``method`` (through ``scores``), ``rank`` and ``calibration`` (DIAL),
     ``lambda_`` (``dial-ada``), ``ties``, ``order`` and the order-effect convention ``b``,
-    ``penalty`` and ``covariates`` (the covariate effects: none, per judge or shared).
+    ``penalty`` and ``covariates`` (the covariate effects: none, per judge or shared),
+    and ``data`` (the fingerprints of the data, :func:`pydial.stan.schema.data_fingerprint`)
+    when both records have one.
     """
     out: dict[str, tuple[Any, Any]] = {}
+    fd, pd_ = fit_est.get("data"), post_est.get("data")
+    if fd is not None and pd_ is not None and fd != pd_:
+        out["data"] = (fd, pd_)
     fm, pm = fit_est["method"], post_est["method"]
     if fm != pm:
         out["method"] = (fm, pm)
@@ -212,8 +251,9 @@ def compare_intervals(result: Any, idata: Any, *, level: float | None = None, ma
         ``post_mean, post_sd, cred_low, cred_high`` (posterior; equal-tailed
         credible interval at the same level), ``width_ratio`` (credible width /
         Wald width), ``shift_se`` (``(post_mean - estimate) / se``: a large value
-        flags a posterior that left the MLE, e.g. the consensus trap of
-        DESIGN.md) and ``level``.  ``attrs``: ``level``, ``interval`` (the
+        flags a posterior that left the MLE, e.g. one drifting to ``S' 1 = 0``,
+        where the mean judge score no longer carries the consensus direction)
+        and ``level``.  ``attrs``: ``level``, ``interval`` (the
         interval types), ``estimand`` (one line: what both sides estimate,
         including where ``b`` comes from), ``refit`` (whether ``match`` refitted).
         ``.plot()`` draws the intervals side by side.
@@ -223,9 +263,25 @@ def compare_intervals(result: Any, idata: Any, *, level: float | None = None, ma
     pydial.ArgumentTypeError
         ``result`` is not a fit or ``idata`` not a posterior.
     EstimandMismatchError
-        The fit and the posterior estimate different things (and ``match=False``),
+        The fit and the posterior were made from different data (their data fingerprints
+        differ, whatever ``match``), estimate different things (and ``match=False``),
         the fit cannot be refitted to the posterior's specification, or the
         posterior has no estimand record (and ``allow_unrecorded=False``).
+
+    Examples
+    --------
+    The human Bradley-Terry fit against its posterior (needs a Stan backend; the
+    program is compiled on first use):
+
+    >>> import pydial
+    >>> sim = pydial.simulate(N=4, K=2, rank=1, n_llm=2000, n_human=400, seed=1)
+    >>> res = pydial.fit(sim.comparisons, "human")
+    >>> idata = pydial.posterior(sim.comparisons, like=res, chains=2, draws=200, seed=1)
+    >>> tab = pydial.compare_intervals(res, idata)
+    >>> tab.index.names
+    FrozenList(['quantity', 'name'])
+    >>> bool(tab["width_ratio"].between(0.7, 1.3).all())
+    True
     """
     from .bayes import estimand as post_estimand
     from .bayes import result_estimand
@@ -240,7 +296,7 @@ def compare_intervals(result: Any, idata: Any, *, level: float | None = None, ma
         raise ArgumentTypeError("idata must be a posterior with a 'posterior' group (pydial.posterior: an "
                                 f"xarray.DataTree or arviz.InferenceData), got {type(idata).__name__}")
     if level is not None:
-        check_level(level)
+        level = check_level(level)
     pe = post_estimand(idata)
     refit = False
     omitted = ""
@@ -256,6 +312,11 @@ def compare_intervals(result: Any, idata: Any, *, level: float | None = None, ma
     if pe is not None and hasattr(result, "method"):
         fe = result_estimand(result)
         mism = check_estimands(fe, pe)
+        if "data" in mism:  # no refit helps: the two were fitted to different judgments
+            raise EstimandMismatchError(
+                f"the posterior was sampled on other data than the fit (data fingerprint: fit {mism['data'][0]!r} vs "
+                f"posterior {mism['data'][1]!r}; the items may have the same names): sample the posterior of the "
+                "fit's data, pydial.stan.posterior(result.data, like=result)", {"data": mism["data"]})
         if mism and match:
             mism_b = {k: v for k, v in mism.items() if k != "b"}
             if mism_b:
@@ -274,9 +335,7 @@ def compare_intervals(result: Any, idata: Any, *, level: float | None = None, ma
                 "pydial.stan.posterior(data, like=result), or pass match=True to refit the frequentist side",
                 mism)
     r_level = _result_level(result)
-    lv = float(level) if level is not None else (r_level if r_level is not None else 0.95)
-    if not 0.0 < lv < 1.0:
-        raise ArgumentError(f"level ({lv}) must be in the open interval (0, 1)")
+    lv = level if level is not None else check_level(r_level if r_level is not None else 0.95, "the result's level")
     same = r_level is not None and abs(lv - r_level) < 1e-12
     blocks = []
     scores = getattr(result, "scores", None)
@@ -304,8 +363,10 @@ def compare_intervals(result: Any, idata: Any, *, level: float | None = None, ma
     out.attrs["level"] = lv
     algorithm = {"laplace": " (Laplace approximation)", "pathfinder": " (Pathfinder)"}.get(
         str(azio.posterior_attrs(idata).get("algorithm", "nuts")), "")
-    out.attrs["interval"] = (f"{lv:.0%} Wald interval from the result's covariance ({getattr(result, 'cov_type', 'sandwich')}) "
-                             f"vs {lv:.0%} equal-tailed posterior interval{algorithm}")
+    out.attrs["interval_frequentist"] = (f"{lv:.0%} Wald interval, "
+                                         f"{cov_label(getattr(result, 'cov_type', None), getattr(result, 'anchored_cov', None))}")
+    out.attrs["interval_bayes"] = f"{lv:.0%} equal-tailed posterior interval{algorithm}"
+    out.attrs["interval"] = f"{out.attrs['interval_frequentist']} vs {out.attrs['interval_bayes']}"
     out.attrs["estimand"] = _estimand_line(pe)
     out.attrs["refit"] = refit
     if omitted:
@@ -370,8 +431,7 @@ def interval_settings(level: float = 0.95) -> Any:
     >>> with pydial.stan.interval_settings():          # doctest: +SKIP
     ...     az.summary(idata, var_names=["s_H"])
     """
-    if not 0.0 < float(level) < 1.0:
-        raise ArgumentError(f"level ({level}) must be in the open interval (0, 1)")
+    level = check_level(level)
     az = azio.arviz()
     keys = set(az.rcParams.keys())
     rc: dict[str, Any] = {}

@@ -29,6 +29,7 @@ from typing import Any, ClassVar, Mapping, Protocol, Sequence, runtime_checkable
 import numpy as np
 from numpy.typing import ArrayLike
 
+from ..estimation.spec import check_count, check_level
 from ..exceptions import ArgumentError, ArgumentTypeError, DialError
 from ..optim import lbfgs_minimize
 from .results import OptimizeResult, SampleResult
@@ -37,6 +38,7 @@ __all__ = [
     "APPROXIMATIONS",
     "StanCompileError",
     "StanBackendError",
+    "StanRuntimeError",
     "CompiledModel",
     "BackendModule",
     "NutsDraws",
@@ -51,6 +53,16 @@ class StanCompileError(DialError, ValueError):
 
 class StanBackendError(DialError, RuntimeError):
     """The requested Stan backend is not available or failed to run."""
+
+
+class StanRuntimeError(StanBackendError):
+    """Stan refused to evaluate a program: a ``reject()``, a domain error, data the program rejects.
+
+    Raised by :meth:`CompiledModel.log_prob`, :meth:`~CompiledModel.grad_log_prob` and
+    :meth:`~CompiledModel.optimize` (at its start, or CmdStan's optimizer failing) on
+    both backends; the message carries Stan's own (the exception, the program's line
+    and column).
+    """
 
 
 APPROXIMATIONS: tuple[str, ...] = ("laplace", "pathfinder")
@@ -286,6 +298,12 @@ class CompiledModel(abc.ABC):
         -------
         float
             ``log p`` at ``u``.
+
+        Raises
+        ------
+        StanRuntimeError
+            Stan refused to evaluate the program at ``u`` (a ``reject()``, a domain
+            error); the message carries Stan's.
         """
 
     @abc.abstractmethod
@@ -352,6 +370,13 @@ class CompiledModel(abc.ABC):
         -------
         OptimizeResult
             The optimum and the convergence verdict.
+
+        Raises
+        ------
+        StanRuntimeError
+            Stan rejects the start (a ``reject()``, a domain error), or CmdStan's
+            optimizer fails; the message carries Stan's.  A point that Stan rejects
+            later, during a line search, counts as an infinite objective.
         """
         data = as_stan_data(data)
         n = self.num_unconstrained(data)
@@ -381,9 +406,13 @@ class CompiledModel(abc.ABC):
 
         A backend on which every log density is expensive overrides this to refuse.
         """
+        self.log_prob(data, u0)  # a start that Stan rejects raises StanRuntimeError with Stan's message
 
         def neg_log_prob(u: np.ndarray) -> tuple[float, np.ndarray]:
-            lp = self.log_prob(data, u)
+            try:
+                lp = self.log_prob(data, u)
+            except StanRuntimeError:  # a point Stan rejects: an infinite objective, as in Stan's own optimizers
+                return np.inf, np.zeros(u.size)
             if not np.isfinite(lp):
                 return -lp, np.zeros(u.size)
             return -lp, -self.grad_log_prob(data, u)
@@ -423,11 +452,9 @@ class CompiledModel(abc.ABC):
         the cache would otherwise grow by the size of every run).
         Diagnostics are not checked here; call :meth:`SampleResult.check`.
         """
-        for nm, v in (("chains", chains), ("draws", draws)):
-            if int(v) < 1:
-                raise ArgumentError(f"{nm} must be >= 1, got {v!r}")
-        if int(warmup) < 0:
-            raise ArgumentError(f"warmup must be >= 0, got {warmup!r}")
+        chains, draws = check_count(chains, "chains"), check_count(draws, "draws")
+        warmup = check_count(warmup, "warmup", minimum=0)
+        adapt_delta = check_level(adapt_delta, "adapt_delta")
         if inits is not None and len(inits) != chains:
             raise ArgumentError(f"inits must give one dict per chain ({chains}), got {len(inits)}")
         data = as_stan_data(data)
@@ -488,8 +515,7 @@ class CompiledModel(abc.ABC):
         """
         if algorithm not in APPROXIMATIONS:
             raise ArgumentError(f"algorithm must be one of {APPROXIMATIONS}, got {algorithm!r}")
-        if int(draws) < 1:
-            raise ArgumentError(f"draws must be >= 1, got {draws!r}")
+        draws = check_count(draws, "draws")
         data = as_stan_data(data)
         init_values = None if init is None else json_ready(as_stan_data(init))
         t0 = time.perf_counter()

@@ -22,6 +22,7 @@ import concurrent.futures
 import contextlib
 import hashlib
 import io
+import os
 import re
 import time
 from dataclasses import dataclass, field
@@ -31,10 +32,12 @@ from typing import Any, Callable, Mapping, TypeVar
 import numpy as np
 from numpy.typing import ArrayLike
 
-from .compiled import CompiledModel, NutsDraws, StanBackendError, StanCompileError, as_stan_data, json_ready
+from .cache import build_dir, file_lock, replace_dir, report_broken
+from .compiled import (CompiledModel, NutsDraws, StanBackendError, StanCompileError, StanRuntimeError, as_stan_data,
+                       json_ready)
 
 __all__ = ["NAME", "HttpstanModel", "available", "unavailable_reason", "bundled_pybind11", "is_compiled",
-           "compile_program", "fit_files"]
+           "module_problem", "compile_program", "fit_files"]
 
 NAME = "httpstan"
 """The backend's name in :data:`pydial.stan.backend.BACKENDS`."""
@@ -153,14 +156,42 @@ def _unlink_if_older(f: Path, t: float) -> None:
         pass
 
 
-def _module_exists(model_name: str) -> bool:
-    """Whether httpstan's cache holds the compiled extension module of ``model_name``."""
+def _module_file(model_name: str) -> Path | None:
+    """Return the compiled extension module of ``model_name`` in httpstan's cache (``None``: there is none)."""
     from importlib.machinery import EXTENSION_SUFFIXES
 
     import httpstan.cache
 
     d = httpstan.cache.model_directory(model_name)
-    return d.is_dir() and any(p.suffix in EXTENSION_SUFFIXES for p in d.iterdir())
+    try:
+        return next((p for p in d.iterdir() if p.suffix in EXTENSION_SUFFIXES), None)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+
+
+def module_problem(model_name: str) -> str | None:
+    """Say what is wrong with the cached module of ``model_name``, without loading it (``None``: nothing seen).
+
+    Parameters
+    ----------
+    model_name : str
+        httpstan's model name (``models/<hash>``).
+
+    Returns
+    -------
+    str or None
+        ``"is missing"``, ``"is empty (0 bytes)"``, or ``None`` (the module then still has to
+        load: :func:`compile_program` imports it).
+    """
+    f = _module_file(model_name)
+    if f is None:
+        return "is missing"
+    try:
+        if f.stat().st_size == 0:
+            return "is empty (0 bytes)"
+    except FileNotFoundError:
+        return "is missing"
+    return None
 
 
 def is_compiled(name: str, code: str) -> bool:
@@ -170,7 +201,7 @@ def is_compiled(name: str, code: str) -> bool:
     """
     import httpstan.models
 
-    return _module_exists(httpstan.models.calculate_model_name(code))
+    return module_problem(httpstan.models.calculate_model_name(code)) is None
 
 
 def _load_services(model_name: str) -> Any:
@@ -234,49 +265,120 @@ def _stanc_retry(fn: Callable[..., T], *args: Any, attempts: int = 8) -> T:
 
 
 # --------------------------------------------------------------------------- compile
+def _build_child() -> None:
+    """Entry point of the build process: ``python -c ... CODE_FILE OUT_DIR``.
+
+    Builds httpstan's extension module of the program in ``CODE_FILE`` into the
+    directory ``OUT_DIR`` (instead of httpstan's cache), writes beside it what pystan's
+    cache lookup reads (``stderr.log``, ``stanc.log``), and imports it (a module that
+    does not load fails the build).  It runs in its own process, whose working
+    directory is a temporary one (setuptools writes ``build/temp.*`` there and reads a
+    ``setup.cfg``): httpstan's cache location is redirected for this process only.
+    """
+    import sys
+
+    import httpstan.cache
+    import httpstan.models
+
+    code = Path(sys.argv[1]).read_text()
+    out = Path(sys.argv[2])
+    httpstan.cache.model_directory = lambda model_name: out  # this process builds one model, into ``out``
+    model_name = httpstan.models.calculate_model_name(code)
+    log = _stanc_retry(lambda: asyncio.run(httpstan.models.build_services_extension_module(code)))
+    httpstan.cache.dump_services_extension_module_compiler_output(str(log), model_name)
+    httpstan.cache.dump_stanc_warnings("", model_name)
+    httpstan.models.import_services_extension_module(model_name)
+
+
+def _build_aside(name: str, code: str, out: Path) -> None:
+    """Build the module of ``code`` into ``out`` in a child process (:func:`_build_child`), or raise StanCompileError."""
+    import subprocess
+    import sys
+
+    (out.parent / "program.stan").write_text(code)
+    work = out.parent / "work"
+    work.mkdir()
+    cmd = [sys.executable, "-c", "from pydial.stan.httpstan_backend import _build_child; _build_child()",
+           str(out.parent / "program.stan"), str(out)]
+    root = str(Path(__file__).resolve().parents[2])  # the directory holding this pydial, also when not installed
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, (root, os.environ.get("PYTHONPATH")))))
+    run = subprocess.run(cmd, cwd=work, env=env, capture_output=True, text=True, check=False)
+    if run.returncode != 0:
+        said = "\n".join((run.stderr or run.stdout).strip().splitlines()[-30:])
+        raise StanCompileError(f"Stan program {name!r} failed to build with the C++ compiler (httpstan):\n{said}")
+
+
+def _lock_file(model_name: str) -> Path:
+    """Return the lock file of a model's cache entry (outside the entry, which is replaced as a whole)."""
+    import httpstan.cache
+
+    return httpstan.cache.cache_directory() / "pydial-locks" / f"{model_name.split('/')[1]}.lock"
+
+
+def _load_cached(name: str, code: str, model_name: str) -> HttpstanModel | str:
+    """Load the cached module of ``model_name``; what is wrong with it when it cannot be loaded."""
+    import httpstan.cache
+
+    problem = module_problem(model_name)
+    if problem is not None:
+        return problem
+    try:
+        module = _load_services(model_name)
+    except (ImportError, OSError) as e:
+        return f"does not load ({type(e).__name__}: {e})"
+    # pystan's cache lookup reads these two files beside the module
+    mdir = httpstan.cache.model_directory(model_name)
+    if not (mdir / "stderr.log").is_file():
+        httpstan.cache.dump_services_extension_module_compiler_output("", model_name)
+    if not (mdir / "stanc.log").is_file():
+        httpstan.cache.dump_stanc_warnings("", model_name)
+    return HttpstanModel(name=name, code=code, compile_seconds=0.0, cached=True, stanc_warnings="",
+                         model_name=model_name, _module=module)
+
+
 def compile_program(name: str, code: str) -> HttpstanModel:
     """Compile a program with httpstan's Stan, or load it from httpstan's cache.
 
     See :meth:`~pydial.stan.compiled.BackendModule.compile_program`.  A cached model is
     loaded without running stanc (whose fixed 1-second timeout in httpstan a loaded
     machine can exceed); a new model keeps stanc's warnings in ``stanc_warnings``.
+    A new module is built aside by a child process, imported there, and its
+    directory renamed into httpstan's cache, under a lock between processes
+    (:mod:`pydial.stan.cache`); a cached module that is empty or does not import is
+    reported by a :class:`~pydial.stan.cache.StanCacheWarning` and rebuilt.
     """
     import httpstan.cache
     import httpstan.compile
     import httpstan.models
 
     model_name = httpstan.models.calculate_model_name(code)
+    found = _load_cached(name, code, model_name)  # a published module is complete (renamed into place)
+    if isinstance(found, HttpstanModel):
+        return found
     stan_model_name = f"model_{model_name.split('/')[1]}"
-    if _module_exists(model_name):
-        # compiled before (the cache key is a hash of the text): no stanc run, whose fixed
-        # 1-second timeout in httpstan a loaded machine can exceed
-        module = _load_services(model_name)
-        # pystan's cache lookup reads these two files beside the module
-        mdir = httpstan.cache.model_directory(model_name)
-        if not (mdir / "stderr.log").is_file():
-            httpstan.cache.dump_services_extension_module_compiler_output("", model_name)
-        if not (mdir / "stanc.log").is_file():
-            httpstan.cache.dump_stanc_warnings("", model_name)
-        return HttpstanModel(name=name, code=code, compile_seconds=0.0, cached=True, stanc_warnings="",
-                             model_name=model_name, _module=module)
-    try:
-        _, warn = _stanc_retry(httpstan.compile.compile, code, stan_model_name)
-    except ValueError as e:
-        raise StanCompileError(f"Stan program {name!r} failed to compile (stanc):\n{e}") from None
-    httpstan.cache.delete_model_directory(model_name)
-    t0 = time.perf_counter()
-    try:
-        out = _stanc_retry(lambda: _outside_event_loop(asyncio.run,
-                                                       httpstan.models.build_services_extension_module(code)))
-    except Exception as e:  # C++ compiler or linker failure
-        raise StanCompileError(f"Stan program {name!r} failed to build with the C++ compiler: {e!r}") from e
-    secs = time.perf_counter() - t0
-    # What pystan's cache lookup expects beside the module.  The stanc warnings are the
-    # pedantic-mode ones (priors switched by data look "missing"); they are kept on
-    # CompiledModel.stanc_warnings instead of being printed by pystan at every build.
-    httpstan.cache.dump_services_extension_module_compiler_output(out, model_name)
-    httpstan.cache.dump_stanc_warnings("", model_name)
-    module = _load_services(model_name)
+    with file_lock(_lock_file(model_name)):
+        found = _load_cached(name, code, model_name)  # another process may have built it meanwhile
+        if isinstance(found, HttpstanModel):
+            return found
+        target = httpstan.cache.model_directory(model_name)
+        if found != "is missing":
+            report_broken(_module_file(model_name) or target, found, NAME)
+        try:
+            _, warn = _stanc_retry(httpstan.compile.compile, code, stan_model_name)
+        except ValueError as e:
+            raise StanCompileError(f"Stan program {name!r} failed to compile (stanc):\n{e}") from None
+        t0 = time.perf_counter()
+        with build_dir(httpstan.cache.cache_directory(), model_name.split('/')[1]) as tmp:
+            _build_aside(name, code, tmp / "model")
+            secs = time.perf_counter() - t0
+            target.parent.mkdir(parents=True, exist_ok=True)
+            replace_dir(tmp / "model", target)
+        _SERVICES.pop(model_name, None)
+        try:
+            module = _load_services(model_name)
+        except (ImportError, OSError) as e:
+            raise StanBackendError(f"the Stan program {name!r} was built but its module in {str(target)!r} does "
+                                   f"not load: {e}") from None
     return HttpstanModel(name=name, code=code, compile_seconds=secs, cached=False, stanc_warnings=warn,
                          model_name=model_name, _module=module)
 
@@ -306,6 +408,13 @@ class HttpstanModel(CompiledModel):
             self._module = _load_services(self.model_name)
         return self._module
 
+    def _call(self, function: str, *args: Any) -> Any:
+        """Call one of the model's functions; Stan's ``ValueError`` or ``RuntimeError`` becomes a :class:`StanRuntimeError`."""
+        try:
+            return getattr(self.services(), function)(*args)
+        except (RuntimeError, ValueError) as e:
+            raise StanRuntimeError(f"{self.name}: {function} failed: {e}") from None
+
     # ---------------------------------------------------------------- parameters
     def parameter_names(self) -> list[str]:
         """See :meth:`CompiledModel.parameter_names`; from ``stanc --info`` with httpstan's stanc."""
@@ -316,23 +425,21 @@ class HttpstanModel(CompiledModel):
     def parameter_shapes(self, data: Mapping[str, Any]) -> dict[str, tuple[int, ...]]:
         """See :meth:`CompiledModel.parameter_shapes`; the model's ``get_dims``."""
         data = as_stan_data(data)
-        mod = self.services()
-        dims = dict(zip(mod.get_param_names(data), mod.get_dims(data)))
+        dims = dict(zip(self._call("get_param_names", data), self._call("get_dims", data)))
         return {n: tuple(int(x) for x in dims[n]) for n in self.parameter_names()}
 
     def _unconstrain(self, data: dict[str, Any], values: dict[str, np.ndarray]) -> np.ndarray:
         """Unconstrain by the model's own ``transform_inits``."""
-        return np.asarray(self.services().transform_inits(data, json_ready(as_stan_data(values))), float)
+        return np.asarray(self._call("transform_inits", data, json_ready(as_stan_data(values))), float)
 
     def constrain(self, data: Mapping[str, Any], u: ArrayLike, *, include_tparams: bool = True,
                   include_gqs: bool = False) -> dict[str, np.ndarray]:
         """See :meth:`CompiledModel.constrain`; the model's ``write_array``."""
         data = as_stan_data(data)
         x = np.asarray(u, float).ravel()
-        mod = self.services()
-        flat = np.asarray(mod.write_array(data, x.tolist(), include_tparams, include_gqs))
-        names = mod.get_param_names(data)
-        dims = mod.get_dims(data)
+        flat = np.asarray(self._call("write_array", data, x.tolist(), include_tparams, include_gqs))
+        names = self._call("get_param_names", data)
+        dims = self._call("get_dims", data)
         out, pos = {}, 0
         for n, d in zip(names, dims):
             size = int(np.prod(d)) if d else 1
@@ -351,19 +458,13 @@ class HttpstanModel(CompiledModel):
         """
         data = as_stan_data(data)
         x = np.asarray(u, dtype=float).ravel()
-        try:
-            return float(self.services().log_prob(data, x.tolist(), bool(jacobian)))
-        except RuntimeError as e:
-            raise StanBackendError(f"{self.name}: log_prob failed: {e}") from e
+        return float(self._call("log_prob", data, x.tolist(), bool(jacobian)))
 
     def grad_log_prob(self, data: Mapping[str, Any], u: ArrayLike, *, jacobian: bool = False) -> np.ndarray:
         """See :meth:`CompiledModel.grad_log_prob`; the compiled model's ``log_prob_grad``, in-process."""
         data = as_stan_data(data)
         x = np.asarray(u, dtype=float).ravel()
-        try:
-            return np.asarray(self.services().log_prob_grad(data, x.tolist(), bool(jacobian)), dtype=float)
-        except RuntimeError as e:
-            raise StanBackendError(f"{self.name}: log_prob_grad failed: {e}") from e
+        return np.asarray(self._call("log_prob_grad", data, x.tolist(), bool(jacobian)), dtype=float)
 
     # ---------------------------------------------------------------- sample
     def _run_nuts(self, data: dict[str, Any], *, chains: int, draws: int, warmup: int, seed: int | None,

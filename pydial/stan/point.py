@@ -22,7 +22,7 @@ from typing import Any, Mapping, cast
 
 import numpy as np
 
-from pydial.data.comparisons import Comparisons
+from pydial.data.comparisons import Comparisons, require_comparisons
 from pydial.estimation.glm import initial_theta
 from pydial.model.chart import Calibration, Chart, helmert_basis
 
@@ -211,6 +211,7 @@ def stan_fit_point(
     DataError
         The method needs human (or LLM) comparisons that the data lack.
     """
+    data = require_comparisons(data)
     if deprecated:
         lambda_ = renamed_arguments("stan_fit_point", deprecated, {"lam": "lambda_"}, ["lambda_"]).get("lambda_", lambda_)
     if method not in POINT_METHODS:

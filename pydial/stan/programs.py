@@ -8,6 +8,11 @@ every ``#include name.stan`` replaced by the file ``stan/include/name.stan``
 so that the same self-contained text is compiled by either backend (the
 bundled Stan of ``httpstan`` compiles a string and cannot search include
 paths) and the compiled model is cached by a hash of that text.
+
+Worked extensions of the shipped programs are installed with the package
+(:data:`EXAMPLES`, in ``pydial/stan/examples/``): :func:`example_program`
+returns the path of one, which :func:`pydial.stan.posterior` samples with
+``program=`` and :func:`pydial.stan.compile_model` compiles.
 """
 
 from __future__ import annotations
@@ -18,7 +23,8 @@ from importlib import resources
 from pathlib import Path
 from pydial.exceptions import ArgumentError
 
-__all__ = ["PROGRAMS", "program_dir", "program_path", "program_code", "expand_includes", "data_names"]
+__all__ = ["PROGRAMS", "EXAMPLES", "program_dir", "program_path", "program_code", "expand_includes", "data_names",
+           "example_program", "example_programs"]
 
 PROGRAMS: dict[str, str] = {
     "dial": "DIAL in the computational chart (log density, penalized MLE), optional ties",
@@ -27,6 +33,12 @@ PROGRAMS: dict[str, str] = {
     "dial_calibrate": "second stage of the DIAL-Anc cut posterior: human calibration c given draws of M",
 }
 """The Stan programs shipped with pydial: name -> one-line description."""
+
+EXAMPLES: dict[str, str] = {
+    "tie_gap": "judges.stan plus a tie rate that decays with the squared score gap: log nu_g - kappa_g eta^2, one "
+               "kappa per LLM judge and one for the people (run: python -m pydial.stan.examples.tie_gap)",
+}
+"""Worked extensions installed with pydial (``pydial/stan/examples/<name>.stan``): name -> one-line description."""
 
 _INCLUDE = re.compile(r"^[ \t]*#include[ \t]+[<\"]?([^>\"\s]+)[>\"]?[ \t]*$", re.MULTILINE)
 
@@ -63,6 +75,46 @@ def program_path(name: str) -> Path:
     if p.suffix == ".stan" and p.is_file():
         return p
     raise ArgumentError(f"unknown Stan program {name!r}; pydial ships {sorted(PROGRAMS)} (or pass a path to a .stan file)")
+
+
+def example_programs() -> dict[str, str]:
+    """Return the worked extensions installed with pydial.
+
+    Returns
+    -------
+    dict of str to str
+        Name (for :func:`example_program`) to a one-line description, a copy of :data:`EXAMPLES`.
+    """
+    return dict(EXAMPLES)
+
+
+def example_program(name: str) -> Path:
+    """Return the path of an installed worked extension (a ``.stan`` file).
+
+    The path, not the text: pass it as ``program=`` to :func:`pydial.stan.posterior`
+    or to :func:`pydial.stan.compile_model`, or copy the file to start a program of
+    your own.  Its ``#include`` lines find pydial's include files wherever it is
+    copied; :func:`program_code` gives the text with them expanded, and
+    ``example_program(name).read_text()`` the text as written.
+
+    Parameters
+    ----------
+    name : str
+        A name in :data:`EXAMPLES` (:func:`example_programs`), e.g. ``"tie_gap"``.
+
+    Returns
+    -------
+    pathlib.Path
+        The installed file ``pydial/stan/examples/<name>.stan``.
+
+    Raises
+    ------
+    pydial.ArgumentError
+        ``name`` is not one of :data:`EXAMPLES`.
+    """
+    if name not in EXAMPLES:
+        raise ArgumentError(f"unknown example program {name!r}; pydial ships {sorted(EXAMPLES)}")
+    return Path(__file__).resolve().with_name("examples") / f"{name}.stan"
 
 
 def expand_includes(text: str, include_dirs: list[Path], _seen: tuple[str, ...] = ()) -> str:

@@ -14,17 +14,20 @@ squares on empirical log-odds, then the structure recovery of
 
 from __future__ import annotations
 
+import hashlib
+import json
 import warnings
 from typing import Any, Mapping, Sequence, cast
 
 import numpy as np
 
-from pydial.data.comparisons import CellTable, Comparisons
+from pydial.data.comparisons import CellTable, Comparisons, require_comparisons
 from pydial.estimation.glm import initial_theta
 from pydial.model.chart import Calibration, Chart, Structure, helmert_basis
 from pydial.exceptions import ArgumentError, caller_stacklevel
 
 __all__ = [
+    "data_fingerprint",
     "DIAL_PRIORS",
     "DIAL_SAMPLE_PRIORS",
     "JUDGES_PRIORS",
@@ -168,6 +171,36 @@ def pooled_cell_table(data: Comparisons, *, ties: bool = False) -> CellTable:
 def human_cell_table(data: Comparisons, *, ties: bool = False) -> CellTable:
     """Human cells (judge index ``K``, ``a = 0``), decisive or with tie counts."""
     return data.cell_table("human", ties=ties)
+
+
+def data_fingerprint(data: Comparisons) -> str:
+    """Return a hash of the judgments a model sees: the names and the LLM and human cells with tie counts.
+
+    Two data sets with the same items, judges and outcome counts per cell (judge, pair,
+    order, covariate values) have the same fingerprint, whatever the order of their
+    rows; any other difference changes it.  Recorded in a posterior's estimand record
+    (``"data"``) and in :func:`pydial.stan.bayes.result_estimand`, so that
+    :func:`pydial.stan.compare_intervals` refuses a fit and a posterior of different data.
+
+    Parameters
+    ----------
+    data : Comparisons
+        Validated judgments.
+
+    Returns
+    -------
+    str
+        16 hexadecimal digits (SHA-256 of the cells).
+    """
+    h = hashlib.sha256(json.dumps([[str(x) for x in data.items], [str(x) for x in data.judges],
+                                   str(data.human_judge), [str(x) for x in data.covariates]]).encode())
+    for which in ("llm", "human"):
+        t = data.cell_table(which, ties=True)
+        ints = np.stack([np.asarray(c, dtype=np.int64) for c in (t.judge, t.i, t.j, t.a, t.n, t.y, t.ties)])
+        h.update(which.encode() + ints.tobytes())
+        if t.z is not None:
+            h.update(np.ascontiguousarray(t.z, dtype=np.float64).tobytes())
+    return h.hexdigest()[:16]
 
 
 def _weights(w: float | np.ndarray, m: int, what: str) -> np.ndarray:
@@ -564,6 +597,7 @@ def standata(
     dict
         Ready for :meth:`pydial.stan.CompiledModel.sample` / ``optimize`` on either backend.
     """
+    data = require_comparisons(data)
     if program not in STANDATA_PROGRAMS:
         raise ArgumentError(f"program must be one of {STANDATA_PROGRAMS}, got {program!r}")
     w_llm = 1.0 if lam is None else float(lam) * data.n_human / data.n_llm

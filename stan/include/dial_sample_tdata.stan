@@ -6,7 +6,7 @@
   matrix[K, K - 1] Q_K = centered_basis(K);          // same in R^K
   if (rank > K - 1 || q > N - 1) {
     reject("rank r = ", rank, " needs r <= K - 1 = ", K - 1, " and r + 1 <= N - 1 = ", N - 1,
-           " (Cond. llm-structure)");
+           " (r is the disagreement rank of the structured LLM model)");
   }
   if (calibration == 0 && H > 0) {
     reject("human cells need a calibration basis (calibration = 1 or 2)");

@@ -4,7 +4,7 @@
   if (K < 1) reject("dial.stan needs K >= 1 LLM judges");
   if (rank > K - 1 || q > N - 1) {
     reject("rank r = ", rank, " needs r <= K - 1 = ", K - 1, " and r + 1 <= N - 1 = ", N - 1,
-           " (Cond. llm-structure)");
+           " (r is the disagreement rank of the structured LLM model)");
   }
   if (calibration == 0 && H > 0) reject("human cells need a calibration basis (calibration = 1 or 2)");
   if (fix_llm && C > 0) reject("fix_llm = 1 fits the calibration alone: pass C = 0 LLM cells");

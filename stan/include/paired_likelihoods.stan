@@ -44,9 +44,10 @@
  * between `#include cell_inputs.stan` and `#include cell_target.stan` (model
  * block) or `#include cell_outputs.stan` (generated quantities) it adds an
  * offset to the linear predictor (eta += x * beta) or to the log tie
- * parameter (log_nu_cell -= kappa * square(eta)), as examples/tie_gap.stan
- * does.  A new outcome family is one more `ties` code in paired_log_lik and
- * paired_prob (and in pydial.model.families).
+ * parameter (log_nu_cell -= kappa[all_judge] .* square(eta)), as the example
+ * program tie_gap.stan (pydial.stan.example_program("tie_gap")) does.  A new
+ * outcome family is one more `ties` code in paired_log_lik and paired_prob
+ * (and in pydial.model.families).
  */
 
 /**

@@ -1,0 +1,114 @@
+"""Worked extension: a tie rate that depends on the score gap, fitted on the Arena data.
+
+``tie_gap.stan`` (:func:`pydial.stan.example_program`, ``"tie_gap"``) is pydial's
+``judges.stan`` (its ``#include`` lines) plus the lines marked EXTENSION: a cell of
+group ``g`` (an LLM judge, or the people) has the log tie parameter
+``log nu_g - kappa_g * eta^2`` instead of ``log nu_g``.  :func:`run` samples the
+shipped Davidson model and the extension on the bundled Chatbot Arena data with the
+same data dictionary (plus the extension's one extra datum, the prior scale of
+``kappa``), and compares them by PSIS-LOO (``arviz.compare`` through
+:func:`pydial.stan.idata.compare`, the same on arviz 0.x and 1.x).  ``kappa`` comes
+back labelled by the judges' names and ``"human"`` (dimension ``judge_human``).
+
+Usage (from any directory)::
+
+    python -m pydial.stan.examples.tie_gap [--records 5000] [--chains 4] [--draws 1000] [--backend cmdstanpy]
+
+``--records`` keeps the first ``records`` Arena battles (a smaller, faster run).
+"""
+
+from __future__ import annotations
+
+import argparse
+import warnings
+from typing import Any
+
+from ...data.comparisons import Comparisons
+from ..bayes import posterior
+from ..idata import compare
+from ..programs import example_program
+from ..results import SamplerWarning
+
+__all__ = ["arena_subset", "run", "main"]
+
+
+def arena_subset(records: int | None) -> Comparisons:
+    """Return the bundled Arena comparisons, restricted to the first ``records`` battles.
+
+    Parameters
+    ----------
+    records : int or None
+        Number of battles kept (``None``: all).
+
+    Returns
+    -------
+    Comparisons
+        The judgments of those battles.
+    """
+    from ...data.datasets import arena
+
+    data = arena()
+    return data if records is None else data.subset(records=list(data.record_ids)[:records])
+
+
+def run(records: int | None = None, chains: int = 4, draws: int = 1000, warmup: int = 1000, seed: int = 1,
+        backend: str | None = None, kappa_sd: float = 1.0) -> dict[str, Any]:
+    """Sample the shipped Davidson model and the extension, and compare them by PSIS-LOO.
+
+    Parameters
+    ----------
+    records : int, optional
+        Keep the first ``records`` Arena battles (default: all).
+    chains, draws, warmup : int
+        NUTS chains, draws per chain after warmup, warmup iterations.
+    seed : int
+        Random seed of both runs.
+    backend : {"cmdstanpy", "httpstan"} or None
+        See :func:`pydial.stan.stan_backend`.
+    kappa_sd : float
+        Prior sd of each ``kappa_g`` (the extension's extra datum ``prior_kappa_sd``).
+
+    Returns
+    -------
+    dict
+        ``"data"`` (the :class:`~pydial.Comparisons`), ``"shipped"`` and
+        ``"extended"`` (the two posteriors: an ``xarray.DataTree`` on arviz 1.x, an
+        ``arviz.InferenceData`` on arviz 0.x) and ``"compare"`` (the
+        ``arviz.compare`` table, a ``pandas.DataFrame``).
+    """
+    data = arena_subset(records)
+    kw: dict[str, Any] = dict(ties="davidson", chains=chains, draws=draws, warmup=warmup, seed=seed, backend=backend)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", SamplerWarning)
+        shipped = posterior(data, "judges", **kw)
+        extended = posterior(data, "judges", program=str(example_program("tie_gap")),
+                             extra={"prior_kappa_sd": kappa_sd}, **kw)
+    table = compare({"davidson": shipped, "davidson + tie gap": extended})
+    return {"data": data, "shipped": shipped, "extended": extended, "compare": table}
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Command line: run :func:`run` and print the posterior of ``kappa`` and ``nu`` and the LOO table.
+
+    Parameters
+    ----------
+    argv : list of str, optional
+        The arguments (default: ``sys.argv[1:]``).
+    """
+    ap = argparse.ArgumentParser(prog="python -m pydial.stan.examples.tie_gap",
+                                 description="A tie rate that depends on the score gap, fitted on the Arena data.")
+    ap.add_argument("--records", type=int, default=None)
+    ap.add_argument("--chains", type=int, default=4)
+    ap.add_argument("--draws", type=int, default=1000)
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--backend", default=None, choices=["cmdstanpy", "httpstan"])
+    args = ap.parse_args(argv)
+    out = run(args.records, args.chains, args.draws, args.draws, args.seed, args.backend)
+    import arviz as az
+
+    print(az.summary(out["extended"], var_names=["kappa", "nu"], kind="stats"))
+    print(out["compare"])
+
+
+if __name__ == "__main__":
+    main()
