@@ -219,6 +219,17 @@ def _ints(text: str) -> list[int]:
         raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from None
 
 
+def _non_negative_int(text: str) -> int:
+    """Return a count that may be 0 (``--next``, ``--n-boot``); argparse's usage error names the option."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}")
+    return value
+
+
 def _rank(text: str):
     if text == "auto":
         return "auto"
@@ -532,19 +543,20 @@ def _check(args: argparse.Namespace) -> int:
 
     rank = DEFAULT_RANK if args.rank is None else args.rank
     ranks = rank_candidates(rank, data, "dial-ada" if rank == "auto" or isinstance(rank, list) else args.method)
-    status = 0
+    failed = []
     for r in ranks:
         rep = check_design(data, rank=r, calibration=args.calibration or DEFAULT_CALIBRATION, method=args.method,
                            seed=args.seed)
         print(rep.table.to_string(index=False))
         if not rep.ok:
-            print(f"pydial: the {args.method} fit (rank {r}) cannot exist on this design:", file=sys.stderr)
-            for _, row in rep.problems.iterrows():
-                print(f"  {row['judge']}: {row['condition']}: {row['detail']}", file=sys.stderr)
-            status = EXIT_IDENT
+            reasons = "; ".join(f"{row['judge']}: {row['condition']}: {row['detail']}" for _, row in rep.problems.iterrows())
+            failed.append(f"the {args.method} fit (rank {r}) cannot exist on this design: {reasons}")
         else:
             print(f"design ok for method {args.method} (rank {r})")
-    return status
+    if failed:  # one line on stderr; the design tables are on stdout
+        print("pydial: " + " ".join(" | ".join(failed).split()), file=sys.stderr)
+        return EXIT_IDENT
+    return 0
 
 
 def _plan_parser(sub) -> None:
@@ -566,7 +578,7 @@ def _plan_parser(sub) -> None:
     q.add_argument("--n-sim", type=int, default=100, help="replications per budget with --mode simulate (default 100)")
     q.add_argument("--jobs", type=int, default=1, help="parallel workers with --mode simulate (default 1)")
     _add_seed(q, "the pilot's design checks, --mode simulate and the top-k Monte Carlo")
-    q.add_argument("--next", type=int, default=0, help="also propose this many next human comparisons (default 0)")
+    q.add_argument("--next", type=_non_negative_int, default=0, help="also propose this many next human comparisons (default 0)")
     q.add_argument("--objective", choices=OBJECTIVES, default="contrast",
                    help="design objective of --next: contrast (default), ranking (top-k boundary), D")
     _add_output(q, "plan.csv, plan.png, next_pairs.csv")
@@ -619,7 +631,8 @@ def _judges_parser(sub) -> None:
                    help="leave out judges whose tie rate exceeds this (the paper: 0.5); default keep all")
     q.add_argument("--both-orders", action="store_true",
                    help="keep a judge's verdicts on a record only when it judged the record in both orders")
-    q.add_argument("--n-boot", type=int, default=1000, help="record-bootstrap replicates of the intervals (default 1000)")
+    q.add_argument("--n-boot", type=_non_negative_int, default=1000,
+                   help="record-bootstrap replicates of the intervals (default 1000)")
     q.add_argument("--level", type=float, default=0.95, help="level of the intervals (default 0.95)")
     _add_seed(q, "the record bootstrap")
     _add_output(q, "judges.csv, judges.png, panel_counts.csv, data_summary.csv")

@@ -20,7 +20,9 @@ from __future__ import annotations
 import numbers
 import os
 import sys
-from typing import Iterable, TypeVar
+from typing import Any, Iterable, TypeVar
+
+import numpy as np
 
 from .exceptions import ArgumentError, ArgumentTypeError, MemoryLimitError
 
@@ -131,6 +133,64 @@ def check_n_jobs(n_jobs: object, name: str = "n_jobs") -> int:
         raise ArgumentError(f"{name} must be a positive number of workers or negative (-1: all cores, -2: all "
                             "but one), got 0")
     return int(n_jobs)
+
+
+def check_choice(name: str, value: Any, allowed: Iterable[Any]) -> Any:
+    """Return ``value`` if it is one of ``allowed``, else raise :class:`ArgumentError` naming ``name``."""
+    allowed = tuple(allowed)
+    try:
+        ok = value in allowed
+    except TypeError:  # an unhashable value against a set-like
+        ok = False
+    if not ok:
+        raise ArgumentError(f"{name} must be one of {allowed}, got {value!r}")
+    return value
+
+
+def check_fraction(value: Any, name: str) -> float:
+    """Return ``value`` as a float in the closed interval [0, 1] (a rate or share)."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise ArgumentTypeError(f"{name} must be a number in [0, 1], got {value!r}")
+    if not 0 <= float(value) <= 1:
+        raise ArgumentError(f"{name} must be a number in [0, 1], got {value!r}")
+    return float(value)
+
+
+def check_level(level: Any, name: str = "level") -> float:
+    """Return ``level`` as a float in the open interval (0, 1)."""
+    if isinstance(level, bool) or not isinstance(level, numbers.Real):
+        raise ArgumentTypeError(f"{name} must be a number in (0, 1), got {level!r}")
+    if not 0 < float(level) < 1:
+        raise ArgumentError(f"{name} ({level}) must be in the open interval (0, 1)")
+    return float(level)
+
+
+def check_count(value: Any, name: str, *, minimum: int = 1) -> int:
+    """Return ``value`` as an int ``>= minimum`` (``chains``, ``draws``, ...)."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise ArgumentTypeError(f"{name} must be an integer >= {minimum}, got {value!r}")
+    if int(value) < minimum:
+        raise ArgumentError(f"{name} must be an integer >= {minimum}, got {value!r}")
+    return int(value)
+
+
+def check_seed(seed: Any, *, generator: bool = False) -> Any:
+    """Return ``seed`` (None or a non-negative integer below ``2**32``).
+
+    With ``generator=True`` a :class:`numpy.random.Generator` (or ``SeedSequence`` /
+    ``BitGenerator``) is accepted as well and returned as given.
+    """
+    if seed is None:
+        return None
+    rngs = (np.random.Generator, np.random.SeedSequence, np.random.BitGenerator)
+    if generator and isinstance(seed, rngs):
+        return seed
+    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral):
+        also = ", a numpy.random.Generator" if generator else ""
+        raise ArgumentTypeError(f"seed must be None{also} or a non-negative integer, got {seed!r}")
+    if not 0 <= int(seed) < 2**32:
+        raise ArgumentError(f"seed must be in [0, 2**32), got {seed!r}")
+    return int(seed)
 
 
 def n_workers(n_jobs: int) -> int:

@@ -315,6 +315,8 @@ def outcome(capsys, *argv) -> tuple[int, str]:
     (["fit", "{sim}", "--method", "dial"], "pydial fit: error: argument --method: invalid choice: 'dial'"),
     (["plan", "{sim}", "--budgets", "1.5"], "pydial plan: error: argument --budgets: expected comma-separated integers"),
     (["check", "{sim}", "--seed", "-1"], "pydial check: error: argument --seed: seed must be in [0, 2**32)"),
+    (["plan", "{sim}", "--next", "-1"], "pydial plan: error: argument --next: expected an integer >= 0, got '-1'"),
+    (["judges", "{sim}", "--n-boot", "x"], "pydial judges: error: argument --n-boot: expected an integer >= 0, got 'x'"),
     (["simulate", "x.csv", "-N"], "pydial simulate: error: argument --items/-N: expected one argument"),
     (["convert", "yaml", "x"], "pydial convert: error: argument format: invalid choice: 'yaml'"),
 ])
@@ -425,3 +427,26 @@ def test_a_request_too_large_is_one_line_and_exit_2(tmp_path, capsys, monkeypatc
     assert code == 2
     assert len(err.splitlines()) == 1 and err.startswith("pydial: too large:")
     assert not (tmp_path / "x.csv").exists()
+
+
+def _disconnected_humans(d):
+    """Human labels only within {item00, item01, item02} and within the other items: two components."""
+    low = {"item00", "item01", "item02"}
+    human = d.judge == "human"
+    return d[~human | (d.item_a.isin(low) == d.item_b.isin(low))]
+
+
+@pytest.mark.parametrize("case", ["rank too large", "disconnected human labels", "two ranks too large"])
+def test_check_of_an_impossible_design_is_one_line(sim_csv, tmp_path, capsys, case):
+    """The headline and its reasons on one stderr line; the design table stays on stdout."""
+    argv, texts = {
+        "rank too large": (["check", sim_csv, "--rank", "5"], ["dial-ada fit (rank 5) cannot exist", "rank r = 5"]),
+        "disconnected human labels": (["check", variant(sim_csv, tmp_path, _disconnected_humans), "--method", "human"],
+                                      ["human fit (rank 1) cannot exist on this design: human: human-mle:",
+                                       "compared only among themselves"]),
+        "two ranks too large": (["check", sim_csv, "--rank", "4,5"], ["(rank 4) cannot exist", "(rank 5) cannot exist"]),
+    }[case]
+    code, out, err = run(capsys, *argv)
+    assert code == EXIT_IDENT and len(err.strip().splitlines()) == 1, err
+    assert err.startswith("pydial: the ") and all(t in err for t in texts), err
+    assert "condition" in out  # the design table

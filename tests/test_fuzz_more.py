@@ -241,3 +241,126 @@ def test_one_rule_and_one_error_for_a_bad_memory_limit(sim_csv, monkeypatch, cap
     with pytest.raises(MemoryLimitError, match=r"^reading x needs about .* capped by PYDIAL_MEMORY_LIMIT.*; read less$"):
         ingest.check_read_memory(10**6, "reading x", "read less")
     assert np.isfinite(float(ingest.memory_available() or 0))
+
+
+# ------------------------------------------------------------- keywords, record ids
+def test_a_misspelt_from_frame_keyword_is_named_with_the_intended_one(sim_csv):
+    frame = pd.read_csv(sim_csv)
+    with pytest.raises(ArgumentTypeError, match=r"from_frame\(\) got unknown keyword argument\(s\) \['human_judg'\]; "
+                                                r"did you mean 'human_judge' for 'human_judg'\? It accepts .*items"):
+        Comparisons.from_frame(frame, human_judg="human")
+    with pytest.raises(ArgumentTypeError, match=r"from_parquet\(\) got unknown keyword argument\(s\) \['sep'\]\. It"):
+        Comparisons.from_parquet(sim_csv, sep=";")
+    assert Comparisons.from_frame(df=frame, human_judge="human").N == Comparisons.from_frame(frame).N
+
+
+def test_blank_record_ids_are_missing_in_every_reader(sim_csv, tmp_path):
+    frame = pd.read_csv(sim_csv, dtype=str, keep_default_na=False)
+    frame.loc[[1, 4], "record_id"] = ["  ", "\t"]
+    frame.to_csv(tmp_path / "blank.csv", index=False)
+    frame.to_parquet(tmp_path / "blank.parquet", index=False)
+    for read in (lambda: Comparisons.from_frame(frame), lambda: Comparisons.from_csv(tmp_path / "blank.csv"),
+                 lambda: Comparisons.from_parquet(tmp_path / "blank.parquet"),
+                 lambda: pydial.read_comparisons(tmp_path / "blank.csv"),
+                 lambda: pydial.read_comparisons(tmp_path / "blank.parquet")):
+        with pytest.raises(DataError, match=r"missing values in column 'record_id' at rows \[1, 4\]"):
+            read()
+    numbers = pd.read_csv(sim_csv)  # integer ids: nothing is blank
+    assert Comparisons.from_frame(numbers).N == Comparisons.from_csv(sim_csv).N
+
+
+# --------------------------------------------------------------- argument checks
+def test_panel_tie_rate_and_block_lines_are_checked():
+    for bad, error in (("half", ArgumentTypeError), (1.5, ArgumentError), (-0.1, ArgumentError), (None, None)):
+        if error is None:
+            assert read_judge_responses(PANEL, max_tie_rate=bad).K >= 1
+            continue
+        with pytest.raises(error, match=r"max_tie_rate must be a number in \[0, 1\]"):
+            read_judge_responses(PANEL, max_tie_rate=bad)
+    with pytest.raises(ArgumentTypeError, match="block_lines must be an integer >= 1, got 2.5"):
+        read_judge_responses(PANEL, block_lines=2.5)
+
+
+@pytest.fixture(scope="module")
+def both_orders():
+    return pydial.simulate(N=6, K=3, n_llm=600, n_human=300, both_orders=True, seed=1)
+
+
+def test_judge_diagnostics_checks_its_arguments(both_orders):
+    data = both_orders.comparisons
+    with pytest.raises(ArgumentTypeError, match="n_boot must be an integer >= 0, got 2.5"):
+        pydial.judge_diagnostics(data, n_boot=2.5)
+    with pytest.raises(ArgumentError, match="n_boot must be an integer >= 0, got -1"):
+        pydial.judge_diagnostics(data, n_boot=-1)
+    with pytest.raises(ArgumentTypeError, match="seed must be None, a numpy.random.Generator or a non-negative"):
+        pydial.judge_diagnostics(data, seed="x")
+    with pytest.raises(ArgumentTypeError, match="data must be a pydial.Comparisons, got DataFrame; build it"):
+        pydial.judge_diagnostics(both_orders.to_frame() if hasattr(both_orders, "to_frame") else data.to_frame())
+    a = pydial.judge_diagnostics(data, n_boot=20, seed=np.random.default_rng(5))
+    b = pydial.judge_diagnostics(data, n_boot=20, seed=np.random.default_rng(5))
+    pd.testing.assert_frame_equal(a, b)
+
+
+def test_covariate_test_of_a_judge_against_itself():
+    data = pydial.simulate(N=6, K=3, n_llm=600, n_human=300, covariates=["length"], beta=0.3, seed=1).comparisons
+    res = pydial.fit(data, "dial-ada")
+    with pytest.raises(ArgumentError, match="judge and against are both 'judge0'"):
+        res.covariate_test("judge0", against="judge0")
+    assert np.isfinite(res.covariate_test("judge0", against="judge1")["chi2"])
+
+
+def test_robustness_checks_out_and_the_fit_arguments_before_any_task(both_orders, tmp_path, monkeypatch):
+    data = both_orders.comparisons
+    afile = tmp_path / "afile"
+    afile.write_text("x")
+
+    def no_task(*args, **kwargs):
+        raise AssertionError("a task ran")
+
+    monkeypatch.setattr(robustness, "run_task", no_task)
+    with pytest.raises(pydial.OutputError, match=rf"cannot write the output folder {afile}: it is a file; name a folder"):
+        robustness.run(data, ["display"], splits=1, out=afile)
+    with pytest.raises(pydial.OutputError, match=rf"cannot write the output folder {afile / 'sub'}: Not a directory"):
+        robustness.run(data, ["display"], splits=1, out=afile / "sub")
+    assert afile.read_text() == "x"
+    for kwargs, error, text in (({"rank": -1}, ArgumentError, "rank must be an integer >= 0, got -1"),
+                                ({"rank": 1.5}, ArgumentTypeError, "rank must be an integer"),
+                                ({"splits": "2"}, ArgumentTypeError, "splits must be an integer >= 1"),
+                                ({"seed": "x"}, ArgumentTypeError, "seed must be None or a non-negative integer"),
+                                ({"train_frac": 1.0}, ArgumentError, r"train_frac \(1.0\) must be in the open"),
+                                ({"methods": {"x": ("dial-anc", {"lambda_": -1})}}, ArgumentError, "lambda_"),
+                                ({"methods": {"x": ("dial-anc", {"lamda": 1})}}, ArgumentTypeError, "lamda")):
+        with pytest.raises(error, match=text):
+            robustness.run(data, ["display"], **{"splits": 1, **kwargs})
+
+
+# ------------------------------------------------------------------ arviz's log lines
+def test_one_chain_diagnostics_leave_out_arviz_log_lines():
+    """R-hat of one chain: pydial reports it; arviz's "Shape validation failed" line is held back."""
+    import logging
+
+    from pydial.stan import idata
+
+    az = idata.arviz()
+    seen: list[logging.LogRecord] = []
+    catch = logging.Handler()
+    catch.emit = seen.append  # type: ignore[method-assign]
+    loggers = [x for x in (getattr(az, "_log", None), *map(logging.getLogger, idata.ARVIZ_LOGGERS))
+               if isinstance(x, logging.Logger)]
+    for x in loggers:
+        x.addHandler(catch)
+    try:
+        draws = np.random.default_rng(0).normal(size=(1, 100, 3))
+        rhat, bulk, _ = idata.rhat_ess(draws)
+        idata.bfmi(draws[:, :, 0])
+        assert rhat.shape == bulk.shape == (3,) and not seen, [r.getMessage() for r in seen]
+        with idata.quiet_arviz():
+            logging.getLogger("arviz").error("kept")
+        assert [r.getMessage() for r in seen] == ["kept"]  # errors still pass
+        seen.clear()
+        for x in loggers:
+            x.warning("after the block")
+        assert len(seen) == len(loggers)  # the filter is removed afterwards
+    finally:
+        for x in loggers:
+            x.removeHandler(catch)

@@ -23,13 +23,14 @@ they are counted and reported by :meth:`Comparisons.summary`, never dropped sile
 
 from __future__ import annotations
 
+import functools
 import inspect
 import warnings
 from collections import abc
 from dataclasses import dataclass, field
 from functools import cached_property
 from os import PathLike
-from typing import Any, Iterable, Iterator, Mapping, Sequence, cast
+from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence, TypeVar, cast
 
 import numpy as np
 import pandas as pd
@@ -44,6 +45,7 @@ from pydial.data.ingest import (
     WINNER_VALUES,
     Coded,
     Validator,
+    blank_text,
     check_cells,
     check_read_memory,
     concat,
@@ -165,6 +167,37 @@ def check_frame(df: Any, what: str) -> None:
         raise DataError(f"{what} has {df.columns.nlevels} levels of column names (a MultiIndex, e.g. "
                         f"{df.columns[0]!r}); flatten them to one name per column, e.g. with "
                         "df.columns = ['_'.join(map(str, c)) for c in df.columns]")
+
+
+def unknown_keywords(caller: str, given: Iterable[str], known: Iterable[str], accepts: str) -> None:
+    """Refuse the keywords of ``given`` not in ``known`` with :class:`~pydial.ArgumentTypeError`.
+
+    The message names them, suggests the likely intended keyword of a misspelt one, and
+    says what ``caller`` accepts (``accepts``).
+    """
+    from difflib import get_close_matches
+
+    known = set(known)
+    unknown = [k for k in given if k not in known]
+    if unknown:
+        near = {k: get_close_matches(k, sorted(known), n=1) for k in unknown}
+        hint = "".join(f"; did you mean {m[0]!r} for {k!r}?" for k, m in near.items() if m)
+        raise ArgumentTypeError(f"{caller}() got unknown keyword argument(s) {unknown}{hint or '.'} It accepts {accepts}")
+
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def frame_keywords(method: F) -> F:
+    """Make ``Comparisons.from_frame`` refuse an unknown keyword with :func:`unknown_keywords`, not a plain TypeError."""
+    known = FRAME_KEYWORDS | {"df"}
+
+    @functools.wraps(method)
+    def checked(cls: Any, *args: Any, **kwargs: Any) -> Any:
+        unknown_keywords("Comparisons.from_frame", kwargs, known, ", ".join(sorted(FRAME_KEYWORDS)))
+        return method(cls, *args, **kwargs)
+
+    return cast(F, checked)
 
 
 def require_comparisons(data: Any, argument: str = "data") -> "Comparisons":
@@ -523,6 +556,7 @@ class Comparisons:
 
     # ------------------------------------------------------------------ build
     @classmethod
+    @frame_keywords
     def from_frame(
         cls,
         df: pd.DataFrame,
@@ -653,7 +687,11 @@ class Comparisons:
         if rec.dtype == object and infer_dtype(rec, skipna=True).startswith("mixed"):
             check_cells(rec.to_frame("record_id"), mapping)
         rec_codes, rec_ids = factorize_records(rec)
-        fail_rows(f"missing values in column {record_id!r}", df.index, rec_codes < 0)
+        no_id = rec_codes < 0
+        blank = np.flatnonzero(blank_text(rec_ids))  # a whitespace-only id is a blank cell: missing, as in a CSV
+        if blank.size:
+            no_id |= np.isin(rec_codes, blank)
+        fail_rows(f"missing values in column {record_id!r}", df.index, no_id)
         unique = len(rec_ids) == len(df)  # every record id differs: no duplicated row
         coded = v.chunk({c: df[mapping[c]] for c in COLUMNS[1:]}, df.index, spelled=not unique)
         if cov_names is not None:
@@ -871,15 +909,9 @@ class Comparisons:
         """
         ours = {k: v for k, v in kwargs.items() if k in FRAME_KEYWORDS}
         theirs = {k: v for k, v in kwargs.items() if k not in FRAME_KEYWORDS}
-        unknown = [k for k in theirs if k not in CSV_KEYWORDS]
-        if unknown:
-            from difflib import get_close_matches
-
-            near = {k: get_close_matches(k, [*FRAME_KEYWORDS, *CSV_KEYWORDS], n=1) for k in unknown}
-            hint = "".join(f"; did you mean {m[0]!r} for {k!r}?" for k, m in near.items() if m)
-            raise ArgumentTypeError(f"Comparisons.from_csv() got unknown keyword argument(s) {unknown}{hint} It accepts "
-                                    f"those of from_frame ({', '.join(sorted(FRAME_KEYWORDS))}) and of pandas.read_csv "
-                                    f"except {sorted(CSV_REFUSED)}")
+        unknown_keywords("Comparisons.from_csv", theirs, CSV_KEYWORDS | FRAME_KEYWORDS,
+                         f"those of from_frame ({', '.join(sorted(FRAME_KEYWORDS))}) and of pandas.read_csv except "
+                         f"{sorted(CSV_REFUSED)}")
         name_arguments(ours.get("items"), ours.get("self_preference"))  # before the file is read
         cov = ours.get("covariates")
         wanted = [ours.get(c, c) for c in COLUMNS] + covariate_sides(None if cov is None else covariate_names(cov))
@@ -903,10 +935,8 @@ class Comparisons:
             The rows would not fit in the memory available.
         """
         cov = kwargs.get("covariates")
-        unknown = sorted(set(kwargs) - FRAME_KEYWORDS)
-        if unknown:
-            raise ArgumentTypeError(f"Comparisons.from_parquet() got unknown keyword argument(s) {unknown}; it accepts "
-                                    f"those of from_frame: {', '.join(sorted(FRAME_KEYWORDS))}")
+        unknown_keywords("Comparisons.from_parquet", kwargs, FRAME_KEYWORDS,
+                         f"those of from_frame: {', '.join(sorted(FRAME_KEYWORDS))}")
         name_arguments(kwargs.get("items"), kwargs.get("self_preference"))  # before the file is read
         sides = covariate_sides(None if cov is None else covariate_names(cov))
         cols = [kwargs.get(c, c) for c in COLUMNS] + sides

@@ -21,7 +21,7 @@ from typing import Any, Iterator, Sequence
 
 import pandas as pd
 
-from pydial.data.ingest import check_columns, check_read_memory
+from pydial.data.ingest import blank_text, check_columns, check_read_memory
 from pydial.exceptions import DataError, DialError
 
 __all__ = ["PARQUET_SUFFIXES", "reading", "is_parquet", "require_columns", "read_csv", "read_parquet"]
@@ -102,7 +102,7 @@ def read_csv(path: str | PathLike[str], columns: Sequence[str] = (), **kwargs: A
         df = pd.read_csv(p, **{"dtype": str, "keep_default_na": False, **kwargs})
     for col in df.columns:  # with keep_default_na=False only a blank cell is missing
         if pd.api.types.is_string_dtype(df[col].dtype):
-            blank = df[col].str.strip().eq("").to_numpy(dtype=bool, na_value=False)
+            blank = blank_text(df[col])
             if blank.any():
                 df[col] = df[col].astype(object).where(~blank, None)
     return df

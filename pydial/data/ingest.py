@@ -154,8 +154,24 @@ def _spelled(codes: np.ndarray, values: list[Any], column: str, index: pd.Index
     return codes, [spelling(x) for x in values]
 
 
+def blank_text(values: pd.Series | pd.Index) -> np.ndarray:
+    """Mask of the values that are text of whitespace only: a blank cell, missing in every reader.
+
+    The rule of the text readers (``from_csv``) and of the record ids of every reader
+    (``from_frame``, ``from_parquet``; :func:`missing_records` applies it to pyarrow chunks).
+    """
+    s = values.to_series(index=None) if isinstance(values, pd.Index) else values
+    if not (pd.api.types.is_string_dtype(s.dtype) or isinstance(s.dtype, pd.CategoricalDtype)):
+        return np.zeros(len(s), bool)
+    try:
+        stripped = s.str.strip()
+    except AttributeError:  # no text among the values (e.g. object dtype holding numbers)
+        return np.zeros(len(s), bool)
+    return stripped.eq("").to_numpy(dtype=bool, na_value=False)
+
+
 def missing_records(values: Any, column: str, index: pd.Index, *, blank_is_missing: bool) -> None:
-    """Refuse missing record ids of one chunk (a pyarrow array): null, NaN, and blank in a text file.
+    """Refuse missing record ids of one chunk (a pyarrow array): null, NaN, and blank (see :func:`blank_text`).
 
     The rule of :meth:`pydial.Comparisons.from_frame` (missing: ``None`` / ``NaN``) and of
     ``from_csv`` (a blank cell is missing); a list or struct column is refused as in :func:`encode`.

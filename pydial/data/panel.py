@@ -44,6 +44,7 @@ from pydial.data.comparisons import TIE as CANON_TIE
 from pydial.data.files import reading
 from pydial.data.ingest import WINNER_VALUES, duplicated, group, pack, unpack
 from pydial.data.io import file_kind, not_utf8
+from pydial.resources import check_count, check_fraction
 from pydial.exceptions import ArgumentError, DataError, OutputError
 
 __all__ = ["PANEL_FIELDS", "VERDICT_LABELS", "CHOICE_LABELS", "ORDER_LABELS", "panel_files", "read_judge_responses",
@@ -428,10 +429,9 @@ def _options(fields: Mapping[str, str] | None, verdict_labels: Mapping[str, str]
         bad = sorted({str(v) for v in m.values()} - set(allowed))
         if bad:
             raise ArgumentError(f"{name}= maps to {bad}; allowed: {list(allowed)}")
-    if max_tie_rate is not None and not 0.0 <= max_tie_rate <= 1.0:
-        raise ArgumentError(f"max_tie_rate ({max_tie_rate}) must be between 0 and 1")
-    if block_lines < 1:
-        raise ArgumentError(f"block_lines ({block_lines}) must be positive")
+    if max_tie_rate is not None:
+        check_fraction(max_tie_rate, "max_tie_rate")
+    check_count(block_lines, "block_lines")
     return keys, labels, orders
 
 

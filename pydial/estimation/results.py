@@ -659,7 +659,7 @@ class DialResult:
         Raises
         ------
         ArgumentError
-            The fit has no covariate effects.
+            The fit has no covariate effects, or ``against`` is ``judge``.
         ArgumentTypeError
             ``covariates`` is not a list of names (e.g. one string: pass ``["length"]``).
         UnknownNameError
@@ -678,6 +678,9 @@ class DialResult:
                 raise UnknownNameError(f"{argument}: no covariate effects for {name!r} in this {self.method!r} fit; "
                                        f"the rows with covariate effects are {', '.join(map(repr, rows))}")
             UnknownNameError.check(argument, "judge", [name], rows, hint=" (the rows with covariate effects)")
+        if against == judge:
+            raise ArgumentError(f"judge and against are both {judge!r}: against= names another row (a judge or the "
+                                "human judge), or is None to test the effects against 0")
         pos = {key: t for t, key in enumerate(ce.index)}
         who = (judge, *(() if against is None else (against,)))
         names = ([c for c in ce.index.unique("covariate") if all((w, c) in pos for w in who)] if covariates is None

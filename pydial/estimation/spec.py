@@ -22,7 +22,7 @@ import dataclasses
 import numbers
 import warnings
 from dataclasses import dataclass
-from typing import Any, Iterable
+from typing import Any
 
 import numpy as np
 
@@ -35,7 +35,7 @@ from pydial.model.identifiability import ESTIMATORS, design_report
 from pydial.model.meats import ANCHORED_COVS, COV_TYPES
 from pydial.model.penalty import PENALTIES
 from pydial.estimation.selection import GACV_TOLERANCE, SELECTION_RULES, Selection
-from pydial.resources import check_memory
+from pydial.resources import check_choice, check_count, check_level, check_memory, check_seed
 
 __all__ = ["ModelSpec", "DEFAULT_METHOD", "METHODS", "ENGINES", "USES_RANK", "USES_CALIBRATION", "NEEDS_HUMAN", "RENAMED",
            "check_choice", "check_level", "check_count", "check_seed"]
@@ -60,47 +60,6 @@ RENAMED: dict[str, str] = {"lambdas": "lambda_", "cov": "cov_type", "anchored_co
 
 
 # ------------------------------------------------------------ validators
-def check_choice(name: str, value: Any, allowed: Iterable[Any]) -> Any:
-    """Return ``value`` if it is one of ``allowed``, else raise :class:`ArgumentError` naming ``name``."""
-    allowed = tuple(allowed)
-    try:
-        ok = value in allowed
-    except TypeError:  # an unhashable value against a set-like
-        ok = False
-    if not ok:
-        raise ArgumentError(f"{name} must be one of {allowed}, got {value!r}")
-    return value
-
-
-def check_level(level: Any, name: str = "level") -> float:
-    """Return ``level`` as a float in the open interval (0, 1)."""
-    if isinstance(level, bool) or not isinstance(level, numbers.Real):
-        raise ArgumentTypeError(f"{name} must be a number in (0, 1), got {level!r}")
-    if not 0 < float(level) < 1:
-        raise ArgumentError(f"{name} ({level}) must be in the open interval (0, 1)")
-    return float(level)
-
-
-def check_count(value: Any, name: str, *, minimum: int = 1) -> int:
-    """Return ``value`` as an int ``>= minimum`` (``chains``, ``draws``, ...)."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise ArgumentTypeError(f"{name} must be an integer >= {minimum}, got {value!r}")
-    if int(value) < minimum:
-        raise ArgumentError(f"{name} must be an integer >= {minimum}, got {value!r}")
-    return int(value)
-
-
-def check_seed(seed: Any) -> int | None:
-    """Return ``seed`` (None or a non-negative integer below ``2**32``)."""
-    if seed is None:
-        return None
-    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral):
-        raise ArgumentTypeError(f"seed must be None or a non-negative integer, got {seed!r}")
-    if not 0 <= int(seed) < 2**32:
-        raise ArgumentError(f"seed must be in [0, 2**32), got {seed!r}")
-    return int(seed)
-
-
 def _positive_grid(values: Any, name: str) -> tuple[float, ...] | None:
     """Return a non-empty 1-d sequence of finite positive numbers (``lambda_``, ``multiples``) as a tuple."""
     if values is None:

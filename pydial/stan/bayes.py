@@ -941,10 +941,11 @@ def _from_cmdstanpy(res: SampleResult, post: Mapping[str, np.ndarray], pp: Mappi
 
     fit = res.backend_fit
     from_fit = [k for k in post if k in fit.metadata.stan_vars]
-    idata = azio.arviz().from_cmdstanpy(
-        posterior=fit, log_likelihood={"log_lik": "log_lik"}, coords=dict(coords),
-        dims={k: v for k, v in dims.items() if k in from_fit or k == "log_lik"},
-    )
+    with azio.quiet_arviz():
+        idata = azio.arviz().from_cmdstanpy(
+            posterior=fit, log_likelihood={"log_lik": "log_lik"}, coords=dict(coords),
+            dims={k: v for k, v in dims.items() if k in from_fit or k == "log_lik"},
+        )
     full = azio.group_dataset(idata, "posterior")
     ds = full[from_fit]
     for k in post:  # derived quantities (not Stan variables)

@@ -21,7 +21,9 @@ estimand record a second time.
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+import logging
+from contextlib import contextmanager
+from typing import Any, Iterator, Mapping, Sequence
 
 import numpy as np
 
@@ -29,6 +31,7 @@ __all__ = [
     "ARVIZ_MIN",
     "arviz",
     "arviz_major",
+    "quiet_arviz",
     "build",
     "assemble",
     "group_names",
@@ -84,6 +87,34 @@ def arviz_major() -> int:
     return _version(arviz().__version__)[0]
 
 
+ARVIZ_LOGGERS = ("arviz", "arviz_base", "arviz_stats")
+"""Names of arviz's loggers (0.x logs through ``arviz._log``, a logger of its own outside :mod:`logging`'s registry)."""
+
+
+def _below_error(record: logging.LogRecord) -> bool:
+    return record.levelno >= logging.ERROR
+
+
+@contextmanager
+def quiet_arviz() -> Iterator[None]:
+    """Hold back arviz's log lines below ERROR (e.g. ``Shape validation failed`` for one chain) inside the block.
+
+    pydial converts draws and computes R-hat, ESS and E-BFMI itself and reports the problems in
+    its own words (its sampler warnings), so a log line of arviz would only repeat them in
+    another form.
+    """
+    az = arviz()
+    found = [getattr(az, "_log", None), *(logging.getLogger(name) for name in ARVIZ_LOGGERS)]
+    loggers = list({id(x): x for x in found if isinstance(x, logging.Logger)}.values())
+    for logger in loggers:
+        logger.addFilter(_below_error)
+    try:
+        yield
+    finally:
+        for logger in loggers:
+            logger.removeFilter(_below_error)
+
+
 def build(groups: Mapping[str, Mapping[str, np.ndarray]], *, coords: Mapping[str, Any],
           dims: Mapping[str, Sequence[str]], attrs: Mapping[str, Any]) -> Any:
     """Build a posterior object from ``(chain, draw, *shape)`` arrays per group.
@@ -106,10 +137,11 @@ def build(groups: Mapping[str, Mapping[str, np.ndarray]], *, coords: Mapping[str
     """
     az = arviz()
     groups = {g: dict(v) for g, v in groups.items() if v}
-    if arviz_major() >= 1:
-        out = az.from_dict(groups, coords=dict(coords), dims={k: list(v) for k, v in dims.items()})
-    else:
-        out = az.from_dict(**groups, coords=dict(coords), dims={k: list(v) for k, v in dims.items()})
+    with quiet_arviz():
+        if arviz_major() >= 1:
+            out = az.from_dict(groups, coords=dict(coords), dims={k: list(v) for k, v in dims.items()})
+        else:
+            out = az.from_dict(**groups, coords=dict(coords), dims={k: list(v) for k, v in dims.items()})
     _set_attrs(out, attrs)
     return out
 
@@ -205,7 +237,8 @@ def posterior_attrs(obj: Any) -> dict[str, Any]:
 
 def convert_to_dataset(draws: Mapping[str, np.ndarray]) -> Any:
     """Convert ``(chain, draw, *shape)`` arrays to an :class:`xarray.Dataset` (``arviz.convert_to_dataset``)."""
-    return arviz().convert_to_dataset(dict(draws))
+    with quiet_arviz():
+        return arviz().convert_to_dataset(dict(draws))
 
 
 def rhat_ess(x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -224,18 +257,20 @@ def rhat_ess(x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """
     az = arviz()
     ds = convert_to_dataset({"x": np.asarray(x, dtype=float)})
-    return (np.asarray(az.rhat(ds, method="rank")["x"], dtype=float),
-            np.asarray(az.ess(ds, method="bulk")["x"], dtype=float),
-            np.asarray(az.ess(ds, method="tail")["x"], dtype=float))
+    with quiet_arviz():
+        return (np.asarray(az.rhat(ds, method="rank")["x"], dtype=float),
+                np.asarray(az.ess(ds, method="bulk")["x"], dtype=float),
+                np.asarray(az.ess(ds, method="tail")["x"], dtype=float))
 
 
 def bfmi(energy: np.ndarray) -> np.ndarray:
     """Estimate the Bayesian fraction of missing information per chain from ``(chain, draw)`` energies."""
     az = arviz()
     energy = np.asarray(energy, dtype=float)
-    if arviz_major() >= 1:
-        return np.asarray(az.bfmi(convert_to_dataset({"energy": energy}))["energy"], dtype=float)
-    return np.asarray(az.bfmi(energy), dtype=float)
+    with quiet_arviz():
+        if arviz_major() >= 1:
+            return np.asarray(az.bfmi(convert_to_dataset({"energy": energy}))["energy"], dtype=float)
+        return np.asarray(az.bfmi(energy), dtype=float)
 
 
 def loo(obj: Any) -> dict[str, float]:

@@ -14,10 +14,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from pydial.data.comparisons import BOTH_BAD, I_WINS, J_WINS, TIE, Comparisons
+from pydial.data.comparisons import BOTH_BAD, I_WINS, J_WINS, TIE, Comparisons, require_comparisons
 from pydial.data.ingest import duplicated, pack, rows_text
 from pydial.estimation.results import DialResult
-from pydial.estimation.spec import check_level
+from pydial.estimation.spec import check_count, check_level, check_seed
 from pydial.exceptions import ArgumentError, DataError
 
 __all__ = ["RATES", "judge_diagnostics", "plot_judge_diagnostics", "plot_position_vs_swap"]
@@ -181,9 +181,13 @@ def judge_diagnostics(data: Comparisons, *, n_boot: int = 1000, seed: Any = None
         two human labels of one record.
     ArgumentError
         ``n_boot`` negative or ``level`` outside (0, 1).
+    ArgumentTypeError
+        ``data`` is not a :class:`Comparisons`, ``n_boot`` not an integer, ``seed`` not an
+        integer, Generator or None, ``level`` not a number.
     """
-    if n_boot < 0:
-        raise ArgumentError(f"n_boot ({n_boot}) must be >= 0")
+    data = require_comparisons(data)
+    n_boot = check_count(n_boot, "n_boot", minimum=0)
+    seed = check_seed(seed, generator=True)
     level = check_level(level)
     v, human, n_self, _ = _record_table(data)
     active = (v >= 0).any(axis=(1, 2))

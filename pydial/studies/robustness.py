@@ -49,7 +49,9 @@ import numpy as np
 import pandas as pd
 
 from pydial.data.comparisons import Comparisons, HumanCells
-from pydial.exceptions import ArgumentError, ConvergenceError, DialError, IdentifiabilityError
+from pydial.estimation.spec import check_count, check_level, check_seed, spec_from_arguments
+from pydial.exceptions import (ArgumentError, ArgumentTypeError, ConvergenceError, DialError, IdentifiabilityError,
+                               OutputError)
 from pydial.model.likelihood import human_loss
 from pydial.studies.metrics import kendall_tau
 from pydial.studies.robustness_sweeps import (ANTI_PREFIX, KINDS, PURE_PREFIX, Sweep, TaskData, anti_consensus,
@@ -117,13 +119,32 @@ def _methods(methods: Sequence[str] | Mapping[str, Any]) -> tuple[tuple[str, str
 
 def study(data: Comparisons, *, judges: Sequence[str] | None = None, methods: Sequence[str] | Mapping[str, Any] = METHODS,
           seed: int = 20260, train_frac: float = 0.7, rank: int = 1) -> Study:
-    """Prepare the shared part of a run (see :func:`run` for the arguments)."""
-    if not 0.0 < float(train_frac) < 1.0:
-        raise ArgumentError(f"train_frac ({train_frac}) must be in the open interval (0, 1)")
+    """Prepare the shared part of a run (see :func:`run` for the arguments).
+
+    The arguments of every fit are checked here, before any task runs: a bad ``rank`` or
+    method argument is an :class:`~pydial.ArgumentError`, not a row of errors per task.
+    """
+    train_frac = check_level(train_frac, "train_frac")
+    seed = check_seed(seed)
+    if seed is None:
+        raise ArgumentTypeError("seed must be a non-negative integer (the splits are seeded), got None")
+    rank = check_count(rank, "rank", minimum=0)
+    specs = _methods(methods)
+    _check_fit_arguments(specs, rank)
     td = prepare(data, judges)
     h = hashlib.sha1(pd.util.hash_pandas_object(td.long, index=False).to_numpy().tobytes())
     h.update(repr((td.items, td.judges, seed, train_frac)).encode())
-    return Study(td, int(seed), float(train_frac), int(rank), _methods(methods), h.hexdigest())
+    return Study(td, seed, train_frac, rank, specs, h.hexdigest())
+
+
+def _check_fit_arguments(methods: tuple[tuple[str, str, tuple[tuple[str, Any], ...]], ...], rank: int) -> None:
+    """Build the model specification of each method's fits once (as :func:`pydial.fit` would; warnings aside)."""
+    from pydial.estimation.estimators import method_arguments
+
+    for label, base, kw in methods:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            spec_from_arguments(base, {**method_arguments(base, rank=rank), **dict(kw)}, caller=f"methods[{label!r}]")
 
 
 def sweep_by_name(name: str) -> Sweep:
@@ -388,6 +409,18 @@ def _update_timings(out: Path, sweep: str, stats: dict[str, Any]) -> None:
     path.write_text(json.dumps(t, indent=2, sort_keys=True) + "\n")
 
 
+def _out_folder(out: str | Path) -> Path:
+    """Make the folder ``out`` of a run (with its parents) and return it; :class:`~pydial.OutputError` if it cannot be."""
+    p = Path(out)
+    if p.exists() and not p.is_dir():
+        raise OutputError(f"cannot write the output folder {p}: it is a file; name a folder as out=")
+    try:
+        p.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise OutputError(f"cannot write the output folder {p}: {e.strerror or e}") from None
+    return p
+
+
 def run_sweep(st: Study, sweep: Sweep, splits: int, out: str | Path | None = None, *, n_jobs: int | None = None,
               backend: str | None = None, progress: bool = False) -> dict[str, Any]:
     """Run the pending tasks of one sweep in parallel, appending each task's rows to its CSV as it finishes.
@@ -401,8 +434,7 @@ def run_sweep(st: Study, sweep: Sweep, splits: int, out: str | Path | None = Non
     _check_sweep(st, sweep)
     path = None
     if out is not None:
-        Path(out).mkdir(parents=True, exist_ok=True)
-        path = Path(out) / f"{sweep.name}.csv"
+        path = _out_folder(out) / f"{sweep.name}.csv"
     tasks = pending_tasks(st, sweep, splits, out) if out is not None else \
         [(float(s), b) for b in range(splits) for s in sweep.values]
     t0, fit_s, frames = time.perf_counter(), 0.0, []
@@ -477,12 +509,16 @@ def run(data: Comparisons | Study, sweeps: Sequence[Sweep | str] | Sweep | str =
     Raises
     ------
     ArgumentError
-        Bad sweeps, methods, judges, budgets, or an ``out`` folder with rows of another configuration.
+        Bad sweeps, methods, judges, budgets, ``rank`` or other fit arguments (checked before
+        any task runs), or an ``out`` folder with rows of another configuration.
+    OutputError
+        ``out`` is a file, lies under a file, or is a folder in which no file can be created.
     """
-    if isinstance(splits, bool) or int(splits) != splits or splits < 1:
-        raise ArgumentError(f"splits must be a positive integer, got {splits!r}")
+    splits = check_count(splits, "splits")
     st = data if isinstance(data, Study) else study(data, judges=judges, methods=methods, seed=seed,
                                                     train_frac=train_frac, rank=rank)
+    if out is not None:
+        _out_folder(out)
     frames = []
     for sweep in _sweeps(sweeps):
         if fresh and out is not None:
