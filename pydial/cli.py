@@ -481,13 +481,12 @@ def _compare(args: argparse.Namespace) -> int:
             idata.to_netcdf(str(tmp / "posterior.nc"))
         print("wrote " + ", ".join(str(Path(args.out) / n) for n in
                                    ("compare_intervals.csv", "compare_intervals.png", "posterior.nc")))
-    if problems:
-        for q in problems:
-            print(f"pydial: sampler warning: {q}", file=sys.stderr)
-        if not args.allow_warnings:
-            print("pydial: the sampler reported problems (above); pass --allow-warnings to accept the draws",
-                  file=sys.stderr)
-            return EXIT_SAMPLER
+    if problems and not args.allow_warnings:  # one line: the problems and what to change
+        print(f"pydial: the sampler reported problems: {'; '.join(problems)}; pass --allow-warnings to accept "
+              "the draws", file=sys.stderr)
+        return EXIT_SAMPLER
+    for q in problems:
+        print(f"pydial: sampler warning: {q}", file=sys.stderr)
     return 0
 
 
