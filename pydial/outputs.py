@@ -99,8 +99,10 @@ def _target(path: str | os.PathLike[str], what: str) -> Path:
     p = Path(text).expanduser().absolute()
     if p.is_symlink():
         try:
+            p = p.resolve(strict=True)
+        except FileNotFoundError:  # a dangling link: its target is created
             p = p.resolve(strict=False)
-        except (OSError, RuntimeError) as e:
+        except (OSError, RuntimeError) as e:  # a loop (ELOOP, or RuntimeError before Python 3.13)
             raise OutputError(f"cannot write the {what} {p}: it is a symbolic link that cannot be followed ({e})") from None
     return p
 
