@@ -45,7 +45,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from pydial.data.comparisons import BOTH_BAD, I_WINS, J_WINS, TIE, CellTable, Comparisons
+from pydial.cache import derived
+from pydial.data.comparisons import BOTH_BAD, TIE, CellTable, Comparisons
 from pydial.model.chart import Chart
 from pydial.model.families import binary_cell, tie_cell
 from pydial.model.likelihood import Cells, Objective
@@ -120,6 +121,19 @@ def structured_log_likelihood(data: Comparisons, ties: str | None, chart: Chart,
     return -Objective(chart, cells, ties=ties, free=free if ties is not None else None).value(x)
 
 
+def _kinds_by_judge(data: Comparisons) -> np.ndarray:
+    """Return the judgments of each judge (LLM judges, then people) by kind, one pass over the rows.
+
+    Rows: decisive, tie, both bad (self-comparisons excluded from the three), self-comparisons.
+    """
+    f = data.frame
+    kind = np.select([f["self"].to_numpy(bool), f["outcome"].to_numpy() == TIE, f["outcome"].to_numpy() == BOTH_BAD],
+                     [3, 1, 2], 0)  # the outcomes are I_WINS, J_WINS, TIE or BOTH_BAD
+    weight = f["count"].to_numpy(float) if data.aggregated else None
+    counts = np.bincount(f["k"].to_numpy() * 4 + kind, weights=weight, minlength=4 * (data.K + 1))
+    return counts.reshape(data.K + 1, 4).T.astype(np.int64)
+
+
 def judgment_counts(data: Comparisons, ties: str | None, method: str) -> tuple[pd.Series, pd.DataFrame]:
     """Return the judgments each judge contributed to the likelihood, and those left out by reason.
 
@@ -129,23 +143,14 @@ def judgment_counts(data: Comparisons, ties: str | None, method: str) -> tuple[p
     judges' judgments for ``human``, the people's for ``judges``).  Per judge the two add up to
     every judgment of the data.
     """
-    f = data.frame
     names = pd.Index(list(data.judges) + [data.human_judge], name="judge")
-    wt = f["count"] if data.aggregated else pd.Series(1, index=f.index)
-    k, out, own = f["k"].to_numpy(), f["outcome"].to_numpy(), f["self"].to_numpy(bool)
-
-    def by_judge(mask: np.ndarray) -> np.ndarray:
-        return np.bincount(k[mask], weights=wt.to_numpy(float)[mask], minlength=data.K + 1).astype(np.int64)
-
-    decisive = by_judge(~own & np.isin(out, [I_WINS, J_WINS]))
-    tie = by_judge(~own & (out == TIE))
+    decisive, tie, both_bad, own = derived(data, ("judgments by judge and kind",), lambda: _kinds_by_judge(data))
     used = decisive + (tie if ties is not None else 0)
     unused = np.zeros(data.K + 1, np.int64)
     if method in ("human", "judges"):
         drop = np.arange(data.K) if method == "human" else np.array([data.K])
         unused[drop], used[drop] = used[drop], 0
-    excluded = pd.DataFrame({"ties": tie if ties is None else np.zeros_like(tie),
-                             "both_bad": by_judge(~own & (out == BOTH_BAD)), "self_comparisons": by_judge(own),
-                             "not_used_by_method": unused}, index=names)
+    excluded = pd.DataFrame({"ties": tie if ties is None else np.zeros_like(tie), "both_bad": both_bad,
+                             "self_comparisons": own, "not_used_by_method": unused}, index=names)
     return pd.Series(used, index=names, name="nobs"), excluded
 
