@@ -46,7 +46,7 @@ import numpy as np
 import pandas as pd
 
 from pydial.cache import derived
-from pydial.data.comparisons import BOTH_BAD, TIE, CellTable, Comparisons
+from pydial.data.comparisons import BOTH_BAD, I_WINS, J_WINS, TIE, CellTable, Comparisons
 from pydial.model.chart import Chart
 from pydial.model.families import binary_cell, tie_cell
 from pydial.model.likelihood import Cells, Objective
@@ -127,8 +127,10 @@ def _kinds_by_judge(data: Comparisons) -> np.ndarray:
     Rows: decisive, tie, both bad (self-comparisons excluded from the three), self-comparisons.
     """
     f = data.frame
-    kind = np.select([f["self"].to_numpy(bool), f["outcome"].to_numpy() == TIE, f["outcome"].to_numpy() == BOTH_BAD],
-                     [3, 1, 2], 0)  # the outcomes are I_WINS, J_WINS, TIE or BOTH_BAD
+    kind_of = np.zeros(max(I_WINS, J_WINS, TIE, BOTH_BAD) + 1, np.int64)
+    kind_of[TIE], kind_of[BOTH_BAD] = 1, 2  # I_WINS and J_WINS are decisive (0)
+    kind = kind_of[f["outcome"].to_numpy()]
+    kind[f["self"].to_numpy(bool)] = 3
     weight = f["count"].to_numpy(float) if data.aggregated else None
     counts = np.bincount(f["k"].to_numpy() * 4 + kind, weights=weight, minlength=4 * (data.K + 1))
     return counts.reshape(data.K + 1, 4).T.astype(np.int64)
