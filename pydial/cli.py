@@ -240,21 +240,6 @@ def _rank(text: str):
     return vals[0] if len(vals) == 1 else vals
 
 
-class _Renamed(argparse.Action):
-    """An option with a new name whose old spelling still works for one release, with a note on stderr."""
-
-    def __init__(self, option_strings: list[str], dest: str, *, old: str, **kwargs: Any) -> None:
-        self.old = old
-        super().__init__(option_strings, dest, **kwargs)
-
-    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
-                 option_string: str | None = None) -> None:
-        if option_string == self.old:
-            new = next(o for o in self.option_strings if o != self.old)
-            print(f"pydial: {self.old} is deprecated; use {new}", file=sys.stderr)
-        setattr(namespace, self.dest, values)
-
-
 def _add_data_args(q: argparse.ArgumentParser) -> None:
     """Input and model-space options shared by every subcommand that reads comparisons."""
     q.add_argument("data", help="long-format CSV (.csv, .csv.gz) or Parquet (.parquet) file, or a bundled data set: "
@@ -347,7 +332,7 @@ def _parser() -> _Parser:
     _add_seed(c, "the generic-rank design checks")
     _add_seed(f, "the design checks and of Stan (--engine stan)")
     for q in (f, cmp_):
-        q.add_argument("--cov-type", "--cov", dest="cov_type", action=_Renamed, old="--cov", choices=COV_TYPES, default=None,
+        q.add_argument("--cov-type", choices=COV_TYPES, default=None,
                        help="covariance meat: fisher, binomial, cell (judge-pair clustered; default for LLM methods), record")
         q.add_argument("--level", type=float, default=0.95, help="confidence level of all intervals (default 0.95)")
         _add_output(q, "the tables, plots and report")
@@ -355,7 +340,7 @@ def _parser() -> _Parser:
                        help="use tie outcomes with this tie model (default: decisive outcomes only)")
     f.add_argument("--cluster-correction", action="store_true",
                    help="scale the clustered meats (cell, record) by the small-sample factor G/(G-1)")
-    f.add_argument("--lambda", "--lambdas", dest="lambda_", action=_Renamed, old="--lambdas", type=_floats, default=None,
+    f.add_argument("--lambda", dest="lambda_", type=_floats, default=None,
                    metavar="L1,L2,...",
                    help="explicit candidate weights, comma-separated (dial-ada)")
     f.add_argument("--multiples", type=_floats, default=None, metavar="M1,M2,...",
@@ -371,8 +356,7 @@ def _parser() -> _Parser:
                    help="bias-reduced (Firth / Jeffreys-prior) fit: finite estimates under separation")
     f.add_argument("--engine", choices=("numpy", "stan"), default="numpy",
                    help="optimizer: numpy (default) or the same model through Stan's optimizer")
-    cmp_.add_argument("--method", "--model", dest="method", action=_Renamed, old="--model",
-                      choices=POSTERIOR_METHODS, default=DEFAULT_METHOD,
+    cmp_.add_argument("--method", choices=POSTERIOR_METHODS, default=DEFAULT_METHOD,
                       help="estimator compared: dial-ada (GACV-selected lambda; power posterior at that lambda), "
                            "dial-anc (cut posterior), dial-nopos, judges, human (default dial-ada); pooled and atc "
                            "have no posterior counterpart")
