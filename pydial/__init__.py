@@ -21,7 +21,7 @@ from pydial.estimation.results import DialResult
 from pydial.model.identifiability import DesignReport, check_design
 from pydial.studies.diagnostics import judge_diagnostics
 from pydial.studies.planning import next_pairs, plan, plot_plan
-from pydial.studies.simulate import Simulation, simulate
+from pydial.studies.simulate import JudgeBehavior, Simulation, simulate
 
 from .exceptions import (
     ArgumentError,
@@ -62,6 +62,7 @@ __all__ = [
     "DialResult",
     "simulate",
     "Simulation",
+    "JudgeBehavior",
     "plan",
     "plot_plan",
     "next_pairs",

@@ -478,8 +478,9 @@ def _simulate(args: argparse.Namespace) -> int:
     from pydial.studies.simulate import simulate
 
     check_output_file(args.out)
+    behavior = {"overdispersion": args.overdispersion, "sigma_pos": args.sigma_pos, "p_first": args.p_first}
     sim = simulate(args.items, args.judges, args.rank, args.n_llm, args.n_human, target=args.target,
-                   overdispersion=args.overdispersion, sigma_pos=args.sigma_pos, p_first=args.p_first, seed=args.seed)
+                   behavior=behavior, seed=args.seed)
     with output_file(args.out) as tmp:
         sim.frame.to_csv(tmp, index=False)
     print(f"wrote {len(sim.frame)} judgments to {args.out}")
