@@ -98,7 +98,7 @@ def _load(args: argparse.Namespace):
         return read(human_judge=args.human, drop_empty_judges=args.drop_empty_judges,
                     strip_names=not args.keep_whitespace, allow_similar_names=args.allow_similar_names,
                     duplicates=args.duplicates, covariates=args.covariates,
-                    covariate_transform=args.covariate_transform, **_column_mapping(args))
+                    covariate_transform=args.covariate_transform, columns=_column_mapping(args))
 
 
 def _column_flag(field: str) -> str:
@@ -118,8 +118,8 @@ def _column_hints() -> Iterator[None]:
         yield
     except DataError as e:
         msg = str(e)
-        if "Map other names with the keyword arguments" in msg:
-            msg = re.sub(r"Map other names with the keyword arguments.*", COLUMN_HINT, msg, flags=re.S)
+        if "Map other names with columns=" in msg:
+            msg = re.sub(r"Map other names with columns=.*", COLUMN_HINT, msg, flags=re.S)
         elif "missing column" in msg:
             msg = f"{msg}. {COLUMN_HINT}"
         else:
@@ -145,7 +145,7 @@ def _columns(text: str) -> dict[str, str]:
 
 
 def _column_mapping(args: argparse.Namespace) -> dict[str, str]:
-    """Return the column names of ``--columns`` and ``--<field>-col`` as keyword arguments of the readers.
+    """Return the column names of ``--columns`` and ``--<field>-col`` as the readers' ``columns``.
 
     Raises
     ------

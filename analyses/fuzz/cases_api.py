@@ -202,8 +202,8 @@ def reader_cases() -> list[Case]:
     add(E(ff, "self_preference naming an unknown judge",
           "out = Comparisons.from_frame(F, self_preference={'nobody': ['item00']})", "nobody"))
     add(C(ff, "renamed columns mapped", "f = F.rename(columns={'record_id': 'rid', 'judge': 'annotator'}); "
-          "out = Comparisons.from_frame(f, record_id='rid', judge='annotator')", data_ok()))
-    add(E(ff, "column mapping to a column that does not exist", "out = Comparisons.from_frame(F, judge='annotator')",
+          "out = Comparisons.from_frame(f, columns={'record_id': 'rid', 'judge': 'annotator'})", data_ok()))
+    add(E(ff, "column mapping to a column that does not exist", "out = Comparisons.from_frame(F, columns={'judge': 'annotator'})",
           "annotator"))
     add(C(ff, "categorical winner column", "out = Comparisons.from_frame(F.astype({'winner': 'category'}))", data_ok()))
     add(E(ff, "winner as integers", "f = F.copy(); f['winner'] = (f.winner == 'a').astype(int); "
@@ -284,7 +284,7 @@ def reader_cases() -> list[Case]:
           "out = pydial.fit(pydial.read_comparisons(FIX + '/data.csv'), 'human', cov_type='record')",
           expect="error", names=("record",)))
     add(C(rc, "record_id=None reads a file without the column",
-          "F.drop(columns='record_id').to_csv('nr.csv', index=False); out = pydial.read_comparisons('nr.csv', record_id=None)",
+          "F.drop(columns='record_id').to_csv('nr.csv', index=False); out = pydial.read_comparisons('nr.csv', columns={'record_id': None})",
           data_ok()))
 
     fco = "pydial.Comparisons.from_counts"

@@ -61,14 +61,14 @@ from pydial.data.ingest import (
     triangle,
 )
 from pydial.data.names import NameReport, argument_name, clean, name_list, own_items
-from pydial.exceptions import ArgumentError, ArgumentTypeError, DataError, DataWarning, renamed_arguments
+from pydial.exceptions import ArgumentError, ArgumentTypeError, DataError, DataWarning
 
 __all__ = ["COLUMNS", "FIRST_VALUES", "WINNER_VALUES", "DUPLICATES", "SELF_PREFERENCE", "CellTable", "LLMCells",
            "HumanCells", "Rows", "Comparisons", "canonical", "item_order", "rows_text", "check_cells"]
 
 DUPLICATES = ("keep", "drop", "raise")
 FRAME_KEYWORDS = frozenset({"human_judge", "items", "drop_empty_judges", "strip_names", "allow_similar_names",
-                            "duplicates", "covariates", "covariate_transform", "self_preference", *COLUMNS})
+                            "duplicates", "columns", "covariates", "covariate_transform", "self_preference"})
 """The keyword arguments of :meth:`Comparisons.from_frame` (``from_csv`` and ``from_parquet`` pass them on)."""
 CSV_REFUSED = frozenset({"filepath_or_buffer", "chunksize", "iterator"})
 """Keyword arguments of :func:`pandas.read_csv` that ``from_csv`` does not pass on (it reads the whole table)."""
@@ -159,6 +159,31 @@ def covariate_columns(coded: Coded, item_index: np.ndarray, names: Sequence[str]
     return {COVARIATE_PREFIX + c: z[:, t] for t, c in enumerate(names)}
 
 
+COLUMN_HINT = "Map other names with columns={'judge': 'annotator', 'item_a': 'model_a', ...}"
+"""How the Python readers map column names (the command line says it with its options)."""
+
+
+def column_names(columns: Any, optional: Sequence[str] = ()) -> dict[str, Any]:
+    """Return each of the six fields' column name: ``columns`` (field -> name; the others keep their names).
+
+    ``None`` may name a field of ``optional`` (not read).  Raises :class:`~pydial.ArgumentTypeError`
+    for a ``columns`` that is not a mapping or a name that is not text, :class:`~pydial.ArgumentError`
+    for an unknown field.
+    """
+    if columns is None:
+        columns = {}
+    if not isinstance(columns, Mapping):
+        raise ArgumentTypeError(f"columns must be a mapping of field to column name, e.g. {{'judge': 'annotator'}}, "
+                                f"got {columns!r}")
+    unknown = [k for k in columns if k not in COLUMNS]
+    if unknown:
+        raise ArgumentError(f"columns names unknown field(s) {unknown}; the fields are {list(COLUMNS)}")
+    for k, v in columns.items():
+        if not (isinstance(v, str) or (v is None and k in optional)):
+            raise ArgumentTypeError(f"columns[{k!r}] must be a column name (str), got {v!r}")
+    return {c: columns.get(c, c) for c in COLUMNS}
+
+
 def check_frame(df: Any, what: str) -> None:
     """Refuse a ``df`` that is not a :class:`pandas.DataFrame` with one level of column names (:class:`DataError`)."""
     if not isinstance(df, pd.DataFrame):
@@ -180,8 +205,9 @@ def unknown_keywords(caller: str, given: Iterable[str], known: Iterable[str], ac
     known = set(known)
     unknown = [k for k in given if k not in known]
     if unknown:
-        near = {k: get_close_matches(k, sorted(known), n=1) for k in unknown}
-        hint = "".join(f"; did you mean {m[0]!r} for {k!r}?" for k, m in near.items() if m)
+        near = {k: [f"columns={{{k!r}: ...}}"] if k in COLUMNS else [repr(m) for m in get_close_matches(k, sorted(known), n=1)]
+                for k in unknown}
+        hint = "".join(f"; did you mean {m[0]} for {k!r}?" for k, m in near.items() if m)
         raise ArgumentTypeError(f"{caller}() got unknown keyword argument(s) {unknown}{hint or '.'} It accepts {accepts}")
 
 
@@ -567,12 +593,7 @@ class Comparisons:
         strip_names: bool = True,
         allow_similar_names: bool = False,
         duplicates: str = "keep",
-        record_id: str = "record_id",
-        judge: str = "judge",
-        item_a: str = "item_a",
-        item_b: str = "item_b",
-        first: str = "first",
-        winner: str = "winner",
+        columns: Mapping[str, str] | None = None,
         covariates: Sequence[str] | None = None,
         covariate_transform: str = "difference",
         self_preference: Mapping[str, Sequence[str]] | None = None,
@@ -607,8 +628,10 @@ class Comparisons:
             order and winner).  ``"keep"`` counts them as separate judgments,
             ``"drop"`` keeps the first of each group; both report the count in
             :meth:`summary` and a :class:`DataWarning`.  ``"raise"`` refuses them.
-        record_id, judge, item_a, item_b, first, winner : str
-            Column names in ``df`` for the six fields of the long format.
+        columns : mapping of str to str, optional
+            The column of ``df`` holding each of the six fields of the long format
+            (``record_id``, ``judge``, ``item_a``, ``item_b``, ``first``, ``winner``) that is
+            named otherwise, e.g. ``{"judge": "annotator"}``; the other fields keep their names.
         covariates : sequence of str, optional
             Response covariates (beyond the paper: style control): for each name the numeric
             columns ``<name>_a`` and ``<name>_b`` of the two responses (:func:`pydial.features.style`
@@ -640,7 +663,10 @@ class Comparisons:
             needed column twice, or MultiIndex columns.
         ArgumentError
             ``human_judge`` is not a name, ``items`` is not a list of names (e.g. a string),
-            ``self_preference`` does not map judges to names (e.g. ``{"j": None}``).
+            ``self_preference`` does not map judges to names (e.g. ``{"j": None}``), ``columns``
+            names an unknown field.
+        ArgumentTypeError
+            ``columns`` is not a mapping of field to column name.
 
         Examples
         --------
@@ -657,13 +683,14 @@ class Comparisons:
         >>> data.N, data.K, data.n_human, data.n_llm
         (3, 1, 2, 2)
 
-        Columns named otherwise are mapped by keyword:
+        Columns named otherwise are mapped by ``columns``:
 
         >>> renamed = df.rename(columns={"judge": "annotator"})
-        >>> pydial.Comparisons.from_frame(renamed, judge="annotator").n_llm
+        >>> pydial.Comparisons.from_frame(renamed, columns={"judge": "annotator"}).n_llm
         2
         """
-        mapping = dict(zip(COLUMNS, (record_id, judge, item_a, item_b, first, winner)))
+        mapping = column_names(columns)
+        record_id = mapping["record_id"]
         check_frame(df, "the table")
         items, own = name_arguments(items, self_preference)
         cov_names = None if covariates is None else covariate_names(covariates)
@@ -671,8 +698,7 @@ class Comparisons:
         missing = [f"{v!r} (for {k})" if k != v else repr(v) for k, v in mapping.items() if v not in df.columns]
         if missing:
             raise DataError(
-                f"missing column(s) {', '.join(missing)}; the table has columns {list(df.columns)}. "
-                "Map other names with the keyword arguments record_id=, judge=, item_a=, item_b=, first=, winner=."
+                f"missing column(s) {', '.join(missing)}; the table has columns {list(df.columns)}. {COLUMN_HINT}"
             )
         if duplicates not in DUPLICATES:
             raise ArgumentError(f"duplicates must be one of {DUPLICATES}, got {duplicates!r}")
@@ -893,7 +919,7 @@ class Comparisons:
         Every column is read as text exactly as written (``dtype=str``,
         ``keep_default_na=False``): item ``007`` stays ``"007"``, ``3.10`` stays
         ``"3.10"``, and ``NA`` / ``None`` are names.  Only an empty (or blank) cell is
-        missing.  Keyword arguments are those of :meth:`from_frame` (column mapping,
+        missing.  Keyword arguments are those of :meth:`from_frame` (``columns``,
         ``human_judge``, ``items``, name and duplicate handling); remaining ones go to
         :func:`pandas.read_csv` (all of its keywords but ``chunksize`` and ``iterator``).
 
@@ -914,7 +940,7 @@ class Comparisons:
                          f"{sorted(CSV_REFUSED)}")
         name_arguments(ours.get("items"), ours.get("self_preference"))  # before the file is read
         cov = ours.get("covariates")
-        wanted = [ours.get(c, c) for c in COLUMNS] + covariate_sides(None if cov is None else covariate_names(cov))
+        wanted = list(column_names(ours.get("columns")).values()) + covariate_sides(None if cov is None else covariate_names(cov))
         df = read_csv(path, wanted, **theirs)
         return cls.from_frame(df, **ours)
 
@@ -922,8 +948,8 @@ class Comparisons:
     def from_parquet(cls, path: str | PathLike[str], **kwargs: Any) -> "Comparisons":
         """Read a long-format Parquet file and pass it to :meth:`from_frame`.
 
-        Only the six columns are read (as mapped by the keyword arguments of
-        :meth:`from_frame`, which are all accepted); the record ids are kept, so every
+        Only the six columns are read (as mapped by ``columns``; the keyword arguments of
+        :meth:`from_frame` are all accepted); the record ids are kept, so every
         covariance is available.  For a file too large to hold row by row use
         :func:`pydial.read_comparisons`, which aggregates it chunk by chunk.
 
@@ -939,7 +965,7 @@ class Comparisons:
                          f"those of from_frame: {', '.join(sorted(FRAME_KEYWORDS))}")
         name_arguments(kwargs.get("items"), kwargs.get("self_preference"))  # before the file is read
         sides = covariate_sides(None if cov is None else covariate_names(cov))
-        cols = [kwargs.get(c, c) for c in COLUMNS] + sides
+        cols = list(column_names(kwargs.get("columns")).values()) + sides
         return cls.from_frame(read_parquet(path, cols, frame_bytes(1, len(sides) // 2)), **kwargs)
 
     @classmethod
@@ -1363,16 +1389,13 @@ class Comparisons:
                                   covariates=(self.covariate_scale, self.covariate_transform),
                                   self_preference=self.self_preference)
 
-    def split(self, frac: float = 0.7, *, seed: np.random.Generator | int | None = None,
-              **deprecated: Any) -> tuple["Comparisons", "Comparisons"]:
+    def split(self, frac: float = 0.7, *, seed: np.random.Generator | int | None = None
+              ) -> tuple["Comparisons", "Comparisons"]:
         """Random split by record (all judgments of a record stay together).
 
         Returns ``(train, test)`` with about ``frac`` of the records in ``train``;
-        ``seed`` (int, Generator or None) drives the permutation.  The old name
-        ``rng=`` still works with a :class:`DeprecationWarning`.
+        ``seed`` (int, Generator or None) drives the permutation.
         """
-        if deprecated:
-            seed = renamed_arguments("split", deprecated, {"rng": "seed"}, ["seed"]).get("seed", seed)
         self._require_rows("split (by record)")
         if not 0.0 < frac < 1.0:
             raise ArgumentError(f"frac ({frac}) must be in the open interval (0, 1)")

@@ -68,8 +68,8 @@ def require_columns(found: Sequence[str], wanted: Sequence[str], path: Path, sch
                                 "(a name, a record id, a/b, a winner label, a number), not a list, struct or map")
     missing = [c for c in wanted if c not in found]
     if missing:
-        raise DataError(f"{path!s} lacks the column(s) {missing}; it has {list(found)}. Map other names with the keyword "
-                        "arguments judge=, item_a=, item_b=, first=, winner= (record_id= for the rows)")
+        raise DataError(f"{path!s} lacks the column(s) {missing}; it has {list(found)}. Map other names with "
+                        "columns={'judge': 'annotator', 'item_a': 'model_a', ...}")
 
 
 def csv_header(path: Path, kwargs: dict[str, Any]) -> list[str] | None:
