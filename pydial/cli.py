@@ -27,7 +27,7 @@ from typing import Any, Iterator, NoReturn, Sequence
 
 import numpy as np
 
-from pydial.data.comparisons import DUPLICATES
+from pydial.data.construction import DUPLICATES
 from pydial.data.ingest import COLUMNS
 
 from . import __version__

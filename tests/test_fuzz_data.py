@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 import pydial
 from pydial import Comparisons, read_comparisons
 from pydial.data import ingest
-from pydial.data.comparisons import NAMES_CHANGED, frame_bytes
+from pydial.data.construction import NAMES_CHANGED, frame_bytes
 from pydial.data.features import comparison_covariates, standardize
 from pydial.data.ingest import Keys
 from pydial.data.names import clean, fold

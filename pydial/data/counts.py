@@ -22,7 +22,8 @@ from typing import Any, Iterator, Mapping, Sequence
 
 import pandas as pd
 
-from pydial.data.comparisons import Comparisons, column_names, covariate_sides, name_arguments
+from pydial.data.comparisons import Comparisons
+from pydial.data.construction import column_names, covariate_sides, name_arguments
 from pydial.data.features import comparison_values, covariate_names
 from pydial.data.files import is_parquet, reading, require_columns
 from pydial.data.ingest import (
