@@ -570,7 +570,8 @@ def _plan_parser(sub) -> None:
 
 def _plan(args: argparse.Namespace) -> int:
     from pydial.api import fit
-    from pydial.studies.planning import next_pairs, plan, plot_plan
+    from pydial.studies.pair_design import next_pairs
+    from pydial.studies.planning import plan, plot_plan
 
     if args.out is not None:
         check_output_dir(args.out, force=args.force)
