@@ -433,11 +433,13 @@ def from_frame(
                       f"at {rows_text(df.index[dup], 3)}", DataWarning, stacklevel=2)
     return out
 
+
 def item_names(v: Validator, items: Sequence[Any] | None) -> tuple[list[str], np.ndarray]:
     """Item names in index order (:func:`item_order`) and the item index of each item name id of ``v``."""
     given = None if items is None else [v.items.text(x, f"items[{k}]") for k, x in enumerate(name_list(items, "items"))]
     names, index = item_order(set(v.items.texts), given)
     return names, np.asarray([index[t] for t in v.items.texts], dtype=np.int32)
+
 
 def from_counts(cls: Any, df: pd.DataFrame, *, human_judge: str = "human", items: Sequence[str] | None = None,
                 drop_empty_judges: bool = False, strip_names: bool = True,
@@ -505,6 +507,7 @@ def from_counts(cls: Any, df: pd.DataFrame, *, human_judge: str = "human", items
     out = cls.from_coded(v, concat(parts), items, drop_empty_judges, cov_names, covariate_transform)
     return out if own is None else out.with_self_preference(own, strip_names=strip_names)
 
+
 def from_coded(cls: Any, v: Validator, coded: Coded, items: Sequence[Any] | None,
                drop_empty_judges: bool = False, covariates: Sequence[str] | None = None,
                covariate_transform: str = "difference") -> "Comparisons":
@@ -547,19 +550,20 @@ def from_coded(cls: Any, v: Validator, coded: Coded, items: Sequence[Any] | None
     del inv, weights
     judge, pair, a, outcome, *zc = keys.decode(uk)
     del uk
-    cov: dict[str, np.ndarray] = {}
+    z_cols: dict[str, np.ndarray] = {}
     if scale is not None and rc is not None:
-        cov = {COVARIATE_PREFIX + name: rc.table[zc[0], t] for t, name in enumerate(scale.index)}
+        z_cols = {COVARIATE_PREFIX + name: rc.table[zc[0], t] for t, name in enumerate(scale.index)}
     j, i = triangle(pair)
     del pair
     canon = pd.DataFrame({"record_id": None, "judge": pd.Categorical.from_codes(judge, texts[order].tolist()),
                           "i": i.astype(np.int32), "j": j.astype(np.int32), "a": (a - 1).astype(np.int8),
-                          "outcome": outcome.astype(np.int8), "self": i == j, **cov, "count": count}, copy=False)
+                          "outcome": outcome.astype(np.int8), "self": i == j, **z_cols, "count": count}, copy=False)
     del i, j, a, outcome, count
     out = cls._finish(canon, judge == (rank[human] if human >= 0 else -1), names, v.human_judge,
                       drop_empty_judges, covariates=(scale, covariate_transform if scale is not None else None))
     report_changes(out, v)
     return out
+
 
 def from_csv(cls: Any, path: str | PathLike[str], **kwargs: Any) -> "Comparisons":
     """Read a long-format CSV and pass it to :meth:`from_frame`.
@@ -586,11 +590,8 @@ def from_csv(cls: Any, path: str | PathLike[str], **kwargs: Any) -> "Comparisons
     unknown_keywords("Comparisons.from_csv", theirs, CSV_KEYWORDS | FRAME_KEYWORDS,
                      f"those of from_frame ({', '.join(sorted(FRAME_KEYWORDS))}) and of pandas.read_csv except "
                      f"{sorted(CSV_REFUSED)}")
-    name_arguments(ours.get("items"), ours.get("self_preference"))  # before the file is read
-    cov = ours.get("covariates")
-    wanted = list(column_names(ours.get("columns")).values()) + covariate_sides(None if cov is None else covariate_names(cov))
-    df = read_csv(path, wanted, **theirs)
-    return cls.from_frame(df, **ours)
+    return cls.from_frame(read_csv(path, columns_to_read(ours), **theirs), **ours)
+
 
 def from_parquet(cls: Any, path: str | PathLike[str], **kwargs: Any) -> "Comparisons":
     """Read a long-format Parquet file and pass it to :meth:`from_frame`.
@@ -607,10 +608,15 @@ def from_parquet(cls: Any, path: str | PathLike[str], **kwargs: Any) -> "Compari
     MemoryLimitError
         The rows would not fit in the memory available.
     """
-    cov = kwargs.get("covariates")
     unknown_keywords("Comparisons.from_parquet", kwargs, FRAME_KEYWORDS,
                      f"those of from_frame: {', '.join(sorted(FRAME_KEYWORDS))}")
-    name_arguments(kwargs.get("items"), kwargs.get("self_preference"))  # before the file is read
-    sides = covariate_sides(None if cov is None else covariate_names(cov))
-    cols = list(column_names(kwargs.get("columns")).values()) + sides
-    return cls.from_frame(read_parquet(path, cols, frame_bytes(1, len(sides) // 2)), **kwargs)
+    cols = columns_to_read(kwargs)
+    return cls.from_frame(read_parquet(path, cols, frame_bytes(1, (len(cols) - len(COLUMNS)) // 2)), **kwargs)
+
+
+def columns_to_read(kwargs: Mapping[str, Any]) -> list[str]:
+    """Check the name arguments of ``from_frame`` keywords ``kwargs`` before a file is read; return the columns needed."""
+    name_arguments(kwargs.get("items"), kwargs.get("self_preference"))
+    names = kwargs.get("covariates")
+    return list(column_names(kwargs.get("columns")).values()) + covariate_sides(
+        None if names is None else covariate_names(names))

@@ -204,8 +204,8 @@ def next_pairs(
 
     def value(K: np.ndarray) -> float:
         if H is None:
-            lam = np.linalg.eigvalsh(K)
-            return float(np.sum(np.log(lam[lam > 1e-12 * lam.max()])))
+            eig = np.linalg.eigvalsh(K)
+            return float(np.sum(np.log(eig[eig > 1e-12 * eig.max()])))
         assert G is not None and omega is not None  # H is G B
         return float(omega @ (np.einsum("ij,jk,ik->i", G, blk.other, G) + np.einsum("ij,jk,ik->i", H, K, H)))
 

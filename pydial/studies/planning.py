@@ -319,12 +319,12 @@ def staged_parts(result: DialResult, data: Comparisons) -> tuple[np.ndarray, np.
     order = result.method != "dial-nopos"
     sf = staged_fit(data, *result.dial_model(), order=order, penalty=result.penalty)  # the pilot's own estimator
     U, st = staged_influence(data, sf)
-    cov = result.cov_type if result.method != "human" else "cell"
+    cov_type = result.cov_type if result.method != "human" else "cell"
     keep = st.is_human.astype(float)  # zero the other block's rows of the factored influence
     UL = Influence(sp.diags(1.0 - keep) @ U.J, U.A)
     UH = Influence(sp.diags(keep) @ U.J, U.A)
-    V_llm = influence_covariance(UL, st, data, cov)
-    V_h = influence_covariance(UH, st, data, cov)
+    V_llm = influence_covariance(UL, st, data, cov_type)
+    V_h = influence_covariance(UH, st, data, cov_type)
     B = sf.chart.score_jacobian(sf.theta)[:, sf.chart.slices["c"]]
     return B, V_llm, V_h, sf
 
@@ -393,8 +393,8 @@ def topk_probability(s: np.ndarray, cov: np.ndarray, k: int, *, draws: int = 400
                      seed: np.random.Generator | int | Sequence[int] | None = 0) -> float:
     """``P(top-k set of s_hat = top-k set of s)`` for ``s_hat ~ N(s, cov)`` (Monte Carlo)."""
     gen = np.random.default_rng(seed)
-    lam, Q = np.linalg.eigh(0.5 * (cov + cov.T))
-    Z = gen.standard_normal((draws, s.size)) * np.sqrt(np.clip(lam, 0.0, None))
+    eig, Q = np.linalg.eigh(0.5 * (cov + cov.T))
+    Z = gen.standard_normal((draws, s.size)) * np.sqrt(np.clip(eig, 0.0, None))
     X = s + Z @ Q.T
     return topk_hits(X, s, k).mean()
 

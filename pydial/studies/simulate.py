@@ -233,8 +233,8 @@ class Simulation:
         """
         from pydial.data.comparisons import Comparisons
 
-        cov = list(self.truth.covariates) or None
-        return Comparisons.from_frame(self.frame, human_judge=HUMAN_JUDGE, items=list(self.truth.items), covariates=cov,
+        names = list(self.truth.covariates) or None
+        return Comparisons.from_frame(self.frame, human_judge=HUMAN_JUDGE, items=list(self.truth.items), covariates=names,
                                       self_preference=self.truth.self_preference)
 
     def __repr__(self) -> str:
