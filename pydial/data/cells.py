@@ -22,7 +22,6 @@ __all__ = ["J_WINS", "I_WINS", "TIE", "BOTH_BAD", "CellTable", "LLMCells", "Huma
 J_WINS, I_WINS, TIE, BOTH_BAD = 0, 1, 2, 3
 
 
-
 def _int64(x: Any) -> np.ndarray:
     return np.asarray(x, dtype=np.int64).reshape(-1)
 

@@ -47,6 +47,7 @@ FIXED_JUDGE_B = 0.05
 
 HUMAN_JUDGE = "human"
 
+
 def pair_index(i: np.ndarray | int, j: np.ndarray | int, N: int) -> np.ndarray:
     """Position of the canonical pair ``(i, j)``, ``i < j``, in ``np.triu_indices(N, 1)``.
 
