@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import errno
-import re
 import sys
 import warnings
 from contextlib import contextmanager
@@ -28,7 +27,7 @@ from typing import Any, Iterator, NoReturn, Sequence
 import numpy as np
 
 from pydial.data.construction import DUPLICATES
-from pydial.data.ingest import COLUMNS
+from pydial.data.ingest import COLUMN_HINT, COLUMNS
 
 from . import __version__
 from .exceptions import (
@@ -106,9 +105,9 @@ def _column_flag(field: str) -> str:
     return f"--{field.replace('_', '-')}-col"
 
 
-COLUMN_HINT = ("Map other names with " + ", ".join(f"{_column_flag(c)} NAME" for c in COLUMNS)
-               + ", or --columns judge=NAME,item_a=NAME,...")
-"""How the command line maps column names (replaces the Python keyword-argument hint of the readers)."""
+CLI_COLUMN_HINT = ("Map other names with " + ", ".join(f"{_column_flag(c)} NAME" for c in COLUMNS)
+                   + ", or --columns judge=NAME,item_a=NAME,...")
+"""How the command line maps column names (replaces the readers' ``columns=`` hint)."""
 
 
 @contextmanager
@@ -118,10 +117,10 @@ def _column_hints() -> Iterator[None]:
         yield
     except DataError as e:
         msg = str(e)
-        if "Map other names with columns=" in msg:
-            msg = re.sub(r"Map other names with columns=.*", COLUMN_HINT, msg, flags=re.S)
+        if COLUMN_HINT in msg:
+            msg = msg.replace(COLUMN_HINT, CLI_COLUMN_HINT)
         elif "missing column" in msg:
-            msg = f"{msg}. {COLUMN_HINT}"
+            msg = f"{msg}. {CLI_COLUMN_HINT}"
         else:
             raise
         raise DataError(msg) from e

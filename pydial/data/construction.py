@@ -23,6 +23,7 @@ from pydial.data.cells import I_WINS, J_WINS, TIE
 from pydial.data.features import comparison_values, covariate_names, standardize
 from pydial.data.files import read_csv, read_parquet
 from pydial.data.ingest import (
+    COLUMN_HINT,
     COLUMNS,
     FIRST_A,
     Coded,
@@ -136,10 +137,6 @@ def covariate_columns(coded: Coded, item_index: np.ndarray, names: Sequence[str]
     swap = item_index[coded.item_a] > item_index[coded.item_b]
     z = np.where(swap[:, None], -coded.z, coded.z) / scale.to_numpy()
     return {COVARIATE_PREFIX + c: z[:, t] for t, c in enumerate(names)}
-
-
-COLUMN_HINT = "Map other names with columns={'judge': 'annotator', 'item_a': 'model_a', ...}"
-"""How the Python readers map column names (the command line says it with its options)."""
 
 
 def column_names(columns: Any, optional: Sequence[str] = ()) -> dict[str, Any]:
