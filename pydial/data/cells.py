@@ -22,7 +22,7 @@ __all__ = ["J_WINS", "I_WINS", "TIE", "BOTH_BAD", "CellTable", "LLMCells", "Huma
 J_WINS, I_WINS, TIE, BOTH_BAD = 0, 1, 2, 3
 
 
-def _int64(x: Any) -> np.ndarray:
+def as_int64(x: Any) -> np.ndarray:
     return np.asarray(x, dtype=np.int64).reshape(-1)
 
 
@@ -122,7 +122,7 @@ class CellTable:
     def integer(self) -> "CellTable":
         """Return the table with ``int64`` indices and integer outcome counts (the Stan data)."""
         c = self.counts
-        return CellTable.from_counts(_int64(self.judge), _int64(self.i), _int64(self.j), _int64(self.a), c[:, 0],
+        return CellTable.from_counts(as_int64(self.judge), as_int64(self.i), as_int64(self.j), as_int64(self.a), c[:, 0],
                                      c[:, 1], c[:, 2], self.z)
 
     def per_judgment(self) -> "CellTable":

@@ -30,7 +30,7 @@ import numpy as np
 import pandas as pd
 
 from pydial.data import construction
-from pydial.data.cells import BOTH_BAD, I_WINS, J_WINS, TIE, CellTable, HumanCells, LLMCells, RecordIds, Rows, _int64
+from pydial.data.cells import BOTH_BAD, I_WINS, J_WINS, TIE, CellTable, HumanCells, LLMCells, RecordIds, Rows, as_int64
 from pydial.data.construction import COVARIATE_PREFIX, NAMES_CHANGED, SELF_PREFERENCE
 from pydial.data.ingest import Keys, RowCoder, group
 from pydial.data.names import argument_name, clean, own_items
@@ -414,7 +414,7 @@ class Comparisons:
         t = self._tie_frame()
         t = t[t["k"] == self.K] if which == "human" else t[t["k"] < self.K]
         z = t[self._covariate_columns].to_numpy(float) if self.p else None
-        k, i, j, a, wi, wj, ti = (_int64(t[c]) for c in ("k", "i", "j", "a", "wins_i", "wins_j", "ties"))
+        k, i, j, a, wi, wj, ti = (as_int64(t[c]) for c in ("k", "i", "j", "a", "wins_i", "wins_j", "ties"))
         return CellTable.from_counts(k, i, j, a, wi, wj, ti, z)
 
     def tie_cells(self, *, human: bool = False) -> pd.DataFrame:
