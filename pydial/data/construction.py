@@ -4,7 +4,8 @@
 file first) validate the rows (:mod:`pydial.data.ingest`), orient each pair canonically and
 aggregate the cells; :meth:`~pydial.Comparisons.from_counts` and
 :func:`pydial.read_comparisons` end in :meth:`~pydial.Comparisons.from_coded`.  The
-functions here are those methods (``cls`` is the class).
+functions here are those methods (``cls`` is the class, and what they return; this module
+does not import it).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import functools
 import inspect
 import warnings
 from os import PathLike
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Sequence, TypeVar, cast
+from typing import Any, Callable, Iterable, Mapping, Sequence, TypeVar, cast
 
 import numpy as np
 import pandas as pd
@@ -45,9 +46,6 @@ from pydial.data.ingest import (
 )
 from pydial.data.names import NameReport, name_list, own_items
 from pydial.exceptions import ArgumentError, ArgumentTypeError, DataError, DataWarning
-
-if TYPE_CHECKING:  # pragma: no cover
-    from pydial.data.comparisons import Comparisons
 
 DUPLICATES = ("keep", "drop", "raise")
 FRAME_KEYWORDS = frozenset({"human_judge", "items", "drop_empty_judges", "strip_names", "allow_similar_names",
@@ -226,7 +224,7 @@ NAMES_CHANGED = "names changed (whitespace / invisible characters stripped, Unic
 """The row of :meth:`Comparisons.summary` that counts the names cleaned (:mod:`pydial.data.names`)."""
 
 
-def report_changes(data: "Comparisons", v: Validator) -> None:
+def report_changes(data: Any, v: Validator) -> None:
     """Record the names ``v`` cleaned in ``data.summary()`` and warn (:class:`DataWarning`) if any."""
     report = NameReport()
     v.judges.report(report)
@@ -272,7 +270,7 @@ def from_frame(
     covariates: Sequence[str] | None = None,
     covariate_transform: str = "difference",
     self_preference: Mapping[str, Sequence[str]] | None = None,
-) -> "Comparisons":
+) -> Any:
     """Validate a long table of judgments and aggregate it to cells.
 
     Parameters
@@ -442,7 +440,7 @@ def from_counts(cls: Any, df: pd.DataFrame, *, human_judge: str = "human", items
                 drop_empty_judges: bool = False, strip_names: bool = True,
                 allow_similar_names: bool = False, covariates: Sequence[str] | None = None,
                 covariate_transform: str = "difference",
-                self_preference: Mapping[str, Sequence[str]] | None = None) -> "Comparisons":
+                self_preference: Mapping[str, Sequence[str]] | None = None) -> Any:
     """Build from pre-aggregated counts, validated with the rules of :meth:`from_frame`.
 
     The result has no record ids, so ``cov_type="record"`` is refused with
@@ -507,7 +505,7 @@ def from_counts(cls: Any, df: pd.DataFrame, *, human_judge: str = "human", items
 
 def from_coded(cls: Any, v: Validator, coded: Coded, items: Sequence[Any] | None,
                drop_empty_judges: bool = False, covariates: Sequence[str] | None = None,
-               covariate_transform: str = "difference") -> "Comparisons":
+               covariate_transform: str = "difference") -> Any:
     """Build aggregated data from validated counts (``coded.count``, or rows as read; the names of ``v``).
 
     With ``covariates`` (names of the columns of ``coded.z``) the covariates are standardized
@@ -562,7 +560,7 @@ def from_coded(cls: Any, v: Validator, coded: Coded, items: Sequence[Any] | None
     return out
 
 
-def from_csv(cls: Any, path: str | PathLike[str], **kwargs: Any) -> "Comparisons":
+def from_csv(cls: Any, path: str | PathLike[str], **kwargs: Any) -> Any:
     """Read a long-format CSV and pass it to :meth:`from_frame`.
 
     Every column is read as text exactly as written (``dtype=str``,
@@ -590,7 +588,7 @@ def from_csv(cls: Any, path: str | PathLike[str], **kwargs: Any) -> "Comparisons
     return cls.from_frame(read_csv(path, columns_to_read(ours), **theirs), **ours)
 
 
-def from_parquet(cls: Any, path: str | PathLike[str], **kwargs: Any) -> "Comparisons":
+def from_parquet(cls: Any, path: str | PathLike[str], **kwargs: Any) -> Any:
     """Read a long-format Parquet file and pass it to :meth:`from_frame`.
 
     Only the six columns are read (as mapped by ``columns``; the keyword arguments of

@@ -732,7 +732,7 @@ def simulate(
     overdispersion = _check_float("overdispersion", jb.overdispersion, 0.0)
     sigma_pos = _check_float("sigma_pos", jb.sigma_pos, 0.0)
     p_first = _check_float("p_first", jb.p_first, 0.0, 1.0)
-    tie_rate, ties = _check_ties(tie_rate, ties)
+    tie_rate, family = _check_ties(tie_rate, ties)
     names = [] if covariates is None else covariate_names(covariates)
     beta_kp = _covariate_effects(beta, K, len(names))
     own, self_k = _self_preference(jb.self_preference, jb.self_effect, N, K)
@@ -780,8 +780,8 @@ def simulate(
         sides = {"llm": (xa_l, xb_l)}
     t = None  # P(tie) = tie_rate at equal scores: nu / (2 + nu) (Davidson), tanh(tau / 2) (Rao-Kupper)
     if tie_rate > 0:
-        t = 2 * tie_rate / (1 - tie_rate) if ties == "davidson" else 2 * np.arctanh(tie_rate)
-    out_llm = _draw(g_llm, ties, eta, t)
+        t = 2 * tie_rate / (1 - tie_rate) if family == "davidson" else 2 * np.arctanh(tie_rate)
+    out_llm = _draw(g_llm, family, eta, t)
 
     # (5) Human comparisons.
     p_hum = rec_pairs[:n_human] if both_orders else g_hum.integers(0, n_pairs, size=n_human)
@@ -795,7 +795,7 @@ def simulate(
             xb_h = style[j_h] + g_cov.standard_normal((n_human, len(names)))
         eta_h = eta_h + (xa_h - xb_h) @ beta_kp[K]
         sides["human"] = (xa_h, xb_h)
-    out_hum = _draw(g_hum, ties, eta_h, t)
+    out_hum = _draw(g_hum, family, eta_h, t)
 
     items, judges = _names(N, K)
     record = (np.concatenate([rec_llm, np.arange(n_human, dtype=np.int64)]) if both_orders
@@ -808,7 +808,7 @@ def simulate(
     truth = Truth(
         s_h=s_h, S=S, b=b, mu=mu, gamma=gamma, U=U, V=V, W=W, c_h=c_h, b_kij=b_kij, eps_kij=eps_kij,
         pairs=pairs, items=items, judges=judges, nu=None if t is None else np.full(K + 1, t),
-        ties=ties if tie_rate > 0 else None,
+        ties=family if tie_rate > 0 else None,
         covariates=tuple(names), beta=beta_kp if names else None, item_style=style,
         self_preference=None if own is None else {str(k): tuple(str(x) for x in v) for k, v in
                                                   (jb.self_preference or {}).items()},
@@ -819,7 +819,7 @@ def simulate(
         overdispersion=overdispersion, sigma_pos=sigma_pos, p_first=p_first, seed=seed_label,
         **({"both_orders": True} if both_orders else {}),
         **({"position_effects": b.tolist()} if b_given is not None else {}),
-        **({"tie_rate": tie_rate, "ties": ties} if tie_rate > 0 else {}),
+        **({"tie_rate": tie_rate, "ties": family} if tie_rate > 0 else {}),
         **({"covariates": tuple(names), "beta": beta_kp.tolist()} if names else {}),
         **({"self_preference": {k: list(v) for k, v in (jb.self_preference or {}).items()},
             "self_effect": self_k.tolist()}
