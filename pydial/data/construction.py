@@ -287,11 +287,11 @@ def from_frame(
     drop_empty_judges : bool, default False
         An LLM judge with no decisive judgment (every row a tie, "both bad" or a
         self-comparison) raises :class:`DataError`; with ``True`` it is removed
-        and counted in :meth:`summary` instead.
+        and counted in :meth:`~pydial.Comparisons.summary` instead.
     strip_names : bool, default True
         Clean judge and item names: Unicode NFC, surrounding whitespace and invisible
         characters (zero-width space, byte-order mark, soft hyphen ...) stripped; how
-        many names changed is reported by :meth:`summary` and a :class:`DataWarning`.
+        many names changed is reported by :meth:`~pydial.Comparisons.summary` and a :class:`DataWarning`.
     allow_similar_names : bool, default False
         Keep names that differ only by letter case, whitespace, invisible characters,
         Unicode normal form or numeric type (``4`` and ``4.0``) as distinct; by default
@@ -300,7 +300,7 @@ def from_frame(
         Rows identical in all six columns (same record, judge, pair, display
         order and winner).  ``"keep"`` counts them as separate judgments,
         ``"drop"`` keeps the first of each group; both report the count in
-        :meth:`summary` and a :class:`DataWarning`.  ``"raise"`` refuses them.
+        :meth:`~pydial.Comparisons.summary` and a :class:`DataWarning`.  ``"raise"`` refuses them.
     columns : mapping of str to str, optional
         The column of ``df`` holding each of the six fields of the long format
         (``record_id``, ``judge``, ``item_a``, ``item_b``, ``first``, ``winner``) that is
@@ -310,14 +310,14 @@ def from_frame(
         columns ``<name>_a`` and ``<name>_b`` of the two responses (:func:`pydial.features.style`
         computes the usual ones from the texts).  The comparison covariate of a judgment
         is their ``covariate_transform``, divided by its root mean square over the rows
-        (the standard deviation about 0, :attr:`covariate_scale`); judgments of one cell with other covariate values are
-        other cells.
+        (the standard deviation about 0, :attr:`~pydial.Comparisons.covariate_scale`); judgments
+        of one cell with other covariate values are other cells.
     covariate_transform : {"difference", "normalized"}, default "difference"
         ``x_a - x_b``, or LMArena's ``(x_a - x_b) / (x_a + x_b)``
         (:func:`pydial.features.comparison_covariates`).
     self_preference : mapping of str to sequence of str, optional
         Each LLM judge's own items (``{"gpt-4": ["gpt-4-0613", "gpt-4-turbo"]}``): adds the
-        covariate ``"self_preference"`` of :meth:`with_self_preference` after the others.
+        covariate ``"self_preference"`` of :meth:`~pydial.Comparisons.with_self_preference` after the others.
 
     Notes
     -----
@@ -441,7 +441,7 @@ def from_counts(cls: Any, df: pd.DataFrame, *, human_judge: str = "human", items
                 allow_similar_names: bool = False, covariates: Sequence[str] | None = None,
                 covariate_transform: str = "difference",
                 self_preference: Mapping[str, Sequence[str]] | None = None) -> Any:
-    """Build from pre-aggregated counts, validated with the rules of :meth:`from_frame`.
+    """Build from pre-aggregated counts, validated with the rules of :meth:`~pydial.Comparisons.from_frame`.
 
     The result has no record ids, so ``cov_type="record"`` is refused with
     :class:`DataError`; every other covariance equals the one computed from the rows
@@ -468,7 +468,7 @@ def from_counts(cls: Any, df: pd.DataFrame, *, human_judge: str = "human", items
         of a row are the covariates of all its judgments; the root mean square is over
         the judgments (rows weighted by their counts).
     self_preference : mapping of str to sequence of str, optional
-        As in :meth:`~pydial.Comparisons.from_frame` (:meth:`with_self_preference`).
+        As in :meth:`~pydial.Comparisons.from_frame` (:meth:`~pydial.Comparisons.with_self_preference`).
 
     Raises
     ------
@@ -511,7 +511,7 @@ def from_coded(cls: Any, v: Validator, coded: Coded, items: Sequence[Any] | None
     With ``covariates`` (names of the columns of ``coded.z``) the covariates are standardized
     over the judgments and each distinct value is a key of its own.
 
-    The common end of :meth:`from_counts` and :func:`pydial.read_comparisons`.
+    The common end of :meth:`~pydial.Comparisons.from_counts` and :func:`pydial.read_comparisons`.
 
     The canonical frame holds one row per ``(judge, i, j, a, outcome)`` with its
     ``count``, judges in name order, whatever the order or chunking of the input.
@@ -561,12 +561,12 @@ def from_coded(cls: Any, v: Validator, coded: Coded, items: Sequence[Any] | None
 
 
 def from_csv(cls: Any, path: str | PathLike[str], **kwargs: Any) -> Any:
-    """Read a long-format CSV and pass it to :meth:`from_frame`.
+    """Read a long-format CSV and pass it to :meth:`~pydial.Comparisons.from_frame`.
 
     Every column is read as text exactly as written (``dtype=str``,
     ``keep_default_na=False``): item ``007`` stays ``"007"``, ``3.10`` stays
     ``"3.10"``, and ``NA`` / ``None`` are names.  Only an empty (or blank) cell is
-    missing.  Keyword arguments are those of :meth:`from_frame` (``columns``,
+    missing.  Keyword arguments are those of :meth:`~pydial.Comparisons.from_frame` (``columns``,
     ``human_judge``, ``items``, name and duplicate handling); remaining ones go to
     :func:`pandas.read_csv` (all of its keywords but ``chunksize`` and ``iterator``).
 
@@ -575,9 +575,9 @@ def from_csv(cls: Any, path: str | PathLike[str], **kwargs: Any) -> Any:
     DataError
         The file cannot be read or is empty (also a truncated or corrupt gzip file), a
         column it needs is named twice in the header (pandas would read the first), or
-        :meth:`from_frame` refuses it.
+        :meth:`~pydial.Comparisons.from_frame` refuses it.
     ArgumentTypeError
-        A keyword argument of neither :meth:`from_frame` nor :func:`pandas.read_csv`
+        A keyword argument of neither :meth:`~pydial.Comparisons.from_frame` nor :func:`pandas.read_csv`
         (e.g. a misspelt one, named with the likely intended keyword).
     """
     ours = {k: v for k, v in kwargs.items() if k in FRAME_KEYWORDS}
@@ -589,17 +589,17 @@ def from_csv(cls: Any, path: str | PathLike[str], **kwargs: Any) -> Any:
 
 
 def from_parquet(cls: Any, path: str | PathLike[str], **kwargs: Any) -> Any:
-    """Read a long-format Parquet file and pass it to :meth:`from_frame`.
+    """Read a long-format Parquet file and pass it to :meth:`~pydial.Comparisons.from_frame`.
 
     Only the six columns are read (as mapped by ``columns``; the keyword arguments of
-    :meth:`from_frame` are all accepted); the record ids are kept, so every
+    :meth:`~pydial.Comparisons.from_frame` are all accepted); the record ids are kept, so every
     covariance is available.  For a file too large to hold row by row use
     :func:`pydial.read_comparisons`, which aggregates it chunk by chunk.
 
     Raises
     ------
     DataError
-        The file cannot be read or lacks a column, or :meth:`from_frame` refuses it.
+        The file cannot be read or lacks a column, or :meth:`~pydial.Comparisons.from_frame` refuses it.
     MemoryLimitError
         The rows would not fit in the memory available.
     """

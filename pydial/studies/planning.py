@@ -384,6 +384,7 @@ def resolve_contrast(items: Sequence[str], s: np.ndarray, target: Any) -> tuple[
 
 
 def check_k(k: int, N: int) -> int:
+    """Return the top-set size ``k`` of ``N`` items, checked to be an integer in ``[1, N - 1]``."""
     if not isinstance(k, (int, np.integer)) or not 1 <= k < N:
         raise ArgumentError(f"k must be an integer in [1, N-1] = [1, {N - 1}], got {k!r}")
     return int(k)
