@@ -20,8 +20,9 @@ from pydial.data.panel import read_judge_responses, write_judge_responses
 from pydial.estimation.results import DialResult
 from pydial.model.identifiability import DesignReport, check_design
 from pydial.studies.diagnostics import judge_diagnostics
-from pydial.studies.planning import next_pairs, plan, plot_plan
-from pydial.studies.simulate import Simulation, simulate
+from pydial.studies.pair_design import next_pairs
+from pydial.studies.planning import plan, plot_plan
+from pydial.studies.simulate import JudgeBehavior, Simulation, simulate
 
 from .exceptions import (
     ArgumentError,
@@ -62,6 +63,7 @@ __all__ = [
     "DialResult",
     "simulate",
     "Simulation",
+    "JudgeBehavior",
     "plan",
     "plot_plan",
     "next_pairs",

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import errno
-import re
 import sys
 import warnings
 from contextlib import contextmanager
@@ -27,8 +26,8 @@ from typing import Any, Iterator, NoReturn, Sequence
 
 import numpy as np
 
-from pydial.data.comparisons import DUPLICATES
-from pydial.data.ingest import COLUMNS
+from pydial.data.construction import DUPLICATES
+from pydial.data.ingest import COLUMN_HINT, COLUMNS
 
 from . import __version__
 from .exceptions import (
@@ -98,7 +97,7 @@ def _load(args: argparse.Namespace):
         return read(human_judge=args.human, drop_empty_judges=args.drop_empty_judges,
                     strip_names=not args.keep_whitespace, allow_similar_names=args.allow_similar_names,
                     duplicates=args.duplicates, covariates=args.covariates,
-                    covariate_transform=args.covariate_transform, **_column_mapping(args))
+                    covariate_transform=args.covariate_transform, columns=_column_mapping(args))
 
 
 def _column_flag(field: str) -> str:
@@ -106,9 +105,9 @@ def _column_flag(field: str) -> str:
     return f"--{field.replace('_', '-')}-col"
 
 
-COLUMN_HINT = ("Map other names with " + ", ".join(f"{_column_flag(c)} NAME" for c in COLUMNS)
-               + ", or --columns judge=NAME,item_a=NAME,...")
-"""How the command line maps column names (replaces the Python keyword-argument hint of the readers)."""
+CLI_COLUMN_HINT = ("Map other names with " + ", ".join(f"{_column_flag(c)} NAME" for c in COLUMNS)
+                   + ", or --columns judge=NAME,item_a=NAME,...")
+"""How the command line maps column names (replaces the readers' ``columns=`` hint)."""
 
 
 @contextmanager
@@ -118,10 +117,10 @@ def _column_hints() -> Iterator[None]:
         yield
     except DataError as e:
         msg = str(e)
-        if "Map other names with the keyword arguments" in msg:
-            msg = re.sub(r"Map other names with the keyword arguments.*", COLUMN_HINT, msg, flags=re.S)
+        if COLUMN_HINT in msg:
+            msg = msg.replace(COLUMN_HINT, CLI_COLUMN_HINT)
         elif "missing column" in msg:
-            msg = f"{msg}. {COLUMN_HINT}"
+            msg = f"{msg}. {CLI_COLUMN_HINT}"
         else:
             raise
         raise DataError(msg) from e
@@ -145,7 +144,7 @@ def _columns(text: str) -> dict[str, str]:
 
 
 def _column_mapping(args: argparse.Namespace) -> dict[str, str]:
-    """Return the column names of ``--columns`` and ``--<field>-col`` as keyword arguments of the readers.
+    """Return the column names of ``--columns`` and ``--<field>-col`` as the readers' ``columns``.
 
     Raises
     ------
@@ -240,21 +239,6 @@ def _rank(text: str):
     return vals[0] if len(vals) == 1 else vals
 
 
-class _Renamed(argparse.Action):
-    """An option with a new name whose old spelling still works for one release, with a note on stderr."""
-
-    def __init__(self, option_strings: list[str], dest: str, *, old: str, **kwargs: Any) -> None:
-        self.old = old
-        super().__init__(option_strings, dest, **kwargs)
-
-    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
-                 option_string: str | None = None) -> None:
-        if option_string == self.old:
-            new = next(o for o in self.option_strings if o != self.old)
-            print(f"pydial: {self.old} is deprecated; use {new}", file=sys.stderr)
-        setattr(namespace, self.dest, values)
-
-
 def _add_data_args(q: argparse.ArgumentParser) -> None:
     """Input and model-space options shared by every subcommand that reads comparisons."""
     q.add_argument("data", help="long-format CSV (.csv, .csv.gz) or Parquet (.parquet) file, or a bundled data set: "
@@ -347,7 +331,7 @@ def _parser() -> _Parser:
     _add_seed(c, "the generic-rank design checks")
     _add_seed(f, "the design checks and of Stan (--engine stan)")
     for q in (f, cmp_):
-        q.add_argument("--cov-type", "--cov", dest="cov_type", action=_Renamed, old="--cov", choices=COV_TYPES, default=None,
+        q.add_argument("--cov-type", choices=COV_TYPES, default=None,
                        help="covariance meat: fisher, binomial, cell (judge-pair clustered; default for LLM methods), record")
         q.add_argument("--level", type=float, default=0.95, help="confidence level of all intervals (default 0.95)")
         _add_output(q, "the tables, plots and report")
@@ -355,7 +339,7 @@ def _parser() -> _Parser:
                        help="use tie outcomes with this tie model (default: decisive outcomes only)")
     f.add_argument("--cluster-correction", action="store_true",
                    help="scale the clustered meats (cell, record) by the small-sample factor G/(G-1)")
-    f.add_argument("--lambda", "--lambdas", dest="lambda_", action=_Renamed, old="--lambdas", type=_floats, default=None,
+    f.add_argument("--lambda", dest="lambda_", type=_floats, default=None,
                    metavar="L1,L2,...",
                    help="explicit candidate weights, comma-separated (dial-ada)")
     f.add_argument("--multiples", type=_floats, default=None, metavar="M1,M2,...",
@@ -371,8 +355,7 @@ def _parser() -> _Parser:
                    help="bias-reduced (Firth / Jeffreys-prior) fit: finite estimates under separation")
     f.add_argument("--engine", choices=("numpy", "stan"), default="numpy",
                    help="optimizer: numpy (default) or the same model through Stan's optimizer")
-    cmp_.add_argument("--method", "--model", dest="method", action=_Renamed, old="--model",
-                      choices=POSTERIOR_METHODS, default=DEFAULT_METHOD,
+    cmp_.add_argument("--method", choices=POSTERIOR_METHODS, default=DEFAULT_METHOD,
                       help="estimator compared: dial-ada (GACV-selected lambda; power posterior at that lambda), "
                            "dial-anc (cut posterior), dial-nopos, judges, human (default dial-ada); pooled and atc "
                            "have no posterior counterpart")
@@ -494,8 +477,9 @@ def _simulate(args: argparse.Namespace) -> int:
     from pydial.studies.simulate import simulate
 
     check_output_file(args.out)
+    behavior = {"overdispersion": args.overdispersion, "sigma_pos": args.sigma_pos, "p_first": args.p_first}
     sim = simulate(args.items, args.judges, args.rank, args.n_llm, args.n_human, target=args.target,
-                   overdispersion=args.overdispersion, sigma_pos=args.sigma_pos, p_first=args.p_first, seed=args.seed)
+                   behavior=behavior, seed=args.seed)
     with output_file(args.out) as tmp:
         sim.frame.to_csv(tmp, index=False)
     print(f"wrote {len(sim.frame)} judgments to {args.out}")
@@ -585,7 +569,8 @@ def _plan_parser(sub) -> None:
 
 def _plan(args: argparse.Namespace) -> int:
     from pydial.api import fit
-    from pydial.studies.planning import next_pairs, plan, plot_plan
+    from pydial.studies.pair_design import next_pairs
+    from pydial.studies.planning import plan, plot_plan
 
     if args.out is not None:
         check_output_dir(args.out, force=args.force)

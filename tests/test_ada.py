@@ -261,7 +261,7 @@ def test_ada_at_or_below_both_endpoints_under_overdispersion():
     rows = []
     for n_llm in (800, 3200, 12_800):
         for seed in range(24):
-            sim = pydial.simulate(N=10, K=4, rank=1, n_llm=n_llm, n_human=800, overdispersion=1.0, seed=1000 + seed)
+            sim = pydial.simulate(N=10, K=4, rank=1, n_llm=n_llm, n_human=800, seed=1000 + seed, behavior=dict(overdispersion=1.0))
             d, s_h = sim.comparisons, sim.truth.s_h
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", pydial.ConvergenceWarning)

@@ -102,8 +102,10 @@ def test_simulate_and_split_refuse_bad_arguments(data):
         pydial.simulate(N=5, K=3, tie_rate=0.2, ties="bradley")
     with pytest.raises(ArgumentError, match="needs tie_rate > 0"):
         pydial.simulate(N=5, K=3, ties="davidson")
-    with pytest.raises(ArgumentTypeError, match="unexpected keyword argument 'rnk'"):
+    with pytest.raises(TypeError, match="unexpected keyword argument 'rnk'"):
         pydial.simulate(N=5, K=3, rnk=1)
+    with pytest.raises(TypeError, match="unexpected keyword argument 'r'"):
+        pydial.simulate(N=5, K=3, r=1)
 
 
 # --------------------------------------------------------------------------- the old names
@@ -132,15 +134,6 @@ def test_old_with_cov_names_warn_and_give_the_same_covariance(data):
     with pytest.warns(DeprecationWarning, match=r"cov_params\(..., anchored_cov=\) is deprecated"):
         got = res.cov_params("cell", anchored_cov="fixed-basis")
     np.testing.assert_array_equal(got.to_numpy(), res.cov_params("cell", anchored_cov_type="fixed-basis").to_numpy())
-
-
-def test_old_simulate_names_warn_and_give_the_same_data():
-    new = pydial.simulate(N=5, K=3, rank=1, n_llm=300, n_human=50, tie_rate=0.2, ties="rao-kupper", seed=4)
-    with pytest.warns(DeprecationWarning) as caught:
-        old = pydial.simulate(N=5, K=3, r=1, n_llm=300, n_human=50, tie_rate=0.2, tie_model="rao-kupper", rng=4)
-    assert len(caught) == 3
-    assert old.frame.equals(new.frame) and old.config == new.config
-    assert new.config["rank"] == 1 and new.config["ties"] == "rao-kupper" and new.truth.ties == "rao-kupper"
 
 
 # --------------------------------------------------------------------------- the specification

@@ -159,12 +159,12 @@ def test_lambdas_argument_errors(sim_csv, capsys):
     assert code == EXIT_DATA and "lambda_ must be" in err
 
 
-def test_old_option_names_still_work_with_a_note(sim_csv, capsys):
-    """``--lambdas``, ``--cov`` and ``compare --model`` are the old spellings of ``--lambda``, ``--cov-type``, ``--method``."""
-    code, _, err = run(capsys, "fit", sim_csv, "--lambdas", "0,1")
-    assert code == EXIT_DATA and "--lambdas is deprecated; use --lambda" in err and "lambda_ must be" in err
-    code, out, err = run(capsys, "fit", sim_csv, "--method", "dial-anc", "--cov", "binomial")
-    assert code == 0 and "--cov is deprecated; use --cov-type" in err and "cov_type=binomial" in out
+def test_old_option_names_are_usage_errors(sim_csv, capsys):
+    """``--lambdas``, ``--cov`` and ``compare --model`` are not options (``--lambda``, ``--cov-type``, ``--method``)."""
+    for argv in (("fit", sim_csv, "--lambdas", "0,1"), ("fit", sim_csv, "--cov", "binomial"),
+                 ("compare", sim_csv, "--model", "human")):
+        code, err = outcome(capsys, *argv)
+        assert code == EXIT_DATA and f"pydial {argv[0]}: error:" in err
 
 
 # ------------------------------------------------------------------------------ outputs

@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import pydial
-from pydial import Comparisons, DataError
+from pydial import ArgumentError, ArgumentTypeError, Comparisons, DataError
 from pydial.data.comparisons import I_WINS, J_WINS, TIE
 
 
@@ -267,19 +267,27 @@ def test_not_a_frame_and_empty():
 
 
 # ------------------------------------------------------------ column mapping
-def test_column_mapping_by_keyword():
+def test_column_mapping_by_columns():
     names = {"record_id": "rid", "judge": "model", "item_a": "left", "item_b": "right", "first": "shown", "winner": "pick"}
     df = TINY.rename(columns=names)
     df["extra"] = 1
-    c = Comparisons.from_frame(df, **names)
+    c = Comparisons.from_frame(df, columns=names)
     assert cells_dict(c) == cells_dict(Comparisons.from_frame(TINY))
     assert human_dict(c) == human_dict(Comparisons.from_frame(TINY))
     # errors name the user's column, not the internal one
     df.loc[3, "pick"] = "???"
     with pytest.raises(DataError, match="'pick'"):
-        Comparisons.from_frame(df, **names)
-    with pytest.raises(DataError, match=r"'model' \(for judge\)"):
-        Comparisons.from_frame(TINY.rename(columns={"item_a": "left"}), item_a="left", judge="model")
+        Comparisons.from_frame(df, columns=names)
+    with pytest.raises(DataError, match=r"'model' \(for judge\).*Map other names with columns="):
+        Comparisons.from_frame(TINY.rename(columns={"item_a": "left"}), columns={"item_a": "left", "judge": "model"})
+    with pytest.raises(ArgumentError, match=r"columns names unknown field\(s\) \['judges'\]; the fields are"):
+        Comparisons.from_frame(TINY, columns={"judges": "model"})
+    with pytest.raises(ArgumentTypeError, match="columns must be a mapping"):
+        Comparisons.from_frame(TINY, columns=["judge"])
+    with pytest.raises(ArgumentTypeError, match=r"columns\['judge'\] must be a column name"):
+        Comparisons.from_frame(TINY, columns={"judge": None})
+    with pytest.raises(ArgumentTypeError, match="unknown keyword argument"):
+        Comparisons.from_frame(TINY, judge="model")
 
 
 def test_custom_human_judge_name():
@@ -301,8 +309,10 @@ def test_from_csv_round_trip(tmp_path):
     names = {"judge": "model", "winner": "pick"}
     p2 = tmp_path / "cmp.tsv.gz"
     TINY.rename(columns=names).to_csv(p2, index=False, sep="\t")
-    c = Comparisons.from_csv(p2, sep="\t", **names)
+    c = Comparisons.from_csv(p2, sep="\t", columns=names)
     assert cells_dict(c) == cells_dict(a)
+    with pytest.raises(ArgumentTypeError, match=r"did you mean columns=\{'judge': ...\} for 'judge'"):
+        Comparisons.from_csv(p2, sep="\t", judge="model")
 
 
 def test_from_csv_unreadable(tmp_path):

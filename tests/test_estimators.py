@@ -582,7 +582,7 @@ def test_judges_position_test_and_record_meat(sim_main):
 def test_judges_record_meat_joins_judges_of_a_record():
     """Two judges on the same records, agreeing 80% of the time beyond their model: the
     record meat adds the cross-judge term that treating the judges as independent misses."""
-    sim = pydial.simulate(N=6, K=2, rank=1, n_llm=6000, n_human=50, p_first=0.5, seed=4)
+    sim = pydial.simulate(N=6, K=2, rank=1, n_llm=6000, n_human=50, seed=4, behavior=dict(p_first=0.5))
     a = sim.frame[sim.frame.judge == "judge0"].copy()  # no human rows: LLM-only data
     rng = np.random.default_rng(0)
     b = a.assign(judge="copy")

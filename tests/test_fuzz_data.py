@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 import pydial
 from pydial import Comparisons, read_comparisons
 from pydial.data import ingest
-from pydial.data.comparisons import NAMES_CHANGED, frame_bytes
+from pydial.data.construction import NAMES_CHANGED, frame_bytes
 from pydial.data.features import comparison_covariates, standardize
 from pydial.data.ingest import Keys
 from pydial.data.names import clean, fold
@@ -408,7 +408,7 @@ def test_blank_record_id_is_refused_by_the_chunked_reader_too(tmp_path):
     for read in (Comparisons.from_parquet, read_comparisons):
         with pytest.raises(DataError, match=r"missing values in column 'record_id' at rows \[3\]"):
             read(parquet)
-    assert read_comparisons(csv, record_id=None).N == 3
+    assert read_comparisons(csv, columns={"record_id": None}).N == 3
 
 
 def test_human_judge_must_be_a_name():

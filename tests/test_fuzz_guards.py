@@ -144,7 +144,8 @@ def test_simulate_too_large_refused_before_drawing(kwargs, match):
     ({"seed": -1}, ArgumentError, "seed must be a non-negative integer"),
     ({"beta": "big", "covariates": ["length"]}, ArgumentTypeError, "beta must be a number"),
     ({"N": "10"}, ArgumentTypeError, "N must be an integer"),
-    ({"p_first": "half"}, ArgumentTypeError, "p_first must be a real number"),
+    ({"behavior": {"p_first": "half"}}, ArgumentTypeError, "p_first must be a real number"),
+    ({"behavior": [("p_first", 0.5)]}, ArgumentTypeError, "behavior must be a JudgeBehavior or a mapping"),
 ])
 def test_simulate_argument_errors_are_typed(kwargs, exc, match):
     with pytest.raises(exc, match=match):

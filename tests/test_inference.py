@@ -323,7 +323,7 @@ def test_binomial_meat_undercovers_under_overdispersion():
     """Fig. simu-main bottom row at n_LLM = 12,800, n_H = 800, judge-pair overdispersion 1."""
     out = {k: [] for k in ("anc_cell", "anc_binomial", "ada_cell", "ada_binomial")}
     for seed in range(30):
-        sim = pydial.simulate(N=10, K=4, rank=1, n_llm=12_800, n_human=800, overdispersion=1.0, seed=8000 + seed)
+        sim = pydial.simulate(N=10, K=4, rank=1, n_llm=12_800, n_human=800, seed=8000 + seed, behavior=dict(overdispersion=1.0))
         d, s_h = sim.comparisons, sim.truth.s_h
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", pydial.ConvergenceWarning)

@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 from pydial import Comparisons, DataError
-from pydial.data.comparisons import NAMES_CHANGED
+from pydial.data.construction import NAMES_CHANGED
 from pydial.exceptions import DataWarning
 from pydial.studies.simulate import simulate
 

@@ -229,8 +229,7 @@ def test_bundled_arena_loads_without_warning_and_reports_its_duplicates():
 
 def test_covariate_plot_with_an_effect_of_one_judge_only():
     """Self-preference mapped for one judge: the other judges have no such effect and get no marker (not a KeyError)."""
-    sim = pydial.simulate(N=6, K=3, rank=1, n_llm=6_000, n_human=1_500, seed=2, covariates=["length"], beta=0.3,
-                          self_preference={"judge0": ["item00", "item01"]}, self_effect=0.5)
+    sim = pydial.simulate(N=6, K=3, rank=1, n_llm=6_000, n_human=1_500, seed=2, covariates=["length"], beta=0.3, behavior=dict(self_preference={"judge0": ["item00", "item01"]}, self_effect=0.5))
     res = pydial.fit(sim.comparisons, "dial-anc")
     ax = plot_covariate_effects(res)
     judges = [t.get_text() for t in ax.get_yticklabels()]

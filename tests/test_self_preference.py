@@ -41,8 +41,7 @@ def _frame(rng: np.random.Generator, n: int = 400) -> pd.DataFrame:
 
 @pytest.fixture(scope="module")
 def sim():
-    return pydial.simulate(N=10, K=5, rank=1, n_llm=60_000, n_human=3_000, seed=4, covariates=["length"], beta=0.3,
-                           self_preference=OWN, self_effect=EFFECT)
+    return pydial.simulate(N=10, K=5, rank=1, n_llm=60_000, n_human=3_000, seed=4, covariates=["length"], beta=0.3, behavior=dict(self_preference=OWN, self_effect=EFFECT))
 
 
 # ------------------------------------------------------------------ the covariate
@@ -138,8 +137,7 @@ def test_fixed_chart_loss_equals_the_full_chart_at_zero_effects(sim):
 @pytest.mark.parametrize("calibration,ties", [("mu", None), ("W", "davidson")])
 def test_objective_derivatives_with_fixed_entries(calibration, ties):
     d = pydial.simulate(N=6, K=3, n_llm=3000, n_human=600, covariates=["length"], beta=0.4, seed=1,
-                        tie_rate=0.1 if ties else 0.0, ties=ties, self_preference={"judge1": ["item02"]},
-                        self_effect=0.5).comparisons
+                        tie_rate=0.1 if ties else 0.0, ties=ties, behavior=dict(self_preference={"judge1": ["item02"]}, self_effect=0.5)).comparisons
     ch = Chart.for_data(d, 1, calibration)
     assert ch.fixed is not None and ch.sizes["beta"] == 5  # length x 4 rows, the self-preference of judge1
     obj = Objective.weighted(ch, d, 2.0, ties=ties)
@@ -188,8 +186,7 @@ def test_human_and_pooled_with_self_preference(sim):
 # ------------------------------------------------------------------ identifiability
 def test_check_refuses_a_design_whose_own_items_lie_in_the_score_space():
     """``r = K - 1`` leaves every judge's scores free: ``beta_k o_k`` is absorbed by them."""
-    sim = pydial.simulate(N=8, K=3, rank=1, n_llm=20_000, n_human=1_000, seed=2,
-                          self_preference={"judge0": ["item00", "item03"]}, self_effect=0.5)
+    sim = pydial.simulate(N=8, K=3, rank=1, n_llm=20_000, n_human=1_000, seed=2, behavior=dict(self_preference={"judge0": ["item00", "item03"]}, self_effect=0.5))
     d = sim.comparisons
     assert check_design(d, rank=1, method="dial-anc").ok
     rep = check_design(d, rank=2, method="dial-anc")

@@ -117,7 +117,7 @@ def test_frame_format_and_loading():
 
 def test_uniform_pair_and_judge_sampling_and_first_fraction():
     N, K, n = 6, 3, 150_000
-    sim = simulate(N, K, 1, n_llm=n, n_human=60_000, p_first=0.75, seed=11)
+    sim = simulate(N, K, 1, n_llm=n, n_human=60_000, seed=11, behavior=dict(p_first=0.75))
     f = sim.frame
     llm = f[f["judge"] != "human"]
     hum = f[f["judge"] == "human"]
@@ -133,7 +133,7 @@ def test_uniform_pair_and_judge_sampling_and_first_fraction():
 
 @pytest.mark.parametrize("p_first,expected", [(1.0, {"a"}), (0.0, {"b"})])
 def test_p_first_extremes(p_first, expected):
-    f = simulate(5, 2, 1, n_llm=500, n_human=0, p_first=p_first, seed=0).frame
+    f = simulate(5, 2, 1, n_llm=500, n_human=0, seed=0, behavior=dict(p_first=p_first)).frame
     assert set(f["first"]) == expected
 
 
@@ -168,7 +168,7 @@ def test_llm_cell_win_rates_match_model():
 
 
 def test_llm_eta_matches_independent_formula():
-    sim = simulate(6, 3, 1, n_llm=0, n_human=0, overdispersion=0.7, sigma_pos=0.4, seed=5)
+    sim = simulate(6, 3, 1, n_llm=0, n_human=0, seed=5, behavior=dict(overdispersion=0.7, sigma_pos=0.4))
     t = sim.truth
     for k in range(3):
         for p, (i, j) in enumerate(t.pairs):
@@ -203,12 +203,12 @@ def _dispersion(sim):
 
 def test_overdispersion_inflates_between_cell_variance():
     kw = dict(N=10, K=4, rank=1, n_llm=200_000, n_human=0, seed=8)
-    d0 = _dispersion(simulate(**kw, overdispersion=0.0))
-    d1 = _dispersion(simulate(**kw, overdispersion=1.0))
+    d0 = _dispersion(simulate(**kw, behavior=dict(overdispersion=0.0)))
+    d1 = _dispersion(simulate(**kw, behavior=dict(overdispersion=1.0)))
     assert 0.75 < d0 < 1.3
     assert d1 > 10  # n per cell ~ 280, so a unit logit effect gives a huge excess
     # The eps effects themselves: once per judge-pair, N(0, 1).
-    sim = simulate(**kw, overdispersion=1.0)
+    sim = simulate(**kw, behavior=dict(overdispersion=1.0))
     eps = sim.truth.eps_kij
     assert eps.shape == (4, 45)
     assert stats.kstest(eps.ravel(), "norm").pvalue > 1e-3
@@ -218,14 +218,14 @@ def test_overdispersion_inflates_between_cell_variance():
 
 
 def test_overdispersion_scales_with_level():
-    base = simulate(6, 2, 1, n_llm=0, n_human=0, overdispersion=1.0, seed=4).truth.eps_kij
-    half = simulate(6, 2, 1, n_llm=0, n_human=0, overdispersion=0.5, seed=4).truth.eps_kij
+    base = simulate(6, 2, 1, n_llm=0, n_human=0, seed=4, behavior=dict(overdispersion=1.0)).truth.eps_kij
+    half = simulate(6, 2, 1, n_llm=0, n_human=0, seed=4, behavior=dict(overdispersion=0.5)).truth.eps_kij
     np.testing.assert_allclose(half, 0.5 * base)
 
 
 @pytest.mark.parametrize("sigma_pos", [0.25, 1.0])
 def test_pair_varying_position_effects(sigma_pos):
-    sim = simulate(10, 4, 1, n_llm=200_000, n_human=0, sigma_pos=sigma_pos, seed=12)
+    sim = simulate(10, 4, 1, n_llm=200_000, n_human=0, seed=12, behavior=dict(sigma_pos=sigma_pos))
     t = sim.truth
     assert t.b_kij.shape == (4, 45)
     np.testing.assert_allclose(t.b_kij.mean(axis=1), t.b, atol=1e-12)
@@ -240,7 +240,7 @@ def test_pair_varying_position_effects(sigma_pos):
 
 # ----------------------------------------------------------------- randomness
 def test_reproducible_with_seed_and_generator():
-    kw = dict(N=8, K=3, rank=2, n_llm=5000, n_human=300, overdispersion=0.5, sigma_pos=0.3, target="misaligned")
+    kw = dict(N=8, K=3, rank=2, n_llm=5000, n_human=300, behavior=dict(overdispersion=0.5, sigma_pos=0.3), target="misaligned")
     a, b = simulate(**kw, seed=42), simulate(**kw, seed=42)
     pd.testing.assert_frame_equal(a.frame, b.frame)
     for name in ("s_h", "S", "b", "mu", "gamma", "U", "V", "W", "c_h", "b_kij", "eps_kij", "pairs"):
@@ -258,7 +258,7 @@ def test_reproducible_with_seed_and_generator():
 def test_truth_does_not_depend_on_budgets():
     """Common random numbers: the parameters and human data are fixed per seed."""
     a = simulate(10, 4, 1, n_llm=400, n_human=800, seed=5)
-    b = simulate(10, 4, 1, n_llm=12_800, n_human=800, overdispersion=1.0, seed=5)
+    b = simulate(10, 4, 1, n_llm=12_800, n_human=800, seed=5, behavior=dict(overdispersion=1.0))
     np.testing.assert_array_equal(a.truth.S, b.truth.S)
     np.testing.assert_array_equal(a.truth.b, b.truth.b)
     ha = a.frame[a.frame["judge"] == "human"].drop(columns="record_id").reset_index(drop=True)
@@ -284,14 +284,15 @@ def test_global_numpy_state_untouched():
         (dict(n_human=-5), r"n_human.*-5"),
         (dict(n_llm=10.5), r"n_llm.*10.5"),
         (dict(target="human"), r"target.*'human'"),
-        (dict(overdispersion=-0.1), r"overdispersion.*-0.1"),
-        (dict(sigma_pos=float("nan")), r"sigma_pos.*nan"),
-        (dict(p_first=1.5), r"p_first.*1.5"),
+        (dict(behavior=dict(overdispersion=-0.1)), r"overdispersion.*-0.1"),
+        (dict(behavior=dict(sigma_pos=float("nan"))), r"sigma_pos.*nan"),
+        (dict(behavior=dict(p_first=1.5)), r"p_first.*1.5"),
+        (dict(behavior=dict(overdispersio=1.0)), r"unknown key\(s\) \['overdispersio'\]; the keys are \['p_first'"),
         (dict(c_v_sd=-1), r"c_v_sd.*-1"),
         (dict(N=1, rank=0), r"N.*1"),
         (dict(K=0, rank=0), r"K.*0"),
         (dict(rank=-1), r"rank.*-1"),
-        (dict(N=2, K=2, rank=0, sigma_pos=0.5), r"sigma_pos \(0.5\)"),
+        (dict(N=2, K=2, rank=0, behavior=dict(sigma_pos=0.5)), r"sigma_pos \(0.5\)"),
     ],
 )
 def test_invalid_arguments(kwargs, match):

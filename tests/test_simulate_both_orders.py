@@ -25,7 +25,7 @@ def sig(x):
 
 @pytest.fixture(scope="module")
 def sim():
-    return pydial.simulate(N=8, K=4, rank=1, n_llm=3000, n_human=400, both_orders=True, position_effects=B, seed=4)
+    return pydial.simulate(N=8, K=4, rank=1, n_llm=3000, n_human=400, both_orders=True, seed=4, behavior=dict(position_effects=B))
 
 
 def _cells(sim):
@@ -104,7 +104,7 @@ def test_the_truth_does_not_depend_on_the_design():
     both = pydial.simulate(N=6, K=3, n_llm=50, n_human=10, seed=2, both_orders=True)
     for name in ("S", "b", "s_h", "mu", "gamma"):
         np.testing.assert_array_equal(getattr(one.truth, name), getattr(both.truth, name))
-    given = pydial.simulate(N=6, K=3, n_llm=50, n_human=10, seed=2, position_effects=[1, 2, 3])
+    given = pydial.simulate(N=6, K=3, n_llm=50, n_human=10, seed=2, behavior=dict(position_effects=[1, 2, 3]))
     np.testing.assert_array_equal(given.truth.S, one.truth.S)
     np.testing.assert_array_equal(given.truth.b, [1, 2, 3])
 
@@ -128,8 +128,8 @@ UNCHANGED = [
     ({}, "a33d6fde9ecfc33c"),
     ({"tie_rate": 0.2}, "670e25a0d6870844"),
     ({"covariates": ["length"], "beta": 0.4}, "406de936d727464d"),
-    ({"sigma_pos": 0.5, "overdispersion": 1.0}, "dc1aa451348607e4"),
-    ({"self_preference": {"judge0": ["item00"]}, "self_effect": 0.7}, "aeda9aa65b338b38"),
+    ({"behavior": {"sigma_pos": 0.5, "overdispersion": 1.0}}, "dc1aa451348607e4"),
+    ({"behavior": {"self_preference": {"judge0": ["item00"]}, "self_effect": 0.7}}, "aeda9aa65b338b38"),
 ]
 
 
@@ -162,9 +162,9 @@ def test_one_order_stream_by_hand():
 @pytest.mark.parametrize("kwargs,error,match", [
     ({"both_orders": "yes"}, ArgumentTypeError, "both_orders"),
     ({"both_orders": True, "n_llm": 10, "n_human": 11}, ArgumentError, "n_human"),
-    ({"position_effects": [0.1, 0.2]}, ArgumentError, "position_effects"),
-    ({"position_effects": [0.1, np.nan, 0.3]}, ArgumentError, "position_effects"),
-    ({"position_effects": ["a", "b", "c"]}, ArgumentTypeError, "position_effects"),
+    ({"behavior": {"position_effects": [0.1, 0.2]}}, ArgumentError, "position_effects"),
+    ({"behavior": {"position_effects": [0.1, np.nan, 0.3]}}, ArgumentError, "position_effects"),
+    ({"behavior": {"position_effects": ["a", "b", "c"]}}, ArgumentTypeError, "position_effects"),
 ])
 def test_argument_errors(kwargs, error, match):
     base = {"N": 5, "K": 3, "n_llm": 20, "n_human": 5, "seed": 0}

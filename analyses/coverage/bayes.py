@@ -328,7 +328,8 @@ def simulate_dgp(dgp: str, rep: int, seed: int) -> Any:
 
     p = DGPS[dgp]
     sim = pydial.simulate(DESIGN["N"], DESIGN["K"], DESIGN["rank"], DESIGN["n_llm"], p["n_human"], target=p["target"],
-                          overdispersion=p["overdispersion"], seed=np.random.default_rng(np.random.SeedSequence([seed, rep])))
+                          seed=np.random.default_rng(np.random.SeedSequence([seed, rep])),
+                          behavior=dict(overdispersion=p["overdispersion"]))
     if "record_sd" not in p:
         return sim
     return with_record_effects(sim, p["record_sd"], np.random.default_rng(np.random.SeedSequence([seed, rep, 2])))

@@ -202,8 +202,8 @@ def reader_cases() -> list[Case]:
     add(E(ff, "self_preference naming an unknown judge",
           "out = Comparisons.from_frame(F, self_preference={'nobody': ['item00']})", "nobody"))
     add(C(ff, "renamed columns mapped", "f = F.rename(columns={'record_id': 'rid', 'judge': 'annotator'}); "
-          "out = Comparisons.from_frame(f, record_id='rid', judge='annotator')", data_ok()))
-    add(E(ff, "column mapping to a column that does not exist", "out = Comparisons.from_frame(F, judge='annotator')",
+          "out = Comparisons.from_frame(f, columns={'record_id': 'rid', 'judge': 'annotator'})", data_ok()))
+    add(E(ff, "column mapping to a column that does not exist", "out = Comparisons.from_frame(F, columns={'judge': 'annotator'})",
           "annotator"))
     add(C(ff, "categorical winner column", "out = Comparisons.from_frame(F.astype({'winner': 'category'}))", data_ok()))
     add(E(ff, "winner as integers", "f = F.copy(); f['winner'] = (f.winner == 'a').astype(int); "
@@ -284,7 +284,7 @@ def reader_cases() -> list[Case]:
           "out = pydial.fit(pydial.read_comparisons(FIX + '/data.csv'), 'human', cov_type='record')",
           expect="error", names=("record",)))
     add(C(rc, "record_id=None reads a file without the column",
-          "F.drop(columns='record_id').to_csv('nr.csv', index=False); out = pydial.read_comparisons('nr.csv', record_id=None)",
+          "F.drop(columns='record_id').to_csv('nr.csv', index=False); out = pydial.read_comparisons('nr.csv', columns={'record_id': None})",
           data_ok()))
 
     fco = "pydial.Comparisons.from_counts"
@@ -592,17 +592,17 @@ def study_cases() -> list[Case]:
     add(C(sm, "rao-kupper ties", "out = pydial.simulate(n_llm=300, n_human=80, seed=7, tie_rate=0.2, ties='rao-kupper')",
           truthy("(out.frame.winner == 'tie').any()")))
     add(C(sm, "misaligned target, overdispersion, sigma_pos", "out = pydial.simulate(n_llm=300, n_human=80, seed=7, "
-          "target='misaligned', overdispersion=1, sigma_pos=0.5)", truthy("len(out.frame) == 380")))
+          "target='misaligned', behavior={'overdispersion': 1, 'sigma_pos': 0.5})", truthy("len(out.frame) == 380")))
     add(C(sm, "covariates with beta", "out = pydial.simulate(n_llm=300, n_human=80, seed=7, covariates=['len', 'lists'], beta=0.3)",
           truthy("'len_a' in out.frame.columns and 'lists_b' in out.frame.columns")))
-    add(C(sm, "position_effects given", "out = pydial.simulate(K=2, n_llm=300, n_human=80, seed=7, position_effects=[1.0, -0.5])",
+    add(C(sm, "position_effects given", "out = pydial.simulate(K=2, n_llm=300, n_human=80, seed=7, behavior={'position_effects': [1.0, -0.5]})",
           truthy("np.allclose(out.truth.b, [1.0, -0.5])")))
     for arg, *nm in (("N=1", "N"), ("N=0", "N"), ("K=0", "K"), ("n_llm=-1", "n_llm"), ("n_human=-5", "n_human"),
-                    ("N=4, rank=3", "rank"), ("p_first=1.5", "p_first"), ("tie_rate=1", "tie_rate"),
+                    ("N=4, rank=3", "rank"), ("behavior={'p_first': 1.5}", "p_first"), ("tie_rate=1", "tie_rate"),
                     ("tie_rate=0.1, ties='bogus'", "ties"), ("seed='x'", "seed"), ("target='bogus'", "target"),
-                    ("position_effects=[1.0]", "position_effects"), ("covariates=['x'], beta=[1, 2, 3, 4, 5, 6, 7]", "beta"),
-                    ("overdispersion=-1", "overdispersion"), ("N=2.5", "N"), ("both_orders=True, n_llm=3", "n_llm", "both_orders"),
-                    ("N=10**6, K=10**4", "memory", "N", "K"), ("self_preference={'judge0': ['nope']}, self_effect=1", "nope"),
+                    ("behavior={'position_effects': [1.0]}", "position_effects"), ("covariates=['x'], beta=[1, 2, 3, 4, 5, 6, 7]", "beta"),
+                    ("behavior={'overdispersion': -1}", "overdispersion"), ("N=2.5", "N"), ("both_orders=True, n_llm=3", "n_llm", "both_orders"),
+                    ("N=10**6, K=10**4", "memory", "N", "K"), ("behavior={'self_preference': {'judge0': ['nope']}, 'self_effect': 1}", "nope"),
                     ("bogus=1", "bogus")):
         add(E(sm, arg, f"out = pydial.simulate({arg})", *nm))
     add(C(sm, "n_human=0 (LLM only)", "out = pydial.simulate(n_llm=200, n_human=0, seed=1)",

@@ -321,13 +321,15 @@ def _sim_invalid(a: dict[str, Any]) -> list[str]:
 
 
 def _sim_body(a: dict[str, Any]) -> tuple[str, Callable[[], Any]]:
-    repro = "pydial.simulate(" + ", ".join(f"{k}={v!r}" for k, v in a.items()) + ")"
+    behavior = {k: a[k] for k in ("p_first", "overdispersion")}
+    kw = {**{k: v for k, v in a.items() if k not in behavior}, "behavior": behavior}
+    repro = "pydial.simulate(" + ", ".join(f"{k}={v!r}" for k, v in kw.items()) + ")"
     repro = repro.replace("nan", "float('nan')")
 
     def thunk() -> Any:
         import pydial
 
-        s = pydial.simulate(**a)
+        s = pydial.simulate(**kw)
         bad = [b for b in _sim_invalid(a) if not b.endswith("?")]
         if bad:
             raise Wrong(f"accepted invalid {', '.join(f'{b}={a[b]!r}' for b in bad)}")

@@ -37,8 +37,7 @@ OUT_NAME = "diagnostic_w_path.csv"
 def path_risks(task: Task) -> list[dict[str, Any]]:
     cfg, bud = task.config, task.budget
     sim = pydial.simulate(cfg.N, cfg.K, cfg.r, bud.n_llm, bud.n_human, target=cfg.target,
-                          overdispersion=bud.overdispersion, sigma_pos=bud.sigma_pos,
-                          seed=np.random.default_rng(np.random.SeedSequence(task.seed)))
+                          seed=np.random.default_rng(np.random.SeedSequence(task.seed)), behavior=dict(overdispersion=bud.overdispersion, sigma_pos=bud.sigma_pos))
     s_h = sim.truth.s_h
     rows = []
     for cal in ("mu", "W"):

@@ -53,8 +53,7 @@ def run_replication(task: Task, check: bool = False, only: tuple[str, ...] | Non
     on one replication."""
     cfg, bud = task.config, task.budget
     sim = pydial.simulate(cfg.N, cfg.K, cfg.r, bud.n_llm, bud.n_human, target=cfg.target,
-                          overdispersion=bud.overdispersion, sigma_pos=bud.sigma_pos,
-                          seed=np.random.default_rng(np.random.SeedSequence(task.seed)))
+                          seed=np.random.default_rng(np.random.SeedSequence(task.seed)), behavior=dict(overdispersion=bud.overdispersion, sigma_pos=bud.sigma_pos))
     data, truth = sim.comparisons, sim.truth
     rows = []
     specs = {k: v for k, v in SPECS.items() if only is None or k in only}

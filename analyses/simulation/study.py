@@ -215,8 +215,7 @@ def run_replication(task: Task) -> list[dict[str, Any]]:
     cfg, bud = task.config, task.budget
     c_rep = time.process_time()
     sim = pydial.simulate(cfg.N, cfg.K, cfg.r, bud.n_llm, bud.n_human, target=cfg.target,
-                          overdispersion=bud.overdispersion, sigma_pos=bud.sigma_pos,
-                          seed=np.random.default_rng(np.random.SeedSequence(task.seed)))
+                          seed=np.random.default_rng(np.random.SeedSequence(task.seed)), behavior=dict(overdispersion=bud.overdispersion, sigma_pos=bud.sigma_pos))
     data, truth = sim.comparisons, sim.truth
     items, judges, s_h, b = truth.items, truth.judges, truth.s_h, truth.b
     base = dict(config=cfg.name, figure=cfg.figure, panel=cfg.panel, x_name=cfg.x_name, x=task.x, N=cfg.N, K=cfg.K,

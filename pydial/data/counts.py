@@ -22,7 +22,8 @@ from typing import Any, Iterator, Mapping, Sequence
 
 import pandas as pd
 
-from pydial.data.comparisons import COLUMNS, Comparisons, covariate_sides, name_arguments
+from pydial.data.comparisons import Comparisons
+from pydial.data.construction import column_names, covariate_sides, name_arguments
 from pydial.data.features import comparison_values, covariate_names
 from pydial.data.files import is_parquet, reading, require_columns
 from pydial.data.ingest import (
@@ -78,11 +79,9 @@ def _chunks(path: Path, columns: list[str], chunksize: int, numeric: Sequence[st
 
 def read_comparisons(path: str | PathLike[str], *, human_judge: str = "human", items: Sequence[str] | None = None,
                      chunksize: int = 1_000_000, drop_empty_judges: bool = False, strip_names: bool = True,
-                     allow_similar_names: bool = False, judge: str = "judge", item_a: str = "item_a",
-                     item_b: str = "item_b", first: str = "first", winner: str = "winner",
+                     allow_similar_names: bool = False, columns: Mapping[str, str | None] | None = None,
                      covariates: Sequence[str] | None = None, covariate_transform: str = "difference",
-                     self_preference: Mapping[str, Sequence[str]] | None = None,
-                     record_id: str | None = "record_id") -> Comparisons:
+                     self_preference: Mapping[str, Sequence[str]] | None = None) -> Comparisons:
     """Stream a long-format file into cell counts, chunk by chunk.
 
     Reads CSV (``.csv``), gzip CSV (``.csv.gz``) or Parquet (``.parquet``, ``.pq``)
@@ -99,9 +98,18 @@ def read_comparisons(path: str | PathLike[str], *, human_judge: str = "human", i
     more.  ``covariates`` and ``covariate_transform`` are those of
     :meth:`~pydial.Comparisons.from_frame` (the columns ``<name>_a``, ``<name>_b`` are read too;
     each distinct covariate value of a cell is counted apart), and so is ``self_preference``
-    (:meth:`~pydial.Comparisons.with_self_preference`).  When the file has the column
-    ``record_id`` (``None``: never read) its cells are checked as ``from_csv`` checks them (a
-    missing or blank record id is refused), though the ids are not kept.
+    (:meth:`~pydial.Comparisons.with_self_preference`).  ``columns`` maps the fields named
+    otherwise, as in :meth:`~pydial.Comparisons.from_frame`.  When the file has the record-id
+    column (``columns={"record_id": None}``: never read) its cells are checked as ``from_csv``
+    checks them (a missing or blank record id is refused), though the ids are not kept.
+
+    Examples
+    --------
+    >>> import pydial
+    >>> from pydial.data.datasets import path
+    >>> data = pydial.read_comparisons(path("synthetic"), columns={"record_id": None})
+    >>> data.record_ids, data.n_llm > 0
+    ((), True)
 
     Raises
     ------
@@ -111,7 +119,10 @@ def read_comparisons(path: str | PathLike[str], *, human_judge: str = "human", i
         the offending rows (0-based data-row numbers); a column name twice in the header; a
         list or struct column.
     ArgumentError
-        ``chunksize`` is not a positive integer; ``items`` or ``self_preference`` lists no names.
+        ``chunksize`` is not a positive integer; ``items`` or ``self_preference`` lists no names;
+        ``columns`` names an unknown field.
+    ArgumentTypeError
+        ``columns`` is not a mapping of field to column name.
     MemoryLimitError
         A chunk, or the counts gathered so far, would not fit in the memory available
         (see :func:`pydial.data.ingest.memory_available`); a smaller ``chunksize`` may help.
@@ -119,7 +130,8 @@ def read_comparisons(path: str | PathLike[str], *, human_judge: str = "human", i
     path = Path(path)
     chunksize = check_chunksize(chunksize)
     items, own = name_arguments(items, self_preference)
-    mapping = dict(zip(COLUMNS[1:], (judge, item_a, item_b, first, winner)))
+    mapping = column_names(columns, optional=("record_id",))
+    record_id = mapping.pop("record_id")
     names = None if covariates is None else covariate_names(covariates)
     sides = covariate_sides(names)
     check_read_memory(chunksize * CHUNK_BYTES_PER_ROW, f"reading {path.name} in chunks of {chunksize:,} rows",

@@ -31,8 +31,6 @@ NAMES: tuple[str, ...] = ("arena", "synthetic")
 KNOWN_DUPLICATES: dict[str, int] = {"arena": 26, "synthetic": 0}
 """Rows of each bundled data set that are identical in all six columns (documented, so loaded without a warning)."""
 
-_OPTIONS: dict[str, dict[str, Any]] = {"arena": {"record_id": "record_id"}, "synthetic": {}}
-
 
 def path(name: str) -> Path:
     """File of a bundled data set (``"arena"`` or ``"synthetic"``)."""
@@ -68,7 +66,7 @@ def load(name: str, **kwargs: Any) -> Comparisons:
     file = path(name)
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=rf"{KNOWN_DUPLICATES[name]} duplicated row\(s\)", category=DataWarning)
-        return Comparisons.from_csv(file, **{**_OPTIONS[name], **kwargs})
+        return Comparisons.from_csv(file, **kwargs)
 
 
 def arena() -> Comparisons:

@@ -21,7 +21,7 @@ from typing import Any, Iterator, Sequence
 
 import pandas as pd
 
-from pydial.data.ingest import blank_text, check_columns, check_read_memory
+from pydial.data.ingest import COLUMN_HINT, blank_text, check_columns, check_read_memory
 from pydial.exceptions import DataError, DialError
 
 __all__ = ["PARQUET_SUFFIXES", "reading", "is_parquet", "require_columns", "read_csv", "read_parquet"]
@@ -68,8 +68,7 @@ def require_columns(found: Sequence[str], wanted: Sequence[str], path: Path, sch
                                 "(a name, a record id, a/b, a winner label, a number), not a list, struct or map")
     missing = [c for c in wanted if c not in found]
     if missing:
-        raise DataError(f"{path!s} lacks the column(s) {missing}; it has {list(found)}. Map other names with the keyword "
-                        "arguments judge=, item_a=, item_b=, first=, winner= (record_id= for the rows)")
+        raise DataError(f"{path!s} lacks the column(s) {missing}; it has {list(found)}. {COLUMN_HINT}")
 
 
 def csv_header(path: Path, kwargs: dict[str, Any]) -> list[str] | None:

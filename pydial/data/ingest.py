@@ -41,6 +41,8 @@ from pydial.resources import check_bytes, memory_limit
 FIRST_VALUES = ("a", "b")
 WINNER_VALUES = ("a", "b", "tie", "both_bad")
 COLUMNS = ("record_id", "judge", "item_a", "item_b", "first", "winner")
+COLUMN_HINT = "Map other names with columns={'judge': 'annotator', 'item_a': 'model_a', ...}"
+"""How the Python readers map column names (the command line says it with its options)."""
 
 # Display-order codes of a Coded table (0: not used, the human judge's rows).
 FIRST_NONE, FIRST_A, FIRST_B = 0, 1, 2

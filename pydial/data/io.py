@@ -18,7 +18,7 @@ from typing import Any, Iterable, Iterator, Mapping
 
 import pandas as pd
 
-from pydial.data.comparisons import COLUMNS
+from pydial.data.ingest import COLUMNS
 from pydial.data.files import read_csv, reading
 from pydial.data.ingest import check_columns
 from pydial.exceptions import ArgumentError, DataError

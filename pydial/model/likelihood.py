@@ -121,7 +121,7 @@ def stacked_columns(parts: Sequence[tuple[CellTable, float, bool]], *, counts: b
 
 @dataclass(frozen=True)
 class Cells:
-    """Cell tables (:class:`pydial.data.comparisons.CellTable`) stacked for the bilinear kernel, with weights.
+    """Cell tables (:class:`pydial.data.cells.CellTable`) stacked for the bilinear kernel, with weights.
 
     ``g`` is the loading row (judge ``k``, or ``K`` for the human); ``a`` is 0 for
     human cells; ``w`` is the per-comparison weight of the cell (ties included for tie cells).
@@ -139,7 +139,7 @@ class Cells:
     """``(m, 3)`` outcome counts (wins of ``i``, wins of ``j``, ties) of the tie cells, ``None`` for
     the binary cells; with them ``n`` is the cell total (ties included) and ``y`` the wins of ``i``."""
     z: np.ndarray | None = None
-    """``(m, p)`` comparison covariates of the cells (:attr:`pydial.data.comparisons.CellTable.z`), ``None`` without."""
+    """``(m, p)`` comparison covariates of the cells (:attr:`pydial.data.cells.CellTable.z`), ``None`` without."""
     layout: dict = field(default_factory=dict, kw_only=True, repr=False, compare=False)
     """Arrays an :class:`Objective` derives from the index columns ``g, i, j, a, is_human`` alone;
     shared by the cells that differ from these only in ``n``, ``y`` or ``w`` (the same stack at

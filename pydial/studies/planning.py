@@ -1,4 +1,4 @@
-r"""Planning human labels from a pilot fit: how many (:func:`plan`) and which pairs (:func:`next_pairs`).
+r"""Planning human labels from a pilot fit: how many (:func:`plan`; which pairs: :mod:`pydial.studies.pair_design`).
 
 Both rest on the first-order theory of the paper, evaluated at the pilot's
 estimates and human design.
@@ -65,17 +65,11 @@ and the excess human risk is, to second order, :math:`\tfrac12(\hat s-s_H)^\top 
   eigenvalues of :math:`A_\lambda`, the finite weight grid and the finite-sample
   noise of GACV's trace term; ``method="simulate"`` measures the actual GACV
   selection.
-
-:func:`next_pairs` is a greedy sequential design on the calibration block: with
-the block's sandwich covariance :math:`K_c` of the current fit, one more human
-comparison on :math:`(i,j)` adds information :math:`p_{ij}(1-p_{ij})xx^\top`,
-:math:`x=B^\top(e_i-e_j)` (``B = ds/dc``), so by Sherman-Morrison
-:math:`K_c\leftarrow K_c-\frac{w K_cxx^\top K_c}{1+w\,x^\top K_cx}`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -88,8 +82,8 @@ from scipy.stats import chi2, ncx2, norm
 from pydial.data.comparisons import Comparisons, require_comparisons
 from pydial.estimation.results import DialResult
 from pydial.estimation.spec import check_level
-from pydial.resources import check_bytes, check_n_jobs, n_workers
 from pydial.exceptions import ArgumentError, ArgumentTypeError, DataError, DialError
+from pydial.resources import check_bytes, check_n_jobs, n_workers
 
 PLAN_METHODS: tuple[str, ...] = ("human", "dial-anc", "dial-ada")
 PLAN_MODES: tuple[str, ...] = ("theory", "simulate")
@@ -254,7 +248,7 @@ def _pinv(A: np.ndarray) -> np.ndarray:
     return pinv_sym(A)[0]
 
 
-def _pilot_data(result: DialResult, data: Comparisons | None) -> Comparisons:
+def pilot_data(result: DialResult, data: Comparisons | None) -> Comparisons:
     """Return the pilot data, checked against the result.
 
     ``data``, or by default the data ``result`` was fitted on (:attr:`DialResult.data`).
@@ -313,7 +307,7 @@ def pilot_design(data: Comparisons, design: str = "pilot") -> tuple[np.ndarray, 
     return pairs, w / w.sum()
 
 
-def _staged_parts(result: DialResult, data: Comparisons) -> tuple[np.ndarray, np.ndarray, np.ndarray, Any]:
+def staged_parts(result: DialResult, data: Comparisons) -> tuple[np.ndarray, np.ndarray, np.ndarray, Any]:
     """Anchored fit at the pilot: ``(B, V_llm, V_human, fit)``.
 
     The two-step sandwich is split into its LLM and human parts (human / LLM influence
@@ -325,12 +319,12 @@ def _staged_parts(result: DialResult, data: Comparisons) -> tuple[np.ndarray, np
     order = result.method != "dial-nopos"
     sf = staged_fit(data, *result.dial_model(), order=order, penalty=result.penalty)  # the pilot's own estimator
     U, st = staged_influence(data, sf)
-    cov = result.cov_type if result.method != "human" else "cell"
+    cov_type = result.cov_type if result.method != "human" else "cell"
     keep = st.is_human.astype(float)  # zero the other block's rows of the factored influence
     UL = Influence(sp.diags(1.0 - keep) @ U.J, U.A)
     UH = Influence(sp.diags(keep) @ U.J, U.A)
-    V_llm = influence_covariance(UL, st, data, cov)
-    V_h = influence_covariance(UH, st, data, cov)
+    V_llm = influence_covariance(UL, st, data, cov_type)
+    V_h = influence_covariance(UH, st, data, cov_type)
     B = sf.chart.score_jacobian(sf.theta)[:, sf.chart.slices["c"]]
     return B, V_llm, V_h, sf
 
@@ -344,7 +338,7 @@ def make_pilot(result: DialResult, *, data: Comparisons | None = None, design: s
     from pydial.estimation.glm import fit_human_btl
     from pydial.inference.calibration_test import calibration_test
 
-    data = _pilot_data(result, data)
+    data = pilot_data(result, data)
     if not 0 < alpha < 1:
         raise ArgumentError(f"alpha ({alpha}) must be in the open interval (0, 1)")
     s = result.scores["score"].to_numpy(float)
@@ -356,7 +350,7 @@ def make_pilot(result: DialResult, *, data: Comparisons | None = None, design: s
     if data.K > 0:
         from pydial.model.likelihood import Cells, Objective
 
-        B, V_llm, _, sf = _staged_parts(result, data)
+        B, V_llm, _, sf = staged_parts(result, data)
         llm_p = Objective(sf.llm_chart, Cells.stack(data, 1.0 / data.n_llm, 0.0)).probabilities(sf.llm_theta)
         lrt = result.calibration_test if data is result.data else None  # the pilot's own test (DIAL methods)
         if lrt is None:
@@ -389,7 +383,8 @@ def resolve_contrast(items: Sequence[str], s: np.ndarray, target: Any) -> tuple[
     return str(parts[0]), str(parts[1])
 
 
-def _check_k(k: int, N: int) -> int:
+def check_k(k: int, N: int) -> int:
+    """Return the top-set size ``k`` of ``N`` items, checked to be an integer in ``[1, N - 1]``."""
     if not isinstance(k, (int, np.integer)) or not 1 <= k < N:
         raise ArgumentError(f"k must be an integer in [1, N-1] = [1, {N - 1}], got {k!r}")
     return int(k)
@@ -399,8 +394,8 @@ def topk_probability(s: np.ndarray, cov: np.ndarray, k: int, *, draws: int = 400
                      seed: np.random.Generator | int | Sequence[int] | None = 0) -> float:
     """``P(top-k set of s_hat = top-k set of s)`` for ``s_hat ~ N(s, cov)`` (Monte Carlo)."""
     gen = np.random.default_rng(seed)
-    lam, Q = np.linalg.eigh(0.5 * (cov + cov.T))
-    Z = gen.standard_normal((draws, s.size)) * np.sqrt(np.clip(lam, 0.0, None))
+    eig, Q = np.linalg.eigh(0.5 * (cov + cov.T))
+    Z = gen.standard_normal((draws, s.size)) * np.sqrt(np.clip(eig, 0.0, None))
     X = s + Z @ Q.T
     return topk_hits(X, s, k).mean()
 
@@ -517,13 +512,13 @@ def plan(
             or np.any(budgets_arr != np.round(budgets_arr)):
         raise ArgumentError(f"budgets must be positive integers, got {list(budgets)!r}")
     level = check_level(level)
-    data = _pilot_data(result, data)
+    data = pilot_data(result, data)
     if method == "simulate":
         _check_simulation_size(budgets_arr, data, n_sim, n_jobs)
     pilot = make_pilot(result, data=data, design=design, alpha=alpha)
     if pilot.B is None and any(m != "human" for m in methods):
         raise DataError(f"methods {[m for m in methods if m != 'human']} need LLM judgments; the pilot data have none")
-    k = _check_k(k, pilot.N)
+    k = check_k(k, pilot.N)
     a, b = resolve_contrast(pilot.items, pilot.s, target)
     if method == "theory":
         table = _plan_theory(pilot, [int(x) for x in budgets_arr], methods, (a, b), k, level, seed)
@@ -721,218 +716,3 @@ def plot_plan(table: pd.DataFrame, columns: Sequence[str] = ("excess_risk", "con
     axes[0].legend()
     fig.tight_layout()
     return fig
-
-
-# ---------------------------------------------------------------- next pairs
-@dataclass(frozen=True)
-class CalibrationBlock:
-    """The human-calibrated part of a fit's covariance: ``cov = other + B K B^T``.
-
-    ``B`` is ``ds/dc`` of the calibration coordinates (the centering basis for
-    ``human``, the basis ``M`` of the anchored fit otherwise), ``K`` the sandwich
-    covariance of ``c`` from the human comparisons and ``other`` the rest (the LLM
-    stage).  ``s`` are the fit's scores.
-    """
-
-    s: np.ndarray
-    B: np.ndarray
-    K: np.ndarray
-    other: np.ndarray
-
-
-def calibration_block(result: DialResult, *, data: Comparisons | None = None) -> CalibrationBlock:
-    """Split the fit's covariance into the calibration block and the rest.
-
-    See :class:`CalibrationBlock`; the human part comes from the same influence
-    functions as the fit's sandwich (:mod:`pydial.inference.linearization`).  ``data`` defaults to
-    the data the result was fitted on.
-    """
-    from pydial.model.chart import centering_basis
-
-    data = _pilot_data(result, data)
-    s = result.scores["score"].to_numpy(float)
-    C = result.cov.to_numpy(float)
-    if not np.all(np.isfinite(C)):
-        raise DataError(f"result (method {result.method!r}) has no covariance to plan from")
-    if result.method == "human" or data.K == 0:
-        B = centering_basis(data.N)
-        V_h = C
-    else:
-        B, _, V_h, _ = _staged_parts(result, data)
-    Bp = np.linalg.pinv(B)
-    K = Bp @ V_h @ Bp.T
-    K = 0.5 * (K + K.T)
-    return CalibrationBlock(s, B, K, C - B @ K @ B.T)
-
-
-def _costs(costs: Any, items: tuple[str, ...], pairs: np.ndarray) -> np.ndarray:
-    out = np.ones(pairs.shape[0])
-    if costs is None:
-        return out
-    if isinstance(costs, pd.DataFrame):
-        need = {"item_a", "item_b", "cost"}
-        if not need <= set(costs.columns):
-            raise DataError(f"costs must have columns {sorted(need)}, got {list(costs.columns)}")
-        costs = {(a, b): c for a, b, c in costs[["item_a", "item_b", "cost"]].itertuples(index=False)}
-    if not isinstance(costs, Mapping):
-        raise DataError(f"costs must be a mapping {{(item_a, item_b): cost}} or a DataFrame, got {type(costs).__name__}")
-    index = {(items[i], items[j]): t for t, (i, j) in enumerate(pairs)}
-    for (a, b), c in costs.items():
-        t = index.get((a, b), index.get((b, a)))
-        if t is None:
-            raise DataError(f"costs: unknown pair ({a!r}, {b!r})")
-        c = float(c)
-        if not np.isfinite(c) or c <= 0:
-            raise DataError(f"costs: the cost of ({a!r}, {b!r}) must be positive and finite, got {c!r}")
-        out[t] = c
-    return out
-
-
-GREEDY_STEP_SECONDS = 3e-5  # per greedy step of next_pairs: numpy call overhead (measured)
-GREEDY_ENTRY_SECONDS = 1.6e-8  # per pair x (contrast + coordinate) entry of a step (measured)
-GREEDY_MAX_SECONDS = 600.0
-"""Longest run :func:`next_pairs` starts (by its estimate): propose in batches, refitting between them."""
-
-
-def _check_greedy_size(n: int, N: int, d: int, h: int) -> None:
-    """Refuse ``next_pairs`` requests whose greedy loop would run past :data:`GREEDY_MAX_SECONDS` or out of memory.
-
-    ``d`` calibration coordinates, ``h`` contrasts of the objective (0 for ``"D"``).
-    """
-    n_pairs = N * (N - 1) // 2
-    entries = n_pairs * (h + d + 2) * max(d, 1)
-    step = GREEDY_STEP_SECONDS + entries * GREEDY_ENTRY_SECONDS
-    check_bytes(8 * (n_pairs * (4 * d + 8) + h * (N + n_pairs + d)), f"next_pairs with {N:,} items and {h:,} contrasts",
-                "use objective='contrast' or 'D', or a smaller k", detail=f"{n_pairs:,} pairs x {h:,} contrasts x 8 B")
-    if n * step > GREEDY_MAX_SECONDS:
-        most = max(1, int(GREEDY_MAX_SECONDS / step))
-        raise ArgumentError(f"next_pairs(n={n:,}) would take about {n * step:,.3g} s ({n:,} greedy steps over "
-                            f"{n_pairs:,} pairs, ~{step:.2g} s each; the limit is {GREEDY_MAX_SECONDS:.0f} s); "
-                            f"propose at most about {most:,} at once: collect those labels, refit, and call "
-                            "next_pairs again")
-
-
-def next_pairs(
-    result: DialResult,
-    n: int,
-    objective: str = "contrast",
-    *,
-    data: Comparisons | None = None,
-    target: Any = None,
-    k: int = 1,
-    costs: Any = None,
-) -> pd.DataFrame:
-    r"""Propose the next ``n`` human comparisons by greedy sequential design.
-
-    Each step picks the pair with the largest predicted reduction of the objective
-    per unit cost, then updates the calibration block's covariance ``K`` by
-    Sherman-Morrison with that comparison's information ``p(1-p) x x^T``
-    (see ``help(pydial.studies.planning)``; fitted ``p`` of the current fit).
-
-    Parameters
-    ----------
-    result : DialResult
-        The current fit.
-    n : int
-        Number of comparisons to propose.
-    objective : {"contrast", "ranking", "D"}
-        ``"contrast"``: variance of the named contrast ``target`` (default top-1 vs
-        top-2).  ``"ranking"``: the top-k boundary, ``sum_{a in top k, b not}
-        w_ab Var(s_a - s_b)`` with ``w_ab = Phi(-|s_a - s_b| / se_ab)``, the
-        probability the pair is misordered (weights at the current fit).  ``"D"``:
-        ``log det K`` of the calibration block (D-optimal design).
-    data : Comparisons, optional
-        The data of the current fit, by default ``result.data``; a data set other
-        than the fit's raises :class:`~pydial.DataError`.
-    target : str or (str, str), optional
-        The contrast of ``objective="contrast"``.
-    k : int
-        Size of the top set of ``objective="ranking"``.
-    costs : mapping {(item_a, item_b): cost} or DataFrame (item_a, item_b, cost), optional
-        Per-pair labelling costs (default 1); the greedy step maximizes reduction per cost.
-
-    Returns
-    -------
-    DataFrame
-        One row per proposed pair: ``item_a, item_b, n`` (labels), ``variance_reduction``
-        (summed predicted reduction of the objective by those labels), ``cost``
-        (total), ``first_step``.  ``attrs``: ``objective``, ``before``, ``after``.
-    """
-    if objective not in OBJECTIVES:
-        raise ArgumentError(f"objective must be one of {OBJECTIVES}, got {objective!r}")
-    if isinstance(n, (bool, np.bool_)) or not isinstance(n, (int, np.integer)) or n < 1:
-        raise ArgumentError(f"n must be a positive integer, got {n!r}")
-    blk = calibration_block(result, data=data)
-    items = tuple(result.items)
-    N = len(items)
-    if objective == "ranking":
-        k = _check_k(k, N)
-    _check_greedy_size(int(n), N, blk.B.shape[1], k * (N - k) if objective == "ranking" else int(objective != "D"))
-    pi, pj = np.triu_indices(N, 1)
-    pairs = np.column_stack([pi, pj])
-    cost = _costs(costs, items, pairs)
-    from pydial.model.chart import difference_design
-
-    D = difference_design(pi, pj, N)
-    X = D @ blk.B                              # x_ij = B^T (e_i - e_j), one row per pair
-    w = expit(D @ blk.s)
-    w = w * (1 - w)
-    G: np.ndarray | None  # contrasts and their weights (None for the D objective)
-    omega: np.ndarray | None
-    if objective == "contrast":
-        a, b = resolve_contrast(items, blk.s, target)
-        G = np.zeros((1, N))
-        G[0, items.index(a)], G[0, items.index(b)] = 1.0, -1.0
-        omega = np.ones(1)
-        label = f"Var({a} - {b})"
-    elif objective == "ranking":
-        o = np.argsort(-blk.s, kind="stable")
-        top, rest = o[:k], o[k:]
-        ta, tb = np.repeat(top, rest.size), np.tile(rest, top.size)
-        G = np.zeros((ta.size, N))
-        G[np.arange(ta.size), ta], G[np.arange(ta.size), tb] = 1.0, -1.0
-        C = blk.other + blk.B @ blk.K @ blk.B.T
-        se = np.sqrt(np.maximum(np.einsum("ij,jk,ik->i", G, C, G), 1e-300))
-        omega = norm.cdf(-np.abs(G @ blk.s) / se)
-        label = f"top-{k} boundary: sum w Var(contrast)"
-    else:
-        G = omega = None
-        label = "log det K (calibration block)"
-    H = None if G is None else G @ blk.B      # contrasts in calibration coordinates
-    K = blk.K.copy()
-
-    def value(K: np.ndarray) -> float:
-        if H is None:
-            lam = np.linalg.eigvalsh(K)
-            return float(np.sum(np.log(lam[lam > 1e-12 * lam.max()])))
-        assert G is not None and omega is not None  # H is G B
-        return float(omega @ (np.einsum("ij,jk,ik->i", G, blk.other, G) + np.einsum("ij,jk,ik->i", H, K, H)))
-
-    before = value(K)
-    counts = np.zeros(pairs.shape[0], int)
-    gain = np.zeros(pairs.shape[0])
-    first = np.full(pairs.shape[0], -1)
-    for step in range(int(n)):
-        KX = X @ K                              # rows K x_ij
-        q = np.einsum("ij,ij->i", KX, X)        # x^T K x
-        denom = 1.0 + w * q
-        if H is None:
-            red = np.log(denom)
-        else:
-            assert omega is not None  # H is G B
-            red = w * ((H @ KX.T) ** 2 * omega[:, None]).sum(0) / denom
-        t = int(np.argmax(red / cost))
-        if red[t] <= 0:
-            break
-        K = K - w[t] * np.outer(KX[t], KX[t]) / denom[t]
-        counts[t] += 1
-        gain[t] += red[t]
-        if first[t] < 0:
-            first[t] = step
-    m = counts > 0
-    it = np.asarray(items, dtype=object)
-    out = pd.DataFrame({"item_a": it[pi[m]], "item_b": it[pj[m]], "n": counts[m], "variance_reduction": gain[m],
-                        "cost": counts[m] * cost[m], "first_step": first[m]})
-    out = out.sort_values(["n", "first_step"], ascending=[False, True]).reset_index(drop=True)
-    out.attrs.update(objective=objective, target=label, before=before, after=value(K))
-    return out

@@ -22,7 +22,7 @@ simulation grid), and the human comparisons do not depend on the LLM settings.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, Literal, Mapping, Sequence
 
@@ -31,13 +31,13 @@ import pandas as pd
 from scipy.special import expit
 
 from pydial.data.features import covariate_names
-from pydial.exceptions import ArgumentError, ArgumentTypeError, renamed_arguments
+from pydial.exceptions import ArgumentError, ArgumentTypeError
 from pydial.resources import check_bytes
 
 if TYPE_CHECKING:  # pragma: no cover
     from pydial.data.comparisons import Comparisons
 
-__all__ = ["TARGETS", "Truth", "Simulation", "simulate", "pair_index"]
+__all__ = ["TARGETS", "Truth", "Simulation", "JudgeBehavior", "simulate", "pair_index"]
 
 TARGETS = ("consensus", "misaligned")
 """Allowed values of ``simulate(target=...)``."""
@@ -46,9 +46,6 @@ FIXED_JUDGE_B = 0.05
 """Position effect of the last judge (paper: "one judge fixed at :math:`b_k=0.05`")."""
 
 HUMAN_JUDGE = "human"
-
-RENAMED = {"r": "rank", "tie_model": "ties", "rng": "seed"}
-"""Old keyword names of :func:`simulate` (deprecated) and the names that replace them."""
 
 
 def pair_index(i: np.ndarray | int, j: np.ndarray | int, N: int) -> np.ndarray:
@@ -237,8 +234,8 @@ class Simulation:
         """
         from pydial.data.comparisons import Comparisons
 
-        cov = list(self.truth.covariates) or None
-        return Comparisons.from_frame(self.frame, human_judge=HUMAN_JUDGE, items=list(self.truth.items), covariates=cov,
+        names = list(self.truth.covariates) or None
+        return Comparisons.from_frame(self.frame, human_judge=HUMAN_JUDGE, items=list(self.truth.items), covariates=names,
                                       self_preference=self.truth.self_preference)
 
     def __repr__(self) -> str:
@@ -248,6 +245,71 @@ class Simulation:
             f"Simulation(N={c.get('N')}, K={c.get('K')}, rank={c.get('rank')}, n_llm={c.get('n_llm')}, "
             f"n_human={c.get('n_human')}, target={c.get('target')!r}, seed={c.get('seed')!r})"
         )
+
+
+@dataclass(frozen=True)
+class JudgeBehavior:
+    r"""How the simulated LLM judges behave beyond the paper's main design (:func:`simulate`'s ``behavior``).
+
+    Attributes
+    ----------
+    p_first : float, default 0.75
+        Probability that the canonical item is displayed first (paper: 0.75).  Not used
+        with ``simulate(both_orders=True)``.
+    position_effects : sequence of float, optional
+        The judges' position effects :math:`b_k` (``K`` numbers) instead of the drawn ones
+        (which are drawn all the same, so the other parameters do not change).
+    overdispersion : float, default 0
+        Standard deviation of the judge-pair effects :math:`\varepsilon_{kij}`
+        (0 = off; paper: 1).
+    sigma_pos : float, default 0
+        Within-judge standard deviation of the pair-varying position effects
+        (0 = off; paper: 0 to 1).  Needs ``N >= 3``.
+    self_preference : mapping of str to sequence of str, optional
+        Self-preference (beyond the paper): each mapped judge's own items, by name
+        (``{"judge0": ["item00", "item01"]}``; judges ``judge0 ..``, items ``item00 ..``).  Judge
+        ``k``'s predictor adds ``self_effect_k (1[i own_k] - 1[j own_k])``, and
+        :attr:`Simulation.comparisons` carries the covariate
+        (:meth:`~pydial.Comparisons.with_self_preference`, scale 1: a fit estimates ``self_effect_k``).
+    self_effect : float or mapping of str to float, default 0
+        The self-preference effect of every mapped judge, or of each (by judge name; unmapped 0).
+
+    Examples
+    --------
+    >>> sim = simulate(N=6, K=3, n_llm=500, n_human=50, behavior=JudgeBehavior(overdispersion=1.0), seed=1)
+    >>> sim.config["overdispersion"]
+    1.0
+    >>> simulate(N=6, K=3, n_llm=500, n_human=50, behavior={"overdispersion": 1.0}, seed=1).frame.equals(sim.frame)
+    True
+    """
+
+    p_first: float = 0.75
+    position_effects: Sequence[float] | None = None
+    overdispersion: float = 0.0
+    sigma_pos: float = 0.0
+    self_preference: Mapping[str, Sequence[str]] | None = None
+    self_effect: float | Mapping[str, float] = 0.0
+
+    @classmethod
+    def of(cls, value: "JudgeBehavior | Mapping[str, Any] | None") -> "JudgeBehavior":
+        """Return ``value`` (a :class:`JudgeBehavior`, a mapping of its fields, or None) as a :class:`JudgeBehavior`.
+
+        Raises
+        ------
+        pydial.ArgumentTypeError
+            ``value`` is neither.
+        pydial.ArgumentError
+            The mapping has a key that is not a field (named, with the fields).
+        """
+        if value is None or isinstance(value, cls):
+            return value or cls()
+        known = [f.name for f in fields(cls)]
+        if not isinstance(value, Mapping):
+            raise ArgumentTypeError(f"behavior must be a JudgeBehavior or a mapping with keys {known}, got {value!r}")
+        unknown = sorted(str(k) for k in value if k not in known)
+        if unknown:
+            raise ArgumentError(f"behavior has unknown key(s) {unknown}; the keys are {known}")
+        return cls(**value)
 
 
 # --------------------------------------------------------------------------- helpers
@@ -459,6 +521,68 @@ def _llm_design(gen: np.random.Generator, n_llm: int, n_pairs: int, K: int, p_fi
     return rec_pairs[rec], k, a_first, rec, rec_pairs
 
 
+def _check_design(N: Any, K: Any, rank: Any, n_llm: Any, n_human: Any) -> tuple[int, int, int, int, int]:
+    """Check :func:`simulate`'s dimensions and budgets; return them as ints."""
+    N, K, r = _check_int("N", N, 2), _check_int("K", K, 1), _check_int("rank", rank, 0)
+    if r > K - 1:
+        raise ArgumentError(f"rank ({r}) must satisfy rank <= K-1 = {K - 1} "
+                            "(structured LLM representation: rank(U) = r with 1^T U = 0)")
+    if r + 1 > N - 1:
+        raise ArgumentError(f"rank ({r}) must satisfy rank+1 <= N-1 = {N - 1} "
+                            "(structured LLM representation: W = [mu, V] centered)")
+    return N, K, r, _check_int("n_llm", n_llm, 0), _check_int("n_human", n_human, 0)
+
+
+def _check_ties(tie_rate: Any, ties: Any) -> tuple[float, str]:
+    """Check :func:`simulate`'s ``tie_rate`` and ``ties``; return them (``ties`` Davidson by default)."""
+    tie_rate = _check_float("tie_rate", tie_rate, 0.0, 1.0)
+    if tie_rate >= 1.0:
+        raise ArgumentError(f"tie_rate must be < 1, got {tie_rate}")
+    if ties is None:
+        return tie_rate, "davidson"
+    if ties not in ("davidson", "rao-kupper"):
+        raise ArgumentError(f"ties must be 'davidson', 'rao-kupper' or None, got {ties!r}")
+    if tie_rate == 0:
+        raise ArgumentError(f"ties={ties!r} needs tie_rate > 0 (the tie probability at equal scores)")
+    return tie_rate, ties
+
+
+def _draw(gen: np.random.Generator, ties: str, eta: np.ndarray, nu: float | None) -> np.ndarray:
+    """Outcome codes 0 (item i wins), 1 (item j wins), 2 (tie); decisive only when ``nu`` is None."""
+    if nu is None:
+        return np.where(gen.random(eta.size) < expit(eta), 0, 1)
+    return _draw_outcomes(gen, ties, eta, np.full(eta.size, np.log(nu)))
+
+
+def _frame(items: tuple[str, ...], judges: tuple[str, ...], k_llm: np.ndarray, a_first: np.ndarray,
+           record: np.ndarray, i: np.ndarray, j: np.ndarray, outcome: np.ndarray) -> pd.DataFrame:
+    """Return the long table: the ``k_llm.size`` LLM rows, then the human rows (judge ``human``, first ``a``)."""
+    n_rows, n_tot = k_llm.size, outcome.size
+    ab = np.array(["a", "b", "tie"], dtype=object)
+    judge_col = np.full(n_tot, HUMAN_JUDGE, dtype=object)
+    judge_col[:n_rows] = np.asarray(judges, dtype=object)[k_llm]
+    first_col = np.full(n_tot, "a", dtype=object)
+    first_col[:n_rows] = ab[(~a_first).astype(np.int64)]
+    item_arr = np.asarray(items, dtype=object)
+    return pd.DataFrame({"record_id": record, "judge": judge_col, "item_a": item_arr[i], "item_b": item_arr[j],
+                         "first": first_col, "winner": ab[outcome.astype(np.int64)]})
+
+
+def _parameters(gen: np.random.Generator, N: int, K: int, r: int, target: str, c_v_sd: float,
+                b_given: np.ndarray | None) -> tuple[np.ndarray, ...]:
+    """Draw the structural parameters ``(mu, V, gamma, U, S, W, b, c_h, s_h)`` of :func:`simulate`."""
+    mu, V, gamma, U, S = _structure(gen, N, K, r)
+    W = np.column_stack([mu, V])
+    b = gen.uniform(0.3, 1.2, size=K) * np.where(gen.random(K) < 0.8, 1.0, -1.0)
+    b[-1] = FIXED_JUDGE_B
+    if b_given is not None:  # drawn all the same: the other parameters do not depend on position_effects
+        b = b_given
+    c_v = c_v_sd * gen.standard_normal(r)
+    c_h = np.ones(1) if target == "consensus" else np.concatenate([[1.0], c_v])
+    s_h = mu.copy() if target == "consensus" else W @ c_h
+    return mu, V, gamma, U, S, W, b, c_h, s_h
+
+
 def simulate(
     N: int = 10,
     K: int = 4,
@@ -468,19 +592,13 @@ def simulate(
     *,
     target: Literal["consensus", "misaligned"] = "consensus",
     c_v_sd: float = 0.5,
-    overdispersion: float = 0.0,
-    sigma_pos: float = 0.0,
-    p_first: float = 0.75,
     both_orders: bool = False,
-    position_effects: Sequence[float] | None = None,
     tie_rate: float = 0.0,
     ties: Literal["davidson", "rao-kupper"] | None = None,
     covariates: Sequence[str] | None = None,
     beta: Any = None,
-    self_preference: Mapping[str, Sequence[str]] | None = None,
-    self_effect: float | Mapping[str, float] = 0.0,
+    behavior: JudgeBehavior | Mapping[str, Any] | None = None,
     seed: np.random.Generator | int | None = None,
-    **deprecated: Any,
 ) -> Simulation:
     r"""Simulate LLM and human pairwise judgments from the paper's DGP.
 
@@ -507,12 +625,13 @@ def simulate(
     Comparisons.  Every comparison draws its pair uniformly among the
     :math:`N(N-1)/2` pairs; LLM comparisons also draw the judge uniformly.  The
     canonical item :math:`i` (of :math:`i<j`) is shown first (:math:`a=+1`) with
-    probability ``p_first``.  Item :math:`i` wins an LLM comparison with probability
-    :math:`\sigma(s_{ki}-s_{kj}+ab_{kij}+\varepsilon_{kij})` (the judges' order-effect BTL model
-    with the optional misspecifications below) and a human comparison with
+    probability ``behavior.p_first`` (paper: 0.75; not used with ``both_orders``).  Item
+    :math:`i` wins an LLM comparison with probability
+    :math:`\sigma(s_{ki}-s_{kj}+ab_{kij}+\varepsilon_{kij})` (the judges' order-effect BTL
+    model with the optional misspecifications below) and a human comparison with
     probability :math:`\sigma(s_{Hi}-s_{Hj})` (the human BTL model).
 
-    Misspecification.  ``overdispersion > 0``: :math:`\varepsilon_{kij}\sim
+    Misspecification (``behavior``).  ``overdispersion > 0``: :math:`\varepsilon_{kij}\sim
     N(0,\texttt{overdispersion}^2)` drawn once per judge-pair and shared by all
     repeats and both orders (the paper's bottom row uses ``overdispersion=1``).
     ``sigma_pos > 0``: :math:`b_{kij}=b_k+\delta_{kij}` with :math:`\delta_{kij}`
@@ -532,12 +651,6 @@ def simulate(
         Human target :math:`s_H=\mu` or :math:`s_H=Wc_H`.
     c_v_sd : float
         Standard deviation of :math:`c_V` (``target="misaligned"``; paper: 0.5).
-    overdispersion : float
-        Standard deviation of the judge-pair effects :math:`\varepsilon_{kij}`
-        (0 = off; paper: 1).
-    sigma_pos : float
-        Within-judge standard deviation of the pair-varying position effects
-        (0 = off; paper: 0 to 1).  Needs ``N >= 3``.
     tie_rate : float
         ``> 0``: every judge and the people produce ties, with the tie
         probability ``tie_rate`` at equal scores (the same tie parameter for
@@ -549,9 +662,6 @@ def simulate(
         (1970/1977) or Rao-Kupper (1967) (:mod:`pydial.model.families`).  None
         (default) is Davidson when ``tie_rate > 0``; a family with ``tie_rate=0``
         is an error.
-    p_first : float
-        Probability that the canonical item is displayed first (paper: 0.75).  Not used
-        with ``both_orders=True``.
     both_orders : bool, default False
         The design of the paper's real-data panel: ``n_llm`` *records* (item pairs drawn
         uniformly), each judged by every judge in both display orders, each order an
@@ -560,9 +670,6 @@ def simulate(
         to the first ``n_human`` records (same pair and ``record_id``).  Response covariates
         are drawn once per record (every judge, both orders and the people see the same
         responses).  False (default): one judgment per record, the draws are unchanged.
-    position_effects : sequence of float, optional
-        The judges' position effects :math:`b_k` (``K`` numbers) instead of the drawn ones
-        (which are drawn all the same, so the other parameters do not change).
     covariates : sequence of str, optional
         Response covariates (beyond the paper: style bias), e.g. ``["length"]``.  Each item
         has a mean feature value ``m_i ~ N(0, 1)`` per covariate (``truth.item_style``); each
@@ -573,20 +680,14 @@ def simulate(
     beta : float or array, optional
         The covariate effects: a number or a ``(p,)`` vector shared by the LLM judges
         (people 0), or a ``(K + 1, p)`` array (judges, then people).  Default 0.
-    self_preference : mapping of str to sequence of str, optional
-        Self-preference (beyond the paper): each mapped judge's own items, by name
-        (``{"judge0": ["item00", "item01"]}``; judges ``judge0 ..``, items ``item00 ..``).  Judge
-        ``k``'s predictor adds ``self_effect_k (1[i own_k] - 1[j own_k])``, and
-        :attr:`Simulation.comparisons` carries the covariate
-        (:meth:`~pydial.Comparisons.with_self_preference`, scale 1: a fit estimates ``self_effect_k``).
-    self_effect : float or mapping of str to float
-        The self-preference effect of every mapped judge, or of each (by judge name; unmapped 0).
+    behavior : JudgeBehavior or mapping, optional
+        The judges' display design and misspecifications: ``p_first``, ``position_effects``,
+        ``overdispersion``, ``sigma_pos``, ``self_preference`` and ``self_effect``, as a
+        :class:`JudgeBehavior` or a mapping of some of its fields (e.g.
+        ``{"overdispersion": 1.0}``); the others keep their defaults.
     seed : numpy.random.Generator, int or None
         Seed or generator, passed to :func:`numpy.random.default_rng`.  The same
         seed gives identical output.
-    **deprecated
-        The old names ``r``, ``tie_model`` and ``rng`` still work with a
-        :class:`DeprecationWarning`.
 
     Returns
     -------
@@ -597,8 +698,11 @@ def simulate(
     Raises
     ------
     pydial.ArgumentError
-        Invalid dimensions, budgets, target or noise levels (the message echoes the
-        bad value).
+        Invalid dimensions, budgets, target or noise levels, or an unknown ``behavior``
+        key (the message echoes the bad value).
+    pydial.ArgumentTypeError
+        An argument of the wrong type, e.g. ``behavior`` neither a mapping nor a
+        :class:`JudgeBehavior`.
 
     Notes
     -----
@@ -616,42 +720,22 @@ def simulate(
     >>> round(float(sim.truth.mu @ sim.truth.mu), 10)
     6.0
     """
-    if deprecated:
-        old = renamed_arguments("simulate", deprecated, RENAMED, RENAMED.values())
-        rank, ties, seed = old.get("rank", rank), old.get("ties", ties), old.get("seed", seed)
-    N = _check_int("N", N, 2)
-    K = _check_int("K", K, 1)
-    r = _check_int("rank", rank, 0)
-    if r > K - 1:
-        raise ArgumentError(f"rank ({r}) must satisfy rank <= K-1 = {K - 1} "
-                            "(structured LLM representation: rank(U) = r with 1^T U = 0)")
-    if r + 1 > N - 1:
-        raise ArgumentError(f"rank ({r}) must satisfy rank+1 <= N-1 = {N - 1} "
-                            "(structured LLM representation: W = [mu, V] centered)")
-    n_llm = _check_int("n_llm", n_llm, 0)
-    n_human = _check_int("n_human", n_human, 0)
+    N, K, r, n_llm, n_human = _check_design(N, K, rank, n_llm, n_human)
     seed = _check_seed(seed)
+    jb = JudgeBehavior.of(behavior)
     n_rows = _check_both_orders(both_orders, n_llm, n_human, K)
-    b_given = _position_effects(position_effects, K)
+    b_given = _position_effects(jb.position_effects, K)
     _check_size(N, K, n_rows, n_human, 0 if covariates is None else len(covariates))
     if target not in TARGETS:
         raise ArgumentError(f"target must be one of {TARGETS}, got {target!r}")
     c_v_sd = _check_float("c_v_sd", c_v_sd, 0.0)
-    overdispersion = _check_float("overdispersion", overdispersion, 0.0)
-    sigma_pos = _check_float("sigma_pos", sigma_pos, 0.0)
-    p_first = _check_float("p_first", p_first, 0.0, 1.0)
-    tie_rate = _check_float("tie_rate", tie_rate, 0.0, 1.0)
-    if tie_rate >= 1.0:
-        raise ArgumentError(f"tie_rate must be < 1, got {tie_rate}")
-    if ties is None:
-        ties = "davidson"
-    elif ties not in ("davidson", "rao-kupper"):
-        raise ArgumentError(f"ties must be 'davidson', 'rao-kupper' or None, got {ties!r}")
-    elif tie_rate == 0:
-        raise ArgumentError(f"ties={ties!r} needs tie_rate > 0 (the tie probability at equal scores)")
+    overdispersion = _check_float("overdispersion", jb.overdispersion, 0.0)
+    sigma_pos = _check_float("sigma_pos", jb.sigma_pos, 0.0)
+    p_first = _check_float("p_first", jb.p_first, 0.0, 1.0)
+    tie_rate, family = _check_ties(tie_rate, ties)
     names = [] if covariates is None else covariate_names(covariates)
     beta_kp = _covariate_effects(beta, K, len(names))
-    own, self_k = _self_preference(self_preference, self_effect, N, K)
+    own, self_k = _self_preference(jb.self_preference, jb.self_effect, N, K)
     n_pairs = N * (N - 1) // 2
     if sigma_pos > 0 and n_pairs < 2:
         raise ArgumentError(f"sigma_pos ({sigma_pos}) > 0 needs at least two pairs (N >= 3), got N={N}")
@@ -660,23 +744,7 @@ def simulate(
     seed_label = seed if (seed is None or isinstance(seed, (int, np.integer))) else "Generator"
     g_struct, g_eps, g_pos, g_llm, g_hum = gen.spawn(5)
 
-    # (1) Structural parameters.
-    mu, V, gamma, U, S = _structure(g_struct, N, K, r)
-    W = np.column_stack([mu, V])
-    beta = g_struct.uniform(0.3, 1.2, size=K)
-    xi = np.where(g_struct.random(K) < 0.8, 1.0, -1.0)
-    b = beta * xi
-    b[-1] = FIXED_JUDGE_B
-    if b_given is not None:  # drawn all the same: the other parameters do not depend on position_effects
-        b = b_given
-    c_v = c_v_sd * g_struct.standard_normal(r)
-    if target == "consensus":
-        c_h = np.ones(1)
-        s_h = mu.copy()
-    else:
-        c_h = np.concatenate([[1.0], c_v])
-        s_h = W @ c_h
-
+    mu, V, gamma, U, S, W, b, c_h, s_h = _parameters(g_struct, N, K, r, target, c_v_sd, b_given)  # (1) structure
     pi, pj = np.triu_indices(N, 1)
     pairs = np.column_stack([pi, pj]).astype(np.int64)
 
@@ -710,13 +778,10 @@ def simulate(
         xa_l, xb_l = xa_r[rec_llm], xb_r[rec_llm]
         eta += np.einsum("cp,cp->c", xa_l - xb_l, beta_kp[k_llm])
         sides = {"llm": (xa_l, xb_l)}
-    nu = None
-    if tie_rate > 0:  # P(tie) = tie_rate at equal scores: nu / (2 + nu) (Davidson), tanh(tau / 2) (Rao-Kupper)
-        t = 2 * tie_rate / (1 - tie_rate) if ties == "davidson" else 2 * np.arctanh(tie_rate)
-        nu = np.full(K + 1, t)
-        out_llm = _draw_outcomes(g_llm, ties, eta, np.log(nu[k_llm]))
-    else:
-        out_llm = np.where(g_llm.random(n_rows) < expit(eta), 0, 1)
+    t = None  # P(tie) = tie_rate at equal scores: nu / (2 + nu) (Davidson), tanh(tau / 2) (Rao-Kupper)
+    if tie_rate > 0:
+        t = 2 * tie_rate / (1 - tie_rate) if family == "davidson" else 2 * np.arctanh(tie_rate)
+    out_llm = _draw(g_llm, family, eta, t)
 
     # (5) Human comparisons.
     p_hum = rec_pairs[:n_human] if both_orders else g_hum.integers(0, n_pairs, size=n_human)
@@ -730,43 +795,23 @@ def simulate(
             xb_h = style[j_h] + g_cov.standard_normal((n_human, len(names)))
         eta_h = eta_h + (xa_h - xb_h) @ beta_kp[K]
         sides["human"] = (xa_h, xb_h)
-    if nu is not None:  # tie_rate > 0
-        out_hum = _draw_outcomes(g_hum, ties, eta_h, np.log(nu[K]))
-    else:
-        out_hum = np.where(g_hum.random(n_human) < expit(eta_h), 0, 1)
+    out_hum = _draw(g_hum, family, eta_h, t)
 
     items, judges = _names(N, K)
-    item_arr = np.asarray(items, dtype=object)
-    judge_arr = np.asarray(judges, dtype=object)
-    n_tot = n_rows + n_human
-    ab = np.array(["a", "b", "tie"], dtype=object)
-    judge_col = np.empty(n_tot, dtype=object)
-    judge_col[:n_rows] = judge_arr[k_llm]
-    judge_col[n_rows:] = HUMAN_JUDGE
-    first_col = np.empty(n_tot, dtype=object)
-    first_col[:n_rows] = ab[(~a_first).astype(np.int64)]
-    first_col[n_rows:] = "a"
-    outcome = np.concatenate([out_llm, out_hum]).astype(np.int64)  # 0: item i won, 1: item j won, 2: tie
-    frame = pd.DataFrame(
-        {
-            "record_id": (np.concatenate([rec_llm, np.arange(n_human, dtype=np.int64)]) if both_orders
-                          else np.arange(n_tot, dtype=np.int64)),
-            "judge": judge_col,
-            "item_a": item_arr[np.concatenate([i_l, i_h])],
-            "item_b": item_arr[np.concatenate([j_l, j_h])],
-            "first": first_col,
-            "winner": ab[outcome],
-        }
-    )
-    for t, name in enumerate(names):
+    record = (np.concatenate([rec_llm, np.arange(n_human, dtype=np.int64)]) if both_orders
+              else np.arange(n_rows + n_human, dtype=np.int64))
+    frame = _frame(items, judges, k_llm, a_first, record, np.concatenate([i_l, i_h]), np.concatenate([j_l, j_h]),
+                   np.concatenate([out_llm, out_hum]))
+    for c, name in enumerate(names):
         for side, col in ((0, f"{name}_a"), (1, f"{name}_b")):
-            frame[col] = np.concatenate([sides["llm"][side][:, t], sides["human"][side][:, t]])
+            frame[col] = np.concatenate([sides["llm"][side][:, c], sides["human"][side][:, c]])
     truth = Truth(
         s_h=s_h, S=S, b=b, mu=mu, gamma=gamma, U=U, V=V, W=W, c_h=c_h, b_kij=b_kij, eps_kij=eps_kij,
-        pairs=pairs, items=items, judges=judges, nu=nu, ties=ties if tie_rate > 0 else None,
+        pairs=pairs, items=items, judges=judges, nu=None if t is None else np.full(K + 1, t),
+        ties=family if tie_rate > 0 else None,
         covariates=tuple(names), beta=beta_kp if names else None, item_style=style,
         self_preference=None if own is None else {str(k): tuple(str(x) for x in v) for k, v in
-                                                  (self_preference or {}).items()},
+                                                  (jb.self_preference or {}).items()},
         self_effect=self_k if own is not None else None,
     )
     config = dict(
@@ -774,9 +819,10 @@ def simulate(
         overdispersion=overdispersion, sigma_pos=sigma_pos, p_first=p_first, seed=seed_label,
         **({"both_orders": True} if both_orders else {}),
         **({"position_effects": b.tolist()} if b_given is not None else {}),
-        **({"tie_rate": tie_rate, "ties": ties} if tie_rate > 0 else {}),
+        **({"tie_rate": tie_rate, "ties": family} if tie_rate > 0 else {}),
         **({"covariates": tuple(names), "beta": beta_kp.tolist()} if names else {}),
-        **({"self_preference": {k: list(v) for k, v in (self_preference or {}).items()}, "self_effect": self_k.tolist()}
+        **({"self_preference": {k: list(v) for k, v in (jb.self_preference or {}).items()},
+            "self_effect": self_k.tolist()}
            if own is not None else {}),
     )
     return Simulation(frame=frame, truth=truth, config=config)

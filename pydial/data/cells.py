@@ -1,0 +1,258 @@
+"""Cell tables of pairwise judgments: the aggregated counts the models read, and the rows one by one.
+
+LLM cells ``(k, i, j, a, n, y)`` hold ``n`` decisive judgments of judge ``k`` on the canonical
+pair ``(i, j)``, ``i < j``, under display order ``a`` (``+1``: item ``i`` shown first), of which
+``y`` preferred item ``i`` (eq. binomial-model-llm); human cells ``(i, j, n, y)`` (eq.
+binomial-model-human).  Built by :class:`pydial.Comparisons`.
+"""
+
+from __future__ import annotations
+
+from collections import abc
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Any, Iterator, Sequence, cast
+
+import numpy as np
+import pandas as pd
+
+__all__ = ["J_WINS", "I_WINS", "TIE", "BOTH_BAD", "CellTable", "LLMCells", "HumanCells", "RecordIds", "Rows"]
+
+# Outcome codes of a canonical row.
+J_WINS, I_WINS, TIE, BOTH_BAD = 0, 1, 2, 3
+
+
+def as_int64(x: Any) -> np.ndarray:
+    return np.asarray(x, dtype=np.int64).reshape(-1)
+
+
+@dataclass(frozen=True)
+class CellTable:
+    """Aggregated comparisons with three outcome counts: the one cell table of both engines.
+
+    The cells of the binomial models, eq. binomial-model-llm (judge ``k``, pair
+    ``(i, j)``, order ``a``) and eq. binomial-model-human (pair ``(i, j)``), with tie
+    counts for the tie models.  Every table of cells is a :class:`CellTable`: the decisive
+    LLM and human cells of :class:`Comparisons` (:class:`LLMCells`, :class:`HumanCells`),
+    the cells with tie counts (:meth:`Comparisons.cell_table`), the cells of the tie models
+    and of the Stan data (:mod:`pydial.stan.schema`).
+
+    Attributes
+    ----------
+    judge : int array
+        Judge index ``k`` in ``0..K-1``; ``K`` for people.
+    i, j : int arrays
+        Canonical item indices ``i < j``.
+    a : int array
+        Display order, ``+1`` when item ``i`` was shown first, ``-1`` otherwise, ``0`` for people.
+    n, y : arrays
+        Judgments per cell (ties included) and wins of item ``i``.
+    ties : array, optional
+        Ties per cell (default none: a decisive table).
+    z : float array (cells x p), optional
+        The standardized comparison covariates of the cell's judgments (canonical orientation:
+        item ``i`` as side a, see :mod:`pydial.data.features`); judgments with other covariate
+        values are other cells.  ``None``: no covariates.
+    """
+
+    judge: np.ndarray
+    i: np.ndarray
+    j: np.ndarray
+    a: np.ndarray
+    n: np.ndarray
+    y: np.ndarray
+    ties: np.ndarray | None = None
+    z: np.ndarray | None = None
+
+    def __post_init__(self) -> None:
+        """Fill in zero ties for a decisive table."""
+        if self.ties is None:
+            object.__setattr__(self, "ties", np.zeros(np.size(self.n), np.int64))
+
+    @classmethod
+    def from_counts(cls, judge: np.ndarray, i: np.ndarray, j: np.ndarray, a: np.ndarray, wins_i: np.ndarray,
+                    wins_j: np.ndarray, ties: np.ndarray, z: np.ndarray | None = None) -> "CellTable":
+        """Build the table of the outcome counts ``wins_i, wins_j, ties`` per cell (covariates ``z``)."""
+        return cls(judge, i, j, a, wins_i + wins_j + ties, wins_i, ties, z)
+
+    @classmethod
+    def empty(cls, p: int = 0) -> "CellTable":
+        """Return a table with no cells (``p`` covariates)."""
+        e = np.zeros(0, np.int64)
+        return cls(e, e, e, e, e, e, e, np.zeros((0, p)) if p else None)
+
+    @property
+    def p(self) -> int:
+        """Number of covariates (columns of :attr:`z`)."""
+        return 0 if self.z is None else int(self.z.shape[1])
+
+    def _columns(self) -> tuple[np.ndarray | None, ...]:
+        return (self.judge, self.i, self.j, self.a, self.n, self.y, self.ties, self.z)
+
+    def __len__(self) -> int:
+        """Return the number of cells."""
+        return int(np.size(self.n))
+
+    @property
+    def wins_i(self) -> np.ndarray:
+        """Wins of item ``i`` per cell (``y``)."""
+        return self.y
+
+    @property
+    def wins_j(self) -> np.ndarray:
+        """Wins of item ``j`` per cell: ``n - y - ties``."""
+        return self.n - self.y - self.ties
+
+    @cached_property
+    def counts(self) -> np.ndarray:
+        """``(m, 3)`` integer array (wins of i, wins of j, ties), formed once per table (read-only)."""
+        assert self.ties is not None
+        out = np.rint(np.column_stack([self.wins_i, self.wins_j, self.ties])).astype(np.int64).reshape(-1, 3)
+        out.flags.writeable = False
+        return out
+
+    def select(self, mask: "np.ndarray | slice") -> "CellTable":
+        """Return the cells where ``mask`` is true, or in the slice (e.g. one judge's ``Omega_k``), as a :class:`CellTable`."""
+        return CellTable(*(cast(np.ndarray, None if x is None else x[mask]) for x in self._columns()))
+
+    def with_judge(self, g: int) -> "CellTable":
+        """Return the same cells all given to judge index ``g`` (e.g. the pooled BTL, or people as judge 0)."""
+        return CellTable(np.full(len(self), g, np.int64), self.i, self.j, self.a, self.n, self.y, self.ties, self.z)
+
+    def integer(self) -> "CellTable":
+        """Return the table with ``int64`` indices and integer outcome counts (the Stan data)."""
+        c = self.counts
+        return CellTable.from_counts(as_int64(self.judge), as_int64(self.i), as_int64(self.j), as_int64(self.a), c[:, 0],
+                                     c[:, 1], c[:, 2], self.z)
+
+    def per_judgment(self) -> "CellTable":
+        """One row per judgment.
+
+        A cell with counts ``(w_i, w_j, t)`` becomes ``w_i`` rows ``(1, 0, 0)``, ``w_j`` rows
+        ``(0, 1, 0)`` and ``t`` rows ``(0, 0, 1)``, in cell order.  The likelihood is the same up
+        to the multinomial coefficients (constants); each row's ``log_lik`` is then the
+        log-probability of one judgment.
+        """
+        cnt = self.counts
+        rows = np.repeat(np.arange(len(self)), cnt.sum(axis=1))
+        outcome = np.concatenate([np.repeat(np.arange(3), c) for c in cnt]) if len(self) else np.zeros(0, np.int64)
+        one = np.eye(3, dtype=np.int64)[outcome]
+        return CellTable.from_counts(self.judge[rows], self.i[rows], self.j[rows], self.a[rows], one[:, 0], one[:, 1],
+                                     one[:, 2], None if self.z is None else self.z[rows])
+
+    def judgment_labels(self, items: Sequence[str], judges: Sequence[str]) -> list[str]:
+        """Labels of the rows of :meth:`per_judgment`.
+
+        The cell label, the outcome (``i``, ``j``, ``tie``) and a running number within the
+        cell and outcome, e.g. ``gpt-4:a-b:+1/i#2``.
+        """
+        out: list[str] = []
+        for lab, cnt in zip(self.labels(items, judges), self.counts):
+            for o, name in enumerate(("i", "j", "tie")):
+                out.extend(f"{lab}/{name}#{k + 1}" for k in range(int(cnt[o])))
+        return out
+
+    def labels(self, items: Sequence[str], judges: Sequence[str]) -> list[str]:
+        """``judge:item_i-item_j:a`` strings (``a`` omitted for people)."""
+        it = np.asarray(items, dtype=object)
+        jd = np.asarray(list(judges), dtype=object)
+        out = []
+        for g, i, j, a in zip(self.judge, self.i, self.j, self.a):
+            tag = "" if a == 0 else (":+1" if a > 0 else ":-1")
+            out.append(f"{jd[g]}:{it[i]}-{it[j]}{tag}")
+        return out
+
+
+class LLMCells(CellTable):
+    """Aggregated decisive LLM judgments (paper eq. binomial-model-llm): a :class:`CellTable` without ties.
+
+    ``LLMCells(judge, i, j, a, n, y)``: judge ``k`` in ``0..K-1``, ``a = +1`` when item ``i``
+    was shown first, ``n`` the decisive judgments ``n_kij^(a)`` and ``y`` the wins of item
+    ``i`` ``Y_kij^(a)`` (float arrays).  Decisive: ``ties`` is always zero (an argument
+    ``ties``, e.g. from :func:`dataclasses.replace`, is ignored).
+    """
+
+    def __init__(self, judge: np.ndarray, i: np.ndarray, j: np.ndarray, a: np.ndarray, n: np.ndarray, y: np.ndarray,
+                 ties: np.ndarray | None = None, z: np.ndarray | None = None) -> None:
+        super().__init__(judge, i, j, a, n, y, None, z)
+
+    def select(self, mask: "np.ndarray | slice") -> "LLMCells":
+        """Return the cells where ``mask`` is true, or in the slice (e.g. one judge's ``Omega_k``)."""
+        return LLMCells(*(cast(np.ndarray, None if x is None else x[mask]) for x in self._columns()))
+
+
+class HumanCells(CellTable):
+    """Aggregated decisive human comparisons (paper eq. binomial-model-human): a :class:`CellTable` without ties.
+
+    ``HumanCells(i, j, n, y)``: ``n`` comparisons of the pair and ``y`` wins of item ``i``
+    (float arrays); ``a = 0`` and the judge index ``judge`` (``K`` in :class:`Comparisons`,
+    ``-1`` when not given).  Decisive: ``ties`` is always zero; ``a`` and ``ties`` given
+    (e.g. by :func:`dataclasses.replace`) are ignored, and an array ``judge`` gives its first entry.
+    """
+
+    def __init__(self, i: np.ndarray, j: np.ndarray, n: np.ndarray, y: np.ndarray, ties: np.ndarray | None = None,
+                 z: np.ndarray | None = None, *, judge: "int | np.ndarray" = -1, a: np.ndarray | None = None) -> None:
+        m = np.size(n)
+        g = np.ravel(np.asarray(judge, np.int64))
+        super().__init__(np.full(m, g[0] if g.size else -1, np.int64), i, j, np.zeros(m, np.int64), n, y, None, z)
+
+
+class RecordIds(abc.Sequence):
+    """The distinct record ids in order of first appearance: a read-only sequence (compares equal to the tuple).
+
+    Held as one array, not as a tuple of Python objects (about 36 bytes per record,
+    0.36 GB for ten million records); indexing gives Python values, a slice a tuple.
+    """
+
+    __slots__ = ("_ids",)
+
+    def __init__(self, ids: pd.Index | Sequence[Any]) -> None:
+        self._ids = ids if isinstance(ids, pd.Index) else pd.Index(list(ids), dtype=object)
+
+    def __len__(self) -> int:
+        """Return the number of records."""
+        return len(self._ids)
+
+    def __getitem__(self, k: Any) -> Any:
+        """Return the id at position ``k`` (a tuple for a slice)."""
+        if isinstance(k, slice):
+            return tuple(self._ids[k].tolist())
+        return self._ids[[k]].tolist()[0]
+
+    def __iter__(self) -> Iterator[Any]:
+        """Iterate over the ids (Python values)."""
+        return iter(self._ids.tolist())
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        """Return the ids as an array."""
+        return self._ids.to_numpy(dtype=dtype)
+
+    def __eq__(self, other: object) -> bool:
+        """Compare with another sequence of ids, e.g. a tuple."""
+        if isinstance(other, (RecordIds, tuple, list)):
+            return len(other) == len(self) and tuple(self) == tuple(other)
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        """Hash as the tuple of the ids."""
+        return hash(tuple(self))
+
+    def __repr__(self) -> str:
+        """Show the number of records and the first ids."""
+        return f"RecordIds({len(self)} records: {list(self[:3])}{', ...' if len(self) > 3 else ''})"
+
+
+@dataclass(frozen=True)
+class Rows:
+    """The decisive judgments one by one, in canonical coding.
+
+    ``judge`` is ``K`` for the human judge; ``cell`` indexes the LLM or the human
+    cell table; ``z`` is 1 when item ``i`` won; ``record`` indexes
+    :attr:`Comparisons.record_ids`.  Used by the record-clustered meat and by
+    leave-one-out checks.
+    """
+
+    record: np.ndarray
+    judge: np.ndarray
+    cell: np.ndarray
+    z: np.ndarray
