@@ -58,7 +58,7 @@ def fit(
     covariate_effects: str = "judge",
     selection: Any = "gacv",
     spec: ModelSpec | None = None,
-    **deprecated: Any,
+    **unknown: Any,
 ) -> DialResult:
     """Fit one of the paper's estimators.
 
@@ -176,9 +176,8 @@ def fit(
     spec : ModelSpec, optional
         A specification built beforehand (``pydial.ModelSpec(method, ...)``), instead
         of the arguments above; ``result.spec`` refits the same model on other data.
-    **deprecated
-        The old names ``lambdas``, ``cov`` and ``anchored_cov`` still work for one
-        release, with a :class:`DeprecationWarning`.
+    **unknown
+        Refused: any other keyword is an :class:`~pydial.ArgumentTypeError` naming it.
 
     Returns
     -------
@@ -224,10 +223,10 @@ def fit(
                  cluster_correction=cluster_correction, level=level, engine=engine, seed=seed, check=check,
                  covariate_effects=covariate_effects, selection=selection)
     if spec is None:
-        spec = spec_from_arguments(method, {k: v for k, v in given.items() if v is not DEFAULTS[k]} | deprecated)
+        spec = spec_from_arguments(method, {k: v for k, v in given.items() if v is not DEFAULTS[k]} | unknown)
     elif not isinstance(spec, ModelSpec):
         raise ArgumentTypeError(f"spec must be a pydial.ModelSpec, got {type(spec).__name__}")
-    elif deprecated or method != DEFAULT_METHOD or any(v is not DEFAULTS[k] for k, v in given.items()):
+    elif unknown or method != DEFAULT_METHOD or any(v is not DEFAULTS[k] for k, v in given.items()):
         raise ArgumentTypeError("fit(data, spec=...) takes no other model arguments: change the spec with spec.replace(...)")
     with numerical_errors(f"the design check of method {spec.method!r}"):
         rank_grid = spec.check_data(data)

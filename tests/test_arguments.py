@@ -107,33 +107,6 @@ def test_simulate_and_split_refuse_bad_arguments(data):
 
 
 # --------------------------------------------------------------------------- the old names
-def test_old_fit_names_warn_and_give_the_same_fit(data):
-    new = pydial.fit(data, "dial-ada", lambda_=[0.5, 2.0], cov_type="binomial", anchored_cov_type="fixed-basis")
-    with pytest.warns(DeprecationWarning) as caught:
-        old = pydial.fit(data, "dial-ada", lambdas=[0.5, 2.0], cov="binomial", anchored_cov="fixed-basis")
-    messages = sorted(str(w.message) for w in caught)
-    assert messages == ["fit(..., anchored_cov=) is deprecated; use anchored_cov_type=",
-                        "fit(..., cov=) is deprecated; use cov_type=",
-                        "fit(..., lambdas=) is deprecated; use lambda_="]
-    assert all(w.filename == __file__ for w in caught)  # attributed to the caller's line
-    assert old.spec == new.spec
-    np.testing.assert_array_equal(old.scores.to_numpy(), new.scores.to_numpy())
-    np.testing.assert_array_equal(old.cov.to_numpy(), new.cov.to_numpy())
-    with pytest.raises(ArgumentTypeError, match="got both cov= and cov_type="):
-        pydial.fit(data, "human", cov="fisher", cov_type="fisher")
-
-
-def test_old_with_cov_names_warn_and_give_the_same_covariance(data):
-    res = pydial.fit(data, "dial-anc")
-    new = res.with_cov("cell", cluster_correction=True)
-    with pytest.warns(DeprecationWarning, match=r"with_cov\(..., correction=\) is deprecated"):
-        old = res.with_cov("cell", correction=True)
-    np.testing.assert_array_equal(old.cov.to_numpy(), new.cov.to_numpy())
-    with pytest.warns(DeprecationWarning, match=r"cov_params\(..., anchored_cov=\) is deprecated"):
-        got = res.cov_params("cell", anchored_cov="fixed-basis")
-    np.testing.assert_array_equal(got.to_numpy(), res.cov_params("cell", anchored_cov_type="fixed-basis").to_numpy())
-
-
 def test_old_simulate_names_warn_and_give_the_same_data():
     new = pydial.simulate(N=5, K=3, rank=1, n_llm=300, n_human=50, tie_rate=0.2, ties="rao-kupper", seed=4)
     with pytest.warns(DeprecationWarning) as caught:

@@ -20,7 +20,7 @@ from pydial.data.comparisons import Comparisons, require_comparisons
 from pydial.data.names import name_list
 from pydial.estimation.fitstats import FitStats, judgment_counts
 from pydial.exceptions import (ArgumentError, ArgumentTypeError, CalibrationWarning, CovarianceWarning, DialError,
-                               UnknownNameError, renamed_arguments)
+                               UnknownNameError)
 from pydial.formatting import ITEMS_LABEL, by_score, format_pvalue
 from pydial.inference.linearization import ANCHORED_COVS, COV_DESCRIPTIONS, COV_TYPES, Linearization
 from pydial.model.chart import DEFAULT_CALIBRATION, DEFAULT_RANK, Structure
@@ -30,9 +30,6 @@ from pydial.optim import BOX
 STATUSES: tuple[str, ...] = ("ok", "no admissible candidate", "not identified", "at bound", "not converged",
                              "degenerate covariance")
 """Values of :attr:`DialResult.status`, most serious failure first after ``"ok"``."""
-
-COV_RENAMED = {"anchored_cov": "anchored_cov_type", "correction": "cluster_correction"}
-"""Old keyword names of :meth:`DialResult.with_cov` / :meth:`~DialResult.cov_params` (deprecated)."""
 
 
 @dataclass
@@ -376,7 +373,7 @@ class DialResult:
                               [f"{i} - {j}" for i, j in zip(first, second)], level, "estimate")
 
     def cov_params(self, cov_type: str | None = None, what: str = "scores", *, anchored_cov_type: str | None = None,
-                   cluster_correction: bool | None = None, **deprecated: Any) -> pd.DataFrame:
+                   cluster_correction: bool | None = None) -> pd.DataFrame:
         """Covariance of the estimates as a labelled DataFrame, of any meat, without refitting.
 
         The empirical sandwich of the weighted fit with the meat ``cov_type`` (the
@@ -398,9 +395,6 @@ class DialResult:
         cluster_correction : bool, optional
             Scale the clustered meats by ``G/(G-1)``; default the fit's
             (:attr:`cluster_correction`).
-        **deprecated
-            The old names ``anchored_cov=`` and ``correction=`` (with a
-            :class:`DeprecationWarning`).
 
         Returns
         -------
@@ -410,7 +404,7 @@ class DialResult:
         """
         if what not in ("scores", "b", "gamma"):
             raise ArgumentError(f"what must be 'scores', 'b' or 'gamma', got {what!r}")
-        settings = self._cov_settings(cov_type, anchored_cov_type, cluster_correction, deprecated, "cov_params")
+        settings = self._cov_settings(cov_type, anchored_cov_type, cluster_correction)
         if what == "b" and self.position_effects is None:
             raise ArgumentError(f"method {self.method!r} has no position effects")
         if what == "gamma" and self.consensus is None:
@@ -427,7 +421,7 @@ class DialResult:
         return pd.DataFrame(np.full((len(idx), len(idx)), np.nan) if C is None else C, index=idx, columns=idx.copy())
 
     def with_cov(self, cov_type: str | None = None, *, anchored_cov_type: str | None = None,
-                 cluster_correction: bool | None = None, **deprecated: Any) -> "DialResult":
+                 cluster_correction: bool | None = None) -> "DialResult":
         """Return the same fit with every covariance, standard error and interval of another meat.
 
         The estimates are unchanged; the score, position-effect, consensus,
@@ -446,9 +440,6 @@ class DialResult:
             The covariance at the anchored endpoint; default the fit's.
         cluster_correction : bool, optional
             Scale the clustered meats by ``G/(G-1)``; default the fit's.
-        **deprecated
-            The old names ``anchored_cov=`` and ``correction=`` (with a
-            :class:`DeprecationWarning`).
 
         Returns
         -------
@@ -456,7 +447,7 @@ class DialResult:
             A new result; :attr:`status` is re-derived (a degenerate meat makes it
             ``"degenerate covariance"``).
         """
-        cov, anchored, corr = self._cov_settings(cov_type, anchored_cov_type, cluster_correction, deprecated, "with_cov")
+        cov, anchored, corr = self._cov_settings(cov_type, anchored_cov_type, cluster_correction)
         if (cov, anchored, corr) == (self.cov_type, self.anchored_cov_type, self.cluster_correction):
             return dataclasses.replace(self)  # nothing to recompute
         self._require_linearization()
@@ -506,13 +497,9 @@ class DialResult:
         if self.data is None:
             raise ArgumentError("other covariances need the data the fit was made on (result.data)")
 
-    def _cov_settings(self, cov_type: str | None, anchored_cov_type: str | None, cluster_correction: bool | None,
-                      deprecated: dict[str, Any], caller: str) -> tuple[str, str | None, bool]:
+    def _cov_settings(self, cov_type: str | None, anchored_cov_type: str | None,
+                      cluster_correction: bool | None) -> tuple[str, str | None, bool]:
         """``(meat, anchored_cov_type, cluster_correction)``, the fit's own settings for what is not given."""
-        if deprecated:
-            old = renamed_arguments(caller, deprecated, COV_RENAMED, COV_RENAMED.values())
-            anchored_cov_type = old.get("anchored_cov_type", anchored_cov_type)
-            cluster_correction = old.get("cluster_correction", cluster_correction)
         cov = self.cov_type if cov_type is None else cov_type
         anchored = self.anchored_cov_type if anchored_cov_type is None else anchored_cov_type
         if cov in ANCHORED_COVS:

@@ -28,7 +28,7 @@ import numpy as np
 
 from pydial.data.comparisons import SELF_PREFERENCE, Comparisons, require_comparisons
 from pydial.exceptions import (ArgumentError, ArgumentTypeError, ArgumentWarning, DataError, IdentifiabilityError,
-                               caller_stacklevel, renamed_arguments)
+                               caller_stacklevel)
 from pydial.model.chart import CALIBRATIONS, DEFAULT_CALIBRATION, DEFAULT_RANK
 from pydial.model.families import TIE_MODELS
 from pydial.model.identifiability import ESTIMATORS, design_report
@@ -37,7 +37,7 @@ from pydial.model.penalty import PENALTIES
 from pydial.estimation.selection import GACV_TOLERANCE, SELECTION_RULES, Selection
 from pydial.resources import check_choice, check_count, check_level, check_memory, check_seed
 
-__all__ = ["ModelSpec", "DEFAULT_METHOD", "METHODS", "ENGINES", "USES_RANK", "USES_CALIBRATION", "NEEDS_HUMAN", "RENAMED",
+__all__ = ["ModelSpec", "DEFAULT_METHOD", "METHODS", "ENGINES", "USES_RANK", "USES_CALIBRATION", "NEEDS_HUMAN",
            "check_choice", "check_level", "check_count", "check_seed"]
 
 METHODS: tuple[str, ...] = ESTIMATORS
@@ -54,10 +54,6 @@ USES_CALIBRATION: tuple[str, ...] = ("dial-nopos", "dial-anc", "dial-ada")
 """Methods that use ``calibration`` (AtC always calibrates along ``mu``)."""
 STRUCTURED: tuple[str, ...] = ("dial-anc", "dial-ada", "dial-nopos", "atc")
 """Methods whose memory grows with the structured chart (checked before the fit)."""
-
-RENAMED: dict[str, str] = {"lambdas": "lambda_", "cov": "cov_type", "anchored_cov": "anchored_cov_type"}
-"""Old keyword -> the one name used across pydial (Python, the command line and the Stan data)."""
-
 
 # ------------------------------------------------------------ validators
 def _positive_grid(values: Any, name: str) -> tuple[float, ...] | None:
@@ -324,12 +320,9 @@ class ModelSpec:
 
 
 def spec_from_arguments(method: str, arguments: dict[str, Any], *, caller: str = "fit") -> ModelSpec:
-    """Build a :class:`ModelSpec` from ``fit``'s keyword arguments, accepting the old names with a warning.
-
-    The names of :data:`RENAMED` keep working for one release with a
-    :class:`DeprecationWarning`; any other unknown keyword is an
-    :class:`~pydial.ArgumentTypeError`, as Python's own would be.
-    """
+    """Build a :class:`ModelSpec` from ``fit``'s keyword arguments; an unknown keyword is an :class:`ArgumentTypeError`."""
     fields = {f.name for f in dataclasses.fields(ModelSpec)} - {"method"}
-    given = renamed_arguments(caller, arguments, RENAMED, fields)
-    return ModelSpec(method, **given)
+    for name in arguments:
+        if name not in fields:
+            raise ArgumentTypeError(f"{caller}() got an unexpected keyword argument {name!r}")
+    return ModelSpec(method, **arguments)

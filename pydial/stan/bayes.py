@@ -61,7 +61,7 @@ from pydial.estimation.spec import (COVARIATE_EFFECTS, DEFAULT_METHOD, ModelSpec
 from pydial.estimation.steps import human_effects
 from pydial.model.chart import CALIBRATIONS
 
-from ..exceptions import ArgumentError, ArgumentTypeError, DataError, caller_stacklevel, renamed_arguments
+from ..exceptions import ArgumentError, ArgumentTypeError, DataError
 from ..optim import BOX
 from . import idata as azio
 from .backend import BACKENDS, CompiledModel, SampleResult, SamplerWarning, compile_model
@@ -228,9 +228,6 @@ def _like_arguments(result: Any, data: Comparisons) -> dict[str, Any]:
 POSTERIOR_METHODS: tuple[str, ...] = ("dial-ada", "dial-anc", "dial-nopos", "judges", "human")
 """Methods of :func:`posterior`, in :func:`pydial.fit`'s vocabulary (``pooled`` and ``atc`` have no posterior)."""
 
-POSTERIOR_RENAMED = {"model": "method", "lam": "lambda_"}
-"""Old keyword names of :func:`posterior` (deprecated) and the names that replace them."""
-
 
 @dataclass(frozen=True)
 class _Request:
@@ -253,25 +250,14 @@ class _Request:
     shared: bool = False
 
 
-def _resolve(method: str, like: Any, spec: Any, data: Comparisons, deprecated: dict[str, Any], *, rank: Any,
+def _resolve(method: str, like: Any, spec: Any, data: Comparisons, *, rank: Any,
              calibration: Any, ties: Any, lambda_: Any, include_human: Any, b_stage: Any,
              covariate_effects: Any = "judge") -> _Request:
     """Check what the posterior estimates and return it as a :class:`_Request`.
 
-    The old ``model=`` / ``lam=`` / ``order=`` are translated with a warning; a
-    ``spec`` (:class:`~pydial.ModelSpec`) or ``like`` (a fit) sets the estimand.
+    A ``spec`` (:class:`~pydial.ModelSpec`) or ``like`` (a fit) sets the estimand.
     """
     order = True
-    if deprecated:
-        old = renamed_arguments("posterior", deprecated, POSTERIOR_RENAMED, ("method", "lambda_", "order"))
-        if "order" in old:
-            warnings.warn("posterior(..., order=) is deprecated; use method='dial-nopos' (DIAL without order effects)",
-                          DeprecationWarning, stacklevel=caller_stacklevel())
-            order = bool(check_choice("order", old["order"], (True, False)))
-        lambda_ = old.get("lambda_", lambda_)
-        if "method" in old:
-            model = check_choice("model", old["method"], ("dial", "judges", "human"))
-            method = ("dial-ada" if order else "dial-nopos") if model == "dial" else model
     if spec is not None:
         method, rank, calibration, ties, lambda_ = _spec_arguments(spec)
         covariate_effects = spec.covariate_effects
@@ -419,7 +405,7 @@ def posterior(
     algorithm: str = "nuts",
     spec: Any = None,
     covariate_effects: str = "judge",
-    **deprecated: Any,
+    **unknown: Any,
 ) -> Any:
     r"""Sample a DIAL model's posterior with NUTS (or approximate it) and return it as arviz data.
 
@@ -580,10 +566,8 @@ def posterior(
         LLM judges (DIAL methods); the people have their own.  The posterior then has
         ``beta`` over ``(beta_judge, covariate)`` (prior ``beta_sd`` of the priors
         tables), and the scores are style-controlled, as in :func:`pydial.fit`.
-    **deprecated
-        The old names ``model=`` (``"dial"``, ``"judges"``, ``"human"``),
-        ``lam=`` and ``order=`` still work with a :class:`DeprecationWarning`
-        (``model="dial", order=False`` is ``method="dial-nopos"``).
+    **unknown
+        Refused: any other keyword is an :class:`~pydial.ArgumentTypeError` naming it.
 
     Returns
     -------
@@ -638,8 +622,10 @@ def posterior(
     'human'
     """
     data = require_comparisons(data)
+    if unknown:
+        raise ArgumentTypeError(f"posterior() got an unexpected keyword argument {next(iter(unknown))!r}")
     azio.arviz()  # a supported arviz, before any compile or sampling
-    req = _resolve(method, like, spec, data, deprecated, rank=rank, calibration=calibration, ties=ties,
+    req = _resolve(method, like, spec, data, rank=rank, calibration=calibration, ties=ties,
                    lambda_=lambda_, include_human=include_human, b_stage=b_stage, covariate_effects=covariate_effects)
     _check_run_arguments(chains=chains, draws=draws, warmup=warmup, seed=seed, adapt_delta=adapt_delta,
                          max_depth=max_depth, refresh=refresh, init=init, win_prob=win_prob, log_lik=log_lik,
@@ -1006,10 +992,7 @@ def estimand(idata: Any) -> dict[str, Any] | None:
     raw = azio.posterior_attrs(idata).get("estimand")
     if raw is None:
         return None
-    record = json.loads(raw)
-    if "lam" in record:  # written before the weight was named lambda_ everywhere
-        record["lambda_"] = record.pop("lam")
-    return record
+    return json.loads(raw)
 
 
 def _run_dial(data: Comparisons, *, rank: int, calibration: str | None, ties: str | None, w_llm: float,
