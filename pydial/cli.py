@@ -537,7 +537,7 @@ def _check(args: argparse.Namespace) -> int:
     from pydial.model.identifiability import check_design
 
     data = _load(args)
-    from pydial.estimation.estimators import rank_candidates
+    from pydial.estimation.spec import rank_candidates
     from pydial.model.chart import DEFAULT_CALIBRATION, DEFAULT_RANK
 
     rank = DEFAULT_RANK if args.rank is None else args.rank

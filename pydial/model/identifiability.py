@@ -68,6 +68,7 @@ from pydial.cache import derived
 from pydial.data.comparisons import SELF_PREFERENCE, Comparisons, require_comparisons
 from pydial.exceptions import ArgumentError, ArgumentTypeError, IdentifiabilityError
 from pydial.model.chart import CALIBRATIONS, difference_design
+from pydial.model.methods import ESTIMATORS, LLM_ONLY, USES_RANK
 from pydial.model.penalty import check_penalty
 
 __all__ = [
@@ -77,9 +78,6 @@ __all__ = [
     "DesignReport",
     "check_design",
 ]
-
-ESTIMATORS: tuple[str, ...] = ("judges", "human", "pooled", "dial-nopos", "dial-anc", "dial-ada", "atc")
-"""The estimators of :func:`pydial.fit`."""
 
 METHODS: tuple[str | None, ...] = (*ESTIMATORS, None)
 """Allowed ``method`` values of :func:`check_design` (``None``: the DIAL checks)."""
@@ -119,7 +117,6 @@ REFERENCES: dict[str, str] = {
 
 ALL_JUDGES = "all judges"
 HUMAN = "human"
-_DIAL_METHODS = ("dial-anc", "dial-ada", "dial-nopos", "atc", None)
 SEPARATION_TOL = 1e-9
 """A separating direction is declared when the LP optimum exceeds this value."""
 _ETA_TOL = 1e-7
@@ -637,7 +634,6 @@ def _order_separation(n: np.ndarray, y: np.ndarray, aa: np.ndarray) -> str | Non
     return None
 
 
-_LLM_ONLY_METHODS = ("judges", "pooled")
 """Methods that fit no human covariate effects (their covariate check is the judges')."""
 
 
@@ -973,7 +969,7 @@ def check_design(
         Wk = _random_basis(N, r + 1, np.random.default_rng(seed))
         generic_note = "for a generic W (random, columns orthogonal to 1; a generic-rank check)"
     nopos = method == "dial-nopos"
-    dial = method in _DIAL_METHODS
+    dial = method is None or method in USES_RANK
 
     rows: list[tuple[str, str, bool, str]] = []
     problems: list[tuple[str, str, str]] = []
@@ -1113,7 +1109,7 @@ def check_design(
     rows.append((HUMAN, "human-design", ok_hd, det_hd))
     ok_hm, det_hm = check_human_mle(items, data)
     rows.append((HUMAN, "human-mle", ok_hm, det_hm))
-    if support[-1].any() and len(data.human) and method not in _LLM_ONLY_METHODS:
+    if support[-1].any() and len(data.human) and method not in LLM_ONLY:
         assert data.human.z is not None
         cols = support[-1]  # the people's estimated effects (e.g. no self-preference)
         ok_hcov, det_hcov = _check_covariates(N, data.human.i, data.human.j, None, data.human.z[:, cols],
