@@ -32,7 +32,7 @@ def no_work(monkeypatch):
     """Fail the test if an estimator is reached."""
     def reached(*args, **kwargs):
         raise AssertionError("the estimator ran before the arguments were checked")
-    monkeypatch.setattr(pydial.api, "estimate", reached)
+    monkeypatch.setattr(pydial.estimation.model, "estimate", reached)
 
 
 FIT_CASES = [
