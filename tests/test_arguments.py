@@ -149,10 +149,12 @@ def test_no_bare_value_or_type_errors_are_raised_by_the_package():
 def no_compile(monkeypatch):
     """Fail the test if a Stan program would be compiled (so no case needs Stan installed)."""
     import pydial.stan.bayes as bayes
+    import pydial.stan.dial_posterior as dial_posterior
 
     def reached(*args, **kwargs):
         raise AssertionError("a Stan program was compiled before the arguments were checked")
     monkeypatch.setattr(bayes, "compile_model", reached)
+    monkeypatch.setattr(dial_posterior, "compile_model", reached)
 
 
 POSTERIOR_CASES = [
@@ -170,16 +172,18 @@ POSTERIOR_CASES = [
     (dict(draws=10.5), "draws", True),
     (dict(warmup=-5), "warmup", False),
     (dict(seed=-3), "seed", False),
-    (dict(adapt_delta=1.2), "adapt_delta", False),
-    (dict(max_depth=0), "max_depth", False),
-    (dict(init="zero"), "init", False),
-    (dict(chains=2, init=[{}]), "init", False),
-    (dict(log_lik="record"), "log_lik", False),
+    (dict(options={"adapt_delta": 1.2}), "adapt_delta", False),
+    (dict(options={"max_depth": 0}), "max_depth", False),
+    (dict(options={"init": "zero"}), "init", False),
+    (dict(chains=2, options={"init": [{}]}), "init", False),
+    (dict(options={"log_lik": "record"}), "log_lik", False),
     (dict(algorithm="advi"), "algorithm", False),
-    (dict(b_stage="human"), "b_stage", False),
+    (dict(options={"b_stage": "human"}), "b_stage", False),
     (dict(priors={"prior_q_sd": 1.0}), "prior_q_sd", False),
-    (dict(extra={"x": 1.0}), "extra data are for a user's program", False),
+    (dict(options={"extra": {"x": 1.0}}), "extra data are for a user's program", False),
     (dict(thin=2), "thin", True),
+    (dict(options={"thin": 2}), "unknown option(s) ['thin']", True),
+    (dict(options=[("adapt_delta", 0.9)]), "options must be a dict", True),
     (dict(backend="pystan"), "backend", False),
 ]
 
@@ -197,9 +201,9 @@ def test_posterior_checks_extra_data_against_the_programs_data_block(data, no_co
     shipped = (pathlib.Path(pydial.stan.programs.program_dir()) / "judges.stan").read_text()
     program.write_text(shipped.replace("data {", "data {\n  real<lower=0> prior_kappa_sd;  // added", 1))
     with pytest.raises(ArgumentError, match=r"extra data \['kapa'\] are not declared .* reads \['prior_kappa_sd'\]"):
-        pydial.posterior(data, "judges", program=str(program), extra={"kapa": 1.0})
+        pydial.posterior(data, "judges", options={"program": str(program), "extra": {"kapa": 1.0}})
     with pytest.raises(ArgumentError, match=r"declares the data \['prior_kappa_sd'\] that pydial does not provide"):
-        pydial.posterior(data, "judges", program=str(program))
+        pydial.posterior(data, "judges", options={"program": str(program)})
 
 
 def test_compare_intervals_refuses_what_is_not_a_posterior(data):
