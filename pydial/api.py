@@ -10,7 +10,8 @@ from __future__ import annotations
 from typing import Any
 
 from pydial.data.comparisons import Comparisons
-from pydial.estimation.model import DialModel, optimizers
+from pydial.estimation.engines import Engine
+from pydial.estimation.model import ENGINE_OPTIMIZERS, DialModel, optimizers
 from pydial.estimation.results import DialResult
 from pydial.estimation.spec import DEFAULT_METHOD, ModelSpec, spec_from_arguments
 from pydial.exceptions import ArgumentTypeError
@@ -22,6 +23,16 @@ DEFAULTS: dict[str, Any] = dict(rank=None, calibration=None, ties=None, penalty=
                                 cluster_correction=False, level=0.95, engine="numpy", seed=None, check=True,
                                 covariate_effects="judge", selection="gacv")
 """The defaults of :func:`fit`'s model arguments (an argument left at its default is not passed to the spec)."""
+
+
+def _stan_optimizers(seed: int | None, penalty: str | None) -> Engine:
+    """Stan's optimizers (:func:`pydial.stan.engine.stan_engine`), compiled on first use."""
+    from pydial.stan.engine import stan_engine
+
+    return stan_engine(seed, penalty)
+
+
+ENGINE_OPTIMIZERS["stan"] = _stan_optimizers
 
 
 def fit(

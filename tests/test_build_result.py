@@ -14,8 +14,8 @@ import pytest
 import pydial
 import pydial.api
 from pydial.estimation.estimators import estimate, numpy_optimizers
-from pydial.estimation.model import DialModel, fit_spec, result_of
-from pydial.estimation.results import DialResult, Estimate
+from pydial.estimation.model import DialModel
+from pydial.estimation.results import DialResult, Estimate, result_of
 from pydial.estimation.verdict import verdict
 from pydial.inference.wald import covariances, tables
 from test_with_cov import data, quiet, tied  # noqa: F401  (the data sets and helper of the with_cov tests)
@@ -80,7 +80,7 @@ def test_fit_is_the_estimate_built_once(data):
                                                                                        res.lambda_, res.anchored_cov_type)
     num = res.gacv.select_dtypes("number").columns
     np.testing.assert_allclose(built.gacv[num].to_numpy(float), res.gacv[num].to_numpy(float), rtol=1e-10)
-    assert built.spec is spec and built.fitter is fit_spec
+    assert built.spec is spec and built.fitter == DialModel.fit_spec
     assert built.fit_warnings == () and built.status == "ok"
 
 

@@ -12,7 +12,7 @@ import dataclasses
 import warnings
 from dataclasses import dataclass
 from functools import cached_property
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence, cast
 
 import numpy as np
 import pandas as pd
@@ -21,13 +21,13 @@ from scipy.special import expit
 from pydial.data.comparisons import Comparisons, require_comparisons
 from pydial.data.names import name_list
 from pydial.estimation.fitstats import FitStats, judgment_counts
-from pydial.exceptions import ArgumentError, ArgumentTypeError, UnknownNameError
+from pydial.estimation.verdict import dial_model, verdict
+from pydial.exceptions import ArgumentError, ArgumentTypeError, CovarianceWarning, UnknownNameError
 from pydial.inference.linearization import ANCHORED_COVS, COV_TYPES, Linearization
-from pydial.inference.wald import covariances
+from pydial.inference.wald import covariances, tables
 from pydial.model.chart import Structure
 
 if TYPE_CHECKING:
-    from pydial.estimation.model import DialModel
     from pydial.estimation.spec import ModelSpec
 
 
@@ -225,7 +225,7 @@ class DialResult:
 
     """
 
-    model: DialModel
+    model: Any  # the DialModel (pydial.estimation.model): data and spec
     estimate: Estimate
     covariances: dict[str, Any]
     tables: dict[str, Any]
@@ -282,9 +282,7 @@ class DialResult:
     @property
     def fitter(self) -> Any:
         """The function that refits this result's spec on other data: ``fitter(data, spec=...)`` (:func:`pydial.fit`)."""
-        from pydial.estimation.model import fit_spec
-
-        return fit_spec
+        return type(self.model).fit_spec
 
     @property
     def cov_type(self) -> str:
@@ -417,8 +415,6 @@ class DialResult:
         (``human``, ``judges``, ``pooled``); e.g. the anchored model :func:`pydial.plan`
         builds on a pilot fit.
         """
-        from pydial.estimation.verdict import dial_model
-
         return dial_model(self.estimate)
 
     def verdict(self) -> str:
@@ -554,10 +550,14 @@ class DialResult:
         if (cov, anchored, corr) == (self.cov_type, self.anchored_cov_type, self.cluster_correction):
             return dataclasses.replace(self)  # nothing to recompute: a copy
         self._require_linearization()
-        from pydial.estimation.model import with_meat
-
         change = dict(cov_type=cov, cluster_correction=corr) | ({} if anchored is None else {"anchored_cov_type": anchored})
-        return with_meat(self, self.spec.replace(**change))
+        model = dataclasses.replace(self.model, spec=self.spec.replace(**change))
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            C, tabs = covariance_tables(model, self.estimate)
+        reissue(caught)
+        keep = [w for w in self.fit_warnings if not isinstance(w, CovarianceWarning)]
+        return result_of(model, self.estimate, C, tabs, keep + [cast(Warning, w.message) for w in caught])
 
     def _require_linearization(self) -> None:
         """Raise an :class:`~pydial.ArgumentError` unless this result can form other covariances."""
@@ -861,3 +861,26 @@ def tie_log_nu(labels: list[str], log_nu: np.ndarray, free: np.ndarray | None = 
     else:
         out[free] = log_nu
     return pd.Series(out, index=pd.Index(labels, name="judge"))
+
+
+def covariance_tables(model: Any, est: Estimate) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Every covariance of ``est``'s linearization under the model's meat, and the tables they give."""
+    spec = model.spec
+    anchored = spec.anchored_cov_type if spec.uses_calibration else None
+    C = covariances(est.linearization, model.data, spec.resolved_cov_type, anchored, spec.cluster_correction)
+    return C, tables(est, C, model.data, spec.level, spec.ties)
+
+
+def reissue(caught: list[warnings.WarningMessage]) -> None:
+    """Hand every recorded warning on to the caller's filters."""
+    for w in caught:
+        warnings.warn_explicit(w.message, w.category, w.filename, w.lineno, source=w.source)
+
+
+def result_of(model: Any, est: Estimate, C: dict[str, Any], tabs: dict[str, Any],
+              caught: list[Warning]) -> DialResult:
+    """Return the frozen result of an estimate, its covariances and tables, with the verdict of the warnings ``caught``."""
+    status, problems = verdict(model.spec, est, model.data, caught)
+    used, excluded = judgment_counts(model.data, model.spec.ties, model.spec.method)
+    return DialResult(model=model, estimate=est, covariances=C, tables=tabs, status=status, problems=problems,
+                      fit_warnings=tuple(caught), n_obs_by_judge=used, excluded=excluded)
