@@ -22,7 +22,7 @@ from pydial.data.comparisons import Comparisons, require_comparisons
 from pydial.data.names import name_list
 from pydial.estimation.fitstats import FitStats, judgment_counts
 from pydial.estimation.verdict import dial_model, verdict
-from pydial.exceptions import ArgumentError, ArgumentTypeError, CovarianceWarning, UnknownNameError
+from pydial.exceptions import ArgumentError, CovarianceWarning, UnknownNameError
 from pydial.inference.linearization import ANCHORED_COVS, COV_TYPES, Linearization
 from pydial.inference.wald import covariances, tables
 from pydial.model.chart import Structure
@@ -503,12 +503,12 @@ class DialResult:
         """
         if what not in ("scores", "b", "gamma"):
             raise ArgumentError(f"what must be 'scores', 'b' or 'gamma', got {what!r}")
-        settings = self._cov_settings(cov_type, anchored_cov_type, cluster_correction)
+        settings = self._meat(self._cov_spec(cov_type, anchored_cov_type, cluster_correction))
         if what == "b" and self.position_effects is None:
             raise ArgumentError(f"method {self.method!r} has no position effects")
         if what == "gamma" and self.consensus is None:
             raise ArgumentError(f"method {self.method!r} has no consensus loadings")
-        if settings == (self.cov_type, self.anchored_cov_type, self.cluster_correction) and what != "gamma":
+        if settings == self._meat(self.spec) and what != "gamma":
             if what == "scores":
                 return self.cov
             assert self.position_effects_cov is not None
@@ -546,12 +546,11 @@ class DialResult:
             A new result; :attr:`status` is re-derived (a degenerate meat makes it
             ``"degenerate covariance"``).
         """
-        cov, anchored, corr = self._cov_settings(cov_type, anchored_cov_type, cluster_correction)
-        if (cov, anchored, corr) == (self.cov_type, self.anchored_cov_type, self.cluster_correction):
+        spec = self._cov_spec(cov_type, anchored_cov_type, cluster_correction)
+        if self._meat(spec) == self._meat(self.spec):
             return dataclasses.replace(self)  # nothing to recompute: a copy
         self._require_linearization()
-        change = dict(cov_type=cov, cluster_correction=corr) | ({} if anchored is None else {"anchored_cov_type": anchored})
-        model = dataclasses.replace(self.model, spec=self.spec.replace(**change))
+        model = dataclasses.replace(self.model, spec=spec)
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             C, tabs = covariance_tables(model, self.estimate)
@@ -565,25 +564,28 @@ class DialResult:
             raise ArgumentError(f"this {self.method!r} result carries no linearization; refit with "
                                 "pydial.fit(..., cov_type=...)")
 
-    def _cov_settings(self, cov_type: str | None, anchored_cov_type: str | None,
-                      cluster_correction: bool | None) -> tuple[str, str | None, bool]:
-        """``(meat, anchored_cov_type, cluster_correction)``, the fit's own settings for what is not given."""
+    def _cov_spec(self, cov_type: str | None, anchored_cov_type: str | None,
+                  cluster_correction: bool | None) -> ModelSpec:
+        """The spec with another meat: the fit's own settings for what is not given, validated by the spec."""
         cov = self.cov_type if cov_type is None else cov_type
         anchored = self.anchored_cov_type if anchored_cov_type is None else anchored_cov_type
-        if cov in ANCHORED_COVS:
+        if cov in ANCHORED_COVS:  # the anchored covariance named as the meat: the fit's own meat with it
             if anchored_cov_type is not None and anchored_cov_type != cov:
                 raise ArgumentError(f"cov_type={cov!r} and anchored_cov_type={anchored_cov_type!r} disagree")
             cov, anchored = self.cov_type, cov
-        if cov not in COV_TYPES:
-            hint = " (the target is chosen by what=)" if cov in ("scores", "b", "gamma") else ""
-            raise ArgumentError(f"cov_type must be one of {COV_TYPES + ANCHORED_COVS}, got {cov_type!r}{hint}")
-        if anchored is not None and anchored not in ANCHORED_COVS:
-            raise ArgumentError(f"anchored_cov_type must be one of {ANCHORED_COVS}, got {anchored_cov_type!r}")
+        if cov in ("scores", "b", "gamma"):
+            raise ArgumentError(f"cov_type must be one of {COV_TYPES + ANCHORED_COVS}, got {cov_type!r} (the target "
+                                "is chosen by what=)")
         if anchored != self.anchored_cov_type and self.anchored_cov_type is None:
             raise ArgumentError(f"anchored_cov_type applies to the DIAL methods only, not {self.method!r}")
-        if cluster_correction is not None and not isinstance(cluster_correction, (bool, np.bool_)):
-            raise ArgumentTypeError(f"cluster_correction must be True or False, got {cluster_correction!r}")
-        return cov, anchored, bool(self.cluster_correction if cluster_correction is None else cluster_correction)
+        corr = self.cluster_correction if cluster_correction is None else cluster_correction
+        return self.spec.replace(cov_type=cov, cluster_correction=corr,
+                                 **({} if anchored is None else {"anchored_cov_type": anchored}))
+
+    @staticmethod
+    def _meat(spec: ModelSpec) -> tuple[str, str | None, bool]:
+        """``(cov_type, anchored_cov_type, cluster_correction)`` that a spec's covariances are formed with."""
+        return spec.resolved_cov_type, spec.anchored_cov_type if spec.uses_calibration else None, spec.cluster_correction
 
     def conf_int(self, level: float | None = None, what: str = "scores", cov_type: str | None = None) -> pd.DataFrame:
         """Wald intervals at ``level`` from the fit's covariance (or another meat's), without refitting.
