@@ -65,7 +65,7 @@ STAGES = {
     "linearizations (scores)": ("staged_linearization", "finite_influence", "family_glm_influence",
                                 "pooled_linearization"),
     "judge linearizations (b, gamma)": ("llm_only_linearization",),
-    "covariances (every meat of the fit)": ("block_covariances",),
+    "covariances (every meat of the fit)": ("covariances",),
 }
 
 

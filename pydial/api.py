@@ -7,16 +7,14 @@ sits above both engines, so the numpy layers never import Stan.  The methods are
 
 from __future__ import annotations
 
-import warnings
-from typing import Any, cast
+from typing import Any
 
 from pydial.data.comparisons import Comparisons
 from pydial.estimation.engines import Engine
-from pydial.estimation.estimators import estimate, numerical_errors, numpy_optimizers
+from pydial.estimation.model import ENGINE_OPTIMIZERS, DialModel, optimizers
+from pydial.estimation.results import DialResult
 from pydial.estimation.spec import DEFAULT_METHOD, ModelSpec, spec_from_arguments
-from pydial.exceptions import ArgumentTypeError, caller_stacklevel
-from pydial.estimation.results import DialResult, build_result, calibration_warning, with_verdict
-from pydial.optim import single_threaded_blas
+from pydial.exceptions import ArgumentTypeError
 
 __all__ = ["fit", "optimizers", "ModelSpec"]
 
@@ -27,16 +25,16 @@ DEFAULTS: dict[str, Any] = dict(rank=None, calibration=None, ties=None, penalty=
 """The defaults of :func:`fit`'s model arguments (an argument left at its default is not passed to the spec)."""
 
 
-def optimizers(engine: str, seed: int | None = None, penalty: str | None = None) -> Engine:
-    """Return the optimizers of ``engine``: numpy's (Newton on exact derivatives) or Stan's (its optimizer)."""
-    if engine == "stan":
-        from pydial.stan.engine import stan_engine
+def _stan_optimizers(seed: int | None, penalty: str | None) -> Engine:
+    """Stan's optimizers (:func:`pydial.stan.engine.stan_engine`), compiled on first use."""
+    from pydial.stan.engine import stan_engine
 
-        return stan_engine(seed, penalty)
-    return numpy_optimizers(penalty)
+    return stan_engine(seed, penalty)
 
 
-@single_threaded_blas
+ENGINE_OPTIMIZERS["stan"] = _stan_optimizers
+
+
 def fit(
     data: Comparisons,
     method: str = DEFAULT_METHOD,
@@ -58,7 +56,7 @@ def fit(
     covariate_effects: str = "judge",
     selection: Any = "gacv",
     spec: ModelSpec | None = None,
-    **deprecated: Any,
+    **unknown: Any,
 ) -> DialResult:
     """Fit one of the paper's estimators.
 
@@ -176,9 +174,8 @@ def fit(
     spec : ModelSpec, optional
         A specification built beforehand (``pydial.ModelSpec(method, ...)``), instead
         of the arguments above; ``result.spec`` refits the same model on other data.
-    **deprecated
-        The old names ``lambdas``, ``cov`` and ``anchored_cov`` still work for one
-        release, with a :class:`DeprecationWarning`.
+    **unknown
+        Refused: any other keyword is an :class:`~pydial.ArgumentTypeError` naming it.
 
     Returns
     -------
@@ -224,29 +221,9 @@ def fit(
                  cluster_correction=cluster_correction, level=level, engine=engine, seed=seed, check=check,
                  covariate_effects=covariate_effects, selection=selection)
     if spec is None:
-        spec = spec_from_arguments(method, {k: v for k, v in given.items() if v is not DEFAULTS[k]} | deprecated)
+        spec = spec_from_arguments(method, {k: v for k, v in given.items() if v is not DEFAULTS[k]} | unknown)
     elif not isinstance(spec, ModelSpec):
         raise ArgumentTypeError(f"spec must be a pydial.ModelSpec, got {type(spec).__name__}")
-    elif deprecated or method != DEFAULT_METHOD or any(v is not DEFAULTS[k] for k, v in given.items()):
+    elif unknown or method != DEFAULT_METHOD or any(v is not DEFAULTS[k] for k, v in given.items()):
         raise ArgumentTypeError("fit(data, spec=...) takes no other model arguments: change the spec with spec.replace(...)")
-    with numerical_errors(f"the design check of method {spec.method!r}"):
-        rank_grid = spec.check_data(data)
-    method = spec.method
-    with warnings.catch_warnings(record=True) as caught, numerical_errors(f"method {method!r}"):
-        warnings.simplefilter("always")
-        est = estimate(data, method, engine=optimizers(spec.engine, spec.seed, spec.penalty),
-                       calibration=spec.calibration, lambda_=spec.lambda_, multiples=spec.multiples,
-                       include_endpoints=spec.include_endpoints, ties=spec.ties, seed=spec.seed, rank_grid=rank_grid,
-                       penalty=spec.penalty, shared=spec.covariate_effects == "shared", selection=spec.selection)
-        # every covariance from the estimate's linearization; fit refits it (res.bootstrap, compare_intervals)
-        res = build_result(est, spec, data, fitter=fit)
-    for w in caught:  # hand every warning on to the caller's filters
-        warnings.warn_explicit(w.message, w.category, w.filename, w.lineno, source=w.source)
-    # warnings.warn turns a str message into an instance of its category
-    found = [cast(Warning, w.message) for w in caught]
-    rejected = calibration_warning(res)
-    if rejected is not None:
-        warnings.warn(rejected, stacklevel=caller_stacklevel())
-        found.append(rejected)
-    with numerical_errors(f"the diagnosis of the {method!r} fit"):
-        return with_verdict(res, data, found, seed=0 if spec.seed is None else spec.seed)
+    return DialModel(data, spec).fit()

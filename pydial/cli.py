@@ -445,7 +445,7 @@ def _compare(args: argparse.Namespace) -> int:
     # the posterior of exactly this estimator (its lambda, rank, calibration, ties and b convention)
     with _warnings_to_stderr(skip=(SamplerWarning,)):
         idata = posterior(data, like=res, chains=args.chains, draws=args.draws, warmup=args.warmup, seed=args.seed,
-                          adapt_delta=args.adapt_delta)
+                          options={"adapt_delta": args.adapt_delta})
     tab = compare_intervals(res, idata, level=args.level)
     print(f"# {tab.attrs['estimand']}")
     print(f"# {tab.attrs['interval']}")
@@ -521,7 +521,7 @@ def _check(args: argparse.Namespace) -> int:
     from pydial.model.identifiability import check_design
 
     data = _load(args)
-    from pydial.estimation.estimators import rank_candidates
+    from pydial.estimation.spec import rank_candidates
     from pydial.model.chart import DEFAULT_CALIBRATION, DEFAULT_RANK
 
     rank = DEFAULT_RANK if args.rank is None else args.rank

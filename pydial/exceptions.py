@@ -137,7 +137,7 @@ class DialWarning(UserWarning):
 class ConvergenceWarning(DialWarning):
     """A fit finished but is not a resolved optimum.
 
-    ``status`` says how (a value of :data:`pydial.estimation.results.STATUSES`: ``"not
+    ``status`` says how (a value of :data:`pydial.estimation.verdict.STATUSES`: ``"not
     converged"``, ``"at bound"``, ``"not identified"``, ``"no admissible
     candidate"``); :func:`pydial.fit` copies it into ``DialResult.status``.
     """

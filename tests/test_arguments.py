@@ -32,7 +32,7 @@ def no_work(monkeypatch):
     """Fail the test if an estimator is reached."""
     def reached(*args, **kwargs):
         raise AssertionError("the estimator ran before the arguments were checked")
-    monkeypatch.setattr(pydial.api, "estimate", reached)
+    monkeypatch.setattr(pydial.estimation.model, "estimate", reached)
 
 
 FIT_CASES = [
@@ -108,34 +108,6 @@ def test_simulate_and_split_refuse_bad_arguments(data):
         pydial.simulate(N=5, K=3, r=1)
 
 
-# --------------------------------------------------------------------------- the old names
-def test_old_fit_names_warn_and_give_the_same_fit(data):
-    new = pydial.fit(data, "dial-ada", lambda_=[0.5, 2.0], cov_type="binomial", anchored_cov_type="fixed-basis")
-    with pytest.warns(DeprecationWarning) as caught:
-        old = pydial.fit(data, "dial-ada", lambdas=[0.5, 2.0], cov="binomial", anchored_cov="fixed-basis")
-    messages = sorted(str(w.message) for w in caught)
-    assert messages == ["fit(..., anchored_cov=) is deprecated; use anchored_cov_type=",
-                        "fit(..., cov=) is deprecated; use cov_type=",
-                        "fit(..., lambdas=) is deprecated; use lambda_="]
-    assert all(w.filename == __file__ for w in caught)  # attributed to the caller's line
-    assert old.spec == new.spec
-    np.testing.assert_array_equal(old.scores.to_numpy(), new.scores.to_numpy())
-    np.testing.assert_array_equal(old.cov.to_numpy(), new.cov.to_numpy())
-    with pytest.raises(ArgumentTypeError, match="got both cov= and cov_type="):
-        pydial.fit(data, "human", cov="fisher", cov_type="fisher")
-
-
-def test_old_with_cov_names_warn_and_give_the_same_covariance(data):
-    res = pydial.fit(data, "dial-anc")
-    new = res.with_cov("cell", cluster_correction=True)
-    with pytest.warns(DeprecationWarning, match=r"with_cov\(..., correction=\) is deprecated"):
-        old = res.with_cov("cell", correction=True)
-    np.testing.assert_array_equal(old.cov.to_numpy(), new.cov.to_numpy())
-    with pytest.warns(DeprecationWarning, match=r"cov_params\(..., anchored_cov=\) is deprecated"):
-        got = res.cov_params("cell", anchored_cov="fixed-basis")
-    np.testing.assert_array_equal(got.to_numpy(), res.cov_params("cell", anchored_cov_type="fixed-basis").to_numpy())
-
-
 # --------------------------------------------------------------------------- the specification
 def test_the_spec_of_a_fit_reproduces_it(data):
     res = pydial.fit(data, "dial-ada", multiples=[0.5, 1.0, 2.0], cov_type="binomial", seed=5)
@@ -169,10 +141,12 @@ def test_no_bare_value_or_type_errors_are_raised_by_the_package():
 def no_compile(monkeypatch):
     """Fail the test if a Stan program would be compiled (so no case needs Stan installed)."""
     import pydial.stan.bayes as bayes
+    import pydial.stan.dial_posterior as dial_posterior
 
     def reached(*args, **kwargs):
         raise AssertionError("a Stan program was compiled before the arguments were checked")
     monkeypatch.setattr(bayes, "compile_model", reached)
+    monkeypatch.setattr(dial_posterior, "compile_model", reached)
 
 
 POSTERIOR_CASES = [
@@ -190,16 +164,18 @@ POSTERIOR_CASES = [
     (dict(draws=10.5), "draws", True),
     (dict(warmup=-5), "warmup", False),
     (dict(seed=-3), "seed", False),
-    (dict(adapt_delta=1.2), "adapt_delta", False),
-    (dict(max_depth=0), "max_depth", False),
-    (dict(init="zero"), "init", False),
-    (dict(chains=2, init=[{}]), "init", False),
-    (dict(log_lik="record"), "log_lik", False),
+    (dict(options={"adapt_delta": 1.2}), "adapt_delta", False),
+    (dict(options={"max_depth": 0}), "max_depth", False),
+    (dict(options={"init": "zero"}), "init", False),
+    (dict(chains=2, options={"init": [{}]}), "init", False),
+    (dict(options={"log_lik": "record"}), "log_lik", False),
     (dict(algorithm="advi"), "algorithm", False),
-    (dict(b_stage="human"), "b_stage", False),
+    (dict(options={"b_stage": "human"}), "b_stage", False),
     (dict(priors={"prior_q_sd": 1.0}), "prior_q_sd", False),
-    (dict(extra={"x": 1.0}), "extra data are for a user's program", False),
+    (dict(options={"extra": {"x": 1.0}}), "extra data are for a user's program", False),
     (dict(thin=2), "thin", True),
+    (dict(options={"thin": 2}), "unknown option(s) ['thin']", True),
+    (dict(options=[("adapt_delta", 0.9)]), "options must be a dict", True),
     (dict(backend="pystan"), "backend", False),
 ]
 
@@ -217,9 +193,9 @@ def test_posterior_checks_extra_data_against_the_programs_data_block(data, no_co
     shipped = (pathlib.Path(pydial.stan.programs.program_dir()) / "judges.stan").read_text()
     program.write_text(shipped.replace("data {", "data {\n  real<lower=0> prior_kappa_sd;  // added", 1))
     with pytest.raises(ArgumentError, match=r"extra data \['kapa'\] are not declared .* reads \['prior_kappa_sd'\]"):
-        pydial.posterior(data, "judges", program=str(program), extra={"kapa": 1.0})
+        pydial.posterior(data, "judges", options={"program": str(program), "extra": {"kapa": 1.0}})
     with pytest.raises(ArgumentError, match=r"declares the data \['prior_kappa_sd'\] that pydial does not provide"):
-        pydial.posterior(data, "judges", program=str(program))
+        pydial.posterior(data, "judges", options={"program": str(program)})
 
 
 def test_compare_intervals_refuses_what_is_not_a_posterior(data):

@@ -1,6 +1,6 @@
 """A result is built once: an estimator returns an ``Estimate`` (point estimates and linearizations),
-``build_result`` forms every covariance table from the linearizations and constructs the
-``DialResult`` in one call; nothing is assigned to a result afterwards."""
+``DialModel.fit`` forms every covariance table from the linearizations and constructs the frozen
+``DialResult`` with its verdict in one call; nothing is assigned to a result afterwards."""
 
 from __future__ import annotations
 
@@ -14,7 +14,10 @@ import pytest
 import pydial
 import pydial.api
 from pydial.estimation.estimators import estimate, numpy_optimizers
-from pydial.estimation.results import DialResult, Estimate, build_result, with_verdict
+from pydial.estimation.model import DialModel
+from pydial.estimation.results import DialResult, Estimate, result_of
+from pydial.estimation.verdict import verdict
+from pydial.inference.wald import covariances, tables
 from test_with_cov import data, quiet, tied  # noqa: F401  (the data sets and helper of the with_cov tests)
 
 METHODS = ["human", "judges", "pooled", "dial-nopos", "dial-anc", "dial-ada", "atc"]
@@ -66,24 +69,24 @@ def test_fit_is_the_estimate_built_once(data):
     spec = pydial.ModelSpec("dial-ada", multiples=[0.1, 1.0, 10.0])
     res = quiet(pydial.fit, data, spec=spec)
     grid = spec.check_data(data)
-    est = quiet(estimate, data, spec.method, engine=numpy_optimizers(), calibration=spec.calibration,
-                lambda_=spec.lambda_, multiples=spec.multiples, include_endpoints=spec.include_endpoints, ties=None,
-                seed=None, rank_grid=grid, penalty=None)
+    est = quiet(estimate, data, spec, numpy_optimizers(), grid)
     assert isinstance(est, Estimate) and not hasattr(est, "cov")
     with pytest.raises(dataclasses.FrozenInstanceError):
         est.lambda_ = 0.0  # type: ignore[misc]
-    built = build_result(est, spec, data, fitter=pydial.fit)
+    C = covariances(est.linearization, data, spec.resolved_cov_type, spec.anchored_cov_type, spec.cluster_correction)
+    built = result_of(DialModel(data, spec), est, C, tables(est, C, data, spec.level, spec.ties), [])
     assert_same_tables(built, res)
     assert (built.rank, built.calibration, built.lambda_, built.anchored_cov_type) == (res.rank, res.calibration,
                                                                                        res.lambda_, res.anchored_cov_type)
     num = res.gacv.select_dtypes("number").columns
     np.testing.assert_allclose(built.gacv[num].to_numpy(float), res.gacv[num].to_numpy(float), rtol=1e-10)
-    assert built.spec is spec and built.fitter is pydial.api.fit
-    assert built.fit_warnings == () and built.status == "ok"  # the verdict is with_verdict's
+    assert built.spec is spec and built.fitter == DialModel.fit_spec
+    assert built.fit_warnings == () and built.status == "ok"
 
 
-def test_with_verdict_returns_a_new_result(data):
+def test_the_result_is_frozen_and_its_verdict_comes_from_the_estimate(data):
     res = quiet(pydial.fit, data, "human")
-    bad = with_verdict(dataclasses.replace(res, converged=False), data, [])
-    assert bad is not res and bad.status == "not converged" and res.status == "ok"
-    assert with_verdict(res, data, []) is not res
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        res.status = "not converged"  # type: ignore[misc]
+    status, problems = verdict(res.spec, dataclasses.replace(res.estimate, converged=False), data, [])
+    assert status == "not converged" and "not a resolved optimum" in problems[0] and res.status == "ok"

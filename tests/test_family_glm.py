@@ -369,14 +369,14 @@ def test_tie_firth_dial_anc_is_stationary_for_the_jeffreys_posterior(family):
 def test_the_cut_posteriors_calibration_starts_are_the_modes_of_each_draw():
     """The second stage of the cut posterior starts each draw's ``c_t`` at its conditional mode given ``M_t``:
     the ridge GLM's optimum, where the penalized score ``D_t'(y - n p) - c_t / sd^2`` vanishes."""
-    from pydial.stan.bayes import _calibration_modes
+    from pydial.stan.dial_posterior import calibration_modes
 
     d = pydial.simulate(N=6, K=3, rank=1, n_llm=600, n_human=150, seed=4).comparisons
     Hc = d.cell_table("human")
     rng = np.random.default_rng(0)
     M = rng.normal(size=(5, d.N, 2))
     sd = 2.0
-    c = _calibration_modes(M, Hc, sd)
+    c = calibration_modes(M, Hc, sd)
     assert c.shape == (5, 2)
     y, n = Hc.wins_i.astype(float), (Hc.wins_i + Hc.wins_j).astype(float)
     for t in range(5):

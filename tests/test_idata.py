@@ -139,13 +139,3 @@ def test_unsupported_arviz_is_named(monkeypatch):
     monkeypatch.setattr(az, "__version__", "2.0.0")
     with pytest.raises(DependencyError, match="supports arviz"):
         azio.arviz()
-
-
-def test_a_record_written_with_the_old_weight_name_is_read_with_the_new_one():
-    from pydial.stan.bayes import estimand
-
-    old = json.loads(_record())
-    old["lam"] = old.pop("lambda_")
-    idata = _posterior(attrs={"estimand": json.dumps(old)})
-    rec = estimand(idata)
-    assert "lam" not in rec and np.isnan(rec["lambda_"])

@@ -80,7 +80,7 @@ def test_the_result_carries_its_data_through_replace_and_pickle(small, tmp_path)
     nxt = pydial.next_pairs(res, 20, "contrast", target="item00 - item01")
     pd.testing.assert_frame_equal(nxt, pydial.next_pairs(res, 20, "contrast", data=d, target="item00 - item01"))
     joblib.dump(res, tmp_path / "res.joblib")
-    copies = [dataclasses.replace(res, level=0.95), pickle.loads(pickle.dumps(res)), joblib.load(tmp_path / "res.joblib")]
+    copies = [dataclasses.replace(res), pickle.loads(pickle.dumps(res)), joblib.load(tmp_path / "res.joblib")]
     for r in copies:
         assert r.data.items == d.items and r.data.n_human == d.n_human
         pd.testing.assert_frame_equal(pydial.plan(r, **kw), ref)
@@ -185,7 +185,7 @@ def test_plan_argument_errors(small):
     with pytest.raises(pydial.DataError, match="does not match"):
         pydial.next_pairs(res, 5, data=pydial.simulate(N=8, K=3, n_llm=600, n_human=50, seed=1).comparisons)
     with pytest.raises(pydial.DataError, match="data: the result carries no data"):
-        pydial.plan(dataclasses.replace(res, data=None))
+        pydial.plan(dataclasses.replace(res, model=dataclasses.replace(res.model, data=None)))
     with pytest.raises(ValueError, match="k must be"):
         pydial.plan(res, k=8)
 

@@ -22,7 +22,7 @@ from scipy.special import expit
 import pydial
 from pydial.cache import entries
 from pydial.data.comparisons import Comparisons
-from pydial.model.identifiability import _check_separation, _no_separation_by_graph, _scan_cycles, _scan_cycles_fast
+from pydial.model.design_graphs import check_separation, no_separation_by_graph, scan_cycles, scan_cycles_fast
 from pydial.estimation.binary import staged_fit
 from pydial.inference.linearization import finite_influence, staged_influence
 from pydial.inference.linearization import COV_TYPES, Influence, influence_covariance
@@ -150,7 +150,7 @@ def test_fast_cycle_scan_decides_as_union_find(seed):
     rng = np.random.default_rng(seed)
     N = int(rng.integers(4, 12))
     ii, jj, aa = random_design(rng, N, int(rng.integers(3, 3 * N)), both_orders=seed % 3 == 0)
-    s1, s2 = _scan_cycles(N, ii, jj, aa), _scan_cycles_fast(N, ii, jj, aa)
+    s1, s2 = scan_cycles(N, ii, jj, aa), scan_cycles_fast(N, ii, jj, aa)
     assert s1.n_components == s2.n_components
     assert (s1.cycle is None) == (s2.cycle is None)
     if s2.cycle is not None:  # the witness is a genuine cycle with the reported signed order sum
@@ -177,8 +177,8 @@ def test_graph_separation_test_agrees_with_linear_program(seed):
     y = rng.binomial(n.astype(int), 0.5).astype(float)
     items = [f"m{t}" for t in range(N)]
     for nopos in (False, True):
-        if _no_separation_by_graph(N, ii, jj, aa, n, y, nopos):  # sufficient: the LP must agree
-            ok, _ = _check_separation(items, ii, jj, aa, n, y, nopos)
+        if no_separation_by_graph(N, ii, jj, aa, n, y, nopos):  # sufficient: the LP must agree
+            ok, _ = check_separation(items, ii, jj, aa, n, y, nopos)
             assert ok
 
 

@@ -115,7 +115,7 @@ def test_numerical_error_in_the_diagnosis(data, monkeypatch):
     def broken(*args, **kwargs):
         raise np.linalg.LinAlgError("SVD did not converge")
 
-    monkeypatch.setattr(pydial.api, "with_verdict", broken)
+    monkeypatch.setattr(pydial.estimation.results, "verdict", broken)
     with pytest.raises(ConvergenceError, match="diagnosis of the 'human' fit") as info:
         pydial.fit(data, "human")
     assert isinstance(info.value.__cause__, np.linalg.LinAlgError)

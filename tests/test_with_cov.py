@@ -141,7 +141,7 @@ def test_bad_requests(data):
                       "wins_a": [5, 6, 7], "wins_b": [3, 2, 4], "ties": 0}), human_judge="h")
     with pytest.raises(ValueError, match="aggregated"):
         quiet_fit(agg, "human").with_cov("record")
-    bare = dataclasses.replace(human, linearization=())
+    bare = dataclasses.replace(human, estimate=dataclasses.replace(human.estimate, linearization=()))
     with pytest.raises(ValueError, match="carries no linearization"):
         bare.with_cov("cell")
 

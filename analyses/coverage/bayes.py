@@ -422,11 +422,11 @@ def run_replication(dgp: str, rep: int, seed: int, settings: Settings = Settings
     dial = dict(rank=rank, calibration=cal)
     runs = {
         ("human", "posterior"): lambda: posterior(data, "human", **nuts),
-        ("judges", "posterior"): lambda: posterior(data, "judges", include_human=False, **nuts),
+        ("judges", "posterior"): lambda: posterior(data, "judges", options={"include_human": False}, **nuts),
         ("dial-anc", "posterior"): lambda: posterior(data, "dial-anc", **dial, **cut),
         ("dial-ada", "posterior-ordinary"): lambda: posterior(data, "dial-ada", **dial, **nuts),
         ("human", "laplace"): lambda: posterior(data, "human", **lap),
-        ("judges", "laplace"): lambda: posterior(data, "judges", include_human=False, **lap),
+        ("judges", "laplace"): lambda: posterior(data, "judges", options={"include_human": False}, **lap),
     }
     if ada is not None and np.isfinite(lam) and lam > 0:  # the power posterior at the selected weight
         runs[("dial-ada", "posterior")] = lambda: posterior(data, "dial-ada", lambda_=lam, **dial, **nuts)

@@ -194,7 +194,7 @@ def fit_btl(data: Comparisons, method: str, *, ties: str | None = None, seed: in
     Estimate
         With the log tie parameters by judge for a tie family (the result's ``tie_parameters``:
         ``nu, se, ci_low, ci_high``, interval on the log scale) and the linearization that gives
-        every standard error (:func:`~pydial.estimation.results.build_result`).
+        every standard error (:class:`~pydial.estimation.model.DialModel`).
     """
     if method not in ("human", "judges"):
         raise ArgumentError(f"fit_btl fits the methods 'human' and 'judges', not {method!r}; the DIAL methods "

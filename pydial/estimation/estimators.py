@@ -28,20 +28,13 @@ from pydial.estimation.btl import fit_btl
 from pydial.estimation.engines import Engine, PointEngine
 from pydial.estimation.dial import fit_dial
 from pydial.estimation.results import Estimate
-from pydial.estimation.selection import Selection, numpy_joint
+from pydial.estimation.selection import numpy_joint
+from pydial.estimation.spec import ModelSpec
 from pydial.estimation.steps import NUMPY_FAMILY
-from pydial.exceptions import ArgumentError, ConvergenceError, IdentifiabilityError
-from pydial.model.identifiability import ESTIMATORS
+from pydial.exceptions import ConvergenceError, IdentifiabilityError
+from pydial.model.methods import ESTIMATORS, USES_CALIBRATION, USES_RANK
 
 METHODS: tuple[str, ...] = ESTIMATORS
-ENGINES: tuple[str, ...] = ("numpy", "stan")
-NEEDS_HUMAN = ("human", "pooled", "dial-nopos", "dial-anc", "dial-ada", "atc")
-USES_RANK: tuple[str, ...] = ("dial-nopos", "dial-anc", "dial-ada", "atc")
-"""Methods that fit the structured LLM model and so use ``rank``."""
-DIAL_METHODS: tuple[str, ...] = ("dial-nopos", "dial-anc", "dial-ada")
-"""The methods of :func:`pydial.estimation.dial.fit_dial`."""
-USES_CALIBRATION: tuple[str, ...] = DIAL_METHODS
-"""Methods that use ``calibration``: the DIAL methods (AtC always calibrates along ``mu``)."""
 BASELINES = {"pooled": fit_pooled, "atc": fit_atc}
 """The baselines, one fit for every outcome family (:mod:`pydial.estimation.baselines`)."""
 
@@ -75,47 +68,21 @@ def numerical_errors(what: str) -> Iterator[None]:
         raise ConvergenceError(f"{what} failed: a floating-point error ({e})") from e
 
 
-def estimate(data: Comparisons, method: str, *, engine: Engine, calibration: str | None, lambda_: Any, multiples: Any,
-             include_endpoints: bool | str, ties: str | None, seed: int | None, rank_grid: list[int],
-             penalty: str | None, shared: bool = False, selection: Selection = Selection()) -> Estimate:
-    """Run the estimator ``method`` with ``engine``'s optimizers (arguments validated by :class:`ModelSpec`).
+def estimate(data: Comparisons, spec: ModelSpec, engine: Engine, rank_grid: list[int]) -> Estimate:
+    """Run the estimator of ``spec`` with ``engine``'s optimizers over the candidate ranks ``rank_grid``.
 
-    ``shared``: one covariate effect for all LLM judges (``covariate_effects="shared"``); ``selection``:
-    how DIAL-Ada / -noPos choose the weight (:class:`~pydial.estimation.selection.Selection`).
-
-    Returns the point estimates and their linearizations; :func:`pydial.estimation.results.build_result`
+    Returns the point estimates and their linearizations; :class:`pydial.estimation.model.DialModel`
     forms the covariances and the result.
     """
+    method, ties, shared = spec.method, spec.ties, spec.covariate_effects == "shared"
     if method in BASELINES:
         return BASELINES[method](data, rank_grid[0], ties=ties, engine=engine, shared=shared)
     if method in ("human", "judges"):
-        return fit_btl(data, method, ties=ties, seed=seed, engine=engine.family, penalty=penalty)
-    order = method != "dial-nopos"
-    cal = cast(str, calibration)
-    steps = family_steps(data, cal, order, ties, engine, penalty, shared)
-    return fit_dial(data, steps, cal, adaptive=(method != "dial-anc"), lambdas=lambda_, multiples=multiples,
-                    include_endpoints=include_endpoints, rank_grid=rank_grid, selection=selection)
-
-
-def rank_candidates(rank: Any, data: Comparisons, method: str) -> list[int]:
-    """Validate ``rank`` (int, list, or "auto") into a list of candidate ranks."""
-    top = max(0, min(data.K - 1, data.N - 2, 3))
-    if isinstance(rank, str):
-        if rank != "auto":
-            raise ArgumentError(f"rank must be a non-negative integer, a list of them, or 'auto', got {rank!r}")
-        grid = list(range(top + 1))
-    elif isinstance(rank, (int, np.integer)):
-        grid = [int(rank)]
-    else:
-        try:
-            grid = [int(r) for r in rank]
-        except TypeError:
-            raise ArgumentError(f"rank must be a non-negative integer, a list of them, or 'auto', got {rank!r}") from None
-    if not grid or any(r < 0 for r in grid):
-        raise ArgumentError(f"ranks must be non-negative integers, got {rank!r}")
-    if len(grid) > 1 and method not in ("dial-ada", "dial-nopos"):
-        raise ArgumentError(f"a rank grid (rank={rank!r}) needs method 'dial-ada' or 'dial-nopos', got {method!r}")
-    return sorted(set(grid))
+        return fit_btl(data, method, ties=ties, seed=spec.seed, engine=engine.family, penalty=spec.penalty)
+    cal = cast(str, spec.calibration)
+    steps = family_steps(data, cal, spec.order, ties, engine, spec.penalty, shared)
+    return fit_dial(data, steps, cal, adaptive=spec.adaptive, lambdas=spec.lambda_, multiples=spec.multiples,
+                    include_endpoints=spec.include_endpoints, rank_grid=rank_grid, selection=spec.selection)
 
 
 # ----------------------------------------------------------------- helpers

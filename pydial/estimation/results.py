@@ -1,16 +1,18 @@
-"""The result object of :func:`pydial.fit`: tables, covariances and derived inference.
+"""The result object of :func:`pydial.fit`: a frozen record of a fit, and the inference derived from it.
 
 An estimator returns an :class:`Estimate` (point estimates and linearizations, no
-covariance); :func:`build_result` forms every covariance table from the linearizations and
-constructs the :class:`DialResult` in one call (statsmodels' Model / Results split).
+covariance); :class:`pydial.estimation.model.DialModel` forms every covariance from the
+linearizations (:mod:`pydial.inference.wald`) and constructs the :class:`DialResult` once,
+with its verdict (statsmodels' Model / Results split).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import warnings
-from dataclasses import dataclass, field
-from typing import Any, Sequence, cast
+from dataclasses import dataclass
+from functools import cached_property
+from typing import TYPE_CHECKING, Any, Sequence, cast
 
 import numpy as np
 import pandas as pd
@@ -19,34 +21,52 @@ from scipy.special import expit
 from pydial.data.comparisons import Comparisons, require_comparisons
 from pydial.data.names import name_list
 from pydial.estimation.fitstats import FitStats, judgment_counts
-from pydial.exceptions import (ArgumentError, ArgumentTypeError, CalibrationWarning, CovarianceWarning, DialError,
-                               UnknownNameError, renamed_arguments)
-from pydial.formatting import ITEMS_LABEL, by_score, format_pvalue
-from pydial.inference.linearization import ANCHORED_COVS, COV_DESCRIPTIONS, COV_TYPES, Linearization
-from pydial.model.chart import DEFAULT_CALIBRATION, DEFAULT_RANK, Structure
-from pydial.model.identifiability import design_report
-from pydial.optim import BOX
+from pydial.estimation.verdict import dial_model, verdict
+from pydial.exceptions import ArgumentError, CovarianceWarning, UnknownNameError
+from pydial.inference.linearization import ANCHORED_COVS, COV_TYPES, Linearization
+from pydial.inference.wald import covariances, tables
+from pydial.model.chart import Structure
 
-STATUSES: tuple[str, ...] = ("ok", "no admissible candidate", "not identified", "at bound", "not converged",
-                             "degenerate covariance")
-"""Values of :attr:`DialResult.status`, most serious failure first after ``"ok"``."""
-
-COV_RENAMED = {"anchored_cov": "anchored_cov_type", "correction": "cluster_correction"}
-"""Old keyword names of :meth:`DialResult.with_cov` / :meth:`~DialResult.cov_params` (deprecated)."""
+if TYPE_CHECKING:
+    from pydial.estimation.spec import ModelSpec
 
 
-@dataclass
+def _estimated(name: str, doc: str) -> Any:
+    """A read-only attribute of the result: the estimate's field ``name``."""
+    return property(lambda self: getattr(self.estimate, name), doc=doc)
+
+
+def _table(name: str, doc: str) -> Any:
+    """A read-only attribute of the result: the table ``name`` formed when it was built."""
+    return property(lambda self: self.tables[name], doc=doc)
+
+
+def _specified(name: str) -> Any:
+    """A read-only attribute of the result: the spec's field ``name``."""
+    return property(lambda self: getattr(self.model.spec, name), doc=f"``spec.{name}``.")
+
+
+@dataclass(frozen=True, eq=False)
 class DialResult:
     r"""Result of :func:`fit`.
 
-    Built once, by :func:`build_result`, from an estimator's :class:`Estimate` (point
-    estimates and linearizations) with every covariance table formed from the
-    linearizations; :meth:`with_cov` and :func:`with_verdict` return new results.
+    Frozen and built once, by :meth:`pydial.estimation.model.DialModel.fit`: the model
+    (data and :class:`~pydial.ModelSpec`), the estimator's :class:`Estimate` (point estimates
+    and linearizations), the covariances of the linearization under the spec's meat, the
+    tables formed from them (:mod:`pydial.inference.wald`) and the verdict.  The attributes
+    below are read from these; :meth:`with_cov` returns the result of another meat.
 
     Attributes
     ----------
-    method, engine, cov_type : str
-        How the fit was made.
+    model : DialModel
+        The data and the specification (:class:`pydial.estimation.model.DialModel`).
+    estimate : Estimate
+        The point estimates and their linearizations.
+    method, engine : str
+        ``spec.method``, ``spec.engine``.
+    cov_type : str
+        The meat of the covariances: ``spec.cov_type``, or its default (``"fisher"`` for
+        ``human``, ``"cell"`` otherwise).
     rank : int or None
         Disagreement rank of the structured LLM fit (the selected one for a rank grid);
         ``None`` for ``human``, ``judges`` and ``pooled``, which fit no such model.
@@ -161,7 +181,7 @@ class DialResult:
         ``lambda = 0``; NaN at ``lambda = inf``, where the staged fit minimizes two criteria in
         turn, and for the other methods).
     status : str
-        The verdict on the numbers: ``"ok"``, or one of :data:`STATUSES`
+        The verdict on the numbers: ``"ok"``, or one of :data:`~pydial.estimation.verdict.STATUSES`
         (``"no admissible candidate"``, ``"not identified"``, ``"at bound"``,
         ``"not converged"``, ``"degenerate covariance"``).  Anything but ``"ok"`` means the estimates are
         not a resolved maximum-likelihood fit (or their intervals are not valid);
@@ -172,9 +192,8 @@ class DialResult:
     problems : tuple of str
         What went wrong, naming the judges and items to blame (empty when ``ok`` and the
         calibration restriction, where the method assumes one, is not rejected).
-    data : Comparisons or None
-        The data the fit was made on (a reference, not a copy; ``None`` for a result
-        built by hand).  :func:`pydial.plan` and :func:`pydial.next_pairs` take the
+    data : Comparisons
+        The data the fit was made on (``model.data``, a reference, not a copy).  :func:`pydial.plan` and :func:`pydial.next_pairs` take the
         pilot data from here.
     penalty : str or None
         ``"firth"`` when the likelihoods were bias-reduced (:mod:`pydial.model.penalty`).
@@ -198,71 +217,149 @@ class DialResult:
         The factored influence of every target with a covariance
         (:class:`pydial.inference.linearization.Linearization`): what :meth:`with_cov` and
         :meth:`cov_params` form any other covariance from, without refitting.
-    spec : ModelSpec or None
-        The specification the result was fitted from (:class:`pydial.ModelSpec`);
+    spec : ModelSpec
+        The specification the result was fitted from (``model.spec``, :class:`pydial.ModelSpec`);
         ``pydial.fit(other_data, spec=result.spec)`` fits the same model again.
     fit_warnings : tuple of Warning
         The warnings raised while fitting (the basis of :attr:`status`).
-    fitter : callable or None
-        The function that made this result (:func:`pydial.fit`), with which
-        :func:`pydial.stan.compare_intervals` refits another specification.
+
     """
 
-    method: str
-    rank: int | None
-    calibration: str | None
-    engine: str
-    cov_type: str
-    level: float
-    items: tuple[str, ...]
-    judges: tuple[str, ...]
-    n_human: int
-    n_llm: int
-    scores: pd.DataFrame
-    cov: pd.DataFrame
-    position_effects: pd.DataFrame | None
-    judge_scores: pd.DataFrame | None
-    structure: Structure | None
-    calibration_coef: np.ndarray | None
-    lambda_: float
-    converged: bool
-    grad_norm: float
-    loss_human: float
-    gacv: pd.DataFrame | None = None
-    calibration_test: Any = None
-    consensus: pd.DataFrame | None = None
-    tie_parameters: pd.DataFrame | None = None
-    position_effects_cov: pd.DataFrame | None = None
-    path: tuple[Any, ...] = field(default=(), repr=False, compare=False)
-    fallback: bool = False
-    chart: Any = field(default=None, repr=False, compare=False)
-    theta: np.ndarray | None = field(default=None, repr=False, compare=False)
-    llm_chart: Any = field(default=None, repr=False, compare=False)
-    llm_theta: np.ndarray | None = field(default=None, repr=False, compare=False)
+    model: Any  # the DialModel (pydial.estimation.model): data and spec
+    estimate: Estimate
+    covariances: dict[str, Any]
+    tables: dict[str, Any]
     status: str = "ok"
     problems: tuple[str, ...] = ()
-    penalty: str | None = None
-    data: Comparisons | None = field(default=None, repr=False, compare=False)
-    ties: str | None = None
-    cluster_correction: bool = False
-    anchored_cov_type: str | None = None
-    judge_scores_se: pd.DataFrame | None = None
-    stage_scores: pd.DataFrame | None = None
-    linearization: tuple[Linearization, ...] = field(default=(), repr=False, compare=False)
-    fit_warnings: tuple[Warning, ...] = field(default=(), repr=False, compare=False)
-    fitter: Any = field(default=None, repr=False, compare=False)
-    spec: Any = field(default=None, repr=False, compare=False)
-    covariate_effects: pd.DataFrame | None = None
-    covariate_effects_cov: pd.DataFrame | None = None
-    covariate_scale: pd.Series | None = None
-    nobs: int = 0
+    fit_warnings: tuple[Warning, ...] = ()
     n_obs_by_judge: pd.Series | None = None
     excluded: pd.DataFrame | None = None
-    llf: float = np.nan
-    df_model: int | None = None
-    llf_human: float = np.nan
-    objective: float = np.nan
-    tie_log_nu: pd.Series | None = field(default=None, repr=False, compare=False)
+
+    method = _specified("method")
+    engine = _specified("engine")
+    level = _specified("level")
+    penalty = _specified("penalty")
+    ties = _specified("ties")
+    cluster_correction = _specified("cluster_correction")
+    lambda_ = _estimated("lambda_", "The calibration weight of the fit.")
+    rank = _estimated("rank", "The (selected) disagreement rank; None for a method without one.")
+    calibration = _estimated("calibration", "The calibration basis; None for a method without one.")
+    converged = _estimated("converged", "Every optimization reached its gradient tolerance.")
+    grad_norm = _estimated("grad_norm", "Largest max-norm gradient at the reported optima.")
+    loss_human = _estimated("loss_human", "The human loss at the reported scores.")
+    structure = _estimated("structure", "``mu, gamma, U, V`` of the LLM-only structured fit.")
+    calibration_coef = _estimated("calibration_coef", "``c_H`` relative to the normalized basis.")
+    gacv = _estimated("gacv", "The weight path of DIAL-Ada / -noPos.")
+    calibration_test = _estimated("calibration_test", "Likelihood-ratio test of the calibration restriction.")
+    path = _estimated("path", "The fitted candidates behind :attr:`gacv`.")
+    fallback = _estimated("fallback", "Whether the anchored endpoint was reported as the fallback.")
+    chart = _estimated("chart", "The chart of the structured DIAL fit reported.")
+    theta = _estimated("theta", "The coordinates of the structured DIAL fit reported.")
+    llm_chart = _estimated("llm_chart", "The chart of the LLM-only structured fit.")
+    llm_theta = _estimated("llm_theta", "The coordinates of the LLM-only structured fit.")
+    linearization = _estimated("linearization", "The factored influence of every target with a covariance.")
+    tie_log_nu = _estimated("log_nu", "The log tie parameters by group (``-inf``: no ties).")
+    scores = _table("scores", "The scores with their Wald intervals, by item.")
+    cov = _table("cov", "The covariance of the scores.")
+    position_effects = _table("position_effects", "The position effects with their Wald tests, by judge.")
+    position_effects_cov = _table("position_effects_cov", "The covariance of the position effects.")
+    consensus = _table("consensus", "The consensus loadings with their intervals, by judge.")
+    judge_scores_se = _table("judge_scores_se", "The standard errors of the judge scores (``judges``).")
+    tie_parameters = _table("tie_parameters", "The tie parameters with their intervals, by judge.")
+    covariate_effects = _table("covariate_effects", "The covariate effects with their Wald tests.")
+    covariate_effects_cov = _table("covariate_effects_cov", "The covariance of the covariate effects.")
+
+    @property
+    def spec(self) -> ModelSpec:
+        """The specification the result was fitted from (``model.spec``)."""
+        return self.model.spec
+
+    @property
+    def data(self) -> Comparisons:
+        """The data the fit was made on (``model.data``)."""
+        return self.model.data
+
+    @property
+    def fitter(self) -> Any:
+        """The function that refits this result's spec on other data: ``fitter(data, spec=...)`` (:func:`pydial.fit`)."""
+        return type(self.model).fit_spec
+
+    @property
+    def cov_type(self) -> str:
+        """The meat of the covariances (``spec.cov_type`` or its default)."""
+        return self.model.spec.resolved_cov_type
+
+    @property
+    def anchored_cov_type(self) -> str | None:
+        """``spec.anchored_cov_type`` for the DIAL methods, ``None`` for the others."""
+        return self.model.spec.anchored_cov_type if self.model.spec.uses_calibration else None
+
+    @property
+    def items(self) -> tuple[str, ...]:
+        """The items, in the data's order."""
+        return self.model.data.items
+
+    @property
+    def judges(self) -> tuple[str, ...]:
+        """The LLM judges, in the data's order."""
+        return self.model.data.judges
+
+    @property
+    def n_human(self) -> int:
+        """The human judgments the fit's likelihood used."""
+        return 0 if self.n_obs_by_judge is None else int(self.n_obs_by_judge.iloc[-1])
+
+    @property
+    def n_llm(self) -> int:
+        """The LLM judgments the fit's likelihood used."""
+        return 0 if self.n_obs_by_judge is None else int(self.n_obs_by_judge.iloc[:-1].sum())
+
+    @property
+    def nobs(self) -> int:
+        """``n_human + n_llm``."""
+        return self.n_human + self.n_llm
+
+    @property
+    def _stats(self) -> FitStats:
+        return self.estimate.stats if self.estimate.stats is not None else FitStats(np.nan, None)
+
+    @property
+    def llf(self) -> float:
+        """Log-likelihood of the judgments used at the estimate (NaN without a likelihood)."""
+        return self._stats.llf
+
+    @property
+    def df_model(self) -> int | None:
+        """Free parameters after the gauge; ``None`` for ``atc``."""
+        return self._stats.df_model
+
+    @property
+    def llf_human(self) -> float:
+        """The people's log-likelihood at the reported scores."""
+        return self._stats.llf_human
+
+    @property
+    def objective(self) -> float:
+        """The weighted criterion ``Q_lambda`` at the estimate (DIAL-Ada / -noPos)."""
+        return self._stats.objective
+
+    @property
+    def covariate_scale(self) -> pd.Series | None:
+        """The standard deviation of each comparison covariate (``data.covariate_scale``)."""
+        return self.model.data.covariate_scale
+
+    @cached_property
+    def judge_scores(self) -> pd.DataFrame | None:
+        """Judge x item position-debiased scores ``S``."""
+        S = self.estimate.judge_scores
+        return None if S is None else pd.DataFrame(S, index=pd.Index(self.judges, name="judge"),
+                                                   columns=pd.Index(self.items, name="item"))
+
+    @cached_property
+    def stage_scores(self) -> pd.DataFrame | None:
+        """The score vectors behind a two-stage baseline, by item."""
+        st = self.estimate.stage_scores
+        return None if st is None else pd.DataFrame(st, index=pd.Index(self.items, name="item"))
 
     @property
     def aic(self) -> float:
@@ -318,8 +415,7 @@ class DialResult:
         (``human``, ``judges``, ``pooled``); e.g. the anchored model :func:`pydial.plan`
         builds on a pilot fit.
         """
-        return (DEFAULT_RANK if self.rank is None else int(self.rank),
-                DEFAULT_CALIBRATION if self.calibration is None else self.calibration)
+        return dial_model(self.estimate)
 
     def verdict(self) -> str:
         """One line: the status and its problems (``"ok"`` when there are none).
@@ -376,7 +472,7 @@ class DialResult:
                               [f"{i} - {j}" for i, j in zip(first, second)], level, "estimate")
 
     def cov_params(self, cov_type: str | None = None, what: str = "scores", *, anchored_cov_type: str | None = None,
-                   cluster_correction: bool | None = None, **deprecated: Any) -> pd.DataFrame:
+                   cluster_correction: bool | None = None) -> pd.DataFrame:
         """Covariance of the estimates as a labelled DataFrame, of any meat, without refitting.
 
         The empirical sandwich of the weighted fit with the meat ``cov_type`` (the
@@ -398,9 +494,6 @@ class DialResult:
         cluster_correction : bool, optional
             Scale the clustered meats by ``G/(G-1)``; default the fit's
             (:attr:`cluster_correction`).
-        **deprecated
-            The old names ``anchored_cov=`` and ``correction=`` (with a
-            :class:`DeprecationWarning`).
 
         Returns
         -------
@@ -410,24 +503,24 @@ class DialResult:
         """
         if what not in ("scores", "b", "gamma"):
             raise ArgumentError(f"what must be 'scores', 'b' or 'gamma', got {what!r}")
-        settings = self._cov_settings(cov_type, anchored_cov_type, cluster_correction, deprecated, "cov_params")
+        settings = self._meat(self._cov_spec(cov_type, anchored_cov_type, cluster_correction))
         if what == "b" and self.position_effects is None:
             raise ArgumentError(f"method {self.method!r} has no position effects")
         if what == "gamma" and self.consensus is None:
             raise ArgumentError(f"method {self.method!r} has no consensus loadings")
-        if settings == (self.cov_type, self.anchored_cov_type, self.cluster_correction) and what != "gamma":
+        if settings == self._meat(self.spec) and what != "gamma":
             if what == "scores":
                 return self.cov
             assert self.position_effects_cov is not None
             return self.position_effects_cov
         if what != "scores" or self.method != "atc":  # AtC's scores have no covariance
             self._require_linearization()
-        C = block_covariances(self.linearization, cast(Comparisons, self.data), *settings, only=what).get(what)
+        C = covariances(self.linearization, self.data, *settings, only=what).get(what)
         idx = self.cov.index if what == "scores" else pd.Index(list(self.judges), name="judge")
         return pd.DataFrame(np.full((len(idx), len(idx)), np.nan) if C is None else C, index=idx, columns=idx.copy())
 
     def with_cov(self, cov_type: str | None = None, *, anchored_cov_type: str | None = None,
-                 cluster_correction: bool | None = None, **deprecated: Any) -> "DialResult":
+                 cluster_correction: bool | None = None) -> "DialResult":
         """Return the same fit with every covariance, standard error and interval of another meat.
 
         The estimates are unchanged; the score, position-effect, consensus,
@@ -446,9 +539,6 @@ class DialResult:
             The covariance at the anchored endpoint; default the fit's.
         cluster_correction : bool, optional
             Scale the clustered meats by ``G/(G-1)``; default the fit's.
-        **deprecated
-            The old names ``anchored_cov=`` and ``correction=`` (with a
-            :class:`DeprecationWarning`).
 
         Returns
         -------
@@ -456,79 +546,46 @@ class DialResult:
             A new result; :attr:`status` is re-derived (a degenerate meat makes it
             ``"degenerate covariance"``).
         """
-        cov, anchored, corr = self._cov_settings(cov_type, anchored_cov_type, cluster_correction, deprecated, "with_cov")
-        if (cov, anchored, corr) == (self.cov_type, self.anchored_cov_type, self.cluster_correction):
-            return dataclasses.replace(self)  # nothing to recompute
+        spec = self._cov_spec(cov_type, anchored_cov_type, cluster_correction)
+        if self._meat(spec) == self._meat(self.spec):
+            return dataclasses.replace(self)  # nothing to recompute: a copy
         self._require_linearization()
+        model = dataclasses.replace(self.model, spec=spec)
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
-            C = block_covariances(self.linearization, cast(Comparisons, self.data), cov, anchored, corr)
-            fields = covariance_tables(C, self.items, self.judges, self.level, self.ties, **self._point_estimates())
-        keep = tuple(w for w in self.fit_warnings if not isinstance(w, CovarianceWarning))
-        new = tuple(w.message for w in caught)
-        for w in caught:
-            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno, source=w.source)
-        out = dataclasses.replace(self, cov_type=cov, anchored_cov_type=anchored, cluster_correction=corr,
-                                  status="ok", problems=(), **fields)
-        seed = None if self.spec is None else self.spec.seed
-        assert self.data is not None  # _require_linearization
-        return with_verdict(out, self.data, list(keep) + [w for w in new if isinstance(w, Warning)],
-                            seed=0 if seed is None else seed)
-
-    def _point_estimates(self) -> dict[str, Any]:
-        """Return the estimates behind the covariance tables, as :func:`covariance_tables` takes them."""
-        tp = self.tie_parameters
-        pe = self.position_effects
-        log_nu = None if tp is None else self.tie_log_nu
-        ce = self.covariate_effects
-        beta, free = None, None
-        labels: tuple[str, ...] = ()
-        names: tuple[str, ...] = ()
-        if ce is not None:  # the whole rows of beta: 0 at the entries not estimated (not in the table)
-            assert self.data is not None  # _require_linearization
-            labels, names = tuple(str(x) for x in ce.index.unique("judge")), self.data.covariates
-            free = beta_support(self.data, labels)
-            beta = np.zeros((len(labels), len(names)))
-            rows, cols = (pd.Index(v).get_indexer(ce.index.get_level_values(lev)) for v, lev in ((labels, "judge"),
-                                                                                            (names, "covariate")))
-            beta[rows, cols] = ce["beta"].to_numpy(float)
-        return dict(s=self.scores["score"].to_numpy(), b=None if pe is None else pe["b"].to_numpy(),
-                    gamma=None if self.consensus is None else self.consensus["gamma"].to_numpy(),
-                    judge_scores=None if self.judge_scores is None else self.judge_scores.to_numpy(), log_nu=log_nu,
-                    beta=beta, beta_labels=labels, covariates=names,
-                    beta_free=free)
+            C, tabs = covariance_tables(model, self.estimate)
+        reissue(caught)
+        keep = [w for w in self.fit_warnings if not isinstance(w, CovarianceWarning)]
+        return result_of(model, self.estimate, C, tabs, keep + [cast(Warning, w.message) for w in caught])
 
     def _require_linearization(self) -> None:
         """Raise an :class:`~pydial.ArgumentError` unless this result can form other covariances."""
         if not self.linearization:
             raise ArgumentError(f"this {self.method!r} result carries no linearization; refit with "
                                 "pydial.fit(..., cov_type=...)")
-        if self.data is None:
-            raise ArgumentError("other covariances need the data the fit was made on (result.data)")
 
-    def _cov_settings(self, cov_type: str | None, anchored_cov_type: str | None, cluster_correction: bool | None,
-                      deprecated: dict[str, Any], caller: str) -> tuple[str, str | None, bool]:
-        """``(meat, anchored_cov_type, cluster_correction)``, the fit's own settings for what is not given."""
-        if deprecated:
-            old = renamed_arguments(caller, deprecated, COV_RENAMED, COV_RENAMED.values())
-            anchored_cov_type = old.get("anchored_cov_type", anchored_cov_type)
-            cluster_correction = old.get("cluster_correction", cluster_correction)
+    def _cov_spec(self, cov_type: str | None, anchored_cov_type: str | None,
+                  cluster_correction: bool | None) -> ModelSpec:
+        """The spec with another meat: the fit's own settings for what is not given, validated by the spec."""
         cov = self.cov_type if cov_type is None else cov_type
         anchored = self.anchored_cov_type if anchored_cov_type is None else anchored_cov_type
-        if cov in ANCHORED_COVS:
+        if cov in ANCHORED_COVS:  # the anchored covariance named as the meat: the fit's own meat with it
             if anchored_cov_type is not None and anchored_cov_type != cov:
                 raise ArgumentError(f"cov_type={cov!r} and anchored_cov_type={anchored_cov_type!r} disagree")
             cov, anchored = self.cov_type, cov
-        if cov not in COV_TYPES:
-            hint = " (the target is chosen by what=)" if cov in ("scores", "b", "gamma") else ""
-            raise ArgumentError(f"cov_type must be one of {COV_TYPES + ANCHORED_COVS}, got {cov_type!r}{hint}")
-        if anchored is not None and anchored not in ANCHORED_COVS:
-            raise ArgumentError(f"anchored_cov_type must be one of {ANCHORED_COVS}, got {anchored_cov_type!r}")
+        if cov in ("scores", "b", "gamma"):
+            raise ArgumentError(f"cov_type must be one of {COV_TYPES + ANCHORED_COVS}, got {cov_type!r} (the target "
+                                "is chosen by what=)")
         if anchored != self.anchored_cov_type and self.anchored_cov_type is None:
             raise ArgumentError(f"anchored_cov_type applies to the DIAL methods only, not {self.method!r}")
-        if cluster_correction is not None and not isinstance(cluster_correction, (bool, np.bool_)):
-            raise ArgumentTypeError(f"cluster_correction must be True or False, got {cluster_correction!r}")
-        return cov, anchored, bool(self.cluster_correction if cluster_correction is None else cluster_correction)
+        corr = self.cluster_correction if cluster_correction is None else cluster_correction
+        return self.spec.replace(cov_type=cov, cluster_correction=corr,
+                                 **({} if anchored is None else {"anchored_cov_type": anchored}))
+
+    @staticmethod
+    def _meat(spec: ModelSpec) -> tuple[str, str | None, bool]:
+        """``(cov_type, anchored_cov_type, cluster_correction)`` that a spec's covariances are formed with."""
+        return spec.resolved_cov_type, spec.anchored_cov_type if spec.uses_calibration else None, spec.cluster_correction
 
     def conf_int(self, level: float | None = None, what: str = "scores", cov_type: str | None = None) -> pd.DataFrame:
         """Wald intervals at ``level`` from the fit's covariance (or another meat's), without refitting.
@@ -672,7 +729,7 @@ class DialResult:
         if ce is None or C is None:
             raise ArgumentError(f"this {self.method!r} fit has no covariate effects (fit data with covariates=)")
         rows = list(ce.index.unique("judge"))
-        fitted = {*self.judges, *(() if self.data is None else (self.data.human_judge,))}
+        fitted = {*self.judges, self.data.human_judge}
         for argument, name in (("judge", judge), *(() if against is None else (("against", against),))):
             if name in fitted and name not in rows:
                 raise UnknownNameError(f"{argument}: no covariate effects for {name!r} in this {self.method!r} fit; "
@@ -740,73 +797,9 @@ class DialResult:
         the calibration test follow; a rejected calibration restriction is listed as a warning.
         Every p-value is printed by :func:`pydial.formatting.format_pvalue` (never ``0``).
         """
-        lam = "n/a" if np.isnan(self.lambda_) else "inf" if np.isinf(self.lambda_) else f"{self.lambda_:.4g}"
-        cov = f"cov_type={self.cov_type} ({COV_DESCRIPTIONS[self.cov_type]})"
-        if self.anchored_cov is not None:
-            cov += f"  anchored_cov_type={self.anchored_cov}"
-        if self.cluster_correction:
-            cov += "  cluster correction G/(G-1)"
-        head = [
-            f"pydial fit: method={self.method}  rank={self.rank}  calibration={self.calibration}  engine={self.engine}",
-            f"items N={len(self.items)}  LLM judges K={len(self.judges)}  judgments used: n_LLM={self.n_llm}  "
-            f"n_H={self.n_human}" + ("" if self.ties is None else f" (ties included: {self.ties})"),
-            f"lambda={lam}  converged={self.converged}  max|grad|={self.grad_norm:.2e}"
-            + (f"  penalty={self.penalty}" if self.penalty else ""),
-            (f"scores: AtC has no standard errors (its isotonic calibration step has no linearization)"
-             f"{'; position effects: ' + cov if self.position_effects is not None else ''}"
-             if self.method == "atc" else f"covariance: {cov}") + f"  level={self.level:.0%}",
-        ]
-        if not self.ok:
-            head.insert(0, "*** NOT A VALID FIT (status: " + self.status + "); the numbers below are marked, not results ***")
-        head += [f"{'problem' if not self.ok else 'warning'}: {p}" for p in self.problems]
-        head.append(f"status: {self.status}")
-        head += self._fit_lines()
-        scores = self.scores[["score"]] if self.method == "atc" else self.scores
-        with pd.option_context("display.width", 120, "display.max_rows", 200):
-            style = "" if self.covariate_scale is None else "; style-controlled at z = 0; covariate scales: " + ", ".join(
-                f"{c} {v:.4g}" for c, v in self.covariate_scale.items())
-            parts = ["\n".join(head), "", f"Scores (centered{style}; {ITEMS_LABEL}):", _text(by_score(scores))]
-            if self.gacv is not None:
-                from pydial.estimation.selection import selection_lines
+        from pydial.estimation.summary import summary
 
-                tab = self.gacv.round({c: 6 for c in self.gacv.columns if c != "gap"})  # a gap below 1e-6 is a near-tie
-                parts += ["", "GACV path:", tab.to_string(index=False), *selection_lines(self.gacv)]
-            if self.tie_parameters is not None:
-                label = {"rao-kupper": "tau (Rao-Kupper threshold)"}.get(self.tie_parameters.attrs.get("model"),
-                                                                          "nu (Davidson / Davidson-Beaver)")
-                parts += ["", f"Tie parameters {label}:", _text(self.tie_parameters)]
-            if self.position_effects is not None:
-                parts += ["", "Position effects b_k (LLM-only fit; b > 0 favours the first-shown item):",
-                          _text(self.position_effects)]
-            if self.covariate_effects is not None:
-                parts += ["", "Covariate effects beta (per standard deviation of the comparison covariate; beta > 0 "
-                          "favours the response with more of it):", _text(self.covariate_effects)]
-        return "\n".join(parts)
-
-    def _fit_lines(self) -> list[str]:
-        """Return the summary's lines on the judgments left out, the likelihood and the calibration test."""
-        out = []
-        if self.excluded is not None:
-            tot = self.excluded.sum()
-            left = ", ".join(f"{c.replace('_', ' ')} {int(v)}" for c, v in tot.items() if v)
-            out.append(f"judgments left out: {left or 'none'}  (by judge: result.excluded)")
-        if self.df_model is not None:
-            out.append(f"log-likelihood llf={self.llf:.4f}  df_model={self.df_model}  nobs={self.nobs}  "
-                       f"AIC={self.aic:.2f}  BIC={self.bic:.2f}")
-        elif self.method == "atc":
-            out.append("log-likelihood: none (AtC's isotonic scores are not a likelihood fit)")
-        if not np.isnan(self.objective):
-            out.append(f"weighted criterion Q_lambda={self.objective:.6f} (the objective the weighted fit minimizes; "
-                       "not a log-likelihood)")
-        if not np.isnan(self.llf_human):
-            out.append(f"people's log-likelihood at the scores llf_human={self.llf_human:.4f}  "
-                       f"(human loss l_H={self.loss_human:.6f})")
-        ct = self.calibration_test
-        if ct is not None:
-            out.append("calibration test (LRT of s_H = M c): " + (
-                f"T={ct.statistic:.4g}  df={ct.df}  p={format_pvalue(ct.p_value)}  AIC prefers {ct.aic_prefers}"
-                if ct.defined else f"undefined ({ct.reason})"))
-        return out
+        return summary(self)
 
     def __repr__(self) -> str:
         """Return a one-line description of the fit."""
@@ -814,22 +807,12 @@ class DialResult:
                 f"lambda={self.lambda_}, converged={self.converged}, status={self.status!r})")
 
 
-
-def _text(table: pd.DataFrame) -> str:
-    """Return a table of the summary: numbers to 4 decimals, p-values by :func:`~pydial.formatting.format_pvalue`."""
-    out = table.round(4)
-    if "p_value" in out:
-        out = out.astype({"p_value": object})
-        out["p_value"] = [format_pvalue(float(p)) for p in table["p_value"]]
-    return out.to_string()
-
-
 @dataclass(frozen=True)
 class Estimate:
     r"""What an estimator returns: the point estimates and their linearizations, no covariance.
 
-    :func:`build_result` forms every covariance table from :attr:`linearization` once (the
-    meat of the :class:`~pydial.ModelSpec`) and makes the :class:`DialResult`.  The estimates
+    :class:`~pydial.estimation.model.DialModel` forms every covariance table from :attr:`linearization`
+    once (the meat of the :class:`~pydial.ModelSpec`) and makes the :class:`DialResult`.  The estimates
     with a covariance are ``s`` (scores, by item), ``b`` (position effects, by judge),
     ``gamma`` (consensus loadings, by judge), ``judge_scores`` (judge x item) and ``log_nu``
     (log tie parameters by group label; ``-inf`` for a group without ties, ``nu = 0``); an
@@ -882,206 +865,24 @@ def tie_log_nu(labels: list[str], log_nu: np.ndarray, free: np.ndarray | None = 
     return pd.Series(out, index=pd.Index(labels, name="judge"))
 
 
-def block_covariances(linearization: tuple[Linearization, ...], data: Comparisons, cov: str, anchored: str | None,
-                      correction: bool, only: str | None = None) -> dict[str, Any]:
-    """Return the covariance of every target of ``linearization`` (``judge_scores``, ``log_nu``: lists of pairs).
-
-    ``(cov, anchored, correction)`` are the meat, the anchored covariance and the cluster
-    correction; ``only``: form just the linearizations holding that target.
-    """
-    out: dict[str, Any] = {"judge_scores": [], "log_nu": []}
-    for lin in linearization:
-        if only is not None and only not in lin.blocks:
-            continue
-        C = lin.covariance(data, cov, anchored_cov_type=anchored or "two-step", cluster_correction=correction)
-        for name, sl in lin.blocks.items():
-            if name in ("judge_scores", "log_nu"):
-                out[name].append((lin, C[sl, sl]))
-            else:
-                out[name] = C[sl, sl]
-    return out
+def covariance_tables(model: Any, est: Estimate) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Every covariance of ``est``'s linearization under the model's meat, and the tables they give."""
+    spec = model.spec
+    anchored = spec.anchored_cov_type if spec.uses_calibration else None
+    C = covariances(est.linearization, model.data, spec.resolved_cov_type, anchored, spec.cluster_correction)
+    return C, tables(est, C, model.data, spec.level, spec.ties)
 
 
-def covariance_tables(C: dict[str, Any], items: tuple[str, ...], judges: tuple[str, ...], level: float,
-                      ties: str | None, *, s: np.ndarray, b: np.ndarray | None = None, gamma: np.ndarray | None = None,
-                      judge_scores: np.ndarray | None = None, log_nu: pd.Series | None = None,
-                      beta: np.ndarray | None = None, beta_labels: tuple[str, ...] = (),
-                      covariates: tuple[str, ...] = (), beta_free: np.ndarray | None = None) -> dict[str, Any]:
-    """Return every table of the estimates with the covariances ``C`` of :func:`block_covariances`.
-
-    The fields ``scores, cov, position_effects, position_effects_cov, consensus,
-    judge_scores_se, tie_parameters`` of :class:`DialResult` (``None`` without the estimate); an
-    estimate without a covariance in ``C`` has NaN standard errors.  ``beta_free``: the estimated
-    entries of ``beta`` (:func:`beta_support`; default all), the only ones in the table.
-    """
-    from pydial.inference.linearization import consensus_table, position_effect_tables, score_tables, tie_table
-
-    def cov(name: str, q: int) -> np.ndarray:
-        return C[name] if name in C else np.full((q, q), np.nan)  # no linearization: no covariance
-
-    out: dict[str, Any] = dict(position_effects=None, position_effects_cov=None, consensus=None, judge_scores_se=None,
-                               tie_parameters=None, covariate_effects=None, covariate_effects_cov=None)
-    if beta is not None:
-        free = np.ones(beta.shape, bool) if beta_free is None else beta_free
-        out["covariate_effects"], out["covariate_effects_cov"] = covariate_effect_tables(
-            beta, cov("beta", int(free.sum())), beta_labels, covariates, level, free)
-    out["scores"], out["cov"] = score_tables(s, cov("scores", len(items)), items, level)
-    if b is not None:
-        out["position_effects"], out["position_effects_cov"] = position_effect_tables(b, cov("b", len(judges)), judges,
-                                                                                      level)
-    if gamma is not None:
-        out["consensus"] = consensus_table(gamma, cov("gamma", len(judges)), judges, level)
-    if C["judge_scores"] and judge_scores is not None:
-        se = np.sqrt(np.array([np.diag(Ck) for _, Ck in C["judge_scores"]]))
-        out["judge_scores_se"] = pd.DataFrame(se, index=pd.Index(judges, name="judge"),
-                                              columns=pd.Index(items, name="item"))
-    if log_nu is not None:
-        assert ties is not None  # tie parameters come with a tie model
-        var = np.full(len(log_nu), np.nan)
-        for lin, Cn in C["log_nu"]:
-            var[log_nu.index.get_indexer(list(lin.tie_labels))] = np.diag(Cn)
-        rows = np.arange(len(log_nu))
-        free = rows[np.isfinite(log_nu.to_numpy(float))]
-        out["tie_parameters"] = tie_table(list(log_nu.index), rows, free, log_nu.to_numpy(float)[free], var[free], level,
-                                          ties)
-    return out
+def reissue(caught: list[warnings.WarningMessage]) -> None:
+    """Hand every recorded warning on to the caller's filters."""
+    for w in caught:
+        warnings.warn_explicit(w.message, w.category, w.filename, w.lineno, source=w.source)
 
 
-def beta_support(data: Comparisons, labels: Sequence[str]) -> np.ndarray | None:
-    """Return the estimated entries of ``beta`` with rows ``labels`` (bool, rows x ``p``), ``None`` when all are.
-
-    A row's entry is estimated unless its covariate is 0 on all the row's cells (then a fixed 0,
-    :attr:`~pydial.Comparisons.covariate_support`): a judge's row, the people's
-    (``data.human_judge``), or a row shared by the LLM judges (any other label).
-    """
-    sup = data.covariate_support
-    if sup.all():
-        return None
-    index = {name: k for k, name in enumerate(data.judges)} | {data.human_judge: data.K}
-    return np.array([sup[index[lab]] if lab in index else sup[:-1].any(axis=0) for lab in labels], bool).reshape(-1, data.p)
-
-
-def covariate_effect_tables(beta: np.ndarray, cov: np.ndarray, labels: Sequence[str], covariates: Sequence[str],
-                            level: float, free: np.ndarray | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Return the covariate effects ``beta`` (rows ``labels`` x ``covariates``): Wald table and covariance.
-
-    ``beta`` of the covariate term ``z' beta`` added to eq. binomial-model-llm / -human.
-
-    Indexed by ``(judge, covariate)`` in the order of ``beta.ravel()`` (judge-major); the
-    columns of :func:`~pydial.inference.linearization.wald_table` with the estimate named ``beta``.
-    Only the entries ``free`` (default all) are listed: the others are fixed at 0, not estimated.
-    """
-    from pydial.inference.linearization import wald_table
-
-    idx = pd.MultiIndex.from_product([list(labels), list(covariates)], names=["judge", "covariate"])
-    keep = np.ones(len(idx), bool) if free is None else np.ravel(free)
-    idx = idx[keep]
-    tab = wald_table(np.ravel(beta)[keep], cov, [f"{k}:{c}" for k, c in idx], level, "beta")
-    tab.index = idx
-    return tab, pd.DataFrame(np.asarray(cov, float), index=idx, columns=idx.copy())
-
-
-def build_result(est: Estimate, spec: Any, data: Comparisons, *, fitter: Any = None) -> DialResult:
-    """Return the :class:`DialResult` of an estimate: every covariance table formed once from its linearization.
-
-    ``spec`` (:class:`~pydial.ModelSpec`) gives the method, engine, meat, anchored
-    covariance, cluster correction, level, penalty and tie model; ``fitter`` the function
-    that refits it (:func:`pydial.fit`).  The verdict (:attr:`DialResult.status`) is
-    :func:`with_verdict`'s.
-    """
-    from pydial.estimation.spec import USES_CALIBRATION
-
-    anchored = spec.anchored_cov_type if spec.method in USES_CALIBRATION else None
-    cov_type = spec.resolved_cov_type
-    C = block_covariances(est.linearization, data, cov_type, anchored, spec.cluster_correction)
-    tables = covariance_tables(C, data.items, data.judges, spec.level, spec.ties, s=est.s, b=est.b, gamma=est.gamma,
-                               judge_scores=est.judge_scores, log_nu=est.log_nu, beta=est.beta,
-                               beta_labels=est.beta_labels, covariates=data.covariates,
-                               beta_free=None if est.beta is None else beta_support(data, est.beta_labels))
-    judge_scores = None if est.judge_scores is None else pd.DataFrame(
-        est.judge_scores, index=pd.Index(data.judges, name="judge"), columns=pd.Index(data.items, name="item"))
-    stage_scores = None if est.stage_scores is None else pd.DataFrame(est.stage_scores,
-                                                                      index=pd.Index(data.items, name="item"))
-    used, excluded = judgment_counts(data, spec.ties, spec.method)
-    n_human, n_llm = int(used.iloc[-1]), int(used.iloc[:-1].sum())
-    st = est.stats if est.stats is not None else FitStats(np.nan, None)
-    return DialResult(method=spec.method, rank=est.rank, calibration=est.calibration, engine=spec.engine,
-                      cov_type=cov_type, level=spec.level, items=data.items, judges=data.judges, n_human=n_human,
-                      n_llm=n_llm, nobs=n_human + n_llm, n_obs_by_judge=used, excluded=excluded, llf=st.llf,
-                      df_model=st.df_model, llf_human=st.llf_human, objective=st.objective, tie_log_nu=est.log_nu,
-                      **tables, judge_scores=judge_scores, structure=est.structure,
-                      calibration_coef=est.calibration_coef, lambda_=est.lambda_, converged=est.converged,
-                      grad_norm=est.grad_norm, loss_human=est.loss_human, gacv=est.gacv,
-                      calibration_test=est.calibration_test, path=est.path, fallback=est.fallback, chart=est.chart,
-                      theta=est.theta, llm_chart=est.llm_chart, llm_theta=est.llm_theta, penalty=spec.penalty,
-                      data=data, ties=spec.ties, cluster_correction=spec.cluster_correction,
-                      anchored_cov_type=anchored, stage_scores=stage_scores, linearization=est.linearization,
-                      fitter=fitter, spec=spec, covariate_scale=data.covariate_scale)
-
-
-def with_verdict(res: DialResult, data: Comparisons, caught: list[Warning], *, seed: int = 0) -> DialResult:
-    """Return ``res`` with :attr:`~DialResult.status` and :attr:`~DialResult.problems` from the warnings of the fit.
-
-    Every :class:`ConvergenceWarning` / :class:`~pydial.exceptions.CovarianceWarning`
-    raised while fitting is a problem; so is a position effect on the box bound.
-    When there is a problem, the failing separation and human-MLE rows of
-    :func:`pydial.check_design` are added as possible causes, naming the judges and
-    items to blame.
-    """
-    res = dataclasses.replace(res, fit_warnings=tuple(caught))
-    found: list[tuple[str, str]] = [(getattr(w, "status"), str(w)) for w in caught
-                                     if isinstance(getattr(w, "status", None), str)]
-    model = tuple(dict.fromkeys(str(w) for w in caught if isinstance(w, CalibrationWarning)))  # status stays
-    if not res.converged and not any(st in ("not converged", "at bound", "not identified") for st, _ in found):
-        found.append(("not converged", f"an optimization of the {res.method} fit is not a resolved optimum "
-                                       f"(max|grad| = {res.grad_norm:.2e})"))
-    pe = res.position_effects
-    if pe is not None and len(pe):
-        hit = pe.index[np.abs(pe["b"].to_numpy()) >= BOX * (1 - 1e-6)]
-        for name in hit:
-            side = "first" if pe.loc[name, "b"] > 0 else "second"
-            found.append(("at bound", f"judge {name!r}: position effect b = {pe.loc[name, 'b']:+.4g} is on the box bound "
-                                      f"|b| = {BOX:g}: the {side}-shown item (almost) always wins, so the judge's "
-                                      "order-effect BTL has no finite MLE and b is not identified"))
-    if not found:
-        return dataclasses.replace(res, problems=model)
-    rank, calibration = res.dial_model()
-    try:
-        rep = design_report(data, rank, calibration, res.method, seed, res.penalty)
-        bad = rep.table[(~rep.table["ok"]) & rep.table["condition"].isin(["separation", "human-mle"])]
-        causes = [f"possible cause, {str(j) if j == 'human' else 'judge ' + repr(str(j))}: {c}: {d}"
-                  for j, c, d in bad[["judge", "condition", "detail"]].itertuples(index=False)]
-    except (ValueError, DialError):  # the diagnosis must never hide the verdict
-        causes = []
-    status = min((st for st, _ in found), key=lambda st: STATUSES.index(st) if st in STATUSES else len(STATUSES))
-    return dataclasses.replace(res, status=status,
-                               problems=tuple(dict.fromkeys(msg for _, msg in found)) + tuple(causes) + model)
-
-
-ANCHORED_METHODS: tuple[str, ...] = ("dial-anc", "pooled", "atc")
-"""Methods whose scores assume the calibration restriction ``s_H = M c`` (and DIAL-Ada / -noPos at ``lambda = inf``)."""
-
-
-def calibration_warning(res: DialResult) -> CalibrationWarning | None:
-    """Return the :class:`~pydial.CalibrationWarning` of a fit whose calibration restriction its own test rejects.
-
-    For the methods that assume ``s_H = M c`` (:data:`ANCHORED_METHODS`, and ``dial-ada`` /
-    ``dial-nopos`` when they selected ``lambda = inf``) with a calibration test whose p-value is
-    below ``1 - level``; ``None`` otherwise.
-    """
-    ct = res.calibration_test
-    anchored = res.method in ANCHORED_METHODS or (res.method in ("dial-ada", "dial-nopos") and np.isinf(res.lambda_))
-    if not anchored or ct is None or not ct.defined or not ct.p_value < 1 - res.level:
-        return None
-    basis = {"pooled": "the pooled LLM scores"}.get(res.method, "mu" if res.calibration in (None, "mu") else "W = [mu, V]")
-    rule = "the endpoint-margin rule" if res.gacv is not None and res.gacv.attrs.get("selection") == "endpoint-margin" \
-        else "GACV"
-    advice = (f"{rule} selected the anchored endpoint lambda = inf nonetheless; compare method='human' or "
-              "calibration='W'" if res.method in ("dial-ada", "dial-nopos") else
-              "fit method='dial-ada', which chooses the LLM weight by GACV and falls back toward the people's "
-              "own fit when the judges' consensus disagrees with them")
-    return CalibrationWarning(
-        f"the calibration restriction s_H = M c (M = {basis}) of method {res.method!r} is rejected by its "
-        f"likelihood-ratio calibration test: T = {ct.statistic:.4g} on {ct.df} df, "
-        f"p = {format_pvalue(ct.p_value)} < {1 - res.level:.2g}: the people's preferences are not those of the "
-        f"judges' consensus up to scale, so these scores are biased toward the judges; {advice}")
+def result_of(model: Any, est: Estimate, C: dict[str, Any], tabs: dict[str, Any],
+              caught: list[Warning]) -> DialResult:
+    """Return the frozen result of an estimate, its covariances and tables, with the verdict of the warnings ``caught``."""
+    status, problems = verdict(model.spec, est, model.data, caught)
+    used, excluded = judgment_counts(model.data, model.spec.ties, model.spec.method)
+    return DialResult(model=model, estimate=est, covariances=C, tables=tabs, status=status, problems=problems,
+                      fit_warnings=tuple(caught), n_obs_by_judge=used, excluded=excluded)

@@ -28,35 +28,24 @@ import numpy as np
 
 from pydial.data.comparisons import SELF_PREFERENCE, Comparisons, require_comparisons
 from pydial.exceptions import (ArgumentError, ArgumentTypeError, ArgumentWarning, DataError, IdentifiabilityError,
-                               caller_stacklevel, renamed_arguments)
+                               caller_stacklevel)
 from pydial.model.chart import CALIBRATIONS, DEFAULT_CALIBRATION, DEFAULT_RANK
 from pydial.model.families import TIE_MODELS
-from pydial.model.identifiability import ESTIMATORS, design_report
+from pydial.model.identifiability import design_report
 from pydial.model.meats import ANCHORED_COVS, COV_TYPES
+from pydial.model.methods import ADAPTIVE, DEFAULT_METHOD, ESTIMATORS, NEEDS_HUMAN, USES_CALIBRATION, USES_RANK
 from pydial.model.penalty import PENALTIES
 from pydial.estimation.selection import GACV_TOLERANCE, SELECTION_RULES, Selection
 from pydial.resources import check_choice, check_count, check_level, check_memory, check_seed
 
-__all__ = ["ModelSpec", "DEFAULT_METHOD", "METHODS", "ENGINES", "USES_RANK", "USES_CALIBRATION", "NEEDS_HUMAN", "RENAMED",
+__all__ = ["ModelSpec", "DEFAULT_METHOD", "METHODS", "ENGINES", "USES_RANK", "USES_CALIBRATION", "NEEDS_HUMAN",
+           "rank_candidates",
            "check_choice", "check_level", "check_count", "check_seed"]
 
 METHODS: tuple[str, ...] = ESTIMATORS
-"""The estimators of :func:`pydial.fit`."""
-DEFAULT_METHOD = "dial-ada"
-"""The estimator of :func:`pydial.fit` and :class:`ModelSpec` when none is named: DIAL-Ada (GACV-chosen LLM weight)."""
+"""The estimators of :func:`pydial.fit` (what each uses: :mod:`pydial.model.methods`)."""
 ENGINES: tuple[str, ...] = ("numpy", "stan")
 """The engines: numpy's Newton on exact derivatives, or Stan's optimizer."""
-NEEDS_HUMAN: tuple[str, ...] = ("human", "pooled", "dial-nopos", "dial-anc", "dial-ada", "atc")
-"""Methods that need human comparisons."""
-USES_RANK: tuple[str, ...] = ("dial-nopos", "dial-anc", "dial-ada", "atc")
-"""Methods that fit the structured LLM model and so use ``rank``."""
-USES_CALIBRATION: tuple[str, ...] = ("dial-nopos", "dial-anc", "dial-ada")
-"""Methods that use ``calibration`` (AtC always calibrates along ``mu``)."""
-STRUCTURED: tuple[str, ...] = ("dial-anc", "dial-ada", "dial-nopos", "atc")
-"""Methods whose memory grows with the structured chart (checked before the fit)."""
-
-RENAMED: dict[str, str] = {"lambdas": "lambda_", "cov": "cov_type", "anchored_cov": "anchored_cov_type"}
-"""Old keyword -> the one name used across pydial (Python, the command line and the Stan data)."""
 
 
 # ------------------------------------------------------------ validators
@@ -79,13 +68,13 @@ def _positive_grid(values: Any, name: str) -> tuple[float, ...] | None:
     return tuple(float(v) for v in arr)
 
 
-def _rank(rank: Any) -> int | str | tuple[int, ...]:
-    """``rank``: a non-negative integer, a non-empty list of them, or "auto"."""
+def check_rank(rank: Any, method: str) -> int | str | tuple[int, ...]:
+    """Return ``rank`` of ``method``: a non-negative integer, or for DIAL-Ada / -noPos a non-empty list of them or "auto"."""
     hint = f"rank must be a non-negative integer, a non-empty list of them, or 'auto', got {rank!r}"
     if isinstance(rank, str):
         if rank != "auto":
             raise ArgumentError(hint)
-        return rank
+        return _rank_grid_of(rank, method)
     if isinstance(rank, bool):
         raise ArgumentTypeError(hint)
     if isinstance(rank, numbers.Integral):
@@ -102,7 +91,29 @@ def _rank(rank: Any) -> int | str | tuple[int, ...]:
         raise ArgumentTypeError(hint)
     if any(r < 0 for r in grid):
         raise ArgumentError(hint)
-    return tuple(sorted({int(r) for r in grid}))
+    return _rank_grid_of(tuple(sorted({int(r) for r in grid})), method)
+
+
+def _rank_grid_of(rank: str | tuple[int, ...], method: str) -> str | tuple[int, ...]:
+    """Refuse a rank grid (a list or "auto") for a method that selects no rank."""
+    if method not in ADAPTIVE:
+        raise ArgumentError(f"a rank grid (rank={list(rank) if isinstance(rank, tuple) else rank!r}) needs method "
+                            f"'dial-ada' or 'dial-nopos', got {method!r}")
+    return rank
+
+
+def rank_grid(rank: int | str | tuple[int, ...] | None, data: Comparisons) -> list[int]:
+    """Candidate ranks: ``[rank]``, the list given, or for "auto" ``0``, ..., ``min(K-1, N-2, 3)``."""
+    if rank is None:
+        return [DEFAULT_RANK]
+    if rank == "auto":
+        return list(range(max(0, min(data.K - 1, data.N - 2, 3)) + 1))
+    return [rank] if isinstance(rank, int) else [int(r) for r in rank]
+
+
+def rank_candidates(rank: Any, data: Comparisons, method: str) -> list[int]:
+    """Validate ``rank`` (int, list, or "auto") of ``method`` into its candidate ranks on ``data``."""
+    return rank_grid(check_rank(rank, method), data)
 
 
 SELECTION_HINT = ("selection must be 'gacv', ('endpoint-margin', c) with c >= 0, a dict with keys rule, margin, "
@@ -183,10 +194,7 @@ class ModelSpec:
                                               f"not use {name} (only {', '.join(users)} do)"), stacklevel=caller_stacklevel())
                 set_(self, name, None)
         if self.method in USES_RANK:
-            set_(self, "rank", _rank(DEFAULT_RANK if self.rank is None else self.rank))
-            if not isinstance(self.rank, int) and self.method not in ("dial-ada", "dial-nopos"):
-                raise ArgumentError(f"a rank grid (rank={self.rank!r}) needs method 'dial-ada' or 'dial-nopos', "
-                                    f"got {self.method!r}")
+            set_(self, "rank", check_rank(DEFAULT_RANK if self.rank is None else self.rank, self.method))
         if self.method in USES_CALIBRATION:
             set_(self, "calibration", check_choice("calibration", DEFAULT_CALIBRATION if self.calibration is None
                                                    else self.calibration, CALIBRATIONS))
@@ -225,7 +233,22 @@ class ModelSpec:
     @property
     def adaptive(self) -> bool:
         """Whether the weight ``lambda`` is selected by GACV (``dial-ada``, ``dial-nopos``)."""
-        return self.method in ("dial-ada", "dial-nopos")
+        return self.method in ADAPTIVE
+
+    @property
+    def uses_rank(self) -> bool:
+        """Whether the method fits the structured LLM model (``rank``; :data:`~pydial.model.methods.USES_RANK`)."""
+        return self.method in USES_RANK
+
+    @property
+    def uses_calibration(self) -> bool:
+        """Whether the method calibrates a DIAL model (``calibration``, ``anchored_cov_type``)."""
+        return self.method in USES_CALIBRATION
+
+    @property
+    def needs_human(self) -> bool:
+        """Whether the method needs human comparisons."""
+        return self.method in NEEDS_HUMAN
 
     @property
     def resolved_cov_type(self) -> str:
@@ -263,11 +286,7 @@ class ModelSpec:
     # ---------------------------------------------------------- the data
     def rank_grid(self, data: Comparisons) -> list[int]:
         """Candidate ranks: ``[rank]``, the list given, or for "auto" ``0``, ..., ``min(K-1, N-2, 3)``."""
-        if self.rank is None:
-            return [DEFAULT_RANK]
-        if self.rank == "auto":
-            return list(range(max(0, min(data.K - 1, data.N - 2, 3)) + 1))
-        return [self.rank] if isinstance(self.rank, int) else [int(r) for r in self.rank]
+        return rank_grid(self.rank, data)
 
     def check_data(self, data: Comparisons) -> list[int]:
         """Check what needs the data, before any fit; return the candidate ranks.
@@ -280,7 +299,7 @@ class ModelSpec:
         """
         require_comparisons(data)
         method = self.method
-        if method in NEEDS_HUMAN and data.n_human == 0:
+        if self.needs_human and data.n_human == 0:
             raise DataError(
                 f"method {method!r} needs human comparisons, but no decisive rows have judge == {data.human_judge!r} "
                 f"(the other judges: {', '.join(repr(j) for j in data.judges[:8])}{', ...' if data.K > 8 else ''}; "
@@ -295,7 +314,7 @@ class ModelSpec:
             raise DataError(f"method {method!r} needs LLM judgments, but there are none")
         self._check_fixed_effects(data)
         grid = self.rank_grid(data)
-        if method in STRUCTURED:
+        if self.uses_rank:
             r_max = max(grid)
             check_memory(len(data.llm) + len(data.human), (r_max + 1) * (data.K + data.N + 1) + data.K,
                          f"method {method!r}")
@@ -324,12 +343,9 @@ class ModelSpec:
 
 
 def spec_from_arguments(method: str, arguments: dict[str, Any], *, caller: str = "fit") -> ModelSpec:
-    """Build a :class:`ModelSpec` from ``fit``'s keyword arguments, accepting the old names with a warning.
-
-    The names of :data:`RENAMED` keep working for one release with a
-    :class:`DeprecationWarning`; any other unknown keyword is an
-    :class:`~pydial.ArgumentTypeError`, as Python's own would be.
-    """
+    """Build a :class:`ModelSpec` from ``fit``'s keyword arguments; an unknown keyword is an :class:`ArgumentTypeError`."""
     fields = {f.name for f in dataclasses.fields(ModelSpec)} - {"method"}
-    given = renamed_arguments(caller, arguments, RENAMED, fields)
-    return ModelSpec(method, **given)
+    for name in arguments:
+        if name not in fields:
+            raise ArgumentTypeError(f"{caller}() got an unexpected keyword argument {name!r}")
+    return ModelSpec(method, **arguments)

@@ -54,20 +54,21 @@ fit.  The conditions, with their public names:
 from __future__ import annotations
 
 import html
-from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Sequence
 
 import numpy as np
 import pandas as pd
 from scipy import sparse
-from scipy.optimize import linprog
 from scipy.sparse.csgraph import connected_components
 
 from pydial.cache import derived
 from pydial.data.comparisons import SELF_PREFERENCE, Comparisons, require_comparisons
 from pydial.exceptions import ArgumentError, ArgumentTypeError, IdentifiabilityError
 from pydial.model.chart import CALIBRATIONS, difference_design
+from pydial.model.design_graphs import (SCAN_VECTOR_MIN, CycleScan, check_separation, components_text, names_text,
+                                        order_separation, scan_cycles, scan_cycles_fast, undirected_labels)
+from pydial.model.methods import ESTIMATORS, LLM_ONLY, USES_RANK
 from pydial.model.penalty import check_penalty
 
 __all__ = [
@@ -77,9 +78,6 @@ __all__ = [
     "DesignReport",
     "check_design",
 ]
-
-ESTIMATORS: tuple[str, ...] = ("judges", "human", "pooled", "dial-nopos", "dial-anc", "dial-ada", "atc")
-"""The estimators of :func:`pydial.fit`."""
 
 METHODS: tuple[str | None, ...] = (*ESTIMATORS, None)
 """Allowed ``method`` values of :func:`check_design` (``None``: the DIAL checks)."""
@@ -119,10 +117,6 @@ REFERENCES: dict[str, str] = {
 
 ALL_JUDGES = "all judges"
 HUMAN = "human"
-_DIAL_METHODS = ("dial-anc", "dial-ada", "dial-nopos", "atc", None)
-SEPARATION_TOL = 1e-9
-"""A separating direction is declared when the LP optimum exceeds this value."""
-_ETA_TOL = 1e-7
 _COLUMNS = ["judge", "condition", "ok", "detail"]
 
 
@@ -217,192 +211,6 @@ class DesignReport:
         )
 
 
-# ----------------------------------------------------------------------- graph helpers
-def _names(items: Sequence[str], idx: Sequence[int] | np.ndarray, limit: int = 6) -> str:
-    idx = list(idx)
-    shown = ", ".join(str(items[k]) for k in idx[:limit])
-    return shown + (f", ... ({len(idx)} in all)" if len(idx) > limit else "")
-
-
-def _components_text(items: Sequence[str], labels: np.ndarray, what: str) -> str:
-    """Describe a disconnected graph: the largest component and the rest."""
-    n_comp = int(labels.max()) + 1
-    sizes = np.bincount(labels, minlength=n_comp)
-    big = int(np.argmax(sizes))
-    rest = np.flatnonzero(labels != big)
-    groups = [np.flatnonzero(labels == c) for c in range(n_comp) if c != big]
-    shown = "; ".join("{" + _names(items, g, 4) + "}" for g in groups[:4])
-    more = f"; ... ({len(groups)} groups)" if len(groups) > 4 else ""
-    return (
-        f"{what} has {n_comp} components (item(s) {_names(items, rest)} not connected to the "
-        f"{sizes[big]} items of the largest one; separate groups: {shown}{more})"
-    )
-
-
-@dataclass(frozen=True)
-class _CycleScan:
-    """Result of one weighted union-find pass over a judge's cells."""
-
-    labels: np.ndarray  # component label of every item
-    n_components: int
-    cycle: list[int] | None  # items i -> ... -> j -> i of a cycle with nonzero signed order sum
-    cycle_sum: int  # its signed order sum (0 when no such cycle)
-    two_orders: bool  # the witness is a pair shown in both orders
-
-
-def _scan_cycles(N: int, ii: np.ndarray, jj: np.ndarray, aa: np.ndarray) -> _CycleScan:
-    """One pass of a weighted union-find over the cells ``(i_t, j_t, a_t)``.
-
-    Builds a spanning forest with potentials ``x`` such that every tree edge
-    satisfies ``x_{i_t} - x_{j_t} = a_t``.  The order vector ``z`` lies in
-    ``col(D)`` iff every non-tree edge satisfies the same equation; the first edge
-    that does not closes a cycle (its tree path plus itself) whose signed order sum
-    ``x_{i_t} - x_{j_t} - a_t`` is nonzero (Cor. cycle-criterion).
-    """
-    parent = list(range(N))
-    size = [1] * N
-    off = [0] * N  # x_v - x_parent(v)
-    tree: list[list[tuple[int, int]]] = [[] for _ in range(N)]
-    witness: tuple[int, int, int] | None = None
-
-    def find(v: int) -> tuple[int, int]:
-        path = []
-        while parent[v] != v:
-            path.append(v)
-            v = parent[v]
-        acc = 0
-        for u in reversed(path):  # nearest to the root first
-            acc += off[u]
-            off[u] = acc
-            parent[u] = v
-        return v, (off[path[0]] if path else 0)
-
-    for i, j, a in zip(ii.tolist(), jj.tolist(), aa.tolist()):
-        ri, oi = find(i)
-        rj, oj = find(j)
-        if ri == rj:
-            if witness is None and oi - oj != a:
-                witness = (i, j, oi - oj - a)
-            continue
-        # Join so that x_i - x_j = a.
-        d = oi - oj - a  # x_rj - x_ri
-        if size[ri] >= size[rj]:
-            parent[rj], off[rj] = ri, d
-            size[ri] += size[rj]
-        else:
-            parent[ri], off[ri] = rj, -d
-            size[rj] += size[ri]
-        tree[i].append((j, a))
-        tree[j].append((i, -a))
-
-    roots = [find(v)[0] for v in range(N)]
-    _, labels = np.unique(np.asarray(roots), return_inverse=True)
-    labels = labels.astype(np.int64)
-    cycle, total, two = None, 0, False
-    if witness is not None:
-        i, j, total = witness
-        cycle = _tree_path(tree, i, j)
-        two = len(cycle) == 2
-    return _CycleScan(labels, int(np.max(labels)) + 1, cycle, int(total), two)
-
-
-SCAN_VECTOR_MIN = 2000  # judges with more cells are scanned by the vectorized potentials
-
-
-def _in_both(keys: np.ndarray, first: np.ndarray, second: np.ndarray, size: int) -> np.ndarray:
-    """Which of ``keys`` occur both among ``first`` and among ``second`` (integer keys in ``0..size-1``).
-
-    Marked in boolean tables when they are not much larger than the keys, else by sorting.
-    """
-    if size > 16 * keys.size + 1_000_000:
-        return np.isin(keys, np.intersect1d(first, second))
-    out = np.zeros(size, bool)
-    out[first] = True
-    mark = np.zeros(size, bool)
-    mark[second] = True
-    out &= mark
-    return out[keys]
-
-
-def _scan_cycles_fast(N: int, ii: np.ndarray, jj: np.ndarray, aa: np.ndarray) -> _CycleScan:
-    """Run the scan of :func:`_scan_cycles` with array operations, for judges with many cells.
-
-    A pair shown in both orders is a witness at once (a cycle of length two);
-    otherwise potentials ``x`` with ``x_i - x_j = a`` are propagated along a
-    breadth-first spanning forest (a loop over the ``N`` items, not the cells) and the
-    first cell that breaks them closes a cycle with nonzero signed order sum
-    (Cor. cycle-criterion).  Same decisions as the union-find; the witness reported
-    may be a different cycle.
-    """
-    from scipy.sparse.csgraph import breadth_first_order
-
-    n_comp, labels = undirected_labels(N, ii, jj)
-    labels = labels.astype(np.int64)
-    key = ii.astype(np.int64) * N + jj
-    both = _in_both(key, key[aa > 0], key[aa < 0], N * N)
-    if both.any():
-        t = int(np.flatnonzero(both)[0])
-        return _CycleScan(labels, n_comp, [int(ii[t]), int(jj[t])], 2, True)
-    uk, first = np.unique(key, return_index=True)
-    ui, uj, ua = ii[first], jj[first], aa[first].astype(float)
-    G = sparse.csr_matrix((np.concatenate([ua, -ua]), (np.concatenate([ui, uj]), np.concatenate([uj, ui]))), shape=(N, N))
-    x = np.zeros(N)
-    pred = np.full(N, -9999)
-    seen = np.zeros(N, bool)
-    for root in range(N):
-        if seen[root]:
-            continue
-        order, pr = breadth_first_order(G, root, directed=False, return_predecessors=True)
-        seen[order] = True
-        pred[order] = pr[order]
-        for v in order[1:]:  # x_v = x_u - a(u -> v) along the tree edge u -> v
-            u = pr[v]
-            x[v] = x[u] - G[u, v]
-    bad = np.flatnonzero(x[ii] - x[jj] != aa)
-    if not bad.size:
-        return _CycleScan(labels, n_comp, None, 0, False)
-    t = int(bad[0])
-    i, j = int(ii[t]), int(jj[t])
-
-    def up(v: int) -> list[int]:
-        path = [v]
-        while pred[path[-1]] >= 0:
-            path.append(int(pred[path[-1]]))
-        return path
-
-    pi, pj = up(i), up(j)
-    common = set(pi) & set(pj)
-    a_i = [v for v in pi if v not in common] + [next(v for v in pi if v in common)]
-    a_j = [v for v in pj if v not in common]
-    cycle = a_i + a_j[::-1]
-    return _CycleScan(labels, n_comp, cycle, int(round(x[i] - x[j] - aa[t])), len(cycle) == 2)
-
-
-def _tree_path(tree: list[list[tuple[int, int]]], start: int, goal: int) -> list[int]:
-    """Items on the spanning-forest path from ``start`` to ``goal`` (BFS)."""
-    prev = {start: start}
-    queue = deque([start])
-    while queue:
-        u = queue.popleft()
-        if u == goal:
-            break
-        for v, _ in tree[u]:
-            if v not in prev:
-                prev[v] = u
-                queue.append(v)
-    path = [goal]
-    while path[-1] != start:
-        path.append(prev[path[-1]])
-    return path[::-1]
-
-
-def undirected_labels(N: int, ii: np.ndarray, jj: np.ndarray) -> tuple[int, np.ndarray]:
-    """Label the connected components of the comparison graph on ``N`` items with edges ``(ii, jj)``: count and item labels."""
-    g = sparse.coo_matrix((np.ones(ii.size), (ii, jj)), shape=(N, N))
-    n, labels = connected_components(g, directed=False)
-    return int(n), labels
-
-
 def _random_basis(N: int, q: int, rng: np.random.Generator) -> np.ndarray:
     """Draw a generic ``N x q`` matrix with columns orthogonal to ``1`` (orthonormal when ``q <= N-1``)."""
     X = rng.standard_normal((N, q))
@@ -413,7 +221,7 @@ def _random_basis(N: int, q: int, rng: np.random.Generator) -> np.ndarray:
 
 
 # ------------------------------------------------------------------- single checks
-def _check_ident_llm(items: Sequence[str], scan: _CycleScan, nopos: bool) -> tuple[bool, str]:
+def _check_ident_llm(items: Sequence[str], scan: CycleScan, nopos: bool) -> tuple[bool, str]:
     """Prop. ident-LLM via Cor. cycle-criterion.
 
     ``G_k`` connected and a cycle with nonzero signed order sum (only connectivity when
@@ -423,7 +231,7 @@ def _check_ident_llm(items: Sequence[str], scan: _CycleScan, nopos: bool) -> tup
     connected = scan.n_components == 1
     parts = []
     if not connected:
-        parts.append(_components_text(items, scan.labels, "comparison graph"))
+        parts.append(components_text(items, scan.labels, "comparison graph"))
     if nopos:
         tail = " (b_k fixed at 0, so only connectivity is needed)"
         if connected:
@@ -525,122 +333,6 @@ def _check_self_preference(data: Comparisons, r: int, nopos: bool, shared: bool,
                    "self_preference=")
 
 
-def _no_separation_by_graph(N: int, ii: np.ndarray, jj: np.ndarray, aa: np.ndarray, n: np.ndarray,
-                            y: np.ndarray, nopos: bool) -> bool:
-    """Decide a sufficient condition for no separation on graphs (no linear program).
-
-    With ``d = delta_i - delta_j`` a cell where ``i`` won at least once needs
-    ``d + a c >= 0`` and one where ``j`` won ``d + a c <= 0``.  The order coordinate
-    is forced to ``c = 0`` when a pair has both outcomes in both orders, or when the
-    first-shown item wins at least once in both orders of one pair (``c >= |d|``) and
-    the second-shown item in both orders of another (``c <= -|d|``).  With ``c = 0`` the
-    cells say ``delta_i >= delta_j`` whenever ``i`` beat ``j``, so a strongly
-    connected directed win graph forces every ``eta = 0``: no separating direction.
-    ``False`` means undecided (the linear program then decides).
-    """
-    key = ii.astype(np.int64) * N + jj
-    iw, jw = y > 0, y < n
-    if not nopos:
-        pos, neg = aa > 0, aa < 0
-        both = iw & jw
-        def meet(x: np.ndarray, z: np.ndarray) -> bool:  # a pair among the cells x and among the cells z
-            return bool(_in_both(key, key[x], key[z], N * N).any())
-
-        forced = meet(both & pos, both & neg)
-        if not forced:
-            forced = meet(iw & pos, jw & neg) and meet(jw & pos, iw & neg)  # c >= |d| and c <= -|d|
-        if not forced:
-            return False
-    src_ = np.concatenate([ii[iw], jj[jw]])
-    dst = np.concatenate([jj[iw], ii[jw]])
-    g = sparse.coo_matrix((np.ones(src_.size), (src_, dst)), shape=(N, N))
-    n_comp, _ = connected_components(g, directed=True, connection="strong")
-    return n_comp == 1
-
-
-def _check_separation(items: Sequence[str], ii: np.ndarray, jj: np.ndarray, aa: np.ndarray,
-                      n: np.ndarray, y: np.ndarray, nopos: bool) -> tuple[bool, str]:
-    """Quasi-complete separation of a judge's order-effect BTL (Albert & Anderson 1984).
-
-    Solves ``max sum_t sign_t * eta_t`` over ``|delta_i|, |c| <= 1`` subject to
-    ``sign_t * eta_t >= 0`` on boundary cells (``sign = +1`` when ``y = n``,
-    ``-1`` when ``y = 0``) and ``eta_t = 0`` on interior cells, where
-    ``eta_t = delta_{i_t} - delta_{j_t} + a_t c``.  A positive optimum is a
-    direction along which the likelihood increases for ever: no finite MLE.
-    """
-    N = len(items)
-    m = ii.size
-    sign = np.where(y >= n, 1.0, np.where(y <= 0, -1.0, 0.0))
-    boundary = sign != 0
-    if not boundary.any():
-        return True, f"finite MLE exists: every one of the {m} cells has both outcomes"
-    if _no_separation_by_graph(N, ii, jj, aa, n, y, nopos):
-        return True, (
-            f"finite MLE exists: no separating direction among the {int(boundary.sum())} cells "
-            f"with a one-sided outcome (of {m})"
-        )
-    rows = np.repeat(np.arange(m), 3)
-    cols = np.column_stack([ii, jj, np.full(m, N)]).ravel()
-    vals = np.column_stack([np.ones(m), -np.ones(m), aa.astype(float)]).ravel()
-    E = sparse.csr_matrix((vals, (rows, cols)), shape=(m, N + 1))  # eta = E @ (delta, c)
-    obj = -(E.T @ sign)
-    A_ub = -(sparse.diags(sign[boundary]) @ E[boundary])
-    interior = ~boundary
-    A_eq = E[interior] if interior.any() else None
-    b_eq = np.zeros(int(interior.sum())) if interior.any() else None
-    bounds = [(-1.0, 1.0)] * N + [(0.0, 0.0) if nopos else (-1.0, 1.0)]
-    res = linprog(obj, A_ub=A_ub, b_ub=np.zeros(int(boundary.sum())), A_eq=A_eq, b_eq=b_eq,
-                  bounds=bounds, method="highs")
-    if res.status != 0:  # the LP is always feasible (0) and bounded; be explicit anyway
-        return False, f"separation check failed to solve the linear program ({res.message})"
-    if -res.fun <= SEPARATION_TOL:
-        return True, (
-            f"finite MLE exists: no separating direction among the {int(boundary.sum())} cells "
-            f"with a one-sided outcome (of {m})"
-        )
-    eta = E @ res.x
-    hit = np.flatnonzero(np.abs(eta) > _ETA_TOL)
-    examples = []
-    for t in hit[:3]:
-        i, j = int(ii[t]), int(jj[t])
-        win, lose = (i, j) if sign[t] > 0 else (j, i)
-        first = items[i] if aa[t] > 0 else items[j]
-        examples.append(f"{items[win]} beats {items[lose]} in all {int(n[t])} ({first} shown first)")
-    order = ""
-    if not nopos and abs(res.x[N]) > _ETA_TOL:
-        side = "first" if res.x[N] > 0 else "second"
-        order = f"; the direction moves b_k towards {'+' if res.x[N] > 0 else '-'}inf (the {side}-shown item keeps winning)"
-    return False, (
-        f"quasi-complete separation: no finite MLE; {hit.size} of {m} cells are predicted perfectly "
-        f"along a separating direction, e.g. {'; '.join(examples)}{order}"
-    )
-
-
-def _order_separation(n: np.ndarray, y: np.ndarray, aa: np.ndarray) -> str | None:
-    """Detect a judge whose first-shown (or second-shown) item always won.
-
-    ``"first"`` / ``"second"`` when the judge's first-shown (second-shown) item won
-    every one of its decisive judgments, else ``None``.
-
-    Then ``b_k -> +inf`` (``-inf``) with the scores held fixed predicts every cell
-    perfectly: no finite MLE of ``b_k`` exists under any score structure (the
-    judge's own scores, the low-rank space or a shared consensus), so every fit with
-    order effects is refused for this judge.
-    """
-    if n.size == 0:
-        return None
-    first_wins = np.where(aa > 0, y, n - y)
-    if np.all(first_wins >= n):
-        return "first"
-    if np.all(first_wins <= 0):
-        return "second"
-    return None
-
-
-_LLM_ONLY_METHODS = ("judges", "pooled")
-"""Methods that fit no human covariate effects (their covariate check is the judges')."""
-
-
 def _check_covariates(N: int, ii: np.ndarray, jj: np.ndarray, aa: np.ndarray | None, z: np.ndarray,
                       names: Sequence[str]) -> tuple[bool, str]:
     """Whether the covariates are identified beside the scores (and order effect): ``rank [D, a, Z] = rank [D, a] + p``.
@@ -708,13 +400,13 @@ def check_human_mle(items: Sequence[str], data: Comparisons) -> tuple[bool, str]
     parts = []
     never = np.flatnonzero(~compared)
     if never.size:
-        parts.append(f"never compared by humans: {_names(items, never)}")
+        parts.append(f"never compared by humans: {names_text(items, never)}")
     losers, winners = [], []
     for c in range(n_comp):
         members = np.flatnonzero(lab == c)
         if not compared[members].any():
             continue
-        grp = "{" + _names(items, members, 4) + "}"
+        grp = "{" + names_text(items, members, 4) + "}"
         if not has_out[c] and has_in[c]:
             losers.append(f"{items[members[0]]} only loses" if members.size == 1
                           else f"{grp} never beat an item outside the group")
@@ -958,8 +650,7 @@ def check_design(
             raise ArgumentError(f"seed must be a non-negative integer or a numpy.random.Generator, got {seed!r}")
     if not isinstance(shared, (bool, np.bool_)):
         raise ArgumentTypeError(f"shared must be True or False, got {shared!r}")
-    items = data.items
-    N, K = data.N, data.K
+    N = data.N
     if W is not None:
         try:
             W = np.asarray(W, dtype=float)
@@ -972,31 +663,65 @@ def check_design(
     else:
         Wk = _random_basis(N, r + 1, np.random.default_rng(seed))
         generic_note = "for a generic W (random, columns orthogonal to 1; a generic-rank check)"
-    nopos = method == "dial-nopos"
-    dial = method in _DIAL_METHODS
+    d = _Design(data, method, r, Wk, generic_note, penalty, seed, bool(shared))
+    n_ident, self_rows = _judge_checks(d)
+    _structure_checks(d, n_ident)
+    _pooled_and_self_checks(d, self_rows)
+    _human_checks(d, calibration, W)
+    table = pd.DataFrame(d.rows, columns=_COLUMNS).astype({"ok": bool})
+    prob = pd.DataFrame(d.problems, columns=["judge", "condition", "detail"])
+    return DesignReport(ok=not d.problems, table=table, problems=prob, method=method, rank=r, calibration=calibration)
 
-    rows: list[tuple[str, str, bool, str]] = []
-    problems: list[tuple[str, str, str]] = []
-    support = data.covariate_support
-    names_arr = np.asarray(data.covariates, dtype=object)
+
+@dataclass
+class _Design:
+    """What the checks of one design share, and the rows and problems they add (:func:`check_design`)."""
+
+    data: Comparisons
+    method: str | None
+    r: int
+    W: np.ndarray  # the item basis checked: the given W or a generic one
+    generic_note: str
+    penalty: str | None
+    seed: int | np.random.Generator
+    shared: bool
+    rows: list[tuple[str, str, bool, str]] = field(default_factory=list)
+    problems: list[tuple[str, str, str]] = field(default_factory=list)
+
+    @property
+    def nopos(self) -> bool:
+        return self.method == "dial-nopos"
+
+    @property
+    def dial(self) -> bool:
+        """Whether the structured model's conditions are required (the structured methods, and ``None``)."""
+        return self.method is None or self.method in USES_RANK
+
+    @property
+    def llm_checks(self) -> bool:
+        """Whether the LLM judges are checked (not for the human BTL)."""
+        return self.method != "human"
+
+
+def _judge_checks(d: _Design) -> tuple[list[int], list[tuple[str, bool, str]]]:
+    """Per-judge checks (one union-find pass, one small rank, one small LP each); the identified judges and self rows."""
+    data, method, r, N, K, nopos, dial = d.data, d.method, d.r, d.data.N, d.data.K, d.nopos, d.dial
+    rows, problems, L, items = d.rows, d.problems, d.data.llm, d.data.items
+    support, names_arr = data.covariate_support, np.asarray(data.covariates, dtype=object)
     is_self = names_arr == SELF_PREFERENCE  # left out of a judge's own covariate check but in "judges"
     own_check = ~is_self if method != "judges" else np.ones(data.p, bool)
     self_rows: list[tuple[str, bool, str]] = []
-
-    # Per-judge checks: one union-find pass, one small rank, one small LP each.
-    L = data.llm
     order = np.argsort(L.judge, kind="stable")
     bounds = np.searchsorted(L.judge[order], np.arange(K + 1))
     n_ident = []
-    llm_checks = method != "human"  # the human BTL does not involve the LLM judges
-    for k, name in enumerate(data.judges if llm_checks else ()):
+    for k, name in enumerate(data.judges if d.llm_checks else ()):
         sel = order[bounds[k]:bounds[k + 1]]
         ii, jj, aa = L.i[sel], L.j[sel], L.a[sel]
-        scan = (_scan_cycles_fast if sel.size > SCAN_VECTOR_MIN else _scan_cycles)(N, ii, jj, aa)
+        scan = (scan_cycles_fast if sel.size > SCAN_VECTOR_MIN else scan_cycles)(N, ii, jj, aa)
         ok_llm, det_llm = _check_ident_llm(items, scan, nopos)
-        ok_low, det_low = _check_lowrank(Wk, ii, jj, aa, r, nopos, generic_note)
-        ok_sep, det_sep = _check_separation(items, ii, jj, aa, L.n[sel], L.y[sel], nopos)
-        side = None if nopos else _order_separation(L.n[sel], L.y[sel], aa)
+        ok_low, det_low = _check_lowrank(d.W, ii, jj, aa, r, nopos, d.generic_note)
+        ok_sep, det_sep = check_separation(items, ii, jj, aa, L.n[sel], L.y[sel], nopos)
+        side = None if nopos else order_separation(L.n[sel], L.y[sel], aa)
         if side is not None:
             det_sep = (f"the {side}-shown item won all {int(L.n[sel].sum())} decisive judgments of this judge, so b_k -> "
                        f"{'+' if side == 'first' else '-'}inf: the judge's order-effect BTL has no finite MLE and b_k is "
@@ -1014,7 +739,7 @@ def check_design(
                 problems.append((name, "covariates", det_cov))
         if dial and (support[k] & is_self).any():
             assert L.z is not None
-            ok_sp, det_sp = _check_lowrank_covariates(Wk, ii, jj, aa, L.z[sel][:, support[k]], r, nopos, generic_note)
+            ok_sp, det_sp = _check_lowrank_covariates(d.W, ii, jj, aa, L.z[sel][:, support[k]], r, nopos, d.generic_note)
             rows.append((name, "self-preference", ok_sp, det_sp))
             self_rows.append((name, ok_sp, det_sp))
         if ok_llm:
@@ -1022,7 +747,7 @@ def check_design(
         if method == "judges":
             if not ok_llm:
                 problems.append((name, "ident-LLM", det_llm))
-            if not ok_sep and penalty != "firth":
+            if not ok_sep and d.penalty != "firth":
                 problems.append((name, "separation", det_sep))
         elif dial and side is not None:
             problems.append((name, "separation", det_sep))
@@ -1031,7 +756,13 @@ def check_design(
                              f"identified neither on its own (ident-LLM: {det_llm}) nor through the shared "
                              f"rank-{r} space (ident-lowrank: {det_low})"))
 
-    # Judge-wide conditions of Prop. ident-lowrank.
+    return n_ident, self_rows
+
+
+def _structure_checks(d: _Design, n_ident: list[int]) -> None:
+    """Judge-wide conditions of Prop. ident-lowrank: the parameter count and the sufficient judge subset."""
+    data, r, N, K, nopos, dial = d.data, d.r, d.data.N, d.data.K, d.nopos, d.dial
+    rows, problems, L = d.rows, d.problems, d.data.llm
     m_total = len(L)
     need = (r + 1) * (K + N - r - 2) + (0 if nopos else K)
     formula = "(r+1)(K+N-r-2)" + ("" if nopos else "+K")
@@ -1040,11 +771,11 @@ def check_design(
               + ("S (b fixed at 0)" if nopos else "(S, b)"))
     if not ok_pc:
         det_pc += ": too few (judge, pair, order) cells for the rank-" + str(r) + " structure"
-    if llm_checks:
+    if d.llm_checks:
         rows.append((ALL_JUDGES, "parameter-count", ok_pc, det_pc))
 
     own = "connected comparison graphs (b fixed at 0)" if nopos else "identified scores (ident-LLM)"
-    if not (llm_checks or dial):  # neither reported nor required (the human BTL): skip the generic-rank check
+    if not (d.llm_checks or dial):  # neither reported nor required (the human BTL): skip the generic-rank check
         ok_ss, det_ss = True, "not checked"
     elif K == 0:
         ok_ss, det_ss = False, "no LLM judges: the LLM representation cannot be estimated"
@@ -1053,7 +784,7 @@ def check_design(
     elif r + 1 > N - 1:
         ok_ss, det_ss = False, f"rank r = {r} is too large: r+1 <= N-1 = {N - 1} is needed (W orthogonal to 1)"
     elif len(n_ident) < r + 1:
-        who = _names(data.judges, n_ident) if n_ident else "none"
+        who = names_text(data.judges, n_ident) if n_ident else "none"
         subset = (f"{len(n_ident)} judge(s) with {own} ({who}) < r+1 = {r + 1}, too few for the sufficient judge "
                   "subset of the low-rank identification condition")
         P = (K + N) * (r + 1) + K
@@ -1064,7 +795,7 @@ def check_design(
                                              f"{JACOBIAN_MAX_PARAMS}) and was not run (fit with check=False / --no-check "
                                              "to try anyway)")
         else:
-            rk, need_j, _ = _lowrank_jacobian_rank(N, K, r, L.judge, L.i, L.j, L.a, nopos, np.random.default_rng(seed))
+            rk, need_j, _ = _lowrank_jacobian_rank(N, K, r, L.judge, L.i, L.j, L.a, nopos, np.random.default_rng(d.seed))
             ok_ss = rk >= need_j
             det_ss = subset + (f"; but the Jacobian of the rank-{r} LLM model has full rank {rk} = "
                                f"(r+1)(K+N-r-2){'' if nopos else '+K'} at a generic point, so (S, b) is locally "
@@ -1073,17 +804,23 @@ def check_design(
                                f"(r+1)(K+N-r-2){'' if nopos else '+K'} at a generic point: {need_j - rk} direction(s) of "
                                "(S, b) change no cell probability, so the structured fit is not identified")
     else:
-        ok_ss, det_ss = True, (f"{len(n_ident)} judge(s) with {own} ({_names(data.judges, n_ident)}) >= r+1 = {r + 1}; "
+        ok_ss, det_ss = True, (f"{len(n_ident)} judge(s) with {own} ({names_text(data.judges, n_ident)}) >= r+1 = {r + 1}; "
                                f"r <= K-1 and r+1 <= N-1; rank(S_K0) = r+1 itself depends on the fitted scores")
-    if llm_checks:
+    if d.llm_checks:
         rows.append((ALL_JUDGES, "sufficient-subset", ok_ss, det_ss))
     if dial:
         for cond, ok_, det in (("parameter-count", ok_pc, det_pc), ("sufficient-subset", ok_ss, det_ss)):
             if not ok_:
                 problems.append((ALL_JUDGES, cond, det))
 
+
+def _pooled_and_self_checks(d: _Design, self_rows: list[tuple[str, bool, str]]) -> None:
+    """The joint self-preference check of the structured methods, and the pooled covariate and connectivity checks."""
+    data, method, r, N, nopos, dial = d.data, d.method, d.r, d.data.N, d.nopos, d.dial
+    rows, problems, L, items = d.rows, d.problems, d.data.llm, d.data.items
+    support, names_arr = data.covariate_support, np.asarray(data.covariates, dtype=object)
     if dial and self_rows:
-        ok_sj, det_sj = _check_self_preference(data, r, nopos, shared, self_rows, np.random.default_rng(seed))
+        ok_sj, det_sj = _check_self_preference(data, r, nopos, d.shared, self_rows, np.random.default_rng(d.seed))
         rows.append((ALL_JUDGES, "self-preference", ok_sj, det_sj))
         if not ok_sj:
             problems.append((ALL_JUDGES, "self-preference", det_sj))
@@ -1100,20 +837,25 @@ def check_design(
         n_comp, lab = undirected_labels(N, L.i, L.j)
         ok_pl = n_comp == 1
         det_pl = (f"pooled LLM comparison graph connected over all {N} items" if ok_pl
-                  else _components_text(items, lab, "pooled LLM comparison graph"))
+                  else components_text(items, lab, "pooled LLM comparison graph"))
         rows.append((ALL_JUDGES, "pooled-connected", ok_pl, det_pl))
         if not ok_pl:
             problems.append((ALL_JUDGES, "pooled-connected", det_pl))
 
-    # Human conditions.
-    d = 1 if (calibration == "mu" or method == "pooled") else r + 1
-    M = None if W is None else W[:, :d]
-    what = "pooled score direction, d = 1" if method == "pooled" else f"calibration {calibration!r}, d = {d}"
-    ok_hd, det_hd = _check_human_design(items, data, d, M, what)
+
+def _human_checks(d: _Design, calibration: str, W: np.ndarray | None) -> None:
+    """The human conditions: the design ``rank(D_H M) = d``, the MLE, the covariates and (Firth) connectivity."""
+    data, method, r, N, dial = d.data, d.method, d.r, d.data.N, d.dial
+    rows, problems, items = d.rows, d.problems, d.data.items
+    support, names_arr = data.covariate_support, np.asarray(data.covariates, dtype=object)
+    q = 1 if (calibration == "mu" or method == "pooled") else r + 1
+    M = None if W is None else W[:, :q]
+    what = "pooled score direction, d = 1" if method == "pooled" else f"calibration {calibration!r}, d = {q}"
+    ok_hd, det_hd = _check_human_design(items, data, q, M, what)
     rows.append((HUMAN, "human-design", ok_hd, det_hd))
     ok_hm, det_hm = check_human_mle(items, data)
     rows.append((HUMAN, "human-mle", ok_hm, det_hm))
-    if support[-1].any() and len(data.human) and method not in _LLM_ONLY_METHODS:
+    if support[-1].any() and len(data.human) and method not in LLM_ONLY:
         assert data.human.z is not None
         cols = support[-1]  # the people's estimated effects (e.g. no self-preference)
         ok_hcov, det_hcov = _check_covariates(N, data.human.i, data.human.j, None, data.human.z[:, cols],
@@ -1123,20 +865,18 @@ def check_design(
             problems.append((HUMAN, "covariates", det_hcov))
     if not ok_hd and (method == "pooled" or (dial and (method is not None or len(data.human) > 0))):
         problems.append((HUMAN, "human-design", det_hd))
-    if penalty == "firth" and method in ("human", "atc"):
+    if d.penalty == "firth" and method in ("human", "atc"):
         n_comp, lab = undirected_labels(N, data.human.i, data.human.j)
         ok_hc = n_comp == 1 and len(data.human) > 0
         det_hc = (f"human comparison graph connected over all {N} items: Firth's estimate is finite" if ok_hc
-                  else _components_text(items, lab, "human comparison graph"))
+                  else components_text(items, lab, "human comparison graph"))
         rows.append((HUMAN, "human-connected", ok_hc, det_hc))
         if not ok_hc:
             problems.append((HUMAN, "human-connected", det_hc))
     elif not ok_hm and method in ("human", "atc"):
         problems.append((HUMAN, "human-mle", det_hm))
 
-    table = pd.DataFrame(rows, columns=_COLUMNS).astype({"ok": bool})
-    prob = pd.DataFrame(problems, columns=["judge", "condition", "detail"])
-    return DesignReport(ok=not problems, table=table, problems=prob, method=method, rank=r, calibration=calibration)
+
 
 
 def design_report(data: Comparisons, rank: int, calibration: str, method: str, seed: int | None,

@@ -28,7 +28,7 @@ predictor with its covariate term ``z' beta`` and the binary, Davidson-Beaver an
 Rao-Kupper cell likelihoods; ``cell_*.stan``: their inputs, target and outputs;
 ``covariate_*.stan``: the covariate effects every program shares).  Each program's header says
 how to extend it by adding to its blocks, and
-``posterior(..., program=PATH, extra=...)`` samples the extended program.
+``posterior(..., options={"program": PATH, "extra": ...})`` samples the extended program.
 Worked extensions are installed with pydial: :func:`example_programs` lists
 them and :func:`example_program` returns the path of one (``"tie_gap"``:
 ``judges.stan`` plus a tie rate that depends on the score gap, fitted by

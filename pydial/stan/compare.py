@@ -227,7 +227,7 @@ def compare_intervals(result: Any, idata: Any, *, level: float | None = None, ma
         specification (same data and fit options, with the posterior's
         method, rank, calibration, weight ``lambda`` and tie model).  The
         frequentist DIAL fits always report ``b`` from their LLM-only stage: a
-        posterior whose ``b`` is the joint one (``b_stage="joint"``) is then
+        posterior whose ``b`` is the joint one (``options={"b_stage": "joint"}``) is then
         compared on the scores only (``attrs["omitted"]`` says why); sample
         with ``posterior(..., like=result)`` to compare ``b`` too.
     fit : callable, optional

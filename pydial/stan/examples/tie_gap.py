@@ -81,8 +81,8 @@ def run(records: int | None = None, chains: int = 4, draws: int = 1000, warmup: 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", SamplerWarning)
         shipped = posterior(data, "judges", **kw)
-        extended = posterior(data, "judges", program=str(example_program("tie_gap")),
-                             extra={"prior_kappa_sd": kappa_sd}, **kw)
+        extended = posterior(data, "judges", options={"program": str(example_program("tie_gap")),
+                                                      "extra": {"prior_kappa_sd": kappa_sd}}, **kw)
     table = compare({"davidson": shipped, "davidson + tie gap": extended})
     return {"data": data, "shipped": shipped, "extended": extended, "compare": table}
 

@@ -1,0 +1,72 @@
+"""A model: data and a :class:`~pydial.ModelSpec`, fitted into a frozen :class:`~pydial.DialResult` (statsmodels' Model).
+
+``DialModel(data, spec).fit()`` checks the data against the spec, runs the estimator with the
+spec's engine, forms every covariance of the estimate's linearization under the spec's meat and
+decides the verdict, once.  :func:`pydial.fit` is this with the spec built from its keywords;
+:meth:`pydial.DialResult.with_cov` builds the result of another meat from the same estimate
+(:func:`pydial.estimation.results.result_of`).
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass
+from typing import Callable, cast
+
+from pydial.data.comparisons import Comparisons
+from pydial.estimation.engines import Engine
+from pydial.estimation.estimators import estimate, numerical_errors, numpy_optimizers
+from pydial.estimation.results import DialResult, covariance_tables, reissue, result_of
+from pydial.estimation.spec import ModelSpec
+from pydial.estimation.verdict import calibration_warning
+from pydial.exceptions import ArgumentTypeError, caller_stacklevel
+from pydial.optim import single_threaded_blas
+
+__all__ = ["DialModel", "ENGINE_OPTIMIZERS", "optimizers"]
+
+
+ENGINE_OPTIMIZERS: dict[str, Callable[[int | None, str | None], Engine]] = {
+    "numpy": lambda seed, penalty: numpy_optimizers(penalty)}
+"""The optimizers of each engine, by name, called with ``(seed, penalty)``; :mod:`pydial.api`, which sits
+above Stan, adds ``"stan"`` (this layer never imports Stan)."""
+
+
+def optimizers(engine: str, seed: int | None = None, penalty: str | None = None) -> Engine:
+    """Return the optimizers of ``engine`` (:data:`ENGINE_OPTIMIZERS`)."""
+    return ENGINE_OPTIMIZERS[engine](seed, penalty)
+
+
+@dataclass(frozen=True)
+class DialModel:
+    """The data and the specification of a fit (``result.model``); :meth:`fit` fits it."""
+
+    data: Comparisons
+    spec: ModelSpec
+
+    @single_threaded_blas
+    def fit(self) -> DialResult:
+        """Check the data, run the estimator, and return the result with its covariances and verdict (:func:`pydial.fit`)."""
+        data, spec = self.data, self.spec
+        with numerical_errors(f"the design check of method {spec.method!r}"):
+            rank_grid = spec.check_data(data)
+        with warnings.catch_warnings(record=True) as caught, numerical_errors(f"method {spec.method!r}"):
+            warnings.simplefilter("always")
+            est = estimate(data, spec, optimizers(spec.engine, spec.seed, spec.penalty), rank_grid)
+            C, tabs = covariance_tables(self, est)
+        reissue(caught)
+        found = [cast(Warning, w.message) for w in caught]  # warnings.warn made each message an instance
+        rejected = calibration_warning(spec, est)
+        if rejected is not None:
+            warnings.warn(rejected, stacklevel=caller_stacklevel())
+            found.append(rejected)
+        with numerical_errors(f"the diagnosis of the {spec.method!r} fit"):
+            return result_of(self, est, C, tabs, found)
+
+    @classmethod
+    def fit_spec(cls, data: Comparisons, *, spec: ModelSpec) -> DialResult:
+        """Fit ``spec`` on ``data``: ``DialModel(data, spec).fit()`` (``result.fitter``; :func:`pydial.fit` with ``spec=``)."""
+        if not isinstance(spec, ModelSpec):
+            raise ArgumentTypeError(f"spec must be a pydial.ModelSpec, got {type(spec).__name__}")
+        return cls(data, spec).fit()
+
+

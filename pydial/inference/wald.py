@@ -1,0 +1,115 @@
+"""The Wald tables of a fit: every covariance of its linearization under one meat, and the tables formed from them.
+
+:func:`covariances` forms the covariance of every target of an estimate's linearization
+(:class:`~pydial.inference.linearization.Linearization`) under a meat; :func:`tables` turns the
+estimate and those covariances into the labelled tables of :class:`~pydial.DialResult` (scores,
+position effects, consensus loadings, judge scores, tie parameters, covariate effects).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import numpy as np
+import pandas as pd
+
+from pydial.data.comparisons import Comparisons
+from pydial.inference.linearization import (Linearization, consensus_table, position_effect_tables, score_tables,
+                                            tie_table, wald_table)
+
+__all__ = ["covariances", "tables", "beta_support", "covariate_effect_tables", "TABLES"]
+
+TABLES: tuple[str, ...] = ("scores", "cov", "position_effects", "position_effects_cov", "consensus", "judge_scores_se",
+                           "tie_parameters", "covariate_effects", "covariate_effects_cov")
+"""The tables :func:`tables` returns (``None`` for an estimate the method does not make)."""
+
+
+def covariances(linearization: Sequence[Linearization], data: Comparisons, cov: str, anchored: str | None,
+                correction: bool, only: str | None = None) -> dict[str, Any]:
+    """Return the covariance of every target of ``linearization`` (``judge_scores``, ``log_nu``: lists of pairs).
+
+    ``(cov, anchored, correction)`` are the meat, the anchored covariance and the cluster
+    correction; ``only``: form just the linearizations holding that target.
+    """
+    out: dict[str, Any] = {"judge_scores": [], "log_nu": []}
+    for lin in linearization:
+        if only is not None and only not in lin.blocks:
+            continue
+        C = lin.covariance(data, cov, anchored_cov_type=anchored or "two-step", cluster_correction=correction)
+        for name, sl in lin.blocks.items():
+            if name in ("judge_scores", "log_nu"):
+                out[name].append((lin, C[sl, sl]))
+            else:
+                out[name] = C[sl, sl]
+    return out
+
+
+def tables(est: Any, C: dict[str, Any], data: Comparisons, level: float, ties: str | None) -> dict[str, Any]:
+    """Return the tables :data:`TABLES` of the estimate ``est`` with the covariances ``C`` of :func:`covariances`.
+
+    An estimate without a covariance in ``C`` (AtC's scores) has NaN standard errors.
+    """
+    items, judges = data.items, data.judges
+
+    def cov(name: str, q: int) -> np.ndarray:
+        return C[name] if name in C else np.full((q, q), np.nan)  # no linearization: no covariance
+
+    out: dict[str, Any] = dict.fromkeys(TABLES)
+    if est.beta is not None:
+        free = beta_support(data, est.beta_labels)
+        free = np.ones(est.beta.shape, bool) if free is None else free
+        out["covariate_effects"], out["covariate_effects_cov"] = covariate_effect_tables(
+            est.beta, cov("beta", int(free.sum())), est.beta_labels, data.covariates, level, free)
+    out["scores"], out["cov"] = score_tables(est.s, cov("scores", len(items)), items, level)
+    if est.b is not None:
+        out["position_effects"], out["position_effects_cov"] = position_effect_tables(
+            est.b, cov("b", len(judges)), judges, level)
+    if est.gamma is not None:
+        out["consensus"] = consensus_table(est.gamma, cov("gamma", len(judges)), judges, level)
+    if C["judge_scores"] and est.judge_scores is not None:
+        se = np.sqrt(np.array([np.diag(Ck) for _, Ck in C["judge_scores"]]))
+        out["judge_scores_se"] = pd.DataFrame(se, index=pd.Index(judges, name="judge"),
+                                              columns=pd.Index(items, name="item"))
+    if est.log_nu is not None:
+        assert ties is not None  # tie parameters come with a tie model
+        log_nu = est.log_nu
+        var = np.full(len(log_nu), np.nan)
+        for lin, Cn in C["log_nu"]:
+            var[log_nu.index.get_indexer(list(lin.tie_labels))] = np.diag(Cn)
+        rows = np.arange(len(log_nu))
+        free_nu = rows[np.isfinite(log_nu.to_numpy(float))]
+        out["tie_parameters"] = tie_table(list(log_nu.index), rows, free_nu, log_nu.to_numpy(float)[free_nu],
+                                          var[free_nu], level, ties)
+    return out
+
+
+def beta_support(data: Comparisons, labels: Sequence[str]) -> np.ndarray | None:
+    """Return the estimated entries of ``beta`` with rows ``labels`` (bool, rows x ``p``), ``None`` when all are.
+
+    A row's entry is estimated unless its covariate is 0 on all the row's cells (then a fixed 0,
+    :attr:`~pydial.Comparisons.covariate_support`): a judge's row, the people's
+    (``data.human_judge``), or a row shared by the LLM judges (any other label).
+    """
+    sup = data.covariate_support
+    if sup.all():
+        return None
+    index = {name: k for k, name in enumerate(data.judges)} | {data.human_judge: data.K}
+    return np.array([sup[index[lab]] if lab in index else sup[:-1].any(axis=0) for lab in labels], bool).reshape(-1, data.p)
+
+
+def covariate_effect_tables(beta: np.ndarray, cov: np.ndarray, labels: Sequence[str], covariates: Sequence[str],
+                            level: float, free: np.ndarray | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Return the covariate effects ``beta`` (rows ``labels`` x ``covariates``): Wald table and covariance.
+
+    ``beta`` of the covariate term ``z' beta`` added to eq. binomial-model-llm / -human.
+
+    Indexed by ``(judge, covariate)`` in the order of ``beta.ravel()`` (judge-major); the
+    columns of :func:`~pydial.inference.linearization.wald_table` with the estimate named ``beta``.
+    Only the entries ``free`` (default all) are listed: the others are fixed at 0, not estimated.
+    """
+    idx = pd.MultiIndex.from_product([list(labels), list(covariates)], names=["judge", "covariate"])
+    keep = np.ones(len(idx), bool) if free is None else np.ravel(free)
+    idx = idx[keep]
+    tab = wald_table(np.ravel(beta)[keep], cov, [f"{k}:{c}" for k, c in idx], level, "beta")
+    tab.index = idx
+    return tab, pd.DataFrame(np.asarray(cov, float), index=idx, columns=idx.copy())

@@ -1,0 +1,324 @@
+"""The graph and linear-program scans of a comparison design, for :func:`pydial.check_design`.
+
+The cycle criterion of ident-LLM (a weighted union-find over a judge's cells, and its vectorized
+form for large judges), the connected components of a comparison graph, and the separation
+checks of a judge's order-effect BTL (a win-graph criterion, then a small linear program).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+from scipy import sparse
+from scipy.optimize import linprog
+from scipy.sparse.csgraph import connected_components
+
+__all__ = ["CycleScan", "scan_cycles", "scan_cycles_fast", "SCAN_VECTOR_MIN", "undirected_labels", "names_text",
+           "components_text", "no_separation_by_graph", "check_separation", "order_separation", "SEPARATION_TOL"]
+
+SEPARATION_TOL = 1e-9
+"""A separating direction is declared when the LP optimum exceeds this value."""
+_ETA_TOL = 1e-7
+
+
+def names_text(items: Sequence[str], idx: Sequence[int] | np.ndarray, limit: int = 6) -> str:
+    idx = list(idx)
+    shown = ", ".join(str(items[k]) for k in idx[:limit])
+    return shown + (f", ... ({len(idx)} in all)" if len(idx) > limit else "")
+
+
+def components_text(items: Sequence[str], labels: np.ndarray, what: str) -> str:
+    """Describe a disconnected graph: the largest component and the rest."""
+    n_comp = int(labels.max()) + 1
+    sizes = np.bincount(labels, minlength=n_comp)
+    big = int(np.argmax(sizes))
+    rest = np.flatnonzero(labels != big)
+    groups = [np.flatnonzero(labels == c) for c in range(n_comp) if c != big]
+    shown = "; ".join("{" + names_text(items, g, 4) + "}" for g in groups[:4])
+    more = f"; ... ({len(groups)} groups)" if len(groups) > 4 else ""
+    return (
+        f"{what} has {n_comp} components (item(s) {names_text(items, rest)} not connected to the "
+        f"{sizes[big]} items of the largest one; separate groups: {shown}{more})"
+    )
+
+
+@dataclass(frozen=True)
+class CycleScan:
+    """Result of one weighted union-find pass over a judge's cells."""
+
+    labels: np.ndarray  # component label of every item
+    n_components: int
+    cycle: list[int] | None  # items i -> ... -> j -> i of a cycle with nonzero signed order sum
+    cycle_sum: int  # its signed order sum (0 when no such cycle)
+    two_orders: bool  # the witness is a pair shown in both orders
+
+
+def scan_cycles(N: int, ii: np.ndarray, jj: np.ndarray, aa: np.ndarray) -> CycleScan:
+    """One pass of a weighted union-find over the cells ``(i_t, j_t, a_t)``.
+
+    Builds a spanning forest with potentials ``x`` such that every tree edge
+    satisfies ``x_{i_t} - x_{j_t} = a_t``.  The order vector ``z`` lies in
+    ``col(D)`` iff every non-tree edge satisfies the same equation; the first edge
+    that does not closes a cycle (its tree path plus itself) whose signed order sum
+    ``x_{i_t} - x_{j_t} - a_t`` is nonzero (Cor. cycle-criterion).
+    """
+    parent = list(range(N))
+    size = [1] * N
+    off = [0] * N  # x_v - x_parent(v)
+    tree: list[list[tuple[int, int]]] = [[] for _ in range(N)]
+    witness: tuple[int, int, int] | None = None
+
+    def find(v: int) -> tuple[int, int]:
+        path = []
+        while parent[v] != v:
+            path.append(v)
+            v = parent[v]
+        acc = 0
+        for u in reversed(path):  # nearest to the root first
+            acc += off[u]
+            off[u] = acc
+            parent[u] = v
+        return v, (off[path[0]] if path else 0)
+
+    for i, j, a in zip(ii.tolist(), jj.tolist(), aa.tolist()):
+        ri, oi = find(i)
+        rj, oj = find(j)
+        if ri == rj:
+            if witness is None and oi - oj != a:
+                witness = (i, j, oi - oj - a)
+            continue
+        # Join so that x_i - x_j = a.
+        d = oi - oj - a  # x_rj - x_ri
+        if size[ri] >= size[rj]:
+            parent[rj], off[rj] = ri, d
+            size[ri] += size[rj]
+        else:
+            parent[ri], off[ri] = rj, -d
+            size[rj] += size[ri]
+        tree[i].append((j, a))
+        tree[j].append((i, -a))
+
+    roots = [find(v)[0] for v in range(N)]
+    _, labels = np.unique(np.asarray(roots), return_inverse=True)
+    labels = labels.astype(np.int64)
+    cycle, total, two = None, 0, False
+    if witness is not None:
+        i, j, total = witness
+        cycle = _tree_path(tree, i, j)
+        two = len(cycle) == 2
+    return CycleScan(labels, int(np.max(labels)) + 1, cycle, int(total), two)
+
+
+SCAN_VECTOR_MIN = 2000  # judges with more cells are scanned by the vectorized potentials
+
+
+def _in_both(keys: np.ndarray, first: np.ndarray, second: np.ndarray, size: int) -> np.ndarray:
+    """Which of ``keys`` occur both among ``first`` and among ``second`` (integer keys in ``0..size-1``).
+
+    Marked in boolean tables when they are not much larger than the keys, else by sorting.
+    """
+    if size > 16 * keys.size + 1_000_000:
+        return np.isin(keys, np.intersect1d(first, second))
+    out = np.zeros(size, bool)
+    out[first] = True
+    mark = np.zeros(size, bool)
+    mark[second] = True
+    out &= mark
+    return out[keys]
+
+
+def scan_cycles_fast(N: int, ii: np.ndarray, jj: np.ndarray, aa: np.ndarray) -> CycleScan:
+    """Run the scan of :func:`scan_cycles` with array operations, for judges with many cells.
+
+    A pair shown in both orders is a witness at once (a cycle of length two);
+    otherwise potentials ``x`` with ``x_i - x_j = a`` are propagated along a
+    breadth-first spanning forest (a loop over the ``N`` items, not the cells) and the
+    first cell that breaks them closes a cycle with nonzero signed order sum
+    (Cor. cycle-criterion).  Same decisions as the union-find; the witness reported
+    may be a different cycle.
+    """
+    from scipy.sparse.csgraph import breadth_first_order
+
+    n_comp, labels = undirected_labels(N, ii, jj)
+    labels = labels.astype(np.int64)
+    key = ii.astype(np.int64) * N + jj
+    both = _in_both(key, key[aa > 0], key[aa < 0], N * N)
+    if both.any():
+        t = int(np.flatnonzero(both)[0])
+        return CycleScan(labels, n_comp, [int(ii[t]), int(jj[t])], 2, True)
+    uk, first = np.unique(key, return_index=True)
+    ui, uj, ua = ii[first], jj[first], aa[first].astype(float)
+    G = sparse.csr_matrix((np.concatenate([ua, -ua]), (np.concatenate([ui, uj]), np.concatenate([uj, ui]))), shape=(N, N))
+    x = np.zeros(N)
+    pred = np.full(N, -9999)
+    seen = np.zeros(N, bool)
+    for root in range(N):
+        if seen[root]:
+            continue
+        order, pr = breadth_first_order(G, root, directed=False, return_predecessors=True)
+        seen[order] = True
+        pred[order] = pr[order]
+        for v in order[1:]:  # x_v = x_u - a(u -> v) along the tree edge u -> v
+            u = pr[v]
+            x[v] = x[u] - G[u, v]
+    bad = np.flatnonzero(x[ii] - x[jj] != aa)
+    if not bad.size:
+        return CycleScan(labels, n_comp, None, 0, False)
+    t = int(bad[0])
+    i, j = int(ii[t]), int(jj[t])
+
+    def up(v: int) -> list[int]:
+        path = [v]
+        while pred[path[-1]] >= 0:
+            path.append(int(pred[path[-1]]))
+        return path
+
+    pi, pj = up(i), up(j)
+    common = set(pi) & set(pj)
+    a_i = [v for v in pi if v not in common] + [next(v for v in pi if v in common)]
+    a_j = [v for v in pj if v not in common]
+    cycle = a_i + a_j[::-1]
+    return CycleScan(labels, n_comp, cycle, int(round(x[i] - x[j] - aa[t])), len(cycle) == 2)
+
+
+def _tree_path(tree: list[list[tuple[int, int]]], start: int, goal: int) -> list[int]:
+    """Items on the spanning-forest path from ``start`` to ``goal`` (BFS)."""
+    prev = {start: start}
+    queue = deque([start])
+    while queue:
+        u = queue.popleft()
+        if u == goal:
+            break
+        for v, _ in tree[u]:
+            if v not in prev:
+                prev[v] = u
+                queue.append(v)
+    path = [goal]
+    while path[-1] != start:
+        path.append(prev[path[-1]])
+    return path[::-1]
+
+
+def undirected_labels(N: int, ii: np.ndarray, jj: np.ndarray) -> tuple[int, np.ndarray]:
+    """Label the connected components of the comparison graph on ``N`` items with edges ``(ii, jj)``: count and item labels."""
+    g = sparse.coo_matrix((np.ones(ii.size), (ii, jj)), shape=(N, N))
+    n, labels = connected_components(g, directed=False)
+    return int(n), labels
+
+
+def no_separation_by_graph(N: int, ii: np.ndarray, jj: np.ndarray, aa: np.ndarray, n: np.ndarray,
+                            y: np.ndarray, nopos: bool) -> bool:
+    """Decide a sufficient condition for no separation on graphs (no linear program).
+
+    With ``d = delta_i - delta_j`` a cell where ``i`` won at least once needs
+    ``d + a c >= 0`` and one where ``j`` won ``d + a c <= 0``.  The order coordinate
+    is forced to ``c = 0`` when a pair has both outcomes in both orders, or when the
+    first-shown item wins at least once in both orders of one pair (``c >= |d|``) and
+    the second-shown item in both orders of another (``c <= -|d|``).  With ``c = 0`` the
+    cells say ``delta_i >= delta_j`` whenever ``i`` beat ``j``, so a strongly
+    connected directed win graph forces every ``eta = 0``: no separating direction.
+    ``False`` means undecided (the linear program then decides).
+    """
+    key = ii.astype(np.int64) * N + jj
+    iw, jw = y > 0, y < n
+    if not nopos:
+        pos, neg = aa > 0, aa < 0
+        both = iw & jw
+        def meet(x: np.ndarray, z: np.ndarray) -> bool:  # a pair among the cells x and among the cells z
+            return bool(_in_both(key, key[x], key[z], N * N).any())
+
+        forced = meet(both & pos, both & neg)
+        if not forced:
+            forced = meet(iw & pos, jw & neg) and meet(jw & pos, iw & neg)  # c >= |d| and c <= -|d|
+        if not forced:
+            return False
+    src_ = np.concatenate([ii[iw], jj[jw]])
+    dst = np.concatenate([jj[iw], ii[jw]])
+    g = sparse.coo_matrix((np.ones(src_.size), (src_, dst)), shape=(N, N))
+    n_comp, _ = connected_components(g, directed=True, connection="strong")
+    return n_comp == 1
+
+
+def check_separation(items: Sequence[str], ii: np.ndarray, jj: np.ndarray, aa: np.ndarray,
+                      n: np.ndarray, y: np.ndarray, nopos: bool) -> tuple[bool, str]:
+    """Quasi-complete separation of a judge's order-effect BTL (Albert & Anderson 1984).
+
+    Solves ``max sum_t sign_t * eta_t`` over ``|delta_i|, |c| <= 1`` subject to
+    ``sign_t * eta_t >= 0`` on boundary cells (``sign = +1`` when ``y = n``,
+    ``-1`` when ``y = 0``) and ``eta_t = 0`` on interior cells, where
+    ``eta_t = delta_{i_t} - delta_{j_t} + a_t c``.  A positive optimum is a
+    direction along which the likelihood increases for ever: no finite MLE.
+    """
+    N = len(items)
+    m = ii.size
+    sign = np.where(y >= n, 1.0, np.where(y <= 0, -1.0, 0.0))
+    boundary = sign != 0
+    if not boundary.any():
+        return True, f"finite MLE exists: every one of the {m} cells has both outcomes"
+    if no_separation_by_graph(N, ii, jj, aa, n, y, nopos):
+        return True, (
+            f"finite MLE exists: no separating direction among the {int(boundary.sum())} cells "
+            f"with a one-sided outcome (of {m})"
+        )
+    rows = np.repeat(np.arange(m), 3)
+    cols = np.column_stack([ii, jj, np.full(m, N)]).ravel()
+    vals = np.column_stack([np.ones(m), -np.ones(m), aa.astype(float)]).ravel()
+    E = sparse.csr_matrix((vals, (rows, cols)), shape=(m, N + 1))  # eta = E @ (delta, c)
+    obj = -(E.T @ sign)
+    A_ub = -(sparse.diags(sign[boundary]) @ E[boundary])
+    interior = ~boundary
+    A_eq = E[interior] if interior.any() else None
+    b_eq = np.zeros(int(interior.sum())) if interior.any() else None
+    bounds = [(-1.0, 1.0)] * N + [(0.0, 0.0) if nopos else (-1.0, 1.0)]
+    res = linprog(obj, A_ub=A_ub, b_ub=np.zeros(int(boundary.sum())), A_eq=A_eq, b_eq=b_eq,
+                  bounds=bounds, method="highs")
+    if res.status != 0:  # the LP is always feasible (0) and bounded; be explicit anyway
+        return False, f"separation check failed to solve the linear program ({res.message})"
+    if -res.fun <= SEPARATION_TOL:
+        return True, (
+            f"finite MLE exists: no separating direction among the {int(boundary.sum())} cells "
+            f"with a one-sided outcome (of {m})"
+        )
+    eta = E @ res.x
+    hit = np.flatnonzero(np.abs(eta) > _ETA_TOL)
+    examples = []
+    for t in hit[:3]:
+        i, j = int(ii[t]), int(jj[t])
+        win, lose = (i, j) if sign[t] > 0 else (j, i)
+        first = items[i] if aa[t] > 0 else items[j]
+        examples.append(f"{items[win]} beats {items[lose]} in all {int(n[t])} ({first} shown first)")
+    order = ""
+    if not nopos and abs(res.x[N]) > _ETA_TOL:
+        side = "first" if res.x[N] > 0 else "second"
+        order = f"; the direction moves b_k towards {'+' if res.x[N] > 0 else '-'}inf (the {side}-shown item keeps winning)"
+    return False, (
+        f"quasi-complete separation: no finite MLE; {hit.size} of {m} cells are predicted perfectly "
+        f"along a separating direction, e.g. {'; '.join(examples)}{order}"
+    )
+
+
+def order_separation(n: np.ndarray, y: np.ndarray, aa: np.ndarray) -> str | None:
+    """Detect a judge whose first-shown (or second-shown) item always won.
+
+    ``"first"`` / ``"second"`` when the judge's first-shown (second-shown) item won
+    every one of its decisive judgments, else ``None``.
+
+    Then ``b_k -> +inf`` (``-inf``) with the scores held fixed predicts every cell
+    perfectly: no finite MLE of ``b_k`` exists under any score structure (the
+    judge's own scores, the low-rank space or a shared consensus), so every fit with
+    order effects is refused for this judge.
+    """
+    if n.size == 0:
+        return None
+    first_wins = np.where(aa > 0, y, n - y)
+    if np.all(first_wins >= n):
+        return "first"
+    if np.all(first_wins <= 0):
+        return "second"
+    return None
+
+
+"""Methods that fit no human covariate effects (their covariate check is the judges')."""

@@ -1,0 +1,344 @@
+"""The posterior of the structured DIAL model (:func:`pydial.stan.posterior` with a DIAL method).
+
+One run of ``dial_sample.stan`` (or a user's copy), and the second run of the cut posterior
+(``lambda = inf``: ``dial_calibrate.stan``, one calibration per first-stage draw) or of the
+LLM-only order effects (``b_stage="llm-only"``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from pydial.data.comparisons import Comparisons
+from pydial.estimation.steps import human_effects
+from pydial.model.families import tie_probabilities
+
+from ..exceptions import ArgumentError, DataError
+from ..optim import BOX
+from .backend import CompiledModel, SampleResult, compile_model
+from .layout import Sampled
+from .schema import (DIAL_SAMPLE_PRIORS, CellTable, dial_calibrate_data, dial_sample_data, dial_sample_inits,
+                     dial_sample_start, human_cell_table, llm_cell_table, merge_priors, mu_reference, with_extra)
+
+__all__ = ["Request", "RunOptions", "sample_dial", "run_dial", "cut_stage", "draw", "covariate_posterior",
+           "CUT_WARMUP_MAX", "estimand_record", "covariate_estimand"]
+
+CUT_WARMUP_MAX = 200
+"""Largest number of warmup iterations of the second stage of the cut posterior (its target is a product
+of near-Gaussian log-concave factors, which NUTS reaches quickly; each iteration costs all draws)."""
+
+
+@dataclass(frozen=True)
+class Request:
+    """What a posterior estimates, resolved from :func:`posterior`'s arguments (the resolve step).
+
+    ``model`` is the program family (``"dial"``: ``dial_sample.stan``; ``"judges"``,
+    ``"human"``: ``judges.stan``); ``lambda_`` the weight ``lambda`` (None: the ordinary
+    posterior, ``inf``: the cut posterior); ``order`` whether order effects are sampled.
+    """
+
+    model: str
+    method: str
+    rank: int
+    calibration: str | None
+    ties: str | None
+    lambda_: float | None
+    order: bool
+    include_human: bool
+    b_stage: str
+    shared: bool = False
+
+
+def estimand_record(method: str, *, model: str, rank: int | None, calibration: str | None, lam: float, ties: str | None,
+              order: bool, b: str, scores: str | None, penalty: str | None = None,
+              covariates: str | None = None) -> dict[str, Any]:
+    dial = method.startswith("dial")
+    return {
+        "method": method,
+        "model": model,
+        "rank": int(rank) if dial and rank is not None else None,
+        "calibration": (calibration if calibration is not None else "none") if dial else None,
+        "lambda_": float(lam) if dial else None,
+        "ties": ties,
+        "order": bool(order) if method != "human" else None,
+        "b": b,
+        "scores": scores,
+        "penalty": penalty,
+        "covariates": covariates,
+    }
+
+
+def covariate_estimand(data: Comparisons, effects: str) -> str | None:
+    """Return the estimand's ``covariates``: None for data without response covariates, else ``effects``."""
+    return effects if data.p else None
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """How one posterior is run: priors, starts, seeds, output options, a user's program and the backend's settings."""
+
+    priors: Mapping[str, float] | None
+    init: Any
+    rng: np.random.Generator
+    seed: int
+    win_prob: bool
+    program: str | None
+    extra: Mapping[str, Any] | None
+    backend: str | None
+    run: dict[str, Any]
+    per_judgment: bool
+
+
+def sample_dial(data: Comparisons, req: Request, opt: RunOptions) -> Sampled:
+    """Run ``dial_sample.stan``, then ``dial_calibrate.stan`` (the cut posterior) or the LLM-only run of ``b``.
+
+    The second run is made for ``lambda = inf`` and for ``b_stage="llm-only"`` respectively.
+    """
+    if data.K < 1 or data.n_llm == 0:
+        raise DataError(f"method {req.method!r} needs LLM judgments")
+    if req.calibration is not None and data.n_human == 0:
+        raise DataError("a calibrated posterior needs decisive human comparisons; pass calibration=None")
+    if req.lambda_ is None:
+        w_llm, lam_eff = 1.0, (data.n_llm / data.n_human if data.n_human else float("nan"))
+    else:
+        lam_eff = req.lambda_
+        w_llm = lam_eff * data.n_human / data.n_llm if np.isfinite(lam_eff) else 1.0
+    cut = bool(np.isinf(lam_eff)) and req.calibration is not None
+    if cut and opt.program is not None:
+        raise ArgumentError("lambda_=inf (the cut posterior, method 'dial-anc') samples the shipped programs only")
+    rank, calibration, ties, order, b_stage = req.rank, req.calibration, req.ties, req.order, req.b_stage
+    res, d, cells, post, dims, coords = run_dial(data, req, opt, None if cut else calibration, w_llm)
+    out = Sampled(res, d, cells, post, dims, coords, ["s_H", "S", "gamma", "b", "nu", "beta", "consensus_scale"], {},
+                   "dial_sample" + ("+dial_calibrate" if cut else ""), merge_priors(DIAL_SAMPLE_PRIORS, opt.priors,
+                                                                                  "dial_sample.stan"))
+    if cut:
+        assert calibration is not None  # cut requires a calibration
+        out.res, out.cells, out.post, out.dims, out.coords, p2 = cut_stage(data, req, opt, res, d, cells[0], post,
+                                                                           dims, coords)
+        out.problems += p2
+        out.single_run = False
+        b_stage = "llm-only"
+        out.notes.append("cut posterior (lam = inf, the counterpart of dial-anc): mu, gamma, U, V, S, b and the "
+                         "judges' nu (and beta) from the LLM-only posterior; c, s_H and the people's nu (and beta) "
+                         "from dial_calibrate.stan, one calibration per first-stage draw")
+    elif order and b_stage == "llm-only":
+        llm_only = dataclasses.replace(opt, seed=opt.seed + 1, win_prob=False, program=None, extra=None,
+                                       per_judgment=False)
+        res_b, _, _, post_b, _, _ = run_dial(data, req, llm_only, None, 1.0)
+        post["b_joint"] = post["b"]
+        dims["b_joint"] = ["judge"]
+        post["b"] = post_b["b"]
+        res.draws["b"] = res_b.draws["b"]
+        out.single_run = False
+        out.problems += [f"LLM-only run (b): {p}" for p in res_b.check(
+            monitor=["b"], warn=False, labels={"b": [list(data.judges)]})]
+        out.notes.append("b from a separate NUTS run of the LLM-only structured model at weight 1 (the convention "
+                         "of the frequentist DIAL fits); b_joint: the joint posterior's b")
+    if calibration is None:
+        method = "llm-only"
+    else:
+        method = ("dial-anc" if cut else "dial-ada") if order else "dial-nopos"
+    out.estimand = estimand_record(method, model="dial", rank=rank, calibration=calibration, lam=lam_eff, ties=ties,
+                             order=order, b=(b_stage if order else "none"),
+                             scores="s_H" if calibration is not None else None,
+                             covariates=covariate_estimand(data, "shared" if req.shared else "judge"))
+    return out
+
+
+def run_dial(data: Comparisons, req: Request, opt: RunOptions, calibration: str | None,
+             w_llm: float) -> tuple[SampleResult, dict, list, dict, dict, dict]:
+    """One NUTS run of ``dial_sample.stan`` (or a user's copy): draws, data, aggregated cells, posterior group."""
+    rank, ties, order, init, per_judgment = req.rank, req.ties, req.order, opt.init, opt.per_judgment
+    if isinstance(init, str) and init not in ("spectral", "random"):
+        raise ArgumentError(f"init must be 'spectral', 'random' or a list of dicts, got {init!r}")
+    start = dial_sample_start(data, rank=rank, calibration=calibration, order=order)  # mu_ref and the chains' start
+    d, L, H = dial_sample_data(data, rank=rank, calibration=calibration, order=order, ties=ties, w_llm=w_llm,
+                               w_human=1.0, priors=opt.priors, log_lik=True, win_prob=bool(opt.win_prob and calibration),
+                               mu_ref=mu_reference(start[0].mu), per_judgment=per_judgment, shared=req.shared)
+    if per_judgment:  # the aggregated cells, which label the judgments (CellTable.judgment_labels)
+        L = llm_cell_table(data, ties=ties is not None)
+        H = human_cell_table(data, ties=ties is not None) if H is not None else None
+    cells = [L] + ([H] if H is not None and len(H) else [])
+    chains = int(opt.run["chains"])
+    if isinstance(init, str):
+        inits = dial_sample_inits(data, d, chains=chains, rng=opt.rng, start=start) if init == "spectral" else None
+    else:
+        inits = list(init)
+    d = with_extra(d, opt.extra)
+    cm = compile_model(opt.program or "dial_sample", backend=opt.backend)
+    res = draw(cm, d, seed=opt.seed, inits=inits, run=opt.run)
+    items, judges = list(data.items), list(data.judges)
+    tie_names = (judges + ([data.human_judge] if int(d["H"]) else [])) if ties else []
+    post, dims, coords = dial_posterior(res, d, items, judges, calibration, order, tie_names)
+    covariate_posterior(res.draws, d, judges + [data.human_judge], list(data.covariates), post, dims, coords)
+    return res, d, cells, post, dims, coords
+
+
+def covariate_posterior(draws: Mapping[str, np.ndarray], d: Mapping[str, Any], groups: list[str],
+                         covariates: list[str], post: dict, dims: dict, coords: dict) -> None:
+    """Add the covariate effects ``beta`` (``beta_judge`` x ``covariate``) to a posterior group (nothing when ``n_cov = 0``).
+
+    Row ``r`` of the program's ``beta`` is labelled by the group (``groups``: judges, then the
+    people) whose ``beta_row`` is ``r``, or :data:`~pydial.estimation.steps.SHARED_JUDGES` when
+    several LLM judges share it.
+    """
+    from pydial.estimation.steps import SHARED_JUDGES
+
+    P = int(d["n_cov"])
+    if not P:
+        return
+    rows = np.asarray(d["beta_row"], np.int64)
+    labels = []
+    for r in range(1, int(rows.max()) + 1):
+        members = [groups[g] for g in np.flatnonzero(rows == r)]
+        labels.append(members[0] if len(members) == 1 else SHARED_JUDGES)
+    beta = np.asarray(draws["beta"], float)
+    post["beta"] = beta.reshape(*beta.shape[:2], len(labels), P)
+    dims["beta"] = ["beta_judge", "covariate"]
+    coords["beta_judge"], coords["covariate"] = labels, covariates
+
+
+def cut_stage(data: Comparisons, req: Request, opt: RunOptions, res: SampleResult, d1: Mapping[str, Any], L: CellTable,
+              post: dict, dims: dict, coords: dict) -> tuple:
+    """Second stage of the cut posterior: ``c | M_t`` for every first-stage draw ``t`` (dial_calibrate.stan).
+
+    The target is a product of independent ``d``-dimensional log-concave
+    posteriors (``d``-dimensional logistic regressions with a normal prior), one
+    per draw; one NUTS chain, started at the conditional modes, is run for
+    ``warmup`` iterations (at most :data:`CUT_WARMUP_MAX`) and its final state
+    gives one ``c_t`` per draw ``t``.
+    """
+    chains, draws = res.chains, res.draws_per_chain
+    rank, calibration, ties, priors, seed, run = req.rank, str(req.calibration), req.ties, opt.priors, opt.seed, opt.run
+    T = chains * draws
+    N = data.N
+    mu = np.asarray(res.draws["mu"]).reshape(T, N)
+    if calibration == "W" and rank > 0:
+        V = np.asarray(res.draws["V"]).reshape(T, N, rank)
+        M = np.concatenate([mu[:, :, None], V], axis=2)
+    else:
+        M = mu[:, :, None]
+    dim_c = M.shape[2]
+    tie = ties is not None
+    H_cells = human_cell_table(data, ties=tie)  # aggregated (returned); Hc is what the program reads
+    Hc = H_cells.per_judgment() if opt.per_judgment else H_cells
+    if data.p:  # the covariates with an effect on the people (beta_H: the free entries of the people's row)
+        Hc = dataclasses.replace(Hc, z=data.effect_columns(Hc.z, data.K))
+    p = merge_priors(DIAL_SAMPLE_PRIORS, priors, "dial_sample.stan")
+    d2 = dial_calibrate_data(Hc, M, ties=ties, priors=priors)
+    cm = compile_model("dial_calibrate", backend=opt.backend)
+    run2 = {k: v for k, v in run.items() if k != "algorithm"}
+    run2.update(chains=1, draws=1, warmup=min(int(run["warmup"]), CUT_WARMUP_MAX))
+    init2 = None
+    if not tie:  # start every c_t at its conditional mode: the chain starts in the bulk of the product
+        modes = calibration_modes(M, Hc, float(p["c_sd"]))
+        init2 = [{"c": modes[:, :dim_c], "log_nu": np.zeros(0)} | ({"beta": modes[:, dim_c:]} if modes.shape[1] > dim_c else {})]
+    res2 = cm.sample(d2, seed=seed + 1, inits=init2, **run2)
+    problems = []
+    nd = int(np.sum(res2.stats.get("divergent__", 0)))
+    if nd:
+        problems.append(f"calibration stage (dial_calibrate.stan): {nd} divergent transition(s) at the kept draw")
+    c = np.asarray(res2.draws["c"]).reshape(T, dim_c)
+    s_h = np.asarray(res2.draws["s_H"]).reshape(T, N)
+    post["s_H"] = s_h.reshape(chains, draws, N)
+    dims["s_H"] = ["item"]
+    post["c"] = c.reshape(chains, draws, dim_c)
+    dims["c"] = ["basis"]
+    coords["basis"] = ["mu"] + ([f"V{t + 1}" for t in range(dim_c - 1)])
+    if opt.win_prob:  # the family's P(i wins), as win_prob of dial_sample.stan
+        diff = s_h[:, :, None] - s_h[:, None, :]
+        log_nu_h = np.log(np.asarray(res2.draws["nu"], float)).reshape(T, 1, 1) if tie else np.zeros((T, 1, 1))
+        p_win = tie_probabilities(ties, diff.reshape(-1), np.broadcast_to(log_nu_h, diff.shape).reshape(-1))[:, 0]
+        post["win_prob"] = p_win.reshape(chains, draws, N, N)
+        dims["win_prob"] = ["item", "item_j"]
+        coords["item_j"] = list(data.items)
+    if tie:
+        nu_h = np.asarray(res2.draws["nu"]).reshape(chains, draws, 1)
+        post["nu"] = np.concatenate([post["nu"], nu_h], axis=2)
+        coords["tie_judge"] = list(coords["tie_judge"]) + [data.human_judge]
+    if data.p:  # the people's covariate effects, one per first-stage draw, as the last row of beta (0 where fixed)
+        beta_h = np.zeros((chains, draws, 1, data.p))
+        if human_effects(data).size:
+            beta_h[..., human_effects(data)] = np.asarray(res2.draws["beta"], float).reshape(chains, draws, 1, -1)
+        post["beta"] = np.concatenate([post["beta"], beta_h], axis=2)
+        coords["beta_judge"] = list(coords["beta_judge"]) + [data.human_judge]
+        res.draws["beta"] = post["beta"]
+    H = len(Hc)
+    ll2 = np.asarray(res2.draws["log_lik"]).reshape(chains, draws, H)
+    rep2 = np.asarray(res2.draws["counts_rep"]).reshape(chains, draws, H, 3)
+    C = int(d1["C"])
+    res.draws["log_lik"] = np.concatenate([np.asarray(res.draws["log_lik"]).reshape(chains, draws, C), ll2], axis=2)
+    res.draws["counts_rep"] = np.concatenate(
+        [np.asarray(res.draws["counts_rep"]).reshape(chains, draws, C, 3), rep2], axis=2)
+    res.draws["s_H"] = post["s_H"]
+    if tie:
+        res.draws["nu"] = post["nu"]
+    return res, [L, H_cells], post, dims, coords, problems
+
+
+def calibration_modes(M: np.ndarray, Hc: CellTable, prior_sd: float) -> np.ndarray:
+    """Posterior modes of ``c_t`` given ``M_t`` (binary human cells, normal prior), one per draw ``t``.
+
+    Each is the one GLM solver's ridge fit (:func:`pydial.estimation.glm.glm`, ridge = the prior's
+    precision) held in the box ``|c| <= BOX`` of the point fits, so that separated data (a flat
+    prior, no finite mode) give a start on the box instead of an overflow.  With covariates the
+    GLM is in ``(c_t, beta_t)`` (design ``[D_H M_t, Z_H]``, the same ridge): rows ``(c_t, beta_t)``.
+    """
+    from pydial.estimation.glm import binary_counts, glm
+    from pydial.model.design import calibration_design, dense_design
+
+    counts = binary_counts((Hc.wins_i + Hc.wins_j).astype(float), Hc.wins_i.astype(float))
+    ridge = 1.0 / prior_sd**2 if prior_sd > 0 else 1e-8
+    return np.array([glm(None, counts, dense_design(calibration_design(Hc.i, Hc.j, M.shape[1], M_t, Hc.z)),
+                         ridge=ridge, bound=BOX).x for M_t in M])
+
+
+def dial_posterior(res: SampleResult, d: Mapping[str, Any], items: list[str], judges: list[str],
+                    calibration: str | None, order: bool, tie_names: list[str]) -> tuple[dict, dict, dict]:
+    r = int(d["rank"])
+    D = res.draws
+    post: dict[str, np.ndarray] = {
+        "S": D["S"],
+        "mu": D["mu"],
+        "gamma": D["gamma"],
+        "consensus_scale": D["consensus_scale"],
+        "consensus_strength": D["consensus_strength"],
+    }
+    dims: dict[str, list[str]] = {"S": ["judge", "item"], "mu": ["item"], "gamma": ["judge"]}
+    coords: dict[str, Any] = {"item": items, "judge": judges}
+    if r > 0:
+        post["U"], post["V"] = D["U"], D["V"]
+        dims["U"], dims["V"] = ["judge", "rank"], ["item", "rank"]
+        coords["rank"] = [f"V{t + 1}" for t in range(r)]
+    if order:
+        post["b"] = D["b"]
+        dims["b"] = ["judge"]
+    if calibration is not None:
+        post["s_H"] = D["s_H"]
+        dims["s_H"] = ["item"]
+        post["c"] = D["c"]
+        dims["c"] = ["basis"]
+        coords["basis"] = ["mu"] + ([f"V{t + 1}" for t in range(r)] if calibration == "W" else [])
+        if int(d["calc_win_prob"]):
+            post["win_prob"] = D["win_prob"]
+            dims["win_prob"] = ["item", "item_j"]
+            coords["item_j"] = items
+    if tie_names:
+        post["nu"] = D["nu"]
+        dims["nu"] = ["tie_judge"]
+        coords["tie_judge"] = tie_names
+    return post, dims, coords
+
+
+def draw(cm: CompiledModel, d: Mapping[str, Any], *, seed: int, inits: Sequence[Mapping[str, Any]] | None,
+          run: Mapping[str, Any]) -> SampleResult:
+    """One posterior run: NUTS with the run's settings, or ``chains * draws`` draws of an approximation."""
+    nuts = {k: v for k, v in run.items() if k != "algorithm"}
+    if run.get("algorithm", "nuts") == "nuts":
+        return cm.sample(d, seed=seed, inits=inits, **nuts)
+    return cm.approximate(d, algorithm=run["algorithm"], draws=int(run["chains"]) * int(run["draws"]), seed=seed,
+                          init=inits[0] if inits else None, quiet=bool(run["quiet"]))
