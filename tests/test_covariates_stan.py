@@ -218,7 +218,7 @@ def test_posterior_with_covariates_has_beta_near_the_mle(posterior_data, method,
     kw = {"rank": 1} if method != "judges" else {}
     res = pydial.fit(data, method, covariate_effects=effects, cov_type="binomial", **kw)
     # the cut posterior (dial-anc) runs its second stage once per draw: fewer draws
-    n = 100 if method == "dial-anc" else 200
+    n = 60 if method == "dial-anc" else 200
     idata = pydial.stan.posterior(data, like=res, chains=2, draws=n, warmup=n, seed=3)
     from pydial.stan import idata as azio
 
