@@ -178,7 +178,7 @@ FIT_CASES = [
 
 @pytest.fixture(scope="module")
 def fit_data():
-    return {ties: simulated(ties, seed=9, N=8, n_llm=20_000, n_human=3000) for ties in (None, "davidson", "rao-kupper")}
+    return {ties: simulated(ties, seed=9, N=8) for ties in (None, "davidson", "rao-kupper")}
 
 
 @pytest.mark.parametrize("method,ties,effects", FIT_CASES)
@@ -218,7 +218,7 @@ def test_posterior_with_covariates_has_beta_near_the_mle(posterior_data, method,
     kw = {"rank": 1} if method != "judges" else {}
     res = pydial.fit(data, method, covariate_effects=effects, cov_type="binomial", **kw)
     # the cut posterior (dial-anc) runs its second stage once per draw: fewer draws
-    n = 100 if method == "dial-anc" else 200
+    n = 60 if method == "dial-anc" else 200
     idata = pydial.stan.posterior(data, like=res, chains=2, draws=n, warmup=n, seed=3)
     from pydial.stan import idata as azio
 
@@ -253,7 +253,8 @@ def test_stan_engine_matches_numpy_with_covariates_and_firth(models, stan_backen
 @pytest.fixture(scope="module")
 def self_data():
     own = {"judge0": ["item00", "item01"], "judge2": ["item05"]}
-    return pydial.simulate(N=8, K=4, rank=1, n_llm=20_000, n_human=1_500, seed=4, covariates=["length"], beta=0.3, behavior=dict(self_preference=own, self_effect={"judge0": 0.6, "judge2": -0.4})).comparisons
+    return pydial.simulate(N=8, K=4, rank=1, n_llm=6000, n_human=1000, seed=4, covariates=["length"], beta=0.3,
+                           behavior=dict(self_preference=own, self_effect={"judge0": 0.6, "judge2": -0.4})).comparisons
 
 
 def test_dial_log_prob_with_fixed_effects_equals_numpy(models, self_data):
