@@ -107,3 +107,38 @@ def test_one_vocabulary_across_programs():
     # the tie-parameter count (transformed data) and the draw count (dial_calibrate's data) differ
     assert "n_draws" in declared("dial_calibrate") and "n_nu" in program_code("dial_calibrate")
     assert "n_draws" not in program_code("dial_sample")
+
+
+@pytest.mark.parametrize("shared", [False, True])
+def test_standata_covariates_are_the_same_for_every_program(shared):
+    """On data with covariates every program gets n_cov, the cells' z and the groups' rows of beta."""
+    effects = "shared" if shared else "judge"
+    sim = pydial.simulate(N=6, K=3, n_llm=300, n_human=60, covariates=["length", "lists"], beta=0.4, seed=2)
+    data = sim.comparisons
+    L, H = llm_cell_table(data), human_cell_table(data)
+    out = {p: standata(data, p, covariate_effects=effects) for p in ("dial", "dial_sample", "judges")}
+    for program, d in out.items():
+        assert d["n_cov"] == 2, program
+        np.testing.assert_array_equal(d["cell_z"], L.z, err_msg=program)
+        np.testing.assert_array_equal(d["human_z"], H.z, err_msg=program)
+    rows = np.array([1, 1, 1, 2]) if shared else np.array([1, 2, 3, 4])
+    for program in ("dial", "dial_sample"):  # judges.stan has each judge's own effects
+        np.testing.assert_array_equal(out[program]["beta_row"], rows, err_msg=program)
+        assert out[program]["n_beta"] == rows.max()
+    np.testing.assert_array_equal(out["judges"]["beta_row"], [1, 2, 3, 4])
+    np.testing.assert_array_equal(out["dial"]["beta_fixed"], out["dial_sample"]["beta_fixed"])
+
+
+def test_standata_takes_the_spec_or_its_keywords(data):
+    spec = pydial.ModelSpec(method="dial-nopos", rank=1, calibration="W", ties="davidson", lambda_=0.5)
+    a = standata(data, "dial", spec)
+    b = standata(data, "dial", method="dial-nopos", rank=1, calibration="W", ties="davidson", lambda_=0.5)
+    assert a.keys() == b.keys() and all(np.array_equal(a[k], b[k]) for k in a)
+    assert (a["order"], a["calibration"], a["ties"]) == (0, 2, 1)
+    np.testing.assert_allclose(a["cell_w"], 0.5 * data.n_human / data.n_llm)
+    with pytest.raises(pydial.ArgumentError, match="not both"):
+        standata(data, "dial", spec, rank=1)
+    with pytest.raises(pydial.ArgumentError, match="one weight"):
+        standata(data, "dial", lambda_=[0.5, 2.0])
+    with pytest.raises(TypeError):
+        standata(data, "dial", lam=0.5)
