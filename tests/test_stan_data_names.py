@@ -142,3 +142,26 @@ def test_standata_takes_the_spec_or_its_keywords(data):
         standata(data, "dial", lambda_=[0.5, 2.0])
     with pytest.raises(TypeError):
         standata(data, "dial", lam=0.5)
+
+
+def test_program_code_of_shipped_example_and_user_programs(tmp_path):
+    """program_code resolves a shipped name, an example name or a path; the includes are expanded."""
+    from pathlib import Path
+
+    from pydial.stan import program_code as public
+
+    assert public is program_code
+    tie_gap = program_code("tie_gap")
+    assert tie_gap == program_code(example_program("tie_gap")) == program_code(str(example_program("tie_gap")))
+    assert not [ln for ln in tie_gap.splitlines() if ln.startswith("#include")] and "kappa" in tie_gap
+    (tmp_path / "include").mkdir()
+    (tmp_path / "include" / "mine.stan").write_text("real twice(real x) { return 2 * x; }\n")
+    prog = tmp_path / "user.stan"
+    prog.write_text("functions {\n#include mine.stan\n#include paired_likelihoods.stan\n}\n")
+    code = program_code(prog)
+    assert "real twice(real x)" in code and "real paired_target(" in code
+    assert code.splitlines()[1] == "// ---- begin #include mine.stan"
+    with pytest.raises(pydial.ArgumentError, match="unknown Stan program"):
+        program_code("nope")
+    with pytest.raises(pydial.ArgumentError, match="unknown Stan program"):
+        program_code(Path(tmp_path / "absent.stan"))

@@ -68,13 +68,16 @@ def program_dir() -> Path:
 
 
 def program_path(name: str) -> Path:
-    """Path of the program ``name`` (one of :data:`PROGRAMS`, or a path to any ``.stan`` file)."""
+    """Path of a program: one of :data:`PROGRAMS`, of :data:`EXAMPLES`, or a path to any ``.stan`` file."""
     if name in PROGRAMS:
         return program_dir() / f"{name}.stan"
+    if name in EXAMPLES:
+        return example_program(name)
     p = Path(name)
     if p.suffix == ".stan" and p.is_file():
         return p
-    raise ArgumentError(f"unknown Stan program {name!r}; pydial ships {sorted(PROGRAMS)} (or pass a path to a .stan file)")
+    raise ArgumentError(f"unknown Stan program {name!r}; pydial ships {sorted(PROGRAMS)} and the examples "
+                        f"{sorted(EXAMPLES)} (or pass a path to a .stan file)")
 
 
 def example_programs() -> dict[str, str]:
@@ -138,12 +141,50 @@ def expand_includes(text: str, include_dirs: list[Path], _seen: tuple[str, ...] 
     return _INCLUDE.sub(repl, text)
 
 
+def program_code(name: str | Path) -> str:
+    """Return the text of a Stan program with its ``#include`` lines expanded: what the backends compile.
+
+    Parameters
+    ----------
+    name : str or pathlib.Path
+        A shipped program (:data:`PROGRAMS`: ``"dial"``, ``"dial_sample"``,
+        ``"judges"``, ``"dial_calibrate"``), an installed example (:data:`EXAMPLES`,
+        e.g. ``"tie_gap"``) or the path of a ``.stan`` file.
+
+    Returns
+    -------
+    str
+        The program's text with every ``#include file`` line replaced by the file,
+        between ``// ---- begin #include file`` and ``// ---- end #include file``
+        lines.  Included files are searched in the program's ``include/``
+        directory, its own directory, then pydial's ``stan/include``.
+
+    Raises
+    ------
+    pydial.ArgumentError
+        ``name`` is neither a known program nor a ``.stan`` file, or its
+        includes form a cycle.
+    FileNotFoundError
+        An included file is found nowhere.
+
+    Examples
+    --------
+    >>> from pydial.stan import program_code
+    >>> code = program_code("judges")
+    >>> [line for line in code.splitlines() if line.startswith("#include")]
+    []
+    >>> "real paired_target(" in code
+    True
+    """
+    path = program_path(str(name)).resolve()
+    return _program_code(str(path), path.stat().st_mtime_ns)
+
+
 @lru_cache(maxsize=None)
-def program_code(name: str) -> str:
-    """Self-contained text of a program with its includes expanded."""
-    path = program_path(name)
-    dirs = [path.parent / "include", path.parent, program_dir() / "include"]
-    return expand_includes(path.read_text(), dirs)
+def _program_code(path: str, mtime_ns: int) -> str:
+    """Expanded text of the program file ``path`` (cached per path and modification time)."""
+    p = Path(path)
+    return expand_includes(p.read_text(), [p.parent / "include", p.parent, program_dir() / "include"])
 
 
 _COMMENT = re.compile(r"//[^\n]*|/\*.*?\*/|#[^\n]*", re.DOTALL)
