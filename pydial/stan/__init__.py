@@ -22,13 +22,15 @@ own), built aside and published whole under a lock between processes, and a brok
 cached program is rebuilt with a :class:`StanCacheWarning` (:mod:`~pydial.stan.cache`).
 
 All programs (and ``dial_calibrate.stan``, the cut posterior's second stage) read
-one data schema (``stan/include/schema_data.stan``, :func:`standata`) and write
-the cell likelihood once (``stan/include/paired_likelihoods.stan``: the linear
-predictor with its covariate term ``z' beta`` and the binary, Davidson-Beaver and
-Rao-Kupper cell likelihoods; ``cell_*.stan``: their inputs, target and outputs;
-``covariate_*.stan``: the covariate effects every program shares).  Each program's header says
-how to extend it by adding to its blocks, and
-``posterior(..., program=PATH, extra=...)`` samples the extended program.
+the same cells (:func:`standata`), declared the same way at the top of each data
+block, and call the same cell likelihood (``stan/include/paired_likelihoods.stan``: the
+linear predictor with its covariate term ``z' beta`` and the binary, Davidson-Beaver and
+Rao-Kupper cell likelihoods).  Each program reads top to bottom, its model stated in its
+header and ``#include`` only in its ``functions`` block; :func:`program_code` gives its
+text with the includes expanded.  :mod:`~pydial.stan.parameters` maps the named
+parameters of ``dial.stan`` to the numpy engine's chart coordinates.  An extension is a
+copy of a program with lines added, and ``posterior(..., program=PATH, extra=...)``
+samples it.
 Worked extensions are installed with pydial: :func:`example_programs` lists
 them and :func:`example_program` returns the path of one (``"tie_gap"``:
 ``judges.stan`` plus a tie rate that depends on the score gap, fitted by
@@ -40,7 +42,8 @@ Pathfinder approximations; an ``xarray.DataTree`` on arviz 1.x, an
 :func:`standata` (the data dictionary of any program),
 :func:`compare_intervals` (sandwich vs posterior intervals, an
 :class:`IntervalComparison`),
-:func:`example_program` and :func:`example_programs` (the installed extensions),
+:func:`program_code` (a program's text), :func:`example_program` and
+:func:`example_programs` (the installed extensions),
 :func:`stan_fit_point` (penalized MLE in the numpy chart), :func:`stan_point_engine`
 (the optimizers behind ``pydial.fit(..., engine="stan")``), and the low-level
 :func:`compile_model`, :func:`log_prob`, :func:`grad_log_prob`,

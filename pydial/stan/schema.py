@@ -3,13 +3,10 @@
 Builds the ``data`` dictionaries of ``stan/dial.stan``, ``stan/dial_sample.stan``,
 ``stan/judges.stan`` and ``stan/dial_calibrate.stan`` from a :class:`pydial.Comparisons`
 (1-based item and judge indices, canonical orientation ``i < j``, ``a = +1`` when item
-``i`` was shown first): the shared schema (:func:`schema_data`, the data block of
-``stan/include/schema_data.stan``) plus each program's own entries, whose Stan names
-follow the Python vocabulary (``order``, ``ties``, ``rank``, ``prior_<block>_sd``).
-It also describes the order of each program's unconstrained parameters,
-and computes a cheap deterministic starting point (per-judge weighted least
-squares on empirical log-odds, then the structure recovery of
-:func:`pydial.model.chart.structure_from_S`).
+``i`` was shown first): the cells every program reads (:func:`schema_data`, the first
+declarations of each program's data block) plus each program's own entries, whose Stan
+names follow the Python vocabulary (``order``, ``ties``, ``rank``, ``prior_<block>_sd``).
+It also computes the starting points of ``dial_sample.stan``.
 """
 
 from __future__ import annotations
@@ -228,7 +225,7 @@ def schema_data(L: CellTable, H: CellTable | None, *, N: int, K: int, order: boo
                 w_llm: float | np.ndarray = 1.0, w_human: float | np.ndarray = 1.0,
                 log_lik: bool = True, boundary_nu: bool = False, covariates: bool = True,
                 beta_row: Sequence[int] | np.ndarray | None = None, beta_fixed: np.ndarray | None = None) -> dict[str, Any]:
-    """Return the data block shared by every program (``stan/include/schema_data.stan``).
+    """Return the cells every program reads (the first declarations of each program's data block).
 
     ``N, K``, ``order`` (order effects, 0/1), ``ties`` (0 binary, 1 Davidson-Beaver,
     2 Rao-Kupper), the LLM cells and the human cells with their weights, ``nu_zero``
@@ -396,9 +393,9 @@ def dial_data(
                     log_lik=log_lik, boundary_nu=boundary_nu, covariates=chart.p > 0, beta_row=rows, beta_fixed=fixed)
     if fix_llm is not None:
         th = np.asarray(fix_llm, float)
-        A_fix, B_fix = th[chart.slices["A"]], th[chart.slices["B"]]
+        A_fix, B_fix = th[chart.slices["A"]].reshape(-1, chart.q), th[chart.slices["B"]].reshape(-1, chart.q)
     else:
-        A_fix = B_fix = np.zeros(0)
+        A_fix = B_fix = np.zeros((0, chart.q))
     d.update({
         "rank": chart.r,
         "calibration": CALIBRATION_CODE[chart.calibration],
