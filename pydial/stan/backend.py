@@ -35,27 +35,9 @@ from .programs import PROGRAMS, program_code
 from .results import OptimizeResult, SampleResult, SamplerWarning
 from pydial.exceptions import ArgumentError
 
-__all__ = [
-    "BACKENDS",
-    "BACKEND_ENV",
-    "INSTALL_WAYS",
-    "StanCompileError",
-    "StanBackendError",
-    "StanRuntimeError",
-    "SamplerWarning",
-    "CompiledModel",
-    "OptimizeResult",
-    "SampleResult",
-    "backend_available",
-    "stan_backend",
-    "announce_compile",
-    "compile_model",
-    "precompile",
-    "log_prob",
-    "grad_log_prob",
-    "optimize",
-    "sample",
-]
+__all__ = ["BACKENDS", "BACKEND_ENV", "INSTALL_WAYS", "StanCompileError", "StanBackendError", "StanRuntimeError",
+           "SamplerWarning", "CompiledModel", "OptimizeResult", "SampleResult", "backend_available", "stan_backend",
+           "announce_compile", "compile_model", "precompile", "log_prob", "grad_log_prob", "optimize", "sample"]
 
 BACKEND_MODULES: dict[str, BackendModule] = {cmdstan_backend.NAME: cmdstan_backend, httpstan_backend.NAME: httpstan_backend}
 """Backend name to the module implementing it, in order of preference."""

@@ -1,18 +1,10 @@
-"""Locate the Stan programs of pydial and expand their ``#include`` lines.
+"""Locate pydial's Stan programs and expand their ``#include`` lines.
 
-The programs live in the top-level ``stan/`` directory of the source tree,
-which the wheel installs as the package ``pydial.stan_files`` (see
-``pyproject.toml``).  :func:`program_code` returns a program's text with
-every ``#include name.stan`` replaced by the file ``stan/include/name.stan``
-(for a user's program: its own directory, its ``include/`` and then pydial's),
-so that the same self-contained text is compiled by either backend (the
-bundled Stan of ``httpstan`` compiles a string and cannot search include
-paths) and the compiled model is cached by a hash of that text.
-
-Worked extensions of the shipped programs are installed with the package
-(:data:`EXAMPLES`, in ``pydial/stan/examples/``): :func:`example_program`
-returns the path of one, which :func:`pydial.stan.posterior` samples with
-``program=`` and :func:`pydial.stan.compile_model` compiles.
+The programs live in the top-level ``stan/`` directory, installed as the package
+``pydial.stan_files``; worked extensions (:data:`EXAMPLES`) in ``pydial/stan/examples/``.
+:func:`program_code` gives a program's text with its includes expanded: the one text
+either backend compiles (httpstan compiles a string and cannot search include paths),
+and the key of the compiled-program cache.
 """
 
 from __future__ import annotations

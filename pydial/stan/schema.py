@@ -23,30 +23,10 @@ from pydial.model.chart import Calibration, Chart, Structure, helmert_basis
 from pydial.estimation.spec import ModelSpec
 from pydial.exceptions import ArgumentError, ArgumentTypeError
 
-__all__ = [
-    "data_fingerprint",
-    "DIAL_PRIORS",
-    "DIAL_SAMPLE_PRIORS",
-    "JUDGES_PRIORS",
-    "CellTable",
-    "covariate_rows",
-    "zero_beta",
-    "helmert_basis",
-    "llm_cell_table",
-    "human_cell_table",
-    "dial_data",
-    "dial_calibrate_data",
-    "dial_sample_data",
-    "judges_data",
-    "schema_data",
-    "standata",
-    "weighted_log_coef",
-    "TIES_CODE",
-    "dial_sample_inits",
-    "dial_sample_start",
-    "mu_reference",
-    "tie_start",
-]
+__all__ = ["data_fingerprint", "DIAL_PRIORS", "DIAL_SAMPLE_PRIORS", "JUDGES_PRIORS", "CellTable", "covariate_rows",
+           "zero_beta", "helmert_basis", "llm_cell_table", "human_cell_table", "dial_data", "dial_calibrate_data",
+           "dial_sample_data", "judges_data", "schema_data", "standata", "weighted_log_coef", "TIES_CODE",
+           "dial_sample_inits", "dial_sample_start", "mu_reference", "tie_start"]
 
 CALIBRATION_CODE = {None: 0, "mu": 1, "W": 2}
 
