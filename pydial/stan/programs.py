@@ -174,7 +174,7 @@ def program_code(name: str | Path) -> str:
 
 @lru_cache(maxsize=None)
 def _program_code(path: str, mtime_ns: int) -> str:
-    """Expanded text of the program file ``path`` (cached per path and modification time)."""
+    """Return the expanded text of the program file ``path`` (cached per path and modification time)."""
     p = Path(path)
     return expand_includes(p.read_text(), [p.parent / "include", p.parent, program_dir() / "include"])
 
