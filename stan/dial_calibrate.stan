@@ -19,17 +19,17 @@
  *
  * Each factor is a (d + n_cov)-dimensional GLM (d = 1 for M = mu, r + 1 for M = W),
  * log-concave in c_t; pydial starts every c_t at its conditional mode (Newton
- * in numpy).  The data are the shared schema (schema_data.stan) with human
- * cells only (K = 0, C = 0) plus the draws of M; the cell table of
- * schema_tdata.stan is repeated once per draw (draw t = row t of the score
- * matrix, its own entry of log_nu), and the model block and generated
- * quantities call the same paired_eta, paired_log_nu, paired_target,
- * paired_log_lik and paired_rng as cell_*.stan.  log_lik and counts_rep are written per
- * (draw t, human cell); the weights and the multinomial coefficients are
- * those of every program.
+ * in numpy).  The data are the cells every program reads, with human cells
+ * only (K = 0, C = 0), plus the draws of M; the human cells are repeated
+ * once per draw (draw t = row t of the score matrix, its own entry of
+ * log_nu), and the model block and generated quantities call the same
+ * paired_eta, paired_log_nu, paired_target, paired_log_lik and paired_rng as
+ * every program.  log_lik and counts_rep are written per (draw t, human
+ * cell); the weights and the multinomial coefficients are those of every
+ * program.
  *
- * How to extend (README "Extending a Stan program"): keep the #include lines
- * and add data at the end of the data block, parameters after c and log_nu
+ * Extending: copy this program (pydial.stan.program_code("dial_calibrate")),
+ * add data at the end of the data block, parameters after c and log_nu
  * (their priors after the ones below), and an offset to eta or log_nu_cell
  * right after they are computed, in the model block and in generated
  * quantities alike.
@@ -38,8 +38,35 @@ functions {
 #include paired_likelihoods.stan
 }
 data {
-#include schema_data.stan
-  // ---- dial_calibrate.stan's own data (pydial.stan.standata.dial_calibrate_data)
+  // ---- the cells, as every pydial program reads them (pydial.stan.standata)
+  int<lower=2> N;                                    // number of items
+  int<lower=0> K;                                    // number of LLM judges
+  int<lower=0, upper=1> order;                       // 1 = order effects b_k (Python order=True); 0 = b = 0 (DIAL-noPos)
+  int<lower=0, upper=2> ties;                        // outcome family (Python ties=): 0 binary, 1 Davidson-Beaver, 2 Rao-Kupper
+
+  int<lower=0> C;                                    // number of LLM cells (k, i, j, a)
+  array[C] int<lower=1, upper=K> cell_judge;         // judge k of the cell
+  array[C] int<lower=1, upper=N> cell_i;             // canonical item i (i < j)
+  array[C] int<lower=1, upper=N> cell_j;             // canonical item j
+  array[C] int<lower=-1, upper=1> cell_a;            // display order: +1 if item i shown first, -1 if second
+  array[C, 3] int<lower=0> cell_counts;              // (wins of item i, wins of item j, ties)
+  vector<lower=0>[C] cell_w;                         // weight of the cell's log-likelihood (lambda n_H / n_LLM for lambda_=)
+
+  int<lower=0> H;                                    // number of human cells (i, j)
+  array[H] int<lower=1, upper=N> human_i;            // canonical item i (i < j)
+  array[H] int<lower=1, upper=N> human_j;            // canonical item j
+  array[H, 3] int<lower=0> human_counts;             // (wins of item i, wins of item j, ties)
+  vector<lower=0>[H] human_w;                        // weight of the cell's log-likelihood
+
+  int<lower=0> n_cov;                                // number of response covariates (Python data.p; 0 = none)
+  matrix[C, n_cov] cell_z;                           // covariates of each LLM cell, item i against item j (as eta)
+  matrix[H, n_cov] human_z;                          // covariates of each human cell
+  array[K + 1] int<lower=0> beta_row;                // row of beta of each group (judges 1..K, people K + 1); 0 = none
+  int<lower=0> n_beta;                               // rows of beta (max of beta_row; 0 when n_cov = 0)
+  array[n_beta, n_cov] int<lower=0, upper=1> beta_fixed;  // 1 = the entry is fixed at 0 (its covariate is 0 on the row's cells)
+  array[K + 1] int<lower=0, upper=1> nu_zero;        // 1 = the group (judges 1..K, then the people) has nu = 0: binary cells
+  int<lower=0, upper=1> calc_log_lik;                // 1 = write log_lik and counts_rep per cell (LLM cells, then human)
+  // ---- this program's own data (pydial.stan.schema.dial_calibrate_data)
   int<lower=1> n_draws;                              // number of first-stage draws of M
   int<lower=1> d;                                    // calibration dimension
   array[n_draws] matrix[N, d] M;                     // calibration basis per draw (N^{-1} M' M = I)
@@ -49,9 +76,11 @@ data {
   real<lower=0> prior_log_nu_sd;                     // prior sd of log nu (0 = flat)
 }
 transformed data {
-#include schema_tdata.stan
   if (K != 0 || C != 0 || H < 1) reject("dial_calibrate.stan reads human cells only: K = 0, C = 0, H >= 1");
-  // the cell table once per draw, (t, h) -> u = (h - 1) n_draws + t (column-major, as to_matrix)
+  check_tie_counts(human_counts, rep_array(1, H), ties, nu_zero);
+  int n_nu = ties == 0 ? 0 : 1;                      // the people's tie parameter, one per draw
+  int people_nu = n_nu > 0 && !nu_zero[1];           // 0: nu = 0, binary cells
+  // the human cells once per draw, (t, h) -> u = (h - 1) n_draws + t (column-major, as to_matrix)
   int n_rep = n_draws * H;
   array[n_rep] int rep_draw;                         // draw t: row t of the scores, entry t of log_nu
   array[n_rep] int rep_i;
@@ -60,25 +89,28 @@ transformed data {
   array[n_rep, 3] int rep_counts;
   vector[n_rep] rep_w;
   vector[n_rep] rep_log_coef;
-  matrix[n_rep, n_cov] rep_z;                            // the cell's covariates; row of beta = its draw
+  matrix[n_rep, n_cov] rep_z;                        // the cell's covariates; row of beta = its draw
   array[n_rep] int rep_beta_row = rep_array(0, n_rep);
-  for (h in 1:H) {
-    for (t in 1:n_draws) {
-      int u = (h - 1) * n_draws + t;
-      rep_draw[u] = t;
-      rep_i[u] = all_i[h];
-      rep_j[u] = all_j[h];
-      rep_counts[u] = all_counts[h];
-      rep_w[u] = all_w[h];
-      rep_log_coef[u] = all_log_coef[h];
-      if (n_cov > 0) {
-        rep_z[u] = all_z[h];
-        rep_beta_row[u] = t;
+  {
+    vector[H] log_coef = paired_log_coef(human_counts);
+    for (h in 1:H) {
+      for (t in 1:n_draws) {
+        int u = (h - 1) * n_draws + t;
+        rep_draw[u] = t;
+        rep_i[u] = human_i[h];
+        rep_j[u] = human_j[h];
+        rep_counts[u] = human_counts[h];
+        rep_w[u] = human_w[h];
+        rep_log_coef[u] = log_coef[h];
+        if (n_cov > 0) {
+          rep_z[u] = human_z[h];
+          rep_beta_row[u] = t;
+        }
       }
     }
   }
   array[n_draws] int draw_nu_index;                  // entry of log_nu of draw t (0: binary cells)
-  for (t in 1:n_draws) draw_nu_index[t] = nu_index[1] > 0 ? t : 0;
+  for (t in 1:n_draws) draw_nu_index[t] = people_nu ? t : 0;
 }
 parameters {
   matrix[n_draws, d] c;                              // calibration coordinates, row t for draw t

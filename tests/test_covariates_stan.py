@@ -19,6 +19,7 @@ import pydial
 from pydial.model.chart import Chart
 from pydial.model.families import TIE_MODELS, log_coef
 from pydial.model.likelihood import Objective
+from pydial.stan.parameters import dial_from_unconstrained as from_stan, dial_unconstrained as to_stan
 from pydial.stan.schema import (
     dial_calibrate_data,
     dial_data,
@@ -65,9 +66,9 @@ def test_dial_log_prob_with_covariates_equals_numpy_objective(models, shared, ca
     for _ in range(2):
         x = rng.normal(scale=0.4, size=obj.dim)
         assert np.abs(x[ch.slices["beta"]]).max() > 0.1
-        assert -(m.log_prob(d, x) - coef) == pytest.approx(scale * obj.value(x), rel=1e-9)
+        assert -(m.log_prob(d, to_stan(d, x)) - coef) == pytest.approx(scale * obj.value(x), rel=1e-9)
         _, g, _ = obj.value_grad_hess(x, hess=False)
-        np.testing.assert_allclose(-m.grad_log_prob(d, x), scale * g, rtol=1e-7, atol=1e-8 * np.abs(scale * g).max())
+        np.testing.assert_allclose(-from_stan(d, m.grad_log_prob(d, to_stan(d, x))), scale * g, rtol=1e-7, atol=1e-8 * np.abs(scale * g).max())
 
 
 def test_dial_calibration_stage_is_the_people_glm_with_covariates(models):
@@ -86,7 +87,7 @@ def test_dial_calibration_stage_is_the_people_glm_with_covariates(models):
     H = data.cell_table("human")
     s, beta_h = ch.scores(th), ch.human_effects(th)
     expected = loglik(H.counts, s[H.i] - s[H.j] + H.z @ beta_h, None).sum()
-    assert m.log_prob(d, u) == pytest.approx(expected, rel=1e-10)
+    assert m.log_prob(d, to_stan(d, u)) == pytest.approx(expected, rel=1e-10)
 
 
 # ------------------------------------------------------------------ judges.stan
@@ -268,8 +269,8 @@ def test_dial_log_prob_with_fixed_effects_equals_numpy(models, self_data):
     m = models["dial"]
     assert m.num_unconstrained(d) == ch.dim
     x = np.random.default_rng(1).normal(scale=0.4, size=ch.dim)
-    assert -(m.log_prob(d, x) - weighted_log_coef(d)) == pytest.approx(data.n_human * obj.value(x), rel=1e-9)
-    v = m.constrain(d, x)
+    assert -(m.log_prob(d, to_stan(d, x)) - weighted_log_coef(d)) == pytest.approx(data.n_human * obj.value(x), rel=1e-9)
+    v = m.constrain(d, to_stan(d, x))
     np.testing.assert_allclose(np.asarray(v["beta"]).reshape(ch.beta_rows, ch.p), ch.covariate_effects(x), atol=1e-14)
 
 

@@ -24,6 +24,7 @@ from pydial.stan import (
     stan_backend,
 )
 from pydial.stan.backend import backend_available
+from pydial.stan.parameters import dial_coordinates, dial_from_unconstrained, dial_parameters, dial_unconstrained
 from pydial.stan.programs import expand_includes, program_dir
 from pydial.stan.schema import (
     dial_data,
@@ -129,7 +130,7 @@ def test_reimport_by_httpstan_does_not_switch_models(models, stan_backend_name):
     data = simulate(N=6, K=2, rank=0, n_llm=500, n_human=100, seed=3).comparisons
     ch = Chart(data.N, data.K, 0, "mu", True)
     d = dial_data(data, ch, w_llm=1.0, w_human=1.0)
-    theta = np.linspace(-1, 1, ch.dim)
+    theta = dial_unconstrained(d, np.linspace(-1, 1, ch.dim))
     before = models["dial"].log_prob(d, theta)
     for name in ("judges", "dial_sample", "judges"):  # what pystan's server does when it builds models
         httpstan.models.import_services_extension_module(models[name].model_name)
@@ -150,7 +151,7 @@ def test_parameter_shapes_and_unconstrained_order(models):
         "judges": {"s_raw": (3, 5), "sH_raw": (0,), "b": (3,), "beta_free": (0,), "log_nu": (0,)},
         "dial_sample": {"m_raw": (5,), "Z_raw": (4, 1), "gamma_dev": (2,), "P_raw": (2, 1), "b": (3,), "beta_free": (0,),
                         "c": (2,), "log_nu": (0,)},
-        "dial": {"A_free": (4,), "B_free": (10,), "c": (2,), "b": (3,), "beta_free": (0,), "log_nu": (0,)},
+        "dial": {"A_free": (2, 2), "B_free": (5, 2), "c": (2,), "b": (3,), "beta_free": (0,), "log_nu": (0,)},
     }
     for name, d in (("judges", dj), ("dial_sample", ds), ("dial", dd)):
         m = models[name]
@@ -163,6 +164,28 @@ def test_parameter_shapes_and_unconstrained_order(models):
         flat = np.concatenate([np.asarray(vals[k], float).reshape(shapes[k]).ravel(order="F") for k in shapes])
         np.testing.assert_allclose(flat, u, rtol=1e-14)
         np.testing.assert_allclose(m.unconstrain(d, vals), u, rtol=1e-14)
+
+
+def test_dial_parameters_are_the_chart_blocks_by_name(models):
+    """pydial.stan.parameters maps the chart's theta (and log nu) to dial.stan's named parameters and back:
+    A_free and B_free are the chart's rows of A and B, and the map to Stan's unconstrained vector is the model's own."""
+    data = simulate(N=6, K=3, rank=1, n_llm=800, n_human=100, seed=4).comparisons
+    m = models["dial"]
+    for ties, cal in ((None, "W"), ("davidson", "mu")):
+        ch = Chart(data.N, data.K, 1, cal, True)
+        d = dial_data(data, ch, w_llm=1.0, w_human=1.0, ties=ties)
+        x = np.random.default_rng(1).normal(size=m.num_unconstrained(d))
+        parts = dial_parameters(d, x)
+        A, B, _, _ = ch.unpack(x[: ch.dim])
+        np.testing.assert_array_equal(parts["A_free"], A[:-1])
+        np.testing.assert_array_equal(parts["B_free"], B[:-1])
+        np.testing.assert_array_equal(parts["c"], x[ch.slices["c"]])
+        np.testing.assert_array_equal(parts["b"], x[ch.slices["b"]])
+        np.testing.assert_array_equal(parts["log_nu"], x[ch.dim:])
+        u = dial_unconstrained(d, x)
+        np.testing.assert_array_equal(u, m.unconstrain(d, parts))
+        np.testing.assert_array_equal(dial_from_unconstrained(d, u), x)
+        np.testing.assert_array_equal(dial_coordinates(d, m.constrain(d, u, include_tparams=False)), x)
 
 
 # ------------------------------------------------------------------ sampler plumbing

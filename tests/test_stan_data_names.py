@@ -10,13 +10,14 @@ schema names follow the Python vocabulary (``order``, ``ties``, ``rank``,
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 import pydial
 from pydial.model.chart import Chart
-from pydial.stan.programs import PROGRAMS, data_names, example_program, program_code
+from pydial.stan.programs import PROGRAMS, data_names, example_program, program_code, program_dir, program_path
 from pydial.stan.schema import (
     dial_calibrate_data,
     dial_data,
@@ -107,3 +108,117 @@ def test_one_vocabulary_across_programs():
     # the tie-parameter count (transformed data) and the draw count (dial_calibrate's data) differ
     assert "n_draws" in declared("dial_calibrate") and "n_nu" in program_code("dial_calibrate")
     assert "n_draws" not in program_code("dial_sample")
+
+
+@pytest.mark.parametrize("shared", [False, True])
+def test_standata_covariates_are_the_same_for_every_program(shared):
+    """On data with covariates every program gets n_cov, the cells' z and the groups' rows of beta."""
+    effects = "shared" if shared else "judge"
+    sim = pydial.simulate(N=6, K=3, n_llm=300, n_human=60, covariates=["length", "lists"], beta=0.4, seed=2)
+    data = sim.comparisons
+    L, H = llm_cell_table(data), human_cell_table(data)
+    out = {p: standata(data, p, covariate_effects=effects) for p in ("dial", "dial_sample", "judges")}
+    for program, d in out.items():
+        assert d["n_cov"] == 2, program
+        np.testing.assert_array_equal(d["cell_z"], L.z, err_msg=program)
+        np.testing.assert_array_equal(d["human_z"], H.z, err_msg=program)
+    rows = np.array([1, 1, 1, 2]) if shared else np.array([1, 2, 3, 4])
+    for program in ("dial", "dial_sample"):  # judges.stan has each judge's own effects
+        np.testing.assert_array_equal(out[program]["beta_row"], rows, err_msg=program)
+        assert out[program]["n_beta"] == rows.max()
+    np.testing.assert_array_equal(out["judges"]["beta_row"], [1, 2, 3, 4])
+    np.testing.assert_array_equal(out["dial"]["beta_fixed"], out["dial_sample"]["beta_fixed"])
+
+
+def test_standata_takes_the_spec_or_its_keywords(data):
+    spec = pydial.ModelSpec(method="dial-nopos", rank=1, calibration="W", ties="davidson", lambda_=0.5)
+    a = standata(data, "dial", spec)
+    b = standata(data, "dial", method="dial-nopos", rank=1, calibration="W", ties="davidson", lambda_=0.5)
+    assert a.keys() == b.keys() and all(np.array_equal(a[k], b[k]) for k in a)
+    assert (a["order"], a["calibration"], a["ties"]) == (0, 2, 1)
+    np.testing.assert_allclose(a["cell_w"], 0.5 * data.n_human / data.n_llm)
+    with pytest.raises(pydial.ArgumentError, match="not both"):
+        standata(data, "dial", spec, rank=1)
+    with pytest.raises(pydial.ArgumentError, match="one weight"):
+        standata(data, "dial", lambda_=[0.5, 2.0])
+    with pytest.raises(TypeError):
+        standata(data, "dial", lam=0.5)
+
+
+def test_program_code_of_shipped_example_and_user_programs(tmp_path):
+    """program_code resolves a shipped name, an example name or a path; the includes are expanded."""
+    from pathlib import Path
+
+    from pydial.stan import program_code as public
+
+    assert public is program_code
+    tie_gap = program_code("tie_gap")
+    assert tie_gap == program_code(example_program("tie_gap")) == program_code(str(example_program("tie_gap")))
+    assert not [ln for ln in tie_gap.splitlines() if ln.startswith("#include")] and "kappa" in tie_gap
+    (tmp_path / "include").mkdir()
+    (tmp_path / "include" / "mine.stan").write_text("real twice(real x) { return 2 * x; }\n")
+    prog = tmp_path / "user.stan"
+    prog.write_text("functions {\n#include mine.stan\n#include paired_likelihoods.stan\n}\n")
+    code = program_code(prog)
+    assert "real twice(real x)" in code and "real paired_target(" in code
+    assert code.splitlines()[1] == "// ---- begin #include mine.stan"
+    with pytest.raises(pydial.ArgumentError, match="unknown Stan program"):
+        program_code("nope")
+    with pytest.raises(pydial.ArgumentError, match="unknown Stan program"):
+        program_code(Path(tmp_path / "absent.stan"))
+
+
+def _schema_block(code: str) -> str:
+    """The declarations of the cells every program reads: the data block up to calc_log_lik."""
+    start = code.index("  // ---- the cells, as every pydial program reads them")
+    return code[start:code.index("calc_log_lik;", start)]
+
+
+def test_every_program_declares_the_same_cells():
+    """The data schema is written out in each program, word for word the same."""
+    blocks = {p: _schema_block(program_path(p).read_text()) for p in [*PROGRAMS, "tie_gap"]}
+    assert len(set(blocks.values())) == 1, sorted(blocks)
+
+
+def test_includes_are_functions_only_and_compile_alone(tmp_path):
+    """Each file of stan/include is a functions-only fragment: stanc compiles it inside `functions { }`
+    with nothing else, and every program includes files only in its functions block."""
+    import subprocess
+
+    cmdstanpy = pytest.importorskip("cmdstanpy")
+    try:
+        stanc = Path(cmdstanpy.cmdstan_path()) / "bin" / "stanc"
+    except ValueError:
+        pytest.skip("CmdStan is not installed")
+    for f in sorted((program_dir() / "include").glob("*.stan")):
+        prog = tmp_path / f"only_{f.name}"
+        prog.write_text(f"functions {{\n{f.read_text()}\n}}\nparameters {{\n  real x;\n}}\nmodel {{\n  x ~ std_normal();\n}}\n")
+        out = subprocess.run([str(stanc), prog.name, f"--o={prog.stem}.hpp"], cwd=tmp_path, capture_output=True, text=True)
+        assert out.returncode == 0, f"{f.name}: {out.stderr}"
+    for p in [*PROGRAMS, "tie_gap"]:
+        text = program_path(p).read_text()
+        functions = text[text.index("functions {"):text.index("\ndata {")]
+        assert text.count("#include") == functions.count("#include") > 0, p
+
+
+def test_dial_parameters_map_the_chart_coordinates_by_name(data):
+    """The chart coordinates (theta, log nu) to dial.stan's parameters and its unconstrained vector, and back."""
+    from pydial.stan.parameters import dial_coordinates, dial_from_unconstrained, dial_parameters, dial_unconstrained
+
+    ch = Chart(data.N, data.K, 1, "W", True)
+    d = dial_data(data, ch, w_llm=1.0, w_human=1.0, ties="davidson")
+    x = np.arange(ch.dim + data.K + 1, dtype=float)
+    parts = dial_parameters(d, x)
+    assert {k: v.shape for k, v in parts.items()} == {"A_free": (2, 2), "B_free": (5, 2), "c": (2,), "b": (3,),
+                                                      "beta_free": (0,), "log_nu": (4,)}
+    np.testing.assert_array_equal(parts["A_free"].ravel(), x[ch.slices["A"]])  # the chart's rows of A, row-major
+    u = dial_unconstrained(d, x)
+    np.testing.assert_array_equal(u[:4], [0, 2, 1, 3])  # Stan's layout: column-major
+    np.testing.assert_array_equal(dial_from_unconstrained(d, u), x)
+    np.testing.assert_array_equal(dial_coordinates(d, parts), x)
+    fixed = dial_data(data, ch, w_llm=0.0, w_human=1.0, fix_llm=x[: ch.dim])
+    assert fixed["A_fix"].shape == (2, 2) and fixed["B_fix"].shape == (5, 2)
+    np.testing.assert_array_equal(fixed["B_fix"], parts["B_free"])
+    np.testing.assert_array_equal(dial_unconstrained(fixed, [1.0, 2.0]), [1.0, 2.0])  # (c) alone
+    with pytest.raises(pydial.ArgumentError, match="have 3 entries, the parameters 2"):
+        dial_parameters(fixed, np.zeros(3))

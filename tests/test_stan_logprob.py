@@ -2,8 +2,8 @@
 
 * ``dial.stan``: ``-(log_prob - constants)`` (flat priors, no Jacobian) equals
   ``n_H`` times ``pydial.model.likelihood.Objective.weighted(chart, data, lam).value(theta)``
-  to 1e-8 relative at random ``theta`` (the unconstrained vector *is* the
-  chart's theta), for r = 0, 1, 2, both calibration bases, order effects on
+  to 1e-8 relative at random ``theta`` (mapped to the program's named parameters by
+  :mod:`pydial.stan.parameters`), for r = 0, 1, 2, both calibration bases, order effects on
   and off; the gradients agree too.  With ties, against :mod:`pydial.model.families`.
 * ``judges.stan`` and ``dial_sample.stan``: against the per-cell likelihoods of
   :mod:`pydial.model.families` (binary, Davidson-Beaver, Rao-Kupper), which are tested
@@ -19,6 +19,7 @@ from pydial.model.likelihood import Cells, Objective
 from pydial.model.chart import Chart
 from pydial.studies.simulate import simulate
 from pydial.stan import StanRuntimeError
+from pydial.stan.parameters import dial_from_unconstrained as from_stan, dial_unconstrained as to_stan
 from pydial.stan.schema import (
     CellTable,
     dial_calibrate_data,
@@ -71,10 +72,10 @@ def test_dial_log_prob_equals_numpy_objective(models, data, r, cal, order):
     for _ in range(3):
         theta = rng.normal(scale=0.7, size=ch.dim)
         expected = data.n_human * obj.value(theta)
-        got = -(m.log_prob(d, theta) - coef)
+        got = -(m.log_prob(d, to_stan(d, theta)) - coef)
         assert got == pytest.approx(expected, rel=1e-8)
         _, g, _ = obj.value_grad_hess(theta, hess=False)
-        np.testing.assert_allclose(-m.grad_log_prob(d, theta), data.n_human * g, rtol=1e-7,
+        np.testing.assert_allclose(-from_stan(d, m.grad_log_prob(d, to_stan(d, theta))), data.n_human * g, rtol=1e-7,
                                    atol=1e-9 * np.abs(data.n_human * g).max())
 
 
@@ -86,16 +87,16 @@ def test_dial_llm_only_and_staged_weights(models, data):
     d = dial_data(data, ch, w_llm=1.0 / data.n_llm)
     obj = Objective.weighted(ch, data, np.inf)
     theta = rng.normal(size=ch.dim)
-    assert -(m.log_prob(d, theta) - weighted_log_coef(d)) == pytest.approx(obj.value(theta), rel=1e-10)
+    assert -(m.log_prob(d, to_stan(d, theta)) - weighted_log_coef(d)) == pytest.approx(obj.value(theta), rel=1e-10)
     # calibrated chart, human weight 0: the calibration coordinate does not enter
     chc = Chart(data.N, data.K, 1, "mu", True)
     dc = dial_data(data, chc, w_llm=1.0 / data.n_llm, w_human=0.0)
     th = rng.normal(size=chc.dim)
     oc = Objective(chc, Cells.stack(data, 1.0 / data.n_llm, 0.0))
-    assert -(m.log_prob(dc, th) - weighted_log_coef(dc)) == pytest.approx(oc.value(th), rel=1e-10)
+    assert -(m.log_prob(dc, to_stan(dc, th)) - weighted_log_coef(dc)) == pytest.approx(oc.value(th), rel=1e-10)
     th2 = th.copy()
     th2[chc.slices["c"]] += 3.0
-    assert m.log_prob(dc, th2) == pytest.approx(m.log_prob(dc, th), rel=1e-14)
+    assert m.log_prob(dc, to_stan(dc, th2)) == pytest.approx(m.log_prob(dc, to_stan(dc, th)), rel=1e-14)
 
 
 def test_dial_cell_weights_leave_one_out(models, data):
@@ -105,9 +106,10 @@ def test_dial_cell_weights_leave_one_out(models, data):
     theta = np.random.default_rng(6).normal(size=ch.dim)
     L = llm_cell_table(data)
     w = np.ones(len(L))
-    full = m.log_prob(dial_data(data, ch, w_llm=w, w_human=1.0), theta)
+    d = dial_data(data, ch, w_llm=w, w_human=1.0)
+    full = m.log_prob(d, to_stan(d, theta))
     w[4] = 0.0
-    loo = m.log_prob(dial_data(data, ch, w_llm=w, w_human=1.0), theta)
+    loo = m.log_prob(dial_data(data, ch, w_llm=w, w_human=1.0), to_stan(d, theta))
     A, B, _, b = ch.unpack(theta)
     S = A @ B.T
     eta = S[L.judge[4], L.i[4]] - S[L.judge[4], L.j[4]] + L.a[4] * b[L.judge[4]]
@@ -136,7 +138,7 @@ def test_dial_tie_log_prob_equals_numpy_cells(models, data, ties):
         S, s_H, b = ch.S(theta), ch.scores(theta), ch.order_effects(theta)
         ll = np_cell_loglik(L.counts, S[L.judge, L.i] - S[L.judge, L.j] + L.a * b[L.judge], ties, ln[L.judge])
         lh = np_cell_loglik(H.counts, s_H[H.i] - s_H[H.j], ties, ln[-1])
-        assert m.log_prob(d, u) == pytest.approx(0.7 * ll.sum() + 1.2 * lh.sum(), rel=1e-10)
+        assert m.log_prob(d, to_stan(d, u)) == pytest.approx(0.7 * ll.sum() + 1.2 * lh.sum(), rel=1e-10)
 
 
 def test_dial_priors_add_normal_densities(models, data):
@@ -149,7 +151,7 @@ def test_dial_priors_add_normal_densities(models, data):
 
     sl = ch.slices
     extra = sum(norm.logpdf(theta[sl[k]], scale=sd).sum() for k, sd in (("A", 2.0), ("B", 3.0), ("c", 1.5), ("b", 0.5)))
-    assert m.log_prob(pri, theta) - m.log_prob(flat, theta) == pytest.approx(extra, rel=1e-10)
+    assert m.log_prob(pri, to_stan(pri, theta)) - m.log_prob(flat, to_stan(flat, theta)) == pytest.approx(extra, rel=1e-10)
 
 
 def test_dial_rejects_bad_rank(models, data):

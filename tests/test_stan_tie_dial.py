@@ -2,7 +2,8 @@
 
 * log density: ``-(log_prob - weighted_log_coef)`` (flat priors, no Jacobian) equals
   ``n_H`` times :class:`pydial.model.likelihood.Objective` at random ``x = (theta, log nu)``
-  (Stan's unconstrained vector is ``theta`` followed by ``log_nu``: judges, then people)
+  (the chart's ``theta`` followed by ``log nu``, judges then people, mapped to the program's named
+  parameters by :mod:`pydial.stan.parameters`)
   to 1e-8 relative, and the gradients agree;
 * optimum: the numpy Newton fit of :math:`Q_\\lambda` at a fixed lambda and Stan's
   optimizer from the same (staged) start give the same scores, order effects and nu.
@@ -17,6 +18,7 @@ import pydial
 from pydial.estimation import steps
 from pydial.model.likelihood import Objective, tie_totals
 from pydial.model.chart import Chart
+from pydial.stan.parameters import dial_from_unconstrained as from_stan, dial_unconstrained as to_stan, optimize_dial
 from pydial.stan.schema import dial_data, weighted_log_coef
 
 pytestmark = pytest.mark.stan
@@ -50,10 +52,10 @@ def test_dial_tie_log_prob_equals_numpy_tie_objective(models, tdata, ties, r, ca
     for _ in range(3):
         x = rng.normal(scale=0.6, size=obj.dim)
         x[ch.dim:] = rng.normal(-0.7, 0.5, size=obj.n_tie)
-        got = -(m.log_prob(d, x) - coef)
+        got = -(m.log_prob(d, to_stan(d, x)) - coef)
         assert got == pytest.approx(scale * obj.value(x), rel=1e-8)
         g = scale * obj.value_grad_hess(x, hess=False)[1]
-        np.testing.assert_allclose(-np.asarray(m.grad_log_prob(d, x)), g, rtol=1e-7, atol=1e-9 * np.abs(g).max())
+        np.testing.assert_allclose(-from_stan(d, m.grad_log_prob(d, to_stan(d, x))), g, rtol=1e-7, atol=1e-9 * np.abs(g).max())
 
 
 @pytest.mark.parametrize("ties", ["davidson", "rao-kupper"])
@@ -66,7 +68,7 @@ def test_joint_tie_fit_matches_stan_optimizer(models, tdata, ties, stan_backend_
     x, opt, obj = steps.family_joint_fit(tdata, ch, lam, sf.x, ties)
     assert opt.resolved
     d = dial_data(tdata, ch, w_llm=lam * n_h / n_l, w_human=1.0, ties=ties)
-    res = m.optimize(d, sf.x, gtol=1e-12)
+    res = optimize_dial(m, d, sf.x, gtol=1e-12)
     u = np.asarray(res.u, float)
     tol = 1e-6
     np.testing.assert_allclose(ch.scores(u[: ch.dim]), ch.scores(x[: ch.dim]), atol=tol)

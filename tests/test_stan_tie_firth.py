@@ -46,6 +46,7 @@ def test_tie_joint_log_prob_equals_the_penalized_numpy_objective(models, tdata, 
     minus n_H times numpy's penalized tie objective (the people's nu_H free)."""
     from pydial.model.chart import Chart
     from pydial.model.likelihood import Objective, tie_totals
+    from pydial.stan.parameters import dial_from_unconstrained as from_stan, dial_unconstrained as to_stan
     from pydial.stan.schema import dial_data, weighted_log_coef
 
     m = models["dial"]
@@ -56,9 +57,9 @@ def test_tie_joint_log_prob_equals_the_penalized_numpy_objective(models, tdata, 
         lam = 0.7
         d = dial_data(tdata, ch, w_llm=lam * n_h / n_l, w_human=1.0, ties=ties, boundary_nu=True, firth=2)
         obj = Objective.weighted(ch, tdata, lam, "firth", ties=ties)
-        assert obj.n_tie == tdata.K + 1 and d["nu_zero"].sum() == 0  # every group has ties: x = Stan's u
+        assert obj.n_tie == tdata.K + 1 and d["nu_zero"].sum() == 0  # every group has ties: x is theta, then every log nu
         x = np.concatenate([rng.normal(scale=0.5, size=ch.dim), rng.normal(-0.6, 0.2, size=obj.n_tie)])
-        lp, grad = m.log_prob(d, x), m.grad_log_prob(d, x)
+        lp, grad = m.log_prob(d, to_stan(d, x)), from_stan(d, m.grad_log_prob(d, to_stan(d, x)))
         assert -(lp - weighted_log_coef(d)) / n_h == pytest.approx(obj.value(x), rel=1e-8)
         _, g, _ = obj.value_grad_hess(x, hess=False)
         np.testing.assert_allclose(-np.asarray(grad) / n_h, g, rtol=1e-7, atol=1e-10)

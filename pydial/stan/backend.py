@@ -1,48 +1,19 @@
-"""Compile and run pydial's Stan programs with CmdStan (cmdstanpy) or the bundled Stan (httpstan).
+"""Choose a Stan backend, compile pydial's Stan programs and run them.
 
-Backend order: CmdStan through ``cmdstanpy`` when ``cmdstanpy.cmdstan_path()``
-resolves, otherwise the Stan that ships inside the ``httpstan`` wheel (used
-through ``httpstan`` and ``pystan``), which compiles offline with the system C++
-compiler.  Both run the same program text on the same data and give the same log
-density (the tests compare them), so a result does not depend on the backend
-beyond Monte Carlo and optimizer tolerance.
-
-Each backend is one module behind one small interface,
-:class:`~pydial.stan.compiled.BackendModule`:
-:mod:`pydial.stan.cmdstan_backend` and :mod:`pydial.stan.httpstan_backend`
-each define ``NAME``, ``available()``, ``is_compiled(name, code)`` and
-``compile_program(name, code)``, which returns a subclass of
-:class:`~pydial.stan.compiled.CompiledModel`.  This module chooses the backend
-and keeps one compiled model per backend and program text per process.
-
-* **Compilation** is cached.  httpstan keeps compiled models in its per-user
-  cache (``~/.cache/httpstan/<version>/models``; on Linux ``XDG_CACHE_HOME``
-  moves it), keyed by a hash of the program text; for CmdStan the expanded
-  program and its executable go to ``platformdirs.user_cache_dir("pydial")/cmdstan/<hash>/``
-  (``$PYDIAL_STAN_CACHE/cmdstan`` when that environment variable is set).  Nothing is
-  written beside the installed ``.stan`` files, nor in the working directory
-  (httpstan's C++ build runs in a temporary directory).  A program is built
-  aside, checked and renamed into place under a lock between processes, and a
-  broken cached program is rebuilt with a :class:`~pydial.stan.cache.StanCacheWarning`
-  (:mod:`pydial.stan.cache`).  A program that
-  ``stanc`` rejects raises :class:`StanCompileError` carrying stanc's message.
-* **Log density.**  :meth:`CompiledModel.log_prob` and
-  :meth:`CompiledModel.grad_log_prob` evaluate the model's ``log_prob`` on the
-  *unconstrained* scale, by default without the Jacobian adjustment.  With
-  httpstan the compiled extension module is called in-process (no HTTP
-  round-trip).  With CmdStan, ``CmdStanModel.log_prob`` takes constrained
-  values, so only programs whose parameters are all unconstrained (``dial``,
-  ``judges``) are supported, through a parameter layout.  A point that Stan
-  refuses (a ``reject()``, a domain error) raises :class:`StanRuntimeError`
-  carrying Stan's message, on both backends.
-* **Optimization** (penalized MLE, ``jacobian=False``).  httpstan: scipy
-  L-BFGS-B (:func:`pydial.optim.lbfgs_minimize`) on the exact ``-log_prob``
-  and its gradient; CmdStan: its L-BFGS.  Convergence is reported on the
-  result, never assumed.
-* **Sampling** (NUTS).  Draws come back as ``(chain, draw, *shape)`` arrays.
-  Divergences, tree-depth saturation, low E-BFMI, R-hat > 1.01 and bulk ESS
-  below 100 per chain on the monitored variables are collected in
-  :attr:`SampleResult.problems` and raised as :class:`SamplerWarning`.
+CmdStan through ``cmdstanpy`` when ``cmdstanpy.cmdstan_path()`` resolves, otherwise the
+Stan bundled with ``httpstan`` (through ``pystan``).  Both run the same program text on
+the same data and give the same log density (the tests compare them).  Each backend is
+one module implementing :class:`~pydial.stan.compiled.BackendModule`
+(:mod:`~pydial.stan.cmdstan_backend`, :mod:`~pydial.stan.httpstan_backend`); this
+module chooses among them and keeps one compiled model per backend and program text
+per process.  Compiled programs are cached on disk (:mod:`pydial.stan.cache`; httpstan
+keeps its own cache), nothing is written beside the ``.stan`` files or in the working
+directory, and a program that ``stanc`` rejects raises :class:`StanCompileError` with
+stanc's message.  Log densities are on the unconstrained scale, by default without the
+Jacobian; a point that Stan refuses raises :class:`StanRuntimeError`; the optimizer is
+CmdStan's L-BFGS, or scipy's L-BFGS-B on exact gradients with httpstan; NUTS draws come
+back as ``(chain, draw, *shape)`` arrays with their diagnostics in
+:attr:`SampleResult.problems`.
 """
 
 from __future__ import annotations
@@ -64,27 +35,9 @@ from .programs import PROGRAMS, program_code
 from .results import OptimizeResult, SampleResult, SamplerWarning
 from pydial.exceptions import ArgumentError
 
-__all__ = [
-    "BACKENDS",
-    "BACKEND_ENV",
-    "INSTALL_WAYS",
-    "StanCompileError",
-    "StanBackendError",
-    "StanRuntimeError",
-    "SamplerWarning",
-    "CompiledModel",
-    "OptimizeResult",
-    "SampleResult",
-    "backend_available",
-    "stan_backend",
-    "announce_compile",
-    "compile_model",
-    "precompile",
-    "log_prob",
-    "grad_log_prob",
-    "optimize",
-    "sample",
-]
+__all__ = ["BACKENDS", "BACKEND_ENV", "INSTALL_WAYS", "StanCompileError", "StanBackendError", "StanRuntimeError",
+           "SamplerWarning", "CompiledModel", "OptimizeResult", "SampleResult", "backend_available", "stan_backend",
+           "announce_compile", "compile_model", "precompile", "log_prob", "grad_log_prob", "optimize", "sample"]
 
 BACKEND_MODULES: dict[str, BackendModule] = {cmdstan_backend.NAME: cmdstan_backend, httpstan_backend.NAME: httpstan_backend}
 """Backend name to the module implementing it, in order of preference."""

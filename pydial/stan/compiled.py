@@ -34,17 +34,8 @@ from ..exceptions import ArgumentError, ArgumentTypeError, DialError
 from ..optim import lbfgs_minimize
 from .results import OptimizeResult, SampleResult
 
-__all__ = [
-    "APPROXIMATIONS",
-    "StanCompileError",
-    "StanBackendError",
-    "StanRuntimeError",
-    "CompiledModel",
-    "BackendModule",
-    "NutsDraws",
-    "as_stan_data",
-    "json_ready",
-]
+__all__ = ["APPROXIMATIONS", "StanCompileError", "StanBackendError", "StanRuntimeError", "CompiledModel",
+           "BackendModule", "NutsDraws", "as_stan_data", "json_ready"]
 
 
 class StanCompileError(DialError, ValueError):

@@ -20,6 +20,7 @@ from pydial.estimation.engines import Engine, PointEngine, StagedFit, FamilyOpti
 from pydial.model.penalty import check_penalty
 
 from .backend import OptimizeResult
+from .parameters import optimize_dial
 from .point import StanPointFit, stan_beta, stan_fit_point
 from .btl import stan_btl
 
@@ -108,8 +109,8 @@ def stan_family_optimizers(seed: int | None = None, backend: str | None = None) 
         free = free_entries(d, ch)
         lognu = np.zeros(free.size)
         lognu[free] = x0[head:]
-        res = compile_model("dial", backend=backend).optimize(d, np.concatenate([x0[:head], lognu]), seed=seed,
-                                                             gtol=gtol)
+        res = optimize_dial(compile_model("dial", backend=backend), d, np.concatenate([x0[:head], lognu]), seed=seed,
+                           gtol=gtol)
         return res, np.concatenate([res.u[:head], res.u[head:][free]])
 
     def llm(data: Comparisons, ties: str | None, ch: Any, x0: np.ndarray) -> Any:
@@ -194,7 +195,7 @@ def stan_pooled_stages(data: Comparisons, ties: str | None, x0: np.ndarray, l2: 
     firth = bool(check_penalty(penalty))
     dL = dial_data(data, chL, w_llm=1.0, llm=pooled, ties=ties, boundary_nu=True, firth=1 if firth else 0)
     no_nu: list[float] = [] if ties is None else [0.0]  # the program's log nu of a group at nu = 0 (none when binary)
-    r1 = dial.optimize(dL, np.append(x0[:head], x0[head:] if free1 else no_nu), seed=seed, gtol=1e-9)
+    r1 = optimize_dial(dial, dL, np.append(x0[:head], x0[head:] if free1 else no_nu), seed=seed, gtol=1e-9)
     beta = r1.u[: N - 1]
     o1 = _as_optim(r1, np.append(r1.u[:head], r1.u[head:] if free1 else []), -(r1.log_prob - weighted_log_coef(dL)) / n_l)
     ch = Chart(N, 1, 0, "mu", False, p, True, fixed_effects(data, True, True))
@@ -202,7 +203,7 @@ def stan_pooled_stages(data: Comparisons, ties: str | None, x0: np.ndarray, l2: 
                            beta=np.vstack([chL.covariate_effects(r1.u[: chL.dim]), np.zeros(p)]) if p else None)
     people = ch.human_coordinates  # (c, beta_H)
     d2 = dial_data(data, ch, w_llm=0.0, w_human=1.0, fix_llm=th, ties=ties, boundary_nu=True, firth=2 if firth else 0)
-    r2 = dial.optimize(d2, np.append(th[people], [l2] if free2 else no_nu), seed=seed, gtol=1e-9)
+    r2 = optimize_dial(dial, d2, np.append(th[people], [l2] if free2 else no_nu), seed=seed, gtol=1e-9)
     th[people] = r2.u[: people.size]
     s_pool = centering_basis(N) @ beta
     c = float(ch.scores(th) @ s_pool / (s_pool @ s_pool))  # s = c s_pool

@@ -28,6 +28,7 @@ from pydial.model.chart import Calibration, Chart, helmert_basis
 
 from ..exceptions import ArgumentError, ConvergenceWarning, DataError, renamed_arguments
 from .backend import CompiledModel, OptimizeResult, compile_model
+from .parameters import optimize_dial
 from .schema import (dial_data, empty_cells, human_cell_table, judges_data, llm_cell_table, pooled_cell_table, weighted_log_coef,
                      zero_beta)
 
@@ -245,7 +246,7 @@ def stan_fit_point(
         ch = Chart.for_data(data, rank, cast(Calibration | None, calibration), order, shared)
         d = dial_data(data, ch, w_llm=lam_ * n_h / n_l, w_human=1.0, priors=priors, firth=2 if firth else 0)
         th0 = initial_theta(data, ch) if init is None else np.asarray(init, float)
-        res = dial.optimize(d, th0, seed=seed, gtol=gtol, max_iter=max_iter)
+        res = optimize_dial(dial, d, th0, seed=seed, gtol=gtol, max_iter=max_iter)
         if warn:
             _check_converged(res, f"joint fit, lambda = {lam_:.4g}")
         A, B, ct, b = ch.unpack(res.u)
@@ -266,7 +267,7 @@ def stan_fit_point(
         th0 = np.asarray(init, float)
     else:  # the numpy engine's starts: the pooled BTL GLM from 0, the structured fit from initial_theta
         th0 = np.zeros(chL.dim) if pooled else initial_theta(data, chL)
-    r1 = dial.optimize(dL, th0, seed=seed, gtol=gtol, max_iter=max_iter)
+    r1 = optimize_dial(dial, dL, th0, seed=seed, gtol=gtol, max_iter=max_iter)
     if warn:
         _check_converged(r1, "LLM-only stage")
     t_total += r1.seconds
@@ -289,7 +290,7 @@ def stan_fit_point(
     # A and B of the first stage are data (fix_llm): Stan optimizes the calibration alone, (c, beta_H)
     d2 = dial_data(data, ch, w_llm=0.0, w_human=1.0, priors=priors, fix_llm=th1, firth=2 if firth else 0)
     people = ch.human_coordinates
-    r2 = dial.optimize(d2, th1[people], seed=seed, gtol=gtol, max_iter=max_iter)
+    r2 = optimize_dial(dial, d2, th1[people], seed=seed, gtol=gtol, max_iter=max_iter)
     if warn:
         _check_converged(r2, "calibration stage")
     t_total += r2.seconds
@@ -361,5 +362,5 @@ def stan_beta(parts: Mapping[str, Any], d: Mapping[str, Any]) -> np.ndarray | No
         return None
     fixed = np.asarray(d["beta_fixed"], bool)
     beta = np.zeros(fixed.shape)
-    beta[~fixed] = np.asarray(parts["beta_free"], float).reshape(-1)  # row-major, as beta_pos of schema_tdata.stan
+    beta[~fixed] = np.asarray(parts["beta_free"], float).reshape(-1)  # row-major, as free_positions of paired_likelihoods.stan
     return beta

@@ -1,18 +1,10 @@
-"""Locate the Stan programs of pydial and expand their ``#include`` lines.
+"""Locate pydial's Stan programs and expand their ``#include`` lines.
 
-The programs live in the top-level ``stan/`` directory of the source tree,
-which the wheel installs as the package ``pydial.stan_files`` (see
-``pyproject.toml``).  :func:`program_code` returns a program's text with
-every ``#include name.stan`` replaced by the file ``stan/include/name.stan``
-(for a user's program: its own directory, its ``include/`` and then pydial's),
-so that the same self-contained text is compiled by either backend (the
-bundled Stan of ``httpstan`` compiles a string and cannot search include
-paths) and the compiled model is cached by a hash of that text.
-
-Worked extensions of the shipped programs are installed with the package
-(:data:`EXAMPLES`, in ``pydial/stan/examples/``): :func:`example_program`
-returns the path of one, which :func:`pydial.stan.posterior` samples with
-``program=`` and :func:`pydial.stan.compile_model` compiles.
+The programs live in the top-level ``stan/`` directory, installed as the package
+``pydial.stan_files``; worked extensions (:data:`EXAMPLES`) in ``pydial/stan/examples/``.
+:func:`program_code` gives a program's text with its includes expanded: the one text
+either backend compiles (httpstan compiles a string and cannot search include paths),
+and the key of the compiled-program cache.
 """
 
 from __future__ import annotations
@@ -68,13 +60,16 @@ def program_dir() -> Path:
 
 
 def program_path(name: str) -> Path:
-    """Path of the program ``name`` (one of :data:`PROGRAMS`, or a path to any ``.stan`` file)."""
+    """Path of a program: one of :data:`PROGRAMS`, of :data:`EXAMPLES`, or a path to any ``.stan`` file."""
     if name in PROGRAMS:
         return program_dir() / f"{name}.stan"
+    if name in EXAMPLES:
+        return example_program(name)
     p = Path(name)
     if p.suffix == ".stan" and p.is_file():
         return p
-    raise ArgumentError(f"unknown Stan program {name!r}; pydial ships {sorted(PROGRAMS)} (or pass a path to a .stan file)")
+    raise ArgumentError(f"unknown Stan program {name!r}; pydial ships {sorted(PROGRAMS)} and the examples "
+                        f"{sorted(EXAMPLES)} (or pass a path to a .stan file)")
 
 
 def example_programs() -> dict[str, str]:
@@ -138,12 +133,50 @@ def expand_includes(text: str, include_dirs: list[Path], _seen: tuple[str, ...] 
     return _INCLUDE.sub(repl, text)
 
 
+def program_code(name: str | Path) -> str:
+    """Return the text of a Stan program with its ``#include`` lines expanded: what the backends compile.
+
+    Parameters
+    ----------
+    name : str or pathlib.Path
+        A shipped program (:data:`PROGRAMS`: ``"dial"``, ``"dial_sample"``,
+        ``"judges"``, ``"dial_calibrate"``), an installed example (:data:`EXAMPLES`,
+        e.g. ``"tie_gap"``) or the path of a ``.stan`` file.
+
+    Returns
+    -------
+    str
+        The program's text with every ``#include file`` line replaced by the file,
+        between ``// ---- begin #include file`` and ``// ---- end #include file``
+        lines.  Included files are searched in the program's ``include/``
+        directory, its own directory, then pydial's ``stan/include``.
+
+    Raises
+    ------
+    pydial.ArgumentError
+        ``name`` is neither a known program nor a ``.stan`` file, or its
+        includes form a cycle.
+    FileNotFoundError
+        An included file is found nowhere.
+
+    Examples
+    --------
+    >>> from pydial.stan import program_code
+    >>> code = program_code("judges")
+    >>> [line for line in code.splitlines() if line.startswith("#include")]
+    []
+    >>> "real paired_target(" in code
+    True
+    """
+    path = program_path(str(name)).resolve()
+    return _program_code(str(path), path.stat().st_mtime_ns)
+
+
 @lru_cache(maxsize=None)
-def program_code(name: str) -> str:
-    """Self-contained text of a program with its includes expanded."""
-    path = program_path(name)
-    dirs = [path.parent / "include", path.parent, program_dir() / "include"]
-    return expand_includes(path.read_text(), dirs)
+def _program_code(path: str, mtime_ns: int) -> str:
+    """Return the expanded text of the program file ``path`` (cached per path and modification time)."""
+    p = Path(path)
+    return expand_includes(p.read_text(), [p.parent / "include", p.parent, program_dir() / "include"])
 
 
 _COMMENT = re.compile(r"//[^\n]*|/\*.*?\*/|#[^\n]*", re.DOTALL)

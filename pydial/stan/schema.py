@@ -3,20 +3,16 @@
 Builds the ``data`` dictionaries of ``stan/dial.stan``, ``stan/dial_sample.stan``,
 ``stan/judges.stan`` and ``stan/dial_calibrate.stan`` from a :class:`pydial.Comparisons`
 (1-based item and judge indices, canonical orientation ``i < j``, ``a = +1`` when item
-``i`` was shown first): the shared schema (:func:`schema_data`, the data block of
-``stan/include/schema_data.stan``) plus each program's own entries, whose Stan names
-follow the Python vocabulary (``order``, ``ties``, ``rank``, ``prior_<block>_sd``).
-It also describes the order of each program's unconstrained parameters,
-and computes a cheap deterministic starting point (per-judge weighted least
-squares on empirical log-odds, then the structure recovery of
-:func:`pydial.model.chart.structure_from_S`).
+``i`` was shown first): the cells every program reads (:func:`schema_data`, the first
+declarations of each program's data block) plus each program's own entries, whose Stan
+names follow the Python vocabulary (``order``, ``ties``, ``rank``, ``prior_<block>_sd``).
+It also computes the starting points of ``dial_sample.stan``.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import warnings
 from typing import Any, Mapping, Sequence, cast
 
 import numpy as np
@@ -24,32 +20,13 @@ import numpy as np
 from pydial.data.comparisons import CellTable, Comparisons, require_comparisons
 from pydial.estimation.glm import initial_theta
 from pydial.model.chart import Calibration, Chart, Structure, helmert_basis
-from pydial.exceptions import ArgumentError, caller_stacklevel
+from pydial.estimation.spec import ModelSpec
+from pydial.exceptions import ArgumentError, ArgumentTypeError
 
-__all__ = [
-    "data_fingerprint",
-    "DIAL_PRIORS",
-    "DIAL_SAMPLE_PRIORS",
-    "JUDGES_PRIORS",
-    "CellTable",
-    "covariate_rows",
-    "zero_beta",
-    "helmert_basis",
-    "llm_cell_table",
-    "human_cell_table",
-    "dial_data",
-    "dial_calibrate_data",
-    "dial_sample_data",
-    "judges_data",
-    "schema_data",
-    "standata",
-    "weighted_log_coef",
-    "TIES_CODE",
-    "dial_sample_inits",
-    "dial_sample_start",
-    "mu_reference",
-    "tie_start",
-]
+__all__ = ["data_fingerprint", "DIAL_PRIORS", "DIAL_SAMPLE_PRIORS", "JUDGES_PRIORS", "CellTable", "covariate_rows",
+           "zero_beta", "helmert_basis", "llm_cell_table", "human_cell_table", "dial_data", "dial_calibrate_data",
+           "dial_sample_data", "judges_data", "schema_data", "standata", "weighted_log_coef", "TIES_CODE",
+           "dial_sample_inits", "dial_sample_start", "mu_reference", "tie_start"]
 
 CALIBRATION_CODE = {None: 0, "mu": 1, "W": 2}
 
@@ -58,11 +35,7 @@ DIAL_PRIORS: dict[str, float] = {"A_sd": 0.0, "B_sd": 0.0, "c_sd": 0.0, "b_sd": 
 """Normal priors of ``dial.stan`` (penalty on the chart blocks); scale 0 = flat (the MLE).
 
 As for every program, key ``x`` is the Stan datum ``prior_x`` (e.g. ``A_sd`` -> ``prior_A_sd``).
-The keys ``A``, ``B``, ``c``, ``b``, ``log_nu`` of earlier versions still work with a
-:class:`DeprecationWarning`.
 """
-
-_OLD_DIAL_PRIORS = {"A": "A_sd", "B": "B_sd", "c": "c_sd", "b": "b_sd", "log_nu": "log_nu_sd"}
 
 DIAL_SAMPLE_PRIORS: dict[str, float] = {
     "m_sd": 2.0,
@@ -139,11 +112,6 @@ key             default prior, and what it implies
 def merge_priors(defaults: Mapping[str, float], priors: Mapping[str, float] | None, what: str) -> dict[str, float]:
     """Return the prior settings ``defaults`` of program ``what`` overridden by ``priors`` (names and scales checked)."""
     out = dict(defaults)
-    if priors and defaults is DIAL_PRIORS and set(priors) & set(_OLD_DIAL_PRIORS):
-        old = sorted(set(priors) & set(_OLD_DIAL_PRIORS))
-        warnings.warn(f"the {what} prior keys {old} are deprecated; use {[_OLD_DIAL_PRIORS[k] for k in old]}",
-                      DeprecationWarning, stacklevel=caller_stacklevel())
-        priors = {_OLD_DIAL_PRIORS.get(k, k): v for k, v in priors.items()}
     if priors:
         unknown = sorted(set(priors) - set(defaults))
         if unknown:
@@ -237,7 +205,7 @@ def schema_data(L: CellTable, H: CellTable | None, *, N: int, K: int, order: boo
                 w_llm: float | np.ndarray = 1.0, w_human: float | np.ndarray = 1.0,
                 log_lik: bool = True, boundary_nu: bool = False, covariates: bool = True,
                 beta_row: Sequence[int] | np.ndarray | None = None, beta_fixed: np.ndarray | None = None) -> dict[str, Any]:
-    """Return the data block shared by every program (``stan/include/schema_data.stan``).
+    """Return the cells every program reads (the first declarations of each program's data block).
 
     ``N, K``, ``order`` (order effects, 0/1), ``ties`` (0 binary, 1 Davidson-Beaver,
     2 Rao-Kupper), the LLM cells and the human cells with their weights, ``nu_zero``
@@ -405,9 +373,9 @@ def dial_data(
                     log_lik=log_lik, boundary_nu=boundary_nu, covariates=chart.p > 0, beta_row=rows, beta_fixed=fixed)
     if fix_llm is not None:
         th = np.asarray(fix_llm, float)
-        A_fix, B_fix = th[chart.slices["A"]], th[chart.slices["B"]]
+        A_fix, B_fix = th[chart.slices["A"]].reshape(-1, chart.q), th[chart.slices["B"]].reshape(-1, chart.q)
     else:
-        A_fix = B_fix = np.zeros(0)
+        A_fix = B_fix = np.zeros((0, chart.q))
     d.update({
         "rank": chart.r,
         "calibration": CALIBRATION_CODE[chart.calibration],
@@ -552,15 +520,12 @@ def dial_calibrate_data(H: CellTable, M: np.ndarray, *, ties: str | None = None,
 def standata(
     data: Comparisons,
     program: str = "dial_sample",
+    spec: ModelSpec | None = None,
     *,
-    rank: int = 1,
-    calibration: str | None = "mu",
-    order: bool = True,
-    ties: str | None = None,
-    lam: float | None = None,
     priors: Mapping[str, float] | None = None,
     include_human: bool = True,
     extra: Mapping[str, Any] | None = None,
+    **keywords: Any,
 ) -> dict[str, Any]:
     r"""Return the Stan data dictionary of a pydial program for ``data`` (the shared schema plus the program's own).
 
@@ -569,21 +534,23 @@ def standata(
     ``cell_judge, cell_i, cell_j, cell_a`` (1-based, ``i < j``, ``a = +1`` when
     item ``i`` was shown first), ``cell_counts[C, 3]`` (wins of ``i``, wins of
     ``j``, ties) and weights ``cell_w``, the human cells ``human_i, human_j,
-    human_counts[H, 3], human_w``, ``nu_zero`` and ``calc_log_lik``.  A program extended
-    from a shipped one reads the same dictionary plus its own entries
-    (``extra``).
+    human_counts[H, 3], human_w``, the response covariates (``n_cov``, ``cell_z``,
+    ``human_z``, ``beta_row``, ``n_beta``, ``beta_fixed``), ``nu_zero`` and
+    ``calc_log_lik``.  The covariate entries are the same for every program.  A
+    program extended from a shipped one reads the same dictionary plus its own
+    entries (``extra``).
 
     Parameters
     ----------
     data : Comparisons
     program : {"dial", "dial_sample", "judges"}
         Whose program-specific entries (rank, calibration, priors) to add.
-    rank, calibration, order, ties
-        As in :func:`pydial.stan.posterior` (``calibration=None``: no human cells
-        for ``dial``/``dial_sample``).
-    lam : float, optional
-        LLM weight ``lambda`` of eq. weighted-loss: LLM cells get weight
-        ``lambda n_H / n_LLM`` (default: 1, the ordinary likelihood).
+    spec : pydial.ModelSpec, optional
+        The model: its ``rank`` and ``calibration`` (``None``: no human cells for
+        ``dial``/``dial_sample``), ``ties``, the order effects of its ``method``
+        (none for ``"dial-nopos"``), ``covariate_effects`` and one weight ``lambda_``
+        (LLM cells get weight ``lambda n_H / n_LLM``; default 1, the ordinary
+        likelihood).  Default: ``ModelSpec(**keywords)``.
     priors : mapping, optional
         Overrides of the program's default priors.
     include_human : bool
@@ -591,24 +558,56 @@ def standata(
     extra : mapping, optional
         More entries (data of an extended program); they may not replace
         schema entries.
+    **keywords
+        The keywords of :class:`pydial.ModelSpec` (``method``, ``rank``,
+        ``calibration``, ``ties``, ``lambda_``, ...) when ``spec`` is not given.
 
     Returns
     -------
     dict
         Ready for :meth:`pydial.stan.CompiledModel.sample` / ``optimize`` on either backend.
+
+    Raises
+    ------
+    pydial.ArgumentError
+        An unknown program, both ``spec`` and keywords, a rank grid or several
+        weights, or a DIAL program for a method without a rank.
+
+    Examples
+    --------
+    >>> import pydial
+    >>> from pydial.stan import standata
+    >>> data = pydial.simulate(N=8, K=3, n_llm=400, n_human=40, seed=1).comparisons
+    >>> d = standata(data, "dial", rank=1, ties=None)
+    >>> d["N"], d["K"], d["rank"], d["calibration"]
+    (8, 3, 1, 1)
+    >>> standata(data, "judges", pydial.ModelSpec(method="dial-nopos"))["order"]
+    0
     """
     data = require_comparisons(data)
     if program not in STANDATA_PROGRAMS:
         raise ArgumentError(f"program must be one of {STANDATA_PROGRAMS}, got {program!r}")
-    w_llm = 1.0 if lam is None else float(lam) * data.n_human / data.n_llm
-    tie = ties is not None
+    if spec is None:
+        spec = ModelSpec(**keywords)
+    elif keywords:
+        raise ArgumentError(f"pass either spec or its keywords, not both (got spec and {sorted(keywords)})")
+    elif not isinstance(spec, ModelSpec):
+        raise ArgumentTypeError(f"spec must be a pydial.ModelSpec, got {type(spec).__name__}")
+    lambda_ = spec.lambda_ or (1.0,)
+    if len(lambda_) != 1:
+        raise ArgumentError(f"standata takes one weight lambda_, got {lambda_!r}")
+    w_llm = float(lambda_[0]) * data.n_human / data.n_llm if spec.lambda_ else 1.0
+    ties, order, shared = spec.ties, spec.order, spec.covariate_effects == "shared"
+    if program != "judges" and not isinstance(spec.rank, int):
+        raise ArgumentError(f"program {program!r} needs one rank; method {spec.method!r} gives rank={spec.rank!r}")
     if program == "dial":
-        ch = Chart(data.N, data.K, rank, cast(Calibration | None, calibration), order)
+        ch = Chart.for_data(data, cast(int, spec.rank), spec.calibration, order, shared)
         d = dial_data(data, ch, w_llm=w_llm, w_human=1.0, priors=priors, ties=ties, log_lik=True)
     elif program == "dial_sample":
-        d = dial_sample_data(data, rank=rank, calibration=calibration, order=order, ties=ties, w_llm=w_llm,
-                             priors=priors)[0]
+        d = dial_sample_data(data, rank=cast(int, spec.rank), calibration=spec.calibration, order=order, ties=ties,
+                             w_llm=w_llm, priors=priors, shared=shared)[0]
     else:
+        tie = ties is not None
         H = human_cell_table(data, ties=tie) if include_human and data.n_human > 0 else None
         d = judges_data(llm_cell_table(data, ties=tie), H, N=data.N, K=data.K, order=order, ties=ties,
                         w_llm=w_llm, priors=priors)

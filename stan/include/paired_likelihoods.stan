@@ -1,25 +1,25 @@
-/* Paired-comparison likelihoods shared by every pydial program.
+/* Paired-comparison likelihoods shared by every pydial program (functions only).
  *
  * Declares
+ *   cell indexing:    tie_index(n_nu, H, nu_zero), free_positions(fixed, n_cov),
+ *                     cell_beta_rows(beta_row, group, n_cov), check_tie_counts(counts, group, ties, nu_zero)
  *   cell inputs:      paired_eta(S, b, judge, i, j, a), paired_log_nu(log_nu, nu_index, judge),
- *                     paired_offset(z, beta, row) (the covariate term z' beta)
+ *                     beta_rows(beta_free, pos, n_cov), paired_offset(z, beta, row) (the covariate term z' beta)
  *   cell likelihood:  paired_log_lik(counts, log_coef, eta, ties, log_nu),
  *                     paired_target(w, counts, log_coef, eta, ties, log_nu) (its weighted sum)
  *   outcome model:    paired_prob(eta, ties, log_nu), paired_rng(counts, eta, ties, log_nu),
  *                     paired_win_prob(s, ties, log_nu), paired_log_coef(counts)
- * Included inside `functions { }` by every program.  The model blocks call
- * them through cell_inputs.stan and cell_target.stan (target +=
- * paired_target(weights, ...), the weighted sum of paired_log_lik), generated
- * quantities through
- * cell_inputs.stan and cell_outputs.stan (log_lik = paired_log_lik(...),
- * counts_rep = paired_rng(...)), so log_lik is the per-cell number the model
- * block weights and adds.
+ * The model block of a program adds target += paired_target(w, ...), the
+ * weighted sum of paired_log_lik; its generated quantities write log_lik =
+ * paired_log_lik(...) and counts_rep = paired_rng(...) from the same inputs,
+ * so log_lik is the per-cell number the model block weights and adds.
  *
  * Cells.  A cell is one (judge k, item i, item j, display order a) with the
  * outcome counts (wins of i, wins of j, ties); a = +1 if item i was shown
  * first, -1 if second, 0 for people (no order effect).  The programs list
- * every cell once, LLM cells then human cells (all_* of schema_tdata.stan),
- * and score the people as one more judge: row K + 1 of the score matrix.
+ * every cell once, LLM cells then human cells (their all_* arrays), and
+ * score the people as one more judge (group K + 1): row K + 1 of the score
+ * matrix.
  *
  * Outcome families (data `ties`, as the Python argument ties=):
  *   0  binary (no ties): wins_i ~ Binomial(wins_i + wins_j, inv_logit(eta)),
@@ -41,14 +41,107 @@
  * and lp__ of the programs is comparable.
  *
  * Extending.  A program changes the inputs of a cell, not these functions:
- * between `#include cell_inputs.stan` and `#include cell_target.stan` (model
- * block) or `#include cell_outputs.stan` (generated quantities) it adds an
- * offset to the linear predictor (eta += x * beta) or to the log tie
- * parameter (log_nu_cell -= kappa[all_judge] .* square(eta)), as the example
- * program tie_gap.stan (pydial.stan.example_program("tie_gap")) does.  A new
- * outcome family is one more `ties` code in paired_log_lik and paired_prob
- * (and in pydial.model.families).
+ * it adds an offset to the linear predictor (eta += x * beta) or to the log
+ * tie parameter (log_nu_cell -= kappa[all_judge] .* square(eta)) where it
+ * computes them, in the model block and the generated quantities alike, as
+ * the example program tie_gap.stan (pydial.stan.program_code("tie_gap"))
+ * does.  A new outcome family is one more `ties` code in paired_log_lik and
+ * paired_prob (and in pydial.model.families).
  */
+
+/**
+ * Reject the cells with ties where the model has none: every cell when
+ * ties = 0, the cells of a group with nu_zero = 1 otherwise.
+ *
+ * @param counts   counts (wins of i, wins of j, ties) per cell
+ * @param group    group of each cell (LLM judge 1..K, people K + 1)
+ * @param ties     outcome family: 0 binary, 1 Davidson-Beaver, 2 Rao-Kupper
+ * @param nu_zero  1 = the group has nu = 0 (binary cells), per group
+ */
+void check_tie_counts(array[,] int counts, array[] int group, int ties, array[] int nu_zero) {
+  for (t in 1:size(counts)) {
+    if (counts[t, 3] > 0 && ties == 0) reject("cell ", t, " (group ", group[t], ") has ties but ties = 0 (binary)");
+    if (counts[t, 3] > 0 && nu_zero[group[t]]) reject("cell ", t, " (group ", group[t], ") has ties but nu_zero");
+  }
+}
+
+/**
+ * Entry of log_nu of each group: LLM judge k has entry k (when the judges
+ * have tie parameters), the people (group K + 1, when there are human cells)
+ * the last entry; 0 = none (nu = 0, binary cells: no tie model, or nu_zero).
+ *
+ * @param n_nu     size of log_nu: 0 (binary), K + (H > 0), or H > 0 alone
+ *                 (the judges' tie parameters held as data)
+ * @param H        number of human cells
+ * @param nu_zero  1 = the group has nu = 0, per group (judges 1..K, people)
+ * @return         entry of log_nu per group, 0 = none
+ */
+array[] int tie_index(int n_nu, int H, array[] int nu_zero) {
+  int K = size(nu_zero) - 1;
+  array[K + 1] int index = rep_array(0, K + 1);
+  if (n_nu > (H > 0)) {
+    for (k in 1:K) index[k] = nu_zero[k] ? 0 : k;
+  }
+  if (n_nu > 0 && H > 0 && !nu_zero[K + 1]) index[K + 1] = n_nu;
+  return index;
+}
+
+/**
+ * Position of each free entry of beta in beta_free, row-major; 0 where the
+ * entry is fixed at 0.
+ *
+ * @param fixed  1 = the entry is fixed at 0 (rows of beta x n_cov)
+ * @param n_cov  number of covariates
+ * @return       positions, shaped as fixed
+ */
+array[,] int free_positions(array[,] int fixed, int n_cov) {
+  array[size(fixed), n_cov] int pos;
+  int n = 0;
+  for (g in 1:size(fixed)) {
+    for (u in 1:n_cov) {
+      n += 1 - fixed[g, u];
+      pos[g, u] = fixed[g, u] ? 0 : n;
+    }
+  }
+  return pos;
+}
+
+/**
+ * Row of beta of each cell: its group's beta_row (0 when n_cov = 0).
+ * Rejects a cell with covariates whose group has no row.
+ *
+ * @param beta_row  row of beta per group (judges 1..K, people K + 1), 0 = none
+ * @param group     group of each cell
+ * @param n_cov     number of covariates
+ * @return          row of beta per cell
+ */
+array[] int cell_beta_rows(array[] int beta_row, array[] int group, int n_cov) {
+  array[size(group)] int row = rep_array(0, size(group));
+  if (n_cov > 0) {
+    for (t in 1:size(group)) {
+      row[t] = beta_row[group[t]];
+      if (row[t] == 0) reject("cell ", t, " has covariates but its group ", group[t], " has beta_row = 0");
+    }
+  }
+  return row;
+}
+
+/**
+ * The covariate effects as rows: beta[g, u] = beta_free[pos[g, u]], 0 where
+ * the entry is fixed (pos = 0).
+ *
+ * @param beta_free  the free entries of beta, row-major
+ * @param pos        free_positions(beta_fixed, n_cov)
+ * @param n_cov      number of covariates
+ * @return           one vector of n_cov effects per row of beta
+ */
+array[] vector beta_rows(vector beta_free, array[,] int pos, int n_cov) {
+  array[size(pos)] vector[n_cov] beta;
+  for (g in 1:size(pos)) {
+    for (u in 1:n_cov) beta[g, u] = pos[g, u] > 0 ? beta_free[pos[g, u]] : 0.0;
+  }
+  return beta;
+}
 
 /**
  * Linear predictor of each cell, eq. binomial-model-llm:

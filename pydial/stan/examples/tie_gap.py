@@ -1,7 +1,7 @@
 """Worked extension: a tie rate that depends on the score gap, fitted on the Arena data.
 
-``tie_gap.stan`` (:func:`pydial.stan.example_program`, ``"tie_gap"``) is pydial's
-``judges.stan`` (its ``#include`` lines) plus the lines marked EXTENSION: a cell of
+``tie_gap.stan`` (:func:`pydial.stan.example_program`, ``"tie_gap"``) is a copy of
+pydial's ``judges.stan`` plus lines marked ``// + tie gap``: a cell of
 group ``g`` (an LLM judge, or the people) has the log tie parameter
 ``log nu_g - kappa_g * eta^2`` instead of ``log nu_g``.  :func:`run` samples the
 shipped Davidson model and the extension on the bundled Chatbot Arena data with the

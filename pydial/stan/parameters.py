@@ -1,0 +1,115 @@
+"""The named parameters of ``dial.stan`` and the chart coordinates of the numpy engine.
+
+``dial.stan`` declares the model's blocks by name and shape: ``A_free`` and ``B_free``
+(rows ``1..K-1`` of the judge loadings ``A`` and ``1..N-1`` of the item loadings ``B``,
+each ``r + 1`` columns), ``c``, ``b``, ``beta_free`` and ``log_nu``.  The numpy engine
+fits the same blocks as one vector, the chart ``theta`` of
+:class:`pydial.model.chart.Chart` (``A`` and ``B`` row-major, then ``c``, ``b`` and
+``beta``), followed by the free ``log nu`` of a tie family.  This module maps one to
+the other by name, for the program's data ``d`` (which fixes every size):
+:func:`dial_parameters` and :func:`dial_coordinates`, and on Stan's unconstrained
+scale (the parameters flattened column-major in declaration order; every parameter of
+``dial.stan`` is unconstrained) :func:`dial_unconstrained` and
+:func:`dial_from_unconstrained`, which also maps a gradient.  :func:`optimize_dial`
+runs Stan's optimizer from, and returns its optimum in, the chart coordinates.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Mapping
+
+import numpy as np
+
+from pydial.exceptions import ArgumentError
+
+from .compiled import CompiledModel
+from .results import OptimizeResult
+
+__all__ = ["DIAL_PARAMETERS", "dial_parameters", "dial_coordinates", "dial_unconstrained", "dial_from_unconstrained",
+           "optimize_dial"]
+
+DIAL_PARAMETERS: tuple[str, ...] = ("A_free", "B_free", "c", "b", "beta_free", "log_nu")
+"""The parameters of ``dial.stan`` in declaration order (the order of the chart coordinates too)."""
+
+
+def _shapes(d: Mapping[str, Any]) -> dict[str, tuple[int, ...]]:
+    """Return the shape of each parameter of ``dial.stan`` for its data ``d``."""
+    N, K, q, H = int(d["N"]), int(d["K"]), int(d["rank"]) + 1, int(d["H"])
+    fix = bool(d["fix_llm"])
+    ties = int(d["ties"]) > 0
+    n_beta_free = int(np.size(d["beta_fixed"]) - np.sum(d["beta_fixed"]))
+    return {
+        "A_free": (0 if fix else K - 1, q),
+        "B_free": (0 if fix else N - 1, q),
+        "c": ({0: 0, 1: 1, 2: q}[int(d["calibration"])],),
+        "b": (K if int(d["order"]) and not fix else 0,),
+        "beta_free": (n_beta_free,),
+        "log_nu": ((0 if fix else K) + (H > 0) if ties else 0,),
+    }
+
+
+def dial_parameters(d: Mapping[str, Any], x: np.ndarray) -> dict[str, np.ndarray]:
+    """Return ``dial.stan``'s named parameters at the chart coordinates ``x``.
+
+    Parameters
+    ----------
+    d : mapping
+        The program's data (:func:`pydial.stan.schema.dial_data`).
+    x : ndarray
+        The chart ``theta`` (with ``fix_llm``: the people's coordinates ``c`` and the
+        free ``beta_H``), then the free ``log nu`` of the program's ``log_nu``.
+
+    Returns
+    -------
+    dict of str to ndarray
+        ``A_free`` and ``B_free`` as matrices (the chart's rows), the others as vectors.
+
+    Raises
+    ------
+    pydial.ArgumentError
+        ``x`` does not have one entry per parameter.
+    """
+    x = np.asarray(x, float).ravel()
+    shapes = _shapes(d)
+    sizes = [int(np.prod(s)) for s in shapes.values()]
+    if x.size != sum(sizes):
+        raise ArgumentError(f"dial.stan: the chart coordinates have {x.size} entries, the parameters {sum(sizes)}")
+    parts = np.split(x, np.cumsum(sizes)[:-1])
+    return {n: p.reshape(s) for (n, s), p in zip(shapes.items(), parts)}
+
+
+def dial_coordinates(d: Mapping[str, Any], parts: Mapping[str, Any]) -> np.ndarray:
+    """Return the chart coordinates of ``dial.stan``'s named parameters ``parts`` (the inverse of :func:`dial_parameters`)."""
+    shapes = _shapes(d)
+    return np.concatenate([np.asarray(parts.get(n, np.zeros(s)), float).reshape(s).ravel() for n, s in shapes.items()])
+
+
+def dial_unconstrained(d: Mapping[str, Any], x: np.ndarray) -> np.ndarray:
+    """Return Stan's unconstrained vector of ``dial.stan`` at the chart coordinates ``x``."""
+    return np.concatenate([v.ravel(order="F") for v in dial_parameters(d, x).values()])
+
+
+def dial_from_unconstrained(d: Mapping[str, Any], u: np.ndarray) -> np.ndarray:
+    """Return the chart coordinates of Stan's unconstrained vector ``u`` (or of a gradient in it).
+
+    The map is a permutation, so it takes the gradient with respect to ``u`` to the
+    gradient with respect to the chart coordinates.
+    """
+    u = np.asarray(u, float).ravel()
+    shapes = _shapes(d)
+    sizes = [int(np.prod(s)) for s in shapes.values()]
+    if u.size != sum(sizes):
+        raise ArgumentError(f"dial.stan: the unconstrained vector has {u.size} entries, the parameters {sum(sizes)}")
+    parts = np.split(u, np.cumsum(sizes)[:-1])
+    return dial_coordinates(d, {n: p.reshape(s, order="F") for (n, s), p in zip(shapes.items(), parts)})
+
+
+def optimize_dial(model: CompiledModel, d: Mapping[str, Any], x0: np.ndarray, **kwargs: Any) -> OptimizeResult:
+    """Run :meth:`CompiledModel.optimize` of ``dial.stan`` from the chart coordinates ``x0``.
+
+    Returns the optimizer's result with ``u`` in the chart coordinates; ``kwargs``
+    go to ``optimize``.
+    """
+    res = model.optimize(d, dial_unconstrained(d, x0), **kwargs)
+    return dataclasses.replace(res, u=dial_from_unconstrained(d, res.u))
