@@ -13,9 +13,8 @@ import numpy as np
 import pytest
 
 import pydial
-from pydial.inference.linearization import tie_parameter_name
 from pydial.estimation.selection import PathEntry, loo_cv
-from pydial.model.families import tie_probabilities
+from pydial.model.families import family_of
 from pydial.studies.simulate import HUMAN_JUDGE
 
 TIES = ("davidson", "rao-kupper")
@@ -32,7 +31,7 @@ def test_tie_path_is_recorded_and_gacv_tracks_exact_loo(tied_sims, ties):
     res = pydial.fit(d, "dial-ada", ties=ties, multiples=[0.1, 1.0, 10.0])
     assert len(res.path) == len(res.gacv) and all(isinstance(e, PathEntry) for e in res.path)
     np.testing.assert_array_equal([e.candidate.lam for e in res.path], res.gacv["lambda"].to_numpy())
-    n_free = int((res.tie_parameters[tie_parameter_name(ties)] > 0).sum())
+    n_free = int((res.tie_parameters[family_of(ties).label] > 0).sum())
     anc = [e for e in res.path if np.isinf(e.candidate.lam)][0]
     assert anc.staged_theta.size == anc.chart.dim + n_free  # the chart's theta, then every free log nu
     tab = res.loo_cv(d)
@@ -58,8 +57,8 @@ def test_tie_loo_cv_at_the_human_endpoint_equals_refits_without_each_record(tied
         s = f.scores["score"].reindex(items).to_numpy()
         ia, ib = items.index(row["item_a"]), items.index(row["item_b"])
         outcome = {"a": 0, "b": 1, "tie": 2}[row["winner"]]
-        nu = float(f.tie_parameters[tie_parameter_name(ties)].iloc[-1])
-        p = tie_probabilities(ties if nu > 0 else None, np.array([s[ia] - s[ib]]), np.log(nu) if nu > 0 else 0.0)
+        nu = float(f.tie_parameters[family_of(ties).label].iloc[-1])
+        p = family_of(ties if nu > 0 else None).probabilities(np.array([s[ia] - s[ib]]), np.log(nu) if nu > 0 else 0.0)
         total -= float(np.log(p[0, outcome]))
     assert cv == pytest.approx(total / human.size, rel=1e-7)
 
@@ -84,7 +83,7 @@ def test_human_tie_fit_reports_the_tie_loss_of_the_path_endpoint(tied_sims, ties
     assert h.loss_human == pytest.approx(float(ada.gacv.loc[ada.gacv["lambda"] == 0, "l_H"].iloc[0]), rel=1e-9)
     H = d.cell_table("human", ties=True)
     s = h.scores["score"].reindex(d.items).to_numpy()
-    P = tie_probabilities(ties, s[H.i] - s[H.j], np.log(h.tie_parameters[tie_parameter_name(ties)].iloc[-1]))
+    P = family_of(ties).probabilities(s[H.i] - s[H.j], np.log(h.tie_parameters[family_of(ties).label].iloc[-1]))
     assert h.loss_human == pytest.approx(-np.sum(H.counts * np.log(P)) / H.counts.sum(), rel=1e-9)
 
 

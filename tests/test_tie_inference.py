@@ -2,7 +2,7 @@
 
 References: (1) on binary cells the meats of ``parameter_meat`` from three-outcome cell
 statistics (two channels) equal those from binary cell statistics; (2) a brute-force sandwich written here from per-comparison
-scores taken by central differences of ``log P(outcome)`` (pydial.model.families.tie_probabilities
+scores taken by central differences of ``log P(outcome)`` (pydial.model.families.Family.probabilities
 and the chart's linear predictors only), clustered per comparison, per judge-pair
 cell and per record from the raw rows of ``data.frame``; (3) the two-step
 covariance at lambda = inf as the large-lambda limit of the finite-weight
@@ -23,7 +23,7 @@ import pydial
 from pydial.inference.linearization import CellStats, OutcomeStats, parameter_meat
 from pydial.model.likelihood import Objective, tie_totals
 from pydial.model.chart import Chart
-from pydial.model.families import tie_probabilities
+from pydial.model.families import family_of
 from pydial.estimation import steps
 
 
@@ -80,7 +80,7 @@ def brute_force_covariance(data, ch, lam, x, ties, cov):
         k, i, j, a = (t[c_].to_numpy() for c_ in ("k", "i", "j", "a"))
         kk = np.minimum(k, K - 1)
         eta = np.where(k == K, s[i] - s[j], S[kk, i] - S[kk, j] + a * b[kk])
-        return np.log(tie_probabilities(ties, eta, ln[k]))
+        return np.log(family_of(ties).probabilities(eta, ln[k]))
 
     h = 1e-6
     G = np.zeros((len(t), 3, x.size))
@@ -167,7 +167,7 @@ def test_structured_fisher_meat_is_the_observed_information(tdata, ties):
     eta, l, cnt = eta[free], l[free], cnt[free]
 
     def loglik(de, dl):
-        return np.sum(cnt * np.log(tie_probabilities(ties, eta + de, l + dl)), axis=1)
+        return np.sum(cnt * np.log(family_of(ties).probabilities(eta + de, l + dl)), axis=1)
 
     h = 1e-4
     ee = -(loglik(h, 0) - 2 * loglik(0, 0) + loglik(-h, 0)) / h**2

@@ -45,7 +45,7 @@ from pydial.inference.linearization import (
 )
 from pydial.model.chart import centering_basis
 from pydial.model.design import Design, calibration_design, centered_design
-from pydial.model.families import log_nu_start
+from pydial.model.families import family_of
 from pydial.model.likelihood import Cells, family_totals, tie_human_loss
 from pydial.estimation.results import Estimate, tie_log_nu
 from pydial.optim import OptimResult, warn_unresolved
@@ -206,7 +206,7 @@ def fit_pooled(data: Comparisons, rank: int | None = None, *, ties: str | None, 
         L, Hc = family_cells(data, ties)
         m1 = FamilyGLM(ties, L.counts, pooled_designs(data, L, Hc)[0])
         free2 = has_tie_parameter(ties, Hc.counts)
-        o1, o2 = engine.family.pooled_stages(data, ties, m1.start(), log_nu_start(cast(str, ties), Hc.counts) if free2 else 0.0,
+        o1, o2 = engine.family.pooled_stages(data, ties, m1.start(), family_of(ties).log_nu_start(Hc.counts) if free2 else 0.0,
                                              m1.free, free2, penalty=engine.point.penalty)
     else:
         o1, o2 = numpy_pooled(data, ties, penalty=engine.point.penalty)

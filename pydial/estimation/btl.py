@@ -47,7 +47,7 @@ from pydial.exceptions import ArgumentError, ConvergenceWarning
 from pydial.inference.linearization import target_slices
 from pydial.model.chart import centering_basis
 from pydial.model.design import centered_design
-from pydial.model.families import log_nu_start
+from pydial.model.families import family_of
 from pydial.model.likelihood import Cells, family_totals, tie_human_loss
 from pydial.optim import warn_unresolved
 
@@ -61,7 +61,7 @@ def tie_log_nu_start(ties: str | None, cells: CellTable, G: int) -> np.ndarray:
     """
     if ties is None:
         return np.zeros(0)
-    return np.array([log_nu_start(ties, cells.counts[cells.judge == g]) for g in range(G)], float)
+    return np.array([family_of(ties).log_nu_start(cells.counts[cells.judge == g]) for g in range(G)], float)
 
 
 def _identified(U: OutcomeInfluence, what: str) -> bool:

@@ -26,7 +26,7 @@ from pydial.estimation.engines import BTLFit, StructuredFit
 from pydial.model.chart import Chart, centering_basis, structure_from_S
 from pydial.exceptions import ArgumentError
 from pydial.model.design import Design, calibration_design, centered_design, dense_design, glm_information, gram, rmatvec
-from pydial.model.families import log_nu_start, tie_cell
+from pydial.model.families import family_of
 from pydial.model.likelihood import Objective, binomial_nll
 from pydial.model.penalty import FirthPenalty, TieFirthPenalty, check_penalty
 from pydial.optim import BOX, OptimResult, newton
@@ -92,7 +92,7 @@ class FamilyGLM:
 
     def __post_init__(self) -> None:
         """Check the family, the counts and the penalty; keep a sparse or dense design as given."""
-        tie_cell(self.family)  # raises ArgumentError for an unknown family
+        family_of(self.family)  # raises ArgumentError for an unknown family
         counts = np.asarray(self.counts, float).reshape(-1, 3)
         if self.family is None and np.any(counts[:, 2] > 0):
             raise ArgumentError("the binary model takes cells without ties")
@@ -131,7 +131,7 @@ class FamilyGLM:
     def start(self) -> np.ndarray:
         """Return the start ``beta = 0``, ``log nu`` at the cells' tie rate (:func:`~pydial.model.families.log_nu_start`)."""
         beta = np.zeros(self.X.shape[1])
-        return np.append(beta, log_nu_start(cast(str, self.family), self.counts)) if self.free else beta
+        return np.append(beta, family_of(self.family).log_nu_start(self.counts)) if self.free else beta
 
     def value(self, x: np.ndarray) -> float:
         """Return the loss at ``x``."""
@@ -141,7 +141,7 @@ class FamilyGLM:
             n, y = self._binary
             f = float(self.weight * binomial_nll(X @ beta, n, y).sum() + 0.5 * self.ridge * beta @ beta)
             return f + self._firth.value(X @ beta) if self._firth is not None else f
-        d = tie_cell(self.family)(self.counts, X @ beta, x[p])
+        d = family_of(self.family).cell(self.counts, X @ beta, x[p])
         f = -self.weight * float(d.value.sum()) + 0.5 * self.ridge * float(beta @ beta)
         return f + self._tie_firth.value(x) if self._tie_firth is not None else f
 
@@ -160,7 +160,7 @@ class FamilyGLM:
                 fp, gp, Hp = self._firth.glm_terms(beta)
                 f, g, H = f + fp, g + gp, H + Hp
             return f, g, H
-        d = tie_cell(self.family)(self.counts, eta, x[p])
+        d = family_of(self.family).cell(self.counts, eta, x[p])
         f = -w * float(d.value.sum()) + 0.5 * self.ridge * float(beta @ beta)
         gb = -w * rmatvec(X, d.d_eta) + self.ridge * beta
         Hbb = gram(X, -w * d.d_eta_eta) + self.ridge * np.eye(p)

@@ -113,7 +113,7 @@ class DialResult:
     tie_parameters : DataFrame or None
         With ``ties="davidson"``: Davidson's tie parameters ``nu`` by judge with ``se, ci_low, ci_high``;
         with ``ties="rao-kupper"`` the first column is the threshold ``tau`` instead
-        (:func:`~pydial.inference.linearization.tie_parameter_name`).
+        (:attr:`~pydial.model.families.Family.label`).
     covariate_effects : DataFrame or None
         With data that carry response covariates (``Comparisons.from_frame(..., covariates=)``):
         the effects ``beta`` of ``logit p = ... + z' beta`` per judge (and the people, where the

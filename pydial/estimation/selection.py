@@ -28,7 +28,7 @@ budgets keep a complete path; GACV uses the Hessian of the penalized criterion.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable, cast
+from typing import Any, Callable
 
 import numpy as np
 import pandas as pd
@@ -38,7 +38,7 @@ from pydial.data.comparisons import Comparisons
 from pydial.estimation.glm import binary_counts, fit_structured, glm, has_tie_parameter
 from pydial.model.chart import Chart, difference_design
 from pydial.model.design import Design, centered_design
-from pydial.model.families import log_nu_start, tie_probabilities
+from pydial.model.families import family_of
 from pydial.model.likelihood import Cells, Objective, family_totals, human_loss
 from pydial.model.meats import CellStats, parameter_meat
 from pydial.optim import BOX, ZERO_EIG_RTOL, OptimResult, newton, pinv_from_eigh, pinv_gauge, pinv_sym, single_threaded_blas
@@ -451,7 +451,7 @@ def loo_cv(data: Comparisons, ch: Chart, lam: float, theta: np.ndarray, ties: st
         c2[c, o] -= 1
         if np.isinf(lam) or lam == 0:
             free = has_tie_parameter(ties, c2)
-            x0 = np.append(start, log_nu_start(cast(str, ties), c2)) if free else start
+            x0 = np.append(start, family_of(ties).log_nu_start(c2)) if free else start
             opt = glm(ties, c2, X, x0, weight=1.0 / (n_h - 1))
             eta = float((X @ opt.x[: X.shape[1]])[c])
             l = float(opt.x[-1]) if free else -np.inf
@@ -471,9 +471,9 @@ def loo_cv(data: Comparisons, ch: Chart, lam: float, theta: np.ndarray, ties: st
             r = newton(obj.value_grad_hess, x0, value=obj.value,
                        normalize=(lambda x: np.concatenate([ch.canonical(x[: ch.dim]), x[ch.dim:]])) if ch.r > 0 else None)
             eta = float(obj.eta(r.x[: ch.dim])[hpos[c]])
-            l = float(obj.log_nu(r.x)[ch.K]) if obj.ties is not None else -np.inf
+            l = float(obj.log_nu(r.x)[ch.K]) if not obj.family.is_binary else -np.inf
         fam = ties if np.isfinite(l) else None
-        p = tie_probabilities(fam, np.array([eta]), 0.0 if fam is None else l)[0, o]
+        p = family_of(fam).probabilities(np.array([eta]), 0.0 if fam is None else l)[0, o]
         total += float(counts[c, o]) * -float(np.log(p))
     return total / n_h
 

@@ -67,7 +67,7 @@ from pydial.inference.linearization import (
 )
 from pydial.model.chart import Chart, centering_basis, consensus_gamma
 from pydial.model.design import Design, calibration_design, centered_design
-from pydial.model.families import log_nu_start, tie_cell, tie_probabilities
+from pydial.model.families import Family, family_of
 from pydial.model.likelihood import Cells, Objective, family_totals, free_groups, tie_human_loss
 from pydial.optim import OptimResult, newton, pinv_sym
 
@@ -148,7 +148,7 @@ def family_llm_only_fit(data: Comparisons, ties: str | None, rank: int, order: b
         ch = Chart.for_data(data, rank, None, order, shared)
         free = free_groups(data, ch, ties)
         cnt = Cells.stack(data, 1.0, 0.0, ties=ties is not None)
-        l0 = [log_nu_start(cast(str, ties), cnt.counts[cnt.g == g]) for g in free]
+        l0 = [family_of(ties).log_nu_start(cnt.counts[cnt.g == g]) for g in free]
         x0 = np.concatenate([initial_theta(data, ch), l0])
         res = engine.llm(data, ties, ch, x0)
         return ch, res.x, res, free
@@ -173,7 +173,7 @@ def family_staged_fit(data: Comparisons, ties: str | None, rank: int, calibratio
     _, _, hc = _human_cells(data, ties)
     free_h = _human_free(data, ties)
     d, p, p_h = M.shape[1], data.p, human_effects(data).size
-    x0 = np.concatenate([np.eye(d)[0], np.zeros(p_h)] + ([[log_nu_start(cast(str, ties), hc)]] if free_h else []))
+    x0 = np.concatenate([np.eye(d)[0], np.zeros(p_h)] + ([[family_of(ties).log_nu_start(hc)]] if free_h else []))
     ch = Chart.for_data(data, rank, calibration, order, shared)
     b = chL.order_effects(thL) if order else None
 
@@ -208,7 +208,7 @@ def outcome_stats(obj: Objective, x: np.ndarray, rows: np.ndarray | None = None,
     as for every fit of a tie family (:func:`family_glm_influence`).
     """
     if rows is not None:  # only the selected cells' derivatives are formed
-        obj = Objective(obj.chart, obj.cells.select(rows), ties=obj.ties, free=obj.free)
+        obj = Objective(obj.chart, obj.cells.select(rows), ties=obj.family, free=obj.free)
     eta = obj.eta(x[: obj.chart.dim])
     P, a, b = obj.outcome_derivatives(x, eta)
     d = obj.cell_derivatives(x, eta)
@@ -251,7 +251,7 @@ def _z_codes(data: Comparisons) -> RowCoder:
                    lambda: RowCoder(data.frame[[COVARIATE_PREFIX + c for c in data.covariates]].to_numpy(float)))
 
 
-def record_rows(data: Comparisons, cells: Cells, ties: str | None) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+def record_rows(data: Comparisons, cells: Cells, ties: "str | None | Family") -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
     """``(record, cell, outcome)`` of every judgment the family ``ties`` uses in ``cells``, for the record meat (eq. hac-meat).
 
     The cell in their stacked order, outcome 0 = ``i`` wins, 1 = ``j`` wins, 2 = tie (the
@@ -271,7 +271,7 @@ def record_rows(data: Comparisons, cells: Cells, ties: str | None) -> tuple[np.n
     cnt = hi - lo
     cell = np.repeat(np.arange(key_cell.size), cnt)
     rows = np.arange(int(cnt.sum())) + np.repeat(lo - (np.cumsum(cnt) - cnt), cnt)  # the judgments of each cell
-    keep = outcome[rows] < (3 if ties is not None else 2)
+    keep = outcome[rows] < (2 if family_of(ties).is_binary else 3)
     return rec[rows][keep], cell[keep], outcome[rows][keep].astype(np.int64)
 
 
@@ -361,7 +361,7 @@ def _objective_influence(data: Comparisons, obj: Objective, x: np.ndarray, A_x: 
     """``u_c = A_x T_ext[:, coords]^T (channels of cell c)`` for the cells of ``obj``."""
     Tc = obj.T_ext[:, coords]
     A = np.asarray((Tc @ np.asarray(A_x).T).T) if sp.issparse(Tc) else A_x @ Tc.T
-    return OutcomeInfluence(obj.ext_jacobian(x), np.asarray(A), outcome_stats(obj, x), record_rows(data, obj.cells, obj.ties))
+    return OutcomeInfluence(obj.ext_jacobian(x), np.asarray(A), outcome_stats(obj, x), record_rows(data, obj.cells, obj.family))
 
 
 def _targets(ch: Chart, obj: Objective, x: np.ndarray) -> np.ndarray:
@@ -423,7 +423,7 @@ def family_human_fit(data: Comparisons, ties: str | None, engine: FamilyOptimize
     _, _, hc = _human_cells(data, ties)
     X = _human_design(data, ties)
     free = _human_free(data, ties)
-    x0 = np.append(np.zeros(X.shape[1]), log_nu_start(cast(str, ties), hc)) if free else np.zeros(X.shape[1])
+    x0 = np.append(np.zeros(X.shape[1]), family_of(ties).log_nu_start(hc)) if free else np.zeros(X.shape[1])
     return derived(data, ("family_human_fit", ties, engine.name, penalty),
                    lambda: engine.human(data, ties, x0, penalty=penalty)), free, X
 
@@ -520,24 +520,14 @@ def family_glm_influence(data: Comparisons, ties: str | None, X: Design, x: np.n
     basis = sp.block_diag([sp.csr_matrix(X.basis), sp.identity(nt)], format="csr")
     eta = X @ x[:p]
     family, l = (ties, x[p]) if free else (None, 0.0)
-    P = tie_probabilities(family, eta, l)
-    a, b = _outcome_ab(family, eta, l)
-    d = tie_cell(family)(hc, eta, l)
+    fam = family_of(family)
+    P = fam.probabilities(eta, l)
+    a, b = fam.outcome_terms(eta, l)[1:3]
+    d = fam.cell(hc, eta, l)
     info = -np.column_stack([d.d_eta_eta, d.d_eta_l, d.d_l_l])
     A = np.asarray((basis @ (E @ Hinv).T).T)
     st = OutcomeStats(hc, P, a, b, w, cells.is_human, cells.g, cells.i, cells.j, cells.a, info)
     return OutcomeInfluence(J2, A, st, rec, n_zero), H
-
-
-def _outcome_ab(ties: str | None, eta: np.ndarray, l: float) -> tuple[np.ndarray, np.ndarray]:
-    m = eta.size
-    a, b = np.zeros((m, 3)), np.zeros((m, 3))
-    for o in range(3 if ties is not None else 2):
-        unit = np.zeros((m, 3))
-        unit[:, o] = 1.0
-        d = tie_cell(ties)(unit, eta, l)
-        a[:, o], b[:, o] = d.d_eta, d.d_l
-    return a, b
 
 
 def _gacv_trace(H: np.ndarray, U: OutcomeInfluence, data: Comparisons, basis: Any, n_h: int) -> float:

@@ -24,6 +24,7 @@ from pydial.cache import derived
 from pydial.data.comparisons import Comparisons
 from pydial.exceptions import (ArgumentError, ConvergenceError, CovarianceWarning, IdentifiabilityError)
 from pydial.model.chart import Chart, consensus_gamma
+from pydial.model.families import family_of
 from pydial.model.likelihood import CellJacobian, Cells, Objective
 from pydial.model.meats import (
     ANCHORED_COVS,
@@ -50,7 +51,7 @@ from pydial.optim import pinv_sym
 __all__ = ["ANCHORED_COVS", "CLUSTERED", "COV_DESCRIPTIONS", "COV_TYPES", "CellStats", "Influence", "Linearization", "Meat",
            "MeatSource", "OutcomeStats", "check_cov_type", "degenerate_meat", "influence_covariance",
            "linearize", "meat_covariance", "parameter_meat", "stack_influence", "score_tables",
-           "consensus_table", "position_effect_tables", "wald_table", "wald_frame", "tie_table", "tie_parameter_name"]
+           "consensus_table", "position_effect_tables", "wald_table", "wald_frame", "tie_table"]
 
 
 def score_tables(s: np.ndarray, C: np.ndarray, items: tuple[str, ...], level: float) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -248,7 +249,7 @@ def tie_table(names: list[str], groups: np.ndarray, free: np.ndarray, log_nu: np
               level: float, ties: str) -> pd.DataFrame:
     """Tabulate the tie parameter, ``se, ci_low, ci_high`` by group (delta method for ``se``, interval on the log scale).
 
-    The parameter's column is named after the model (:func:`tie_parameter_name`): ``nu`` for
+    The parameter's column is named after the model (:attr:`pydial.model.families.Family.label`): ``nu`` for
     Davidson's, the threshold ``tau`` for Rao-Kupper's.  Groups without ties: ``0`` (boundary
     MLE), no standard error.
     """
@@ -262,12 +263,7 @@ def tie_table(names: list[str], groups: np.ndarray, free: np.ndarray, log_nu: np
             rows.append((nu, nu * se, np.exp(l - zq * se), np.exp(l + zq * se)))
         else:
             rows.append((0.0, np.nan, np.nan, np.nan))
-    tab = pd.DataFrame(rows, columns=[tie_parameter_name(ties), "se", "ci_low", "ci_high"],
+    tab = pd.DataFrame(rows, columns=[family_of(ties).label, "se", "ci_low", "ci_high"],
                        index=pd.Index([names[g] for g in groups], name="judge"))
     tab.attrs["model"] = ties
     return tab
-
-
-def tie_parameter_name(ties: str | None) -> str:
-    """Return the name of the tie parameter of a tie model: ``"tau"`` (Rao-Kupper's threshold) or ``"nu"`` (Davidson's)."""
-    return "tau" if ties == "rao-kupper" else "nu"

@@ -29,7 +29,7 @@ from scipy.special import expit
 from pydial.cache import derived
 from pydial.data.comparisons import CellTable, Comparisons, HumanCells, LLMCells
 from pydial.model.chart import Chart, difference_design
-from pydial.model.families import CellDerivatives
+from pydial.model.families import BINARY, CellDerivatives, Family, binary_cell, family_of
 from pydial.model.meats import Influence
 from pydial.model.penalty import CalibrationFirthPenalty, TieCalibrationFirthPenalty, central_hessian, check_penalty
 from pydial.exceptions import ArgumentError
@@ -315,7 +315,7 @@ class Objective:
     """
 
     def __init__(self, chart: Chart, cells: Cells, penalty: CalibrationFirthPenalty | None = None, *,
-                 ties: str | None = None, free: "np.ndarray | list[int] | None" = None,
+                 ties: "str | None | Family" = None, free: "np.ndarray | list[int] | None" = None,
                  tie_penalty: TieCalibrationFirthPenalty | None = None) -> None:
         if chart.calibration is None and cells.is_human.any():
             raise ArgumentError("an LLM-only chart cannot carry human cells")
@@ -326,19 +326,15 @@ class Objective:
         self.cells = cells
         self.penalty = penalty
         self._last: tuple[bytes, np.ndarray, float] | None = None  # (theta, eta, loss) of the last evaluation
-        self.ties = ties
+        self.family = family = family_of(ties)
         self.free = np.zeros(0, np.int64)
         self.tie_penalty = tie_penalty
-        if ties is None and tie_penalty is not None:
+        if family.is_binary and tie_penalty is not None:
             raise ArgumentError("tie_penalty needs a tie family (ties='davidson' or 'rao-kupper')")
-        if ties is None:
+        if family.is_binary:
             if cells.outcome_counts is not None and np.any(cells.outcome_counts[:, 2] > 0):
                 raise ArgumentError("the cells hold ties: give their family (ties='davidson' or 'rao-kupper')")
             return
-        from pydial.model.families import TIE_MODELS
-
-        if ties not in TIE_MODELS:
-            raise ArgumentError(f"ties must be 'davidson' or 'rao-kupper', got {ties!r}")
         if cells.outcome_counts is None or penalty is not None:
             raise ArgumentError("a tie family needs the tie cells (Cells.stack(..., ties=True)) and its own "
                                 "tie_penalty, not the binary penalty")
@@ -576,7 +572,7 @@ class Objective:
         :meth:`value_grad_hess` at the same point (a step accepted by the line search)
         does not form them again.
         """
-        if self.ties is not None:
+        if not self.family.is_binary:
             f = float(-np.sum(self.cells.w * self.cell_derivatives(theta).value))
             return f + self._tie_penalty_terms(theta, hess=False)[0] if self.tie_penalty is not None else f
         c = self.cells
@@ -626,7 +622,7 @@ class Objective:
 
     def value_grad_hess(self, theta: np.ndarray, *, hess: bool = True) -> tuple[float, np.ndarray, np.ndarray | None]:
         """Value, gradient and (exact) Hessian in the reduced chart (``x = (theta, l)`` for a tie family)."""
-        if self.ties is not None:
+        if not self.family.is_binary:
             return self._family_value_grad_hess(theta, hess=hess)
         ch, c = self.chart, self.cells
         phi = ch.to_full(theta)
@@ -661,14 +657,12 @@ class Objective:
     # ------------------------------------------------------ per-cell family
     def cell_derivatives(self, x: np.ndarray, eta: np.ndarray | None = None) -> CellDerivatives:
         """Per-cell log-likelihood kernel and its derivatives in ``(eta, l)`` (:mod:`pydial.model.families`)."""
-        from pydial.model.families import binary_cell, tie_cell
-
         theta, l = self.split(x)
         eta = self.eta(theta) if eta is None else eta
         pos = self._lpos
         free = pos >= 0
         lc = np.where(free, l[np.maximum(pos, 0)] if l.size else 0.0, 0.0)
-        d = tie_cell(self.ties)(self.cells.counts, eta, lc)
+        d = self.family.cell(self.cells.counts, eta, lc)
         if not free.all():
             fx = ~free
             db = binary_cell(self.cells.counts[fx], eta[fx])
@@ -684,8 +678,6 @@ class Objective:
         (each ``(m, 3)``), the single-comparison scores of the sandwich and of GACV (cells at
         ``nu = 0``: the binary model, no tie outcome); ``eta``, when given, the cells' predictors at ``x``.
         """
-        from pydial.model.families import binary_cell, tie_cell, tie_probabilities
-
         theta, _ = self.split(x)
         eta = self.eta(theta) if eta is None else eta
         free = self._lpos >= 0
@@ -694,17 +686,11 @@ class Objective:
         m = eta.size
         P, a, b = np.zeros((m, 3)), np.zeros((m, 3)), np.zeros((m, 3))
         if free.any():
-            P[free] = tie_probabilities(self.ties, eta[free], l[free])
+            P[free] = self.family.probabilities(eta[free], l[free])
+            a[free], b[free] = self.family.outcome_terms(eta[free], l[free])[1:3]
         if fx.any():
-            P[fx] = tie_probabilities(None, eta[fx], 0.0)
-        for o in range(3):
-            unit = np.zeros((m, 3))
-            unit[:, o] = 1.0
-            if free.any():
-                d = tie_cell(self.ties)(unit[free], eta[free], l[free])
-                a[free, o], b[free, o] = d.d_eta, d.d_l
-            if o < 2 and fx.any():
-                a[fx, o] = binary_cell(unit[fx], eta[fx]).d_eta
+            P[fx] = BINARY.probabilities(eta[fx], 0.0)
+            a[fx] = BINARY.outcome_terms(eta[fx], 0.0)[1]
         return P, a, b
 
     def _family_value_grad_hess(self, x: np.ndarray, *, hess: bool) -> tuple[float, np.ndarray, np.ndarray | None]:
@@ -739,7 +725,7 @@ class Objective:
     @cached_property
     def _human_cells(self) -> "Objective":
         """The objective of the human cells alone (their predictors and Jacobian for the tie penalty)."""
-        return Objective(self.chart, self.cells.select(self.cells.is_human), ties=self.ties, free=self.free)
+        return Objective(self.chart, self.cells.select(self.cells.is_human), ties=self.family, free=self.free)
 
     def _tie_penalty_terms(self, x: np.ndarray, *, hess: bool, h: float = 1e-6
                            ) -> tuple[float, np.ndarray, np.ndarray | None]:
@@ -1100,7 +1086,7 @@ class Objective:
         """
         if rows is not None:
             # only the selected cells' derivatives and indices are formed
-            return Objective(self.chart, self.cells.select(rows), ties=self.ties, free=self.free).full_jacobian(theta)
+            return Objective(self.chart, self.cells.select(rows), ties=self.family, free=self.free).full_jacobian(theta)
         phi = self.chart.to_full(theta)
         cols: list[np.ndarray | None] = [*self._columns(phi)]
         m, q = self.cells.g.size, len(cols)
@@ -1158,7 +1144,7 @@ class Objective:
         return expit(self.eta(theta))
 
     def _binary_only(self, what: str) -> None:
-        if self.ties is not None:
+        if not self.family.is_binary:
             raise ArgumentError(f"{what} is for the binary family: tie cells have three outcomes "
                                 "(use outcome_derivatives(x) and ext_jacobian(x))")
 
@@ -1299,12 +1285,10 @@ def tie_human_loss(ties: str | None, s: np.ndarray, log_nu_h: float, data: Compa
     ``ties=None`` the binary loss of the decisive comparisons (:func:`human_loss`); ``beta``
     the people's covariate effects (``+ z' beta_H``).
     """
-    from pydial.model.families import binary_cell, tie_cell
-
     if ties is None:
         return human_loss(s, data.human, beta)
     h = data.cell_table("human", ties=True)
     cnt = h.counts.astype(float)
     eta = s[h.i] - s[h.j] + covariate_offset(h, beta)
-    d = binary_cell(cnt, eta) if np.isneginf(log_nu_h) else tie_cell(ties)(cnt, eta, log_nu_h)
+    d = binary_cell(cnt, eta) if np.isneginf(log_nu_h) else family_of(ties).cell(cnt, eta, log_nu_h)
     return -float(d.value.sum()) / float(cnt.sum())

@@ -54,7 +54,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from pydial.data.comparisons import Comparisons, require_comparisons
-from pydial.model.families import tie_probabilities
+from pydial.model.families import family_of
 
 from pydial.estimation.spec import (COVARIATE_EFFECTS, DEFAULT_METHOD, ModelSpec, check_choice, check_count, check_level,
                                     check_seed)
@@ -1118,7 +1118,7 @@ def _cut_stage(data: Comparisons, res: SampleResult, d1: Mapping[str, Any], L: C
     if win_prob:  # the family's P(i wins), as win_prob of dial_sample.stan
         diff = s_h[:, :, None] - s_h[:, None, :]
         log_nu_h = np.log(np.asarray(res2.draws["nu"], float)).reshape(T, 1, 1) if tie else np.zeros((T, 1, 1))
-        p_win = tie_probabilities(ties, diff.reshape(-1), np.broadcast_to(log_nu_h, diff.shape).reshape(-1))[:, 0]
+        p_win = family_of(ties).probabilities(diff.reshape(-1), np.broadcast_to(log_nu_h, diff.shape).reshape(-1))[:, 0]
         post["win_prob"] = p_win.reshape(chains, draws, N, N)
         dims["win_prob"] = ["item", "item_j"]
         coords["item_j"] = list(data.items)

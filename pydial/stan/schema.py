@@ -700,7 +700,7 @@ def tie_start(d: Mapping[str, Any]) -> np.ndarray:
 
     :func:`pydial.model.families.log_nu_start` (the numpy engine's start) of each group's cells.
     """
-    from pydial.model.families import log_nu_start
+    from pydial.model.families import family_of
 
     code, K, H = int(d["ties"]), int(d["K"]), int(d["H"])
     if code == 0:
@@ -709,7 +709,7 @@ def tie_start(d: Mapping[str, Any]) -> np.ndarray:
     judge = np.concatenate([np.asarray(d["cell_judge"], np.int64) - 1, np.full(H, K)])
     ties = {v: k for k, v in TIES_CODE.items()}[code]
     assert ties is not None  # code != 0
-    return np.asarray([log_nu_start(ties, counts[judge == g]) for g in range(K + (1 if H else 0))], float)
+    return np.asarray([family_of(ties).log_nu_start(counts[judge == g]) for g in range(K + (1 if H else 0))], float)
 
 
 def _householder_perp(e: np.ndarray) -> np.ndarray:
