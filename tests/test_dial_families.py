@@ -139,7 +139,7 @@ def test_the_binary_family_leaves_the_ties_out_as_if_their_rows_were_dropped(tie
 
 
 def test_stacking_adjacent_slices_is_a_view_and_anything_else_a_copy():
-    from pydial.estimation.steps import _concatenate
+    from pydial.inference.sandwich import _concatenate
 
     x = np.arange(12.0)
     v = _concatenate([x[0:3], x[3:7], x[7:12]])

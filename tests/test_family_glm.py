@@ -23,7 +23,8 @@ from scipy.special import expit
 
 import pydial
 from fdcheck import fd_jacobian
-from pydial.estimation.glm import FamilyGLM, binary_counts, glm
+from pydial.estimation.glm import glm
+from pydial.model.glm import FamilyGLM, binary_counts
 from pydial.model.design import centered_design
 from pydial.model.families import family_of
 

@@ -20,7 +20,8 @@ from scipy.special import expit
 import pydial
 from fdcheck import fd_jacobian
 from pydial.model.chart import centering_basis
-from pydial.estimation.glm import binary_counts, fit_human_btl, fit_order_btl, glm
+from pydial.estimation.glm import fit_human_btl, fit_order_btl, glm
+from pydial.model.glm import binary_counts
 from pydial.model.chart import difference_design
 from pydial.model.likelihood import Objective, binomial_nll, tie_totals
 from pydial.model.chart import Chart

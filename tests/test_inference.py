@@ -264,7 +264,7 @@ def covariances(d: pydial.Comparisons, res, meats=("cell", "binomial")) -> dict[
         U, st = staged_influence(d, sf)
     elif res.lambda_ > 0:
         U, st = finite_influence(d, res.chart, res.lambda_, res.theta)
-    else:  # the people's GLM (pydial.estimation.steps.family_glm_influence)
+    else:  # the people's GLM (pydial.inference.sandwich.family_glm_influence)
         return {m: res.cov_params(m).to_numpy() for m in meats}
     return {m: influence_covariance(U, st, d, m) for m in meats}
 

@@ -33,10 +33,18 @@ import pandas as pd
 from pydial.data.comparisons import Comparisons
 from pydial.estimation.binary import family_steps
 from pydial.estimation.fitstats import FitStats, cell_log_likelihood
-from pydial.estimation.glm import FamilyGLM, glm, has_tie_parameter
+from pydial.estimation.glm import glm
+from pydial.model.glm import FamilyGLM, has_tie_parameter
 from pydial.estimation.selection import Candidate
-from pydial.estimation.steps import (FamilySteps, beta_labels, family_glm_influence, family_human_candidate,
-                                     family_human_fit, human_loss_at, human_parameters, stack_outcome_influence)
+from pydial.estimation.steps import (
+    FamilySteps,
+    beta_labels,
+    family_human_candidate,
+    family_human_fit,
+    human_loss_at,
+    human_parameters,
+)
+from pydial.inference.sandwich import family_glm_influence, stack_outcome_influence
 from pydial.exceptions import IdentifiabilityError
 from pydial.inference.calibration_test import CalibrationTest, calibration_lrt
 from pydial.inference.linearization import (

@@ -3,7 +3,7 @@ r"""The binary family's fast path: the staged fit, the LLM-only fit and the DIAL
 The binary family (decisive comparisons, ``ties=None``) is one case of the steps of every
 family (:class:`~pydial.estimation.steps.FamilySteps`); at leaderboard size the passes over
 millions of LLM cells dominate, and here they use the logistic kernel's cell residuals
-``n p - y`` (:class:`~pydial.model.meats.CellStats`), the LLM-only fit cached on the data and
+``n p - y`` (:class:`~pydial.inference.meats.CellStats`), the LLM-only fit cached on the data and
 shared by DIAL-Anc, DIAL-Ada and AtC (:func:`llm_only_fit`), the weight path's warm-start
 derivatives and Newton's polishing step (:func:`~pydial.estimation.glm.fit_structured`).
 :func:`family_steps` picks the steps of a family.
@@ -80,7 +80,7 @@ class BinarySteps(FamilySteps):
     """The binary family's fast path through the steps of :func:`pydial.estimation.dial.fit_dial` (ties left out).
 
     The steps that pass over the LLM cells use the logistic kernel's cell residuals
-    ``n p - y`` (:class:`~pydial.model.meats.CellStats`), the LLM-only fit cached on the data
+    ``n p - y`` (:class:`~pydial.inference.meats.CellStats`), the LLM-only fit cached on the data
     and shared with AtC, the weight path's warm-start derivatives and the polishing step;
     the people's endpoints are the general steps of :class:`FamilySteps` with ``ties=None``,
     which give the same estimates (a test checks every step).  ``point`` supplies the binary

@@ -12,7 +12,7 @@ is eq. binomial-model-llm; ``nu -> 0`` removes the ties.
 The optimum comes from the one GLM solver (:func:`pydial.estimation.glm.glm`, the people's
 model shared with the ``lambda = 0`` endpoint of :mod:`pydial.estimation.steps`) or from
 Stan (``judges.stan``), and the fit keeps a :class:`~pydial.inference.linearization.Linearization`
-of its scores, position effects and ``log nu`` (:func:`pydial.estimation.steps.family_glm_influence`),
+of its scores, position effects and ``log nu`` (:func:`pydial.inference.sandwich.family_glm_influence`),
 so every meat of ``cov_type`` (eq. weighted-empirical-sandwich, eq. cell-clustered-meat,
 eq. hac-meat) and :meth:`~pydial.estimation.results.DialResult.with_cov` work for every
 family.  The ``"fisher"`` covariance is the inverse observed information (for the binary
@@ -32,17 +32,11 @@ import numpy as np
 from pydial.data.comparisons import CellTable, Comparisons
 from pydial.estimation.engines import FamilyOptimizers
 from pydial.estimation.fitstats import FitStats, judges_stats
-from pydial.estimation.glm import glm, has_tie_parameter
+from pydial.estimation.glm import glm
+from pydial.model.glm import has_tie_parameter
 from pydial.estimation.results import Estimate, tie_log_nu
-from pydial.estimation.steps import (
-    NUMPY_FAMILY,
-    OutcomeInfluence,
-    family_glm_influence,
-    family_human_influence,
-    human_effects,
-    human_parameters,
-    stack_outcome_influence,
-)
+from pydial.estimation.steps import NUMPY_FAMILY, family_human_influence, human_effects, human_parameters
+from pydial.inference.sandwich import OutcomeInfluence, family_glm_influence, stack_outcome_influence
 from pydial.exceptions import ArgumentError, ConvergenceWarning
 from pydial.inference.linearization import target_slices
 from pydial.model.chart import centering_basis

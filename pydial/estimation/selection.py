@@ -35,12 +35,13 @@ import pandas as pd
 import scipy.sparse as sp
 
 from pydial.data.comparisons import Comparisons
-from pydial.estimation.glm import binary_counts, fit_structured, glm, has_tie_parameter
+from pydial.estimation.glm import fit_structured, glm
+from pydial.model.glm import binary_counts, has_tie_parameter
 from pydial.model.chart import Chart, difference_design
 from pydial.model.design import Design, centered_design
 from pydial.model.families import family_of
 from pydial.model.likelihood import Cells, Objective, family_totals, human_loss
-from pydial.model.meats import CellStats, parameter_meat
+from pydial.inference.meats import CellStats, parameter_meat
 from pydial.optim import BOX, ZERO_EIG_RTOL, OptimResult, newton, pinv_from_eigh, pinv_gauge, pinv_sym, single_threaded_blas
 from pydial.exceptions import ArgumentError
 

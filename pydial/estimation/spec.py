@@ -32,7 +32,7 @@ from pydial.exceptions import (ArgumentError, ArgumentTypeError, ArgumentWarning
 from pydial.model.chart import CALIBRATIONS, DEFAULT_CALIBRATION, DEFAULT_RANK
 from pydial.model.families import FAMILIES
 from pydial.model.identifiability import ESTIMATORS, design_report
-from pydial.model.meats import ANCHORED_COVS, COV_TYPES
+from pydial.inference.meats import ANCHORED_COVS, COV_TYPES
 from pydial.model.penalty import PENALTIES
 from pydial.estimation.selection import GACV_TOLERANCE, SELECTION_RULES, Selection
 from pydial.resources import check_choice, check_count, check_level, check_memory, check_seed

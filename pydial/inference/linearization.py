@@ -5,9 +5,9 @@ The *bread* of the binary fast path's sandwiches lives here: the influence direc
 :func:`finite_influence` for the weighted joint fit and :func:`llm_only_linearization` for
 the judges' position effects and consensus loadings; the GLM fits of every family and the
 steps of a tie family are linearized in :mod:`pydial.estimation.steps`
-(:func:`~pydial.estimation.steps.family_glm_influence`), by the same two-step formula
+(:func:`~pydial.inference.sandwich.family_glm_influence`), by the same two-step formula
 (:func:`two_step_maps`).  The meats that turn them into
-covariances are in :mod:`pydial.model.meats` (re-exported here); the Wald tables of the
+covariances are in :mod:`pydial.inference.meats` (re-exported here); the Wald tables of the
 results at the end.
 """
 
@@ -26,7 +26,7 @@ from pydial.exceptions import (ArgumentError, ConvergenceError, CovarianceWarnin
 from pydial.model.chart import Chart, consensus_gamma
 from pydial.model.families import family_of
 from pydial.model.likelihood import CellJacobian, Cells, Objective
-from pydial.model.meats import (
+from pydial.inference.meats import (
     ANCHORED_COVS,
     CLUSTERED,
     COV_DESCRIPTIONS,
@@ -117,6 +117,16 @@ def wald_frame(est: np.ndarray, var: np.ndarray, index: list[str], level: float,
 
 
 # ===================================================================== breads
+def objective_influence(obj: Objective, theta: np.ndarray, A: np.ndarray, coords: slice | np.ndarray = slice(None)
+                        ) -> Influence:
+    """Influence directions ``u_c = A d eta_c / d theta[coords]`` of an objective's cells.
+
+    Factored in the full coordinates: ``J = d eta / d phi`` (a :class:`CellJacobian`) and ``A T[:, coords]^T``.
+    """
+    Tc = obj.chart.T_sparse[:, coords]
+    return Influence(CellJacobian(obj, np.asarray(theta, float)), np.asarray(Tc @ np.asarray(A).T).T)
+
+
 def two_step_maps(S_xi: np.ndarray, S_c: np.ndarray, C: np.ndarray, H_c_xi: np.ndarray,
                   stage_two: str) -> tuple[np.ndarray, np.ndarray]:
     """Return the maps of the two-step delta method (stacked estimating equations) of a staged estimator.
@@ -164,8 +174,8 @@ def staged_linearization(data: Comparisons, fit_: Any) -> Linearization:
     sdot = ch.target_jacobian(th)
     total, A_H = two_step_maps(sdot[:, xi], sdot[:, cs], HH[np.ix_(cs, cs)], HH[np.ix_(cs, xi)], "c_H")
     HLp, _ = pinv_sym(HL, gauge=ch.gauge_directions(th)[xi])
-    U_L = oL.influence(th, total @ HLp, xi)
-    U_H = oH.influence(th, A_H, cs)
+    U_L = objective_influence(oL, th, total @ HLp, xi)
+    U_H = objective_influence(oH, th, A_H, cs)
     st = CellStats.from_parts([(data.llm.n, data.llm.y, oL.probabilities(th), 1.0 / data.n_llm, False),
                                (data.human.n, data.human.y, oH.probabilities(th), 1.0 / data.n_human, True)])
     U = stack_influence([U_L, U_H])
@@ -200,7 +210,7 @@ def finite_influence(data: Comparisons, ch: Chart, lam: float, theta: np.ndarray
     """
     obj = Objective.weighted(ch, data, lam)
     Hp = hess_pinv if hess_pinv is not None else pinv_sym(obj.value_grad_hess(theta)[2], gauge=ch.gauge_directions(theta))[0]
-    U = obj.influence(theta, ch.target_jacobian(theta) @ Hp)
+    U = objective_influence(obj, theta, ch.target_jacobian(theta) @ Hp)
     p = obj.probabilities(theta)
     h = obj.cells.is_human
     st = CellStats.from_parts([(data.llm.n, data.llm.y, p[~h], lam / data.n_llm, False),

@@ -30,7 +30,6 @@ from pydial.cache import derived
 from pydial.data.comparisons import CellTable, Comparisons, HumanCells, LLMCells
 from pydial.model.chart import Chart, difference_design
 from pydial.model.families import BINARY, CellDerivatives, Family, binary_cell, family_of
-from pydial.model.meats import Influence
 from pydial.model.penalty import CalibrationFirthPenalty, TieCalibrationFirthPenalty, central_hessian, check_penalty
 from pydial.exceptions import ArgumentError
 
@@ -1111,18 +1110,6 @@ class Objective:
         formed with :meth:`influence`, which stays in the full coordinates.
         """
         return (self.full_jacobian(theta, rows) @ self.chart.T_sparse).tocsr()
-
-    def influence(self, theta: np.ndarray, A: np.ndarray, coords: slice | np.ndarray = slice(None),
-                  rows: np.ndarray | None = None) -> Influence:
-        """Influence directions ``u_c = A d eta_c / d theta[coords]`` of the cells.
-
-        Factored in the full coordinates: ``J = d eta / d phi`` (a :class:`CellJacobian`
-        for all cells, the sparse rows of the cells selected by ``rows``) and
-        ``A T[:, coords]^T``.
-        """
-        Tc = self.chart.T_sparse[:, coords]
-        J = CellJacobian(self, np.asarray(theta, float)) if rows is None else self.full_jacobian(theta, rows)
-        return Influence(J, np.asarray(Tc @ np.asarray(A).T).T)
 
     def ext_jacobian(self, x: np.ndarray, rows: np.ndarray | None = None) -> sp.csr_matrix:
         """``[d eta / d (phi, l); d l_{g(c)} / d (phi, l)]`` stacked (``2m x (dim_full + n_tie)``, sparse).

@@ -988,7 +988,8 @@ def _calibration_modes(M: np.ndarray, Hc: CellTable, prior_sd: float) -> np.ndar
     prior, no finite mode) give a start on the box instead of an overflow.  With covariates the
     GLM is in ``(c_t, beta_t)`` (design ``[D_H M_t, Z_H]``, the same ridge): rows ``(c_t, beta_t)``.
     """
-    from pydial.estimation.glm import binary_counts, glm
+    from pydial.estimation.glm import glm
+    from pydial.model.glm import binary_counts
     from pydial.model.design import calibration_design, dense_design
 
     counts = binary_counts((Hc.wins_i + Hc.wins_j).astype(float), Hc.wins_i.astype(float))
