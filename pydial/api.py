@@ -1,7 +1,7 @@
 r"""The one-line entry point :func:`fit`: validate the arguments, pick the engine, run the estimator, build the result.
 
 The estimators themselves live in :mod:`pydial.estimation` and run whichever
-optimizers they are given (:class:`pydial.estimation.engines.Engine`); this module
+optimizers they are given (:class:`pydial.estimation.engines.Optimizers`); this module
 sits above both engines, so the numpy layers never import Stan.  The methods are tabulated in :mod:`pydial.estimation.estimators`.
 """
 
@@ -11,8 +11,9 @@ import warnings
 from typing import Any, cast
 
 from pydial.data.comparisons import Comparisons
-from pydial.estimation.engines import Engine
-from pydial.estimation.estimators import estimate, numerical_errors, numpy_optimizers
+from pydial.estimation.engines import Optimizers
+from pydial.estimation.estimators import estimate, numerical_errors
+from pydial.estimation.steps import numpy_optimizers
 from pydial.estimation.spec import DEFAULT_METHOD, ModelSpec, spec_from_arguments
 from pydial.exceptions import ArgumentTypeError, caller_stacklevel
 from pydial.estimation.results import DialResult, build_result, calibration_warning, with_verdict
@@ -27,12 +28,12 @@ DEFAULTS: dict[str, Any] = dict(rank=None, calibration=None, ties=None, penalty=
 """The defaults of :func:`fit`'s model arguments (an argument left at its default is not passed to the spec)."""
 
 
-def optimizers(engine: str, seed: int | None = None, penalty: str | None = None) -> Engine:
+def optimizers(engine: str, seed: int | None = None, penalty: str | None = None) -> Optimizers:
     """Return the optimizers of ``engine``: numpy's (Newton on exact derivatives) or Stan's (its optimizer)."""
     if engine == "stan":
-        from pydial.stan.engine import stan_engine
+        from pydial.stan.engine import stan_optimizers
 
-        return stan_engine(seed, penalty)
+        return stan_optimizers(seed, penalty)
     return numpy_optimizers(penalty)
 
 

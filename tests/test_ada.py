@@ -34,7 +34,7 @@ from scipy.special import expit
 
 import pydial
 from pydial.data.comparisons import HumanCells
-from pydial.estimation.binary import staged_fit
+from pydial.estimation.glm import staged_fit
 from pydial.inference.linearization import finite_influence
 from pydial.inference.linearization import COV_TYPES, influence_covariance
 from pydial.model.likelihood import Objective, human_loss

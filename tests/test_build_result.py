@@ -13,7 +13,8 @@ import pytest
 
 import pydial
 import pydial.api
-from pydial.estimation.estimators import estimate, numpy_optimizers
+from pydial.estimation.estimators import estimate
+from pydial.estimation.steps import numpy_optimizers
 from pydial.estimation.results import DialResult, Estimate, build_result, with_verdict
 from test_with_cov import data, quiet, tied  # noqa: F401  (the data sets and helper of the with_cov tests)
 

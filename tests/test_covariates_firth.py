@@ -17,7 +17,7 @@ from scipy.special import expit
 
 import pydial
 from pydial.estimation.baselines import POOLED_LABEL, numpy_pooled
-from pydial.estimation.binary import staged_fit
+from pydial.estimation.glm import staged_fit
 from pydial.model.chart import Chart
 from pydial.model.likelihood import Objective
 from pydial.model.penalty import FirthPenalty

@@ -14,7 +14,7 @@ import statsmodels.api as sm
 from fdcheck import fd_jacobian
 
 import pydial
-from pydial.estimation.binary import llm_only_fit, staged_fit
+from pydial.estimation.glm import llm_only_fit, staged_fit
 from pydial.exceptions import ArgumentError
 from pydial.model.chart import Chart
 from pydial.model.likelihood import CellJacobian, Objective

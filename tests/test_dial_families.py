@@ -96,18 +96,17 @@ def binary_sim():
 @pytest.mark.parametrize("calibration", ["mu", "W"])
 @pytest.mark.parametrize("penalty", [None, "firth"])
 def test_the_general_steps_with_the_binary_family_are_the_binary_fast_path(binary_sim, method, calibration, penalty):
-    """``FamilySteps(ties=None)`` runs the outcome-level derivatives (:mod:`pydial.model.families`) of every family;
+    """``Steps(fast=False)`` runs the outcome-level derivatives (:mod:`pydial.model.families`) of every family;
     the binary steps the logistic fast path (cell residuals ``n p - y``, the LLM-only fit's Hessian reused).
     Same estimator, so the same weight, scores, position effects, covariances and GACV table."""
     from pydial.estimation.dial import fit_dial
-    from pydial.estimation.binary import BinarySteps
-    from pydial.estimation.estimators import numpy_engine
-    from pydial.estimation.steps import FamilySteps
+    from pydial.estimation.steps import Steps, numpy_optimizers
 
     d = binary_sim
-    kw = dict(adaptive=method == "dial-ada", lambdas=None, multiples=None, include_endpoints=True, rank_grid=[1])
-    fast = fit_dial(d, BinarySteps(d, calibration, True, penalty=penalty, point=numpy_engine(penalty)), calibration, **kw)
-    general = fit_dial(d, FamilySteps(d, calibration, True, None, penalty=penalty), calibration, **kw)
+    kw = dict(adaptive=method == "dial-ada", lambda_=None, multiples=None, include_endpoints=True, rank_grid=[1])
+    engine = numpy_optimizers(penalty)
+    fast = fit_dial(d, Steps(d, calibration, True, engine=engine, penalty=penalty), calibration, **kw)
+    general = fit_dial(d, Steps(d, calibration, True, engine=engine, penalty=penalty, fast=False), calibration, **kw)
     assert general.lambda_ == fast.lambda_
     np.testing.assert_allclose(general.s, fast.s, atol=1e-8)  # the fast path polishes its optimum further
     np.testing.assert_allclose(general.b, fast.b, atol=1e-9)

@@ -29,7 +29,8 @@ from scipy.special import expit
 
 import pydial
 from fdcheck import fd_jacobian
-from pydial.estimation.binary import StagedFit, staged_fit
+from pydial.estimation.engines import StagedFit
+from pydial.estimation.glm import staged_fit
 from pydial.inference.linearization import finite_influence, staged_influence, staged_linearization
 from pydial.inference.linearization import COV_TYPES, influence_covariance
 from pydial.model.likelihood import Cells, Objective

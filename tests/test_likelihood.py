@@ -418,7 +418,7 @@ def test_factored_hessian_matches_block_pair_assembly(data, r, cal, order, monke
 
 def stationary_fit(data, r, cal):
     """A fitted stationary point: the LLM-only fit (``cal`` None) or a finite-weight joint fit."""
-    from pydial.estimation.binary import staged_fit
+    from pydial.estimation.glm import staged_fit
     from pydial.estimation.glm import fit_structured, initial_theta
 
     if cal is None:

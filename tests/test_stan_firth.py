@@ -19,7 +19,7 @@ import pydial
 from scipy.special import expit
 
 from pydial.estimation.baselines import numpy_pooled
-from pydial.estimation.binary import staged_fit
+from pydial.estimation.glm import staged_fit
 from pydial.model.chart import difference_design
 from pydial.model.chart import centering_basis
 from pydial.estimation.glm import fit_calibration, fit_human_btl, fit_order_btl, fit_structured, initial_theta

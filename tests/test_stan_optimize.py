@@ -48,7 +48,7 @@ def test_joint_fit_matches_numpy_newton(models, data, r, cal, order, mult):
 
 
 def test_staged_fit_matches_numpy_dial_anc(models, data):
-    from pydial.estimation.binary import staged_fit
+    from pydial.estimation.glm import staged_fit
 
     for cal in ("mu", "W"):
         sf = staged_fit(data, 1, cal)
@@ -154,7 +154,7 @@ def test_fixed_coordinates_stay_fixed(models, data, stan_backend_name):
 
 def test_calibration_stage_with_the_llm_block_as_data(models, data):
     """dial.stan's fix_llm: only c is a parameter; its optimum is argmin_c l_H(M c) of the numpy engine."""
-    from pydial.estimation.binary import staged_fit
+    from pydial.estimation.glm import staged_fit
     from pydial.stan.schema import dial_data
 
     sf = staged_fit(data, 1, "W")

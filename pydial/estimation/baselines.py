@@ -31,13 +31,12 @@ import numpy as np
 import pandas as pd
 
 from pydial.data.comparisons import Comparisons
-from pydial.estimation.binary import family_steps
 from pydial.estimation.fitstats import FitStats, cell_log_likelihood
 from pydial.estimation.glm import glm
 from pydial.model.glm import FamilyGLM, has_tie_parameter
 from pydial.estimation.selection import Candidate
 from pydial.estimation.steps import (
-    FamilySteps,
+    Steps,
     beta_labels,
     family_human_candidate,
     family_human_fit,
@@ -59,7 +58,7 @@ from pydial.estimation.results import Estimate, tie_log_nu
 from pydial.optim import OptimResult, warn_unresolved
 
 if TYPE_CHECKING:
-    from pydial.estimation.engines import Engine, StagedFit
+    from pydial.estimation.engines import Optimizers, StagedFit
 
 __all__ = ["POOLED_LABEL", "fit_pooled", "fit_atc", "human_only_lrt", "numpy_pooled", "pooled_cross_derivative",
            "pooled_linearization", "atc_scores"]
@@ -194,14 +193,14 @@ def pooled_linearization(data: Comparisons, ties: str | None, o1: OptimResult, o
     return stack_outcome_influence([U_L, U_H]).linearization("the pooled scores", blocks, tie_labels=labels)
 
 
-def fit_pooled(data: Comparisons, rank: int | None = None, *, ties: str | None, engine: Engine,
+def fit_pooled(data: Comparisons, rank: int | None = None, *, ties: str | None, engine: Optimizers,
                shared: bool = True) -> Estimate:
     """Fit the pooled baseline of the family ``ties`` (see the module docstring); ``rank`` and ``shared`` are unused.
 
     The pooled BTL ignores which judge judged, so its covariate effect ``beta_L`` is shared by the
     judges whatever ``covariate_effects`` asks.
 
-    The optimizers are ``engine``'s: ``engine.family.pooled_stages`` (Stan's), or
+    The optimizers are ``engine``'s: ``engine.pooled_stages`` (Stan's), or
     :func:`numpy_pooled`.  With ties the estimate has the tie parameters (``nu_L`` of the
     pooled judges, ``nu_H`` of the people); with response covariates the covariate effects
     (rows :data:`POOLED_LABEL`, ``beta_L``, and the people, ``beta_H``).  Its calibration
@@ -210,14 +209,14 @@ def fit_pooled(data: Comparisons, rank: int | None = None, *, ties: str | None, 
     """
     N, p = data.N, data.p
     what = "pooled LLM " + ("BTL" if ties is None else "tie model")
-    if engine.family.pooled_stages is not None:
+    if engine.pooled_stages is not None:
         L, Hc = family_cells(data, ties)
         m1 = FamilyGLM(ties, L.counts, pooled_designs(data, L, Hc)[0])
         free2 = has_tie_parameter(ties, Hc.counts)
-        o1, o2 = engine.family.pooled_stages(data, ties, m1.start(), family_of(ties).log_nu_start(Hc.counts) if free2 else 0.0,
-                                             m1.free, free2, penalty=engine.point.penalty)
+        o1, o2 = engine.pooled_stages(data, ties, m1.start(), family_of(ties).log_nu_start(Hc.counts) if free2 else 0.0,
+                                             m1.free, free2, penalty=engine.penalty)
     else:
-        o1, o2 = numpy_pooled(data, ties, penalty=engine.point.penalty)
+        o1, o2 = numpy_pooled(data, ties, penalty=engine.penalty)
     warn_unresolved(o1, what)
     s_pool = centering_basis(N) @ o1.x[: N - 1]
     if _degenerate(s_pool):
@@ -281,11 +280,11 @@ def atc_scores(base: np.ndarray, human: np.ndarray) -> np.ndarray:
     return s
 
 
-def fit_atc(data: Comparisons, rank: int, *, ties: str | None, engine: Engine, shared: bool = False) -> Estimate:
+def fit_atc(data: Comparisons, rank: int, *, ties: str | None, engine: Optimizers, shared: bool = False) -> Estimate:
     """Fit AtC of the family ``ties`` (App. related-comparison; see the module docstring).
 
     The people's model (:func:`~pydial.estimation.steps.family_human_fit`) gives the ordering;
-    DIAL-Anc with ``M = mu`` (the family's staged fit, :func:`~pydial.estimation.binary.family_steps`)
+    DIAL-Anc with ``M = mu`` (the family's staged fit, :class:`~pydial.estimation.steps.Steps`)
     the consensus, and the LLM-only fit the judges' position effects and consensus loadings
     (with ties also the judges' tie parameters, and the people's ``nu_H`` from their own model).
     With response covariates the people's model has ``z' beta_H`` (a style-controlled ordering),
@@ -296,9 +295,9 @@ def fit_atc(data: Comparisons, rank: int, *, ties: str | None, engine: Engine, s
     whose consensus AtC calibrates; ``N - 2`` degrees of freedom).  The isotonic scores are not a
     likelihood fit: no ``llf`` / ``df_model`` (NaN / ``None``), only the people's log-likelihood at them.
     """
-    penalty = engine.point.penalty
-    steps = family_steps(data, "mu", True, ties, engine, penalty, shared)
-    opt, free_h, X = family_human_fit(data, ties, engine.family, penalty)
+    penalty = engine.penalty
+    steps = Steps(data, "mu", True, family_of(ties), engine, penalty, shared=shared)
+    opt, free_h, X = family_human_fit(data, ties, engine, penalty)
     s_h, _, lh = human_parameters(data, opt.x, free_h)
     warn_unresolved(opt, ("human BTL" if ties is None else "human tie model") + " (AtC ordering)")
     sf = steps.staged(rank)
@@ -325,11 +324,11 @@ def fit_atc(data: Comparisons, rank: int, *, ties: str | None, engine: Engine, s
                     beta=beta, beta_labels=beta_labels(data, sf.chart) if beta is not None else ())
 
 
-def atc_covariate_linearization(steps: FamilySteps, sf: StagedFit) -> Linearization:
+def atc_covariate_linearization(steps: Steps, sf: StagedFit) -> Linearization:
     """Return the linearization of the covariate effects of AtC's staged fit (block ``"beta"`` alone).
 
     The two-step influence of DIAL-Anc at ``lambda = inf`` (eq. staged-calibrated-estimator;
-    :meth:`~pydial.estimation.steps.FamilySteps.scores_linearization`), cut to the rows of
+    :meth:`~pydial.estimation.steps.Steps.scores_linearization`), cut to the rows of
     ``beta``: AtC's scores have no linearization (the isotonic step), so the scores' block is
     left out and their covariance stays NaN.
     """

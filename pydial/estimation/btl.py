@@ -30,12 +30,12 @@ import warnings
 import numpy as np
 
 from pydial.data.comparisons import CellTable, Comparisons
-from pydial.estimation.engines import FamilyOptimizers
+from pydial.estimation.engines import Optimizers
 from pydial.estimation.fitstats import FitStats, judges_stats
 from pydial.estimation.glm import glm
 from pydial.model.glm import has_tie_parameter
 from pydial.estimation.results import Estimate, tie_log_nu
-from pydial.estimation.steps import NUMPY_FAMILY, family_human_influence, human_effects, human_parameters
+from pydial.estimation.steps import NUMPY, family_human_influence, human_effects, human_parameters
 from pydial.inference.sandwich import OutcomeInfluence, family_glm_influence, stack_outcome_influence
 from pydial.exceptions import ArgumentError, ConvergenceWarning
 from pydial.inference.linearization import target_slices
@@ -67,7 +67,7 @@ def _identified(U: OutcomeInfluence, what: str) -> bool:
     return not U.n_zero
 
 
-def _human(data: Comparisons, ties: str | None, engine: FamilyOptimizers, penalty: str | None) -> Estimate:
+def _human(data: Comparisons, ties: str | None, engine: Optimizers, penalty: str | None) -> Estimate:
     """Fit the people's model: the ``lambda = 0`` fit of :func:`~pydial.estimation.steps.family_human_influence`."""
     N = data.N
     p = human_effects(data).size if data.p else 0  # the people's free covariate effects
@@ -88,7 +88,7 @@ def _human(data: Comparisons, ties: str | None, engine: FamilyOptimizers, penalt
                     beta_labels=(data.human_judge,) if p else (), stats=FitStats(llf, int(opt.x.size), llf))
 
 
-def _judges(data: Comparisons, ties: str | None, engine: FamilyOptimizers, seed: int | None, backend: str | None,
+def _judges(data: Comparisons, ties: str | None, engine: Optimizers, seed: int | None, backend: str | None,
             penalty: str | None) -> Estimate:
     """Each judge's order-effect model, one GLM per judge; linearized jointly and judge by judge.
 
@@ -173,7 +173,7 @@ def _judges(data: Comparisons, ties: str | None, engine: FamilyOptimizers, seed:
 
 
 def fit_btl(data: Comparisons, method: str, *, ties: str | None = None, seed: int | None = None,
-            backend: str | None = None, engine: FamilyOptimizers | None = None, penalty: str | None = None) -> Estimate:
+            backend: str | None = None, engine: Optimizers | None = None, penalty: str | None = None) -> Estimate:
     """Fit ``human`` or ``judges`` in the outcome family ``ties`` with the covariance of any meat (see the module docstring).
 
     The human model of eq. human-only-estimator or each judge's order-effect model
@@ -193,7 +193,7 @@ def fit_btl(data: Comparisons, method: str, *, ties: str | None = None, seed: in
     if method not in ("human", "judges"):
         raise ArgumentError(f"fit_btl fits the methods 'human' and 'judges', not {method!r}; the DIAL methods "
                             "are pydial.estimation.dial.fit_dial")
-    engine = NUMPY_FAMILY if engine is None else engine
+    engine = NUMPY if engine is None else engine
     if method == "human":
         return _human(data, ties, engine, penalty)
     return _judges(data, ties, engine, seed, backend, penalty)

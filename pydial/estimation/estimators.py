@@ -16,20 +16,19 @@ atc        human BTL ordering + isotonic calibration of the LLM consensus (AtC)
 from __future__ import annotations
 
 from contextlib import contextmanager
-from functools import partial
 from typing import Any, Iterator, cast
 
 import numpy as np
 
 from pydial.data.comparisons import Comparisons
 from pydial.estimation.baselines import fit_atc, fit_pooled
-from pydial.estimation.binary import family_steps, staged_fit
 from pydial.estimation.btl import fit_btl
-from pydial.estimation.engines import Engine, PointEngine
+from pydial.estimation.engines import Optimizers
 from pydial.estimation.dial import fit_dial
 from pydial.estimation.results import Estimate
-from pydial.estimation.selection import Selection, numpy_joint
-from pydial.estimation.steps import NUMPY_FAMILY
+from pydial.estimation.selection import Selection
+from pydial.estimation.steps import Steps
+from pydial.model.families import family_of
 from pydial.exceptions import ArgumentError, ConvergenceError, IdentifiabilityError
 from pydial.model.identifiability import ESTIMATORS
 
@@ -75,7 +74,7 @@ def numerical_errors(what: str) -> Iterator[None]:
         raise ConvergenceError(f"{what} failed: a floating-point error ({e})") from e
 
 
-def estimate(data: Comparisons, method: str, *, engine: Engine, calibration: str | None, lambda_: Any, multiples: Any,
+def estimate(data: Comparisons, method: str, *, engine: Optimizers, calibration: str | None, lambda_: Any, multiples: Any,
              include_endpoints: bool | str, ties: str | None, seed: int | None, rank_grid: list[int],
              penalty: str | None, shared: bool = False, selection: Selection = Selection()) -> Estimate:
     """Run the estimator ``method`` with ``engine``'s optimizers (arguments validated by :class:`ModelSpec`).
@@ -89,11 +88,11 @@ def estimate(data: Comparisons, method: str, *, engine: Engine, calibration: str
     if method in BASELINES:
         return BASELINES[method](data, rank_grid[0], ties=ties, engine=engine, shared=shared)
     if method in ("human", "judges"):
-        return fit_btl(data, method, ties=ties, seed=seed, engine=engine.family, penalty=penalty)
+        return fit_btl(data, method, ties=ties, seed=seed, engine=engine, penalty=penalty)
     order = method != "dial-nopos"
     cal = cast(str, calibration)
-    steps = family_steps(data, cal, order, ties, engine, penalty, shared)
-    return fit_dial(data, steps, cal, adaptive=(method != "dial-anc"), lambdas=lambda_, multiples=multiples,
+    steps = Steps(data, cal, order, family_of(ties), engine, penalty, shared=shared)
+    return fit_dial(data, steps, cal, adaptive=(method != "dial-anc"), lambda_=lambda_, multiples=multiples,
                     include_endpoints=include_endpoints, rank_grid=rank_grid, selection=selection)
 
 
@@ -116,17 +115,3 @@ def rank_candidates(rank: Any, data: Comparisons, method: str) -> list[int]:
     if len(grid) > 1 and method not in ("dial-ada", "dial-nopos"):
         raise ArgumentError(f"a rank grid (rank={rank!r}) needs method 'dial-ada' or 'dial-nopos', got {method!r}")
     return sorted(set(grid))
-
-
-# ----------------------------------------------------------------- helpers
-def numpy_engine(penalty: str | None = None) -> PointEngine:
-    """Return the numpy optimizers of the binary fast path, penalized by ``penalty`` (:mod:`pydial.model.penalty`)."""
-    return PointEngine(staged=partial(staged_fit, penalty=penalty), joint=partial(numpy_joint, penalty=penalty),
-                       penalty=penalty)
-
-
-def numpy_optimizers(penalty: str | None = None) -> Engine:
-    """Return the numpy engine: Newton on the exact derivatives for every fit (``fit(..., engine="numpy")``)."""
-    return Engine(numpy_engine(penalty), NUMPY_FAMILY)
-
-

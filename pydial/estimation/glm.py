@@ -13,12 +13,16 @@ r"""Optimizers for the models of the paper (numpy engine).
 
 from __future__ import annotations
 
+import dataclasses
+from typing import Any, cast
+
 import numpy as np
 import scipy.sparse as sp
 
 from pydial.data.comparisons import Comparisons, HumanCells, LLMCells
-from pydial.estimation.engines import BTLFit, StructuredFit
-from pydial.model.chart import Chart, centering_basis, structure_from_S
+from pydial.cache import derived
+from pydial.estimation.engines import BTLFit, StagedFit, StructuredFit
+from pydial.model.chart import Calibration, Chart, centering_basis, structure_from_S
 from pydial.model.design import Design, calibration_design, centered_design, dense_design
 from pydial.model.glm import FamilyGLM, binary_counts
 from pydial.model.likelihood import Objective
@@ -202,3 +206,56 @@ def _path_derivatives(data: Comparisons, chart: Chart, lam: float, theta0: np.nd
         return lam * opt0.fun + f_h, g_h, H_h
     t = lam / lam0
     return t * opt0.fun + (1 - t) * f_h, t * opt0.grad + (1 - t) * g_h, t * opt0.hess + (1 - t) * H_h
+
+
+def human_effects(data: Comparisons) -> np.ndarray:
+    """Return the indices of the covariates with an effect on the people: the free entries of ``beta_H``.
+
+    Every covariate but those that are 0 on all the people's cells (:attr:`~pydial.Comparisons.covariate_support`,
+    e.g. the self-preference); the columns of the people's GLM designs (:meth:`~pydial.Comparisons.effect_columns`).
+    """
+    return np.flatnonzero(data.covariate_support[-1])
+
+
+def human_effect_row(data: Comparisons, free: np.ndarray) -> np.ndarray:
+    """Return the people's whole row ``beta_H`` (``p``) from its free entries (:func:`human_effects`; the others 0)."""
+    out = np.zeros(data.p)
+    out[human_effects(data)] = free
+    return out
+
+
+def staged_fit(data: Comparisons, rank: int, calibration: str, *, order: bool = True,
+               penalty: str | None = None, shared: bool = False) -> StagedFit:
+    """Alg. DIAL-Anc: structured LLM-only fit, then ``argmin_c l_H(M c)``.
+
+    With ``penalty="firth"``, the calibration GLM is Firth's estimate.  With covariates the
+    calibration GLM fits ``(c, beta_H)`` (``l_H(M c, beta_H)``); ``shared``: one covariate
+    effect for all LLM judges (:class:`~pydial.model.chart.Chart`).
+    """
+    chL, fL = llm_only_fit(data, rank, order, shared)
+    st = chL.structure(fL.theta)
+    M = st.basis(calibration)
+    # the people's design [D_H M, Z_H] has the covariates with an effect on them (Comparisons.effect_columns)
+    human = data.human if not data.p else dataclasses.replace(data.human, z=data.effect_columns(data.human.z, data.K))
+    oc = fit_calibration(human, M, penalty=penalty)
+    ch = Chart.for_data(data, rank, cast(Calibration, calibration), order, shared)
+    b = chL.order_effects(fL.theta) if order else None
+    d = M.shape[1]
+    beta = np.vstack([chL.covariate_effects(fL.theta), human_effect_row(data, oc.x[d:])]) if data.p else None
+    theta = ch.from_structure(st, oc.x[:d], b, beta)
+    theta[ch.llm_coordinates] = fL.theta  # the same point up to rounding; exactly the first stage's coordinates
+    return StagedFit(ch, theta, fL.opt, oc, chL, fL.theta)
+
+
+def llm_only_fit(data: Comparisons, rank: int, order: bool = True, shared: bool = False) -> tuple[Chart, StructuredFit]:
+    """Return the structured LLM-only fit (eq. staged-calibrated-estimator, first stage).
+
+    It is computed once per ``(rank, order, shared)`` and cached on ``data``: DIAL-Anc,
+    DIAL-Ada (its anchored endpoint and warm start) and AtC share it.
+    """
+    def build() -> tuple[Chart, Any]:
+        chL = Chart.for_data(data, rank, None, order, shared)
+        fL = fit_structured(data, chL, np.inf, initial_theta(data, chL))
+        return chL, dataclasses.replace(fL, objective=None)  # keep the fit, not its objective (per-cell index arrays)
+
+    return derived(data, ("llm_only_fit", int(rank), bool(order), bool(shared and data.p)), build)

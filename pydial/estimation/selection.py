@@ -482,11 +482,11 @@ def loo_cv(data: Comparisons, ch: Chart, lam: float, theta: np.ndarray, ties: st
 def positive_values(values: Any, name: str) -> np.ndarray:
     """Return a non-empty 1-d sequence of finite positive numbers as a float array.
 
-    ``values`` are ``lambdas`` or ``multiples``; anything else raises
+    ``values`` are ``lambda_`` or ``multiples``; anything else raises
     :class:`ValueError` naming ``name``.
     """
     hint = (f"{name} must be a non-empty sequence of finite positive numbers, e.g. {name}=[0.5, 2.0]"
-            + (" (the endpoints 0 and inf are added by include_endpoints)" if name == "lambdas" else ""))
+            + (" (the endpoints 0 and inf are added by include_endpoints)" if name == "lambda_" else ""))
     try:
         arr = np.asarray(values, dtype=float)
     except (TypeError, ValueError):

@@ -29,16 +29,17 @@ model exactly (:func:`pydial.model.likelihood.tie_groups`); the binary family is
 case of no free group.  Judges' tie parameters and position effects are reported from
 the LLM-only fit (Prop. stage-one-normality); the people's ``nu_H`` from the selected fit.
 
-The optimizers are those of :class:`FamilyOptimizers`: numpy's Newton method by
+The optimizers are those of :class:`Optimizers`: numpy's Newton method by
 default, Stan's (``dial.stan``, ``judges.stan`` for the people) with ``engine="stan"``;
 every covariance, GACV and test is computed by numpy at the optimum.  The binary family's
-fast path (:class:`pydial.estimation.binary.BinarySteps`) replaces the steps that pass
+specialization (:class:`Steps`, the engine's ``staged`` and ``path``) replaces the steps that pass
 over the LLM cells and gives the same estimates.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -47,13 +48,17 @@ import scipy.sparse as sp
 
 from pydial.cache import derived
 from pydial.data.comparisons import Comparisons
-from pydial.estimation.engines import FamilyOptimizers, StagedFit
-from pydial.estimation.glm import glm, initial_theta
+from pydial.estimation.engines import Optimizers, StagedFit
+from pydial.estimation.glm import glm, human_effect_row, human_effects, initial_theta, staged_fit
 from pydial.estimation.results import tie_log_nu
-from pydial.estimation.selection import SCORE_LIMIT, Candidate, guard
+from pydial.estimation.selection import SCORE_LIMIT, Candidate, finite_candidate, guard, numpy_joint
 from pydial.inference.calibration_test import CalibrationTest, calibration_lrt
 from pydial.inference.linearization import (
     Linearization,
+    finite_influence,
+    linearize,
+    llm_only_linearization,
+    staged_linearization,
     target_slices,
 )
 from pydial.inference.sandwich import (
@@ -67,11 +72,11 @@ from pydial.inference.sandwich import (
 )
 from pydial.model.chart import Chart, centering_basis, consensus_gamma
 from pydial.model.design import Design, calibration_design, centered_design
-from pydial.model.families import family_of
+from pydial.model.families import BINARY, Family, family_of
 from pydial.model.likelihood import Cells, Objective, family_totals, free_groups, tie_human_loss
 from pydial.optim import OptimResult, newton, pinv_sym
 
-__all__ = ["NUMPY_FAMILY", "FamilyOptimizers", "FamilySteps", "family_llm_only_fit", "family_staged_fit", "family_joint_fit"]
+__all__ = ["NUMPY", "Steps", "numpy_optimizers", "family_llm_only_fit", "family_staged_fit", "family_joint_fit"]
 
 
 def _human_cells(data: Comparisons, ties: str | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -121,8 +126,18 @@ def _numpy_human(data: Comparisons, ties: str | None, x0: np.ndarray, penalty: s
     return glm(ties, hc, _human_design(data, ties), x0, weight=1.0 / n_h, penalty=penalty)
 
 
-NUMPY_FAMILY = FamilyOptimizers(_numpy_llm, _numpy_calibration, _numpy_joint, _numpy_human)
-"""The numpy optimizers (box-constrained Newton on the exact derivatives)."""
+def numpy_optimizers(penalty: str | None = None) -> Optimizers:
+    """Return the numpy engine: box-constrained Newton on the exact derivatives for every fit (``engine="numpy"``).
+
+    The binary family's ``staged`` and ``path`` are penalized by ``penalty`` (:mod:`pydial.model.penalty`).
+    """
+    return Optimizers(_numpy_llm, _numpy_calibration, _numpy_joint, _numpy_human,
+                      staged=partial(staged_fit, penalty=penalty), path=partial(numpy_joint, penalty=penalty),
+                      penalty=penalty)
+
+
+NUMPY = numpy_optimizers()
+"""The numpy optimizers without penalty."""
 
 
 # ============================================================== the stages
@@ -134,7 +149,7 @@ def _normalizer(ch: Chart) -> Any:
 
 
 def family_llm_only_fit(data: Comparisons, ties: str | None, rank: int, order: bool = True,
-                        engine: FamilyOptimizers = NUMPY_FAMILY,
+                        engine: Optimizers = NUMPY,
                         shared: bool = False) -> tuple[Chart, np.ndarray, OptimResult, np.ndarray]:
     """Fit the structured LLM-only model of the family: ``(chart, x, optimizer result, free judges)``, cached on ``data``.
 
@@ -157,7 +172,7 @@ def family_llm_only_fit(data: Comparisons, ties: str | None, rank: int, order: b
 
 
 def family_staged_fit(data: Comparisons, ties: str | None, rank: int, calibration: str, *, order: bool = True,
-                      engine: FamilyOptimizers = NUMPY_FAMILY, penalty: str | None = None,
+                      engine: Optimizers = NUMPY, penalty: str | None = None,
                       shared: bool = False) -> StagedFit:
     """Alg. DIAL-Anc in the family ``ties``: the LLM-only fit, then ``(c, beta_H, log nu_H)`` of the calibration GLM.
 
@@ -187,7 +202,7 @@ def family_staged_fit(data: Comparisons, ties: str | None, rank: int, calibratio
 
 
 def family_joint_fit(data: Comparisons, ch: Chart, lam: float, x0: np.ndarray, ties: str | None,
-                     engine: FamilyOptimizers = NUMPY_FAMILY,
+                     engine: Optimizers = NUMPY,
                      penalty: str | None = None) -> tuple[np.ndarray, OptimResult, Objective]:
     r"""Minimize :math:`Q_\lambda` of the family ``ties`` from ``x0`` (eq. weighted-joint-estimator).
 
@@ -201,7 +216,7 @@ def family_joint_fit(data: Comparisons, ch: Chart, lam: float, x0: np.ndarray, t
 # ================================================================ inference
 
 
-def family_human_fit(data: Comparisons, ties: str | None, engine: FamilyOptimizers = NUMPY_FAMILY,
+def family_human_fit(data: Comparisons, ties: str | None, engine: Optimizers = NUMPY,
                      penalty: str | None = None) -> tuple[OptimResult, bool, Design]:
     """Fit the ``lambda = 0`` endpoint: the people's model of the family in the centered chart ``s = T beta``.
 
@@ -214,22 +229,6 @@ def family_human_fit(data: Comparisons, ties: str | None, engine: FamilyOptimize
     x0 = np.append(np.zeros(X.shape[1]), family_of(ties).log_nu_start(hc)) if free else np.zeros(X.shape[1])
     return derived(data, ("family_human_fit", ties, engine.name, penalty),
                    lambda: engine.human(data, ties, x0, penalty=penalty)), free, X
-
-
-def human_effects(data: Comparisons) -> np.ndarray:
-    """Return the indices of the covariates with an effect on the people: the free entries of ``beta_H``.
-
-    Every covariate but those that are 0 on all the people's cells (:attr:`~pydial.Comparisons.covariate_support`,
-    e.g. the self-preference); the columns of the people's GLM designs (:meth:`~pydial.Comparisons.effect_columns`).
-    """
-    return np.flatnonzero(data.covariate_support[-1])
-
-
-def human_effect_row(data: Comparisons, free: np.ndarray) -> np.ndarray:
-    """Return the people's whole row ``beta_H`` (``p``) from its free entries (:func:`human_effects`; the others 0)."""
-    out = np.zeros(data.p)
-    out[human_effects(data)] = free
-    return out
 
 
 def human_parameters(data: Comparisons, x: np.ndarray, free: bool) -> tuple[np.ndarray, np.ndarray | None, float]:
@@ -246,7 +245,7 @@ def human_parameters(data: Comparisons, x: np.ndarray, free: bool) -> tuple[np.n
             float(x[N - 1 + p_h]) if free else -np.inf)
 
 
-def family_human_influence(data: Comparisons, ties: str | None, engine: FamilyOptimizers = NUMPY_FAMILY,
+def family_human_influence(data: Comparisons, ties: str | None, engine: Optimizers = NUMPY,
                            penalty: str | None = None) -> tuple[OptimResult, OutcomeInfluence, float]:
     """Fit the people's model (:func:`family_human_fit`) and return its optimum, the influence of ``(s, log nu_H)``, ``log nu_H``.
 
@@ -270,7 +269,7 @@ def family_human_influence(data: Comparisons, ties: str | None, engine: FamilyOp
 
 
 # ================================================================ candidates
-def family_human_candidate(data: Comparisons, ties: str | None, engine: FamilyOptimizers = NUMPY_FAMILY,
+def family_human_candidate(data: Comparisons, ties: str | None, engine: Optimizers = NUMPY,
                            penalty: str | None = None) -> tuple[Candidate, float]:
     """Return the ``lambda = 0`` GACV candidate (eq. gacv): the people's model of the family in ``s = T beta``.
 
@@ -349,7 +348,7 @@ def human_loss_at(data: Comparisons, ties: str | None, ch: Chart, x: np.ndarray,
 
 
 def family_finite_candidate(data: Comparisons, ch: Chart, lam: float, x0: np.ndarray, multiple: float,
-                            ties: str | None, engine: FamilyOptimizers = NUMPY_FAMILY, penalty: str | None = None) -> Candidate:
+                            ties: str | None, engine: Optimizers = NUMPY, penalty: str | None = None) -> Candidate:
     """Fit ``Q_lambda`` of the family from ``x0``; guards and GACV pieces (on the criterion penalized by ``penalty``)."""
     x, opt, obj = family_joint_fit(data, ch, lam, x0, ties, engine, penalty)
     H = opt.hess if opt.hess is not None and np.array_equal(opt.x, x) else obj.value_grad_hess(x)[2]
@@ -450,28 +449,46 @@ def beta_labels(data: Comparisons, ch: Chart) -> tuple[str, ...]:
 
 
 @dataclass(frozen=True)
-class FamilySteps:
-    """The steps of :func:`pydial.estimation.dial.fit_dial` for the outcome family ``ties`` (see the module docstring).
+class Steps:
+    """The steps of :func:`pydial.estimation.dial.fit_dial` for an outcome family (see the module docstring).
 
-    Every family, the binary one (``ties=None``) included; its fast path
-    (:class:`pydial.estimation.binary.BinarySteps`) overrides the steps that pass over
-    the LLM cells.  The coordinates are ``x = (theta, log nu)`` (no ``log nu`` for the binary
-    family); ``n_L`` and ``n_H`` count the ties of a tie family; ``engine`` supplies the
-    optimizers (default numpy; :func:`pydial.stan.engine.stan_family_optimizers` for Stan).
-    With ``penalty="firth"`` the people's model at ``lambda = 0`` and the calibration GLM
-    are Firth's estimates, and every weighted fit has the people's Jeffreys prior in the
-    calibration space (:mod:`pydial.model.penalty`).  ``what`` names the path in messages.
-    ``shared``: with covariates, one effect for all LLM judges (:class:`~pydial.model.chart.Chart`).
+    The coordinates are ``x = (theta, log nu)`` (no ``log nu`` for the binary family); ``n_L`` and
+    ``n_H`` count the ties of a tie family; ``engine`` supplies the optimizers (numpy's
+    :data:`NUMPY` by default, :func:`pydial.stan.engine.stan_optimizers` for Stan).  With
+    ``penalty="firth"`` the people's model at ``lambda = 0`` and the calibration GLM are Firth's
+    estimates, and every weighted fit has the people's Jeffreys prior in the calibration space
+    (:mod:`pydial.model.penalty`).  ``shared``: with covariates, one effect for all LLM judges.
+
+    The binary family's specialization: the steps that pass over the LLM cells use the logistic
+    kernel's cell residuals ``n p - y`` (:class:`~pydial.inference.meats.CellStats`), the LLM-only
+    fit cached on the data and shared with AtC, the weight path's warm-start derivatives and the
+    polishing step (the engine's ``staged`` and ``path``); the general steps give the same
+    estimates (a test checks every step).
     """
 
     data: Comparisons
     calibration: str
     order: bool
-    ties: str | None
-    engine: FamilyOptimizers = NUMPY_FAMILY
+    family: Family = BINARY
+    engine: Optimizers = field(default_factory=lambda: NUMPY)
     penalty: str | None = None
-    what: str = "the lambda path"
     shared: bool = field(default=False, kw_only=True)
+    fast: bool = field(default=True, kw_only=True)
+    """Take the binary family's specialization (``False``: its general steps, which a test compares)."""
+
+    @property
+    def _binary(self) -> bool:
+        return self.fast and self.family.is_binary
+
+    @property
+    def ties(self) -> str | None:
+        """The ``ties=`` option of the family."""
+        return self.family.name
+
+    @property
+    def what(self) -> str:
+        """The path's name in messages."""
+        return "the lambda path" if self.family.is_binary else "the lambda path of the tie model"
 
     def totals(self) -> tuple[int, int]:
         """Return ``(n_L, n_H)``, the comparisons of the LLM and human losses (eq. weighted-loss)."""
@@ -482,7 +499,9 @@ class FamilySteps:
         return family_human_candidate(self.data, self.ties, self.engine, self.penalty)[0]
 
     def staged(self, rank: int) -> StagedFit:
-        """Fit the staged endpoint of ``rank`` (Alg. DIAL-Anc; :func:`family_staged_fit`)."""
+        """Fit the staged endpoint of ``rank`` (Alg. DIAL-Anc; :func:`family_staged_fit`, the binary family's by ``staged``)."""
+        if self._binary:
+            return self.engine.staged(self.data, rank, self.calibration, order=self.order, shared=self.shared)
         return family_staged_fit(self.data, self.ties, rank, self.calibration, order=self.order, engine=self.engine,
                                  penalty=self.penalty, shared=self.shared)
 
@@ -493,17 +512,27 @@ class FamilySteps:
     def finite(self, chart: Chart, lam: float, x0: np.ndarray, multiple: float, warm: Candidate | None = None) -> Candidate:
         """Fit the candidate of the weight ``lam`` from ``x0`` (:func:`family_finite_candidate`).
 
-        ``warm``, the candidate whose fit ends at ``x0``, is for optimizers that use it (not these).
+        The binary family's by the engine's ``path`` to its tolerance
+        (:func:`~pydial.estimation.selection.finite_candidate`), warm-started by ``warm``, the
+        candidate whose fit ends at ``x0``.
         """
+        if self._binary:
+            return finite_candidate(self.data, chart, lam, x0, multiple, self.engine.path, penalty=self.penalty,
+                                    warm=warm, polish=False)
         return family_finite_candidate(self.data, chart, lam, x0, multiple, self.ties, self.engine, self.penalty)
 
     def polish(self, chart: Chart, cand: Candidate) -> Candidate:
         """Return the selected finite candidate ``cand`` with its optimum resolved for its linearization.
 
-        The path's candidates stop at the optimizer's tolerance, which GACV needs; these fits'
-        linearization takes that optimum as it is (:func:`~pydial.optim.newton`).
+        The path's candidates stop at the optimizer's tolerance, which GACV needs; the binary
+        family's numpy fit continues with the polishing step (:func:`~pydial.optim.newton`), the
+        others' linearization takes that optimum as it is.
         """
-        return cand
+        if not self._binary or self.engine.name != "numpy" or cand.theta is None:
+            return cand
+        out = finite_candidate(self.data, chart, cand.lam, cand.theta, cand.multiple, self.engine.path,
+                               penalty=self.penalty, warm=cand)
+        return out if out.admissible else cand
 
     def scores_linearization(self, sf: StagedFit, best: Candidate) -> tuple[Linearization, float]:
         """Return the linearization of the selected scores (and of ``log nu_H`` when free), and ``log nu_H``.
@@ -512,6 +541,13 @@ class FamilySteps:
         :func:`family_staged_influence`, else the sandwich of :func:`family_finite_influence`.
         """
         data, ties, ch = self.data, self.ties, sf.chart
+        if self._binary and np.isinf(best.lam):
+            return staged_linearization(data, sf), -np.inf
+        if self._binary and best.lam != 0:
+            # the bread is the unpenalized Hessian (pydial.model.penalty): the candidate's H^+ only without a penalty
+            assert best.theta is not None and best.s is not None  # a selected finite weight is admissible
+            U_b, stt = finite_influence(data, ch, best.lam, best.theta, best.hess_pinv if self.penalty is None else None)
+            return linearize(U_b, stt, "the calibrated scores", **target_slices(data.N, U_b.A.shape[0])), -np.inf
         if best.lam == 0:
             _, U, lh = family_human_influence(data, ties, self.engine, self.penalty)
             stage_one = None
@@ -533,6 +569,12 @@ class FamilySteps:
     def judge_effects(self, sf: StagedFit) -> tuple[np.ndarray | None, np.ndarray | None, pd.Series | None,
                                                      tuple[Linearization, ...]]:
         """Return ``b``, ``gamma``, the judges' ``log nu`` and their linearizations (:func:`family_judge_estimates`)."""
+        if self._binary:
+            if not self.order:
+                return None, None, None, ()
+            ch, th = sf.llm_chart, sf.llm_theta
+            lins = llm_only_linearization(self.data, ch, th, hess=sf.llm_opt.hess_at(th))
+            return ch.order_effects(th), ch.structure(th).gamma, None, lins
         b, log_nu, gamma, lin = family_judge_estimates(self.data, self.ties, sf)
         return b, gamma, log_nu, (lin,)
 
@@ -550,7 +592,7 @@ class FamilySteps:
         beta, labels = self.covariate_effects(sf, best)
         loss = tie_human_loss(ties, s, lh, data, None if beta is None else beta[-1])
         if self.penalty is not None:
-            hum = family_human_candidate(data, ties, NUMPY_FAMILY)[0]
+            hum = family_human_candidate(data, ties, NUMPY)[0]
         loss_anc = human_loss_at(data, ties, ch, sf.x, sf.free)
         ok_h = hum.opt is not None and hum.opt.resolved
         ct = calibration_lrt(loss_anc, hum.loss_human if ok_h else None, self.totals()[1], data.N - 1 - ch.d,

@@ -41,7 +41,7 @@ Pathfinder approximations; an ``xarray.DataTree`` on arviz 1.x, an
 :func:`compare_intervals` (sandwich vs posterior intervals, an
 :class:`IntervalComparison`),
 :func:`example_program` and :func:`example_programs` (the installed extensions),
-:func:`stan_fit_point` (penalized MLE in the numpy chart), :func:`stan_point_engine`
+:func:`stan_fit_point` (penalized MLE in the numpy chart), :func:`stan_optimizers`
 (the optimizers behind ``pydial.fit(..., engine="stan")``), and the low-level
 :func:`compile_model`, :func:`log_prob`, :func:`grad_log_prob`,
 :func:`optimize`, :func:`sample`.
@@ -68,7 +68,7 @@ from .backend import (
 from .bayes import estimand, posterior
 from .cache import CACHE_ENV, StanCacheWarning
 from .compare import IntervalComparison, compare_intervals, interval_settings
-from .engine import stan_point_engine
+from .engine import stan_optimizers
 from .point import POINT_METHODS, StanPointFit, stan_fit_point
 from .programs import EXAMPLES, PROGRAMS, example_program, example_programs, program_code, program_path
 from .schema import standata
@@ -96,7 +96,7 @@ __all__ = [
     "example_programs",
     "interval_settings",
     "compile_model",
-    "stan_point_engine",
+    "stan_optimizers",
     "grad_log_prob",
     "log_prob",
     "optimize",
