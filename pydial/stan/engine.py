@@ -43,8 +43,8 @@ def _binary_optimizers(seed: int | None, penalty: str | None) -> tuple[Any, Any]
     the box and regularity guards; ``penalty="firth"`` optimizes the Jeffreys-prior penalized targets.
     """
     def staged(data: Comparisons, rank: int, calibration: str, *, order: bool = True, shared: bool = False) -> StagedFit:
-        sp: StanPointFit = stan_fit_point(data, "staged", rank=rank, calibration=calibration, order=order, seed=seed,
-                                          penalty=penalty, shared=shared)
+        sp: StanPointFit = stan_fit_point(data, "dial-anc" if order else "dial-nopos", rank=rank, calibration=calibration,
+                                          lambda_=np.inf, seed=seed, penalty=penalty, shared=shared)
         assert sp.llm_chart is not None and sp.llm_theta is not None  # a staged fit has its first stage
         # the calibration GLM's coordinates (c, free beta_H), as numpy's (pydial.estimation.glm.fit_calibration)
         c_M = np.append(sp.chart.calibration_coordinates(sp.theta), sp.theta[sp.chart.human_coordinates[sp.chart.d:]])
@@ -58,8 +58,8 @@ def _binary_optimizers(seed: int | None, penalty: str | None) -> tuple[Any, Any]
               polish: bool = True) -> tuple[np.ndarray, Any]:
         # warm (the previous weight's fit) is not used: Stan's optimizer evaluates its own start;
         # polish neither: it stops at its own tolerances
-        sp = stan_fit_point(data, "joint", rank=chart.r, calibration=chart.calibration, lambda_=lam, order=chart.order,
-                            init=theta0, seed=seed, warn=False, penalty=penalty, shared=chart.shared)
+        sp = stan_fit_point(data, "dial-ada" if chart.order else "dial-nopos", rank=chart.r, calibration=chart.calibration,
+                            lambda_=lam, init=theta0, seed=seed, penalty=penalty, shared=chart.shared, options={"warn": False})
         theta = chart.canonical(sp.theta) if chart.r > 0 else sp.theta
         return theta, _as_optim(sp.stages[0], theta, sp.objective)
 
