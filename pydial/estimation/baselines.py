@@ -18,7 +18,7 @@ BTL model (``None``), Davidson (1970) or Rao-Kupper (1967); the procedures are t
   and the people's, with their two-step standard errors).
 
 A group without ties has the boundary MLE ``nu = 0`` and follows the binary model
-(:func:`pydial.estimation.glm.has_tie_parameter`).  Inference is numpy's at the optimum on
+(:func:`pydial.model.glm.has_tie_parameter`).  Inference is numpy's at the optimum on
 either engine.
 """
 

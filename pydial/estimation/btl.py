@@ -51,7 +51,7 @@ __all__ = ["tie_log_nu_start", "fit_btl"]
 def tie_log_nu_start(ties: str | None, cells: CellTable, G: int) -> np.ndarray:
     """Return the starting ``log nu`` of groups ``0..G-1`` from their tie rates (none for the binary family).
 
-    :func:`pydial.model.families.log_nu_start`.
+    :func:`pydial.model.families.Family.log_nu_start`.
     """
     if ties is None:
         return np.zeros(0)

@@ -117,7 +117,7 @@ class FamilyGLM:
         return TieFirthPenalty(cast(str, self.family), dense_design(self.X), self.counts, self.weight)
 
     def start(self) -> np.ndarray:
-        """Return the start ``beta = 0``, ``log nu`` at the cells' tie rate (:func:`~pydial.model.families.log_nu_start`)."""
+        """Return the start ``beta = 0``, ``log nu`` at the cells' tie rate (:func:`~pydial.model.families.Family.log_nu_start`)."""
         beta = np.zeros(self.X.shape[1])
         return np.append(beta, family_of(self.family).log_nu_start(self.counts)) if self.free else beta
 

@@ -488,7 +488,7 @@ def posterior(
         Store the ``N x N`` human win probabilities: ``win_prob[i, j]`` is the
         probability that people prefer item ``i`` to item ``j`` in one comparison,
         the family's ``P(i wins)`` at ``eta = s_H[i] - s_H[j]`` with the people's
-        ``nu`` (:func:`pydial.model.families.tie_probabilities`, first column):
+        ``nu`` (:func:`pydial.model.families.Family.probabilities`, first column):
         ``sigma(s_i - s_j)`` without ties; a tie is not a win (default: when ``N <= 30``).
     include_human : bool
         ``method="judges"``: add the people (their own scores ``s_H``).

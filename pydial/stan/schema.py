@@ -698,7 +698,7 @@ def dial_sample_inits(
 def tie_start(d: Mapping[str, Any]) -> np.ndarray:
     """Return the starting log tie parameters (judges 1..K, then people) of the Stan data ``d``.
 
-    :func:`pydial.model.families.log_nu_start` (the numpy engine's start) of each group's cells.
+    :func:`pydial.model.families.Family.log_nu_start` (the numpy engine's start) of each group's cells.
     """
     from pydial.model.families import family_of
 
