@@ -12,7 +12,7 @@ References (all computed here, independently of the code under test where possib
 * Fig. simu-main (bottom row) and its numerical summary: under judge-pair
   overdispersion DIAL-Ada is at or below both endpoints in excess risk.
 * Prop. calibration-test: ``T = 2 n_H {l_H(s_inf) - l_H(s_0)}`` from
-  ``likelihood.human_loss`` and separate Human / DIAL-Anc fits; its null law
+  ``cells.human_loss`` and separate Human / DIAL-Anc fits; its null law
   ``chi2_{N-1-d}`` and its power against the non-central chi-square of the proposition
   with ``2 delta_M = n_H dist_L^2{s_H, col(mu)}`` (comparison Laplacian ``L``).
 * App. lambda-selection: guards, reasons, endpoints, explicit grids, rank grids,
@@ -37,7 +37,8 @@ from pydial.data.comparisons import HumanCells
 from pydial.estimation.glm import staged_fit
 from pydial.inference.linearization import finite_influence
 from pydial.inference.linearization import COV_TYPES, influence_covariance
-from pydial.model.likelihood import Objective, human_loss
+from pydial.model.likelihood import Objective
+from pydial.model.cells import human_loss
 from pydial.studies.metrics import excess_risk
 from pydial.estimation.selection import SIMULATION_MULTIPLES, finite_candidate, gacv_trace, loo_cv
 from pydial.estimation.steps import family_anchored_candidate

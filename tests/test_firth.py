@@ -23,7 +23,8 @@ from pydial.model.chart import centering_basis
 from pydial.estimation.glm import fit_human_btl, fit_order_btl, glm
 from pydial.model.glm import binary_counts
 from pydial.model.chart import difference_design
-from pydial.model.likelihood import Objective, binomial_nll, tie_totals
+from pydial.model.likelihood import Objective, tie_totals
+from pydial.model.cells import binomial_nll
 from pydial.model.chart import Chart
 from pydial.model.penalty import FirthPenalty
 

@@ -13,7 +13,9 @@ import pytest
 
 import pydial
 from fdcheck import fd_jacobian
-from pydial.model.likelihood import Cells, Objective, binomial_nll, human_loss, llm_loss, weighted_loss
+from pydial.model.likelihood import Cells, Objective
+from pydial.model.cells import binomial_nll
+from pydial.model.cells import human_loss, llm_loss, weighted_loss
 from pydial.model.chart import Chart, structure_from_S
 
 N, K = 6, 3
@@ -484,7 +486,7 @@ def test_cell_jacobian_products_match_the_sparse_jacobian(data, cal, assembly, m
     import scipy.sparse as sp
 
     import pydial.model.likelihood as lk
-    from pydial.model.likelihood import CellJacobian
+    from pydial.model.cells import CellJacobian
 
     dense = assembly != "block-pairs"
     monkeypatch.setattr(lk, "TABLE_RATIO", 1e9 if assembly == "tables" else 0)

@@ -53,7 +53,9 @@ from pydial.inference.linearization import (
 from pydial.model.chart import centering_basis
 from pydial.model.design import Design, calibration_design, centered_design
 from pydial.model.families import family_of
-from pydial.model.likelihood import Cells, family_totals, tie_human_loss
+from pydial.model.likelihood import Cells
+from pydial.model.cells import tie_human_loss
+from pydial.model.cells import family_totals
 from pydial.estimation.results import Estimate, tie_log_nu
 from pydial.optim import OptimResult, warn_unresolved
 

@@ -42,7 +42,9 @@ from pydial.inference.linearization import target_slices
 from pydial.model.chart import centering_basis
 from pydial.model.design import centered_design
 from pydial.model.families import family_of
-from pydial.model.likelihood import Cells, family_totals, tie_human_loss
+from pydial.model.likelihood import Cells
+from pydial.model.cells import tie_human_loss
+from pydial.model.cells import family_totals
 from pydial.optim import warn_unresolved
 
 __all__ = ["tie_log_nu_start", "fit_btl"]

@@ -43,7 +43,8 @@ from pydial.estimation.selection import (
     stack_path_tables,
 )
 from pydial.estimation.steps import Steps
-from pydial.model.likelihood import Objective, family_totals
+from pydial.model.likelihood import Objective
+from pydial.model.cells import family_totals
 from pydial.optim import warn_unresolved
 from pydial.resources import progress
 

@@ -40,7 +40,9 @@ from pydial.model.glm import binary_counts, has_tie_parameter
 from pydial.model.chart import Chart, difference_design
 from pydial.model.design import Design, centered_design
 from pydial.model.families import family_of
-from pydial.model.likelihood import Cells, Objective, family_totals, human_loss
+from pydial.model.likelihood import Cells, Objective
+from pydial.model.cells import human_loss
+from pydial.model.cells import family_totals
 from pydial.inference.meats import CellStats, parameter_meat
 from pydial.optim import BOX, ZERO_EIG_RTOL, OptimResult, newton, pinv_from_eigh, pinv_gauge, pinv_sym, single_threaded_blas
 from pydial.exceptions import ArgumentError

@@ -25,7 +25,7 @@ with a tie parameter ``nu_k`` per LLM judge and ``nu_H`` for the people (Stan ``
 A group (judge or the people) without any tie has the boundary MLE ``nu = 0``
 (the log-likelihood decreases in ``nu`` when no tie is observed, for both
 models); its tie parameter is fixed there and its cells follow the binary
-model exactly (:func:`pydial.model.likelihood.tie_groups`); the binary family is the
+model exactly (:func:`pydial.model.cells.tie_groups`); the binary family is the
 case of no free group.  Judges' tie parameters and position effects are reported from
 the LLM-only fit (Prop. stage-one-normality); the people's ``nu_H`` from the selected fit.
 
@@ -73,7 +73,9 @@ from pydial.inference.sandwich import (
 from pydial.model.chart import Chart, centering_basis, consensus_gamma
 from pydial.model.design import Design, calibration_design, centered_design
 from pydial.model.families import BINARY, Family, family_of
-from pydial.model.likelihood import Cells, Objective, family_totals, free_groups, tie_human_loss
+from pydial.model.likelihood import Cells, Objective
+from pydial.model.cells import tie_human_loss
+from pydial.model.cells import family_totals, free_groups
 from pydial.optim import OptimResult, newton, pinv_sym
 
 __all__ = ["NUMPY", "Steps", "numpy_optimizers", "family_llm_only_fit", "family_staged_fit", "family_joint_fit"]

@@ -25,7 +25,8 @@ from pydial.data.comparisons import Comparisons
 from pydial.exceptions import (ArgumentError, ConvergenceError, CovarianceWarning, IdentifiabilityError)
 from pydial.model.chart import Chart, consensus_gamma
 from pydial.model.families import family_of
-from pydial.model.likelihood import CellJacobian, Cells, Objective
+from pydial.model.likelihood import Cells, Objective
+from pydial.model.cells import CellJacobian
 from pydial.inference.meats import (
     ANCHORED_COVS,
     CLUSTERED,

@@ -67,7 +67,7 @@ def check_cov_type(cov: str) -> str:
 
 @dataclass(frozen=True)
 class CellStats:
-    """Cell counts and fitted probabilities in the stacked order of :class:`pydial.model.likelihood.Cells`.
+    """Cell counts and fitted probabilities in the stacked order of :class:`pydial.model.cells.Cells`.
 
     The LLM cells come first, then the human cells.
 
@@ -162,7 +162,7 @@ class CellStats:
 class FactoredJacobian(Protocol):
     """A cell Jacobian ``J`` (m x P) that forms the meats' products without the ``m x P`` matrix.
 
-    :class:`pydial.model.likelihood.CellJacobian` is the one of the structured fits.
+    :class:`pydial.model.cells.CellJacobian` is the one of the structured fits.
     """
 
     @property

@@ -26,7 +26,8 @@ from pydial.model.chart import Chart
 from pydial.model.design import Design
 from pydial.model.families import Family, family_of
 from pydial.model.glm import FamilyGLM
-from pydial.model.likelihood import Cells, Objective, family_totals
+from pydial.model.likelihood import Cells, Objective
+from pydial.model.cells import family_totals
 from pydial.optim import pinv_sym
 
 

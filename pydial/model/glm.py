@@ -16,7 +16,7 @@ from scipy.special import expit
 from pydial.exceptions import ArgumentError
 from pydial.model.design import Design, dense_design, glm_information, gram, rmatvec
 from pydial.model.families import family_of
-from pydial.model.likelihood import binomial_nll
+from pydial.model.cells import binomial_nll
 from pydial.model.penalty import FirthPenalty, TieFirthPenalty, check_penalty
 from pydial.optim import BOX, OptimResult, newton
 
@@ -34,7 +34,7 @@ def has_tie_parameter(family: str | None, counts: np.ndarray) -> bool:
 
     A tie model with at least one tie.  Without any tie the MLE of ``nu`` is the boundary
     ``nu = 0`` for both tie models, where the cells follow the binary model exactly
-    (:func:`pydial.model.likelihood.tie_groups`); the GLM is then the binary one.
+    (:func:`pydial.model.cells.tie_groups`); the GLM is then the binary one.
     """
     return family is not None and bool(np.asarray(counts)[:, 2].sum() > 0)
 
@@ -117,7 +117,7 @@ class FamilyGLM:
         return TieFirthPenalty(cast(str, self.family), dense_design(self.X), self.counts, self.weight)
 
     def start(self) -> np.ndarray:
-        """Return the start ``beta = 0``, ``log nu`` at the cells' tie rate (:func:`~pydial.model.families.Family.log_nu_start`)."""
+        """Return the start ``beta = 0``, ``log nu`` at the tie rate (:meth:`~pydial.model.families.Family.log_nu_start`)."""
         beta = np.zeros(self.X.shape[1])
         return np.append(beta, family_of(self.family).log_nu_start(self.counts)) if self.free else beta
 

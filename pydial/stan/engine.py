@@ -78,10 +78,10 @@ def stan_optimizers(seed: int | None = None, penalty: str | None = None, backend
     canonical gauge; the numpy engine computes every covariance, GACV and test there.
     A judge or the people without any tie get ``nu_zero`` (``nu = 0``, binary cells; their
     unused ``log nu`` entries of the program are held at 0 and dropped from the optimum), as
-    the numpy engine fixes them (:func:`pydial.model.likelihood.tie_groups`).
+    the numpy engine fixes them (:func:`pydial.model.cells.tie_groups`).
     """
     from pydial.model.chart import helmert_basis
-    from pydial.model.likelihood import family_totals
+    from pydial.model.cells import family_totals
 
     from .backend import compile_model
     from .schema import dial_data, empty_cells, human_cell_table, judges_data, weighted_log_coef
@@ -178,7 +178,7 @@ def stan_pooled_stages(data: Comparisons, ties: str | None, x0: np.ndarray, l2: 
     priors (``firth`` 1 and 2).
     """
     from pydial.model.chart import Chart, centering_basis, fixed_effects
-    from pydial.model.likelihood import family_totals
+    from pydial.model.cells import family_totals
 
     from .backend import compile_model
     from .schema import dial_data, pooled_cell_table, weighted_log_coef

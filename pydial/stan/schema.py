@@ -246,7 +246,7 @@ def schema_data(L: CellTable, H: CellTable | None, *, N: int, K: int, order: boo
     ``ties=None`` the cells must have no ties (use the decisive tables).
     ``boundary_nu=True`` (with ``ties``): a judge (or the people) without any tie in
     the cells passed gets ``nu_zero = 1``, the boundary MLE ``nu = 0`` at which its
-    cells are binary (as :func:`pydial.model.likelihood.tie_groups`); its ``log_nu``
+    cells are binary (as :func:`pydial.model.cells.tie_groups`); its ``log_nu``
     entry is then unused.  For point fits; default ``False`` (every group's ``nu`` free).
 
     Response covariates (``covariates=True`` and tables with :attr:`CellTable.z`): ``n_cov``,
