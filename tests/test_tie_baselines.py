@@ -53,7 +53,7 @@ def test_atc_without_ties_is_binary_atc(untied):
 def test_cross_derivative_by_differences(tied, ties):
     data = tied.comparisons
     N = data.N
-    Hc = Cells.stack(data, 0.0, 1.0, ties=True)
+    Hc = Cells.stack(data, 0.0, 1.0, with_ties=True)
     w = 1.0 / tie_totals(data)[1]
     rng = np.random.default_rng(0)
     beta, x2 = rng.normal(size=N - 1) * 0.5, np.array([0.8, np.log(0.4)])

@@ -101,7 +101,7 @@ def _judges(data: Comparisons, ties: str | None, engine: Optimizers, seed: int |
     """
     N, K, p = data.N, data.K, data.p
     T = centering_basis(N)
-    cells = Cells.stack(data, 1.0, 0.0, ties=ties is not None)
+    cells = Cells.stack(data, 1.0, 0.0, with_ties=ties is not None)
     # each judge's free covariate effects: the covariates that are not 0 on all its cells (Comparisons.effect_columns)
     support = data.covariate_support[:K] if p else np.zeros((K, 0), bool)
     pk = support.sum(axis=1)

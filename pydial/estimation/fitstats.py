@@ -117,7 +117,7 @@ def structured_log_likelihood(data: Comparisons, ties: str | None, chart: Chart,
     (:class:`~pydial.model.likelihood.Objective`, unit weights).
     """
     w_llm, w_human = (1.0, 0.0) if which == "llm" else (0.0, 1.0)
-    cells = Cells.stack(data, w_llm, w_human, ties=ties is not None)
+    cells = Cells.stack(data, w_llm, w_human, with_ties=ties is not None)
     return -Objective(chart, cells, ties=ties, free=free if ties is not None else None).value(x)
 
 

@@ -445,7 +445,7 @@ def loo_cv(data: Comparisons, ch: Chart, lam: float, theta: np.ndarray, ties: st
         start = np.zeros(N - 1)
     else:
         n_l = family_totals(data, ties)[0]
-        base = Cells.stack(data, lam / n_l, 1.0 / (n_h - 1), ties=ties is not None)
+        base = Cells.stack(data, lam / n_l, 1.0 / (n_h - 1), with_ties=ties is not None)
         hpos = np.flatnonzero(base.is_human)
         free0 = np.unique(base.g[base.counts[:, 2] > 0])  # the groups whose log nu follow theta in ``theta``
     total = 0.0

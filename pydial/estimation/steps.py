@@ -163,7 +163,7 @@ def family_llm_only_fit(data: Comparisons, ties: str | None, rank: int, order: b
     def build() -> tuple:
         ch = Chart.for_data(data, rank, None, order, shared)
         free = free_groups(data, ch, ties)
-        cnt = Cells.stack(data, 1.0, 0.0, ties=ties is not None)
+        cnt = Cells.stack(data, 1.0, 0.0, with_ties=ties is not None)
         l0 = [family_of(ties).log_nu_start(cnt.counts[cnt.g == g]) for g in free]
         x0 = np.concatenate([initial_theta(data, ch), l0])
         res = engine.llm(data, ties, ch, x0)

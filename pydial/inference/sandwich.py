@@ -228,8 +228,8 @@ def family_staged_influence(data: Comparisons, sf: Any, ties: str | None) -> tup
     """
     ch, x = sf.chart, sf.x
     n_l, n_h = family_totals(data, ties)
-    oL = Objective(ch, Cells.stack(data, 1.0 / n_l, 0.0, ties=ties is not None), ties=ties, free=sf.free)
-    oH = Objective(ch, Cells.stack(data, 0.0, 1.0 / n_h, ties=ties is not None), ties=ties, free=sf.free)
+    oL = Objective(ch, Cells.stack(data, 1.0 / n_l, 0.0, with_ties=ties is not None), ties=ties, free=sf.free)
+    oH = Objective(ch, Cells.stack(data, 0.0, 1.0 / n_h, with_ties=ties is not None), ties=ties, free=sf.free)
     HL, HH = oL.value_grad_hess(x)[2], oH.value_grad_hess(x)[2]
     s2_list = list(ch.human_coordinates)
     if ch.K in sf.free:
@@ -262,7 +262,7 @@ def family_glm_influence(data: Comparisons, ties: str | None, X: Design, x: np.n
     of ``u`` is the unpenalized one.
     """
     if cells is None:
-        cells = Cells.stack(data, 0.0, 1.0, ties=ties is not None)
+        cells = Cells.stack(data, 0.0, 1.0, with_ties=ties is not None)
     hc = cells.counts
     model = FamilyGLM(ties, hc, X, weight)
     _, _, H = model.terms(x)

@@ -109,19 +109,19 @@ class Cells:
     """The stack these cells are a slice of (:meth:`select`): their per-cell layout arrays are views of its."""
 
     @classmethod
-    def from_tables(cls, parts: Sequence[tuple[CellTable, float, bool]], *, ties: bool = False) -> "Cells":
+    def from_tables(cls, parts: Sequence[tuple[CellTable, float, bool]], *, with_ties: bool = False) -> "Cells":
         """Stack the tables ``(table, weight, is_human)`` with a positive weight, in order.
 
         A table's judges are its loading rows (``K`` for people, whose ``a`` is 0); with
-        ``ties`` the tables' outcome counts are kept (:attr:`counts`).
+        ``with_ties`` the tables' outcome counts are kept (:attr:`counts`).
         """
-        return cls(**stacked_columns(parts, counts=ties))
+        return cls(**stacked_columns(parts, counts=with_ties))
 
     @classmethod
-    def stack(cls, data: Comparisons, w_llm: float, w_human: float, *, ties: bool = False) -> "Cells":
+    def stack(cls, data: Comparisons, w_llm: float, w_human: float, *, with_ties: bool = False) -> "Cells":
         r"""Stack the decisive LLM cells (if ``w_llm > 0``) and then the human cells (if ``w_human > 0``).
 
-        With ``ties``, the tie cells instead (every judgment, three outcome counts), in the
+        With ``with_ties``, the tie cells instead (every judgment, three outcome counts), in the
         order of :meth:`Comparisons.tie_cells` (that of the Stan data).
 
         With ``w_llm = lambda/n_L`` and ``w_human = 1/n_H`` these are the cells of
@@ -132,9 +132,9 @@ class Cells:
         human-only stacks are views of the rows of that one, and the stacks at every weight
         share their index columns and :attr:`layout`.
         """
-        if ties:
+        if with_ties:
             return cls.from_tables([(data.cell_table("llm", ties=True), w_llm, False),
-                                    (data.cell_table("human", ties=True), w_human, True)], ties=True)
+                                    (data.cell_table("human", ties=True), w_human, True)], with_ties=True)
         if not (w_llm > 0 and len(data.llm)) and not (w_human > 0 and len(data.human)):
             raise ArgumentError("no cells with positive weight")
         full = derived(data, ("stacked cells", True, True), lambda: cls.from_tables(

@@ -115,7 +115,7 @@ class Objective:
     is added to the loss.
 
     Tie family (``ties="davidson"`` or ``"rao-kupper"``, on tie cells
-    ``Cells.stack(..., ties=True)``): every cell ``c`` of loading row ``g`` (judge ``k``,
+    ``Cells.stack(..., with_ties=True)``): every cell ``c`` of loading row ``g`` (judge ``k``,
     or the people) contributes ``-w_c log p(w_i, w_j, t | eta_c, l_g)`` (kernel without the
     multinomial coefficient, :mod:`pydial.model.families`), ``l_g = log nu_g`` the tie
     parameter of the group.  The coordinates are ``x = (theta, l)``: the chart's ``theta``
@@ -151,7 +151,7 @@ class Objective:
                 raise ArgumentError("the cells hold ties: give their family (ties='davidson' or 'rao-kupper')")
             return
         if cells.outcome_counts is None or penalty is not None:
-            raise ArgumentError("a tie family needs the tie cells (Cells.stack(..., ties=True)) and its own "
+            raise ArgumentError("a tie family needs the tie cells (Cells.stack(..., with_ties=True)) and its own "
                                 "tie_penalty, not the binary penalty")
         tied = cells.counts[:, 2] > 0
         free = np.unique(np.asarray(np.unique(cells.g[tied]) if free is None else free, np.int64))
@@ -181,10 +181,10 @@ class Objective:
         if ties is not None:
             n_l, n_h = tie_totals(data)
             if np.isinf(lam):
-                return cls(chart, Cells.stack(data, 1.0 / n_l, 0.0, ties=True), ties=ties,
+                return cls(chart, Cells.stack(data, 1.0 / n_l, 0.0, with_ties=True), ties=ties,
                            free=tie_groups(data, chart) if free is None else free)
             tp = tie_calibration_firth_penalty(data, ties) if check_penalty(penalty) == "firth" else None
-            return cls(chart, Cells.stack(data, lam / n_l, 1.0 / n_h, ties=True), ties=ties,
+            return cls(chart, Cells.stack(data, lam / n_l, 1.0 / n_h, with_ties=True), ties=ties,
                        free=tie_groups(data, chart) if free is None else free, tie_penalty=tp)
         if np.isinf(lam):
             return cls(chart, Cells.stack(data, 1.0 / data.n_llm, 0.0))
