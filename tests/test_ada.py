@@ -106,7 +106,7 @@ def gauge_tangent(chart, theta: np.ndarray) -> np.ndarray:
 class FinitePoint:
     data: pydial.Comparisons
     chart: object
-    lam: float
+    lambda_: float
     theta: np.ndarray
 
 
@@ -124,13 +124,13 @@ def finite_fit(r: int, cal: str, seed: int = 3) -> FinitePoint:
 def pieces(fp: FinitePoint, theta: np.ndarray) -> dict:
     """Loss, scores, S, trace term (as ``finite_candidate`` computes it) and all sandwiches."""
     d, ch = fp.data, fp.chart
-    obj = Objective.weighted(ch, d, fp.lam)
+    obj = Objective.weighted(ch, d, fp.lambda_)
     f, g, H = obj.value_grad_hess(theta)
     hum = obj.cells.is_human
     U = obj.cell_jacobian(theta)[hum]
     p = obj.probabilities(theta)[hum]
     tr = gacv_trace(H, U, obj.cells.n[hum], obj.cells.y[hum], p) / (d.n_human - 1)
-    Uf, st = finite_influence(d, ch, fp.lam, theta)
+    Uf, st = finite_influence(d, ch, fp.lambda_, theta)
     covs = {m: influence_covariance(Uf, st, d, m) for m in COV_TYPES}
     return dict(f=f, g=g, H=H, s=ch.scores(theta), S=ch.S(theta), trace=tr, covs=covs, st=st, obj=obj)
 
@@ -181,7 +181,7 @@ def test_trace_and_sandwich_agree_with_nonsingular_charts(finite_point):
     p = obj.probabilities(th)
     n_h, y_h = obj.cells.n[hum], obj.cells.y[hum]
     sdot = ch.score_jacobian(th)
-    _, st = finite_influence(d, ch, fp.lam, th)
+    _, st = finite_influence(d, ch, fp.lambda_, th)
 
     # chart 1: drop the coordinates where the gauge tangent is best conditioned
     _, _, piv = qr(Ngauge.T, pivoting=True)
@@ -569,7 +569,7 @@ def test_only_the_selected_weight_is_polished():
     d = sim.comparisons
     res = pydial.fit(d, "dial-ada")
     assert np.isfinite(res.lambda_) and res.lambda_ > 0
-    entry = next(e for e in res.path if e.candidate.lam == res.lambda_)
+    entry = next(e for e in res.path if e.candidate.lambda_ == res.lambda_)
     ch = res.chart
     obj = Objective.weighted(ch, d, res.lambda_)
     g_path = obj.value_grad_hess(entry.candidate.theta)[1]

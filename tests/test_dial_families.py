@@ -30,9 +30,9 @@ def test_tie_path_is_recorded_and_gacv_tracks_exact_loo(tied_sims, ties):
     d = tied_sims[ties].comparisons
     res = pydial.fit(d, "dial-ada", ties=ties, multiples=[0.1, 1.0, 10.0])
     assert len(res.path) == len(res.gacv) and all(isinstance(e, PathEntry) for e in res.path)
-    np.testing.assert_array_equal([e.candidate.lam for e in res.path], res.gacv["lambda"].to_numpy())
+    np.testing.assert_array_equal([e.candidate.lambda_ for e in res.path], res.gacv["lambda"].to_numpy())
     n_free = int((res.tie_parameters[family_of(ties).label] > 0).sum())
-    anc = [e for e in res.path if np.isinf(e.candidate.lam)][0]
+    anc = [e for e in res.path if np.isinf(e.candidate.lambda_)][0]
     assert anc.staged_theta.size == anc.chart.dim + n_free  # the chart's theta, then every free log nu
     tab = res.loo_cv(d)
     assert len(tab) == int(res.gacv["admissible"].sum()) >= 4

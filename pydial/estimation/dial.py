@@ -92,8 +92,8 @@ def fit_dial(data: Comparisons, steps: Steps, cal: str, *, adaptive: bool, lambd
         cands = [steps.anchored(sf)]
         if adaptive:
             x, warm = sf.x, Candidate(np.inf, np.inf, None, opt=sf.llm_opt)  # the first weight starts at the staged fit
-            for lam in progress(path_weights(n_l, n_h, lambda_, multiples), len(data.llm), f"lambda path (rank {r})"):
-                c = steps.finite(sf.chart, float(lam), x, float(lam * n_h / n_l), warm)
+            for weight in progress(path_weights(n_l, n_h, lambda_, multiples), len(data.llm), f"lambda path (rank {r})"):
+                c = steps.finite(sf.chart, float(weight), x, float(weight * n_h / n_l), warm)
                 if c.admissible:
                     assert c.theta is not None  # an admissible finite candidate has its fit
                     x, warm = c.theta, c
@@ -103,10 +103,10 @@ def fit_dial(data: Comparisons, steps: Steps, cal: str, *, adaptive: bool, lambd
         options += [(r, c) for c in allc]
     table = stack_path_tables(tables, len(rank_grid) > 1 and adaptive and bool(include_endpoints))
     r_sel, best, fallback = select_candidate(options, table, steps.what, selection, n_h)
-    table = annotate_selection(table, r_sel, best.lam, selection, n_h) if adaptive else table
+    table = annotate_selection(table, r_sel, best.lambda_, selection, n_h) if adaptive else table
     sf = staged[r_sel]
     ch = sf.chart
-    finite = bool(np.isfinite(best.lam) and best.lam > 0)
+    finite = bool(np.isfinite(best.lambda_) and best.lambda_ > 0)
     best = steps.polish(ch, best) if finite else best
     sel = steps.selected(sf, best, hum)
     x_sel = best.theta if finite else sf.x
@@ -115,8 +115,8 @@ def fit_dial(data: Comparisons, steps: Steps, cal: str, *, adaptive: bool, lambd
     opts = [sf.llm_opt, sf.cal_opt] + ([best.opt] if best.opt is not None else [])
     return Estimate(s=sel.s, rank=r_sel, calibration=cal, b=sel.b, gamma=sel.gamma, log_nu=sel.log_nu,
                     judge_scores=structure.S, structure=structure,
-                    calibration_coef=None if best.lam == 0 else ch.calibration_coordinates(x_sel[: ch.dim]),
-                    lambda_=best.lam, converged=all(o.resolved for o in opts), grad_norm=max(o.grad_norm for o in opts),
+                    calibration_coef=None if best.lambda_ == 0 else ch.calibration_coordinates(x_sel[: ch.dim]),
+                    lambda_=best.lambda_, converged=all(o.resolved for o in opts), grad_norm=max(o.grad_norm for o in opts),
                     loss_human=sel.loss_human, fallback=fallback, linearization=sel.linearization,
                     theta=x_sel[: ch.dim], chart=ch, llm_theta=sf.llm_theta, llm_chart=sf.llm_chart,
                     path=tuple(PathEntry.light(staged[r].chart, staged[r].x, c) for r, c in options),
@@ -140,15 +140,15 @@ def dial_stats(data: Comparisons, steps: Steps, sf: StagedFit, best: Candidate, 
     ch, chL = sf.chart, sf.llm_chart
     df_llm = chL.dim - chL.n_gauge + int(sf.llm_free.size)
     df_cal = ch.dim - ch.n_gauge + int(sf.free.size)
-    if np.isfinite(best.lam) and best.lam > 0:
+    if np.isfinite(best.lambda_) and best.lambda_ > 0:
         x = best.theta
         assert x is not None and x.size == ch.dim + (sf.free.size if tied else 0)
         l_llm, l_h = (structured_log_likelihood(data, ties, ch, x, sf.free, w) for w in ("llm", "human"))
-        q = Objective.weighted(ch, data, best.lam, steps.penalty, ties=ties,
+        q = Objective.weighted(ch, data, best.lambda_, steps.penalty, ties=ties,
                                free=sf.free if tied else None).value(x)
         return FitStats(l_llm + l_h, df_cal, l_h, q if adaptive else np.nan)
     l_llm = structured_log_likelihood(data, ties, chL, sf.llm_x, sf.llm_free, "llm")
-    if np.isinf(best.lam):
+    if np.isinf(best.lambda_):
         l_h = structured_log_likelihood(data, ties, ch, sf.x, sf.free, "human")
         return FitStats(l_llm + l_h, df_cal, l_h)
     assert hum.theta is not None  # the selected human endpoint has its fit

@@ -145,7 +145,7 @@ def initial_theta(data: Comparisons, chart: Chart, *, ridge: float = 1e-3) -> np
 def fit_structured(
     data: Comparisons,
     chart: Chart,
-    lam: float,
+    lambda_: float,
     theta0: np.ndarray,
     *,
     gtol: float = 1e-9,
@@ -154,16 +154,16 @@ def fit_structured(
     warm: tuple[float, OptimResult] | None = None,
     polish: bool = True,
 ) -> StructuredFit:
-    r"""Minimize :math:`Q_\lambda` (``lam`` finite) or :math:`\ell_L` (``lam = inf``) on the reduced chart.
+    r"""Minimize :math:`Q_\lambda` (``lambda_`` finite) or :math:`\ell_L` (``lambda_ = inf``) on the reduced chart.
 
-    ``lam = inf`` goes with ``chart.calibration`` None; the start is ``theta0``.
+    ``lambda_ = inf`` goes with ``chart.calibration`` None; the start is ``theta0``.
 
-    ``warm = (lam0, opt0)``: a fit of :math:`Q_{\lambda_0}` (finite ``lam0 > 0``) ending at
+    ``warm = (lambda_0, opt0)``: a fit of :math:`Q_{\lambda_0}` (finite ``lambda_0 > 0``) ending at
     ``theta0`` with its value, gradient and Hessian there.  The loss is affine in the LLM
     weight, :math:`Q_\lambda = Q_0 + (\lambda / \lambda_0)(Q_{\lambda_0} - Q_0)` with
     :math:`Q_0` the human block (penalty included), so the derivatives at ``theta0`` follow
     exactly from those of ``opt0`` and of the human cells alone: the path's warm start
-    costs no pass over the LLM cells.  ``lam0 = inf``: ``opt0`` is the LLM-only fit
+    costs no pass over the LLM cells.  ``lambda_0 = inf``: ``opt0`` is the LLM-only fit
     (:math:`\bar\ell_L` on the LLM-only chart) ending at ``theta0[chart.llm_coordinates]``,
     and :math:`Q_\lambda = \lambda \bar\ell_L + Q_0` (the staged start of the path).
 
@@ -173,7 +173,7 @@ def fit_structured(
     (:meth:`Objective.weighted`).  ``polish`` (:func:`~pydial.optim.newton`): resolve the
     optimum to the rounding level with one more step once the gradient is below ``gtol``.
     """
-    obj = Objective.weighted(chart, data, lam, penalty)
+    obj = Objective.weighted(chart, data, lambda_, penalty)
     res = newton(
         obj.value_grad_hess,
         theta0,
@@ -182,29 +182,29 @@ def fit_structured(
         value=obj.value,
         normalize=chart.canonical if chart.r > 0 else None,
         gauge=chart.gauge_directions,
-        first=_path_derivatives(data, chart, lam, theta0, penalty, warm),
+        first=_path_derivatives(data, chart, lambda_, theta0, penalty, warm),
         polish=polish,
     )
     return StructuredFit(chart, res.x, res, obj)
 
 
-def _path_derivatives(data: Comparisons, chart: Chart, lam: float, theta0: np.ndarray, penalty: str | None,
+def _path_derivatives(data: Comparisons, chart: Chart, lambda_: float, theta0: np.ndarray, penalty: str | None,
                       warm: tuple[float, OptimResult] | None) -> tuple[float, np.ndarray, np.ndarray] | None:
     """``Q_lam``'s value, gradient and Hessian at ``theta0`` from a fit of ``Q_lam0`` there (:func:`fit_structured`)."""
-    if warm is None or not np.isfinite(lam):
+    if warm is None or not np.isfinite(lambda_):
         return None
-    lam0, opt0 = warm
-    staged = np.isinf(lam0) and chart.calibration is not None
+    lambda_0, opt0 = warm
+    staged = np.isinf(lambda_0) and chart.calibration is not None
     x0 = theta0[chart.llm_coordinates] if staged else theta0
-    if not (lam0 > 0) or opt0.hess is None or opt0.grad is None or not np.array_equal(opt0.x, x0):
+    if not (lambda_0 > 0) or opt0.hess is None or opt0.grad is None or not np.array_equal(opt0.x, x0):
         return None
     f_h, g_h, H_h = Objective.weighted(chart, data, 0.0, penalty).value_grad_hess(theta0)
     if staged:
         idx = chart.llm_coordinates
-        g_h[idx] += lam * opt0.grad
-        H_h[np.ix_(idx, idx)] += lam * opt0.hess
-        return lam * opt0.fun + f_h, g_h, H_h
-    t = lam / lam0
+        g_h[idx] += lambda_ * opt0.grad
+        H_h[np.ix_(idx, idx)] += lambda_ * opt0.hess
+        return lambda_ * opt0.fun + f_h, g_h, H_h
+    t = lambda_ / lambda_0
     return t * opt0.fun + (1 - t) * f_h, t * opt0.grad + (1 - t) * g_h, t * opt0.hess + (1 - t) * H_h
 
 

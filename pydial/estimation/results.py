@@ -605,9 +605,9 @@ class DialResult:
             c = e.candidate
             if not c.admissible:
                 continue
-            theta = e.staged_theta if np.isinf(c.lam) or c.lam == 0 else c.theta
-            rows.append({"rank": e.chart.r, "lambda": c.lam, "gacv": c.gacv,
-                         "cv_loo": loo_cv(data, e.chart, c.lam, theta, ties)})
+            theta = e.staged_theta if np.isinf(c.lambda_) or c.lambda_ == 0 else c.theta
+            rows.append({"rank": e.chart.r, "lambda": c.lambda_, "gacv": c.gacv,
+                         "cv_loo": loo_cv(data, e.chart, c.lambda_, theta, ties)})
         return pd.DataFrame(rows)
 
     def position_test(self, judge_1: str, judge_2: str) -> pd.Series:

@@ -116,9 +116,9 @@ def _numpy_calibration(data: Comparisons, ties: str | None, ch: Chart, theta: np
     return glm(ties, hc, _calibration_design(data, ties, M), x0, weight=1.0 / n_h, penalty=penalty)
 
 
-def _numpy_joint(data: Comparisons, ties: str | None, ch: Chart, lam: float, x0: np.ndarray,
+def _numpy_joint(data: Comparisons, ties: str | None, ch: Chart, lambda_: float, x0: np.ndarray,
                  penalty: str | None = None) -> OptimResult:
-    obj = Objective.weighted(ch, data, lam, penalty, ties=ties)
+    obj = Objective.weighted(ch, data, lambda_, penalty, ties=ties)
     return newton(obj.value_grad_hess, x0, gtol=1e-9, value=obj.value, normalize=_normalizer(ch))
 
 
@@ -203,7 +203,7 @@ def family_staged_fit(data: Comparisons, ties: str | None, rank: int, calibratio
     return StagedFit(ch, x, optL, oc, chL, xL, free, freeL)
 
 
-def family_joint_fit(data: Comparisons, ch: Chart, lam: float, x0: np.ndarray, ties: str | None,
+def family_joint_fit(data: Comparisons, ch: Chart, lambda_: float, x0: np.ndarray, ties: str | None,
                      engine: Optimizers = NUMPY,
                      penalty: str | None = None) -> tuple[np.ndarray, OptimResult, Objective]:
     r"""Minimize :math:`Q_\lambda` of the family ``ties`` from ``x0`` (eq. weighted-joint-estimator).
@@ -211,8 +211,8 @@ def family_joint_fit(data: Comparisons, ch: Chart, lam: float, x0: np.ndarray, t
     With ``penalty="firth"`` the minimizer of the criterion with the people's Jeffreys prior
     (:class:`~pydial.model.penalty.TieCalibrationFirthPenalty`); the objective returned is that criterion.
     """
-    res = engine.joint(data, ties, ch, lam, x0, penalty=penalty)
-    return res.x, res, Objective.weighted(ch, data, lam, penalty, ties=ties)
+    res = engine.joint(data, ties, ch, lambda_, x0, penalty=penalty)
+    return res.x, res, Objective.weighted(ch, data, lambda_, penalty, ties=ties)
 
 
 # ================================================================ inference
@@ -349,14 +349,14 @@ def human_loss_at(data: Comparisons, ties: str | None, ch: Chart, x: np.ndarray,
     return tie_human_loss(ties, ch.scores(th), _log_nu_h(ch, free, x), data, ch.human_effects(th))
 
 
-def family_finite_candidate(data: Comparisons, ch: Chart, lam: float, x0: np.ndarray, multiple: float,
+def family_finite_candidate(data: Comparisons, ch: Chart, lambda_: float, x0: np.ndarray, multiple: float,
                             ties: str | None, engine: Optimizers = NUMPY, penalty: str | None = None) -> Candidate:
     """Fit ``Q_lambda`` of the family from ``x0``; guards and GACV pieces (on the criterion penalized by ``penalty``)."""
-    x, opt, obj = family_joint_fit(data, ch, lam, x0, ties, engine, penalty)
+    x, opt, obj = family_joint_fit(data, ch, lambda_, x0, ties, engine, penalty)
     H = opt.hess if opt.hess is not None and np.array_equal(opt.x, x) else obj.value_grad_hess(x)[2]
     s = ch.scores(x[: ch.dim])
     ok, reason, nz = guard(ch, opt, H, s)
-    cand = Candidate(lam, multiple, s, x, opt, ok, reason, human_loss_at(data, ties, ch, x, obj.free), n_zero_eig=nz)
+    cand = Candidate(lambda_, multiple, s, x, opt, ok, reason, human_loss_at(data, ties, ch, x, obj.free), n_zero_eig=nz)
     if ok:
         _, n_h = family_totals(data, ties)
         hum = obj.cells.is_human
@@ -511,17 +511,17 @@ class Steps:
         """Return the ``lambda = inf`` candidate of the staged fit ``sf`` (:func:`family_anchored_candidate`)."""
         return family_anchored_candidate(self.data, sf, self.ties, self.penalty)
 
-    def finite(self, chart: Chart, lam: float, x0: np.ndarray, multiple: float, warm: Candidate | None = None) -> Candidate:
-        """Fit the candidate of the weight ``lam`` from ``x0`` (:func:`family_finite_candidate`).
+    def finite(self, chart: Chart, lambda_: float, x0: np.ndarray, multiple: float, warm: Candidate | None = None) -> Candidate:
+        """Fit the candidate of the weight ``lambda_`` from ``x0`` (:func:`family_finite_candidate`).
 
         The binary family's by the engine's ``path`` to its tolerance
         (:func:`~pydial.estimation.selection.finite_candidate`), warm-started by ``warm``, the
         candidate whose fit ends at ``x0``.
         """
         if self._binary:
-            return finite_candidate(self.data, chart, lam, x0, multiple, self.engine.path, penalty=self.penalty,
+            return finite_candidate(self.data, chart, lambda_, x0, multiple, self.engine.path, penalty=self.penalty,
                                     warm=warm, polish=False)
-        return family_finite_candidate(self.data, chart, lam, x0, multiple, self.ties, self.engine, self.penalty)
+        return family_finite_candidate(self.data, chart, lambda_, x0, multiple, self.ties, self.engine, self.penalty)
 
     def polish(self, chart: Chart, cand: Candidate) -> Candidate:
         """Return the selected finite candidate ``cand`` with its optimum resolved for its linearization.
@@ -532,7 +532,7 @@ class Steps:
         """
         if not self._binary or self.engine.name != "numpy" or cand.theta is None:
             return cand
-        out = finite_candidate(self.data, chart, cand.lam, cand.theta, cand.multiple, self.engine.path,
+        out = finite_candidate(self.data, chart, cand.lambda_, cand.theta, cand.multiple, self.engine.path,
                                penalty=self.penalty, warm=cand)
         return out if out.admissible else cand
 
@@ -543,17 +543,17 @@ class Steps:
         :func:`family_staged_influence`, else the sandwich of :func:`family_finite_influence`.
         """
         data, ties, ch = self.data, self.ties, sf.chart
-        if self._binary and np.isinf(best.lam):
+        if self._binary and np.isinf(best.lambda_):
             return staged_linearization(data, sf), -np.inf
-        if self._binary and best.lam != 0:
+        if self._binary and best.lambda_ != 0:
             # the bread is the unpenalized Hessian (pydial.model.penalty): the candidate's H^+ only without a penalty
             assert best.theta is not None and best.s is not None  # a selected finite weight is admissible
-            U_b, stt = finite_influence(data, ch, best.lam, best.theta, best.hess_pinv if self.penalty is None else None)
+            U_b, stt = finite_influence(data, ch, best.lambda_, best.theta, best.hess_pinv if self.penalty is None else None)
             return linearize(U_b, stt, "the calibrated scores", **target_slices(data.N, U_b.A.shape[0])), -np.inf
-        if best.lam == 0:
+        if best.lambda_ == 0:
             _, U, lh = family_human_influence(data, ties, self.engine, self.penalty)
             stage_one = None
-        elif np.isinf(best.lam):
+        elif np.isinf(best.lambda_):
             U, n_one = family_staged_influence(data, sf, ties)
             lh, stage_one = _log_nu_h(ch, sf.free, sf.x), slice(0, n_one)
         else:
@@ -561,7 +561,7 @@ class Steps:
             # the bread is the unpenalized Hessian (pydial.model.penalty): the optimizer's only without a penalty
             known = (best.opt.hess if self.penalty is None and best.opt is not None
                      and np.array_equal(best.opt.x, best.theta) else None)
-            U = family_finite_influence(data, ch, best.lam, best.theta, ties, known)
+            U = family_finite_influence(data, ch, best.lambda_, best.theta, ties, known)
             lh, stage_one = _log_nu_h(ch, sf.free, best.theta), None
         blocks = target_slices(data.N, U.A.shape[0], bool(np.isfinite(lh)))
         lin = U.linearization("the calibrated scores", blocks, stage_one=stage_one,
@@ -587,7 +587,7 @@ class Steps:
         """
         data, ties, ch = self.data, self.ties, sf.chart
         lin, lh = self.scores_linearization(sf, best)
-        s = best.s if np.isfinite(best.lam) else ch.scores(sf.theta)
+        s = best.s if np.isfinite(best.lambda_) else ch.scores(sf.theta)
         assert s is not None  # a selected candidate has its scores
         b, gamma, log_nu_j, lins_j = self.judge_effects(sf)
         log_nu = None if ties is None else pd.concat([log_nu_j, tie_log_nu([data.human_judge], np.array([lh]))])
@@ -609,12 +609,12 @@ class Steps:
         data = self.data
         if not data.p:
             return None, ()
-        if best.lam == 0:
+        if best.lambda_ == 0:
             assert best.theta is not None  # the people's model has its fit
             beta_h = human_parameters(data, best.theta, False)[1]
             assert beta_h is not None  # the data have covariates
             return beta_h[None, :], (data.human_judge,)
-        x = best.theta if np.isfinite(best.lam) else sf.x
+        x = best.theta if np.isfinite(best.lambda_) else sf.x
         assert x is not None  # a selected finite weight is admissible, so it has its fit
         ch = sf.chart
         return ch.covariate_effects(x[: ch.dim]), beta_labels(data, ch)

@@ -201,7 +201,7 @@ def staged_influence(data: Comparisons, fit_: Any) -> tuple[Influence, CellStats
     return Influence(as_sparse(lin.source.J), lin.A), cast(CellStats, lin.source.stats)
 
 
-def finite_influence(data: Comparisons, ch: Chart, lam: float, theta: np.ndarray,
+def finite_influence(data: Comparisons, ch: Chart, lambda_: float, theta: np.ndarray,
                      hess_pinv: np.ndarray | None = None) -> tuple[Influence, CellStats]:
     """Sandwich influence directions ``u_c = sdot H^+ d eta_c/d theta`` at a finite weight, of the targets ``(s, beta)``.
 
@@ -209,12 +209,12 @@ def finite_influence(data: Comparisons, ch: Chart, lam: float, theta: np.ndarray
     chart (Lemma overparam-invariance); ``hess_pinv``: ``H^+`` of the unpenalized loss at
     ``theta`` when already known.
     """
-    obj = Objective.weighted(ch, data, lam)
+    obj = Objective.weighted(ch, data, lambda_)
     Hp = hess_pinv if hess_pinv is not None else pinv_sym(obj.value_grad_hess(theta)[2], gauge=ch.gauge_directions(theta))[0]
     U = objective_influence(obj, theta, ch.target_jacobian(theta) @ Hp)
     p = obj.probabilities(theta)
     h = obj.cells.is_human
-    st = CellStats.from_parts([(data.llm.n, data.llm.y, p[~h], lam / data.n_llm, False),
+    st = CellStats.from_parts([(data.llm.n, data.llm.y, p[~h], lambda_ / data.n_llm, False),
                                (data.human.n, data.human.y, p[h], 1.0 / data.n_human, True)])
     return U, st
 

@@ -207,10 +207,10 @@ def target_jacobian_x(ch: Chart, obj: Objective, x: np.ndarray) -> np.ndarray:
     return E
 
 
-def family_finite_influence(data: Comparisons, ch: Chart, lam: float, x: np.ndarray, ties: str | None,
+def family_finite_influence(data: Comparisons, ch: Chart, lambda_: float, x: np.ndarray, ties: str | None,
                             hess: np.ndarray | None = None) -> OutcomeInfluence:
     """Sandwich at a finite weight (eq. weighted-empirical-sandwich, pseudo-inverse bread), targets :func:`target_jacobian_x`."""
-    obj = Objective.weighted(ch, data, lam, ties=ties)
+    obj = Objective.weighted(ch, data, lambda_, ties=ties)
     H = hess if hess is not None else obj.value_grad_hess(x)[2]
     Hp, _ = pinv_sym(H)
     return objective_outcome_influence(data, obj, x, target_jacobian_x(ch, obj, x) @ Hp)

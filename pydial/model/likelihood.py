@@ -163,33 +163,33 @@ class Objective:
             raise ArgumentError(f"cells of groups {sorted(set(cells.g[bad].tolist()))} have ties but no free tie parameter")
 
     @classmethod
-    def weighted(cls, chart: Chart, data: Comparisons, lam: float, penalty: str | None = None, *,
+    def weighted(cls, chart: Chart, data: Comparisons, lambda_: float, penalty: str | None = None, *,
                  ties: str | None = None, free: "np.ndarray | None" = None) -> "Objective":
-        r""":math:`Q_\lambda` (eq. weighted-loss) with ``lam`` in ``(0, inf)``; ``lam = inf``: the LLM-only loss.
+        r""":math:`Q_\lambda` (eq. weighted-loss) with ``lambda_`` in ``(0, inf)``; ``lambda_ = inf``: the LLM-only loss.
 
-        ``lam = 0`` gives the human block alone (binary family).
+        ``lambda_ = 0`` gives the human block alone (binary family).
 
         ``penalty="firth"`` adds the human block's Jeffreys prior
         :math:`-\frac{1}{2 n_H}[\log\det(X^\top W X) - \log\det(M^\top M)]` with ``X = D_H M``
         (``[D_H M, Z_H]`` with response covariates), the information of the calibration
         coordinates ``c`` (and ``beta_H``) (:mod:`pydial.model.penalty`).
-        With a tie family ``ties`` the cells are the tie cells, weighted ``lam/n_L`` and ``1/n_H``
+        With a tie family ``ties`` the cells are the tie cells, weighted ``lambda_/n_L`` and ``1/n_H``
         with the comparison counts including ties (:func:`tie_totals`), the free tie groups
         are ``free`` (default :func:`tie_groups`), and ``penalty="firth"`` adds the Jeffreys prior of
         the people's calibration tie GLM in ``(c, log nu_H)`` (:class:`~pydial.model.penalty.TieCalibrationFirthPenalty`).
         """
         if ties is not None:
             n_l, n_h = tie_totals(data)
-            if np.isinf(lam):
+            if np.isinf(lambda_):
                 return cls(chart, Cells.stack(data, 1.0 / n_l, 0.0, with_ties=True), ties=ties,
                            free=tie_groups(data, chart) if free is None else free)
             tp = tie_calibration_firth_penalty(data, ties) if check_penalty(penalty) == "firth" else None
-            return cls(chart, Cells.stack(data, lam / n_l, 1.0 / n_h, with_ties=True), ties=ties,
+            return cls(chart, Cells.stack(data, lambda_ / n_l, 1.0 / n_h, with_ties=True), ties=ties,
                        free=tie_groups(data, chart) if free is None else free, tie_penalty=tp)
-        if np.isinf(lam):
+        if np.isinf(lambda_):
             return cls(chart, Cells.stack(data, 1.0 / data.n_llm, 0.0))
         pen = calibration_firth_penalty(data) if check_penalty(penalty) == "firth" else None
-        return cls(chart, Cells.stack(data, lam / data.n_llm, 1.0 / data.n_human), pen)
+        return cls(chart, Cells.stack(data, lambda_ / data.n_llm, 1.0 / data.n_human), pen)
 
     # ----------------------------------------------------------- coordinates
     @cached_property

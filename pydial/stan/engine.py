@@ -54,12 +54,13 @@ def _binary_optimizers(seed: int | None, penalty: str | None) -> tuple[Any, Any]
         cal_opt = _as_optim(sp.stages[1], c_M, sp.objective)
         return StagedFit(sp.chart, theta, llm_opt, cal_opt, sp.llm_chart, llm_theta)
 
-    def joint(data: Comparisons, chart: Any, lam: float, theta0: np.ndarray, warm: Any = None,
+    def joint(data: Comparisons, chart: Any, lambda_: float, theta0: np.ndarray, warm: Any = None,
               polish: bool = True) -> tuple[np.ndarray, Any]:
         # warm (the previous weight's fit) is not used: Stan's optimizer evaluates its own start;
         # polish neither: it stops at its own tolerances
         sp = stan_fit_point(data, "dial-ada" if chart.order else "dial-nopos", rank=chart.r, calibration=chart.calibration,
-                            lambda_=lam, init=theta0, seed=seed, penalty=penalty, shared=chart.shared, options={"warn": False})
+                            lambda_=lambda_, init=theta0, seed=seed, penalty=penalty, shared=chart.shared,
+                            options={"warn": False})
         theta = chart.canonical(sp.theta) if chart.r > 0 else sp.theta
         return theta, _as_optim(sp.stages[0], theta, sp.objective)
 
@@ -130,9 +131,9 @@ def stan_optimizers(seed: int | None = None, penalty: str | None = None, backend
         x = np.concatenate([ch.calibration_coordinates(th), u[ch.d:head], u[head:]])
         return _as_optim(res, x, -(res.log_prob - weighted_log_coef(d)) / n_h)
 
-    def joint(data: Comparisons, ties: str | None, ch: Any, lam: float, x0: np.ndarray, penalty: str | None = None) -> Any:
+    def joint(data: Comparisons, ties: str | None, ch: Any, lambda_: float, x0: np.ndarray, penalty: str | None = None) -> Any:
         n_l, n_h = family_totals(data, ties)
-        d = dial_data(data, ch, w_llm=lam * n_h / n_l, w_human=1.0, ties=ties, boundary_nu=True,
+        d = dial_data(data, ch, w_llm=lambda_ * n_h / n_l, w_human=1.0, ties=ties, boundary_nu=True,
                       firth=2 if check_penalty(penalty) else 0)
         res, u = run(d, ch, x0, ch.dim)
         return _as_optim(res, canonical(ch, u), -(res.log_prob - weighted_log_coef(d)) / n_h)

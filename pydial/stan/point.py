@@ -201,12 +201,12 @@ def stan_fit_point(data: Comparisons, method: str = "dial-ada", *, rank: int = 1
     if calibration is None:
         raise ArgumentError(f"method {method!r} needs a calibration basis ('mu' or 'W'), got None")
     order = method != "dial-nopos"
-    lam = data.n_llm / data.n_human if lambda_ is None else float(lambda_)
-    if method == "dial-anc" or np.isinf(lam):
+    weight = data.n_llm / data.n_human if lambda_ is None else float(lambda_)
+    if method == "dial-anc" or np.isinf(weight):
         return _fit_staged(run, data.K, rank, calibration, order, shared, init, backend, firth, method)
-    if not (np.isfinite(lam) and lam > 0):
+    if not (np.isfinite(weight) and weight > 0):
         raise ArgumentError(f"lambda_ must be > 0 for the weighted fit, got {lambda_!r}")
-    return _fit_joint(run, method, Chart.for_data(data, rank, cast(Calibration, calibration), order, shared), lam,
+    return _fit_joint(run, method, Chart.for_data(data, rank, cast(Calibration, calibration), order, shared), weight,
                       init, backend, firth)
 
 
@@ -229,17 +229,17 @@ class _Run:
         return res
 
 
-def _fit_joint(run: _Run, method: str, ch: Chart, lam: float, init: np.ndarray | None, backend: str | None,
+def _fit_joint(run: _Run, method: str, ch: Chart, lambda_: float, init: np.ndarray | None, backend: str | None,
                firth: bool) -> StanPointFit:
     """Minimize ``Q_lambda`` on ``ch`` with ``dial.stan`` (weights ``lambda n_H / n_L`` and 1)."""
     data = run.data
     n_h, n_l = data.n_human, data.n_llm
     dial = run.model("dial", backend)
-    d = dial_data(data, ch, w_llm=lam * n_h / n_l, w_human=1.0, priors=run.opts["priors"], firth=2 if firth else 0)
+    d = dial_data(data, ch, w_llm=lambda_ * n_h / n_l, w_human=1.0, priors=run.opts["priors"], firth=2 if firth else 0)
     th0 = initial_theta(data, ch) if init is None else np.asarray(init, float)
-    res = run.optimize(dial, d, th0, f"joint fit, lambda = {lam:.4g}")
+    res = run.optimize(dial, d, th0, f"joint fit, lambda = {lambda_:.4g}")
     A, B, _, b = ch.unpack(res.u)
-    return StanPointFit(method, ch, res.u, ch.scores(res.u), A @ B.T, b if ch.order else np.zeros(data.K), lam,
+    return StanPointFit(method, ch, res.u, ch.scores(res.u), A @ B.T, b if ch.order else np.zeros(data.K), lambda_,
                         -(res.log_prob - weighted_log_coef(d)) / n_h, res.converged, res.grad_norm, [res], dial.backend,
                         res.seconds, beta=_beta(ch, res.u))
 
