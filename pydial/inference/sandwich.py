@@ -131,9 +131,9 @@ class OutcomeInfluence:
         """
         return Linearization(MeatSource(self.J2, self.st, self.rec), self.A, blocks, what, **kwargs)
 
-    def covariance(self, data: Comparisons, cov: str, what: str) -> np.ndarray:
-        """Return ``A M A^T`` with the meat ``M`` of type ``cov`` (:func:`pydial.inference.linearization.parameter_meat`)."""
-        return self.linearization(what, {}).covariance(data, cov)
+    def covariance(self, data: Comparisons, cov_type: str, what: str) -> np.ndarray:
+        """Return ``A M A^T`` with the meat ``M`` of type ``cov_type`` (:func:`pydial.inference.meats.parameter_meat`)."""
+        return self.linearization(what, {}).covariance(data, cov_type)
 
 
 def _concatenate(arrays: list[np.ndarray]) -> np.ndarray:
