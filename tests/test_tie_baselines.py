@@ -17,7 +17,7 @@ from pydial.model.families import family_of
 from pydial import fit
 from pydial.model.likelihood import Cells, tie_totals
 from pydial.studies.simulate import simulate
-from pydial.estimation.baselines import POOLED_LABEL, pooled_cross_derivative
+from pydial.inference.pooled import POOLED_LABEL, pooled_cross_derivative
 from pydial.model.glm import FamilyGLM
 from pydial.model.design import Design
 from pydial.model.chart import centering_basis

@@ -139,7 +139,7 @@ def two_step_maps(S_xi: np.ndarray, S_c: np.ndarray, C: np.ndarray, H_c_xi: np.n
     stage-one parameters, ``S_xi - S_c C^{-1} H_{c xi}`` (the stage-one cells' influence is
     this times ``H_xi^+`` times their score), and the stage-two map ``S_c C^{-1}``.  Used
     by DIAL-Anc (:func:`staged_influence`), its tie version and the pooled baseline
-    (:func:`pydial.estimation.baselines.pooled_linearization`), so that every staged fit is linearized by the
+    (:func:`pydial.inference.pooled.pooled_linearization`), so that every staged fit is linearized by the
     same formula.
     A singular ``C`` raises :class:`~pydial.IdentifiabilityError` naming ``stage_two``.
     """
