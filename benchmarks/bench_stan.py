@@ -50,7 +50,7 @@ def main() -> None:
     args = ap.parse_args()
 
     import pydial
-    from pydial.estimation.binary import staged_fit
+    from pydial.estimation.glm import staged_fit
     from pydial.estimation.glm import fit_structured, initial_theta
     from pydial.model.chart import Chart
     from pydial.stan import PROGRAMS, compile_model, posterior, stan_fit_point

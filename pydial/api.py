@@ -1,7 +1,7 @@
 r"""The one-line entry point :func:`fit`: validate the arguments, pick the engine, run the estimator, build the result.
 
 The estimators themselves live in :mod:`pydial.estimation` and run whichever
-optimizers they are given (:class:`pydial.estimation.engines.Engine`); this module
+optimizers they are given (:class:`pydial.estimation.engines.Optimizers`); this module
 sits above both engines, so the numpy layers never import Stan.  The methods are tabulated in :mod:`pydial.estimation.estimators`.
 """
 
@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from pydial.data.comparisons import Comparisons
-from pydial.estimation.engines import Engine
+from pydial.estimation.engines import Optimizers
 from pydial.estimation.model import ENGINE_OPTIMIZERS, DialModel, optimizers
 from pydial.estimation.results import DialResult
 from pydial.estimation.spec import DEFAULT_METHOD, ModelSpec, spec_from_arguments
@@ -25,11 +25,11 @@ DEFAULTS: dict[str, Any] = dict(rank=None, calibration=None, ties=None, penalty=
 """The defaults of :func:`fit`'s model arguments (an argument left at its default is not passed to the spec)."""
 
 
-def _stan_optimizers(seed: int | None, penalty: str | None) -> Engine:
-    """Stan's optimizers (:func:`pydial.stan.engine.stan_engine`), compiled on first use."""
-    from pydial.stan.engine import stan_engine
+def _stan_optimizers(seed: int | None, penalty: str | None) -> Optimizers:
+    """Stan's optimizers (:func:`pydial.stan.engine.stan_optimizers`), compiled on first use."""
+    from pydial.stan.engine import stan_optimizers
 
-    return stan_engine(seed, penalty)
+    return stan_optimizers(seed, penalty)
 
 
 ENGINE_OPTIMIZERS["stan"] = _stan_optimizers

@@ -135,11 +135,11 @@ def pinv_sym(H: np.ndarray, rtol: float = ZERO_EIG_RTOL, gauge: np.ndarray | Non
     return pinv_from_eigh(w, V, rtol=rtol)
 
 
-def pinv_from_eigh(lam: np.ndarray, Q: np.ndarray, rtol: float = ZERO_EIG_RTOL) -> tuple[np.ndarray, int]:
-    """:func:`pinv_sym` from the eigen-decomposition ``(lam, Q)`` of the symmetrized matrix."""
-    cut = rtol * max(np.abs(lam).max(initial=0.0), 1e-300)
-    keep = np.abs(lam) > cut
-    inv = (Q[:, keep] / lam[keep]) @ Q[:, keep].T
+def pinv_from_eigh(ev: np.ndarray, Q: np.ndarray, rtol: float = ZERO_EIG_RTOL) -> tuple[np.ndarray, int]:
+    """:func:`pinv_sym` from the eigen-decomposition ``(ev, Q)`` of the symmetrized matrix."""
+    cut = rtol * max(np.abs(ev).max(initial=0.0), 1e-300)
+    keep = np.abs(ev) > cut
+    inv = (Q[:, keep] / ev[keep]) @ Q[:, keep].T
     return inv, int((~keep).sum())
 
 
@@ -273,11 +273,11 @@ def newton(
         if step is None and gauge is not None:
             step = _gauge_cholesky_step(H, g, gauge(x), rtol_eig)
         if step is None:
-            lam, Q = np.linalg.eigh(H)
-            amax = np.abs(lam).max(initial=0.0)
-            keep = np.abs(lam) > rtol_eig * max(amax, 1e-300)
+            ev, Q = np.linalg.eigh(H)
+            amax = np.abs(ev).max(initial=0.0)
+            keep = np.abs(ev) > rtol_eig * max(amax, 1e-300)
             gq = Q.T @ g
-            step = -(Q[:, keep] @ (gq[keep] / np.abs(lam[keep])))
+            step = -(Q[:, keep] @ (gq[keep] / np.abs(ev[keep])))
         # Coordinates pinned at the bound with the gradient pushing outwards are frozen.
         pinned = (np.abs(x) >= bound) & (np.sign(x) == -np.sign(g))
         if pinned.any():

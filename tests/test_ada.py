@@ -12,7 +12,7 @@ References (all computed here, independently of the code under test where possib
 * Fig. simu-main (bottom row) and its numerical summary: under judge-pair
   overdispersion DIAL-Ada is at or below both endpoints in excess risk.
 * Prop. calibration-test: ``T = 2 n_H {l_H(s_inf) - l_H(s_0)}`` from
-  ``likelihood.human_loss`` and separate Human / DIAL-Anc fits; its null law
+  ``cells.human_loss`` and separate Human / DIAL-Anc fits; its null law
   ``chi2_{N-1-d}`` and its power against the non-central chi-square of the proposition
   with ``2 delta_M = n_H dist_L^2{s_H, col(mu)}`` (comparison Laplacian ``L``).
 * App. lambda-selection: guards, reasons, endpoints, explicit grids, rank grids,
@@ -34,10 +34,11 @@ from scipy.special import expit
 
 import pydial
 from pydial.data.comparisons import HumanCells
-from pydial.estimation.binary import staged_fit
+from pydial.estimation.glm import staged_fit
 from pydial.inference.linearization import finite_influence
 from pydial.inference.linearization import COV_TYPES, influence_covariance
-from pydial.model.likelihood import Objective, human_loss
+from pydial.model.likelihood import Objective
+from pydial.model.cells import human_loss
 from pydial.studies.metrics import excess_risk
 from pydial.estimation.selection import SIMULATION_MULTIPLES, finite_candidate, gacv_trace, loo_cv
 from pydial.estimation.steps import family_anchored_candidate
@@ -105,7 +106,7 @@ def gauge_tangent(chart, theta: np.ndarray) -> np.ndarray:
 class FinitePoint:
     data: pydial.Comparisons
     chart: object
-    lam: float
+    lambda_: float
     theta: np.ndarray
 
 
@@ -123,13 +124,13 @@ def finite_fit(r: int, cal: str, seed: int = 3) -> FinitePoint:
 def pieces(fp: FinitePoint, theta: np.ndarray) -> dict:
     """Loss, scores, S, trace term (as ``finite_candidate`` computes it) and all sandwiches."""
     d, ch = fp.data, fp.chart
-    obj = Objective.weighted(ch, d, fp.lam)
+    obj = Objective.weighted(ch, d, fp.lambda_)
     f, g, H = obj.value_grad_hess(theta)
     hum = obj.cells.is_human
     U = obj.cell_jacobian(theta)[hum]
     p = obj.probabilities(theta)[hum]
     tr = gacv_trace(H, U, obj.cells.n[hum], obj.cells.y[hum], p) / (d.n_human - 1)
-    Uf, st = finite_influence(d, ch, fp.lam, theta)
+    Uf, st = finite_influence(d, ch, fp.lambda_, theta)
     covs = {m: influence_covariance(Uf, st, d, m) for m in COV_TYPES}
     return dict(f=f, g=g, H=H, s=ch.scores(theta), S=ch.S(theta), trace=tr, covs=covs, st=st, obj=obj)
 
@@ -180,7 +181,7 @@ def test_trace_and_sandwich_agree_with_nonsingular_charts(finite_point):
     p = obj.probabilities(th)
     n_h, y_h = obj.cells.n[hum], obj.cells.y[hum]
     sdot = ch.score_jacobian(th)
-    _, st = finite_influence(d, ch, fp.lam, th)
+    _, st = finite_influence(d, ch, fp.lambda_, th)
 
     # chart 1: drop the coordinates where the gauge tangent is best conditioned
     _, _, piv = qr(Ngauge.T, pivoting=True)
@@ -568,7 +569,7 @@ def test_only_the_selected_weight_is_polished():
     d = sim.comparisons
     res = pydial.fit(d, "dial-ada")
     assert np.isfinite(res.lambda_) and res.lambda_ > 0
-    entry = next(e for e in res.path if e.candidate.lam == res.lambda_)
+    entry = next(e for e in res.path if e.candidate.lambda_ == res.lambda_)
     ch = res.chart
     obj = Objective.weighted(ch, d, res.lambda_)
     g_path = obj.value_grad_hess(entry.candidate.theta)[1]

@@ -13,7 +13,8 @@ import pytest
 
 import pydial
 import pydial.api
-from pydial.estimation.estimators import estimate, numpy_optimizers
+from pydial.estimation.estimators import estimate
+from pydial.estimation.steps import numpy_optimizers
 from pydial.estimation.model import DialModel
 from pydial.estimation.results import DialResult, Estimate, result_of
 from pydial.estimation.verdict import verdict

@@ -16,8 +16,9 @@ from fdcheck import fd_jacobian
 from scipy.special import expit
 
 import pydial
-from pydial.estimation.baselines import POOLED_LABEL, numpy_pooled
-from pydial.estimation.binary import staged_fit
+from pydial.estimation.baselines import numpy_pooled
+from pydial.inference.pooled import POOLED_LABEL
+from pydial.estimation.glm import staged_fit
 from pydial.model.chart import Chart
 from pydial.model.likelihood import Objective
 from pydial.model.penalty import FirthPenalty

@@ -17,7 +17,7 @@ import pytest
 
 import pydial
 from pydial.model.chart import Chart
-from pydial.model.families import TIE_MODELS, log_coef
+from pydial.model.families import FAMILIES, log_coef
 from pydial.model.likelihood import Objective
 from pydial.stan.parameters import dial_from_unconstrained as from_stan, dial_unconstrained as to_stan
 from pydial.stan.schema import (
@@ -43,7 +43,7 @@ def simulated(ties: str | None = None, seed: int = 1, **kw) -> pydial.Comparison
 
 def loglik(counts: np.ndarray, eta: np.ndarray, ties: str | None, log_nu=0.0) -> np.ndarray:
     """Log pmf per cell from pydial.model.families (kernel + multinomial coefficient)."""
-    return log_coef(counts) + TIE_MODELS[ties](counts, eta, log_nu).value
+    return log_coef(counts) + FAMILIES[ties].cell(counts, eta, log_nu).value
 
 
 # ------------------------------------------------------------------ dial.stan

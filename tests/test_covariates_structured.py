@@ -14,10 +14,11 @@ import statsmodels.api as sm
 from fdcheck import fd_jacobian
 
 import pydial
-from pydial.estimation.binary import llm_only_fit, staged_fit
+from pydial.estimation.glm import llm_only_fit, staged_fit
 from pydial.exceptions import ArgumentError
 from pydial.model.chart import Chart
-from pydial.model.likelihood import CellJacobian, Objective
+from pydial.model.likelihood import Objective
+from pydial.model.cells import CellJacobian
 
 BETA = np.array([[0.5, 0.2], [0.3, 0.0], [0.1, -0.2], [0.0, 0.0]])  # three judges, then the people
 

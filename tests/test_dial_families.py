@@ -13,9 +13,8 @@ import numpy as np
 import pytest
 
 import pydial
-from pydial.inference.linearization import tie_parameter_name
 from pydial.estimation.selection import PathEntry, loo_cv
-from pydial.model.families import tie_probabilities
+from pydial.model.families import family_of
 from pydial.studies.simulate import HUMAN_JUDGE
 
 TIES = ("davidson", "rao-kupper")
@@ -31,9 +30,9 @@ def test_tie_path_is_recorded_and_gacv_tracks_exact_loo(tied_sims, ties):
     d = tied_sims[ties].comparisons
     res = pydial.fit(d, "dial-ada", ties=ties, multiples=[0.1, 1.0, 10.0])
     assert len(res.path) == len(res.gacv) and all(isinstance(e, PathEntry) for e in res.path)
-    np.testing.assert_array_equal([e.candidate.lam for e in res.path], res.gacv["lambda"].to_numpy())
-    n_free = int((res.tie_parameters[tie_parameter_name(ties)] > 0).sum())
-    anc = [e for e in res.path if np.isinf(e.candidate.lam)][0]
+    np.testing.assert_array_equal([e.candidate.lambda_ for e in res.path], res.gacv["lambda"].to_numpy())
+    n_free = int((res.tie_parameters[family_of(ties).label] > 0).sum())
+    anc = [e for e in res.path if np.isinf(e.candidate.lambda_)][0]
     assert anc.staged_theta.size == anc.chart.dim + n_free  # the chart's theta, then every free log nu
     tab = res.loo_cv(d)
     assert len(tab) == int(res.gacv["admissible"].sum()) >= 4
@@ -58,8 +57,8 @@ def test_tie_loo_cv_at_the_human_endpoint_equals_refits_without_each_record(tied
         s = f.scores["score"].reindex(items).to_numpy()
         ia, ib = items.index(row["item_a"]), items.index(row["item_b"])
         outcome = {"a": 0, "b": 1, "tie": 2}[row["winner"]]
-        nu = float(f.tie_parameters[tie_parameter_name(ties)].iloc[-1])
-        p = tie_probabilities(ties if nu > 0 else None, np.array([s[ia] - s[ib]]), np.log(nu) if nu > 0 else 0.0)
+        nu = float(f.tie_parameters[family_of(ties).label].iloc[-1])
+        p = family_of(ties if nu > 0 else None).probabilities(np.array([s[ia] - s[ib]]), np.log(nu) if nu > 0 else 0.0)
         total -= float(np.log(p[0, outcome]))
     assert cv == pytest.approx(total / human.size, rel=1e-7)
 
@@ -84,7 +83,7 @@ def test_human_tie_fit_reports_the_tie_loss_of_the_path_endpoint(tied_sims, ties
     assert h.loss_human == pytest.approx(float(ada.gacv.loc[ada.gacv["lambda"] == 0, "l_H"].iloc[0]), rel=1e-9)
     H = d.cell_table("human", ties=True)
     s = h.scores["score"].reindex(d.items).to_numpy()
-    P = tie_probabilities(ties, s[H.i] - s[H.j], np.log(h.tie_parameters[tie_parameter_name(ties)].iloc[-1]))
+    P = family_of(ties).probabilities(s[H.i] - s[H.j], np.log(h.tie_parameters[family_of(ties).label].iloc[-1]))
     assert h.loss_human == pytest.approx(-np.sum(H.counts * np.log(P)) / H.counts.sum(), rel=1e-9)
 
 
@@ -97,18 +96,17 @@ def binary_sim():
 @pytest.mark.parametrize("calibration", ["mu", "W"])
 @pytest.mark.parametrize("penalty", [None, "firth"])
 def test_the_general_steps_with_the_binary_family_are_the_binary_fast_path(binary_sim, method, calibration, penalty):
-    """``FamilySteps(ties=None)`` runs the outcome-level derivatives (:mod:`pydial.model.families`) of every family;
+    """``Steps(fast=False)`` runs the outcome-level derivatives (:mod:`pydial.model.families`) of every family;
     the binary steps the logistic fast path (cell residuals ``n p - y``, the LLM-only fit's Hessian reused).
     Same estimator, so the same weight, scores, position effects, covariances and GACV table."""
     from pydial.estimation.dial import fit_dial
-    from pydial.estimation.binary import BinarySteps
-    from pydial.estimation.estimators import numpy_engine
-    from pydial.estimation.steps import FamilySteps
+    from pydial.estimation.steps import Steps, numpy_optimizers
 
     d = binary_sim
-    kw = dict(adaptive=method == "dial-ada", lambdas=None, multiples=None, include_endpoints=True, rank_grid=[1])
-    fast = fit_dial(d, BinarySteps(d, calibration, True, penalty=penalty, point=numpy_engine(penalty)), calibration, **kw)
-    general = fit_dial(d, FamilySteps(d, calibration, True, None, penalty=penalty), calibration, **kw)
+    kw = dict(adaptive=method == "dial-ada", lambda_=None, multiples=None, include_endpoints=True, rank_grid=[1])
+    engine = numpy_optimizers(penalty)
+    fast = fit_dial(d, Steps(d, calibration, True, engine=engine, penalty=penalty), calibration, **kw)
+    general = fit_dial(d, Steps(d, calibration, True, engine=engine, penalty=penalty, fast=False), calibration, **kw)
     assert general.lambda_ == fast.lambda_
     np.testing.assert_allclose(general.s, fast.s, atol=1e-8)  # the fast path polishes its optimum further
     np.testing.assert_allclose(general.b, fast.b, atol=1e-9)
@@ -140,7 +138,7 @@ def test_the_binary_family_leaves_the_ties_out_as_if_their_rows_were_dropped(tie
 
 
 def test_stacking_adjacent_slices_is_a_view_and_anything_else_a_copy():
-    from pydial.estimation.steps import _concatenate
+    from pydial.inference.sandwich import _concatenate
 
     x = np.arange(12.0)
     v = _concatenate([x[0:3], x[3:7], x[7:12]])

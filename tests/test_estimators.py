@@ -27,7 +27,7 @@ from scipy.stats import norm
 import pydial
 from pydial import IdentifiabilityError
 from pydial.studies import metrics
-from pydial.estimation.binary import staged_fit
+from pydial.estimation.glm import staged_fit
 from pydial.inference.linearization import staged_influence
 from pydial.inference.linearization import COV_TYPES, influence_covariance
 

@@ -22,10 +22,11 @@ import statsmodels.api as sm
 from scipy.special import expit
 
 import pydial
-from pydial.inference.linearization import tie_parameter_name
 from fdcheck import fd_jacobian
-from pydial.estimation.glm import FamilyGLM, binary_counts, glm
+from pydial.estimation.glm import glm
+from pydial.model.glm import FamilyGLM, binary_counts
 from pydial.model.design import centered_design
+from pydial.model.families import family_of
 
 FAMILIES = ["davidson", "rao-kupper"]
 MEATS = ["fisher", "binomial", "cell", "record"]
@@ -162,7 +163,7 @@ def test_human_sandwich_equals_an_independent_sandwich(tdata, family):
     N = tdata.N
     res = quiet_fit(tdata, "human", ties=family, cov_type="binomial")
     cells = tdata.cell_table("human", ties=True)
-    x = np.append(res.scores["score"].to_numpy()[: N - 1], np.log(res.tie_parameters[tie_parameter_name(family)].iloc[0]))
+    x = np.append(res.scores["score"].to_numpy()[: N - 1], np.log(res.tie_parameters[family_of(family).label].iloc[0]))
     scores, H, T = _independent_pieces(family, cells, N, x, order=False)
     meat = sum(cells.counts[c, o] * np.outer(s, s) for (c, o), s in scores.items())
     Hinv = np.linalg.inv(-H)
@@ -188,7 +189,7 @@ def test_judges_cell_sandwich_clusters_the_cells(tdata, family):
     table = tdata.cell_table("llm", ties=True)
     S = res.judge_scores.to_numpy()
     b = res.position_effects["b"].to_numpy()
-    nu = res.tie_parameters[tie_parameter_name(family)].to_numpy()
+    nu = res.tie_parameters[family_of(family).label].to_numpy()
     q = N + K
     G_cell: dict[tuple[int, int, int], np.ndarray] = {}
     M_bin = np.zeros((q, q))
@@ -256,7 +257,7 @@ def test_tie_fit_of_data_without_ties_is_the_binary_fit(family, method):
             assert (x is None) == (y is None), name
             if x is not None:
                 np.testing.assert_allclose(y.to_numpy(float), x.to_numpy(float), rtol=1e-8, atol=1e-12, err_msg=name)
-        assert b.tie_parameters[tie_parameter_name(family)].eq(0).all() and b.tie_parameters["se"].isna().all()
+        assert b.tie_parameters[family_of(family).label].eq(0).all() and b.tie_parameters["se"].isna().all()
 
 
 # ----------------------------------------------------------- Firth with ties
@@ -339,19 +340,18 @@ def test_tie_firth_dial_anc_is_stationary_for_the_jeffreys_posterior(family):
     (``s = t u``, ``M`` fixed) and ``l = log nu_H``, the Jeffreys-penalized human log-likelihood
     ``l(t, l) + 1/2 log det I(t, l)`` is stationary at the estimate.  Written here from the tie
     probabilities alone: the scores of each outcome and the information by central differences."""
-    from pydial.model.families import tie_probabilities
 
     tdata = pydial.simulate(N=6, K=3, rank=1, n_llm=3000, n_human=150, tie_rate=0.2, ties=family, seed=8).comparisons
     res = quiet_fit(tdata, "dial-anc", ties=family, penalty="firth")
     mle = quiet_fit(tdata, "dial-anc", ties=family)
     s = res.scores["score"].to_numpy()
     t0, u = np.linalg.norm(s), s / np.linalg.norm(s)
-    l0 = float(np.log(res.tie_parameters[tie_parameter_name(family)].iloc[-1]))
+    l0 = float(np.log(res.tie_parameters[family_of(family).label].iloc[-1]))
     H = tdata.cell_table("human", ties=True)
     d, counts = u[H.i] - u[H.j], H.counts.astype(float)
 
     def logp(z):  # (m, 3) log-probabilities at z = (t, l)
-        return np.log(tie_probabilities(family, z[0] * d, z[1]))
+        return np.log(family_of(family).probabilities(z[0] * d, z[1]))
 
     def penalized(z, h=1e-5):
         S = np.stack([(logp(z + h * e) - logp(z - h * e)) / (2 * h) for e in np.eye(2)])  # (2, m, 3)

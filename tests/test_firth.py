@@ -20,9 +20,11 @@ from scipy.special import expit
 import pydial
 from fdcheck import fd_jacobian
 from pydial.model.chart import centering_basis
-from pydial.estimation.glm import binary_counts, fit_human_btl, fit_order_btl, glm
+from pydial.estimation.glm import fit_human_btl, fit_order_btl, glm
+from pydial.model.glm import binary_counts
 from pydial.model.chart import difference_design
-from pydial.model.likelihood import Objective, binomial_nll, tie_totals
+from pydial.model.likelihood import Objective, tie_totals
+from pydial.model.cells import binomial_nll
 from pydial.model.chart import Chart
 from pydial.model.penalty import FirthPenalty
 
@@ -310,7 +312,7 @@ def test_tie_joint_penalty_derivatives_and_definition(tsim, ties, cal):
     value, Hessian against central differences of the gradient, and the penalty against its definition
     written here from the tie probabilities: -1/(2 n_H) [log det I(c, l_H; D_H M) - log det M'M], with the
     information of the calibration tie GLM formed by differencing each outcome's log-probability."""
-    from pydial.model.families import tie_probabilities
+    from pydial.model.families import family_of
 
     chart = Chart(tsim.N, tsim.K, 1, cal, True)
     obj = Objective.weighted(chart, tsim, 5.0, "firth", ties=ties)
@@ -334,7 +336,7 @@ def test_tie_joint_penalty_derivatives_and_definition(tsim, ties, cal):
     n = Ht.counts.sum(1)
 
     def logp(z):
-        return np.log(tie_probabilities(ties, X @ z[:-1], z[-1]))
+        return np.log(family_of(ties).probabilities(X @ z[:-1], z[-1]))
 
     z, h = np.append(c, lH), 1e-6
     S = np.stack([(logp(z + h * e) - logp(z - h * e)) / (2 * h) for e in np.eye(z.size)])

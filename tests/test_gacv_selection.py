@@ -140,10 +140,10 @@ def test_endpoint_margin_on_candidates():
         return (1, c)
 
     ok = [cand(0.0, 0.50), cand(1.0, 0.40), cand(np.inf, 0.41)]
-    assert endpoint_margin(ok, 0.01)[1].lam == np.inf
+    assert endpoint_margin(ok, 0.01)[1].lambda_ == np.inf
     assert endpoint_margin(ok, 0.0099) is None
     assert endpoint_margin(ok[:2], 1.0) is None  # no anchored endpoint
-    assert endpoint_margin([cand(np.inf, 0.3)], 0.0)[1].lam == np.inf
+    assert endpoint_margin([cand(np.inf, 0.3)], 0.0)[1].lambda_ == np.inf
 
 
 def test_endpoint_margin_with_dial_nopos_and_the_spec_round_trip(sim):

@@ -29,7 +29,8 @@ from scipy.special import expit
 
 import pydial
 from fdcheck import fd_jacobian
-from pydial.estimation.binary import StagedFit, staged_fit
+from pydial.estimation.engines import StagedFit
+from pydial.estimation.glm import staged_fit
 from pydial.inference.linearization import finite_influence, staged_influence, staged_linearization
 from pydial.inference.linearization import COV_TYPES, influence_covariance
 from pydial.model.likelihood import Cells, Objective
@@ -264,7 +265,7 @@ def covariances(d: pydial.Comparisons, res, meats=("cell", "binomial")) -> dict[
         U, st = staged_influence(d, sf)
     elif res.lambda_ > 0:
         U, st = finite_influence(d, res.chart, res.lambda_, res.theta)
-    else:  # the people's GLM (pydial.estimation.steps.family_glm_influence)
+    else:  # the people's GLM (pydial.inference.sandwich.family_glm_influence)
         return {m: res.cov_params(m).to_numpy() for m in meats}
     return {m: influence_covariance(U, st, d, m) for m in meats}
 

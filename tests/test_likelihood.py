@@ -13,7 +13,9 @@ import pytest
 
 import pydial
 from fdcheck import fd_jacobian
-from pydial.model.likelihood import Cells, Objective, binomial_nll, human_loss, llm_loss, weighted_loss
+from pydial.model.likelihood import Cells, Objective
+from pydial.model.cells import binomial_nll
+from pydial.model.cells import human_loss, llm_loss, weighted_loss
 from pydial.model.chart import Chart, structure_from_S
 
 N, K = 6, 3
@@ -418,7 +420,7 @@ def test_factored_hessian_matches_block_pair_assembly(data, r, cal, order, monke
 
 def stationary_fit(data, r, cal):
     """A fitted stationary point: the LLM-only fit (``cal`` None) or a finite-weight joint fit."""
-    from pydial.estimation.binary import staged_fit
+    from pydial.estimation.glm import staged_fit
     from pydial.estimation.glm import fit_structured, initial_theta
 
     if cal is None:
@@ -484,7 +486,7 @@ def test_cell_jacobian_products_match_the_sparse_jacobian(data, cal, assembly, m
     import scipy.sparse as sp
 
     import pydial.model.likelihood as lk
-    from pydial.model.likelihood import CellJacobian
+    from pydial.model.cells import CellJacobian
 
     dense = assembly != "block-pairs"
     monkeypatch.setattr(lk, "TABLE_RATIO", 1e9 if assembly == "tables" else 0)

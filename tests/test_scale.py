@@ -23,7 +23,7 @@ import pydial
 from pydial.cache import entries
 from pydial.data.comparisons import Comparisons
 from pydial.model.design_graphs import check_separation, no_separation_by_graph, scan_cycles, scan_cycles_fast
-from pydial.estimation.binary import staged_fit
+from pydial.estimation.glm import staged_fit
 from pydial.inference.linearization import finite_influence, staged_influence
 from pydial.inference.linearization import COV_TYPES, Influence, influence_covariance
 from pydial.model.likelihood import Objective

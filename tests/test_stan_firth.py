@@ -19,7 +19,7 @@ import pydial
 from scipy.special import expit
 
 from pydial.estimation.baselines import numpy_pooled
-from pydial.estimation.binary import staged_fit
+from pydial.estimation.glm import staged_fit
 from pydial.model.chart import difference_design
 from pydial.model.chart import centering_basis
 from pydial.estimation.glm import fit_calibration, fit_human_btl, fit_order_btl, fit_structured, initial_theta
@@ -153,7 +153,7 @@ def test_pooled_and_staged_firth_match_numpy(models, data):
     sp = stan_fit_point(data, "pooled", penalty="firth")
     np.testing.assert_allclose(sp.scores, s_np, atol=5e-4)  # first stage by CmdStan's L-BFGS
     for cal in ("mu", "W"):
-        st = stan_fit_point(data, "staged", rank=1, calibration=cal, penalty="firth")
+        st = stan_fit_point(data, "dial-anc", rank=1, calibration=cal, penalty="firth")
         assert st.converged
         # the LLM-only stage is unpenalized; the Firth calibration given Stan's basis must match numpy's
         structure = st.llm_chart.structure(st.llm_theta)
@@ -178,5 +178,6 @@ def test_joint_firth_optimum_matches_numpy(models, data, cal):
     assert np.max(np.abs(g)) < 1e-7
     # through stan_fit_point (CmdStan's L-BFGS stops early along the flat gauge directions):
     # the penalized criterion it reaches is the numpy minimum
-    sp = stan_fit_point(data, "joint", rank=1, calibration=cal, lambda_=lam, init=th0, penalty="firth", warn=False)
+    sp = stan_fit_point(data, "dial-ada", rank=1, calibration=cal, lambda_=lam, init=th0, penalty="firth",
+                        options={"warn": False})
     assert sp.objective == pytest.approx(Objective.weighted(ch, data, lam, "firth").value(f.theta), rel=1e-6)

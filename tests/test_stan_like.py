@@ -163,7 +163,7 @@ def test_power_posterior_at_default_grid_lambda(models, sim_data):
     res = fit(sim_data, "dial-ada", rank=1, cov_type="fisher")
     lam = res.lambda_
     assert np.isfinite(lam) and lam > 0
-    sp = stan_fit_point(sim_data, "joint", rank=1, calibration="mu", lambda_=lam)
+    sp = stan_fit_point(sim_data, "dial-ada", rank=1, calibration="mu", lambda_=lam)
     np.testing.assert_allclose(sp.scores, res.scores["score"], atol=1e-4)
     _, _, Hq = Objective.weighted(sp.chart, sim_data, lam).value_grad_hess(sp.theta)
     Hp, _ = pinv_sym(sim_data.n_human * Hq)

@@ -30,7 +30,7 @@ from pydial.stan.schema import (
     llm_cell_table,
     weighted_log_coef,
 )
-from pydial.model.families import TIE_MODELS, log_coef, tie_probabilities
+from pydial.model.families import FAMILIES, family_of, log_coef
 
 pytestmark = pytest.mark.stan
 
@@ -42,7 +42,7 @@ def data():
 
 def np_cell_loglik(counts: np.ndarray, eta: np.ndarray, ties: str | None, log_nu=0.0) -> np.ndarray:
     """Log pmf of (wins_i, wins_j, ties) per cell from pydial.model.families (kernel + multinomial coefficient)."""
-    return log_coef(counts) + TIE_MODELS[ties](counts, eta, log_nu).value
+    return log_coef(counts) + FAMILIES[ties].cell(counts, eta, log_nu).value
 
 
 def with_ties(frame, frac=0.15, seed=8):
@@ -274,7 +274,7 @@ def test_dial_sample_win_prob_is_the_family_probability(models, ties):
         s_H, N = v["s_H"], data.N
         log_nu_h = float(np.atleast_1d(v["log_nu"])[-1]) if ties else 0.0
         i, j = np.divmod(np.arange(N * N), N)
-        ref = tie_probabilities(ties, s_H[i] - s_H[j], log_nu_h)
+        ref = family_of(ties).probabilities(s_H[i] - s_H[j], log_nu_h)
         np.testing.assert_allclose(v["win_prob"].reshape(-1), ref[:, 0], rtol=1e-12, atol=1e-15)
         W = v["win_prob"]
         np.testing.assert_allclose(W + W.T, 1 - ref[:, 2].reshape(N, N), rtol=1e-12)

@@ -36,7 +36,7 @@ def test_joint_fit_matches_numpy_newton(models, data, r, cal, order, mult):
     ch = Chart(data.N, data.K, r, cal, order)
     f = fit_structured(data, ch, lam, initial_theta(data, ch))
     assert f.opt.converged
-    sp = stan_fit_point(data, "joint", rank=r, calibration=cal, lambda_=lam, order=order)
+    sp = stan_fit_point(data, "dial-ada" if order else "dial-nopos", rank=r, calibration=cal, lambda_=lam)
     assert sp.converged and sp.chart == ch
     np.testing.assert_allclose(sp.scores, ch.scores(f.theta), atol=TOL)
     np.testing.assert_allclose(sp.S, ch.S(f.theta), atol=TOL)
@@ -48,11 +48,11 @@ def test_joint_fit_matches_numpy_newton(models, data, r, cal, order, mult):
 
 
 def test_staged_fit_matches_numpy_dial_anc(models, data):
-    from pydial.estimation.binary import staged_fit
+    from pydial.estimation.glm import staged_fit
 
     for cal in ("mu", "W"):
         sf = staged_fit(data, 1, cal)
-        sp = stan_fit_point(data, "staged", rank=1, calibration=cal)
+        sp = stan_fit_point(data, "dial-anc", rank=1, calibration=cal)
         assert sp.converged and len(sp.stages) == 2
         np.testing.assert_allclose(sp.scores, sf.chart.scores(sf.theta), atol=TOL)
         np.testing.assert_allclose(sp.S, sf.llm_chart.S(sf.llm_theta), atol=TOL)
@@ -62,9 +62,11 @@ def test_staged_fit_matches_numpy_dial_anc(models, data):
 def test_llm_only_fit_matches_numpy(models, data):
     ch = Chart(data.N, data.K, 2, None, True)
     f = fit_structured(data, ch, np.inf, initial_theta(data, ch))
-    sp = stan_fit_point(data, "llm", rank=2)
-    np.testing.assert_allclose(sp.S, ch.S(f.theta), atol=TOL)
+    sp = stan_fit_point(data, "dial-anc", rank=2)  # its first stage is the LLM-only fit
+    assert sp.llm_chart == ch and sp.llm_theta is not None
+    np.testing.assert_allclose(ch.S(sp.llm_theta), ch.S(f.theta), atol=TOL)
     np.testing.assert_allclose(sp.b, ch.order_effects(f.theta), atol=TOL)
+    assert sp.details["llm_objective"] == pytest.approx(Objective.weighted(ch, data, np.inf).value(f.theta), rel=1e-9)
 
 
 def test_human_btl_matches_numpy(models, data):
@@ -127,7 +129,7 @@ def test_fit_engine_stan_matches_numpy_engine_other_methods(models, data, method
 
 def test_nonconvergence_is_reported(models, data):
     with pytest.warns(ConvergenceWarning, match="did not converge"):
-        sp = stan_fit_point(data, "joint", rank=1, calibration="mu", max_iter=2)
+        sp = stan_fit_point(data, "dial-ada", rank=1, calibration="mu", options={"max_iter": 2})
     assert not sp.converged
 
 
@@ -156,7 +158,7 @@ def test_fixed_coordinates_stay_fixed(models, data, stan_backend_name):
 
 def test_calibration_stage_with_the_llm_block_as_data(models, data):
     """dial.stan's fix_llm: only c is a parameter; its optimum is argmin_c l_H(M c) of the numpy engine."""
-    from pydial.estimation.binary import staged_fit
+    from pydial.estimation.glm import staged_fit
     from pydial.stan.schema import dial_data
 
     sf = staged_fit(data, 1, "W")

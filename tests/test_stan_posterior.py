@@ -41,7 +41,7 @@ def bvm(models):
     sim = simulate(N=6, K=3, rank=1, n_llm=12_000, n_human=2_000, seed=2024)
     data = sim.comparisons
     lam = data.n_llm / data.n_human  # ordinary joint likelihood
-    sp = stan_fit_point(data, "joint", rank=1, calibration="mu", lambda_=lam)
+    sp = stan_fit_point(data, "dial-ada", rank=1, calibration="mu", lambda_=lam)
     assert sp.converged
     ch = sp.chart
     _, _, Hq = Objective.weighted(ch, data, lam).value_grad_hess(sp.theta)

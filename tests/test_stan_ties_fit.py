@@ -7,8 +7,8 @@ import pytest
 from scipy.optimize import minimize
 from scipy.special import logsumexp
 
+from pydial.model.families import family_of
 import pydial
-from pydial.inference.linearization import tie_parameter_name
 
 pytestmark = [pytest.mark.stan, pytest.mark.usefixtures("stan_backend_name")]
 
@@ -109,7 +109,7 @@ def test_simulated_ties_recover_nu_b_and_human_scores(ties):
     data = sim.comparisons
     t = sim.truth
     assert t.ties == ties and t.nu.shape == (3,)
-    col = tie_parameter_name(ties)  # Davidson's nu, Rao-Kupper's tau (the truth keeps both in ``nu``)
+    col = family_of(ties).label  # Davidson's nu, Rao-Kupper's tau (the truth keeps both in ``nu``)
     rj = pydial.fit(data, "judges", ties=ties, engine="stan")
     tp, pe = rj.tie_parameters, rj.position_effects
     assert tp.attrs["model"] == ties
@@ -156,7 +156,7 @@ def test_rao_kupper_stan_optimum_equals_numpy_mle():
     opt = minimize(nll, np.zeros(N), method="BFGS", options={"gtol": 1e-10})
     s_ref = np.append(opt.x[: N - 1], -opt.x[: N - 1].sum())
     np.testing.assert_allclose(res.scores["score"].to_numpy(), s_ref, atol=1e-6)
-    tau = res.tie_parameters[tie_parameter_name("rao-kupper")].iloc[0]
+    tau = res.tie_parameters[family_of("rao-kupper").label].iloc[0]
     assert tau == pytest.approx(np.exp(opt.x[-1]), rel=1e-6)
     assert abs(tau - sim.truth.nu[-1]) < 4 * res.tie_parameters["se"].iloc[0]
 

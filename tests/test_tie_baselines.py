@@ -13,12 +13,12 @@ import warnings
 import numpy as np
 import pytest
 
+from pydial.model.families import family_of
 from pydial import fit
-from pydial.inference.linearization import tie_parameter_name
 from pydial.model.likelihood import Cells, tie_totals
 from pydial.studies.simulate import simulate
-from pydial.estimation.baselines import POOLED_LABEL, pooled_cross_derivative
-from pydial.estimation.glm import FamilyGLM
+from pydial.inference.pooled import POOLED_LABEL, pooled_cross_derivative
+from pydial.model.glm import FamilyGLM
 from pydial.model.design import Design
 from pydial.model.chart import centering_basis
 from pydial.model.chart import difference_design
@@ -40,7 +40,7 @@ def test_pooled_without_ties_is_binary_pooled(untied, ties, cov):
     a, b = fit(untied, "pooled", cov_type=cov), fit(untied, "pooled", cov_type=cov, ties=ties)
     np.testing.assert_allclose(b.scores.to_numpy(), a.scores.to_numpy(), atol=1e-8)
     np.testing.assert_allclose(b.cov.to_numpy(), a.cov.to_numpy(), atol=1e-10)
-    assert b.tie_parameters[tie_parameter_name(ties)].eq(0).all()
+    assert b.tie_parameters[family_of(ties).label].eq(0).all()
 
 
 def test_atc_without_ties_is_binary_atc(untied):
@@ -53,7 +53,7 @@ def test_atc_without_ties_is_binary_atc(untied):
 def test_cross_derivative_by_differences(tied, ties):
     data = tied.comparisons
     N = data.N
-    Hc = Cells.stack(data, 0.0, 1.0, ties=True)
+    Hc = Cells.stack(data, 0.0, 1.0, with_ties=True)
     w = 1.0 / tie_totals(data)[1]
     rng = np.random.default_rng(0)
     beta, x2 = rng.normal(size=N - 1) * 0.5, np.array([0.8, np.log(0.4)])
@@ -105,7 +105,7 @@ def test_pooled_tie_parameters(tied, ties):
     assert list(t.index) == [POOLED_LABEL, "human"] and t.attrs["model"] == ties
     # the people's nu_H covers the truth (4 se); the pooled judges' nu_L is that of a misspecified
     # model (judge and position effects ignored), so only its interval's consistency is checked
-    name = tie_parameter_name(ties)
+    name = family_of(ties).label
     assert abs(t.loc["human", name] - sim.truth.nu[-1]) < 4 * t.loc["human", "se"], (t, sim.truth.nu)
     assert np.all((t["ci_low"] < t[name]) & (t[name] < t["ci_high"]))
     assert res.ok

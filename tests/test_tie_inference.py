@@ -2,7 +2,7 @@
 
 References: (1) on binary cells the meats of ``parameter_meat`` from three-outcome cell
 statistics (two channels) equal those from binary cell statistics; (2) a brute-force sandwich written here from per-comparison
-scores taken by central differences of ``log P(outcome)`` (pydial.model.families.tie_probabilities
+scores taken by central differences of ``log P(outcome)`` (pydial.model.families.Family.probabilities
 and the chart's linear predictors only), clustered per comparison, per judge-pair
 cell and per record from the raw rows of ``data.frame``; (3) the two-step
 covariance at lambda = inf as the large-lambda limit of the finite-weight
@@ -23,8 +23,9 @@ import pydial
 from pydial.inference.linearization import CellStats, OutcomeStats, parameter_meat
 from pydial.model.likelihood import Objective, tie_totals
 from pydial.model.chart import Chart
-from pydial.model.families import tie_probabilities
+from pydial.model.families import family_of
 from pydial.estimation import steps
+from pydial.inference import sandwich
 
 
 @pytest.fixture(scope="module")
@@ -80,7 +81,7 @@ def brute_force_covariance(data, ch, lam, x, ties, cov):
         k, i, j, a = (t[c_].to_numpy() for c_ in ("k", "i", "j", "a"))
         kk = np.minimum(k, K - 1)
         eta = np.where(k == K, s[i] - s[j], S[kk, i] - S[kk, j] + a * b[kk])
-        return np.log(tie_probabilities(ties, eta, ln[k]))
+        return np.log(family_of(ties).probabilities(eta, ln[k]))
 
     h = 1e-6
     G = np.zeros((len(t), 3, x.size))
@@ -92,7 +93,7 @@ def brute_force_covariance(data, ch, lam, x, ties, cov):
     w = np.where(human, 1.0 / n_h, lam / n_l)
     cnt = t[["wins_i", "wins_j", "ties"]].to_numpy(float)
     gbar = {f: np.einsum("co,coq->q", cnt[human == f], G[human == f]) / cnt[human == f].sum() for f in (False, True)}
-    E = steps._targets(ch, obj, x)
+    E = sandwich.target_jacobian_x(ch, obj, x)
     f = data.frame
     f = f.loc[(~f["self"]) & f["outcome"].isin([0, 1, 2])]
     IF = []
@@ -117,7 +118,7 @@ def test_finite_weight_sandwich_equals_brute_force(tdata, ties, cov):
     lam = 2.0
     x, opt, _ = steps.family_joint_fit(tdata, sf.chart, lam, sf.x, ties)
     assert opt.resolved
-    got = steps.family_finite_influence(tdata, sf.chart, lam, x, ties).covariance(tdata, cov, "test")
+    got = sandwich.family_finite_influence(tdata, sf.chart, lam, x, ties).covariance(tdata, cov, "test")
     ref = brute_force_covariance(tdata, sf.chart, lam, x, ties, cov)
     assert got.shape == (tdata.N + 1, tdata.N + 1)
     np.testing.assert_allclose(got, ref, rtol=2e-5, atol=1e-8 * np.abs(ref).max())
@@ -127,10 +128,10 @@ def test_finite_weight_sandwich_equals_brute_force(tdata, ties, cov):
 @pytest.mark.parametrize("ties", ["davidson", "rao-kupper"])
 def test_staged_covariance_is_the_large_lambda_limit(tdata, ties):
     sf = steps.family_staged_fit(tdata, ties, 1, "mu")
-    staged = steps.family_staged_influence(tdata, sf, ties)[0].covariance(tdata, "binomial", "test")
+    staged = sandwich.family_staged_influence(tdata, sf, ties)[0].covariance(tdata, "binomial", "test")
     lam = 1e7
     x, opt, _ = steps.family_joint_fit(tdata, sf.chart, lam, sf.x, ties)
-    finite = steps.family_finite_influence(tdata, sf.chart, lam, x, ties).covariance(tdata, "binomial", "test")
+    finite = sandwich.family_finite_influence(tdata, sf.chart, lam, x, ties).covariance(tdata, "binomial", "test")
     np.testing.assert_allclose(finite, staged, rtol=1e-3, atol=1e-5 * np.abs(staged).max())
 
 
@@ -143,7 +144,7 @@ def test_human_endpoint_fisher_covariance_is_the_inverse_information(tdata):
     E[:N, : N - 1] = np.vstack([np.eye(N - 1), -np.ones(N - 1)])  # centered scores s = T beta
     E[N, -1] = 1.0
     _, n_h = tie_totals(tdata)
-    U, _ = steps.family_glm_influence(tdata, "davidson", X, opt.x, 1.0 / n_h, E)
+    U, _ = sandwich.family_glm_influence(tdata, "davidson", X, opt.x, 1.0 / n_h, E)
     C = U.covariance(tdata, "fisher", "test")
     np.testing.assert_allclose(np.sqrt(np.diag(C))[:N], ref.scores["se"].to_numpy(), rtol=1e-6)
     nu = np.exp(opt.x[-1])
@@ -161,13 +162,13 @@ def test_structured_fisher_meat_is_the_observed_information(tdata, ties):
     obj = Objective.weighted(ch, tdata, 0.7, ties=ties)
     rng = np.random.default_rng(3)
     x = np.concatenate([rng.normal(0, 0.3, ch.dim), rng.normal(-0.5, 0.2, obj.n_tie)])
-    st = steps.outcome_stats(obj, x)
+    st = sandwich.outcome_stats(obj, x)
     eta, l = obj.eta(x[: ch.dim]), obj.log_nu(x)[obj.cells.g]
     cnt, free = obj.cells.counts, np.isfinite(l)
     eta, l, cnt = eta[free], l[free], cnt[free]
 
     def loglik(de, dl):
-        return np.sum(cnt * np.log(tie_probabilities(ties, eta + de, l + dl)), axis=1)
+        return np.sum(cnt * np.log(family_of(ties).probabilities(eta + de, l + dl)), axis=1)
 
     h = 1e-4
     ee = -(loglik(h, 0) - 2 * loglik(0, 0) + loglik(-h, 0)) / h**2

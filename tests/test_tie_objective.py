@@ -107,7 +107,7 @@ def test_free_tie_parameter_at_minus_infinity_is_the_binary_model(ties):
     data = pydial.simulate(N=6, K=3, rank=1, n_llm=3000, n_human=400, seed=4).comparisons
     ch = Chart(data.N, data.K, 1, "mu", True)
     lam = 0.7
-    obj = Objective(ch, Cells.stack(data, lam / data.n_llm, 1.0 / data.n_human, ties=True), ties=ties, free=[0, 1, 2, 3])
+    obj = Objective(ch, Cells.stack(data, lam / data.n_llm, 1.0 / data.n_human, with_ties=True), ties=ties, free=[0, 1, 2, 3])
     theta = 0.5 * np.random.default_rng(1).standard_normal(ch.dim)
     x = np.concatenate([theta, np.full(4, -40.0)])
     f0, g0, _ = Objective.weighted(ch, data, lam).value_grad_hess(theta)
@@ -132,8 +132,8 @@ def test_outcome_derivatives_are_log_probability_derivatives(tdata):
 def test_tie_cells_rejects_ties_without_a_free_parameter(tdata):
     ch = Chart(tdata.N, tdata.K, 1, "mu", True)
     with pytest.raises(ValueError, match="no free tie parameter"):
-        Objective(ch, Cells.stack(tdata, 1.0, 1.0, ties=True), ties="davidson", free=[0])
+        Objective(ch, Cells.stack(tdata, 1.0, 1.0, with_ties=True), ties="davidson", free=[0])
     with pytest.raises(ValueError, match="ties must be"):
-        Objective(ch, Cells.stack(tdata, 1.0, 1.0, ties=True), ties="bradley")
+        Objective(ch, Cells.stack(tdata, 1.0, 1.0, with_ties=True), ties="bradley")
     with pytest.raises(ValueError, match="the cells hold ties"):
-        Objective(ch, Cells.stack(tdata, 1.0, 1.0, ties=True))  # the binary family cannot take tied judgments
+        Objective(ch, Cells.stack(tdata, 1.0, 1.0, with_ties=True))  # the binary family cannot take tied judgments

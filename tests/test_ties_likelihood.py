@@ -7,7 +7,7 @@ import pytest
 from scipy.special import gammaln
 
 from fdcheck import fd_jacobian
-from pydial.model.families import TIE_MODELS, binary_cell, davidson_cell, log_coef, rao_kupper_cell, tie_probabilities
+from pydial.model.families import FAMILIES, binary_cell, davidson_cell, family_of, log_coef, rao_kupper_cell
 
 RNG = np.random.default_rng(3)
 COUNTS = np.array([[5, 2, 1], [0, 3, 4], [7, 0, 0], [2, 2, 9], [1, 1, 0]])
@@ -46,11 +46,11 @@ def test_binary_derivatives_match_finite_differences():
 
 @pytest.mark.parametrize("ties", ["davidson", "rao-kupper"])
 def test_kernel_plus_coefficient_is_the_multinomial_log_pmf(ties):
-    p = tie_probabilities(ties, ETA, LOGNU)
+    p = family_of(ties).probabilities(ETA, LOGNU)
     np.testing.assert_allclose(p.sum(axis=1), 1.0, rtol=1e-12)
     n = COUNTS.sum(axis=1)
     ref = gammaln(n + 1) - gammaln(COUNTS + 1).sum(axis=1) + (COUNTS * np.log(p)).sum(axis=1)
-    got = log_coef(COUNTS) + TIE_MODELS[ties](COUNTS, ETA, LOGNU).value
+    got = log_coef(COUNTS) + FAMILIES[ties].cell(COUNTS, ETA, LOGNU).value
     np.testing.assert_allclose(got, ref, rtol=1e-12)
 
 
@@ -59,7 +59,7 @@ def test_davidson_closed_form_and_decisive_conditional():
     si, sj, nu = 0.8, -0.1, 0.6
     th_i, th_j = np.exp(si), np.exp(sj)
     den = th_i + th_j + nu * np.sqrt(th_i * th_j)
-    p = tie_probabilities("davidson", np.array([si - sj]), np.log(nu))[0]
+    p = family_of("davidson").probabilities(np.array([si - sj]), np.log(nu))[0]
     np.testing.assert_allclose(p, [th_i / den, th_j / den, nu * np.sqrt(th_i * th_j) / den], rtol=1e-12)
     np.testing.assert_allclose(p[0] / (p[0] + p[1]), 1 / (1 + np.exp(-(si - sj))), rtol=1e-12)
 
@@ -69,7 +69,7 @@ def test_rao_kupper_closed_form():
     si, sj, tau = 0.4, -0.3, 0.7
     th = np.exp(tau)
     pi, pj = np.exp(si), np.exp(sj)
-    p = tie_probabilities("rao-kupper", np.array([si - sj]), np.log(tau))[0]
+    p = family_of("rao-kupper").probabilities(np.array([si - sj]), np.log(tau))[0]
     np.testing.assert_allclose(p[0], pi / (pi + th * pj), rtol=1e-12)
     np.testing.assert_allclose(p[1], pj / (pj + th * pi), rtol=1e-12)
     np.testing.assert_allclose(p[2], (th**2 - 1) * pi * pj / ((pi + th * pj) * (th * pi + pj)), rtol=1e-12)

@@ -214,12 +214,12 @@ def test_path_is_typed_and_drives_loo_cv():
     res = pydial.fit(d, "dial-ada", multiples=[1.0, 4.0])
     assert not hasattr(res, "details")
     assert len(res.path) == len(res.gacv) and all(isinstance(e, PathEntry) for e in res.path)
-    np.testing.assert_array_equal([e.candidate.lam for e in res.path], res.gacv["lambda"].to_numpy())
+    np.testing.assert_array_equal([e.candidate.lambda_ for e in res.path], res.gacv["lambda"].to_numpy())
     tab = res.loo_cv(d)
-    fin = [e for e in res.path if e.candidate.admissible and 0 < e.candidate.lam < np.inf]
+    fin = [e for e in res.path if e.candidate.admissible and 0 < e.candidate.lambda_ < np.inf]
     assert len(fin) > 0
     e = fin[0]
-    row = tab.loc[tab["lambda"] == e.candidate.lam].iloc[0]
-    assert row["cv_loo"] == pytest.approx(loo_cv(d, e.chart, e.candidate.lam, e.candidate.theta), rel=1e-12)
+    row = tab.loc[tab["lambda"] == e.candidate.lambda_].iloc[0]
+    assert row["cv_loo"] == pytest.approx(loo_cv(d, e.chart, e.candidate.lambda_, e.candidate.theta), rel=1e-12)
     with pytest.raises(ValueError, match="weight path"):
         pydial.fit(d, "dial-anc").loo_cv(d)

@@ -52,8 +52,8 @@ def path_risks(task: Task) -> list[dict[str, Any]]:
                 continue
         s = res.scores["score"].reindex(list(sim.truth.items)).to_numpy(float)
         cands = [e.candidate for e in res.path if e.candidate.s is not None]
-        adm = [c for c in cands if c.admissible] or [c for c in cands if np.isinf(c.lam)]
-        anc = next(c for c in cands if np.isinf(c.lam))
+        adm = [c for c in cands if c.admissible] or [c for c in cands if np.isinf(c.lambda_)]
+        anc = next(c for c in cands if np.isinf(c.lambda_))
         risks = [metrics.excess_risk(c.s, s_h) for c in adm]
         lam = res.lambda_
         rows.append(dict(row, failed=False, error="", selected=metrics.excess_risk(s, s_h),

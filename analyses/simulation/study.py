@@ -280,12 +280,12 @@ def _oracle_row(base: dict, ada: pydial.DialResult | None, ada_error: str, s_h: 
         return row
     cands = [e.candidate for e in ada.path if e.candidate.admissible and e.candidate.s is not None]
     if not cands:  # the fallback replication: only the anchored endpoint
-        cands = [e.candidate for e in ada.path if np.isinf(e.candidate.lam) and e.candidate.s is not None]
+        cands = [e.candidate for e in ada.path if np.isinf(e.candidate.lambda_) and e.candidate.s is not None]
     # candidate scores are in item order (data.items == truth.items for simulated data)
     risks = [metrics.excess_risk(c.s, s_h) for c in cands]
     best = cands[int(np.argmin(risks))]
     row.update(converged=True, excess_risk=float(min(risks)), kendall_tau=metrics.kendall_tau(best.s, s_h),
-               **{"lambda": float(best.lam)}, multiple=_multiple(best.lam, bud.n_llm, bud.n_human))
+               **{"lambda": float(best.lambda_)}, multiple=_multiple(best.lambda_, bud.n_llm, bud.n_human))
     return row
 
 

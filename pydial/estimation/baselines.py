@@ -18,7 +18,7 @@ BTL model (``None``), Davidson (1970) or Rao-Kupper (1967); the procedures are t
   and the people's, with their two-step standard errors).
 
 A group without ties has the boundary MLE ``nu = 0`` and follows the binary model
-(:func:`pydial.estimation.glm.has_tie_parameter`).  Inference is numpy's at the optimum on
+(:func:`pydial.model.glm.has_tie_parameter`).  Inference is numpy's at the optimum on
 either engine.
 """
 
@@ -31,73 +31,44 @@ import numpy as np
 import pandas as pd
 
 from pydial.data.comparisons import Comparisons
-from pydial.estimation.binary import family_steps
 from pydial.estimation.fitstats import FitStats, cell_log_likelihood
-from pydial.estimation.glm import FamilyGLM, glm, has_tie_parameter
+from pydial.estimation.glm import glm
+from pydial.model.glm import FamilyGLM, has_tie_parameter
 from pydial.estimation.selection import Candidate
-from pydial.estimation.steps import (FamilySteps, beta_labels, family_glm_influence, family_human_candidate,
-                                     family_human_fit, human_loss_at, human_parameters, stack_outcome_influence)
+from pydial.estimation.steps import (
+    Steps,
+    beta_labels,
+    family_human_candidate,
+    family_human_fit,
+    human_loss_at,
+    human_parameters,
+)
+from pydial.inference.sandwich import family_glm_influence
 from pydial.exceptions import IdentifiabilityError
 from pydial.inference.calibration_test import CalibrationTest, calibration_lrt
 from pydial.inference.linearization import (
     Linearization,
-    two_step_maps,
+)
+from pydial.inference.pooled import (
+    POOLED_LABEL,
+    degenerate_direction,
+    family_cells,
+    pooled_designs,
+    pooled_linearization,
+    pooled_support,
 )
 from pydial.model.chart import centering_basis
-from pydial.model.design import Design, calibration_design, centered_design
-from pydial.model.families import log_nu_start
-from pydial.model.likelihood import Cells, family_totals, tie_human_loss
+from pydial.model.design import Design
+from pydial.model.families import family_of
+from pydial.model.cells import tie_human_loss
+from pydial.model.cells import family_totals
 from pydial.estimation.results import Estimate, tie_log_nu
 from pydial.optim import OptimResult, warn_unresolved
 
 if TYPE_CHECKING:
-    from pydial.estimation.engines import Engine, StagedFit
+    from pydial.estimation.engines import Optimizers, StagedFit
 
-__all__ = ["POOLED_LABEL", "fit_pooled", "fit_atc", "human_only_lrt", "numpy_pooled", "pooled_cross_derivative",
-           "pooled_linearization", "atc_scores"]
-
-POOLED_LABEL = "(pooled LLM judges)"
-"""Row of ``tie_parameters`` holding the pooled judges' ``nu_L``, and of ``covariate_effects`` holding their ``beta_L``."""
-
-
-def family_cells(data: Comparisons, ties: str | None) -> tuple[Cells, Cells]:
-    """Return the LLM and the human cells of the family, each weighted ``1 / (its number of comparisons)``.
-
-    Decisive cells for ``ties=None``, else with their tie counts (the weights then count the ties).
-    """
-    tabs = [data.cell_table(which, ties=ties is not None) for which in ("llm", "human")]
-    L, H = (Cells.from_tables([(t, 1.0 / float(t.n.sum()), h)], ties=True) for t, h in zip(tabs, (False, True)))
-    return L, H
-
-
-def pooled_support(data: Comparisons) -> tuple[np.ndarray, np.ndarray]:
-    """Return the estimated entries of ``beta_L`` and ``beta_H`` (bool, ``p`` each).
-
-    From :attr:`~pydial.Comparisons.covariate_support`.
-
-    ``beta_L`` is shared by the pooled judges: a covariate has it unless it is 0 on every LLM cell.
-    """
-    sup = data.covariate_support
-    return np.asarray(sup[:-1].any(axis=0), bool), np.asarray(sup[-1], bool)
-
-
-def _degenerate(s_pool: np.ndarray) -> bool:
-    return bool(np.abs(s_pool).max() < 1e-10)
-
-
-def pooled_designs(data: Comparisons, L: Cells, H: Cells, s_pool: np.ndarray | None = None) -> tuple[Design, Design | None]:
-    """Return the designs of the pooled baseline's two GLMs: ``[D T, Z_L]`` and ``[D_H s_pool, Z_H]``.
-
-    The pooled BTL in the centered chart ``s_pool = T beta`` with the pooled judges' covariate
-    columns (coordinates ``(beta, beta_L)``), and the calibration GLM in the direction ``s_pool``
-    with the people's (coordinates ``(c, beta_H)``; ``None`` when ``s_pool`` is not given).
-    Without covariates the columns ``Z`` are absent; a covariate 0 on all the LLM (or human)
-    cells has no column there (:meth:`~pydial.Comparisons.effect_columns`: e.g. the people's
-    self-preference).
-    """
-    N = data.N
-    X1 = centered_design(L.i, L.j, N, z=data.effect_columns(L.z, None))
-    return X1, None if s_pool is None else calibration_design(H.i, H.j, N, s_pool[:, None], data.effect_columns(H.z, data.K))
+__all__ = ["fit_pooled", "fit_atc", "human_only_lrt", "numpy_pooled", "atc_scores"]
 
 
 # ================================================================== pooled
@@ -113,87 +84,20 @@ def numpy_pooled(data: Comparisons, ties: str | None = None, *,
     L, Hc = family_cells(data, ties)
     o1 = glm(ties, L.counts, pooled_designs(data, L, Hc)[0], weight=float(L.w[0]), penalty=penalty)
     s_pool = centering_basis(N) @ o1.x[: N - 1]
-    if _degenerate(s_pool):  # no direction to calibrate: reported by the caller
+    if degenerate_direction(s_pool):  # no direction to calibrate: reported by the caller
         return o1, o1
     X2 = cast(Design, pooled_designs(data, L, Hc, s_pool)[1])
     return o1, glm(ties, Hc.counts, X2, weight=float(Hc.w[0]), penalty=penalty)
 
 
-def pooled_cross_derivative(ties: str | None, human: Cells, N: int, beta: np.ndarray, x2: np.ndarray,
-                            weight: float, z: np.ndarray | None = None) -> np.ndarray:
-    r"""``d psi_2 / d beta``: derivative of the calibration score equations in the pooled scores.
-
-    The cross term of the two-step sandwich (eq. weighted-empirical-sandwich, two-step form).
-
-    ``psi_2`` is the gradient in ``x2 = (c, beta_H, log nu_H)`` of ``weight * l_H(c T beta, beta_H, nu_H)``
-    (``beta_H`` with response covariates, ``z' beta_H`` in the predictor); with ``g, H`` the gradient
-    and Hessian of that loss in the people's centered coordinates ``(beta' = c beta, beta_H, log nu_H)``
-    (design ``[D_H T, Z_H]``), ``d psi_c / d beta = g_beta' + c H_{beta' beta'} beta`` and, for the other
-    coordinates ``v`` of ``x2``, ``d psi_v / d beta = c H_{v beta'}``.
-    Returns a ``(1 + p + free) x (N - 1)`` array, ``free`` when the people's cells hold a tie.
-    ``z``: the columns ``Z_H`` of ``beta_H`` (default the cells' covariates; :func:`pooled_designs`).
-    """
-    c = float(x2[0])
-    model = FamilyGLM(ties, human.counts, centered_design(human.i, human.j, N, z=human.z if z is None else z), weight)
-    _, g, H = model.terms(np.append(c * beta, x2[1:]))
-    q = N - 1
-    return np.vstack([g[:q] + c * H[:q, :q] @ beta, c * H[q:, :q]])
-
-
-def pooled_linearization(data: Comparisons, ties: str | None, o1: OptimResult, o2: OptimResult) -> Linearization:
-    """Two-step linearization of ``(s, log nu_L, log nu_H, beta_L, beta_H)`` of the pooled baseline.
-
-    Only the free ``nu``, and ``beta`` only with response covariates (blocks ``"scores"``,
-    ``"log_nu"``, ``"beta"``: the rows :data:`POOLED_LABEL`, then the people).  Stage one
-    ``(beta, beta_L, log nu_L)``, stage two ``(c, beta_H, log nu_H)`` of ``s = c T beta`` (eq.
-    staged-calibrated-estimator with ``M = T beta``), by
-    :func:`pydial.inference.linearization.two_step_maps` as DIAL-Anc; the meats of
-    :func:`pydial.inference.linearization.parameter_meat`.
-    """
-    N = data.N
-    L, Hc = family_cells(data, ties)
-    p1, p2 = (int(m.sum()) for m in pooled_support(data))  # the free entries of beta_L, beta_H
-    free1, free2 = has_tie_parameter(ties, L.counts), has_tie_parameter(ties, Hc.counts)
-    w1, w2 = float(L.w[0]), float(Hc.w[0])
-    T = centering_basis(N)
-    beta = o1.x[: N - 1]
-    s_pool, c = T @ beta, float(o2.x[0])
-    X1, X2 = pooled_designs(data, L, Hc, s_pool)
-    assert X2 is not None  # s_pool given
-    _, _, H2 = FamilyGLM(ties, Hc.counts, X2, w2).terms(o2.x)
-    n1, n2 = N - 1 + p1 + free1, 1 + p2 + free2  # the stages' coordinates
-    G21 = np.zeros((n2, n1))
-    G21[:, : N - 1] = pooled_cross_derivative(ties, Hc, N, beta, o2.x, w2, data.effect_columns(Hc.z, data.K))
-    nl = free1 + free2
-    q = N + nl + p1 + p2  # targets (s, log nu_L, log nu_H, beta_L, beta_H), as target_slices orders them
-    Z1, Z2 = np.zeros((q, n1)), np.zeros((q, n2))
-    Z1[:N, : N - 1] = c * T
-    Z2[:N, 0] = s_pool
-    Z1[N + nl + np.arange(p1), N - 1 + np.arange(p1)] = 1.0
-    Z2[N + nl + p1 + np.arange(p2), 1 + np.arange(p2)] = 1.0
-    if free1:
-        Z1[N, n1 - 1] = 1.0
-    if free2:
-        Z2[N + free1, n2 - 1] = 1.0
-    total, _ = two_step_maps(Z1, Z2, H2, G21, "the pooled scale c" + (" and beta_H" if p2 else "")
-                             + (" and nu_H" if free2 else ""))
-    # the stage-one map is applied with H1^{-1} by family_glm_influence
-    U_L, _ = family_glm_influence(data, ties, X1, o1.x, w1, total, cells=L)
-    U_H, _ = family_glm_influence(data, ties, X2, o2.x, w2, Z2, cells=Hc)
-    labels = tuple(name for name, free in ((POOLED_LABEL, free1), (data.human_judge, free2)) if free)
-    blocks = ({"scores": slice(0, N)} | ({"log_nu": slice(N, N + nl)} if nl else {})
-              | ({"beta": slice(N + nl, q)} if q > N + nl else {}))
-    return stack_outcome_influence([U_L, U_H]).linearization("the pooled scores", blocks, tie_labels=labels)
-
-
-def fit_pooled(data: Comparisons, rank: int | None = None, *, ties: str | None, engine: Engine,
+def fit_pooled(data: Comparisons, rank: int | None = None, *, ties: str | None, engine: Optimizers,
                shared: bool = True) -> Estimate:
     """Fit the pooled baseline of the family ``ties`` (see the module docstring); ``rank`` and ``shared`` are unused.
 
     The pooled BTL ignores which judge judged, so its covariate effect ``beta_L`` is shared by the
     judges whatever ``covariate_effects`` asks.
 
-    The optimizers are ``engine``'s: ``engine.family.pooled_stages`` (Stan's), or
+    The optimizers are ``engine``'s: ``engine.pooled_stages`` (Stan's), or
     :func:`numpy_pooled`.  With ties the estimate has the tie parameters (``nu_L`` of the
     pooled judges, ``nu_H`` of the people); with response covariates the covariate effects
     (rows :data:`POOLED_LABEL`, ``beta_L``, and the people, ``beta_H``).  Its calibration
@@ -202,17 +106,17 @@ def fit_pooled(data: Comparisons, rank: int | None = None, *, ties: str | None, 
     """
     N, p = data.N, data.p
     what = "pooled LLM " + ("BTL" if ties is None else "tie model")
-    if engine.family.pooled_stages is not None:
+    if engine.pooled_stages is not None:
         L, Hc = family_cells(data, ties)
         m1 = FamilyGLM(ties, L.counts, pooled_designs(data, L, Hc)[0])
         free2 = has_tie_parameter(ties, Hc.counts)
-        o1, o2 = engine.family.pooled_stages(data, ties, m1.start(), log_nu_start(cast(str, ties), Hc.counts) if free2 else 0.0,
-                                             m1.free, free2, penalty=engine.point.penalty)
+        o1, o2 = engine.pooled_stages(data, ties, m1.start(), family_of(ties).log_nu_start(Hc.counts) if free2 else 0.0,
+                                             m1.free, free2, penalty=engine.penalty)
     else:
-        o1, o2 = numpy_pooled(data, ties, penalty=engine.point.penalty)
+        o1, o2 = numpy_pooled(data, ties, penalty=engine.penalty)
     warn_unresolved(o1, what)
     s_pool = centering_basis(N) @ o1.x[: N - 1]
-    if _degenerate(s_pool):
+    if degenerate_direction(s_pool):
         raise IdentifiabilityError(f"the {what} scores are all equal (the judges' preferences cancel): "
                                    "there is no direction to rescale to the human comparisons")
     warn_unresolved(o2, "pooled calibration" + ("" if ties is None else " tie model"))
@@ -273,11 +177,11 @@ def atc_scores(base: np.ndarray, human: np.ndarray) -> np.ndarray:
     return s
 
 
-def fit_atc(data: Comparisons, rank: int, *, ties: str | None, engine: Engine, shared: bool = False) -> Estimate:
+def fit_atc(data: Comparisons, rank: int, *, ties: str | None, engine: Optimizers, shared: bool = False) -> Estimate:
     """Fit AtC of the family ``ties`` (App. related-comparison; see the module docstring).
 
     The people's model (:func:`~pydial.estimation.steps.family_human_fit`) gives the ordering;
-    DIAL-Anc with ``M = mu`` (the family's staged fit, :func:`~pydial.estimation.binary.family_steps`)
+    DIAL-Anc with ``M = mu`` (the family's staged fit, :class:`~pydial.estimation.steps.Steps`)
     the consensus, and the LLM-only fit the judges' position effects and consensus loadings
     (with ties also the judges' tie parameters, and the people's ``nu_H`` from their own model).
     With response covariates the people's model has ``z' beta_H`` (a style-controlled ordering),
@@ -288,9 +192,9 @@ def fit_atc(data: Comparisons, rank: int, *, ties: str | None, engine: Engine, s
     whose consensus AtC calibrates; ``N - 2`` degrees of freedom).  The isotonic scores are not a
     likelihood fit: no ``llf`` / ``df_model`` (NaN / ``None``), only the people's log-likelihood at them.
     """
-    penalty = engine.point.penalty
-    steps = family_steps(data, "mu", True, ties, engine, penalty, shared)
-    opt, free_h, X = family_human_fit(data, ties, engine.family, penalty)
+    penalty = engine.penalty
+    steps = Steps(data, "mu", True, family_of(ties), engine, penalty, shared=shared)
+    opt, free_h, X = family_human_fit(data, ties, engine, penalty)
     s_h, _, lh = human_parameters(data, opt.x, free_h)
     warn_unresolved(opt, ("human BTL" if ties is None else "human tie model") + " (AtC ordering)")
     sf = steps.staged(rank)
@@ -317,11 +221,11 @@ def fit_atc(data: Comparisons, rank: int, *, ties: str | None, engine: Engine, s
                     beta=beta, beta_labels=beta_labels(data, sf.chart) if beta is not None else ())
 
 
-def atc_covariate_linearization(steps: FamilySteps, sf: StagedFit) -> Linearization:
+def atc_covariate_linearization(steps: Steps, sf: StagedFit) -> Linearization:
     """Return the linearization of the covariate effects of AtC's staged fit (block ``"beta"`` alone).
 
     The two-step influence of DIAL-Anc at ``lambda = inf`` (eq. staged-calibrated-estimator;
-    :meth:`~pydial.estimation.steps.FamilySteps.scores_linearization`), cut to the rows of
+    :meth:`~pydial.estimation.steps.Steps.scores_linearization`), cut to the rows of
     ``beta``: AtC's scores have no linearization (the isotonic step), so the scores' block is
     left out and their covariance stays NaN.
     """

@@ -12,7 +12,7 @@ is eq. binomial-model-llm; ``nu -> 0`` removes the ties.
 The optimum comes from the one GLM solver (:func:`pydial.estimation.glm.glm`, the people's
 model shared with the ``lambda = 0`` endpoint of :mod:`pydial.estimation.steps`) or from
 Stan (``judges.stan``), and the fit keeps a :class:`~pydial.inference.linearization.Linearization`
-of its scores, position effects and ``log nu`` (:func:`pydial.estimation.steps.family_glm_influence`),
+of its scores, position effects and ``log nu`` (:func:`pydial.inference.sandwich.family_glm_influence`),
 so every meat of ``cov_type`` (eq. weighted-empirical-sandwich, eq. cell-clustered-meat,
 eq. hac-meat) and :meth:`~pydial.estimation.results.DialResult.with_cov` work for every
 family.  The ``"fisher"`` covariance is the inverse observed information (for the binary
@@ -30,25 +30,21 @@ import warnings
 import numpy as np
 
 from pydial.data.comparisons import CellTable, Comparisons
-from pydial.estimation.engines import FamilyOptimizers
+from pydial.estimation.engines import Optimizers
 from pydial.estimation.fitstats import FitStats, judges_stats
-from pydial.estimation.glm import glm, has_tie_parameter
+from pydial.estimation.glm import glm
+from pydial.model.glm import has_tie_parameter
 from pydial.estimation.results import Estimate, tie_log_nu
-from pydial.estimation.steps import (
-    NUMPY_FAMILY,
-    OutcomeInfluence,
-    family_glm_influence,
-    family_human_influence,
-    human_effects,
-    human_parameters,
-    stack_outcome_influence,
-)
+from pydial.estimation.steps import NUMPY, family_human_influence, human_effects, human_parameters
+from pydial.inference.sandwich import OutcomeInfluence, family_glm_influence, stack_outcome_influence
 from pydial.exceptions import ArgumentError, ConvergenceWarning
 from pydial.inference.linearization import target_slices
 from pydial.model.chart import centering_basis
 from pydial.model.design import centered_design
-from pydial.model.families import log_nu_start
-from pydial.model.likelihood import Cells, family_totals, tie_human_loss
+from pydial.model.families import family_of
+from pydial.model.likelihood import Cells
+from pydial.model.cells import tie_human_loss
+from pydial.model.cells import family_totals
 from pydial.optim import warn_unresolved
 
 __all__ = ["tie_log_nu_start", "fit_btl"]
@@ -57,11 +53,11 @@ __all__ = ["tie_log_nu_start", "fit_btl"]
 def tie_log_nu_start(ties: str | None, cells: CellTable, G: int) -> np.ndarray:
     """Return the starting ``log nu`` of groups ``0..G-1`` from their tie rates (none for the binary family).
 
-    :func:`pydial.model.families.log_nu_start`.
+    :func:`pydial.model.families.Family.log_nu_start`.
     """
     if ties is None:
         return np.zeros(0)
-    return np.array([log_nu_start(ties, cells.counts[cells.judge == g]) for g in range(G)], float)
+    return np.array([family_of(ties).log_nu_start(cells.counts[cells.judge == g]) for g in range(G)], float)
 
 
 def _identified(U: OutcomeInfluence, what: str) -> bool:
@@ -73,7 +69,7 @@ def _identified(U: OutcomeInfluence, what: str) -> bool:
     return not U.n_zero
 
 
-def _human(data: Comparisons, ties: str | None, engine: FamilyOptimizers, penalty: str | None) -> Estimate:
+def _human(data: Comparisons, ties: str | None, engine: Optimizers, penalty: str | None) -> Estimate:
     """Fit the people's model: the ``lambda = 0`` fit of :func:`~pydial.estimation.steps.family_human_influence`."""
     N = data.N
     p = human_effects(data).size if data.p else 0  # the people's free covariate effects
@@ -94,7 +90,7 @@ def _human(data: Comparisons, ties: str | None, engine: FamilyOptimizers, penalt
                     beta_labels=(data.human_judge,) if p else (), stats=FitStats(llf, int(opt.x.size), llf))
 
 
-def _judges(data: Comparisons, ties: str | None, engine: FamilyOptimizers, seed: int | None, backend: str | None,
+def _judges(data: Comparisons, ties: str | None, engine: Optimizers, seed: int | None, backend: str | None,
             penalty: str | None) -> Estimate:
     """Each judge's order-effect model, one GLM per judge; linearized jointly and judge by judge.
 
@@ -105,7 +101,7 @@ def _judges(data: Comparisons, ties: str | None, engine: FamilyOptimizers, seed:
     """
     N, K, p = data.N, data.K, data.p
     T = centering_basis(N)
-    cells = Cells.stack(data, 1.0, 0.0, ties=ties is not None)
+    cells = Cells.stack(data, 1.0, 0.0, with_ties=ties is not None)
     # each judge's free covariate effects: the covariates that are not 0 on all its cells (Comparisons.effect_columns)
     support = data.covariate_support[:K] if p else np.zeros((K, 0), bool)
     pk = support.sum(axis=1)
@@ -179,7 +175,7 @@ def _judges(data: Comparisons, ties: str | None, engine: FamilyOptimizers, seed:
 
 
 def fit_btl(data: Comparisons, method: str, *, ties: str | None = None, seed: int | None = None,
-            backend: str | None = None, engine: FamilyOptimizers | None = None, penalty: str | None = None) -> Estimate:
+            backend: str | None = None, engine: Optimizers | None = None, penalty: str | None = None) -> Estimate:
     """Fit ``human`` or ``judges`` in the outcome family ``ties`` with the covariance of any meat (see the module docstring).
 
     The human model of eq. human-only-estimator or each judge's order-effect model
@@ -199,7 +195,7 @@ def fit_btl(data: Comparisons, method: str, *, ties: str | None = None, seed: in
     if method not in ("human", "judges"):
         raise ArgumentError(f"fit_btl fits the methods 'human' and 'judges', not {method!r}; the DIAL methods "
                             "are pydial.estimation.dial.fit_dial")
-    engine = NUMPY_FAMILY if engine is None else engine
+    engine = NUMPY if engine is None else engine
     if method == "human":
         return _human(data, ties, engine, penalty)
     return _judges(data, ties, engine, seed, backend, penalty)

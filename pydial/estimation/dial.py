@@ -13,11 +13,10 @@ Alg. DIAL-Anc / DIAL-Ada of the paper, whatever the outcome family:
 5. the linearization of the selected fit, the judges' effects of the LLM-only fit
    and the calibration likelihood-ratio test (Prop. calibration-test).
 
-The family enters through its steps, :class:`~pydial.estimation.steps.FamilySteps`: one
+The family enters through its steps, :class:`~pydial.estimation.steps.Steps`: one
 implementation for every family (binary, Davidson, Rao-Kupper; coordinates
-``x = (theta, log nu)``), with the binary family's fast path
-:class:`~pydial.estimation.binary.BinarySteps` for the steps that pass over the LLM
-cells.  Every step computes its inference with numpy at the optimum an engine returns.
+``x = (theta, log nu)``), with the binary family's specialization for the steps that pass
+over the LLM cells.  Every step computes its inference with numpy at the optimum an engine returns.
 """
 
 from __future__ import annotations
@@ -43,23 +42,24 @@ from pydial.estimation.selection import (
     select_candidate,
     stack_path_tables,
 )
-from pydial.estimation.steps import FamilySteps
-from pydial.model.likelihood import Objective, family_totals
+from pydial.estimation.steps import Steps
+from pydial.model.likelihood import Objective
+from pydial.model.cells import family_totals
 from pydial.optim import warn_unresolved
 from pydial.resources import progress
 
 __all__ = ["fit_dial", "path_weights", "dial_stats"]
 
 
-def path_weights(n_llm: int, n_human: int, lambdas: Any, multiples: Any) -> np.ndarray:
-    """Return the finite weights of the path, largest first: ``lambdas``, or ``multiples * n_L / n_H`` (App. lambda-selection)."""
-    if lambdas is not None:
-        return np.sort(positive_values(lambdas, "lambdas"))[::-1]
+def path_weights(n_llm: int, n_human: int, lambda_: Any, multiples: Any) -> np.ndarray:
+    """Return the finite weights of the path, largest first: ``lambda_``, or ``multiples * n_L / n_H`` (App. lambda-selection)."""
+    if lambda_ is not None:
+        return np.sort(positive_values(lambda_, "lambda_"))[::-1]
     mult = DEFAULT_MULTIPLES if multiples is None else tuple(positive_values(multiples, "multiples"))
     return np.sort(candidate_weights(n_llm, n_human, mult))[::-1]
 
 
-def fit_dial(data: Comparisons, steps: FamilySteps, cal: str, *, adaptive: bool, lambdas: Any, multiples: Any,
+def fit_dial(data: Comparisons, steps: Steps, cal: str, *, adaptive: bool, lambda_: Any, multiples: Any,
              include_endpoints: bool | str, rank_grid: list[int], selection: Selection = Selection()) -> Estimate:
     """Run DIAL-Anc (``adaptive=False``) or DIAL-Ada / -noPos with the family's ``steps``.
 
@@ -70,15 +70,13 @@ def fit_dial(data: Comparisons, steps: FamilySteps, cal: str, *, adaptive: bool,
     Parameters
     ----------
     data : Comparisons
-    steps : FamilySteps
-        The family's steps (with the order effects, engine and penalty they were built with):
-        :class:`~pydial.estimation.steps.FamilySteps`, or the binary fast path
-        :class:`~pydial.estimation.binary.BinarySteps`.
+    steps : Steps
+        The family's steps (with the order effects, engine and penalty they were built with).
     cal : {"mu", "W"}
         The calibration basis.
     adaptive : bool
         Fit the weight path and select by GACV; ``False``: the anchored endpoint (DIAL-Anc).
-    lambdas, multiples, include_endpoints, rank_grid
+    lambda_, multiples, include_endpoints, rank_grid
         As in :func:`pydial.fit`.
     selection : Selection
         The rule choosing the weight and the near-tie tolerance of ``result.gacv``.
@@ -94,8 +92,8 @@ def fit_dial(data: Comparisons, steps: FamilySteps, cal: str, *, adaptive: bool,
         cands = [steps.anchored(sf)]
         if adaptive:
             x, warm = sf.x, Candidate(np.inf, np.inf, None, opt=sf.llm_opt)  # the first weight starts at the staged fit
-            for lam in progress(path_weights(n_l, n_h, lambdas, multiples), len(data.llm), f"lambda path (rank {r})"):
-                c = steps.finite(sf.chart, float(lam), x, float(lam * n_h / n_l), warm)
+            for weight in progress(path_weights(n_l, n_h, lambda_, multiples), len(data.llm), f"lambda path (rank {r})"):
+                c = steps.finite(sf.chart, float(weight), x, float(weight * n_h / n_l), warm)
                 if c.admissible:
                     assert c.theta is not None  # an admissible finite candidate has its fit
                     x, warm = c.theta, c
@@ -105,10 +103,10 @@ def fit_dial(data: Comparisons, steps: FamilySteps, cal: str, *, adaptive: bool,
         options += [(r, c) for c in allc]
     table = stack_path_tables(tables, len(rank_grid) > 1 and adaptive and bool(include_endpoints))
     r_sel, best, fallback = select_candidate(options, table, steps.what, selection, n_h)
-    table = annotate_selection(table, r_sel, best.lam, selection, n_h) if adaptive else table
+    table = annotate_selection(table, r_sel, best.lambda_, selection, n_h) if adaptive else table
     sf = staged[r_sel]
     ch = sf.chart
-    finite = bool(np.isfinite(best.lam) and best.lam > 0)
+    finite = bool(np.isfinite(best.lambda_) and best.lambda_ > 0)
     best = steps.polish(ch, best) if finite else best
     sel = steps.selected(sf, best, hum)
     x_sel = best.theta if finite else sf.x
@@ -117,8 +115,8 @@ def fit_dial(data: Comparisons, steps: FamilySteps, cal: str, *, adaptive: bool,
     opts = [sf.llm_opt, sf.cal_opt] + ([best.opt] if best.opt is not None else [])
     return Estimate(s=sel.s, rank=r_sel, calibration=cal, b=sel.b, gamma=sel.gamma, log_nu=sel.log_nu,
                     judge_scores=structure.S, structure=structure,
-                    calibration_coef=None if best.lam == 0 else ch.calibration_coordinates(x_sel[: ch.dim]),
-                    lambda_=best.lam, converged=all(o.resolved for o in opts), grad_norm=max(o.grad_norm for o in opts),
+                    calibration_coef=None if best.lambda_ == 0 else ch.calibration_coordinates(x_sel[: ch.dim]),
+                    lambda_=best.lambda_, converged=all(o.resolved for o in opts), grad_norm=max(o.grad_norm for o in opts),
                     loss_human=sel.loss_human, fallback=fallback, linearization=sel.linearization,
                     theta=x_sel[: ch.dim], chart=ch, llm_theta=sf.llm_theta, llm_chart=sf.llm_chart,
                     path=tuple(PathEntry.light(staged[r].chart, staged[r].x, c) for r, c in options),
@@ -126,7 +124,7 @@ def fit_dial(data: Comparisons, steps: FamilySteps, cal: str, *, adaptive: bool,
                     beta_labels=sel.beta_labels, stats=dial_stats(data, steps, sf, best, hum, adaptive))
 
 
-def dial_stats(data: Comparisons, steps: FamilySteps, sf: StagedFit, best: Candidate, hum: Candidate,
+def dial_stats(data: Comparisons, steps: Steps, sf: StagedFit, best: Candidate, hum: Candidate,
                adaptive: bool) -> FitStats:
     r"""Return the log-likelihood, parameter count and weighted criterion of the selected DIAL fit.
 
@@ -138,19 +136,19 @@ def dial_stats(data: Comparisons, steps: FamilySteps, sf: StagedFit, best: Candi
     ``lambda = 0``: the people's model and the LLM-only fit, each its own likelihood: the sum of
     the two log-likelihoods and of the two parameter counts; the criterion is ``l_H``.
     """
-    ties = steps.ties
+    ties, tied = steps.ties, not steps.family.is_binary
     ch, chL = sf.chart, sf.llm_chart
     df_llm = chL.dim - chL.n_gauge + int(sf.llm_free.size)
     df_cal = ch.dim - ch.n_gauge + int(sf.free.size)
-    if np.isfinite(best.lam) and best.lam > 0:
+    if np.isfinite(best.lambda_) and best.lambda_ > 0:
         x = best.theta
-        assert x is not None and x.size == ch.dim + (sf.free.size if ties is not None else 0)
+        assert x is not None and x.size == ch.dim + (sf.free.size if tied else 0)
         l_llm, l_h = (structured_log_likelihood(data, ties, ch, x, sf.free, w) for w in ("llm", "human"))
-        q = Objective.weighted(ch, data, best.lam, steps.penalty, ties=ties,
-                               free=sf.free if ties is not None else None).value(x)
+        q = Objective.weighted(ch, data, best.lambda_, steps.penalty, ties=ties,
+                               free=sf.free if tied else None).value(x)
         return FitStats(l_llm + l_h, df_cal, l_h, q if adaptive else np.nan)
     l_llm = structured_log_likelihood(data, ties, chL, sf.llm_x, sf.llm_free, "llm")
-    if np.isinf(best.lam):
+    if np.isinf(best.lambda_):
         l_h = structured_log_likelihood(data, ties, ch, sf.x, sf.free, "human")
         return FitStats(l_llm + l_h, df_cal, l_h)
     assert hum.theta is not None  # the selected human endpoint has its fit

@@ -2,9 +2,8 @@ r"""The optimizer interface shared by the two engines and the fit records they r
 
 The estimators (:mod:`pydial.estimation.estimators`, :mod:`pydial.estimation.steps`, :mod:`pydial.estimation.btl`)
 compute every covariance, GACV and test with numpy at an optimum that an engine
-supplies.  An engine is a set of optimizers: :class:`FamilyOptimizers` for the steps of
-every outcome family, :class:`PointEngine` for the binary family's fast path.  The numpy engine's are built in
-:mod:`pydial.estimation.estimators` and :mod:`pydial.estimation.steps`; the Stan engine's in
+supplies.  An engine is one set of optimizers, :class:`Optimizers`.  The numpy engine's are built in
+:mod:`pydial.estimation.steps`; the Stan engine's in
 :mod:`pydial.stan.engine`.  Both return the records defined here, so this module
 imports neither: it sits below both engines.
 
@@ -27,8 +26,7 @@ if TYPE_CHECKING:
     from pydial.data.comparisons import Comparisons
     from pydial.model.likelihood import Objective
 
-__all__ = ["BTLFit", "StructuredFit", "StagedFit", "JudgesBTLFit", "PointEngine", "FamilyOptimizers", "StagedOptimizer",
-           "JointOptimizer"]
+__all__ = ["BTLFit", "StructuredFit", "StagedFit", "JudgesBTLFit", "Optimizers", "StagedOptimizer", "JointOptimizer"]
 
 
 # ================================================================= records
@@ -121,9 +119,9 @@ class JudgesBTLFit:
     beta: np.ndarray | None = None
 
 
-# =========================================================== point engine
+# ================================================================ optimizers
 class StagedOptimizer(Protocol):
-    """``staged(data, rank, calibration, order=True, shared=False) -> StagedFit`` (Alg. DIAL-Anc)."""
+    """``staged(data, rank, calibration, order=True, shared=False) -> StagedFit`` (Alg. DIAL-Anc, binary family)."""
 
     def __call__(self, data: Comparisons, rank: int, calibration: str, *, order: bool = ...,
                  shared: bool = ...) -> StagedFit:
@@ -132,76 +130,42 @@ class StagedOptimizer(Protocol):
 
 
 class JointOptimizer(Protocol):
-    r"""``joint(data, chart, lam, theta0, warm=None, polish=True) -> (theta, OptimResult)``: :math:`\arg\min Q_\lambda`.
+    r"""``path(data, chart, lambda_, theta0, warm=None, polish=True) -> (theta, OptimResult)``: :math:`\arg\min Q_\lambda`.
 
-    The fit starts from ``theta0``.
-
-    ``warm = (lam0, opt0)``: the previous weight's fit ending at ``theta0``, used or ignored;
-    ``polish``: resolve the optimum to the rounding level where the optimizer can
-    (:func:`~pydial.optim.newton`).
+    ``warm = (lambda_0, opt0)``: the previous weight's fit ending at ``theta0``, used or ignored;
+    ``polish``: resolve the optimum to the rounding level where the optimizer can (:func:`~pydial.optim.newton`).
     """
 
-    def __call__(self, data: Comparisons, chart: Chart, lam: float, theta0: np.ndarray, *,
+    def __call__(self, data: Comparisons, chart: Chart, lambda_: float, theta0: np.ndarray, *,
                  warm: tuple[float, OptimResult] | None = None, polish: bool = True) -> tuple[np.ndarray, OptimResult]:
         """Fit the weighted joint loss (eq. weighted-joint-estimator)."""
         ...
 
 
 @dataclass(frozen=True)
-class PointEngine:
-    """The optimizers of the binary family's fast path: numpy by default, Stan's with ``engine="stan"``.
+class Optimizers:
+    r"""The optimizers of one engine (numpy's or Stan's) for every outcome family; inference is numpy's at their optimum.
 
-    Inference is always computed by numpy at the returned optimum, so two engines differ
-    only in the optimizer.  ``staged`` gives the staged endpoint (:class:`StagedFit`) and
-    ``joint`` the weighted joint fit.
-    """
+    Every family: ``llm(data, ties, chart, x0)``, the LLM-only loss on ``chart``
+    (``x = (theta, log nu_1..K)``); ``calibration(data, ties, chart, theta, M, x0, penalty=None)``, the
+    calibration GLM in the normalized coordinates ``(c, log nu_H)`` of ``M`` (``chart``, ``theta``: the
+    staged chart with ``A, B`` of the LLM-only fit); ``joint(data, ties, chart, lambda_, x0, penalty=None)``:
+    :math:`Q_\lambda`; ``human(data, ties, x0, penalty=None)``: the people's model in ``(beta, log nu_H)``,
+    ``s = T beta``.  Each returns an :class:`~pydial.optim.OptimResult`.
 
-    staged: StagedOptimizer
-    joint: JointOptimizer
-    name: str = "numpy"
-    penalty: str | None = None
-
-
-# ====================================================== every family's engine
-@dataclass(frozen=True)
-class FamilyOptimizers:
-    r"""The optimizers behind the fits of every outcome family ``ties`` (None: binary); inference is numpy's at their optimum.
-
-    ``llm(data, ties, chart, x0)``: the LLM-only loss on ``chart`` (``x = (theta, log nu_1..K)``);
-    ``calibration(data, ties, chart, theta, M, x0, penalty=None)``: the calibration GLM in the
-    normalized coordinates ``(c, log nu_H)`` of ``M`` (``chart``, ``theta``: the staged chart with
-    ``A, B`` of the LLM-only fit); ``joint(data, ties, chart, lam, x0, penalty=None)``: :math:`Q_\lambda`;
-    ``human(data, ties, x0, penalty=None)``: the people's model in ``(beta, log nu_H)``,
-    ``s = T beta``; ``penalty="firth"`` adds the people's Jeffreys prior.
-    Each returns an :class:`~pydial.optim.OptimResult`.
+    The binary family's specialization (its cached LLM-only fit, warm-started path and polishing
+    step): ``staged`` (:class:`StagedOptimizer`) and ``path`` (:class:`JointOptimizer`), penalized
+    by ``penalty``.  ``pooled_stages`` and ``btl``: Stan's pooled baseline and judge-wise BTL (None:
+    numpy's GLM solver).
     """
 
     llm: Any
     calibration: Any
     joint: Any
     human: Any
+    staged: StagedOptimizer
+    path: JointOptimizer
     name: str = "numpy"
+    penalty: str | None = None
     pooled_stages: Any = None
-    """``pooled_stages(data, ties, x0, log_nu_h0, free_llm, free_h, penalty=None)``: both stages of the
-    pooled baseline of any family, or None for numpy's GLM solver."""
     btl: Any = None
-    """``btl(cells, N=, groups=, ties=, log_nu0=, backend=, penalty=None)``: the judge-wise BTL of the family as a
-    :class:`JudgesBTLFit`, or None for numpy's Newton fits."""
-
-
-@dataclass(frozen=True)
-class Engine:
-    """An engine of :func:`pydial.fit`: the optimizers of every family (``family``) and of the binary fast path (``point``).
-
-    numpy's are built in :mod:`pydial.estimation.estimators`, Stan's in
-    :mod:`pydial.stan.engine`; :func:`pydial.fit` picks one by ``engine=`` and the
-    estimators run whichever they are given (inference is numpy's on both).
-    """
-
-    point: PointEngine
-    family: FamilyOptimizers
-
-    @property
-    def name(self) -> str:
-        """``"numpy"`` or ``"stan"``."""
-        return self.point.name

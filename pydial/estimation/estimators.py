@@ -16,22 +16,20 @@ atc        human BTL ordering + isotonic calibration of the LLM consensus (AtC)
 from __future__ import annotations
 
 from contextlib import contextmanager
-from functools import partial
 from typing import Any, Iterator, cast
 
 import numpy as np
 
 from pydial.data.comparisons import Comparisons
 from pydial.estimation.baselines import fit_atc, fit_pooled
-from pydial.estimation.binary import family_steps, staged_fit
 from pydial.estimation.btl import fit_btl
-from pydial.estimation.engines import Engine, PointEngine
+from pydial.estimation.engines import Optimizers
 from pydial.estimation.dial import fit_dial
 from pydial.estimation.results import Estimate
-from pydial.estimation.selection import numpy_joint
 from pydial.estimation.spec import ModelSpec
-from pydial.estimation.steps import NUMPY_FAMILY
+from pydial.estimation.steps import Steps
 from pydial.exceptions import ConvergenceError, IdentifiabilityError
+from pydial.model.families import family_of
 from pydial.model.methods import ESTIMATORS, USES_CALIBRATION, USES_RANK
 
 METHODS: tuple[str, ...] = ESTIMATORS
@@ -68,7 +66,7 @@ def numerical_errors(what: str) -> Iterator[None]:
         raise ConvergenceError(f"{what} failed: a floating-point error ({e})") from e
 
 
-def estimate(data: Comparisons, spec: ModelSpec, engine: Engine, rank_grid: list[int]) -> Estimate:
+def estimate(data: Comparisons, spec: ModelSpec, engine: Optimizers, rank_grid: list[int]) -> Estimate:
     """Run the estimator of ``spec`` with ``engine``'s optimizers over the candidate ranks ``rank_grid``.
 
     Returns the point estimates and their linearizations; :class:`pydial.estimation.model.DialModel`
@@ -78,22 +76,8 @@ def estimate(data: Comparisons, spec: ModelSpec, engine: Engine, rank_grid: list
     if method in BASELINES:
         return BASELINES[method](data, rank_grid[0], ties=ties, engine=engine, shared=shared)
     if method in ("human", "judges"):
-        return fit_btl(data, method, ties=ties, seed=spec.seed, engine=engine.family, penalty=spec.penalty)
+        return fit_btl(data, method, ties=ties, seed=spec.seed, engine=engine, penalty=spec.penalty)
     cal = cast(str, spec.calibration)
-    steps = family_steps(data, cal, spec.order, ties, engine, spec.penalty, shared)
-    return fit_dial(data, steps, cal, adaptive=spec.adaptive, lambdas=spec.lambda_, multiples=spec.multiples,
+    steps = Steps(data, cal, spec.order, family_of(ties), engine, spec.penalty, shared=shared)
+    return fit_dial(data, steps, cal, adaptive=spec.adaptive, lambda_=spec.lambda_, multiples=spec.multiples,
                     include_endpoints=spec.include_endpoints, rank_grid=rank_grid, selection=spec.selection)
-
-
-# ----------------------------------------------------------------- helpers
-def numpy_engine(penalty: str | None = None) -> PointEngine:
-    """Return the numpy optimizers of the binary fast path, penalized by ``penalty`` (:mod:`pydial.model.penalty`)."""
-    return PointEngine(staged=partial(staged_fit, penalty=penalty), joint=partial(numpy_joint, penalty=penalty),
-                       penalty=penalty)
-
-
-def numpy_optimizers(penalty: str | None = None) -> Engine:
-    """Return the numpy engine: Newton on the exact derivatives for every fit (``fit(..., engine="numpy")``)."""
-    return Engine(numpy_engine(penalty), NUMPY_FAMILY)
-
-

@@ -48,7 +48,7 @@ import pandas as pd
 from pydial.cache import derived
 from pydial.data.comparisons import BOTH_BAD, I_WINS, J_WINS, TIE, CellTable, Comparisons
 from pydial.model.chart import Chart
-from pydial.model.families import binary_cell, tie_cell
+from pydial.model.families import binary_cell, family_of
 from pydial.model.likelihood import Cells, Objective
 
 __all__ = ["FitStats", "cell_log_likelihood", "judges_stats", "structured_log_likelihood", "judgment_counts"]
@@ -91,7 +91,7 @@ def cell_log_likelihood(ties: str | None, table: CellTable, eta: np.ndarray, log
     tied = np.isfinite(lnu)
     total = float(binary_cell(cnt[~tied], eta[~tied]).value.sum())
     if tied.any():
-        total += float(tie_cell(ties)(cnt[tied], eta[tied], lnu[tied]).value.sum())
+        total += float(family_of(ties).cell(cnt[tied], eta[tied], lnu[tied]).value.sum())
     return total
 
 
@@ -117,7 +117,7 @@ def structured_log_likelihood(data: Comparisons, ties: str | None, chart: Chart,
     (:class:`~pydial.model.likelihood.Objective`, unit weights).
     """
     w_llm, w_human = (1.0, 0.0) if which == "llm" else (0.0, 1.0)
-    cells = Cells.stack(data, w_llm, w_human, ties=ties is not None)
+    cells = Cells.stack(data, w_llm, w_human, with_ties=ties is not None)
     return -Objective(chart, cells, ties=ties, free=free if ties is not None else None).value(x)
 
 

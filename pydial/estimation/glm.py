@@ -13,174 +13,23 @@ r"""Optimizers for the models of the paper (numpy engine).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from functools import cached_property
+import dataclasses
 from typing import Any, cast
 
 import numpy as np
 import scipy.sparse as sp
-from scipy.special import expit
 
 from pydial.data.comparisons import Comparisons, HumanCells, LLMCells
-from pydial.estimation.engines import BTLFit, StructuredFit
-from pydial.model.chart import Chart, centering_basis, structure_from_S
-from pydial.exceptions import ArgumentError
-from pydial.model.design import Design, calibration_design, centered_design, dense_design, glm_information, gram, rmatvec
-from pydial.model.families import log_nu_start, tie_cell
-from pydial.model.likelihood import Objective, binomial_nll
-from pydial.model.penalty import FirthPenalty, TieFirthPenalty, check_penalty
+from pydial.cache import derived
+from pydial.estimation.engines import BTLFit, StagedFit, StructuredFit
+from pydial.model.chart import Calibration, Chart, centering_basis, structure_from_S
+from pydial.model.design import Design, calibration_design, centered_design, dense_design
+from pydial.model.glm import FamilyGLM, binary_counts
+from pydial.model.likelihood import Objective
 from pydial.optim import BOX, OptimResult, newton
 
 START_GTOL = 1e-3
 """Gradient tolerance of the judge-wise fits of :func:`initial_theta`: a start, which the structured fit then resolves."""
-
-
-def binary_counts(n: np.ndarray, y: np.ndarray) -> np.ndarray:
-    """``(m, 3)`` outcome counts ``(y, n - y, 0)`` of binary cells (``n`` decisive judgments, ``y`` wins of ``i``)."""
-    n, y = np.asarray(n, float), np.asarray(y, float)
-    return np.column_stack([y, n - y, np.zeros_like(y)])
-
-
-def has_tie_parameter(family: str | None, counts: np.ndarray) -> bool:
-    """Whether a GLM of ``family`` on ``counts`` has a free log tie parameter ``l = log nu``.
-
-    A tie model with at least one tie.  Without any tie the MLE of ``nu`` is the boundary
-    ``nu = 0`` for both tie models, where the cells follow the binary model exactly
-    (:func:`pydial.model.likelihood.tie_groups`); the GLM is then the binary one.
-    """
-    return family is not None and bool(np.asarray(counts)[:, 2].sum() > 0)
-
-
-@dataclass(frozen=True, eq=False)
-class FamilyGLM:
-    r"""A paired-comparison GLM ``eta = X beta`` of any outcome family, as a loss to minimize.
-
-    The loss is ``-weight * sum_c log p(counts_c | eta_c, l) + ridge/2 |beta|^2`` with the
-    cell likelihoods of :mod:`pydial.model.families`: the binary model (``family=None``;
-    the binomial logistic regression of eq. human-only-estimator and eq.
-    binomial-model-llm) or the Davidson / Rao-Kupper tie model, whose coordinates are
-    ``x = (beta, l)`` with ``l = log nu`` when the cells hold a tie
-    (:func:`has_tie_parameter`; otherwise ``x = beta`` and the binary model, the ``nu = 0``
-    boundary).  With ``penalty="firth"`` the term ``-weight/2 log det I(x)`` is added, ``I`` the
-    family's Fisher information of the GLM (the Jeffreys prior: :class:`~pydial.model.penalty.FirthPenalty`,
-    :class:`~pydial.model.penalty.TieFirthPenalty`), so the minimizer is Firth's bias-reduced
-    estimate, finite whenever ``X`` has full column rank.
-
-    The value, gradient and exact Hessian (:meth:`terms`) follow from the per-cell
-    derivatives in ``(eta, l)`` by the chain rule ``d eta / d beta = X``; the binary model
-    takes the fast path of the binomial deviance and the comparison Laplacian
-    (:func:`pydial.model.design.glm_information`).
-
-    Attributes
-    ----------
-    family : {None, "davidson", "rao-kupper"}
-    counts : ndarray (m, 3)
-        Wins of ``i``, wins of ``j``, ties per cell (the binary model takes no ties).
-    X : ndarray, sparse matrix or Design
-        The design (m x p).
-    weight, ridge : float
-        Loss normalization (``1/n``) and ridge on ``beta``.
-    penalty : {None, "firth"}
-    """
-
-    family: str | None
-    counts: np.ndarray
-    X: Any
-    weight: float = 1.0
-    ridge: float = 0.0
-    penalty: str | None = None
-
-    def __post_init__(self) -> None:
-        """Check the family, the counts and the penalty; keep a sparse or dense design as given."""
-        tie_cell(self.family)  # raises ArgumentError for an unknown family
-        counts = np.asarray(self.counts, float).reshape(-1, 3)
-        if self.family is None and np.any(counts[:, 2] > 0):
-            raise ArgumentError("the binary model takes cells without ties")
-        object.__setattr__(self, "counts", counts)
-        if not (sp.issparse(self.X) or isinstance(self.X, Design)):
-            object.__setattr__(self, "X", np.asarray(self.X, float))
-        check_penalty(self.penalty)
-
-    @cached_property
-    def free(self) -> bool:
-        """Whether ``x`` ends with a free ``log nu`` (:func:`has_tie_parameter`)."""
-        return has_tie_parameter(self.family, self.counts)
-
-    @property
-    def dim(self) -> int:
-        """Number of coordinates of ``x``."""
-        return self.X.shape[1] + int(self.free)
-
-    @cached_property
-    def _binary(self) -> tuple[np.ndarray, np.ndarray]:
-        """``(n, y)`` of the binary model."""
-        return self.counts[:, 0] + self.counts[:, 1], self.counts[:, 0]
-
-    @cached_property
-    def _firth(self) -> FirthPenalty | None:
-        """The binary model's Jeffreys prior (``penalty="firth"``)."""
-        return FirthPenalty(dense_design(self.X), self._binary[0], self.weight) if self.penalty == "firth" else None
-
-    @cached_property
-    def _tie_firth(self) -> TieFirthPenalty | None:
-        """The tie model's Jeffreys prior in ``(beta, log nu)`` (``penalty="firth"``)."""
-        if self.penalty != "firth":
-            return None
-        return TieFirthPenalty(cast(str, self.family), dense_design(self.X), self.counts, self.weight)
-
-    def start(self) -> np.ndarray:
-        """Return the start ``beta = 0``, ``log nu`` at the cells' tie rate (:func:`~pydial.model.families.log_nu_start`)."""
-        beta = np.zeros(self.X.shape[1])
-        return np.append(beta, log_nu_start(cast(str, self.family), self.counts)) if self.free else beta
-
-    def value(self, x: np.ndarray) -> float:
-        """Return the loss at ``x``."""
-        X, p = self.X, self.X.shape[1]
-        beta = x[:p]
-        if not self.free:
-            n, y = self._binary
-            f = float(self.weight * binomial_nll(X @ beta, n, y).sum() + 0.5 * self.ridge * beta @ beta)
-            return f + self._firth.value(X @ beta) if self._firth is not None else f
-        d = tie_cell(self.family)(self.counts, X @ beta, x[p])
-        f = -self.weight * float(d.value.sum()) + 0.5 * self.ridge * float(beta @ beta)
-        return f + self._tie_firth.value(x) if self._tie_firth is not None else f
-
-    def terms(self, x: np.ndarray) -> tuple[float, np.ndarray, np.ndarray]:
-        """Value, gradient and Hessian of the loss at ``x``."""
-        X, p, w = self.X, self.X.shape[1], self.weight
-        beta = x[:p]
-        eta = X @ beta
-        if not self.free:
-            n, y = self._binary
-            pr = expit(eta)
-            f = float(w * binomial_nll(eta, n, y).sum() + 0.5 * self.ridge * beta @ beta)
-            g = w * rmatvec(X, n * pr - y) + self.ridge * beta
-            H = glm_information(X, n, pr, w) + self.ridge * np.eye(p)
-            if self._firth is not None:
-                fp, gp, Hp = self._firth.glm_terms(beta)
-                f, g, H = f + fp, g + gp, H + Hp
-            return f, g, H
-        d = tie_cell(self.family)(self.counts, eta, x[p])
-        f = -w * float(d.value.sum()) + 0.5 * self.ridge * float(beta @ beta)
-        gb = -w * rmatvec(X, d.d_eta) + self.ridge * beta
-        Hbb = gram(X, -w * d.d_eta_eta) + self.ridge * np.eye(p)
-        Hbl = -w * rmatvec(X, d.d_eta_l)
-        g = np.append(gb, -w * d.d_l.sum())
-        H = np.block([[Hbb, Hbl[:, None]], [Hbl[None, :], np.array([[-w * d.d_l_l.sum()]])]])
-        if self._tie_firth is not None:
-            fp, gp, Hp = self._tie_firth.terms(x)
-            f, g, H = f + fp, g + gp, H + Hp
-        return f, g, H
-
-    def fit(self, x0: np.ndarray | None = None, *, bound: float = BOX, gtol: float = 1e-10) -> OptimResult:
-        """Minimize the loss by Newton steps with line search inside the box ``|x_i| <= bound`` (:func:`pydial.optim.newton`).
-
-        The binary loss is convex: its steps are solved by Cholesky factorization.  The
-        tie log-likelihood is concave in ``beta`` for fixed ``log nu`` but not jointly
-        everywhere; the eigen-decomposition of :func:`~pydial.optim.newton` handles that.
-        """
-        start = self.start() if x0 is None else np.asarray(x0, float)
-        return newton(self.terms, start, bound=bound, gtol=gtol, value=self.value, cholesky=not self.free)
 
 
 def glm(
@@ -296,7 +145,7 @@ def initial_theta(data: Comparisons, chart: Chart, *, ridge: float = 1e-3) -> np
 def fit_structured(
     data: Comparisons,
     chart: Chart,
-    lam: float,
+    lambda_: float,
     theta0: np.ndarray,
     *,
     gtol: float = 1e-9,
@@ -305,16 +154,16 @@ def fit_structured(
     warm: tuple[float, OptimResult] | None = None,
     polish: bool = True,
 ) -> StructuredFit:
-    r"""Minimize :math:`Q_\lambda` (``lam`` finite) or :math:`\ell_L` (``lam = inf``) on the reduced chart.
+    r"""Minimize :math:`Q_\lambda` (``lambda_`` finite) or :math:`\ell_L` (``lambda_ = inf``) on the reduced chart.
 
-    ``lam = inf`` goes with ``chart.calibration`` None; the start is ``theta0``.
+    ``lambda_ = inf`` goes with ``chart.calibration`` None; the start is ``theta0``.
 
-    ``warm = (lam0, opt0)``: a fit of :math:`Q_{\lambda_0}` (finite ``lam0 > 0``) ending at
+    ``warm = (lambda_0, opt0)``: a fit of :math:`Q_{\lambda_0}` (finite ``lambda_0 > 0``) ending at
     ``theta0`` with its value, gradient and Hessian there.  The loss is affine in the LLM
     weight, :math:`Q_\lambda = Q_0 + (\lambda / \lambda_0)(Q_{\lambda_0} - Q_0)` with
     :math:`Q_0` the human block (penalty included), so the derivatives at ``theta0`` follow
     exactly from those of ``opt0`` and of the human cells alone: the path's warm start
-    costs no pass over the LLM cells.  ``lam0 = inf``: ``opt0`` is the LLM-only fit
+    costs no pass over the LLM cells.  ``lambda_0 = inf``: ``opt0`` is the LLM-only fit
     (:math:`\bar\ell_L` on the LLM-only chart) ending at ``theta0[chart.llm_coordinates]``,
     and :math:`Q_\lambda = \lambda \bar\ell_L + Q_0` (the staged start of the path).
 
@@ -324,7 +173,7 @@ def fit_structured(
     (:meth:`Objective.weighted`).  ``polish`` (:func:`~pydial.optim.newton`): resolve the
     optimum to the rounding level with one more step once the gradient is below ``gtol``.
     """
-    obj = Objective.weighted(chart, data, lam, penalty)
+    obj = Objective.weighted(chart, data, lambda_, penalty)
     res = newton(
         obj.value_grad_hess,
         theta0,
@@ -333,27 +182,80 @@ def fit_structured(
         value=obj.value,
         normalize=chart.canonical if chart.r > 0 else None,
         gauge=chart.gauge_directions,
-        first=_path_derivatives(data, chart, lam, theta0, penalty, warm),
+        first=_path_derivatives(data, chart, lambda_, theta0, penalty, warm),
         polish=polish,
     )
     return StructuredFit(chart, res.x, res, obj)
 
 
-def _path_derivatives(data: Comparisons, chart: Chart, lam: float, theta0: np.ndarray, penalty: str | None,
+def _path_derivatives(data: Comparisons, chart: Chart, lambda_: float, theta0: np.ndarray, penalty: str | None,
                       warm: tuple[float, OptimResult] | None) -> tuple[float, np.ndarray, np.ndarray] | None:
     """``Q_lam``'s value, gradient and Hessian at ``theta0`` from a fit of ``Q_lam0`` there (:func:`fit_structured`)."""
-    if warm is None or not np.isfinite(lam):
+    if warm is None or not np.isfinite(lambda_):
         return None
-    lam0, opt0 = warm
-    staged = np.isinf(lam0) and chart.calibration is not None
+    lambda_0, opt0 = warm
+    staged = np.isinf(lambda_0) and chart.calibration is not None
     x0 = theta0[chart.llm_coordinates] if staged else theta0
-    if not (lam0 > 0) or opt0.hess is None or opt0.grad is None or not np.array_equal(opt0.x, x0):
+    if not (lambda_0 > 0) or opt0.hess is None or opt0.grad is None or not np.array_equal(opt0.x, x0):
         return None
     f_h, g_h, H_h = Objective.weighted(chart, data, 0.0, penalty).value_grad_hess(theta0)
     if staged:
         idx = chart.llm_coordinates
-        g_h[idx] += lam * opt0.grad
-        H_h[np.ix_(idx, idx)] += lam * opt0.hess
-        return lam * opt0.fun + f_h, g_h, H_h
-    t = lam / lam0
+        g_h[idx] += lambda_ * opt0.grad
+        H_h[np.ix_(idx, idx)] += lambda_ * opt0.hess
+        return lambda_ * opt0.fun + f_h, g_h, H_h
+    t = lambda_ / lambda_0
     return t * opt0.fun + (1 - t) * f_h, t * opt0.grad + (1 - t) * g_h, t * opt0.hess + (1 - t) * H_h
+
+
+def human_effects(data: Comparisons) -> np.ndarray:
+    """Return the indices of the covariates with an effect on the people: the free entries of ``beta_H``.
+
+    Every covariate but those that are 0 on all the people's cells (:attr:`~pydial.Comparisons.covariate_support`,
+    e.g. the self-preference); the columns of the people's GLM designs (:meth:`~pydial.Comparisons.effect_columns`).
+    """
+    return np.flatnonzero(data.covariate_support[-1])
+
+
+def human_effect_row(data: Comparisons, free: np.ndarray) -> np.ndarray:
+    """Return the people's whole row ``beta_H`` (``p``) from its free entries (:func:`human_effects`; the others 0)."""
+    out = np.zeros(data.p)
+    out[human_effects(data)] = free
+    return out
+
+
+def staged_fit(data: Comparisons, rank: int, calibration: str, *, order: bool = True,
+               penalty: str | None = None, shared: bool = False) -> StagedFit:
+    """Alg. DIAL-Anc: structured LLM-only fit, then ``argmin_c l_H(M c)``.
+
+    With ``penalty="firth"``, the calibration GLM is Firth's estimate.  With covariates the
+    calibration GLM fits ``(c, beta_H)`` (``l_H(M c, beta_H)``); ``shared``: one covariate
+    effect for all LLM judges (:class:`~pydial.model.chart.Chart`).
+    """
+    chL, fL = llm_only_fit(data, rank, order, shared)
+    st = chL.structure(fL.theta)
+    M = st.basis(calibration)
+    # the people's design [D_H M, Z_H] has the covariates with an effect on them (Comparisons.effect_columns)
+    human = data.human if not data.p else dataclasses.replace(data.human, z=data.effect_columns(data.human.z, data.K))
+    oc = fit_calibration(human, M, penalty=penalty)
+    ch = Chart.for_data(data, rank, cast(Calibration, calibration), order, shared)
+    b = chL.order_effects(fL.theta) if order else None
+    d = M.shape[1]
+    beta = np.vstack([chL.covariate_effects(fL.theta), human_effect_row(data, oc.x[d:])]) if data.p else None
+    theta = ch.from_structure(st, oc.x[:d], b, beta)
+    theta[ch.llm_coordinates] = fL.theta  # the same point up to rounding; exactly the first stage's coordinates
+    return StagedFit(ch, theta, fL.opt, oc, chL, fL.theta)
+
+
+def llm_only_fit(data: Comparisons, rank: int, order: bool = True, shared: bool = False) -> tuple[Chart, StructuredFit]:
+    """Return the structured LLM-only fit (eq. staged-calibrated-estimator, first stage).
+
+    It is computed once per ``(rank, order, shared)`` and cached on ``data``: DIAL-Anc,
+    DIAL-Ada (its anchored endpoint and warm start) and AtC share it.
+    """
+    def build() -> tuple[Chart, Any]:
+        chL = Chart.for_data(data, rank, None, order, shared)
+        fL = fit_structured(data, chL, np.inf, initial_theta(data, chL))
+        return chL, dataclasses.replace(fL, objective=None)  # keep the fit, not its objective (per-cell index arrays)
+
+    return derived(data, ("llm_only_fit", int(rank), bool(order), bool(shared and data.p)), build)

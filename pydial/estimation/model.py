@@ -14,10 +14,11 @@ from dataclasses import dataclass
 from typing import Callable, cast
 
 from pydial.data.comparisons import Comparisons
-from pydial.estimation.engines import Engine
-from pydial.estimation.estimators import estimate, numerical_errors, numpy_optimizers
+from pydial.estimation.engines import Optimizers
+from pydial.estimation.estimators import estimate, numerical_errors
 from pydial.estimation.results import DialResult, covariance_tables, reissue, result_of
 from pydial.estimation.spec import ModelSpec
+from pydial.estimation.steps import numpy_optimizers
 from pydial.estimation.verdict import calibration_warning
 from pydial.exceptions import ArgumentTypeError, caller_stacklevel
 from pydial.optim import single_threaded_blas
@@ -25,13 +26,13 @@ from pydial.optim import single_threaded_blas
 __all__ = ["DialModel", "ENGINE_OPTIMIZERS", "optimizers"]
 
 
-ENGINE_OPTIMIZERS: dict[str, Callable[[int | None, str | None], Engine]] = {
+ENGINE_OPTIMIZERS: dict[str, Callable[[int | None, str | None], Optimizers]] = {
     "numpy": lambda seed, penalty: numpy_optimizers(penalty)}
 """The optimizers of each engine, by name, called with ``(seed, penalty)``; :mod:`pydial.api`, which sits
 above Stan, adds ``"stan"`` (this layer never imports Stan)."""
 
 
-def optimizers(engine: str, seed: int | None = None, penalty: str | None = None) -> Engine:
+def optimizers(engine: str, seed: int | None = None, penalty: str | None = None) -> Optimizers:
     """Return the optimizers of ``engine`` (:data:`ENGINE_OPTIMIZERS`)."""
     return ENGINE_OPTIMIZERS[engine](seed, penalty)
 

@@ -32,17 +32,17 @@ if TYPE_CHECKING:
 
 
 def _estimated(name: str, doc: str) -> Any:
-    """A read-only attribute of the result: the estimate's field ``name``."""
+    """Return a read-only attribute of the result: the estimate's field ``name``."""
     return property(lambda self: getattr(self.estimate, name), doc=doc)
 
 
 def _table(name: str, doc: str) -> Any:
-    """A read-only attribute of the result: the table ``name`` formed when it was built."""
+    """Return a read-only attribute of the result: the table ``name`` formed when it was built."""
     return property(lambda self: self.tables[name], doc=doc)
 
 
 def _specified(name: str) -> Any:
-    """A read-only attribute of the result: the spec's field ``name``."""
+    """Return a read-only attribute of the result: the spec's field ``name``."""
     return property(lambda self: getattr(self.model.spec, name), doc=f"``spec.{name}``.")
 
 
@@ -133,7 +133,7 @@ class DialResult:
     tie_parameters : DataFrame or None
         With ``ties="davidson"``: Davidson's tie parameters ``nu`` by judge with ``se, ci_low, ci_high``;
         with ``ties="rao-kupper"`` the first column is the threshold ``tau`` instead
-        (:func:`~pydial.inference.linearization.tie_parameter_name`).
+        (:attr:`~pydial.model.families.Family.label`).
     covariate_effects : DataFrame or None
         With data that carry response covariates (``Comparisons.from_frame(..., covariates=)``):
         the effects ``beta`` of ``logit p = ... + z' beta`` per judge (and the people, where the
@@ -193,7 +193,8 @@ class DialResult:
         What went wrong, naming the judges and items to blame (empty when ``ok`` and the
         calibration restriction, where the method assumes one, is not rejected).
     data : Comparisons
-        The data the fit was made on (``model.data``, a reference, not a copy).  :func:`pydial.plan` and :func:`pydial.next_pairs` take the
+        The data the fit was made on (``model.data``, a reference, not a copy).  :func:`pydial.plan` and
+        :func:`pydial.next_pairs` take the
         pilot data from here.
     penalty : str or None
         ``"firth"`` when the likelihoods were bias-reduced (:mod:`pydial.model.penalty`).
@@ -566,7 +567,7 @@ class DialResult:
 
     def _cov_spec(self, cov_type: str | None, anchored_cov_type: str | None,
                   cluster_correction: bool | None) -> ModelSpec:
-        """The spec with another meat: the fit's own settings for what is not given, validated by the spec."""
+        """Return the spec with another meat: the fit's own settings for what is not given, validated by the spec."""
         cov = self.cov_type if cov_type is None else cov_type
         anchored = self.anchored_cov_type if anchored_cov_type is None else anchored_cov_type
         if cov in ANCHORED_COVS:  # the anchored covariance named as the meat: the fit's own meat with it
@@ -662,9 +663,9 @@ class DialResult:
             c = e.candidate
             if not c.admissible:
                 continue
-            theta = e.staged_theta if np.isinf(c.lam) or c.lam == 0 else c.theta
-            rows.append({"rank": e.chart.r, "lambda": c.lam, "gacv": c.gacv,
-                         "cv_loo": loo_cv(data, e.chart, c.lam, theta, ties)})
+            theta = e.staged_theta if np.isinf(c.lambda_) or c.lambda_ == 0 else c.theta
+            rows.append({"rank": e.chart.r, "lambda": c.lambda_, "gacv": c.gacv,
+                         "cv_loo": loo_cv(data, e.chart, c.lambda_, theta, ties)})
         return pd.DataFrame(rows)
 
     def position_test(self, judge_1: str, judge_2: str) -> pd.Series:

@@ -28,19 +28,22 @@ budgets keep a complete path; GACV uses the Hessian of the penalized criterion.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable, cast
+from typing import Any, Callable
 
 import numpy as np
 import pandas as pd
 import scipy.sparse as sp
 
 from pydial.data.comparisons import Comparisons
-from pydial.estimation.glm import binary_counts, fit_structured, glm, has_tie_parameter
+from pydial.estimation.glm import fit_structured, glm
+from pydial.model.glm import binary_counts, has_tie_parameter
 from pydial.model.chart import Chart, difference_design
 from pydial.model.design import Design, centered_design
-from pydial.model.families import log_nu_start, tie_probabilities
-from pydial.model.likelihood import Cells, Objective, family_totals, human_loss
-from pydial.model.meats import CellStats, parameter_meat
+from pydial.model.families import family_of
+from pydial.model.likelihood import Cells, Objective
+from pydial.model.cells import human_loss
+from pydial.model.cells import family_totals
+from pydial.inference.meats import CellStats, parameter_meat
 from pydial.optim import BOX, ZERO_EIG_RTOL, OptimResult, newton, pinv_from_eigh, pinv_gauge, pinv_sym, single_threaded_blas
 from pydial.exceptions import ArgumentError
 
@@ -129,7 +132,7 @@ def gacv_trace(H: np.ndarray, U: Any, n: np.ndarray, y: np.ndarray, p: np.ndarra
 class Candidate:
     """One weight of the path: its fit, guards and GACV pieces."""
 
-    lam: float
+    lambda_: float
     multiple: float
     s: np.ndarray | None
     theta: np.ndarray | None = None
@@ -177,10 +180,10 @@ def guard(ch: Chart, opt: OptimResult, H: np.ndarray, s: np.ndarray,
     of zero eigenvalues of an ``H`` known to have no negative one (:func:`~pydial.optim.pinv_gauge`).
     """
     if n_zero is None:
-        lam = np.linalg.eigvalsh(H) if eig is None else eig
-        nz = int(np.sum(np.abs(lam) <= ZERO_EIG_RTOL * max(np.abs(lam).max(), 1e-300)))
+        ev = np.linalg.eigvalsh(H) if eig is None else eig
+        nz = int(np.sum(np.abs(ev) <= ZERO_EIG_RTOL * max(np.abs(ev).max(), 1e-300)))
     else:
-        lam, nz = np.zeros(0), n_zero
+        ev, nz = np.zeros(0), n_zero
     if not opt.converged:
         return False, f"not converged ({opt.message})", nz
     if opt.at_bound.any():
@@ -189,32 +192,32 @@ def guard(ch: Chart, opt: OptimResult, H: np.ndarray, s: np.ndarray,
         return False, f"{nz} zero Hessian eigenvalues > {ch.n_gauge} gauge invariances", nz
     if np.abs(s).max() > SCORE_LIMIT:
         return False, f"||s||_inf = {np.abs(s).max():.3g} > {SCORE_LIMIT:g}", nz
-    if np.any(lam < -1e-8 * max(np.abs(lam).max(initial=0.0), 1e-300)):
+    if np.any(ev < -1e-8 * max(np.abs(ev).max(initial=0.0), 1e-300)):
         return False, "Hessian not positive semi-definite (saddle point)", nz
     return True, "", nz
 
 
 JointFitter = Callable[..., tuple[np.ndarray, OptimResult]]
-"""``joint(data, chart, lam, theta0, *, warm=None, polish=True)``: minimize ``Q_lambda`` from ``theta0``.
+"""``joint(data, chart, lambda_, theta0, *, warm=None, polish=True)``: minimize ``Q_lambda`` from ``theta0``.
 
-``warm = (lam0, opt0)`` is the fit of the previous weight ending at ``theta0``, which an
+``warm = (lambda_0, opt0)`` is the fit of the previous weight ending at ``theta0``, which an
 optimizer may use (:func:`~pydial.estimation.glm.fit_structured`) or ignore; ``polish``
 asks for the optimum to the rounding level (:func:`~pydial.optim.newton`), where the
 optimizer has such a step."""
 
 
-def numpy_joint(data: Comparisons, chart: Chart, lam: float, theta0: np.ndarray, *, penalty: str | None = None,
+def numpy_joint(data: Comparisons, chart: Chart, lambda_: float, theta0: np.ndarray, *, penalty: str | None = None,
                 warm: tuple[float, OptimResult] | None = None, polish: bool = True) -> tuple[np.ndarray, OptimResult]:
     """Minimize ``Q_lambda`` from ``theta0`` with the numpy Newton optimizer.
 
     The human block is penalized by ``penalty``; ``warm`` and ``polish`` as in
     :func:`~pydial.estimation.glm.fit_structured`.
     """
-    f = fit_structured(data, chart, lam, theta0, penalty=penalty, warm=warm, polish=polish)
+    f = fit_structured(data, chart, lambda_, theta0, penalty=penalty, warm=warm, polish=polish)
     return f.theta, f.opt
 
 
-def finite_candidate(data: Comparisons, ch: Chart, lam: float, theta0: np.ndarray, multiple: float,
+def finite_candidate(data: Comparisons, ch: Chart, lambda_: float, theta0: np.ndarray, multiple: float,
                      joint: JointFitter = numpy_joint, *, penalty: str | None = None,
                      warm: Candidate | None = None, polish: bool = True) -> Candidate:
     """Fit ``Q_lambda`` (eq. weighted-loss) from ``theta0`` and evaluate its guards and GACV pieces at the optimum.
@@ -224,10 +227,10 @@ def finite_candidate(data: Comparisons, ch: Chart, lam: float, theta0: np.ndarra
     ends at ``theta0`` (the warm start of the path), or a candidate of the same weight to
     continue from.  ``polish=False`` stops at the optimizer's tolerance (:class:`JointFitter`).
     """
-    th, opt = joint(data, ch, lam, theta0, warm=None if warm is None or warm.opt is None else (warm.lam, warm.opt),
+    th, opt = joint(data, ch, lambda_, theta0, warm=None if warm is None or warm.opt is None else (warm.lambda_, warm.opt),
                     polish=polish)
     H = opt.hess_at(th)
-    H = Objective.weighted(ch, data, lam, penalty).value_grad_hess(th)[2] if H is None else H
+    H = Objective.weighted(ch, data, lambda_, penalty).value_grad_hess(th)[2] if H is None else H
     s = ch.scores(th)
     # one factorization for the guards, GACV and the sandwich: Cholesky off the gauge when certified
     pinv = pinv_gauge(H, ch.gauge_directions(th))
@@ -236,7 +239,7 @@ def finite_candidate(data: Comparisons, ch: Chart, lam: float, theta0: np.ndarra
         ok, reason, nz = guard(ch, opt, H, s, ev)
     else:
         ok, reason, nz = guard(ch, opt, H, s, n_zero=pinv[1])
-    cand = Candidate(lam, multiple, s, th, opt, ok, reason, human_loss(s, data.human, ch.human_effects(th)), n_zero_eig=nz)
+    cand = Candidate(lambda_, multiple, s, th, opt, ok, reason, human_loss(s, data.human, ch.human_effects(th)), n_zero_eig=nz)
     if ok:
         hum = Objective(ch, Cells.stack(data, 0.0, 1.0 / data.n_human))  # the human cells of Q_lambda alone
         c = hum.cells
@@ -292,9 +295,9 @@ def select_candidate(options: list[tuple[int, Candidate]], table: pd.DataFrame, 
     ok = [(r, c) for r, c in options if c.admissible]
     fallback = False
     if not ok:
-        anc = [(r, c) for r, c in options if np.isinf(c.lam) and c.opt is not None and c.opt.resolved and c.s is not None]
+        anc = [(r, c) for r, c in options if np.isinf(c.lambda_) and c.opt is not None and c.opt.resolved and c.s is not None]
         if not anc:
-            why = "; ".join(f"lambda={lam:.4g}: {reason}" for lam, reason in
+            why = "; ".join(f"lambda={lambda_:.4g}: {reason}" for lambda_, reason in
                             table[["lambda", "reason"]].drop_duplicates("reason").itertuples(index=False))
             raise ConvergenceError(f"no admissible candidate on {what} ({why}); the path:\n" + table.to_string())
         ok, fallback = anc[:1], True
@@ -320,8 +323,8 @@ def endpoint_margin(ok: list[tuple[int, Candidate]], threshold: float) -> tuple[
     ``GACV(inf) - min_{lambda < inf} GACV(lambda) <= threshold``; None when it does not hold
     or no anchored endpoint is admissible.
     """
-    anchored = [rc for rc in ok if np.isinf(rc[1].lam)]
-    finite = [_gacv_key(rc) for rc in ok if not np.isinf(rc[1].lam)]
+    anchored = [rc for rc in ok if np.isinf(rc[1].lambda_)]
+    finite = [_gacv_key(rc) for rc in ok if not np.isinf(rc[1].lambda_)]
     if not anchored:
         return None
     best = min(anchored, key=_gacv_key)
@@ -332,7 +335,7 @@ def path_table(cands: list[Candidate], rank: int | None = None) -> pd.DataFrame:
     """Tabulate GACV: lambda, multiple, gacv, l_H, trace, admissible, reason."""
     df = pd.DataFrame(
         {
-            "lambda": [c.lam for c in cands],
+            "lambda": [c.lambda_ for c in cands],
             "multiple": [c.multiple for c in cands],
             "gacv": [c.gacv for c in cands],
             "l_H": [c.loss_human for c in cands],
@@ -346,7 +349,7 @@ def path_table(cands: list[Candidate], rank: int | None = None) -> pd.DataFrame:
     return df
 
 
-def annotate_selection(table: pd.DataFrame, rank: int, lam: float, selection: Selection,
+def annotate_selection(table: pd.DataFrame, rank: int, lambda_: float, selection: Selection,
                        n_human: float) -> pd.DataFrame:
     """Return the GACV ``table`` with the selection's columns and ``attrs`` (``result.gacv``).
 
@@ -355,17 +358,17 @@ def annotate_selection(table: pd.DataFrame, rank: int, lam: float, selection: Se
     candidate's GACV, when there are at least two, the selected one included).  ``attrs``:
     ``selection`` (the rule), ``margin``, ``margin_threshold`` (``margin / n_H``),
     ``endpoint_gap`` (``GACV(inf) - min_{lambda < inf} GACV``, the endpoint-margin statistic),
-    ``near_tie_tolerance`` and ``selected_row`` (the position of the selected ``(rank, lam)``).
+    ``near_tie_tolerance`` and ``selected_row`` (the position of the selected ``(rank, lambda_)``).
     """
     tab = table.copy()
     g = tab["gacv"].to_numpy(float)
     adm = tab["admissible"].to_numpy(bool) & np.isfinite(g)
-    lams = tab["lambda"].to_numpy(float)
-    row = int(np.flatnonzero((lams == lam) & ((tab["rank"].to_numpy() == rank) | (lams == 0)))[0])
+    lambdas_ = tab["lambda"].to_numpy(float)
+    row = int(np.flatnonzero((lambdas_ == lambda_) & ((tab["rank"].to_numpy() == rank) | (lambdas_ == 0)))[0])
     tab["gap"] = np.where(adm, g - (g[adm].min() if adm.any() else np.nan), np.nan)
     near = adm & (np.abs(g - g[row]) <= selection.tolerance)
     tab["near_tie"] = near & (near.sum() > 1)
-    inf, fin = adm & np.isinf(lams), adm & ~np.isinf(lams)
+    inf, fin = adm & np.isinf(lambdas_), adm & ~np.isinf(lambdas_)
     tab.attrs.update(selection=selection.rule, margin=selection.margin,
                      margin_threshold=selection.threshold(n_human) if selection.margin is not None else None,
                      endpoint_gap=float(g[inf].min() - g[fin].min()) if inf.any() and fin.any() else np.nan,
@@ -375,10 +378,10 @@ def annotate_selection(table: pd.DataFrame, rank: int, lam: float, selection: Se
 
 def _weight_texts(tab: pd.DataFrame, rows: list[int]) -> list[str]:
     """Return ``lambda = ...`` of ``tab``'s ``rows``, with the digits that tell them apart (and the rank when several)."""
-    lams = tab["lambda"].to_numpy(float)[rows]
+    lambdas_ = tab["lambda"].to_numpy(float)[rows]
     for digits in (4, 6, 8, 10, 12, 17):
-        texts = ["inf" if np.isinf(v) else f"{v:.{digits}g}" for v in lams]
-        if len(set(texts)) == len(set(lams.tolist())):
+        texts = ["inf" if np.isinf(v) else f"{v:.{digits}g}" for v in lambdas_]
+        if len(set(texts)) == len(set(lambdas_.tolist())):
             break
     if tab["rank"].nunique() > 1:
         return [f"(r = {int(r)}, lambda = {t})" for r, t in zip(tab["rank"].to_numpy()[rows], texts)]
@@ -412,14 +415,14 @@ def _rule_text(attrs: dict[str, Any]) -> str:
 
 
 @single_threaded_blas
-def loo_cv(data: Comparisons, ch: Chart, lam: float, theta: np.ndarray, ties: str | None = None) -> float:
+def loo_cv(data: Comparisons, ch: Chart, lambda_: float, theta: np.ndarray, ties: str | None = None) -> float:
     r"""Exact leave-one-human-comparison-out loss :math:`CV_{loo}(\lambda)` (Thm. gacv) by refits, in the family ``ties``.
 
     Deleting one comparison from a human cell leaves one of two data sets (a win or a
     loss removed; three with a tie family, a tie removed), so at most ``3 m_H`` refits
     cover all ``n_H`` deletions (warm-started at the full-data fit for ``lambda > 0``).
     The criterion after a deletion normalizes the human loss by ``n_H - 1``.
-    ``lam`` may be finite (joint fit from ``theta``), ``inf`` (``c`` refitted with the
+    ``lambda_`` may be finite (joint fit from ``theta``), ``inf`` (``c`` refitted with the
     LLM-only ``M`` fixed, ``theta`` in the calibrated chart) or 0 (the people's model).
     For a tie family ``theta`` holds the log tie parameters after the chart's coordinates
     (:class:`~pydial.model.likelihood.Objective`), and a tie parameter whose last tie is
@@ -434,24 +437,24 @@ def loo_cv(data: Comparisons, ch: Chart, lam: float, theta: np.ndarray, ties: st
         hi, hj, counts = Ht.i, Ht.j, Ht.counts.astype(float)
     n_h = float(counts.sum())
     th = np.asarray(theta, float)[: ch.dim]
-    if np.isinf(lam):
+    if np.isinf(lambda_):
         X: Design = Design(difference_design(hi, hj, N), ch.structure(th).basis(ch.calibration))
         start = ch.calibration_coordinates(th)
-    elif lam == 0:
+    elif lambda_ == 0:
         X = centered_design(hi, hj, N)
         start = np.zeros(N - 1)
     else:
         n_l = family_totals(data, ties)[0]
-        base = Cells.stack(data, lam / n_l, 1.0 / (n_h - 1), ties=ties is not None)
+        base = Cells.stack(data, lambda_ / n_l, 1.0 / (n_h - 1), with_ties=ties is not None)
         hpos = np.flatnonzero(base.is_human)
         free0 = np.unique(base.g[base.counts[:, 2] > 0])  # the groups whose log nu follow theta in ``theta``
     total = 0.0
     for c, o in zip(*np.nonzero(counts)):
         c2 = counts.copy()
         c2[c, o] -= 1
-        if np.isinf(lam) or lam == 0:
+        if np.isinf(lambda_) or lambda_ == 0:
             free = has_tie_parameter(ties, c2)
-            x0 = np.append(start, log_nu_start(cast(str, ties), c2)) if free else start
+            x0 = np.append(start, family_of(ties).log_nu_start(c2)) if free else start
             opt = glm(ties, c2, X, x0, weight=1.0 / (n_h - 1))
             eta = float((X @ opt.x[: X.shape[1]])[c])
             l = float(opt.x[-1]) if free else -np.inf
@@ -471,9 +474,9 @@ def loo_cv(data: Comparisons, ch: Chart, lam: float, theta: np.ndarray, ties: st
             r = newton(obj.value_grad_hess, x0, value=obj.value,
                        normalize=(lambda x: np.concatenate([ch.canonical(x[: ch.dim]), x[ch.dim:]])) if ch.r > 0 else None)
             eta = float(obj.eta(r.x[: ch.dim])[hpos[c]])
-            l = float(obj.log_nu(r.x)[ch.K]) if obj.ties is not None else -np.inf
+            l = float(obj.log_nu(r.x)[ch.K]) if not obj.family.is_binary else -np.inf
         fam = ties if np.isfinite(l) else None
-        p = tie_probabilities(fam, np.array([eta]), 0.0 if fam is None else l)[0, o]
+        p = family_of(fam).probabilities(np.array([eta]), 0.0 if fam is None else l)[0, o]
         total += float(counts[c, o]) * -float(np.log(p))
     return total / n_h
 
@@ -481,11 +484,11 @@ def loo_cv(data: Comparisons, ch: Chart, lam: float, theta: np.ndarray, ties: st
 def positive_values(values: Any, name: str) -> np.ndarray:
     """Return a non-empty 1-d sequence of finite positive numbers as a float array.
 
-    ``values`` are ``lambdas`` or ``multiples``; anything else raises
+    ``values`` are ``lambda_`` or ``multiples``; anything else raises
     :class:`ValueError` naming ``name``.
     """
     hint = (f"{name} must be a non-empty sequence of finite positive numbers, e.g. {name}=[0.5, 2.0]"
-            + (" (the endpoints 0 and inf are added by include_endpoints)" if name == "lambdas" else ""))
+            + (" (the endpoints 0 and inf are added by include_endpoints)" if name == "lambda_" else ""))
     try:
         arr = np.asarray(values, dtype=float)
     except (TypeError, ValueError):

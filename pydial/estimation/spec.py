@@ -30,9 +30,9 @@ from pydial.data.comparisons import SELF_PREFERENCE, Comparisons, require_compar
 from pydial.exceptions import (ArgumentError, ArgumentTypeError, ArgumentWarning, DataError, IdentifiabilityError,
                                caller_stacklevel)
 from pydial.model.chart import CALIBRATIONS, DEFAULT_CALIBRATION, DEFAULT_RANK
-from pydial.model.families import TIE_MODELS
+from pydial.inference.meats import ANCHORED_COVS, COV_TYPES
+from pydial.model.families import FAMILIES
 from pydial.model.identifiability import design_report
-from pydial.model.meats import ANCHORED_COVS, COV_TYPES
 from pydial.model.methods import ADAPTIVE, DEFAULT_METHOD, ESTIMATORS, NEEDS_HUMAN, USES_CALIBRATION, USES_RANK
 from pydial.model.penalty import PENALTIES
 from pydial.estimation.selection import GACV_TOLERANCE, SELECTION_RULES, Selection
@@ -198,7 +198,7 @@ class ModelSpec:
         if self.method in USES_CALIBRATION:
             set_(self, "calibration", check_choice("calibration", DEFAULT_CALIBRATION if self.calibration is None
                                                    else self.calibration, CALIBRATIONS))
-        check_choice("ties", self.ties, (None,) + tuple(TIE_MODELS))
+        check_choice("ties", self.ties, tuple(FAMILIES))
         check_choice("penalty", self.penalty, PENALTIES)
         set_(self, "lambda_", _positive_grid(self.lambda_, "lambda_"))
         set_(self, "multiples", _positive_grid(self.multiples, "multiples"))

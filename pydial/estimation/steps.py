@@ -25,54 +25,60 @@ with a tie parameter ``nu_k`` per LLM judge and ``nu_H`` for the people (Stan ``
 A group (judge or the people) without any tie has the boundary MLE ``nu = 0``
 (the log-likelihood decreases in ``nu`` when no tie is observed, for both
 models); its tie parameter is fixed there and its cells follow the binary
-model exactly (:func:`pydial.model.likelihood.tie_groups`); the binary family is the
+model exactly (:func:`pydial.model.cells.tie_groups`); the binary family is the
 case of no free group.  Judges' tie parameters and position effects are reported from
 the LLM-only fit (Prop. stage-one-normality); the people's ``nu_H`` from the selected fit.
 
-The optimizers are those of :class:`FamilyOptimizers`: numpy's Newton method by
+The optimizers are those of :class:`Optimizers`: numpy's Newton method by
 default, Stan's (``dial.stan``, ``judges.stan`` for the people) with ``engine="stan"``;
 every covariance, GACV and test is computed by numpy at the optimum.  The binary family's
-fast path (:class:`pydial.estimation.binary.BinarySteps`) replaces the steps that pass
+specialization (:class:`Steps`, the engine's ``staged`` and ``path``) replaces the steps that pass
 over the LLM cells and gives the same estimates.
 """
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass, field
-from typing import Any, cast
+from functools import partial
+from typing import Any
 
 import numpy as np
 import pandas as pd
 import scipy.sparse as sp
-from scipy.special import expit
 
 from pydial.cache import derived
-from pydial.data.comparisons import COVARIATE_PREFIX, I_WINS, J_WINS, TIE, Comparisons
-from pydial.data.ingest import RowCoder
-from pydial.estimation.engines import FamilyOptimizers, StagedFit
-from pydial.estimation.glm import FamilyGLM, glm, initial_theta
+from pydial.data.comparisons import Comparisons
+from pydial.estimation.engines import Optimizers, StagedFit
+from pydial.estimation.glm import glm, human_effect_row, human_effects, initial_theta, staged_fit
 from pydial.estimation.results import tie_log_nu
-from pydial.estimation.selection import SCORE_LIMIT, Candidate, guard
-from pydial.exceptions import ArgumentError
+from pydial.estimation.selection import SCORE_LIMIT, Candidate, finite_candidate, guard, numpy_joint
 from pydial.inference.calibration_test import CalibrationTest, calibration_lrt
 from pydial.inference.linearization import (
-    CellStats,
     Linearization,
-    MeatSource,
-    OutcomeStats,
-    parameter_meat,
+    finite_influence,
+    linearize,
+    llm_only_linearization,
+    staged_linearization,
     target_slices,
-    two_step_maps,
+)
+from pydial.inference.sandwich import (
+    OutcomeInfluence,
+    family_finite_influence,
+    family_glm_influence,
+    family_staged_influence,
+    objective_outcome_influence,
+    outcome_gacv_trace,
+    outcome_stats,
 )
 from pydial.model.chart import Chart, centering_basis, consensus_gamma
 from pydial.model.design import Design, calibration_design, centered_design
-from pydial.model.families import log_nu_start, tie_cell, tie_probabilities
-from pydial.model.likelihood import Cells, Objective, family_totals, free_groups, tie_human_loss
+from pydial.model.families import BINARY, Family, family_of
+from pydial.model.likelihood import Cells, Objective
+from pydial.model.cells import tie_human_loss
+from pydial.model.cells import family_totals, free_groups
 from pydial.optim import OptimResult, newton, pinv_sym
 
-__all__ = ["NUMPY_FAMILY", "FamilyOptimizers", "FamilySteps", "family_llm_only_fit", "family_staged_fit", "family_joint_fit",
-           "family_glm_influence"]
+__all__ = ["NUMPY", "Steps", "numpy_optimizers", "family_llm_only_fit", "family_staged_fit", "family_joint_fit"]
 
 
 def _human_cells(data: Comparisons, ties: str | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -110,9 +116,9 @@ def _numpy_calibration(data: Comparisons, ties: str | None, ch: Chart, theta: np
     return glm(ties, hc, _calibration_design(data, ties, M), x0, weight=1.0 / n_h, penalty=penalty)
 
 
-def _numpy_joint(data: Comparisons, ties: str | None, ch: Chart, lam: float, x0: np.ndarray,
+def _numpy_joint(data: Comparisons, ties: str | None, ch: Chart, lambda_: float, x0: np.ndarray,
                  penalty: str | None = None) -> OptimResult:
-    obj = Objective.weighted(ch, data, lam, penalty, ties=ties)
+    obj = Objective.weighted(ch, data, lambda_, penalty, ties=ties)
     return newton(obj.value_grad_hess, x0, gtol=1e-9, value=obj.value, normalize=_normalizer(ch))
 
 
@@ -122,8 +128,18 @@ def _numpy_human(data: Comparisons, ties: str | None, x0: np.ndarray, penalty: s
     return glm(ties, hc, _human_design(data, ties), x0, weight=1.0 / n_h, penalty=penalty)
 
 
-NUMPY_FAMILY = FamilyOptimizers(_numpy_llm, _numpy_calibration, _numpy_joint, _numpy_human)
-"""The numpy optimizers (box-constrained Newton on the exact derivatives)."""
+def numpy_optimizers(penalty: str | None = None) -> Optimizers:
+    """Return the numpy engine: box-constrained Newton on the exact derivatives for every fit (``engine="numpy"``).
+
+    The binary family's ``staged`` and ``path`` are penalized by ``penalty`` (:mod:`pydial.model.penalty`).
+    """
+    return Optimizers(_numpy_llm, _numpy_calibration, _numpy_joint, _numpy_human,
+                      staged=partial(staged_fit, penalty=penalty), path=partial(numpy_joint, penalty=penalty),
+                      penalty=penalty)
+
+
+NUMPY = numpy_optimizers()
+"""The numpy optimizers without penalty."""
 
 
 # ============================================================== the stages
@@ -135,7 +151,7 @@ def _normalizer(ch: Chart) -> Any:
 
 
 def family_llm_only_fit(data: Comparisons, ties: str | None, rank: int, order: bool = True,
-                        engine: FamilyOptimizers = NUMPY_FAMILY,
+                        engine: Optimizers = NUMPY,
                         shared: bool = False) -> tuple[Chart, np.ndarray, OptimResult, np.ndarray]:
     """Fit the structured LLM-only model of the family: ``(chart, x, optimizer result, free judges)``, cached on ``data``.
 
@@ -147,8 +163,8 @@ def family_llm_only_fit(data: Comparisons, ties: str | None, rank: int, order: b
     def build() -> tuple:
         ch = Chart.for_data(data, rank, None, order, shared)
         free = free_groups(data, ch, ties)
-        cnt = Cells.stack(data, 1.0, 0.0, ties=ties is not None)
-        l0 = [log_nu_start(cast(str, ties), cnt.counts[cnt.g == g]) for g in free]
+        cnt = Cells.stack(data, 1.0, 0.0, with_ties=ties is not None)
+        l0 = [family_of(ties).log_nu_start(cnt.counts[cnt.g == g]) for g in free]
         x0 = np.concatenate([initial_theta(data, ch), l0])
         res = engine.llm(data, ties, ch, x0)
         return ch, res.x, res, free
@@ -158,7 +174,7 @@ def family_llm_only_fit(data: Comparisons, ties: str | None, rank: int, order: b
 
 
 def family_staged_fit(data: Comparisons, ties: str | None, rank: int, calibration: str, *, order: bool = True,
-                      engine: FamilyOptimizers = NUMPY_FAMILY, penalty: str | None = None,
+                      engine: Optimizers = NUMPY, penalty: str | None = None,
                       shared: bool = False) -> StagedFit:
     """Alg. DIAL-Anc in the family ``ties``: the LLM-only fit, then ``(c, beta_H, log nu_H)`` of the calibration GLM.
 
@@ -173,7 +189,7 @@ def family_staged_fit(data: Comparisons, ties: str | None, rank: int, calibratio
     _, _, hc = _human_cells(data, ties)
     free_h = _human_free(data, ties)
     d, p, p_h = M.shape[1], data.p, human_effects(data).size
-    x0 = np.concatenate([np.eye(d)[0], np.zeros(p_h)] + ([[log_nu_start(cast(str, ties), hc)]] if free_h else []))
+    x0 = np.concatenate([np.eye(d)[0], np.zeros(p_h)] + ([[family_of(ties).log_nu_start(hc)]] if free_h else []))
     ch = Chart.for_data(data, rank, calibration, order, shared)
     b = chL.order_effects(thL) if order else None
 
@@ -187,233 +203,22 @@ def family_staged_fit(data: Comparisons, ties: str | None, rank: int, calibratio
     return StagedFit(ch, x, optL, oc, chL, xL, free, freeL)
 
 
-def family_joint_fit(data: Comparisons, ch: Chart, lam: float, x0: np.ndarray, ties: str | None,
-                     engine: FamilyOptimizers = NUMPY_FAMILY,
+def family_joint_fit(data: Comparisons, ch: Chart, lambda_: float, x0: np.ndarray, ties: str | None,
+                     engine: Optimizers = NUMPY,
                      penalty: str | None = None) -> tuple[np.ndarray, OptimResult, Objective]:
     r"""Minimize :math:`Q_\lambda` of the family ``ties`` from ``x0`` (eq. weighted-joint-estimator).
 
     With ``penalty="firth"`` the minimizer of the criterion with the people's Jeffreys prior
     (:class:`~pydial.model.penalty.TieCalibrationFirthPenalty`); the objective returned is that criterion.
     """
-    res = engine.joint(data, ties, ch, lam, x0, penalty=penalty)
-    return res.x, res, Objective.weighted(ch, data, lam, penalty, ties=ties)
+    res = engine.joint(data, ties, ch, lambda_, x0, penalty=penalty)
+    return res.x, res, Objective.weighted(ch, data, lambda_, penalty, ties=ties)
 
 
 # ================================================================ inference
-def outcome_stats(obj: Objective, x: np.ndarray, rows: np.ndarray | None = None,
-                  unit_weight: bool = False) -> OutcomeStats:
-    """:class:`~pydial.inference.linearization.OutcomeStats` of the objective's cells at ``x`` (or of ``rows``).
-
-    With each cell's observed information, so that the ``"fisher"`` meat is the observed information
-    as for every fit of a tie family (:func:`family_glm_influence`).
-    """
-    if rows is not None:  # only the selected cells' derivatives are formed
-        obj = Objective(obj.chart, obj.cells.select(rows), ties=obj.ties, free=obj.free)
-    eta = obj.eta(x[: obj.chart.dim])
-    P, a, b = obj.outcome_derivatives(x, eta)
-    d = obj.cell_derivatives(x, eta)
-    c = obj.cells
-    w = np.ones(c.w.size) if unit_weight else c.w
-    info = -np.column_stack([d.d_eta_eta, d.d_eta_l, d.d_l_l])
-    return OutcomeStats(c.counts, P, a, b, w, c.is_human, c.g, c.i, c.j, c.a, info)
 
 
-def _judgments(data: Comparisons) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
-    """Every judgment of a fit's cells, sorted by cell key: ``(key, record, outcome)`` (None without records).
-
-    The key is that of :func:`record_rows`' cells; outcome 0 = ``i`` wins, 1 = ``j`` wins, 2 = tie.
-    Formed once per data set (cached): the record meat of every fit looks its cells up here.
-    """
-    f = data.frame
-    if "rec" not in f.columns:
-        return None
-    used = ((~f["self"]) & f["outcome"].isin([I_WINS, J_WINS, TIE])).to_numpy()
-    f = f.loc[used]
-    N, k = data.N, f["k"].to_numpy(np.int64)
-    a_row = np.where(k == data.K, 0, f["a"].to_numpy(np.int64))
-    key = ((k * N + f["i"].to_numpy(np.int64)) * N + f["j"].to_numpy(np.int64)) * 3 + a_row + 1
-    if data.p:
-        rc = _z_codes(data)
-        key = key * len(rc) + rc.codes[used]
-    oc = f["outcome"].to_numpy()
-    order = np.argsort(key, kind="stable")
-    outcome = np.select([oc == I_WINS, oc == J_WINS], [0, 1], 2).astype(np.int8)
-    return key[order], f["rec"].to_numpy(np.int64)[order], outcome[order]
-
-
-def _z_codes(data: Comparisons) -> RowCoder:
-    """Return the codes of the covariate values of ``data``: the :class:`~pydial.data.ingest.RowCoder` of its frame, cached.
-
-    Judgments and cells with equal covariates get equal codes (the cells' values are copies of
-    the frame's covariate columns), so that cells split by covariate value find their judgments.
-    """
-    return derived(data, ("covariate codes",),
-                   lambda: RowCoder(data.frame[[COVARIATE_PREFIX + c for c in data.covariates]].to_numpy(float)))
-
-
-def record_rows(data: Comparisons, cells: Cells, ties: str | None) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
-    """``(record, cell, outcome)`` of every judgment the family ``ties`` uses in ``cells``, for the record meat (eq. hac-meat).
-
-    The cell in their stacked order, outcome 0 = ``i`` wins, 1 = ``j`` wins, 2 = tie (the
-    binary family, ``ties=None``, leaves the tied judgments out).
-    """
-    J = derived(data, ("judgments by cell",), lambda: _judgments(data))
-    if J is None:
-        return None
-    key, rec, outcome = J
-    N = data.N
-    key_cell = ((cells.g.astype(np.int64) * N + cells.i) * N + cells.j) * 3 + np.where(cells.is_human, 0, cells.a) + 1
-    if data.p:
-        assert cells.z is not None  # the cells of data with covariates carry them
-        rc = _z_codes(data)
-        key_cell = key_cell * len(rc) + rc.code(cells.z)
-    lo, hi = np.searchsorted(key, key_cell, "left"), np.searchsorted(key, key_cell, "right")
-    cnt = hi - lo
-    cell = np.repeat(np.arange(key_cell.size), cnt)
-    rows = np.arange(int(cnt.sum())) + np.repeat(lo - (np.cumsum(cnt) - cnt), cnt)  # the judgments of each cell
-    keep = outcome[rows] < (3 if ties is not None else 2)
-    return rec[rows][keep], cell[keep], outcome[rows][keep].astype(np.int64)
-
-
-@dataclass(frozen=True)
-class OutcomeInfluence:
-    """Influence in factored form for the cells of any outcome family.
-
-    The derivative channels ``J2`` (``2m x P``: ``d eta``, then ``d log nu``; for the binary
-    family's GLMs the one channel ``d eta``, ``m x P``), the map ``A`` (``q x P``), the cells'
-    statistics (:class:`OutcomeStats`; :class:`CellStats` on the one channel) and record
-    rows; ``n_zero``: the number of zero eigenvalues of the bread's Hessian (a GLM without
-    gauge is not identified when it is positive).
-    """
-
-    J2: Any
-    A: np.ndarray
-    st: OutcomeStats | CellStats
-    rec: tuple[np.ndarray, np.ndarray, np.ndarray] | None
-    n_zero: int = 0
-
-    def linearization(self, what: str, blocks: dict[str, slice], **kwargs: Any) -> Linearization:
-        """Return the :class:`~pydial.inference.linearization.Linearization` of these cells.
-
-        The meats of :func:`pydial.inference.linearization.parameter_meat` (eq. weighted-empirical-sandwich,
-        eq. cell-clustered-meat, eq. hac-meat); ``kwargs``: ``stage_one``, ``tie_labels``.
-        """
-        return Linearization(MeatSource(self.J2, self.st, self.rec), self.A, blocks, what, **kwargs)
-
-    def covariance(self, data: Comparisons, cov: str, what: str) -> np.ndarray:
-        """Return ``A M A^T`` with the meat ``M`` of type ``cov`` (:func:`pydial.inference.linearization.parameter_meat`)."""
-        return self.linearization(what, {}).covariance(data, cov)
-
-
-def _concatenate(arrays: list[np.ndarray]) -> np.ndarray:
-    """``np.concatenate(arrays)``, or a view when they are adjacent slices of one array, in order (no copy)."""
-    a0 = arrays[0]
-    base = a0.base if a0.base is not None else a0
-    start = a0.__array_interface__["data"][0]
-    end = start
-    for a in arrays:
-        if a.ndim != 1 or a.base is not base or not a.flags.c_contiguous or a.__array_interface__["data"][0] != end:
-            return np.concatenate(arrays)
-        end += a.nbytes
-    if base.ndim != 1 or not base.flags.c_contiguous or base.dtype != a0.dtype:
-        return np.concatenate(arrays)
-    offset = (start - base.__array_interface__["data"][0]) // a0.itemsize
-    return base[offset:offset + (end - start) // a0.itemsize]
-
-
-def _stack_stats(parts: list[Any]) -> OutcomeStats | CellStats:
-    """Stack the cells' statistics of one kind; the observed information only when every part has it."""
-    kind = type(parts[0])
-    if any(type(p) is not kind for p in parts):
-        raise ArgumentError("cells of the binary family's GLMs stack only with their own kind")
-    optional = ("information", "llm_index", "human_index", "pair_key")
-    cols = {f.name: _concatenate([getattr(p, f.name) for p in parts]) for f in dataclasses.fields(kind)
-            if f.name not in optional}
-    for name in optional:
-        vals = [getattr(p, name) for p in parts if getattr(p, name, None) is not None]
-        if hasattr(parts[0], name) and vals and len(vals) == len(parts):
-            cols[name] = np.concatenate(vals)
-    return kind(**cols)
-
-
-def stack_outcome_influence(parts: list[OutcomeInfluence], A: np.ndarray | None = None) -> OutcomeInfluence:
-    """Stack the influence of blocks of cells with their own parameter spaces (eq. weighted-empirical-sandwich).
-
-    Channels block-diagonal, ``A`` side by side, so that one meat sees all cells (the record meat
-    clusters judgments of different blocks on one record, eq. hac-meat).  ``A``: the stacked map,
-    when the caller has formed it already (the parts' own ``A`` are then unused).
-    """
-    ms = [p.st.w.size for p in parts]
-    C = parts[0].J2.shape[0] // ms[0]  # channels: 2, or 1 for the binary family's GLMs
-    J = sp.vstack([sp.block_diag([sp.csr_matrix(p.J2)[k * m:(k + 1) * m] if C > 1 else p.J2 for p, m in zip(parts, ms)])
-                   for k in range(C)], format="csr")
-    rec: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
-    recs = [p.rec for p in parts if p.rec is not None]
-    if len(recs) == len(parts):
-        off = np.cumsum([0] + ms[:-1])
-        rec = cast(tuple[np.ndarray, np.ndarray, np.ndarray],
-                   tuple(np.concatenate(z) for z in zip(*[(r[0], r[1] + o, r[2]) for r, o in zip(recs, off)])))
-    return OutcomeInfluence(J, np.hstack([p.A for p in parts]) if A is None else A, _stack_stats([p.st for p in parts]), rec)
-
-
-def _objective_influence(data: Comparisons, obj: Objective, x: np.ndarray, A_x: np.ndarray,
-                         coords: np.ndarray | slice = slice(None)) -> OutcomeInfluence:
-    """``u_c = A_x T_ext[:, coords]^T (channels of cell c)`` for the cells of ``obj``."""
-    Tc = obj.T_ext[:, coords]
-    A = np.asarray((Tc @ np.asarray(A_x).T).T) if sp.issparse(Tc) else A_x @ Tc.T
-    return OutcomeInfluence(obj.ext_jacobian(x), np.asarray(A), outcome_stats(obj, x), record_rows(data, obj.cells, obj.ties))
-
-
-def _targets(ch: Chart, obj: Objective, x: np.ndarray) -> np.ndarray:
-    """Jacobian in ``x`` of the targets ``(s, log nu_H, beta)`` (``log nu_H`` only when free, ``beta`` with covariates)."""
-    T = ch.target_jacobian(x[: ch.dim])
-    E = np.zeros((T.shape[0], obj.dim))
-    E[:, : ch.dim] = T
-    if ch.K in obj.free:
-        e = np.zeros((1, obj.dim))
-        e[0, ch.dim + int(np.flatnonzero(obj.free == ch.K)[0])] = 1.0
-        E = np.vstack([E[: ch.N], e, E[ch.N:]])
-    return E
-
-
-def family_finite_influence(data: Comparisons, ch: Chart, lam: float, x: np.ndarray, ties: str | None,
-                            hess: np.ndarray | None = None) -> OutcomeInfluence:
-    """Sandwich at a finite weight (eq. weighted-empirical-sandwich, pseudo-inverse bread), targets of :func:`_targets`."""
-    obj = Objective.weighted(ch, data, lam, ties=ties)
-    H = hess if hess is not None else obj.value_grad_hess(x)[2]
-    Hp, _ = pinv_sym(H)
-    return _objective_influence(data, obj, x, _targets(ch, obj, x) @ Hp)
-
-
-def family_staged_influence(data: Comparisons, sf: StagedFit, ties: str | None) -> tuple[OutcomeInfluence, int]:
-    """Two-step influence of the targets ``(s, log nu_H, beta)`` (:func:`_targets`) at the staged endpoint.
-
-    LLM cells through the LLM-only fit ``xi`` (with the calibration's response
-    ``-C^{-1} H_{c xi}``), human cells through the calibration coordinates
-    ``(c, beta_H, log nu_H)`` (:func:`pydial.inference.linearization.two_step_maps`; eq.
-    staged-calibrated-estimator, the ``lambda -> inf`` limit of eq.
-    weighted-empirical-sandwich).  Also returns the number of stage-one (LLM) columns of
-    ``A``, which come first.
-    """
-    ch, x = sf.chart, sf.x
-    n_l, n_h = family_totals(data, ties)
-    oL = Objective(ch, Cells.stack(data, 1.0 / n_l, 0.0, ties=ties is not None), ties=ties, free=sf.free)
-    oH = Objective(ch, Cells.stack(data, 0.0, 1.0 / n_h, ties=ties is not None), ties=ties, free=sf.free)
-    HL, HH = oL.value_grad_hess(x)[2], oH.value_grad_hess(x)[2]
-    s2_list = list(ch.human_coordinates)
-    if ch.K in sf.free:
-        s2_list.append(ch.dim + int(np.flatnonzero(sf.free == ch.K)[0]))
-    s2 = np.asarray(s2_list)
-    xi = np.setdiff1d(np.arange(oL.dim), s2)
-    E = _targets(ch, oL, x)
-    total, A_H = two_step_maps(E[:, xi], E[:, s2], HH[np.ix_(s2, s2)], HH[np.ix_(s2, xi)], "(c_H, nu_H)")
-    HLp, _ = pinv_sym(HL[np.ix_(xi, xi)])
-    U_L = _objective_influence(data, oL, x, total @ HLp, xi)
-    U_H = _objective_influence(data, oH, x, A_H, s2)
-    return stack_outcome_influence([U_L, U_H]), U_L.A.shape[1]
-
-
-def family_human_fit(data: Comparisons, ties: str | None, engine: FamilyOptimizers = NUMPY_FAMILY,
+def family_human_fit(data: Comparisons, ties: str | None, engine: Optimizers = NUMPY,
                      penalty: str | None = None) -> tuple[OptimResult, bool, Design]:
     """Fit the ``lambda = 0`` endpoint: the people's model of the family in the centered chart ``s = T beta``.
 
@@ -423,25 +228,9 @@ def family_human_fit(data: Comparisons, ties: str | None, engine: FamilyOptimize
     _, _, hc = _human_cells(data, ties)
     X = _human_design(data, ties)
     free = _human_free(data, ties)
-    x0 = np.append(np.zeros(X.shape[1]), log_nu_start(cast(str, ties), hc)) if free else np.zeros(X.shape[1])
+    x0 = np.append(np.zeros(X.shape[1]), family_of(ties).log_nu_start(hc)) if free else np.zeros(X.shape[1])
     return derived(data, ("family_human_fit", ties, engine.name, penalty),
                    lambda: engine.human(data, ties, x0, penalty=penalty)), free, X
-
-
-def human_effects(data: Comparisons) -> np.ndarray:
-    """Return the indices of the covariates with an effect on the people: the free entries of ``beta_H``.
-
-    Every covariate but those that are 0 on all the people's cells (:attr:`~pydial.Comparisons.covariate_support`,
-    e.g. the self-preference); the columns of the people's GLM designs (:meth:`~pydial.Comparisons.effect_columns`).
-    """
-    return np.flatnonzero(data.covariate_support[-1])
-
-
-def human_effect_row(data: Comparisons, free: np.ndarray) -> np.ndarray:
-    """Return the people's whole row ``beta_H`` (``p``) from its free entries (:func:`human_effects`; the others 0)."""
-    out = np.zeros(data.p)
-    out[human_effects(data)] = free
-    return out
 
 
 def human_parameters(data: Comparisons, x: np.ndarray, free: bool) -> tuple[np.ndarray, np.ndarray | None, float]:
@@ -458,7 +247,7 @@ def human_parameters(data: Comparisons, x: np.ndarray, free: bool) -> tuple[np.n
             float(x[N - 1 + p_h]) if free else -np.inf)
 
 
-def family_human_influence(data: Comparisons, ties: str | None, engine: FamilyOptimizers = NUMPY_FAMILY,
+def family_human_influence(data: Comparisons, ties: str | None, engine: Optimizers = NUMPY,
                            penalty: str | None = None) -> tuple[OptimResult, OutcomeInfluence, float]:
     """Fit the people's model (:func:`family_human_fit`) and return its optimum, the influence of ``(s, log nu_H)``, ``log nu_H``.
 
@@ -479,81 +268,10 @@ def family_human_influence(data: Comparisons, ties: str | None, engine: FamilyOp
     return opt, U, human_parameters(data, opt.x, free)[2]
 
 
-def family_glm_influence(data: Comparisons, ties: str | None, X: Design, x: np.ndarray, weight: float, E: np.ndarray, *,
-                         unit: bool = False, cells: Cells | None = None,
-                         penalty: str | None = None) -> tuple[OutcomeInfluence, np.ndarray]:
-    """Influence ``u = E H^{-1} (channels)`` of a GLM of the family ``ties`` (:class:`~pydial.estimation.glm.FamilyGLM`).
-
-    The bread of eq. weighted-empirical-sandwich for a GLM of any family (the people's model
-    of eq. human-only-estimator, a judge's order-effect model of eq. binomial-model-llm,
-    the pooled BTL): design ``X``, coordinates ``(beta, l)`` when the cells hold a tie,
-    else ``beta`` and the binary model (always with ``ties=None``, whose record rows leave
-    the tied judgments out).  On ``cells`` (default: the people's cells of the family); also
-    returns ``H``.  ``unit=True`` gives weight 1 per comparison (for GACV; no record rows).  The ``"fisher"``
-    meat is the observed information at ``x`` (:class:`~pydial.inference.linearization.OutcomeStats`),
-    so that its covariance is the inverse observed information ``E H^{-1} E^T``, as in every
-    fit of a tie family (for Davidson's model, a multinomial logit, also the expected one).
-    The returned ``H`` is that of the criterion penalized by ``penalty`` (for GACV); the bread
-    of ``u`` is the unpenalized one.
-    """
-    if cells is None:
-        cells = Cells.stack(data, 0.0, 1.0, ties=ties is not None)
-    hc = cells.counts
-    model = FamilyGLM(ties, hc, X, weight)
-    _, _, H = model.terms(x)
-    Hinv, n_zero = pinv_sym(H, gauge=np.zeros((H.shape[0], 0)))  # no gauge: a Cholesky factorization when regular
-    H = FamilyGLM(ties, hc, X, weight, penalty=penalty).terms(x)[2] if penalty is not None else H
-    free = model.free
-    m, p = hc.shape[0], X.shape[1]
-    Xs = sp.csr_matrix(X.X)
-    w = np.full(m, 1.0 if unit else weight)
-    cells = dataclasses.replace(cells, w=w)
-    rec = None if unit else record_rows(data, cells, ties)  # GACV's unit weights use the binomial meat alone
-    if ties is None:  # the binary fast path: one channel, the cell residuals n p - y (CellStats)
-        key = np.where(cells.is_human, -1, (cells.g.astype(np.int64) * data.N + cells.i) * data.N + cells.j)
-        st_b = CellStats(cells.n, cells.y, expit(X @ x[:p]), w, cells.is_human, pair_key=key)
-        return OutcomeInfluence(X.X, np.asarray((sp.csr_matrix(X.basis) @ (E @ Hinv).T).T), st_b, rec, n_zero), H
-    nt = 1 if free else 0
-    eta_rows = sp.hstack([Xs, sp.csr_matrix((m, nt))], format="csr")
-    l_rows = sp.csr_matrix((np.ones(m * nt), (np.arange(m * nt), np.full(m * nt, Xs.shape[1]))), shape=(m, Xs.shape[1] + nt))
-    J2 = sp.vstack([eta_rows, l_rows], format="csr")
-    basis = sp.block_diag([sp.csr_matrix(X.basis), sp.identity(nt)], format="csr")
-    eta = X @ x[:p]
-    family, l = (ties, x[p]) if free else (None, 0.0)
-    P = tie_probabilities(family, eta, l)
-    a, b = _outcome_ab(family, eta, l)
-    d = tie_cell(family)(hc, eta, l)
-    info = -np.column_stack([d.d_eta_eta, d.d_eta_l, d.d_l_l])
-    A = np.asarray((basis @ (E @ Hinv).T).T)
-    st = OutcomeStats(hc, P, a, b, w, cells.is_human, cells.g, cells.i, cells.j, cells.a, info)
-    return OutcomeInfluence(J2, A, st, rec, n_zero), H
-
-
-def _outcome_ab(ties: str | None, eta: np.ndarray, l: float) -> tuple[np.ndarray, np.ndarray]:
-    m = eta.size
-    a, b = np.zeros((m, 3)), np.zeros((m, 3))
-    for o in range(3 if ties is not None else 2):
-        unit = np.zeros((m, 3))
-        unit[:, o] = 1.0
-        d = tie_cell(ties)(unit, eta, l)
-        a[:, o], b[:, o] = d.d_eta, d.d_l
-    return a, b
-
-
-def _gacv_trace(H: np.ndarray, U: OutcomeInfluence, data: Comparisons, basis: Any, n_h: int) -> float:
-    r"""``tr(H^+ J) / (n_H - 1)``, ``J`` the covariance of the per-comparison human scores (eq. gacv).
-
-    In the coordinates of ``H`` (``basis``: full-coordinate derivatives -> ``H``'s).
-    """
-    Jm = parameter_meat(U.J2, U.st, data, "binomial").dense() / n_h
-    B = basis.toarray() if sp.issparse(basis) else np.asarray(basis)
-    Jm = B.T @ Jm @ B
-    Hp, _ = pinv_sym(H)
-    return float(np.sum(Hp * Jm)) / (n_h - 1)
 
 
 # ================================================================ candidates
-def family_human_candidate(data: Comparisons, ties: str | None, engine: FamilyOptimizers = NUMPY_FAMILY,
+def family_human_candidate(data: Comparisons, ties: str | None, engine: Optimizers = NUMPY,
                            penalty: str | None = None) -> tuple[Candidate, float]:
     """Return the ``lambda = 0`` GACV candidate (eq. gacv): the people's model of the family in ``s = T beta``.
 
@@ -584,7 +302,7 @@ def family_human_candidate(data: Comparisons, ties: str | None, engine: FamilyOp
         U, H = family_glm_influence(data, ties, X, opt.x, 1.0 / n_h, E, unit=True, penalty=penalty)
         basis = sp.block_diag([sp.csr_matrix(X.basis), sp.identity(int(free))], format="csr")
         cand.admissible = True
-        cand.trace = _gacv_trace(H, U, data, basis, n_h)
+        cand.trace = outcome_gacv_trace(H, U, data, basis, n_h)
     return cand, lh
 
 
@@ -612,7 +330,7 @@ def family_anchored_candidate(data: Comparisons, sf: StagedFit, ties: str | None
                                  penalty=penalty)
         basis = sp.block_diag([sp.csr_matrix(X.basis), sp.identity(int(free))], format="csr")
         cand.admissible = True
-        cand.trace = _gacv_trace(H, U, data, basis, n_h)
+        cand.trace = outcome_gacv_trace(H, U, data, basis, n_h)
     return cand
 
 
@@ -631,19 +349,19 @@ def human_loss_at(data: Comparisons, ties: str | None, ch: Chart, x: np.ndarray,
     return tie_human_loss(ties, ch.scores(th), _log_nu_h(ch, free, x), data, ch.human_effects(th))
 
 
-def family_finite_candidate(data: Comparisons, ch: Chart, lam: float, x0: np.ndarray, multiple: float,
-                            ties: str | None, engine: FamilyOptimizers = NUMPY_FAMILY, penalty: str | None = None) -> Candidate:
+def family_finite_candidate(data: Comparisons, ch: Chart, lambda_: float, x0: np.ndarray, multiple: float,
+                            ties: str | None, engine: Optimizers = NUMPY, penalty: str | None = None) -> Candidate:
     """Fit ``Q_lambda`` of the family from ``x0``; guards and GACV pieces (on the criterion penalized by ``penalty``)."""
-    x, opt, obj = family_joint_fit(data, ch, lam, x0, ties, engine, penalty)
+    x, opt, obj = family_joint_fit(data, ch, lambda_, x0, ties, engine, penalty)
     H = opt.hess if opt.hess is not None and np.array_equal(opt.x, x) else obj.value_grad_hess(x)[2]
     s = ch.scores(x[: ch.dim])
     ok, reason, nz = guard(ch, opt, H, s)
-    cand = Candidate(lam, multiple, s, x, opt, ok, reason, human_loss_at(data, ties, ch, x, obj.free), n_zero_eig=nz)
+    cand = Candidate(lambda_, multiple, s, x, opt, ok, reason, human_loss_at(data, ties, ch, x, obj.free), n_zero_eig=nz)
     if ok:
         _, n_h = family_totals(data, ties)
         hum = obj.cells.is_human
         U = OutcomeInfluence(obj.ext_jacobian(x, rows=hum), np.zeros((1, 1)), outcome_stats(obj, x, hum, unit_weight=True), None)
-        cand.trace = _gacv_trace(H, U, data, obj.T_ext, n_h)
+        cand.trace = outcome_gacv_trace(H, U, data, obj.T_ext, n_h)
     return cand
 
 
@@ -670,7 +388,7 @@ def family_judge_effects(data: Comparisons, ties: str | None, chL: Chart, xL: np
         e = np.zeros(chL.dim)
         e[t] = h
         E[nb + obj.n_tie:, t] = (consensus_gamma(chL.S(th + e)) - consensus_gamma(chL.S(th - e))) / (2 * h)
-    U = _objective_influence(data, obj, xL, E @ Hp)
+    U = objective_outcome_influence(data, obj, xL, E @ Hp)
     nt = obj.n_tie
     blocks = {"b": slice(0, nb), "log_nu": slice(nb, nb + nt), "gamma": slice(nb + nt, nb + nt + data.K)}
     if not nb:
@@ -733,28 +451,46 @@ def beta_labels(data: Comparisons, ch: Chart) -> tuple[str, ...]:
 
 
 @dataclass(frozen=True)
-class FamilySteps:
-    """The steps of :func:`pydial.estimation.dial.fit_dial` for the outcome family ``ties`` (see the module docstring).
+class Steps:
+    """The steps of :func:`pydial.estimation.dial.fit_dial` for an outcome family (see the module docstring).
 
-    Every family, the binary one (``ties=None``) included; its fast path
-    (:class:`pydial.estimation.binary.BinarySteps`) overrides the steps that pass over
-    the LLM cells.  The coordinates are ``x = (theta, log nu)`` (no ``log nu`` for the binary
-    family); ``n_L`` and ``n_H`` count the ties of a tie family; ``engine`` supplies the
-    optimizers (default numpy; :func:`pydial.stan.engine.stan_family_optimizers` for Stan).
-    With ``penalty="firth"`` the people's model at ``lambda = 0`` and the calibration GLM
-    are Firth's estimates, and every weighted fit has the people's Jeffreys prior in the
-    calibration space (:mod:`pydial.model.penalty`).  ``what`` names the path in messages.
-    ``shared``: with covariates, one effect for all LLM judges (:class:`~pydial.model.chart.Chart`).
+    The coordinates are ``x = (theta, log nu)`` (no ``log nu`` for the binary family); ``n_L`` and
+    ``n_H`` count the ties of a tie family; ``engine`` supplies the optimizers (numpy's
+    :data:`NUMPY` by default, :func:`pydial.stan.engine.stan_optimizers` for Stan).  With
+    ``penalty="firth"`` the people's model at ``lambda = 0`` and the calibration GLM are Firth's
+    estimates, and every weighted fit has the people's Jeffreys prior in the calibration space
+    (:mod:`pydial.model.penalty`).  ``shared``: with covariates, one effect for all LLM judges.
+
+    The binary family's specialization: the steps that pass over the LLM cells use the logistic
+    kernel's cell residuals ``n p - y`` (:class:`~pydial.inference.meats.CellStats`), the LLM-only
+    fit cached on the data and shared with AtC, the weight path's warm-start derivatives and the
+    polishing step (the engine's ``staged`` and ``path``); the general steps give the same
+    estimates (a test checks every step).
     """
 
     data: Comparisons
     calibration: str
     order: bool
-    ties: str | None
-    engine: FamilyOptimizers = NUMPY_FAMILY
+    family: Family = BINARY
+    engine: Optimizers = field(default_factory=lambda: NUMPY)
     penalty: str | None = None
-    what: str = "the lambda path"
     shared: bool = field(default=False, kw_only=True)
+    fast: bool = field(default=True, kw_only=True)
+    """Take the binary family's specialization (``False``: its general steps, which a test compares)."""
+
+    @property
+    def _binary(self) -> bool:
+        return self.fast and self.family.is_binary
+
+    @property
+    def ties(self) -> str | None:
+        """The ``ties=`` option of the family."""
+        return self.family.name
+
+    @property
+    def what(self) -> str:
+        """The path's name in messages."""
+        return "the lambda path" if self.family.is_binary else "the lambda path of the tie model"
 
     def totals(self) -> tuple[int, int]:
         """Return ``(n_L, n_H)``, the comparisons of the LLM and human losses (eq. weighted-loss)."""
@@ -765,7 +501,9 @@ class FamilySteps:
         return family_human_candidate(self.data, self.ties, self.engine, self.penalty)[0]
 
     def staged(self, rank: int) -> StagedFit:
-        """Fit the staged endpoint of ``rank`` (Alg. DIAL-Anc; :func:`family_staged_fit`)."""
+        """Fit the staged endpoint of ``rank`` (Alg. DIAL-Anc; :func:`family_staged_fit`, the binary family's by ``staged``)."""
+        if self._binary:
+            return self.engine.staged(self.data, rank, self.calibration, order=self.order, shared=self.shared)
         return family_staged_fit(self.data, self.ties, rank, self.calibration, order=self.order, engine=self.engine,
                                  penalty=self.penalty, shared=self.shared)
 
@@ -773,20 +511,30 @@ class FamilySteps:
         """Return the ``lambda = inf`` candidate of the staged fit ``sf`` (:func:`family_anchored_candidate`)."""
         return family_anchored_candidate(self.data, sf, self.ties, self.penalty)
 
-    def finite(self, chart: Chart, lam: float, x0: np.ndarray, multiple: float, warm: Candidate | None = None) -> Candidate:
-        """Fit the candidate of the weight ``lam`` from ``x0`` (:func:`family_finite_candidate`).
+    def finite(self, chart: Chart, lambda_: float, x0: np.ndarray, multiple: float, warm: Candidate | None = None) -> Candidate:
+        """Fit the candidate of the weight ``lambda_`` from ``x0`` (:func:`family_finite_candidate`).
 
-        ``warm``, the candidate whose fit ends at ``x0``, is for optimizers that use it (not these).
+        The binary family's by the engine's ``path`` to its tolerance
+        (:func:`~pydial.estimation.selection.finite_candidate`), warm-started by ``warm``, the
+        candidate whose fit ends at ``x0``.
         """
-        return family_finite_candidate(self.data, chart, lam, x0, multiple, self.ties, self.engine, self.penalty)
+        if self._binary:
+            return finite_candidate(self.data, chart, lambda_, x0, multiple, self.engine.path, penalty=self.penalty,
+                                    warm=warm, polish=False)
+        return family_finite_candidate(self.data, chart, lambda_, x0, multiple, self.ties, self.engine, self.penalty)
 
     def polish(self, chart: Chart, cand: Candidate) -> Candidate:
         """Return the selected finite candidate ``cand`` with its optimum resolved for its linearization.
 
-        The path's candidates stop at the optimizer's tolerance, which GACV needs; these fits'
-        linearization takes that optimum as it is (:func:`~pydial.optim.newton`).
+        The path's candidates stop at the optimizer's tolerance, which GACV needs; the binary
+        family's numpy fit continues with the polishing step (:func:`~pydial.optim.newton`), the
+        others' linearization takes that optimum as it is.
         """
-        return cand
+        if not self._binary or self.engine.name != "numpy" or cand.theta is None:
+            return cand
+        out = finite_candidate(self.data, chart, cand.lambda_, cand.theta, cand.multiple, self.engine.path,
+                               penalty=self.penalty, warm=cand)
+        return out if out.admissible else cand
 
     def scores_linearization(self, sf: StagedFit, best: Candidate) -> tuple[Linearization, float]:
         """Return the linearization of the selected scores (and of ``log nu_H`` when free), and ``log nu_H``.
@@ -795,10 +543,17 @@ class FamilySteps:
         :func:`family_staged_influence`, else the sandwich of :func:`family_finite_influence`.
         """
         data, ties, ch = self.data, self.ties, sf.chart
-        if best.lam == 0:
+        if self._binary and np.isinf(best.lambda_):
+            return staged_linearization(data, sf), -np.inf
+        if self._binary and best.lambda_ != 0:
+            # the bread is the unpenalized Hessian (pydial.model.penalty): the candidate's H^+ only without a penalty
+            assert best.theta is not None and best.s is not None  # a selected finite weight is admissible
+            U_b, stt = finite_influence(data, ch, best.lambda_, best.theta, best.hess_pinv if self.penalty is None else None)
+            return linearize(U_b, stt, "the calibrated scores", **target_slices(data.N, U_b.A.shape[0])), -np.inf
+        if best.lambda_ == 0:
             _, U, lh = family_human_influence(data, ties, self.engine, self.penalty)
             stage_one = None
-        elif np.isinf(best.lam):
+        elif np.isinf(best.lambda_):
             U, n_one = family_staged_influence(data, sf, ties)
             lh, stage_one = _log_nu_h(ch, sf.free, sf.x), slice(0, n_one)
         else:
@@ -806,7 +561,7 @@ class FamilySteps:
             # the bread is the unpenalized Hessian (pydial.model.penalty): the optimizer's only without a penalty
             known = (best.opt.hess if self.penalty is None and best.opt is not None
                      and np.array_equal(best.opt.x, best.theta) else None)
-            U = family_finite_influence(data, ch, best.lam, best.theta, ties, known)
+            U = family_finite_influence(data, ch, best.lambda_, best.theta, ties, known)
             lh, stage_one = _log_nu_h(ch, sf.free, best.theta), None
         blocks = target_slices(data.N, U.A.shape[0], bool(np.isfinite(lh)))
         lin = U.linearization("the calibrated scores", blocks, stage_one=stage_one,
@@ -816,6 +571,12 @@ class FamilySteps:
     def judge_effects(self, sf: StagedFit) -> tuple[np.ndarray | None, np.ndarray | None, pd.Series | None,
                                                      tuple[Linearization, ...]]:
         """Return ``b``, ``gamma``, the judges' ``log nu`` and their linearizations (:func:`family_judge_estimates`)."""
+        if self._binary:
+            if not self.order:
+                return None, None, None, ()
+            ch, th = sf.llm_chart, sf.llm_theta
+            lins = llm_only_linearization(self.data, ch, th, hess=sf.llm_opt.hess_at(th))
+            return ch.order_effects(th), ch.structure(th).gamma, None, lins
         b, log_nu, gamma, lin = family_judge_estimates(self.data, self.ties, sf)
         return b, gamma, log_nu, (lin,)
 
@@ -826,14 +587,14 @@ class FamilySteps:
         """
         data, ties, ch = self.data, self.ties, sf.chart
         lin, lh = self.scores_linearization(sf, best)
-        s = best.s if np.isfinite(best.lam) else ch.scores(sf.theta)
+        s = best.s if np.isfinite(best.lambda_) else ch.scores(sf.theta)
         assert s is not None  # a selected candidate has its scores
         b, gamma, log_nu_j, lins_j = self.judge_effects(sf)
         log_nu = None if ties is None else pd.concat([log_nu_j, tie_log_nu([data.human_judge], np.array([lh]))])
         beta, labels = self.covariate_effects(sf, best)
         loss = tie_human_loss(ties, s, lh, data, None if beta is None else beta[-1])
         if self.penalty is not None:
-            hum = family_human_candidate(data, ties, NUMPY_FAMILY)[0]
+            hum = family_human_candidate(data, ties, NUMPY)[0]
         loss_anc = human_loss_at(data, ties, ch, sf.x, sf.free)
         ok_h = hum.opt is not None and hum.opt.resolved
         ct = calibration_lrt(loss_anc, hum.loss_human if ok_h else None, self.totals()[1], data.N - 1 - ch.d,
@@ -848,12 +609,12 @@ class FamilySteps:
         data = self.data
         if not data.p:
             return None, ()
-        if best.lam == 0:
+        if best.lambda_ == 0:
             assert best.theta is not None  # the people's model has its fit
             beta_h = human_parameters(data, best.theta, False)[1]
             assert beta_h is not None  # the data have covariates
             return beta_h[None, :], (data.human_judge,)
-        x = best.theta if np.isfinite(best.lam) else sf.x
+        x = best.theta if np.isfinite(best.lambda_) else sf.x
         assert x is not None  # a selected finite weight is admissible, so it has its fit
         ch = sf.chart
         return ch.covariate_effects(x[: ch.dim]), beta_labels(data, ch)

@@ -18,7 +18,7 @@ from scipy.stats import chi2
 
 from pydial.data.comparisons import Comparisons
 from pydial.formatting import format_pvalue
-from pydial.model.likelihood import human_loss
+from pydial.model.cells import human_loss
 
 
 @dataclass(frozen=True)

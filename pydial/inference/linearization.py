@@ -5,9 +5,9 @@ The *bread* of the binary fast path's sandwiches lives here: the influence direc
 :func:`finite_influence` for the weighted joint fit and :func:`llm_only_linearization` for
 the judges' position effects and consensus loadings; the GLM fits of every family and the
 steps of a tie family are linearized in :mod:`pydial.estimation.steps`
-(:func:`~pydial.estimation.steps.family_glm_influence`), by the same two-step formula
+(:func:`~pydial.inference.sandwich.family_glm_influence`), by the same two-step formula
 (:func:`two_step_maps`).  The meats that turn them into
-covariances are in :mod:`pydial.model.meats` (re-exported here); the Wald tables of the
+covariances are in :mod:`pydial.inference.meats` (re-exported here); the Wald tables of the
 results at the end.
 """
 
@@ -24,8 +24,10 @@ from pydial.cache import derived
 from pydial.data.comparisons import Comparisons
 from pydial.exceptions import (ArgumentError, ConvergenceError, CovarianceWarning, IdentifiabilityError)
 from pydial.model.chart import Chart, consensus_gamma
-from pydial.model.likelihood import CellJacobian, Cells, Objective
-from pydial.model.meats import (
+from pydial.model.families import family_of
+from pydial.model.likelihood import Cells, Objective
+from pydial.model.cells import CellJacobian
+from pydial.inference.meats import (
     ANCHORED_COVS,
     CLUSTERED,
     COV_DESCRIPTIONS,
@@ -50,7 +52,7 @@ from pydial.optim import pinv_sym
 __all__ = ["ANCHORED_COVS", "CLUSTERED", "COV_DESCRIPTIONS", "COV_TYPES", "CellStats", "Influence", "Linearization", "Meat",
            "MeatSource", "OutcomeStats", "check_cov_type", "degenerate_meat", "influence_covariance",
            "linearize", "meat_covariance", "parameter_meat", "stack_influence", "score_tables",
-           "consensus_table", "position_effect_tables", "wald_table", "wald_frame", "tie_table", "tie_parameter_name"]
+           "consensus_table", "position_effect_tables", "wald_table", "wald_frame", "tie_table"]
 
 
 def score_tables(s: np.ndarray, C: np.ndarray, items: tuple[str, ...], level: float) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -116,6 +118,16 @@ def wald_frame(est: np.ndarray, var: np.ndarray, index: list[str], level: float,
 
 
 # ===================================================================== breads
+def objective_influence(obj: Objective, theta: np.ndarray, A: np.ndarray, coords: slice | np.ndarray = slice(None)
+                        ) -> Influence:
+    """Influence directions ``u_c = A d eta_c / d theta[coords]`` of an objective's cells.
+
+    Factored in the full coordinates: ``J = d eta / d phi`` (a :class:`CellJacobian`) and ``A T[:, coords]^T``.
+    """
+    Tc = obj.chart.T_sparse[:, coords]
+    return Influence(CellJacobian(obj, np.asarray(theta, float)), np.asarray(Tc @ np.asarray(A).T).T)
+
+
 def two_step_maps(S_xi: np.ndarray, S_c: np.ndarray, C: np.ndarray, H_c_xi: np.ndarray,
                   stage_two: str) -> tuple[np.ndarray, np.ndarray]:
     """Return the maps of the two-step delta method (stacked estimating equations) of a staged estimator.
@@ -127,7 +139,7 @@ def two_step_maps(S_xi: np.ndarray, S_c: np.ndarray, C: np.ndarray, H_c_xi: np.n
     stage-one parameters, ``S_xi - S_c C^{-1} H_{c xi}`` (the stage-one cells' influence is
     this times ``H_xi^+`` times their score), and the stage-two map ``S_c C^{-1}``.  Used
     by DIAL-Anc (:func:`staged_influence`), its tie version and the pooled baseline
-    (:func:`pydial.estimation.baselines.pooled_linearization`), so that every staged fit is linearized by the
+    (:func:`pydial.inference.pooled.pooled_linearization`), so that every staged fit is linearized by the
     same formula.
     A singular ``C`` raises :class:`~pydial.IdentifiabilityError` naming ``stage_two``.
     """
@@ -163,8 +175,8 @@ def staged_linearization(data: Comparisons, fit_: Any) -> Linearization:
     sdot = ch.target_jacobian(th)
     total, A_H = two_step_maps(sdot[:, xi], sdot[:, cs], HH[np.ix_(cs, cs)], HH[np.ix_(cs, xi)], "c_H")
     HLp, _ = pinv_sym(HL, gauge=ch.gauge_directions(th)[xi])
-    U_L = oL.influence(th, total @ HLp, xi)
-    U_H = oH.influence(th, A_H, cs)
+    U_L = objective_influence(oL, th, total @ HLp, xi)
+    U_H = objective_influence(oH, th, A_H, cs)
     st = CellStats.from_parts([(data.llm.n, data.llm.y, oL.probabilities(th), 1.0 / data.n_llm, False),
                                (data.human.n, data.human.y, oH.probabilities(th), 1.0 / data.n_human, True)])
     U = stack_influence([U_L, U_H])
@@ -189,7 +201,7 @@ def staged_influence(data: Comparisons, fit_: Any) -> tuple[Influence, CellStats
     return Influence(as_sparse(lin.source.J), lin.A), cast(CellStats, lin.source.stats)
 
 
-def finite_influence(data: Comparisons, ch: Chart, lam: float, theta: np.ndarray,
+def finite_influence(data: Comparisons, ch: Chart, lambda_: float, theta: np.ndarray,
                      hess_pinv: np.ndarray | None = None) -> tuple[Influence, CellStats]:
     """Sandwich influence directions ``u_c = sdot H^+ d eta_c/d theta`` at a finite weight, of the targets ``(s, beta)``.
 
@@ -197,12 +209,12 @@ def finite_influence(data: Comparisons, ch: Chart, lam: float, theta: np.ndarray
     chart (Lemma overparam-invariance); ``hess_pinv``: ``H^+`` of the unpenalized loss at
     ``theta`` when already known.
     """
-    obj = Objective.weighted(ch, data, lam)
+    obj = Objective.weighted(ch, data, lambda_)
     Hp = hess_pinv if hess_pinv is not None else pinv_sym(obj.value_grad_hess(theta)[2], gauge=ch.gauge_directions(theta))[0]
-    U = obj.influence(theta, ch.target_jacobian(theta) @ Hp)
+    U = objective_influence(obj, theta, ch.target_jacobian(theta) @ Hp)
     p = obj.probabilities(theta)
     h = obj.cells.is_human
-    st = CellStats.from_parts([(data.llm.n, data.llm.y, p[~h], lam / data.n_llm, False),
+    st = CellStats.from_parts([(data.llm.n, data.llm.y, p[~h], lambda_ / data.n_llm, False),
                                (data.human.n, data.human.y, p[h], 1.0 / data.n_human, True)])
     return U, st
 
@@ -248,7 +260,7 @@ def tie_table(names: list[str], groups: np.ndarray, free: np.ndarray, log_nu: np
               level: float, ties: str) -> pd.DataFrame:
     """Tabulate the tie parameter, ``se, ci_low, ci_high`` by group (delta method for ``se``, interval on the log scale).
 
-    The parameter's column is named after the model (:func:`tie_parameter_name`): ``nu`` for
+    The parameter's column is named after the model (:attr:`pydial.model.families.Family.label`): ``nu`` for
     Davidson's, the threshold ``tau`` for Rao-Kupper's.  Groups without ties: ``0`` (boundary
     MLE), no standard error.
     """
@@ -262,12 +274,7 @@ def tie_table(names: list[str], groups: np.ndarray, free: np.ndarray, log_nu: np
             rows.append((nu, nu * se, np.exp(l - zq * se), np.exp(l + zq * se)))
         else:
             rows.append((0.0, np.nan, np.nan, np.nan))
-    tab = pd.DataFrame(rows, columns=[tie_parameter_name(ties), "se", "ci_low", "ci_high"],
+    tab = pd.DataFrame(rows, columns=[family_of(ties).label, "se", "ci_low", "ci_high"],
                        index=pd.Index([names[g] for g in groups], name="judge"))
     tab.attrs["model"] = ties
     return tab
-
-
-def tie_parameter_name(ties: str | None) -> str:
-    """Return the name of the tie parameter of a tie model: ``"tau"`` (Rao-Kupper's threshold) or ``"nu"`` (Davidson's)."""
-    return "tau" if ties == "rao-kupper" else "nu"

@@ -16,7 +16,6 @@ import numpy as np
 import scipy.sparse as sp
 
 from pydial.model.chart import centering_basis, difference_design
-from pydial.model.meats import Influence
 
 __all__ = ["Design", "calibration_design", "centered_design", "pair_information", "glm_information", "gram", "dense_design",
            "rmatvec"]
@@ -49,9 +48,6 @@ class Design:
         """``(X B)^T r``."""
         return self.basis.T @ np.asarray(self._XT @ r).ravel()
 
-    def influence(self, A: np.ndarray) -> Influence:
-        """Influence directions ``u_c = A (X B)_c`` in factored form."""
-        return Influence(self.X, np.asarray(A) @ self.basis.T)
 
     def pull_back(self, G: np.ndarray) -> np.ndarray:
         """``B^T G B`` (``G`` symmetric) with ``B`` applied as a sparse matrix.

@@ -25,6 +25,7 @@ _ETA_TOL = 1e-7
 
 
 def names_text(items: Sequence[str], idx: Sequence[int] | np.ndarray, limit: int = 6) -> str:
+    """Return the names of ``items`` at ``idx``, the first ``limit`` of them and a count of the rest."""
     idx = list(idx)
     shown = ", ".join(str(items[k]) for k in idx[:limit])
     return shown + (f", ... ({len(idx)} in all)" if len(idx) > limit else "")

@@ -31,14 +31,16 @@ from pydial.exceptions import ArgumentError
 
 __all__ = [
     "CellDerivatives",
-    "TIE_MODELS",
-    "log_nu_start",
+    "Family",
+    "BINARY",
+    "DAVIDSON",
+    "RAO_KUPPER",
+    "FAMILIES",
+    "family_of",
     "binary_cell",
     "davidson_cell",
     "rao_kupper_cell",
-    "tie_cell",
     "log_coef",
-    "tie_probabilities",
 ]
 
 
@@ -117,46 +119,83 @@ def rao_kupper_cell(counts: np.ndarray, eta: np.ndarray, log_nu: np.ndarray | fl
                            tau**2 * d_tau_tau + tau * d_tau)
 
 
-TIE_MODELS: dict[str | None, Callable[..., CellDerivatives]] = {
-    None: binary_cell,
-    "davidson": davidson_cell,
-    "rao-kupper": rao_kupper_cell,
-}
-"""The cell likelihood of each ``ties=`` option (``None``: the binary model)."""
+@dataclass(frozen=True, eq=False)
+class Family:
+    """An outcome family of the paired comparisons: its cell kernel, probabilities, tie start and labels.
 
+    Resolved once from ``ties=`` by :func:`family_of`: :data:`BINARY` (``ties=None``, decisive
+    comparisons), :data:`DAVIDSON` or :data:`RAO_KUPPER`.  ``code`` is the Stan programs'
+    ``ties`` (0, 1, 2); ``label`` the name of the tie parameter (``"nu"``, Rao-Kupper's ``"tau"``).
+    """
 
-def tie_cell(ties: str | None) -> Callable[..., CellDerivatives]:
-    """Return the per-cell likelihood function of a ``ties=`` option."""
-    if ties not in TIE_MODELS:
-        raise ArgumentError(f"ties must be one of {list(TIE_MODELS)}, got {ties!r}")
-    return TIE_MODELS[ties]
+    name: str | None
+    code: int
+    label: str
+    cell: Callable[..., CellDerivatives]
 
+    @property
+    def is_binary(self) -> bool:
+        """Whether this is the binary family (no tie outcome, no tie parameter)."""
+        return self.code == 0
 
-def tie_probabilities(ties: str | None, eta: np.ndarray, log_nu: np.ndarray | float) -> np.ndarray:
-    """``(P(i wins), P(j wins), P(tie))`` per cell, shape ``(m, 3)``."""
-    eta = np.atleast_1d(np.asarray(eta, float))
-    l = np.broadcast_to(np.asarray(log_nu, float), eta.shape)
-    if ties is None:
-        p = expit(eta)
-        return np.column_stack([p, 1 - p, np.zeros_like(p)])
-    if ties == "davidson":
-        lg = np.column_stack([0.5 * eta, -0.5 * eta, l])
-        lg -= lg.max(axis=1, keepdims=True)
-        p = np.exp(lg)
-        return p / p.sum(axis=1, keepdims=True)
-    if ties == "rao-kupper":
+    def __repr__(self) -> str:
+        """``Family('davidson')``."""
+        return f"Family({self.name!r})"
+
+    def probabilities(self, eta: np.ndarray, log_nu: np.ndarray | float) -> np.ndarray:
+        """``(P(i wins), P(j wins), P(tie))`` per cell, shape ``(m, 3)``."""
+        eta = np.atleast_1d(np.asarray(eta, float))
+        l = np.broadcast_to(np.asarray(log_nu, float), eta.shape)
+        if self.code == 0:
+            p = expit(eta)
+            return np.column_stack([p, 1 - p, np.zeros_like(p)])
+        if self.code == 1:
+            lg = np.column_stack([0.5 * eta, -0.5 * eta, l])
+            lg -= lg.max(axis=1, keepdims=True)
+            p = np.exp(lg)
+            return p / p.sum(axis=1, keepdims=True)
         tau = np.exp(l)
         pi, pj = expit(eta - tau), expit(-eta - tau)
         return np.column_stack([pi, pj, np.clip(1 - pi - pj, 0.0, 1.0)])
-    raise ArgumentError(f"ties must be one of {list(TIE_MODELS)}, got {ties!r}")
+
+    def log_nu_start(self, counts: np.ndarray) -> float:
+        """Return the starting ``log nu`` of a group with outcome counts ``counts`` (``(m, 3)``), for both engines.
+
+        The value that gives the group's observed tie rate (with half a tie added) at equal
+        scores: ``nu / (2 + nu)`` (Davidson), ``tanh(tau / 2)`` (Rao-Kupper).
+        """
+        c = counts.sum(axis=0)
+        rate = (c[2] + 0.5) / (c.sum() + 1.0)
+        return float(np.log(2 * rate / (1 - rate)) if self.code == 1 else np.log(2 * np.arctanh(rate)))
+
+    def outcome_terms(self, eta: np.ndarray, l: np.ndarray | float) -> list[np.ndarray]:
+        """Return ``P, a, b, a_eta, a_l, b_l`` of every (cell, outcome), each ``(m, 3)``.
+
+        The probabilities and the first and second derivatives of each outcome's ``log P`` in
+        ``(eta, l)`` (the binary family has no tie outcome and no ``l``).
+        """
+        eta = np.asarray(eta, float)
+        out = [np.zeros((eta.size, 3)) for _ in range(6)]
+        for o in range(2 if self.is_binary else 3):
+            unit = np.zeros((eta.size, 3))
+            unit[:, o] = 1.0
+            d = self.cell(unit, eta, l)
+            for arr, v in zip(out, (np.exp(d.value), d.d_eta, d.d_l, d.d_eta_eta, d.d_eta_l, d.d_l_l)):
+                arr[:, o] = v
+        return out
 
 
-def log_nu_start(ties: str, counts: np.ndarray) -> float:
-    """Return the starting ``log nu`` of a group with outcome counts ``counts`` (``(m, 3)``), for both engines.
+BINARY = Family(None, 0, "nu", binary_cell)
+DAVIDSON = Family("davidson", 1, "nu", davidson_cell)
+RAO_KUPPER = Family("rao-kupper", 2, "tau", rao_kupper_cell)
+FAMILIES: dict[str | None, Family] = {f.name: f for f in (BINARY, DAVIDSON, RAO_KUPPER)}
+"""The family of each ``ties=`` option (``None``: the binary model)."""
 
-    The value that gives the group's observed tie rate (with half a tie added) at equal
-    scores: ``nu / (2 + nu)`` (Davidson), ``tanh(tau / 2)`` (Rao-Kupper).
-    """
-    c = counts.sum(axis=0)
-    rate = (c[2] + 0.5) / (c.sum() + 1.0)
-    return float(np.log(2 * rate / (1 - rate)) if ties == "davidson" else np.log(2 * np.arctanh(rate)))
+
+def family_of(ties: "str | None | Family") -> Family:
+    """Return the :class:`Family` of a ``ties=`` option (a family is returned as it is)."""
+    if isinstance(ties, Family):
+        return ties
+    if ties not in FAMILIES:
+        raise ArgumentError(f"ties must be one of {list(FAMILIES)}, got {ties!r}")
+    return FAMILIES[ties]

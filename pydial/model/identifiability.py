@@ -815,7 +815,7 @@ def _structure_checks(d: _Design, n_ident: list[int]) -> None:
 
 
 def _pooled_and_self_checks(d: _Design, self_rows: list[tuple[str, bool, str]]) -> None:
-    """The joint self-preference check of the structured methods, and the pooled covariate and connectivity checks."""
+    """Check the joint self-preference of the structured methods, and the pooled covariates and connectivity."""
     data, method, r, N, nopos, dial = d.data, d.method, d.r, d.data.N, d.nopos, d.dial
     rows, problems, L, items = d.rows, d.problems, d.data.llm, d.data.items
     support, names_arr = data.covariate_support, np.asarray(data.covariates, dtype=object)
@@ -844,7 +844,7 @@ def _pooled_and_self_checks(d: _Design, self_rows: list[tuple[str, bool, str]]) 
 
 
 def _human_checks(d: _Design, calibration: str, W: np.ndarray | None) -> None:
-    """The human conditions: the design ``rank(D_H M) = d``, the MLE, the covariates and (Firth) connectivity."""
+    """Check the human conditions: the design ``rank(D_H M) = d``, the MLE, the covariates and (Firth) connectivity."""
     data, method, r, N, dial = d.data, d.method, d.r, d.data.N, d.dial
     rows, problems, items = d.rows, d.problems, d.data.items
     support, names_arr = data.covariate_support, np.asarray(data.covariates, dtype=object)

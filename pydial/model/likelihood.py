@@ -16,73 +16,20 @@ with one ``bincount`` and mapped to the reduced chart by ``T^T H T``.
 
 from __future__ import annotations
 
-import dataclasses
 import functools
-from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any, Callable, Literal, Sequence, TypeVar, overload
+from typing import Any, Callable, Literal, TypeVar, overload
 
 import numpy as np
 import scipy.sparse as sp
 from scipy.special import expit
 
-from pydial.cache import derived
-from pydial.data.comparisons import CellTable, Comparisons, HumanCells, LLMCells
+from pydial.data.comparisons import Comparisons
 from pydial.model.chart import Chart, difference_design
-from pydial.model.families import CellDerivatives
-from pydial.model.meats import Influence
+from pydial.model.cells import Cells, key_segments, softplus, tie_groups, tie_totals
+from pydial.model.families import BINARY, CellDerivatives, Family, binary_cell, family_of
 from pydial.model.penalty import CalibrationFirthPenalty, TieCalibrationFirthPenalty, central_hessian, check_penalty
 from pydial.exceptions import ArgumentError
-
-
-def softplus(x: np.ndarray) -> np.ndarray:
-    """``log(1 + exp(x))`` without overflow: ``max(x, 0) + log1p(exp(-|x|))``.
-
-    The formula of ``numpy.logaddexp(0, x)``, evaluated with vectorized ``exp`` and
-    ``log1p`` in one work array (about four times faster on many cells).
-    """
-    x = np.asarray(x, dtype=float)
-    out = np.abs(x)
-    np.negative(out, out=out)
-    np.exp(out, out=out)
-    np.log1p(out, out=out)
-    out += np.maximum(x, 0.0)
-    return out
-
-
-def binomial_nll(eta: np.ndarray, n: np.ndarray, y: np.ndarray) -> np.ndarray:
-    """Per-cell ``n log(1 + e^eta) - y eta``.
-
-    The binomial negative log-likelihood without the binomial coefficient.
-    """
-    return n * softplus(eta) - y * eta
-
-
-def covariate_offset(cells: CellTable, beta: np.ndarray | None) -> np.ndarray | float:
-    """Return ``z_c' beta``, the covariate term added to eq. binomial-model-llm / -human (0 without covariates).
-
-    ``beta`` is one row of coefficients (a judge's, or the people's ``beta_H``).
-    """
-    if beta is None or cells.z is None:
-        return 0.0
-    return cells.z @ np.ravel(beta)
-
-
-def human_loss(s: np.ndarray, human: HumanCells, beta: np.ndarray | None = None) -> float:
-    r"""Compute the normalized human loss :math:`\ell_H(s)` (eq. human-full-loss), with ``z' beta_H`` when given."""
-    eta = s[human.i] - s[human.j] + covariate_offset(human, beta)
-    return float(binomial_nll(eta, human.n, human.y).sum()) / float(human.n.sum())
-
-
-def llm_loss(S: np.ndarray, b: np.ndarray, llm: LLMCells) -> float:
-    r"""Compute the normalized LLM loss :math:`\ell_L(S, b)` (eq. llm-negloglik)."""
-    eta = S[llm.judge, llm.i] - S[llm.judge, llm.j] + llm.a * b[llm.judge]
-    return float(binomial_nll(eta, llm.n, llm.y).sum()) / float(llm.n.sum())
-
-
-def weighted_loss(s: np.ndarray, S: np.ndarray, b: np.ndarray, data: Comparisons, lam: float) -> float:
-    r""":math:`Q_\lambda(s, S, b) = \ell_H(s) + \lambda \ell_L(S, b)` (eq. weighted-loss)."""
-    return human_loss(s, data.human) + lam * llm_loss(S, b, data.llm)
 
 
 def tie_calibration_firth_penalty(data: Comparisons, ties: str) -> TieCalibrationFirthPenalty:
@@ -99,129 +46,16 @@ def calibration_firth_penalty(data: Comparisons) -> CalibrationFirthPenalty:
                                    data.effect_columns(H.z, data.K))
 
 
-def stacked_columns(parts: Sequence[tuple[CellTable, float, bool]], *, counts: bool = False) -> dict[str, Any]:
-    """Columns of :class:`Cells` for the tables ``(table, weight, is_human)`` with a positive weight, stacked in order.
-
-    With ``counts=True`` also the ``(m, 3)`` outcome counts of tie cells (as floats).
-    """
-    kept = [(tab, w, h) for tab, w, h in parts if w > 0 and len(tab)]
-    if not kept:
-        raise ArgumentError("no cells with positive weight")
-    out = {name: np.concatenate([np.asarray(getattr(tab, f)) for tab, _, _ in kept], dtype=dtype)
-           for name, f, dtype in (("g", "judge", np.int64), ("i", "i", np.int64), ("j", "j", np.int64),
-                                  ("a", "a", np.int64), ("n", "n", float), ("y", "y", float))}
-    out["w"] = np.concatenate([np.full(len(tab), float(w)) for tab, w, _ in kept])
-    if any(tab.z is not None for tab, _, _ in kept):
-        out["z"] = np.concatenate([np.asarray(tab.z, float) for tab, _, _ in kept])
-    out["is_human"] = np.concatenate([np.full(len(tab), h) for tab, _, h in kept])
-    if counts:
-        out["outcome_counts"] = np.concatenate([tab.counts for tab, _, _ in kept], dtype=float)
-    return out
-
-
-@dataclass(frozen=True)
-class Cells:
-    """Cell tables (:class:`pydial.data.cells.CellTable`) stacked for the bilinear kernel, with weights.
-
-    ``g`` is the loading row (judge ``k``, or ``K`` for the human); ``a`` is 0 for
-    human cells; ``w`` is the per-comparison weight of the cell (ties included for tie cells).
-    """
-
-    g: np.ndarray
-    i: np.ndarray
-    j: np.ndarray
-    a: np.ndarray
-    n: np.ndarray
-    y: np.ndarray
-    w: np.ndarray
-    is_human: np.ndarray
-    outcome_counts: np.ndarray | None = None
-    """``(m, 3)`` outcome counts (wins of ``i``, wins of ``j``, ties) of the tie cells, ``None`` for
-    the binary cells; with them ``n`` is the cell total (ties included) and ``y`` the wins of ``i``."""
-    z: np.ndarray | None = None
-    """``(m, p)`` comparison covariates of the cells (:attr:`pydial.data.cells.CellTable.z`), ``None`` without."""
-    layout: dict = field(default_factory=dict, kw_only=True, repr=False, compare=False)
-    """Arrays an :class:`Objective` derives from the index columns ``g, i, j, a, is_human`` alone;
-    shared by the cells that differ from these only in ``n``, ``y`` or ``w`` (the same stack at
-    another weight, :func:`dataclasses.replace`)."""
-    source: "tuple[Cells, slice] | None" = field(default=None, kw_only=True, repr=False, compare=False)
-    """The stack these cells are a slice of (:meth:`select`): their per-cell layout arrays are views of its."""
-
-    @classmethod
-    def from_tables(cls, parts: Sequence[tuple[CellTable, float, bool]], *, ties: bool = False) -> "Cells":
-        """Stack the tables ``(table, weight, is_human)`` with a positive weight, in order.
-
-        A table's judges are its loading rows (``K`` for people, whose ``a`` is 0); with
-        ``ties`` the tables' outcome counts are kept (:attr:`counts`).
-        """
-        return cls(**stacked_columns(parts, counts=ties))
-
-    @classmethod
-    def stack(cls, data: Comparisons, w_llm: float, w_human: float, *, ties: bool = False) -> "Cells":
-        r"""Stack the decisive LLM cells (if ``w_llm > 0``) and then the human cells (if ``w_human > 0``).
-
-        With ``ties``, the tie cells instead (every judgment, three outcome counts), in the
-        order of :meth:`Comparisons.tie_cells` (that of the Stan data).
-
-        With ``w_llm = lambda/n_L`` and ``w_human = 1/n_H`` these are the cells of
-        :math:`Q_\lambda` (eq. weighted-loss).  The human cells are put on loading row ``K``
-        whatever judge index they carry (a :class:`HumanCells` built by hand has ``-1``).
-
-        The columns are stacked once per data set (cached on ``data``); the LLM-only and
-        human-only stacks are views of the rows of that one, and the stacks at every weight
-        share their index columns and :attr:`layout`.
-        """
-        if ties:
-            return cls.from_tables([(data.cell_table("llm", ties=True), w_llm, False),
-                                    (data.cell_table("human", ties=True), w_human, True)], ties=True)
-        if not (w_llm > 0 and len(data.llm)) and not (w_human > 0 and len(data.human)):
-            raise ArgumentError("no cells with positive weight")
-        full = derived(data, ("stacked cells", True, True), lambda: cls.from_tables(
-            [(data.llm, 1.0, False), (data.human.with_judge(data.K), 1.0, True)]))
-        m = len(data.llm)
-        base = full if (w_llm > 0 and w_human > 0) else derived(
-            data, ("stacked cells", w_llm > 0, w_human > 0), lambda: full.select(slice(0, m) if w_llm > 0 else slice(m, None)))
-        return dataclasses.replace(base, w=np.where(base.is_human, float(w_human), float(w_llm)))
-
-    @property
-    def counts(self) -> np.ndarray:
-        """``(m, 3)`` outcome counts: :attr:`outcome_counts`, or ``(y, n - y, 0)`` for binary cells."""
-        if self.outcome_counts is not None:
-            return self.outcome_counts
-        return np.column_stack([self.y, self.n - self.y, np.zeros_like(self.y)])
-
-    def select(self, rows: "np.ndarray | slice") -> "Cells":
-        """Return the cells selected by ``rows``, with a layout of their own.
-
-        For a slice of a stack the columns are views, and so are the per-cell layout arrays
-        (:func:`_layout_property`): the LLM-only and human-only stacks of :meth:`stack` share the
-        index arrays of the whole stack.
-        """
-        cols: dict[str, Any] = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)
-                                if f.name not in ("layout", "source")}
-        picked: dict[str, Any] = {name: None if v is None else v[rows] for name, v in cols.items()}
-        shared = rows if isinstance(rows, slice) and self.source is None and rows.step in (None, 1) else None
-        return type(self)(**picked, source=None if shared is None else (self, shared))
-
-
 T = TypeVar("T")
 
 
 def _layout_property(func: Callable[[Any], T]) -> "cached_property[T]":
-    """Make a cached property of an :class:`Objective` kept in its cells' :attr:`Cells.layout`.
-
-    Computed once for every objective on the same index columns and chart size ``(N, K)``
-    (the weights of the lambda path, the linearizations), not once per objective.
-    """
+    """Make a cached property kept in the cells' :attr:`Cells.layout`, shared by the objectives on the same cells."""
     return _layout(func, per_cell=False)
 
 
 def _cell_layout_property(func: Callable[[Any], T]) -> "cached_property[T]":
-    """:func:`_layout_property` of an array with one entry per cell (or a tuple of such, or ``None``).
-
-    On cells that are a slice of a stack (:attr:`Cells.source`) it is the slice of the
-    stack's array, formed once for the stack.
-    """
+    """:func:`_layout_property` of a per-cell array: a slice of a stack takes the slice of the stack's."""
     return _layout(func, per_cell=True)
 
 
@@ -247,29 +81,10 @@ def _layout(func: Callable[[Any], T], per_cell: bool) -> "cached_property[T]":
 
 
 def _layout_shell(chart: Chart, cells: Cells) -> "Objective":
-    """Return an :class:`Objective` on ``cells`` for their layout arrays alone (these use only ``chart.N, chart.K``).
-
-    Not checked against the chart: the cells may hold people while the chart has no human row.
-    """
+    """Return an :class:`Objective` on ``cells`` for their layout arrays alone (not checked against the chart)."""
     shell = Objective.__new__(Objective)
     shell.chart, shell.cells = chart, cells
     return shell
-
-
-def key_segments(key: np.ndarray, blocks: list[slice]) -> "list[tuple[np.ndarray, np.ndarray]] | None":
-    """Find the runs of equal values of a non-decreasing ``key`` in each block: ``(value, start)``; ``None`` if unsorted.
-
-    Totals by such a key are sums over contiguous runs (``numpy.add.reduceat``), several times
-    faster than ``bincount``'s scattered adds; the cell tables are stored sorted by row and item.
-    """
-    if key.size > 1 and bool(np.any(key[1:] < key[:-1])):
-        return None
-    out = []
-    for sl in blocks:
-        k = key[sl]
-        starts = np.flatnonzero(np.r_[True, k[1:] != k[:-1]]) if k.size else np.zeros(0, np.int64)
-        out.append((k[starts], starts))
-    return out
 
 
 OffsetWeights = tuple[list[np.ndarray], dict[tuple[int, int], np.ndarray]]
@@ -300,7 +115,7 @@ class Objective:
     is added to the loss.
 
     Tie family (``ties="davidson"`` or ``"rao-kupper"``, on tie cells
-    ``Cells.stack(..., ties=True)``): every cell ``c`` of loading row ``g`` (judge ``k``,
+    ``Cells.stack(..., with_ties=True)``): every cell ``c`` of loading row ``g`` (judge ``k``,
     or the people) contributes ``-w_c log p(w_i, w_j, t | eta_c, l_g)`` (kernel without the
     multinomial coefficient, :mod:`pydial.model.families`), ``l_g = log nu_g`` the tie
     parameter of the group.  The coordinates are ``x = (theta, l)``: the chart's ``theta``
@@ -315,7 +130,7 @@ class Objective:
     """
 
     def __init__(self, chart: Chart, cells: Cells, penalty: CalibrationFirthPenalty | None = None, *,
-                 ties: str | None = None, free: "np.ndarray | list[int] | None" = None,
+                 ties: "str | None | Family" = None, free: "np.ndarray | list[int] | None" = None,
                  tie_penalty: TieCalibrationFirthPenalty | None = None) -> None:
         if chart.calibration is None and cells.is_human.any():
             raise ArgumentError("an LLM-only chart cannot carry human cells")
@@ -326,21 +141,17 @@ class Objective:
         self.cells = cells
         self.penalty = penalty
         self._last: tuple[bytes, np.ndarray, float] | None = None  # (theta, eta, loss) of the last evaluation
-        self.ties = ties
+        self.family = family = family_of(ties)
         self.free = np.zeros(0, np.int64)
         self.tie_penalty = tie_penalty
-        if ties is None and tie_penalty is not None:
+        if family.is_binary and tie_penalty is not None:
             raise ArgumentError("tie_penalty needs a tie family (ties='davidson' or 'rao-kupper')")
-        if ties is None:
+        if family.is_binary:
             if cells.outcome_counts is not None and np.any(cells.outcome_counts[:, 2] > 0):
                 raise ArgumentError("the cells hold ties: give their family (ties='davidson' or 'rao-kupper')")
             return
-        from pydial.model.families import TIE_MODELS
-
-        if ties not in TIE_MODELS:
-            raise ArgumentError(f"ties must be 'davidson' or 'rao-kupper', got {ties!r}")
         if cells.outcome_counts is None or penalty is not None:
-            raise ArgumentError("a tie family needs the tie cells (Cells.stack(..., ties=True)) and its own "
+            raise ArgumentError("a tie family needs the tie cells (Cells.stack(..., with_ties=True)) and its own "
                                 "tie_penalty, not the binary penalty")
         tied = cells.counts[:, 2] > 0
         free = np.unique(np.asarray(np.unique(cells.g[tied]) if free is None else free, np.int64))
@@ -352,33 +163,33 @@ class Objective:
             raise ArgumentError(f"cells of groups {sorted(set(cells.g[bad].tolist()))} have ties but no free tie parameter")
 
     @classmethod
-    def weighted(cls, chart: Chart, data: Comparisons, lam: float, penalty: str | None = None, *,
+    def weighted(cls, chart: Chart, data: Comparisons, lambda_: float, penalty: str | None = None, *,
                  ties: str | None = None, free: "np.ndarray | None" = None) -> "Objective":
-        r""":math:`Q_\lambda` (eq. weighted-loss) with ``lam`` in ``(0, inf)``; ``lam = inf``: the LLM-only loss.
+        r""":math:`Q_\lambda` (eq. weighted-loss) with ``lambda_`` in ``(0, inf)``; ``lambda_ = inf``: the LLM-only loss.
 
-        ``lam = 0`` gives the human block alone (binary family).
+        ``lambda_ = 0`` gives the human block alone (binary family).
 
         ``penalty="firth"`` adds the human block's Jeffreys prior
         :math:`-\frac{1}{2 n_H}[\log\det(X^\top W X) - \log\det(M^\top M)]` with ``X = D_H M``
         (``[D_H M, Z_H]`` with response covariates), the information of the calibration
         coordinates ``c`` (and ``beta_H``) (:mod:`pydial.model.penalty`).
-        With a tie family ``ties`` the cells are the tie cells, weighted ``lam/n_L`` and ``1/n_H``
+        With a tie family ``ties`` the cells are the tie cells, weighted ``lambda_/n_L`` and ``1/n_H``
         with the comparison counts including ties (:func:`tie_totals`), the free tie groups
         are ``free`` (default :func:`tie_groups`), and ``penalty="firth"`` adds the Jeffreys prior of
         the people's calibration tie GLM in ``(c, log nu_H)`` (:class:`~pydial.model.penalty.TieCalibrationFirthPenalty`).
         """
         if ties is not None:
             n_l, n_h = tie_totals(data)
-            if np.isinf(lam):
-                return cls(chart, Cells.stack(data, 1.0 / n_l, 0.0, ties=True), ties=ties,
+            if np.isinf(lambda_):
+                return cls(chart, Cells.stack(data, 1.0 / n_l, 0.0, with_ties=True), ties=ties,
                            free=tie_groups(data, chart) if free is None else free)
             tp = tie_calibration_firth_penalty(data, ties) if check_penalty(penalty) == "firth" else None
-            return cls(chart, Cells.stack(data, lam / n_l, 1.0 / n_h, ties=True), ties=ties,
+            return cls(chart, Cells.stack(data, lambda_ / n_l, 1.0 / n_h, with_ties=True), ties=ties,
                        free=tie_groups(data, chart) if free is None else free, tie_penalty=tp)
-        if np.isinf(lam):
+        if np.isinf(lambda_):
             return cls(chart, Cells.stack(data, 1.0 / data.n_llm, 0.0))
         pen = calibration_firth_penalty(data) if check_penalty(penalty) == "firth" else None
-        return cls(chart, Cells.stack(data, lam / data.n_llm, 1.0 / data.n_human), pen)
+        return cls(chart, Cells.stack(data, lambda_ / data.n_llm, 1.0 / data.n_human), pen)
 
     # ----------------------------------------------------------- coordinates
     @cached_property
@@ -417,11 +228,7 @@ class Objective:
     # ----------------------------------------------------------- index maps
     @cached_property
     def _index(self) -> np.ndarray:
-        """Full-coordinate indices touched by each cell (m x (3q+1+p)).
-
-        Columns: L_g (q), B_i (q), B_j (q), b_g (1; a dummy slot for human cells), then the
-        covariate effects of the cell's row of ``beta`` (p; :attr:`Chart.beta_row`).
-        """
+        """Full-coordinate indices touched by each cell: ``L_g`` (q), ``B_i`` (q), ``B_j`` (q), ``b_g`` (1), ``beta`` (p)."""
         return self._index_array(np.int64)
 
     def _index_array(self, dtype: Any) -> np.ndarray:
@@ -463,9 +270,7 @@ class Objective:
     def _offsets(self) -> list[tuple[np.ndarray, np.ndarray, int, np.ndarray, np.ndarray]]:
         r"""The coordinates entering ``eta`` linearly: ``(x_c, unit_c, n_units, coordinate of each unit, unit of each row)``.
 
-        The order effect (``x = a``, unit the judge; 0 on the people's cells) and each covariate
-        (``x = z_l``, unit the cell's row of ``beta``): ``eta_c = ... + sum_u x_uc phi[coord_u(unit_u(c))]``,
-        whose second derivative is 0, so they enter the Hessian only through outer products.
+        The order effect (``x = a``, unit the judge) and each covariate (``x = z_l``, unit the row of ``beta``).
         """
         ch = self.chart
         K, R = ch.K, ch.rows
@@ -476,11 +281,7 @@ class Objective:
         return out
 
     def _local(self, theta: np.ndarray, *, derivative: bool = True) -> tuple[np.ndarray, list[np.ndarray]]:
-        """``eta`` and the local gradient ``d eta / d phi`` on the touched coordinates.
-
-        The gradient comes as ``3q + 1`` contiguous columns ``dB_l, L_gl, -L_gl, a`` (the
-        layout of :attr:`_index`).
-        """
+        """``eta`` and the ``3q + 1 + p`` columns of ``d eta / d phi`` (layout of :attr:`_index`)."""
         phi = self.chart.to_full(theta)
         return self._eta_full(phi), (self._columns(phi) if derivative else [])
 
@@ -499,12 +300,7 @@ class Objective:
         return self._eta_full(self.chart.to_full(theta))
 
     def _eta_full(self, phi: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
-        """``eta_c`` from the full coordinates ``phi`` (no derivative columns formed), into ``out`` if given.
-
-        ``L_g . (B_i - B_j) = S_gi - S_gj`` with the per-row scores ``S = L B^T``
-        (eq. llm-structure), so each cell needs three look-ups whatever the rank; with
-        covariates, plus ``z_c' beta_{row(g)}``.
-        """
+        """``eta_c`` from the full coordinates ``phi`` into ``out`` if given: ``S_gi - S_gj`` with ``S = L B^T``, plus offsets."""
         ch = self.chart
         q = ch.q
         S = (phi[: ch.off_B].reshape(ch.rows, q) @ phi[ch.off_B : ch.off_b].reshape(ch.N, q).T).ravel()
@@ -545,10 +341,7 @@ class Objective:
 
     def _totals_into(self, out: np.ndarray, key: np.ndarray, segments: "list[tuple[np.ndarray, np.ndarray]] | None",
                      t: int, values: np.ndarray) -> None:
-        """Add to ``out`` the totals of ``values`` (block ``t`` of the cells) by ``key``.
-
-        A sum over each run of a sorted key (``segments``) when there are runs, else ``bincount``.
-        """
+        """Add to ``out`` the totals of ``values`` (block ``t``) by ``key``: over runs of a sorted key, else ``bincount``."""
         if segments is None:
             out += np.bincount(key[self._blocks[t]], weights=values, minlength=out.size)
             return
@@ -558,10 +351,7 @@ class Objective:
 
     @_cell_layout_property
     def _order_key(self) -> np.ndarray | None:
-        """Position of ``a_c b_g`` in ``[b, -b, 0]``: ``g`` for ``a = +1``, ``K + g`` for ``a = -1``, ``2K`` for people.
-
-        ``None`` when some order label is not ``-1``, ``0`` or ``+1``.
-        """
+        """Position of ``a_c b_g`` in ``[b, -b, 0]`` (``None`` when some order label is not -1, 0 or +1)."""
         K = self.chart.K
         a = self._order_label
         if not np.all((a == 1.0) | (a == -1.0) | (a == 0.0)):
@@ -576,7 +366,7 @@ class Objective:
         :meth:`value_grad_hess` at the same point (a step accepted by the line search)
         does not form them again.
         """
-        if self.ties is not None:
+        if not self.family.is_binary:
             f = float(-np.sum(self.cells.w * self.cell_derivatives(theta).value))
             return f + self._tie_penalty_terms(theta, hess=False)[0] if self.tie_penalty is not None else f
         c = self.cells
@@ -594,12 +384,7 @@ class Objective:
 
     @cached_property
     def _work(self) -> list[np.ndarray]:
-        """Per-cell work arrays of the binary evaluations, allocated once per objective and reused.
-
-        ``[eta, residual, curvature]``: arrays over millions of cells would otherwise be freshly
-        mapped, and zeroed by the system, at every evaluation.  Used only inside :meth:`value`
-        and :meth:`value_grad_hess` (never returned).
-        """
+        """Per-cell work arrays ``[eta, residual, curvature]`` of the binary evaluations, allocated once and reused."""
         return [np.empty(self.cells.g.size) for _ in range(3)]
 
     @cached_property
@@ -626,7 +411,7 @@ class Objective:
 
     def value_grad_hess(self, theta: np.ndarray, *, hess: bool = True) -> tuple[float, np.ndarray, np.ndarray | None]:
         """Value, gradient and (exact) Hessian in the reduced chart (``x = (theta, l)`` for a tie family)."""
-        if self.ties is not None:
+        if not self.family.is_binary:
             return self._family_value_grad_hess(theta, hess=hess)
         ch, c = self.chart, self.cells
         phi = ch.to_full(theta)
@@ -661,14 +446,12 @@ class Objective:
     # ------------------------------------------------------ per-cell family
     def cell_derivatives(self, x: np.ndarray, eta: np.ndarray | None = None) -> CellDerivatives:
         """Per-cell log-likelihood kernel and its derivatives in ``(eta, l)`` (:mod:`pydial.model.families`)."""
-        from pydial.model.families import binary_cell, tie_cell
-
         theta, l = self.split(x)
         eta = self.eta(theta) if eta is None else eta
         pos = self._lpos
         free = pos >= 0
         lc = np.where(free, l[np.maximum(pos, 0)] if l.size else 0.0, 0.0)
-        d = tie_cell(self.ties)(self.cells.counts, eta, lc)
+        d = self.family.cell(self.cells.counts, eta, lc)
         if not free.all():
             fx = ~free
             db = binary_cell(self.cells.counts[fx], eta[fx])
@@ -684,8 +467,6 @@ class Objective:
         (each ``(m, 3)``), the single-comparison scores of the sandwich and of GACV (cells at
         ``nu = 0``: the binary model, no tie outcome); ``eta``, when given, the cells' predictors at ``x``.
         """
-        from pydial.model.families import binary_cell, tie_cell, tie_probabilities
-
         theta, _ = self.split(x)
         eta = self.eta(theta) if eta is None else eta
         free = self._lpos >= 0
@@ -694,17 +475,11 @@ class Objective:
         m = eta.size
         P, a, b = np.zeros((m, 3)), np.zeros((m, 3)), np.zeros((m, 3))
         if free.any():
-            P[free] = tie_probabilities(self.ties, eta[free], l[free])
+            P[free] = self.family.probabilities(eta[free], l[free])
+            a[free], b[free] = self.family.outcome_terms(eta[free], l[free])[1:3]
         if fx.any():
-            P[fx] = tie_probabilities(None, eta[fx], 0.0)
-        for o in range(3):
-            unit = np.zeros((m, 3))
-            unit[:, o] = 1.0
-            if free.any():
-                d = tie_cell(self.ties)(unit[free], eta[free], l[free])
-                a[free, o], b[free, o] = d.d_eta, d.d_l
-            if o < 2 and fx.any():
-                a[fx, o] = binary_cell(unit[fx], eta[fx]).d_eta
+            P[fx] = BINARY.probabilities(eta[fx], 0.0)
+            a[fx] = BINARY.outcome_terms(eta[fx], 0.0)[1]
         return P, a, b
 
     def _family_value_grad_hess(self, x: np.ndarray, *, hess: bool) -> tuple[float, np.ndarray, np.ndarray | None]:
@@ -739,15 +514,11 @@ class Objective:
     @cached_property
     def _human_cells(self) -> "Objective":
         """The objective of the human cells alone (their predictors and Jacobian for the tie penalty)."""
-        return Objective(self.chart, self.cells.select(self.cells.is_human), ties=self.ties, free=self.free)
+        return Objective(self.chart, self.cells.select(self.cells.is_human), ties=self.family, free=self.free)
 
     def _tie_penalty_terms(self, x: np.ndarray, *, hess: bool, h: float = 1e-6
                            ) -> tuple[float, np.ndarray, np.ndarray | None]:
-        """Value, exact gradient and central-difference Hessian (of the exact gradient) of :attr:`tie_penalty`.
-
-        The Hessian is formed over the coordinates the penalty depends on: those of the human
-        cells' predictors and of the basis ``M``, and ``l_H``.
-        """
+        """Value, exact gradient and central-difference Hessian of :attr:`tie_penalty` (over the coordinates it touches)."""
         pen, ch, hum = self.tie_penalty, self.chart, self._human_cells
         assert pen is not None
         k = np.flatnonzero(self.free == ch.K)
@@ -785,9 +556,7 @@ class Objective:
     def _groups(self) -> list[tuple[np.ndarray, int, int, int, int, int]]:
         """The coordinate groups a cell touches: ``(unit, n_units, base, stride, width, vcol)``.
 
-        The full coordinate of entry ``l`` is ``base + unit * stride + l`` and its
-        derivative is ``v[:, vcol + l]`` (loadings ``L_g``, ``B_i``, ``B_j``, order ``b_g``, and
-        with covariates ``beta``).
+        Full coordinate ``base + unit * stride + l``, derivative ``v[:, vcol + l]``.
         """
         ch, c = self.chart, self.cells
         q = ch.q
@@ -809,18 +578,11 @@ class Objective:
 
     def _outer(self, weight: np.ndarray, v: list[np.ndarray] | None, phi: np.ndarray | None = None,
                offset: "OffsetWeights | None" = None) -> np.ndarray:
-        """``sum_c weight_c v_c v_c^T`` assembled into the full coordinates (``v_c = d eta_c / d phi``).
+        """``sum_c weight_c v_c v_c^T`` in the full coordinates (``v_c = d eta_c / d phi``), never ``m x P`` dense.
 
-        With ``phi`` given and a dense enough design (:attr:`_pair_chunks`), the sum is
-        formed from the per-judge item-pair totals of ``weight`` (:meth:`_outer_factored`,
-        ``v`` not needed); otherwise each pair of coordinate groups is summed over the
-        cells that share its units (judge, item, item pair) with ``bincount``.  The
-        dense matrix is only ``P x P``; no ``cells x (3q+1+p)^2`` array is formed.
-
-        ``offset = (wx, wxx)`` replaces, in the entries of the coordinates that enter ``eta``
-        linearly (:attr:`_offsets`: ``b_g``, ``beta``), ``weight_c x_uc`` by ``wx[u]`` and
-        ``weight_c x_uc x_vc`` by ``wxx[u, v]`` (the cluster sums of :meth:`CellJacobian.cluster_gram`,
-        whose cells share every other derivative).
+        From per-judge item-pair totals (:meth:`_outer_factored`) when ``phi`` is given and the design dense
+        enough, else by ``bincount`` per pair of coordinate groups; ``offset = (wx, wxx)`` replaces the
+        offsets' entries (:attr:`_offsets`) by cluster sums (:meth:`CellJacobian.cluster_gram`).
         """
         if phi is not None and self._pair_chunks is not None:
             return self._outer_factored(weight, phi, offset)
@@ -859,13 +621,10 @@ class Objective:
     # ------------------------------------- factored gradient and Hessian
     @cached_property
     def _pair_chunks(self) -> list[tuple[int, int, slice]] | None:
-        """Loading rows in chunks ``(g0, g1, cells)`` for :meth:`_outer_factored`, or ``None``.
+        """Return the loading rows in chunks ``(g0, g1, cells of :attr:`_pair_order`)`` for :meth:`_outer_factored`.
 
-        ``None`` when the design is too sparse for per-judge item-pair tables (more than
-        :data:`DENSE_PAIR_RATIO` table entries per cell).
-
-        ``cells`` indexes :attr:`_pair_order` (the cells sorted by loading row); a chunk
-        holds at most :data:`PAIR_CHUNK_ENTRIES` table entries (at least one row).
+        ``None`` when the design is too sparse (:data:`DENSE_PAIR_RATIO`); a chunk holds at most
+        :data:`PAIR_CHUNK_ENTRIES` table entries.
         """
         ch, c = self.chart, self.cells
         N2 = ch.N * ch.N
@@ -902,17 +661,11 @@ class Objective:
         return c.g * ch.N + c.i, c.g * ch.N + c.j
 
     def _outer_factored(self, weight: np.ndarray, phi: np.ndarray, offset: "OffsetWeights | None" = None) -> np.ndarray:
-        """:meth:`_outer` for ``v = d eta / d phi`` from per-judge item-pair totals.
+        """Form :meth:`_outer` from per-judge item-pair totals ``W_g`` of ``weight``.
 
-        With ``W_g`` the ``N x N`` totals of ``weight`` over the cells of loading row
-        ``g`` and item pair ``(i, j)``, and ``Lap_g = diag((W_g + W_g^T) 1) - W_g - W_g^T``,
-        the blocks are ``(L_g, L_g) = B^T Lap_g B``, ``(L_gl', B_il) = L_gl (Lap_g B)_il'``
-        and ``(B_l, B_l') = sum_g L_gl L_gl' Lap_g``; the blocks of the order effects and
-        covariate effects need only per-(row, item) and per-unit totals (:meth:`_add_offsets`).
-        ``Lap_g B`` and ``sum_g L_gl L_gl' W_g`` come from the tables
-        ``W_g`` (:meth:`_laplacian_products_tables`) or, when these have more than
-        :data:`TABLE_RATIO` entries per cell, directly from per-(judge, item) and item-pair
-        totals over the cells (:meth:`_laplacian_products_cells`).
+        With ``Lap_g = diag((W_g + W_g^T) 1) - W_g - W_g^T``: ``(L_g, L_g) = B^T Lap_g B``,
+        ``(L_gl', B_il) = L_gl (Lap_g B)_il'``, ``(B_l, B_l') = sum_g L_gl L_gl' Lap_g``; the offsets by
+        :meth:`_add_offsets`; the products from the tables or from cell totals (:data:`TABLE_RATIO`).
         """
         ch = self.chart
         q, N, R = ch.q, ch.N, ch.rows
@@ -948,10 +701,7 @@ class Objective:
                      offset: "OffsetWeights | None") -> np.ndarray:
         """Add the blocks of the coordinates entering ``eta`` linearly (:attr:`_offsets`: ``b``, ``beta``) in place.
 
-        With ``wx_u = weight * x_u`` and ``D_u[g, i]`` its totals over the cells of row ``g`` with
-        ``i(c) = i`` minus those with ``j(c) = i``: ``(theta_u(g), L_gl) = (D_u B)_gl``,
-        ``(theta_u, B_il) = sum_{g: u(g) = u} L_gl D_u[g, i]``, and ``(theta_u, theta_v)`` the
-        per-unit totals of ``weight * x_u * x_v`` (``offset`` replaces both, as in :meth:`_outer`).
+        From the totals of ``weight * x_u`` by (row, item) and of ``weight * x_u * x_v`` by row (``offset`` as in :meth:`_outer`).
         """
         ch = self.chart
         q, N, R = ch.q, ch.N, ch.rows
@@ -991,11 +741,7 @@ class Objective:
 
     def _laplacian_products_tables(self, weight: np.ndarray, L: np.ndarray, B: np.ndarray,
                                    pairs: list[tuple[int, int]]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """``Lap_g B`` (R x N x q) and, per pair ``(l, l')``, ``-sum_g L_gl L_gl' W_g`` (flat) and ``sum_g L_gl L_gl' dW_g``.
-
-        ``dW_g = (W_g + W_g^T) 1``; from the tables ``W_g``, formed a few judges at a time
-        (:attr:`_pair_chunks`).  ``W_g + W_g^T`` enters through its products (no symmetrized copy).
-        """
+        """``Lap_g B``, and per pair ``(l, l')`` ``-sum_g L_gl L_gl' W_g`` and ``sum_g L_gl L_gl' dW_g``, from the tables."""
         N, R, q = B.shape[0], L.shape[0], B.shape[1]
         w = weight if self._pair_order is None else weight[self._pair_order]
         LapB = np.empty((R, N, q))
@@ -1015,12 +761,7 @@ class Objective:
 
     def _laplacian_products_cells(self, weight: np.ndarray, L: np.ndarray, B: np.ndarray,
                                   pairs: list[tuple[int, int]]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """:meth:`_laplacian_products_tables` from totals over the cells, without the tables ``W_g``.
-
-        ``(Lap_g B)_il`` is the total of ``weight (B_il - B_jl)`` over the cells of row ``g``
-        with ``i(c) = i`` minus that over those with ``j(c) = i``; ``sum_g L_gl L_gl' W_g`` the
-        item-pair totals of ``weight L_gl L_gl'``; ``dW_g`` the per-(row, item) totals of ``weight``.
-        """
+        """Form :meth:`_laplacian_products_tables` from totals over the cells, without the tables ``W_g``."""
         c = self.cells
         N, R, q = B.shape[0], L.shape[0], B.shape[1]
         ki, kj = self._row_item_keys
@@ -1060,11 +801,7 @@ class Objective:
         return out.reshape(ch.rows, ch.N)
 
     def _gradient_factored(self, res: np.ndarray, phi: np.ndarray, agg: np.ndarray) -> np.ndarray:
-        """``sum_c res_c d eta_c / d phi`` in the full coordinates, from ``agg`` of :meth:`_residual_by_item`.
-
-        ``d/dL = agg B``, ``d/dB = agg^T L``, ``d/db_g = sum_{c in g} res_c a_c`` and
-        ``d/dbeta_{r,l} = sum_{c in r} res_c z_cl``.
-        """
+        """``sum_c res_c d eta_c / d phi`` in the full coordinates, from ``agg`` of :meth:`_residual_by_item`."""
         ch = self.chart
         q = ch.q
         L = phi[: ch.off_B].reshape(ch.rows, q)
@@ -1078,11 +815,7 @@ class Objective:
         return np.concatenate([(agg @ B).ravel(), (agg.T @ L).ravel(), g_off])
 
     def _add_cross(self, H: np.ndarray, agg: np.ndarray) -> None:
-        """Add ``sum_c res_c d^2 eta_c / d phi^2`` in place, from ``agg`` of :meth:`_residual_by_item`.
-
-        The second derivative is +1 at ``(L_g,l ; B_i,l)`` and -1 at ``(L_g,l ; B_j,l)``, so the
-        ``(L_g,l ; B_i,l)`` entry is ``agg[g, i]`` for every ``l``.
-        """
+        """Add ``sum_c res_c d^2 eta_c / d phi^2`` in place: ``agg[g, i]`` at every ``(L_g,l ; B_i,l)``."""
         ch = self.chart
         q = ch.q
         HLB = H[: ch.off_B, ch.off_B : ch.off_b].reshape(ch.rows, q, ch.N, q)
@@ -1100,7 +833,7 @@ class Objective:
         """
         if rows is not None:
             # only the selected cells' derivatives and indices are formed
-            return Objective(self.chart, self.cells.select(rows), ties=self.ties, free=self.free).full_jacobian(theta)
+            return Objective(self.chart, self.cells.select(rows), ties=self.family, free=self.free).full_jacobian(theta)
         phi = self.chart.to_full(theta)
         cols: list[np.ndarray | None] = [*self._columns(phi)]
         m, q = self.cells.g.size, len(cols)
@@ -1126,18 +859,6 @@ class Objective:
         """
         return (self.full_jacobian(theta, rows) @ self.chart.T_sparse).tocsr()
 
-    def influence(self, theta: np.ndarray, A: np.ndarray, coords: slice | np.ndarray = slice(None),
-                  rows: np.ndarray | None = None) -> Influence:
-        """Influence directions ``u_c = A d eta_c / d theta[coords]`` of the cells.
-
-        Factored in the full coordinates: ``J = d eta / d phi`` (a :class:`CellJacobian`
-        for all cells, the sparse rows of the cells selected by ``rows``) and
-        ``A T[:, coords]^T``.
-        """
-        Tc = self.chart.T_sparse[:, coords]
-        J = CellJacobian(self, np.asarray(theta, float)) if rows is None else self.full_jacobian(theta, rows)
-        return Influence(J, np.asarray(Tc @ np.asarray(A).T).T)
-
     def ext_jacobian(self, x: np.ndarray, rows: np.ndarray | None = None) -> sp.csr_matrix:
         """``[d eta / d (phi, l); d l_{g(c)} / d (phi, l)]`` stacked (``2m x (dim_full + n_tie)``, sparse).
 
@@ -1158,7 +879,7 @@ class Objective:
         return expit(self.eta(theta))
 
     def _binary_only(self, what: str) -> None:
-        if self.ties is not None:
+        if not self.family.is_binary:
             raise ArgumentError(f"{what} is for the binary family: tie cells have three outcomes "
                                 "(use outcome_derivatives(x) and ext_jacobian(x))")
 
@@ -1174,137 +895,4 @@ class Objective:
         return (sp.diags(c.w * (c.n * p - c.y)) @ self.cell_jacobian(theta)).tocsr()
 
 
-@dataclass(frozen=True, eq=False)
-class CellJacobian:
-    r"""``J = d eta_c / d phi`` of an :class:`Objective`'s cells at ``theta``, kept factored.
-
-    The products of the sandwich meats (eq. weighted-empirical-sandwich,
-    eq. cell-clustered-meat) are formed as the Hessian is, from per-(judge, item) and
-    item-pair totals over the cells (:meth:`Objective._outer`,
-    :meth:`Objective._gradient_factored`), so the ``m x P`` matrix is formed only when
-    asked (:meth:`tocsr`, e.g. for the record meat).  ``mask`` selects a subset of the
-    cells (the rows of this matrix); ``None`` is all of them.
-    """
-
-    objective: Objective
-    theta: np.ndarray
-    mask: np.ndarray | None = None
-
-    @property
-    def shape(self) -> tuple[int, int]:
-        """``(rows, dim_full)``."""
-        m = self.objective.cells.g.size if self.mask is None else int(np.count_nonzero(self.mask))
-        return m, self.objective.chart.dim_full
-
-    @cached_property
-    def _phi(self) -> np.ndarray:
-        return self.objective.chart.to_full(self.theta)
-
-    def _per_cell(self, x: np.ndarray) -> np.ndarray:
-        """Values on the rows spread over all cells of the objective (0 off ``mask``)."""
-        if self.mask is None:
-            return np.asarray(x, float)
-        out = np.zeros(self.mask.size)
-        out[self.mask] = x
-        return out
-
-    def gram(self, d: np.ndarray) -> np.ndarray:
-        """``J^T diag(d) J`` (dense ``P x P``)."""
-        return self.objective._outer(self._per_cell(d), None, self._phi)
-
-    def rmatvec(self, r: np.ndarray) -> np.ndarray:
-        """``J^T r``."""
-        r = self._per_cell(r)
-        return self.objective._gradient_factored(r, self._phi, self.objective._residual_by_item(r))
-
-    def cluster_gram(self, cluster: np.ndarray, r: np.ndarray) -> np.ndarray:
-        """``sum_k g_k g_k^T`` with ``g_k = sum_{c in k} r_c j_c`` over the clusters ``cluster`` (ids ``0..G-1``).
-
-        The cells of a cluster must share loading row and item pair (a judge-pair cell of
-        eq. cell-clustered-meat over both orders and covariate values): their derivatives
-        differ only in the entries of the order effect and the covariate effects,
-        ``x_c = (a_c, z_c)`` (:attr:`Objective._offsets`), so ``g_k = S_k j_k + sum_u X_uk e_u``
-        with ``S_k = sum r_c`` and ``X_uk = sum r_c x_uc``, and the sum is :meth:`Objective._outer`
-        with the weight ``S^2`` and the offset weights ``(S X_u, X_u X_v)`` on one
-        representative cell per cluster and 0 on the others (no second cell table).
-        """
-        o = self.objective
-        m = o.cells.g.size
-        rows = np.arange(m) if self.mask is None else np.flatnonzero(self.mask)
-        G = int(cluster.max()) + 1 if cluster.size else 0
-        S = np.bincount(cluster, weights=r, minlength=G)
-        X = [np.bincount(cluster, weights=r * x[rows], minlength=G) for x, *_ in o._offsets]
-        rep = np.empty(G, np.int64)
-        rep[cluster] = rows  # any cell of a cluster represents it; the others get weight 0
-
-        def spread(values: np.ndarray, at: np.ndarray) -> np.ndarray:
-            out = np.zeros(m)
-            out[at] = values
-            return out
-
-        w = spread(S * S, rep)
-        wx = [spread(S * Xu, rep) for Xu in X]
-        wxx = {(u, v): spread(X[u] * X[v], rep) for u in range(len(X)) for v in range(u, len(X))}
-        del S, X, rep  # the per-cluster totals are not needed by the sums over the cells
-        return o._outer(w, None, self._phi, offset=(wx, wxx))
-
-    def rows(self, mask: np.ndarray) -> "CellJacobian | sp.csr_matrix":
-        """Return the rows selected by ``mask``: sparse when they are at most half of them, factored otherwise."""
-        sel = mask if self.mask is None else self._per_cell(mask).astype(bool)
-        if 2 * np.count_nonzero(sel) <= sel.size:
-            return self.objective.full_jacobian(self.theta, rows=sel)
-        return CellJacobian(self.objective, self.theta, sel)
-
-    def tocsr(self) -> sp.csr_matrix:
-        """``J`` as a sparse matrix (:meth:`Objective.full_jacobian`)."""
-        return self.objective.full_jacobian(self.theta, rows=self.mask)
-
-
 # ====================================================================== ties
-def tie_totals(data: Comparisons) -> tuple[int, int]:
-    """``(n_L, n_H)`` counting the ties: the LLM and human comparisons used by the tie models."""
-    return int(data.cell_table("llm", ties=True).n.sum()), int(data.cell_table("human", ties=True).n.sum())
-
-
-def family_totals(data: Comparisons, ties: str | None) -> tuple[int, int]:
-    """``(n_L, n_H)`` of eq. weighted-loss in the family: the decisive comparisons (``ties=None``), else counting the ties."""
-    return (data.n_llm, data.n_human) if ties is None else tie_totals(data)
-
-
-def free_groups(data: Comparisons, chart: Chart, ties: str | None) -> np.ndarray:
-    """Return the loading rows with a free tie parameter in the family ``ties`` (none if binary; :func:`tie_groups`)."""
-    return np.zeros(0, np.int64) if ties is None else tie_groups(data, chart)
-
-
-def tie_groups(data: Comparisons, chart: Chart) -> np.ndarray:
-    """Find the loading rows with at least one tie: the groups whose tie parameter ``log nu`` is free.
-
-    Loading rows are the judges ``0..K-1``, and people ``K`` when ``chart`` is calibrated.
-
-    A group without ties has the boundary MLE ``nu = 0`` for both tie models (the
-    log-likelihood decreases in ``nu`` when ``t = 0``), at which its cells follow
-    the binary model exactly; its tie parameter is therefore fixed at ``nu = 0``.
-    """
-    tabs = [data.cell_table(which, ties=True) for which in ("llm", "human")]
-    tied = np.unique(np.concatenate([t.judge[t.counts[:, 2] > 0] for t in tabs]))
-    return tied[tied < chart.rows]
-
-
-def tie_human_loss(ties: str | None, s: np.ndarray, log_nu_h: float, data: Comparisons,
-                   beta: np.ndarray | None = None) -> float:
-    r"""Compute the human loss :math:`\ell_H(s, \nu_H)` of the family ``ties``.
-
-    Minus the log-likelihood kernel of the human tie cells at ``eta = s_i - s_j`` over
-    ``n_H`` (ties counted); ``log_nu_h = -inf`` is the binary model (people without ties);
-    ``ties=None`` the binary loss of the decisive comparisons (:func:`human_loss`); ``beta``
-    the people's covariate effects (``+ z' beta_H``).
-    """
-    from pydial.model.families import binary_cell, tie_cell
-
-    if ties is None:
-        return human_loss(s, data.human, beta)
-    h = data.cell_table("human", ties=True)
-    cnt = h.counts.astype(float)
-    eta = s[h.i] - s[h.j] + covariate_offset(h, beta)
-    d = binary_cell(cnt, eta) if np.isneginf(log_nu_h) else tie_cell(ties)(cnt, eta, log_nu_h)
-    return -float(d.value.sum()) / float(cnt.sum())

@@ -75,7 +75,7 @@ import scipy.sparse as sp
 from scipy.special import expit
 
 from pydial.exceptions import ArgumentError
-from pydial.model.families import tie_cell
+from pydial.model.families import family_of
 
 PENALTIES: tuple[str | None, ...] = (None, "firth")
 
@@ -206,24 +206,6 @@ def central_hessian(grad: Any, x: np.ndarray, coords: Any = None, h: float = 1e-
     return 0.5 * (H + H.T)
 
 
-def outcome_terms(family: str | None, eta: np.ndarray, l: float) -> list[np.ndarray]:
-    """Return ``P, a, b, a_eta, a_l, b_l`` of every (cell, outcome), each ``(m, 3)``.
-
-    The probabilities and the first and second derivatives of each outcome's ``log P`` in
-    ``(eta, l)`` (:mod:`pydial.model.families`; the binary family, ``family=None``, has no tie
-    outcome and no ``l``).
-    """
-    out = [np.zeros((eta.size, 3)) for _ in range(6)]
-    cell = tie_cell(family)
-    for o in range(3 if family is not None else 2):
-        unit = np.zeros((eta.size, 3))
-        unit[:, o] = 1.0
-        d = cell(unit, eta, l)
-        for arr, v in zip(out, (np.exp(d.value), d.d_eta, d.d_l, d.d_eta_eta, d.d_eta_l, d.d_l_l)):
-            arr[:, o] = v
-    return out
-
-
 def information_terms(family: str | None, X: np.ndarray, n: np.ndarray, eta: np.ndarray,
                       l: float | None) -> tuple[float, np.ndarray, float, np.ndarray] | None:
     r"""``log det I`` of a paired-comparison GLM and its exact derivatives, or ``None`` where ``I`` is singular.
@@ -242,7 +224,7 @@ def information_terms(family: str | None, X: np.ndarray, n: np.ndarray, eta: np.
     ``E = diag(i_ee)`` and ``v = i_el`` the cells' information entries.
     """
     fam = family if l is not None else None
-    P, a, b, ae, al, bl = outcome_terms(fam, eta, 0.0 if l is None else l)
+    P, a, b, ae, al, bl = family_of(fam).outcome_terms(eta, 0.0 if l is None else l)
     i_ee, i_el, i_ll = (n * np.sum(P * u * v, axis=1) for u, v in ((a, a), (a, b), (b, b)))
     p = X.shape[1]
     info = (X.T * i_ee) @ X

@@ -22,7 +22,7 @@ cached (:mod:`~pydial.stan.cache`).
 Public functions: :func:`posterior` (NUTS, or CmdStan's Laplace and Pathfinder
 approximations), :func:`standata`, :func:`compare_intervals`, :func:`program_code`,
 :func:`example_program`, :func:`example_programs`, :func:`stan_fit_point`,
-:func:`stan_point_engine` (the optimizers behind ``pydial.fit(..., engine="stan")``), and
+:func:`stan_optimizers` (the optimizers behind ``pydial.fit(..., engine="stan")``), and
 the low-level :func:`compile_model`, :func:`log_prob`, :func:`grad_log_prob`,
 :func:`optimize`, :func:`sample`.
 """
@@ -48,7 +48,7 @@ from .backend import (
 from .bayes import estimand, posterior
 from .cache import CACHE_ENV, StanCacheWarning
 from .compare import IntervalComparison, compare_intervals, interval_settings
-from .engine import stan_point_engine
+from .engine import stan_optimizers
 from .point import POINT_METHODS, StanPointFit, stan_fit_point
 from .programs import EXAMPLES, PROGRAMS, example_program, example_programs, program_code, program_path
 from .schema import standata
@@ -56,6 +56,6 @@ from .schema import standata
 __all__ = ["BACKENDS", "CACHE_ENV", "EXAMPLES", "PROGRAMS", "POINT_METHODS", "CompiledModel", "OptimizeResult",
            "SampleResult", "SamplerWarning", "StanBackendError", "StanCacheWarning", "StanCompileError",
            "StanRuntimeError", "StanPointFit", "backend_available", "IntervalComparison", "compare_intervals",
-           "estimand", "example_program", "example_programs", "interval_settings", "compile_model", "stan_point_engine",
+           "estimand", "example_program", "example_programs", "interval_settings", "compile_model", "stan_optimizers",
            "grad_log_prob", "log_prob", "optimize", "posterior", "precompile", "program_code", "program_path", "sample",
            "stan_backend", "stan_fit_point", "standata"]

@@ -139,7 +139,7 @@ def result_estimand(result: Any) -> dict[str, Any]:
     if getattr(result, "covariate_effects", None) is not None:
         covariates = getattr(spec, "covariate_effects", "judge") if method.startswith("dial") else "judge"
     out = estimand_record(method, model={"human": "human", "judges": "judges"}.get(method, "dial"), rank=result.rank,
-                    calibration=result.calibration, lam=lam, ties=ties, order=order, b=b, scores=scores,
+                    calibration=result.calibration, lambda_=lam, ties=ties, order=order, b=b, scores=scores,
                     penalty=getattr(result, "penalty", None), covariates=covariates)
     data = getattr(result, "data", None)
     out["data"] = data_fingerprint(data) if isinstance(data, Comparisons) else None
@@ -388,7 +388,7 @@ def posterior(
             Store the ``N x N`` human win probabilities: ``win_prob[i, j]`` is the
             probability that people prefer item ``i`` to item ``j`` in one comparison,
             the family's ``P(i wins)`` at ``eta = s_H[i] - s_H[j]`` with the people's
-            ``nu`` (:func:`pydial.model.families.tie_probabilities`, first column):
+            ``nu`` (:meth:`pydial.model.families.Family.probabilities`, first column):
             ``sigma(s_i - s_j)`` without ties; a tie is not a win (default: when ``N <= 30``).
         include_human : bool
             ``method="judges"``: add the people (their own scores ``s_H``).
@@ -587,10 +587,10 @@ def _sample_judges(data: Comparisons, req: Request, opt: RunOptions) -> Sampled:
         coords["tie_judge"] = judges[:K] + ([data.human_judge] if with_human else [])
     covariate_posterior(res.draws, d, judges[:K] + [data.human_judge], list(data.covariates), post, dims, coords)
     if model == "human":
-        est = estimand_record("human", model="human", rank=None, calibration=None, lam=float("nan"), ties=ties,
+        est = estimand_record("human", model="human", rank=None, calibration=None, lambda_=float("nan"), ties=ties,
                         order=False, b="none", scores="s_H", covariates=covariate_estimand(data, "judge"))
     else:
-        est = estimand_record("judges", model="judges", rank=None, calibration=None, lam=float("nan"), ties=ties,
+        est = estimand_record("judges", model="judges", rank=None, calibration=None, lambda_=float("nan"), ties=ties,
                         order=order, b="judge" if order else "none", scores="s_judges",
                         covariates=covariate_estimand(data, "judge"))
     return Sampled(res, d, cells, post, dims, coords, list(post), est, "judges",

@@ -1,7 +1,7 @@
 r"""Stan's optimizer for the judges' models of every outcome family (``judges.stan``).
 
 :func:`stan_btl` maximizes each LLM judge's BTL with its own order effect (``method="judges"``;
-the people's model goes through :func:`pydial.stan.engine.stan_family_optimizers`): the binary
+the people's model goes through :func:`pydial.stan.engine.stan_optimizers`): the binary
 model or Davidson-Beaver's (1977) / Rao and Kupper's (1967), ``ties`` 0, 1 and 2 of
 ``stan/include/paired_likelihoods.stan``, and returns the optimum as a plain
 :class:`pydial.estimation.engines.JudgesBTLFit`; :func:`pydial.estimation.btl.fit_btl` computes the

@@ -15,7 +15,7 @@ import numpy as np
 
 from pydial.data.comparisons import Comparisons
 from pydial.estimation.steps import human_effects
-from pydial.model.families import tie_probabilities
+from pydial.model.families import family_of
 
 from ..exceptions import ArgumentError, DataError
 from ..optim import BOX
@@ -53,16 +53,17 @@ class Request:
     shared: bool = False
 
 
-def estimand_record(method: str, *, model: str, rank: int | None, calibration: str | None, lam: float, ties: str | None,
-              order: bool, b: str, scores: str | None, penalty: str | None = None,
-              covariates: str | None = None) -> dict[str, Any]:
+def estimand_record(method: str, *, model: str, rank: int | None, calibration: str | None, lambda_: float,
+                    ties: str | None, order: bool, b: str, scores: str | None, penalty: str | None = None,
+                    covariates: str | None = None) -> dict[str, Any]:
+    """Return the estimand record of a posterior or a fit: what :func:`pydial.compare_intervals` matches."""
     dial = method.startswith("dial")
     return {
         "method": method,
         "model": model,
         "rank": int(rank) if dial and rank is not None else None,
         "calibration": (calibration if calibration is not None else "none") if dial else None,
-        "lambda_": float(lam) if dial else None,
+        "lambda_": float(lambda_) if dial else None,
         "ties": ties,
         "order": bool(order) if method != "human" else None,
         "b": b,
@@ -122,7 +123,7 @@ def sample_dial(data: Comparisons, req: Request, opt: RunOptions) -> Sampled:
         out.problems += p2
         out.single_run = False
         b_stage = "llm-only"
-        out.notes.append("cut posterior (lam = inf, the counterpart of dial-anc): mu, gamma, U, V, S, b and the "
+        out.notes.append("cut posterior (lambda_ = inf, the counterpart of dial-anc): mu, gamma, U, V, S, b and the "
                          "judges' nu (and beta) from the LLM-only posterior; c, s_H and the people's nu (and beta) "
                          "from dial_calibrate.stan, one calibration per first-stage draw")
     elif order and b_stage == "llm-only":
@@ -142,7 +143,7 @@ def sample_dial(data: Comparisons, req: Request, opt: RunOptions) -> Sampled:
         method = "llm-only"
     else:
         method = ("dial-anc" if cut else "dial-ada") if order else "dial-nopos"
-    out.estimand = estimand_record(method, model="dial", rank=rank, calibration=calibration, lam=lam_eff, ties=ties,
+    out.estimand = estimand_record(method, model="dial", rank=rank, calibration=calibration, lambda_=lam_eff, ties=ties,
                              order=order, b=(b_stage if order else "none"),
                              scores="s_H" if calibration is not None else None,
                              covariates=covariate_estimand(data, "shared" if req.shared else "judge"))
@@ -252,7 +253,7 @@ def cut_stage(data: Comparisons, req: Request, opt: RunOptions, res: SampleResul
     if opt.win_prob:  # the family's P(i wins), as win_prob of dial_sample.stan
         diff = s_h[:, :, None] - s_h[:, None, :]
         log_nu_h = np.log(np.asarray(res2.draws["nu"], float)).reshape(T, 1, 1) if tie else np.zeros((T, 1, 1))
-        p_win = tie_probabilities(ties, diff.reshape(-1), np.broadcast_to(log_nu_h, diff.shape).reshape(-1))[:, 0]
+        p_win = family_of(ties).probabilities(diff.reshape(-1), np.broadcast_to(log_nu_h, diff.shape).reshape(-1))[:, 0]
         post["win_prob"] = p_win.reshape(chains, draws, N, N)
         dims["win_prob"] = ["item", "item_j"]
         coords["item_j"] = list(data.items)

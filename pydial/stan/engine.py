@@ -1,6 +1,6 @@
 """``pydial.fit(..., engine="stan")``: Stan's optimizer, numpy inference at its optimum.
 
-:func:`stan_point_engine` supplies the optimizers used by :func:`pydial.fit` when
+:func:`stan_optimizers` supplies the optimizers used by :func:`pydial.fit` when
 ``engine="stan"``.  The point estimate comes from Stan (:func:`stan_fit_point`);
 the covariance, position-effect tests, consensus loadings and the calibration
 LRT are computed by the numpy engine's own functions at that point, so the two
@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from pydial.data.comparisons import Comparisons
-from pydial.estimation.engines import Engine, PointEngine, StagedFit, FamilyOptimizers
+from pydial.estimation.engines import Optimizers, StagedFit
 from pydial.model.penalty import check_penalty
 
 from .backend import OptimizeResult
@@ -24,7 +24,7 @@ from .parameters import optimize_dial
 from .point import StanPointFit, stan_beta, stan_fit_point
 from .btl import stan_btl
 
-__all__ = ["stan_engine", "stan_point_engine", "stan_family_optimizers"]
+__all__ = ["stan_optimizers", "stan_pooled_stages"]
 
 
 
@@ -37,18 +37,15 @@ def _as_optim(res: OptimizeResult, x: np.ndarray, fun: float) -> Any:
                        message=f"Stan ({res.backend}): {res.message}")
 
 
-def stan_point_engine(seed: int | None = None, penalty: str | None = None) -> PointEngine:
-    """Return a :class:`pydial.estimation.engines.PointEngine` whose optimizers are Stan's.
+def _binary_optimizers(seed: int | None, penalty: str | None) -> tuple[Any, Any]:
+    """Stan's ``staged`` and ``path`` of the binary family (:class:`~pydial.estimation.engines.Optimizers`).
 
-    The staged endpoint, every finite weight of the DIAL-Ada path (warm-started as
-    in Alg. DIAL-Ada) and the human BTL are optimized by Stan; each optimum is
-    re-expressed in the canonical gauge of the chart (same ``(s, S, b)``) before the
-    box and regularity guards are applied.  ``penalty="firth"`` optimizes the
-    Jeffreys-prior penalized targets (the ``firth`` flag of the programs).
+    Each optimum is re-expressed in the canonical gauge of the chart (same ``(s, S, b)``) before
+    the box and regularity guards; ``penalty="firth"`` optimizes the Jeffreys-prior penalized targets.
     """
     def staged(data: Comparisons, rank: int, calibration: str, *, order: bool = True, shared: bool = False) -> StagedFit:
-        sp: StanPointFit = stan_fit_point(data, "staged", rank=rank, calibration=calibration, order=order, seed=seed,
-                                          penalty=penalty, shared=shared)
+        sp: StanPointFit = stan_fit_point(data, "dial-anc" if order else "dial-nopos", rank=rank, calibration=calibration,
+                                          lambda_=np.inf, seed=seed, penalty=penalty, shared=shared)
         assert sp.llm_chart is not None and sp.llm_theta is not None  # a staged fit has its first stage
         # the calibration GLM's coordinates (c, free beta_H), as numpy's (pydial.estimation.glm.fit_calibration)
         c_M = np.append(sp.chart.calibration_coordinates(sp.theta), sp.theta[sp.chart.human_coordinates[sp.chart.d:]])
@@ -58,34 +55,35 @@ def stan_point_engine(seed: int | None = None, penalty: str | None = None) -> Po
         cal_opt = _as_optim(sp.stages[1], c_M, sp.objective)
         return StagedFit(sp.chart, theta, llm_opt, cal_opt, sp.llm_chart, llm_theta)
 
-    def joint(data: Comparisons, chart: Any, lam: float, theta0: np.ndarray, warm: Any = None,
+    def joint(data: Comparisons, chart: Any, lambda_: float, theta0: np.ndarray, warm: Any = None,
               polish: bool = True) -> tuple[np.ndarray, Any]:
         # warm (the previous weight's fit) is not used: Stan's optimizer evaluates its own start;
         # polish neither: it stops at its own tolerances
-        sp = stan_fit_point(data, "joint", rank=chart.r, calibration=chart.calibration, lambda_=lam, order=chart.order,
-                            init=theta0, seed=seed, warn=False, penalty=penalty, shared=chart.shared)
+        sp = stan_fit_point(data, "dial-ada" if chart.order else "dial-nopos", rank=chart.r, calibration=chart.calibration,
+                            lambda_=lambda_, init=theta0, seed=seed, penalty=penalty, shared=chart.shared,
+                            options={"warn": False})
         theta = chart.canonical(sp.theta) if chart.r > 0 else sp.theta
         return theta, _as_optim(sp.stages[0], theta, sp.objective)
 
-    return PointEngine(staged=staged, joint=joint, name="stan",
-                         penalty=penalty)
+    return staged, joint
 
 
-def stan_family_optimizers(seed: int | None = None, backend: str | None = None) -> FamilyOptimizers:
-    """Return the optimizers of :mod:`pydial.estimation.steps` run by Stan (``fit(..., engine="stan")``), every family.
+def stan_optimizers(seed: int | None = None, penalty: str | None = None, backend: str | None = None) -> Optimizers:
+    """Return the Stan engine of ``pydial.fit(..., engine="stan")``: every optimizer of every family is Stan's.
 
     ``dial.stan`` with the family's ``ties`` code for the LLM-only stage, the calibration
     stage (``fix_llm``) and the weighted fits (weights ``lambda n_H / n_L`` and 1, ``n``
-    counting the ties of a tie family); ``judges.stan`` for the people alone (the binary
-    family's people too: the fast path of :mod:`pydial.estimation.binary` has Stan's staged
-    and weighted fits of its own).  Each optimum is re-expressed in the
+    counting the ties of a tie family); ``judges.stan`` for the people alone; the binary
+    family's staged and weighted fits through :func:`~pydial.stan.point.stan_fit_point`
+    (``penalty``: their Jeffreys prior), the pooled baseline's stages and the judge-wise
+    BTL too.  Each optimum is re-expressed in the
     canonical gauge; the numpy engine computes every covariance, GACV and test there.
     A judge or the people without any tie get ``nu_zero`` (``nu = 0``, binary cells; their
     unused ``log nu`` entries of the program are held at 0 and dropped from the optimum), as
-    the numpy engine fixes them (:func:`pydial.model.likelihood.tie_groups`).
+    the numpy engine fixes them (:func:`pydial.model.cells.tie_groups`).
     """
     from pydial.model.chart import helmert_basis
-    from pydial.model.likelihood import family_totals
+    from pydial.model.cells import family_totals
 
     from .backend import compile_model
     from .schema import dial_data, empty_cells, human_cell_table, judges_data, weighted_log_coef
@@ -134,9 +132,9 @@ def stan_family_optimizers(seed: int | None = None, backend: str | None = None) 
         x = np.concatenate([ch.calibration_coordinates(th), u[ch.d:head], u[head:]])
         return _as_optim(res, x, -(res.log_prob - weighted_log_coef(d)) / n_h)
 
-    def joint(data: Comparisons, ties: str | None, ch: Any, lam: float, x0: np.ndarray, penalty: str | None = None) -> Any:
+    def joint(data: Comparisons, ties: str | None, ch: Any, lambda_: float, x0: np.ndarray, penalty: str | None = None) -> Any:
         n_l, n_h = family_totals(data, ties)
-        d = dial_data(data, ch, w_llm=lam * n_h / n_l, w_human=1.0, ties=ties, boundary_nu=True,
+        d = dial_data(data, ch, w_llm=lambda_ * n_h / n_l, w_human=1.0, ties=ties, boundary_nu=True,
                       firth=2 if check_penalty(penalty) else 0)
         res, u = run(d, ch, x0, ch.dim)
         return _as_optim(res, canonical(ch, u), -(res.log_prob - weighted_log_coef(d)) / n_h)
@@ -164,7 +162,9 @@ def stan_family_optimizers(seed: int | None = None, backend: str | None = None) 
         x = np.concatenate([s[: N - 1], [] if beta is None else beta[0], np.asarray(parts["log_nu"], float).reshape(-1)])
         return _as_optim(res, x, -(res.log_prob - weighted_log_coef(d)) / n_h)
 
-    return FamilyOptimizers(llm, calibration, joint, human, name="stan")
+    staged, path = _binary_optimizers(seed, penalty)
+    return Optimizers(llm, calibration, joint, human, staged, path, name="stan", penalty=penalty,
+                      pooled_stages=partial(stan_pooled_stages, seed=seed), btl=stan_btl)
 
 
 def stan_pooled_stages(data: Comparisons, ties: str | None, x0: np.ndarray, l2: float, free1: bool, free2: bool,
@@ -180,7 +180,7 @@ def stan_pooled_stages(data: Comparisons, ties: str | None, x0: np.ndarray, l2: 
     priors (``firth`` 1 and 2).
     """
     from pydial.model.chart import Chart, centering_basis, fixed_effects
-    from pydial.model.likelihood import family_totals
+    from pydial.model.cells import family_totals
 
     from .backend import compile_model
     from .schema import dial_data, pooled_cell_table, weighted_log_coef
@@ -210,10 +210,3 @@ def stan_pooled_stages(data: Comparisons, ties: str | None, x0: np.ndarray, l2: 
     o2 = _as_optim(r2, np.concatenate([[c], r2.u[1:people.size], r2.u[people.size:] if free2 else []]),
                    -(r2.log_prob - weighted_log_coef(d2)) / n_h)
     return o1, o2
-
-
-def stan_engine(seed: int | None = None, penalty: str | None = None) -> Engine:
-    """Return the Stan engine of ``pydial.fit(..., engine="stan")``: every optimizer of the binary and the tie fits is Stan's."""
-    ties = stan_family_optimizers(seed)
-    return Engine(stan_point_engine(seed, penalty=penalty),
-                  dataclasses.replace(ties, pooled_stages=partial(stan_pooled_stages, seed=seed), btl=stan_btl))

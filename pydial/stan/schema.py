@@ -214,7 +214,7 @@ def schema_data(L: CellTable, H: CellTable | None, *, N: int, K: int, order: boo
     ``ties=None`` the cells must have no ties (use the decisive tables).
     ``boundary_nu=True`` (with ``ties``): a judge (or the people) without any tie in
     the cells passed gets ``nu_zero = 1``, the boundary MLE ``nu = 0`` at which its
-    cells are binary (as :func:`pydial.model.likelihood.tie_groups`); its ``log_nu``
+    cells are binary (as :func:`pydial.model.cells.tie_groups`); its ``log_nu``
     entry is then unused.  For point fits; default ``False`` (every group's ``nu`` free).
 
     Response covariates (``covariates=True`` and tables with :attr:`CellTable.z`): ``n_cov``,
@@ -697,9 +697,9 @@ def dial_sample_inits(
 def tie_start(d: Mapping[str, Any]) -> np.ndarray:
     """Return the starting log tie parameters (judges 1..K, then people) of the Stan data ``d``.
 
-    :func:`pydial.model.families.log_nu_start` (the numpy engine's start) of each group's cells.
+    :func:`pydial.model.families.Family.log_nu_start` (the numpy engine's start) of each group's cells.
     """
-    from pydial.model.families import log_nu_start
+    from pydial.model.families import family_of
 
     code, K, H = int(d["ties"]), int(d["K"]), int(d["H"])
     if code == 0:
@@ -708,7 +708,7 @@ def tie_start(d: Mapping[str, Any]) -> np.ndarray:
     judge = np.concatenate([np.asarray(d["cell_judge"], np.int64) - 1, np.full(H, K)])
     ties = {v: k for k, v in TIES_CODE.items()}[code]
     assert ties is not None  # code != 0
-    return np.asarray([log_nu_start(ties, counts[judge == g]) for g in range(K + (1 if H else 0))], float)
+    return np.asarray([family_of(ties).log_nu_start(counts[judge == g]) for g in range(K + (1 if H else 0))], float)
 
 
 def _householder_perp(e: np.ndarray) -> np.ndarray:

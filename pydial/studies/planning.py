@@ -313,7 +313,7 @@ def staged_parts(result: DialResult, data: Comparisons) -> tuple[np.ndarray, np.
     The two-step sandwich is split into its LLM and human parts (human / LLM influence
     rows zeroed).
     """
-    from pydial.estimation.binary import staged_fit
+    from pydial.estimation.glm import staged_fit
     from pydial.inference.linearization import Influence, influence_covariance, staged_influence
 
     order = result.method != "dial-nopos"

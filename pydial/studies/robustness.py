@@ -52,7 +52,7 @@ from pydial.data.comparisons import Comparisons, HumanCells
 from pydial.estimation.spec import check_count, check_level, check_seed, spec_from_arguments
 from pydial.exceptions import (ArgumentError, ArgumentTypeError, ConvergenceError, DialError, IdentifiabilityError,
                                OutputError)
-from pydial.model.likelihood import human_loss
+from pydial.model.cells import human_loss
 from pydial.studies.metrics import kendall_tau
 from pydial.studies.robustness_sweeps import (ANTI_PREFIX, KINDS, PURE_PREFIX, Sweep, TaskData, anti_consensus,
                                               calibration, display_imbalance, human_budget, llm_budget, prepare,

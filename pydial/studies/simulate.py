@@ -376,9 +376,9 @@ def _structure(rng: np.random.Generator, N: int, K: int, r: int) -> tuple[np.nda
 # --------------------------------------------------------------------------- simulate
 def _draw_outcomes(gen: np.random.Generator, tie_model: str, eta: np.ndarray, log_nu: np.ndarray) -> np.ndarray:
     """Outcome codes 0 (item i wins), 1 (item j wins), 2 (tie) from a tie model (:mod:`pydial.model.families`)."""
-    from pydial.model.families import tie_probabilities
+    from pydial.model.families import family_of
 
-    P = tie_probabilities(tie_model, eta, log_nu)
+    P = family_of(tie_model).probabilities(eta, log_nu)
     u = gen.random(eta.size)
     return np.where(u < P[:, 0], 0, np.where(u < P[:, 0] + P[:, 1], 1, 2))
 

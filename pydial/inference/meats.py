@@ -58,16 +58,16 @@ CLUSTERED: tuple[str, ...] = ("cell", "record")
 """The meats the small-sample factor ``G/(G-1)`` applies to."""
 
 
-def check_cov_type(cov: str) -> str:
+def check_cov_type(cov_type: str) -> str:
     """Validate a meat name against :data:`COV_TYPES`."""
-    if cov not in COV_TYPES:
-        raise ArgumentError(f"cov must be one of {COV_TYPES}, got {cov!r}")
-    return cov
+    if cov_type not in COV_TYPES:
+        raise ArgumentError(f"cov_type must be one of {COV_TYPES}, got {cov_type!r}")
+    return cov_type
 
 
 @dataclass(frozen=True)
 class CellStats:
-    """Cell counts and fitted probabilities in the stacked order of :class:`pydial.model.likelihood.Cells`.
+    """Cell counts and fitted probabilities in the stacked order of :class:`pydial.model.cells.Cells`.
 
     The LLM cells come first, then the human cells.
 
@@ -162,7 +162,7 @@ class CellStats:
 class FactoredJacobian(Protocol):
     """A cell Jacobian ``J`` (m x P) that forms the meats' products without the ``m x P`` matrix.
 
-    :class:`pydial.model.likelihood.CellJacobian` is the one of the structured fits.
+    :class:`pydial.model.cells.CellJacobian` is the one of the structured fits.
     """
 
     @property
@@ -272,7 +272,7 @@ class BlockJacobian:
         return sp.block_diag([sp.csr_matrix(as_sparse(b)) for b in self.blocks], format="csr")
 
 
-def influence_covariance(U: "Influence | np.ndarray", st: CellStats, data: Comparisons, cov: str, *,
+def influence_covariance(U: "Influence | np.ndarray", st: CellStats, data: Comparisons, cov_type: str, *,
                          what: str = "the estimates") -> np.ndarray:
     """Covariance ``sum_clusters (sum IF)(sum IF)^T`` of a linearized target.
 
@@ -287,7 +287,7 @@ def influence_covariance(U: "Influence | np.ndarray", st: CellStats, data: Compa
         Counts, fitted probabilities and weights of the same cells.
     data : Comparisons
         Supplies the judge-pair and record structure for clustering.
-    cov : {"fisher", "binomial", "cell", "record"}
+    cov_type : {"fisher", "binomial", "cell", "record"}
     what : str
         Name of the target, for the warning of :func:`degenerate_meat`.
 
@@ -296,14 +296,14 @@ def influence_covariance(U: "Influence | np.ndarray", st: CellStats, data: Compa
     ndarray (q, q)
         All NaN when the sandwich meat is degenerate (see :func:`degenerate_meat`).
     """
-    check_cov_type(cov)
+    check_cov_type(cov_type)
     if isinstance(U, Influence):
-        return Linearization(MeatSource(U.J, st), U.A, {}, what).covariance(data, cov)
+        return Linearization(MeatSource(U.J, st), U.A, {}, what).covariance(data, cov_type)
     J = U
-    return meat_covariance(parameter_meat(J, st, data, cov), lambda: _gram(J, np.ones(J.shape[0])), None, cov, what)
+    return meat_covariance(parameter_meat(J, st, data, cov_type), lambda: _gram(J, np.ones(J.shape[0])), None, cov_type, what)
 
 
-def meat_covariance(M: "Meat", JtJ: Callable[[], Any], A: np.ndarray | None, cov: str, what: str,
+def meat_covariance(M: "Meat", JtJ: Callable[[], Any], A: np.ndarray | None, cov_type: str, what: str,
                     correction: bool = False) -> np.ndarray:
     """Return the sandwich ``A M A^T`` of eq. weighted-empirical-sandwich (``M`` itself when ``A`` is None).
 
@@ -317,9 +317,9 @@ def meat_covariance(M: "Meat", JtJ: Callable[[], Any], A: np.ndarray | None, cov
     if M.clusters is not None and M.clusters <= (C.shape[0] if A is None else min(A.shape)):
         G = JtJ()
         gram = _dense(G) if A is None else np.asarray(A @ _dense(G @ A.T))
-        if degenerate_meat(gram, M.clusters, cov, what):
+        if degenerate_meat(gram, M.clusters, cov_type, what):
             return np.full_like(C, np.nan)
-    if correction and cov in CLUSTERED and M.clusters is not None:
+    if correction and cov_type in CLUSTERED and M.clusters is not None:
         C = C * (M.clusters / (M.clusters - 1.0))
     return C
 
@@ -343,12 +343,12 @@ class MeatSource:
     _meats: dict[tuple[str, int], "Meat"] = field(default_factory=dict, init=False, repr=False)
     _jtj: Any = field(default=None, init=False, repr=False)
 
-    def meat(self, data: Comparisons, cov: str) -> "Meat":
-        """Return the meat of type ``cov`` in the parameter space of ``J`` (clusters from ``data``)."""
-        check_cov_type(cov)
-        key = (cov, id(data))  # the cells' data supply the judge-pair and record clusters
+    def meat(self, data: Comparisons, cov_type: str) -> "Meat":
+        """Return the meat of type ``cov_type`` in the parameter space of ``J`` (clusters from ``data``)."""
+        check_cov_type(cov_type)
+        key = (cov_type, id(data))  # the cells' data supply the judge-pair and record clusters
         if key not in self._meats:
-            self._meats[key] = parameter_meat(self.J, self.stats, data, cov, self.record_rows)
+            self._meats[key] = parameter_meat(self.J, self.stats, data, cov_type, self.record_rows)
         return self._meats[key]
 
     def gram(self) -> Any:
@@ -414,7 +414,7 @@ def linearize(U: "Influence", st: "CellStats", what: str, **blocks: slice) -> Li
     return Linearization(MeatSource(U.J, st), U.A, blocks or {"scores": slice(0, U.A.shape[0])}, what)
 
 
-def degenerate_meat(gram: np.ndarray, G: int | None, cov: str, what: str) -> bool:
+def degenerate_meat(gram: np.ndarray, G: int | None, cov_type: str, what: str) -> bool:
     """Whether an empirical meat with ``G`` independent clusters cannot estimate a target's covariance.
 
     The target has ``p = rank(U)`` free directions (``gram = U^T U``); the meat is degenerate when
@@ -429,9 +429,9 @@ def degenerate_meat(gram: np.ndarray, G: int | None, cov: str, what: str) -> boo
     if G > p:
         return False
     warnings.warn(CovarianceWarning(
-        f"the {cov!r} covariance of {what} is degenerate: {G} independent cluster(s) for p = {p} estimated "
+        f"the {cov_type!r} covariance of {what} is degenerate: {G} independent cluster(s) for p = {p} estimated "
         f"direction(s) (a clustered meat needs more clusters than directions); its standard errors and intervals "
-        f"are NaN. Use cov_type='binomial' or 'fisher', or more {'records' if cov == 'record' else 'judge-pair cells'}"),
+        f"are NaN. Use cov_type='binomial' or 'fisher', or more {'records' if cov_type == 'record' else 'judge-pair cells'}"),
         stacklevel=3)
     return True
 
@@ -469,7 +469,7 @@ class Meat:
         return out
 
 
-def parameter_meat(J: Any, st: "CellStats | OutcomeStats", data: Comparisons | None, cov: str,
+def parameter_meat(J: Any, st: "CellStats | OutcomeStats", data: Comparisons | None, cov_type: str,
                    record_rows: Any = None) -> "Meat":
     r"""Return the meat ``sum_clusters g g^T`` in the parameter space of ``J`` (P x P).
 
@@ -486,9 +486,9 @@ def parameter_meat(J: Any, st: "CellStats | OutcomeStats", data: Comparisons | N
     the Jacobian, so a :class:`FactoredJacobian` of binary cells is never formed.  ``data``
     (judge pairs and records) is needed by the clustered meats only.
     """
-    check_cov_type(cov)
+    check_cov_type(cov_type)
     w, h = st.w, st.is_human
-    if cov == "fisher":
+    if cov_type == "fisher":
         return Meat(_channel_gram(J, w**2 * st.fisher()))
     n, s1 = st.totals(), st.score_sums()  # per cell and channel, the sum of its comparisons' scores
     C, m = s1.shape[0], w.size
@@ -500,10 +500,10 @@ def parameter_meat(J: Any, st: "CellStats | OutcomeStats", data: Comparisons | N
         ub, wn = gbar[bool(h[mk][0])], np.sum(w[mk] ** 2 * n[mk])
         return Meat(_channel_gram(_rows(J, np.tile(mk, C)), w[mk] ** 2 * s2), ((ub, -ub * wn),), int(n[mk].sum()))
 
-    if cov == "binomial":
+    if cov_type == "binomial":
         return _sum(independent(mk) for mk in blocks)
     assert data is not None, "the clustered meats need the data"
-    if cov == "cell":
+    if cov_type == "cell":
         out = [independent(h)] if h.any() else []
         if (~h).any():
             lm = ~h

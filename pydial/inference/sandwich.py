@@ -1,0 +1,307 @@
+r"""Sandwich influence of the fits of every outcome family (eq. weighted-empirical-sandwich).
+
+The cells' single-comparison statistics (:class:`~pydial.inference.meats.OutcomeStats`), the
+judgments behind them for the record meat (eq. hac-meat), the factored influence
+:class:`OutcomeInfluence` of a weighted fit, of the staged endpoint (two-step form) and of a
+paired-comparison GLM, and the GACV trace term (eq. gacv).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any, cast
+
+import numpy as np
+import scipy.sparse as sp
+from scipy.special import expit
+
+from pydial.cache import derived
+from pydial.data.comparisons import COVARIATE_PREFIX, I_WINS, J_WINS, TIE, Comparisons
+from pydial.data.ingest import RowCoder
+from pydial.exceptions import ArgumentError
+from pydial.inference.linearization import Linearization, two_step_maps
+from pydial.inference.meats import CellStats, MeatSource, OutcomeStats, parameter_meat
+from pydial.model.chart import Chart
+from pydial.model.design import Design
+from pydial.model.families import Family, family_of
+from pydial.model.glm import FamilyGLM
+from pydial.model.likelihood import Cells, Objective
+from pydial.model.cells import family_totals
+from pydial.optim import pinv_sym
+
+
+def outcome_stats(obj: Objective, x: np.ndarray, rows: np.ndarray | None = None,
+                  unit_weight: bool = False) -> OutcomeStats:
+    """:class:`~pydial.inference.linearization.OutcomeStats` of the objective's cells at ``x`` (or of ``rows``).
+
+    With each cell's observed information, so that the ``"fisher"`` meat is the observed information
+    as for every fit of a tie family (:func:`family_glm_influence`).
+    """
+    if rows is not None:  # only the selected cells' derivatives are formed
+        obj = Objective(obj.chart, obj.cells.select(rows), ties=obj.family, free=obj.free)
+    eta = obj.eta(x[: obj.chart.dim])
+    P, a, b = obj.outcome_derivatives(x, eta)
+    d = obj.cell_derivatives(x, eta)
+    c = obj.cells
+    w = np.ones(c.w.size) if unit_weight else c.w
+    info = -np.column_stack([d.d_eta_eta, d.d_eta_l, d.d_l_l])
+    return OutcomeStats(c.counts, P, a, b, w, c.is_human, c.g, c.i, c.j, c.a, info)
+
+
+def _judgments(data: Comparisons) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """Every judgment of a fit's cells, sorted by cell key: ``(key, record, outcome)`` (None without records).
+
+    The key is that of :func:`record_rows`' cells; outcome 0 = ``i`` wins, 1 = ``j`` wins, 2 = tie.
+    Formed once per data set (cached): the record meat of every fit looks its cells up here.
+    """
+    f = data.frame
+    if "rec" not in f.columns:
+        return None
+    used = ((~f["self"]) & f["outcome"].isin([I_WINS, J_WINS, TIE])).to_numpy()
+    f = f.loc[used]
+    N, k = data.N, f["k"].to_numpy(np.int64)
+    a_row = np.where(k == data.K, 0, f["a"].to_numpy(np.int64))
+    key = ((k * N + f["i"].to_numpy(np.int64)) * N + f["j"].to_numpy(np.int64)) * 3 + a_row + 1
+    if data.p:
+        rc = _z_codes(data)
+        key = key * len(rc) + rc.codes[used]
+    oc = f["outcome"].to_numpy()
+    order = np.argsort(key, kind="stable")
+    outcome = np.select([oc == I_WINS, oc == J_WINS], [0, 1], 2).astype(np.int8)
+    return key[order], f["rec"].to_numpy(np.int64)[order], outcome[order]
+
+
+def _z_codes(data: Comparisons) -> RowCoder:
+    """Return the codes of the covariate values of ``data``: the :class:`~pydial.data.ingest.RowCoder` of its frame, cached.
+
+    Judgments and cells with equal covariates get equal codes (the cells' values are copies of
+    the frame's covariate columns), so that cells split by covariate value find their judgments.
+    """
+    return derived(data, ("covariate codes",),
+                   lambda: RowCoder(data.frame[[COVARIATE_PREFIX + c for c in data.covariates]].to_numpy(float)))
+
+
+def record_rows(data: Comparisons, cells: Cells, ties: "str | None | Family") -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """``(record, cell, outcome)`` of every judgment the family ``ties`` uses in ``cells``, for the record meat (eq. hac-meat).
+
+    The cell in their stacked order, outcome 0 = ``i`` wins, 1 = ``j`` wins, 2 = tie (the
+    binary family, ``ties=None``, leaves the tied judgments out).
+    """
+    J = derived(data, ("judgments by cell",), lambda: _judgments(data))
+    if J is None:
+        return None
+    key, rec, outcome = J
+    N = data.N
+    key_cell = ((cells.g.astype(np.int64) * N + cells.i) * N + cells.j) * 3 + np.where(cells.is_human, 0, cells.a) + 1
+    if data.p:
+        assert cells.z is not None  # the cells of data with covariates carry them
+        rc = _z_codes(data)
+        key_cell = key_cell * len(rc) + rc.code(cells.z)
+    lo, hi = np.searchsorted(key, key_cell, "left"), np.searchsorted(key, key_cell, "right")
+    cnt = hi - lo
+    cell = np.repeat(np.arange(key_cell.size), cnt)
+    rows = np.arange(int(cnt.sum())) + np.repeat(lo - (np.cumsum(cnt) - cnt), cnt)  # the judgments of each cell
+    keep = outcome[rows] < (2 if family_of(ties).is_binary else 3)
+    return rec[rows][keep], cell[keep], outcome[rows][keep].astype(np.int64)
+
+
+@dataclass(frozen=True)
+class OutcomeInfluence:
+    """Influence in factored form for the cells of any outcome family.
+
+    The derivative channels ``J2`` (``2m x P``: ``d eta``, then ``d log nu``; for the binary
+    family's GLMs the one channel ``d eta``, ``m x P``), the map ``A`` (``q x P``), the cells'
+    statistics (:class:`OutcomeStats`; :class:`CellStats` on the one channel) and record
+    rows; ``n_zero``: the number of zero eigenvalues of the bread's Hessian (a GLM without
+    gauge is not identified when it is positive).
+    """
+
+    J2: Any
+    A: np.ndarray
+    st: OutcomeStats | CellStats
+    rec: tuple[np.ndarray, np.ndarray, np.ndarray] | None
+    n_zero: int = 0
+
+    def linearization(self, what: str, blocks: dict[str, slice], **kwargs: Any) -> Linearization:
+        """Return the :class:`~pydial.inference.linearization.Linearization` of these cells.
+
+        The meats of :func:`pydial.inference.linearization.parameter_meat` (eq. weighted-empirical-sandwich,
+        eq. cell-clustered-meat, eq. hac-meat); ``kwargs``: ``stage_one``, ``tie_labels``.
+        """
+        return Linearization(MeatSource(self.J2, self.st, self.rec), self.A, blocks, what, **kwargs)
+
+    def covariance(self, data: Comparisons, cov_type: str, what: str) -> np.ndarray:
+        """Return ``A M A^T`` with the meat ``M`` of type ``cov_type`` (:func:`pydial.inference.meats.parameter_meat`)."""
+        return self.linearization(what, {}).covariance(data, cov_type)
+
+
+def _concatenate(arrays: list[np.ndarray]) -> np.ndarray:
+    """``np.concatenate(arrays)``, or a view when they are adjacent slices of one array, in order (no copy)."""
+    a0 = arrays[0]
+    base = a0.base if a0.base is not None else a0
+    start = a0.__array_interface__["data"][0]
+    end = start
+    for a in arrays:
+        if a.ndim != 1 or a.base is not base or not a.flags.c_contiguous or a.__array_interface__["data"][0] != end:
+            return np.concatenate(arrays)
+        end += a.nbytes
+    if base.ndim != 1 or not base.flags.c_contiguous or base.dtype != a0.dtype:
+        return np.concatenate(arrays)
+    offset = (start - base.__array_interface__["data"][0]) // a0.itemsize
+    return base[offset:offset + (end - start) // a0.itemsize]
+
+
+def _stack_stats(parts: list[Any]) -> OutcomeStats | CellStats:
+    """Stack the cells' statistics of one kind; the observed information only when every part has it."""
+    kind = type(parts[0])
+    if any(type(p) is not kind for p in parts):
+        raise ArgumentError("cells of the binary family's GLMs stack only with their own kind")
+    optional = ("information", "llm_index", "human_index", "pair_key")
+    cols = {f.name: _concatenate([getattr(p, f.name) for p in parts]) for f in dataclasses.fields(kind)
+            if f.name not in optional}
+    for name in optional:
+        vals = [getattr(p, name) for p in parts if getattr(p, name, None) is not None]
+        if hasattr(parts[0], name) and vals and len(vals) == len(parts):
+            cols[name] = np.concatenate(vals)
+    return kind(**cols)
+
+
+def stack_outcome_influence(parts: list[OutcomeInfluence], A: np.ndarray | None = None) -> OutcomeInfluence:
+    """Stack the influence of blocks of cells with their own parameter spaces (eq. weighted-empirical-sandwich).
+
+    Channels block-diagonal, ``A`` side by side, so that one meat sees all cells (the record meat
+    clusters judgments of different blocks on one record, eq. hac-meat).  ``A``: the stacked map,
+    when the caller has formed it already (the parts' own ``A`` are then unused).
+    """
+    ms = [p.st.w.size for p in parts]
+    C = parts[0].J2.shape[0] // ms[0]  # channels: 2, or 1 for the binary family's GLMs
+    J = sp.vstack([sp.block_diag([sp.csr_matrix(p.J2)[k * m:(k + 1) * m] if C > 1 else p.J2 for p, m in zip(parts, ms)])
+                   for k in range(C)], format="csr")
+    rec: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+    recs = [p.rec for p in parts if p.rec is not None]
+    if len(recs) == len(parts):
+        off = np.cumsum([0] + ms[:-1])
+        rec = cast(tuple[np.ndarray, np.ndarray, np.ndarray],
+                   tuple(np.concatenate(z) for z in zip(*[(r[0], r[1] + o, r[2]) for r, o in zip(recs, off)])))
+    return OutcomeInfluence(J, np.hstack([p.A for p in parts]) if A is None else A, _stack_stats([p.st for p in parts]), rec)
+
+
+def objective_outcome_influence(data: Comparisons, obj: Objective, x: np.ndarray, A_x: np.ndarray,
+                         coords: np.ndarray | slice = slice(None)) -> OutcomeInfluence:
+    """``u_c = A_x T_ext[:, coords]^T (channels of cell c)`` for the cells of ``obj``."""
+    Tc = obj.T_ext[:, coords]
+    A = np.asarray((Tc @ np.asarray(A_x).T).T) if sp.issparse(Tc) else A_x @ Tc.T
+    return OutcomeInfluence(obj.ext_jacobian(x), np.asarray(A), outcome_stats(obj, x), record_rows(data, obj.cells, obj.family))
+
+
+def target_jacobian_x(ch: Chart, obj: Objective, x: np.ndarray) -> np.ndarray:
+    """Jacobian in ``x`` of the targets ``(s, log nu_H, beta)`` (``log nu_H`` only when free, ``beta`` with covariates)."""
+    T = ch.target_jacobian(x[: ch.dim])
+    E = np.zeros((T.shape[0], obj.dim))
+    E[:, : ch.dim] = T
+    if ch.K in obj.free:
+        e = np.zeros((1, obj.dim))
+        e[0, ch.dim + int(np.flatnonzero(obj.free == ch.K)[0])] = 1.0
+        E = np.vstack([E[: ch.N], e, E[ch.N:]])
+    return E
+
+
+def family_finite_influence(data: Comparisons, ch: Chart, lambda_: float, x: np.ndarray, ties: str | None,
+                            hess: np.ndarray | None = None) -> OutcomeInfluence:
+    """Sandwich at a finite weight (eq. weighted-empirical-sandwich, pseudo-inverse bread), targets :func:`target_jacobian_x`."""
+    obj = Objective.weighted(ch, data, lambda_, ties=ties)
+    H = hess if hess is not None else obj.value_grad_hess(x)[2]
+    Hp, _ = pinv_sym(H)
+    return objective_outcome_influence(data, obj, x, target_jacobian_x(ch, obj, x) @ Hp)
+
+
+def family_staged_influence(data: Comparisons, sf: Any, ties: str | None) -> tuple[OutcomeInfluence, int]:
+    """Two-step influence of the targets ``(s, log nu_H, beta)`` (:func:`target_jacobian_x`) at the staged endpoint.
+
+    LLM cells through the LLM-only fit ``xi`` (with the calibration's response
+    ``-C^{-1} H_{c xi}``), human cells through the calibration coordinates
+    ``(c, beta_H, log nu_H)`` (:func:`pydial.inference.linearization.two_step_maps`; eq.
+    staged-calibrated-estimator, the ``lambda -> inf`` limit of eq.
+    weighted-empirical-sandwich).  Also returns the number of stage-one (LLM) columns of
+    ``A``, which come first.
+    """
+    ch, x = sf.chart, sf.x
+    n_l, n_h = family_totals(data, ties)
+    oL = Objective(ch, Cells.stack(data, 1.0 / n_l, 0.0, with_ties=ties is not None), ties=ties, free=sf.free)
+    oH = Objective(ch, Cells.stack(data, 0.0, 1.0 / n_h, with_ties=ties is not None), ties=ties, free=sf.free)
+    HL, HH = oL.value_grad_hess(x)[2], oH.value_grad_hess(x)[2]
+    s2_list = list(ch.human_coordinates)
+    if ch.K in sf.free:
+        s2_list.append(ch.dim + int(np.flatnonzero(sf.free == ch.K)[0]))
+    s2 = np.asarray(s2_list)
+    xi = np.setdiff1d(np.arange(oL.dim), s2)
+    E = target_jacobian_x(ch, oL, x)
+    total, A_H = two_step_maps(E[:, xi], E[:, s2], HH[np.ix_(s2, s2)], HH[np.ix_(s2, xi)], "(c_H, nu_H)")
+    HLp, _ = pinv_sym(HL[np.ix_(xi, xi)])
+    U_L = objective_outcome_influence(data, oL, x, total @ HLp, xi)
+    U_H = objective_outcome_influence(data, oH, x, A_H, s2)
+    return stack_outcome_influence([U_L, U_H]), U_L.A.shape[1]
+
+
+def family_glm_influence(data: Comparisons, ties: str | None, X: Design, x: np.ndarray, weight: float, E: np.ndarray, *,
+                         unit: bool = False, cells: Cells | None = None,
+                         penalty: str | None = None) -> tuple[OutcomeInfluence, np.ndarray]:
+    """Influence ``u = E H^{-1} (channels)`` of a GLM of the family ``ties`` (:class:`~pydial.estimation.glm.FamilyGLM`).
+
+    The bread of eq. weighted-empirical-sandwich for a GLM of any family (the people's model
+    of eq. human-only-estimator, a judge's order-effect model of eq. binomial-model-llm,
+    the pooled BTL): design ``X``, coordinates ``(beta, l)`` when the cells hold a tie,
+    else ``beta`` and the binary model (always with ``ties=None``, whose record rows leave
+    the tied judgments out).  On ``cells`` (default: the people's cells of the family); also
+    returns ``H``.  ``unit=True`` gives weight 1 per comparison (for GACV; no record rows).  The ``"fisher"``
+    meat is the observed information at ``x`` (:class:`~pydial.inference.linearization.OutcomeStats`),
+    so that its covariance is the inverse observed information ``E H^{-1} E^T``, as in every
+    fit of a tie family (for Davidson's model, a multinomial logit, also the expected one).
+    The returned ``H`` is that of the criterion penalized by ``penalty`` (for GACV); the bread
+    of ``u`` is the unpenalized one.
+    """
+    if cells is None:
+        cells = Cells.stack(data, 0.0, 1.0, with_ties=ties is not None)
+    hc = cells.counts
+    model = FamilyGLM(ties, hc, X, weight)
+    _, _, H = model.terms(x)
+    Hinv, n_zero = pinv_sym(H, gauge=np.zeros((H.shape[0], 0)))  # no gauge: a Cholesky factorization when regular
+    H = FamilyGLM(ties, hc, X, weight, penalty=penalty).terms(x)[2] if penalty is not None else H
+    free = model.free
+    m, p = hc.shape[0], X.shape[1]
+    Xs = sp.csr_matrix(X.X)
+    w = np.full(m, 1.0 if unit else weight)
+    cells = dataclasses.replace(cells, w=w)
+    rec = None if unit else record_rows(data, cells, ties)  # GACV's unit weights use the binomial meat alone
+    if ties is None:  # the binary fast path: one channel, the cell residuals n p - y (CellStats)
+        key = np.where(cells.is_human, -1, (cells.g.astype(np.int64) * data.N + cells.i) * data.N + cells.j)
+        st_b = CellStats(cells.n, cells.y, expit(X @ x[:p]), w, cells.is_human, pair_key=key)
+        return OutcomeInfluence(X.X, np.asarray((sp.csr_matrix(X.basis) @ (E @ Hinv).T).T), st_b, rec, n_zero), H
+    nt = 1 if free else 0
+    eta_rows = sp.hstack([Xs, sp.csr_matrix((m, nt))], format="csr")
+    l_rows = sp.csr_matrix((np.ones(m * nt), (np.arange(m * nt), np.full(m * nt, Xs.shape[1]))), shape=(m, Xs.shape[1] + nt))
+    J2 = sp.vstack([eta_rows, l_rows], format="csr")
+    basis = sp.block_diag([sp.csr_matrix(X.basis), sp.identity(nt)], format="csr")
+    eta = X @ x[:p]
+    family, l = (ties, x[p]) if free else (None, 0.0)
+    fam = family_of(family)
+    P = fam.probabilities(eta, l)
+    a, b = fam.outcome_terms(eta, l)[1:3]
+    d = fam.cell(hc, eta, l)
+    info = -np.column_stack([d.d_eta_eta, d.d_eta_l, d.d_l_l])
+    A = np.asarray((basis @ (E @ Hinv).T).T)
+    st = OutcomeStats(hc, P, a, b, w, cells.is_human, cells.g, cells.i, cells.j, cells.a, info)
+    return OutcomeInfluence(J2, A, st, rec, n_zero), H
+
+
+def outcome_gacv_trace(H: np.ndarray, U: OutcomeInfluence, data: Comparisons, basis: Any, n_h: int) -> float:
+    r"""``tr(H^+ J) / (n_H - 1)``, ``J`` the covariance of the per-comparison human scores (eq. gacv).
+
+    In the coordinates of ``H`` (``basis``: full-coordinate derivatives -> ``H``'s).
+    """
+    Jm = parameter_meat(U.J2, U.st, data, "binomial").dense() / n_h
+    B = basis.toarray() if sp.issparse(basis) else np.asarray(basis)
+    Jm = B.T @ Jm @ B
+    Hp, _ = pinv_sym(H)
+    return float(np.sum(Hp * Jm)) / (n_h - 1)

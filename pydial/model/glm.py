@@ -1,0 +1,171 @@
+r"""The paired-comparison GLM ``eta = X beta`` of every outcome family, as a loss (:class:`FamilyGLM`).
+
+Its solver is :func:`pydial.estimation.glm.glm`; its sandwich :func:`pydial.inference.sandwich.family_glm_influence`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Any, cast
+
+import numpy as np
+import scipy.sparse as sp
+from scipy.special import expit
+
+from pydial.exceptions import ArgumentError
+from pydial.model.design import Design, dense_design, glm_information, gram, rmatvec
+from pydial.model.families import family_of
+from pydial.model.cells import binomial_nll
+from pydial.model.penalty import FirthPenalty, TieFirthPenalty, check_penalty
+from pydial.optim import BOX, OptimResult, newton
+
+__all__ = ["FamilyGLM", "binary_counts", "has_tie_parameter"]
+
+
+def binary_counts(n: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """``(m, 3)`` outcome counts ``(y, n - y, 0)`` of binary cells (``n`` decisive judgments, ``y`` wins of ``i``)."""
+    n, y = np.asarray(n, float), np.asarray(y, float)
+    return np.column_stack([y, n - y, np.zeros_like(y)])
+
+
+def has_tie_parameter(family: str | None, counts: np.ndarray) -> bool:
+    """Whether a GLM of ``family`` on ``counts`` has a free log tie parameter ``l = log nu``.
+
+    A tie model with at least one tie.  Without any tie the MLE of ``nu`` is the boundary
+    ``nu = 0`` for both tie models, where the cells follow the binary model exactly
+    (:func:`pydial.model.cells.tie_groups`); the GLM is then the binary one.
+    """
+    return family is not None and bool(np.asarray(counts)[:, 2].sum() > 0)
+
+
+@dataclass(frozen=True, eq=False)
+class FamilyGLM:
+    r"""A paired-comparison GLM ``eta = X beta`` of any outcome family, as a loss to minimize.
+
+    The loss is ``-weight * sum_c log p(counts_c | eta_c, l) + ridge/2 |beta|^2`` with the
+    cell likelihoods of :mod:`pydial.model.families`: the binary model (``family=None``;
+    the binomial logistic regression of eq. human-only-estimator and eq.
+    binomial-model-llm) or the Davidson / Rao-Kupper tie model, whose coordinates are
+    ``x = (beta, l)`` with ``l = log nu`` when the cells hold a tie
+    (:func:`has_tie_parameter`; otherwise ``x = beta`` and the binary model, the ``nu = 0``
+    boundary).  With ``penalty="firth"`` the term ``-weight/2 log det I(x)`` is added, ``I`` the
+    family's Fisher information of the GLM (the Jeffreys prior: :class:`~pydial.model.penalty.FirthPenalty`,
+    :class:`~pydial.model.penalty.TieFirthPenalty`), so the minimizer is Firth's bias-reduced
+    estimate, finite whenever ``X`` has full column rank.
+
+    The value, gradient and exact Hessian (:meth:`terms`) follow from the per-cell
+    derivatives in ``(eta, l)`` by the chain rule ``d eta / d beta = X``; the binary model
+    takes the fast path of the binomial deviance and the comparison Laplacian
+    (:func:`pydial.model.design.glm_information`).
+
+    Attributes
+    ----------
+    family : {None, "davidson", "rao-kupper"}
+    counts : ndarray (m, 3)
+        Wins of ``i``, wins of ``j``, ties per cell (the binary model takes no ties).
+    X : ndarray, sparse matrix or Design
+        The design (m x p).
+    weight, ridge : float
+        Loss normalization (``1/n``) and ridge on ``beta``.
+    penalty : {None, "firth"}
+    """
+
+    family: str | None
+    counts: np.ndarray
+    X: Any
+    weight: float = 1.0
+    ridge: float = 0.0
+    penalty: str | None = None
+
+    def __post_init__(self) -> None:
+        """Check the family, the counts and the penalty; keep a sparse or dense design as given."""
+        family_of(self.family)  # raises ArgumentError for an unknown family
+        counts = np.asarray(self.counts, float).reshape(-1, 3)
+        if self.family is None and np.any(counts[:, 2] > 0):
+            raise ArgumentError("the binary model takes cells without ties")
+        object.__setattr__(self, "counts", counts)
+        if not (sp.issparse(self.X) or isinstance(self.X, Design)):
+            object.__setattr__(self, "X", np.asarray(self.X, float))
+        check_penalty(self.penalty)
+
+    @cached_property
+    def free(self) -> bool:
+        """Whether ``x`` ends with a free ``log nu`` (:func:`has_tie_parameter`)."""
+        return has_tie_parameter(self.family, self.counts)
+
+    @property
+    def dim(self) -> int:
+        """Number of coordinates of ``x``."""
+        return self.X.shape[1] + int(self.free)
+
+    @cached_property
+    def _binary(self) -> tuple[np.ndarray, np.ndarray]:
+        """``(n, y)`` of the binary model."""
+        return self.counts[:, 0] + self.counts[:, 1], self.counts[:, 0]
+
+    @cached_property
+    def _firth(self) -> FirthPenalty | None:
+        """The binary model's Jeffreys prior (``penalty="firth"``)."""
+        return FirthPenalty(dense_design(self.X), self._binary[0], self.weight) if self.penalty == "firth" else None
+
+    @cached_property
+    def _tie_firth(self) -> TieFirthPenalty | None:
+        """The tie model's Jeffreys prior in ``(beta, log nu)`` (``penalty="firth"``)."""
+        if self.penalty != "firth":
+            return None
+        return TieFirthPenalty(cast(str, self.family), dense_design(self.X), self.counts, self.weight)
+
+    def start(self) -> np.ndarray:
+        """Return the start ``beta = 0``, ``log nu`` at the tie rate (:meth:`~pydial.model.families.Family.log_nu_start`)."""
+        beta = np.zeros(self.X.shape[1])
+        return np.append(beta, family_of(self.family).log_nu_start(self.counts)) if self.free else beta
+
+    def value(self, x: np.ndarray) -> float:
+        """Return the loss at ``x``."""
+        X, p = self.X, self.X.shape[1]
+        beta = x[:p]
+        if not self.free:
+            n, y = self._binary
+            f = float(self.weight * binomial_nll(X @ beta, n, y).sum() + 0.5 * self.ridge * beta @ beta)
+            return f + self._firth.value(X @ beta) if self._firth is not None else f
+        d = family_of(self.family).cell(self.counts, X @ beta, x[p])
+        f = -self.weight * float(d.value.sum()) + 0.5 * self.ridge * float(beta @ beta)
+        return f + self._tie_firth.value(x) if self._tie_firth is not None else f
+
+    def terms(self, x: np.ndarray) -> tuple[float, np.ndarray, np.ndarray]:
+        """Value, gradient and Hessian of the loss at ``x``."""
+        X, p, w = self.X, self.X.shape[1], self.weight
+        beta = x[:p]
+        eta = X @ beta
+        if not self.free:
+            n, y = self._binary
+            pr = expit(eta)
+            f = float(w * binomial_nll(eta, n, y).sum() + 0.5 * self.ridge * beta @ beta)
+            g = w * rmatvec(X, n * pr - y) + self.ridge * beta
+            H = glm_information(X, n, pr, w) + self.ridge * np.eye(p)
+            if self._firth is not None:
+                fp, gp, Hp = self._firth.glm_terms(beta)
+                f, g, H = f + fp, g + gp, H + Hp
+            return f, g, H
+        d = family_of(self.family).cell(self.counts, eta, x[p])
+        f = -w * float(d.value.sum()) + 0.5 * self.ridge * float(beta @ beta)
+        gb = -w * rmatvec(X, d.d_eta) + self.ridge * beta
+        Hbb = gram(X, -w * d.d_eta_eta) + self.ridge * np.eye(p)
+        Hbl = -w * rmatvec(X, d.d_eta_l)
+        g = np.append(gb, -w * d.d_l.sum())
+        H = np.block([[Hbb, Hbl[:, None]], [Hbl[None, :], np.array([[-w * d.d_l_l.sum()]])]])
+        if self._tie_firth is not None:
+            fp, gp, Hp = self._tie_firth.terms(x)
+            f, g, H = f + fp, g + gp, H + Hp
+        return f, g, H
+
+    def fit(self, x0: np.ndarray | None = None, *, bound: float = BOX, gtol: float = 1e-10) -> OptimResult:
+        """Minimize the loss by Newton steps with line search inside the box ``|x_i| <= bound`` (:func:`pydial.optim.newton`).
+
+        The binary loss is convex: its steps are solved by Cholesky factorization.  The
+        tie log-likelihood is concave in ``beta`` for fixed ``log nu`` but not jointly
+        everywhere; the eigen-decomposition of :func:`~pydial.optim.newton` handles that.
+        """
+        start = self.start() if x0 is None else np.asarray(x0, float)
+        return newton(self.terms, start, bound=bound, gtol=gtol, value=self.value, cholesky=not self.free)
