@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Sequence, TypeVar
 
 import numpy as np
-from threadpoolctl import threadpool_limits
+from threadpoolctl import ThreadpoolController
 
 from .exceptions import ArgumentError, ConvergenceWarning
 
@@ -48,10 +48,16 @@ def single_threaded_blas(func: F) -> F:
 
     @functools.wraps(func)
     def wrapper(*args, **kwargs):
-        with threadpool_limits(limits=1, user_api="blas"):
+        with _blas_controller().limit(limits=1, user_api="blas"):
             return func(*args, **kwargs)
 
     return wrapper  # type: ignore[return-value]
+
+
+@functools.cache
+def _blas_controller() -> ThreadpoolController:
+    """The thread pools of the loaded libraries, inspected once (a scan of the process's libraries costs a millisecond)."""
+    return ThreadpoolController()
 
 
 

@@ -49,23 +49,26 @@ def outcome_stats(obj: Objective, x: np.ndarray, rows: np.ndarray | None = None,
     return OutcomeStats(c.counts, P, a, b, w, c.is_human, c.g, c.i, c.j, c.a, info)
 
 
-def _judgments(data: Comparisons) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+def _judgments(data: Comparisons, people: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
     """Every judgment of a fit's cells, sorted by cell key: ``(key, record, outcome)`` (None without records).
 
     The key is that of :func:`record_rows`' cells; outcome 0 = ``i`` wins, 1 = ``j`` wins, 2 = tie.
+    ``people``: the people's judgments only (a human-only fit need not sort the judges' millions).
     Formed once per data set (cached): the record meat of every fit looks its cells up here.
     """
     f = data.frame
     if "rec" not in f.columns:
         return None
+    pos = np.flatnonzero(f["k"].to_numpy() == data.K) if people else None
+    f = f if pos is None else f.iloc[pos]
     used = ((~f["self"]) & f["outcome"].isin([I_WINS, J_WINS, TIE])).to_numpy()
-    f = f.loc[used]
+    f, pos = f.loc[used], np.flatnonzero(used) if pos is None else pos[used]  # pos: their rows of data.frame
     N, k = data.N, f["k"].to_numpy(np.int64)
     a_row = np.where(k == data.K, 0, f["a"].to_numpy(np.int64))
     key = ((k * N + f["i"].to_numpy(np.int64)) * N + f["j"].to_numpy(np.int64)) * 3 + a_row + 1
     if data.p:
         rc = _z_codes(data)
-        key = key * len(rc) + rc.codes[used]
+        key = key * len(rc) + rc.codes[pos]
     oc = f["outcome"].to_numpy()
     order = np.argsort(key, kind="stable")
     outcome = np.select([oc == I_WINS, oc == J_WINS], [0, 1], 2).astype(np.int8)
@@ -88,7 +91,8 @@ def record_rows(data: Comparisons, cells: Cells, ties: "str | None | Family") ->
     The cell in their stacked order, outcome 0 = ``i`` wins, 1 = ``j`` wins, 2 = tie (the
     binary family, ``ties=None``, leaves the tied judgments out).
     """
-    J = derived(data, ("judgments by cell",), lambda: _judgments(data))
+    people = bool(cells.is_human.all())  # the stable sort keeps the people's judgments in the same order either way
+    J = derived(data, ("judgments by cell", people), lambda: _judgments(data, people))
     if J is None:
         return None
     key, rec, outcome = J
