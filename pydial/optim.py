@@ -56,7 +56,7 @@ def single_threaded_blas(func: F) -> F:
 
 @functools.cache
 def _blas_controller() -> ThreadpoolController:
-    """The thread pools of the loaded libraries, inspected once (a scan of the process's libraries costs a millisecond)."""
+    """Return the thread pools of the loaded libraries, inspected once (a scan costs milliseconds)."""
     return ThreadpoolController()
 
 
