@@ -1,4 +1,4 @@
-r"""The estimators of the paper, run by :func:`estimate` with the optimizers of an engine (:func:`pydial.fit`).
+r"""The estimators of the paper, run by :func:`~pydial.estimation.estimators.estimate` (:func:`pydial.fit`).
 
 ========== ==================================================================
 method     estimator

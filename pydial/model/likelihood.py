@@ -855,7 +855,7 @@ class Objective:
 
         Rows of cells touching the last judge or item are dense in ``theta`` (the
         eliminated coordinates are minus sums); products over many cells are better
-        formed with :meth:`influence`, which stays in the full coordinates.
+        formed with :func:`pydial.inference.linearization.objective_influence`, which stays in the full coordinates.
         """
         return (self.full_jacobian(theta, rows) @ self.chart.T_sparse).tocsr()
 

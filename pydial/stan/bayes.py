@@ -446,7 +446,7 @@ def posterior(
             with a Davidson tie parameter per judge and one for the people, with
             the Davidson-Beaver order effect; ``"rao-kupper"``: the Rao-Kupper
             threshold model instead; ``None``: decisive outcomes only.
-        lambda_ : float, optional
+        ``lambda_`` : float, optional
             LLM weight ``lambda`` of eq. weighted-loss: the LLM log-likelihood is
             multiplied by ``lambda n_H / n_LLM`` (a power posterior whose
             log-likelihood is ``-n_H Q_lambda``).  Default ``None`` = weight 1, the
