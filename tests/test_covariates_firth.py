@@ -102,17 +102,17 @@ def test_penalty_with_covariates_is_the_jeffreys_prior_of_the_full_calibration_d
 
 
 def test_factored_glm_firth_hessian_matches_finite_differences():
-    """``FirthPenalty.glm_terms`` with more cells than ``q^2`` (the path without the m x m ``Q``)."""
+    """``FirthPenalty.terms`` with more cells than ``q^2`` (the path without the m x m ``Q``)."""
     rng = np.random.default_rng(3)
     X = rng.standard_normal((300, 5))
     pen = FirthPenalty(X, rng.integers(1, 4, 300).astype(float), weight=0.2)
     beta = 0.3 * rng.standard_normal(5)
-    f, g, H = pen.glm_terms(beta)
+    f, g, H = pen.terms(beta)
     f0, g0, H0 = pen.derivatives(X @ beta)  # the m x m route
     assert f == pytest.approx(f0, rel=1e-12)
     np.testing.assert_allclose(H, X.T @ H0 @ X, rtol=1e-10, atol=1e-12)
-    np.testing.assert_allclose(g, fd_jacobian(lambda b: np.array([pen.glm_terms(b)[0]]), beta)[0], rtol=1e-6)
-    np.testing.assert_allclose(H, fd_jacobian(lambda b: pen.glm_terms(b)[1], beta), rtol=1e-5, atol=1e-9)
+    np.testing.assert_allclose(g, fd_jacobian(lambda b: np.array([pen.terms(b)[0]]), beta)[0], rtol=1e-6)
+    np.testing.assert_allclose(H, fd_jacobian(lambda b: pen.terms(b)[1], beta), rtol=1e-5, atol=1e-9)
 
 
 @pytest.fixture(scope="module")

@@ -180,7 +180,7 @@ def family_staged_fit(data: Comparisons, ties: str | None, rank: int, calibratio
 
     The calibration GLM has design ``D_H M`` (eq. staged-calibrated-estimator), with the
     people's covariate columns ``[D_H M, Z_H]``; with ``penalty="firth"`` it is the Firth
-    estimate (:class:`~pydial.model.penalty.TieFirthPenalty`).
+    estimate (:class:`~pydial.model.penalty.FirthPenalty`).
     """
     chL, xL, optL, freeL = family_llm_only_fit(data, ties, rank, order, engine, shared)
     thL = xL[: chL.dim]
@@ -209,7 +209,7 @@ def family_joint_fit(data: Comparisons, ch: Chart, lambda_: float, x0: np.ndarra
     r"""Minimize :math:`Q_\lambda` of the family ``ties`` from ``x0`` (eq. weighted-joint-estimator).
 
     With ``penalty="firth"`` the minimizer of the criterion with the people's Jeffreys prior
-    (:class:`~pydial.model.penalty.TieCalibrationFirthPenalty`); the objective returned is that criterion.
+    (:class:`~pydial.model.penalty.CalibrationFirthPenalty`); the objective returned is that criterion.
     """
     res = engine.joint(data, ties, ch, lambda_, x0, penalty=penalty)
     return res.x, res, Objective.weighted(ch, data, lambda_, penalty, ties=ties)
@@ -223,7 +223,7 @@ def family_human_fit(data: Comparisons, ties: str | None, engine: Optimizers = N
     """Fit the ``lambda = 0`` endpoint: the people's model of the family in the centered chart ``s = T beta``.
 
     Eq. human-only-estimator on the family's cells, by ``engine``; with ``penalty="firth"`` the
-    Firth estimate (:class:`~pydial.model.penalty.TieFirthPenalty`).
+    Firth estimate (:class:`~pydial.model.penalty.FirthPenalty`).
     """
     _, _, hc = _human_cells(data, ties)
     X = _human_design(data, ties)

@@ -15,9 +15,9 @@ from scipy.special import expit
 
 from pydial.exceptions import ArgumentError
 from pydial.model.design import Design, dense_design, glm_information, gram, rmatvec
-from pydial.model.families import family_of
+from pydial.model.families import BINARY, Family, family_of
 from pydial.model.cells import binomial_nll
-from pydial.model.penalty import FirthPenalty, TieFirthPenalty, check_penalty
+from pydial.model.penalty import FirthPenalty, check_penalty
 from pydial.optim import BOX, OptimResult, newton
 
 __all__ = ["FamilyGLM", "binary_counts", "has_tie_parameter"]
@@ -50,8 +50,8 @@ class FamilyGLM:
     ``x = (beta, l)`` with ``l = log nu`` when the cells hold a tie
     (:func:`has_tie_parameter`; otherwise ``x = beta`` and the binary model, the ``nu = 0``
     boundary).  With ``penalty="firth"`` the term ``-weight/2 log det I(x)`` is added, ``I`` the
-    family's Fisher information of the GLM (the Jeffreys prior: :class:`~pydial.model.penalty.FirthPenalty`,
-    :class:`~pydial.model.penalty.TieFirthPenalty`), so the minimizer is Firth's bias-reduced
+    family's Fisher information of the GLM (the Jeffreys prior :class:`~pydial.model.penalty.FirthPenalty`),
+    so the minimizer is Firth's bias-reduced
     estimate, finite whenever ``X`` has full column rank.
 
     The value, gradient and exact Hessian (:meth:`terms`) follow from the per-cell
@@ -106,15 +106,11 @@ class FamilyGLM:
 
     @cached_property
     def _firth(self) -> FirthPenalty | None:
-        """The binary model's Jeffreys prior (``penalty="firth"``)."""
-        return FirthPenalty(dense_design(self.X), self._binary[0], self.weight) if self.penalty == "firth" else None
-
-    @cached_property
-    def _tie_firth(self) -> TieFirthPenalty | None:
-        """The tie model's Jeffreys prior in ``(beta, log nu)`` (``penalty="firth"``)."""
+        """The Jeffreys prior in ``x`` (``penalty="firth"``): the binary one without a free ``log nu``."""
         if self.penalty != "firth":
             return None
-        return TieFirthPenalty(cast(str, self.family), dense_design(self.X), self.counts, self.weight)
+        n = self._binary[0] if not self.free else self.counts.sum(axis=1)
+        return FirthPenalty(dense_design(self.X), n, self.weight, family_of(self.family) if self.free else BINARY)
 
     def start(self) -> np.ndarray:
         """Return the start ``beta = 0``, ``log nu`` at the tie rate (:meth:`~pydial.model.families.Family.log_nu_start`)."""
@@ -128,10 +124,10 @@ class FamilyGLM:
         if not self.free:
             n, y = self._binary
             f = float(self.weight * binomial_nll(X @ beta, n, y).sum() + 0.5 * self.ridge * beta @ beta)
-            return f + self._firth.value(X @ beta) if self._firth is not None else f
+            return f + self._firth.value(beta, X @ beta) if self._firth is not None else f
         d = family_of(self.family).cell(self.counts, X @ beta, x[p])
         f = -self.weight * float(d.value.sum()) + 0.5 * self.ridge * float(beta @ beta)
-        return f + self._tie_firth.value(x) if self._tie_firth is not None else f
+        return f + self._firth.value(x) if self._firth is not None else f
 
     def terms(self, x: np.ndarray) -> tuple[float, np.ndarray, np.ndarray]:
         """Value, gradient and Hessian of the loss at ``x``."""
@@ -145,7 +141,7 @@ class FamilyGLM:
             g = w * rmatvec(X, n * pr - y) + self.ridge * beta
             H = glm_information(X, n, pr, w) + self.ridge * np.eye(p)
             if self._firth is not None:
-                fp, gp, Hp = self._firth.glm_terms(beta)
+                fp, gp, Hp = self._firth.terms(beta)
                 f, g, H = f + fp, g + gp, H + Hp
             return f, g, H
         d = family_of(self.family).cell(self.counts, eta, x[p])
@@ -155,8 +151,8 @@ class FamilyGLM:
         Hbl = -w * rmatvec(X, d.d_eta_l)
         g = np.append(gb, -w * d.d_l.sum())
         H = np.block([[Hbb, Hbl[:, None]], [Hbl[None, :], np.array([[-w * d.d_l_l.sum()]])]])
-        if self._tie_firth is not None:
-            fp, gp, Hp = self._tie_firth.terms(x)
+        if self._firth is not None:
+            fp, gp, Hp = self._firth.terms(x)
             f, g, H = f + fp, g + gp, H + Hp
         return f, g, H
 
