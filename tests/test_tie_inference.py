@@ -20,7 +20,7 @@ import pytest
 import scipy.sparse as sp
 
 import pydial
-from pydial.inference.linearization import CellStats, OutcomeStats, parameter_meat
+from pydial.inference.linearization import CellStats, parameter_meat
 from pydial.model.likelihood import Objective, tie_totals
 from pydial.model.chart import Chart
 from pydial.model.families import family_of
@@ -52,8 +52,9 @@ def test_outcome_stats_meat_equals_binary_meat_on_binary_cells(bdata, cov):
     ref = parameter_meat(J, st, bdata, cov).dense()
     m = p.size
     counts = np.column_stack([c.y, c.n - c.y, np.zeros(m)])
-    ost = OutcomeStats(counts, np.column_stack([p, 1 - p, np.zeros(m)]), np.column_stack([1 - p, -p, np.zeros(m)]),
-                       np.zeros((m, 3)), c.w, c.is_human, c.g, c.i, c.j, c.a)
+    key = (c.g.astype(np.int64) * bdata.N + c.i) * bdata.N + c.j
+    ost = CellStats.outcomes(counts, np.column_stack([p, 1 - p, np.zeros(m)]), np.column_stack([1 - p, -p, np.zeros(m)]),
+                             np.zeros((m, 3)), c.w, c.is_human, key)
     J2 = sp.vstack([J, sp.csr_matrix(J.shape)], format="csr")
     rec = None
     if cov == "record":

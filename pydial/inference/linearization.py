@@ -37,7 +37,6 @@ from pydial.inference.meats import (
     Linearization,
     Meat,
     MeatSource,
-    OutcomeStats,
     as_sparse,
     check_cov_type,
     degenerate_meat,
@@ -50,7 +49,7 @@ from pydial.inference.meats import (
 from pydial.optim import pinv_sym
 
 __all__ = ["ANCHORED_COVS", "CLUSTERED", "COV_DESCRIPTIONS", "COV_TYPES", "CellStats", "Influence", "Linearization", "Meat",
-           "MeatSource", "OutcomeStats", "check_cov_type", "degenerate_meat", "influence_covariance",
+           "MeatSource", "check_cov_type", "degenerate_meat", "influence_covariance",
            "linearize", "meat_covariance", "parameter_meat", "stack_influence", "score_tables",
            "consensus_table", "position_effect_tables", "wald_table", "wald_frame", "tie_table"]
 
