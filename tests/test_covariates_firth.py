@@ -74,7 +74,7 @@ def test_penalty_with_covariates_is_the_jeffreys_prior_of_the_full_calibration_d
 
     # the value, by hand: -(1 / 2 n_H) [log det I(c, beta_H[, l_H]; [D_H M, Z_H]) - log det M^T M]
     M = ch.structure(theta).basis(calibration)
-    H = d.cell_table("human", ties=ties is not None)
+    H = d.cell_table("human", with_ties=ties is not None)
     X = np.hstack([_difference(H.i, H.j, d.N) @ M, H.z])
     s, beta_h = ch.scores(theta), ch.human_effects(theta)
     eta = s[H.i] - s[H.j] + H.z @ beta_h
@@ -261,7 +261,7 @@ def test_pooled_tie_fit_with_covariates(ties):
     assert list(res.tie_parameters.index) == [POOLED_LABEL, d.human_judge]
     assert np.all(np.isfinite(res.tie_parameters["se"]))
     if ties == "davidson":  # stage one against the Davidson likelihood written out, maximized by scipy
-        C = d.cell_table("llm", ties=True)
+        C = d.cell_table("llm", with_ties=True)
         X1 = np.hstack([_difference(C.i, C.j, d.N) @ _centering(d.N), C.z])
         cnt = C.counts.astype(float)
 

@@ -330,7 +330,7 @@ def test_tie_joint_penalty_derivatives_and_definition(tsim, ties, cal):
     phi = chart.to_full(theta)
     B = phi[chart.off_B: chart.off_b].reshape(tsim.N, chart.q)
     M = B[:, :1] if cal == "mu" else B
-    Ht = tsim.cell_table("human", ties=True)
+    Ht = tsim.cell_table("human", with_ties=True)
     X = difference_design(Ht.i, Ht.j, tsim.N) @ M
     c = np.linalg.lstsq(M, chart.scores(theta), rcond=None)[0]
     n = Ht.counts.sum(1)

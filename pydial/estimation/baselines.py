@@ -133,7 +133,7 @@ def fit_pooled(data: Comparisons, rank: int | None = None, *, ties: str | None, 
         beta[0, sup_l], beta[1, sup_h] = o1.x[N - 1: N - 1 + p1], o2.x[1: 1 + p2]
     loss = tie_human_loss(ties, s, lognu[1], data, None if beta is None else beta[1])
     # the two stages' log-likelihoods: the pooled BTL of the LLM judgments, the calibration of the people's
-    t = data.cell_table("llm", ties=ties is not None)
+    t = data.cell_table("llm", with_ties=ties is not None)
     eta = s_pool[t.i] - s_pool[t.j] + (t.z @ beta[0] if beta is not None and t.z is not None else 0.0)
     l_h = -family_totals(data, ties)[1] * loss
     stats = FitStats(cell_log_likelihood(ties, t, eta, lognu[0]) + l_h, int(o1.x.size + o2.x.size), l_h)

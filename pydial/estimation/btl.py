@@ -108,7 +108,7 @@ def _judges(data: Comparisons, ties: str | None, engine: Optimizers, seed: int |
     offsets = np.concatenate([[0], np.cumsum(pk)])
     stan = None
     if engine.btl is not None:
-        table = data.cell_table("llm", ties=ties is not None)
+        table = data.cell_table("llm", with_ties=ties is not None)
         stan = engine.btl(table, N=N, groups=K, ties=ties, log_nu0=tie_log_nu_start(ties, table, K),
                           seed=seed, backend=backend, penalty=penalty)
         if not stan.converged:

@@ -101,7 +101,7 @@ def judges_stats(data: Comparisons, ties: str | None, S: np.ndarray, b: np.ndarr
 
     The judges' model of eq. binomial-model-llm, with ``df_model`` free parameters.
     """
-    t = data.cell_table("llm", ties=ties is not None)
+    t = data.cell_table("llm", with_ties=ties is not None)
     g = t.judge
     eta = S[g, t.i] - S[g, t.j] + t.a * b[g]
     if beta is not None and t.z is not None:

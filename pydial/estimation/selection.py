@@ -433,7 +433,7 @@ def loo_cv(data: Comparisons, ch: Chart, lambda_: float, theta: np.ndarray, ties
         H = data.human
         hi, hj, counts = H.i, H.j, binary_counts(H.n, H.y)
     else:
-        Ht = data.cell_table("human", ties=True)
+        Ht = data.cell_table("human", with_ties=True)
         hi, hj, counts = Ht.i, Ht.j, Ht.counts.astype(float)
     n_h = float(counts.sum())
     th = np.asarray(theta, float)[: ch.dim]

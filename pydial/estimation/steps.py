@@ -83,13 +83,13 @@ __all__ = ["NUMPY", "Steps", "numpy_optimizers", "family_llm_only_fit", "family_
 
 def _human_cells(data: Comparisons, ties: str | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``(i, j, outcome counts)`` of the people's cells of the family (decisive cells for ``ties=None``)."""
-    H = data.cell_table("human", ties=ties is not None)
+    H = data.cell_table("human", with_ties=ties is not None)
     return H.i, H.j, H.counts.astype(float)
 
 
 def _human_design(data: Comparisons, ties: str | None) -> Design:
     """Return the people's GLM design in the centered chart ``s = T beta``, with their covariate columns (``z' beta_H``)."""
-    H = data.cell_table("human", ties=ties is not None)
+    H = data.cell_table("human", with_ties=ties is not None)
     return centered_design(H.i, H.j, data.N, z=data.effect_columns(H.z, data.K))
 
 
@@ -105,7 +105,7 @@ def _numpy_llm(data: Comparisons, ties: str | None, ch: Chart, x0: np.ndarray) -
 
 def _calibration_design(data: Comparisons, ties: str | None, M: np.ndarray) -> Design:
     """Return the people's calibration design ``[D_H M, Z_H]`` of the family's cells (coordinates ``(c, beta_H)``)."""
-    H = data.cell_table("human", ties=ties is not None)
+    H = data.cell_table("human", with_ties=ties is not None)
     return calibration_design(H.i, H.j, data.N, M, data.effect_columns(H.z, data.K))
 
 

@@ -33,7 +33,7 @@ def family_cells(data: Comparisons, ties: str | None) -> tuple[Cells, Cells]:
 
     Decisive cells for ``ties=None``, else with their tie counts (the weights then count the ties).
     """
-    tabs = [data.cell_table(which, ties=ties is not None) for which in ("llm", "human")]
+    tabs = [data.cell_table(which, with_ties=ties is not None) for which in ("llm", "human")]
     L, H = (Cells.from_tables([(t, 1.0 / float(t.n.sum()), h)], with_ties=True) for t, h in zip(tabs, (False, True)))
     return L, H
 

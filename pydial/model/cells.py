@@ -133,8 +133,8 @@ class Cells:
         share their index columns and :attr:`layout`.
         """
         if with_ties:
-            return cls.from_tables([(data.cell_table("llm", ties=True), w_llm, False),
-                                    (data.cell_table("human", ties=True), w_human, True)], with_ties=True)
+            return cls.from_tables([(data.cell_table("llm", with_ties=True), w_llm, False),
+                                    (data.cell_table("human", with_ties=True), w_human, True)], with_ties=True)
         if not (w_llm > 0 and len(data.llm)) and not (w_human > 0 and len(data.human)):
             raise ArgumentError("no cells with positive weight")
         full = derived(data, ("stacked cells", True, True), lambda: cls.from_tables(
@@ -270,7 +270,7 @@ class CellJacobian:
 
 def tie_totals(data: Comparisons) -> tuple[int, int]:
     """``(n_L, n_H)`` counting the ties: the LLM and human comparisons used by the tie models."""
-    return int(data.cell_table("llm", ties=True).n.sum()), int(data.cell_table("human", ties=True).n.sum())
+    return int(data.cell_table("llm", with_ties=True).n.sum()), int(data.cell_table("human", with_ties=True).n.sum())
 
 
 def family_totals(data: Comparisons, ties: str | None) -> tuple[int, int]:
@@ -292,7 +292,7 @@ def tie_groups(data: Comparisons, chart: Chart) -> np.ndarray:
     log-likelihood decreases in ``nu`` when ``t = 0``), at which its cells follow
     the binary model exactly; its tie parameter is therefore fixed at ``nu = 0``.
     """
-    tabs = [data.cell_table(which, ties=True) for which in ("llm", "human")]
+    tabs = [data.cell_table(which, with_ties=True) for which in ("llm", "human")]
     tied = np.unique(np.concatenate([t.judge[t.counts[:, 2] > 0] for t in tabs]))
     return tied[tied < chart.rows]
 
@@ -325,7 +325,7 @@ def tie_human_loss(ties: str | None, s: np.ndarray, log_nu_h: float, data: Compa
     """
     if ties is None:
         return human_loss(s, data.human, beta)
-    h = data.cell_table("human", ties=True)
+    h = data.cell_table("human", with_ties=True)
     cnt = h.counts.astype(float)
     eta = s[h.i] - s[h.j] + covariate_offset(h, beta)
     d = binary_cell(cnt, eta) if np.isneginf(log_nu_h) else family_of(ties).cell(cnt, eta, log_nu_h)

@@ -41,7 +41,7 @@ def calibration_firth_penalty(data: Comparisons, family: Family = BINARY) -> Cal
         H = data.human
         return CalibrationFirthPenalty(difference_design(H.i, H.j, data.N).toarray(), H.n.astype(float),
                                        1.0 / data.n_human, data.effect_columns(H.z, data.K))
-    Ht = data.cell_table("human", ties=True)
+    Ht = data.cell_table("human", with_ties=True)
     return CalibrationFirthPenalty(difference_design(Ht.i, Ht.j, data.N).toarray(), Ht.counts.sum(axis=1).astype(float),
                                    1.0 / float(Ht.n.sum()), data.effect_columns(Ht.z, data.K), family)
 

@@ -145,8 +145,8 @@ def stan_optimizers(seed: int | None = None, penalty: str | None = None, backend
         H = human_cell_table(data, ties=ties is not None)
         if data.p:  # the covariates with an effect on the people (numpy's people's design)
             H = dataclasses.replace(H, z=data.effect_columns(H.z, data.K))
-        assert H.ties is not None  # filled in by CellTable
-        free = bool((H.ties > 0).any())  # without ties: the binary model (nu = 0)
+        assert H.tie_counts is not None  # filled in by CellTable
+        free = bool((H.tie_counts > 0).any())  # without ties: the binary model (nu = 0)
         d = judges_data(empty_cells(), H, N=N, K=0, order=False, ties=ties if free else None, flat=True,
                         log_lik=False, firth=bool(check_penalty(penalty)))
         model = compile_model("judges", backend=backend)
