@@ -45,7 +45,7 @@ def test_tie_path_is_recorded_and_gacv_tracks_exact_loo(tied_sims, ties):
 def test_tie_loo_cv_at_the_human_endpoint_equals_refits_without_each_record(tied_sims, ties):
     sim = tied_sims[ties]
     d = sim.comparisons
-    cv = loo_cv(d, pydial.fit(d, "dial-anc", ties=ties).chart, 0.0, np.zeros(0), ties)
+    cv = loo_cv(d, pydial.fit(d, "dial-anc", ties=ties).chart, 0.0, np.zeros(0), family_of(ties))
     frame = sim.frame
     human = np.flatnonzero(frame["judge"].to_numpy() == HUMAN_JUDGE)
     items = list(sim.truth.items)

@@ -160,7 +160,7 @@ class Objective:
 
     @classmethod
     def weighted(cls, chart: Chart, data: Comparisons, lambda_: float, penalty: str | None = None, *,
-                 ties: str | None = None, free: "np.ndarray | None" = None) -> "Objective":
+                 ties: "str | None | Family" = None, free: "np.ndarray | None" = None) -> "Objective":
         r""":math:`Q_\lambda` (eq. weighted-loss) with ``lambda_`` in ``(0, inf)``; ``lambda_ = inf``: the LLM-only loss.
 
         ``lambda_ = 0`` gives the human block alone (binary family).
@@ -174,12 +174,12 @@ class Objective:
         are ``free`` (default :func:`tie_groups`), and ``penalty="firth"`` adds the Jeffreys prior of
         the people's calibration tie GLM in ``(c, log nu_H)`` (:class:`~pydial.model.penalty.CalibrationFirthPenalty`).
         """
-        if ties is not None:
+        fam = family_of(ties)
+        if not fam.is_binary:
             n_l, n_h = tie_totals(data)
             if np.isinf(lambda_):
-                return cls(chart, Cells.stack(data, 1.0 / n_l, 0.0, with_ties=True), ties=ties,
+                return cls(chart, Cells.stack(data, 1.0 / n_l, 0.0, with_ties=True), ties=fam,
                            free=tie_groups(data, chart) if free is None else free)
-            fam = family_of(ties)
             tp = calibration_firth_penalty(data, fam) if check_penalty(penalty) == "firth" else None
             return cls(chart, Cells.stack(data, lambda_ / n_l, 1.0 / n_h, with_ties=True), tp, ties=fam,
                        free=tie_groups(data, chart) if free is None else free)
