@@ -139,14 +139,19 @@ class FirthPenalty:
             raise ArgumentError(f"FirthPenalty.{what} is the binary family's closed form; "
                                 f"the {self.family.name} family has value_grad and terms")
 
-    def value(self, x: np.ndarray, eta: np.ndarray | None = None) -> float:
+    def value(self, x: np.ndarray | None, eta: np.ndarray | None = None) -> float:
         """``P(x)``; ``+inf`` where the information is singular (a diverged predictor).
 
-        ``eta``: the cells' predictors ``X beta`` when the caller has formed them (binary family).
+        ``eta``: the cells' predictors ``X beta`` when the caller has formed them (binary family; ``x``
+        is then not used).
         """
         if not self.family.is_binary:
+            assert x is not None, "a tie family's penalty takes x = (beta, l)"
             return self.value_grad(x)[0]
-        sign, logdet = np.linalg.slogdet(self.information(self.X @ x if eta is None else eta))
+        if eta is None:
+            assert x is not None, "the penalty takes x or eta"
+            eta = self.X @ x
+        sign, logdet = np.linalg.slogdet(self.information(eta))
         return float(-0.5 * self.weight * logdet) if sign > 0 else np.inf
 
     def value_grad(self, x: np.ndarray) -> tuple[float, np.ndarray]:
