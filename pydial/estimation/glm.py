@@ -24,7 +24,7 @@ from pydial.cache import derived
 from pydial.estimation.engines import BTLFit, StagedFit, StructuredFit
 from pydial.model.chart import Calibration, Chart, centering_basis, structure_from_S
 from pydial.model.design import Design, calibration_design, centered_design, dense_design
-from pydial.model.families import BINARY, Family
+from pydial.model.families import BINARY, Family, family_of
 from pydial.model.glm import FamilyGLM, binary_counts
 from pydial.model.likelihood import Objective
 from pydial.optim import BOX, OptimResult, newton
@@ -67,7 +67,7 @@ def glm(
     bound, gtol
         Box and gradient tolerance of :func:`pydial.optim.newton`.
     """
-    return FamilyGLM(family, counts, X, weight, ridge, penalty).fit(x0, bound=bound, gtol=gtol)
+    return FamilyGLM(family_of(family), counts, X, weight, ridge, penalty).fit(x0, bound=bound, gtol=gtol)
 
 
 def fit_human_btl(human: HumanCells, N: int, *, ridge: float = 0.0, penalty: str | None = None) -> BTLFit:

@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import warnings
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable, Mapping, Protocol, runtime_checkable
+from typing import Any, Callable, Mapping, Protocol, cast, runtime_checkable
 
 import numpy as np
 import scipy.sparse as sp
@@ -131,6 +131,14 @@ class CellStats:
         """Whether these are binary cells on the one channel ``eta`` (the ``n p - y`` fast path)."""
         return self.a is None
 
+    def _yp(self) -> tuple[np.ndarray, np.ndarray]:
+        """``(y, p)`` of binary cells."""
+        return cast(np.ndarray, self.y), cast(np.ndarray, self.p)
+
+    def _outcome_arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """``(counts, P, a, b)`` of outcome cells."""
+        return cast(np.ndarray, self.counts), cast(np.ndarray, self.P), cast(np.ndarray, self.a), cast(np.ndarray, self.b)
+
     def positions(self) -> tuple[np.ndarray, np.ndarray]:
         """Positions in ``data.llm`` of the LLM cells and in ``data.human`` of the human cells, in cell order."""
         h = self.is_human
@@ -141,18 +149,21 @@ class CellStats:
     def outcome_scores(self) -> np.ndarray:
         """Loss score of one comparison per channel, cell and outcome: ``(1, m, 2)`` ``p - z`` or ``(2, m, 3)`` ``-(a, b)``."""
         if self.binary:
-            return np.column_stack([self.p - 1, self.p])[None]
-        return -np.stack([self.a, self.b])
+            p = self._yp()[1]
+            return np.column_stack([p - 1, p])[None]
+        return -np.stack(self._outcome_arrays()[2:])
 
     def fisher(self) -> np.ndarray:
         """Each cell's information in the channels, ``(C, C, m)``: ``n p (1 - p)``, or observed when given, else expected."""
         if self.binary:
-            return (self.n * self.p * (1 - self.p))[None, None]
+            p = self._yp()[1]
+            return (self.n * p * (1 - p))[None, None]
         if self.information is not None:
             ee, el, ll = self.information.T
             return np.array([[ee, el], [el, ll]])
+        counts, P = self._outcome_arrays()[:2]
         S = self.outcome_scores()
-        return self.counts.sum(1) * np.einsum("mo,kmo,lmo->klm", self.P, S, S)
+        return counts.sum(1) * np.einsum("mo,kmo,lmo->klm", P, S, S)
 
     def totals(self) -> np.ndarray:
         """Comparisons per cell, ``(m,)``."""
@@ -161,8 +172,9 @@ class CellStats:
     def score_sums(self) -> np.ndarray:
         """Sum of the cell's comparisons' scores per channel, ``(C, m)``: ``n p - y`` for binary cells."""
         if self.binary:
-            return (self.n * self.p - self.y)[None]
-        return np.einsum("mo,kmo->km", np.asarray(self.counts, float), self.outcome_scores())
+            y, p = self._yp()
+            return (self.n * p - y)[None]
+        return np.einsum("mo,kmo->km", np.asarray(self._outcome_arrays()[0], float), self.outcome_scores())
 
     def score_square_sums(self, mask: np.ndarray) -> np.ndarray:
         """Sum over the comparisons of the cells ``mask`` of the channels' score products, ``(C, C, m')``.
@@ -170,10 +182,11 @@ class CellStats:
         Binary cells: ``y (p - 1)^2 + (n - y) p^2``.
         """
         if self.binary:
-            n, y, p = self.n[mask], self.y[mask], self.p[mask]
+            y, p = (x[mask] for x in self._yp())
+            n = self.n[mask]
             return (y * (p - 1) ** 2 + (n - y) * p**2)[None, None]
         S = self.outcome_scores()[:, mask]
-        return np.einsum("mo,kmo,lmo->klm", np.asarray(self.counts, float)[mask], S, S)
+        return np.einsum("mo,kmo,lmo->klm", np.asarray(self._outcome_arrays()[0], float)[mask], S, S)
 
     def pair_keys(self, data: Comparisons) -> np.ndarray:
         """Judge-pair key of every LLM cell (the clusters of the cell meat; ``-1`` for human cells)."""
