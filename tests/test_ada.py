@@ -42,6 +42,7 @@ from pydial.model.cells import human_loss
 from pydial.studies.metrics import excess_risk
 from pydial.estimation.selection import SIMULATION_MULTIPLES, finite_candidate, gacv_trace, loo_cv
 from pydial.estimation.steps import family_anchored_candidate
+from pydial.model.families import BINARY
 
 
 # ----------------------------------------------------------------- helpers
@@ -244,7 +245,7 @@ def test_gacv_minus_loo_shrinks_like_inverse_square_of_n_human():
             lam = d.n_llm / d.n_human
             fin = finite_candidate(d, sf.chart, lam, sf.theta, 1.0)
             assert fin.admissible, fin.reason
-            anc = family_anchored_candidate(d, sf, None)
+            anc = family_anchored_candidate(d, sf, BINARY)
             assert anc.admissible, anc.reason
             gaps[n_h].append([abs(fin.gacv - loo_cv(d, sf.chart, lam, fin.theta)),
                               abs(anc.gacv - loo_cv(d, sf.chart, np.inf, sf.theta))])

@@ -123,9 +123,9 @@ def test_counts_and_files_equal_the_rows(frame, data, tmp_path):
 
 
 def test_tie_cells_carry_the_covariate(frame, data):
-    t = data.cell_table("llm", ties=True)
+    t = data.cell_table("llm", with_ties=True)
     assert t.z is not None and t.z.shape == (len(t), 1)
-    assert int(t.ties.sum()) == int(((frame.judge != "human") & (frame.winner == "tie")).sum())
+    assert int(t.tie_counts.sum()) == int(((frame.judge != "human") & (frame.winner == "tie")).sum())
 
 
 @pytest.mark.parametrize("change, message", [

@@ -74,7 +74,7 @@ def test_penalty_with_covariates_is_the_jeffreys_prior_of_the_full_calibration_d
 
     # the value, by hand: -(1 / 2 n_H) [log det I(c, beta_H[, l_H]; [D_H M, Z_H]) - log det M^T M]
     M = ch.structure(theta).basis(calibration)
-    H = d.cell_table("human", ties=ties is not None)
+    H = d.cell_table("human", with_ties=ties is not None)
     X = np.hstack([_difference(H.i, H.j, d.N) @ M, H.z])
     s, beta_h = ch.scores(theta), ch.human_effects(theta)
     eta = s[H.i] - s[H.j] + H.z @ beta_h
@@ -102,17 +102,17 @@ def test_penalty_with_covariates_is_the_jeffreys_prior_of_the_full_calibration_d
 
 
 def test_factored_glm_firth_hessian_matches_finite_differences():
-    """``FirthPenalty.glm_terms`` with more cells than ``q^2`` (the path without the m x m ``Q``)."""
+    """``FirthPenalty.terms`` with more cells than ``q^2`` (the path without the m x m ``Q``)."""
     rng = np.random.default_rng(3)
     X = rng.standard_normal((300, 5))
     pen = FirthPenalty(X, rng.integers(1, 4, 300).astype(float), weight=0.2)
     beta = 0.3 * rng.standard_normal(5)
-    f, g, H = pen.glm_terms(beta)
+    f, g, H = pen.terms(beta)
     f0, g0, H0 = pen.derivatives(X @ beta)  # the m x m route
     assert f == pytest.approx(f0, rel=1e-12)
     np.testing.assert_allclose(H, X.T @ H0 @ X, rtol=1e-10, atol=1e-12)
-    np.testing.assert_allclose(g, fd_jacobian(lambda b: np.array([pen.glm_terms(b)[0]]), beta)[0], rtol=1e-6)
-    np.testing.assert_allclose(H, fd_jacobian(lambda b: pen.glm_terms(b)[1], beta), rtol=1e-5, atol=1e-9)
+    np.testing.assert_allclose(g, fd_jacobian(lambda b: np.array([pen.terms(b)[0]]), beta)[0], rtol=1e-6)
+    np.testing.assert_allclose(H, fd_jacobian(lambda b: pen.terms(b)[1], beta), rtol=1e-5, atol=1e-9)
 
 
 @pytest.fixture(scope="module")
@@ -261,7 +261,7 @@ def test_pooled_tie_fit_with_covariates(ties):
     assert list(res.tie_parameters.index) == [POOLED_LABEL, d.human_judge]
     assert np.all(np.isfinite(res.tie_parameters["se"]))
     if ties == "davidson":  # stage one against the Davidson likelihood written out, maximized by scipy
-        C = d.cell_table("llm", ties=True)
+        C = d.cell_table("llm", with_ties=True)
         X1 = np.hstack([_difference(C.i, C.j, d.N) @ _centering(d.N), C.z])
         cnt = C.counts.astype(float)
 

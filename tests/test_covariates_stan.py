@@ -96,7 +96,7 @@ def test_judges_log_prob_with_covariates_equals_numpy_cells(models, ties):
     data = simulated(ties, seed=2)
     m = models["judges"]
     tie = ties is not None
-    L, H = data.cell_table("llm", ties=tie), data.cell_table("human", ties=tie)
+    L, H = data.cell_table("llm", with_ties=tie), data.cell_table("human", with_ties=tie)
     K, N = data.K, data.N
     d = judges_data(L, H, N=N, K=K, ties=ties, flat=True)
     assert list(d["beta_row"]) == [1, 2, 3, 4] and d["cell_z"].shape == (len(L), 2)
@@ -148,7 +148,7 @@ def test_dial_sample_log_lik_with_covariates(models, shared, ties):
 def test_dial_calibrate_log_prob_with_covariates(models, ties):
     data = simulated(ties, seed=4)
     m = models["dial_calibrate"]
-    H = data.cell_table("human", ties=ties is not None)
+    H = data.cell_table("human", with_ties=ties is not None)
     rng = np.random.default_rng(5)
     T, dim = 3, 2
     M = rng.normal(size=(T, data.N, dim))

@@ -168,22 +168,22 @@ def test_tie_cells_from_one_aggregation():
     pd.testing.assert_frame_equal(llm, ref)
     pd.testing.assert_frame_equal(llm, full[full["k"] < c.K].reset_index(drop=True))
     for which, rows in (("llm", full["k"] < c.K), ("human", full["k"] == c.K)):
-        tab, t = c.cell_table(which, ties=True), full[rows]
-        for name, col in (("judge", "k"), ("i", "i"), ("j", "j"), ("a", "a"), ("y", "wins_i"), ("ties", "ties")):
+        tab, t = c.cell_table(which, with_ties=True), full[rows]
+        for name, col in (("judge", "k"), ("i", "i"), ("j", "j"), ("a", "a"), ("y", "wins_i"), ("tie_counts", "ties")):
             np.testing.assert_array_equal(getattr(tab, name), t[col].to_numpy())
         np.testing.assert_array_equal(tab.wins_j, t["wins_j"].to_numpy())
-    pooled = c.cell_table("pooled", ties=True)
-    assert (pooled.judge == 0).all() and np.array_equal(pooled.counts, c.cell_table("llm", ties=True).counts)
+    pooled = c.cell_table("pooled", with_ties=True)
+    assert (pooled.judge == 0).all() and np.array_equal(pooled.counts, c.cell_table("llm", with_ties=True).counts)
     full["ties"] = -1
     assert (c.tie_cells(human=True)["ties"] >= 0).all()
 
 
 def test_cell_counts_formed_once():
     """``CellTable.counts`` is formed once per (frozen) table and cannot be written to."""
-    tab = Comparisons.from_frame(TINY).cell_table("llm", ties=True)
+    tab = Comparisons.from_frame(TINY).cell_table("llm", with_ties=True)
     cnt = tab.counts
     assert tab.counts is cnt and not cnt.flags.writeable
-    np.testing.assert_array_equal(cnt, np.column_stack([tab.y, tab.n - tab.y - tab.ties, tab.ties]))
+    np.testing.assert_array_equal(cnt, np.column_stack([tab.y, tab.n - tab.y - tab.tie_counts, tab.tie_counts]))
     with pytest.raises(ValueError):
         cnt[0, 0] = 7
 

@@ -45,7 +45,7 @@ def test_tie_path_is_recorded_and_gacv_tracks_exact_loo(tied_sims, ties):
 def test_tie_loo_cv_at_the_human_endpoint_equals_refits_without_each_record(tied_sims, ties):
     sim = tied_sims[ties]
     d = sim.comparisons
-    cv = loo_cv(d, pydial.fit(d, "dial-anc", ties=ties).chart, 0.0, np.zeros(0), ties)
+    cv = loo_cv(d, pydial.fit(d, "dial-anc", ties=ties).chart, 0.0, np.zeros(0), family_of(ties))
     frame = sim.frame
     human = np.flatnonzero(frame["judge"].to_numpy() == HUMAN_JUDGE)
     items = list(sim.truth.items)
@@ -81,7 +81,7 @@ def test_human_tie_fit_reports_the_tie_loss_of_the_path_endpoint(tied_sims, ties
     h = pydial.fit(d, "human", ties=ties)
     ada = pydial.fit(d, "dial-ada", ties=ties, multiples=[1.0])
     assert h.loss_human == pytest.approx(float(ada.gacv.loc[ada.gacv["lambda"] == 0, "l_H"].iloc[0]), rel=1e-9)
-    H = d.cell_table("human", ties=True)
+    H = d.cell_table("human", with_ties=True)
     s = h.scores["score"].reindex(d.items).to_numpy()
     P = family_of(ties).probabilities(s[H.i] - s[H.j], np.log(h.tie_parameters[family_of(ties).label].iloc[-1]))
     assert h.loss_human == pytest.approx(-np.sum(H.counts * np.log(P)) / H.counts.sum(), rel=1e-9)

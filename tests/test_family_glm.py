@@ -162,7 +162,7 @@ def test_human_sandwich_equals_an_independent_sandwich(tdata, family):
     cell meat too (eq. cell-clustered-meat); fisher: the inverse observed information."""
     N = tdata.N
     res = quiet_fit(tdata, "human", ties=family, cov_type="binomial")
-    cells = tdata.cell_table("human", ties=True)
+    cells = tdata.cell_table("human", with_ties=True)
     x = np.append(res.scores["score"].to_numpy()[: N - 1], np.log(res.tie_parameters[family_of(family).label].iloc[0]))
     scores, H, T = _independent_pieces(family, cells, N, x, order=False)
     meat = sum(cells.counts[c, o] * np.outer(s, s) for (c, o), s in scores.items())
@@ -186,7 +186,7 @@ def test_judges_cell_sandwich_clusters_the_cells(tdata, family):
     binomial: every comparison its own; both on the mean score and the position effects."""
     N, K = tdata.N, tdata.K
     res = quiet_fit(tdata, "judges", ties=family, cov_type="cell")
-    table = tdata.cell_table("llm", ties=True)
+    table = tdata.cell_table("llm", with_ties=True)
     S = res.judge_scores.to_numpy()
     b = res.position_effects["b"].to_numpy()
     nu = res.tie_parameters[family_of(family).label].to_numpy()
@@ -248,7 +248,7 @@ def test_tie_fits_take_the_binary_fits_default_meat(tdata):
 @pytest.mark.parametrize("method", ["human", "judges"])
 def test_tie_fit_of_data_without_ties_is_the_binary_fit(family, method):
     data = pydial.simulate(N=5, K=2, rank=1, n_llm=1500, n_human=400, seed=6).comparisons
-    assert data.cell_table("llm", ties=True).counts[:, 2].sum() == 0
+    assert data.cell_table("llm", with_ties=True).counts[:, 2].sum() == 0
     for cov in MEATS:
         a = quiet_fit(data, method, cov_type=cov)
         b = quiet_fit(data, method, cov_type=cov, ties=family)
@@ -347,7 +347,7 @@ def test_tie_firth_dial_anc_is_stationary_for_the_jeffreys_posterior(family):
     s = res.scores["score"].to_numpy()
     t0, u = np.linalg.norm(s), s / np.linalg.norm(s)
     l0 = float(np.log(res.tie_parameters[family_of(family).label].iloc[-1]))
-    H = tdata.cell_table("human", ties=True)
+    H = tdata.cell_table("human", with_ties=True)
     d, counts = u[H.i] - u[H.j], H.counts.astype(float)
 
     def logp(z):  # (m, 3) log-probabilities at z = (t, l)

@@ -162,10 +162,10 @@ def test_penalty_derivatives_match_finite_differences(chart):
     rng = np.random.default_rng(1)
     X = rng.standard_normal((12, 4))
     pen = FirthPenalty(X, rng.integers(1, 5, 12).astype(float), weight=0.3)
-    terms = pen.derivatives if chart == "eta" else pen.glm_terms
+    terms = pen.derivatives if chart == "eta" else pen.terms
     x = rng.standard_normal(12 if chart == "eta" else 4)
     f, g, H = terms(x)
-    assert f == pytest.approx(pen.value(x if chart == "eta" else X @ x))
+    assert f == pytest.approx(pen.value(None, x) if chart == "eta" else pen.value(x))
     np.testing.assert_allclose(g, fd_jacobian(lambda z: np.array([terms(z)[0]]), x)[0], rtol=1e-6, atol=1e-9)
     np.testing.assert_allclose(H, fd_jacobian(lambda z: terms(z)[1], x), rtol=1e-5, atol=1e-8)
 
@@ -330,7 +330,7 @@ def test_tie_joint_penalty_derivatives_and_definition(tsim, ties, cal):
     phi = chart.to_full(theta)
     B = phi[chart.off_B: chart.off_b].reshape(tsim.N, chart.q)
     M = B[:, :1] if cal == "mu" else B
-    Ht = tsim.cell_table("human", ties=True)
+    Ht = tsim.cell_table("human", with_ties=True)
     X = difference_design(Ht.i, Ht.j, tsim.N) @ M
     c = np.linalg.lstsq(M, chart.scores(theta), rcond=None)[0]
     n = Ht.counts.sum(1)

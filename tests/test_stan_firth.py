@@ -70,7 +70,7 @@ def test_human_log_prob_equals_penalized_btl(models, data):
     eta = X @ theta
     n = (H.wins_i + H.wins_j).astype(float)
     ll = np.sum(H.wins_i * eta - n * np.logaddexp(0, eta))
-    pen = -FirthPenalty(X, n).value(eta)
+    pen = -FirthPenalty(X, n).value(theta, eta)
     lp = m.log_prob(d, to_stan(d, theta)) - weighted_log_coef(d)
     assert lp == pytest.approx(ll + pen, rel=1e-10)
 

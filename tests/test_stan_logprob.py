@@ -129,7 +129,7 @@ def test_dial_tie_log_prob_equals_numpy_cells(models, data, ties):
     from pydial.stan.schema import human_cell_table
 
     H = human_cell_table(tdata, ties=True)
-    assert L.ties.sum() > 0 and H.ties.sum() > 0
+    assert L.tie_counts.sum() > 0 and H.tie_counts.sum() > 0
     rng = np.random.default_rng(4)
     assert m.num_unconstrained(d) == ch.dim + tdata.K + 1
     for _ in range(2):
@@ -285,7 +285,7 @@ def test_dial_calibrate_log_prob_equals_numpy_cells(models, ties, dim):
     """dial_calibrate.stan: sum over draws t of the human cells' log pmf at s_t = M_t c_t (nu_t per draw)."""
     m = models["dial_calibrate"]
     data = with_ties(simulate(N=6, K=3, rank=1, n_llm=300, n_human=150, seed=17).frame, 0.2 if ties else 0.0)
-    H = data.cell_table("human", ties=ties is not None)
+    H = data.cell_table("human", with_ties=ties is not None)
     rng = np.random.default_rng(5)
     T = 4
     M = rng.normal(size=(T, data.N, dim))

@@ -18,6 +18,7 @@ import pydial
 from pydial.estimation import steps
 from pydial.model.likelihood import Objective, tie_totals
 from pydial.model.chart import Chart
+from pydial.model.families import family_of
 from pydial.stan.parameters import dial_from_unconstrained as from_stan, dial_unconstrained as to_stan, optimize_dial
 from pydial.stan.schema import dial_data, weighted_log_coef
 
@@ -61,11 +62,11 @@ def test_dial_tie_log_prob_equals_numpy_tie_objective(models, tdata, ties, r, ca
 @pytest.mark.parametrize("ties", ["davidson", "rao-kupper"])
 def test_joint_tie_fit_matches_stan_optimizer(models, tdata, ties, stan_backend_name):
     m = models["dial"]
-    sf = steps.family_staged_fit(tdata, ties, 1, "mu")
+    sf = steps.family_staged_fit(tdata, family_of(ties), 1, "mu")
     ch = sf.chart
     n_l, n_h = tie_totals(tdata)
     lam = 1.5
-    x, opt, obj = steps.family_joint_fit(tdata, ch, lam, sf.x, ties)
+    x, opt, obj = steps.family_joint_fit(tdata, ch, lam, sf.x, family_of(ties))
     assert opt.resolved
     d = dial_data(tdata, ch, w_llm=lam * n_h / n_l, w_human=1.0, ties=ties)
     res = optimize_dial(m, d, sf.x, gtol=1e-12)

@@ -2,8 +2,8 @@
 
 Stan's tie programs add the Jeffreys prior of the tie GLMs (``tie_firth_penalty`` of
 ``stan/include/firth.stan``, written from the outcome probabilities' derivatives; autodiff
-gives its gradient), numpy adds :class:`pydial.model.penalty.TieFirthPenalty` /
-``TieCalibrationFirthPenalty`` (exact gradients from ``information_terms``).  Two independent
+gives its gradient), numpy adds the family's :class:`pydial.model.penalty.FirthPenalty` /
+``CalibrationFirthPenalty`` (exact gradients from ``information_terms``).  Two independent
 codings of one estimator: the optima must agree, for every method and both tie families, and
 differ from the unpenalized MLE by much more than the agreement.
 """

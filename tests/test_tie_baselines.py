@@ -65,7 +65,7 @@ def test_cross_derivative_by_differences(tied, ties):
 
     h = 1e-6
     fd = np.column_stack([(psi(beta + h * e) - psi(beta - h * e)) / (2 * h) for e in np.eye(N - 1)])
-    G = pooled_cross_derivative(ties, Hc, N, beta, x2, w)
+    G = pooled_cross_derivative(family_of(ties), Hc, N, beta, x2, w)
     np.testing.assert_allclose(G, fd, rtol=1e-6, atol=1e-9)
 
 

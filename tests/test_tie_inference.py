@@ -20,10 +20,10 @@ import pytest
 import scipy.sparse as sp
 
 import pydial
-from pydial.inference.linearization import CellStats, OutcomeStats, parameter_meat
+from pydial.inference.linearization import CellStats, parameter_meat
 from pydial.model.likelihood import Objective, tie_totals
 from pydial.model.chart import Chart
-from pydial.model.families import family_of
+from pydial.model.families import DAVIDSON, family_of
 from pydial.estimation import steps
 from pydial.inference import sandwich
 
@@ -52,8 +52,9 @@ def test_outcome_stats_meat_equals_binary_meat_on_binary_cells(bdata, cov):
     ref = parameter_meat(J, st, bdata, cov).dense()
     m = p.size
     counts = np.column_stack([c.y, c.n - c.y, np.zeros(m)])
-    ost = OutcomeStats(counts, np.column_stack([p, 1 - p, np.zeros(m)]), np.column_stack([1 - p, -p, np.zeros(m)]),
-                       np.zeros((m, 3)), c.w, c.is_human, c.g, c.i, c.j, c.a)
+    key = (c.g.astype(np.int64) * bdata.N + c.i) * bdata.N + c.j
+    ost = CellStats.outcomes(counts, np.column_stack([p, 1 - p, np.zeros(m)]), np.column_stack([1 - p, -p, np.zeros(m)]),
+                             np.zeros((m, 3)), c.w, c.is_human, key)
     J2 = sp.vstack([J, sp.csr_matrix(J.shape)], format="csr")
     rec = None
     if cov == "record":
@@ -114,11 +115,11 @@ def brute_force_covariance(data, ch, lam, x, ties, cov):
 @pytest.mark.parametrize("ties", ["davidson", "rao-kupper"])
 @pytest.mark.parametrize("cov", ["binomial", "cell", "record"])
 def test_finite_weight_sandwich_equals_brute_force(tdata, ties, cov):
-    sf = steps.family_staged_fit(tdata, ties, 1, "mu")
+    sf = steps.family_staged_fit(tdata, family_of(ties), 1, "mu")
     lam = 2.0
-    x, opt, _ = steps.family_joint_fit(tdata, sf.chart, lam, sf.x, ties)
+    x, opt, _ = steps.family_joint_fit(tdata, sf.chart, lam, sf.x, family_of(ties))
     assert opt.resolved
-    got = sandwich.family_finite_influence(tdata, sf.chart, lam, x, ties).covariance(tdata, cov, "test")
+    got = sandwich.family_finite_influence(tdata, sf.chart, lam, x, family_of(ties)).covariance(tdata, cov, "test")
     ref = brute_force_covariance(tdata, sf.chart, lam, x, ties, cov)
     assert got.shape == (tdata.N + 1, tdata.N + 1)
     np.testing.assert_allclose(got, ref, rtol=2e-5, atol=1e-8 * np.abs(ref).max())
@@ -127,24 +128,24 @@ def test_finite_weight_sandwich_equals_brute_force(tdata, ties, cov):
 
 @pytest.mark.parametrize("ties", ["davidson", "rao-kupper"])
 def test_staged_covariance_is_the_large_lambda_limit(tdata, ties):
-    sf = steps.family_staged_fit(tdata, ties, 1, "mu")
-    staged = sandwich.family_staged_influence(tdata, sf, ties)[0].covariance(tdata, "binomial", "test")
+    sf = steps.family_staged_fit(tdata, family_of(ties), 1, "mu")
+    staged = sandwich.family_staged_influence(tdata, sf, family_of(ties))[0].covariance(tdata, "binomial", "test")
     lam = 1e7
-    x, opt, _ = steps.family_joint_fit(tdata, sf.chart, lam, sf.x, ties)
-    finite = sandwich.family_finite_influence(tdata, sf.chart, lam, x, ties).covariance(tdata, "binomial", "test")
+    x, opt, _ = steps.family_joint_fit(tdata, sf.chart, lam, sf.x, family_of(ties))
+    finite = sandwich.family_finite_influence(tdata, sf.chart, lam, x, family_of(ties)).covariance(tdata, "binomial", "test")
     np.testing.assert_allclose(finite, staged, rtol=1e-3, atol=1e-5 * np.abs(staged).max())
 
 
 def test_human_endpoint_fisher_covariance_is_the_inverse_information(tdata):
     """Davidson's model is a multinomial logit in (eta/2, -eta/2, log nu): observed = expected information."""
     ref = pydial.fit(tdata, "human", ties="davidson")
-    opt, free, X = steps.family_human_fit(tdata, "davidson")
+    opt, free, X = steps.family_human_fit(tdata, DAVIDSON)
     N = tdata.N
     E = np.zeros((N + 1, N))
     E[:N, : N - 1] = np.vstack([np.eye(N - 1), -np.ones(N - 1)])  # centered scores s = T beta
     E[N, -1] = 1.0
     _, n_h = tie_totals(tdata)
-    U, _ = sandwich.family_glm_influence(tdata, "davidson", X, opt.x, 1.0 / n_h, E)
+    U, _ = sandwich.family_glm_influence(tdata, DAVIDSON, X, opt.x, 1.0 / n_h, E)
     C = U.covariance(tdata, "fisher", "test")
     np.testing.assert_allclose(np.sqrt(np.diag(C))[:N], ref.scores["se"].to_numpy(), rtol=1e-6)
     nu = np.exp(opt.x[-1])

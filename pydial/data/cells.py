@@ -47,7 +47,7 @@ class CellTable:
         Display order, ``+1`` when item ``i`` was shown first, ``-1`` otherwise, ``0`` for people.
     n, y : arrays
         Judgments per cell (ties included) and wins of item ``i``.
-    ties : array, optional
+    tie_counts : array, optional
         Ties per cell (default none: a decisive table).
     z : float array (cells x p), optional
         The standardized comparison covariates of the cell's judgments (canonical orientation:
@@ -61,19 +61,19 @@ class CellTable:
     a: np.ndarray
     n: np.ndarray
     y: np.ndarray
-    ties: np.ndarray | None = None
+    tie_counts: np.ndarray | None = None
     z: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         """Fill in zero ties for a decisive table."""
-        if self.ties is None:
-            object.__setattr__(self, "ties", np.zeros(np.size(self.n), np.int64))
+        if self.tie_counts is None:
+            object.__setattr__(self, "tie_counts", np.zeros(np.size(self.n), np.int64))
 
     @classmethod
     def from_counts(cls, judge: np.ndarray, i: np.ndarray, j: np.ndarray, a: np.ndarray, wins_i: np.ndarray,
-                    wins_j: np.ndarray, ties: np.ndarray, z: np.ndarray | None = None) -> "CellTable":
-        """Build the table of the outcome counts ``wins_i, wins_j, ties`` per cell (covariates ``z``)."""
-        return cls(judge, i, j, a, wins_i + wins_j + ties, wins_i, ties, z)
+                    wins_j: np.ndarray, tie_counts: np.ndarray, z: np.ndarray | None = None) -> "CellTable":
+        """Build the table of the outcome counts ``wins_i, wins_j, tie_counts`` per cell (covariates ``z``)."""
+        return cls(judge, i, j, a, wins_i + wins_j + tie_counts, wins_i, tie_counts, z)
 
     @classmethod
     def empty(cls, p: int = 0) -> "CellTable":
@@ -87,7 +87,7 @@ class CellTable:
         return 0 if self.z is None else int(self.z.shape[1])
 
     def _columns(self) -> tuple[np.ndarray | None, ...]:
-        return (self.judge, self.i, self.j, self.a, self.n, self.y, self.ties, self.z)
+        return (self.judge, self.i, self.j, self.a, self.n, self.y, self.tie_counts, self.z)
 
     def __len__(self) -> int:
         """Return the number of cells."""
@@ -100,14 +100,14 @@ class CellTable:
 
     @property
     def wins_j(self) -> np.ndarray:
-        """Wins of item ``j`` per cell: ``n - y - ties``."""
-        return self.n - self.y - self.ties
+        """Wins of item ``j`` per cell: ``n - y - tie_counts``."""
+        return self.n - self.y - self.tie_counts
 
     @cached_property
     def counts(self) -> np.ndarray:
         """``(m, 3)`` integer array (wins of i, wins of j, ties), formed once per table (read-only)."""
-        assert self.ties is not None
-        out = np.rint(np.column_stack([self.wins_i, self.wins_j, self.ties])).astype(np.int64).reshape(-1, 3)
+        assert self.tie_counts is not None
+        out = np.rint(np.column_stack([self.wins_i, self.wins_j, self.tie_counts])).astype(np.int64).reshape(-1, 3)
         out.flags.writeable = False
         return out
 
@@ -117,7 +117,7 @@ class CellTable:
 
     def with_judge(self, g: int) -> "CellTable":
         """Return the same cells all given to judge index ``g`` (e.g. the pooled BTL, or people as judge 0)."""
-        return CellTable(np.full(len(self), g, np.int64), self.i, self.j, self.a, self.n, self.y, self.ties, self.z)
+        return CellTable(np.full(len(self), g, np.int64), self.i, self.j, self.a, self.n, self.y, self.tie_counts, self.z)
 
     def integer(self) -> "CellTable":
         """Return the table with ``int64`` indices and integer outcome counts (the Stan data)."""
@@ -168,12 +168,12 @@ class LLMCells(CellTable):
 
     ``LLMCells(judge, i, j, a, n, y)``: judge ``k`` in ``0..K-1``, ``a = +1`` when item ``i``
     was shown first, ``n`` the decisive judgments ``n_kij^(a)`` and ``y`` the wins of item
-    ``i`` ``Y_kij^(a)`` (float arrays).  Decisive: ``ties`` is always zero (an argument
-    ``ties``, e.g. from :func:`dataclasses.replace`, is ignored).
+    ``i`` ``Y_kij^(a)`` (float arrays).  Decisive: ``tie_counts`` is always zero (an argument
+    ``tie_counts``, e.g. from :func:`dataclasses.replace`, is ignored).
     """
 
     def __init__(self, judge: np.ndarray, i: np.ndarray, j: np.ndarray, a: np.ndarray, n: np.ndarray, y: np.ndarray,
-                 ties: np.ndarray | None = None, z: np.ndarray | None = None) -> None:
+                 tie_counts: np.ndarray | None = None, z: np.ndarray | None = None) -> None:
         super().__init__(judge, i, j, a, n, y, None, z)
 
     def select(self, mask: "np.ndarray | slice") -> "LLMCells":
@@ -186,11 +186,11 @@ class HumanCells(CellTable):
 
     ``HumanCells(i, j, n, y)``: ``n`` comparisons of the pair and ``y`` wins of item ``i``
     (float arrays); ``a = 0`` and the judge index ``judge`` (``K`` in :class:`Comparisons`,
-    ``-1`` when not given).  Decisive: ``ties`` is always zero; ``a`` and ``ties`` given
+    ``-1`` when not given).  Decisive: ``tie_counts`` is always zero; ``a`` and ``tie_counts`` given
     (e.g. by :func:`dataclasses.replace`) are ignored, and an array ``judge`` gives its first entry.
     """
 
-    def __init__(self, i: np.ndarray, j: np.ndarray, n: np.ndarray, y: np.ndarray, ties: np.ndarray | None = None,
+    def __init__(self, i: np.ndarray, j: np.ndarray, n: np.ndarray, y: np.ndarray, tie_counts: np.ndarray | None = None,
                  z: np.ndarray | None = None, *, judge: "int | np.ndarray" = -1, a: np.ndarray | None = None) -> None:
         m = np.size(n)
         g = np.ravel(np.asarray(judge, np.int64))

@@ -386,7 +386,7 @@ class Comparisons:
              "n": self.human.n.astype(int), "y": self.human.y.astype(int), **self._z_frame(self.human)}
         )
 
-    def cell_table(self, which: str = "llm", *, ties: bool = False) -> CellTable:
+    def cell_table(self, which: str = "llm", *, with_ties: bool = False) -> CellTable:
         """Return a :class:`CellTable` of the cells of both engines, with integer counts.
 
         Parameters
@@ -394,22 +394,22 @@ class Comparisons:
         which : {"llm", "human", "pooled"}
             The LLM cells (judges ``0..K-1``), the human cells (judge ``K``, ``a = 0``), or
             the LLM cells all given to judge 0 (the pooled BTL).
-        ties : bool
+        with_ties : bool
             ``False``: the decisive cells (:attr:`llm`, :attr:`human`); ``True``: the cells
             with tie counts of :meth:`tie_cells`.
         """
         if which not in ("llm", "human", "pooled"):
             raise ArgumentError(f"which must be 'llm', 'human' or 'pooled', got {which!r}")
-        key = ("cell_table", which, bool(ties))
+        key = ("cell_table", which, bool(with_ties))
         if key not in self._cache:
-            self._cache[key] = self._cell_table(which, ties)
+            self._cache[key] = self._cell_table(which, with_ties)
         return self._cache[key]
 
-    def _cell_table(self, which: str, ties: bool) -> CellTable:
+    def _cell_table(self, which: str, with_ties: bool) -> CellTable:
         """:meth:`cell_table`, uncached."""
         if which == "pooled":
-            return self.cell_table("llm", ties=ties).with_judge(0)
-        if not ties:
+            return self.cell_table("llm", with_ties=with_ties).with_judge(0)
+        if not with_ties:
             return self.human.integer().with_judge(self.K) if which == "human" else self.llm.integer()
         t = self._tie_frame()
         t = t[t["k"] == self.K] if which == "human" else t[t["k"] < self.K]

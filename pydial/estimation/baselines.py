@@ -59,7 +59,7 @@ from pydial.inference.pooled import (
 )
 from pydial.model.chart import centering_basis
 from pydial.model.design import Design
-from pydial.model.families import family_of
+from pydial.model.families import BINARY, Family
 from pydial.model.cells import tie_human_loss
 from pydial.model.cells import family_totals
 from pydial.estimation.results import Estimate, tie_log_nu
@@ -72,7 +72,7 @@ __all__ = ["fit_pooled", "fit_atc", "human_only_lrt", "numpy_pooled", "atc_score
 
 
 # ================================================================== pooled
-def numpy_pooled(data: Comparisons, ties: str | None = None, *,
+def numpy_pooled(data: Comparisons, family: Family = BINARY, *,
                  penalty: str | None = None) -> tuple[OptimResult, OptimResult]:
     """Fit both stages of the pooled baseline by :func:`~pydial.estimation.glm.glm`.
 
@@ -81,18 +81,18 @@ def numpy_pooled(data: Comparisons, ties: str | None = None, *,
     ``beta_H`` only with response covariates); with ``penalty="firth"`` Firth's estimates.
     """
     N = data.N
-    L, Hc = family_cells(data, ties)
-    o1 = glm(ties, L.counts, pooled_designs(data, L, Hc)[0], weight=float(L.w[0]), penalty=penalty)
+    L, Hc = family_cells(data, family)
+    o1 = glm(family, L.counts, pooled_designs(data, L, Hc)[0], weight=float(L.w[0]), penalty=penalty)
     s_pool = centering_basis(N) @ o1.x[: N - 1]
     if degenerate_direction(s_pool):  # no direction to calibrate: reported by the caller
         return o1, o1
     X2 = cast(Design, pooled_designs(data, L, Hc, s_pool)[1])
-    return o1, glm(ties, Hc.counts, X2, weight=float(Hc.w[0]), penalty=penalty)
+    return o1, glm(family, Hc.counts, X2, weight=float(Hc.w[0]), penalty=penalty)
 
 
-def fit_pooled(data: Comparisons, rank: int | None = None, *, ties: str | None, engine: Optimizers,
+def fit_pooled(data: Comparisons, rank: int | None = None, *, family: Family, engine: Optimizers,
                shared: bool = True) -> Estimate:
-    """Fit the pooled baseline of the family ``ties`` (see the module docstring); ``rank`` and ``shared`` are unused.
+    """Fit the pooled baseline of ``family`` (see the module docstring); ``rank`` and ``shared`` are unused.
 
     The pooled BTL ignores which judge judged, so its covariate effect ``beta_L`` is shared by the
     judges whatever ``covariate_effects`` asks.
@@ -105,21 +105,21 @@ def fit_pooled(data: Comparisons, rank: int | None = None, *, ties: str | None, 
     ``N - 2`` degrees of freedom); its log-likelihood is the sum of the two stages'.
     """
     N, p = data.N, data.p
-    what = "pooled LLM " + ("BTL" if ties is None else "tie model")
+    what = "pooled LLM " + ("BTL" if family.is_binary else "tie model")
     if engine.pooled_stages is not None:
-        L, Hc = family_cells(data, ties)
-        m1 = FamilyGLM(ties, L.counts, pooled_designs(data, L, Hc)[0])
-        free2 = has_tie_parameter(ties, Hc.counts)
-        o1, o2 = engine.pooled_stages(data, ties, m1.start(), family_of(ties).log_nu_start(Hc.counts) if free2 else 0.0,
+        L, Hc = family_cells(data, family)
+        m1 = FamilyGLM(family, L.counts, pooled_designs(data, L, Hc)[0])
+        free2 = has_tie_parameter(family, Hc.counts)
+        o1, o2 = engine.pooled_stages(data, family, m1.start(), family.log_nu_start(Hc.counts) if free2 else 0.0,
                                              m1.free, free2, penalty=engine.penalty)
     else:
-        o1, o2 = numpy_pooled(data, ties, penalty=engine.penalty)
+        o1, o2 = numpy_pooled(data, family, penalty=engine.penalty)
     warn_unresolved(o1, what)
     s_pool = centering_basis(N) @ o1.x[: N - 1]
     if degenerate_direction(s_pool):
         raise IdentifiabilityError(f"the {what} scores are all equal (the judges' preferences cancel): "
                                    "there is no direction to rescale to the human comparisons")
-    warn_unresolved(o2, "pooled calibration" + ("" if ties is None else " tie model"))
+    warn_unresolved(o2, "pooled calibration" + ("" if family.is_binary else " tie model"))
     c = float(o2.x[0])
     s = c * s_pool
     # o1.x = (beta, beta_L, [log nu_L]), o2.x = (c, beta_H, [log nu_H]), the free entries of beta_L, beta_H
@@ -131,22 +131,22 @@ def fit_pooled(data: Comparisons, rank: int | None = None, *, ties: str | None, 
     if p:
         beta = np.zeros((2, p))
         beta[0, sup_l], beta[1, sup_h] = o1.x[N - 1: N - 1 + p1], o2.x[1: 1 + p2]
-    loss = tie_human_loss(ties, s, lognu[1], data, None if beta is None else beta[1])
+    loss = tie_human_loss(family, s, lognu[1], data, None if beta is None else beta[1])
     # the two stages' log-likelihoods: the pooled BTL of the LLM judgments, the calibration of the people's
-    t = data.cell_table("llm", ties=ties is not None)
+    t = data.cell_table("llm", with_ties=not family.is_binary)
     eta = s_pool[t.i] - s_pool[t.j] + (t.z @ beta[0] if beta is not None and t.z is not None else 0.0)
-    l_h = -family_totals(data, ties)[1] * loss
-    stats = FitStats(cell_log_likelihood(ties, t, eta, lognu[0]) + l_h, int(o1.x.size + o2.x.size), l_h)
+    l_h = -family_totals(data, family)[1] * loss
+    stats = FitStats(cell_log_likelihood(family, t, eta, lognu[0]) + l_h, int(o1.x.size + o2.x.size), l_h)
     return Estimate(s=s, calibration_coef=np.array([c * np.linalg.norm(s_pool) / np.sqrt(N)]), lambda_=np.inf,
                     converged=o1.resolved and o2.resolved, grad_norm=max(o1.grad_norm, o2.grad_norm),
                     loss_human=loss, stage_scores={"pooled": s_pool},
-                    linearization=(pooled_linearization(data, ties, o1, o2),),
-                    log_nu=None if ties is None else tie_log_nu([POOLED_LABEL, data.human_judge], lognu),
+                    linearization=(pooled_linearization(data, family, o1, o2),),
+                    log_nu=None if family.is_binary else tie_log_nu([POOLED_LABEL, data.human_judge], lognu),
                     beta=beta, beta_labels=(POOLED_LABEL, data.human_judge) if p else (), stats=stats,
-                    calibration_test=human_only_lrt(data, ties, loss, 1))
+                    calibration_test=human_only_lrt(data, family, loss, 1))
 
 
-def human_only_lrt(data: Comparisons, ties: str | None, loss_restricted: float, d: int) -> CalibrationTest:
+def human_only_lrt(data: Comparisons, family: Family, loss_restricted: float, d: int) -> CalibrationTest:
     """Return the likelihood-ratio test of a ``d``-dimensional calibration restriction against the people's own model.
 
     Prop. calibration-test with the restricted fit's human loss ``loss_restricted`` (the pooled
@@ -154,9 +154,9 @@ def human_only_lrt(data: Comparisons, ties: str | None, loss_restricted: float, 
     - l_H(s_0))`` on ``N - 1 - d`` degrees of freedom, with the unpenalized people's MLE ``s_0``
     (undefined when it does not exist).
     """
-    hum, _ = family_human_candidate(data, ties)
+    hum, _ = family_human_candidate(data, family)
     ok = hum.opt is not None and hum.opt.resolved
-    return calibration_lrt(loss_restricted, hum.loss_human if ok else None, family_totals(data, ties)[1],
+    return calibration_lrt(loss_restricted, hum.loss_human if ok else None, family_totals(data, family)[1],
                            data.N - 1 - d, hum.reason or "the human-only MLE is not resolved")
 
 
@@ -177,8 +177,8 @@ def atc_scores(base: np.ndarray, human: np.ndarray) -> np.ndarray:
     return s
 
 
-def fit_atc(data: Comparisons, rank: int, *, ties: str | None, engine: Optimizers, shared: bool = False) -> Estimate:
-    """Fit AtC of the family ``ties`` (App. related-comparison; see the module docstring).
+def fit_atc(data: Comparisons, rank: int, *, family: Family, engine: Optimizers, shared: bool = False) -> Estimate:
+    """Fit AtC of ``family`` (App. related-comparison; see the module docstring).
 
     The people's model (:func:`~pydial.estimation.steps.family_human_fit`) gives the ordering;
     DIAL-Anc with ``M = mu`` (the family's staged fit, :class:`~pydial.estimation.steps.Steps`)
@@ -193,10 +193,10 @@ def fit_atc(data: Comparisons, rank: int, *, ties: str | None, engine: Optimizer
     likelihood fit: no ``llf`` / ``df_model`` (NaN / ``None``), only the people's log-likelihood at them.
     """
     penalty = engine.penalty
-    steps = Steps(data, "mu", True, family_of(ties), engine, penalty, shared=shared)
-    opt, free_h, X = family_human_fit(data, ties, engine, penalty)
+    steps = Steps(data, "mu", True, family, engine, penalty, shared=shared)
+    opt, free_h, X = family_human_fit(data, family, engine, penalty)
     s_h, _, lh = human_parameters(data, opt.x, free_h)
-    warn_unresolved(opt, ("human BTL" if ties is None else "human tie model") + " (AtC ordering)")
+    warn_unresolved(opt, ("human BTL" if family.is_binary else "human tie model") + " (AtC ordering)")
     sf = steps.staged(rank)
     warn_unresolved(sf.llm_opt, "structured LLM-only fit")
     base = sf.chart.scores(sf.theta)
@@ -204,19 +204,19 @@ def fit_atc(data: Comparisons, rank: int, *, ties: str | None, engine: Optimizer
     if free_h:  # the people's nu_H from their own tie model (the ordering)
         E = np.zeros((1, X.shape[1] + 1))
         E[0, -1] = 1.0
-        U, _ = family_glm_influence(data, ties, X, opt.x, 1.0 / family_totals(data, ties)[1], E)
+        U, _ = family_glm_influence(data, family, X, opt.x, 1.0 / family_totals(data, family)[1], E)
         lins += (U.linearization("the people's tie parameter", {"log_nu": slice(0, 1)}, tie_labels=(data.human_judge,)),)
     beta = sf.chart.covariate_effects(sf.theta) if data.p else None
     if beta is not None:
         lins += (atc_covariate_linearization(steps, sf),)
-    log_nu = None if ties is None else pd.concat([log_nu_j, tie_log_nu([data.human_judge], np.array([lh]))])
+    log_nu = None if family.is_binary else pd.concat([log_nu_j, tie_log_nu([data.human_judge], np.array([lh]))])
     s = atc_scores(base, s_h)
-    loss = tie_human_loss(ties, s, lh, data, None if beta is None else beta[-1])
+    loss = tie_human_loss(family, s, lh, data, None if beta is None else beta[-1])
     return Estimate(s=s, rank=rank, calibration="mu", b=b, gamma=gamma, log_nu=log_nu,
                     structure=sf.llm_chart.structure(sf.llm_theta), lambda_=np.inf,
                     converged=opt.resolved and sf.llm_opt.resolved, grad_norm=max(opt.grad_norm, sf.llm_opt.grad_norm),
-                    loss_human=loss, stats=FitStats(np.nan, None, -family_totals(data, ties)[1] * loss),
-                    calibration_test=human_only_lrt(data, ties, human_loss_at(data, ties, sf.chart, sf.x, sf.free), 1),
+                    loss_human=loss, stats=FitStats(np.nan, None, -family_totals(data, family)[1] * loss),
+                    calibration_test=human_only_lrt(data, family, human_loss_at(data, family, sf.chart, sf.x, sf.free), 1),
                     stage_scores={"anchored": base, "human": s_h}, linearization=lins,
                     beta=beta, beta_labels=beta_labels(data, sf.chart) if beta is not None else ())
 

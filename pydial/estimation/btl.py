@@ -41,7 +41,7 @@ from pydial.exceptions import ArgumentError, ConvergenceWarning
 from pydial.inference.linearization import target_slices
 from pydial.model.chart import centering_basis
 from pydial.model.design import centered_design
-from pydial.model.families import family_of
+from pydial.model.families import BINARY, Family
 from pydial.model.likelihood import Cells
 from pydial.model.cells import tie_human_loss
 from pydial.model.cells import family_totals
@@ -50,14 +50,14 @@ from pydial.optim import warn_unresolved
 __all__ = ["tie_log_nu_start", "fit_btl"]
 
 
-def tie_log_nu_start(ties: str | None, cells: CellTable, G: int) -> np.ndarray:
+def tie_log_nu_start(family: Family, cells: CellTable, G: int) -> np.ndarray:
     """Return the starting ``log nu`` of groups ``0..G-1`` from their tie rates (none for the binary family).
 
     :func:`pydial.model.families.Family.log_nu_start`.
     """
-    if ties is None:
+    if family.is_binary:
         return np.zeros(0)
-    return np.array([family_of(ties).log_nu_start(cells.counts[cells.judge == g]) for g in range(G)], float)
+    return np.array([family.log_nu_start(cells.counts[cells.judge == g]) for g in range(G)], float)
 
 
 def _identified(U: OutcomeInfluence, what: str) -> bool:
@@ -69,12 +69,12 @@ def _identified(U: OutcomeInfluence, what: str) -> bool:
     return not U.n_zero
 
 
-def _human(data: Comparisons, ties: str | None, engine: Optimizers, penalty: str | None) -> Estimate:
+def _human(data: Comparisons, family: Family, engine: Optimizers, penalty: str | None) -> Estimate:
     """Fit the people's model: the ``lambda = 0`` fit of :func:`~pydial.estimation.steps.family_human_influence`."""
     N = data.N
     p = human_effects(data).size if data.p else 0  # the people's free covariate effects
-    what = "human BTL" if ties is None else "human tie model"
-    opt, U, lh = family_human_influence(data, ties, engine, penalty)
+    what = "human BTL" if family.is_binary else "human tie model"
+    opt, U, lh = family_human_influence(data, family, engine, penalty)
     warn_unresolved(opt, what)
     regular = _identified(U, what)
     free = bool(np.isfinite(lh))
@@ -82,15 +82,15 @@ def _human(data: Comparisons, ties: str | None, engine: Optimizers, penalty: str
     lin = U.linearization(f"the {what} scores", blocks, tie_labels=(data.human_judge,) if free else ())
     s, beta_h, _ = human_parameters(data, opt.x, free)
     beta = None if beta_h is None or not p else beta_h[None, :]
-    loss = tie_human_loss(ties, s, lh, data, beta)
-    llf = -family_totals(data, ties)[1] * loss  # the people's model: l_H is its log-likelihood / n_H
-    return Estimate(s=s, log_nu=None if ties is None else tie_log_nu([data.human_judge], np.array([lh])),
+    loss = tie_human_loss(family, s, lh, data, beta)
+    llf = -family_totals(data, family)[1] * loss  # the people's model: l_H is its log-likelihood / n_H
+    return Estimate(s=s, log_nu=None if family.is_binary else tie_log_nu([data.human_judge], np.array([lh])),
                     lambda_=0.0, loss_human=loss, converged=opt.resolved and regular,
                     grad_norm=opt.grad_norm, linearization=(lin,), beta=beta,
                     beta_labels=(data.human_judge,) if p else (), stats=FitStats(llf, int(opt.x.size), llf))
 
 
-def _judges(data: Comparisons, ties: str | None, engine: Optimizers, seed: int | None, backend: str | None,
+def _judges(data: Comparisons, family: Family, engine: Optimizers, seed: int | None, backend: str | None,
             penalty: str | None) -> Estimate:
     """Each judge's order-effect model, one GLM per judge; linearized jointly and judge by judge.
 
@@ -101,15 +101,15 @@ def _judges(data: Comparisons, ties: str | None, engine: Optimizers, seed: int |
     """
     N, K, p = data.N, data.K, data.p
     T = centering_basis(N)
-    cells = Cells.stack(data, 1.0, 0.0, with_ties=ties is not None)
+    cells = Cells.stack(data, 1.0, 0.0, with_ties=not family.is_binary)
     # each judge's free covariate effects: the covariates that are not 0 on all its cells (Comparisons.effect_columns)
     support = data.covariate_support[:K] if p else np.zeros((K, 0), bool)
     pk = support.sum(axis=1)
     offsets = np.concatenate([[0], np.cumsum(pk)])
     stan = None
     if engine.btl is not None:
-        table = data.cell_table("llm", ties=ties is not None)
-        stan = engine.btl(table, N=N, groups=K, ties=ties, log_nu0=tie_log_nu_start(ties, table, K),
+        table = data.cell_table("llm", with_ties=not family.is_binary)
+        stan = engine.btl(table, N=N, groups=K, ties=family.name, log_nu0=tie_log_nu_start(family, table, K),
                           seed=seed, backend=backend, penalty=penalty)
         if not stan.converged:
             warnings.warn(ConvergenceWarning(f"judges' model: optimizer did not converge ({stan.message})",
@@ -118,7 +118,7 @@ def _judges(data: Comparisons, ties: str | None, engine: Optimizers, seed: int |
     by_judge = bool(np.all(g[1:] >= g[:-1]))  # the judges' cells as slices (views), else masks
     bounds = np.searchsorted(g, np.arange(K + 1))
     rows = [slice(bounds[k], bounds[k + 1]) if by_judge else g == k for k in range(K)]
-    free = np.array([ties is not None and has_tie_parameter(ties, cells.counts[r]) for r in rows], bool)
+    free = np.array([not family.is_binary and has_tie_parameter(family, cells.counts[r]) for r in rows], bool)
     idx = np.flatnonzero(free)
     nb = N + K + idx.size  # the start of the covariate effects among the joint targets
     q = nb + int(offsets[-1])
@@ -131,8 +131,8 @@ def _judges(data: Comparisons, ties: str | None, engine: Optimizers, seed: int |
         X = centered_design(c.i, c.j, N, c.a, data.effect_columns(c.z, k))
         p_k = int(pk[k])
         if stan is None:
-            opts.append(glm(ties, c.counts, X, weight=1.0 / float(c.n.sum()), penalty=penalty))
-            warn_unresolved(opts[-1], f"judge {data.judges[k]!r}" + ("" if ties is None else " tie model"))
+            opts.append(glm(family, c.counts, X, weight=1.0 / float(c.n.sum()), penalty=penalty))
+            warn_unresolved(opts[-1], f"judge {data.judges[k]!r}" + ("" if family.is_binary else " tie model"))
             xs.append(opts[-1].x)
         else:  # the centered chart s = T beta (beta: the first N - 1 scores); a judge without ties is binary (nu = 0)
             xs.append(np.concatenate([stan.S[k, : N - 1], [stan.b[k]],
@@ -145,7 +145,7 @@ def _judges(data: Comparisons, ties: str | None, engine: Optimizers, seed: int |
             E[N + K + int(np.searchsorted(idx, k)), N + p_k] = 1.0
         E[nb + offsets[k] : nb + offsets[k + 1], N : N + p_k] = np.eye(p_k)
         E[q:, : N - 1] = T
-        U, _ = family_glm_influence(data, ties, X, xs[k], 1.0 / float(c.n.sum()), E, cells=c)
+        U, _ = family_glm_influence(data, family, X, xs[k], 1.0 / float(c.n.sum()), E, cells=c)
         regular &= _identified(U, f"judge {data.judges[k]!r}")
         width = U.A.shape[1]
         A[:, col:col + width] = U.A[:q]
@@ -167,19 +167,19 @@ def _judges(data: Comparisons, ties: str | None, engine: Optimizers, seed: int |
         for k, x in enumerate(xs):
             beta[k, support[k]] = x[N : N + pk[k]]
     b = np.array([x[N - 1] for x in xs])
-    stats = judges_stats(data, ties, S, b, log_nu, beta, sum(int(x.size) for x in xs))
+    stats = judges_stats(data, family, S, b, log_nu, beta, sum(int(x.size) for x in xs))
     return Estimate(s=S.mean(0), b=b, judge_scores=S, stats=stats,
-                    log_nu=None if ties is None else tie_log_nu(list(data.judges), log_nu),
+                    log_nu=None if family.is_binary else tie_log_nu(list(data.judges), log_nu),
                     lambda_=np.nan, loss_human=np.nan, converged=converged, grad_norm=grad_norm,
                     linearization=(lin, *own), beta=beta, beta_labels=tuple(data.judges) if p else ())
 
 
-def fit_btl(data: Comparisons, method: str, *, ties: str | None = None, seed: int | None = None,
+def fit_btl(data: Comparisons, method: str, *, family: Family = BINARY, seed: int | None = None,
             backend: str | None = None, engine: Optimizers | None = None, penalty: str | None = None) -> Estimate:
-    """Fit ``human`` or ``judges`` in the outcome family ``ties`` with the covariance of any meat (see the module docstring).
+    """Fit ``human`` or ``judges`` in the outcome family ``family`` with the covariance of any meat (see the module docstring).
 
     The human model of eq. human-only-estimator or each judge's order-effect model
-    (eq. binomial-model-llm), binary (``ties=None``) or with ties.  ``engine`` (default numpy's)
+    (eq. binomial-model-llm), binary (:data:`~pydial.model.families.BINARY`) or with ties.  ``engine`` (default numpy's)
     optimizes the people's model (``engine.human``) and the judges' (``engine.btl``, Stan's
     ``judges.stan``, when given; else the GLM solver judge by judge); every covariance is
     numpy's at the optimum.  ``penalty="firth"`` gives the Firth estimates of these GLMs
@@ -197,5 +197,5 @@ def fit_btl(data: Comparisons, method: str, *, ties: str | None = None, seed: in
                             "are pydial.estimation.dial.fit_dial")
     engine = NUMPY if engine is None else engine
     if method == "human":
-        return _human(data, ties, engine, penalty)
-    return _judges(data, ties, engine, seed, backend, penalty)
+        return _human(data, family, engine, penalty)
+    return _judges(data, family, engine, seed, backend, penalty)

@@ -136,21 +136,21 @@ def dial_stats(data: Comparisons, steps: Steps, sf: StagedFit, best: Candidate, 
     ``lambda = 0``: the people's model and the LLM-only fit, each its own likelihood: the sum of
     the two log-likelihoods and of the two parameter counts; the criterion is ``l_H``.
     """
-    ties, tied = steps.ties, not steps.family.is_binary
+    family, tied = steps.family, not steps.family.is_binary
     ch, chL = sf.chart, sf.llm_chart
     df_llm = chL.dim - chL.n_gauge + int(sf.llm_free.size)
     df_cal = ch.dim - ch.n_gauge + int(sf.free.size)
     if np.isfinite(best.lambda_) and best.lambda_ > 0:
         x = best.theta
         assert x is not None and x.size == ch.dim + (sf.free.size if tied else 0)
-        l_llm, l_h = (structured_log_likelihood(data, ties, ch, x, sf.free, w) for w in ("llm", "human"))
-        q = Objective.weighted(ch, data, best.lambda_, steps.penalty, ties=ties,
+        l_llm, l_h = (structured_log_likelihood(data, family, ch, x, sf.free, w) for w in ("llm", "human"))
+        q = Objective.weighted(ch, data, best.lambda_, steps.penalty, ties=family,
                                free=sf.free if tied else None).value(x)
         return FitStats(l_llm + l_h, df_cal, l_h, q if adaptive else np.nan)
-    l_llm = structured_log_likelihood(data, ties, chL, sf.llm_x, sf.llm_free, "llm")
+    l_llm = structured_log_likelihood(data, family, chL, sf.llm_x, sf.llm_free, "llm")
     if np.isinf(best.lambda_):
-        l_h = structured_log_likelihood(data, ties, ch, sf.x, sf.free, "human")
+        l_h = structured_log_likelihood(data, family, ch, sf.x, sf.free, "human")
         return FitStats(l_llm + l_h, df_cal, l_h)
     assert hum.theta is not None  # the selected human endpoint has its fit
-    l_h = -family_totals(data, ties)[1] * hum.loss_human
+    l_h = -family_totals(data, family)[1] * hum.loss_human
     return FitStats(l_llm + l_h, int(hum.theta.size) + df_llm, l_h, hum.loss_human if adaptive else np.nan)

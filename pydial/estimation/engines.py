@@ -146,12 +146,12 @@ class JointOptimizer(Protocol):
 class Optimizers:
     r"""The optimizers of one engine (numpy's or Stan's) for every outcome family; inference is numpy's at their optimum.
 
-    Every family: ``llm(data, ties, chart, x0)``, the LLM-only loss on ``chart``
-    (``x = (theta, log nu_1..K)``); ``calibration(data, ties, chart, theta, M, x0, penalty=None)``, the
-    calibration GLM in the normalized coordinates ``(c, log nu_H)`` of ``M`` (``chart``, ``theta``: the
-    staged chart with ``A, B`` of the LLM-only fit); ``joint(data, ties, chart, lambda_, x0, penalty=None)``:
-    :math:`Q_\lambda`; ``human(data, ties, x0, penalty=None)``: the people's model in ``(beta, log nu_H)``,
-    ``s = T beta``.  Each returns an :class:`~pydial.optim.OptimResult`.
+    Every family (a :class:`~pydial.model.families.Family`): ``llm(data, family, chart, x0)``, the
+    LLM-only loss on ``chart`` (``x = (theta, log nu_1..K)``); ``calibration(data, family, chart, theta, M,
+    x0, penalty=None)``, the calibration GLM in the normalized coordinates ``(c, log nu_H)`` of ``M``
+    (``chart``, ``theta``: the staged chart with ``A, B`` of the LLM-only fit); ``joint(data, family,
+    chart, lambda_, x0, penalty=None)``: :math:`Q_\lambda`; ``human(data, family, x0, penalty=None)``: the
+    people's model in ``(beta, log nu_H)``, ``s = T beta``.  Each returns an :class:`~pydial.optim.OptimResult`.
 
     The binary family's specialization (its cached LLM-only fit, warm-started path and polishing
     step): ``staged`` (:class:`StagedOptimizer`) and ``path`` (:class:`JointOptimizer`), penalized

@@ -72,12 +72,12 @@ def estimate(data: Comparisons, spec: ModelSpec, engine: Optimizers, rank_grid: 
     Returns the point estimates and their linearizations; :class:`pydial.estimation.model.DialModel`
     forms the covariances and the result.
     """
-    method, ties, shared = spec.method, spec.ties, spec.covariate_effects == "shared"
+    method, family, shared = spec.method, family_of(spec.ties), spec.covariate_effects == "shared"
     if method in BASELINES:
-        return BASELINES[method](data, rank_grid[0], ties=ties, engine=engine, shared=shared)
+        return BASELINES[method](data, rank_grid[0], family=family, engine=engine, shared=shared)
     if method in ("human", "judges"):
-        return fit_btl(data, method, ties=ties, seed=spec.seed, engine=engine, penalty=spec.penalty)
+        return fit_btl(data, method, family=family, seed=spec.seed, engine=engine, penalty=spec.penalty)
     cal = cast(str, spec.calibration)
-    steps = Steps(data, cal, spec.order, family_of(ties), engine, spec.penalty, shared=shared)
+    steps = Steps(data, cal, spec.order, family, engine, spec.penalty, shared=shared)
     return fit_dial(data, steps, cal, adaptive=spec.adaptive, lambda_=spec.lambda_, multiples=spec.multiples,
                     include_endpoints=spec.include_endpoints, rank_grid=rank_grid, selection=spec.selection)

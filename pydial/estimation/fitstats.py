@@ -48,7 +48,7 @@ import pandas as pd
 from pydial.cache import derived
 from pydial.data.comparisons import BOTH_BAD, I_WINS, J_WINS, TIE, CellTable, Comparisons
 from pydial.model.chart import Chart
-from pydial.model.families import binary_cell, family_of
+from pydial.model.families import Family, binary_cell
 from pydial.model.likelihood import Cells, Objective
 
 __all__ = ["FitStats", "cell_log_likelihood", "judges_stats", "structured_log_likelihood", "judgment_counts"]
@@ -79,7 +79,7 @@ class FitStats:
     objective: float = np.nan
 
 
-def cell_log_likelihood(ties: str | None, table: CellTable, eta: np.ndarray, log_nu: np.ndarray | float) -> float:
+def cell_log_likelihood(family: Family, table: CellTable, eta: np.ndarray, log_nu: np.ndarray | float) -> float:
     """Return the log-likelihood of the judgments of ``table`` at linear predictors ``eta`` (one per cell).
 
     ``log_nu``: the log tie parameter of each cell (``-inf``: the binary model, ``nu = 0``).
@@ -91,25 +91,25 @@ def cell_log_likelihood(ties: str | None, table: CellTable, eta: np.ndarray, log
     tied = np.isfinite(lnu)
     total = float(binary_cell(cnt[~tied], eta[~tied]).value.sum())
     if tied.any():
-        total += float(family_of(ties).cell(cnt[tied], eta[tied], lnu[tied]).value.sum())
+        total += float(family.cell(cnt[tied], eta[tied], lnu[tied]).value.sum())
     return total
 
 
-def judges_stats(data: Comparisons, ties: str | None, S: np.ndarray, b: np.ndarray, log_nu: np.ndarray,
+def judges_stats(data: Comparisons, family: Family, S: np.ndarray, b: np.ndarray, log_nu: np.ndarray,
                  beta: np.ndarray | None, df_model: int) -> FitStats:
     """Return the log-likelihood of the LLM judgments under each judge's ``(S_k, b_k, beta_k, nu_k)``.
 
     The judges' model of eq. binomial-model-llm, with ``df_model`` free parameters.
     """
-    t = data.cell_table("llm", ties=ties is not None)
+    t = data.cell_table("llm", with_ties=not family.is_binary)
     g = t.judge
     eta = S[g, t.i] - S[g, t.j] + t.a * b[g]
     if beta is not None and t.z is not None:
         eta = eta + np.einsum("cp,cp->c", t.z, beta[g])
-    return FitStats(cell_log_likelihood(ties, t, eta, log_nu[g]), df_model)
+    return FitStats(cell_log_likelihood(family, t, eta, log_nu[g]), df_model)
 
 
-def structured_log_likelihood(data: Comparisons, ties: str | None, chart: Chart, x: np.ndarray, free: np.ndarray,
+def structured_log_likelihood(data: Comparisons, family: Family, chart: Chart, x: np.ndarray, free: np.ndarray,
                               which: str) -> float:
     """Return the log-likelihood of the ``which`` (``"llm"`` or ``"human"``) judgments at the structured fit ``x``.
 
@@ -117,8 +117,8 @@ def structured_log_likelihood(data: Comparisons, ties: str | None, chart: Chart,
     (:class:`~pydial.model.likelihood.Objective`, unit weights).
     """
     w_llm, w_human = (1.0, 0.0) if which == "llm" else (0.0, 1.0)
-    cells = Cells.stack(data, w_llm, w_human, with_ties=ties is not None)
-    return -Objective(chart, cells, ties=ties, free=free if ties is not None else None).value(x)
+    cells = Cells.stack(data, w_llm, w_human, with_ties=not family.is_binary)
+    return -Objective(chart, cells, ties=family, free=free if not family.is_binary else None).value(x)
 
 
 def _kinds_by_judge(data: Comparisons) -> np.ndarray:
@@ -136,7 +136,7 @@ def _kinds_by_judge(data: Comparisons) -> np.ndarray:
     return counts.reshape(data.K + 1, 4).T.astype(np.int64)
 
 
-def judgment_counts(data: Comparisons, ties: str | None, method: str) -> tuple[pd.Series, pd.DataFrame]:
+def judgment_counts(data: Comparisons, family: Family, method: str) -> tuple[pd.Series, pd.DataFrame]:
     """Return the judgments each judge contributed to the likelihood, and those left out by reason.
 
     The first is a Series indexed by judge (the LLM judges, then the human judge); the second a
@@ -147,12 +147,12 @@ def judgment_counts(data: Comparisons, ties: str | None, method: str) -> tuple[p
     """
     names = pd.Index(list(data.judges) + [data.human_judge], name="judge")
     decisive, tie, both_bad, own = derived(data, ("judgments by judge and kind",), lambda: _kinds_by_judge(data))
-    used = decisive + (tie if ties is not None else 0)
+    used = decisive + (tie if not family.is_binary else 0)
     unused = np.zeros(data.K + 1, np.int64)
     if method in ("human", "judges"):
         drop = np.arange(data.K) if method == "human" else np.array([data.K])
         unused[drop], used[drop] = used[drop], 0
-    excluded = pd.DataFrame({"ties": tie if ties is None else np.zeros_like(tie), "both_bad": both_bad,
+    excluded = pd.DataFrame({"ties": tie if family.is_binary else np.zeros_like(tie), "both_bad": both_bad,
                              "self_comparisons": own, "not_used_by_method": unused}, index=names)
     return pd.Series(used, index=names, name="nobs"), excluded
 

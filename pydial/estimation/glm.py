@@ -24,6 +24,7 @@ from pydial.cache import derived
 from pydial.estimation.engines import BTLFit, StagedFit, StructuredFit
 from pydial.model.chart import Calibration, Chart, centering_basis, structure_from_S
 from pydial.model.design import Design, calibration_design, centered_design, dense_design
+from pydial.model.families import BINARY, Family, family_of
 from pydial.model.glm import FamilyGLM, binary_counts
 from pydial.model.likelihood import Objective
 from pydial.optim import BOX, OptimResult, newton
@@ -33,7 +34,7 @@ START_GTOL = 1e-3
 
 
 def glm(
-    family: str | None,
+    family: "Family | str | None",
     counts: np.ndarray,
     X: "np.ndarray | sp.spmatrix | Design",
     x0: np.ndarray | None = None,
@@ -54,7 +55,7 @@ def glm(
 
     Parameters
     ----------
-    family : {None, "davidson", "rao-kupper"}
+    family : Family, or a ``ties=`` option (``None``, ``"davidson"``, ``"rao-kupper"``)
     counts : ndarray (m, 3)
         Wins of ``i``, wins of ``j``, ties per cell (:func:`binary_counts` from ``(n, y)``).
     X : ndarray, sparse matrix or Design
@@ -66,7 +67,7 @@ def glm(
     bound, gtol
         Box and gradient tolerance of :func:`pydial.optim.newton`.
     """
-    return FamilyGLM(family, counts, X, weight, ridge, penalty).fit(x0, bound=bound, gtol=gtol)
+    return FamilyGLM(family_of(family), counts, X, weight, ridge, penalty).fit(x0, bound=bound, gtol=gtol)
 
 
 def fit_human_btl(human: HumanCells, N: int, *, ridge: float = 0.0, penalty: str | None = None) -> BTLFit:
@@ -76,7 +77,7 @@ def fit_human_btl(human: HumanCells, N: int, *, ridge: float = 0.0, penalty: str
     """
     T = centering_basis(N)
     X = centered_design(human.i, human.j, N)
-    opt = glm(None, binary_counts(human.n, human.y), X, weight=1.0 / float(human.n.sum()), ridge=ridge, penalty=penalty)
+    opt = glm(BINARY, binary_counts(human.n, human.y), X, weight=1.0 / float(human.n.sum()), ridge=ridge, penalty=penalty)
     return BTLFit(T @ opt.x, 0.0, opt)
 
 
@@ -89,7 +90,7 @@ def fit_order_btl(cells: LLMCells, N: int, *, order: bool = True, ridge: float =
     """
     T = centering_basis(N)
     X = centered_design(cells.i, cells.j, N, cells.a if order else None)
-    opt = glm(None, binary_counts(cells.n, cells.y), X, weight=1.0 / float(cells.n.sum()), ridge=ridge, penalty=penalty,
+    opt = glm(BINARY, binary_counts(cells.n, cells.y), X, weight=1.0 / float(cells.n.sum()), ridge=ridge, penalty=penalty,
               gtol=gtol)
     s = T @ opt.x[: N - 1]
     return BTLFit(s, float(opt.x[-1]) if order else 0.0, opt)
@@ -103,7 +104,7 @@ def fit_calibration(human: HumanCells, M: np.ndarray, *, x0: np.ndarray | None =
     With covariates the coordinates are ``(c, beta_H)`` (design ``[D_H M, Z_H]``, :func:`calibration_design`).
     """
     X = dense_design(calibration_design(human.i, human.j, M.shape[0], M, human.z))
-    return glm(None, binary_counts(human.n, human.y), X, x0, weight=1.0 / float(human.n.sum()), bound=bound,
+    return glm(BINARY, binary_counts(human.n, human.y), X, x0, weight=1.0 / float(human.n.sum()), bound=bound,
                penalty=penalty)
 
 

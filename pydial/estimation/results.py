@@ -26,6 +26,7 @@ from pydial.exceptions import ArgumentError, CovarianceWarning, UnknownNameError
 from pydial.inference.linearization import ANCHORED_COVS, COV_TYPES, Linearization
 from pydial.inference.wald import covariances, tables
 from pydial.model.chart import Structure
+from pydial.model.families import family_of
 
 if TYPE_CHECKING:
     from pydial.estimation.spec import ModelSpec
@@ -398,7 +399,7 @@ class DialResult:
         """
         if tuple(data.items) != tuple(self.items) or self.n_obs_by_judge is None:
             return tuple(data.items) == tuple(self.items)
-        used, _ = judgment_counts(data, self.ties, self.method)
+        used, _ = judgment_counts(data, family_of(self.ties), self.method)
         return used.index.equals(self.n_obs_by_judge.index) and bool((used == self.n_obs_by_judge).all())
 
     def _other_data(self, data: Comparisons) -> str:
@@ -665,7 +666,7 @@ class DialResult:
                 continue
             theta = e.staged_theta if np.isinf(c.lambda_) or c.lambda_ == 0 else c.theta
             rows.append({"rank": e.chart.r, "lambda": c.lambda_, "gacv": c.gacv,
-                         "cv_loo": loo_cv(data, e.chart, c.lambda_, theta, ties)})
+                         "cv_loo": loo_cv(data, e.chart, c.lambda_, theta, family_of(ties))})
         return pd.DataFrame(rows)
 
     def position_test(self, judge_1: str, judge_2: str) -> pd.Series:
@@ -884,6 +885,6 @@ def result_of(model: Any, est: Estimate, C: dict[str, Any], tabs: dict[str, Any]
               caught: list[Warning]) -> DialResult:
     """Return the frozen result of an estimate, its covariances and tables, with the verdict of the warnings ``caught``."""
     status, problems = verdict(model.spec, est, model.data, caught)
-    used, excluded = judgment_counts(model.data, model.spec.ties, model.spec.method)
+    used, excluded = judgment_counts(model.data, family_of(model.spec.ties), model.spec.method)
     return DialResult(model=model, estimate=est, covariances=C, tables=tabs, status=status, problems=problems,
                       fit_warnings=tuple(caught), n_obs_by_judge=used, excluded=excluded)

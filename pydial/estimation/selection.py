@@ -39,7 +39,7 @@ from pydial.estimation.glm import fit_structured, glm
 from pydial.model.glm import binary_counts, has_tie_parameter
 from pydial.model.chart import Chart, difference_design
 from pydial.model.design import Design, centered_design
-from pydial.model.families import family_of
+from pydial.model.families import BINARY, Family
 from pydial.model.likelihood import Cells, Objective
 from pydial.model.cells import human_loss
 from pydial.model.cells import family_totals
@@ -415,8 +415,8 @@ def _rule_text(attrs: dict[str, Any]) -> str:
 
 
 @single_threaded_blas
-def loo_cv(data: Comparisons, ch: Chart, lambda_: float, theta: np.ndarray, ties: str | None = None) -> float:
-    r"""Exact leave-one-human-comparison-out loss :math:`CV_{loo}(\lambda)` (Thm. gacv) by refits, in the family ``ties``.
+def loo_cv(data: Comparisons, ch: Chart, lambda_: float, theta: np.ndarray, family: Family = BINARY) -> float:
+    r"""Exact leave-one-human-comparison-out loss :math:`CV_{loo}(\lambda)` (Thm. gacv) by refits, in ``family``.
 
     Deleting one comparison from a human cell leaves one of two data sets (a win or a
     loss removed; three with a tie family, a tie removed), so at most ``3 m_H`` refits
@@ -429,11 +429,11 @@ def loo_cv(data: Comparisons, ch: Chart, lambda_: float, theta: np.ndarray, ties
     deleted goes to its boundary ``nu = 0``.
     """
     N = data.N
-    if ties is None:
+    if family.is_binary:
         H = data.human
         hi, hj, counts = H.i, H.j, binary_counts(H.n, H.y)
     else:
-        Ht = data.cell_table("human", ties=True)
+        Ht = data.cell_table("human", with_ties=True)
         hi, hj, counts = Ht.i, Ht.j, Ht.counts.astype(float)
     n_h = float(counts.sum())
     th = np.asarray(theta, float)[: ch.dim]
@@ -444,8 +444,8 @@ def loo_cv(data: Comparisons, ch: Chart, lambda_: float, theta: np.ndarray, ties
         X = centered_design(hi, hj, N)
         start = np.zeros(N - 1)
     else:
-        n_l = family_totals(data, ties)[0]
-        base = Cells.stack(data, lambda_ / n_l, 1.0 / (n_h - 1), with_ties=ties is not None)
+        n_l = family_totals(data, family)[0]
+        base = Cells.stack(data, lambda_ / n_l, 1.0 / (n_h - 1), with_ties=not family.is_binary)
         hpos = np.flatnonzero(base.is_human)
         free0 = np.unique(base.g[base.counts[:, 2] > 0])  # the groups whose log nu follow theta in ``theta``
     total = 0.0
@@ -453,13 +453,13 @@ def loo_cv(data: Comparisons, ch: Chart, lambda_: float, theta: np.ndarray, ties
         c2 = counts.copy()
         c2[c, o] -= 1
         if np.isinf(lambda_) or lambda_ == 0:
-            free = has_tie_parameter(ties, c2)
-            x0 = np.append(start, family_of(ties).log_nu_start(c2)) if free else start
-            opt = glm(ties, c2, X, x0, weight=1.0 / (n_h - 1))
+            free = has_tie_parameter(family, c2)
+            x0 = np.append(start, family.log_nu_start(c2)) if free else start
+            opt = glm(family, c2, X, x0, weight=1.0 / (n_h - 1))
             eta = float((X @ opt.x[: X.shape[1]])[c])
             l = float(opt.x[-1]) if free else -np.inf
         else:
-            if ties is None:
+            if family.is_binary:
                 nn, yy = base.n.copy(), base.y.copy()
                 nn[hpos], yy[hpos] = c2[:, 0] + c2[:, 1], c2[:, 0]
                 obj: Objective = Objective(ch, replace(base, n=nn, y=yy))
@@ -468,15 +468,15 @@ def loo_cv(data: Comparisons, ch: Chart, lambda_: float, theta: np.ndarray, ties
                 cnt = base.counts.copy()
                 cnt[hpos] = c2
                 cells = replace(base, outcome_counts=cnt, n=cnt.sum(1), y=cnt[:, 0])
-                obj = Objective(ch, cells, ties=ties)
+                obj = Objective(ch, cells, ties=family)
                 keep = np.isin(free0, obj.free)  # the people lose their tie parameter with their last tie
                 x0 = np.concatenate([th, np.asarray(theta, float)[ch.dim:][keep]])
             r = newton(obj.value_grad_hess, x0, value=obj.value,
                        normalize=(lambda x: np.concatenate([ch.canonical(x[: ch.dim]), x[ch.dim:]])) if ch.r > 0 else None)
             eta = float(obj.eta(r.x[: ch.dim])[hpos[c]])
             l = float(obj.log_nu(r.x)[ch.K]) if not obj.family.is_binary else -np.inf
-        fam = ties if np.isfinite(l) else None
-        p = family_of(fam).probabilities(np.array([eta]), 0.0 if fam is None else l)[0, o]
+        fam = family if np.isfinite(l) else BINARY
+        p = fam.probabilities(np.array([eta]), 0.0 if fam.is_binary else l)[0, o]
         total += float(counts[c, o]) * -float(np.log(p))
     return total / n_h
 

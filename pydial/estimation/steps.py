@@ -72,7 +72,7 @@ from pydial.inference.sandwich import (
 )
 from pydial.model.chart import Chart, centering_basis, consensus_gamma
 from pydial.model.design import Design, calibration_design, centered_design
-from pydial.model.families import BINARY, Family, family_of
+from pydial.model.families import BINARY, Family
 from pydial.model.likelihood import Cells, Objective
 from pydial.model.cells import tie_human_loss
 from pydial.model.cells import family_totals, free_groups
@@ -81,51 +81,51 @@ from pydial.optim import OptimResult, newton, pinv_sym
 __all__ = ["NUMPY", "Steps", "numpy_optimizers", "family_llm_only_fit", "family_staged_fit", "family_joint_fit"]
 
 
-def _human_cells(data: Comparisons, ties: str | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _human_cells(data: Comparisons, family: Family) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``(i, j, outcome counts)`` of the people's cells of the family (decisive cells for ``ties=None``)."""
-    H = data.cell_table("human", ties=ties is not None)
+    H = data.cell_table("human", with_ties=not family.is_binary)
     return H.i, H.j, H.counts.astype(float)
 
 
-def _human_design(data: Comparisons, ties: str | None) -> Design:
+def _human_design(data: Comparisons, family: Family) -> Design:
     """Return the people's GLM design in the centered chart ``s = T beta``, with their covariate columns (``z' beta_H``)."""
-    H = data.cell_table("human", ties=ties is not None)
+    H = data.cell_table("human", with_ties=not family.is_binary)
     return centered_design(H.i, H.j, data.N, z=data.effect_columns(H.z, data.K))
 
 
-def _human_free(data: Comparisons, ties: str | None) -> bool:
-    return bool(_human_cells(data, ties)[2][:, 2].sum() > 0)
+def _human_free(data: Comparisons, family: Family) -> bool:
+    return bool(_human_cells(data, family)[2][:, 2].sum() > 0)
 
 
 # ============================================================== optimizers
-def _numpy_llm(data: Comparisons, ties: str | None, ch: Chart, x0: np.ndarray) -> OptimResult:
-    obj = Objective.weighted(ch, data, np.inf, ties=ties)
+def _numpy_llm(data: Comparisons, family: Family, ch: Chart, x0: np.ndarray) -> OptimResult:
+    obj = Objective.weighted(ch, data, np.inf, ties=family)
     return newton(obj.value_grad_hess, x0, gtol=1e-9, value=obj.value, normalize=_normalizer(ch))
 
 
-def _calibration_design(data: Comparisons, ties: str | None, M: np.ndarray) -> Design:
+def _calibration_design(data: Comparisons, family: Family, M: np.ndarray) -> Design:
     """Return the people's calibration design ``[D_H M, Z_H]`` of the family's cells (coordinates ``(c, beta_H)``)."""
-    H = data.cell_table("human", ties=ties is not None)
+    H = data.cell_table("human", with_ties=not family.is_binary)
     return calibration_design(H.i, H.j, data.N, M, data.effect_columns(H.z, data.K))
 
 
-def _numpy_calibration(data: Comparisons, ties: str | None, ch: Chart, theta: np.ndarray, M: np.ndarray,
+def _numpy_calibration(data: Comparisons, family: Family, ch: Chart, theta: np.ndarray, M: np.ndarray,
                        x0: np.ndarray, penalty: str | None = None) -> OptimResult:
-    _, _, hc = _human_cells(data, ties)
-    _, n_h = family_totals(data, ties)
-    return glm(ties, hc, _calibration_design(data, ties, M), x0, weight=1.0 / n_h, penalty=penalty)
+    _, _, hc = _human_cells(data, family)
+    _, n_h = family_totals(data, family)
+    return glm(family, hc, _calibration_design(data, family, M), x0, weight=1.0 / n_h, penalty=penalty)
 
 
-def _numpy_joint(data: Comparisons, ties: str | None, ch: Chart, lambda_: float, x0: np.ndarray,
+def _numpy_joint(data: Comparisons, family: Family, ch: Chart, lambda_: float, x0: np.ndarray,
                  penalty: str | None = None) -> OptimResult:
-    obj = Objective.weighted(ch, data, lambda_, penalty, ties=ties)
+    obj = Objective.weighted(ch, data, lambda_, penalty, ties=family)
     return newton(obj.value_grad_hess, x0, gtol=1e-9, value=obj.value, normalize=_normalizer(ch))
 
 
-def _numpy_human(data: Comparisons, ties: str | None, x0: np.ndarray, penalty: str | None = None) -> OptimResult:
-    _, _, hc = _human_cells(data, ties)
-    _, n_h = family_totals(data, ties)
-    return glm(ties, hc, _human_design(data, ties), x0, weight=1.0 / n_h, penalty=penalty)
+def _numpy_human(data: Comparisons, family: Family, x0: np.ndarray, penalty: str | None = None) -> OptimResult:
+    _, _, hc = _human_cells(data, family)
+    _, n_h = family_totals(data, family)
+    return glm(family, hc, _human_design(data, family), x0, weight=1.0 / n_h, penalty=penalty)
 
 
 def numpy_optimizers(penalty: str | None = None) -> Optimizers:
@@ -150,7 +150,7 @@ def _normalizer(ch: Chart) -> Any:
     return lambda x: np.concatenate([ch.canonical(x[:d]), x[d:]])
 
 
-def family_llm_only_fit(data: Comparisons, ties: str | None, rank: int, order: bool = True,
+def family_llm_only_fit(data: Comparisons, family: Family, rank: int, order: bool = True,
                         engine: Optimizers = NUMPY,
                         shared: bool = False) -> tuple[Chart, np.ndarray, OptimResult, np.ndarray]:
     """Fit the structured LLM-only model of the family: ``(chart, x, optimizer result, free judges)``, cached on ``data``.
@@ -162,75 +162,75 @@ def family_llm_only_fit(data: Comparisons, ties: str | None, rank: int, order: b
     """
     def build() -> tuple:
         ch = Chart.for_data(data, rank, None, order, shared)
-        free = free_groups(data, ch, ties)
-        cnt = Cells.stack(data, 1.0, 0.0, with_ties=ties is not None)
-        l0 = [family_of(ties).log_nu_start(cnt.counts[cnt.g == g]) for g in free]
+        free = free_groups(data, ch, family)
+        cnt = Cells.stack(data, 1.0, 0.0, with_ties=not family.is_binary)
+        l0 = [family.log_nu_start(cnt.counts[cnt.g == g]) for g in free]
         x0 = np.concatenate([initial_theta(data, ch), l0])
-        res = engine.llm(data, ties, ch, x0)
+        res = engine.llm(data, family, ch, x0)
         return ch, res.x, res, free
 
-    return derived(data, ("family_llm_only_fit", ties, int(rank), bool(order), engine.name, bool(shared and data.p)),
+    return derived(data, ("family_llm_only_fit", family.name, int(rank), bool(order), engine.name, bool(shared and data.p)),
                    build)
 
 
-def family_staged_fit(data: Comparisons, ties: str | None, rank: int, calibration: str, *, order: bool = True,
+def family_staged_fit(data: Comparisons, family: Family, rank: int, calibration: str, *, order: bool = True,
                       engine: Optimizers = NUMPY, penalty: str | None = None,
                       shared: bool = False) -> StagedFit:
-    """Alg. DIAL-Anc in the family ``ties``: the LLM-only fit, then ``(c, beta_H, log nu_H)`` of the calibration GLM.
+    """Alg. DIAL-Anc in ``family``: the LLM-only fit, then ``(c, beta_H, log nu_H)`` of the calibration GLM.
 
     The calibration GLM has design ``D_H M`` (eq. staged-calibrated-estimator), with the
     people's covariate columns ``[D_H M, Z_H]``; with ``penalty="firth"`` it is the Firth
-    estimate (:class:`~pydial.model.penalty.TieFirthPenalty`).
+    estimate (:class:`~pydial.model.penalty.FirthPenalty`).
     """
-    chL, xL, optL, freeL = family_llm_only_fit(data, ties, rank, order, engine, shared)
+    chL, xL, optL, freeL = family_llm_only_fit(data, family, rank, order, engine, shared)
     thL = xL[: chL.dim]
     st = chL.structure(thL)
     M = st.basis(calibration)
-    _, _, hc = _human_cells(data, ties)
-    free_h = _human_free(data, ties)
+    _, _, hc = _human_cells(data, family)
+    free_h = _human_free(data, family)
     d, p, p_h = M.shape[1], data.p, human_effects(data).size
-    x0 = np.concatenate([np.eye(d)[0], np.zeros(p_h)] + ([[family_of(ties).log_nu_start(hc)]] if free_h else []))
+    x0 = np.concatenate([np.eye(d)[0], np.zeros(p_h)] + ([[family.log_nu_start(hc)]] if free_h else []))
     ch = Chart.for_data(data, rank, calibration, order, shared)
     b = chL.order_effects(thL) if order else None
 
     def beta(x: np.ndarray) -> np.ndarray | None:  # the judges' effects, then beta_H from x = (c, free beta_H, ...)
         return np.vstack([chL.covariate_effects(thL), human_effect_row(data, x[d:d + p_h])]) if p else None
 
-    oc = engine.calibration(data, ties, ch, ch.from_structure(st, x0[:d], b, beta(x0)), M, x0, penalty=penalty)
+    oc = engine.calibration(data, family, ch, ch.from_structure(st, x0[:d], b, beta(x0)), M, x0, penalty=penalty)
     theta = ch.from_structure(st, oc.x[:d], b, beta(oc.x))
-    free = free_groups(data, ch, ties)
+    free = free_groups(data, ch, family)
     x = np.concatenate([theta, xL[chL.dim:], oc.x[d + p_h:]])
     return StagedFit(ch, x, optL, oc, chL, xL, free, freeL)
 
 
-def family_joint_fit(data: Comparisons, ch: Chart, lambda_: float, x0: np.ndarray, ties: str | None,
+def family_joint_fit(data: Comparisons, ch: Chart, lambda_: float, x0: np.ndarray, family: Family,
                      engine: Optimizers = NUMPY,
                      penalty: str | None = None) -> tuple[np.ndarray, OptimResult, Objective]:
-    r"""Minimize :math:`Q_\lambda` of the family ``ties`` from ``x0`` (eq. weighted-joint-estimator).
+    r"""Minimize :math:`Q_\lambda` of ``family`` from ``x0`` (eq. weighted-joint-estimator).
 
     With ``penalty="firth"`` the minimizer of the criterion with the people's Jeffreys prior
-    (:class:`~pydial.model.penalty.TieCalibrationFirthPenalty`); the objective returned is that criterion.
+    (:class:`~pydial.model.penalty.CalibrationFirthPenalty`); the objective returned is that criterion.
     """
-    res = engine.joint(data, ties, ch, lambda_, x0, penalty=penalty)
-    return res.x, res, Objective.weighted(ch, data, lambda_, penalty, ties=ties)
+    res = engine.joint(data, family, ch, lambda_, x0, penalty=penalty)
+    return res.x, res, Objective.weighted(ch, data, lambda_, penalty, ties=family)
 
 
 # ================================================================ inference
 
 
-def family_human_fit(data: Comparisons, ties: str | None, engine: Optimizers = NUMPY,
+def family_human_fit(data: Comparisons, family: Family, engine: Optimizers = NUMPY,
                      penalty: str | None = None) -> tuple[OptimResult, bool, Design]:
     """Fit the ``lambda = 0`` endpoint: the people's model of the family in the centered chart ``s = T beta``.
 
     Eq. human-only-estimator on the family's cells, by ``engine``; with ``penalty="firth"`` the
-    Firth estimate (:class:`~pydial.model.penalty.TieFirthPenalty`).
+    Firth estimate (:class:`~pydial.model.penalty.FirthPenalty`).
     """
-    _, _, hc = _human_cells(data, ties)
-    X = _human_design(data, ties)
-    free = _human_free(data, ties)
-    x0 = np.append(np.zeros(X.shape[1]), family_of(ties).log_nu_start(hc)) if free else np.zeros(X.shape[1])
-    return derived(data, ("family_human_fit", ties, engine.name, penalty),
-                   lambda: engine.human(data, ties, x0, penalty=penalty)), free, X
+    _, _, hc = _human_cells(data, family)
+    X = _human_design(data, family)
+    free = _human_free(data, family)
+    x0 = np.append(np.zeros(X.shape[1]), family.log_nu_start(hc)) if free else np.zeros(X.shape[1])
+    return derived(data, ("family_human_fit", family.name, engine.name, penalty),
+                   lambda: engine.human(data, family, x0, penalty=penalty)), free, X
 
 
 def human_parameters(data: Comparisons, x: np.ndarray, free: bool) -> tuple[np.ndarray, np.ndarray | None, float]:
@@ -247,7 +247,7 @@ def human_parameters(data: Comparisons, x: np.ndarray, free: bool) -> tuple[np.n
             float(x[N - 1 + p_h]) if free else -np.inf)
 
 
-def family_human_influence(data: Comparisons, ties: str | None, engine: Optimizers = NUMPY,
+def family_human_influence(data: Comparisons, family: Family, engine: Optimizers = NUMPY,
                            penalty: str | None = None) -> tuple[OptimResult, OutcomeInfluence, float]:
     """Fit the people's model (:func:`family_human_fit`) and return its optimum, the influence of ``(s, log nu_H)``, ``log nu_H``.
 
@@ -258,20 +258,20 @@ def family_human_influence(data: Comparisons, ties: str | None, engine: Optimize
     """
     N = data.N
     p = human_effects(data).size if data.p else 0  # the free entries of beta_H
-    opt, free, X = family_human_fit(data, ties, engine, penalty)
+    opt, free, X = family_human_fit(data, family, engine, penalty)
     E = np.zeros((N + free + p, X.shape[1] + free))
     E[:N, : N - 1] = centering_basis(N)
     if free:
         E[N, -1] = 1.0
     E[N + free:, N - 1 : N - 1 + p] = np.eye(p)
-    U, _ = family_glm_influence(data, ties, X, opt.x, 1.0 / family_totals(data, ties)[1], E)
+    U, _ = family_glm_influence(data, family, X, opt.x, 1.0 / family_totals(data, family)[1], E)
     return opt, U, human_parameters(data, opt.x, free)[2]
 
 
 
 
 # ================================================================ candidates
-def family_human_candidate(data: Comparisons, ties: str | None, engine: Optimizers = NUMPY,
+def family_human_candidate(data: Comparisons, family: Family, engine: Optimizers = NUMPY,
                            penalty: str | None = None) -> tuple[Candidate, float]:
     """Return the ``lambda = 0`` GACV candidate (eq. gacv): the people's model of the family in ``s = T beta``.
 
@@ -282,31 +282,31 @@ def family_human_candidate(data: Comparisons, ties: str | None, engine: Optimize
     """
     from pydial.model.identifiability import check_human_mle, undirected_labels
 
-    what = "human BTL" if ties is None else "human tie model"
-    if ties is None and penalty is None:
+    what = "human BTL" if family.is_binary else "human tie model"
+    if family.is_binary and penalty is None:
         exists, detail = check_human_mle(data.items, data)
         if not exists:
             return Candidate(0.0, 0.0, None, reason=f"human MLE does not exist: {detail}"), -np.inf
-    elif ties is None and undirected_labels(data.N, data.human.i, data.human.j)[0] != 1:
+    elif family.is_binary and undirected_labels(data.N, data.human.i, data.human.j)[0] != 1:
         return Candidate(0.0, 0.0, None, reason="human comparison graph not connected: no Firth estimate"), -np.inf
-    opt, free, X = family_human_fit(data, ties, engine, penalty)
-    _, n_h = family_totals(data, ties)
+    opt, free, X = family_human_fit(data, family, engine, penalty)
+    _, n_h = family_totals(data, family)
     s, beta_h, lh = human_parameters(data, opt.x, free)
-    cand = Candidate(0.0, 0.0, s, opt.x, opt, loss_human=tie_human_loss(ties, s, lh, data, beta_h))
+    cand = Candidate(0.0, 0.0, s, opt.x, opt, loss_human=tie_human_loss(family, s, lh, data, beta_h))
     if not opt.resolved:
         cand.reason = f"{what} not resolved within the box" if opt.converged else f"not converged ({opt.message})"
     elif np.abs(s).max() > SCORE_LIMIT:
         cand.reason = f"||s||_inf = {np.abs(s).max():.3g} > {SCORE_LIMIT:g}"
     else:
         E = np.zeros((1, X.shape[1] + free))
-        U, H = family_glm_influence(data, ties, X, opt.x, 1.0 / n_h, E, unit=True, penalty=penalty)
+        U, H = family_glm_influence(data, family, X, opt.x, 1.0 / n_h, E, unit=True, penalty=penalty)
         basis = sp.block_diag([sp.csr_matrix(X.basis), sp.identity(int(free))], format="csr")
         cand.admissible = True
         cand.trace = outcome_gacv_trace(H, U, data, basis, n_h)
     return cand, lh
 
 
-def family_anchored_candidate(data: Comparisons, sf: StagedFit, ties: str | None, penalty: str | None = None) -> Candidate:
+def family_anchored_candidate(data: Comparisons, sf: StagedFit, family: Family, penalty: str | None = None) -> Candidate:
     """Return the ``lambda = inf`` GACV candidate (eq. gacv, eq. staged-calibrated-estimator) of the family.
 
     The coordinates are ``(c, beta_H, log nu_H)`` with ``M`` fixed at the LLM-only fit; GACV uses the
@@ -314,8 +314,8 @@ def family_anchored_candidate(data: Comparisons, sf: StagedFit, ties: str | None
     """
     ch, x = sf.chart, sf.x
     s = ch.scores(x[: ch.dim])
-    _, n_h = family_totals(data, ties)
-    cand = Candidate(np.inf, np.inf, s, loss_human=human_loss_at(data, ties, ch, x, sf.free), opt=sf.cal_opt)
+    _, n_h = family_totals(data, family)
+    cand = Candidate(np.inf, np.inf, s, loss_human=human_loss_at(data, family, ch, x, sf.free), opt=sf.cal_opt)
     if not sf.llm_opt.converged:
         cand.reason = f"LLM-only fit not converged ({sf.llm_opt.message})"
     elif not sf.cal_opt.resolved:
@@ -324,9 +324,9 @@ def family_anchored_candidate(data: Comparisons, sf: StagedFit, ties: str | None
     else:
         st = sf.llm_chart.structure(sf.llm_x[: sf.llm_chart.dim])
         M = st.basis(ch.calibration)
-        X = _calibration_design(data, ties, M)
+        X = _calibration_design(data, family, M)
         free = ch.K in sf.free
-        U, H = family_glm_influence(data, ties, X, sf.cal_opt.x, 1.0 / n_h, np.zeros((1, X.shape[1] + free)), unit=True,
+        U, H = family_glm_influence(data, family, X, sf.cal_opt.x, 1.0 / n_h, np.zeros((1, X.shape[1] + free)), unit=True,
                                  penalty=penalty)
         basis = sp.block_diag([sp.csr_matrix(X.basis), sp.identity(int(free))], format="csr")
         cand.admissible = True
@@ -340,25 +340,25 @@ def _log_nu_h(ch: Chart, free: np.ndarray, x: np.ndarray) -> float:
     return float(x[ch.dim + int(np.flatnonzero(free == ch.K)[0])])
 
 
-def human_loss_at(data: Comparisons, ties: str | None, ch: Chart, x: np.ndarray, free: np.ndarray) -> float:
+def human_loss_at(data: Comparisons, family: Family, ch: Chart, x: np.ndarray, free: np.ndarray) -> float:
     r"""Return :math:`\ell_H` (eq. human-full-loss) of the family at the calibrated fit ``x = (theta, log nu)`` of ``ch``.
 
     At its scores, ``beta_H`` and ``log nu_H``; ``free``: the tie groups of ``x``.
     """
     th = x[: ch.dim]
-    return tie_human_loss(ties, ch.scores(th), _log_nu_h(ch, free, x), data, ch.human_effects(th))
+    return tie_human_loss(family, ch.scores(th), _log_nu_h(ch, free, x), data, ch.human_effects(th))
 
 
 def family_finite_candidate(data: Comparisons, ch: Chart, lambda_: float, x0: np.ndarray, multiple: float,
-                            ties: str | None, engine: Optimizers = NUMPY, penalty: str | None = None) -> Candidate:
+                            family: Family, engine: Optimizers = NUMPY, penalty: str | None = None) -> Candidate:
     """Fit ``Q_lambda`` of the family from ``x0``; guards and GACV pieces (on the criterion penalized by ``penalty``)."""
-    x, opt, obj = family_joint_fit(data, ch, lambda_, x0, ties, engine, penalty)
+    x, opt, obj = family_joint_fit(data, ch, lambda_, x0, family, engine, penalty)
     H = opt.hess if opt.hess is not None and np.array_equal(opt.x, x) else obj.value_grad_hess(x)[2]
     s = ch.scores(x[: ch.dim])
     ok, reason, nz = guard(ch, opt, H, s)
-    cand = Candidate(lambda_, multiple, s, x, opt, ok, reason, human_loss_at(data, ties, ch, x, obj.free), n_zero_eig=nz)
+    cand = Candidate(lambda_, multiple, s, x, opt, ok, reason, human_loss_at(data, family, ch, x, obj.free), n_zero_eig=nz)
     if ok:
-        _, n_h = family_totals(data, ties)
+        _, n_h = family_totals(data, family)
         hum = obj.cells.is_human
         U = OutcomeInfluence(obj.ext_jacobian(x, rows=hum), np.zeros((1, 1)), outcome_stats(obj, x, hum, unit_weight=True), None)
         cand.trace = outcome_gacv_trace(H, U, data, obj.T_ext, n_h)
@@ -366,7 +366,7 @@ def family_finite_candidate(data: Comparisons, ch: Chart, lambda_: float, x0: np
 
 
 # ==================================================================== tables
-def family_judge_effects(data: Comparisons, ties: str | None, chL: Chart, xL: np.ndarray,
+def family_judge_effects(data: Comparisons, family: Family, chL: Chart, xL: np.ndarray,
                          freeL: np.ndarray) -> tuple[np.ndarray, Linearization]:
     """Estimates and linearization of ``(b, log nu_free, gamma)`` of the family's LLM-only fit.
 
@@ -374,7 +374,7 @@ def family_judge_effects(data: Comparisons, ties: str | None, chL: Chart, xL: np
     differences of :func:`pydial.model.chart.consensus_gamma`.  The blocks are ``"b"``,
     ``"log_nu"`` (the judges with ties, rows ``freeL`` of the tie table) and ``"gamma"``.
     """
-    obj = Objective.weighted(chL, data, np.inf, ties=ties, free=freeL)
+    obj = Objective.weighted(chL, data, np.inf, ties=family, free=freeL)
     H = obj.value_grad_hess(xL)[2]
     Hp, _ = pinv_sym(H)
     th = xL[: chL.dim]
@@ -399,7 +399,7 @@ def family_judge_effects(data: Comparisons, ties: str | None, chL: Chart, xL: np
     return est, lin
 
 
-def family_judge_estimates(data: Comparisons, ties: str | None, sf: StagedFit
+def family_judge_estimates(data: Comparisons, family: Family, sf: StagedFit
                            ) -> tuple[np.ndarray | None, pd.Series, np.ndarray | None, Linearization]:
     """Return the judges' effects of the LLM-only fit of ``sf`` and their linearization (:func:`family_judge_effects`).
 
@@ -407,7 +407,7 @@ def family_judge_estimates(data: Comparisons, ties: str | None, sf: StagedFit
     log tie parameters (:func:`~pydial.estimation.results.tie_log_nu`) and the linearization of all three.
     """
     chL, freeL = sf.llm_chart, sf.llm_free
-    est, lin = family_judge_effects(data, ties, chL, sf.llm_x, freeL)
+    est, lin = family_judge_effects(data, family, chL, sf.llm_x, freeL)
     nb = data.K if chL.order else 0
     nt = freeL.size
     log_nu = tie_log_nu(list(data.judges), est[nb:nb + nt], freeL)
@@ -483,33 +483,28 @@ class Steps:
         return self.fast and self.family.is_binary
 
     @property
-    def ties(self) -> str | None:
-        """The ``ties=`` option of the family."""
-        return self.family.name
-
-    @property
     def what(self) -> str:
         """The path's name in messages."""
         return "the lambda path" if self.family.is_binary else "the lambda path of the tie model"
 
     def totals(self) -> tuple[int, int]:
         """Return ``(n_L, n_H)``, the comparisons of the LLM and human losses (eq. weighted-loss)."""
-        return family_totals(self.data, self.ties)
+        return family_totals(self.data, self.family)
 
     def human(self) -> Candidate:
         """Fit the ``lambda = 0`` candidate (eq. human-only-estimator; :func:`family_human_candidate`)."""
-        return family_human_candidate(self.data, self.ties, self.engine, self.penalty)[0]
+        return family_human_candidate(self.data, self.family, self.engine, self.penalty)[0]
 
     def staged(self, rank: int) -> StagedFit:
         """Fit the staged endpoint of ``rank`` (Alg. DIAL-Anc; :func:`family_staged_fit`, the binary family's by ``staged``)."""
         if self._binary:
             return self.engine.staged(self.data, rank, self.calibration, order=self.order, shared=self.shared)
-        return family_staged_fit(self.data, self.ties, rank, self.calibration, order=self.order, engine=self.engine,
+        return family_staged_fit(self.data, self.family, rank, self.calibration, order=self.order, engine=self.engine,
                                  penalty=self.penalty, shared=self.shared)
 
     def anchored(self, sf: StagedFit) -> Candidate:
         """Return the ``lambda = inf`` candidate of the staged fit ``sf`` (:func:`family_anchored_candidate`)."""
-        return family_anchored_candidate(self.data, sf, self.ties, self.penalty)
+        return family_anchored_candidate(self.data, sf, self.family, self.penalty)
 
     def finite(self, chart: Chart, lambda_: float, x0: np.ndarray, multiple: float, warm: Candidate | None = None) -> Candidate:
         """Fit the candidate of the weight ``lambda_`` from ``x0`` (:func:`family_finite_candidate`).
@@ -521,7 +516,7 @@ class Steps:
         if self._binary:
             return finite_candidate(self.data, chart, lambda_, x0, multiple, self.engine.path, penalty=self.penalty,
                                     warm=warm, polish=False)
-        return family_finite_candidate(self.data, chart, lambda_, x0, multiple, self.ties, self.engine, self.penalty)
+        return family_finite_candidate(self.data, chart, lambda_, x0, multiple, self.family, self.engine, self.penalty)
 
     def polish(self, chart: Chart, cand: Candidate) -> Candidate:
         """Return the selected finite candidate ``cand`` with its optimum resolved for its linearization.
@@ -542,7 +537,7 @@ class Steps:
         At ``lambda = 0`` the people's GLM, at ``lambda = inf`` the two-step form of
         :func:`family_staged_influence`, else the sandwich of :func:`family_finite_influence`.
         """
-        data, ties, ch = self.data, self.ties, sf.chart
+        data, family, ch = self.data, self.family, sf.chart
         if self._binary and np.isinf(best.lambda_):
             return staged_linearization(data, sf), -np.inf
         if self._binary and best.lambda_ != 0:
@@ -551,17 +546,17 @@ class Steps:
             U_b, stt = finite_influence(data, ch, best.lambda_, best.theta, best.hess_pinv if self.penalty is None else None)
             return linearize(U_b, stt, "the calibrated scores", **target_slices(data.N, U_b.A.shape[0])), -np.inf
         if best.lambda_ == 0:
-            _, U, lh = family_human_influence(data, ties, self.engine, self.penalty)
+            _, U, lh = family_human_influence(data, family, self.engine, self.penalty)
             stage_one = None
         elif np.isinf(best.lambda_):
-            U, n_one = family_staged_influence(data, sf, ties)
+            U, n_one = family_staged_influence(data, sf, family)
             lh, stage_one = _log_nu_h(ch, sf.free, sf.x), slice(0, n_one)
         else:
             assert best.theta is not None
             # the bread is the unpenalized Hessian (pydial.model.penalty): the optimizer's only without a penalty
             known = (best.opt.hess if self.penalty is None and best.opt is not None
                      and np.array_equal(best.opt.x, best.theta) else None)
-            U = family_finite_influence(data, ch, best.lambda_, best.theta, ties, known)
+            U = family_finite_influence(data, ch, best.lambda_, best.theta, family, known)
             lh, stage_one = _log_nu_h(ch, sf.free, best.theta), None
         blocks = target_slices(data.N, U.A.shape[0], bool(np.isfinite(lh)))
         lin = U.linearization("the calibrated scores", blocks, stage_one=stage_one,
@@ -577,7 +572,7 @@ class Steps:
             ch, th = sf.llm_chart, sf.llm_theta
             lins = llm_only_linearization(self.data, ch, th, hess=sf.llm_opt.hess_at(th))
             return ch.order_effects(th), ch.structure(th).gamma, None, lins
-        b, log_nu, gamma, lin = family_judge_estimates(self.data, self.ties, sf)
+        b, log_nu, gamma, lin = family_judge_estimates(self.data, self.family, sf)
         return b, gamma, log_nu, (lin,)
 
     def selected(self, sf: StagedFit, best: Candidate, hum: Candidate) -> Selected:
@@ -585,17 +580,17 @@ class Steps:
 
         The LRT compares the unpenalized likelihoods of the family (``nu_H`` free under both hypotheses).
         """
-        data, ties, ch = self.data, self.ties, sf.chart
+        data, family, ch = self.data, self.family, sf.chart
         lin, lh = self.scores_linearization(sf, best)
         s = best.s if np.isfinite(best.lambda_) else ch.scores(sf.theta)
         assert s is not None  # a selected candidate has its scores
         b, gamma, log_nu_j, lins_j = self.judge_effects(sf)
-        log_nu = None if ties is None else pd.concat([log_nu_j, tie_log_nu([data.human_judge], np.array([lh]))])
+        log_nu = None if family.is_binary else pd.concat([log_nu_j, tie_log_nu([data.human_judge], np.array([lh]))])
         beta, labels = self.covariate_effects(sf, best)
-        loss = tie_human_loss(ties, s, lh, data, None if beta is None else beta[-1])
+        loss = tie_human_loss(family, s, lh, data, None if beta is None else beta[-1])
         if self.penalty is not None:
-            hum = family_human_candidate(data, ties, NUMPY)[0]
-        loss_anc = human_loss_at(data, ties, ch, sf.x, sf.free)
+            hum = family_human_candidate(data, family, NUMPY)[0]
+        loss_anc = human_loss_at(data, family, ch, sf.x, sf.free)
         ok_h = hum.opt is not None and hum.opt.resolved
         ct = calibration_lrt(loss_anc, hum.loss_human if ok_h else None, self.totals()[1], data.N - 1 - ch.d,
                              hum.reason or "the human-only MLE is not resolved")

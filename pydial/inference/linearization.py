@@ -14,7 +14,7 @@ results at the end.
 from __future__ import annotations
 
 import warnings
-from typing import Any, Sequence, cast
+from typing import Any, Sequence
 
 import numpy as np
 import pandas as pd
@@ -37,7 +37,6 @@ from pydial.inference.meats import (
     Linearization,
     Meat,
     MeatSource,
-    OutcomeStats,
     as_sparse,
     check_cov_type,
     degenerate_meat,
@@ -50,7 +49,7 @@ from pydial.inference.meats import (
 from pydial.optim import pinv_sym
 
 __all__ = ["ANCHORED_COVS", "CLUSTERED", "COV_DESCRIPTIONS", "COV_TYPES", "CellStats", "Influence", "Linearization", "Meat",
-           "MeatSource", "OutcomeStats", "check_cov_type", "degenerate_meat", "influence_covariance",
+           "MeatSource", "check_cov_type", "degenerate_meat", "influence_covariance",
            "linearize", "meat_covariance", "parameter_meat", "stack_influence", "score_tables",
            "consensus_table", "position_effect_tables", "wald_table", "wald_frame", "tie_table"]
 
@@ -198,7 +197,7 @@ def target_slices(N: int, rows: int, log_nu: bool = False) -> dict[str, slice]:
 def staged_influence(data: Comparisons, fit_: Any) -> tuple[Influence, CellStats]:
     """Return :func:`staged_linearization` as factored influence and the cells' statistics."""
     lin = staged_linearization(data, fit_)
-    return Influence(as_sparse(lin.source.J), lin.A), cast(CellStats, lin.source.stats)
+    return Influence(as_sparse(lin.source.J), lin.A), lin.source.stats
 
 
 def finite_influence(data: Comparisons, ch: Chart, lambda_: float, theta: np.ndarray,

@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import warnings
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable, Mapping, Protocol, runtime_checkable
+from typing import Any, Callable, Mapping, Protocol, cast, runtime_checkable
 
 import numpy as np
 import scipy.sparse as sp
@@ -67,9 +67,23 @@ def check_cov_type(cov_type: str) -> str:
 
 @dataclass(frozen=True)
 class CellStats:
-    """Cell counts and fitted probabilities in the stacked order of :class:`pydial.model.cells.Cells`.
+    r"""Counts and fitted statistics of the cells in the stacked order of :class:`pydial.model.cells.Cells`.
 
-    The LLM cells come first, then the human cells.
+    The LLM cells come first, then the human cells; ``w`` is each cell's per-comparison weight,
+    ``is_human`` its block, ``n`` its comparisons (ties included).  A comparison ``v`` with outcome
+    ``o`` in cell ``c`` has the loss score ``-(a_{co} \nabla\eta_c + b_{co} \nabla l_{g(c)})`` on the
+    derivative channels of the Jacobian (:func:`parameter_meat`), in one of two forms:
+
+    * binary cells (one channel ``eta``; :meth:`from_parts`): ``y`` the wins of ``i`` and ``p`` the
+      fitted ``P(i wins)``, the score ``p - z`` and the cell sums ``n p - y`` (the binary family's
+      fast path);
+    * outcome cells (two channels ``eta``, ``l``; :meth:`outcomes`): ``counts``, ``P``, ``a``, ``b``
+      ``(m, 3)``, the counts, probabilities and derivatives ``a = d log P / d eta``,
+      ``b = d log P / d l`` of each outcome (``i`` wins, ``j`` wins, tie;
+      :meth:`pydial.model.likelihood.Objective.outcome_derivatives`); ``information``
+      (optional, ``(m, 3)``) each cell's observed information ``-(d^2/d eta^2, d^2/d eta d l,
+      d^2/d l^2)``, when given the ``"fisher"`` meat is the observed rather than the expected one.
+      Their record rows are given to :func:`parameter_meat` (:class:`MeatSource`).
 
     ``llm_index`` / ``human_index`` give each cell's position in ``data.llm`` /
     ``data.human`` (``-1`` where not applicable), used for clustering; ``None`` (both) when
@@ -78,17 +92,22 @@ class CellStats:
     """
 
     n: np.ndarray
-    y: np.ndarray
-    p: np.ndarray
     w: np.ndarray
     is_human: np.ndarray
+    y: np.ndarray | None = None
+    p: np.ndarray | None = None
+    counts: np.ndarray | None = None
+    P: np.ndarray | None = None
+    a: np.ndarray | None = None
+    b: np.ndarray | None = None
+    information: np.ndarray | None = None
     llm_index: np.ndarray | None = None
     human_index: np.ndarray | None = None
     pair_key: np.ndarray | None = None
 
     @classmethod
     def from_parts(cls, parts: list[tuple[np.ndarray, np.ndarray, np.ndarray, float, bool]]) -> "CellStats":
-        """Stack ``(n, y, p, w, is_human)`` groups; the LLM groups cover ``data.llm`` in order, the human ones ``data.human``.
+        """Binary cells from ``(n, y, p, w, is_human)`` groups; the LLM groups cover ``data.llm`` in order, the human ones ``data.human``.
 
         One group is kept as it is (no copy of its arrays).
         """
@@ -98,7 +117,27 @@ class CellStats:
         n, y, p = (stack([np.asarray(x[t]) for x in parts]) for t in range(3))
         w = stack([np.full(x[0].size, x[3], float) for x in parts])
         h = stack([np.full(x[0].size, x[4]) for x in parts])
-        return cls(n, y, p, w, h)
+        return cls(n, w, h, y, p)
+
+    @classmethod
+    def outcomes(cls, counts: np.ndarray, P: np.ndarray, a: np.ndarray, b: np.ndarray, w: np.ndarray,
+                 is_human: np.ndarray, pair_key: np.ndarray, information: np.ndarray | None = None) -> "CellStats":
+        """Outcome cells (``i`` wins, ``j`` wins, tie) on the two channels ``eta`` and ``l``."""
+        return cls(np.asarray(counts, float).sum(1), w, is_human, counts=counts, P=P, a=a, b=b,
+                   information=information, pair_key=pair_key)
+
+    @property
+    def binary(self) -> bool:
+        """Whether these are binary cells on the one channel ``eta`` (the ``n p - y`` fast path)."""
+        return self.a is None
+
+    def _yp(self) -> tuple[np.ndarray, np.ndarray]:
+        """``(y, p)`` of binary cells."""
+        return cast(np.ndarray, self.y), cast(np.ndarray, self.p)
+
+    def _outcome_arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """``(counts, P, a, b)`` of outcome cells."""
+        return cast(np.ndarray, self.counts), cast(np.ndarray, self.P), cast(np.ndarray, self.a), cast(np.ndarray, self.b)
 
     def positions(self) -> tuple[np.ndarray, np.ndarray]:
         """Positions in ``data.llm`` of the LLM cells and in ``data.human`` of the human cells, in cell order."""
@@ -107,30 +146,47 @@ class CellStats:
             return np.arange(int(np.count_nonzero(~h))), np.arange(int(np.count_nonzero(h)))
         return self.llm_index[~h], self.human_index[h]
 
-    def outcome_counts(self) -> np.ndarray:
-        """Comparisons of each cell won by ``i`` and by ``j``, ``(m, 2)``."""
-        return np.column_stack([self.y, self.n - self.y])
-
     def outcome_scores(self) -> np.ndarray:
-        """Loss score of one comparison per cell and outcome on the one channel ``eta``, ``(1, m, 2)``: ``p - z``."""
-        return np.column_stack([self.p - 1, self.p])[None]
+        """Loss score of one comparison per channel, cell and outcome: ``(1, m, 2)`` ``p - z`` or ``(2, m, 3)`` ``-(a, b)``."""
+        if self.binary:
+            p = self._yp()[1]
+            return np.column_stack([p - 1, p])[None]
+        return -np.stack(self._outcome_arrays()[2:])
 
     def fisher(self) -> np.ndarray:
-        """Each cell's information ``n p (1 - p)``, ``(1, 1, m)``."""
-        return (self.n * self.p * (1 - self.p))[None, None]
+        """Each cell's information in the channels, ``(C, C, m)``: ``n p (1 - p)``, or observed when given, else expected."""
+        if self.binary:
+            p = self._yp()[1]
+            return (self.n * p * (1 - p))[None, None]
+        if self.information is not None:
+            ee, el, ll = self.information.T
+            return np.array([[ee, el], [el, ll]])
+        counts, P = self._outcome_arrays()[:2]
+        S = self.outcome_scores()
+        return counts.sum(1) * np.einsum("mo,kmo,lmo->klm", P, S, S)
 
     def totals(self) -> np.ndarray:
         """Comparisons per cell, ``(m,)``."""
         return self.n
 
     def score_sums(self) -> np.ndarray:
-        """Sum of the cell's comparisons' scores on the one channel, ``(1, m)``: ``n p - y``."""
-        return (self.n * self.p - self.y)[None]
+        """Sum of the cell's comparisons' scores per channel, ``(C, m)``: ``n p - y`` for binary cells."""
+        if self.binary:
+            y, p = self._yp()
+            return (self.n * p - y)[None]
+        return np.einsum("mo,kmo->km", np.asarray(self._outcome_arrays()[0], float), self.outcome_scores())
 
     def score_square_sums(self, mask: np.ndarray) -> np.ndarray:
-        """Sum of the squared scores of the cells ``mask``, ``(1, 1, m')``: ``y (p - 1)^2 + (n - y) p^2``."""
-        n, y, p = self.n[mask], self.y[mask], self.p[mask]
-        return (y * (p - 1) ** 2 + (n - y) * p**2)[None, None]
+        """Sum over the comparisons of the cells ``mask`` of the channels' score products, ``(C, C, m')``.
+
+        Binary cells: ``y (p - 1)^2 + (n - y) p^2``.
+        """
+        if self.binary:
+            y, p = (x[mask] for x in self._yp())
+            n = self.n[mask]
+            return (y * (p - 1) ** 2 + (n - y) * p**2)[None, None]
+        S = self.outcome_scores()[:, mask]
+        return np.einsum("mo,kmo,lmo->klm", np.asarray(self._outcome_arrays()[0], float)[mask], S, S)
 
     def pair_keys(self, data: Comparisons) -> np.ndarray:
         """Judge-pair key of every LLM cell (the clusters of the cell meat; ``-1`` for human cells)."""
@@ -141,9 +197,12 @@ class CellStats:
         return key
 
     def record_rows(self, data: Comparisons) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
-        """``(record, cell, outcome)`` of every decisive judgment of ``data.rows`` in these cells (None without records)."""
+        """``(record, cell, outcome)`` of every decisive judgment of ``data.rows`` in binary cells.
+
+        None without records, and for outcome cells (whose rows are given to :func:`parameter_meat`).
+        """
         R = data.rows
-        if R is None:
+        if R is None or not self.binary:
             return None
         h = self.is_human
         pos_llm, pos_h = np.full(len(data.llm), -1), np.full(len(data.human), -1)
@@ -328,7 +387,7 @@ def meat_covariance(M: "Meat", JtJ: Callable[[], Any], A: np.ndarray | None, cov
 class MeatSource:
     """The cells behind a covariance: the Jacobian ``J`` of their linear predictors and their statistics.
 
-    ``stats`` is a :class:`CellStats` (binary cells) or an :class:`OutcomeStats` (cells with
+    ``stats`` is a :class:`CellStats` of binary cells or of outcome cells (cells with
     ties, with ``record_rows`` for the record meat; ``J`` then holds the two derivative
     channels), the meats those of :func:`parameter_meat`.  The meat of each type
     is computed once per data set and kept, so several targets (e.g. ``b`` and ``gamma``
@@ -338,7 +397,7 @@ class MeatSource:
     """
 
     J: Any
-    stats: "CellStats | OutcomeStats"
+    stats: "CellStats"
     record_rows: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
     _meats: dict[tuple[str, int], "Meat"] = field(default_factory=dict, init=False, repr=False)
     _jtj: Any = field(default=None, init=False, repr=False)
@@ -469,14 +528,14 @@ class Meat:
         return out
 
 
-def parameter_meat(J: Any, st: "CellStats | OutcomeStats", data: Comparisons | None, cov_type: str,
+def parameter_meat(J: Any, st: "CellStats", data: Comparisons | None, cov_type: str,
                    record_rows: Any = None) -> "Meat":
     r"""Return the meat ``sum_clusters g g^T`` in the parameter space of ``J`` (P x P).
 
     A comparison ``v`` with outcome ``o`` in cell ``c`` has the loss score
     ``g_v = sum_k S_{kco} j_{kc}`` over the derivative channels of ``J`` (row ``k m + c`` is
     channel ``k`` of cell ``c``; one channel ``eta`` and ``S = (p - 1, p)`` for binary cells,
-    two with ties, :class:`OutcomeStats`) and the influence ``w_v (g_v - \bar g_{block})``
+    two with ties, :class:`CellStats`) and the influence ``w_v (g_v - \bar g_{block})``
     with the block means ``\bar g`` (eq. weighted-empirical-sandwich).  ``"fisher"`` is
     ``sum_c w_c^2 j_c^T I_c j_c`` (``I_c = st.fisher()``); ``"binomial"`` treats comparisons as
     independent; ``"cell"`` clusters LLM comparisons by (judge, pair) over both orders and
@@ -534,80 +593,6 @@ def parameter_meat(J: Any, st: "CellStats | OutcomeStats", data: Comparisons | N
     Cm = np.column_stack([np.bincount(rec[hr == f], weights=w[cell[hr == f]], minlength=n_rec) for f in flags])
     B = np.column_stack([gbar[f] for f in flags])
     return replace(_centered_gram(Gs, Cm, B), clusters=int(np.unique(rec).size))
-
-
-# ------------------------------------------------------------- tie outcomes
-@dataclass(frozen=True)
-class OutcomeStats:
-    r"""Cells with three outcomes (``i`` wins, ``j`` wins, tie) for :func:`parameter_meat`.
-
-    ``counts``, ``P``, ``a``, ``b`` are ``(m, 3)``: observed counts, fitted
-    probabilities and the derivatives ``a = d log P / d eta``, ``b = d log P / d l``
-    of each outcome (:meth:`pydial.model.likelihood.Objective.outcome_derivatives`);
-    ``w`` the per-comparison weight, ``is_human`` the block; ``judge, i, j`` the
-    cell's judge-pair key (for the cell meat) and ``a_order`` its display order.
-    A comparison ``v`` with outcome ``o`` in cell ``c`` has the loss score
-    ``-(a_{co} \nabla\eta_c + b_{co} \nabla l_{g(c)})`` (the two channels of ``J``,
-    :meth:`pydial.model.likelihood.Objective.ext_jacobian`): the binary
-    ``(p_c - z_v) \nabla\eta_c`` of :class:`CellStats` when ``b = 0`` and the tie outcome is absent.
-    ``information`` (optional, ``(m, 3)``): each cell's observed information in the
-    channels, ``-(d^2/d eta^2, d^2/d eta d l, d^2/d l^2)`` of its log-likelihood; when
-    given, the ``"fisher"`` meat is the observed rather than the expected information.
-    """
-
-    counts: np.ndarray
-    P: np.ndarray
-    a: np.ndarray
-    b: np.ndarray
-    w: np.ndarray
-    is_human: np.ndarray
-    judge: np.ndarray
-    i: np.ndarray
-    j: np.ndarray
-    a_order: np.ndarray
-    information: np.ndarray | None = None
-
-    @property
-    def m(self) -> int:
-        """Number of cells."""
-        return int(self.w.size)
-
-    def outcome_counts(self) -> np.ndarray:
-        """Comparisons of each cell and outcome, ``(m, 3)``."""
-        return np.asarray(self.counts, float)
-
-    def outcome_scores(self) -> np.ndarray:
-        """Loss score of one comparison per channel, cell and outcome, ``(2, m, 3)``: ``-(a, b)``."""
-        return -np.stack([self.a, self.b])
-
-    def totals(self) -> np.ndarray:
-        """Comparisons per cell, ``(m,)``."""
-        return self.outcome_counts().sum(1)
-
-    def score_sums(self) -> np.ndarray:
-        """Sum of the cell's comparisons' scores per channel, ``(2, m)``."""
-        return np.einsum("mo,kmo->km", self.outcome_counts(), self.outcome_scores())
-
-    def score_square_sums(self, mask: np.ndarray) -> np.ndarray:
-        """Sum over the comparisons of the cells ``mask`` of the channels' score products, ``(2, 2, m')``."""
-        S = self.outcome_scores()[:, mask]
-        return np.einsum("mo,kmo,lmo->klm", self.outcome_counts()[mask], S, S)
-
-    def fisher(self) -> np.ndarray:
-        """Each cell's information in the channels, ``(2, 2, m)``: observed when given, else expected."""
-        if self.information is not None:
-            ee, el, ll = self.information.T
-            return np.array([[ee, el], [el, ll]])
-        S = self.outcome_scores()
-        return self.counts.sum(1) * np.einsum("mo,kmo,lmo->klm", self.P, S, S)
-
-    def pair_keys(self, data: Comparisons) -> np.ndarray:
-        """Judge-pair key of every cell (the clusters of the cell meat)."""
-        return (self.judge.astype(np.int64) * data.N + self.i) * data.N + self.j
-
-    def record_rows(self, data: Comparisons) -> None:
-        """None: the record rows of tie cells are given to :func:`parameter_meat`."""
-        return None
 
 
 def _channel_gram(J: Any, D: np.ndarray) -> Any:

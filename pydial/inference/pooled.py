@@ -15,6 +15,7 @@ from pydial.inference.linearization import Linearization, two_step_maps
 from pydial.inference.sandwich import family_glm_influence, stack_outcome_influence
 from pydial.model.cells import Cells
 from pydial.model.chart import centering_basis
+from pydial.model.families import Family
 from pydial.model.design import Design, calibration_design, centered_design
 from pydial.model.glm import FamilyGLM, has_tie_parameter
 from pydial.optim import OptimResult
@@ -28,12 +29,12 @@ POOLED_LABEL = "(pooled LLM judges)"
 
 
 
-def family_cells(data: Comparisons, ties: str | None) -> tuple[Cells, Cells]:
+def family_cells(data: Comparisons, family: Family) -> tuple[Cells, Cells]:
     """Return the LLM and the human cells of the family, each weighted ``1 / (its number of comparisons)``.
 
     Decisive cells for ``ties=None``, else with their tie counts (the weights then count the ties).
     """
-    tabs = [data.cell_table(which, ties=ties is not None) for which in ("llm", "human")]
+    tabs = [data.cell_table(which, with_ties=not family.is_binary) for which in ("llm", "human")]
     L, H = (Cells.from_tables([(t, 1.0 / float(t.n.sum()), h)], with_ties=True) for t, h in zip(tabs, (False, True)))
     return L, H
 
@@ -69,7 +70,7 @@ def pooled_designs(data: Comparisons, L: Cells, H: Cells, s_pool: np.ndarray | N
     return X1, None if s_pool is None else calibration_design(H.i, H.j, N, s_pool[:, None], data.effect_columns(H.z, data.K))
 
 
-def pooled_cross_derivative(ties: str | None, human: Cells, N: int, beta: np.ndarray, x2: np.ndarray,
+def pooled_cross_derivative(family: Family, human: Cells, N: int, beta: np.ndarray, x2: np.ndarray,
                             weight: float, z: np.ndarray | None = None) -> np.ndarray:
     r"""``d psi_2 / d beta``: derivative of the calibration score equations in the pooled scores.
 
@@ -84,13 +85,13 @@ def pooled_cross_derivative(ties: str | None, human: Cells, N: int, beta: np.nda
     ``z``: the columns ``Z_H`` of ``beta_H`` (default the cells' covariates; :func:`pooled_designs`).
     """
     c = float(x2[0])
-    model = FamilyGLM(ties, human.counts, centered_design(human.i, human.j, N, z=human.z if z is None else z), weight)
+    model = FamilyGLM(family, human.counts, centered_design(human.i, human.j, N, z=human.z if z is None else z), weight)
     _, g, H = model.terms(np.append(c * beta, x2[1:]))
     q = N - 1
     return np.vstack([g[:q] + c * H[:q, :q] @ beta, c * H[q:, :q]])
 
 
-def pooled_linearization(data: Comparisons, ties: str | None, o1: OptimResult, o2: OptimResult) -> Linearization:
+def pooled_linearization(data: Comparisons, family: Family, o1: OptimResult, o2: OptimResult) -> Linearization:
     """Two-step linearization of ``(s, log nu_L, log nu_H, beta_L, beta_H)`` of the pooled baseline.
 
     Only the free ``nu``, and ``beta`` only with response covariates (blocks ``"scores"``,
@@ -101,19 +102,19 @@ def pooled_linearization(data: Comparisons, ties: str | None, o1: OptimResult, o
     :func:`pydial.inference.linearization.parameter_meat`.
     """
     N = data.N
-    L, Hc = family_cells(data, ties)
+    L, Hc = family_cells(data, family)
     p1, p2 = (int(m.sum()) for m in pooled_support(data))  # the free entries of beta_L, beta_H
-    free1, free2 = has_tie_parameter(ties, L.counts), has_tie_parameter(ties, Hc.counts)
+    free1, free2 = has_tie_parameter(family, L.counts), has_tie_parameter(family, Hc.counts)
     w1, w2 = float(L.w[0]), float(Hc.w[0])
     T = centering_basis(N)
     beta = o1.x[: N - 1]
     s_pool, c = T @ beta, float(o2.x[0])
     X1, X2 = pooled_designs(data, L, Hc, s_pool)
     assert X2 is not None  # s_pool given
-    _, _, H2 = FamilyGLM(ties, Hc.counts, X2, w2).terms(o2.x)
+    _, _, H2 = FamilyGLM(family, Hc.counts, X2, w2).terms(o2.x)
     n1, n2 = N - 1 + p1 + free1, 1 + p2 + free2  # the stages' coordinates
     G21 = np.zeros((n2, n1))
-    G21[:, : N - 1] = pooled_cross_derivative(ties, Hc, N, beta, o2.x, w2, data.effect_columns(Hc.z, data.K))
+    G21[:, : N - 1] = pooled_cross_derivative(family, Hc, N, beta, o2.x, w2, data.effect_columns(Hc.z, data.K))
     nl = free1 + free2
     q = N + nl + p1 + p2  # targets (s, log nu_L, log nu_H, beta_L, beta_H), as target_slices orders them
     Z1, Z2 = np.zeros((q, n1)), np.zeros((q, n2))
@@ -128,8 +129,8 @@ def pooled_linearization(data: Comparisons, ties: str | None, o1: OptimResult, o
     total, _ = two_step_maps(Z1, Z2, H2, G21, "the pooled scale c" + (" and beta_H" if p2 else "")
                              + (" and nu_H" if free2 else ""))
     # the stage-one map is applied with H1^{-1} by family_glm_influence
-    U_L, _ = family_glm_influence(data, ties, X1, o1.x, w1, total, cells=L)
-    U_H, _ = family_glm_influence(data, ties, X2, o2.x, w2, Z2, cells=Hc)
+    U_L, _ = family_glm_influence(data, family, X1, o1.x, w1, total, cells=L)
+    U_H, _ = family_glm_influence(data, family, X2, o2.x, w2, Z2, cells=Hc)
     labels = tuple(name for name, free in ((POOLED_LABEL, free1), (data.human_judge, free2)) if free)
     blocks = ({"scores": slice(0, N)} | ({"log_nu": slice(N, N + nl)} if nl else {})
               | ({"beta": slice(N + nl, q)} if q > N + nl else {}))

@@ -1,6 +1,6 @@
 r"""Sandwich influence of the fits of every outcome family (eq. weighted-empirical-sandwich).
 
-The cells' single-comparison statistics (:class:`~pydial.inference.meats.OutcomeStats`), the
+The cells' single-comparison statistics (:class:`~pydial.inference.meats.CellStats`), the
 judgments behind them for the record meat (eq. hac-meat), the factored influence
 :class:`OutcomeInfluence` of a weighted fit, of the staged endpoint (two-step form) and of a
 paired-comparison GLM, and the GACV trace term (eq. gacv).
@@ -21,10 +21,10 @@ from pydial.data.comparisons import COVARIATE_PREFIX, I_WINS, J_WINS, TIE, Compa
 from pydial.data.ingest import RowCoder
 from pydial.exceptions import ArgumentError
 from pydial.inference.linearization import Linearization, two_step_maps
-from pydial.inference.meats import CellStats, MeatSource, OutcomeStats, parameter_meat
+from pydial.inference.meats import CellStats, MeatSource, parameter_meat
 from pydial.model.chart import Chart
 from pydial.model.design import Design
-from pydial.model.families import Family, family_of
+from pydial.model.families import BINARY, Family
 from pydial.model.glm import FamilyGLM
 from pydial.model.likelihood import Cells, Objective
 from pydial.model.cells import family_totals
@@ -32,8 +32,8 @@ from pydial.optim import pinv_sym
 
 
 def outcome_stats(obj: Objective, x: np.ndarray, rows: np.ndarray | None = None,
-                  unit_weight: bool = False) -> OutcomeStats:
-    """:class:`~pydial.inference.linearization.OutcomeStats` of the objective's cells at ``x`` (or of ``rows``).
+                  unit_weight: bool = False) -> CellStats:
+    """Outcome :class:`~pydial.inference.meats.CellStats` of the objective's cells at ``x`` (or of ``rows``).
 
     With each cell's observed information, so that the ``"fisher"`` meat is the observed information
     as for every fit of a tie family (:func:`family_glm_influence`).
@@ -46,7 +46,12 @@ def outcome_stats(obj: Objective, x: np.ndarray, rows: np.ndarray | None = None,
     c = obj.cells
     w = np.ones(c.w.size) if unit_weight else c.w
     info = -np.column_stack([d.d_eta_eta, d.d_eta_l, d.d_l_l])
-    return OutcomeStats(c.counts, P, a, b, w, c.is_human, c.g, c.i, c.j, c.a, info)
+    return CellStats.outcomes(c.counts, P, a, b, w, c.is_human, pair_keys(c, obj.chart.N), info)
+
+
+def pair_keys(cells: Cells, N: int) -> np.ndarray:
+    """Judge-pair key ``(g N + i) N + j`` of every cell (the clusters of the cell meat)."""
+    return (cells.g.astype(np.int64) * N + cells.i) * N + cells.j
 
 
 def _judgments(data: Comparisons, people: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
@@ -85,11 +90,11 @@ def _z_codes(data: Comparisons) -> RowCoder:
                    lambda: RowCoder(data.frame[[COVARIATE_PREFIX + c for c in data.covariates]].to_numpy(float)))
 
 
-def record_rows(data: Comparisons, cells: Cells, ties: "str | None | Family") -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
-    """``(record, cell, outcome)`` of every judgment the family ``ties`` uses in ``cells``, for the record meat (eq. hac-meat).
+def record_rows(data: Comparisons, cells: Cells, family: Family) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """``(record, cell, outcome)`` of every judgment ``family`` uses in ``cells``, for the record meat (eq. hac-meat).
 
     The cell in their stacked order, outcome 0 = ``i`` wins, 1 = ``j`` wins, 2 = tie (the
-    binary family, ``ties=None``, leaves the tied judgments out).
+    binary family leaves the tied judgments out).
     """
     people = bool(cells.is_human.all())  # the stable sort keeps the people's judgments in the same order either way
     J = derived(data, ("judgments by cell", people), lambda: _judgments(data, people))
@@ -106,7 +111,7 @@ def record_rows(data: Comparisons, cells: Cells, ties: "str | None | Family") ->
     cnt = hi - lo
     cell = np.repeat(np.arange(key_cell.size), cnt)
     rows = np.arange(int(cnt.sum())) + np.repeat(lo - (np.cumsum(cnt) - cnt), cnt)  # the judgments of each cell
-    keep = outcome[rows] < (2 if family_of(ties).is_binary else 3)
+    keep = outcome[rows] < (2 if family.is_binary else 3)
     return rec[rows][keep], cell[keep], outcome[rows][keep].astype(np.int64)
 
 
@@ -116,14 +121,14 @@ class OutcomeInfluence:
 
     The derivative channels ``J2`` (``2m x P``: ``d eta``, then ``d log nu``; for the binary
     family's GLMs the one channel ``d eta``, ``m x P``), the map ``A`` (``q x P``), the cells'
-    statistics (:class:`OutcomeStats`; :class:`CellStats` on the one channel) and record
+    statistics (:class:`~pydial.inference.meats.CellStats`) and record
     rows; ``n_zero``: the number of zero eigenvalues of the bread's Hessian (a GLM without
     gauge is not identified when it is positive).
     """
 
     J2: Any
     A: np.ndarray
-    st: OutcomeStats | CellStats
+    st: CellStats
     rec: tuple[np.ndarray, np.ndarray, np.ndarray] | None
     n_zero: int = 0
 
@@ -156,19 +161,16 @@ def _concatenate(arrays: list[np.ndarray]) -> np.ndarray:
     return base[offset:offset + (end - start) // a0.itemsize]
 
 
-def _stack_stats(parts: list[Any]) -> OutcomeStats | CellStats:
-    """Stack the cells' statistics of one kind; the observed information only when every part has it."""
-    kind = type(parts[0])
-    if any(type(p) is not kind for p in parts):
+def _stack_stats(parts: list[CellStats]) -> CellStats:
+    """Stack the cells' statistics of one form; a field (e.g. the observed information) only when every part has it."""
+    if any(p.binary != parts[0].binary for p in parts):
         raise ArgumentError("cells of the binary family's GLMs stack only with their own kind")
-    optional = ("information", "llm_index", "human_index", "pair_key")
-    cols = {f.name: _concatenate([getattr(p, f.name) for p in parts]) for f in dataclasses.fields(kind)
-            if f.name not in optional}
-    for name in optional:
-        vals = [getattr(p, name) for p in parts if getattr(p, name, None) is not None]
-        if hasattr(parts[0], name) and vals and len(vals) == len(parts):
-            cols[name] = np.concatenate(vals)
-    return kind(**cols)
+    cols = {}
+    for f in dataclasses.fields(CellStats):
+        vals = [getattr(p, f.name) for p in parts]
+        if all(v is not None for v in vals):
+            cols[f.name] = _concatenate(vals)
+    return CellStats(**cols)
 
 
 def stack_outcome_influence(parts: list[OutcomeInfluence], A: np.ndarray | None = None) -> OutcomeInfluence:
@@ -211,16 +213,16 @@ def target_jacobian_x(ch: Chart, obj: Objective, x: np.ndarray) -> np.ndarray:
     return E
 
 
-def family_finite_influence(data: Comparisons, ch: Chart, lambda_: float, x: np.ndarray, ties: str | None,
+def family_finite_influence(data: Comparisons, ch: Chart, lambda_: float, x: np.ndarray, family: Family,
                             hess: np.ndarray | None = None) -> OutcomeInfluence:
     """Sandwich at a finite weight (eq. weighted-empirical-sandwich, pseudo-inverse bread), targets :func:`target_jacobian_x`."""
-    obj = Objective.weighted(ch, data, lambda_, ties=ties)
+    obj = Objective.weighted(ch, data, lambda_, ties=family)
     H = hess if hess is not None else obj.value_grad_hess(x)[2]
     Hp, _ = pinv_sym(H)
     return objective_outcome_influence(data, obj, x, target_jacobian_x(ch, obj, x) @ Hp)
 
 
-def family_staged_influence(data: Comparisons, sf: Any, ties: str | None) -> tuple[OutcomeInfluence, int]:
+def family_staged_influence(data: Comparisons, sf: Any, family: Family) -> tuple[OutcomeInfluence, int]:
     """Two-step influence of the targets ``(s, log nu_H, beta)`` (:func:`target_jacobian_x`) at the staged endpoint.
 
     LLM cells through the LLM-only fit ``xi`` (with the calibration's response
@@ -231,9 +233,10 @@ def family_staged_influence(data: Comparisons, sf: Any, ties: str | None) -> tup
     ``A``, which come first.
     """
     ch, x = sf.chart, sf.x
-    n_l, n_h = family_totals(data, ties)
-    oL = Objective(ch, Cells.stack(data, 1.0 / n_l, 0.0, with_ties=ties is not None), ties=ties, free=sf.free)
-    oH = Objective(ch, Cells.stack(data, 0.0, 1.0 / n_h, with_ties=ties is not None), ties=ties, free=sf.free)
+    n_l, n_h = family_totals(data, family)
+    tied = not family.is_binary
+    oL = Objective(ch, Cells.stack(data, 1.0 / n_l, 0.0, with_ties=tied), ties=family, free=sf.free)
+    oH = Objective(ch, Cells.stack(data, 0.0, 1.0 / n_h, with_ties=tied), ties=family, free=sf.free)
     HL, HH = oL.value_grad_hess(x)[2], oH.value_grad_hess(x)[2]
     s2_list = list(ch.human_coordinates)
     if ch.K in sf.free:
@@ -248,39 +251,39 @@ def family_staged_influence(data: Comparisons, sf: Any, ties: str | None) -> tup
     return stack_outcome_influence([U_L, U_H]), U_L.A.shape[1]
 
 
-def family_glm_influence(data: Comparisons, ties: str | None, X: Design, x: np.ndarray, weight: float, E: np.ndarray, *,
+def family_glm_influence(data: Comparisons, family: Family, X: Design, x: np.ndarray, weight: float, E: np.ndarray, *,
                          unit: bool = False, cells: Cells | None = None,
                          penalty: str | None = None) -> tuple[OutcomeInfluence, np.ndarray]:
-    """Influence ``u = E H^{-1} (channels)`` of a GLM of the family ``ties`` (:class:`~pydial.estimation.glm.FamilyGLM`).
+    """Influence ``u = E H^{-1} (channels)`` of a GLM of ``family`` (:class:`~pydial.model.glm.FamilyGLM`).
 
     The bread of eq. weighted-empirical-sandwich for a GLM of any family (the people's model
     of eq. human-only-estimator, a judge's order-effect model of eq. binomial-model-llm,
     the pooled BTL): design ``X``, coordinates ``(beta, l)`` when the cells hold a tie,
-    else ``beta`` and the binary model (always with ``ties=None``, whose record rows leave
+    else ``beta`` and the binary model (always the binary family, whose record rows leave
     the tied judgments out).  On ``cells`` (default: the people's cells of the family); also
     returns ``H``.  ``unit=True`` gives weight 1 per comparison (for GACV; no record rows).  The ``"fisher"``
-    meat is the observed information at ``x`` (:class:`~pydial.inference.linearization.OutcomeStats`),
+    meat is the observed information at ``x`` (:class:`~pydial.inference.meats.CellStats`),
     so that its covariance is the inverse observed information ``E H^{-1} E^T``, as in every
     fit of a tie family (for Davidson's model, a multinomial logit, also the expected one).
     The returned ``H`` is that of the criterion penalized by ``penalty`` (for GACV); the bread
     of ``u`` is the unpenalized one.
     """
     if cells is None:
-        cells = Cells.stack(data, 0.0, 1.0, with_ties=ties is not None)
+        cells = Cells.stack(data, 0.0, 1.0, with_ties=not family.is_binary)
     hc = cells.counts
-    model = FamilyGLM(ties, hc, X, weight)
+    model = FamilyGLM(family, hc, X, weight)
     _, _, H = model.terms(x)
     Hinv, n_zero = pinv_sym(H, gauge=np.zeros((H.shape[0], 0)))  # no gauge: a Cholesky factorization when regular
-    H = FamilyGLM(ties, hc, X, weight, penalty=penalty).terms(x)[2] if penalty is not None else H
+    H = FamilyGLM(family, hc, X, weight, penalty=penalty).terms(x)[2] if penalty is not None else H
     free = model.free
     m, p = hc.shape[0], X.shape[1]
     Xs = sp.csr_matrix(X.X)
     w = np.full(m, 1.0 if unit else weight)
     cells = dataclasses.replace(cells, w=w)
-    rec = None if unit else record_rows(data, cells, ties)  # GACV's unit weights use the binomial meat alone
-    if ties is None:  # the binary fast path: one channel, the cell residuals n p - y (CellStats)
-        key = np.where(cells.is_human, -1, (cells.g.astype(np.int64) * data.N + cells.i) * data.N + cells.j)
-        st_b = CellStats(cells.n, cells.y, expit(X @ x[:p]), w, cells.is_human, pair_key=key)
+    rec = None if unit else record_rows(data, cells, family)  # GACV's unit weights use the binomial meat alone
+    if family.is_binary:  # the binary fast path: one channel, the cell residuals n p - y
+        key = np.where(cells.is_human, -1, pair_keys(cells, data.N))
+        st_b = CellStats(cells.n, w, cells.is_human, cells.y, expit(X @ x[:p]), pair_key=key)
         return OutcomeInfluence(X.X, np.asarray((sp.csr_matrix(X.basis) @ (E @ Hinv).T).T), st_b, rec, n_zero), H
     nt = 1 if free else 0
     eta_rows = sp.hstack([Xs, sp.csr_matrix((m, nt))], format="csr")
@@ -288,14 +291,13 @@ def family_glm_influence(data: Comparisons, ties: str | None, X: Design, x: np.n
     J2 = sp.vstack([eta_rows, l_rows], format="csr")
     basis = sp.block_diag([sp.csr_matrix(X.basis), sp.identity(nt)], format="csr")
     eta = X @ x[:p]
-    family, l = (ties, x[p]) if free else (None, 0.0)
-    fam = family_of(family)
+    fam, l = (family, x[p]) if free else (BINARY, 0.0)
     P = fam.probabilities(eta, l)
     a, b = fam.outcome_terms(eta, l)[1:3]
     d = fam.cell(hc, eta, l)
     info = -np.column_stack([d.d_eta_eta, d.d_eta_l, d.d_l_l])
     A = np.asarray((basis @ (E @ Hinv).T).T)
-    st = OutcomeStats(hc, P, a, b, w, cells.is_human, cells.g, cells.i, cells.j, cells.a, info)
+    st = CellStats.outcomes(hc, P, a, b, w, cells.is_human, pair_keys(cells, data.N), info)
     return OutcomeInfluence(J2, A, st, rec, n_zero), H
 
 

@@ -20,7 +20,7 @@ from pydial.cache import derived
 from pydial.data.comparisons import CellTable, Comparisons, HumanCells, LLMCells
 from pydial.exceptions import ArgumentError
 from pydial.model.chart import Chart
-from pydial.model.families import binary_cell, family_of
+from pydial.model.families import Family, binary_cell
 
 __all__ = ["Cells", "CellJacobian", "binomial_nll", "covariate_offset", "family_totals", "free_groups", "human_loss",
            "key_segments", "llm_loss", "softplus", "stacked_columns", "tie_groups", "tie_human_loss", "tie_totals",
@@ -133,8 +133,8 @@ class Cells:
         share their index columns and :attr:`layout`.
         """
         if with_ties:
-            return cls.from_tables([(data.cell_table("llm", ties=True), w_llm, False),
-                                    (data.cell_table("human", ties=True), w_human, True)], with_ties=True)
+            return cls.from_tables([(data.cell_table("llm", with_ties=True), w_llm, False),
+                                    (data.cell_table("human", with_ties=True), w_human, True)], with_ties=True)
         if not (w_llm > 0 and len(data.llm)) and not (w_human > 0 and len(data.human)):
             raise ArgumentError("no cells with positive weight")
         full = derived(data, ("stacked cells", True, True), lambda: cls.from_tables(
@@ -270,17 +270,17 @@ class CellJacobian:
 
 def tie_totals(data: Comparisons) -> tuple[int, int]:
     """``(n_L, n_H)`` counting the ties: the LLM and human comparisons used by the tie models."""
-    return int(data.cell_table("llm", ties=True).n.sum()), int(data.cell_table("human", ties=True).n.sum())
+    return int(data.cell_table("llm", with_ties=True).n.sum()), int(data.cell_table("human", with_ties=True).n.sum())
 
 
-def family_totals(data: Comparisons, ties: str | None) -> tuple[int, int]:
-    """``(n_L, n_H)`` of eq. weighted-loss in the family: the decisive comparisons (``ties=None``), else counting the ties."""
-    return (data.n_llm, data.n_human) if ties is None else tie_totals(data)
+def family_totals(data: Comparisons, family: Family) -> tuple[int, int]:
+    """``(n_L, n_H)`` of eq. weighted-loss in the family: the decisive comparisons (binary family), else counting the ties."""
+    return (data.n_llm, data.n_human) if family.is_binary else tie_totals(data)
 
 
-def free_groups(data: Comparisons, chart: Chart, ties: str | None) -> np.ndarray:
-    """Return the loading rows with a free tie parameter in the family ``ties`` (none if binary; :func:`tie_groups`)."""
-    return np.zeros(0, np.int64) if ties is None else tie_groups(data, chart)
+def free_groups(data: Comparisons, chart: Chart, family: Family) -> np.ndarray:
+    """Return the loading rows with a free tie parameter in ``family`` (none if binary; :func:`tie_groups`)."""
+    return np.zeros(0, np.int64) if family.is_binary else tie_groups(data, chart)
 
 
 def tie_groups(data: Comparisons, chart: Chart) -> np.ndarray:
@@ -292,7 +292,7 @@ def tie_groups(data: Comparisons, chart: Chart) -> np.ndarray:
     log-likelihood decreases in ``nu`` when ``t = 0``), at which its cells follow
     the binary model exactly; its tie parameter is therefore fixed at ``nu = 0``.
     """
-    tabs = [data.cell_table(which, ties=True) for which in ("llm", "human")]
+    tabs = [data.cell_table(which, with_ties=True) for which in ("llm", "human")]
     tied = np.unique(np.concatenate([t.judge[t.counts[:, 2] > 0] for t in tabs]))
     return tied[tied < chart.rows]
 
@@ -314,19 +314,19 @@ def weighted_loss(s: np.ndarray, S: np.ndarray, b: np.ndarray, data: Comparisons
     return human_loss(s, data.human) + lambda_ * llm_loss(S, b, data.llm)
 
 
-def tie_human_loss(ties: str | None, s: np.ndarray, log_nu_h: float, data: Comparisons,
+def tie_human_loss(family: Family, s: np.ndarray, log_nu_h: float, data: Comparisons,
                    beta: np.ndarray | None = None) -> float:
-    r"""Compute the human loss :math:`\ell_H(s, \nu_H)` of the family ``ties``.
+    r"""Compute the human loss :math:`\ell_H(s, \nu_H)` of ``family``.
 
     Minus the log-likelihood kernel of the human tie cells at ``eta = s_i - s_j`` over
     ``n_H`` (ties counted); ``log_nu_h = -inf`` is the binary model (people without ties);
-    ``ties=None`` the binary loss of the decisive comparisons (:func:`human_loss`); ``beta``
+    the binary family the loss of the decisive comparisons (:func:`human_loss`); ``beta``
     the people's covariate effects (``+ z' beta_H``).
     """
-    if ties is None:
+    if family.is_binary:
         return human_loss(s, data.human, beta)
-    h = data.cell_table("human", ties=True)
+    h = data.cell_table("human", with_ties=True)
     cnt = h.counts.astype(float)
     eta = s[h.i] - s[h.j] + covariate_offset(h, beta)
-    d = binary_cell(cnt, eta) if np.isneginf(log_nu_h) else family_of(ties).cell(cnt, eta, log_nu_h)
+    d = binary_cell(cnt, eta) if np.isneginf(log_nu_h) else family.cell(cnt, eta, log_nu_h)
     return -float(d.value.sum()) / float(cnt.sum())

@@ -119,24 +119,49 @@ def rao_kupper_cell(counts: np.ndarray, eta: np.ndarray, log_nu: np.ndarray | fl
                            tau**2 * d_tau_tau + tau * d_tau)
 
 
+def binary_probabilities(eta: np.ndarray, l: np.ndarray) -> np.ndarray:
+    """``(sigma(eta), 1 - sigma(eta), 0)`` per cell."""
+    p = expit(eta)
+    return np.column_stack([p, 1 - p, np.zeros_like(p)])
+
+
+def davidson_probabilities(eta: np.ndarray, l: np.ndarray) -> np.ndarray:
+    """The softmax of ``(eta / 2, -eta / 2, l)`` per cell."""
+    lg = np.column_stack([0.5 * eta, -0.5 * eta, l])
+    lg -= lg.max(axis=1, keepdims=True)
+    p = np.exp(lg)
+    return p / p.sum(axis=1, keepdims=True)
+
+
+def rao_kupper_probabilities(eta: np.ndarray, l: np.ndarray) -> np.ndarray:
+    """``(sigma(eta - tau), sigma(-eta - tau), the rest)`` per cell, ``tau = exp(l)``."""
+    tau = np.exp(l)
+    pi, pj = expit(eta - tau), expit(-eta - tau)
+    return np.column_stack([pi, pj, np.clip(1 - pi - pj, 0.0, 1.0)])
+
+
 @dataclass(frozen=True, eq=False)
 class Family:
     """An outcome family of the paired comparisons: its cell kernel, probabilities, tie start and labels.
 
     Resolved once from ``ties=`` by :func:`family_of`: :data:`BINARY` (``ties=None``, decisive
     comparisons), :data:`DAVIDSON` or :data:`RAO_KUPPER`.  ``code`` is the Stan programs'
-    ``ties`` (0, 1, 2); ``label`` the name of the tie parameter (``"nu"``, Rao-Kupper's ``"tau"``).
+    ``ties`` (0, 1, 2); ``label`` the name of the tie parameter (``"nu"``, Rao-Kupper's ``"tau"``);
+    ``cell`` and ``probs`` the kernel and the outcome probabilities; ``log_nu_of_rate`` the
+    ``log nu`` of a tie rate at equal scores (``None`` for the binary family).
     """
 
     name: str | None
     code: int
     label: str
     cell: Callable[..., CellDerivatives]
+    probs: Callable[[np.ndarray, np.ndarray], np.ndarray]
+    log_nu_of_rate: Callable[[float], float] | None = None
 
     @property
     def is_binary(self) -> bool:
         """Whether this is the binary family (no tie outcome, no tie parameter)."""
-        return self.code == 0
+        return self.log_nu_of_rate is None
 
     def __repr__(self) -> str:
         """``Family('davidson')``."""
@@ -145,18 +170,7 @@ class Family:
     def probabilities(self, eta: np.ndarray, log_nu: np.ndarray | float) -> np.ndarray:
         """``(P(i wins), P(j wins), P(tie))`` per cell, shape ``(m, 3)``."""
         eta = np.atleast_1d(np.asarray(eta, float))
-        l = np.broadcast_to(np.asarray(log_nu, float), eta.shape)
-        if self.code == 0:
-            p = expit(eta)
-            return np.column_stack([p, 1 - p, np.zeros_like(p)])
-        if self.code == 1:
-            lg = np.column_stack([0.5 * eta, -0.5 * eta, l])
-            lg -= lg.max(axis=1, keepdims=True)
-            p = np.exp(lg)
-            return p / p.sum(axis=1, keepdims=True)
-        tau = np.exp(l)
-        pi, pj = expit(eta - tau), expit(-eta - tau)
-        return np.column_stack([pi, pj, np.clip(1 - pi - pj, 0.0, 1.0)])
+        return self.probs(eta, np.broadcast_to(np.asarray(log_nu, float), eta.shape))
 
     def log_nu_start(self, counts: np.ndarray) -> float:
         """Return the starting ``log nu`` of a group with outcome counts ``counts`` (``(m, 3)``), for both engines.
@@ -164,9 +178,10 @@ class Family:
         The value that gives the group's observed tie rate (with half a tie added) at equal
         scores: ``nu / (2 + nu)`` (Davidson), ``tanh(tau / 2)`` (Rao-Kupper).
         """
+        if self.log_nu_of_rate is None:
+            raise ArgumentError("the binary family has no tie parameter")
         c = counts.sum(axis=0)
-        rate = (c[2] + 0.5) / (c.sum() + 1.0)
-        return float(np.log(2 * rate / (1 - rate)) if self.code == 1 else np.log(2 * np.arctanh(rate)))
+        return self.log_nu_of_rate((c[2] + 0.5) / (c.sum() + 1.0))
 
     def outcome_terms(self, eta: np.ndarray, l: np.ndarray | float) -> list[np.ndarray]:
         """Return ``P, a, b, a_eta, a_l, b_l`` of every (cell, outcome), each ``(m, 3)``.
@@ -185,9 +200,11 @@ class Family:
         return out
 
 
-BINARY = Family(None, 0, "nu", binary_cell)
-DAVIDSON = Family("davidson", 1, "nu", davidson_cell)
-RAO_KUPPER = Family("rao-kupper", 2, "tau", rao_kupper_cell)
+BINARY = Family(None, 0, "nu", binary_cell, binary_probabilities)
+DAVIDSON = Family("davidson", 1, "nu", davidson_cell, davidson_probabilities,
+                  lambda rate: float(np.log(2 * rate / (1 - rate))))
+RAO_KUPPER = Family("rao-kupper", 2, "tau", rao_kupper_cell, rao_kupper_probabilities,
+                    lambda rate: float(np.log(2 * np.arctanh(rate))))
 FAMILIES: dict[str | None, Family] = {f.name: f for f in (BINARY, DAVIDSON, RAO_KUPPER)}
 """The family of each ``ties=`` option (``None``: the binary model)."""
 

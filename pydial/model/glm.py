@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any, cast
+from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
@@ -15,9 +15,9 @@ from scipy.special import expit
 
 from pydial.exceptions import ArgumentError
 from pydial.model.design import Design, dense_design, glm_information, gram, rmatvec
-from pydial.model.families import family_of
+from pydial.model.families import BINARY, Family, family_of
 from pydial.model.cells import binomial_nll
-from pydial.model.penalty import FirthPenalty, TieFirthPenalty, check_penalty
+from pydial.model.penalty import FirthPenalty, check_penalty
 from pydial.optim import BOX, OptimResult, newton
 
 __all__ = ["FamilyGLM", "binary_counts", "has_tie_parameter"]
@@ -29,14 +29,14 @@ def binary_counts(n: np.ndarray, y: np.ndarray) -> np.ndarray:
     return np.column_stack([y, n - y, np.zeros_like(y)])
 
 
-def has_tie_parameter(family: str | None, counts: np.ndarray) -> bool:
+def has_tie_parameter(family: Family, counts: np.ndarray) -> bool:
     """Whether a GLM of ``family`` on ``counts`` has a free log tie parameter ``l = log nu``.
 
     A tie model with at least one tie.  Without any tie the MLE of ``nu`` is the boundary
     ``nu = 0`` for both tie models, where the cells follow the binary model exactly
     (:func:`pydial.model.cells.tie_groups`); the GLM is then the binary one.
     """
-    return family is not None and bool(np.asarray(counts)[:, 2].sum() > 0)
+    return not family.is_binary and bool(np.asarray(counts)[:, 2].sum() > 0)
 
 
 @dataclass(frozen=True, eq=False)
@@ -44,14 +44,14 @@ class FamilyGLM:
     r"""A paired-comparison GLM ``eta = X beta`` of any outcome family, as a loss to minimize.
 
     The loss is ``-weight * sum_c log p(counts_c | eta_c, l) + ridge/2 |beta|^2`` with the
-    cell likelihoods of :mod:`pydial.model.families`: the binary model (``family=None``;
+    cell likelihoods of :mod:`pydial.model.families`: the binary model (:data:`~pydial.model.families.BINARY`;
     the binomial logistic regression of eq. human-only-estimator and eq.
     binomial-model-llm) or the Davidson / Rao-Kupper tie model, whose coordinates are
     ``x = (beta, l)`` with ``l = log nu`` when the cells hold a tie
     (:func:`has_tie_parameter`; otherwise ``x = beta`` and the binary model, the ``nu = 0``
     boundary).  With ``penalty="firth"`` the term ``-weight/2 log det I(x)`` is added, ``I`` the
-    family's Fisher information of the GLM (the Jeffreys prior: :class:`~pydial.model.penalty.FirthPenalty`,
-    :class:`~pydial.model.penalty.TieFirthPenalty`), so the minimizer is Firth's bias-reduced
+    family's Fisher information of the GLM (the Jeffreys prior :class:`~pydial.model.penalty.FirthPenalty`),
+    so the minimizer is Firth's bias-reduced
     estimate, finite whenever ``X`` has full column rank.
 
     The value, gradient and exact Hessian (:meth:`terms`) follow from the per-cell
@@ -61,7 +61,8 @@ class FamilyGLM:
 
     Attributes
     ----------
-    family : {None, "davidson", "rao-kupper"}
+    family : Family
+        The outcome family (a ``ties=`` option is resolved by :func:`~pydial.model.families.family_of`).
     counts : ndarray (m, 3)
         Wins of ``i``, wins of ``j``, ties per cell (the binary model takes no ties).
     X : ndarray, sparse matrix or Design
@@ -71,7 +72,7 @@ class FamilyGLM:
     penalty : {None, "firth"}
     """
 
-    family: str | None
+    family: Family
     counts: np.ndarray
     X: Any
     weight: float = 1.0
@@ -80,9 +81,9 @@ class FamilyGLM:
 
     def __post_init__(self) -> None:
         """Check the family, the counts and the penalty; keep a sparse or dense design as given."""
-        family_of(self.family)  # raises ArgumentError for an unknown family
+        object.__setattr__(self, "family", family_of(self.family))  # raises ArgumentError for an unknown family
         counts = np.asarray(self.counts, float).reshape(-1, 3)
-        if self.family is None and np.any(counts[:, 2] > 0):
+        if self.family.is_binary and np.any(counts[:, 2] > 0):
             raise ArgumentError("the binary model takes cells without ties")
         object.__setattr__(self, "counts", counts)
         if not (sp.issparse(self.X) or isinstance(self.X, Design)):
@@ -106,20 +107,16 @@ class FamilyGLM:
 
     @cached_property
     def _firth(self) -> FirthPenalty | None:
-        """The binary model's Jeffreys prior (``penalty="firth"``)."""
-        return FirthPenalty(dense_design(self.X), self._binary[0], self.weight) if self.penalty == "firth" else None
-
-    @cached_property
-    def _tie_firth(self) -> TieFirthPenalty | None:
-        """The tie model's Jeffreys prior in ``(beta, log nu)`` (``penalty="firth"``)."""
+        """The Jeffreys prior in ``x`` (``penalty="firth"``): the binary one without a free ``log nu``."""
         if self.penalty != "firth":
             return None
-        return TieFirthPenalty(cast(str, self.family), dense_design(self.X), self.counts, self.weight)
+        n = self._binary[0] if not self.free else self.counts.sum(axis=1)
+        return FirthPenalty(dense_design(self.X), n, self.weight, self.family if self.free else BINARY)
 
     def start(self) -> np.ndarray:
         """Return the start ``beta = 0``, ``log nu`` at the tie rate (:meth:`~pydial.model.families.Family.log_nu_start`)."""
         beta = np.zeros(self.X.shape[1])
-        return np.append(beta, family_of(self.family).log_nu_start(self.counts)) if self.free else beta
+        return np.append(beta, self.family.log_nu_start(self.counts)) if self.free else beta
 
     def value(self, x: np.ndarray) -> float:
         """Return the loss at ``x``."""
@@ -128,10 +125,10 @@ class FamilyGLM:
         if not self.free:
             n, y = self._binary
             f = float(self.weight * binomial_nll(X @ beta, n, y).sum() + 0.5 * self.ridge * beta @ beta)
-            return f + self._firth.value(X @ beta) if self._firth is not None else f
-        d = family_of(self.family).cell(self.counts, X @ beta, x[p])
+            return f + self._firth.value(beta, X @ beta) if self._firth is not None else f
+        d = self.family.cell(self.counts, X @ beta, x[p])
         f = -self.weight * float(d.value.sum()) + 0.5 * self.ridge * float(beta @ beta)
-        return f + self._tie_firth.value(x) if self._tie_firth is not None else f
+        return f + self._firth.value(x) if self._firth is not None else f
 
     def terms(self, x: np.ndarray) -> tuple[float, np.ndarray, np.ndarray]:
         """Value, gradient and Hessian of the loss at ``x``."""
@@ -145,18 +142,18 @@ class FamilyGLM:
             g = w * rmatvec(X, n * pr - y) + self.ridge * beta
             H = glm_information(X, n, pr, w) + self.ridge * np.eye(p)
             if self._firth is not None:
-                fp, gp, Hp = self._firth.glm_terms(beta)
+                fp, gp, Hp = self._firth.terms(beta)
                 f, g, H = f + fp, g + gp, H + Hp
             return f, g, H
-        d = family_of(self.family).cell(self.counts, eta, x[p])
+        d = self.family.cell(self.counts, eta, x[p])
         f = -w * float(d.value.sum()) + 0.5 * self.ridge * float(beta @ beta)
         gb = -w * rmatvec(X, d.d_eta) + self.ridge * beta
         Hbb = gram(X, -w * d.d_eta_eta) + self.ridge * np.eye(p)
         Hbl = -w * rmatvec(X, d.d_eta_l)
         g = np.append(gb, -w * d.d_l.sum())
         H = np.block([[Hbb, Hbl[:, None]], [Hbl[None, :], np.array([[-w * d.d_l_l.sum()]])]])
-        if self._tie_firth is not None:
-            fp, gp, Hp = self._tie_firth.terms(x)
+        if self._firth is not None:
+            fp, gp, Hp = self._firth.terms(x)
             f, g, H = f + fp, g + gp, H + Hp
         return f, g, H
 

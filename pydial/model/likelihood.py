@@ -28,22 +28,22 @@ from pydial.data.comparisons import Comparisons
 from pydial.model.chart import Chart, difference_design
 from pydial.model.cells import Cells, key_segments, softplus, tie_groups, tie_totals
 from pydial.model.families import BINARY, CellDerivatives, Family, binary_cell, family_of
-from pydial.model.penalty import CalibrationFirthPenalty, TieCalibrationFirthPenalty, central_hessian, check_penalty
+from pydial.model.penalty import CalibrationFirthPenalty, central_hessian, check_penalty
 from pydial.exceptions import ArgumentError
 
 
-def tie_calibration_firth_penalty(data: Comparisons, ties: str) -> TieCalibrationFirthPenalty:
-    """Jeffreys prior of the people's calibration tie GLM (design ``[D_H M, Z_H]``, normalization ``1/n_H``, ties counted)."""
-    H = data.cell_table("human", ties=True)
-    return TieCalibrationFirthPenalty(ties, difference_design(H.i, H.j, data.N).toarray(), H.counts.sum(axis=1).astype(float),
-                                      1.0 / float(H.n.sum()), data.effect_columns(H.z, data.K))
+def calibration_firth_penalty(data: Comparisons, family: Family = BINARY) -> CalibrationFirthPenalty:
+    """Jeffreys prior of the people's calibration GLM of ``family`` (design ``[D_H M, Z_H]``, normalization ``1/n_H``).
 
-
-def calibration_firth_penalty(data: Comparisons) -> CalibrationFirthPenalty:
-    """Jeffreys prior of the human calibration GLM (design ``[D_H M, Z_H]``, normalization ``1/n_H``)."""
-    H = data.human
-    return CalibrationFirthPenalty(difference_design(H.i, H.j, data.N).toarray(), H.n.astype(float), 1.0 / data.n_human,
-                                   data.effect_columns(H.z, data.K))
+    A tie family counts the ties in ``n`` and ``n_H``.
+    """
+    if family.is_binary:
+        H = data.human
+        return CalibrationFirthPenalty(difference_design(H.i, H.j, data.N).toarray(), H.n.astype(float),
+                                       1.0 / data.n_human, data.effect_columns(H.z, data.K))
+    Ht = data.cell_table("human", with_ties=True)
+    return CalibrationFirthPenalty(difference_design(Ht.i, Ht.j, data.N).toarray(), Ht.counts.sum(axis=1).astype(float),
+                                   1.0 / float(Ht.n.sum()), data.effect_columns(Ht.z, data.K), family)
 
 
 T = TypeVar("T")
@@ -111,8 +111,8 @@ class Objective:
     ``w_llm = lambda/n_L`` this is :math:`Q_\lambda` (eq. weighted-loss); with
     ``w_human = 0`` and ``w_llm = 1/n_L`` the structured LLM-only loss of
     eq. staged-calibrated-estimator.  ``penalty`` (a
-    :class:`~pydial.model.penalty.CalibrationFirthPenalty`, the human block's Jeffreys prior)
-    is added to the loss.
+    :class:`~pydial.model.penalty.CalibrationFirthPenalty` of the objective's family, the human
+    block's Jeffreys prior) is added to the loss.
 
     Tie family (``ties="davidson"`` or ``"rao-kupper"``, on tie cells
     ``Cells.stack(..., with_ties=True)``): every cell ``c`` of loading row ``g`` (judge ``k``,
@@ -124,14 +124,12 @@ class Objective:
     the binary model, the ``nu = 0`` boundary of both tie models (:func:`tie_groups`).
     Value, gradient and exact Hessian (with the ``(eta, l)`` cross terms) come from the
     per-cell derivatives by the chain rule through the same bilinear kernel.  The binary
-    family is the case of no free group.  ``tie_penalty`` (a
-    :class:`~pydial.model.penalty.TieCalibrationFirthPenalty`) is the tie family's human-block
-    Jeffreys prior: exact gradient, central-difference Hessian of it.
+    family is the case of no free group.  The tie family's ``penalty`` has an exact gradient and
+    the central-difference Hessian of it.
     """
 
     def __init__(self, chart: Chart, cells: Cells, penalty: CalibrationFirthPenalty | None = None, *,
-                 ties: "str | None | Family" = None, free: "np.ndarray | list[int] | None" = None,
-                 tie_penalty: TieCalibrationFirthPenalty | None = None) -> None:
+                 ties: "str | None | Family" = None, free: "np.ndarray | list[int] | None" = None) -> None:
         if chart.calibration is None and cells.is_human.any():
             raise ArgumentError("an LLM-only chart cannot carry human cells")
         if (cells.z.shape[1] if cells.z is not None else 0) != chart.p:
@@ -143,16 +141,14 @@ class Objective:
         self._last: tuple[bytes, np.ndarray, float] | None = None  # (theta, eta, loss) of the last evaluation
         self.family = family = family_of(ties)
         self.free = np.zeros(0, np.int64)
-        self.tie_penalty = tie_penalty
-        if family.is_binary and tie_penalty is not None:
-            raise ArgumentError("tie_penalty needs a tie family (ties='davidson' or 'rao-kupper')")
+        if penalty is not None and penalty.family is not family:
+            raise ArgumentError(f"the penalty is of the {penalty.family.name} family, the objective of {family.name}")
         if family.is_binary:
             if cells.outcome_counts is not None and np.any(cells.outcome_counts[:, 2] > 0):
                 raise ArgumentError("the cells hold ties: give their family (ties='davidson' or 'rao-kupper')")
             return
-        if cells.outcome_counts is None or penalty is not None:
-            raise ArgumentError("a tie family needs the tie cells (Cells.stack(..., with_ties=True)) and its own "
-                                "tie_penalty, not the binary penalty")
+        if cells.outcome_counts is None:
+            raise ArgumentError("a tie family needs the tie cells (Cells.stack(..., with_ties=True))")
         tied = cells.counts[:, 2] > 0
         free = np.unique(np.asarray(np.unique(cells.g[tied]) if free is None else free, np.int64))
         if free.size and (free.min() < 0 or free.max() >= chart.rows):
@@ -164,7 +160,7 @@ class Objective:
 
     @classmethod
     def weighted(cls, chart: Chart, data: Comparisons, lambda_: float, penalty: str | None = None, *,
-                 ties: str | None = None, free: "np.ndarray | None" = None) -> "Objective":
+                 ties: "str | None | Family" = None, free: "np.ndarray | None" = None) -> "Objective":
         r""":math:`Q_\lambda` (eq. weighted-loss) with ``lambda_`` in ``(0, inf)``; ``lambda_ = inf``: the LLM-only loss.
 
         ``lambda_ = 0`` gives the human block alone (binary family).
@@ -176,16 +172,17 @@ class Objective:
         With a tie family ``ties`` the cells are the tie cells, weighted ``lambda_/n_L`` and ``1/n_H``
         with the comparison counts including ties (:func:`tie_totals`), the free tie groups
         are ``free`` (default :func:`tie_groups`), and ``penalty="firth"`` adds the Jeffreys prior of
-        the people's calibration tie GLM in ``(c, log nu_H)`` (:class:`~pydial.model.penalty.TieCalibrationFirthPenalty`).
+        the people's calibration tie GLM in ``(c, log nu_H)`` (:class:`~pydial.model.penalty.CalibrationFirthPenalty`).
         """
-        if ties is not None:
+        fam = family_of(ties)
+        if not fam.is_binary:
             n_l, n_h = tie_totals(data)
             if np.isinf(lambda_):
-                return cls(chart, Cells.stack(data, 1.0 / n_l, 0.0, with_ties=True), ties=ties,
+                return cls(chart, Cells.stack(data, 1.0 / n_l, 0.0, with_ties=True), ties=fam,
                            free=tie_groups(data, chart) if free is None else free)
-            tp = tie_calibration_firth_penalty(data, ties) if check_penalty(penalty) == "firth" else None
-            return cls(chart, Cells.stack(data, lambda_ / n_l, 1.0 / n_h, with_ties=True), ties=ties,
-                       free=tie_groups(data, chart) if free is None else free, tie_penalty=tp)
+            tp = calibration_firth_penalty(data, fam) if check_penalty(penalty) == "firth" else None
+            return cls(chart, Cells.stack(data, lambda_ / n_l, 1.0 / n_h, with_ties=True), tp, ties=fam,
+                       free=tie_groups(data, chart) if free is None else free)
         if np.isinf(lambda_):
             return cls(chart, Cells.stack(data, 1.0 / data.n_llm, 0.0))
         pen = calibration_firth_penalty(data) if check_penalty(penalty) == "firth" else None
@@ -368,7 +365,7 @@ class Objective:
         """
         if not self.family.is_binary:
             f = float(-np.sum(self.cells.w * self.cell_derivatives(theta).value))
-            return f + self._tie_penalty_terms(theta, hess=False)[0] if self.tie_penalty is not None else f
+            return f + self._tie_penalty_terms(theta, hess=False)[0] if self.penalty is not None else f
         c = self.cells
         eta, f = self._eta_loss(theta)
         return f + self.penalty.value(self.chart, theta, eta[c.is_human]) if self.penalty is not None else f
@@ -496,7 +493,7 @@ class Objective:
         agg = self._residual_by_item(res)
         g = np.concatenate([np.asarray(ch.T_sparse.T @ self._gradient_factored(res, phi, agg)),
                             np.bincount(pos[free], weights=(-c.w * d.d_l)[free], minlength=nt)])
-        pen = self._tie_penalty_terms(x, hess=hess) if self.tie_penalty is not None else None
+        pen = self._tie_penalty_terms(x, hess=hess) if self.penalty is not None else None
         if pen is not None:
             f, g = f + pen[0], g + pen[1]
         if not hess:
@@ -518,8 +515,8 @@ class Objective:
 
     def _tie_penalty_terms(self, x: np.ndarray, *, hess: bool, h: float = 1e-6
                            ) -> tuple[float, np.ndarray, np.ndarray | None]:
-        """Value, exact gradient and central-difference Hessian of :attr:`tie_penalty` (over the coordinates it touches)."""
-        pen, ch, hum = self.tie_penalty, self.chart, self._human_cells
+        """Value, exact gradient and central-difference Hessian of a tie family's :attr:`penalty` (over the coordinates it touches)."""
+        pen, ch, hum = self.penalty, self.chart, self._human_cells
         assert pen is not None
         k = np.flatnonzero(self.free == ch.K)
 

@@ -50,7 +50,7 @@ Where pydial uses it (``fit(..., penalty="firth")``):
   ``X = [D_H M, Z_H]`` in ``(c, beta_H)`` for the calibration GLM), so the prior is that of
   the whole GLM, the covariate effects included;
 * ``human`` and ``judges`` with ``ties="davidson"`` or ``"rao-kupper"`` (numpy engine): the
-  Jeffreys prior of the tie GLM in ``(beta, log nu)`` (:class:`TieFirthPenalty`), the family's
+  Jeffreys prior of the tie GLM in ``(beta, log nu)`` (:class:`FirthPenalty` of the family), the family's
   Fisher information in place of ``X^T W X``.
 
 Inference at a penalized estimate uses the unpenalized Fisher information (bread)
@@ -75,7 +75,7 @@ import scipy.sparse as sp
 from scipy.special import expit
 
 from pydial.exceptions import ArgumentError
-from pydial.model.families import family_of
+from pydial.model.families import BINARY, Family
 
 PENALTIES: tuple[str | None, ...] = (None, "firth")
 
@@ -89,35 +89,86 @@ def check_penalty(penalty: str | None) -> str | None:
 
 @dataclass(frozen=True)
 class FirthPenalty:
-    r"""The loss term :math:`P(\eta) = -\frac{\omega}{2}\log\det(X^\top \mathrm{diag}\{w(\eta)\} X)`.
+    r"""The Jeffreys prior of a paired-comparison GLM of any family: :math:`P(x) = -\frac{\omega}{2}\log\det I(x)`.
+
+    The GLM has ``eta = X beta``; its coordinates are ``x = beta`` for the binary family and
+    ``x = (beta, l)``, ``l = log nu``, for a tie family.  ``I`` is the family's expected
+    information: :math:`X^\top \mathrm{diag}\{n p (1 - p)\} X` for the binary family, whose exact
+    Hessian has the closed form of the module docstring (:meth:`derivatives`); for the Davidson
+    or Rao-Kupper family the cell ``c`` of ``n_c`` comparisons has the information in its
+    channels ``(eta_c, l)``
+
+    .. math::
+
+        I_c = n_c \sum_o P_{co} \begin{pmatrix} a_{co}^2 & a_{co} b_{co} \\ a_{co} b_{co} & b_{co}^2 \end{pmatrix},
+        \qquad a_{co} = \frac{\partial \log P_{co}}{\partial \eta}, \quad
+        b_{co} = \frac{\partial \log P_{co}}{\partial l},
+
+    and the GLM's is :math:`I(x) = \sum_c j_c^\top I_c j_c` with ``j_c`` the rows ``(x_c, 0)`` and
+    ``(0, 1)``.  Its gradient is exact (:func:`information_terms`); its Hessian the central
+    difference of the exact gradient (the optimum, a zero of the exact gradient, does not depend
+    on it).  A tie GLM without any tie is the binary one (the ``nu = 0`` boundary).
 
     Parameters
     ----------
     X : ndarray (m, q)
-        Design of the penalized model: row ``c`` is ``d eta_c / d beta`` in a chart
-        ``beta`` of full column rank (any other chart changes ``P`` by a constant).
+        Design of ``eta``: row ``c`` is ``d eta_c / d beta`` in a chart ``beta`` of full column
+        rank (any other chart changes ``P`` by a constant).
     n : ndarray (m,)
-        Cell counts.
+        Comparisons per cell (ties included).
     weight : float
         Loss normalization ``omega``.
+    family : Family
+        The outcome family (:data:`~pydial.model.families.BINARY` by default).
     """
 
     X: np.ndarray
     n: np.ndarray
     weight: float = 1.0
+    family: Family = BINARY
 
     def information(self, eta: np.ndarray) -> np.ndarray:
-        """Unnormalized Fisher information ``X^T diag(n p (1-p)) X`` at ``eta``."""
+        """Unnormalized Fisher information ``X^T diag(n p (1-p)) X`` of the binary family at ``eta``."""
+        self._binary_only("information")
         p = expit(eta)
         return (self.X.T * (self.n * p * (1 - p))) @ self.X
 
-    def value(self, eta: np.ndarray) -> float:
-        """``P(eta)``; ``+inf`` where the information is singular (a diverged predictor)."""
+    def _binary_only(self, what: str) -> None:
+        """Raise for a tie family: ``what`` is the binary family's closed form."""
+        if not self.family.is_binary:
+            raise ArgumentError(f"FirthPenalty.{what} is the binary family's closed form; "
+                                f"the {self.family.name} family has value_grad and terms")
+
+    def value(self, x: np.ndarray | None, eta: np.ndarray | None = None) -> float:
+        """``P(x)``; ``+inf`` where the information is singular (a diverged predictor).
+
+        ``eta``: the cells' predictors ``X beta`` when the caller has formed them (binary family; ``x``
+        is then not used).
+        """
+        if not self.family.is_binary:
+            assert x is not None, "a tie family's penalty takes x = (beta, l)"
+            return self.value_grad(x)[0]
+        if eta is None:
+            assert x is not None, "the penalty takes x or eta"
+            eta = self.X @ x
         sign, logdet = np.linalg.slogdet(self.information(eta))
         return float(-0.5 * self.weight * logdet) if sign > 0 else np.inf
 
+    def value_grad(self, x: np.ndarray) -> tuple[float, np.ndarray]:
+        """``P(x)`` and its exact gradient in ``x`` (:func:`information_terms`)."""
+        p = self.X.shape[1]
+        l = None if self.family.is_binary else float(x[p])
+        t = information_terms(self.family, self.X, self.n, self.X @ x[:p], l)
+        if t is None:
+            return np.inf, np.full(x.size, np.nan)
+        logdet, g_eta, g_l, _ = t
+        c = -0.5 * self.weight
+        g = self.X.T @ (c * g_eta)
+        return float(c * logdet), (g if l is None else np.append(g, c * g_l))
+
     def derivatives(self, eta: np.ndarray, *, hess: bool = True) -> tuple[float, np.ndarray, np.ndarray | None]:
-        """``P``, ``dP/d eta`` (m) and, with ``hess``, ``d^2 P / d eta^2`` (m x m)."""
+        """``P``, ``dP/d eta`` (m) and, with ``hess``, ``d^2 P / d eta^2`` (m x m) of the binary family."""
+        self._binary_only("derivatives")
         p = expit(eta)
         w = self.n * p * (1 - p)
         I = (self.X.T * w) @ self.X
@@ -135,13 +186,17 @@ class FirthPenalty:
         H = -0.5 * self.weight * (np.diag(w2 * np.diag(Q)) - np.outer(w1, w1) * Q * Q)
         return float(f), g, H
 
-    def glm_terms(self, beta: np.ndarray) -> tuple[float, np.ndarray, np.ndarray]:
-        """Value, gradient and Hessian in the GLM chart ``eta = X beta``.
+    def terms(self, x: np.ndarray, h: float = 1e-6) -> tuple[float, np.ndarray, np.ndarray]:
+        """Value, gradient and Hessian in the GLM coordinates ``x``.
 
-        ``X^T (d^2 P / d eta^2) X`` is formed without the ``m x m`` matrix ``Q`` when the cells
-        outnumber ``q^2`` (:func:`squared_leverage_gram`; e.g. one cell per judgment with covariates).
+        Binary family: the exact Hessian, formed without the ``m x m`` matrix ``Q`` when the cells
+        outnumber ``q^2`` (:func:`squared_leverage_gram`; e.g. one cell per judgment with
+        covariates).  Tie family: the central difference (step ``h``) of the exact gradient.
         """
-        X = self.X
+        if not self.family.is_binary:
+            f, g = self.value_grad(x)
+            return f, g, central_hessian(lambda z: self.value_grad(z)[1], x, h=h)
+        X, beta = self.X, x
         m, q = X.shape
         if q * q >= m:  # few cells: through the m x m Hessian in eta
             f, g, H = self.derivatives(X @ beta)
@@ -153,13 +208,12 @@ class FirthPenalty:
         if sign <= 0:
             return np.inf, np.full(q, np.nan), np.full((q, q), np.nan)
         A = np.linalg.inv(I)
-        h = np.einsum("ca,ab,cb->c", X, A, X)
+        h_ = np.einsum("ca,ab,cb->c", X, A, X)
         w1 = w * (1 - 2 * p)
         w2 = w * (1 - 6 * p + 6 * p * p)
         c = -0.5 * self.weight
-        H = (X.T * (w2 * h)) @ X - squared_leverage_gram(X, w1, X, A)
-        return float(c * logdet), c * (X.T @ (w1 * h)), c * 0.5 * (H + H.T)
-
+        H = (X.T * (w2 * h_)) @ X - squared_leverage_gram(X, w1, X, A)
+        return float(c * logdet), c * (X.T @ (w1 * h_)), c * 0.5 * (H + H.T)
 
 def _dense(M: Any) -> np.ndarray:
     """``M`` (a dense or sparse matrix product) as a dense array."""
@@ -194,7 +248,7 @@ def squared_leverage_gram(J: Any, w: np.ndarray, X: np.ndarray, A: np.ndarray) -
 def central_hessian(grad: Any, x: np.ndarray, coords: Any = None, h: float = 1e-6) -> np.ndarray:
     """Return the symmetrized central differences of the exact gradient ``grad(x)`` over ``coords`` (default: all).
 
-    The Hessian of the tie-family Jeffreys priors (:class:`TieFirthPenalty`, :class:`TieCalibrationFirthPenalty`);
+    The Hessian of the tie-family Jeffreys priors (:class:`FirthPenalty`, :class:`CalibrationFirthPenalty` of a tie family);
     the columns of coordinates outside ``coords`` (on which the gradient does not depend) are zero.
     """
     x = np.asarray(x, float)
@@ -206,7 +260,7 @@ def central_hessian(grad: Any, x: np.ndarray, coords: Any = None, h: float = 1e-
     return 0.5 * (H + H.T)
 
 
-def information_terms(family: str | None, X: np.ndarray, n: np.ndarray, eta: np.ndarray,
+def information_terms(family: Family, X: np.ndarray, n: np.ndarray, eta: np.ndarray,
                       l: float | None) -> tuple[float, np.ndarray, float, np.ndarray] | None:
     r"""``log det I`` of a paired-comparison GLM and its exact derivatives, or ``None`` where ``I`` is singular.
 
@@ -220,11 +274,10 @@ def information_terms(family: str | None, X: np.ndarray, n: np.ndarray, eta: np.
         \frac{\partial \log\det I}{\partial \eta_c} = \operatorname{tr}\Bigl(L_c \frac{\partial I_c}{\partial \eta_c}\Bigr),
         \qquad \frac{\partial \log\det I}{\partial X} = 2\,(E X A_{\beta\beta} + v A_{\beta l}^\top),
 
-    with :math:`A = I^{-1}`, :math:`L_c` the cell's leverage in its channels (:class:`TieFirthPenalty`),
+    with :math:`A = I^{-1}`, :math:`L_c` the cell's leverage in its channels (:class:`FirthPenalty`),
     ``E = diag(i_ee)`` and ``v = i_el`` the cells' information entries.
     """
-    fam = family if l is not None else None
-    P, a, b, ae, al, bl = family_of(fam).outcome_terms(eta, 0.0 if l is None else l)
+    P, a, b, ae, al, bl = (family if l is not None else BINARY).outcome_terms(eta, 0.0 if l is None else l)
     i_ee, i_el, i_ll = (n * np.sum(P * u * v, axis=1) for u, v in ((a, a), (a, b), (b, b)))
     p = X.shape[1]
     info = (X.T * i_ee) @ X
@@ -248,74 +301,6 @@ def information_terms(family: str | None, X: np.ndarray, n: np.ndarray, eta: np.
     g_l = float(np.sum(L_ee * d_l[0] + 2 * L_el * d_l[1] + L_ll * d_l[2]))
     dX = 2 * ((i_ee[:, None] * X) @ A[:p, :p] + np.outer(i_el, A[:p, p]))
     return float(logdet), g_eta, g_l, dX
-
-
-@dataclass(frozen=True)
-class TieFirthPenalty:
-    r"""The Jeffreys prior of a tie-model GLM: :math:`P(x) = -\frac{\omega}{2}\log\det I(x)`, ``x = (beta, l)``.
-
-    The Davidson or Rao-Kupper GLM with ``eta = X beta`` and ``l = log nu``
-    (:class:`pydial.estimation.glm.FamilyGLM` with a tie): the cell ``c`` of ``n_c``
-    comparisons has the expected information in its channels ``(eta_c, l)``
-
-    .. math::
-
-        I_c = n_c \sum_o P_{co} \begin{pmatrix} a_{co}^2 & a_{co} b_{co} \\ a_{co} b_{co} & b_{co}^2 \end{pmatrix},
-        \qquad a_{co} = \frac{\partial \log P_{co}}{\partial \eta}, \quad
-        b_{co} = \frac{\partial \log P_{co}}{\partial l},
-
-    and the GLM's is :math:`I(x) = \sum_c j_c^\top I_c j_c` with ``j_c`` the rows
-    ``(x_c, 0)`` and ``(0, 1)``.  With :math:`L_c = j_c I^{-1} j_c^\top` (the cell's 2 x 2
-    leverage) the gradient is exact,
-
-    .. math::
-
-        \frac{\partial P}{\partial \eta_c} = -\tfrac{\omega}{2}\operatorname{tr}\Bigl(L_c
-        \frac{\partial I_c}{\partial \eta_c}\Bigr), \qquad
-        \frac{\partial P}{\partial l} = -\tfrac{\omega}{2}\sum_c\operatorname{tr}\Bigl(L_c
-        \frac{\partial I_c}{\partial l}\Bigr),
-
-    where :math:`\partial (P a a)/\partial \eta = P(a^3 + 2 a a_\eta)` and its kin follow from
-    the first and second derivatives of each outcome's :math:`\log P_{co}`
-    (:mod:`pydial.model.families`, one outcome at a time).  Without ties it would be the
-    binary :class:`FirthPenalty`; a GLM without any tie uses that one (the ``nu = 0``
-    boundary).  The Hessian (:meth:`terms`) is the central difference of the exact
-    gradient: the optimum, a zero of the exact gradient, does not depend on it.
-
-    Parameters
-    ----------
-    family : {"davidson", "rao-kupper"}
-    X : ndarray (m, p)
-        Design of ``eta`` (full column rank).
-    counts : ndarray (m, 3)
-        Wins of ``i``, wins of ``j``, ties per cell (only their totals enter ``I``).
-    weight : float
-        Loss normalization ``omega``.
-    """
-
-    family: str
-    X: np.ndarray
-    counts: np.ndarray
-    weight: float = 1.0
-
-    def value(self, x: np.ndarray) -> float:
-        """``P(x)``; ``+inf`` where the information is singular."""
-        return self.value_grad(x)[0]
-
-    def value_grad(self, x: np.ndarray) -> tuple[float, np.ndarray]:
-        """``P(x)`` and its exact gradient in ``x = (beta, l)``."""
-        p = self.X.shape[1]
-        t = information_terms(self.family, self.X, self.counts.sum(axis=1), self.X @ x[:p], float(x[p]))
-        if t is None:
-            return np.inf, np.full(x.size, np.nan)
-        logdet, g_eta, g_l, _ = t
-        c = -0.5 * self.weight
-        return float(c * logdet), np.append(self.X.T @ (c * g_eta), c * g_l)
-
-    def terms(self, x: np.ndarray, h: float = 1e-6) -> tuple[float, np.ndarray, np.ndarray]:
-        """Value, exact gradient and the central-difference Hessian (of the exact gradient) at ``x``."""
-        f, g = self.value_grad(x)
-        return f, g, central_hessian(lambda z: self.value_grad(z)[1], x, h=h)
 
 
 def calibration_columns(DM: np.ndarray, Z: np.ndarray | None) -> np.ndarray:
@@ -364,22 +349,32 @@ class CalibrationFirthPenalty:
     derivative of ``eta`` is added by :class:`pydial.model.likelihood.Objective` through the
     per-cell gradient ``dP/d eta`` (``eta`` includes ``z' beta_H``, so ``beta_H`` enters through it).
 
+    With a tie family the people's likelihood given ``M`` is the family's GLM in ``(c, l_H)``
+    (``(c, beta_H, l_H)`` with covariates; ``l_H = log nu_H``, absent when the people have no
+    tie), ``I`` its information (:class:`FirthPenalty`): :meth:`value_grad` gives the exact
+    gradient (:func:`information_terms` through ``eta = D_H M c`` and ``M``), and
+    :class:`pydial.model.likelihood.Objective` adds the central-difference Hessian of it.
+    :meth:`value` and :meth:`terms` are the binary family's closed forms.
+
     Parameters
     ----------
     D : ndarray (m_H, N)
         Difference design of the human cells.
     n : ndarray (m_H,)
-        Comparisons per human cell.
+        Comparisons per human cell (ties included).
     weight : float
         Loss normalization ``omega = 1/n_H``.
     Z : ndarray (m_H, p) or None
         The human cells' response covariates ``Z_H`` (``None`` without covariates).
+    family : Family
+        The outcome family (:data:`~pydial.model.families.BINARY` by default).
     """
 
     D: np.ndarray
     n: np.ndarray
     weight: float
     Z: np.ndarray | None = None
+    family: Family = BINARY
 
     def design(self, M: np.ndarray) -> np.ndarray:
         """Return the calibration design ``X = [D_H M, Z_H]`` in the basis ``M`` (``D_H M`` without covariates)."""
@@ -395,7 +390,8 @@ class CalibrationFirthPenalty:
         return M, np.moveaxis(TB, -1, 0)
 
     def value(self, chart, theta: np.ndarray, eta: np.ndarray) -> float:
-        """``P`` at ``theta`` (``eta``: the human cells' predictors); ``+inf`` if singular."""
+        """``P`` at ``theta`` (``eta``: the human cells' predictors) of the binary family; ``+inf`` if singular."""
+        self._binary_only("value")
         M, _ = self.basis(chart, theta)
         p = expit(eta)
         X = self.design(M)
@@ -408,8 +404,9 @@ class CalibrationFirthPenalty:
         """Return ``P``, ``dP/d eta`` (H), the gradient part through ``M`` (dim) and a Hessian.
 
         The Hessian is in ``theta``, without the ``sum_c dP/d eta_c d^2 eta_c`` term
-        (needs ``J = d eta / d theta``).
+        (needs ``J = d eta / d theta``).  The binary family's closed form.
         """
+        self._binary_only("terms")
         M, dM = self.basis(chart, theta)
         p = expit(eta)
         w = self.n * p * (1 - p)
@@ -458,52 +455,19 @@ class CalibrationFirthPenalty:
         H = JLJ + JF + JF.T + T1 + T2 + T3 + T4
         return float(c * (l1 - l2)), g_eta, g_M, c * 0.5 * (H + H.T)
 
-
-@dataclass(frozen=True)
-class TieCalibrationFirthPenalty:
-    r"""Human-block Jeffreys prior of the joint tie fit :math:`Q_\lambda` (eq. weighted-loss), in the calibration space.
-
-    The tie analogue of :class:`CalibrationFirthPenalty`: given ``M(theta)`` the people's tie
-    likelihood is the GLM of the family in ``(c, l_H)`` with design ``X = D_H M``
-    (``l_H = log nu_H``; in ``c`` alone, binary, when the people have no tie); with response
-    covariates in ``(c, beta_H, l_H)`` with design ``X = [D_H M, Z_H]``, and
-
-    .. math::
-
-        P(x) = -\frac{\omega}{2}\Bigl[\log\det I(c, l_H; X) - \log\det(M^\top M)\Bigr]
-
-    at the human cells' predictors ``eta(theta)``: gauge invariant, and equal up to a constant to
-    the penalty of DIAL-Anc's calibration tie GLM when ``M`` is held at the LLM-only fit, so the
-    path is continuous at ``lambda = inf``.  The gradient is exact (:func:`information_terms`
-    through ``eta = D_H M c`` and ``M``); :class:`pydial.model.likelihood.Objective` adds the
-    central-difference Hessian of it.
-
-    Parameters
-    ----------
-    family : {"davidson", "rao-kupper"}
-    D : ndarray (m_H, N)
-        Difference design of the human tie cells.
-    n : ndarray (m_H,)
-        Comparisons per human cell (ties included).
-    weight : float
-        Loss normalization ``omega = 1/n_H``.
-    Z : ndarray (m_H, p) or None
-        The human tie cells' response covariates ``Z_H`` (``None`` without covariates).
-    """
-
-    family: str
-    D: np.ndarray
-    n: np.ndarray
-    weight: float
-    Z: np.ndarray | None = None
+    def _binary_only(self, what: str) -> None:
+        """Raise for a tie family: ``what`` is the binary family's closed form."""
+        if not self.family.is_binary:
+            raise ArgumentError(f"CalibrationFirthPenalty.{what} is the binary family's closed form; "
+                                f"the {self.family.name} family has value_grad")
 
     def value_grad(self, chart, theta: np.ndarray, eta: np.ndarray, l: float | None,
                    J: Any) -> tuple[float, np.ndarray, float]:
-        """``P``, its gradient in ``theta`` and in ``l_H`` (``l=None``: the people at ``nu = 0``).
+        """``P``, its gradient in ``theta`` and in ``l_H`` (``l=None``: the binary family, or the people at ``nu = 0``).
 
         ``eta`` are the human cells' predictors and ``J = d eta / d theta`` (sparse) at ``theta``.
         """
-        M, dM = CalibrationFirthPenalty.basis(chart, theta)
+        M, dM = self.basis(chart, theta)
         G = M.T @ M
         s2, l2 = np.linalg.slogdet(G)
         t = information_terms(self.family, calibration_columns(self.D @ M, self.Z), self.n, eta, l)

@@ -17,6 +17,7 @@ import numpy as np
 
 from pydial.data.comparisons import Comparisons
 from pydial.estimation.engines import Optimizers, StagedFit
+from pydial.model.families import Family
 from pydial.model.penalty import check_penalty
 
 from .backend import OptimizeResult
@@ -111,19 +112,19 @@ def stan_optimizers(seed: int | None = None, penalty: str | None = None, backend
                            gtol=gtol)
         return res, np.concatenate([res.u[:head], res.u[head:][free]])
 
-    def llm(data: Comparisons, ties: str | None, ch: Any, x0: np.ndarray) -> Any:
-        n_l, _ = family_totals(data, ties)
-        d = dial_data(data, ch, w_llm=1.0, ties=ties, boundary_nu=True)
+    def llm(data: Comparisons, family: Family, ch: Any, x0: np.ndarray) -> Any:
+        n_l, _ = family_totals(data, family)
+        d = dial_data(data, ch, w_llm=1.0, ties=family.name, boundary_nu=True)
         res, u = run(d, ch, x0, ch.dim)
         return _as_optim(res, canonical(ch, u), -(res.log_prob - weighted_log_coef(d)) / n_l)
 
-    def calibration(data: Comparisons, ties: str | None, ch: Any, theta: np.ndarray, M: np.ndarray, x0: np.ndarray,
+    def calibration(data: Comparisons, family: Family, ch: Any, theta: np.ndarray, M: np.ndarray, x0: np.ndarray,
                     penalty: str | None = None) -> Any:
         # the program's parameters are the people's chart coordinates (c, free beta_H), then log nu_H;
         # x0 and the optimum are in numpy's (c relative to M, free beta_H, log nu_H)
-        _, n_h = family_totals(data, ties)
+        _, n_h = family_totals(data, family)
         people = ch.human_coordinates
-        d = dial_data(data, ch, w_llm=0.0, w_human=1.0, fix_llm=theta, ties=ties, boundary_nu=True,
+        d = dial_data(data, ch, w_llm=0.0, w_human=1.0, fix_llm=theta, ties=family.name, boundary_nu=True,
                       firth=2 if check_penalty(penalty) else 0)
         head = people.size
         res, u = run(d, ch, np.append(theta[people], x0[head:]), head)
@@ -132,22 +133,22 @@ def stan_optimizers(seed: int | None = None, penalty: str | None = None, backend
         x = np.concatenate([ch.calibration_coordinates(th), u[ch.d:head], u[head:]])
         return _as_optim(res, x, -(res.log_prob - weighted_log_coef(d)) / n_h)
 
-    def joint(data: Comparisons, ties: str | None, ch: Any, lambda_: float, x0: np.ndarray, penalty: str | None = None) -> Any:
-        n_l, n_h = family_totals(data, ties)
-        d = dial_data(data, ch, w_llm=lambda_ * n_h / n_l, w_human=1.0, ties=ties, boundary_nu=True,
+    def joint(data: Comparisons, family: Family, ch: Any, lambda_: float, x0: np.ndarray, penalty: str | None = None) -> Any:
+        n_l, n_h = family_totals(data, family)
+        d = dial_data(data, ch, w_llm=lambda_ * n_h / n_l, w_human=1.0, ties=family.name, boundary_nu=True,
                       firth=2 if check_penalty(penalty) else 0)
         res, u = run(d, ch, x0, ch.dim)
         return _as_optim(res, canonical(ch, u), -(res.log_prob - weighted_log_coef(d)) / n_h)
 
-    def human(data: Comparisons, ties: str | None, x0: np.ndarray, penalty: str | None = None) -> Any:
-        _, n_h = family_totals(data, ties)
+    def human(data: Comparisons, family: Family, x0: np.ndarray, penalty: str | None = None) -> Any:
+        _, n_h = family_totals(data, family)
         N = data.N
-        H = human_cell_table(data, ties=ties is not None)
+        H = human_cell_table(data, ties=not family.is_binary)
         if data.p:  # the covariates with an effect on the people (numpy's people's design)
             H = dataclasses.replace(H, z=data.effect_columns(H.z, data.K))
-        assert H.ties is not None  # filled in by CellTable
-        free = bool((H.ties > 0).any())  # without ties: the binary model (nu = 0)
-        d = judges_data(empty_cells(), H, N=N, K=0, order=False, ties=ties if free else None, flat=True,
+        assert H.tie_counts is not None  # filled in by CellTable
+        free = bool((H.tie_counts > 0).any())  # without ties: the binary model (nu = 0)
+        d = judges_data(empty_cells(), H, N=N, K=0, order=False, ties=family.name if free else None, flat=True,
                         log_lik=False, firth=bool(check_penalty(penalty)))
         model = compile_model("judges", backend=backend)
         Q = helmert_basis(N)
@@ -167,10 +168,10 @@ def stan_optimizers(seed: int | None = None, penalty: str | None = None, backend
                       pooled_stages=partial(stan_pooled_stages, seed=seed), btl=stan_btl)
 
 
-def stan_pooled_stages(data: Comparisons, ties: str | None, x0: np.ndarray, l2: float, free1: bool, free2: bool,
+def stan_pooled_stages(data: Comparisons, family: Family, x0: np.ndarray, l2: float, free1: bool, free2: bool,
                        seed: int | None = None, backend: str | None = None,
                        penalty: str | None = None) -> tuple[Any, Any]:
-    """Run the two stages of the pooled fit of the family ``ties`` (:func:`pydial.estimation.baselines.fit_pooled`) by Stan.
+    """Run the two stages of the pooled fit of ``family`` (:func:`pydial.estimation.baselines.fit_pooled`) by Stan.
 
     ``dial.stan`` with one judge holding the pooled LLM cells, ``r = 0``, no order
     effects; then ``fix_llm`` for ``(c, log nu_H)``.  The optima are in the numpy
@@ -186,15 +187,15 @@ def stan_pooled_stages(data: Comparisons, ties: str | None, x0: np.ndarray, l2: 
     from .schema import dial_data, pooled_cell_table, weighted_log_coef
 
     N, p = data.N, data.p
-    n_l, n_h = family_totals(data, ties)
+    n_l, n_h = family_totals(data, family)
     dial = compile_model("dial", backend=backend)
-    pooled = pooled_cell_table(data, ties=ties is not None)
+    pooled = pooled_cell_table(data, ties=not family.is_binary)
     # S = B': B_free = beta (s = T beta), then beta_L (the pooled judges' effects, shared; the free ones)
     chL = Chart(N, 1, 0, None, False, p, True, fixed_effects(data, True, False))
     head = chL.dim  # (beta, beta_L)
     firth = bool(check_penalty(penalty))
-    dL = dial_data(data, chL, w_llm=1.0, llm=pooled, ties=ties, boundary_nu=True, firth=1 if firth else 0)
-    no_nu: list[float] = [] if ties is None else [0.0]  # the program's log nu of a group at nu = 0 (none when binary)
+    dL = dial_data(data, chL, w_llm=1.0, llm=pooled, ties=family.name, boundary_nu=True, firth=1 if firth else 0)
+    no_nu: list[float] = [] if family.is_binary else [0.0]  # the program's log nu of a group at nu = 0 (none when binary)
     r1 = optimize_dial(dial, dL, np.append(x0[:head], x0[head:] if free1 else no_nu), seed=seed, gtol=1e-9)
     beta = r1.u[: N - 1]
     o1 = _as_optim(r1, np.append(r1.u[:head], r1.u[head:] if free1 else []), -(r1.log_prob - weighted_log_coef(dL)) / n_l)
@@ -202,7 +203,7 @@ def stan_pooled_stages(data: Comparisons, ties: str | None, x0: np.ndarray, l2: 
     th = ch.from_structure(chL.structure(r1.u[: chL.dim]), np.ones(1),
                            beta=np.vstack([chL.covariate_effects(r1.u[: chL.dim]), np.zeros(p)]) if p else None)
     people = ch.human_coordinates  # (c, beta_H)
-    d2 = dial_data(data, ch, w_llm=0.0, w_human=1.0, fix_llm=th, ties=ties, boundary_nu=True, firth=2 if firth else 0)
+    d2 = dial_data(data, ch, w_llm=0.0, w_human=1.0, fix_llm=th, ties=family.name, boundary_nu=True, firth=2 if firth else 0)
     r2 = optimize_dial(dial, d2, np.append(th[people], [l2] if free2 else no_nu), seed=seed, gtol=1e-9)
     th[people] = r2.u[: people.size]
     s_pool = centering_basis(N) @ beta

@@ -60,7 +60,8 @@ def _sample_stats(res: SampleResult) -> dict[str, np.ndarray]:
 
 
 def _observed(cells: Sequence[CellTable]) -> dict[str, np.ndarray]:
-    cat = {f: np.concatenate([getattr(c, f) for c in cells]) for f in ("wins_i", "wins_j", "ties")}
+    columns = {"wins_i": "wins_i", "wins_j": "wins_j", "ties": "tie_counts"}  # variable: CellTable attribute
+    cat = {f: np.concatenate([getattr(c, a) for c in cells]) for f, a in columns.items()}
     return cat
 
 

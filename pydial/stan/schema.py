@@ -128,17 +128,17 @@ def merge_priors(defaults: Mapping[str, float], priors: Mapping[str, float] | No
 # --------------------------------------------------------------------------- cells
 def llm_cell_table(data: Comparisons, *, ties: bool = False) -> CellTable:
     """LLM cells: decisive ones (``ties=False``) or with tie counts (:meth:`Comparisons.cell_table`)."""
-    return data.cell_table("llm", ties=ties)
+    return data.cell_table("llm", with_ties=ties)
 
 
 def pooled_cell_table(data: Comparisons, *, ties: bool = False) -> CellTable:
     """Return the LLM cells of :func:`llm_cell_table` all given to one judge (index 0): the pooled BTL."""
-    return data.cell_table("pooled", ties=ties)
+    return data.cell_table("pooled", with_ties=ties)
 
 
 def human_cell_table(data: Comparisons, *, ties: bool = False) -> CellTable:
     """Human cells (judge index ``K``, ``a = 0``), decisive or with tie counts."""
-    return data.cell_table("human", ties=ties)
+    return data.cell_table("human", with_ties=ties)
 
 
 def data_fingerprint(data: Comparisons) -> str:
@@ -163,8 +163,8 @@ def data_fingerprint(data: Comparisons) -> str:
     h = hashlib.sha256(json.dumps([[str(x) for x in data.items], [str(x) for x in data.judges],
                                    str(data.human_judge), [str(x) for x in data.covariates]]).encode())
     for which in ("llm", "human"):
-        t = data.cell_table(which, ties=True)
-        ints = np.stack([np.asarray(c, dtype=np.int64) for c in (t.judge, t.i, t.j, t.a, t.n, t.y, t.ties)])
+        t = data.cell_table(which, with_ties=True)
+        ints = np.stack([np.asarray(c, dtype=np.int64) for c in (t.judge, t.i, t.j, t.a, t.n, t.y, t.tie_counts)])
         h.update(which.encode() + ints.tobytes())
         if t.z is not None:
             h.update(np.ascontiguousarray(t.z, dtype=np.float64).tobytes())
@@ -227,8 +227,8 @@ def schema_data(L: CellTable, H: CellTable | None, *, N: int, K: int, order: boo
     """
     H = empty_cells() if H is None else H
     code = _tie_code(ties)
-    assert L.ties is not None and H.ties is not None  # filled in by CellTable
-    if code == 0 and (np.any(L.ties > 0) or np.any(H.ties > 0)):
+    assert L.tie_counts is not None and H.tie_counts is not None  # filled in by CellTable
+    if code == 0 and (np.any(L.tie_counts > 0) or np.any(H.tie_counts > 0)):
         raise ArgumentError("cells with ties need a tie model (ties='davidson' or 'rao-kupper')")
     if len(L) and (L.judge.min() < 0 or L.judge.max() >= K):
         raise ArgumentError(f"LLM cell judges must lie in 0..{K - 1}")
@@ -399,9 +399,9 @@ def _firth_code(firth: int | bool, allowed: tuple[int, ...]) -> int:
 def _nu_zero(L: CellTable, H: CellTable | None, K: int) -> np.ndarray:
     """1 for each group (judges ``0..K-1``, people ``K``) without a tie in the cells ``L``, ``H``."""
     tied = np.zeros(K + 1, bool)
-    assert L.ties is not None  # filled in by CellTable
-    tied[np.unique(L.judge[L.ties > 0])] = True
-    tied[K] = H is not None and bool((cast(np.ndarray, H.ties) > 0).any())
+    assert L.tie_counts is not None  # filled in by CellTable
+    tied[np.unique(L.judge[L.tie_counts > 0])] = True
+    tied[K] = H is not None and bool((cast(np.ndarray, H.tie_counts) > 0).any())
     return (~tied).astype(np.int64)
 
 
