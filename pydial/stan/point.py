@@ -1,19 +1,13 @@
 r"""Penalized maximum likelihood through Stan's optimizer, in the numpy engine's chart, for every outcome family.
 
-:func:`stan_fit_point` fits the estimators of the paper in the binary, Davidson or
-Rao-Kupper family (``ties``) with ``stan/dial.stan`` (and ``stan/judges.stan`` for the
-people's and the judge-wise fits) and returns the optimum as the reduced-chart ``theta``
-of :class:`pydial.model.chart.Chart` -- the same coordinates as the numpy engine -- so that
-:mod:`pydial.model.likelihood`, :mod:`pydial.inference.linearization` and
-:mod:`pydial.estimation.selection` can evaluate gradients, Hessians, sandwiches and GACV
-at the Stan optimum.  The same calls (:meth:`StanRun.dial`, :meth:`StanRun.judges`) run every
-optimizer of ``pydial.fit(..., engine="stan")`` (:mod:`pydial.stan.engine`).
-
-The Stan target is the weighted log-likelihood on the *log-likelihood scale*,
-``-n_H Q_lambda`` for the joint fit (per-judgment weights ``1`` for people and
-``lambda n_H / n_LLM`` for LLM judgments) and ``-n_LLM l_LLM`` for the LLM-only
-stage, so that optimizer tolerances refer to the information scale.
-:attr:`StanPointFit.objective` reports the paper's normalized loss.
+:func:`stan_fit_point` fits the paper's estimators in the binary, Davidson or Rao-Kupper family
+with ``stan/dial.stan`` (``stan/judges.stan`` for the people's and the judge-wise models) and
+returns the optimum in the chart of :class:`pydial.model.chart.Chart`, the numpy engine's
+coordinates, where numpy evaluates gradients, sandwiches and GACV.  The same calls
+(:meth:`StanRun.dial`, :meth:`StanRun.judges`) are the optimizers of ``pydial.fit(..., engine="stan")``.
+The Stan target is the weighted log-likelihood on the log-likelihood scale (``-n_H Q_lambda``
+for the joint fit, ``-n_LLM l_LLM`` for the LLM-only stage), so that optimizer tolerances refer
+to the information scale; :attr:`StanPointFit.objective` is the paper's normalized loss.
 """
 
 from __future__ import annotations
@@ -248,10 +242,9 @@ def point_options(options: Mapping[str, Any] | None, **defaults: Any) -> dict[st
 
 @dataclass(frozen=True)
 class _Stage:
-    """One optimizer call: Stan's result, the optimum ``x`` in numpy's coordinates, the normalized loss and ``log nu``.
+    """One optimizer call: Stan's result, the optimum ``x``, the normalized loss and the program's ``log nu``.
 
-    ``x``: the chart's (with ``fix_llm``: the people's) coordinates, then the free log tie
-    parameters; ``log_nu``: the program's, ``-inf`` for the groups at ``nu = 0``.
+    ``x``: numpy's coordinates, then the free ``log nu``; ``log_nu``: ``-inf`` for the groups at ``nu = 0``.
     """
 
     res: OptimizeResult
@@ -375,11 +368,9 @@ def _log_nu(run: StanRun, log_nu: np.ndarray) -> np.ndarray | None:
 
 
 def people_fit(run: StanRun, x0: np.ndarray | None, firth: bool) -> tuple[_Stage, dict, dict]:
-    """Fit the people's model of the family with ``judges.stan``, in numpy's coordinates ``x = (s[:N-1], free beta_H, log nu_H)``.
+    """Fit the people's model with ``judges.stan`` in numpy's ``x = (s[:N-1], free beta_H, log nu_H)`` (binary without a tie).
 
-    The covariates are the people's GLM columns (:meth:`Comparisons.effect_columns`); without
-    a human tie the model is binary (``nu = 0``).  ``x0 = None``: scores and effects 0,
-    ``log nu_H`` at the tie rate.  Returns the stage, the named optimum and the data.
+    ``x0 = None``: 0 and ``log nu_H`` at the tie rate.  Returns the stage, the named optimum and the data.
     """
     data, N = run.data, run.data.N
     H = human_cell_table(data, ties=run.ties is not None)
@@ -422,10 +413,9 @@ def _fit_human(run: StanRun, firth: bool) -> StanPointFit:
 
 def _judges(run: StanRun, cells: CellTable, *, N: int, groups: int, log_nu0: np.ndarray,
             firth: bool) -> tuple[OptimizeResult, dict, dict]:
-    """Fit each judge ``0..groups-1``'s order-effect model of the family with ``judges.stan`` from ``s = b = beta = 0``.
+    """Fit each judge's order-effect model with ``judges.stan`` from ``s = b = beta = 0`` and ``log_nu0``.
 
-    As :func:`pydial.estimation.glm.fit_order_btl` per judge; ``log_nu0``: each judge's start (empty
-    for the binary family).  Returns Stan's result, the named optimum and the data.
+    Returns Stan's result, the named optimum and the data.
     """
     def init(d: Mapping[str, Any]) -> dict:
         return {"s_raw": np.zeros((groups, N - 1)), "b": np.zeros(groups), "beta_free": zero_beta(d), "log_nu": log_nu0}
