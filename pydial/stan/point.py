@@ -367,10 +367,10 @@ def _log_nu(run: StanRun, log_nu: np.ndarray) -> np.ndarray | None:
     return None if run.ties is None else np.asarray(log_nu, float)
 
 
-def people_fit(run: StanRun, x0: np.ndarray | None, firth: bool) -> tuple[_Stage, dict, dict]:
+def people_fit(run: StanRun, x0: np.ndarray | None, firth: bool) -> tuple[_Stage, np.ndarray, np.ndarray | None]:
     """Fit the people's model with ``judges.stan`` in numpy's ``x = (s[:N-1], free beta_H, log nu_H)`` (binary without a tie).
 
-    ``x0 = None``: 0 and ``log nu_H`` at the tie rate.  Returns the stage, the named optimum and the data.
+    ``x0 = None``: 0 and ``log nu_H`` at the tie rate.  Returns the stage, the scores ``s`` and the free ``beta_H``.
     """
     data, N = run.data, run.data.N
     H = human_cell_table(data, ties=run.ties is not None)
@@ -395,19 +395,18 @@ def people_fit(run: StanRun, x0: np.ndarray | None, firth: bool) -> tuple[_Stage
     log_nu = np.asarray(parts["log_nu"], float).reshape(-1)
     x = np.concatenate([s[: N - 1], [] if beta is None else beta[0], log_nu])
     n_h = family_totals(data, run.ties)[1]
-    return _Stage(res, x, -(res.log_prob - weighted_log_coef(d)) / n_h, log_nu if free else np.full(1, -np.inf)), parts, d
+    stage = _Stage(res, x, -(res.log_prob - weighted_log_coef(d)) / n_h, log_nu if free else np.full(1, -np.inf))
+    return stage, s, None if beta is None else beta[0]
 
 
 def _fit_human(run: StanRun, firth: bool) -> StanPointFit:
     """Fit the people's model (eq. human-full-loss, no LLM judge) with ``judges.stan`` (:func:`people_fit`)."""
     data, N = run.data, run.data.N
-    st, parts, d = people_fit(run, None, firth)
-    s = helmert_basis(N) @ np.asarray(parts["sH_raw"], float)
-    beta = stan_beta(parts, d)  # the people's free effects: their whole row
+    st, s, beta = people_fit(run, None, firth)
     res = st.res
     return StanPointFit("human", Chart(N, 1, 0, None, False), s[: N - 1].copy(), s, s[None, :], np.zeros(1), 0.0,
                         st.objective, res.converged, res.grad_norm, [res], res.backend, res.seconds,
-                        beta=human_effect_row(data, [] if beta is None else beta[0])[None, :] if data.p else None,
+                        beta=human_effect_row(data, np.zeros(0) if beta is None else beta)[None, :] if data.p else None,
                         ties=run.ties, log_nu=_log_nu(run, st.log_nu))
 
 
