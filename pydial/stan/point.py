@@ -444,7 +444,7 @@ def _fit_judges(run: StanRun, firth: bool) -> StanPointFit:
     cells = llm_cell_table(data, ties=run.ties is not None)
     res, parts, d = _judges(run, cells, N=N, groups=K, log_nu0=tie_log_nu_start(run.ties, cells, K), firth=firth)
     f = _judges_btl(res, parts, d, N, K)
-    tied = np.bincount(cells.judge, weights=cells.ties, minlength=K) > 0  # the others' nu drifts to 0
+    tied = np.bincount(cells.judge, weights=cells.ties, minlength=K)[: f.log_nu.size] > 0  # the others' nu drifts to 0
     loss = -(res.log_prob - weighted_log_coef(d)) / family_totals(data, run.ties)[0]
     return StanPointFit("judges", Chart(N, 1, 0, None, True), np.column_stack([f.S[:, : N - 1], f.b[:, None]]),
                         f.S.mean(axis=0), f.S, f.b, np.inf, loss, res.converged, res.grad_norm, [res], res.backend,
