@@ -44,11 +44,7 @@ def _canonical(ch: Chart, x: np.ndarray) -> np.ndarray:
 
 
 def _binary_optimizers(seed: int | None, penalty: str | None, backend: str | None) -> tuple[Any, Any]:
-    """Stan's ``staged`` and ``path`` of the binary family (:class:`~pydial.estimation.engines.Optimizers`).
-
-    Each optimum is re-expressed in the canonical gauge of the chart (same ``(s, S, b)``) before
-    the box and regularity guards; ``penalty="firth"`` optimizes the Jeffreys-prior penalized targets.
-    """
+    """Stan's ``staged`` and ``path`` of the binary family, by :func:`stan_fit_point`, optima in the canonical gauge."""
     def staged(data: Comparisons, rank: int, calibration: str, *, order: bool = True, shared: bool = False) -> StagedFit:
         sp = stan_fit_point(data, "dial-anc" if order else "dial-nopos", rank=rank, calibration=calibration,
                             lambda_=np.inf, seed=seed, penalty=penalty, backend=backend,
@@ -77,14 +73,9 @@ def _binary_optimizers(seed: int | None, penalty: str | None, backend: str | Non
 def stan_optimizers(seed: int | None = None, penalty: str | None = None, backend: str | None = None) -> Optimizers:
     """Return the Stan engine of ``pydial.fit(..., engine="stan")``: every optimizer of every family is Stan's.
 
-    ``dial.stan`` with the family's cells for the LLM-only stage, the calibration stage
-    (``fix_llm``) and the weighted fits (weights ``lambda n_H / n_L`` and 1, ``n`` counting the
-    ties of a tie family); ``judges.stan`` for the people alone and the judge-wise models; the
-    binary family's staged and weighted fits through :func:`~pydial.stan.point.stan_fit_point`
-    (``penalty``: their Jeffreys prior), the pooled baseline's stages too.  Each optimum is
-    re-expressed in the canonical gauge; the numpy engine computes every covariance, GACV and
-    test there.  A judge or the people without any tie get ``nu = 0`` (binary cells), as the
-    numpy engine fixes them (:func:`pydial.model.cells.tie_groups`).
+    The calls of :func:`~pydial.stan.point.stan_fit_point` (``dial.stan``: the LLM-only, calibration
+    and weighted fits; ``judges.stan``: the people's and the judge-wise models), each optimum in the
+    canonical gauge, where the numpy engine computes every covariance, GACV and test.
     """
     def run(data: Comparisons, ties: str | None) -> StanRun:
         return StanRun(data, ties, seed, backend, point_options(None, gtol=GTOL, warn=False))
@@ -129,11 +120,9 @@ def stan_optimizers(seed: int | None = None, penalty: str | None = None, backend
 
 def stan_btl(cells: CellTable, *, N: int, groups: int, ties: str | None, log_nu0: np.ndarray, seed: int | None = None,
              backend: str | None = None, penalty: str | None = None) -> JudgesBTLFit:
-    """Fit each judge ``0..groups-1`` of ``cells`` in the family ``ties`` with ``judges.stan`` (``method="judges"``).
+    """Fit each judge ``0..groups-1`` of ``cells`` in the family ``ties`` with ``judges.stan`` from ``log_nu0``.
 
-    ``log_nu0``: each judge's starting ``log nu`` (:func:`pydial.estimation.btl.tie_log_nu_start`);
-    ``penalty="firth"``: each judge's Jeffreys prior.  :func:`pydial.estimation.btl.fit_btl`
-    computes the standard errors and assembles the result.
+    ``penalty="firth"``: each judge's Jeffreys prior; :func:`pydial.estimation.btl.fit_btl` does the inference.
     """
     run = StanRun(None, ties, seed, backend, point_options(None, warn=False))  # type: ignore[arg-type]  # no data: the cells
     return judges_fit(run, cells, N=N, groups=groups, log_nu0=log_nu0, firth=penalty == "firth")
@@ -144,13 +133,9 @@ def stan_pooled_stages(data: Comparisons, ties: str | None, x0: np.ndarray, l2: 
                        penalty: str | None = None) -> tuple[Any, Any]:
     """Run the two stages of the pooled fit of the family ``ties`` (:func:`pydial.estimation.baselines.fit_pooled`) by Stan.
 
-    ``dial.stan`` with one judge holding the pooled LLM cells, ``r = 0``, no order
-    effects; then ``fix_llm`` for ``(c, log nu_H)``.  The optima are in the numpy
-    coordinates ``(beta, log nu_L)`` and ``(c, log nu_H)``; with response covariates
-    ``(beta, beta_L, log nu_L)`` and ``(c, beta_H, log nu_H)`` (the one judge's and the
-    people's rows of the program's ``beta``).  ``penalty="firth"``: both stages' Jeffreys
-    priors (``firth`` 1 and 2).  ``free1``, ``free2``: whether the judges' and the people's
-    ``log nu`` are free (a group with a tie).
+    ``dial.stan`` with one judge holding the pooled LLM cells (``r = 0``, no order effects), then
+    ``fix_llm``; the optima in numpy's ``(beta, beta_L, log nu_L)`` and ``(c, beta_H, log nu_H)``
+    (``free1``, ``free2``: whether the ``log nu`` are free).  ``penalty="firth"``: both Jeffreys priors.
     """
     N, p = data.N, data.p
     r = StanRun(data, ties, seed, backend, point_options(None, gtol=GTOL, warn=False))
