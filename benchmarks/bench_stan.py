@@ -83,11 +83,11 @@ def main() -> None:
                          "note": "cached" if m.cached else "compiled"})
         dial = compile_model("dial", backend=be)
         t0 = time.perf_counter()
-        sp = stan_fit_point(data, "joint", rank=1, calibration="mu", lambda_=lam, init=th0, model=dial)
+        sp = stan_fit_point(data, "dial-ada", rank=1, calibration="mu", lambda_=lam, init=th0, options={"model": dial})
         rows.append({"backend": be, "step": "optimize joint", "seconds": time.perf_counter() - t0,
                      "max|ds| vs numpy": float(np.max(np.abs(sp.scores - s_joint))), "note": f"converged={sp.converged}"})
         t0 = time.perf_counter()
-        sp = stan_fit_point(data, "staged", rank=1, calibration="mu", model=dial)
+        sp = stan_fit_point(data, "dial-anc", rank=1, calibration="mu", options={"model": dial})
         rows.append({"backend": be, "step": "optimize staged", "seconds": time.perf_counter() - t0,
                      "max|ds| vs numpy": float(np.max(np.abs(sp.scores - s_staged))), "note": f"converged={sp.converged}"})
         for name in args.posteriors.split(","):

@@ -127,6 +127,62 @@ def test_fit_engine_stan_matches_numpy_engine_other_methods(models, data, method
         np.testing.assert_allclose(rs.gacv["gacv"].to_numpy(), rn.gacv["gacv"].to_numpy(), atol=TOL)
 
 
+@pytest.fixture(scope="module", params=["davidson", "rao-kupper"])
+def tie_data(request):
+    sim = simulate(N=6, K=3, rank=1, n_llm=9_000, n_human=3_000, tie_rate=0.2, ties=request.param, seed=13)
+    return request.param, sim.comparisons
+
+
+@pytest.mark.parametrize("method", ["dial-anc", "dial-ada", "human", "judges", "pooled"])
+def test_tie_point_fit_matches_fit_on_both_engines(models, tie_data, method):
+    """stan_fit_point(..., ties=...) reaches the optimum of pydial.fit(..., ties=...) on the numpy and the Stan engine:
+    scores, judge scores, position effects and the log tie parameters (dial-ada at one weight: the people's)."""
+    from pydial.api import fit
+    from pydial.model.cells import family_totals
+
+    ties, data = tie_data
+    n_l, n_h = family_totals(data, ties)
+    kw: dict = {"rank": 1, "calibration": "mu"} if method.startswith("dial") else {}
+    lam = 2.0 * n_l / n_h if method == "dial-ada" else None
+    sp = stan_fit_point(data, method, ties=ties, lambda_=lam, **kw)
+    assert sp.converged and sp.ties == ties and sp.log_nu is not None
+    if lam is not None:
+        kw.update(lambda_=lam, include_endpoints=False)
+    for engine in ("numpy", "stan"):
+        res = fit(data, method, ties=ties, engine=engine, **kw)
+        assert res.converged and (lam is None or res.lambda_ == lam)
+        log_nu = res.tie_log_nu.to_numpy()
+        if method == "judges":
+            np.testing.assert_allclose(sp.S, res.judge_scores.to_numpy(), atol=TOL)
+            np.testing.assert_allclose(sp.b, res.position_effects["b"].to_numpy(), atol=TOL)
+        else:
+            np.testing.assert_allclose(sp.scores, res.scores["score"].to_numpy(), atol=TOL)
+        if method == "dial-ada":  # the result reports the judges' tie parameters of the LLM-only stage
+            np.testing.assert_allclose(sp.log_nu[-1], log_nu[-1], atol=TOL)
+        else:
+            np.testing.assert_allclose(sp.log_nu, log_nu, atol=TOL)
+
+
+def test_tie_point_fit_of_the_binary_family_is_the_binary_fit(models, data):
+    """ties=None is the binary fit (no tie parameter); a tie family on data without a tie reaches the same scores, nu = 0."""
+    sb = stan_fit_point(data, "dial-anc", rank=1)
+    st = stan_fit_point(data, "dial-anc", rank=1, ties="davidson")
+    assert sb.ties is None and sb.log_nu is None
+    np.testing.assert_array_equal(st.log_nu, np.full(data.K + 1, -np.inf))
+    np.testing.assert_allclose(st.scores, sb.scores, atol=TOL)
+
+
+def test_point_fit_argument_errors(data):
+    from pydial.exceptions import ArgumentError
+
+    with pytest.raises(ArgumentError, match="ties must be one of"):
+        stan_fit_point(data, "human", ties="bradley")
+    with pytest.raises(ArgumentError, match="covariate_effects"):
+        stan_fit_point(data, "human", covariate_effects="own")
+    with pytest.raises(ArgumentError, match="unknown options"):
+        stan_fit_point(data, "human", options={"tol": 1.0})
+
+
 def test_nonconvergence_is_reported(models, data):
     with pytest.warns(ConvergenceWarning, match="did not converge"):
         sp = stan_fit_point(data, "dial-ada", rank=1, calibration="mu", options={"max_iter": 2})

@@ -107,7 +107,9 @@ class CellStats:
 
     @classmethod
     def from_parts(cls, parts: list[tuple[np.ndarray, np.ndarray, np.ndarray, float, bool]]) -> "CellStats":
-        """Binary cells from ``(n, y, p, w, is_human)`` groups; the LLM groups cover ``data.llm`` in order, the human ones ``data.human``.
+        """Binary cells from ``(n, y, p, w, is_human)`` groups.
+
+        The LLM groups cover ``data.llm`` in order, the human ones ``data.human``.
 
         One group is kept as it is (no copy of its arrays).
         """
@@ -136,7 +138,7 @@ class CellStats:
         return cast(np.ndarray, self.y), cast(np.ndarray, self.p)
 
     def _outcome_arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """``(counts, P, a, b)`` of outcome cells."""
+        """Return ``(counts, P, a, b)`` of outcome cells."""
         return cast(np.ndarray, self.counts), cast(np.ndarray, self.P), cast(np.ndarray, self.a), cast(np.ndarray, self.b)
 
     def positions(self) -> tuple[np.ndarray, np.ndarray]:

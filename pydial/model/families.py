@@ -126,7 +126,7 @@ def binary_probabilities(eta: np.ndarray, l: np.ndarray) -> np.ndarray:
 
 
 def davidson_probabilities(eta: np.ndarray, l: np.ndarray) -> np.ndarray:
-    """The softmax of ``(eta / 2, -eta / 2, l)`` per cell."""
+    """Return the softmax of ``(eta / 2, -eta / 2, l)`` per cell."""
     lg = np.column_stack([0.5 * eta, -0.5 * eta, l])
     lg -= lg.max(axis=1, keepdims=True)
     p = np.exp(lg)

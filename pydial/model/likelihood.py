@@ -515,7 +515,10 @@ class Objective:
 
     def _tie_penalty_terms(self, x: np.ndarray, *, hess: bool, h: float = 1e-6
                            ) -> tuple[float, np.ndarray, np.ndarray | None]:
-        """Value, exact gradient and central-difference Hessian of a tie family's :attr:`penalty` (over the coordinates it touches)."""
+        """Value, exact gradient and central-difference Hessian of a tie family's :attr:`penalty`.
+
+        Over the coordinates the penalty touches.
+        """
         pen, ch, hum = self.penalty, self.chart, self._human_cells
         assert pen is not None
         k = np.flatnonzero(self.free == ch.K)

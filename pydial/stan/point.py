@@ -1,30 +1,32 @@
-r"""Penalized maximum likelihood through Stan's optimizer, in the numpy engine's chart.
+r"""Penalized maximum likelihood through Stan's optimizer, in the numpy engine's chart, for every outcome family.
 
-:func:`stan_fit_point` fits the estimators of the paper with ``stan/dial.stan``
-(and ``stan/judges.stan`` for the judge-wise fits) and returns the optimum as
-the reduced-chart ``theta`` of :class:`pydial.model.chart.Chart` -- the same
-coordinates as the numpy engine -- so that :mod:`pydial.model.likelihood`,
-:mod:`pydial.inference.linearization` and :mod:`pydial.estimation.selection` can evaluate gradients,
-Hessians, sandwiches and GACV at the Stan optimum.
-
-The Stan target is the weighted log-likelihood on the *log-likelihood scale*,
-``-n_H Q_lambda`` for the joint fit (per-judgment weights ``1`` for people and
-``lambda n_H / n_LLM`` for LLM judgments) and ``-n_LLM l_LLM`` for the LLM-only
-stage, so that optimizer tolerances refer to the information scale.
-:attr:`StanPointFit.objective` reports the paper's normalized loss.
+:func:`stan_fit_point` fits the paper's estimators in the binary, Davidson or Rao-Kupper family
+with ``stan/dial.stan`` (``stan/judges.stan`` for the people's and the judge-wise models) and
+returns the optimum in the chart of :class:`pydial.model.chart.Chart`, the numpy engine's
+coordinates, where numpy evaluates gradients, sandwiches and GACV.  The same calls
+(:meth:`StanRun.dial`, :meth:`StanRun.judges`) are the optimizers of ``pydial.fit(..., engine="stan")``.
+The Stan target is the weighted log-likelihood on the log-likelihood scale (``-n_H Q_lambda``
+for the joint fit, ``-n_LLM l_LLM`` for the LLM-only stage), so that optimizer tolerances refer
+to the information scale; :attr:`StanPointFit.objective` is the paper's normalized loss.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import warnings
 from dataclasses import dataclass, field
-from typing import Any, Mapping, cast
+from typing import Any, Callable, Mapping, cast
 
 import numpy as np
 
-from pydial.data.comparisons import Comparisons, require_comparisons
-from pydial.estimation.glm import initial_theta
+from pydial.data.comparisons import CellTable, Comparisons, require_comparisons
+from pydial.estimation.engines import JudgesBTLFit
+from pydial.estimation.glm import human_effect_row, initial_theta
+from pydial.model.cells import family_totals
 from pydial.model.chart import Calibration, Chart, helmert_basis
+from pydial.model.families import family_of
+from pydial.model.penalty import check_penalty
+from pydial.resources import check_choice
 
 from ..exceptions import ArgumentError, ConvergenceWarning, DataError
 from .backend import CompiledModel, OptimizeResult, compile_model
@@ -36,6 +38,9 @@ __all__ = ["POINT_METHODS", "StanPointFit", "stan_fit_point"]
 
 POINT_METHODS: tuple[str, ...] = ("dial-ada", "dial-nopos", "dial-anc", "human", "judges", "pooled")
 """Estimators of :func:`stan_fit_point`."""
+
+OPTIONS: dict[str, Any] = {"gtol": 1e-8, "max_iter": 20_000, "priors": None, "model": None, "warn": True}
+"""The defaults of :func:`stan_fit_point`'s ``options``."""
 
 
 @dataclass
@@ -65,6 +70,7 @@ class StanPointFit:
         Paper-normalized loss at the optimum: ``Q_lambda`` (a finite weight), ``l_H`` (human and
         the second stage of the staged fits; ``details["llm_objective"]`` the first stage's
         ``l_LLM``), ``l_LLM`` (judges); with the prior penalty divided by the same normalization.
+        A tie family's losses count the ties in ``n_LLM`` and ``n_H``.
     converged : bool
         Every optimizer call reported convergence.
     grad_norm : float
@@ -80,6 +86,13 @@ class StanPointFit:
         Covariate effects (data with response covariates): the chart's ``beta`` rows
         (:meth:`Chart.covariate_effects`); for ``"judges"`` one row per judge, for ``"human"``
         the people's one row.  ``None`` without covariates.
+    ties : {None, "davidson", "rao-kupper"}
+        The outcome family.
+    log_nu : ndarray or None
+        A tie family's log tie parameters (Davidson's ``log nu``, Rao-Kupper's ``log tau``), one
+        per group: the judges (one for ``"pooled"``), then the people (``"human"``: the people
+        alone); ``-inf`` for a group without any tie (``nu = 0``, its cells binary).  ``None``
+        for the binary family.
     """
 
     method: str
@@ -99,18 +112,20 @@ class StanPointFit:
     llm_chart: Chart | None = None
     details: dict[str, Any] = field(default_factory=dict, repr=False)
     beta: np.ndarray | None = None
+    ties: str | None = None
+    log_nu: np.ndarray | None = None
 
     def __repr__(self) -> str:
-        """Summarize the fit: method, dimension, weight, objective, convergence and backend."""
-        return (f"StanPointFit(method={self.method!r}, dim={self.chart.dim}, lambda_={self.lambda_}, "
+        """Summarize the fit: method, family, dimension, weight, objective, convergence and backend."""
+        return (f"StanPointFit(method={self.method!r}, ties={self.ties!r}, dim={self.chart.dim}, lambda_={self.lambda_}, "
                 f"objective={self.objective:.6g}, converged={self.converged}, backend={self.backend!r})")
 
 
-def stan_fit_point(data: Comparisons, method: str = "dial-ada", *, rank: int = 1, calibration: str | None = "mu",
-                   lambda_: float | None = None, init: np.ndarray | None = None, backend: str | None = None,
-                   seed: int | None = 0, penalty: str | None = None, shared: bool = False,
-                   options: Mapping[str, Any] | None = None) -> StanPointFit:
-    r"""Penalized MLE of a DIAL estimator through Stan's optimizer, in the numpy engine's chart.
+def stan_fit_point(data: Comparisons, method: str = "dial-ada", *, ties: str | None = None, rank: int = 1,
+                   calibration: str | None = "mu", lambda_: float | None = None, init: np.ndarray | None = None,
+                   backend: str | None = None, seed: int | None = 0, penalty: str | None = None,
+                   covariate_effects: str = "judge", options: Mapping[str, Any] | None = None) -> StanPointFit:
+    r"""Penalized MLE of a DIAL estimator in any outcome family through Stan's optimizer, in the numpy engine's chart.
 
     Parameters
     ----------
@@ -125,11 +140,16 @@ def stan_fit_point(data: Comparisons, method: str = "dial-ada", *, rank: int = 1
         * ``"dial-anc"``: the staged fit (eq. staged-calibrated-estimator): the LLM-only fit
           (:attr:`StanPointFit.llm_theta` on :attr:`StanPointFit.llm_chart`), then
           ``argmin_c l_H`` with the LLM block held fixed;
-        * ``"human"``: human BTL ``argmin l_H`` (``Chart(N, 1, 0, None, False)``; ``theta = s[:N-1]``);
-        * ``"judges"``: each judge's order-effect BTL (``judges.stan``); ``theta`` has one row
+        * ``"human"``: the people's model ``argmin l_H`` (``Chart(N, 1, 0, None, False)``; ``theta = s[:N-1]``);
+        * ``"judges"``: each judge's order-effect model (``judges.stan``); ``theta`` has one row
           per judge in ``Chart(N, 1, 0, None, True)``;
-        * ``"pooled"``: pooled LLM BTL ignoring judge and order, rescaled to the people
+        * ``"pooled"``: pooled LLM model ignoring judge and order, rescaled to the people
           (staged on ``Chart(N, 1, 0, "mu", False)``).
+    ties : {None, "davidson", "rao-kupper"}
+        The outcome family, as in :func:`pydial.fit`: ``None`` the binary model (ties
+        dropped), else Davidson's or Rao and Kupper's tie model, with one tie parameter per
+        judge and one for the people (:attr:`StanPointFit.log_nu`); a group without any tie
+        has ``nu = 0``, as in the numpy engine.
     rank : int
         Disagreement rank ``r``.
     calibration : {"mu", "W"}
@@ -138,21 +158,22 @@ def stan_fit_point(data: Comparisons, method: str = "dial-ada", *, rank: int = 1
         LLM weight of ``"dial-ada"`` / ``"dial-nopos"``; default ``n_LLM / n_H`` (the ordinary
         joint likelihood).
     init : ndarray, optional
-        Warm start in the reduced chart of the (first-stage) fit; default the numpy
-        engine's start: :func:`pydial.estimation.glm.initial_theta` for the structured fits,
-        zero for the GLMs (the human, judge-wise and pooled BTL, the calibration stage).
+        Warm start in the reduced chart of the (first-stage) fit, optionally followed by the
+        free log tie parameters; default the numpy engine's start:
+        :func:`pydial.estimation.glm.initial_theta` for the structured fits, zero for the GLMs
+        (the people's, judge-wise and pooled models, the calibration stage), each group's
+        ``log nu`` at its tie rate (:meth:`pydial.model.families.Family.log_nu_start`).
     backend : {"cmdstanpy", "httpstan"} or None
         See :func:`pydial.stan.stan_backend`.
     seed : int, optional
         Seed passed to the optimizer.
     penalty : {None, "firth"}
         ``"firth"`` adds the Jeffreys prior of :mod:`pydial.model.penalty` (the ``firth``
-        flag of ``dial.stan`` / ``judges.stan``): to the human BTL, the pooled BTL,
-        every judge's BTL, the calibration stage and the human block of the joint
+        flag of ``dial.stan`` / ``judges.stan``): to the people's model, the pooled model,
+        every judge's model, the calibration stage and the human block of the joint
         fit; the LLM-only structured stage is not penalized.
-    shared : bool
-        With response covariates: one covariate effect for all LLM judges
-        (``covariate_effects="shared"``) instead of one per judge.
+    covariate_effects : {"judge", "shared"}
+        With response covariates: one covariate effect per LLM judge, or one for all of them.
     options : mapping, optional
         The optimizer's rarer options: ``gtol`` (default ``1e-8``: converged when the
         max-norm gradient of the Stan target is at most ``gtol * max(1, |log p|)``,
@@ -164,13 +185,13 @@ def stan_fit_point(data: Comparisons, method: str = "dial-ada", *, rank: int = 1
     Returns
     -------
     StanPointFit
-        ``theta`` in the numpy engine's chart, plus scores, ``S``, ``b``, the
-        paper-normalized objective and the convergence record.
+        ``theta`` in the numpy engine's chart, plus scores, ``S``, ``b``, the log tie
+        parameters, the paper-normalized objective and the convergence record.
 
     Raises
     ------
     ArgumentError
-        Unknown method or option, or invalid calibration / lambda.
+        Unknown method, family or option, or invalid calibration / lambda.
     DataError
         The method needs human (or LLM) comparisons that the data lack.
 
@@ -178,49 +199,72 @@ def stan_fit_point(data: Comparisons, method: str = "dial-ada", *, rank: int = 1
     --------
     >>> sp = stan_fit_point(data, "dial-anc", rank=1)  # doctest: +SKIP
     >>> sp.scores, sp.llm_chart.S(sp.llm_theta)  # doctest: +SKIP
+    >>> stan_fit_point(data, "dial-ada", ties="davidson", lambda_=2.0).log_nu  # doctest: +SKIP
     """
-    from pydial.model.penalty import check_penalty
+    from pydial.estimation.spec import COVARIATE_EFFECTS
 
     data = require_comparisons(data)
     if method not in POINT_METHODS:
         raise ArgumentError(f"method must be one of {POINT_METHODS}, got {method!r}")
-    opts = {"gtol": 1e-8, "max_iter": 20_000, "priors": None, "model": None, "warn": True}
-    unknown = sorted(set(options or {}) - set(opts))
-    if unknown:
-        raise ArgumentError(f"unknown options {unknown}: the options are {sorted(opts)}")
-    opts.update(options or {})
-    if method != "judges" and data.n_human == 0:
-        raise DataError(f"method {method!r} needs decisive human comparisons; there are none")
-    if method != "human" and data.n_llm == 0:
-        raise DataError(f"method {method!r} needs decisive LLM comparisons; there are none")
+    check_choice("covariate_effects", covariate_effects, COVARIATE_EFFECTS)
+    run = StanRun(data, family_of(ties).name, seed, backend, point_options(options))
+    n_l, n_h = family_totals(data, family_of(run.ties))
+    if method != "judges" and n_h == 0:
+        raise DataError(f"method {method!r} needs human comparisons; there are none")
+    if method != "human" and n_l == 0:
+        raise DataError(f"method {method!r} needs LLM comparisons; there are none")
     firth = check_penalty(penalty) == "firth"
-    run = _Run(data, opts, seed)
-    if method in ("human", "judges"):
-        return _fit_btl(run, method, backend, firth)
+    if method == "human":
+        return _fit_human(run, firth)
+    if method == "judges":
+        return _fit_judges(run, firth)
     if method == "pooled":
-        return _fit_staged(run, 1, 0, "mu", False, False, None, backend, firth)
+        return _fit_staged(run, 1, 0, "mu", False, False, None, firth)
     if calibration is None:
         raise ArgumentError(f"method {method!r} needs a calibration basis ('mu' or 'W'), got None")
-    order = method != "dial-nopos"
-    weight = data.n_llm / data.n_human if lambda_ is None else float(lambda_)
+    order, shared = method != "dial-nopos", covariate_effects == "shared"
+    weight = n_l / n_h if lambda_ is None else float(lambda_)
     if method == "dial-anc" or np.isinf(weight):
-        return _fit_staged(run, data.K, rank, calibration, order, shared, init, backend, firth, method)
+        return _fit_staged(run, data.K, rank, calibration, order, shared, init, firth, method)
     if not (np.isfinite(weight) and weight > 0):
         raise ArgumentError(f"lambda_ must be > 0 for the weighted fit, got {lambda_!r}")
     return _fit_joint(run, method, Chart.for_data(data, rank, cast(Calibration, calibration), order, shared), weight,
-                      init, backend, firth)
+                      init, firth)
+
+
+def point_options(options: Mapping[str, Any] | None, **defaults: Any) -> dict[str, Any]:
+    """Return :data:`OPTIONS` updated by ``defaults``, then by the caller's ``options`` (unknown names raise)."""
+    unknown = sorted(set(options or {}) - set(OPTIONS))
+    if unknown:
+        raise ArgumentError(f"unknown options {unknown}: the options are {sorted(OPTIONS)}")
+    return {**OPTIONS, **defaults, **(options or {})}
 
 
 @dataclass(frozen=True)
-class _Run:
-    """The data, optimizer options and seed of one :func:`stan_fit_point` call."""
+class _Stage:
+    """One optimizer call: Stan's result, the optimum ``x``, the normalized loss and the program's ``log nu``.
+
+    ``x``: numpy's coordinates, then the free ``log nu``; ``log_nu``: ``-inf`` for the groups at ``nu = 0``.
+    """
+
+    res: OptimizeResult
+    x: np.ndarray
+    objective: float
+    log_nu: np.ndarray
+
+
+@dataclass(frozen=True)
+class StanRun:
+    """The data, family, seed, backend and options of Stan's optimizers: every call to ``dial.stan`` and ``judges.stan``."""
 
     data: Comparisons
-    opts: Mapping[str, Any]
+    ties: str | None
     seed: int | None
+    backend: str | None
+    opts: Mapping[str, Any]
 
-    def model(self, name: str, backend: str | None) -> CompiledModel:
-        return self.opts["model"] if self.opts["model"] is not None else compile_model(name, backend=backend)
+    def model(self, name: str) -> CompiledModel:
+        return self.opts["model"] if self.opts["model"] is not None else compile_model(name, backend=self.backend)
 
     def optimize(self, model: CompiledModel, d: Mapping[str, Any], x0: np.ndarray, what: str, *,
                  chart: bool = True) -> OptimizeResult:
@@ -229,62 +273,88 @@ class _Run:
         res = optimize_dial(model, d, x0, **opts) if chart else model.optimize(d, x0, **opts)
         if self.opts["warn"] and not res.converged:
             warnings.warn(f"Stan optimizer ({what}) did not converge: {res.message}; max|grad| = {res.grad_norm:.2e}",
-                          ConvergenceWarning, stacklevel=4)
+                          ConvergenceWarning, stacklevel=5)
         return res
 
+    def dial(self, ch: Chart, x0: np.ndarray, what: str, *, w_llm: float, w_human: float = 0.0,
+             llm: CellTable | None = None, fix_llm: np.ndarray | None = None, firth: int = 0) -> _Stage:
+        """Maximize ``dial.stan`` on ``ch`` with the family's cells from ``x0`` (numpy's coordinates, as :class:`_Stage`).
 
-def _fit_joint(run: _Run, method: str, ch: Chart, lambda_: float, init: np.ndarray | None, backend: str | None,
-               firth: bool) -> StanPointFit:
+        ``x0`` without the free log tie parameters starts each at its group's tie rate.  A group
+        without a tie gets ``nu_zero`` (its unused ``log_nu`` entry held at 0, dropped from ``x``).
+        """
+        tie = self.ties is not None
+        d = dial_data(self.data, ch, w_llm=w_llm, w_human=w_human, priors=self.opts["priors"], llm=llm, ties=self.ties,
+                      fix_llm=fix_llm, firth=firth, boundary_nu=tie)
+        head = ch.human_coordinates.size if fix_llm is not None else ch.dim
+        groups = ([] if fix_llm is not None else list(range(ch.K))) + ([ch.K] if d["H"] > 0 else []) if tie else []
+        free = np.array([not d["nu_zero"][g] for g in groups], bool)
+        x0 = np.asarray(x0, float)
+        log_nu = np.zeros(free.size)
+        if x0.size > head or not free.any():
+            log_nu[free] = x0[head:]
+        else:  # each free group's start at its tie rate
+            counts = [d["cell_counts"][d["cell_judge"] == g + 1] if g < ch.K else d["human_counts"] for g in groups]
+            log_nu[free] = [family_of(self.ties).log_nu_start(c) for c, f in zip(counts, free) if f]
+        res = self.optimize(self.model("dial"), d, np.concatenate([x0[:head], log_nu]), what)
+        n_l, n_h = family_totals(self.data, family_of(self.ties))
+        return _Stage(res, np.concatenate([res.u[:head], res.u[head:][free]]),
+                      -(res.log_prob - weighted_log_coef(d)) / (n_h if w_human else n_l), np.where(free, res.u[head:], -np.inf))
+
+    def judges(self, L: CellTable, H: CellTable | None, *, N: int, K: int, ties: str | None, firth: bool,
+               init: Callable[[Mapping[str, Any]], dict], what: str) -> tuple[OptimizeResult, dict, dict]:
+        """Maximize ``judges.stan`` (flat priors) from ``init(d)``; return Stan's result, the named optimum and the data ``d``."""
+        model = self.model("judges")
+        d = judges_data(L, H, N=N, K=K, order=K > 0, ties=ties, flat=True, log_lik=False, firth=firth)
+        res = self.optimize(model, d, model.unconstrain(d, init(d)), what, chart=False)
+        return res, model.constrain(d, res.u, include_tparams=False), d
+
+
+def _fit_joint(run: StanRun, method: str, ch: Chart, lambda_: float, init: np.ndarray | None, firth: bool) -> StanPointFit:
     """Minimize ``Q_lambda`` on ``ch`` with ``dial.stan`` (weights ``lambda n_H / n_L`` and 1)."""
-    data = run.data
-    n_h, n_l = data.n_human, data.n_llm
-    dial = run.model("dial", backend)
-    d = dial_data(data, ch, w_llm=lambda_ * n_h / n_l, w_human=1.0, priors=run.opts["priors"], firth=2 if firth else 0)
-    th0 = initial_theta(data, ch) if init is None else np.asarray(init, float)
-    res = run.optimize(dial, d, th0, f"joint fit, lambda = {lambda_:.4g}")
-    A, B, _, b = ch.unpack(res.u)
-    return StanPointFit(method, ch, res.u, ch.scores(res.u), A @ B.T, b if ch.order else np.zeros(data.K), lambda_,
-                        -(res.log_prob - weighted_log_coef(d)) / n_h, res.converged, res.grad_norm, [res], dial.backend,
-                        res.seconds, beta=_beta(ch, res.u))
+    n_l, n_h = family_totals(run.data, family_of(run.ties))
+    th0 = initial_theta(run.data, ch) if init is None else np.asarray(init, float)
+    st = run.dial(ch, th0, f"joint fit, lambda = {lambda_:.4g}", w_llm=lambda_ * n_h / n_l, w_human=1.0,
+                  firth=2 if firth else 0)
+    res, theta = st.res, st.x[: ch.dim]
+    A, B, _, b = ch.unpack(theta)
+    return StanPointFit(method, ch, theta, ch.scores(theta), A @ B.T, b if ch.order else np.zeros(ch.K), lambda_,
+                        st.objective, res.converged, res.grad_norm, [res], res.backend, res.seconds,
+                        beta=_beta(ch, theta), ties=run.ties, log_nu=_log_nu(run, st.log_nu))
 
 
-def _fit_staged(run: _Run, K: int, r: int, cal: str, order: bool, shared: bool, init: np.ndarray | None,
-                backend: str | None, firth: bool, method: str = "pooled") -> StanPointFit:
+def _fit_staged(run: StanRun, K: int, r: int, cal: str, order: bool, shared: bool, init: np.ndarray | None,
+                firth: bool, method: str = "pooled") -> StanPointFit:
     """Fit the staged endpoint: the LLM-only stage, then ``argmin_(c, beta_H) l_H(M c, beta_H)`` with the LLM block fixed.
 
     ``method="pooled"``: one judge holding the pooled LLM cells (``K = 1``, ``r = 0``, no order effects).
     """
-    data = run.data
-    n_h, n_l = data.n_human, data.n_llm
-    pooled = method == "pooled"
-    dial = run.model("dial", backend)
+    data, pooled = run.data, method == "pooled"
     chL = Chart(data.N, K, r, None, order) if pooled else Chart.for_data(data, r, None, order, shared)
-    dL = dial_data(data, chL, w_llm=1.0, llm=pooled_cell_table(data) if pooled else None, priors=run.opts["priors"],
-                   firth=1 if (firth and pooled) else 0)
     if init is not None:
         th0 = np.asarray(init, float)
     else:  # the numpy engine's starts: the pooled BTL GLM from 0, the structured fit from initial_theta
         th0 = np.zeros(chL.dim) if pooled else initial_theta(data, chL)
-    r1 = run.optimize(dial, dL, th0, "LLM-only stage")
-    bL = chL.order_effects(r1.u) if order else np.zeros(K)
+    s1 = run.dial(chL, th0, "LLM-only stage", w_llm=1.0, firth=1 if (firth and pooled) else 0,
+                  llm=pooled_cell_table(data, ties=run.ties is not None) if pooled else None)
+    thL = s1.x[: chL.dim]
+    bL = chL.order_effects(thL) if order else np.zeros(K)
     ch = Chart(data.N, K, r, cast(Calibration, cal), order) if pooled else \
         Chart.for_data(data, r, cast(Calibration, cal), order, shared)
-    st = chL.structure(r1.u)
-    M = st.basis(cal)
+    st = chL.structure(thL)
     # start: c = 0 (and beta_H = 0), as the numpy engine's calibration GLM (pydial.estimation.glm.fit_calibration)
-    beta0 = np.vstack([chL.covariate_effects(r1.u), np.zeros(ch.p)]) if ch.p else None
-    th1 = ch.from_structure(st, np.zeros(M.shape[1]), bL if order else None, beta0)
+    beta0 = np.vstack([chL.covariate_effects(thL), np.zeros(ch.p)]) if ch.p else None
+    th1 = ch.from_structure(st, np.zeros(st.basis(cal).shape[1]), bL if order else None, beta0)
     # A and B of the first stage are data (fix_llm): Stan optimizes the calibration alone, (c, beta_H)
-    d2 = dial_data(data, ch, w_llm=0.0, w_human=1.0, priors=run.opts["priors"], fix_llm=th1, firth=2 if firth else 0)
     people = ch.human_coordinates
-    r2 = run.optimize(dial, d2, th1[people], "calibration stage")
+    s2 = run.dial(ch, th1[people], "calibration stage", w_llm=0.0, w_human=1.0, fix_llm=th1, firth=2 if firth else 0)
     theta = th1.copy()
-    theta[people] = r2.u
-    return StanPointFit(method, ch, theta, ch.scores(theta), ch.S(theta), bL, np.inf,
-                        -(r2.log_prob - weighted_log_coef(d2)) / n_h, r1.converged and r2.converged,
-                        max(r1.grad_norm, r2.grad_norm), [r1, r2], dial.backend, r1.seconds + r2.seconds,
-                        llm_theta=r1.u, llm_chart=chL,
-                        details={"llm_objective": -(r1.log_prob - weighted_log_coef(dL)) / n_l}, beta=_beta(ch, theta))
+    theta[people] = s2.x[: people.size]
+    r1, r2 = s1.res, s2.res
+    return StanPointFit(method, ch, theta, ch.scores(theta), ch.S(theta), bL, np.inf, s2.objective,
+                        r1.converged and r2.converged, max(r1.grad_norm, r2.grad_norm), [r1, r2], r1.backend,
+                        r1.seconds + r2.seconds, llm_theta=thL, llm_chart=chL, details={"llm_objective": s1.objective},
+                        beta=_beta(ch, theta), ties=run.ties, log_nu=_log_nu(run, np.append(s1.log_nu, s2.log_nu)))
 
 
 def _beta(chart: Chart, theta: np.ndarray) -> np.ndarray | None:
@@ -292,36 +362,93 @@ def _beta(chart: Chart, theta: np.ndarray) -> np.ndarray | None:
     return chart.covariate_effects(theta) if chart.p else None
 
 
-def _fit_btl(run: _Run, method: str, backend: str | None, firth: bool) -> StanPointFit:
-    """Fit the human BTL (eq. human-full-loss, no LLM judge) or each judge's order-effect BTL with ``judges.stan``.
+def _log_nu(run: StanRun, log_nu: np.ndarray) -> np.ndarray | None:
+    """Return a tie family's log tie parameters (``None`` for the binary family)."""
+    return None if run.ties is None else np.asarray(log_nu, float)
 
-    Started at ``s = 0, b = 0`` as the numpy engine's (:func:`pydial.estimation.glm.fit_human_btl`,
-    :func:`~pydial.estimation.glm.fit_order_btl`); with response covariates also ``beta``.
+
+def people_fit(run: StanRun, x0: np.ndarray | None, firth: bool) -> tuple[_Stage, np.ndarray, np.ndarray | None]:
+    """Fit the people's model with ``judges.stan`` in numpy's ``x = (s[:N-1], free beta_H, log nu_H)`` (binary without a tie).
+
+    ``x0 = None``: 0 and ``log nu_H`` at the tie rate.  Returns the stage, the scores ``s`` and the free ``beta_H``.
     """
-    data = run.data
-    jm = run.model("judges", backend)
-    N, human = data.N, method == "human"
-    K = 0 if human else data.K
-    if human:
-        d = judges_data(empty_cells(), human_cell_table(data), N=N, K=0, order=False, flat=True, log_lik=False,
-                        firth=firth)
-    else:
-        d = judges_data(llm_cell_table(data), None, N=N, K=K, order=True, flat=True, log_lik=False, firth=firth)
-    u0 = jm.unconstrain(d, {"s_raw": np.zeros((K, N - 1)), "sH_raw": np.zeros(N - 1 if human else 0),
-                            "b": np.zeros(K), "beta_free": zero_beta(d), "log_nu": np.zeros(0)})
-    res = run.optimize(jm, d, u0, "human BTL" if human else "judge-wise BTL", chart=False)
-    parts = jm.constrain(d, res.u, include_tparams=False)
+    data, N = run.data, run.data.N
+    H = human_cell_table(data, ties=run.ties is not None)
+    if data.p:
+        H = dataclasses.replace(H, z=data.effect_columns(H.z, data.K))
+    assert H.tie_counts is not None  # filled in by CellTable
+    free = bool((H.tie_counts > 0).any())  # without a tie: the binary model (nu = 0)
     Q = helmert_basis(N)
-    common = (res.converged, res.grad_norm, [res], jm.backend, res.seconds)
-    if human:
-        s = Q @ parts["sH_raw"]
-        return StanPointFit("human", Chart(N, 1, 0, None, False), s[: N - 1].copy(), s, s[None, :], np.zeros(1), 0.0,
-                            -(res.log_prob - weighted_log_coef(d)) / data.n_human, *common, beta=stan_beta(parts, d))
-    S = np.asarray(parts["s_raw"]).reshape(K, N - 1) @ Q.T
-    b = np.asarray(parts["b"]).reshape(-1)
-    return StanPointFit("judges", Chart(N, 1, 0, None, True), np.column_stack([S[:, : N - 1], b[:, None]]),
-                        S.mean(axis=0), S, b, np.inf, -(res.log_prob - weighted_log_coef(d)) / data.n_llm, *common,
-                        beta=stan_beta(parts, d))
+
+    def init(d: Mapping[str, Any]) -> dict:
+        if x0 is None:
+            return {"sH_raw": np.zeros(N - 1), "beta_free": zero_beta(d),
+                    "log_nu": [family_of(run.ties).log_nu_start(H.counts)] if free else np.zeros(0)}
+        p = int(d["n_cov"])
+        return {"sH_raw": Q.T @ np.append(x0[: N - 1], -x0[: N - 1].sum()), "beta_free": x0[N - 1: N - 1 + p],
+                "log_nu": np.atleast_1d(x0[N - 1 + p:])}
+
+    res, parts, d = run.judges(empty_cells(), H, N=N, K=0, ties=run.ties if free else None, firth=firth, init=init,
+                               what="people's model")
+    s = Q @ np.asarray(parts["sH_raw"], float)
+    beta = stan_beta(parts, d)
+    log_nu = np.asarray(parts["log_nu"], float).reshape(-1)
+    x = np.concatenate([s[: N - 1], [] if beta is None else beta[0], log_nu])
+    n_h = family_totals(data, family_of(run.ties))[1]
+    stage = _Stage(res, x, -(res.log_prob - weighted_log_coef(d)) / n_h, log_nu if free else np.full(1, -np.inf))
+    return stage, s, None if beta is None else beta[0]
+
+
+def _fit_human(run: StanRun, firth: bool) -> StanPointFit:
+    """Fit the people's model (eq. human-full-loss, no LLM judge) with ``judges.stan`` (:func:`people_fit`)."""
+    data, N = run.data, run.data.N
+    st, s, beta = people_fit(run, None, firth)
+    res = st.res
+    return StanPointFit("human", Chart(N, 1, 0, None, False), s[: N - 1].copy(), s, s[None, :], np.zeros(1), 0.0,
+                        st.objective, res.converged, res.grad_norm, [res], res.backend, res.seconds,
+                        beta=human_effect_row(data, np.zeros(0) if beta is None else beta)[None, :] if data.p else None,
+                        ties=run.ties, log_nu=_log_nu(run, st.log_nu))
+
+
+def _judges(run: StanRun, cells: CellTable, *, N: int, groups: int, log_nu0: np.ndarray,
+            firth: bool) -> tuple[OptimizeResult, dict, dict]:
+    """Fit each judge's order-effect model with ``judges.stan`` from ``s = b = beta = 0`` and ``log_nu0``.
+
+    Returns Stan's result, the named optimum and the data.
+    """
+    def init(d: Mapping[str, Any]) -> dict:
+        return {"s_raw": np.zeros((groups, N - 1)), "b": np.zeros(groups), "beta_free": zero_beta(d), "log_nu": log_nu0}
+
+    res, parts, d = run.judges(cells, None, N=N, K=groups, ties=run.ties, firth=firth, init=init, what="judge-wise model")
+    if not np.isfinite(res.log_prob):
+        raise FloatingPointError("the judges' log density is not finite at the optimum")
+    return res, parts, d
+
+
+def judges_fit(run: StanRun, cells: CellTable, *, N: int, groups: int, log_nu0: np.ndarray, firth: bool) -> JudgesBTLFit:
+    """Return :func:`_judges`'s optimum: centered scores ``S`` (groups x N), ``b``, ``log nu``, ``beta``, Stan's result."""
+    return _judges_btl(*_judges(run, cells, N=N, groups=groups, log_nu0=log_nu0, firth=firth), N, groups)
+
+
+def _judges_btl(res: OptimizeResult, parts: Mapping[str, Any], d: Mapping[str, Any], N: int, groups: int) -> JudgesBTLFit:
+    S = np.asarray(parts["s_raw"], float).reshape(groups, N - 1) @ helmert_basis(N).T
+    return JudgesBTLFit(S, np.asarray(parts["b"], float).reshape(-1), np.asarray(parts["log_nu"], float).reshape(-1),
+                        bool(res.converged), float(res.grad_norm), res.message, res, stan_beta(parts, d))
+
+
+def _fit_judges(run: StanRun, firth: bool) -> StanPointFit:
+    """Fit each judge's order-effect model (:func:`_judges`), started at each judge's tie rate."""
+    from pydial.estimation.btl import tie_log_nu_start
+
+    data, N, K = run.data, run.data.N, run.data.K
+    cells = llm_cell_table(data, ties=run.ties is not None)
+    res, parts, d = _judges(run, cells, N=N, groups=K, log_nu0=tie_log_nu_start(family_of(run.ties), cells, K), firth=firth)
+    f = _judges_btl(res, parts, d, N, K)
+    tied = np.bincount(cells.judge, weights=cells.tie_counts, minlength=K)[: f.log_nu.size] > 0  # the others' nu drifts to 0
+    loss = -(res.log_prob - weighted_log_coef(d)) / family_totals(data, family_of(run.ties))[0]
+    return StanPointFit("judges", Chart(N, 1, 0, None, True), np.column_stack([f.S[:, : N - 1], f.b[:, None]]),
+                        f.S.mean(axis=0), f.S, f.b, np.inf, loss, res.converged, res.grad_norm, [res], res.backend,
+                        res.seconds, beta=f.beta, ties=run.ties, log_nu=_log_nu(run, np.where(tied, f.log_nu, -np.inf)))
 
 
 def stan_beta(parts: Mapping[str, Any], d: Mapping[str, Any]) -> np.ndarray | None:
