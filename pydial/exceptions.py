@@ -10,7 +10,6 @@ import difflib
 import os
 import sys
 import types
-import warnings
 from typing import Iterable
 
 
@@ -216,26 +215,3 @@ def caller_stacklevel() -> int:
         frame, level = frame.f_back, level + 1
     return level
 
-
-def renamed_arguments(caller: str, given: dict, renamed: dict[str, str], allowed: Iterable[str]) -> dict:
-    """Translate keyword arguments under old names to their new names, with a warning.
-
-    ``given`` maps the keywords a function received to their values; a name in
-    ``renamed`` (old -> new) warns with :class:`DeprecationWarning` at the user's
-    line and is returned under its new name.  Passing both names, or a name in
-    neither ``renamed`` nor ``allowed``, is an :class:`ArgumentTypeError`, as
-    Python's own would be.
-    """
-    allowed = set(allowed)
-    out: dict = {}
-    for name, value in given.items():
-        new = renamed.get(name, name)
-        if new != name and new in given:
-            raise ArgumentTypeError(f"{caller}() got both {name}= and {new}=; pass {new}= only")
-        if new not in allowed:
-            raise ArgumentTypeError(f"{caller}() got an unexpected keyword argument {name!r}")
-        if new != name:
-            warnings.warn(f"{caller}(..., {name}=) is deprecated; use {new}=", DeprecationWarning,
-                          stacklevel=caller_stacklevel())
-        out[new] = value
-    return out
