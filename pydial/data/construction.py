@@ -34,7 +34,6 @@ from pydial.data.ingest import (
     blank_text,
     check_cells,
     check_columns,
-    check_read_memory,
     concat,
     duplicated,
     fail_rows,
@@ -46,6 +45,7 @@ from pydial.data.ingest import (
 )
 from pydial.data.names import NameReport, name_list, own_items
 from pydial.exceptions import ArgumentError, ArgumentTypeError, DataError, DataWarning
+from pydial.resources import check_bytes
 
 DUPLICATES = ("keep", "drop", "raise")
 FRAME_KEYWORDS = frozenset({"human_judge", "items", "drop_empty_judges", "strip_names", "allow_similar_names",
@@ -377,7 +377,7 @@ def from_frame(
         raise ArgumentError(f"duplicates must be one of {DUPLICATES}, got {duplicates!r}")
     if len(df) == 0:
         raise DataError("the comparison table has no rows")
-    check_read_memory(frame_bytes(len(df), len(cov_names or ())), f"Comparisons.from_frame of {len(df):,} rows",
+    check_bytes(frame_bytes(len(df), len(cov_names or ())), f"Comparisons.from_frame of {len(df):,} rows",
                       "aggregate the judgments to counts first (Comparisons.from_counts, or pydial.read_comparisons "
                       "for a file), or read a part of the table")
     human_judge = human_name(human_judge, strip_names)

@@ -31,13 +31,13 @@ from pydial.data.ingest import (
     Validator,
     aggregate,
     check_chunksize,
-    check_read_memory,
     concat,
     human_name,
     missing_records,
     progress,
 )
 from pydial.exceptions import DataError
+from pydial.resources import check_bytes
 
 CHUNK_BYTES_PER_ROW = 400  # read_comparisons: a chunk as read (Arrow text) and its codes, per row
 KEY_BYTES = 200  # read_comparisons: one key of the running counts while two tables of them are merged
@@ -125,7 +125,7 @@ def read_comparisons(path: str | PathLike[str], *, human_judge: str = "human", i
         ``columns`` is not a mapping of field to column name.
     MemoryLimitError
         A chunk, or the counts gathered so far, would not fit in the memory available
-        (see :func:`pydial.data.ingest.memory_available`); a smaller ``chunksize`` may help.
+        (see :func:`pydial.resources.memory_limit`); a smaller ``chunksize`` may help.
     """
     path = Path(path)
     chunksize = check_chunksize(chunksize)
@@ -134,7 +134,7 @@ def read_comparisons(path: str | PathLike[str], *, human_judge: str = "human", i
     record_id = mapping.pop("record_id")
     names = None if covariates is None else covariate_names(covariates)
     sides = covariate_sides(names)
-    check_read_memory(chunksize * CHUNK_BYTES_PER_ROW, f"reading {path.name} in chunks of {chunksize:,} rows",
+    check_bytes(chunksize * CHUNK_BYTES_PER_ROW, f"reading {path.name} in chunks of {chunksize:,} rows",
                       "pass a smaller chunksize")
     v = Validator(mapping, human_name(human_judge, strip_names), strip=strip_names, allow_similar=allow_similar_names,
                   blank_is_missing=True)
@@ -156,7 +156,7 @@ def read_comparisons(path: str | PathLike[str], *, human_judge: str = "human", i
                 parts.append(coded)
                 if sum(len(p) for p in parts) > RAW_ROWS:  # count what was read so far: memory of the counts only
                     keys = sum(len(p) for p in parts)
-                    check_read_memory(keys * KEY_BYTES, f"counting {path.name} ({keys:,} keys so far)",
+                    check_bytes(keys * KEY_BYTES, f"counting {path.name} ({keys:,} keys so far)",
                                       "aggregate the file where it lives (e.g. DuckDB, Spark) and pass the counts "
                                       "to Comparisons.from_counts")
                     parts = [aggregate(concat(parts), len(v.judges.texts), len(v.items.texts))]

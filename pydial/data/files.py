@@ -21,8 +21,9 @@ from typing import Any, Iterator, Sequence
 
 import pandas as pd
 
-from pydial.data.ingest import COLUMN_HINT, blank_text, check_columns, check_read_memory
+from pydial.data.ingest import COLUMN_HINT, blank_text, check_columns
 from pydial.exceptions import DataError, DialError
+from pydial.resources import check_bytes
 
 __all__ = ["PARQUET_SUFFIXES", "reading", "is_parquet", "require_columns", "read_csv", "read_parquet"]
 
@@ -119,6 +120,6 @@ def read_parquet(path: str | PathLike[str], columns: Sequence[str], bytes_per_ro
         where = [pf.schema_arrow.names.index(c) for c in columns]
         size = sum(meta.row_group(g).column(k).total_uncompressed_size for g in range(meta.num_row_groups)
                    for k in where)
-        check_read_memory(2 * size + meta.num_rows * bytes_per_row, f"reading {meta.num_rows:,} rows of {p.name}",
+        check_bytes(2 * size + meta.num_rows * bytes_per_row, f"reading {meta.num_rows:,} rows of {p.name}",
                           "aggregate it with pydial.read_comparisons (chunk by chunk, counts only)")
         return pf.read(columns=list(columns)).to_pandas()
