@@ -1,17 +1,8 @@
 """Chunked reading of big files: a long-format file streamed into cell counts.
 
-The binomial models of the paper (eq. binomial-model-llm, eq. binomial-model-human)
-depend on the judgments only through the cell counts ``(k, i, j, a, n, y)``, so a
-file larger than memory can be fitted from its counts: :func:`read_comparisons`
-streams a long-format file (CSV, gzip CSV or Parquet) in chunks, validates each chunk
-with the rules of :meth:`pydial.Comparisons.from_frame` (:class:`pydial.data.ingest.Validator`)
-and keeps only its counts, then builds the data as
-:meth:`pydial.Comparisons.from_counts` does (:meth:`~pydial.Comparisons.from_coded`).
-Aggregated data carry no record ids: the record-clustered covariance (``cov_type="record"``,
-eq. hac-meat with the record kernel) is refused with :class:`~pydial.DataError`; the
-Fisher, binomial and judge-pair cell meats need only the cell counts and are identical
-to those computed from the rows.  Failures to read are :class:`~pydial.DataError`
-naming the file (:mod:`pydial.data.files`).
+The binomial models depend on the judgments only through the cell counts, so :func:`read_comparisons` validates each
+chunk (:class:`pydial.data.ingest.Validator`) and keeps only its counts.  Aggregated data carry no record ids, so
+``cov_type="record"`` is refused; the other meats are identical to those computed from the rows.
 """
 
 from __future__ import annotations
@@ -47,13 +38,9 @@ TEXT_BYTES_PER_ROW = 16  # a lower bound of a long-format CSV row (gzip: per com
 
 def _chunks(path: Path, columns: list[str], chunksize: int, numeric: Sequence[str] = (), optional: str | None = None
             ) -> tuple[int | None, list[str], Iterator[Any]]:
-    """Return the number of rows (``None`` when unknown), the columns read and the chunks as pyarrow record batches.
+    """Return the number of rows (``None``: unknown), the columns read and the chunks as pyarrow record batches.
 
-    The chunks hold ``columns``, ``numeric`` and ``optional`` when the file has it (the
-    record ids).  Text columns stay text; a CSV is read with every identifier column as a
-    string, no cell null, and the ``numeric`` (covariate) columns with their inferred type
-    (a blank cell null).  A column read twice in the header, or a list / struct column, is
-    refused (:func:`pydial.data.files.require_columns`).
+    Identifier columns are read as text (no nulls), ``numeric`` (covariate) columns with their inferred type.
     """
     import pyarrow as pa
 
