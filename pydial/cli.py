@@ -69,11 +69,7 @@ it with a weight chosen by GACV, an approximate leave-one-out criterion (dial-ad
 
 @contextmanager
 def _warnings_to_stderr(skip: tuple[type[Warning], ...] = ()) -> Iterator[list]:
-    """Print pydial's warnings as ``pydial: warning: ...`` lines.
-
-    Not Python's two-line format; warnings of the classes in ``skip`` are collected
-    but not printed.
-    """
+    """Print pydial's warnings as ``pydial: warning: ...`` lines, collecting but not printing those of ``skip``."""
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", DialWarning)
         yield caught
@@ -144,13 +140,7 @@ def _columns(text: str) -> dict[str, str]:
 
 
 def _column_mapping(args: argparse.Namespace) -> dict[str, str]:
-    """Return the column names of ``--columns`` and ``--<field>-col`` as the readers' ``columns``.
-
-    Raises
-    ------
-    ArgumentError
-        A field is mapped to two different columns.
-    """
+    """Return ``--columns`` and ``--<field>-col`` as the readers' ``columns`` (a field mapped twice: :class:`ArgumentError`)."""
     mapping = dict(args.columns or {})
     for field in COLUMNS:
         name = getattr(args, f"col_{field}")
@@ -268,10 +258,7 @@ def _add_data_args(q: argparse.ArgumentParser) -> None:
 
 
 class _Parser(argparse.ArgumentParser):
-    """An argument parser whose usage errors are one line: ``pydial fit: error: ... (see pydial fit --help)``.
-
-    Exit code 2 (:data:`EXIT_DATA`), as argparse's own; the usage block is left to ``--help``.
-    """
+    """An argument parser whose usage errors are one line ``pydial fit: error: ... (see pydial fit --help)``, exit 2."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -706,11 +693,7 @@ def _os_error(error: OSError, args: argparse.Namespace) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the ``pydial`` command line; returns the exit code (0, or 2/3/4/5 on failure).
-
-    Usage errors (unknown options, bad option values) exit with code 2 from the argument
-    parser, after one line on stderr.
-    """
+    """Run the ``pydial`` command line and return its exit code (0, or 2/3/4/5 on failure; usage errors exit 2)."""
     args = _parser().parse_command_line(argv)
     run = {"check": _check, "fit": _fit, "simulate": _simulate, "convert": _convert, "compare": _compare,
            "plan": _plan, "judges": _judges, "robustness": _robustness}[args.command]
