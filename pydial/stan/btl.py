@@ -1,11 +1,7 @@
-r"""Stan's optimizer for the judges' models of every outcome family (``judges.stan``).
+r"""Stan's optimizer for the LLM judges' models of every outcome family (``judges.stan``, ``method="judges"``).
 
-:func:`stan_btl` maximizes each LLM judge's BTL with its own order effect (``method="judges"``;
-the people's model goes through :func:`pydial.stan.engine.stan_optimizers`): the binary
-model or Davidson-Beaver's (1977) / Rao and Kupper's (1967), ``ties`` 0, 1 and 2 of
-``stan/include/paired_likelihoods.stan``, and returns the optimum as a plain
-:class:`pydial.estimation.engines.JudgesBTLFit`; :func:`pydial.estimation.btl.fit_btl` computes the
-standard errors and assembles the result.
+:func:`stan_btl` returns the optimum as a :class:`pydial.estimation.engines.JudgesBTLFit`;
+:func:`pydial.estimation.btl.fit_btl` computes the standard errors and assembles the result.
 """
 
 from __future__ import annotations
@@ -25,28 +21,10 @@ __all__ = ["stan_btl"]
 
 def stan_btl(cells: CellTable, *, N: int, groups: int, ties: str | None, log_nu0: np.ndarray,
              seed: int | None = None, backend: str | None = None, penalty: str | None = None) -> JudgesBTLFit:
-    """Fit each judge ``0..groups-1`` in the family ``ties`` by maximum likelihood, with judge-specific order effects.
+    """Fit each judge ``0..groups-1`` of ``cells`` in the family ``ties`` by maximum likelihood, with its own order effect.
 
-    Parameters
-    ----------
-    cells : CellTable
-        The judges' cells (with tie counts for a tie family; with covariates ``z``, each
-        judge then has its own covariate effects).
-    N, groups : int
-        Items and judges.
-    ties : {None, "davidson", "rao-kupper"}
-    log_nu0 : ndarray
-        Starting ``log nu`` per group (:func:`pydial.estimation.btl.tie_log_nu_start`; empty for the binary
-        family); the scores start at 0.
-    seed, backend
-        Passed to Stan.
-    penalty : {None, "firth"}
-        ``"firth"``: each group's Jeffreys prior (``judges.stan``'s ``firth = 1``), Firth's estimates.
-
-    Returns
-    -------
-    JudgesBTLFit
-        Scores ``S`` (``(groups, N)``, centered), ``b``, ``log nu``, ``beta``; ``details`` is Stan's result.
+    Starts at scores 0 and ``log_nu0`` (empty for the binary family); ``penalty="firth"`` adds each group's Jeffreys
+    prior.  Returns a :class:`JudgesBTLFit` (centered ``S``, ``b``, ``log nu``, ``beta``; ``details``: Stan's result).
     """
     model = compile_model("judges", backend=backend)
     Q = helmert_basis(N)
