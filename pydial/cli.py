@@ -183,6 +183,22 @@ def _add_output(q: argparse.ArgumentParser, files: str) -> None:
                    help="write into a non-empty folder pydial did not write (only pydial's own files are replaced)")
 
 
+def _check_out(args: argparse.Namespace) -> None:
+    """Check ``--out`` before any work (nothing without ``--out``)."""
+    if args.out is not None:
+        check_output_dir(args.out, force=args.force)
+
+
+@contextmanager
+def _plots_into(args: argparse.Namespace, command: str) -> Iterator[Path]:
+    """Yield the temporary folder of ``--out``, with matplotlib's non-interactive backend."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    with output_dir(args.out, force=args.force, command=f"pydial {command}") as out:
+        yield out
+
+
 def _add_seed(q: argparse.ArgumentParser, what: str) -> None:
     q.add_argument("--seed", type=_seed, default=0, help=f"random seed of {what} (default 0)")
 
@@ -389,8 +405,7 @@ def _fit(args: argparse.Namespace) -> int:
 
     from .report import write_report
 
-    if args.out is not None:
-        check_output_dir(args.out, force=args.force)
+    _check_out(args)
     data = _load(args)
     with _warnings_to_stderr(skip=() if args.allow_nonconverged else (ConvergenceWarning, CovarianceWarning)) as caught:
         res = fit(data, args.method, rank=args.rank, calibration=args.calibration, cov_type=args.cov_type, level=args.level,
@@ -416,8 +431,7 @@ def _compare(args: argparse.Namespace) -> int:
 
     from .stan import SamplerWarning, compare_intervals, posterior
 
-    if args.out is not None:
-        check_output_dir(args.out, force=args.force)
+    _check_out(args)
     if not 0.0 < args.level < 1.0:
         raise ArgumentError(f"--level must be in (0, 1), got {args.level}")
     if not 0.0 < args.adapt_delta < 1.0:
@@ -439,12 +453,9 @@ def _compare(args: argparse.Namespace) -> int:
     print(tab.to_string())
     problems = json.loads(idata.attrs["sampler_problems"])
     if args.out is not None:
-        import matplotlib
-
-        matplotlib.use("Agg")
         from .outputs import write_interval_table
 
-        with output_dir(args.out, force=args.force, command="pydial compare") as tmp:
+        with _plots_into(args, "compare") as tmp:
             write_interval_table(tab, tmp / "compare_intervals.csv")
             fig = tab.plot()
             fig.savefig(tmp / "compare_intervals.png", dpi=120)
@@ -559,8 +570,7 @@ def _plan(args: argparse.Namespace) -> int:
     from pydial.studies.pair_design import next_pairs
     from pydial.studies.planning import plan, plot_plan
 
-    if args.out is not None:
-        check_output_dir(args.out, force=args.force)
+    _check_out(args)
     data = _load(args)
     with _warnings_to_stderr(skip=(ConvergenceWarning,)) as caught:
         res = fit(data, args.method, rank=args.rank, calibration=args.calibration, seed=args.seed)
@@ -581,10 +591,7 @@ def _plan(args: argparse.Namespace) -> int:
               f"{nxt.attrs['after']:.4g}):")
         print(nxt.to_string(index=False, float_format=lambda x: f"{x:.4g}"))
     if args.out is not None:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        with output_dir(args.out, force=args.force, command="pydial plan") as out:
+        with _plots_into(args, "plan") as out:
             tab.to_csv(out / "plan.csv", index=False)
             plot_plan(tab).savefig(out / "plan.png", dpi=120)
             if nxt is not None:
@@ -613,8 +620,7 @@ def _judges(args: argparse.Namespace) -> int:
     from pydial.data.panel import panel_counts, read_judge_responses
     from pydial.studies.diagnostics import judge_diagnostics, plot_judge_diagnostics
 
-    if args.out is not None:
-        check_output_dir(args.out, force=args.force)
+    _check_out(args)
     with _warnings_to_stderr():
         data = read_judge_responses(args.source, max_tie_rate=args.max_tie_rate,
                                     require_both_orders=args.both_orders, drop_empty_judges=True)
@@ -623,10 +629,7 @@ def _judges(args: argparse.Namespace) -> int:
     print(summary.loc[[i for i in summary.index if str(i).startswith("panel:")]].to_string(header=False))
     print(tab[list(tab.columns[:6])].to_string(float_format=lambda x: f"{x:.3f}"))
     if args.out is not None:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        with output_dir(args.out, force=args.force, command="pydial judges") as out:
+        with _plots_into(args, "judges") as out:
             tab.to_csv(out / "judges.csv")
             panel_counts(data).to_csv(out / "panel_counts.csv")
             summary.to_csv(out / "data_summary.csv")
