@@ -32,7 +32,7 @@ from scipy.special import expit
 
 from pydial.data.features import covariate_names
 from pydial.exceptions import ArgumentError, ArgumentTypeError
-from pydial.resources import check_bytes
+from pydial.resources import check_bytes, check_seed
 
 if TYPE_CHECKING:  # pragma: no cover
     from pydial.data.comparisons import Comparisons
@@ -412,17 +412,6 @@ SIM_BYTES_PER_PAIR = 48  # per item pair: the pair indices and the triangle mask
 SIM_BYTES_PER_JUDGE_PAIR = 40  # per judge and pair: noise draws, overdispersion, pair-varying effects
 
 
-def _check_seed(seed: Any) -> Any:
-    """``seed`` of :func:`simulate`: None, a non-negative integer, or a numpy Generator / SeedSequence / BitGenerator."""
-    if seed is None or isinstance(seed, (np.random.Generator, np.random.SeedSequence, np.random.BitGenerator)):
-        return seed
-    if isinstance(seed, (bool, np.bool_)) or not isinstance(seed, (int, np.integer)):
-        raise ArgumentTypeError(f"seed must be None, a non-negative integer or a numpy.random.Generator, got {seed!r}")
-    if seed < 0:
-        raise ArgumentError(f"seed must be a non-negative integer, got {seed!r}")
-    return seed
-
-
 def _check_size(N: int, K: int, n_llm: int, n_human: int, p: int) -> None:
     """Refuse (before drawing) a simulation whose arrays exceed the memory available."""
     n_pairs = N * (N - 1) // 2
@@ -686,7 +675,7 @@ def simulate(
         :class:`JudgeBehavior` or a mapping of some of its fields (e.g.
         ``{"overdispersion": 1.0}``); the others keep their defaults.
     seed : numpy.random.Generator, int or None
-        Seed or generator, passed to :func:`numpy.random.default_rng`.  The same
+        Seed (an integer in ``[0, 2**32)``) or generator, passed to :func:`numpy.random.default_rng`.  The same
         seed gives identical output.
 
     Returns
@@ -721,7 +710,7 @@ def simulate(
     6.0
     """
     N, K, r, n_llm, n_human = _check_design(N, K, rank, n_llm, n_human)
-    seed = _check_seed(seed)
+    seed = check_seed(seed, generator=True)
     jb = JudgeBehavior.of(behavior)
     n_rows = _check_both_orders(both_orders, n_llm, n_human, K)
     b_given = _position_effects(jb.position_effects, K)
