@@ -1,35 +1,11 @@
-r"""Judge and item names as text: conversion, cleaning, and near-duplicate spellings.
+r"""Judge and item names as text: conversion, cleaning, and near-duplicate spellings (see the data guide).
 
-Names are data, not numbers.  The rules, applied by every reader
-(:meth:`pydial.Comparisons.from_frame`, ``from_csv``, ``from_parquet``, ``from_counts``,
-:func:`pydial.read_comparisons`) and to the names given as arguments (``human_judge``,
-``items=``, the judges and items of ``self_preference``):
-
-* A string cell is used as written (``"007"``, ``"3.10"``, ``"NA"`` and ``"None"``
-  are names like any other).  :meth:`~pydial.Comparisons.from_csv` reads every column
-  as text (``dtype=str``, no missing-value markers) so that nothing is re-typed.
-* A bytes cell (e.g. a Parquet ``BINARY`` column) is decoded as UTF-8 (``b"m1" -> "m1"``);
-  bytes that are not UTF-8 are refused.  A number (``int``, ``float``, ``bool``, a numpy
-  number, ``Decimal``) is converted with :func:`str` (``4 -> "4"``, ``4.0 -> "4.0"``).
-  A missing cell (``None`` / ``NaN`` / ``pd.NA``) stays missing.  Every other cell (a
-  list, dict, set, frozenset, tuple or array; a date, any other object) is refused with a
-  :class:`~pydial.DataError` naming the column, the type and the rows (:func:`refusal`).
-* Names are cleaned by default (``strip_names=True``): put in Unicode normal form NFC
-  (``"e\u0301"``, e plus a combining accent, becomes ``"\u00e9"``), and stripped of
-  surrounding whitespace and of surrounding *invisible characters*: the Unicode format
-  characters (category ``Cf``: zero-width space U+200B, zero-width (non-)joiner, word
-  joiner, byte-order mark U+FEFF, soft hyphen U+00AD, direction marks) and the
-  blank fillers U+034F, U+115F, U+1160, U+3164, U+FFA0.  The names changed are counted
-  by kind of change in :meth:`~pydial.Comparisons.summary` and a :class:`~pydial.DataWarning`.
-  A name with nothing but whitespace and invisible characters is blank (refused).
-* Invisible characters inside a name are kept (they can matter: the zero-width joiner of
-  an emoji sequence), but two names that differ only by letter case, Unicode normal
-  form, whitespace or invisible characters anywhere (``"GPT-4"`` and ``"gpt-4"``,
-  ``"gpt\u200b4"`` and ``"gpt4"``), or two numeric cells with the same value but
-  different types (``4`` and ``4.0``), are refused as ambiguous spellings of one name,
-  unless ``allow_similar_names=True`` keeps them as distinct names.  With
-  ``strip_names=False`` names are used exactly as written, and so differ more often only
-  in these ways.
+Applied by every reader and to names given as arguments: a string is used as written; UTF-8 bytes are decoded;
+a number goes through :func:`str`; missing stays missing; any other cell is refused (:func:`refusal`).  With
+``strip_names=True`` names are put in NFC and stripped of surrounding whitespace and invisible characters (Unicode
+category ``Cf`` and the blank fillers U+034F, U+115F, U+1160, U+3164, U+FFA0); a name of nothing else is blank.
+Two names differing only by case, normal form, whitespace or invisible characters, or two numbers of equal value
+and different types (``4``, ``4.0``), are refused as one name's spellings unless ``allow_similar_names=True``.
 """
 
 from __future__ import annotations
