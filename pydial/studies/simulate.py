@@ -432,10 +432,7 @@ def _names(N: int, K: int) -> tuple[tuple[str, ...], tuple[str, ...]]:
 
 def _self_preference(own: Mapping[str, Sequence[str]] | None, effect: float | Mapping[str, float], N: int,
                      K: int) -> tuple[np.ndarray | None, np.ndarray]:
-    """Return the own-item indicators ``(K, N)`` of :func:`simulate`'s ``self_preference`` and the effects ``(K,)``.
-
-    ``None`` and zeros without a map; an :class:`~pydial.ArgumentError` names unknown judges or items.
-    """
+    """Return the own-item indicators ``(K, N)`` (``None`` without a map) and the self-preference effects ``(K,)``."""
     item_names, judge_names = _names(N, K)
     judges = {name: k for k, name in enumerate(judge_names)}
     items = {name: t for t, name in enumerate(item_names)}
@@ -492,12 +489,10 @@ def _position_effects(values: Sequence[float] | None, K: int) -> np.ndarray | No
 
 def _llm_design(gen: np.random.Generator, n_llm: int, n_pairs: int, K: int, p_first: float,
                 both_orders: bool) -> tuple[np.ndarray, ...]:
-    """Draw the LLM comparisons' pair, judge, display order and record (indices per row).
+    """Draw the LLM comparisons' ``(pair, judge, canonical_first, record, record_pairs)``.
 
-    One judgment per record with the judge drawn uniformly and the canonical item first with
-    probability ``p_first``; or (``both_orders``) ``n_llm`` records, each judged by every
-    judge in both orders (rows record by record, judge by judge, canonical item first then second).
-    Returns ``(pair, judge, canonical_first, record, record_pairs)``.
+    One judgment per record (judge uniform, canonical item first with ``p_first``), or with ``both_orders`` every judge
+    in both orders on each of ``n_llm`` records.
     """
     rec_pairs = gen.integers(0, n_pairs, size=n_llm)
     if not both_orders:
