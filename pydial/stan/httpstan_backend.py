@@ -269,7 +269,7 @@ def _load_cached(name: str, code: str, model_name: str) -> HttpstanModel | str:
 
 
 def compile_program(name: str, code: str) -> HttpstanModel:
-    """Compile a program with httpstan's Stan, or load it from httpstan's cache without running stanc.
+    """Compile a program with httpstan's Stan (stanc's warnings kept in ``stanc_warnings``), or load it from the cache.
 
     A new module is built aside by a child process and renamed into the cache under a lock between processes;
     a cached module that is empty or does not import warns (:class:`~pydial.stan.cache.StanCacheWarning`) and is rebuilt.
