@@ -267,7 +267,7 @@ def write_report(res: DialResult, data: Comparisons, out: str | Path, *, fmt: st
 
     Items are listed by fitted score; CSVs keep full precision, reports print p-values as text.  The folder is written
     aside and moved into place (:func:`pydial.outputs.output_dir`, ``force``); returns the written files.  A bad ``fmt``
-    raises :class:`ArgumentError`, an unwritable ``out`` :class:`OutputError`.
+    raises :class:`~pydial.ArgumentError`, an unwritable ``out`` :class:`~pydial.OutputError`.
     """
     if fmt not in REPORT_FORMATS:
         raise ArgumentError(f"fmt must be one of {REPORT_FORMATS}, got {fmt!r}")

@@ -57,7 +57,7 @@ FRAME_BYTES_COVARIATES = (48, 44)
 
 
 def frame_bytes(rows: int, p: int = 0) -> int:
-    """Return the peak memory of :meth:`Comparisons.from_frame` beyond its input (measured: 103-336 B a row, 0-4 covariates)."""
+    """Return the peak memory of :meth:`pydial.Comparisons.from_frame` beyond its input (measured 103-336 B a row)."""
     once, each = FRAME_BYTES_COVARIATES
     return rows * (FRAME_BYTES_PER_ROW + (once + each * p if p else 0))
 
