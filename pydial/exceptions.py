@@ -198,11 +198,7 @@ class MemoryLimitError(DialError, MemoryError):
 
 
 def caller_stacklevel() -> int:
-    """Return the ``stacklevel`` that attributes a warning to the first caller outside pydial.
-
-    For :func:`warnings.warn` called directly from pydial code: the warning points at
-    the user's line however deep inside pydial it was raised.
-    """
+    """Return the ``stacklevel`` that attributes a warning raised in pydial to the user's line calling into it."""
     package = os.path.dirname(os.path.abspath(__file__)) + os.sep
 
     def inside(code: "types.CodeType") -> bool:  # pydial's own code, or the __init__ that dataclasses generate for it
