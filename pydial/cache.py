@@ -1,11 +1,6 @@
-"""Results derived from a data set, kept as long as the data set lives: an explicit cache.
+"""Results derived from an immutable data set, kept as long as it lives (keyed by the data object and a name).
 
-Several fits of one :class:`~pydial.Comparisons` share work: the stacked cells of the
-likelihood, the identifiability report of a design, the LLM-only structured fit and
-its linearization.  The data are immutable, so these are computed once per data set
-and kept here, keyed by the data object and a key naming what was derived.  The data
-layer holds none of them (its own cell tables aside); an entry goes when its data set
-is garbage collected, or with :func:`clear`.
+An entry goes when its data set is garbage collected, or with :func:`clear`.
 """
 
 from __future__ import annotations
@@ -21,10 +16,7 @@ _STORE: dict[int, dict[Hashable, Any]] = {}
 
 
 def derived(data: object, key: Hashable, build: Callable[[], T]) -> T:
-    """Return what ``build()`` derives from ``data``, computed on the first call for ``(data, key)``.
-
-    ``key`` names the result and every argument it depends on besides the data.
-    """
+    """Return ``build()`` for ``data``, computed on the first call for ``(data, key)``; ``key`` names every other dependency."""
     ident = id(data)
     store = _STORE.get(ident)
     if store is None:

@@ -69,11 +69,7 @@ it with a weight chosen by GACV, an approximate leave-one-out criterion (dial-ad
 
 @contextmanager
 def _warnings_to_stderr(skip: tuple[type[Warning], ...] = ()) -> Iterator[list]:
-    """Print pydial's warnings as ``pydial: warning: ...`` lines.
-
-    Not Python's two-line format; warnings of the classes in ``skip`` are collected
-    but not printed.
-    """
+    """Print pydial's warnings as ``pydial: warning: ...`` lines, collecting but not printing those of ``skip``."""
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", DialWarning)
         yield caught
@@ -144,13 +140,7 @@ def _columns(text: str) -> dict[str, str]:
 
 
 def _column_mapping(args: argparse.Namespace) -> dict[str, str]:
-    """Return the column names of ``--columns`` and ``--<field>-col`` as the readers' ``columns``.
-
-    Raises
-    ------
-    ArgumentError
-        A field is mapped to two different columns.
-    """
+    """Return ``--columns`` and ``--<field>-col`` as the readers' ``columns`` (a field mapped twice: :class:`ArgumentError`)."""
     mapping = dict(args.columns or {})
     for field in COLUMNS:
         name = getattr(args, f"col_{field}")
@@ -191,6 +181,22 @@ def _add_output(q: argparse.ArgumentParser, files: str) -> None:
                         "complete; a folder of an earlier pydial run is replaced as a whole")
     q.add_argument("--force", action="store_true",
                    help="write into a non-empty folder pydial did not write (only pydial's own files are replaced)")
+
+
+def _check_out(args: argparse.Namespace) -> None:
+    """Check ``--out`` before any work (nothing without ``--out``)."""
+    if args.out is not None:
+        check_output_dir(args.out, force=args.force)
+
+
+@contextmanager
+def _plots_into(args: argparse.Namespace, command: str) -> Iterator[Path]:
+    """Yield the temporary folder of ``--out``, with matplotlib's non-interactive backend."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    with output_dir(args.out, force=args.force, command=f"pydial {command}") as out:
+        yield out
 
 
 def _add_seed(q: argparse.ArgumentParser, what: str) -> None:
@@ -268,10 +274,7 @@ def _add_data_args(q: argparse.ArgumentParser) -> None:
 
 
 class _Parser(argparse.ArgumentParser):
-    """An argument parser whose usage errors are one line: ``pydial fit: error: ... (see pydial fit --help)``.
-
-    Exit code 2 (:data:`EXIT_DATA`), as argparse's own; the usage block is left to ``--help``.
-    """
+    """An argument parser whose usage errors are one line ``pydial fit: error: ... (see pydial fit --help)``, exit 2."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -402,8 +405,7 @@ def _fit(args: argparse.Namespace) -> int:
 
     from .report import write_report
 
-    if args.out is not None:
-        check_output_dir(args.out, force=args.force)
+    _check_out(args)
     data = _load(args)
     with _warnings_to_stderr(skip=() if args.allow_nonconverged else (ConvergenceWarning, CovarianceWarning)) as caught:
         res = fit(data, args.method, rank=args.rank, calibration=args.calibration, cov_type=args.cov_type, level=args.level,
@@ -429,8 +431,7 @@ def _compare(args: argparse.Namespace) -> int:
 
     from .stan import SamplerWarning, compare_intervals, posterior
 
-    if args.out is not None:
-        check_output_dir(args.out, force=args.force)
+    _check_out(args)
     if not 0.0 < args.level < 1.0:
         raise ArgumentError(f"--level must be in (0, 1), got {args.level}")
     if not 0.0 < args.adapt_delta < 1.0:
@@ -452,12 +453,9 @@ def _compare(args: argparse.Namespace) -> int:
     print(tab.to_string())
     problems = json.loads(idata.attrs["sampler_problems"])
     if args.out is not None:
-        import matplotlib
-
-        matplotlib.use("Agg")
         from .outputs import write_interval_table
 
-        with output_dir(args.out, force=args.force, command="pydial compare") as tmp:
+        with _plots_into(args, "compare") as tmp:
             write_interval_table(tab, tmp / "compare_intervals.csv")
             fig = tab.plot()
             fig.savefig(tmp / "compare_intervals.png", dpi=120)
@@ -572,8 +570,7 @@ def _plan(args: argparse.Namespace) -> int:
     from pydial.studies.pair_design import next_pairs
     from pydial.studies.planning import plan, plot_plan
 
-    if args.out is not None:
-        check_output_dir(args.out, force=args.force)
+    _check_out(args)
     data = _load(args)
     with _warnings_to_stderr(skip=(ConvergenceWarning,)) as caught:
         res = fit(data, args.method, rank=args.rank, calibration=args.calibration, seed=args.seed)
@@ -594,10 +591,7 @@ def _plan(args: argparse.Namespace) -> int:
               f"{nxt.attrs['after']:.4g}):")
         print(nxt.to_string(index=False, float_format=lambda x: f"{x:.4g}"))
     if args.out is not None:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        with output_dir(args.out, force=args.force, command="pydial plan") as out:
+        with _plots_into(args, "plan") as out:
             tab.to_csv(out / "plan.csv", index=False)
             plot_plan(tab).savefig(out / "plan.png", dpi=120)
             if nxt is not None:
@@ -626,8 +620,7 @@ def _judges(args: argparse.Namespace) -> int:
     from pydial.data.panel import panel_counts, read_judge_responses
     from pydial.studies.diagnostics import judge_diagnostics, plot_judge_diagnostics
 
-    if args.out is not None:
-        check_output_dir(args.out, force=args.force)
+    _check_out(args)
     with _warnings_to_stderr():
         data = read_judge_responses(args.source, max_tie_rate=args.max_tie_rate,
                                     require_both_orders=args.both_orders, drop_empty_judges=True)
@@ -636,10 +629,7 @@ def _judges(args: argparse.Namespace) -> int:
     print(summary.loc[[i for i in summary.index if str(i).startswith("panel:")]].to_string(header=False))
     print(tab[list(tab.columns[:6])].to_string(float_format=lambda x: f"{x:.3f}"))
     if args.out is not None:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        with output_dir(args.out, force=args.force, command="pydial judges") as out:
+        with _plots_into(args, "judges") as out:
             tab.to_csv(out / "judges.csv")
             panel_counts(data).to_csv(out / "panel_counts.csv")
             summary.to_csv(out / "data_summary.csv")
@@ -706,11 +696,7 @@ def _os_error(error: OSError, args: argparse.Namespace) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the ``pydial`` command line; returns the exit code (0, or 2/3/4/5 on failure).
-
-    Usage errors (unknown options, bad option values) exit with code 2 from the argument
-    parser, after one line on stderr.
-    """
+    """Run the ``pydial`` command line and return its exit code (0, or 2/3/4/5 on failure; usage errors exit 2)."""
     args = _parser().parse_command_line(argv)
     run = {"check": _check, "fit": _fit, "simulate": _simulate, "convert": _convert, "compare": _compare,
            "plan": _plan, "judges": _judges, "robustness": _robustness}[args.command]

@@ -10,7 +10,6 @@ import difflib
 import os
 import sys
 import types
-import warnings
 from typing import Iterable
 
 
@@ -199,11 +198,7 @@ class MemoryLimitError(DialError, MemoryError):
 
 
 def caller_stacklevel() -> int:
-    """Return the ``stacklevel`` that attributes a warning to the first caller outside pydial.
-
-    For :func:`warnings.warn` called directly from pydial code: the warning points at
-    the user's line however deep inside pydial it was raised.
-    """
+    """Return the ``stacklevel`` that attributes a warning raised in pydial to the user's line calling into it."""
     package = os.path.dirname(os.path.abspath(__file__)) + os.sep
 
     def inside(code: "types.CodeType") -> bool:  # pydial's own code, or the __init__ that dataclasses generate for it
@@ -216,26 +211,3 @@ def caller_stacklevel() -> int:
         frame, level = frame.f_back, level + 1
     return level
 
-
-def renamed_arguments(caller: str, given: dict, renamed: dict[str, str], allowed: Iterable[str]) -> dict:
-    """Translate keyword arguments under old names to their new names, with a warning.
-
-    ``given`` maps the keywords a function received to their values; a name in
-    ``renamed`` (old -> new) warns with :class:`DeprecationWarning` at the user's
-    line and is returned under its new name.  Passing both names, or a name in
-    neither ``renamed`` nor ``allowed``, is an :class:`ArgumentTypeError`, as
-    Python's own would be.
-    """
-    allowed = set(allowed)
-    out: dict = {}
-    for name, value in given.items():
-        new = renamed.get(name, name)
-        if new != name and new in given:
-            raise ArgumentTypeError(f"{caller}() got both {name}= and {new}=; pass {new}= only")
-        if new not in allowed:
-            raise ArgumentTypeError(f"{caller}() got an unexpected keyword argument {name!r}")
-        if new != name:
-            warnings.warn(f"{caller}(..., {name}=) is deprecated; use {new}=", DeprecationWarning,
-                          stacklevel=caller_stacklevel())
-        out[new] = value
-    return out

@@ -28,20 +28,7 @@ _LOG_FLOOR = math.log(P_FLOOR)
 
 
 def format_pvalue(p: float) -> str:
-    """Format a p-value for display.
-
-    Parameters
-    ----------
-    p : float
-        The p-value, in ``[0, 1]`` (or NaN).
-
-    Returns
-    -------
-    str
-        ``"nan"`` for NaN; ``"< 1e-300"`` for ``p < 1e-300`` (including ``p == 0``,
-        an underflowed tail probability); two significant digits in scientific
-        notation below 0.001 (``"3.1e-08"``); otherwise two significant digits in
-        plain notation (``"0.042"``, ``"0.5"``, ``"1"``).
+    """Format a p-value with two significant digits (scientific below 0.001, ``"< 1e-300"`` below the floor, ``"nan"``).
 
     Examples
     --------
@@ -59,34 +46,12 @@ def format_pvalue(p: float) -> str:
 
 
 def pvalue_from_log(logp: float) -> float:
-    """Return the p-value ``exp(logp)`` (0.0 where it underflows, NaN for NaN).
-
-    Parameters
-    ----------
-    logp : float
-        Natural logarithm of the p-value, e.g. from ``scipy.stats.chi2.logsf``.
-
-    Returns
-    -------
-    float
-        ``exp(logp)``, capped at 1.
-    """
+    """Return the p-value ``exp(logp)``, capped at 1 (0.0 where it underflows, NaN for NaN)."""
     return float(min(math.exp(logp), 1.0)) if not math.isnan(logp) else math.nan
 
 
 def format_pvalue_from_log(logp: float) -> str:
-    """Format a p-value given by its natural logarithm.
-
-    Parameters
-    ----------
-    logp : float
-        ``log(p)``, e.g. ``scipy.stats.norm.logsf(z) + log(2)`` for a two-sided Wald
-        test or ``scipy.stats.chi2.logsf(stat, df)``; finite even where ``p`` underflows.
-
-    Returns
-    -------
-    str
-        As :func:`format_pvalue`; ``"< 1e-300"`` when ``log(p) < log(1e-300)``.
+    """Format a p-value given by its natural logarithm, finite where ``p`` underflows (as :func:`format_pvalue`).
 
     Examples
     --------
@@ -105,37 +70,12 @@ def format_pvalue_from_log(logp: float) -> str:
 
 
 def wald_log_pvalue(z: float) -> float:
-    """Return ``log`` of the two-sided Wald p-value ``2 P(Z > |z|)``, finite where the p-value underflows.
-
-    Parameters
-    ----------
-    z : float
-        The Wald statistic ``estimate / se``.
-
-    Returns
-    -------
-    float
-        ``log 2 + log P(Z > |z|)`` (NaN for NaN).
-    """
+    """Return ``log 2 + log P(Z > |z|)``, the log two-sided Wald p-value of ``z`` (NaN for NaN)."""
     return float(math.log(2.0) + norm.logsf(abs(float(z))))
 
 
 def pvalue_texts(table: pd.DataFrame, column: str = "p_value") -> pd.Series:
-    """Format a table's p-value column, from its ``z`` column where it has one (exact where ``p`` underflows).
-
-    Parameters
-    ----------
-    table : DataFrame
-        With the column ``column`` and optionally ``z`` (the Wald statistic it was computed from).
-    column : str, default "p_value"
-        The p-value column.
-
-    Returns
-    -------
-    Series of str
-        :func:`format_pvalue` of each p-value; a p-value of 0 with a finite ``z`` is
-        formatted from :func:`wald_log_pvalue` instead.
-    """
+    """Format a table's p-value ``column``, from its ``z`` column where ``p`` is 0 and ``z`` finite (:func:`wald_log_pvalue`)."""
     p = table[column].to_numpy(float)
     z = table["z"].to_numpy(float) if "z" in table else np.full(len(p), np.nan)
     return pd.Series([format_pvalue_from_log(wald_log_pvalue(zi)) if pi == 0 and np.isfinite(zi) else format_pvalue(pi)
@@ -143,22 +83,7 @@ def pvalue_texts(table: pd.DataFrame, column: str = "p_value") -> pd.Series:
 
 
 def display_table(table: pd.DataFrame, pvalue_columns: tuple[str, ...] = ("p_value",)) -> pd.DataFrame:
-    """Return a copy of ``table`` for display: its p-value columns as text (:func:`pvalue_texts`).
-
-    The numbers of the other columns are left as they are (format them with
-    ``to_string(float_format=...)`` / ``to_html(float_format=...)``).
-
-    Parameters
-    ----------
-    table : DataFrame
-        A table of estimates, e.g. ``DialResult.position_effects``.
-    pvalue_columns : tuple of str, default ("p_value",)
-        The columns holding p-values (those absent are ignored).
-
-    Returns
-    -------
-    DataFrame
-    """
+    """Return a copy of ``table`` with its ``pvalue_columns`` as text (:func:`pvalue_texts`), other columns unchanged."""
     out = table.copy()
     for c in pvalue_columns:
         if c in out:
@@ -175,20 +100,7 @@ _COV_LABELS = {
 
 
 def cov_label(cov_type: str | None, anchored_cov: str | None = None) -> str:
-    """Name a covariance type in a few words, for axis labels and legends.
-
-    Parameters
-    ----------
-    cov_type : str or None
-        ``"fisher"``, ``"binomial"``, ``"cell"`` or ``"record"`` (other names are shown as given).
-    anchored_cov : str, optional
-        The covariance at the anchored endpoint (``"two-step"``, ``"fixed-basis"``), appended when given.
-
-    Returns
-    -------
-    str
-        E.g. ``"sandwich (cell-clustered)"``.
-    """
+    """Name a covariance type in a few words for labels, e.g. ``"sandwich (cell-clustered)"``, with ``anchored_cov`` appended."""
     if cov_type is None:
         return "the fit's covariance"
     text = _COV_LABELS.get(str(cov_type), f"{cov_type} covariance")
@@ -196,18 +108,5 @@ def cov_label(cov_type: str | None, anchored_cov: str | None = None) -> str:
 
 
 def by_score(table: pd.DataFrame, column: str = "score") -> pd.DataFrame:
-    """Sort a table of items by their fitted score, highest first: the one item order of every table and plot.
-
-    Parameters
-    ----------
-    table : DataFrame
-        Indexed by item, with the fitted score in ``column``.
-    column : str, default "score"
-        The column to sort by.
-
-    Returns
-    -------
-    DataFrame
-        ``table`` sorted by ``column``, descending; ties keep their order, NaN last.
-    """
+    """Sort ``table`` by ``column`` descending (ties keep their order, NaN last): the one item order of every table and plot."""
     return table.sort_values(column, ascending=False, kind="mergesort", na_position="last")

@@ -1,48 +1,12 @@
-"""Writing outputs safely: check the location first, write aside, move into place.
+"""Writing outputs safely: check the location first, write into a temporary sibling, move into place.
 
-An output folder (``pydial fit --out DIR``) or file (``simulate``, ``convert``) is
-written into a temporary sibling first and moved into place only when complete, so
-an interrupted or failed run leaves either the old output or the new one, never a
-mix of both.
-
-Folder rules (:func:`output_dir`):
-
-* a missing folder (and missing parents) is created;
-* an empty folder, or a folder pydial wrote before (it holds the marker file
-  :data:`MARKER`), is replaced as a whole, so no file of an earlier fit (e.g. the
-  ``gacv.csv`` of another method) survives beside the new ones; the new folder keeps
-  the old one's permissions and group (e.g. a group-shared, setgid folder stays so);
-* any other non-empty folder is refused, unless ``force=True``: then only pydial's
-  own file names (:data:`OUTPUT_NAMES`) in it are replaced and other files are left
-  alone.
-
-File rules (:func:`output_file`): the parent folder must exist (or be creatable) and
-the path must not be a folder; an existing file is replaced atomically and keeps its
-permissions and group.
-
-Paths:
-
-* an empty path is refused (it would otherwise mean the current folder);
-* a symbolic link is written *through*: the folder or file it points to receives the
-  output and the link itself is left as it is (a dangling link's target is created).
-
-Permissions: new files and folders get the modes an ordinary ``open`` / ``mkdir``
-gives them under the user's umask (e.g. ``rw-r--r--`` and ``rwxr-xr-x`` under umask
-022), and a new folder in a setgid folder inherits its group, as ``mkdir`` does.
-
-Interrupted runs: the temporary siblings are named ``.<name>.tmp-<pid>-<host>-*``
-(``<host>`` a short hash of the host name).  On ``SIGTERM`` (and ``SIGHUP``) while one
-is open, it is removed and the signal is delivered again with the handler the process
-had before (by default the process ends with the signal's conventional status, 128 + 15
-for ``SIGTERM``).  A run killed with ``SIGKILL`` cannot clean up; the next
-:func:`output_dir` or :func:`output_file` in the same folder removes the temporaries
-left by processes of this host that no longer run (:func:`remove_stale_temporaries`).
-
-Every problem raises :class:`~pydial.exceptions.OutputError` naming the path, before
-any fitting when :func:`check_output_dir` / :func:`check_output_file` are called first.
-
-``compare_intervals.csv`` (:func:`write_interval_table`) carries in every row what its
-numbers are: the columns ``estimand``, ``interval_frequentist`` and ``interval_bayes``.
+An interrupted or failed run leaves either the old output or the new one, never a mix.  A missing folder is created;
+an empty one, or one pydial wrote (it holds :data:`MARKER`), is replaced as a whole, keeping its permissions and group;
+another non-empty folder is refused unless ``force=True`` (then only :data:`OUTPUT_NAMES` are replaced).  An existing
+file is replaced atomically.  An empty path is refused; a symbolic link is written through.  New files and folders get
+the modes of ``open``/``mkdir`` under the umask.  Temporaries are ``.<name>.tmp-<pid>-<host>-*``: removed on ``SIGTERM``
+or ``SIGHUP`` (then the signal is delivered again), and by the next write when left by a dead process of this host
+(:func:`remove_stale_temporaries`).  Every problem raises :class:`~pydial.exceptions.OutputError` naming the path.
 """
 
 from __future__ import annotations
@@ -152,22 +116,10 @@ def _pid_alive(pid: int) -> bool:
 
 
 def remove_stale_temporaries(folder: str | os.PathLike[str]) -> list[Path]:
-    """Remove the temporary outputs in ``folder`` left by pydial processes of this host that no longer run.
+    """Remove and return the temporaries in ``folder`` of this host's pydial processes that no longer run.
 
-    Only names of the form ``.<name>.tmp-<pid>-<host>-*`` (and ``.old-``) of this host
-    whose process ``<pid>`` is gone are touched.  A run killed between moving an earlier
-    output folder aside (``.old-``) and moving the new one in left ``<name>`` missing: the
-    earlier output is put back first.
-
-    Parameters
-    ----------
-    folder : str or path-like
-        The folder that holds outputs (an output's parent).
-
-    Returns
-    -------
-    list of Path
-        The removed temporaries.
+    Only ``.<name>.tmp-<pid>-<host>-*`` (and ``.old-``) names are touched; an output moved aside (``.old-``) with
+    ``<name>`` missing is put back first.
     """
     removed: list[Path] = []
     try:
@@ -288,11 +240,7 @@ def _copy_mode(tmp: Path, existing: Path | None, default: int) -> None:
 
 # ---------------------------------------------------------------- checks
 def check_output_dir(path: str | os.PathLike[str], *, force: bool = False) -> Path:
-    """Check that an output folder can be written (see the module docstring).
-
-    Returns the absolute path (of the folder a symbolic link points to); raises
-    :class:`OutputError` otherwise.
-    """
+    """Return the absolute path (through a link) of an output folder that can be written, else raise :class:`OutputError`."""
     p = _target(path, "output folder")
     if p.exists() and not p.is_dir():
         raise OutputError(f"cannot write the output folder {p}: it is a file")
@@ -336,10 +284,7 @@ def _output_name(error: OSError, tmp: Path, target: Path) -> Path | None:
 
 @contextmanager
 def output_dir(path: str | os.PathLike[str], *, force: bool = False, command: str = "pydial") -> Iterator[Path]:
-    """Yield a temporary folder to write into; on success it replaces ``path``.
-
-    On an exception (or ``SIGTERM``) the temporary folder is removed and ``path`` is untouched.
-    """
+    """Yield a temporary folder that replaces ``path`` on success; on an exception or ``SIGTERM`` it is removed."""
     target = check_output_dir(path, force=force)
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
@@ -418,10 +363,7 @@ def _move_into_place(tmp: Path, target: Path) -> None:
 
 @contextmanager
 def output_file(path: str | os.PathLike[str]) -> Iterator[Path]:
-    """Yield a temporary file path; on success it atomically replaces ``path``.
-
-    On an exception (or ``SIGTERM``) the temporary file is removed and ``path`` is untouched.
-    """
+    """Yield a temporary file path that atomically replaces ``path`` on success; on an exception or ``SIGTERM`` it is removed."""
     target = check_output_file(path)
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
@@ -449,23 +391,10 @@ INTERVAL_METADATA: tuple[str, ...] = ("estimand", "interval_frequentist", "inter
 
 
 def write_interval_table(table: pd.DataFrame, path: str | os.PathLike[str]) -> None:
-    """Write a :func:`pydial.stan.compare_intervals` table as CSV with what it estimates in every row.
+    """Write a :func:`pydial.stan.compare_intervals` table as CSV, with what it estimates in every row.
 
-    ``compare_intervals.csv`` has the index columns ``quantity, name`` (the scores by
-    estimate, highest first, then the other quantities), the numeric
-    columns of the table at full precision, then :data:`INTERVAL_METADATA`: ``estimand``
-    (what both sides estimate, e.g. ``"dial-ada; rank 1, calibration mu; lambda = 0.3455;
-    b from the LLM-only stage on both sides"``), ``interval_frequentist`` (e.g. ``"95% Wald
-    interval, sandwich (cell-clustered)"``) and ``interval_bayes`` (e.g. ``"95% equal-tailed
-    posterior interval"``), taken from ``table.attrs``.  Read it back with
-    :func:`read_interval_table` (or ``pandas.read_csv(path, index_col=[0, 1])``).
-
-    Parameters
-    ----------
-    table : DataFrame
-        The table (its ``attrs`` hold the metadata; a missing entry is written empty).
-    path : str or path-like
-        The CSV file.
+    Index ``quantity, name``, the numeric columns at full precision, then :data:`INTERVAL_METADATA` from ``table.attrs``
+    (an absent entry is written empty); :func:`read_interval_table` reads it back.
     """
     meta = {k: str(table.attrs.get(k, "")) for k in INTERVAL_METADATA}
     q = table.index.get_level_values("quantity")
@@ -474,23 +403,9 @@ def write_interval_table(table: pd.DataFrame, path: str | os.PathLike[str]) -> N
 
 
 def read_interval_table(path: str | os.PathLike[str]) -> pd.DataFrame:
-    """Read a ``compare_intervals.csv`` written by :func:`write_interval_table`.
+    """Read a ``compare_intervals.csv``: indexed by ``(quantity, name)``, the metadata columns moved into ``attrs``.
 
-    Parameters
-    ----------
-    path : str or path-like
-        The CSV file.
-
-    Returns
-    -------
-    DataFrame
-        Indexed by ``(quantity, name)`` with the numeric columns; the metadata columns
-        moved into ``attrs`` (with ``level``).
-
-    Raises
-    ------
-    OutputError
-        The file has no metadata columns (not written by :func:`write_interval_table`).
+    A file without the metadata columns raises :class:`OutputError`.
     """
     tab = pd.read_csv(path, index_col=[0, 1], keep_default_na=False, na_values=[""])
     missing = [k for k in INTERVAL_METADATA if k not in tab]

@@ -209,12 +209,7 @@ def tie_parameter_name(tab: pd.DataFrame) -> str:
 
 
 def calibration_sentence(res: DialResult) -> str:
-    """Return the calibration test of the fit as one sentence (empty without a test).
-
-    E.g. ``"The calibration test rejects s_H in col(mu) at the 5% level: LR = 80.2 on 18 df,
-    p = 7.9e-10; AIC prefers the unrestricted human scores."``  The p-value is computed
-    from ``chi2.logsf``, so it is exact where it underflows as a float.
-    """
+    """Return the calibration test as one sentence (empty without a test), its p-value exact where it underflows."""
     ct = res.calibration_test
     if ct is None:
         return ""
@@ -268,42 +263,11 @@ def summary_dict(res: DialResult) -> dict[str, Any]:
 
 def write_report(res: DialResult, data: Comparisons, out: str | Path, *, fmt: str = "md",
                  force: bool = False) -> list[Path]:
-    """Write tables (CSV), plots (PNG), ``report.md``/``report.html`` and ``summary.json`` into ``out``.
+    """Write tables (CSV), plots (PNG), ``report.md`` or ``report.html`` (``fmt``) and ``summary.json`` into ``out``.
 
-    Every table and plot lists the items by fitted score, highest first.  The CSV files
-    keep full-precision numbers (p-values as floats, with ``log10_p_value`` beside them,
-    exact where the p-value underflows to 0); the reports print p-values as text
-    (:func:`pydial.formatting.format_pvalue`: ``3.1e-08``, ``0.042``, ``< 1e-300``).
-
-    The folder is written aside and moved into place when complete
-    (:func:`pydial.outputs.output_dir`): a folder of an earlier pydial run is replaced
-    as a whole, a non-empty folder pydial did not write is refused unless
-    ``force=True`` (then only pydial's own files in it are replaced).
-
-    Parameters
-    ----------
-    res : DialResult
-        The fit.
-    data : Comparisons
-        The data it was fitted to.
-    out : str or Path
-        The output folder.
-    fmt : {"md", "html"}, default "md"
-        ``report.md`` (figures linked) or ``report.html`` (tables as HTML, figures embedded).
-    force : bool, default False
-        Write into a non-empty folder pydial did not write.
-
-    Returns
-    -------
-    list of Path
-        The written files.
-
-    Raises
-    ------
-    ArgumentError
-        ``fmt`` is not one of :data:`REPORT_FORMATS`.
-    OutputError
-        ``out`` cannot be written (named in the message).
+    Items are listed by fitted score; CSVs keep full precision, reports print p-values as text.  The folder is written
+    aside and moved into place (:func:`pydial.outputs.output_dir`, ``force``); returns the written files.  A bad ``fmt``
+    raises :class:`~pydial.ArgumentError`, an unwritable ``out`` :class:`~pydial.OutputError`.
     """
     if fmt not in REPORT_FORMATS:
         raise ArgumentError(f"fmt must be one of {REPORT_FORMATS}, got {fmt!r}")

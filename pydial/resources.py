@@ -1,18 +1,8 @@
-"""Memory estimates checked before a fit, and progress output for long fits.
+"""Memory estimates checked before any work starts, and progress output for long fits.
 
-The numpy engine holds, besides the data, a few arrays per cell (a dozen floats for
-the linear predictors, weights and the sparse Jacobian with ``3(r+1)+1`` entries)
-and a few dense ``P x P`` matrices (Hessian, its eigenvectors, pseudo-inverse and
-meat), ``P = (r+1)(K+N+1)+K`` the full coordinates of :class:`pydial.model.chart.Chart`.
-:func:`check_memory` compares that estimate with the memory the operating system
-reports as available and raises :class:`~pydial.exceptions.MemoryLimitError` instead
-of letting the process be killed.
-
-The same check guards every request whose memory is predictable from its arguments
-(:func:`check_bytes`: the rows of :func:`pydial.simulate`, the replicates of a
-bootstrap, the budgets of a simulated plan, ...), before any work starts.  The memory
-planned for is the available memory, capped by the environment variable
-``PYDIAL_MEMORY_LIMIT`` when it is set (:func:`memory_limit`).
+:func:`check_memory` compares the numpy engine's estimate (a few arrays per cell, a few dense ``P x P`` matrices) with
+the memory available, :func:`check_bytes` any predictable request; both raise :class:`~pydial.exceptions.MemoryLimitError`
+instead of letting the process be killed.  ``PYDIAL_MEMORY_LIMIT`` caps the memory planned for (:func:`memory_limit`).
 """
 
 from __future__ import annotations
@@ -48,20 +38,9 @@ def available_bytes() -> int | None:
 
 
 def memory_limit() -> int | None:
-    """Bytes a request may plan for: :func:`available_bytes`, capped by ``PYDIAL_MEMORY_LIMIT`` when set.
+    """Return the bytes a request may plan for: :func:`available_bytes` capped by ``PYDIAL_MEMORY_LIMIT`` (``None``: unknown).
 
-    ``PYDIAL_MEMORY_LIMIT`` holds a number of bytes, or a number with ``KB``, ``MB`` or
-    ``GB`` (powers of 1000), e.g. ``PYDIAL_MEMORY_LIMIT=4GB``.
-
-    Returns
-    -------
-    int or None
-        ``None`` where neither is known.
-
-    Raises
-    ------
-    ArgumentError
-        ``PYDIAL_MEMORY_LIMIT`` is set but not a non-negative number of bytes.
+    ``PYDIAL_MEMORY_LIMIT`` is bytes or a number with ``KB``, ``MB``, ``GB`` (powers of 1000); else :class:`ArgumentError`.
     """
     avail = available_bytes()
     raw = os.environ.get(MEMORY_LIMIT_ENV, "")
@@ -81,20 +60,9 @@ def memory_limit() -> int | None:
 
 
 def check_bytes(need: float, what: str, remedy: str, *, detail: str = "", available: int | None = None) -> None:
-    """Raise :class:`MemoryLimitError` when ``need`` bytes exceed the memory available.
+    """Raise :class:`MemoryLimitError` when ``need`` bytes of request ``what`` exceed the memory ``available``.
 
-    Parameters
-    ----------
-    need : float
-        Estimated bytes of the request (a Python int of any size, or a float).
-    what : str
-        The request, with its offending argument, e.g. ``"simulate(n_llm=10**12)"``.
-    remedy : str
-        What to change.
-    detail : str, optional
-        What the estimate is made of, e.g. ``"1,000,000 rows x 200 B"``.
-    available : int, optional
-        The bytes available (default :func:`memory_limit`, after :func:`release_arrow_cache`).
+    The message says ``what``, ``detail`` (what the estimate is made of) and ``remedy``.
     """
     if available is None:
         release_arrow_cache()
@@ -107,25 +75,9 @@ def check_bytes(need: float, what: str, remedy: str, *, detail: str = "", availa
 
 
 def check_n_jobs(n_jobs: object, name: str = "n_jobs") -> int:
-    """Return ``n_jobs`` (joblib's convention) as an int, refusing 0 and non-integers.
+    """Return ``n_jobs`` (joblib's convention: positive, or negative from all cores) as an int.
 
-    Parameters
-    ----------
-    n_jobs : int
-        Workers: a positive number, or negative (``-1`` all cores, ``-2`` all but one, ...).
-    name : str, default "n_jobs"
-        The argument's name in the error message.
-
-    Returns
-    -------
-    int
-
-    Raises
-    ------
-    ArgumentTypeError
-        Not an integer.
-    ArgumentError
-        0 (joblib has no such setting).
+    Not an integer: :class:`ArgumentTypeError`; 0: :class:`ArgumentError` (both name ``name``).
     """
     if isinstance(n_jobs, bool) or not isinstance(n_jobs, numbers.Integral):
         raise ArgumentTypeError(f"{name} must be an integer (1: serial, -1: all cores), got {n_jobs!r}")
@@ -175,11 +127,7 @@ def check_count(value: Any, name: str, *, minimum: int = 1) -> int:
 
 
 def check_seed(seed: Any, *, generator: bool = False) -> Any:
-    """Return ``seed`` (None or a non-negative integer below ``2**32``).
-
-    With ``generator=True`` a :class:`numpy.random.Generator` (or ``SeedSequence`` /
-    ``BitGenerator``) is accepted as well and returned as given.
-    """
+    """Return ``seed`` (None or an integer in ``[0, 2**32)``); ``generator=True`` also accepts numpy generators as given."""
     if seed is None:
         return None
     rngs = (np.random.Generator, np.random.SeedSequence, np.random.BitGenerator)
@@ -206,22 +154,14 @@ def fit_bytes(n_cells: int, P: int) -> int:
 
 
 def release_arrow_cache() -> None:
-    """Return the memory pyarrow's allocator keeps from freed tables to the operating system.
-
-    Reading a table through pyarrow (Parquet, pandas' pyarrow-backed strings) leaves its
-    freed buffers cached in pyarrow's pool: about 1 GB after reading 9M count rows,
-    which the process would otherwise hold through the fit.  A no-op when pyarrow was not imported.
-    """
+    """Return the memory pyarrow's pool keeps from freed tables to the OS (about 1 GB after 9M rows); no-op without pyarrow."""
     pa = sys.modules.get("pyarrow")
     if pa is not None:
         pa.default_memory_pool().release_unused()
 
 
 def check_memory(n_cells: int, P: int, what: str, available: int | None = None) -> None:
-    """Raise :class:`MemoryLimitError` when the estimate of :func:`fit_bytes` exceeds the available memory.
-
-    ``available`` defaults to :func:`memory_limit`, after :func:`release_arrow_cache`.
-    """
+    """Raise :class:`MemoryLimitError` when :func:`fit_bytes` exceeds ``available`` (default :func:`memory_limit`)."""
     check_bytes(fit_bytes(n_cells, P), what,
                 "reduce the rank, drop judges or items, or fit on a machine with more memory",
                 detail=f"{n_cells:,} cells x {BYTES_PER_CELL} B + {DENSE_COPIES} dense {P} x {P} matrices",

@@ -139,9 +139,10 @@ def test_simulate_too_large_refused_before_drawing(kwargs, match):
 
 
 @pytest.mark.parametrize("kwargs, exc, match", [
-    ({"seed": "x"}, ArgumentTypeError, "seed must be None, a non-negative integer or a numpy.random.Generator"),
+    ({"seed": "x"}, ArgumentTypeError, "seed must be None, a numpy.random.Generator or a non-negative integer"),
     ({"seed": 1.5}, ArgumentTypeError, "seed must be"),
-    ({"seed": -1}, ArgumentError, "seed must be a non-negative integer"),
+    ({"seed": -1}, ArgumentError, r"seed must be in \[0, 2\*\*32\)"),
+    ({"seed": 2**32}, ArgumentError, r"seed must be in \[0, 2\*\*32\)"),
     ({"beta": "big", "covariates": ["length"]}, ArgumentTypeError, "beta must be a number"),
     ({"N": "10"}, ArgumentTypeError, "N must be an integer"),
     ({"behavior": {"p_first": "half"}}, ArgumentTypeError, "p_first must be a real number"),

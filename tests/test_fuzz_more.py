@@ -16,9 +16,9 @@ import pytest
 import pydial
 from pydial import ArgumentError, ArgumentTypeError, Comparisons, DataError, MemoryLimitError, UnknownNameError
 from pydial.cli import EXIT_DATA, main
-from pydial.data import ingest, io
+from pydial.data import io
 from pydial.data.panel import read_judge_responses
-from pydial.resources import MEMORY_LIMIT_ENV, memory_limit
+from pydial.resources import MEMORY_LIMIT_ENV, check_bytes, memory_limit
 from pydial.studies import robustness
 
 PANEL = Path(__file__).parent / "data" / "panel" / "hand" / "results"
@@ -230,17 +230,17 @@ def test_one_rule_and_one_error_for_a_bad_memory_limit(sim_csv, monkeypatch, cap
     monkeypatch.setenv(MEMORY_LIMIT_ENV, "plenty")
     with pytest.raises(ArgumentError) as ref:
         memory_limit()
-    for call in (ingest.memory_available, lambda: ingest.check_read_memory(10, "x", "y"),
+    for call in (lambda: check_bytes(10, "x", "y"),
                  lambda: Comparisons.from_csv(sim_csv), lambda: pydial.read_comparisons(sim_csv, chunksize=100)):
         with pytest.raises(ArgumentError) as e:
             call()
         assert str(e.value) == str(ref.value) and not isinstance(e.value, DataError)
     assert "PYDIAL_MEMORY_LIMIT='plenty'" in _one_line_error(capsys, ["check", sim_csv])
     monkeypatch.setenv(MEMORY_LIMIT_ENV, "2KB")
-    assert ingest.memory_available() == memory_limit() == 2000
+    assert memory_limit() == 2000
     with pytest.raises(MemoryLimitError, match=r"^reading x needs about .* capped by PYDIAL_MEMORY_LIMIT.*; read less$"):
-        ingest.check_read_memory(10**6, "reading x", "read less")
-    assert np.isfinite(float(ingest.memory_available() or 0))
+        check_bytes(10**6, "reading x", "read less")
+    assert np.isfinite(float(memory_limit() or 0))
 
 
 # ------------------------------------------------------------- keywords, record ids

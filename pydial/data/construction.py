@@ -1,11 +1,6 @@
 """Building :class:`pydial.Comparisons` from a long table, a file or counts: validation and canonical coding.
 
-:meth:`~pydial.Comparisons.from_frame` (and ``from_csv`` / ``from_parquet``, which read the
-file first) validate the rows (:mod:`pydial.data.ingest`), orient each pair canonically and
-aggregate the cells; :meth:`~pydial.Comparisons.from_counts` and
-:func:`pydial.read_comparisons` end in :meth:`~pydial.Comparisons.from_coded`.  The
-functions here are those methods (``cls`` is the class, and what they return; this module
-does not import it).
+These functions are the class's ``from_*`` methods (``cls`` is the class; this module does not import it).
 """
 
 from __future__ import annotations
@@ -34,7 +29,6 @@ from pydial.data.ingest import (
     blank_text,
     check_cells,
     check_columns,
-    check_read_memory,
     concat,
     duplicated,
     fail_rows,
@@ -46,6 +40,7 @@ from pydial.data.ingest import (
 )
 from pydial.data.names import NameReport, name_list, own_items
 from pydial.exceptions import ArgumentError, ArgumentTypeError, DataError, DataWarning
+from pydial.resources import check_bytes
 
 DUPLICATES = ("keep", "drop", "raise")
 FRAME_KEYWORDS = frozenset({"human_judge", "items", "drop_empty_judges", "strip_names", "allow_similar_names",
@@ -62,22 +57,13 @@ FRAME_BYTES_COVARIATES = (48, 44)
 
 
 def frame_bytes(rows: int, p: int = 0) -> int:
-    """Estimated peak memory of :meth:`Comparisons.from_frame` beyond its input: ``rows`` judgments, ``p`` covariates.
-
-    Measured (peak resident memory, ``VmHWM``, of 1M-row frames of text or object columns
-    and continuous covariates, each judgment then a cell of its own): 103-124 B a row
-    without covariates, 213 with one, 253 with two and 336 with four.
-    """
+    """Return the peak memory of :meth:`pydial.Comparisons.from_frame` beyond its input (measured 103-336 B a row)."""
     once, each = FRAME_BYTES_COVARIATES
     return rows * (FRAME_BYTES_PER_ROW + (once + each * p if p else 0))
 
 
 def name_arguments(items: Any, self_preference: Any) -> tuple[list[Any] | None, dict[Any, list[Any]] | None]:
-    """Check the name arguments of a reader before it reads: ``items=`` and ``self_preference=``.
-
-    Returns them as lists (:func:`pydial.data.names.name_list`, :func:`~pydial.data.names.own_items`),
-    ``None`` where not given; a value that lists no names raises :class:`~pydial.ArgumentTypeError`.
-    """
+    """Return ``items=`` and ``self_preference=`` checked as lists (``None`` where not given), before a read."""
     return (None if items is None else name_list(items, "items"),
             None if self_preference is None else own_items(self_preference))
 
@@ -99,14 +85,7 @@ def item_order(seen: set[str], items: Sequence[Any] | None) -> tuple[list[str], 
 
 
 def canonical(coded: Coded, item_index: np.ndarray, is_human: np.ndarray) -> dict[str, np.ndarray]:
-    """Canonical coding of validated judgments: items ``i < j``, display order ``a`` and outcome.
-
-    ``item_index`` maps the item name ids of ``coded`` to item indices.  ``a = +1`` when
-    item ``i`` was shown first, ``-1`` otherwise and ``0`` on the human judge's rows;
-    the outcome is ``I_WINS``, ``J_WINS``, ``TIE`` or ``BOTH_BAD``; ``self`` marks a
-    comparison of an item with itself.  Small integer types: ``i, j`` int32, ``a`` and the
-    outcome int8.
-    """
+    """Return the canonical coding of ``coded``: ``i < j`` (int32), display order ``a`` (+1, -1, 0 human), outcome, ``self``."""
     ia, ib = item_index[coded.item_a], item_index[coded.item_b]
     swap = ia > ib
     a = np.where((coded.first == FIRST_A) != swap, np.int8(1), np.int8(-1))
@@ -125,11 +104,7 @@ SELF_PREFERENCE = "self_preference"
 
 def covariate_columns(coded: Coded, item_index: np.ndarray, names: Sequence[str], scale: pd.Series | None
                       ) -> dict[str, np.ndarray]:
-    """Return the frame columns ``cov:<name>`` of the standardized covariates of ``coded`` in canonical orientation.
-
-    The comparison covariate changes sign with the pair's orientation (side ``a`` minus side
-    ``b``), so a row whose items swap to ``i < j`` gets ``-z``.
-    """
+    """Return the columns ``cov:<name>`` of the standardized covariates in canonical orientation (``-z`` where swapped)."""
     if coded.z is None or scale is None:
         return {}
     swap = item_index[coded.item_a] > item_index[coded.item_b]
@@ -138,11 +113,9 @@ def covariate_columns(coded: Coded, item_index: np.ndarray, names: Sequence[str]
 
 
 def column_names(columns: Any, optional: Sequence[str] = ()) -> dict[str, Any]:
-    """Return each of the six fields' column name: ``columns`` (field -> name; the others keep their names).
+    """Return each of the six fields' column name from ``columns`` (``None`` skips a field of ``optional``).
 
-    ``None`` may name a field of ``optional`` (not read).  Raises :class:`~pydial.ArgumentTypeError`
-    for a ``columns`` that is not a mapping or a name that is not text, :class:`~pydial.ArgumentError`
-    for an unknown field.
+    A non-mapping or non-text name raises :class:`~pydial.ArgumentTypeError`, an unknown field :class:`~pydial.ArgumentError`.
     """
     if columns is None:
         columns = {}
@@ -169,11 +142,7 @@ def check_frame(df: Any, what: str) -> None:
 
 
 def unknown_keywords(caller: str, given: Iterable[str], known: Iterable[str], accepts: str) -> None:
-    """Refuse the keywords of ``given`` not in ``known`` with :class:`~pydial.ArgumentTypeError`.
-
-    The message names them, suggests the likely intended keyword of a misspelt one, and
-    says what ``caller`` accepts (``accepts``).
-    """
+    """Refuse keywords of ``given`` not in ``known`` (:class:`~pydial.ArgumentTypeError`, with the likely intended one)."""
     from difflib import get_close_matches
 
     known = set(known)
@@ -206,10 +175,7 @@ def covariate_sides(names: Sequence[str] | None) -> list[str]:
 
 
 def factorize_records(rec: pd.Series) -> tuple[np.ndarray, pd.Index]:
-    """``pd.factorize(rec)``: codes in order of first appearance (``-1`` where missing) and the distinct ids.
-
-    Sorted integer ids (e.g. ``0, 0, 1, 2, 2, ...``) are coded by their runs, without hashing.
-    """
+    """Return ``pd.factorize(rec)`` (codes, ``-1`` missing; distinct ids), coding sorted integer ids by their runs."""
     if isinstance(rec.dtype, np.dtype) and rec.dtype.kind in "iu" and len(rec):
         x = rec.to_numpy()
         step = x[1:] != x[:-1]
@@ -377,7 +343,7 @@ def from_frame(
         raise ArgumentError(f"duplicates must be one of {DUPLICATES}, got {duplicates!r}")
     if len(df) == 0:
         raise DataError("the comparison table has no rows")
-    check_read_memory(frame_bytes(len(df), len(cov_names or ())), f"Comparisons.from_frame of {len(df):,} rows",
+    check_bytes(frame_bytes(len(df), len(cov_names or ())), f"Comparisons.from_frame of {len(df):,} rows",
                       "aggregate the judgments to counts first (Comparisons.from_counts, or pydial.read_comparisons "
                       "for a file), or read a part of the table")
     human_judge = human_name(human_judge, strip_names)

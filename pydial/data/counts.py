@@ -1,17 +1,8 @@
 """Chunked reading of big files: a long-format file streamed into cell counts.
 
-The binomial models of the paper (eq. binomial-model-llm, eq. binomial-model-human)
-depend on the judgments only through the cell counts ``(k, i, j, a, n, y)``, so a
-file larger than memory can be fitted from its counts: :func:`read_comparisons`
-streams a long-format file (CSV, gzip CSV or Parquet) in chunks, validates each chunk
-with the rules of :meth:`pydial.Comparisons.from_frame` (:class:`pydial.data.ingest.Validator`)
-and keeps only its counts, then builds the data as
-:meth:`pydial.Comparisons.from_counts` does (:meth:`~pydial.Comparisons.from_coded`).
-Aggregated data carry no record ids: the record-clustered covariance (``cov_type="record"``,
-eq. hac-meat with the record kernel) is refused with :class:`~pydial.DataError`; the
-Fisher, binomial and judge-pair cell meats need only the cell counts and are identical
-to those computed from the rows.  Failures to read are :class:`~pydial.DataError`
-naming the file (:mod:`pydial.data.files`).
+The binomial models depend on the judgments only through the cell counts, so :func:`read_comparisons` validates each
+chunk (:class:`pydial.data.ingest.Validator`) and keeps only its counts.  Aggregated data carry no record ids, so
+``cov_type="record"`` is refused; the other meats are identical to those computed from the rows.
 """
 
 from __future__ import annotations
@@ -31,13 +22,13 @@ from pydial.data.ingest import (
     Validator,
     aggregate,
     check_chunksize,
-    check_read_memory,
     concat,
     human_name,
     missing_records,
     progress,
 )
 from pydial.exceptions import DataError
+from pydial.resources import check_bytes
 
 CHUNK_BYTES_PER_ROW = 400  # read_comparisons: a chunk as read (Arrow text) and its codes, per row
 KEY_BYTES = 200  # read_comparisons: one key of the running counts while two tables of them are merged
@@ -47,13 +38,9 @@ TEXT_BYTES_PER_ROW = 16  # a lower bound of a long-format CSV row (gzip: per com
 
 def _chunks(path: Path, columns: list[str], chunksize: int, numeric: Sequence[str] = (), optional: str | None = None
             ) -> tuple[int | None, list[str], Iterator[Any]]:
-    """Return the number of rows (``None`` when unknown), the columns read and the chunks as pyarrow record batches.
+    """Return the number of rows (``None``: unknown), the columns read and the chunks as pyarrow record batches.
 
-    The chunks hold ``columns``, ``numeric`` and ``optional`` when the file has it (the
-    record ids).  Text columns stay text; a CSV is read with every identifier column as a
-    string, no cell null, and the ``numeric`` (covariate) columns with their inferred type
-    (a blank cell null).  A column read twice in the header, or a list / struct column, is
-    refused (:func:`pydial.data.files.require_columns`).
+    Identifier columns are read as text (no nulls), ``numeric`` (covariate) columns with their inferred type.
     """
     import pyarrow as pa
 
@@ -125,7 +112,7 @@ def read_comparisons(path: str | PathLike[str], *, human_judge: str = "human", i
         ``columns`` is not a mapping of field to column name.
     MemoryLimitError
         A chunk, or the counts gathered so far, would not fit in the memory available
-        (see :func:`pydial.data.ingest.memory_available`); a smaller ``chunksize`` may help.
+        (see :func:`pydial.resources.memory_limit`); a smaller ``chunksize`` may help.
     """
     path = Path(path)
     chunksize = check_chunksize(chunksize)
@@ -134,7 +121,7 @@ def read_comparisons(path: str | PathLike[str], *, human_judge: str = "human", i
     record_id = mapping.pop("record_id")
     names = None if covariates is None else covariate_names(covariates)
     sides = covariate_sides(names)
-    check_read_memory(chunksize * CHUNK_BYTES_PER_ROW, f"reading {path.name} in chunks of {chunksize:,} rows",
+    check_bytes(chunksize * CHUNK_BYTES_PER_ROW, f"reading {path.name} in chunks of {chunksize:,} rows",
                       "pass a smaller chunksize")
     v = Validator(mapping, human_name(human_judge, strip_names), strip=strip_names, allow_similar=allow_similar_names,
                   blank_is_missing=True)
@@ -156,7 +143,7 @@ def read_comparisons(path: str | PathLike[str], *, human_judge: str = "human", i
                 parts.append(coded)
                 if sum(len(p) for p in parts) > RAW_ROWS:  # count what was read so far: memory of the counts only
                     keys = sum(len(p) for p in parts)
-                    check_read_memory(keys * KEY_BYTES, f"counting {path.name} ({keys:,} keys so far)",
+                    check_bytes(keys * KEY_BYTES, f"counting {path.name} ({keys:,} keys so far)",
                                       "aggregate the file where it lives (e.g. DuckDB, Spark) and pass the counts "
                                       "to Comparisons.from_counts")
                     parts = [aggregate(concat(parts), len(v.judges.texts), len(v.items.texts))]

@@ -41,27 +41,9 @@ def path(name: str) -> Path:
 
 
 def load(name: str, **kwargs: Any) -> Comparisons:
-    """Load a bundled data set (``"arena"`` or ``"synthetic"``).
+    """Load a bundled data set (:data:`NAMES`) with :meth:`pydial.Comparisons.from_csv` options ``kwargs``.
 
-    The documented duplicated rows of the data set (:data:`KNOWN_DUPLICATES`) raise no
-    :class:`~pydial.exceptions.DataWarning`; ``summary()`` of the result reports them.
-
-    Parameters
-    ----------
-    name : str
-        One of :data:`NAMES`.
-    **kwargs
-        Options of :meth:`pydial.Comparisons.from_csv` (e.g. ``duplicates="drop"``,
-        ``human_judge``); other warnings are raised as usual.
-
-    Returns
-    -------
-    Comparisons
-
-    Raises
-    ------
-    ArgumentError
-        ``name`` is not a bundled data set.
+    Its documented duplicated rows (:data:`KNOWN_DUPLICATES`) raise no warning; an unknown ``name`` is an :class:`ArgumentError`.
     """
     file = path(name)
     with warnings.catch_warnings():

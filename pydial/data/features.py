@@ -108,12 +108,7 @@ def _side(df: pd.DataFrame, column: str) -> np.ndarray:
 
 
 def comparison_values(df: pd.DataFrame, covariates: Sequence[str], *, transform: str = "difference") -> np.ndarray:
-    """Return the comparison covariates of ``df`` before standardization (rows x covariates), validated.
-
-    ``x_a - x_b`` or ``(x_a - x_b) / (x_a + x_b)`` of the columns ``<name>_a``, ``<name>_b``: the
-    ``z`` of the term ``z' beta`` added to the LLM and human BTL models (see
-    :func:`comparison_covariates`, which also standardizes them).
-    """
+    """Return the validated comparison covariates ``x_a - x_b`` (or normalized) of ``df``, before standardization."""
     if transform not in TRANSFORMS:
         raise ArgumentError(f"transform must be one of {TRANSFORMS}, got {transform!r}")
     names = covariate_names(covariates)
@@ -151,16 +146,8 @@ def standardize(values: np.ndarray, names: Sequence[str], *, weights: np.ndarray
                 transform: str = "difference") -> tuple[np.ndarray, pd.Series]:
     """Divide each comparison covariate by its root mean square over the judgments (``weights``: judgments per row).
 
-    The root mean square is the standard deviation about 0, the value of ``z`` at which the
-    scores are reported; unlike the standard deviation about the mean it does not depend on
-    which response of a pair is ``a`` (``z`` changes sign with the pair's orientation).
-    Returns the standardized values and the scales (a Series indexed by covariate).  A constant
-    covariate (standard deviation 0) is a :class:`DataError`: its effect is not identified.
-
-    The moments are those of ``d / max |d|`` (then scaled back), so that they neither
-    overflow (``|d|`` of about ``1e154`` or more, whose square is infinite) nor underflow
-    (``|d|`` of about ``1e-154`` or less): a covariate is judged constant by its values
-    relative to their size, and its scale is exact at any size.
+    Returns the values and the scales; a constant covariate is a :class:`DataError`.  The moments are those of
+    ``d / max |d|`` scaled back, so they neither overflow nor underflow at any size.
     """
     w = np.ones(values.shape[0]) if weights is None else np.asarray(weights, float)
     total = w.sum()

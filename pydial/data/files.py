@@ -1,14 +1,7 @@
 """Reading the files of the long format: every failure is a :class:`~pydial.DataError` naming the file.
 
-A missing, empty, truncated or corrupt file (also a broken gzip stream), an unreadable
-Parquet file or one without a needed column: :func:`reading` turns each into a
-``DataError``.  A needed column whose name occurs twice in the header (pandas would
-silently read the first) and a Parquet list, struct or map column where a name or label
-is needed are refused, naming the column and the file (:func:`require_columns`).
-:func:`read_csv` reads every column as text exactly as written (only a blank cell is
-missing); :func:`read_parquet` checks the memory the rows need before reading them.
-Used by :meth:`pydial.Comparisons.from_csv`, ``from_parquet``,
-:func:`pydial.read_comparisons` and :mod:`pydial.io`.
+:func:`reading` turns missing, empty, truncated or corrupt files into ``DataError``; :func:`require_columns` refuses a
+needed column repeated in the header or holding lists; :func:`read_csv` reads every column as text as written.
 """
 
 from __future__ import annotations
@@ -21,8 +14,9 @@ from typing import Any, Iterator, Sequence
 
 import pandas as pd
 
-from pydial.data.ingest import COLUMN_HINT, blank_text, check_columns, check_read_memory
+from pydial.data.ingest import COLUMN_HINT, blank_text, check_columns
 from pydial.exceptions import DataError, DialError
+from pydial.resources import check_bytes
 
 __all__ = ["PARQUET_SUFFIXES", "reading", "is_parquet", "require_columns", "read_csv", "read_parquet"]
 
@@ -51,10 +45,9 @@ def is_parquet(path: str | PathLike[str]) -> bool:
 
 
 def require_columns(found: Sequence[str], wanted: Sequence[str], path: Path, schema: Any = None) -> None:
-    """Raise :class:`DataError` naming the file and the columns of ``wanted`` not in ``found``, or in it twice.
+    """Raise :class:`DataError` naming the file and the columns of ``wanted`` missing from ``found`` or in it twice.
 
-    With ``schema`` (the pyarrow schema of a Parquet file) a column of ``wanted`` that holds
-    lists, structs or maps is refused too (every cell must be a single value).
+    With a Parquet ``schema``, a wanted column of lists, structs or maps is refused too.
     """
     check_columns(found, wanted, str(path))
     if schema is not None:
@@ -72,11 +65,7 @@ def require_columns(found: Sequence[str], wanted: Sequence[str], path: Path, sch
 
 
 def csv_header(path: Path, kwargs: dict[str, Any]) -> list[str] | None:
-    """Return the header row of a CSV as written (pandas renames a repeated name ``x`` to ``x.1``).
-
-    ``kwargs`` are those of :func:`pandas.read_csv`; ``None`` when the file has no header row
-    (``header=None``) or the names are given (``names=``).
-    """
+    """Return a CSV's header row as written (pandas renames a repeated ``x``); ``None`` without one or with ``names=``."""
     header = kwargs.get("header", "infer")
     if kwargs.get("names") is not None or not (header == "infer" or isinstance(header, int)) or header is None:
         return None
@@ -87,12 +76,7 @@ def csv_header(path: Path, kwargs: dict[str, Any]) -> list[str] | None:
 
 
 def read_csv(path: str | PathLike[str], columns: Sequence[str] = (), **kwargs: Any) -> pd.DataFrame:
-    """Read a whole CSV with every column as text exactly as written; a blank cell is missing.
-
-    ``kwargs`` go to :func:`pandas.read_csv` (defaults ``dtype=str``,
-    ``keep_default_na=False``).  A name of ``columns`` that occurs twice in the header is a
-    :class:`DataError` naming it and the file.
-    """
+    """Read a whole CSV with every column as text as written (blank: missing); a ``columns`` name twice is a DataError."""
     p = Path(path)
     with reading(p):
         header = csv_header(p, kwargs) if columns else None
@@ -119,6 +103,6 @@ def read_parquet(path: str | PathLike[str], columns: Sequence[str], bytes_per_ro
         where = [pf.schema_arrow.names.index(c) for c in columns]
         size = sum(meta.row_group(g).column(k).total_uncompressed_size for g in range(meta.num_row_groups)
                    for k in where)
-        check_read_memory(2 * size + meta.num_rows * bytes_per_row, f"reading {meta.num_rows:,} rows of {p.name}",
+        check_bytes(2 * size + meta.num_rows * bytes_per_row, f"reading {meta.num_rows:,} rows of {p.name}",
                           "aggregate it with pydial.read_comparisons (chunk by chunk, counts only)")
         return pf.read(columns=list(columns)).to_pandas()

@@ -1,26 +1,9 @@
 """One validation for every reader: columns to integer codes, checked on their distinct values.
 
-Every input path (:meth:`pydial.Comparisons.from_frame`, ``from_csv``, ``from_parquet``,
-``from_counts``, :func:`pydial.read_comparisons` and the command line) hands its columns,
-a whole table or one chunk at a time, to a :class:`Validator`.  Each column is
-factorized once (pandas or pyarrow, whichever holds it); the rules are applied to the
-distinct values only, and a row is looked at only to name it in an error:
-
-* judge and item names follow :mod:`pydial.data.names` (text, UTF-8 bytes or numbers; cleaned;
-  similar spellings refused); a cell of another type (a list, a frozenset, a date) is refused
-  in every column, naming the column and rows (:func:`encode`);
-* a column the reader uses may occur only once (:func:`check_columns`);
-* a missing cell (null, ``None``, ``NaN``; in a text file also a blank cell) is refused,
-  except ``first`` on the human judge's rows, which is ignored;
-* ``first`` must be ``a``/``b`` and ``winner`` one of ``a, b, tie, both_bad`` (letter case
-  and surrounding whitespace ignored).
-
-The result of a chunk is a :class:`Coded` table of small integers; aggregated readers
-sum it per key (:func:`aggregate`).  Memory is checked before a read
-(:func:`check_read_memory`), and long reads show a progress bar on a terminal.
-
-Cells are keyed by :class:`Keys`: exact ``int64`` keys of several integer columns in their
-lexicographic order, whatever the number of judges, items and covariate values.
+Every input path hands its columns, whole or by chunks, to a :class:`Validator`: names follow :mod:`pydial.data.names`,
+a container cell is refused in every column (:func:`encode`), a used column occurs once (:func:`check_columns`), a missing
+cell is refused (except ``first`` on the human judge's rows), ``first`` is ``a``/``b`` and ``winner`` one of ``a, b, tie,
+both_bad`` (case and surrounding whitespace ignored).  A chunk becomes a :class:`Coded` table; cells are keyed by :class:`Keys`.
 """
 
 from __future__ import annotations
@@ -36,7 +19,6 @@ from pandas.api.types import infer_dtype
 
 from pydial.data.names import CONTAINER_CELLS, NameSpace, Spelling, argument_name, clean, refusal, spelling
 from pydial.exceptions import ArgumentError, ArgumentTypeError, DataError
-from pydial.resources import check_bytes, memory_limit
 
 FIRST_VALUES = ("a", "b")
 WINNER_VALUES = ("a", "b", "tie", "both_bad")
@@ -57,10 +39,7 @@ def rows_text(index: Sequence[Any], limit: int = 8) -> str:
 
 
 def check_cells(t: pd.DataFrame, names: dict[str, str]) -> None:
-    """Refuse list / dict / set / frozenset / tuple / array cells in any column of ``t``.
-
-    ``names`` maps its columns to the user's column names, for the message.
-    """
+    """Refuse list, dict, set, tuple or array cells in any column of ``t`` (``names``: its columns as the user named them)."""
     for col in t.columns:
         s = t[col]
         if s.dtype != object:
@@ -73,10 +52,7 @@ def check_cells(t: pd.DataFrame, names: dict[str, str]) -> None:
 
 
 def check_columns(found: Sequence[Any], wanted: Sequence[str], where: str) -> None:
-    """Refuse a column of ``wanted`` that occurs more than once in ``found`` (the columns of ``where``).
-
-    ``where`` names the table or file in the message (e.g. ``"the table"``, a file name).
-    """
+    """Refuse a column of ``wanted`` that occurs more than once in ``found``, the columns of ``where``."""
     counts = pd.Series(list(found), dtype=object).value_counts()
     twice = [c for c in dict.fromkeys(wanted) if counts.get(c, 0) > 1]
     if twice:
@@ -92,14 +68,9 @@ def fail_rows(message: str, index: pd.Index, bad: np.ndarray, tail: str = "") ->
 
 # ------------------------------------------------------------ one column
 def encode(values: Any, column: str, index: pd.Index) -> tuple[np.ndarray, list[Spelling | None]]:
-    """Factorize one column: integer codes per row and the spelling of each distinct value.
+    """Factorize one column (pandas Series or pyarrow array): per-row codes (``-1`` missing) and each distinct value's spelling.
 
-    ``values`` is a pandas Series or a pyarrow array; ``index`` labels its rows in messages.
-    Codes are ``-1`` where a cell is missing; the spellings are
-    :func:`pydial.data.names.spelling` of the distinct values that occur (``None`` for a
-    missing one, e.g. ``NaN`` stored as a value in a Parquet file).  A cell that is not
-    text, UTF-8 bytes, a number or missing (:func:`pydial.data.names.refusal`: a list, a
-    frozenset, a date ...) raises :class:`DataError` naming ``column``, the type and the rows.
+    A cell that is not text, UTF-8 bytes, a number or missing raises :class:`DataError` naming ``column``, the type and the rows.
     """
     if isinstance(values, pd.Series) and (isinstance(values.dtype, pd.ArrowDtype)
                                           or getattr(values.dtype, "storage", None) == "pyarrow"):
@@ -157,11 +128,7 @@ def _spelled(codes: np.ndarray, values: list[Any], column: str, index: pd.Index
 
 
 def blank_text(values: pd.Series | pd.Index) -> np.ndarray:
-    """Mask of the values that are text of whitespace only: a blank cell, missing in every reader.
-
-    The rule of the text readers (``from_csv``) and of the record ids of every reader
-    (``from_frame``, ``from_parquet``; :func:`missing_records` applies it to pyarrow chunks).
-    """
+    """Return the mask of whitespace-only text values (blank: missing in text files and in every reader's record ids)."""
     s = values.to_series(index=None) if isinstance(values, pd.Index) else values
     if not (pd.api.types.is_string_dtype(s.dtype) or isinstance(s.dtype, pd.CategoricalDtype)):
         return np.zeros(len(s), bool)
@@ -173,11 +140,7 @@ def blank_text(values: pd.Series | pd.Index) -> np.ndarray:
 
 
 def missing_records(values: Any, column: str, index: pd.Index, *, blank_is_missing: bool) -> None:
-    """Refuse missing record ids of one chunk (a pyarrow array): null, NaN, and blank (see :func:`blank_text`).
-
-    The rule of :meth:`pydial.Comparisons.from_frame` (missing: ``None`` / ``NaN``) and of
-    ``from_csv`` (a blank cell is missing); a list or struct column is refused as in :func:`encode`.
-    """
+    """Refuse missing record ids of one pyarrow chunk: null, NaN, and blank when ``blank_is_missing``."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
@@ -196,18 +159,8 @@ def missing_records(values: Any, column: str, index: pd.Index, *, blank_is_missi
 class Coded:
     """Validated judgments as small integers, one row per judgment or per key with its ``count``.
 
-    Attributes
-    ----------
-    judge, item_a, item_b : integer arrays
-        Ids of the judge and item names in the :class:`Validator`'s name spaces.
-    first : int8 array
-        ``FIRST_A`` / ``FIRST_B``; ``FIRST_NONE`` on the human judge's rows.
-    winner : int8 array
-        Index into ``WINNER_VALUES``.
-    count : int64 array or None
-        Judgments per row (``None``: one each).
-    spelled : int64 array or None
-        Per row, a code of ``first`` and ``winner`` as written (for finding duplicated rows).
+    ``judge, item_a, item_b``: name ids; ``first``: ``FIRST_*`` codes; ``winner``: index into ``WINNER_VALUES``;
+    ``count``: judgments per row (``None``: one); ``spelled``: a code of ``first`` and ``winner`` as written.
     """
 
     judge: np.ndarray
@@ -231,10 +184,7 @@ class Coded:
 
 
 def human_name(human_judge: Any, strip: bool) -> str:
-    """Return the text of ``human_judge`` (cleaned when ``strip``), as the judge names are converted.
-
-    Raises :class:`~pydial.ArgumentError` for a value that is no name (:func:`pydial.data.names.argument_name`).
-    """
+    """Return the text of ``human_judge`` (cleaned when ``strip``), or raise :class:`~pydial.ArgumentError` for a non-name."""
     return clean(argument_name(human_judge, "human_judge"), strip)[0]
 
 
@@ -255,16 +205,7 @@ def _label(value: str) -> str:
 class Validator:
     """The rules of every reader, applied chunk by chunk with name spaces shared by the chunks.
 
-    Parameters
-    ----------
-    columns : dict
-        pydial's column name (``judge``, ``item_a``, ...) -> the user's, for messages.
-    human_judge : str
-        The (stripped) name of the human judge.
-    strip, allow_similar : bool
-        Name rules of :mod:`pydial.data.names`.
-    blank_is_missing : bool
-        A blank cell counts as missing (text files), not as an empty name.
+    ``columns`` maps pydial's column names to the user's (for messages); ``blank_is_missing``: text files.
     """
 
     def __init__(self, columns: dict[str, str], human_judge: str, *, strip: bool = True, allow_similar: bool = False,
@@ -293,11 +234,7 @@ class Validator:
 
     def _labels(self, col: str, values: Any, allowed: tuple[str, ...], index: pd.Index,
                 skip: np.ndarray | None, missing: str | None = None) -> tuple[np.ndarray, np.ndarray, int]:
-        """Codes of a ``first`` / ``winner`` column: 1-based index into ``allowed`` (0 where ``skip``).
-
-        Also returns the factorized codes as written and their number of distinct values.
-        ``missing`` replaces the start of the message on missing values.
-        """
+        """Return a ``first``/``winner`` column's codes (1-based in ``allowed``, 0 at ``skip``); codes as written; their count."""
         codes, spelled = encode(values, self.columns[col], index)
         texts = [None if s is None or (self.blank_is_missing and not s[0].strip()) else s[0] for s in spelled]
         lut = np.array([0 if t is None else (allowed.index(_label(t)) + 1 if _label(t) in allowed else -1)
@@ -325,12 +262,7 @@ class Validator:
 
     def chunk(self, table: dict[str, Any], index: pd.Index, *, with_winner: bool = True,
               spelled: bool = False) -> Coded:
-        """Validate one chunk (columns ``judge, item_a, item_b, first`` and ``winner``) into a :class:`Coded` table.
-
-        ``index`` labels the rows in messages.  Without ``winner`` (count tables) the
-        winner codes are zeros; with ``spelled`` the table keeps a code of ``first`` and
-        ``winner`` as written (:attr:`Coded.spelled`).
-        """
+        """Validate one chunk into a :class:`Coded` table (winners 0 without ``with_winner``; ``spelled``: codes as written)."""
         judge = self._names(self.judges, "judge", table["judge"], index)
         a = self._names(self.items, "item_a", table["item_a"], index)
         b = self._names(self.items, "item_b", table["item_b"], index)
@@ -356,19 +288,10 @@ KEY_BITS = 62
 
 
 class Keys:
-    """Exact ``int64`` keys of the rows of integer columns, in the rows' lexicographic order, at any sizes.
+    """Exact ``int64`` keys of rows of integer columns (``0 <= c_t < sizes[t]``), in the rows' lexicographic order.
 
-    The key of a row of columns ``c_0, c_1, ...`` (``0 <= c_t < sizes[t]``) is the mixed-radix
-    number ``(c_0 sizes[1] + c_1) sizes[2] + ...`` while that fits in :data:`KEY_BITS` bits.
-    Where the next column would overflow it, the partial key is replaced by its rank among
-    the partial keys that occur (:func:`pandas.factorize`, sorted): the keys stay exact and in
-    the same order however many judges, items and covariate values there are.
-    :meth:`decode` gives the columns of a key back.  One instance codes one table.
-
-    Parameters
-    ----------
-    sizes : sequence of int
-        The number of values of each column.
+    Mixed radix while it fits in :data:`KEY_BITS` bits; beyond, the partial key is replaced by its rank among those that
+    occur, so keys stay exact and ordered at any sizes.  :meth:`decode` inverts; one instance codes one table.
     """
 
     def __init__(self, sizes: Sequence[int]) -> None:
@@ -405,12 +328,7 @@ class Keys:
 
 
 def pack(columns: Sequence[np.ndarray], sizes: Sequence[int], *, invertible: bool = False) -> np.ndarray:
-    """One int64 key per row for the integer ``columns`` (``0 <= columns[c] < sizes[c]``), by :class:`Keys`.
-
-    Mixed radix (:func:`unpack` inverts it) while the key space fits in 62 bits; beyond,
-    partial keys are ranked (:meth:`Keys.encode`; decode those with :meth:`Keys.decode`:
-    with ``invertible=True`` a :class:`DataError` is raised instead).
-    """
+    """Return one int64 key per row of ``columns`` by :class:`Keys` (``invertible``: :class:`DataError` if ranked)."""
     keys = Keys(sizes)
     key = keys.encode(columns)
     if invertible and keys.ranked:
@@ -439,13 +357,9 @@ _POPCOUNT = np.array([bin(v).count("1") for v in range(256)], np.uint8)
 
 
 def group(key: np.ndarray, *, sort: bool = True) -> tuple[np.ndarray, np.ndarray]:
-    """Distinct keys and the inverse, as ``np.unique(key, return_inverse=True)`` (unsorted without ``sort``).
+    """Return the distinct keys and the inverse, as ``np.unique(key, return_inverse=True)`` (unsorted without ``sort``).
 
-    Non-negative keys in a range of at most ``max(8 n, 2**26)`` are marked in a table of
-    the range (sorted; five bytes per key of the range, resident only where keys fall); in a
-    range of up to ``64 n`` they are ranked in a bitmap of it (:func:`_bitmap_rank`, one byte
-    per key of the range while marking, then one bit; 3x faster than hashing); others are
-    hashed and only the distinct keys sorted.
+    Keys in a small range are marked in a table of it, in a range of up to ``64 n`` ranked in a bitmap, else hashed.
     """
     span = int(key.max()) + 1 if key.size else 0
     table = key.size and key.min() >= 0 and key.size < 2**31
@@ -469,12 +383,7 @@ def group(key: np.ndarray, *, sort: bool = True) -> tuple[np.ndarray, np.ndarray
 
 
 def _bitmap_rank(key: np.ndarray, span: int, block: int = 1 << 20) -> tuple[np.ndarray, np.ndarray]:
-    """:func:`group` (sorted) of non-negative keys below ``span`` by the rank of each key in a bitmap of the range.
-
-    The rank of key ``k`` is the number of distinct keys below it: the count of set bits in
-    the 64-bit words before ``k``'s word (a cumulative sum over the words) plus those of its
-    word below its bit; the keys are ranked a block at a time.
-    """
+    """Sorted :func:`group` of keys below ``span``: each key's rank is the count of set bits below it in a bitmap of the range."""
     present = np.zeros(-(-span // 64) * 64, bool)
     present[key] = True
     uniq = np.flatnonzero(present)
@@ -494,12 +403,7 @@ def _bitmap_rank(key: np.ndarray, span: int, block: int = 1 << 20) -> tuple[np.n
 
 
 def aggregate(coded: Coded, n_judges: int, n_items: int) -> Coded:
-    """Sum the counts of equal judgments of ``coded`` (one row per key).
-
-    Each pair is first put in the order of its name ids (``item_a`` the smaller id; the
-    display order, winner and covariates follow), so both orientations of a pair share a key;
-    judgments with other covariate values are other keys.
-    """
+    """Sum the counts of equal judgments (pairs first put in name-id order, so both orientations share a key)."""
     flip = coded.item_a > coded.item_b
     lo, hi = np.minimum(coded.item_a, coded.item_b).astype(np.int64), np.maximum(coded.item_a, coded.item_b).astype(np.int64)
     first = np.where((coded.first == FIRST_NONE) | ~flip, coded.first, FIRST_A + FIRST_B - coded.first)
@@ -517,12 +421,9 @@ def aggregate(coded: Coded, n_judges: int, n_items: int) -> Coded:
 
 
 class RowCoder:
-    """Codes of the distinct rows of a float table ``z`` (rows x p), and of new rows by the same codes.
+    """Codes of the distinct rows of a float table ``z``, and of new rows by the same codes (:meth:`code`).
 
-    The distinct values of each column are hashed (:func:`pandas.factorize`) and combined column
-    by column, so that no key overflows whatever the number of distinct values.  :attr:`codes`
-    codes the rows of ``z``; :meth:`code` codes other rows holding values of ``z`` (e.g. the
-    covariates of cells, copies of a frame's columns).  :attr:`table` holds the distinct rows.
+    Columns are factorized and combined one by one, so no key overflows; :attr:`table` holds the distinct rows.
     """
 
     def __init__(self, z: np.ndarray) -> None:
@@ -567,10 +468,7 @@ def triangle(pair: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def concat(parts: list[Coded]) -> Coded:
-    """Stack :class:`Coded` tables (counts of one where a part has none; none when no part has any).
-
-    The list is emptied, so that the stacked table can hold the only copy of the rows.
-    """
+    """Stack :class:`Coded` tables and empty the list, so that the stack holds the only copy of the rows."""
 
     def stack(field: str) -> np.ndarray:
         return np.concatenate([getattr(p, field) for p in parts])
@@ -585,39 +483,10 @@ def concat(parts: list[Coded]) -> Coded:
     return out
 
 
-# ------------------------------------------------------- memory, progress
-def memory_available() -> int | None:
-    """Bytes a read may plan for: :func:`pydial.resources.memory_limit`.
-
-    The available memory, capped by ``PYDIAL_MEMORY_LIMIT`` when set (bytes, or a number
-    with ``KB``, ``MB`` or ``GB``, e.g. ``PYDIAL_MEMORY_LIMIT=4GB``): the one rule of every
-    memory check of pydial.
-
-    Raises
-    ------
-    ArgumentError
-        ``PYDIAL_MEMORY_LIMIT`` is set but not a non-negative number of bytes.
-    """
-    return memory_limit()
-
-
-def check_read_memory(need: int, what: str, remedy: str) -> None:
-    """Raise :class:`~pydial.MemoryLimitError` when a read needs more than :func:`memory_available` bytes.
-
-    The check of :func:`pydial.resources.check_bytes`: ``what`` names the read and
-    ``remedy`` says what to change.  A bad ``PYDIAL_MEMORY_LIMIT`` is an
-    :class:`~pydial.ArgumentError` (see :func:`memory_available`).
-    """
-    check_bytes(need, what, remedy)
-
-
+# ------------------------------------------------------- progress
 @contextmanager
 def progress(rows: int | None, desc: str, *, estimate: int = 0) -> Iterator[Callable[[int], Any]]:
-    """Show a ``tqdm`` bar of ``rows`` rows on a terminal, for reads of ``PROGRESS_MIN_ROWS`` rows or more.
-
-    ``rows`` may be ``None`` (unknown; ``estimate`` then decides whether to show it).
-    Yields the function that advances the bar by a number of rows (doing nothing without a bar).
-    """
+    """Yield a function advancing a ``tqdm`` bar of ``rows`` rows, shown on a terminal from ``PROGRESS_MIN_ROWS`` rows."""
     if (rows if rows is not None else estimate) < PROGRESS_MIN_ROWS or not sys.stderr.isatty():
         yield lambda n: None
         return

@@ -70,10 +70,7 @@ PARQUET_MAGIC = b"PAR1"
 
 
 def file_kind(path: Path) -> str:
-    """Return ``"parquet"``, ``"gzip"`` or ``"text"``: what ``path`` holds by its first bytes, whatever its name.
-
-    Raises :class:`DataError` naming the file when it cannot be opened.
-    """
+    """Return what ``path`` holds by its first bytes: ``"parquet"``, ``"gzip"`` or ``"text"`` (unopenable: :class:`DataError`)."""
     with reading(path), open(path, "rb") as fh:
         head = fh.read(4)
     return "parquet" if head == PARQUET_MAGIC else "gzip" if head[:2] == GZIP_MAGIC else "text"
@@ -81,10 +78,7 @@ def file_kind(path: Path) -> str:
 
 @contextmanager
 def reading_text(path: Path, what: str) -> Iterator[None]:
-    """:func:`pydial.data.files.reading` for a text file: text that is not UTF-8 is named as such.
-
-    ``what`` says what the file should hold, for the message (e.g. ``"JSON lines"``).
-    """
+    """:func:`pydial.data.files.reading` for a text file of ``what`` (e.g. ``"JSON lines"``), naming non-UTF-8 text."""
     with reading(path):
         try:
             yield
@@ -146,14 +140,7 @@ def read_jsonl(path: str | PathLike[str]) -> pd.DataFrame:
 
 
 def read_json(path: str | PathLike[str]) -> pd.DataFrame:
-    """Read a JSON file of records (e.g. an array of objects) with :func:`pandas.read_json`.
-
-    Raises
-    ------
-    DataError
-        The file is missing, a truncated or corrupt gzip stream, not UTF-8 text or not JSON
-        (naming the file).
-    """
+    """Read a JSON file of records with :func:`pandas.read_json`; an unreadable or non-JSON file is a :class:`DataError`."""
     p = Path(path)
     compression = "gzip" if file_kind(p) == "gzip" else "infer"  # gzip whatever the name; others by the name
     with reading_text(p, "JSON"):

@@ -1,35 +1,11 @@
-r"""Judge and item names as text: conversion, cleaning, and near-duplicate spellings.
+r"""Judge and item names as text: conversion, cleaning, and near-duplicate spellings (see the data guide).
 
-Names are data, not numbers.  The rules, applied by every reader
-(:meth:`pydial.Comparisons.from_frame`, ``from_csv``, ``from_parquet``, ``from_counts``,
-:func:`pydial.read_comparisons`) and to the names given as arguments (``human_judge``,
-``items=``, the judges and items of ``self_preference``):
-
-* A string cell is used as written (``"007"``, ``"3.10"``, ``"NA"`` and ``"None"``
-  are names like any other).  :meth:`~pydial.Comparisons.from_csv` reads every column
-  as text (``dtype=str``, no missing-value markers) so that nothing is re-typed.
-* A bytes cell (e.g. a Parquet ``BINARY`` column) is decoded as UTF-8 (``b"m1" -> "m1"``);
-  bytes that are not UTF-8 are refused.  A number (``int``, ``float``, ``bool``, a numpy
-  number, ``Decimal``) is converted with :func:`str` (``4 -> "4"``, ``4.0 -> "4.0"``).
-  A missing cell (``None`` / ``NaN`` / ``pd.NA``) stays missing.  Every other cell (a
-  list, dict, set, frozenset, tuple or array; a date, any other object) is refused with a
-  :class:`~pydial.DataError` naming the column, the type and the rows (:func:`refusal`).
-* Names are cleaned by default (``strip_names=True``): put in Unicode normal form NFC
-  (``"e\u0301"``, e plus a combining accent, becomes ``"\u00e9"``), and stripped of
-  surrounding whitespace and of surrounding *invisible characters*: the Unicode format
-  characters (category ``Cf``: zero-width space U+200B, zero-width (non-)joiner, word
-  joiner, byte-order mark U+FEFF, soft hyphen U+00AD, direction marks) and the
-  blank fillers U+034F, U+115F, U+1160, U+3164, U+FFA0.  The names changed are counted
-  by kind of change in :meth:`~pydial.Comparisons.summary` and a :class:`~pydial.DataWarning`.
-  A name with nothing but whitespace and invisible characters is blank (refused).
-* Invisible characters inside a name are kept (they can matter: the zero-width joiner of
-  an emoji sequence), but two names that differ only by letter case, Unicode normal
-  form, whitespace or invisible characters anywhere (``"GPT-4"`` and ``"gpt-4"``,
-  ``"gpt\u200b4"`` and ``"gpt4"``), or two numeric cells with the same value but
-  different types (``4`` and ``4.0``), are refused as ambiguous spellings of one name,
-  unless ``allow_similar_names=True`` keeps them as distinct names.  With
-  ``strip_names=False`` names are used exactly as written, and so differ more often only
-  in these ways.
+Applied by every reader and to names given as arguments: a string is used as written; UTF-8 bytes are decoded;
+a number goes through :func:`str`; missing stays missing; any other cell is refused (:func:`refusal`).  With
+``strip_names=True`` names are put in NFC and stripped of surrounding whitespace and invisible characters (Unicode
+category ``Cf`` and the blank fillers U+034F, U+115F, U+1160, U+3164, U+FFA0); a name of nothing else is blank.
+Two names differing only by case, normal form, whitespace or invisible characters, or two numbers of equal value
+and different types (``4``, ``4.0``), are refused as one name's spellings unless ``allow_similar_names=True``.
 """
 
 from __future__ import annotations
@@ -70,11 +46,7 @@ def _bounds(text: str) -> tuple[int, int]:
 
 
 def clean(text: str, strip: bool = True) -> tuple[str, tuple[str, ...]]:
-    """Return a name as used and the kinds of change made (of :data:`CHANGES`).
-
-    With ``strip``: Unicode NFC, then surrounding whitespace and invisible characters
-    removed.  Without: the text unchanged.
-    """
+    """Return a name as used and the kinds of change made (:data:`CHANGES`): with ``strip``, NFC and surroundings removed."""
     if not strip:
         return text, ()
     if text.isascii():  # the common case: no other normal form, no invisible character
@@ -103,10 +75,7 @@ def fold(name: str) -> str:
 
 
 def refusal(x: Any) -> str | None:
-    """Return why the identifier cell ``x`` is refused (e.g. ``"frozenset cells"``), ``None`` if it is accepted.
-
-    Accepted: text, UTF-8 bytes, numbers and missing values (the module docstring).
-    """
+    """Return why the identifier cell ``x`` is refused (e.g. ``"frozenset cells"``), ``None`` if it is accepted."""
     if isinstance(x, str) or x is None or x is pd.NA or x is pd.NaT:
         return None
     if isinstance(x, (bytes, bytearray, memoryview)):
@@ -121,11 +90,7 @@ def refusal(x: Any) -> str | None:
 
 
 def cell_text(x: Any) -> str | None:
-    """Return the text of one accepted identifier cell (:func:`refusal`).
-
-    Strings unchanged, bytes decoded as UTF-8, numbers through :func:`str`, ``None`` /
-    ``NaN`` kept as missing (``None``).
-    """
+    """Return the text of an accepted identifier cell (bytes decoded as UTF-8, numbers by :func:`str`, missing None)."""
     if isinstance(x, str):
         return x
     if x is None or x is pd.NA or x is pd.NaT or (isinstance(x, (float, np.floating)) and np.isnan(x)):
@@ -153,14 +118,7 @@ def _numeric_key(x: Any) -> str | None:
 def argument_name(x: Any, argument: str) -> str:
     """Return the text of a name given as an argument (``human_judge``, an entry of ``items=``).
 
-    The rules of a cell (:func:`refusal`); missing is refused too.
-
-    Raises
-    ------
-    ArgumentTypeError
-        ``x`` is not text, UTF-8 bytes or a number.
-    ArgumentError
-        ``x`` is missing (``None``, ``NaN``).
+    A non-name raises :class:`ArgumentTypeError`, a missing value :class:`ArgumentError`.
     """
     why = refusal(x)
     if why is not None:
@@ -172,16 +130,9 @@ def argument_name(x: Any, argument: str) -> str:
 
 
 def name_list(values: Any, argument: str) -> list[Any]:
-    """Return the names of an argument that lists names (``items=``, a judge's own items), as given.
+    """Return the names of an argument listing names (``items=``), as given, each checked by :func:`argument_name`.
 
-    A list, tuple, set, pandas Index / Series or numpy array of names; each is checked by
-    :func:`argument_name` (its conversion is left to the reader, which applies the data's
-    rules).  A single string is refused (it is not a list of its characters).
-
-    Raises
-    ------
-    ArgumentTypeError
-        ``values`` is a string, bytes, a mapping or not a collection, or an entry is not a name.
+    A string, bytes, a mapping or a non-collection raises :class:`ArgumentTypeError`.
     """
     if isinstance(values, (str, bytes, dict)) or not isinstance(values, (list, tuple, set, frozenset, np.ndarray,
                                                                       pd.Index, pd.Series)):
@@ -194,15 +145,9 @@ def name_list(values: Any, argument: str) -> list[Any]:
 
 
 def own_items(own: Any, argument: str = "self_preference") -> dict[Any, list[Any]]:
-    """Check a mapping of judges to their own items (``self_preference``): each judge to one item name or a list.
+    """Return a checked ``self_preference`` mapping (judge to one item name or a list) with every value a list.
 
-    Returns the mapping with every value a list, the names as given (their conversion is
-    :func:`clean` of :func:`argument_name`, by the caller, with the data's ``strip``).
-
-    Raises
-    ------
-    ArgumentTypeError
-        ``own`` is not a mapping, or a key or value is not a name or a list of names (e.g. ``None``).
+    Raises :class:`ArgumentTypeError` when ``own`` is not a mapping or a key or value is not a name (or list of names).
     """
     from collections.abc import Mapping
 
@@ -261,18 +206,10 @@ def spelling(x: Any) -> Spelling | None:
 
 
 class NameSpace:
-    """The judge or the item names of one data set, gathered from every column and chunk.
+    """The judge (``kind="judge"``) or item names of one data set, gathered from every column and chunk.
 
-    Each distinct text (cleaned when ``strip``, :func:`clean`) gets an id in order of
-    appearance; :meth:`check` then refuses two spellings of one name (the rules:
-    :mod:`pydial.data.names`).
-
-    Parameters
-    ----------
-    kind : str
-        ``"judge"`` or ``"item"`` (for messages and the report).
-    strip : bool
-        Clean the names; the names changed are kept in :attr:`changed`.
+    Each distinct text (cleaned when ``strip``) gets an id in order of appearance; :meth:`check` refuses two spellings
+    of one name.
     """
 
     def __init__(self, kind: str, *, strip: bool) -> None:
@@ -289,23 +226,11 @@ class NameSpace:
         self._where.setdefault(text, origin)
 
     def text(self, raw: Any, argument: str = "a name") -> str:
-        """Return the text of a name given outside the table (``human_judge``, ``items=``), cleaned when ``strip``.
-
-        Raises :class:`~pydial.ArgumentError` naming ``argument`` for a value that is no name
-        (:func:`argument_name`).
-        """
+        """Return the text of a name given outside the table, cleaned when ``strip`` (:func:`argument_name` rules)."""
         return clean(argument_name(raw, argument), self.strip)[0]
 
     def add(self, spelled: Iterable[Spelling | None], origin: str) -> tuple[np.ndarray, np.ndarray]:
-        """Register distinct spellings of ``origin`` (e.g. ``"column 'item_a'"``).
-
-        Returns
-        -------
-        ids : int64 array
-            Name id of each spelling; ``-1`` when missing or blank.
-        blank : bool array
-            Whether the spelling is blank (nothing but whitespace and invisible characters).
-        """
+        """Register distinct spellings of ``origin``; return their name ids (``-1`` missing or blank) and the blank mask."""
         ids, blanks = [], []
         for s in spelled:
             if s is None:
@@ -329,13 +254,7 @@ class NameSpace:
         return np.asarray(ids, dtype=np.int64), np.asarray(blanks, dtype=bool)
 
     def check(self, allow_similar: bool, extra: Iterable[tuple[Any, str]] = ()) -> None:
-        """Refuse two spellings of one name, among the names added and ``extra`` ``(value, origin)`` pairs.
-
-        Raises
-        ------
-        DataError
-            Two spellings of one name, unless ``allow_similar``.
-        """
+        """Refuse (:class:`DataError`) two spellings of one name among those added and ``extra``, unless ``allow_similar``."""
         for raw, origin in extra:
             self._note(_numeric_key(raw), self.text(raw, origin.rstrip("=")), origin)
         if allow_similar:

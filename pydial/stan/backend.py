@@ -1,19 +1,7 @@
-"""Choose a Stan backend, compile pydial's Stan programs and run them.
+"""Choose a Stan backend (CmdStan through ``cmdstanpy`` when it resolves, else httpstan), compile and run programs.
 
-CmdStan through ``cmdstanpy`` when ``cmdstanpy.cmdstan_path()`` resolves, otherwise the
-Stan bundled with ``httpstan`` (through ``pystan``).  Both run the same program text on
-the same data and give the same log density (the tests compare them).  Each backend is
-one module implementing :class:`~pydial.stan.compiled.BackendModule`
-(:mod:`~pydial.stan.cmdstan_backend`, :mod:`~pydial.stan.httpstan_backend`); this
-module chooses among them and keeps one compiled model per backend and program text
-per process.  Compiled programs are cached on disk (:mod:`pydial.stan.cache`; httpstan
-keeps its own cache), nothing is written beside the ``.stan`` files or in the working
-directory, and a program that ``stanc`` rejects raises :class:`StanCompileError` with
-stanc's message.  Log densities are on the unconstrained scale, by default without the
-Jacobian; a point that Stan refuses raises :class:`StanRuntimeError`; the optimizer is
-CmdStan's L-BFGS, or scipy's L-BFGS-B on exact gradients with httpstan; NUTS draws come
-back as ``(chain, draw, *shape)`` arrays with their diagnostics in
-:attr:`SampleResult.problems`.
+Each backend is a :class:`~pydial.stan.compiled.BackendModule`; this module keeps one compiled model per backend and
+program text per process.  Compiled programs are cached on disk (:mod:`pydial.stan.cache`).
 """
 
 from __future__ import annotations
@@ -127,20 +115,7 @@ def stan_backend(prefer: str | None = None) -> str:
 
 
 def announce_compile(name: str, backend: str) -> None:
-    """Write one line on stderr (or log it) before a compilation, which takes a while and is silent otherwise.
-
-    Parameters
-    ----------
-    name : str
-        Program name or path.
-    backend : {"cmdstanpy", "httpstan"}
-        The compiling backend.
-
-    Notes
-    -----
-    The line goes to the logger ``pydial.stan`` at level INFO when that logger
-    has handlers and is enabled for INFO, else to stderr.
-    """
+    """Write one line before a compilation: to the logger ``pydial.stan`` (INFO) when it has handlers, else stderr."""
     import logging
     import sys
 

@@ -1,20 +1,8 @@
-"""What both backends' compile caches share: the cache location, a lock between processes, publication, repair.
+"""What both backends' compile caches share: the location, a lock between processes, publication, repair.
 
-A compiled program enters a cache in three steps: it is built aside (in a temporary
-directory on the cache's file system), validated (CmdStan: the executable runs
-``info``; httpstan: the extension module imports), then renamed into place.  A
-reader therefore sees either no program or a complete one, never a half-written
-file.  The build runs under :func:`file_lock`, an exclusive lock on a lock file
-next to the cache entry, so that processes compiling one program at the same time
-compile it once: the others wait and load the result.  A cached program that is
-found broken (empty, not executable, does not load: e.g. left by a build that was
-killed before this scheme, or damaged on disk) is reported by
-:func:`report_broken` (a :class:`StanCacheWarning` naming its path) and rebuilt.
-
-Locations: pydial's CmdStan executables go to :func:`pydial_cache_dir` ``/cmdstan``
-(the environment variable :data:`CACHE_ENV`, ``PYDIAL_STAN_CACHE``, moves it);
-httpstan's modules stay in httpstan's own cache, ``~/.cache/httpstan/<version>``
-(on Linux ``XDG_CACHE_HOME`` moves it, and pydial's default with it).
+A program is built aside, validated (CmdStan: it runs ``info``; httpstan: it imports) and renamed into place under
+:func:`file_lock`, so readers see no program or a complete one; a broken cached one warns (:func:`report_broken`) and is
+rebuilt.  CmdStan executables go to :func:`pydial_cache_dir` ``/cmdstan`` (moved by :data:`CACHE_ENV`); httpstan keeps its own.
 """
 
 from __future__ import annotations
@@ -43,14 +31,7 @@ class StanCacheWarning(DialWarning):
 
 
 def pydial_cache_dir() -> Path:
-    """Directory of pydial's own Stan cache.
-
-    Returns
-    -------
-    Path
-        ``$PYDIAL_STAN_CACHE`` when set, else ``platformdirs.user_cache_dir("pydial")``
-        (``$XDG_CACHE_HOME/pydial``, default ``~/.cache/pydial``, without platformdirs).
-    """
+    """Return pydial's own Stan cache: ``$PYDIAL_STAN_CACHE``, else ``platformdirs.user_cache_dir("pydial")``."""
     env = os.environ.get(CACHE_ENV)
     if env:
         return Path(env).expanduser()
@@ -64,18 +45,7 @@ def pydial_cache_dir() -> Path:
 
 @contextlib.contextmanager
 def file_lock(path: Path) -> Iterator[None]:
-    """Hold an exclusive lock on the file ``path`` (created if needed) between processes.
-
-    Parameters
-    ----------
-    path : Path
-        The lock file; it is never deleted (deleting a lock file races with its next user).
-
-    Yields
-    ------
-    None
-        While the lock is held.  A process that dies releases its lock.
-    """
+    """Hold an exclusive lock between processes on the file ``path`` (created if needed, never deleted)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "a+b") as fh:
         if sys.platform == "win32":  # pragma: no cover - POSIX in the tests
@@ -104,23 +74,9 @@ def file_lock(path: Path) -> Iterator[None]:
 
 @contextlib.contextmanager
 def build_dir(parent: Path, tag: str = "") -> Iterator[Path]:
-    """Make a fresh temporary directory inside ``parent`` (the cache's file system, so that a rename publishes).
+    """Yield a fresh ``.pydial-build-<tag>-*`` directory in ``parent`` (the cache's file system, so a rename publishes).
 
-    Call under the :func:`file_lock` of the entry that ``tag`` names: the build directories
-    of that entry left by a process that died while building (a live builder would hold
-    the lock) are removed first.
-
-    Parameters
-    ----------
-    parent : Path
-        Directory on the cache's file system; created if needed.
-    tag : str
-        Names the cache entry being built (part of the directory's name).
-
-    Yields
-    ------
-    Path
-        The temporary directory (``.pydial-build-<tag>-*``).
+    Call under the entry's :func:`file_lock`: build directories of ``tag`` left by a dead process are removed first.
     """
     parent.mkdir(parents=True, exist_ok=True)
     prefix = f".pydial-build-{tag}-"
@@ -134,15 +90,7 @@ def build_dir(parent: Path, tag: str = "") -> Iterator[Path]:
 
 
 def replace_dir(new: Path, target: Path) -> None:
-    """Rename the directory ``new`` to ``target``, replacing a (broken) ``target``; call under :func:`file_lock`.
-
-    Parameters
-    ----------
-    new : Path
-        A complete, validated directory on the file system of ``target``.
-    target : Path
-        The cache entry.
-    """
+    """Rename the complete directory ``new`` to ``target``, replacing a broken ``target``; call under :func:`file_lock`."""
     old = None
     if target.exists():
         old = target.with_name(f".pydial-old-{target.name}-{os.getpid()}")
@@ -154,16 +102,6 @@ def replace_dir(new: Path, target: Path) -> None:
 
 
 def report_broken(path: Path, reason: str, backend: str) -> None:
-    """Warn (:class:`StanCacheWarning`) that a cached program is broken and is being rebuilt.
-
-    Parameters
-    ----------
-    path : Path
-        The cached executable or module.
-    reason : str
-        What is wrong with it (``"is empty (0 bytes)"``, ...).
-    backend : str
-        The backend whose cache holds it.
-    """
+    """Warn (:class:`StanCacheWarning`) that the cached program at ``path`` is broken (``reason``) and is rebuilt."""
     warnings.warn(f"pydial: the compiled Stan program {str(path)!r} in the {backend} cache {reason}; "
                   "rebuilding it (delete the file to rebuild it by hand)", StanCacheWarning, stacklevel=4)

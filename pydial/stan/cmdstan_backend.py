@@ -1,22 +1,8 @@
-"""CmdStan through ``cmdstanpy``.
+"""CmdStan through ``cmdstanpy``, a :class:`~pydial.stan.compiled.BackendModule`.
 
-The expanded program and its executable go to :func:`cache_dir`
-``/<hash>/`` (``platformdirs.user_cache_dir("pydial")/cmdstan``, or
-``$PYDIAL_STAN_CACHE/cmdstan``; the hash covers the program text and the CmdStan
-path); nothing is written beside the installed ``.stan`` files.  An executable is
-built aside, checked (it runs ``info``) and renamed into place under a lock
-between processes; a broken cached one is rebuilt with a warning
-(:mod:`pydial.stan.cache`).  ``CmdStanModel.log_prob`` takes constrained values, so the log
-density is only available for programs whose parameters are all unconstrained
-(pydial's), through the column-major layout of
-:meth:`~pydial.stan.compiled.CompiledModel.split_unconstrained`.  Optimization
-runs CmdStan's own L-BFGS (every log density is a subprocess, so scipy is not
-run on it); NUTS keeps the ``CmdStanMCMC`` fit for ``arviz.from_cmdstanpy``.
-
-Implements :class:`~pydial.stan.compiled.BackendModule`: :data:`NAME`,
-:func:`available`, :func:`is_compiled`, :func:`compile_program`.
+Programs and executables go to :func:`cache_dir` ``/<hash>/`` (hash of the text and the CmdStan path).  The log
+density needs unconstrained parameters (pydial's); optimization runs CmdStan's L-BFGS, NUTS keeps the fit for arviz.
 """
-
 from __future__ import annotations
 
 import contextlib
@@ -49,10 +35,7 @@ NAME = "cmdstanpy"
 
 
 def available() -> bool:
-    """Whether ``cmdstanpy`` is importable and ``cmdstanpy.cmdstan_path()`` resolves.
-
-    See :meth:`~pydial.stan.compiled.BackendModule.available`.
-    """
+    """Return whether ``cmdstanpy`` imports and ``cmdstanpy.cmdstan_path()`` resolves."""
     try:
         import cmdstanpy
     except ImportError:
@@ -65,14 +48,7 @@ def available() -> bool:
 
 
 def cache_dir() -> Path:
-    """Directory of pydial's compiled CmdStan programs.
-
-    Returns
-    -------
-    Path
-        :func:`~pydial.stan.cache.pydial_cache_dir` ``/cmdstan``: ``$PYDIAL_STAN_CACHE/cmdstan`` when
-        that environment variable is set, else ``platformdirs.user_cache_dir("pydial")/cmdstan``.
-    """
+    """Return the directory of pydial's compiled CmdStan programs (:func:`~pydial.stan.cache.pydial_cache_dir` ``/cmdstan``)."""
     return pydial_cache_dir() / "cmdstan"
 
 
@@ -89,11 +65,7 @@ class _Messages(logging.Handler):
 
 @contextlib.contextmanager
 def _quiet_cmdstanpy() -> Iterator[list[str]]:
-    """Silence cmdstanpy's logger (pydial reports convergence and errors itself), keeping its error messages.
-
-    Yields the list of the messages cmdstanpy logs at level ERROR meanwhile (a failed
-    ``log_prob`` logs CmdStan's output there and raises an exception without it).
-    """
+    """Silence cmdstanpy's logger; yield its ERROR messages meanwhile (where a failed ``log_prob`` puts CmdStan's output)."""
     try:  # cmdstanpy configures its logger on first use (level DEBUG): do that first, then silence it
         from cmdstanpy.utils import get_logger
 
@@ -116,20 +88,7 @@ _ARGUMENT_ECHO = re.compile(r"^\s*(\w+( = .*)?)?\s*$")
 
 
 def stan_output(text: str) -> str:
-    """Return Stan's own messages in a cmdstanpy error: CmdStan's output without its echo of the arguments.
-
-    Parameters
-    ----------
-    text : str
-        A cmdstanpy exception's text or its log message (``... stderr: ...``, ``... console
-        log output: ...``).
-
-    Returns
-    -------
-    str
-        The lines after the last of those markers that are not CmdStan's argument echo
-        (e.g. ``Exception: ... (in 'program.stan', line 4, column 2 to column 30)``).
-    """
+    """Return Stan's own messages in a cmdstanpy error text: the lines after its last output marker, without the argument echo."""
     for marker in ("stderr:", "console log output:"):
         head, found, tail = text.partition(marker)
         if found:
@@ -162,19 +121,7 @@ EXE_INFO_TIMEOUT = 120.0
 
 
 def executable_problem(exe: Path) -> str | None:
-    """Say what is wrong with a cached CmdStan executable, or return ``None`` when it runs.
-
-    Parameters
-    ----------
-    exe : Path
-        The executable.
-
-    Returns
-    -------
-    str or None
-        ``"is missing"``, ``"is empty (0 bytes)"``, ``"is not executable"``, or ``"does not run
-        (...)"`` when ``exe info`` fails; ``None`` when ``exe info`` succeeds.
-    """
+    """Return what is wrong with a cached executable (missing, empty, not executable, ``info`` fails), or ``None``."""
     import subprocess
 
     try:
@@ -199,20 +146,13 @@ def executable_problem(exe: Path) -> str | None:
 
 
 def is_compiled(name: str, code: str) -> bool:
-    """Whether the program's executable is in pydial's CmdStan cache (:meth:`~pydial.stan.compiled.BackendModule.is_compiled`).
-
-    The stem of ``name`` names the executable; the cache key is the program text and the CmdStan path.
-    A cheap check (a non-empty executable file); :func:`compile_program` runs it.
-    """
+    """Return whether the executable of ``code`` (named by the stem of ``name``) is a non-empty file in the cache."""
     exe = _paths(name, code)[1]
     return exe.is_file() and exe.stat().st_size > 0 and os.access(exe, os.X_OK)
 
 
 def _build(name: str, code: str, stan_file: Path, exe: Path) -> None:
-    """Compile aside in the cache entry's directory, check that the executable runs, rename it into place.
-
-    Call under the entry's lock.
-    """
+    """Compile aside in the cache entry's directory, check that it runs, rename it into place (under the entry's lock)."""
     import cmdstanpy
 
     with build_dir(stan_file.parent, exe.name) as tmp:
@@ -235,12 +175,8 @@ def _build(name: str, code: str, stan_file: Path, exe: Path) -> None:
 def compile_program(name: str, code: str) -> CmdstanpyModel:
     """Compile a program with CmdStan, or load its executable from :func:`cache_dir`.
 
-    See :meth:`~pydial.stan.compiled.BackendModule.compile_program`.  The program text
-    is written to the cache beside the executable, whose file name is the stem of ``name``.
-    A new executable is built aside and renamed into place once it runs, under a lock
-    between processes (:mod:`pydial.stan.cache`); a cached executable that does not run
-    (empty, not executable, ``info`` fails) is reported by a
-    :class:`~pydial.stan.cache.StanCacheWarning` and rebuilt.
+    A new executable is built aside and renamed into place once it runs, under a lock between processes;
+    a cached one that does not run warns (:class:`~pydial.stan.cache.StanCacheWarning`) and is rebuilt.
     """
     import cmdstanpy
 
@@ -278,10 +214,7 @@ def _console_tail(out_dir: Path, message: str, lines: int = 12) -> str:
 
 @dataclass
 class CmdstanpyModel(CompiledModel):
-    """A program compiled by CmdStan; every evaluation is a CmdStan run through cmdstanpy.
-
-    ``exe_file`` is the compiled executable.
-    """
+    """A program compiled by CmdStan (executable ``exe_file``); every evaluation is a CmdStan run."""
 
     backend: str = NAME
     exe_file: str = ""
@@ -299,10 +232,7 @@ class CmdstanpyModel(CompiledModel):
         return list(self._param_names)
 
     def parameter_shapes(self, data: Mapping[str, Any]) -> dict[str, tuple[int, ...]]:
-        """See :meth:`CompiledModel.parameter_shapes`; the variables of a one-draw ``fixed_param`` run.
-
-        Cached per set of integer data, which fixes every size.
-        """
+        """See :meth:`CompiledModel.parameter_shapes`; from a one-draw ``fixed_param`` run, cached per integer data."""
         data = as_stan_data(data)
         names = self.parameter_names()
         key = _size_key(data)
@@ -314,10 +244,7 @@ class CmdstanpyModel(CompiledModel):
         return dict(self._shape_cache[key])
 
     def _fixed_param(self, data: dict[str, Any], inits: dict[str, Any] | None = None) -> Any:
-        """Return one ``fixed_param`` draw (at ``inits``): every variable's shape and value.
-
-        A failure raises :class:`StanRuntimeError` with Stan's message.
-        """
+        """Return one ``fixed_param`` draw at ``inits``; a failure raises :class:`StanRuntimeError` with Stan's message."""
         with _quiet_cmdstanpy():
             try:
                 return self._cmdstan_model.sample(data=json_ready(data), fixed_param=True, chains=1, iter_sampling=1,
@@ -327,12 +254,7 @@ class CmdstanpyModel(CompiledModel):
                 raise StanRuntimeError(f"{self.name}: Stan failed: {stan_output(str(e))}") from None
 
     def _unconstrain(self, data: dict[str, Any], values: dict[str, np.ndarray]) -> np.ndarray:
-        """Flatten each parameter column-major in declaration order.
-
-        That is Stan's unconstrained vector for parameters of unconstrained types
-        that are not arrays of vectors or matrices (all of pydial's programs; the
-        tests check it against httpstan).
-        """
+        """Flatten each parameter column-major in declaration order (Stan's unconstrained vector for pydial's programs)."""
         parts = [v.ravel(order="F") for v in values.values()]
         return np.concatenate(parts) if parts else np.zeros(0)
 
@@ -342,11 +264,7 @@ class CmdstanpyModel(CompiledModel):
 
     def constrain(self, data: Mapping[str, Any], u: ArrayLike, *, include_tparams: bool = True,
                   include_gqs: bool = False) -> dict[str, np.ndarray]:
-        """See :meth:`CompiledModel.constrain`; the parameters from :meth:`unconstrain`'s layout.
-
-        Transformed parameters and generated quantities come from one ``fixed_param``
-        draw at those values.
-        """
+        """See :meth:`CompiledModel.constrain`; transformed parameters and generated quantities from one ``fixed_param`` draw."""
         data = as_stan_data(data)
         params = self.split_unconstrained(data, np.asarray(u, float).ravel())
         if not (include_tparams or include_gqs):
@@ -460,10 +378,7 @@ class CmdstanpyModel(CompiledModel):
 
     def _run_approximation(self, data: dict[str, Any], *, algorithm: str, draws: int, seed: int | None,
                            init: dict[str, Any] | None, quiet: bool) -> NutsDraws:
-        """CmdStan's ``laplace_sample`` or ``pathfinder``; draws as one chain, with their log densities.
-
-        See :meth:`~pydial.stan.compiled.CompiledModel.approximate`.
-        """
+        """Run CmdStan's ``laplace_sample`` or ``pathfinder``; draws as one chain with their log densities."""
         model = self._cmdstan_model
         with (_quiet_cmdstanpy() if quiet else contextlib.nullcontext()), tempfile.TemporaryDirectory() as out_dir:
             try:

@@ -1,24 +1,9 @@
 """The interface of a compiled Stan program, shared by every backend.
 
-:class:`CompiledModel` is what :func:`pydial.stan.compile_model` returns.  Each
-backend module (:mod:`pydial.stan.httpstan_backend`,
-:mod:`pydial.stan.cmdstan_backend`) subclasses it and implements the
-backend-specific part: parameter names and shapes, the transforms between the
-constrained and unconstrained scales, the log density and its gradient, its own
-optimizer if it has one, and a NUTS run.  What does not depend on the backend
-lives here: argument checks, the default start of the optimizer, the scipy
-L-BFGS-B path (:func:`pydial.optim.lbfgs_minimize` on the exact log density and
-gradient) and the assembly of :class:`~pydial.stan.results.SampleResult`.
-
-The data of a Stan program are marshalled once, by :func:`as_stan_data`
-(numeric numpy arrays and Python scalars) and :func:`json_ready` (lists, for the
-backends that take JSON).
-
-:class:`BackendModule` is the interface of a backend module itself (its name,
-whether it runs here, its cache, its compiler), through which
-:mod:`pydial.stan.backend` chooses a backend and compiles.
+:class:`CompiledModel` is what :func:`pydial.stan.compile_model` returns; each backend module subclasses it with
+the backend-specific part (parameter shapes, transforms, log density and gradient, NUTS).  Argument checks, the
+scipy L-BFGS-B path and the assembly of results live here.  :class:`BackendModule` is a backend module's interface.
 """
-
 from __future__ import annotations
 
 import abc
@@ -62,23 +47,9 @@ unconstrained scale) and Pathfinder (multi-path, importance resampled)."""
 
 
 def as_stan_data(data: Mapping[str, Any]) -> dict[str, Any]:
-    """Stan data as both backends read them.
+    """Return Stan data as both backends read them: Python ints and floats, numeric numpy arrays (booleans as int64).
 
-    Parameters
-    ----------
-    data : mapping
-        Variable name to a scalar or array-like.
-
-    Returns
-    -------
-    dict
-        Python ``int`` for booleans and integers, ``float`` for floats, numpy
-        arrays of integer or float dtype otherwise (booleans as ``int64``).
-
-    Raises
-    ------
-    TypeError
-        A value is not numeric.
+    Raises TypeError when a value is not numeric.
     """
     out: dict[str, Any] = {}
     for k, v in data.items():
@@ -99,34 +70,13 @@ def as_stan_data(data: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def json_ready(data: Mapping[str, Any]) -> dict[str, Any]:
-    """Convert numpy arrays to nested lists (for JSON and the backends' ``data=``), other values unchanged.
-
-    Parameters
-    ----------
-    data : mapping
-        Usually the output of :func:`as_stan_data`.
-
-    Returns
-    -------
-    dict
-        Arrays converted by ``ndarray.tolist()``, other values unchanged.
-    """
+    """Return ``data`` with numpy arrays as nested lists (for JSON and the backends' ``data=``)."""
     return {k: (v.tolist() if isinstance(v, np.ndarray) else v) for k, v in data.items()}
 
 
 @dataclass
 class NutsDraws:
-    """What a backend's NUTS run (or approximation) returns to :meth:`CompiledModel.sample` (:meth:`~CompiledModel.approximate`).
-
-    Attributes
-    ----------
-    draws : dict of str to ndarray
-        Every variable, shaped ``(chain, draw, *shape)``.
-    stats : dict of str to ndarray
-        Sampler variables, shaped ``(chain, draw)``.
-    fit : object or None
-        The backend's own fit object, when it is kept (CmdStan).
-    """
+    """What a backend's NUTS run or approximation returns: ``draws`` and ``stats`` shaped ``(chain, draw, ...)``, and ``fit``."""
 
     draws: dict[str, np.ndarray]
     stats: dict[str, np.ndarray]
@@ -393,10 +343,7 @@ class CompiledModel(abc.ABC):
     def _optimize_scipy(self, data: dict[str, Any], u0: np.ndarray, fixed: Sequence[bool] | None,
                         bounds: Sequence[tuple[float | None, float | None]] | None, gtol: float,
                         max_iter: int) -> OptimizeResult:
-        """Minimize ``-log_prob`` by scipy's L-BFGS-B (:func:`pydial.optim.lbfgs_minimize`) on exact gradients.
-
-        A backend on which every log density is expensive overrides this to refuse.
-        """
+        """Minimize ``-log_prob`` by L-BFGS-B (:func:`pydial.optim.lbfgs_minimize`) on exact gradients."""
         self.log_prob(data, u0)  # a start that Stan rejects raises StanRuntimeError with Stan's message
 
         def neg_log_prob(u: np.ndarray) -> tuple[float, np.ndarray]:
@@ -466,11 +413,7 @@ class CompiledModel(abc.ABC):
     def _run_nuts(self, data: dict[str, Any], *, chains: int, draws: int, warmup: int, seed: int | None,
                   inits: list[dict[str, Any]] | None, adapt_delta: float, max_depth: int,
                   refresh: int | None, quiet: bool, progress: bool) -> NutsDraws:
-        """Run the backend's NUTS on marshalled data and initial values (arguments checked by :meth:`sample`).
-
-        ``inits`` holds one dict per chain, already converted by :func:`as_stan_data` and
-        :func:`json_ready`.
-        """
+        """Run the backend's NUTS on marshalled data and per-chain ``inits`` (arguments checked by :meth:`sample`)."""
 
     def approximate(self, data: Mapping[str, Any], *, algorithm: str, draws: int = 1000, seed: int | None = None,
                     init: Mapping[str, Any] | None = None, quiet: bool = True) -> SampleResult:
@@ -526,63 +469,22 @@ class CompiledModel(abc.ABC):
 
 @runtime_checkable
 class BackendModule(Protocol):
-    """The interface of a backend module, :mod:`pydial.stan.cmdstan_backend` or :mod:`pydial.stan.httpstan_backend`.
-
-    :mod:`pydial.stan.backend` picks a module by :attr:`NAME` and
-    :meth:`available`, announces a compilation when :meth:`is_compiled` is
-    false, and keeps the :class:`CompiledModel` that :meth:`compile_program`
-    returns, one per backend and program text per process.
-    """
+    """The interface of a backend module, through which :mod:`pydial.stan.backend` picks a backend and compiles."""
 
     NAME: str
     """The backend's name in :data:`pydial.stan.backend.BACKENDS`."""
 
     def available(self) -> bool:
-        """Whether the backend can run here.
-
-        Returns
-        -------
-        bool
-            True when its Python packages import (and, for CmdStan, an
-            installation is found).
-        """
+        """Return whether the backend can run here (its packages import; for CmdStan, an installation is found)."""
         ...
 
     def is_compiled(self, name: str, code: str) -> bool:
-        """Whether the program is in the backend's cache, so that loading it needs no compilation.
-
-        Parameters
-        ----------
-        name : str
-            Program name.
-        code : str
-            Program text (the cache key).
-
-        Returns
-        -------
-        bool
-            True when loading the program needs no compilation.
-        """
+        """Return whether program ``name`` with text ``code`` is in the backend's cache (loading needs no compilation)."""
         ...
 
     def compile_program(self, name: str, code: str) -> CompiledModel:
-        """Compile a program, or load it from the backend's cache.
+        """Compile program text ``code`` (named ``name`` in messages) or load it from the cache.
 
-        Parameters
-        ----------
-        name : str
-            Program name, used in messages (and for file names).
-        code : str
-            Self-contained program text (includes expanded).
-
-        Returns
-        -------
-        CompiledModel
-            ``compile_seconds`` is 0 and ``cached`` True when the program was in the cache.
-
-        Raises
-        ------
-        StanCompileError
-            stanc or the C++ compiler rejected the program; the message has their output.
+        Raises :class:`StanCompileError` with stanc's or the C++ compiler's output.
         """
         ...

@@ -1,20 +1,8 @@
-"""The Stan bundled with httpstan (used through ``httpstan`` and ``pystan``).
+"""The Stan bundled with httpstan (through ``httpstan`` and ``pystan``), a :class:`~pydial.stan.compiled.BackendModule`.
 
-Compiles offline with the system C++ compiler.  httpstan keeps compiled models
-in its per-user cache (``~/.cache/httpstan/<version>/models``), keyed by a hash
-of the program text.  The log density, its gradient and the transforms call the
-compiled extension module in-process (no HTTP round-trip); NUTS runs through
-pystan, whose seeded fits pydial removes from httpstan's cache afterwards.
-
-``pystan``/``httpstan`` run an asyncio event loop internally
-(``asyncio.run``), which fails inside an already running loop (Jupyter).
-Calls that need it are then run in a worker thread with its own loop, so
-``nest_asyncio`` is not needed.
-
-Implements :class:`~pydial.stan.compiled.BackendModule`: :data:`NAME`,
-:func:`available`, :func:`is_compiled`, :func:`compile_program`.
+Compiled models live in httpstan's cache, keyed by the program text; the log density, gradient and transforms
+call the extension module in-process, NUTS runs through pystan (in a worker thread inside a running event loop).
 """
-
 from __future__ import annotations
 
 import asyncio
@@ -67,15 +55,7 @@ def bundled_pybind11(httpstan_dir: Path) -> tuple[int, int] | None:
 
 
 def unavailable_reason() -> str | None:
-    """Why the Stan of httpstan cannot run here, or ``None`` when it can.
-
-    Returns
-    -------
-    str or None
-        pystan/httpstan not importable, or httpstan's bundled pybind11 too old for
-        the running Python (httpstan 4.17 bundles pybind11 2.9: its compiled
-        models do not load on Python 3.13).
-    """
+    """Return why httpstan's Stan cannot run here (not importable, or its pybind11 too old for this Python), or ``None``."""
     import sys
 
     try:
@@ -95,20 +75,12 @@ def unavailable_reason() -> str | None:
 
 
 def available() -> bool:
-    """Whether the Stan of httpstan runs here (:meth:`~pydial.stan.compiled.BackendModule.available`).
-
-    ``httpstan`` and ``pystan`` are importable and httpstan's compiled models load on
-    this Python (:func:`unavailable_reason`).
-    """
+    """Return whether httpstan's Stan runs here (:func:`unavailable_reason` is ``None``)."""
     return unavailable_reason() is None
 
 
 def _outside_event_loop(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-    """Call ``fn`` here, or in a worker thread when this thread runs an asyncio loop.
-
-    pystan/httpstan use ``asyncio.run``, which refuses to start inside a running
-    loop (Jupyter, async frameworks).  A fresh thread has no loop.
-    """
+    """Call ``fn`` here, or in a fresh thread when this thread runs an asyncio loop (pystan's ``asyncio.run`` refuses one)."""
     try:
         asyncio.get_running_loop()
     except RuntimeError:
@@ -119,22 +91,7 @@ def _outside_event_loop(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
 
 # --------------------------------------------------------------------------- httpstan's cache
 def fit_files(model_name: str = "") -> list[Path]:
-    """Fit files in httpstan's cache (of one model, or of all models when ``model_name`` is empty).
-
-    pystan stores every fit made with a random seed there
-    (``~/.cache/httpstan/<version>/models/<model>/fits/``); pydial deletes the
-    ones its own runs create.
-
-    Parameters
-    ----------
-    model_name : str
-        httpstan's model name (``models/<hash>``), or empty for all models.
-
-    Returns
-    -------
-    list of Path
-        The fit files (empty when httpstan is not installed).
-    """
+    """Return the fit files in httpstan's cache of ``model_name`` (all models when empty), which pydial deletes."""
     try:
         import httpstan.cache
     except ImportError:
@@ -170,19 +127,7 @@ def _module_file(model_name: str) -> Path | None:
 
 
 def module_problem(model_name: str) -> str | None:
-    """Say what is wrong with the cached module of ``model_name``, without loading it (``None``: nothing seen).
-
-    Parameters
-    ----------
-    model_name : str
-        httpstan's model name (``models/<hash>``).
-
-    Returns
-    -------
-    str or None
-        ``"is missing"``, ``"is empty (0 bytes)"``, or ``None`` (the module then still has to
-        load: :func:`compile_program` imports it).
-    """
+    """Return what is wrong with the cached module of ``model_name`` without loading it, or ``None``."""
     f = _module_file(model_name)
     if f is None:
         return "is missing"
@@ -195,10 +140,7 @@ def module_problem(model_name: str) -> str | None:
 
 
 def is_compiled(name: str, code: str) -> bool:
-    """Whether the program is in httpstan's on-disk cache (:meth:`~pydial.stan.compiled.BackendModule.is_compiled`).
-
-    ``name`` is unused: httpstan keys its cache by the program text alone.
-    """
+    """Return whether ``code`` is in httpstan's on-disk cache (keyed by the text alone; ``name`` is unused)."""
     import httpstan.models
 
     return module_problem(httpstan.models.calculate_model_name(code)) is None
@@ -207,13 +149,8 @@ def is_compiled(name: str, code: str) -> bool:
 def _load_services(model_name: str) -> Any:
     """Load the functions of a compiled httpstan model, once per process.
 
-    Every httpstan model is an extension module named ``stan_services``.  CPython
-    re-imports a single-phase extension module that was loaded before by updating
-    the object ``sys.modules["stan_services"]`` in place, so a module object kept
-    from a re-import would silently switch to the last model imported (by pydial,
-    or by pystan's server when it builds or samples another model).  The function
-    objects are therefore captured right after import, and the shared entry is
-    removed from ``sys.modules``.
+    Every model's module is named ``stan_services`` and a re-import updates it in place, so the functions are
+    captured right after import and the shared ``sys.modules`` entry is removed.
     """
     import sys
     import types
@@ -266,14 +203,9 @@ def _stanc_retry(fn: Callable[..., T], *args: Any, attempts: int = 8) -> T:
 
 # --------------------------------------------------------------------------- compile
 def _build_child() -> None:
-    """Entry point of the build process: ``python -c ... CODE_FILE OUT_DIR``.
+    """Build process entry (``python -c ... CODE_FILE OUT_DIR``): build ``CODE_FILE``'s module into ``OUT_DIR``, import it.
 
-    Builds httpstan's extension module of the program in ``CODE_FILE`` into the
-    directory ``OUT_DIR`` (instead of httpstan's cache), writes beside it what pystan's
-    cache lookup reads (``stderr.log``, ``stanc.log``), and imports it (a module that
-    does not load fails the build).  It runs in its own process, whose working
-    directory is a temporary one (setuptools writes ``build/temp.*`` there and reads a
-    ``setup.cfg``): httpstan's cache location is redirected for this process only.
+    Writes pystan's ``stderr.log``/``stanc.log`` beside it; runs in a temporary working directory for setuptools.
     """
     import sys
 
@@ -337,15 +269,10 @@ def _load_cached(name: str, code: str, model_name: str) -> HttpstanModel | str:
 
 
 def compile_program(name: str, code: str) -> HttpstanModel:
-    """Compile a program with httpstan's Stan, or load it from httpstan's cache.
+    """Compile a program with httpstan's Stan (stanc's warnings kept in ``stanc_warnings``), or load it from the cache.
 
-    See :meth:`~pydial.stan.compiled.BackendModule.compile_program`.  A cached model is
-    loaded without running stanc (whose fixed 1-second timeout in httpstan a loaded
-    machine can exceed); a new model keeps stanc's warnings in ``stanc_warnings``.
-    A new module is built aside by a child process, imported there, and its
-    directory renamed into httpstan's cache, under a lock between processes
-    (:mod:`pydial.stan.cache`); a cached module that is empty or does not import is
-    reported by a :class:`~pydial.stan.cache.StanCacheWarning` and rebuilt.
+    A new module is built aside by a child process and renamed into the cache under a lock between processes;
+    a cached module that is empty or does not import warns (:class:`~pydial.stan.cache.StanCacheWarning`) and is rebuilt.
     """
     import httpstan.cache
     import httpstan.compile
@@ -386,10 +313,7 @@ def compile_program(name: str, code: str) -> HttpstanModel:
 # --------------------------------------------------------------------------- the model
 @dataclass
 class HttpstanModel(CompiledModel):
-    """A program compiled by httpstan: the extension module's functions in-process, NUTS through pystan.
-
-    ``model_name`` is httpstan's name of the model (``models/<hash>``).
-    """
+    """A program compiled by httpstan (``model_name`` ``models/<hash>``): its functions in-process, NUTS through pystan."""
 
     backend: str = NAME
     model_name: str = ""
@@ -397,13 +321,7 @@ class HttpstanModel(CompiledModel):
     _param_names: list[str] | None = field(default=None, repr=False)
 
     def services(self) -> Any:
-        """Return the compiled model's functions (``log_prob``, ``write_array``, ...), loaded once per process.
-
-        Returns
-        -------
-        types.SimpleNamespace
-            The functions of the extension module, captured at import.
-        """
+        """Return the compiled model's functions (``log_prob``, ``write_array``, ...), loaded once per process."""
         if self._module is None:
             self._module = _load_services(self.model_name)
         return self._module
@@ -451,11 +369,7 @@ class HttpstanModel(CompiledModel):
 
     # ---------------------------------------------------------------- log density
     def log_prob(self, data: Mapping[str, Any], u: ArrayLike, *, jacobian: bool = False) -> float:
-        """See :meth:`CompiledModel.log_prob`; the compiled model's ``log_prob``, in-process.
-
-        With httpstan, ``~`` statements drop constants (``propto``); the pydial
-        programs only use ``target +=``, which keeps them.
-        """
+        """See :meth:`CompiledModel.log_prob`; in-process (the programs use ``target +=``, which keeps constants)."""
         data = as_stan_data(data)
         x = np.asarray(u, dtype=float).ravel()
         return float(self._call("log_prob", data, x.tolist(), bool(jacobian)))
@@ -534,11 +448,7 @@ class HttpstanModel(CompiledModel):
 
 
 class _ProgressSink(io.StringIO):
-    """Stand-in for stdout/stderr during pystan's sampling.
-
-    Swallows pystan's output and moves one ``tqdm`` bar from its
-    ``Sampling: x% (done/total)`` lines.
-    """
+    """Stand-in for stdout/stderr during pystan's sampling: swallows its output and moves one ``tqdm`` bar."""
 
     _ITER = re.compile(r"\((\d+)/(\d+)\)")
 

@@ -1,10 +1,7 @@
 """Locate pydial's Stan programs and expand their ``#include`` lines.
 
-The programs live in the top-level ``stan/`` directory, installed as the package
-``pydial.stan_files``; worked extensions (:data:`EXAMPLES`) in ``pydial/stan/examples/``.
-:func:`program_code` gives a program's text with its includes expanded: the one text
-either backend compiles (httpstan compiles a string and cannot search include paths),
-and the key of the compiled-program cache.
+The programs are installed as ``pydial.stan_files``, worked extensions in ``pydial/stan/examples/``;
+:func:`program_code` is the one text either backend compiles and the key of the compiled-program cache.
 """
 
 from __future__ import annotations
@@ -36,12 +33,7 @@ _INCLUDE = re.compile(r"^[ \t]*#include[ \t]+[<\"]?([^>\"\s]+)[>\"]?[ \t]*$", re
 
 
 def program_dir() -> Path:
-    """Directory holding the ``.stan`` files.
-
-    ``importlib.resources.files("pydial.stan_files")`` for an installed package
-    (including an editable install), else the ``stan/`` directory of the source
-    checkout next to the ``pydial`` package.
-    """
+    """Return the directory of the ``.stan`` files: the package ``pydial.stan_files``, else the checkout's ``stan/``."""
     try:
         # A namespace package (no __init__.py) gives a MultiplexedPath whose str() is not
         # a path; its entries are plain paths, so locate the file among them.
@@ -113,10 +105,9 @@ def example_program(name: str) -> Path:
 
 
 def expand_includes(text: str, include_dirs: list[Path], _seen: tuple[str, ...] = ()) -> str:
-    """Replace each ``#include file`` line by the file's text (recursively).
+    """Replace each ``#include file`` line by the file's text, searched in ``include_dirs`` (recursively).
 
-    Files are searched in ``include_dirs`` in order.  A missing file or an
-    include cycle raises ``FileNotFoundError`` / ``ValueError`` naming it.
+    A missing file raises ``FileNotFoundError``, an include cycle ``ValueError``, naming it.
     """
 
     def repl(m: re.Match[str]) -> str:
@@ -184,11 +175,7 @@ _DATA_BLOCK = re.compile(r"\b(transformed\s+)?data\s*\{")
 
 
 def data_names(name: str) -> tuple[str, ...]:
-    """Names declared in the ``data`` block of a program (includes expanded), in order.
-
-    ``name`` is one of :data:`PROGRAMS` or a path.  Used to check a user's
-    ``extra`` data against what the program reads, before it is compiled.
-    """
+    """Return the names declared in the ``data`` block of program ``name`` (includes expanded), in order."""
     code = _COMMENT.sub("", program_code(name))
     start = next((m.end() for m in _DATA_BLOCK.finditer(code) if m.group(1) is None), None)
     if start is None:

@@ -1,14 +1,8 @@
-"""Stan data, parameter layouts and starting values for pydial's Stan programs.
+"""Stan data and starting values of pydial's Stan programs.
 
-Builds the ``data`` dictionaries of ``stan/dial.stan``, ``stan/dial_sample.stan``,
-``stan/judges.stan`` and ``stan/dial_calibrate.stan`` from a :class:`pydial.Comparisons`
-(1-based item and judge indices, canonical orientation ``i < j``, ``a = +1`` when item
-``i`` was shown first): the cells every program reads (:func:`schema_data`, the first
-declarations of each program's data block) plus each program's own entries, whose Stan
-names follow the Python vocabulary (``order``, ``ties``, ``rank``, ``prior_<block>_sd``).
-It also computes the starting points of ``dial_sample.stan``.
+The shared cells (:func:`schema_data`) plus each program's own entries, 1-based with ``i < j``
+and ``a = +1`` when item ``i`` was shown first; Stan names follow the Python vocabulary.
 """
-
 from __future__ import annotations
 
 import hashlib
@@ -142,23 +136,9 @@ def human_cell_table(data: Comparisons, *, ties: bool = False) -> CellTable:
 
 
 def data_fingerprint(data: Comparisons) -> str:
-    """Return a hash of the judgments a model sees: the names and the LLM and human cells with tie counts.
+    """Return a 16-hex-digit hash of the names and cells (with tie counts) a model sees, whatever the row order.
 
-    Two data sets with the same items, judges and outcome counts per cell (judge, pair,
-    order, covariate values) have the same fingerprint, whatever the order of their
-    rows; any other difference changes it.  Recorded in a posterior's estimand record
-    (``"data"``) and in :func:`pydial.stan.bayes.result_estimand`, so that
-    :func:`pydial.stan.compare_intervals` refuses a fit and a posterior of different data.
-
-    Parameters
-    ----------
-    data : Comparisons
-        Validated judgments.
-
-    Returns
-    -------
-    str
-        16 hexadecimal digits (SHA-256 of the cells).
+    Recorded in estimand records so that :func:`pydial.stan.compare_intervals` refuses results of different data.
     """
     h = hashlib.sha256(json.dumps([[str(x) for x in data.items], [str(x) for x in data.judges],
                                    str(data.human_judge), [str(x) for x in data.covariates]]).encode())
@@ -205,25 +185,11 @@ def schema_data(L: CellTable, H: CellTable | None, *, N: int, K: int, order: boo
                 w_llm: float | np.ndarray = 1.0, w_human: float | np.ndarray = 1.0,
                 log_lik: bool = True, boundary_nu: bool = False, covariates: bool = True,
                 beta_row: Sequence[int] | np.ndarray | None = None, beta_fixed: np.ndarray | None = None) -> dict[str, Any]:
-    """Return the cells every program reads (the first declarations of each program's data block).
+    """Return the shared first declarations of every program's data block (cells, weights, covariates, ``nu_zero``).
 
-    ``N, K``, ``order`` (order effects, 0/1), ``ties`` (0 binary, 1 Davidson-Beaver,
-    2 Rao-Kupper), the LLM cells and the human cells with their weights, ``nu_zero``
-    and ``calc_log_lik``.  ``L`` holds LLM cells with 0-based judges ``0..K-1``; ``H``
-    human cells (or ``None``).  Weights multiply each cell's log-likelihood.  With
-    ``ties=None`` the cells must have no ties (use the decisive tables).
-    ``boundary_nu=True`` (with ``ties``): a judge (or the people) without any tie in
-    the cells passed gets ``nu_zero = 1``, the boundary MLE ``nu = 0`` at which its
-    cells are binary (as :func:`pydial.model.cells.tie_groups`); its ``log_nu``
-    entry is then unused.  For point fits; default ``False`` (every group's ``nu`` free).
-
-    Response covariates (``covariates=True`` and tables with :attr:`CellTable.z`): ``n_cov``,
-    ``cell_z``, ``human_z``, ``beta_row``, the 1-based row of the program's ``beta`` of
-    each group (judges, then the people; 0 = none), ``n_beta`` rows and ``beta_fixed``
-    (``n_beta x n_cov``, 1 = the entry is fixed at 0, as :attr:`pydial.model.chart.Chart.fixed`).
-    Default ``beta_row``: a row per judge, then the people's when there are human cells
-    (:func:`covariate_rows`); default ``beta_fixed``: the entries whose covariate is 0 on all
-    the row's cells passed.
+    ``L``: LLM cells of judges ``0..K-1``; ``H``: human cells or ``None``; ``ties=None`` needs decisive cells.
+    ``boundary_nu``: groups without a tie get ``nu_zero = 1``.  ``beta_row``/``beta_fixed`` default to
+    :func:`covariate_rows` and the entries whose covariate is 0 on all the row's cells.
     """
     H = empty_cells() if H is None else H
     code = _tie_code(ties)
@@ -256,11 +222,7 @@ def schema_data(L: CellTable, H: CellTable | None, *, N: int, K: int, order: boo
 
 
 def covariate_rows(K: int, *, people: bool, shared: bool = False) -> np.ndarray:
-    """Return the Stan datum ``beta_row`` (1-based row of ``beta`` per group, 0 = none).
-
-    One row per judge (``shared``: one row for all judges), then the people's row
-    (``people``), in the order of :class:`pydial.model.chart.Chart`'s ``beta`` block.
-    """
+    """Return ``beta_row`` (1-based row of ``beta`` per group, 0 = none): judges (one row if ``shared``), then the people."""
     llm = np.ones(K, np.int64) if shared else np.arange(1, K + 1)
     n_llm = int(np.max(llm, initial=0))
     return np.append(llm, n_llm + 1 if people else 0)
@@ -294,11 +256,7 @@ def _covariate_data(L: CellTable, H: CellTable, K: int, covariates: bool, beta_r
 
 
 def weighted_log_coef(d: Mapping[str, Any]) -> float:
-    """Sum over cells of weight times the log multinomial coefficient, as the programs add it.
-
-    ``log_prob - weighted_log_coef(d)`` is the weighted log-likelihood without
-    constants, the scale of :class:`pydial.model.likelihood.Objective`.
-    """
+    """Return the weighted sum of the cells' log multinomial coefficients (``log_prob`` minus it is the Objective's scale)."""
     from scipy.special import gammaln
 
     def part(counts: Any, w: Any) -> float:
@@ -324,38 +282,10 @@ def dial_data(
     firth: int = 0,
     boundary_nu: bool = False,
 ) -> dict[str, Any]:
-    """Return the data of ``dial.stan`` for the chart ``chart``.
+    """Return the data of ``dial.stan`` for ``chart``.
 
-    Parameters
-    ----------
-    data : Comparisons
-    chart : pydial.model.chart.Chart
-        Gives ``N, K, r``, the calibration basis and the order switch.
-    w_llm, w_human : float or array
-        Weight of each cell's log-likelihood (scalar or one per cell).
-        ``-n_H Q_lambda`` of eq. weighted-loss is ``w_llm = lambda n_H / n_LLM``,
-        ``w_human = 1``.  Human cells are passed only when the chart has a
-        calibration basis.
-    priors : mapping, optional
-        Overrides of :data:`DIAL_PRIORS` (default: all scales 0, flat).
-    llm : CellTable, optional
-        LLM cells to use instead of ``data``'s (e.g. pooled over judges).
-    ties : {None, "davidson", "rao-kupper"}
-        Tie model; the cells then carry the tie counts.
-    fix_llm : ndarray, optional
-        A chart ``theta`` whose ``A`` and ``B`` become data: only the
-        calibration (and the people's tie parameter) is fitted, on the human
-        cells alone (second stage of eq. staged-calibrated-estimator).
-    firth : {0, 1, 2}
-        Jeffreys prior (``stan/include/firth.stan``: one meaning in every program):
-        0 none, 1 each judge's BTL (here only where the LLM cells are one GLM: one
-        judge, rank 0), 2 the human calibration GLM
-        (:class:`pydial.model.penalty.CalibrationFirthPenalty`).
-    boundary_nu : bool
-        ``nu_zero`` for the groups without a tie (:func:`schema_data`).
-
-    With covariates (``chart.p > 0``) the program's ``beta`` is the chart's ``beta`` block,
-    row by row (``beta_row`` of the chart's rows); with ``fix_llm`` it is ``beta_H`` alone.
+    ``w_llm``/``w_human`` weight each cell's log-likelihood; ``llm`` replaces the LLM cells; ``fix_llm`` (a chart theta)
+    fixes ``A, B`` and fits the calibration on the human cells; ``firth``: 0 none, 1 judge BTL, 2 calibration GLM.
     """
     tie = ties is not None
     L = llm if llm is not None else llm_cell_table(data, ties=tie)
@@ -422,19 +352,10 @@ def dial_sample_data(
     per_judgment: bool = False,
     shared: bool = False,
 ) -> tuple[dict[str, Any], CellTable, CellTable | None]:
-    """Return the data of ``dial_sample.stan`` and the cell tables (LLM, human) in log_lik order.
+    """Return the data of ``dial_sample.stan`` and the (LLM, human) cell tables in ``log_lik`` order.
 
-    ``per_judgment=True`` passes one cell per judgment (:meth:`CellTable.per_judgment`),
-    so that ``log_lik`` is written per judgment (same posterior).
-
-    ``ties="davidson"`` / ``"rao-kupper"`` gives every LLM judge a tie
-    parameter (``nu_1..nu_K``) and the people one more (``nu_{K+1}``), using
-    the tie counts of :meth:`Comparisons.tie_cells`; ``None`` uses the
-    decisive cells only.  ``mu_ref`` is the program's reference direction for
-    ``mu`` in the coordinates of :func:`helmert_basis` (default: :func:`mu_reference`
-    of the ``mu`` of :func:`dial_sample_start`; any rough estimate of ``mu`` will do).
-    With response covariates each judge has its own effects (``shared``: one row for all
-    judges), then the people (when calibrated).
+    ``per_judgment``: one cell per judgment; ``mu_ref``: reference direction of ``mu`` in Helmert coordinates
+    (default from :func:`dial_sample_start`); ``shared``: one covariate row for all judges.
     """
     _tie_code(ties)
     tie = ties is not None
@@ -479,15 +400,7 @@ def judges_data(
     log_lik: bool = True,
     firth: bool = False,
 ) -> dict[str, Any]:
-    """Return the data of ``judges.stan``: LLM cells ``L`` of judges ``0..K-1`` and human cells ``H``.
-
-    ``K = 0`` with human cells only is the human BTL (or tie) model; one judge
-    holding every LLM cell with ``order=False`` is the pooled BTL.
-    ``flat=True`` sets every prior scale to 0 (the MLE); ``priors`` are then
-    ignored.
-    ``firth=True`` adds the Jeffreys prior of every judge's (and the people's)
-    binomial BTL, whose mode is Firth's estimate (binary cells only).
-    """
+    """Return the data of ``judges.stan`` (``K = 0``: human BTL; ``flat``: MLE, priors ignored; ``firth``: Jeffreys prior)."""
     p = merge_priors(JUDGES_PRIORS, priors, "judges.stan")
     if flat:
         p = {k: (0.0 if k.endswith("sd") else v) for k, v in p.items()}
@@ -499,14 +412,7 @@ def judges_data(
 # --------------------------------------------------------------------------- dial_calibrate.stan
 def dial_calibrate_data(H: CellTable, M: np.ndarray, *, ties: str | None = None,
                         priors: Mapping[str, float] | None = None, log_lik: bool = True) -> dict[str, Any]:
-    """Return the data of ``dial_calibrate.stan``: the human cells ``H`` given ``n_draws`` calibration bases.
-
-    ``M`` has shape ``(n_draws, N, d)``: the basis ``M_t`` of each first-stage draw.
-    The schema carries the human cells only (``K = 0``, ``C = 0``, ``order = 0``);
-    ``priors`` overrides :data:`DIAL_SAMPLE_PRIORS`, of which the program reads
-    ``c_sd``, ``beta_sd``, ``log_nu_mean`` and ``log_nu_sd``.  With covariates (``H.z``) each draw
-    has its own people's effects ``beta[t]``.
-    """
+    """Return the data of ``dial_calibrate.stan``: human cells ``H`` and bases ``M`` of shape ``(n_draws, N, d)``."""
     M = np.asarray(M, float)
     if M.ndim != 3 or M.shape[0] < 1 or M.shape[2] < 1:
         raise ArgumentError(f"M must have shape (n_draws, N, d) with n_draws, d >= 1, got {M.shape}")
@@ -627,12 +533,7 @@ def with_extra(d: dict[str, Any], extra: Mapping[str, Any] | None) -> dict[str, 
 # --------------------------------------------------------------------------- starting values
 def dial_sample_start(data: Comparisons, *, rank: int, calibration: str | None,
                       order: bool = True) -> tuple[Structure, np.ndarray | None, np.ndarray | None]:
-    """Return the point fits' start :func:`pydial.estimation.glm.initial_theta` as ``(structure, c, b)``.
-
-    ``c`` is ``None`` without a calibration, ``b`` without order effects.  It is the
-    ``start`` of :func:`dial_sample_inits`, and its ``mu`` gives ``mu_ref`` of
-    :func:`dial_sample_data` (:func:`mu_reference`).
-    """
+    """Return the point fits' start (:func:`pydial.estimation.glm.initial_theta`) as ``(structure, c, b)``."""
     chart = Chart(data.N, data.K, rank, cast(Calibration | None, calibration), order)
     theta = initial_theta(data, chart)
     c = chart.calibration_coordinates(theta) if calibration is not None else None
@@ -655,12 +556,7 @@ def dial_sample_inits(
     jitter: float = 0.1,
     start: tuple[Structure, np.ndarray | None, np.ndarray | None] | None = None,
 ) -> list[dict[str, Any]]:
-    """Per-chain initial values of ``dial_sample.stan`` around a point ``(structure, c, b)``.
-
-    Default point: :func:`dial_sample_start`, the start of the point fits.  Each chain perturbs the
-    identified coordinates by normal noise of sd ``jitter`` so that R-hat can
-    still detect chains that end in different modes.
-    """
+    """Return per-chain initial values of ``dial_sample.stan``: ``start`` plus normal noise of sd ``jitter``."""
     N, K, r = int(d["N"]), int(d["K"]), int(d["rank"])
     cal: Calibration | None = {0: None, 1: "mu", 2: "W"}[int(d["calibration"])]
     order = bool(d["order"])
@@ -695,10 +591,7 @@ def dial_sample_inits(
 
 
 def tie_start(d: Mapping[str, Any]) -> np.ndarray:
-    """Return the starting log tie parameters (judges 1..K, then people) of the Stan data ``d``.
-
-    :func:`pydial.model.families.Family.log_nu_start` (the numpy engine's start) of each group's cells.
-    """
+    """Return the starting log tie parameters (judges, then people) of the Stan data ``d``."""
     from pydial.model.families import family_of
 
     code, K, H = int(d["ties"]), int(d["K"]), int(d["H"])
@@ -712,10 +605,7 @@ def tie_start(d: Mapping[str, Any]) -> np.ndarray:
 
 
 def _householder_perp(e: np.ndarray) -> np.ndarray:
-    """Return columns 2.. of the Householder reflection taking the first unit vector to unit ``e``.
-
-    They are ``E_perp`` of dial_sample.stan.
-    """
+    """Return ``E_perp`` of dial_sample.stan: columns 2.. of the Householder reflection taking ``e_1`` to ``e``."""
     n = e.size
     w0 = -e.copy()
     w0[0] += 1.0
@@ -726,10 +616,7 @@ def _householder_perp(e: np.ndarray) -> np.ndarray:
 
 
 def _z_raw(Zc: np.ndarray, mu_c: np.ndarray, mu_ref: np.ndarray) -> np.ndarray:
-    """Return the coordinates ``Z_raw`` of a matrix ``Zc`` orthogonal to ``mu_c``.
-
-    Both are in Helmert coordinates; this inverts the map of dial_sample.stan.
-    """
+    """Return ``Z_raw``, the coordinates of ``Zc`` orthogonal to ``mu_c`` (inverse of dial_sample.stan's map)."""
     e = mu_ref / np.linalg.norm(mu_ref)
     mu_dir = mu_c / np.linalg.norm(mu_c)
     w = e + mu_dir

@@ -60,11 +60,18 @@ def _weights(pair_weights: ArrayLike | None, N: int) -> np.ndarray:
     return w / w.sum()
 
 
-def _diffs(s: np.ndarray, s_h: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _pairs(s: ArrayLike, s_h: ArrayLike, pair_weights: ArrayLike | None) -> tuple[np.ndarray, ...]:
+    """Return the checked score differences of ``s`` and ``s_h`` over the pairs ``i < j``, the weights and ``p``."""
+    s, s_h = _scores("s", s), _scores("s_h", s_h)
     if s.shape[-1] != s_h.shape[-1]:
         raise ArgumentError(f"s has {s.shape[-1]} items but s_h has {s_h.shape[-1]}")
     i, j = np.triu_indices(s.shape[-1], 1)
-    return s[..., i] - s[..., j], s_h[..., i] - s_h[..., j]
+    dh = s_h[..., i] - s_h[..., j]
+    return s[..., i] - s[..., j], dh, _weights(pair_weights, s.shape[-1]), expit(dh)
+
+
+def _scalar(out: np.ndarray) -> np.ndarray | float:
+    return float(out) if np.ndim(out) == 0 else out
 
 
 def human_risk(s: ArrayLike, s_h: ArrayLike, pair_weights: ArrayLike | None = None) -> np.ndarray | float:
@@ -79,33 +86,11 @@ def human_risk(s: ArrayLike, s_h: ArrayLike, pair_weights: ArrayLike | None = No
     :math:`(I,J)` is drawn with probabilities :math:`\rho_{ij}` and
     :math:`Z\sim\mathrm{Bernoulli}\{\sigma(s_{HI}-s_{HJ})\}`, as in
     Thm. population-risk-tradeoff.  It is the cross-entropy between the human and
-    the model's win probabilities; ``log(1 + exp(x))`` is evaluated with
-    :func:`numpy.logaddexp`.
-
-    Parameters
-    ----------
-    s : array_like, shape (..., N)
-        Candidate scores (any shift; only differences matter).  Leading axes are
-        broadcast against ``s_h``, e.g. one row per candidate.
-    s_h : array_like, shape (..., N)
-        True human scores.
-    pair_weights : array_like, shape (N(N-1)/2,), optional
-        Sampling probabilities :math:`\rho_{ij}` of the pairs in
-        ``np.triu_indices(N, 1)`` order (normalized to sum to one).  Default: uniform
-        over all pairs, the design of the simulation studies.
-
-    Returns
-    -------
-    float or numpy.ndarray
-        :math:`R_H(s)` (array for batched input).
+    the model's win probabilities.  ``s`` and ``s_h`` have shape ``(..., N)`` (leading axes broadcast);
+    ``pair_weights`` are the :math:`\rho_{ij}` in ``np.triu_indices(N, 1)`` order (normalized; default uniform).
     """
-    s = _scores("s", s)
-    s_h = _scores("s_h", s_h)
-    d, dh = _diffs(s, s_h)
-    w = _weights(pair_weights, s.shape[-1])
-    p = expit(dh)
-    out = (np.logaddexp(0.0, d) - p * d) @ w
-    return float(out) if np.ndim(out) == 0 else out
+    d, _, w, p = _pairs(s, s_h, pair_weights)
+    return _scalar((np.logaddexp(0.0, d) - p * d) @ w)
 
 
 def _log_sigmoid(x: np.ndarray) -> np.ndarray:
@@ -131,52 +116,23 @@ def excess_risk(
         \quad p_{ij}=\sigma(s_{Hi}-s_{Hj}),\ q_{ij}=\sigma(s_i-s_j),
 
     so it is nonnegative, zero iff :math:`s-s_H` is constant (uniform weights), and
-    invariant to adding a constant to :math:`s`.
-
-    Parameters
-    ----------
-    s, s_h, pair_weights
-        As in :func:`human_risk`.
-    method : {"kl", "difference"}, default "kl"
-        ``"kl"`` sums the Bernoulli KL divergences computed on the log scale
-        (accurate for tiny excess risks, exactly 0 at ``s = s_h``, clipped at 0
-        against rounding); ``"difference"`` returns
-        ``human_risk(s) - human_risk(s_h)`` (subject to cancellation error).
-
-    Returns
-    -------
-    float or numpy.ndarray
-        The excess risk.
+    invariant to adding a constant to :math:`s`.  Arguments as in :func:`human_risk`; ``method="kl"`` sums the
+    KL divergences on the log scale (exactly 0 at ``s = s_h``, clipped at 0), ``"difference"`` subtracts the risks.
     """
     if method not in EXCESS_RISK_METHODS:
         raise ArgumentError(f"method must be one of {EXCESS_RISK_METHODS}, got {method!r}")
     if method == "difference":
         return human_risk(s, s_h, pair_weights) - human_risk(s_h, s_h, pair_weights)
-    s = _scores("s", s)
-    s_h = _scores("s_h", s_h)
-    d, dh = _diffs(s, s_h)
-    w = _weights(pair_weights, s.shape[-1])
-    p = expit(dh)
+    d, dh, w, p = _pairs(s, s_h, pair_weights)
     # KL = p (log p - log q) + (1 - p) (log(1-p) - log(1-q)), log(1-x) = log sigma(-.)
     kl = p * (_log_sigmoid(dh) - _log_sigmoid(d)) + (1.0 - p) * (_log_sigmoid(-dh) - _log_sigmoid(-d))
-    out = np.maximum(kl @ w, 0.0)
-    return float(out) if np.ndim(out) == 0 else out
+    return _scalar(np.maximum(kl @ w, 0.0))
 
 
 def kendall_tau(s: ArrayLike, s_h: ArrayLike) -> float:
     r"""Kendall's :math:`\tau_b` between estimated and true human scores (App. simulation).
 
-    Uses :func:`scipy.stats.kendalltau` (``variant="b"``, tie-corrected).
-
-    Parameters
-    ----------
-    s, s_h : array_like, shape (N,)
-        Estimated and true scores.
-
-    Returns
-    -------
-    float
-        :math:`\tau_b\in[-1,1]` (NaN if either vector is constant).
+    :func:`scipy.stats.kendalltau` (``variant="b"``) of two ``(N,)`` vectors; NaN if either is constant.
     """
     s = np.asarray(s, dtype=float)
     s_h = np.asarray(s_h, dtype=float)
@@ -190,15 +146,6 @@ def rmse(b_hat: ArrayLike, b: ArrayLike) -> float:
 
     The :math:`\mathrm{RMSE}(\hat b,b)` of App. simulation; with pair-varying
     position effects ``b`` is the judge-level mean :math:`b_k`.
-
-    Parameters
-    ----------
-    b_hat, b : array_like, shape (K,)
-        Estimated and true judge position effects.
-
-    Returns
-    -------
-    float
     """
     b_hat = np.asarray(b_hat, dtype=float)
     b = np.asarray(b, dtype=float)
@@ -218,23 +165,7 @@ def contrast_coverage(
     For every pair :math:`i<j`, with :math:`v=e_i-e_j`, the interval
     :math:`v^\top\hat s\pm z_{(1+\text{level})/2}\sqrt{v^\top\Sigma v}` is checked
     against :math:`v^\top s_{\mathrm{true}}`.  Contrasts are shift-invariant, so
-    centered and uncentered scores give the same answer.
-
-    Parameters
-    ----------
-    s_hat : array_like, shape (N,)
-        Estimated scores.
-    cov : array_like, shape (N, N)
-        Estimated covariance of ``s_hat`` (e.g. a sandwich or Fisher covariance).
-    s_true : array_like, shape (N,)
-        True scores.
-    level : float, default 0.95
-        Nominal coverage, in (0, 1).
-
-    Returns
-    -------
-    float
-        Fraction of the :math:`N(N-1)/2` contrasts covered.
+    centered and uncentered scores give the same answer.  ``cov`` is the ``(N, N)`` covariance of ``s_hat``.
     """
     if not 0.0 < float(level) < 1.0:
         raise ArgumentError(f"level ({level}) must be in the open interval (0, 1)")
@@ -263,18 +194,7 @@ def first_order_risk(n_human: ArrayLike, dim: ArrayLike) -> np.ndarray | float:
 
     Use ``dim = N - 1`` for the human-only estimator :math:`\hat s_0` and
     ``dim = d`` (1 for :math:`M=\mu`, :math:`r+1` for :math:`M=W`) for the anchored
-    estimator :math:`\tilde s_\infty` when :math:`s_H\in\mathrm{col}(M)`.
-
-    Parameters
-    ----------
-    n_human : int or array_like
-        Number of human comparisons, positive.
-    dim : int or array_like
-        Free dimension of the human score estimate, nonnegative.
-
-    Returns
-    -------
-    float or numpy.ndarray
+    estimator :math:`\tilde s_\infty` when :math:`s_H\in\mathrm{col}(M)` (``n_human > 0``, ``dim >= 0``).
     """
     n = np.asarray(n_human, dtype=float)
     d = np.asarray(dim, dtype=float)
@@ -282,5 +202,4 @@ def first_order_risk(n_human: ArrayLike, dim: ArrayLike) -> np.ndarray | float:
         raise ArgumentError(f"n_human must be positive, got {n_human!r}")
     if np.any(d < 0):
         raise ArgumentError(f"dim must be nonnegative, got {dim!r}")
-    out = d / (2.0 * n)
-    return float(out) if np.ndim(out) == 0 else out
+    return _scalar(d / (2.0 * n))

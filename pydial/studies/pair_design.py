@@ -96,10 +96,7 @@ GREEDY_MAX_SECONDS = 600.0
 
 
 def _check_greedy_size(n: int, N: int, d: int, h: int) -> None:
-    """Refuse ``next_pairs`` requests whose greedy loop would run past :data:`GREEDY_MAX_SECONDS` or out of memory.
-
-    ``d`` calibration coordinates, ``h`` contrasts of the objective (0 for ``"D"``).
-    """
+    """Refuse ``next_pairs`` requests whose greedy loop would exceed :data:`GREEDY_MAX_SECONDS` or the memory."""
     n_pairs = N * (N - 1) // 2
     entries = n_pairs * (h + d + 2) * max(d, 1)
     step = GREEDY_STEP_SECONDS + entries * GREEDY_ENTRY_SECONDS

@@ -97,31 +97,10 @@ PLAN_COLUMNS: tuple[str, ...] = ("budget", "method", "excess_risk", "ci_width", 
 class Pilot:
     """The pilot's estimates and design, as used by :func:`plan` and :func:`next_pairs`.
 
-    Attributes
-    ----------
-    items : tuple of str
-    s : ndarray (N,)
-        Pilot scores (centered): the truth proxy of every prediction.
-    pairs : ndarray (P, 2)
-        All pairs ``i < j`` (``np.triu_indices`` order).
-    rho : ndarray (P,)
-        Human pair probabilities (pilot frequencies or uniform), summing to one.
-    L : ndarray (N, N)
-        Per-comparison human information at ``s`` under ``rho``.
-    B : ndarray (N, d) or None
-        ``ds/dc`` of the anchored (staged) fit: the calibration basis ``M``.
-    V_llm : ndarray (N, N) or None
-        LLM-stage part of the anchored two-step sandwich covariance.
-    delta : float
-        Estimated approximation error ``Delta_M``: the calibration LRT statistic beyond
-        its level-``alpha`` critical value, over ``2 n_H`` (0 unless the test rejects).
-    lrt : Any
-        The :class:`~pydial.inference.calibration_test.CalibrationTest` used for ``delta``.
-    n_human : int
-        Pilot human comparisons.
-    llm_p : ndarray or None
-        Fitted win probabilities of the pilot's LLM cells (``data.llm`` order) under
-        the structured LLM-only fit (eq. binomial-model-llm), for resampling.
+    ``s``: centered pilot scores (the truth proxy); ``pairs``, ``rho``: all pairs ``i < j`` and their human probabilities;
+    ``L``: per-comparison human information; ``B``: ``ds/dc`` of the anchored fit; ``V_llm``: the LLM-stage part of its
+    sandwich; ``delta``: the estimated ``Delta_M`` (the LRT ``lrt`` beyond its level-``alpha`` critical value, over ``2 n_H``);
+    ``llm_p``: fitted win probabilities of the LLM cells, for resampling.
     """
 
     items: tuple[str, ...]
@@ -170,31 +149,20 @@ class Pilot:
         return self.N - 1 - self._anchored("dial-ada")[0].shape[1]
 
     def weighted_covariance(self, n: float, kappa: float) -> np.ndarray:
-        """First-order covariance at shrinkage ``kappa`` of the difference from the anchored fit.
-
-        For ``s_A + kappa (s_H - s_A)`` (see ``help(pydial.studies.planning)``):
-        ``(1 - kappa^2) C_A0 + kappa^2 C_H + (1 - kappa)^2 V_llm``.
-        """
+        """Return ``(1 - kappa^2) C_A0 + kappa^2 C_H + (1 - kappa)^2 V_llm``, the covariance of ``s_A + kappa (s_H - s_A)``."""
         V_llm = self._anchored("dial-ada")[1]
         C_A0 = self.covariance("dial-anc", n) - V_llm
         return (1 - kappa**2) * C_A0 + kappa**2 * self.covariance("human", n) + (1 - kappa) ** 2 * V_llm
 
     def ada_weights(self, n: float, nodes: int = 32) -> np.ndarray:
-        """Evaluate the GACV shrinkage ``kappa = (1 - df / T)_+`` at quantiles of ``T``.
-
-        At the ``(j - 1/2) / nodes`` quantiles of ``T ~ chi2_df(2 n Delta)``: an
-        equal-weight quadrature of its first-order distribution.
-        """
+        """Return the GACV shrinkage ``(1 - df / T)_+`` at the ``(j - 1/2) / nodes`` quantiles of ``T ~ chi2_df(2 n Delta)``."""
         if self.df <= 0:
             return np.zeros(nodes)
         t = _chi2(self.df, 2.0 * n * self.bias).ppf((np.arange(nodes) + 0.5) / nodes)
         return shrinkage_weight(t, self.df)
 
     def excess_risk(self, method: str, n: float) -> float:
-        """First-order expected excess human risk (Thm. population-risk-tradeoff).
-
-        For DIAL-Ada the shrinkage risk ``R_Ada`` of ``help(pydial.studies.planning)``.
-        """
+        """Return the first-order expected excess human risk (Thm. population-risk-tradeoff; ``R_Ada`` for DIAL-Ada)."""
         if method == "human":
             return 0.5 * float(np.trace(self.L @ self.covariance("human", n)))
         d = self._anchored(method)[0].shape[1]
@@ -210,29 +178,20 @@ NORMAL_NONCENTRALITY = 1e9
 
 
 def _chi2(k: int, nc: float) -> Any:
-    """Return the (noncentral) chi-square distribution with ``k`` df and noncentrality ``nc``.
-
-    Above :data:`NORMAL_NONCENTRALITY` its normal limit ``N(k + nc, 2 (k + 2 nc))`` (skewness below 1e-4).
-    """
+    """Return the (noncentral) chi-square distribution, or its normal limit above :data:`NORMAL_NONCENTRALITY`."""
     if nc > NORMAL_NONCENTRALITY:
         return norm(loc=k + nc, scale=np.sqrt(2.0 * (k + 2.0 * nc)))
     return ncx2(k, nc) if nc > 0 else chi2(k)
 
 
 def shrinkage_weight(t: np.ndarray, df: int) -> np.ndarray:
-    """``(1 - df / t)_+``: the weight on ``s_H - s_A`` minimizing the C_p form of GACV.
-
-    The C_p form is ``(1 - kappa)^2 T + 2 kappa df``, minimized over ``kappa`` in [0, 1].
-    """
+    """Return ``(1 - df / t)_+``, the minimizer over ``kappa`` in [0, 1] of GACV's C_p form ``(1 - kappa)^2 t + 2 kappa df``."""
     t = np.asarray(t, float)
     return np.clip(1.0 - df / np.maximum(t, 1e-300), 0.0, 1.0)
 
 
 def shrinkage_moment(df: int, nc: float, power: int, shift: int) -> float:
-    """``E[kappa(X)^power]`` for ``X ~ chi2_{df + shift}(nc)``.
-
-    ``kappa`` is the :func:`shrinkage_weight` (numerical quadrature; zero below ``t = df``).
-    """
+    """Return ``E[kappa(X)^power]`` for ``X ~ chi2_{df + shift}(nc)`` (quadrature; ``kappa`` of :func:`shrinkage_weight`)."""
     from scipy.integrate import quad
 
     dist = _chi2(df + shift, nc)
@@ -249,10 +208,7 @@ def _pinv(A: np.ndarray) -> np.ndarray:
 
 
 def pilot_data(result: DialResult, data: Comparisons | None) -> Comparisons:
-    """Return the pilot data, checked against the result.
-
-    ``data``, or by default the data ``result`` was fitted on (:attr:`DialResult.data`).
-    """
+    """Return the pilot data (``data``, default ``result.data``), checked against the result."""
     if not isinstance(result, DialResult):
         raise ArgumentTypeError(f"result must be a DialResult from pydial.fit, got {type(result).__name__}")
     if data is None:
@@ -275,10 +231,7 @@ def pilot_data(result: DialResult, data: Comparisons | None) -> Comparisons:
 
 
 def human_information(s: np.ndarray, pairs: np.ndarray, weights: np.ndarray) -> np.ndarray:
-    r"""``sum_{ij} w_ij p_ij (1 - p_ij) (e_i - e_j)(e_i - e_j)^T`` at scores ``s``.
-
-    The comparison Laplacian of eq. comparison-laplacian for ``w = rho``.
-    """
+    """Return ``sum_ij w_ij p_ij (1 - p_ij) (e_i - e_j)(e_i - e_j)^T`` at ``s`` (eq. comparison-laplacian)."""
     from pydial.model.chart import difference_design
     from pydial.model.design import glm_information
 
@@ -287,10 +240,7 @@ def human_information(s: np.ndarray, pairs: np.ndarray, weights: np.ndarray) -> 
 
 
 def pilot_design(data: Comparisons, design: str = "pilot") -> tuple[np.ndarray, np.ndarray]:
-    """All pairs ``i < j`` and their human sampling probabilities.
-
-    The pilot's pair frequencies (``"pilot"``) or uniform over all pairs (``"uniform"``).
-    """
+    """Return all pairs ``i < j`` and their human probabilities: the pilot's frequencies or uniform (``design``)."""
     if design not in DESIGNS:
         raise ArgumentError(f"design must be one of {DESIGNS}, got {design!r}")
     N = data.N
@@ -308,11 +258,7 @@ def pilot_design(data: Comparisons, design: str = "pilot") -> tuple[np.ndarray, 
 
 
 def staged_parts(result: DialResult, data: Comparisons) -> tuple[np.ndarray, np.ndarray, np.ndarray, Any]:
-    """Anchored fit at the pilot: ``(B, V_llm, V_human, fit)``.
-
-    The two-step sandwich is split into its LLM and human parts (human / LLM influence
-    rows zeroed).
-    """
+    """Return ``(B, V_llm, V_human, fit)`` of the anchored fit at the pilot (the sandwich split by influence rows)."""
     from pydial.estimation.glm import staged_fit
     from pydial.inference.linearization import Influence, influence_covariance, staged_influence
 
@@ -331,10 +277,7 @@ def staged_parts(result: DialResult, data: Comparisons) -> tuple[np.ndarray, np.
 
 def make_pilot(result: DialResult, *, data: Comparisons | None = None, design: str = "pilot",
                alpha: float = 0.01) -> Pilot:
-    """Collect the pilot's estimates and design (see :class:`Pilot`).
-
-    ``data`` defaults to the data the result was fitted on.
-    """
+    """Collect the pilot's estimates and design (:class:`Pilot`); ``data`` defaults to the result's."""
     from pydial.estimation.glm import fit_human_btl
     from pydial.inference.calibration_test import calibration_test
 
@@ -561,11 +504,7 @@ def _plan_theory(p: Pilot, budgets: list[int], methods: tuple[str, ...], contras
 # ---------------------------------------------------------- parametric simulation
 def human_frame(items: Sequence[str], s: np.ndarray, pairs: np.ndarray, rho: np.ndarray, n: int,
                 rng: np.random.Generator, *, judge: str = "human", record_start: int = 0) -> pd.DataFrame:
-    """Draw ``n`` human comparisons in pydial's long format.
-
-    Pairs drawn with probabilities ``rho``, item ``i`` winning with probability
-    ``sigma(s_i - s_j)`` (eq. binomial-model-human).
-    """
+    """Draw ``n`` human comparisons in long format: pairs by ``rho``, ``i`` winning with ``sigma(s_i - s_j)``."""
     idx = rng.choice(pairs.shape[0], size=n, p=rho)
     i, j = pairs[idx, 0], pairs[idx, 1]
     won = rng.random(n) < expit(s[i] - s[j])
@@ -575,12 +514,7 @@ def human_frame(items: Sequence[str], s: np.ndarray, pairs: np.ndarray, rho: np.
 
 
 def llm_frame(data: Comparisons, p: np.ndarray | None = None, rng: np.random.Generator | None = None) -> pd.DataFrame:
-    """Return the pilot's decisive LLM judgments in long format (one record per judgment).
-
-    With fitted cell probabilities ``p`` (``data.llm`` order) the outcomes are
-    redrawn, ``Y_c ~ Binomial(n_c, p_c)`` on the same judge, pair and display-order
-    design (a parametric bootstrap of the LLM stage); otherwise they are kept.
-    """
+    """Return the pilot's decisive LLM judgments in long format, redrawn as ``Binomial(n_c, p_c)`` when ``p`` is given."""
     L = data.llm
     n = L.n.astype(int)
     if p is None:
@@ -642,10 +576,7 @@ PLAN_BYTES_PER_TASK = 2_000  # per replication: its seed sequence, task tuple an
 
 
 def _check_simulation_size(budgets: np.ndarray, data: Comparisons, n_sim: Any, n_jobs: Any) -> None:
-    """Refuse ``plan(method="simulate")`` arguments whose replications would not fit in memory, before any work.
-
-    Every worker holds one replication: the pilot's LLM judgments plus the largest budget's human ones.
-    """
+    """Refuse ``plan(method="simulate")`` arguments whose replications (one per worker) would not fit in memory."""
     if isinstance(n_sim, (bool, np.bool_)) or not isinstance(n_sim, (int, np.integer)) or n_sim < 2:
         raise ArgumentError(f"n_sim must be an integer >= 2, got {n_sim!r}")
     workers = n_workers(check_n_jobs(n_jobs))

@@ -32,7 +32,7 @@ from scipy.special import expit
 
 from pydial.data.features import covariate_names
 from pydial.exceptions import ArgumentError, ArgumentTypeError
-from pydial.resources import check_bytes
+from pydial.resources import check_bytes, check_seed
 
 if TYPE_CHECKING:  # pragma: no cover
     from pydial.data.comparisons import Comparisons
@@ -412,17 +412,6 @@ SIM_BYTES_PER_PAIR = 48  # per item pair: the pair indices and the triangle mask
 SIM_BYTES_PER_JUDGE_PAIR = 40  # per judge and pair: noise draws, overdispersion, pair-varying effects
 
 
-def _check_seed(seed: Any) -> Any:
-    """``seed`` of :func:`simulate`: None, a non-negative integer, or a numpy Generator / SeedSequence / BitGenerator."""
-    if seed is None or isinstance(seed, (np.random.Generator, np.random.SeedSequence, np.random.BitGenerator)):
-        return seed
-    if isinstance(seed, (bool, np.bool_)) or not isinstance(seed, (int, np.integer)):
-        raise ArgumentTypeError(f"seed must be None, a non-negative integer or a numpy.random.Generator, got {seed!r}")
-    if seed < 0:
-        raise ArgumentError(f"seed must be a non-negative integer, got {seed!r}")
-    return seed
-
-
 def _check_size(N: int, K: int, n_llm: int, n_human: int, p: int) -> None:
     """Refuse (before drawing) a simulation whose arrays exceed the memory available."""
     n_pairs = N * (N - 1) // 2
@@ -443,10 +432,7 @@ def _names(N: int, K: int) -> tuple[tuple[str, ...], tuple[str, ...]]:
 
 def _self_preference(own: Mapping[str, Sequence[str]] | None, effect: float | Mapping[str, float], N: int,
                      K: int) -> tuple[np.ndarray | None, np.ndarray]:
-    """Return the own-item indicators ``(K, N)`` of :func:`simulate`'s ``self_preference`` and the effects ``(K,)``.
-
-    ``None`` and zeros without a map; an :class:`~pydial.ArgumentError` names unknown judges or items.
-    """
+    """Return the own-item indicators ``(K, N)`` (``None`` without a map) and the self-preference effects ``(K,)``."""
     item_names, judge_names = _names(N, K)
     judges = {name: k for k, name in enumerate(judge_names)}
     items = {name: t for t, name in enumerate(item_names)}
@@ -503,12 +489,10 @@ def _position_effects(values: Sequence[float] | None, K: int) -> np.ndarray | No
 
 def _llm_design(gen: np.random.Generator, n_llm: int, n_pairs: int, K: int, p_first: float,
                 both_orders: bool) -> tuple[np.ndarray, ...]:
-    """Draw the LLM comparisons' pair, judge, display order and record (indices per row).
+    """Draw the LLM comparisons' ``(pair, judge, canonical_first, record, record_pairs)``.
 
-    One judgment per record with the judge drawn uniformly and the canonical item first with
-    probability ``p_first``; or (``both_orders``) ``n_llm`` records, each judged by every
-    judge in both orders (rows record by record, judge by judge, canonical item first then second).
-    Returns ``(pair, judge, canonical_first, record, record_pairs)``.
+    One judgment per record (judge uniform, canonical item first with ``p_first``), or with ``both_orders`` every judge
+    in both orders on each of ``n_llm`` records.
     """
     rec_pairs = gen.integers(0, n_pairs, size=n_llm)
     if not both_orders:
@@ -686,7 +670,7 @@ def simulate(
         :class:`JudgeBehavior` or a mapping of some of its fields (e.g.
         ``{"overdispersion": 1.0}``); the others keep their defaults.
     seed : numpy.random.Generator, int or None
-        Seed or generator, passed to :func:`numpy.random.default_rng`.  The same
+        Seed (an integer in ``[0, 2**32)``) or generator, passed to :func:`numpy.random.default_rng`.  The same
         seed gives identical output.
 
     Returns
@@ -721,7 +705,7 @@ def simulate(
     6.0
     """
     N, K, r, n_llm, n_human = _check_design(N, K, rank, n_llm, n_human)
-    seed = _check_seed(seed)
+    seed = check_seed(seed, generator=True)
     jb = JudgeBehavior.of(behavior)
     n_rows = _check_both_orders(both_orders, n_llm, n_human, K)
     b_given = _position_effects(jb.position_effects, K)
