@@ -139,9 +139,10 @@ def test_tie_point_fit_matches_fit_on_both_engines(models, tie_data, method):
     scores, judge scores, position effects and the log tie parameters (dial-ada at one weight: the people's)."""
     from pydial.api import fit
     from pydial.model.cells import family_totals
+    from pydial.model.families import family_of
 
     ties, data = tie_data
-    n_l, n_h = family_totals(data, ties)
+    n_l, n_h = family_totals(data, family_of(ties))
     kw: dict = {"rank": 1, "calibration": "mu"} if method.startswith("dial") else {}
     lam = 2.0 * n_l / n_h if method == "dial-ada" else None
     sp = stan_fit_point(data, method, ties=ties, lambda_=lam, **kw)
