@@ -16,7 +16,7 @@ from typing import Callable, cast
 from pydial.data.comparisons import Comparisons
 from pydial.estimation.engines import Optimizers
 from pydial.estimation.estimators import estimate, numerical_errors
-from pydial.estimation.results import DialResult, covariance_tables, reissue, result_of
+from pydial.estimation.results import DialResult, covariances_of, reissue, result_of
 from pydial.estimation.spec import ModelSpec
 from pydial.estimation.steps import numpy_optimizers
 from pydial.estimation.verdict import calibration_warning
@@ -53,7 +53,7 @@ class DialModel:
         with warnings.catch_warnings(record=True) as caught, numerical_errors(f"method {spec.method!r}"):
             warnings.simplefilter("always")
             est = estimate(data, spec, optimizers(spec.engine, spec.seed, spec.penalty), rank_grid)
-            C, tabs = covariance_tables(self, est)
+            C = covariances_of(self, est)
         reissue(caught)
         found = [cast(Warning, w.message) for w in caught]  # warnings.warn made each message an instance
         rejected = calibration_warning(spec, est)
@@ -61,7 +61,7 @@ class DialModel:
             warnings.warn(rejected, stacklevel=caller_stacklevel())
             found.append(rejected)
         with numerical_errors(f"the diagnosis of the {spec.method!r} fit"):
-            return result_of(self, est, C, tabs, found)
+            return result_of(self, est, C, found)
 
     @classmethod
     def fit_spec(cls, data: Comparisons, *, spec: ModelSpec) -> DialResult:

@@ -24,7 +24,7 @@ from pydial.estimation.fitstats import FitStats, judgment_counts
 from pydial.estimation.verdict import dial_model, verdict
 from pydial.exceptions import ArgumentError, CovarianceWarning, UnknownNameError
 from pydial.inference.linearization import ANCHORED_COVS, COV_TYPES, Linearization
-from pydial.inference.wald import covariances, tables
+from pydial.inference.wald import covariances, tables, variance_warnings
 from pydial.model.chart import Structure
 
 if TYPE_CHECKING:
@@ -37,7 +37,7 @@ def _estimated(name: str, doc: str) -> Any:
 
 
 def _table(name: str, doc: str) -> Any:
-    """Return a read-only attribute of the result: the table ``name`` formed when it was built."""
+    """Return a read-only attribute of the result: the table ``name``, formed when first asked (:attr:`DialResult.tables`)."""
     return property(lambda self: self.tables[name], doc=doc)
 
 
@@ -52,9 +52,10 @@ class DialResult:
 
     Frozen and built once, by :meth:`pydial.estimation.model.DialModel.fit`: the model
     (data and :class:`~pydial.ModelSpec`), the estimator's :class:`Estimate` (point estimates
-    and linearizations), the covariances of the linearization under the spec's meat, the
-    tables formed from them (:mod:`pydial.inference.wald`) and the verdict.  The attributes
-    below are read from these; :meth:`with_cov` returns the result of another meat.
+    and linearizations), the covariances of the linearization under the spec's meat and the
+    verdict.  The tables (:attr:`scores`, :attr:`cov`, ...) are formed from the estimate and
+    covariances when first asked (:mod:`pydial.inference.wald`); the other attributes are read
+    from these; :meth:`with_cov` returns the result of another meat.
 
     Attributes
     ----------
@@ -229,7 +230,6 @@ class DialResult:
     model: Any  # the DialModel (pydial.estimation.model): data and spec
     estimate: Estimate
     covariances: dict[str, Any]
-    tables: dict[str, Any]
     status: str = "ok"
     problems: tuple[str, ...] = ()
     fit_warnings: tuple[Warning, ...] = ()
@@ -269,6 +269,17 @@ class DialResult:
     tie_parameters = _table("tie_parameters", "The tie parameters with their intervals, by judge.")
     covariate_effects = _table("covariate_effects", "The covariate effects with their Wald tests.")
     covariate_effects_cov = _table("covariate_effects_cov", "The covariance of the covariate effects.")
+
+    @cached_property
+    def tables(self) -> dict[str, Any]:
+        """Every table of the fit (:data:`pydial.inference.wald.TABLES`), formed from the estimate and covariances when first asked.
+
+        Their zero variances were reported when the result was built
+        (:func:`pydial.inference.wald.variance_warnings`), so forming them warns no more.
+        """
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", CovarianceWarning)
+            return tables(self.estimate, self.covariances, self.data, self.level, self.ties)
 
     @property
     def spec(self) -> ModelSpec:
@@ -554,10 +565,10 @@ class DialResult:
         model = dataclasses.replace(self.model, spec=spec)
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
-            C, tabs = covariance_tables(model, self.estimate)
+            C = covariances_of(model, self.estimate)
         reissue(caught)
         keep = [w for w in self.fit_warnings if not isinstance(w, CovarianceWarning)]
-        return result_of(model, self.estimate, C, tabs, keep + [cast(Warning, w.message) for w in caught])
+        return result_of(model, self.estimate, C, keep + [cast(Warning, w.message) for w in caught])
 
     def _require_linearization(self) -> None:
         """Raise an :class:`~pydial.ArgumentError` unless this result can form other covariances."""
@@ -866,12 +877,18 @@ def tie_log_nu(labels: list[str], log_nu: np.ndarray, free: np.ndarray | None = 
     return pd.Series(out, index=pd.Index(labels, name="judge"))
 
 
-def covariance_tables(model: Any, est: Estimate) -> tuple[dict[str, Any], dict[str, Any]]:
-    """Every covariance of ``est``'s linearization under the model's meat, and the tables they give."""
+def covariances_of(model: Any, est: Estimate) -> dict[str, Any]:
+    """Every covariance of ``est``'s linearization under the model's meat; warns of a degenerate one.
+
+    A degenerate meat warns while it is formed; a zero variance, which the tables report as a
+    NaN standard error, is found in the arrays (:func:`~pydial.inference.wald.variance_warnings`).
+    """
     spec = model.spec
     anchored = spec.anchored_cov_type if spec.uses_calibration else None
     C = covariances(est.linearization, model.data, spec.resolved_cov_type, anchored, spec.cluster_correction)
-    return C, tables(est, C, model.data, spec.level, spec.ties)
+    for w in variance_warnings(est, C, model.data):
+        warnings.warn(w, stacklevel=2)
+    return C
 
 
 def reissue(caught: list[warnings.WarningMessage]) -> None:
@@ -880,10 +897,9 @@ def reissue(caught: list[warnings.WarningMessage]) -> None:
         warnings.warn_explicit(w.message, w.category, w.filename, w.lineno, source=w.source)
 
 
-def result_of(model: Any, est: Estimate, C: dict[str, Any], tabs: dict[str, Any],
-              caught: list[Warning]) -> DialResult:
-    """Return the frozen result of an estimate, its covariances and tables, with the verdict of the warnings ``caught``."""
+def result_of(model: Any, est: Estimate, C: dict[str, Any], caught: list[Warning]) -> DialResult:
+    """Return the frozen result of an estimate and its covariances, with the verdict of the warnings ``caught``."""
     status, problems = verdict(model.spec, est, model.data, caught)
     used, excluded = judgment_counts(model.data, model.spec.ties, model.spec.method)
-    return DialResult(model=model, estimate=est, covariances=C, tables=tabs, status=status, problems=problems,
+    return DialResult(model=model, estimate=est, covariances=C, status=status, problems=problems,
                       fit_warnings=tuple(caught), n_obs_by_judge=used, excluded=excluded)
