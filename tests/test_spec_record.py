@@ -93,3 +93,18 @@ def test_the_fit_estimand_is_its_spec_at_the_selection(data):
     judges = result_estimand(pydial.fit(data, "judges"))
     assert (judges.b_source, judges.scores, judges.spec.method) == ("judge", "s_judges", "judges")
     assert Selection() == est.spec.selection
+
+
+def test_the_model_owns_its_family_cells_and_chart(data):
+    from pydial.estimation.model import DialModel
+    from pydial.model.chart import Chart
+    from pydial.model.families import family_of
+
+    model = DialModel(data, ModelSpec("dial-ada", rank=1, ties="davidson"))
+    assert model.family == family_of("davidson")
+    assert model.cells.counts.shape == (len(model.cells.n), 3)  # the tie cells of every judgment
+    assert model.chart == Chart.for_data(data, 1, "mu", True)
+    res = model.fit()
+    assert res.model is model and res.chart == model.chart
+    assert DialModel(data, ModelSpec("dial-ada", rank=[0, 1])).chart is None
+    assert DialModel(data, ModelSpec("judges")).chart is None

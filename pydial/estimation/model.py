@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import warnings
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Callable, cast
 
 from pydial.data.comparisons import Comparisons
@@ -21,6 +22,9 @@ from pydial.estimation.spec import ModelSpec
 from pydial.estimation.steps import numpy_optimizers
 from pydial.estimation.verdict import calibration_warning
 from pydial.exceptions import ArgumentTypeError, caller_stacklevel
+from pydial.model.cells import Cells
+from pydial.model.chart import Chart
+from pydial.model.families import Family, family_of
 from pydial.optim import single_threaded_blas
 
 __all__ = ["DialModel", "ENGINE_OPTIMIZERS", "optimizers"]
@@ -39,10 +43,32 @@ def optimizers(engine: str, seed: int | None = None, penalty: str | None = None)
 
 @dataclass(frozen=True)
 class DialModel:
-    """The data and the specification of a fit (``result.model``); :meth:`fit` fits it."""
+    """The data and the specification of a fit (``result.model``); :meth:`fit` fits it.
+
+    It owns what the two determine: the outcome :attr:`family`, the :attr:`cells` of the data
+    and, for a structured method at one rank, the :attr:`chart` of the joint fit.
+    """
 
     data: Comparisons
     spec: ModelSpec
+
+    @property
+    def family(self) -> Family:
+        """The outcome family of ``spec.ties`` (binary, Davidson, Rao-Kupper)."""
+        return family_of(self.spec.ties)
+
+    @cached_property
+    def cells(self) -> Cells:
+        """The data's LLM then human cells at unit weights, as the family reads them (tie cells with a tie model)."""
+        return Cells.stack(self.data, 1.0, 1.0, with_ties=self.spec.ties is not None)
+
+    @cached_property
+    def chart(self) -> Chart | None:
+        """The chart of the joint structured fit at ``spec.rank``; None for a method without one or a rank grid."""
+        spec = self.spec
+        if not (spec.uses_calibration and isinstance(spec.rank, int)):
+            return None
+        return Chart.for_data(self.data, spec.rank, spec.calibration, spec.order, spec.covariate_effects == "shared")
 
     @single_threaded_blas
     def fit(self) -> DialResult:
