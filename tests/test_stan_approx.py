@@ -9,7 +9,6 @@ record, the InferenceData layout and :func:`compare_intervals`; httpstan has nei
 
 from __future__ import annotations
 
-import json
 import warnings
 
 import numpy as np

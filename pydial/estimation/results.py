@@ -272,11 +272,7 @@ class DialResult:
 
     @cached_property
     def tables(self) -> dict[str, Any]:
-        """Every table of the fit (:data:`pydial.inference.wald.TABLES`), formed from the estimate and covariances when first asked.
-
-        Their zero variances were reported when the result was built
-        (:func:`pydial.inference.wald.variance_warnings`), so forming them warns no more.
-        """
+        """The tables :data:`~pydial.inference.wald.TABLES`, formed when first asked (their zero variances warned at build)."""
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", CovarianceWarning)
             return tables(self.estimate, self.covariances, self.data, self.level, self.ties)
@@ -668,7 +664,6 @@ class DialResult:
             raise ArgumentError("loo_cv needs a weight path (method 'dial-ada' or 'dial-nopos')")
         if not self.used_the_judgments_of(data):
             raise ArgumentError(f"data: loo_cv refits on the data of this fit (result.data), but {self._other_data(data)}")
-        ties = self.spec.ties if self.spec is not None else None
         rows = []
         for e in self.path:
             c = e.candidate
@@ -676,7 +671,7 @@ class DialResult:
                 continue
             theta = e.staged_theta if np.isinf(c.lambda_) or c.lambda_ == 0 else c.theta
             rows.append({"rank": e.chart.r, "lambda": c.lambda_, "gacv": c.gacv,
-                         "cv_loo": loo_cv(data, e.chart, c.lambda_, theta, ties)})
+                         "cv_loo": loo_cv(data, e.chart, c.lambda_, theta, self.ties)})
         return pd.DataFrame(rows)
 
     def position_test(self, judge_1: str, judge_2: str) -> pd.Series:
@@ -878,11 +873,7 @@ def tie_log_nu(labels: list[str], log_nu: np.ndarray, free: np.ndarray | None = 
 
 
 def covariances_of(model: Any, est: Estimate) -> dict[str, Any]:
-    """Every covariance of ``est``'s linearization under the model's meat; warns of a degenerate one.
-
-    A degenerate meat warns while it is formed; a zero variance, which the tables report as a
-    NaN standard error, is found in the arrays (:func:`~pydial.inference.wald.variance_warnings`).
-    """
+    """Every covariance of ``est``'s linearization under the model's meat; warns of a degenerate meat or a zero variance."""
     spec = model.spec
     anchored = spec.anchored_cov_type if spec.uses_calibration else None
     C = covariances(est.linearization, model.data, spec.resolved_cov_type, anchored, spec.cluster_correction)

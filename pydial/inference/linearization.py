@@ -96,12 +96,12 @@ def wald_table(est: np.ndarray, cov: np.ndarray, index: list[str], level: float,
 
 
 def zero_variance(var: np.ndarray) -> np.ndarray:
-    """The (numerically) zero entries of the variances ``var``: NaN standard errors in a Wald table."""
+    """Return the (numerically) zero entries of the variances ``var``: NaN standard errors in a Wald table."""
     return np.isfinite(var) & (var <= 1e-13 * max(float(np.nanmax(np.abs(var), initial=0.0)), 1e-300))
 
 
 def zero_variance_warning(name: str, index: Sequence[Any], zero: np.ndarray) -> CovarianceWarning:
-    """The :class:`CovarianceWarning` of the zero variances ``zero`` of ``name`` (labels ``index``)."""
+    """Return the :class:`CovarianceWarning` of the zero variances ``zero`` of ``name`` (labels ``index``)."""
     who = ", ".join(str(index[k]) for k in np.flatnonzero(zero)[:6])
     return CovarianceWarning(f"the covariance of {name} has zero variance for {who} ({int(zero.sum())} in "
                              "all): their standard errors and intervals are NaN, not 0")

@@ -104,7 +104,7 @@ def variance_warnings(est: Any, C: dict[str, Any], data: Comparisons) -> list[Co
 
 
 def _beta_free(est: Any, data: Comparisons) -> np.ndarray:
-    """The estimated entries of the estimate's ``beta`` (:func:`beta_support`; all when every one is)."""
+    """Return the estimated entries of the estimate's ``beta`` (:func:`beta_support`; all when every one is)."""
     free = beta_support(data, est.beta_labels)
     return np.ones(est.beta.shape, bool) if free is None else free
 

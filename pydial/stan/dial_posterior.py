@@ -184,7 +184,7 @@ def sample_dial(data: Comparisons, req: Request, opt: RunOptions) -> Sampled:
     cut = bool(np.isinf(lam_eff)) and req.calibration is not None
     if cut and opt.program is not None:
         raise ArgumentError("lambda_=inf (the cut posterior, method 'dial-anc') samples the shipped programs only")
-    rank, calibration, ties, order, b_stage = req.rank, req.calibration, req.ties, req.order, req.b_stage
+    calibration, order, b_stage = req.calibration, req.order, req.b_stage
     res, d, cells, post, dims, coords = run_dial(data, req, opt, None if cut else calibration, w_llm)
     out = Sampled(res, d, cells, post, dims, coords, ["s_H", "S", "gamma", "b", "nu", "beta", "consensus_scale"], None,
                    "dial_sample" + ("+dial_calibrate" if cut else ""), merge_priors(DIAL_SAMPLE_PRIORS, opt.priors,
