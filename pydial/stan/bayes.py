@@ -195,7 +195,7 @@ def _check_like(like: Any) -> None:
     if isinstance(like, ModelSpec):
         raise ArgumentTypeError("like= takes a fit result (like=pydial.fit(data, ...)), got a ModelSpec; pass it "
                                 "as spec=")
-    if not all(hasattr(like, a) for a in ("method", "rank", "calibration")):
+    if not (isinstance(getattr(like, "spec", None), ModelSpec) and hasattr(like, "lambda_")):
         raise ArgumentTypeError(f"like= takes a fit result (like=pydial.fit(data, ...)), got {type(like).__name__}; "
                                 f"to name the estimator, pass method= (one of {', '.join(POSTERIOR_METHODS)})")
 
