@@ -34,10 +34,12 @@ through :mod:`pydial.stan.idata`, the one module that knows the arviz version:
 an :class:`xarray.DataTree` on arviz 1.x, an ``arviz.InferenceData`` on arviz
 0.x (Python 3.11), with the same groups, coordinates and root ``attrs``.
 
-``attrs["estimand"]`` records what the posterior estimates, so that
-:func:`pydial.stan.compare_intervals` compares a fit with the posterior of the
-same estimator; ``posterior(data, like=result)`` samples that posterior
-(``dial-anc``: the cut posterior, ``stan/dial_calibrate.stan``).  The record
+``attrs["estimand"]`` records what the posterior estimates -- the
+:class:`~pydial.ModelSpec` of its estimator and, beside it, where ``b`` comes from,
+the scores' variable and the data's fingerprint (:class:`~pydial.stan.dial_posterior.Estimand`)
+-- so that :func:`pydial.stan.compare_intervals` compares a fit's spec with the posterior's;
+``posterior(data, like=result)`` samples that posterior (``dial-anc``: the cut posterior,
+``stan/dial_calibrate.stan``).  The record
 is written on the root and on the ``posterior`` group and survives
 ``to_netcdf`` / ``from_netcdf``.
 """
