@@ -58,12 +58,6 @@ def _positive_grid(values: Any, name: str) -> tuple[float, ...] | None:
     """
     if values is None:
         return None
-    if name == "lambda_" and np.ndim(values) <= 1 and np.size(values) == 1 and not isinstance(values, (str, bytes)):
-        try:
-            if np.isposinf(float(np.ravel(np.asarray(values, dtype=float))[0])):
-                return (float("inf"),)
-        except (TypeError, ValueError):
-            pass
     hint = (f"{name} must be a non-empty sequence of finite positive numbers, e.g. {name}=[0.5, 2.0]"
             + (" (the endpoints 0 and inf are added by include_endpoints; inf alone is the anchored endpoint)"
                if name == "lambda_" else ""))
@@ -75,6 +69,8 @@ def _positive_grid(values: Any, name: str) -> tuple[float, ...] | None:
         arr = np.asarray(values, dtype=float)
     except (TypeError, ValueError):
         raise ArgumentTypeError(f"{hint}; got {values!r}") from None
+    if name == "lambda_" and arr.shape == (1,) and arr[0] == np.inf:
+        return (float("inf"),)
     if arr.ndim != 1 or arr.size == 0 or not np.all(np.isfinite(arr)) or np.any(arr <= 0):
         raise ArgumentError(f"{hint}; got {values!r}")
     return tuple(float(v) for v in arr)
