@@ -164,12 +164,13 @@ def compare_intervals(result: Any, idata: Any, *, level: float | None = None, ma
 
     Parameters
     ----------
-    result : DialResult
-        A frequentist fit: ``scores`` (DataFrame indexed by item with columns
+    result : DialResult-like
+        A frequentist fit with ``scores`` (DataFrame indexed by item with columns
         ``score, se, ci_low, ci_high``), optionally ``position_effects``
-        (indexed by judge with ``b, se, ci_low, ci_high``) and ``level``, and its
-        ``spec``, which at the fit's selected weight and rank
-        (:meth:`pydial.ModelSpec.selected`) is checked against the posterior's.
+        (indexed by judge with ``b, se, ci_low, ci_high``) and ``level``.  The
+        ``spec`` of a :class:`~pydial.DialResult`, at the fit's selected weight and rank
+        (:meth:`pydial.ModelSpec.selected`), is checked against the posterior's; an
+        object without a spec is compared as it is.
     idata : xarray.DataTree or arviz.InferenceData
         From :func:`pydial.stan.posterior`.  Its ``attrs["estimand"]`` names the
         variable with the method's scores (``s_H``; ``s_judges`` for
@@ -220,7 +221,7 @@ def compare_intervals(result: Any, idata: Any, *, level: float | None = None, ma
     Raises
     ------
     pydial.ArgumentTypeError
-        ``result`` is not a fit (with its ``spec``) or ``idata`` not a posterior.
+        ``result`` is not a fit or ``idata`` not a posterior.
     EstimandMismatchError
         The fit and the posterior were made from different data (their data fingerprints
         differ, whatever ``match``), estimate different things (and ``match=False``),
@@ -245,10 +246,8 @@ def compare_intervals(result: Any, idata: Any, *, level: float | None = None, ma
     from .bayes import estimand as post_estimand
     from .bayes import result_estimand
 
-    if not isinstance(getattr(result, "scores", None), pd.DataFrame) or not isinstance(getattr(result, "spec", None),
-                                                                                    ModelSpec):
-        raise ArgumentTypeError(f"result must be a fit with a scores table and its spec (pydial.fit), got "
-                                f"{type(result).__name__}")
+    if not isinstance(getattr(result, "scores", None), pd.DataFrame):
+        raise ArgumentTypeError(f"result must be a fit with a scores table (pydial.fit), got {type(result).__name__}")
     try:
         groups = azio.group_names(idata)
     except (AttributeError, TypeError):
@@ -270,7 +269,7 @@ def compare_intervals(result: Any, idata: Any, *, level: float | None = None, ma
             "allow_unrecorded=True to compare the two as they are", {"estimand": ("recorded", None)})
     if pe is not None:
         score_var = pe.scores or "s_H"
-    if pe is not None:
+    if pe is not None and isinstance(getattr(result, "spec", None), ModelSpec):
         fe = result_estimand(result)
         mism = fe.differences(pe)
         if "data" in mism:  # no refit helps: the two were fitted to different judgments
