@@ -8,7 +8,6 @@ LLM-only order effects (``b_stage="llm-only"``).
 from __future__ import annotations
 
 import dataclasses
-import warnings
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
@@ -19,7 +18,7 @@ from pydial.estimation.spec import ModelSpec
 from pydial.estimation.steps import human_effects
 from pydial.model.families import family_of
 
-from ..exceptions import ArgumentError, ArgumentWarning, DataError
+from ..exceptions import ArgumentError, DataError
 from ..optim import BOX
 from .backend import CompiledModel, SampleResult, compile_model
 from .layout import Sampled
@@ -91,10 +90,8 @@ class Estimand:
     def from_record(cls, record: Mapping[str, Any]) -> "Estimand":
         """Rebuild an estimand from :meth:`to_record`'s dict."""
         spec = record.get("spec")
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", ArgumentWarning)
-            return cls(None if spec is None else ModelSpec.from_record(dict(spec)), record.get("b_source", "none"),
-                       record.get("scores"), record.get("data"), record.get("program"))
+        return cls(None if spec is None else ModelSpec.from_record(dict(spec)), record.get("b_source", "none"),
+                   record.get("scores"), record.get("data"), record.get("program"))
 
     def differences(self, other: "Estimand") -> dict[str, tuple[Any, Any]]:
         """Return the fields in which ``self`` (a fit) and ``other`` (a posterior) differ; empty when they match.
