@@ -104,7 +104,8 @@ def fit(
         Seed of the generic-rank design checks (and of Stan when used).
     lambda_ : float or sequence of float, optional
         Explicit finite candidate weights for ``dial-ada`` / ``dial-nopos`` (absolute
-        values of lambda in eq. weighted-loss).
+        values of lambda in eq. weighted-loss).  ``inf`` alone is the single weight of the
+        anchored endpoint (``dial-ada`` at ``lambda_=inf`` is ``dial-anc``).
     multiples : sequence of float, optional
         Candidate weights as multiples of ``n_L / n_H``; default seven log-spaced
         values from 0.01 to 10 (App. lambda-selection).

@@ -75,7 +75,9 @@ def test_fit_is_the_estimate_built_once(data):
     with pytest.raises(dataclasses.FrozenInstanceError):
         est.lambda_ = 0.0  # type: ignore[misc]
     C = covariances(est.linearization, data, spec.resolved_cov_type, spec.anchored_cov_type, spec.cluster_correction)
-    built = result_of(DialModel(data, spec), est, C, tables(est, C, data, spec.level, spec.ties), [])
+    built = result_of(DialModel(data, spec), est, C, [])
+    assert "tables" not in built.__dict__  # formed when first asked
+    assert built.tables.keys() == tables(est, C, data, spec.level, spec.ties).keys()
     assert_same_tables(built, res)
     assert (built.rank, built.calibration, built.lambda_, built.anchored_cov_type) == (res.rank, res.calibration,
                                                                                        res.lambda_, res.anchored_cov_type)

@@ -142,7 +142,7 @@ def test_compare_runs_end_to_end(tmp_path, capsys, stan_backend_name, tiny_csv):
     assert "b from the LLM-only stage" in out
     assert (tmp_path / "compare_intervals.png").stat().st_size > 5000
     idata = az.from_netcdf(tmp_path / "posterior.nc")
-    assert json.loads(idata.attrs["estimand"])["method"] == "dial-ada"
+    assert json.loads(idata.attrs["estimand"])["spec"]["method"] == "dial-ada"
     assert {"posterior", "log_likelihood", "posterior_predictive", "observed_data"} <= set(group_names(idata))
 
 
@@ -161,7 +161,7 @@ def test_compare_seed_and_dial_nopos(tmp_path, capsys, stan_backend_name, tiny_c
     pd.testing.assert_frame_equal(first, again)
     assert not np.allclose(first["post_mean"], other["post_mean"])
     np.testing.assert_array_equal(first["estimate"], other["estimate"])  # the fit is not random
-    assert json.loads(az.from_netcdf(tmp_path / "a" / "posterior.nc").attrs["estimand"])["method"] == "dial-nopos"
+    assert json.loads(az.from_netcdf(tmp_path / "a" / "posterior.nc").attrs["estimand"])["spec"]["method"] == "dial-nopos"
 
 
 @pytest.mark.stan

@@ -226,7 +226,7 @@ def test_posterior_with_covariates_has_beta_near_the_mle(posterior_data, method,
     post = azio.group_dataset(idata, "posterior")
     assert post["beta"].dims[2:] == ("beta_judge", "covariate")
     assert list(post["covariate"].values) == COVARIATES
-    assert pydial.stan.estimand(idata)["covariates"] == effects
+    assert pydial.stan.estimand(idata).spec.covariate_effects == effects
     table = pydial.stan.compare_intervals(res, idata)
     beta = table.xs("beta", level="quantity")
     assert list(beta.index) == [f"{j} | {c}" for j, c in res.covariate_effects.index]

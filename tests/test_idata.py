@@ -17,18 +17,18 @@ import pytest
 from scipy.special import log_expit
 from scipy.stats import norm
 
-from pydial import EstimandMismatchError
+from pydial import EstimandMismatchError, ModelSpec
 from pydial.stan import compare_intervals
 from pydial.stan import idata as azio
 from pydial.stan.bayes import estimand
+from pydial.stan.dial_posterior import Estimand
 
 ITEMS = ["a", "b", "c"]
 CELLS = ["human:a-b", "human:a-c", "human:b-c"]
 
 
 def _record(method: str = "human") -> str:
-    return json.dumps({"method": method, "model": "human", "rank": None, "calibration": None, "lambda_": float("nan"),
-                       "ties": None, "order": False, "b": "none", "scores": "s_H", "penalty": None})
+    return json.dumps(Estimand(ModelSpec(method), "none", "s_H").to_record())
 
 
 def _posterior(attrs: dict | None = None, seed: int = 0):
@@ -54,9 +54,8 @@ def _fit(method: str = "human"):
     scores = pd.DataFrame({"score": [0.5, 0.0, -0.5], "se": [0.1, 0.1, 0.1]}, index=pd.Index(ITEMS, name="item"))
     z = norm.ppf(0.975)
     scores["ci_low"], scores["ci_high"] = scores["score"] - z * 0.1, scores["score"] + z * 0.1
-    return types.SimpleNamespace(method=method, scores=scores, position_effects=None, level=0.95, ties=None,
-                                 rank=None, calibration=None, lambda_=float("nan"), penalty=None, order=False,
-                                 cov_type="fisher")
+    return types.SimpleNamespace(method=method, spec=ModelSpec(method), scores=scores, position_effects=None,
+                                 level=0.95, rank=None, lambda_=float("nan"), cov_type="fisher")
 
 
 def test_layout_read_back_by_arviz():
@@ -67,9 +66,10 @@ def test_layout_read_back_by_arviz():
     assert [str(v) for v in post["item"].values] == ITEMS
     assert azio.group_dataset(idata, "log_likelihood")["log_lik"].dims == ("chain", "draw", "cell")
     assert idata.attrs["chains"] == 2 and json.loads(idata.attrs["sampler_problems"]) == []
-    assert estimand(idata)["method"] == "human"
+    assert estimand(idata).spec == ModelSpec("human")
     # the record is on the posterior group too (kept by tools that pass only that group on)
     assert json.loads(azio.posterior_attrs(post)["estimand"])["scores"] == "s_H"
+    assert ModelSpec.from_record(json.loads(idata.attrs["estimand"])["spec"]) == ModelSpec("human")
 
 
 def test_loo_equals_the_importance_sampling_reference():
@@ -124,9 +124,10 @@ def test_compare_refuses_a_posterior_without_a_record():
 
 def test_compare_refuses_another_estimator():
     """A human fit against a posterior recorded as dial-anc: refused by name (on every arviz version)."""
-    other = _posterior(attrs={"estimand": json.dumps({**json.loads(_record()), "method": "dial-anc"})})
-    with pytest.raises(EstimandMismatchError, match="method"):
+    other = _posterior(attrs={"estimand": _record("dial-anc")})
+    with pytest.raises(EstimandMismatchError, match="method: fit 'human' vs posterior 'dial-anc'") as err:
         compare_intervals(_fit(), other)
+    assert err.value.mismatch == {"method": ("human", "dial-anc")}
 
 
 def test_unsupported_arviz_is_named(monkeypatch):

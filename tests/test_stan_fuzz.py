@@ -6,6 +6,8 @@ what to change.
 
 from __future__ import annotations
 
+import dataclasses
+
 import json
 
 import numpy as np
@@ -17,7 +19,6 @@ from pydial.exceptions import ArgumentError, ArgumentTypeError, EstimandMismatch
 from pydial.stan import compare_intervals, interval_settings, posterior
 from pydial.stan import idata as azio
 from pydial.stan.bayes import result_estimand
-from pydial.stan.compare import check_estimands
 from pydial.stan.schema import data_fingerprint, standata
 
 
@@ -88,18 +89,18 @@ def _posterior_of(data: pydial.Comparisons, res: object) -> object:
     rng = np.random.default_rng(0)
     items = list(data.items)
     draws = rng.normal(size=(2, 50, len(items)))
-    est = {**result_estimand(res), "data": data_fingerprint(data)}
+    est = dataclasses.replace(result_estimand(res), data=data_fingerprint(data))
     return azio.build({"posterior": {"s_H": draws}}, coords={"item": items}, dims={"s_H": ["item"]},
-                      attrs={"estimand": json.dumps(est)})
+                      attrs={"estimand": json.dumps(est.to_record())})
 
 
-def test_check_estimands_names_the_data(data_a, data_b):
+def test_estimand_differences_name_the_data(data_a, data_b):
     res = pydial.fit(data_a, "human")
     fe = result_estimand(res)
-    assert fe["data"] == data_fingerprint(data_a)
-    assert check_estimands(fe, {**fe, "data": data_fingerprint(data_b)}) == {
+    assert fe.data == data_fingerprint(data_a)
+    assert fe.differences(dataclasses.replace(fe, data=data_fingerprint(data_b))) == {
         "data": (data_fingerprint(data_a), data_fingerprint(data_b))}
-    assert check_estimands(fe, {**fe, "data": None}) == {}  # a record without a fingerprint is not checked on it
+    assert fe.differences(dataclasses.replace(fe, data=None)) == {}  # a record without a fingerprint: not checked on it
 
 
 @pytest.mark.parametrize("match", [False, True])

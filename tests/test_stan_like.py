@@ -27,9 +27,9 @@ import warnings
 import numpy as np
 import pytest
 
-from pydial import EstimandMismatchError, fit
+from pydial import EstimandMismatchError, ModelSpec, fit
 from pydial.studies.simulate import simulate
-from pydial.stan import compare_intervals, posterior
+from pydial.stan import compare_intervals, estimand, posterior
 from pydial.stan.idata import group_dataset, group_names
 
 pytestmark = pytest.mark.stan
@@ -57,8 +57,9 @@ def pairs(models, sim_data):
 @pytest.mark.parametrize("method", ["human", "judges", "dial-anc", "dial-ada"])
 def test_matched_pair_agrees(pairs, method):
     p = pairs[method]
-    est = json.loads(p.idata.attrs["estimand"])
-    assert est["method"] == method
+    est = estimand(p.idata)
+    assert est.spec.estimand()["method"] == method
+    assert est.spec == p.res.spec.selected(p.res.lambda_, p.res.rank)  # the record is the fit's spec
     # short chains: no divergences and R-hat near 1 (the 1.01 warning threshold is for production runs)
     assert not any("divergent" in q for q in json.loads(p.idata.attrs["sampler_problems"]))
     assert max(r["rhat"] for r in json.loads(p.idata.attrs["sampler_diagnostics"])) < 1.05
@@ -71,7 +72,7 @@ def test_matched_pair_agrees(pairs, method):
     np.testing.assert_allclose(t["estimate"], s["score"])
     np.testing.assert_allclose(t["se"], s["se"])
     # the independent check: the posterior (Stan's NUTS) against those, below
-    x = p.idata.posterior[est["scores"]].stack(s=("chain", "draw")).transpose("item", "s").to_numpy()
+    x = p.idata.posterior[est.scores].stack(s=("chain", "draw")).transpose("item", "s").to_numpy()
     np.testing.assert_allclose(t["post_mean"], x.mean(axis=1))
     assert np.all(np.abs(t["shift_se"]) < 0.2), t["shift_se"]
     assert np.all((t["width_ratio"] > 0.85) & (t["width_ratio"] < 1.15)), t["width_ratio"]
@@ -83,10 +84,14 @@ def test_matched_pair_agrees(pairs, method):
 
 
 def test_estimand_records(pairs, sim_data):
-    anc = json.loads(pairs["dial-anc"].idata.attrs["estimand"])
-    assert anc["lambda_"] == float("inf") and anc["b"] == "llm-only" and anc["rank"] == 1 and anc["calibration"] == "mu"
-    ada = json.loads(pairs["dial-ada"].idata.attrs["estimand"])
-    assert ada["lambda_"] == pytest.approx(pairs["dial-ada"].res.lambda_) and ada["b"] == "llm-only"
+    anc = estimand(pairs["dial-anc"].idata)
+    assert anc.weight == float("inf") and anc.b_source == "llm-only" and anc.spec.rank == 1
+    assert anc.spec.calibration == "mu"
+    ada = estimand(pairs["dial-ada"].idata)
+    assert ada.weight == pytest.approx(pairs["dial-ada"].res.lambda_) and ada.b_source == "llm-only"
+    record = json.loads(pairs["dial-ada"].idata.attrs["estimand"])
+    assert set(record) == {"spec", "b_source", "scores", "data", "program"}
+    assert ModelSpec.from_record(record["spec"]) == ada.spec
     # dial-ada's b is the LLM-only run's; the joint posterior's b is kept beside it
     post = pairs["dial-ada"].idata.posterior
     assert "b_joint" in post and post["b_joint"].dims == ("chain", "draw", "judge")
@@ -294,8 +299,8 @@ def test_like_with_ties(models):
     res = fit(data, "judges", ties="davidson", cov_type="fisher")  # Bernstein-von Mises: the model-based intervals
     assert res.ok, res.verdict()
     idata = posterior(data, like=res, seed=3, **DRAWS)
-    est = json.loads(idata.attrs["estimand"])
-    assert est["ties"] == "davidson" and est["method"] == "judges"
+    est = estimand(idata)
+    assert est.spec.ties == "davidson" and est.spec.method == "judges"
     tab = compare_intervals(res, idata)
     assert np.all(np.abs(tab["shift_se"]) < 0.25), tab["shift_se"]
     assert np.all((tab["width_ratio"] > 0.8) & (tab["width_ratio"] < 1.2)), tab["width_ratio"]
@@ -313,6 +318,5 @@ def test_the_posterior_of_a_spec_is_that_of_its_fit(models, pairs, sim_data):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             idata = posterior(sim_data, spec=res.spec, chains=1, draws=30, warmup=30, seed=2)
-        got, want = json.loads(idata.attrs["estimand"]), json.loads(pairs[m].idata.attrs["estimand"])
-        assert {k: got[k] for k in ("method", "rank", "calibration", "lambda_", "ties")} == \
-               {k: want[k] for k in ("method", "rank", "calibration", "lambda_", "ties")}, m
+        got, want = estimand(idata), estimand(pairs[m].idata)
+        assert got.spec == want.spec == res.spec, m

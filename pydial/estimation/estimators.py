@@ -79,5 +79,7 @@ def estimate(data: Comparisons, spec: ModelSpec, engine: Optimizers, rank_grid: 
         return fit_btl(data, method, family=family, seed=spec.seed, engine=engine, penalty=spec.penalty)
     cal = cast(str, spec.calibration)
     steps = Steps(data, cal, spec.order, family, engine, spec.penalty, shared=shared)
-    return fit_dial(data, steps, cal, adaptive=spec.adaptive, lambda_=spec.lambda_, multiples=spec.multiples,
-                    include_endpoints=spec.include_endpoints, rank_grid=rank_grid, selection=spec.selection)
+    anchored = spec.lambda_ == (float("inf"),)  # the single weight inf: the anchored endpoint alone
+    return fit_dial(data, steps, cal, adaptive=spec.adaptive and not anchored, lambda_=spec.lambda_,
+                    multiples=spec.multiples, include_endpoints=spec.include_endpoints, rank_grid=rank_grid,
+                    selection=spec.selection)

@@ -11,16 +11,20 @@ from __future__ import annotations
 
 import warnings
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Callable, cast
 
 from pydial.data.comparisons import Comparisons
 from pydial.estimation.engines import Optimizers
 from pydial.estimation.estimators import estimate, numerical_errors
-from pydial.estimation.results import DialResult, covariance_tables, reissue, result_of
+from pydial.estimation.results import DialResult, covariances_of, reissue, result_of
 from pydial.estimation.spec import ModelSpec
 from pydial.estimation.steps import numpy_optimizers
 from pydial.estimation.verdict import calibration_warning
 from pydial.exceptions import ArgumentTypeError, caller_stacklevel
+from pydial.model.cells import Cells
+from pydial.model.chart import Chart
+from pydial.model.families import Family, family_of
 from pydial.optim import single_threaded_blas
 
 __all__ = ["DialModel", "ENGINE_OPTIMIZERS", "optimizers"]
@@ -39,10 +43,32 @@ def optimizers(engine: str, seed: int | None = None, penalty: str | None = None)
 
 @dataclass(frozen=True)
 class DialModel:
-    """The data and the specification of a fit (``result.model``); :meth:`fit` fits it."""
+    """The data and the specification of a fit (``result.model``); :meth:`fit` fits it.
+
+    It owns what the two determine: the outcome :attr:`family`, the :attr:`cells` of the data
+    and, for a structured method at one rank, the :attr:`chart` of the joint fit.
+    """
 
     data: Comparisons
     spec: ModelSpec
+
+    @property
+    def family(self) -> Family:
+        """The outcome family of ``spec.ties`` (binary, Davidson, Rao-Kupper)."""
+        return family_of(self.spec.ties)
+
+    @cached_property
+    def cells(self) -> Cells:
+        """The data's LLM then human cells at unit weights, as the family reads them (tie cells with a tie model)."""
+        return Cells.stack(self.data, 1.0, 1.0, with_ties=self.spec.ties is not None)
+
+    @cached_property
+    def chart(self) -> Chart | None:
+        """The chart of the joint structured fit at ``spec.rank``; None for a method without one or a rank grid."""
+        spec = self.spec
+        if not (spec.uses_calibration and isinstance(spec.rank, int)):
+            return None
+        return Chart.for_data(self.data, spec.rank, spec.calibration, spec.order, spec.covariate_effects == "shared")
 
     @single_threaded_blas
     def fit(self) -> DialResult:
@@ -53,7 +79,7 @@ class DialModel:
         with warnings.catch_warnings(record=True) as caught, numerical_errors(f"method {spec.method!r}"):
             warnings.simplefilter("always")
             est = estimate(data, spec, optimizers(spec.engine, spec.seed, spec.penalty), rank_grid)
-            C, tabs = covariance_tables(self, est)
+            C = covariances_of(self, est)
         reissue(caught)
         found = [cast(Warning, w.message) for w in caught]  # warnings.warn made each message an instance
         rejected = calibration_warning(spec, est)
@@ -61,7 +87,7 @@ class DialModel:
             warnings.warn(rejected, stacklevel=caller_stacklevel())
             found.append(rejected)
         with numerical_errors(f"the diagnosis of the {spec.method!r} fit"):
-            return result_of(self, est, C, tabs, found)
+            return result_of(self, est, C, found)
 
     @classmethod
     def fit_spec(cls, data: Comparisons, *, spec: ModelSpec) -> DialResult:

@@ -24,7 +24,7 @@ from pydial.estimation.fitstats import FitStats, judgment_counts
 from pydial.estimation.verdict import dial_model, verdict
 from pydial.exceptions import ArgumentError, CovarianceWarning, UnknownNameError
 from pydial.inference.linearization import ANCHORED_COVS, COV_TYPES, Linearization
-from pydial.inference.wald import covariances, tables
+from pydial.inference.wald import covariances, tables, variance_warnings
 from pydial.model.chart import Structure
 from pydial.model.families import family_of
 
@@ -38,7 +38,7 @@ def _estimated(name: str, doc: str) -> Any:
 
 
 def _table(name: str, doc: str) -> Any:
-    """Return a read-only attribute of the result: the table ``name`` formed when it was built."""
+    """Return a read-only attribute of the result: the table ``name``, formed when first asked (:attr:`DialResult.tables`)."""
     return property(lambda self: self.tables[name], doc=doc)
 
 
@@ -53,9 +53,10 @@ class DialResult:
 
     Frozen and built once, by :meth:`pydial.estimation.model.DialModel.fit`: the model
     (data and :class:`~pydial.ModelSpec`), the estimator's :class:`Estimate` (point estimates
-    and linearizations), the covariances of the linearization under the spec's meat, the
-    tables formed from them (:mod:`pydial.inference.wald`) and the verdict.  The attributes
-    below are read from these; :meth:`with_cov` returns the result of another meat.
+    and linearizations), the covariances of the linearization under the spec's meat and the
+    verdict.  The tables (:attr:`scores`, :attr:`cov`, ...) are formed from the estimate and
+    covariances when first asked (:mod:`pydial.inference.wald`); the other attributes are read
+    from these; :meth:`with_cov` returns the result of another meat.
 
     Attributes
     ----------
@@ -230,7 +231,6 @@ class DialResult:
     model: Any  # the DialModel (pydial.estimation.model): data and spec
     estimate: Estimate
     covariances: dict[str, Any]
-    tables: dict[str, Any]
     status: str = "ok"
     problems: tuple[str, ...] = ()
     fit_warnings: tuple[Warning, ...] = ()
@@ -270,6 +270,13 @@ class DialResult:
     tie_parameters = _table("tie_parameters", "The tie parameters with their intervals, by judge.")
     covariate_effects = _table("covariate_effects", "The covariate effects with their Wald tests.")
     covariate_effects_cov = _table("covariate_effects_cov", "The covariance of the covariate effects.")
+
+    @cached_property
+    def tables(self) -> dict[str, Any]:
+        """The tables :data:`~pydial.inference.wald.TABLES`, formed when first asked (their zero variances warned at build)."""
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", CovarianceWarning)
+            return tables(self.estimate, self.covariances, self.data, self.level, self.ties)
 
     @property
     def spec(self) -> ModelSpec:
@@ -555,10 +562,10 @@ class DialResult:
         model = dataclasses.replace(self.model, spec=spec)
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
-            C, tabs = covariance_tables(model, self.estimate)
+            C = covariances_of(model, self.estimate)
         reissue(caught)
         keep = [w for w in self.fit_warnings if not isinstance(w, CovarianceWarning)]
-        return result_of(model, self.estimate, C, tabs, keep + [cast(Warning, w.message) for w in caught])
+        return result_of(model, self.estimate, C, keep + [cast(Warning, w.message) for w in caught])
 
     def _require_linearization(self) -> None:
         """Raise an :class:`~pydial.ArgumentError` unless this result can form other covariances."""
@@ -658,7 +665,6 @@ class DialResult:
             raise ArgumentError("loo_cv needs a weight path (method 'dial-ada' or 'dial-nopos')")
         if not self.used_the_judgments_of(data):
             raise ArgumentError(f"data: loo_cv refits on the data of this fit (result.data), but {self._other_data(data)}")
-        ties = self.spec.ties if self.spec is not None else None
         rows = []
         for e in self.path:
             c = e.candidate
@@ -666,7 +672,7 @@ class DialResult:
                 continue
             theta = e.staged_theta if np.isinf(c.lambda_) or c.lambda_ == 0 else c.theta
             rows.append({"rank": e.chart.r, "lambda": c.lambda_, "gacv": c.gacv,
-                         "cv_loo": loo_cv(data, e.chart, c.lambda_, theta, family_of(ties))})
+                         "cv_loo": loo_cv(data, e.chart, c.lambda_, theta, family_of(self.ties))})
         return pd.DataFrame(rows)
 
     def position_test(self, judge_1: str, judge_2: str) -> pd.Series:
@@ -867,12 +873,14 @@ def tie_log_nu(labels: list[str], log_nu: np.ndarray, free: np.ndarray | None = 
     return pd.Series(out, index=pd.Index(labels, name="judge"))
 
 
-def covariance_tables(model: Any, est: Estimate) -> tuple[dict[str, Any], dict[str, Any]]:
-    """Every covariance of ``est``'s linearization under the model's meat, and the tables they give."""
+def covariances_of(model: Any, est: Estimate) -> dict[str, Any]:
+    """Every covariance of ``est``'s linearization under the model's meat; warns of a degenerate meat or a zero variance."""
     spec = model.spec
     anchored = spec.anchored_cov_type if spec.uses_calibration else None
     C = covariances(est.linearization, model.data, spec.resolved_cov_type, anchored, spec.cluster_correction)
-    return C, tables(est, C, model.data, spec.level, spec.ties)
+    for w in variance_warnings(est, C, model.data):
+        warnings.warn(w, stacklevel=2)
+    return C
 
 
 def reissue(caught: list[warnings.WarningMessage]) -> None:
@@ -881,10 +889,9 @@ def reissue(caught: list[warnings.WarningMessage]) -> None:
         warnings.warn_explicit(w.message, w.category, w.filename, w.lineno, source=w.source)
 
 
-def result_of(model: Any, est: Estimate, C: dict[str, Any], tabs: dict[str, Any],
-              caught: list[Warning]) -> DialResult:
-    """Return the frozen result of an estimate, its covariances and tables, with the verdict of the warnings ``caught``."""
+def result_of(model: Any, est: Estimate, C: dict[str, Any], caught: list[Warning]) -> DialResult:
+    """Return the frozen result of an estimate and its covariances, with the verdict of the warnings ``caught``."""
     status, problems = verdict(model.spec, est, model.data, caught)
     used, excluded = judgment_counts(model.data, family_of(model.spec.ties), model.spec.method)
-    return DialResult(model=model, estimate=est, covariances=C, tables=tabs, status=status, problems=problems,
+    return DialResult(model=model, estimate=est, covariances=C, status=status, problems=problems,
                       fit_warnings=tuple(caught), n_obs_by_judge=used, excluded=excluded)

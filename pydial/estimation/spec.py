@@ -38,7 +38,7 @@ from pydial.model.penalty import PENALTIES
 from pydial.estimation.selection import GACV_TOLERANCE, SELECTION_RULES, Selection
 from pydial.resources import check_choice, check_count, check_level, check_memory, check_seed
 
-__all__ = ["ModelSpec", "DEFAULT_METHOD", "METHODS", "ENGINES", "USES_RANK", "USES_CALIBRATION", "NEEDS_HUMAN",
+__all__ = ["ModelSpec", "DEFAULT_METHOD", "METHODS", "ENGINES", "ESTIMAND_FIELDS", "USES_RANK", "USES_CALIBRATION", "NEEDS_HUMAN",
            "rank_candidates",
            "check_choice", "check_level", "check_count", "check_seed"]
 
@@ -46,15 +46,21 @@ METHODS: tuple[str, ...] = ESTIMATORS
 """The estimators of :func:`pydial.fit` (what each uses: :mod:`pydial.model.methods`)."""
 ENGINES: tuple[str, ...] = ("numpy", "stan")
 """The engines: numpy's Newton on exact derivatives, or Stan's optimizer."""
+ESTIMAND_FIELDS: tuple[str, ...] = ("method", "rank", "calibration", "ties", "penalty", "lambda_", "covariate_effects")
+"""The fields of a spec that say what is estimated (:meth:`ModelSpec.estimand`); the others say how."""
 
 
 # ------------------------------------------------------------ validators
 def _positive_grid(values: Any, name: str) -> tuple[float, ...] | None:
-    """Return a non-empty 1-d sequence of finite positive numbers (``lambda_``, ``multiples``) as a tuple."""
+    """Return a non-empty 1-d sequence of finite positive numbers (``lambda_``, ``multiples``) as a tuple.
+
+    ``lambda_=inf`` alone is the single weight of the anchored endpoint.
+    """
     if values is None:
         return None
     hint = (f"{name} must be a non-empty sequence of finite positive numbers, e.g. {name}=[0.5, 2.0]"
-            + (" (the endpoints 0 and inf are added by include_endpoints)" if name == "lambda_" else ""))
+            + (" (the endpoints 0 and inf are added by include_endpoints; inf alone is the anchored endpoint)"
+               if name == "lambda_" else ""))
     if isinstance(values, (str, bytes, dict)):
         raise ArgumentTypeError(f"{hint}; got {values!r}")
     if isinstance(values, numbers.Real):
@@ -63,6 +69,8 @@ def _positive_grid(values: Any, name: str) -> tuple[float, ...] | None:
         arr = np.asarray(values, dtype=float)
     except (TypeError, ValueError):
         raise ArgumentTypeError(f"{hint}; got {values!r}") from None
+    if name == "lambda_" and arr.shape == (1,) and arr[0] == np.inf:
+        return (float("inf"),)
     if arr.ndim != 1 or arr.size == 0 or not np.all(np.isfinite(arr)) or np.any(arr <= 0):
         raise ArgumentError(f"{hint}; got {values!r}")
     return tuple(float(v) for v in arr)
@@ -164,6 +172,13 @@ class ModelSpec:
     ``calibration`` left as None take their defaults (``1`` and ``"mu"``) for the
     methods that use them and stay None for the others.  A rank or calibration given
     to a method that does not use it is dropped with an :class:`~pydial.ArgumentWarning`.
+
+    A spec is also what a fit or a posterior estimates (the estimand record of
+    :func:`pydial.stan.posterior`, ``ModelSpec.to_record``).  A single weight is
+    ``lambda_=[w]`` with ``include_endpoints=False``; ``lambda_=inf`` alone is the
+    anchored endpoint: ``dial-ada`` at ``lambda_=inf`` is the estimator ``dial-anc``
+    (:meth:`estimand` says so), whose posterior counterpart is the *cut* posterior.
+    :meth:`selected` gives the spec of a fit at its selected weight and rank.
     """
 
     method: str = DEFAULT_METHOD
@@ -282,6 +297,64 @@ class ModelSpec:
         if isinstance(out["rank"], tuple):
             out["rank"] = list(out["rank"])
         return out
+
+    @property
+    def weight(self) -> float:
+        """The single weight ``lambda`` of the spec: ``inf`` for ``dial-anc``, ``lambda_`` when it holds one, else nan."""
+        if self.method == "dial-anc":
+            return float("inf")
+        return self.lambda_[0] if self.adaptive and self.lambda_ is not None and len(self.lambda_) == 1 else float("nan")
+
+    def selected(self, lambda_: float, rank: int | None) -> "ModelSpec":
+        """Return the spec of this estimator at the weight ``lambda_`` and rank ``rank`` a fit selected.
+
+        ``dial-ada`` / ``dial-nopos`` get the single weight (``lambda_=[w]``,
+        ``include_endpoints=False``; ``inf`` alone: the anchored endpoint); ``dial-ada``
+        at ``lambda = 0`` is the human-only fit (``human``).  A rank grid becomes ``rank``.
+        """
+        spec = self.replace(rank=rank) if self.uses_rank and rank is not None and rank != self.rank else self
+        if not spec.adaptive or np.isnan(lambda_):
+            return spec
+        if lambda_ == 0.0 and spec.method == "dial-ada":
+            return spec.replace(method="human", rank=None, calibration=None, lambda_=None, multiples=None,
+                                include_endpoints=True, selection=Selection())
+        return spec.replace(lambda_=[float(lambda_)], multiples=None, include_endpoints=False, selection=Selection())
+
+    def estimand(self) -> dict[str, Any]:
+        """Return what this spec estimates, as the fields of :data:`ESTIMAND_FIELDS` in one canonical form.
+
+        ``dial-ada`` at the single weight ``inf`` is ``dial-anc``; the weight of a
+        DIAL method is :attr:`weight` (a grid not yet selected stays a grid); the
+        covariate effects are those of the methods that have them (``judge`` for
+        ``human`` and ``judges``, which fit one row per judge).
+        """
+        method, lam = self.method, (self.weight if self.lambda_ is None or len(self.lambda_) == 1 else self.lambda_)
+        if method == "dial-ada" and lam == float("inf"):
+            method = "dial-anc"
+        dial = method.startswith("dial")
+        return {"method": method, "rank": self.rank, "calibration": self.calibration, "ties": self.ties,
+                "penalty": self.penalty, "lambda_": lam if dial else None,
+                "covariate_effects": self.covariate_effects if method not in ("human", "judges") else "judge"}
+
+    def to_record(self) -> dict[str, Any]:
+        """Return the spec as a JSON-ready dict of its fields (:meth:`from_record` rebuilds it)."""
+        out = self.arguments()
+        out["selection"] = dataclasses.asdict(self.selection)
+        return out
+
+    @classmethod
+    def from_record(cls, record: Any) -> "ModelSpec":
+        """Rebuild a spec from :meth:`to_record`'s dict (validated again).
+
+        Raises
+        ------
+        ArgumentTypeError
+            ``record`` is not a dict, or has a key that is not a field of the spec (named).
+        """
+        if not isinstance(record, dict):
+            raise ArgumentTypeError(f"a spec record must be a dict of ModelSpec fields, got {type(record).__name__}")
+        return spec_from_arguments(record.get("method", DEFAULT_METHOD),
+                                   {k: v for k, v in record.items() if k != "method"}, caller="ModelSpec.from_record")
 
     # ---------------------------------------------------------- the data
     def rank_grid(self, data: Comparisons) -> list[int]:

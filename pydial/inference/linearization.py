@@ -51,7 +51,8 @@ from pydial.optim import pinv_sym
 __all__ = ["ANCHORED_COVS", "CLUSTERED", "COV_DESCRIPTIONS", "COV_TYPES", "CellStats", "Influence", "Linearization", "Meat",
            "MeatSource", "check_cov_type", "degenerate_meat", "influence_covariance",
            "linearize", "meat_covariance", "parameter_meat", "stack_influence", "score_tables",
-           "consensus_table", "position_effect_tables", "wald_table", "wald_frame", "tie_table"]
+           "consensus_table", "position_effect_tables", "wald_table", "wald_frame", "tie_table",
+           "zero_variance", "zero_variance_warning"]
 
 
 def score_tables(s: np.ndarray, C: np.ndarray, items: tuple[str, ...], level: float) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -93,6 +94,18 @@ def wald_table(est: np.ndarray, cov: np.ndarray, index: list[str], level: float,
     return wald_frame(est, np.diag(cov), index, level, name)
 
 
+def zero_variance(var: np.ndarray) -> np.ndarray:
+    """Return the (numerically) zero entries of the variances ``var``: NaN standard errors in a Wald table."""
+    return np.isfinite(var) & (var <= 1e-13 * max(float(np.nanmax(np.abs(var), initial=0.0)), 1e-300))
+
+
+def zero_variance_warning(name: str, index: Sequence[Any], zero: np.ndarray) -> CovarianceWarning:
+    """Return the :class:`CovarianceWarning` of the zero variances ``zero`` of ``name`` (labels ``index``)."""
+    who = ", ".join(str(index[k]) for k in np.flatnonzero(zero)[:6])
+    return CovarianceWarning(f"the covariance of {name} has zero variance for {who} ({int(zero.sum())} in "
+                             "all): their standard errors and intervals are NaN, not 0")
+
+
 def wald_frame(est: np.ndarray, var: np.ndarray, index: list[str], level: float, name: str) -> pd.DataFrame:
     """Wald intervals and tests ``name, se, ci_low, ci_high, z, p_value`` from estimates and their variances.
 
@@ -100,11 +113,9 @@ def wald_frame(est: np.ndarray, var: np.ndarray, index: list[str], level: float,
     """
     est = np.asarray(est, float)
     var = np.asarray(var, float).copy()
-    zero = np.isfinite(var) & (var <= 1e-13 * max(float(np.nanmax(np.abs(var), initial=0.0)), 1e-300))
+    zero = zero_variance(var)
     if zero.any():
-        who = ", ".join(str(index[k]) for k in np.flatnonzero(zero)[:6])
-        warnings.warn(CovarianceWarning(f"the covariance of {name} has zero variance for {who} ({int(zero.sum())} in "
-                                        "all): their standard errors and intervals are NaN, not 0"), stacklevel=3)
+        warnings.warn(zero_variance_warning(name, index, zero), stacklevel=3)
         var = np.where(zero, np.nan, var)
     se = np.sqrt(np.clip(var, 0.0, None))
     zq = norm.ppf(0.5 + level / 2)

@@ -14,10 +14,11 @@ import numpy as np
 import pandas as pd
 
 from pydial.data.comparisons import Comparisons
+from pydial.exceptions import CovarianceWarning
 from pydial.inference.linearization import (Linearization, consensus_table, position_effect_tables, score_tables,
-                                            tie_table, wald_table)
+                                            tie_table, wald_table, zero_variance, zero_variance_warning)
 
-__all__ = ["covariances", "tables", "beta_support", "covariate_effect_tables", "TABLES"]
+__all__ = ["covariances", "tables", "variance_warnings", "beta_support", "covariate_effect_tables", "TABLES"]
 
 TABLES: tuple[str, ...] = ("scores", "cov", "position_effects", "position_effects_cov", "consensus", "judge_scores_se",
                            "tie_parameters", "covariate_effects", "covariate_effects_cov")
@@ -56,8 +57,7 @@ def tables(est: Any, C: dict[str, Any], data: Comparisons, level: float, ties: s
 
     out: dict[str, Any] = dict.fromkeys(TABLES)
     if est.beta is not None:
-        free = beta_support(data, est.beta_labels)
-        free = np.ones(est.beta.shape, bool) if free is None else free
+        free = _beta_free(est, data)
         out["covariate_effects"], out["covariate_effects_cov"] = covariate_effect_tables(
             est.beta, cov("beta", int(free.sum())), est.beta_labels, data.covariates, level, free)
     out["scores"], out["cov"] = score_tables(est.s, cov("scores", len(items)), items, level)
@@ -81,6 +81,32 @@ def tables(est: Any, C: dict[str, Any], data: Comparisons, level: float, ties: s
         out["tie_parameters"] = tie_table(list(log_nu.index), rows, free_nu, log_nu.to_numpy(float)[free_nu],
                                           var[free_nu], level, ties)
     return out
+
+
+def variance_warnings(est: Any, C: dict[str, Any], data: Comparisons) -> list[CovarianceWarning]:
+    """Return the warnings of the zero variances in ``C`` that :func:`tables` reports as NaN standard errors.
+
+    Read from the covariance arrays directly (the covariate effects, scores, position effects
+    and consensus loadings, in this order), so that the verdict needs no table.
+    """
+    checks: list[tuple[str, str, list[str]]] = []
+    if est.beta is not None:
+        names = [f"{k}:{c}" for k in est.beta_labels for c in data.covariates]
+        checks.append(("beta", "beta", [n for n, f in zip(names, np.ravel(_beta_free(est, data))) if f]))
+    checks.append(("score", "scores", list(data.items)))
+    checks += [(name, name, list(data.judges)) for name in ("b", "gamma") if getattr(est, name) is not None]
+    out = []
+    for name, key, labels in checks:
+        zero = zero_variance(np.diag(C[key])) if key in C else np.zeros(0, bool)
+        if zero.any():
+            out.append(zero_variance_warning(name, labels, zero))
+    return out
+
+
+def _beta_free(est: Any, data: Comparisons) -> np.ndarray:
+    """Return the estimated entries of the estimate's ``beta`` (:func:`beta_support`; all when every one is)."""
+    free = beta_support(data, est.beta_labels)
+    return np.ones(est.beta.shape, bool) if free is None else free
 
 
 def beta_support(data: Comparisons, labels: Sequence[str]) -> np.ndarray | None:

@@ -46,6 +46,7 @@ from .backend import (
     stan_backend,
 )
 from .bayes import estimand, posterior
+from .dial_posterior import Estimand
 from .cache import CACHE_ENV, StanCacheWarning
 from .compare import IntervalComparison, compare_intervals, interval_settings
 from .engine import stan_optimizers
@@ -56,6 +57,6 @@ from .schema import standata
 __all__ = ["BACKENDS", "CACHE_ENV", "EXAMPLES", "PROGRAMS", "POINT_METHODS", "CompiledModel", "OptimizeResult",
            "SampleResult", "SamplerWarning", "StanBackendError", "StanCacheWarning", "StanCompileError",
            "StanRuntimeError", "StanPointFit", "backend_available", "IntervalComparison", "compare_intervals",
-           "estimand", "example_program", "example_programs", "interval_settings", "compile_model", "stan_optimizers",
+           "estimand", "Estimand", "example_program", "example_programs", "interval_settings", "compile_model", "stan_optimizers",
            "grad_log_prob", "log_prob", "optimize", "posterior", "precompile", "program_code", "program_path", "sample",
            "stan_backend", "stan_fit_point", "standata"]

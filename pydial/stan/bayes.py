@@ -34,10 +34,12 @@ through :mod:`pydial.stan.idata`, the one module that knows the arviz version:
 an :class:`xarray.DataTree` on arviz 1.x, an ``arviz.InferenceData`` on arviz
 0.x (Python 3.11), with the same groups, coordinates and root ``attrs``.
 
-``attrs["estimand"]`` records what the posterior estimates, so that
-:func:`pydial.stan.compare_intervals` compares a fit with the posterior of the
-same estimator; ``posterior(data, like=result)`` samples that posterior
-(``dial-anc``: the cut posterior, ``stan/dial_calibrate.stan``).  The record
+``attrs["estimand"]`` records what the posterior estimates -- the
+:class:`~pydial.ModelSpec` of its estimator and, beside it, where ``b`` comes from,
+the scores' variable and the data's fingerprint (:class:`~pydial.stan.dial_posterior.Estimand`)
+-- so that :func:`pydial.stan.compare_intervals` compares a fit's spec with the posterior's;
+``posterior(data, like=result)`` samples that posterior (``dial-anc``: the cut posterior,
+``stan/dial_calibrate.stan``).  The record
 is written on the root and on the ``posterior`` group and survives
 ``to_netcdf`` / ``from_netcdf``.
 """
@@ -60,8 +62,7 @@ from ..exceptions import ArgumentError, ArgumentTypeError, DataError
 from . import idata as azio
 from .backend import BACKENDS, SamplerWarning, compile_model
 from .compiled import APPROXIMATIONS
-from .dial_posterior import (Request, RunOptions, covariate_estimand, covariate_posterior, draw, estimand_record,
-                             sample_dial)
+from .dial_posterior import Estimand, Request, RunOptions, covariate_posterior, draw, posterior_estimand, sample_dial
 from .layout import Sampled, convert
 from .schema import (DIAL_SAMPLE_PRIORS, JUDGES_PRIORS, TIES_CODE, CellTable, data_fingerprint, human_cell_table,
                      judges_data, llm_cell_table, merge_priors, with_extra)
@@ -72,10 +73,6 @@ __all__ = ["ALGORITHMS", "POSTERIOR_METHODS", "POSTERIOR_OPTIONS", "MODEL_KEYWOR
 
 CONSENSUS_STRENGTH_MIN = 0.1
 """Warn when the 5% posterior quantile of ``consensus_strength`` falls below this."""
-
-ESTIMAND_FIELDS: tuple[str, ...] = ("method", "rank", "calibration", "lambda_", "ties", "order", "b", "penalty",
-                                   "covariates", "data")
-"""Fields of the estimand record (``idata.attrs["estimand"]``, JSON) that a comparison checks."""
 
 ALGORITHMS: tuple[str, ...] = ("nuts", *APPROXIMATIONS)
 """Posterior algorithms of :func:`posterior`: NUTS, and CmdStan's Laplace approximation and Pathfinder."""
@@ -109,70 +106,38 @@ def _options(options: Mapping[str, Any] | None) -> dict[str, Any]:
     return POSTERIOR_OPTIONS | dict(options)
 
 
-def result_estimand(result: Any) -> dict[str, Any]:
-    """Return the estimand record of a frequentist :class:`~pydial.DialResult` (compare :func:`posterior`'s ``attrs``).
+def result_estimand(result: Any) -> Estimand:
+    """Return the estimand of a frequentist :class:`~pydial.DialResult` (compare :func:`posterior`'s ``attrs``).
 
-    DIAL fits report their position effects from the LLM-only structured fit
-    (``b = "llm-only"``); ``judges`` from each judge's own fit (``b = "judge"``).
-    ``dial-ada`` at ``lambda = inf`` is the anchored estimator (``dial-anc``), at
-    ``lambda = 0`` the human fit.  ``data`` is the fingerprint of the fit's data
-    (:func:`~pydial.stan.schema.data_fingerprint`; ``None`` when the result does not carry them).
+    Its spec at the selected weight and rank (:meth:`pydial.ModelSpec.selected`: ``dial-ada``
+    at ``lambda = inf`` is ``dial-anc``, at ``lambda = 0`` the human fit); DIAL fits report
+    their position effects from the LLM-only structured fit (``b_source = "llm-only"``),
+    ``judges`` from each judge's own fit (``"judge"``); ``data`` is the fingerprint of the
+    fit's data (:func:`~pydial.stan.schema.data_fingerprint`).
     """
-    method = str(result.method)
-    ties = getattr(result, "ties", None)
-    lam = float(getattr(result, "lambda_", float("nan")))
-    if method in ("dial-ada", "dial-nopos") and np.isinf(lam):
-        method = "dial-anc" if method == "dial-ada" else method
-    if method == "dial-ada" and lam == 0.0:
-        method = "human"
-    order = method != "dial-nopos"
-    if method == "human":
-        b, scores = "none", "s_H"
-    elif method == "judges":
-        b, scores = "judge", "s_judges"
-    else:
-        b, scores = ("llm-only" if order else "none"), "s_H"
-    if method == "dial-anc":
-        lam = float("inf")
-    spec = getattr(result, "spec", None)
-    covariates = None
-    if getattr(result, "covariate_effects", None) is not None:
-        covariates = getattr(spec, "covariate_effects", "judge") if method.startswith("dial") else "judge"
-    out = estimand_record(method, model={"human": "human", "judges": "judges"}.get(method, "dial"), rank=result.rank,
-                    calibration=result.calibration, lambda_=lam, ties=ties, order=order, b=b, scores=scores,
-                    penalty=getattr(result, "penalty", None), covariates=covariates)
+    spec = result.spec.selected(float(result.lambda_), result.rank)
+    m = spec.method
+    b = "none" if m == "human" or not spec.order else ("judge" if m == "judges" else "llm-only")
     data = getattr(result, "data", None)
-    out["data"] = data_fingerprint(data) if isinstance(data, Comparisons) else None
-    return out
+    return Estimand(spec, b, "s_judges" if m == "judges" else "s_H",
+                    data_fingerprint(data) if isinstance(data, Comparisons) else None)
 
 
-def _like_arguments(result: Any, data: Comparisons) -> dict[str, Any]:
-    """Return the :func:`posterior` arguments whose posterior is that of ``result``'s estimator."""
+def _like_spec(result: Any, data: Comparisons) -> ModelSpec:
+    """Return the spec whose posterior is that of ``result``'s estimator (at its selected weight and rank)."""
     from ..exceptions import EstimandMismatchError
 
-    est = result_estimand(result)
-    m = est["method"]
-    if est["penalty"] is not None:
-        raise EstimandMismatchError(f"the fit is penalized ({est['penalty']}); pydial's posteriors use proper "
-                                    "priors, not the Jeffreys penalty: refit without penalty",
-                                    {"penalty": (est["penalty"], None)})
-    if m == "human":
-        return {"model": "human", "ties": est["ties"]}
-    if m == "judges":
-        return {"model": "judges", "ties": est["ties"], "include_human": False}
-    if m in ("dial-ada", "dial-anc", "dial-nopos"):
-        if getattr(result, "data", None) is not None and result.data is not data and (
-                result.data.n_human != data.n_human or result.data.n_llm != data.n_llm):
-            raise EstimandMismatchError("posterior(..., like=result): the data differ from the data of the fit "
-                                        f"(n_H {data.n_human} vs {result.data.n_human}, n_LLM {data.n_llm} vs "
-                                        f"{result.data.n_llm})")
-        cal = None if est["calibration"] == "none" else est["calibration"]
-        out = {"model": "dial", "rank": est["rank"], "calibration": cal, "ties": est["ties"], "order": est["order"],
-               "b_stage": "llm-only", "covariate_effects": est["covariates"] or "judge"}
-        out["lambda_"] = float("inf") if m == "dial-anc" else est["lambda_"]
-        return out
-    raise EstimandMismatchError(f"no posterior counterpart of method {m!r} in pydial.stan (available: human, judges, "
-                                "dial-ada, dial-anc, dial-nopos)", {"method": (m, None)})
+    spec = result_estimand(result).spec
+    assert spec is not None  # a fit's estimand has its spec
+    if spec.method not in POSTERIOR_METHODS:
+        raise EstimandMismatchError(f"no posterior counterpart of method {spec.method!r} in pydial.stan (available: "
+                                    f"{', '.join(POSTERIOR_METHODS)})", {"method": (spec.method, None)})
+    if spec.method.startswith("dial") and isinstance(getattr(result, "data", None), Comparisons) and \
+            result.data is not data and (result.data.n_human != data.n_human or result.data.n_llm != data.n_llm):
+        raise EstimandMismatchError("posterior(..., like=result): the data differ from the data of the fit "
+                                    f"(n_H {data.n_human} vs {result.data.n_human}, n_LLM {data.n_llm} vs "
+                                    f"{result.data.n_llm})")
+    return spec
 
 
 POSTERIOR_METHODS: tuple[str, ...] = ("dial-ada", "dial-anc", "dial-nopos", "judges", "human")
@@ -183,21 +148,17 @@ def _resolve(method: str, like: Any, spec: Any, data: Comparisons, *, rank: Any,
              lambda_: Any, include_human: Any, b_stage: Any, covariate_effects: Any) -> Request:
     """Check what the posterior estimates and return it as a :class:`~pydial.stan.dial_posterior.Request`.
 
-    A ``spec`` (:class:`~pydial.ModelSpec`) or ``like`` (a fit) sets the estimand.
+    A ``spec`` (:class:`~pydial.ModelSpec`) or ``like`` (a fit: its spec at the selected weight,
+    with the fit's order-effect convention) sets the estimand.
     """
-    order = True
+    if like is not None:
+        _check_like(like)
+        spec = _like_spec(like, data)
+        include_human = include_human and spec.method != "judges"
+        b_stage = "llm-only" if spec.method.startswith("dial") else b_stage
     if spec is not None:
         method, rank, calibration, ties, lambda_ = _spec_arguments(spec)
         covariate_effects = spec.covariate_effects
-    if like is not None:
-        _check_like(like)
-        kw = _like_arguments(like, data)
-        method, ties = kw["model"], kw.get("ties")
-        include_human = kw.get("include_human", include_human)
-        if method == "dial":
-            rank, calibration, order, lambda_, b_stage = kw["rank"], kw["calibration"], kw["order"], kw["lambda_"], kw["b_stage"]
-            covariate_effects = kw["covariate_effects"]
-            method = "dial-ada" if order else "dial-nopos"
     check_choice("covariate_effects", covariate_effects, COVARIATE_EFFECTS)
     if method in ("pooled", "atc"):
         raise ArgumentError(f"method {method!r} has no posterior counterpart in pydial.stan (available: "
@@ -209,7 +170,7 @@ def _resolve(method: str, like: Any, spec: Any, data: Comparisons, *, rank: Any,
     if model != "dial":
         if lambda_ is not None:
             raise ArgumentError(f"lambda_ applies to the DIAL methods only, got lambda_={lambda_!r} with method={method!r}")
-        return Request(model, method, 0, None, ties, None, order, bool(include_human), "joint")
+        return Request(model, method, 0, None, ties, None, True, bool(include_human), "joint", spec=spec)
     rank = check_count(rank, "rank", minimum=0)
     check_choice("calibration", calibration, (None,) + tuple(CALIBRATIONS))
     check_choice("b_stage", b_stage, B_SOURCES)
@@ -225,7 +186,7 @@ def _resolve(method: str, like: Any, spec: Any, data: Comparisons, *, rank: Any,
             raise ArgumentError(f"lambda_ must be > 0 (inf: the cut posterior), got {lambda_!r}")
         lambda_ = float(lambda_)
     return Request(model, method, rank, calibration, ties, lambda_, method != "dial-nopos", bool(include_human),
-                    b_stage, covariate_effects == "shared")
+                   b_stage, covariate_effects == "shared", spec)
 
 
 def _check_like(like: Any) -> None:
@@ -236,7 +197,7 @@ def _check_like(like: Any) -> None:
     if isinstance(like, ModelSpec):
         raise ArgumentTypeError("like= takes a fit result (like=pydial.fit(data, ...)), got a ModelSpec; pass it "
                                 "as spec=")
-    if not all(hasattr(like, a) for a in ("method", "rank", "calibration")):
+    if not (isinstance(getattr(like, "spec", None), ModelSpec) and hasattr(like, "lambda_")):
         raise ArgumentTypeError(f"like= takes a fit result (like=pydial.fit(data, ...)), got {type(like).__name__}; "
                                 f"to name the estimator, pass method= (one of {', '.join(POSTERIOR_METHODS)})")
 
@@ -257,7 +218,7 @@ def _spec_arguments(spec: Any) -> tuple[str, Any, Any, Any, Any]:
                                     "not the Jeffreys penalty", {"penalty": (spec.penalty, None)})
     if spec.rank is not None and not isinstance(spec.rank, int):
         raise ArgumentError(f"a rank grid (rank={spec.rank!r}) has no single posterior: fit, then pass like=result")
-    lam = spec.lambda_[0] if spec.lambda_ is not None and len(spec.lambda_) == 1 else None
+    lam = None if np.isnan(spec.weight) else spec.weight
     return spec.method, 1 if spec.rank is None else spec.rank, spec.calibration, spec.ties, lam
 
 
@@ -472,13 +433,16 @@ def posterior(
         groups ``posterior``, ``log_likelihood`` (``log_lik``, dim ``cell``),
         ``posterior_predictive`` (replicated ``wins_i, wins_j, ties``, dim
         ``cell``), ``observed_data``, ``sample_stats``.  ``attrs["estimand"]``
-        (JSON) records what the posterior estimates: ``method`` (the
-        frequentist method it corresponds to), ``model``, ``rank``,
-        ``calibration``, ``lambda_`` (the weight ``lambda``; ``inf`` for the cut
-        posterior), ``ties``, ``order``, ``b`` (``"joint"``, ``"llm-only"``,
-        ``"judge"`` or ``"none"``), ``scores`` (the posterior variable that
-        holds the method's scores); :func:`pydial.stan.compare_intervals`
-        checks a fit against it.  ``attrs["sampler_problems"]`` lists the
+        (JSON) records what the posterior estimates
+        (:class:`~pydial.stan.dial_posterior.Estimand`, read back by :func:`estimand`):
+        ``spec``, the :class:`~pydial.ModelSpec` of the frequentist estimator it
+        corresponds to (:meth:`~pydial.ModelSpec.to_record`; at one weight
+        ``lambda_``, the effective one of the ordinary posterior; the cut posterior is
+        ``dial-anc``; null for the LLM-only posterior, ``calibration=None``), and beside
+        it ``b_source`` (``"joint"``, ``"llm-only"``, ``"judge"`` or ``"none"``),
+        ``scores`` (the posterior variable that holds the method's scores), ``data``
+        (the data's fingerprint) and ``program`` (a user's program, or null);
+        :func:`pydial.stan.compare_intervals` checks a fit against it.  ``attrs["sampler_problems"]`` lists the
         problems found (JSON list of strings); ``attrs["sampler_diagnostics"]``
         (JSON) has R-hat, bulk and tail ESS per monitored scalar, named by the
         coordinates (``s_H[gpt-4]``).
@@ -513,7 +477,7 @@ def posterior(
     >>> idata = pydial.posterior(sim.comparisons, "human", chains=2, draws=200, seed=1)
     >>> idata.posterior["s_H"].dims
     ('chain', 'draw', 'item')
-    >>> json.loads(idata.attrs["estimand"])["method"]
+    >>> json.loads(idata.attrs["estimand"])["spec"]["method"]
     'human'
     """
     data = require_comparisons(data)
@@ -586,13 +550,7 @@ def _sample_judges(data: Comparisons, req: Request, opt: RunOptions) -> Sampled:
         post["nu"], dims["nu"] = res.draws["nu"], ["tie_judge"]
         coords["tie_judge"] = judges[:K] + ([data.human_judge] if with_human else [])
     covariate_posterior(res.draws, d, judges[:K] + [data.human_judge], list(data.covariates), post, dims, coords)
-    if model == "human":
-        est = estimand_record("human", model="human", rank=None, calibration=None, lambda_=float("nan"), ties=ties,
-                        order=False, b="none", scores="s_H", covariates=covariate_estimand(data, "judge"))
-    else:
-        est = estimand_record("judges", model="judges", rank=None, calibration=None, lambda_=float("nan"), ties=ties,
-                        order=order, b="judge" if order else "none", scores="s_judges",
-                        covariates=covariate_estimand(data, "judge"))
+    est = posterior_estimand(req, float("nan"), data, "judge" if model == "judges" and order else "none")
     return Sampled(res, d, cells, post, dims, coords, list(post), est, "judges",
                     merge_priors(JUDGES_PRIORS, priors, "judges.stan"))
 
@@ -616,13 +574,15 @@ def _problems(s: Sampled, model: str) -> list[str]:
     return problems
 
 
-def estimand(idata: Any) -> dict[str, Any] | None:
-    """Return the estimand record of a posterior from :func:`posterior` (``None`` when it has none).
+def estimand(idata: Any) -> Estimand | None:
+    """Return what a posterior from :func:`posterior` estimates (``None`` when it has no estimand record).
 
     Read from the root ``attrs`` of the DataTree / InferenceData, else from its
-    ``posterior`` group (:func:`pydial.stan.idata.posterior_attrs`).
+    ``posterior`` group (:func:`pydial.stan.idata.posterior_attrs`): the JSON record
+    of :meth:`~pydial.stan.dial_posterior.Estimand.to_record`, whose ``spec`` is the
+    :class:`~pydial.ModelSpec` of the estimator (``estimand(idata).spec``).
     """
     raw = azio.posterior_attrs(idata).get("estimand")
     if raw is None:
         return None
-    return json.loads(raw)
+    return Estimand.from_record(json.loads(raw))

@@ -14,13 +14,13 @@ import numpy as np
 import pandas as pd
 from scipy.stats import norm
 
-from pydial.estimation.spec import check_level
+from pydial.estimation.spec import ESTIMAND_FIELDS, ModelSpec, check_level
 from pydial.formatting import ITEMS_LABEL, by_score, cov_label
 
 from ..exceptions import ArgumentError, ArgumentTypeError, EstimandMismatchError
 from . import idata as azio
 
-__all__ = ["compare_intervals", "IntervalComparison", "check_estimands"]
+__all__ = ["compare_intervals", "IntervalComparison"]
 
 COLUMNS = ("estimate", "se", "ci_low", "ci_high", "post_mean", "post_sd", "cred_low", "cred_high", "width_ratio",
            "shift_se", "level")
@@ -154,46 +154,6 @@ def _interval_panel(ax: Any, t: pd.DataFrame, quantity: str, labels: tuple[str, 
     ax.grid(axis="x", alpha=0.3)
 
 
-def _same(a: Any, b: Any) -> bool:
-    if isinstance(a, float) and isinstance(b, float):
-        if np.isnan(a) and np.isnan(b):
-            return True
-        if np.isinf(a) or np.isinf(b):
-            return a == b
-        return abs(a - b) <= 1e-6 * max(1.0, abs(a), abs(b))
-    return a == b
-
-
-def check_estimands(fit_est: dict[str, Any], post_est: dict[str, Any]) -> dict[str, tuple[Any, Any]]:
-    """Fields in which a fit's and a posterior's estimand records differ (empty when they match).
-
-    Compared: ``method`` (through ``scores``), ``rank`` and ``calibration`` (DIAL),
-    ``lambda_`` (``dial-ada``), ``ties``, ``order`` and the order-effect convention ``b``,
-    ``penalty`` and ``covariates`` (the covariate effects: none, per judge or shared),
-    and ``data`` (the fingerprints of the data, :func:`pydial.stan.schema.data_fingerprint`)
-    when both records have one.
-    """
-    out: dict[str, tuple[Any, Any]] = {}
-    fd, pd_ = fit_est.get("data"), post_est.get("data")
-    if fd is not None and pd_ is not None and fd != pd_:
-        out["data"] = (fd, pd_)
-    fm, pm = fit_est["method"], post_est["method"]
-    if fm != pm:
-        out["method"] = (fm, pm)
-        return out
-    keys = ["ties", "b", "penalty", "covariates"]
-    if fm.startswith("dial"):
-        keys += ["rank", "calibration", "order"]
-        if fm in ("dial-ada", "dial-nopos"):
-            keys.append("lambda_")
-    for k in keys:
-        a, b = fit_est.get(k), post_est.get(k)
-        if not _same(float(a) if isinstance(a, (int, float)) and k == "lambda_" else a,
-                     float(b) if isinstance(b, (int, float)) and k == "lambda_" else b):
-            out[k] = (a, b)
-    return out
-
-
 def _describe(m: dict[str, tuple[Any, Any]]) -> str:
     return "; ".join(f"{k}: fit {a!r} vs posterior {b!r}" for k, (a, b) in m.items())
 
@@ -207,10 +167,10 @@ def compare_intervals(result: Any, idata: Any, *, level: float | None = None, ma
     result : DialResult-like
         A frequentist fit with ``scores`` (DataFrame indexed by item with columns
         ``score, se, ci_low, ci_high``), optionally ``position_effects``
-        (indexed by judge with ``b, se, ci_low, ci_high``) and ``level``.  A
-        :class:`~pydial.DialResult` (anything with a ``method``) is checked
-        against the posterior's estimand; an object without ``method`` is
-        compared as it is.
+        (indexed by judge with ``b, se, ci_low, ci_high``) and ``level``.  The
+        ``spec`` of a :class:`~pydial.DialResult`, at the fit's selected weight and rank
+        (:meth:`pydial.ModelSpec.selected`), is checked against the posterior's; an
+        object without a spec is compared as it is.
     idata : xarray.DataTree or arviz.InferenceData
         From :func:`pydial.stan.posterior`.  Its ``attrs["estimand"]`` names the
         variable with the method's scores (``s_H``; ``s_judges`` for
@@ -308,25 +268,24 @@ def compare_intervals(result: Any, idata: Any, *, level: float | None = None, ma
             "checked against the fit; sample it with pydial.stan.posterior(data, like=result), or pass "
             "allow_unrecorded=True to compare the two as they are", {"estimand": ("recorded", None)})
     if pe is not None:
-        score_var = pe.get("scores") or "s_H"
-    if pe is not None and hasattr(result, "method"):
+        score_var = pe.scores or "s_H"
+    if pe is not None and isinstance(getattr(result, "spec", None), ModelSpec):
         fe = result_estimand(result)
-        mism = check_estimands(fe, pe)
+        mism = fe.differences(pe)
         if "data" in mism:  # no refit helps: the two were fitted to different judgments
             raise EstimandMismatchError(
                 f"the posterior was sampled on other data than the fit (data fingerprint: fit {mism['data'][0]!r} vs "
                 f"posterior {mism['data'][1]!r}; the items may have the same names): sample the posterior of the "
                 "fit's data, pydial.stan.posterior(result.data, like=result)", {"data": mism["data"]})
         if mism and match:
-            mism_b = {k: v for k, v in mism.items() if k != "b"}
-            if mism_b:
+            if set(mism) != {"b_source"}:
                 result = _refit(result, pe, mism, fit)
                 fe = result_estimand(result)
                 refit = True
-                mism = check_estimands(fe, pe)
-            if set(mism) == {"b"}:
+                mism = fe.differences(pe)
+            if set(mism) == {"b_source"}:
                 compare_b = False
-                omitted = (f"b omitted: the fit's b comes from {fe['b']!r}, the posterior's from {pe['b']!r} "
+                omitted = (f"b omitted: the fit's b comes from {fe.b_source!r}, the posterior's from {pe.b_source!r} "
                            "(sample with posterior(..., like=result) to compare b)")
                 mism = {}
         if mism:
@@ -374,43 +333,42 @@ def compare_intervals(result: Any, idata: Any, *, level: float | None = None, ma
     return out
 
 
-def _estimand_line(pe: dict[str, Any] | None) -> str:
+def _estimand_line(pe: Any) -> str:
     if pe is None:
         return "posterior without an estimand record (not checked: allow_unrecorded=True)"
-    m = pe["method"]
-    parts = [m]
-    if m.startswith("dial"):
-        parts.append(f"rank {pe['rank']}, calibration {pe['calibration']}")
-        lam = pe.get("lambda_")
-        parts.append("lambda = inf (anchored; cut posterior)" if lam is not None and np.isinf(lam)
-                     else f"lambda = {lam:.4g}")
-    if pe.get("ties"):
-        parts.append(f"ties {pe['ties']}")
-    b_text: dict[Any, str] = {"llm-only": "b from the LLM-only stage on both sides", "joint": "b from the joint posterior",
-                              "judge": "b from each judge's own model", "none": "no b"}
-    parts.append(b_text.get(pe.get("b"), str(pe.get("b"))))
-    if pe.get("scores") == "s_judges":
+    if pe.spec is None:
+        return "the LLM-only posterior (no calibration)"
+    e = pe.spec.estimand()
+    parts = [e["method"] if pe.program is None else f"{e['method']} (user program {pe.program})"]
+    if e["method"].startswith("dial"):
+        lam = pe.weight
+        parts += [f"rank {e['rank']}, calibration {e['calibration']}",
+                  "lambda = inf (anchored; cut posterior)" if np.isinf(lam) else f"lambda = {lam:.4g}"]
+    if e["ties"]:
+        parts.append(f"ties {e['ties']}")
+    b_text = {"llm-only": "b from the LLM-only stage on both sides", "joint": "b from the joint posterior",
+              "judge": "b from each judge's own model", "none": "no b"}
+    parts.append(b_text.get(pe.b_source, pe.b_source))
+    if pe.scores == "s_judges":
         parts.append("scores: mean of the judges' scores")
     return "; ".join(parts)
 
 
-def _refit(result: Any, pe: dict[str, Any], mism: dict[str, tuple[Any, Any]],
-           fit: Callable[..., Any] | None = None) -> Any:
-    """Refit the frequentist fit of the posterior's specification, on the result's data and options."""
+def _refit(result: Any, pe: Any, mism: dict[str, tuple[Any, Any]], fit: Callable[..., Any] | None = None) -> Any:
+    """Refit the frequentist fit of the posterior's spec, on the result's data and with its options (meat, level, engine)."""
     data, spec = getattr(result, "data", None), getattr(result, "spec", None)
     fit = fit if fit is not None else getattr(result, "fitter", None)
     if data is None or spec is None or fit is None:
         raise EstimandMismatchError(f"cannot refit ({_describe(mism)}): the result does not carry its data and "
                                     "specification (fit it with pydial.fit)", mism)
-    m = pe["method"]
-    if m not in ("human", "judges", "dial-ada", "dial-anc", "dial-nopos"):
-        raise EstimandMismatchError(f"cannot refit to the posterior's method {m!r}", mism)
-    change: dict[str, Any] = {"method": m, "ties": pe.get("ties"), "penalty": None, "rank": None, "calibration": None}
-    if m.startswith("dial"):
-        change.update(rank=pe["rank"], calibration=pe["calibration"])
-        if m in ("dial-ada", "dial-nopos"):  # the posterior's weight, not a GACV selection
-            change.update(lambda_=[float(pe["lambda_"])], multiples=None, include_endpoints=False)
-    return fit(data, spec=spec.replace(**change))
+    if pe.spec is None or pe.program is not None:
+        raise EstimandMismatchError(f"cannot refit to {_label(pe)}: it has no frequentist counterpart", mism)
+    target = {k: getattr(pe.spec, k) for k in ESTIMAND_FIELDS + ("multiples", "include_endpoints", "selection")}
+    return fit(data, spec=spec.replace(**target))
+
+
+def _label(pe: Any) -> str:
+    return "the LLM-only posterior" if pe.spec is None else f"the user program {pe.program}"
 
 
 def interval_settings(level: float = 0.95) -> Any:

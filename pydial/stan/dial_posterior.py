@@ -14,6 +14,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from pydial.data.comparisons import Comparisons
+from pydial.estimation.spec import ModelSpec
 from pydial.estimation.steps import human_effects
 from pydial.model.families import family_of
 
@@ -21,11 +22,11 @@ from ..exceptions import ArgumentError, DataError
 from ..optim import BOX
 from .backend import CompiledModel, SampleResult, compile_model
 from .layout import Sampled
-from .schema import (DIAL_SAMPLE_PRIORS, CellTable, dial_calibrate_data, dial_sample_data, dial_sample_inits,
+from .schema import (DIAL_SAMPLE_PRIORS, CellTable, data_fingerprint, dial_calibrate_data, dial_sample_data, dial_sample_inits,
                      dial_sample_start, human_cell_table, llm_cell_table, merge_priors, mu_reference, with_extra)
 
-__all__ = ["Request", "RunOptions", "sample_dial", "run_dial", "cut_stage", "draw", "covariate_posterior",
-           "CUT_WARMUP_MAX", "estimand_record", "covariate_estimand"]
+__all__ = ["Estimand", "Request", "RunOptions", "sample_dial", "run_dial", "cut_stage", "draw", "covariate_posterior",
+           "CUT_WARMUP_MAX", "posterior_estimand"]
 
 CUT_WARMUP_MAX = 200
 """Largest number of warmup iterations of the second stage of the cut posterior (its target is a product
@@ -38,7 +39,8 @@ class Request:
 
     ``model`` is the program family (``"dial"``: ``dial_sample.stan``; ``"judges"``,
     ``"human"``: ``judges.stan``); ``lambda_`` the weight ``lambda`` (None: the ordinary
-    posterior, ``inf``: the cut posterior); ``order`` whether order effects are sampled.
+    posterior, ``inf``: the cut posterior); ``order`` whether order effects are sampled; ``spec``
+    the spec given (``spec=``, or the fit's of ``like=``), which the estimand records.
     """
 
     model: str
@@ -51,31 +53,99 @@ class Request:
     include_human: bool
     b_stage: str
     shared: bool = False
+    spec: ModelSpec | None = None
 
 
-def estimand_record(method: str, *, model: str, rank: int | None, calibration: str | None, lambda_: float,
-                    ties: str | None, order: bool, b: str, scores: str | None, penalty: str | None = None,
-                    covariates: str | None = None) -> dict[str, Any]:
-    """Return the estimand record of a posterior or a fit: what :func:`pydial.compare_intervals` matches."""
-    dial = method.startswith("dial")
-    return {
-        "method": method,
-        "model": model,
-        "rank": int(rank) if dial and rank is not None else None,
-        "calibration": (calibration if calibration is not None else "none") if dial else None,
-        "lambda_": float(lambda_) if dial else None,
-        "ties": ties,
-        "order": bool(order) if method != "human" else None,
-        "b": b,
-        "scores": scores,
-        "penalty": penalty,
-        "covariates": covariates,
-    }
+@dataclass(frozen=True)
+class Estimand:
+    """What a fit or a posterior estimates: the spec of its estimator, and the facts a spec cannot hold.
+
+    ``spec`` is the :class:`~pydial.ModelSpec` at one weight and one rank
+    (:meth:`~pydial.ModelSpec.selected`; the cut posterior: ``dial-anc``, or
+    ``lambda_=inf`` alone), None for a posterior without a frequentist counterpart
+    (the LLM-only posterior, ``calibration=None``).  Beside it: ``b_source``, where
+    the order effects come from (``"joint"``, ``"llm-only"``, ``"judge"``, ``"none"``);
+    ``scores``, the posterior variable holding the method's scores; ``data``, the
+    fingerprint of the data (:func:`~pydial.stan.schema.data_fingerprint`); ``program``,
+    the path of a user's program (None: a shipped one).
+    """
+
+    spec: ModelSpec | None
+    b_source: str
+    scores: str | None
+    data: str | None = None
+    program: str | None = None
+
+    @property
+    def weight(self) -> float:
+        """The weight ``lambda`` of the estimator (``inf``: anchored, the cut posterior; nan: no weight)."""
+        return self.spec.weight if self.spec is not None else float("nan")
+
+    def to_record(self) -> dict[str, Any]:
+        """Return the JSON-ready record (``idata.attrs["estimand"]``): ``spec`` as :meth:`ModelSpec.to_record`."""
+        return {"spec": None if self.spec is None else self.spec.to_record(), "b_source": self.b_source,
+                "scores": self.scores, "data": self.data, "program": self.program}
+
+    @classmethod
+    def from_record(cls, record: Mapping[str, Any]) -> "Estimand":
+        """Rebuild an estimand from :meth:`to_record`'s dict."""
+        spec = record.get("spec")
+        return cls(None if spec is None else ModelSpec.from_record(dict(spec)), record.get("b_source", "none"),
+                   record.get("scores"), record.get("data"), record.get("program"))
+
+    def differences(self, other: "Estimand") -> dict[str, tuple[Any, Any]]:
+        """Return the fields in which ``self`` (a fit) and ``other`` (a posterior) differ; empty when they match.
+
+        Compared: the data fingerprints (when both have one), the program, the specs'
+        :meth:`~pydial.ModelSpec.estimand` (method first: another method is the one
+        difference reported) and ``b_source``.
+        """
+        out: dict[str, tuple[Any, Any]] = {}
+        if self.data is not None and other.data is not None and self.data != other.data:
+            out["data"] = (self.data, other.data)
+        if self.program != other.program:
+            out["program"] = (self.program, other.program)
+        if self.spec is None or other.spec is None:
+            if self.spec is not other.spec:
+                out["spec"] = (_label(self.spec), _label(other.spec))
+            return out
+        a, b = self.spec.estimand(), other.spec.estimand()
+        if a["method"] != b["method"]:
+            out["method"] = (a["method"], b["method"])
+            return out
+        out.update({k: (a[k], b[k]) for k in a if not _same(a[k], b[k])})
+        if self.b_source != other.b_source:
+            out["b_source"] = (self.b_source, other.b_source)
+        return out
 
 
-def covariate_estimand(data: Comparisons, effects: str) -> str | None:
-    """Return the estimand's ``covariates``: None for data without response covariates, else ``effects``."""
-    return effects if data.p else None
+def _label(spec: ModelSpec | None) -> str:
+    return "the LLM-only posterior (no calibration)" if spec is None else spec.method
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Equal, numbers to a relative 1e-6 (nan equals nan, inf only inf), tuples element by element."""
+    if isinstance(a, tuple) and isinstance(b, tuple):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
+    if isinstance(a, float) and isinstance(b, float):
+        if np.isnan(a) or np.isnan(b) or np.isinf(a) or np.isinf(b):
+            return (np.isnan(a) and np.isnan(b)) or a == b
+        return abs(a - b) <= 1e-6 * max(1.0, abs(a), abs(b))
+    return bool(a == b)
+
+
+def posterior_estimand(req: "Request", weight: float, data: Comparisons, b_source: str) -> Estimand:
+    """Return the estimand of the posterior of ``req`` at the effective weight ``weight`` on ``data``."""
+    if req.model != "dial":
+        spec: ModelSpec | None = req.spec or ModelSpec(req.method, ties=req.ties)
+        scores = "s_H" if req.model == "human" else "s_judges"
+    elif req.calibration is None:
+        spec, scores = None, None
+    else:
+        spec = req.spec or ModelSpec(req.method, rank=req.rank, calibration=req.calibration, ties=req.ties,
+                                     covariate_effects="shared" if req.shared else "judge")
+        spec, scores = spec.selected(weight, req.rank), "s_H"
+    return Estimand(spec, b_source, scores, data_fingerprint(data))
 
 
 @dataclass(frozen=True)
@@ -111,9 +181,9 @@ def sample_dial(data: Comparisons, req: Request, opt: RunOptions) -> Sampled:
     cut = bool(np.isinf(lam_eff)) and req.calibration is not None
     if cut and opt.program is not None:
         raise ArgumentError("lambda_=inf (the cut posterior, method 'dial-anc') samples the shipped programs only")
-    rank, calibration, ties, order, b_stage = req.rank, req.calibration, req.ties, req.order, req.b_stage
+    calibration, order, b_stage = req.calibration, req.order, req.b_stage
     res, d, cells, post, dims, coords = run_dial(data, req, opt, None if cut else calibration, w_llm)
-    out = Sampled(res, d, cells, post, dims, coords, ["s_H", "S", "gamma", "b", "nu", "beta", "consensus_scale"], {},
+    out = Sampled(res, d, cells, post, dims, coords, ["s_H", "S", "gamma", "b", "nu", "beta", "consensus_scale"], None,
                    "dial_sample" + ("+dial_calibrate" if cut else ""), merge_priors(DIAL_SAMPLE_PRIORS, opt.priors,
                                                                                   "dial_sample.stan"))
     if cut:
@@ -139,14 +209,7 @@ def sample_dial(data: Comparisons, req: Request, opt: RunOptions) -> Sampled:
             monitor=["b"], warn=False, labels={"b": [list(data.judges)]})]
         out.notes.append("b from a separate NUTS run of the LLM-only structured model at weight 1 (the convention "
                          "of the frequentist DIAL fits); b_joint: the joint posterior's b")
-    if calibration is None:
-        method = "llm-only"
-    else:
-        method = ("dial-anc" if cut else "dial-ada") if order else "dial-nopos"
-    out.estimand = estimand_record(method, model="dial", rank=rank, calibration=calibration, lambda_=lam_eff, ties=ties,
-                             order=order, b=(b_stage if order else "none"),
-                             scores="s_H" if calibration is not None else None,
-                             covariates=covariate_estimand(data, "shared" if req.shared else "judge"))
+    out.estimand = posterior_estimand(req, lam_eff, data, b_stage if order else "none")
     return out
 
 

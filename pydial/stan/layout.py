@@ -16,7 +16,7 @@ from pydial.data.comparisons import Comparisons
 
 from . import idata as azio
 from .backend import SampleResult
-from .schema import CellTable, data_fingerprint
+from .schema import CellTable
 
 __all__ = ["Sampled", "convert"]
 
@@ -32,7 +32,7 @@ class Sampled:
     dims: dict[str, list[str]]
     coords: dict[str, list[str]]
     monitor: list[str]                   # the variables whose R-hat and ESS are checked
-    estimand: dict[str, Any]
+    estimand: Any  # the posterior's Estimand (pydial.stan.dial_posterior)
     program: str
     priors: dict[str, float]
     notes: list[str] = field(default_factory=list)
@@ -95,9 +95,9 @@ def convert(data: Comparisons, req: Any, s: Sampled, problems: list[str], *, per
         "order": int(req.order),
         "lambda_": req.lambda_ if req.lambda_ is not None else float("nan"),
         "llm_weight": float(s.d.get("cell_w", np.ones(1))[0]) if len(s.d.get("cell_w", [])) else float("nan"),
-        "b_source": s.estimand["b"],
+        "b_source": s.estimand.b_source,
         "log_lik_unit": unit,
-        "estimand": json.dumps({**s.estimand, "data": data_fingerprint(data)}),
+        "estimand": json.dumps(s.estimand.to_record()),
         "notes": json.dumps(s.notes),
         "priors": json.dumps(s.priors),
         "chains": run["chains"],

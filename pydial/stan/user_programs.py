@@ -7,6 +7,8 @@ so (:func:`user_axes`, :func:`user_dims`).
 
 from __future__ import annotations
 
+import dataclasses
+
 from typing import Any, Mapping, Sequence
 
 import numpy as np
@@ -94,4 +96,4 @@ def add_user_variables(s: Any, data: Comparisons, program: str) -> None:
         if dims is not None:
             s.dims[name] = dims
     s.program = program
-    s.estimand["method"] = "user program"
+    s.estimand = dataclasses.replace(s.estimand, program=str(program))
