@@ -19,12 +19,12 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import time
 import warnings
 
 import numpy as np
 
 import pydial
+from bench_core import median_time  # the benchmarks' median of repeated wall times
 
 SIZES = (dict(N=20, K=21, n_llm=300_000, n_human=2_000), dict(N=100, K=30, n_llm=2_000_000, n_human=20_000),
          dict(N=300, K=30, n_llm=2_000_000, n_human=20_000))
@@ -58,15 +58,6 @@ def plain_btl(i: np.ndarray, j: np.ndarray, y: np.ndarray, N: int) -> tuple[np.n
     V = np.zeros((N, N))
     V[:-1, :-1] = np.linalg.inv(H[:-1, :-1])
     return C @ s, np.sqrt(np.diag(C @ V @ C.T))
-
-
-def median_time(fn, repeats: int) -> tuple[float, object]:
-    times, out = [], None
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        out = fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times), out
 
 
 def main() -> None:
