@@ -302,7 +302,8 @@ def _add_posterior(rows: _Rows, method: str, idata: Any, truth: Any, items: list
     from pydial.stan.bayes import estimand as post_estimand
 
     d = _diagnostics(idata)
-    score_var = (post_estimand(idata) or {}).get("scores") or "s_H"
+    est = post_estimand(idata)
+    score_var = (est.scores if est is not None else None) or "s_H"
     if "scores" in estimands or "contrasts" in estimands:
         x = _posterior_draws(idata, score_var, "item", items)
         if x is None:
