@@ -434,7 +434,7 @@ def posterior(
         ``posterior_predictive`` (replicated ``wins_i, wins_j, ties``, dim
         ``cell``), ``observed_data``, ``sample_stats``.  ``attrs["estimand"]``
         (JSON) records what the posterior estimates
-        (:class:`~pydial.stan.dial_posterior.Estimand`, read back by :func:`estimand`):
+        (:class:`~pydial.stan.dial_posterior.Estimand`, read back by :func:`pydial.stan.estimand`):
         ``spec``, the :class:`~pydial.ModelSpec` of the frequentist estimator it
         corresponds to (:meth:`~pydial.ModelSpec.to_record`; at one weight
         ``lambda_``, the effective one of the ordinary posterior; the cut posterior is
