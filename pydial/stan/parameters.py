@@ -17,7 +17,7 @@ runs Stan's optimizer from, and returns its optimum in, the chart coordinates.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Mapping
+from typing import Any, Literal, Mapping
 
 import numpy as np
 
@@ -48,6 +48,17 @@ def _shapes(d: Mapping[str, Any]) -> dict[str, tuple[int, ...]]:
         "log_nu": ((0 if fix else K) + (H > 0) if ties else 0,),
     }
 
+def _split(d: Mapping[str, Any], x: np.ndarray, what: str, order: Literal["C", "F"]) -> dict[str, np.ndarray]:
+    """Cut the flat vector ``x`` into the named parameters of ``dial.stan`` (``order``: numpy's "C" or Stan's "F")."""
+    x = np.asarray(x, float).ravel()
+    shapes = _shapes(d)
+    sizes = [int(np.prod(s)) for s in shapes.values()]
+    if x.size != sum(sizes):
+        raise ArgumentError(f"dial.stan: {what} has {x.size} entries, the parameters {sum(sizes)}")
+    parts = np.split(x, np.cumsum(sizes)[:-1])
+    return {n: p.reshape(s, order=order) for (n, s), p in zip(shapes.items(), parts)}
+
+
 
 def dial_parameters(d: Mapping[str, Any], x: np.ndarray) -> dict[str, np.ndarray]:
     """Return ``dial.stan``'s named parameters at the chart coordinates ``x``.
@@ -70,13 +81,7 @@ def dial_parameters(d: Mapping[str, Any], x: np.ndarray) -> dict[str, np.ndarray
     pydial.ArgumentError
         ``x`` does not have one entry per parameter.
     """
-    x = np.asarray(x, float).ravel()
-    shapes = _shapes(d)
-    sizes = [int(np.prod(s)) for s in shapes.values()]
-    if x.size != sum(sizes):
-        raise ArgumentError(f"dial.stan: the chart coordinates have {x.size} entries, the parameters {sum(sizes)}")
-    parts = np.split(x, np.cumsum(sizes)[:-1])
-    return {n: p.reshape(s) for (n, s), p in zip(shapes.items(), parts)}
+    return _split(d, x, "the chart coordinates", "C")
 
 
 def dial_coordinates(d: Mapping[str, Any], parts: Mapping[str, Any]) -> np.ndarray:
@@ -96,13 +101,7 @@ def dial_from_unconstrained(d: Mapping[str, Any], u: np.ndarray) -> np.ndarray:
     The map is a permutation, so it takes the gradient with respect to ``u`` to the
     gradient with respect to the chart coordinates.
     """
-    u = np.asarray(u, float).ravel()
-    shapes = _shapes(d)
-    sizes = [int(np.prod(s)) for s in shapes.values()]
-    if u.size != sum(sizes):
-        raise ArgumentError(f"dial.stan: the unconstrained vector has {u.size} entries, the parameters {sum(sizes)}")
-    parts = np.split(u, np.cumsum(sizes)[:-1])
-    return dial_coordinates(d, {n: p.reshape(s, order="F") for (n, s), p in zip(shapes.items(), parts)})
+    return dial_coordinates(d, _split(d, u, "the unconstrained vector", "F"))
 
 
 def optimize_dial(model: CompiledModel, d: Mapping[str, Any], x0: np.ndarray, **kwargs: Any) -> OptimizeResult:
