@@ -220,5 +220,5 @@ def test_dial_parameters_map_the_chart_coordinates_by_name(data):
     assert fixed["A_fix"].shape == (2, 2) and fixed["B_fix"].shape == (5, 2)
     np.testing.assert_array_equal(fixed["B_fix"], parts["B_free"])
     np.testing.assert_array_equal(dial_unconstrained(fixed, [1.0, 2.0]), [1.0, 2.0])  # (c) alone
-    with pytest.raises(pydial.ArgumentError, match="have 3 entries, the parameters 2"):
+    with pytest.raises(pydial.ArgumentError, match="3 entries in the chart coordinates, but the parameters have 2"):
         dial_parameters(fixed, np.zeros(3))

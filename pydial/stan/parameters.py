@@ -54,7 +54,7 @@ def _split(d: Mapping[str, Any], x: np.ndarray, what: str, order: Literal["C", "
     shapes = _shapes(d)
     sizes = [int(np.prod(s)) for s in shapes.values()]
     if x.size != sum(sizes):
-        raise ArgumentError(f"dial.stan: {what} has {x.size} entries, the parameters {sum(sizes)}")
+        raise ArgumentError(f"dial.stan: {x.size} entries in {what}, but the parameters have {sum(sizes)}")
     parts = np.split(x, np.cumsum(sizes)[:-1])
     return {n: p.reshape(s, order=order) for (n, s), p in zip(shapes.items(), parts)}
 
