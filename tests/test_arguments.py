@@ -81,6 +81,12 @@ def test_fit_refuses_what_is_not_data(no_work):
         pydial.fit({"item_a": [1]}, "human")
 
 
+def test_fit_of_a_simulation_points_to_its_comparisons(no_work):
+    sim = pydial.simulate(N=4, K=2, n_llm=40, n_human=20, seed=1)
+    with pytest.raises(ArgumentTypeError, match=r"got Simulation; pass the simulation's \.comparisons"):
+        pydial.fit(sim, "human")
+
+
 def test_result_methods_refuse_bad_arguments(data):
     res = pydial.fit(data, "dial-anc")
     cases = [

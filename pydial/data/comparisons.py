@@ -42,10 +42,12 @@ __all__ = ["Comparisons", "require_comparisons"]
 def require_comparisons(data: Any, argument: str = "data") -> "Comparisons":
     """Return ``data`` if it is a :class:`Comparisons`, else raise :class:`~pydial.ArgumentTypeError` naming ``argument``.
 
-    A DataFrame (the long table itself) gets the call that builds the comparisons from it.
+    A DataFrame (the long table itself) gets the call that builds the comparisons from it, a
+    simulation (``pydial.simulate``) its ``.comparisons``.
     """
     if not isinstance(data, Comparisons):
         hint = ("; build it from the long table with pydial.Comparisons.from_frame(df)" if isinstance(data, pd.DataFrame)
+                else "; pass the simulation's .comparisons" if hasattr(data, "comparisons") and hasattr(data, "truth")
                 else " (e.g. pydial.Comparisons.from_frame(df) or pydial.Comparisons.from_csv(path))")
         raise ArgumentTypeError(f"{argument} must be a pydial.Comparisons, got {type(data).__name__}{hint}")
     return data
