@@ -145,14 +145,18 @@ def judgment_counts(data: Comparisons, family: Family, method: str) -> tuple[pd.
     judges' judgments for ``human``, the people's for ``judges``).  Per judge the two add up to
     every judgment of the data.
     """
-    names = pd.Index(list(data.judges) + [data.human_judge], name="judge")
+    names = derived(data, ("judge index",), lambda: pd.Index(list(data.judges) + [data.human_judge], name="judge"))
     decisive, tie, both_bad, own = derived(data, ("judgments by judge and kind",), lambda: _kinds_by_judge(data))
     used = decisive + (tie if not family.is_binary else 0)
     unused = np.zeros(data.K + 1, np.int64)
     if method in ("human", "judges"):
         drop = np.arange(data.K) if method == "human" else np.array([data.K])
         unused[drop], used[drop] = used[drop], 0
-    excluded = pd.DataFrame({"ties": tie if family.is_binary else np.zeros_like(tie), "both_bad": both_bad,
-                             "self_comparisons": own, "not_used_by_method": unused}, index=names)
+    excluded = pd.DataFrame(np.column_stack([tie if family.is_binary else np.zeros_like(tie), both_bad, own, unused]),
+                            index=names, columns=_EXCLUDED)
     return pd.Series(used, index=names, name="nobs"), excluded
+
+
+_EXCLUDED = pd.Index(["ties", "both_bad", "self_comparisons", "not_used_by_method"])
+"""The columns of :func:`judgment_counts`' judgments left out, by reason."""
 

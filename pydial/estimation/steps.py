@@ -90,7 +90,8 @@ def _human_cells(data: Comparisons, family: Family) -> tuple[np.ndarray, np.ndar
 def _human_design(data: Comparisons, family: Family) -> Design:
     """Return the people's GLM design in the centered chart ``s = T beta``, with their covariate columns (``z' beta_H``)."""
     H = data.cell_table("human", with_ties=not family.is_binary)
-    return centered_design(H.i, H.j, data.N, z=data.effect_columns(H.z, data.K))
+    return derived(data, ("human design", family.is_binary),
+                   lambda: centered_design(H.i, H.j, data.N, z=data.effect_columns(H.z, data.K)))
 
 
 def _human_free(data: Comparisons, family: Family) -> bool:

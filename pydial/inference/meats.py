@@ -602,16 +602,17 @@ def _channel_gram(J: Any, D: np.ndarray) -> Any:
     C = D.shape[0]
     if C == 1:
         return _gram(J, D[0, 0])
-    J = sp.csr_matrix(J)
+    dense = J.shape[1] <= _DENSE_GRAM
+    J = _dense(as_sparse(J)) if dense else sp.csr_matrix(J)
     m = J.shape[0] // C
     Jk = [J[k * m:(k + 1) * m] for k in range(C)]
-    out = sp.csr_matrix((J.shape[1], J.shape[1]))
+    out = np.zeros((J.shape[1], J.shape[1])) if dense else sp.csr_matrix((J.shape[1], J.shape[1]))
     for k in range(C):
         out = out + _gram(Jk[k], D[k, k])
         for t in range(k + 1, C):
-            cross = (Jk[k].T @ _scale_rows(Jk[t], D[k, t])).tocsr()
+            cross = Jk[k].T @ _scale_rows(Jk[t], D[k, t])
             out = out + cross + cross.T
-    return out.tocsr()
+    return out if dense else out.tocsr()
 
 
 # ------------------------------------------------------- sparse/dense helpers
@@ -669,10 +670,15 @@ def _gram(J: Any, d: np.ndarray) -> Any:
     """``J^T diag(d) J``."""
     if isinstance(J, FactoredJacobian):
         return J.gram(d)
-    if sp.issparse(J):
+    if sp.issparse(J) and J.shape[1] > _DENSE_GRAM:
         J = sp.csr_matrix(J)
         return (J.T @ _scale_rows(J, d)).tocsr()
+    J = _dense(J)
     return (J.T * d) @ J
+
+
+_DENSE_GRAM = 64
+"""Most columns for which :func:`_gram` multiplies densely (faster than sparse products at that size)."""
 
 
 def _centered_gram(Gs: Any, C: np.ndarray, B: np.ndarray) -> "Meat":

@@ -277,19 +277,19 @@ def family_glm_influence(data: Comparisons, family: Family, X: Design, x: np.nda
     H = FamilyGLM(family, hc, X, weight, penalty=penalty).terms(x)[2] if penalty is not None else H
     free = model.free
     m, p = hc.shape[0], X.shape[1]
-    Xs = sp.csr_matrix(X.X)
     w = np.full(m, 1.0 if unit else weight)
     cells = dataclasses.replace(cells, w=w)
     rec = None if unit else record_rows(data, cells, family)  # GACV's unit weights use the binomial meat alone
     if family.is_binary:  # the binary fast path: one channel, the cell residuals n p - y
         key = np.where(cells.is_human, -1, pair_keys(cells, data.N))
         st_b = CellStats(cells.n, w, cells.is_human, cells.y, expit(X @ x[:p]), pair_key=key)
-        return OutcomeInfluence(X.X, np.asarray((sp.csr_matrix(X.basis) @ (E @ Hinv).T).T), st_b, rec, n_zero), H
+        return OutcomeInfluence(X.X, np.asarray((X.basis_csr @ (E @ Hinv).T).T), st_b, rec, n_zero), H
     nt = 1 if free else 0
+    Xs = sp.csr_matrix(X.X)
     eta_rows = sp.hstack([Xs, sp.csr_matrix((m, nt))], format="csr")
     l_rows = sp.csr_matrix((np.ones(m * nt), (np.arange(m * nt), np.full(m * nt, Xs.shape[1]))), shape=(m, Xs.shape[1] + nt))
     J2 = sp.vstack([eta_rows, l_rows], format="csr")
-    basis = sp.block_diag([sp.csr_matrix(X.basis), sp.identity(nt)], format="csr")
+    basis = sp.block_diag([X.basis_csr, sp.identity(nt)], format="csr")
     eta = X @ x[:p]
     fam, l = (family, x[p]) if free else (BINARY, 0.0)
     P = fam.probabilities(eta, l)

@@ -61,6 +61,11 @@ class Design:
         return np.asarray(Bt @ np.asarray(Bt @ G).T).T
 
     @cached_property
+    def basis_csr(self) -> sp.csr_matrix:
+        """``B`` as a sparse matrix."""
+        return sp.csr_matrix(self.basis)
+
+    @cached_property
     def _basis_T(self) -> sp.csr_matrix:
         return sp.csr_matrix(self.basis.T)
 
