@@ -81,7 +81,7 @@ class OptimResult:
 
 
 def warn_unresolved(opt: OptimResult, what: str) -> None:
-    """Warn with a ConvergenceWarning (``"at bound"`` or ``"not converged"``) when ``opt`` is not resolved; ``what`` names the fit."""
+    """Warn with a ConvergenceWarning (``"at bound"``, ``"not converged"``) when ``opt`` is not resolved (``what``: the fit)."""
     status = "at bound" if opt.at_bound.any() else "not converged"
     if not opt.converged:
         warnings.warn(ConvergenceWarning(f"{what}: optimizer did not converge ({opt.message}; "

@@ -51,7 +51,7 @@ __all__ = ["ANCHORED_COVS", "CLUSTERED", "COV_DESCRIPTIONS", "COV_TYPES", "CellS
 
 
 def score_tables(s: np.ndarray, C: np.ndarray, items: tuple[str, ...], level: float) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """The Wald table ``score, se, ci_low, ci_high`` by item and the labelled covariance; non-finite scores raise ConvergenceError."""
+    """Return the Wald table ``score, se, ci_low, ci_high`` by item and the labelled covariance (ConvergenceError: not finite)."""
     if not np.all(np.isfinite(s)):
         raise ConvergenceError("the fit produced non-finite scores")
     tab = wald_table(s, C, list(items), level, "score")[["score", "se", "ci_low", "ci_high"]]
@@ -69,7 +69,7 @@ def consensus_table(gamma: np.ndarray, cov: np.ndarray, judges: Sequence[str], l
 
 def position_effect_tables(b: np.ndarray, cov: np.ndarray, judges: Sequence[str],
                            level: float) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """The judges' position effects: their Wald table (:func:`wald_table`) and judge x judge covariance."""
+    """Return the judges' position effects: their Wald table (:func:`wald_table`) and judge x judge covariance."""
     idx = pd.Index(list(judges), name="judge")
     tab = wald_table(b, cov, list(judges), level, "b")
     tab.index = idx
@@ -161,7 +161,7 @@ def staged_linearization(data: Comparisons, fit_: Any) -> Linearization:
 
 
 def target_slices(N: int, rows: int, log_nu: int = 0) -> dict[str, slice]:
-    """Blocks of the targets ``(s, [log nu] * log_nu, beta)``, ``rows`` in all (:meth:`~pydial.model.chart.Chart.target_jacobian`)."""
+    """Return the blocks of the targets ``(s, log_nu rows of log nu, beta)``, ``rows`` in all (``Chart.target_jacobian``)."""
     nl = int(log_nu)
     return ({"scores": slice(0, N)} | ({"log_nu": slice(N, N + nl)} if nl else {})
             | ({"beta": slice(N + nl, rows)} if rows > N + nl else {}))
@@ -221,7 +221,7 @@ def llm_only_linearization(data: Comparisons, chart: Chart, theta: np.ndarray,
 
 def tie_table(names: list[str], groups: np.ndarray, free: np.ndarray, log_nu: np.ndarray, var: np.ndarray,
               level: float, ties: str) -> pd.DataFrame:
-    """Tie parameter table ``nu``/``tau, se, ci_low, ci_high`` by group (delta-method ``se``, log-scale interval; 0 without ties)."""
+    """Tabulate the tie parameter ``nu``/``tau, se, ci_low, ci_high`` by group (delta method, log-scale interval; 0: no ties)."""
     zq = norm.ppf(0.5 + level / 2)
     rows = []
     for g in groups:

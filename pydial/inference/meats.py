@@ -362,7 +362,7 @@ class Linearization:
 
 
 def linearize(U: "Influence", st: "CellStats", what: str, **blocks: slice) -> Linearization:
-    """A :class:`Linearization` of binary cells from ``U`` and ``st``; ``blocks`` name the rows (default all ``scores``)."""
+    """Return a :class:`Linearization` of binary cells from ``U`` and ``st``; ``blocks`` name the rows (default ``scores``)."""
     return Linearization(MeatSource(U.J, st), U.A, blocks or {"scores": slice(0, U.A.shape[0])}, what)
 
 

@@ -23,14 +23,14 @@ POOLED_LABEL = "(pooled LLM judges)"
 
 
 def family_cells(data: Comparisons, family: Family) -> tuple[Cells, Cells]:
-    """The family's LLM and human cells (with ties unless binary), each weighted ``1 / (its comparisons)``."""
+    """Return the family's LLM and human cells (with ties unless binary), each weighted ``1 / (its comparisons)``."""
     tabs = [data.cell_table(which, with_ties=not family.is_binary) for which in ("llm", "human")]
     L, H = (Cells.from_tables([(t, 1.0 / float(t.n.sum()), h)], with_ties=True) for t, h in zip(tabs, (False, True)))
     return L, H
 
 
 def pooled_support(data: Comparisons) -> tuple[np.ndarray, np.ndarray]:
-    """The estimated entries of ``beta_L`` (shared by the pooled judges) and ``beta_H``, bool ``p`` each."""
+    """Return the estimated entries of ``beta_L`` (shared by the pooled judges) and ``beta_H``, bool ``p`` each."""
     sup = data.covariate_support
     return np.asarray(sup[:-1].any(axis=0), bool), np.asarray(sup[-1], bool)
 

@@ -45,7 +45,7 @@ class Structure:
         return np.column_stack([self.mu, self.V])
 
     def basis(self, calibration: str | None) -> np.ndarray:
-        """The human calibration basis ``M``: ``mu[:, None]`` for ``"mu"``, ``W = [mu, V]`` for ``"W"``."""
+        """Return the human calibration basis ``M``: ``mu[:, None]`` for ``"mu"``, ``W = [mu, V]`` for ``"W"``."""
         return self.mu[:, None] if check_choice("calibration", calibration, CALIBRATIONS) == "mu" else self.W
 
 
@@ -77,7 +77,7 @@ def centering_basis(N: int) -> np.ndarray:
 
 
 def helmert_basis(n: int) -> np.ndarray:
-    """The ``n x (n-1)`` orthonormal (Helmert) basis of ``{x : 1'x = 0}`` (``centered_basis`` of the NUTS programs).
+    """Return the ``n x (n-1)`` orthonormal (Helmert) basis of ``{x : 1'x = 0}`` (the NUTS programs' ``centered_basis``).
 
     With ``s = Q z`` the isotropic prior on ``z`` is exchangeable and well conditioned (``T'T`` of
     :func:`centering_basis` has condition number ``n``).
@@ -109,7 +109,7 @@ def consensus_gamma(S: np.ndarray) -> np.ndarray:
 
 
 def structure_from_S(S: np.ndarray, r: int) -> Structure:
-    r"""Recover ``(mu, gamma, U, V)`` from a centered rank-(r+1) ``S``: ``gamma = S mu / N`` and the rank-r SVD of ``S - gamma mu^T``.
+    r"""Recover ``(mu, gamma, U, V)`` from a centered rank-(r+1) S: ``gamma = S mu / N``, the rank-r SVD of ``S - gamma mu^T``.
 
     ``V = sqrt(N) Q``, ``U = N^{-1/2} P Sigma`` (App. "Reduced score-space representation").
     """
@@ -147,7 +147,7 @@ class Chart:
     @classmethod
     def for_data(cls, data: Any, rank: int, calibration: Calibration | str | None, order: bool = True,
                  shared: bool = False) -> "Chart":
-        """The chart of a :class:`~pydial.Comparisons` (``N``, ``K``, ``p`` and the fixed entries of ``beta``)."""
+        """Return the chart of a :class:`~pydial.Comparisons` (``N``, ``K``, ``p`` and the fixed entries of ``beta``)."""
         return cls(data.N, data.K, rank, cast(Calibration | None, calibration), order, data.p, shared,
                    fixed_effects(data, shared, calibration is not None))
 
@@ -325,7 +325,7 @@ class Chart:
         return L[: self.K], B, ct, b
 
     def covariate_effects(self, theta: np.ndarray) -> np.ndarray:
-        """The covariate effects ``beta`` (:attr:`beta_rows` x ``p``), the fixed entries 0."""
+        """Return the covariate effects ``beta`` (:attr:`beta_rows` x ``p``), the fixed entries 0."""
         free = np.asarray(theta, float)[self.slices["beta"]]
         if self.fixed is None:
             return free.reshape(self.beta_rows, self.p)
@@ -343,7 +343,7 @@ class Chart:
 
     def pack(self, A: np.ndarray, B: np.ndarray, c: np.ndarray | float | None = None, b: np.ndarray | None = None,
              beta: np.ndarray | None = None) -> np.ndarray:
-        """Reduced coordinates of ``(A, B, c, b, beta)`` (``c`` is ``alpha`` for ``mu``); checks ``A^T 1 = K e_1``, ``B^T 1 = 0``."""
+        """Pack ``(A, B, c, b, beta)`` into ``theta`` (``c``: ``alpha`` for ``mu``); checks ``A^T 1 = K e_1``, ``B^T 1 = 0``."""
         A, B = np.asarray(A, float), np.asarray(B, float)
         if not np.allclose(A.sum(0), self.K * np.eye(self.q)[0], atol=1e-9 * self.K * max(1.0, np.abs(A).max())):
             raise ArgumentError("A must satisfy A^T 1 = K e_1")
@@ -443,7 +443,7 @@ class Chart:
         return Z
 
     def canonical(self, theta: np.ndarray) -> np.ndarray:
-        """A gauge-equivalent point in the canonical form of :meth:`from_structure` (keeps iterates off the box)."""
+        """Return a gauge-equivalent point in the canonical form of :meth:`from_structure` (keeps iterates off the box)."""
         st = self.structure(theta)
         b = self.order_effects(theta) if self.order else None
         c = self.calibration_coordinates(theta) if self.calibration is not None else None

@@ -193,7 +193,10 @@ def _random_basis(N: int, q: int, rng: np.random.Generator) -> np.ndarray:
 
 # ------------------------------------------------------------------- single checks
 def _check_ident_llm(items: Sequence[str], scan: CycleScan, nopos: bool) -> tuple[bool, str]:
-    """Prop. ident-LLM via Cor. cycle-criterion: ``G_k`` connected and a cycle with nonzero signed order sum (only connectivity when ``nopos``)."""
+    """Prop. ident-LLM via Cor. cycle-criterion: ``G_k`` connected and a cycle with nonzero signed order sum.
+
+    Only connectivity when ``nopos``.
+    """
     N = len(items)
     connected = scan.n_components == 1
     parts = []
@@ -244,7 +247,7 @@ def _check_lowrank(W: np.ndarray, ii: np.ndarray, jj: np.ndarray, aa: np.ndarray
 
 def _check_self_preference(data: Comparisons, r: int, nopos: bool, shared: bool,
                            per_judge: list[tuple[str, bool, str]], rng: np.random.Generator) -> tuple[bool, str]:
-    """The structured model's self-preference effects: the Jacobian rank in ``(S, b, beta)`` (:func:`_lowrank_jacobian_rank`).
+    """Check the self-preference effects of the structured model: the Jacobian rank in ``(S, b, beta)``.
 
     The confounded effects are named; above :data:`JACOBIAN_MAX_PARAMS` the per-judge rows decide.
     """
@@ -384,7 +387,7 @@ def _lowrank_jacobian_rank(N: int, K: int, r: int, judge: np.ndarray, ii: np.nda
                            aa: np.ndarray, nopos: bool, rng: np.random.Generator, z: np.ndarray | None = None,
                            beta_row: np.ndarray | None = None, free: np.ndarray | None = None
                            ) -> tuple[int, int, np.ndarray]:
-    r"""The generic rank of the Jacobian of the structured LLM model's cell predictors, and the rank needed.
+    r"""Return the generic rank of the Jacobian of the structured LLM model's cell predictors, and the rank needed.
 
     ``eta_t = a_k^T (B_i - B_j) + z_t b_k (+ z_t' beta_row(k))``: with the ``(r+1)^2 + (r+1)`` invariances the
     rank is at most ``(r+1)(K+N-r-2) + K`` (``- K`` for ``nopos``) plus the ``free`` entries of ``beta``, and

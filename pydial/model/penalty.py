@@ -123,7 +123,7 @@ class FirthPenalty(_ClosedForms):
         return float(f), g, H
 
     def terms(self, x: np.ndarray, h: float = 1e-6) -> tuple[float, np.ndarray, np.ndarray]:
-        """Value, gradient and Hessian in ``x``: exact for the binary family (no ``m x m`` ``Q`` when ``m > q^2``), else central."""
+        """Value, gradient and Hessian in ``x``: exact for the binary family (no ``m x m`` ``Q`` if ``m > q^2``), else central."""
         if not self.family.is_binary:
             f, g = self.value_grad(x)
             return f, g, central_hessian(lambda z: self.value_grad(z)[1], x, h=h)
@@ -217,7 +217,7 @@ def information_terms(family: Family, X: np.ndarray, n: np.ndarray, eta: np.ndar
 
 
 def calibration_columns(DM: np.ndarray, Z: np.ndarray | None) -> np.ndarray:
-    """The dense calibration design ``[D_H M, Z_H]`` (``D_H M`` without covariates) the priors' leverages need."""
+    """Return the dense calibration design ``[D_H M, Z_H]`` (``D_H M`` without covariates) for the leverages."""
     return DM if Z is None else np.hstack([DM, np.asarray(Z, float).reshape(DM.shape[0], -1)])
 
 
