@@ -31,14 +31,13 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 from scipy import sparse
-from scipy.sparse.csgraph import connected_components
 
 from pydial.cache import derived
 from pydial.data.comparisons import SELF_PREFERENCE, Comparisons, require_comparisons
 from pydial.exceptions import ArgumentError, ArgumentTypeError, IdentifiabilityError
 from pydial.model.chart import CALIBRATIONS, difference_design
 from pydial.model.design_graphs import (SCAN_VECTOR_MIN, CycleScan, check_separation, components_text, names_text,
-                                        order_separation, scan_cycles, scan_cycles_fast, undirected_labels)
+                                        order_separation, scan_cycles, scan_cycles_fast, undirected_labels, win_graph)
 from pydial.model.methods import ESTIMATORS, LLM_ONLY, USES_RANK
 from pydial.model.penalty import check_penalty
 
@@ -316,12 +315,7 @@ def check_human_mle(items: Sequence[str], data: Comparisons) -> tuple[bool, str]
     h = data.human
     if len(h) == 0:
         return False, "no human comparisons: the human BTL MLE does not exist"
-    wins_i = h.y > 0
-    wins_j = h.y < h.n
-    src = np.concatenate([h.i[wins_i], h.j[wins_j]])
-    dst = np.concatenate([h.j[wins_i], h.i[wins_j]])
-    g = sparse.coo_matrix((np.ones(src.size), (src, dst)), shape=(N, N))
-    n_comp, lab = connected_components(g, directed=True, connection="strong")
+    n_comp, lab, src, dst = win_graph(N, h.i, h.j, h.n, h.y)
     if n_comp == 1:
         return True, f"directed win graph strongly connected over all {N} items"
     compared = np.zeros(N, bool)

@@ -31,6 +31,7 @@ from scipy.special import expit
 
 from pydial.exceptions import ArgumentError
 from pydial.resources import check_choice
+from pydial.model.design import dense_design
 from pydial.model.families import BINARY, Family
 
 PENALTIES: tuple[str | None, ...] = (None, "firth")
@@ -145,11 +146,6 @@ class FirthPenalty(_ClosedForms):
         return float(c * logdet), c * (X.T @ (w1 * h_)), c * 0.5 * (H + H.T)
 
 
-def _dense(M: Any) -> np.ndarray:
-    """``M`` (a dense or sparse matrix product) as a dense array."""
-    return M.toarray() if sp.issparse(M) else np.asarray(M)
-
-
 GRAM_CHUNK_ENTRIES = 1 << 22
 """Entries of the row-wise Kronecker products formed at once by :func:`squared_leverage_gram` (32 MB)."""
 
@@ -166,7 +162,7 @@ def squared_leverage_gram(J: Any, w: np.ndarray, X: np.ndarray, A: np.ndarray) -
     for lo in range(0, m, step):
         rows = slice(lo, min(lo + step, m))
         Xr = X[rows]
-        P += _dense(J[rows].T @ ((w[rows, None] * Xr)[:, :, None] * Xr[:, None, :]).reshape(-1, q * q))
+        P += dense_design(J[rows].T @ ((w[rows, None] * Xr)[:, :, None] * Xr[:, None, :]).reshape(-1, q * q))
     P3 = P.reshape(-1, q, q)
     PAA = np.einsum("be,tbd,df->tef", A, P3, A).reshape(-1, q * q)
     return PAA @ P.T
@@ -290,7 +286,7 @@ class CalibrationFirthPenalty(_ClosedForms):
         assert J is not None, "the Hessian needs J = d eta / d theta"
         w2 = w * (1 - 6 * p + 6 * p * p)
         # J^T L_ee J with L_ee = diag(w'' h) - (w' w'^T) * Q * Q, without the m_H x m_H matrix Q
-        JLJ = _dense(J.T @ (sp.diags(w2 * h) @ J)) - squared_leverage_gram(J, w1, X, A)
+        JLJ = dense_design(J.T @ (sp.diags(w2 * h) @ J)) - squared_leverage_gram(J, w1, X, A)
         # Y_t: the M columns of dX/d theta_t (its Z_H columns are 0, so the blocks of A, U, B_t, V_u they meet are cut)
         Y = np.einsum("hn,pnd->phd", self.D, dM)
         Yw = w[None, :, None] * Y
@@ -308,7 +304,7 @@ class CalibrationFirthPenalty(_ClosedForms):
         R = R + np.swapaxes(R, 1, 2)
         MGi = M @ Gi
         T4 = 2 * np.einsum("und,na,tab,bd->tu", dM, MGi, R, Gi)
-        JF = _dense(J.T @ F)
+        JF = dense_design(J.T @ F)
         H = JLJ + JF + JF.T + T1 + T2 + T3 + T4
         return float(c * (l1 - l2)), g_eta, g_M, c * 0.5 * (H + H.T)
 
