@@ -40,6 +40,7 @@ from pydial.model.design_graphs import (SCAN_VECTOR_MIN, CycleScan, check_separa
                                         order_separation, scan_cycles, scan_cycles_fast, undirected_labels, win_graph)
 from pydial.model.methods import ESTIMATORS, LLM_ONLY, USES_RANK
 from pydial.model.penalty import check_penalty
+from pydial.resources import check_choice, check_count
 
 __all__ = [
     "CALIBRATIONS",
@@ -486,7 +487,7 @@ def check_design(
         ``data`` is not a :class:`~pydial.Comparisons` (e.g. the DataFrame it is read from).
     ArgumentError
         Unknown ``method``, ``calibration`` or ``penalty``, negative ``rank``, or ``W`` of the
-        wrong shape; ``seed``, ``shared`` or ``W`` of the wrong type (:class:`~pydial.ArgumentTypeError`).
+        wrong shape; ``rank``, ``seed``, ``shared`` or ``W`` of the wrong type (:class:`~pydial.ArgumentTypeError`).
 
     Notes
     -----
@@ -537,13 +538,9 @@ def check_design(
     True
     """
     data = require_comparisons(data)
-    if method not in METHODS:
-        raise ArgumentError(f"method must be one of {METHODS}, got {method!r}")
-    if calibration not in CALIBRATIONS:
-        raise ArgumentError(f"calibration must be one of {CALIBRATIONS}, got {calibration!r}")
-    if isinstance(rank, bool) or not isinstance(rank, (int, np.integer)) or rank < 0:
-        raise ArgumentError(f"rank must be an integer >= 0, got {rank!r}")
-    r = int(rank)
+    check_choice("method", method, METHODS)
+    check_choice("calibration", calibration, CALIBRATIONS)
+    r = check_count(rank, "rank", minimum=0)
     check_penalty(penalty)
     if not isinstance(seed, np.random.Generator):
         if isinstance(seed, (bool, np.bool_)) or not isinstance(seed, (int, np.integer)):

@@ -22,7 +22,7 @@ from scipy.special import expit
 
 from pydial.data.features import covariate_names
 from pydial.exceptions import ArgumentError, ArgumentTypeError
-from pydial.resources import check_bytes, check_choice, check_seed
+from pydial.resources import check_bytes, check_choice, check_count, check_seed
 
 if TYPE_CHECKING:  # pragma: no cover
     from pydial.data.comparisons import Comparisons
@@ -291,14 +291,6 @@ class JudgeBehavior:
 
 
 # --------------------------------------------------------------------------- helpers
-def _check_int(name: str, value: Any, lo: int) -> int:
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
-        raise ArgumentTypeError(f"{name} must be an integer, got {value!r}")
-    if value < lo:
-        raise ArgumentError(f"{name} must be >= {lo}, got {value!r}")
-    return int(value)
-
-
 def _check_float(name: str, value: Any, lo: float, hi: float | None = None, *, open_lo: bool = False,
                  open_hi: bool = False) -> float:
     try:
@@ -475,14 +467,14 @@ def _llm_design(gen: np.random.Generator, n_llm: int, n_pairs: int, K: int, p_fi
 
 def _check_design(N: Any, K: Any, rank: Any, n_llm: Any, n_human: Any) -> tuple[int, int, int, int, int]:
     """Check :func:`simulate`'s dimensions and budgets; return them as ints."""
-    N, K, r = _check_int("N", N, 2), _check_int("K", K, 1), _check_int("rank", rank, 0)
+    N, K, r = check_count(N, "N", minimum=2), check_count(K, "K"), check_count(rank, "rank", minimum=0)
     if r > K - 1:
         raise ArgumentError(f"rank ({r}) must satisfy rank <= K-1 = {K - 1} "
                             "(structured LLM representation: rank(U) = r with 1^T U = 0)")
     if r + 1 > N - 1:
         raise ArgumentError(f"rank ({r}) must satisfy rank+1 <= N-1 = {N - 1} "
                             "(structured LLM representation: W = [mu, V] centered)")
-    return N, K, r, _check_int("n_llm", n_llm, 0), _check_int("n_human", n_human, 0)
+    return N, K, r, check_count(n_llm, "n_llm", minimum=0), check_count(n_human, "n_human", minimum=0)
 
 
 def _check_ties(tie_rate: Any, ties: Any) -> tuple[float, str]:
