@@ -1,15 +1,10 @@
 """Box-constrained damped Newton minimization on a (possibly gauge-singular) chart.
 
-The structured DIAL losses are non-convex and, in the over-parameterized chart,
-have ``r (r + 1)`` exactly flat gauge directions.  When their tangents are known,
-each step is first tried by one Cholesky factorization of the Hessian completed on
-the gauge (the pseudo-inverse Newton step at a stationary point).  Otherwise, and
-when the Hessian is not positive definite off the gauge, the step uses its
-eigen-decomposition: directions with negligible curvature are dropped
-(Moore-Penrose, Lemma overparam-invariance), negative curvature is replaced by its
-absolute value (a saddle-free Newton step).  A backtracking line search on the
-box-projected path guarantees descent.  Near the optimum this is the plain Newton
-step, so convergence is quadratic.
+Each step is first tried by one Cholesky factorization of the Hessian completed on the known gauge
+tangents, else by its eigen-decomposition: negligible curvature dropped (Moore-Penrose, Lemma
+overparam-invariance), negative curvature replaced by its absolute value (saddle-free).  A
+backtracking line search on the box-projected path guarantees descent; near the optimum this is
+the plain Newton step.
 """
 
 from __future__ import annotations
@@ -29,22 +24,15 @@ BOX = 10.0  # coordinate bound of the paper's optimization box (App. DIAL Estima
 ZERO_EIG_RTOL = 1e-9  # eigenvalues below this fraction of the largest count as zero (gauge) everywhere
 
 ROUNDOFF_FACTOR = 100.0
-"""An L-BFGS run (CmdStan's or scipy's) stopped by a failed line search counts as converged when the
-gradient is within this factor of the tolerance: no decrease of ``log p`` is resolvable there in double
-precision (``log p`` includes the multinomial coefficients, so ``|log p|`` can be much smaller than the
-sum of the magnitudes of its terms, which sets the round-off of the gradient)."""
+"""An L-BFGS run stopped by a failed line search counts as converged within this factor of the gradient
+tolerance: no decrease of ``log p`` is resolvable there in double precision."""
 
 
 F = TypeVar("F", bound=Callable)
 
 
 def single_threaded_blas(func: F) -> F:
-    """Run ``func`` with one BLAS thread.
-
-    The matrices here are small (a few hundred rows at most); multi-threaded BLAS
-    only adds synchronization cost (measured 100x slower ``eigh`` on a loaded 2-core
-    machine).  Parallelism belongs at the level of replications (joblib).
-    """
+    """Run ``func`` with one BLAS thread (the matrices are small; parallelism belongs to the replications)."""
 
     @functools.wraps(func)
     def wrapper(*args, **kwargs):
@@ -60,34 +48,14 @@ def _blas_controller() -> ThreadpoolController:
     return ThreadpoolController()
 
 
-
 @dataclass(frozen=True)
 class OptimResult:
-    """Outcome of an optimizer: :func:`newton` or :func:`lbfgs_minimize` (and Stan's, through the engines).
+    """Outcome of :func:`newton` or :func:`lbfgs_minimize` (and Stan's, through the engines).
 
-    Attributes
-    ----------
-    x : ndarray
-        Final point.
-    fun : float
-        Objective value at ``x``.
-    grad_norm : float
-        Max-norm of the gradient at ``x`` (free coordinates only).
-    n_iter : int
-        Iterations used (of the last run for L-BFGS-B).
-    converged : bool
-        Newton: gradient and Newton decrement below tolerance; L-BFGS-B: the gradient
-        test ``grad_norm <= gtol * max(1, |fun|)`` (relaxed by ``roundoff_factor`` when it
-        stalled at the resolution of ``fun``).
-    at_bound : ndarray of bool
-        Coordinates on the box boundary (a fit "not resolved within the box"; all False
-        when the optimizer has no box).
-    message : str
-        Why the iteration stopped.
-    n_eval : int
-        Objective evaluations (``-1`` when not counted).
-    seconds : float
-        Wall time (``nan`` when not timed).
+    ``x`` the final point, ``fun`` the objective there, ``grad_norm`` the max-norm of its free gradient,
+    ``n_iter`` the iterations (of the last L-BFGS-B run), ``converged`` the optimizer's verdict,
+    ``at_bound`` the coordinates on the box boundary, ``message`` why it stopped, ``hess``/``grad`` at
+    ``x`` when known, ``n_eval`` the evaluations (``-1``: not counted), ``seconds`` the wall time.
     """
 
     x: np.ndarray
@@ -113,10 +81,7 @@ class OptimResult:
 
 
 def warn_unresolved(opt: OptimResult, what: str) -> None:
-    """Warn with a :class:`~pydial.ConvergenceWarning` when ``opt`` is not a resolved optimum.
-
-    Its status is ``"at bound"`` or ``"not converged"``; ``what`` names the fit.
-    """
+    """Warn with a ConvergenceWarning (``"at bound"``, ``"not converged"``) when ``opt`` is not resolved (``what``: the fit)."""
     status = "at bound" if opt.at_bound.any() else "not converged"
     if not opt.converged:
         warnings.warn(ConvergenceWarning(f"{what}: optimizer did not converge ({opt.message}; "
@@ -128,12 +93,9 @@ def warn_unresolved(opt: OptimResult, what: str) -> None:
 
 
 def pinv_sym(H: np.ndarray, rtol: float = ZERO_EIG_RTOL, gauge: np.ndarray | None = None) -> tuple[np.ndarray, int]:
-    """Moore-Penrose inverse of a symmetric matrix and the number of (near-)zero eigenvalues dropped.
+    """Moore-Penrose inverse of a symmetric matrix and the number of eigenvalues below ``rtol`` of the largest dropped.
 
-    Eigenvalues below ``rtol`` times the largest absolute eigenvalue count as zero.
-    With ``gauge`` (the tangents of the flat directions, possibly none) it is first formed
-    by one Cholesky factorization (:func:`pinv_gauge`), the eigen-decomposition only when
-    that is not certified.
+    With ``gauge`` (the flat directions' tangents) first by one Cholesky factorization (:func:`pinv_gauge`).
     """
     if gauge is not None and (out := pinv_gauge(H, gauge, rtol)) is not None:
         return out
@@ -150,29 +112,21 @@ def pinv_from_eigh(ev: np.ndarray, Q: np.ndarray, rtol: float = ZERO_EIG_RTOL) -
 
 
 def pinv_gauge(H: np.ndarray, Z: np.ndarray, rtol: float = ZERO_EIG_RTOL) -> tuple[np.ndarray, int] | None:
-    """:func:`pinv_sym` of a Hessian flat along the gauge tangents ``Z``, by one Cholesky factorization.
+    """:func:`pinv_sym` of a Hessian flat along the gauge tangents ``Z``: ``(H + s Q Q^T)^{-1} - Q Q^T / s``.
 
-    With ``Q`` an orthonormal basis of ``span Z`` and ``s`` the largest diagonal entry of
-    ``H``, ``H Q = 0`` gives ``(H + s Q Q^T)^{-1} = H^+ + Q Q^T / s`` (Lemma
-    overparam-invariance: the gauge directions are the null space at a stationary point).
-    Returned, with the ``r(r+1)`` zero eigenvalues, only when this is certified to be the
-    pseudo-inverse :func:`pinv_sym` forms: the factorization succeeds, ``||H Q||`` is at
-    the rounding level (the gauge eigenvalues fall below its cut) and ``1 / ||(H + s Q Q^T)^{-1}||_F``,
-    a lower bound of the other eigenvalues, is above ``10 rtol ||H||_F``, an upper bound of the
-    cut (so no other eigenvalue is zero or negative).  ``None`` otherwise: use the
-    eigen-decomposition.
+    ``Q`` an orthonormal basis of ``span Z``, ``s`` the largest diagonal entry; returned only when
+    certified (``||H Q||`` at rounding level, the other eigenvalues above the cut), else None.
     """
     from scipy.linalg import cho_factor, lapack
 
     H = 0.5 * (H + H.T)
-    scale = float(np.abs(np.diag(H)).max(initial=0.0))
-    if not scale > 0.0:
+    if (shifted := _gauge_shift(H, Z)) is None:
         return None
-    Q = np.linalg.qr(Z)[0] if Z.size else Z
+    Q, scale, Ha = shifted
     if Q.size and np.linalg.norm(H @ Q) > 1e-3 * rtol * scale:
         return None
     try:
-        c, _ = cho_factor(H + scale * (Q @ Q.T) if Q.size else H, lower=True, check_finite=False)
+        c, _ = cho_factor(Ha, lower=True, check_finite=False)
     except np.linalg.LinAlgError:
         return None
     inv, info = lapack.dpotri(c, lower=1)
@@ -188,23 +142,25 @@ def pinv_gauge(H: np.ndarray, Z: np.ndarray, rtol: float = ZERO_EIG_RTOL) -> tup
     return inv, Q.shape[1]
 
 
-def _gauge_cholesky_step(H: np.ndarray, g: np.ndarray, Z: np.ndarray, rtol: float) -> np.ndarray | None:
-    """``-H^+ g`` on the complement of the gauge tangents ``Z`` by one Cholesky factorization.
-
-    ``H + s Q Q^T`` (``Q`` an orthonormal basis of ``span Z``, ``s`` the largest diagonal
-    entry of ``H``) is positive definite when ``H`` is on the complement of the gauge;
-    where ``H Z = 0`` (at a stationary point) its solve equals the pseudo-inverse
-    step, since the gradient is orthogonal to the gauge.  The gauge component of the
-    step is removed.  ``None`` when the factorization fails or a pivot is below
-    ``rtol`` of the largest (indefinite or nearly singular: use the eigen-decomposition).
-    """
-    from scipy.linalg import cho_solve
-
-    Q = np.linalg.qr(Z)[0] if Z.size else Z
+def _gauge_shift(H: np.ndarray, Z: np.ndarray) -> tuple[np.ndarray, float, np.ndarray] | None:
+    """``(Q, s, H + s Q Q^T)``: ``Q`` an orthonormal basis of ``span Z``, ``s`` the largest diagonal entry (None if 0)."""
     scale = float(np.abs(np.diag(H)).max(initial=0.0))
     if not scale > 0.0:
         return None
-    Ha = H + scale * (Q @ Q.T) if Q.size else H
+    Q = np.linalg.qr(Z)[0] if Z.size else Z
+    return Q, scale, (H + scale * (Q @ Q.T) if Q.size else H)
+
+
+def _gauge_cholesky_step(H: np.ndarray, g: np.ndarray, Z: np.ndarray, rtol: float) -> np.ndarray | None:
+    """``-H^+ g`` off the gauge tangents ``Z`` by one Cholesky factorization of ``H + s Q Q^T``.
+
+    None when the factorization fails or a pivot is below ``rtol`` of the largest.
+    """
+    from scipy.linalg import cho_solve
+
+    if (shifted := _gauge_shift(H, Z)) is None:
+        return None
+    Q, _, Ha = shifted
     try:
         L = np.linalg.cholesky(Ha)  # numpy: no wrapper overhead on the small systems of the GLM fits
     except np.linalg.LinAlgError:
@@ -233,38 +189,13 @@ def newton(
     first: tuple[float, np.ndarray, np.ndarray] | None = None,
     polish: bool = False,
 ) -> OptimResult:
-    """Minimize a smooth function with exact Hessians inside the box ``|x_i| <= bound``.
+    """Minimize a smooth function with exact Hessians ``fgh: x -> (f, grad, hess)`` inside the box ``|x_i| <= bound``.
 
-    Parameters
-    ----------
-    fgh : callable
-        ``x -> (f, grad, hess)``.
-    x0 : ndarray
-        Start (clipped into the box).
-    gtol : float
-        Convergence when the max-norm of the (projected) gradient is below ``gtol``
-        and the Newton decrement ``-g . step`` below ``100 gtol^2``.
-    normalize : callable, optional
-        Maps an iterate to a point with the same objective value (a gauge move),
-        applied to every trial point of the line search (so the accepted step lands
-        on it) to stop drift along flat directions.
-    value : callable, optional
-        ``x -> f`` alone, used by the line search (defaults to ``fgh(x)[0]``).
-    cholesky : bool, default False
-        For convex problems (the GLMs): solve ``H step = -g`` by a Cholesky
-        factorization, about ten times cheaper than the eigen-decomposition; falls
-        back to the eigen-decomposition when ``H`` is not numerically positive definite
-        (factorization fails or ``min/max`` of the Cholesky diagonal below ``1e-5``).
-    gauge : callable, optional
-        ``x -> Z``, the tangents of the flat (gauge) directions at ``x``.  Each step is
-        then first tried by one Cholesky factorization on the complement of ``span Z``
-        (:func:`_gauge_cholesky_step`, the pseudo-inverse Newton step at a stationary
-        point), falling back to the eigen-decomposition when the Hessian is not
-        positive definite there.  Once the gradient is below ``gtol`` but above
-        ``1e-3 gtol``, one more step is taken, so the optimum is resolved to the
-        rounding level (as the agreement of the sandwich across charts needs).
-    first : tuple, optional
-        ``fgh(x0)`` when already known (``x0`` inside the box): the first evaluation is skipped.
+    Converged when the max-norm of the projected gradient is below ``gtol`` and the Newton decrement
+    below ``100 gtol^2``.  ``normalize``: a gauge move applied to every trial point; ``value``: ``f`` alone
+    for the line search; ``cholesky``: convex problems, Cholesky first; ``gauge``: ``x -> Z``, the gauge
+    tangents (:func:`_gauge_cholesky_step`); ``first``: ``fgh(x0)`` when known; ``polish``: one more step
+    once the gradient is below ``gtol``.
     """
     value = value if value is not None else (lambda z: fgh(z)[0])
     x = np.clip(np.asarray(x0, dtype=float), -bound, bound)
@@ -296,9 +227,7 @@ def newton(
             else:
                 converged, message = True, "gradient below tolerance"
                 break
-        # Backtracking line search along the projected path; the trial points are
-        # normalized first (same value), so an objective evaluated there can reuse its work
-        # when the next iterate's derivatives are formed.
+        # backtracking line search along the projected path, the trial points normalized (same value)
         def trial(t: float) -> np.ndarray:
             xt = np.clip(x + t * step, -bound, bound)
             return np.clip(normalize(xt), -bound, bound) if normalize is not None else xt
@@ -306,8 +235,7 @@ def newton(
         t, accepted = 1.0, False
         slope = float(g @ step)
         if decrement < 1e-12 * max(1.0, abs(f)):
-            # Quadratic-convergence region: the predicted decrease is below the
-            # rounding noise of f, so the Armijo test is meaningless; take the step.
+            # the predicted decrease is below the rounding noise of f: take the step
             xn = trial(1.0)
             fn = float(value(xn))
             accepted = bool(np.isfinite(fn) and fn <= f + 1e-12 * max(1.0, abs(f)))
@@ -318,14 +246,12 @@ def newton(
                 accepted = True
                 break
             t *= 0.5
+        # no decrease or no progress: a numerical optimum when the gradient is already tiny, else a failure
+        small = np.abs(gfree).max(initial=0.0) < max(gtol, 1e3 * np.finfo(float).eps * max(1.0, abs(f)))
         if not accepted:
-            # No decrease possible along the Newton direction: at numerical optimum if
-            # the gradient is already tiny, otherwise report failure.
-            small = np.abs(gfree).max(initial=0.0) < max(gtol, 1e3 * np.finfo(float).eps * max(1.0, abs(f)))
             converged, message = small, ("no further decrease (numerical optimum)" if small else "line search failed")
             break
         if np.max(np.abs(xn - x)) <= 1e-15 * (1.0 + np.max(np.abs(x))):
-            small = np.abs(gfree).max(initial=0.0) < max(gtol, 1e3 * np.finfo(float).eps * max(1.0, abs(f)))
             where = " at the box boundary" if np.any(np.abs(x) >= bound * (1 - 1e-9)) else ""
             converged, message = small, ("numerical optimum (no further progress)" if small else f"no progress{where}")
             break
@@ -349,47 +275,12 @@ def lbfgs_minimize(
     max_iter: int = 20_000,
     roundoff_factor: float = ROUNDOFF_FACTOR,
 ) -> OptimResult:
-    """Minimize a smooth function by scipy's L-BFGS-B with some coordinates held fixed.
+    """Minimize ``fun_and_grad: x -> (f, grad)`` by scipy's L-BFGS-B with the ``fixed`` coordinates held at ``x0``.
 
-    The convergence verdict is the gradient test alone, relative to the size of the
-    objective (a sum over many terms, whose gradient carries that much round-off):
-    ``max |grad| <= gtol * max(1, |f|)`` over the free coordinates, with the gradient
-    projected at active bounds.  L-BFGS-B cannot know ``|f|`` at its end point, so it
-    runs with half that tolerance measured at its start and is restarted from its end
-    point (fresh curvature pairs, also after a failed line search) until the verdict
-    holds, at most four runs.  A run stopped by a failed line search or by no
-    resolvable decrease of ``f`` counts as converged within ``roundoff_factor`` of the
-    tolerance.  BLAS runs single-threaded (L-BFGS-B's small dense algebra is much
-    slower multi-threaded on a loaded machine).
-
-    Parameters
-    ----------
-    fun_and_grad : callable
-        ``x -> (f, grad)`` on all coordinates; a non-finite ``f`` is treated as ``+inf``
-        (the gradient is then not used).
-    x0 : ndarray
-        Start; the fixed coordinates stay at these values.
-    fixed : sequence of bool, optional
-        Coordinates held at ``x0``.
-    bounds : sequence of (low, high), optional
-        Box on every coordinate (``None`` for no bound); the entries of fixed
-        coordinates are ignored.
-    gtol : float
-        Relative gradient tolerance of the verdict.
-    max_iter : int
-        Iteration budget of each L-BFGS-B run (``5 * max_iter`` evaluations).
-    roundoff_factor : float
-        Relaxation of the verdict after a stalled run (see :data:`ROUNDOFF_FACTOR`).
-
-    Returns
-    -------
-    OptimResult
-        The end point on all coordinates, the objective and the verdict there.
-
-    Raises
-    ------
-    ValueError
-        ``fixed`` or ``bounds`` does not have one entry per coordinate.
+    Converged when ``max |grad| <= gtol * max(1, |f|)`` over the free coordinates (projected at active
+    ``bounds``), within ``roundoff_factor`` after a stalled run; restarted from its end point at most
+    four times.  A non-finite ``f`` counts as ``+inf``.  Raises ArgumentError when ``fixed`` or ``bounds``
+    has not one entry per coordinate.
     """
     from scipy.optimize import minimize
 
@@ -435,10 +326,7 @@ def lbfgs_minimize(
         hi = np.array([np.inf if b[1] is None else b[1] for b in bnds])
         g = np.where((res.x <= lo) & (g > 0) | (res.x >= hi) & (g < 0), 0.0, g)
     gnorm = float(np.max(np.abs(g))) if g.size else 0.0
-    # L-BFGS-B stops on a small projected gradient, on a relative decrease of f below ftol, or
-    # on a failed line search (ABNORMAL) when round-off dominates near the optimum: a failed
-    # line search, or no resolvable decrease of f at all, within roundoff_factor of the
-    # tolerance has reached the resolution of f.
+    # a failed line search (ABNORMAL) or no resolvable decrease of f has reached the resolution of f
     stalled = "ABNORMAL" in str(res.message) or "RELATIVE REDUCTION OF F" in str(res.message)
     converged = gnorm <= gtol * max(1.0, abs(float(f_end))) * (roundoff_factor if stalled else 1.0)
     return OptimResult(x=u, fun=float(f_end), grad_norm=gnorm, n_iter=int(res.nit), converged=converged,

@@ -30,29 +30,10 @@ def as_int64(x: Any) -> np.ndarray:
 class CellTable:
     """Aggregated comparisons with three outcome counts: the one cell table of both engines.
 
-    The cells of the binomial models, eq. binomial-model-llm (judge ``k``, pair
-    ``(i, j)``, order ``a``) and eq. binomial-model-human (pair ``(i, j)``), with tie
-    counts for the tie models.  Every table of cells is a :class:`CellTable`: the decisive
-    LLM and human cells of :class:`Comparisons` (:class:`LLMCells`, :class:`HumanCells`),
-    the cells with tie counts (:meth:`Comparisons.cell_table`), the cells of the tie models
-    and of the Stan data (:mod:`pydial.stan.schema`).
-
-    Attributes
-    ----------
-    judge : int array
-        Judge index ``k`` in ``0..K-1``; ``K`` for people.
-    i, j : int arrays
-        Canonical item indices ``i < j``.
-    a : int array
-        Display order, ``+1`` when item ``i`` was shown first, ``-1`` otherwise, ``0`` for people.
-    n, y : arrays
-        Judgments per cell (ties included) and wins of item ``i``.
-    tie_counts : array, optional
-        Ties per cell (default none: a decisive table).
-    z : float array (cells x p), optional
-        The standardized comparison covariates of the cell's judgments (canonical orientation:
-        item ``i`` as side a, see :mod:`pydial.data.features`); judgments with other covariate
-        values are other cells.  ``None``: no covariates.
+    ``judge`` (``k`` in ``0..K-1``, ``K`` for people), canonical items ``i < j``, display order ``a`` (``+1``:
+    ``i`` shown first, ``-1``, ``0`` for people), ``n`` judgments (ties included), ``y`` wins of ``i``,
+    ``tie_counts`` (default none: decisive) and ``z`` the standardized covariates in canonical orientation
+    (cells x p, None without): eq. binomial-model-llm and eq. binomial-model-human with tie counts.
     """
 
     judge: np.ndarray
@@ -112,7 +93,7 @@ class CellTable:
         return out
 
     def select(self, mask: "np.ndarray | slice") -> "CellTable":
-        """Return the cells where ``mask`` is true, or in the slice (e.g. one judge's ``Omega_k``), as a :class:`CellTable`."""
+        """Return the cells where ``mask`` is true, or in the slice (e.g. one judge's ``Omega_k``)."""
         return CellTable(*(cast(np.ndarray, None if x is None else x[mask]) for x in self._columns()))
 
     def with_judge(self, g: int) -> "CellTable":
@@ -126,12 +107,9 @@ class CellTable:
                                      c[:, 1], c[:, 2], self.z)
 
     def per_judgment(self) -> "CellTable":
-        """One row per judgment.
+        """One row per judgment: ``(w_i, w_j, t)`` becomes ``w_i`` rows ``(1, 0, 0)``, ``w_j`` ``(0, 1, 0)``, ``t`` ``(0, 0, 1)``.
 
-        A cell with counts ``(w_i, w_j, t)`` becomes ``w_i`` rows ``(1, 0, 0)``, ``w_j`` rows
-        ``(0, 1, 0)`` and ``t`` rows ``(0, 0, 1)``, in cell order.  The likelihood is the same up
-        to the multinomial coefficients (constants); each row's ``log_lik`` is then the
-        log-probability of one judgment.
+        The likelihood is the same up to the multinomial coefficients.
         """
         cnt = self.counts
         rows = np.repeat(np.arange(len(self)), cnt.sum(axis=1))
@@ -141,11 +119,7 @@ class CellTable:
                                      one[:, 2], None if self.z is None else self.z[rows])
 
     def judgment_labels(self, items: Sequence[str], judges: Sequence[str]) -> list[str]:
-        """Labels of the rows of :meth:`per_judgment`.
-
-        The cell label, the outcome (``i``, ``j``, ``tie``) and a running number within the
-        cell and outcome, e.g. ``gpt-4:a-b:+1/i#2``.
-        """
+        """Labels of the rows of :meth:`per_judgment`: cell, outcome and running number, e.g. ``gpt-4:a-b:+1/i#2``."""
         out: list[str] = []
         for lab, cnt in zip(self.labels(items, judges), self.counts):
             for o, name in enumerate(("i", "j", "tie")):
@@ -164,13 +138,7 @@ class CellTable:
 
 
 class LLMCells(CellTable):
-    """Aggregated decisive LLM judgments (paper eq. binomial-model-llm): a :class:`CellTable` without ties.
-
-    ``LLMCells(judge, i, j, a, n, y)``: judge ``k`` in ``0..K-1``, ``a = +1`` when item ``i``
-    was shown first, ``n`` the decisive judgments ``n_kij^(a)`` and ``y`` the wins of item
-    ``i`` ``Y_kij^(a)`` (float arrays).  Decisive: ``tie_counts`` is always zero (an argument
-    ``tie_counts``, e.g. from :func:`dataclasses.replace`, is ignored).
-    """
+    """Aggregated decisive LLM judgments ``(judge, i, j, a, n, y)`` (eq. binomial-model-llm); ``tie_counts`` is ignored."""
 
     def __init__(self, judge: np.ndarray, i: np.ndarray, j: np.ndarray, a: np.ndarray, n: np.ndarray, y: np.ndarray,
                  tie_counts: np.ndarray | None = None, z: np.ndarray | None = None) -> None:
@@ -182,12 +150,9 @@ class LLMCells(CellTable):
 
 
 class HumanCells(CellTable):
-    """Aggregated decisive human comparisons (paper eq. binomial-model-human): a :class:`CellTable` without ties.
+    """Aggregated decisive human comparisons ``(i, j, n, y)`` (eq. binomial-model-human), ``a = 0``.
 
-    ``HumanCells(i, j, n, y)``: ``n`` comparisons of the pair and ``y`` wins of item ``i``
-    (float arrays); ``a = 0`` and the judge index ``judge`` (``K`` in :class:`Comparisons`,
-    ``-1`` when not given).  Decisive: ``tie_counts`` is always zero; ``a`` and ``tie_counts`` given
-    (e.g. by :func:`dataclasses.replace`) are ignored, and an array ``judge`` gives its first entry.
+    ``judge``: its first entry (``K`` in :class:`Comparisons`, ``-1`` when not given); ``a`` and ``tie_counts`` are ignored.
     """
 
     def __init__(self, i: np.ndarray, j: np.ndarray, n: np.ndarray, y: np.ndarray, tie_counts: np.ndarray | None = None,
@@ -198,11 +163,7 @@ class HumanCells(CellTable):
 
 
 class RecordIds(abc.Sequence):
-    """The distinct record ids in order of first appearance: a read-only sequence (compares equal to the tuple).
-
-    Held as one array, not as a tuple of Python objects (about 36 bytes per record,
-    0.36 GB for ten million records); indexing gives Python values, a slice a tuple.
-    """
+    """The distinct record ids in order of first appearance, held as one array: a read-only sequence equal to the tuple."""
 
     __slots__ = ("_ids",)
 
@@ -244,12 +205,9 @@ class RecordIds(abc.Sequence):
 
 @dataclass(frozen=True)
 class Rows:
-    """The decisive judgments one by one, in canonical coding.
+    """The decisive judgments one by one, in canonical coding (the record meat and leave-one-out checks).
 
-    ``judge`` is ``K`` for the human judge; ``cell`` indexes the LLM or the human
-    cell table; ``z`` is 1 when item ``i`` won; ``record`` indexes
-    :attr:`Comparisons.record_ids`.  Used by the record-clustered meat and by
-    leave-one-out checks.
+    ``judge`` ``K`` for people; ``cell`` indexes the LLM or human cells; ``z`` 1 when ``i`` won; ``record`` the record ids.
     """
 
     record: np.ndarray

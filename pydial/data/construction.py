@@ -40,7 +40,7 @@ from pydial.data.ingest import (
 )
 from pydial.data.names import NameReport, name_list, own_items
 from pydial.exceptions import ArgumentError, ArgumentTypeError, DataError, DataWarning
-from pydial.resources import check_bytes
+from pydial.resources import check_bytes, check_choice
 
 DUPLICATES = ("keep", "drop", "raise")
 FRAME_KEYWORDS = frozenset({"human_judge", "items", "drop_empty_judges", "strip_names", "allow_similar_names",
@@ -330,17 +330,13 @@ def from_frame(
     """
     mapping = column_names(columns)
     record_id = mapping["record_id"]
-    check_frame(df, "the table")
-    items, own = name_arguments(items, self_preference)
-    cov_names = None if covariates is None else covariate_names(covariates)
-    check_columns(df.columns, [*mapping.values(), *covariate_sides(cov_names)], "the table")
+    items, own, cov_names = _checked_arguments(df, "the table", mapping.values(), items, self_preference, covariates)
     missing = [f"{v!r} (for {k})" if k != v else repr(v) for k, v in mapping.items() if v not in df.columns]
     if missing:
         raise DataError(
             f"missing column(s) {', '.join(missing)}; the table has columns {list(df.columns)}. {COLUMN_HINT}"
         )
-    if duplicates not in DUPLICATES:
-        raise ArgumentError(f"duplicates must be one of {DUPLICATES}, got {duplicates!r}")
+    check_choice("duplicates", duplicates, DUPLICATES)
     if len(df) == 0:
         raise DataError("the comparison table has no rows")
     check_bytes(frame_bytes(len(df), len(cov_names or ())), f"Comparisons.from_frame of {len(df):,} rows",
@@ -395,6 +391,16 @@ def from_frame(
     return out
 
 
+def _checked_arguments(df: Any, what: str, columns: Iterable[str], items: Any, self_preference: Any,
+                       covariates: Any) -> tuple[list[Any] | None, dict[Any, list[Any]] | None, list[str] | None]:
+    """Check the table ``df`` (:func:`check_frame`, its ``columns`` and the covariates' sides) and the name arguments."""
+    check_frame(df, what)
+    items, own = name_arguments(items, self_preference)
+    cov_names = None if covariates is None else covariate_names(covariates)
+    check_columns(df.columns, [*columns, *covariate_sides(cov_names)], what)
+    return items, own, cov_names
+
+
 def item_names(v: Validator, items: Sequence[Any] | None) -> tuple[list[str], np.ndarray]:
     """Item names in index order (:func:`item_order`) and the item index of each item name id of ``v``."""
     given = None if items is None else [v.items.text(x, f"items[{k}]") for k, x in enumerate(name_list(items, "items"))]
@@ -443,10 +449,8 @@ def from_counts(cls: Any, df: pd.DataFrame, *, human_judge: str = "human", items
         or counts that are not non-negative integers or sum to ``2**53`` or more (the
         rows are named).
     """
-    check_frame(df, "the count table")
-    items, own = name_arguments(items, self_preference)
-    cov_names = None if covariates is None else covariate_names(covariates)
-    check_columns(df.columns, [*COUNT_COLUMNS, "both_bad", *covariate_sides(cov_names)], "the count table")
+    items, own, cov_names = _checked_arguments(df, "the count table", [*COUNT_COLUMNS, "both_bad"], items,
+                                               self_preference, covariates)
     missing = [c for c in COUNT_COLUMNS if c not in df.columns]
     if missing:
         raise DataError(f"missing column(s) {missing} for aggregated counts; the table has columns {list(df.columns)} "

@@ -164,6 +164,17 @@ def _require(df: pd.DataFrame, cols: Iterable[str], what: str) -> None:
         raise DataError(f"{what}: missing column(s) {missing}; found {list(df.columns)}")
 
 
+def _long_rows(keep: pd.Series, record_id: pd.Series, judge: str | pd.Series, item_a: pd.Series, item_b: pd.Series,
+               first: str, winner: pd.Series) -> pd.DataFrame:
+    """Return the rows ``keep`` in the long format ``record_id, judge, item_a, item_b, first, winner`` (names as text)."""
+    return pd.DataFrame({
+        "record_id": record_id[keep].astype(str).to_numpy(),
+        "judge": judge if isinstance(judge, str) else judge[keep].astype(str).to_numpy(),
+        "item_a": item_a[keep].astype(str).to_numpy(), "item_b": item_b[keep].astype(str).to_numpy(),
+        "first": first, "winner": winner[keep].to_numpy(),
+    })[list(COLUMNS)]
+
+
 def from_arena(
     judges: Mapping[str, str | PathLike[str] | pd.DataFrame],
     *,
@@ -200,17 +211,8 @@ def from_arena(
         rep.read += len(df)
         w = df["winner"].map(ARENA_WINNERS)
         rep.exclude(f"unknown winner ({name})", int(w.isna().sum()))
-        keep = w.notna()
-        out = pd.DataFrame({
-            "record_id": df.loc[keep, record_id].astype(str).to_numpy(),
-            "judge": name,
-            "item_a": df.loc[keep, "model_a"].astype(str).to_numpy(),
-            "item_b": df.loc[keep, "model_b"].astype(str).to_numpy(),
-            "first": first,
-            "winner": w[keep].to_numpy(),
-        })
-        parts.append(out)
-    frame = pd.concat(parts, ignore_index=True)[list(COLUMNS)]
+        parts.append(_long_rows(w.notna(), df[record_id], name, df["model_a"], df["model_b"], first, w))
+    frame = pd.concat(parts, ignore_index=True)
     rep.kept = len(frame)
     if human_judge not in judges:
         rep.notes.append(f"no table named {human_judge!r}: the data have no human labels")
@@ -241,12 +243,8 @@ def from_mtbench(df: pd.DataFrame | str | PathLike[str]) -> tuple[pd.DataFrame, 
         errors = int((t[game].astype(str) == "error").sum())
         rep.exclude(f"{game} error verdicts", errors)
         rep.exclude(f"{game} other verdicts", int(bad.sum()) - errors)
-        parts.append(pd.DataFrame({
-            "record_id": rid[~bad].to_numpy(), "judge": judge[~bad].to_numpy(),
-            "item_a": t.loc[~bad, "model_1"].astype(str).to_numpy(), "item_b": t.loc[~bad, "model_2"].astype(str).to_numpy(),
-            "first": first, "winner": w[~bad].to_numpy(),
-        }))
-    frame = pd.concat(parts, ignore_index=True)[list(COLUMNS)]
+        parts.append(_long_rows(~bad, rid, judge, t["model_1"], t["model_2"], first, w))
+    frame = pd.concat(parts, ignore_index=True)
     rep.kept = len(frame)
     return frame, rep
 
@@ -280,12 +278,7 @@ def from_pandalm(
     lab = pd.to_numeric(t[label], errors="coerce").map(PANDALM_WINNERS)
     bad = lab.isna()
     rep.exclude("unknown label", int(bad.sum()))
-    jcol = t[judge].astype(str) if judge in t.columns else pd.Series(judge, index=t.index)
-    frame = pd.DataFrame({
-        "record_id": t.loc[~bad, record_id].astype(str).to_numpy(), "judge": jcol[~bad].to_numpy(),
-        "item_a": t.loc[~bad, model_1].astype(str).to_numpy(), "item_b": t.loc[~bad, model_2].astype(str).to_numpy(),
-        "first": first, "winner": lab[~bad].to_numpy(),
-    })[list(COLUMNS)]
+    frame = _long_rows(~bad, t[record_id], t[judge] if judge in t.columns else judge, t[model_1], t[model_2], first, lab)
     rep.kept = len(frame)
     return frame, rep
 

@@ -1,25 +1,14 @@
 r"""The baselines ``pooled`` and ``atc`` (Sec. Experiments, App. related-comparison), one path for every outcome family.
 
-The family ``ties`` is a parameter of the likelihood (:mod:`pydial.model.families`): the binary
-BTL model (``None``), Davidson (1970) or Rao-Kupper (1967); the procedures are the same.
+* ``pooled``: one BTL ``s_pool = T beta`` of all LLM judgments pooled (one ``nu_L``, one ``beta_L``),
+  then the people's scale ``c`` (and ``nu_H``, ``beta_H``) of the calibration GLM with design
+  ``[D_H s_pool, Z_H]``; ``s = c s_pool``, with the two-step sandwich (:func:`pooled_linearization`).
+* ``atc``: DIAL-Anc's anchored consensus (``M = mu``) isotonic-regressed on the ordering of the
+  people's scores (:func:`atc_scores`), no standard errors for the scores; the covariate effects are
+  the staged fit's.
 
-* ``pooled``: one BTL score vector ``s_pool = T beta`` for all LLM judgments pooled (no judge or
-  position effects; with ties one tie parameter ``nu_L`` for the pooled judges; with response
-  covariates one effect ``beta_L`` shared by the pooled judges, design ``[D T, Z_L]``), then the
-  people's scale ``c`` (with ties also ``nu_H``, with covariates ``beta_H``) of the calibration GLM
-  with design ``D_H s_pool`` (``[D_H s_pool, Z_H]``, :func:`~pydial.model.design.calibration_design`);
-  ``s = c s_pool``.  Both stages are :func:`pydial.estimation.glm.glm` (or the engine's
-  optimizers); the standard errors are the two-step sandwich (eq. staged-calibrated-estimator
-  with ``M = s_pool``, stacked estimating equations: :func:`pooled_linearization`).
-* ``atc``: the anchored consensus of DIAL-Anc (``M = mu``) isotonic-regressed on the ordering of
-  the people's scores (:func:`atc_scores`); no standard errors for the scores.  With response
-  covariates the people's model that orders the items has ``z' beta_H`` (the ordering is
-  style-controlled) and the covariate effects reported are those of the staged fit (the judges'
-  and the people's, with their two-step standard errors).
-
-A group without ties has the boundary MLE ``nu = 0`` and follows the binary model
-(:func:`pydial.model.glm.has_tie_parameter`).  Inference is numpy's at the optimum on
-either engine.
+A group without ties has the boundary MLE ``nu = 0`` (the binary model).  Inference is numpy's at the
+optimum on either engine.
 """
 
 from __future__ import annotations
@@ -74,12 +63,7 @@ __all__ = ["fit_pooled", "fit_atc", "human_only_lrt", "numpy_pooled", "atc_score
 # ================================================================== pooled
 def numpy_pooled(data: Comparisons, family: Family = BINARY, *,
                  penalty: str | None = None) -> tuple[OptimResult, OptimResult]:
-    """Fit both stages of the pooled baseline by :func:`~pydial.estimation.glm.glm`.
-
-    The pooled BTL of the family in ``(beta, beta_L, log nu_L)`` (``s_pool = T beta``), then
-    ``argmin_{c, beta_H, nu_H} l_H(c s_pool, beta_H, nu_H)`` (:func:`pooled_designs`; ``beta_L``,
-    ``beta_H`` only with response covariates); with ``penalty="firth"`` Firth's estimates.
-    """
+    """Fit both stages of the pooled baseline by :func:`~pydial.estimation.glm.glm` (Firth's with ``penalty``)."""
     N = data.N
     L, Hc = family_cells(data, family)
     o1 = glm(family, L.counts, pooled_designs(data, L, Hc)[0], weight=float(L.w[0]), penalty=penalty)
@@ -92,17 +76,10 @@ def numpy_pooled(data: Comparisons, family: Family = BINARY, *,
 
 def fit_pooled(data: Comparisons, rank: int | None = None, *, family: Family, engine: Optimizers,
                shared: bool = True) -> Estimate:
-    """Fit the pooled baseline of ``family`` (see the module docstring); ``rank`` and ``shared`` are unused.
+    """Fit the pooled baseline of ``family`` by ``engine``'s optimizers; ``rank`` and ``shared`` are unused.
 
-    The pooled BTL ignores which judge judged, so its covariate effect ``beta_L`` is shared by the
-    judges whatever ``covariate_effects`` asks.
-
-    The optimizers are ``engine``'s: ``engine.pooled_stages`` (Stan's), or
-    :func:`numpy_pooled`.  With ties the estimate has the tie parameters (``nu_L`` of the
-    pooled judges, ``nu_H`` of the people); with response covariates the covariate effects
-    (rows :data:`POOLED_LABEL`, ``beta_L``, and the people, ``beta_H``).  Its calibration
-    restriction ``s_H = c s_pool`` is tested against the people's own model (:func:`human_only_lrt`,
-    ``N - 2`` degrees of freedom); its log-likelihood is the sum of the two stages'.
+    ``beta_L`` is shared by the judges; ``s_H = c s_pool`` is tested against the people's own model
+    (:func:`human_only_lrt`, ``N - 2`` df); the log-likelihood is the sum of the stages'.
     """
     N, p = data.N, data.p
     what = "pooled LLM " + ("BTL" if family.is_binary else "tie model")
@@ -149,10 +126,8 @@ def fit_pooled(data: Comparisons, rank: int | None = None, *, family: Family, en
 def human_only_lrt(data: Comparisons, family: Family, loss_restricted: float, d: int) -> CalibrationTest:
     """Return the likelihood-ratio test of a ``d``-dimensional calibration restriction against the people's own model.
 
-    Prop. calibration-test with the restricted fit's human loss ``loss_restricted`` (the pooled
-    baseline's ``s_H = c s_pool``, ``d = 1``; AtC's consensus ``s_H = c mu``): ``T = 2 n_H (l_H(restricted)
-    - l_H(s_0))`` on ``N - 1 - d`` degrees of freedom, with the unpenalized people's MLE ``s_0``
-    (undefined when it does not exist).
+    Prop. calibration-test: ``T = 2 n_H (l_H(restricted) - l_H(s_0))`` on ``N - 1 - d`` df, ``s_0`` the
+    unpenalized people's MLE (undefined when it does not exist).
     """
     hum, _ = family_human_candidate(data, family)
     ok = hum.opt is not None and hum.opt.resolved
@@ -162,12 +137,7 @@ def human_only_lrt(data: Comparisons, family: Family, loss_restricted: float, d:
 
 # ===================================================================== AtC
 def atc_scores(base: np.ndarray, human: np.ndarray) -> np.ndarray:
-    """AtC's scores (App. related-comparison).
-
-    ``base`` (the anchored consensus) is isotonic-regressed on the order of the people's
-    scores ``human``, centered.  They have no standard errors: the isotonic step has no
-    linearization (the result's covariance is NaN).
-    """
+    """AtC's scores: ``base`` isotonic-regressed on the order of the people's scores ``human``, centered (no linearization)."""
     from scipy.optimize import isotonic_regression
 
     order = np.argsort(-human, kind="stable")
@@ -178,19 +148,11 @@ def atc_scores(base: np.ndarray, human: np.ndarray) -> np.ndarray:
 
 
 def fit_atc(data: Comparisons, rank: int, *, family: Family, engine: Optimizers, shared: bool = False) -> Estimate:
-    """Fit AtC of ``family`` (App. related-comparison; see the module docstring).
+    """Fit AtC of ``family`` (App. related-comparison): the people's ordering, DIAL-Anc's consensus (``M = mu``).
 
-    The people's model (:func:`~pydial.estimation.steps.family_human_fit`) gives the ordering;
-    DIAL-Anc with ``M = mu`` (the family's staged fit, :class:`~pydial.estimation.steps.Steps`)
-    the consensus, and the LLM-only fit the judges' position effects and consensus loadings
-    (with ties also the judges' tie parameters, and the people's ``nu_H`` from their own model).
-    With response covariates the people's model has ``z' beta_H`` (a style-controlled ordering),
-    and the covariate effects reported are the staged fit's (the judges' -- one row shared by them
-    with ``shared`` -- then ``beta_H``), with its two-step linearization (:func:`atc_covariate_linearization`).
-
-    The calibration test is DIAL-Anc's with ``M = mu`` (:func:`human_only_lrt` at the anchored fit
-    whose consensus AtC calibrates; ``N - 2`` degrees of freedom).  The isotonic scores are not a
-    likelihood fit: no ``llf`` / ``df_model`` (NaN / ``None``), only the people's log-likelihood at them.
+    The LLM-only fit gives ``b``, ``gamma`` and the judges' ``nu``; the covariate effects are the staged
+    fit's (:func:`atc_covariate_linearization`); the test is DIAL-Anc's (``N - 2`` df).  Not a likelihood
+    fit: no ``llf`` / ``df_model``, only the people's log-likelihood at the scores.
     """
     penalty = engine.penalty
     steps = Steps(data, "mu", True, family, engine, penalty, shared=shared)
@@ -222,13 +184,7 @@ def fit_atc(data: Comparisons, rank: int, *, family: Family, engine: Optimizers,
 
 
 def atc_covariate_linearization(steps: Steps, sf: StagedFit) -> Linearization:
-    """Return the linearization of the covariate effects of AtC's staged fit (block ``"beta"`` alone).
-
-    The two-step influence of DIAL-Anc at ``lambda = inf`` (eq. staged-calibrated-estimator;
-    :meth:`~pydial.estimation.steps.Steps.scores_linearization`), cut to the rows of
-    ``beta``: AtC's scores have no linearization (the isotonic step), so the scores' block is
-    left out and their covariance stays NaN.
-    """
+    """Return the two-step linearization of AtC's staged fit cut to the block ``"beta"`` (the scores have none)."""
     lin, _ = steps.scores_linearization(sf, Candidate(np.inf, np.inf, None))
     rows = lin.blocks["beta"]
     return dataclasses.replace(lin, A=lin.A[rows], blocks={"beta": slice(0, rows.stop - rows.start)},

@@ -1,27 +1,13 @@
 r"""Record bootstrap of a whole fitting procedure (post-selection intervals).
 
-The sandwich intervals of :func:`pydial.fit` are conditional on the selected weight
-``lambda`` (and rank ``r``): they treat the GACV choice as fixed, which the paper
-lists as open.  :func:`bootstrap` instead refits the *entire* procedure --
-structured LLM fit, weight path, guards, GACV selection of ``lambda`` (and of ``r``
-with ``rank="auto"`` or a list), penalty -- on ``B`` resamples of the records, so
-the spread of the estimates includes the selection step (Efron 2014, "Estimation and
-accuracy after model selection").
-
-Resampling unit: the record (all judgments of one ``record_id`` stay together, as
-in the record-clustered sandwich).  Records are resampled with replacement within
-two strata, records with and without human labels, so every resample has the same
-number of human-labelled records (the human budget the ``lambda`` grid is centered
-on) up to the number of labels per record.
-
-Intervals at level ``1 - alpha`` from the ``B`` bootstrap estimates
-:math:`\hat\theta^*_b` of a quantity with estimate :math:`\hat\theta`:
-
-* percentile: :math:`[q^*_{\alpha/2}, q^*_{1-\alpha/2}]`;
-* basic (reverse percentile): :math:`[2\hat\theta - q^*_{1-\alpha/2}, 2\hat\theta - q^*_{\alpha/2}]`.
-
-Replicates are independent streams ``SeedSequence(seed).spawn(B)``, so the result
-does not depend on ``n_jobs`` or on the joblib / Dask backend.
+The sandwich intervals are conditional on the selected ``lambda`` (and ``r``); :func:`bootstrap` refits
+the entire procedure (structured fit, weight path, guards, GACV selection, penalty) on ``B`` resamples
+of the records, so the spread includes the selection step (Efron 2014).  Records (all judgments of one
+``record_id``) are resampled with replacement within two strata, with and without human labels, so
+every resample has the same human budget.  Intervals at level ``1 - alpha``: percentile
+``[q*_{alpha/2}, q*_{1-alpha/2}]`` and basic ``[2 theta_hat - q*_{1-alpha/2}, 2 theta_hat - q*_{alpha/2}]``.
+Replicates use the streams ``SeedSequence(seed).spawn(B)``: the result does not depend on ``n_jobs`` or
+the joblib / Dask backend.
 """
 
 from __future__ import annotations
@@ -38,7 +24,7 @@ from pydial.data.comparisons import COVARIATE_PREFIX, Comparisons
 from pydial.estimation.spec import check_count, check_level, check_seed
 from pydial.exceptions import (ArgumentError, BootstrapWarning, DataError, DialError, UnknownNameError,
                                caller_stacklevel)
-from pydial.resources import check_bytes, check_n_jobs
+from pydial.resources import check_bytes, check_choice, check_n_jobs
 
 BOOTSTRAP_UNITS: tuple[str, ...] = ("record",)
 BYTES_PER_REPLICATE = 2_000  # per replicate: its seed sequence, result record and the selection row
@@ -91,10 +77,7 @@ class BootstrapResult:
     covariate_effects: pd.DataFrame | None = None
 
     def lambda_distribution(self) -> pd.DataFrame:
-        """Frequency of each selected ``(rank, multiple)`` over the replicates.
-
-        Rank ``None`` and multiple NaN for a method without them.
-        """
+        """Frequency of each selected ``(rank, multiple)`` over the replicates (``None`` / NaN for a method without)."""
         sel = self.selection
         out = sel.groupby(["rank", "multiple"], dropna=False).size().rename("count").reset_index()
         out["share"] = out["count"] / len(sel)
@@ -131,10 +114,7 @@ class BootstrapResult:
 
 # ------------------------------------------------------------- resampling
 def record_strata(data: Comparisons) -> tuple[np.ndarray, np.ndarray, list[np.ndarray]]:
-    """Row positions of every record in ``data.frame`` and the two strata of record codes.
-
-    ``offsets`` index into ``order``; the strata are the records with / without human labels.
-    """
+    """Row positions of every record in ``data.frame`` (``order``, ``offsets``) and the human / LLM-only strata of records."""
     rec = data.frame["rec"].to_numpy()
     order = np.argsort(rec, kind="stable")
     counts = np.bincount(rec, minlength=len(data.record_ids))
@@ -146,11 +126,7 @@ def record_strata(data: Comparisons) -> tuple[np.ndarray, np.ndarray, list[np.nd
 
 def resample_records(data: Comparisons, rng: np.random.Generator,
                      strata: tuple[np.ndarray, np.ndarray, list[np.ndarray]] | None = None) -> Comparisons:
-    """Draw a record bootstrap sample of ``data``.
-
-    Records are drawn with replacement within the human / LLM-only strata; a record drawn
-    twice appears as two records.  Response covariates are kept, on the scale of ``data``.
-    """
+    """Draw a record bootstrap sample of ``data`` within the strata (a record drawn twice is two; covariates on its scale)."""
     order, offsets, groups = strata if strata is not None else record_strata(data)
     drawn = np.concatenate([rng.choice(g, g.size, replace=True) for g in groups if g.size])
     sizes = offsets[drawn + 1] - offsets[drawn]
@@ -274,8 +250,7 @@ def bootstrap(result: Any, B: int = 200, *, by: str = "record", seed: int | None
     from joblib import Parallel, delayed, parallel_config
     from tqdm.auto import tqdm
 
-    if by not in BOOTSTRAP_UNITS:
-        raise ArgumentError(f"by must be one of {BOOTSTRAP_UNITS}, got {by!r}")
+    check_choice("by", by, BOOTSTRAP_UNITS)
     B = check_count(B, "B", minimum=2)
     seed = check_seed(seed)
     n_jobs = check_n_jobs(n_jobs)

@@ -1,14 +1,9 @@
-r"""Inference for the DIAL estimators: the linearization of each fit and Wald tables.
+r"""Inference for the DIAL estimators: the linearization (bread) of each fit and the Wald tables.
 
-The *bread* of the binary fast path's sandwiches lives here: the influence directions
-``u_c = A j_c`` of :func:`staged_influence` for the two-step endpoint ``lambda = inf``,
-:func:`finite_influence` for the weighted joint fit and :func:`llm_only_linearization` for
-the judges' position effects and consensus loadings; the GLM fits of every family and the
-steps of a tie family are linearized in :mod:`pydial.estimation.steps`
-(:func:`~pydial.inference.sandwich.family_glm_influence`), by the same two-step formula
-(:func:`two_step_maps`).  The meats that turn them into
-covariances are in :mod:`pydial.inference.meats` (re-exported here); the Wald tables of the
-results at the end.
+The influence directions ``u_c = A j_c`` of the binary fast path: :func:`staged_influence` at the
+two-step endpoint ``lambda = inf``, :func:`finite_influence` for the weighted joint fit and
+:func:`llm_only_linearization` for the judges' ``b`` and ``gamma``; every staged fit uses
+:func:`two_step_maps`.  The meats are in :mod:`pydial.inference.meats` (re-exported here).
 """
 
 from __future__ import annotations
@@ -56,11 +51,7 @@ __all__ = ["ANCHORED_COVS", "CLUSTERED", "COV_DESCRIPTIONS", "COV_TYPES", "CellS
 
 
 def score_tables(s: np.ndarray, C: np.ndarray, items: tuple[str, ...], level: float) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Return the score table and the labelled item x item covariance.
-
-    The table has ``score, se, ci_low, ci_high`` by item, Wald at ``level``.
-    Non-finite scores raise :class:`~pydial.ConvergenceError`.
-    """
+    """Return the Wald table ``score, se, ci_low, ci_high`` by item and the labelled covariance (ConvergenceError: not finite)."""
     if not np.all(np.isfinite(s)):
         raise ConvergenceError("the fit produced non-finite scores")
     tab = wald_table(s, C, list(items), level, "score")[["score", "se", "ci_low", "ci_high"]]
@@ -78,11 +69,7 @@ def consensus_table(gamma: np.ndarray, cov: np.ndarray, judges: Sequence[str], l
 
 def position_effect_tables(b: np.ndarray, cov: np.ndarray, judges: Sequence[str],
                            level: float) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Return the judges' position effects: their Wald table and their covariance.
-
-    The Wald table (:func:`wald_table`) is indexed by ``judge``; the covariance is a
-    judge x judge DataFrame with the same labels.
-    """
+    """Return the judges' position effects: their Wald table (:func:`wald_table`) and judge x judge covariance."""
     idx = pd.Index(list(judges), name="judge")
     tab = wald_table(b, cov, list(judges), level, "b")
     tab.index = idx
@@ -107,10 +94,7 @@ def zero_variance_warning(name: str, index: Sequence[Any], zero: np.ndarray) -> 
 
 
 def wald_frame(est: np.ndarray, var: np.ndarray, index: list[str], level: float, name: str) -> pd.DataFrame:
-    """Wald intervals and tests ``name, se, ci_low, ci_high, z, p_value`` from estimates and their variances.
-
-    A (numerically) zero variance gives NaN, with a :class:`CovarianceWarning`.
-    """
+    """Wald intervals and tests ``name, se, ci_low, ci_high, z, p_value``; a zero variance gives NaN and a CovarianceWarning."""
     est = np.asarray(est, float)
     var = np.asarray(var, float).copy()
     zero = zero_variance(var)
@@ -130,28 +114,17 @@ def wald_frame(est: np.ndarray, var: np.ndarray, index: list[str], level: float,
 # ===================================================================== breads
 def objective_influence(obj: Objective, theta: np.ndarray, A: np.ndarray, coords: slice | np.ndarray = slice(None)
                         ) -> Influence:
-    """Influence directions ``u_c = A d eta_c / d theta[coords]`` of an objective's cells.
-
-    Factored in the full coordinates: ``J = d eta / d phi`` (a :class:`CellJacobian`) and ``A T[:, coords]^T``.
-    """
+    """Influence ``u_c = A d eta_c / d theta[coords]``, factored as ``J = d eta / d phi`` and ``A T[:, coords]^T``."""
     Tc = obj.chart.T_sparse[:, coords]
     return Influence(CellJacobian(obj, np.asarray(theta, float)), np.asarray(Tc @ np.asarray(A).T).T)
 
 
 def two_step_maps(S_xi: np.ndarray, S_c: np.ndarray, C: np.ndarray, H_c_xi: np.ndarray,
                   stage_two: str) -> tuple[np.ndarray, np.ndarray]:
-    """Return the maps of the two-step delta method (stacked estimating equations) of a staged estimator.
+    """Return the two-step delta method's maps ``(S_xi - S_c C^{-1} H_c_xi, S_c C^{-1})`` of a staged estimator.
 
-    Stage one estimates ``xi`` (the LLM fit), stage two ``c`` given ``xi`` (the
-    calibration to the people, eq. staged-calibrated-estimator); the targets ``t`` have
-    Jacobians ``S_xi = dt/dxi`` and ``S_c = dt/dc``, the stage-two loss the Hessian
-    blocks ``C = H_cc`` and ``H_c_xi``.  Returns the targets' total derivative in the
-    stage-one parameters, ``S_xi - S_c C^{-1} H_{c xi}`` (the stage-one cells' influence is
-    this times ``H_xi^+`` times their score), and the stage-two map ``S_c C^{-1}``.  Used
-    by DIAL-Anc (:func:`staged_influence`), its tie version and the pooled baseline
-    (:func:`pydial.inference.pooled.pooled_linearization`), so that every staged fit is linearized by the
-    same formula.
-    A singular ``C`` raises :class:`~pydial.IdentifiabilityError` naming ``stage_two``.
+    ``S_xi = dt/dxi``, ``S_c = dt/dc``, ``C = H_cc``, ``H_c_xi`` the stage-two Hessian blocks (eq.
+    staged-calibrated-estimator); a singular ``C`` raises IdentifiabilityError naming ``stage_two``.
     """
     if np.linalg.matrix_rank(C) < C.shape[0]:
         raise IdentifiabilityError(f"the human calibration block is singular: the human comparisons do not identify "
@@ -164,15 +137,8 @@ def two_step_maps(S_xi: np.ndarray, S_c: np.ndarray, C: np.ndarray, H_c_xi: np.n
 def staged_linearization(data: Comparisons, fit_: Any) -> Linearization:
     """Two-step linearization of the calibrated scores at the staged endpoint (Alg. DIAL-Anc).
 
-    ``fit_`` is the staged fit (``chart``, ``theta``; eq. staged-calibrated-estimator); its
-    LLM-only optimizer result ``llm_opt`` (may be ``None``) gives the LLM Hessian when it ends there.
-    LLM cells: ``u = (ds/dxi - ds/dc C^{-1} H_{c xi}) H_xi^+ d eta/d xi``; human cells:
-    ``u = ds/dc C^{-1} d eta/dc`` (:func:`two_step_maps`).  This is the ``lambda -> inf``
-    limit of the finite-weight sandwich (eq. weighted-empirical-sandwich) at the
-    observed ``n_H/n_L``.  The LLM cells come first; their columns of ``A`` are the stage
-    one that ``anchored_cov_type="fixed-basis"`` drops, giving the ``M H_M^{-1} M^T`` limit of
-    Cor. uniform-lambda (``n_H/n_L -> 0``), which ignores the estimation error of ``M``
-    and under-covers in finite samples.
+    LLM cells ``u = (ds/dxi - ds/dc C^{-1} H_c_xi) H_xi^+ d eta/d xi`` (first; their columns of ``A`` are
+    the ``stage_one`` that ``"fixed-basis"`` drops), human cells ``u = ds/dc C^{-1} d eta/dc``.
     """
     ch, th = fit_.chart, fit_.theta
     oL = Objective(ch, Cells.stack(data, 1.0 / data.n_llm, 0.0))
@@ -194,14 +160,10 @@ def staged_linearization(data: Comparisons, fit_: Any) -> Linearization:
                          stage_one=slice(0, U_L.A.shape[1]))
 
 
-def target_slices(N: int, rows: int, log_nu: bool = False) -> dict[str, slice]:
-    """Blocks of the calibrated fits' targets ``(s, [log nu_H], beta)`` (``rows`` in all).
-
-    The scores and covariate effects of :meth:`~pydial.model.chart.Chart.target_jacobian`, with the
-    people's log tie parameter between them when ``log_nu``.
-    """
+def target_slices(N: int, rows: int, log_nu: int = 0) -> dict[str, slice]:
+    """Return the blocks of the targets ``(s, log_nu rows of log nu, beta)``, ``rows`` in all (``Chart.target_jacobian``)."""
     nl = int(log_nu)
-    return ({"scores": slice(0, N)} | ({"log_nu": slice(N, N + 1)} if log_nu else {})
+    return ({"scores": slice(0, N)} | ({"log_nu": slice(N, N + nl)} if nl else {})
             | ({"beta": slice(N + nl, rows)} if rows > N + nl else {}))
 
 
@@ -213,12 +175,7 @@ def staged_influence(data: Comparisons, fit_: Any) -> tuple[Influence, CellStats
 
 def finite_influence(data: Comparisons, ch: Chart, lambda_: float, theta: np.ndarray,
                      hess_pinv: np.ndarray | None = None) -> tuple[Influence, CellStats]:
-    """Sandwich influence directions ``u_c = sdot H^+ d eta_c/d theta`` at a finite weight, of the targets ``(s, beta)``.
-
-    Eq. weighted-empirical-sandwich, with the pseudo-inverse in the over-parameterized
-    chart (Lemma overparam-invariance); ``hess_pinv``: ``H^+`` of the unpenalized loss at
-    ``theta`` when already known.
-    """
+    """Influence ``u_c = sdot H^+ d eta_c/d theta`` of ``(s, beta)`` at a finite weight; ``hess_pinv`` the known ``H^+``."""
     obj = Objective.weighted(ch, data, lambda_)
     Hp = hess_pinv if hess_pinv is not None else pinv_sym(obj.value_grad_hess(theta)[2], gauge=ch.gauge_directions(theta))[0]
     U = objective_influence(obj, theta, ch.target_jacobian(theta) @ Hp)
@@ -231,14 +188,10 @@ def finite_influence(data: Comparisons, ch: Chart, lambda_: float, theta: np.nda
 
 def llm_only_linearization(data: Comparisons, chart: Chart, theta: np.ndarray,
                            targets: Sequence[str] = ("b", "gamma"), hess: np.ndarray | None = None) -> tuple[Linearization, ...]:
-    """Linearizations of the position effects ``b`` and the consensus loadings ``gamma`` of the LLM-only fit.
+    """Linearizations of ``b`` and ``gamma`` of the LLM-only fit (Prop. stage-one-normality), one per ``targets``.
 
-    Prop. stage-one-normality: bread ``H(l_L)^+`` in the full coordinates, one
-    :class:`MeatSource` shared by the targets and cached on ``data`` for the fitted
-    ``theta``; one linearization per entry of ``targets``, in order.  The Jacobian of the
-    gauge-invariant map ``theta -> gamma_k = N^{-1} (S mu)_k`` is taken by central
-    differences (of :func:`pydial.model.chart.consensus_gamma`, no SVD per step), only when
-    ``gamma`` is asked for.  ``hess``: the Hessian of ``l_L`` at ``theta`` when known (the fit's).
+    Bread ``H(l_L)^+`` (``hess`` when known), one :class:`MeatSource` cached on ``data``; the Jacobian of
+    ``gamma = consensus_gamma(S)`` by central differences.
     """
     def build() -> tuple[MeatSource, np.ndarray]:
         o = Objective(chart, Cells.stack(data, 1.0 / data.n_llm, 0.0))
@@ -268,12 +221,7 @@ def llm_only_linearization(data: Comparisons, chart: Chart, theta: np.ndarray,
 
 def tie_table(names: list[str], groups: np.ndarray, free: np.ndarray, log_nu: np.ndarray, var: np.ndarray,
               level: float, ties: str) -> pd.DataFrame:
-    """Tabulate the tie parameter, ``se, ci_low, ci_high`` by group (delta method for ``se``, interval on the log scale).
-
-    The parameter's column is named after the model (:attr:`pydial.model.families.Family.label`): ``nu`` for
-    Davidson's, the threshold ``tau`` for Rao-Kupper's.  Groups without ties: ``0`` (boundary
-    MLE), no standard error.
-    """
+    """Tabulate the tie parameter ``nu``/``tau, se, ci_low, ci_high`` by group (delta method, log-scale interval; 0: no ties)."""
     zq = norm.ppf(0.5 + level / 2)
     rows = []
     for g in groups:

@@ -1,36 +1,17 @@
 r"""Sandwich meats of DIAL estimators from per-comparison influence contributions.
 
-Every estimator here is a (possibly two-stage) M-estimator, so a smooth target
-``t`` (the scores ``s``, the order effects ``b``, ...) is linearized as
+A smooth target ``t`` of a (possibly two-stage) M-estimator is linearized as
+``t_hat - t ~ sum_v IF_v`` with ``IF_v = w_v {(p_c(v) - z_v) u_c(v) - u_bar_block(v)}`` (eq.
+weighted-empirical-sandwich): ``u_c = A grad eta_c`` the cell's influence direction, ``u_bar`` the
+within-block mean (human and LLM blocks centered separately), ``A = t_dot H^+`` for a one-stage fit
+(Lemma overparam-invariance) and the two-step maps at the staged endpoint ``lambda = inf``.
 
-.. math:: \hat t - t \approx \sum_v \mathrm{IF}_v ,\qquad
-          \mathrm{IF}_v = w_v\{(p_{c(v)} - z_v)\, u_{c(v)} - \bar u_{\mathrm{block}(v)}\}
-
-where ``v`` runs over single comparisons, ``c(v)`` is its cell, ``w_v`` the
-per-comparison weight of the criterion, ``u_c = A \nabla\eta_c`` the cell's
-influence direction and ``\bar u`` the within-block mean score (the human and
-LLM blocks are centered separately, eq. weighted-empirical-sandwich).  For a
-single-stage fit ``A = \dot t H^+`` (the sandwich of eq. weighted-empirical-sandwich
-with Moore-Penrose inverse in the over-parameterized chart, Lemma
-overparam-invariance); for the staged endpoint ``lambda = inf`` the LLM cells use
-``A = (d t/d xi)_{total} H_\xi^+`` and the human cells ``A = (d t/ d c) C^{-1}``, the
-two-step (stacked estimating equation) delta method, which is the
-``lambda -> inf`` limit of the finite-lambda sandwich at the observed ``n_H/n_L``.
-
-The covariance is ``sum over clusters of (sum_{v in cluster} IF_v)(...)^T`` with
-
-* ``"fisher"``   -- model-based: ``sum_c w_c^2 n_c p_c (1-p_c) u_c u_c^T`` (no centering);
-* ``"binomial"`` -- every comparison its own cluster (identity kernel of eq. hac-meat);
-* ``"cell"``     -- LLM comparisons clustered by (judge, pair) over both orders
-  (eq. cell-clustered-meat), human comparisons independent;
-* ``"record"``   -- all comparisons of a record (human and LLM) clustered together
-  (eq. hac-meat with the record kernel).
-
-A fit keeps its :class:`Linearization` (the factored influence of its targets and the
-cells behind it), so the covariance of any meat is formed later without refitting
-(:meth:`pydial.estimation.results.DialResult.with_cov`).  The clustered meats can be scaled by
-the small-sample factor ``G/(G-1)`` (``G`` clusters; off by default), the correction of
-statsmodels' ``cov_type="cluster"`` without its ``(n-1)/(n-k)`` regression factor.
+The covariance is ``sum over clusters of (sum IF_v)(sum IF_v)^T``: ``"fisher"`` model-based
+(``sum_c w_c^2 n_c p_c (1-p_c) u_c u_c^T``), ``"binomial"`` every comparison its own cluster,
+``"cell"`` LLM comparisons clustered by (judge, pair) (eq. cell-clustered-meat), ``"record"`` by
+record (eq. hac-meat).  A fit keeps its :class:`Linearization`, so any meat's covariance is formed
+later without refitting; clustered meats can be scaled by ``G/(G-1)`` (statsmodels' cluster
+correction without its ``(n-1)/(n-k)`` factor).
 """
 
 from __future__ import annotations
@@ -44,6 +25,7 @@ import scipy.sparse as sp
 
 from pydial.data.comparisons import Comparisons
 from pydial.exceptions import ArgumentError, CovarianceWarning
+from pydial.resources import check_choice
 
 COV_TYPES: tuple[str, ...] = ("fisher", "binomial", "cell", "record")
 COV_DESCRIPTIONS = {
@@ -60,35 +42,18 @@ CLUSTERED: tuple[str, ...] = ("cell", "record")
 
 def check_cov_type(cov_type: str) -> str:
     """Validate a meat name against :data:`COV_TYPES`."""
-    if cov_type not in COV_TYPES:
-        raise ArgumentError(f"cov_type must be one of {COV_TYPES}, got {cov_type!r}")
-    return cov_type
+    return check_choice("cov_type", cov_type, COV_TYPES)
 
 
 @dataclass(frozen=True)
 class CellStats:
-    r"""Counts and fitted statistics of the cells in the stacked order of :class:`pydial.model.cells.Cells`.
+    r"""Counts and fitted statistics of the cells, LLM then human (stacked order of :class:`pydial.model.cells.Cells`).
 
-    The LLM cells come first, then the human cells; ``w`` is each cell's per-comparison weight,
-    ``is_human`` its block, ``n`` its comparisons (ties included).  A comparison ``v`` with outcome
-    ``o`` in cell ``c`` has the loss score ``-(a_{co} \nabla\eta_c + b_{co} \nabla l_{g(c)})`` on the
-    derivative channels of the Jacobian (:func:`parameter_meat`), in one of two forms:
-
-    * binary cells (one channel ``eta``; :meth:`from_parts`): ``y`` the wins of ``i`` and ``p`` the
-      fitted ``P(i wins)``, the score ``p - z`` and the cell sums ``n p - y`` (the binary family's
-      fast path);
-    * outcome cells (two channels ``eta``, ``l``; :meth:`outcomes`): ``counts``, ``P``, ``a``, ``b``
-      ``(m, 3)``, the counts, probabilities and derivatives ``a = d log P / d eta``,
-      ``b = d log P / d l`` of each outcome (``i`` wins, ``j`` wins, tie;
-      :meth:`pydial.model.likelihood.Objective.outcome_derivatives`); ``information``
-      (optional, ``(m, 3)``) each cell's observed information ``-(d^2/d eta^2, d^2/d eta d l,
-      d^2/d l^2)``, when given the ``"fisher"`` meat is the observed rather than the expected one.
-      Their record rows are given to :func:`parameter_meat` (:class:`MeatSource`).
-
-    ``llm_index`` / ``human_index`` give each cell's position in ``data.llm`` /
-    ``data.human`` (``-1`` where not applicable), used for clustering; ``None`` (both) when
-    the LLM cells are ``data.llm`` in order and the human cells ``data.human`` in order.
-    ``pair_key``, when given, is each cell's judge-pair key instead (:meth:`pair_keys`).
+    Binary cells (:meth:`from_parts`): ``y`` wins and fitted ``p``, score ``p - z``.  Outcome cells
+    (:meth:`outcomes`): ``(m, 3)`` ``counts``, ``P`` and ``a = d log P / d eta``, ``b = d log P / d l``
+    (``i`` wins, ``j`` wins, tie), ``information`` optionally the observed information (then ``"fisher"``
+    is observed).  ``llm_index`` / ``human_index``: positions in ``data.llm`` / ``data.human`` (``None``:
+    in order); ``pair_key``: each cell's judge-pair key when given (:meth:`pair_keys`).
     """
 
     n: np.ndarray
@@ -107,12 +72,7 @@ class CellStats:
 
     @classmethod
     def from_parts(cls, parts: list[tuple[np.ndarray, np.ndarray, np.ndarray, float, bool]]) -> "CellStats":
-        """Binary cells from ``(n, y, p, w, is_human)`` groups.
-
-        The LLM groups cover ``data.llm`` in order, the human ones ``data.human``.
-
-        One group is kept as it is (no copy of its arrays).
-        """
+        """Binary cells from ``(n, y, p, w, is_human)`` groups (LLM groups cover ``data.llm``, human ``data.human``)."""
         def stack(col: list[np.ndarray]) -> np.ndarray:
             return col[0] if len(col) == 1 else np.concatenate(col)
 
@@ -179,10 +139,7 @@ class CellStats:
         return np.einsum("mo,kmo->km", np.asarray(self._outcome_arrays()[0], float), self.outcome_scores())
 
     def score_square_sums(self, mask: np.ndarray) -> np.ndarray:
-        """Sum over the comparisons of the cells ``mask`` of the channels' score products, ``(C, C, m')``.
-
-        Binary cells: ``y (p - 1)^2 + (n - y) p^2``.
-        """
+        """Sum of the channels' score products over the comparisons of cells ``mask``, ``(C, C, m')``."""
         if self.binary:
             y, p = (x[mask] for x in self._yp())
             n = self.n[mask]
@@ -199,10 +156,7 @@ class CellStats:
         return key
 
     def record_rows(self, data: Comparisons) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
-        """``(record, cell, outcome)`` of every decisive judgment of ``data.rows`` in binary cells.
-
-        None without records, and for outcome cells (whose rows are given to :func:`parameter_meat`).
-        """
+        """``(record, cell, outcome)`` of every decisive judgment in binary cells; None without records or for outcome cells."""
         R = data.rows
         if R is None or not self.binary:
             return None
@@ -221,10 +175,7 @@ class CellStats:
 
 @runtime_checkable
 class FactoredJacobian(Protocol):
-    """A cell Jacobian ``J`` (m x P) that forms the meats' products without the ``m x P`` matrix.
-
-    :class:`pydial.model.cells.CellJacobian` is the one of the structured fits.
-    """
+    """A cell Jacobian ``J`` (m x P) that forms the meats' products without the dense matrix (e.g. ``CellJacobian``)."""
 
     @property
     def shape(self) -> tuple[int, int]:
@@ -248,15 +199,10 @@ class FactoredJacobian(Protocol):
 
 @dataclass(frozen=True)
 class Influence:
-    r"""Influence directions in factored form, ``u_c = A j_c`` (``U = J A^T``).
+    r"""Influence directions in factored form ``u_c = A j_c`` (``U = J A^T``).
 
-    ``J`` (m x P, usually sparse) holds the derivatives ``d eta_c / d zeta`` of every
-    cell's linear predictor in some parameter space (each LLM cell touches
-    ``3(r+1)+1`` coordinates, each human cell ``2(r+1)+d``) and ``A`` (q x P, dense)
-    maps a parameter score to the target (``A = \dot t H^+`` for a one-stage fit,
-    the two-step maps of the staged endpoint stacked side by side).  The meats are
-    formed in the parameter space as sparse products and only ``P x P`` and
-    ``q x q`` matrices are ever dense.
+    ``J`` (m x P, usually sparse) is ``d eta_c / d zeta``; ``A`` (q x P, dense) maps a parameter score to
+    the targets.  Only ``P x P`` and ``q x q`` matrices are ever dense.
     """
 
     J: Any
@@ -268,11 +214,7 @@ class Influence:
 
 
 def stack_influence(parts: "list[Influence]") -> "Influence":
-    """Influence of cells stacked block by block (e.g. LLM then human cells).
-
-    Each block has its own parameter space: ``J`` block-diagonal (a :class:`BlockJacobian`
-    when a block is factored), ``A`` side by side.
-    """
+    """Influence of cells stacked block by block, each block on its own parameters (``J`` block-diagonal, ``A`` side by side)."""
     A = np.hstack([p.A for p in parts])
     if any(isinstance(p.J, FactoredJacobian) for p in parts):
         return Influence(BlockJacobian(tuple(p.J for p in parts)), A)
@@ -281,11 +223,7 @@ def stack_influence(parts: "list[Influence]") -> "Influence":
 
 @dataclass(frozen=True, eq=False)
 class BlockJacobian:
-    """Cell Jacobians stacked block-diagonally: the rows of each block, then the next, each on its own columns.
-
-    The blocks are sparse matrices or :class:`FactoredJacobian` s; the products of the
-    meats are formed block by block (a :class:`FactoredJacobian` itself).
-    """
+    """Cell Jacobians (sparse or factored) stacked block-diagonally; the meats' products are formed block by block."""
 
     blocks: tuple[Any, ...]
 
@@ -335,27 +273,10 @@ class BlockJacobian:
 
 def influence_covariance(U: "Influence | np.ndarray", st: CellStats, data: Comparisons, cov_type: str, *,
                          what: str = "the estimates") -> np.ndarray:
-    """Covariance ``sum_clusters (sum IF)(sum IF)^T`` of a linearized target.
+    """Covariance ``sum_clusters (sum IF)(sum IF)^T`` of a linearized target (eq. weighted-empirical-sandwich).
 
-    Eq. weighted-empirical-sandwich; clustered meats as eq. hac-meat.
-
-    Parameters
-    ----------
-    U : Influence or ndarray (m, q)
-        Influence directions ``u_c`` of every cell (stacked order of ``st``), either
-        factored (``J``, ``A``) or as a dense matrix (taken as ``J`` with ``A = I``).
-    st : CellStats
-        Counts, fitted probabilities and weights of the same cells.
-    data : Comparisons
-        Supplies the judge-pair and record structure for clustering.
-    cov_type : {"fisher", "binomial", "cell", "record"}
-    what : str
-        Name of the target, for the warning of :func:`degenerate_meat`.
-
-    Returns
-    -------
-    ndarray (q, q)
-        All NaN when the sandwich meat is degenerate (see :func:`degenerate_meat`).
+    ``U``: :class:`Influence`, or a dense ``(m, q)`` matrix taken as ``J`` with ``A = I``; ``st`` the same
+    cells' statistics; ``data`` supplies the clusters.  Returns ``(q, q)``, all NaN when the meat is degenerate.
     """
     check_cov_type(cov_type)
     if isinstance(U, Influence):
@@ -366,11 +287,9 @@ def influence_covariance(U: "Influence | np.ndarray", st: CellStats, data: Compa
 
 def meat_covariance(M: "Meat", JtJ: Callable[[], Any], A: np.ndarray | None, cov_type: str, what: str,
                     correction: bool = False) -> np.ndarray:
-    """Return the sandwich ``A M A^T`` of eq. weighted-empirical-sandwich (``M`` itself when ``A`` is None).
+    """Return ``A M A^T`` (``M`` when ``A`` is None), all NaN when the meat is degenerate (:func:`degenerate_meat`).
 
-    All NaN when the meat is degenerate for the target's ``rank(J A^T)`` directions
-    (``JtJ()`` returns ``J^T J``; :func:`degenerate_meat`).  ``correction``: scale a clustered meat
-    (:data:`CLUSTERED`) by ``G/(G-1)``, ``G`` its number of clusters.
+    ``JtJ()`` returns ``J^T J``; ``correction`` scales a clustered meat by ``G/(G-1)``.
     """
     C = M.dense() if A is None else M.sandwich(A)
     # the model-based meat is never degenerate, nor one with more clusters than the target has
@@ -387,15 +306,10 @@ def meat_covariance(M: "Meat", JtJ: Callable[[], Any], A: np.ndarray | None, cov
 
 @dataclass(eq=False)
 class MeatSource:
-    """The cells behind a covariance: the Jacobian ``J`` of their linear predictors and their statistics.
+    """The cells behind a covariance: the Jacobian ``J`` of their predictors and their :class:`CellStats`.
 
-    ``stats`` is a :class:`CellStats` of binary cells or of outcome cells (cells with
-    ties, with ``record_rows`` for the record meat; ``J`` then holds the two derivative
-    channels), the meats those of :func:`parameter_meat`.  The meat of each type
-    is computed once per data set and kept, so several targets (e.g. ``b`` and ``gamma``
-    of the same LLM-only fit) and later :meth:`pydial.estimation.results.DialResult.with_cov` calls
-    share it.  The meats are those of eq. weighted-empirical-sandwich, eq.
-    cell-clustered-meat and eq. hac-meat.
+    Each meat type is computed once per data set and kept, shared by the targets of one fit and by later
+    ``with_cov`` calls.
     """
 
     J: Any
@@ -421,30 +335,11 @@ class MeatSource:
 
 @dataclass(frozen=True, eq=False)
 class Linearization:
-    """The influence of a group of targets on the cells of a fit, factored as ``u_c = A j_c``.
+    """Influence ``u_c = A j_c`` of a group of targets on a fit's cells; covariance ``A M A^T`` on demand.
 
-    A fit keeps these so that the covariance ``A M A^T`` of any meat ``M`` (eq.
-    weighted-empirical-sandwich, eq. cell-clustered-meat, eq. hac-meat) is formed on
-    demand without refitting.
-
-    Attributes
-    ----------
-    source : MeatSource
-        The cells and their Jacobian (shared by the targets of one fit).
-    A : ndarray (q, P)
-        Maps a parameter score to the targets.
-    blocks : mapping of str to slice
-        Which rows of ``A`` are which target (``"scores"``, ``"b"``, ``"gamma"``,
-        ``"log_nu"`` ...); the covariance is formed jointly and split by these.
-    what : str
-        The targets' name, for warnings.
-    stage_one : slice or None
-        The columns of ``A`` that carry the estimation error of the LLM stage of a
-        two-step influence (the staged endpoint ``lambda = inf``); ``anchored_cov_type=
-        "fixed-basis"`` drops them (the ``M H_M^{-1} M^T`` limit of Cor. uniform-lambda).
-    tie_labels : tuple of str
-        The rows (judge labels) of the result's ``tie_parameters`` that the block
-        ``"log_nu"`` (log tie parameters) holds, in order.
+    ``blocks`` names the rows of ``A`` (``"scores"``, ``"b"``, ``"log_nu"`` ...); ``what`` names the targets in
+    warnings; ``stage_one`` are the columns of ``A`` carrying the LLM stage's error, which
+    ``anchored_cov_type="fixed-basis"`` drops (Cor. uniform-lambda); ``tie_labels`` the judges of ``"log_nu"``.
     """
 
     source: MeatSource
@@ -457,8 +352,7 @@ class Linearization:
     def covariance(self, data: Comparisons, cov_type: str, *, anchored_cov_type: str = "two-step",
                    cluster_correction: bool = False) -> np.ndarray:
         """Return ``A M A^T`` for the meat ``cov_type`` (:func:`meat_covariance`); ``q x q``."""
-        if anchored_cov_type not in ANCHORED_COVS:
-            raise ArgumentError(f"anchored_cov_type must be one of {ANCHORED_COVS}, got {anchored_cov_type!r}")
+        check_choice("anchored_cov_type", anchored_cov_type, ANCHORED_COVS)
         A = self.A
         if anchored_cov_type == "fixed-basis" and self.stage_one is not None:
             A = A.copy()
@@ -468,20 +362,14 @@ class Linearization:
 
 
 def linearize(U: "Influence", st: "CellStats", what: str, **blocks: slice) -> Linearization:
-    """Return a :class:`Linearization` of binary cells from factored influence ``U`` and the cells' ``st``.
-
-    ``blocks`` name the rows of ``U.A`` (all of them ``"scores"`` when none is given).
-    """
+    """Return a :class:`Linearization` of binary cells from ``U`` and ``st``; ``blocks`` name the rows (default ``scores``)."""
     return Linearization(MeatSource(U.J, st), U.A, blocks or {"scores": slice(0, U.A.shape[0])}, what)
 
 
 def degenerate_meat(gram: np.ndarray, G: int | None, cov_type: str, what: str) -> bool:
-    """Whether an empirical meat with ``G`` independent clusters cannot estimate a target's covariance.
+    """Whether a meat with ``G`` clusters cannot estimate a target with ``p = rank(gram)`` directions (``G <= p``).
 
-    The target has ``p = rank(U)`` free directions (``gram = U^T U``); the meat is degenerate when
-    ``G <= p`` (with one cluster in particular, the centred meat is exactly zero).  Warns
-    with a :class:`~pydial.exceptions.CovarianceWarning` naming the meat, ``what``, ``G``
-    and ``p``.  The model-based ``"fisher"`` covariance (``G = None``) is never degenerate here.
+    Warns with a :class:`~pydial.exceptions.CovarianceWarning`; the model-based meat (``G = None``) never is.
     """
     if G is None:
         return False
@@ -499,11 +387,7 @@ def degenerate_meat(gram: np.ndarray, G: int | None, cov_type: str, what: str) -
 
 @dataclass(frozen=True)
 class Meat:
-    """A meat ``S + sum_t a_t b_t^T`` in a parameter space.
-
-    ``S`` is sparse (or dense), plus low-rank centering terms kept as factors, so nothing
-    P x P is dense unless asked.
-    """
+    """A meat ``S + sum_t a_t b_t^T``: ``S`` sparse or dense, the low-rank centering terms kept as factors."""
 
     S: Any
     low: tuple[tuple[np.ndarray, np.ndarray], ...] = ()
@@ -534,18 +418,9 @@ def parameter_meat(J: Any, st: "CellStats", data: Comparisons | None, cov_type: 
                    record_rows: Any = None) -> "Meat":
     r"""Return the meat ``sum_clusters g g^T`` in the parameter space of ``J`` (P x P).
 
-    A comparison ``v`` with outcome ``o`` in cell ``c`` has the loss score
-    ``g_v = sum_k S_{kco} j_{kc}`` over the derivative channels of ``J`` (row ``k m + c`` is
-    channel ``k`` of cell ``c``; one channel ``eta`` and ``S = (p - 1, p)`` for binary cells,
-    two with ties, :class:`CellStats`) and the influence ``w_v (g_v - \bar g_{block})``
-    with the block means ``\bar g`` (eq. weighted-empirical-sandwich).  ``"fisher"`` is
-    ``sum_c w_c^2 j_c^T I_c j_c`` (``I_c = st.fisher()``); ``"binomial"`` treats comparisons as
-    independent; ``"cell"`` clusters LLM comparisons by (judge, pair) over both orders and
-    outcomes (eq. cell-clustered-meat), human ones independent; ``"record"`` clusters all
-    comparisons of a record (eq. hac-meat), ``record_rows = (record, cell, outcome)`` of every
-    judgment (default ``st.record_rows(data)``).  Scores are summed per cell and channel before
-    the Jacobian, so a :class:`FactoredJacobian` of binary cells is never formed.  ``data``
-    (judge pairs and records) is needed by the clustered meats only.
+    A comparison's score is ``g_v = sum_k S_kco j_kc`` over the channels of ``J`` (row ``k m + c``), its
+    influence ``w_v (g_v - g_bar_block)``; ``record_rows`` default ``st.record_rows(data)``.  Scores are
+    summed per cell before the Jacobian, so a factored ``J`` of binary cells is never formed.
     """
     check_cov_type(cov_type)
     w, h = st.w, st.is_human
@@ -650,10 +525,7 @@ def _rmatvec(J: Any, r: np.ndarray) -> np.ndarray:
 
 
 def _cluster_ids(key: np.ndarray) -> np.ndarray:
-    """Cluster ids ``0..G-1`` of integer keys, in the order of the keys.
-
-    The ids of ``numpy.unique(key, return_inverse=True)``; one pass when the keys are sorted.
-    """
+    """Cluster ids ``0..G-1`` of integer keys (``numpy.unique``'s inverse; one pass when sorted)."""
     if key.size and bool(np.all(key[1:] >= key[:-1])):
         cl = np.empty(key.size, np.int64)
         cl[0] = 0
@@ -688,10 +560,7 @@ def _centered_gram(Gs: Any, C: np.ndarray, B: np.ndarray) -> "Meat":
 
 
 def _centered_meat(GtG: Any, X: np.ndarray, C: np.ndarray, B: np.ndarray) -> "Meat":
-    """``(Gs - C B^T)^T (Gs - C B^T)`` from ``GtG = Gs^T Gs`` and ``X = Gs^T C``.
-
-    It is ``Gs^T Gs`` plus the low-rank terms ``-X B^T - B X^T + B (C^T C) B^T``.
-    """
+    """``(Gs - C B^T)^T (Gs - C B^T)`` from ``GtG = Gs^T Gs`` and ``X = Gs^T C``, the centering as low-rank terms."""
     CC = C.T @ C
     low = []
     for t in range(B.shape[1]):

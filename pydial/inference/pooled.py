@@ -1,17 +1,11 @@
-r"""The pooled baseline's cells, designs and two-step sandwich (eq. staged-calibrated-estimator with ``M = s_pool``).
-
-Stage one the pooled BTL ``(beta, beta_L, log nu_L)``, stage two the people's calibration
-``(c, beta_H, log nu_H)`` of ``s = c T beta``; the linearization by
-:func:`pydial.inference.linearization.two_step_maps` and the GLM sandwiches of
-:func:`pydial.inference.sandwich.family_glm_influence`.
-"""
+r"""The pooled baseline's cells, designs and two-step sandwich (eq. staged-calibrated-estimator with ``M = s_pool``)."""
 
 from __future__ import annotations
 
 import numpy as np
 
 from pydial.data.comparisons import Comparisons
-from pydial.inference.linearization import Linearization, two_step_maps
+from pydial.inference.linearization import Linearization, target_slices, two_step_maps
 from pydial.inference.sandwich import family_glm_influence, stack_outcome_influence
 from pydial.model.cells import Cells
 from pydial.model.chart import centering_basis
@@ -28,24 +22,15 @@ POOLED_LABEL = "(pooled LLM judges)"
 """Row of ``tie_parameters`` holding the pooled judges' ``nu_L``, and of ``covariate_effects`` holding their ``beta_L``."""
 
 
-
 def family_cells(data: Comparisons, family: Family) -> tuple[Cells, Cells]:
-    """Return the LLM and the human cells of the family, each weighted ``1 / (its number of comparisons)``.
-
-    Decisive cells for ``ties=None``, else with their tie counts (the weights then count the ties).
-    """
+    """Return the family's LLM and human cells (with ties unless binary), each weighted ``1 / (its comparisons)``."""
     tabs = [data.cell_table(which, with_ties=not family.is_binary) for which in ("llm", "human")]
     L, H = (Cells.from_tables([(t, 1.0 / float(t.n.sum()), h)], with_ties=True) for t, h in zip(tabs, (False, True)))
     return L, H
 
 
 def pooled_support(data: Comparisons) -> tuple[np.ndarray, np.ndarray]:
-    """Return the estimated entries of ``beta_L`` and ``beta_H`` (bool, ``p`` each).
-
-    From :attr:`~pydial.Comparisons.covariate_support`.
-
-    ``beta_L`` is shared by the pooled judges: a covariate has it unless it is 0 on every LLM cell.
-    """
+    """Return the estimated entries of ``beta_L`` (shared by the pooled judges) and ``beta_H``, bool ``p`` each."""
     sup = data.covariate_support
     return np.asarray(sup[:-1].any(axis=0), bool), np.asarray(sup[-1], bool)
 
@@ -56,15 +41,7 @@ def degenerate_direction(s_pool: np.ndarray) -> bool:
 
 
 def pooled_designs(data: Comparisons, L: Cells, H: Cells, s_pool: np.ndarray | None = None) -> tuple[Design, Design | None]:
-    """Return the designs of the pooled baseline's two GLMs: ``[D T, Z_L]`` and ``[D_H s_pool, Z_H]``.
-
-    The pooled BTL in the centered chart ``s_pool = T beta`` with the pooled judges' covariate
-    columns (coordinates ``(beta, beta_L)``), and the calibration GLM in the direction ``s_pool``
-    with the people's (coordinates ``(c, beta_H)``; ``None`` when ``s_pool`` is not given).
-    Without covariates the columns ``Z`` are absent; a covariate 0 on all the LLM (or human)
-    cells has no column there (:meth:`~pydial.Comparisons.effect_columns`: e.g. the people's
-    self-preference).
-    """
+    """Designs ``[D T, Z_L]`` of the pooled BTL and ``[D_H s_pool, Z_H]`` of the calibration (None without ``s_pool``)."""
     N = data.N
     X1 = centered_design(L.i, L.j, N, z=data.effect_columns(L.z, None))
     return X1, None if s_pool is None else calibration_design(H.i, H.j, N, s_pool[:, None], data.effect_columns(H.z, data.K))
@@ -72,17 +49,10 @@ def pooled_designs(data: Comparisons, L: Cells, H: Cells, s_pool: np.ndarray | N
 
 def pooled_cross_derivative(family: Family, human: Cells, N: int, beta: np.ndarray, x2: np.ndarray,
                             weight: float, z: np.ndarray | None = None) -> np.ndarray:
-    r"""``d psi_2 / d beta``: derivative of the calibration score equations in the pooled scores.
+    r"""``d psi_2 / d beta``, the two-step cross term: the calibration score in ``x2 = (c, beta_H, log nu_H)``.
 
-    The cross term of the two-step sandwich (eq. weighted-empirical-sandwich, two-step form).
-
-    ``psi_2`` is the gradient in ``x2 = (c, beta_H, log nu_H)`` of ``weight * l_H(c T beta, beta_H, nu_H)``
-    (``beta_H`` with response covariates, ``z' beta_H`` in the predictor); with ``g, H`` the gradient
-    and Hessian of that loss in the people's centered coordinates ``(beta' = c beta, beta_H, log nu_H)``
-    (design ``[D_H T, Z_H]``), ``d psi_c / d beta = g_beta' + c H_{beta' beta'} beta`` and, for the other
-    coordinates ``v`` of ``x2``, ``d psi_v / d beta = c H_{v beta'}``.
-    Returns a ``(1 + p + free) x (N - 1)`` array, ``free`` when the people's cells hold a tie.
-    ``z``: the columns ``Z_H`` of ``beta_H`` (default the cells' covariates; :func:`pooled_designs`).
+    With ``g, H`` of the people's loss in ``(c beta, beta_H, log nu_H)``: ``g_beta' + c H beta`` for ``c`` and
+    ``c H_{v beta'}`` for the others; ``(1 + p + free) x (N - 1)``.  ``z``: the columns ``Z_H``.
     """
     c = float(x2[0])
     model = FamilyGLM(family, human.counts, centered_design(human.i, human.j, N, z=human.z if z is None else z), weight)
@@ -94,12 +64,8 @@ def pooled_cross_derivative(family: Family, human: Cells, N: int, beta: np.ndarr
 def pooled_linearization(data: Comparisons, family: Family, o1: OptimResult, o2: OptimResult) -> Linearization:
     """Two-step linearization of ``(s, log nu_L, log nu_H, beta_L, beta_H)`` of the pooled baseline.
 
-    Only the free ``nu``, and ``beta`` only with response covariates (blocks ``"scores"``,
-    ``"log_nu"``, ``"beta"``: the rows :data:`POOLED_LABEL`, then the people).  Stage one
-    ``(beta, beta_L, log nu_L)``, stage two ``(c, beta_H, log nu_H)`` of ``s = c T beta`` (eq.
-    staged-calibrated-estimator with ``M = T beta``), by
-    :func:`pydial.inference.linearization.two_step_maps` as DIAL-Anc; the meats of
-    :func:`pydial.inference.linearization.parameter_meat`.
+    Stage one ``(beta, beta_L, log nu_L)``, stage two ``(c, beta_H, log nu_H)`` of ``s = c T beta``, by
+    :func:`pydial.inference.linearization.two_step_maps`; only the free ``nu`` and ``beta``.
     """
     N = data.N
     L, Hc = family_cells(data, family)
@@ -132,6 +98,4 @@ def pooled_linearization(data: Comparisons, family: Family, o1: OptimResult, o2:
     U_L, _ = family_glm_influence(data, family, X1, o1.x, w1, total, cells=L)
     U_H, _ = family_glm_influence(data, family, X2, o2.x, w2, Z2, cells=Hc)
     labels = tuple(name for name, free in ((POOLED_LABEL, free1), (data.human_judge, free2)) if free)
-    blocks = ({"scores": slice(0, N)} | ({"log_nu": slice(N, N + nl)} if nl else {})
-              | ({"beta": slice(N + nl, q)} if q > N + nl else {}))
-    return stack_outcome_influence([U_L, U_H]).linearization("the pooled scores", blocks, tie_labels=labels)
+    return stack_outcome_influence([U_L, U_H]).linearization("the pooled scores", target_slices(N, q, nl), tie_labels=labels)

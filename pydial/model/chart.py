@@ -1,28 +1,11 @@
 r"""The over-parameterized chart of the structured DIAL model (paper eq. overparam).
 
-Notation (paper Sec. 3.2 and App. "Reduced score-space representation"):
-
-* ``S = A B^T`` with ``A`` (K x (r+1)) the judge loadings and ``B`` (N x (r+1))
-  the item side, ``B^T 1 = 0`` (centered scores) and ``A^T 1 = K e_1`` (the
-  computational restriction that leaves the gauge ``{G : G e_1 = e_1}``);
-* ``b`` (K) the judge order effects (eq. binomial-model-llm);
-* the human score ``s = B \tilde c`` where ``\tilde c = (alpha, 0, ..., 0)`` for the
-  consensus basis ``M = mu`` (so ``s = alpha B e_1``) and ``\tilde c = c`` for the full
-  basis ``M = W`` (``s = B c``).
-
-Because ``A^T 1 = K e_1``, ``B e_1 = S^T 1 / K`` is the mean judge score, i.e. the
-consensus direction up to scale, and is invariant to the gauge.
-
-The *reduced* coordinates ``theta`` eliminate the last row of ``A`` and of ``B``
-(``A_K = K e_1 - sum_{k<K} A_k``, ``B_N = -sum_{i<N} B_i``): this is the
-"centering-reduced chart" in which the paper's optimization box (bounds 10) is
-stated.  The *full* coordinates ``phi = (L, B, b)`` stack ``L = [A; \tilde c^T]``
-(the human is an extra row of loadings without an order effect), so that every
-comparison, LLM or human, has the bilinear linear predictor
-
-.. math:: \eta = L_g^\top (B_i - B_j) + a\, b_g ,
-
-and the map ``theta -> phi`` is affine, ``phi = phi_0 + T theta``.
+``S = A B^T`` with judge loadings ``A`` (K x (r+1)), ``A^T 1 = K e_1``, and item side ``B`` (N x (r+1)),
+``B^T 1 = 0``, so ``B e_1 = S^T 1 / K`` is the gauge-invariant consensus direction; ``b`` the order
+effects; the human score ``s = B c~`` with ``c~ = (alpha, 0, ..., 0)`` for ``M = mu`` and ``c~ = c`` for
+``M = W``.  The reduced coordinates ``theta`` drop the last rows of ``A`` and ``B`` (the chart of the
+optimization box); the full ones ``phi = (L, B, b, beta)``, ``L = [A; c~^T]``, give every comparison the
+predictor ``eta = L_g^T (B_i - B_j) + a b_g``, and ``phi = phi_0 + T theta``.
 """
 
 from __future__ import annotations
@@ -34,6 +17,7 @@ from typing import Any, Literal, cast
 import numpy as np
 from scipy import sparse
 from pydial.exceptions import ArgumentError
+from pydial.resources import check_choice
 
 Calibration = Literal["mu", "W"]
 CALIBRATIONS: tuple[str, ...] = ("mu", "W")
@@ -43,12 +27,10 @@ DEFAULT_RANK, DEFAULT_CALIBRATION = 1, "mu"
 
 @dataclass(frozen=True)
 class Structure:
-    r"""Identified quantities of the structured model (Cond. llm-structure).
+    r"""Identified quantities ``S = gamma mu^T + U V^T`` of the structured model (Cond. llm-structure).
 
-    ``S = gamma mu^T + U V^T`` with ``1^T mu = 0``, ``N^{-1}||mu||^2 = 1``,
-    ``V^T 1 = 0``, ``mu^T V = 0``, ``N^{-1} V^T V = I_r``, ``1^T U = 0``; ``W = [mu, V]``.
-    ``U`` and ``V`` are fixed up to rotation by taking singular vectors in decreasing
-    order with the largest-magnitude entry of each ``V`` column positive.
+    ``1^T mu = 0``, ``||mu||^2 = N``, ``V^T [1, mu] = 0``, ``V^T V = N I_r``, ``1^T U = 0``; singular vectors in
+    decreasing order, each ``V`` column's largest-magnitude entry positive.
     """
 
     S: np.ndarray
@@ -63,23 +45,14 @@ class Structure:
         return np.column_stack([self.mu, self.V])
 
     def basis(self, calibration: str | None) -> np.ndarray:
-        """Return the human calibration basis ``M`` (eq. staged-calibrated-estimator).
-
-        ``mu[:, None]`` (N x 1) for ``calibration="mu"``, ``W = [mu, V]`` (N x (r+1)) for ``"W"``.
-        """
-        if calibration == "mu":
-            return self.mu[:, None]
-        if calibration == "W":
-            return self.W
-        raise ArgumentError(f"calibration must be one of {CALIBRATIONS}, got {calibration!r}")
+        """Return the human calibration basis ``M``: ``mu[:, None]`` for ``"mu"``, ``W = [mu, V]`` for ``"W"``."""
+        return self.mu[:, None] if check_choice("calibration", calibration, CALIBRATIONS) == "mu" else self.W
 
 
 def fixed_effects(data: Any, shared: bool, calibrated: bool) -> tuple[bool, ...] | None:
-    """Return :attr:`Chart.fixed` of a chart of ``data``: the entries of ``beta`` whose covariate is 0 on all the row's cells.
+    """:attr:`Chart.fixed` of a chart of ``data``: the entries of ``beta`` whose covariate is 0 on all the row's cells.
 
-    Rows: one per judge (or one shared by them, fixed where the covariate is 0 on every LLM
-    cell), then the people's when ``calibrated``; ``None`` when every entry is free (always
-    without covariates), so that charts of such data are unchanged.
+    Rows: the judges (or one shared row), then the people's when ``calibrated``; None when all are free.
     """
     if not data.p:
         return None
@@ -90,11 +63,7 @@ def fixed_effects(data: Any, shared: bool, calibrated: bool) -> tuple[bool, ...]
 
 
 def difference_design(i: np.ndarray, j: np.ndarray, N: int) -> sparse.csr_matrix:
-    """Rows ``(e_i - e_j)^T`` of the item-difference design ``D`` (sparse m x N).
-
-    ``D s`` are the score differences ``s_i - s_j`` of the comparisons' linear predictors
-    (eq. binomial-model-human; eq. binomial-model-llm adds the order column).
-    """
+    """Rows ``(e_i - e_j)^T`` of the item-difference design ``D`` (sparse m x N)."""
     m = i.size
     rows = np.repeat(np.arange(m), 2)
     cols = np.column_stack([i, j]).ravel()
@@ -103,23 +72,15 @@ def difference_design(i: np.ndarray, j: np.ndarray, N: int) -> sparse.csr_matrix
 
 
 def centering_basis(N: int) -> np.ndarray:
-    """``T`` (N x N-1) with ``s = T beta`` centered: the last score is minus the sum.
-
-    The basis of every point estimate (the reduced chart of :class:`Chart`, the GLMs of
-    :mod:`pydial.estimation.glm`, ``dial.stan``): two nonzero entries per column, so products with
-    ``T`` are sparse.  The NUTS programs use :func:`helmert_basis` instead.
-    """
+    """``T`` (N x N-1) with ``s = T beta`` centered (the last score minus the sum): the basis of every point estimate."""
     return np.vstack([np.eye(N - 1), -np.ones((1, N - 1))])
 
 
 def helmert_basis(n: int) -> np.ndarray:
-    """Return the ``n x (n-1)`` orthonormal (Helmert) basis of ``{x : 1'x = 0}`` (``centered_basis`` of the Stan programs).
+    """Return the ``n x (n-1)`` orthonormal (Helmert) basis of ``{x : 1'x = 0}`` (the NUTS programs' ``centered_basis``).
 
-    Used by ``judges.stan`` and ``dial_sample.stan``, which NUTS samples: with ``s = Q z`` and
-    ``Q`` orthonormal the isotropic prior ``z ~ normal(0, sigma)`` is exchangeable and the
-    posterior of ``z`` is as well conditioned as that of ``s`` (with :func:`centering_basis`,
-    ``T'T = I + 1 1'`` has condition number ``n``, which a diagonal mass matrix cannot undo).
-    Python code working in those programs' coordinates goes through this function.
+    With ``s = Q z`` the isotropic prior on ``z`` is exchangeable and well conditioned (``T'T`` of
+    :func:`centering_basis` has condition number ``n``).
     """
     Q = np.zeros((n, max(n - 1, 0)))
     for m in range(1, n):
@@ -148,11 +109,9 @@ def consensus_gamma(S: np.ndarray) -> np.ndarray:
 
 
 def structure_from_S(S: np.ndarray, r: int) -> Structure:
-    r"""Recover ``(mu, gamma, U, V)`` from a centered rank-(r+1) score matrix.
+    r"""Recover ``(mu, gamma, U, V)`` from a centered rank-(r+1) S: ``gamma = S mu / N``, the rank-r SVD of ``S - gamma mu^T``.
 
-    ``mu = sqrt(N) S^T 1 / ||S^T 1||``, ``gamma = N^{-1} S mu``, ``R = S - gamma mu^T``
-    and ``U V^T`` the rank-r SVD of ``R`` with ``V = sqrt(N) Q``, ``U = N^{-1/2} P Sigma``
-    (paper App. "Reduced score-space representation").
+    ``V = sqrt(N) Q``, ``U = N^{-1/2} P Sigma`` (App. "Reduced score-space representation").
     """
     K, N = S.shape
     mu = consensus_direction(S)
@@ -168,36 +127,12 @@ def structure_from_S(S: np.ndarray, r: int) -> Structure:
 
 @dataclass(frozen=True)
 class Chart:
-    """Reduced coordinates of the structured DIAL model.
+    """Reduced coordinates of the structured DIAL model: ``N`` items, ``K`` judges, rank ``r``.
 
-    Parameters
-    ----------
-    N, K, r : int
-        Items, LLM judges, disagreement rank (``S`` has rank ``r + 1``).
-    calibration : {"mu", "W"} or None
-        Human calibration basis; ``None`` for the LLM-only model (no human loading).
-    order : bool
-        Whether the order effects ``b`` are free (``False``: fixed at 0, DIAL-noPos).
-    p : int
-        Comparison covariates ``z`` (0: none).  Every comparison's predictor gains
-        ``z' beta_g`` (eq. binomial-model-llm / -human with the style term).
-    shared : bool
-        One covariate effect ``beta_L`` for all LLM judges (``covariate_effects="shared"``)
-        instead of one ``beta_k`` per judge; the people have their own ``beta_H`` either way.
-    fixed : tuple of bool or None
-        The entries of ``beta`` (row-major, :attr:`beta_rows` x ``p``) fixed at 0: a group whose
-        covariate column is 0 on all its cells has no such effect (e.g. the people's and the
-        unmapped judges' self-preference, :meth:`pydial.Comparisons.with_self_preference`).
-        ``theta`` holds the free entries only, ``phi`` the whole ``beta`` (0 at the fixed
-        entries).  ``None``: every entry free (:meth:`for_data` derives it from the data).
-
-    Notes
-    -----
-    Layout of ``theta``: ``A[:K-1]`` row-major, ``B[:N-1]`` row-major, the
-    calibration coordinate (``alpha`` for ``mu``, ``c`` for ``W``), then ``b``, then the
-    covariate effects ``beta`` row-major (one row per :attr:`beta_rows`: the judges, or
-    the one shared row, then the people's when calibrated; the free entries only, :attr:`beta_free`).
-    The full coordinates ``phi = (L, B, b, beta)`` end with the whole ``beta``.
+    ``calibration`` the human basis (None: LLM-only), ``order`` whether ``b`` is free, ``p`` covariates
+    with one effect row per judge (or one ``shared``) plus the people's, ``fixed`` the entries of ``beta``
+    fixed at 0 (None: all free; :meth:`for_data` derives them).  ``theta`` is ``A[:K-1]``, ``B[:N-1]``
+    (row-major), ``c``, ``b``, then the free entries of ``beta``; ``phi = (L, B, b, beta)``.
     """
 
     N: int
@@ -212,11 +147,7 @@ class Chart:
     @classmethod
     def for_data(cls, data: Any, rank: int, calibration: Calibration | str | None, order: bool = True,
                  shared: bool = False) -> "Chart":
-        """Return the chart of a :class:`~pydial.Comparisons`' ``N``, ``K`` and covariates (``p = data.p``).
-
-        The fixed entries of ``beta`` are those of covariates that are 0 on all of a row's cells
-        (:attr:`~pydial.Comparisons.covariate_support`; the shared row: on all LLM cells).
-        """
+        """Return the chart of a :class:`~pydial.Comparisons` (``N``, ``K``, ``p`` and the fixed entries of ``beta``)."""
         return cls(data.N, data.K, rank, cast(Calibration | None, calibration), order, data.p, shared,
                    fixed_effects(data, shared, calibration is not None))
 
@@ -301,11 +232,7 @@ class Chart:
 
     @cached_property
     def llm_coordinates(self) -> np.ndarray:
-        """Positions in ``theta`` of every block but the people's: ``c`` and ``beta_H``.
-
-        In that order they are the coordinates of the LLM-only chart with the same ``N, K, r,
-        order, p, shared`` (``calibration=None``), and the LLM loss depends on them alone.
-        """
+        """Positions in ``theta`` of every block but the people's: the LLM-only chart's coordinates, in order."""
         return np.setdiff1d(np.arange(self.dim), self.human_coordinates)
 
     @cached_property
@@ -347,16 +274,11 @@ class Chart:
         q, K, N = self.q, self.K, self.N
         T = np.zeros((self.dim_full, self.dim))
         sA, sB, sc, sb = (self.slices[k] for k in ("A", "B", "c", "b"))
-        for k in range(K - 1):
-            for l in range(q):
-                col = sA.start + k * q + l
-                T[k * q + l, col] = 1.0
-                T[(K - 1) * q + l, col] = -1.0
-        for i in range(N - 1):
-            for l in range(q):
-                col = sB.start + i * q + l
-                T[self.off_B + i * q + l, col] = 1.0
-                T[self.off_B + (N - 1) * q + l, col] = -1.0
+        for row0, col0, n in ((0, sA.start, K), (self.off_B, sB.start, N)):  # the last row is minus the others' sum
+            for k in range(n - 1):
+                for l in range(q):
+                    T[row0 + k * q + l, col0 + k * q + l] = 1.0
+                    T[row0 + (n - 1) * q + l, col0 + k * q + l] = -1.0
         if self.calibration == "mu":
             T[K * q, sc.start] = 1.0
         elif self.calibration == "W":
@@ -371,10 +293,7 @@ class Chart:
 
     @cached_property
     def T_sparse(self) -> "sparse.csr_matrix":
-        """:attr:`T` as a sparse matrix (about two entries per column).
-
-        Cell Jacobians mapped to the reduced chart then stay sparse.
-        """
+        """:attr:`T` as a sparse matrix (about two entries per column)."""
         return sparse.csr_matrix(self.T)
 
     def pull_back(self, H_full: np.ndarray) -> np.ndarray:
@@ -406,10 +325,7 @@ class Chart:
         return L[: self.K], B, ct, b
 
     def covariate_effects(self, theta: np.ndarray) -> np.ndarray:
-        """Return the covariate effects ``beta`` (:attr:`beta_rows` x ``p``): the judges' (or the shared row), then ``beta_H``.
-
-        The fixed entries (:attr:`fixed`) are 0.
-        """
+        """Return the covariate effects ``beta`` (:attr:`beta_rows` x ``p``), the fixed entries 0."""
         free = np.asarray(theta, float)[self.slices["beta"]]
         if self.fixed is None:
             return free.reshape(self.beta_rows, self.p)
@@ -427,10 +343,7 @@ class Chart:
 
     def pack(self, A: np.ndarray, B: np.ndarray, c: np.ndarray | float | None = None, b: np.ndarray | None = None,
              beta: np.ndarray | None = None) -> np.ndarray:
-        """Reduced coordinates of ``(A, B, c, b, beta)``; ``c`` is ``alpha`` for ``mu``; ``beta`` as :meth:`covariate_effects`.
-
-        ``A`` must satisfy ``A^T 1 = K e_1`` and ``B^T 1 = 0`` (checked).
-        """
+        """Pack ``(A, B, c, b, beta)`` into ``theta`` (``c``: ``alpha`` for ``mu``); checks ``A^T 1 = K e_1``, ``B^T 1 = 0``."""
         A, B = np.asarray(A, float), np.asarray(B, float)
         if not np.allclose(A.sum(0), self.K * np.eye(self.q)[0], atol=1e-9 * self.K * max(1.0, np.abs(A).max())):
             raise ArgumentError("A must satisfy A^T 1 = K e_1")
@@ -486,9 +399,7 @@ class Chart:
                        beta: np.ndarray | None = None) -> np.ndarray:
         """Reduced coordinates of ``S = gamma mu^T + U V^T`` in the restricted gauge.
 
-        ``A = [gamma K / 1^T gamma, U]`` and ``B = [mu 1^T gamma / K, V]``; ``c`` is
-        given relative to the normalized basis ``M`` (as returned by
-        :meth:`calibration_coordinates`); ``beta`` the covariate effects (:meth:`covariate_effects`).
+        ``A = [gamma K / 1^T gamma, U]``, ``B = [mu 1^T gamma / K, V]``; ``c`` relative to the normalized ``M``.
         """
         g = st.gamma.sum()  # = ||S^T 1|| / sqrt(N) >= 0
         if not g > 1e-8 * self.K * max(np.abs(st.gamma).max(), 1e-300):
@@ -509,13 +420,9 @@ class Chart:
         return self.pack(A, B, cc, b, beta)
 
     def gauge_directions(self, theta: np.ndarray) -> np.ndarray:
-        """Tangents of the ``r (r + 1)`` gauge orbits (eq. gauge) at ``theta`` (dim x r(r+1), columns not normalized).
+        """Tangents of the ``r (r + 1)`` gauge orbits at ``theta`` (dim x r(r+1), not normalized; eq. gauge).
 
-        The gauge ``A -> A G``, ``B -> B G^{-T}``, ``ctilde -> G^T ctilde`` with
-        ``G^T e_1 = e_1`` leaves ``(s, S, b)`` unchanged; for ``G = I + t e_p e_l^T``
-        (``p >= 1``) the tangent is ``dA = A e_p e_l^T``, ``dB = -B e_l e_p^T``,
-        ``dctilde = ctilde_p e_l``.  The loss is flat along them, so its gradient is
-        orthogonal to them and, at a stationary point, they span null directions of the Hessian.
+        For ``G = I + t e_p e_l^T`` (``p >= 1``): ``dA = A e_p e_l^T``, ``dB = -B e_l e_p^T``, ``dc~ = c~_p e_l``.
         """
         A, B, ct, _ = self.unpack(theta)
         q, K, N = self.q, self.K, self.N
@@ -536,10 +443,7 @@ class Chart:
         return Z
 
     def canonical(self, theta: np.ndarray) -> np.ndarray:
-        """Return a gauge-equivalent point with ``B`` in the canonical form of :meth:`from_structure`.
-
-        Same ``(s, S, b)``; used to keep iterates away from the box through gauge drift.
-        """
+        """Return a gauge-equivalent point in the canonical form of :meth:`from_structure` (keeps iterates off the box)."""
         st = self.structure(theta)
         b = self.order_effects(theta) if self.order else None
         c = self.calibration_coordinates(theta) if self.calibration is not None else None

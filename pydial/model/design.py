@@ -1,8 +1,6 @@
 r"""GLM designs of the model: item-difference rows ``e_i - e_j`` (and the order column) in a chart.
 
-:class:`Design` keeps ``X B`` factored (sparse rows times a dense basis);
-:func:`centered_design` is the design of the centered chart ``s = T beta``
-(eq. binomial-model-llm); :func:`pair_information` and :func:`glm_information` give
+:class:`Design` keeps ``X B`` factored; :func:`pair_information` and :func:`glm_information` give
 ``X^T diag(d) X``, the Hessian and Fisher information of the binomial logistic loss.
 """
 
@@ -23,13 +21,7 @@ __all__ = ["Design", "calibration_design", "centered_design", "pair_information"
 
 @dataclass(frozen=True)
 class Design:
-    """A GLM design ``X B`` kept factored.
-
-    Sparse rows with two or three entries (``X``, m x P, e.g. ``e_i - e_j`` and the
-    order label) times a dense basis (``B``, P x p, e.g. the centering basis).
-    Products with many cells are formed on ``X``; only ``p x p`` and ``P x P``
-    matrices are dense.
-    """
+    """A GLM design ``X B`` kept factored: sparse rows ``X`` (m x P) times a dense basis ``B`` (P x p)."""
 
     X: sp.csr_matrix
     basis: np.ndarray
@@ -50,11 +42,7 @@ class Design:
 
 
     def pull_back(self, G: np.ndarray) -> np.ndarray:
-        """``B^T G B`` (``G`` symmetric) with ``B`` applied as a sparse matrix.
-
-        Two entries per column for the centering basis, ``O(P^2)`` rather than
-        ``O(P^3)``; dense products for small ``P``, where they are faster.
-        """
+        """``B^T G B`` (``G`` symmetric), with ``B`` sparse for large ``P`` (``O(P^2)`` for the centering basis)."""
         if self.basis.shape[0] <= _DENSE_PULL_BACK:
             return self.basis.T @ G @ self.basis
         Bt = self._basis_T
@@ -80,12 +68,7 @@ _DENSE_PULL_BACK = 256
 
 def centered_design(i: np.ndarray, j: np.ndarray, N: int, a: np.ndarray | None = None,
                     z: np.ndarray | None = None) -> Design:
-    """``D T``: the item-difference design in the centered chart ``s = T beta``.
-
-    The chart of :func:`centering_basis`, with the order column ``a`` appended when
-    given (eq. binomial-model-llm), and then the covariate columns ``z`` (cells x p;
-    ``z' beta`` in the linear predictor), as a factored :class:`Design`.
-    """
+    """``D T`` in the centered chart ``s = T beta``, then the order column ``a`` and the covariate columns ``z`` when given."""
     extra = [np.asarray(a, float)[:, None]] if a is not None else []
     if z is not None:
         extra.append(np.asarray(z, float).reshape(np.size(i), -1))
@@ -94,10 +77,7 @@ def centered_design(i: np.ndarray, j: np.ndarray, N: int, a: np.ndarray | None =
 
 
 def calibration_design(i: np.ndarray, j: np.ndarray, N: int, M: np.ndarray, z: np.ndarray | None = None) -> Design:
-    """``[D_H M, Z_H]``: the people's calibration design in the basis ``M`` (eq. staged-calibrated-estimator).
-
-    The coordinates are ``c`` and, with the covariate columns ``z``, the people's ``beta_H``.
-    """
+    """``[D_H M, Z_H]``: the people's calibration design in the basis ``M``, coordinates ``c`` (and ``beta_H``)."""
     return _bordered(i, j, N, M, None if z is None else np.asarray(z, float).reshape(np.size(i), -1))
 
 
@@ -115,12 +95,9 @@ def _bordered(i: np.ndarray, j: np.ndarray, N: int, basis: np.ndarray, E: np.nda
 
 
 def pair_information(i: np.ndarray, j: np.ndarray, a: np.ndarray | None, N: int, d: np.ndarray) -> np.ndarray:
-    """``X^T diag(d) X`` (the weighted comparison Laplacian, eq. comparison-laplacian).
+    """``X^T diag(d) X`` of :func:`centered_design`'s rows ``e_i - e_j`` (and ``a``), from the item-pair totals.
 
-    For the rows ``e_i - e_j`` (and the order column ``a``) of
-    :func:`centered_design`'s ``X``, from the item-pair totals of ``d``: the weighted
-    Laplacian ``diag(W 1 + W^T 1) - W - W^T`` of the comparison graph, bordered by
-    ``sum_c d_c a_c (e_i - e_j)`` and ``sum_c d_c a_c^2`` (dense ``(N [+1])`` square).
+    The weighted comparison Laplacian (eq. comparison-laplacian), bordered by the order column's terms.
     """
     W: np.ndarray = np.bincount(i * N + j, weights=d, minlength=N * N).reshape(N, N)
     W += W.T.copy()
@@ -138,11 +115,7 @@ def pair_information(i: np.ndarray, j: np.ndarray, a: np.ndarray | None, N: int,
 
 
 def glm_information(X: "np.ndarray | sp.spmatrix | Design", n: np.ndarray, p: np.ndarray, weight: float = 1.0) -> np.ndarray:
-    """``weight * X^T diag(n p (1 - p)) X``: the Hessian of the weighted binomial logistic loss.
-
-    It is also its Fisher information, at fitted probabilities ``p`` (dense p x p;
-    ``X`` dense, sparse or a factored :class:`Design`).
-    """
+    """``weight * X^T diag(n p (1 - p)) X``: Hessian and Fisher information of the weighted binomial logistic loss."""
     d = weight * n * p * (1 - p)
     if isinstance(X, Design) and X.pairs is not None and X.pairs[3] ** 2 <= 16 * d.size + 250_000:
         i, j, a, N = X.pairs
@@ -161,10 +134,7 @@ def gram(X: "np.ndarray | sp.spmatrix | Design", d: np.ndarray) -> np.ndarray:
 
 
 def dense_design(X: "np.ndarray | sp.spmatrix | Design") -> np.ndarray:
-    """``X`` as a dense array.
-
-    For the Firth penalty, whose leverages need the full ``m x m`` hat matrix anyway.
-    """
+    """``X`` (a dense, sparse or factored design, or a matrix product) as a dense array."""
     if isinstance(X, Design):
         return np.asarray(X.X @ X.basis)
     return cast(sp.spmatrix, X).toarray() if sp.issparse(X) else np.asarray(X, float)

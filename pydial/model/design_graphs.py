@@ -17,7 +17,7 @@ from scipy.optimize import linprog
 from scipy.sparse.csgraph import connected_components
 
 __all__ = ["CycleScan", "scan_cycles", "scan_cycles_fast", "SCAN_VECTOR_MIN", "undirected_labels", "names_text",
-           "components_text", "no_separation_by_graph", "check_separation", "order_separation", "SEPARATION_TOL"]
+           "components_text", "no_separation_by_graph", "win_graph", "check_separation", "order_separation", "SEPARATION_TOL"]
 
 SEPARATION_TOL = 1e-9
 """A separating direction is declared when the LP optimum exceeds this value."""
@@ -58,13 +58,10 @@ class CycleScan:
 
 
 def scan_cycles(N: int, ii: np.ndarray, jj: np.ndarray, aa: np.ndarray) -> CycleScan:
-    """One pass of a weighted union-find over the cells ``(i_t, j_t, a_t)``.
+    """One weighted union-find pass over the cells ``(i_t, j_t, a_t)`` (Cor. cycle-criterion).
 
-    Builds a spanning forest with potentials ``x`` such that every tree edge
-    satisfies ``x_{i_t} - x_{j_t} = a_t``.  The order vector ``z`` lies in
-    ``col(D)`` iff every non-tree edge satisfies the same equation; the first edge
-    that does not closes a cycle (its tree path plus itself) whose signed order sum
-    ``x_{i_t} - x_{j_t} - a_t`` is nonzero (Cor. cycle-criterion).
+    Potentials ``x_i - x_j = a`` on a spanning forest; the first cell that breaks them closes a cycle with
+    nonzero signed order sum (``z`` is in ``col(D)`` iff none does).
     """
     parent = list(range(N))
     size = [1] * N
@@ -117,10 +114,7 @@ SCAN_VECTOR_MIN = 2000  # judges with more cells are scanned by the vectorized p
 
 
 def _in_both(keys: np.ndarray, first: np.ndarray, second: np.ndarray, size: int) -> np.ndarray:
-    """Which of ``keys`` occur both among ``first`` and among ``second`` (integer keys in ``0..size-1``).
-
-    Marked in boolean tables when they are not much larger than the keys, else by sorting.
-    """
+    """Which of the integer ``keys`` (``0..size-1``) occur among both ``first`` and ``second`` (boolean tables, else sorting)."""
     if size > 16 * keys.size + 1_000_000:
         return np.isin(keys, np.intersect1d(first, second))
     out = np.zeros(size, bool)
@@ -132,14 +126,9 @@ def _in_both(keys: np.ndarray, first: np.ndarray, second: np.ndarray, size: int)
 
 
 def scan_cycles_fast(N: int, ii: np.ndarray, jj: np.ndarray, aa: np.ndarray) -> CycleScan:
-    """Run the scan of :func:`scan_cycles` with array operations, for judges with many cells.
+    """:func:`scan_cycles` by array operations, for judges with many cells (same decisions, maybe another witness).
 
-    A pair shown in both orders is a witness at once (a cycle of length two);
-    otherwise potentials ``x`` with ``x_i - x_j = a`` are propagated along a
-    breadth-first spanning forest (a loop over the ``N`` items, not the cells) and the
-    first cell that breaks them closes a cycle with nonzero signed order sum
-    (Cor. cycle-criterion).  Same decisions as the union-find; the witness reported
-    may be a different cycle.
+    A pair in both orders is a witness at once; else potentials are propagated along a breadth-first forest.
     """
     from scipy.sparse.csgraph import breadth_first_order
 
@@ -212,20 +201,15 @@ def undirected_labels(N: int, ii: np.ndarray, jj: np.ndarray) -> tuple[int, np.n
 
 def no_separation_by_graph(N: int, ii: np.ndarray, jj: np.ndarray, aa: np.ndarray, n: np.ndarray,
                             y: np.ndarray, nopos: bool) -> bool:
-    """Decide a sufficient condition for no separation on graphs (no linear program).
+    """Decide a sufficient condition for no separation on graphs; ``False`` means undecided (the LP decides).
 
-    With ``d = delta_i - delta_j`` a cell where ``i`` won at least once needs
-    ``d + a c >= 0`` and one where ``j`` won ``d + a c <= 0``.  The order coordinate
-    is forced to ``c = 0`` when a pair has both outcomes in both orders, or when the
-    first-shown item wins at least once in both orders of one pair (``c >= |d|``) and
-    the second-shown item in both orders of another (``c <= -|d|``).  With ``c = 0`` the
-    cells say ``delta_i >= delta_j`` whenever ``i`` beat ``j``, so a strongly
-    connected directed win graph forces every ``eta = 0``: no separating direction.
-    ``False`` means undecided (the linear program then decides).
+    The order coordinate is forced to ``c = 0`` by a pair with both outcomes in both orders, or by the first-
+    and the second-shown items each winning in both orders of a pair; then a strongly connected win graph
+    forces every ``eta = 0``.
     """
     key = ii.astype(np.int64) * N + jj
-    iw, jw = y > 0, y < n
     if not nopos:
+        iw, jw = y > 0, y < n
         pos, neg = aa > 0, aa < 0
         both = iw & jw
         def meet(x: np.ndarray, z: np.ndarray) -> bool:  # a pair among the cells x and among the cells z
@@ -236,22 +220,26 @@ def no_separation_by_graph(N: int, ii: np.ndarray, jj: np.ndarray, aa: np.ndarra
             forced = meet(iw & pos, jw & neg) and meet(jw & pos, iw & neg)  # c >= |d| and c <= -|d|
         if not forced:
             return False
-    src_ = np.concatenate([ii[iw], jj[jw]])
+    return win_graph(N, ii, jj, n, y)[0] == 1
+
+
+def win_graph(N: int, ii: np.ndarray, jj: np.ndarray, n: np.ndarray, y: np.ndarray
+              ) -> tuple[int, np.ndarray, np.ndarray, np.ndarray]:
+    """Strong components of the directed win graph (``i -> j`` when ``i`` beat ``j`` once): count, labels, edges."""
+    iw, jw = y > 0, y < n
+    src = np.concatenate([ii[iw], jj[jw]])
     dst = np.concatenate([jj[iw], ii[jw]])
-    g = sparse.coo_matrix((np.ones(src_.size), (src_, dst)), shape=(N, N))
-    n_comp, _ = connected_components(g, directed=True, connection="strong")
-    return n_comp == 1
+    g = sparse.coo_matrix((np.ones(src.size), (src, dst)), shape=(N, N))
+    n_comp, labels = connected_components(g, directed=True, connection="strong")
+    return int(n_comp), labels, src, dst
 
 
 def check_separation(items: Sequence[str], ii: np.ndarray, jj: np.ndarray, aa: np.ndarray,
                       n: np.ndarray, y: np.ndarray, nopos: bool) -> tuple[bool, str]:
-    """Quasi-complete separation of a judge's order-effect BTL (Albert & Anderson 1984).
+    """Quasi-complete separation of a judge's order-effect BTL (Albert & Anderson 1984), by a linear program.
 
-    Solves ``max sum_t sign_t * eta_t`` over ``|delta_i|, |c| <= 1`` subject to
-    ``sign_t * eta_t >= 0`` on boundary cells (``sign = +1`` when ``y = n``,
-    ``-1`` when ``y = 0``) and ``eta_t = 0`` on interior cells, where
-    ``eta_t = delta_{i_t} - delta_{j_t} + a_t c``.  A positive optimum is a
-    direction along which the likelihood increases for ever: no finite MLE.
+    ``max sum_t sign_t eta_t`` over ``|delta|, |c| <= 1`` with ``sign_t eta_t >= 0`` on one-sided cells and
+    ``eta_t = 0`` on the others, ``eta_t = delta_i - delta_j + a_t c``: a positive optimum means no finite MLE.
     """
     N = len(items)
     m = ii.size
@@ -259,11 +247,9 @@ def check_separation(items: Sequence[str], ii: np.ndarray, jj: np.ndarray, aa: n
     boundary = sign != 0
     if not boundary.any():
         return True, f"finite MLE exists: every one of the {m} cells has both outcomes"
+    finite = f"finite MLE exists: no separating direction among the {int(boundary.sum())} cells with a one-sided outcome (of {m})"
     if no_separation_by_graph(N, ii, jj, aa, n, y, nopos):
-        return True, (
-            f"finite MLE exists: no separating direction among the {int(boundary.sum())} cells "
-            f"with a one-sided outcome (of {m})"
-        )
+        return True, finite
     rows = np.repeat(np.arange(m), 3)
     cols = np.column_stack([ii, jj, np.full(m, N)]).ravel()
     vals = np.column_stack([np.ones(m), -np.ones(m), aa.astype(float)]).ravel()
@@ -279,10 +265,7 @@ def check_separation(items: Sequence[str], ii: np.ndarray, jj: np.ndarray, aa: n
     if res.status != 0:  # the LP is always feasible (0) and bounded; be explicit anyway
         return False, f"separation check failed to solve the linear program ({res.message})"
     if -res.fun <= SEPARATION_TOL:
-        return True, (
-            f"finite MLE exists: no separating direction among the {int(boundary.sum())} cells "
-            f"with a one-sided outcome (of {m})"
-        )
+        return True, finite
     eta = E @ res.x
     hit = np.flatnonzero(np.abs(eta) > _ETA_TOL)
     examples = []
@@ -302,15 +285,9 @@ def check_separation(items: Sequence[str], ii: np.ndarray, jj: np.ndarray, aa: n
 
 
 def order_separation(n: np.ndarray, y: np.ndarray, aa: np.ndarray) -> str | None:
-    """Detect a judge whose first-shown (or second-shown) item always won.
+    """``"first"`` / ``"second"`` when the judge's first- (second-) shown item won every decisive judgment, else None.
 
-    ``"first"`` / ``"second"`` when the judge's first-shown (second-shown) item won
-    every one of its decisive judgments, else ``None``.
-
-    Then ``b_k -> +inf`` (``-inf``) with the scores held fixed predicts every cell
-    perfectly: no finite MLE of ``b_k`` exists under any score structure (the
-    judge's own scores, the low-rank space or a shared consensus), so every fit with
-    order effects is refused for this judge.
+    Then ``b_k -> +-inf`` predicts every cell: no finite MLE of ``b_k`` under any score structure.
     """
     if n.size == 0:
         return None

@@ -30,12 +30,7 @@ def binary_counts(n: np.ndarray, y: np.ndarray) -> np.ndarray:
 
 
 def has_tie_parameter(family: Family, counts: np.ndarray) -> bool:
-    """Whether a GLM of ``family`` on ``counts`` has a free log tie parameter ``l = log nu``.
-
-    A tie model with at least one tie.  Without any tie the MLE of ``nu`` is the boundary
-    ``nu = 0`` for both tie models, where the cells follow the binary model exactly
-    (:func:`pydial.model.cells.tie_groups`); the GLM is then the binary one.
-    """
+    """Whether a GLM of ``family`` on ``counts`` has a free ``l = log nu``: a tie family and a tie (else ``nu = 0``, binary)."""
     return not family.is_binary and bool(np.asarray(counts)[:, 2].sum() > 0)
 
 
@@ -43,33 +38,11 @@ def has_tie_parameter(family: Family, counts: np.ndarray) -> bool:
 class FamilyGLM:
     r"""A paired-comparison GLM ``eta = X beta`` of any outcome family, as a loss to minimize.
 
-    The loss is ``-weight * sum_c log p(counts_c | eta_c, l) + ridge/2 |beta|^2`` with the
-    cell likelihoods of :mod:`pydial.model.families`: the binary model (:data:`~pydial.model.families.BINARY`;
-    the binomial logistic regression of eq. human-only-estimator and eq.
-    binomial-model-llm) or the Davidson / Rao-Kupper tie model, whose coordinates are
-    ``x = (beta, l)`` with ``l = log nu`` when the cells hold a tie
-    (:func:`has_tie_parameter`; otherwise ``x = beta`` and the binary model, the ``nu = 0``
-    boundary).  With ``penalty="firth"`` the term ``-weight/2 log det I(x)`` is added, ``I`` the
-    family's Fisher information of the GLM (the Jeffreys prior :class:`~pydial.model.penalty.FirthPenalty`),
-    so the minimizer is Firth's bias-reduced
-    estimate, finite whenever ``X`` has full column rank.
-
-    The value, gradient and exact Hessian (:meth:`terms`) follow from the per-cell
-    derivatives in ``(eta, l)`` by the chain rule ``d eta / d beta = X``; the binary model
-    takes the fast path of the binomial deviance and the comparison Laplacian
-    (:func:`pydial.model.design.glm_information`).
-
-    Attributes
-    ----------
-    family : Family
-        The outcome family (a ``ties=`` option is resolved by :func:`~pydial.model.families.family_of`).
-    counts : ndarray (m, 3)
-        Wins of ``i``, wins of ``j``, ties per cell (the binary model takes no ties).
-    X : ndarray, sparse matrix or Design
-        The design (m x p).
-    weight, ridge : float
-        Loss normalization (``1/n``) and ridge on ``beta``.
-    penalty : {None, "firth"}
+    ``-weight * sum_c log p(counts_c | eta_c, l) + ridge/2 |beta|^2`` with the cell likelihoods of
+    :mod:`pydial.model.families`, in ``x = (beta, l)``, ``l = log nu`` when the cells hold a tie
+    (:func:`has_tie_parameter`), else ``x = beta``; ``penalty="firth"`` adds the Jeffreys prior
+    (:class:`~pydial.model.penalty.FirthPenalty`).  ``counts`` (m, 3): wins of ``i``, of ``j``, ties;
+    ``X`` (m x p) dense, sparse or a :class:`~pydial.model.design.Design`.
     """
 
     family: Family
@@ -141,28 +114,20 @@ class FamilyGLM:
             f = float(w * binomial_nll(eta, n, y).sum() + 0.5 * self.ridge * beta @ beta)
             g = w * rmatvec(X, n * pr - y) + self.ridge * beta
             H = glm_information(X, n, pr, w) + self.ridge * np.eye(p)
-            if self._firth is not None:
-                fp, gp, Hp = self._firth.terms(beta)
-                f, g, H = f + fp, g + gp, H + Hp
-            return f, g, H
-        d = self.family.cell(self.counts, eta, x[p])
-        f = -w * float(d.value.sum()) + 0.5 * self.ridge * float(beta @ beta)
-        gb = -w * rmatvec(X, d.d_eta) + self.ridge * beta
-        Hbb = gram(X, -w * d.d_eta_eta) + self.ridge * np.eye(p)
-        Hbl = -w * rmatvec(X, d.d_eta_l)
-        g = np.append(gb, -w * d.d_l.sum())
-        H = np.block([[Hbb, Hbl[:, None]], [Hbl[None, :], np.array([[-w * d.d_l_l.sum()]])]])
+        else:
+            d = self.family.cell(self.counts, eta, x[p])
+            f = -w * float(d.value.sum()) + 0.5 * self.ridge * float(beta @ beta)
+            gb = -w * rmatvec(X, d.d_eta) + self.ridge * beta
+            Hbb = gram(X, -w * d.d_eta_eta) + self.ridge * np.eye(p)
+            Hbl = -w * rmatvec(X, d.d_eta_l)
+            g = np.append(gb, -w * d.d_l.sum())
+            H = np.block([[Hbb, Hbl[:, None]], [Hbl[None, :], np.array([[-w * d.d_l_l.sum()]])]])
         if self._firth is not None:
-            fp, gp, Hp = self._firth.terms(x)
+            fp, gp, Hp = self._firth.terms(x if self.free else beta)
             f, g, H = f + fp, g + gp, H + Hp
         return f, g, H
 
     def fit(self, x0: np.ndarray | None = None, *, bound: float = BOX, gtol: float = 1e-10) -> OptimResult:
-        """Minimize the loss by Newton steps with line search inside the box ``|x_i| <= bound`` (:func:`pydial.optim.newton`).
-
-        The binary loss is convex: its steps are solved by Cholesky factorization.  The
-        tie log-likelihood is concave in ``beta`` for fixed ``log nu`` but not jointly
-        everywhere; the eigen-decomposition of :func:`~pydial.optim.newton` handles that.
-        """
+        """Minimize the loss by :func:`pydial.optim.newton` inside ``|x_i| <= bound`` (Cholesky steps when binary, convex)."""
         start = self.start() if x0 is None else np.asarray(x0, float)
         return newton(self.terms, start, bound=bound, gtol=gtol, value=self.value, cholesky=not self.free)

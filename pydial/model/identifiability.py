@@ -1,54 +1,25 @@
 """Identifiability checks of a comparison design, before any fit.
 
-:func:`check_design` runs every design condition of the DIAL paper on a
+:func:`check_design` runs the design conditions of the DIAL paper on a
 :class:`~pydial.data.comparisons.Comparisons` object and returns a :class:`DesignReport`
-whose ``table`` lists each check (which judge, which condition, whether it holds,
-and why) and whose ``problems`` keeps the failures that rule out the requested
-fit.  The conditions, with their public names:
+(``table``: every check; ``problems``: the failures that rule out the requested fit):
 
-``"ident-LLM"`` (per LLM judge)
-    Identification of a judge's position-debiased scores (paper Sec. "Judge-specific
-    order-effect BTL and position debiasing"): ``(s_k, b_k)`` is identifiable iff ``rank([D_k, z_k]) = N``,
-    i.e. the comparison graph ``G_k`` is connected over all ``N`` items and
-    ``z_k`` is not in ``col(D_k)``.  By the cycle criterion the second part holds
-    iff some cycle of the comparison multigraph has a nonzero signed sum of the
-    order labels ``a_t``; a pair shown in both orders is a cycle of length two.
-    Both parts are decided in one pass over the cells (weighted union-find).
-``"ident-lowrank"`` (per LLM judge)
-    Identification under the low-rank structure (paper Sec. "Structured representation
-    across LLM judges"): with ``col(W)`` known, ``(alpha_k, b_k)`` in
-    ``s_k = W alpha_k`` is identifiable iff ``rank([D_k W, z_k]) = r + 2``.
-``"separation"`` (per LLM judge)
-    Existence of a finite MLE of the judge's own order-effect BTL:
-    no quasi-complete separation
-    (Albert & Anderson 1984), decided by a small linear program.
+``"ident-LLM"`` (per judge)
+    ``(s_k, b_k)`` identified iff ``rank([D_k, z_k]) = N``: ``G_k`` connected and, by the cycle
+    criterion, some cycle with a nonzero signed order sum (one weighted union-find pass).
+``"ident-lowrank"`` (per judge)
+    With ``col(W)`` known, ``(alpha_k, b_k)`` of ``s_k = W alpha_k`` identified iff ``rank([D_k W, z_k]) = r + 2``.
+``"separation"`` (per judge)
+    A finite MLE of the judge's order-effect BTL (no quasi-complete separation; Albert & Anderson 1984).
 ``"parameter-count"`` and ``"sufficient-subset"`` (``"all judges"``)
-    The necessary parameter count and the sufficient judge subset of the
-    low-rank identification result for an unknown ``col(W)``.  The paper gives no exact
-    condition for an unknown ``col(W)``: the count is necessary, a subset
-    ``K_0`` of judges each identified on its own (ident-LLM) with
-    ``rank(S_K0) = r+1`` is sufficient.  When no such subset exists (e.g. four
-    judges each comparing 6 of 8 items, every one passing ident-lowrank), the
-    check falls back to the exact generic condition: the Jacobian of the map
-    from ``(S, b)`` (``S = A B^T`` of rank ``r+1``) to the observed cells'
-    predictors has the full rank ``(r+1)(K+N-r-2)+K`` at a random point
-    (:func:`_lowrank_jacobian_rank`), i.e. ``(S, b)`` is locally identified at
-    generic parameter values.
-``"self-preference"`` (per mapped LLM judge, and ``"all judges"``)
-    The self-preference covariate ``z = D_k o_k`` (:meth:`~pydial.Comparisons.with_self_preference`,
-    ``o_k`` the judge's own-item indicator) lies in ``col(D_k)``: in the judge's own model
-    it is confounded with its scores (``s_k + beta_k o_k``), and in the structured models it is
-    identified only through the low-rank structure, by the extension of the low-rank identification
-    of :func:`_lowrank_jacobian_rank` (see there).  Per judge, with ``col(W)`` known:
-    ``rank([D_k W, a_k, Z_k]) = r + 2 + p_k`` (sufficient when the other judges pin down
-    ``col(W)``: the centered ``o_k`` not in ``col(W)``); for all judges the exact generic
-    condition, the Jacobian of the cell predictors in ``(A, B, b, beta)`` of full rank.
-``"pooled-connected"`` (``"all judges"``, only for ``method="pooled"``)
-    The pooled LLM comparison graph is connected.
-``"human-design"`` and ``"human-mle"`` (``"human"``)
-    The human comparison design ``rank(D_H M) = d`` (paper Sec. "Human calibration and
-    identification"; connectivity is not needed), and existence of the unrestricted human BTL
-    MLE: the directed win graph is strongly connected (Ford 1957).
+    For an unknown ``col(W)``: the necessary count, and ``r+1`` judges identified on their own as the
+    sufficient subset, else the exact generic condition (:func:`_lowrank_jacobian_rank`).
+``"self-preference"`` (per mapped judge, and ``"all judges"``)
+    The self-preference covariate ``z = D_k o_k`` lies in ``col(D_k)``: it is identified only through the
+    low-rank structure (per judge ``rank([D_k W, a_k, Z_k]) = r + 2 + p_k``; jointly the Jacobian rank).
+``"pooled-connected"``, ``"human-design"``, ``"human-mle"``, ``"human-connected"``, ``"covariates"``
+    The pooled graph's connectivity, ``rank(D_H M) = d``, the finite human BTL MLE (strongly connected
+    win graph; Ford 1957), the human graph's connectivity under Firth, and the covariates' rank.
 """
 
 from __future__ import annotations
@@ -60,16 +31,16 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 from scipy import sparse
-from scipy.sparse.csgraph import connected_components
 
 from pydial.cache import derived
 from pydial.data.comparisons import SELF_PREFERENCE, Comparisons, require_comparisons
 from pydial.exceptions import ArgumentError, ArgumentTypeError, IdentifiabilityError
 from pydial.model.chart import CALIBRATIONS, difference_design
 from pydial.model.design_graphs import (SCAN_VECTOR_MIN, CycleScan, check_separation, components_text, names_text,
-                                        order_separation, scan_cycles, scan_cycles_fast, undirected_labels)
+                                        order_separation, scan_cycles, scan_cycles_fast, undirected_labels, win_graph)
 from pydial.model.methods import ESTIMATORS, LLM_ONLY, USES_RANK
 from pydial.model.penalty import check_penalty
+from pydial.resources import check_choice, check_count
 
 __all__ = [
     "CALIBRATIONS",
@@ -222,10 +193,9 @@ def _random_basis(N: int, q: int, rng: np.random.Generator) -> np.ndarray:
 
 # ------------------------------------------------------------------- single checks
 def _check_ident_llm(items: Sequence[str], scan: CycleScan, nopos: bool) -> tuple[bool, str]:
-    """Prop. ident-LLM via Cor. cycle-criterion.
+    """Prop. ident-LLM via Cor. cycle-criterion: ``G_k`` connected and a cycle with nonzero signed order sum.
 
-    ``G_k`` connected and a cycle with nonzero signed order sum (only connectivity when
-    ``b_k`` is fixed at 0).
+    Only connectivity when ``nopos``.
     """
     N = len(items)
     connected = scan.n_components == 1
@@ -254,57 +224,32 @@ def _check_ident_llm(items: Sequence[str], scan: CycleScan, nopos: bool) -> tupl
 
 
 def _check_lowrank(W: np.ndarray, ii: np.ndarray, jj: np.ndarray, aa: np.ndarray, r: int,
-                   nopos: bool, basis_note: str) -> tuple[bool, str]:
-    """Prop. ident-lowrank with ``col(W)`` known.
+                   nopos: bool, basis_note: str, z: np.ndarray | None = None) -> tuple[bool, str]:
+    """Prop. ident-lowrank with ``col(W)`` known: ``rank([D_k W, z_k]) = r + 2`` (``rank(D_k W) = r + 1`` when ``nopos``).
 
-    ``rank([D_k W, z_k]) = r + 2`` (``rank(D_k W) = r + 1`` when ``b_k`` is fixed at 0).
+    With the judge's covariate columns ``z`` (the self-preference): ``rank([D_k W, a_k, Z_k]) = r + 2 + p_k``.
     """
-    X = W[ii] - W[jj]  # D_k W
-    if nopos:
-        need, label, tail = r + 1, "rank(D_k W)", " (b_k fixed at 0)"
-    else:
-        need, label, tail = r + 2, "rank([D_k W, z_k])", ""
-        X = np.column_stack([X, aa.astype(float)])
+    X = np.column_stack([W[ii] - W[jj]] + ([] if nopos else [aa.astype(float)[:, None]])
+                        + ([] if z is None else [np.asarray(z, float)]))
+    need = r + 1 + (0 if nopos else 1) + (0 if z is None else z.shape[1])
     rk = int(np.linalg.matrix_rank(X)) if X.size else 0
     ok = rk == need
+    if z is not None:
+        label = "rank([D_k W, Z_k])" if nopos else "rank([D_k W, a_k, Z_k])"
+        text = f"{label} = {rk} {'=' if ok else '<'} {need} {basis_note}"
+        return ok, text if ok else text + (
+            "; the judge's own-item indicator o_k (the self-preference column D_k o_k) lies in the span of its "
+            "scores' directions D_k W and the other columns: its self-preference is not identified even with col(W) known")
+    label, tail = ("rank(D_k W)", " (b_k fixed at 0)") if nopos else ("rank([D_k W, z_k])", "")
     text = f"{label} = {rk} {'=' if ok else '<'} {'r+1' if nopos else 'r+2'} = {need} {basis_note}{tail}"
-    if not ok:
-        text += f"; the judge is not identified through the shared rank-{r} space"
-    return ok, text
-
-
-def _check_lowrank_covariates(W: np.ndarray, ii: np.ndarray, jj: np.ndarray, aa: np.ndarray, z: np.ndarray, r: int,
-                              nopos: bool, basis_note: str) -> tuple[bool, str]:
-    """Prop. ident-lowrank with ``col(W)`` known, extended by the judge's covariate effects (the self-preference).
-
-    ``(alpha_k, b_k, beta_k)`` of ``eta = D_k W alpha_k + a b_k + Z_k beta_k`` is identified iff
-    ``rank([D_k W, a_k, Z_k]) = r + 2 + p_k`` (``r + 1 + p_k`` with ``b_k`` fixed at 0).  For the
-    self-preference column ``D_k o_k`` and a connected ``G_k`` this says: the centered own-item
-    indicator ``o_k`` is not in ``col(W)`` (nor confounded with the order and other columns).
-    """
-    X = np.column_stack([W[ii] - W[jj]] + ([] if nopos else [aa.astype(float)[:, None]]) + [np.asarray(z, float)])
-    need = r + 1 + (0 if nopos else 1) + z.shape[1]
-    rk = int(np.linalg.matrix_rank(X)) if X.size else 0
-    ok = rk == need
-    label = "rank([D_k W, Z_k])" if nopos else "rank([D_k W, a_k, Z_k])"
-    text = f"{label} = {rk} {'=' if ok else '<'} {need} {basis_note}"
-    if not ok:
-        text += ("; the judge's own-item indicator o_k (the self-preference column D_k o_k) lies in the span of its "
-                 "scores' directions D_k W and the other columns: its self-preference is not identified even with "
-                 "col(W) known")
-    return ok, text
+    return ok, text if ok else text + f"; the judge is not identified through the shared rank-{r} space"
 
 
 def _check_self_preference(data: Comparisons, r: int, nopos: bool, shared: bool,
                            per_judge: list[tuple[str, bool, str]], rng: np.random.Generator) -> tuple[bool, str]:
-    """Check the self-preference effects of the structured LLM model: the Jacobian rank in ``(S, b, beta)``.
+    """Check the self-preference effects of the structured model: the Jacobian rank in ``(S, b, beta)``.
 
-    :func:`_lowrank_jacobian_rank` with the covariate columns.
-
-    The free covariate effects of the LLM rows of ``beta`` (one per judge, or one shared with
-    ``shared``) are the extra columns; the effects in the Jacobian's null space are named.
-    Above :data:`JACOBIAN_MAX_PARAMS` parameters the per-judge rows (``col(W)`` known, the
-    sufficient condition) decide.
+    The confounded effects are named; above :data:`JACOBIAN_MAX_PARAMS` the per-judge rows decide.
     """
     from pydial.model.chart import fixed_effects
 
@@ -335,12 +280,7 @@ def _check_self_preference(data: Comparisons, r: int, nopos: bool, shared: bool,
 
 def _check_covariates(N: int, ii: np.ndarray, jj: np.ndarray, aa: np.ndarray | None, z: np.ndarray,
                       names: Sequence[str]) -> tuple[bool, str]:
-    """Whether the covariates are identified beside the scores (and order effect): ``rank [D, a, Z] = rank [D, a] + p``.
-
-    A covariate in the span of the item-difference and order columns of these cells (constant
-    within each pair and order, or a linear function of item differences) is confounded with
-    the scores.  Each covariate is added in turn, so the message names the ones that add no rank.
-    """
+    """Whether ``rank [D, a, Z] = rank [D, a] + p``: each covariate added in turn, those adding no rank named."""
     cols = [difference_design(ii, jj, N)] + ([sparse.csr_matrix(np.asarray(aa, float)[:, None])] if aa is not None else [])
     cols.append(sparse.csr_matrix(np.asarray(z, float)))
     X = sparse.hstack(cols, format="csr")
@@ -348,17 +288,16 @@ def _check_covariates(N: int, ii: np.ndarray, jj: np.ndarray, aa: np.ndarray | N
     G /= max(float(np.abs(G).max()), 1e-300)
     width = N + (aa is not None)
 
-    def rank(m: int) -> int:
-        ev = np.linalg.eigvalsh(G[:m, :m])
+    def rank(idx: list[int]) -> int:
+        ev = np.linalg.eigvalsh(G[np.ix_(idx, idx)])
         return int(np.sum(ev > 1e-10 * max(float(ev[-1]), 1e-300)))
 
     keep = list(range(width))
-    r0 = rank(width)
+    r0 = rank(keep)
     bad = []
     for t, name in enumerate(names):
         trial = keep + [width + t]
-        ev = np.linalg.eigvalsh(G[np.ix_(trial, trial)])
-        r1 = int(np.sum(ev > 1e-10 * max(float(ev[-1]), 1e-300)))
+        r1 = rank(trial)
         if r1 == r0:
             bad.append(name)
         else:
@@ -372,21 +311,12 @@ def _check_covariates(N: int, ii: np.ndarray, jj: np.ndarray, aa: np.ndarray | N
 
 
 def check_human_mle(items: Sequence[str], data: Comparisons) -> tuple[bool, str]:
-    """Whether the unrestricted human BTL MLE is finite, with the reason.
-
-    It is when the directed win graph (``i -> j`` when ``i`` beat ``j`` at least once) is
-    strongly connected over all items (Ford 1957).
-    """
+    """Whether the human BTL MLE is finite (the directed win graph strongly connected; Ford 1957), with the reason."""
     N = len(items)
     h = data.human
     if len(h) == 0:
         return False, "no human comparisons: the human BTL MLE does not exist"
-    wins_i = h.y > 0
-    wins_j = h.y < h.n
-    src = np.concatenate([h.i[wins_i], h.j[wins_j]])
-    dst = np.concatenate([h.j[wins_i], h.i[wins_j]])
-    g = sparse.coo_matrix((np.ones(src.size), (src, dst)), shape=(N, N))
-    n_comp, lab = connected_components(g, directed=True, connection="strong")
+    n_comp, lab, src, dst = win_graph(N, h.i, h.j, h.n, h.y)
     if n_comp == 1:
         return True, f"directed win graph strongly connected over all {N} items"
     compared = np.zeros(N, bool)
@@ -424,11 +354,7 @@ def check_human_mle(items: Sequence[str], data: Comparisons) -> tuple[bool, str]
 
 def _check_human_design(items: Sequence[str], data: Comparisons, d: int, M: np.ndarray | None,
                         what: str) -> tuple[bool, str]:
-    """Cond. human-design ``rank(D_H M) = d``.
-
-    For a generic ``M`` orthogonal to ``1`` this is ``min(d, rank(D_H)) = d`` with
-    ``rank(D_H) = N - C_H`` (App. incomplete-human-coverage).
-    """
+    """Cond. human-design ``rank(D_H M) = d``; for a generic ``M`` ``min(d, rank(D_H)) = d``, ``rank(D_H) = N - C_H``."""
     N = len(items)
     h = data.human
     if len(h) == 0:
@@ -456,36 +382,13 @@ def _lowrank_jacobian_rank(N: int, K: int, r: int, judge: np.ndarray, ii: np.nda
                            aa: np.ndarray, nopos: bool, rng: np.random.Generator, z: np.ndarray | None = None,
                            beta_row: np.ndarray | None = None, free: np.ndarray | None = None
                            ) -> tuple[int, int, np.ndarray]:
-    r"""Compute the generic rank of the Jacobian of the structured LLM model, and the rank needed.
+    r"""Return the generic rank of the Jacobian of the structured LLM model's cell predictors, and the rank needed.
 
-    The linear predictors of the observed cells are
-    :math:`\eta_t = a_{k_t}^\top (B_{i_t} - B_{j_t}) + z_t b_{k_t}` with
-    ``S = A B^T`` (``A``: ``K x (r+1)``, ``B``: ``N x (r+1)``), which covers every
-    ``S`` of Cond. llm-structure.  The map from ``(A, B, b)`` to the cell predictors
-    has the invariances ``(A G^{-T}, B G)`` (``(r+1)^2`` directions) and
-    ``B + 1 c^T`` (``r+1``), so its Jacobian has rank at most
-    ``(r+1)(K+N-r-2) + K`` (``- K`` when ``b`` is fixed at 0), the dimension of
-    ``(S, b)`` in Prop. ident-lowrank.  By the constant-rank theorem, ``(S, b)`` is
-    locally identified at generic parameter values iff this bound is attained at a
-    generic (random) point, and not identified at any generic value otherwise: the
-    exact generic condition for an unknown ``col(W)``, of which the parameter count
-    is the necessary part and the sufficient judge subset one sufficient case.
-
-    With response covariates ``z`` (cells x ``p``) the predictors gain ``z_t' beta_{row(k_t)}``
-    (``beta_row``: the row of ``beta`` of each judge, ``free``: the free entries of ``beta``,
-    rows x ``p``): the Jacobian gains the columns ``z_t`` of the free entries, which enter
-    linearly and leave the invariances as they are, so ``(S, b, beta)`` is locally identified
-    at generic values iff the rank is ``(r+1)(K+N-r-2) + K + (free entries)``.  This extends
-    Prop. ident-lowrank to the covariate effects: an effect whose column lies in the span
-    of the other columns -- e.g. the self-preference ``z = D_k o_k`` of a judge whose own
-    scores are unrestricted (``r = K - 1``: ``o_k`` in ``col(B)``, the judge's scores absorb
-    ``beta_k o_k``) -- is not identified.  A sufficient condition for the self-preference
-    effect of judge ``k``: the other judges pin down ``col(B)`` (the rank-(r+1) item space)
-    and the centered ``o_k`` is not in it, so ``D_k [B, o_k]`` has full column rank.
-
-    Returns ``(rank, needed, confounded)``; the rank is the largest over two random points, and
-    ``confounded`` marks the free entries of ``beta`` (in row-major order) that the null space
-    of the Jacobian at that point moves (empty without covariates): the effects not identified.
+    ``eta_t = a_k^T (B_i - B_j) + z_t b_k (+ z_t' beta_row(k))``: with the ``(r+1)^2 + (r+1)`` invariances the
+    rank is at most ``(r+1)(K+N-r-2) + K`` (``- K`` for ``nopos``) plus the ``free`` entries of ``beta``, and
+    ``(S, b, beta)`` is locally identified at generic values iff a random point attains it (constant-rank
+    theorem).  Returns ``(rank, needed, confounded)``: the best of two points, and the free ``beta`` entries
+    moved by the null space.
     """
     q = r + 1
     m = ii.size
@@ -584,7 +487,7 @@ def check_design(
         ``data`` is not a :class:`~pydial.Comparisons` (e.g. the DataFrame it is read from).
     ArgumentError
         Unknown ``method``, ``calibration`` or ``penalty``, negative ``rank``, or ``W`` of the
-        wrong shape; ``seed``, ``shared`` or ``W`` of the wrong type (:class:`~pydial.ArgumentTypeError`).
+        wrong shape; ``rank``, ``seed``, ``shared`` or ``W`` of the wrong type (:class:`~pydial.ArgumentTypeError`).
 
     Notes
     -----
@@ -635,13 +538,9 @@ def check_design(
     True
     """
     data = require_comparisons(data)
-    if method not in METHODS:
-        raise ArgumentError(f"method must be one of {METHODS}, got {method!r}")
-    if calibration not in CALIBRATIONS:
-        raise ArgumentError(f"calibration must be one of {CALIBRATIONS}, got {calibration!r}")
-    if isinstance(rank, bool) or not isinstance(rank, (int, np.integer)) or rank < 0:
-        raise ArgumentError(f"rank must be an integer >= 0, got {rank!r}")
-    r = int(rank)
+    check_choice("method", method, METHODS)
+    check_choice("calibration", calibration, CALIBRATIONS)
+    r = check_count(rank, "rank", minimum=0)
     check_penalty(penalty)
     if not isinstance(seed, np.random.Generator):
         if isinstance(seed, (bool, np.bool_)) or not isinstance(seed, (int, np.integer)):
@@ -687,6 +586,12 @@ class _Design:
     shared: bool
     rows: list[tuple[str, str, bool, str]] = field(default_factory=list)
     problems: list[tuple[str, str, str]] = field(default_factory=list)
+
+    def add(self, who: str, cond: str, ok: bool, detail: str, blocks: bool = True) -> None:
+        """Add a row of the table, and a problem when it fails and ``blocks`` the fit."""
+        self.rows.append((who, cond, ok, detail))
+        if blocks and not ok:
+            self.problems.append((who, cond, detail))
 
     @property
     def nopos(self) -> bool:
@@ -734,12 +639,10 @@ def _judge_checks(d: _Design) -> tuple[list[int], list[tuple[str, bool, str]]]:
         if cols.any():
             assert L.z is not None  # data with covariates have them on every cell
             ok_cov, det_cov = _check_covariates(N, ii, jj, None if nopos else aa, L.z[sel][:, cols], list(names_arr[cols]))
-            rows.append((name, "covariates", ok_cov, det_cov))
-            if not ok_cov:
-                problems.append((name, "covariates", det_cov))
+            d.add(name, "covariates", ok_cov, det_cov)
         if dial and (support[k] & is_self).any():
             assert L.z is not None
-            ok_sp, det_sp = _check_lowrank_covariates(d.W, ii, jj, aa, L.z[sel][:, support[k]], r, nopos, d.generic_note)
+            ok_sp, det_sp = _check_lowrank(d.W, ii, jj, aa, r, nopos, d.generic_note, L.z[sel][:, support[k]])
             rows.append((name, "self-preference", ok_sp, det_sp))
             self_rows.append((name, ok_sp, det_sp))
         if ok_llm:
@@ -817,30 +720,26 @@ def _structure_checks(d: _Design, n_ident: list[int]) -> None:
 def _pooled_and_self_checks(d: _Design, self_rows: list[tuple[str, bool, str]]) -> None:
     """Check the joint self-preference of the structured methods, and the pooled covariates and connectivity."""
     data, method, r, N, nopos, dial = d.data, d.method, d.r, d.data.N, d.nopos, d.dial
-    rows, problems, L, items = d.rows, d.problems, d.data.llm, d.data.items
+    L, items = d.data.llm, d.data.items
     support, names_arr = data.covariate_support, np.asarray(data.covariates, dtype=object)
     if dial and self_rows:
         ok_sj, det_sj = _check_self_preference(data, r, nopos, d.shared, self_rows, np.random.default_rng(d.seed))
-        rows.append((ALL_JUDGES, "self-preference", ok_sj, det_sj))
-        if not ok_sj:
-            problems.append((ALL_JUDGES, "self-preference", det_sj))
+        d.add(ALL_JUDGES, "self-preference", ok_sj, det_sj)
 
     if method == "pooled" and data.p:  # one effect shared by the pooled judges: rank [D, Z_L] over the pooled cells
         assert L.z is not None
         cols = support[:-1].any(axis=0)
         ok_pc, det_pc = _check_covariates(N, L.i, L.j, None, L.z[:, cols], list(names_arr[cols]))
-        rows.append((ALL_JUDGES, "covariates", ok_pc, det_pc + " (the pooled cells, one effect shared by the judges)"))
+        d.rows.append((ALL_JUDGES, "covariates", ok_pc, det_pc + " (the pooled cells, one effect shared by the judges)"))
         if not ok_pc:
-            problems.append((ALL_JUDGES, "covariates", det_pc))
+            d.problems.append((ALL_JUDGES, "covariates", det_pc))
 
     if method == "pooled":
         n_comp, lab = undirected_labels(N, L.i, L.j)
         ok_pl = n_comp == 1
         det_pl = (f"pooled LLM comparison graph connected over all {N} items" if ok_pl
                   else components_text(items, lab, "pooled LLM comparison graph"))
-        rows.append((ALL_JUDGES, "pooled-connected", ok_pl, det_pl))
-        if not ok_pl:
-            problems.append((ALL_JUDGES, "pooled-connected", det_pl))
+        d.add(ALL_JUDGES, "pooled-connected", ok_pl, det_pl)
 
 
 def _human_checks(d: _Design, calibration: str, W: np.ndarray | None) -> None:
@@ -860,9 +759,7 @@ def _human_checks(d: _Design, calibration: str, W: np.ndarray | None) -> None:
         cols = support[-1]  # the people's estimated effects (e.g. no self-preference)
         ok_hcov, det_hcov = _check_covariates(N, data.human.i, data.human.j, None, data.human.z[:, cols],
                                               list(names_arr[cols]))
-        rows.append((HUMAN, "covariates", ok_hcov, det_hcov))
-        if not ok_hcov:
-            problems.append((HUMAN, "covariates", det_hcov))
+        d.add(HUMAN, "covariates", ok_hcov, det_hcov)
     if not ok_hd and (method == "pooled" or (dial and (method is not None or len(data.human) > 0))):
         problems.append((HUMAN, "human-design", det_hd))
     if d.penalty == "firth" and method in ("human", "atc"):
@@ -870,9 +767,7 @@ def _human_checks(d: _Design, calibration: str, W: np.ndarray | None) -> None:
         ok_hc = n_comp == 1 and len(data.human) > 0
         det_hc = (f"human comparison graph connected over all {N} items: Firth's estimate is finite" if ok_hc
                   else components_text(items, lab, "human comparison graph"))
-        rows.append((HUMAN, "human-connected", ok_hc, det_hc))
-        if not ok_hc:
-            problems.append((HUMAN, "human-connected", det_hc))
+        d.add(HUMAN, "human-connected", ok_hc, det_hc)
     elif not ok_hm and method in ("human", "atc"):
         problems.append((HUMAN, "human-mle", det_hm))
 

@@ -17,6 +17,7 @@ from numpy.typing import ArrayLike
 from scipy import stats
 from scipy.special import expit
 from pydial.exceptions import ArgumentError
+from pydial.resources import check_choice, check_level
 
 __all__ = [
     "pair_weights_uniform",
@@ -119,9 +120,7 @@ def excess_risk(
     invariant to adding a constant to :math:`s`.  Arguments as in :func:`human_risk`; ``method="kl"`` sums the
     KL divergences on the log scale (exactly 0 at ``s = s_h``, clipped at 0), ``"difference"`` subtracts the risks.
     """
-    if method not in EXCESS_RISK_METHODS:
-        raise ArgumentError(f"method must be one of {EXCESS_RISK_METHODS}, got {method!r}")
-    if method == "difference":
+    if check_choice("method", method, EXCESS_RISK_METHODS) == "difference":
         return human_risk(s, s_h, pair_weights) - human_risk(s_h, s_h, pair_weights)
     d, dh, w, p = _pairs(s, s_h, pair_weights)
     # KL = p (log p - log q) + (1 - p) (log(1-p) - log(1-q)), log(1-x) = log sigma(-.)
@@ -167,8 +166,7 @@ def contrast_coverage(
     against :math:`v^\top s_{\mathrm{true}}`.  Contrasts are shift-invariant, so
     centered and uncentered scores give the same answer.  ``cov`` is the ``(N, N)`` covariance of ``s_hat``.
     """
-    if not 0.0 < float(level) < 1.0:
-        raise ArgumentError(f"level ({level}) must be in the open interval (0, 1)")
+    level = check_level(level)
     s_hat = np.asarray(s_hat, dtype=float)
     s_true = np.asarray(s_true, dtype=float)
     cov = np.asarray(cov, dtype=float)

@@ -1,23 +1,13 @@
 r"""Synthetic data from the data-generating process of the paper's simulation studies.
 
-Implements App. "Simulation Studies", paragraph "Data-generating process", of the DIAL
-paper: structured LLM scores :math:`S=\gamma\mu^\top+UV^\top` satisfying
-Cond. llm-structure, judge position effects :math:`b_k`, LLM outcomes from
-eq. binomial-model-llm and human outcomes from eq. binomial-model-human, with every
-comparison sampling its item pair uniformly among the :math:`\binom N2` pairs.
+App. "Simulation Studies", "Data-generating process": structured LLM scores ``S = gamma mu^T + U V^T``
+(Cond. llm-structure), judge position effects ``b_k``, LLM and human outcomes from eq.
+binomial-model-llm and eq. binomial-model-human, each comparison's pair uniform among the ``N(N-1)/2``.
+The output is the long table of :meth:`pydial.Comparisons.from_frame` and the truth (:class:`Truth`).
 
-The output is the long table read by :meth:`pydial.Comparisons.from_frame`, one row
-per judgment, together with the true parameters (:class:`Truth`).
-
-Random streams
---------------
-All randomness comes from ``np.random.default_rng(seed)``.  That generator spawns five
-independent child streams, used in a fixed order for (1) the structural parameters
-(``mu, V, gamma, U, b, c_V``), (2) the overdispersion effects, (3) the pair-varying
-position effects, (4) the LLM comparisons and (5) the human comparisons.  Hence, for
-one seed, the true parameters do not depend on the budgets ``n_llm`` / ``n_human``
-nor on ``overdispersion`` / ``sigma_pos`` (common random numbers across the cells of a
-simulation grid), and the human comparisons do not depend on the LLM settings.
+``np.random.default_rng(seed)`` spawns five streams, in order: the structural parameters, the
+overdispersion, the pair-varying position effects, the LLM and the human comparisons; so for one seed
+the true parameters do not depend on the budgets or the misspecifications (common random numbers).
 """
 
 from __future__ import annotations
@@ -32,7 +22,7 @@ from scipy.special import expit
 
 from pydial.data.features import covariate_names
 from pydial.exceptions import ArgumentError, ArgumentTypeError
-from pydial.resources import check_bytes, check_seed
+from pydial.resources import check_bytes, check_choice, check_count, check_seed
 
 if TYPE_CHECKING:  # pragma: no cover
     from pydial.data.comparisons import Comparisons
@@ -49,21 +39,7 @@ HUMAN_JUDGE = "human"
 
 
 def pair_index(i: np.ndarray | int, j: np.ndarray | int, N: int) -> np.ndarray:
-    """Position of the canonical pair ``(i, j)``, ``i < j``, in ``np.triu_indices(N, 1)``.
-
-    Parameters
-    ----------
-    i, j : int or array of int
-        Item indices with ``i < j``.
-    N : int
-        Number of items.
-
-    Returns
-    -------
-    numpy.ndarray
-        Index in ``0 .. N(N-1)/2 - 1`` of the row-major (lexicographic) enumeration
-        of pairs used for :attr:`Truth.pairs`.
-    """
+    """Position of the canonical pairs ``(i, j)``, ``0 <= i < j < N``, in ``np.triu_indices(N, 1)`` (:attr:`Truth.pairs`)."""
     i = np.asarray(i, dtype=np.int64)
     j = np.asarray(j, dtype=np.int64)
     if np.any(i >= j) or np.any(i < 0) or np.any(j >= N):
@@ -185,12 +161,7 @@ class Truth:
             The linear predictor, one value per cell.
         """
         k, i, j, a = np.broadcast_arrays(*(np.asarray(x, dtype=np.int64) for x in (k, i, j, a)))  # z = 0 (no style)
-        p = pair_index(i, j, self.N)
-        bk = self.b[k] if self.b_kij is None else self.b_kij[k, p]
-        eta = self.S[k, i] - self.S[k, j] + a * bk
-        if self.eps_kij is not None:
-            eta = eta + self.eps_kij[k, p]
-        return eta
+        return _llm_predictor(self.S, self.b, self.b_kij, self.eps_kij, k, i, j, pair_index(i, j, self.N), a)
 
     def human_prob(self, i: Any, j: Any) -> np.ndarray:
         r"""Probability :math:`\sigma(s_{Hi}-s_{Hj})` that people prefer item ``i`` to ``j``."""
@@ -202,6 +173,13 @@ class Truth:
         """Return the true scores as a table: one row per item, columns ``human`` and the judges."""
         cols = {HUMAN_JUDGE: self.s_h, **{name: self.S[k] for k, name in enumerate(self.judges)}}
         return pd.DataFrame(cols, index=pd.Index(self.items, name="item"))
+
+
+def _llm_predictor(S: np.ndarray, b: np.ndarray, b_kij: np.ndarray | None, eps_kij: np.ndarray | None, k: np.ndarray,
+                   i: np.ndarray, j: np.ndarray, p: np.ndarray, a: np.ndarray) -> np.ndarray:
+    """``eta = s_ki - s_kj + a b_kij + eps_kij`` of the cells ``(k, i, j, a)`` of pairs ``p`` (``b_k``, 0 when off)."""
+    eta = S[k, i] - S[k, j] + a * (b[k] if b_kij is None else b_kij[k, p])
+    return eta if eps_kij is None else eta + eps_kij[k, p]
 
 
 @dataclass(frozen=True, eq=False)
@@ -313,14 +291,6 @@ class JudgeBehavior:
 
 
 # --------------------------------------------------------------------------- helpers
-def _check_int(name: str, value: Any, lo: int) -> int:
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
-        raise ArgumentTypeError(f"{name} must be an integer, got {value!r}")
-    if value < lo:
-        raise ArgumentError(f"{name} must be >= {lo}, got {value!r}")
-    return int(value)
-
-
 def _check_float(name: str, value: Any, lo: float, hi: float | None = None, *, open_lo: bool = False,
                  open_hi: bool = False) -> float:
     try:
@@ -374,15 +344,6 @@ def _structure(rng: np.random.Generator, N: int, K: int, r: int) -> tuple[np.nda
 
 
 # --------------------------------------------------------------------------- simulate
-def _draw_outcomes(gen: np.random.Generator, tie_model: str, eta: np.ndarray, log_nu: np.ndarray) -> np.ndarray:
-    """Outcome codes 0 (item i wins), 1 (item j wins), 2 (tie) from a tie model (:mod:`pydial.model.families`)."""
-    from pydial.model.families import family_of
-
-    P = family_of(tie_model).probabilities(eta, log_nu)
-    u = gen.random(eta.size)
-    return np.where(u < P[:, 0], 0, np.where(u < P[:, 0] + P[:, 1], 1, 2))
-
-
 def _covariate_effects(beta: Any, K: int, p: int) -> np.ndarray:
     """``beta`` of :func:`simulate` as a ``(K + 1, p)`` array (a number or ``(p,)``: the judges', people 0)."""
     if beta is None:
@@ -491,8 +452,7 @@ def _llm_design(gen: np.random.Generator, n_llm: int, n_pairs: int, K: int, p_fi
                 both_orders: bool) -> tuple[np.ndarray, ...]:
     """Draw the LLM comparisons' ``(pair, judge, canonical_first, record, record_pairs)``.
 
-    One judgment per record (judge uniform, canonical item first with ``p_first``), or with ``both_orders`` every judge
-    in both orders on each of ``n_llm`` records.
+    One judgment per record, or with ``both_orders`` every judge in both orders on each of ``n_llm`` records.
     """
     rec_pairs = gen.integers(0, n_pairs, size=n_llm)
     if not both_orders:
@@ -507,14 +467,14 @@ def _llm_design(gen: np.random.Generator, n_llm: int, n_pairs: int, K: int, p_fi
 
 def _check_design(N: Any, K: Any, rank: Any, n_llm: Any, n_human: Any) -> tuple[int, int, int, int, int]:
     """Check :func:`simulate`'s dimensions and budgets; return them as ints."""
-    N, K, r = _check_int("N", N, 2), _check_int("K", K, 1), _check_int("rank", rank, 0)
+    N, K, r = check_count(N, "N", minimum=2), check_count(K, "K"), check_count(rank, "rank", minimum=0)
     if r > K - 1:
         raise ArgumentError(f"rank ({r}) must satisfy rank <= K-1 = {K - 1} "
                             "(structured LLM representation: rank(U) = r with 1^T U = 0)")
     if r + 1 > N - 1:
         raise ArgumentError(f"rank ({r}) must satisfy rank+1 <= N-1 = {N - 1} "
                             "(structured LLM representation: W = [mu, V] centered)")
-    return N, K, r, _check_int("n_llm", n_llm, 0), _check_int("n_human", n_human, 0)
+    return N, K, r, check_count(n_llm, "n_llm", minimum=0), check_count(n_human, "n_human", minimum=0)
 
 
 def _check_ties(tie_rate: Any, ties: Any) -> tuple[float, str]:
@@ -532,10 +492,14 @@ def _check_ties(tie_rate: Any, ties: Any) -> tuple[float, str]:
 
 
 def _draw(gen: np.random.Generator, ties: str, eta: np.ndarray, nu: float | None) -> np.ndarray:
-    """Outcome codes 0 (item i wins), 1 (item j wins), 2 (tie); decisive only when ``nu`` is None."""
+    """Outcome codes 0 (item i wins), 1 (item j wins), 2 (tie) from the tie family ``ties``; decisive only when ``nu`` is None."""
+    from pydial.model.families import family_of
+
     if nu is None:
         return np.where(gen.random(eta.size) < expit(eta), 0, 1)
-    return _draw_outcomes(gen, ties, eta, np.full(eta.size, np.log(nu)))
+    P = family_of(ties).probabilities(eta, np.full(eta.size, np.log(nu)))
+    u = gen.random(eta.size)
+    return np.where(u < P[:, 0], 0, np.where(u < P[:, 0] + P[:, 1], 1, 2))
 
 
 def _frame(items: tuple[str, ...], judges: tuple[str, ...], k_llm: np.ndarray, a_first: np.ndarray,
@@ -710,8 +674,7 @@ def simulate(
     n_rows = _check_both_orders(both_orders, n_llm, n_human, K)
     b_given = _position_effects(jb.position_effects, K)
     _check_size(N, K, n_rows, n_human, 0 if covariates is None else len(covariates))
-    if target not in TARGETS:
-        raise ArgumentError(f"target must be one of {TARGETS}, got {target!r}")
+    check_choice("target", target, TARGETS)
     c_v_sd = _check_float("c_v_sd", c_v_sd, 0.0)
     overdispersion = _check_float("overdispersion", jb.overdispersion, 0.0)
     sigma_pos = _check_float("sigma_pos", jb.sigma_pos, 0.0)
@@ -746,10 +709,7 @@ def simulate(
     p_llm, k_llm, a_first, rec_llm, rec_pairs = _llm_design(g_llm, n_llm, n_pairs, K, p_first, both_orders)
     a = np.where(a_first, 1.0, -1.0)
     i_l, j_l = pi[p_llm], pj[p_llm]
-    bk = b[k_llm] if b_kij is None else b_kij[k_llm, p_llm]
-    eta = S[k_llm, i_l] - S[k_llm, j_l] + a * bk
-    if eps_kij is not None:
-        eta += eps_kij[k_llm, p_llm]
+    eta = _llm_predictor(S, b, b_kij, eps_kij, k_llm, i_l, j_l, p_llm, a)
     if own is not None:  # self-preference: beta_k (1[i own_k] - 1[j own_k]), no draws
         eta += self_k[k_llm] * (own[k_llm, i_l] - own[k_llm, j_l])
     style, sides = None, {}
