@@ -57,6 +57,7 @@ from pydial.data.comparisons import Comparisons, require_comparisons
 from pydial.estimation.spec import (COVARIATE_EFFECTS, DEFAULT_METHOD, ModelSpec, check_choice, check_count, check_level,
                                     check_seed)
 from pydial.model.chart import CALIBRATIONS
+from pydial.model.families import FAMILIES
 
 from ..exceptions import ArgumentError, ArgumentTypeError, DataError
 from . import idata as azio
@@ -64,7 +65,7 @@ from .backend import BACKENDS, SamplerWarning, compile_model
 from .compiled import APPROXIMATIONS
 from .dial_posterior import Estimand, Request, RunOptions, covariate_posterior, draw, posterior_estimand, sample_dial
 from .layout import Sampled, convert
-from .schema import (DIAL_SAMPLE_PRIORS, JUDGES_PRIORS, TIES_CODE, CellTable, data_fingerprint, human_cell_table,
+from .schema import (DIAL_SAMPLE_PRIORS, JUDGES_PRIORS, CellTable, data_fingerprint, human_cell_table,
                      judges_data, llm_cell_table, merge_priors, with_extra)
 from .user_programs import add_user_variables, check_extra
 
@@ -88,7 +89,7 @@ position effects are those of the LLM-only stage)."""
 MODEL_KEYWORDS: dict[str, Any] = dict(rank=1, calibration="mu", ties=None, lambda_=None, covariate_effects="judge")
 """The model keywords of :func:`posterior` (the spec's, when neither ``spec`` nor ``like`` is given), with their defaults."""
 
-POSTERIOR_OPTIONS: dict[str, Any] = dict(init="spectral", adapt_delta=0.9, max_depth=10, refresh=None, quiet=True,
+POSTERIOR_OPTIONS: dict[str, Any] = dict(init="point-start", adapt_delta=0.9, max_depth=10, refresh=None, quiet=True,
                                          progress=None, win_prob=None, include_human=True, b_stage="joint",
                                          log_lik="cell", program=None, extra=None)
 """The rarer sampler and extension options of :func:`posterior` (``options=``), with their defaults."""
@@ -149,7 +150,7 @@ def _resolve(method: str, like: Any, spec: Any, data: Comparisons, *, rank: Any,
     """Check what the posterior estimates and return it as a :class:`~pydial.stan.dial_posterior.Request`.
 
     A ``spec`` (:class:`~pydial.ModelSpec`) or ``like`` (a fit: its spec at the selected weight,
-    with the fit's order-effect convention) sets the estimand.
+    with the fit's order-effect convention) sets the estimand; else the model keywords build the spec.
     """
     if like is not None:
         _check_like(like)
@@ -157,36 +158,44 @@ def _resolve(method: str, like: Any, spec: Any, data: Comparisons, *, rank: Any,
         include_human = include_human and spec.method != "judges"
         b_stage = "llm-only" if spec.method.startswith("dial") else b_stage
     if spec is not None:
-        method, rank, calibration, ties, lambda_ = _spec_arguments(spec)
-        covariate_effects = spec.covariate_effects
+        _check_spec(spec)
+        method, calibration = spec.method, spec.calibration
     check_choice("covariate_effects", covariate_effects, COVARIATE_EFFECTS)
     if method in ("pooled", "atc"):
         raise ArgumentError(f"method {method!r} has no posterior counterpart in pydial.stan (available: "
                             f"{', '.join(POSTERIOR_METHODS)})")
     check_choice("method", method, POSTERIOR_METHODS)
-    check_choice("ties", ties, tuple(TIES_CODE))
+    check_choice("ties", ties, tuple(FAMILIES))
     check_choice("include_human", include_human, (True, False))
-    model = "dial" if method.startswith("dial") else method
-    if model != "dial":
+    dial = method.startswith("dial")
+    if dial:
+        check_choice("b_stage", b_stage, B_SOURCES)
+    if spec is None:
+        spec = _keyword_spec(method, rank, calibration, ties, lambda_, covariate_effects)
+    return Request(spec, calibration is not None, bool(include_human), b_stage if dial else "joint")
+
+
+def _keyword_spec(method: str, rank: Any, calibration: Any, ties: Any, lambda_: Any, covariate_effects: str) -> ModelSpec:
+    """Return the spec of :func:`posterior`'s model keywords (each checked with a message naming it)."""
+    if not method.startswith("dial"):
         if lambda_ is not None:
             raise ArgumentError(f"lambda_ applies to the DIAL methods only, got lambda_={lambda_!r} with method={method!r}")
-        return Request(model, method, 0, None, ties, None, True, bool(include_human), "joint", spec=spec)
+        return ModelSpec(method, ties=ties)
     rank = check_count(rank, "rank", minimum=0)
     check_choice("calibration", calibration, (None,) + tuple(CALIBRATIONS))
-    check_choice("b_stage", b_stage, B_SOURCES)
     if method == "dial-anc":
         if lambda_ is not None and not (isinstance(lambda_, numbers.Real) and float(lambda_) == float("inf")):
             raise ArgumentError(f"method 'dial-anc' is the cut posterior (lambda_=inf), got lambda_={lambda_!r}; "
                                 "use method='dial-ada' for a finite weight")
-        lambda_ = float("inf")
+        lambda_ = None  # a dial-anc spec's weight is inf
     if lambda_ is not None:
         if isinstance(lambda_, bool) or not isinstance(lambda_, numbers.Real):
             raise ArgumentTypeError(f"lambda_ must be a number > 0 (inf: the cut posterior), got {lambda_!r}")
         if not float(lambda_) > 0:
             raise ArgumentError(f"lambda_ must be > 0 (inf: the cut posterior), got {lambda_!r}")
-        lambda_ = float(lambda_)
-    return Request(model, method, rank, calibration, ties, lambda_, method != "dial-nopos", bool(include_human),
-                   b_stage, covariate_effects == "shared", spec)
+        lambda_ = [float(lambda_)]
+    return ModelSpec(method, rank=rank, calibration=calibration, ties=ties, lambda_=lambda_,
+                     covariate_effects=covariate_effects)
 
 
 def _check_like(like: Any) -> None:
@@ -202,12 +211,11 @@ def _check_like(like: Any) -> None:
                                 f"to name the estimator, pass method= (one of {', '.join(POSTERIOR_METHODS)})")
 
 
-def _spec_arguments(spec: Any) -> tuple[str, Any, Any, Any, Any]:
-    """Return ``(method, rank, calibration, ties, lambda_)`` of the posterior of a :class:`~pydial.ModelSpec`.
+def _check_spec(spec: Any) -> None:
+    """Refuse a spec without a posterior: not a :class:`~pydial.ModelSpec`, penalized, or over a rank grid.
 
-    A spec whose weight is selected (``dial-ada`` over a grid) has no single
-    posterior weight: the ordinary posterior is taken unless the grid holds one
-    value.  A rank grid or a penalized spec has no posterior counterpart.
+    A spec whose weight is selected (``dial-ada`` over a grid) has no single posterior weight:
+    the ordinary posterior is taken unless the grid holds one value.
     """
     from ..exceptions import EstimandMismatchError
 
@@ -218,8 +226,6 @@ def _spec_arguments(spec: Any) -> tuple[str, Any, Any, Any, Any]:
                                     "not the Jeffreys penalty", {"penalty": (spec.penalty, None)})
     if spec.rank is not None and not isinstance(spec.rank, int):
         raise ArgumentError(f"a rank grid (rank={spec.rank!r}) has no single posterior: fit, then pass like=result")
-    lam = None if np.isnan(spec.weight) else spec.weight
-    return spec.method, 1 if spec.rank is None else spec.rank, spec.calibration, spec.ties, lam
 
 
 def _check_run_arguments(*, chains: Any, draws: Any, warmup: Any, seed: Any, adapt_delta: Any, max_depth: Any,
@@ -234,9 +240,9 @@ def _check_run_arguments(*, chains: Any, draws: Any, warmup: Any, seed: Any, ada
     if refresh is not None:
         check_count(refresh, "refresh")
     if isinstance(init, str):
-        check_choice("init", init, ("spectral", "random"))
+        check_choice("init", init, ("point-start", "random"))
     elif not (isinstance(init, Sequence) and all(isinstance(i, Mapping) for i in init)) or len(init) != chains:
-        raise ArgumentError(f"init must be 'spectral', 'random' or a list of one dict per chain ({chains}), got {init!r}")
+        raise ArgumentError(f"init must be 'point-start', 'random' or a list of one dict per chain ({chains}), got {init!r}")
     check_choice("win_prob", win_prob, (None, True, False))
     check_choice("log_lik", log_lik, LOG_LIK_UNITS)
     check_choice("algorithm", algorithm, ALGORITHMS)
@@ -325,13 +331,12 @@ def posterior(
         The rarer sampler and extension options, by name (their defaults in
         :data:`POSTERIOR_OPTIONS`); an unknown name is an :class:`~pydial.ArgumentTypeError`:
 
-        init : "spectral", "random" or list of dict
-            ``"spectral"`` (default; the name is kept for compatibility) means the
-            point fits' start :func:`pydial.estimation.glm.initial_theta`: with
-            a DIAL method each chain starts there, jittered (ridge judge-wise
-            BTL fits, the consensus SVD of their scores and the people's scores
-            projected on the calibration basis); the other models start as with
-            ``"random"``.  ``"random"``: Stan's uniform(-2, 2) start on the
+        init : "point-start", "random" or list of dict
+            ``"point-start"`` (default): the point fits' start
+            :func:`pydial.estimation.glm.initial_theta` (ridge judge-wise BTL fits, the
+            consensus SVD of their scores and the people's scores projected on the
+            calibration basis), where each chain of a DIAL method starts, jittered; the
+            other models start as with ``"random"``.  ``"random"``: Stan's uniform(-2, 2) start on the
             unconstrained scale.  Or one dict of initial values per chain.
         adapt_delta, max_depth : float, int
             NUTS target acceptance rate and maximum tree depth.
@@ -517,21 +522,21 @@ def posterior(
 
 def _sample_judges(data: Comparisons, req: Request, opt: RunOptions) -> Sampled:
     """Run ``judges.stan``: each LLM judge's own model and the people's (``judges``), or the people alone (``human``)."""
-    model, ties, order, priors, per_judgment = req.model, req.ties, req.order, opt.priors, opt.per_judgment
-    tie = ties is not None
+    model, family, order, priors, per_judgment = req.model, req.family, req.spec.order, opt.priors, opt.per_judgment
+    tie = not family.is_binary
     if model == "judges" and data.n_llm == 0:
         raise DataError("method 'judges' needs LLM judgments")
     with_human = model == "human" or (req.include_human and data.n_human > 0)
-    Hc = human_cell_table(data, ties=tie) if with_human else None
+    Hc = human_cell_table(data, family) if with_human else None
     if Hc is not None and len(Hc) == 0:
         raise DataError("no human comparisons")
     K = data.K if model == "judges" else 0
-    Lc = llm_cell_table(data, ties=tie) if K else CellTable.empty()
+    Lc = llm_cell_table(data, family) if K else CellTable.empty()
     cells = [Lc] + ([Hc] if Hc is not None else [])
     if per_judgment:
         Lc = Lc.per_judgment()
         Hc = Hc.per_judgment() if Hc is not None else None
-    d = with_extra(judges_data(Lc, Hc, N=data.N, K=K, order=order and K > 0, ties=ties, priors=priors), opt.extra)
+    d = with_extra(judges_data(Lc, Hc, N=data.N, K=K, order=order and K > 0, family=family, priors=priors), opt.extra)
     inits = None if isinstance(opt.init, str) else list(opt.init)  # judges.stan is log-concave per judge
     res = draw(compile_model(opt.program or "judges", backend=opt.backend), d, seed=opt.seed, inits=inits, run=opt.run)
     judges = list(data.judges)

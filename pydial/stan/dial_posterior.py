@@ -16,7 +16,7 @@ import numpy as np
 from pydial.data.comparisons import Comparisons
 from pydial.estimation.spec import ModelSpec
 from pydial.estimation.steps import human_effects
-from pydial.model.families import family_of
+from pydial.model.families import Family, family_of
 
 from ..exceptions import ArgumentError, DataError
 from ..optim import BOX
@@ -35,25 +35,43 @@ of near-Gaussian log-concave factors, which NUTS reaches quickly; each iteration
 
 @dataclass(frozen=True)
 class Request:
-    """What a posterior estimates, resolved from :func:`posterior`'s arguments (the resolve step).
+    """A posterior to sample: its :class:`~pydial.ModelSpec` and the few choices that are not the spec's.
 
-    ``model`` is the program family (``"dial"``: ``dial_sample.stan``; ``"judges"``,
-    ``"human"``: ``judges.stan``); ``lambda_`` the weight ``lambda`` (None: the ordinary
-    posterior, ``inf``: the cut posterior); ``order`` whether order effects are sampled; ``spec``
-    the spec given (``spec=``, or the fit's of ``like=``), which the estimand records.
+    ``spec`` is the model (method, rank, calibration, ties, covariate effects and the single
+    weight ``lambda_``: none for the ordinary posterior, ``inf`` for the cut posterior).  Not
+    the spec's: ``calibrated=False`` samples the LLM-only posterior (``calibration=None``, which
+    a spec cannot hold), and two sampling settings, ``include_human`` (``judges``) and ``b_stage``.
     """
 
-    model: str
-    method: str
-    rank: int
-    calibration: str | None
-    ties: str | None
-    lambda_: float | None
-    order: bool
-    include_human: bool
-    b_stage: str
-    shared: bool = False
-    spec: ModelSpec | None = None
+    spec: ModelSpec
+    calibrated: bool = True
+    include_human: bool = True
+    b_stage: str = "joint"
+
+    @property
+    def model(self) -> str:
+        """The program family: ``"dial"`` (``dial_sample.stan``), ``"judges"`` or ``"human"`` (``judges.stan``)."""
+        return "dial" if self.spec.method.startswith("dial") else self.spec.method
+
+    @property
+    def rank(self) -> int:
+        """The rank of a DIAL posterior (0 for the other models)."""
+        return self.spec.rank if isinstance(self.spec.rank, int) else 0
+
+    @property
+    def calibration(self) -> str | None:
+        """The calibration basis; None for the LLM-only posterior and the non-DIAL models."""
+        return self.spec.calibration if self.calibrated else None
+
+    @property
+    def lambda_(self) -> float | None:
+        """The posterior's weight ``lambda`` (None: the ordinary posterior, ``inf``: the cut posterior)."""
+        return None if np.isnan(self.spec.weight) else self.spec.weight
+
+    @property
+    def family(self) -> Family:
+        """The outcome family of ``spec.ties``."""
+        return family_of(self.spec.ties)
 
 
 @dataclass(frozen=True)
@@ -137,15 +155,10 @@ def _same(a: Any, b: Any) -> bool:
 def posterior_estimand(req: "Request", weight: float, data: Comparisons, b_source: str) -> Estimand:
     """Return the estimand of the posterior of ``req`` at the effective weight ``weight`` on ``data``."""
     if req.model != "dial":
-        spec: ModelSpec | None = req.spec or ModelSpec(req.method, ties=req.ties)
-        scores = "s_H" if req.model == "human" else "s_judges"
-    elif req.calibration is None:
-        spec, scores = None, None
-    else:
-        spec = req.spec or ModelSpec(req.method, rank=req.rank, calibration=req.calibration, ties=req.ties,
-                                     covariate_effects="shared" if req.shared else "judge")
-        spec, scores = spec.selected(weight, req.rank), "s_H"
-    return Estimand(spec, b_source, scores, data_fingerprint(data))
+        return Estimand(req.spec, b_source, "s_H" if req.model == "human" else "s_judges", data_fingerprint(data))
+    if req.calibration is None:
+        return Estimand(None, b_source, None, data_fingerprint(data))
+    return Estimand(req.spec.selected(weight, req.rank), b_source, "s_H", data_fingerprint(data))
 
 
 @dataclass(frozen=True)
@@ -170,7 +183,7 @@ def sample_dial(data: Comparisons, req: Request, opt: RunOptions) -> Sampled:
     The second run is made for ``lambda = inf`` and for ``b_stage="llm-only"`` respectively.
     """
     if data.K < 1 or data.n_llm == 0:
-        raise DataError(f"method {req.method!r} needs LLM judgments")
+        raise DataError(f"method {req.spec.method!r} needs LLM judgments")
     if req.calibration is not None and data.n_human == 0:
         raise DataError("a calibrated posterior needs decisive human comparisons; pass calibration=None")
     if req.lambda_ is None:
@@ -181,7 +194,7 @@ def sample_dial(data: Comparisons, req: Request, opt: RunOptions) -> Sampled:
     cut = bool(np.isinf(lam_eff)) and req.calibration is not None
     if cut and opt.program is not None:
         raise ArgumentError("lambda_=inf (the cut posterior, method 'dial-anc') samples the shipped programs only")
-    calibration, order, b_stage = req.calibration, req.order, req.b_stage
+    calibration, order, b_stage = req.calibration, req.spec.order, req.b_stage
     res, d, cells, post, dims, coords = run_dial(data, req, opt, None if cut else calibration, w_llm)
     out = Sampled(res, d, cells, post, dims, coords, ["s_H", "S", "gamma", "b", "nu", "beta", "consensus_scale"], None,
                    "dial_sample" + ("+dial_calibrate" if cut else ""), merge_priors(DIAL_SAMPLE_PRIORS, opt.priors,
@@ -216,27 +229,26 @@ def sample_dial(data: Comparisons, req: Request, opt: RunOptions) -> Sampled:
 def run_dial(data: Comparisons, req: Request, opt: RunOptions, calibration: str | None,
              w_llm: float) -> tuple[SampleResult, dict, list, dict, dict, dict]:
     """One NUTS run of ``dial_sample.stan`` (or a user's copy): draws, data, aggregated cells, posterior group."""
-    rank, ties, order, init, per_judgment = req.rank, req.ties, req.order, opt.init, opt.per_judgment
-    if isinstance(init, str) and init not in ("spectral", "random"):
-        raise ArgumentError(f"init must be 'spectral', 'random' or a list of dicts, got {init!r}")
+    rank, family, order, init, per_judgment = req.rank, req.family, req.spec.order, opt.init, opt.per_judgment
     start = dial_sample_start(data, rank=rank, calibration=calibration, order=order)  # mu_ref and the chains' start
-    d, L, H = dial_sample_data(data, rank=rank, calibration=calibration, order=order, ties=ties, w_llm=w_llm,
+    d, L, H = dial_sample_data(data, rank=rank, calibration=calibration, order=order, family=family, w_llm=w_llm,
                                w_human=1.0, priors=opt.priors, log_lik=True, win_prob=bool(opt.win_prob and calibration),
-                               mu_ref=mu_reference(start[0].mu), per_judgment=per_judgment, shared=req.shared)
+                               mu_ref=mu_reference(start[0].mu), per_judgment=per_judgment,
+                               shared=req.spec.covariate_effects == "shared")
     if per_judgment:  # the aggregated cells, which label the judgments (CellTable.judgment_labels)
-        L = llm_cell_table(data, ties=ties is not None)
-        H = human_cell_table(data, ties=ties is not None) if H is not None else None
+        L = llm_cell_table(data, family)
+        H = human_cell_table(data, family) if H is not None else None
     cells = [L] + ([H] if H is not None and len(H) else [])
     chains = int(opt.run["chains"])
     if isinstance(init, str):
-        inits = dial_sample_inits(data, d, chains=chains, rng=opt.rng, start=start) if init == "spectral" else None
+        inits = dial_sample_inits(data, d, chains=chains, rng=opt.rng, start=start) if init == "point-start" else None
     else:
         inits = list(init)
     d = with_extra(d, opt.extra)
     cm = compile_model(opt.program or "dial_sample", backend=opt.backend)
     res = draw(cm, d, seed=opt.seed, inits=inits, run=opt.run)
     items, judges = list(data.items), list(data.judges)
-    tie_names = (judges + ([data.human_judge] if int(d["H"]) else [])) if ties else []
+    tie_names = (judges + ([data.human_judge] if int(d["H"]) else [])) if not family.is_binary else []
     post, dims, coords = dial_posterior(res, d, items, judges, calibration, order, tie_names)
     covariate_posterior(res.draws, d, judges + [data.human_judge], list(data.covariates), post, dims, coords)
     return res, d, cells, post, dims, coords
@@ -277,7 +289,7 @@ def cut_stage(data: Comparisons, req: Request, opt: RunOptions, res: SampleResul
     gives one ``c_t`` per draw ``t``.
     """
     chains, draws = res.chains, res.draws_per_chain
-    rank, calibration, ties, priors, seed, run = req.rank, str(req.calibration), req.ties, opt.priors, opt.seed, opt.run
+    rank, calibration, family, priors, seed, run = req.rank, str(req.calibration), req.family, opt.priors, opt.seed, opt.run
     T = chains * draws
     N = data.N
     mu = np.asarray(res.draws["mu"]).reshape(T, N)
@@ -287,13 +299,13 @@ def cut_stage(data: Comparisons, req: Request, opt: RunOptions, res: SampleResul
     else:
         M = mu[:, :, None]
     dim_c = M.shape[2]
-    tie = ties is not None
-    H_cells = human_cell_table(data, ties=tie)  # aggregated (returned); Hc is what the program reads
+    tie = not family.is_binary
+    H_cells = human_cell_table(data, family)  # aggregated (returned); Hc is what the program reads
     Hc = H_cells.per_judgment() if opt.per_judgment else H_cells
     if data.p:  # the covariates with an effect on the people (beta_H: the free entries of the people's row)
         Hc = dataclasses.replace(Hc, z=data.effect_columns(Hc.z, data.K))
     p = merge_priors(DIAL_SAMPLE_PRIORS, priors, "dial_sample.stan")
-    d2 = dial_calibrate_data(Hc, M, ties=ties, priors=priors)
+    d2 = dial_calibrate_data(Hc, M, family=family, priors=priors)
     cm = compile_model("dial_calibrate", backend=opt.backend)
     run2 = {k: v for k, v in run.items() if k != "algorithm"}
     run2.update(chains=1, draws=1, warmup=min(int(run["warmup"]), CUT_WARMUP_MAX))
@@ -316,7 +328,7 @@ def cut_stage(data: Comparisons, req: Request, opt: RunOptions, res: SampleResul
     if opt.win_prob:  # the family's P(i wins), as win_prob of dial_sample.stan
         diff = s_h[:, :, None] - s_h[:, None, :]
         log_nu_h = np.log(np.asarray(res2.draws["nu"], float)).reshape(T, 1, 1) if tie else np.zeros((T, 1, 1))
-        p_win = family_of(ties).probabilities(diff.reshape(-1), np.broadcast_to(log_nu_h, diff.shape).reshape(-1))[:, 0]
+        p_win = family.probabilities(diff.reshape(-1), np.broadcast_to(log_nu_h, diff.shape).reshape(-1))[:, 0]
         post["win_prob"] = p_win.reshape(chains, draws, N, N)
         dims["win_prob"] = ["item", "item_j"]
         coords["item_j"] = list(data.items)

@@ -79,7 +79,7 @@ def stan_optimizers(seed: int | None = None, penalty: str | None = None, backend
     canonical gauge, where the numpy engine computes every covariance, GACV and test.
     """
     def run(data: Comparisons, family: Family) -> StanRun:
-        return StanRun(data, family.name, seed, backend, point_options(None, gtol=GTOL, warn=False))
+        return StanRun(data, family, seed, backend, point_options(None, gtol=GTOL, warn=False))
 
     def firth(penalty: str | None) -> int:
         return 2 if check_penalty(penalty) else 0
@@ -119,13 +119,13 @@ def stan_optimizers(seed: int | None = None, penalty: str | None = None, backend
                       pooled_stages=partial(stan_pooled_stages, seed=seed, backend=backend), btl=stan_btl)
 
 
-def stan_btl(cells: CellTable, *, N: int, groups: int, ties: str | None, log_nu0: np.ndarray, seed: int | None = None,
+def stan_btl(cells: CellTable, *, N: int, groups: int, family: Family, log_nu0: np.ndarray, seed: int | None = None,
              backend: str | None = None, penalty: str | None = None) -> JudgesBTLFit:
-    """Fit each judge ``0..groups-1`` of ``cells`` in the family ``ties`` with ``judges.stan`` from ``log_nu0``.
+    """Fit each judge ``0..groups-1`` of ``cells`` in ``family`` with ``judges.stan`` from ``log_nu0``.
 
     ``penalty="firth"``: each judge's Jeffreys prior; :func:`pydial.estimation.btl.fit_btl` does the inference.
     """
-    run = StanRun(None, ties, seed, backend, point_options(None, warn=False))  # type: ignore[arg-type]  # no data: the cells
+    run = StanRun(None, family, seed, backend, point_options(None, warn=False))  # type: ignore[arg-type]  # no data: the cells
     return judges_fit(run, cells, N=N, groups=groups, log_nu0=log_nu0, firth=penalty == "firth")
 
 
@@ -139,13 +139,13 @@ def stan_pooled_stages(data: Comparisons, family: Family, x0: np.ndarray, l2: fl
     (``free1``, ``free2``: whether the ``log nu`` are free).  ``penalty="firth"``: both Jeffreys priors.
     """
     N, p = data.N, data.p
-    r = StanRun(data, family.name, seed, backend, point_options(None, gtol=GTOL, warn=False))
+    r = StanRun(data, family, seed, backend, point_options(None, gtol=GTOL, warn=False))
     # S = B': B_free = beta (s = T beta), then beta_L (the pooled judges' effects, shared; the free ones)
     chL = Chart(N, 1, 0, None, False, p, True, fixed_effects(data, True, False))
     head = chL.dim  # (beta, beta_L)
     firth = bool(check_penalty(penalty))
     s1 = r.dial(chL, x0 if free1 else x0[:head], "pooled LLM stage", w_llm=1.0, firth=1 if firth else 0,
-                llm=pooled_cell_table(data, ties=not family.is_binary))
+                llm=pooled_cell_table(data, family))
     beta = s1.x[: N - 1]
     ch = Chart(N, 1, 0, "mu", False, p, True, fixed_effects(data, True, True))
     th = ch.from_structure(chL.structure(s1.x[:head]), np.ones(1),

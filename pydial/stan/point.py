@@ -24,7 +24,7 @@ from pydial.estimation.engines import JudgesBTLFit
 from pydial.estimation.glm import human_effect_row, initial_theta
 from pydial.model.cells import family_totals
 from pydial.model.chart import Calibration, Chart, helmert_basis
-from pydial.model.families import family_of
+from pydial.model.families import BINARY, Family, family_of
 from pydial.model.penalty import check_penalty
 from pydial.resources import check_choice
 
@@ -207,8 +207,8 @@ def stan_fit_point(data: Comparisons, method: str = "dial-ada", *, ties: str | N
     if method not in POINT_METHODS:
         raise ArgumentError(f"method must be one of {POINT_METHODS}, got {method!r}")
     check_choice("covariate_effects", covariate_effects, COVARIATE_EFFECTS)
-    run = StanRun(data, family_of(ties).name, seed, backend, point_options(options))
-    n_l, n_h = family_totals(data, family_of(run.ties))
+    run = StanRun(data, family_of(ties), seed, backend, point_options(options))
+    n_l, n_h = family_totals(data, run.family)
     if method != "judges" and n_h == 0:
         raise DataError(f"method {method!r} needs human comparisons; there are none")
     if method != "human" and n_l == 0:
@@ -258,7 +258,7 @@ class StanRun:
     """The data, family, seed, backend and options of Stan's optimizers: every call to ``dial.stan`` and ``judges.stan``."""
 
     data: Comparisons
-    ties: str | None
+    family: Family
     seed: int | None
     backend: str | None
     opts: Mapping[str, Any]
@@ -283,8 +283,8 @@ class StanRun:
         ``x0`` without the free log tie parameters starts each at its group's tie rate.  A group
         without a tie gets ``nu_zero`` (its unused ``log_nu`` entry held at 0, dropped from ``x``).
         """
-        tie = self.ties is not None
-        d = dial_data(self.data, ch, w_llm=w_llm, w_human=w_human, priors=self.opts["priors"], llm=llm, ties=self.ties,
+        tie = not self.family.is_binary
+        d = dial_data(self.data, ch, w_llm=w_llm, w_human=w_human, priors=self.opts["priors"], llm=llm, family=self.family,
                       fix_llm=fix_llm, firth=firth, boundary_nu=tie)
         head = ch.human_coordinates.size if fix_llm is not None else ch.dim
         groups = ([] if fix_llm is not None else list(range(ch.K))) + ([ch.K] if d["H"] > 0 else []) if tie else []
@@ -295,24 +295,24 @@ class StanRun:
             log_nu[free] = x0[head:]
         else:  # each free group's start at its tie rate
             counts = [d["cell_counts"][d["cell_judge"] == g + 1] if g < ch.K else d["human_counts"] for g in groups]
-            log_nu[free] = [family_of(self.ties).log_nu_start(c) for c, f in zip(counts, free) if f]
+            log_nu[free] = [self.family.log_nu_start(c) for c, f in zip(counts, free) if f]
         res = self.optimize(self.model("dial"), d, np.concatenate([x0[:head], log_nu]), what)
-        n_l, n_h = family_totals(self.data, family_of(self.ties))
+        n_l, n_h = family_totals(self.data, self.family)
         return _Stage(res, np.concatenate([res.u[:head], res.u[head:][free]]),
                       -(res.log_prob - weighted_log_coef(d)) / (n_h if w_human else n_l), np.where(free, res.u[head:], -np.inf))
 
-    def judges(self, L: CellTable, H: CellTable | None, *, N: int, K: int, ties: str | None, firth: bool,
+    def judges(self, L: CellTable, H: CellTable | None, *, N: int, K: int, family: Family, firth: bool,
                init: Callable[[Mapping[str, Any]], dict], what: str) -> tuple[OptimizeResult, dict, dict]:
         """Maximize ``judges.stan`` (flat priors) from ``init(d)``; return Stan's result, the named optimum and the data ``d``."""
         model = self.model("judges")
-        d = judges_data(L, H, N=N, K=K, order=K > 0, ties=ties, flat=True, log_lik=False, firth=firth)
+        d = judges_data(L, H, N=N, K=K, order=K > 0, family=family, flat=True, log_lik=False, firth=firth)
         res = self.optimize(model, d, model.unconstrain(d, init(d)), what, chart=False)
         return res, model.constrain(d, res.u, include_tparams=False), d
 
 
 def _fit_joint(run: StanRun, method: str, ch: Chart, lambda_: float, init: np.ndarray | None, firth: bool) -> StanPointFit:
     """Minimize ``Q_lambda`` on ``ch`` with ``dial.stan`` (weights ``lambda n_H / n_L`` and 1)."""
-    n_l, n_h = family_totals(run.data, family_of(run.ties))
+    n_l, n_h = family_totals(run.data, run.family)
     th0 = initial_theta(run.data, ch) if init is None else np.asarray(init, float)
     st = run.dial(ch, th0, f"joint fit, lambda = {lambda_:.4g}", w_llm=lambda_ * n_h / n_l, w_human=1.0,
                   firth=2 if firth else 0)
@@ -320,7 +320,7 @@ def _fit_joint(run: StanRun, method: str, ch: Chart, lambda_: float, init: np.nd
     A, B, _, b = ch.unpack(theta)
     return StanPointFit(method, ch, theta, ch.scores(theta), A @ B.T, b if ch.order else np.zeros(ch.K), lambda_,
                         st.objective, res.converged, res.grad_norm, [res], res.backend, res.seconds,
-                        beta=_beta(ch, theta), ties=run.ties, log_nu=_log_nu(run, st.log_nu))
+                        beta=_beta(ch, theta), ties=run.family.name, log_nu=_log_nu(run, st.log_nu))
 
 
 def _fit_staged(run: StanRun, K: int, r: int, cal: str, order: bool, shared: bool, init: np.ndarray | None,
@@ -336,7 +336,7 @@ def _fit_staged(run: StanRun, K: int, r: int, cal: str, order: bool, shared: boo
     else:  # the numpy engine's starts: the pooled BTL GLM from 0, the structured fit from initial_theta
         th0 = np.zeros(chL.dim) if pooled else initial_theta(data, chL)
     s1 = run.dial(chL, th0, "LLM-only stage", w_llm=1.0, firth=1 if (firth and pooled) else 0,
-                  llm=pooled_cell_table(data, ties=run.ties is not None) if pooled else None)
+                  llm=pooled_cell_table(data, run.family) if pooled else None)
     thL = s1.x[: chL.dim]
     bL = chL.order_effects(thL) if order else np.zeros(K)
     ch = Chart(data.N, K, r, cast(Calibration, cal), order) if pooled else \
@@ -354,7 +354,7 @@ def _fit_staged(run: StanRun, K: int, r: int, cal: str, order: bool, shared: boo
     return StanPointFit(method, ch, theta, ch.scores(theta), ch.S(theta), bL, np.inf, s2.objective,
                         r1.converged and r2.converged, max(r1.grad_norm, r2.grad_norm), [r1, r2], r1.backend,
                         r1.seconds + r2.seconds, llm_theta=thL, llm_chart=chL, details={"llm_objective": s1.objective},
-                        beta=_beta(ch, theta), ties=run.ties, log_nu=_log_nu(run, np.append(s1.log_nu, s2.log_nu)))
+                        beta=_beta(ch, theta), ties=run.family.name, log_nu=_log_nu(run, np.append(s1.log_nu, s2.log_nu)))
 
 
 def _beta(chart: Chart, theta: np.ndarray) -> np.ndarray | None:
@@ -364,7 +364,7 @@ def _beta(chart: Chart, theta: np.ndarray) -> np.ndarray | None:
 
 def _log_nu(run: StanRun, log_nu: np.ndarray) -> np.ndarray | None:
     """Return a tie family's log tie parameters (``None`` for the binary family)."""
-    return None if run.ties is None else np.asarray(log_nu, float)
+    return None if run.family.is_binary else np.asarray(log_nu, float)
 
 
 def people_fit(run: StanRun, x0: np.ndarray | None, firth: bool) -> tuple[_Stage, np.ndarray, np.ndarray | None]:
@@ -373,7 +373,7 @@ def people_fit(run: StanRun, x0: np.ndarray | None, firth: bool) -> tuple[_Stage
     ``x0 = None``: 0 and ``log nu_H`` at the tie rate.  Returns the stage, the scores ``s`` and the free ``beta_H``.
     """
     data, N = run.data, run.data.N
-    H = human_cell_table(data, ties=run.ties is not None)
+    H = human_cell_table(data, run.family)
     if data.p:
         H = dataclasses.replace(H, z=data.effect_columns(H.z, data.K))
     assert H.tie_counts is not None  # filled in by CellTable
@@ -383,18 +383,18 @@ def people_fit(run: StanRun, x0: np.ndarray | None, firth: bool) -> tuple[_Stage
     def init(d: Mapping[str, Any]) -> dict:
         if x0 is None:
             return {"sH_raw": np.zeros(N - 1), "beta_free": zero_beta(d),
-                    "log_nu": [family_of(run.ties).log_nu_start(H.counts)] if free else np.zeros(0)}
+                    "log_nu": [run.family.log_nu_start(H.counts)] if free else np.zeros(0)}
         p = int(d["n_cov"])
         return {"sH_raw": Q.T @ np.append(x0[: N - 1], -x0[: N - 1].sum()), "beta_free": x0[N - 1: N - 1 + p],
                 "log_nu": np.atleast_1d(x0[N - 1 + p:])}
 
-    res, parts, d = run.judges(empty_cells(), H, N=N, K=0, ties=run.ties if free else None, firth=firth, init=init,
+    res, parts, d = run.judges(empty_cells(), H, N=N, K=0, family=run.family if free else BINARY, firth=firth, init=init,
                                what="people's model")
     s = Q @ np.asarray(parts["sH_raw"], float)
     beta = stan_beta(parts, d)
     log_nu = np.asarray(parts["log_nu"], float).reshape(-1)
     x = np.concatenate([s[: N - 1], [] if beta is None else beta[0], log_nu])
-    n_h = family_totals(data, family_of(run.ties))[1]
+    n_h = family_totals(data, run.family)[1]
     stage = _Stage(res, x, -(res.log_prob - weighted_log_coef(d)) / n_h, log_nu if free else np.full(1, -np.inf))
     return stage, s, None if beta is None else beta[0]
 
@@ -407,7 +407,7 @@ def _fit_human(run: StanRun, firth: bool) -> StanPointFit:
     return StanPointFit("human", Chart(N, 1, 0, None, False), s[: N - 1].copy(), s, s[None, :], np.zeros(1), 0.0,
                         st.objective, res.converged, res.grad_norm, [res], res.backend, res.seconds,
                         beta=human_effect_row(data, np.zeros(0) if beta is None else beta)[None, :] if data.p else None,
-                        ties=run.ties, log_nu=_log_nu(run, st.log_nu))
+                        ties=run.family.name, log_nu=_log_nu(run, st.log_nu))
 
 
 def _judges(run: StanRun, cells: CellTable, *, N: int, groups: int, log_nu0: np.ndarray,
@@ -419,7 +419,7 @@ def _judges(run: StanRun, cells: CellTable, *, N: int, groups: int, log_nu0: np.
     def init(d: Mapping[str, Any]) -> dict:
         return {"s_raw": np.zeros((groups, N - 1)), "b": np.zeros(groups), "beta_free": zero_beta(d), "log_nu": log_nu0}
 
-    res, parts, d = run.judges(cells, None, N=N, K=groups, ties=run.ties, firth=firth, init=init, what="judge-wise model")
+    res, parts, d = run.judges(cells, None, N=N, K=groups, family=run.family, firth=firth, init=init, what="judge-wise model")
     if not np.isfinite(res.log_prob):
         raise FloatingPointError("the judges' log density is not finite at the optimum")
     return res, parts, d
@@ -441,14 +441,14 @@ def _fit_judges(run: StanRun, firth: bool) -> StanPointFit:
     from pydial.estimation.btl import tie_log_nu_start
 
     data, N, K = run.data, run.data.N, run.data.K
-    cells = llm_cell_table(data, ties=run.ties is not None)
-    res, parts, d = _judges(run, cells, N=N, groups=K, log_nu0=tie_log_nu_start(family_of(run.ties), cells, K), firth=firth)
+    cells = llm_cell_table(data, run.family)
+    res, parts, d = _judges(run, cells, N=N, groups=K, log_nu0=tie_log_nu_start(run.family, cells, K), firth=firth)
     f = _judges_btl(res, parts, d, N, K)
     tied = np.bincount(cells.judge, weights=cells.tie_counts, minlength=K)[: f.log_nu.size] > 0  # the others' nu drifts to 0
-    loss = -(res.log_prob - weighted_log_coef(d)) / family_totals(data, family_of(run.ties))[0]
+    loss = -(res.log_prob - weighted_log_coef(d)) / family_totals(data, run.family)[0]
     return StanPointFit("judges", Chart(N, 1, 0, None, True), np.column_stack([f.S[:, : N - 1], f.b[:, None]]),
                         f.S.mean(axis=0), f.S, f.b, np.inf, loss, res.converged, res.grad_norm, [res], res.backend,
-                        res.seconds, beta=f.beta, ties=run.ties, log_nu=_log_nu(run, np.where(tied, f.log_nu, -np.inf)))
+                        res.seconds, beta=f.beta, ties=run.family.name, log_nu=_log_nu(run, np.where(tied, f.log_nu, -np.inf)))
 
 
 def stan_beta(parts: Mapping[str, Any], d: Mapping[str, Any]) -> np.ndarray | None:

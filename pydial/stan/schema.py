@@ -14,12 +14,13 @@ import numpy as np
 from pydial.data.comparisons import CellTable, Comparisons, require_comparisons
 from pydial.estimation.glm import initial_theta
 from pydial.model.chart import Calibration, Chart, Structure, helmert_basis
+from pydial.model.families import BINARY, FAMILIES, Family, family_of, log_coef
 from pydial.estimation.spec import ModelSpec
 from pydial.exceptions import ArgumentError, ArgumentTypeError
 
 __all__ = ["data_fingerprint", "DIAL_PRIORS", "DIAL_SAMPLE_PRIORS", "JUDGES_PRIORS", "CellTable", "covariate_rows",
            "zero_beta", "helmert_basis", "llm_cell_table", "human_cell_table", "dial_data", "dial_calibrate_data",
-           "dial_sample_data", "judges_data", "schema_data", "standata", "weighted_log_coef", "TIES_CODE",
+           "dial_sample_data", "judges_data", "schema_data", "standata", "weighted_log_coef",
            "dial_sample_inits", "dial_sample_start", "mu_reference", "tie_start"]
 
 CALIBRATION_CODE = {None: 0, "mu": 1, "W": 2}
@@ -120,19 +121,19 @@ def merge_priors(defaults: Mapping[str, float], priors: Mapping[str, float] | No
 
 
 # --------------------------------------------------------------------------- cells
-def llm_cell_table(data: Comparisons, *, ties: bool = False) -> CellTable:
-    """LLM cells: decisive ones (``ties=False``) or with tie counts (:meth:`Comparisons.cell_table`)."""
-    return data.cell_table("llm", with_ties=ties)
+def llm_cell_table(data: Comparisons, family: Family = BINARY) -> CellTable:
+    """LLM cells of ``family``: decisive ones (binary) or with tie counts (:meth:`Comparisons.cell_table`)."""
+    return data.cell_table("llm", with_ties=not family.is_binary)
 
 
-def pooled_cell_table(data: Comparisons, *, ties: bool = False) -> CellTable:
+def pooled_cell_table(data: Comparisons, family: Family = BINARY) -> CellTable:
     """Return the LLM cells of :func:`llm_cell_table` all given to one judge (index 0): the pooled BTL."""
-    return data.cell_table("pooled", with_ties=ties)
+    return data.cell_table("pooled", with_ties=not family.is_binary)
 
 
-def human_cell_table(data: Comparisons, *, ties: bool = False) -> CellTable:
-    """Human cells (judge index ``K``, ``a = 0``), decisive or with tie counts."""
-    return data.cell_table("human", with_ties=ties)
+def human_cell_table(data: Comparisons, family: Family = BINARY) -> CellTable:
+    """Human cells of ``family`` (judge index ``K``, ``a = 0``)."""
+    return data.cell_table("human", with_ties=not family.is_binary)
 
 
 def data_fingerprint(data: Comparisons) -> str:
@@ -159,16 +160,14 @@ def _weights(w: float | np.ndarray, m: int, what: str) -> np.ndarray:
 
 
 # --------------------------------------------------------------------------- dial.stan
-TIES_CODE: dict[str | None, int] = {None: 0, "davidson": 1, "rao-kupper": 2}
-"""The Stan datum ``ties`` of Python's ``ties=`` (see ``stan/include/paired_likelihoods.stan``)."""
-
 STANDATA_PROGRAMS: tuple[str, ...] = ("dial", "dial_sample", "judges")
 
 
-def _tie_code(ties: str | None) -> int:
-    if ties not in TIES_CODE:
-        raise ArgumentError(f"ties must be one of {list(TIES_CODE)}, got {ties!r}")
-    return TIES_CODE[ties]
+def _family(family: Family) -> Family:
+    """Return ``family`` checked to be a :class:`~pydial.model.families.Family` (the Stan datum ``ties`` is its ``code``)."""
+    if not isinstance(family, Family):
+        raise ArgumentTypeError(f"family must be a pydial.model.families.Family (family_of(ties)), got {family!r}")
+    return family
 
 
 def _priors(p: Mapping[str, float]) -> dict[str, float]:
@@ -181,18 +180,18 @@ def empty_cells() -> CellTable:
     return CellTable.empty()
 
 
-def schema_data(L: CellTable, H: CellTable | None, *, N: int, K: int, order: bool, ties: str | None,
+def schema_data(L: CellTable, H: CellTable | None, *, N: int, K: int, order: bool, family: Family,
                 w_llm: float | np.ndarray = 1.0, w_human: float | np.ndarray = 1.0,
                 log_lik: bool = True, boundary_nu: bool = False, covariates: bool = True,
                 beta_row: Sequence[int] | np.ndarray | None = None, beta_fixed: np.ndarray | None = None) -> dict[str, Any]:
     """Return the shared first declarations of every program's data block (cells, weights, covariates, ``nu_zero``).
 
-    ``L``: LLM cells of judges ``0..K-1``; ``H``: human cells or ``None``; ``ties=None`` needs decisive cells.
+    ``L``: LLM cells of judges ``0..K-1``; ``H``: human cells or ``None``; the binary ``family`` needs decisive cells.
     ``boundary_nu``: groups without a tie get ``nu_zero = 1``.  ``beta_row``/``beta_fixed`` default to
     :func:`covariate_rows` and the entries whose covariate is 0 on all the row's cells.
     """
     H = empty_cells() if H is None else H
-    code = _tie_code(ties)
+    code = _family(family).code
     assert L.tie_counts is not None and H.tie_counts is not None  # filled in by CellTable
     if code == 0 and (np.any(L.tie_counts > 0) or np.any(H.tie_counts > 0)):
         raise ArgumentError("cells with ties need a tie model (ties='davidson' or 'rao-kupper')")
@@ -257,14 +256,8 @@ def _covariate_data(L: CellTable, H: CellTable, K: int, covariates: bool, beta_r
 
 def weighted_log_coef(d: Mapping[str, Any]) -> float:
     """Return the weighted sum of the cells' log multinomial coefficients (``log_prob`` minus it is the Objective's scale)."""
-    from scipy.special import gammaln
-
-    def part(counts: Any, w: Any) -> float:
-        c = np.asarray(counts, float).reshape(-1, 3)
-        coef = gammaln(c.sum(1) + 1) - gammaln(c + 1).sum(1)
-        return float(np.dot(np.asarray(w, float).reshape(-1), coef))
-
-    return part(d["cell_counts"], d["cell_w"]) + part(d["human_counts"], d["human_w"])
+    return sum(float(np.dot(np.asarray(d[w], float).reshape(-1), log_coef(d[c])))
+               for c, w in (("cell_counts", "cell_w"), ("human_counts", "human_w")))
 
 
 # --------------------------------------------------------------------------- dial.stan
@@ -276,7 +269,7 @@ def dial_data(
     w_human: float | np.ndarray = 0.0,
     priors: Mapping[str, float] | None = None,
     llm: CellTable | None = None,
-    ties: str | None = None,
+    family: Family = BINARY,
     fix_llm: np.ndarray | None = None,
     log_lik: bool = False,
     firth: int = 0,
@@ -287,9 +280,8 @@ def dial_data(
     ``w_llm``/``w_human`` weight each cell's log-likelihood; ``llm`` replaces the LLM cells; ``fix_llm`` (a chart theta)
     fixes ``A, B`` and fits the calibration on the human cells; ``firth``: 0 none, 1 judge BTL, 2 calibration GLM.
     """
-    tie = ties is not None
-    L = llm if llm is not None else llm_cell_table(data, ties=tie)
-    H = human_cell_table(data, ties=tie) if chart.calibration is not None else None
+    L = llm if llm is not None else llm_cell_table(data, family)
+    H = human_cell_table(data, family) if chart.calibration is not None else None
     if fix_llm is not None:
         L = empty_cells()
     p = merge_priors(DIAL_PRIORS, priors, "dial.stan")
@@ -299,7 +291,7 @@ def dial_data(
         rows, fixed = np.append(np.zeros(chart.K, np.int64), 1), fixed[-1:]
     else:
         rows = covariate_rows(chart.K, people=people, shared=chart.shared)
-    d = schema_data(L, H, N=chart.N, K=chart.K, order=chart.order, ties=ties, w_llm=w_llm, w_human=w_human,
+    d = schema_data(L, H, N=chart.N, K=chart.K, order=chart.order, family=family, w_llm=w_llm, w_human=w_human,
                     log_lik=log_lik, boundary_nu=boundary_nu, covariates=chart.p > 0, beta_row=rows, beta_fixed=fixed)
     if fix_llm is not None:
         th = np.asarray(fix_llm, float)
@@ -342,7 +334,7 @@ def dial_sample_data(
     rank: int,
     calibration: str | None,
     order: bool = True,
-    ties: str | None = None,
+    family: Family = BINARY,
     w_llm: float | np.ndarray = 1.0,
     w_human: float | np.ndarray = 1.0,
     priors: Mapping[str, float] | None = None,
@@ -357,10 +349,8 @@ def dial_sample_data(
     ``per_judgment``: one cell per judgment; ``mu_ref``: reference direction of ``mu`` in Helmert coordinates
     (default from :func:`dial_sample_start`); ``shared``: one covariate row for all judges.
     """
-    _tie_code(ties)
-    tie = ties is not None
-    L = llm_cell_table(data, ties=tie)
-    H = human_cell_table(data, ties=tie) if calibration is not None else None
+    L = llm_cell_table(data, _family(family))
+    H = human_cell_table(data, family) if calibration is not None else None
     if per_judgment:
         L = L.per_judgment()
         H = H.per_judgment() if H is not None else None
@@ -371,7 +361,7 @@ def dial_sample_data(
     if mu_ref.size != data.N - 1 or not np.linalg.norm(mu_ref) > 0:
         raise ArgumentError(f"mu_ref must be a nonzero vector of length N - 1 = {data.N - 1}")
     chart = Chart.for_data(data, rank, cast(Calibration | None, calibration), order, shared)
-    d = schema_data(L, H, N=data.N, K=data.K, order=order, ties=ties, w_llm=w_llm, w_human=w_human, log_lik=log_lik,
+    d = schema_data(L, H, N=data.N, K=data.K, order=order, family=family, w_llm=w_llm, w_human=w_human, log_lik=log_lik,
                     beta_row=covariate_rows(data.K, people=H is not None, shared=shared),
                     beta_fixed=~chart.beta_free.reshape(chart.beta_rows, chart.p) if data.p else None)
     d.update({
@@ -392,7 +382,7 @@ def judges_data(
     N: int,
     K: int,
     order: bool = True,
-    ties: str | None = None,
+    family: Family = BINARY,
     w_llm: float | np.ndarray = 1.0,
     w_human: float | np.ndarray = 1.0,
     priors: Mapping[str, float] | None = None,
@@ -404,20 +394,20 @@ def judges_data(
     p = merge_priors(JUDGES_PRIORS, priors, "judges.stan")
     if flat:
         p = {k: (0.0 if k.endswith("sd") else v) for k, v in p.items()}
-    d = schema_data(L, H, N=N, K=K, order=order, ties=ties, w_llm=w_llm, w_human=w_human, log_lik=log_lik)
+    d = schema_data(L, H, N=N, K=K, order=order, family=family, w_llm=w_llm, w_human=w_human, log_lik=log_lik)
     d.update({**_priors(p), "firth": _firth_code(firth, allowed=(0, 1))})
     return d
 
 
 # --------------------------------------------------------------------------- dial_calibrate.stan
-def dial_calibrate_data(H: CellTable, M: np.ndarray, *, ties: str | None = None,
+def dial_calibrate_data(H: CellTable, M: np.ndarray, *, family: Family = BINARY,
                         priors: Mapping[str, float] | None = None, log_lik: bool = True) -> dict[str, Any]:
     """Return the data of ``dial_calibrate.stan``: human cells ``H`` and bases ``M`` of shape ``(n_draws, N, d)``."""
     M = np.asarray(M, float)
     if M.ndim != 3 or M.shape[0] < 1 or M.shape[2] < 1:
         raise ArgumentError(f"M must have shape (n_draws, N, d) with n_draws, d >= 1, got {M.shape}")
     p = merge_priors(DIAL_SAMPLE_PRIORS, priors, "dial_sample.stan")
-    d = schema_data(empty_cells(), H, N=M.shape[1], K=0, order=False, ties=ties, log_lik=log_lik)
+    d = schema_data(empty_cells(), H, N=M.shape[1], K=0, order=False, family=family, log_lik=log_lik)
     d.update({"n_draws": M.shape[0], "d": M.shape[2], "M": M,
               **_priors({k: p[k] for k in ("c_sd", "beta_sd", "log_nu_mean", "log_nu_sd")})})
     return d
@@ -503,19 +493,18 @@ def standata(
     if len(lambda_) != 1:
         raise ArgumentError(f"standata takes one weight lambda_, got {lambda_!r}")
     w_llm = float(lambda_[0]) * data.n_human / data.n_llm if spec.lambda_ else 1.0
-    ties, order, shared = spec.ties, spec.order, spec.covariate_effects == "shared"
+    family, order, shared = family_of(spec.ties), spec.order, spec.covariate_effects == "shared"
     if program != "judges" and not isinstance(spec.rank, int):
         raise ArgumentError(f"program {program!r} needs one rank; method {spec.method!r} gives rank={spec.rank!r}")
     if program == "dial":
         ch = Chart.for_data(data, cast(int, spec.rank), spec.calibration, order, shared)
-        d = dial_data(data, ch, w_llm=w_llm, w_human=1.0, priors=priors, ties=ties, log_lik=True)
+        d = dial_data(data, ch, w_llm=w_llm, w_human=1.0, priors=priors, family=family, log_lik=True)
     elif program == "dial_sample":
-        d = dial_sample_data(data, rank=cast(int, spec.rank), calibration=spec.calibration, order=order, ties=ties,
+        d = dial_sample_data(data, rank=cast(int, spec.rank), calibration=spec.calibration, order=order, family=family,
                              w_llm=w_llm, priors=priors, shared=shared)[0]
     else:
-        tie = ties is not None
-        H = human_cell_table(data, ties=tie) if include_human and data.n_human > 0 else None
-        d = judges_data(llm_cell_table(data, ties=tie), H, N=data.N, K=data.K, order=order, ties=ties,
+        H = human_cell_table(data, family) if include_human and data.n_human > 0 else None
+        d = judges_data(llm_cell_table(data, family), H, N=data.N, K=data.K, order=order, family=family,
                         w_llm=w_llm, priors=priors)
     return with_extra(d, extra)
 
@@ -592,16 +581,13 @@ def dial_sample_inits(
 
 def tie_start(d: Mapping[str, Any]) -> np.ndarray:
     """Return the starting log tie parameters (judges, then people) of the Stan data ``d``."""
-    from pydial.model.families import family_of
-
     code, K, H = int(d["ties"]), int(d["K"]), int(d["H"])
     if code == 0:
         return np.zeros(0)
     counts = np.vstack([np.asarray(d["cell_counts"]).reshape(-1, 3), np.asarray(d["human_counts"]).reshape(-1, 3)])
     judge = np.concatenate([np.asarray(d["cell_judge"], np.int64) - 1, np.full(H, K)])
-    ties = {v: k for k, v in TIES_CODE.items()}[code]
-    assert ties is not None  # code != 0
-    return np.asarray([family_of(ties).log_nu_start(counts[judge == g]) for g in range(K + (1 if H else 0))], float)
+    family = next(f for f in FAMILIES.values() if f.code == code)
+    return np.asarray([family.log_nu_start(counts[judge == g]) for g in range(K + (1 if H else 0))], float)
 
 
 def _householder_perp(e: np.ndarray) -> np.ndarray:
