@@ -1,47 +1,12 @@
-r"""NUTS posteriors of the DIAL models as arviz data (a DataTree on arviz 1.x, an InferenceData on 0.x).
+r"""NUTS posteriors of the DIAL models as arviz data (:func:`posterior`; a DataTree on arviz 1.x, an InferenceData on 0.x).
 
-``method="dial-ada"`` (and ``"dial-nopos"``, ``"dial-anc"``) samples
-``stan/dial_sample.stan`` (the structured model in an identified
-parameterization, optional Davidson-Beaver or Rao-Kupper ties);
-``method="judges"`` and ``method="human"`` sample ``stan/judges.stan`` (each
-judge's own order-effect BTL; the people as one more judge, or alone).
-
-``options={"program": PATH}`` samples a user's program (a shipped one's ``#include`` lines plus
-additions) on the same data dictionary (:func:`pydial.stan.standata`, plus ``extra``); its own
-variables come back labelled by the judges, the people and the items where their sizes
-say so (:func:`pydial.stan.user_programs.user_axes`).
-
-The returned object has the groups ``posterior`` (identified quantities only,
-with dimensions named ``item``, ``judge``, ``rank``, ``basis``, ``tie_judge``),
-``log_likelihood`` (``log_lik`` per cell, dimension ``cell``; one cell is one
-``(judge, i, j, a)`` combination, so LOO is leave-one-cell-out; with
-``log_lik="judgment"`` one value per judgment, dimension ``judgment``),
-``posterior_predictive`` (replicated counts ``wins_i, wins_j, ties`` per
-cell, drawn by the program's ``paired_rng``, for arviz's posterior predictive
-plots: :func:`pydial.stan.idata.plot_ppc`),
-``observed_data`` (the outcome counts per cell) and ``sample_stats``.  Its
-``attrs`` record the program, backend, priors, weights and any sampler
-problems (which are also raised as :class:`~pydial.stan.SamplerWarning`).
-
-The layout is the same on both backends.  On CmdStan a single run is
-converted by arviz's ``from_cmdstanpy`` (posterior, ``log_lik``, sampler
-statistics), keeping the posterior variables pydial reports and adding the
-derived ones, the replicated counts split into the three outcome variables,
-and ``observed_data``; on httpstan, and for results combined from two runs
-(the cut posterior, ``b_stage="llm-only"``), the ``(chain, draw, *shape)``
-arrays (:class:`SampleResult`) are assembled by ``arviz.from_dict``.  Both go
-through :mod:`pydial.stan.idata`, the one module that knows the arviz version:
-an :class:`xarray.DataTree` on arviz 1.x, an ``arviz.InferenceData`` on arviz
-0.x (Python 3.11), with the same groups, coordinates and root ``attrs``.
-
-``attrs["estimand"]`` records what the posterior estimates -- the
-:class:`~pydial.ModelSpec` of its estimator and, beside it, where ``b`` comes from,
-the scores' variable and the data's fingerprint (:class:`~pydial.stan.dial_posterior.Estimand`)
--- so that :func:`pydial.stan.compare_intervals` compares a fit's spec with the posterior's;
-``posterior(data, like=result)`` samples that posterior (``dial-anc``: the cut posterior,
-``stan/dial_calibrate.stan``).  The record
-is written on the root and on the ``posterior`` group and survives
-``to_netcdf`` / ``from_netcdf``.
+The DIAL methods sample ``stan/dial_sample.stan`` (the cut posterior of ``dial-anc`` adds
+``stan/dial_calibrate.stan``, :mod:`pydial.stan.dial_posterior`), ``judges`` and ``human``
+sample ``stan/judges.stan``, and ``options={"program": PATH}`` a user's copy of either
+(:mod:`pydial.stan.user_programs`).  The groups, coordinates and ``attrs`` are laid out by
+:mod:`pydial.stan.layout` through :mod:`pydial.stan.idata`, the one module that knows the
+arviz version; ``attrs["estimand"]`` is the :class:`~pydial.stan.dial_posterior.Estimand`
+record (the spec of the estimator) that :func:`pydial.stan.compare_intervals` checks.
 """
 
 from __future__ import annotations
@@ -272,131 +237,94 @@ def posterior(
     data : Comparisons
         Validated judgments.
     method : {"dial-ada", "dial-anc", "dial-nopos", "judges", "human"}, default "dial-ada"
-        The estimator whose posterior is sampled, in :func:`pydial.fit`'s
-        vocabulary; the default is :func:`pydial.fit`'s and the command line's
-        (:data:`pydial.estimation.spec.DEFAULT_METHOD`).  ``"dial-ada"``:
-        ``dial_sample.stan``, the structured model with the LLM weight
-        ``lambda_`` (default: the ordinary posterior);
-        ``"dial-anc"``: its cut posterior (``lambda = inf``); ``"dial-nopos"``:
-        ``"dial-ada"`` without order effects; ``"judges"``: each LLM judge's own
-        order-effect model (``S``, and ``s_judges``, the mean of the judges'
-        scores, which is what ``pydial.fit(method="judges")`` reports) plus the
-        people's own scores ``s_H`` (``include_human``); ``"human"``: the people
-        alone (BTL, or a tie model with ``ties``).  ``pooled`` and ``atc`` have no
-        posterior counterpart.
+        The estimator whose posterior is sampled, in :func:`pydial.fit`'s vocabulary (its default,
+        :data:`pydial.estimation.spec.DEFAULT_METHOD`).  ``"dial-ada"``: ``dial_sample.stan``, the
+        structured model at the LLM weight ``lambda_`` (default: the ordinary posterior);
+        ``"dial-anc"``: its cut posterior (``lambda = inf``); ``"dial-nopos"``: without order
+        effects; ``"judges"``: each LLM judge's own order-effect model (``S``, and ``s_judges``, the
+        mean of the judges' scores that ``pydial.fit(method="judges")`` reports) plus the people's
+        scores ``s_H`` (``include_human``); ``"human"``: the people alone.  ``pooled`` and ``atc``
+        have no posterior counterpart.
     spec : ModelSpec, optional
-        The model as a specification (``result.spec`` of a fit, or :class:`pydial.ModelSpec`
-        built by hand): its method, rank, calibration, tie family, ``covariate_effects`` and,
-        when it holds a single weight, ``lambda_``.  Overrides ``method`` and the model
-        keywords.
+        The model as a specification (``result.spec``, or built by hand): its method, rank,
+        calibration, ties, ``covariate_effects`` and, when it holds a single weight, ``lambda_``.
+        Overrides ``method`` and the model keywords.
     like : DialResult, optional
-        Sample the posterior of exactly this fit's estimator: its model,
-        rank, calibration, weight ``lambda`` (``dial-ada`` at its selected
-        weight, ``dial-anc`` as the cut posterior ``lambda_=inf``), tie model and
-        order-effect convention.  Overrides ``method``, ``rank``,
-        ``calibration``, ``ties``, ``lambda_``, ``include_human`` and
-        ``b_stage``.  Raises :class:`~pydial.exceptions.EstimandMismatchError`
-        for a fit without a posterior counterpart (``pooled``, ``atc``, a
-        penalized fit), :class:`~pydial.ArgumentTypeError` for anything but a
-        fit result (a method's name goes to ``method=``, a spec to ``spec=``).
+        Sample the posterior of exactly this fit's estimator: its model, rank, calibration, weight
+        (``dial-ada`` at its selected weight, ``dial-anc`` as the cut posterior), ties and
+        order-effect convention; overrides ``method``, the model keywords, ``include_human`` and
+        ``b_stage``.  A fit without a posterior counterpart (``pooled``, ``atc``, penalized) raises
+        :class:`~pydial.exceptions.EstimandMismatchError`, anything but a fit result
+        :class:`~pydial.ArgumentTypeError` (a method's name goes to ``method=``, a spec to ``spec=``).
     chains, draws, warmup : int
         NUTS chains, post-warmup draws per chain, warmup iterations.
     seed : int, optional
         Random seed of the sampler and of the initial-value jitter.
     algorithm : {"nuts", "laplace", "pathfinder"}, default "nuts"
-        ``"nuts"``: Stan's NUTS (``chains`` x ``draws`` after ``warmup``).  The two
-        fast approximations are CmdStan's (``backend="cmdstanpy"``; httpstan has
-        neither and raises :class:`~pydial.stan.StanBackendError`), each giving
-        ``chains * draws`` draws as one chain: ``"laplace"``, the normal
-        approximation at the posterior mode on the unconstrained scale (Jacobian
-        included), mapped back; ``"pathfinder"``, multi-path Pathfinder with
-        importance resampling.  Same estimand record, layout and
-        :func:`~pydial.stan.compare_intervals` support as NUTS; ``sample_stats``
-        holds the approximation's log densities instead of NUTS statistics, and
-        R-hat / ESS are not computed (the draws are independent).  The second
-        stage of the cut posterior (``lambda_=inf``) stays NUTS: it is exact given
-        each first-stage draw.
+        Stan's NUTS, or one of CmdStan's approximations (``backend="cmdstanpy"``; httpstan raises
+        :class:`~pydial.stan.StanBackendError`), ``chains * draws`` draws as one chain:
+        ``"laplace"``, the normal approximation at the mode on the unconstrained scale (Jacobian
+        included), mapped back; ``"pathfinder"``, multi-path Pathfinder with importance resampling.
+        Same estimand record, layout and :func:`~pydial.stan.compare_intervals` support;
+        ``sample_stats`` holds the log densities, and R-hat / ESS are not computed (independent
+        draws).  The cut posterior's second stage stays NUTS (exact given each first-stage draw).
     backend : {"cmdstanpy", "httpstan"} or None
         See :func:`pydial.stan.stan_backend`.
     priors : mapping, optional
-        Overrides of the default priors, which are tabulated, with what each
-        scale means, in :data:`pydial.stan.schema.DIAL_SAMPLE_PRIORS`
-        (DIAL methods: normal priors on the mean judge score ``S'1/K``, the
-        deviations of ``gamma``, the item side ``Z`` of ``U V' = P Z'`` with a
-        uniform judge frame ``P``, ``b``, ``c`` and ``log nu``) and
-        :data:`~pydial.stan.schema.JUDGES_PRIORS` (``"judges"`` and
-        ``"human"``); the program headers state the same priors.  A scale of 0
-        makes that block flat.  ``attrs["priors"]`` records the priors used.
+        Overrides of the default priors, tabulated with what each scale means in
+        :data:`pydial.stan.schema.DIAL_SAMPLE_PRIORS` (DIAL methods: the mean judge score ``S'1/K``,
+        the deviations of ``gamma``, the item side ``Z`` of ``U V' = P Z'``, ``b``, ``c``, ``log nu``)
+        and :data:`~pydial.stan.schema.JUDGES_PRIORS` (``"judges"``, ``"human"``), as the program
+        headers state them; a scale of 0 is flat.  ``attrs["priors"]`` records the priors used.
     options : mapping, optional
-        The rarer sampler and extension options, by name (their defaults in
-        :data:`POSTERIOR_OPTIONS`); an unknown name is an :class:`~pydial.ArgumentTypeError`:
+        The rarer sampler and extension options (defaults in :data:`POSTERIOR_OPTIONS`; an unknown
+        name is an :class:`~pydial.ArgumentTypeError`):
 
         init : "point-start", "random" or list of dict
-            ``"point-start"`` (default): the point fits' start
-            :func:`pydial.estimation.glm.initial_theta` (ridge judge-wise BTL fits, the
-            consensus SVD of their scores and the people's scores projected on the
-            calibration basis), where each chain of a DIAL method starts, jittered; the
-            other models start as with ``"random"``.  ``"random"``: Stan's uniform(-2, 2) start on the
-            unconstrained scale.  Or one dict of initial values per chain.
+            ``"point-start"`` (default): each chain of a DIAL method starts at the point fits' start
+            :func:`pydial.estimation.glm.initial_theta` (ridge judge-wise BTL fits, the consensus SVD
+            of their scores, the people's scores projected on the calibration basis), jittered; the
+            other models as with ``"random"``, Stan's uniform(-2, 2) on the unconstrained scale.  Or
+            one dict of initial values per chain.
         adapt_delta, max_depth : float, int
             NUTS target acceptance rate and maximum tree depth.
         refresh : int, optional
-            Progress-report interval of the sampler (iterations); shown only with
-            ``quiet=False``.
+            The sampler's progress interval (iterations), shown with ``quiet=False``.
         quiet : bool, default True
-            Keep the backends' progress output and log messages off the console
-            (a compilation is still announced by one line on stderr).
+            Keep the backends' output and log messages off the console (a compilation is still
+            announced by one line on stderr).
         progress : bool, optional
-            A ``tqdm`` progress bar instead of the backends' progress lines
-            (httpstan: one bar over all chains; CmdStan: cmdstanpy's bar per
-            chain).  Default: shown only when stderr is a terminal.
+            A ``tqdm`` bar instead of the backends' progress lines (httpstan: one over all chains;
+            CmdStan: cmdstanpy's per chain).  Default: when stderr is a terminal.
         win_prob : bool, optional
-            Store the ``N x N`` human win probabilities: ``win_prob[i, j]`` is the
-            probability that people prefer item ``i`` to item ``j`` in one comparison,
-            the family's ``P(i wins)`` at ``eta = s_H[i] - s_H[j]`` with the people's
-            ``nu`` (:meth:`pydial.model.families.Family.probabilities`, first column):
-            ``sigma(s_i - s_j)`` without ties; a tie is not a win (default: when ``N <= 30``).
+            Store ``win_prob[i, j]``, the probability that people prefer item ``i`` to ``j`` in one
+            comparison: the family's ``P(i wins)`` at ``s_H[i] - s_H[j]`` with the people's ``nu``
+            (:meth:`pydial.model.families.Family.probabilities`; a tie is not a win).  Default:
+            when ``N <= 30``.
         include_human : bool
             ``method="judges"``: add the people (their own scores ``s_H``).
         b_stage : {"joint", "llm-only"}
-            DIAL methods: where the posterior's order effects ``b`` come from.
-            ``"joint"`` (default): the (weighted) joint posterior;
-            ``"llm-only"``: a second NUTS run of the LLM-only structured model at
-            weight 1, the counterpart of the frequentist DIAL fits, whose position
-            effects come from their LLM-only stage (``b_joint`` then keeps the
-            joint posterior's draws).  The two runs are independent: do not read
-            joint quantities of ``b`` with the other variables.  (``lambda_=inf`` is
-            always ``"llm-only"``.)
+            DIAL methods: where ``b`` comes from.  ``"joint"`` (default): the (weighted) joint
+            posterior; ``"llm-only"``: a second, independent NUTS run of the LLM-only structured
+            model at weight 1, as the frequentist DIAL fits take ``b`` from their LLM-only stage
+            (``b_joint`` keeps the joint draws; do not read joint quantities of ``b`` with the other
+            variables).  ``lambda_=inf`` is always ``"llm-only"``.
         log_lik : {"cell", "judgment"}, default "cell"
-            Unit of the pointwise log-likelihood (and of ``observed_data`` and
-            ``posterior_predictive``).  ``"cell"`` (default): one value per
-            aggregated cell ``(judge, i, j, a)``, so LOO leaves out a whole cell;
-            ``"judgment"``: one value per judgment (dimension ``judgment``,
-            labels ``cell/outcome#n``), for leave-one-judgment-out LOO.  The
-            posterior is the same (the programs then read one cell per judgment,
-            which only drops the constant multinomial coefficients; sampling
-            takes longer on large data).
+            Unit of ``log_lik``, ``observed_data`` and ``posterior_predictive``: one aggregated cell
+            ``(judge, i, j, a)`` (LOO leaves out a cell), or one judgment (dimension ``judgment``,
+            labels ``cell/outcome#n``; the programs read one cell per judgment, which drops only the
+            constant multinomial coefficients and samples more slowly on large data).
         program : str, optional
-            Path to a ``.stan`` file to sample instead of the shipped program of
-            ``method`` (``dial_sample.stan`` or ``judges.stan``): the shipped
-            program's ``#include`` lines plus its additions (README "Extending a
-            Stan program"), reading the same data (the shared schema of
-            :func:`pydial.stan.schema`) plus ``extra``; the names of ``extra``
-            are checked against the program's ``data`` block before anything is
-            compiled.  Its ``#include`` lines
-            find pydial's include files.  Every variable it outputs goes to the
-            posterior group (dimensions named as for the shipped program where the
-            names agree); it must write ``log_lik`` and ``counts_rep`` as the
-            shipped programs do.  The program's own variables (those the shipped
-            program does not output) are labelled by their sizes, axis by axis: an
-            axis of size ``K`` (the LLM judges) gets the dimension ``judge`` with the
-            judges' names; ``K + 1`` (the program's group index: the judges, then the
-            people at index ``K + 1`` in Stan) gets ``judge_human`` with the judges'
-            names and ``data.human_judge`` (``"human"``); ``N`` gets ``item`` with the
-            items' names.  A repeated dimension is suffixed (``item``, ``item_j``); a
-            size that two of these share (e.g. ``K = N``) labels nothing, and an
-            unlabelled axis is ``<name>_dim_<axis>`` (0-based).  E.g. the ``vector[K + 1]
-            kappa`` of :func:`pydial.stan.example_program` ``("tie_gap")`` comes back as
+            Path to a ``.stan`` file sampled instead of ``dial_sample.stan`` or ``judges.stan``: the
+            shipped program's ``#include`` lines plus additions (README "Extending a Stan program"),
+            reading the same data (:func:`pydial.stan.standata`) plus ``extra``, whose names are
+            checked against its ``data`` block before anything is compiled.  It must write
+            ``log_lik`` and ``counts_rep`` as the shipped programs do; every variable it outputs goes
+            to the posterior group.  Its own variables are labelled axis by axis by size: ``K`` is
+            ``judge``, ``K + 1`` (the judges, then the people) ``judge_human`` (names and
+            ``data.human_judge``), ``N`` ``item``; a repeated dimension is suffixed (``item_j``), a
+            size two of them share labels nothing, and an unlabelled axis is ``<name>_dim_<axis>``.
+            E.g. ``vector[K + 1] kappa`` of :func:`pydial.stan.example_program` ``("tie_gap")`` is
             ``kappa`` over ``judge_human``.
         extra : mapping, optional
             More data for ``program``.
@@ -408,49 +336,39 @@ def posterior(
         calibration : {"mu", "W"} or None, default "mu"
             Human calibration basis (``None``: LLM judges only).
         ties : {None, "davidson", "rao-kupper"}
-            ``"davidson"``: use the tie outcomes (:meth:`Comparisons.tie_cells`)
-            with a Davidson tie parameter per judge and one for the people, with
-            the Davidson-Beaver order effect; ``"rao-kupper"``: the Rao-Kupper
-            threshold model instead; ``None``: decisive outcomes only.
+            The tie outcomes (:meth:`Comparisons.tie_cells`) with a tie parameter per judge and one
+            for the people: Davidson with the Davidson-Beaver order effect, or Rao-Kupper's
+            threshold model; ``None``: decisive outcomes only.
         ``lambda_`` : float, optional
-            LLM weight ``lambda`` of eq. weighted-loss: the LLM log-likelihood is
-            multiplied by ``lambda n_H / n_LLM`` (a power posterior whose
-            log-likelihood is ``-n_H Q_lambda``).  Default ``None`` = weight 1, the
-            ordinary posterior (``lambda = n_LLM / n_H``).  ``lambda_=inf`` (the
-            default of ``method="dial-anc"``) is the anchored estimator's
-            counterpart, the *cut* posterior: the LLM structure from the LLM-only
-            posterior, then the calibration ``c`` given each draw of the basis ``M``
-            from the human judgments alone (``stan/dial_calibrate.stan``).  The DIAL
-            methods only.
+            LLM weight ``lambda`` of eq. weighted-loss: the LLM log-likelihood is multiplied by
+            ``lambda n_H / n_LLM`` (a power posterior with log-likelihood ``-n_H Q_lambda``).
+            Default ``None``: weight 1, the ordinary posterior (``lambda = n_LLM / n_H``).
+            ``lambda_=inf`` (``method="dial-anc"``) is the *cut* posterior: the LLM structure from
+            the LLM-only posterior, then the calibration ``c`` given each draw of the basis ``M``
+            from the human judgments alone (``stan/dial_calibrate.stan``).  DIAL methods only.
         covariate_effects : {"judge", "shared"}, default "judge"
-            With data that carry response covariates (``Comparisons.from_frame(...,
-            covariates=)``) every program adds ``z' beta`` to the linear predictor:
-            ``"judge"`` gives each LLM judge its own effects, ``"shared"`` one row for all
-            LLM judges (DIAL methods); the people have their own.  The posterior then has
-            ``beta`` over ``(beta_judge, covariate)`` (prior ``beta_sd`` of the priors
-            tables), and the scores are style-controlled, as in :func:`pydial.fit`.
+            With response covariates (``Comparisons.from_frame(..., covariates=)``) every program
+            adds ``z' beta`` to the linear predictor: each LLM judge its own effects, or one row for
+            all LLM judges (``"shared"``, DIAL methods); the people have their own.  The posterior
+            has ``beta`` over ``(beta_judge, covariate)`` (prior ``beta_sd``), and the scores are
+            style-controlled, as in :func:`pydial.fit`.
 
     Returns
     -------
     xarray.DataTree or arviz.InferenceData
-        An ``xarray.DataTree`` on arviz 1.x, an ``arviz.InferenceData`` on arviz 0.x
-        (:mod:`pydial.stan.idata`), with the same groups, coordinates and ``attrs``:
-        groups ``posterior``, ``log_likelihood`` (``log_lik``, dim ``cell``),
-        ``posterior_predictive`` (replicated ``wins_i, wins_j, ties``, dim
-        ``cell``), ``observed_data``, ``sample_stats``.  ``attrs["estimand"]``
-        (JSON) records what the posterior estimates
-        (:class:`~pydial.stan.dial_posterior.Estimand`, read back by :func:`pydial.stan.estimand`):
-        ``spec``, the :class:`~pydial.ModelSpec` of the frequentist estimator it
-        corresponds to (:meth:`~pydial.ModelSpec.to_record`; at one weight
-        ``lambda_``, the effective one of the ordinary posterior; the cut posterior is
-        ``dial-anc``; null for the LLM-only posterior, ``calibration=None``), and beside
-        it ``b_source`` (``"joint"``, ``"llm-only"``, ``"judge"`` or ``"none"``),
-        ``scores`` (the posterior variable that holds the method's scores), ``data``
-        (the data's fingerprint) and ``program`` (a user's program, or null);
-        :func:`pydial.stan.compare_intervals` checks a fit against it.  ``attrs["sampler_problems"]`` lists the
-        problems found (JSON list of strings); ``attrs["sampler_diagnostics"]``
-        (JSON) has R-hat, bulk and tail ESS per monitored scalar, named by the
-        coordinates (``s_H[gpt-4]``).
+        A DataTree on arviz 1.x, an InferenceData on arviz 0.x (:mod:`pydial.stan.idata`), with
+        the same groups ``posterior``, ``log_likelihood`` (``log_lik``, dim ``cell``),
+        ``posterior_predictive`` (replicated ``wins_i, wins_j, ties``), ``observed_data`` and
+        ``sample_stats``.  ``attrs["estimand"]`` (JSON, read back by :func:`pydial.stan.estimand`;
+        :class:`~pydial.stan.dial_posterior.Estimand`) records what it estimates: ``spec``, the
+        :class:`~pydial.ModelSpec` of the frequentist estimator at one weight (the ordinary
+        posterior's effective one; the cut posterior is ``dial-anc``; null for the LLM-only
+        posterior), ``b_source`` (``"joint"``, ``"llm-only"``, ``"judge"``, ``"none"``),
+        ``scores`` (the variable of the method's scores), ``data`` (the data's fingerprint) and
+        ``program`` (a user's program, or null); :func:`pydial.stan.compare_intervals` checks a
+        fit against it.  ``attrs["sampler_problems"]`` lists the problems (JSON);
+        ``attrs["sampler_diagnostics"]`` has R-hat, bulk and tail ESS per monitored scalar, named
+        by the coordinates (``s_H[gpt-4]``).
 
     Raises
     ------
@@ -465,11 +383,10 @@ def posterior(
     Warns
     -----
     SamplerWarning
-        Divergences, tree-depth saturation, low E-BFMI, R-hat > 1.01 or bulk /
-        tail ESS below 100 per chain on the identified quantities, and (``dial``)
-        a consensus strength near 0: a posterior near ``S' 1 = 0``, where the mean
-        judge score no longer carries the consensus direction ``mu`` (the trap that
-        ``dial_sample.stan``'s parameterization keeps the sampler away from).
+        Divergences, tree-depth saturation, low E-BFMI, R-hat > 1.01 or bulk / tail ESS below 100
+        per chain on the identified quantities, and (DIAL) a consensus strength near 0: a posterior
+        near ``S' 1 = 0``, where the mean judge score no longer carries the consensus direction
+        ``mu`` (the trap ``dial_sample.stan``'s parameterization keeps the sampler away from).
 
     Examples
     --------

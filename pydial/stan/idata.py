@@ -1,22 +1,10 @@
-"""The InferenceData layer: the one module that knows which arviz is installed.
+"""The one module that knows which arviz is installed: posteriors are built and read through it only.
 
-pydial builds and reads posteriors through these functions only, so that every
-other module is written once for both arviz generations:
-
-* **arviz 1.x** (the ArviZverse: ``arviz-base`` converters, ``arviz-stats``
-  diagnostics, ``arviz-plots``) represents a posterior as an
-  :class:`xarray.DataTree`; ``from_dict`` takes one dictionary keyed by group,
-  and its ``attrs=`` is keyed by group too (flat attributes are dropped with a
-  warning), so pydial writes its record on the tree's root after building it.
-* **arviz 0.x** (0.17 or newer; the newest arviz on Python 3.11) represents it
-  as ``arviz.InferenceData``, whose ``from_dict`` takes one keyword per group.
-
-Both carry the same groups, variables, coordinates and root ``attrs`` (the
-estimand record, the program, the priors and the sampler diagnostics as JSON
-text), and both survive ``to_netcdf`` / ``from_netcdf`` (through ``h5netcdf``,
-a dependency of pydial). :func:`posterior_attrs` reads the root attributes of
-either, falling back to the ``posterior`` group, where pydial stores the
-estimand record a second time.
+arviz 1.x represents a posterior as an :class:`xarray.DataTree` (``from_dict`` keyed by group, its
+``attrs=`` keyed by group too, so pydial writes its record on the root afterwards); arviz 0.x (0.17
+or newer, the newest on Python 3.11) as ``arviz.InferenceData``.  Both carry the same groups,
+variables, coordinates and root ``attrs`` (JSON text) and survive ``to_netcdf`` / ``from_netcdf``;
+:func:`posterior_attrs` falls back to the ``posterior`` group, which holds the estimand record too.
 """
 
 from __future__ import annotations
@@ -55,19 +43,7 @@ def _version(text: str) -> tuple[int, int]:
 
 
 def arviz() -> Any:
-    """Import arviz and check that pydial supports its version.
-
-    Returns
-    -------
-    module
-        The ``arviz`` module.
-
-    Raises
-    ------
-    pydial.exceptions.DependencyError
-        arviz is missing, or older than :data:`ARVIZ_MIN`, or of a major version
-        after 1 (not yet supported).
-    """
+    """Return the ``arviz`` module; a :class:`~pydial.exceptions.DependencyError` when it is missing or outside 0.17-1.x."""
     from ..exceptions import DependencyError
 
     try:
@@ -97,12 +73,7 @@ def _below_error(record: logging.LogRecord) -> bool:
 
 @contextmanager
 def quiet_arviz() -> Iterator[None]:
-    """Hold back arviz's log lines below ERROR (e.g. ``Shape validation failed`` for one chain) inside the block.
-
-    pydial converts draws and computes R-hat, ESS and E-BFMI itself and reports the problems in
-    its own words (its sampler warnings), so a log line of arviz would only repeat them in
-    another form.
-    """
+    """Hold back arviz's log lines below ERROR inside the block (pydial reports the sampler's problems itself)."""
     az = arviz()
     found = [getattr(az, "_log", None), *(logging.getLogger(name) for name in ARVIZ_LOGGERS)]
     loggers = list({id(x): x for x in found if isinstance(x, logging.Logger)}.values())
@@ -117,23 +88,9 @@ def quiet_arviz() -> Iterator[None]:
 
 def build(groups: Mapping[str, Mapping[str, np.ndarray]], *, coords: Mapping[str, Any],
           dims: Mapping[str, Sequence[str]], attrs: Mapping[str, Any]) -> Any:
-    """Build a posterior object from ``(chain, draw, *shape)`` arrays per group.
+    """Return a posterior object (DataTree / InferenceData) of ``(chain, draw, *shape)`` arrays per group, with root ``attrs``.
 
-    Parameters
-    ----------
-    groups : mapping of str to mapping of str to ndarray
-        Group name (``"posterior"``, ``"log_likelihood"``, ``"posterior_predictive"``,
-        ``"observed_data"``, ``"sample_stats"``) to its variables; observed data have
-        no chain and draw dimensions.
-    coords, dims : mapping
-        Coordinate values by dimension name, and dimension names by variable.
-    attrs : mapping
-        Root attributes (strings and numbers; pydial writes its records as JSON text).
-
-    Returns
-    -------
-    xarray.DataTree or arviz.InferenceData
-        A DataTree on arviz 1.x, an InferenceData on arviz 0.x.
+    ``groups``: group name to its variables (observed data without chain and draw); ``coords``, ``dims``: as arviz's.
     """
     az = arviz()
     groups = {g: dict(v) for g, v in groups.items() if v}
@@ -147,19 +104,7 @@ def build(groups: Mapping[str, Mapping[str, np.ndarray]], *, coords: Mapping[str
 
 
 def assemble(datasets: Mapping[str, Any], attrs: Mapping[str, Any]) -> Any:
-    """Build a posterior object from one :class:`xarray.Dataset` per group (as :func:`build` returns it).
-
-    Parameters
-    ----------
-    datasets : mapping of str to xarray.Dataset
-        Group name to its dataset.
-    attrs : mapping
-        Root attributes.
-
-    Returns
-    -------
-    xarray.DataTree or arviz.InferenceData
-    """
+    """Return a posterior object of one :class:`xarray.Dataset` per group, with root ``attrs``."""
     az = arviz()
     if arviz_major() >= 1:
         import xarray as xr
@@ -179,16 +124,7 @@ def _set_attrs(obj: Any, attrs: Mapping[str, Any]) -> None:
 
 
 def group_names(obj: Any) -> list[str]:
-    """Return the names of the groups of a posterior object (``["posterior", "log_likelihood", ...]``).
-
-    Parameters
-    ----------
-    obj : xarray.DataTree or arviz.InferenceData
-
-    Returns
-    -------
-    list of str
-    """
+    """Return the group names of a posterior object (``["posterior", "log_likelihood", ...]``)."""
     children = getattr(obj, "children", None)
     if isinstance(children, Mapping):  # DataTree
         return list(children)
@@ -196,37 +132,14 @@ def group_names(obj: Any) -> list[str]:
 
 
 def group_dataset(obj: Any, name: str) -> Any:
-    """Return one group of a posterior object as an :class:`xarray.Dataset`.
-
-    Parameters
-    ----------
-    obj : xarray.DataTree or arviz.InferenceData
-    name : str
-        The group (``"posterior"``, ``"sample_stats"``, ...).
-
-    Returns
-    -------
-    xarray.Dataset
-    """
+    """Return the group ``name`` of a posterior object as an :class:`xarray.Dataset`."""
     if isinstance(getattr(obj, "children", None), Mapping):  # DataTree
         return obj[name].to_dataset()
     return getattr(obj, name)
 
 
 def posterior_attrs(obj: Any) -> dict[str, Any]:
-    """Return the root attributes of a posterior object, completed by those of its ``posterior`` group.
-
-    Parameters
-    ----------
-    obj : xarray.DataTree, arviz.InferenceData or anything with ``attrs``
-
-    Returns
-    -------
-    dict
-        The root attributes; a key found only on the ``posterior`` group (as the
-        estimand record after a round trip that kept group attributes only) is
-        taken from there.
-    """
+    """Return the root attributes of a posterior object, completed by those found only on its ``posterior`` group."""
     out: dict[str, Any] = {}
     has_groups = isinstance(getattr(obj, "children", None), Mapping) or hasattr(obj, "groups")
     if has_groups and "posterior" in group_names(obj):
@@ -242,19 +155,7 @@ def convert_to_dataset(draws: Mapping[str, np.ndarray]) -> Any:
 
 
 def rhat_ess(x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Compute the rank-normalized split R-hat, bulk ESS and tail ESS of ``(chain, draw, *shape)`` draws, per scalar.
-
-    Parameters
-    ----------
-    x : ndarray
-        Draws of one variable.
-
-    Returns
-    -------
-    rhat, ess_bulk, ess_tail : ndarray
-        Each of shape ``x.shape[2:]`` (arviz's ``rhat(method="rank")`` and
-        ``ess(method="bulk" | "tail")``, Vehtari et al. 2021).
-    """
+    """Return arviz's rank-normalized split R-hat, bulk and tail ESS of ``(chain, draw, *shape)`` draws, each ``x.shape[2:]``."""
     az = arviz()
     ds = convert_to_dataset({"x": np.asarray(x, dtype=float)})
     with quiet_arviz():
@@ -274,20 +175,7 @@ def bfmi(energy: np.ndarray) -> np.ndarray:
 
 
 def loo(obj: Any) -> dict[str, float]:
-    """Compute PSIS-LOO of a posterior's ``log_lik`` (``arviz.loo``), in the same terms on every arviz version.
-
-    Parameters
-    ----------
-    obj : xarray.DataTree or arviz.InferenceData
-        With a ``log_likelihood`` group.
-
-    Returns
-    -------
-    dict
-        ``elpd_loo`` and its standard error ``se``, the effective number of
-        parameters ``p_loo``, ``n_data_points`` and the largest Pareto ``k``
-        (``max_pareto_k``).
-    """
+    """Return PSIS-LOO of ``log_lik`` on every arviz version: ``elpd_loo, se, p_loo, n_data_points, max_pareto_k``."""
     res = arviz().loo(obj, pointwise=True)
     if hasattr(res, "elpd"):  # arviz 1.x (ELPDData attributes)
         elpd, se, p = res.elpd, res.se, res.p
@@ -298,19 +186,9 @@ def loo(obj: Any) -> dict[str, float]:
 
 
 def compare(models: Mapping[str, Any]) -> Any:
-    """Compare posteriors by PSIS-LOO of the same data (``arviz.compare``), best first.
+    """Return arviz's PSIS-LOO comparison table of the named posteriors, best first (columns ``elpd_loo``, ``p_loo``, ...).
 
-    Parameters
-    ----------
-    models : mapping of str to xarray.DataTree or arviz.InferenceData
-        Name to posterior; each with a ``log_likelihood`` group over the same units.
-
-    Returns
-    -------
-    pandas.DataFrame
-        arviz's comparison table, one row per model: ``rank``, ``elpd_loo``, ``p_loo``,
-        ``elpd_diff``, ``dse``, ``weight`` and ``se`` (arviz 1.x's ``elpd`` and ``p`` are
-        given these, arviz 0.x's, names), and the columns of the installed arviz.
+    arviz 1.x's ``elpd`` and ``p`` get arviz 0.x's names; the other columns are the installed arviz's.
     """
     az = arviz()
     if arviz_major() >= 1:
@@ -319,21 +197,9 @@ def compare(models: Mapping[str, Any]) -> Any:
 
 
 def plot_ppc(obj: Any, var: str, *, num_samples: int = 20) -> Any:
-    """Plot the posterior predictive check of one observed variable (arviz-plots ``plot_ppc_dist`` / arviz 0.x ``plot_ppc``).
+    """Plot the posterior predictive check of ``var`` (``wins_i``, ``wins_j``, ``ties``) with ``num_samples`` draws.
 
-    Parameters
-    ----------
-    obj : xarray.DataTree or arviz.InferenceData
-        With ``posterior_predictive`` and ``observed_data`` groups holding ``var``.
-    var : str
-        The variable (``"wins_i"``, ``"wins_j"`` or ``"ties"``).
-    num_samples : int, default 20
-        Number of predictive draws drawn.
-
-    Returns
-    -------
-    object
-        arviz 1.x: the ``PlotCollection``; arviz 0.x: the matplotlib axes.
+    arviz-plots' ``plot_ppc_dist`` (returns its ``PlotCollection``) or arviz 0.x's ``plot_ppc`` (the axes).
     """
     az = arviz()
     if arviz_major() >= 1:

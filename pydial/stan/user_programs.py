@@ -1,9 +1,4 @@
-"""A user's Stan program sampled by :func:`pydial.stan.posterior` (``options={"program": PATH, "extra": ...}``).
-
-Its data are checked against its ``data`` block before it is compiled (:func:`check_extra`), and the
-variables it adds come back labelled by the judges, the people and the items where their sizes say
-so (:func:`user_axes`, :func:`user_dims`).
-"""
+"""A user's Stan program in :func:`pydial.stan.posterior` (``options={"program": ...}``): data checks, variable labels."""
 
 from __future__ import annotations
 
@@ -22,11 +17,9 @@ __all__ = ["USER_DIM_SUFFIXES", "user_axes", "user_dims", "add_user_variables", 
 
 
 def check_extra(program: str, extra: Mapping[str, Any] | None, model: str) -> None:
-    """Check ``extra`` against the ``data`` block of ``program``, before it is compiled.
+    """Check that ``extra`` gives exactly the data ``program`` declares beyond the schema of ``model``'s shipped program.
 
-    The program reads the data of the shipped program of ``model`` (its schema)
-    plus its own; ``extra`` must give exactly the latter.  Raises
-    :class:`~pydial.ArgumentError` naming the unknown or missing entries.
+    Raises :class:`~pydial.ArgumentError` naming the unknown or missing entries.
     """
     declared = data_names(program)
     schema = set(data_names("dial_sample" if model == "dial" else "judges"))
@@ -47,13 +40,7 @@ USER_DIM_SUFFIXES: tuple[str, ...] = ("", "_j", "_k")
 
 
 def user_axes(data: Comparisons, d: Mapping[str, Any]) -> dict[int, tuple[str, list[str]]]:
-    """Return the sizes that label an axis of a user's variable: size -> (dimension, labels).
-
-    ``K`` (the LLM judges of the program's data): dimension ``judge``, the judges'
-    names; ``K + 1`` (the judges, then the people, the program's group index):
-    ``judge_human``, the judges' names and ``data.human_judge``; ``N``: ``item``, the
-    items' names.  A size shared by two of them (e.g. ``K = N``) labels nothing.
-    """
+    """Return size -> (dimension, labels): ``K`` judge, ``K + 1`` judge_human (+ the people), ``N`` item; not shared sizes."""
     K, N = int(d["K"]), int(d["N"])
     judges = list(data.judges)[:K]
     candidates = [(K, "judge", judges), (K + 1, "judge_human", judges + [data.human_judge]), (N, "item", list(data.items))]
@@ -63,11 +50,9 @@ def user_axes(data: Comparisons, d: Mapping[str, Any]) -> dict[int, tuple[str, l
 
 def user_dims(name: str, shape: Sequence[int], axes: Mapping[int, tuple[str, list[str]]],
               coords: dict[str, Any]) -> list[str] | None:
-    """Return the dimensions of a user's variable of ``shape`` (no chain, draw), adding their labels to ``coords``.
+    """Return the dimensions of a variable of ``shape`` by :func:`user_axes` (labels to ``coords``); None: none labelled.
 
-    An axis whose size is in ``axes`` (:func:`user_axes`) gets that dimension (suffixed
-    by :data:`USER_DIM_SUFFIXES` when it repeats); any other axis ``<name>_dim_<axis>``
-    (arviz's default).  ``None`` when no axis is labelled.
+    A repeated dimension is suffixed; an unlabelled axis is ``<name>_dim_<axis>`` (arviz's default).
     """
     dims: list[str] = []
     for axis, size in enumerate(shape):
@@ -82,11 +67,7 @@ def user_dims(name: str, shape: Sequence[int], axes: Mapping[int, tuple[str, lis
 
 
 def add_user_variables(s: Any, data: Comparisons, program: str) -> None:
-    """Add every variable a user's program outputs to the posterior group, labelled by :func:`user_dims`.
-
-    Variables that the shipped program also outputs keep its dimensions; ``log_lik`` and
-    ``counts_rep`` go to their own groups.
-    """
+    """Add a user's program's own variables (not ``log_lik``, ``counts_rep``) to the posterior, labelled by :func:`user_dims`."""
     axes = user_axes(data, s.d)
     for name, v in s.res.draws.items():
         if name in s.post or name in ("log_lik", "counts_rep"):

@@ -33,18 +33,7 @@ __all__ = ["arena_subset", "run", "main"]
 
 
 def arena_subset(records: int | None) -> Comparisons:
-    """Return the bundled Arena comparisons, restricted to the first ``records`` battles.
-
-    Parameters
-    ----------
-    records : int or None
-        Number of battles kept (``None``: all).
-
-    Returns
-    -------
-    Comparisons
-        The judgments of those battles.
-    """
+    """Return the bundled Arena comparisons of the first ``records`` battles (``None``: all)."""
     from ...data.datasets import arena
 
     data = arena()
@@ -53,28 +42,11 @@ def arena_subset(records: int | None) -> Comparisons:
 
 def run(records: int | None = None, chains: int = 4, draws: int = 1000, warmup: int = 1000, seed: int = 1,
         backend: str | None = None, kappa_sd: float = 1.0) -> dict[str, Any]:
-    """Sample the shipped Davidson model and the extension, and compare them by PSIS-LOO.
+    """Sample the shipped Davidson model and the extension on the first ``records`` Arena battles; compare by PSIS-LOO.
 
-    Parameters
-    ----------
-    records : int, optional
-        Keep the first ``records`` Arena battles (default: all).
-    chains, draws, warmup : int
-        NUTS chains, draws per chain after warmup, warmup iterations.
-    seed : int
-        Random seed of both runs.
-    backend : {"cmdstanpy", "httpstan"} or None
-        See :func:`pydial.stan.stan_backend`.
-    kappa_sd : float
-        Prior sd of each ``kappa_g`` (the extension's extra datum ``prior_kappa_sd``).
-
-    Returns
-    -------
-    dict
-        ``"data"`` (the :class:`~pydial.Comparisons`), ``"shipped"`` and
-        ``"extended"`` (the two posteriors: an ``xarray.DataTree`` on arviz 1.x, an
-        ``arviz.InferenceData`` on arviz 0.x) and ``"compare"`` (the
-        ``arviz.compare`` table, a ``pandas.DataFrame``).
+    ``kappa_sd`` is the prior sd of each ``kappa_g`` (the extra datum ``prior_kappa_sd``).  Returns
+    ``{"data", "shipped", "extended", "compare"}``: the comparisons, the two posteriors and
+    the ``arviz.compare`` table.
     """
     data = arena_subset(records)
     kw: dict[str, Any] = dict(ties="davidson", chains=chains, draws=draws, warmup=warmup, seed=seed, backend=backend)
@@ -88,13 +60,7 @@ def run(records: int | None = None, chains: int = 4, draws: int = 1000, warmup: 
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Command line: run :func:`run` and print the posterior of ``kappa`` and ``nu`` and the LOO table.
-
-    Parameters
-    ----------
-    argv : list of str, optional
-        The arguments (default: ``sys.argv[1:]``).
-    """
+    """Command line (``argv``, default ``sys.argv[1:]``): run :func:`run`, print ``kappa``, ``nu`` and the LOO table."""
     ap = argparse.ArgumentParser(prog="python -m pydial.stan.examples.tie_gap",
                                  description="A tie rate that depends on the score gap, fitted on the Arena data.")
     ap.add_argument("--records", type=int, default=None)
