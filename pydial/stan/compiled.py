@@ -222,7 +222,6 @@ class CompiledModel(abc.ABC):
         """
 
     # ---------------------------------------------------------------- log density
-    @abc.abstractmethod
     def log_prob(self, data: Mapping[str, Any], u: ArrayLike, *, jacobian: bool = False) -> float:
         """``log p(u)`` on the unconstrained scale (default: without the Jacobian adjustment).
 
@@ -246,8 +245,8 @@ class CompiledModel(abc.ABC):
             Stan refused to evaluate the program at ``u`` (a ``reject()``, a domain
             error); the message carries Stan's.
         """
+        return self._log_prob_grad(as_stan_data(data), np.asarray(u, float).ravel(), jacobian, grad=False)[0]
 
-    @abc.abstractmethod
     def grad_log_prob(self, data: Mapping[str, Any], u: ArrayLike, *, jacobian: bool = False) -> np.ndarray:
         """Gradient of :meth:`log_prob` with respect to the unconstrained parameters.
 
@@ -261,6 +260,11 @@ class CompiledModel(abc.ABC):
         ndarray
             One entry per unconstrained parameter.
         """
+        return self._log_prob_grad(as_stan_data(data), np.asarray(u, float).ravel(), jacobian, grad=True)[1]
+
+    @abc.abstractmethod
+    def _log_prob_grad(self, data: dict[str, Any], x: np.ndarray, jacobian: bool, grad: bool) -> tuple[float, np.ndarray]:
+        """Return ``log p(x)`` and, with ``grad``, its gradient; Stan's refusal is a :class:`StanRuntimeError`."""
 
     # ---------------------------------------------------------------- optimize
     def optimize(

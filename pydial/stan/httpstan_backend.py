@@ -368,17 +368,12 @@ class HttpstanModel(CompiledModel):
         return out
 
     # ---------------------------------------------------------------- log density
-    def log_prob(self, data: Mapping[str, Any], u: ArrayLike, *, jacobian: bool = False) -> float:
-        """See :meth:`CompiledModel.log_prob`; in-process (the programs use ``target +=``, which keeps constants)."""
-        data = as_stan_data(data)
-        x = np.asarray(u, dtype=float).ravel()
-        return float(self._call("log_prob", data, x.tolist(), bool(jacobian)))
-
-    def grad_log_prob(self, data: Mapping[str, Any], u: ArrayLike, *, jacobian: bool = False) -> np.ndarray:
-        """See :meth:`CompiledModel.grad_log_prob`; the compiled model's ``log_prob_grad``, in-process."""
-        data = as_stan_data(data)
-        x = np.asarray(u, dtype=float).ravel()
-        return np.asarray(self._call("log_prob_grad", data, x.tolist(), bool(jacobian)), dtype=float)
+    def _log_prob_grad(self, data: dict[str, Any], x: np.ndarray, jacobian: bool,
+                       grad: bool) -> tuple[float, np.ndarray]:
+        """Call ``log_prob``, or ``log_prob_grad`` alone (``log p`` nan), in-process (``target +=`` keeps the constants)."""
+        if grad:
+            return np.nan, np.asarray(self._call("log_prob_grad", data, x.tolist(), bool(jacobian)), float)
+        return float(self._call("log_prob", data, x.tolist(), bool(jacobian))), np.zeros(0)
 
     # ---------------------------------------------------------------- sample
     def _run_nuts(self, data: dict[str, Any], *, chains: int, draws: int, warmup: int, seed: int | None,

@@ -1,13 +1,9 @@
-r"""Penalized maximum likelihood through Stan's optimizer, in the numpy engine's chart, for every outcome family.
+r"""Penalized maximum likelihood through Stan's optimizer in the numpy engine's chart, for every outcome family.
 
-:func:`stan_fit_point` fits the paper's estimators in the binary, Davidson or Rao-Kupper family
-with ``stan/dial.stan`` (``stan/judges.stan`` for the people's and the judge-wise models) and
-returns the optimum in the chart of :class:`pydial.model.chart.Chart`, the numpy engine's
-coordinates, where numpy evaluates gradients, sandwiches and GACV.  The same calls
-(:meth:`StanRun.dial`, :meth:`StanRun.judges`) are the optimizers of ``pydial.fit(..., engine="stan")``.
-The Stan target is the weighted log-likelihood on the log-likelihood scale (``-n_H Q_lambda``
-for the joint fit, ``-n_LLM l_LLM`` for the LLM-only stage), so that optimizer tolerances refer
-to the information scale; :attr:`StanPointFit.objective` is the paper's normalized loss.
+:func:`stan_fit_point` fits the estimators with ``stan/dial.stan`` (``stan/judges.stan`` for the people's and the
+judge-wise models); the same calls (:class:`StanRun`) are the optimizers of ``pydial.fit(..., engine="stan")``.  The
+Stan target is the weighted log-likelihood (``-n_H Q_lambda``, ``-n_LLM l_LLM``), so that the optimizer's tolerances
+refer to the information scale; :attr:`StanPointFit.objective` is the paper's normalized loss.
 """
 
 from __future__ import annotations
@@ -52,12 +48,10 @@ class StanPointFit:
     method : str
         One of :data:`POINT_METHODS`.
     chart : Chart
-        The chart of :attr:`theta`.  For ``"judges"`` it is the one-judge chart
-        ``Chart(N, 1, 0, None, True)`` shared by every row of :attr:`theta`.
+        The chart of :attr:`theta` (``"judges"``: the one-judge chart ``Chart(N, 1, 0, None, True)`` of every row).
     theta : ndarray
-        Reduced coordinates (layout of :class:`Chart`: ``A[:K-1]`` row-major,
-        ``B[:N-1]`` row-major, calibration coordinate, ``b``).  For ``"judges"``
-        a ``(K, chart.dim)`` array, one row per judge.
+        Reduced coordinates (:class:`Chart`'s layout: ``A[:K-1]`` and ``B[:N-1]`` row-major, the
+        calibration coordinate, ``b``); for ``"judges"`` a ``(K, chart.dim)`` array, a row per judge.
     scores : ndarray
         Calibrated human score ``s`` (N); for ``"judges"`` the judges' mean score.
     S : ndarray
@@ -67,10 +61,9 @@ class StanPointFit:
     lambda_ : float
         LLM weight ``lambda`` of eq. weighted-loss (``inf`` for the staged fits, ``0`` for ``"human"``).
     objective : float
-        Paper-normalized loss at the optimum: ``Q_lambda`` (a finite weight), ``l_H`` (human and
-        the second stage of the staged fits; ``details["llm_objective"]`` the first stage's
-        ``l_LLM``), ``l_LLM`` (judges); with the prior penalty divided by the same normalization.
-        A tie family's losses count the ties in ``n_LLM`` and ``n_H``.
+        Paper-normalized loss at the optimum (the prior penalty normalized alike): ``Q_lambda`` at a
+        finite weight, ``l_H`` (human; the staged fits' second stage, ``details["llm_objective"]``
+        the first stage's ``l_LLM``), ``l_LLM`` (judges).  The tie families count ties in ``n_LLM``, ``n_H``.
     converged : bool
         Every optimizer call reported convergence.
     grad_norm : float
@@ -83,16 +76,14 @@ class StanPointFit:
     llm_theta, llm_chart : ndarray, Chart or None
         First-stage LLM-only fit (the staged fits).
     beta : ndarray or None
-        Covariate effects (data with response covariates): the chart's ``beta`` rows
-        (:meth:`Chart.covariate_effects`); for ``"judges"`` one row per judge, for ``"human"``
-        the people's one row.  ``None`` without covariates.
+        Covariate effects (:meth:`Chart.covariate_effects` rows; ``"judges"``: a row per judge, ``"human"``:
+        the people's row); ``None`` without covariates.
     ties : {None, "davidson", "rao-kupper"}
         The outcome family.
     log_nu : ndarray or None
-        A tie family's log tie parameters (Davidson's ``log nu``, Rao-Kupper's ``log tau``), one
-        per group: the judges (one for ``"pooled"``), then the people (``"human"``: the people
-        alone); ``-inf`` for a group without any tie (``nu = 0``, its cells binary).  ``None``
-        for the binary family.
+        A tie family's log tie parameters (Davidson's ``log nu``, Rao-Kupper's ``log tau``), one per group:
+        the judges (one for ``"pooled"``), then the people; ``-inf`` for a group without a tie (``nu = 0``,
+        its cells binary).  ``None`` for the binary family.
     """
 
     method: str
@@ -146,41 +137,35 @@ def stan_fit_point(data: Comparisons, method: str = "dial-ada", *, ties: str | N
         * ``"pooled"``: pooled LLM model ignoring judge and order, rescaled to the people
           (staged on ``Chart(N, 1, 0, "mu", False)``).
     ties : {None, "davidson", "rao-kupper"}
-        The outcome family, as in :func:`pydial.fit`: ``None`` the binary model (ties
-        dropped), else Davidson's or Rao and Kupper's tie model, with one tie parameter per
-        judge and one for the people (:attr:`StanPointFit.log_nu`); a group without any tie
-        has ``nu = 0``, as in the numpy engine.
+        The outcome family, as in :func:`pydial.fit`: ``None`` the binary model (ties dropped), else
+        Davidson's or Rao and Kupper's, with a tie parameter per judge and one for the people
+        (:attr:`StanPointFit.log_nu`); a group without any tie has ``nu = 0``, as in the numpy engine.
     rank : int
         Disagreement rank ``r``.
     calibration : {"mu", "W"}
         Human calibration basis of the DIAL methods.
     lambda_ : float, optional
-        LLM weight of ``"dial-ada"`` / ``"dial-nopos"``; default ``n_LLM / n_H`` (the ordinary
-        joint likelihood).
+        LLM weight of ``"dial-ada"`` / ``"dial-nopos"``; default ``n_LLM / n_H`` (the ordinary likelihood).
     init : ndarray, optional
-        Warm start in the reduced chart of the (first-stage) fit, optionally followed by the
-        free log tie parameters; default the numpy engine's start:
-        :func:`pydial.estimation.glm.initial_theta` for the structured fits, zero for the GLMs
-        (the people's, judge-wise and pooled models, the calibration stage), each group's
-        ``log nu`` at its tie rate (:meth:`pydial.model.families.Family.log_nu_start`).
+        Warm start in the reduced chart of the (first-stage) fit, optionally followed by the free log
+        tie parameters; default the numpy engine's start (:func:`pydial.estimation.glm.initial_theta`
+        for the structured fits, zero for the GLMs, each ``log nu`` at its group's tie rate).
     backend : {"cmdstanpy", "httpstan"} or None
         See :func:`pydial.stan.stan_backend`.
     seed : int, optional
         Seed passed to the optimizer.
     penalty : {None, "firth"}
-        ``"firth"`` adds the Jeffreys prior of :mod:`pydial.model.penalty` (the ``firth``
-        flag of ``dial.stan`` / ``judges.stan``): to the people's model, the pooled model,
-        every judge's model, the calibration stage and the human block of the joint
-        fit; the LLM-only structured stage is not penalized.
+        ``"firth"`` adds the Jeffreys prior of :mod:`pydial.model.penalty` (the programs' ``firth``) to
+        the people's, pooled and judges' models, the calibration stage and the human block of the
+        joint fit; the LLM-only structured stage is not penalized.
     covariate_effects : {"judge", "shared"}
         With response covariates: one covariate effect per LLM judge, or one for all of them.
     options : mapping, optional
-        The optimizer's rarer options: ``gtol`` (default ``1e-8``: converged when the
-        max-norm gradient of the Stan target is at most ``gtol * max(1, |log p|)``,
-        :meth:`CompiledModel.optimize`), ``max_iter`` (default 20,000 per optimizer call),
-        ``priors`` (normal penalty scales ``{"A", "B", "c", "b"}`` of ``dial.stan``, default
-        flat: the MLE; not gauge invariant), ``model`` (a compiled program to reuse) and
-        ``warn`` (default True: a :class:`pydial.ConvergenceWarning` when a call fails).
+        The optimizer's rarer options: ``gtol`` (default ``1e-8``: converged when the max-norm gradient
+        of the Stan target is at most ``gtol * max(1, |log p|)``), ``max_iter`` (20,000 per call),
+        ``priors`` (normal penalty scales of ``dial.stan``; default flat, the MLE; not gauge
+        invariant), ``model`` (a compiled program to reuse) and ``warn`` (default True: a
+        :class:`pydial.ConvergenceWarning` when a call fails).
 
     Returns
     -------
@@ -410,11 +395,10 @@ def _fit_human(run: StanRun, firth: bool) -> StanPointFit:
                         ties=run.family.name, log_nu=_log_nu(run, st.log_nu))
 
 
-def _judges(run: StanRun, cells: CellTable, *, N: int, groups: int, log_nu0: np.ndarray,
-            firth: bool) -> tuple[OptimizeResult, dict, dict]:
+def judges_fit(run: StanRun, cells: CellTable, *, N: int, groups: int, log_nu0: np.ndarray, firth: bool) -> JudgesBTLFit:
     """Fit each judge's order-effect model with ``judges.stan`` from ``s = b = beta = 0`` and ``log_nu0``.
 
-    Returns Stan's result, the named optimum and the data.
+    Returns the centered scores ``S`` (groups x N), ``b``, ``log nu`` and ``beta``; ``details``: Stan's result and data.
     """
     def init(d: Mapping[str, Any]) -> dict:
         return {"s_raw": np.zeros((groups, N - 1)), "b": np.zeros(groups), "beta_free": zero_beta(d), "log_nu": log_nu0}
@@ -422,28 +406,19 @@ def _judges(run: StanRun, cells: CellTable, *, N: int, groups: int, log_nu0: np.
     res, parts, d = run.judges(cells, None, N=N, K=groups, family=run.family, firth=firth, init=init, what="judge-wise model")
     if not np.isfinite(res.log_prob):
         raise FloatingPointError("the judges' log density is not finite at the optimum")
-    return res, parts, d
-
-
-def judges_fit(run: StanRun, cells: CellTable, *, N: int, groups: int, log_nu0: np.ndarray, firth: bool) -> JudgesBTLFit:
-    """Return :func:`_judges`'s optimum: centered scores ``S`` (groups x N), ``b``, ``log nu``, ``beta``, Stan's result."""
-    return _judges_btl(*_judges(run, cells, N=N, groups=groups, log_nu0=log_nu0, firth=firth), N, groups)
-
-
-def _judges_btl(res: OptimizeResult, parts: Mapping[str, Any], d: Mapping[str, Any], N: int, groups: int) -> JudgesBTLFit:
     S = np.asarray(parts["s_raw"], float).reshape(groups, N - 1) @ helmert_basis(N).T
     return JudgesBTLFit(S, np.asarray(parts["b"], float).reshape(-1), np.asarray(parts["log_nu"], float).reshape(-1),
-                        bool(res.converged), float(res.grad_norm), res.message, res, stan_beta(parts, d))
+                        bool(res.converged), float(res.grad_norm), res.message, (res, d), stan_beta(parts, d))
 
 
 def _fit_judges(run: StanRun, firth: bool) -> StanPointFit:
-    """Fit each judge's order-effect model (:func:`_judges`), started at each judge's tie rate."""
+    """Fit each judge's order-effect model (:func:`judges_fit`), started at each judge's tie rate."""
     from pydial.estimation.btl import tie_log_nu_start
 
     data, N, K = run.data, run.data.N, run.data.K
     cells = llm_cell_table(data, run.family)
-    res, parts, d = _judges(run, cells, N=N, groups=K, log_nu0=tie_log_nu_start(run.family, cells, K), firth=firth)
-    f = _judges_btl(res, parts, d, N, K)
+    f = judges_fit(run, cells, N=N, groups=K, log_nu0=tie_log_nu_start(run.family, cells, K), firth=firth)
+    res, d = f.details
     tied = np.bincount(cells.judge, weights=cells.tie_counts, minlength=K)[: f.log_nu.size] > 0  # the others' nu drifts to 0
     loss = -(res.log_prob - weighted_log_coef(d)) / family_totals(data, run.family)[0]
     return StanPointFit("judges", Chart(N, 1, 0, None, True), np.column_stack([f.S[:, : N - 1], f.b[:, None]]),
