@@ -1,8 +1,7 @@
-"""The posterior of the structured DIAL model (:func:`pydial.stan.posterior` with a DIAL method).
+"""The posterior of the structured DIAL model: ``dial_sample.stan``, then the cut posterior's or ``b``'s second run.
 
-One run of ``dial_sample.stan`` (or a user's copy), and the second run of the cut posterior
-(``lambda = inf``: ``dial_calibrate.stan``, one calibration per first-stage draw) or of the
-LLM-only order effects (``b_stage="llm-only"``).
+The cut posterior (``lambda = inf``) runs ``dial_calibrate.stan`` given each first-stage draw; ``b_stage="llm-only"``
+runs the LLM-only model once more for the order effects.
 """
 
 from __future__ import annotations
@@ -178,10 +177,7 @@ class RunOptions:
 
 
 def sample_dial(data: Comparisons, req: Request, opt: RunOptions) -> Sampled:
-    """Run ``dial_sample.stan``, then ``dial_calibrate.stan`` (the cut posterior) or the LLM-only run of ``b``.
-
-    The second run is made for ``lambda = inf`` and for ``b_stage="llm-only"`` respectively.
-    """
+    """Run ``dial_sample.stan``, then ``dial_calibrate.stan`` (``lambda = inf``) or the LLM-only run of ``b`` (``b_stage``)."""
     if data.K < 1 or data.n_llm == 0:
         raise DataError(f"method {req.spec.method!r} needs LLM judgments")
     if req.calibration is not None and data.n_human == 0:
@@ -256,11 +252,10 @@ def run_dial(data: Comparisons, req: Request, opt: RunOptions, calibration: str 
 
 def covariate_posterior(draws: Mapping[str, np.ndarray], d: Mapping[str, Any], groups: list[str],
                          covariates: list[str], post: dict, dims: dict, coords: dict) -> None:
-    """Add the covariate effects ``beta`` (``beta_judge`` x ``covariate``) to a posterior group (nothing when ``n_cov = 0``).
+    """Add ``beta`` over (``beta_judge``, ``covariate``) to a posterior group (nothing when ``n_cov = 0``).
 
-    Row ``r`` of the program's ``beta`` is labelled by the group (``groups``: judges, then the
-    people) whose ``beta_row`` is ``r``, or :data:`~pydial.estimation.steps.SHARED_JUDGES` when
-    several LLM judges share it.
+    Row ``r`` is labelled by the group (``groups``: judges, then the people) whose ``beta_row`` is ``r``, or
+    :data:`~pydial.estimation.steps.SHARED_JUDGES` when several LLM judges share it.
     """
     from pydial.estimation.steps import SHARED_JUDGES
 
@@ -280,24 +275,18 @@ def covariate_posterior(draws: Mapping[str, np.ndarray], d: Mapping[str, Any], g
 
 def cut_stage(data: Comparisons, req: Request, opt: RunOptions, res: SampleResult, d1: Mapping[str, Any], L: CellTable,
               post: dict, dims: dict, coords: dict) -> tuple:
-    """Second stage of the cut posterior: ``c | M_t`` for every first-stage draw ``t`` (dial_calibrate.stan).
+    """Second stage of the cut posterior: ``c | M_t`` for every first-stage draw ``t`` (``dial_calibrate.stan``).
 
-    The target is a product of independent ``d``-dimensional log-concave
-    posteriors (``d``-dimensional logistic regressions with a normal prior), one
-    per draw; one NUTS chain, started at the conditional modes, is run for
-    ``warmup`` iterations (at most :data:`CUT_WARMUP_MAX`) and its final state
-    gives one ``c_t`` per draw ``t``.
+    The target is a product of independent log-concave posteriors, one per draw: one NUTS chain from the
+    conditional modes runs ``warmup`` iterations (at most :data:`CUT_WARMUP_MAX`); its final state gives every ``c_t``.
     """
     chains, draws = res.chains, res.draws_per_chain
     rank, calibration, family, priors, seed, run = req.rank, str(req.calibration), req.family, opt.priors, opt.seed, opt.run
     T = chains * draws
     N = data.N
-    mu = np.asarray(res.draws["mu"]).reshape(T, N)
+    M = np.asarray(res.draws["mu"]).reshape(T, N)[:, :, None]
     if calibration == "W" and rank > 0:
-        V = np.asarray(res.draws["V"]).reshape(T, N, rank)
-        M = np.concatenate([mu[:, :, None], V], axis=2)
-    else:
-        M = mu[:, :, None]
+        M = np.concatenate([M, np.asarray(res.draws["V"]).reshape(T, N, rank)], axis=2)
     dim_c = M.shape[2]
     tie = not family.is_binary
     H_cells = human_cell_table(data, family)  # aggregated (returned); Hc is what the program reads
@@ -318,12 +307,9 @@ def cut_stage(data: Comparisons, req: Request, opt: RunOptions, res: SampleResul
     nd = int(np.sum(res2.stats.get("divergent__", 0)))
     if nd:
         problems.append(f"calibration stage (dial_calibrate.stan): {nd} divergent transition(s) at the kept draw")
-    c = np.asarray(res2.draws["c"]).reshape(T, dim_c)
     s_h = np.asarray(res2.draws["s_H"]).reshape(T, N)
-    post["s_H"] = s_h.reshape(chains, draws, N)
-    dims["s_H"] = ["item"]
-    post["c"] = c.reshape(chains, draws, dim_c)
-    dims["c"] = ["basis"]
+    post["s_H"], dims["s_H"] = s_h.reshape(chains, draws, N), ["item"]
+    post["c"], dims["c"] = np.asarray(res2.draws["c"]).reshape(chains, draws, dim_c), ["basis"]
     coords["basis"] = ["mu"] + ([f"V{t + 1}" for t in range(dim_c - 1)])
     if opt.win_prob:  # the family's P(i wins), as win_prob of dial_sample.stan
         diff = s_h[:, :, None] - s_h[:, None, :]
@@ -343,13 +329,9 @@ def cut_stage(data: Comparisons, req: Request, opt: RunOptions, res: SampleResul
         post["beta"] = np.concatenate([post["beta"], beta_h], axis=2)
         coords["beta_judge"] = list(coords["beta_judge"]) + [data.human_judge]
         res.draws["beta"] = post["beta"]
-    H = len(Hc)
-    ll2 = np.asarray(res2.draws["log_lik"]).reshape(chains, draws, H)
-    rep2 = np.asarray(res2.draws["counts_rep"]).reshape(chains, draws, H, 3)
-    C = int(d1["C"])
-    res.draws["log_lik"] = np.concatenate([np.asarray(res.draws["log_lik"]).reshape(chains, draws, C), ll2], axis=2)
-    res.draws["counts_rep"] = np.concatenate(
-        [np.asarray(res.draws["counts_rep"]).reshape(chains, draws, C, 3), rep2], axis=2)
+    for k, shape in (("log_lik", ()), ("counts_rep", (3,))):  # the LLM cells', then the people's
+        res.draws[k] = np.concatenate([np.asarray(res.draws[k]).reshape(chains, draws, int(d1["C"]), *shape),
+                                       np.asarray(res2.draws[k]).reshape(chains, draws, len(Hc), *shape)], axis=2)
     res.draws["s_H"] = post["s_H"]
     if tie:
         res.draws["nu"] = post["nu"]
@@ -357,12 +339,9 @@ def cut_stage(data: Comparisons, req: Request, opt: RunOptions, res: SampleResul
 
 
 def calibration_modes(M: np.ndarray, Hc: CellTable, prior_sd: float) -> np.ndarray:
-    """Posterior modes of ``c_t`` given ``M_t`` (binary human cells, normal prior), one per draw ``t``.
+    """Return the posterior modes of ``c_t`` (and ``beta_t``) given each ``M_t``: the ridge GLM (:func:`pydial.estimation.glm.glm`).
 
-    Each is the one GLM solver's ridge fit (:func:`pydial.estimation.glm.glm`, ridge = the prior's
-    precision) held in the box ``|c| <= BOX`` of the point fits, so that separated data (a flat
-    prior, no finite mode) give a start on the box instead of an overflow.  With covariates the
-    GLM is in ``(c_t, beta_t)`` (design ``[D_H M_t, Z_H]``, the same ridge): rows ``(c_t, beta_t)``.
+    The ridge is the prior's precision; the box ``|c| <= BOX`` of the point fits keeps separated data finite.
     """
     from pydial.estimation.glm import binary_counts, glm
     from pydial.model.design import calibration_design, dense_design
@@ -375,39 +354,26 @@ def calibration_modes(M: np.ndarray, Hc: CellTable, prior_sd: float) -> np.ndarr
 
 def dial_posterior(res: SampleResult, d: Mapping[str, Any], items: list[str], judges: list[str],
                     calibration: str | None, order: bool, tie_names: list[str]) -> tuple[dict, dict, dict]:
+    """Return the posterior group (the identified quantities of ``dial_sample.stan``), its dims and coords."""
     r = int(d["rank"])
-    D = res.draws
-    post: dict[str, np.ndarray] = {
-        "S": D["S"],
-        "mu": D["mu"],
-        "gamma": D["gamma"],
-        "consensus_scale": D["consensus_scale"],
-        "consensus_strength": D["consensus_strength"],
-    }
-    dims: dict[str, list[str]] = {"S": ["judge", "item"], "mu": ["item"], "gamma": ["judge"]}
+    dims: dict[str, list[str]] = {"S": ["judge", "item"], "mu": ["item"], "gamma": ["judge"], "consensus_scale": [],
+                                  "consensus_strength": []}
     coords: dict[str, Any] = {"item": items, "judge": judges}
     if r > 0:
-        post["U"], post["V"] = D["U"], D["V"]
-        dims["U"], dims["V"] = ["judge", "rank"], ["item", "rank"]
+        dims |= {"U": ["judge", "rank"], "V": ["item", "rank"]}
         coords["rank"] = [f"V{t + 1}" for t in range(r)]
     if order:
-        post["b"] = D["b"]
         dims["b"] = ["judge"]
     if calibration is not None:
-        post["s_H"] = D["s_H"]
-        dims["s_H"] = ["item"]
-        post["c"] = D["c"]
-        dims["c"] = ["basis"]
+        dims |= {"s_H": ["item"], "c": ["basis"]}
         coords["basis"] = ["mu"] + ([f"V{t + 1}" for t in range(r)] if calibration == "W" else [])
         if int(d["calc_win_prob"]):
-            post["win_prob"] = D["win_prob"]
             dims["win_prob"] = ["item", "item_j"]
             coords["item_j"] = items
     if tie_names:
-        post["nu"] = D["nu"]
         dims["nu"] = ["tie_judge"]
         coords["tie_judge"] = tie_names
-    return post, dims, coords
+    return {k: res.draws[k] for k in dims}, {k: v for k, v in dims.items() if v}, coords
 
 
 def draw(cm: CompiledModel, d: Mapping[str, Any], *, seed: int, inits: Sequence[Mapping[str, Any]] | None,

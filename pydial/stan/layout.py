@@ -52,6 +52,7 @@ _STAT_NAMES = {
 
 
 def _sample_stats(res: SampleResult) -> dict[str, np.ndarray]:
+    """Return the sampler statistics under arviz's names (``diverging`` bool, ``tree_depth`` and ``n_steps`` int)."""
     out = {}
     for k, v in res.stats.items():
         name = _STAT_NAMES.get(k, k.rstrip("_"))
@@ -120,13 +121,9 @@ def convert(data: Comparisons, req: Any, s: Sampled, problems: list[str], *, per
 def _from_cmdstanpy(res: SampleResult, post: Mapping[str, np.ndarray], pp: Mapping[str, np.ndarray],
                     obs: Mapping[str, np.ndarray], coords: Mapping[str, Any], dims: Mapping[str, list[str]],
                     attrs: Mapping[str, Any]) -> Any:
-    """Return the arviz data of a CmdStan run through ``arviz.from_cmdstanpy``, in pydial's layout (DataTree or InferenceData).
+    """Return the arviz data of a CmdStan run: posterior and ``log_lik`` by ``arviz.from_cmdstanpy``, the rest as elsewhere.
 
-    arviz reads the posterior, ``log_lik`` and the sampler statistics from the
-    CmdStan fit; pydial keeps the posterior variables of :func:`posterior` (the
-    identified quantities, plus derived ones computed from the draws, such as
-    ``s_judges``) and adds the replicated counts split into the three outcome
-    variables (``posterior_predictive``) and ``observed_data``.
+    pydial keeps the posterior variables of :func:`posterior` and adds those derived from the draws (``s_judges``).
     """
     import xarray as xr
 
@@ -145,17 +142,9 @@ def _from_cmdstanpy(res: SampleResult, post: Mapping[str, np.ndarray], pp: Mappi
                 np.ndim(post[k]) - 2)])), coords={dm: coords[dm] for dm in dims.get(k, []) if dm in coords})
     ds = ds[list(post)]
     ds.attrs.update(full.attrs)
-    ss = azio.group_dataset(idata, "sample_stats")
-    keep = [v for v in ("lp", "acceptance_rate", "step_size", "tree_depth", "n_steps", "diverging", "energy")
-            if v in ss]
-    ss = ss[keep]
-    for v in ("tree_depth", "n_steps"):
-        if v in ss:
-            ss[v] = ss[v].astype(np.int64)
-    if "diverging" in ss:
-        ss["diverging"] = ss["diverging"].astype(bool)
-    extra = azio.build({"posterior_predictive": pp, "observed_data": obs}, coords=coords, dims=dims, attrs={})
+    extra = azio.build({"posterior_predictive": pp, "observed_data": obs, "sample_stats": _sample_stats(res)},
+                       coords=coords, dims=dims, attrs={})
     return azio.assemble({"posterior": ds, "log_likelihood": azio.group_dataset(idata, "log_likelihood"),
-                          "sample_stats": ss, "posterior_predictive": azio.group_dataset(extra, "posterior_predictive"),
-                          "observed_data": azio.group_dataset(extra, "observed_data")},
+                          **{g: azio.group_dataset(extra, g) for g in ("sample_stats", "posterior_predictive",
+                                                                        "observed_data")}},
                          {**attrs, "converter": "arviz.from_cmdstanpy"})

@@ -1,10 +1,4 @@
-"""What a Stan backend returns: optima, NUTS draws and their diagnostics.
-
-Both containers are backend-neutral: :class:`OptimizeResult` holds a
-(penalized) maximum on the unconstrained scale, :class:`SampleResult` holds
-draws shaped ``(chain, draw, *shape)`` and runs the sampler checks
-(divergences, tree depth, E-BFMI, R-hat and ESS through ``arviz``).
-"""
+"""What a Stan backend returns, backend-neutral: an optimum, and draws ``(chain, draw, *shape)`` with the sampler checks."""
 
 from __future__ import annotations
 
@@ -169,17 +163,13 @@ class SampleResult:
         warn: bool = True,
         labels: Mapping[str, Sequence[Sequence[Any]]] | None = None,
     ) -> list[str]:
-        """Run the sampler checks, store them and warn about each problem.
-
-        R-hat (rank-normalized split R-hat, Vehtari et al. 2021), bulk and tail ESS
-        and E-BFMI are computed by ``arviz.rhat``, ``arviz.ess`` and ``arviz.bfmi``.
+        """Run the sampler checks (arviz's rank-normalized split R-hat, bulk and tail ESS, E-BFMI), store them, warn.
 
         Parameters
         ----------
         monitor : sequence of str, optional
-            Variables whose R-hat and ESS are checked (default: all draws).  Pass
-            the identified quantities only: gauge-dependent factors (``U``, ``V``)
-            need not mix.
+            Variables whose R-hat and ESS are checked (default: all draws); pass the identified
+            quantities only (gauge-dependent factors such as ``U``, ``V`` need not mix).
         rhat_max : float
             Largest acceptable rank-normalized split R-hat (Vehtari et al. 2021).
         ess_per_chain : float
@@ -189,9 +179,8 @@ class SampleResult:
         warn : bool
             Raise a :class:`SamplerWarning` listing the problems.
         labels : mapping, optional
-            Per variable, the coordinate labels of each of its dimensions (e.g.
-            ``{"s_H": [items]}``): the diagnostics then name scalars by label
-            (``s_H[gpt-4]``) instead of by 0-based index (``s_H[3]``).
+            Per variable, the coordinate labels of each dimension (``{"s_H": [items]}``): scalars are
+            then named by label (``s_H[gpt-4]``) instead of 0-based index (``s_H[3]``).
 
         Returns
         -------
