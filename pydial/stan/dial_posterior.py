@@ -339,7 +339,7 @@ def cut_stage(data: Comparisons, req: Request, opt: RunOptions, res: SampleResul
 
 
 def calibration_modes(M: np.ndarray, Hc: CellTable, prior_sd: float) -> np.ndarray:
-    """Return the posterior modes of ``c_t`` (and ``beta_t``) given each ``M_t``: the ridge GLM (:func:`pydial.estimation.glm.glm`).
+    """Return the posterior modes of ``c_t`` (and ``beta_t``) given each ``M_t``: the ridge GLM :func:`pydial.estimation.glm.glm`.
 
     The ridge is the prior's precision; the box ``|c| <= BOX`` of the point fits keeps separated data finite.
     """
