@@ -1,7 +1,6 @@
 """CmdStan through ``cmdstanpy``, a :class:`~pydial.stan.compiled.BackendModule`.
 
-Programs and executables go to :func:`cache_dir` ``/<hash>/`` (hash of the text and the CmdStan path).  The log
-density needs unconstrained parameters (pydial's); optimization runs CmdStan's L-BFGS, NUTS keeps the fit for arviz.
+Programs and executables go to :func:`cache_dir` ``/<hash>/`` (hash of the text and the CmdStan path).
 """
 from __future__ import annotations
 
@@ -175,8 +174,7 @@ def _build(name: str, code: str, stan_file: Path, exe: Path) -> None:
 def compile_program(name: str, code: str) -> CmdstanpyModel:
     """Compile a program with CmdStan, or load its executable from :func:`cache_dir`.
 
-    A new executable is built aside and renamed into place once it runs, under a lock between processes;
-    a cached one that does not run warns (:class:`~pydial.stan.cache.StanCacheWarning`) and is rebuilt.
+    Built aside and renamed into place once it runs, under a lock; a cached one that does not run warns and is rebuilt.
     """
     import cmdstanpy
 

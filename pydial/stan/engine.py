@@ -1,11 +1,4 @@
-"""``pydial.fit(..., engine="stan")``: Stan's optimizer, numpy inference at its optimum.
-
-:func:`stan_optimizers` supplies the optimizers used by :func:`pydial.fit` when
-``engine="stan"``.  Every optimum comes from the calls of :func:`pydial.stan.stan_fit_point`
-(:class:`~pydial.stan.point.StanRun`); the covariance, position-effect tests, consensus
-loadings and the calibration LRT are computed by the numpy engine's own functions at that
-point, so the two engines differ only in the optimizer.
-"""
+"""``pydial.fit(..., engine="stan")``: Stan's optimizers (:class:`~pydial.stan.point.StanRun`), numpy's inference."""
 
 from __future__ import annotations
 
@@ -121,10 +114,7 @@ def stan_optimizers(seed: int | None = None, penalty: str | None = None, backend
 
 def stan_btl(cells: CellTable, *, N: int, groups: int, family: Family, log_nu0: np.ndarray, seed: int | None = None,
              backend: str | None = None, penalty: str | None = None) -> JudgesBTLFit:
-    """Fit each judge ``0..groups-1`` of ``cells`` in ``family`` with ``judges.stan`` from ``log_nu0``.
-
-    ``penalty="firth"``: each judge's Jeffreys prior; :func:`pydial.estimation.btl.fit_btl` does the inference.
-    """
+    """Fit each judge ``0..groups-1`` of ``cells`` in ``family`` with ``judges.stan`` from ``log_nu0`` (``penalty``: Jeffreys)."""
     run = StanRun(None, family, seed, backend, point_options(None, warn=False))  # type: ignore[arg-type]  # no data: the cells
     return judges_fit(run, cells, N=N, groups=groups, log_nu0=log_nu0, firth=penalty == "firth")
 
@@ -132,11 +122,10 @@ def stan_btl(cells: CellTable, *, N: int, groups: int, family: Family, log_nu0: 
 def stan_pooled_stages(data: Comparisons, family: Family, x0: np.ndarray, l2: float, free1: bool, free2: bool,
                        seed: int | None = None, backend: str | None = None,
                        penalty: str | None = None) -> tuple[Any, Any]:
-    """Run the two stages of the pooled fit of ``family`` (:func:`pydial.estimation.baselines.fit_pooled`) by Stan.
+    """Run the pooled fit's two stages (:func:`pydial.estimation.baselines.fit_pooled`) by Stan.
 
-    ``dial.stan`` with one judge holding the pooled LLM cells (``r = 0``, no order effects), then
-    ``fix_llm``; the optima in numpy's ``(beta, beta_L, log nu_L)`` and ``(c, beta_H, log nu_H)``
-    (``free1``, ``free2``: whether the ``log nu`` are free).  ``penalty="firth"``: both Jeffreys priors.
+    One judge holding the pooled LLM cells, then ``fix_llm``; the optima in numpy's ``(beta, beta_L, log nu_L)`` and
+    ``(c, beta_H, log nu_H)``.  ``free1``, ``free2``: whether the ``log nu`` are free; ``penalty="firth"``: Jeffreys.
     """
     N, p = data.N, data.p
     r = StanRun(data, family, seed, backend, point_options(None, gtol=GTOL, warn=False))

@@ -227,10 +227,7 @@ def point_options(options: Mapping[str, Any] | None, **defaults: Any) -> dict[st
 
 @dataclass(frozen=True)
 class _Stage:
-    """One optimizer call: Stan's result, the optimum ``x``, the normalized loss and the program's ``log nu``.
-
-    ``x``: numpy's coordinates, then the free ``log nu``; ``log_nu``: ``-inf`` for the groups at ``nu = 0``.
-    """
+    """One optimizer call: Stan's result, ``x`` (numpy's coordinates, free ``log nu``), the loss, ``log_nu`` (-inf: nu = 0)."""
 
     res: OptimizeResult
     x: np.ndarray
@@ -263,10 +260,9 @@ class StanRun:
 
     def dial(self, ch: Chart, x0: np.ndarray, what: str, *, w_llm: float, w_human: float = 0.0,
              llm: CellTable | None = None, fix_llm: np.ndarray | None = None, firth: int = 0) -> _Stage:
-        """Maximize ``dial.stan`` on ``ch`` with the family's cells from ``x0`` (numpy's coordinates, as :class:`_Stage`).
+        """Maximize ``dial.stan`` on ``ch`` from ``x0`` (numpy's coordinates; without ``log nu``: each at its tie rate).
 
-        ``x0`` without the free log tie parameters starts each at its group's tie rate.  A group
-        without a tie gets ``nu_zero`` (its unused ``log_nu`` entry held at 0, dropped from ``x``).
+        A group without a tie gets ``nu_zero`` (its unused ``log_nu`` entry held at 0, dropped from ``x``).
         """
         tie = not self.family.is_binary
         d = dial_data(self.data, ch, w_llm=w_llm, w_human=w_human, priors=self.opts["priors"], llm=llm, family=self.family,
@@ -310,10 +306,7 @@ def _fit_joint(run: StanRun, method: str, ch: Chart, lambda_: float, init: np.nd
 
 def _fit_staged(run: StanRun, K: int, r: int, cal: str, order: bool, shared: bool, init: np.ndarray | None,
                 firth: bool, method: str = "pooled") -> StanPointFit:
-    """Fit the staged endpoint: the LLM-only stage, then ``argmin_(c, beta_H) l_H(M c, beta_H)`` with the LLM block fixed.
-
-    ``method="pooled"``: one judge holding the pooled LLM cells (``K = 1``, ``r = 0``, no order effects).
-    """
+    """Fit the LLM-only stage, then ``argmin_(c, beta_H) l_H`` with the LLM block fixed (``"pooled"``: one pooled judge)."""
     data, pooled = run.data, method == "pooled"
     chL = Chart(data.N, K, r, None, order) if pooled else Chart.for_data(data, r, None, order, shared)
     if init is not None:
@@ -355,7 +348,7 @@ def _log_nu(run: StanRun, log_nu: np.ndarray) -> np.ndarray | None:
 def people_fit(run: StanRun, x0: np.ndarray | None, firth: bool) -> tuple[_Stage, np.ndarray, np.ndarray | None]:
     """Fit the people's model with ``judges.stan`` in numpy's ``x = (s[:N-1], free beta_H, log nu_H)`` (binary without a tie).
 
-    ``x0 = None``: 0 and ``log nu_H`` at the tie rate.  Returns the stage, the scores ``s`` and the free ``beta_H``.
+    ``x0 = None``: 0 and ``log nu_H`` at the tie rate; returns the stage, the scores ``s`` and the free ``beta_H``.
     """
     data, N = run.data, run.data.N
     H = human_cell_table(data, run.family)

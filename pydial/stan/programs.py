@@ -78,11 +78,9 @@ def example_programs() -> dict[str, str]:
 def example_program(name: str) -> Path:
     """Return the path of an installed worked extension (a ``.stan`` file).
 
-    The path, not the text: pass it as ``program=`` to :func:`pydial.stan.posterior`
-    or to :func:`pydial.stan.compile_model`, or copy the file to start a program of
-    your own.  Its ``#include`` lines find pydial's include files wherever it is
-    copied; :func:`program_code` gives the text with them expanded, and
-    ``example_program(name).read_text()`` the text as written.
+    Pass it as ``program=`` to :func:`pydial.stan.posterior` or :func:`pydial.stan.compile_model`, or copy it to
+    start a program of your own (its ``#include`` lines find pydial's include files wherever it is);
+    :func:`program_code` gives the text with them expanded.
 
     Parameters
     ----------
@@ -105,10 +103,7 @@ def example_program(name: str) -> Path:
 
 
 def expand_includes(text: str, include_dirs: list[Path], _seen: tuple[str, ...] = ()) -> str:
-    """Replace each ``#include file`` line by the file's text, searched in ``include_dirs`` (recursively).
-
-    A missing file raises ``FileNotFoundError``, an include cycle ``ValueError``, naming it.
-    """
+    """Replace each ``#include file`` line by the file's text from ``include_dirs``, recursively (missing: FileNotFoundError)."""
 
     def repl(m: re.Match[str]) -> str:
         fname = m.group(1)
@@ -130,23 +125,19 @@ def program_code(name: str | Path) -> str:
     Parameters
     ----------
     name : str or pathlib.Path
-        A shipped program (:data:`PROGRAMS`: ``"dial"``, ``"dial_sample"``,
-        ``"judges"``, ``"dial_calibrate"``), an installed example (:data:`EXAMPLES`,
-        e.g. ``"tie_gap"``) or the path of a ``.stan`` file.
+        A shipped program (:data:`PROGRAMS`), an installed example (:data:`EXAMPLES`) or a ``.stan`` file.
 
     Returns
     -------
     str
-        The program's text with every ``#include file`` line replaced by the file,
-        between ``// ---- begin #include file`` and ``// ---- end #include file``
-        lines.  Included files are searched in the program's ``include/``
-        directory, its own directory, then pydial's ``stan/include``.
+        The text with every ``#include file`` line replaced by the file between ``// ---- begin #include
+        file`` and ``// ---- end #include file`` lines; included files are searched in the program's
+        ``include/`` directory, its own directory, then pydial's ``stan/include``.
 
     Raises
     ------
     pydial.ArgumentError
-        ``name`` is neither a known program nor a ``.stan`` file, or its
-        includes form a cycle.
+        ``name`` is neither a known program nor a ``.stan`` file, or its includes form a cycle.
     FileNotFoundError
         An included file is found nowhere.
 
