@@ -27,7 +27,7 @@ from pydial.resources import check_choice
 from ..exceptions import ArgumentError, ConvergenceWarning, DataError
 from .backend import CompiledModel, OptimizeResult, compile_model
 from .parameters import optimize_dial
-from .schema import (dial_data, empty_cells, human_cell_table, judges_data, llm_cell_table, pooled_cell_table, weighted_log_coef,
+from .schema import (dial_data, human_cell_table, judges_data, llm_cell_table, pooled_cell_table, weighted_log_coef,
                      zero_beta)
 
 __all__ = ["POINT_METHODS", "StanPointFit", "stan_fit_point"]
@@ -366,7 +366,7 @@ def people_fit(run: StanRun, x0: np.ndarray | None, firth: bool) -> tuple[_Stage
         return {"sH_raw": Q.T @ np.append(x0[: N - 1], -x0[: N - 1].sum()), "beta_free": x0[N - 1: N - 1 + p],
                 "log_nu": np.atleast_1d(x0[N - 1 + p:])}
 
-    res, parts, d = run.judges(empty_cells(), H, N=N, K=0, family=run.family if free else BINARY, firth=firth, init=init,
+    res, parts, d = run.judges(CellTable.empty(), H, N=N, K=0, family=run.family if free else BINARY, firth=firth, init=init,
                                what="people's model")
     s = Q @ np.asarray(parts["sH_raw"], float)
     beta = stan_beta(parts, d)

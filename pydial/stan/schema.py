@@ -175,11 +175,6 @@ def _priors(p: Mapping[str, float]) -> dict[str, float]:
     return {f"prior_{k}": float(v) for k, v in p.items()}
 
 
-def empty_cells() -> CellTable:
-    """Return a table with no cells."""
-    return CellTable.empty()
-
-
 def schema_data(L: CellTable, H: CellTable | None, *, N: int, K: int, order: bool, family: Family,
                 w_llm: float | np.ndarray = 1.0, w_human: float | np.ndarray = 1.0,
                 log_lik: bool = True, boundary_nu: bool = False, covariates: bool = True,
@@ -190,7 +185,7 @@ def schema_data(L: CellTable, H: CellTable | None, *, N: int, K: int, order: boo
     ``boundary_nu``: groups without a tie get ``nu_zero = 1``.  ``beta_row``/``beta_fixed`` default to
     :func:`covariate_rows` and the entries whose covariate is 0 on all the row's cells.
     """
-    H = empty_cells() if H is None else H
+    H = CellTable.empty() if H is None else H
     code = _family(family).code
     assert L.tie_counts is not None and H.tie_counts is not None  # filled in by CellTable
     if code == 0 and (np.any(L.tie_counts > 0) or np.any(H.tie_counts > 0)):
@@ -283,7 +278,7 @@ def dial_data(
     L = llm if llm is not None else llm_cell_table(data, family)
     H = human_cell_table(data, family) if chart.calibration is not None else None
     if fix_llm is not None:
-        L = empty_cells()
+        L = CellTable.empty()
     p = merge_priors(DIAL_PRIORS, priors, "dial.stan")
     people = chart.calibration is not None
     fixed = ~chart.beta_free.reshape(chart.beta_rows, chart.p)
@@ -407,7 +402,7 @@ def dial_calibrate_data(H: CellTable, M: np.ndarray, *, family: Family = BINARY,
     if M.ndim != 3 or M.shape[0] < 1 or M.shape[2] < 1:
         raise ArgumentError(f"M must have shape (n_draws, N, d) with n_draws, d >= 1, got {M.shape}")
     p = merge_priors(DIAL_SAMPLE_PRIORS, priors, "dial_sample.stan")
-    d = schema_data(empty_cells(), H, N=M.shape[1], K=0, order=False, family=family, log_lik=log_lik)
+    d = schema_data(CellTable.empty(), H, N=M.shape[1], K=0, order=False, family=family, log_lik=log_lik)
     d.update({"n_draws": M.shape[0], "d": M.shape[2], "M": M,
               **_priors({k: p[k] for k in ("c_sd", "beta_sd", "log_nu_mean", "log_nu_sd")})})
     return d
@@ -425,16 +420,13 @@ def standata(
 ) -> dict[str, Any]:
     r"""Return the Stan data dictionary of a pydial program for ``data`` (the shared schema plus the program's own).
 
-    Every shipped program reads the same cells (:func:`schema_data`): ``N, K,
-    order, ties`` (0 binary, 1 Davidson-Beaver, 2 Rao-Kupper), the LLM cells
-    ``cell_judge, cell_i, cell_j, cell_a`` (1-based, ``i < j``, ``a = +1`` when
-    item ``i`` was shown first), ``cell_counts[C, 3]`` (wins of ``i``, wins of
-    ``j``, ties) and weights ``cell_w``, the human cells ``human_i, human_j,
-    human_counts[H, 3], human_w``, the response covariates (``n_cov``, ``cell_z``,
-    ``human_z``, ``beta_row``, ``n_beta``, ``beta_fixed``), ``nu_zero`` and
-    ``calc_log_lik``.  The covariate entries are the same for every program.  A
-    program extended from a shipped one reads the same dictionary plus its own
-    entries (``extra``).
+    Every shipped program reads the same cells (:func:`schema_data`): ``N, K, order, ties`` (0 binary,
+    1 Davidson-Beaver, 2 Rao-Kupper), the LLM cells ``cell_judge, cell_i, cell_j, cell_a`` (1-based,
+    ``i < j``, ``a = +1`` when item ``i`` was shown first), ``cell_counts[C, 3]`` (wins of ``i``, wins
+    of ``j``, ties) and weights ``cell_w``, the human cells ``human_i, human_j, human_counts[H, 3],
+    human_w``, the response covariates (``n_cov``, ``cell_z``, ``human_z``, ``beta_row``, ``n_beta``,
+    ``beta_fixed``, the same for every program), ``nu_zero`` and ``calc_log_lik``.  A program extended
+    from a shipped one reads the same dictionary plus its own entries (``extra``).
 
     Parameters
     ----------
@@ -442,21 +434,18 @@ def standata(
     program : {"dial", "dial_sample", "judges"}
         Whose program-specific entries (rank, calibration, priors) to add.
     spec : pydial.ModelSpec, optional
-        The model: its ``rank`` and ``calibration`` (``None``: no human cells for
-        ``dial``/``dial_sample``), ``ties``, the order effects of its ``method``
-        (none for ``"dial-nopos"``), ``covariate_effects`` and one weight ``lambda_``
-        (LLM cells get weight ``lambda n_H / n_LLM``; default 1, the ordinary
-        likelihood).  Default: ``ModelSpec(**keywords)``.
+        The model: its ``rank``, ``calibration``, ``ties``, the order effects of its ``method`` (none
+        for ``"dial-nopos"``), ``covariate_effects`` and one weight ``lambda_`` (LLM cells get weight
+        ``lambda n_H / n_LLM``; default 1, the ordinary likelihood).  Default: ``ModelSpec(**keywords)``.
     priors : mapping, optional
         Overrides of the program's default priors.
     include_human : bool
         ``judges``: include the human cells.
     extra : mapping, optional
-        More entries (data of an extended program); they may not replace
-        schema entries.
+        More entries (data of an extended program), which may not replace schema entries.
     **keywords
-        The keywords of :class:`pydial.ModelSpec` (``method``, ``rank``,
-        ``calibration``, ``ties``, ``lambda_``, ...) when ``spec`` is not given.
+        The keywords of :class:`pydial.ModelSpec` (``method``, ``rank``, ``calibration``, ``ties``,
+        ``lambda_``, ...) when ``spec`` is not given.
 
     Returns
     -------
@@ -466,8 +455,10 @@ def standata(
     Raises
     ------
     pydial.ArgumentError
-        An unknown program, both ``spec`` and keywords, a rank grid or several
-        weights, or a DIAL program for a method without a rank.
+        An unknown program, both ``spec`` and keywords, a rank grid or several weights, or a DIAL
+        program for a method without a rank.
+    pydial.ArgumentTypeError
+        ``spec`` is not a :class:`pydial.ModelSpec`.
 
     Examples
     --------
