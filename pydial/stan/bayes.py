@@ -3,7 +3,7 @@ r"""NUTS posteriors of the DIAL models as arviz data (:func:`posterior`; a DataT
 The DIAL methods sample ``stan/dial_sample.stan`` (the cut posterior of ``dial-anc`` adds
 ``stan/dial_calibrate.stan``, :mod:`pydial.stan.dial_posterior`), ``judges`` and ``human``
 sample ``stan/judges.stan``, and ``options={"program": PATH}`` a user's copy of either
-(:mod:`pydial.stan.user_programs`).  The groups, coordinates and ``attrs`` are laid out by
+(:mod:`pydial.stan.programs`).  The groups, coordinates and ``attrs`` are laid out by
 :mod:`pydial.stan.layout` through :mod:`pydial.stan.idata`, the one module that knows the
 arviz version; ``attrs["estimand"]`` is the :class:`~pydial.stan.dial_posterior.Estimand`
 record (the spec of the estimator) that :func:`pydial.stan.compare_intervals` checks.
@@ -32,7 +32,7 @@ from .dial_posterior import Estimand, Request, RunOptions, covariate_posterior, 
 from .layout import Sampled, convert
 from .schema import (DIAL_SAMPLE_PRIORS, JUDGES_PRIORS, CellTable, data_fingerprint, human_cell_table,
                      judges_data, llm_cell_table, merge_priors, with_extra)
-from .user_programs import add_user_variables, check_extra
+from .programs import add_user_variables, check_extra
 
 __all__ = ["ALGORITHMS", "POSTERIOR_METHODS", "POSTERIOR_OPTIONS", "MODEL_KEYWORDS", "B_SOURCES", "posterior", "estimand",
            "result_estimand", "CONSENSUS_STRENGTH_MIN"]
@@ -73,13 +73,9 @@ def _options(options: Mapping[str, Any] | None) -> dict[str, Any]:
 
 
 def result_estimand(result: Any) -> Estimand:
-    """Return the estimand of a frequentist :class:`~pydial.DialResult` (compare :func:`posterior`'s ``attrs``).
+    """Return the estimand of a frequentist :class:`~pydial.DialResult`: its spec at the selected weight and rank.
 
-    Its spec at the selected weight and rank (:meth:`pydial.ModelSpec.selected`: ``dial-ada``
-    at ``lambda = inf`` is ``dial-anc``, at ``lambda = 0`` the human fit); DIAL fits report
-    their position effects from the LLM-only structured fit (``b_source = "llm-only"``),
-    ``judges`` from each judge's own fit (``"judge"``); ``data`` is the fingerprint of the
-    fit's data (:func:`~pydial.stan.schema.data_fingerprint`).
+    DIAL fits take ``b`` from the LLM-only fit (``b_source = "llm-only"``), ``judges`` from each judge's (``"judge"``).
     """
     spec = result.spec.selected(float(result.lambda_), result.rank)
     m = spec.method
@@ -112,10 +108,9 @@ POSTERIOR_METHODS: tuple[str, ...] = ("dial-ada", "dial-anc", "dial-nopos", "jud
 
 def _resolve(method: str, like: Any, spec: Any, data: Comparisons, *, rank: Any, calibration: Any, ties: Any,
              lambda_: Any, include_human: Any, b_stage: Any, covariate_effects: Any) -> Request:
-    """Check what the posterior estimates and return it as a :class:`~pydial.stan.dial_posterior.Request`.
+    """Return what the posterior estimates (:class:`~pydial.stan.dial_posterior.Request`), every choice checked.
 
-    A ``spec`` (:class:`~pydial.ModelSpec`) or ``like`` (a fit: its spec at the selected weight,
-    with the fit's order-effect convention) sets the estimand; else the model keywords build the spec.
+    ``spec`` or ``like`` (a fit: its spec at the selected weight, its ``b`` convention) sets it, else the keywords.
     """
     if like is not None:
         _check_like(like)
@@ -179,8 +174,7 @@ def _check_like(like: Any) -> None:
 def _check_spec(spec: Any) -> None:
     """Refuse a spec without a posterior: not a :class:`~pydial.ModelSpec`, penalized, or over a rank grid.
 
-    A spec whose weight is selected (``dial-ada`` over a grid) has no single posterior weight:
-    the ordinary posterior is taken unless the grid holds one value.
+    A weight grid has no single posterior weight: the ordinary posterior is taken unless it holds one value.
     """
     from ..exceptions import EstimandMismatchError
 

@@ -68,13 +68,12 @@ def _block(quantity: str, table: pd.DataFrame, est_col: str, draws: np.ndarray, 
     with np.errstate(divide="ignore", invalid="ignore"):
         width = (q_hi - q_lo) / (hi - lo)
         shift = (pm - est) / se
-    out = pd.DataFrame(
+    return pd.DataFrame(
         {"estimate": est, "se": se, "ci_low": lo, "ci_high": hi, "post_mean": pm, "post_sd": ps, "cred_low": q_lo,
          "cred_high": q_hi, "width_ratio": width, "shift_se": shift, "level": level},
         index=pd.MultiIndex.from_arrays([[quantity] * len(table), [str(n) for n in table.index]],
                                         names=["quantity", "name"]),
     )
-    return out
 
 
 class IntervalComparison(pd.DataFrame):

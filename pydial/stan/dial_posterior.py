@@ -77,14 +77,11 @@ class Request:
 class Estimand:
     """What a fit or a posterior estimates: the spec of its estimator, and the facts a spec cannot hold.
 
-    ``spec`` is the :class:`~pydial.ModelSpec` at one weight and one rank
-    (:meth:`~pydial.ModelSpec.selected`; the cut posterior: ``dial-anc``, or
-    ``lambda_=inf`` alone), None for a posterior without a frequentist counterpart
-    (the LLM-only posterior, ``calibration=None``).  Beside it: ``b_source``, where
-    the order effects come from (``"joint"``, ``"llm-only"``, ``"judge"``, ``"none"``);
-    ``scores``, the posterior variable holding the method's scores; ``data``, the
-    fingerprint of the data (:func:`~pydial.stan.schema.data_fingerprint`); ``program``,
-    the path of a user's program (None: a shipped one).
+    ``spec``: the :class:`~pydial.ModelSpec` at one weight and rank (:meth:`~pydial.ModelSpec.selected`; the cut
+    posterior is ``dial-anc``, or ``lambda_=inf`` alone), None for the LLM-only posterior (``calibration=None``).
+    ``b_source``: where the order effects come from (``"joint"``, ``"llm-only"``, ``"judge"``, ``"none"``);
+    ``scores``: the posterior variable of the method's scores; ``data``: the data's fingerprint
+    (:func:`~pydial.stan.schema.data_fingerprint`); ``program``: a user's program (None: a shipped one).
     """
 
     spec: ModelSpec | None
@@ -113,9 +110,8 @@ class Estimand:
     def differences(self, other: "Estimand") -> dict[str, tuple[Any, Any]]:
         """Return the fields in which ``self`` (a fit) and ``other`` (a posterior) differ; empty when they match.
 
-        Compared: the data fingerprints (when both have one), the program, the specs'
-        :meth:`~pydial.ModelSpec.estimand` (method first: another method is the one
-        difference reported) and ``b_source``.
+        Compared: the data fingerprints (when both have one), the program, the specs' :meth:`~pydial.ModelSpec.estimand`
+        (another method is the one difference reported) and ``b_source``.
         """
         out: dict[str, tuple[Any, Any]] = {}
         if self.data is not None and other.data is not None and self.data != other.data:

@@ -27,10 +27,7 @@ CALIBRATION_CODE = {None: 0, "mu": 1, "W": 2}
 
 DIAL_PRIORS: dict[str, float] = {"A_sd": 0.0, "B_sd": 0.0, "c_sd": 0.0, "b_sd": 0.0, "beta_sd": 0.0,
                                  "log_nu_mean": 0.0, "log_nu_sd": 0.0}
-"""Normal priors of ``dial.stan`` (penalty on the chart blocks); scale 0 = flat (the MLE).
-
-As for every program, key ``x`` is the Stan datum ``prior_x`` (e.g. ``A_sd`` -> ``prior_A_sd``).
-"""
+"""Normal priors of ``dial.stan`` (penalty on the chart blocks; 0 = flat, the MLE); key ``x`` is the datum ``prior_x``."""
 
 DIAL_SAMPLE_PRIORS: dict[str, float] = {
     "m_sd": 2.0,
@@ -44,10 +41,8 @@ DIAL_SAMPLE_PRIORS: dict[str, float] = {
 }
 r"""Default priors of ``dial_sample.stan`` (``posterior(data, "dial-ada")``, all DIAL methods): the table the docstrings cite.
 
-The program header states the same priors on the same parameters; these are the
-values :func:`pydial.stan.posterior` and :func:`dial_sample_data` pass (``priors=``
-overrides entries).  Every prior is normal on a parameter of the program; a scale
-of 0 makes that block flat (only where the likelihood identifies it).
+Normal priors on the program's parameters, as its header states them; ``priors=`` overrides entries, and a
+scale of 0 makes a block flat (only where the likelihood identifies it).
 
 =============== ======= ===================================================================
 key             default prior, and what it implies for the model's quantities
@@ -85,8 +80,7 @@ posterior of exactly these priors, and shows what they imply for win probabiliti
 JUDGES_PRIORS: dict[str, float] = {"s_sd": 2.0, "b_sd": 1.0, "beta_sd": 1.0, "log_nu_mean": -1.0, "log_nu_sd": 1.5}
 r"""Default priors of ``judges.stan`` for NUTS (``posterior(data, "judges" | "human")``); point fits use flat priors.
 
-Normal priors on the program's parameters (its header states the same); ``priors=``
-overrides entries; a scale of 0 is flat.
+Normal priors on the program's parameters (its header states the same); ``priors=`` overrides entries; 0 is flat.
 
 =============== ======= ===================================================================
 key             default prior, and what it implies
@@ -137,10 +131,7 @@ def human_cell_table(data: Comparisons, family: Family = BINARY) -> CellTable:
 
 
 def data_fingerprint(data: Comparisons) -> str:
-    """Return a 16-hex-digit hash of the names and cells (with tie counts) a model sees, whatever the row order.
-
-    Recorded in estimand records so that :func:`pydial.stan.compare_intervals` refuses results of different data.
-    """
+    """Return a 16-hex-digit hash of the names and cells a model sees, whatever the row order (the estimand's ``data``)."""
     h = hashlib.sha256(json.dumps([[str(x) for x in data.items], [str(x) for x in data.judges],
                                    str(data.human_judge), [str(x) for x in data.covariates]]).encode())
     for which in ("llm", "human"):

@@ -1,20 +1,13 @@
 """Worked extension: a tie rate that depends on the score gap, fitted on the Arena data.
 
-``tie_gap.stan`` (:func:`pydial.stan.example_program`, ``"tie_gap"``) is a copy of
-pydial's ``judges.stan`` plus lines marked ``// + tie gap``: a cell of
-group ``g`` (an LLM judge, or the people) has the log tie parameter
-``log nu_g - kappa_g * eta^2`` instead of ``log nu_g``.  :func:`run` samples the
-shipped Davidson model and the extension on the bundled Chatbot Arena data with the
-same data dictionary (plus the extension's one extra datum, the prior scale of
-``kappa``), and compares them by PSIS-LOO (``arviz.compare`` through
-:func:`pydial.stan.idata.compare`, the same on arviz 0.x and 1.x).  ``kappa`` comes
-back labelled by the judges' names and ``"human"`` (dimension ``judge_human``).
+``tie_gap.stan`` (:func:`pydial.stan.example_program`) is ``judges.stan`` plus lines marked ``// + tie gap``: a
+cell of group ``g`` (an LLM judge, or the people) has the log tie parameter ``log nu_g - kappa_g * eta^2``.
+:func:`run` samples it and the shipped Davidson model on the same data (plus the prior scale of ``kappa``) and
+compares them by PSIS-LOO (:func:`pydial.stan.idata.compare`); ``kappa`` comes back over ``judge_human``.
 
-Usage (from any directory)::
+Usage (from any directory; ``--records`` keeps the first Arena battles, a faster run)::
 
     python -m pydial.stan.examples.tie_gap [--records 5000] [--chains 4] [--draws 1000] [--backend cmdstanpy]
-
-``--records`` keeps the first ``records`` Arena battles (a smaller, faster run).
 """
 
 from __future__ import annotations
