@@ -3,10 +3,10 @@ r"""NUTS posteriors of the DIAL models as arviz data (:func:`posterior`; a DataT
 The DIAL methods sample ``stan/dial_sample.stan`` (the cut posterior of ``dial-anc`` adds
 ``stan/dial_calibrate.stan``, :mod:`pydial.stan.dial_posterior`), ``judges`` and ``human``
 sample ``stan/judges.stan``, and ``options={"program": PATH}`` a user's copy of either
-(:mod:`pydial.stan.programs`).  The groups, coordinates and ``attrs`` are laid out by
-:mod:`pydial.stan.layout` through :mod:`pydial.stan.idata`, the one module that knows the
-arviz version; ``attrs["estimand"]`` is the :class:`~pydial.stan.dial_posterior.Estimand`
-record (the spec of the estimator) that :func:`pydial.stan.compare_intervals` checks.
+(:mod:`pydial.stan.programs`).  The groups, coordinates and ``attrs`` are laid out by :mod:`pydial.stan.idata`,
+the one module that knows the arviz version; ``attrs["estimand"]`` is the
+:class:`~pydial.stan.dial_posterior.Estimand` record (the spec of the estimator) that
+:func:`pydial.stan.compare_intervals` checks.
 """
 
 from __future__ import annotations
@@ -29,7 +29,6 @@ from . import idata as azio
 from .backend import BACKENDS, SamplerWarning, compile_model
 from .compiled import APPROXIMATIONS
 from .dial_posterior import Estimand, Request, RunOptions, covariate_posterior, draw, posterior_estimand, sample_dial
-from .layout import Sampled, convert
 from .schema import (DIAL_SAMPLE_PRIORS, JUDGES_PRIORS, CellTable, data_fingerprint, human_cell_table,
                      judges_data, llm_cell_table, merge_priors, with_extra)
 from .programs import add_user_variables, check_extra
@@ -47,9 +46,7 @@ LOG_LIK_UNITS: tuple[str, ...] = ("cell", "judgment")
 """Units of the pointwise log-likelihood of :func:`posterior` (default ``"cell"``)."""
 
 B_SOURCES: tuple[str, ...] = ("joint", "llm-only")
-"""Where a DIAL posterior's order effects ``b`` come from: the (weighted) joint posterior, or the
-LLM-only posterior of the structured model (the convention of the frequentist DIAL fits, whose
-position effects are those of the LLM-only stage)."""
+"""Where a DIAL posterior's ``b`` comes from: the joint posterior, or the LLM-only one (as in the frequentist fits)."""
 
 MODEL_KEYWORDS: dict[str, Any] = dict(rank=1, calibration="mu", ties=None, lambda_=None, covariate_effects="judge")
 """The model keywords of :func:`posterior` (the spec's, when neither ``spec`` nor ``like`` is given), with their defaults."""
@@ -428,10 +425,10 @@ def posterior(
     problems = _problems(sampled, req.model)
     if problems:
         warnings.warn("Stan sampler problems:\n  - " + "\n  - ".join(problems), SamplerWarning, stacklevel=2)
-    return convert(data, req, sampled, problems, per_judgment=per_judgment, seed=stan_seed, run=run)
+    return azio.convert(data, req, sampled, problems, per_judgment=per_judgment, seed=stan_seed, run=run)
 
 
-def _sample_judges(data: Comparisons, req: Request, opt: RunOptions) -> Sampled:
+def _sample_judges(data: Comparisons, req: Request, opt: RunOptions) -> azio.Sampled:
     """Run ``judges.stan``: each LLM judge's own model and the people's (``judges``), or the people alone (``human``)."""
     model, family, order, priors, per_judgment = req.model, req.family, req.spec.order, opt.priors, opt.per_judgment
     tie = not family.is_binary
@@ -467,11 +464,11 @@ def _sample_judges(data: Comparisons, req: Request, opt: RunOptions) -> Sampled:
         coords["tie_judge"] = judges[:K] + ([data.human_judge] if with_human else [])
     covariate_posterior(res.draws, d, judges[:K] + [data.human_judge], list(data.covariates), post, dims, coords)
     est = posterior_estimand(req, float("nan"), data, "judge" if model == "judges" and order else "none")
-    return Sampled(res, d, cells, post, dims, coords, list(post), est, "judges",
+    return azio.Sampled(res, d, cells, post, dims, coords, list(post), est, "judges",
                     merge_priors(JUDGES_PRIORS, priors, "judges.stan"))
 
 
-def _problems(s: Sampled, model: str) -> list[str]:
+def _problems(s: azio.Sampled, model: str) -> list[str]:
     """Return the sampler's problems: divergences, R-hat / ESS of the monitored variables, the consensus trap."""
     labels = {k: [s.coords[dm] for dm in s.dims[k]] for k in s.post
               if k in s.dims and all(dm in s.coords for dm in s.dims[k])}

@@ -38,8 +38,7 @@ class StanRuntimeError(StanBackendError):
 
 
 APPROXIMATIONS: tuple[str, ...] = ("laplace", "pathfinder")
-"""CmdStan's approximate posteriors: the Laplace approximation at the mode (with the Jacobian, on the
-unconstrained scale) and Pathfinder (multi-path, importance resampled)."""
+"""CmdStan's approximate posteriors: Laplace at the mode (unconstrained scale, Jacobian) and multi-path Pathfinder."""
 
 
 def as_stan_data(data: Mapping[str, Any]) -> dict[str, Any]:

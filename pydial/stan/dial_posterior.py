@@ -20,7 +20,7 @@ from pydial.model.families import Family, family_of
 from ..exceptions import ArgumentError, DataError
 from ..optim import BOX
 from .backend import CompiledModel, SampleResult, compile_model
-from .layout import Sampled
+from .idata import Sampled
 from .schema import (DIAL_SAMPLE_PRIORS, CellTable, data_fingerprint, dial_calibrate_data, dial_sample_data, dial_sample_inits,
                      dial_sample_start, human_cell_table, llm_cell_table, merge_priors, mu_reference, with_extra)
 
@@ -28,8 +28,7 @@ __all__ = ["Estimand", "Request", "RunOptions", "sample_dial", "run_dial", "cut_
            "CUT_WARMUP_MAX", "posterior_estimand"]
 
 CUT_WARMUP_MAX = 200
-"""Largest number of warmup iterations of the second stage of the cut posterior (its target is a product
-of near-Gaussian log-concave factors, which NUTS reaches quickly; each iteration costs all draws)."""
+"""Most warmup iterations of the cut posterior's second stage (near-Gaussian log-concave factors; each costs all draws)."""
 
 
 @dataclass(frozen=True)

@@ -38,9 +38,7 @@ _STANC_INFO: dict[str, dict] = {}
 
 
 PYBIND11_FOR_PYTHON: dict[tuple[int, int], tuple[int, int]] = {(3, 13): (2, 12)}
-"""Oldest pybind11 whose extension modules load on a Python version (3.13 removed the private
-``_PyThreadState_UncheckedGet`` that older pybind11 calls); httpstan compiles every model with the
-pybind11 it bundles."""
+"""Oldest pybind11 (httpstan bundles its own) whose modules load on a Python (3.13 removed ``_PyThreadState_UncheckedGet``)."""
 
 
 def bundled_pybind11(httpstan_dir: Path) -> tuple[int, int] | None:

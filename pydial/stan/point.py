@@ -123,19 +123,15 @@ def stan_fit_point(data: Comparisons, method: str = "dial-ada", *, ties: str | N
     data : Comparisons
         Validated judgments.
     method : {"dial-ada", "dial-nopos", "dial-anc", "human", "judges", "pooled"}
-        The estimators of :func:`pydial.fit` (:data:`POINT_METHODS`), at one weight:
-
-        * ``"dial-ada"``: :math:`\arg\min Q_\lambda` at ``lambda_`` (eq. weighted-joint-estimator)
-          on ``Chart.for_data(data, rank, calibration)``; ``lambda_ = inf`` is the staged fit;
-        * ``"dial-nopos"``: the same without the judges' order effects;
-        * ``"dial-anc"``: the staged fit (eq. staged-calibrated-estimator): the LLM-only fit
-          (:attr:`StanPointFit.llm_theta` on :attr:`StanPointFit.llm_chart`), then
-          ``argmin_c l_H`` with the LLM block held fixed;
-        * ``"human"``: the people's model ``argmin l_H`` (``Chart(N, 1, 0, None, False)``; ``theta = s[:N-1]``);
-        * ``"judges"``: each judge's order-effect model (``judges.stan``); ``theta`` has one row
-          per judge in ``Chart(N, 1, 0, None, True)``;
-        * ``"pooled"``: pooled LLM model ignoring judge and order, rescaled to the people
-          (staged on ``Chart(N, 1, 0, "mu", False)``).
+        The estimators of :func:`pydial.fit` (:data:`POINT_METHODS`) at one weight: ``"dial-ada"``,
+        :math:`\arg\min Q_\lambda` at ``lambda_`` (eq. weighted-joint-estimator) on ``Chart.for_data(data, rank,
+        calibration)`` (``lambda_ = inf``: the staged fit); ``"dial-nopos"``, without order effects;
+        ``"dial-anc"``, the staged fit (eq. staged-calibrated-estimator: the LLM-only fit
+        :attr:`StanPointFit.llm_theta` on :attr:`StanPointFit.llm_chart`, then ``argmin_c l_H`` with the LLM
+        block fixed); ``"human"``, the people's ``argmin l_H`` (``Chart(N, 1, 0, None, False)``, ``theta =
+        s[:N-1]``); ``"judges"``, each judge's order-effect model (``judges.stan``; a row of ``theta`` per judge
+        in ``Chart(N, 1, 0, None, True)``); ``"pooled"``, the pooled LLM model rescaled to the people (staged
+        on ``Chart(N, 1, 0, "mu", False)``).
     ties : {None, "davidson", "rao-kupper"}
         The outcome family, as in :func:`pydial.fit`: ``None`` the binary model (ties dropped), else
         Davidson's or Rao and Kupper's, with a tie parameter per judge and one for the people

@@ -28,21 +28,18 @@ class OptimizeResult:
     log_prob : float
         ``log_prob(u)`` (no Jacobian).
     grad_norm : float
-        Max-norm of the gradient at ``u`` over the free coordinates (``nan`` when
-        the backend does not report it).
+        Max-norm of the gradient at ``u`` over the free coordinates (``nan`` when not reported).
     converged : bool
         Whether the optimizer reported convergence.
     message : str
         The optimizer's message.
     n_iter, n_eval : int
-        Iterations and log-density evaluations (``-1`` if unknown), named as in
-        :class:`pydial.optim.OptimResult`.
+        Iterations and log-density evaluations (``-1`` if unknown), as in :class:`pydial.optim.OptimResult`.
     backend : str
     seconds : float
         Wall time of the optimization.
     values : dict of str to ndarray
-        Parameters, transformed parameters and generated quantities at the
-        optimum (CmdStan reports them; empty on the scipy path).
+        Parameters, transformed parameters and generated quantities at the optimum (CmdStan's; empty on scipy).
     """
 
     u: np.ndarray
@@ -94,9 +91,8 @@ def _convergence_table(draws: Mapping[str, np.ndarray], names: Sequence[str],
 
 
 DISTINCT_DRAWS_MIN = 0.1
-"""Smallest share of distinct draws an approximation must keep.  Pathfinder's importance resampling
-repeats draws (on the Arena data about 70% distinct for the human model, 16% for DIAL-Ada) and
-can collapse to a handful of points, whose intervals then have zero width (N = 300, K = 30)."""
+"""Smallest share of distinct draws an approximation must keep: Pathfinder's importance resampling repeats draws
+(Arena data: 70% distinct for the human model, 16% for DIAL-Ada) and can collapse to a few points (zero-width intervals)."""
 
 
 def _degenerate_draws(draws: Mapping[str, np.ndarray], names: Sequence[str], algorithm: str) -> list[str]:
@@ -119,11 +115,9 @@ class SampleResult:
     Attributes
     ----------
     draws : dict of str to ndarray
-        Every parameter, transformed parameter and generated quantity, shaped
-        ``(chain, draw, *shape)``.
+        Every parameter, transformed parameter and generated quantity, ``(chain, draw, *shape)``.
     stats : dict of str to ndarray
-        Sampler variables (``lp__``, ``divergent__``, ``treedepth__``, ...),
-        shaped ``(chain, draw)``.
+        Sampler variables (``lp__``, ``divergent__``, ``treedepth__``, ...), ``(chain, draw)``.
     chains, draws_per_chain, warmup, seed, max_depth : int
     backend : str
     seconds : float
@@ -135,8 +129,8 @@ class SampleResult:
     backend_fit : cmdstanpy.CmdStanMCMC or None
         The CmdStan fit (CmdStan backend only), for ``arviz.from_cmdstanpy``.
     algorithm : str
-        ``"nuts"``, or the approximation that drew them (``"laplace"``, ``"pathfinder"``:
-        one chain of approximately independent draws; no sampler statistics, no R-hat).
+        ``"nuts"``, or the approximation that drew them (``"laplace"``, ``"pathfinder"``: one chain of
+        approximately independent draws; no sampler statistics, no R-hat).
     """
 
     draws: dict[str, np.ndarray]
