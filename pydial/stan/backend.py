@@ -1,7 +1,6 @@
 """Choose a Stan backend (CmdStan through ``cmdstanpy`` when it resolves, else httpstan), compile and run programs.
 
-Each backend is a :class:`~pydial.stan.compiled.BackendModule`; this module keeps one compiled model per backend and
-program text per process.  Compiled programs are cached on disk (:mod:`pydial.stan.cache`).
+Each backend is a :class:`~pydial.stan.compiled.BackendModule`; one compiled model per backend and text per process.
 """
 
 from __future__ import annotations

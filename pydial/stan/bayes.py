@@ -241,12 +241,10 @@ def posterior(
         calibration, ties, ``covariate_effects`` and, when it holds a single weight, ``lambda_``.
         Overrides ``method`` and the model keywords.
     like : DialResult, optional
-        Sample the posterior of exactly this fit's estimator: its model, rank, calibration, weight
-        (``dial-ada`` at its selected weight, ``dial-anc`` as the cut posterior), ties and
-        order-effect convention; overrides ``method``, the model keywords, ``include_human`` and
-        ``b_stage``.  A fit without a posterior counterpart (``pooled``, ``atc``, penalized) raises
-        :class:`~pydial.exceptions.EstimandMismatchError`, anything but a fit result
-        :class:`~pydial.ArgumentTypeError` (a method's name goes to ``method=``, a spec to ``spec=``).
+        Sample the posterior of exactly this fit's estimator (its spec at the selected weight and
+        rank, ``dial-anc`` as the cut posterior, its order-effect convention); overrides ``method``,
+        the model keywords, ``include_human`` and ``b_stage``.  A fit without a posterior counterpart
+        (``pooled``, ``atc``, penalized) raises :class:`~pydial.exceptions.EstimandMismatchError`.
     chains, draws, warmup : int
         NUTS chains, post-warmup draws per chain, warmup iterations.
     seed : int, optional
@@ -282,8 +280,7 @@ def posterior(
         refresh : int, optional
             The sampler's progress interval (iterations), shown with ``quiet=False``.
         quiet : bool, default True
-            Keep the backends' output and log messages off the console (a compilation is still
-            announced by one line on stderr).
+            Keep the backends' output off the console (a compilation is still announced in one line).
         progress : bool, optional
             A ``tqdm`` bar instead of the backends' progress lines (httpstan: one over all chains;
             CmdStan: cmdstanpy's per chain).  Default: when stderr is a terminal.
@@ -306,17 +303,13 @@ def posterior(
             labels ``cell/outcome#n``; the programs read one cell per judgment, which drops only the
             constant multinomial coefficients and samples more slowly on large data).
         program : str, optional
-            Path to a ``.stan`` file sampled instead of ``dial_sample.stan`` or ``judges.stan``: the
-            shipped program's ``#include`` lines plus additions (README "Extending a Stan program"),
-            reading the same data (:func:`pydial.stan.standata`) plus ``extra``, whose names are
-            checked against its ``data`` block before anything is compiled.  It must write
-            ``log_lik`` and ``counts_rep`` as the shipped programs do; every variable it outputs goes
-            to the posterior group.  Its own variables are labelled axis by axis by size: ``K`` is
-            ``judge``, ``K + 1`` (the judges, then the people) ``judge_human`` (names and
-            ``data.human_judge``), ``N`` ``item``; a repeated dimension is suffixed (``item_j``), a
-            size two of them share labels nothing, and an unlabelled axis is ``<name>_dim_<axis>``.
-            E.g. ``vector[K + 1] kappa`` of :func:`pydial.stan.example_program` ``("tie_gap")`` is
-            ``kappa`` over ``judge_human``.
+            A ``.stan`` file sampled instead of ``dial_sample.stan`` or ``judges.stan`` (README
+            "Extending a Stan program"): it reads :func:`pydial.stan.standata` plus ``extra`` (checked
+            against its ``data`` block before anything is compiled), writes ``log_lik`` and
+            ``counts_rep`` as the shipped programs do, and its variables go to the posterior group,
+            its own labelled axis by axis by size: ``K`` is ``judge``, ``K + 1`` ``judge_human`` (the
+            judges, then ``data.human_judge``), ``N`` ``item`` (repeated: ``item_j``; a size two share
+            labels nothing; else ``<name>_dim_<axis>``), e.g. ``kappa`` of ``example_program("tie_gap")``.
         extra : mapping, optional
             More data for ``program``.
     **model
@@ -364,8 +357,8 @@ def posterior(
     Raises
     ------
     pydial.ArgumentTypeError
-        ``data`` is not a :class:`~pydial.Comparisons` (a DataFrame: build it with
-        ``Comparisons.from_frame``), or ``like`` is not a fit result.
+        ``data`` is not a :class:`~pydial.Comparisons` (build it with ``Comparisons.from_frame``), or
+        ``like`` is not a fit result (a method's name goes to ``method=``, a spec to ``spec=``).
     pydial.ArgumentError
         A bad argument (naming it), before anything is compiled or sampled.
     pydial.DataError

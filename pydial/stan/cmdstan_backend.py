@@ -343,8 +343,7 @@ class CmdstanpyModel(CompiledModel):
         if stalled:
             message = "CmdStan L-BFGS: no change of log p at its resolution"
         secs = time.perf_counter() - t0
-        # A line search that fails (or a run that stalls) within ROUNDOFF_FACTOR of the tolerance has
-        # hit the resolution of log p itself (the decrease g^2 / (2 h) left is below |log p| eps).
+        # a failed line search (or a stall) within ROUNDOFF_FACTOR of the tolerance has hit the resolution of log p
         tol = gtol * max(1.0, abs(lp)) * (1.0 if ok and not stalled else ROUNDOFF_FACTOR)
         return OptimizeResult(u=u, log_prob=lp, grad_norm=gnorm, converged=gnorm <= tol,
                               message=message, n_iter=-1, n_eval=-1, backend=self.backend, seconds=secs,

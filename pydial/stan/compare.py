@@ -1,9 +1,4 @@
-"""Sandwich (Wald) intervals next to posterior intervals at the same level.
-
-One level for everything, stated in every table: the posterior intervals
-compared with sandwich intervals are *equal-tailed* at that level (not
-arviz's default 94% HDI).
-"""
+"""Sandwich (Wald) intervals next to posterior intervals at the same level, stated in every table (equal-tailed)."""
 
 from __future__ import annotations
 

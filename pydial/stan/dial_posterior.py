@@ -35,10 +35,9 @@ CUT_WARMUP_MAX = 200
 class Request:
     """A posterior to sample: its :class:`~pydial.ModelSpec` and the few choices that are not the spec's.
 
-    ``spec`` is the model (method, rank, calibration, ties, covariate effects and the single
-    weight ``lambda_``: none for the ordinary posterior, ``inf`` for the cut posterior).  Not
-    the spec's: ``calibrated=False`` samples the LLM-only posterior (``calibration=None``, which
-    a spec cannot hold), and two sampling settings, ``include_human`` (``judges``) and ``b_stage``.
+    ``spec``: the model, its single weight ``lambda_`` none for the ordinary posterior, ``inf`` for the cut one.  Not
+    the spec's: ``calibrated=False`` (the LLM-only posterior, ``calibration=None``, which a spec cannot hold) and the
+    sampling settings ``include_human`` (``judges``) and ``b_stage``.
     """
 
     spec: ModelSpec
@@ -191,7 +190,6 @@ def sample_dial(data: Comparisons, req: Request, opt: RunOptions) -> Sampled:
                    "dial_sample" + ("+dial_calibrate" if cut else ""), merge_priors(DIAL_SAMPLE_PRIORS, opt.priors,
                                                                                   "dial_sample.stan"))
     if cut:
-        assert calibration is not None  # cut requires a calibration
         out.res, out.cells, out.post, out.dims, out.coords, p2 = cut_stage(data, req, opt, res, d, cells[0], post,
                                                                            dims, coords)
         out.problems += p2

@@ -53,8 +53,7 @@ def _binary_optimizers(seed: int | None, penalty: str | None, backend: str | Non
 
     def joint(data: Comparisons, chart: Any, lambda_: float, theta0: np.ndarray, warm: Any = None,
               polish: bool = True) -> tuple[np.ndarray, Any]:
-        # warm (the previous weight's fit) is not used: Stan's optimizer evaluates its own start;
-        # polish neither: it stops at its own tolerances
+        # warm and polish are not used: Stan's optimizer evaluates its own start and stops at its own tolerances
         sp = stan_fit_point(data, "dial-ada" if chart.order else "dial-nopos", rank=chart.r, calibration=chart.calibration,
                             lambda_=lambda_, init=theta0, seed=seed, penalty=penalty, backend=backend,
                             covariate_effects="shared" if chart.shared else "judge", options={"warn": False})
@@ -83,8 +82,7 @@ def stan_optimizers(seed: int | None = None, penalty: str | None = None, backend
 
     def calibration(data: Comparisons, family: Family, ch: Chart, theta: np.ndarray, M: np.ndarray, x0: np.ndarray,
                     penalty: str | None = None) -> Any:
-        # the program's parameters are the people's chart coordinates (c, free beta_H), then log nu_H;
-        # x0 and the optimum are in numpy's (c relative to M, free beta_H, log nu_H)
+        # the program's (c, free beta_H, log nu_H) are chart coordinates; x0 and the optimum numpy's (c relative to M)
         people = ch.human_coordinates
         head = people.size
         st = run(data, family).dial(ch, np.append(theta[people], x0[head:]), "calibration stage", w_llm=0.0, w_human=1.0,

@@ -1,12 +1,8 @@
 """The one module that knows which arviz is installed: posteriors are built, laid out and read through it only.
 
-arviz 1.x represents a posterior as an :class:`xarray.DataTree` (``from_dict`` keyed by group, its
-``attrs=`` keyed by group too, so pydial writes its record on the root afterwards); arviz 0.x (0.17
-or newer, the newest on Python 3.11) as ``arviz.InferenceData``.  Both carry the same groups,
-variables, coordinates and root ``attrs`` (JSON text) and survive ``to_netcdf`` / ``from_netcdf``;
-:func:`posterior_attrs` falls back to the ``posterior`` group, which holds the estimand record too.
-:func:`convert` lays out a posterior's draws (:class:`Sampled`): by ``from_cmdstanpy`` for one CmdStan run, else
-``from_dict``.
+arviz 1.x represents a posterior as an :class:`xarray.DataTree` (its ``from_dict`` keyed by group, ``attrs`` too),
+arviz 0.x (0.17 or newer) as ``arviz.InferenceData``; both carry the same groups, coordinates and root ``attrs``
+(JSON text) and survive netCDF.  :func:`convert` lays out a posterior's draws (:class:`Sampled`).
 """
 
 from __future__ import annotations

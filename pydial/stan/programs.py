@@ -1,9 +1,7 @@
 """Locate pydial's Stan programs and expand their ``#include`` lines; check and label a user's program.
 
-The programs are installed as ``pydial.stan_files``, worked extensions in ``pydial/stan/examples/``;
-:func:`program_code` is the one text either backend compiles and the key of the compiled-program cache.
-A user's program in :func:`pydial.stan.posterior` (``options={"program": ...}``) has its data checked
-before it is compiled (:func:`check_extra`) and its own variables labelled by their sizes (:func:`user_dims`).
+:func:`program_code` is the one text either backend compiles (and the key of the compiled-program cache); a user's
+program in :func:`pydial.stan.posterior` has its data checked before it is compiled and its own variables labelled.
 """
 
 from __future__ import annotations

@@ -47,34 +47,29 @@ scale of 0 makes a block flat (only where the likelihood identifies it).
 =============== ======= ===================================================================
 key             default prior, and what it implies for the model's quantities
 =============== ======= ===================================================================
-``m_sd``        2.0     ``m_raw ~ N(0, m_sd^2)``: the mean judge score
-                        ``S'1/K = gamma_bar mu`` in Helmert coordinates, i.e.
-                        ``N(0, m_sd^2 (I - 11'/N))``; so ``mu`` is uniform on its sphere
-                        ``||mu||^2 = N`` and ``gamma_bar = ||m_raw|| / sqrt(N)`` is
-                        ``m_sd chi_{N-1} / sqrt(N)`` (vanishing at 0).
+``m_sd``        2.0     ``m_raw ~ N(0, m_sd^2)``: the mean judge score ``S'1/K = gamma_bar mu`` in
+                        Helmert coordinates, ``N(0, m_sd^2 (I - 11'/N))``: ``mu`` is uniform on its
+                        sphere ``||mu||^2 = N``, ``gamma_bar = ||m_raw|| / sqrt(N)`` is ``m_sd
+                        chi_{N-1} / sqrt(N)`` (vanishing at 0).
 ``gamma_sd``    1.0     ``gamma_dev ~ N(0, gamma_sd^2)``: the judges' loadings ``gamma``
                         around their mean ``gamma_bar`` (Helmert coordinates of ``R^K``).
-``Z_sd``        2.0     ``Z_raw ~ N(0, Z_sd^2)``: the item side ``Z`` of the disagreement
-                        ``U V' = P Z'``, isotropic ``N(0, Z_sd^2)`` on ``{1, mu}^perp``;
-                        the judge side ``P`` is a uniform orthonormal frame (parameter
-                        expansion).  So ``V = sqrt(N) frame(Z)`` is uniform and
-                        ``U = P Z' V / N``; for rank 1, ``||U|| = ||Z|| / sqrt(N)``, which is
-                        ``Z_sd chi_{N-2} / sqrt(N)``.  There is no prior on ``U`` itself.
+``Z_sd``        2.0     ``Z_raw ~ N(0, Z_sd^2)``: the item side ``Z`` of the disagreement ``U V' =
+                        P Z'``, isotropic on ``{1, mu}^perp``, the judge side ``P`` a uniform
+                        orthonormal frame (parameter expansion): ``V = sqrt(N) frame(Z)`` is uniform,
+                        ``U = P Z' V / N``; for rank 1 ``||U|| = ||Z|| / sqrt(N)``, i.e. ``Z_sd
+                        chi_{N-2} / sqrt(N)``.  There is no prior on ``U`` itself.
 ``b_sd``        1.0     ``b_k ~ N(0, b_sd^2)``: the judges' order effects.
-``beta_sd``     1.0     ``beta_g ~ N(0, beta_sd^2)``: the covariate effects (data with response
-                        covariates), per unit of the standardized covariate: an effect of 1
-                        moves the log-odds by 1 per root-mean-square unit of the covariate.
+``beta_sd``     1.0     ``beta_g ~ N(0, beta_sd^2)``: the covariate effects, per root-mean-square
+                        unit of the (standardized) covariate on the log-odds.
 ``c_sd``        2.0     ``c ~ N(0, c_sd^2)``: the calibration coordinates, ``s_H = M c`` with
                         ``M = mu`` or ``M = [mu, V]``.
-``log_nu_mean`` -1.0    ``log nu ~ N(log_nu_mean, log_nu_sd^2)``: the tie parameters (each
-``log_nu_sd``   1.5     judge's, then the people's); Davidson ``nu``, Rao-Kupper threshold
-                        ``tau = nu``.  At equal scores the median tie rate is about 16%
-                        (Davidson, ``nu / (2 + nu)``) and 18% (Rao-Kupper).
+``log_nu_mean`` -1.0    ``log nu ~ N(log_nu_mean, log_nu_sd^2)``: the tie parameters (each judge's,
+``log_nu_sd``   1.5     then the people's; Rao-Kupper's threshold ``tau = nu``); the median tie rate
+                        at equal scores is about 16% (Davidson, ``nu / (2 + nu)``), 18% (Rao-Kupper).
 =============== ======= ===================================================================
 
-``analyses/sbc`` checks by simulation-based calibration that the programs sample the
-posterior of exactly these priors, and shows what they imply for win probabilities
-(prior predictive check).
+``analyses/sbc`` checks by simulation-based calibration that the programs sample the posterior of exactly
+these priors, and shows what they imply for win probabilities (prior predictive check).
 """
 
 JUDGES_PRIORS: dict[str, float] = {"s_sd": 2.0, "b_sd": 1.0, "beta_sd": 1.0, "log_nu_mean": -1.0, "log_nu_sd": 1.5}
@@ -85,10 +80,9 @@ Normal priors on the program's parameters (its header states the same); ``priors
 =============== ======= ===================================================================
 key             default prior, and what it implies
 =============== ======= ===================================================================
-``s_sd``        2.0     ``s_raw, sH_raw ~ N(0, s_sd^2)`` in Helmert coordinates: each judge's
-                        and the people's centered scores are exchangeable
-                        ``N(0, s_sd^2 (I - 11'/N))``; a score difference ``s_i - s_j`` is
-                        ``N(0, 2 s_sd^2)``.
+``s_sd``        2.0     ``s_raw, sH_raw ~ N(0, s_sd^2)`` in Helmert coordinates: each judge's and the
+                        people's centered scores are ``N(0, s_sd^2 (I - 11'/N))``, a score
+                        difference ``s_i - s_j`` is ``N(0, 2 s_sd^2)``.
 ``b_sd``        1.0     ``b_k ~ N(0, b_sd^2)``: the judges' order effects.
 ``beta_sd``     1.0     ``beta_g ~ N(0, beta_sd^2)``: each judge's and the people's covariate
                         effects, as in :data:`DIAL_SAMPLE_PRIORS`.
