@@ -131,6 +131,23 @@ def test_standata_covariates_are_the_same_for_every_program(shared):
     np.testing.assert_array_equal(out["dial"]["beta_fixed"], out["dial_sample"]["beta_fixed"])
 
 
+def test_builders_take_the_family_object(data):
+    """The cell helpers and data builders take the outcome family (its code is the datum ties), not a string or a bool."""
+    from pydial.model.families import BINARY, family_of
+
+    for name in ("davidson", "rao-kupper"):
+        fam = family_of(name)
+        d = judges_data(llm_cell_table(data, fam), human_cell_table(data, fam), N=data.N, K=data.K, family=fam)
+        assert d["ties"] == fam.code and d["cell_counts"].shape[1] == 3
+        ref = standata(data, "judges", ties=name)  # the spec's ties= resolved at the API edge
+        assert ref.keys() == d.keys() and all(np.array_equal(ref[k], d[k]) for k in d)
+    assert llm_cell_table(data, BINARY).tie_counts.sum() == 0
+    with pytest.raises(pydial.ArgumentTypeError, match="family must be a pydial.model.families.Family"):
+        judges_data(llm_cell_table(data), None, N=data.N, K=data.K, family="davidson")
+    with pytest.raises(TypeError):
+        llm_cell_table(data, ties=True)
+
+
 def test_standata_takes_the_spec_or_its_keywords(data):
     spec = pydial.ModelSpec(method="dial-nopos", rank=1, calibration="W", ties="davidson", lambda_=0.5)
     a = standata(data, "dial", spec)
