@@ -24,7 +24,7 @@ from pydial.estimation.spec import (COVARIATE_EFFECTS, DEFAULT_METHOD, ModelSpec
 from pydial.model.chart import CALIBRATIONS
 from pydial.model.families import FAMILIES
 
-from ..exceptions import ArgumentError, ArgumentTypeError, DataError
+from ..exceptions import ArgumentError, ArgumentTypeError, DataError, EstimandMismatchError
 from . import idata as azio
 from .backend import BACKENDS, SamplerWarning, compile_model
 from .compiled import APPROXIMATIONS
@@ -84,8 +84,6 @@ def result_estimand(result: Any) -> Estimand:
 
 def _like_spec(result: Any, data: Comparisons) -> ModelSpec:
     """Return the spec whose posterior is that of ``result``'s estimator (at its selected weight and rank)."""
-    from ..exceptions import EstimandMismatchError
-
     spec = result_estimand(result).spec
     assert spec is not None  # a fit's estimand has its spec
     if spec.method not in POSTERIOR_METHODS:
@@ -173,8 +171,6 @@ def _check_spec(spec: Any) -> None:
 
     A weight grid has no single posterior weight: the ordinary posterior is taken unless it holds one value.
     """
-    from ..exceptions import EstimandMismatchError
-
     if not isinstance(spec, ModelSpec):
         raise ArgumentTypeError(f"spec must be a pydial.ModelSpec, got {type(spec).__name__}")
     if spec.penalty is not None:
