@@ -18,8 +18,6 @@ import numpy as np
 if TYPE_CHECKING:
     from pydial.data.comparisons import CellTable, Comparisons
 
-    from .results import SampleResult
-
 __all__ = [
     "ARVIZ_MIN",
     "arviz",
@@ -219,7 +217,7 @@ def plot_ppc(obj: Any, var: str, *, num_samples: int = 20) -> Any:
 class Sampled:
     """The draws of one posterior and how to lay them out (the output of the run step of :func:`~pydial.stan.posterior`)."""
 
-    res: SampleResult
+    res: Any                             # the (first) run's SampleResult (results.py reads this module)
     d: Mapping[str, Any]                 # the data of the (first) program
     cells: list[CellTable]               # the aggregated cells, LLM then human
     post: dict[str, np.ndarray]          # the posterior group
@@ -245,7 +243,7 @@ _STAT_NAMES = {
 }
 
 
-def _sample_stats(res: SampleResult) -> dict[str, np.ndarray]:
+def _sample_stats(res: Any) -> dict[str, np.ndarray]:
     """Return the sampler statistics under arviz's names (``diverging`` bool, ``tree_depth`` and ``n_steps`` int)."""
     out = {}
     for k, v in res.stats.items():
@@ -312,7 +310,7 @@ def convert(data: Comparisons, req: Any, s: Sampled, problems: list[str], *, per
                       coords=coords, dims=all_dims, attrs=attrs)
 
 
-def _from_cmdstanpy(res: SampleResult, post: Mapping[str, np.ndarray], pp: Mapping[str, np.ndarray],
+def _from_cmdstanpy(res: Any, post: Mapping[str, np.ndarray], pp: Mapping[str, np.ndarray],
                     obs: Mapping[str, np.ndarray], coords: Mapping[str, Any], dims: Mapping[str, list[str]],
                     attrs: Mapping[str, Any]) -> Any:
     """Return the arviz data of a CmdStan run: posterior and ``log_lik`` by ``arviz.from_cmdstanpy``, the rest as elsewhere.
