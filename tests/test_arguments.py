@@ -173,6 +173,7 @@ POSTERIOR_CASES = [
     (dict(options={"adapt_delta": 1.2}), "adapt_delta", False),
     (dict(options={"max_depth": 0}), "max_depth", False),
     (dict(options={"init": "zero"}), "init", False),
+    (dict(options={"init": "spectral"}), "init must be one of ('point-start', 'random')", False),
     (dict(chains=2, options={"init": [{}]}), "init", False),
     (dict(options={"log_lik": "record"}), "log_lik", False),
     (dict(algorithm="advi"), "algorithm", False),

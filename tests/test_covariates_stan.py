@@ -17,7 +17,7 @@ import pytest
 
 import pydial
 from pydial.model.chart import Chart
-from pydial.model.families import FAMILIES, log_coef
+from pydial.model.families import FAMILIES, family_of, log_coef
 from pydial.model.likelihood import Objective
 from pydial.stan.parameters import dial_from_unconstrained as from_stan, dial_unconstrained as to_stan
 from pydial.stan.schema import (
@@ -57,9 +57,9 @@ def test_dial_log_prob_with_covariates_equals_numpy_objective(models, shared, ca
     obj = Objective.weighted(ch, data, lam, ties=ties)
     n_l, n_h = obj.cells.n[~obj.cells.is_human].sum(), obj.cells.n[obj.cells.is_human].sum()
     if cal is None:
-        d, scale = dial_data(data, ch, w_llm=1.0, ties=ties), n_l
+        d, scale = dial_data(data, ch, w_llm=1.0, family=family_of(ties)), n_l
     else:
-        d, scale = dial_data(data, ch, w_llm=lam * n_h / n_l, w_human=1.0, ties=ties), n_h
+        d, scale = dial_data(data, ch, w_llm=lam * n_h / n_l, w_human=1.0, family=family_of(ties)), n_h
     assert d["n_cov"] == 2 and m.num_unconstrained(d) == obj.dim
     coef = weighted_log_coef(d)
     rng = np.random.default_rng(4)
@@ -98,7 +98,7 @@ def test_judges_log_prob_with_covariates_equals_numpy_cells(models, ties):
     tie = ties is not None
     L, H = data.cell_table("llm", with_ties=tie), data.cell_table("human", with_ties=tie)
     K, N = data.K, data.N
-    d = judges_data(L, H, N=N, K=K, ties=ties, flat=True)
+    d = judges_data(L, H, N=N, K=K, family=family_of(ties), flat=True)
     assert list(d["beta_row"]) == [1, 2, 3, 4] and d["cell_z"].shape == (len(L), 2)
     Q = helmert_basis(N)
     rng = np.random.default_rng(6)
@@ -121,7 +121,7 @@ def test_dial_sample_log_lik_with_covariates(models, shared, ties):
     data = simulated(ties, seed=3, N=7)
     m = models["dial_sample"]
     priors = {"m_sd": 0, "gamma_sd": 0, "Z_sd": 0, "b_sd": 0, "c_sd": 0, "log_nu_sd": 0, "beta_sd": 0.5}
-    d, L, H = dial_sample_data(data, rank=1, calibration="W", ties=ties, priors=priors, shared=shared)
+    d, L, H = dial_sample_data(data, rank=1, calibration="W", family=family_of(ties), priors=priors, shared=shared)
     K = data.K
     rows = np.append(np.zeros(K, int) if shared else np.arange(K), 1 if shared else K)
     assert list(d["beta_row"]) == list(rows + 1)
@@ -152,7 +152,7 @@ def test_dial_calibrate_log_prob_with_covariates(models, ties):
     rng = np.random.default_rng(5)
     T, dim = 3, 2
     M = rng.normal(size=(T, data.N, dim))
-    d = dial_calibrate_data(H, M, ties=ties, priors={"c_sd": 0, "log_nu_sd": 0, "beta_sd": 0})
+    d = dial_calibrate_data(H, M, family=family_of(ties), priors={"c_sd": 0, "log_nu_sd": 0, "beta_sd": 0})
     u = rng.normal(size=m.num_unconstrained(d))
     v = m.constrain(d, u, include_gqs=True)
     c, beta = np.asarray(v["c"]).reshape(T, dim), np.asarray(v["beta"]).reshape(T, 2)

@@ -72,11 +72,11 @@ def test_a_failed_approximation_is_a_convergence_error_with_cmdstans_messages(mo
     """A start where the log density is about -1e302 stops both algorithms at once: pydial's typed error
     with CmdStan's last console lines and the other algorithms named, not cmdstanpy's bare RuntimeError."""
     from pydial import ConvergenceError
-    from pydial.stan.schema import empty_cells, human_cell_table, judges_data
+    from pydial.stan.schema import CellTable, human_cell_table, judges_data
 
     if stan_backend_name != "cmdstanpy":
         pytest.skip("the approximations are CmdStan's")
-    d = judges_data(empty_cells(), human_cell_table(data), N=data.N, K=0, order=False, flat=True, log_lik=False)
+    d = judges_data(CellTable.empty(), human_cell_table(data), N=data.N, K=0, order=False, flat=True, log_lik=False)
     with pytest.raises(ConvergenceError, match=f"CmdStan's {algorithm} failed(.|\n)*(Iter|iteration)(.|\n)*Try another"):
         models["judges"].approximate(d, algorithm=algorithm, draws=10, seed=1, init={"sH_raw": np.full(data.N - 1, 1e300)})
 

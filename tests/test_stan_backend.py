@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from pydial.model.chart import Chart
+from pydial.model.families import family_of
 from pydial.studies.simulate import simulate
 from pydial.stan import (
     BACKENDS,
@@ -173,7 +174,7 @@ def test_dial_parameters_are_the_chart_blocks_by_name(models):
     m = models["dial"]
     for ties, cal in ((None, "W"), ("davidson", "mu")):
         ch = Chart(data.N, data.K, 1, cal, True)
-        d = dial_data(data, ch, w_llm=1.0, w_human=1.0, ties=ties)
+        d = dial_data(data, ch, w_llm=1.0, w_human=1.0, family=family_of(ties))
         x = np.random.default_rng(1).normal(size=m.num_unconstrained(d))
         parts = dial_parameters(d, x)
         A, B, _, _ = ch.unpack(x[: ch.dim])

@@ -17,6 +17,7 @@ import pytest
 
 import pydial
 from pydial.model.chart import Chart
+from pydial.model.families import DAVIDSON, RAO_KUPPER
 from pydial.stan.programs import PROGRAMS, data_names, example_program, program_code, program_dir, program_path
 from pydial.stan.schema import (
     dial_calibrate_data,
@@ -54,23 +55,23 @@ def test_data_names_reads_declarations(tmp_path):
 def builders(data):
     """(program, label, data dictionary) for every builder and the cases that change the dictionary."""
     N, K = data.N, data.K
-    L, H = llm_cell_table(data, ties=True), human_cell_table(data, ties=True)
+    L, H = llm_cell_table(data, DAVIDSON), human_cell_table(data, DAVIDSON)
     ch = Chart(N, K, 1, "W", True)
     theta = np.zeros(ch.dim)
     yield "dial", "standata", standata(data, "dial", ties="davidson")
     yield "dial", "binary", dial_data(data, Chart(N, K, 0, "mu", False), w_llm=1.0)
-    yield "dial", "fix_llm", dial_data(data, ch, w_llm=0.0, w_human=1.0, fix_llm=theta, ties="rao-kupper",
+    yield "dial", "fix_llm", dial_data(data, ch, w_llm=0.0, w_human=1.0, fix_llm=theta, family=RAO_KUPPER,
                                        boundary_nu=True)
     yield "dial", "firth", dial_data(data, Chart(N, 1, 0, None, True), w_llm=1.0,
                                      llm=pooled_cell_table(data), firth=1)
     yield "dial_sample", "standata", standata(data, "dial_sample", ties="davidson")
     yield "dial_sample", "win_prob", dial_sample_data(data, rank=1, calibration="W", win_prob=True)[0]
     yield "judges", "standata", standata(data, "judges", ties="rao-kupper")
-    yield "judges", "human", judges_data(L.select(L.judge < 0), H, N=N, K=0, order=False, ties="davidson",
+    yield "judges", "human", judges_data(L.select(L.judge < 0), H, N=N, K=0, order=False, family=DAVIDSON,
                                          flat=True)
     yield "judges", "firth", judges_data(llm_cell_table(data), None, N=N, K=K, firth=True)
     yield "dial_calibrate", "binary", dial_calibrate_data(human_cell_table(data), np.ones((5, N, 2)))
-    yield "dial_calibrate", "ties", dial_calibrate_data(H, np.ones((5, N, 1)), ties="davidson")
+    yield "dial_calibrate", "ties", dial_calibrate_data(H, np.ones((5, N, 1)), family=DAVIDSON)
 
 
 def test_every_shipped_program_is_covered(data):
@@ -128,6 +129,23 @@ def test_standata_covariates_are_the_same_for_every_program(shared):
         assert out[program]["n_beta"] == rows.max()
     np.testing.assert_array_equal(out["judges"]["beta_row"], [1, 2, 3, 4])
     np.testing.assert_array_equal(out["dial"]["beta_fixed"], out["dial_sample"]["beta_fixed"])
+
+
+def test_builders_take_the_family_object(data):
+    """The cell helpers and data builders take the outcome family (its code is the datum ties), not a string or a bool."""
+    from pydial.model.families import BINARY, family_of
+
+    for name in ("davidson", "rao-kupper"):
+        fam = family_of(name)
+        d = judges_data(llm_cell_table(data, fam), human_cell_table(data, fam), N=data.N, K=data.K, family=fam)
+        assert d["ties"] == fam.code and d["cell_counts"].shape[1] == 3
+        ref = standata(data, "judges", ties=name)  # the spec's ties= resolved at the API edge
+        assert ref.keys() == d.keys() and all(np.array_equal(ref[k], d[k]) for k in d)
+    assert llm_cell_table(data, BINARY).tie_counts.sum() == 0
+    with pytest.raises(pydial.ArgumentTypeError, match="family must be a pydial.model.families.Family"):
+        judges_data(llm_cell_table(data), None, N=data.N, K=data.K, family="davidson")
+    with pytest.raises(TypeError):
+        llm_cell_table(data, ties=True)
 
 
 def test_standata_takes_the_spec_or_its_keywords(data):
@@ -206,7 +224,7 @@ def test_dial_parameters_map_the_chart_coordinates_by_name(data):
     from pydial.stan.parameters import dial_coordinates, dial_from_unconstrained, dial_parameters, dial_unconstrained
 
     ch = Chart(data.N, data.K, 1, "W", True)
-    d = dial_data(data, ch, w_llm=1.0, w_human=1.0, ties="davidson")
+    d = dial_data(data, ch, w_llm=1.0, w_human=1.0, family=DAVIDSON)
     x = np.arange(ch.dim + data.K + 1, dtype=float)
     parts = dial_parameters(d, x)
     assert {k: v.shape for k, v in parts.items()} == {"A_free": (2, 2), "B_free": (5, 2), "c": (2,), "b": (3,),

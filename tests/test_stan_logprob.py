@@ -124,11 +124,11 @@ def test_dial_tie_log_prob_equals_numpy_cells(models, data, ties):
     m = models["dial"]
     tdata = with_ties(simulate(N=7, K=3, rank=1, n_llm=2000, n_human=300, seed=12).frame)
     ch = Chart(tdata.N, tdata.K, 1, "W", True)
-    d = dial_data(tdata, ch, w_llm=0.7, w_human=1.2, ties=ties)
-    L, H = llm_cell_table(tdata, ties=True), None
+    d = dial_data(tdata, ch, w_llm=0.7, w_human=1.2, family=family_of(ties))
+    L, H = llm_cell_table(tdata, family_of(ties)), None
     from pydial.stan.schema import human_cell_table
 
-    H = human_cell_table(tdata, ties=True)
+    H = human_cell_table(tdata, family_of(ties))
     assert L.tie_counts.sum() > 0 and H.tie_counts.sum() > 0
     rng = np.random.default_rng(4)
     assert m.num_unconstrained(d) == ch.dim + tdata.K + 1
@@ -183,7 +183,7 @@ def test_judges_log_prob_equals_numpy_cells(models, ties, order):
     z = np.zeros(i.size, np.int64)
     H = CellTable.from_counts(z + K, i, j, z, hcounts[:, 0], hcounts[:, 1], hcounts[:, 2])
     w = rng.uniform(0.5, 2.0, size=g.size)
-    d = judges_data(L, H, N=N, K=K, order=order, ties=ties, w_llm=w, w_human=0.6, flat=True)
+    d = judges_data(L, H, N=N, K=K, order=order, family=family_of(ties), w_llm=w, w_human=0.6, flat=True)
     n_u = m.num_unconstrained(d)
     assert n_u == (K + 1) * (N - 1) + (K if order else 0) + (K + 1 if ties else 0)
     Q = helmert_basis(N)
@@ -231,7 +231,7 @@ def test_dial_sample_structure_and_log_lik(models, r, cal, ties):
     from pydial import Comparisons
 
     data = Comparisons.from_frame(frame, items=list(sim.truth.items))
-    d, L, H = dial_sample_data(data, rank=r, calibration=cal, ties=ties, w_llm=0.8, w_human=1.3,
+    d, L, H = dial_sample_data(data, rank=r, calibration=cal, family=family_of(ties), w_llm=0.8, w_human=1.3,
                                priors={"m_sd": 0, "gamma_sd": 0, "Z_sd": 0, "b_sd": 0, "c_sd": 0, "log_nu_sd": 0})
     N, K = data.N, data.K
     n_u = m.num_unconstrained(d)
@@ -267,7 +267,7 @@ def test_dial_sample_win_prob_is_the_family_probability(models, ties):
     """win_prob[i, j] = P(i wins) of the family at s_H[i] - s_H[j] and the people's nu (ties are no win)."""
     m = models["dial_sample"]
     data = with_ties(simulate(N=5, K=3, rank=1, n_llm=600, n_human=100, seed=13).frame, 0.2 if ties else 0.0)
-    d = dial_sample_data(data, rank=1, calibration="W", ties=ties, win_prob=True)[0]
+    d = dial_sample_data(data, rank=1, calibration="W", family=family_of(ties), win_prob=True)[0]
     rng = np.random.default_rng(2)
     for _ in range(2):
         v = m.constrain(d, rng.normal(size=m.num_unconstrained(d)), include_gqs=True)
@@ -289,7 +289,7 @@ def test_dial_calibrate_log_prob_equals_numpy_cells(models, ties, dim):
     rng = np.random.default_rng(5)
     T = 4
     M = rng.normal(size=(T, data.N, dim))
-    d = dial_calibrate_data(H, M, ties=ties, priors={"c_sd": 0, "log_nu_sd": 0})
+    d = dial_calibrate_data(H, M, family=family_of(ties), priors={"c_sd": 0, "log_nu_sd": 0})
     d["human_w"] = rng.uniform(0.5, 1.5, size=len(H))
     u = rng.normal(size=m.num_unconstrained(d))
     v = m.constrain(d, u, include_gqs=True)

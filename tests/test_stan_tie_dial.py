@@ -18,7 +18,7 @@ import pydial
 from pydial.estimation import steps
 from pydial.model.likelihood import Objective, tie_totals
 from pydial.model.chart import Chart
-from pydial.model.families import family_of
+from pydial.model.families import DAVIDSON, family_of
 from pydial.stan.parameters import dial_from_unconstrained as from_stan, dial_unconstrained as to_stan, optimize_dial
 from pydial.stan.schema import dial_data, weighted_log_coef
 
@@ -43,10 +43,10 @@ def test_dial_tie_log_prob_equals_numpy_tie_objective(models, tdata, ties, r, ca
     lam = 0.45
     if cal is None:
         obj = Objective.weighted(ch, tdata, np.inf, ties=ties)
-        d, scale = dial_data(tdata, ch, w_llm=1.0, ties=ties), n_l
+        d, scale = dial_data(tdata, ch, w_llm=1.0, family=family_of(ties)), n_l
     else:
         obj = Objective.weighted(ch, tdata, lam, ties=ties)
-        d, scale = dial_data(tdata, ch, w_llm=lam * n_h / n_l, w_human=1.0, ties=ties), n_h
+        d, scale = dial_data(tdata, ch, w_llm=lam * n_h / n_l, w_human=1.0, family=family_of(ties)), n_h
     assert m.num_unconstrained(d) == obj.dim == ch.dim + tdata.K + (cal is not None)
     coef = weighted_log_coef(d)
     rng = np.random.default_rng(7 + r + 2 * order)
@@ -68,7 +68,7 @@ def test_joint_tie_fit_matches_stan_optimizer(models, tdata, ties, stan_backend_
     lam = 1.5
     x, opt, obj = steps.family_joint_fit(tdata, ch, lam, sf.x, family_of(ties))
     assert opt.resolved
-    d = dial_data(tdata, ch, w_llm=lam * n_h / n_l, w_human=1.0, ties=ties)
+    d = dial_data(tdata, ch, w_llm=lam * n_h / n_l, w_human=1.0, family=family_of(ties))
     res = optimize_dial(m, d, sf.x, gtol=1e-12)
     u = np.asarray(res.u, float)
     tol = 1e-6
@@ -119,6 +119,6 @@ def test_nu_zero_flags_groups_without_ties():
     f = f.loc[~((f["judge"] == "judge2") & (f["winner"] == "tie"))]
     data = pydial.Comparisons.from_frame(f, human_judge="human")
     ch = Chart(data.N, data.K, 1, "mu", True)
-    assert list(dial_data(data, ch, w_llm=1.0, w_human=1.0, ties="davidson")["nu_zero"]) == [0, 0, 0, 0]
-    d = dial_data(data, ch, w_llm=1.0, w_human=1.0, ties="davidson", boundary_nu=True)
+    assert list(dial_data(data, ch, w_llm=1.0, w_human=1.0, family=DAVIDSON)["nu_zero"]) == [0, 0, 0, 0]
+    d = dial_data(data, ch, w_llm=1.0, w_human=1.0, family=DAVIDSON, boundary_nu=True)
     assert list(d["nu_zero"]) == [0, 0, 1, 0]

@@ -55,7 +55,7 @@ def test_tie_joint_log_prob_equals_the_penalized_numpy_objective(models, tdata, 
     for cal in ("mu", "W"):
         ch = Chart(tdata.N, tdata.K, 1, cal, True)
         lam = 0.7
-        d = dial_data(tdata, ch, w_llm=lam * n_h / n_l, w_human=1.0, ties=ties, boundary_nu=True, firth=2)
+        d = dial_data(tdata, ch, w_llm=lam * n_h / n_l, w_human=1.0, family=family_of(ties), boundary_nu=True, firth=2)
         obj = Objective.weighted(ch, tdata, lam, "firth", ties=ties)
         assert obj.n_tie == tdata.K + 1 and d["nu_zero"].sum() == 0  # every group has ties: x is theta, then every log nu
         x = np.concatenate([rng.normal(scale=0.5, size=ch.dim), rng.normal(-0.6, 0.2, size=obj.n_tie)])

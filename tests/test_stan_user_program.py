@@ -4,7 +4,7 @@
   :class:`pydial.stan.StanRuntimeError` (a :class:`pydial.DialError`) carrying Stan's
   message, from ``log_prob``, ``grad_log_prob`` and ``optimize``, on both backends.
 * The sizes of the judges (``K``), the judges and the people (``K + 1``) and the items
-  (``N``) label a user's variables (:func:`pydial.stan.user_programs.user_dims`).
+  (``N``) label a user's variables (:func:`pydial.stan.programs.user_dims`).
 * Compiling a new program leaves the working directory empty (httpstan's C++ build
   used to write ``build/temp.*`` there).
 * :func:`pydial.stan.posterior` has :func:`pydial.fit`'s default method.
@@ -22,7 +22,7 @@ import pytest
 
 import pydial
 from pydial.stan import StanRuntimeError, compile_model
-from pydial.stan.user_programs import user_axes, user_dims
+from pydial.stan.programs import user_axes, user_dims
 from pydial.stan.cmdstan_backend import stan_output
 
 REFUSER = """

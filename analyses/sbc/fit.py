@@ -7,7 +7,7 @@ a judge whose judgments are all ties is kept, as the program allows), and
 ``dial_sample.stan`` from a :class:`pydial.Comparisons` built from the counts table
 (:func:`~pydial.stan.schema.dial_sample_data`, the reference direction ``mu_ref``
 and the jittered start of :func:`~pydial.stan.schema.dial_sample_inits`, as
-``posterior(init="spectral")``).  One chain per fit; the kept draws are every
+``posterior(options={"init": "point-start"})``).  One chain per fit; the kept draws are every
 ``thin``-th of ``kept * thin`` post-warmup draws (Talts et al. 2018, Sec. 5: thin to
 nearly independent draws), and the sampler diagnostics of the whole chain are
 returned with them.
@@ -24,6 +24,7 @@ import numpy as np
 
 import pydial
 from pydial.data.comparisons import CellTable
+from pydial.model.families import family_of
 from pydial.stan import compile_model
 from pydial.stan.idata import rhat_ess
 from pydial.stan.schema import dial_sample_data, dial_sample_inits, judges_data
@@ -60,10 +61,11 @@ def stan_data(cfg: Config, llm: CellTable, human: CellTable,
               rng: np.random.Generator) -> tuple[dict[str, Any], list[dict[str, Any]] | None]:
     """Return the Stan data of ``cfg`` for simulated cells and the chain's initial values (``None``: Stan's)."""
     if cfg.kind == "judges":
-        d = judges_data(llm, human, N=cfg.N, K=cfg.K, order=True, ties=cfg.ties, priors=cfg.priors, log_lik=False)
+        d = judges_data(llm, human, N=cfg.N, K=cfg.K, order=True, family=family_of(cfg.ties), priors=cfg.priors,
+                        log_lik=False)
         return d, None
     data = pydial.Comparisons.from_counts(counts_frame(llm, human, N=cfg.N, K=cfg.K), human_judge=HUMAN)
-    d, _, _ = dial_sample_data(data, rank=1, calibration=cfg.calibration, ties=cfg.ties, priors=cfg.priors,
+    d, _, _ = dial_sample_data(data, rank=1, calibration=cfg.calibration, family=family_of(cfg.ties), priors=cfg.priors,
                                log_lik=False)
     return d, dial_sample_inits(data, d, chains=1, rng=rng)
 

@@ -109,7 +109,7 @@ def _judges(data: Comparisons, family: Family, engine: Optimizers, seed: int | N
     stan = None
     if engine.btl is not None:
         table = data.cell_table("llm", with_ties=not family.is_binary)
-        stan = engine.btl(table, N=N, groups=K, ties=family.name, log_nu0=tie_log_nu_start(family, table, K),
+        stan = engine.btl(table, N=N, groups=K, family=family, log_nu0=tie_log_nu_start(family, table, K),
                           seed=seed, backend=backend, penalty=penalty)
         if not stan.converged:
             warnings.warn(ConvergenceWarning(f"judges' model: optimizer did not converge ({stan.message})",

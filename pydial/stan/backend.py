@@ -1,7 +1,6 @@
 """Choose a Stan backend (CmdStan through ``cmdstanpy`` when it resolves, else httpstan), compile and run programs.
 
-Each backend is a :class:`~pydial.stan.compiled.BackendModule`; this module keeps one compiled model per backend and
-program text per process.  Compiled programs are cached on disk (:mod:`pydial.stan.cache`).
+Each backend is a :class:`~pydial.stan.compiled.BackendModule`; one compiled model per backend and text per process.
 """
 
 from __future__ import annotations
@@ -60,8 +59,7 @@ def backend_available(name: str) -> bool:
     Returns
     -------
     bool
-        CmdStan: ``cmdstanpy.cmdstan_path()`` resolves; httpstan: ``httpstan`` and
-        ``pystan`` are importable.
+        CmdStan: ``cmdstanpy.cmdstan_path()`` resolves; httpstan: ``httpstan`` and ``pystan`` import.
 
     Raises
     ------
@@ -79,10 +77,8 @@ def stan_backend(prefer: str | None = None) -> str:
     Parameters
     ----------
     prefer : {"cmdstanpy", "httpstan"} or None
-        ``None`` reads the environment variable ``PYDIAL_STAN_BACKEND``
-        (``cmdstanpy`` or ``httpstan``) and, when it is unset, picks CmdStan
-        when ``cmdstanpy.cmdstan_path()`` resolves and the bundled Stan of
-        httpstan (through pystan) otherwise.  A name forces that backend.
+        A name forces that backend; ``None`` reads ``PYDIAL_STAN_BACKEND`` and, when it is unset,
+        picks CmdStan when ``cmdstanpy.cmdstan_path()`` resolves, else httpstan's bundled Stan.
 
     Returns
     -------
@@ -94,8 +90,8 @@ def stan_backend(prefer: str | None = None) -> str:
     ValueError
         ``prefer`` (or, with ``None``, the environment variable) is not one of :data:`BACKENDS`.
     StanBackendError
-        The forced backend (or, with ``None``, every backend) is unavailable; the
-        message says how to install it.
+        The forced backend (or, with ``None``, every backend) is unavailable; the message says how
+        to install it.
     """
     source, allowed = "backend", f"{BACKENDS} or None"
     if prefer is None:
@@ -144,13 +140,11 @@ def compile_model(program: str, *, backend: str | None = None, code: str | None 
     Parameters
     ----------
     program : str
-        A name in :data:`pydial.stan.programs.PROGRAMS` (``"dial"``,
-        ``"dial_sample"``, ``"judges"``) or a path to a ``.stan`` file.
+        A name in :data:`pydial.stan.programs.PROGRAMS` or a path to a ``.stan`` file.
     backend : {"cmdstanpy", "httpstan"} or None
         See :func:`stan_backend`.
     code : str, optional
-        Program text to compile under the name ``program`` instead of reading
-        the file (used by tests).
+        Program text to compile under the name ``program`` instead of reading the file (tests).
 
     Returns
     -------
@@ -182,15 +176,12 @@ def _compile_in_subprocess(program: str, backend: str) -> float:
 
 def precompile(programs: Sequence[str] | None = None, *, backend: str | None = None,
                processes: int | None = None) -> dict[str, CompiledModel]:
-    """Compile several programs, in parallel processes, and load them here.
-
-    Each compilation takes one core (about 1-3 minutes with the bundled Stan);
-    programs already in the cache are only loaded.
+    """Compile several programs in parallel processes (one core and 1-3 minutes each), and load them here.
 
     Parameters
     ----------
     programs : sequence of str, optional
-        Program names (default: all of :data:`pydial.stan.programs.PROGRAMS`).
+        Program names (default: all of :data:`pydial.stan.programs.PROGRAMS`); cached ones are only loaded.
     backend : {"cmdstanpy", "httpstan"} or None
         See :func:`stan_backend`.
     processes : int, optional
@@ -199,8 +190,7 @@ def precompile(programs: Sequence[str] | None = None, *, backend: str | None = N
     Returns
     -------
     dict of str to CompiledModel
-        Name to model; each model's ``compile_seconds`` is the time its own
-        compilation took (a model compiled here is a copy of the one
+        Name to model; ``compile_seconds`` is the time its own compilation took (a copy of the model
         :func:`compile_model` keeps, which records no compilation).
     """
     be = stan_backend(backend)

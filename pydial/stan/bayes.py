@@ -1,47 +1,12 @@
-r"""NUTS posteriors of the DIAL models as arviz data (a DataTree on arviz 1.x, an InferenceData on 0.x).
+r"""NUTS posteriors of the DIAL models as arviz data (:func:`posterior`; a DataTree on arviz 1.x, an InferenceData on 0.x).
 
-``method="dial-ada"`` (and ``"dial-nopos"``, ``"dial-anc"``) samples
-``stan/dial_sample.stan`` (the structured model in an identified
-parameterization, optional Davidson-Beaver or Rao-Kupper ties);
-``method="judges"`` and ``method="human"`` sample ``stan/judges.stan`` (each
-judge's own order-effect BTL; the people as one more judge, or alone).
-
-``options={"program": PATH}`` samples a user's program (a shipped one's ``#include`` lines plus
-additions) on the same data dictionary (:func:`pydial.stan.standata`, plus ``extra``); its own
-variables come back labelled by the judges, the people and the items where their sizes
-say so (:func:`pydial.stan.user_programs.user_axes`).
-
-The returned object has the groups ``posterior`` (identified quantities only,
-with dimensions named ``item``, ``judge``, ``rank``, ``basis``, ``tie_judge``),
-``log_likelihood`` (``log_lik`` per cell, dimension ``cell``; one cell is one
-``(judge, i, j, a)`` combination, so LOO is leave-one-cell-out; with
-``log_lik="judgment"`` one value per judgment, dimension ``judgment``),
-``posterior_predictive`` (replicated counts ``wins_i, wins_j, ties`` per
-cell, drawn by the program's ``paired_rng``, for arviz's posterior predictive
-plots: :func:`pydial.stan.idata.plot_ppc`),
-``observed_data`` (the outcome counts per cell) and ``sample_stats``.  Its
-``attrs`` record the program, backend, priors, weights and any sampler
-problems (which are also raised as :class:`~pydial.stan.SamplerWarning`).
-
-The layout is the same on both backends.  On CmdStan a single run is
-converted by arviz's ``from_cmdstanpy`` (posterior, ``log_lik``, sampler
-statistics), keeping the posterior variables pydial reports and adding the
-derived ones, the replicated counts split into the three outcome variables,
-and ``observed_data``; on httpstan, and for results combined from two runs
-(the cut posterior, ``b_stage="llm-only"``), the ``(chain, draw, *shape)``
-arrays (:class:`SampleResult`) are assembled by ``arviz.from_dict``.  Both go
-through :mod:`pydial.stan.idata`, the one module that knows the arviz version:
-an :class:`xarray.DataTree` on arviz 1.x, an ``arviz.InferenceData`` on arviz
-0.x (Python 3.11), with the same groups, coordinates and root ``attrs``.
-
-``attrs["estimand"]`` records what the posterior estimates -- the
-:class:`~pydial.ModelSpec` of its estimator and, beside it, where ``b`` comes from,
-the scores' variable and the data's fingerprint (:class:`~pydial.stan.dial_posterior.Estimand`)
--- so that :func:`pydial.stan.compare_intervals` compares a fit's spec with the posterior's;
-``posterior(data, like=result)`` samples that posterior (``dial-anc``: the cut posterior,
-``stan/dial_calibrate.stan``).  The record
-is written on the root and on the ``posterior`` group and survives
-``to_netcdf`` / ``from_netcdf``.
+The DIAL methods sample ``stan/dial_sample.stan`` (the cut posterior of ``dial-anc`` adds
+``stan/dial_calibrate.stan``, :mod:`pydial.stan.dial_posterior`), ``judges`` and ``human``
+sample ``stan/judges.stan``, and ``options={"program": PATH}`` a user's copy of either
+(:mod:`pydial.stan.programs`).  The groups, coordinates and ``attrs`` are laid out by :mod:`pydial.stan.idata`,
+the one module that knows the arviz version; ``attrs["estimand"]`` is the
+:class:`~pydial.stan.dial_posterior.Estimand` record (the spec of the estimator) that
+:func:`pydial.stan.compare_intervals` checks.
 """
 
 from __future__ import annotations
@@ -57,16 +22,16 @@ from pydial.data.comparisons import Comparisons, require_comparisons
 from pydial.estimation.spec import (COVARIATE_EFFECTS, DEFAULT_METHOD, ModelSpec, check_choice, check_count, check_level,
                                     check_seed)
 from pydial.model.chart import CALIBRATIONS
+from pydial.model.families import FAMILIES
 
-from ..exceptions import ArgumentError, ArgumentTypeError, DataError
+from ..exceptions import ArgumentError, ArgumentTypeError, DataError, EstimandMismatchError
 from . import idata as azio
 from .backend import BACKENDS, SamplerWarning, compile_model
 from .compiled import APPROXIMATIONS
 from .dial_posterior import Estimand, Request, RunOptions, covariate_posterior, draw, posterior_estimand, sample_dial
-from .layout import Sampled, convert
-from .schema import (DIAL_SAMPLE_PRIORS, JUDGES_PRIORS, TIES_CODE, CellTable, data_fingerprint, human_cell_table,
+from .schema import (DIAL_SAMPLE_PRIORS, JUDGES_PRIORS, CellTable, data_fingerprint, human_cell_table,
                      judges_data, llm_cell_table, merge_priors, with_extra)
-from .user_programs import add_user_variables, check_extra
+from .programs import add_user_variables, check_extra
 
 __all__ = ["ALGORITHMS", "POSTERIOR_METHODS", "POSTERIOR_OPTIONS", "MODEL_KEYWORDS", "B_SOURCES", "posterior", "estimand",
            "result_estimand", "CONSENSUS_STRENGTH_MIN"]
@@ -81,14 +46,12 @@ LOG_LIK_UNITS: tuple[str, ...] = ("cell", "judgment")
 """Units of the pointwise log-likelihood of :func:`posterior` (default ``"cell"``)."""
 
 B_SOURCES: tuple[str, ...] = ("joint", "llm-only")
-"""Where a DIAL posterior's order effects ``b`` come from: the (weighted) joint posterior, or the
-LLM-only posterior of the structured model (the convention of the frequentist DIAL fits, whose
-position effects are those of the LLM-only stage)."""
+"""Where a DIAL posterior's ``b`` comes from: the joint posterior, or the LLM-only one (as in the frequentist fits)."""
 
 MODEL_KEYWORDS: dict[str, Any] = dict(rank=1, calibration="mu", ties=None, lambda_=None, covariate_effects="judge")
 """The model keywords of :func:`posterior` (the spec's, when neither ``spec`` nor ``like`` is given), with their defaults."""
 
-POSTERIOR_OPTIONS: dict[str, Any] = dict(init="spectral", adapt_delta=0.9, max_depth=10, refresh=None, quiet=True,
+POSTERIOR_OPTIONS: dict[str, Any] = dict(init="point-start", adapt_delta=0.9, max_depth=10, refresh=None, quiet=True,
                                          progress=None, win_prob=None, include_human=True, b_stage="joint",
                                          log_lik="cell", program=None, extra=None)
 """The rarer sampler and extension options of :func:`posterior` (``options=``), with their defaults."""
@@ -107,13 +70,9 @@ def _options(options: Mapping[str, Any] | None) -> dict[str, Any]:
 
 
 def result_estimand(result: Any) -> Estimand:
-    """Return the estimand of a frequentist :class:`~pydial.DialResult` (compare :func:`posterior`'s ``attrs``).
+    """Return the estimand of a frequentist :class:`~pydial.DialResult`: its spec at the selected weight and rank.
 
-    Its spec at the selected weight and rank (:meth:`pydial.ModelSpec.selected`: ``dial-ada``
-    at ``lambda = inf`` is ``dial-anc``, at ``lambda = 0`` the human fit); DIAL fits report
-    their position effects from the LLM-only structured fit (``b_source = "llm-only"``),
-    ``judges`` from each judge's own fit (``"judge"``); ``data`` is the fingerprint of the
-    fit's data (:func:`~pydial.stan.schema.data_fingerprint`).
+    DIAL fits take ``b`` from the LLM-only fit (``b_source = "llm-only"``), ``judges`` from each judge's (``"judge"``).
     """
     spec = result.spec.selected(float(result.lambda_), result.rank)
     m = spec.method
@@ -125,8 +84,6 @@ def result_estimand(result: Any) -> Estimand:
 
 def _like_spec(result: Any, data: Comparisons) -> ModelSpec:
     """Return the spec whose posterior is that of ``result``'s estimator (at its selected weight and rank)."""
-    from ..exceptions import EstimandMismatchError
-
     spec = result_estimand(result).spec
     assert spec is not None  # a fit's estimand has its spec
     if spec.method not in POSTERIOR_METHODS:
@@ -146,10 +103,9 @@ POSTERIOR_METHODS: tuple[str, ...] = ("dial-ada", "dial-anc", "dial-nopos", "jud
 
 def _resolve(method: str, like: Any, spec: Any, data: Comparisons, *, rank: Any, calibration: Any, ties: Any,
              lambda_: Any, include_human: Any, b_stage: Any, covariate_effects: Any) -> Request:
-    """Check what the posterior estimates and return it as a :class:`~pydial.stan.dial_posterior.Request`.
+    """Return what the posterior estimates (:class:`~pydial.stan.dial_posterior.Request`), every choice checked.
 
-    A ``spec`` (:class:`~pydial.ModelSpec`) or ``like`` (a fit: its spec at the selected weight,
-    with the fit's order-effect convention) sets the estimand.
+    ``spec`` or ``like`` (a fit: its spec at the selected weight, its ``b`` convention) sets it, else the keywords.
     """
     if like is not None:
         _check_like(like)
@@ -157,36 +113,44 @@ def _resolve(method: str, like: Any, spec: Any, data: Comparisons, *, rank: Any,
         include_human = include_human and spec.method != "judges"
         b_stage = "llm-only" if spec.method.startswith("dial") else b_stage
     if spec is not None:
-        method, rank, calibration, ties, lambda_ = _spec_arguments(spec)
-        covariate_effects = spec.covariate_effects
+        _check_spec(spec)
+        method, calibration = spec.method, spec.calibration
     check_choice("covariate_effects", covariate_effects, COVARIATE_EFFECTS)
     if method in ("pooled", "atc"):
         raise ArgumentError(f"method {method!r} has no posterior counterpart in pydial.stan (available: "
                             f"{', '.join(POSTERIOR_METHODS)})")
     check_choice("method", method, POSTERIOR_METHODS)
-    check_choice("ties", ties, tuple(TIES_CODE))
+    check_choice("ties", ties, tuple(FAMILIES))
     check_choice("include_human", include_human, (True, False))
-    model = "dial" if method.startswith("dial") else method
-    if model != "dial":
+    dial = method.startswith("dial")
+    if dial:
+        check_choice("b_stage", b_stage, B_SOURCES)
+    if spec is None:
+        spec = _keyword_spec(method, rank, calibration, ties, lambda_, covariate_effects)
+    return Request(spec, calibration is not None, bool(include_human), b_stage if dial else "joint")
+
+
+def _keyword_spec(method: str, rank: Any, calibration: Any, ties: Any, lambda_: Any, covariate_effects: str) -> ModelSpec:
+    """Return the spec of :func:`posterior`'s model keywords (each checked with a message naming it)."""
+    if not method.startswith("dial"):
         if lambda_ is not None:
             raise ArgumentError(f"lambda_ applies to the DIAL methods only, got lambda_={lambda_!r} with method={method!r}")
-        return Request(model, method, 0, None, ties, None, True, bool(include_human), "joint", spec=spec)
+        return ModelSpec(method, ties=ties)
     rank = check_count(rank, "rank", minimum=0)
     check_choice("calibration", calibration, (None,) + tuple(CALIBRATIONS))
-    check_choice("b_stage", b_stage, B_SOURCES)
     if method == "dial-anc":
         if lambda_ is not None and not (isinstance(lambda_, numbers.Real) and float(lambda_) == float("inf")):
             raise ArgumentError(f"method 'dial-anc' is the cut posterior (lambda_=inf), got lambda_={lambda_!r}; "
                                 "use method='dial-ada' for a finite weight")
-        lambda_ = float("inf")
+        lambda_ = None  # a dial-anc spec's weight is inf
     if lambda_ is not None:
         if isinstance(lambda_, bool) or not isinstance(lambda_, numbers.Real):
             raise ArgumentTypeError(f"lambda_ must be a number > 0 (inf: the cut posterior), got {lambda_!r}")
         if not float(lambda_) > 0:
             raise ArgumentError(f"lambda_ must be > 0 (inf: the cut posterior), got {lambda_!r}")
-        lambda_ = float(lambda_)
-    return Request(model, method, rank, calibration, ties, lambda_, method != "dial-nopos", bool(include_human),
-                   b_stage, covariate_effects == "shared", spec)
+        lambda_ = [float(lambda_)]
+    return ModelSpec(method, rank=rank, calibration=calibration, ties=ties, lambda_=lambda_,
+                     covariate_effects=covariate_effects)
 
 
 def _check_like(like: Any) -> None:
@@ -202,15 +166,11 @@ def _check_like(like: Any) -> None:
                                 f"to name the estimator, pass method= (one of {', '.join(POSTERIOR_METHODS)})")
 
 
-def _spec_arguments(spec: Any) -> tuple[str, Any, Any, Any, Any]:
-    """Return ``(method, rank, calibration, ties, lambda_)`` of the posterior of a :class:`~pydial.ModelSpec`.
+def _check_spec(spec: Any) -> None:
+    """Refuse a spec without a posterior: not a :class:`~pydial.ModelSpec`, penalized, or over a rank grid.
 
-    A spec whose weight is selected (``dial-ada`` over a grid) has no single
-    posterior weight: the ordinary posterior is taken unless the grid holds one
-    value.  A rank grid or a penalized spec has no posterior counterpart.
+    A weight grid has no single posterior weight: the ordinary posterior is taken unless it holds one value.
     """
-    from ..exceptions import EstimandMismatchError
-
     if not isinstance(spec, ModelSpec):
         raise ArgumentTypeError(f"spec must be a pydial.ModelSpec, got {type(spec).__name__}")
     if spec.penalty is not None:
@@ -218,8 +178,6 @@ def _spec_arguments(spec: Any) -> tuple[str, Any, Any, Any, Any]:
                                     "not the Jeffreys penalty", {"penalty": (spec.penalty, None)})
     if spec.rank is not None and not isinstance(spec.rank, int):
         raise ArgumentError(f"a rank grid (rank={spec.rank!r}) has no single posterior: fit, then pass like=result")
-    lam = None if np.isnan(spec.weight) else spec.weight
-    return spec.method, 1 if spec.rank is None else spec.rank, spec.calibration, spec.ties, lam
 
 
 def _check_run_arguments(*, chains: Any, draws: Any, warmup: Any, seed: Any, adapt_delta: Any, max_depth: Any,
@@ -234,9 +192,9 @@ def _check_run_arguments(*, chains: Any, draws: Any, warmup: Any, seed: Any, ada
     if refresh is not None:
         check_count(refresh, "refresh")
     if isinstance(init, str):
-        check_choice("init", init, ("spectral", "random"))
+        check_choice("init", init, ("point-start", "random"))
     elif not (isinstance(init, Sequence) and all(isinstance(i, Mapping) for i in init)) or len(init) != chains:
-        raise ArgumentError(f"init must be 'spectral', 'random' or a list of one dict per chain ({chains}), got {init!r}")
+        raise ArgumentError(f"init must be 'point-start', 'random' or a list of one dict per chain ({chains}), got {init!r}")
     check_choice("win_prob", win_prob, (None, True, False))
     check_choice("log_lik", log_lik, LOG_LIK_UNITS)
     check_choice("algorithm", algorithm, ALGORITHMS)
@@ -266,133 +224,88 @@ def posterior(
     data : Comparisons
         Validated judgments.
     method : {"dial-ada", "dial-anc", "dial-nopos", "judges", "human"}, default "dial-ada"
-        The estimator whose posterior is sampled, in :func:`pydial.fit`'s
-        vocabulary; the default is :func:`pydial.fit`'s and the command line's
-        (:data:`pydial.estimation.spec.DEFAULT_METHOD`).  ``"dial-ada"``:
-        ``dial_sample.stan``, the structured model with the LLM weight
-        ``lambda_`` (default: the ordinary posterior);
-        ``"dial-anc"``: its cut posterior (``lambda = inf``); ``"dial-nopos"``:
-        ``"dial-ada"`` without order effects; ``"judges"``: each LLM judge's own
-        order-effect model (``S``, and ``s_judges``, the mean of the judges'
-        scores, which is what ``pydial.fit(method="judges")`` reports) plus the
-        people's own scores ``s_H`` (``include_human``); ``"human"``: the people
-        alone (BTL, or a tie model with ``ties``).  ``pooled`` and ``atc`` have no
-        posterior counterpart.
+        The estimator whose posterior is sampled, in :func:`pydial.fit`'s vocabulary (its default,
+        :data:`pydial.estimation.spec.DEFAULT_METHOD`).  ``"dial-ada"``: ``dial_sample.stan``, the
+        structured model at the LLM weight ``lambda_`` (default: the ordinary posterior);
+        ``"dial-anc"``: its cut posterior (``lambda = inf``); ``"dial-nopos"``: without order
+        effects; ``"judges"``: each LLM judge's own order-effect model (``S``, and ``s_judges``, the
+        mean of the judges' scores that ``pydial.fit(method="judges")`` reports) plus the people's
+        scores ``s_H`` (``include_human``); ``"human"``: the people alone.  ``pooled`` and ``atc``
+        have no posterior counterpart.
     spec : ModelSpec, optional
-        The model as a specification (``result.spec`` of a fit, or :class:`pydial.ModelSpec`
-        built by hand): its method, rank, calibration, tie family, ``covariate_effects`` and,
-        when it holds a single weight, ``lambda_``.  Overrides ``method`` and the model
-        keywords.
+        The model as a specification (``result.spec``, or built by hand): its method, rank,
+        calibration, ties, ``covariate_effects`` and, when it holds a single weight, ``lambda_``.
+        Overrides ``method`` and the model keywords.
     like : DialResult, optional
-        Sample the posterior of exactly this fit's estimator: its model,
-        rank, calibration, weight ``lambda`` (``dial-ada`` at its selected
-        weight, ``dial-anc`` as the cut posterior ``lambda_=inf``), tie model and
-        order-effect convention.  Overrides ``method``, ``rank``,
-        ``calibration``, ``ties``, ``lambda_``, ``include_human`` and
-        ``b_stage``.  Raises :class:`~pydial.exceptions.EstimandMismatchError`
-        for a fit without a posterior counterpart (``pooled``, ``atc``, a
-        penalized fit), :class:`~pydial.ArgumentTypeError` for anything but a
-        fit result (a method's name goes to ``method=``, a spec to ``spec=``).
+        Sample the posterior of exactly this fit's estimator (its spec at the selected weight and
+        rank, ``dial-anc`` as the cut posterior, its order-effect convention); overrides ``method``,
+        the model keywords, ``include_human`` and ``b_stage``.  A fit without a posterior counterpart
+        (``pooled``, ``atc``, penalized) raises :class:`~pydial.exceptions.EstimandMismatchError`.
     chains, draws, warmup : int
         NUTS chains, post-warmup draws per chain, warmup iterations.
     seed : int, optional
         Random seed of the sampler and of the initial-value jitter.
     algorithm : {"nuts", "laplace", "pathfinder"}, default "nuts"
-        ``"nuts"``: Stan's NUTS (``chains`` x ``draws`` after ``warmup``).  The two
-        fast approximations are CmdStan's (``backend="cmdstanpy"``; httpstan has
-        neither and raises :class:`~pydial.stan.StanBackendError`), each giving
-        ``chains * draws`` draws as one chain: ``"laplace"``, the normal
-        approximation at the posterior mode on the unconstrained scale (Jacobian
-        included), mapped back; ``"pathfinder"``, multi-path Pathfinder with
-        importance resampling.  Same estimand record, layout and
-        :func:`~pydial.stan.compare_intervals` support as NUTS; ``sample_stats``
-        holds the approximation's log densities instead of NUTS statistics, and
-        R-hat / ESS are not computed (the draws are independent).  The second
-        stage of the cut posterior (``lambda_=inf``) stays NUTS: it is exact given
-        each first-stage draw.
+        Stan's NUTS, or one of CmdStan's approximations (``backend="cmdstanpy"``; httpstan raises
+        :class:`~pydial.stan.StanBackendError`), ``chains * draws`` draws as one chain:
+        ``"laplace"``, the normal approximation at the mode on the unconstrained scale (Jacobian
+        included), mapped back; ``"pathfinder"``, multi-path Pathfinder with importance resampling.
+        Same estimand record, layout and :func:`~pydial.stan.compare_intervals` support;
+        ``sample_stats`` holds the log densities, and R-hat / ESS are not computed (independent
+        draws).  The cut posterior's second stage stays NUTS (exact given each first-stage draw).
     backend : {"cmdstanpy", "httpstan"} or None
         See :func:`pydial.stan.stan_backend`.
     priors : mapping, optional
-        Overrides of the default priors, which are tabulated, with what each
-        scale means, in :data:`pydial.stan.schema.DIAL_SAMPLE_PRIORS`
-        (DIAL methods: normal priors on the mean judge score ``S'1/K``, the
-        deviations of ``gamma``, the item side ``Z`` of ``U V' = P Z'`` with a
-        uniform judge frame ``P``, ``b``, ``c`` and ``log nu``) and
-        :data:`~pydial.stan.schema.JUDGES_PRIORS` (``"judges"`` and
-        ``"human"``); the program headers state the same priors.  A scale of 0
-        makes that block flat.  ``attrs["priors"]`` records the priors used.
+        Overrides of the default priors, tabulated with what each scale means in
+        :data:`pydial.stan.schema.DIAL_SAMPLE_PRIORS` (DIAL methods: the mean judge score ``S'1/K``,
+        the deviations of ``gamma``, the item side ``Z`` of ``U V' = P Z'``, ``b``, ``c``, ``log nu``)
+        and :data:`~pydial.stan.schema.JUDGES_PRIORS` (``"judges"``, ``"human"``), as the program
+        headers state them; a scale of 0 is flat.  ``attrs["priors"]`` records the priors used.
     options : mapping, optional
-        The rarer sampler and extension options, by name (their defaults in
-        :data:`POSTERIOR_OPTIONS`); an unknown name is an :class:`~pydial.ArgumentTypeError`:
+        The rarer sampler and extension options (defaults in :data:`POSTERIOR_OPTIONS`; an unknown
+        name is an :class:`~pydial.ArgumentTypeError`):
 
-        init : "spectral", "random" or list of dict
-            ``"spectral"`` (default; the name is kept for compatibility) means the
-            point fits' start :func:`pydial.estimation.glm.initial_theta`: with
-            a DIAL method each chain starts there, jittered (ridge judge-wise
-            BTL fits, the consensus SVD of their scores and the people's scores
-            projected on the calibration basis); the other models start as with
-            ``"random"``.  ``"random"``: Stan's uniform(-2, 2) start on the
-            unconstrained scale.  Or one dict of initial values per chain.
+        init : "point-start", "random" or list of dict
+            ``"point-start"`` (default): each chain of a DIAL method starts at the point fits' start
+            :func:`pydial.estimation.glm.initial_theta` (ridge judge-wise BTL fits, the consensus SVD
+            of their scores, the people's scores projected on the calibration basis), jittered; the
+            other models as with ``"random"``, Stan's uniform(-2, 2) on the unconstrained scale.  Or
+            one dict of initial values per chain.
         adapt_delta, max_depth : float, int
             NUTS target acceptance rate and maximum tree depth.
         refresh : int, optional
-            Progress-report interval of the sampler (iterations); shown only with
-            ``quiet=False``.
+            The sampler's progress interval (iterations), shown with ``quiet=False``.
         quiet : bool, default True
-            Keep the backends' progress output and log messages off the console
-            (a compilation is still announced by one line on stderr).
+            Keep the backends' output off the console (a compilation is still announced in one line).
         progress : bool, optional
-            A ``tqdm`` progress bar instead of the backends' progress lines
-            (httpstan: one bar over all chains; CmdStan: cmdstanpy's bar per
-            chain).  Default: shown only when stderr is a terminal.
+            A ``tqdm`` bar instead of the backends' progress lines (httpstan: one over all chains;
+            CmdStan: cmdstanpy's per chain).  Default: when stderr is a terminal.
         win_prob : bool, optional
-            Store the ``N x N`` human win probabilities: ``win_prob[i, j]`` is the
-            probability that people prefer item ``i`` to item ``j`` in one comparison,
-            the family's ``P(i wins)`` at ``eta = s_H[i] - s_H[j]`` with the people's
-            ``nu`` (:meth:`pydial.model.families.Family.probabilities`, first column):
-            ``sigma(s_i - s_j)`` without ties; a tie is not a win (default: when ``N <= 30``).
+            Store ``win_prob[i, j]``, the probability that people prefer item ``i`` to ``j`` in one
+            comparison: the family's ``P(i wins)`` at ``s_H[i] - s_H[j]`` with the people's ``nu``
+            (:meth:`pydial.model.families.Family.probabilities`; a tie is not a win).  Default:
+            when ``N <= 30``.
         include_human : bool
             ``method="judges"``: add the people (their own scores ``s_H``).
         b_stage : {"joint", "llm-only"}
-            DIAL methods: where the posterior's order effects ``b`` come from.
-            ``"joint"`` (default): the (weighted) joint posterior;
-            ``"llm-only"``: a second NUTS run of the LLM-only structured model at
-            weight 1, the counterpart of the frequentist DIAL fits, whose position
-            effects come from their LLM-only stage (``b_joint`` then keeps the
-            joint posterior's draws).  The two runs are independent: do not read
-            joint quantities of ``b`` with the other variables.  (``lambda_=inf`` is
-            always ``"llm-only"``.)
+            DIAL methods: where ``b`` comes from.  ``"joint"`` (default): the (weighted) joint
+            posterior; ``"llm-only"``: a second, independent NUTS run of the LLM-only structured
+            model at weight 1, as the frequentist DIAL fits take ``b`` from their LLM-only stage
+            (``b_joint`` keeps the joint draws; do not read joint quantities of ``b`` with the other
+            variables).  ``lambda_=inf`` is always ``"llm-only"``.
         log_lik : {"cell", "judgment"}, default "cell"
-            Unit of the pointwise log-likelihood (and of ``observed_data`` and
-            ``posterior_predictive``).  ``"cell"`` (default): one value per
-            aggregated cell ``(judge, i, j, a)``, so LOO leaves out a whole cell;
-            ``"judgment"``: one value per judgment (dimension ``judgment``,
-            labels ``cell/outcome#n``), for leave-one-judgment-out LOO.  The
-            posterior is the same (the programs then read one cell per judgment,
-            which only drops the constant multinomial coefficients; sampling
-            takes longer on large data).
+            Unit of ``log_lik``, ``observed_data`` and ``posterior_predictive``: one aggregated cell
+            ``(judge, i, j, a)`` (LOO leaves out a cell), or one judgment (dimension ``judgment``,
+            labels ``cell/outcome#n``; the programs read one cell per judgment, which drops only the
+            constant multinomial coefficients and samples more slowly on large data).
         program : str, optional
-            Path to a ``.stan`` file to sample instead of the shipped program of
-            ``method`` (``dial_sample.stan`` or ``judges.stan``): the shipped
-            program's ``#include`` lines plus its additions (README "Extending a
-            Stan program"), reading the same data (the shared schema of
-            :func:`pydial.stan.schema`) plus ``extra``; the names of ``extra``
-            are checked against the program's ``data`` block before anything is
-            compiled.  Its ``#include`` lines
-            find pydial's include files.  Every variable it outputs goes to the
-            posterior group (dimensions named as for the shipped program where the
-            names agree); it must write ``log_lik`` and ``counts_rep`` as the
-            shipped programs do.  The program's own variables (those the shipped
-            program does not output) are labelled by their sizes, axis by axis: an
-            axis of size ``K`` (the LLM judges) gets the dimension ``judge`` with the
-            judges' names; ``K + 1`` (the program's group index: the judges, then the
-            people at index ``K + 1`` in Stan) gets ``judge_human`` with the judges'
-            names and ``data.human_judge`` (``"human"``); ``N`` gets ``item`` with the
-            items' names.  A repeated dimension is suffixed (``item``, ``item_j``); a
-            size that two of these share (e.g. ``K = N``) labels nothing, and an
-            unlabelled axis is ``<name>_dim_<axis>`` (0-based).  E.g. the ``vector[K + 1]
-            kappa`` of :func:`pydial.stan.example_program` ``("tie_gap")`` comes back as
-            ``kappa`` over ``judge_human``.
+            A ``.stan`` file sampled instead of ``dial_sample.stan`` or ``judges.stan`` (README
+            "Extending a Stan program"): it reads :func:`pydial.stan.standata` plus ``extra`` (checked
+            against its ``data`` block before anything is compiled), writes ``log_lik`` and
+            ``counts_rep`` as the shipped programs do, and its variables go to the posterior group,
+            its own labelled axis by axis by size: ``K`` is ``judge``, ``K + 1`` ``judge_human`` (the
+            judges, then ``data.human_judge``), ``N`` ``item`` (repeated: ``item_j``; a size two share
+            labels nothing; else ``<name>_dim_<axis>``), e.g. ``kappa`` of ``example_program("tie_gap")``.
         extra : mapping, optional
             More data for ``program``.
     **model
@@ -403,55 +316,45 @@ def posterior(
         calibration : {"mu", "W"} or None, default "mu"
             Human calibration basis (``None``: LLM judges only).
         ties : {None, "davidson", "rao-kupper"}
-            ``"davidson"``: use the tie outcomes (:meth:`Comparisons.tie_cells`)
-            with a Davidson tie parameter per judge and one for the people, with
-            the Davidson-Beaver order effect; ``"rao-kupper"``: the Rao-Kupper
-            threshold model instead; ``None``: decisive outcomes only.
+            The tie outcomes (:meth:`Comparisons.tie_cells`) with a tie parameter per judge and one
+            for the people: Davidson with the Davidson-Beaver order effect, or Rao-Kupper's
+            threshold model; ``None``: decisive outcomes only.
         ``lambda_`` : float, optional
-            LLM weight ``lambda`` of eq. weighted-loss: the LLM log-likelihood is
-            multiplied by ``lambda n_H / n_LLM`` (a power posterior whose
-            log-likelihood is ``-n_H Q_lambda``).  Default ``None`` = weight 1, the
-            ordinary posterior (``lambda = n_LLM / n_H``).  ``lambda_=inf`` (the
-            default of ``method="dial-anc"``) is the anchored estimator's
-            counterpart, the *cut* posterior: the LLM structure from the LLM-only
-            posterior, then the calibration ``c`` given each draw of the basis ``M``
-            from the human judgments alone (``stan/dial_calibrate.stan``).  The DIAL
-            methods only.
+            LLM weight ``lambda`` of eq. weighted-loss: the LLM log-likelihood is multiplied by
+            ``lambda n_H / n_LLM`` (a power posterior with log-likelihood ``-n_H Q_lambda``).
+            Default ``None``: weight 1, the ordinary posterior (``lambda = n_LLM / n_H``).
+            ``lambda_=inf`` (``method="dial-anc"``) is the *cut* posterior: the LLM structure from
+            the LLM-only posterior, then the calibration ``c`` given each draw of the basis ``M``
+            from the human judgments alone (``stan/dial_calibrate.stan``).  DIAL methods only.
         covariate_effects : {"judge", "shared"}, default "judge"
-            With data that carry response covariates (``Comparisons.from_frame(...,
-            covariates=)``) every program adds ``z' beta`` to the linear predictor:
-            ``"judge"`` gives each LLM judge its own effects, ``"shared"`` one row for all
-            LLM judges (DIAL methods); the people have their own.  The posterior then has
-            ``beta`` over ``(beta_judge, covariate)`` (prior ``beta_sd`` of the priors
-            tables), and the scores are style-controlled, as in :func:`pydial.fit`.
+            With response covariates (``Comparisons.from_frame(..., covariates=)``) every program
+            adds ``z' beta`` to the linear predictor: each LLM judge its own effects, or one row for
+            all LLM judges (``"shared"``, DIAL methods); the people have their own.  The posterior
+            has ``beta`` over ``(beta_judge, covariate)`` (prior ``beta_sd``), and the scores are
+            style-controlled, as in :func:`pydial.fit`.
 
     Returns
     -------
     xarray.DataTree or arviz.InferenceData
-        An ``xarray.DataTree`` on arviz 1.x, an ``arviz.InferenceData`` on arviz 0.x
-        (:mod:`pydial.stan.idata`), with the same groups, coordinates and ``attrs``:
-        groups ``posterior``, ``log_likelihood`` (``log_lik``, dim ``cell``),
-        ``posterior_predictive`` (replicated ``wins_i, wins_j, ties``, dim
-        ``cell``), ``observed_data``, ``sample_stats``.  ``attrs["estimand"]``
-        (JSON) records what the posterior estimates
-        (:class:`~pydial.stan.dial_posterior.Estimand`, read back by :func:`pydial.stan.estimand`):
-        ``spec``, the :class:`~pydial.ModelSpec` of the frequentist estimator it
-        corresponds to (:meth:`~pydial.ModelSpec.to_record`; at one weight
-        ``lambda_``, the effective one of the ordinary posterior; the cut posterior is
-        ``dial-anc``; null for the LLM-only posterior, ``calibration=None``), and beside
-        it ``b_source`` (``"joint"``, ``"llm-only"``, ``"judge"`` or ``"none"``),
-        ``scores`` (the posterior variable that holds the method's scores), ``data``
-        (the data's fingerprint) and ``program`` (a user's program, or null);
-        :func:`pydial.stan.compare_intervals` checks a fit against it.  ``attrs["sampler_problems"]`` lists the
-        problems found (JSON list of strings); ``attrs["sampler_diagnostics"]``
-        (JSON) has R-hat, bulk and tail ESS per monitored scalar, named by the
-        coordinates (``s_H[gpt-4]``).
+        A DataTree on arviz 1.x, an InferenceData on arviz 0.x (:mod:`pydial.stan.idata`), with
+        the same groups ``posterior``, ``log_likelihood`` (``log_lik``, dim ``cell``),
+        ``posterior_predictive`` (replicated ``wins_i, wins_j, ties``), ``observed_data`` and
+        ``sample_stats``.  ``attrs["estimand"]`` (JSON, read back by :func:`pydial.stan.estimand`;
+        :class:`~pydial.stan.dial_posterior.Estimand`) records what it estimates: ``spec``, the
+        :class:`~pydial.ModelSpec` of the frequentist estimator at one weight (the ordinary
+        posterior's effective one; the cut posterior is ``dial-anc``; null for the LLM-only
+        posterior), ``b_source`` (``"joint"``, ``"llm-only"``, ``"judge"``, ``"none"``),
+        ``scores`` (the variable of the method's scores), ``data`` (the data's fingerprint) and
+        ``program`` (a user's program, or null); :func:`pydial.stan.compare_intervals` checks a
+        fit against it.  ``attrs["sampler_problems"]`` lists the problems (JSON);
+        ``attrs["sampler_diagnostics"]`` has R-hat, bulk and tail ESS per monitored scalar, named
+        by the coordinates (``s_H[gpt-4]``).
 
     Raises
     ------
     pydial.ArgumentTypeError
-        ``data`` is not a :class:`~pydial.Comparisons` (a DataFrame: build it with
-        ``Comparisons.from_frame``), or ``like`` is not a fit result.
+        ``data`` is not a :class:`~pydial.Comparisons` (build it with ``Comparisons.from_frame``), or
+        ``like`` is not a fit result (a method's name goes to ``method=``, a spec to ``spec=``).
     pydial.ArgumentError
         A bad argument (naming it), before anything is compiled or sampled.
     pydial.DataError
@@ -460,11 +363,10 @@ def posterior(
     Warns
     -----
     SamplerWarning
-        Divergences, tree-depth saturation, low E-BFMI, R-hat > 1.01 or bulk /
-        tail ESS below 100 per chain on the identified quantities, and (``dial``)
-        a consensus strength near 0: a posterior near ``S' 1 = 0``, where the mean
-        judge score no longer carries the consensus direction ``mu`` (the trap that
-        ``dial_sample.stan``'s parameterization keeps the sampler away from).
+        Divergences, tree-depth saturation, low E-BFMI, R-hat > 1.01 or bulk / tail ESS below 100
+        per chain on the identified quantities, and (DIAL) a consensus strength near 0: a posterior
+        near ``S' 1 = 0``, where the mean judge score no longer carries the consensus direction
+        ``mu`` (the trap ``dial_sample.stan``'s parameterization keeps the sampler away from).
 
     Examples
     --------
@@ -512,26 +414,26 @@ def posterior(
     problems = _problems(sampled, req.model)
     if problems:
         warnings.warn("Stan sampler problems:\n  - " + "\n  - ".join(problems), SamplerWarning, stacklevel=2)
-    return convert(data, req, sampled, problems, per_judgment=per_judgment, seed=stan_seed, run=run)
+    return azio.convert(data, req, sampled, problems, per_judgment=per_judgment, seed=stan_seed, run=run)
 
 
-def _sample_judges(data: Comparisons, req: Request, opt: RunOptions) -> Sampled:
+def _sample_judges(data: Comparisons, req: Request, opt: RunOptions) -> azio.Sampled:
     """Run ``judges.stan``: each LLM judge's own model and the people's (``judges``), or the people alone (``human``)."""
-    model, ties, order, priors, per_judgment = req.model, req.ties, req.order, opt.priors, opt.per_judgment
-    tie = ties is not None
+    model, family, order, priors, per_judgment = req.model, req.family, req.spec.order, opt.priors, opt.per_judgment
+    tie = not family.is_binary
     if model == "judges" and data.n_llm == 0:
         raise DataError("method 'judges' needs LLM judgments")
     with_human = model == "human" or (req.include_human and data.n_human > 0)
-    Hc = human_cell_table(data, ties=tie) if with_human else None
+    Hc = human_cell_table(data, family) if with_human else None
     if Hc is not None and len(Hc) == 0:
         raise DataError("no human comparisons")
     K = data.K if model == "judges" else 0
-    Lc = llm_cell_table(data, ties=tie) if K else CellTable.empty()
+    Lc = llm_cell_table(data, family) if K else CellTable.empty()
     cells = [Lc] + ([Hc] if Hc is not None else [])
     if per_judgment:
         Lc = Lc.per_judgment()
         Hc = Hc.per_judgment() if Hc is not None else None
-    d = with_extra(judges_data(Lc, Hc, N=data.N, K=K, order=order and K > 0, ties=ties, priors=priors), opt.extra)
+    d = with_extra(judges_data(Lc, Hc, N=data.N, K=K, order=order and K > 0, family=family, priors=priors), opt.extra)
     inits = None if isinstance(opt.init, str) else list(opt.init)  # judges.stan is log-concave per judge
     res = draw(compile_model(opt.program or "judges", backend=opt.backend), d, seed=opt.seed, inits=inits, run=opt.run)
     judges = list(data.judges)
@@ -551,11 +453,11 @@ def _sample_judges(data: Comparisons, req: Request, opt: RunOptions) -> Sampled:
         coords["tie_judge"] = judges[:K] + ([data.human_judge] if with_human else [])
     covariate_posterior(res.draws, d, judges[:K] + [data.human_judge], list(data.covariates), post, dims, coords)
     est = posterior_estimand(req, float("nan"), data, "judge" if model == "judges" and order else "none")
-    return Sampled(res, d, cells, post, dims, coords, list(post), est, "judges",
+    return azio.Sampled(res, d, cells, post, dims, coords, list(post), est, "judges",
                     merge_priors(JUDGES_PRIORS, priors, "judges.stan"))
 
 
-def _problems(s: Sampled, model: str) -> list[str]:
+def _problems(s: azio.Sampled, model: str) -> list[str]:
     """Return the sampler's problems: divergences, R-hat / ESS of the monitored variables, the consensus trap."""
     labels = {k: [s.coords[dm] for dm in s.dims[k]] for k in s.post
               if k in s.dims and all(dm in s.coords for dm in s.dims[k])}

@@ -1,8 +1,7 @@
 """What both backends' compile caches share: the location, a lock between processes, publication, repair.
 
-A program is built aside, validated (CmdStan: it runs ``info``; httpstan: it imports) and renamed into place under
-:func:`file_lock`, so readers see no program or a complete one; a broken cached one warns (:func:`report_broken`) and is
-rebuilt.  CmdStan executables go to :func:`pydial_cache_dir` ``/cmdstan`` (moved by :data:`CACHE_ENV`); httpstan keeps its own.
+A program is built aside, validated and renamed into place under :func:`file_lock`, so readers see no program or a
+complete one; a broken one warns (:func:`report_broken`) and is rebuilt.  CmdStan's go to :func:`pydial_cache_dir`.
 """
 
 from __future__ import annotations
@@ -74,10 +73,7 @@ def file_lock(path: Path) -> Iterator[None]:
 
 @contextlib.contextmanager
 def build_dir(parent: Path, tag: str = "") -> Iterator[Path]:
-    """Yield a fresh ``.pydial-build-<tag>-*`` directory in ``parent`` (the cache's file system, so a rename publishes).
-
-    Call under the entry's :func:`file_lock`: build directories of ``tag`` left by a dead process are removed first.
-    """
+    """Yield a fresh build directory in ``parent`` (under the entry's lock: a dead process's ones are removed first)."""
     parent.mkdir(parents=True, exist_ok=True)
     prefix = f".pydial-build-{tag}-"
     for stale in parent.glob(prefix + "*"):

@@ -1,7 +1,6 @@
 """CmdStan through ``cmdstanpy``, a :class:`~pydial.stan.compiled.BackendModule`.
 
-Programs and executables go to :func:`cache_dir` ``/<hash>/`` (hash of the text and the CmdStan path).  The log
-density needs unconstrained parameters (pydial's); optimization runs CmdStan's L-BFGS, NUTS keeps the fit for arviz.
+Programs and executables go to :func:`cache_dir` ``/<hash>/`` (hash of the text and the CmdStan path).
 """
 from __future__ import annotations
 
@@ -175,8 +174,7 @@ def _build(name: str, code: str, stan_file: Path, exe: Path) -> None:
 def compile_program(name: str, code: str) -> CmdstanpyModel:
     """Compile a program with CmdStan, or load its executable from :func:`cache_dir`.
 
-    A new executable is built aside and renamed into place once it runs, under a lock between processes;
-    a cached one that does not run warns (:class:`~pydial.stan.cache.StanCacheWarning`) and is rebuilt.
+    Built aside and renamed into place once it runs, under a lock; a cached one that does not run warns and is rebuilt.
     """
     import cmdstanpy
 
@@ -210,6 +208,15 @@ def _console_tail(out_dir: Path, message: str, lines: int = 12) -> str:
     text = [ln for f in sorted(out_dir.glob("*stdout*.txt")) for ln in f.read_text(errors="replace").splitlines()
             if ln.strip()]
     return "\n".join(text[-lines:]) if text else message
+
+
+def _stan_variables(fit: Any, chains: int, draws: int) -> dict[str, np.ndarray]:
+    """Return every Stan variable of a cmdstanpy fit shaped ``(chain, draw, *shape)`` (its draws are chain-major)."""
+    out = {}
+    for name in fit.metadata.stan_vars:
+        v = np.asarray(fit.stan_variable(name), dtype=float)  # (chains * draws, *shape), chain-major
+        out[name] = v.reshape(chains, draws, *v.shape[1:])
+    return out
 
 
 @dataclass
@@ -279,7 +286,8 @@ class CmdstanpyModel(CompiledModel):
         return out
 
     # ---------------------------------------------------------------- log density
-    def _log_prob_grad(self, data: Mapping[str, Any], u: np.ndarray, jacobian: bool) -> tuple[float, np.ndarray]:
+    def _log_prob_grad(self, data: Mapping[str, Any], u: np.ndarray, jacobian: bool,
+                       grad: bool = True) -> tuple[float, np.ndarray]:
         """``log p`` and its gradient from one CmdStan ``log_prob`` run (:class:`StanRuntimeError` with Stan's message)."""
         with _quiet_cmdstanpy() as messages:
             try:
@@ -290,16 +298,6 @@ class CmdstanpyModel(CompiledModel):
                 raise StanRuntimeError(f"{self.name}: log_prob failed: {said}") from None
         row = df.iloc[0].to_numpy(dtype=float)
         return float(row[0]), row[1:]
-
-    def log_prob(self, data: Mapping[str, Any], u: ArrayLike, *, jacobian: bool = False) -> float:
-        """See :meth:`CompiledModel.log_prob`; one CmdStan ``log_prob`` run."""
-        data = as_stan_data(data)
-        return self._log_prob_grad(data, np.asarray(u, dtype=float).ravel(), jacobian)[0]
-
-    def grad_log_prob(self, data: Mapping[str, Any], u: ArrayLike, *, jacobian: bool = False) -> np.ndarray:
-        """See :meth:`CompiledModel.grad_log_prob`; one CmdStan ``log_prob`` run."""
-        data = as_stan_data(data)
-        return self._log_prob_grad(data, np.asarray(u, dtype=float).ravel(), jacobian)[1]
 
     # ---------------------------------------------------------------- optimize
     def _optimize_scipy(self, data: dict[str, Any], u0: np.ndarray, fixed: Sequence[bool] | None,
@@ -317,12 +315,8 @@ class CmdstanpyModel(CompiledModel):
         lp, g = self._log_prob_grad(data, u, False)
         t0 = time.perf_counter()
         vals: dict[str, np.ndarray] = {}
-        # Stop on the gradient alone (CmdStan's relative-objective and parameter tests would
-        # stop early) at a quarter of the verdict's tolerance |grad| <= gtol |log p|; as on the
-        # scipy path, restart from the end point (fresh curvature pairs, also after a failed
-        # line search near the optimum) until the verdict holds, at most four runs.  A run that
-        # leaves log p unchanged has reached its resolution: CmdStan then reports success through its
-        # absolute-decrease test (a step that changes log p by exactly 0), and restarting cannot help.
+        # Stop on the gradient alone at a quarter of the verdict's |grad| <= gtol |log p| (CmdStan's other tests stop
+        # early); restart from the end point until the verdict holds (at most four runs) unless a run left log p unchanged.
         stalled = False
         for _ in range(4):
             lp_start = lp
@@ -349,8 +343,7 @@ class CmdstanpyModel(CompiledModel):
         if stalled:
             message = "CmdStan L-BFGS: no change of log p at its resolution"
         secs = time.perf_counter() - t0
-        # A line search that fails (or a run that stalls) within ROUNDOFF_FACTOR of the tolerance has
-        # hit the resolution of log p itself (the decrease g^2 / (2 h) left is below |log p| eps).
+        # a failed line search (or a stall) within ROUNDOFF_FACTOR of the tolerance has hit the resolution of log p
         tol = gtol * max(1.0, abs(lp)) * (1.0 if ok and not stalled else ROUNDOFF_FACTOR)
         return OptimizeResult(u=u, log_prob=lp, grad_norm=gnorm, converged=gnorm <= tol,
                               message=message, n_iter=-1, n_eval=-1, backend=self.backend, seconds=secs,
@@ -368,10 +361,7 @@ class CmdstanpyModel(CompiledModel):
                 inits=inits,
                 show_progress=bool(progress), refresh=refresh, sig_figs=18,
             )
-        out = {}
-        for name in fit.metadata.stan_vars:
-            v = np.asarray(fit.stan_variable(name), dtype=float)  # (chains * draws, *shape), chain-major
-            out[name] = v.reshape(chains, draws, *v.shape[1:])
+        out = _stan_variables(fit, chains, draws)
         stats = {name: np.asarray(v, float).reshape(draws, chains).T
                  for name, v in ((n, fit.draws()[:, :, i]) for i, n in enumerate(fit.column_names) if n.endswith("__"))}
         return NutsDraws(draws=out, stats=stats, fit=fit)
@@ -394,10 +384,7 @@ class CmdstanpyModel(CompiledModel):
                                        + _console_tail(Path(out_dir), str(e))
                                        + "\nTry another algorithm (algorithm='laplace', or 'nuts' for the exact "
                                        "posterior).") from None
-            out = {}  # read while CmdStan's files exist
-            for name in fit.metadata.stan_vars:
-                v = np.asarray(fit.stan_variable(name), dtype=float)  # (draws, *shape)
-                out[name] = v.reshape(1, v.shape[0], *v.shape[1:])
+            out = _stan_variables(fit, 1, draws)  # read while CmdStan's files exist
             names = list(fit.column_names)
             raw = np.asarray(fit.draws(), dtype=float).reshape(-1, len(names))
         stats = {n: raw[:, names.index(n)][None, :] for n in names if n.endswith("__")}

@@ -1,9 +1,4 @@
-"""Sandwich (Wald) intervals next to posterior intervals at the same level.
-
-One level for everything, stated in every table: the posterior intervals
-compared with sandwich intervals are *equal-tailed* at that level (not
-arviz's default 94% HDI).
-"""
+"""Sandwich (Wald) intervals next to posterior intervals at the same level, stated in every table (equal-tailed)."""
 
 from __future__ import annotations
 
@@ -17,7 +12,7 @@ from scipy.stats import norm
 from pydial.estimation.spec import ESTIMAND_FIELDS, ModelSpec, check_level
 from pydial.formatting import ITEMS_LABEL, by_score, cov_label
 
-from ..exceptions import ArgumentError, ArgumentTypeError, EstimandMismatchError
+from ..exceptions import ArgumentTypeError, EstimandMismatchError
 from . import idata as azio
 
 __all__ = ["compare_intervals", "IntervalComparison"]
@@ -68,13 +63,12 @@ def _block(quantity: str, table: pd.DataFrame, est_col: str, draws: np.ndarray, 
     with np.errstate(divide="ignore", invalid="ignore"):
         width = (q_hi - q_lo) / (hi - lo)
         shift = (pm - est) / se
-    out = pd.DataFrame(
+    return pd.DataFrame(
         {"estimate": est, "se": se, "ci_low": lo, "ci_high": hi, "post_mean": pm, "post_sd": ps, "cred_low": q_lo,
          "cred_high": q_hi, "width_ratio": width, "shift_se": shift, "level": level},
         index=pd.MultiIndex.from_arrays([[quantity] * len(table), [str(n) for n in table.index]],
                                         names=["quantity", "name"]),
     )
-    return out
 
 
 class IntervalComparison(pd.DataFrame):
@@ -85,18 +79,13 @@ class IntervalComparison(pd.DataFrame):
         return IntervalComparison
 
     def plot(self, *, figsize: tuple[float, float] | None = None) -> Any:
-        """Both intervals per item (scores) and per judge (``b``), one panel per quantity.
+        """Draw both intervals per row, one panel per quantity; return the :class:`matplotlib.figure.Figure`.
 
-        For every row the Wald interval at the estimate and, just below it, the
-        equal-tailed posterior interval at the posterior mean; the legend names the
-        covariance of the Wald intervals and the posterior interval type
-        (``attrs["interval_frequentist"]``, ``attrs["interval_bayes"]``).  Items are
-        ordered by fitted score, highest on top.  The score panel is on the score scale;
-        the ``b`` and ``beta`` panels are centered at each row's estimate (its value is
-        in the row label), so that intervals of a few hundredths stay visible beside
-        effects of a few units.  The right margin gives each row's width ratio
-        (posterior width / Wald width).  Returns the :class:`matplotlib.figure.Figure`
-        (``fig.savefig("compare.png")``).
+        The Wald interval at the estimate and, below it, the equal-tailed posterior interval at the
+        posterior mean (the legend names both, ``attrs["interval_frequentist"]`` and
+        ``attrs["interval_bayes"]``); items by fitted score, highest on top.  The ``b`` and ``beta``
+        panels are centered at each row's estimate (its value in the row label), so that intervals of
+        a few hundredths stay visible; the right margin gives each row's width ratio.
         """
         import matplotlib.pyplot as plt
 
@@ -165,68 +154,54 @@ def compare_intervals(result: Any, idata: Any, *, level: float | None = None, ma
     Parameters
     ----------
     result : DialResult-like
-        A frequentist fit with ``scores`` (DataFrame indexed by item with columns
-        ``score, se, ci_low, ci_high``), optionally ``position_effects``
-        (indexed by judge with ``b, se, ci_low, ci_high``) and ``level``.  The
-        ``spec`` of a :class:`~pydial.DialResult`, at the fit's selected weight and rank
-        (:meth:`pydial.ModelSpec.selected`), is checked against the posterior's; an
-        object without a spec is compared as it is.
+        A frequentist fit with ``scores`` (indexed by item: ``score, se, ci_low, ci_high``),
+        optionally ``position_effects`` (by judge: ``b, se, ci_low, ci_high``) and ``level``.  The
+        ``spec`` of a :class:`~pydial.DialResult` at its selected weight and rank
+        (:meth:`pydial.ModelSpec.selected`) is checked against the posterior's; an object without
+        a spec is compared as it is.
     idata : xarray.DataTree or arviz.InferenceData
-        From :func:`pydial.stan.posterior`.  Its ``attrs["estimand"]`` names the
-        variable with the method's scores (``s_H``; ``s_judges`` for
-        ``judges``, the mean of the judges' scores); ``b`` (dim ``judge``) when
-        present.
+        From :func:`pydial.stan.posterior`; its ``attrs["estimand"]`` names the variable of the
+        method's scores (``s_H``; ``s_judges`` for ``judges``), and ``b`` (dim ``judge``) when present.
     level : float, optional
-        Interval level; default the result's level (``result.level``), else
-        0.95.  At another level than the result's, the Wald interval is
-        recomputed as ``estimate -/+ z se``.
+        Interval level; default the result's (``result.level``), else 0.95.  At another level than
+        the result's, the Wald interval is recomputed as ``estimate -/+ z se``.
     match : bool, default False
-        When the fit and the posterior estimate different things: ``False``
-        raises :class:`~pydial.exceptions.EstimandMismatchError` naming the
-        differences; ``True`` refits the frequentist side to the posterior's
-        specification (same data and fit options, with the posterior's
-        method, rank, calibration, weight ``lambda`` and tie model).  The
-        frequentist DIAL fits always report ``b`` from their LLM-only stage: a
-        posterior whose ``b`` is the joint one (``options={"b_stage": "joint"}``) is then
-        compared on the scores only (``attrs["omitted"]`` says why); sample
-        with ``posterior(..., like=result)`` to compare ``b`` too.
+        When the fit and the posterior estimate different things: ``False`` raises
+        :class:`~pydial.exceptions.EstimandMismatchError` naming the differences; ``True`` refits
+        the frequentist side to the posterior's spec (same data and fit options).  The frequentist
+        DIAL fits report ``b`` from their LLM-only stage, so a posterior with the joint ``b``
+        (``options={"b_stage": "joint"}``) is then compared on the scores only (``attrs["omitted"]``
+        says why); sample with ``posterior(..., like=result)`` to compare ``b`` too.
     fit : callable, optional
-        The function that refits with ``match=True``, called as ``fit(data, **options)``;
-        default the one that fitted ``result`` (:func:`pydial.fit`, recorded in
-        ``result.fitter``).  This module sits below the estimators and does not
-        import them.
+        The refit of ``match=True``, called as ``fit(data, spec=...)``; default the function that
+        fitted ``result`` (:func:`pydial.fit`, ``result.fitter``; this module does not import the
+        estimators).
     allow_unrecorded : bool, default False
-        A posterior without an estimand record (not from :func:`pydial.stan.posterior`,
-        or whose attributes were dropped on the way) cannot be checked against the
-        fit: ``False`` raises :class:`~pydial.exceptions.EstimandMismatchError`;
-        ``True`` compares the two as they are, and ``attrs["estimand"]`` says
-        that nothing was checked.
+        A posterior without an estimand record (not from :func:`pydial.stan.posterior`, or its
+        attributes dropped) cannot be checked: ``False`` raises
+        :class:`~pydial.exceptions.EstimandMismatchError`; ``True`` compares the two as they are,
+        and ``attrs["estimand"]`` says that nothing was checked.
 
     Returns
     -------
     IntervalComparison
-        A DataFrame indexed by ``(quantity, name)`` with ``quantity`` in ``{"score", "b", "beta"}``
-        (``beta``: with response covariates, the covariate effects, named ``"judge | covariate"``);
-        columns ``estimate, se, ci_low, ci_high`` (sandwich / Wald),
-        ``post_mean, post_sd, cred_low, cred_high`` (posterior; equal-tailed
-        credible interval at the same level), ``width_ratio`` (credible width /
-        Wald width), ``shift_se`` (``(post_mean - estimate) / se``: a large value
-        flags a posterior that left the MLE, e.g. one drifting to ``S' 1 = 0``,
-        where the mean judge score no longer carries the consensus direction)
-        and ``level``.  ``attrs``: ``level``, ``interval`` (the
-        interval types), ``estimand`` (one line: what both sides estimate,
-        including where ``b`` comes from), ``refit`` (whether ``match`` refitted).
-        ``.plot()`` draws the intervals side by side.
+        A DataFrame indexed by ``(quantity, name)``, ``quantity`` in ``{"score", "b", "beta"}``
+        (``beta``: the covariate effects, named ``"judge | covariate"``), with columns ``estimate,
+        se, ci_low, ci_high`` (sandwich / Wald), ``post_mean, post_sd, cred_low, cred_high``
+        (posterior, equal-tailed at the same level), ``width_ratio`` (credible width / Wald width),
+        ``shift_se`` (``(post_mean - estimate) / se``: large for a posterior that left the MLE, e.g.
+        one drifting to ``S' 1 = 0``) and ``level``.  ``attrs``: ``level``, ``interval`` (the
+        interval types), ``estimand`` (one line: what both sides estimate, and where ``b`` comes
+        from), ``refit``.  ``.plot()`` draws the intervals side by side.
 
     Raises
     ------
     pydial.ArgumentTypeError
         ``result`` is not a fit or ``idata`` not a posterior.
     EstimandMismatchError
-        The fit and the posterior were made from different data (their data fingerprints
-        differ, whatever ``match``), estimate different things (and ``match=False``),
-        the fit cannot be refitted to the posterior's specification, or the
-        posterior has no estimand record (and ``allow_unrecorded=False``).
+        The two were made from different data (their fingerprints differ, whatever ``match``),
+        estimate different things (``match=False``) or cannot be refitted to agree, or the
+        posterior has no estimand record (``allow_unrecorded=False``).
 
     Examples
     --------
@@ -258,17 +233,13 @@ def compare_intervals(result: Any, idata: Any, *, level: float | None = None, ma
     if level is not None:
         level = check_level(level)
     pe = post_estimand(idata)
-    refit = False
-    omitted = ""
-    score_var = "s_H"
-    compare_b = True
+    refit, omitted, compare_b = False, "", True
     if pe is None and not allow_unrecorded:
         raise EstimandMismatchError(
             "the posterior has no estimand record (attrs['estimand'] of pydial.stan.posterior), so it cannot be "
             "checked against the fit; sample it with pydial.stan.posterior(data, like=result), or pass "
             "allow_unrecorded=True to compare the two as they are", {"estimand": ("recorded", None)})
-    if pe is not None:
-        score_var = pe.scores or "s_H"
+    score_var = (pe.scores if pe is not None else None) or "s_H"
     if pe is not None and isinstance(getattr(result, "spec", None), ModelSpec):
         fe = result_estimand(result)
         mism = fe.differences(pe)
@@ -297,17 +268,13 @@ def compare_intervals(result: Any, idata: Any, *, level: float | None = None, ma
     lv = level if level is not None else check_level(r_level if r_level is not None else 0.95, "the result's level")
     same = r_level is not None and abs(lv - r_level) < 1e-12
     blocks = []
-    scores = getattr(result, "scores", None)
-    if scores is not None:
-        dr = _draws(idata, score_var, "item")
-        if dr is None:
-            raise KeyError(f"the posterior has no scores {score_var!r} over dimension 'item'")
-        blocks.append(_block("score", scores, "score", dr[0], dr[1], lv, same))
+    dr = _draws(idata, score_var, "item")
+    if dr is None:
+        raise KeyError(f"the posterior has no scores {score_var!r} over dimension 'item'")
+    blocks.append(_block("score", result.scores, "score", dr[0], dr[1], lv, same))
     pos = getattr(result, "position_effects", None)
-    if compare_b and pos is not None and len(pos):
-        dr = _draws(idata, "b", "judge")
-        if dr is not None:
-            blocks.append(_block("b", pos, "b", dr[0], dr[1], lv, same))
+    if compare_b and pos is not None and len(pos) and (dr := _draws(idata, "b", "judge")) is not None:
+        blocks.append(_block("b", pos, "b", dr[0], dr[1], lv, same))
     ce = getattr(result, "covariate_effects", None)
     if ce is not None and len(ce):
         dr = _draws(idata, "beta", "beta_judge", "covariate")
@@ -316,8 +283,6 @@ def compare_intervals(result: Any, idata: Any, *, level: float | None = None, ma
                            "sample it from the same data (with their covariates)")
         flat = ce.set_axis([" | ".join(map(str, key)) for key in ce.index])
         blocks.append(_block("beta", flat, "beta", dr[0], dr[1], lv, same))
-    if not blocks:
-        raise ArgumentError("nothing to compare: the result has neither scores nor position effects")
     out = IntervalComparison(pd.concat(blocks))
     out.attrs["level"] = lv
     algorithm = {"laplace": " (Laplace approximation)", "pathfinder": " (Pathfinder)"}.get(
@@ -326,8 +291,7 @@ def compare_intervals(result: Any, idata: Any, *, level: float | None = None, ma
                                          f"{cov_label(getattr(result, 'cov_type', None), getattr(result, 'anchored_cov', None))}")
     out.attrs["interval_bayes"] = f"{lv:.0%} equal-tailed posterior interval{algorithm}"
     out.attrs["interval"] = f"{out.attrs['interval_frequentist']} vs {out.attrs['interval_bayes']}"
-    out.attrs["estimand"] = _estimand_line(pe)
-    out.attrs["refit"] = refit
+    out.attrs["estimand"], out.attrs["refit"] = _estimand_line(pe), refit
     if omitted:
         out.attrs["omitted"] = omitted
     return out
@@ -362,27 +326,19 @@ def _refit(result: Any, pe: Any, mism: dict[str, tuple[Any, Any]], fit: Callable
         raise EstimandMismatchError(f"cannot refit ({_describe(mism)}): the result does not carry its data and "
                                     "specification (fit it with pydial.fit)", mism)
     if pe.spec is None or pe.program is not None:
-        raise EstimandMismatchError(f"cannot refit to {_label(pe)}: it has no frequentist counterpart", mism)
+        what = "the LLM-only posterior" if pe.spec is None else f"the user program {pe.program}"
+        raise EstimandMismatchError(f"cannot refit to {what}: it has no frequentist counterpart", mism)
     target = {k: getattr(pe.spec, k) for k in ESTIMAND_FIELDS + ("multiples", "include_endpoints", "selection")}
     return fit(data, spec=spec.replace(**target))
-
-
-def _label(pe: Any) -> str:
-    return "the LLM-only posterior" if pe.spec is None else f"the user program {pe.program}"
 
 
 def interval_settings(level: float = 0.95) -> Any:
     """Context manager: arviz's interval settings at pydial's convention (one level, equal-tailed).
 
-    Sets ``stats.ci_prob`` (and the older ``stats.hdi_prob``) to ``level`` and,
-    where the installed arviz has it, ``stats.ci_kind`` to ``"eti"``
-    (equal-tailed) for the duration of the ``with`` block, so that
-    ``az.summary`` and ``az.plot_posterior`` report the same level as
-    :func:`compare_intervals` and the frequentist tables instead of arviz's
-    default 94% (arviz 1.x: ``az.summary`` and the arviz-plots functions).
-    arviz 0.x has no ``stats.ci_kind``: its summaries and plots
-    then stay highest-density intervals at ``level``; the equal-tailed
-    intervals are those of :func:`compare_intervals`.
+    Sets ``stats.ci_prob`` (and the older ``stats.hdi_prob``) to ``level`` and, where arviz has it,
+    ``stats.ci_kind`` to ``"eti"`` inside the ``with`` block, so that ``az.summary`` and the plots
+    report the level of :func:`compare_intervals` and the frequentist tables, not arviz's 94%.
+    arviz 0.x has no ``stats.ci_kind``: its intervals stay highest-density, at ``level``.
 
     Examples
     --------

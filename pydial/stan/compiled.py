@@ -1,8 +1,7 @@
-"""The interface of a compiled Stan program, shared by every backend.
+"""The interface of a compiled Stan program, shared by every backend (:class:`CompiledModel`, :class:`BackendModule`).
 
-:class:`CompiledModel` is what :func:`pydial.stan.compile_model` returns; each backend module subclasses it with
-the backend-specific part (parameter shapes, transforms, log density and gradient, NUTS).  Argument checks, the
-scipy L-BFGS-B path and the assembly of results live here.  :class:`BackendModule` is a backend module's interface.
+Each backend subclasses :class:`CompiledModel` with its own part (shapes, transforms, log density, NUTS); argument
+checks, the scipy L-BFGS-B path and the assembly of results live here.
 """
 from __future__ import annotations
 
@@ -32,25 +31,18 @@ class StanBackendError(DialError, RuntimeError):
 
 
 class StanRuntimeError(StanBackendError):
-    """Stan refused to evaluate a program: a ``reject()``, a domain error, data the program rejects.
+    """Stan refused to evaluate a program (a ``reject()``, a domain error, data it rejects); the message carries Stan's.
 
-    Raised by :meth:`CompiledModel.log_prob`, :meth:`~CompiledModel.grad_log_prob` and
-    :meth:`~CompiledModel.optimize` (at its start, or CmdStan's optimizer failing) on
-    both backends; the message carries Stan's own (the exception, the program's line
-    and column).
+    Raised by :meth:`CompiledModel.log_prob`, :meth:`~CompiledModel.grad_log_prob` and :meth:`~CompiledModel.optimize`.
     """
 
 
 APPROXIMATIONS: tuple[str, ...] = ("laplace", "pathfinder")
-"""CmdStan's approximate posteriors: the Laplace approximation at the mode (with the Jacobian, on the
-unconstrained scale) and Pathfinder (multi-path, importance resampled)."""
+"""CmdStan's approximate posteriors: Laplace at the mode (unconstrained scale, Jacobian) and multi-path Pathfinder."""
 
 
 def as_stan_data(data: Mapping[str, Any]) -> dict[str, Any]:
-    """Return Stan data as both backends read them: Python ints and floats, numeric numpy arrays (booleans as int64).
-
-    Raises TypeError when a value is not numeric.
-    """
+    """Return Stan data as both backends read them: ints, floats, numeric arrays (booleans as int64; else a TypeError)."""
     out: dict[str, Any] = {}
     for k, v in data.items():
         if isinstance(v, (bool, np.bool_)):
@@ -85,13 +77,11 @@ class NutsDraws:
 
 @dataclass
 class CompiledModel(abc.ABC):
-    """A compiled Stan program and the backend that runs it.
+    """A compiled Stan program and the backend that runs it (build with :func:`pydial.stan.compile_model`).
 
-    Build with :func:`pydial.stan.compile_model`.  ``name`` is the program name
-    (one of :data:`pydial.stan.programs.PROGRAMS` or a file stem).  The
-    unconstrained vector ``u`` of every method is Stan's: each parameter
-    flattened column-major in declaration order for the unconstrained types that
-    pydial's programs use.
+    ``name`` is the program's name (:data:`pydial.stan.programs.PROGRAMS`) or a file stem.  The unconstrained
+    vector ``u`` of every method is Stan's: each parameter column-major in declaration order (pydial's
+    programs declare unconstrained types only).
     """
 
     name: str
@@ -131,12 +121,7 @@ class CompiledModel(abc.ABC):
         """
 
     def num_unconstrained(self, data: Mapping[str, Any]) -> int:
-        """Count the unconstrained parameters for these data.
-
-        The total size of the parameters (:meth:`parameter_shapes`): exact
-        unless the program declares simplex, correlation, Cholesky-factor or
-        other constrained container types (pydial's programs do not).
-        """
+        """Count the unconstrained parameters for these data (exact for the unconstrained types of pydial's programs)."""
         return int(sum(int(np.prod(s)) for s in self.parameter_shapes(data).values()))
 
     def split_unconstrained(self, data: Mapping[str, Any], u: ArrayLike) -> dict[str, np.ndarray]:
@@ -222,7 +207,6 @@ class CompiledModel(abc.ABC):
         """
 
     # ---------------------------------------------------------------- log density
-    @abc.abstractmethod
     def log_prob(self, data: Mapping[str, Any], u: ArrayLike, *, jacobian: bool = False) -> float:
         """``log p(u)`` on the unconstrained scale (default: without the Jacobian adjustment).
 
@@ -246,8 +230,8 @@ class CompiledModel(abc.ABC):
             Stan refused to evaluate the program at ``u`` (a ``reject()``, a domain
             error); the message carries Stan's.
         """
+        return self._log_prob_grad(as_stan_data(data), np.asarray(u, float).ravel(), jacobian, grad=False)[0]
 
-    @abc.abstractmethod
     def grad_log_prob(self, data: Mapping[str, Any], u: ArrayLike, *, jacobian: bool = False) -> np.ndarray:
         """Gradient of :meth:`log_prob` with respect to the unconstrained parameters.
 
@@ -261,6 +245,11 @@ class CompiledModel(abc.ABC):
         ndarray
             One entry per unconstrained parameter.
         """
+        return self._log_prob_grad(as_stan_data(data), np.asarray(u, float).ravel(), jacobian, grad=True)[1]
+
+    @abc.abstractmethod
+    def _log_prob_grad(self, data: dict[str, Any], x: np.ndarray, jacobian: bool, grad: bool) -> tuple[float, np.ndarray]:
+        """Return ``log p(x)`` and, with ``grad``, its gradient; Stan's refusal is a :class:`StanRuntimeError`."""
 
     # ---------------------------------------------------------------- optimize
     def optimize(
@@ -282,30 +271,24 @@ class CompiledModel(abc.ABC):
         data : mapping
             Stan data.
         init : array_like, optional
-            Start on the unconstrained scale; default uniform(-2, 2) draws from
-            ``numpy.random.default_rng(seed)`` (Stan's own default).
+            Start on the unconstrained scale; default Stan's uniform(-2, 2) from ``default_rng(seed)``.
         seed : int, optional
             Seed of the default start and of CmdStan.
         fixed : sequence of bool, optional
-            Coordinates held at ``init`` (e.g. the LLM block in the second stage
-            of eq. staged-calibrated-estimator).  httpstan only (scipy path);
-            on CmdStan pass fixed coordinates as data.
+            Coordinates held at ``init`` (e.g. the LLM block of eq. staged-calibrated-estimator's
+            second stage); scipy path only (on CmdStan pass them as data).
         bounds : sequence of (low, high), optional
             Box on the unconstrained coordinates (scipy path only).
         gtol : float
-            Relative gradient tolerance: converged when the max-norm of the
-            (projected) gradient of ``log_prob`` is at most
-            ``gtol * max(1, |log_prob|)`` (scipy path; also its stopping rule).
-            CmdStan's L-BFGS (which stops on the absolute gradient alone) gets
-            ``tol_grad = 0.25 * gtol * max(1, |log_prob|)`` at the start of each
-            run, and is restarted from its end point until the same verdict
-            holds (at most four runs).
+            Converged when the max-norm of the (projected) gradient is at most ``gtol * max(1,
+            |log_prob|)`` (the scipy path's stopping rule).  CmdStan's L-BFGS, which stops on the
+            absolute gradient alone, gets a quarter of that tolerance at the start of each run and is
+            restarted from its end point until the verdict holds (at most four runs).
         max_iter : int
             Iteration budget.
         method : {"scipy", "cmdstan"} or None
-            Force the optimizer; default CmdStan's L-BFGS on the cmdstanpy
-            backend (stopping on the gradient test alone) and scipy
-            L-BFGS-B on exact in-process gradients on httpstan.
+            Force the optimizer; default CmdStan's L-BFGS on cmdstanpy, scipy's L-BFGS-B on exact
+            in-process gradients on httpstan.
 
         Returns
         -------
@@ -315,9 +298,8 @@ class CompiledModel(abc.ABC):
         Raises
         ------
         StanRuntimeError
-            Stan rejects the start (a ``reject()``, a domain error), or CmdStan's
-            optimizer fails; the message carries Stan's.  A point that Stan rejects
-            later, during a line search, counts as an infinite objective.
+            Stan rejects the start, or CmdStan's optimizer fails (the message carries Stan's); a point
+            rejected later, in a line search, counts as an infinite objective.
         """
         data = as_stan_data(data)
         n = self.num_unconstrained(data)
@@ -376,19 +358,12 @@ class CompiledModel(abc.ABC):
         quiet: bool = True,
         progress: bool | None = None,
     ) -> SampleResult:
-        """Run NUTS (diagonal metric, adapted) and return the draws.
+        """Run NUTS (diagonal metric, adapted) and return the draws; check them with :meth:`SampleResult.check`.
 
-        ``inits`` gives one dict of constrained parameter values per chain
-        (default: Stan's uniform(-2, 2) on the unconstrained scale).
-        ``refresh`` is the sampler's progress interval (iterations) and
-        ``quiet=True`` keeps the backends' progress output and log messages
-        off the console.  ``progress`` shows a ``tqdm`` bar instead of the
-        backends' progress lines (default: only when stderr is a terminal):
-        one bar over all chains' iterations with httpstan, cmdstanpy's
-        ``tqdm`` bar per chain with CmdStan.  With httpstan the fit that pystan stores in
-        httpstan's cache is deleted afterwards (the draws are returned here;
-        the cache would otherwise grow by the size of every run).
-        Diagnostics are not checked here; call :meth:`SampleResult.check`.
+        ``inits``: one dict of constrained values per chain (default Stan's uniform(-2, 2) on the
+        unconstrained scale); ``refresh``: the progress interval; ``quiet``: keep the backends' output off
+        the console; ``progress``: a ``tqdm`` bar instead (default: when stderr is a terminal).  httpstan's
+        cached fit is deleted afterwards (the draws are returned here).
         """
         chains, draws = check_count(chains, "chains"), check_count(draws, "draws")
         warmup = check_count(warmup, "warmup", minimum=0)
@@ -424,10 +399,8 @@ class CompiledModel(abc.ABC):
         data : mapping
             The program's data.
         algorithm : {"laplace", "pathfinder"}
-            ``"laplace"``: CmdStan's ``laplace_sample`` (the mode by L-BFGS with the
-            Jacobian adjustment, then draws from the normal approximation on the
-            unconstrained scale, mapped back); ``"pathfinder"``: multi-path Pathfinder
-            with importance resampling.
+            CmdStan's ``laplace_sample`` (the mode by L-BFGS with the Jacobian, then normal draws on the
+            unconstrained scale, mapped back), or multi-path Pathfinder with importance resampling.
         draws : int, default 1000
             Number of draws (returned as one chain).
         seed : int, optional
@@ -435,7 +408,7 @@ class CompiledModel(abc.ABC):
         init : mapping, optional
             Constrained initial values (of the optimizer, or of every Pathfinder path).
         quiet : bool, default True
-            Keep CmdStan's console output and log messages off the console.
+            Keep CmdStan's output and log messages off the console.
 
         Returns
         -------

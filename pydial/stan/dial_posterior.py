@@ -1,8 +1,7 @@
-"""The posterior of the structured DIAL model (:func:`pydial.stan.posterior` with a DIAL method).
+"""The posterior of the structured DIAL model: ``dial_sample.stan``, then the cut posterior's or ``b``'s second run.
 
-One run of ``dial_sample.stan`` (or a user's copy), and the second run of the cut posterior
-(``lambda = inf``: ``dial_calibrate.stan``, one calibration per first-stage draw) or of the
-LLM-only order effects (``b_stage="llm-only"``).
+The cut posterior (``lambda = inf``) runs ``dial_calibrate.stan`` given each first-stage draw; ``b_stage="llm-only"``
+runs the LLM-only model once more for the order effects.
 """
 
 from __future__ import annotations
@@ -16,12 +15,12 @@ import numpy as np
 from pydial.data.comparisons import Comparisons
 from pydial.estimation.spec import ModelSpec
 from pydial.estimation.steps import human_effects
-from pydial.model.families import family_of
+from pydial.model.families import Family, family_of
 
 from ..exceptions import ArgumentError, DataError
 from ..optim import BOX
 from .backend import CompiledModel, SampleResult, compile_model
-from .layout import Sampled
+from .idata import Sampled
 from .schema import (DIAL_SAMPLE_PRIORS, CellTable, data_fingerprint, dial_calibrate_data, dial_sample_data, dial_sample_inits,
                      dial_sample_start, human_cell_table, llm_cell_table, merge_priors, mu_reference, with_extra)
 
@@ -29,45 +28,58 @@ __all__ = ["Estimand", "Request", "RunOptions", "sample_dial", "run_dial", "cut_
            "CUT_WARMUP_MAX", "posterior_estimand"]
 
 CUT_WARMUP_MAX = 200
-"""Largest number of warmup iterations of the second stage of the cut posterior (its target is a product
-of near-Gaussian log-concave factors, which NUTS reaches quickly; each iteration costs all draws)."""
+"""Most warmup iterations of the cut posterior's second stage (near-Gaussian log-concave factors; each costs all draws)."""
 
 
 @dataclass(frozen=True)
 class Request:
-    """What a posterior estimates, resolved from :func:`posterior`'s arguments (the resolve step).
+    """A posterior to sample: its :class:`~pydial.ModelSpec` and the few choices that are not the spec's.
 
-    ``model`` is the program family (``"dial"``: ``dial_sample.stan``; ``"judges"``,
-    ``"human"``: ``judges.stan``); ``lambda_`` the weight ``lambda`` (None: the ordinary
-    posterior, ``inf``: the cut posterior); ``order`` whether order effects are sampled; ``spec``
-    the spec given (``spec=``, or the fit's of ``like=``), which the estimand records.
+    ``spec``: the model, its single weight ``lambda_`` none for the ordinary posterior, ``inf`` for the cut one.  Not
+    the spec's: ``calibrated=False`` (the LLM-only posterior, ``calibration=None``, which a spec cannot hold) and the
+    sampling settings ``include_human`` (``judges``) and ``b_stage``.
     """
 
-    model: str
-    method: str
-    rank: int
-    calibration: str | None
-    ties: str | None
-    lambda_: float | None
-    order: bool
-    include_human: bool
-    b_stage: str
-    shared: bool = False
-    spec: ModelSpec | None = None
+    spec: ModelSpec
+    calibrated: bool = True
+    include_human: bool = True
+    b_stage: str = "joint"
+
+    @property
+    def model(self) -> str:
+        """The program family: ``"dial"`` (``dial_sample.stan``), ``"judges"`` or ``"human"`` (``judges.stan``)."""
+        return "dial" if self.spec.method.startswith("dial") else self.spec.method
+
+    @property
+    def rank(self) -> int:
+        """The rank of a DIAL posterior (0 for the other models)."""
+        return self.spec.rank if isinstance(self.spec.rank, int) else 0
+
+    @property
+    def calibration(self) -> str | None:
+        """The calibration basis; None for the LLM-only posterior and the non-DIAL models."""
+        return self.spec.calibration if self.calibrated else None
+
+    @property
+    def lambda_(self) -> float | None:
+        """The posterior's weight ``lambda`` (None: the ordinary posterior, ``inf``: the cut posterior)."""
+        return None if np.isnan(self.spec.weight) else self.spec.weight
+
+    @property
+    def family(self) -> Family:
+        """The outcome family of ``spec.ties``."""
+        return family_of(self.spec.ties)
 
 
 @dataclass(frozen=True)
 class Estimand:
     """What a fit or a posterior estimates: the spec of its estimator, and the facts a spec cannot hold.
 
-    ``spec`` is the :class:`~pydial.ModelSpec` at one weight and one rank
-    (:meth:`~pydial.ModelSpec.selected`; the cut posterior: ``dial-anc``, or
-    ``lambda_=inf`` alone), None for a posterior without a frequentist counterpart
-    (the LLM-only posterior, ``calibration=None``).  Beside it: ``b_source``, where
-    the order effects come from (``"joint"``, ``"llm-only"``, ``"judge"``, ``"none"``);
-    ``scores``, the posterior variable holding the method's scores; ``data``, the
-    fingerprint of the data (:func:`~pydial.stan.schema.data_fingerprint`); ``program``,
-    the path of a user's program (None: a shipped one).
+    ``spec``: the :class:`~pydial.ModelSpec` at one weight and rank (:meth:`~pydial.ModelSpec.selected`; the cut
+    posterior is ``dial-anc``, or ``lambda_=inf`` alone), None for the LLM-only posterior (``calibration=None``).
+    ``b_source``: where the order effects come from (``"joint"``, ``"llm-only"``, ``"judge"``, ``"none"``);
+    ``scores``: the posterior variable of the method's scores; ``data``: the data's fingerprint
+    (:func:`~pydial.stan.schema.data_fingerprint`); ``program``: a user's program (None: a shipped one).
     """
 
     spec: ModelSpec | None
@@ -96,9 +108,8 @@ class Estimand:
     def differences(self, other: "Estimand") -> dict[str, tuple[Any, Any]]:
         """Return the fields in which ``self`` (a fit) and ``other`` (a posterior) differ; empty when they match.
 
-        Compared: the data fingerprints (when both have one), the program, the specs'
-        :meth:`~pydial.ModelSpec.estimand` (method first: another method is the one
-        difference reported) and ``b_source``.
+        Compared: the data fingerprints (when both have one), the program, the specs' :meth:`~pydial.ModelSpec.estimand`
+        (another method is the one difference reported) and ``b_source``.
         """
         out: dict[str, tuple[Any, Any]] = {}
         if self.data is not None and other.data is not None and self.data != other.data:
@@ -137,15 +148,10 @@ def _same(a: Any, b: Any) -> bool:
 def posterior_estimand(req: "Request", weight: float, data: Comparisons, b_source: str) -> Estimand:
     """Return the estimand of the posterior of ``req`` at the effective weight ``weight`` on ``data``."""
     if req.model != "dial":
-        spec: ModelSpec | None = req.spec or ModelSpec(req.method, ties=req.ties)
-        scores = "s_H" if req.model == "human" else "s_judges"
-    elif req.calibration is None:
-        spec, scores = None, None
-    else:
-        spec = req.spec or ModelSpec(req.method, rank=req.rank, calibration=req.calibration, ties=req.ties,
-                                     covariate_effects="shared" if req.shared else "judge")
-        spec, scores = spec.selected(weight, req.rank), "s_H"
-    return Estimand(spec, b_source, scores, data_fingerprint(data))
+        return Estimand(req.spec, b_source, "s_H" if req.model == "human" else "s_judges", data_fingerprint(data))
+    if req.calibration is None:
+        return Estimand(None, b_source, None, data_fingerprint(data))
+    return Estimand(req.spec.selected(weight, req.rank), b_source, "s_H", data_fingerprint(data))
 
 
 @dataclass(frozen=True)
@@ -165,12 +171,9 @@ class RunOptions:
 
 
 def sample_dial(data: Comparisons, req: Request, opt: RunOptions) -> Sampled:
-    """Run ``dial_sample.stan``, then ``dial_calibrate.stan`` (the cut posterior) or the LLM-only run of ``b``.
-
-    The second run is made for ``lambda = inf`` and for ``b_stage="llm-only"`` respectively.
-    """
+    """Run ``dial_sample.stan``, then ``dial_calibrate.stan`` (``lambda = inf``) or the LLM-only run of ``b`` (``b_stage``)."""
     if data.K < 1 or data.n_llm == 0:
-        raise DataError(f"method {req.method!r} needs LLM judgments")
+        raise DataError(f"method {req.spec.method!r} needs LLM judgments")
     if req.calibration is not None and data.n_human == 0:
         raise DataError("a calibrated posterior needs decisive human comparisons; pass calibration=None")
     if req.lambda_ is None:
@@ -181,13 +184,12 @@ def sample_dial(data: Comparisons, req: Request, opt: RunOptions) -> Sampled:
     cut = bool(np.isinf(lam_eff)) and req.calibration is not None
     if cut and opt.program is not None:
         raise ArgumentError("lambda_=inf (the cut posterior, method 'dial-anc') samples the shipped programs only")
-    calibration, order, b_stage = req.calibration, req.order, req.b_stage
+    calibration, order, b_stage = req.calibration, req.spec.order, req.b_stage
     res, d, cells, post, dims, coords = run_dial(data, req, opt, None if cut else calibration, w_llm)
     out = Sampled(res, d, cells, post, dims, coords, ["s_H", "S", "gamma", "b", "nu", "beta", "consensus_scale"], None,
                    "dial_sample" + ("+dial_calibrate" if cut else ""), merge_priors(DIAL_SAMPLE_PRIORS, opt.priors,
                                                                                   "dial_sample.stan"))
     if cut:
-        assert calibration is not None  # cut requires a calibration
         out.res, out.cells, out.post, out.dims, out.coords, p2 = cut_stage(data, req, opt, res, d, cells[0], post,
                                                                            dims, coords)
         out.problems += p2
@@ -216,27 +218,26 @@ def sample_dial(data: Comparisons, req: Request, opt: RunOptions) -> Sampled:
 def run_dial(data: Comparisons, req: Request, opt: RunOptions, calibration: str | None,
              w_llm: float) -> tuple[SampleResult, dict, list, dict, dict, dict]:
     """One NUTS run of ``dial_sample.stan`` (or a user's copy): draws, data, aggregated cells, posterior group."""
-    rank, ties, order, init, per_judgment = req.rank, req.ties, req.order, opt.init, opt.per_judgment
-    if isinstance(init, str) and init not in ("spectral", "random"):
-        raise ArgumentError(f"init must be 'spectral', 'random' or a list of dicts, got {init!r}")
+    rank, family, order, init, per_judgment = req.rank, req.family, req.spec.order, opt.init, opt.per_judgment
     start = dial_sample_start(data, rank=rank, calibration=calibration, order=order)  # mu_ref and the chains' start
-    d, L, H = dial_sample_data(data, rank=rank, calibration=calibration, order=order, ties=ties, w_llm=w_llm,
+    d, L, H = dial_sample_data(data, rank=rank, calibration=calibration, order=order, family=family, w_llm=w_llm,
                                w_human=1.0, priors=opt.priors, log_lik=True, win_prob=bool(opt.win_prob and calibration),
-                               mu_ref=mu_reference(start[0].mu), per_judgment=per_judgment, shared=req.shared)
+                               mu_ref=mu_reference(start[0].mu), per_judgment=per_judgment,
+                               shared=req.spec.covariate_effects == "shared")
     if per_judgment:  # the aggregated cells, which label the judgments (CellTable.judgment_labels)
-        L = llm_cell_table(data, ties=ties is not None)
-        H = human_cell_table(data, ties=ties is not None) if H is not None else None
+        L = llm_cell_table(data, family)
+        H = human_cell_table(data, family) if H is not None else None
     cells = [L] + ([H] if H is not None and len(H) else [])
     chains = int(opt.run["chains"])
     if isinstance(init, str):
-        inits = dial_sample_inits(data, d, chains=chains, rng=opt.rng, start=start) if init == "spectral" else None
+        inits = dial_sample_inits(data, d, chains=chains, rng=opt.rng, start=start) if init == "point-start" else None
     else:
         inits = list(init)
     d = with_extra(d, opt.extra)
     cm = compile_model(opt.program or "dial_sample", backend=opt.backend)
     res = draw(cm, d, seed=opt.seed, inits=inits, run=opt.run)
     items, judges = list(data.items), list(data.judges)
-    tie_names = (judges + ([data.human_judge] if int(d["H"]) else [])) if ties else []
+    tie_names = (judges + ([data.human_judge] if int(d["H"]) else [])) if not family.is_binary else []
     post, dims, coords = dial_posterior(res, d, items, judges, calibration, order, tie_names)
     covariate_posterior(res.draws, d, judges + [data.human_judge], list(data.covariates), post, dims, coords)
     return res, d, cells, post, dims, coords
@@ -244,11 +245,10 @@ def run_dial(data: Comparisons, req: Request, opt: RunOptions, calibration: str 
 
 def covariate_posterior(draws: Mapping[str, np.ndarray], d: Mapping[str, Any], groups: list[str],
                          covariates: list[str], post: dict, dims: dict, coords: dict) -> None:
-    """Add the covariate effects ``beta`` (``beta_judge`` x ``covariate``) to a posterior group (nothing when ``n_cov = 0``).
+    """Add ``beta`` over (``beta_judge``, ``covariate``) to a posterior group (nothing when ``n_cov = 0``).
 
-    Row ``r`` of the program's ``beta`` is labelled by the group (``groups``: judges, then the
-    people) whose ``beta_row`` is ``r``, or :data:`~pydial.estimation.steps.SHARED_JUDGES` when
-    several LLM judges share it.
+    Row ``r`` is labelled by the group (``groups``: judges, then the people) whose ``beta_row`` is ``r``, or
+    :data:`~pydial.estimation.steps.SHARED_JUDGES` when several LLM judges share it.
     """
     from pydial.estimation.steps import SHARED_JUDGES
 
@@ -268,32 +268,26 @@ def covariate_posterior(draws: Mapping[str, np.ndarray], d: Mapping[str, Any], g
 
 def cut_stage(data: Comparisons, req: Request, opt: RunOptions, res: SampleResult, d1: Mapping[str, Any], L: CellTable,
               post: dict, dims: dict, coords: dict) -> tuple:
-    """Second stage of the cut posterior: ``c | M_t`` for every first-stage draw ``t`` (dial_calibrate.stan).
+    """Second stage of the cut posterior: ``c | M_t`` for every first-stage draw ``t`` (``dial_calibrate.stan``).
 
-    The target is a product of independent ``d``-dimensional log-concave
-    posteriors (``d``-dimensional logistic regressions with a normal prior), one
-    per draw; one NUTS chain, started at the conditional modes, is run for
-    ``warmup`` iterations (at most :data:`CUT_WARMUP_MAX`) and its final state
-    gives one ``c_t`` per draw ``t``.
+    The target is a product of independent log-concave posteriors, one per draw: one NUTS chain from the
+    conditional modes runs ``warmup`` iterations (at most :data:`CUT_WARMUP_MAX`); its final state gives every ``c_t``.
     """
     chains, draws = res.chains, res.draws_per_chain
-    rank, calibration, ties, priors, seed, run = req.rank, str(req.calibration), req.ties, opt.priors, opt.seed, opt.run
+    rank, calibration, family, priors, seed, run = req.rank, str(req.calibration), req.family, opt.priors, opt.seed, opt.run
     T = chains * draws
     N = data.N
-    mu = np.asarray(res.draws["mu"]).reshape(T, N)
+    M = np.asarray(res.draws["mu"]).reshape(T, N)[:, :, None]
     if calibration == "W" and rank > 0:
-        V = np.asarray(res.draws["V"]).reshape(T, N, rank)
-        M = np.concatenate([mu[:, :, None], V], axis=2)
-    else:
-        M = mu[:, :, None]
+        M = np.concatenate([M, np.asarray(res.draws["V"]).reshape(T, N, rank)], axis=2)
     dim_c = M.shape[2]
-    tie = ties is not None
-    H_cells = human_cell_table(data, ties=tie)  # aggregated (returned); Hc is what the program reads
+    tie = not family.is_binary
+    H_cells = human_cell_table(data, family)  # aggregated (returned); Hc is what the program reads
     Hc = H_cells.per_judgment() if opt.per_judgment else H_cells
     if data.p:  # the covariates with an effect on the people (beta_H: the free entries of the people's row)
         Hc = dataclasses.replace(Hc, z=data.effect_columns(Hc.z, data.K))
     p = merge_priors(DIAL_SAMPLE_PRIORS, priors, "dial_sample.stan")
-    d2 = dial_calibrate_data(Hc, M, ties=ties, priors=priors)
+    d2 = dial_calibrate_data(Hc, M, family=family, priors=priors)
     cm = compile_model("dial_calibrate", backend=opt.backend)
     run2 = {k: v for k, v in run.items() if k != "algorithm"}
     run2.update(chains=1, draws=1, warmup=min(int(run["warmup"]), CUT_WARMUP_MAX))
@@ -306,17 +300,14 @@ def cut_stage(data: Comparisons, req: Request, opt: RunOptions, res: SampleResul
     nd = int(np.sum(res2.stats.get("divergent__", 0)))
     if nd:
         problems.append(f"calibration stage (dial_calibrate.stan): {nd} divergent transition(s) at the kept draw")
-    c = np.asarray(res2.draws["c"]).reshape(T, dim_c)
     s_h = np.asarray(res2.draws["s_H"]).reshape(T, N)
-    post["s_H"] = s_h.reshape(chains, draws, N)
-    dims["s_H"] = ["item"]
-    post["c"] = c.reshape(chains, draws, dim_c)
-    dims["c"] = ["basis"]
+    post["s_H"], dims["s_H"] = s_h.reshape(chains, draws, N), ["item"]
+    post["c"], dims["c"] = np.asarray(res2.draws["c"]).reshape(chains, draws, dim_c), ["basis"]
     coords["basis"] = ["mu"] + ([f"V{t + 1}" for t in range(dim_c - 1)])
     if opt.win_prob:  # the family's P(i wins), as win_prob of dial_sample.stan
         diff = s_h[:, :, None] - s_h[:, None, :]
         log_nu_h = np.log(np.asarray(res2.draws["nu"], float)).reshape(T, 1, 1) if tie else np.zeros((T, 1, 1))
-        p_win = family_of(ties).probabilities(diff.reshape(-1), np.broadcast_to(log_nu_h, diff.shape).reshape(-1))[:, 0]
+        p_win = family.probabilities(diff.reshape(-1), np.broadcast_to(log_nu_h, diff.shape).reshape(-1))[:, 0]
         post["win_prob"] = p_win.reshape(chains, draws, N, N)
         dims["win_prob"] = ["item", "item_j"]
         coords["item_j"] = list(data.items)
@@ -331,13 +322,9 @@ def cut_stage(data: Comparisons, req: Request, opt: RunOptions, res: SampleResul
         post["beta"] = np.concatenate([post["beta"], beta_h], axis=2)
         coords["beta_judge"] = list(coords["beta_judge"]) + [data.human_judge]
         res.draws["beta"] = post["beta"]
-    H = len(Hc)
-    ll2 = np.asarray(res2.draws["log_lik"]).reshape(chains, draws, H)
-    rep2 = np.asarray(res2.draws["counts_rep"]).reshape(chains, draws, H, 3)
-    C = int(d1["C"])
-    res.draws["log_lik"] = np.concatenate([np.asarray(res.draws["log_lik"]).reshape(chains, draws, C), ll2], axis=2)
-    res.draws["counts_rep"] = np.concatenate(
-        [np.asarray(res.draws["counts_rep"]).reshape(chains, draws, C, 3), rep2], axis=2)
+    for k, shape in (("log_lik", ()), ("counts_rep", (3,))):  # the LLM cells', then the people's
+        res.draws[k] = np.concatenate([np.asarray(res.draws[k]).reshape(chains, draws, int(d1["C"]), *shape),
+                                       np.asarray(res2.draws[k]).reshape(chains, draws, len(Hc), *shape)], axis=2)
     res.draws["s_H"] = post["s_H"]
     if tie:
         res.draws["nu"] = post["nu"]
@@ -345,12 +332,9 @@ def cut_stage(data: Comparisons, req: Request, opt: RunOptions, res: SampleResul
 
 
 def calibration_modes(M: np.ndarray, Hc: CellTable, prior_sd: float) -> np.ndarray:
-    """Posterior modes of ``c_t`` given ``M_t`` (binary human cells, normal prior), one per draw ``t``.
+    """Return the posterior modes of ``c_t`` (and ``beta_t``) given each ``M_t``: the ridge GLM :func:`pydial.estimation.glm.glm`.
 
-    Each is the one GLM solver's ridge fit (:func:`pydial.estimation.glm.glm`, ridge = the prior's
-    precision) held in the box ``|c| <= BOX`` of the point fits, so that separated data (a flat
-    prior, no finite mode) give a start on the box instead of an overflow.  With covariates the
-    GLM is in ``(c_t, beta_t)`` (design ``[D_H M_t, Z_H]``, the same ridge): rows ``(c_t, beta_t)``.
+    The ridge is the prior's precision; the box ``|c| <= BOX`` of the point fits keeps separated data finite.
     """
     from pydial.estimation.glm import binary_counts, glm
     from pydial.model.design import calibration_design, dense_design
@@ -363,39 +347,26 @@ def calibration_modes(M: np.ndarray, Hc: CellTable, prior_sd: float) -> np.ndarr
 
 def dial_posterior(res: SampleResult, d: Mapping[str, Any], items: list[str], judges: list[str],
                     calibration: str | None, order: bool, tie_names: list[str]) -> tuple[dict, dict, dict]:
+    """Return the posterior group (the identified quantities of ``dial_sample.stan``), its dims and coords."""
     r = int(d["rank"])
-    D = res.draws
-    post: dict[str, np.ndarray] = {
-        "S": D["S"],
-        "mu": D["mu"],
-        "gamma": D["gamma"],
-        "consensus_scale": D["consensus_scale"],
-        "consensus_strength": D["consensus_strength"],
-    }
-    dims: dict[str, list[str]] = {"S": ["judge", "item"], "mu": ["item"], "gamma": ["judge"]}
+    dims: dict[str, list[str]] = {"S": ["judge", "item"], "mu": ["item"], "gamma": ["judge"], "consensus_scale": [],
+                                  "consensus_strength": []}
     coords: dict[str, Any] = {"item": items, "judge": judges}
     if r > 0:
-        post["U"], post["V"] = D["U"], D["V"]
-        dims["U"], dims["V"] = ["judge", "rank"], ["item", "rank"]
+        dims |= {"U": ["judge", "rank"], "V": ["item", "rank"]}
         coords["rank"] = [f"V{t + 1}" for t in range(r)]
     if order:
-        post["b"] = D["b"]
         dims["b"] = ["judge"]
     if calibration is not None:
-        post["s_H"] = D["s_H"]
-        dims["s_H"] = ["item"]
-        post["c"] = D["c"]
-        dims["c"] = ["basis"]
+        dims |= {"s_H": ["item"], "c": ["basis"]}
         coords["basis"] = ["mu"] + ([f"V{t + 1}" for t in range(r)] if calibration == "W" else [])
         if int(d["calc_win_prob"]):
-            post["win_prob"] = D["win_prob"]
             dims["win_prob"] = ["item", "item_j"]
             coords["item_j"] = items
     if tie_names:
-        post["nu"] = D["nu"]
         dims["nu"] = ["tie_judge"]
         coords["tie_judge"] = tie_names
-    return post, dims, coords
+    return {k: res.draws[k] for k in dims}, {k: v for k, v in dims.items() if v}, coords
 
 
 def draw(cm: CompiledModel, d: Mapping[str, Any], *, seed: int, inits: Sequence[Mapping[str, Any]] | None,

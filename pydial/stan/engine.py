@@ -1,11 +1,4 @@
-"""``pydial.fit(..., engine="stan")``: Stan's optimizer, numpy inference at its optimum.
-
-:func:`stan_optimizers` supplies the optimizers used by :func:`pydial.fit` when
-``engine="stan"``.  Every optimum comes from the calls of :func:`pydial.stan.stan_fit_point`
-(:class:`~pydial.stan.point.StanRun`); the covariance, position-effect tests, consensus
-loadings and the calibration LRT are computed by the numpy engine's own functions at that
-point, so the two engines differ only in the optimizer.
-"""
+"""``pydial.fit(..., engine="stan")``: Stan's optimizers (:class:`~pydial.stan.point.StanRun`), numpy's inference."""
 
 from __future__ import annotations
 
@@ -60,8 +53,7 @@ def _binary_optimizers(seed: int | None, penalty: str | None, backend: str | Non
 
     def joint(data: Comparisons, chart: Any, lambda_: float, theta0: np.ndarray, warm: Any = None,
               polish: bool = True) -> tuple[np.ndarray, Any]:
-        # warm (the previous weight's fit) is not used: Stan's optimizer evaluates its own start;
-        # polish neither: it stops at its own tolerances
+        # warm and polish are not used: Stan's optimizer evaluates its own start and stops at its own tolerances
         sp = stan_fit_point(data, "dial-ada" if chart.order else "dial-nopos", rank=chart.r, calibration=chart.calibration,
                             lambda_=lambda_, init=theta0, seed=seed, penalty=penalty, backend=backend,
                             covariate_effects="shared" if chart.shared else "judge", options={"warn": False})
@@ -79,7 +71,7 @@ def stan_optimizers(seed: int | None = None, penalty: str | None = None, backend
     canonical gauge, where the numpy engine computes every covariance, GACV and test.
     """
     def run(data: Comparisons, family: Family) -> StanRun:
-        return StanRun(data, family.name, seed, backend, point_options(None, gtol=GTOL, warn=False))
+        return StanRun(data, family, seed, backend, point_options(None, gtol=GTOL, warn=False))
 
     def firth(penalty: str | None) -> int:
         return 2 if check_penalty(penalty) else 0
@@ -90,8 +82,7 @@ def stan_optimizers(seed: int | None = None, penalty: str | None = None, backend
 
     def calibration(data: Comparisons, family: Family, ch: Chart, theta: np.ndarray, M: np.ndarray, x0: np.ndarray,
                     penalty: str | None = None) -> Any:
-        # the program's parameters are the people's chart coordinates (c, free beta_H), then log nu_H;
-        # x0 and the optimum are in numpy's (c relative to M, free beta_H, log nu_H)
+        # the program's (c, free beta_H, log nu_H) are chart coordinates; x0 and the optimum numpy's (c relative to M)
         people = ch.human_coordinates
         head = people.size
         st = run(data, family).dial(ch, np.append(theta[people], x0[head:]), "calibration stage", w_llm=0.0, w_human=1.0,
@@ -119,33 +110,29 @@ def stan_optimizers(seed: int | None = None, penalty: str | None = None, backend
                       pooled_stages=partial(stan_pooled_stages, seed=seed, backend=backend), btl=stan_btl)
 
 
-def stan_btl(cells: CellTable, *, N: int, groups: int, ties: str | None, log_nu0: np.ndarray, seed: int | None = None,
+def stan_btl(cells: CellTable, *, N: int, groups: int, family: Family, log_nu0: np.ndarray, seed: int | None = None,
              backend: str | None = None, penalty: str | None = None) -> JudgesBTLFit:
-    """Fit each judge ``0..groups-1`` of ``cells`` in the family ``ties`` with ``judges.stan`` from ``log_nu0``.
-
-    ``penalty="firth"``: each judge's Jeffreys prior; :func:`pydial.estimation.btl.fit_btl` does the inference.
-    """
-    run = StanRun(None, ties, seed, backend, point_options(None, warn=False))  # type: ignore[arg-type]  # no data: the cells
+    """Fit each judge ``0..groups-1`` of ``cells`` in ``family`` with ``judges.stan`` from ``log_nu0`` (``penalty``: Jeffreys)."""
+    run = StanRun(None, family, seed, backend, point_options(None, warn=False))  # type: ignore[arg-type]  # no data: the cells
     return judges_fit(run, cells, N=N, groups=groups, log_nu0=log_nu0, firth=penalty == "firth")
 
 
 def stan_pooled_stages(data: Comparisons, family: Family, x0: np.ndarray, l2: float, free1: bool, free2: bool,
                        seed: int | None = None, backend: str | None = None,
                        penalty: str | None = None) -> tuple[Any, Any]:
-    """Run the two stages of the pooled fit of ``family`` (:func:`pydial.estimation.baselines.fit_pooled`) by Stan.
+    """Run the pooled fit's two stages (:func:`pydial.estimation.baselines.fit_pooled`) by Stan.
 
-    ``dial.stan`` with one judge holding the pooled LLM cells (``r = 0``, no order effects), then
-    ``fix_llm``; the optima in numpy's ``(beta, beta_L, log nu_L)`` and ``(c, beta_H, log nu_H)``
-    (``free1``, ``free2``: whether the ``log nu`` are free).  ``penalty="firth"``: both Jeffreys priors.
+    One judge holding the pooled LLM cells, then ``fix_llm``; the optima in numpy's ``(beta, beta_L, log nu_L)`` and
+    ``(c, beta_H, log nu_H)``.  ``free1``, ``free2``: whether the ``log nu`` are free; ``penalty="firth"``: Jeffreys.
     """
     N, p = data.N, data.p
-    r = StanRun(data, family.name, seed, backend, point_options(None, gtol=GTOL, warn=False))
+    r = StanRun(data, family, seed, backend, point_options(None, gtol=GTOL, warn=False))
     # S = B': B_free = beta (s = T beta), then beta_L (the pooled judges' effects, shared; the free ones)
     chL = Chart(N, 1, 0, None, False, p, True, fixed_effects(data, True, False))
     head = chL.dim  # (beta, beta_L)
     firth = bool(check_penalty(penalty))
     s1 = r.dial(chL, x0 if free1 else x0[:head], "pooled LLM stage", w_llm=1.0, firth=1 if firth else 0,
-                llm=pooled_cell_table(data, ties=not family.is_binary))
+                llm=pooled_cell_table(data, family))
     beta = s1.x[: N - 1]
     ch = Chart(N, 1, 0, "mu", False, p, True, fixed_effects(data, True, True))
     th = ch.from_structure(chL.structure(s1.x[:head]), np.ones(1),

@@ -1,7 +1,7 @@
 """The Stan bundled with httpstan (through ``httpstan`` and ``pystan``), a :class:`~pydial.stan.compiled.BackendModule`.
 
-Compiled models live in httpstan's cache, keyed by the program text; the log density, gradient and transforms
-call the extension module in-process, NUTS runs through pystan (in a worker thread inside a running event loop).
+Models live in httpstan's cache, keyed by their text; log density, gradient and transforms run in-process, NUTS
+through pystan.
 """
 from __future__ import annotations
 
@@ -38,9 +38,7 @@ _STANC_INFO: dict[str, dict] = {}
 
 
 PYBIND11_FOR_PYTHON: dict[tuple[int, int], tuple[int, int]] = {(3, 13): (2, 12)}
-"""Oldest pybind11 whose extension modules load on a Python version (3.13 removed the private
-``_PyThreadState_UncheckedGet`` that older pybind11 calls); httpstan compiles every model with the
-pybind11 it bundles."""
+"""Oldest pybind11 (httpstan bundles its own) whose modules load on a Python (3.13 removed ``_PyThreadState_UncheckedGet``)."""
 
 
 def bundled_pybind11(httpstan_dir: Path) -> tuple[int, int] | None:
@@ -147,11 +145,7 @@ def is_compiled(name: str, code: str) -> bool:
 
 
 def _load_services(model_name: str) -> Any:
-    """Load the functions of a compiled httpstan model, once per process.
-
-    Every model's module is named ``stan_services`` and a re-import updates it in place, so the functions are
-    captured right after import and the shared ``sys.modules`` entry is removed.
-    """
+    """Load a compiled model's functions once per process (captured at import: every module is ``stan_services``)."""
     import sys
     import types
 
@@ -203,10 +197,7 @@ def _stanc_retry(fn: Callable[..., T], *args: Any, attempts: int = 8) -> T:
 
 # --------------------------------------------------------------------------- compile
 def _build_child() -> None:
-    """Build process entry (``python -c ... CODE_FILE OUT_DIR``): build ``CODE_FILE``'s module into ``OUT_DIR``, import it.
-
-    Writes pystan's ``stderr.log``/``stanc.log`` beside it; runs in a temporary working directory for setuptools.
-    """
+    """Build ``argv[1]``'s module into ``argv[2]`` and import it (the child process of :func:`_build_aside`)."""
     import sys
 
     import httpstan.cache
@@ -269,10 +260,9 @@ def _load_cached(name: str, code: str, model_name: str) -> HttpstanModel | str:
 
 
 def compile_program(name: str, code: str) -> HttpstanModel:
-    """Compile a program with httpstan's Stan (stanc's warnings kept in ``stanc_warnings``), or load it from the cache.
+    """Compile a program with httpstan's Stan (``stanc_warnings`` kept), or load it from the cache.
 
-    A new module is built aside by a child process and renamed into the cache under a lock between processes;
-    a cached module that is empty or does not import warns (:class:`~pydial.stan.cache.StanCacheWarning`) and is rebuilt.
+    Built aside by a child process, renamed into the cache under a lock; a broken cached module warns and is rebuilt.
     """
     import httpstan.cache
     import httpstan.compile
@@ -368,17 +358,12 @@ class HttpstanModel(CompiledModel):
         return out
 
     # ---------------------------------------------------------------- log density
-    def log_prob(self, data: Mapping[str, Any], u: ArrayLike, *, jacobian: bool = False) -> float:
-        """See :meth:`CompiledModel.log_prob`; in-process (the programs use ``target +=``, which keeps constants)."""
-        data = as_stan_data(data)
-        x = np.asarray(u, dtype=float).ravel()
-        return float(self._call("log_prob", data, x.tolist(), bool(jacobian)))
-
-    def grad_log_prob(self, data: Mapping[str, Any], u: ArrayLike, *, jacobian: bool = False) -> np.ndarray:
-        """See :meth:`CompiledModel.grad_log_prob`; the compiled model's ``log_prob_grad``, in-process."""
-        data = as_stan_data(data)
-        x = np.asarray(u, dtype=float).ravel()
-        return np.asarray(self._call("log_prob_grad", data, x.tolist(), bool(jacobian)), dtype=float)
+    def _log_prob_grad(self, data: dict[str, Any], x: np.ndarray, jacobian: bool,
+                       grad: bool) -> tuple[float, np.ndarray]:
+        """Call ``log_prob``, or ``log_prob_grad`` alone (``log p`` nan), in-process (``target +=`` keeps the constants)."""
+        if grad:
+            return np.nan, np.asarray(self._call("log_prob_grad", data, x.tolist(), bool(jacobian)), float)
+        return float(self._call("log_prob", data, x.tolist(), bool(jacobian))), np.zeros(0)
 
     # ---------------------------------------------------------------- sample
     def _run_nuts(self, data: dict[str, Any], *, chains: int, draws: int, warmup: int, seed: int | None,

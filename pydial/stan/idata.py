@@ -1,31 +1,22 @@
-"""The InferenceData layer: the one module that knows which arviz is installed.
+"""The one module that knows which arviz is installed: posteriors are built, laid out and read through it only.
 
-pydial builds and reads posteriors through these functions only, so that every
-other module is written once for both arviz generations:
-
-* **arviz 1.x** (the ArviZverse: ``arviz-base`` converters, ``arviz-stats``
-  diagnostics, ``arviz-plots``) represents a posterior as an
-  :class:`xarray.DataTree`; ``from_dict`` takes one dictionary keyed by group,
-  and its ``attrs=`` is keyed by group too (flat attributes are dropped with a
-  warning), so pydial writes its record on the tree's root after building it.
-* **arviz 0.x** (0.17 or newer; the newest arviz on Python 3.11) represents it
-  as ``arviz.InferenceData``, whose ``from_dict`` takes one keyword per group.
-
-Both carry the same groups, variables, coordinates and root ``attrs`` (the
-estimand record, the program, the priors and the sampler diagnostics as JSON
-text), and both survive ``to_netcdf`` / ``from_netcdf`` (through ``h5netcdf``,
-a dependency of pydial). :func:`posterior_attrs` reads the root attributes of
-either, falling back to the ``posterior`` group, where pydial stores the
-estimand record a second time.
+arviz 1.x represents a posterior as an :class:`xarray.DataTree` (its ``from_dict`` keyed by group, ``attrs`` too),
+arviz 0.x (0.17 or newer) as ``arviz.InferenceData``; both carry the same groups, coordinates and root ``attrs``
+(JSON text) and survive netCDF.  :func:`convert` lays out a posterior's draws (:class:`Sampled`).
 """
 
 from __future__ import annotations
 
+import json
 import logging
 from contextlib import contextmanager
-from typing import Any, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Iterator, Mapping, Sequence
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from pydial.data.comparisons import CellTable, Comparisons
 
 __all__ = [
     "ARVIZ_MIN",
@@ -43,6 +34,8 @@ __all__ = [
     "loo",
     "compare",
     "plot_ppc",
+    "Sampled",
+    "convert",
 ]
 
 ARVIZ_MIN = (0, 17)
@@ -55,19 +48,7 @@ def _version(text: str) -> tuple[int, int]:
 
 
 def arviz() -> Any:
-    """Import arviz and check that pydial supports its version.
-
-    Returns
-    -------
-    module
-        The ``arviz`` module.
-
-    Raises
-    ------
-    pydial.exceptions.DependencyError
-        arviz is missing, or older than :data:`ARVIZ_MIN`, or of a major version
-        after 1 (not yet supported).
-    """
+    """Return the ``arviz`` module; a :class:`~pydial.exceptions.DependencyError` when it is missing or outside 0.17-1.x."""
     from ..exceptions import DependencyError
 
     try:
@@ -97,12 +78,7 @@ def _below_error(record: logging.LogRecord) -> bool:
 
 @contextmanager
 def quiet_arviz() -> Iterator[None]:
-    """Hold back arviz's log lines below ERROR (e.g. ``Shape validation failed`` for one chain) inside the block.
-
-    pydial converts draws and computes R-hat, ESS and E-BFMI itself and reports the problems in
-    its own words (its sampler warnings), so a log line of arviz would only repeat them in
-    another form.
-    """
+    """Hold back arviz's log lines below ERROR inside the block (pydial reports the sampler's problems itself)."""
     az = arviz()
     found = [getattr(az, "_log", None), *(logging.getLogger(name) for name in ARVIZ_LOGGERS)]
     loggers = list({id(x): x for x in found if isinstance(x, logging.Logger)}.values())
@@ -117,23 +93,9 @@ def quiet_arviz() -> Iterator[None]:
 
 def build(groups: Mapping[str, Mapping[str, np.ndarray]], *, coords: Mapping[str, Any],
           dims: Mapping[str, Sequence[str]], attrs: Mapping[str, Any]) -> Any:
-    """Build a posterior object from ``(chain, draw, *shape)`` arrays per group.
+    """Return a posterior object (DataTree / InferenceData) of ``(chain, draw, *shape)`` arrays per group, with root ``attrs``.
 
-    Parameters
-    ----------
-    groups : mapping of str to mapping of str to ndarray
-        Group name (``"posterior"``, ``"log_likelihood"``, ``"posterior_predictive"``,
-        ``"observed_data"``, ``"sample_stats"``) to its variables; observed data have
-        no chain and draw dimensions.
-    coords, dims : mapping
-        Coordinate values by dimension name, and dimension names by variable.
-    attrs : mapping
-        Root attributes (strings and numbers; pydial writes its records as JSON text).
-
-    Returns
-    -------
-    xarray.DataTree or arviz.InferenceData
-        A DataTree on arviz 1.x, an InferenceData on arviz 0.x.
+    ``groups``: group name to its variables (observed data without chain and draw); ``coords``, ``dims``: as arviz's.
     """
     az = arviz()
     groups = {g: dict(v) for g, v in groups.items() if v}
@@ -147,19 +109,7 @@ def build(groups: Mapping[str, Mapping[str, np.ndarray]], *, coords: Mapping[str
 
 
 def assemble(datasets: Mapping[str, Any], attrs: Mapping[str, Any]) -> Any:
-    """Build a posterior object from one :class:`xarray.Dataset` per group (as :func:`build` returns it).
-
-    Parameters
-    ----------
-    datasets : mapping of str to xarray.Dataset
-        Group name to its dataset.
-    attrs : mapping
-        Root attributes.
-
-    Returns
-    -------
-    xarray.DataTree or arviz.InferenceData
-    """
+    """Return a posterior object of one :class:`xarray.Dataset` per group, with root ``attrs``."""
     az = arviz()
     if arviz_major() >= 1:
         import xarray as xr
@@ -179,16 +129,7 @@ def _set_attrs(obj: Any, attrs: Mapping[str, Any]) -> None:
 
 
 def group_names(obj: Any) -> list[str]:
-    """Return the names of the groups of a posterior object (``["posterior", "log_likelihood", ...]``).
-
-    Parameters
-    ----------
-    obj : xarray.DataTree or arviz.InferenceData
-
-    Returns
-    -------
-    list of str
-    """
+    """Return the group names of a posterior object (``["posterior", "log_likelihood", ...]``)."""
     children = getattr(obj, "children", None)
     if isinstance(children, Mapping):  # DataTree
         return list(children)
@@ -196,37 +137,14 @@ def group_names(obj: Any) -> list[str]:
 
 
 def group_dataset(obj: Any, name: str) -> Any:
-    """Return one group of a posterior object as an :class:`xarray.Dataset`.
-
-    Parameters
-    ----------
-    obj : xarray.DataTree or arviz.InferenceData
-    name : str
-        The group (``"posterior"``, ``"sample_stats"``, ...).
-
-    Returns
-    -------
-    xarray.Dataset
-    """
+    """Return the group ``name`` of a posterior object as an :class:`xarray.Dataset`."""
     if isinstance(getattr(obj, "children", None), Mapping):  # DataTree
         return obj[name].to_dataset()
     return getattr(obj, name)
 
 
 def posterior_attrs(obj: Any) -> dict[str, Any]:
-    """Return the root attributes of a posterior object, completed by those of its ``posterior`` group.
-
-    Parameters
-    ----------
-    obj : xarray.DataTree, arviz.InferenceData or anything with ``attrs``
-
-    Returns
-    -------
-    dict
-        The root attributes; a key found only on the ``posterior`` group (as the
-        estimand record after a round trip that kept group attributes only) is
-        taken from there.
-    """
+    """Return the root attributes of a posterior object, completed by those found only on its ``posterior`` group."""
     out: dict[str, Any] = {}
     has_groups = isinstance(getattr(obj, "children", None), Mapping) or hasattr(obj, "groups")
     if has_groups and "posterior" in group_names(obj):
@@ -242,19 +160,7 @@ def convert_to_dataset(draws: Mapping[str, np.ndarray]) -> Any:
 
 
 def rhat_ess(x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Compute the rank-normalized split R-hat, bulk ESS and tail ESS of ``(chain, draw, *shape)`` draws, per scalar.
-
-    Parameters
-    ----------
-    x : ndarray
-        Draws of one variable.
-
-    Returns
-    -------
-    rhat, ess_bulk, ess_tail : ndarray
-        Each of shape ``x.shape[2:]`` (arviz's ``rhat(method="rank")`` and
-        ``ess(method="bulk" | "tail")``, Vehtari et al. 2021).
-    """
+    """Return arviz's rank-normalized split R-hat, bulk and tail ESS of ``(chain, draw, *shape)`` draws, each ``x.shape[2:]``."""
     az = arviz()
     ds = convert_to_dataset({"x": np.asarray(x, dtype=float)})
     with quiet_arviz():
@@ -274,20 +180,7 @@ def bfmi(energy: np.ndarray) -> np.ndarray:
 
 
 def loo(obj: Any) -> dict[str, float]:
-    """Compute PSIS-LOO of a posterior's ``log_lik`` (``arviz.loo``), in the same terms on every arviz version.
-
-    Parameters
-    ----------
-    obj : xarray.DataTree or arviz.InferenceData
-        With a ``log_likelihood`` group.
-
-    Returns
-    -------
-    dict
-        ``elpd_loo`` and its standard error ``se``, the effective number of
-        parameters ``p_loo``, ``n_data_points`` and the largest Pareto ``k``
-        (``max_pareto_k``).
-    """
+    """Return PSIS-LOO of ``log_lik`` on every arviz version: ``elpd_loo, se, p_loo, n_data_points, max_pareto_k``."""
     res = arviz().loo(obj, pointwise=True)
     if hasattr(res, "elpd"):  # arviz 1.x (ELPDData attributes)
         elpd, se, p = res.elpd, res.se, res.p
@@ -298,19 +191,9 @@ def loo(obj: Any) -> dict[str, float]:
 
 
 def compare(models: Mapping[str, Any]) -> Any:
-    """Compare posteriors by PSIS-LOO of the same data (``arviz.compare``), best first.
+    """Return arviz's PSIS-LOO comparison table of the named posteriors, best first (columns ``elpd_loo``, ``p_loo``, ...).
 
-    Parameters
-    ----------
-    models : mapping of str to xarray.DataTree or arviz.InferenceData
-        Name to posterior; each with a ``log_likelihood`` group over the same units.
-
-    Returns
-    -------
-    pandas.DataFrame
-        arviz's comparison table, one row per model: ``rank``, ``elpd_loo``, ``p_loo``,
-        ``elpd_diff``, ``dse``, ``weight`` and ``se`` (arviz 1.x's ``elpd`` and ``p`` are
-        given these, arviz 0.x's, names), and the columns of the installed arviz.
+    arviz 1.x's ``elpd`` and ``p`` get arviz 0.x's names; the other columns are the installed arviz's.
     """
     az = arviz()
     if arviz_major() >= 1:
@@ -319,23 +202,141 @@ def compare(models: Mapping[str, Any]) -> Any:
 
 
 def plot_ppc(obj: Any, var: str, *, num_samples: int = 20) -> Any:
-    """Plot the posterior predictive check of one observed variable (arviz-plots ``plot_ppc_dist`` / arviz 0.x ``plot_ppc``).
+    """Plot the posterior predictive check of ``var`` (``wins_i``, ``wins_j``, ``ties``) with ``num_samples`` draws.
 
-    Parameters
-    ----------
-    obj : xarray.DataTree or arviz.InferenceData
-        With ``posterior_predictive`` and ``observed_data`` groups holding ``var``.
-    var : str
-        The variable (``"wins_i"``, ``"wins_j"`` or ``"ties"``).
-    num_samples : int, default 20
-        Number of predictive draws drawn.
-
-    Returns
-    -------
-    object
-        arviz 1.x: the ``PlotCollection``; arviz 0.x: the matplotlib axes.
+    arviz-plots' ``plot_ppc_dist`` (returns its ``PlotCollection``) or arviz 0.x's ``plot_ppc`` (the axes).
     """
     az = arviz()
     if arviz_major() >= 1:
         return az.plot_ppc_dist(obj, var_names=[var], num_samples=num_samples, backend="matplotlib")
     return az.plot_ppc(obj, data_pairs={var: var}, var_names=[var], num_pp_samples=num_samples)
+
+
+# --------------------------------------------------------------------------- pydial's layout of a posterior
+@dataclass
+class Sampled:
+    """The draws of one posterior and how to lay them out (the output of the run step of :func:`~pydial.stan.posterior`)."""
+
+    res: Any                             # the (first) run's SampleResult (results.py reads this module)
+    d: Mapping[str, Any]                 # the data of the (first) program
+    cells: list[CellTable]               # the aggregated cells, LLM then human
+    post: dict[str, np.ndarray]          # the posterior group
+    dims: dict[str, list[str]]
+    coords: dict[str, list[str]]
+    monitor: list[str]                   # the variables whose R-hat and ESS are checked
+    estimand: Any  # the posterior's Estimand (pydial.stan.dial_posterior)
+    program: str
+    priors: dict[str, float]
+    notes: list[str] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+    single_run: bool = True              # one run of one program (CmdStan: arviz's own converter applies)
+
+
+_STAT_NAMES = {
+    "lp__": "lp",
+    "accept_stat__": "acceptance_rate",
+    "stepsize__": "step_size",
+    "treedepth__": "tree_depth",
+    "n_leapfrog__": "n_steps",
+    "divergent__": "diverging",
+    "energy__": "energy",
+}
+
+
+def _sample_stats(res: Any) -> dict[str, np.ndarray]:
+    """Return the sampler statistics under arviz's names (``diverging`` bool, ``tree_depth`` and ``n_steps`` int)."""
+    out = {}
+    for k, v in res.stats.items():
+        name = _STAT_NAMES.get(k, k.rstrip("_"))
+        out[name] = v.astype(bool) if name == "diverging" else (v.astype(np.int64) if name in ("tree_depth", "n_steps") else v)
+    return out
+
+
+def _observed(cells: Sequence[CellTable]) -> dict[str, np.ndarray]:
+    columns = {"wins_i": "wins_i", "wins_j": "wins_j", "ties": "tie_counts"}  # variable: CellTable attribute
+    cat = {f: np.concatenate([getattr(c, a) for c in cells]) for f, a in columns.items()}
+    return cat
+
+
+def convert(data: Comparisons, req: Any, s: Sampled, problems: list[str], *, per_judgment: bool, seed: int,
+             run: dict[str, Any]) -> Any:
+    """Lay the draws out as arviz data: groups, coordinates, the estimand record and the diagnostics in ``attrs``."""
+    unit = "judgment" if per_judgment else "cell"
+    items, names = list(data.items), list(data.judges) + [data.human_judge]
+    cells = s.cells
+    if per_judgment:  # cells holds the aggregated tables: label and count the judgments of each cell
+        cell_labels = [lab for c in cells for lab in c.judgment_labels(items, names)]
+        cells = [c.per_judgment() for c in cells]
+    else:
+        cell_labels = [lab for c in cells for lab in c.labels(items, names)]
+    coords = {**s.coords, unit: cell_labels}
+    obs = _observed(cells)
+    res = s.res
+    rep = np.asarray(res.draws["counts_rep"]).reshape(res.chains, res.draws_per_chain, len(cell_labels), 3)
+    pp = {"wins_i": rep[..., 0].astype(np.int64), "wins_j": rep[..., 1].astype(np.int64),
+          "ties": rep[..., 2].astype(np.int64)}
+    diag = res.diagnostics
+    dial = req.model == "dial"
+    attrs = {
+        "inference_library": "pydial.stan",
+        "program": s.program,
+        "model": req.model,
+        "backend": res.backend,
+        "rank": int(req.rank) if dial else -1,
+        "calibration": str(req.calibration) if dial else "none",
+        "ties": str(req.spec.ties),
+        "order": int(req.spec.order),
+        "lambda_": req.lambda_ if req.lambda_ is not None else float("nan"),
+        "llm_weight": float(s.d.get("cell_w", np.ones(1))[0]) if len(s.d.get("cell_w", [])) else float("nan"),
+        "b_source": s.estimand.b_source,
+        "log_lik_unit": unit,
+        "estimand": json.dumps(s.estimand.to_record()),
+        "notes": json.dumps(s.notes),
+        "priors": json.dumps(s.priors),
+        "chains": run["chains"],
+        "draws": run["draws"],
+        "warmup": run["warmup"],
+        "seed": seed,
+        "algorithm": run["algorithm"],
+        "sampling_seconds": float(res.seconds),
+        "sampler_problems": json.dumps(problems),
+        "sampler_diagnostics": (diag.reset_index().to_json(orient="records") if diag is not None else "[]"),
+    }
+    all_dims = {**s.dims, "log_lik": [unit], "wins_i": [unit], "wins_j": [unit], "ties": [unit]}
+    if res.backend_fit is not None and s.single_run:  # CmdStan: arviz's own converter, then the same layout
+        return _from_cmdstanpy(res, s.post, pp, obs, coords, all_dims, attrs)
+    return build({"posterior": s.post, "log_likelihood": {"log_lik": res.draws["log_lik"]},
+                       "posterior_predictive": pp, "observed_data": obs, "sample_stats": _sample_stats(res)},
+                      coords=coords, dims=all_dims, attrs=attrs)
+
+
+def _from_cmdstanpy(res: Any, post: Mapping[str, np.ndarray], pp: Mapping[str, np.ndarray],
+                    obs: Mapping[str, np.ndarray], coords: Mapping[str, Any], dims: Mapping[str, list[str]],
+                    attrs: Mapping[str, Any]) -> Any:
+    """Return the arviz data of a CmdStan run: posterior and ``log_lik`` by ``arviz.from_cmdstanpy``, the rest as elsewhere.
+
+    pydial keeps the posterior variables of :func:`posterior` and adds those derived from the draws (``s_judges``).
+    """
+    import xarray as xr
+
+    fit = res.backend_fit
+    from_fit = [k for k in post if k in fit.metadata.stan_vars]
+    with quiet_arviz():
+        idata = arviz().from_cmdstanpy(
+            posterior=fit, log_likelihood={"log_lik": "log_lik"}, coords=dict(coords),
+            dims={k: v for k, v in dims.items() if k in from_fit or k == "log_lik"},
+        )
+    full = group_dataset(idata, "posterior")
+    ds = full[from_fit]
+    for k in post:  # derived quantities (not Stan variables)
+        if k not in from_fit:
+            ds[k] = xr.DataArray(post[k], dims=("chain", "draw", *dims.get(k, [f"{k}_dim_{i}" for i in range(
+                np.ndim(post[k]) - 2)])), coords={dm: coords[dm] for dm in dims.get(k, []) if dm in coords})
+    ds = ds[list(post)]
+    ds.attrs.update(full.attrs)
+    extra = build({"posterior_predictive": pp, "observed_data": obs, "sample_stats": _sample_stats(res)},
+                       coords=coords, dims=dims, attrs={})
+    return assemble({"posterior": ds, "log_likelihood": group_dataset(idata, "log_likelihood"),
+                          **{g: group_dataset(extra, g) for g in ("sample_stats", "posterior_predictive",
+                                                                        "observed_data")}},
+                         {**attrs, "converter": "arviz.from_cmdstanpy"})

@@ -1,17 +1,9 @@
-"""The named parameters of ``dial.stan`` and the chart coordinates of the numpy engine.
+"""The named parameters of ``dial.stan`` and the numpy engine's chart coordinates, mapped by name.
 
-``dial.stan`` declares the model's blocks by name and shape: ``A_free`` and ``B_free``
-(rows ``1..K-1`` of the judge loadings ``A`` and ``1..N-1`` of the item loadings ``B``,
-each ``r + 1`` columns), ``c``, ``b``, ``beta_free`` and ``log_nu``.  The numpy engine
-fits the same blocks as one vector, the chart ``theta`` of
-:class:`pydial.model.chart.Chart` (``A`` and ``B`` row-major, then ``c``, ``b`` and
-``beta``), followed by the free ``log nu`` of a tie family.  This module maps one to
-the other by name, for the program's data ``d`` (which fixes every size):
-:func:`dial_parameters` and :func:`dial_coordinates`, and on Stan's unconstrained
-scale (the parameters flattened column-major in declaration order; every parameter of
-``dial.stan`` is unconstrained) :func:`dial_unconstrained` and
-:func:`dial_from_unconstrained`, which also maps a gradient.  :func:`optimize_dial`
-runs Stan's optimizer from, and returns its optimum in, the chart coordinates.
+``dial.stan`` declares ``A_free``, ``B_free`` (the free rows of ``A`` and ``B``, ``r + 1`` columns),
+``c``, ``b``, ``beta_free`` and ``log_nu``; the chart ``theta`` of :class:`pydial.model.chart.Chart`
+holds the same blocks row-major, then the free ``log nu``.  Stan's unconstrained vector is the
+parameters column-major in declaration order (all of them unconstrained).
 """
 
 from __future__ import annotations
@@ -96,19 +88,11 @@ def dial_unconstrained(d: Mapping[str, Any], x: np.ndarray) -> np.ndarray:
 
 
 def dial_from_unconstrained(d: Mapping[str, Any], u: np.ndarray) -> np.ndarray:
-    """Return the chart coordinates of Stan's unconstrained vector ``u`` (or of a gradient in it).
-
-    The map is a permutation, so it takes the gradient with respect to ``u`` to the
-    gradient with respect to the chart coordinates.
-    """
+    """Return the chart coordinates of Stan's unconstrained vector ``u``, or of a gradient in it (the map is a permutation)."""
     return dial_coordinates(d, _split(d, u, "the unconstrained vector", "F"))
 
 
 def optimize_dial(model: CompiledModel, d: Mapping[str, Any], x0: np.ndarray, **kwargs: Any) -> OptimizeResult:
-    """Run :meth:`CompiledModel.optimize` of ``dial.stan`` from the chart coordinates ``x0``.
-
-    Returns the optimizer's result with ``u`` in the chart coordinates; ``kwargs``
-    go to ``optimize``.
-    """
+    """Run :meth:`CompiledModel.optimize` of ``dial.stan`` (``kwargs``) from, and with ``u`` in, the chart coordinates."""
     res = model.optimize(d, dial_unconstrained(d, x0), **kwargs)
     return dataclasses.replace(res, u=dial_from_unconstrained(d, res.u))

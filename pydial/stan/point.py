@@ -1,13 +1,9 @@
-r"""Penalized maximum likelihood through Stan's optimizer, in the numpy engine's chart, for every outcome family.
+r"""Penalized maximum likelihood through Stan's optimizer in the numpy engine's chart, for every outcome family.
 
-:func:`stan_fit_point` fits the paper's estimators in the binary, Davidson or Rao-Kupper family
-with ``stan/dial.stan`` (``stan/judges.stan`` for the people's and the judge-wise models) and
-returns the optimum in the chart of :class:`pydial.model.chart.Chart`, the numpy engine's
-coordinates, where numpy evaluates gradients, sandwiches and GACV.  The same calls
-(:meth:`StanRun.dial`, :meth:`StanRun.judges`) are the optimizers of ``pydial.fit(..., engine="stan")``.
-The Stan target is the weighted log-likelihood on the log-likelihood scale (``-n_H Q_lambda``
-for the joint fit, ``-n_LLM l_LLM`` for the LLM-only stage), so that optimizer tolerances refer
-to the information scale; :attr:`StanPointFit.objective` is the paper's normalized loss.
+:func:`stan_fit_point` fits the estimators with ``stan/dial.stan`` (``stan/judges.stan`` for the people's and the
+judge-wise models); the same calls (:class:`StanRun`) are the optimizers of ``pydial.fit(..., engine="stan")``.  The
+Stan target is the weighted log-likelihood (``-n_H Q_lambda``, ``-n_LLM l_LLM``), so that the optimizer's tolerances
+refer to the information scale; :attr:`StanPointFit.objective` is the paper's normalized loss.
 """
 
 from __future__ import annotations
@@ -24,14 +20,14 @@ from pydial.estimation.engines import JudgesBTLFit
 from pydial.estimation.glm import human_effect_row, initial_theta
 from pydial.model.cells import family_totals
 from pydial.model.chart import Calibration, Chart, helmert_basis
-from pydial.model.families import family_of
+from pydial.model.families import BINARY, Family, family_of
 from pydial.model.penalty import check_penalty
 from pydial.resources import check_choice
 
 from ..exceptions import ArgumentError, ConvergenceWarning, DataError
 from .backend import CompiledModel, OptimizeResult, compile_model
 from .parameters import optimize_dial
-from .schema import (dial_data, empty_cells, human_cell_table, judges_data, llm_cell_table, pooled_cell_table, weighted_log_coef,
+from .schema import (dial_data, human_cell_table, judges_data, llm_cell_table, pooled_cell_table, weighted_log_coef,
                      zero_beta)
 
 __all__ = ["POINT_METHODS", "StanPointFit", "stan_fit_point"]
@@ -52,12 +48,10 @@ class StanPointFit:
     method : str
         One of :data:`POINT_METHODS`.
     chart : Chart
-        The chart of :attr:`theta`.  For ``"judges"`` it is the one-judge chart
-        ``Chart(N, 1, 0, None, True)`` shared by every row of :attr:`theta`.
+        The chart of :attr:`theta` (``"judges"``: the one-judge chart ``Chart(N, 1, 0, None, True)`` of every row).
     theta : ndarray
-        Reduced coordinates (layout of :class:`Chart`: ``A[:K-1]`` row-major,
-        ``B[:N-1]`` row-major, calibration coordinate, ``b``).  For ``"judges"``
-        a ``(K, chart.dim)`` array, one row per judge.
+        Reduced coordinates (:class:`Chart`'s layout: ``A[:K-1]`` and ``B[:N-1]`` row-major, the
+        calibration coordinate, ``b``); for ``"judges"`` a ``(K, chart.dim)`` array, a row per judge.
     scores : ndarray
         Calibrated human score ``s`` (N); for ``"judges"`` the judges' mean score.
     S : ndarray
@@ -67,10 +61,9 @@ class StanPointFit:
     lambda_ : float
         LLM weight ``lambda`` of eq. weighted-loss (``inf`` for the staged fits, ``0`` for ``"human"``).
     objective : float
-        Paper-normalized loss at the optimum: ``Q_lambda`` (a finite weight), ``l_H`` (human and
-        the second stage of the staged fits; ``details["llm_objective"]`` the first stage's
-        ``l_LLM``), ``l_LLM`` (judges); with the prior penalty divided by the same normalization.
-        A tie family's losses count the ties in ``n_LLM`` and ``n_H``.
+        Paper-normalized loss at the optimum (the prior penalty normalized alike): ``Q_lambda`` at a
+        finite weight, ``l_H`` (human; the staged fits' second stage, ``details["llm_objective"]``
+        the first stage's ``l_LLM``), ``l_LLM`` (judges).  The tie families count ties in ``n_LLM``, ``n_H``.
     converged : bool
         Every optimizer call reported convergence.
     grad_norm : float
@@ -83,16 +76,14 @@ class StanPointFit:
     llm_theta, llm_chart : ndarray, Chart or None
         First-stage LLM-only fit (the staged fits).
     beta : ndarray or None
-        Covariate effects (data with response covariates): the chart's ``beta`` rows
-        (:meth:`Chart.covariate_effects`); for ``"judges"`` one row per judge, for ``"human"``
-        the people's one row.  ``None`` without covariates.
+        Covariate effects (:meth:`Chart.covariate_effects` rows; ``"judges"``: a row per judge, ``"human"``:
+        the people's row); ``None`` without covariates.
     ties : {None, "davidson", "rao-kupper"}
         The outcome family.
     log_nu : ndarray or None
-        A tie family's log tie parameters (Davidson's ``log nu``, Rao-Kupper's ``log tau``), one
-        per group: the judges (one for ``"pooled"``), then the people (``"human"``: the people
-        alone); ``-inf`` for a group without any tie (``nu = 0``, its cells binary).  ``None``
-        for the binary family.
+        A tie family's log tie parameters (Davidson's ``log nu``, Rao-Kupper's ``log tau``), one per group:
+        the judges (one for ``"pooled"``), then the people; ``-inf`` for a group without a tie (``nu = 0``,
+        its cells binary).  ``None`` for the binary family.
     """
 
     method: str
@@ -132,55 +123,45 @@ def stan_fit_point(data: Comparisons, method: str = "dial-ada", *, ties: str | N
     data : Comparisons
         Validated judgments.
     method : {"dial-ada", "dial-nopos", "dial-anc", "human", "judges", "pooled"}
-        The estimators of :func:`pydial.fit` (:data:`POINT_METHODS`), at one weight:
-
-        * ``"dial-ada"``: :math:`\arg\min Q_\lambda` at ``lambda_`` (eq. weighted-joint-estimator)
-          on ``Chart.for_data(data, rank, calibration)``; ``lambda_ = inf`` is the staged fit;
-        * ``"dial-nopos"``: the same without the judges' order effects;
-        * ``"dial-anc"``: the staged fit (eq. staged-calibrated-estimator): the LLM-only fit
-          (:attr:`StanPointFit.llm_theta` on :attr:`StanPointFit.llm_chart`), then
-          ``argmin_c l_H`` with the LLM block held fixed;
-        * ``"human"``: the people's model ``argmin l_H`` (``Chart(N, 1, 0, None, False)``; ``theta = s[:N-1]``);
-        * ``"judges"``: each judge's order-effect model (``judges.stan``); ``theta`` has one row
-          per judge in ``Chart(N, 1, 0, None, True)``;
-        * ``"pooled"``: pooled LLM model ignoring judge and order, rescaled to the people
-          (staged on ``Chart(N, 1, 0, "mu", False)``).
+        The estimators of :func:`pydial.fit` (:data:`POINT_METHODS`) at one weight: ``"dial-ada"``,
+        :math:`\arg\min Q_\lambda` at ``lambda_`` (eq. weighted-joint-estimator) on ``Chart.for_data(data, rank,
+        calibration)`` (``lambda_ = inf``: the staged fit); ``"dial-nopos"``, without order effects;
+        ``"dial-anc"``, the staged fit (eq. staged-calibrated-estimator: the LLM-only fit
+        :attr:`StanPointFit.llm_theta` on :attr:`StanPointFit.llm_chart`, then ``argmin_c l_H`` with the LLM
+        block fixed); ``"human"``, the people's ``argmin l_H`` (``Chart(N, 1, 0, None, False)``, ``theta =
+        s[:N-1]``); ``"judges"``, each judge's order-effect model (``judges.stan``; a row of ``theta`` per judge
+        in ``Chart(N, 1, 0, None, True)``); ``"pooled"``, the pooled LLM model rescaled to the people (staged
+        on ``Chart(N, 1, 0, "mu", False)``).
     ties : {None, "davidson", "rao-kupper"}
-        The outcome family, as in :func:`pydial.fit`: ``None`` the binary model (ties
-        dropped), else Davidson's or Rao and Kupper's tie model, with one tie parameter per
-        judge and one for the people (:attr:`StanPointFit.log_nu`); a group without any tie
-        has ``nu = 0``, as in the numpy engine.
+        The outcome family, as in :func:`pydial.fit`: ``None`` the binary model (ties dropped), else
+        Davidson's or Rao and Kupper's, with a tie parameter per judge and one for the people
+        (:attr:`StanPointFit.log_nu`); a group without any tie has ``nu = 0``, as in the numpy engine.
     rank : int
         Disagreement rank ``r``.
     calibration : {"mu", "W"}
         Human calibration basis of the DIAL methods.
     lambda_ : float, optional
-        LLM weight of ``"dial-ada"`` / ``"dial-nopos"``; default ``n_LLM / n_H`` (the ordinary
-        joint likelihood).
+        LLM weight of ``"dial-ada"`` / ``"dial-nopos"``; default ``n_LLM / n_H`` (the ordinary likelihood).
     init : ndarray, optional
-        Warm start in the reduced chart of the (first-stage) fit, optionally followed by the
-        free log tie parameters; default the numpy engine's start:
-        :func:`pydial.estimation.glm.initial_theta` for the structured fits, zero for the GLMs
-        (the people's, judge-wise and pooled models, the calibration stage), each group's
-        ``log nu`` at its tie rate (:meth:`pydial.model.families.Family.log_nu_start`).
+        Warm start in the reduced chart of the (first-stage) fit, optionally followed by the free log
+        tie parameters; default the numpy engine's start (:func:`pydial.estimation.glm.initial_theta`
+        for the structured fits, zero for the GLMs, each ``log nu`` at its group's tie rate).
     backend : {"cmdstanpy", "httpstan"} or None
         See :func:`pydial.stan.stan_backend`.
     seed : int, optional
         Seed passed to the optimizer.
     penalty : {None, "firth"}
-        ``"firth"`` adds the Jeffreys prior of :mod:`pydial.model.penalty` (the ``firth``
-        flag of ``dial.stan`` / ``judges.stan``): to the people's model, the pooled model,
-        every judge's model, the calibration stage and the human block of the joint
-        fit; the LLM-only structured stage is not penalized.
+        ``"firth"`` adds the Jeffreys prior of :mod:`pydial.model.penalty` (the programs' ``firth``) to
+        the people's, pooled and judges' models, the calibration stage and the human block of the
+        joint fit; the LLM-only structured stage is not penalized.
     covariate_effects : {"judge", "shared"}
         With response covariates: one covariate effect per LLM judge, or one for all of them.
     options : mapping, optional
-        The optimizer's rarer options: ``gtol`` (default ``1e-8``: converged when the
-        max-norm gradient of the Stan target is at most ``gtol * max(1, |log p|)``,
-        :meth:`CompiledModel.optimize`), ``max_iter`` (default 20,000 per optimizer call),
-        ``priors`` (normal penalty scales ``{"A", "B", "c", "b"}`` of ``dial.stan``, default
-        flat: the MLE; not gauge invariant), ``model`` (a compiled program to reuse) and
-        ``warn`` (default True: a :class:`pydial.ConvergenceWarning` when a call fails).
+        The optimizer's rarer options: ``gtol`` (default ``1e-8``: converged when the max-norm gradient
+        of the Stan target is at most ``gtol * max(1, |log p|)``), ``max_iter`` (20,000 per call),
+        ``priors`` (normal penalty scales of ``dial.stan``; default flat, the MLE; not gauge
+        invariant), ``model`` (a compiled program to reuse) and ``warn`` (default True: a
+        :class:`pydial.ConvergenceWarning` when a call fails).
 
     Returns
     -------
@@ -207,8 +188,8 @@ def stan_fit_point(data: Comparisons, method: str = "dial-ada", *, ties: str | N
     if method not in POINT_METHODS:
         raise ArgumentError(f"method must be one of {POINT_METHODS}, got {method!r}")
     check_choice("covariate_effects", covariate_effects, COVARIATE_EFFECTS)
-    run = StanRun(data, family_of(ties).name, seed, backend, point_options(options))
-    n_l, n_h = family_totals(data, family_of(run.ties))
+    run = StanRun(data, family_of(ties), seed, backend, point_options(options))
+    n_l, n_h = family_totals(data, run.family)
     if method != "judges" and n_h == 0:
         raise DataError(f"method {method!r} needs human comparisons; there are none")
     if method != "human" and n_l == 0:
@@ -242,10 +223,7 @@ def point_options(options: Mapping[str, Any] | None, **defaults: Any) -> dict[st
 
 @dataclass(frozen=True)
 class _Stage:
-    """One optimizer call: Stan's result, the optimum ``x``, the normalized loss and the program's ``log nu``.
-
-    ``x``: numpy's coordinates, then the free ``log nu``; ``log_nu``: ``-inf`` for the groups at ``nu = 0``.
-    """
+    """One optimizer call: Stan's result, ``x`` (numpy's coordinates, free ``log nu``), the loss, ``log_nu`` (-inf: nu = 0)."""
 
     res: OptimizeResult
     x: np.ndarray
@@ -258,7 +236,7 @@ class StanRun:
     """The data, family, seed, backend and options of Stan's optimizers: every call to ``dial.stan`` and ``judges.stan``."""
 
     data: Comparisons
-    ties: str | None
+    family: Family
     seed: int | None
     backend: str | None
     opts: Mapping[str, Any]
@@ -278,13 +256,12 @@ class StanRun:
 
     def dial(self, ch: Chart, x0: np.ndarray, what: str, *, w_llm: float, w_human: float = 0.0,
              llm: CellTable | None = None, fix_llm: np.ndarray | None = None, firth: int = 0) -> _Stage:
-        """Maximize ``dial.stan`` on ``ch`` with the family's cells from ``x0`` (numpy's coordinates, as :class:`_Stage`).
+        """Maximize ``dial.stan`` on ``ch`` from ``x0`` (numpy's coordinates; without ``log nu``: each at its tie rate).
 
-        ``x0`` without the free log tie parameters starts each at its group's tie rate.  A group
-        without a tie gets ``nu_zero`` (its unused ``log_nu`` entry held at 0, dropped from ``x``).
+        A group without a tie gets ``nu_zero`` (its unused ``log_nu`` entry held at 0, dropped from ``x``).
         """
-        tie = self.ties is not None
-        d = dial_data(self.data, ch, w_llm=w_llm, w_human=w_human, priors=self.opts["priors"], llm=llm, ties=self.ties,
+        tie = not self.family.is_binary
+        d = dial_data(self.data, ch, w_llm=w_llm, w_human=w_human, priors=self.opts["priors"], llm=llm, family=self.family,
                       fix_llm=fix_llm, firth=firth, boundary_nu=tie)
         head = ch.human_coordinates.size if fix_llm is not None else ch.dim
         groups = ([] if fix_llm is not None else list(range(ch.K))) + ([ch.K] if d["H"] > 0 else []) if tie else []
@@ -295,24 +272,24 @@ class StanRun:
             log_nu[free] = x0[head:]
         else:  # each free group's start at its tie rate
             counts = [d["cell_counts"][d["cell_judge"] == g + 1] if g < ch.K else d["human_counts"] for g in groups]
-            log_nu[free] = [family_of(self.ties).log_nu_start(c) for c, f in zip(counts, free) if f]
+            log_nu[free] = [self.family.log_nu_start(c) for c, f in zip(counts, free) if f]
         res = self.optimize(self.model("dial"), d, np.concatenate([x0[:head], log_nu]), what)
-        n_l, n_h = family_totals(self.data, family_of(self.ties))
+        n_l, n_h = family_totals(self.data, self.family)
         return _Stage(res, np.concatenate([res.u[:head], res.u[head:][free]]),
                       -(res.log_prob - weighted_log_coef(d)) / (n_h if w_human else n_l), np.where(free, res.u[head:], -np.inf))
 
-    def judges(self, L: CellTable, H: CellTable | None, *, N: int, K: int, ties: str | None, firth: bool,
+    def judges(self, L: CellTable, H: CellTable | None, *, N: int, K: int, family: Family, firth: bool,
                init: Callable[[Mapping[str, Any]], dict], what: str) -> tuple[OptimizeResult, dict, dict]:
         """Maximize ``judges.stan`` (flat priors) from ``init(d)``; return Stan's result, the named optimum and the data ``d``."""
         model = self.model("judges")
-        d = judges_data(L, H, N=N, K=K, order=K > 0, ties=ties, flat=True, log_lik=False, firth=firth)
+        d = judges_data(L, H, N=N, K=K, order=K > 0, family=family, flat=True, log_lik=False, firth=firth)
         res = self.optimize(model, d, model.unconstrain(d, init(d)), what, chart=False)
         return res, model.constrain(d, res.u, include_tparams=False), d
 
 
 def _fit_joint(run: StanRun, method: str, ch: Chart, lambda_: float, init: np.ndarray | None, firth: bool) -> StanPointFit:
     """Minimize ``Q_lambda`` on ``ch`` with ``dial.stan`` (weights ``lambda n_H / n_L`` and 1)."""
-    n_l, n_h = family_totals(run.data, family_of(run.ties))
+    n_l, n_h = family_totals(run.data, run.family)
     th0 = initial_theta(run.data, ch) if init is None else np.asarray(init, float)
     st = run.dial(ch, th0, f"joint fit, lambda = {lambda_:.4g}", w_llm=lambda_ * n_h / n_l, w_human=1.0,
                   firth=2 if firth else 0)
@@ -320,15 +297,12 @@ def _fit_joint(run: StanRun, method: str, ch: Chart, lambda_: float, init: np.nd
     A, B, _, b = ch.unpack(theta)
     return StanPointFit(method, ch, theta, ch.scores(theta), A @ B.T, b if ch.order else np.zeros(ch.K), lambda_,
                         st.objective, res.converged, res.grad_norm, [res], res.backend, res.seconds,
-                        beta=_beta(ch, theta), ties=run.ties, log_nu=_log_nu(run, st.log_nu))
+                        beta=_beta(ch, theta), ties=run.family.name, log_nu=_log_nu(run, st.log_nu))
 
 
 def _fit_staged(run: StanRun, K: int, r: int, cal: str, order: bool, shared: bool, init: np.ndarray | None,
                 firth: bool, method: str = "pooled") -> StanPointFit:
-    """Fit the staged endpoint: the LLM-only stage, then ``argmin_(c, beta_H) l_H(M c, beta_H)`` with the LLM block fixed.
-
-    ``method="pooled"``: one judge holding the pooled LLM cells (``K = 1``, ``r = 0``, no order effects).
-    """
+    """Fit the LLM-only stage, then ``argmin_(c, beta_H) l_H`` with the LLM block fixed (``"pooled"``: one pooled judge)."""
     data, pooled = run.data, method == "pooled"
     chL = Chart(data.N, K, r, None, order) if pooled else Chart.for_data(data, r, None, order, shared)
     if init is not None:
@@ -336,7 +310,7 @@ def _fit_staged(run: StanRun, K: int, r: int, cal: str, order: bool, shared: boo
     else:  # the numpy engine's starts: the pooled BTL GLM from 0, the structured fit from initial_theta
         th0 = np.zeros(chL.dim) if pooled else initial_theta(data, chL)
     s1 = run.dial(chL, th0, "LLM-only stage", w_llm=1.0, firth=1 if (firth and pooled) else 0,
-                  llm=pooled_cell_table(data, ties=run.ties is not None) if pooled else None)
+                  llm=pooled_cell_table(data, run.family) if pooled else None)
     thL = s1.x[: chL.dim]
     bL = chL.order_effects(thL) if order else np.zeros(K)
     ch = Chart(data.N, K, r, cast(Calibration, cal), order) if pooled else \
@@ -354,7 +328,7 @@ def _fit_staged(run: StanRun, K: int, r: int, cal: str, order: bool, shared: boo
     return StanPointFit(method, ch, theta, ch.scores(theta), ch.S(theta), bL, np.inf, s2.objective,
                         r1.converged and r2.converged, max(r1.grad_norm, r2.grad_norm), [r1, r2], r1.backend,
                         r1.seconds + r2.seconds, llm_theta=thL, llm_chart=chL, details={"llm_objective": s1.objective},
-                        beta=_beta(ch, theta), ties=run.ties, log_nu=_log_nu(run, np.append(s1.log_nu, s2.log_nu)))
+                        beta=_beta(ch, theta), ties=run.family.name, log_nu=_log_nu(run, np.append(s1.log_nu, s2.log_nu)))
 
 
 def _beta(chart: Chart, theta: np.ndarray) -> np.ndarray | None:
@@ -364,16 +338,16 @@ def _beta(chart: Chart, theta: np.ndarray) -> np.ndarray | None:
 
 def _log_nu(run: StanRun, log_nu: np.ndarray) -> np.ndarray | None:
     """Return a tie family's log tie parameters (``None`` for the binary family)."""
-    return None if run.ties is None else np.asarray(log_nu, float)
+    return None if run.family.is_binary else np.asarray(log_nu, float)
 
 
 def people_fit(run: StanRun, x0: np.ndarray | None, firth: bool) -> tuple[_Stage, np.ndarray, np.ndarray | None]:
     """Fit the people's model with ``judges.stan`` in numpy's ``x = (s[:N-1], free beta_H, log nu_H)`` (binary without a tie).
 
-    ``x0 = None``: 0 and ``log nu_H`` at the tie rate.  Returns the stage, the scores ``s`` and the free ``beta_H``.
+    ``x0 = None``: 0 and ``log nu_H`` at the tie rate; returns the stage, the scores ``s`` and the free ``beta_H``.
     """
     data, N = run.data, run.data.N
-    H = human_cell_table(data, ties=run.ties is not None)
+    H = human_cell_table(data, run.family)
     if data.p:
         H = dataclasses.replace(H, z=data.effect_columns(H.z, data.K))
     assert H.tie_counts is not None  # filled in by CellTable
@@ -383,18 +357,18 @@ def people_fit(run: StanRun, x0: np.ndarray | None, firth: bool) -> tuple[_Stage
     def init(d: Mapping[str, Any]) -> dict:
         if x0 is None:
             return {"sH_raw": np.zeros(N - 1), "beta_free": zero_beta(d),
-                    "log_nu": [family_of(run.ties).log_nu_start(H.counts)] if free else np.zeros(0)}
+                    "log_nu": [run.family.log_nu_start(H.counts)] if free else np.zeros(0)}
         p = int(d["n_cov"])
         return {"sH_raw": Q.T @ np.append(x0[: N - 1], -x0[: N - 1].sum()), "beta_free": x0[N - 1: N - 1 + p],
                 "log_nu": np.atleast_1d(x0[N - 1 + p:])}
 
-    res, parts, d = run.judges(empty_cells(), H, N=N, K=0, ties=run.ties if free else None, firth=firth, init=init,
+    res, parts, d = run.judges(CellTable.empty(), H, N=N, K=0, family=run.family if free else BINARY, firth=firth, init=init,
                                what="people's model")
     s = Q @ np.asarray(parts["sH_raw"], float)
     beta = stan_beta(parts, d)
     log_nu = np.asarray(parts["log_nu"], float).reshape(-1)
     x = np.concatenate([s[: N - 1], [] if beta is None else beta[0], log_nu])
-    n_h = family_totals(data, family_of(run.ties))[1]
+    n_h = family_totals(data, run.family)[1]
     stage = _Stage(res, x, -(res.log_prob - weighted_log_coef(d)) / n_h, log_nu if free else np.full(1, -np.inf))
     return stage, s, None if beta is None else beta[0]
 
@@ -407,48 +381,38 @@ def _fit_human(run: StanRun, firth: bool) -> StanPointFit:
     return StanPointFit("human", Chart(N, 1, 0, None, False), s[: N - 1].copy(), s, s[None, :], np.zeros(1), 0.0,
                         st.objective, res.converged, res.grad_norm, [res], res.backend, res.seconds,
                         beta=human_effect_row(data, np.zeros(0) if beta is None else beta)[None, :] if data.p else None,
-                        ties=run.ties, log_nu=_log_nu(run, st.log_nu))
+                        ties=run.family.name, log_nu=_log_nu(run, st.log_nu))
 
 
-def _judges(run: StanRun, cells: CellTable, *, N: int, groups: int, log_nu0: np.ndarray,
-            firth: bool) -> tuple[OptimizeResult, dict, dict]:
+def judges_fit(run: StanRun, cells: CellTable, *, N: int, groups: int, log_nu0: np.ndarray, firth: bool) -> JudgesBTLFit:
     """Fit each judge's order-effect model with ``judges.stan`` from ``s = b = beta = 0`` and ``log_nu0``.
 
-    Returns Stan's result, the named optimum and the data.
+    Returns the centered scores ``S`` (groups x N), ``b``, ``log nu`` and ``beta``; ``details``: Stan's result and data.
     """
     def init(d: Mapping[str, Any]) -> dict:
         return {"s_raw": np.zeros((groups, N - 1)), "b": np.zeros(groups), "beta_free": zero_beta(d), "log_nu": log_nu0}
 
-    res, parts, d = run.judges(cells, None, N=N, K=groups, ties=run.ties, firth=firth, init=init, what="judge-wise model")
+    res, parts, d = run.judges(cells, None, N=N, K=groups, family=run.family, firth=firth, init=init, what="judge-wise model")
     if not np.isfinite(res.log_prob):
         raise FloatingPointError("the judges' log density is not finite at the optimum")
-    return res, parts, d
-
-
-def judges_fit(run: StanRun, cells: CellTable, *, N: int, groups: int, log_nu0: np.ndarray, firth: bool) -> JudgesBTLFit:
-    """Return :func:`_judges`'s optimum: centered scores ``S`` (groups x N), ``b``, ``log nu``, ``beta``, Stan's result."""
-    return _judges_btl(*_judges(run, cells, N=N, groups=groups, log_nu0=log_nu0, firth=firth), N, groups)
-
-
-def _judges_btl(res: OptimizeResult, parts: Mapping[str, Any], d: Mapping[str, Any], N: int, groups: int) -> JudgesBTLFit:
     S = np.asarray(parts["s_raw"], float).reshape(groups, N - 1) @ helmert_basis(N).T
     return JudgesBTLFit(S, np.asarray(parts["b"], float).reshape(-1), np.asarray(parts["log_nu"], float).reshape(-1),
-                        bool(res.converged), float(res.grad_norm), res.message, res, stan_beta(parts, d))
+                        bool(res.converged), float(res.grad_norm), res.message, (res, d), stan_beta(parts, d))
 
 
 def _fit_judges(run: StanRun, firth: bool) -> StanPointFit:
-    """Fit each judge's order-effect model (:func:`_judges`), started at each judge's tie rate."""
+    """Fit each judge's order-effect model (:func:`judges_fit`), started at each judge's tie rate."""
     from pydial.estimation.btl import tie_log_nu_start
 
     data, N, K = run.data, run.data.N, run.data.K
-    cells = llm_cell_table(data, ties=run.ties is not None)
-    res, parts, d = _judges(run, cells, N=N, groups=K, log_nu0=tie_log_nu_start(family_of(run.ties), cells, K), firth=firth)
-    f = _judges_btl(res, parts, d, N, K)
+    cells = llm_cell_table(data, run.family)
+    f = judges_fit(run, cells, N=N, groups=K, log_nu0=tie_log_nu_start(run.family, cells, K), firth=firth)
+    res, d = f.details
     tied = np.bincount(cells.judge, weights=cells.tie_counts, minlength=K)[: f.log_nu.size] > 0  # the others' nu drifts to 0
-    loss = -(res.log_prob - weighted_log_coef(d)) / family_totals(data, family_of(run.ties))[0]
+    loss = -(res.log_prob - weighted_log_coef(d)) / family_totals(data, run.family)[0]
     return StanPointFit("judges", Chart(N, 1, 0, None, True), np.column_stack([f.S[:, : N - 1], f.b[:, None]]),
                         f.S.mean(axis=0), f.S, f.b, np.inf, loss, res.converged, res.grad_norm, [res], res.backend,
-                        res.seconds, beta=f.beta, ties=run.ties, log_nu=_log_nu(run, np.where(tied, f.log_nu, -np.inf)))
+                        res.seconds, beta=f.beta, ties=run.family.name, log_nu=_log_nu(run, np.where(tied, f.log_nu, -np.inf)))
 
 
 def stan_beta(parts: Mapping[str, Any], d: Mapping[str, Any]) -> np.ndarray | None:

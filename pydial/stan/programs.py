@@ -1,19 +1,26 @@
-"""Locate pydial's Stan programs and expand their ``#include`` lines.
+"""Locate pydial's Stan programs and expand their ``#include`` lines; check and label a user's program.
 
-The programs are installed as ``pydial.stan_files``, worked extensions in ``pydial/stan/examples/``;
-:func:`program_code` is the one text either backend compiles and the key of the compiled-program cache.
+:func:`program_code` is the one text either backend compiles (and the key of the compiled-program cache); a user's
+program in :func:`pydial.stan.posterior` has its data checked before it is compiled and its own variables labelled.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from pydial.data.comparisons import Comparisons
 from pydial.exceptions import ArgumentError
 
 __all__ = ["PROGRAMS", "EXAMPLES", "program_dir", "program_path", "program_code", "expand_includes", "data_names",
-           "example_program", "example_programs"]
+           "example_program", "example_programs", "USER_DIM_SUFFIXES", "user_axes", "user_dims", "add_user_variables",
+           "check_extra"]
 
 PROGRAMS: dict[str, str] = {
     "dial": "DIAL in the computational chart (log density, penalized MLE), optional ties",
@@ -78,11 +85,9 @@ def example_programs() -> dict[str, str]:
 def example_program(name: str) -> Path:
     """Return the path of an installed worked extension (a ``.stan`` file).
 
-    The path, not the text: pass it as ``program=`` to :func:`pydial.stan.posterior`
-    or to :func:`pydial.stan.compile_model`, or copy the file to start a program of
-    your own.  Its ``#include`` lines find pydial's include files wherever it is
-    copied; :func:`program_code` gives the text with them expanded, and
-    ``example_program(name).read_text()`` the text as written.
+    Pass it as ``program=`` to :func:`pydial.stan.posterior` or :func:`pydial.stan.compile_model`, or copy it to
+    start a program of your own (its ``#include`` lines find pydial's include files wherever it is);
+    :func:`program_code` gives the text with them expanded.
 
     Parameters
     ----------
@@ -105,10 +110,7 @@ def example_program(name: str) -> Path:
 
 
 def expand_includes(text: str, include_dirs: list[Path], _seen: tuple[str, ...] = ()) -> str:
-    """Replace each ``#include file`` line by the file's text, searched in ``include_dirs`` (recursively).
-
-    A missing file raises ``FileNotFoundError``, an include cycle ``ValueError``, naming it.
-    """
+    """Replace each ``#include file`` line by the file's text from ``include_dirs``, recursively (missing: FileNotFoundError)."""
 
     def repl(m: re.Match[str]) -> str:
         fname = m.group(1)
@@ -130,23 +132,19 @@ def program_code(name: str | Path) -> str:
     Parameters
     ----------
     name : str or pathlib.Path
-        A shipped program (:data:`PROGRAMS`: ``"dial"``, ``"dial_sample"``,
-        ``"judges"``, ``"dial_calibrate"``), an installed example (:data:`EXAMPLES`,
-        e.g. ``"tie_gap"``) or the path of a ``.stan`` file.
+        A shipped program (:data:`PROGRAMS`), an installed example (:data:`EXAMPLES`) or a ``.stan`` file.
 
     Returns
     -------
     str
-        The program's text with every ``#include file`` line replaced by the file,
-        between ``// ---- begin #include file`` and ``// ---- end #include file``
-        lines.  Included files are searched in the program's ``include/``
-        directory, its own directory, then pydial's ``stan/include``.
+        The text with every ``#include file`` line replaced by the file between ``// ---- begin #include
+        file`` and ``// ---- end #include file`` lines; included files are searched in the program's
+        ``include/`` directory, its own directory, then pydial's ``stan/include``.
 
     Raises
     ------
     pydial.ArgumentError
-        ``name`` is neither a known program nor a ``.stan`` file, or its
-        includes form a cycle.
+        ``name`` is neither a known program nor a ``.stan`` file, or its includes form a cycle.
     FileNotFoundError
         An included file is found nowhere.
 
@@ -187,3 +185,68 @@ def data_names(name: str) -> tuple[str, ...]:
     statements = code[start:end - 1].split(";")
     names = (re.search(r"([A-Za-z_][A-Za-z0-9_]*)\s*$", st.strip()) for st in statements if st.strip())
     return tuple(m.group(1) for m in names if m)
+
+
+# --------------------------------------------------------------------------- a user's program in a posterior
+def check_extra(program: str, extra: Mapping[str, Any] | None, model: str) -> None:
+    """Check that ``extra`` gives exactly the data ``program`` declares beyond the schema of ``model``'s shipped program.
+
+    Raises :class:`~pydial.ArgumentError` naming the unknown or missing entries.
+    """
+    declared = data_names(program)
+    schema = set(data_names("dial_sample" if model == "dial" else "judges"))
+    own = [n for n in declared if n not in schema]
+    given = set(extra or {})
+    unknown = sorted(given - set(declared))
+    if unknown:
+        raise ArgumentError(f"extra data {unknown} are not declared in the data block of {program}; it reads "
+                            f"{own or 'no data'} beyond the schema of pydial's {model!r} programs")
+    missing = [n for n in own if n not in given]
+    if missing:
+        raise ArgumentError(f"{program} declares the data {missing} that pydial does not provide: pass them with "
+                            "extra={...}")
+
+
+USER_DIM_SUFFIXES: tuple[str, ...] = ("", "_j", "_k")
+"""Suffixes of a labelled dimension that occurs more than once in one variable (``item``, ``item_j``, ``item_k``)."""
+
+
+def user_axes(data: Comparisons, d: Mapping[str, Any]) -> dict[int, tuple[str, list[str]]]:
+    """Return size -> (dimension, labels): ``K`` judge, ``K + 1`` judge_human (+ the people), ``N`` item; not shared sizes."""
+    K, N = int(d["K"]), int(d["N"])
+    judges = list(data.judges)[:K]
+    candidates = [(K, "judge", judges), (K + 1, "judge_human", judges + [data.human_judge]), (N, "item", list(data.items))]
+    sizes = [size for size, _, _ in candidates]
+    return {size: (dim, labels) for size, dim, labels in candidates if size > 0 and sizes.count(size) == 1}
+
+
+def user_dims(name: str, shape: Sequence[int], axes: Mapping[int, tuple[str, list[str]]],
+              coords: dict[str, Any]) -> list[str] | None:
+    """Return the dimensions of a variable of ``shape`` by :func:`user_axes` (labels to ``coords``); None: none labelled.
+
+    A repeated dimension is suffixed; an unlabelled axis is ``<name>_dim_<axis>`` (arviz's default).
+    """
+    dims: list[str] = []
+    for axis, size in enumerate(shape):
+        dim = f"{name}_dim_{axis}"
+        base, labels = axes.get(int(size), ("", []))
+        free = [base + suffix for suffix in USER_DIM_SUFFIXES if base and base + suffix not in dims]
+        if free:
+            dim = free[0]
+            coords[dim] = labels
+        dims.append(dim)
+    return dims if any(not dm.startswith(f"{name}_dim_") for dm in dims) else None
+
+
+def add_user_variables(s: Any, data: Comparisons, program: str) -> None:
+    """Add a user's program's own variables (not ``log_lik``, ``counts_rep``) to the posterior, labelled by :func:`user_dims`."""
+    axes = user_axes(data, s.d)
+    for name, v in s.res.draws.items():
+        if name in s.post or name in ("log_lik", "counts_rep"):
+            continue
+        s.post[name] = v
+        dims = user_dims(name, np.shape(v)[2:], axes, s.coords)
+        if dims is not None:
+            s.dims[name] = dims
+    s.program = program
+    s.estimand = dataclasses.replace(s.estimand, program=str(program))

@@ -1,10 +1,4 @@
-"""What a Stan backend returns: optima, NUTS draws and their diagnostics.
-
-Both containers are backend-neutral: :class:`OptimizeResult` holds a
-(penalized) maximum on the unconstrained scale, :class:`SampleResult` holds
-draws shaped ``(chain, draw, *shape)`` and runs the sampler checks
-(divergences, tree depth, E-BFMI, R-hat and ESS through ``arviz``).
-"""
+"""What a Stan backend returns, backend-neutral: an optimum, and draws ``(chain, draw, *shape)`` with the sampler checks."""
 
 from __future__ import annotations
 
@@ -34,21 +28,18 @@ class OptimizeResult:
     log_prob : float
         ``log_prob(u)`` (no Jacobian).
     grad_norm : float
-        Max-norm of the gradient at ``u`` over the free coordinates (``nan`` when
-        the backend does not report it).
+        Max-norm of the gradient at ``u`` over the free coordinates (``nan`` when not reported).
     converged : bool
         Whether the optimizer reported convergence.
     message : str
         The optimizer's message.
     n_iter, n_eval : int
-        Iterations and log-density evaluations (``-1`` if unknown), named as in
-        :class:`pydial.optim.OptimResult`.
+        Iterations and log-density evaluations (``-1`` if unknown), as in :class:`pydial.optim.OptimResult`.
     backend : str
     seconds : float
         Wall time of the optimization.
     values : dict of str to ndarray
-        Parameters, transformed parameters and generated quantities at the
-        optimum (CmdStan reports them; empty on the scipy path).
+        Parameters, transformed parameters and generated quantities at the optimum (CmdStan's; empty on scipy).
     """
 
     u: np.ndarray
@@ -100,9 +91,8 @@ def _convergence_table(draws: Mapping[str, np.ndarray], names: Sequence[str],
 
 
 DISTINCT_DRAWS_MIN = 0.1
-"""Smallest share of distinct draws an approximation must keep.  Pathfinder's importance resampling
-repeats draws (on the Arena data about 70% distinct for the human model, 16% for DIAL-Ada) and
-can collapse to a handful of points, whose intervals then have zero width (N = 300, K = 30)."""
+"""Smallest share of distinct draws an approximation must keep: Pathfinder's importance resampling repeats draws
+(Arena data: 70% distinct for the human model, 16% for DIAL-Ada) and can collapse to a few points (zero-width intervals)."""
 
 
 def _degenerate_draws(draws: Mapping[str, np.ndarray], names: Sequence[str], algorithm: str) -> list[str]:
@@ -125,11 +115,9 @@ class SampleResult:
     Attributes
     ----------
     draws : dict of str to ndarray
-        Every parameter, transformed parameter and generated quantity, shaped
-        ``(chain, draw, *shape)``.
+        Every parameter, transformed parameter and generated quantity, ``(chain, draw, *shape)``.
     stats : dict of str to ndarray
-        Sampler variables (``lp__``, ``divergent__``, ``treedepth__``, ...),
-        shaped ``(chain, draw)``.
+        Sampler variables (``lp__``, ``divergent__``, ``treedepth__``, ...), ``(chain, draw)``.
     chains, draws_per_chain, warmup, seed, max_depth : int
     backend : str
     seconds : float
@@ -141,8 +129,8 @@ class SampleResult:
     backend_fit : cmdstanpy.CmdStanMCMC or None
         The CmdStan fit (CmdStan backend only), for ``arviz.from_cmdstanpy``.
     algorithm : str
-        ``"nuts"``, or the approximation that drew them (``"laplace"``, ``"pathfinder"``:
-        one chain of approximately independent draws; no sampler statistics, no R-hat).
+        ``"nuts"``, or the approximation that drew them (``"laplace"``, ``"pathfinder"``: one chain of
+        approximately independent draws; no sampler statistics, no R-hat).
     """
 
     draws: dict[str, np.ndarray]
@@ -169,17 +157,13 @@ class SampleResult:
         warn: bool = True,
         labels: Mapping[str, Sequence[Sequence[Any]]] | None = None,
     ) -> list[str]:
-        """Run the sampler checks, store them and warn about each problem.
-
-        R-hat (rank-normalized split R-hat, Vehtari et al. 2021), bulk and tail ESS
-        and E-BFMI are computed by ``arviz.rhat``, ``arviz.ess`` and ``arviz.bfmi``.
+        """Run the sampler checks (arviz's rank-normalized split R-hat, bulk and tail ESS, E-BFMI), store them, warn.
 
         Parameters
         ----------
         monitor : sequence of str, optional
-            Variables whose R-hat and ESS are checked (default: all draws).  Pass
-            the identified quantities only: gauge-dependent factors (``U``, ``V``)
-            need not mix.
+            Variables whose R-hat and ESS are checked (default: all draws); pass the identified
+            quantities only (gauge-dependent factors such as ``U``, ``V`` need not mix).
         rhat_max : float
             Largest acceptable rank-normalized split R-hat (Vehtari et al. 2021).
         ess_per_chain : float
@@ -189,9 +173,8 @@ class SampleResult:
         warn : bool
             Raise a :class:`SamplerWarning` listing the problems.
         labels : mapping, optional
-            Per variable, the coordinate labels of each of its dimensions (e.g.
-            ``{"s_H": [items]}``): the diagnostics then name scalars by label
-            (``s_H[gpt-4]``) instead of by 0-based index (``s_H[3]``).
+            Per variable, the coordinate labels of each dimension (``{"s_H": [items]}``): scalars are
+            then named by label (``s_H[gpt-4]``) instead of 0-based index (``s_H[3]``).
 
         Returns
         -------

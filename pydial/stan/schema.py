@@ -14,22 +14,20 @@ import numpy as np
 from pydial.data.comparisons import CellTable, Comparisons, require_comparisons
 from pydial.estimation.glm import initial_theta
 from pydial.model.chart import Calibration, Chart, Structure, helmert_basis
+from pydial.model.families import BINARY, FAMILIES, Family, family_of, log_coef
 from pydial.estimation.spec import ModelSpec
 from pydial.exceptions import ArgumentError, ArgumentTypeError
 
 __all__ = ["data_fingerprint", "DIAL_PRIORS", "DIAL_SAMPLE_PRIORS", "JUDGES_PRIORS", "CellTable", "covariate_rows",
            "zero_beta", "helmert_basis", "llm_cell_table", "human_cell_table", "dial_data", "dial_calibrate_data",
-           "dial_sample_data", "judges_data", "schema_data", "standata", "weighted_log_coef", "TIES_CODE",
+           "dial_sample_data", "judges_data", "schema_data", "standata", "weighted_log_coef",
            "dial_sample_inits", "dial_sample_start", "mu_reference", "tie_start"]
 
 CALIBRATION_CODE = {None: 0, "mu": 1, "W": 2}
 
 DIAL_PRIORS: dict[str, float] = {"A_sd": 0.0, "B_sd": 0.0, "c_sd": 0.0, "b_sd": 0.0, "beta_sd": 0.0,
                                  "log_nu_mean": 0.0, "log_nu_sd": 0.0}
-"""Normal priors of ``dial.stan`` (penalty on the chart blocks); scale 0 = flat (the MLE).
-
-As for every program, key ``x`` is the Stan datum ``prior_x`` (e.g. ``A_sd`` -> ``prior_A_sd``).
-"""
+"""Normal priors of ``dial.stan`` (penalty on the chart blocks; 0 = flat, the MLE); key ``x`` is the datum ``prior_x``."""
 
 DIAL_SAMPLE_PRIORS: dict[str, float] = {
     "m_sd": 2.0,
@@ -43,57 +41,48 @@ DIAL_SAMPLE_PRIORS: dict[str, float] = {
 }
 r"""Default priors of ``dial_sample.stan`` (``posterior(data, "dial-ada")``, all DIAL methods): the table the docstrings cite.
 
-The program header states the same priors on the same parameters; these are the
-values :func:`pydial.stan.posterior` and :func:`dial_sample_data` pass (``priors=``
-overrides entries).  Every prior is normal on a parameter of the program; a scale
-of 0 makes that block flat (only where the likelihood identifies it).
+Normal priors on the program's parameters, as its header states them; ``priors=`` overrides entries, and a
+scale of 0 makes a block flat (only where the likelihood identifies it).
 
 =============== ======= ===================================================================
 key             default prior, and what it implies for the model's quantities
 =============== ======= ===================================================================
-``m_sd``        2.0     ``m_raw ~ N(0, m_sd^2)``: the mean judge score
-                        ``S'1/K = gamma_bar mu`` in Helmert coordinates, i.e.
-                        ``N(0, m_sd^2 (I - 11'/N))``; so ``mu`` is uniform on its sphere
-                        ``||mu||^2 = N`` and ``gamma_bar = ||m_raw|| / sqrt(N)`` is
-                        ``m_sd chi_{N-1} / sqrt(N)`` (vanishing at 0).
+``m_sd``        2.0     ``m_raw ~ N(0, m_sd^2)``: the mean judge score ``S'1/K = gamma_bar mu`` in
+                        Helmert coordinates, ``N(0, m_sd^2 (I - 11'/N))``: ``mu`` is uniform on its
+                        sphere ``||mu||^2 = N``, ``gamma_bar = ||m_raw|| / sqrt(N)`` is ``m_sd
+                        chi_{N-1} / sqrt(N)`` (vanishing at 0).
 ``gamma_sd``    1.0     ``gamma_dev ~ N(0, gamma_sd^2)``: the judges' loadings ``gamma``
                         around their mean ``gamma_bar`` (Helmert coordinates of ``R^K``).
-``Z_sd``        2.0     ``Z_raw ~ N(0, Z_sd^2)``: the item side ``Z`` of the disagreement
-                        ``U V' = P Z'``, isotropic ``N(0, Z_sd^2)`` on ``{1, mu}^perp``;
-                        the judge side ``P`` is a uniform orthonormal frame (parameter
-                        expansion).  So ``V = sqrt(N) frame(Z)`` is uniform and
-                        ``U = P Z' V / N``; for rank 1, ``||U|| = ||Z|| / sqrt(N)``, which is
-                        ``Z_sd chi_{N-2} / sqrt(N)``.  There is no prior on ``U`` itself.
+``Z_sd``        2.0     ``Z_raw ~ N(0, Z_sd^2)``: the item side ``Z`` of the disagreement ``U V' =
+                        P Z'``, isotropic on ``{1, mu}^perp``, the judge side ``P`` a uniform
+                        orthonormal frame (parameter expansion): ``V = sqrt(N) frame(Z)`` is uniform,
+                        ``U = P Z' V / N``; for rank 1 ``||U|| = ||Z|| / sqrt(N)``, i.e. ``Z_sd
+                        chi_{N-2} / sqrt(N)``.  There is no prior on ``U`` itself.
 ``b_sd``        1.0     ``b_k ~ N(0, b_sd^2)``: the judges' order effects.
-``beta_sd``     1.0     ``beta_g ~ N(0, beta_sd^2)``: the covariate effects (data with response
-                        covariates), per unit of the standardized covariate: an effect of 1
-                        moves the log-odds by 1 per root-mean-square unit of the covariate.
+``beta_sd``     1.0     ``beta_g ~ N(0, beta_sd^2)``: the covariate effects, per root-mean-square
+                        unit of the (standardized) covariate on the log-odds.
 ``c_sd``        2.0     ``c ~ N(0, c_sd^2)``: the calibration coordinates, ``s_H = M c`` with
                         ``M = mu`` or ``M = [mu, V]``.
-``log_nu_mean`` -1.0    ``log nu ~ N(log_nu_mean, log_nu_sd^2)``: the tie parameters (each
-``log_nu_sd``   1.5     judge's, then the people's); Davidson ``nu``, Rao-Kupper threshold
-                        ``tau = nu``.  At equal scores the median tie rate is about 16%
-                        (Davidson, ``nu / (2 + nu)``) and 18% (Rao-Kupper).
+``log_nu_mean`` -1.0    ``log nu ~ N(log_nu_mean, log_nu_sd^2)``: the tie parameters (each judge's,
+``log_nu_sd``   1.5     then the people's; Rao-Kupper's threshold ``tau = nu``); the median tie rate
+                        at equal scores is about 16% (Davidson, ``nu / (2 + nu)``), 18% (Rao-Kupper).
 =============== ======= ===================================================================
 
-``analyses/sbc`` checks by simulation-based calibration that the programs sample the
-posterior of exactly these priors, and shows what they imply for win probabilities
-(prior predictive check).
+``analyses/sbc`` checks by simulation-based calibration that the programs sample the posterior of exactly
+these priors, and shows what they imply for win probabilities (prior predictive check).
 """
 
 JUDGES_PRIORS: dict[str, float] = {"s_sd": 2.0, "b_sd": 1.0, "beta_sd": 1.0, "log_nu_mean": -1.0, "log_nu_sd": 1.5}
 r"""Default priors of ``judges.stan`` for NUTS (``posterior(data, "judges" | "human")``); point fits use flat priors.
 
-Normal priors on the program's parameters (its header states the same); ``priors=``
-overrides entries; a scale of 0 is flat.
+Normal priors on the program's parameters (its header states the same); ``priors=`` overrides entries; 0 is flat.
 
 =============== ======= ===================================================================
 key             default prior, and what it implies
 =============== ======= ===================================================================
-``s_sd``        2.0     ``s_raw, sH_raw ~ N(0, s_sd^2)`` in Helmert coordinates: each judge's
-                        and the people's centered scores are exchangeable
-                        ``N(0, s_sd^2 (I - 11'/N))``; a score difference ``s_i - s_j`` is
-                        ``N(0, 2 s_sd^2)``.
+``s_sd``        2.0     ``s_raw, sH_raw ~ N(0, s_sd^2)`` in Helmert coordinates: each judge's and the
+                        people's centered scores are ``N(0, s_sd^2 (I - 11'/N))``, a score
+                        difference ``s_i - s_j`` is ``N(0, 2 s_sd^2)``.
 ``b_sd``        1.0     ``b_k ~ N(0, b_sd^2)``: the judges' order effects.
 ``beta_sd``     1.0     ``beta_g ~ N(0, beta_sd^2)``: each judge's and the people's covariate
                         effects, as in :data:`DIAL_SAMPLE_PRIORS`.
@@ -120,26 +109,23 @@ def merge_priors(defaults: Mapping[str, float], priors: Mapping[str, float] | No
 
 
 # --------------------------------------------------------------------------- cells
-def llm_cell_table(data: Comparisons, *, ties: bool = False) -> CellTable:
-    """LLM cells: decisive ones (``ties=False``) or with tie counts (:meth:`Comparisons.cell_table`)."""
-    return data.cell_table("llm", with_ties=ties)
+def llm_cell_table(data: Comparisons, family: Family = BINARY) -> CellTable:
+    """LLM cells of ``family``: decisive ones (binary) or with tie counts (:meth:`Comparisons.cell_table`)."""
+    return data.cell_table("llm", with_ties=not family.is_binary)
 
 
-def pooled_cell_table(data: Comparisons, *, ties: bool = False) -> CellTable:
+def pooled_cell_table(data: Comparisons, family: Family = BINARY) -> CellTable:
     """Return the LLM cells of :func:`llm_cell_table` all given to one judge (index 0): the pooled BTL."""
-    return data.cell_table("pooled", with_ties=ties)
+    return data.cell_table("pooled", with_ties=not family.is_binary)
 
 
-def human_cell_table(data: Comparisons, *, ties: bool = False) -> CellTable:
-    """Human cells (judge index ``K``, ``a = 0``), decisive or with tie counts."""
-    return data.cell_table("human", with_ties=ties)
+def human_cell_table(data: Comparisons, family: Family = BINARY) -> CellTable:
+    """Human cells of ``family`` (judge index ``K``, ``a = 0``)."""
+    return data.cell_table("human", with_ties=not family.is_binary)
 
 
 def data_fingerprint(data: Comparisons) -> str:
-    """Return a 16-hex-digit hash of the names and cells (with tie counts) a model sees, whatever the row order.
-
-    Recorded in estimand records so that :func:`pydial.stan.compare_intervals` refuses results of different data.
-    """
+    """Return a 16-hex-digit hash of the names and cells a model sees, whatever the row order (the estimand's ``data``)."""
     h = hashlib.sha256(json.dumps([[str(x) for x in data.items], [str(x) for x in data.judges],
                                    str(data.human_judge), [str(x) for x in data.covariates]]).encode())
     for which in ("llm", "human"):
@@ -159,16 +145,14 @@ def _weights(w: float | np.ndarray, m: int, what: str) -> np.ndarray:
 
 
 # --------------------------------------------------------------------------- dial.stan
-TIES_CODE: dict[str | None, int] = {None: 0, "davidson": 1, "rao-kupper": 2}
-"""The Stan datum ``ties`` of Python's ``ties=`` (see ``stan/include/paired_likelihoods.stan``)."""
-
 STANDATA_PROGRAMS: tuple[str, ...] = ("dial", "dial_sample", "judges")
 
 
-def _tie_code(ties: str | None) -> int:
-    if ties not in TIES_CODE:
-        raise ArgumentError(f"ties must be one of {list(TIES_CODE)}, got {ties!r}")
-    return TIES_CODE[ties]
+def _family(family: Family) -> Family:
+    """Return ``family`` checked to be a :class:`~pydial.model.families.Family` (the Stan datum ``ties`` is its ``code``)."""
+    if not isinstance(family, Family):
+        raise ArgumentTypeError(f"family must be a pydial.model.families.Family (family_of(ties)), got {family!r}")
+    return family
 
 
 def _priors(p: Mapping[str, float]) -> dict[str, float]:
@@ -176,23 +160,18 @@ def _priors(p: Mapping[str, float]) -> dict[str, float]:
     return {f"prior_{k}": float(v) for k, v in p.items()}
 
 
-def empty_cells() -> CellTable:
-    """Return a table with no cells."""
-    return CellTable.empty()
-
-
-def schema_data(L: CellTable, H: CellTable | None, *, N: int, K: int, order: bool, ties: str | None,
+def schema_data(L: CellTable, H: CellTable | None, *, N: int, K: int, order: bool, family: Family,
                 w_llm: float | np.ndarray = 1.0, w_human: float | np.ndarray = 1.0,
                 log_lik: bool = True, boundary_nu: bool = False, covariates: bool = True,
                 beta_row: Sequence[int] | np.ndarray | None = None, beta_fixed: np.ndarray | None = None) -> dict[str, Any]:
     """Return the shared first declarations of every program's data block (cells, weights, covariates, ``nu_zero``).
 
-    ``L``: LLM cells of judges ``0..K-1``; ``H``: human cells or ``None``; ``ties=None`` needs decisive cells.
+    ``L``: LLM cells of judges ``0..K-1``; ``H``: human cells or ``None``; the binary ``family`` needs decisive cells.
     ``boundary_nu``: groups without a tie get ``nu_zero = 1``.  ``beta_row``/``beta_fixed`` default to
     :func:`covariate_rows` and the entries whose covariate is 0 on all the row's cells.
     """
-    H = empty_cells() if H is None else H
-    code = _tie_code(ties)
+    H = CellTable.empty() if H is None else H
+    code = _family(family).code
     assert L.tie_counts is not None and H.tie_counts is not None  # filled in by CellTable
     if code == 0 and (np.any(L.tie_counts > 0) or np.any(H.tie_counts > 0)):
         raise ArgumentError("cells with ties need a tie model (ties='davidson' or 'rao-kupper')")
@@ -257,14 +236,8 @@ def _covariate_data(L: CellTable, H: CellTable, K: int, covariates: bool, beta_r
 
 def weighted_log_coef(d: Mapping[str, Any]) -> float:
     """Return the weighted sum of the cells' log multinomial coefficients (``log_prob`` minus it is the Objective's scale)."""
-    from scipy.special import gammaln
-
-    def part(counts: Any, w: Any) -> float:
-        c = np.asarray(counts, float).reshape(-1, 3)
-        coef = gammaln(c.sum(1) + 1) - gammaln(c + 1).sum(1)
-        return float(np.dot(np.asarray(w, float).reshape(-1), coef))
-
-    return part(d["cell_counts"], d["cell_w"]) + part(d["human_counts"], d["human_w"])
+    return sum(float(np.dot(np.asarray(d[w], float).reshape(-1), log_coef(d[c])))
+               for c, w in (("cell_counts", "cell_w"), ("human_counts", "human_w")))
 
 
 # --------------------------------------------------------------------------- dial.stan
@@ -276,7 +249,7 @@ def dial_data(
     w_human: float | np.ndarray = 0.0,
     priors: Mapping[str, float] | None = None,
     llm: CellTable | None = None,
-    ties: str | None = None,
+    family: Family = BINARY,
     fix_llm: np.ndarray | None = None,
     log_lik: bool = False,
     firth: int = 0,
@@ -287,11 +260,10 @@ def dial_data(
     ``w_llm``/``w_human`` weight each cell's log-likelihood; ``llm`` replaces the LLM cells; ``fix_llm`` (a chart theta)
     fixes ``A, B`` and fits the calibration on the human cells; ``firth``: 0 none, 1 judge BTL, 2 calibration GLM.
     """
-    tie = ties is not None
-    L = llm if llm is not None else llm_cell_table(data, ties=tie)
-    H = human_cell_table(data, ties=tie) if chart.calibration is not None else None
+    L = llm if llm is not None else llm_cell_table(data, family)
+    H = human_cell_table(data, family) if chart.calibration is not None else None
     if fix_llm is not None:
-        L = empty_cells()
+        L = CellTable.empty()
     p = merge_priors(DIAL_PRIORS, priors, "dial.stan")
     people = chart.calibration is not None
     fixed = ~chart.beta_free.reshape(chart.beta_rows, chart.p)
@@ -299,7 +271,7 @@ def dial_data(
         rows, fixed = np.append(np.zeros(chart.K, np.int64), 1), fixed[-1:]
     else:
         rows = covariate_rows(chart.K, people=people, shared=chart.shared)
-    d = schema_data(L, H, N=chart.N, K=chart.K, order=chart.order, ties=ties, w_llm=w_llm, w_human=w_human,
+    d = schema_data(L, H, N=chart.N, K=chart.K, order=chart.order, family=family, w_llm=w_llm, w_human=w_human,
                     log_lik=log_lik, boundary_nu=boundary_nu, covariates=chart.p > 0, beta_row=rows, beta_fixed=fixed)
     if fix_llm is not None:
         th = np.asarray(fix_llm, float)
@@ -342,7 +314,7 @@ def dial_sample_data(
     rank: int,
     calibration: str | None,
     order: bool = True,
-    ties: str | None = None,
+    family: Family = BINARY,
     w_llm: float | np.ndarray = 1.0,
     w_human: float | np.ndarray = 1.0,
     priors: Mapping[str, float] | None = None,
@@ -357,10 +329,8 @@ def dial_sample_data(
     ``per_judgment``: one cell per judgment; ``mu_ref``: reference direction of ``mu`` in Helmert coordinates
     (default from :func:`dial_sample_start`); ``shared``: one covariate row for all judges.
     """
-    _tie_code(ties)
-    tie = ties is not None
-    L = llm_cell_table(data, ties=tie)
-    H = human_cell_table(data, ties=tie) if calibration is not None else None
+    L = llm_cell_table(data, _family(family))
+    H = human_cell_table(data, family) if calibration is not None else None
     if per_judgment:
         L = L.per_judgment()
         H = H.per_judgment() if H is not None else None
@@ -371,7 +341,7 @@ def dial_sample_data(
     if mu_ref.size != data.N - 1 or not np.linalg.norm(mu_ref) > 0:
         raise ArgumentError(f"mu_ref must be a nonzero vector of length N - 1 = {data.N - 1}")
     chart = Chart.for_data(data, rank, cast(Calibration | None, calibration), order, shared)
-    d = schema_data(L, H, N=data.N, K=data.K, order=order, ties=ties, w_llm=w_llm, w_human=w_human, log_lik=log_lik,
+    d = schema_data(L, H, N=data.N, K=data.K, order=order, family=family, w_llm=w_llm, w_human=w_human, log_lik=log_lik,
                     beta_row=covariate_rows(data.K, people=H is not None, shared=shared),
                     beta_fixed=~chart.beta_free.reshape(chart.beta_rows, chart.p) if data.p else None)
     d.update({
@@ -392,7 +362,7 @@ def judges_data(
     N: int,
     K: int,
     order: bool = True,
-    ties: str | None = None,
+    family: Family = BINARY,
     w_llm: float | np.ndarray = 1.0,
     w_human: float | np.ndarray = 1.0,
     priors: Mapping[str, float] | None = None,
@@ -404,20 +374,20 @@ def judges_data(
     p = merge_priors(JUDGES_PRIORS, priors, "judges.stan")
     if flat:
         p = {k: (0.0 if k.endswith("sd") else v) for k, v in p.items()}
-    d = schema_data(L, H, N=N, K=K, order=order, ties=ties, w_llm=w_llm, w_human=w_human, log_lik=log_lik)
+    d = schema_data(L, H, N=N, K=K, order=order, family=family, w_llm=w_llm, w_human=w_human, log_lik=log_lik)
     d.update({**_priors(p), "firth": _firth_code(firth, allowed=(0, 1))})
     return d
 
 
 # --------------------------------------------------------------------------- dial_calibrate.stan
-def dial_calibrate_data(H: CellTable, M: np.ndarray, *, ties: str | None = None,
+def dial_calibrate_data(H: CellTable, M: np.ndarray, *, family: Family = BINARY,
                         priors: Mapping[str, float] | None = None, log_lik: bool = True) -> dict[str, Any]:
     """Return the data of ``dial_calibrate.stan``: human cells ``H`` and bases ``M`` of shape ``(n_draws, N, d)``."""
     M = np.asarray(M, float)
     if M.ndim != 3 or M.shape[0] < 1 or M.shape[2] < 1:
         raise ArgumentError(f"M must have shape (n_draws, N, d) with n_draws, d >= 1, got {M.shape}")
     p = merge_priors(DIAL_SAMPLE_PRIORS, priors, "dial_sample.stan")
-    d = schema_data(empty_cells(), H, N=M.shape[1], K=0, order=False, ties=ties, log_lik=log_lik)
+    d = schema_data(CellTable.empty(), H, N=M.shape[1], K=0, order=False, family=family, log_lik=log_lik)
     d.update({"n_draws": M.shape[0], "d": M.shape[2], "M": M,
               **_priors({k: p[k] for k in ("c_sd", "beta_sd", "log_nu_mean", "log_nu_sd")})})
     return d
@@ -435,16 +405,13 @@ def standata(
 ) -> dict[str, Any]:
     r"""Return the Stan data dictionary of a pydial program for ``data`` (the shared schema plus the program's own).
 
-    Every shipped program reads the same cells (:func:`schema_data`): ``N, K,
-    order, ties`` (0 binary, 1 Davidson-Beaver, 2 Rao-Kupper), the LLM cells
-    ``cell_judge, cell_i, cell_j, cell_a`` (1-based, ``i < j``, ``a = +1`` when
-    item ``i`` was shown first), ``cell_counts[C, 3]`` (wins of ``i``, wins of
-    ``j``, ties) and weights ``cell_w``, the human cells ``human_i, human_j,
-    human_counts[H, 3], human_w``, the response covariates (``n_cov``, ``cell_z``,
-    ``human_z``, ``beta_row``, ``n_beta``, ``beta_fixed``), ``nu_zero`` and
-    ``calc_log_lik``.  The covariate entries are the same for every program.  A
-    program extended from a shipped one reads the same dictionary plus its own
-    entries (``extra``).
+    Every shipped program reads the same cells (:func:`schema_data`): ``N, K, order, ties`` (0 binary,
+    1 Davidson-Beaver, 2 Rao-Kupper), the LLM cells ``cell_judge, cell_i, cell_j, cell_a`` (1-based,
+    ``i < j``, ``a = +1`` when item ``i`` was shown first), ``cell_counts[C, 3]`` (wins of ``i``, wins
+    of ``j``, ties) and weights ``cell_w``, the human cells ``human_i, human_j, human_counts[H, 3],
+    human_w``, the response covariates (``n_cov``, ``cell_z``, ``human_z``, ``beta_row``, ``n_beta``,
+    ``beta_fixed``, the same for every program), ``nu_zero`` and ``calc_log_lik``.  A program extended
+    from a shipped one reads the same dictionary plus its own entries (``extra``).
 
     Parameters
     ----------
@@ -452,21 +419,18 @@ def standata(
     program : {"dial", "dial_sample", "judges"}
         Whose program-specific entries (rank, calibration, priors) to add.
     spec : pydial.ModelSpec, optional
-        The model: its ``rank`` and ``calibration`` (``None``: no human cells for
-        ``dial``/``dial_sample``), ``ties``, the order effects of its ``method``
-        (none for ``"dial-nopos"``), ``covariate_effects`` and one weight ``lambda_``
-        (LLM cells get weight ``lambda n_H / n_LLM``; default 1, the ordinary
-        likelihood).  Default: ``ModelSpec(**keywords)``.
+        The model: its ``rank``, ``calibration``, ``ties``, the order effects of its ``method`` (none
+        for ``"dial-nopos"``), ``covariate_effects`` and one weight ``lambda_`` (LLM cells get weight
+        ``lambda n_H / n_LLM``; default 1, the ordinary likelihood).  Default: ``ModelSpec(**keywords)``.
     priors : mapping, optional
         Overrides of the program's default priors.
     include_human : bool
         ``judges``: include the human cells.
     extra : mapping, optional
-        More entries (data of an extended program); they may not replace
-        schema entries.
+        More entries (data of an extended program), which may not replace schema entries.
     **keywords
-        The keywords of :class:`pydial.ModelSpec` (``method``, ``rank``,
-        ``calibration``, ``ties``, ``lambda_``, ...) when ``spec`` is not given.
+        The keywords of :class:`pydial.ModelSpec` (``method``, ``rank``, ``calibration``, ``ties``,
+        ``lambda_``, ...) when ``spec`` is not given.
 
     Returns
     -------
@@ -476,8 +440,10 @@ def standata(
     Raises
     ------
     pydial.ArgumentError
-        An unknown program, both ``spec`` and keywords, a rank grid or several
-        weights, or a DIAL program for a method without a rank.
+        An unknown program, both ``spec`` and keywords, a rank grid or several weights, or a DIAL
+        program for a method without a rank.
+    pydial.ArgumentTypeError
+        ``spec`` is not a :class:`pydial.ModelSpec`.
 
     Examples
     --------
@@ -503,19 +469,18 @@ def standata(
     if len(lambda_) != 1:
         raise ArgumentError(f"standata takes one weight lambda_, got {lambda_!r}")
     w_llm = float(lambda_[0]) * data.n_human / data.n_llm if spec.lambda_ else 1.0
-    ties, order, shared = spec.ties, spec.order, spec.covariate_effects == "shared"
+    family, order, shared = family_of(spec.ties), spec.order, spec.covariate_effects == "shared"
     if program != "judges" and not isinstance(spec.rank, int):
         raise ArgumentError(f"program {program!r} needs one rank; method {spec.method!r} gives rank={spec.rank!r}")
     if program == "dial":
         ch = Chart.for_data(data, cast(int, spec.rank), spec.calibration, order, shared)
-        d = dial_data(data, ch, w_llm=w_llm, w_human=1.0, priors=priors, ties=ties, log_lik=True)
+        d = dial_data(data, ch, w_llm=w_llm, w_human=1.0, priors=priors, family=family, log_lik=True)
     elif program == "dial_sample":
-        d = dial_sample_data(data, rank=cast(int, spec.rank), calibration=spec.calibration, order=order, ties=ties,
+        d = dial_sample_data(data, rank=cast(int, spec.rank), calibration=spec.calibration, order=order, family=family,
                              w_llm=w_llm, priors=priors, shared=shared)[0]
     else:
-        tie = ties is not None
-        H = human_cell_table(data, ties=tie) if include_human and data.n_human > 0 else None
-        d = judges_data(llm_cell_table(data, ties=tie), H, N=data.N, K=data.K, order=order, ties=ties,
+        H = human_cell_table(data, family) if include_human and data.n_human > 0 else None
+        d = judges_data(llm_cell_table(data, family), H, N=data.N, K=data.K, order=order, family=family,
                         w_llm=w_llm, priors=priors)
     return with_extra(d, extra)
 
@@ -592,16 +557,13 @@ def dial_sample_inits(
 
 def tie_start(d: Mapping[str, Any]) -> np.ndarray:
     """Return the starting log tie parameters (judges, then people) of the Stan data ``d``."""
-    from pydial.model.families import family_of
-
     code, K, H = int(d["ties"]), int(d["K"]), int(d["H"])
     if code == 0:
         return np.zeros(0)
     counts = np.vstack([np.asarray(d["cell_counts"]).reshape(-1, 3), np.asarray(d["human_counts"]).reshape(-1, 3)])
     judge = np.concatenate([np.asarray(d["cell_judge"], np.int64) - 1, np.full(H, K)])
-    ties = {v: k for k, v in TIES_CODE.items()}[code]
-    assert ties is not None  # code != 0
-    return np.asarray([family_of(ties).log_nu_start(counts[judge == g]) for g in range(K + (1 if H else 0))], float)
+    family = next(f for f in FAMILIES.values() if f.code == code)
+    return np.asarray([family.log_nu_start(counts[judge == g]) for g in range(K + (1 if H else 0))], float)
 
 
 def _householder_perp(e: np.ndarray) -> np.ndarray:

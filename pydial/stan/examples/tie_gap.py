@@ -1,20 +1,13 @@
 """Worked extension: a tie rate that depends on the score gap, fitted on the Arena data.
 
-``tie_gap.stan`` (:func:`pydial.stan.example_program`, ``"tie_gap"``) is a copy of
-pydial's ``judges.stan`` plus lines marked ``// + tie gap``: a cell of
-group ``g`` (an LLM judge, or the people) has the log tie parameter
-``log nu_g - kappa_g * eta^2`` instead of ``log nu_g``.  :func:`run` samples the
-shipped Davidson model and the extension on the bundled Chatbot Arena data with the
-same data dictionary (plus the extension's one extra datum, the prior scale of
-``kappa``), and compares them by PSIS-LOO (``arviz.compare`` through
-:func:`pydial.stan.idata.compare`, the same on arviz 0.x and 1.x).  ``kappa`` comes
-back labelled by the judges' names and ``"human"`` (dimension ``judge_human``).
+``tie_gap.stan`` (:func:`pydial.stan.example_program`) is ``judges.stan`` plus lines marked ``// + tie gap``: a
+cell of group ``g`` (an LLM judge, or the people) has the log tie parameter ``log nu_g - kappa_g * eta^2``.
+:func:`run` samples it and the shipped Davidson model on the same data (plus the prior scale of ``kappa``) and
+compares them by PSIS-LOO (:func:`pydial.stan.idata.compare`); ``kappa`` comes back over ``judge_human``.
 
-Usage (from any directory)::
+Usage (from any directory; ``--records`` keeps the first Arena battles, a faster run)::
 
     python -m pydial.stan.examples.tie_gap [--records 5000] [--chains 4] [--draws 1000] [--backend cmdstanpy]
-
-``--records`` keeps the first ``records`` Arena battles (a smaller, faster run).
 """
 
 from __future__ import annotations
@@ -33,18 +26,7 @@ __all__ = ["arena_subset", "run", "main"]
 
 
 def arena_subset(records: int | None) -> Comparisons:
-    """Return the bundled Arena comparisons, restricted to the first ``records`` battles.
-
-    Parameters
-    ----------
-    records : int or None
-        Number of battles kept (``None``: all).
-
-    Returns
-    -------
-    Comparisons
-        The judgments of those battles.
-    """
+    """Return the bundled Arena comparisons of the first ``records`` battles (``None``: all)."""
     from ...data.datasets import arena
 
     data = arena()
@@ -53,28 +35,11 @@ def arena_subset(records: int | None) -> Comparisons:
 
 def run(records: int | None = None, chains: int = 4, draws: int = 1000, warmup: int = 1000, seed: int = 1,
         backend: str | None = None, kappa_sd: float = 1.0) -> dict[str, Any]:
-    """Sample the shipped Davidson model and the extension, and compare them by PSIS-LOO.
+    """Sample the shipped Davidson model and the extension on the first ``records`` Arena battles; compare by PSIS-LOO.
 
-    Parameters
-    ----------
-    records : int, optional
-        Keep the first ``records`` Arena battles (default: all).
-    chains, draws, warmup : int
-        NUTS chains, draws per chain after warmup, warmup iterations.
-    seed : int
-        Random seed of both runs.
-    backend : {"cmdstanpy", "httpstan"} or None
-        See :func:`pydial.stan.stan_backend`.
-    kappa_sd : float
-        Prior sd of each ``kappa_g`` (the extension's extra datum ``prior_kappa_sd``).
-
-    Returns
-    -------
-    dict
-        ``"data"`` (the :class:`~pydial.Comparisons`), ``"shipped"`` and
-        ``"extended"`` (the two posteriors: an ``xarray.DataTree`` on arviz 1.x, an
-        ``arviz.InferenceData`` on arviz 0.x) and ``"compare"`` (the
-        ``arviz.compare`` table, a ``pandas.DataFrame``).
+    ``kappa_sd`` is the prior sd of each ``kappa_g`` (the extra datum ``prior_kappa_sd``).  Returns
+    ``{"data", "shipped", "extended", "compare"}``: the comparisons, the two posteriors and
+    the ``arviz.compare`` table.
     """
     data = arena_subset(records)
     kw: dict[str, Any] = dict(ties="davidson", chains=chains, draws=draws, warmup=warmup, seed=seed, backend=backend)
@@ -88,13 +53,7 @@ def run(records: int | None = None, chains: int = 4, draws: int = 1000, warmup: 
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Command line: run :func:`run` and print the posterior of ``kappa`` and ``nu`` and the LOO table.
-
-    Parameters
-    ----------
-    argv : list of str, optional
-        The arguments (default: ``sys.argv[1:]``).
-    """
+    """Command line (``argv``, default ``sys.argv[1:]``): run :func:`run`, print ``kappa``, ``nu`` and the LOO table."""
     ap = argparse.ArgumentParser(prog="python -m pydial.stan.examples.tie_gap",
                                  description="A tie rate that depends on the score gap, fitted on the Arena data.")
     ap.add_argument("--records", type=int, default=None)
