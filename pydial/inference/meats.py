@@ -481,7 +481,7 @@ def _channel_gram(J: Any, D: np.ndarray) -> Any:
     J = _dense(as_sparse(J)) if dense else sp.csr_matrix(J)
     m = J.shape[0] // C
     Jk = [J[k * m:(k + 1) * m] for k in range(C)]
-    out = np.zeros((J.shape[1], J.shape[1])) if dense else sp.csr_matrix((J.shape[1], J.shape[1]))
+    out: Any = np.zeros((J.shape[1], J.shape[1])) if dense else sp.csr_matrix((J.shape[1], J.shape[1]))
     for k in range(C):
         out = out + _gram(Jk[k], D[k, k])
         for t in range(k + 1, C):

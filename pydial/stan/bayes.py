@@ -24,6 +24,7 @@ from pydial.estimation.spec import (COVARIATE_EFFECTS, DEFAULT_METHOD, ModelSpec
 from pydial.model.chart import CALIBRATIONS
 from pydial.model.families import FAMILIES
 
+from ..resources import check_bytes, memory_limit
 from ..exceptions import ArgumentError, ArgumentTypeError, DataError, EstimandMismatchError
 from . import idata as azio
 from .backend import BACKENDS, SamplerWarning, compile_model
@@ -43,7 +44,14 @@ ALGORITHMS: tuple[str, ...] = ("nuts", *APPROXIMATIONS)
 """Posterior algorithms of :func:`posterior`: NUTS, and CmdStan's Laplace approximation and Pathfinder."""
 
 LOG_LIK_UNITS: tuple[str, ...] = ("cell", "judgment")
-"""Units of the pointwise log-likelihood of :func:`posterior` (default ``"cell"``)."""
+"""Units of the pointwise log-likelihood of :func:`posterior` (``options={"log_lik": ...}``)."""
+
+POINTWISE_BYTES = 96
+"""Bytes per draw and unit of the pointwise output: ``log_lik`` and ``counts_rep`` are 4 numbers of 8 bytes, held
+about three times while CmdStan's output is read and converted."""
+
+POINTWISE_AUTO_BYTES = 2e9
+"""The most pointwise output ``log_lik="auto"`` (the default) writes; a larger posterior leaves it out, with a warning."""
 
 B_SOURCES: tuple[str, ...] = ("joint", "llm-only")
 """Where a DIAL posterior's ``b`` comes from: the joint posterior, or the LLM-only one (as in the frequentist fits)."""
@@ -53,7 +61,7 @@ MODEL_KEYWORDS: dict[str, Any] = dict(rank=1, calibration="mu", ties=None, lambd
 
 POSTERIOR_OPTIONS: dict[str, Any] = dict(init="point-start", adapt_delta=0.9, max_depth=10, refresh=None, quiet=True,
                                          progress=None, win_prob=None, include_human=True, b_stage="joint",
-                                         log_lik="cell", program=None, extra=None)
+                                         log_lik="auto", program=None, extra=None)
 """The rarer sampler and extension options of :func:`posterior` (``options=``), with their defaults."""
 
 
@@ -196,7 +204,7 @@ def _check_run_arguments(*, chains: Any, draws: Any, warmup: Any, seed: Any, ada
     elif not (isinstance(init, Sequence) and all(isinstance(i, Mapping) for i in init)) or len(init) != chains:
         raise ArgumentError(f"init must be 'point-start', 'random' or a list of one dict per chain ({chains}), got {init!r}")
     check_choice("win_prob", win_prob, (None, True, False))
-    check_choice("log_lik", log_lik, LOG_LIK_UNITS)
+    check_choice("log_lik", log_lik, ("auto", None, *LOG_LIK_UNITS))
     check_choice("algorithm", algorithm, ALGORITHMS)
     check_choice("backend", backend, (None,) + BACKENDS)
 
@@ -242,12 +250,13 @@ def posterior(
         the model keywords, ``include_human`` and ``b_stage``.  A fit without a posterior counterpart
         (``pooled``, ``atc``, penalized) raises :class:`~pydial.exceptions.EstimandMismatchError`.
     chains, draws, warmup : int
-        NUTS chains, post-warmup draws per chain, warmup iterations.
+        NUTS chains, post-warmup draws per chain, warmup iterations; an approximation
+        (``algorithm``) returns ``draws`` draws and has no chains or warmup.
     seed : int, optional
         Random seed of the sampler and of the initial-value jitter.
     algorithm : {"nuts", "laplace", "pathfinder"}, default "nuts"
         Stan's NUTS, or one of CmdStan's approximations (``backend="cmdstanpy"``; httpstan raises
-        :class:`~pydial.stan.StanBackendError`), ``chains * draws`` draws as one chain:
+        :class:`~pydial.stan.StanBackendError`), ``draws`` draws as one chain:
         ``"laplace"``, the normal approximation at the mode on the unconstrained scale (Jacobian
         included), mapped back; ``"pathfinder"``, multi-path Pathfinder with importance resampling.
         Same estimand record, layout and :func:`~pydial.stan.compare_intervals` support;
@@ -293,11 +302,17 @@ def posterior(
             model at weight 1, as the frequentist DIAL fits take ``b`` from their LLM-only stage
             (``b_joint`` keeps the joint draws; do not read joint quantities of ``b`` with the other
             variables).  ``lambda_=inf`` is always ``"llm-only"``.
-        log_lik : {"cell", "judgment"}, default "cell"
-            Unit of ``log_lik``, ``observed_data`` and ``posterior_predictive``: one aggregated cell
-            ``(judge, i, j, a)`` (LOO leaves out a cell), or one judgment (dimension ``judgment``,
-            labels ``cell/outcome#n``; the programs read one cell per judgment, which drops only the
-            constant multinomial coefficients and samples more slowly on large data).
+        log_lik : {"auto", "cell", "judgment", None}, default "auto"
+            The pointwise output: ``log_lik``, ``observed_data`` and ``posterior_predictive``, per
+            aggregated cell ``(judge, i, j, a)`` (``"cell"``: LOO leaves out a cell) or per judgment
+            (``"judgment"``: dimension ``judgment``, labels ``cell/outcome#n``; the programs read one
+            cell per judgment, which drops only the constant multinomial coefficients and samples more
+            slowly on large data); ``None``: none of the three groups (no LOO, no predictive checks).
+            It takes about :data:`POINTWISE_BYTES` bytes per draw and unit, checked against the
+            available memory before anything runs (:class:`~pydial.MemoryLimitError`).  ``"auto"``:
+            per cell when that is at most :data:`POINTWISE_AUTO_BYTES` (and fits), else left out
+            with a :class:`~pydial.stan.SamplerWarning` (leaderboard-size data: 100,000 cells and
+            4,000 draws would take about 40 GB).
         program : str, optional
             A ``.stan`` file sampled instead of ``dial_sample.stan`` or ``judges.stan`` (README
             "Extending a Stan program"): it reads :func:`pydial.stan.standata` plus ``extra`` (checked
@@ -404,10 +419,11 @@ def posterior(
     stan_seed = int(rng.integers(1, 2**31 - 1)) if seed is None else int(seed)
     run: dict[str, Any] = dict(chains=chains, draws=draws, warmup=warmup, algorithm=algorithm,
                                **{k: opts[k] for k in ("adapt_delta", "max_depth", "refresh", "quiet", "progress")})
-    per_judgment = opts["log_lik"] == "judgment"
+    pointwise = _pointwise_unit(data, req, opts["log_lik"], chains * draws if algorithm == "nuts" else draws)
+    per_judgment = pointwise == "judgment"
     opt = RunOptions(priors=priors, init=opts["init"], rng=rng, seed=stan_seed, program=program, extra=extra,
                      win_prob=data.N <= 30 if opts["win_prob"] is None else opts["win_prob"], backend=backend, run=run,
-                     per_judgment=per_judgment)
+                     per_judgment=per_judgment, log_lik=pointwise is not None)
     sampled = sample_dial(data, req, opt) if req.model == "dial" else _sample_judges(data, req, opt)
     if program is not None:
         add_user_variables(sampled, data, str(program))
@@ -415,6 +431,32 @@ def posterior(
     if problems:
         warnings.warn("Stan sampler problems:\n  - " + "\n  - ".join(problems), SamplerWarning, stacklevel=2)
     return azio.convert(data, req, sampled, problems, per_judgment=per_judgment, seed=stan_seed, run=run)
+
+
+def _pointwise_unit(data: Comparisons, req: Request, log_lik: str | None, total_draws: int) -> str | None:
+    """Return the unit of the pointwise output (``"cell"``, ``"judgment"``) or ``None``, its memory checked first.
+
+    The units counted are every cell (or judgment) of the data, an upper bound of what the model reads.
+    """
+    if log_lik is None:
+        return None
+    per_judgment = log_lik == "judgment"
+    units = (data.n_llm + data.n_human if per_judgment else
+             len(llm_cell_table(data, req.family)) + len(human_cell_table(data, req.family)))
+    need = float(total_draws) * units * POINTWISE_BYTES
+    made_of = f"{total_draws:,} draws x {units:,} {'judgments' if per_judgment else 'cells'} x {POINTWISE_BYTES} bytes"
+    if log_lik == "auto":
+        available = memory_limit()
+        if need <= POINTWISE_AUTO_BYTES and (available is None or need <= available):
+            return "cell"
+        warnings.warn(f"the pointwise log-likelihood and replicated counts would take about {need / 1e9:,.3g} GB "
+                      f"({made_of}); they are left out (no log_likelihood, posterior_predictive or observed_data "
+                      "group). Ask for them with options={'log_lik': 'cell'} and fewer draws, or silence this with "
+                      "options={'log_lik': None}", SamplerWarning, stacklevel=3)
+        return None
+    check_bytes(need, f"the pointwise output of the posterior (options={{'log_lik': {log_lik!r}}})",
+                "pass options={'log_lik': None} to leave it out, or fewer draws", detail=made_of)
+    return log_lik
 
 
 def _sample_judges(data: Comparisons, req: Request, opt: RunOptions) -> azio.Sampled:
@@ -433,7 +475,8 @@ def _sample_judges(data: Comparisons, req: Request, opt: RunOptions) -> azio.Sam
     if per_judgment:
         Lc = Lc.per_judgment()
         Hc = Hc.per_judgment() if Hc is not None else None
-    d = with_extra(judges_data(Lc, Hc, N=data.N, K=K, order=order and K > 0, family=family, priors=priors), opt.extra)
+    d = with_extra(judges_data(Lc, Hc, N=data.N, K=K, order=order and K > 0, family=family, priors=priors,
+                               log_lik=opt.log_lik), opt.extra)
     inits = None if isinstance(opt.init, str) else list(opt.init)  # judges.stan is log-concave per judge
     res = draw(compile_model(opt.program or "judges", backend=opt.backend), d, seed=opt.seed, inits=inits, run=opt.run)
     judges = list(data.judges)

@@ -168,6 +168,7 @@ class RunOptions:
     backend: str | None
     run: dict[str, Any]
     per_judgment: bool
+    log_lik: bool = True  # write the pointwise log_lik and counts_rep
 
 
 def sample_dial(data: Comparisons, req: Request, opt: RunOptions) -> Sampled:
@@ -200,7 +201,7 @@ def sample_dial(data: Comparisons, req: Request, opt: RunOptions) -> Sampled:
                          "from dial_calibrate.stan, one calibration per first-stage draw")
     elif order and b_stage == "llm-only":
         llm_only = dataclasses.replace(opt, seed=opt.seed + 1, win_prob=False, program=None, extra=None,
-                                       per_judgment=False)
+                                       per_judgment=False, log_lik=False)
         res_b, _, _, post_b, _, _ = run_dial(data, req, llm_only, None, 1.0)
         post["b_joint"] = post["b"]
         dims["b_joint"] = ["judge"]
@@ -221,7 +222,7 @@ def run_dial(data: Comparisons, req: Request, opt: RunOptions, calibration: str 
     rank, family, order, init, per_judgment = req.rank, req.family, req.spec.order, opt.init, opt.per_judgment
     start = dial_sample_start(data, rank=rank, calibration=calibration, order=order)  # mu_ref and the chains' start
     d, L, H = dial_sample_data(data, rank=rank, calibration=calibration, order=order, family=family, w_llm=w_llm,
-                               w_human=1.0, priors=opt.priors, log_lik=True, win_prob=bool(opt.win_prob and calibration),
+                               w_human=1.0, priors=opt.priors, log_lik=opt.log_lik, win_prob=bool(opt.win_prob and calibration),
                                mu_ref=mu_reference(start[0].mu), per_judgment=per_judgment,
                                shared=req.spec.covariate_effects == "shared")
     if per_judgment:  # the aggregated cells, which label the judgments (CellTable.judgment_labels)
@@ -287,7 +288,7 @@ def cut_stage(data: Comparisons, req: Request, opt: RunOptions, res: SampleResul
     if data.p:  # the covariates with an effect on the people (beta_H: the free entries of the people's row)
         Hc = dataclasses.replace(Hc, z=data.effect_columns(Hc.z, data.K))
     p = merge_priors(DIAL_SAMPLE_PRIORS, priors, "dial_sample.stan")
-    d2 = dial_calibrate_data(Hc, M, family=family, priors=priors)
+    d2 = dial_calibrate_data(Hc, M, family=family, priors=priors, log_lik=opt.log_lik)
     cm = compile_model("dial_calibrate", backend=opt.backend)
     run2 = {k: v for k, v in run.items() if k != "algorithm"}
     run2.update(chains=1, draws=1, warmup=min(int(run["warmup"]), CUT_WARMUP_MAX))
@@ -322,7 +323,7 @@ def cut_stage(data: Comparisons, req: Request, opt: RunOptions, res: SampleResul
         post["beta"] = np.concatenate([post["beta"], beta_h], axis=2)
         coords["beta_judge"] = list(coords["beta_judge"]) + [data.human_judge]
         res.draws["beta"] = post["beta"]
-    for k, shape in (("log_lik", ()), ("counts_rep", (3,))):  # the LLM cells', then the people's
+    for k, shape in (("log_lik", ()), ("counts_rep", (3,))) if opt.log_lik else ():  # the LLM cells', then the people's
         res.draws[k] = np.concatenate([np.asarray(res.draws[k]).reshape(chains, draws, int(d1["C"]), *shape),
                                        np.asarray(res2.draws[k]).reshape(chains, draws, len(Hc), *shape)], axis=2)
     res.draws["s_H"] = post["s_H"]
@@ -371,9 +372,9 @@ def dial_posterior(res: SampleResult, d: Mapping[str, Any], items: list[str], ju
 
 def draw(cm: CompiledModel, d: Mapping[str, Any], *, seed: int, inits: Sequence[Mapping[str, Any]] | None,
           run: Mapping[str, Any]) -> SampleResult:
-    """One posterior run: NUTS with the run's settings, or ``chains * draws`` draws of an approximation."""
+    """One posterior run: NUTS with the run's settings, or ``draws`` draws of an approximation."""
     nuts = {k: v for k, v in run.items() if k != "algorithm"}
     if run.get("algorithm", "nuts") == "nuts":
         return cm.sample(d, seed=seed, inits=inits, **nuts)
-    return cm.approximate(d, algorithm=run["algorithm"], draws=int(run["chains"]) * int(run["draws"]), seed=seed,
+    return cm.approximate(d, algorithm=run["algorithm"], draws=int(run["draws"]), seed=seed,
                           init=inits[0] if inits else None, quiet=bool(run["quiet"]))

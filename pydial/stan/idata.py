@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING, Any, Iterator, Mapping, Sequence
 
 import numpy as np
 
+from pydial.exceptions import ArgumentError
+
 if TYPE_CHECKING:
     from pydial.data.comparisons import CellTable, Comparisons
 
@@ -179,8 +181,16 @@ def bfmi(energy: np.ndarray) -> np.ndarray:
         return np.asarray(az.bfmi(energy), dtype=float)
 
 
+def require_log_lik(obj: Any, name: str = "the posterior") -> None:
+    """Raise :class:`~pydial.ArgumentError` when ``obj`` has no ``log_likelihood`` group (``options={"log_lik": None}``)."""
+    if "log_likelihood" not in group_names(obj):
+        raise ArgumentError(f"{name} has no pointwise log-likelihood (posterior(..., options={{'log_lik': None}}), or left "
+                            "out by 'auto' at its size): LOO needs it; sample again with options={'log_lik': 'cell'}")
+
+
 def loo(obj: Any) -> dict[str, float]:
     """Return PSIS-LOO of ``log_lik`` on every arviz version: ``elpd_loo, se, p_loo, n_data_points, max_pareto_k``."""
+    require_log_lik(obj)
     res = arviz().loo(obj, pointwise=True)
     if hasattr(res, "elpd"):  # arviz 1.x (ELPDData attributes)
         elpd, se, p = res.elpd, res.se, res.p
@@ -195,6 +205,8 @@ def compare(models: Mapping[str, Any]) -> Any:
 
     arviz 1.x's ``elpd`` and ``p`` get arviz 0.x's names; the other columns are the installed arviz's.
     """
+    for name, obj in models.items():
+        require_log_lik(obj, name)
     az = arviz()
     if arviz_major() >= 1:
         return az.compare(dict(models)).rename(columns={"elpd": "elpd_loo", "p": "p_loo"})
@@ -206,6 +218,9 @@ def plot_ppc(obj: Any, var: str, *, num_samples: int = 20) -> Any:
 
     arviz-plots' ``plot_ppc_dist`` (returns its ``PlotCollection``) or arviz 0.x's ``plot_ppc`` (the axes).
     """
+    if "posterior_predictive" not in group_names(obj):
+        raise ArgumentError("the posterior has no posterior_predictive group (options={'log_lik': None}, or left out by "
+                            "'auto' at its size); sample again with options={'log_lik': 'cell'}")
     az = arviz()
     if arviz_major() >= 1:
         return az.plot_ppc_dist(obj, var_names=[var], num_samples=num_samples, backend="matplotlib")
@@ -261,7 +276,8 @@ def _observed(cells: Sequence[CellTable]) -> dict[str, np.ndarray]:
 def convert(data: Comparisons, req: Any, s: Sampled, problems: list[str], *, per_judgment: bool, seed: int,
              run: dict[str, Any]) -> Any:
     """Lay the draws out as arviz data: groups, coordinates, the estimand record and the diagnostics in ``attrs``."""
-    unit = "judgment" if per_judgment else "cell"
+    pointwise = bool(int(s.d.get("calc_log_lik", 1)))  # options log_lik=None: no pointwise groups
+    unit = ("judgment" if per_judgment else "cell") if pointwise else "none"
     items, names = list(data.items), list(data.judges) + [data.human_judge]
     cells = s.cells
     if per_judgment:  # cells holds the aggregated tables: label and count the judgments of each cell
@@ -269,12 +285,14 @@ def convert(data: Comparisons, req: Any, s: Sampled, problems: list[str], *, per
         cells = [c.per_judgment() for c in cells]
     else:
         cell_labels = [lab for c in cells for lab in c.labels(items, names)]
-    coords = {**s.coords, unit: cell_labels}
-    obs = _observed(cells)
     res = s.res
-    rep = np.asarray(res.draws["counts_rep"]).reshape(res.chains, res.draws_per_chain, len(cell_labels), 3)
-    pp = {"wins_i": rep[..., 0].astype(np.int64), "wins_j": rep[..., 1].astype(np.int64),
-          "ties": rep[..., 2].astype(np.int64)}
+    coords, obs, pp = dict(s.coords), {}, {}
+    if pointwise:
+        coords[unit] = cell_labels
+        obs = _observed(cells)
+        rep = _pointwise_draws(res, "counts_rep", (len(cell_labels), 3))
+        pp = {"wins_i": rep[..., 0].astype(np.int64), "wins_j": rep[..., 1].astype(np.int64),
+              "ties": rep[..., 2].astype(np.int64)}
     diag = res.diagnostics
     dial = req.model == "dial"
     attrs = {
@@ -302,12 +320,27 @@ def convert(data: Comparisons, req: Any, s: Sampled, problems: list[str], *, per
         "sampler_problems": json.dumps(problems),
         "sampler_diagnostics": (diag.reset_index().to_json(orient="records") if diag is not None else "[]"),
     }
-    all_dims = {**s.dims, "log_lik": [unit], "wins_i": [unit], "wins_j": [unit], "ties": [unit]}
+    all_dims = {**s.dims, **({k: [unit] for k in ("log_lik", "wins_i", "wins_j", "ties")} if pointwise else {})}
     if res.backend_fit is not None and s.single_run:  # CmdStan: arviz's own converter, then the same layout
         return _from_cmdstanpy(res, s.post, pp, obs, coords, all_dims, attrs)
-    return build({"posterior": s.post, "log_likelihood": {"log_lik": res.draws["log_lik"]},
-                       "posterior_predictive": pp, "observed_data": obs, "sample_stats": _sample_stats(res)},
-                      coords=coords, dims=all_dims, attrs=attrs)
+    pointwise_groups = {"log_likelihood": {"log_lik": _pointwise_draws(res, "log_lik", (len(cell_labels),))},
+                        "posterior_predictive": pp, "observed_data": obs} if pointwise else {}
+    return build({"posterior": s.post, **pointwise_groups, "sample_stats": _sample_stats(res)},
+                 coords=coords, dims=all_dims, attrs=attrs)
+
+
+def _pointwise_draws(res: Any, name: str, shape: tuple[int, ...]) -> np.ndarray:
+    """Return the draws of ``name`` as ``(chain, draw, *shape)``; :class:`~pydial.stan.StanBackendError` when incomplete."""
+    from pydial.stan.backend import StanBackendError
+
+    x = np.asarray(res.draws[name])
+    want = (res.chains, res.draws_per_chain, *shape)
+    if x.size != int(np.prod(want)):
+        raise StanBackendError(
+            f"the Stan run returned {x.size:,} values of {name!r} where {res.chains} chain(s) x {res.draws_per_chain:,} "
+            f"draws x {shape} make {int(np.prod(want)):,} (the run's output is incomplete, e.g. a full disk or too "
+            "little memory for it); ask for fewer draws, or leave the pointwise output out with options={'log_lik': None}")
+    return x.reshape(want)
 
 
 def _from_cmdstanpy(res: Any, post: Mapping[str, np.ndarray], pp: Mapping[str, np.ndarray],
@@ -321,9 +354,10 @@ def _from_cmdstanpy(res: Any, post: Mapping[str, np.ndarray], pp: Mapping[str, n
 
     fit = res.backend_fit
     from_fit = [k for k in post if k in fit.metadata.stan_vars]
+    pointwise = bool(obs)
     with quiet_arviz():
         idata = arviz().from_cmdstanpy(
-            posterior=fit, log_likelihood={"log_lik": "log_lik"}, coords=dict(coords),
+            posterior=fit, log_likelihood={"log_lik": "log_lik"} if pointwise else None, coords=dict(coords),
             dims={k: v for k, v in dims.items() if k in from_fit or k == "log_lik"},
         )
     full = group_dataset(idata, "posterior")
@@ -334,9 +368,8 @@ def _from_cmdstanpy(res: Any, post: Mapping[str, np.ndarray], pp: Mapping[str, n
                 np.ndim(post[k]) - 2)])), coords={dm: coords[dm] for dm in dims.get(k, []) if dm in coords})
     ds = ds[list(post)]
     ds.attrs.update(full.attrs)
-    extra = build({"posterior_predictive": pp, "observed_data": obs, "sample_stats": _sample_stats(res)},
-                       coords=coords, dims=dims, attrs={})
-    return assemble({"posterior": ds, "log_likelihood": group_dataset(idata, "log_likelihood"),
-                          **{g: group_dataset(extra, g) for g in ("sample_stats", "posterior_predictive",
-                                                                        "observed_data")}},
-                         {**attrs, "converter": "arviz.from_cmdstanpy"})
+    groups = ("sample_stats", "posterior_predictive", "observed_data") if pointwise else ("sample_stats",)
+    extra = build({"posterior_predictive": pp, "observed_data": obs, "sample_stats": _sample_stats(res)}
+                  if pointwise else {"sample_stats": _sample_stats(res)}, coords=coords, dims=dims, attrs={})
+    return assemble({"posterior": ds, **({"log_likelihood": group_dataset(idata, "log_likelihood")} if pointwise else {}),
+                     **{g: group_dataset(extra, g) for g in groups}}, {**attrs, "converter": "arviz.from_cmdstanpy"})
