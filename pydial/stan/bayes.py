@@ -308,9 +308,9 @@ def posterior(
             (``"judgment"``: dimension ``judgment``, labels ``cell/outcome#n``; the programs read one
             cell per judgment, which drops only the constant multinomial coefficients and samples more
             slowly on large data); ``None``: none of the three groups (no LOO, no predictive checks).
-            It takes about :data:`POINTWISE_BYTES` bytes per draw and unit, checked against the
+            It takes about ``POINTWISE_BYTES`` (96) bytes per draw and unit, checked against the
             available memory before anything runs (:class:`~pydial.MemoryLimitError`).  ``"auto"``:
-            per cell when that is at most :data:`POINTWISE_AUTO_BYTES` (and fits), else left out
+            per cell when that is at most ``POINTWISE_AUTO_BYTES`` (2 GB) and fits, else left out
             with a :class:`~pydial.stan.SamplerWarning` (leaderboard-size data: 100,000 cells and
             4,000 draws would take about 40 GB).
         program : str, optional
