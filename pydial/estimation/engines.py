@@ -153,18 +153,18 @@ class Optimizers:
     chart, lambda_, x0, penalty=None)``: :math:`Q_\lambda`; ``human(data, family, x0, penalty=None)``: the
     people's model in ``(beta, log nu_H)``, ``s = T beta``.  Each returns an :class:`~pydial.optim.OptimResult`.
 
-    The binary family's specialization (its cached LLM-only fit, warm-started path and polishing
-    step): ``staged`` (:class:`StagedOptimizer`) and ``path`` (:class:`JointOptimizer`), penalized
-    by ``penalty``.  ``pooled_stages`` and ``btl``: Stan's pooled baseline and judge-wise BTL (None:
-    numpy's GLM solver).
+    The binary family's specializations, when the engine has them: ``staged``
+    (:class:`StagedOptimizer`, the whole staged fit; Stan's) and ``path`` (:class:`JointOptimizer`,
+    the weight path's fits, numpy's warm-started and polished), penalized by ``penalty``.  ``pooled_stages`` and ``btl``:
+    Stan's pooled baseline and judge-wise BTL (None: numpy's GLM solver).
     """
 
     llm: Any
     calibration: Any
     joint: Any
     human: Any
-    staged: StagedOptimizer
-    path: JointOptimizer
+    staged: StagedOptimizer | None = None
+    path: JointOptimizer | None = None
     name: str = "numpy"
     penalty: str | None = None
     pooled_stages: Any = None

@@ -13,19 +13,20 @@ r"""Optimizers for the models of the paper (numpy engine).
 
 from __future__ import annotations
 
-import dataclasses
+from functools import partial
 from typing import Any, cast
 
 import numpy as np
 import scipy.sparse as sp
 
-from pydial.data.comparisons import Comparisons, HumanCells, LLMCells
+from pydial.data.comparisons import CellTable, Comparisons, HumanCells, LLMCells
 from pydial.cache import derived
-from pydial.estimation.engines import BTLFit, StagedFit, StructuredFit
+from pydial.estimation.engines import BTLFit, Optimizers, StagedFit, StructuredFit
 from pydial.model.chart import Calibration, Chart, centering_basis, structure_from_S
 from pydial.model.design import Design, calibration_design, centered_design, dense_design
 from pydial.model.families import BINARY, Family, family_of
 from pydial.model.glm import FamilyGLM, binary_counts
+from pydial.model.cells import Cells, family_totals, free_groups
 from pydial.model.likelihood import Objective
 from pydial.optim import BOX, OptimResult, newton
 
@@ -225,38 +226,130 @@ def human_effect_row(data: Comparisons, free: np.ndarray) -> np.ndarray:
     return out
 
 
-def staged_fit(data: Comparisons, rank: int, calibration: str, *, order: bool = True,
-               penalty: str | None = None, shared: bool = False) -> StagedFit:
-    """Alg. DIAL-Anc: structured LLM-only fit, then ``argmin_c l_H(M c)``.
+# ================================================== the numpy engine's optimizers
+def human_table(data: Comparisons, family: Family) -> CellTable:
+    """Return the people's cells of the family (decisive cells for the binary family)."""
+    return data.cell_table("human", with_ties=not family.is_binary)
 
-    With ``penalty="firth"``, the calibration GLM is Firth's estimate.  With covariates the
-    calibration GLM fits ``(c, beta_H)`` (``l_H(M c, beta_H)``); ``shared``: one covariate
-    effect for all LLM judges (:class:`~pydial.model.chart.Chart`).
+
+def human_design(data: Comparisons, family: Family) -> Design:
+    """Return the people's GLM design in the centered chart ``s = T beta``, with their covariate columns (``z' beta_H``)."""
+    H = human_table(data, family)
+    return centered_design(H.i, H.j, data.N, z=data.effect_columns(H.z, data.K))
+
+
+def human_calibration_design(data: Comparisons, family: Family, M: np.ndarray) -> Design:
+    """Return the people's calibration design ``[D_H M, Z_H]`` of the family's cells (coordinates ``(c, beta_H)``)."""
+    H = human_table(data, family)
+    return calibration_design(H.i, H.j, data.N, M, data.effect_columns(H.z, data.K))
+
+
+def human_glm(data: Comparisons, family: Family, X: Design, x0: np.ndarray | None,
+              penalty: str | None = None) -> OptimResult:
+    """Fit a GLM of the people's cells of ``family`` with design ``X``, loss normalized by ``n_H``."""
+    counts = human_table(data, family).counts.astype(float)
+    return glm(family, counts, X, x0, weight=1.0 / family_totals(data, family)[1], penalty=penalty)
+
+
+def _normalizer(ch: Chart) -> Any:
+    if ch.r == 0:
+        return None
+    d = ch.dim
+    return lambda x: np.concatenate([ch.canonical(x[:d]), x[d:]])
+
+
+def _numpy_llm(data: Comparisons, family: Family, ch: Chart, x0: np.ndarray) -> OptimResult:
+    # the binary family's fit also steps along the gauge and polishes its optimum (fit_structured)
+    obj = Objective.weighted(ch, data, np.inf, ties=family)
+    binary = family.is_binary
+    return newton(obj.value_grad_hess, x0, gtol=1e-9, value=obj.value, normalize=_normalizer(ch),
+                  gauge=ch.gauge_directions if binary else None, polish=binary)
+
+
+def _numpy_calibration(data: Comparisons, family: Family, ch: Chart, theta: np.ndarray, M: np.ndarray,
+                       x0: np.ndarray, penalty: str | None = None) -> OptimResult:
+    X = human_calibration_design(data, family, M)
+    return human_glm(data, family, dense_design(X) if family.is_binary else X, x0, penalty)
+
+
+def _numpy_joint(data: Comparisons, family: Family, ch: Chart, lambda_: float, x0: np.ndarray,
+                 penalty: str | None = None) -> OptimResult:
+    obj = Objective.weighted(ch, data, lambda_, penalty, ties=family)
+    return newton(obj.value_grad_hess, x0, gtol=1e-9, value=obj.value, normalize=_normalizer(ch))
+
+
+def _numpy_human(data: Comparisons, family: Family, x0: np.ndarray, penalty: str | None = None) -> OptimResult:
+    return human_glm(data, family, human_design(data, family), x0, penalty)
+
+
+def numpy_path(data: Comparisons, chart: Chart, lambda_: float, theta0: np.ndarray, *, penalty: str | None = None,
+               warm: tuple[float, OptimResult] | None = None, polish: bool = True) -> tuple[np.ndarray, OptimResult]:
+    """Minimize the binary family's ``Q_lambda`` from ``theta0`` by :func:`fit_structured` (``warm``, ``polish`` as there)."""
+    f = fit_structured(data, chart, lambda_, theta0, penalty=penalty, warm=warm, polish=polish)
+    return f.theta, f.opt
+
+
+def numpy_optimizers(penalty: str | None = None) -> Optimizers:
+    """Return the numpy engine: box-constrained Newton on the exact derivatives for every fit (``engine="numpy"``).
+
+    The binary family's weight path (``path``) is penalized by ``penalty`` (:mod:`pydial.model.penalty`).
     """
-    chL, fL = llm_only_fit(data, rank, order, shared)
-    st = chL.structure(fL.theta)
+    return Optimizers(_numpy_llm, _numpy_calibration, _numpy_joint, _numpy_human,
+                      path=partial(numpy_path, penalty=penalty), penalty=penalty)
+
+
+NUMPY = numpy_optimizers()
+"""The numpy optimizers without penalty."""
+
+
+# ============================================================== the stages
+def llm_only_fit(data: Comparisons, rank: int, order: bool = True, shared: bool = False, *, family: Family = BINARY,
+                 engine: Optimizers = NUMPY) -> tuple[Chart, np.ndarray, OptimResult, np.ndarray]:
+    """Fit the structured LLM-only model of ``family``: ``(chart, x, optimizer result, free judges)``, cached on ``data``.
+
+    The first stage of eq. staged-calibrated-estimator, ``x = (theta, log nu_1..K)``, started at
+    :func:`initial_theta` and each judge's ``log nu`` at its tie rate.  ``shared``: one covariate
+    effect for all LLM judges.  DIAL-Anc, DIAL-Ada (its anchored endpoint and warm start) and AtC share it.
+    """
+    def build() -> tuple[Chart, np.ndarray, OptimResult, np.ndarray]:
+        ch = Chart.for_data(data, rank, None, order, shared)
+        free = free_groups(data, ch, family)
+        cnt = Cells.stack(data, 1.0, 0.0, with_ties=not family.is_binary)
+        l0 = [family.log_nu_start(cnt.counts[cnt.g == g]) for g in free]
+        res = engine.llm(data, family, ch, np.concatenate([initial_theta(data, ch), l0]))
+        return ch, res.x, res, free
+
+    return derived(data, ("llm_only_fit", family.name, int(rank), bool(order), engine.name, bool(shared and data.p)), build)
+
+
+def staged_fit(data: Comparisons, rank: int, calibration: str, *, family: Family = BINARY, order: bool = True,
+               engine: Optimizers = NUMPY, penalty: str | None = None, shared: bool = False) -> StagedFit:
+    """Alg. DIAL-Anc in ``family``: the LLM-only fit, then ``(c, beta_H, log nu_H)`` of the calibration GLM.
+
+    The calibration GLM has design ``D_H M`` (eq. staged-calibrated-estimator), with the people's
+    covariate columns ``[D_H M, Z_H]``; with ``penalty="firth"`` it is Firth's estimate.  ``shared``:
+    one covariate effect for all LLM judges.  The binary family's fit is the engine's ``staged``
+    when it has one (Stan's, in one program).
+    """
+    if family.is_binary and engine.staged is not None:
+        return engine.staged(data, rank, calibration, order=order, shared=shared)
+    chL, xL, optL, freeL = llm_only_fit(data, rank, order, shared, family=family, engine=engine)
+    thL = xL[: chL.dim]
+    st = chL.structure(thL)
     M = st.basis(calibration)
-    # the people's design [D_H M, Z_H] has the covariates with an effect on them (Comparisons.effect_columns)
-    human = data.human if not data.p else dataclasses.replace(data.human, z=data.effect_columns(data.human.z, data.K))
-    oc = fit_calibration(human, M, penalty=penalty)
+    hc = human_table(data, family).counts.astype(float)
+    free_h = bool(hc[:, 2].sum() > 0)
+    d, p, p_h = M.shape[1], data.p, human_effects(data).size
+    c0 = np.zeros(d) if family.is_binary else np.eye(d)[0]  # the binary GLM's start c = 0 (as Stan's), else the consensus
+    x0 = np.concatenate([c0, np.zeros(p_h)] + ([[family.log_nu_start(hc)]] if free_h else []))
     ch = Chart.for_data(data, rank, cast(Calibration, calibration), order, shared)
-    b = chL.order_effects(fL.theta) if order else None
-    d = M.shape[1]
-    beta = np.vstack([chL.covariate_effects(fL.theta), human_effect_row(data, oc.x[d:])]) if data.p else None
-    theta = ch.from_structure(st, oc.x[:d], b, beta)
-    theta[ch.llm_coordinates] = fL.theta  # the same point up to rounding; exactly the first stage's coordinates
-    return StagedFit(ch, theta, fL.opt, oc, chL, fL.theta)
+    b = chL.order_effects(thL) if order else None
 
+    def beta(x: np.ndarray) -> np.ndarray | None:  # the judges' effects, then beta_H from x = (c, free beta_H, ...)
+        return np.vstack([chL.covariate_effects(thL), human_effect_row(data, x[d:d + p_h])]) if p else None
 
-def llm_only_fit(data: Comparisons, rank: int, order: bool = True, shared: bool = False) -> tuple[Chart, StructuredFit]:
-    """Return the structured LLM-only fit (eq. staged-calibrated-estimator, first stage).
-
-    It is computed once per ``(rank, order, shared)`` and cached on ``data``: DIAL-Anc,
-    DIAL-Ada (its anchored endpoint and warm start) and AtC share it.
-    """
-    def build() -> tuple[Chart, Any]:
-        chL = Chart.for_data(data, rank, None, order, shared)
-        fL = fit_structured(data, chL, np.inf, initial_theta(data, chL))
-        return chL, dataclasses.replace(fL, objective=None)  # keep the fit, not its objective (per-cell index arrays)
-
-    return derived(data, ("llm_only_fit", int(rank), bool(order), bool(shared and data.p)), build)
+    oc = engine.calibration(data, family, ch, ch.from_structure(st, x0[:d], b, beta(x0)), M, x0, penalty=penalty)
+    theta = ch.from_structure(st, oc.x[:d], b, beta(oc.x))
+    theta[ch.llm_coordinates] = thL  # the same point up to rounding; exactly the first stage's coordinates
+    x = np.concatenate([theta, xL[chL.dim:], oc.x[d + p_h:]])
+    return StagedFit(ch, x, optL, oc, chL, xL, free_groups(data, ch, family), freeL)

@@ -28,23 +28,22 @@ budgets keep a complete path; GACV uses the Hessian of the penalized criterion.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 import pandas as pd
-import scipy.sparse as sp
 
 from pydial.data.comparisons import Comparisons
-from pydial.estimation.glm import fit_structured, glm
+from pydial.estimation.engines import Optimizers
+from pydial.estimation.glm import NUMPY, glm
 from pydial.model.glm import binary_counts, has_tie_parameter
 from pydial.model.chart import Chart, difference_design
 from pydial.model.design import Design, centered_design
 from pydial.model.families import BINARY, Family
 from pydial.model.likelihood import Cells, Objective
-from pydial.model.cells import human_loss
-from pydial.model.cells import family_totals
-from pydial.inference.meats import CellStats, parameter_meat
-from pydial.optim import BOX, ZERO_EIG_RTOL, OptimResult, newton, pinv_from_eigh, pinv_gauge, pinv_sym, single_threaded_blas
+from pydial.model.cells import family_totals, human_loss_at
+from pydial.inference.sandwich import gacv_scores, gacv_trace
+from pydial.optim import BOX, ZERO_EIG_RTOL, OptimResult, newton, pinv_from_eigh, pinv_gauge, single_threaded_blas
 from pydial.exceptions import ArgumentError
 
 DEFAULT_MULTIPLES = tuple(np.logspace(-2, 1, 7))
@@ -106,26 +105,6 @@ class Selection:
 def candidate_weights(n_llm: int, n_human: int, multiples: tuple[float, ...] = DEFAULT_MULTIPLES) -> np.ndarray:
     """Finite candidate weights ``multiples * n_L / n_H`` (App. lambda-selection)."""
     return np.asarray(multiples, float) * n_llm / n_human
-
-
-def gacv_trace(H: np.ndarray, U: Any, n: np.ndarray, y: np.ndarray, p: np.ndarray, basis: Any = None,
-               Hp: np.ndarray | None = None) -> float:
-    r"""Compute the trace term of eq. gacv: ``tr(H^+ J)`` with ``J = n_H^{-1} sum_t (g_t - \bar g)(g_t - \bar g)^T``.
-
-    ``U`` holds ``d eta_c / d zeta`` of the human cells; comparison ``t`` in cell ``c``
-    has score ``g_t = (p_c - z_t) u_c``, so the cell contributes
-    ``[y (1-p)^2 + (n-y) p^2] u u^T`` to ``sum_t g_t g_t^T``.  ``U`` may be sparse, and
-    may hold the derivatives in other coordinates ``x`` with ``zeta``-derivatives
-    ``U basis`` (``basis`` dense): ``J`` is then pulled back as ``basis^T J_x basis``.
-    ``Hp``, when given, is ``H^+`` (:func:`~pydial.optim.pinv_sym`), already computed.
-    """
-    J = parameter_meat(U, CellStats.from_parts([(n, y, p, 1.0, True)]), None, "binomial").dense() / n.sum()
-    if basis is not None:
-        Bs = sp.csr_matrix(basis)  # the chart maps have about two entries per column
-        J = np.asarray(Bs.T @ np.asarray(Bs.T @ J).T).T
-    if Hp is None:
-        Hp, _ = pinv_sym(H, gauge=np.zeros((H.shape[0], 0)))  # Cholesky when regular (the GLM charts)
-    return float(np.sum(Hp * J))
 
 
 @dataclass
@@ -197,55 +176,38 @@ def guard(ch: Chart, opt: OptimResult, H: np.ndarray, s: np.ndarray,
     return True, "", nz
 
 
-JointFitter = Callable[..., tuple[np.ndarray, OptimResult]]
-"""``joint(data, chart, lambda_, theta0, *, warm=None, polish=True)``: minimize ``Q_lambda`` from ``theta0``.
-
-``warm = (lambda_0, opt0)`` is the fit of the previous weight ending at ``theta0``, which an
-optimizer may use (:func:`~pydial.estimation.glm.fit_structured`) or ignore; ``polish``
-asks for the optimum to the rounding level (:func:`~pydial.optim.newton`), where the
-optimizer has such a step."""
-
-
-def numpy_joint(data: Comparisons, chart: Chart, lambda_: float, theta0: np.ndarray, *, penalty: str | None = None,
-                warm: tuple[float, OptimResult] | None = None, polish: bool = True) -> tuple[np.ndarray, OptimResult]:
-    """Minimize ``Q_lambda`` from ``theta0`` with the numpy Newton optimizer.
-
-    The human block is penalized by ``penalty``; ``warm`` and ``polish`` as in
-    :func:`~pydial.estimation.glm.fit_structured`.
-    """
-    f = fit_structured(data, chart, lambda_, theta0, penalty=penalty, warm=warm, polish=polish)
-    return f.theta, f.opt
-
-
-def finite_candidate(data: Comparisons, ch: Chart, lambda_: float, theta0: np.ndarray, multiple: float,
-                     joint: JointFitter = numpy_joint, *, penalty: str | None = None,
+def finite_candidate(data: Comparisons, ch: Chart, lambda_: float, x0: np.ndarray, multiple: float,
+                     family: Family = BINARY, engine: Optimizers = NUMPY, *, penalty: str | None = None,
                      warm: Candidate | None = None, polish: bool = True) -> Candidate:
-    """Fit ``Q_lambda`` (eq. weighted-loss) from ``theta0`` and evaluate its guards and GACV pieces at the optimum.
+    """Fit ``Q_lambda`` (eq. weighted-loss) of ``family`` from ``x0`` and evaluate its guards and GACV pieces at the optimum.
 
-    The fit uses ``joint``, the numpy or the Stan optimizer, minimizing the criterion
-    penalized by ``penalty``; ``warm`` is the candidate of the previous weight when its fit
-    ends at ``theta0`` (the warm start of the path), or a candidate of the same weight to
-    continue from.  ``polish=False`` stops at the optimizer's tolerance (:class:`JointFitter`).
+    The fit is ``engine``'s, of the criterion penalized by ``penalty``.  The binary family's is
+    the engine's ``path`` when it has one: ``warm`` is the candidate of the previous weight when
+    its fit ends at ``x0`` (the warm start of the path), or a candidate of the same weight to
+    continue from; ``polish=False`` stops at the optimizer's tolerance (:func:`~pydial.optim.newton`).
     """
-    th, opt = joint(data, ch, lambda_, theta0, warm=None if warm is None or warm.opt is None else (warm.lambda_, warm.opt),
-                    polish=polish)
-    H = opt.hess_at(th)
-    H = Objective.weighted(ch, data, lambda_, penalty).value_grad_hess(th)[2] if H is None else H
+    if family.is_binary and engine.path is not None:
+        x, opt = engine.path(data, ch, lambda_, x0, warm=None if warm is None or warm.opt is None else (warm.lambda_, warm.opt),
+                             polish=polish)
+    else:
+        opt = engine.joint(data, family, ch, lambda_, x0, penalty=penalty)
+        x = opt.x
+    obj = Objective.weighted(ch, data, lambda_, penalty, ties=family)
+    H = opt.hess_at(x)
+    H = obj.value_grad_hess(x)[2] if H is None else H
+    th = x[: ch.dim]
     s = ch.scores(th)
-    # one factorization for the guards, GACV and the sandwich: Cholesky off the gauge when certified
-    pinv = pinv_gauge(H, ch.gauge_directions(th))
+    # one factorization for the guards, GACV and the sandwich: Cholesky off the gauge when certified (theta alone)
+    pinv = pinv_gauge(H, ch.gauge_directions(th)) if family.is_binary else None
     if pinv is None:
         ev, Q = np.linalg.eigh(0.5 * (H + H.T))
         ok, reason, nz = guard(ch, opt, H, s, ev)
     else:
         ok, reason, nz = guard(ch, opt, H, s, n_zero=pinv[1])
-    cand = Candidate(lambda_, multiple, s, th, opt, ok, reason, human_loss(s, data.human, ch.human_effects(th)), n_zero_eig=nz)
+    cand = Candidate(lambda_, multiple, s, x, opt, ok, reason, human_loss_at(data, family, ch, x, obj.free), n_zero_eig=nz)
     if ok:
-        hum = Objective(ch, Cells.stack(data, 0.0, 1.0 / data.n_human))  # the human cells of Q_lambda alone
-        c = hum.cells
         cand.hess_pinv = pinv_from_eigh(ev, Q)[0] if pinv is None else pinv[0]
-        cand.trace = gacv_trace(H, hum.full_jacobian(th), c.n, c.y, hum.probabilities(th), ch.T,
-                                cand.hess_pinv) / (data.n_human - 1)
+        cand.trace = gacv_trace(H, *gacv_scores(obj, x), obj.T_ext, family_totals(data, family)[1], cand.hess_pinv)
     return cand
 
 

@@ -38,9 +38,7 @@ over the LLM cells and gives the same estimates.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from functools import partial
-from typing import Any
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import pandas as pd
@@ -49,9 +47,18 @@ import scipy.sparse as sp
 from pydial.cache import derived
 from pydial.data.comparisons import Comparisons
 from pydial.estimation.engines import Optimizers, StagedFit
-from pydial.estimation.glm import glm, human_effect_row, human_effects, initial_theta, staged_fit
+from pydial.estimation.glm import (
+    NUMPY,
+    human_calibration_design,
+    human_design,
+    human_effect_row,
+    human_effects,
+    human_table,
+    numpy_optimizers,
+    staged_fit,
+)
 from pydial.estimation.results import tie_log_nu
-from pydial.estimation.selection import SCORE_LIMIT, Candidate, finite_candidate, guard, numpy_joint
+from pydial.estimation.selection import SCORE_LIMIT, Candidate, finite_candidate
 from pydial.inference.calibration_test import CalibrationTest, calibration_lrt
 from pydial.inference.linearization import (
     Linearization,
@@ -67,152 +74,20 @@ from pydial.inference.sandwich import (
     family_glm_influence,
     family_staged_influence,
     objective_outcome_influence,
-    outcome_gacv_trace,
-    outcome_stats,
+    gacv_trace,
 )
 from pydial.model.chart import Chart, centering_basis, consensus_gamma
-from pydial.model.design import Design, calibration_design, centered_design
+from pydial.model.design import Design
 from pydial.model.families import BINARY, Family
-from pydial.model.likelihood import Cells, Objective
-from pydial.model.cells import tie_human_loss
-from pydial.model.cells import family_totals, free_groups
-from pydial.optim import OptimResult, newton, pinv_sym
+from pydial.model.likelihood import Objective
+from pydial.model.cells import family_totals, human_log_nu, human_loss_at, tie_human_loss
+from pydial.optim import OptimResult, pinv_sym
 
-__all__ = ["NUMPY", "Steps", "numpy_optimizers", "family_llm_only_fit", "family_staged_fit", "family_joint_fit"]
-
-
-def _human_cells(data: Comparisons, family: Family) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """``(i, j, outcome counts)`` of the people's cells of the family (decisive cells for ``ties=None``)."""
-    H = data.cell_table("human", with_ties=not family.is_binary)
-    return H.i, H.j, H.counts.astype(float)
-
-
-def _human_design(data: Comparisons, family: Family) -> Design:
-    """Return the people's GLM design in the centered chart ``s = T beta``, with their covariate columns (``z' beta_H``)."""
-    H = data.cell_table("human", with_ties=not family.is_binary)
-    return centered_design(H.i, H.j, data.N, z=data.effect_columns(H.z, data.K))
+__all__ = ["NUMPY", "Steps", "numpy_optimizers"]
 
 
 def _human_free(data: Comparisons, family: Family) -> bool:
-    return bool(_human_cells(data, family)[2][:, 2].sum() > 0)
-
-
-# ============================================================== optimizers
-def _numpy_llm(data: Comparisons, family: Family, ch: Chart, x0: np.ndarray) -> OptimResult:
-    obj = Objective.weighted(ch, data, np.inf, ties=family)
-    return newton(obj.value_grad_hess, x0, gtol=1e-9, value=obj.value, normalize=_normalizer(ch))
-
-
-def _calibration_design(data: Comparisons, family: Family, M: np.ndarray) -> Design:
-    """Return the people's calibration design ``[D_H M, Z_H]`` of the family's cells (coordinates ``(c, beta_H)``)."""
-    H = data.cell_table("human", with_ties=not family.is_binary)
-    return calibration_design(H.i, H.j, data.N, M, data.effect_columns(H.z, data.K))
-
-
-def _numpy_calibration(data: Comparisons, family: Family, ch: Chart, theta: np.ndarray, M: np.ndarray,
-                       x0: np.ndarray, penalty: str | None = None) -> OptimResult:
-    _, _, hc = _human_cells(data, family)
-    _, n_h = family_totals(data, family)
-    return glm(family, hc, _calibration_design(data, family, M), x0, weight=1.0 / n_h, penalty=penalty)
-
-
-def _numpy_joint(data: Comparisons, family: Family, ch: Chart, lambda_: float, x0: np.ndarray,
-                 penalty: str | None = None) -> OptimResult:
-    obj = Objective.weighted(ch, data, lambda_, penalty, ties=family)
-    return newton(obj.value_grad_hess, x0, gtol=1e-9, value=obj.value, normalize=_normalizer(ch))
-
-
-def _numpy_human(data: Comparisons, family: Family, x0: np.ndarray, penalty: str | None = None) -> OptimResult:
-    _, _, hc = _human_cells(data, family)
-    _, n_h = family_totals(data, family)
-    return glm(family, hc, _human_design(data, family), x0, weight=1.0 / n_h, penalty=penalty)
-
-
-def numpy_optimizers(penalty: str | None = None) -> Optimizers:
-    """Return the numpy engine: box-constrained Newton on the exact derivatives for every fit (``engine="numpy"``).
-
-    The binary family's ``staged`` and ``path`` are penalized by ``penalty`` (:mod:`pydial.model.penalty`).
-    """
-    return Optimizers(_numpy_llm, _numpy_calibration, _numpy_joint, _numpy_human,
-                      staged=partial(staged_fit, penalty=penalty), path=partial(numpy_joint, penalty=penalty),
-                      penalty=penalty)
-
-
-NUMPY = numpy_optimizers()
-"""The numpy optimizers without penalty."""
-
-
-# ============================================================== the stages
-def _normalizer(ch: Chart) -> Any:
-    if ch.r == 0:
-        return None
-    d = ch.dim
-    return lambda x: np.concatenate([ch.canonical(x[:d]), x[d:]])
-
-
-def family_llm_only_fit(data: Comparisons, family: Family, rank: int, order: bool = True,
-                        engine: Optimizers = NUMPY,
-                        shared: bool = False) -> tuple[Chart, np.ndarray, OptimResult, np.ndarray]:
-    """Fit the structured LLM-only model of the family: ``(chart, x, optimizer result, free judges)``, cached on ``data``.
-
-    The first stage of eq. staged-calibrated-estimator (eq. llm-negloglik with tie cells).
-
-    Started at the binary structured start (:func:`pydial.estimation.glm.initial_theta`) and each
-    judge's ``log nu`` at its tie rate.  ``shared``: one covariate effect for all LLM judges.
-    """
-    def build() -> tuple:
-        ch = Chart.for_data(data, rank, None, order, shared)
-        free = free_groups(data, ch, family)
-        cnt = Cells.stack(data, 1.0, 0.0, with_ties=not family.is_binary)
-        l0 = [family.log_nu_start(cnt.counts[cnt.g == g]) for g in free]
-        x0 = np.concatenate([initial_theta(data, ch), l0])
-        res = engine.llm(data, family, ch, x0)
-        return ch, res.x, res, free
-
-    return derived(data, ("family_llm_only_fit", family.name, int(rank), bool(order), engine.name, bool(shared and data.p)),
-                   build)
-
-
-def family_staged_fit(data: Comparisons, family: Family, rank: int, calibration: str, *, order: bool = True,
-                      engine: Optimizers = NUMPY, penalty: str | None = None,
-                      shared: bool = False) -> StagedFit:
-    """Alg. DIAL-Anc in ``family``: the LLM-only fit, then ``(c, beta_H, log nu_H)`` of the calibration GLM.
-
-    The calibration GLM has design ``D_H M`` (eq. staged-calibrated-estimator), with the
-    people's covariate columns ``[D_H M, Z_H]``; with ``penalty="firth"`` it is the Firth
-    estimate (:class:`~pydial.model.penalty.FirthPenalty`).
-    """
-    chL, xL, optL, freeL = family_llm_only_fit(data, family, rank, order, engine, shared)
-    thL = xL[: chL.dim]
-    st = chL.structure(thL)
-    M = st.basis(calibration)
-    _, _, hc = _human_cells(data, family)
-    free_h = _human_free(data, family)
-    d, p, p_h = M.shape[1], data.p, human_effects(data).size
-    x0 = np.concatenate([np.eye(d)[0], np.zeros(p_h)] + ([[family.log_nu_start(hc)]] if free_h else []))
-    ch = Chart.for_data(data, rank, calibration, order, shared)
-    b = chL.order_effects(thL) if order else None
-
-    def beta(x: np.ndarray) -> np.ndarray | None:  # the judges' effects, then beta_H from x = (c, free beta_H, ...)
-        return np.vstack([chL.covariate_effects(thL), human_effect_row(data, x[d:d + p_h])]) if p else None
-
-    oc = engine.calibration(data, family, ch, ch.from_structure(st, x0[:d], b, beta(x0)), M, x0, penalty=penalty)
-    theta = ch.from_structure(st, oc.x[:d], b, beta(oc.x))
-    free = free_groups(data, ch, family)
-    x = np.concatenate([theta, xL[chL.dim:], oc.x[d + p_h:]])
-    return StagedFit(ch, x, optL, oc, chL, xL, free, freeL)
-
-
-def family_joint_fit(data: Comparisons, ch: Chart, lambda_: float, x0: np.ndarray, family: Family,
-                     engine: Optimizers = NUMPY,
-                     penalty: str | None = None) -> tuple[np.ndarray, OptimResult, Objective]:
-    r"""Minimize :math:`Q_\lambda` of ``family`` from ``x0`` (eq. weighted-joint-estimator).
-
-    With ``penalty="firth"`` the minimizer of the criterion with the people's Jeffreys prior
-    (:class:`~pydial.model.penalty.CalibrationFirthPenalty`); the objective returned is that criterion.
-    """
-    res = engine.joint(data, family, ch, lambda_, x0, penalty=penalty)
-    return res.x, res, Objective.weighted(ch, data, lambda_, penalty, ties=family)
+    return bool(human_table(data, family).counts[:, 2].sum() > 0)
 
 
 # ================================================================ inference
@@ -225,8 +100,8 @@ def family_human_fit(data: Comparisons, family: Family, engine: Optimizers = NUM
     Eq. human-only-estimator on the family's cells, by ``engine``; with ``penalty="firth"`` the
     Firth estimate (:class:`~pydial.model.penalty.FirthPenalty`).
     """
-    _, _, hc = _human_cells(data, family)
-    X = _human_design(data, family)
+    hc = human_table(data, family).counts.astype(float)
+    X = human_design(data, family)
     free = _human_free(data, family)
     x0 = np.append(np.zeros(X.shape[1]), family.log_nu_start(hc)) if free else np.zeros(X.shape[1])
     return derived(data, ("family_human_fit", family.name, engine.name, penalty),
@@ -302,7 +177,7 @@ def family_human_candidate(data: Comparisons, family: Family, engine: Optimizers
         U, H = family_glm_influence(data, family, X, opt.x, 1.0 / n_h, E, unit=True, penalty=penalty)
         basis = sp.block_diag([sp.csr_matrix(X.basis), sp.identity(int(free))], format="csr")
         cand.admissible = True
-        cand.trace = outcome_gacv_trace(H, U, data, basis, n_h)
+        cand.trace = gacv_trace(H, U.J2, U.st, basis, n_h)
     return cand, lh
 
 
@@ -324,44 +199,13 @@ def family_anchored_candidate(data: Comparisons, sf: StagedFit, family: Family, 
     else:
         st = sf.llm_chart.structure(sf.llm_x[: sf.llm_chart.dim])
         M = st.basis(ch.calibration)
-        X = _calibration_design(data, family, M)
+        X = human_calibration_design(data, family, M)
         free = ch.K in sf.free
         U, H = family_glm_influence(data, family, X, sf.cal_opt.x, 1.0 / n_h, np.zeros((1, X.shape[1] + free)), unit=True,
                                  penalty=penalty)
         basis = sp.block_diag([sp.csr_matrix(X.basis), sp.identity(int(free))], format="csr")
         cand.admissible = True
-        cand.trace = outcome_gacv_trace(H, U, data, basis, n_h)
-    return cand
-
-
-def _log_nu_h(ch: Chart, free: np.ndarray, x: np.ndarray) -> float:
-    if ch.K not in free:
-        return -np.inf
-    return float(x[ch.dim + int(np.flatnonzero(free == ch.K)[0])])
-
-
-def human_loss_at(data: Comparisons, family: Family, ch: Chart, x: np.ndarray, free: np.ndarray) -> float:
-    r"""Return :math:`\ell_H` (eq. human-full-loss) of the family at the calibrated fit ``x = (theta, log nu)`` of ``ch``.
-
-    At its scores, ``beta_H`` and ``log nu_H``; ``free``: the tie groups of ``x``.
-    """
-    th = x[: ch.dim]
-    return tie_human_loss(family, ch.scores(th), _log_nu_h(ch, free, x), data, ch.human_effects(th))
-
-
-def family_finite_candidate(data: Comparisons, ch: Chart, lambda_: float, x0: np.ndarray, multiple: float,
-                            family: Family, engine: Optimizers = NUMPY, penalty: str | None = None) -> Candidate:
-    """Fit ``Q_lambda`` of the family from ``x0``; guards and GACV pieces (on the criterion penalized by ``penalty``)."""
-    x, opt, obj = family_joint_fit(data, ch, lambda_, x0, family, engine, penalty)
-    H = opt.hess if opt.hess is not None and np.array_equal(opt.x, x) else obj.value_grad_hess(x)[2]
-    s = ch.scores(x[: ch.dim])
-    ok, reason, nz = guard(ch, opt, H, s)
-    cand = Candidate(lambda_, multiple, s, x, opt, ok, reason, human_loss_at(data, family, ch, x, obj.free), n_zero_eig=nz)
-    if ok:
-        _, n_h = family_totals(data, family)
-        hum = obj.cells.is_human
-        U = OutcomeInfluence(obj.ext_jacobian(x, rows=hum), np.zeros((1, 1)), outcome_stats(obj, x, hum, unit_weight=True), None)
-        cand.trace = outcome_gacv_trace(H, U, data, obj.T_ext, n_h)
+        cand.trace = gacv_trace(H, U.J2, U.st, basis, n_h)
     return cand
 
 
@@ -483,6 +327,11 @@ class Steps:
         return self.fast and self.family.is_binary
 
     @property
+    def _engine(self) -> Optimizers:
+        """The engine, without its binary specializations ``staged`` and ``path`` unless :attr:`fast`."""
+        return self.engine if self.fast else replace(self.engine, staged=None, path=None)
+
+    @property
     def what(self) -> str:
         """The path's name in messages."""
         return "the lambda path" if self.family.is_binary else "the lambda path of the tie model"
@@ -496,27 +345,21 @@ class Steps:
         return family_human_candidate(self.data, self.family, self.engine, self.penalty)[0]
 
     def staged(self, rank: int) -> StagedFit:
-        """Fit the staged endpoint of ``rank`` (Alg. DIAL-Anc; :func:`family_staged_fit`, the binary family's by ``staged``)."""
-        if self._binary:
-            return self.engine.staged(self.data, rank, self.calibration, order=self.order, shared=self.shared)
-        return family_staged_fit(self.data, self.family, rank, self.calibration, order=self.order, engine=self.engine,
-                                 penalty=self.penalty, shared=self.shared)
+        """Fit the staged endpoint of ``rank`` (Alg. DIAL-Anc; :func:`~pydial.estimation.glm.staged_fit`)."""
+        return staged_fit(self.data, rank, self.calibration, family=self.family, order=self.order, engine=self._engine,
+                          penalty=self.penalty, shared=self.shared)
 
     def anchored(self, sf: StagedFit) -> Candidate:
         """Return the ``lambda = inf`` candidate of the staged fit ``sf`` (:func:`family_anchored_candidate`)."""
         return family_anchored_candidate(self.data, sf, self.family, self.penalty)
 
     def finite(self, chart: Chart, lambda_: float, x0: np.ndarray, multiple: float, warm: Candidate | None = None) -> Candidate:
-        """Fit the candidate of the weight ``lambda_`` from ``x0`` (:func:`family_finite_candidate`).
+        """Fit the candidate of the weight ``lambda_`` from ``x0`` to the optimizer's tolerance, warm-started by ``warm``.
 
-        The binary family's by the engine's ``path`` to its tolerance
-        (:func:`~pydial.estimation.selection.finite_candidate`), warm-started by ``warm``, the
-        candidate whose fit ends at ``x0``.
+        :func:`~pydial.estimation.selection.finite_candidate`; ``warm`` is the candidate whose fit ends at ``x0``.
         """
-        if self._binary:
-            return finite_candidate(self.data, chart, lambda_, x0, multiple, self.engine.path, penalty=self.penalty,
-                                    warm=warm, polish=False)
-        return family_finite_candidate(self.data, chart, lambda_, x0, multiple, self.family, self.engine, self.penalty)
+        return finite_candidate(self.data, chart, lambda_, x0, multiple, self.family, self._engine, penalty=self.penalty,
+                                warm=warm, polish=False)
 
     def polish(self, chart: Chart, cand: Candidate) -> Candidate:
         """Return the selected finite candidate ``cand`` with its optimum resolved for its linearization.
@@ -527,7 +370,7 @@ class Steps:
         """
         if not self._binary or self.engine.name != "numpy" or cand.theta is None:
             return cand
-        out = finite_candidate(self.data, chart, cand.lambda_, cand.theta, cand.multiple, self.engine.path,
+        out = finite_candidate(self.data, chart, cand.lambda_, cand.theta, cand.multiple, self.family, self.engine,
                                penalty=self.penalty, warm=cand)
         return out if out.admissible else cand
 
@@ -550,14 +393,14 @@ class Steps:
             stage_one = None
         elif np.isinf(best.lambda_):
             U, n_one = family_staged_influence(data, sf, family)
-            lh, stage_one = _log_nu_h(ch, sf.free, sf.x), slice(0, n_one)
+            lh, stage_one = human_log_nu(ch, sf.free, sf.x), slice(0, n_one)
         else:
             assert best.theta is not None
             # the bread is the unpenalized Hessian (pydial.model.penalty): the optimizer's only without a penalty
             known = (best.opt.hess if self.penalty is None and best.opt is not None
                      and np.array_equal(best.opt.x, best.theta) else None)
             U = family_finite_influence(data, ch, best.lambda_, best.theta, family, known)
-            lh, stage_one = _log_nu_h(ch, sf.free, best.theta), None
+            lh, stage_one = human_log_nu(ch, sf.free, best.theta), None
         blocks = target_slices(data.N, U.A.shape[0], bool(np.isfinite(lh)))
         lin = U.linearization("the calibrated scores", blocks, stage_one=stage_one,
                               tie_labels=(data.human_judge,) if "log_nu" in blocks else ())

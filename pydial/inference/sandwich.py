@@ -301,13 +301,27 @@ def family_glm_influence(data: Comparisons, family: Family, X: Design, x: np.nda
     return OutcomeInfluence(J2, A, st, rec, n_zero), H
 
 
-def outcome_gacv_trace(H: np.ndarray, U: OutcomeInfluence, data: Comparisons, basis: Any, n_h: int) -> float:
-    r"""``tr(H^+ J) / (n_H - 1)``, ``J`` the covariance of the per-comparison human scores (eq. gacv).
+def gacv_scores(obj: Objective, x: np.ndarray) -> tuple[Any, CellStats]:
+    """Return the derivative channels and unit-weight statistics of ``obj``'s human cells at ``x`` (GACV's scores)."""
+    h = obj.human_part
+    if obj.family.is_binary:  # one channel and the cell residuals n p - y
+        c = h.cells
+        return h.full_jacobian(x), CellStats.from_parts([(c.n, c.y, h.probabilities(x), 1.0, True)])
+    return h.ext_jacobian(x), outcome_stats(h, x, unit_weight=True)
 
-    In the coordinates of ``H`` (``basis``: full-coordinate derivatives -> ``H``'s).
+
+def gacv_trace(H: np.ndarray, J: Any, st: CellStats, basis: Any, n_h: float, Hp: np.ndarray | None = None) -> float:
+    r"""Compute the trace term of eq. gacv, ``tr(H^+ J) / (n_H - 1)``.
+
+    ``J = n_H^{-1} sum_t (g_t - \bar g)(g_t - \bar g)^T``, the covariance of the per-comparison human
+    scores: the ``"binomial"`` meat of the derivative channels ``J`` and unit-weight statistics ``st``
+    of the human cells (:func:`gacv_scores`), pulled back by ``basis`` (``d phi / d x``, ``None``: ``J`` is
+    in ``H``'s coordinates).  ``Hp``: ``H^+`` when already computed (:func:`~pydial.optim.pinv_sym`).
     """
-    Jm = parameter_meat(U.J2, U.st, data, "binomial").dense() / n_h
-    B = basis.toarray() if sp.issparse(basis) else np.asarray(basis)
-    Jm = B.T @ Jm @ B
-    Hp, _ = pinv_sym(H)
+    Jm = parameter_meat(J, st, None, "binomial").dense() / n_h
+    if basis is not None:
+        Bs = sp.csr_matrix(basis)  # the chart maps have about two entries per column
+        Jm = np.asarray(Bs.T @ np.asarray(Bs.T @ Jm).T).T
+    if Hp is None:
+        Hp, _ = pinv_sym(H)
     return float(np.sum(Hp * Jm)) / (n_h - 1)

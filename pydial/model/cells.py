@@ -23,8 +23,8 @@ from pydial.model.chart import Chart
 from pydial.model.families import Family, binary_cell
 
 __all__ = ["Cells", "CellJacobian", "binomial_nll", "covariate_offset", "family_totals", "free_groups", "human_loss",
-           "key_segments", "llm_loss", "softplus", "stacked_columns", "tie_groups", "tie_human_loss", "tie_totals",
-           "weighted_loss"]
+           "human_loss_at", "human_log_nu", "key_segments", "llm_loss", "softplus", "stacked_columns", "tie_groups",
+           "tie_human_loss", "tie_totals", "weighted_loss"]
 
 
 def softplus(x: np.ndarray) -> np.ndarray:
@@ -330,3 +330,19 @@ def tie_human_loss(family: Family, s: np.ndarray, log_nu_h: float, data: Compari
     eta = s[h.i] - s[h.j] + covariate_offset(h, beta)
     d = binary_cell(cnt, eta) if np.isneginf(log_nu_h) else family.cell(cnt, eta, log_nu_h)
     return -float(d.value.sum()) / float(cnt.sum())
+
+
+def human_log_nu(ch: Chart, free: np.ndarray, x: np.ndarray) -> float:
+    """Return ``log nu_H`` of ``x = (theta, log nu)`` with the free tie groups ``free`` (``-inf`` when not free)."""
+    if ch.K not in free:
+        return -np.inf
+    return float(x[ch.dim + int(np.flatnonzero(free == ch.K)[0])])
+
+
+def human_loss_at(data: Comparisons, family: Family, ch: Chart, x: np.ndarray, free: np.ndarray) -> float:
+    r"""Return :math:`\ell_H` (eq. human-full-loss) of ``family`` at the calibrated fit ``x = (theta, log nu)`` of ``ch``.
+
+    At its scores, ``beta_H`` and ``log nu_H``; ``free``: the tie groups of ``x``.
+    """
+    th = x[: ch.dim]
+    return tie_human_loss(family, ch.scores(th), human_log_nu(ch, free, x), data, ch.human_effects(th))

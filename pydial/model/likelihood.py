@@ -509,9 +509,12 @@ class Objective:
         return f, g, 0.5 * (H + H.T)
 
     @cached_property
-    def _human_cells(self) -> "Objective":
-        """The objective of the human cells alone (their predictors and Jacobian for the tie penalty)."""
-        return Objective(self.chart, self.cells.select(self.cells.is_human), ties=self.family, free=self.free)
+    def human_part(self) -> "Objective":
+        """Return the objective of the human cells alone (a view when, as stacked, they come last)."""
+        h = self.cells.is_human
+        k = h.size - int(h.sum())
+        rows = slice(k, None) if h[k:].all() else h
+        return Objective(self.chart, self.cells.select(rows), ties=self.family, free=self.free)
 
     def _tie_penalty_terms(self, x: np.ndarray, *, hess: bool, h: float = 1e-6
                            ) -> tuple[float, np.ndarray, np.ndarray | None]:
@@ -519,7 +522,7 @@ class Objective:
 
         Over the coordinates the penalty touches.
         """
-        pen, ch, hum = self.penalty, self.chart, self._human_cells
+        pen, ch, hum = self.penalty, self.chart, self.human_part
         assert pen is not None
         k = np.flatnonzero(self.free == ch.K)
 
