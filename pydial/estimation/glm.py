@@ -244,7 +244,7 @@ def human_calibration_design(data: Comparisons, family: Family, M: np.ndarray) -
     return calibration_design(H.i, H.j, data.N, M, data.effect_columns(H.z, data.K))
 
 
-def human_glm(data: Comparisons, family: Family, X: Design, x0: np.ndarray | None,
+def human_glm(data: Comparisons, family: Family, X: "Design | np.ndarray", x0: np.ndarray | None,
               penalty: str | None = None) -> OptimResult:
     """Fit a GLM of the people's cells of ``family`` with design ``X``, loss normalized by ``n_H``."""
     counts = human_table(data, family).counts.astype(float)

@@ -23,7 +23,7 @@ Hessians by the chain rule.  The Stan programs use the same three models
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable
+from typing import Any, Callable
 
 import numpy as np
 from scipy.special import expit, gammaln, log_expit
@@ -41,6 +41,8 @@ __all__ = [
     "davidson_cell",
     "rao_kupper_cell",
     "log_coef",
+    "LossTerms",
+    "softplus",
 ]
 
 
@@ -140,6 +142,75 @@ def rao_kupper_probabilities(eta: np.ndarray, l: np.ndarray) -> np.ndarray:
     return np.column_stack([pi, pj, np.clip(1 - pi - pj, 0.0, 1.0)])
 
 
+def softplus(x: np.ndarray) -> np.ndarray:
+    """``log(1 + exp(x))`` without overflow: ``max(x, 0) + log1p(exp(-|x|))``.
+
+    The formula of ``numpy.logaddexp(0, x)``, evaluated with vectorized ``exp`` and
+    ``log1p`` in one work array (about four times faster on many cells).
+    """
+    x = np.asarray(x, dtype=float)
+    out = np.abs(x)
+    np.negative(out, out=out)
+    np.exp(out, out=out)
+    np.log1p(out, out=out)
+    out += np.maximum(x, 0.0)
+    return out
+
+
+@dataclass(frozen=True)
+class LossTerms:
+    """Per-cell derivatives of an objective's weighted loss ``sum_c w_c loss_c`` in ``eta`` and ``l = log nu``.
+
+    ``d_eta_eta`` is ``None`` without the Hessian; the ``l`` terms are ``None`` for the binary kernel.
+    """
+
+    d_eta: np.ndarray
+    d_eta_eta: np.ndarray | None
+    d_l: np.ndarray | None = None
+    d_eta_l: np.ndarray | None = None
+    d_l_l: np.ndarray | None = None
+
+
+# The loss kernels of :class:`pydial.model.likelihood.Objective` (``obj``): its cells, cell blocks and work arrays.
+def _binary_loss(obj: Any, x: np.ndarray, eta: np.ndarray) -> float:
+    """``sum_c w_c [n_c softplus(eta_c) - y_c eta_c]``, block by block."""
+    c = obj.cells
+    total = 0.0
+    for sl in obj._blocks:
+        t = softplus(eta[sl])
+        t *= c.n[sl]
+        t -= c.y[sl] * eta[sl]
+        total += float(t @ c.w[sl])
+    return total
+
+
+def _binary_terms(obj: Any, x: np.ndarray, eta: np.ndarray, hess: bool) -> LossTerms:
+    """Return the logistic residuals ``w (n p - y)`` and curvatures ``w n p (1 - p)``, block by block into work arrays."""
+    c, wn = obj.cells, obj._wn
+    res, curv = obj._work[1], obj._work[2] if hess else None
+    for sl in obj._blocks:
+        p = expit(eta[sl])
+        r = c.n[sl] * p
+        r -= c.y[sl]
+        np.multiply(c.w[sl], r, out=res[sl])
+        if curv is not None:
+            np.multiply(wn[sl], p, out=curv[sl])
+            curv[sl] *= 1.0 - p
+    return LossTerms(res, curv)
+
+
+def _outcome_loss(obj: Any, x: np.ndarray, eta: np.ndarray) -> float:
+    """``-sum_c w_c log p(w_i, w_j, t | eta_c, l_c)`` from the cells' outcome kernels."""
+    return float(-np.sum(obj.cells.w * obj.cell_derivatives(x, eta).value))
+
+
+def _outcome_terms(obj: Any, x: np.ndarray, eta: np.ndarray, hess: bool) -> LossTerms:
+    """Return the weighted derivatives of minus the cells' outcome kernels in ``(eta, l)``."""
+    w = obj.cells.w
+    d = obj.cell_derivatives(x, eta)
+    return LossTerms(-w * d.d_eta, -w * d.d_eta_eta, -w * d.d_l, -w * d.d_eta_l, -w * d.d_l_l)
+
+
 @dataclass(frozen=True, eq=False)
 class Family:
     """An outcome family of the paired comparisons: its cell kernel, probabilities, tie start and labels.
@@ -148,7 +219,9 @@ class Family:
     comparisons), :data:`DAVIDSON` or :data:`RAO_KUPPER`.  ``code`` is the Stan programs'
     ``ties`` (0, 1, 2); ``label`` the name of the tie parameter (``"nu"``, Rao-Kupper's ``"tau"``);
     ``cell`` and ``probs`` the kernel and the outcome probabilities; ``log_nu_of_rate`` the
-    ``log nu`` of a tie rate at equal scores (``None`` for the binary family).
+    ``log nu`` of a tie rate at equal scores (``None`` for the binary family); ``loss`` and ``terms``
+    the weighted loss of an objective's cells and its derivatives (the binary family's: the logistic
+    residuals ``n p - y``, block by block).
     """
 
     name: str | None
@@ -157,6 +230,8 @@ class Family:
     cell: Callable[..., CellDerivatives]
     probs: Callable[[np.ndarray, np.ndarray], np.ndarray]
     log_nu_of_rate: Callable[[float], float] | None = None
+    loss: Callable[[Any, np.ndarray, np.ndarray], float] = _outcome_loss
+    terms: Callable[[Any, np.ndarray, np.ndarray, bool], LossTerms] = _outcome_terms
 
     @property
     def is_binary(self) -> bool:
@@ -200,7 +275,7 @@ class Family:
         return out
 
 
-BINARY = Family(None, 0, "nu", binary_cell, binary_probabilities)
+BINARY = Family(None, 0, "nu", binary_cell, binary_probabilities, None, _binary_loss, _binary_terms)
 DAVIDSON = Family("davidson", 1, "nu", davidson_cell, davidson_probabilities,
                   lambda rate: float(np.log(2 * rate / (1 - rate))))
 RAO_KUPPER = Family("rao-kupper", 2, "tau", rao_kupper_cell, rao_kupper_probabilities,

@@ -26,7 +26,7 @@ from scipy.special import expit
 
 from pydial.data.comparisons import Comparisons
 from pydial.model.chart import Chart, difference_design
-from pydial.model.cells import Cells, key_segments, softplus, tie_groups, tie_totals
+from pydial.model.cells import Cells, family_totals, free_groups, key_segments, tie_groups, tie_totals  # noqa: F401 (re-exported)
 from pydial.model.families import BINARY, CellDerivatives, Family, binary_cell, family_of
 from pydial.model.penalty import CalibrationFirthPenalty, central_hessian, check_penalty
 from pydial.exceptions import ArgumentError
@@ -37,13 +37,9 @@ def calibration_firth_penalty(data: Comparisons, family: Family = BINARY) -> Cal
 
     A tie family counts the ties in ``n`` and ``n_H``.
     """
-    if family.is_binary:
-        H = data.human
-        return CalibrationFirthPenalty(difference_design(H.i, H.j, data.N).toarray(), H.n.astype(float),
-                                       1.0 / data.n_human, data.effect_columns(H.z, data.K))
-    Ht = data.cell_table("human", with_ties=True)
-    return CalibrationFirthPenalty(difference_design(Ht.i, Ht.j, data.N).toarray(), Ht.counts.sum(axis=1).astype(float),
-                                   1.0 / float(Ht.n.sum()), data.effect_columns(Ht.z, data.K), family)
+    H = data.cell_table("human", with_ties=not family.is_binary)
+    return CalibrationFirthPenalty(difference_design(H.i, H.j, data.N).toarray(), H.counts.sum(axis=1).astype(float),
+                                   1.0 / family_totals(data, family)[1], data.effect_columns(H.z, data.K), family)
 
 
 T = TypeVar("T")
@@ -175,18 +171,12 @@ class Objective:
         the people's calibration tie GLM in ``(c, log nu_H)`` (:class:`~pydial.model.penalty.CalibrationFirthPenalty`).
         """
         fam = family_of(ties)
-        if not fam.is_binary:
-            n_l, n_h = tie_totals(data)
-            if np.isinf(lambda_):
-                return cls(chart, Cells.stack(data, 1.0 / n_l, 0.0, with_ties=True), ties=fam,
-                           free=tie_groups(data, chart) if free is None else free)
-            tp = calibration_firth_penalty(data, fam) if check_penalty(penalty) == "firth" else None
-            return cls(chart, Cells.stack(data, lambda_ / n_l, 1.0 / n_h, with_ties=True), tp, ties=fam,
-                       free=tie_groups(data, chart) if free is None else free)
+        n_l, n_h = family_totals(data, fam)
+        free = free_groups(data, chart, fam) if free is None else free
         if np.isinf(lambda_):
-            return cls(chart, Cells.stack(data, 1.0 / data.n_llm, 0.0))
-        pen = calibration_firth_penalty(data) if check_penalty(penalty) == "firth" else None
-        return cls(chart, Cells.stack(data, lambda_ / data.n_llm, 1.0 / data.n_human), pen)
+            return cls(chart, Cells.stack(data, 1.0 / n_l, 0.0, with_ties=not fam.is_binary), ties=fam, free=free)
+        pen = calibration_firth_penalty(data, fam) if check_penalty(penalty) == "firth" else None
+        return cls(chart, Cells.stack(data, lambda_ / n_l, 1.0 / n_h, with_ties=not fam.is_binary), pen, ties=fam, free=free)
 
     # ----------------------------------------------------------- coordinates
     @cached_property
@@ -356,89 +346,90 @@ class Objective:
         return np.where(a == 0.0, 2 * K, np.where(a > 0.0, 0, K) + self._order_judge)
 
     # ------------------------------------------------------------ evaluation
-    def value(self, theta: np.ndarray) -> float:
-        """Evaluate the weighted loss (``Q_lambda`` of eq. weighted-loss for :meth:`weighted`) at ``theta`` (or ``x``).
+    def value(self, x: np.ndarray) -> float:
+        """Evaluate the weighted loss (``Q_lambda`` of eq. weighted-loss for :meth:`weighted`) at ``x``, penalty included.
 
-        The predictors and the loss of the last point are kept, so that
-        :meth:`value_grad_hess` at the same point (a step accepted by the line search)
-        does not form them again.
+        The predictors and the loss of the last point are kept for :meth:`value_grad_hess` at the
+        same point (a step accepted by the line search).
         """
-        if not self.family.is_binary:
-            f = float(-np.sum(self.cells.w * self.cell_derivatives(theta).value))
-            return f + self._tie_penalty_terms(theta, hess=False)[0] if self.penalty is not None else f
-        c = self.cells
-        eta, f = self._eta_loss(theta)
-        return f + self.penalty.value(self.chart, theta, eta[c.is_human]) if self.penalty is not None else f
+        eta, f = self._eta_loss(x)
+        return f + self._penalty_value(x, eta) if self.penalty is not None else f
 
-    def _eta_loss(self, theta: np.ndarray, phi: np.ndarray | None = None) -> tuple[np.ndarray, float]:
-        """``eta`` and the loss without penalty at ``theta``, from the last evaluation when at the same point."""
-        key = np.asarray(theta, float).tobytes()
+    def _eta_loss(self, x: np.ndarray, phi: np.ndarray | None = None) -> tuple[np.ndarray, float]:
+        """``eta`` and the loss without penalty at ``x`` (the family's kernel), from the last evaluation when at ``x``."""
+        key = np.asarray(x, float).tobytes()
         if self._last is None or self._last[0] != key:
             # into the work array: the cache holds the last point only, whose predictors are overwritten here
-            eta = self._eta_full(self.chart.to_full(theta) if phi is None else phi, out=self._work[0])
-            self._last = (key, eta, self._weighted_nll(eta))
+            eta = self._eta_full(self.chart.to_full(self.split(x)[0]) if phi is None else phi, out=self._work[0])
+            self._last = (key, eta, self.family.loss(self, x, eta))
         return self._last[1], self._last[2]
 
     @cached_property
     def _work(self) -> list[np.ndarray]:
-        """Per-cell work arrays ``[eta, residual, curvature]`` of the binary evaluations, allocated once and reused."""
+        """Per-cell work arrays ``[eta, residual, curvature]``, allocated once and reused."""
         return [np.empty(self.cells.g.size) for _ in range(3)]
 
     @cached_property
     def _wn(self) -> np.ndarray:
-        """``w_c n_c``: the cell weights of the curvature ``w n p (1 - p)``."""
+        """``w_c n_c``: the cell weights of the binary curvature ``w n p (1 - p)``."""
         return self.cells.w * self.cells.n
 
-    def _weighted_nll(self, eta: np.ndarray) -> float:
-        """``sum_c w_c [n_c softplus(eta_c) - y_c eta_c]``, block by block."""
-        c = self.cells
-        total = 0.0
-        for sl in self._blocks:
-            t = softplus(eta[sl])
-            t *= c.n[sl]
-            t -= c.y[sl] * eta[sl]
-            total += float(t @ c.w[sl])
-        return total
+    @overload
+    def value_grad_hess(self, x: np.ndarray, *, hess: Literal[True] = ...) -> tuple[float, np.ndarray, np.ndarray]: ...
 
     @overload
-    def value_grad_hess(self, theta: np.ndarray, *, hess: Literal[True] = ...) -> tuple[float, np.ndarray, np.ndarray]: ...
+    def value_grad_hess(self, x: np.ndarray, *, hess: bool) -> tuple[float, np.ndarray, np.ndarray | None]: ...
 
-    @overload
-    def value_grad_hess(self, theta: np.ndarray, *, hess: bool) -> tuple[float, np.ndarray, np.ndarray | None]: ...
-
-    def value_grad_hess(self, theta: np.ndarray, *, hess: bool = True) -> tuple[float, np.ndarray, np.ndarray | None]:
-        """Value, gradient and (exact) Hessian in the reduced chart (``x = (theta, l)`` for a tie family)."""
-        if not self.family.is_binary:
-            return self._family_value_grad_hess(theta, hess=hess)
-        ch, c = self.chart, self.cells
-        phi = ch.to_full(theta)
-        eta, f = self._eta_loss(theta, phi)
-        res, curv = self._work[1], self._work[2] if hess else None
-        for sl in self._blocks:
-            p = expit(eta[sl])
-            r = c.n[sl] * p
-            r -= c.y[sl]
-            np.multiply(c.w[sl], r, out=res[sl])  # d f / d eta per cell
-            if curv is not None:  # the curvature w n p (1 - p)
-                np.multiply(self._wn[sl], p, out=curv[sl])
-                curv[sl] *= 1.0 - p
-        if self.penalty is not None:
-            J = self.cell_jacobian(theta, rows=c.is_human) if hess else None
-            fp, gp, g_pen, H_pen = self.penalty.terms(ch, theta, eta[c.is_human], J, hess=hess)
-            f += fp
-            res[c.is_human] += gp
-        agg = self._residual_by_item(res)
-        g = np.asarray(ch.T_sparse.T @ self._gradient_factored(res, phi, agg))
-        if self.penalty is not None:
-            g = g + g_pen
-        if curv is None:
+    def value_grad_hess(self, x: np.ndarray, *, hess: bool = True) -> tuple[float, np.ndarray, np.ndarray | None]:
+        """Value, gradient and exact Hessian in ``x = (theta, l)``: the family's per-cell terms by the chain rule."""
+        ch = self.chart
+        phi = ch.to_full(self.split(x)[0])
+        eta, f = self._eta_loss(x, phi)
+        t = self.family.terms(self, x, eta, hess)
+        pen = self._penalty_terms(x, eta, t.d_eta, hess) if self.penalty is not None else None
+        agg = self._residual_by_item(t.d_eta)
+        g = np.asarray(ch.T_sparse.T @ self._gradient_factored(t.d_eta, phi, agg))
+        nt, pos = self.n_tie, self._lpos
+        if nt:
+            assert t.d_l is not None and t.d_eta_l is not None and t.d_l_l is not None  # a tie family's terms
+            g = np.concatenate([g, np.bincount(pos[pos >= 0], weights=t.d_l[pos >= 0], minlength=nt)])
+        if pen is not None:
+            f, g = f + pen[0], g + pen[1]
+        if not hess:
             return f, g, None
-        H_full = self._outer(curv, None, phi)
+        assert t.d_eta_eta is not None
+        v = self._columns(phi) if nt else None
+        H_full = self._outer(t.d_eta_eta, v, phi)
         self._add_cross(H_full, agg)
         H = ch.pull_back(H_full)
-        if self.penalty is not None:
-            H = H + H_pen
+        if nt:
+            assert v is not None and t.d_eta_l is not None and t.d_l_l is not None
+            H_tl = np.asarray(ch.T_sparse.T @ self._cross_l(t.d_eta_l, v))
+            H_ll = np.diag(np.bincount(pos[pos >= 0], weights=t.d_l_l[pos >= 0], minlength=nt))
+            H = np.block([[H, H_tl], [H_tl.T, H_ll]])
+        if pen is not None and pen[2] is not None:
+            H = H + pen[2]
         return f, g, 0.5 * (H + H.T)
+
+    def _penalty_value(self, x: np.ndarray, eta: np.ndarray) -> float:
+        """Return the penalty at ``x`` (``eta``: the cells' predictors there)."""
+        assert self.penalty is not None
+        if self.penalty.family.is_binary:  # the binary family's closed form (pydial.model.penalty)
+            return self.penalty.value(self.chart, self.split(x)[0], eta[self.cells.is_human])
+        return self._tie_penalty_terms(x, hess=False)[0]
+
+    def _penalty_terms(self, x: np.ndarray, eta: np.ndarray, d_eta: np.ndarray,
+                       hess: bool) -> tuple[float, np.ndarray, np.ndarray | None]:
+        """Return the penalty's value, gradient and Hessian at ``x``; the binary closed form adds ``dP/d eta`` to ``d_eta``."""
+        pen, hum = self.penalty, self.cells.is_human
+        assert pen is not None
+        if not pen.family.is_binary:
+            return self._tie_penalty_terms(x, hess=hess)
+        theta = self.split(x)[0]
+        fp, gp, g_pen, H_pen = pen.terms(self.chart, theta, eta[hum], self.cell_jacobian(theta, rows=hum) if hess else None,
+                                         hess=hess)
+        d_eta[hum] += gp
+        return fp, g_pen, H_pen
 
     # ------------------------------------------------------ per-cell family
     def cell_derivatives(self, x: np.ndarray, eta: np.ndarray | None = None) -> CellDerivatives:
@@ -478,35 +469,6 @@ class Objective:
             P[fx] = BINARY.probabilities(eta[fx], 0.0)
             a[fx] = BINARY.outcome_terms(eta[fx], 0.0)[1]
         return P, a, b
-
-    def _family_value_grad_hess(self, x: np.ndarray, *, hess: bool) -> tuple[float, np.ndarray, np.ndarray | None]:
-        """Value, gradient and exact Hessian of a tie family in ``x = (theta, l)`` (per-cell derivatives, chain rule)."""
-        ch, c = self.chart, self.cells
-        theta, _ = self.split(x)
-        phi = ch.to_full(theta)
-        eta, v = self._eta_full(phi), self._columns(phi)
-        d = self.cell_derivatives(x, eta)
-        f = float(-np.sum(c.w * d.value))
-        res = -c.w * d.d_eta
-        pos, free = self._lpos, self._lpos >= 0
-        nt = self.n_tie
-        agg = self._residual_by_item(res)
-        g = np.concatenate([np.asarray(ch.T_sparse.T @ self._gradient_factored(res, phi, agg)),
-                            np.bincount(pos[free], weights=(-c.w * d.d_l)[free], minlength=nt)])
-        pen = self._tie_penalty_terms(x, hess=hess) if self.penalty is not None else None
-        if pen is not None:
-            f, g = f + pen[0], g + pen[1]
-        if not hess:
-            return f, g, None
-        H_full = self._outer(-c.w * d.d_eta_eta, v, phi)
-        self._add_cross(H_full, agg)
-        H_tt = ch.pull_back(H_full)
-        H_tl = np.asarray(ch.T_sparse.T @ self._cross_l(-c.w * d.d_eta_l, v))
-        H_ll = np.diag(np.bincount(pos[free], weights=(-c.w * d.d_l_l)[free], minlength=nt))
-        H = np.block([[H_tt, H_tl], [H_tl.T, H_ll]])
-        if pen is not None and pen[2] is not None:
-            H = H + pen[2]
-        return f, g, 0.5 * (H + H.T)
 
     @cached_property
     def human_part(self) -> "Objective":
