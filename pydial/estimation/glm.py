@@ -1,14 +1,10 @@
-r"""Optimizers for the models of the paper (numpy engine).
+r"""The numpy engine: the GLM solver, the structured fits and the stages of DIAL-Anc for every outcome family.
 
-* :func:`glm` (:class:`FamilyGLM`) -- the one GLM solver, paired-comparison regression of
-  every outcome family (binary, Davidson, Rao-Kupper) with counts; serves the human
-  BTL (eq. human-only-estimator), each judge's order-effect BTL
-  (eq. binomial-model-llm), the pooled BTL and the staged calibration
-  ``argmin_c l_H(M c)`` (eq. staged-calibrated-estimator), with ties or without;
-* :func:`fit_structured` -- the structured LLM-only fit and the weighted joint fit
-  :math:`Q_\lambda` (eq. weighted-joint-estimator) on the reduced chart;
-* :func:`initial_theta` -- a start for the non-convex structured fit from ridge
-  judge-wise fits and an SVD (Cond. llm-structure).
+:func:`glm` fits every paired-comparison GLM (eq. human-only-estimator, eq. binomial-model-llm, the
+calibration of eq. staged-calibrated-estimator); :func:`fit_structured` the structured fits on the
+reduced chart (eq. weighted-joint-estimator); :func:`numpy_optimizers` the engine's
+:class:`~pydial.estimation.engines.Optimizers`; :func:`llm_only_fit` and :func:`staged_fit` the two
+stages of Alg. DIAL-Anc by any engine.
 """
 
 from __future__ import annotations
@@ -48,34 +44,15 @@ def glm(
 ) -> OptimResult:
     r"""Fit the paired-comparison GLM ``eta = X beta`` of ``family`` (:class:`FamilyGLM`): the one GLM solver.
 
-    Every GLM of pydial goes through here: the human BTL (eq. human-only-estimator), each
-    judge's order-effect BTL (eq. binomial-model-llm), the pooled BTL, the staged
-    calibration ``argmin_c l_H(M c)`` (eq. staged-calibrated-estimator), each with ties
-    (``family="davidson"`` or ``"rao-kupper"``, ``x = (beta, log nu)`` when a cell holds a
-    tie) or without (``family=None``, binomial logistic regression).
-
-    Parameters
-    ----------
-    family : Family, or a ``ties=`` option (``None``, ``"davidson"``, ``"rao-kupper"``)
-    counts : ndarray (m, 3)
-        Wins of ``i``, wins of ``j``, ties per cell (:func:`binary_counts` from ``(n, y)``).
-    X : ndarray, sparse matrix or Design
-        Design, m x p.
-    x0 : ndarray, optional
-        Start (default :meth:`FamilyGLM.start`).
-    weight, ridge, penalty
-        As in :class:`FamilyGLM`.
-    bound, gtol
-        Box and gradient tolerance of :func:`pydial.optim.newton`.
+    ``counts``: ``(m, 3)`` wins of ``i``, wins of ``j``, ties (:func:`binary_counts`); ``x = (beta, log nu)``
+    when a cell holds a tie; ``x0`` default :meth:`FamilyGLM.start`; ``weight``, ``ridge``, ``penalty`` as in
+    :class:`FamilyGLM`; ``bound`` and ``gtol`` those of :func:`pydial.optim.newton`.
     """
     return FamilyGLM(family_of(family), counts, X, weight, ridge, penalty).fit(x0, bound=bound, gtol=gtol)
 
 
 def fit_human_btl(human: HumanCells, N: int, *, ridge: float = 0.0, penalty: str | None = None) -> BTLFit:
-    r"""Centered human BTL MLE :math:`\hat s_0` (eq. human-only-estimator), loss normalized by ``n_H``.
-
-    Firth's bias-reduced estimate with ``penalty="firth"``.
-    """
+    r"""Centered human BTL MLE :math:`\hat s_0` (eq. human-only-estimator), normalized by ``n_H``; Firth's with ``penalty``."""
     T = centering_basis(N)
     X = centered_design(human.i, human.j, N)
     opt = glm(BINARY, binary_counts(human.n, human.y), X, weight=1.0 / float(human.n.sum()), ridge=ridge, penalty=penalty)
@@ -86,8 +63,7 @@ def fit_order_btl(cells: LLMCells, N: int, *, order: bool = True, ridge: float =
                   penalty: str | None = None, gtol: float = 1e-10) -> BTLFit:
     r"""One judge's order-effect BTL, ``logit p = s_i - s_j + a b`` (eq. binomial-model-llm).
 
-    With ``order=False`` the order effect is fixed at 0 (plain BTL on the pooled cells);
-    ``penalty="firth"`` gives Firth's bias-reduced estimate; ``gtol`` is Newton's gradient tolerance.
+    ``order=False`` fixes ``b = 0``; ``penalty="firth"``: Firth's estimate; ``gtol``: Newton's gradient tolerance.
     """
     T = centering_basis(N)
     X = centered_design(cells.i, cells.j, N, cells.a if order else None)
@@ -99,9 +75,8 @@ def fit_order_btl(cells: LLMCells, N: int, *, order: bool = True, ridge: float =
 
 def fit_calibration(human: HumanCells, M: np.ndarray, *, x0: np.ndarray | None = None, bound: float = BOX,
                     penalty: str | None = None) -> OptimResult:
-    r"""Staged calibration :math:`\hat c = \arg\min_c \ell_H(M c)` (eq. staged-calibrated-estimator).
+    r"""Staged calibration :math:`\hat c = \arg\min_c \ell_H(M c)` (eq. staged-calibrated-estimator), Firth's with ``penalty``.
 
-    With ``penalty="firth"`` the Firth estimate of the calibration GLM (design ``D_H M``).
     With covariates the coordinates are ``(c, beta_H)`` (design ``[D_H M, Z_H]``, :func:`calibration_design`).
     """
     X = dense_design(calibration_design(human.i, human.j, M.shape[0], M, human.z))
@@ -111,16 +86,10 @@ def fit_calibration(human: HumanCells, M: np.ndarray, *, x0: np.ndarray | None =
 
 # ---------------------------------------------------------- structured fits
 def initial_theta(data: Comparisons, chart: Chart, *, ridge: float = 1e-3) -> np.ndarray:
-    """Start for the structured fit: ridge judge-wise order-effect fits, then an SVD.
+    """Start every structured fit (both engines, Stan's NUTS chains jittered): ridge judge-wise fits, then an SVD.
 
-    The SVD is the consensus-plus-rank-r SVD of their score matrix (Cond. llm-structure).
-    For a calibrated chart the calibration coordinates are the least-squares projection
-    of the people's ridge BTL scores on the basis ``M`` (``e_1`` without human data).
-    The one start of every structured fit of both engines, and of Stan's NUTS chains
-    (jittered, :func:`pydial.stan.schema.dial_sample_inits`).
-
-    The ridge keeps every judge's fit finite even when the judge alone is not
-    identified; the structured fit then corrects it.
+    The consensus-plus-rank-r SVD of their scores (Cond. llm-structure); a calibrated chart's ``c`` is the
+    least-squares projection of the people's ridge BTL scores on ``M`` (``e_1`` without human data).
     """
     N, K = data.N, data.K
     S0 = np.zeros((K, N))
@@ -156,24 +125,11 @@ def fit_structured(
     warm: tuple[float, OptimResult] | None = None,
     polish: bool = True,
 ) -> StructuredFit:
-    r"""Minimize :math:`Q_\lambda` (``lambda_`` finite) or :math:`\ell_L` (``lambda_ = inf``) on the reduced chart.
+    r"""Minimize :math:`Q_\lambda` (``lambda_`` finite) or :math:`\ell_L` (``lambda_ = inf``, LLM-only chart) from ``theta0``.
 
-    ``lambda_ = inf`` goes with ``chart.calibration`` None; the start is ``theta0``.
-
-    ``warm = (lambda_0, opt0)``: a fit of :math:`Q_{\lambda_0}` (finite ``lambda_0 > 0``) ending at
-    ``theta0`` with its value, gradient and Hessian there.  The loss is affine in the LLM
-    weight, :math:`Q_\lambda = Q_0 + (\lambda / \lambda_0)(Q_{\lambda_0} - Q_0)` with
-    :math:`Q_0` the human block (penalty included), so the derivatives at ``theta0`` follow
-    exactly from those of ``opt0`` and of the human cells alone: the path's warm start
-    costs no pass over the LLM cells.  ``lambda_0 = inf``: ``opt0`` is the LLM-only fit
-    (:math:`\bar\ell_L` on the LLM-only chart) ending at ``theta0[chart.llm_coordinates]``,
-    and :math:`Q_\lambda = \lambda \bar\ell_L + Q_0` (the staged start of the path).
-
-    Gauge drift is removed after every step by re-expressing the iterate in the
-    canonical gauge (same ``(s, S, b)``), so the box bounds act on a fixed
-    representative.  ``penalty="firth"`` adds the human block's Jeffreys prior
-    (:meth:`Objective.weighted`).  ``polish`` (:func:`~pydial.optim.newton`): resolve the
-    optimum to the rounding level with one more step once the gradient is below ``gtol``.
+    ``warm = (lambda_0, opt0)``, a fit ending at ``theta0``: :math:`Q_\lambda` is affine in the weight, so
+    its derivatives there follow from ``opt0``'s and the human block's (:func:`_path_derivatives`).  Each
+    step is re-expressed in the canonical gauge; ``polish``: one more step at the rounding level (:func:`~pydial.optim.newton`).
     """
     obj = Objective.weighted(chart, data, lambda_, penalty)
     res = newton(
@@ -192,7 +148,7 @@ def fit_structured(
 
 def _path_derivatives(data: Comparisons, chart: Chart, lambda_: float, theta0: np.ndarray, penalty: str | None,
                       warm: tuple[float, OptimResult] | None) -> tuple[float, np.ndarray, np.ndarray] | None:
-    """``Q_lam``'s value, gradient and Hessian at ``theta0`` from a fit of ``Q_lam0`` there (:func:`fit_structured`)."""
+    """``Q_lam``'s value, gradient and Hessian at ``theta0`` from a fit of ``Q_lam0`` there (``inf``: the LLM-only fit)."""
     if warm is None or not np.isfinite(lambda_):
         return None
     lambda_0, opt0 = warm
@@ -211,11 +167,7 @@ def _path_derivatives(data: Comparisons, chart: Chart, lambda_: float, theta0: n
 
 
 def human_effects(data: Comparisons) -> np.ndarray:
-    """Return the indices of the covariates with an effect on the people: the free entries of ``beta_H``.
-
-    Every covariate but those that are 0 on all the people's cells (:attr:`~pydial.Comparisons.covariate_support`,
-    e.g. the self-preference); the columns of the people's GLM designs (:meth:`~pydial.Comparisons.effect_columns`).
-    """
+    """Return the indices of the free entries of ``beta_H``: the covariates not 0 on all the people's cells."""
     return np.flatnonzero(data.covariate_support[-1])
 
 
@@ -290,10 +242,7 @@ def numpy_path(data: Comparisons, chart: Chart, lambda_: float, theta0: np.ndarr
 
 
 def numpy_optimizers(penalty: str | None = None) -> Optimizers:
-    """Return the numpy engine: box-constrained Newton on the exact derivatives for every fit (``engine="numpy"``).
-
-    The binary family's weight path (``path``) is penalized by ``penalty`` (:mod:`pydial.model.penalty`).
-    """
+    """Return the numpy engine (``engine="numpy"``): Newton on the exact derivatives, ``path`` penalized by ``penalty``."""
     return Optimizers(_numpy_llm, _numpy_calibration, _numpy_joint, _numpy_human,
                       path=partial(numpy_path, penalty=penalty), penalty=penalty)
 
@@ -305,11 +254,10 @@ NUMPY = numpy_optimizers()
 # ============================================================== the stages
 def llm_only_fit(data: Comparisons, rank: int, order: bool = True, shared: bool = False, *, family: Family = BINARY,
                  engine: Optimizers = NUMPY) -> tuple[Chart, np.ndarray, OptimResult, np.ndarray]:
-    """Fit the structured LLM-only model of ``family``: ``(chart, x, optimizer result, free judges)``, cached on ``data``.
+    """Fit the structured LLM-only model of ``family`` by ``engine``: ``(chart, x, optimum, free judges)``, cached on ``data``.
 
-    The first stage of eq. staged-calibrated-estimator, ``x = (theta, log nu_1..K)``, started at
-    :func:`initial_theta` and each judge's ``log nu`` at its tie rate.  ``shared``: one covariate
-    effect for all LLM judges.  DIAL-Anc, DIAL-Ada (its anchored endpoint and warm start) and AtC share it.
+    The first stage of eq. staged-calibrated-estimator, ``x = (theta, log nu_1..K)``, from :func:`initial_theta`
+    and each judge's tie rate; shared by DIAL-Anc, DIAL-Ada and AtC.  ``shared``: one covariate effect for all judges.
     """
     def build() -> tuple[Chart, np.ndarray, OptimResult, np.ndarray]:
         ch = Chart.for_data(data, rank, None, order, shared)
@@ -326,10 +274,8 @@ def staged_fit(data: Comparisons, rank: int, calibration: str, *, family: Family
                engine: Optimizers = NUMPY, penalty: str | None = None, shared: bool = False) -> StagedFit:
     """Alg. DIAL-Anc in ``family``: the LLM-only fit, then ``(c, beta_H, log nu_H)`` of the calibration GLM.
 
-    The calibration GLM has design ``D_H M`` (eq. staged-calibrated-estimator), with the people's
-    covariate columns ``[D_H M, Z_H]``; with ``penalty="firth"`` it is Firth's estimate.  ``shared``:
-    one covariate effect for all LLM judges.  The binary family's fit is the engine's ``staged``
-    when it has one (Stan's, in one program).
+    Design ``[D_H M, Z_H]`` (eq. staged-calibrated-estimator), Firth's with ``penalty="firth"``; ``shared`` as in
+    :func:`llm_only_fit`.  The binary family's is the engine's ``staged`` when it has one (Stan's).
     """
     if family.is_binary and engine.staged is not None:
         return engine.staged(data, rank, calibration, order=order, shared=shared)

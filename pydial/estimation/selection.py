@@ -1,28 +1,11 @@
-r"""The DIAL-Ada weight path, its regularity guards and GACV selection.
+r"""The DIAL-Ada weight path, its regularity guards and GACV selection (Alg. DIAL-Ada, App. lambda-selection).
 
-Alg. DIAL-Ada and App. "Hyperparameter Selection" of the paper:
-
-* candidate weights centered at the joint-likelihood weight ``n_L / n_H`` with
-  log-spaced multiples (7 from 0.01 to 10 by default), plus the endpoints
-  ``lambda = 0`` (human BTL) and ``lambda = inf`` (staged DIAL-Anc);
-* finite weights fitted from the largest down, warm-started at the staged fit and
-  then at the previous retained fit, each finished by Newton steps on the reduced
-  chart;
-* a candidate is dropped when its fit did not converge, is not resolved within the
-  box, has more zero Hessian eigenvalues than the ``r (r + 1)`` gauge invariances,
-  or has ``||s||_inf > 10``; the human endpoint is kept only when the directed
-  human win graph is strongly connected;
-* GACV (eq. gacv):
-  ``GACV(lambda) = l_H(s_lambda) + tr(H^+ J) / (n_H - 1)`` with ``H`` the Hessian of
-  the criterion and ``J`` the covariance of the per-comparison human scores, in the
-  over-parameterized chart (Lemma overparam-invariance), the centered score space at
-  ``lambda = 0`` and the calibration coordinate ``c`` at ``lambda = inf``.
-
-With ``penalty="firth"`` (:mod:`pydial.model.penalty`) the human BTL at ``lambda = 0``, the
-calibration GLM at ``lambda = inf`` and the human block of every finite-weight fit are
-bias-reduced.  The ``lambda = 0`` endpoint then needs only a connected human
-comparison graph (Firth's estimate exists without a finite MLE), so small human
-budgets keep a complete path; GACV uses the Hessian of the penalized criterion.
+Candidate weights ``multiples * n_L / n_H`` (7 log-spaced from 0.01 to 10 by default) plus the
+endpoints ``lambda = 0`` (the people's model) and ``lambda = inf`` (DIAL-Anc), fitted from the
+largest down with warm starts; a candidate is dropped when not converged, not resolved within the
+box, with more zero Hessian eigenvalues than the gauge invariances, or ``||s||_inf > 10``.  GACV
+(eq. gacv) is ``l_H(s_lambda) + tr(H^+ J) / (n_H - 1)``.  With ``penalty="firth"`` every human
+block is bias-reduced (:mod:`pydial.model.penalty`) and GACV uses the penalized Hessian.
 """
 
 from __future__ import annotations
@@ -54,16 +37,8 @@ SELECTION_RULES: tuple[str, ...] = ("gacv", "endpoint-margin")
 GACV_TOLERANCE = 1e-6
 r"""GACV differences up to this size are near-ties: below what the path's optimizers resolve.
 
-The path's finite-weight fits stop once ``max |grad Q_lambda| <= 1e-9`` on the criterion
-normalized per comparison (:func:`~pydial.estimation.glm.fit_structured`, ``polish=False``;
-Stan's L-BFGS stops at ``1e-9 max(1, |log p|)``, accepted up to
-:data:`~pydial.optim.ROUNDOFF_FACTOR` times that when its line search stalls).  GACV is not
-stationary at a fit (at a finite weight ``grad l_H = -lambda grad l_L``), so a gradient
-residual ``g`` moves it to first order by ``grad GACV^T H^+ g``: the gradient tolerance
-times the inverse of the smallest non-gauge curvature of the per-comparison criterion
-(about ``p (1 - p)`` times an item's share of the comparisons: ``1e-3`` for an item in
-half a percent of them).  Allowing curvatures down to ``1e-3``, two candidates closer than
-``1e-9 / 1e-3 = 1e-6`` are ordered by where the optimizer stopped, not by the data.
+A fit stops at ``max |grad Q_lambda| <= 1e-9`` (Stan's L-BFGS about the same); GACV is not stationary
+there, so it moves by that over the smallest non-gauge curvature per comparison (down to ``1e-3``).
 """
 
 
@@ -131,10 +106,9 @@ class Candidate:
 
 @dataclass(frozen=True)
 class PathEntry:
-    """One candidate of a fitted weight path with the staged fit of its rank.
+    """One candidate of a fitted weight path with the calibrated ``chart`` and ``staged_theta`` of its rank.
 
-    For refits such as :meth:`pydial.estimation.results.DialResult.loo_cv`: the calibrated ``chart``
-    of the rank, the staged (anchored) ``staged_theta`` and the :class:`Candidate`.
+    For refits such as :meth:`pydial.estimation.results.DialResult.loo_cv`.
     """
 
     chart: Chart
@@ -143,20 +117,16 @@ class PathEntry:
 
     @classmethod
     def light(cls, chart: Chart, staged_theta: np.ndarray, c: Candidate) -> "PathEntry":
-        """Build the entry without the candidate's dense ``P x P`` Hessian and its pseudo-inverse.
-
-        They are needed only while the fit is selected, so a result does not hold one per weight.
-        """
+        """Build the entry without the candidate's dense Hessian and its pseudo-inverse (needed only while selecting)."""
         opt = replace(c.opt, hess=None) if c.opt is not None and c.opt.hess is not None else c.opt
         return cls(chart, staged_theta, replace(c, hess_pinv=None, opt=opt))
 
 
 def guard(ch: Chart, opt: OptimResult, H: np.ndarray, s: np.ndarray,
           eig: np.ndarray | None = None, n_zero: int | None = None) -> tuple[bool, str, int]:
-    """Regularity checks of App. lambda-selection for a finite-weight fit.
+    """Regularity checks of App. lambda-selection: ``(admissible, reason, zero eigenvalues)``.
 
-    ``eig``: the eigenvalues of ``H`` when already known; ``n_zero``: instead, the number
-    of zero eigenvalues of an ``H`` known to have no negative one (:func:`~pydial.optim.pinv_gauge`).
+    ``eig``: the eigenvalues of ``H`` if known; ``n_zero``: instead, the zero eigenvalues of an ``H`` with no negative one.
     """
     if n_zero is None:
         ev = np.linalg.eigvalsh(H) if eig is None else eig
@@ -179,12 +149,10 @@ def guard(ch: Chart, opt: OptimResult, H: np.ndarray, s: np.ndarray,
 def finite_candidate(data: Comparisons, ch: Chart, lambda_: float, x0: np.ndarray, multiple: float,
                      family: Family = BINARY, engine: Optimizers = NUMPY, *, penalty: str | None = None,
                      warm: Candidate | None = None, polish: bool = True) -> Candidate:
-    """Fit ``Q_lambda`` (eq. weighted-loss) of ``family`` from ``x0`` and evaluate its guards and GACV pieces at the optimum.
+    """Fit ``Q_lambda`` (eq. weighted-loss) of ``family`` from ``x0``, penalized by ``penalty``; guards and GACV pieces.
 
-    The fit is ``engine``'s, of the criterion penalized by ``penalty``.  The binary family's is
-    the engine's ``path`` when it has one: ``warm`` is the candidate of the previous weight when
-    its fit ends at ``x0`` (the warm start of the path), or a candidate of the same weight to
-    continue from; ``polish=False`` stops at the optimizer's tolerance (:func:`~pydial.optim.newton`).
+    The binary family's fit is the engine's ``path`` when it has one: warm-started by ``warm`` (the
+    previous weight's candidate ending at ``x0``, or this weight's), ``polish=False`` at the optimizer's tolerance.
     """
     if family.is_binary and engine.path is not None:
         x, opt = engine.path(data, ch, lambda_, x0, warm=None if warm is None or warm.opt is None else (warm.lambda_, warm.opt),
@@ -212,13 +180,10 @@ def finite_candidate(data: Comparisons, ch: Chart, lambda_: float, x0: np.ndarra
 
 
 def path_candidates(cands: list[Candidate], hum: Candidate, include_endpoints: bool | str) -> list[Candidate]:
-    """One rank's candidates in the order of the GACV table.
+    """Return one rank's candidates in the GACV table's order: ``hum``, the finite weights from the smallest, ``lambda = inf``.
 
-    ``cands`` is the anchored endpoint (``lambda = inf``) followed by the finite weights from
-    the largest; ``hum`` the human endpoint (``lambda = 0``).  Returned: ``hum`` (when the
-    endpoints are included; listed but not competing with ``include_endpoints="anchored"``),
-    the finite weights from the smallest, then the anchored endpoint (a fallback only with
-    ``include_endpoints=False``).
+    ``cands``: the anchored endpoint, then the finite weights from the largest.  ``include_endpoints=False``
+    keeps the anchored endpoint as a fallback only; ``"anchored"`` lists ``hum`` without letting it compete.
     """
     anc = cands[0]
     if not include_endpoints:
@@ -229,10 +194,7 @@ def path_candidates(cands: list[Candidate], hum: Candidate, include_endpoints: b
 
 
 def stack_path_tables(tables: list[pd.DataFrame], one_human_row: bool) -> pd.DataFrame:
-    """Stack the GACV tables of the ranks, one below the other.
-
-    With ``one_human_row`` the human endpoint (which does not depend on the rank) is listed once.
-    """
+    """Stack the GACV tables of the ranks; with ``one_human_row`` the rank-free human endpoint is listed once."""
     table = pd.concat(tables, ignore_index=True)
     if one_human_row:
         dup = (table["lambda"] == 0) & table.duplicated(subset=["lambda"], keep="first")
@@ -242,13 +204,10 @@ def stack_path_tables(tables: list[pd.DataFrame], one_human_row: bool) -> pd.Dat
 
 def select_candidate(options: list[tuple[int, Candidate]], table: pd.DataFrame, what: str = "the lambda path",
                      selection: Selection = Selection(), n_human: float = 1.0) -> tuple[int, Candidate, bool]:
-    """Choose the ``(rank, candidate)`` of smallest GACV (eq. gacv; App. lambda-selection) among the admissible ones.
+    """Choose the admissible ``(rank, candidate)`` of smallest GACV (or by ``selection``'s rule); also whether it is the fallback.
 
-    With ``selection.rule == "endpoint-margin"`` the anchored endpoint within ``margin / n_human``
-    instead (:func:`endpoint_margin`).  Also return whether it is the fallback: with no admissible
-    candidate, the first resolved anchored endpoint (``lambda = inf``) with a
-    :class:`~pydial.exceptions.ConvergenceWarning`; none at all raises
-    :class:`~pydial.exceptions.ConvergenceError` quoting the reasons and ``table``.
+    With no admissible candidate, the first resolved anchored endpoint with a
+    :class:`~pydial.exceptions.ConvergenceWarning`; none at all raises :class:`~pydial.exceptions.ConvergenceError`.
     """
     import warnings
 
@@ -279,12 +238,7 @@ def _gacv_key(option: tuple[int, Candidate]) -> float:
 
 
 def endpoint_margin(ok: list[tuple[int, Candidate]], threshold: float) -> tuple[int, Candidate] | None:
-    """Return the anchored endpoint of smallest GACV when within ``threshold`` of every finite weight's GACV.
-
-    The endpoint-margin rule of :class:`Selection` on the admissible ``ok``: ``lambda = inf`` when
-    ``GACV(inf) - min_{lambda < inf} GACV(lambda) <= threshold``; None when it does not hold
-    or no anchored endpoint is admissible.
-    """
+    """Return the best anchored endpoint when ``GACV(inf) - min_{lambda < inf} GACV <= threshold``, else None."""
     anchored = [rc for rc in ok if np.isinf(rc[1].lambda_)]
     finite = [_gacv_key(rc) for rc in ok if not np.isinf(rc[1].lambda_)]
     if not anchored:
@@ -313,14 +267,10 @@ def path_table(cands: list[Candidate], rank: int | None = None) -> pd.DataFrame:
 
 def annotate_selection(table: pd.DataFrame, rank: int, lambda_: float, selection: Selection,
                        n_human: float) -> pd.DataFrame:
-    """Return the GACV ``table`` with the selection's columns and ``attrs`` (``result.gacv``).
+    """Return ``table`` with the columns ``gap`` and ``near_tie`` and the selection's ``attrs`` (``result.gacv``).
 
-    Columns ``gap`` (GACV minus the smallest admissible GACV; NaN where not admissible) and
-    ``near_tie`` (the admissible candidates within ``selection.tolerance`` of the selected
-    candidate's GACV, when there are at least two, the selected one included).  ``attrs``:
-    ``selection`` (the rule), ``margin``, ``margin_threshold`` (``margin / n_H``),
-    ``endpoint_gap`` (``GACV(inf) - min_{lambda < inf} GACV``, the endpoint-margin statistic),
-    ``near_tie_tolerance`` and ``selected_row`` (the position of the selected ``(rank, lambda_)``).
+    ``attrs``: ``selection``, ``margin``, ``margin_threshold`` (``margin / n_H``), ``endpoint_gap``,
+    ``near_tie_tolerance`` and ``selected_row``.
     """
     tab = table.copy()
     g = tab["gacv"].to_numpy(float)
@@ -380,15 +330,9 @@ def _rule_text(attrs: dict[str, Any]) -> str:
 def loo_cv(data: Comparisons, ch: Chart, lambda_: float, theta: np.ndarray, family: Family = BINARY) -> float:
     r"""Exact leave-one-human-comparison-out loss :math:`CV_{loo}(\lambda)` (Thm. gacv) by refits, in ``family``.
 
-    Deleting one comparison from a human cell leaves one of two data sets (a win or a
-    loss removed; three with a tie family, a tie removed), so at most ``3 m_H`` refits
-    cover all ``n_H`` deletions (warm-started at the full-data fit for ``lambda > 0``).
-    The criterion after a deletion normalizes the human loss by ``n_H - 1``.
-    ``lambda_`` may be finite (joint fit from ``theta``), ``inf`` (``c`` refitted with the
-    LLM-only ``M`` fixed, ``theta`` in the calibrated chart) or 0 (the people's model).
-    For a tie family ``theta`` holds the log tie parameters after the chart's coordinates
-    (:class:`~pydial.model.likelihood.Objective`), and a tie parameter whose last tie is
-    deleted goes to its boundary ``nu = 0``.
+    One refit per (human cell, outcome), warm-started for ``lambda > 0``, the human loss normalized by
+    ``n_H - 1``; ``lambda_`` finite, ``inf`` (``c`` refitted, ``M`` fixed) or 0 (the people's model).
+    ``theta`` holds a tie family's log tie parameters after the chart's; a last tie deleted sends its ``nu`` to 0.
     """
     N = data.N
     if family.is_binary:
@@ -444,10 +388,9 @@ def loo_cv(data: Comparisons, ch: Chart, lambda_: float, theta: np.ndarray, fami
 
 
 def positive_values(values: Any, name: str) -> np.ndarray:
-    """Return a non-empty 1-d sequence of finite positive numbers as a float array.
+    """Return ``values`` (``lambda_`` or ``multiples``) as a non-empty float array of finite positive numbers.
 
-    ``values`` are ``lambda_`` or ``multiples``; anything else raises
-    :class:`ValueError` naming ``name``.
+    Anything else raises :class:`~pydial.exceptions.ArgumentError` naming ``name``.
     """
     hint = (f"{name} must be a non-empty sequence of finite positive numbers, e.g. {name}=[0.5, 2.0]"
             + (" (the endpoints 0 and inf are added by include_endpoints)" if name == "lambda_" else ""))

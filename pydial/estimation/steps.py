@@ -1,39 +1,13 @@
 r"""The steps of DIAL-Anc, -Ada and -noPos for every outcome family (:func:`pydial.estimation.dial.fit_dial`).
 
-The outcome family is a parameter of the cell likelihood (:mod:`pydial.model.families`):
-the binary model (``ties=None``, decisive comparisons), or every comparison with its three
-outcomes (``i`` wins, ``j`` wins, tie) under the Davidson-Beaver or the Rao-Kupper model,
-with a tie parameter ``nu_k`` per LLM judge and ``nu_H`` for the people (Stan ``ties``
-0 / 1 / 2 of ``stan/dial.stan``).  The linear predictor is that of the structured model
-(eq. binomial-model-llm / binomial-model-human); the coordinates are ``x = (theta, log nu)``:
-
-* LLM-only structured fit (eq. staged-calibrated-estimator, first stage) of
-  :class:`~pydial.model.likelihood.Objective` in ``(theta, log nu_1..K)``;
-* DIAL-Anc: the calibration GLM ``argmin_{c, nu_H} l_H(M c, nu_H)`` with ``M``
-  fixed (second stage);
-* DIAL-Ada / DIAL-noPos: the weighted fits :math:`Q_\lambda = \ell_H + \lambda \ell_L`
-  (eq. weighted-loss, ``n_H`` and ``n_L`` counting the ties of a tie family) on the lambda
-  path, warm-started at the staged fit, with the guards of App. lambda-selection and
-  GACV (eq. gacv) whose trace term uses the per-comparison human scores in
-  ``(eta, log nu_H)``; the endpoints are the people's model (``lambda = 0``)
-  and DIAL-Anc (``lambda = inf``);
-* sandwich covariances (eq. weighted-empirical-sandwich, the two-step form at
-  ``lambda = inf``) with the meats of :func:`pydial.inference.linearization.parameter_meat`;
-* the calibration LRT (Prop. calibration-test) on the family's likelihood, ``nu_H``
-  free under both hypotheses.
-
-A group (judge or the people) without any tie has the boundary MLE ``nu = 0``
-(the log-likelihood decreases in ``nu`` when no tie is observed, for both
-models); its tie parameter is fixed there and its cells follow the binary
-model exactly (:func:`pydial.model.cells.tie_groups`); the binary family is the
-case of no free group.  Judges' tie parameters and position effects are reported from
-the LLM-only fit (Prop. stage-one-normality); the people's ``nu_H`` from the selected fit.
-
-The optimizers are those of :class:`Optimizers`: numpy's Newton method by
-default, Stan's (``dial.stan``, ``judges.stan`` for the people) with ``engine="stan"``;
-every covariance, GACV and test is computed by numpy at the optimum.  The binary family's
-specialization (:class:`Steps`, the engine's ``staged`` and ``path``) replaces the steps that pass
-over the LLM cells and gives the same estimates.
+The family (:mod:`pydial.model.families`: binary, Davidson, Rao-Kupper) is a parameter of the cell
+likelihood; the coordinates are ``x = (theta, log nu)`` with a tie parameter per judge and ``nu_H``
+for the people (none for the binary family; a group without ties is fixed at ``nu = 0``,
+:func:`~pydial.model.cells.tie_groups`).  The steps: the people's model (``lambda = 0``), the staged
+fit (:func:`~pydial.estimation.glm.staged_fit`, ``lambda = inf``), the weighted fits of eq.
+weighted-loss with the guards and GACV of :mod:`~pydial.estimation.selection`, the sandwiches of
+eq. weighted-empirical-sandwich and the calibration LRT (Prop. calibration-test).  The optimizers
+are the engine's (:class:`~pydial.estimation.engines.Optimizers`); every covariance, GACV and test is numpy's.
 """
 
 from __future__ import annotations
@@ -95,10 +69,9 @@ def _human_free(data: Comparisons, family: Family) -> bool:
 
 def family_human_fit(data: Comparisons, family: Family, engine: Optimizers = NUMPY,
                      penalty: str | None = None) -> tuple[OptimResult, bool, Design]:
-    """Fit the ``lambda = 0`` endpoint: the people's model of the family in the centered chart ``s = T beta``.
+    """Fit the people's model of ``family`` (eq. human-only-estimator) in ``s = T beta`` by ``engine``, cached on ``data``.
 
-    Eq. human-only-estimator on the family's cells, by ``engine``; with ``penalty="firth"`` the
-    Firth estimate (:class:`~pydial.model.penalty.FirthPenalty`).
+    Returns the optimum, whether ``log nu_H`` is free and the design; ``penalty="firth"``: Firth's estimate.
     """
     hc = human_table(data, family).counts.astype(float)
     X = human_design(data, family)
@@ -109,12 +82,9 @@ def family_human_fit(data: Comparisons, family: Family, engine: Optimizers = NUM
 
 
 def human_parameters(data: Comparisons, x: np.ndarray, free: bool) -> tuple[np.ndarray, np.ndarray | None, float]:
-    """Split the people's model coordinates ``x = (beta_s, beta_H, log nu_H)`` (eq. human-only-estimator).
+    """Split the people's model coordinates ``x = (beta_s, beta_H, log nu_H)`` into ``(s, beta_H, log nu_H)``.
 
-    Returns the centered scores ``s = T beta_s``, the covariate effects ``beta_H`` (``None``
-    without covariates; the whole row, 0 at the covariates without an effect on the people,
-    :func:`human_effects`, which ``x`` leaves out) and ``log nu_H`` (``-inf`` when not ``free``:
-    people without ties).
+    ``beta_H`` is the whole row (0 off :func:`human_effects`; ``None`` without covariates); ``log nu_H`` ``-inf`` if not ``free``.
     """
     N, p = data.N, data.p
     p_h = human_effects(data).size if p else 0
@@ -124,12 +94,10 @@ def human_parameters(data: Comparisons, x: np.ndarray, free: bool) -> tuple[np.n
 
 def family_human_influence(data: Comparisons, family: Family, engine: Optimizers = NUMPY,
                            penalty: str | None = None) -> tuple[OptimResult, OutcomeInfluence, float]:
-    """Fit the people's model (:func:`family_human_fit`) and return its optimum, the influence of ``(s, log nu_H)``, ``log nu_H``.
+    """Return the people's model's optimum, the influence of ``(s, log nu_H, beta_H)`` and ``log nu_H``.
 
-    The ``lambda = 0`` endpoint of eq. human-only-estimator with the bread of eq.
-    weighted-empirical-sandwich (:func:`family_glm_influence`); ``log nu_H`` is ``-inf`` (and not a
-    target) when the people's cells hold no tie.  With covariates the influence covers
-    ``(s, log nu_H, beta_H)``, in that order.
+    The ``lambda = 0`` endpoint with the bread of eq. weighted-empirical-sandwich (:func:`family_glm_influence`);
+    ``log nu_H`` is ``-inf``, and not a target, when the people's cells hold no tie.
     """
     N = data.N
     p = human_effects(data).size if data.p else 0  # the free entries of beta_H
@@ -148,12 +116,10 @@ def family_human_influence(data: Comparisons, family: Family, engine: Optimizers
 # ================================================================ candidates
 def family_human_candidate(data: Comparisons, family: Family, engine: Optimizers = NUMPY,
                            penalty: str | None = None) -> tuple[Candidate, float]:
-    """Return the ``lambda = 0`` GACV candidate (eq. gacv): the people's model of the family in ``s = T beta``.
+    """Return the ``lambda = 0`` GACV candidate (eq. gacv) of ``family`` and its ``log nu_H``.
 
-    Also returns its ``log nu_H`` (``-inf`` without human ties).  With ``penalty="firth"``
-    the people's Firth estimate, and GACV uses the Hessian of the penalized criterion.
-    The binary MLE needs a strongly connected directed win graph (Ford 1957), Firth's
-    estimate a connected comparison graph: both are checked before fitting.
+    The binary MLE needs a strongly connected directed win graph (Ford 1957), Firth's estimate
+    (``penalty="firth"``, whose Hessian GACV then uses) a connected comparison graph: both are checked first.
     """
     from pydial.model.identifiability import check_human_mle, undirected_labels
 
@@ -173,19 +139,21 @@ def family_human_candidate(data: Comparisons, family: Family, engine: Optimizers
     elif np.abs(s).max() > SCORE_LIMIT:
         cand.reason = f"||s||_inf = {np.abs(s).max():.3g} > {SCORE_LIMIT:g}"
     else:
-        E = np.zeros((1, X.shape[1] + free))
-        U, H = family_glm_influence(data, family, X, opt.x, 1.0 / n_h, E, unit=True, penalty=penalty)
-        basis = sp.block_diag([sp.csr_matrix(X.basis), sp.identity(int(free))], format="csr")
-        cand.admissible = True
-        cand.trace = gacv_trace(H, U.J2, U.st, basis, n_h)
+        cand.admissible, cand.trace = True, _glm_trace(data, family, X, opt.x, bool(free), penalty)
     return cand, lh
 
 
-def family_anchored_candidate(data: Comparisons, sf: StagedFit, family: Family, penalty: str | None = None) -> Candidate:
-    """Return the ``lambda = inf`` GACV candidate (eq. gacv, eq. staged-calibrated-estimator) of the family.
+def _glm_trace(data: Comparisons, family: Family, X: Design, x: np.ndarray, free: bool, penalty: str | None) -> float:
+    """Return GACV's trace term of a GLM of the people's cells (design ``X``, ``x = (beta, log nu_H)``; eq. gacv)."""
+    n_h = family_totals(data, family)[1]
+    U, H = family_glm_influence(data, family, X, x, 1.0 / n_h, np.zeros((1, X.shape[1] + free)), unit=True, penalty=penalty)
+    return gacv_trace(H, U.J2, U.st, sp.block_diag([sp.csr_matrix(X.basis), sp.identity(int(free))], format="csr"), n_h)
 
-    The coordinates are ``(c, beta_H, log nu_H)`` with ``M`` fixed at the LLM-only fit; GACV uses the
-    Hessian of the criterion penalized by ``penalty``.
+
+def family_anchored_candidate(data: Comparisons, sf: StagedFit, family: Family, penalty: str | None = None) -> Candidate:
+    """Return the ``lambda = inf`` GACV candidate of the staged fit ``sf``.
+
+    Coordinates ``(c, beta_H, log nu_H)`` with ``M`` fixed at the LLM-only fit; the Hessian penalized by ``penalty``.
     """
     ch, x = sf.chart, sf.x
     s = ch.scores(x[: ch.dim])
@@ -200,64 +168,42 @@ def family_anchored_candidate(data: Comparisons, sf: StagedFit, family: Family, 
         st = sf.llm_chart.structure(sf.llm_x[: sf.llm_chart.dim])
         M = st.basis(ch.calibration)
         X = human_calibration_design(data, family, M)
-        free = ch.K in sf.free
-        U, H = family_glm_influence(data, family, X, sf.cal_opt.x, 1.0 / n_h, np.zeros((1, X.shape[1] + free)), unit=True,
-                                 penalty=penalty)
-        basis = sp.block_diag([sp.csr_matrix(X.basis), sp.identity(int(free))], format="csr")
-        cand.admissible = True
-        cand.trace = gacv_trace(H, U.J2, U.st, basis, n_h)
+        cand.admissible, cand.trace = True, _glm_trace(data, family, X, sf.cal_opt.x, ch.K in sf.free, penalty)
     return cand
 
 
 # ==================================================================== tables
-def family_judge_effects(data: Comparisons, family: Family, chL: Chart, xL: np.ndarray,
-                         freeL: np.ndarray) -> tuple[np.ndarray, Linearization]:
-    """Estimates and linearization of ``(b, log nu_free, gamma)`` of the family's LLM-only fit.
+def family_judge_estimates(data: Comparisons, family: Family, sf: StagedFit
+                           ) -> tuple[np.ndarray | None, pd.Series, np.ndarray | None, Linearization]:
+    """Return ``b``, the judges' ``log nu``, ``gamma`` of the LLM-only fit of ``sf`` and their linearization.
 
-    Sandwich with bread ``H(l_L)^+`` (Prop. stage-one-normality); ``gamma`` by central
-    differences of :func:`pydial.model.chart.consensus_gamma`.  The blocks are ``"b"``,
-    ``"log_nu"`` (the judges with ties, rows ``freeL`` of the tie table) and ``"gamma"``.
+    Sandwich with bread ``H(l_L)^+`` (Prop. stage-one-normality), ``gamma`` by central differences of
+    :func:`~pydial.model.chart.consensus_gamma`; ``b`` and ``gamma`` are ``None`` without order effects.
     """
+    chL, xL, freeL = sf.llm_chart, sf.llm_x, sf.llm_free
     obj = Objective.weighted(chL, data, np.inf, ties=family, free=freeL)
-    H = obj.value_grad_hess(xL)[2]
-    Hp, _ = pinv_sym(H)
+    Hp, _ = pinv_sym(obj.value_grad_hess(xL)[2])
     th = xL[: chL.dim]
-    nb = data.K if chL.order else 0
-    E = np.zeros((nb + obj.n_tie + data.K, obj.dim))
+    nb, nt = (data.K if chL.order else 0), obj.n_tie
+    E = np.zeros((nb + nt + data.K, obj.dim))
     sb = chL.slices["b"]
     E[np.arange(nb), np.arange(sb.start, sb.stop)] = 1.0
-    E[nb + np.arange(obj.n_tie), chL.dim + np.arange(obj.n_tie)] = 1.0
+    E[nb + np.arange(nt), chL.dim + np.arange(nt)] = 1.0
     h = 1e-6
     for t in range(chL.dim):
         e = np.zeros(chL.dim)
         e[t] = h
-        E[nb + obj.n_tie:, t] = (consensus_gamma(chL.S(th + e)) - consensus_gamma(chL.S(th - e))) / (2 * h)
+        E[nb + nt:, t] = (consensus_gamma(chL.S(th + e)) - consensus_gamma(chL.S(th - e))) / (2 * h)
     U = objective_outcome_influence(data, obj, xL, E @ Hp)
-    nt = obj.n_tie
     blocks = {"b": slice(0, nb), "log_nu": slice(nb, nb + nt), "gamma": slice(nb + nt, nb + nt + data.K)}
     if not nb:
         del blocks["b"]
     lin = U.linearization("the position effects, tie parameters and consensus loadings", blocks,
                           tie_labels=tuple(data.judges[int(g)] for g in obj.free))
-    est = np.concatenate([chL.order_effects(th)[:nb], xL[chL.dim:], chL.structure(th).gamma])
-    return est, lin
-
-
-def family_judge_estimates(data: Comparisons, family: Family, sf: StagedFit
-                           ) -> tuple[np.ndarray | None, pd.Series, np.ndarray | None, Linearization]:
-    """Return the judges' effects of the LLM-only fit of ``sf`` and their linearization (:func:`family_judge_effects`).
-
-    Position effects and consensus loadings (``None`` without order effects), the judges'
-    log tie parameters (:func:`~pydial.estimation.results.tie_log_nu`) and the linearization of all three.
-    """
-    chL, freeL = sf.llm_chart, sf.llm_free
-    est, lin = family_judge_effects(data, family, chL, sf.llm_x, freeL)
-    nb = data.K if chL.order else 0
-    nt = freeL.size
-    log_nu = tie_log_nu(list(data.judges), est[nb:nb + nt], freeL)
+    log_nu = tie_log_nu(list(data.judges), xL[chL.dim:], freeL)
     if not chL.order:
         return None, log_nu, None, lin
-    return est[:nb], log_nu, est[nb + nt:], lin
+    return chL.order_effects(th), log_nu, chL.structure(th).gamma, lin
 
 
 # ===================================================================== steps
@@ -265,11 +211,8 @@ def family_judge_estimates(data: Comparisons, family: Family, sf: StagedFit
 class Selected:
     r"""What a family reports at the selected candidate (step 5 of :func:`pydial.estimation.dial.fit_dial`).
 
-    ``s`` the calibrated scores; ``loss_human`` :math:`\ell_H` at them (the family's kernel);
-    ``linearization`` of the scores and of the judges' effects; ``b``, ``gamma`` the judges'
-    position effects and consensus loadings of the LLM-only fit (``None`` without order
-    effects); ``log_nu`` the log tie parameters (``None`` for the binary family);
-    ``calibration_test`` Prop. calibration-test.
+    The scores ``s``, :math:`\ell_H` there, the linearizations, the LLM-only fit's ``b`` and ``gamma`` (``None``
+    without order effects), ``log nu`` (``None`` for the binary family) and Prop. calibration-test.
     """
 
     s: np.ndarray
@@ -296,20 +239,11 @@ def beta_labels(data: Comparisons, ch: Chart) -> tuple[str, ...]:
 
 @dataclass(frozen=True)
 class Steps:
-    """The steps of :func:`pydial.estimation.dial.fit_dial` for an outcome family (see the module docstring).
+    """The steps of :func:`pydial.estimation.dial.fit_dial` for an outcome family, by ``engine``, penalized by ``penalty``.
 
-    The coordinates are ``x = (theta, log nu)`` (no ``log nu`` for the binary family); ``n_L`` and
-    ``n_H`` count the ties of a tie family; ``engine`` supplies the optimizers (numpy's
-    :data:`NUMPY` by default, :func:`pydial.stan.engine.stan_optimizers` for Stan).  With
-    ``penalty="firth"`` the people's model at ``lambda = 0`` and the calibration GLM are Firth's
-    estimates, and every weighted fit has the people's Jeffreys prior in the calibration space
-    (:mod:`pydial.model.penalty`).  ``shared``: with covariates, one effect for all LLM judges.
-
-    The binary family's specialization: the steps that pass over the LLM cells use the logistic
-    kernel's cell residuals ``n p - y`` (:class:`~pydial.inference.meats.CellStats`), the LLM-only
-    fit cached on the data and shared with AtC, the weight path's warm-start derivatives and the
-    polishing step (the engine's ``staged`` and ``path``); the general steps give the same
-    estimates (a test checks every step).
+    ``shared``: one covariate effect for all LLM judges.  The binary family's specializations (the
+    engine's ``staged`` and ``path``, the logistic cell residuals ``n p - y`` of the sandwiches) give the
+    same estimates as its general steps (``fast=False``; a test compares every step).
     """
 
     data: Comparisons
@@ -364,9 +298,7 @@ class Steps:
     def polish(self, chart: Chart, cand: Candidate) -> Candidate:
         """Return the selected finite candidate ``cand`` with its optimum resolved for its linearization.
 
-        The path's candidates stop at the optimizer's tolerance, which GACV needs; the binary
-        family's numpy fit continues with the polishing step (:func:`~pydial.optim.newton`), the
-        others' linearization takes that optimum as it is.
+        The binary family's numpy fit takes the polishing step (:func:`~pydial.optim.newton`); the others' as it is.
         """
         if not self._binary or self.engine.name != "numpy" or cand.theta is None:
             return cand
@@ -377,8 +309,7 @@ class Steps:
     def scores_linearization(self, sf: StagedFit, best: Candidate) -> tuple[Linearization, float]:
         """Return the linearization of the selected scores (and of ``log nu_H`` when free), and ``log nu_H``.
 
-        At ``lambda = 0`` the people's GLM, at ``lambda = inf`` the two-step form of
-        :func:`family_staged_influence`, else the sandwich of :func:`family_finite_influence`.
+        The people's GLM at ``lambda = 0``, the two-step form at ``inf``, else the sandwich at the weight.
         """
         data, family, ch = self.data, self.family, sf.chart
         if self._binary and np.isinf(best.lambda_):
@@ -419,10 +350,7 @@ class Steps:
         return b, gamma, log_nu, (lin,)
 
     def selected(self, sf: StagedFit, best: Candidate, hum: Candidate) -> Selected:
-        """Return the estimates, linearizations and the calibration LRT at the selected candidate ``best``.
-
-        The LRT compares the unpenalized likelihoods of the family (``nu_H`` free under both hypotheses).
-        """
+        """Return the estimates, linearizations and the calibration LRT (``nu_H`` free under both) at ``best``."""
         data, family, ch = self.data, self.family, sf.chart
         lin, lh = self.scores_linearization(sf, best)
         s = best.s if np.isfinite(best.lambda_) else ch.scores(sf.theta)
@@ -440,10 +368,7 @@ class Steps:
         return Selected(s, loss, (lin, *lins_j), b, gamma, log_nu, ct, beta, labels)
 
     def covariate_effects(self, sf: StagedFit, best: Candidate) -> tuple[np.ndarray | None, tuple[str, ...]]:
-        """Return the covariate effects of the selected fit and their row labels (``None`` without covariates).
-
-        At ``lambda = 0`` the people's model has the people's effects ``beta_H`` alone.
-        """
+        """Return the covariate effects of the selected fit and their row labels (``None`` without covariates)."""
         data = self.data
         if not data.p:
             return None, ()

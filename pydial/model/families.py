@@ -1,23 +1,15 @@
-r"""Per-cell paired-comparison likelihoods with ties: value, score and curvature.
+r"""Per-cell paired-comparison likelihoods with ties: value, score and curvature, and the outcome families.
 
-A cell holds the counts ``(w_i, w_j, t)`` (wins of item ``i``, wins of item
-``j``, ties) of one judge on one ordered pair, with linear predictor
-``eta = s_i - s_j + a b`` (eq. binomial-model-llm) and, for the tie models, a
-log tie parameter ``l = log nu``.  Each function returns the log-likelihood
-kernel of every cell (without the multinomial coefficient, see
-:func:`log_coef`) and its first and second derivatives in ``(eta, l)``, so
-that any fit whose cells are linear in its parameters gets exact gradients and
-Hessians by the chain rule.  The Stan programs use the same three models
-(``stan/include/paired_likelihoods.stan``, ``ties`` 0, 1, 2).
+A cell holds the counts ``(w_i, w_j, t)`` of one judge on one ordered pair, with predictor ``eta``
+(eq. binomial-model-llm) and, for the tie models, ``l = log nu``.  Each kernel returns the log-likelihood
+of every cell (without the coefficient, :func:`log_coef`) and its derivatives in ``(eta, l)``; the
+Stan programs use the same models (``stan/include/paired_likelihoods.stan``, ``ties`` 0, 1, 2).
 
 * :func:`binary_cell`: ``w_i ~ Binomial(w_i + w_j, sigma(eta))``, ties excluded.
-* :func:`davidson_cell`: Davidson (1970) with the Davidson-Beaver (1977) order
-  effect, ``P(i) : P(j) : P(tie) = e^{eta/2} : e^{-eta/2} : nu``.  Given a
-  decisive outcome ``logit P(i) = eta``: the binary model; ``nu -> 0``
-  removes the ties.
-* :func:`rao_kupper_cell`: Rao and Kupper (1967), a logistic threshold
-  ``tau = nu > 0``: ``P(i) = sigma(eta - tau)``, ``P(j) = sigma(-eta - tau)``,
-  ``P(tie) = (e^{2 tau} - 1) P(i) P(j)``; ``tau -> 0`` is the binary model.
+* :func:`davidson_cell`: Davidson (1970) with the Davidson-Beaver (1977) order effect,
+  ``P(i) : P(j) : P(tie) = e^{eta/2} : e^{-eta/2} : nu``; ``nu -> 0`` is the binary model.
+* :func:`rao_kupper_cell`: Rao and Kupper (1967), threshold ``tau = nu``: ``P(i) = sigma(eta - tau)``,
+  ``P(j) = sigma(-eta - tau)``, ``P(tie) = (e^{2 tau} - 1) P(i) P(j)``; ``tau -> 0`` is the binary model.
 """
 
 from __future__ import annotations
@@ -48,11 +40,7 @@ __all__ = [
 
 @dataclass(frozen=True)
 class CellDerivatives:
-    """Log-likelihood kernel per cell and its derivatives in ``(eta, l)``, ``l = log nu``.
-
-    ``value, d_eta, d_l, d_eta_eta, d_eta_l, d_l_l`` are arrays with one
-    entry per cell (the ``l`` terms are 0 for the binary model).
-    """
+    """Log-likelihood kernel per cell and its derivatives in ``(eta, l)``, ``l = log nu`` (the ``l`` terms 0 for binary)."""
 
     value: np.ndarray
     d_eta: np.ndarray
@@ -143,11 +131,7 @@ def rao_kupper_probabilities(eta: np.ndarray, l: np.ndarray) -> np.ndarray:
 
 
 def softplus(x: np.ndarray) -> np.ndarray:
-    """``log(1 + exp(x))`` without overflow: ``max(x, 0) + log1p(exp(-|x|))``.
-
-    The formula of ``numpy.logaddexp(0, x)``, evaluated with vectorized ``exp`` and
-    ``log1p`` in one work array (about four times faster on many cells).
-    """
+    """``log(1 + exp(x))`` without overflow, ``max(x, 0) + log1p(exp(-|x|))``, in one work array."""
     x = np.asarray(x, dtype=float)
     out = np.abs(x)
     np.negative(out, out=out)
@@ -161,7 +145,7 @@ def softplus(x: np.ndarray) -> np.ndarray:
 class LossTerms:
     """Per-cell derivatives of an objective's weighted loss ``sum_c w_c loss_c`` in ``eta`` and ``l = log nu``.
 
-    ``d_eta_eta`` is ``None`` without the Hessian; the ``l`` terms are ``None`` for the binary kernel.
+    ``d_eta_eta`` is ``None`` without the Hessian, the ``l`` terms ``None`` for the binary kernel.
     """
 
     d_eta: np.ndarray
@@ -213,15 +197,12 @@ def _outcome_terms(obj: Any, x: np.ndarray, eta: np.ndarray, hess: bool) -> Loss
 
 @dataclass(frozen=True, eq=False)
 class Family:
-    """An outcome family of the paired comparisons: its cell kernel, probabilities, tie start and labels.
+    """An outcome family: its cell kernel, probabilities, tie start and labels, and its objectives' loss kernel.
 
-    Resolved once from ``ties=`` by :func:`family_of`: :data:`BINARY` (``ties=None``, decisive
-    comparisons), :data:`DAVIDSON` or :data:`RAO_KUPPER`.  ``code`` is the Stan programs'
-    ``ties`` (0, 1, 2); ``label`` the name of the tie parameter (``"nu"``, Rao-Kupper's ``"tau"``);
-    ``cell`` and ``probs`` the kernel and the outcome probabilities; ``log_nu_of_rate`` the
-    ``log nu`` of a tie rate at equal scores (``None`` for the binary family); ``loss`` and ``terms``
-    the weighted loss of an objective's cells and its derivatives (the binary family's: the logistic
-    residuals ``n p - y``, block by block).
+    :data:`BINARY` (``ties=None``), :data:`DAVIDSON` or :data:`RAO_KUPPER` (:func:`family_of`).  ``code`` is Stan's
+    ``ties``; ``label`` the tie parameter's name; ``log_nu_of_rate`` the ``log nu`` of a tie rate at equal
+    scores (``None``: binary); ``loss`` and ``terms`` the weighted loss of an objective's cells and its
+    derivatives (the binary family's: the logistic residuals ``n p - y``, block by block).
     """
 
     name: str | None
@@ -248,10 +229,9 @@ class Family:
         return self.probs(eta, np.broadcast_to(np.asarray(log_nu, float), eta.shape))
 
     def log_nu_start(self, counts: np.ndarray) -> float:
-        """Return the starting ``log nu`` of a group with outcome counts ``counts`` (``(m, 3)``), for both engines.
+        """Return the starting ``log nu`` of a group with outcome counts ``counts`` (both engines).
 
-        The value that gives the group's observed tie rate (with half a tie added) at equal
-        scores: ``nu / (2 + nu)`` (Davidson), ``tanh(tau / 2)`` (Rao-Kupper).
+        The tie rate (with half a tie added) at equal scores: ``nu / (2 + nu)`` (Davidson), ``tanh(tau / 2)`` (Rao-Kupper).
         """
         if self.log_nu_of_rate is None:
             raise ArgumentError("the binary family has no tie parameter")
@@ -259,11 +239,7 @@ class Family:
         return self.log_nu_of_rate((c[2] + 0.5) / (c.sum() + 1.0))
 
     def outcome_terms(self, eta: np.ndarray, l: np.ndarray | float) -> list[np.ndarray]:
-        """Return ``P, a, b, a_eta, a_l, b_l`` of every (cell, outcome), each ``(m, 3)``.
-
-        The probabilities and the first and second derivatives of each outcome's ``log P`` in
-        ``(eta, l)`` (the binary family has no tie outcome and no ``l``).
-        """
+        """Return ``P, a, b, a_eta, a_l, b_l`` of every (cell, outcome), each ``(m, 3)``: ``P`` and ``log P``'s derivatives."""
         eta = np.asarray(eta, float)
         out = [np.zeros((eta.size, 3)) for _ in range(6)]
         for o in range(2 if self.is_binary else 3):

@@ -1,17 +1,8 @@
-r"""Binomial logistic losses of DIAL with exact gradients and Hessians.
+r"""The weighted loss of DIAL on the reduced chart with exact gradients and Hessians (:class:`Objective`).
 
-* ``human_loss``  -- :math:`\ell_H(s)` of eq. human-full-loss (normalized by ``n_H``);
-* ``llm_loss``    -- :math:`\ell_L(S, b)` of eq. llm-negloglik (normalized by ``n_L``);
-* :class:`Objective` -- :math:`Q_\lambda = \ell_H + \lambda \ell_L` (eq. weighted-loss)
-  on the reduced chart of :mod:`pydial.model.chart`, with value, gradient, Hessian and the
-  per-cell pieces needed by the sandwich and GACV.
-
-Every cell ``c`` (LLM or human) has the bilinear predictor
-``eta_c = L_g . (B_i - B_j) + a b_g`` in the full coordinates; the loss is
-``sum_c w_c [n_c log(1 + e^eta_c) - y_c eta_c]`` with per-comparison weight
-``w_c = 1/n_H`` for human and ``lambda/n_L`` for LLM cells.  Each cell touches only
-``3(r+1) + 1`` full coordinates, so the Hessian is assembled from small blocks
-with one ``bincount`` and mapped to the reduced chart by ``T^T H T``.
+:math:`Q_\lambda = \ell_H + \lambda \ell_L` (eq. weighted-loss) of any outcome family.  Every cell has
+the bilinear predictor ``eta_c = L_g . (B_i - B_j) + a b_g (+ z' beta)`` and touches ``3(r+1) + 1 (+ p)``
+full coordinates, so the Hessian is assembled from per-cell totals and mapped back by ``T^T H T``.
 """
 
 from __future__ import annotations
@@ -33,10 +24,7 @@ from pydial.exceptions import ArgumentError
 
 
 def calibration_firth_penalty(data: Comparisons, family: Family = BINARY) -> CalibrationFirthPenalty:
-    """Jeffreys prior of the people's calibration GLM of ``family`` (design ``[D_H M, Z_H]``, normalization ``1/n_H``).
-
-    A tie family counts the ties in ``n`` and ``n_H``.
-    """
+    """Jeffreys prior of the people's calibration GLM of ``family`` (design ``[D_H M, Z_H]``, weight ``1/n_H``, ties counted)."""
     H = data.cell_table("human", with_ties=not family.is_binary)
     return CalibrationFirthPenalty(difference_design(H.i, H.j, data.N).toarray(), H.counts.sum(axis=1).astype(float),
                                    1.0 / family_totals(data, family)[1], data.effect_columns(H.z, data.K), family)
@@ -99,29 +87,13 @@ faster at 2.1 entries per cell, N = 300; cell totals 3x faster at 5.7, N = 1,000
 
 
 class Objective:
-    r"""The weighted loss of the bilinear model on a :class:`~pydial.model.chart.Chart`, for an outcome family.
+    r"""The weighted loss ``sum_c w_c loss_c`` of the bilinear model on a :class:`~pydial.model.chart.Chart`, for a family.
 
-    Binary family (``ties=None``, the fast path):
-    ``value(theta) = sum_c w_c [n_c softplus(eta_c) - y_c eta_c]`` where human cells
-    carry ``w_human`` and LLM cells ``w_llm``.  With ``w_human = 1/n_H`` and
-    ``w_llm = lambda/n_L`` this is :math:`Q_\lambda` (eq. weighted-loss); with
-    ``w_human = 0`` and ``w_llm = 1/n_L`` the structured LLM-only loss of
-    eq. staged-calibrated-estimator.  ``penalty`` (a
-    :class:`~pydial.model.penalty.CalibrationFirthPenalty` of the objective's family, the human
-    block's Jeffreys prior) is added to the loss.
-
-    Tie family (``ties="davidson"`` or ``"rao-kupper"``, on tie cells
-    ``Cells.stack(..., with_ties=True)``): every cell ``c`` of loading row ``g`` (judge ``k``,
-    or the people) contributes ``-w_c log p(w_i, w_j, t | eta_c, l_g)`` (kernel without the
-    multinomial coefficient, :mod:`pydial.model.families`), ``l_g = log nu_g`` the tie
-    parameter of the group.  The coordinates are ``x = (theta, l)``: the chart's ``theta``
-    followed by the free log tie parameters, one per group in ``free`` (ascending:
-    judges, then the people).  Groups not in ``free`` must have no ties; their cells use
-    the binary model, the ``nu = 0`` boundary of both tie models (:func:`tie_groups`).
-    Value, gradient and exact Hessian (with the ``(eta, l)`` cross terms) come from the
-    per-cell derivatives by the chain rule through the same bilinear kernel.  The binary
-    family is the case of no free group.  The tie family's ``penalty`` has an exact gradient and
-    the central-difference Hessian of it.
+    ``loss_c`` is minus the family's cell kernel (:mod:`pydial.model.families`; binary: ``n softplus(eta) - y eta``).
+    With ``w = 1/n_H`` on the human cells and ``lambda/n_L`` on the LLM cells it is :math:`Q_\lambda`
+    (eq. weighted-loss; :meth:`weighted`), plus ``penalty``, the people's Jeffreys prior.  The coordinates are
+    ``x = (theta, l)``: the chart's, then the log tie parameters of the groups ``free`` (judges, then the
+    people); the other groups must have no ties and follow the binary model (``nu = 0``, :func:`tie_groups`).
     """
 
     def __init__(self, chart: Chart, cells: Cells, penalty: CalibrationFirthPenalty | None = None, *,
@@ -157,18 +129,11 @@ class Objective:
     @classmethod
     def weighted(cls, chart: Chart, data: Comparisons, lambda_: float, penalty: str | None = None, *,
                  ties: "str | None | Family" = None, free: "np.ndarray | None" = None) -> "Objective":
-        r""":math:`Q_\lambda` (eq. weighted-loss) with ``lambda_`` in ``(0, inf)``; ``lambda_ = inf``: the LLM-only loss.
+        r""":math:`Q_\lambda` (eq. weighted-loss) of ``ties``' family; ``lambda_ = inf``: the LLM-only loss, 0: the human block.
 
-        ``lambda_ = 0`` gives the human block alone (binary family).
-
-        ``penalty="firth"`` adds the human block's Jeffreys prior
-        :math:`-\frac{1}{2 n_H}[\log\det(X^\top W X) - \log\det(M^\top M)]` with ``X = D_H M``
-        (``[D_H M, Z_H]`` with response covariates), the information of the calibration
-        coordinates ``c`` (and ``beta_H``) (:mod:`pydial.model.penalty`).
-        With a tie family ``ties`` the cells are the tie cells, weighted ``lambda_/n_L`` and ``1/n_H``
-        with the comparison counts including ties (:func:`tie_totals`), the free tie groups
-        are ``free`` (default :func:`tie_groups`), and ``penalty="firth"`` adds the Jeffreys prior of
-        the people's calibration tie GLM in ``(c, log nu_H)`` (:class:`~pydial.model.penalty.CalibrationFirthPenalty`).
+        The weights count a tie family's ties (:func:`~pydial.model.cells.family_totals`); ``free`` defaults to
+        :func:`tie_groups`; ``penalty="firth"`` adds the people's Jeffreys prior in the calibration coordinates
+        (:func:`calibration_firth_penalty`).
         """
         fam = family_of(ties)
         n_l, n_h = family_totals(data, fam)
@@ -255,10 +220,7 @@ class Objective:
 
     @property
     def _offsets(self) -> list[tuple[np.ndarray, np.ndarray, int, np.ndarray, np.ndarray]]:
-        r"""The coordinates entering ``eta`` linearly: ``(x_c, unit_c, n_units, coordinate of each unit, unit of each row)``.
-
-        The order effect (``x = a``, unit the judge) and each covariate (``x = z_l``, unit the row of ``beta``).
-        """
+        r"""Return the coordinates entering ``eta`` linearly ``b``, ``beta``: ``(x_c, unit_c, units, coordinates, row units)``."""
         ch = self.chart
         K, R = ch.K, ch.rows
         out = [(self._order_label, self._order_judge, K, ch.off_b + np.arange(K), np.minimum(np.arange(R), K - 1))]
@@ -389,9 +351,10 @@ class Objective:
         pen = self._penalty_terms(x, eta, t.d_eta, hess) if self.penalty is not None else None
         agg = self._residual_by_item(t.d_eta)
         g = np.asarray(ch.T_sparse.T @ self._gradient_factored(t.d_eta, phi, agg))
-        nt, pos = self.n_tie, self._lpos
-        if nt:
-            assert t.d_l is not None and t.d_eta_l is not None and t.d_l_l is not None  # a tie family's terms
+        nt = self.n_tie
+        pos = self._lpos if nt else None
+        if pos is not None:
+            assert t.d_l is not None  # a tie family's terms
             g = np.concatenate([g, np.bincount(pos[pos >= 0], weights=t.d_l[pos >= 0], minlength=nt)])
         if pen is not None:
             f, g = f + pen[0], g + pen[1]
@@ -402,7 +365,7 @@ class Objective:
         H_full = self._outer(t.d_eta_eta, v, phi)
         self._add_cross(H_full, agg)
         H = ch.pull_back(H_full)
-        if nt:
+        if pos is not None:
             assert v is not None and t.d_eta_l is not None and t.d_l_l is not None
             H_tl = np.asarray(ch.T_sparse.T @ self._cross_l(t.d_eta_l, v))
             H_ll = np.diag(np.bincount(pos[pos >= 0], weights=t.d_l_l[pos >= 0], minlength=nt))
@@ -449,11 +412,9 @@ class Objective:
 
     def outcome_derivatives(self, x: np.ndarray, eta: np.ndarray | None = None
                             ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Per cell and outcome (``i`` wins, ``j`` wins, tie): probabilities and log-derivatives.
+        """Return per cell and outcome (``i``, ``j``, tie) ``P``, ``a = d log P / d eta``, ``b = d log P / d l``, each ``(m, 3)``.
 
-        Probabilities ``P`` and the derivatives ``a = d log P / d eta``, ``b = d log P / d l``
-        (each ``(m, 3)``), the single-comparison scores of the sandwich and of GACV (cells at
-        ``nu = 0``: the binary model, no tie outcome); ``eta``, when given, the cells' predictors at ``x``.
+        The single-comparison scores of the sandwich and GACV (cells at ``nu = 0``: binary, no tie outcome).
         """
         theta, _ = self.split(x)
         eta = self.eta(theta) if eta is None else eta
@@ -480,10 +441,7 @@ class Objective:
 
     def _tie_penalty_terms(self, x: np.ndarray, *, hess: bool, h: float = 1e-6
                            ) -> tuple[float, np.ndarray, np.ndarray | None]:
-        """Value, exact gradient and central-difference Hessian of a tie family's :attr:`penalty`.
-
-        Over the coordinates the penalty touches.
-        """
+        """Value, exact gradient and central-difference Hessian (on the coordinates it touches) of a tie family's penalty."""
         pen, ch, hum = self.penalty, self.chart, self.human_part
         assert pen is not None
         k = np.flatnonzero(self.free == ch.K)
@@ -519,10 +477,7 @@ class Objective:
 
     @cached_property
     def _groups(self) -> list[tuple[np.ndarray, int, int, int, int, int]]:
-        """The coordinate groups a cell touches: ``(unit, n_units, base, stride, width, vcol)``.
-
-        Full coordinate ``base + unit * stride + l``, derivative ``v[:, vcol + l]``.
-        """
+        """Return the coordinate groups of a cell, ``(unit, units, base, stride, width, vcol)``: ``base + unit stride + l``."""
         ch, c = self.chart, self.cells
         q = ch.q
         out = [
@@ -543,11 +498,9 @@ class Objective:
 
     def _outer(self, weight: np.ndarray, v: list[np.ndarray] | None, phi: np.ndarray | None = None,
                offset: "OffsetWeights | None" = None) -> np.ndarray:
-        """``sum_c weight_c v_c v_c^T`` in the full coordinates (``v_c = d eta_c / d phi``), never ``m x P`` dense.
+        """``sum_c weight_c v_c v_c^T`` (``v_c = d eta_c / d phi``), from item-pair totals or by ``bincount`` per group pair.
 
-        From per-judge item-pair totals (:meth:`_outer_factored`) when ``phi`` is given and the design dense
-        enough, else by ``bincount`` per pair of coordinate groups; ``offset = (wx, wxx)`` replaces the
-        offsets' entries (:attr:`_offsets`) by cluster sums (:meth:`CellJacobian.cluster_gram`).
+        ``offset = (wx, wxx)`` replaces the offsets' entries by cluster sums (:meth:`CellJacobian.cluster_gram`).
         """
         if phi is not None and self._pair_chunks is not None:
             return self._outer_factored(weight, phi, offset)
@@ -586,11 +539,7 @@ class Objective:
     # ------------------------------------- factored gradient and Hessian
     @cached_property
     def _pair_chunks(self) -> list[tuple[int, int, slice]] | None:
-        """Return the loading rows in chunks ``(g0, g1, cells of :attr:`_pair_order`)`` for :meth:`_outer_factored`.
-
-        ``None`` when the design is too sparse (:data:`DENSE_PAIR_RATIO`); a chunk holds at most
-        :data:`PAIR_CHUNK_ENTRIES` table entries.
-        """
+        """Return the loading rows in chunks ``(g0, g1, cells)`` for :meth:`_outer_factored`; ``None`` when too sparse."""
         ch, c = self.chart, self.cells
         N2 = ch.N * ch.N
         if ch.rows * N2 > DENSE_PAIR_RATIO * max(c.g.size, 1):
@@ -626,11 +575,9 @@ class Objective:
         return c.g * ch.N + c.i, c.g * ch.N + c.j
 
     def _outer_factored(self, weight: np.ndarray, phi: np.ndarray, offset: "OffsetWeights | None" = None) -> np.ndarray:
-        """Form :meth:`_outer` from per-judge item-pair totals ``W_g`` of ``weight``.
+        """Form :meth:`_outer` from per-judge item-pair totals ``W_g`` of ``weight`` (Laplacians ``Lap_g`` of ``W_g + W_g^T``).
 
-        With ``Lap_g = diag((W_g + W_g^T) 1) - W_g - W_g^T``: ``(L_g, L_g) = B^T Lap_g B``,
-        ``(L_gl', B_il) = L_gl (Lap_g B)_il'``, ``(B_l, B_l') = sum_g L_gl L_gl' Lap_g``; the offsets by
-        :meth:`_add_offsets`; the products from the tables or from cell totals (:data:`TABLE_RATIO`).
+        ``(L_g, L_g) = B^T Lap_g B``, ``(L_gl', B_il) = L_gl (Lap_g B)_il'``, ``(B_l, B_l') = sum_g L_gl L_gl' Lap_g``.
         """
         ch = self.chart
         q, N, R = ch.q, ch.N, ch.rows
@@ -664,10 +611,7 @@ class Objective:
 
     def _add_offsets(self, H: np.ndarray, weight: np.ndarray, L: np.ndarray, B: np.ndarray,
                      offset: "OffsetWeights | None") -> np.ndarray:
-        """Add the blocks of the coordinates entering ``eta`` linearly (:attr:`_offsets`: ``b``, ``beta``) in place.
-
-        From the totals of ``weight * x_u`` by (row, item) and of ``weight * x_u * x_v`` by row (``offset`` as in :meth:`_outer`).
-        """
+        """Add in place the blocks of the coordinates entering ``eta`` linearly (:attr:`_offsets`), from row and item totals."""
         ch = self.chart
         q, N, R = ch.q, ch.N, ch.rows
         ki, kj = self._row_item_keys
@@ -791,11 +735,7 @@ class Objective:
 
     # --------------------------------------------------- per-cell quantities
     def full_jacobian(self, theta: np.ndarray, rows: np.ndarray | None = None) -> sp.csr_matrix:
-        """``d eta_c / d phi`` in the full coordinates.
-
-        Sparse, exactly ``3(r+1)+1`` entries per cell (every cell, or those selected by the
-        boolean mask ``rows``).
-        """
+        """Return ``d eta_c / d phi`` (sparse, ``3(r+1)+1`` entries per cell) of every cell or of the mask ``rows``."""
         if rows is not None:
             # only the selected cells' derivatives and indices are formed
             return Objective(self.chart, self.cells.select(rows), ties=self.family, free=self.free).full_jacobian(theta)
@@ -814,21 +754,14 @@ class Objective:
                              shape=(m, self.chart.dim_full))
 
     def cell_jacobian(self, theta: np.ndarray, rows: np.ndarray | None = None) -> sp.csr_matrix:
-        """``d eta_c / d theta`` for every cell, or the cells selected by the boolean mask ``rows``.
+        """Return ``d eta_c / d theta`` (sparse ``m x dim``) of every cell or of ``rows``: :meth:`full_jacobian` mapped by ``T``.
 
-        A sparse (m x dim) matrix, :meth:`full_jacobian` mapped by ``T``.
-
-        Rows of cells touching the last judge or item are dense in ``theta`` (the
-        eliminated coordinates are minus sums); products over many cells are better
-        formed with :func:`pydial.inference.linearization.objective_influence`, which stays in the full coordinates.
+        Rows touching the last judge or item are dense in ``theta``: products over many cells stay in ``phi``.
         """
         return (self.full_jacobian(theta, rows) @ self.chart.T_sparse).tocsr()
 
     def ext_jacobian(self, x: np.ndarray, rows: np.ndarray | None = None) -> sp.csr_matrix:
-        """``[d eta / d (phi, l); d l_{g(c)} / d (phi, l)]`` stacked (``2m x (dim_full + n_tie)``, sparse).
-
-        The two derivative channels of every cell (or of the cells in ``rows``).
-        """
+        """Return the two channels ``[d eta / d (phi, l); d l_{g(c)} / d (phi, l)]`` of the cells (or ``rows``), sparse."""
         theta, _ = self.split(x)
         J = self.full_jacobian(theta, rows)
         pos = self._lpos if rows is None else self._lpos[rows]
@@ -849,11 +782,7 @@ class Objective:
                                 "(use outcome_derivatives(x) and ext_jacobian(x))")
 
     def cell_scores(self, theta: np.ndarray) -> sp.csr_matrix:
-        """Per-cell score contributions ``w_c (n_c p_c - y_c) d eta_c / d theta`` (sparse m x dim).
-
-        They sum to the gradient; per-comparison scores follow by dividing by
-        ``w_c`` and splitting the residual over the ``n_c`` comparisons.
-        """
+        """Return the per-cell scores ``w_c (n_c p_c - y_c) d eta_c / d theta`` (binary family; they sum to the gradient)."""
         c = self.cells
         self._binary_only("cell_scores")
         p = self.probabilities(theta)
