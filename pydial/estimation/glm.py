@@ -15,14 +15,14 @@ from typing import Any, cast
 import numpy as np
 import scipy.sparse as sp
 
-from pydial.data.comparisons import CellTable, Comparisons, HumanCells, LLMCells
+from pydial.data.comparisons import Comparisons, HumanCells, LLMCells
 from pydial.cache import derived
 from pydial.estimation.engines import BTLFit, Optimizers, StagedFit, StructuredFit
 from pydial.model.chart import Calibration, Chart, centering_basis, structure_from_S
 from pydial.model.design import Design, calibration_design, centered_design, dense_design
 from pydial.model.families import BINARY, Family, family_of
 from pydial.model.glm import FamilyGLM, binary_counts
-from pydial.model.cells import Cells, family_totals, free_groups
+from pydial.model.cells import Cells, family_totals, free_groups, human_counts, human_table
 from pydial.model.likelihood import Objective
 from pydial.optim import BOX, OptimResult, newton
 
@@ -179,11 +179,6 @@ def human_effect_row(data: Comparisons, free: np.ndarray) -> np.ndarray:
 
 
 # ================================================== the numpy engine's optimizers
-def human_table(data: Comparisons, family: Family) -> CellTable:
-    """Return the people's cells of the family (decisive cells for the binary family)."""
-    return data.cell_table("human", with_ties=not family.is_binary)
-
-
 def human_design(data: Comparisons, family: Family) -> Design:
     """Return the people's GLM design in the centered chart ``s = T beta``, with their covariate columns (``z' beta_H``)."""
     H = human_table(data, family)
@@ -199,8 +194,7 @@ def human_calibration_design(data: Comparisons, family: Family, M: np.ndarray) -
 def human_glm(data: Comparisons, family: Family, X: "Design | np.ndarray", x0: np.ndarray | None,
               penalty: str | None = None) -> OptimResult:
     """Fit a GLM of the people's cells of ``family`` with design ``X``, loss normalized by ``n_H``."""
-    counts = human_table(data, family).counts.astype(float)
-    return glm(family, counts, X, x0, weight=1.0 / family_totals(data, family)[1], penalty=penalty)
+    return glm(family, human_counts(data, family), X, x0, weight=1.0 / family_totals(data, family)[1], penalty=penalty)
 
 
 def _normalizer(ch: Chart) -> Any:
@@ -220,7 +214,7 @@ def _numpy_llm(data: Comparisons, family: Family, ch: Chart, x0: np.ndarray) -> 
 
 def _numpy_calibration(data: Comparisons, family: Family, ch: Chart, theta: np.ndarray, M: np.ndarray,
                        x0: np.ndarray, penalty: str | None = None) -> OptimResult:
-    X = human_calibration_design(data, family, M)
+    X = human_calibration_design(data, family, M)  # the binary GLM on its dense design, as fit_calibration's
     return human_glm(data, family, dense_design(X) if family.is_binary else X, x0, penalty)
 
 
@@ -283,7 +277,7 @@ def staged_fit(data: Comparisons, rank: int, calibration: str, *, family: Family
     thL = xL[: chL.dim]
     st = chL.structure(thL)
     M = st.basis(calibration)
-    hc = human_table(data, family).counts.astype(float)
+    hc = human_counts(data, family)
     free_h = bool(hc[:, 2].sum() > 0)
     d, p, p_h = M.shape[1], data.p, human_effects(data).size
     c0 = np.zeros(d) if family.is_binary else np.eye(d)[0]  # the binary GLM's start c = 0 (as Stan's), else the consensus

@@ -38,7 +38,7 @@ GACV_TOLERANCE = 1e-6
 r"""GACV differences up to this size are near-ties: below what the path's optimizers resolve.
 
 A fit stops at ``max |grad Q_lambda| <= 1e-9`` (Stan's L-BFGS about the same); GACV is not stationary
-there, so it moves by that over the smallest non-gauge curvature per comparison (down to ``1e-3``).
+there, so it moves by that over the smallest non-gauge curvature per comparison: ``1e-9 / 1e-3 = 1e-6``.
 """
 
 

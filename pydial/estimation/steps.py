@@ -27,7 +27,6 @@ from pydial.estimation.glm import (
     human_design,
     human_effect_row,
     human_effects,
-    human_table,
     numpy_optimizers,
     staged_fit,
 )
@@ -54,14 +53,14 @@ from pydial.model.chart import Chart, centering_basis, consensus_gamma
 from pydial.model.design import Design
 from pydial.model.families import BINARY, Family
 from pydial.model.likelihood import Objective
-from pydial.model.cells import family_totals, human_log_nu, human_loss_at, tie_human_loss
+from pydial.model.cells import family_totals, human_counts, human_log_nu, human_loss_at, tie_human_loss
 from pydial.optim import OptimResult, pinv_sym
 
 __all__ = ["NUMPY", "Steps", "numpy_optimizers"]
 
 
 def _human_free(data: Comparisons, family: Family) -> bool:
-    return bool(human_table(data, family).counts[:, 2].sum() > 0)
+    return bool(human_counts(data, family)[:, 2].sum() > 0)
 
 
 # ================================================================ inference
@@ -73,7 +72,7 @@ def family_human_fit(data: Comparisons, family: Family, engine: Optimizers = NUM
 
     Returns the optimum, whether ``log nu_H`` is free and the design; ``penalty="firth"``: Firth's estimate.
     """
-    hc = human_table(data, family).counts.astype(float)
+    hc = human_counts(data, family)
     X = human_design(data, family)
     free = _human_free(data, family)
     x0 = np.append(np.zeros(X.shape[1]), family.log_nu_start(hc)) if free else np.zeros(X.shape[1])

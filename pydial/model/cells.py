@@ -16,9 +16,9 @@ from pydial.exceptions import ArgumentError
 from pydial.model.chart import Chart
 from pydial.model.families import Family, binary_cell, softplus
 
-__all__ = ["Cells", "CellJacobian", "binomial_nll", "covariate_offset", "family_totals", "free_groups", "human_loss",
-           "human_loss_at", "human_log_nu", "key_segments", "llm_loss", "softplus", "stacked_columns", "tie_groups",
-           "tie_human_loss", "tie_totals", "weighted_loss"]
+__all__ = ["Cells", "CellJacobian", "binomial_nll", "covariate_offset", "family_totals", "free_groups", "human_counts",
+           "human_loss", "human_loss_at", "human_log_nu", "human_table", "key_segments", "llm_loss", "softplus",
+           "stacked_columns", "tie_groups", "tie_human_loss", "tie_totals", "weighted_loss"]
 
 
 def binomial_nll(eta: np.ndarray, n: np.ndarray, y: np.ndarray) -> np.ndarray:
@@ -212,6 +212,20 @@ class CellJacobian:
     def tocsr(self) -> sp.csr_matrix:
         """``J`` as a sparse matrix (:meth:`Objective.full_jacobian`)."""
         return self.objective.full_jacobian(self.theta, rows=self.mask)
+
+
+def human_table(data: Comparisons, family: Family) -> CellTable:
+    """Return the people's cells of ``family``: :attr:`~pydial.Comparisons.human` as given (binary), else the tie cells."""
+    return data.human if family.is_binary else data.cell_table("human", with_ties=True)
+
+
+def human_counts(data: Comparisons, family: Family) -> np.ndarray:
+    """Return the ``(m, 3)`` outcome counts of :func:`human_table` as floats (the binary family's as given, ``(y, n - y, 0)``)."""
+    H = human_table(data, family)
+    if not family.is_binary:
+        return H.counts.astype(float)
+    n, y = np.asarray(H.n, float), np.asarray(H.y, float)
+    return np.column_stack([y, n - y, np.zeros_like(y)])
 
 
 def tie_totals(data: Comparisons) -> tuple[int, int]:

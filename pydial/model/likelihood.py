@@ -17,7 +17,8 @@ from scipy.special import expit
 
 from pydial.data.comparisons import Comparisons
 from pydial.model.chart import Chart, difference_design
-from pydial.model.cells import Cells, family_totals, free_groups, key_segments, tie_groups, tie_totals  # noqa: F401 (re-exported)
+from pydial.model.cells import Cells, family_totals, free_groups, human_counts, human_table, key_segments
+from pydial.model.cells import tie_groups, tie_totals  # noqa: F401 (re-exported)
 from pydial.model.families import BINARY, CellDerivatives, Family, binary_cell, family_of
 from pydial.model.penalty import CalibrationFirthPenalty, central_hessian, check_penalty
 from pydial.exceptions import ArgumentError
@@ -25,8 +26,8 @@ from pydial.exceptions import ArgumentError
 
 def calibration_firth_penalty(data: Comparisons, family: Family = BINARY) -> CalibrationFirthPenalty:
     """Jeffreys prior of the people's calibration GLM of ``family`` (design ``[D_H M, Z_H]``, weight ``1/n_H``, ties counted)."""
-    H = data.cell_table("human", with_ties=not family.is_binary)
-    return CalibrationFirthPenalty(difference_design(H.i, H.j, data.N).toarray(), H.counts.sum(axis=1).astype(float),
+    H = human_table(data, family)
+    return CalibrationFirthPenalty(difference_design(H.i, H.j, data.N).toarray(), human_counts(data, family).sum(axis=1),
                                    1.0 / family_totals(data, family)[1], data.effect_columns(H.z, data.K), family)
 
 
