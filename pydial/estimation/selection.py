@@ -19,12 +19,12 @@ import pandas as pd
 from pydial.data.comparisons import Comparisons
 from pydial.estimation.engines import Optimizers
 from pydial.estimation.glm import NUMPY, glm
-from pydial.model.glm import binary_counts, has_tie_parameter
+from pydial.model.glm import has_tie_parameter
 from pydial.model.chart import Chart, difference_design
 from pydial.model.design import Design, centered_design
 from pydial.model.families import BINARY, Family
 from pydial.model.likelihood import Cells, Objective
-from pydial.model.cells import family_totals, human_loss_at
+from pydial.model.cells import family_totals, human_counts, human_loss_at, human_table
 from pydial.inference.sandwich import gacv_scores, gacv_trace
 from pydial.optim import BOX, ZERO_EIG_RTOL, OptimResult, newton, pinv_from_eigh, pinv_gauge, single_threaded_blas
 from pydial.exceptions import ArgumentError
@@ -335,12 +335,8 @@ def loo_cv(data: Comparisons, ch: Chart, lambda_: float, theta: np.ndarray, fami
     ``theta`` holds a tie family's log tie parameters after the chart's; a last tie deleted sends its ``nu`` to 0.
     """
     N = data.N
-    if family.is_binary:
-        H = data.human
-        hi, hj, counts = H.i, H.j, binary_counts(H.n, H.y)
-    else:
-        Ht = data.cell_table("human", with_ties=True)
-        hi, hj, counts = Ht.i, Ht.j, Ht.counts.astype(float)
+    H = human_table(data, family)
+    hi, hj, counts = H.i, H.j, human_counts(data, family)
     n_h = float(counts.sum())
     th = np.asarray(theta, float)[: ch.dim]
     if np.isinf(lambda_):
