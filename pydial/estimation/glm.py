@@ -182,7 +182,8 @@ def human_effect_row(data: Comparisons, free: np.ndarray) -> np.ndarray:
 def human_design(data: Comparisons, family: Family) -> Design:
     """Return the people's GLM design in the centered chart ``s = T beta``, with their covariate columns (``z' beta_H``)."""
     H = human_table(data, family)
-    return centered_design(H.i, H.j, data.N, z=data.effect_columns(H.z, data.K))
+    return derived(data, ("human design", family.is_binary),
+                   lambda: centered_design(H.i, H.j, data.N, z=data.effect_columns(H.z, data.K)))
 
 
 def human_calibration_design(data: Comparisons, family: Family, M: np.ndarray) -> Design:
