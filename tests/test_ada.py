@@ -40,7 +40,9 @@ from pydial.inference.linearization import COV_TYPES, influence_covariance
 from pydial.model.likelihood import Objective
 from pydial.model.cells import human_loss
 from pydial.studies.metrics import excess_risk
-from pydial.estimation.selection import SIMULATION_MULTIPLES, finite_candidate, gacv_trace, loo_cv
+from pydial.estimation.selection import SIMULATION_MULTIPLES, finite_candidate, loo_cv
+from pydial.inference.meats import CellStats
+from pydial.inference.sandwich import gacv_trace
 from pydial.estimation.steps import family_anchored_candidate
 from pydial.model.families import BINARY
 
@@ -130,7 +132,7 @@ def pieces(fp: FinitePoint, theta: np.ndarray) -> dict:
     hum = obj.cells.is_human
     U = obj.cell_jacobian(theta)[hum]
     p = obj.probabilities(theta)[hum]
-    tr = gacv_trace(H, U, obj.cells.n[hum], obj.cells.y[hum], p) / (d.n_human - 1)
+    tr = gacv_trace(H, U, CellStats.from_parts([(obj.cells.n[hum], obj.cells.y[hum], p, 1.0, True)]), None, d.n_human)
     Uf, st = finite_influence(d, ch, fp.lambda_, theta)
     covs = {m: influence_covariance(Uf, st, d, m) for m in COV_TYPES}
     return dict(f=f, g=g, H=H, s=ch.scores(theta), S=ch.S(theta), trace=tr, covs=covs, st=st, obj=obj)

@@ -92,10 +92,10 @@ def test_full_rank_llm_only_fit_is_the_judges_glm(data, shared):
     """At rank K - 1 the structured LLM-only model is the per-judge model: the same MLE as statsmodels' GLM."""
     X, Y = _judgment_design(data, shared)
     ref = sm.GLM(Y, X, family=sm.families.Binomial()).fit(tol=1e-14)
-    chL, fL = llm_only_fit(data, data.K - 1, True, shared)
+    chL, thL, _, _ = llm_only_fit(data, data.K - 1, True, shared)
     K, N = data.K, data.N
-    np.testing.assert_allclose(chL.covariate_effects(fL.theta).ravel(), ref.params[K * N:], atol=1e-6)
-    np.testing.assert_allclose(chL.order_effects(fL.theta), ref.params[K * (N - 1):K * N], atol=1e-6)
+    np.testing.assert_allclose(chL.covariate_effects(thL).ravel(), ref.params[K * N:], atol=1e-6)
+    np.testing.assert_allclose(chL.order_effects(thL), ref.params[K * (N - 1):K * N], atol=1e-6)
     if not shared:  # and the judges method gives the same effects
         j = pydial.fit(data, "judges")
         np.testing.assert_allclose(j.covariate_effects["beta"].to_numpy(), ref.params[K * N:], atol=1e-6)

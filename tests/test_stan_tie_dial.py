@@ -62,11 +62,12 @@ def test_dial_tie_log_prob_equals_numpy_tie_objective(models, tdata, ties, r, ca
 @pytest.mark.parametrize("ties", ["davidson", "rao-kupper"])
 def test_joint_tie_fit_matches_stan_optimizer(models, tdata, ties, stan_backend_name):
     m = models["dial"]
-    sf = steps.family_staged_fit(tdata, family_of(ties), 1, "mu")
+    sf = steps.staged_fit(tdata, 1, "mu", family=family_of(ties))
     ch = sf.chart
     n_l, n_h = tie_totals(tdata)
     lam = 1.5
-    x, opt, obj = steps.family_joint_fit(tdata, ch, lam, sf.x, family_of(ties))
+    opt = steps.NUMPY.joint(tdata, family_of(ties), ch, lam, sf.x)
+    x, obj = opt.x, Objective.weighted(ch, tdata, lam, ties=family_of(ties))
     assert opt.resolved
     d = dial_data(tdata, ch, w_llm=lam * n_h / n_l, w_human=1.0, family=family_of(ties))
     res = optimize_dial(m, d, sf.x, gtol=1e-12)

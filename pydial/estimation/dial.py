@@ -1,22 +1,10 @@
 r"""DIAL-Anc, DIAL-Ada and DIAL-noPos for every outcome family: one driver, the family's steps.
 
-Alg. DIAL-Anc / DIAL-Ada of the paper, whatever the outcome family:
-
-1. the ``lambda = 0`` endpoint, the people's model alone (eq. human-only-estimator);
-2. for each rank, the staged fit (eq. staged-calibrated-estimator) and its GACV
-   candidate at ``lambda = inf``;
-3. DIAL-Ada / -noPos: the finite weights ``multiples * n_L / n_H`` from the largest,
-   each warm-started at the last admissible fit, with the guards of App.
-   lambda-selection and the GACV pieces (eq. gacv);
-4. the candidate of smallest GACV, or the anchored endpoint within a margin
-   (:func:`~pydial.estimation.selection.select_candidate`, :class:`~pydial.estimation.selection.Selection`);
-5. the linearization of the selected fit, the judges' effects of the LLM-only fit
-   and the calibration likelihood-ratio test (Prop. calibration-test).
-
-The family enters through its steps, :class:`~pydial.estimation.steps.Steps`: one
-implementation for every family (binary, Davidson, Rao-Kupper; coordinates
-``x = (theta, log nu)``), with the binary family's specialization for the steps that pass
-over the LLM cells.  Every step computes its inference with numpy at the optimum an engine returns.
+1. the people's model (``lambda = 0``); 2. per rank, the staged fit and its candidate at ``lambda = inf``;
+3. DIAL-Ada / -noPos: the finite weights from the largest, warm-started, with the guards and GACV
+pieces of App. lambda-selection; 4. the candidate of smallest GACV (or the anchored endpoint within a
+margin); 5. its linearization, the judges' effects and the calibration LRT (Prop. calibration-test).
+The family enters through :class:`~pydial.estimation.steps.Steps`.
 """
 
 from __future__ import annotations
@@ -61,25 +49,10 @@ def path_weights(n_llm: int, n_human: int, lambda_: Any, multiples: Any) -> np.n
 
 def fit_dial(data: Comparisons, steps: Steps, cal: str, *, adaptive: bool, lambda_: Any, multiples: Any,
              include_endpoints: bool | str, rank_grid: list[int], selection: Selection = Selection()) -> Estimate:
-    """Run DIAL-Anc (``adaptive=False``) or DIAL-Ada / -noPos with the family's ``steps``.
+    """Run DIAL-Anc (``adaptive=False``) or DIAL-Ada / -noPos with the family's ``steps`` and calibration basis ``cal``.
 
-    Alg. DIAL-Anc (eq. staged-calibrated-estimator) and Alg. DIAL-Ada: the weighted fits of
-    eq. weighted-loss on the weights of App. lambda-selection, selected by GACV (eq. gacv),
-    with the calibration LRT of Prop. calibration-test.
-
-    Parameters
-    ----------
-    data : Comparisons
-    steps : Steps
-        The family's steps (with the order effects, engine and penalty they were built with).
-    cal : {"mu", "W"}
-        The calibration basis.
-    adaptive : bool
-        Fit the weight path and select by GACV; ``False``: the anchored endpoint (DIAL-Anc).
-    lambda_, multiples, include_endpoints, rank_grid
-        As in :func:`pydial.fit`.
-    selection : Selection
-        The rule choosing the weight and the near-tie tolerance of ``result.gacv``.
+    ``lambda_``, ``multiples``, ``include_endpoints``, ``rank_grid`` as in :func:`pydial.fit`; ``selection`` the
+    rule choosing the weight (:class:`~pydial.estimation.selection.Selection`).
     """
     n_l, n_h = steps.totals()
     hum = steps.human()
@@ -128,13 +101,8 @@ def dial_stats(data: Comparisons, steps: Steps, sf: StagedFit, best: Candidate, 
                adaptive: bool) -> FitStats:
     r"""Return the log-likelihood, parameter count and weighted criterion of the selected DIAL fit.
 
-    At a finite weight: the joint fit of eq. weighted-loss, ``l_LLM + l_H`` at its coordinates, the
-    parameters of the structured model (:mod:`pydial.estimation.fitstats`), and
-    :math:`Q_\lambda` there (with the penalty when penalized).  At ``lambda = inf`` (DIAL-Anc, and
-    DIAL-Ada's anchored endpoint): the staged fit, ``l_LLM`` of its LLM-only stage plus ``l_H`` of
-    its calibration, the same parameters, no single criterion (``objective`` NaN).  At
-    ``lambda = 0``: the people's model and the LLM-only fit, each its own likelihood: the sum of
-    the two log-likelihoods and of the two parameter counts; the criterion is ``l_H``.
+    A finite weight: the joint fit's ``l_LLM + l_H`` and :math:`Q_\lambda` (penalty included); ``inf``: the staged
+    fit's two stages, no single criterion; 0: the people's model and the LLM-only fit, counts summed, ``l_H``.
     """
     family, tied = steps.family, not steps.family.is_binary
     ch, chL = sf.chart, sf.llm_chart

@@ -1,15 +1,8 @@
 r"""The optimizer interface shared by the two engines and the fit records they return.
 
-The estimators (:mod:`pydial.estimation.estimators`, :mod:`pydial.estimation.steps`, :mod:`pydial.estimation.btl`)
-compute every covariance, GACV and test with numpy at an optimum that an engine
-supplies.  An engine is one set of optimizers, :class:`Optimizers`.  The numpy engine's are built in
-:mod:`pydial.estimation.steps`; the Stan engine's in
-:mod:`pydial.stan.engine`.  Both return the records defined here, so this module
-imports neither: it sits below both engines.
-
-Records: :class:`BTLFit` (a centered BTL-type fit), :class:`StructuredFit` (a fit on a
-:class:`~pydial.model.chart.Chart`), :class:`StagedFit` (the staged endpoint of Alg. DIAL-Anc)
-and :class:`JudgesBTLFit` (each judge's BTL of a family, from Stan).
+The estimators compute every covariance, GACV and test with numpy at the optimum an engine's
+:class:`Optimizers` supply (numpy's in :mod:`pydial.estimation.glm`, Stan's in :mod:`pydial.stan.engine`);
+this module sits below both.
 """
 
 from __future__ import annotations
@@ -41,11 +34,7 @@ class BTLFit:
 
 @dataclass(frozen=True)
 class StructuredFit:
-    """A structured fit on a :class:`~pydial.model.chart.Chart`: reduced coordinates and optimizer result.
-
-    ``objective`` is the :class:`~pydial.model.likelihood.Objective` that was minimized (``None``
-    once dropped, e.g. in a cache).
-    """
+    """A structured fit on a :class:`~pydial.model.chart.Chart`: coordinates, optimizer result and the ``objective`` minimized."""
 
     chart: Chart
     theta: np.ndarray
@@ -57,12 +46,9 @@ class StructuredFit:
 class StagedFit:
     """The staged endpoint in the calibrated chart (Alg. DIAL-Anc), for every outcome family.
 
-    ``chart``, ``x``: the calibrated chart and the coordinates the weighted fits start from
-    (its ``theta``, then the free log tie parameters of the groups ``free``: judges, then the
-    people); ``llm_chart``, ``llm_x``, ``llm_free``: the structured LLM-only fit (first stage
-    of eq. staged-calibrated-estimator) in the same layout; ``llm_opt``, ``cal_opt``: the
-    optimizer results of the two stages (the second in the calibration coordinates ``c``,
-    then ``log nu_H``).  The binary family has no free group, so ``x`` is ``theta``.
+    ``x``: the calibrated ``chart``'s coordinates, then the log tie parameters of the groups ``free``;
+    ``llm_chart``, ``llm_x``, ``llm_free``: the LLM-only fit (first stage) alike; ``llm_opt``, ``cal_opt``: the
+    two stages' optimizer results (the second in ``(c, beta_H, log nu_H)``).
     """
 
     chart: Chart
@@ -87,26 +73,11 @@ class StagedFit:
 
 @dataclass(frozen=True)
 class JudgesBTLFit:
-    """MLEs of each judge's BTL in one outcome family (binary, Davidson or Rao-Kupper), one row per judge.
+    """MLEs of each judge's BTL in one outcome family, one row per judge (Stan's judge-wise fits).
 
-    Attributes
-    ----------
-    S : ndarray
-        Centered scores, ``(G, N)``.
-    b : ndarray
-        Order effects, ``(G,)`` (zeros without order effects).
-    log_nu : ndarray
-        Log tie parameters, ``(G,)`` (empty for the binary family).
-    converged : bool
-        Every optimizer call converged.
-    grad_norm : float
-        Largest gradient norm reported (``nan`` when not reported).
-    message : str
-        The optimizer's message.
-    details : Any
-        The engine's own record of the optimization (e.g. Stan's result), or ``None``.
-    beta : ndarray or None
-        Covariate effects, ``(G, p)`` (``None`` without response covariates).
+    ``S`` centered scores ``(G, N)``; ``b`` order effects (zeros without); ``log_nu`` (empty for the binary
+    family); ``converged`` every call; ``grad_norm`` the largest reported (``nan`` if none); ``message``;
+    ``details`` the engine's own record; ``beta`` covariate effects ``(G, p)`` or ``None``.
     """
 
     S: np.ndarray
@@ -132,8 +103,7 @@ class StagedOptimizer(Protocol):
 class JointOptimizer(Protocol):
     r"""``path(data, chart, lambda_, theta0, warm=None, polish=True) -> (theta, OptimResult)``: :math:`\arg\min Q_\lambda`.
 
-    ``warm = (lambda_0, opt0)``: the previous weight's fit ending at ``theta0``, used or ignored;
-    ``polish``: resolve the optimum to the rounding level where the optimizer can (:func:`~pydial.optim.newton`).
+    ``warm = (lambda_0, opt0)``, the previous weight's fit ending at ``theta0``, may be used; ``polish``: resolve to rounding.
     """
 
     def __call__(self, data: Comparisons, chart: Chart, lambda_: float, theta0: np.ndarray, *,
@@ -146,25 +116,19 @@ class JointOptimizer(Protocol):
 class Optimizers:
     r"""The optimizers of one engine (numpy's or Stan's) for every outcome family; inference is numpy's at their optimum.
 
-    Every family (a :class:`~pydial.model.families.Family`): ``llm(data, family, chart, x0)``, the
-    LLM-only loss on ``chart`` (``x = (theta, log nu_1..K)``); ``calibration(data, family, chart, theta, M,
-    x0, penalty=None)``, the calibration GLM in the normalized coordinates ``(c, log nu_H)`` of ``M``
-    (``chart``, ``theta``: the staged chart with ``A, B`` of the LLM-only fit); ``joint(data, family,
-    chart, lambda_, x0, penalty=None)``: :math:`Q_\lambda`; ``human(data, family, x0, penalty=None)``: the
-    people's model in ``(beta, log nu_H)``, ``s = T beta``.  Each returns an :class:`~pydial.optim.OptimResult`.
-
-    The binary family's specialization (its cached LLM-only fit, warm-started path and polishing
-    step): ``staged`` (:class:`StagedOptimizer`) and ``path`` (:class:`JointOptimizer`), penalized
-    by ``penalty``.  ``pooled_stages`` and ``btl``: Stan's pooled baseline and judge-wise BTL (None:
-    numpy's GLM solver).
+    ``llm(data, family, chart, x0)`` the LLM-only loss; ``calibration(data, family, chart, theta, M, x0, penalty)``
+    the calibration GLM in ``(c, beta_H, log nu_H)``; ``joint(data, family, chart, lambda_, x0, penalty)``
+    :math:`Q_\lambda`; ``human(data, family, x0, penalty)`` the people's model: each an :class:`~pydial.optim.OptimResult`.
+    The binary family's specializations, if any: ``staged`` (Stan's whole staged fit) and ``path`` (the weight
+    path's fits; numpy's warm-started and polished), penalized by ``penalty``; ``pooled_stages``, ``btl``: Stan's.
     """
 
     llm: Any
     calibration: Any
     joint: Any
     human: Any
-    staged: StagedOptimizer
-    path: JointOptimizer
+    staged: StagedOptimizer | None = None
+    path: JointOptimizer | None = None
     name: str = "numpy"
     penalty: str | None = None
     pooled_stages: Any = None

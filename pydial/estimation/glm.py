@@ -1,19 +1,15 @@
-r"""Optimizers for the models of the paper (numpy engine).
+r"""The numpy engine: the GLM solver, the structured fits and the stages of DIAL-Anc for every outcome family.
 
-* :func:`glm` (:class:`FamilyGLM`) -- the one GLM solver, paired-comparison regression of
-  every outcome family (binary, Davidson, Rao-Kupper) with counts; serves the human
-  BTL (eq. human-only-estimator), each judge's order-effect BTL
-  (eq. binomial-model-llm), the pooled BTL and the staged calibration
-  ``argmin_c l_H(M c)`` (eq. staged-calibrated-estimator), with ties or without;
-* :func:`fit_structured` -- the structured LLM-only fit and the weighted joint fit
-  :math:`Q_\lambda` (eq. weighted-joint-estimator) on the reduced chart;
-* :func:`initial_theta` -- a start for the non-convex structured fit from ridge
-  judge-wise fits and an SVD (Cond. llm-structure).
+:func:`glm` fits every paired-comparison GLM (eq. human-only-estimator, eq. binomial-model-llm, the
+calibration of eq. staged-calibrated-estimator); :func:`fit_structured` the structured fits on the
+reduced chart (eq. weighted-joint-estimator); :func:`numpy_optimizers` the engine's
+:class:`~pydial.estimation.engines.Optimizers`; :func:`llm_only_fit` and :func:`staged_fit` the two
+stages of Alg. DIAL-Anc by any engine.
 """
 
 from __future__ import annotations
 
-import dataclasses
+from functools import partial
 from typing import Any, cast
 
 import numpy as np
@@ -21,11 +17,12 @@ import scipy.sparse as sp
 
 from pydial.data.comparisons import Comparisons, HumanCells, LLMCells
 from pydial.cache import derived
-from pydial.estimation.engines import BTLFit, StagedFit, StructuredFit
+from pydial.estimation.engines import BTLFit, Optimizers, StagedFit, StructuredFit
 from pydial.model.chart import Calibration, Chart, centering_basis, structure_from_S
 from pydial.model.design import Design, calibration_design, centered_design, dense_design
 from pydial.model.families import BINARY, Family, family_of
 from pydial.model.glm import FamilyGLM, binary_counts
+from pydial.model.cells import Cells, family_totals, free_groups, human_counts, human_table
 from pydial.model.likelihood import Objective
 from pydial.optim import BOX, OptimResult, newton
 
@@ -47,34 +44,15 @@ def glm(
 ) -> OptimResult:
     r"""Fit the paired-comparison GLM ``eta = X beta`` of ``family`` (:class:`FamilyGLM`): the one GLM solver.
 
-    Every GLM of pydial goes through here: the human BTL (eq. human-only-estimator), each
-    judge's order-effect BTL (eq. binomial-model-llm), the pooled BTL, the staged
-    calibration ``argmin_c l_H(M c)`` (eq. staged-calibrated-estimator), each with ties
-    (``family="davidson"`` or ``"rao-kupper"``, ``x = (beta, log nu)`` when a cell holds a
-    tie) or without (``family=None``, binomial logistic regression).
-
-    Parameters
-    ----------
-    family : Family, or a ``ties=`` option (``None``, ``"davidson"``, ``"rao-kupper"``)
-    counts : ndarray (m, 3)
-        Wins of ``i``, wins of ``j``, ties per cell (:func:`binary_counts` from ``(n, y)``).
-    X : ndarray, sparse matrix or Design
-        Design, m x p.
-    x0 : ndarray, optional
-        Start (default :meth:`FamilyGLM.start`).
-    weight, ridge, penalty
-        As in :class:`FamilyGLM`.
-    bound, gtol
-        Box and gradient tolerance of :func:`pydial.optim.newton`.
+    ``counts``: ``(m, 3)`` wins of ``i``, wins of ``j``, ties (:func:`binary_counts`); ``x = (beta, log nu)``
+    when a cell holds a tie; ``x0`` default :meth:`FamilyGLM.start`; ``weight``, ``ridge``, ``penalty`` as in
+    :class:`FamilyGLM`; ``bound`` and ``gtol`` those of :func:`pydial.optim.newton`.
     """
     return FamilyGLM(family_of(family), counts, X, weight, ridge, penalty).fit(x0, bound=bound, gtol=gtol)
 
 
 def fit_human_btl(human: HumanCells, N: int, *, ridge: float = 0.0, penalty: str | None = None) -> BTLFit:
-    r"""Centered human BTL MLE :math:`\hat s_0` (eq. human-only-estimator), loss normalized by ``n_H``.
-
-    Firth's bias-reduced estimate with ``penalty="firth"``.
-    """
+    r"""Centered human BTL MLE :math:`\hat s_0` (eq. human-only-estimator), normalized by ``n_H``; Firth's with ``penalty``."""
     T = centering_basis(N)
     X = centered_design(human.i, human.j, N)
     opt = glm(BINARY, binary_counts(human.n, human.y), X, weight=1.0 / float(human.n.sum()), ridge=ridge, penalty=penalty)
@@ -85,8 +63,7 @@ def fit_order_btl(cells: LLMCells, N: int, *, order: bool = True, ridge: float =
                   penalty: str | None = None, gtol: float = 1e-10) -> BTLFit:
     r"""One judge's order-effect BTL, ``logit p = s_i - s_j + a b`` (eq. binomial-model-llm).
 
-    With ``order=False`` the order effect is fixed at 0 (plain BTL on the pooled cells);
-    ``penalty="firth"`` gives Firth's bias-reduced estimate; ``gtol`` is Newton's gradient tolerance.
+    ``order=False`` fixes ``b = 0``; ``penalty="firth"``: Firth's estimate; ``gtol``: Newton's gradient tolerance.
     """
     T = centering_basis(N)
     X = centered_design(cells.i, cells.j, N, cells.a if order else None)
@@ -98,9 +75,8 @@ def fit_order_btl(cells: LLMCells, N: int, *, order: bool = True, ridge: float =
 
 def fit_calibration(human: HumanCells, M: np.ndarray, *, x0: np.ndarray | None = None, bound: float = BOX,
                     penalty: str | None = None) -> OptimResult:
-    r"""Staged calibration :math:`\hat c = \arg\min_c \ell_H(M c)` (eq. staged-calibrated-estimator).
+    r"""Staged calibration :math:`\hat c = \arg\min_c \ell_H(M c)` (eq. staged-calibrated-estimator), Firth's with ``penalty``.
 
-    With ``penalty="firth"`` the Firth estimate of the calibration GLM (design ``D_H M``).
     With covariates the coordinates are ``(c, beta_H)`` (design ``[D_H M, Z_H]``, :func:`calibration_design`).
     """
     X = dense_design(calibration_design(human.i, human.j, M.shape[0], M, human.z))
@@ -110,16 +86,10 @@ def fit_calibration(human: HumanCells, M: np.ndarray, *, x0: np.ndarray | None =
 
 # ---------------------------------------------------------- structured fits
 def initial_theta(data: Comparisons, chart: Chart, *, ridge: float = 1e-3) -> np.ndarray:
-    """Start for the structured fit: ridge judge-wise order-effect fits, then an SVD.
+    """Start every structured fit (both engines, Stan's NUTS chains jittered): ridge judge-wise fits, then an SVD.
 
-    The SVD is the consensus-plus-rank-r SVD of their score matrix (Cond. llm-structure).
-    For a calibrated chart the calibration coordinates are the least-squares projection
-    of the people's ridge BTL scores on the basis ``M`` (``e_1`` without human data).
-    The one start of every structured fit of both engines, and of Stan's NUTS chains
-    (jittered, :func:`pydial.stan.schema.dial_sample_inits`).
-
-    The ridge keeps every judge's fit finite even when the judge alone is not
-    identified; the structured fit then corrects it.
+    The consensus-plus-rank-r SVD of their scores (Cond. llm-structure); a calibrated chart's ``c`` is the
+    least-squares projection of the people's ridge BTL scores on ``M`` (``e_1`` without human data).
     """
     N, K = data.N, data.K
     S0 = np.zeros((K, N))
@@ -155,24 +125,11 @@ def fit_structured(
     warm: tuple[float, OptimResult] | None = None,
     polish: bool = True,
 ) -> StructuredFit:
-    r"""Minimize :math:`Q_\lambda` (``lambda_`` finite) or :math:`\ell_L` (``lambda_ = inf``) on the reduced chart.
+    r"""Minimize :math:`Q_\lambda` (``lambda_`` finite) or :math:`\ell_L` (``lambda_ = inf``, LLM-only chart) from ``theta0``.
 
-    ``lambda_ = inf`` goes with ``chart.calibration`` None; the start is ``theta0``.
-
-    ``warm = (lambda_0, opt0)``: a fit of :math:`Q_{\lambda_0}` (finite ``lambda_0 > 0``) ending at
-    ``theta0`` with its value, gradient and Hessian there.  The loss is affine in the LLM
-    weight, :math:`Q_\lambda = Q_0 + (\lambda / \lambda_0)(Q_{\lambda_0} - Q_0)` with
-    :math:`Q_0` the human block (penalty included), so the derivatives at ``theta0`` follow
-    exactly from those of ``opt0`` and of the human cells alone: the path's warm start
-    costs no pass over the LLM cells.  ``lambda_0 = inf``: ``opt0`` is the LLM-only fit
-    (:math:`\bar\ell_L` on the LLM-only chart) ending at ``theta0[chart.llm_coordinates]``,
-    and :math:`Q_\lambda = \lambda \bar\ell_L + Q_0` (the staged start of the path).
-
-    Gauge drift is removed after every step by re-expressing the iterate in the
-    canonical gauge (same ``(s, S, b)``), so the box bounds act on a fixed
-    representative.  ``penalty="firth"`` adds the human block's Jeffreys prior
-    (:meth:`Objective.weighted`).  ``polish`` (:func:`~pydial.optim.newton`): resolve the
-    optimum to the rounding level with one more step once the gradient is below ``gtol``.
+    ``warm = (lambda_0, opt0)``, a fit ending at ``theta0``: :math:`Q_\lambda` is affine in the weight, so
+    its derivatives there follow from ``opt0``'s and the human block's (:func:`_path_derivatives`).  Each
+    step is re-expressed in the canonical gauge; ``polish``: one more step at the rounding level (:func:`~pydial.optim.newton`).
     """
     obj = Objective.weighted(chart, data, lambda_, penalty)
     res = newton(
@@ -191,7 +148,7 @@ def fit_structured(
 
 def _path_derivatives(data: Comparisons, chart: Chart, lambda_: float, theta0: np.ndarray, penalty: str | None,
                       warm: tuple[float, OptimResult] | None) -> tuple[float, np.ndarray, np.ndarray] | None:
-    """``Q_lam``'s value, gradient and Hessian at ``theta0`` from a fit of ``Q_lam0`` there (:func:`fit_structured`)."""
+    """``Q_lam``'s value, gradient and Hessian at ``theta0`` from a fit of ``Q_lam0`` there (``inf``: the LLM-only fit)."""
     if warm is None or not np.isfinite(lambda_):
         return None
     lambda_0, opt0 = warm
@@ -210,11 +167,7 @@ def _path_derivatives(data: Comparisons, chart: Chart, lambda_: float, theta0: n
 
 
 def human_effects(data: Comparisons) -> np.ndarray:
-    """Return the indices of the covariates with an effect on the people: the free entries of ``beta_H``.
-
-    Every covariate but those that are 0 on all the people's cells (:attr:`~pydial.Comparisons.covariate_support`,
-    e.g. the self-preference); the columns of the people's GLM designs (:meth:`~pydial.Comparisons.effect_columns`).
-    """
+    """Return the indices of the free entries of ``beta_H``: the covariates not 0 on all the people's cells."""
     return np.flatnonzero(data.covariate_support[-1])
 
 
@@ -225,38 +178,119 @@ def human_effect_row(data: Comparisons, free: np.ndarray) -> np.ndarray:
     return out
 
 
-def staged_fit(data: Comparisons, rank: int, calibration: str, *, order: bool = True,
-               penalty: str | None = None, shared: bool = False) -> StagedFit:
-    """Alg. DIAL-Anc: structured LLM-only fit, then ``argmin_c l_H(M c)``.
+# ================================================== the numpy engine's optimizers
+def human_design(data: Comparisons, family: Family) -> Design:
+    """Return the people's GLM design in the centered chart ``s = T beta``, with their covariate columns (``z' beta_H``)."""
+    H = human_table(data, family)
+    return derived(data, ("human design", family.is_binary),
+                   lambda: centered_design(H.i, H.j, data.N, z=data.effect_columns(H.z, data.K)))
 
-    With ``penalty="firth"``, the calibration GLM is Firth's estimate.  With covariates the
-    calibration GLM fits ``(c, beta_H)`` (``l_H(M c, beta_H)``); ``shared``: one covariate
-    effect for all LLM judges (:class:`~pydial.model.chart.Chart`).
+
+def human_calibration_design(data: Comparisons, family: Family, M: np.ndarray) -> Design:
+    """Return the people's calibration design ``[D_H M, Z_H]`` of the family's cells (coordinates ``(c, beta_H)``)."""
+    H = human_table(data, family)
+    return calibration_design(H.i, H.j, data.N, M, data.effect_columns(H.z, data.K))
+
+
+def human_glm(data: Comparisons, family: Family, X: "Design | np.ndarray", x0: np.ndarray | None,
+              penalty: str | None = None) -> OptimResult:
+    """Fit a GLM of the people's cells of ``family`` with design ``X``, loss normalized by ``n_H``."""
+    return glm(family, human_counts(data, family), X, x0, weight=1.0 / family_totals(data, family)[1], penalty=penalty)
+
+
+def _normalizer(ch: Chart) -> Any:
+    if ch.r == 0:
+        return None
+    d = ch.dim
+    return lambda x: np.concatenate([ch.canonical(x[:d]), x[d:]])
+
+
+def _numpy_llm(data: Comparisons, family: Family, ch: Chart, x0: np.ndarray) -> OptimResult:
+    # the binary family's fit also steps along the gauge and polishes its optimum (fit_structured)
+    obj = Objective.weighted(ch, data, np.inf, ties=family)
+    binary = family.is_binary
+    return newton(obj.value_grad_hess, x0, gtol=1e-9, value=obj.value, normalize=_normalizer(ch),
+                  gauge=ch.gauge_directions if binary else None, polish=binary)
+
+
+def _numpy_calibration(data: Comparisons, family: Family, ch: Chart, theta: np.ndarray, M: np.ndarray,
+                       x0: np.ndarray, penalty: str | None = None) -> OptimResult:
+    X = human_calibration_design(data, family, M)  # the binary GLM on its dense design, as fit_calibration's
+    return human_glm(data, family, dense_design(X) if family.is_binary else X, x0, penalty)
+
+
+def _numpy_joint(data: Comparisons, family: Family, ch: Chart, lambda_: float, x0: np.ndarray,
+                 penalty: str | None = None) -> OptimResult:
+    obj = Objective.weighted(ch, data, lambda_, penalty, ties=family)
+    return newton(obj.value_grad_hess, x0, gtol=1e-9, value=obj.value, normalize=_normalizer(ch))
+
+
+def _numpy_human(data: Comparisons, family: Family, x0: np.ndarray, penalty: str | None = None) -> OptimResult:
+    return human_glm(data, family, human_design(data, family), x0, penalty)
+
+
+def numpy_path(data: Comparisons, chart: Chart, lambda_: float, theta0: np.ndarray, *, penalty: str | None = None,
+               warm: tuple[float, OptimResult] | None = None, polish: bool = True) -> tuple[np.ndarray, OptimResult]:
+    """Minimize the binary family's ``Q_lambda`` from ``theta0`` by :func:`fit_structured` (``warm``, ``polish`` as there)."""
+    f = fit_structured(data, chart, lambda_, theta0, penalty=penalty, warm=warm, polish=polish)
+    return f.theta, f.opt
+
+
+def numpy_optimizers(penalty: str | None = None) -> Optimizers:
+    """Return the numpy engine (``engine="numpy"``): Newton on the exact derivatives, ``path`` penalized by ``penalty``."""
+    return Optimizers(_numpy_llm, _numpy_calibration, _numpy_joint, _numpy_human,
+                      path=partial(numpy_path, penalty=penalty), penalty=penalty)
+
+
+NUMPY = numpy_optimizers()
+"""The numpy optimizers without penalty."""
+
+
+# ============================================================== the stages
+def llm_only_fit(data: Comparisons, rank: int, order: bool = True, shared: bool = False, *, family: Family = BINARY,
+                 engine: Optimizers = NUMPY) -> tuple[Chart, np.ndarray, OptimResult, np.ndarray]:
+    """Fit the structured LLM-only model of ``family`` by ``engine``: ``(chart, x, optimum, free judges)``, cached on ``data``.
+
+    The first stage of eq. staged-calibrated-estimator, ``x = (theta, log nu_1..K)``, from :func:`initial_theta`
+    and each judge's tie rate; shared by DIAL-Anc, DIAL-Ada and AtC.  ``shared``: one covariate effect for all judges.
     """
-    chL, fL = llm_only_fit(data, rank, order, shared)
-    st = chL.structure(fL.theta)
+    def build() -> tuple[Chart, np.ndarray, OptimResult, np.ndarray]:
+        ch = Chart.for_data(data, rank, None, order, shared)
+        free = free_groups(data, ch, family)
+        cnt = Cells.stack(data, 1.0, 0.0, with_ties=not family.is_binary)
+        l0 = [family.log_nu_start(cnt.counts[cnt.g == g]) for g in free]
+        res = engine.llm(data, family, ch, np.concatenate([initial_theta(data, ch), l0]))
+        return ch, res.x, res, free
+
+    return derived(data, ("llm_only_fit", family.name, int(rank), bool(order), engine.name, bool(shared and data.p)), build)
+
+
+def staged_fit(data: Comparisons, rank: int, calibration: str, *, family: Family = BINARY, order: bool = True,
+               engine: Optimizers = NUMPY, penalty: str | None = None, shared: bool = False) -> StagedFit:
+    """Alg. DIAL-Anc in ``family``: the LLM-only fit, then ``(c, beta_H, log nu_H)`` of the calibration GLM.
+
+    Design ``[D_H M, Z_H]`` (eq. staged-calibrated-estimator), Firth's with ``penalty="firth"``; ``shared`` as in
+    :func:`llm_only_fit`.  The binary family's is the engine's ``staged`` when it has one (Stan's).
+    """
+    if family.is_binary and engine.staged is not None:
+        return engine.staged(data, rank, calibration, order=order, shared=shared)
+    chL, xL, optL, freeL = llm_only_fit(data, rank, order, shared, family=family, engine=engine)
+    thL = xL[: chL.dim]
+    st = chL.structure(thL)
     M = st.basis(calibration)
-    # the people's design [D_H M, Z_H] has the covariates with an effect on them (Comparisons.effect_columns)
-    human = data.human if not data.p else dataclasses.replace(data.human, z=data.effect_columns(data.human.z, data.K))
-    oc = fit_calibration(human, M, penalty=penalty)
+    hc = human_counts(data, family)
+    free_h = bool(hc[:, 2].sum() > 0)
+    d, p, p_h = M.shape[1], data.p, human_effects(data).size
+    c0 = np.zeros(d) if family.is_binary else np.eye(d)[0]  # the binary GLM's start c = 0 (as Stan's), else the consensus
+    x0 = np.concatenate([c0, np.zeros(p_h)] + ([[family.log_nu_start(hc)]] if free_h else []))
     ch = Chart.for_data(data, rank, cast(Calibration, calibration), order, shared)
-    b = chL.order_effects(fL.theta) if order else None
-    d = M.shape[1]
-    beta = np.vstack([chL.covariate_effects(fL.theta), human_effect_row(data, oc.x[d:])]) if data.p else None
-    theta = ch.from_structure(st, oc.x[:d], b, beta)
-    theta[ch.llm_coordinates] = fL.theta  # the same point up to rounding; exactly the first stage's coordinates
-    return StagedFit(ch, theta, fL.opt, oc, chL, fL.theta)
+    b = chL.order_effects(thL) if order else None
 
+    def beta(x: np.ndarray) -> np.ndarray | None:  # the judges' effects, then beta_H from x = (c, free beta_H, ...)
+        return np.vstack([chL.covariate_effects(thL), human_effect_row(data, x[d:d + p_h])]) if p else None
 
-def llm_only_fit(data: Comparisons, rank: int, order: bool = True, shared: bool = False) -> tuple[Chart, StructuredFit]:
-    """Return the structured LLM-only fit (eq. staged-calibrated-estimator, first stage).
-
-    It is computed once per ``(rank, order, shared)`` and cached on ``data``: DIAL-Anc,
-    DIAL-Ada (its anchored endpoint and warm start) and AtC share it.
-    """
-    def build() -> tuple[Chart, Any]:
-        chL = Chart.for_data(data, rank, None, order, shared)
-        fL = fit_structured(data, chL, np.inf, initial_theta(data, chL))
-        return chL, dataclasses.replace(fL, objective=None)  # keep the fit, not its objective (per-cell index arrays)
-
-    return derived(data, ("llm_only_fit", int(rank), bool(order), bool(shared and data.p)), build)
+    oc = engine.calibration(data, family, ch, ch.from_structure(st, x0[:d], b, beta(x0)), M, x0, penalty=penalty)
+    theta = ch.from_structure(st, oc.x[:d], b, beta(oc.x))
+    theta[ch.llm_coordinates] = thL  # the same point up to rounding; exactly the first stage's coordinates
+    x = np.concatenate([theta, xL[chL.dim:], oc.x[d + p_h:]])
+    return StagedFit(ch, x, optL, oc, chL, xL, free_groups(data, ch, family), freeL)

@@ -1,10 +1,7 @@
 """A model: data and a :class:`~pydial.ModelSpec`, fitted into a frozen :class:`~pydial.DialResult` (statsmodels' Model).
 
-``DialModel(data, spec).fit()`` checks the data against the spec, runs the estimator with the
-spec's engine, forms every covariance of the estimate's linearization under the spec's meat and
-decides the verdict, once.  :func:`pydial.fit` is this with the spec built from its keywords;
-:meth:`pydial.DialResult.with_cov` builds the result of another meat from the same estimate
-(:func:`pydial.estimation.results.result_of`).
+``DialModel(data, spec).fit()`` checks the data, runs the estimator with the spec's engine, forms every
+covariance under the spec's meat and decides the verdict, once; :func:`pydial.fit` builds the spec from its keywords.
 """
 
 from __future__ import annotations
@@ -19,7 +16,7 @@ from pydial.estimation.engines import Optimizers
 from pydial.estimation.estimators import estimate, numerical_errors
 from pydial.estimation.results import DialResult, covariances_of, reissue, result_of
 from pydial.estimation.spec import ModelSpec
-from pydial.estimation.steps import numpy_optimizers
+from pydial.estimation.glm import numpy_optimizers
 from pydial.estimation.verdict import calibration_warning
 from pydial.exceptions import ArgumentTypeError, caller_stacklevel
 from pydial.model.cells import Cells

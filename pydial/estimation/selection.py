@@ -1,50 +1,32 @@
-r"""The DIAL-Ada weight path, its regularity guards and GACV selection.
+r"""The DIAL-Ada weight path, its regularity guards and GACV selection (Alg. DIAL-Ada, App. lambda-selection).
 
-Alg. DIAL-Ada and App. "Hyperparameter Selection" of the paper:
-
-* candidate weights centered at the joint-likelihood weight ``n_L / n_H`` with
-  log-spaced multiples (7 from 0.01 to 10 by default), plus the endpoints
-  ``lambda = 0`` (human BTL) and ``lambda = inf`` (staged DIAL-Anc);
-* finite weights fitted from the largest down, warm-started at the staged fit and
-  then at the previous retained fit, each finished by Newton steps on the reduced
-  chart;
-* a candidate is dropped when its fit did not converge, is not resolved within the
-  box, has more zero Hessian eigenvalues than the ``r (r + 1)`` gauge invariances,
-  or has ``||s||_inf > 10``; the human endpoint is kept only when the directed
-  human win graph is strongly connected;
-* GACV (eq. gacv):
-  ``GACV(lambda) = l_H(s_lambda) + tr(H^+ J) / (n_H - 1)`` with ``H`` the Hessian of
-  the criterion and ``J`` the covariance of the per-comparison human scores, in the
-  over-parameterized chart (Lemma overparam-invariance), the centered score space at
-  ``lambda = 0`` and the calibration coordinate ``c`` at ``lambda = inf``.
-
-With ``penalty="firth"`` (:mod:`pydial.model.penalty`) the human BTL at ``lambda = 0``, the
-calibration GLM at ``lambda = inf`` and the human block of every finite-weight fit are
-bias-reduced.  The ``lambda = 0`` endpoint then needs only a connected human
-comparison graph (Firth's estimate exists without a finite MLE), so small human
-budgets keep a complete path; GACV uses the Hessian of the penalized criterion.
+Candidate weights ``multiples * n_L / n_H`` (7 log-spaced from 0.01 to 10 by default) plus the
+endpoints ``lambda = 0`` (the people's model) and ``lambda = inf`` (DIAL-Anc), fitted from the
+largest down with warm starts; a candidate is dropped when not converged, not resolved within the
+box, with more zero Hessian eigenvalues than the gauge invariances, or ``||s||_inf > 10``.  GACV
+(eq. gacv) is ``l_H(s_lambda) + tr(H^+ J) / (n_H - 1)``.  With ``penalty="firth"`` every human
+block is bias-reduced (:mod:`pydial.model.penalty`) and GACV uses the penalized Hessian.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 import pandas as pd
-import scipy.sparse as sp
 
 from pydial.data.comparisons import Comparisons
-from pydial.estimation.glm import fit_structured, glm
-from pydial.model.glm import binary_counts, has_tie_parameter
+from pydial.estimation.engines import Optimizers
+from pydial.estimation.glm import NUMPY, glm
+from pydial.model.glm import has_tie_parameter
 from pydial.model.chart import Chart, difference_design
 from pydial.model.design import Design, centered_design
 from pydial.model.families import BINARY, Family
 from pydial.model.likelihood import Cells, Objective
-from pydial.model.cells import human_loss
-from pydial.model.cells import family_totals
-from pydial.inference.meats import CellStats, parameter_meat
-from pydial.optim import BOX, ZERO_EIG_RTOL, OptimResult, newton, pinv_from_eigh, pinv_gauge, pinv_sym, single_threaded_blas
+from pydial.model.cells import family_totals, human_counts, human_loss_at, human_table
+from pydial.inference.sandwich import gacv_scores, gacv_trace
+from pydial.optim import BOX, ZERO_EIG_RTOL, OptimResult, newton, pinv_from_eigh, pinv_gauge, single_threaded_blas
 from pydial.exceptions import ArgumentError
 
 DEFAULT_MULTIPLES = tuple(np.logspace(-2, 1, 7))
@@ -55,16 +37,8 @@ SELECTION_RULES: tuple[str, ...] = ("gacv", "endpoint-margin")
 GACV_TOLERANCE = 1e-6
 r"""GACV differences up to this size are near-ties: below what the path's optimizers resolve.
 
-The path's finite-weight fits stop once ``max |grad Q_lambda| <= 1e-9`` on the criterion
-normalized per comparison (:func:`~pydial.estimation.glm.fit_structured`, ``polish=False``;
-Stan's L-BFGS stops at ``1e-9 max(1, |log p|)``, accepted up to
-:data:`~pydial.optim.ROUNDOFF_FACTOR` times that when its line search stalls).  GACV is not
-stationary at a fit (at a finite weight ``grad l_H = -lambda grad l_L``), so a gradient
-residual ``g`` moves it to first order by ``grad GACV^T H^+ g``: the gradient tolerance
-times the inverse of the smallest non-gauge curvature of the per-comparison criterion
-(about ``p (1 - p)`` times an item's share of the comparisons: ``1e-3`` for an item in
-half a percent of them).  Allowing curvatures down to ``1e-3``, two candidates closer than
-``1e-9 / 1e-3 = 1e-6`` are ordered by where the optimizer stopped, not by the data.
+A fit stops at ``max |grad Q_lambda| <= 1e-9`` (Stan's L-BFGS about the same); GACV is not stationary
+there, so it moves by that over the smallest non-gauge curvature per comparison: ``1e-9 / 1e-3 = 1e-6``.
 """
 
 
@@ -108,26 +82,6 @@ def candidate_weights(n_llm: int, n_human: int, multiples: tuple[float, ...] = D
     return np.asarray(multiples, float) * n_llm / n_human
 
 
-def gacv_trace(H: np.ndarray, U: Any, n: np.ndarray, y: np.ndarray, p: np.ndarray, basis: Any = None,
-               Hp: np.ndarray | None = None) -> float:
-    r"""Compute the trace term of eq. gacv: ``tr(H^+ J)`` with ``J = n_H^{-1} sum_t (g_t - \bar g)(g_t - \bar g)^T``.
-
-    ``U`` holds ``d eta_c / d zeta`` of the human cells; comparison ``t`` in cell ``c``
-    has score ``g_t = (p_c - z_t) u_c``, so the cell contributes
-    ``[y (1-p)^2 + (n-y) p^2] u u^T`` to ``sum_t g_t g_t^T``.  ``U`` may be sparse, and
-    may hold the derivatives in other coordinates ``x`` with ``zeta``-derivatives
-    ``U basis`` (``basis`` dense): ``J`` is then pulled back as ``basis^T J_x basis``.
-    ``Hp``, when given, is ``H^+`` (:func:`~pydial.optim.pinv_sym`), already computed.
-    """
-    J = parameter_meat(U, CellStats.from_parts([(n, y, p, 1.0, True)]), None, "binomial").dense() / n.sum()
-    if basis is not None:
-        Bs = sp.csr_matrix(basis)  # the chart maps have about two entries per column
-        J = np.asarray(Bs.T @ np.asarray(Bs.T @ J).T).T
-    if Hp is None:
-        Hp, _ = pinv_sym(H, gauge=np.zeros((H.shape[0], 0)))  # Cholesky when regular (the GLM charts)
-    return float(np.sum(Hp * J))
-
-
 @dataclass
 class Candidate:
     """One weight of the path: its fit, guards and GACV pieces."""
@@ -152,10 +106,9 @@ class Candidate:
 
 @dataclass(frozen=True)
 class PathEntry:
-    """One candidate of a fitted weight path with the staged fit of its rank.
+    """One candidate of a fitted weight path with the calibrated ``chart`` and ``staged_theta`` of its rank.
 
-    For refits such as :meth:`pydial.estimation.results.DialResult.loo_cv`: the calibrated ``chart``
-    of the rank, the staged (anchored) ``staged_theta`` and the :class:`Candidate`.
+    For refits such as :meth:`pydial.estimation.results.DialResult.loo_cv`.
     """
 
     chart: Chart
@@ -164,20 +117,16 @@ class PathEntry:
 
     @classmethod
     def light(cls, chart: Chart, staged_theta: np.ndarray, c: Candidate) -> "PathEntry":
-        """Build the entry without the candidate's dense ``P x P`` Hessian and its pseudo-inverse.
-
-        They are needed only while the fit is selected, so a result does not hold one per weight.
-        """
+        """Build the entry without the candidate's dense Hessian and its pseudo-inverse (needed only while selecting)."""
         opt = replace(c.opt, hess=None) if c.opt is not None and c.opt.hess is not None else c.opt
         return cls(chart, staged_theta, replace(c, hess_pinv=None, opt=opt))
 
 
 def guard(ch: Chart, opt: OptimResult, H: np.ndarray, s: np.ndarray,
           eig: np.ndarray | None = None, n_zero: int | None = None) -> tuple[bool, str, int]:
-    """Regularity checks of App. lambda-selection for a finite-weight fit.
+    """Regularity checks of App. lambda-selection: ``(admissible, reason, zero eigenvalues)``.
 
-    ``eig``: the eigenvalues of ``H`` when already known; ``n_zero``: instead, the number
-    of zero eigenvalues of an ``H`` known to have no negative one (:func:`~pydial.optim.pinv_gauge`).
+    ``eig``: the eigenvalues of ``H`` if known; ``n_zero``: instead, the zero eigenvalues of an ``H`` with no negative one.
     """
     if n_zero is None:
         ev = np.linalg.eigvalsh(H) if eig is None else eig
@@ -197,66 +146,44 @@ def guard(ch: Chart, opt: OptimResult, H: np.ndarray, s: np.ndarray,
     return True, "", nz
 
 
-JointFitter = Callable[..., tuple[np.ndarray, OptimResult]]
-"""``joint(data, chart, lambda_, theta0, *, warm=None, polish=True)``: minimize ``Q_lambda`` from ``theta0``.
-
-``warm = (lambda_0, opt0)`` is the fit of the previous weight ending at ``theta0``, which an
-optimizer may use (:func:`~pydial.estimation.glm.fit_structured`) or ignore; ``polish``
-asks for the optimum to the rounding level (:func:`~pydial.optim.newton`), where the
-optimizer has such a step."""
-
-
-def numpy_joint(data: Comparisons, chart: Chart, lambda_: float, theta0: np.ndarray, *, penalty: str | None = None,
-                warm: tuple[float, OptimResult] | None = None, polish: bool = True) -> tuple[np.ndarray, OptimResult]:
-    """Minimize ``Q_lambda`` from ``theta0`` with the numpy Newton optimizer.
-
-    The human block is penalized by ``penalty``; ``warm`` and ``polish`` as in
-    :func:`~pydial.estimation.glm.fit_structured`.
-    """
-    f = fit_structured(data, chart, lambda_, theta0, penalty=penalty, warm=warm, polish=polish)
-    return f.theta, f.opt
-
-
-def finite_candidate(data: Comparisons, ch: Chart, lambda_: float, theta0: np.ndarray, multiple: float,
-                     joint: JointFitter = numpy_joint, *, penalty: str | None = None,
+def finite_candidate(data: Comparisons, ch: Chart, lambda_: float, x0: np.ndarray, multiple: float,
+                     family: Family = BINARY, engine: Optimizers = NUMPY, *, penalty: str | None = None,
                      warm: Candidate | None = None, polish: bool = True) -> Candidate:
-    """Fit ``Q_lambda`` (eq. weighted-loss) from ``theta0`` and evaluate its guards and GACV pieces at the optimum.
+    """Fit ``Q_lambda`` (eq. weighted-loss) of ``family`` from ``x0``, penalized by ``penalty``; guards and GACV pieces.
 
-    The fit uses ``joint``, the numpy or the Stan optimizer, minimizing the criterion
-    penalized by ``penalty``; ``warm`` is the candidate of the previous weight when its fit
-    ends at ``theta0`` (the warm start of the path), or a candidate of the same weight to
-    continue from.  ``polish=False`` stops at the optimizer's tolerance (:class:`JointFitter`).
+    The binary family's fit is the engine's ``path`` when it has one: warm-started by ``warm`` (the
+    previous weight's candidate ending at ``x0``, or this weight's), ``polish=False`` at the optimizer's tolerance.
     """
-    th, opt = joint(data, ch, lambda_, theta0, warm=None if warm is None or warm.opt is None else (warm.lambda_, warm.opt),
-                    polish=polish)
-    H = opt.hess_at(th)
-    H = Objective.weighted(ch, data, lambda_, penalty).value_grad_hess(th)[2] if H is None else H
+    if family.is_binary and engine.path is not None:
+        x, opt = engine.path(data, ch, lambda_, x0, warm=None if warm is None or warm.opt is None else (warm.lambda_, warm.opt),
+                             polish=polish)
+    else:
+        opt = engine.joint(data, family, ch, lambda_, x0, penalty=penalty)
+        x = opt.x
+    obj = Objective.weighted(ch, data, lambda_, penalty, ties=family)
+    H = opt.hess_at(x)
+    H = obj.value_grad_hess(x)[2] if H is None else H
+    th = x[: ch.dim]
     s = ch.scores(th)
-    # one factorization for the guards, GACV and the sandwich: Cholesky off the gauge when certified
-    pinv = pinv_gauge(H, ch.gauge_directions(th))
+    # one factorization for the guards, GACV and the sandwich: Cholesky off the gauge when certified (theta alone)
+    pinv = pinv_gauge(H, ch.gauge_directions(th)) if family.is_binary else None
     if pinv is None:
         ev, Q = np.linalg.eigh(0.5 * (H + H.T))
         ok, reason, nz = guard(ch, opt, H, s, ev)
     else:
         ok, reason, nz = guard(ch, opt, H, s, n_zero=pinv[1])
-    cand = Candidate(lambda_, multiple, s, th, opt, ok, reason, human_loss(s, data.human, ch.human_effects(th)), n_zero_eig=nz)
+    cand = Candidate(lambda_, multiple, s, x, opt, ok, reason, human_loss_at(data, family, ch, x, obj.free), n_zero_eig=nz)
     if ok:
-        hum = Objective(ch, Cells.stack(data, 0.0, 1.0 / data.n_human))  # the human cells of Q_lambda alone
-        c = hum.cells
         cand.hess_pinv = pinv_from_eigh(ev, Q)[0] if pinv is None else pinv[0]
-        cand.trace = gacv_trace(H, hum.full_jacobian(th), c.n, c.y, hum.probabilities(th), ch.T,
-                                cand.hess_pinv) / (data.n_human - 1)
+        cand.trace = gacv_trace(H, *gacv_scores(obj, x), obj.T_ext, family_totals(data, family)[1], cand.hess_pinv)
     return cand
 
 
 def path_candidates(cands: list[Candidate], hum: Candidate, include_endpoints: bool | str) -> list[Candidate]:
-    """One rank's candidates in the order of the GACV table.
+    """Return one rank's candidates in the GACV table's order: ``hum``, the finite weights from the smallest, ``lambda = inf``.
 
-    ``cands`` is the anchored endpoint (``lambda = inf``) followed by the finite weights from
-    the largest; ``hum`` the human endpoint (``lambda = 0``).  Returned: ``hum`` (when the
-    endpoints are included; listed but not competing with ``include_endpoints="anchored"``),
-    the finite weights from the smallest, then the anchored endpoint (a fallback only with
-    ``include_endpoints=False``).
+    ``cands``: the anchored endpoint, then the finite weights from the largest.  ``include_endpoints=False``
+    keeps the anchored endpoint as a fallback only; ``"anchored"`` lists ``hum`` without letting it compete.
     """
     anc = cands[0]
     if not include_endpoints:
@@ -267,10 +194,7 @@ def path_candidates(cands: list[Candidate], hum: Candidate, include_endpoints: b
 
 
 def stack_path_tables(tables: list[pd.DataFrame], one_human_row: bool) -> pd.DataFrame:
-    """Stack the GACV tables of the ranks, one below the other.
-
-    With ``one_human_row`` the human endpoint (which does not depend on the rank) is listed once.
-    """
+    """Stack the GACV tables of the ranks; with ``one_human_row`` the rank-free human endpoint is listed once."""
     table = pd.concat(tables, ignore_index=True)
     if one_human_row:
         dup = (table["lambda"] == 0) & table.duplicated(subset=["lambda"], keep="first")
@@ -280,13 +204,10 @@ def stack_path_tables(tables: list[pd.DataFrame], one_human_row: bool) -> pd.Dat
 
 def select_candidate(options: list[tuple[int, Candidate]], table: pd.DataFrame, what: str = "the lambda path",
                      selection: Selection = Selection(), n_human: float = 1.0) -> tuple[int, Candidate, bool]:
-    """Choose the ``(rank, candidate)`` of smallest GACV (eq. gacv; App. lambda-selection) among the admissible ones.
+    """Choose the admissible ``(rank, candidate)`` of smallest GACV (or by ``selection``'s rule); also whether it is the fallback.
 
-    With ``selection.rule == "endpoint-margin"`` the anchored endpoint within ``margin / n_human``
-    instead (:func:`endpoint_margin`).  Also return whether it is the fallback: with no admissible
-    candidate, the first resolved anchored endpoint (``lambda = inf``) with a
-    :class:`~pydial.exceptions.ConvergenceWarning`; none at all raises
-    :class:`~pydial.exceptions.ConvergenceError` quoting the reasons and ``table``.
+    With no admissible candidate, the first resolved anchored endpoint with a
+    :class:`~pydial.exceptions.ConvergenceWarning`; none at all raises :class:`~pydial.exceptions.ConvergenceError`.
     """
     import warnings
 
@@ -317,12 +238,7 @@ def _gacv_key(option: tuple[int, Candidate]) -> float:
 
 
 def endpoint_margin(ok: list[tuple[int, Candidate]], threshold: float) -> tuple[int, Candidate] | None:
-    """Return the anchored endpoint of smallest GACV when within ``threshold`` of every finite weight's GACV.
-
-    The endpoint-margin rule of :class:`Selection` on the admissible ``ok``: ``lambda = inf`` when
-    ``GACV(inf) - min_{lambda < inf} GACV(lambda) <= threshold``; None when it does not hold
-    or no anchored endpoint is admissible.
-    """
+    """Return the best anchored endpoint when ``GACV(inf) - min_{lambda < inf} GACV <= threshold``, else None."""
     anchored = [rc for rc in ok if np.isinf(rc[1].lambda_)]
     finite = [_gacv_key(rc) for rc in ok if not np.isinf(rc[1].lambda_)]
     if not anchored:
@@ -351,14 +267,10 @@ def path_table(cands: list[Candidate], rank: int | None = None) -> pd.DataFrame:
 
 def annotate_selection(table: pd.DataFrame, rank: int, lambda_: float, selection: Selection,
                        n_human: float) -> pd.DataFrame:
-    """Return the GACV ``table`` with the selection's columns and ``attrs`` (``result.gacv``).
+    """Return ``table`` with the columns ``gap`` and ``near_tie`` and the selection's ``attrs`` (``result.gacv``).
 
-    Columns ``gap`` (GACV minus the smallest admissible GACV; NaN where not admissible) and
-    ``near_tie`` (the admissible candidates within ``selection.tolerance`` of the selected
-    candidate's GACV, when there are at least two, the selected one included).  ``attrs``:
-    ``selection`` (the rule), ``margin``, ``margin_threshold`` (``margin / n_H``),
-    ``endpoint_gap`` (``GACV(inf) - min_{lambda < inf} GACV``, the endpoint-margin statistic),
-    ``near_tie_tolerance`` and ``selected_row`` (the position of the selected ``(rank, lambda_)``).
+    ``attrs``: ``selection``, ``margin``, ``margin_threshold`` (``margin / n_H``), ``endpoint_gap``,
+    ``near_tie_tolerance`` and ``selected_row``.
     """
     tab = table.copy()
     g = tab["gacv"].to_numpy(float)
@@ -418,23 +330,13 @@ def _rule_text(attrs: dict[str, Any]) -> str:
 def loo_cv(data: Comparisons, ch: Chart, lambda_: float, theta: np.ndarray, family: Family = BINARY) -> float:
     r"""Exact leave-one-human-comparison-out loss :math:`CV_{loo}(\lambda)` (Thm. gacv) by refits, in ``family``.
 
-    Deleting one comparison from a human cell leaves one of two data sets (a win or a
-    loss removed; three with a tie family, a tie removed), so at most ``3 m_H`` refits
-    cover all ``n_H`` deletions (warm-started at the full-data fit for ``lambda > 0``).
-    The criterion after a deletion normalizes the human loss by ``n_H - 1``.
-    ``lambda_`` may be finite (joint fit from ``theta``), ``inf`` (``c`` refitted with the
-    LLM-only ``M`` fixed, ``theta`` in the calibrated chart) or 0 (the people's model).
-    For a tie family ``theta`` holds the log tie parameters after the chart's coordinates
-    (:class:`~pydial.model.likelihood.Objective`), and a tie parameter whose last tie is
-    deleted goes to its boundary ``nu = 0``.
+    One refit per (human cell, outcome), warm-started for ``lambda > 0``, the human loss normalized by
+    ``n_H - 1``; ``lambda_`` finite, ``inf`` (``c`` refitted, ``M`` fixed) or 0 (the people's model).
+    ``theta`` holds a tie family's log tie parameters after the chart's; a last tie deleted sends its ``nu`` to 0.
     """
     N = data.N
-    if family.is_binary:
-        H = data.human
-        hi, hj, counts = H.i, H.j, binary_counts(H.n, H.y)
-    else:
-        Ht = data.cell_table("human", with_ties=True)
-        hi, hj, counts = Ht.i, Ht.j, Ht.counts.astype(float)
+    H = human_table(data, family)
+    hi, hj, counts = H.i, H.j, human_counts(data, family)
     n_h = float(counts.sum())
     th = np.asarray(theta, float)[: ch.dim]
     if np.isinf(lambda_):
@@ -482,10 +384,9 @@ def loo_cv(data: Comparisons, ch: Chart, lambda_: float, theta: np.ndarray, fami
 
 
 def positive_values(values: Any, name: str) -> np.ndarray:
-    """Return a non-empty 1-d sequence of finite positive numbers as a float array.
+    """Return ``values`` (``lambda_`` or ``multiples``) as a non-empty float array of finite positive numbers.
 
-    ``values`` are ``lambda_`` or ``multiples``; anything else raises
-    :class:`ValueError` naming ``name``.
+    Anything else raises :class:`~pydial.exceptions.ArgumentError` naming ``name``.
     """
     hint = (f"{name} must be a non-empty sequence of finite positive numbers, e.g. {name}=[0.5, 2.0]"
             + (" (the endpoints 0 and inf are added by include_endpoints)" if name == "lambda_" else ""))

@@ -1,46 +1,18 @@
 r"""The steps of DIAL-Anc, -Ada and -noPos for every outcome family (:func:`pydial.estimation.dial.fit_dial`).
 
-The outcome family is a parameter of the cell likelihood (:mod:`pydial.model.families`):
-the binary model (``ties=None``, decisive comparisons), or every comparison with its three
-outcomes (``i`` wins, ``j`` wins, tie) under the Davidson-Beaver or the Rao-Kupper model,
-with a tie parameter ``nu_k`` per LLM judge and ``nu_H`` for the people (Stan ``ties``
-0 / 1 / 2 of ``stan/dial.stan``).  The linear predictor is that of the structured model
-(eq. binomial-model-llm / binomial-model-human); the coordinates are ``x = (theta, log nu)``:
-
-* LLM-only structured fit (eq. staged-calibrated-estimator, first stage) of
-  :class:`~pydial.model.likelihood.Objective` in ``(theta, log nu_1..K)``;
-* DIAL-Anc: the calibration GLM ``argmin_{c, nu_H} l_H(M c, nu_H)`` with ``M``
-  fixed (second stage);
-* DIAL-Ada / DIAL-noPos: the weighted fits :math:`Q_\lambda = \ell_H + \lambda \ell_L`
-  (eq. weighted-loss, ``n_H`` and ``n_L`` counting the ties of a tie family) on the lambda
-  path, warm-started at the staged fit, with the guards of App. lambda-selection and
-  GACV (eq. gacv) whose trace term uses the per-comparison human scores in
-  ``(eta, log nu_H)``; the endpoints are the people's model (``lambda = 0``)
-  and DIAL-Anc (``lambda = inf``);
-* sandwich covariances (eq. weighted-empirical-sandwich, the two-step form at
-  ``lambda = inf``) with the meats of :func:`pydial.inference.linearization.parameter_meat`;
-* the calibration LRT (Prop. calibration-test) on the family's likelihood, ``nu_H``
-  free under both hypotheses.
-
-A group (judge or the people) without any tie has the boundary MLE ``nu = 0``
-(the log-likelihood decreases in ``nu`` when no tie is observed, for both
-models); its tie parameter is fixed there and its cells follow the binary
-model exactly (:func:`pydial.model.cells.tie_groups`); the binary family is the
-case of no free group.  Judges' tie parameters and position effects are reported from
-the LLM-only fit (Prop. stage-one-normality); the people's ``nu_H`` from the selected fit.
-
-The optimizers are those of :class:`Optimizers`: numpy's Newton method by
-default, Stan's (``dial.stan``, ``judges.stan`` for the people) with ``engine="stan"``;
-every covariance, GACV and test is computed by numpy at the optimum.  The binary family's
-specialization (:class:`Steps`, the engine's ``staged`` and ``path``) replaces the steps that pass
-over the LLM cells and gives the same estimates.
+The family (:mod:`pydial.model.families`: binary, Davidson, Rao-Kupper) is a parameter of the cell
+likelihood; the coordinates are ``x = (theta, log nu)`` with a tie parameter per judge and ``nu_H``
+for the people (none for the binary family; a group without ties is fixed at ``nu = 0``,
+:func:`~pydial.model.cells.tie_groups`).  The steps: the people's model (``lambda = 0``), the staged
+fit (:func:`~pydial.estimation.glm.staged_fit`, ``lambda = inf``), the weighted fits of eq.
+weighted-loss with the guards and GACV of :mod:`~pydial.estimation.selection`, the sandwiches of
+eq. weighted-empirical-sandwich and the calibration LRT (Prop. calibration-test).  The optimizers
+are the engine's (:class:`~pydial.estimation.engines.Optimizers`); every covariance, GACV and test is numpy's.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from functools import partial
-from typing import Any
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import pandas as pd
@@ -49,9 +21,17 @@ import scipy.sparse as sp
 from pydial.cache import derived
 from pydial.data.comparisons import Comparisons
 from pydial.estimation.engines import Optimizers, StagedFit
-from pydial.estimation.glm import glm, human_effect_row, human_effects, initial_theta, staged_fit
+from pydial.estimation.glm import (
+    NUMPY,
+    human_calibration_design,
+    human_design,
+    human_effect_row,
+    human_effects,
+    numpy_optimizers,
+    staged_fit,
+)
 from pydial.estimation.results import tie_log_nu
-from pydial.estimation.selection import SCORE_LIMIT, Candidate, finite_candidate, guard, numpy_joint
+from pydial.estimation.selection import SCORE_LIMIT, Candidate, finite_candidate
 from pydial.inference.calibration_test import CalibrationTest, calibration_lrt
 from pydial.inference.linearization import (
     Linearization,
@@ -67,153 +47,20 @@ from pydial.inference.sandwich import (
     family_glm_influence,
     family_staged_influence,
     objective_outcome_influence,
-    outcome_gacv_trace,
-    outcome_stats,
+    gacv_trace,
 )
 from pydial.model.chart import Chart, centering_basis, consensus_gamma
-from pydial.model.design import Design, calibration_design, centered_design
+from pydial.model.design import Design
 from pydial.model.families import BINARY, Family
-from pydial.model.likelihood import Cells, Objective
-from pydial.model.cells import tie_human_loss
-from pydial.model.cells import family_totals, free_groups
-from pydial.optim import OptimResult, newton, pinv_sym
+from pydial.model.likelihood import Objective
+from pydial.model.cells import family_totals, human_counts, human_log_nu, human_loss_at, tie_human_loss
+from pydial.optim import OptimResult, pinv_sym
 
-__all__ = ["NUMPY", "Steps", "numpy_optimizers", "family_llm_only_fit", "family_staged_fit", "family_joint_fit"]
-
-
-def _human_cells(data: Comparisons, family: Family) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """``(i, j, outcome counts)`` of the people's cells of the family (decisive cells for ``ties=None``)."""
-    H = data.cell_table("human", with_ties=not family.is_binary)
-    return H.i, H.j, H.counts.astype(float)
-
-
-def _human_design(data: Comparisons, family: Family) -> Design:
-    """Return the people's GLM design in the centered chart ``s = T beta``, with their covariate columns (``z' beta_H``)."""
-    H = data.cell_table("human", with_ties=not family.is_binary)
-    return derived(data, ("human design", family.is_binary),
-                   lambda: centered_design(H.i, H.j, data.N, z=data.effect_columns(H.z, data.K)))
+__all__ = ["NUMPY", "Steps", "numpy_optimizers"]
 
 
 def _human_free(data: Comparisons, family: Family) -> bool:
-    return bool(_human_cells(data, family)[2][:, 2].sum() > 0)
-
-
-# ============================================================== optimizers
-def _numpy_llm(data: Comparisons, family: Family, ch: Chart, x0: np.ndarray) -> OptimResult:
-    obj = Objective.weighted(ch, data, np.inf, ties=family)
-    return newton(obj.value_grad_hess, x0, gtol=1e-9, value=obj.value, normalize=_normalizer(ch))
-
-
-def _calibration_design(data: Comparisons, family: Family, M: np.ndarray) -> Design:
-    """Return the people's calibration design ``[D_H M, Z_H]`` of the family's cells (coordinates ``(c, beta_H)``)."""
-    H = data.cell_table("human", with_ties=not family.is_binary)
-    return calibration_design(H.i, H.j, data.N, M, data.effect_columns(H.z, data.K))
-
-
-def _numpy_calibration(data: Comparisons, family: Family, ch: Chart, theta: np.ndarray, M: np.ndarray,
-                       x0: np.ndarray, penalty: str | None = None) -> OptimResult:
-    _, _, hc = _human_cells(data, family)
-    _, n_h = family_totals(data, family)
-    return glm(family, hc, _calibration_design(data, family, M), x0, weight=1.0 / n_h, penalty=penalty)
-
-
-def _numpy_joint(data: Comparisons, family: Family, ch: Chart, lambda_: float, x0: np.ndarray,
-                 penalty: str | None = None) -> OptimResult:
-    obj = Objective.weighted(ch, data, lambda_, penalty, ties=family)
-    return newton(obj.value_grad_hess, x0, gtol=1e-9, value=obj.value, normalize=_normalizer(ch))
-
-
-def _numpy_human(data: Comparisons, family: Family, x0: np.ndarray, penalty: str | None = None) -> OptimResult:
-    _, _, hc = _human_cells(data, family)
-    _, n_h = family_totals(data, family)
-    return glm(family, hc, _human_design(data, family), x0, weight=1.0 / n_h, penalty=penalty)
-
-
-def numpy_optimizers(penalty: str | None = None) -> Optimizers:
-    """Return the numpy engine: box-constrained Newton on the exact derivatives for every fit (``engine="numpy"``).
-
-    The binary family's ``staged`` and ``path`` are penalized by ``penalty`` (:mod:`pydial.model.penalty`).
-    """
-    return Optimizers(_numpy_llm, _numpy_calibration, _numpy_joint, _numpy_human,
-                      staged=partial(staged_fit, penalty=penalty), path=partial(numpy_joint, penalty=penalty),
-                      penalty=penalty)
-
-
-NUMPY = numpy_optimizers()
-"""The numpy optimizers without penalty."""
-
-
-# ============================================================== the stages
-def _normalizer(ch: Chart) -> Any:
-    if ch.r == 0:
-        return None
-    d = ch.dim
-    return lambda x: np.concatenate([ch.canonical(x[:d]), x[d:]])
-
-
-def family_llm_only_fit(data: Comparisons, family: Family, rank: int, order: bool = True,
-                        engine: Optimizers = NUMPY,
-                        shared: bool = False) -> tuple[Chart, np.ndarray, OptimResult, np.ndarray]:
-    """Fit the structured LLM-only model of the family: ``(chart, x, optimizer result, free judges)``, cached on ``data``.
-
-    The first stage of eq. staged-calibrated-estimator (eq. llm-negloglik with tie cells).
-
-    Started at the binary structured start (:func:`pydial.estimation.glm.initial_theta`) and each
-    judge's ``log nu`` at its tie rate.  ``shared``: one covariate effect for all LLM judges.
-    """
-    def build() -> tuple:
-        ch = Chart.for_data(data, rank, None, order, shared)
-        free = free_groups(data, ch, family)
-        cnt = Cells.stack(data, 1.0, 0.0, with_ties=not family.is_binary)
-        l0 = [family.log_nu_start(cnt.counts[cnt.g == g]) for g in free]
-        x0 = np.concatenate([initial_theta(data, ch), l0])
-        res = engine.llm(data, family, ch, x0)
-        return ch, res.x, res, free
-
-    return derived(data, ("family_llm_only_fit", family.name, int(rank), bool(order), engine.name, bool(shared and data.p)),
-                   build)
-
-
-def family_staged_fit(data: Comparisons, family: Family, rank: int, calibration: str, *, order: bool = True,
-                      engine: Optimizers = NUMPY, penalty: str | None = None,
-                      shared: bool = False) -> StagedFit:
-    """Alg. DIAL-Anc in ``family``: the LLM-only fit, then ``(c, beta_H, log nu_H)`` of the calibration GLM.
-
-    The calibration GLM has design ``D_H M`` (eq. staged-calibrated-estimator), with the
-    people's covariate columns ``[D_H M, Z_H]``; with ``penalty="firth"`` it is the Firth
-    estimate (:class:`~pydial.model.penalty.FirthPenalty`).
-    """
-    chL, xL, optL, freeL = family_llm_only_fit(data, family, rank, order, engine, shared)
-    thL = xL[: chL.dim]
-    st = chL.structure(thL)
-    M = st.basis(calibration)
-    _, _, hc = _human_cells(data, family)
-    free_h = _human_free(data, family)
-    d, p, p_h = M.shape[1], data.p, human_effects(data).size
-    x0 = np.concatenate([np.eye(d)[0], np.zeros(p_h)] + ([[family.log_nu_start(hc)]] if free_h else []))
-    ch = Chart.for_data(data, rank, calibration, order, shared)
-    b = chL.order_effects(thL) if order else None
-
-    def beta(x: np.ndarray) -> np.ndarray | None:  # the judges' effects, then beta_H from x = (c, free beta_H, ...)
-        return np.vstack([chL.covariate_effects(thL), human_effect_row(data, x[d:d + p_h])]) if p else None
-
-    oc = engine.calibration(data, family, ch, ch.from_structure(st, x0[:d], b, beta(x0)), M, x0, penalty=penalty)
-    theta = ch.from_structure(st, oc.x[:d], b, beta(oc.x))
-    free = free_groups(data, ch, family)
-    x = np.concatenate([theta, xL[chL.dim:], oc.x[d + p_h:]])
-    return StagedFit(ch, x, optL, oc, chL, xL, free, freeL)
-
-
-def family_joint_fit(data: Comparisons, ch: Chart, lambda_: float, x0: np.ndarray, family: Family,
-                     engine: Optimizers = NUMPY,
-                     penalty: str | None = None) -> tuple[np.ndarray, OptimResult, Objective]:
-    r"""Minimize :math:`Q_\lambda` of ``family`` from ``x0`` (eq. weighted-joint-estimator).
-
-    With ``penalty="firth"`` the minimizer of the criterion with the people's Jeffreys prior
-    (:class:`~pydial.model.penalty.CalibrationFirthPenalty`); the objective returned is that criterion.
-    """
-    res = engine.joint(data, family, ch, lambda_, x0, penalty=penalty)
-    return res.x, res, Objective.weighted(ch, data, lambda_, penalty, ties=family)
+    return bool(human_counts(data, family)[:, 2].sum() > 0)
 
 
 # ================================================================ inference
@@ -221,13 +68,12 @@ def family_joint_fit(data: Comparisons, ch: Chart, lambda_: float, x0: np.ndarra
 
 def family_human_fit(data: Comparisons, family: Family, engine: Optimizers = NUMPY,
                      penalty: str | None = None) -> tuple[OptimResult, bool, Design]:
-    """Fit the ``lambda = 0`` endpoint: the people's model of the family in the centered chart ``s = T beta``.
+    """Fit the people's model of ``family`` (eq. human-only-estimator) in ``s = T beta`` by ``engine``, cached on ``data``.
 
-    Eq. human-only-estimator on the family's cells, by ``engine``; with ``penalty="firth"`` the
-    Firth estimate (:class:`~pydial.model.penalty.FirthPenalty`).
+    Returns the optimum, whether ``log nu_H`` is free and the design; ``penalty="firth"``: Firth's estimate.
     """
-    _, _, hc = _human_cells(data, family)
-    X = _human_design(data, family)
+    hc = human_counts(data, family)
+    X = human_design(data, family)
     free = _human_free(data, family)
     x0 = np.append(np.zeros(X.shape[1]), family.log_nu_start(hc)) if free else np.zeros(X.shape[1])
     return derived(data, ("family_human_fit", family.name, engine.name, penalty),
@@ -235,12 +81,9 @@ def family_human_fit(data: Comparisons, family: Family, engine: Optimizers = NUM
 
 
 def human_parameters(data: Comparisons, x: np.ndarray, free: bool) -> tuple[np.ndarray, np.ndarray | None, float]:
-    """Split the people's model coordinates ``x = (beta_s, beta_H, log nu_H)`` (eq. human-only-estimator).
+    """Split the people's model coordinates ``x = (beta_s, beta_H, log nu_H)`` into ``(s, beta_H, log nu_H)``.
 
-    Returns the centered scores ``s = T beta_s``, the covariate effects ``beta_H`` (``None``
-    without covariates; the whole row, 0 at the covariates without an effect on the people,
-    :func:`human_effects`, which ``x`` leaves out) and ``log nu_H`` (``-inf`` when not ``free``:
-    people without ties).
+    ``beta_H`` is the whole row (0 off :func:`human_effects`; ``None`` without covariates); ``log nu_H`` ``-inf`` if not ``free``.
     """
     N, p = data.N, data.p
     p_h = human_effects(data).size if p else 0
@@ -250,12 +93,10 @@ def human_parameters(data: Comparisons, x: np.ndarray, free: bool) -> tuple[np.n
 
 def family_human_influence(data: Comparisons, family: Family, engine: Optimizers = NUMPY,
                            penalty: str | None = None) -> tuple[OptimResult, OutcomeInfluence, float]:
-    """Fit the people's model (:func:`family_human_fit`) and return its optimum, the influence of ``(s, log nu_H)``, ``log nu_H``.
+    """Return the people's model's optimum, the influence of ``(s, log nu_H, beta_H)`` and ``log nu_H``.
 
-    The ``lambda = 0`` endpoint of eq. human-only-estimator with the bread of eq.
-    weighted-empirical-sandwich (:func:`family_glm_influence`); ``log nu_H`` is ``-inf`` (and not a
-    target) when the people's cells hold no tie.  With covariates the influence covers
-    ``(s, log nu_H, beta_H)``, in that order.
+    The ``lambda = 0`` endpoint with the bread of eq. weighted-empirical-sandwich (:func:`family_glm_influence`);
+    ``log nu_H`` is ``-inf``, and not a target, when the people's cells hold no tie.
     """
     N = data.N
     p = human_effects(data).size if data.p else 0  # the free entries of beta_H
@@ -274,12 +115,10 @@ def family_human_influence(data: Comparisons, family: Family, engine: Optimizers
 # ================================================================ candidates
 def family_human_candidate(data: Comparisons, family: Family, engine: Optimizers = NUMPY,
                            penalty: str | None = None) -> tuple[Candidate, float]:
-    """Return the ``lambda = 0`` GACV candidate (eq. gacv): the people's model of the family in ``s = T beta``.
+    """Return the ``lambda = 0`` GACV candidate (eq. gacv) of ``family`` and its ``log nu_H``.
 
-    Also returns its ``log nu_H`` (``-inf`` without human ties).  With ``penalty="firth"``
-    the people's Firth estimate, and GACV uses the Hessian of the penalized criterion.
-    The binary MLE needs a strongly connected directed win graph (Ford 1957), Firth's
-    estimate a connected comparison graph: both are checked before fitting.
+    The binary MLE needs a strongly connected directed win graph (Ford 1957), Firth's estimate
+    (``penalty="firth"``, whose Hessian GACV then uses) a connected comparison graph: both are checked first.
     """
     from pydial.model.identifiability import check_human_mle, undirected_labels
 
@@ -299,19 +138,21 @@ def family_human_candidate(data: Comparisons, family: Family, engine: Optimizers
     elif np.abs(s).max() > SCORE_LIMIT:
         cand.reason = f"||s||_inf = {np.abs(s).max():.3g} > {SCORE_LIMIT:g}"
     else:
-        E = np.zeros((1, X.shape[1] + free))
-        U, H = family_glm_influence(data, family, X, opt.x, 1.0 / n_h, E, unit=True, penalty=penalty)
-        basis = sp.block_diag([sp.csr_matrix(X.basis), sp.identity(int(free))], format="csr")
-        cand.admissible = True
-        cand.trace = outcome_gacv_trace(H, U, data, basis, n_h)
+        cand.admissible, cand.trace = True, _glm_trace(data, family, X, opt.x, bool(free), penalty)
     return cand, lh
 
 
-def family_anchored_candidate(data: Comparisons, sf: StagedFit, family: Family, penalty: str | None = None) -> Candidate:
-    """Return the ``lambda = inf`` GACV candidate (eq. gacv, eq. staged-calibrated-estimator) of the family.
+def _glm_trace(data: Comparisons, family: Family, X: Design, x: np.ndarray, free: bool, penalty: str | None) -> float:
+    """Return GACV's trace term of a GLM of the people's cells (design ``X``, ``x = (beta, log nu_H)``; eq. gacv)."""
+    n_h = family_totals(data, family)[1]
+    U, H = family_glm_influence(data, family, X, x, 1.0 / n_h, np.zeros((1, X.shape[1] + free)), unit=True, penalty=penalty)
+    return gacv_trace(H, U.J2, U.st, sp.block_diag([X.basis_csr, sp.identity(int(free))], format="csr"), n_h)
 
-    The coordinates are ``(c, beta_H, log nu_H)`` with ``M`` fixed at the LLM-only fit; GACV uses the
-    Hessian of the criterion penalized by ``penalty``.
+
+def family_anchored_candidate(data: Comparisons, sf: StagedFit, family: Family, penalty: str | None = None) -> Candidate:
+    """Return the ``lambda = inf`` GACV candidate of the staged fit ``sf``.
+
+    Coordinates ``(c, beta_H, log nu_H)`` with ``M`` fixed at the LLM-only fit; the Hessian penalized by ``penalty``.
     """
     ch, x = sf.chart, sf.x
     s = ch.scores(x[: ch.dim])
@@ -325,96 +166,43 @@ def family_anchored_candidate(data: Comparisons, sf: StagedFit, family: Family, 
     else:
         st = sf.llm_chart.structure(sf.llm_x[: sf.llm_chart.dim])
         M = st.basis(ch.calibration)
-        X = _calibration_design(data, family, M)
-        free = ch.K in sf.free
-        U, H = family_glm_influence(data, family, X, sf.cal_opt.x, 1.0 / n_h, np.zeros((1, X.shape[1] + free)), unit=True,
-                                 penalty=penalty)
-        basis = sp.block_diag([sp.csr_matrix(X.basis), sp.identity(int(free))], format="csr")
-        cand.admissible = True
-        cand.trace = outcome_gacv_trace(H, U, data, basis, n_h)
-    return cand
-
-
-def _log_nu_h(ch: Chart, free: np.ndarray, x: np.ndarray) -> float:
-    if ch.K not in free:
-        return -np.inf
-    return float(x[ch.dim + int(np.flatnonzero(free == ch.K)[0])])
-
-
-def human_loss_at(data: Comparisons, family: Family, ch: Chart, x: np.ndarray, free: np.ndarray) -> float:
-    r"""Return :math:`\ell_H` (eq. human-full-loss) of the family at the calibrated fit ``x = (theta, log nu)`` of ``ch``.
-
-    At its scores, ``beta_H`` and ``log nu_H``; ``free``: the tie groups of ``x``.
-    """
-    th = x[: ch.dim]
-    return tie_human_loss(family, ch.scores(th), _log_nu_h(ch, free, x), data, ch.human_effects(th))
-
-
-def family_finite_candidate(data: Comparisons, ch: Chart, lambda_: float, x0: np.ndarray, multiple: float,
-                            family: Family, engine: Optimizers = NUMPY, penalty: str | None = None) -> Candidate:
-    """Fit ``Q_lambda`` of the family from ``x0``; guards and GACV pieces (on the criterion penalized by ``penalty``)."""
-    x, opt, obj = family_joint_fit(data, ch, lambda_, x0, family, engine, penalty)
-    H = opt.hess if opt.hess is not None and np.array_equal(opt.x, x) else obj.value_grad_hess(x)[2]
-    s = ch.scores(x[: ch.dim])
-    ok, reason, nz = guard(ch, opt, H, s)
-    cand = Candidate(lambda_, multiple, s, x, opt, ok, reason, human_loss_at(data, family, ch, x, obj.free), n_zero_eig=nz)
-    if ok:
-        _, n_h = family_totals(data, family)
-        hum = obj.cells.is_human
-        U = OutcomeInfluence(obj.ext_jacobian(x, rows=hum), np.zeros((1, 1)), outcome_stats(obj, x, hum, unit_weight=True), None)
-        cand.trace = outcome_gacv_trace(H, U, data, obj.T_ext, n_h)
+        X = human_calibration_design(data, family, M)
+        cand.admissible, cand.trace = True, _glm_trace(data, family, X, sf.cal_opt.x, ch.K in sf.free, penalty)
     return cand
 
 
 # ==================================================================== tables
-def family_judge_effects(data: Comparisons, family: Family, chL: Chart, xL: np.ndarray,
-                         freeL: np.ndarray) -> tuple[np.ndarray, Linearization]:
-    """Estimates and linearization of ``(b, log nu_free, gamma)`` of the family's LLM-only fit.
+def family_judge_estimates(data: Comparisons, family: Family, sf: StagedFit
+                           ) -> tuple[np.ndarray | None, pd.Series, np.ndarray | None, Linearization]:
+    """Return ``b``, the judges' ``log nu``, ``gamma`` of the LLM-only fit of ``sf`` and their linearization.
 
-    Sandwich with bread ``H(l_L)^+`` (Prop. stage-one-normality); ``gamma`` by central
-    differences of :func:`pydial.model.chart.consensus_gamma`.  The blocks are ``"b"``,
-    ``"log_nu"`` (the judges with ties, rows ``freeL`` of the tie table) and ``"gamma"``.
+    Sandwich with bread ``H(l_L)^+`` (Prop. stage-one-normality), ``gamma`` by central differences of
+    :func:`~pydial.model.chart.consensus_gamma`; ``b`` and ``gamma`` are ``None`` without order effects.
     """
+    chL, xL, freeL = sf.llm_chart, sf.llm_x, sf.llm_free
     obj = Objective.weighted(chL, data, np.inf, ties=family, free=freeL)
-    H = obj.value_grad_hess(xL)[2]
-    Hp, _ = pinv_sym(H)
+    Hp, _ = pinv_sym(obj.value_grad_hess(xL)[2])
     th = xL[: chL.dim]
-    nb = data.K if chL.order else 0
-    E = np.zeros((nb + obj.n_tie + data.K, obj.dim))
+    nb, nt = (data.K if chL.order else 0), obj.n_tie
+    E = np.zeros((nb + nt + data.K, obj.dim))
     sb = chL.slices["b"]
     E[np.arange(nb), np.arange(sb.start, sb.stop)] = 1.0
-    E[nb + np.arange(obj.n_tie), chL.dim + np.arange(obj.n_tie)] = 1.0
+    E[nb + np.arange(nt), chL.dim + np.arange(nt)] = 1.0
     h = 1e-6
     for t in range(chL.dim):
         e = np.zeros(chL.dim)
         e[t] = h
-        E[nb + obj.n_tie:, t] = (consensus_gamma(chL.S(th + e)) - consensus_gamma(chL.S(th - e))) / (2 * h)
+        E[nb + nt:, t] = (consensus_gamma(chL.S(th + e)) - consensus_gamma(chL.S(th - e))) / (2 * h)
     U = objective_outcome_influence(data, obj, xL, E @ Hp)
-    nt = obj.n_tie
     blocks = {"b": slice(0, nb), "log_nu": slice(nb, nb + nt), "gamma": slice(nb + nt, nb + nt + data.K)}
     if not nb:
         del blocks["b"]
     lin = U.linearization("the position effects, tie parameters and consensus loadings", blocks,
                           tie_labels=tuple(data.judges[int(g)] for g in obj.free))
-    est = np.concatenate([chL.order_effects(th)[:nb], xL[chL.dim:], chL.structure(th).gamma])
-    return est, lin
-
-
-def family_judge_estimates(data: Comparisons, family: Family, sf: StagedFit
-                           ) -> tuple[np.ndarray | None, pd.Series, np.ndarray | None, Linearization]:
-    """Return the judges' effects of the LLM-only fit of ``sf`` and their linearization (:func:`family_judge_effects`).
-
-    Position effects and consensus loadings (``None`` without order effects), the judges'
-    log tie parameters (:func:`~pydial.estimation.results.tie_log_nu`) and the linearization of all three.
-    """
-    chL, freeL = sf.llm_chart, sf.llm_free
-    est, lin = family_judge_effects(data, family, chL, sf.llm_x, freeL)
-    nb = data.K if chL.order else 0
-    nt = freeL.size
-    log_nu = tie_log_nu(list(data.judges), est[nb:nb + nt], freeL)
+    log_nu = tie_log_nu(list(data.judges), xL[chL.dim:], freeL)
     if not chL.order:
         return None, log_nu, None, lin
-    return est[:nb], log_nu, est[nb + nt:], lin
+    return chL.order_effects(th), log_nu, chL.structure(th).gamma, lin
 
 
 # ===================================================================== steps
@@ -422,11 +210,8 @@ def family_judge_estimates(data: Comparisons, family: Family, sf: StagedFit
 class Selected:
     r"""What a family reports at the selected candidate (step 5 of :func:`pydial.estimation.dial.fit_dial`).
 
-    ``s`` the calibrated scores; ``loss_human`` :math:`\ell_H` at them (the family's kernel);
-    ``linearization`` of the scores and of the judges' effects; ``b``, ``gamma`` the judges'
-    position effects and consensus loadings of the LLM-only fit (``None`` without order
-    effects); ``log_nu`` the log tie parameters (``None`` for the binary family);
-    ``calibration_test`` Prop. calibration-test.
+    The scores ``s``, :math:`\ell_H` there, the linearizations, the LLM-only fit's ``b`` and ``gamma`` (``None``
+    without order effects), ``log nu`` (``None`` for the binary family) and Prop. calibration-test.
     """
 
     s: np.ndarray
@@ -453,20 +238,11 @@ def beta_labels(data: Comparisons, ch: Chart) -> tuple[str, ...]:
 
 @dataclass(frozen=True)
 class Steps:
-    """The steps of :func:`pydial.estimation.dial.fit_dial` for an outcome family (see the module docstring).
+    """The steps of :func:`pydial.estimation.dial.fit_dial` for an outcome family, by ``engine``, penalized by ``penalty``.
 
-    The coordinates are ``x = (theta, log nu)`` (no ``log nu`` for the binary family); ``n_L`` and
-    ``n_H`` count the ties of a tie family; ``engine`` supplies the optimizers (numpy's
-    :data:`NUMPY` by default, :func:`pydial.stan.engine.stan_optimizers` for Stan).  With
-    ``penalty="firth"`` the people's model at ``lambda = 0`` and the calibration GLM are Firth's
-    estimates, and every weighted fit has the people's Jeffreys prior in the calibration space
-    (:mod:`pydial.model.penalty`).  ``shared``: with covariates, one effect for all LLM judges.
-
-    The binary family's specialization: the steps that pass over the LLM cells use the logistic
-    kernel's cell residuals ``n p - y`` (:class:`~pydial.inference.meats.CellStats`), the LLM-only
-    fit cached on the data and shared with AtC, the weight path's warm-start derivatives and the
-    polishing step (the engine's ``staged`` and ``path``); the general steps give the same
-    estimates (a test checks every step).
+    ``shared``: one covariate effect for all LLM judges.  The binary family's specializations (the
+    engine's ``staged`` and ``path``, the logistic cell residuals ``n p - y`` of the sandwiches) give the
+    same estimates as its general steps (``fast=False``; a test compares every step).
     """
 
     data: Comparisons
@@ -484,6 +260,11 @@ class Steps:
         return self.fast and self.family.is_binary
 
     @property
+    def _engine(self) -> Optimizers:
+        """The engine, without its binary specializations ``staged`` and ``path`` unless :attr:`fast`."""
+        return self.engine if self.fast else replace(self.engine, staged=None, path=None)
+
+    @property
     def what(self) -> str:
         """The path's name in messages."""
         return "the lambda path" if self.family.is_binary else "the lambda path of the tie model"
@@ -497,46 +278,37 @@ class Steps:
         return family_human_candidate(self.data, self.family, self.engine, self.penalty)[0]
 
     def staged(self, rank: int) -> StagedFit:
-        """Fit the staged endpoint of ``rank`` (Alg. DIAL-Anc; :func:`family_staged_fit`, the binary family's by ``staged``)."""
-        if self._binary:
-            return self.engine.staged(self.data, rank, self.calibration, order=self.order, shared=self.shared)
-        return family_staged_fit(self.data, self.family, rank, self.calibration, order=self.order, engine=self.engine,
-                                 penalty=self.penalty, shared=self.shared)
+        """Fit the staged endpoint of ``rank`` (Alg. DIAL-Anc; :func:`~pydial.estimation.glm.staged_fit`)."""
+        return staged_fit(self.data, rank, self.calibration, family=self.family, order=self.order, engine=self._engine,
+                          penalty=self.penalty, shared=self.shared)
 
     def anchored(self, sf: StagedFit) -> Candidate:
         """Return the ``lambda = inf`` candidate of the staged fit ``sf`` (:func:`family_anchored_candidate`)."""
         return family_anchored_candidate(self.data, sf, self.family, self.penalty)
 
     def finite(self, chart: Chart, lambda_: float, x0: np.ndarray, multiple: float, warm: Candidate | None = None) -> Candidate:
-        """Fit the candidate of the weight ``lambda_`` from ``x0`` (:func:`family_finite_candidate`).
+        """Fit the candidate of the weight ``lambda_`` from ``x0`` to the optimizer's tolerance, warm-started by ``warm``.
 
-        The binary family's by the engine's ``path`` to its tolerance
-        (:func:`~pydial.estimation.selection.finite_candidate`), warm-started by ``warm``, the
-        candidate whose fit ends at ``x0``.
+        :func:`~pydial.estimation.selection.finite_candidate`; ``warm`` is the candidate whose fit ends at ``x0``.
         """
-        if self._binary:
-            return finite_candidate(self.data, chart, lambda_, x0, multiple, self.engine.path, penalty=self.penalty,
-                                    warm=warm, polish=False)
-        return family_finite_candidate(self.data, chart, lambda_, x0, multiple, self.family, self.engine, self.penalty)
+        return finite_candidate(self.data, chart, lambda_, x0, multiple, self.family, self._engine, penalty=self.penalty,
+                                warm=warm, polish=False)
 
     def polish(self, chart: Chart, cand: Candidate) -> Candidate:
         """Return the selected finite candidate ``cand`` with its optimum resolved for its linearization.
 
-        The path's candidates stop at the optimizer's tolerance, which GACV needs; the binary
-        family's numpy fit continues with the polishing step (:func:`~pydial.optim.newton`), the
-        others' linearization takes that optimum as it is.
+        The binary family's numpy fit takes the polishing step (:func:`~pydial.optim.newton`); the others' as it is.
         """
         if not self._binary or self.engine.name != "numpy" or cand.theta is None:
             return cand
-        out = finite_candidate(self.data, chart, cand.lambda_, cand.theta, cand.multiple, self.engine.path,
+        out = finite_candidate(self.data, chart, cand.lambda_, cand.theta, cand.multiple, self.family, self.engine,
                                penalty=self.penalty, warm=cand)
         return out if out.admissible else cand
 
     def scores_linearization(self, sf: StagedFit, best: Candidate) -> tuple[Linearization, float]:
         """Return the linearization of the selected scores (and of ``log nu_H`` when free), and ``log nu_H``.
 
-        At ``lambda = 0`` the people's GLM, at ``lambda = inf`` the two-step form of
-        :func:`family_staged_influence`, else the sandwich of :func:`family_finite_influence`.
+        The people's GLM at ``lambda = 0``, the two-step form at ``inf``, else the sandwich at the weight.
         """
         data, family, ch = self.data, self.family, sf.chart
         if self._binary and np.isinf(best.lambda_):
@@ -551,14 +323,14 @@ class Steps:
             stage_one = None
         elif np.isinf(best.lambda_):
             U, n_one = family_staged_influence(data, sf, family)
-            lh, stage_one = _log_nu_h(ch, sf.free, sf.x), slice(0, n_one)
+            lh, stage_one = human_log_nu(ch, sf.free, sf.x), slice(0, n_one)
         else:
             assert best.theta is not None
             # the bread is the unpenalized Hessian (pydial.model.penalty): the optimizer's only without a penalty
             known = (best.opt.hess if self.penalty is None and best.opt is not None
                      and np.array_equal(best.opt.x, best.theta) else None)
             U = family_finite_influence(data, ch, best.lambda_, best.theta, family, known)
-            lh, stage_one = _log_nu_h(ch, sf.free, best.theta), None
+            lh, stage_one = human_log_nu(ch, sf.free, best.theta), None
         blocks = target_slices(data.N, U.A.shape[0], bool(np.isfinite(lh)))
         lin = U.linearization("the calibrated scores", blocks, stage_one=stage_one,
                               tie_labels=(data.human_judge,) if "log_nu" in blocks else ())
@@ -577,10 +349,7 @@ class Steps:
         return b, gamma, log_nu, (lin,)
 
     def selected(self, sf: StagedFit, best: Candidate, hum: Candidate) -> Selected:
-        """Return the estimates, linearizations and the calibration LRT at the selected candidate ``best``.
-
-        The LRT compares the unpenalized likelihoods of the family (``nu_H`` free under both hypotheses).
-        """
+        """Return the estimates, linearizations and the calibration LRT (``nu_H`` free under both) at ``best``."""
         data, family, ch = self.data, self.family, sf.chart
         lin, lh = self.scores_linearization(sf, best)
         s = best.s if np.isfinite(best.lambda_) else ch.scores(sf.theta)
@@ -598,10 +367,7 @@ class Steps:
         return Selected(s, loss, (lin, *lins_j), b, gamma, log_nu, ct, beta, labels)
 
     def covariate_effects(self, sf: StagedFit, best: Candidate) -> tuple[np.ndarray | None, tuple[str, ...]]:
-        """Return the covariate effects of the selected fit and their row labels (``None`` without covariates).
-
-        At ``lambda = 0`` the people's model has the people's effects ``beta_H`` alone.
-        """
+        """Return the covariate effects of the selected fit and their row labels (``None`` without covariates)."""
         data = self.data
         if not data.p:
             return None, ()

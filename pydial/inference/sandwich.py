@@ -1,10 +1,4 @@
-r"""Sandwich influence of the fits of every outcome family (eq. weighted-empirical-sandwich).
-
-The cells' single-comparison statistics (:class:`~pydial.inference.meats.CellStats`), the
-judgments behind them for the record meat (eq. hac-meat), the factored influence
-:class:`OutcomeInfluence` of a weighted fit, of the staged endpoint (two-step form) and of a
-paired-comparison GLM, and the GACV trace term (eq. gacv).
-"""
+r"""Sandwich influence of the fits of every outcome family (eq. weighted-empirical-sandwich) and GACV's trace (eq. gacv)."""
 
 from __future__ import annotations
 
@@ -27,16 +21,14 @@ from pydial.model.design import Design
 from pydial.model.families import BINARY, Family
 from pydial.model.glm import FamilyGLM
 from pydial.model.likelihood import Cells, Objective
-from pydial.model.cells import family_totals
 from pydial.optim import pinv_sym
 
 
 def outcome_stats(obj: Objective, x: np.ndarray, rows: np.ndarray | None = None,
                   unit_weight: bool = False) -> CellStats:
-    """Outcome :class:`~pydial.inference.meats.CellStats` of the objective's cells at ``x`` (or of ``rows``).
+    """Outcome :class:`~pydial.inference.meats.CellStats` of the objective's cells (or ``rows``) at ``x``.
 
-    With each cell's observed information, so that the ``"fisher"`` meat is the observed information
-    as for every fit of a tie family (:func:`family_glm_influence`).
+    With each cell's observed information, so that the ``"fisher"`` meat is the observed information.
     """
     if rows is not None:  # only the selected cells' derivatives are formed
         obj = Objective(obj.chart, obj.cells.select(rows), ties=obj.family, free=obj.free)
@@ -57,9 +49,7 @@ def pair_keys(cells: Cells, N: int) -> np.ndarray:
 def _judgments(data: Comparisons, people: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
     """Every judgment of a fit's cells, sorted by cell key: ``(key, record, outcome)`` (None without records).
 
-    The key is that of :func:`record_rows`' cells; outcome 0 = ``i`` wins, 1 = ``j`` wins, 2 = tie.
-    ``people``: the people's judgments only (a human-only fit need not sort the judges' millions).
-    Formed once per data set (cached): the record meat of every fit looks its cells up here.
+    Outcome 0 = ``i`` wins, 1 = ``j`` wins, 2 = tie; ``people``: the people's only.  Cached per data set.
     """
     f = data.frame
     if "rec" not in f.columns:
@@ -81,11 +71,7 @@ def _judgments(data: Comparisons, people: bool) -> tuple[np.ndarray, np.ndarray,
 
 
 def _z_codes(data: Comparisons) -> RowCoder:
-    """Return the codes of the covariate values of ``data``: the :class:`~pydial.data.ingest.RowCoder` of its frame, cached.
-
-    Judgments and cells with equal covariates get equal codes (the cells' values are copies of
-    the frame's covariate columns), so that cells split by covariate value find their judgments.
-    """
+    """Return the codes of the covariate values of ``data``'s frame (:class:`~pydial.data.ingest.RowCoder`), cached."""
     return derived(data, ("covariate codes",),
                    lambda: RowCoder(data.frame[[COVARIATE_PREFIX + c for c in data.covariates]].to_numpy(float)))
 
@@ -93,8 +79,7 @@ def _z_codes(data: Comparisons) -> RowCoder:
 def record_rows(data: Comparisons, cells: Cells, family: Family) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
     """``(record, cell, outcome)`` of every judgment ``family`` uses in ``cells``, for the record meat (eq. hac-meat).
 
-    The cell in their stacked order, outcome 0 = ``i`` wins, 1 = ``j`` wins, 2 = tie (the
-    binary family leaves the tied judgments out).
+    Outcome 0 = ``i`` wins, 1 = ``j`` wins, 2 = tie (the binary family leaves the tied judgments out).
     """
     people = bool(cells.is_human.all())  # the stable sort keeps the people's judgments in the same order either way
     J = derived(data, ("judgments by cell", people), lambda: _judgments(data, people))
@@ -117,13 +102,10 @@ def record_rows(data: Comparisons, cells: Cells, family: Family) -> tuple[np.nda
 
 @dataclass(frozen=True)
 class OutcomeInfluence:
-    """Influence in factored form for the cells of any outcome family.
+    """Influence in factored form of the cells of any outcome family: channels ``J2``, map ``A``, statistics, records.
 
-    The derivative channels ``J2`` (``2m x P``: ``d eta``, then ``d log nu``; for the binary
-    family's GLMs the one channel ``d eta``, ``m x P``), the map ``A`` (``q x P``), the cells'
-    statistics (:class:`~pydial.inference.meats.CellStats`) and record
-    rows; ``n_zero``: the number of zero eigenvalues of the bread's Hessian (a GLM without
-    gauge is not identified when it is positive).
+    ``J2`` is ``2m x P`` (``d eta``, then ``d log nu``), or ``m x P`` for the binary family's GLMs;
+    ``n_zero``: the zero eigenvalues of the bread's Hessian.
     """
 
     J2: Any
@@ -133,11 +115,7 @@ class OutcomeInfluence:
     n_zero: int = 0
 
     def linearization(self, what: str, blocks: dict[str, slice], **kwargs: Any) -> Linearization:
-        """Return the :class:`~pydial.inference.linearization.Linearization` of these cells.
-
-        The meats of :func:`pydial.inference.linearization.parameter_meat` (eq. weighted-empirical-sandwich,
-        eq. cell-clustered-meat, eq. hac-meat); ``kwargs``: ``stage_one``, ``tie_labels``.
-        """
+        """Return the :class:`~pydial.inference.linearization.Linearization` of these cells (``stage_one``, ``tie_labels``)."""
         return Linearization(MeatSource(self.J2, self.st, self.rec), self.A, blocks, what, **kwargs)
 
     def covariance(self, data: Comparisons, cov_type: str, what: str) -> np.ndarray:
@@ -174,11 +152,9 @@ def _stack_stats(parts: list[CellStats]) -> CellStats:
 
 
 def stack_outcome_influence(parts: list[OutcomeInfluence], A: np.ndarray | None = None) -> OutcomeInfluence:
-    """Stack the influence of blocks of cells with their own parameter spaces (eq. weighted-empirical-sandwich).
+    """Stack the influence of blocks of cells with their own parameter spaces: channels block-diagonal, ``A`` side by side.
 
-    Channels block-diagonal, ``A`` side by side, so that one meat sees all cells (the record meat
-    clusters judgments of different blocks on one record, eq. hac-meat).  ``A``: the stacked map,
-    when the caller has formed it already (the parts' own ``A`` are then unused).
+    One meat then sees all cells (the record meat clusters judgments of several blocks); ``A``: the stacked map if formed.
     """
     ms = [p.st.w.size for p in parts]
     C = parts[0].J2.shape[0] // ms[0]  # channels: 2, or 1 for the binary family's GLMs
@@ -223,20 +199,13 @@ def family_finite_influence(data: Comparisons, ch: Chart, lambda_: float, x: np.
 
 
 def family_staged_influence(data: Comparisons, sf: Any, family: Family) -> tuple[OutcomeInfluence, int]:
-    """Two-step influence of the targets ``(s, log nu_H, beta)`` (:func:`target_jacobian_x`) at the staged endpoint.
+    """Two-step influence of the targets ``(s, log nu_H, beta)`` at the staged endpoint, and its stage-one columns.
 
-    LLM cells through the LLM-only fit ``xi`` (with the calibration's response
-    ``-C^{-1} H_{c xi}``), human cells through the calibration coordinates
-    ``(c, beta_H, log nu_H)`` (:func:`pydial.inference.linearization.two_step_maps`; eq.
-    staged-calibrated-estimator, the ``lambda -> inf`` limit of eq.
-    weighted-empirical-sandwich).  Also returns the number of stage-one (LLM) columns of
-    ``A``, which come first.
+    LLM cells through the LLM-only fit (with the calibration's response), human cells through
+    ``(c, beta_H, log nu_H)`` (:func:`~pydial.inference.linearization.two_step_maps`; eq. staged-calibrated-estimator).
     """
     ch, x = sf.chart, sf.x
-    n_l, n_h = family_totals(data, family)
-    tied = not family.is_binary
-    oL = Objective(ch, Cells.stack(data, 1.0 / n_l, 0.0, with_ties=tied), ties=family, free=sf.free)
-    oH = Objective(ch, Cells.stack(data, 0.0, 1.0 / n_h, with_ties=tied), ties=family, free=sf.free)
+    oL, oH = (Objective.weighted(ch, data, lam, ties=family, free=sf.free) for lam in (np.inf, 0.0))
     HL, HH = oL.value_grad_hess(x)[2], oH.value_grad_hess(x)[2]
     s2_list = list(ch.human_coordinates)
     if ch.K in sf.free:
@@ -254,19 +223,11 @@ def family_staged_influence(data: Comparisons, sf: Any, family: Family) -> tuple
 def family_glm_influence(data: Comparisons, family: Family, X: Design, x: np.ndarray, weight: float, E: np.ndarray, *,
                          unit: bool = False, cells: Cells | None = None,
                          penalty: str | None = None) -> tuple[OutcomeInfluence, np.ndarray]:
-    """Influence ``u = E H^{-1} (channels)`` of a GLM of ``family`` (:class:`~pydial.model.glm.FamilyGLM`).
+    """Influence ``u = E H^{-1} (channels)`` of a GLM of ``family`` (:class:`~pydial.model.glm.FamilyGLM`), and ``H``.
 
-    The bread of eq. weighted-empirical-sandwich for a GLM of any family (the people's model
-    of eq. human-only-estimator, a judge's order-effect model of eq. binomial-model-llm,
-    the pooled BTL): design ``X``, coordinates ``(beta, l)`` when the cells hold a tie,
-    else ``beta`` and the binary model (always the binary family, whose record rows leave
-    the tied judgments out).  On ``cells`` (default: the people's cells of the family); also
-    returns ``H``.  ``unit=True`` gives weight 1 per comparison (for GACV; no record rows).  The ``"fisher"``
-    meat is the observed information at ``x`` (:class:`~pydial.inference.meats.CellStats`),
-    so that its covariance is the inverse observed information ``E H^{-1} E^T``, as in every
-    fit of a tie family (for Davidson's model, a multinomial logit, also the expected one).
-    The returned ``H`` is that of the criterion penalized by ``penalty`` (for GACV); the bread
-    of ``u`` is the unpenalized one.
+    Design ``X``, ``x = (beta, l)`` when the cells (default the people's) hold a tie; ``unit=True``: unit
+    weights, no records (GACV).  The ``"fisher"`` meat is the observed information; the returned ``H`` is
+    penalized by ``penalty`` (for GACV), the bread of ``u`` not.
     """
     if cells is None:
         cells = Cells.stack(data, 0.0, 1.0, with_ties=not family.is_binary)
@@ -301,13 +262,25 @@ def family_glm_influence(data: Comparisons, family: Family, X: Design, x: np.nda
     return OutcomeInfluence(J2, A, st, rec, n_zero), H
 
 
-def outcome_gacv_trace(H: np.ndarray, U: OutcomeInfluence, data: Comparisons, basis: Any, n_h: int) -> float:
-    r"""``tr(H^+ J) / (n_H - 1)``, ``J`` the covariance of the per-comparison human scores (eq. gacv).
+def gacv_scores(obj: Objective, x: np.ndarray) -> tuple[Any, CellStats]:
+    """Return the derivative channels and unit-weight statistics of ``obj``'s human cells at ``x`` (GACV's scores)."""
+    h = obj.human_part
+    if obj.family.is_binary:  # one channel and the cell residuals n p - y
+        c = h.cells
+        return h.full_jacobian(x), CellStats.from_parts([(c.n, c.y, h.probabilities(x), 1.0, True)])
+    return h.ext_jacobian(x), outcome_stats(h, x, unit_weight=True)
 
-    In the coordinates of ``H`` (``basis``: full-coordinate derivatives -> ``H``'s).
+
+def gacv_trace(H: np.ndarray, jac: Any, st: CellStats, basis: Any, n_h: float, Hp: np.ndarray | None = None) -> float:
+    r"""Compute the trace term of eq. gacv, ``tr(H^+ J) / (n_H - 1)``, ``J`` the covariance of the per-comparison human scores.
+
+    ``J`` is the ``"binomial"`` meat of the human cells' channels ``jac`` and unit-weight ``st`` (:func:`gacv_scores`)
+    over ``n_h``, pulled back by ``basis`` (``d phi / d x``; ``None``: none); ``Hp``: ``H^+`` if computed.
     """
-    Jm = parameter_meat(U.J2, U.st, data, "binomial").dense() / n_h
-    B = basis.toarray() if sp.issparse(basis) else np.asarray(basis)
-    Jm = B.T @ Jm @ B
-    Hp, _ = pinv_sym(H)
+    Jm = parameter_meat(jac, st, None, "binomial").dense() / n_h
+    if basis is not None:
+        Bs = sp.csr_matrix(basis)  # the chart maps have about two entries per column
+        Jm = np.asarray(Bs.T @ np.asarray(Bs.T @ Jm).T).T
+    if Hp is None:
+        Hp, _ = pinv_sym(H)
     return float(np.sum(Hp * Jm)) / (n_h - 1)

@@ -1,10 +1,4 @@
-r"""The cells of the bilinear likelihood: stacked cell tables, their Jacobian, tie groups, totals and plain losses.
-
-:class:`Cells` stacks the LLM and human cell tables with their weights for
-:class:`~pydial.model.likelihood.Objective`; :class:`CellJacobian` is ``d eta / d phi`` of an
-objective's cells kept factored (the meats' products); :func:`tie_groups` and the totals
-:func:`family_totals` give the free tie groups and ``(n_L, n_H)`` of a family.
-"""
+r"""The cells of the bilinear likelihood: stacked tables, their factored Jacobian, tie groups, totals and losses."""
 
 from __future__ import annotations
 
@@ -20,50 +14,29 @@ from pydial.cache import derived
 from pydial.data.comparisons import CellTable, Comparisons, HumanCells, LLMCells
 from pydial.exceptions import ArgumentError
 from pydial.model.chart import Chart
-from pydial.model.families import Family, binary_cell
+from pydial.model.families import Family, binary_cell, softplus
 
-__all__ = ["Cells", "CellJacobian", "binomial_nll", "covariate_offset", "family_totals", "free_groups", "human_loss",
-           "key_segments", "llm_loss", "softplus", "stacked_columns", "tie_groups", "tie_human_loss", "tie_totals",
-           "weighted_loss"]
-
-
-def softplus(x: np.ndarray) -> np.ndarray:
-    """``log(1 + exp(x))`` without overflow: ``max(x, 0) + log1p(exp(-|x|))``.
-
-    The formula of ``numpy.logaddexp(0, x)``, evaluated with vectorized ``exp`` and
-    ``log1p`` in one work array (about four times faster on many cells).
-    """
-    x = np.asarray(x, dtype=float)
-    out = np.abs(x)
-    np.negative(out, out=out)
-    np.exp(out, out=out)
-    np.log1p(out, out=out)
-    out += np.maximum(x, 0.0)
-    return out
+__all__ = ["Cells", "CellJacobian", "binomial_nll", "covariate_offset", "family_totals", "free_groups", "human_counts",
+           "human_loss", "human_loss_at", "human_log_nu", "human_table", "key_segments", "llm_loss", "softplus",
+           "stacked_columns", "tie_groups", "tie_human_loss", "tie_totals", "weighted_loss"]
 
 
 def binomial_nll(eta: np.ndarray, n: np.ndarray, y: np.ndarray) -> np.ndarray:
-    """Per-cell ``n log(1 + e^eta) - y eta``.
-
-    The binomial negative log-likelihood without the binomial coefficient.
-    """
+    """Per-cell binomial negative log-likelihood ``n log(1 + e^eta) - y eta`` (without the coefficient)."""
     return n * softplus(eta) - y * eta
 
 
 def covariate_offset(cells: CellTable, beta: np.ndarray | None) -> np.ndarray | float:
-    """Return ``z_c' beta``, the covariate term added to eq. binomial-model-llm / -human (0 without covariates).
-
-    ``beta`` is one row of coefficients (a judge's, or the people's ``beta_H``).
-    """
+    """Return ``z_c' beta`` for one row of coefficients ``beta`` (a judge's or ``beta_H``; 0 without covariates)."""
     if beta is None or cells.z is None:
         return 0.0
     return cells.z @ np.ravel(beta)
 
 
 def stacked_columns(parts: Sequence[tuple[CellTable, float, bool]], *, counts: bool = False) -> dict[str, Any]:
-    """Columns of :class:`Cells` for the tables ``(table, weight, is_human)`` with a positive weight, stacked in order.
+    """Columns of :class:`Cells` for the tables ``(table, weight, is_human)`` of positive weight, stacked in order.
 
-    With ``counts=True`` also the ``(m, 3)`` outcome counts of tie cells (as floats).
+    With ``counts=True`` also the ``(m, 3)`` outcome counts (as floats).
     """
     kept = [(tab, w, h) for tab, w, h in parts if w > 0 and len(tab)]
     if not kept:
@@ -84,8 +57,7 @@ def stacked_columns(parts: Sequence[tuple[CellTable, float, bool]], *, counts: b
 class Cells:
     """Cell tables (:class:`pydial.data.comparisons.CellTable`) stacked for the bilinear kernel, with weights.
 
-    ``g`` is the loading row (judge ``k``, or ``K`` for the human); ``a`` is 0 for
-    human cells; ``w`` is the per-comparison weight of the cell (ties included for tie cells).
+    ``g`` is the loading row (judge ``k``, ``K`` for the people, whose ``a`` is 0); ``w`` the per-comparison weight.
     """
 
     g: np.ndarray
@@ -110,27 +82,16 @@ class Cells:
 
     @classmethod
     def from_tables(cls, parts: Sequence[tuple[CellTable, float, bool]], *, with_ties: bool = False) -> "Cells":
-        """Stack the tables ``(table, weight, is_human)`` with a positive weight, in order.
-
-        A table's judges are its loading rows (``K`` for people, whose ``a`` is 0); with
-        ``with_ties`` the tables' outcome counts are kept (:attr:`counts`).
-        """
+        """Stack the tables ``(table, weight, is_human)`` of positive weight, in order (``with_ties``: with outcome counts)."""
         return cls(**stacked_columns(parts, counts=with_ties))
 
     @classmethod
     def stack(cls, data: Comparisons, w_llm: float, w_human: float, *, with_ties: bool = False) -> "Cells":
-        r"""Stack the decisive LLM cells (if ``w_llm > 0``) and then the human cells (if ``w_human > 0``).
+        r"""Stack the LLM cells (if ``w_llm > 0``), then the human cells (if ``w_human > 0``) on loading row ``K``.
 
-        With ``with_ties``, the tie cells instead (every judgment, three outcome counts), in the
-        order of :meth:`Comparisons.tie_cells` (that of the Stan data).
-
-        With ``w_llm = lambda/n_L`` and ``w_human = 1/n_H`` these are the cells of
-        :math:`Q_\lambda` (eq. weighted-loss).  The human cells are put on loading row ``K``
-        whatever judge index they carry (a :class:`HumanCells` built by hand has ``-1``).
-
-        The columns are stacked once per data set (cached on ``data``); the LLM-only and
-        human-only stacks are views of the rows of that one, and the stacks at every weight
-        share their index columns and :attr:`layout`.
+        ``w_llm = lambda/n_L``, ``w_human = 1/n_H``: the cells of :math:`Q_\lambda` (eq. weighted-loss).  The decisive
+        stack is cached on ``data`` and its slices and reweightings share its columns and :attr:`layout`;
+        ``with_ties``: the tie cells, in the order of :meth:`Comparisons.tie_cells` (the Stan data's).
         """
         if with_ties:
             return cls.from_tables([(data.cell_table("llm", with_ties=True), w_llm, False),
@@ -152,12 +113,7 @@ class Cells:
         return np.column_stack([self.y, self.n - self.y, np.zeros_like(self.y)])
 
     def select(self, rows: "np.ndarray | slice") -> "Cells":
-        """Return the cells selected by ``rows``, with a layout of their own.
-
-        For a slice of a stack the columns are views, and so are the per-cell layout arrays
-        (:func:`_layout_property`): the LLM-only and human-only stacks of :meth:`stack` share the
-        index arrays of the whole stack.
-        """
+        """Return the cells selected by ``rows``; a slice of a stack shares its columns and per-cell layout arrays as views."""
         cols: dict[str, Any] = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)
                                 if f.name not in ("layout", "source")}
         picked: dict[str, Any] = {name: None if v is None else v[rows] for name, v in cols.items()}
@@ -166,10 +122,9 @@ class Cells:
 
 
 def key_segments(key: np.ndarray, blocks: list[slice]) -> "list[tuple[np.ndarray, np.ndarray]] | None":
-    """Find the runs of equal values of a non-decreasing ``key`` in each block: ``(value, start)``; ``None`` if unsorted.
+    """Find the runs ``(value, start)`` of a non-decreasing ``key`` in each block (``None`` if unsorted).
 
-    Totals by such a key are sums over contiguous runs (``numpy.add.reduceat``), several times
-    faster than ``bincount``'s scattered adds; the cell tables are stored sorted by row and item.
+    Totals over runs (``numpy.add.reduceat``) are several times faster than ``bincount``'s scattered adds.
     """
     if key.size > 1 and bool(np.any(key[1:] < key[:-1])):
         return None
@@ -183,14 +138,10 @@ def key_segments(key: np.ndarray, blocks: list[slice]) -> "list[tuple[np.ndarray
 
 @dataclass(frozen=True, eq=False)
 class CellJacobian:
-    r"""``J = d eta_c / d phi`` of an :class:`Objective`'s cells at ``theta``, kept factored.
+    r"""``J = d eta_c / d phi`` of an :class:`Objective`'s cells at ``theta`` (or of ``mask``), kept factored.
 
-    The products of the sandwich meats (eq. weighted-empirical-sandwich,
-    eq. cell-clustered-meat) are formed as the Hessian is, from per-(judge, item) and
-    item-pair totals over the cells (:meth:`Objective._outer`,
-    :meth:`Objective._gradient_factored`), so the ``m x P`` matrix is formed only when
-    asked (:meth:`tocsr`, e.g. for the record meat).  ``mask`` selects a subset of the
-    cells (the rows of this matrix); ``None`` is all of them.
+    The meats' products are formed as the Hessian is, from per-(judge, item) and item-pair totals;
+    the ``m x P`` matrix only when asked (:meth:`tocsr`).
     """
 
     objective: Any
@@ -226,15 +177,10 @@ class CellJacobian:
         return self.objective._gradient_factored(r, self._phi, self.objective._residual_by_item(r))
 
     def cluster_gram(self, cluster: np.ndarray, r: np.ndarray) -> np.ndarray:
-        """``sum_k g_k g_k^T`` with ``g_k = sum_{c in k} r_c j_c`` over the clusters ``cluster`` (ids ``0..G-1``).
+        """``sum_k g_k g_k^T``, ``g_k = sum_{c in k} r_c j_c``, over the clusters ``cluster`` (eq. cell-clustered-meat).
 
-        The cells of a cluster must share loading row and item pair (a judge-pair cell of
-        eq. cell-clustered-meat over both orders and covariate values): their derivatives
-        differ only in the entries of the order effect and the covariate effects,
-        ``x_c = (a_c, z_c)`` (:attr:`Objective._offsets`), so ``g_k = S_k j_k + sum_u X_uk e_u``
-        with ``S_k = sum r_c`` and ``X_uk = sum r_c x_uc``, and the sum is :meth:`Objective._outer`
-        with the weight ``S^2`` and the offset weights ``(S X_u, X_u X_v)`` on one
-        representative cell per cluster and 0 on the others (no second cell table).
+        A cluster's cells share row and item pair, so ``g_k = S_k j_k + sum_u X_uk e_u`` (the offsets of
+        :attr:`Objective._offsets`): :meth:`Objective._outer` with weights on one representative cell per cluster.
         """
         o = self.objective
         m = o.cells.g.size
@@ -268,6 +214,20 @@ class CellJacobian:
         return self.objective.full_jacobian(self.theta, rows=self.mask)
 
 
+def human_table(data: Comparisons, family: Family) -> CellTable:
+    """Return the people's cells of ``family``: :attr:`~pydial.Comparisons.human` as given (binary), else the tie cells."""
+    return data.human if family.is_binary else data.cell_table("human", with_ties=True)
+
+
+def human_counts(data: Comparisons, family: Family) -> np.ndarray:
+    """Return the ``(m, 3)`` outcome counts of :func:`human_table` as floats (the binary family's as given, ``(y, n - y, 0)``)."""
+    H = human_table(data, family)
+    if not family.is_binary:
+        return H.counts.astype(float)
+    n, y = np.asarray(H.n, float), np.asarray(H.y, float)
+    return np.column_stack([y, n - y, np.zeros_like(y)])
+
+
 def tie_totals(data: Comparisons) -> tuple[int, int]:
     """``(n_L, n_H)`` counting the ties: the LLM and human comparisons used by the tie models."""
     return int(data.cell_table("llm", with_ties=True).n.sum()), int(data.cell_table("human", with_ties=True).n.sum())
@@ -284,13 +244,9 @@ def free_groups(data: Comparisons, chart: Chart, family: Family) -> np.ndarray:
 
 
 def tie_groups(data: Comparisons, chart: Chart) -> np.ndarray:
-    """Find the loading rows with at least one tie: the groups whose tie parameter ``log nu`` is free.
+    """Find the loading rows with at least one tie: the groups whose ``log nu`` is free (the people when calibrated).
 
-    Loading rows are the judges ``0..K-1``, and people ``K`` when ``chart`` is calibrated.
-
-    A group without ties has the boundary MLE ``nu = 0`` for both tie models (the
-    log-likelihood decreases in ``nu`` when ``t = 0``), at which its cells follow
-    the binary model exactly; its tie parameter is therefore fixed at ``nu = 0``.
+    A group without ties has the boundary MLE ``nu = 0`` for both tie models, at which its cells are binary.
     """
     tabs = [data.cell_table(which, with_ties=True) for which in ("llm", "human")]
     tied = np.unique(np.concatenate([t.judge[t.counts[:, 2] > 0] for t in tabs]))
@@ -316,12 +272,9 @@ def weighted_loss(s: np.ndarray, S: np.ndarray, b: np.ndarray, data: Comparisons
 
 def tie_human_loss(family: Family, s: np.ndarray, log_nu_h: float, data: Comparisons,
                    beta: np.ndarray | None = None) -> float:
-    r"""Compute the human loss :math:`\ell_H(s, \nu_H)` of ``family``.
+    r"""Compute the human loss :math:`\ell_H(s, \nu_H)` of ``family`` (over ``n_H``, ties counted), with ``z' beta_H``.
 
-    Minus the log-likelihood kernel of the human tie cells at ``eta = s_i - s_j`` over
-    ``n_H`` (ties counted); ``log_nu_h = -inf`` is the binary model (people without ties);
-    the binary family the loss of the decisive comparisons (:func:`human_loss`); ``beta``
-    the people's covariate effects (``+ z' beta_H``).
+    ``log_nu_h = -inf``: the binary model (people without ties); the binary family: :func:`human_loss`.
     """
     if family.is_binary:
         return human_loss(s, data.human, beta)
@@ -330,3 +283,16 @@ def tie_human_loss(family: Family, s: np.ndarray, log_nu_h: float, data: Compari
     eta = s[h.i] - s[h.j] + covariate_offset(h, beta)
     d = binary_cell(cnt, eta) if np.isneginf(log_nu_h) else family.cell(cnt, eta, log_nu_h)
     return -float(d.value.sum()) / float(cnt.sum())
+
+
+def human_log_nu(ch: Chart, free: np.ndarray, x: np.ndarray) -> float:
+    """Return ``log nu_H`` of ``x = (theta, log nu)`` with the free tie groups ``free`` (``-inf`` when not free)."""
+    if ch.K not in free:
+        return -np.inf
+    return float(x[ch.dim + int(np.flatnonzero(free == ch.K)[0])])
+
+
+def human_loss_at(data: Comparisons, family: Family, ch: Chart, x: np.ndarray, free: np.ndarray) -> float:
+    r"""Return :math:`\ell_H` (eq. human-full-loss) of ``family`` at the calibrated fit ``x = (theta, log nu)`` of ``ch``."""
+    th = x[: ch.dim]
+    return tie_human_loss(family, ch.scores(th), human_log_nu(ch, free, x), data, ch.human_effects(th))

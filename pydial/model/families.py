@@ -1,29 +1,21 @@
-r"""Per-cell paired-comparison likelihoods with ties: value, score and curvature.
+r"""Per-cell paired-comparison likelihoods with ties: value, score and curvature, and the outcome families.
 
-A cell holds the counts ``(w_i, w_j, t)`` (wins of item ``i``, wins of item
-``j``, ties) of one judge on one ordered pair, with linear predictor
-``eta = s_i - s_j + a b`` (eq. binomial-model-llm) and, for the tie models, a
-log tie parameter ``l = log nu``.  Each function returns the log-likelihood
-kernel of every cell (without the multinomial coefficient, see
-:func:`log_coef`) and its first and second derivatives in ``(eta, l)``, so
-that any fit whose cells are linear in its parameters gets exact gradients and
-Hessians by the chain rule.  The Stan programs use the same three models
-(``stan/include/paired_likelihoods.stan``, ``ties`` 0, 1, 2).
+A cell holds the counts ``(w_i, w_j, t)`` of one judge on one ordered pair, with predictor ``eta``
+(eq. binomial-model-llm) and, for the tie models, ``l = log nu``.  Each kernel returns the log-likelihood
+of every cell (without the coefficient, :func:`log_coef`) and its derivatives in ``(eta, l)``; the
+Stan programs use the same models (``stan/include/paired_likelihoods.stan``, ``ties`` 0, 1, 2).
 
 * :func:`binary_cell`: ``w_i ~ Binomial(w_i + w_j, sigma(eta))``, ties excluded.
-* :func:`davidson_cell`: Davidson (1970) with the Davidson-Beaver (1977) order
-  effect, ``P(i) : P(j) : P(tie) = e^{eta/2} : e^{-eta/2} : nu``.  Given a
-  decisive outcome ``logit P(i) = eta``: the binary model; ``nu -> 0``
-  removes the ties.
-* :func:`rao_kupper_cell`: Rao and Kupper (1967), a logistic threshold
-  ``tau = nu > 0``: ``P(i) = sigma(eta - tau)``, ``P(j) = sigma(-eta - tau)``,
-  ``P(tie) = (e^{2 tau} - 1) P(i) P(j)``; ``tau -> 0`` is the binary model.
+* :func:`davidson_cell`: Davidson (1970) with the Davidson-Beaver (1977) order effect,
+  ``P(i) : P(j) : P(tie) = e^{eta/2} : e^{-eta/2} : nu``; ``nu -> 0`` is the binary model.
+* :func:`rao_kupper_cell`: Rao and Kupper (1967), threshold ``tau = nu``: ``P(i) = sigma(eta - tau)``,
+  ``P(j) = sigma(-eta - tau)``, ``P(tie) = (e^{2 tau} - 1) P(i) P(j)``; ``tau -> 0`` is the binary model.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable
+from typing import Any, Callable
 
 import numpy as np
 from scipy.special import expit, gammaln, log_expit
@@ -41,16 +33,14 @@ __all__ = [
     "davidson_cell",
     "rao_kupper_cell",
     "log_coef",
+    "LossTerms",
+    "softplus",
 ]
 
 
 @dataclass(frozen=True)
 class CellDerivatives:
-    """Log-likelihood kernel per cell and its derivatives in ``(eta, l)``, ``l = log nu``.
-
-    ``value, d_eta, d_l, d_eta_eta, d_eta_l, d_l_l`` are arrays with one
-    entry per cell (the ``l`` terms are 0 for the binary model).
-    """
+    """Log-likelihood kernel per cell and its derivatives in ``(eta, l)``, ``l = log nu`` (the ``l`` terms 0 for binary)."""
 
     value: np.ndarray
     d_eta: np.ndarray
@@ -140,15 +130,79 @@ def rao_kupper_probabilities(eta: np.ndarray, l: np.ndarray) -> np.ndarray:
     return np.column_stack([pi, pj, np.clip(1 - pi - pj, 0.0, 1.0)])
 
 
+def softplus(x: np.ndarray) -> np.ndarray:
+    """``log(1 + exp(x))`` without overflow, ``max(x, 0) + log1p(exp(-|x|))``, in one work array."""
+    x = np.asarray(x, dtype=float)
+    out = np.abs(x)
+    np.negative(out, out=out)
+    np.exp(out, out=out)
+    np.log1p(out, out=out)
+    out += np.maximum(x, 0.0)
+    return out
+
+
+@dataclass(frozen=True)
+class LossTerms:
+    """Per-cell derivatives of an objective's weighted loss ``sum_c w_c loss_c`` in ``eta`` and ``l = log nu``.
+
+    ``d_eta_eta`` is ``None`` without the Hessian, the ``l`` terms ``None`` for the binary kernel.
+    """
+
+    d_eta: np.ndarray
+    d_eta_eta: np.ndarray | None
+    d_l: np.ndarray | None = None
+    d_eta_l: np.ndarray | None = None
+    d_l_l: np.ndarray | None = None
+
+
+# The loss kernels of :class:`pydial.model.likelihood.Objective` (``obj``): its cells, cell blocks and work arrays.
+def _binary_loss(obj: Any, x: np.ndarray, eta: np.ndarray) -> float:
+    """``sum_c w_c [n_c softplus(eta_c) - y_c eta_c]``, block by block."""
+    c = obj.cells
+    total = 0.0
+    for sl in obj._blocks:
+        t = softplus(eta[sl])
+        t *= c.n[sl]
+        t -= c.y[sl] * eta[sl]
+        total += float(t @ c.w[sl])
+    return total
+
+
+def _binary_terms(obj: Any, x: np.ndarray, eta: np.ndarray, hess: bool) -> LossTerms:
+    """Return the logistic residuals ``w (n p - y)`` and curvatures ``w n p (1 - p)``, block by block into work arrays."""
+    c, wn = obj.cells, obj._wn
+    res, curv = obj._work[1], obj._work[2] if hess else None
+    for sl in obj._blocks:
+        p = expit(eta[sl])
+        r = c.n[sl] * p
+        r -= c.y[sl]
+        np.multiply(c.w[sl], r, out=res[sl])
+        if curv is not None:
+            np.multiply(wn[sl], p, out=curv[sl])
+            curv[sl] *= 1.0 - p
+    return LossTerms(res, curv)
+
+
+def _outcome_loss(obj: Any, x: np.ndarray, eta: np.ndarray) -> float:
+    """``-sum_c w_c log p(w_i, w_j, t | eta_c, l_c)`` from the cells' outcome kernels."""
+    return float(-np.sum(obj.cells.w * obj.cell_derivatives(x, eta).value))
+
+
+def _outcome_terms(obj: Any, x: np.ndarray, eta: np.ndarray, hess: bool) -> LossTerms:
+    """Return the weighted derivatives of minus the cells' outcome kernels in ``(eta, l)``."""
+    w = obj.cells.w
+    d = obj.cell_derivatives(x, eta)
+    return LossTerms(-w * d.d_eta, -w * d.d_eta_eta, -w * d.d_l, -w * d.d_eta_l, -w * d.d_l_l)
+
+
 @dataclass(frozen=True, eq=False)
 class Family:
-    """An outcome family of the paired comparisons: its cell kernel, probabilities, tie start and labels.
+    """An outcome family: its cell kernel, probabilities, tie start and labels, and its objectives' loss kernel.
 
-    Resolved once from ``ties=`` by :func:`family_of`: :data:`BINARY` (``ties=None``, decisive
-    comparisons), :data:`DAVIDSON` or :data:`RAO_KUPPER`.  ``code`` is the Stan programs'
-    ``ties`` (0, 1, 2); ``label`` the name of the tie parameter (``"nu"``, Rao-Kupper's ``"tau"``);
-    ``cell`` and ``probs`` the kernel and the outcome probabilities; ``log_nu_of_rate`` the
-    ``log nu`` of a tie rate at equal scores (``None`` for the binary family).
+    :data:`BINARY` (``ties=None``), :data:`DAVIDSON` or :data:`RAO_KUPPER` (:func:`family_of`).  ``code`` is Stan's
+    ``ties``; ``label`` the tie parameter's name; ``log_nu_of_rate`` the ``log nu`` of a tie rate at equal
+    scores (``None``: binary); ``loss`` and ``terms`` the weighted loss of an objective's cells and its
+    derivatives (the binary family's: the logistic residuals ``n p - y``, block by block).
     """
 
     name: str | None
@@ -157,6 +211,8 @@ class Family:
     cell: Callable[..., CellDerivatives]
     probs: Callable[[np.ndarray, np.ndarray], np.ndarray]
     log_nu_of_rate: Callable[[float], float] | None = None
+    loss: Callable[[Any, np.ndarray, np.ndarray], float] = _outcome_loss
+    terms: Callable[[Any, np.ndarray, np.ndarray, bool], LossTerms] = _outcome_terms
 
     @property
     def is_binary(self) -> bool:
@@ -173,10 +229,9 @@ class Family:
         return self.probs(eta, np.broadcast_to(np.asarray(log_nu, float), eta.shape))
 
     def log_nu_start(self, counts: np.ndarray) -> float:
-        """Return the starting ``log nu`` of a group with outcome counts ``counts`` (``(m, 3)``), for both engines.
+        """Return the starting ``log nu`` of a group with outcome counts ``counts`` (both engines).
 
-        The value that gives the group's observed tie rate (with half a tie added) at equal
-        scores: ``nu / (2 + nu)`` (Davidson), ``tanh(tau / 2)`` (Rao-Kupper).
+        The tie rate (with half a tie added) at equal scores: ``nu / (2 + nu)`` (Davidson), ``tanh(tau / 2)`` (Rao-Kupper).
         """
         if self.log_nu_of_rate is None:
             raise ArgumentError("the binary family has no tie parameter")
@@ -184,11 +239,7 @@ class Family:
         return self.log_nu_of_rate((c[2] + 0.5) / (c.sum() + 1.0))
 
     def outcome_terms(self, eta: np.ndarray, l: np.ndarray | float) -> list[np.ndarray]:
-        """Return ``P, a, b, a_eta, a_l, b_l`` of every (cell, outcome), each ``(m, 3)``.
-
-        The probabilities and the first and second derivatives of each outcome's ``log P`` in
-        ``(eta, l)`` (the binary family has no tie outcome and no ``l``).
-        """
+        """Return ``P, a, b, a_eta, a_l, b_l`` of every (cell, outcome), each ``(m, 3)``: ``P`` and ``log P``'s derivatives."""
         eta = np.asarray(eta, float)
         out = [np.zeros((eta.size, 3)) for _ in range(6)]
         for o in range(2 if self.is_binary else 3):
@@ -200,7 +251,7 @@ class Family:
         return out
 
 
-BINARY = Family(None, 0, "nu", binary_cell, binary_probabilities)
+BINARY = Family(None, 0, "nu", binary_cell, binary_probabilities, None, _binary_loss, _binary_terms)
 DAVIDSON = Family("davidson", 1, "nu", davidson_cell, davidson_probabilities,
                   lambda rate: float(np.log(2 * rate / (1 - rate))))
 RAO_KUPPER = Family("rao-kupper", 2, "tau", rao_kupper_cell, rao_kupper_probabilities,

@@ -1,17 +1,8 @@
-r"""Binomial logistic losses of DIAL with exact gradients and Hessians.
+r"""The weighted loss of DIAL on the reduced chart with exact gradients and Hessians (:class:`Objective`).
 
-* ``human_loss``  -- :math:`\ell_H(s)` of eq. human-full-loss (normalized by ``n_H``);
-* ``llm_loss``    -- :math:`\ell_L(S, b)` of eq. llm-negloglik (normalized by ``n_L``);
-* :class:`Objective` -- :math:`Q_\lambda = \ell_H + \lambda \ell_L` (eq. weighted-loss)
-  on the reduced chart of :mod:`pydial.model.chart`, with value, gradient, Hessian and the
-  per-cell pieces needed by the sandwich and GACV.
-
-Every cell ``c`` (LLM or human) has the bilinear predictor
-``eta_c = L_g . (B_i - B_j) + a b_g`` in the full coordinates; the loss is
-``sum_c w_c [n_c log(1 + e^eta_c) - y_c eta_c]`` with per-comparison weight
-``w_c = 1/n_H`` for human and ``lambda/n_L`` for LLM cells.  Each cell touches only
-``3(r+1) + 1`` full coordinates, so the Hessian is assembled from small blocks
-with one ``bincount`` and mapped to the reduced chart by ``T^T H T``.
+:math:`Q_\lambda = \ell_H + \lambda \ell_L` (eq. weighted-loss) of any outcome family.  Every cell has
+the bilinear predictor ``eta_c = L_g . (B_i - B_j) + a b_g (+ z' beta)`` and touches ``3(r+1) + 1 (+ p)``
+full coordinates, so the Hessian is assembled from per-cell totals and mapped back by ``T^T H T``.
 """
 
 from __future__ import annotations
@@ -26,24 +17,18 @@ from scipy.special import expit
 
 from pydial.data.comparisons import Comparisons
 from pydial.model.chart import Chart, difference_design
-from pydial.model.cells import Cells, key_segments, softplus, tie_groups, tie_totals
+from pydial.model.cells import Cells, family_totals, free_groups, human_counts, human_table, key_segments
+from pydial.model.cells import tie_groups, tie_totals  # noqa: F401 (re-exported)
 from pydial.model.families import BINARY, CellDerivatives, Family, binary_cell, family_of
 from pydial.model.penalty import CalibrationFirthPenalty, central_hessian, check_penalty
 from pydial.exceptions import ArgumentError
 
 
 def calibration_firth_penalty(data: Comparisons, family: Family = BINARY) -> CalibrationFirthPenalty:
-    """Jeffreys prior of the people's calibration GLM of ``family`` (design ``[D_H M, Z_H]``, normalization ``1/n_H``).
-
-    A tie family counts the ties in ``n`` and ``n_H``.
-    """
-    if family.is_binary:
-        H = data.human
-        return CalibrationFirthPenalty(difference_design(H.i, H.j, data.N).toarray(), H.n.astype(float),
-                                       1.0 / data.n_human, data.effect_columns(H.z, data.K))
-    Ht = data.cell_table("human", with_ties=True)
-    return CalibrationFirthPenalty(difference_design(Ht.i, Ht.j, data.N).toarray(), Ht.counts.sum(axis=1).astype(float),
-                                   1.0 / float(Ht.n.sum()), data.effect_columns(Ht.z, data.K), family)
+    """Jeffreys prior of the people's calibration GLM of ``family`` (design ``[D_H M, Z_H]``, weight ``1/n_H``, ties counted)."""
+    H = human_table(data, family)
+    return CalibrationFirthPenalty(difference_design(H.i, H.j, data.N).toarray(), human_counts(data, family).sum(axis=1),
+                                   1.0 / family_totals(data, family)[1], data.effect_columns(H.z, data.K), family)
 
 
 T = TypeVar("T")
@@ -103,29 +88,13 @@ faster at 2.1 entries per cell, N = 300; cell totals 3x faster at 5.7, N = 1,000
 
 
 class Objective:
-    r"""The weighted loss of the bilinear model on a :class:`~pydial.model.chart.Chart`, for an outcome family.
+    r"""The weighted loss ``sum_c w_c loss_c`` of the bilinear model on a :class:`~pydial.model.chart.Chart`, for a family.
 
-    Binary family (``ties=None``, the fast path):
-    ``value(theta) = sum_c w_c [n_c softplus(eta_c) - y_c eta_c]`` where human cells
-    carry ``w_human`` and LLM cells ``w_llm``.  With ``w_human = 1/n_H`` and
-    ``w_llm = lambda/n_L`` this is :math:`Q_\lambda` (eq. weighted-loss); with
-    ``w_human = 0`` and ``w_llm = 1/n_L`` the structured LLM-only loss of
-    eq. staged-calibrated-estimator.  ``penalty`` (a
-    :class:`~pydial.model.penalty.CalibrationFirthPenalty` of the objective's family, the human
-    block's Jeffreys prior) is added to the loss.
-
-    Tie family (``ties="davidson"`` or ``"rao-kupper"``, on tie cells
-    ``Cells.stack(..., with_ties=True)``): every cell ``c`` of loading row ``g`` (judge ``k``,
-    or the people) contributes ``-w_c log p(w_i, w_j, t | eta_c, l_g)`` (kernel without the
-    multinomial coefficient, :mod:`pydial.model.families`), ``l_g = log nu_g`` the tie
-    parameter of the group.  The coordinates are ``x = (theta, l)``: the chart's ``theta``
-    followed by the free log tie parameters, one per group in ``free`` (ascending:
-    judges, then the people).  Groups not in ``free`` must have no ties; their cells use
-    the binary model, the ``nu = 0`` boundary of both tie models (:func:`tie_groups`).
-    Value, gradient and exact Hessian (with the ``(eta, l)`` cross terms) come from the
-    per-cell derivatives by the chain rule through the same bilinear kernel.  The binary
-    family is the case of no free group.  The tie family's ``penalty`` has an exact gradient and
-    the central-difference Hessian of it.
+    ``loss_c`` is minus the family's cell kernel (:mod:`pydial.model.families`; binary: ``n softplus(eta) - y eta``).
+    With ``w = 1/n_H`` on the human cells and ``lambda/n_L`` on the LLM cells it is :math:`Q_\lambda`
+    (eq. weighted-loss; :meth:`weighted`), plus ``penalty``, the people's Jeffreys prior.  The coordinates are
+    ``x = (theta, l)``: the chart's, then the log tie parameters of the groups ``free`` (judges, then the
+    people); the other groups must have no ties and follow the binary model (``nu = 0``, :func:`tie_groups`).
     """
 
     def __init__(self, chart: Chart, cells: Cells, penalty: CalibrationFirthPenalty | None = None, *,
@@ -161,32 +130,19 @@ class Objective:
     @classmethod
     def weighted(cls, chart: Chart, data: Comparisons, lambda_: float, penalty: str | None = None, *,
                  ties: "str | None | Family" = None, free: "np.ndarray | None" = None) -> "Objective":
-        r""":math:`Q_\lambda` (eq. weighted-loss) with ``lambda_`` in ``(0, inf)``; ``lambda_ = inf``: the LLM-only loss.
+        r""":math:`Q_\lambda` (eq. weighted-loss) of ``ties``' family; ``lambda_ = inf``: the LLM-only loss, 0: the human block.
 
-        ``lambda_ = 0`` gives the human block alone (binary family).
-
-        ``penalty="firth"`` adds the human block's Jeffreys prior
-        :math:`-\frac{1}{2 n_H}[\log\det(X^\top W X) - \log\det(M^\top M)]` with ``X = D_H M``
-        (``[D_H M, Z_H]`` with response covariates), the information of the calibration
-        coordinates ``c`` (and ``beta_H``) (:mod:`pydial.model.penalty`).
-        With a tie family ``ties`` the cells are the tie cells, weighted ``lambda_/n_L`` and ``1/n_H``
-        with the comparison counts including ties (:func:`tie_totals`), the free tie groups
-        are ``free`` (default :func:`tie_groups`), and ``penalty="firth"`` adds the Jeffreys prior of
-        the people's calibration tie GLM in ``(c, log nu_H)`` (:class:`~pydial.model.penalty.CalibrationFirthPenalty`).
+        The weights count a tie family's ties (:func:`~pydial.model.cells.family_totals`); ``free`` defaults to
+        :func:`tie_groups`; ``penalty="firth"`` adds the people's Jeffreys prior in the calibration coordinates
+        (:func:`calibration_firth_penalty`).
         """
         fam = family_of(ties)
-        if not fam.is_binary:
-            n_l, n_h = tie_totals(data)
-            if np.isinf(lambda_):
-                return cls(chart, Cells.stack(data, 1.0 / n_l, 0.0, with_ties=True), ties=fam,
-                           free=tie_groups(data, chart) if free is None else free)
-            tp = calibration_firth_penalty(data, fam) if check_penalty(penalty) == "firth" else None
-            return cls(chart, Cells.stack(data, lambda_ / n_l, 1.0 / n_h, with_ties=True), tp, ties=fam,
-                       free=tie_groups(data, chart) if free is None else free)
+        n_l, n_h = family_totals(data, fam)
+        free = free_groups(data, chart, fam) if free is None else free
         if np.isinf(lambda_):
-            return cls(chart, Cells.stack(data, 1.0 / data.n_llm, 0.0))
-        pen = calibration_firth_penalty(data) if check_penalty(penalty) == "firth" else None
-        return cls(chart, Cells.stack(data, lambda_ / data.n_llm, 1.0 / data.n_human), pen)
+            return cls(chart, Cells.stack(data, 1.0 / n_l, 0.0, with_ties=not fam.is_binary), ties=fam, free=free)
+        pen = calibration_firth_penalty(data, fam) if check_penalty(penalty) == "firth" else None
+        return cls(chart, Cells.stack(data, lambda_ / n_l, 1.0 / n_h, with_ties=not fam.is_binary), pen, ties=fam, free=free)
 
     # ----------------------------------------------------------- coordinates
     @cached_property
@@ -265,10 +221,7 @@ class Objective:
 
     @property
     def _offsets(self) -> list[tuple[np.ndarray, np.ndarray, int, np.ndarray, np.ndarray]]:
-        r"""The coordinates entering ``eta`` linearly: ``(x_c, unit_c, n_units, coordinate of each unit, unit of each row)``.
-
-        The order effect (``x = a``, unit the judge) and each covariate (``x = z_l``, unit the row of ``beta``).
-        """
+        r"""Return the coordinates entering ``eta`` linearly ``b``, ``beta``: ``(x_c, unit_c, units, coordinates, row units)``."""
         ch = self.chart
         K, R = ch.K, ch.rows
         out = [(self._order_label, self._order_judge, K, ch.off_b + np.arange(K), np.minimum(np.arange(R), K - 1))]
@@ -356,89 +309,91 @@ class Objective:
         return np.where(a == 0.0, 2 * K, np.where(a > 0.0, 0, K) + self._order_judge)
 
     # ------------------------------------------------------------ evaluation
-    def value(self, theta: np.ndarray) -> float:
-        """Evaluate the weighted loss (``Q_lambda`` of eq. weighted-loss for :meth:`weighted`) at ``theta`` (or ``x``).
+    def value(self, x: np.ndarray) -> float:
+        """Evaluate the weighted loss (``Q_lambda`` of eq. weighted-loss for :meth:`weighted`) at ``x``, penalty included.
 
-        The predictors and the loss of the last point are kept, so that
-        :meth:`value_grad_hess` at the same point (a step accepted by the line search)
-        does not form them again.
+        The predictors and the loss of the last point are kept for :meth:`value_grad_hess` at the
+        same point (a step accepted by the line search).
         """
-        if not self.family.is_binary:
-            f = float(-np.sum(self.cells.w * self.cell_derivatives(theta).value))
-            return f + self._tie_penalty_terms(theta, hess=False)[0] if self.penalty is not None else f
-        c = self.cells
-        eta, f = self._eta_loss(theta)
-        return f + self.penalty.value(self.chart, theta, eta[c.is_human]) if self.penalty is not None else f
+        eta, f = self._eta_loss(x)
+        return f + self._penalty_value(x, eta) if self.penalty is not None else f
 
-    def _eta_loss(self, theta: np.ndarray, phi: np.ndarray | None = None) -> tuple[np.ndarray, float]:
-        """``eta`` and the loss without penalty at ``theta``, from the last evaluation when at the same point."""
-        key = np.asarray(theta, float).tobytes()
+    def _eta_loss(self, x: np.ndarray, phi: np.ndarray | None = None) -> tuple[np.ndarray, float]:
+        """``eta`` and the loss without penalty at ``x`` (the family's kernel), from the last evaluation when at ``x``."""
+        key = np.asarray(x, float).tobytes()
         if self._last is None or self._last[0] != key:
             # into the work array: the cache holds the last point only, whose predictors are overwritten here
-            eta = self._eta_full(self.chart.to_full(theta) if phi is None else phi, out=self._work[0])
-            self._last = (key, eta, self._weighted_nll(eta))
+            eta = self._eta_full(self.chart.to_full(self.split(x)[0]) if phi is None else phi, out=self._work[0])
+            self._last = (key, eta, self.family.loss(self, x, eta))
         return self._last[1], self._last[2]
 
     @cached_property
     def _work(self) -> list[np.ndarray]:
-        """Per-cell work arrays ``[eta, residual, curvature]`` of the binary evaluations, allocated once and reused."""
+        """Per-cell work arrays ``[eta, residual, curvature]``, allocated once and reused."""
         return [np.empty(self.cells.g.size) for _ in range(3)]
 
     @cached_property
     def _wn(self) -> np.ndarray:
-        """``w_c n_c``: the cell weights of the curvature ``w n p (1 - p)``."""
+        """``w_c n_c``: the cell weights of the binary curvature ``w n p (1 - p)``."""
         return self.cells.w * self.cells.n
 
-    def _weighted_nll(self, eta: np.ndarray) -> float:
-        """``sum_c w_c [n_c softplus(eta_c) - y_c eta_c]``, block by block."""
-        c = self.cells
-        total = 0.0
-        for sl in self._blocks:
-            t = softplus(eta[sl])
-            t *= c.n[sl]
-            t -= c.y[sl] * eta[sl]
-            total += float(t @ c.w[sl])
-        return total
+    @overload
+    def value_grad_hess(self, x: np.ndarray, *, hess: Literal[True] = ...) -> tuple[float, np.ndarray, np.ndarray]: ...
 
     @overload
-    def value_grad_hess(self, theta: np.ndarray, *, hess: Literal[True] = ...) -> tuple[float, np.ndarray, np.ndarray]: ...
+    def value_grad_hess(self, x: np.ndarray, *, hess: bool) -> tuple[float, np.ndarray, np.ndarray | None]: ...
 
-    @overload
-    def value_grad_hess(self, theta: np.ndarray, *, hess: bool) -> tuple[float, np.ndarray, np.ndarray | None]: ...
-
-    def value_grad_hess(self, theta: np.ndarray, *, hess: bool = True) -> tuple[float, np.ndarray, np.ndarray | None]:
-        """Value, gradient and (exact) Hessian in the reduced chart (``x = (theta, l)`` for a tie family)."""
-        if not self.family.is_binary:
-            return self._family_value_grad_hess(theta, hess=hess)
-        ch, c = self.chart, self.cells
-        phi = ch.to_full(theta)
-        eta, f = self._eta_loss(theta, phi)
-        res, curv = self._work[1], self._work[2] if hess else None
-        for sl in self._blocks:
-            p = expit(eta[sl])
-            r = c.n[sl] * p
-            r -= c.y[sl]
-            np.multiply(c.w[sl], r, out=res[sl])  # d f / d eta per cell
-            if curv is not None:  # the curvature w n p (1 - p)
-                np.multiply(self._wn[sl], p, out=curv[sl])
-                curv[sl] *= 1.0 - p
-        if self.penalty is not None:
-            J = self.cell_jacobian(theta, rows=c.is_human) if hess else None
-            fp, gp, g_pen, H_pen = self.penalty.terms(ch, theta, eta[c.is_human], J, hess=hess)
-            f += fp
-            res[c.is_human] += gp
-        agg = self._residual_by_item(res)
-        g = np.asarray(ch.T_sparse.T @ self._gradient_factored(res, phi, agg))
-        if self.penalty is not None:
-            g = g + g_pen
-        if curv is None:
+    def value_grad_hess(self, x: np.ndarray, *, hess: bool = True) -> tuple[float, np.ndarray, np.ndarray | None]:
+        """Value, gradient and exact Hessian in ``x = (theta, l)``: the family's per-cell terms by the chain rule."""
+        ch = self.chart
+        phi = ch.to_full(self.split(x)[0])
+        eta, f = self._eta_loss(x, phi)
+        t = self.family.terms(self, x, eta, hess)
+        pen = self._penalty_terms(x, eta, t.d_eta, hess) if self.penalty is not None else None
+        agg = self._residual_by_item(t.d_eta)
+        g = np.asarray(ch.T_sparse.T @ self._gradient_factored(t.d_eta, phi, agg))
+        nt = self.n_tie
+        pos = self._lpos if nt else None
+        if pos is not None:
+            assert t.d_l is not None  # a tie family's terms
+            g = np.concatenate([g, np.bincount(pos[pos >= 0], weights=t.d_l[pos >= 0], minlength=nt)])
+        if pen is not None:
+            f, g = f + pen[0], g + pen[1]
+        if not hess:
             return f, g, None
-        H_full = self._outer(curv, None, phi)
+        assert t.d_eta_eta is not None
+        v = self._columns(phi) if nt else None
+        H_full = self._outer(t.d_eta_eta, v, phi)
         self._add_cross(H_full, agg)
         H = ch.pull_back(H_full)
-        if self.penalty is not None:
-            H = H + H_pen
+        if pos is not None:
+            assert v is not None and t.d_eta_l is not None and t.d_l_l is not None
+            H_tl = np.asarray(ch.T_sparse.T @ self._cross_l(t.d_eta_l, v))
+            H_ll = np.diag(np.bincount(pos[pos >= 0], weights=t.d_l_l[pos >= 0], minlength=nt))
+            H = np.block([[H, H_tl], [H_tl.T, H_ll]])
+        if pen is not None and pen[2] is not None:
+            H = H + pen[2]
         return f, g, 0.5 * (H + H.T)
+
+    def _penalty_value(self, x: np.ndarray, eta: np.ndarray) -> float:
+        """Return the penalty at ``x`` (``eta``: the cells' predictors there)."""
+        assert self.penalty is not None
+        if self.penalty.family.is_binary:  # the binary family's closed form (pydial.model.penalty)
+            return self.penalty.value(self.chart, self.split(x)[0], eta[self.cells.is_human])
+        return self._tie_penalty_terms(x, hess=False)[0]
+
+    def _penalty_terms(self, x: np.ndarray, eta: np.ndarray, d_eta: np.ndarray,
+                       hess: bool) -> tuple[float, np.ndarray, np.ndarray | None]:
+        """Return the penalty's value, gradient and Hessian at ``x``; the binary closed form adds ``dP/d eta`` to ``d_eta``."""
+        pen, hum = self.penalty, self.cells.is_human
+        assert pen is not None
+        if not pen.family.is_binary:
+            return self._tie_penalty_terms(x, hess=hess)
+        theta = self.split(x)[0]
+        fp, gp, g_pen, H_pen = pen.terms(self.chart, theta, eta[hum], self.cell_jacobian(theta, rows=hum) if hess else None,
+                                         hess=hess)
+        d_eta[hum] += gp
+        return fp, g_pen, H_pen
 
     # ------------------------------------------------------ per-cell family
     def cell_derivatives(self, x: np.ndarray, eta: np.ndarray | None = None) -> CellDerivatives:
@@ -458,11 +413,9 @@ class Objective:
 
     def outcome_derivatives(self, x: np.ndarray, eta: np.ndarray | None = None
                             ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Per cell and outcome (``i`` wins, ``j`` wins, tie): probabilities and log-derivatives.
+        """Return per cell and outcome (``i``, ``j``, tie) ``P``, ``a = d log P / d eta``, ``b = d log P / d l``, each ``(m, 3)``.
 
-        Probabilities ``P`` and the derivatives ``a = d log P / d eta``, ``b = d log P / d l``
-        (each ``(m, 3)``), the single-comparison scores of the sandwich and of GACV (cells at
-        ``nu = 0``: the binary model, no tie outcome); ``eta``, when given, the cells' predictors at ``x``.
+        The single-comparison scores of the sandwich and GACV (cells at ``nu = 0``: binary, no tie outcome).
         """
         theta, _ = self.split(x)
         eta = self.eta(theta) if eta is None else eta
@@ -479,47 +432,18 @@ class Objective:
             a[fx] = BINARY.outcome_terms(eta[fx], 0.0)[1]
         return P, a, b
 
-    def _family_value_grad_hess(self, x: np.ndarray, *, hess: bool) -> tuple[float, np.ndarray, np.ndarray | None]:
-        """Value, gradient and exact Hessian of a tie family in ``x = (theta, l)`` (per-cell derivatives, chain rule)."""
-        ch, c = self.chart, self.cells
-        theta, _ = self.split(x)
-        phi = ch.to_full(theta)
-        eta, v = self._eta_full(phi), self._columns(phi)
-        d = self.cell_derivatives(x, eta)
-        f = float(-np.sum(c.w * d.value))
-        res = -c.w * d.d_eta
-        pos, free = self._lpos, self._lpos >= 0
-        nt = self.n_tie
-        agg = self._residual_by_item(res)
-        g = np.concatenate([np.asarray(ch.T_sparse.T @ self._gradient_factored(res, phi, agg)),
-                            np.bincount(pos[free], weights=(-c.w * d.d_l)[free], minlength=nt)])
-        pen = self._tie_penalty_terms(x, hess=hess) if self.penalty is not None else None
-        if pen is not None:
-            f, g = f + pen[0], g + pen[1]
-        if not hess:
-            return f, g, None
-        H_full = self._outer(-c.w * d.d_eta_eta, v, phi)
-        self._add_cross(H_full, agg)
-        H_tt = ch.pull_back(H_full)
-        H_tl = np.asarray(ch.T_sparse.T @ self._cross_l(-c.w * d.d_eta_l, v))
-        H_ll = np.diag(np.bincount(pos[free], weights=(-c.w * d.d_l_l)[free], minlength=nt))
-        H = np.block([[H_tt, H_tl], [H_tl.T, H_ll]])
-        if pen is not None and pen[2] is not None:
-            H = H + pen[2]
-        return f, g, 0.5 * (H + H.T)
-
     @cached_property
-    def _human_cells(self) -> "Objective":
-        """The objective of the human cells alone (their predictors and Jacobian for the tie penalty)."""
-        return Objective(self.chart, self.cells.select(self.cells.is_human), ties=self.family, free=self.free)
+    def human_part(self) -> "Objective":
+        """Return the objective of the human cells alone (a view when, as stacked, they come last)."""
+        h = self.cells.is_human
+        k = h.size - int(h.sum())
+        rows = slice(k, None) if h[k:].all() else h
+        return Objective(self.chart, self.cells.select(rows), ties=self.family, free=self.free)
 
     def _tie_penalty_terms(self, x: np.ndarray, *, hess: bool, h: float = 1e-6
                            ) -> tuple[float, np.ndarray, np.ndarray | None]:
-        """Value, exact gradient and central-difference Hessian of a tie family's :attr:`penalty`.
-
-        Over the coordinates the penalty touches.
-        """
-        pen, ch, hum = self.penalty, self.chart, self._human_cells
+        """Value, exact gradient and central-difference Hessian (on the coordinates it touches) of a tie family's penalty."""
+        pen, ch, hum = self.penalty, self.chart, self.human_part
         assert pen is not None
         k = np.flatnonzero(self.free == ch.K)
 
@@ -554,10 +478,7 @@ class Objective:
 
     @cached_property
     def _groups(self) -> list[tuple[np.ndarray, int, int, int, int, int]]:
-        """The coordinate groups a cell touches: ``(unit, n_units, base, stride, width, vcol)``.
-
-        Full coordinate ``base + unit * stride + l``, derivative ``v[:, vcol + l]``.
-        """
+        """Return the coordinate groups of a cell, ``(unit, units, base, stride, width, vcol)``: ``base + unit stride + l``."""
         ch, c = self.chart, self.cells
         q = ch.q
         out = [
@@ -578,11 +499,9 @@ class Objective:
 
     def _outer(self, weight: np.ndarray, v: list[np.ndarray] | None, phi: np.ndarray | None = None,
                offset: "OffsetWeights | None" = None) -> np.ndarray:
-        """``sum_c weight_c v_c v_c^T`` in the full coordinates (``v_c = d eta_c / d phi``), never ``m x P`` dense.
+        """``sum_c weight_c v_c v_c^T`` (``v_c = d eta_c / d phi``), from item-pair totals or by ``bincount`` per group pair.
 
-        From per-judge item-pair totals (:meth:`_outer_factored`) when ``phi`` is given and the design dense
-        enough, else by ``bincount`` per pair of coordinate groups; ``offset = (wx, wxx)`` replaces the
-        offsets' entries (:attr:`_offsets`) by cluster sums (:meth:`CellJacobian.cluster_gram`).
+        ``offset = (wx, wxx)`` replaces the offsets' entries by cluster sums (:meth:`CellJacobian.cluster_gram`).
         """
         if phi is not None and self._pair_chunks is not None:
             return self._outer_factored(weight, phi, offset)
@@ -621,11 +540,7 @@ class Objective:
     # ------------------------------------- factored gradient and Hessian
     @cached_property
     def _pair_chunks(self) -> list[tuple[int, int, slice]] | None:
-        """Return the loading rows in chunks ``(g0, g1, cells of :attr:`_pair_order`)`` for :meth:`_outer_factored`.
-
-        ``None`` when the design is too sparse (:data:`DENSE_PAIR_RATIO`); a chunk holds at most
-        :data:`PAIR_CHUNK_ENTRIES` table entries.
-        """
+        """Return the loading rows in chunks ``(g0, g1, cells)`` for :meth:`_outer_factored`; ``None`` when too sparse."""
         ch, c = self.chart, self.cells
         N2 = ch.N * ch.N
         if ch.rows * N2 > DENSE_PAIR_RATIO * max(c.g.size, 1):
@@ -661,11 +576,9 @@ class Objective:
         return c.g * ch.N + c.i, c.g * ch.N + c.j
 
     def _outer_factored(self, weight: np.ndarray, phi: np.ndarray, offset: "OffsetWeights | None" = None) -> np.ndarray:
-        """Form :meth:`_outer` from per-judge item-pair totals ``W_g`` of ``weight``.
+        """Form :meth:`_outer` from per-judge item-pair totals ``W_g`` of ``weight`` (Laplacians ``Lap_g`` of ``W_g + W_g^T``).
 
-        With ``Lap_g = diag((W_g + W_g^T) 1) - W_g - W_g^T``: ``(L_g, L_g) = B^T Lap_g B``,
-        ``(L_gl', B_il) = L_gl (Lap_g B)_il'``, ``(B_l, B_l') = sum_g L_gl L_gl' Lap_g``; the offsets by
-        :meth:`_add_offsets`; the products from the tables or from cell totals (:data:`TABLE_RATIO`).
+        ``(L_g, L_g) = B^T Lap_g B``, ``(L_gl', B_il) = L_gl (Lap_g B)_il'``, ``(B_l, B_l') = sum_g L_gl L_gl' Lap_g``.
         """
         ch = self.chart
         q, N, R = ch.q, ch.N, ch.rows
@@ -699,10 +612,7 @@ class Objective:
 
     def _add_offsets(self, H: np.ndarray, weight: np.ndarray, L: np.ndarray, B: np.ndarray,
                      offset: "OffsetWeights | None") -> np.ndarray:
-        """Add the blocks of the coordinates entering ``eta`` linearly (:attr:`_offsets`: ``b``, ``beta``) in place.
-
-        From the totals of ``weight * x_u`` by (row, item) and of ``weight * x_u * x_v`` by row (``offset`` as in :meth:`_outer`).
-        """
+        """Add in place the blocks of the coordinates entering ``eta`` linearly (:attr:`_offsets`), from row and item totals."""
         ch = self.chart
         q, N, R = ch.q, ch.N, ch.rows
         ki, kj = self._row_item_keys
@@ -826,11 +736,7 @@ class Objective:
 
     # --------------------------------------------------- per-cell quantities
     def full_jacobian(self, theta: np.ndarray, rows: np.ndarray | None = None) -> sp.csr_matrix:
-        """``d eta_c / d phi`` in the full coordinates.
-
-        Sparse, exactly ``3(r+1)+1`` entries per cell (every cell, or those selected by the
-        boolean mask ``rows``).
-        """
+        """Return ``d eta_c / d phi`` (sparse, ``3(r+1)+1`` entries per cell) of every cell or of the mask ``rows``."""
         if rows is not None:
             # only the selected cells' derivatives and indices are formed
             return Objective(self.chart, self.cells.select(rows), ties=self.family, free=self.free).full_jacobian(theta)
@@ -849,21 +755,14 @@ class Objective:
                              shape=(m, self.chart.dim_full))
 
     def cell_jacobian(self, theta: np.ndarray, rows: np.ndarray | None = None) -> sp.csr_matrix:
-        """``d eta_c / d theta`` for every cell, or the cells selected by the boolean mask ``rows``.
+        """Return ``d eta_c / d theta`` (sparse ``m x dim``) of every cell or of ``rows``: :meth:`full_jacobian` mapped by ``T``.
 
-        A sparse (m x dim) matrix, :meth:`full_jacobian` mapped by ``T``.
-
-        Rows of cells touching the last judge or item are dense in ``theta`` (the
-        eliminated coordinates are minus sums); products over many cells are better
-        formed with :func:`pydial.inference.linearization.objective_influence`, which stays in the full coordinates.
+        Rows touching the last judge or item are dense in ``theta``: products over many cells stay in ``phi``.
         """
         return (self.full_jacobian(theta, rows) @ self.chart.T_sparse).tocsr()
 
     def ext_jacobian(self, x: np.ndarray, rows: np.ndarray | None = None) -> sp.csr_matrix:
-        """``[d eta / d (phi, l); d l_{g(c)} / d (phi, l)]`` stacked (``2m x (dim_full + n_tie)``, sparse).
-
-        The two derivative channels of every cell (or of the cells in ``rows``).
-        """
+        """Return the two channels ``[d eta / d (phi, l); d l_{g(c)} / d (phi, l)]`` of the cells (or ``rows``), sparse."""
         theta, _ = self.split(x)
         J = self.full_jacobian(theta, rows)
         pos = self._lpos if rows is None else self._lpos[rows]
@@ -884,11 +783,7 @@ class Objective:
                                 "(use outcome_derivatives(x) and ext_jacobian(x))")
 
     def cell_scores(self, theta: np.ndarray) -> sp.csr_matrix:
-        """Per-cell score contributions ``w_c (n_c p_c - y_c) d eta_c / d theta`` (sparse m x dim).
-
-        They sum to the gradient; per-comparison scores follow by dividing by
-        ``w_c`` and splitting the residual over the ``n_c`` comparisons.
-        """
+        """Return the per-cell scores ``w_c (n_c p_c - y_c) d eta_c / d theta`` (binary family; they sum to the gradient)."""
         c = self.cells
         self._binary_only("cell_scores")
         p = self.probabilities(theta)
