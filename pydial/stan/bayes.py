@@ -258,7 +258,9 @@ def posterior(
         Stan's NUTS, or one of CmdStan's approximations (``backend="cmdstanpy"``; httpstan raises
         :class:`~pydial.stan.StanBackendError`), ``draws`` draws as one chain:
         ``"laplace"``, the normal approximation at the mode on the unconstrained scale (Jacobian
-        included), mapped back; ``"pathfinder"``, multi-path Pathfinder with importance resampling.
+        included), mapped back; ``"pathfinder"``, multi-path Pathfinder with importance resampling,
+        refused (:class:`~pydial.ConvergenceError`) when the Pareto k of its importance ratios
+        is above 0.7 (its approximations miss the posterior: the usual case for the DIAL models).
         Same estimand record, layout and :func:`~pydial.stan.compare_intervals` support;
         ``sample_stats`` holds the log densities, and R-hat / ESS are not computed (independent
         draws).  The cut posterior's second stage stays NUTS (exact given each first-stage draw).

@@ -30,6 +30,12 @@ __all__ = ["NAME", "CmdstanpyModel", "available", "cache_dir", "executable_probl
            "stan_output"]
 
 NAME = "cmdstanpy"
+
+PATHFINDER_PATHS = 4
+"""Pathfinder's paths; each gives as many draws from its normal approximation as the posterior asks for."""
+
+PATHFINDER_MAX_K = 0.7
+"""The largest Pareto ``k`` of Pathfinder's importance ratios for which its draws are resampled and returned."""
 """The backend's name in :data:`pydial.stan.backend.BACKENDS`."""
 
 
@@ -210,6 +216,29 @@ def _console_tail(out_dir: Path, message: str, lines: int = 12) -> str:
     return "\n".join(text[-lines:]) if text else message
 
 
+def _pathfinder_draws(raw: np.ndarray, names: list[str], draws: int, seed: int | None) -> np.ndarray:
+    """Return ``draws`` rows of Pathfinder's output resampled by their Pareto-smoothed importance weights.
+
+    The ratios are ``lp__ - lp_approx__`` (posterior over the paths' normal approximations).  Their Pareto
+    ``k`` above :data:`PATHFINDER_MAX_K` means the approximations miss the posterior, and the resampled
+    draws would repeat a few points: a :class:`~pydial.ConvergenceError` says so and names what to use.
+    """
+    from .idata import psislw
+
+    lr = raw[:, names.index("lp__")] - raw[:, names.index("lp_approx__")]
+    ok = np.isfinite(lr)  # a draw outside the support has weight 0
+    lw, k = psislw(lr[ok]) if ok.sum() > 1 else (np.zeros(0), np.inf)
+    if not k <= PATHFINDER_MAX_K:
+        raise ConvergenceError(
+            f"Pathfinder's normal approximations do not match this posterior: the Pareto k of the importance ratios "
+            f"of their {raw.shape[0]:,} draws ({PATHFINDER_PATHS} paths) is {k:.2f} > {PATHFINDER_MAX_K}, so importance "
+            "resampling would keep only a few distinct draws and the intervals would be wrong (it happens on the "
+            "posteriors of large data and of the structured DIAL models); use algorithm='laplace' (the normal "
+            "approximation at the mode) or 'nuts'")
+    w = np.exp(lw)
+    return np.flatnonzero(ok)[np.random.default_rng(seed).choice(lw.size, size=draws, p=w / w.sum())]
+
+
 def _stan_variables(fit: Any, chains: int, draws: int) -> dict[str, np.ndarray]:
     """Return every Stan variable of a cmdstanpy fit shaped ``(chain, draw, *shape)`` (its draws are chain-major)."""
     out = {}
@@ -376,16 +405,18 @@ class CmdstanpyModel(CompiledModel):
                     fit = model.laplace_sample(data=json_ready(data), draws=draws, seed=seed, jacobian=True,
                                                sig_figs=18, output_dir=out_dir,
                                                opt_args={"inits": init, "algorithm": "lbfgs", "iter": 20000})
-                else:
+                else:  # every path's draws with both log densities; pydial resamples them (below)
                     fit = model.pathfinder(data=json_ready(data), draws=draws, seed=seed, inits=init, sig_figs=18,
-                                           num_paths=4, output_dir=out_dir)
+                                           num_paths=PATHFINDER_PATHS, num_single_draws=draws, psis_resample=False,
+                                           calculate_lp=True, output_dir=out_dir)
             except RuntimeError as e:
                 raise ConvergenceError(f"CmdStan's {algorithm} failed on program {self.name!r}; its last messages:\n"
                                        + _console_tail(Path(out_dir), str(e))
                                        + "\nTry another algorithm (algorithm='laplace', or 'nuts' for the exact "
                                        "posterior).") from None
-            out = _stan_variables(fit, 1, draws)  # read while CmdStan's files exist
             names = list(fit.column_names)
             raw = np.asarray(fit.draws(), dtype=float).reshape(-1, len(names))
-        stats = {n: raw[:, names.index(n)][None, :] for n in names if n.endswith("__")}
+            keep = np.arange(raw.shape[0]) if algorithm == "laplace" else _pathfinder_draws(raw, names, draws, seed)
+            out = {k: v[:, keep] for k, v in _stan_variables(fit, 1, raw.shape[0]).items()}  # while CmdStan's files exist
+        stats = {n: raw[keep, names.index(n)][None, :] for n in names if n.endswith("__")}
         return NutsDraws(draws=out, stats=stats, fit=None)

@@ -181,6 +181,26 @@ def bfmi(energy: np.ndarray) -> np.ndarray:
         return np.asarray(az.bfmi(energy), dtype=float)
 
 
+def psislw(log_ratios: np.ndarray) -> tuple[np.ndarray, float]:
+    """Pareto-smoothed importance sampling of ``log_ratios`` (target over proposal, one per draw) by the installed arviz.
+
+    Returns the smoothed, normalized log weights and the Pareto shape ``k`` of the ratios' tail (above 0.7 the
+    importance-sampling estimates are unreliable: Vehtari et al., "Pareto smoothed importance sampling");
+    equal ratios (an exact proposal) have no tail: equal weights and ``k = -inf``.
+    """
+    lw = np.asarray(log_ratios, float) - np.max(log_ratios)
+    if not np.ptp(lw) > 0:
+        return np.full(lw.size, -np.log(lw.size)), -np.inf
+    with quiet_arviz():
+        if arviz_major() >= 1:
+            from arviz_stats.base import array_stats
+
+            out, k = array_stats.psislw(lw, r_eff=1)
+        else:
+            out, k = arviz().psislw(lw)
+    return np.asarray(out, float), float(k)
+
+
 def require_log_lik(obj: Any, name: str = "the posterior") -> None:
     """Raise :class:`~pydial.ArgumentError` when ``obj`` has no ``log_likelihood`` group (``options={"log_lik": None}``)."""
     if "log_likelihood" not in group_names(obj):
