@@ -98,10 +98,13 @@ def test_an_unknown_unit_is_refused(data):
 
 
 def test_incomplete_output_is_a_typed_error_saying_what_to_change():
-    res = types.SimpleNamespace(draws={"counts_rep": np.zeros(30)}, chains=1, draws_per_chain=4)
-    with pytest.raises(StanBackendError, match=r"returned 30 values of 'counts_rep' where 1 chain\(s\) x 4 draws x "
-                                               r"\(5, 3\) make 60 .*options=\{'log_lik': None\}"):
-        azio._pointwise_draws(res, "counts_rep", (5, 3))
+    from pydial.stan.cmdstan_backend import _stan_variables
+
+    fit = types.SimpleNamespace(metadata=types.SimpleNamespace(stan_vars=["counts_rep"]),
+                                stan_variable=lambda name: np.zeros((650, 5, 3)))  # a run cut short: 650 of 4,000
+    with pytest.raises(StanBackendError, match=r"holds 650 draws of 'counts_rep' where 1 chain\(s\) x 4,000 draws were "
+                                               r"asked for \(9,750 values\).*options=\{'log_lik': None\}"):
+        _stan_variables(fit, 1, 4000)
 
 
 def test_loo_compare_and_ppc_name_the_missing_log_lik():

@@ -244,6 +244,11 @@ def _stan_variables(fit: Any, chains: int, draws: int) -> dict[str, np.ndarray]:
     out = {}
     for name in fit.metadata.stan_vars:
         v = np.asarray(fit.stan_variable(name), dtype=float)  # (chains * draws, *shape), chain-major
+        if v.shape[0] != chains * draws:
+            raise StanBackendError(
+                f"CmdStan's output holds {v.shape[0]:,} draws of {name!r} where {chains} chain(s) x {draws:,} draws were "
+                f"asked for ({v.size:,} values): the run's output is incomplete (e.g. a full disk, or too little "
+                "memory for it); ask for fewer draws, or leave the pointwise output out with options={'log_lik': None}")
         out[name] = v.reshape(chains, draws, *v.shape[1:])
     return out
 

@@ -350,17 +350,8 @@ def convert(data: Comparisons, req: Any, s: Sampled, problems: list[str], *, per
 
 
 def _pointwise_draws(res: Any, name: str, shape: tuple[int, ...]) -> np.ndarray:
-    """Return the draws of ``name`` as ``(chain, draw, *shape)``; :class:`~pydial.stan.StanBackendError` when incomplete."""
-    from pydial.stan.backend import StanBackendError
-
-    x = np.asarray(res.draws[name])
-    want = (res.chains, res.draws_per_chain, *shape)
-    if x.size != int(np.prod(want)):
-        raise StanBackendError(
-            f"the Stan run returned {x.size:,} values of {name!r} where {res.chains} chain(s) x {res.draws_per_chain:,} "
-            f"draws x {shape} make {int(np.prod(want)):,} (the run's output is incomplete, e.g. a full disk or too "
-            "little memory for it); ask for fewer draws, or leave the pointwise output out with options={'log_lik': None}")
-    return x.reshape(want)
+    """Return the draws of ``name`` as ``(chain, draw, *shape)`` (the backend checked that the run's output is complete)."""
+    return np.asarray(res.draws[name]).reshape(res.chains, res.draws_per_chain, *shape)
 
 
 def _from_cmdstanpy(res: Any, post: Mapping[str, np.ndarray], pp: Mapping[str, np.ndarray],
