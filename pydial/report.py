@@ -94,10 +94,7 @@ def plot_position_effects(res: DialResult, data: Comparisons, ax: Any = None) ->
 
 
 def plot_covariate_effects(res: DialResult, ax: Any = None) -> Any:
-    """Plot the covariate effects ``beta`` per judge (and people) with their intervals, one marker per covariate.
-
-    ``beta`` of the term ``z' beta`` added to eq. binomial-model-llm / -human (:attr:`DialResult.covariate_effects`).
-    """
+    """Plot ``beta`` (:attr:`DialResult.covariate_effects`) per judge and people with intervals, a marker per covariate."""
     ce = res.covariate_effects
     if ce is None:
         raise ArgumentError(f"this {res.method!r} fit has no covariate effects (fit data with covariates=)")
@@ -135,11 +132,9 @@ def _selected_multiple(res: DialResult) -> float:
 
 
 def plot_gacv(res: DialResult, ax: Any = None) -> Any:
-    """GACV over the weight path, in multiples of n_LLM/n_H, with the selected weight marked.
+    """GACV over the weight path in multiples of n_LLM/n_H (log axis), the selected weight marked.
 
-    The finite positive weights are on a log axis; ``lambda = 0`` (human labels only) and
-    ``lambda = inf`` (anchored) sit at their own labelled positions, one decade beyond
-    the finite range and set apart by dotted lines.
+    ``lambda = 0`` and ``lambda = inf`` sit at labelled positions one decade beyond, set apart by dotted lines.
     """
     if res.gacv is None:
         raise ArgumentError(f"method {res.method!r} has no weight path")

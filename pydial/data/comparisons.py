@@ -151,11 +151,8 @@ class Comparisons:
     ) -> "Comparisons":
         """Aggregate the canonical rows ``canon`` of the ``judges`` and the human judge into cells.
 
-        ``records`` (record codes of the rows of ``canon`` and the distinct record ids)
-        saves factorizing the record ids again; ``covariates`` are the scales and transform of
-        the covariate columns of ``canon`` (``cov:<name>``): each distinct covariate value
-        of a ``(k, i, j, a)`` is a cell of its own.  ``self_preference``: the own items of the
-        judges kept (:meth:`with_self_preference`; its column is among ``covariates``).
+        ``records``: the rows' record codes and distinct ids; ``covariates``: scales and transform of the ``cov:<name>``
+        columns (each distinct value is a cell of its own); ``self_preference``: the own items of the judges kept.
         """
         K = len(judges)
         jindex = {name: k for k, name in enumerate(judges)}

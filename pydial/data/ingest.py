@@ -157,10 +157,9 @@ def missing_records(values: Any, column: str, index: pd.Index, *, blank_is_missi
 
 @dataclass
 class Coded:
-    """Validated judgments as small integers, one row per judgment or per key with its ``count``.
+    """Validated judgments as small integers, one row per judgment or per key with its ``count`` (``None``: one).
 
-    ``judge, item_a, item_b``: name ids; ``first``: ``FIRST_*`` codes; ``winner``: index into ``WINNER_VALUES``;
-    ``count``: judgments per row (``None``: one); ``spelled``: a code of ``first`` and ``winner`` as written.
+    ``first``: ``FIRST_*`` codes; ``winner``: index into ``WINNER_VALUES``; ``spelled``: ``first`` and ``winner`` as written.
     """
 
     judge: np.ndarray
@@ -203,10 +202,7 @@ def _label(value: str) -> str:
 
 
 class Validator:
-    """The rules of every reader, applied chunk by chunk with name spaces shared by the chunks.
-
-    ``columns`` maps pydial's column names to the user's (for messages); ``blank_is_missing``: text files.
-    """
+    """The rules of every reader, chunk by chunk (``columns``: pydial's names to the user's; ``blank_is_missing``: text)."""
 
     def __init__(self, columns: dict[str, str], human_judge: str, *, strip: bool = True, allow_similar: bool = False,
                  blank_is_missing: bool = False) -> None:

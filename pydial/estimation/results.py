@@ -819,16 +819,8 @@ class DialResult:
 class Estimate:
     r"""What an estimator returns: the point estimates and their linearizations, no covariance.
 
-    :class:`~pydial.estimation.model.DialModel` forms every covariance table from :attr:`linearization`
-    once (the meat of the :class:`~pydial.ModelSpec`) and makes the :class:`DialResult`.  The estimates
-    with a covariance are ``s`` (scores, by item), ``b`` (position effects, by judge),
-    ``gamma`` (consensus loadings, by judge), ``judge_scores`` (judge x item) and ``log_nu``
-    (log tie parameters by group label; ``-inf`` for a group without ties, ``nu = 0``); an
-    estimate that no linearization covers (AtC's scores) has a NaN covariance.  The other
-    fields are those of :class:`DialResult` of the same name; ``rank`` and ``calibration`` are
-    ``None`` for a method without them, ``stage_scores`` the columns of
-    :attr:`DialResult.stage_scores`, ``stats`` the log-likelihood, parameter count and weighted
-    criterion (:class:`~pydial.estimation.fitstats.FitStats`).
+    ``DialModel`` forms the covariances of ``s``, ``b``, ``gamma``, ``judge_scores`` and ``log_nu`` (``-inf``: no ties)
+    from :attr:`linearization`; the other fields are :class:`DialResult`'s of the same name.
     """
 
     s: np.ndarray
@@ -860,11 +852,7 @@ class Estimate:
 
 
 def tie_log_nu(labels: list[str], log_nu: np.ndarray, free: np.ndarray | None = None) -> pd.Series:
-    """Return the log tie parameters of the groups ``labels`` as :attr:`Estimate.log_nu` takes them.
-
-    ``log_nu``: one value per label, or with ``free`` (the rows with a tie parameter) one per
-    free row; the others (and non-finite values) are ``-inf`` (no ties, ``nu = 0``).
-    """
+    """Return :attr:`Estimate.log_nu` of the groups ``labels``: ``log_nu`` per label, or per ``free`` row; else ``-inf``."""
     out = np.full(len(labels), -np.inf)
     if free is None:
         out[:] = log_nu

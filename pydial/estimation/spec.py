@@ -52,10 +52,7 @@ ESTIMAND_FIELDS: tuple[str, ...] = ("method", "rank", "calibration", "ties", "pe
 
 # ------------------------------------------------------------ validators
 def _positive_grid(values: Any, name: str) -> tuple[float, ...] | None:
-    """Return a non-empty 1-d sequence of finite positive numbers (``lambda_``, ``multiples``) as a tuple.
-
-    ``lambda_=inf`` alone is the single weight of the anchored endpoint.
-    """
+    """Return a non-empty 1-d sequence of finite positive numbers as a tuple (``lambda_=inf`` alone: the anchored endpoint)."""
     if values is None:
         return None
     hint = (f"{name} must be a non-empty sequence of finite positive numbers, e.g. {name}=[0.5, 2.0]"
@@ -399,12 +396,7 @@ class ModelSpec:
         return grid
 
     def _check_fixed_effects(self, data: Comparisons) -> None:
-        """Refuse the self-preference covariate in ``judges``.
-
-        The self-preference covariate ``z = D_k o_k`` (:meth:`~pydial.Comparisons.with_self_preference`)
-        is constant within each of a judge's pairs: in the judge's own model it is confounded
-        with the judge's scores (an :class:`~pydial.IdentifiabilityError`).
-        """
+        """Refuse the self-preference covariate in ``judges``: constant within a judge's pairs, confounded with its scores."""
         if self.method == "judges" and SELF_PREFERENCE in data.covariates:
             mapped = sorted(data.self_preference or ())
             raise IdentifiabilityError(
