@@ -116,11 +116,7 @@ def _pid_alive(pid: int) -> bool:
 
 
 def remove_stale_temporaries(folder: str | os.PathLike[str]) -> list[Path]:
-    """Remove and return the temporaries in ``folder`` of this host's pydial processes that no longer run.
-
-    Only ``.<name>.tmp-<pid>-<host>-*`` (and ``.old-``) names are touched; an output moved aside (``.old-``) with
-    ``<name>`` missing is put back first.
-    """
+    """Remove and return this host's dead processes' temporaries in ``folder`` (an output moved aside is put back first)."""
     removed: list[Path] = []
     try:
         entries = list(os.scandir(folder))
@@ -386,11 +382,7 @@ INTERVAL_METADATA: tuple[str, ...] = ("estimand", "interval_frequentist", "inter
 
 
 def write_interval_table(table: pd.DataFrame, path: str | os.PathLike[str]) -> None:
-    """Write a :func:`pydial.stan.compare_intervals` table as CSV, with what it estimates in every row.
-
-    Index ``quantity, name``, the numeric columns at full precision, then :data:`INTERVAL_METADATA` from ``table.attrs``
-    (an absent entry is written empty); :func:`read_interval_table` reads it back.
-    """
+    """Write a :func:`pydial.stan.compare_intervals` table as CSV with :data:`INTERVAL_METADATA` in every row."""
     meta = {k: str(table.attrs.get(k, "")) for k in INTERVAL_METADATA}
     q = table.index.get_level_values("quantity")
     rows = pd.concat([by_score(table[q == "score"], "estimate"), table[q != "score"]])

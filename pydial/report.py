@@ -258,11 +258,9 @@ def summary_dict(res: DialResult) -> dict[str, Any]:
 
 def write_report(res: DialResult, data: Comparisons, out: str | Path, *, fmt: str = "md",
                  force: bool = False) -> list[Path]:
-    """Write tables (CSV), plots (PNG), ``report.md`` or ``report.html`` (``fmt``) and ``summary.json`` into ``out``.
+    """Write tables (CSV), plots (PNG), ``report.<fmt>`` and ``summary.json`` into ``out``; return the written files.
 
-    Items are listed by fitted score; CSVs keep full precision, reports print p-values as text.  The folder is written
-    aside and moved into place (:func:`pydial.outputs.output_dir`, ``force``); returns the written files.  A bad ``fmt``
-    raises :class:`~pydial.ArgumentError`, an unwritable ``out`` :class:`~pydial.OutputError`.
+    Items by fitted score; the folder is written aside and moved into place (``force``: :func:`pydial.outputs.output_dir`).
     """
     if fmt not in REPORT_FORMATS:
         raise ArgumentError(f"fmt must be one of {REPORT_FORMATS}, got {fmt!r}")

@@ -68,9 +68,9 @@ def fail_rows(message: str, index: pd.Index, bad: np.ndarray, tail: str = "") ->
 
 # ------------------------------------------------------------ one column
 def encode(values: Any, column: str, index: pd.Index) -> tuple[np.ndarray, list[Spelling | None]]:
-    """Factorize one column (pandas Series or pyarrow array): per-row codes (``-1`` missing) and each distinct value's spelling.
+    """Factorize one column (Series or pyarrow array) into per-row codes (``-1`` missing) and each value's spelling.
 
-    A cell that is not text, UTF-8 bytes, a number or missing raises :class:`DataError` naming ``column``, the type and the rows.
+    A cell that is not text, UTF-8 bytes, a number or missing raises :class:`DataError` naming the column and rows.
     """
     if isinstance(values, pd.Series) and (isinstance(values.dtype, pd.ArrowDtype)
                                           or getattr(values.dtype, "storage", None) == "pyarrow"):
@@ -284,10 +284,9 @@ KEY_BITS = 62
 
 
 class Keys:
-    """Exact ``int64`` keys of rows of integer columns (``0 <= c_t < sizes[t]``), in the rows' lexicographic order.
+    """Exact ``int64`` keys of rows of integer columns (``0 <= c_t < sizes[t]``), in lexicographic order.
 
-    Mixed radix while it fits in :data:`KEY_BITS` bits; beyond, the partial key is replaced by its rank among those that
-    occur, so keys stay exact and ordered at any sizes.  :meth:`decode` inverts; one instance codes one table.
+    Mixed radix below :data:`KEY_BITS` bits; beyond, the partial key is replaced by its rank; :meth:`decode` inverts.
     """
 
     def __init__(self, sizes: Sequence[int]) -> None:
@@ -353,10 +352,7 @@ _POPCOUNT = np.array([bin(v).count("1") for v in range(256)], np.uint8)
 
 
 def group(key: np.ndarray, *, sort: bool = True) -> tuple[np.ndarray, np.ndarray]:
-    """Return the distinct keys and the inverse, as ``np.unique(key, return_inverse=True)`` (unsorted without ``sort``).
-
-    Keys in a small range are marked in a table of it, in a range of up to ``64 n`` ranked in a bitmap, else hashed.
-    """
+    """Return ``np.unique(key, return_inverse=True)`` (unsorted without ``sort``): by a table, a bitmap or hashing."""
     span = int(key.max()) + 1 if key.size else 0
     table = key.size and key.min() >= 0 and key.size < 2**31
     if table and span <= max(8 * key.size, 1 << 26):
@@ -417,10 +413,7 @@ def aggregate(coded: Coded, n_judges: int, n_items: int) -> Coded:
 
 
 class RowCoder:
-    """Codes of the distinct rows of a float table ``z``, and of new rows by the same codes (:meth:`code`).
-
-    Columns are factorized and combined one by one, so no key overflows; :attr:`table` holds the distinct rows.
-    """
+    """Codes of the distinct rows of a float table ``z`` (:attr:`table`), column by column so no key overflows."""
 
     def __init__(self, z: np.ndarray) -> None:
         z = np.asarray(z, float)

@@ -95,12 +95,10 @@ PLAN_COLUMNS: tuple[str, ...] = ("budget", "method", "excess_risk", "ci_width", 
 # ------------------------------------------------------------------- the pilot
 @dataclass(frozen=True)
 class Pilot:
-    """The pilot's estimates and design, as used by :func:`plan` and :func:`next_pairs`.
+    """The pilot's estimates and design for :func:`plan` and :func:`next_pairs`.
 
-    ``s``: centered pilot scores (the truth proxy); ``pairs``, ``rho``: all pairs ``i < j`` and their human probabilities;
-    ``L``: per-comparison human information; ``B``: ``ds/dc`` of the anchored fit; ``V_llm``: the LLM-stage part of its
-    sandwich; ``delta``: the estimated ``Delta_M`` (the LRT ``lrt`` beyond its level-``alpha`` critical value, over ``2 n_H``);
-    ``llm_p``: fitted win probabilities of the LLM cells, for resampling.
+    ``s`` centered scores; ``pairs``, ``rho`` pairs and human probabilities; ``L`` human information; ``B = ds/dc`` and
+    ``V_llm`` (LLM-stage sandwich) of the anchored fit; ``delta`` the estimated ``Delta_M``; ``llm_p`` LLM cell fits.
     """
 
     items: tuple[str, ...]
