@@ -430,10 +430,9 @@ def _compare(args: argparse.Namespace) -> int:
     from .stan import SamplerWarning, compare_intervals, posterior
 
     _check_out(args)
-    if not 0.0 < args.level < 1.0:
-        raise ArgumentError(f"--level must be in (0, 1), got {args.level}")
-    if not 0.0 < args.adapt_delta < 1.0:
-        raise ArgumentError(f"--adapt-delta must be in (0, 1), got {args.adapt_delta}")
+    for flag, value in (("--level", args.level), ("--adapt-delta", args.adapt_delta)):
+        if not 0.0 < value < 1.0:
+            raise ArgumentError(f"{flag} must be in (0, 1), got {value}")
     data = _load(args)
     with _warnings_to_stderr(skip=(SamplerWarning,)):
         res = fit(data, args.method, rank=args.rank, calibration=args.calibration, cov_type=args.cov_type, level=args.level,
@@ -514,12 +513,11 @@ def _convert(args: argparse.Namespace) -> int:
 
 
 def _check(args: argparse.Namespace) -> int:
+    from pydial.estimation.spec import rank_candidates
+    from pydial.model.chart import DEFAULT_CALIBRATION, DEFAULT_RANK
     from pydial.model.identifiability import check_design
 
     data = _load(args)
-    from pydial.estimation.spec import rank_candidates
-    from pydial.model.chart import DEFAULT_CALIBRATION, DEFAULT_RANK
-
     rank = DEFAULT_RANK if args.rank is None else args.rank
     ranks = rank_candidates(rank, data, "dial-ada" if rank == "auto" or isinstance(rank, list) else args.method)
     failed = []

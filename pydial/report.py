@@ -25,6 +25,7 @@ from pydial.data.comparisons import Comparisons
 from pydial.estimation.results import DialResult
 
 from pydial.exceptions import ArgumentError
+from pydial.resources import check_choice
 from pydial.formatting import ITEMS_LABEL, by_score, cov_label, display_table, format_pvalue_from_log, wald_log_pvalue
 
 from .outputs import output_dir
@@ -262,8 +263,7 @@ def write_report(res: DialResult, data: Comparisons, out: str | Path, *, fmt: st
 
     Items by fitted score; the folder is written aside and moved into place (``force``: :func:`pydial.outputs.output_dir`).
     """
-    if fmt not in REPORT_FORMATS:
-        raise ArgumentError(f"fmt must be one of {REPORT_FORMATS}, got {fmt!r}")
+    check_choice("fmt", fmt, REPORT_FORMATS)
     with output_dir(out, force=force, command=f"pydial fit --method {res.method}") as tmp:
         names = [p.name for p in _write_report(res, data, tmp, fmt)]
     return [Path(out) / name for name in names]

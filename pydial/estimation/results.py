@@ -518,10 +518,7 @@ class DialResult:
         if what == "gamma" and self.consensus is None:
             raise ArgumentError(f"method {self.method!r} has no consensus loadings")
         if settings == self._meat(self.spec) and what != "gamma":
-            if what == "scores":
-                return self.cov
-            assert self.position_effects_cov is not None
-            return self.position_effects_cov
+            return self.cov if what == "scores" else cast(pd.DataFrame, self.position_effects_cov)
         if what != "scores" or self.method != "atc":  # AtC's scores have no covariance
             self._require_linearization()
         C = covariances(self.linearization, self.data, *settings, only=what).get(what)
@@ -625,12 +622,8 @@ class DialResult:
             iu, ju = np.triu_indices(len(items), 1)
             tab = self._contrasts([items[k] for k in iu], [items[k] for k in ju], level)
         elif what in ("scores", "b"):
-            C_df = self.cov_params(what=what)
-            if what == "scores":
-                est = self.scores["score"].to_numpy()
-            else:
-                assert self.position_effects is not None  # cov_params raised otherwise
-                est = self.position_effects["b"].to_numpy()
+            C_df = self.cov_params(what=what)  # raises for b without position effects
+            est = (self.scores["score"] if what == "scores" else cast(pd.DataFrame, self.position_effects)["b"]).to_numpy()
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", RuntimeWarning)
                 tab = wald_frame(est, np.diag(C_df.to_numpy()), list(C_df.index), level, "estimate")

@@ -457,11 +457,11 @@ def plan(
         raise DataError(f"methods {[m for m in methods if m != 'human']} need LLM judgments; the pilot data have none")
     k = check_k(k, pilot.N)
     a, b = resolve_contrast(pilot.items, pilot.s, target)
+    ns = [int(x) for x in budgets_arr]
     if method == "theory":
-        table = _plan_theory(pilot, [int(x) for x in budgets_arr], methods, (a, b), k, level, seed)
+        table = _plan_theory(pilot, ns, methods, (a, b), k, level, seed)
     else:
-        table = _plan_simulate(pilot, data, [int(x) for x in budgets_arr], methods, (a, b), k, n_sim, n_jobs, seed,
-                               *result.dial_model(), llm)
+        table = _plan_simulate(pilot, data, ns, methods, (a, b), k, n_sim, n_jobs, seed, *result.dial_model(), llm)
     table.attrs.update(mode=method, target=f"{a} - {b}", k=k, level=level, design=design,
                        pilot_method=result.method, pilot_n_human=data.n_human, delta=pilot.delta)
     return table
