@@ -133,14 +133,8 @@ def remove_stale_temporaries(folder: str | os.PathLike[str]) -> list[Path]:
                 os.rename(earlier, target)
             except OSError:
                 continue
-        try:
-            if e.is_dir(follow_symlinks=False):
-                shutil.rmtree(path)
-            else:
-                path.unlink()
-        except OSError:
-            continue
-        removed.append(path)
+        if _remove(path):
+            removed.append(path)
     return removed
 
 
@@ -149,7 +143,8 @@ _previous_handlers: dict[int, Any] = {}
 _lock = threading.Lock()
 
 
-def _remove(p: Path) -> None:
+def _remove(p: Path) -> bool:
+    """Remove the file or folder ``p`` (a link itself, not its target); return whether it is gone."""
     if p.is_dir() and not p.is_symlink():
         shutil.rmtree(p, ignore_errors=True)
     else:
@@ -157,6 +152,7 @@ def _remove(p: Path) -> None:
             p.unlink()
         except OSError:
             pass
+    return not os.path.lexists(p)
 
 
 def _on_signal(signum: int, frame: FrameType | None) -> None:

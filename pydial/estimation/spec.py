@@ -80,23 +80,16 @@ def check_rank(rank: Any, method: str) -> int | str | tuple[int, ...]:
         if rank != "auto":
             raise ArgumentError(hint)
         return _rank_grid_of(rank, method)
-    if isinstance(rank, bool):
-        raise ArgumentTypeError(hint)
-    if isinstance(rank, numbers.Integral):
-        if rank < 0:
-            raise ArgumentError(hint)
-        return int(rank)
-    if isinstance(rank, numbers.Real):
-        raise ArgumentTypeError(hint)
+    scalar = isinstance(rank, numbers.Real)
     try:
-        grid = list(rank)
+        grid = [rank] if scalar else list(rank)
     except TypeError:
         raise ArgumentTypeError(hint) from None
     if not grid or any(isinstance(r, bool) or not isinstance(r, numbers.Integral) for r in grid):
         raise ArgumentTypeError(hint)
     if any(r < 0 for r in grid):
         raise ArgumentError(hint)
-    return _rank_grid_of(tuple(sorted({int(r) for r in grid})), method)
+    return int(rank) if scalar else _rank_grid_of(tuple(sorted({int(r) for r in grid})), method)
 
 
 def _rank_grid_of(rank: str | tuple[int, ...], method: str) -> str | tuple[int, ...]:
