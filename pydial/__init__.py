@@ -45,6 +45,8 @@ from .exceptions import (
     UnknownNameError,
 )
 
+_STAN_EXPORTS = ("posterior", "compare_intervals", "stan_backend")
+
 __all__ = [
     "Comparisons",
     "read_comparisons",
@@ -83,12 +85,8 @@ __all__ = [
     "DependencyError",
     "MemoryLimitError",
     "EstimandMismatchError",
-    "posterior",
-    "compare_intervals",
-    "stan_backend",
+    *_STAN_EXPORTS,
 ]
-
-_STAN_EXPORTS = ("posterior", "compare_intervals", "stan_backend")
 
 
 def __getattr__(name: str):
