@@ -469,16 +469,8 @@ class DialResult:
 
     def _contrasts(self, first: list[str], second: list[str], level: float) -> pd.DataFrame:
         """Wald table of the contrasts ``s_first - s_second`` (elementwise), from the score covariance."""
-        from pydial.inference.linearization import wald_frame
-
-        s, C = self.scores["score"], self.cov
-        a, b = self.scores.index.get_indexer(first), self.scores.index.get_indexer(second)
-        Cv = C.to_numpy()
-        var = Cv[a, a] + Cv[b, b] - 2 * Cv[a, b]
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", RuntimeWarning)
-            return wald_frame(s.to_numpy()[a] - s.to_numpy()[b], np.clip(var, 0.0, None),
-                              [f"{i} - {j}" for i, j in zip(first, second)], level, "estimate")
+        return _differences(self.scores["score"], self.cov, first, second, level, "estimate",
+                            [f"{i} - {j}" for i, j in zip(first, second)])
 
     def cov_params(self, cov_type: str | None = None, what: str = "scores", *, anchored_cov_type: str | None = None,
                    cluster_correction: bool | None = None) -> pd.DataFrame:
@@ -678,22 +670,15 @@ class DialResult:
         UnknownNameError
             ``judge_1`` or ``judge_2`` is not a judge with a position effect (the message lists them).
         """
-        from pydial.inference.linearization import wald_frame
-
         if self.position_effects is None:
             raise ArgumentError(f"method {self.method!r} has no position effects")
-        C = self.position_effects_cov
-        assert C is not None  # set with the position effects
         for argument, j in (("judge_1", judge_1), ("judge_2", judge_2)):
             UnknownNameError.check(argument, "judge", [j], self.position_effects.index,
                                    hint=" (the judges with a position effect)")
-        b = self.position_effects["b"]
-        diff = float(b[judge_1] - b[judge_2])
-        var = max(C.loc[judge_1, judge_1] + C.loc[judge_2, judge_2] - 2 * C.loc[judge_1, judge_2], 0.0)
         name = f"b[{judge_1}] - b[{judge_2}]"
-        w = wald_frame(np.array([diff]), np.array([var]), [name], self.level, "difference").iloc[0]
-        return pd.Series({"difference": diff, "se": float(w["se"]), "z": float(w["z"]), "p_value": float(w["p_value"])},
-                         name=name)
+        w = _differences(self.position_effects["b"], cast(pd.DataFrame, self.position_effects_cov), [judge_1], [judge_2],
+                         self.level, "difference", [name]).iloc[0]
+        return pd.Series({c: float(w[c]) for c in ("difference", "se", "z", "p_value")}, name=name)
 
     def covariate_test(self, judge: str, against: str | None = None, covariates: Sequence[str] | None = None
                        ) -> pd.Series:
@@ -842,6 +827,18 @@ class Estimate:
     beta: np.ndarray | None = None
     beta_labels: tuple[str, ...] = ()
     stats: FitStats | None = None
+
+
+def _differences(est: pd.Series, C: pd.DataFrame, first: list[str], second: list[str], level: float, column: str,
+                 names: list[str]) -> pd.DataFrame:
+    """Wald table of ``est[first] - est[second]`` (elementwise) from the covariance ``C`` of ``est``."""
+    from pydial.inference.linearization import wald_frame
+
+    a, b = est.index.get_indexer(first), est.index.get_indexer(second)
+    Cv, e = C.to_numpy(), est.to_numpy()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        return wald_frame(e[a] - e[b], np.clip(Cv[a, a] + Cv[b, b] - 2 * Cv[a, b], 0.0, None), names, level, column)
 
 
 def tie_log_nu(labels: list[str], log_nu: np.ndarray, free: np.ndarray | None = None) -> pd.Series:
