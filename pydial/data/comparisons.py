@@ -124,16 +124,13 @@ class Comparisons:
         has = np.bincount(codes[decisive & ~is_human], minlength=len(cats)) > 0
         llm_names = sorted(cats[seen])
         empty = sorted(cats[seen & ~has])
-        dropped: tuple[str, ...] = ()
         if empty and not drop_empty_judges:
             raise DataError(
                 f"judge(s) {empty} have no decisive judgment (all ties, 'both bad' or self-comparisons); "
                 "pass drop_empty_judges=True (--drop-empty-judges) to remove them (they are then counted in summary())"
             )
-        if empty:
-            dropped = tuple(empty)
-            llm_names = [k for k in llm_names if k not in dropped]
-        return cls._build(canon, tuple(names), tuple(llm_names), human_judge, dropped, records, covariates)
+        llm_names = [k for k in llm_names if k not in empty]
+        return cls._build(canon, tuple(names), tuple(llm_names), human_judge, tuple(empty), records, covariates)
 
     @classmethod
     def _build(
@@ -539,13 +536,11 @@ class Comparisons:
         canon = f.loc[m, self._canonical_columns]
         decisive = canon.loc[(~canon["self"]) & canon["outcome"].isin([I_WINS, J_WINS]), "judge"]
         empty = [k for k in keep if k not in set(decisive)]
-        dropped = tuple(f.attrs.get("dropped_judges", ()))
         if empty and not drop_empty_judges:
             raise DataError(f"judge(s) {empty} have no decisive judgment in this subset; "
                             "pass drop_empty_judges=True to remove them")
-        if empty:
-            keep = [k for k in keep if k not in empty]
-            dropped += tuple(empty)
+        keep = [k for k in keep if k not in empty]
+        dropped = tuple(f.attrs.get("dropped_judges", ())) + tuple(empty)
         return Comparisons._build(canon, self.items, tuple(keep), self.human_judge, dropped,
                                   covariates=(self.covariate_scale, self.covariate_transform),
                                   self_preference=self.self_preference)
