@@ -45,8 +45,6 @@ from .exceptions import (
     UnknownNameError,
 )
 
-_STAN_EXPORTS = ("posterior", "compare_intervals", "stan_backend")
-
 __all__ = [
     "Comparisons",
     "read_comparisons",
@@ -85,8 +83,12 @@ __all__ = [
     "DependencyError",
     "MemoryLimitError",
     "EstimandMismatchError",
-    *_STAN_EXPORTS,
+    "posterior",
+    "compare_intervals",
+    "stan_backend",
 ]
+
+_STAN_EXPORTS = ("posterior", "compare_intervals", "stan_backend")
 
 
 def __getattr__(name: str):
