@@ -360,30 +360,19 @@ class Comparisons:
 
     def llm_cells(self) -> pd.DataFrame:
         """LLM cells as a labelled table: judge, item_i, item_j, a, n, y."""
-        it = np.asarray(self.items, dtype=object)
-        return pd.DataFrame(
-            {
-                "judge": np.asarray(self.judges, dtype=object)[self.llm.judge],
-                "item_i": it[self.llm.i],
-                "item_j": it[self.llm.j],
-                "a": self.llm.a,
-                "n": self.llm.n.astype(int),
-                "y": self.llm.y.astype(int),
-                **self._z_frame(self.llm),
-            }
-        )
-
-    def _z_frame(self, cells: CellTable) -> dict[str, np.ndarray]:
-        """Return the covariate columns ``z_<name>`` of the cells' labelled table."""
-        return {} if cells.z is None else {f"z_{c}": cells.z[:, t] for t, c in enumerate(self.covariates)}
+        return self._labelled(self.llm, llm=True)
 
     def human_cells(self) -> pd.DataFrame:
         """Human cells as a labelled table: item_i, item_j, n, y."""
+        return self._labelled(self.human, llm=False)
+
+    def _labelled(self, cells: CellTable, llm: bool) -> pd.DataFrame:
+        """Return ``cells`` with item (and for the LLM cells judge) names, then their covariate columns ``z_<name>``."""
         it = np.asarray(self.items, dtype=object)
-        return pd.DataFrame(
-            {"item_i": it[self.human.i], "item_j": it[self.human.j],
-             "n": self.human.n.astype(int), "y": self.human.y.astype(int), **self._z_frame(self.human)}
-        )
+        judge = {"judge": np.asarray(self.judges, dtype=object)[cells.judge]} if llm else {}
+        z = {} if cells.z is None else {f"z_{c}": cells.z[:, t] for t, c in enumerate(self.covariates)}
+        return pd.DataFrame({**judge, "item_i": it[cells.i], "item_j": it[cells.j], **({"a": cells.a} if llm else {}),
+                             "n": cells.n.astype(int), "y": cells.y.astype(int), **z})
 
     def cell_table(self, which: str = "llm", *, with_ties: bool = False) -> CellTable:
         """Return a :class:`CellTable` of the cells of both engines, with integer counts.
