@@ -42,6 +42,16 @@ def _table(name: str, doc: str) -> Any:
     return property(lambda self: self.tables[name], doc=doc)
 
 
+def _statistic(name: str, doc: str) -> Any:
+    """Return a read-only attribute of the result: the fit statistic ``name`` of :class:`FitStats`."""
+    return property(lambda self: getattr(self._stats, name), doc=doc)
+
+
+def _of_data(name: str, doc: str) -> Any:
+    """Return a read-only attribute of the result: the data's field ``name``."""
+    return property(lambda self: getattr(self.model.data, name), doc=doc)
+
+
 def _specified(name: str) -> Any:
     """Return a read-only attribute of the result: the spec's field ``name``."""
     return property(lambda self: getattr(self.model.spec, name), doc=f"``spec.{name}``.")
@@ -303,15 +313,8 @@ class DialResult:
         """``spec.anchored_cov_type`` for the DIAL methods, ``None`` for the others."""
         return self.model.spec.anchored_cov_type if self.model.spec.uses_calibration else None
 
-    @property
-    def items(self) -> tuple[str, ...]:
-        """The items, in the data's order."""
-        return self.model.data.items
-
-    @property
-    def judges(self) -> tuple[str, ...]:
-        """The LLM judges, in the data's order."""
-        return self.model.data.judges
+    items = _of_data("items", "The items, in the data's order.")
+    judges = _of_data("judges", "The LLM judges, in the data's order.")
 
     @property
     def n_human(self) -> int:
@@ -332,30 +335,11 @@ class DialResult:
     def _stats(self) -> FitStats:
         return self.estimate.stats if self.estimate.stats is not None else FitStats(np.nan, None)
 
-    @property
-    def llf(self) -> float:
-        """Log-likelihood of the judgments used at the estimate (NaN without a likelihood)."""
-        return self._stats.llf
-
-    @property
-    def df_model(self) -> int | None:
-        """Free parameters after the gauge; ``None`` for ``atc``."""
-        return self._stats.df_model
-
-    @property
-    def llf_human(self) -> float:
-        """The people's log-likelihood at the reported scores."""
-        return self._stats.llf_human
-
-    @property
-    def objective(self) -> float:
-        """The weighted criterion ``Q_lambda`` at the estimate (DIAL-Ada / -noPos)."""
-        return self._stats.objective
-
-    @property
-    def covariate_scale(self) -> pd.Series | None:
-        """The standard deviation of each comparison covariate (``data.covariate_scale``)."""
-        return self.model.data.covariate_scale
+    llf = _statistic("llf", "Log-likelihood of the judgments used at the estimate (NaN without a likelihood).")
+    df_model = _statistic("df_model", "Free parameters after the gauge; ``None`` for ``atc``.")
+    llf_human = _statistic("llf_human", "The people's log-likelihood at the reported scores.")
+    objective = _statistic("objective", "The weighted criterion ``Q_lambda`` at the estimate (DIAL-Ada / -noPos).")
+    covariate_scale = _of_data("covariate_scale", "The standard deviation of each comparison covariate.")
 
     @cached_property
     def judge_scores(self) -> pd.DataFrame | None:

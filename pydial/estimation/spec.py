@@ -150,6 +150,11 @@ def _non_negative(value: Any, name: str) -> float:
 
 
 # ------------------------------------------------------------------ spec
+def _method_in(methods: tuple[str, ...], doc: str) -> Any:
+    """Return a read-only attribute of the spec: whether its method is one of ``methods``."""
+    return property(lambda self: self.method in methods, doc=doc)
+
+
 COVARIATE_EFFECTS: tuple[str, ...] = ("judge", "shared")
 """``covariate_effects``: one ``beta_k`` per LLM judge, or one ``beta_L`` shared by the LLM judges."""
 
@@ -235,25 +240,12 @@ class ModelSpec:
         """Whether the judges' position effects ``b`` are estimated (all methods but ``dial-nopos``)."""
         return self.method != "dial-nopos"
 
-    @property
-    def adaptive(self) -> bool:
-        """Whether the weight ``lambda`` is selected by GACV (``dial-ada``, ``dial-nopos``)."""
-        return self.method in ADAPTIVE
-
-    @property
-    def uses_rank(self) -> bool:
-        """Whether the method fits the structured LLM model (``rank``; :data:`~pydial.model.methods.USES_RANK`)."""
-        return self.method in USES_RANK
-
-    @property
-    def uses_calibration(self) -> bool:
-        """Whether the method calibrates a DIAL model (``calibration``, ``anchored_cov_type``)."""
-        return self.method in USES_CALIBRATION
-
-    @property
-    def needs_human(self) -> bool:
-        """Whether the method needs human comparisons."""
-        return self.method in NEEDS_HUMAN
+    adaptive = _method_in(ADAPTIVE, "Whether the weight ``lambda`` is selected by GACV (``dial-ada``, ``dial-nopos``).")
+    uses_rank = _method_in(USES_RANK, "Whether the method fits the structured LLM model (``rank``; "
+                                      ":data:`~pydial.model.methods.USES_RANK`).")
+    uses_calibration = _method_in(USES_CALIBRATION, "Whether the method calibrates a DIAL model (``calibration``, "
+                                                    "``anchored_cov_type``).")
+    needs_human = _method_in(NEEDS_HUMAN, "Whether the method needs human comparisons.")
 
     @property
     def resolved_cov_type(self) -> str:
