@@ -339,7 +339,7 @@ class DialResult:
     df_model = _statistic("df_model", "Free parameters after the gauge; ``None`` for ``atc``.")
     llf_human = _statistic("llf_human", "The people's log-likelihood at the reported scores.")
     objective = _statistic("objective", "The weighted criterion ``Q_lambda`` at the estimate (DIAL-Ada / -noPos).")
-    covariate_scale = _of_data("covariate_scale", "The standard deviation of each comparison covariate.")
+    covariate_scale = _of_data("covariate_scale", "The standard deviation of each comparison covariate, by name.")
 
     @cached_property
     def judge_scores(self) -> pd.DataFrame | None:
