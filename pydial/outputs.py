@@ -74,9 +74,7 @@ def _target(path: str | os.PathLike[str], what: str) -> Path:
 def _existing_ancestor(p: Path) -> Path:
     """Return the nearest ancestor of ``p`` that exists (``p`` itself excluded); refuse a file on the way."""
     a = p.parent
-    while not a.exists():
-        if a == a.parent:
-            break
+    while not a.exists() and a != a.parent:
         a = a.parent
     if not a.is_dir():
         raise OutputError(f"cannot write {p}: {a} is a file, not a folder")

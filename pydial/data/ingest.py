@@ -339,10 +339,9 @@ def unpack(key: np.ndarray, sizes: Sequence[int]) -> list[np.ndarray]:
 def duplicated(key: np.ndarray) -> np.ndarray:
     """Whether each row's ``key`` occurred in an earlier row (``pandas.DataFrame.duplicated(keep="first")``)."""
     codes, uniq = pd.factorize(key)
-    if len(uniq) == codes.size:
-        return np.zeros(codes.size, bool)
     out = np.zeros(codes.size, bool)
-    out[1:] = codes[1:] <= np.maximum.accumulate(codes)[:-1]  # a new key gets the next code
+    if len(uniq) < codes.size:
+        out[1:] = codes[1:] <= np.maximum.accumulate(codes)[:-1]  # a new key gets the next code
     return out
 
 
@@ -462,10 +461,8 @@ def concat(parts: list[Coded]) -> Coded:
     def stack(field: str) -> np.ndarray:
         return np.concatenate([getattr(p, field) for p in parts])
 
-    if all(p.count is None for p in parts):  # rows as read: one judgment each
-        cnt = None
-    else:
-        cnt = np.concatenate([np.ones(len(p), np.int64) if p.count is None else p.count for p in parts])
+    cnt = None if all(p.count is None for p in parts) else (  # None: rows as read, one judgment each
+        np.concatenate([np.ones(len(p), np.int64) if p.count is None else p.count for p in parts]))
     zs = None if any(p.z is None for p in parts) else np.concatenate([p.z for p in parts if p.z is not None])
     out = Coded(stack("judge"), stack("item_a"), stack("item_b"), stack("first"), stack("winner"), cnt, z=zs)
     parts.clear()
