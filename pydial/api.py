@@ -122,20 +122,13 @@ def fit(
         or the ``M`` fixed limit ``M H_M^{-1} M^T`` of Cor. uniform-lambda.
     ties : {None, "davidson", "rao-kupper"}
         ``None``: ties are excluded (binary models, counted in ``data.summary()``).
-        ``"davidson"``: Davidson's model for ``method="human"`` and the
-        Davidson-Beaver model for ``method="judges"`` use the ties, with
-        judge-specific tie parameters (``result.tie_parameters``);
-        ``"rao-kupper"``: the Rao-Kupper threshold model instead.  Both
-        engines (numpy: Newton on exact derivatives, one GLM solver for every
-        family; Stan: its optimizer); every ``cov_type``.  ``dial-anc``, ``dial-ada`` and
-        ``dial-nopos`` take either tie model (:mod:`pydial.estimation.steps`): every
-        likelihood of the procedure with three-outcome cells, a tie parameter
-        per judge and one for people, sandwich covariances with every ``cov_type``;
-        either engine (Stan's ``dial.stan`` gives a group without ties
-        ``nu_zero``, as numpy does).  ``pooled`` (one ``nu`` for the pooled
-        judges, two-step sandwich) and ``atc`` take them too, on either engine
-        (:mod:`pydial.estimation.baselines`).  ``penalty="firth"`` with ties: every
-        method on either engine (the Jeffreys prior of the family's GLMs).
+        ``"davidson"``: Davidson's model (Davidson-Beaver for the judges' order-effect models);
+        ``"rao-kupper"``: the Rao-Kupper threshold model instead.  Every method takes either,
+        with a tie parameter per judge and one for the people (``result.tie_parameters``;
+        ``pooled``: one ``nu`` for the pooled judges, two-step sandwich), on both engines (Stan's
+        ``dial.stan`` gives a group without ties ``nu_zero``, as numpy does), with every ``cov_type``
+        and with ``penalty="firth"`` (the Jeffreys prior of the family's GLMs; :mod:`pydial.estimation.steps`,
+        :mod:`pydial.estimation.baselines`).
     check : bool, default True
         Run :func:`pydial.check_design` first and raise
         :class:`~pydial.IdentifiabilityError` when the fit cannot exist.

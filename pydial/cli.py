@@ -80,10 +80,8 @@ def _warnings_to_stderr(skip: tuple[type[Warning], ...] = ()) -> Iterator[list]:
 
 def _load(args: argparse.Namespace):
     from pydial.data.comparisons import Comparisons
-    from pydial.data.datasets import NAMES
+    from pydial.data.datasets import NAMES, load
     from pydial.data.files import is_parquet
-
-    from pydial.data.datasets import load
 
     if args.data in NAMES:  # the bundled data sets: their documented duplicated rows raise no warning
         read: Any = partial(load, args.data)
@@ -203,11 +201,18 @@ def _add_seed(q: argparse.ArgumentParser, what: str) -> None:
     q.add_argument("--seed", type=_seed, default=0, help=f"random seed of {what} (default 0)")
 
 
-def _floats(text: str) -> list[float]:
-    try:
-        return [float(x) for x in text.split(",") if x.strip()]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected comma-separated numbers, got {text!r}") from None
+def _list_of(kind: type, what: str) -> Any:
+    """Return the parser of a comma-separated list of ``kind`` (``what``: its name in the usage error)."""
+
+    def parse(text: str) -> list[Any]:
+        try:
+            return [kind(x) for x in text.split(",") if x.strip()]
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected comma-separated {what}, got {text!r}") from None
+    return parse
+
+
+_floats, _ints = _list_of(float, "numbers"), _list_of(int, "integers")
 
 
 def _names(text: str) -> list[str]:
@@ -215,13 +220,6 @@ def _names(text: str) -> list[str]:
     if not names:
         raise argparse.ArgumentTypeError(f"expected comma-separated names, got {text!r}")
     return names
-
-
-def _ints(text: str) -> list[int]:
-    try:
-        return [int(x) for x in text.split(",") if x.strip()]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from None
 
 
 def _non_negative_int(text: str) -> int:
@@ -432,10 +430,9 @@ def _compare(args: argparse.Namespace) -> int:
     from .stan import SamplerWarning, compare_intervals, posterior
 
     _check_out(args)
-    if not 0.0 < args.level < 1.0:
-        raise ArgumentError(f"--level must be in (0, 1), got {args.level}")
-    if not 0.0 < args.adapt_delta < 1.0:
-        raise ArgumentError(f"--adapt-delta must be in (0, 1), got {args.adapt_delta}")
+    for flag, value in (("--level", args.level), ("--adapt-delta", args.adapt_delta)):
+        if not 0.0 < value < 1.0:
+            raise ArgumentError(f"{flag} must be in (0, 1), got {value}")
     data = _load(args)
     with _warnings_to_stderr(skip=(SamplerWarning,)):
         res = fit(data, args.method, rank=args.rank, calibration=args.calibration, cov_type=args.cov_type, level=args.level,
@@ -516,12 +513,11 @@ def _convert(args: argparse.Namespace) -> int:
 
 
 def _check(args: argparse.Namespace) -> int:
+    from pydial.estimation.spec import rank_candidates
+    from pydial.model.chart import DEFAULT_CALIBRATION, DEFAULT_RANK
     from pydial.model.identifiability import check_design
 
     data = _load(args)
-    from pydial.estimation.spec import rank_candidates
-    from pydial.model.chart import DEFAULT_CALIBRATION, DEFAULT_RANK
-
     rank = DEFAULT_RANK if args.rank is None else args.rank
     ranks = rank_candidates(rank, data, "dial-ada" if rank == "auto" or isinstance(rank, list) else args.method)
     failed = []

@@ -61,10 +61,7 @@ def format_pvalue_from_log(logp: float) -> str:
     >>> format_pvalue_from_log(float(norm.logsf(5.63)))
     '9.0e-09'
     """
-    logp = float(logp)
-    if math.isnan(logp):
-        return "nan"
-    if logp < _LOG_FLOOR:
+    if float(logp) < _LOG_FLOOR:  # NaN: "nan" by format_pvalue
         return f"< {P_FLOOR:.0e}"
     return format_pvalue(pvalue_from_log(logp))
 

@@ -74,9 +74,7 @@ def _target(path: str | os.PathLike[str], what: str) -> Path:
 def _existing_ancestor(p: Path) -> Path:
     """Return the nearest ancestor of ``p`` that exists (``p`` itself excluded); refuse a file on the way."""
     a = p.parent
-    while not a.exists():
-        if a == a.parent:
-            break
+    while not a.exists() and a != a.parent:
         a = a.parent
     if not a.is_dir():
         raise OutputError(f"cannot write {p}: {a} is a file, not a folder")
@@ -116,11 +114,7 @@ def _pid_alive(pid: int) -> bool:
 
 
 def remove_stale_temporaries(folder: str | os.PathLike[str]) -> list[Path]:
-    """Remove and return the temporaries in ``folder`` of this host's pydial processes that no longer run.
-
-    Only ``.<name>.tmp-<pid>-<host>-*`` (and ``.old-``) names are touched; an output moved aside (``.old-``) with
-    ``<name>`` missing is put back first.
-    """
+    """Remove and return this host's dead processes' temporaries in ``folder`` (an output moved aside is put back first)."""
     removed: list[Path] = []
     try:
         entries = list(os.scandir(folder))
@@ -137,14 +131,8 @@ def remove_stale_temporaries(folder: str | os.PathLike[str]) -> list[Path]:
                 os.rename(earlier, target)
             except OSError:
                 continue
-        try:
-            if e.is_dir(follow_symlinks=False):
-                shutil.rmtree(path)
-            else:
-                path.unlink()
-        except OSError:
-            continue
-        removed.append(path)
+        if _remove(path):
+            removed.append(path)
     return removed
 
 
@@ -153,7 +141,8 @@ _previous_handlers: dict[int, Any] = {}
 _lock = threading.Lock()
 
 
-def _remove(p: Path) -> None:
+def _remove(p: Path) -> bool:
+    """Remove the file or folder ``p`` (a link itself, not its target); return whether it is gone."""
     if p.is_dir() and not p.is_symlink():
         shutil.rmtree(p, ignore_errors=True)
     else:
@@ -161,6 +150,7 @@ def _remove(p: Path) -> None:
             p.unlink()
         except OSError:
             pass
+    return not os.path.lexists(p)
 
 
 def _on_signal(signum: int, frame: FrameType | None) -> None:
@@ -283,21 +273,26 @@ def _output_name(error: OSError, tmp: Path, target: Path) -> Path | None:
 
 
 @contextmanager
+def _cannot_write(target: Path) -> Iterator[None]:
+    """Raise an :class:`OSError` of the block as an :class:`OutputError` naming ``target``."""
+    try:
+        yield
+    except OSError as e:
+        raise OutputError(f"cannot write {target}: {e.strerror or e}") from None
+
+
+@contextmanager
 def output_dir(path: str | os.PathLike[str], *, force: bool = False, command: str = "pydial") -> Iterator[Path]:
     """Yield a temporary folder that replaces ``path`` on success; on an exception or ``SIGTERM`` it is removed."""
     target = check_output_dir(path, force=force)
-    try:
+    with _cannot_write(target):
         target.parent.mkdir(parents=True, exist_ok=True)
         remove_stale_temporaries(target.parent)
         tmp = Path(tempfile.mkdtemp(prefix=_temp_prefix(target.name), dir=target.parent))
-    except OSError as e:
-        raise OutputError(f"cannot write {target}: {e.strerror or e}") from None
     _register(tmp)
     try:
-        try:
+        with _cannot_write(target):
             _copy_mode(tmp, target if target.is_dir() else None, 0o777)
-        except OSError as e:
-            raise OutputError(f"cannot write {target}: {e.strerror or e}") from None
         try:
             yield tmp
             (tmp / MARKER).write_text(f"written by {command}\n")
@@ -306,7 +301,8 @@ def output_dir(path: str | os.PathLike[str], *, force: bool = False, command: st
             if isinstance(e, OutputError) or name is None:
                 raise
             raise OutputError(f"cannot write {name}: {e.strerror or e}") from None
-        _install_dir(tmp, target)
+        with _signals_deferred(), _cannot_write(target):
+            _move_into_place(tmp, target)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
         _unregister(tmp)
@@ -326,60 +322,49 @@ def _signals_deferred() -> Iterator[None]:
         signal.pthread_sigmask(signal.SIG_SETMASK, old)
 
 
-def _install_dir(tmp: Path, target: Path) -> None:
-    with _signals_deferred():
-        _move_into_place(tmp, target)
-
-
 def _move_into_place(tmp: Path, target: Path) -> None:
-    try:
-        if not target.exists():
+    """Move the folder ``tmp`` to ``target``: a rename, or pydial's own names only in a foreign folder (``force``)."""
+    if not target.exists():
+        os.rename(tmp, target)
+        return
+    if not any(target.iterdir()):
+        try:
+            os.rename(tmp, target)  # POSIX: replaces an empty folder atomically
+        except OSError:
+            target.rmdir()
             os.rename(tmp, target)
-            return
-        if not any(target.iterdir()):
-            try:
-                os.rename(tmp, target)  # POSIX: replaces an empty folder atomically
-            except OSError:
-                target.rmdir()
-                os.rename(tmp, target)
-            return
-        if _is_pydial_dir(target):  # replace the earlier output as a whole
-            old = Path(tempfile.mkdtemp(prefix=_temp_prefix(target.name, "old"), dir=target.parent))
-            os.rename(target, old / "out")
-            os.rename(tmp, target)
-            shutil.rmtree(old, ignore_errors=True)
-            return
-        # force=True into a foreign folder: replace pydial's own names only
-        for name in OUTPUT_NAMES:
-            q = target / name
-            if q.is_file() and not (tmp / name).exists():
-                q.unlink()
-        for f in tmp.iterdir():
-            if f.name != MARKER:  # the folder stays the user's: never mark it as pydial's to replace
-                os.replace(f, target / f.name)
-    except OSError as e:
-        raise OutputError(f"cannot write {target}: {e.strerror or e}") from None
+        return
+    if _is_pydial_dir(target):  # replace the earlier output as a whole
+        old = Path(tempfile.mkdtemp(prefix=_temp_prefix(target.name, "old"), dir=target.parent))
+        os.rename(target, old / "out")
+        os.rename(tmp, target)
+        shutil.rmtree(old, ignore_errors=True)
+        return
+    for name in OUTPUT_NAMES:
+        q = target / name
+        if q.is_file() and not (tmp / name).exists():
+            q.unlink()
+    for f in tmp.iterdir():
+        if f.name != MARKER:  # the folder stays the user's: never mark it as pydial's to replace
+            os.replace(f, target / f.name)
 
 
 @contextmanager
 def output_file(path: str | os.PathLike[str]) -> Iterator[Path]:
     """Yield a temporary file path that atomically replaces ``path`` on success; on an exception or ``SIGTERM`` it is removed."""
     target = check_output_file(path)
-    try:
+    with _cannot_write(target):
         target.parent.mkdir(parents=True, exist_ok=True)
         remove_stale_temporaries(target.parent)
         fd, name = tempfile.mkstemp(prefix=_temp_prefix(target.name), dir=target.parent)
         os.close(fd)
-    except OSError as e:
-        raise OutputError(f"cannot write {target}: {e.strerror or e}") from None
     tmp = Path(name)
     _register(tmp)
     try:
-        _copy_mode(tmp, target if target.is_file() else None, 0o666)
-        yield tmp
-        os.replace(tmp, target)
-    except OSError as e:
-        raise OutputError(f"cannot write {target}: {e.strerror or e}") from None
+        with _cannot_write(target):
+            _copy_mode(tmp, target if target.is_file() else None, 0o666)
+            yield tmp
+            os.replace(tmp, target)
     finally:
         if tmp.exists():
             tmp.unlink()
@@ -391,11 +376,7 @@ INTERVAL_METADATA: tuple[str, ...] = ("estimand", "interval_frequentist", "inter
 
 
 def write_interval_table(table: pd.DataFrame, path: str | os.PathLike[str]) -> None:
-    """Write a :func:`pydial.stan.compare_intervals` table as CSV, with what it estimates in every row.
-
-    Index ``quantity, name``, the numeric columns at full precision, then :data:`INTERVAL_METADATA` from ``table.attrs``
-    (an absent entry is written empty); :func:`read_interval_table` reads it back.
-    """
+    """Write a :func:`pydial.stan.compare_intervals` table as CSV with :data:`INTERVAL_METADATA` in every row."""
     meta = {k: str(table.attrs.get(k, "")) for k in INTERVAL_METADATA}
     q = table.index.get_level_values("quantity")
     rows = pd.concat([by_score(table[q == "score"], "estimate"), table[q != "score"]])
@@ -403,10 +384,7 @@ def write_interval_table(table: pd.DataFrame, path: str | os.PathLike[str]) -> N
 
 
 def read_interval_table(path: str | os.PathLike[str]) -> pd.DataFrame:
-    """Read a ``compare_intervals.csv``: indexed by ``(quantity, name)``, the metadata columns moved into ``attrs``.
-
-    A file without the metadata columns raises :class:`OutputError`.
-    """
+    """Read a ``compare_intervals.csv`` indexed by ``(quantity, name)``, its metadata into ``attrs`` (none: OutputError)."""
     tab = pd.read_csv(path, index_col=[0, 1], keep_default_na=False, na_values=[""])
     missing = [k for k in INTERVAL_METADATA if k not in tab]
     if missing:

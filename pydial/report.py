@@ -25,6 +25,7 @@ from pydial.data.comparisons import Comparisons
 from pydial.estimation.results import DialResult
 
 from pydial.exceptions import ArgumentError
+from pydial.resources import check_choice
 from pydial.formatting import ITEMS_LABEL, by_score, cov_label, display_table, format_pvalue_from_log, wald_log_pvalue
 
 from .outputs import output_dir
@@ -94,10 +95,7 @@ def plot_position_effects(res: DialResult, data: Comparisons, ax: Any = None) ->
 
 
 def plot_covariate_effects(res: DialResult, ax: Any = None) -> Any:
-    """Plot the covariate effects ``beta`` per judge (and people) with their intervals, one marker per covariate.
-
-    ``beta`` of the term ``z' beta`` added to eq. binomial-model-llm / -human (:attr:`DialResult.covariate_effects`).
-    """
+    """Plot ``beta`` (:attr:`DialResult.covariate_effects`) per judge and people with intervals, a marker per covariate."""
     ce = res.covariate_effects
     if ce is None:
         raise ArgumentError(f"this {res.method!r} fit has no covariate effects (fit data with covariates=)")
@@ -135,11 +133,9 @@ def _selected_multiple(res: DialResult) -> float:
 
 
 def plot_gacv(res: DialResult, ax: Any = None) -> Any:
-    """GACV over the weight path, in multiples of n_LLM/n_H, with the selected weight marked.
+    """GACV over the weight path in multiples of n_LLM/n_H (log axis), the selected weight marked.
 
-    The finite positive weights are on a log axis; ``lambda = 0`` (human labels only) and
-    ``lambda = inf`` (anchored) sit at their own labelled positions, one decade beyond
-    the finite range and set apart by dotted lines.
+    ``lambda = 0`` and ``lambda = inf`` sit at labelled positions one decade beyond, set apart by dotted lines.
     """
     if res.gacv is None:
         raise ArgumentError(f"method {res.method!r} has no weight path")
@@ -263,14 +259,11 @@ def summary_dict(res: DialResult) -> dict[str, Any]:
 
 def write_report(res: DialResult, data: Comparisons, out: str | Path, *, fmt: str = "md",
                  force: bool = False) -> list[Path]:
-    """Write tables (CSV), plots (PNG), ``report.md`` or ``report.html`` (``fmt``) and ``summary.json`` into ``out``.
+    """Write tables (CSV), plots (PNG), ``report.<fmt>`` and ``summary.json`` into ``out``; return the written files.
 
-    Items are listed by fitted score; CSVs keep full precision, reports print p-values as text.  The folder is written
-    aside and moved into place (:func:`pydial.outputs.output_dir`, ``force``); returns the written files.  A bad ``fmt``
-    raises :class:`~pydial.ArgumentError`, an unwritable ``out`` :class:`~pydial.OutputError`.
+    Items by fitted score; the folder is written aside and moved into place (``force``: :func:`pydial.outputs.output_dir`).
     """
-    if fmt not in REPORT_FORMATS:
-        raise ArgumentError(f"fmt must be one of {REPORT_FORMATS}, got {fmt!r}")
+    check_choice("fmt", fmt, REPORT_FORMATS)
     with output_dir(out, force=force, command=f"pydial fit --method {res.method}") as tmp:
         names = [p.name for p in _write_report(res, data, tmp, fmt)]
     return [Path(out) / name for name in names]

@@ -38,10 +38,7 @@ def available_bytes() -> int | None:
 
 
 def memory_limit() -> int | None:
-    """Return the bytes a request may plan for: :func:`available_bytes` capped by ``PYDIAL_MEMORY_LIMIT`` (``None``: unknown).
-
-    ``PYDIAL_MEMORY_LIMIT`` is bytes or a number with ``KB``, ``MB``, ``GB`` (powers of 1000); else :class:`ArgumentError`.
-    """
+    """Return the bytes a request may plan for: :func:`available_bytes` capped by ``PYDIAL_MEMORY_LIMIT`` (e.g. ``4GB``)."""
     avail = available_bytes()
     raw = os.environ.get(MEMORY_LIMIT_ENV, "")
     text = raw.strip().upper()
@@ -60,10 +57,7 @@ def memory_limit() -> int | None:
 
 
 def check_bytes(need: float, what: str, remedy: str, *, detail: str = "", available: int | None = None) -> None:
-    """Raise :class:`MemoryLimitError` when ``need`` bytes of request ``what`` exceed the memory ``available``.
-
-    The message says ``what``, ``detail`` (what the estimate is made of) and ``remedy``.
-    """
+    """Raise :class:`MemoryLimitError` when ``need`` bytes of ``what`` exceed ``available``, naming ``detail`` and ``remedy``."""
     if available is None:
         release_arrow_cache()
         available = memory_limit()
@@ -75,10 +69,7 @@ def check_bytes(need: float, what: str, remedy: str, *, detail: str = "", availa
 
 
 def check_n_jobs(n_jobs: object, name: str = "n_jobs") -> int:
-    """Return ``n_jobs`` (joblib's convention: positive, or negative from all cores) as an int.
-
-    Not an integer: :class:`ArgumentTypeError`; 0: :class:`ArgumentError` (both name ``name``).
-    """
+    """Return ``n_jobs`` (joblib's convention; not 0) as an int, else raise an :class:`ArgumentError` naming ``name``."""
     if isinstance(n_jobs, bool) or not isinstance(n_jobs, numbers.Integral):
         raise ArgumentTypeError(f"{name} must be an integer (1: serial, -1: all cores), got {n_jobs!r}")
     if n_jobs == 0:

@@ -29,12 +29,14 @@ from typing import Any, Iterable, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
+from pydial.cache import derived
 from pydial.data import construction
 from pydial.data.cells import BOTH_BAD, I_WINS, J_WINS, TIE, CellTable, HumanCells, LLMCells, RecordIds, Rows, as_int64
 from pydial.data.construction import COVARIATE_PREFIX, NAMES_CHANGED, SELF_PREFERENCE
 from pydial.data.ingest import Keys, RowCoder, group
 from pydial.data.names import argument_name, clean, own_items
 from pydial.exceptions import ArgumentError, ArgumentTypeError, DataError
+from pydial.resources import check_choice, check_level
 
 __all__ = ["Comparisons", "require_comparisons"]
 
@@ -99,10 +101,6 @@ class Comparisons:
     """``"difference"`` or ``"normalized"`` (:mod:`pydial.data.features`), ``None`` without covariates."""
     self_preference: Mapping[str, tuple[str, ...]] | None = field(default=None, repr=False)
     """The own items of each judge of the self-preference covariate (:meth:`with_self_preference`); None without."""
-    # Results derived from these (immutable) data and shared by several fits: design
-    # checks, the structured LLM-only fit, its Hessian.  init=False: a copy made by
-    # dataclasses.replace (other cells) starts with an empty cache.
-    _cache: dict = field(default_factory=dict, init=False, repr=False, compare=False)
 
     # ------------------------------------------------------------------ build
     from_frame = classmethod(construction.from_frame)
@@ -126,16 +124,13 @@ class Comparisons:
         has = np.bincount(codes[decisive & ~is_human], minlength=len(cats)) > 0
         llm_names = sorted(cats[seen])
         empty = sorted(cats[seen & ~has])
-        dropped: tuple[str, ...] = ()
         if empty and not drop_empty_judges:
             raise DataError(
                 f"judge(s) {empty} have no decisive judgment (all ties, 'both bad' or self-comparisons); "
                 "pass drop_empty_judges=True (--drop-empty-judges) to remove them (they are then counted in summary())"
             )
-        if empty:
-            dropped = tuple(empty)
-            llm_names = [k for k in llm_names if k not in dropped]
-        return cls._build(canon, tuple(names), tuple(llm_names), human_judge, dropped, records, covariates)
+        llm_names = [k for k in llm_names if k not in empty]
+        return cls._build(canon, tuple(names), tuple(llm_names), human_judge, tuple(empty), records, covariates)
 
     @classmethod
     def _build(
@@ -151,11 +146,8 @@ class Comparisons:
     ) -> "Comparisons":
         """Aggregate the canonical rows ``canon`` of the ``judges`` and the human judge into cells.
 
-        ``records`` (record codes of the rows of ``canon`` and the distinct record ids)
-        saves factorizing the record ids again; ``covariates`` are the scales and transform of
-        the covariate columns of ``canon`` (``cov:<name>``): each distinct covariate value
-        of a ``(k, i, j, a)`` is a cell of its own.  ``self_preference``: the own items of the
-        judges kept (:meth:`with_self_preference`; its column is among ``covariates``).
+        ``records``: the rows' record codes and distinct ids; ``covariates``: scales and transform of the ``cov:<name>``
+        columns (each distinct value is a cell of its own); ``self_preference``: the own items of the judges kept.
         """
         K = len(judges)
         jindex = {name: k for k, name in enumerate(judges)}
@@ -241,6 +233,12 @@ class Comparisons:
         return [COVARIATE_PREFIX + c for c in self.covariates]
 
     @property
+    def _canonical_columns(self) -> list[str]:
+        """The columns of :attr:`frame` that :meth:`_build` aggregates."""
+        return ["record_id", "judge", "i", "j", "a", "outcome", "self", *self._covariate_columns] + (
+            ["count"] if self.aggregated else [])
+
+    @property
     def covariate_support(self) -> np.ndarray:
         """``(K + 1, p)`` bool: whether covariate ``t`` is nonzero on some decisive cell of judge ``k`` (row ``K``: the people).
 
@@ -248,15 +246,15 @@ class Comparisons:
         ``beta`` is a fixed 0, not a parameter (:class:`~pydial.model.chart.Chart`'s ``fixed``;
         e.g. the people's and the unmapped judges' ``"self_preference"``).  Cached.
         """
-        key = ("covariate support",)
-        if key not in self._cache:
+        def build() -> np.ndarray:
             out = np.zeros((self.K + 1, self.p), bool)
             for cells, g in ((self.llm, self.llm.judge), (self.human, np.full(len(self.human), self.K))):
                 if cells.z is not None and len(cells):
                     for t in range(self.p):  # nonzero cells per group (bincount: linear, no ufunc.at)
                         out[:, t] |= np.bincount(g, weights=cells.z[:, t] != 0, minlength=self.K + 1) > 0
-            self._cache[key] = out
-        return self._cache[key]
+            return out
+
+        return derived(self, ("covariate support",), build)
 
     def effect_columns(self, z: np.ndarray | None, group: int | None) -> np.ndarray | None:
         """Return the columns of ``z`` (cells x ``p``) whose effects ``group`` has: a GLM design's covariate columns.
@@ -331,8 +329,7 @@ class Comparisons:
         if not np.any(z[(k < self.K) & ~f["self"].to_numpy(bool)] != 0):
             raise DataError(f"no judgment of the judge(s) {sorted(mapped)} compares an own item with another item: "
                             "the self-preference covariate is 0 everywhere")
-        cols = ["record_id", "judge", "i", "j", "a", "outcome", "self", *self._covariate_columns]
-        canon = f[cols + (["count"] if self.aggregated else [])].assign(**{COVARIATE_PREFIX + SELF_PREFERENCE: z})
+        canon = f[self._canonical_columns].assign(**{COVARIATE_PREFIX + SELF_PREFERENCE: z})
         scale = pd.concat([self.covariate_scale, pd.Series({SELF_PREFERENCE: 1.0})]) if self.p else pd.Series(
             {SELF_PREFERENCE: 1.0})
         scale = scale.astype(float).rename("scale").rename_axis("covariate")
@@ -363,30 +360,19 @@ class Comparisons:
 
     def llm_cells(self) -> pd.DataFrame:
         """LLM cells as a labelled table: judge, item_i, item_j, a, n, y."""
-        it = np.asarray(self.items, dtype=object)
-        return pd.DataFrame(
-            {
-                "judge": np.asarray(self.judges, dtype=object)[self.llm.judge],
-                "item_i": it[self.llm.i],
-                "item_j": it[self.llm.j],
-                "a": self.llm.a,
-                "n": self.llm.n.astype(int),
-                "y": self.llm.y.astype(int),
-                **self._z_frame(self.llm),
-            }
-        )
-
-    def _z_frame(self, cells: CellTable) -> dict[str, np.ndarray]:
-        """Return the covariate columns ``z_<name>`` of the cells' labelled table."""
-        return {} if cells.z is None else {f"z_{c}": cells.z[:, t] for t, c in enumerate(self.covariates)}
+        return self._labelled(self.llm, llm=True)
 
     def human_cells(self) -> pd.DataFrame:
         """Human cells as a labelled table: item_i, item_j, n, y."""
+        return self._labelled(self.human, llm=False)
+
+    def _labelled(self, cells: CellTable, llm: bool) -> pd.DataFrame:
+        """Return ``cells`` with item (and for the LLM cells judge) names, then their covariate columns ``z_<name>``."""
         it = np.asarray(self.items, dtype=object)
-        return pd.DataFrame(
-            {"item_i": it[self.human.i], "item_j": it[self.human.j],
-             "n": self.human.n.astype(int), "y": self.human.y.astype(int), **self._z_frame(self.human)}
-        )
+        judge = {"judge": np.asarray(self.judges, dtype=object)[cells.judge]} if llm else {}
+        z = {} if cells.z is None else {f"z_{c}": cells.z[:, t] for t, c in enumerate(self.covariates)}
+        return pd.DataFrame({**judge, "item_i": it[cells.i], "item_j": it[cells.j], **({"a": cells.a} if llm else {}),
+                             "n": cells.n.astype(int), "y": cells.y.astype(int), **z})
 
     def cell_table(self, which: str = "llm", *, with_ties: bool = False) -> CellTable:
         """Return a :class:`CellTable` of the cells of both engines, with integer counts.
@@ -400,12 +386,8 @@ class Comparisons:
             ``False``: the decisive cells (:attr:`llm`, :attr:`human`); ``True``: the cells
             with tie counts of :meth:`tie_cells`.
         """
-        if which not in ("llm", "human", "pooled"):
-            raise ArgumentError(f"which must be 'llm', 'human' or 'pooled', got {which!r}")
-        key = ("cell_table", which, bool(with_ties))
-        if key not in self._cache:
-            self._cache[key] = self._cell_table(which, with_ties)
-        return self._cache[key]
+        check_choice("which", which, ("llm", "human", "pooled"))
+        return derived(self, ("cell_table", which, bool(with_ties)), lambda: self._cell_table(which, with_ties))
 
     def _cell_table(self, which: str, with_ties: bool) -> CellTable:
         """:meth:`cell_table`, uncached."""
@@ -433,21 +415,19 @@ class Comparisons:
 
     def _tie_frame(self) -> pd.DataFrame:
         """Aggregate the cells with tie counts of every judge, people included (:meth:`tie_cells`), once."""
-        key = ("tie_cells",)
-        if key not in self._cache:
-            f = self.frame
-            m = (~f["self"]) & f["outcome"].isin([I_WINS, J_WINS, TIE])
-            wt = f.loc[m, "count"] if self.aggregated else 1
-            g = f.loc[m].assign(
-                wins_i=lambda x: (x["outcome"] == I_WINS).astype(int) * wt,
-                wins_j=lambda x: (x["outcome"] == J_WINS).astype(int) * wt,
-                ties=lambda x: (x["outcome"] == TIE).astype(int) * wt,
-            )
-            out = g.groupby(["k", "i", "j", "a", *self._covariate_columns], as_index=False)[
-                ["wins_i", "wins_j", "ties"]].sum()
-            self._cache[key] = out.astype({c: int for c in ("k", "i", "j", "a", "wins_i", "wins_j", "ties")}
-                                          ).reset_index(drop=True)
-        return self._cache[key]
+        return derived(self, ("tie_cells",), self._aggregate_ties)
+
+    def _aggregate_ties(self) -> pd.DataFrame:
+        f = self.frame
+        m = (~f["self"]) & f["outcome"].isin([I_WINS, J_WINS, TIE])
+        wt = f.loc[m, "count"] if self.aggregated else 1
+        g = f.loc[m].assign(
+            wins_i=lambda x: (x["outcome"] == I_WINS).astype(int) * wt,
+            wins_j=lambda x: (x["outcome"] == J_WINS).astype(int) * wt,
+            ties=lambda x: (x["outcome"] == TIE).astype(int) * wt,
+        )
+        out = g.groupby(["k", "i", "j", "a", *self._covariate_columns], as_index=False)[["wins_i", "wins_j", "ties"]].sum()
+        return out.astype({c: int for c in ("k", "i", "j", "a", "wins_i", "wins_j", "ties")}).reset_index(drop=True)
 
     # ----------------------------------------------------------------- report
     def summary(self) -> pd.DataFrame:
@@ -528,10 +508,9 @@ class Comparisons:
         counted in :meth:`summary`), as in :meth:`from_frame`.
         """
         f = self.frame
-        if records is not None:
-            self._require_rows("subset(records=...)")
         m = np.ones(len(f), dtype=bool)
         if records is not None:
+            self._require_rows("subset(records=...)")
             wanted = pd.Index(list(records))
             missing = wanted.difference(pd.Index(self.record_ids))
             if len(missing):
@@ -543,17 +522,14 @@ class Comparisons:
             raise DataError(f"unknown judge(s) {unknown}; known: {list(self.judges)}")
         if drop_human:
             m &= (f["k"] < self.K).to_numpy()
-        canon = f.loc[m, ["record_id", "judge", "i", "j", "a", "outcome", "self", *self._covariate_columns]
-                      + (["count"] if self.aggregated else [])]
+        canon = f.loc[m, self._canonical_columns]
         decisive = canon.loc[(~canon["self"]) & canon["outcome"].isin([I_WINS, J_WINS]), "judge"]
         empty = [k for k in keep if k not in set(decisive)]
-        dropped = tuple(f.attrs.get("dropped_judges", ()))
         if empty and not drop_empty_judges:
             raise DataError(f"judge(s) {empty} have no decisive judgment in this subset; "
                             "pass drop_empty_judges=True to remove them")
-        if empty:
-            keep = [k for k in keep if k not in empty]
-            dropped += tuple(empty)
+        keep = [k for k in keep if k not in empty]
+        dropped = tuple(f.attrs.get("dropped_judges", ())) + tuple(empty)
         return Comparisons._build(canon, self.items, tuple(keep), self.human_judge, dropped,
                                   covariates=(self.covariate_scale, self.covariate_transform),
                                   self_preference=self.self_preference)
@@ -566,8 +542,7 @@ class Comparisons:
         ``seed`` (int, Generator or None) drives the permutation.
         """
         self._require_rows("split (by record)")
-        if not 0.0 < frac < 1.0:
-            raise ArgumentError(f"frac ({frac}) must be in the open interval (0, 1)")
+        check_level(frac, "frac")
         gen = np.random.default_rng(seed)
         ids = np.asarray(self.record_ids, dtype=object)
         take = gen.permutation(ids.size)[: int(round(frac * ids.size))]

@@ -38,10 +38,7 @@ TEXT_BYTES_PER_ROW = 16  # a lower bound of a long-format CSV row (gzip: per com
 
 def _chunks(path: Path, columns: list[str], chunksize: int, numeric: Sequence[str] = (), optional: str | None = None
             ) -> tuple[int | None, list[str], Iterator[Any]]:
-    """Return the number of rows (``None``: unknown), the columns read and the chunks as pyarrow record batches.
-
-    Identifier columns are read as text (no nulls), ``numeric`` (covariate) columns with their inferred type.
-    """
+    """Return the row count (``None``: unknown), the columns read and the record batches (identifiers as text)."""
     import pyarrow as pa
 
     if is_parquet(path):

@@ -45,10 +45,7 @@ def is_parquet(path: str | PathLike[str]) -> bool:
 
 
 def require_columns(found: Sequence[str], wanted: Sequence[str], path: Path, schema: Any = None) -> None:
-    """Raise :class:`DataError` naming the file and the columns of ``wanted`` missing from ``found`` or in it twice.
-
-    With a Parquet ``schema``, a wanted column of lists, structs or maps is refused too.
-    """
+    """Refuse columns of ``wanted`` missing from ``found`` or in it twice (with a Parquet ``schema``: nested ones too)."""
     check_columns(found, wanted, str(path))
     if schema is not None:
         import pyarrow as pa

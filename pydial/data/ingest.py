@@ -68,9 +68,9 @@ def fail_rows(message: str, index: pd.Index, bad: np.ndarray, tail: str = "") ->
 
 # ------------------------------------------------------------ one column
 def encode(values: Any, column: str, index: pd.Index) -> tuple[np.ndarray, list[Spelling | None]]:
-    """Factorize one column (pandas Series or pyarrow array): per-row codes (``-1`` missing) and each distinct value's spelling.
+    """Factorize one column (Series or pyarrow array) into per-row codes (``-1`` missing) and each value's spelling.
 
-    A cell that is not text, UTF-8 bytes, a number or missing raises :class:`DataError` naming ``column``, the type and the rows.
+    A cell that is not text, UTF-8 bytes, a number or missing raises :class:`DataError` naming the column and rows.
     """
     if isinstance(values, pd.Series) and (isinstance(values.dtype, pd.ArrowDtype)
                                           or getattr(values.dtype, "storage", None) == "pyarrow"):
@@ -157,10 +157,9 @@ def missing_records(values: Any, column: str, index: pd.Index, *, blank_is_missi
 
 @dataclass
 class Coded:
-    """Validated judgments as small integers, one row per judgment or per key with its ``count``.
+    """Validated judgments as small integers, one row per judgment or per key with its ``count`` (``None``: one).
 
-    ``judge, item_a, item_b``: name ids; ``first``: ``FIRST_*`` codes; ``winner``: index into ``WINNER_VALUES``;
-    ``count``: judgments per row (``None``: one); ``spelled``: a code of ``first`` and ``winner`` as written.
+    ``first``: ``FIRST_*`` codes; ``winner``: index into ``WINNER_VALUES``; ``spelled``: ``first`` and ``winner`` as written.
     """
 
     judge: np.ndarray
@@ -203,10 +202,7 @@ def _label(value: str) -> str:
 
 
 class Validator:
-    """The rules of every reader, applied chunk by chunk with name spaces shared by the chunks.
-
-    ``columns`` maps pydial's column names to the user's (for messages); ``blank_is_missing``: text files.
-    """
+    """The rules of every reader, chunk by chunk (``columns``: pydial's names to the user's; ``blank_is_missing``: text)."""
 
     def __init__(self, columns: dict[str, str], human_judge: str, *, strip: bool = True, allow_similar: bool = False,
                  blank_is_missing: bool = False) -> None:
@@ -288,10 +284,9 @@ KEY_BITS = 62
 
 
 class Keys:
-    """Exact ``int64`` keys of rows of integer columns (``0 <= c_t < sizes[t]``), in the rows' lexicographic order.
+    """Exact ``int64`` keys of rows of integer columns (``0 <= c_t < sizes[t]``), in lexicographic order.
 
-    Mixed radix while it fits in :data:`KEY_BITS` bits; beyond, the partial key is replaced by its rank among those that
-    occur, so keys stay exact and ordered at any sizes.  :meth:`decode` inverts; one instance codes one table.
+    Mixed radix below :data:`KEY_BITS` bits; beyond, the partial key is replaced by its rank; :meth:`decode` inverts.
     """
 
     def __init__(self, sizes: Sequence[int]) -> None:
@@ -344,10 +339,9 @@ def unpack(key: np.ndarray, sizes: Sequence[int]) -> list[np.ndarray]:
 def duplicated(key: np.ndarray) -> np.ndarray:
     """Whether each row's ``key`` occurred in an earlier row (``pandas.DataFrame.duplicated(keep="first")``)."""
     codes, uniq = pd.factorize(key)
-    if len(uniq) == codes.size:
-        return np.zeros(codes.size, bool)
     out = np.zeros(codes.size, bool)
-    out[1:] = codes[1:] <= np.maximum.accumulate(codes)[:-1]  # a new key gets the next code
+    if len(uniq) < codes.size:
+        out[1:] = codes[1:] <= np.maximum.accumulate(codes)[:-1]  # a new key gets the next code
     return out
 
 
@@ -357,10 +351,7 @@ _POPCOUNT = np.array([bin(v).count("1") for v in range(256)], np.uint8)
 
 
 def group(key: np.ndarray, *, sort: bool = True) -> tuple[np.ndarray, np.ndarray]:
-    """Return the distinct keys and the inverse, as ``np.unique(key, return_inverse=True)`` (unsorted without ``sort``).
-
-    Keys in a small range are marked in a table of it, in a range of up to ``64 n`` ranked in a bitmap, else hashed.
-    """
+    """Return ``np.unique(key, return_inverse=True)`` (unsorted without ``sort``): by a table, a bitmap or hashing."""
     span = int(key.max()) + 1 if key.size else 0
     table = key.size and key.min() >= 0 and key.size < 2**31
     if table and span <= max(8 * key.size, 1 << 26):
@@ -421,10 +412,7 @@ def aggregate(coded: Coded, n_judges: int, n_items: int) -> Coded:
 
 
 class RowCoder:
-    """Codes of the distinct rows of a float table ``z``, and of new rows by the same codes (:meth:`code`).
-
-    Columns are factorized and combined one by one, so no key overflows; :attr:`table` holds the distinct rows.
-    """
+    """Codes of the distinct rows of a float table ``z`` (:attr:`table`), column by column so no key overflows."""
 
     def __init__(self, z: np.ndarray) -> None:
         z = np.asarray(z, float)
@@ -473,10 +461,8 @@ def concat(parts: list[Coded]) -> Coded:
     def stack(field: str) -> np.ndarray:
         return np.concatenate([getattr(p, field) for p in parts])
 
-    if all(p.count is None for p in parts):  # rows as read: one judgment each
-        cnt = None
-    else:
-        cnt = np.concatenate([np.ones(len(p), np.int64) if p.count is None else p.count for p in parts])
+    cnt = None if all(p.count is None for p in parts) else (  # None: rows as read, one judgment each
+        np.concatenate([np.ones(len(p), np.int64) if p.count is None else p.count for p in parts]))
     zs = None if any(p.z is None for p in parts) else np.concatenate([p.z for p in parts if p.z is not None])
     out = Coded(stack("judge"), stack("item_a"), stack("item_b"), stack("first"), stack("winner"), cnt, z=zs)
     parts.clear()

@@ -116,10 +116,7 @@ def _numeric_key(x: Any) -> str | None:
 
 
 def argument_name(x: Any, argument: str) -> str:
-    """Return the text of a name given as an argument (``human_judge``, an entry of ``items=``).
-
-    A non-name raises :class:`ArgumentTypeError`, a missing value :class:`ArgumentError`.
-    """
+    """Return the text of a name given as an argument (``human_judge``, ``items=``); a non-name or missing value raises."""
     why = refusal(x)
     if why is not None:
         raise ArgumentTypeError(f"{argument} must be a name (text or a number), got {type(x).__name__} {x!r}")
@@ -130,10 +127,7 @@ def argument_name(x: Any, argument: str) -> str:
 
 
 def name_list(values: Any, argument: str) -> list[Any]:
-    """Return the names of an argument listing names (``items=``), as given, each checked by :func:`argument_name`.
-
-    A string, bytes, a mapping or a non-collection raises :class:`ArgumentTypeError`.
-    """
+    """Return the names of an argument listing names (``items=``), each by :func:`argument_name`; a string or mapping raises."""
     if isinstance(values, (str, bytes, dict)) or not isinstance(values, (list, tuple, set, frozenset, np.ndarray,
                                                                       pd.Index, pd.Series)):
         hint = f"; for one name pass [{values!r}]" if isinstance(values, (str, bytes)) else ""
@@ -145,10 +139,7 @@ def name_list(values: Any, argument: str) -> list[Any]:
 
 
 def own_items(own: Any, argument: str = "self_preference") -> dict[Any, list[Any]]:
-    """Return a checked ``self_preference`` mapping (judge to one item name or a list) with every value a list.
-
-    Raises :class:`ArgumentTypeError` when ``own`` is not a mapping or a key or value is not a name (or list of names).
-    """
+    """Return a checked ``self_preference`` mapping (judge to an item name or a list), every value a list."""
     from collections.abc import Mapping
 
     if not isinstance(own, Mapping):
@@ -206,10 +197,9 @@ def spelling(x: Any) -> Spelling | None:
 
 
 class NameSpace:
-    """The judge (``kind="judge"``) or item names of one data set, gathered from every column and chunk.
+    """The judge or item names of one data set from every column and chunk, ids in order of appearance.
 
-    Each distinct text (cleaned when ``strip``) gets an id in order of appearance; :meth:`check` refuses two spellings
-    of one name.
+    Names are cleaned when ``strip``; :meth:`check` refuses two spellings of one name.
     """
 
     def __init__(self, kind: str, *, strip: bool) -> None:
@@ -233,24 +223,21 @@ class NameSpace:
         """Register distinct spellings of ``origin``; return their name ids (``-1`` missing or blank) and the blank mask."""
         ids, blanks = [], []
         for s in spelled:
-            if s is None:
-                ids.append(-1)
-                blanks.append(False)
-                continue
-            raw, nkey = s
-            text, changes = clean(raw, self.strip)
-            if changes:
-                self.changed.setdefault(raw, (text, changes))
-            if blank(text):
-                ids.append(-1)
-                blanks.append(True)
-                continue
-            if text not in self.ids:
-                self.ids[text] = len(self.texts)
-                self.texts.append(text)
-            self._note(nkey, text, origin)
-            ids.append(self.ids[text])
-            blanks.append(False)
+            name_id, is_blank = -1, False
+            if s is not None:
+                raw, nkey = s
+                text, changes = clean(raw, self.strip)
+                if changes:
+                    self.changed.setdefault(raw, (text, changes))
+                is_blank = blank(text)
+                if not is_blank:
+                    if text not in self.ids:
+                        self.ids[text] = len(self.texts)
+                        self.texts.append(text)
+                    self._note(nkey, text, origin)
+                    name_id = self.ids[text]
+            ids.append(name_id)
+            blanks.append(is_blank)
         return np.asarray(ids, dtype=np.int64), np.asarray(blanks, dtype=bool)
 
     def check(self, allow_similar: bool, extra: Iterable[tuple[Any, str]] = ()) -> None:

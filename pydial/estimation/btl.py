@@ -51,10 +51,7 @@ __all__ = ["tie_log_nu_start", "fit_btl"]
 
 
 def tie_log_nu_start(family: Family, cells: CellTable, G: int) -> np.ndarray:
-    """Return the starting ``log nu`` of groups ``0..G-1`` from their tie rates (none for the binary family).
-
-    :func:`pydial.model.families.Family.log_nu_start`.
-    """
+    """Return the starting ``log nu`` of groups ``0..G-1`` from their tie rates (:meth:`Family.log_nu_start`; none if binary)."""
     if family.is_binary:
         return np.zeros(0)
     return np.array([family.log_nu_start(cells.counts[cells.judge == g]) for g in range(G)], float)
@@ -92,12 +89,9 @@ def _human(data: Comparisons, family: Family, engine: Optimizers, penalty: str |
 
 def _judges(data: Comparisons, family: Family, engine: Optimizers, seed: int | None, backend: str | None,
             penalty: str | None) -> Estimate:
-    """Each judge's order-effect model, one GLM per judge; linearized jointly and judge by judge.
+    """Fit each judge's order-effect GLM, linearized jointly (judge-major, for the record meat) and judge by judge.
 
-    The joint linearization covers the mean score, the position effects, the free log tie
-    parameters and the covariate effects ``beta_k`` (judge-major): one stacked influence over
-    all judges' cells, so that the record meat sees judgments of different judges on the same
-    record together.  A judge's coordinates are ``(s T-chart, b, beta_k, log nu_k)``.
+    A judge's coordinates are ``(s T-chart, b, beta_k, log nu_k)``.
     """
     N, K, p = data.N, data.K, data.p
     T = centering_basis(N)
@@ -176,21 +170,10 @@ def _judges(data: Comparisons, family: Family, engine: Optimizers, seed: int | N
 
 def fit_btl(data: Comparisons, method: str, *, family: Family = BINARY, seed: int | None = None,
             backend: str | None = None, engine: Optimizers | None = None, penalty: str | None = None) -> Estimate:
-    """Fit ``human`` or ``judges`` in the outcome family ``family`` with the covariance of any meat (see the module docstring).
+    """Fit ``human`` (eq. human-only-estimator) or ``judges`` (eq. binomial-model-llm) in ``family``, numpy's covariances.
 
-    The human model of eq. human-only-estimator or each judge's order-effect model
-    (eq. binomial-model-llm), binary (:data:`~pydial.model.families.BINARY`) or with ties.  ``engine`` (default numpy's)
-    optimizes the people's model (``engine.human``) and the judges' (``engine.btl``, Stan's
-    ``judges.stan``, when given; else the GLM solver judge by judge); every covariance is
-    numpy's at the optimum.  ``penalty="firth"`` gives the Firth estimates of these GLMs
-    (:mod:`pydial.model.penalty`), with the unpenalized information as the bread.
-
-    Returns
-    -------
-    Estimate
-        With the log tie parameters by judge for a tie family (the result's ``tie_parameters``:
-        ``nu, se, ci_low, ci_high``, interval on the log scale) and the linearization that gives
-        every standard error (:class:`~pydial.estimation.model.DialModel`).
+    ``engine`` optimizes the people's model (``engine.human``) and the judges' (``engine.btl``; else the GLM solver judge by
+    judge); ``penalty="firth"``: Firth estimates, unpenalized information as the bread.  Returns the :class:`Estimate`.
     """
     if method not in ("human", "judges"):
         raise ArgumentError(f"fit_btl fits the methods 'human' and 'judges', not {method!r}; the DIAL methods "

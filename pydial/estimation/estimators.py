@@ -38,23 +38,14 @@ BASELINES = {"pooled": fit_pooled, "atc": fit_atc}
 
 
 def method_arguments(method: str, **arguments: Any) -> dict[str, Any]:
-    """Return the ``rank`` / ``calibration`` among ``arguments`` that ``method`` uses.
-
-    They are passed to :func:`pydial.fit` for several methods without an
-    :class:`ArgumentWarning`, e.g. ``fit(data, m, **method_arguments(m, rank=2))``.
-    """
+    """Return the ``rank`` / ``calibration`` among ``arguments`` that ``method`` uses (passed on with no ArgumentWarning)."""
     users = {"rank": USES_RANK, "calibration": USES_CALIBRATION}
     return {k: v for k, v in arguments.items() if method in users.get(k, (method,))}
 
 
 @contextmanager
 def numerical_errors(what: str) -> Iterator[None]:
-    """Turn numpy's numerical exceptions raised inside ``what`` into pydial's errors.
-
-    The original is chained: a singular matrix into :class:`IdentifiabilityError`,
-    any other :class:`numpy.linalg.LinAlgError` or a :class:`FloatingPointError` into
-    :class:`ConvergenceError`.
-    """
+    """Re-raise numpy's errors in ``what``: singular as :class:`IdentifiabilityError`, others as :class:`ConvergenceError`."""
     try:
         yield
     except np.linalg.LinAlgError as e:
@@ -67,11 +58,7 @@ def numerical_errors(what: str) -> Iterator[None]:
 
 
 def estimate(data: Comparisons, spec: ModelSpec, engine: Optimizers, rank_grid: list[int]) -> Estimate:
-    """Run the estimator of ``spec`` with ``engine``'s optimizers over the candidate ranks ``rank_grid``.
-
-    Returns the point estimates and their linearizations; :class:`pydial.estimation.model.DialModel`
-    forms the covariances and the result.
-    """
+    """Run the estimator of ``spec`` with ``engine`` over ``rank_grid``: the point estimates and their linearizations."""
     method, family, shared = spec.method, family_of(spec.ties), spec.covariate_effects == "shared"
     if method in BASELINES:
         return BASELINES[method](data, rank_grid[0], family=family, engine=engine, shared=shared)

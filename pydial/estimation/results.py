@@ -42,6 +42,16 @@ def _table(name: str, doc: str) -> Any:
     return property(lambda self: self.tables[name], doc=doc)
 
 
+def _statistic(name: str, doc: str) -> Any:
+    """Return a read-only attribute of the result: the fit statistic ``name`` of :class:`FitStats`."""
+    return property(lambda self: getattr(self._stats, name), doc=doc)
+
+
+def _of_data(name: str, doc: str) -> Any:
+    """Return a read-only attribute of the result: the data's field ``name``."""
+    return property(lambda self: getattr(self.model.data, name), doc=doc)
+
+
 def _specified(name: str) -> Any:
     """Return a read-only attribute of the result: the spec's field ``name``."""
     return property(lambda self: getattr(self.model.spec, name), doc=f"``spec.{name}``.")
@@ -303,15 +313,8 @@ class DialResult:
         """``spec.anchored_cov_type`` for the DIAL methods, ``None`` for the others."""
         return self.model.spec.anchored_cov_type if self.model.spec.uses_calibration else None
 
-    @property
-    def items(self) -> tuple[str, ...]:
-        """The items, in the data's order."""
-        return self.model.data.items
-
-    @property
-    def judges(self) -> tuple[str, ...]:
-        """The LLM judges, in the data's order."""
-        return self.model.data.judges
+    items = _of_data("items", "The items, in the data's order.")
+    judges = _of_data("judges", "The LLM judges, in the data's order.")
 
     @property
     def n_human(self) -> int:
@@ -332,30 +335,11 @@ class DialResult:
     def _stats(self) -> FitStats:
         return self.estimate.stats if self.estimate.stats is not None else FitStats(np.nan, None)
 
-    @property
-    def llf(self) -> float:
-        """Log-likelihood of the judgments used at the estimate (NaN without a likelihood)."""
-        return self._stats.llf
-
-    @property
-    def df_model(self) -> int | None:
-        """Free parameters after the gauge; ``None`` for ``atc``."""
-        return self._stats.df_model
-
-    @property
-    def llf_human(self) -> float:
-        """The people's log-likelihood at the reported scores."""
-        return self._stats.llf_human
-
-    @property
-    def objective(self) -> float:
-        """The weighted criterion ``Q_lambda`` at the estimate (DIAL-Ada / -noPos)."""
-        return self._stats.objective
-
-    @property
-    def covariate_scale(self) -> pd.Series | None:
-        """The standard deviation of each comparison covariate (``data.covariate_scale``)."""
-        return self.model.data.covariate_scale
+    llf = _statistic("llf", "Log-likelihood of the judgments used at the estimate (NaN without a likelihood).")
+    df_model = _statistic("df_model", "Free parameters after the gauge; ``None`` for ``atc``.")
+    llf_human = _statistic("llf_human", "The people's log-likelihood at the reported scores.")
+    objective = _statistic("objective", "The weighted criterion ``Q_lambda`` at the estimate (DIAL-Ada / -noPos).")
+    covariate_scale = _of_data("covariate_scale", "The standard deviation of each comparison covariate, by name.")
 
     @cached_property
     def judge_scores(self) -> pd.DataFrame | None:
@@ -469,16 +453,8 @@ class DialResult:
 
     def _contrasts(self, first: list[str], second: list[str], level: float) -> pd.DataFrame:
         """Wald table of the contrasts ``s_first - s_second`` (elementwise), from the score covariance."""
-        from pydial.inference.linearization import wald_frame
-
-        s, C = self.scores["score"], self.cov
-        a, b = self.scores.index.get_indexer(first), self.scores.index.get_indexer(second)
-        Cv = C.to_numpy()
-        var = Cv[a, a] + Cv[b, b] - 2 * Cv[a, b]
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", RuntimeWarning)
-            return wald_frame(s.to_numpy()[a] - s.to_numpy()[b], np.clip(var, 0.0, None),
-                              [f"{i} - {j}" for i, j in zip(first, second)], level, "estimate")
+        return _differences(self.scores["score"], self.cov, first, second, level, "estimate",
+                            [f"{i} - {j}" for i, j in zip(first, second)])
 
     def cov_params(self, cov_type: str | None = None, what: str = "scores", *, anchored_cov_type: str | None = None,
                    cluster_correction: bool | None = None) -> pd.DataFrame:
@@ -518,10 +494,7 @@ class DialResult:
         if what == "gamma" and self.consensus is None:
             raise ArgumentError(f"method {self.method!r} has no consensus loadings")
         if settings == self._meat(self.spec) and what != "gamma":
-            if what == "scores":
-                return self.cov
-            assert self.position_effects_cov is not None
-            return self.position_effects_cov
+            return self.cov if what == "scores" else cast(pd.DataFrame, self.position_effects_cov)
         if what != "scores" or self.method != "atc":  # AtC's scores have no covariance
             self._require_linearization()
         C = covariances(self.linearization, self.data, *settings, only=what).get(what)
@@ -625,12 +598,8 @@ class DialResult:
             iu, ju = np.triu_indices(len(items), 1)
             tab = self._contrasts([items[k] for k in iu], [items[k] for k in ju], level)
         elif what in ("scores", "b"):
-            C_df = self.cov_params(what=what)
-            if what == "scores":
-                est = self.scores["score"].to_numpy()
-            else:
-                assert self.position_effects is not None  # cov_params raised otherwise
-                est = self.position_effects["b"].to_numpy()
+            C_df = self.cov_params(what=what)  # raises for b without position effects
+            est = (self.scores["score"] if what == "scores" else cast(pd.DataFrame, self.position_effects)["b"]).to_numpy()
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", RuntimeWarning)
                 tab = wald_frame(est, np.diag(C_df.to_numpy()), list(C_df.index), level, "estimate")
@@ -685,22 +654,15 @@ class DialResult:
         UnknownNameError
             ``judge_1`` or ``judge_2`` is not a judge with a position effect (the message lists them).
         """
-        from pydial.inference.linearization import wald_frame
-
         if self.position_effects is None:
             raise ArgumentError(f"method {self.method!r} has no position effects")
-        C = self.position_effects_cov
-        assert C is not None  # set with the position effects
         for argument, j in (("judge_1", judge_1), ("judge_2", judge_2)):
             UnknownNameError.check(argument, "judge", [j], self.position_effects.index,
                                    hint=" (the judges with a position effect)")
-        b = self.position_effects["b"]
-        diff = float(b[judge_1] - b[judge_2])
-        var = max(C.loc[judge_1, judge_1] + C.loc[judge_2, judge_2] - 2 * C.loc[judge_1, judge_2], 0.0)
         name = f"b[{judge_1}] - b[{judge_2}]"
-        w = wald_frame(np.array([diff]), np.array([var]), [name], self.level, "difference").iloc[0]
-        return pd.Series({"difference": diff, "se": float(w["se"]), "z": float(w["z"]), "p_value": float(w["p_value"])},
-                         name=name)
+        w = _differences(self.position_effects["b"], cast(pd.DataFrame, self.position_effects_cov), [judge_1], [judge_2],
+                         self.level, "difference", [name]).iloc[0]
+        return pd.Series({c: float(w[c]) for c in ("difference", "se", "z", "p_value")}, name=name)
 
     def covariate_test(self, judge: str, against: str | None = None, covariates: Sequence[str] | None = None
                        ) -> pd.Series:
@@ -819,16 +781,8 @@ class DialResult:
 class Estimate:
     r"""What an estimator returns: the point estimates and their linearizations, no covariance.
 
-    :class:`~pydial.estimation.model.DialModel` forms every covariance table from :attr:`linearization`
-    once (the meat of the :class:`~pydial.ModelSpec`) and makes the :class:`DialResult`.  The estimates
-    with a covariance are ``s`` (scores, by item), ``b`` (position effects, by judge),
-    ``gamma`` (consensus loadings, by judge), ``judge_scores`` (judge x item) and ``log_nu``
-    (log tie parameters by group label; ``-inf`` for a group without ties, ``nu = 0``); an
-    estimate that no linearization covers (AtC's scores) has a NaN covariance.  The other
-    fields are those of :class:`DialResult` of the same name; ``rank`` and ``calibration`` are
-    ``None`` for a method without them, ``stage_scores`` the columns of
-    :attr:`DialResult.stage_scores`, ``stats`` the log-likelihood, parameter count and weighted
-    criterion (:class:`~pydial.estimation.fitstats.FitStats`).
+    ``DialModel`` forms the covariances of ``s``, ``b``, ``gamma``, ``judge_scores`` and ``log_nu`` (``-inf``: no ties)
+    from :attr:`linearization`; the other fields are :class:`DialResult`'s of the same name.
     """
 
     s: np.ndarray
@@ -859,12 +813,20 @@ class Estimate:
     stats: FitStats | None = None
 
 
-def tie_log_nu(labels: list[str], log_nu: np.ndarray, free: np.ndarray | None = None) -> pd.Series:
-    """Return the log tie parameters of the groups ``labels`` as :attr:`Estimate.log_nu` takes them.
+def _differences(est: pd.Series, C: pd.DataFrame, first: list[str], second: list[str], level: float, column: str,
+                 names: list[str]) -> pd.DataFrame:
+    """Wald table of ``est[first] - est[second]`` (elementwise) from the covariance ``C`` of ``est``."""
+    from pydial.inference.linearization import wald_frame
 
-    ``log_nu``: one value per label, or with ``free`` (the rows with a tie parameter) one per
-    free row; the others (and non-finite values) are ``-inf`` (no ties, ``nu = 0``).
-    """
+    a, b = est.index.get_indexer(first), est.index.get_indexer(second)
+    Cv, e = C.to_numpy(), est.to_numpy()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        return wald_frame(e[a] - e[b], np.clip(Cv[a, a] + Cv[b, b] - 2 * Cv[a, b], 0.0, None), names, level, column)
+
+
+def tie_log_nu(labels: list[str], log_nu: np.ndarray, free: np.ndarray | None = None) -> pd.Series:
+    """Return :attr:`Estimate.log_nu` of the groups ``labels``: ``log_nu`` per label, or per ``free`` row; else ``-inf``."""
     out = np.full(len(labels), -np.inf)
     if free is None:
         out[:] = log_nu

@@ -52,10 +52,7 @@ ESTIMAND_FIELDS: tuple[str, ...] = ("method", "rank", "calibration", "ties", "pe
 
 # ------------------------------------------------------------ validators
 def _positive_grid(values: Any, name: str) -> tuple[float, ...] | None:
-    """Return a non-empty 1-d sequence of finite positive numbers (``lambda_``, ``multiples``) as a tuple.
-
-    ``lambda_=inf`` alone is the single weight of the anchored endpoint.
-    """
+    """Return a non-empty 1-d sequence of finite positive numbers as a tuple (``lambda_=inf`` alone: the anchored endpoint)."""
     if values is None:
         return None
     hint = (f"{name} must be a non-empty sequence of finite positive numbers, e.g. {name}=[0.5, 2.0]"
@@ -83,23 +80,16 @@ def check_rank(rank: Any, method: str) -> int | str | tuple[int, ...]:
         if rank != "auto":
             raise ArgumentError(hint)
         return _rank_grid_of(rank, method)
-    if isinstance(rank, bool):
-        raise ArgumentTypeError(hint)
-    if isinstance(rank, numbers.Integral):
-        if rank < 0:
-            raise ArgumentError(hint)
-        return int(rank)
-    if isinstance(rank, numbers.Real):
-        raise ArgumentTypeError(hint)
+    scalar = isinstance(rank, numbers.Real)
     try:
-        grid = list(rank)
+        grid = [rank] if scalar else list(rank)
     except TypeError:
         raise ArgumentTypeError(hint) from None
     if not grid or any(isinstance(r, bool) or not isinstance(r, numbers.Integral) for r in grid):
         raise ArgumentTypeError(hint)
     if any(r < 0 for r in grid):
         raise ArgumentError(hint)
-    return _rank_grid_of(tuple(sorted({int(r) for r in grid})), method)
+    return int(rank) if scalar else _rank_grid_of(tuple(sorted({int(r) for r in grid})), method)
 
 
 def _rank_grid_of(rank: str | tuple[int, ...], method: str) -> str | tuple[int, ...]:
@@ -160,6 +150,11 @@ def _non_negative(value: Any, name: str) -> float:
 
 
 # ------------------------------------------------------------------ spec
+def _method_in(methods: tuple[str, ...], doc: str) -> Any:
+    """Return a read-only attribute of the spec: whether its method is one of ``methods``."""
+    return property(lambda self: self.method in methods, doc=doc)
+
+
 COVARIATE_EFFECTS: tuple[str, ...] = ("judge", "shared")
 """``covariate_effects``: one ``beta_k`` per LLM judge, or one ``beta_L`` shared by the LLM judges."""
 
@@ -245,25 +240,12 @@ class ModelSpec:
         """Whether the judges' position effects ``b`` are estimated (all methods but ``dial-nopos``)."""
         return self.method != "dial-nopos"
 
-    @property
-    def adaptive(self) -> bool:
-        """Whether the weight ``lambda`` is selected by GACV (``dial-ada``, ``dial-nopos``)."""
-        return self.method in ADAPTIVE
-
-    @property
-    def uses_rank(self) -> bool:
-        """Whether the method fits the structured LLM model (``rank``; :data:`~pydial.model.methods.USES_RANK`)."""
-        return self.method in USES_RANK
-
-    @property
-    def uses_calibration(self) -> bool:
-        """Whether the method calibrates a DIAL model (``calibration``, ``anchored_cov_type``)."""
-        return self.method in USES_CALIBRATION
-
-    @property
-    def needs_human(self) -> bool:
-        """Whether the method needs human comparisons."""
-        return self.method in NEEDS_HUMAN
+    adaptive = _method_in(ADAPTIVE, "Whether the weight ``lambda`` is selected by GACV (``dial-ada``, ``dial-nopos``).")
+    uses_rank = _method_in(USES_RANK, "Whether the method fits the structured LLM model (``rank``; "
+                                      ":data:`~pydial.model.methods.USES_RANK`).")
+    uses_calibration = _method_in(USES_CALIBRATION, "Whether the method calibrates a DIAL model (``calibration``, "
+                                                    "``anchored_cov_type``).")
+    needs_human = _method_in(NEEDS_HUMAN, "Whether the method needs human comparisons.")
 
     @property
     def resolved_cov_type(self) -> str:
@@ -399,12 +381,7 @@ class ModelSpec:
         return grid
 
     def _check_fixed_effects(self, data: Comparisons) -> None:
-        """Refuse the self-preference covariate in ``judges``.
-
-        The self-preference covariate ``z = D_k o_k`` (:meth:`~pydial.Comparisons.with_self_preference`)
-        is constant within each of a judge's pairs: in the judge's own model it is confounded
-        with the judge's scores (an :class:`~pydial.IdentifiabilityError`).
-        """
+        """Refuse the self-preference covariate in ``judges``: constant within a judge's pairs, confounded with its scores."""
         if self.method == "judges" and SELF_PREFERENCE in data.covariates:
             mapped = sorted(data.self_preference or ())
             raise IdentifiabilityError(

@@ -31,13 +31,10 @@ def dial_model(est: Any) -> tuple[int, str]:
 
 
 def verdict(spec: Any, est: Any, data: Comparisons, caught: list[Warning]) -> tuple[str, tuple[str, ...]]:
-    """Return ``(status, problems)`` of a fit from the warnings raised while fitting it.
+    """Return ``(status, problems)`` of a fit from the warnings ``caught`` and a position effect on the box bound.
 
-    Every :class:`ConvergenceWarning` / :class:`~pydial.exceptions.CovarianceWarning`
-    raised while fitting is a problem; so is a position effect on the box bound.
-    When there is a problem, the failing separation and human-MLE rows of
-    :func:`pydial.check_design` are added as possible causes, naming the judges and
-    items to blame.  A rejected calibration restriction is a problem that leaves the status ``"ok"``.
+    A problem adds the failing separation / human-MLE rows of :func:`pydial.check_design` as possible causes;
+    a rejected calibration restriction is a problem that leaves the status ``"ok"``.
     """
     found: list[tuple[str, str]] = [(getattr(w, "status"), str(w)) for w in caught
                                      if isinstance(getattr(w, "status", None), str)]
@@ -67,12 +64,7 @@ def verdict(spec: Any, est: Any, data: Comparisons, caught: list[Warning]) -> tu
 
 
 def calibration_warning(spec: Any, est: Any) -> CalibrationWarning | None:
-    """Return the :class:`~pydial.CalibrationWarning` of a fit whose calibration restriction its own test rejects.
-
-    For the methods that assume ``s_H = M c`` (:data:`ANCHORED_METHODS`, and ``dial-ada`` /
-    ``dial-nopos`` when they selected ``lambda = inf``) with a calibration test whose p-value is
-    below ``1 - level``; ``None`` otherwise.
-    """
+    """Return the :class:`~pydial.CalibrationWarning` of an anchored fit whose calibration test rejects at ``1 - level``."""
     ct, method = est.calibration_test, spec.method
     anchored = method in ANCHORED_METHODS or (method in ADAPTIVE and np.isinf(est.lambda_))
     if not anchored or ct is None or not ct.defined or not ct.p_value < 1 - spec.level:

@@ -60,10 +60,7 @@ class CalibrationTest:
 def calibration_test(
     data: Comparisons, s_anchored: np.ndarray, s_human: np.ndarray | None, d: int, reason: str = ""
 ) -> CalibrationTest:
-    """Compute the LRT of Prop. calibration-test from the two endpoint fits.
-
-    ``s_human`` is None when the human MLE does not exist (``reason`` says why).
-    """
+    """Compute the LRT of Prop. calibration-test from the two endpoint fits (``s_human`` None: no human MLE, ``reason``)."""
     return calibration_lrt(human_loss(s_anchored, data.human),
                            None if s_human is None else human_loss(s_human, data.human),
                            data.n_human, data.N - 1 - d, reason)
@@ -71,12 +68,9 @@ def calibration_test(
 
 def calibration_lrt(loss_anchored: float, loss_human: float | None, n_human: int, df: int,
                     reason: str = "") -> CalibrationTest:
-    """Compute the LRT of Prop. calibration-test from the normalized human losses of the two endpoints.
+    """Return ``T = 2 n_H (l_H(anchored) - l_H(human-only))`` on ``df = N - 1 - d`` (Prop. calibration-test).
 
-    ``T = 2 n_H (l_H(anchored) - l_H(human-only))`` on ``df = N - 1 - d`` degrees of freedom.
-
-    Any human likelihood qualifies (the binary one, or a tie model whose tie parameter is
-    free under both hypotheses); ``loss_human`` is None when the human-only MLE does not exist.
+    Any human likelihood with the tie parameter free under both; ``loss_human`` None: no human-only MLE.
     """
     if loss_human is None:
         return CalibrationTest(np.nan, df, np.nan, "undefined", False, reason or "the human-only MLE does not exist")

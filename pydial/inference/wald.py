@@ -27,10 +27,9 @@ TABLES: tuple[str, ...] = ("scores", "cov", "position_effects", "position_effect
 
 def covariances(linearization: Sequence[Linearization], data: Comparisons, cov: str, anchored: str | None,
                 correction: bool, only: str | None = None) -> dict[str, Any]:
-    """Return the covariance of every target of ``linearization`` (``judge_scores``, ``log_nu``: lists of pairs).
+    """Return the covariance of every target of ``linearization`` under the meat ``(cov, anchored, correction)``.
 
-    ``(cov, anchored, correction)`` are the meat, the anchored covariance and the cluster
-    correction; ``only``: form just the linearizations holding that target.
+    ``judge_scores``, ``log_nu``: lists of pairs; ``only``: form just the linearizations holding that target.
     """
     out: dict[str, Any] = {"judge_scores": [], "log_nu": []}
     for lin in linearization:
@@ -46,10 +45,7 @@ def covariances(linearization: Sequence[Linearization], data: Comparisons, cov: 
 
 
 def tables(est: Any, C: dict[str, Any], data: Comparisons, level: float, ties: str | None) -> dict[str, Any]:
-    """Return the tables :data:`TABLES` of the estimate ``est`` with the covariances ``C`` of :func:`covariances`.
-
-    An estimate without a covariance in ``C`` (AtC's scores) has NaN standard errors.
-    """
+    """Return the tables :data:`TABLES` of ``est`` with the covariances ``C`` (NaN standard errors where ``C`` has none)."""
     items, judges = data.items, data.judges
 
     def cov(name: str, q: int) -> np.ndarray:
@@ -84,11 +80,7 @@ def tables(est: Any, C: dict[str, Any], data: Comparisons, level: float, ties: s
 
 
 def variance_warnings(est: Any, C: dict[str, Any], data: Comparisons) -> list[CovarianceWarning]:
-    """Return the warnings of the zero variances in ``C`` that :func:`tables` reports as NaN standard errors.
-
-    Read from the covariance arrays directly (the covariate effects, scores, position effects
-    and consensus loadings, in this order), so that the verdict needs no table.
-    """
+    """Return the warnings of the zero variances in ``C`` (beta, scores, b, gamma), read from the arrays, not the tables."""
     checks: list[tuple[str, str, list[str]]] = []
     if est.beta is not None:
         names = [f"{k}:{c}" for k in est.beta_labels for c in data.covariates]
@@ -110,11 +102,9 @@ def _beta_free(est: Any, data: Comparisons) -> np.ndarray:
 
 
 def beta_support(data: Comparisons, labels: Sequence[str]) -> np.ndarray | None:
-    """Return the estimated entries of ``beta`` with rows ``labels`` (bool, rows x ``p``), ``None`` when all are.
+    """Return which entries of ``beta`` (rows ``labels`` x ``p``) are estimated, ``None`` when all are.
 
-    A row's entry is estimated unless its covariate is 0 on all the row's cells (then a fixed 0,
-    :attr:`~pydial.Comparisons.covariate_support`): a judge's row, the people's
-    (``data.human_judge``), or a row shared by the LLM judges (any other label).
+    An entry is a fixed 0 when its covariate is 0 on all the row's cells (:attr:`~pydial.Comparisons.covariate_support`).
     """
     sup = data.covariate_support
     if sup.all():
@@ -125,13 +115,9 @@ def beta_support(data: Comparisons, labels: Sequence[str]) -> np.ndarray | None:
 
 def covariate_effect_tables(beta: np.ndarray, cov: np.ndarray, labels: Sequence[str], covariates: Sequence[str],
                             level: float, free: np.ndarray | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Return the covariate effects ``beta`` (rows ``labels`` x ``covariates``): Wald table and covariance.
+    """Return the Wald table (index ``(judge, covariate)``, judge-major) and covariance of ``beta``.
 
-    ``beta`` of the covariate term ``z' beta`` added to eq. binomial-model-llm / -human.
-
-    Indexed by ``(judge, covariate)`` in the order of ``beta.ravel()`` (judge-major); the
-    columns of :func:`~pydial.inference.linearization.wald_table` with the estimate named ``beta``.
-    Only the entries ``free`` (default all) are listed: the others are fixed at 0, not estimated.
+    Only the entries ``free`` (default all) are listed; the others are fixed at 0.
     """
     idx = pd.MultiIndex.from_product([list(labels), list(covariates)], names=["judge", "covariate"])
     keep = np.ones(len(idx), bool) if free is None else np.ravel(free)

@@ -21,18 +21,16 @@ from scipy.stats import norm
 from pydial.data.comparisons import Comparisons
 from pydial.estimation.results import DialResult
 from pydial.exceptions import ArgumentError, DataError
-from pydial.resources import check_bytes
+from pydial.resources import check_bytes, check_choice, check_count
 from pydial.studies.planning import OBJECTIVES, check_k, pilot_data, resolve_contrast, staged_parts
 
 
 @dataclass(frozen=True)
 class CalibrationBlock:
-    """The human-calibrated part of a fit's covariance: ``cov = other + B K B^T``.
+    """The human-calibrated part of a fit's covariance, ``cov = other + B K B^T``.
 
-    ``B`` is ``ds/dc`` of the calibration coordinates (the centering basis for
-    ``human``, the basis ``M`` of the anchored fit otherwise), ``K`` the sandwich
-    covariance of ``c`` from the human comparisons and ``other`` the rest (the LLM
-    stage).  ``s`` are the fit's scores.
+    ``B = ds/dc`` (centering basis for ``human``, else the anchored ``M``), ``K`` the sandwich of ``c`` from the human
+    comparisons, ``other`` the LLM stage, ``s`` the scores.
     """
 
     s: np.ndarray
@@ -42,12 +40,7 @@ class CalibrationBlock:
 
 
 def calibration_block(result: DialResult, *, data: Comparisons | None = None) -> CalibrationBlock:
-    """Split the fit's covariance into the calibration block and the rest.
-
-    See :class:`CalibrationBlock`; the human part comes from the same influence
-    functions as the fit's sandwich (:mod:`pydial.inference.linearization`).  ``data`` defaults to
-    the data the result was fitted on.
-    """
+    """Split the fit's covariance (the sandwich's influence functions) into :class:`CalibrationBlock` and the rest."""
     from pydial.model.chart import centering_basis
 
     data = pilot_data(result, data)
@@ -156,10 +149,8 @@ def next_pairs(
         (summed predicted reduction of the objective by those labels), ``cost``
         (total), ``first_step``.  ``attrs``: ``objective``, ``before``, ``after``.
     """
-    if objective not in OBJECTIVES:
-        raise ArgumentError(f"objective must be one of {OBJECTIVES}, got {objective!r}")
-    if isinstance(n, (bool, np.bool_)) or not isinstance(n, (int, np.integer)) or n < 1:
-        raise ArgumentError(f"n must be a positive integer, got {n!r}")
+    check_choice("objective", objective, OBJECTIVES)
+    check_count(n, "n")
     blk = calibration_block(result, data=data)
     items = tuple(result.items)
     N = len(items)

@@ -83,7 +83,7 @@ from pydial.data.comparisons import Comparisons, require_comparisons
 from pydial.estimation.results import DialResult
 from pydial.estimation.spec import check_level
 from pydial.exceptions import ArgumentError, ArgumentTypeError, DataError, DialError
-from pydial.resources import check_bytes, check_n_jobs, n_workers
+from pydial.resources import check_bytes, check_choice, check_count, check_n_jobs, n_workers
 
 PLAN_METHODS: tuple[str, ...] = ("human", "dial-anc", "dial-ada")
 PLAN_MODES: tuple[str, ...] = ("theory", "simulate")
@@ -95,12 +95,10 @@ PLAN_COLUMNS: tuple[str, ...] = ("budget", "method", "excess_risk", "ci_width", 
 # ------------------------------------------------------------------- the pilot
 @dataclass(frozen=True)
 class Pilot:
-    """The pilot's estimates and design, as used by :func:`plan` and :func:`next_pairs`.
+    """The pilot's estimates and design for :func:`plan` and :func:`next_pairs`.
 
-    ``s``: centered pilot scores (the truth proxy); ``pairs``, ``rho``: all pairs ``i < j`` and their human probabilities;
-    ``L``: per-comparison human information; ``B``: ``ds/dc`` of the anchored fit; ``V_llm``: the LLM-stage part of its
-    sandwich; ``delta``: the estimated ``Delta_M`` (the LRT ``lrt`` beyond its level-``alpha`` critical value, over ``2 n_H``);
-    ``llm_p``: fitted win probabilities of the LLM cells, for resampling.
+    ``s`` centered scores; ``pairs``, ``rho`` pairs and human probabilities; ``L`` human information; ``B = ds/dc`` and
+    ``V_llm`` (LLM-stage sandwich) of the anchored fit; ``delta`` the estimated ``Delta_M``; ``llm_p`` LLM cell fits.
     """
 
     items: tuple[str, ...]
@@ -241,8 +239,7 @@ def human_information(s: np.ndarray, pairs: np.ndarray, weights: np.ndarray) -> 
 
 def pilot_design(data: Comparisons, design: str = "pilot") -> tuple[np.ndarray, np.ndarray]:
     """Return all pairs ``i < j`` and their human probabilities: the pilot's frequencies or uniform (``design``)."""
-    if design not in DESIGNS:
-        raise ArgumentError(f"design must be one of {DESIGNS}, got {design!r}")
+    check_choice("design", design, DESIGNS)
     N = data.N
     pi, pj = np.triu_indices(N, 1)
     pairs = np.column_stack([pi, pj])
@@ -282,8 +279,7 @@ def make_pilot(result: DialResult, *, data: Comparisons | None = None, design: s
     from pydial.inference.calibration_test import calibration_test
 
     data = pilot_data(result, data)
-    if not 0 < alpha < 1:
-        raise ArgumentError(f"alpha ({alpha}) must be in the open interval (0, 1)")
+    check_level(alpha, "alpha")
     s = result.scores["score"].to_numpy(float)
     s = s - s.mean()
     pairs, rho = pilot_design(data, design)
@@ -442,10 +438,8 @@ def plan(
     >>> bool((tab.groupby("method", sort=False)["excess_risk"].diff().dropna() < 0).all())
     True
     """
-    if method not in PLAN_MODES:
-        raise ArgumentError(f"method must be one of {PLAN_MODES}, got {method!r}")
-    if llm not in ("resample", "fixed"):
-        raise ArgumentError(f"llm must be 'resample' or 'fixed', got {llm!r}")
+    check_choice("method", method, PLAN_MODES)
+    check_choice("llm", llm, ("resample", "fixed"))
     methods = tuple(methods)
     bad = [m for m in methods if m not in PLAN_METHODS]
     if bad or not methods:
@@ -463,11 +457,11 @@ def plan(
         raise DataError(f"methods {[m for m in methods if m != 'human']} need LLM judgments; the pilot data have none")
     k = check_k(k, pilot.N)
     a, b = resolve_contrast(pilot.items, pilot.s, target)
+    ns = [int(x) for x in budgets_arr]
     if method == "theory":
-        table = _plan_theory(pilot, [int(x) for x in budgets_arr], methods, (a, b), k, level, seed)
+        table = _plan_theory(pilot, ns, methods, (a, b), k, level, seed)
     else:
-        table = _plan_simulate(pilot, data, [int(x) for x in budgets_arr], methods, (a, b), k, n_sim, n_jobs, seed,
-                               *result.dial_model(), llm)
+        table = _plan_simulate(pilot, data, ns, methods, (a, b), k, n_sim, n_jobs, seed, *result.dial_model(), llm)
     table.attrs.update(mode=method, target=f"{a} - {b}", k=k, level=level, design=design,
                        pilot_method=result.method, pilot_n_human=data.n_human, delta=pilot.delta)
     return table
@@ -478,25 +472,23 @@ def _plan_theory(p: Pilot, budgets: list[int], methods: tuple[str, ...], contras
     zq = norm.ppf(0.5 + level / 2)
     g = np.zeros(p.N)
     g[p.items.index(contrast[0])], g[p.items.index(contrast[1])] = 1.0, -1.0
+
+    def predicted(Cs: list[np.ndarray], seeds: list[Any], draws: int) -> dict[str, float]:
+        """Mean score-interval width, contrast-interval width and P(top-k) over the covariances ``Cs``."""
+        return {"ci_width": float(np.mean([np.mean(2 * zq * np.sqrt(np.clip(np.diag(C), 0, None))) for C in Cs])),
+                "contrast_ci_width": float(np.mean([2 * zq * np.sqrt(max(g @ C @ g, 0.0)) for C in Cs])),
+                "p_topk_correct": float(np.mean([topk_probability(p.s, C, k, draws=draws, seed=sd)
+                                                 for sd, C in zip(seeds, Cs)]))}
+
     rows = []
     for n in budgets:
-        pred = {}
-        for m in ("human", "dial-anc"):
-            if m == "human" or p.B is not None:
-                C = p.covariance(m, n)
-                pred[m] = {"excess_risk": p.excess_risk(m, n),
-                           "ci_width": float(np.mean(2 * zq * np.sqrt(np.clip(np.diag(C), 0, None)))),
-                           "contrast_ci_width": float(2 * zq * np.sqrt(max(g @ C @ g, 0.0))),
-                           "p_topk_correct": topk_probability(p.s, C, k, seed=[seed, n])}
+        pred = {m: {"excess_risk": p.excess_risk(m, n), **predicted([p.covariance(m, n)], [[seed, n]], 4000)}
+                for m in ("human", "dial-anc") if m == "human" or p.B is not None}
         if p.B is not None and "dial-ada" in methods:
             kap = p.ada_weights(n)
-            Cs = [p.weighted_covariance(n, x) for x in kap]
-            pred["dial-ada"] = {
-                "excess_risk": p.excess_risk("dial-ada", n),
-                "ci_width": float(np.mean([np.mean(2 * zq * np.sqrt(np.clip(np.diag(C), 0, None))) for C in Cs])),
-                "contrast_ci_width": float(np.mean([2 * zq * np.sqrt(max(g @ C @ g, 0.0)) for C in Cs])),
-                "p_topk_correct": float(np.mean([topk_probability(p.s, C, k, draws=250, seed=[seed, n, t])
-                                                 for t, C in enumerate(Cs)]))}
+            pred["dial-ada"] = {"excess_risk": p.excess_risk("dial-ada", n),
+                                **predicted([p.weighted_covariance(n, x) for x in kap],
+                                            [[seed, n, t] for t in range(len(kap))], 250)}
         rows += [{"budget": n, "method": m, **pred[m]} for m in methods]
     return pd.DataFrame(rows, columns=list(PLAN_COLUMNS))
 
@@ -577,8 +569,7 @@ PLAN_BYTES_PER_TASK = 2_000  # per replication: its seed sequence, task tuple an
 
 def _check_simulation_size(budgets: np.ndarray, data: Comparisons, n_sim: Any, n_jobs: Any) -> None:
     """Refuse ``plan(method="simulate")`` arguments whose replications (one per worker) would not fit in memory."""
-    if isinstance(n_sim, (bool, np.bool_)) or not isinstance(n_sim, (int, np.integer)) or n_sim < 2:
-        raise ArgumentError(f"n_sim must be an integer >= 2, got {n_sim!r}")
+    check_count(n_sim, "n_sim", minimum=2)
     workers = n_workers(check_n_jobs(n_jobs))
     rows = int(budgets.max()) + data.n_llm
     tasks = int(n_sim) * budgets.size
