@@ -229,8 +229,11 @@ def family_glm_influence(data: Comparisons, family: Family, X: Design, x: np.nda
     weights, no records (GACV).  The ``"fisher"`` meat is the observed information; the returned ``H`` is
     penalized by ``penalty`` (for GACV), the bread of ``u`` not.
     """
-    if cells is None:
-        cells = Cells.stack(data, 0.0, 1.0, with_ties=not family.is_binary)
+    people = cells is None  # the people's cells: built, and their judgments found, once per data set
+    if people:
+        cells = derived(data, ("people's cells", family.is_binary),
+                        lambda: Cells.stack(data, 0.0, 1.0, with_ties=not family.is_binary))
+    assert cells is not None
     hc = cells.counts
     model = FamilyGLM(family, hc, X, weight)
     _, _, H = model.terms(x)
@@ -240,7 +243,12 @@ def family_glm_influence(data: Comparisons, family: Family, X: Design, x: np.nda
     m, p = hc.shape[0], X.shape[1]
     w = np.full(m, 1.0 if unit else weight)
     cells = dataclasses.replace(cells, w=w)
-    rec = None if unit else record_rows(data, cells, family)  # GACV's unit weights use the binomial meat alone
+    if unit:  # GACV's unit weights use the binomial meat alone
+        rec = None
+    else:
+        cw = cells
+        rec = (derived(data, ("people's record rows", family.is_binary), lambda: record_rows(data, cw, family)) if people
+               else record_rows(data, cells, family))
     if family.is_binary:  # the binary fast path: one channel, the cell residuals n p - y
         key = np.where(cells.is_human, -1, pair_keys(cells, data.N))
         st_b = CellStats(cells.n, w, cells.is_human, cells.y, expit(X @ x[:p]), pair_key=key)
