@@ -34,6 +34,17 @@ def test_equal_ratios_give_equal_weights_and_a_small_k():
     assert k == -np.inf
 
 
+def test_smoothed_weights_recover_the_target_mean():
+    """Draws of N(0, 1) weighted toward N(0.5, 1): the weighted mean is 0.5 within its Monte Carlo error."""
+    x = np.random.default_rng(4).normal(size=20_000)
+    lw, k = psislw(0.5 * x - 0.125)  # log N(x; 0.5, 1) - log N(x; 0, 1)
+    w = np.exp(lw)
+    assert abs(w.sum() - 1) < 1e-12 and k < PATHFINDER_MAX_K
+    ess = 1 / np.sum(w**2)
+    assert abs(w @ x - 0.5) < 4 / np.sqrt(ess)
+    assert abs(w @ x**2 - (w @ x) ** 2 - 1) < 0.1  # the target's variance
+
+
 def test_ratios_of_a_matching_approximation_are_resampled_to_the_draws_asked_for():
     rng = np.random.default_rng(1)
     raw = _raw(rng.normal(0, 0.1, 4000))  # a good approximation: nearly equal weights

@@ -192,13 +192,14 @@ def psislw(log_ratios: np.ndarray) -> tuple[np.ndarray, float]:
     if not np.ptp(lw) > 0:
         return np.full(lw.size, -np.log(lw.size)), -np.inf
     with quiet_arviz():
-        if arviz_major() >= 1:
+        if arviz_major() >= 1:  # arviz-stats takes the log-likelihood of LOO, whose ratios are its negative
             from arviz_stats.base import array_stats
 
-            out, k = array_stats.psislw(lw, r_eff=1)
+            out, k = array_stats.psislw(-lw, r_eff=1)
         else:
             out, k = arviz().psislw(lw)
-    return np.asarray(out, float), float(k)
+    out = np.asarray(out, float)
+    return out - np.logaddexp.reduce(out), float(k)
 
 
 def require_log_lik(obj: Any, name: str = "the posterior") -> None:
