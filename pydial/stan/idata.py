@@ -198,8 +198,10 @@ def psislw(log_ratios: np.ndarray) -> tuple[np.ndarray, float]:
             out, k = array_stats.psislw(-lw, r_eff=1)
         else:
             out, k = arviz().psislw(lw)
+    from scipy.special import logsumexp
+
     out = np.asarray(out, float)
-    return out - np.logaddexp.reduce(out), float(k)
+    return out - float(logsumexp(out)), float(k)
 
 
 def require_log_lik(obj: Any, name: str = "the posterior") -> None:
