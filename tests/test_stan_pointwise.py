@@ -55,7 +55,7 @@ def test_auto_writes_small_pointwise_output_per_cell(data, no_sampling):
 
 
 def test_auto_leaves_out_large_pointwise_output_with_a_warning(data, no_sampling, monkeypatch):
-    cells = len(bayes.llm_cell_table(data, pydial.model.families.BINARY)) + len(bayes.human_cell_table(data))
+    cells = 50  # every cell observed: K = 2 judges x 10 pairs x 2 orders, and the people's 10 pairs
     need = 2 * 500 * cells * bayes.POINTWISE_BYTES
     monkeypatch.setattr(bayes, "POINTWISE_AUTO_BYTES", need - 1)
     with pytest.warns(SamplerWarning, match=rf"would take about .* GB \(1,000 draws x {cells:,} cells x 96 bytes\); "
@@ -70,8 +70,7 @@ def test_auto_leaves_out_large_pointwise_output_with_a_warning(data, no_sampling
 
 
 def test_an_approximation_counts_its_draws_not_chains_times_draws(data, no_sampling, monkeypatch):
-    cells = len(bayes.llm_cell_table(data, pydial.model.families.BINARY)) + len(bayes.human_cell_table(data))
-    monkeypatch.setattr(bayes, "POINTWISE_AUTO_BYTES", 500 * cells * bayes.POINTWISE_BYTES)
+    monkeypatch.setattr(bayes, "POINTWISE_AUTO_BYTES", 500 * 50 * bayes.POINTWISE_BYTES)  # 50 cells, as above
     with pytest.raises(RuntimeError, match="stopped before sampling"):
         pydial.posterior(data, "dial-ada", chains=2, draws=500, seed=1, algorithm="laplace")
     assert no_sampling["opt"].log_lik  # 500 draws fit; 2 x 500 would not
@@ -82,8 +81,14 @@ def test_explicit_pointwise_output_is_checked_against_the_memory(data, no_sampli
     with pytest.raises(MemoryLimitError, match=r"pointwise output of the posterior \(options=\{'log_lik': 'judgment'\}\) "
                                                r"needs about .* GB \(1,000 draws x 5,500 judgments x 96 bytes\).*"
                                                r"options=\{'log_lik': None\}"):
-        _run(data, log_lik="judgment")
+        _run(data, "dial-ada", log_lik="judgment")  # the judges' 4,000 and the people's 1,500
     assert "opt" not in no_sampling  # refused before any compile or sampling
+
+
+def test_the_people_s_model_counts_the_people_s_cells_only(data, no_sampling, monkeypatch):
+    monkeypatch.setenv("PYDIAL_MEMORY_LIMIT", "10KB")
+    with pytest.raises(MemoryLimitError, match=r"\(1,000 draws x 10 cells x 96 bytes\)"):  # 10 pairs, not 50 cells
+        _run(data, "human", log_lik="cell")
 
 
 def test_none_leaves_the_pointwise_output_out(data, no_sampling, monkeypatch):

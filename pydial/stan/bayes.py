@@ -24,10 +24,11 @@ from pydial.estimation.spec import (COVARIATE_EFFECTS, DEFAULT_METHOD, ModelSpec
 from pydial.model.chart import CALIBRATIONS
 from pydial.model.families import FAMILIES
 
-from ..resources import check_bytes, memory_limit
+from ..resources import check_bytes, memory_limit, release_arrow_cache
 from ..exceptions import ArgumentError, ArgumentTypeError, DataError, EstimandMismatchError
 from . import idata as azio
 from .backend import BACKENDS, SamplerWarning, compile_model
+from .cmdstan_backend import PATHFINDER_PATHS
 from .compiled import APPROXIMATIONS
 from .dial_posterior import Estimand, Request, RunOptions, covariate_posterior, draw, posterior_estimand, sample_dial
 from .schema import (DIAL_SAMPLE_PRIORS, JUDGES_PRIORS, CellTable, data_fingerprint, human_cell_table,
@@ -421,7 +422,8 @@ def posterior(
     stan_seed = int(rng.integers(1, 2**31 - 1)) if seed is None else int(seed)
     run: dict[str, Any] = dict(chains=chains, draws=draws, warmup=warmup, algorithm=algorithm,
                                **{k: opts[k] for k in ("adapt_delta", "max_depth", "refresh", "quiet", "progress")})
-    pointwise = _pointwise_unit(data, req, opts["log_lik"], chains * draws if algorithm == "nuts" else draws)
+    total = {"nuts": chains * draws, "pathfinder": PATHFINDER_PATHS * draws}.get(algorithm, draws)
+    pointwise = _pointwise_unit(data, req, opts["log_lik"], total)
     per_judgment = pointwise == "judgment"
     opt = RunOptions(priors=priors, init=opts["init"], rng=rng, seed=stan_seed, program=program, extra=extra,
                      win_prob=data.N <= 30 if opts["win_prob"] is None else opts["win_prob"], backend=backend, run=run,
@@ -438,16 +440,21 @@ def posterior(
 def _pointwise_unit(data: Comparisons, req: Request, log_lik: str | None, total_draws: int) -> str | None:
     """Return the unit of the pointwise output (``"cell"``, ``"judgment"``) or ``None``, its memory checked first.
 
-    The units counted are every cell (or judgment) of the data, an upper bound of what the model reads.
+    The units counted are the cells (or judgments) of the groups the model reads: the judges' unless
+    ``method="human"``, the people's with a calibration or the people's model; Pathfinder's draws are read
+    for every path before they are resampled.
     """
     if log_lik is None:
         return None
     per_judgment = log_lik == "judgment"
-    units = (data.n_llm + data.n_human if per_judgment else
-             len(llm_cell_table(data, req.family)) + len(human_cell_table(data, req.family)))
+    llm = req.model != "human"
+    human = req.model == "human" or (req.calibration is not None if req.model == "dial" else req.include_human)
+    units = ((data.n_llm * llm + data.n_human * human) if per_judgment else
+             len(llm_cell_table(data, req.family)) * llm + len(human_cell_table(data, req.family)) * human)
     need = float(total_draws) * units * POINTWISE_BYTES
     made_of = f"{total_draws:,} draws x {units:,} {'judgments' if per_judgment else 'cells'} x {POINTWISE_BYTES} bytes"
     if log_lik == "auto":
+        release_arrow_cache()  # as check_bytes does
         available = memory_limit()
         if need <= POINTWISE_AUTO_BYTES and (available is None or need <= available):
             return "cell"

@@ -30,13 +30,13 @@ __all__ = ["NAME", "CmdstanpyModel", "available", "cache_dir", "executable_probl
            "stan_output"]
 
 NAME = "cmdstanpy"
+"""The backend's name in :data:`pydial.stan.backend.BACKENDS`."""
 
 PATHFINDER_PATHS = 4
 """Pathfinder's paths; each gives as many draws from its normal approximation as the posterior asks for."""
 
 PATHFINDER_MAX_K = 0.7
 """The largest Pareto ``k`` of Pathfinder's importance ratios for which its draws are resampled and returned."""
-"""The backend's name in :data:`pydial.stan.backend.BACKENDS`."""
 
 
 def available() -> bool:

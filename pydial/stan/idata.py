@@ -204,11 +204,12 @@ def psislw(log_ratios: np.ndarray) -> tuple[np.ndarray, float]:
     return out - float(logsumexp(out)), float(k)
 
 
-def require_log_lik(obj: Any, name: str = "the posterior") -> None:
-    """Raise :class:`~pydial.ArgumentError` when ``obj`` has no ``log_likelihood`` group (``options={"log_lik": None}``)."""
-    if "log_likelihood" not in group_names(obj):
-        raise ArgumentError(f"{name} has no pointwise log-likelihood (posterior(..., options={{'log_lik': None}}), or left "
-                            "out by 'auto' at its size): LOO needs it; sample again with options={'log_lik': 'cell'}")
+def require_log_lik(obj: Any, name: str = "the posterior", *, group: str = "log_likelihood", use: str = "LOO") -> None:
+    """Raise :class:`~pydial.ArgumentError` when ``obj`` lacks a pointwise ``group`` (``options={"log_lik": None}``)."""
+    if group not in group_names(obj):
+        raise ArgumentError(f"{name} has no {group} group, no pointwise output (posterior(..., options={{'log_lik': "
+                            f"None}}), or left out by 'auto' at its size): {use} needs it; sample again with "
+                            "options={'log_lik': 'cell'}")
 
 
 def loo(obj: Any) -> dict[str, float]:
@@ -241,9 +242,7 @@ def plot_ppc(obj: Any, var: str, *, num_samples: int = 20) -> Any:
 
     arviz-plots' ``plot_ppc_dist`` (returns its ``PlotCollection``) or arviz 0.x's ``plot_ppc`` (the axes).
     """
-    if "posterior_predictive" not in group_names(obj):
-        raise ArgumentError("the posterior has no posterior_predictive group (options={'log_lik': None}, or left out by "
-                            "'auto' at its size); sample again with options={'log_lik': 'cell'}")
+    require_log_lik(obj, group="posterior_predictive", use="the predictive check")
     az = arviz()
     if arviz_major() >= 1:
         return az.plot_ppc_dist(obj, var_names=[var], num_samples=num_samples, backend="matplotlib")
@@ -302,11 +301,11 @@ def convert(data: Comparisons, req: Any, s: Sampled, problems: list[str], *, per
     pointwise = bool(int(s.d.get("calc_log_lik", 1)))  # options log_lik=None: no pointwise groups
     unit = ("judgment" if per_judgment else "cell") if pointwise else "none"
     items, names = list(data.items), list(data.judges) + [data.human_judge]
-    cells = s.cells
-    if per_judgment:  # cells holds the aggregated tables: label and count the judgments of each cell
+    cells, cell_labels = s.cells, []
+    if pointwise and per_judgment:  # cells holds the aggregated tables: label and count the judgments of each cell
         cell_labels = [lab for c in cells for lab in c.judgment_labels(items, names)]
         cells = [c.per_judgment() for c in cells]
-    else:
+    elif pointwise:
         cell_labels = [lab for c in cells for lab in c.labels(items, names)]
     res = s.res
     coords, obs, pp = dict(s.coords), {}, {}
