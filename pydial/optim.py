@@ -112,10 +112,10 @@ def pinv_from_eigh(ev: np.ndarray, Q: np.ndarray, rtol: float = ZERO_EIG_RTOL) -
 
 
 def pinv_gauge(H: np.ndarray, Z: np.ndarray, rtol: float = ZERO_EIG_RTOL) -> tuple[np.ndarray, int] | None:
-    """:func:`pinv_sym` of a Hessian flat along the gauge tangents ``Z``: ``(H + s Q Q^T)^{-1} - Q Q^T / s``.
+    """:func:`pinv_sym` of a Hessian flat along the gauge tangents ``Z`` (Lemma overparam-invariance) by a Cholesky factor.
 
-    ``Q`` an orthonormal basis of ``span Z``, ``s`` the largest diagonal entry; returned only when
-    certified (``||H Q||`` at rounding level, the other eigenvalues above the cut), else None.
+    It is ``(H + s Q Q^T)^{-1} - Q Q^T / s``, ``Q`` an orthonormal basis of ``span Z``, ``s`` the largest
+    diagonal entry; returned only when certified (``||H Q||`` at rounding level, the other eigenvalues above the cut), else None.
     """
     from scipy.linalg import cho_factor, lapack
 

@@ -49,7 +49,7 @@ def path_weights(n_llm: int, n_human: int, lambda_: Any, multiples: Any) -> np.n
 
 def fit_dial(data: Comparisons, steps: Steps, cal: str, *, adaptive: bool, lambda_: Any, multiples: Any,
              include_endpoints: bool | str, rank_grid: list[int], selection: Selection = Selection()) -> Estimate:
-    """Run DIAL-Anc (``adaptive=False``) or DIAL-Ada / -noPos with the family's ``steps`` and calibration basis ``cal``.
+    """Run Alg. DIAL-Anc (``adaptive=False``) or Alg. DIAL-Ada / -noPos (eq. weighted-loss, eq. gacv) with ``steps`` and ``cal``.
 
     ``lambda_``, ``multiples``, ``include_endpoints``, ``rank_grid`` as in :func:`pydial.fit`; ``selection`` the
     rule choosing the weight (:class:`~pydial.estimation.selection.Selection`).

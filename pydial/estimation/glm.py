@@ -180,21 +180,23 @@ def human_effect_row(data: Comparisons, free: np.ndarray) -> np.ndarray:
 
 # ================================================== the numpy engine's optimizers
 def human_design(data: Comparisons, family: Family) -> Design:
-    """Return the people's GLM design in the centered chart ``s = T beta``, with their covariate columns (``z' beta_H``)."""
-    H = human_table(data, family)
-    return derived(data, ("human design", family.is_binary),
-                   lambda: centered_design(H.i, H.j, data.N, z=data.effect_columns(H.z, data.K)))
+    """Return the people's GLM design of eq. human-only-estimator: the centered chart ``s = T beta`` and ``z' beta_H``."""
+    def build() -> Design:
+        H = human_table(data, family)
+        return centered_design(H.i, H.j, data.N, z=data.effect_columns(H.z, data.K))
+
+    return derived(data, ("human design", family.is_binary), build)
 
 
 def human_calibration_design(data: Comparisons, family: Family, M: np.ndarray) -> Design:
-    """Return the people's calibration design ``[D_H M, Z_H]`` of the family's cells (coordinates ``(c, beta_H)``)."""
+    """Return the people's calibration design ``[D_H M, Z_H]`` of eq. staged-calibrated-estimator."""
     H = human_table(data, family)
     return calibration_design(H.i, H.j, data.N, M, data.effect_columns(H.z, data.K))
 
 
 def human_glm(data: Comparisons, family: Family, X: "Design | np.ndarray", x0: np.ndarray | None,
               penalty: str | None = None) -> OptimResult:
-    """Fit a GLM of the people's cells of ``family`` with design ``X``, loss normalized by ``n_H``."""
+    """Fit a GLM of the people's cells of ``family`` with design ``X``, loss normalized by ``n_H`` (eq. human-only-estimator)."""
     return glm(family, human_counts(data, family), X, x0, weight=1.0 / family_totals(data, family)[1], penalty=penalty)
 
 
@@ -231,7 +233,7 @@ def _numpy_human(data: Comparisons, family: Family, x0: np.ndarray, penalty: str
 
 def numpy_path(data: Comparisons, chart: Chart, lambda_: float, theta0: np.ndarray, *, penalty: str | None = None,
                warm: tuple[float, OptimResult] | None = None, polish: bool = True) -> tuple[np.ndarray, OptimResult]:
-    """Minimize the binary family's ``Q_lambda`` from ``theta0`` by :func:`fit_structured` (``warm``, ``polish`` as there)."""
+    """Minimize the binary family's ``Q_lambda`` (eq. weighted-loss) from ``theta0`` by :func:`fit_structured`."""
     f = fit_structured(data, chart, lambda_, theta0, penalty=penalty, warm=warm, polish=polish)
     return f.theta, f.opt
 

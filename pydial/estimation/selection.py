@@ -204,7 +204,7 @@ def stack_path_tables(tables: list[pd.DataFrame], one_human_row: bool) -> pd.Dat
 
 def select_candidate(options: list[tuple[int, Candidate]], table: pd.DataFrame, what: str = "the lambda path",
                      selection: Selection = Selection(), n_human: float = 1.0) -> tuple[int, Candidate, bool]:
-    """Choose the admissible ``(rank, candidate)`` of smallest GACV (or by ``selection``'s rule); also whether it is the fallback.
+    """Choose the admissible ``(rank, candidate)`` of smallest GACV (eq. gacv; or ``selection``'s rule) and if it is the fallback.
 
     With no admissible candidate, the first resolved anchored endpoint with a
     :class:`~pydial.exceptions.ConvergenceWarning`; none at all raises :class:`~pydial.exceptions.ConvergenceError`.

@@ -130,7 +130,6 @@ def family_human_candidate(data: Comparisons, family: Family, engine: Optimizers
     elif family.is_binary and undirected_labels(data.N, data.human.i, data.human.j)[0] != 1:
         return Candidate(0.0, 0.0, None, reason="human comparison graph not connected: no Firth estimate"), -np.inf
     opt, free, X = family_human_fit(data, family, engine, penalty)
-    _, n_h = family_totals(data, family)
     s, beta_h, lh = human_parameters(data, opt.x, free)
     cand = Candidate(0.0, 0.0, s, opt.x, opt, loss_human=tie_human_loss(family, s, lh, data, beta_h))
     if not opt.resolved:
@@ -156,7 +155,6 @@ def family_anchored_candidate(data: Comparisons, sf: StagedFit, family: Family, 
     """
     ch, x = sf.chart, sf.x
     s = ch.scores(x[: ch.dim])
-    _, n_h = family_totals(data, family)
     cand = Candidate(np.inf, np.inf, s, loss_human=human_loss_at(data, family, ch, x, sf.free), opt=sf.cal_opt)
     if not sf.llm_opt.converged:
         cand.reason = f"LLM-only fit not converged ({sf.llm_opt.message})"

@@ -175,7 +175,7 @@ def staged_influence(data: Comparisons, fit_: Any) -> tuple[Influence, CellStats
 
 def finite_influence(data: Comparisons, ch: Chart, lambda_: float, theta: np.ndarray,
                      hess_pinv: np.ndarray | None = None) -> tuple[Influence, CellStats]:
-    """Influence ``u_c = sdot H^+ d eta_c/d theta`` of ``(s, beta)`` at a finite weight; ``hess_pinv`` the known ``H^+``."""
+    """Influence ``u_c = sdot H^+ d eta_c/d theta`` of ``(s, beta)`` at a finite weight (eq. weighted-empirical-sandwich)."""
     obj = Objective.weighted(ch, data, lambda_)
     Hp = hess_pinv if hess_pinv is not None else pinv_sym(obj.value_grad_hess(theta)[2], gauge=ch.gauge_directions(theta))[0]
     U = objective_influence(obj, theta, ch.target_jacobian(theta) @ Hp)

@@ -223,7 +223,7 @@ def family_staged_influence(data: Comparisons, sf: Any, family: Family) -> tuple
 def family_glm_influence(data: Comparisons, family: Family, X: Design, x: np.ndarray, weight: float, E: np.ndarray, *,
                          unit: bool = False, cells: Cells | None = None,
                          penalty: str | None = None) -> tuple[OutcomeInfluence, np.ndarray]:
-    """Influence ``u = E H^{-1} (channels)`` of a GLM of ``family`` (:class:`~pydial.model.glm.FamilyGLM`), and ``H``.
+    """Influence ``u = E H^{-1} (channels)`` of a GLM of ``family`` (eq. weighted-empirical-sandwich), and ``H``.
 
     Design ``X``, ``x = (beta, l)`` when the cells (default the people's) hold a tie; ``unit=True``: unit
     weights, no records (GACV).  The ``"fisher"`` meat is the observed information; the returned ``H`` is
@@ -271,7 +271,7 @@ def family_glm_influence(data: Comparisons, family: Family, X: Design, x: np.nda
 
 
 def gacv_scores(obj: Objective, x: np.ndarray) -> tuple[Any, CellStats]:
-    """Return the derivative channels and unit-weight statistics of ``obj``'s human cells at ``x`` (GACV's scores)."""
+    """Return the derivative channels and unit-weight statistics of ``obj``'s human cells at ``x`` (the scores of eq. gacv)."""
     h = obj.human_part
     if obj.family.is_binary:  # one channel and the cell residuals n p - y
         c = h.cells
