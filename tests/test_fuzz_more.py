@@ -240,7 +240,6 @@ def test_one_rule_and_one_error_for_a_bad_memory_limit(sim_csv, monkeypatch, cap
     assert memory_limit() == 2000
     with pytest.raises(MemoryLimitError, match=r"^reading x needs about .* capped by PYDIAL_MEMORY_LIMIT.*; read less$"):
         check_bytes(10**6, "reading x", "read less")
-    assert np.isfinite(float(memory_limit() or 0))
 
 
 # ------------------------------------------------------------- keywords, record ids
