@@ -134,5 +134,5 @@ def test_a_posterior_without_pointwise_output(models, stan_backend_name, data, m
     s_h = azio.group_dataset(idata, "posterior")["s_H"].to_numpy().reshape(-1, data.N)
     se = res.scores["se"].to_numpy()
     assert np.all(np.abs(s_h.mean(axis=0) - res.scores["score"].to_numpy()) < 0.5 * se)
-    with pytest.raises(ArgumentError, match="no pointwise log-likelihood"):
+    with pytest.raises(ArgumentError, match="has no log_likelihood group"):
         azio.loo(idata)
