@@ -7,12 +7,15 @@ runs the LLM-only model once more for the order effects.
 from __future__ import annotations
 
 import dataclasses
+import time
+import warnings
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
 import numpy as np
 
 from pydial.data.comparisons import Comparisons
+from pydial.estimation.model import DialModel
 from pydial.estimation.spec import ModelSpec
 from pydial.estimation.steps import human_effects
 from pydial.model.families import Family, family_of
@@ -21,6 +24,7 @@ from ..exceptions import ArgumentError, DataError
 from ..optim import BOX
 from .backend import CompiledModel, SampleResult, compile_model
 from .idata import Sampled
+from .laplace import laplace_sample
 from .schema import (DIAL_SAMPLE_PRIORS, CellTable, data_fingerprint, dial_calibrate_data, dial_sample_data, dial_sample_inits,
                      dial_sample_start, human_cell_table, llm_cell_table, merge_priors, mu_reference, with_extra)
 
@@ -235,13 +239,42 @@ def run_dial(data: Comparisons, req: Request, opt: RunOptions, calibration: str 
     else:
         inits = list(init)
     d = with_extra(d, opt.extra)
-    cm = compile_model(opt.program or "dial_sample", backend=opt.backend)
-    res = draw(cm, d, seed=opt.seed, inits=inits, run=opt.run)
+    if opt.run.get("algorithm") == "laplace" and opt.program is None:
+        res = laplace_run(data, req, d, w_llm, opt, inits if not isinstance(init, str) else None)
+    else:
+        cm = compile_model(opt.program or "dial_sample", backend=opt.backend)
+        res = draw(cm, d, seed=opt.seed, inits=inits, run=opt.run)
     items, judges = list(data.items), list(data.judges)
     tie_names = (judges + ([data.human_judge] if int(d["H"]) else [])) if not family.is_binary else []
     post, dims, coords = dial_posterior(res, d, items, judges, calibration, order, tie_names)
     covariate_posterior(res.draws, d, judges + [data.human_judge], list(data.covariates), post, dims, coords)
     return res, d, cells, post, dims, coords
+
+
+def laplace_run(data: Comparisons, req: Request, d: Mapping[str, Any], w_llm: float, opt: RunOptions,
+                inits: Sequence[Mapping[str, Any]] | None) -> SampleResult:
+    """Draw from the Laplace approximation of ``dial_sample.stan`` from its exact Hessian (:mod:`pydial.stan.laplace`).
+
+    Newton's method starts at ``inits[0]`` or else at the numpy fit of the same weighted likelihood (the
+    posterior's weight ``lambda``; the anchored fit for the LLM-only posterior), a few steps from the mode.
+    """
+    t0 = time.perf_counter()
+    if inits:
+        init = inits[0]
+    else:
+        calibrated = int(d["calibration"]) > 0
+        weight = w_llm * data.n_llm / data.n_human if calibrated else float("inf")
+        spec = req.spec.selected(weight, req.rank) if req.spec.adaptive else req.spec
+        with warnings.catch_warnings():  # a start: the fit's own warnings are not the posterior's
+            warnings.simplefilter("ignore")
+            fit = DialModel(data, spec).fit()
+        b = fit.position_effects["b"].to_numpy() if fit.position_effects is not None else None
+        init = dial_sample_inits(data, d, chains=1, rng=opt.rng, jitter=0.0,
+                                 start=(fit.structure, fit.calibration_coef, b))[0]
+    draws = int(opt.run["draws"])
+    out, stats, _ = laplace_sample(d, init, draws=draws, seed=opt.seed)
+    return SampleResult(draws=out, stats=stats, chains=1, draws_per_chain=draws, warmup=0, seed=opt.seed, max_depth=0,
+                        backend="numpy", seconds=time.perf_counter() - t0, algorithm="laplace")
 
 
 def covariate_posterior(draws: Mapping[str, np.ndarray], d: Mapping[str, Any], groups: list[str],

@@ -1,0 +1,128 @@
+"""The Laplace approximation of ``dial_sample.stan`` from its exact Hessian (:mod:`pydial.stan.laplace`).
+
+References: Stan itself (the program's ``log_prob`` and its autodiff gradient on either backend), central
+finite differences of the gradient (the Hessian), and CmdStan's own ``laplace_sample`` (its draws' means and
+standard deviations, within Monte Carlo error).
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+
+import pydial
+from pydial import ConvergenceError, ModelSpec
+from pydial.model.families import family_of
+from pydial.stan import estimand, posterior
+from pydial.stan.idata import group_dataset
+from pydial.stan.laplace import LogDensity, SampleProgram, laplace_sample, mode
+from pydial.stan.schema import dial_sample_data, dial_sample_inits, dial_sample_start, mu_reference
+
+CONFIGS = {
+    "binary-W-r1": dict(ties=None, calibration="W", rank=1, order=True, covariates=False),
+    "davidson-mu-r2": dict(ties="davidson", calibration="mu", rank=2, order=True, covariates=False),
+    "rao-kupper-W-r1-covariates": dict(ties="rao-kupper", calibration="W", rank=1, order=True, covariates=True),
+    "binary-llm-only-nopos-r0": dict(ties=None, calibration=None, rank=0, order=False, covariates=False),
+    "binary-W-r2-covariates": dict(ties=None, calibration="W", rank=2, order=True, covariates=True),
+}
+
+
+def _case(name: str):
+    """Data, the program's data and a start for configuration ``name`` (small simulated data)."""
+    c = CONFIGS[name]
+    sim = pydial.simulate(N=7, K=4, rank=max(c["rank"], 1), n_llm=6000, n_human=900, seed=11,
+                          ties=c["ties"], tie_rate=0.2 if c["ties"] else 0.0,
+                          covariates=["length"] if c["covariates"] else None, beta=0.3 if c["covariates"] else None)
+    data = sim.comparisons
+    start = dial_sample_start(data, rank=c["rank"], calibration=c["calibration"], order=c["order"])
+    d, _, _ = dial_sample_data(data, rank=c["rank"], calibration=c["calibration"], order=c["order"],
+                               family=family_of(c["ties"]), w_llm=0.3, w_human=1.0, priors=None, log_lik=True,
+                               win_prob=c["calibration"] is not None, mu_ref=mu_reference(start[0].mu))
+    init = dial_sample_inits(data, d, chains=1, rng=np.random.default_rng(3), start=start)[0]
+    return data, d, init
+
+
+@pytest.mark.parametrize("name", sorted(CONFIGS))
+def test_log_density_and_gradient_are_stans(models, name):
+    """Value (up to Stan's constant-free terms: differences between points) and gradient against Stan's autodiff."""
+    _, d, init = _case(name)
+    prog = SampleProgram.from_data(d)
+    logp = LogDensity(prog)
+    rng = np.random.default_rng(5)
+    u = prog.join(init)
+    cm = models["dial_sample"]
+    for v in (u, u + 0.1 * rng.standard_normal(u.size)):
+        ours, theirs = logp(v), cm.grad_log_prob(d, v)
+        np.testing.assert_allclose(ours.grad, theirs, rtol=1e-9, atol=1e-9 * np.abs(theirs).max())
+    v = u + 0.1 * rng.standard_normal(u.size)
+    assert logp(u).value - logp(v).value == pytest.approx(cm.log_prob(d, u) - cm.log_prob(d, v), rel=1e-9, abs=1e-8)
+
+
+@pytest.mark.parametrize("name", sorted(CONFIGS))
+def test_hessian_is_the_derivative_of_the_gradient(name):
+    """Every column of the exact Hessian against central differences of the exact gradient."""
+    _, d, init = _case(name)
+    logp = LogDensity(SampleProgram.from_data(d))
+    u = SampleProgram.from_data(d).join(init)
+    H = logp(u, hess=True).hess
+    h = 1e-5
+    fd = np.column_stack([(logp(u + h * e).grad - logp(u - h * e).grad) / (2 * h) for e in np.eye(u.size)])
+    np.testing.assert_allclose(H, H.T, atol=1e-9 * np.abs(H).max())
+    np.testing.assert_allclose(H, fd, atol=2e-6 * np.abs(H).max())
+
+
+@pytest.mark.parametrize("name", ["binary-W-r1", "davidson-mu-r2"])
+def test_newtons_mode_is_stans_mode(models, name):
+    """At the mode Newton returns, Stan's own gradient vanishes."""
+    _, d, init = _case(name)
+    prog = SampleProgram.from_data(d)
+    u_hat, pt, iterations = mode(LogDensity(prog), prog.join(init))
+    g0 = np.abs(models["dial_sample"].grad_log_prob(d, prog.join(init))).max()
+    assert np.abs(models["dial_sample"].grad_log_prob(d, u_hat)).max() < 1e-6 * max(g0, 1.0)
+    assert iterations < 40
+
+
+def test_draws_agree_with_cmdstans_laplace_sample(models, stan_backend_name):
+    """On the Arena data: means within Monte Carlo error and standard deviations within 6% of CmdStan's."""
+    if stan_backend_name != "cmdstanpy":
+        pytest.skip("laplace_sample is CmdStan's")
+    data = pydial.datasets.arena()
+    d = pydial.stan.standata(data, "dial_sample", rank=1, calibration="W")
+    d["calc_log_lik"] = 0
+    init = dial_sample_inits(data, d, chains=1, rng=np.random.default_rng(0))[0]
+    n = 4000
+    theirs = models["dial_sample"].approximate(d, algorithm="laplace", draws=n, seed=1, init=init).draws
+    ours, stats, _ = laplace_sample(d, init, draws=n, seed=2)
+    assert set(ours) == set(theirs) and set(stats) == {"log_p__", "log_q__"}
+    for k in ("s_H", "S", "b", "gamma", "c", "consensus_scale"):
+        a, b = theirs[k].reshape(n, -1), ours[k].reshape(n, -1)
+        assert a.shape == b.shape
+        z = np.abs(a.mean(0) - b.mean(0)) / (a.std(0) * np.sqrt(2 / n))
+        assert z.max() < 4.5, (k, z.max())   # the largest of about 60 standard normals
+        np.testing.assert_allclose(b.std(0) / a.std(0), 1.0, atol=0.06)
+
+
+def test_posterior_laplace_is_numpys_on_every_backend(models, stan_backend_name):
+    """``posterior(algorithm="laplace")`` of a DIAL method: the estimand, ``draws`` honoured, means near the fit."""
+    data = pydial.simulate(N=6, K=3, rank=1, n_llm=20000, n_human=3000, seed=4).comparisons
+    spec = ModelSpec("dial-ada", rank=1, calibration="W", lambda_=[5.0], include_endpoints=False, cov_type="fisher")
+    res = pydial.fit(data, spec=spec)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        idata = posterior(data, like=res, algorithm="laplace", draws=1500, seed=3, backend=stan_backend_name)
+    assert idata.attrs["algorithm"] == "laplace"
+    assert estimand(idata).spec == res.spec
+    s_H = group_dataset(idata, "posterior")["s_H"].to_numpy()
+    assert s_H.shape == (1, 1500, data.N)
+    se = res.scores["se"].to_numpy()
+    assert np.all(np.abs(s_H.reshape(-1, data.N).mean(0) - res.scores["score"].to_numpy()) < 0.25 * se)
+    np.testing.assert_allclose(s_H.reshape(-1, data.N).std(0) / se, 1.0, atol=0.15)
+
+
+def test_a_start_where_the_density_is_not_finite_is_a_convergence_error():
+    _, d, init = _case("binary-W-r1")
+    prog = SampleProgram.from_data(d)
+    with pytest.raises(ConvergenceError, match="not finite at the start"):
+        laplace_sample(d, dict(init) | {"m_raw": np.zeros(prog.N - 1)}, draws=10, seed=1)
