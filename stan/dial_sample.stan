@@ -52,9 +52,13 @@
  *           start).  The judge side P = Q_K frame(P_raw) is an orthonormal
  *           frame orthogonal to 1 (frame = Gram-Schmidt, see bases.stan);
  *           P_raw is a parameter expansion whose density depends on
- *           P_raw' P_raw only, exp(-||P_raw' P_raw - I||^2 / (2 * 0.2^2)),
- *           so P is uniform while the length of P_raw stays near 1 (a
- *           near-constant posterior scale for NUTS).  The usual normalization
+ *           P_raw' P_raw only, exp(-||P_raw' P_raw - I||^2 / (2 frame_sd^2)),
+ *           so P is uniform (for every frame_sd) while the length of P_raw
+ *           stays near 1.  frame_sd (data) only sets the scale of the
+ *           directions that change P_raw' P_raw: pydial matches it to the
+ *           posterior scale of the frame's own directions (twice their sd
+ *           at the mode), so that NUTS sees one scale in P_raw instead of
+ *           a radial scale up to 30 times the angular one.  The usual normalization
  *           is reported: V = sqrt(N) frame(Z) (so N^{-1} V' V = I) and
  *           U = P Z' V / N (so U V' = P Z' and 1' U = 0).
  * U and V are identified only up to a common rotation (U V' = U Q (V Q)'),
@@ -70,7 +74,7 @@
  *   beta          ~ normal(0, prior_beta_sd)
  *   c             ~ normal(0, prior_c_sd)
  *   log_nu        ~ normal(prior_log_nu_mean, prior_log_nu_sd)
- *   P_raw         density exp(-||P_raw' P_raw - I||^2 / 0.08)   (fixed; uniform P)
+ *   P_raw         density exp(-||P_raw' P_raw - I||^2 / (2 frame_sd^2))   (uniform P)
  * pydial.stan.posterior documents the defaults it passes.
  *
  * Human win probabilities (calc_win_prob = 1): win_prob[i, j] is the
@@ -139,6 +143,7 @@ data {
   real<lower=0> prior_c_sd;                          // prior sd of the calibration coordinates (0 = flat)
   real prior_log_nu_mean;                            // prior mean of the log tie parameters
   real<lower=0> prior_log_nu_sd;                     // prior sd of the log tie parameters (0 = flat)
+  real<lower=0> frame_sd;                            // scale of the parameter expansion of P (P is uniform for any value)
   int<lower=0, upper=1> calc_win_prob;               // 1 = write the N x N human win probabilities
 }
 transformed data {
@@ -177,7 +182,6 @@ transformed data {
   }
   // orthonormal basis of e^perp in R^{N-1}, e = mu_ref / ||mu_ref||: columns 2.. of the
   // Householder reflection taking the first unit vector to e
-  real frame_sd = 0.2;                               // scale of the parameter expansion of P
   vector[N - 1] e_ref = mu_ref / sqrt(dot_self(mu_ref));
   matrix[N - 1, N - 2] E_perp;
   {

@@ -17,7 +17,7 @@ from pydial import ConvergenceError, ModelSpec
 from pydial.model.families import family_of
 from pydial.stan import estimand, posterior
 from pydial.stan.idata import group_dataset
-from pydial.stan.laplace import LogDensity, SampleProgram, laplace_sample, mode
+from pydial.stan.laplace import LogDensity, SampleProgram, frame_scale, laplace_sample, mode
 from pydial.stan.schema import dial_sample_data, dial_sample_inits, dial_sample_start, mu_reference
 
 CONFIGS = {
@@ -126,3 +126,41 @@ def test_a_start_where_the_density_is_not_finite_is_a_convergence_error():
     prog = SampleProgram.from_data(d)
     with pytest.raises(ConvergenceError, match="not finite at the start"):
         laplace_sample(d, dict(init) | {"m_raw": np.zeros(prog.N - 1)}, draws=10, seed=1)
+
+
+def test_frame_scale_gives_p_raw_one_scale():
+    """At the matched frame_sd the length of P_raw has the posterior sd of the frame's directions (within 40%)."""
+    data, d, init = _case("binary-W-r1")
+    prog = SampleProgram.from_data(d)
+    u_hat, pt, _ = mode(LogDensity(prog), prog.join(init))
+    fs = frame_scale(prog, u_hat, pt.hess)
+    assert 1e-3 <= fs <= 0.2
+    d2 = dict(d) | {"frame_sd": fs}
+    prog2 = SampleProgram.from_data(d2)
+    u2, pt2, _ = mode(LogDensity(prog2), u_hat)
+    k = prog2.indices(("P_raw",))
+    cov = np.linalg.inv(-pt2.hess)[np.ix_(k, k)]
+    p = u2[k] / np.linalg.norm(u2[k])
+    radial = np.sqrt(p @ cov @ p)
+    angular = np.sqrt((np.trace(cov) - p @ cov @ p) / (k.size - 1))
+    if fs < 0.2:   # not at the bound: matched
+        assert radial == pytest.approx(angular, rel=0.4)
+    assert frame_scale(prog2, u2, pt2.hess) == pytest.approx(fs, rel=0.05)   # a fixed point
+
+
+def test_posterior_records_and_checks_frame_sd(models, stan_backend_name):
+    """NUTS at the matched scale and at a fixed one: the same posterior of s_H; attrs record the scale; a bad one is refused."""
+    data = pydial.simulate(N=6, K=3, rank=1, n_llm=20000, n_human=3000, seed=4).comparisons
+    runs = {}
+    for fs in (None, 0.2):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            runs[fs] = posterior(data, rank=1, calibration="mu", chains=2, draws=600, warmup=400, seed=3,
+                                 backend=stan_backend_name, options={"frame_sd": fs, "log_lik": None})
+    assert runs[0.2].attrs["frame_sd"] == 0.2
+    assert 1e-3 <= runs[None].attrs["frame_sd"] <= 0.2
+    a, b = (group_dataset(runs[k], "posterior")["s_H"].to_numpy().reshape(-1, data.N) for k in (None, 0.2))
+    assert np.all(np.abs(a.mean(0) - b.mean(0)) < 0.2 * b.std(0))
+    np.testing.assert_allclose(a.std(0) / b.std(0), 1.0, atol=0.2)
+    with pytest.raises(pydial.ArgumentError, match="frame_sd"):
+        posterior(data, options={"frame_sd": -1.0})

@@ -62,7 +62,7 @@ MODEL_KEYWORDS: dict[str, Any] = dict(rank=1, calibration="mu", ties=None, lambd
 
 POSTERIOR_OPTIONS: dict[str, Any] = dict(init="point-start", adapt_delta=0.9, max_depth=10, refresh=None, quiet=True,
                                          progress=None, win_prob=None, include_human=True, b_stage="joint",
-                                         log_lik="auto", program=None, extra=None)
+                                         log_lik="auto", frame_sd=None, program=None, extra=None)
 """The rarer sampler and extension options of :func:`posterior` (``options=``), with their defaults."""
 
 
@@ -190,7 +190,8 @@ def _check_spec(spec: Any) -> None:
 
 
 def _check_run_arguments(*, chains: Any, draws: Any, warmup: Any, seed: Any, adapt_delta: Any, max_depth: Any,
-                         refresh: Any, init: Any, win_prob: Any, log_lik: Any, algorithm: Any, backend: Any) -> None:
+                         refresh: Any, init: Any, win_prob: Any, log_lik: Any, frame_sd: Any, algorithm: Any,
+                         backend: Any) -> None:
     """Check the sampler's arguments of :func:`posterior` (each error names its argument)."""
     check_count(chains, "chains")
     check_count(draws, "draws")
@@ -206,6 +207,8 @@ def _check_run_arguments(*, chains: Any, draws: Any, warmup: Any, seed: Any, ada
         raise ArgumentError(f"init must be 'point-start', 'random' or a list of one dict per chain ({chains}), got {init!r}")
     check_choice("win_prob", win_prob, (None, True, False))
     check_choice("log_lik", log_lik, ("auto", None, *LOG_LIK_UNITS))
+    if frame_sd is not None and not (isinstance(frame_sd, (int, float)) and np.isfinite(frame_sd) and frame_sd > 0):
+        raise ArgumentError(f"options['frame_sd'] must be a positive number or None, got {frame_sd!r}")
     check_choice("algorithm", algorithm, ALGORITHMS)
     check_choice("backend", backend, (None,) + BACKENDS)
 
@@ -256,10 +259,13 @@ def posterior(
     seed : int, optional
         Random seed of the sampler and of the initial-value jitter.
     algorithm : {"nuts", "laplace", "pathfinder"}, default "nuts"
-        Stan's NUTS, or one of CmdStan's approximations (``backend="cmdstanpy"``; httpstan raises
-        :class:`~pydial.stan.StanBackendError`), ``draws`` draws as one chain:
-        ``"laplace"``, the normal approximation at the mode on the unconstrained scale (Jacobian
-        included), mapped back; ``"pathfinder"``, multi-path Pathfinder with importance resampling,
+        Stan's NUTS, or an approximation, ``draws`` draws as one chain: ``"laplace"``, the normal
+        approximation at the mode on the unconstrained scale, mapped back.  For the DIAL methods pydial
+        computes it itself on any backend (:mod:`pydial.stan.laplace`: the program's log density with its
+        exact Hessian, Newton's method from the numpy fit; seconds where CmdStan's finite differences take
+        minutes); for ``judges``, ``human`` and a user's ``program`` it is CmdStan's ``laplace_sample``
+        (``backend="cmdstanpy"``; httpstan raises :class:`~pydial.stan.StanBackendError`).
+        ``"pathfinder"`` (CmdStan), multi-path Pathfinder with importance resampling,
         refused (:class:`~pydial.ConvergenceError`) when the Pareto k of its importance ratios
         is above 0.7 (its approximations miss the posterior: the usual case for the DIAL models).
         Same estimand record, layout and :func:`~pydial.stan.compare_intervals` support;
@@ -316,6 +322,14 @@ def posterior(
             per cell when that is at most ``POINTWISE_AUTO_BYTES`` (2 GB) and fits, else left out
             with a :class:`~pydial.stan.SamplerWarning` (leaderboard-size data: 100,000 cells and
             4,000 draws would take about 40 GB).
+        frame_sd : float, optional
+            DIAL methods: the scale of ``dial_sample.stan``'s parameter expansion of the judge frame ``P``.
+            Any value leaves the posterior of every model quantity unchanged (``P`` is uniform); it sets the
+            geometry NUTS sees.  Default: matched to the posterior, twice the posterior sd of the frame's own
+            directions at the mode (:func:`pydial.stan.laplace.frame_scale`, from pydial's exact Hessian; the
+            program's former fixed 0.2 left the length of ``P_raw`` up to 30 times wider than its directions on
+            large data, and NUTS took 95 leapfrog steps per iteration); 0.2 where pydial finds no mode.
+            ``attrs["frame_sd"]`` records the scale used.
         program : str, optional
             A ``.stan`` file sampled instead of ``dial_sample.stan`` or ``judges.stan`` (README
             "Extending a Stan program"): it reads :func:`pydial.stan.standata` plus ``extra`` (checked
@@ -410,7 +424,8 @@ def posterior(
     req = _resolve(method, like, spec, data, **(MODEL_KEYWORDS | model), include_human=opts["include_human"],
                    b_stage=opts["b_stage"])
     _check_run_arguments(chains=chains, draws=draws, warmup=warmup, seed=seed, algorithm=algorithm, backend=backend,
-                         **{k: opts[k] for k in ("adapt_delta", "max_depth", "refresh", "init", "win_prob", "log_lik")})
+                         **{k: opts[k] for k in ("adapt_delta", "max_depth", "refresh", "init", "win_prob", "log_lik",
+                                                 "frame_sd")})
     merge_priors(DIAL_SAMPLE_PRIORS if req.model == "dial" else JUDGES_PRIORS, priors,
                  "dial_sample.stan" if req.model == "dial" else "judges.stan")
     program, extra = opts["program"], opts["extra"]
@@ -427,7 +442,7 @@ def posterior(
     per_judgment = pointwise == "judgment"
     opt = RunOptions(priors=priors, init=opts["init"], rng=rng, seed=stan_seed, program=program, extra=extra,
                      win_prob=data.N <= 30 if opts["win_prob"] is None else opts["win_prob"], backend=backend, run=run,
-                     per_judgment=per_judgment, log_lik=pointwise is not None)
+                     per_judgment=per_judgment, log_lik=pointwise is not None, frame_sd=opts["frame_sd"])
     sampled = sample_dial(data, req, opt) if req.model == "dial" else _sample_judges(data, req, opt)
     if program is not None:
         add_user_variables(sampled, data, str(program))

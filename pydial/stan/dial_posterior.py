@@ -20,11 +20,11 @@ from pydial.estimation.spec import ModelSpec
 from pydial.estimation.steps import human_effects
 from pydial.model.families import Family, family_of
 
-from ..exceptions import ArgumentError, DataError
+from ..exceptions import ArgumentError, DataError, DialError
 from ..optim import BOX
 from .backend import CompiledModel, SampleResult, compile_model
 from .idata import Sampled
-from .laplace import laplace_sample
+from .laplace import LogDensity, SampleProgram, frame_scale, laplace_sample, mode
 from .schema import (DIAL_SAMPLE_PRIORS, CellTable, data_fingerprint, dial_calibrate_data, dial_sample_data, dial_sample_inits,
                      dial_sample_start, human_cell_table, llm_cell_table, merge_priors, mu_reference, with_extra)
 
@@ -173,6 +173,7 @@ class RunOptions:
     run: dict[str, Any]
     per_judgment: bool
     log_lik: bool = True  # write the pointwise log_lik and counts_rep
+    frame_sd: float | None = None  # dial_sample.stan's expansion scale of P (None: matched to the posterior)
 
 
 def sample_dial(data: Comparisons, req: Request, opt: RunOptions) -> Sampled:
@@ -238,9 +239,19 @@ def run_dial(data: Comparisons, req: Request, opt: RunOptions, calibration: str 
         inits = dial_sample_inits(data, d, chains=chains, rng=opt.rng, start=start) if init == "point-start" else None
     else:
         inits = list(init)
+    numpy_laplace = opt.run.get("algorithm") == "laplace" and opt.program is None
+    if opt.frame_sd is not None:
+        d = dict(d) | {"frame_sd": float(opt.frame_sd)}
+    if opt.frame_sd is None or numpy_laplace:
+        try:
+            matched, mode_values = matched_mode(data, req, d, w_llm, opt, None if isinstance(init, str) else inits)
+            d = matched if opt.frame_sd is None else d
+        except DialError:  # no mode: NUTS and CmdStan keep the default scale; pydial's Laplace has no approximation
+            if numpy_laplace:
+                raise
     d = with_extra(d, opt.extra)
-    if opt.run.get("algorithm") == "laplace" and opt.program is None:
-        res = laplace_run(data, req, d, w_llm, opt, inits if not isinstance(init, str) else None)
+    if numpy_laplace:
+        res = laplace_run(d, mode_values, opt)
     else:
         cm = compile_model(opt.program or "dial_sample", backend=opt.backend)
         res = draw(cm, d, seed=opt.seed, inits=inits, run=opt.run)
@@ -251,16 +262,15 @@ def run_dial(data: Comparisons, req: Request, opt: RunOptions, calibration: str 
     return res, d, cells, post, dims, coords
 
 
-def laplace_run(data: Comparisons, req: Request, d: Mapping[str, Any], w_llm: float, opt: RunOptions,
-                inits: Sequence[Mapping[str, Any]] | None) -> SampleResult:
-    """Draw from the Laplace approximation of ``dial_sample.stan`` from its exact Hessian (:mod:`pydial.stan.laplace`).
+def matched_mode(data: Comparisons, req: Request, d: Mapping[str, Any], w_llm: float, opt: RunOptions,
+                 inits: Sequence[Mapping[str, Any]] | None) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+    """Return ``d`` with ``frame_sd`` matched to the posterior (:func:`~pydial.stan.laplace.frame_scale`) and its mode.
 
     Newton's method starts at ``inits[0]`` or else at the numpy fit of the same weighted likelihood (the
     posterior's weight ``lambda``; the anchored fit for the LLM-only posterior), a few steps from the mode.
     """
-    t0 = time.perf_counter()
     if inits:
-        init = inits[0]
+        init = dict(inits[0])
     else:
         calibrated = int(d["calibration"]) > 0
         weight = w_llm * data.n_llm / data.n_human if calibrated else float("inf")
@@ -271,6 +281,15 @@ def laplace_run(data: Comparisons, req: Request, d: Mapping[str, Any], w_llm: fl
         b = fit.position_effects["b"].to_numpy() if fit.position_effects is not None else None
         init = dial_sample_inits(data, d, chains=1, rng=opt.rng, jitter=0.0,
                                  start=(fit.structure, fit.calibration_coef, b))[0]
+    prog = SampleProgram.from_data(d)
+    u_hat, pt, _ = mode(LogDensity(prog), prog.join(init))
+    assert pt.hess is not None
+    return dict(d) | {"frame_sd": frame_scale(prog, u_hat, pt.hess)}, prog.split(u_hat)
+
+
+def laplace_run(d: Mapping[str, Any], init: Mapping[str, np.ndarray], opt: RunOptions) -> SampleResult:
+    """Draw from the Laplace approximation of ``dial_sample.stan`` from its exact Hessian (:mod:`pydial.stan.laplace`)."""
+    t0 = time.perf_counter()
     draws = int(opt.run["draws"])
     out, stats, _ = laplace_sample(d, init, draws=draws, seed=opt.seed)
     return SampleResult(draws=out, stats=stats, chains=1, draws_per_chain=draws, warmup=0, seed=opt.seed, max_depth=0,

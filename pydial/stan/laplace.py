@@ -33,10 +33,7 @@ from pydial.model.families import FAMILIES, CellDerivatives, Family, binary_cell
 
 from ..exceptions import ConvergenceError
 
-__all__ = ["SampleProgram", "transform", "structure_vjp", "laplace_sample"]
-
-FRAME_SD = 0.2
-"""The scale of the parameter expansion of ``P`` (``frame_sd`` of ``dial_sample.stan``)."""
+__all__ = ["SampleProgram", "LogDensity", "transform", "structure_vjp", "mode", "frame_scale", "laplace_sample"]
 
 STEP = 1e-30
 """The complex step: ``f'(x) = Im f(x + i h) / h`` with no cancellation, exact to rounding for any small ``h``."""
@@ -49,15 +46,18 @@ STRUCTURE = ("m_raw", "Z_raw", "gamma_dev", "P_raw", "c")
 class SampleProgram:
     """``dial_sample.stan``'s data as numpy constants: sizes, bases, priors and every cell (LLM, then human).
 
-    ``group`` is the 0-based row of ``[S; s_H]`` of a cell (``K`` for people), ``nu_cell`` its entry of
-    ``log_nu`` (-1: binary), ``beta_cell`` its row of ``beta`` (-1: none) and ``pos`` the 0-based entry of
-    ``beta_free`` of each (row, covariate) (-1: fixed at 0).
+    Built by :meth:`from_data` from the program's data dictionary.  ``shapes`` are the parameters' shapes in
+    declaration order; ``QN``, ``QK`` the Helmert bases, ``E`` and ``e`` the basis ``E_perp`` and ``e_ref`` of the
+    program's transformed data; ``group`` the 0-based row of ``[S; s_H]`` of a cell (``K`` for people),
+    ``nu_cell`` its entry of ``log_nu`` (-1: binary), ``beta_cell`` its row of ``beta`` (-1: none) and ``pos``
+    the 0-based entry of ``beta_free`` of each (row, covariate) (-1: fixed at 0).
     """
 
     N: int
     K: int
     r: int
     dim_c: int
+    frame_sd: float
     order: bool
     ties: int
     shapes: dict[str, tuple[int, ...]]
@@ -111,7 +111,8 @@ class SampleProgram:
                   "b": (K if order else 0,), "beta_free": (int(n_beta * n_cov - fixed.sum()),), "c": (dim_c,),
                   "log_nu": (n_nu,)}
         return cls(
-            N=N, K=K, r=r, dim_c=dim_c, order=order, ties=ties, shapes=shapes, QN=helmert_basis(N), QK=helmert_basis(K),
+            N=N, K=K, r=r, dim_c=dim_c, frame_sd=float(d["frame_sd"]), order=order, ties=ties, shapes=shapes,
+            QN=helmert_basis(N), QK=helmert_basis(K),
             E=H0[:, 1:], e=e, priors={k[6:]: float(d[k]) for k in names}, group=group,
             i=np.concatenate([np.asarray(d["cell_i"], np.int64).reshape(C), np.asarray(d["human_i"], np.int64).reshape(H)]) - 1,
             j=np.concatenate([np.asarray(d["cell_j"], np.int64).reshape(C), np.asarray(d["human_j"], np.int64).reshape(H)]) - 1,
@@ -208,8 +209,19 @@ def _frame_vjp(X: np.ndarray, F: np.ndarray, Fbar: np.ndarray) -> np.ndarray:
 def transform(prog: SampleProgram, p: Mapping[str, np.ndarray]) -> dict[str, Any]:
     """Return the transformed parameters of ``dial_sample.stan`` at the parameters ``p`` (real or complex, stacked).
 
-    ``consensus_scale``, ``mu``, ``gamma``, ``V``, ``U``, ``S`` and ``s_H`` as the program computes them, plus the
-    intermediates the adjoint reuses (``rho = ||m_raw||``, ``w``, ``Y``, ``Zc``, ``Pm`` = P, ``Z``).
+    Parameters
+    ----------
+    prog : SampleProgram
+        The program's data.
+    p : mapping of str to ndarray
+        The named parameters (:meth:`SampleProgram.split`), each with any leading stack axes; complex values
+        give complex-step derivatives (no operation conjugates).
+
+    Returns
+    -------
+    dict of str to ndarray
+        ``consensus_scale``, ``mu``, ``gamma``, ``V``, ``U``, ``S`` and ``s_H`` as the program computes them, plus
+        the intermediates the adjoint reuses (``rho = ||m_raw||``, ``w``, ``Y``, ``Zc``, ``Pm`` = P, ``Z``).
     """
     N = prog.N
     m, c = p["m_raw"], p["c"]
@@ -232,10 +244,22 @@ def transform(prog: SampleProgram, p: Mapping[str, np.ndarray]) -> dict[str, Any
 
 
 def structure_vjp(prog: SampleProgram, p: Mapping[str, np.ndarray], G: np.ndarray, g_H: np.ndarray) -> dict[str, np.ndarray]:
-    """Gradient of ``<G, S> + <g_H, s_H>`` in ``m_raw``, ``Z_raw``, ``gamma_dev``, ``P_raw`` and ``c`` (reverse mode).
+    """Return the gradient of ``<G, S> + <g_H, s_H>`` in the structure's parameters (reverse mode, written out).
 
-    With ``G`` (``K x N``) and ``g_H`` the scores of the cells in ``S`` and ``s_H`` this is the likelihood's gradient
-    ``J' g_phi``.  ``p`` may be a stack (``G`` and ``g_H`` are shared).
+    Parameters
+    ----------
+    prog : SampleProgram
+        The program's data.
+    p : mapping of str to ndarray
+        The named parameters (stacked or not, real or complex as in :func:`transform`).
+    G, g_H : ndarray
+        Weights of the judge scores ``S`` (``K x N``) and of the people's ``s_H`` (``N``), shared by a stack: with
+        the cells' scores in ``S`` and ``s_H`` the result is the likelihood's gradient ``J' g_phi``.
+
+    Returns
+    -------
+    dict of str to ndarray
+        The gradients in ``m_raw``, ``Z_raw``, ``gamma_dev``, ``P_raw`` and ``c``, shaped as the parameters.
     """
     N, t = prog.N, transform(prog, p)
     m, c, rho, mu, gamma, V, w, Y, Zc = p["m_raw"], p["c"], t["rho"], t["mu"], t["gamma"], t["V"], t["w"], t["Y"], t["Zc"]
@@ -275,8 +299,8 @@ def _prior(prog: SampleProgram, p: Mapping[str, np.ndarray]) -> tuple[Any, dict[
     """Return the model block's priors and their gradients by parameter (stacked or not; complex-step safe)."""
     pr = prog.priors
     A = _mm(_t(p["P_raw"]), p["P_raw"]) - np.eye(prog.r)
-    value = -0.5 * np.sum(A * A, axis=(-1, -2)) / FRAME_SD**2
-    grad = {"P_raw": -2 * _mm(p["P_raw"], A) / FRAME_SD**2}
+    value = -0.5 * np.sum(A * A, axis=(-1, -2)) / prog.frame_sd**2
+    grad = {"P_raw": -2 * _mm(p["P_raw"], A) / prog.frame_sd**2}
     for name, key, mean in (("m_raw", "m", 0.0), ("gamma_dev", "gamma", 0.0), ("b", "b", 0.0), ("beta_free", "beta", 0.0),
                             ("c", "c", 0.0), ("log_nu", "log_nu", pr["log_nu_mean"])):
         v, grad[name] = _normal(p[name], mean, pr[key + "_sd"])
@@ -351,7 +375,16 @@ def _design(prog: SampleProgram) -> tuple[sp.csr_matrix, sp.csr_matrix]:
 
 
 class LogDensity:
-    """``log p(u)`` of ``dial_sample.stan`` on its data, with the exact gradient and Hessian (module docstring)."""
+    """``log p(u)`` of ``dial_sample.stan`` on its data, with the exact gradient and Hessian (module docstring).
+
+    Calling it at Stan's unconstrained vector ``u`` returns the value, the gradient and (``hess=True``) the Hessian;
+    :meth:`value` evaluates a stack of points (the draws' ``log_p__``).
+
+    Parameters
+    ----------
+    prog : SampleProgram
+        The program's data.
+    """
 
     def __init__(self, prog: SampleProgram) -> None:
         self.prog = prog
@@ -421,11 +454,35 @@ class LogDensity:
 
 
 def mode(logp: LogDensity, u0: np.ndarray, *, tol: float = 1e-10, max_iter: int = 100) -> tuple[np.ndarray, _Point, int]:
-    """Newton's method with a backtracking line search for the mode of ``log p`` from ``u0``.
+    """Find the mode of ``log p`` by Newton's method with a backtracking line search from ``u0``.
 
     A Hessian that is not negative definite is shifted by a multiple of the identity (Levenberg-Marquardt) until
-    it is.  Stops when the Newton decrement ``g' (-H)^{-1} g / 2`` is below ``tol``; returns the mode, the point
-    there (with its Hessian) and the number of iterations.
+    it is.
+
+    Parameters
+    ----------
+    logp : LogDensity
+        The log density.
+    u0 : ndarray
+        The start (Stan's unconstrained vector).
+    tol : float
+        Stop when the Newton decrement ``g' (-H)^{-1} g / 2`` is below it.
+    max_iter : int
+        Most iterations.
+
+    Returns
+    -------
+    u : ndarray
+        The mode.
+    point
+        ``log p``, its gradient and Hessian there (``.value``, ``.grad``, ``.hess``).
+    iterations : int
+        Newton's iterations.
+
+    Raises
+    ------
+    pydial.ConvergenceError
+        A non-finite density, no ascent along a Newton step, or ``max_iter`` iterations.
     """
     u = np.asarray(u0, float).copy()
     for it in range(1, max_iter + 1):
@@ -456,6 +513,46 @@ def mode(logp: LogDensity, u0: np.ndarray, *, tol: float = 1e-10, max_iter: int 
                                        f"(Newton decrement {dec:.3g}); use algorithm='nuts'")
         u = u + t * step
     raise ConvergenceError(f"dial_sample.stan's mode: Newton did not converge in {max_iter} iterations; use algorithm='nuts'")
+
+
+def frame_scale(prog: SampleProgram, u_hat: np.ndarray, hess: np.ndarray, *, bounds: tuple[float, float] = (1e-3, 0.2)) -> float:
+    """Return the ``frame_sd`` that gives ``P_raw`` one posterior scale: twice the sd of the frame's own directions.
+
+    The frame ``F = frame(P_raw)`` does not move along the ``r (r + 1) / 2`` directions that change ``P_raw' P_raw``;
+    its other ``(K - 1) r - r (r + 1) / 2`` directions have, under the Laplace approximation at ``u_hat``, the mean
+    variance ``s^2 = tr Cov(F) / dim``.  The expansion's density ``exp(-||P_raw' P_raw - I||^2 / (2 frame_sd^2))``
+    gives the length of ``P_raw`` the sd ``frame_sd / 2``; ``frame_sd = 2 s`` (within ``bounds``) matches the two.
+    Any ``frame_sd`` leaves the posterior of every model quantity unchanged: this only sets NUTS's geometry.
+
+    Parameters
+    ----------
+    prog : SampleProgram
+        The program's data (its ``frame_sd`` is returned for rank 0).
+    u_hat : ndarray
+        The mode.
+    hess : ndarray
+        The Hessian of ``log p`` there.
+    bounds : tuple of float
+        The range of the result.
+
+    Returns
+    -------
+    float
+        The matched ``frame_sd``.
+    """
+    k = prog.indices(("P_raw",))
+    r = prog.r
+    dim = k.size - r * (r + 1) // 2
+    if r == 0 or dim <= 0:
+        return prog.frame_sd
+    P_raw = prog.split(u_hat)["P_raw"]
+    steps = np.broadcast_to(P_raw.ravel(order="F").astype(complex), (k.size, k.size)).copy()
+    steps[np.arange(k.size), np.arange(k.size)] += 1j * STEP
+    F = _frame(_t(steps.reshape(k.size, r, -1)))                     # (k, K - 1, r), one step per column
+    J = _t(F).reshape(k.size, -1).imag.T / STEP                    # d vec(F') / d P_raw
+    cov = np.linalg.inv(-hess)[np.ix_(k, k)]
+    s = np.sqrt(max(np.trace(J @ cov @ J.T), 0.0) / dim)
+    return float(np.clip(2 * s, *bounds))
 
 
 def laplace_sample(d: Mapping[str, Any], init: Mapping[str, Any], *, draws: int, seed: int | None,

@@ -29,6 +29,9 @@ DIAL_PRIORS: dict[str, float] = {"A_sd": 0.0, "B_sd": 0.0, "c_sd": 0.0, "b_sd": 
                                  "log_nu_mean": 0.0, "log_nu_sd": 0.0}
 """Normal priors of ``dial.stan`` (penalty on the chart blocks; 0 = flat, the MLE); key ``x`` is the datum ``prior_x``."""
 
+FRAME_SD = 0.2
+"""The default scale of ``dial_sample.stan``'s parameter expansion of ``P`` (``frame_sd``; posteriors match it to the data)."""
+
 DIAL_SAMPLE_PRIORS: dict[str, float] = {
     "m_sd": 2.0,
     "gamma_sd": 1.0,
@@ -323,11 +326,13 @@ def dial_sample_data(
     mu_ref: np.ndarray | None = None,
     per_judgment: bool = False,
     shared: bool = False,
+    frame_sd: float = FRAME_SD,
 ) -> tuple[dict[str, Any], CellTable, CellTable | None]:
     """Return the data of ``dial_sample.stan`` and the (LLM, human) cell tables in ``log_lik`` order.
 
     ``per_judgment``: one cell per judgment; ``mu_ref``: reference direction of ``mu`` in Helmert coordinates
-    (default from :func:`dial_sample_start`); ``shared``: one covariate row for all judges.
+    (default from :func:`dial_sample_start`); ``shared``: one covariate row for all judges; ``frame_sd``: the
+    scale of the parameter expansion of the judge frame ``P`` (sampling efficiency only: ``P`` is uniform for any).
     """
     L = llm_cell_table(data, _family(family))
     H = human_cell_table(data, family) if calibration is not None else None
@@ -338,6 +343,8 @@ def dial_sample_data(
     if mu_ref is None:
         mu_ref = mu_reference(dial_sample_start(data, rank=rank, calibration=None, order=order)[0].mu)
     mu_ref = np.asarray(mu_ref, float).reshape(-1)
+    if not (np.isfinite(frame_sd) and frame_sd > 0):
+        raise ArgumentError(f"frame_sd must be a positive number, got {frame_sd!r}")
     if mu_ref.size != data.N - 1 or not np.linalg.norm(mu_ref) > 0:
         raise ArgumentError(f"mu_ref must be a nonzero vector of length N - 1 = {data.N - 1}")
     chart = Chart.for_data(data, rank, cast(Calibration | None, calibration), order, shared)
@@ -349,6 +356,7 @@ def dial_sample_data(
         "calibration": CALIBRATION_CODE[calibration],
         "mu_ref": mu_ref,
         **_priors(p),
+        "frame_sd": float(frame_sd),
         "calc_win_prob": int(win_prob),
     })
     return d, L, H
