@@ -105,16 +105,22 @@ def judgment_counts(data: Comparisons, family: Family, method: str) -> tuple[pd.
     """Return the judges, the judgments each contributed to the likelihood, and those left out by reason.
 
     The left out are a matrix with the columns :data:`EXCLUDED`: ``ties`` (binary models), ``both_bad``,
-    ``self_comparisons``, ``not_used_by_method``; per judge the two add up to every judgment.
+    ``self_comparisons``, ``not_used_by_method``; per judge the two add up to every judgment.  Formed once per
+    data set, family and method: the arrays are read-only.
     """
-    names = derived(data, ("judge index",), lambda: pd.Index(list(data.judges) + [data.human_judge], name="judge"))
-    decisive, tie, both_bad, own = derived(data, ("judgments by judge and kind",), lambda: _kinds_by_judge(data))
-    used = decisive + (tie if not family.is_binary else 0)
-    unused = np.zeros(data.K + 1, np.int64)
-    if method in ("human", "judges"):
-        drop = np.arange(data.K) if method == "human" else np.array([data.K])
-        unused[drop], used[drop] = used[drop], 0
-    return names, used, np.column_stack([tie if family.is_binary else np.zeros_like(tie), both_bad, own, unused])
+    def build() -> tuple[pd.Index, np.ndarray, np.ndarray]:
+        names = derived(data, ("judge index",), lambda: pd.Index(list(data.judges) + [data.human_judge], name="judge"))
+        decisive, tie, both_bad, own = derived(data, ("judgments by judge and kind",), lambda: _kinds_by_judge(data))
+        used = decisive + (tie if not family.is_binary else 0)
+        unused = np.zeros(data.K + 1, np.int64)
+        if method in ("human", "judges"):
+            drop = np.arange(data.K) if method == "human" else np.array([data.K])
+            unused[drop], used[drop] = used[drop], 0
+        excluded = np.column_stack([tie if family.is_binary else np.zeros_like(tie), both_bad, own, unused])
+        used.flags.writeable = excluded.flags.writeable = False
+        return names, used, excluded
+
+    return derived(data, ("judgment counts", family.is_binary, method), build)
 
 
 EXCLUDED = pd.Index(["ties", "both_bad", "self_comparisons", "not_used_by_method"])
