@@ -106,7 +106,7 @@ def judgment_counts(data: Comparisons, family: Family, method: str) -> tuple[pd.
 
     The left out are a matrix with the columns :data:`EXCLUDED`: ``ties`` (binary models), ``both_bad``,
     ``self_comparisons``, ``not_used_by_method``; per judge the two add up to every judgment.  Formed once per
-    data set, family and method: the arrays are read-only.
+    data set, method and binary or tie family: the arrays are read-only.
     """
     def build() -> tuple[pd.Index, np.ndarray, np.ndarray]:
         names = derived(data, ("judge index",), lambda: pd.Index(list(data.judges) + [data.human_judge], name="judge"))

@@ -153,6 +153,7 @@ def _non_negative(value: Any, name: str) -> float:
 _DEFAULT_SELECTION = Selection()
 """The default weight rule (GACV), the spec's default ``selection``."""
 
+
 def _method_in(methods: tuple[str, ...], doc: str) -> Any:
     """Return a read-only attribute of the spec: whether its method is one of ``methods``."""
     return property(lambda self: self.method in methods, doc=doc)
@@ -233,10 +234,10 @@ class ModelSpec:
         if self.selection is _DEFAULT_SELECTION:  # the default: valid for every method
             return
         sel = _selection(self.selection, self.include_endpoints)
-        if sel != Selection() and not self.adaptive:
+        if sel != _DEFAULT_SELECTION and not self.adaptive:
             warnings.warn(ArgumentWarning(f"selection={self.selection!r} is ignored: method {self.method!r} has no "
                                           "weight path (only dial-ada, dial-nopos do)"), stacklevel=caller_stacklevel())
-            sel = Selection()
+            sel = _DEFAULT_SELECTION
         object.__setattr__(self, "selection", sel)
 
     # ----------------------------------------------------------- derived
