@@ -351,12 +351,12 @@ class Comparisons:
     @property
     def n_llm(self) -> int:
         """Number of decisive LLM judgments ``n_L``."""
-        return int(self.llm.n.sum())
+        return derived(self, ("n_llm",), lambda: int(self.llm.n.sum()))
 
     @property
     def n_human(self) -> int:
         """Number of decisive human judgments ``n_H``."""
-        return int(self.human.n.sum())
+        return derived(self, ("n_human",), lambda: int(self.human.n.sum()))
 
     def llm_cells(self) -> pd.DataFrame:
         """LLM cells as a labelled table: judge, item_i, item_j, a, n, y."""

@@ -30,7 +30,7 @@ from pydial.model.chart import Chart
 from pydial.model.families import Family, binary_cell
 from pydial.model.likelihood import Cells, Objective
 
-__all__ = ["FitStats", "cell_log_likelihood", "judges_stats", "structured_log_likelihood", "judgment_counts"]
+__all__ = ["FitStats", "cell_log_likelihood", "judges_stats", "structured_log_likelihood", "judgment_counts", "EXCLUDED"]
 
 
 @dataclass(frozen=True)
@@ -101,24 +101,27 @@ def _kinds_by_judge(data: Comparisons) -> np.ndarray:
     return counts.reshape(data.K + 1, 4).T.astype(np.int64)
 
 
-def judgment_counts(data: Comparisons, family: Family, method: str) -> tuple[pd.Series, pd.DataFrame]:
-    """Return the judgments each judge contributed to the likelihood (Series ``nobs``), and those left out by reason.
+def judgment_counts(data: Comparisons, family: Family, method: str) -> tuple[pd.Index, np.ndarray, np.ndarray]:
+    """Return the judges, the judgments each contributed to the likelihood, and those left out by reason.
 
-    Columns ``ties`` (binary models), ``both_bad``, ``self_comparisons``, ``not_used_by_method``; per judge the
-    two add up to every judgment.
+    The left out are a matrix with the columns :data:`EXCLUDED`: ``ties`` (binary models), ``both_bad``,
+    ``self_comparisons``, ``not_used_by_method``; per judge the two add up to every judgment.  Formed once per
+    data set, method and binary or tie family: the arrays are read-only.
     """
-    names = derived(data, ("judge index",), lambda: pd.Index(list(data.judges) + [data.human_judge], name="judge"))
-    decisive, tie, both_bad, own = derived(data, ("judgments by judge and kind",), lambda: _kinds_by_judge(data))
-    used = decisive + (tie if not family.is_binary else 0)
-    unused = np.zeros(data.K + 1, np.int64)
-    if method in ("human", "judges"):
-        drop = np.arange(data.K) if method == "human" else np.array([data.K])
-        unused[drop], used[drop] = used[drop], 0
-    excluded = pd.DataFrame(np.column_stack([tie if family.is_binary else np.zeros_like(tie), both_bad, own, unused]),
-                            index=names, columns=_EXCLUDED)
-    return pd.Series(used, index=names, name="nobs"), excluded
+    def build() -> tuple[pd.Index, np.ndarray, np.ndarray]:
+        names = derived(data, ("judge index",), lambda: pd.Index(list(data.judges) + [data.human_judge], name="judge"))
+        decisive, tie, both_bad, own = derived(data, ("judgments by judge and kind",), lambda: _kinds_by_judge(data))
+        used = decisive + (tie if not family.is_binary else 0)
+        unused = np.zeros(data.K + 1, np.int64)
+        if method in ("human", "judges"):
+            drop = np.arange(data.K) if method == "human" else np.array([data.K])
+            unused[drop], used[drop] = used[drop], 0
+        excluded = np.column_stack([tie if family.is_binary else np.zeros_like(tie), both_bad, own, unused])
+        used.flags.writeable = excluded.flags.writeable = False
+        return names, used, excluded
+
+    return derived(data, ("judgment counts", family.is_binary, method), build)
 
 
-_EXCLUDED = pd.Index(["ties", "both_bad", "self_comparisons", "not_used_by_method"])
+EXCLUDED = pd.Index(["ties", "both_bad", "self_comparisons", "not_used_by_method"])
 """The columns of :func:`judgment_counts`' judgments left out, by reason."""
-

@@ -9,7 +9,7 @@ stages of Alg. DIAL-Anc by any engine.
 
 from __future__ import annotations
 
-from functools import partial
+from functools import cache, partial
 from typing import Any, cast
 
 import numpy as np
@@ -238,8 +238,9 @@ def numpy_path(data: Comparisons, chart: Chart, lambda_: float, theta0: np.ndarr
     return f.theta, f.opt
 
 
+@cache
 def numpy_optimizers(penalty: str | None = None) -> Optimizers:
-    """Return the numpy engine (``engine="numpy"``): Newton on the exact derivatives, ``path`` penalized by ``penalty``."""
+    """Return the numpy engine (``engine="numpy"``), one per penalty: Newton on exact derivatives, ``path`` penalized by it."""
     return Optimizers(_numpy_llm, _numpy_calibration, _numpy_joint, _numpy_human,
                       path=partial(numpy_path, penalty=penalty), penalty=penalty)
 

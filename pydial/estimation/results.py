@@ -20,7 +20,7 @@ from scipy.special import expit
 
 from pydial.data.comparisons import Comparisons, require_comparisons
 from pydial.data.names import name_list
-from pydial.estimation.fitstats import FitStats, judgment_counts
+from pydial.estimation.fitstats import EXCLUDED, FitStats, judgment_counts
 from pydial.estimation.verdict import dial_model, verdict
 from pydial.exceptions import ArgumentError, CovarianceWarning, UnknownNameError
 from pydial.inference.linearization import ANCHORED_COVS, COV_TYPES, Linearization
@@ -169,6 +169,9 @@ class DialResult:
         The judgments left out, by judge (same index), one column per reason: ``ties`` (by the
         binary models), ``both_bad``, ``self_comparisons`` and ``not_used_by_method``; a judge's
         row plus its :attr:`n_obs_by_judge` is every judgment of the judge in the data.
+    counts : tuple
+        The arrays behind these two: the judges (an Index), the judgments used and those left out
+        (:func:`pydial.estimation.fitstats.judgment_counts`).
     llf : float
         Log-likelihood of the judgments used at the estimate, per judgment (statsmodels' GLM on
         the long table of Bernoulli rows, no binomial coefficients; for a tie family the
@@ -244,8 +247,7 @@ class DialResult:
     status: str = "ok"
     problems: tuple[str, ...] = ()
     fit_warnings: tuple[Warning, ...] = ()
-    n_obs_by_judge: pd.Series | None = None
-    excluded: pd.DataFrame | None = None
+    counts: tuple[pd.Index, np.ndarray, np.ndarray] | None = None  # judges, judgments used, left out (judgment_counts)
 
     method = _specified("method")
     engine = _specified("engine")
@@ -316,15 +318,25 @@ class DialResult:
     items = _of_data("items", "The items, in the data's order.")
     judges = _of_data("judges", "The LLM judges, in the data's order.")
 
+    @cached_property
+    def n_obs_by_judge(self) -> pd.Series | None:
+        """The judgments used, by judge (the LLM judges, then the human judge), formed when first asked."""
+        return None if self.counts is None else pd.Series(self.counts[1], index=self.counts[0], name="nobs", copy=True)
+
+    @cached_property
+    def excluded(self) -> pd.DataFrame | None:
+        """The judgments left out, by judge and reason (:data:`~pydial.estimation.fitstats.EXCLUDED`), formed when first asked."""
+        return None if self.counts is None else pd.DataFrame(self.counts[2], index=self.counts[0], columns=EXCLUDED, copy=True)
+
     @property
     def n_human(self) -> int:
         """The human judgments the fit's likelihood used."""
-        return 0 if self.n_obs_by_judge is None else int(self.n_obs_by_judge.iloc[-1])
+        return 0 if self.counts is None else int(self.counts[1][-1])
 
     @property
     def n_llm(self) -> int:
         """The LLM judgments the fit's likelihood used."""
-        return 0 if self.n_obs_by_judge is None else int(self.n_obs_by_judge.iloc[:-1].sum())
+        return 0 if self.counts is None else int(self.counts[1][:-1].sum())
 
     @property
     def nobs(self) -> int:
@@ -388,10 +400,10 @@ class DialResult:
 
         E.g. for checking that a pilot result and its data belong together (:func:`pydial.plan`).
         """
-        if tuple(data.items) != tuple(self.items) or self.n_obs_by_judge is None:
+        if tuple(data.items) != tuple(self.items) or self.counts is None:
             return tuple(data.items) == tuple(self.items)
-        used, _ = judgment_counts(data, family_of(self.ties), self.method)
-        return used.index.equals(self.n_obs_by_judge.index) and bool((used == self.n_obs_by_judge).all())
+        names, used, _ = judgment_counts(data, family_of(self.ties), self.method)
+        return names.equals(self.counts[0]) and bool(np.array_equal(used, self.counts[1]))
 
     def _other_data(self, data: Comparisons) -> str:
         """Say how ``data`` differ from the data of this fit (for :meth:`used_the_judgments_of` failures)."""
@@ -854,6 +866,5 @@ def reissue(caught: list[warnings.WarningMessage]) -> None:
 def result_of(model: Any, est: Estimate, C: dict[str, Any], caught: list[Warning]) -> DialResult:
     """Return the frozen result of an estimate and its covariances, with the verdict of the warnings ``caught``."""
     status, problems = verdict(model.spec, est, model.data, caught)
-    used, excluded = judgment_counts(model.data, family_of(model.spec.ties), model.spec.method)
-    return DialResult(model=model, estimate=est, covariances=C, status=status, problems=problems,
-                      fit_warnings=tuple(caught), n_obs_by_judge=used, excluded=excluded)
+    return DialResult(model=model, estimate=est, covariances=C, status=status, problems=problems, fit_warnings=tuple(caught),
+                      counts=judgment_counts(model.data, family_of(model.spec.ties), model.spec.method))

@@ -125,7 +125,7 @@ def _selection(value: Any, include_endpoints: bool | str) -> Selection:
     elif isinstance(value, (tuple, list)) and 1 <= len(value) <= 2:
         value = dict(zip(("rule", "margin"), value))
     elif isinstance(value, Selection):
-        value = dataclasses.asdict(value)
+        value = {"rule": value.rule, "margin": value.margin, "tolerance": value.tolerance}
     if not isinstance(value, dict) or not set(value) <= {"rule", "margin", "tolerance"}:
         raise ArgumentTypeError(f"{SELECTION_HINT}; got {value!r}")
     rule = check_choice("selection rule", value.get("rule", "gacv"), SELECTION_RULES)
@@ -150,6 +150,10 @@ def _non_negative(value: Any, name: str) -> float:
 
 
 # ------------------------------------------------------------------ spec
+_DEFAULT_SELECTION = Selection()
+"""The default weight rule (GACV), the spec's default ``selection``."""
+
+
 def _method_in(methods: tuple[str, ...], doc: str) -> Any:
     """Return a read-only attribute of the spec: whether its method is one of ``methods``."""
     return property(lambda self: self.method in methods, doc=doc)
@@ -192,7 +196,7 @@ class ModelSpec:
     seed: int | None = None
     check: bool = True
     covariate_effects: str = "judge"
-    selection: Selection = Selection()
+    selection: Selection = _DEFAULT_SELECTION
 
     def __post_init__(self) -> None:
         """Validate every argument (see the class docstring); fill in the defaults."""
@@ -227,11 +231,13 @@ class ModelSpec:
 
     def _set_selection(self) -> None:
         """Validate ``selection`` into a :class:`Selection`; dropped with a warning for a method without a path."""
+        if self.selection is _DEFAULT_SELECTION:  # the default: valid for every method
+            return
         sel = _selection(self.selection, self.include_endpoints)
-        if sel != Selection() and not self.adaptive:
+        if sel != _DEFAULT_SELECTION and not self.adaptive:
             warnings.warn(ArgumentWarning(f"selection={self.selection!r} is ignored: method {self.method!r} has no "
                                           "weight path (only dial-ada, dial-nopos do)"), stacklevel=caller_stacklevel())
-            sel = Selection()
+            sel = _DEFAULT_SELECTION
         object.__setattr__(self, "selection", sel)
 
     # ----------------------------------------------------------- derived
@@ -394,8 +400,11 @@ class ModelSpec:
 
 def spec_from_arguments(method: str, arguments: dict[str, Any], *, caller: str = "fit") -> ModelSpec:
     """Build a :class:`ModelSpec` from ``fit``'s keyword arguments; an unknown keyword is an :class:`ArgumentTypeError`."""
-    fields = {f.name for f in dataclasses.fields(ModelSpec)} - {"method"}
     for name in arguments:
-        if name not in fields:
+        if name not in _ARGUMENTS:
             raise ArgumentTypeError(f"{caller}() got an unexpected keyword argument {name!r}")
     return ModelSpec(method, **arguments)
+
+
+_ARGUMENTS = frozenset(f.name for f in dataclasses.fields(ModelSpec)) - {"method"}
+"""The keyword arguments :func:`spec_from_arguments` takes: the spec's fields but ``method``."""

@@ -216,7 +216,7 @@ class Influence:
 def stack_influence(parts: "list[Influence]") -> "Influence":
     """Influence of cells stacked block by block, each block on its own parameters (``J`` block-diagonal, ``A`` side by side)."""
     A = np.hstack([p.A for p in parts])
-    if any(isinstance(p.J, FactoredJacobian) for p in parts):
+    if any(_factored(p.J) for p in parts):
         return Influence(BlockJacobian(tuple(p.J for p in parts)), A)
     return Influence(sp.block_diag([sp.csr_matrix(p.J) for p in parts], format="csr"), A)
 
@@ -253,7 +253,7 @@ class BlockJacobian:
             raise ArgumentError("clustered rows of a block Jacobian must lie in one block")
         (k,) = full
         b = self.blocks[k]
-        if isinstance(b, FactoredJacobian):
+        if _factored(b):
             G = b.cluster_gram(cluster, r)
         else:
             Gs = sp.csr_matrix(_indicator(cluster, int(cluster.max()) + 1) @ _scale_rows(b, r))
@@ -448,7 +448,7 @@ def parameter_meat(J: Any, st: "CellStats", data: Comparisons | None, cov_type: 
             r = (w[lm] * s1[:, lm]).ravel()
             cnt_g = np.bincount(cl, weights=w[lm] * n[lm], minlength=G)[:, None]
             Jl = _rows(J, np.tile(lm, C))
-            if C == 1 and isinstance(Jl, FactoredJacobian):  # the cluster sums never formed
+            if C == 1 and _factored(Jl):  # the cluster sums never formed
                 meat = _centered_meat(Jl.cluster_gram(cl, r), Jl.rmatvec(r * cnt_g[cl, 0])[:, None], cnt_g,
                                       gbar[False][:, None])
             else:
@@ -499,6 +499,17 @@ def _no_records() -> Exception:
                      "'fisher', or load the judgments row by row")
 
 
+def _factored(J: Any) -> bool:
+    """Whether ``J`` is a :class:`FactoredJacobian`: the protocol's (slow) check, made once per type."""
+    t = type(J)
+    if t not in _FACTORED_TYPES:
+        _FACTORED_TYPES[t] = isinstance(J, FactoredJacobian)
+    return _FACTORED_TYPES[t]
+
+
+_FACTORED_TYPES: dict[type, bool] = {}
+
+
 def _dense(M: Any) -> np.ndarray:
     return M.toarray() if sp.issparse(M) else np.asarray(M)
 
@@ -509,19 +520,19 @@ def _vec(x: Any) -> np.ndarray:
 
 def as_sparse(J: Any) -> Any:
     """``J`` itself, or a :class:`FactoredJacobian` formed as a sparse matrix."""
-    return J.tocsr() if isinstance(J, FactoredJacobian) else J
+    return J.tocsr() if _factored(J) else J
 
 
 def _rows(J: Any, mask: np.ndarray) -> Any:
     """Rows of ``J`` where ``mask`` holds (a view when the mask covers everything)."""
     if mask.all():
         return J
-    return J.rows(mask) if isinstance(J, FactoredJacobian) else J[mask]
+    return J.rows(mask) if _factored(J) else J[mask]
 
 
 def _rmatvec(J: Any, r: np.ndarray) -> np.ndarray:
     """``J^T r`` as a vector."""
-    return J.rmatvec(r) if isinstance(J, FactoredJacobian) else _vec(J.T @ r)
+    return J.rmatvec(r) if _factored(J) else _vec(J.T @ r)
 
 
 def _cluster_ids(key: np.ndarray) -> np.ndarray:
@@ -540,7 +551,7 @@ def _scale_rows(J: Any, d: np.ndarray) -> Any:
 
 def _gram(J: Any, d: np.ndarray) -> Any:
     """``J^T diag(d) J``."""
-    if isinstance(J, FactoredJacobian):
+    if _factored(J):
         return J.gram(d)
     if sp.issparse(J) and J.shape[1] > _DENSE_GRAM:
         J = sp.csr_matrix(J)

@@ -81,18 +81,21 @@ def tables(est: Any, C: dict[str, Any], data: Comparisons, level: float, ties: s
 
 def variance_warnings(est: Any, C: dict[str, Any], data: Comparisons) -> list[CovarianceWarning]:
     """Return the warnings of the zero variances in ``C`` (beta, scores, b, gamma), read from the arrays, not the tables."""
-    checks: list[tuple[str, str, list[str]]] = []
-    if est.beta is not None:
-        names = [f"{k}:{c}" for k in est.beta_labels for c in data.covariates]
-        checks.append(("beta", "beta", [n for n, f in zip(names, np.ravel(_beta_free(est, data))) if f]))
-    checks.append(("score", "scores", list(data.items)))
-    checks += [(name, name, list(data.judges)) for name in ("b", "gamma") if getattr(est, name) is not None]
+    checks = (["beta"] if est.beta is not None else []) + ["scores"] + [k for k in ("b", "gamma") if getattr(est, k) is not None]
     out = []
-    for name, key, labels in checks:
+    for key in checks:
         zero = zero_variance(np.diag(C[key])) if key in C else np.zeros(0, bool)
         if zero.any():
-            out.append(zero_variance_warning(name, labels, zero))
+            out.append(zero_variance_warning("score" if key == "scores" else key, _labels(key, est, data), zero))
     return out
+
+
+def _labels(key: str, est: Any, data: Comparisons) -> list[str]:
+    """Return the labels of the covariance ``key`` (:func:`variance_warnings`): free ``judge:covariate`` pairs, items, judges."""
+    if key == "beta":
+        names = [f"{k}:{c}" for k in est.beta_labels for c in data.covariates]
+        return [n for n, f in zip(names, np.ravel(_beta_free(est, data))) if f]
+    return list(data.items) if key == "scores" else list(data.judges)
 
 
 def _beta_free(est: Any, data: Comparisons) -> np.ndarray:
