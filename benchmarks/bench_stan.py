@@ -22,12 +22,18 @@ For each available backend (CmdStan through cmdstanpy; the Stan of httpstan):
   - ``wide``: ``simulate(N=300, K=30, rank=1, n_llm=50,000, n_human=5,000)``;
 
   for NUTS: wall time, the sampler's own time, mean leapfrog steps per iteration,
-  and the efficiency per second of sampling: the smallest bulk and tail ESS over
-  ``s_H`` and ``b`` divided by the sampler's seconds.  On CmdStan also the Laplace
-  approximation and Pathfinder (``algorithm=``, as many draws as NUTS): wall
+  step size, divergences, the smallest E-BFMI of the chains, and the efficiency per
+  second of sampling: the smallest bulk and tail ESS over ``s_H`` and ``b`` divided
+  by the sampler's seconds; first NUTS as pydial 0.1.0 ran it (``nuts (0.1.0)``: the
+  expansion scale fixed at 0.2, the point fits' start, CmdStan's unit starting
+  metric; ``--no-before`` leaves it out), then as it runs now (the scale matched
+  to the posterior, each chain started at a draw of the Laplace approximation,
+  CmdStan's metric adapted from its variances).  Then the Laplace approximation
+  (pydial's, every backend) and Pathfinder (CmdStan), as many draws as NUTS: wall
   time, and against NUTS the largest difference of posterior means (in NUTS
   posterior sd) and the range of the ratio of 95% interval widths, over ``s_H``
-  and ``b``.
+  and ``b`` (a refused Pathfinder: its error).  The pointwise output is left out
+  (``log_lik=None``) in every run.
 """
 
 from __future__ import annotations
@@ -47,13 +53,14 @@ def main() -> None:
     ap.add_argument("--draws", type=int, default=1000)
     ap.add_argument("--backends", default="cmdstanpy,httpstan")
     ap.add_argument("--posteriors", default="arena", help="comma-separated: arena, large, wide")
+    ap.add_argument("--no-before", action="store_true", help="leave out NUTS as pydial 0.1.0 ran it")
     args = ap.parse_args()
 
     import pydial
     from pydial.estimation.glm import staged_fit
     from pydial.estimation.glm import fit_structured, initial_theta
     from pydial.model.chart import Chart
-    from pydial.stan import PROGRAMS, compile_model, posterior, stan_fit_point
+    from pydial.stan import PROGRAMS, compile_model, stan_fit_point
     from pydial.stan.backend import BACKENDS, backend_available
 
     data = pydial.datasets.arena()
@@ -91,7 +98,7 @@ def main() -> None:
         rows.append({"backend": be, "step": "optimize staged", "seconds": time.perf_counter() - t0,
                      "max|ds| vs numpy": float(np.max(np.abs(sp.scores - s_staged))), "note": f"converged={sp.converged}"})
         for name in args.posteriors.split(","):
-            rows += posterior_rows(name, be, args.chains, args.draws)
+            rows += posterior_rows(name, be, args.chains, args.draws, before=not args.no_before)
     table = pd.DataFrame(rows).set_index(["backend", "step"])
     with pd.option_context("display.width", 200, "display.max_colwidth", 80, "display.float_format", "{:.3g}".format):
         print(table.to_string())
@@ -115,8 +122,19 @@ def _width(x: np.ndarray) -> np.ndarray:
     return np.subtract(*np.quantile(x, [0.975, 0.025], axis=0))
 
 
-def posterior_rows(name: str, backend: str, chains: int, draws: int) -> list[dict]:
-    """NUTS efficiency on one data set, and (CmdStan) the approximations against NUTS."""
+def _before_options(data, chains: int, seed: int) -> dict:
+    """The NUTS set-up of pydial 0.1.0, for the before/after rows: the fixed expansion scale 0.2, the point fits'
+    start (``initial_theta``, jittered) and CmdStan's unit starting metric."""
+    import pydial
+    from pydial.stan.schema import dial_sample_inits
+
+    d = pydial.stan.standata(data, "dial_sample", rank=1, calibration="mu")
+    inits = dial_sample_inits(data, d, chains=chains, rng=np.random.default_rng(seed))
+    return {"frame_sd": 0.2, "init": inits}
+
+
+def posterior_rows(name: str, backend: str, chains: int, draws: int, before: bool = True) -> list[dict]:
+    """NUTS efficiency on one data set (and, with ``before``, NUTS as pydial 0.1.0 ran it); the approximations against NUTS."""
     import pydial
     from pydial.stan import posterior
     from pydial.stan.idata import group_dataset
@@ -125,23 +143,35 @@ def posterior_rows(name: str, backend: str, chains: int, draws: int) -> list[dic
     label = f"{name} (N={data.N}, K={data.K}, {data.n_llm:,} LLM judgments)"
     runs = {}
     rows = []
-    for algorithm in ("nuts", "laplace", "pathfinder"):
-        if algorithm != "nuts" and backend != "cmdstanpy":
+    algorithms = (["nuts (0.1.0)"] if before else []) + ["nuts", "laplace", "pathfinder"]
+    for algorithm in algorithms:
+        if algorithm == "pathfinder" and backend != "cmdstanpy":
             continue
+        options = {"log_lik": None} | (_before_options(data, chains, 1) if algorithm == "nuts (0.1.0)" else {})
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             t0 = time.perf_counter()
-            idata = posterior(data, rank=1, calibration="mu", chains=chains, draws=draws, warmup=draws, seed=1,
-                              backend=backend, algorithm=algorithm)
+            try:
+                idata = posterior(data, rank=1, calibration="mu", chains=chains, draws=draws, warmup=draws, seed=1,
+                                  backend=backend, algorithm=algorithm.split()[0], options=options)
+            except pydial.ConvergenceError as e:
+                rows.append({"backend": backend, "step": f"{algorithm}: {label}", "seconds": time.perf_counter() - t0,
+                             "note": str(e).splitlines()[0][:90]})
+                continue
         runs[algorithm] = idata
         row = {"backend": backend, "step": f"{algorithm} {chains}x{draws}: {label}", "seconds": time.perf_counter() - t0}
-        if algorithm == "nuts":
+        if algorithm.startswith("nuts"):
             diag = pd.DataFrame(json.loads(idata.attrs["sampler_diagnostics"])).set_index("variable")
             keep = diag[diag.index.str.startswith(("s_H[", "b["))]
             secs = float(idata.attrs["sampling_seconds"])
-            steps = float(group_dataset(idata, "sample_stats")["n_steps"].mean())
-            row.update({"sampler s": secs, "leapfrog/iter": steps, "min bulk ESS": keep["ess_bulk"].min(),
-                        "bulk ESS/s": keep["ess_bulk"].min() / secs, "tail ESS/s": keep["ess_tail"].min() / secs})
+            ss = group_dataset(idata, "sample_stats")
+            energy = ss["energy"].to_numpy()
+            bfmi = np.mean(np.diff(energy, axis=1) ** 2, axis=1) / np.var(energy, axis=1)
+            row.update({"sampler s": secs, "leapfrog/iter": float(ss["n_steps"].mean()),
+                        "step size": float(ss["step_size"].mean()), "divergent": int(ss["diverging"].sum()),
+                        "min E-BFMI": float(bfmi.min()), "min bulk ESS": keep["ess_bulk"].min(),
+                        "bulk ESS/s": keep["ess_bulk"].min() / secs, "tail ESS/s": keep["ess_tail"].min() / secs,
+                        "frame_sd": float(idata.attrs["frame_sd"])})
         else:
             diffs, ratios = [], []
             for var in ("s_H", "b"):

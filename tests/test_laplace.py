@@ -17,7 +17,7 @@ from pydial import ConvergenceError, ModelSpec
 from pydial.model.families import family_of
 from pydial.stan import estimand, posterior
 from pydial.stan.idata import group_dataset
-from pydial.stan.laplace import LogDensity, SampleProgram, frame_scale, laplace_sample, mode
+from pydial.stan.laplace import LogDensity, SampleProgram, frame_scale, laplace_sample, mode, with_frame_sd
 from pydial.stan.schema import dial_sample_data, dial_sample_inits, dial_sample_start, mu_reference
 
 CONFIGS = {
@@ -164,3 +164,29 @@ def test_posterior_records_and_checks_frame_sd(models, stan_backend_name):
     np.testing.assert_allclose(a.std(0) / b.std(0), 1.0, atol=0.2)
     with pytest.raises(pydial.ArgumentError, match="frame_sd"):
         posterior(data, options={"frame_sd": -1.0})
+
+
+def test_with_frame_sd_swaps_the_expansions_hessian_exactly():
+    """The Hessian at another frame_sd from the swapped expansion term equals the Hessian computed there afresh."""
+    _, d, init = _case("davidson-mu-r2")
+    prog = SampleProgram.from_data(d)
+    u = prog.join(init)
+    H = LogDensity(prog)(u, hess=True).hess
+    new, H2 = with_frame_sd(prog, u, H, 0.013)
+    direct = LogDensity(SampleProgram.from_data(dict(d) | {"frame_sd": 0.013}))(u, hess=True).hess
+    assert new.frame_sd == 0.013
+    np.testing.assert_allclose(H2, direct, rtol=1e-10, atol=1e-10 * np.abs(direct).max())
+
+
+def test_a_laplace_far_from_normal_is_reported():
+    """Wide priors on 40 LLM and 20 human judgments: the importance ratios' Pareto k is reported above 0.7."""
+    data = pydial.simulate(N=5, K=3, rank=1, n_llm=40, n_human=20, seed=2).comparisons
+    wide = {"Z_sd": 20.0, "m_sd": 20.0, "c_sd": 20.0, "gamma_sd": 20.0, "b_sd": 20.0}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        idata = posterior(data, "dial-ada", algorithm="laplace", draws=2000, seed=1, priors=wide)
+    assert "Pareto k" in idata.attrs["sampler_problems"] and "algorithm='nuts'" in idata.attrs["sampler_problems"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ok = posterior(pydial.datasets.arena(), "dial-ada", algorithm="laplace", draws=1000, seed=1)
+    assert "Pareto k" not in ok.attrs["sampler_problems"]

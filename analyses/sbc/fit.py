@@ -27,6 +27,8 @@ from pydial.data.comparisons import CellTable
 from pydial.model.families import family_of
 from pydial.stan import compile_model
 from pydial.stan.idata import rhat_ess
+from pydial.exceptions import DialError
+from pydial.stan.laplace import LogDensity, SampleProgram, frame_scale, mode, nuts_start, with_frame_sd
 from pydial.stan.schema import dial_sample_data, dial_sample_inits, judges_data
 
 from .configs import Config
@@ -58,21 +60,35 @@ class NutsSettings:
 
 
 def stan_data(cfg: Config, llm: CellTable, human: CellTable,
-              rng: np.random.Generator) -> tuple[dict[str, Any], list[dict[str, Any]] | None]:
-    """Return the Stan data of ``cfg`` for simulated cells and the chain's initial values (``None``: Stan's)."""
+              rng: np.random.Generator) -> tuple[dict[str, Any], list[dict[str, Any]] | None, np.ndarray | None]:
+    """Return the Stan data of ``cfg`` for simulated cells, the chain's initial values (``None``: Stan's) and metric.
+
+    ``dial_sample.stan`` is set up as :func:`pydial.posterior` sets it up: the expansion scale ``frame_sd`` matched
+    to the posterior at its mode (Newton from the jittered point start), the chain started at a draw of the
+    Laplace approximation there and the metric adapted from its variances; where no mode is found, the
+    jittered point start, ``frame_sd = 0.2`` and the unit metric.
+    """
     if cfg.kind == "judges":
         d = judges_data(llm, human, N=cfg.N, K=cfg.K, order=True, family=family_of(cfg.ties), priors=cfg.priors,
                         log_lik=False)
-        return d, None
+        return d, None, None
     data = pydial.Comparisons.from_counts(counts_frame(llm, human, N=cfg.N, K=cfg.K), human_judge=HUMAN)
     d, _, _ = dial_sample_data(data, rank=1, calibration=cfg.calibration, family=family_of(cfg.ties), priors=cfg.priors,
                                log_lik=False)
-    return d, dial_sample_inits(data, d, chains=1, rng=rng)
+    inits = dial_sample_inits(data, d, chains=1, rng=rng)
+    try:
+        prog = SampleProgram.from_data(d)
+        u_hat, pt, _ = mode(LogDensity(prog), prog.join(inits[0]))
+        prog, hess = with_frame_sd(prog, u_hat, pt.hess, frame_scale(prog, u_hat, pt.hess))
+        starts, metric = nuts_start(prog, u_hat, hess, chains=1, rng=rng)
+        return d | {"frame_sd": prog.frame_sd}, starts, metric
+    except DialError:
+        return d, inits, None
 
 
 def fit_draws(cfg: Config, d: dict[str, Any], inits: list[dict[str, Any]] | None, *, seed: int,
-              settings: NutsSettings) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
-    """Run NUTS on ``d`` and return the thinned identified draws and the sampler diagnostics.
+              settings: NutsSettings, inv_metric: np.ndarray | None = None) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+    """Run NUTS on ``d`` (``inv_metric``: the diagonal metric to adapt from) and return the thinned draws and diagnostics.
 
     Returns
     -------
@@ -87,7 +103,8 @@ def fit_draws(cfg: Config, d: dict[str, Any], inits: list[dict[str, Any]] | None
     cm = compile_model(cfg.program)
     n = settings.kept * settings.thin
     res = cm.sample(d, chains=1, draws=n, warmup=settings.warmup, seed=seed, inits=inits,
-                    adapt_delta=settings.adapt_delta, quiet=True, progress=False)
+                    adapt_delta=settings.adapt_delta, quiet=True, progress=False,
+                    inv_metric=inv_metric if cm.backend == "cmdstanpy" else None)
     full = identified(res.draws, ndim_draws=2)              # (chain, draw) per identified scalar
     names = list(full)
     import arviz
@@ -108,6 +125,7 @@ def fit_draws(cfg: Config, d: dict[str, Any], inits: list[dict[str, Any]] | None
         "min_ess_tail": float(np.min(tail)),
         "min_ess_at": names[int(np.argmin(np.minimum(bulk, tail)))],
         "stepsize": float(np.mean(res.stats["stepsize__"])),
+        "frame_sd": float(d.get("frame_sd", np.nan)),
         "seconds": float(res.seconds),
     }
     kept = {k: v[0, settings.thin - 1::settings.thin] for k, v in full.items()}

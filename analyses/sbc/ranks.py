@@ -33,7 +33,7 @@ from .simulate import simulate_cells
 __all__ = ["META", "simulate_once", "run", "rank_columns", "save", "load", "with_program"]
 
 META = ("sim", "L", "error", "divergent", "treedepth_hits", "min_ess_bulk", "min_ess_tail", "min_ess_at", "stepsize",
-        "seconds")
+        "frame_sd", "seconds")
 """Columns of a ranks table besides the ranks (one column per identified scalar)."""
 
 
@@ -53,8 +53,8 @@ def simulate_once(cfg: Config, sim: int, *, seed: int = 2024, settings: NutsSett
     theta = draw_prior(rng, cfg)
     llm, human = simulate_cells(rng, theta, cfg)
     try:
-        d, inits = stan_data(cfg, llm, human, rng)
-        draws, info = fit_draws(cfg, d, inits, seed=stan_seed, settings=settings)
+        d, inits, metric = stan_data(cfg, llm, human, rng)
+        draws, info = fit_draws(cfg, d, inits, seed=stan_seed, settings=settings, inv_metric=metric)
     except (DialError, RuntimeError, ValueError) as e:
         row["error"] = f"{type(e).__name__}: {str(e).splitlines()[0][:200]}"
         return row

@@ -42,6 +42,9 @@ CONSENSUS_STRENGTH_MIN = 0.1
 """Warn when the 5% posterior quantile of ``consensus_strength`` falls below this."""
 
 ALGORITHMS: tuple[str, ...] = ("nuts", *APPROXIMATIONS)
+
+LAPLACE_MAX_K = 0.7
+"""Largest Pareto k of the Laplace draws' importance ratios ``log_p__ - log_q__`` before it is reported as a problem."""
 """Posterior algorithms of :func:`posterior`: NUTS, and CmdStan's Laplace approximation and Pathfinder."""
 
 LOG_LIK_UNITS: tuple[str, ...] = ("cell", "judgment")
@@ -284,9 +287,12 @@ def posterior(
         name is an :class:`~pydial.ArgumentTypeError`):
 
         init : "point-start", "random" or list of dict
-            ``"point-start"`` (default): each chain of a DIAL method starts at the point fits' start
-            :func:`pydial.estimation.glm.initial_theta` (ridge judge-wise BTL fits, the consensus SVD
-            of their scores, the people's scores projected on the calibration basis), jittered; the
+            ``"point-start"`` (default): each chain of a DIAL method starts at its own draw from pydial's
+            Laplace approximation at the posterior mode (:func:`pydial.stan.laplace.nuts_start`: Newton on
+            the exact Hessian from the numpy fit), and CmdStan adapts its diagonal metric from the
+            approximation's variances instead of the unit metric; where no mode is found, at the point fits'
+            start :func:`pydial.estimation.glm.initial_theta` (ridge judge-wise BTL fits, the consensus SVD
+            of their scores, the people's scores projected on the calibration basis), jittered.  The
             other models as with ``"random"``, Stan's uniform(-2, 2) on the unconstrained scale.  Or
             one dict of initial values per chain.
         adapt_delta, max_depth : float, int
@@ -529,6 +535,12 @@ def _problems(s: azio.Sampled, model: str) -> list[str]:
     labels = {k: [s.coords[dm] for dm in s.dims[k]] for k in s.post
               if k in s.dims and all(dm in s.coords for dm in s.dims[k])}
     problems = s.res.check(monitor=s.monitor, warn=False, labels=labels) + s.problems
+    if s.res.algorithm == "laplace" and {"log_p__", "log_q__"} <= set(s.res.stats):
+        k = azio.psislw((s.res.stats["log_p__"] - s.res.stats["log_q__"]).ravel())[1]
+        if k > LAPLACE_MAX_K:
+            problems.append(f"the Laplace approximation's importance ratios (log_p__ - log_q__) have Pareto k = {k:.2f} > "
+                            f"{LAPLACE_MAX_K}: the posterior is not close to normal on the unconstrained scale and the "
+                            "approximation's intervals may be off; compare with algorithm='nuts'")
     if model == "dial" and "consensus_strength" in s.res.draws:
         q05 = float(np.quantile(s.res.draws["consensus_strength"], 0.05))
         if q05 < CONSENSUS_STRENGTH_MIN:

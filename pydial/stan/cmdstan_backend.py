@@ -386,13 +386,13 @@ class CmdstanpyModel(CompiledModel):
     # ---------------------------------------------------------------- sample
     def _run_nuts(self, data: dict[str, Any], *, chains: int, draws: int, warmup: int, seed: int | None,
                   inits: list[dict[str, Any]] | None, adapt_delta: float, max_depth: int,
-                  refresh: int | None, quiet: bool, progress: bool) -> NutsDraws:
-        """NUTS by CmdStan (parallel chains); the ``CmdStanMCMC`` fit is kept."""
+                  refresh: int | None, quiet: bool, progress: bool, inv_metric: np.ndarray | None = None) -> NutsDraws:
+        """NUTS by CmdStan (parallel chains; ``inv_metric``: the diagonal metric to adapt from); the fit is kept."""
         with (_quiet_cmdstanpy() if quiet else contextlib.nullcontext()):
             fit = self._cmdstan_model.sample(
                 data=json_ready(data), chains=chains, parallel_chains=min(chains, os.cpu_count() or 1), seed=seed,
                 iter_warmup=warmup, iter_sampling=draws, adapt_delta=adapt_delta, max_treedepth=max_depth,
-                inits=inits,
+                inits=inits, metric="diag_e", inv_metric=None if inv_metric is None else {"inv_metric": inv_metric.tolist()},
                 show_progress=bool(progress), refresh=refresh, sig_figs=18,
             )
         out = _stan_variables(fit, chains, draws)

@@ -357,13 +357,16 @@ class CompiledModel(abc.ABC):
         refresh: int | None = None,
         quiet: bool = True,
         progress: bool | None = None,
+        inv_metric: np.ndarray | None = None,
     ) -> SampleResult:
         """Run NUTS (diagonal metric, adapted) and return the draws; check them with :meth:`SampleResult.check`.
 
         ``inits``: one dict of constrained values per chain (default Stan's uniform(-2, 2) on the
         unconstrained scale); ``refresh``: the progress interval; ``quiet``: keep the backends' output off
-        the console; ``progress``: a ``tqdm`` bar instead (default: when stderr is a terminal).  httpstan's
-        cached fit is deleted afterwards (the draws are returned here).
+        the console; ``progress``: a ``tqdm`` bar instead (default: when stderr is a terminal);
+        ``inv_metric``: the diagonal inverse metric the adaptation starts from (one entry per unconstrained
+        parameter; CmdStan only, default the unit metric).  httpstan's cached fit is deleted afterwards (the
+        draws are returned here).
         """
         chains, draws = check_count(chains, "chains"), check_count(draws, "draws")
         warmup = check_count(warmup, "warmup", minimum=0)
@@ -372,6 +375,10 @@ class CompiledModel(abc.ABC):
             raise ArgumentError(f"inits must give one dict per chain ({chains}), got {len(inits)}")
         data = as_stan_data(data)
         init_values = None if inits is None else [json_ready(as_stan_data(i)) for i in inits]
+        if inv_metric is not None:
+            inv_metric = np.asarray(inv_metric, float)
+            if inv_metric.ndim != 1 or not np.all(np.isfinite(inv_metric) & (inv_metric > 0)):
+                raise ArgumentError("inv_metric must be a vector of positive numbers (a diagonal inverse metric)")
         if progress is None:
             import sys
 
@@ -379,7 +386,7 @@ class CompiledModel(abc.ABC):
         t0 = time.perf_counter()
         run = self._run_nuts(data, chains=chains, draws=draws, warmup=warmup, seed=seed, inits=init_values,
                              adapt_delta=adapt_delta, max_depth=max_depth, refresh=refresh, quiet=quiet,
-                             progress=bool(progress))
+                             progress=bool(progress), inv_metric=inv_metric)
         return SampleResult(draws=run.draws, stats=run.stats, chains=chains, draws_per_chain=draws, warmup=warmup,
                             seed=seed, max_depth=max_depth, backend=self.backend, seconds=time.perf_counter() - t0,
                             backend_fit=run.fit)
@@ -387,7 +394,7 @@ class CompiledModel(abc.ABC):
     @abc.abstractmethod
     def _run_nuts(self, data: dict[str, Any], *, chains: int, draws: int, warmup: int, seed: int | None,
                   inits: list[dict[str, Any]] | None, adapt_delta: float, max_depth: int,
-                  refresh: int | None, quiet: bool, progress: bool) -> NutsDraws:
+                  refresh: int | None, quiet: bool, progress: bool, inv_metric: np.ndarray | None = None) -> NutsDraws:
         """Run the backend's NUTS on marshalled data and per-chain ``inits`` (arguments checked by :meth:`sample`)."""
 
     def approximate(self, data: Mapping[str, Any], *, algorithm: str, draws: int = 1000, seed: int | None = None,

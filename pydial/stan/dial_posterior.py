@@ -21,10 +21,10 @@ from pydial.estimation.steps import human_effects
 from pydial.model.families import Family, family_of
 
 from ..exceptions import ArgumentError, DataError, DialError
-from ..optim import BOX
+from ..optim import BOX, single_threaded_blas
 from .backend import CompiledModel, SampleResult, compile_model
 from .idata import Sampled
-from .laplace import LogDensity, SampleProgram, frame_scale, laplace_sample, mode
+from .laplace import LogDensity, SampleProgram, frame_scale, laplace_sample, mode, nuts_start, with_frame_sd
 from .schema import (DIAL_SAMPLE_PRIORS, CellTable, data_fingerprint, dial_calibrate_data, dial_sample_data, dial_sample_inits,
                      dial_sample_start, human_cell_table, llm_cell_table, merge_priors, mu_reference, with_extra)
 
@@ -240,21 +240,32 @@ def run_dial(data: Comparisons, req: Request, opt: RunOptions, calibration: str 
     else:
         inits = list(init)
     numpy_laplace = opt.run.get("algorithm") == "laplace" and opt.program is None
+    u_hat: np.ndarray | None = None
     if opt.frame_sd is not None:
         d = dict(d) | {"frame_sd": float(opt.frame_sd)}
     if opt.frame_sd is None or numpy_laplace:
         try:
-            matched, mode_values = matched_mode(data, req, d, w_llm, opt, None if isinstance(init, str) else inits)
+            matched, u_hat, hess = matched_mode(data, req, d, w_llm, opt, None if isinstance(init, str) else inits)
             d = matched if opt.frame_sd is None else d
         except DialError:  # no mode: NUTS and CmdStan keep the default scale; pydial's Laplace has no approximation
             if numpy_laplace:
                 raise
     d = with_extra(d, opt.extra)
     if numpy_laplace:
-        res = laplace_run(d, mode_values, opt)
+        assert u_hat is not None
+        res = laplace_run(d, SampleProgram.from_data(d).split(u_hat), opt)
     else:
         cm = compile_model(opt.program or "dial_sample", backend=opt.backend)
-        res = draw(cm, d, seed=opt.seed, inits=inits, run=opt.run)
+        run = opt.run
+        if opt.run.get("algorithm", "nuts") == "nuts" and init == "point-start" and u_hat is not None \
+                and opt.frame_sd is None:
+            try:  # start in the posterior's bulk; CmdStan adapts its metric from the approximation's variances
+                inits, variances = nuts_start(SampleProgram.from_data(d), u_hat, hess, chains=chains, rng=opt.rng)
+                if cm.backend == "cmdstanpy" and opt.program is None:
+                    run = dict(run) | {"inv_metric": variances}
+            except DialError:
+                pass
+        res = draw(cm, d, seed=opt.seed, inits=inits, run=run)
     items, judges = list(data.items), list(data.judges)
     tie_names = (judges + ([data.human_judge] if int(d["H"]) else [])) if not family.is_binary else []
     post, dims, coords = dial_posterior(res, d, items, judges, calibration, order, tie_names)
@@ -262,12 +273,14 @@ def run_dial(data: Comparisons, req: Request, opt: RunOptions, calibration: str 
     return res, d, cells, post, dims, coords
 
 
+@single_threaded_blas
 def matched_mode(data: Comparisons, req: Request, d: Mapping[str, Any], w_llm: float, opt: RunOptions,
-                 inits: Sequence[Mapping[str, Any]] | None) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
-    """Return ``d`` with ``frame_sd`` matched to the posterior (:func:`~pydial.stan.laplace.frame_scale`) and its mode.
+                 inits: Sequence[Mapping[str, Any]] | None) -> tuple[dict[str, Any], np.ndarray, np.ndarray]:
+    """Return ``d`` with ``frame_sd`` matched to the posterior, the mode ``u_hat`` and the Hessian there at that scale.
 
-    Newton's method starts at ``inits[0]`` or else at the numpy fit of the same weighted likelihood (the
-    posterior's weight ``lambda``; the anchored fit for the LLM-only posterior), a few steps from the mode.
+    The scale is :func:`~pydial.stan.laplace.frame_scale`; ``u_hat`` is the mode at ``d``'s own scale.  Newton's
+    method starts at ``inits[0]`` or else at the numpy fit of the same weighted likelihood (the posterior's weight
+    ``lambda``; the anchored fit for the LLM-only posterior), a few steps from the mode.
     """
     if inits:
         init = dict(inits[0])
@@ -284,9 +297,11 @@ def matched_mode(data: Comparisons, req: Request, d: Mapping[str, Any], w_llm: f
     prog = SampleProgram.from_data(d)
     u_hat, pt, _ = mode(LogDensity(prog), prog.join(init))
     assert pt.hess is not None
-    return dict(d) | {"frame_sd": frame_scale(prog, u_hat, pt.hess)}, prog.split(u_hat)
+    prog, hess = with_frame_sd(prog, u_hat, pt.hess, frame_scale(prog, u_hat, pt.hess))
+    return dict(d) | {"frame_sd": prog.frame_sd}, u_hat, hess
 
 
+@single_threaded_blas
 def laplace_run(d: Mapping[str, Any], init: Mapping[str, np.ndarray], opt: RunOptions) -> SampleResult:
     """Draw from the Laplace approximation of ``dial_sample.stan`` from its exact Hessian (:mod:`pydial.stan.laplace`)."""
     t0 = time.perf_counter()

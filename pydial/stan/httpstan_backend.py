@@ -368,8 +368,11 @@ class HttpstanModel(CompiledModel):
     # ---------------------------------------------------------------- sample
     def _run_nuts(self, data: dict[str, Any], *, chains: int, draws: int, warmup: int, seed: int | None,
                   inits: list[dict[str, Any]] | None, adapt_delta: float, max_depth: int,
-                  refresh: int | None, quiet: bool, progress: bool) -> NutsDraws:
+                  refresh: int | None, quiet: bool, progress: bool, inv_metric: np.ndarray | None = None) -> NutsDraws:
         """NUTS through pystan (in a worker thread inside a running event loop); its cached fit is removed."""
+        if inv_metric is not None:
+            raise StanBackendError("httpstan's NUTS adapts its metric from the unit metric and takes no initial one: "
+                                   "pass inv_metric=None, or use backend='cmdstanpy'")
         d, s = _outside_event_loop(self._sample, data, chains, draws, warmup, seed, inits, adapt_delta, max_depth,
                                    refresh, quiet, progress)
         return NutsDraws(draws=d, stats=s)

@@ -20,6 +20,7 @@ transformed parameters and generated quantities at every draw, named and shaped 
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Any, Mapping
 
@@ -33,7 +34,8 @@ from pydial.model.families import FAMILIES, CellDerivatives, Family, binary_cell
 
 from ..exceptions import ConvergenceError
 
-__all__ = ["SampleProgram", "LogDensity", "transform", "structure_vjp", "mode", "frame_scale", "laplace_sample"]
+__all__ = ["SampleProgram", "LogDensity", "transform", "structure_vjp", "mode", "frame_scale", "laplace_sample",
+           "nuts_start", "with_frame_sd"]
 
 STEP = 1e-30
 """The complex step: ``f'(x) = Im f(x + i h) / h`` with no cancellation, exact to rounding for any small ``h``."""
@@ -555,6 +557,79 @@ def frame_scale(prog: SampleProgram, u_hat: np.ndarray, hess: np.ndarray, *, bou
     return float(np.clip(2 * s, *bounds))
 
 
+def _normal_at_mode(d: Mapping[str, Any], init: Mapping[str, Any]) -> tuple[LogDensity, np.ndarray, np.ndarray, int]:
+    """Return the log density, its mode from ``init``, the Cholesky factor ``L`` of ``-H`` there and Newton's iterations."""
+    prog = SampleProgram.from_data(d)
+    logp = LogDensity(prog)
+    u_hat, pt, iterations = mode(logp, prog.join(init))
+    assert pt.hess is not None
+    try:
+        return logp, u_hat, np.linalg.cholesky(-pt.hess), iterations
+    except np.linalg.LinAlgError:
+        ev = np.linalg.eigvalsh(-pt.hess)[0]
+        raise ConvergenceError(f"dial_sample.stan's Hessian at the mode is not negative definite (smallest eigenvalue of "
+                               f"-H {ev:.3g}): the Laplace approximation does not exist here; use algorithm='nuts'") from None
+
+
+def with_frame_sd(prog: SampleProgram, u: np.ndarray, hess: np.ndarray, frame_sd: float) -> tuple[SampleProgram, np.ndarray]:
+    """Return the program at another ``frame_sd`` and its Hessian at ``u``: only the expansion's term changes.
+
+    The term ``-||P_raw' P_raw - I||^2 / (2 frame_sd^2)`` scales with ``1 / frame_sd^2``; its Hessian (the
+    complex-step Jacobian of its gradient) is swapped, exactly, without evaluating the cells again.
+    """
+    new = dataclasses.replace(prog, frame_sd=float(frame_sd))
+    k = prog.indices(("P_raw",))
+    if k.size == 0:
+        return new, hess
+    steps = np.broadcast_to(u.astype(complex), (k.size, u.size)).copy()
+    steps[np.arange(k.size), k] += 1j * STEP
+    unit = dataclasses.replace(prog, frame_sd=1.0)
+    E = _prior(unit, unit.split(steps))[1]["P_raw"]            # the gradient at frame_sd = 1, one step per row
+    T = _t(E).reshape(k.size, -1).imag / STEP                 # rows: d grad(P_raw, column-major) / d u_k
+    out = hess.copy()
+    out[np.ix_(k, k)] += (1 / new.frame_sd**2 - 1 / prog.frame_sd**2) * 0.5 * (T + T.T)
+    return new, out
+
+
+def nuts_start(prog: SampleProgram, u_hat: np.ndarray, hess: np.ndarray, *, chains: int,
+               rng: np.random.Generator) -> tuple[list[dict[str, np.ndarray]], np.ndarray]:
+    """Return NUTS's start: one draw per chain from the normal approximation ``N(u_hat, (-hess)^{-1})``, and its variances.
+
+    Parameters
+    ----------
+    prog : SampleProgram
+        The program's data.
+    u_hat : ndarray
+        The mode (or a point near it).
+    hess : ndarray
+        The Hessian of ``log p`` there.
+    chains : int
+        Number of chains.
+    rng : numpy.random.Generator
+        The draws' generator.
+
+    Returns
+    -------
+    inits : list of dict
+        Named parameter values, one dict per chain: in the bulk of the posterior, apart from each other.
+    variances : ndarray
+        The approximation's variance of each unconstrained parameter: a diagonal inverse metric to adapt from.
+
+    Raises
+    ------
+    pydial.ConvergenceError
+        ``-hess`` is not positive definite.
+    """
+    try:
+        L = np.linalg.cholesky(-hess)
+    except np.linalg.LinAlgError:
+        raise ConvergenceError("dial_sample.stan's Hessian at the mode is not negative definite: no normal "
+                               "approximation to start NUTS from") from None
+    L_inv = solve_triangular(L, np.eye(u_hat.size), lower=True)
+    us = u_hat + (L_inv.T @ rng.standard_normal((u_hat.size, chains))).T
+    return [prog.split(u) for u in us], np.sum(L_inv**2, axis=0)
+
+
 def laplace_sample(d: Mapping[str, Any], init: Mapping[str, Any], *, draws: int, seed: int | None,
                    chunk: int = 50) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray], int]:
     """Draw from the Laplace approximation of ``dial_sample.stan`` at its mode (module docstring).
@@ -587,16 +662,7 @@ def laplace_sample(d: Mapping[str, Any], init: Mapping[str, Any], *, draws: int,
     pydial.ConvergenceError
         Newton's method fails, or the Hessian at the mode is not negative definite.
     """
-    prog = SampleProgram.from_data(d)
-    logp = LogDensity(prog)
-    u_hat, pt, iterations = mode(logp, prog.join(init))
-    assert pt.hess is not None
-    try:
-        L = np.linalg.cholesky(-pt.hess)
-    except np.linalg.LinAlgError:
-        ev = np.linalg.eigvalsh(-pt.hess)[0]
-        raise ConvergenceError(f"dial_sample.stan's Hessian at the mode is not negative definite (smallest eigenvalue of "
-                               f"-H {ev:.3g}): the Laplace approximation does not exist here; use algorithm='nuts'") from None
+    logp, u_hat, L, iterations = _normal_at_mode(d, init)
     rng = np.random.default_rng(seed)
     zs = rng.standard_normal((draws, u_hat.size))
     us = u_hat + solve_triangular(L.T, zs.T, lower=False).T
