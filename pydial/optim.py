@@ -23,6 +23,8 @@ from .exceptions import ArgumentError, ConvergenceWarning
 BOX = 10.0  # coordinate bound of the paper's optimization box (App. DIAL Estimation Procedure)
 ZERO_EIG_RTOL = 1e-9  # eigenvalues below this fraction of the largest count as zero (gauge) everywhere
 
+GAUGE_ANGLE = 1e-6  # largest angle between the gauge tangents and the flat eigenvectors that pinv_gauge certifies
+
 ROUNDOFF_FACTOR = 100.0
 """An L-BFGS run stopped by a failed line search counts as converged within this factor of the gradient
 tolerance: no decrease of ``log p`` is resolvable there in double precision."""
@@ -115,15 +117,19 @@ def pinv_gauge(H: np.ndarray, Z: np.ndarray, rtol: float = ZERO_EIG_RTOL) -> tup
     """:func:`pinv_sym` of a Hessian flat along the gauge tangents ``Z`` (Lemma overparam-invariance) by a Cholesky factor.
 
     It is ``(H + s Q Q^T)^{-1} - Q Q^T / s``, ``Q`` an orthonormal basis of ``span Z``, ``s`` the largest
-    diagonal entry; returned only when certified (``||H Q||`` at rounding level, the other eigenvalues above the cut), else None.
+    diagonal entry; returned only when certified, else None: the other eigenvalues above the cut, and ``span Z``
+    within an angle ``||H Q|| ||(H + s Q Q^T)^{-1}|| <= 1e-6`` of the flat eigenvectors (gauge-invariant
+    products ``a^T H^+ b``, ``a, b`` orthogonal to ``Z``, then agree with the eigen-decomposition's to its square).
     """
     from scipy.linalg import cho_factor, lapack
 
-    H = 0.5 * (H + H.T)
+    H = H + H.T
+    H *= 0.5
     if (shifted := _gauge_shift(H, Z)) is None:
         return None
     Q, scale, Ha = shifted
-    if Q.size and np.linalg.norm(H @ Q) > 1e-3 * rtol * scale:
+    flat = float(np.linalg.norm(H @ Q)) if Q.size else 0.0
+    if flat > rtol * scale:  # curvature above the cut along the gauge: not a flat direction
         return None
     try:
         c, _ = cho_factor(Ha, lower=True, check_finite=False)
@@ -135,7 +141,8 @@ def pinv_gauge(H: np.ndarray, Z: np.ndarray, rtol: float = ZERO_EIG_RTOL) -> tup
     inv = np.tril(inv)
     inv += inv.T
     inv[np.diag_indices_from(inv)] *= 0.5
-    if not 1.0 / np.linalg.norm(inv) > 10.0 * rtol * np.linalg.norm(H):
+    norm_inv = np.linalg.norm(inv)
+    if not 1.0 / norm_inv > 10.0 * rtol * np.linalg.norm(H) or flat * norm_inv > GAUGE_ANGLE:
         return None
     if Q.size:
         inv -= (Q / scale) @ Q.T

@@ -558,6 +558,11 @@ class Objective:
         return None if g.size < 2 or bool(np.all(g[1:] >= g[:-1])) else np.argsort(g, kind="stable")
 
     @_layout_property
+    def _row_bounds(self) -> np.ndarray | None:
+        """Start of each loading row's run of cells (``rows + 1`` bounds) when sorted by row, else ``None``."""
+        return None if self._pair_order is not None else np.searchsorted(self.cells.g, np.arange(self.chart.rows + 1))
+
+    @_layout_property
     def _pair_key(self) -> np.ndarray:
         """``(g N + i) N + j`` of every cell, in the order of :attr:`_pair_order`."""
         ch, c = self.chart, self.cells
@@ -691,10 +696,15 @@ class Objective:
             dW += np.bincount(bi, w, minlength=R * N)
             dW += np.bincount(bj, w, minlength=R * N)
         u = np.empty(weight.size)  # the item-pair totals (N^2 of them) in one pass each
+        bounds = self._row_bounds
         for t in range(len(pairs)):
-            for sl in self._blocks:
-                np.take(coef[t], c.g[sl], out=u[sl], mode="clip")
-                u[sl] *= weight[sl]
+            if bounds is not None:  # rows sorted: coef_t constant on each row's run of cells
+                for g in range(R):
+                    np.multiply(weight[bounds[g]:bounds[g + 1]], coef[t][g], out=u[bounds[g]:bounds[g + 1]])
+            else:
+                for sl in self._blocks:
+                    np.take(coef[t], c.g[sl], out=u[sl], mode="clip")
+                    u[sl] *= weight[sl]
             BB[t] = -np.bincount(self._item_pair_key, u, minlength=N * N)
         dW = dW.reshape(R, N)
         BBd = np.array([ct @ dW for ct in coef]).reshape(len(pairs), N)
