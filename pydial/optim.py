@@ -155,7 +155,12 @@ def _gauge_shift(H: np.ndarray, Z: np.ndarray) -> tuple[np.ndarray, float, np.nd
     if not scale > 0.0:
         return None
     Q = np.linalg.qr(Z)[0] if Z.size else Z
-    return Q, scale, (H + scale * (Q @ Q.T) if Q.size else H)
+    if not Q.size:
+        return Q, scale, H
+    Ha = Q @ Q.T  # H + s Q Q^T formed in one work array
+    Ha *= scale
+    Ha += H
+    return Q, scale, Ha
 
 
 def _gauge_cholesky_step(H: np.ndarray, g: np.ndarray, Z: np.ndarray, rtol: float) -> np.ndarray | None:

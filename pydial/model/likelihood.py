@@ -373,7 +373,9 @@ class Objective:
             H = np.block([[H, H_tl], [H_tl.T, H_ll]])
         if pen is not None and pen[2] is not None:
             H = H + pen[2]
-        return f, g, 0.5 * (H + H.T)
+        H_sym = H + H.T
+        H_sym *= 0.5
+        return f, g, H_sym
 
     def _penalty_value(self, x: np.ndarray, eta: np.ndarray) -> float:
         """Return the penalty at ``x`` (``eta``: the cells' predictors there)."""
@@ -557,7 +559,7 @@ class Objective:
         g = self.cells.g
         return None if g.size < 2 or bool(np.all(g[1:] >= g[:-1])) else np.argsort(g, kind="stable")
 
-    @_layout_property
+    @cached_property
     def _row_bounds(self) -> np.ndarray | None:
         """Start of each loading row's run of cells (``rows + 1`` bounds) when sorted by row, else ``None``."""
         return None if self._pair_order is not None else np.searchsorted(self.cells.g, np.arange(self.chart.rows + 1))
