@@ -687,15 +687,16 @@ class Objective:
         LapB = np.zeros((q, R * N))
         dW = np.zeros(R * N)
         BB = np.zeros((len(pairs), N * N))
-        for sl in self._blocks:  # valid indices: mode "clip" skips numpy's bounds check
-            w, i, j, bi, bj = weight[sl], c.i[sl], c.j[sl], ki[sl], kj[sl]
+        segments = self._row_item_segments  # the totals by g N + i over its runs (the cells are sorted by it)
+        for t, sl in enumerate(self._blocks):  # valid indices: mode "clip" skips numpy's bounds check
+            w, i, j, bj = weight[sl], c.i[sl], c.j[sl], kj[sl]
             for l in range(q):
                 u = np.take(Bc[l], i, mode="clip")
                 u -= np.take(Bc[l], j, mode="clip")
                 u *= w
-                LapB[l] += np.bincount(bi, u, minlength=R * N)
+                self._totals_into(LapB[l], ki, segments, t, u)
                 LapB[l] -= np.bincount(bj, u, minlength=R * N)
-            dW += np.bincount(bi, w, minlength=R * N)
+            self._totals_into(dW, ki, segments, t, w)
             dW += np.bincount(bj, w, minlength=R * N)
         u = np.empty(weight.size)  # the item-pair totals (N^2 of them) in one pass each
         bounds = self._row_bounds
