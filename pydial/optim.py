@@ -180,7 +180,7 @@ def _gauge_cholesky_step(H: np.ndarray, g: np.ndarray, Z: np.ndarray, rtol: floa
     d = np.diag(L) ** 2
     if d.size == 0 or not d.min() > rtol * d.max():
         return None
-    step = -cho_solve((L, True), g, check_finite=False)
+    step = -cho_solve((L.T, False), g, check_finite=False)  # L^T: LAPACK's column order, not copied
     if Q.size:
         step -= Q @ (Q.T @ step)
     return step if np.all(np.isfinite(step)) else None

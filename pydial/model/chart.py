@@ -125,6 +125,48 @@ def structure_from_S(S: np.ndarray, r: int) -> Structure:
     return Structure(S=S, mu=mu, gamma=gamma, U=P * sv / np.sqrt(N), V=np.sqrt(N) * Q)
 
 
+PullTerms = tuple[np.ndarray, np.ndarray, list[tuple[Any, int, float]]]
+"""A sparse ``T``'s columns as ``(first rows, their values, [(columns, second row, value)])`` (:func:`pull_terms`)."""
+
+
+def pull_terms(T: "sparse.spmatrix") -> "PullTerms | None":
+    """Return :data:`PullTerms` of ``T`` (``P x p``), None when a column has no entry or more than two."""
+    Tc = sparse.csc_matrix(T)
+    Tc.sort_indices()
+    nnz = np.diff(Tc.indptr)
+    if nnz.size and (nnz.min() < 1 or nnz.max() > 2):
+        return None
+    r0, v0 = Tc.indices[Tc.indptr[:-1]], Tc.data[Tc.indptr[:-1]]
+    two = np.flatnonzero(nnz == 2)
+    r1, v1 = Tc.indices[Tc.indptr[two] + 1], Tc.data[Tc.indptr[two] + 1]
+    groups: list[tuple[Any, int, float]] = []
+    for r, v in sorted(set(zip(r1.tolist(), v1.tolist()))):
+        cols = two[(r1 == r) & (v1 == v)]
+        step = int(cols[1] - cols[0]) if cols.size > 1 else 1
+        regular = step > 0 and bool(np.all(np.diff(cols) == step))  # a strided slice: updated in place
+        groups.append((slice(int(cols[0]), int(cols[-1]) + 1, step) if regular else cols, r, v))
+    return r0, v0, groups
+
+
+def sparse_pull_back(terms: PullTerms, G: np.ndarray) -> np.ndarray:
+    """``T^T G T`` from :func:`pull_terms`: the sums of scipy's sparse products in their order (signed zeros included)."""
+    r0, v0, groups = terms
+    ones = bool(np.all(v0 == 1.0))
+    X = G[r0]  # rows of T^T G: v0 G[r0] (+ v1 G[r1]), then + 0.0 (the products' zero start)
+    if not ones:
+        X *= v0[:, None]
+    for cols, r, v in groups:
+        X[cols] += v * G[r]
+    X += 0.0
+    out = X[:, r0]  # then its columns alike
+    if not ones:
+        out *= v0
+    for cols, r, v in groups:
+        out[:, cols] += (v * X[:, r])[:, None]
+    out += 0.0
+    return out
+
+
 @dataclass(frozen=True)
 class Chart:
     """Reduced coordinates of the structured DIAL model: ``N`` items, ``K`` judges, rank ``r``.
@@ -297,40 +339,14 @@ class Chart:
         return sparse.csr_matrix(self.T)
 
     def pull_back(self, H_full: np.ndarray) -> np.ndarray:
-        """``T^T H T`` for a dense ``H`` in the full coordinates (the sparse products' sums, in their order)."""
-        r0, v0, groups = self._pull_terms
-        ones = bool(np.all(v0 == 1.0))
-        X = H_full[r0]  # rows of T^T H: v0 H[r0] (+ v1 H[r1]), then + 0.0 (the product's zero start: signed zeros)
-        if not ones:
-            X *= v0[:, None]
-        for cols, r, v in groups:
-            X[cols] += v * H_full[r]
-        X += 0.0
-        out = X[:, r0]  # then its columns alike
-        if not ones:
-            out *= v0
-        for cols, r, v in groups:
-            out[:, cols] += (v * X[:, r])[:, None]
-        out += 0.0
-        return out
+        """``T^T H T`` for a dense ``H`` in the full coordinates (:func:`sparse_pull_back`)."""
+        terms = self._pull_terms
+        assert terms is not None  # the chart's T has one or two entries per column
+        return sparse_pull_back(terms, H_full)
 
     @cached_property
-    def _pull_terms(self) -> tuple[np.ndarray, np.ndarray, list[tuple[Any, int, float]]]:
-        """Each column of ``T`` as ``(first row, value)`` and the groups ``(columns, row, value)`` of their second entries."""
-        Tc = self.T_sparse.tocsc()
-        Tc.sort_indices()
-        nnz = np.diff(Tc.indptr)
-        assert nnz.size == 0 or (nnz.min() >= 1 and nnz.max() <= 2)  # the chart's T: one or two entries per column
-        r0, v0 = Tc.indices[Tc.indptr[:-1]], Tc.data[Tc.indptr[:-1]]
-        two = np.flatnonzero(nnz == 2)
-        r1, v1 = Tc.indices[Tc.indptr[two] + 1], Tc.data[Tc.indptr[two] + 1]
-        groups: list[tuple[Any, int, float]] = []
-        for r, v in sorted(set(zip(r1.tolist(), v1.tolist()))):
-            cols = two[(r1 == r) & (v1 == v)]
-            step = int(cols[1] - cols[0]) if cols.size > 1 else 1
-            regular = step > 0 and bool(np.all(np.diff(cols) == step))  # a strided slice: updated in place
-            groups.append((slice(int(cols[0]), int(cols[-1]) + 1, step) if regular else cols, r, v))
-        return r0, v0, groups
+    def _pull_terms(self) -> "PullTerms | None":
+        return pull_terms(self.T_sparse)
 
     @cached_property
     def phi0(self) -> np.ndarray:
