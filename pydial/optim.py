@@ -149,28 +149,32 @@ def pinv_gauge(H: np.ndarray, Z: np.ndarray, rtol: float = ZERO_EIG_RTOL) -> tup
     return inv, Q.shape[1]
 
 
-def _gauge_shift(H: np.ndarray, Z: np.ndarray) -> tuple[np.ndarray, float, np.ndarray] | None:
-    """``(Q, s, H + s Q Q^T)``: ``Q`` an orthonormal basis of ``span Z``, ``s`` the largest diagonal entry (None if 0)."""
+def _gauge_shift(H: np.ndarray, Z: np.ndarray, out: np.ndarray | None = None) -> tuple[np.ndarray, float, np.ndarray] | None:
+    """``(Q, s, H + s Q Q^T)``: ``Q`` an orthonormal basis of ``span Z``, ``s`` the largest diagonal entry (None if 0).
+
+    ``H + s Q Q^T`` is formed in ``out`` when given.
+    """
     scale = float(np.abs(np.diag(H)).max(initial=0.0))
     if not scale > 0.0:
         return None
     Q = np.linalg.qr(Z)[0] if Z.size else Z
     if not Q.size:
         return Q, scale, H
-    Ha = Q @ Q.T  # H + s Q Q^T formed in one work array
+    Ha = np.matmul(Q, Q.T, out=out)  # H + s Q Q^T formed in one work array
     Ha *= scale
     Ha += H
     return Q, scale, Ha
 
 
-def _gauge_cholesky_step(H: np.ndarray, g: np.ndarray, Z: np.ndarray, rtol: float) -> np.ndarray | None:
-    """``-H^+ g`` off the gauge tangents ``Z`` by one Cholesky factorization of ``H + s Q Q^T``.
+def _gauge_cholesky_step(H: np.ndarray, g: np.ndarray, Z: np.ndarray, rtol: float,
+                         work: np.ndarray | None = None) -> np.ndarray | None:
+    """``-H^+ g`` off the gauge tangents ``Z`` by one Cholesky factorization of ``H + s Q Q^T`` (formed in ``work``).
 
     None when the factorization fails or a pivot is below ``rtol`` of the largest.
     """
     from scipy.linalg import cho_solve
 
-    if (shifted := _gauge_shift(H, Z)) is None:
+    if (shifted := _gauge_shift(H, Z, work)) is None:
         return None
     Q, _, Ha = shifted
     try:
@@ -216,11 +220,12 @@ def newton(
         raise FloatingPointError("objective is not finite at the starting point")
     message = "maximum number of iterations reached"
     converged = False
-    it = 0
+    it, work = 0, None
     for it in range(1, max_iter + 1):
         step = _gauge_cholesky_step(H, g, np.empty((H.shape[0], 0)), 1e-10) if cholesky else None
         if step is None and gauge is not None:
-            step = _gauge_cholesky_step(H, g, gauge(x), rtol_eig)
+            work = np.empty_like(H) if work is None else work  # one P x P work array for every step
+            step = _gauge_cholesky_step(H, g, gauge(x), rtol_eig, work)
         if step is None:
             ev, Q = np.linalg.eigh(H)
             amax = np.abs(ev).max(initial=0.0)

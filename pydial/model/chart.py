@@ -148,17 +148,22 @@ def pull_terms(T: "sparse.spmatrix") -> "PullTerms | None":
     return r0, v0, groups
 
 
-def sparse_pull_back(terms: PullTerms, G: np.ndarray) -> np.ndarray:
-    """``T^T G T`` from :func:`pull_terms`: the sums of scipy's sparse products in their order (signed zeros included)."""
+def sparse_pull_back(terms: PullTerms, G: np.ndarray, work: "tuple[np.ndarray, np.ndarray] | None" = None) -> np.ndarray:
+    """``T^T G T`` from :func:`pull_terms`: the sums of scipy's sparse products in their order (signed zeros included).
+
+    ``work``: arrays to form ``T^T G`` (``p x P``) and the result in (at least ``p^2`` entries, ``G``'s own allowed).
+    """
     r0, v0, groups = terms
     ones = bool(np.all(v0 == 1.0))
-    X = G[r0]  # rows of T^T G: v0 G[r0] (+ v1 G[r1]), then + 0.0 (the products' zero start)
+    p = r0.size
+    # rows of T^T G: v0 G[r0] (+ v1 G[r1]), then + 0.0 (the products' zero start)
+    X = np.take(G, r0, axis=0, out=None if work is None else work[0], mode="clip")
     if not ones:
         X *= v0[:, None]
     for cols, r, v in groups:
         X[cols] += v * G[r]
     X += 0.0
-    out = X[:, r0]  # then its columns alike
+    out = np.take(X, r0, axis=1, out=None if work is None else work[1].reshape(-1)[: p * p].reshape(p, p), mode="clip")
     if not ones:
         out *= v0
     for cols, r, v in groups:
@@ -338,11 +343,11 @@ class Chart:
         """:attr:`T` as a sparse matrix (about two entries per column)."""
         return sparse.csr_matrix(self.T)
 
-    def pull_back(self, H_full: np.ndarray) -> np.ndarray:
-        """``T^T H T`` for a dense ``H`` in the full coordinates (:func:`sparse_pull_back`)."""
+    def pull_back(self, H_full: np.ndarray, work: "tuple[np.ndarray, np.ndarray] | None" = None) -> np.ndarray:
+        """``T^T H T`` for a dense ``H`` in the full coordinates (:func:`sparse_pull_back`, in ``work`` if given)."""
         terms = self._pull_terms
         assert terms is not None  # the chart's T has one or two entries per column
-        return sparse_pull_back(terms, H_full)
+        return sparse_pull_back(terms, H_full, work)
 
     @cached_property
     def _pull_terms(self) -> "PullTerms | None":

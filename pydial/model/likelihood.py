@@ -333,6 +333,12 @@ class Objective:
         return [np.empty(self.cells.g.size) for _ in range(3)]
 
     @cached_property
+    def _hess_work(self) -> tuple[np.ndarray, np.ndarray]:
+        """Work arrays of :meth:`value_grad_hess`: the full Hessian (``P x P``) and ``T^T H`` (``dim x P``)."""
+        P = self.chart.dim_full
+        return np.empty((P, P)), np.empty((self.chart.dim, P))
+
+    @cached_property
     def _wn(self) -> np.ndarray:
         """``w_c n_c``: the cell weights of the binary curvature ``w n p (1 - p)``."""
         return self.cells.w * self.cells.n
@@ -363,9 +369,10 @@ class Objective:
             return f, g, None
         assert t.d_eta_eta is not None
         v = self._columns(phi) if nt else None
-        H_full = self._outer(t.d_eta_eta, v, phi)
+        work = self._hess_work  # reused: a fresh dense P x P array costs its page faults at every step
+        H_full = self._outer(t.d_eta_eta, v, phi, out=work[0])
         self._add_cross(H_full, agg)
-        H = ch.pull_back(H_full)
+        H = ch.pull_back(H_full, work=(work[1], work[0]))
         if pos is not None:
             assert v is not None and t.d_eta_l is not None and t.d_l_l is not None
             H_tl = np.asarray(ch.T_sparse.T @ self._cross_l(t.d_eta_l, v))
@@ -500,13 +507,18 @@ class Objective:
         return {(a, b): gr[a][0] * gr[b][1] + gr[b][0] for a in range(len(gr)) for b in range(a, len(gr))}
 
     def _outer(self, weight: np.ndarray, v: list[np.ndarray] | None, phi: np.ndarray | None = None,
-               offset: "OffsetWeights | None" = None) -> np.ndarray:
+               offset: "OffsetWeights | None" = None, out: np.ndarray | None = None) -> np.ndarray:
         """``sum_c weight_c v_c v_c^T`` (``v_c = d eta_c / d phi``), from item-pair totals or by ``bincount`` per group pair.
 
-        ``offset = (wx, wxx)`` replaces the offsets' entries by cluster sums (:meth:`CellJacobian.cluster_gram`).
+        ``offset = (wx, wxx)`` replaces the offsets' entries by cluster sums (:meth:`CellJacobian.cluster_gram`);
+        ``out``: a ``P x P`` array to form it in.
         """
+        P = self.chart.dim_full
+        H = np.zeros((P, P)) if out is None else out
+        if out is not None:
+            H.fill(0.0)
         if phi is not None and self._pair_chunks is not None:
-            return self._outer_factored(weight, phi, offset)
+            return self._outer_factored(weight, phi, H, offset)
         if v is None:
             assert phi is not None, "_outer needs v or phi"
             v = self._columns(phi)
@@ -521,8 +533,6 @@ class Objective:
             return offset[0][max(ua, ub)] * v[min(ta, tb)]
 
         gr = self._groups
-        P = self.chart.dim_full
-        H = np.zeros((P, P))
         keys = self._pair_keys
         for a in range(len(gr)):
             _, na, ba, sa, wa, ca = gr[a]
@@ -582,17 +592,16 @@ class Objective:
         ch, c = self.chart, self.cells
         return c.g * ch.N + c.i, c.g * ch.N + c.j
 
-    def _outer_factored(self, weight: np.ndarray, phi: np.ndarray, offset: "OffsetWeights | None" = None) -> np.ndarray:
+    def _outer_factored(self, weight: np.ndarray, phi: np.ndarray, H: np.ndarray,
+                        offset: "OffsetWeights | None" = None) -> np.ndarray:
         """Form :meth:`_outer` from per-judge item-pair totals ``W_g`` of ``weight`` (Laplacians ``Lap_g`` of ``W_g + W_g^T``).
 
         ``(L_g, L_g) = B^T Lap_g B``, ``(L_gl', B_il) = L_gl (Lap_g B)_il'``, ``(B_l, B_l') = sum_g L_gl L_gl' Lap_g``.
         """
         ch = self.chart
         q, N, R = ch.q, ch.N, ch.rows
-        P = ch.dim_full
         L = phi[: ch.off_B].reshape(R, q)
         B = phi[ch.off_B : ch.off_b].reshape(N, q)
-        H = np.zeros((P, P))
         pairs = [(l, m) for l in range(q) for m in range(l, q)]
         if R * N * N <= TABLE_RATIO * max(weight.size, 1):
             LapB, BB, BBd = self._laplacian_products_tables(weight, L, B, pairs)
@@ -698,7 +707,8 @@ class Objective:
                 LapB[l] -= np.bincount(bj, u, minlength=R * N)
             self._totals_into(dW, ki, segments, t, w)
             dW += np.bincount(bj, w, minlength=R * N)
-        u = np.empty(weight.size)  # the item-pair totals (N^2 of them) in one pass each
+        # the item-pair totals (N^2 of them) in one pass each, the weights in the residuals' work array if free
+        u = self._work[1] if weight is not self._work[1] else np.empty(weight.size)
         bounds = self._row_bounds
         for t in range(len(pairs)):
             if bounds is not None:  # rows sorted: coef_t constant on each row's run of cells
