@@ -131,18 +131,19 @@ def pinv_gauge(H: np.ndarray, Z: np.ndarray, rtol: float = ZERO_EIG_RTOL) -> tup
     flat = float(np.linalg.norm(H @ Q)) if Q.size else 0.0
     if flat > rtol * scale:  # curvature above the cut along the gauge: not a flat direction
         return None
-    try:
-        c, _ = cho_factor(Ha, lower=True, check_finite=False)
+    norm_H = np.linalg.norm(H)
+    try:  # Ha is symmetric: its transpose is it in LAPACK's column order, factored and inverted in place
+        c, _ = cho_factor(Ha.T, lower=True, check_finite=False, overwrite_a=True)
     except np.linalg.LinAlgError:
         return None
-    inv, info = lapack.dpotri(c, lower=1)
+    inv, info = lapack.dpotri(c, lower=1, overwrite_c=1)
     if info != 0 or not np.all(np.isfinite(inv)):
         return None
     inv = np.tril(inv)
     inv += inv.T
     inv[np.diag_indices_from(inv)] *= 0.5
     norm_inv = np.linalg.norm(inv)
-    if not 1.0 / norm_inv > 10.0 * rtol * np.linalg.norm(H) or flat * norm_inv > GAUGE_ANGLE:
+    if not 1.0 / norm_inv > 10.0 * rtol * norm_H or flat * norm_inv > GAUGE_ANGLE:
         return None
     if Q.size:
         inv -= (Q / scale) @ Q.T

@@ -707,8 +707,9 @@ class Objective:
                 LapB[l] -= np.bincount(bj, u, minlength=R * N)
             self._totals_into(dW, ki, segments, t, w)
             dW += np.bincount(bj, w, minlength=R * N)
-        # the item-pair totals (N^2 of them) in one pass each, the weights in the residuals' work array if free
-        u = self._work[1] if weight is not self._work[1] else np.empty(weight.size)
+        # the item-pair totals (N^2 of them) in one pass each, the weights in the residuals' work array if it exists
+        work = self.__dict__.get("_work")
+        u = work[1] if work is not None and weight is not work[1] else np.empty(weight.size)
         bounds = self._row_bounds
         for t in range(len(pairs)):
             if bounds is not None:  # rows sorted: coef_t constant on each row's run of cells
