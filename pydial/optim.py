@@ -23,6 +23,8 @@ from .exceptions import ArgumentError, ConvergenceWarning
 BOX = 10.0  # coordinate bound of the paper's optimization box (App. DIAL Estimation Procedure)
 ZERO_EIG_RTOL = 1e-9  # eigenvalues below this fraction of the largest count as zero (gauge) everywhere
 
+GAUGE_ANGLE = 1e-6  # largest angle between the gauge tangents and the flat eigenvectors that pinv_gauge certifies
+
 ROUNDOFF_FACTOR = 100.0
 """An L-BFGS run stopped by a failed line search counts as converged within this factor of the gradient
 tolerance: no decrease of ``log p`` is resolvable there in double precision."""
@@ -115,50 +117,65 @@ def pinv_gauge(H: np.ndarray, Z: np.ndarray, rtol: float = ZERO_EIG_RTOL) -> tup
     """:func:`pinv_sym` of a Hessian flat along the gauge tangents ``Z`` (Lemma overparam-invariance) by a Cholesky factor.
 
     It is ``(H + s Q Q^T)^{-1} - Q Q^T / s``, ``Q`` an orthonormal basis of ``span Z``, ``s`` the largest
-    diagonal entry; returned only when certified (``||H Q||`` at rounding level, the other eigenvalues above the cut), else None.
+    diagonal entry; returned only when certified, else None: the other eigenvalues above the cut, and ``span Z``
+    within an angle ``||H Q|| ||(H + s Q Q^T)^{-1}|| <= 1e-6`` of the flat eigenvectors (gauge-invariant
+    products ``a^T H^+ b``, ``a, b`` orthogonal to ``Z``, then agree with the eigen-decomposition's to its square).
     """
     from scipy.linalg import cho_factor, lapack
 
-    H = 0.5 * (H + H.T)
+    H = H + H.T
+    H *= 0.5
     if (shifted := _gauge_shift(H, Z)) is None:
         return None
     Q, scale, Ha = shifted
-    if Q.size and np.linalg.norm(H @ Q) > 1e-3 * rtol * scale:
+    flat = float(np.linalg.norm(H @ Q)) if Q.size else 0.0
+    if flat > rtol * scale:  # curvature above the cut along the gauge: not a flat direction
         return None
-    try:
-        c, _ = cho_factor(Ha, lower=True, check_finite=False)
+    norm_H = np.linalg.norm(H)
+    try:  # Ha is symmetric: its transpose is it in LAPACK's column order, factored and inverted in place
+        c, _ = cho_factor(Ha.T, lower=True, check_finite=False, overwrite_a=True)
     except np.linalg.LinAlgError:
         return None
-    inv, info = lapack.dpotri(c, lower=1)
+    inv, info = lapack.dpotri(c, lower=1, overwrite_c=1)
     if info != 0 or not np.all(np.isfinite(inv)):
         return None
     inv = np.tril(inv)
     inv += inv.T
     inv[np.diag_indices_from(inv)] *= 0.5
-    if not 1.0 / np.linalg.norm(inv) > 10.0 * rtol * np.linalg.norm(H):
+    norm_inv = np.linalg.norm(inv)
+    if not 1.0 / norm_inv > 10.0 * rtol * norm_H or flat * norm_inv > GAUGE_ANGLE:
         return None
     if Q.size:
         inv -= (Q / scale) @ Q.T
     return inv, Q.shape[1]
 
 
-def _gauge_shift(H: np.ndarray, Z: np.ndarray) -> tuple[np.ndarray, float, np.ndarray] | None:
-    """``(Q, s, H + s Q Q^T)``: ``Q`` an orthonormal basis of ``span Z``, ``s`` the largest diagonal entry (None if 0)."""
+def _gauge_shift(H: np.ndarray, Z: np.ndarray, out: np.ndarray | None = None) -> tuple[np.ndarray, float, np.ndarray] | None:
+    """``(Q, s, H + s Q Q^T)``: ``Q`` an orthonormal basis of ``span Z``, ``s`` the largest diagonal entry (None if 0).
+
+    ``H + s Q Q^T`` is formed in ``out`` when given.
+    """
     scale = float(np.abs(np.diag(H)).max(initial=0.0))
     if not scale > 0.0:
         return None
     Q = np.linalg.qr(Z)[0] if Z.size else Z
-    return Q, scale, (H + scale * (Q @ Q.T) if Q.size else H)
+    if not Q.size:
+        return Q, scale, H
+    Ha = np.matmul(Q, Q.T, out=out)  # H + s Q Q^T formed in one work array
+    Ha *= scale
+    Ha += H
+    return Q, scale, Ha
 
 
-def _gauge_cholesky_step(H: np.ndarray, g: np.ndarray, Z: np.ndarray, rtol: float) -> np.ndarray | None:
-    """``-H^+ g`` off the gauge tangents ``Z`` by one Cholesky factorization of ``H + s Q Q^T``.
+def _gauge_cholesky_step(H: np.ndarray, g: np.ndarray, Z: np.ndarray, rtol: float,
+                         work: np.ndarray | None = None) -> np.ndarray | None:
+    """``-H^+ g`` off the gauge tangents ``Z`` by one Cholesky factorization of ``H + s Q Q^T`` (formed in ``work``).
 
     None when the factorization fails or a pivot is below ``rtol`` of the largest.
     """
     from scipy.linalg import cho_solve
 
-    if (shifted := _gauge_shift(H, Z)) is None:
+    if (shifted := _gauge_shift(H, Z, work)) is None:
         return None
     Q, _, Ha = shifted
     try:
@@ -168,7 +185,7 @@ def _gauge_cholesky_step(H: np.ndarray, g: np.ndarray, Z: np.ndarray, rtol: floa
     d = np.diag(L) ** 2
     if d.size == 0 or not d.min() > rtol * d.max():
         return None
-    step = -cho_solve((L, True), g, check_finite=False)
+    step = -cho_solve((L.T, False), g, check_finite=False)  # L^T: LAPACK's column order, not copied
     if Q.size:
         step -= Q @ (Q.T @ step)
     return step if np.all(np.isfinite(step)) else None
@@ -204,11 +221,12 @@ def newton(
         raise FloatingPointError("objective is not finite at the starting point")
     message = "maximum number of iterations reached"
     converged = False
-    it = 0
+    it, work = 0, None
     for it in range(1, max_iter + 1):
         step = _gauge_cholesky_step(H, g, np.empty((H.shape[0], 0)), 1e-10) if cholesky else None
         if step is None and gauge is not None:
-            step = _gauge_cholesky_step(H, g, gauge(x), rtol_eig)
+            work = np.empty_like(H) if work is None else work  # one P x P work array for every step
+            step = _gauge_cholesky_step(H, g, gauge(x), rtol_eig, work)
         if step is None:
             ev, Q = np.linalg.eigh(H)
             amax = np.abs(ev).max(initial=0.0)

@@ -16,7 +16,7 @@ from pydial.data.ingest import RowCoder
 from pydial.exceptions import ArgumentError
 from pydial.inference.linearization import Linearization, two_step_maps
 from pydial.inference.meats import CellStats, MeatSource, parameter_meat
-from pydial.model.chart import Chart
+from pydial.model.chart import Chart, pull_terms, sparse_pull_back
 from pydial.model.design import Design
 from pydial.model.families import BINARY, Family
 from pydial.model.glm import FamilyGLM
@@ -288,7 +288,8 @@ def gacv_trace(H: np.ndarray, jac: Any, st: CellStats, basis: Any, n_h: float, H
     Jm = parameter_meat(jac, st, None, "binomial").dense() / n_h
     if basis is not None:
         Bs = sp.csr_matrix(basis)  # the chart maps have about two entries per column
-        Jm = np.asarray(Bs.T @ np.asarray(Bs.T @ Jm).T).T
+        terms = pull_terms(Bs)
+        Jm = np.asarray(Bs.T @ np.asarray(Bs.T @ Jm).T).T if terms is None else sparse_pull_back(terms, Jm)
     if Hp is None:
         Hp, _ = pinv_sym(H)
     return float(np.sum(Hp * Jm)) / (n_h - 1)

@@ -187,7 +187,7 @@ class CellJacobian:
         rows = np.arange(m) if self.mask is None else np.flatnonzero(self.mask)
         G = int(cluster.max()) + 1 if cluster.size else 0
         S = np.bincount(cluster, weights=r, minlength=G)
-        X = [np.bincount(cluster, weights=r * x[rows], minlength=G) for x, *_ in o._offsets]
+        X = [np.bincount(cluster, weights=r * (x if self.mask is None else x[rows]), minlength=G) for x, *_ in o._offsets]
         rep = np.empty(G, np.int64)
         rep[cluster] = rows  # any cell of a cluster represents it; the others get weight 0
 

@@ -125,6 +125,53 @@ def structure_from_S(S: np.ndarray, r: int) -> Structure:
     return Structure(S=S, mu=mu, gamma=gamma, U=P * sv / np.sqrt(N), V=np.sqrt(N) * Q)
 
 
+PullTerms = tuple[np.ndarray, np.ndarray, list[tuple[Any, int, float]]]
+"""A sparse ``T``'s columns as ``(first rows, their values, [(columns, second row, value)])`` (:func:`pull_terms`)."""
+
+
+def pull_terms(T: "sparse.spmatrix") -> "PullTerms | None":
+    """Return :data:`PullTerms` of ``T`` (``P x p``), None when a column has no entry or more than two."""
+    Tc = sparse.csc_matrix(T)
+    Tc.sort_indices()
+    nnz = np.diff(Tc.indptr)
+    if nnz.size and (nnz.min() < 1 or nnz.max() > 2):
+        return None
+    r0, v0 = Tc.indices[Tc.indptr[:-1]], Tc.data[Tc.indptr[:-1]]
+    two = np.flatnonzero(nnz == 2)
+    r1, v1 = Tc.indices[Tc.indptr[two] + 1], Tc.data[Tc.indptr[two] + 1]
+    groups: list[tuple[Any, int, float]] = []
+    for r, v in sorted(set(zip(r1.tolist(), v1.tolist()))):
+        cols = two[(r1 == r) & (v1 == v)]
+        step = int(cols[1] - cols[0]) if cols.size > 1 else 1
+        regular = step > 0 and bool(np.all(np.diff(cols) == step))  # a strided slice: updated in place
+        groups.append((slice(int(cols[0]), int(cols[-1]) + 1, step) if regular else cols, r, v))
+    return r0, v0, groups
+
+
+def sparse_pull_back(terms: PullTerms, G: np.ndarray, work: "tuple[np.ndarray, np.ndarray] | None" = None) -> np.ndarray:
+    """``T^T G T`` from :func:`pull_terms`: the sums of scipy's sparse products in their order (signed zeros included).
+
+    ``work``: arrays to form ``T^T G`` (``p x P``) and the result in (at least ``p^2`` entries, ``G``'s own allowed).
+    """
+    r0, v0, groups = terms
+    ones = bool(np.all(v0 == 1.0))
+    p = r0.size
+    # rows of T^T G: v0 G[r0] (+ v1 G[r1]), then + 0.0 (the products' zero start)
+    X = np.take(G, r0, axis=0, out=None if work is None else work[0], mode="clip")
+    if not ones:
+        X *= v0[:, None]
+    for cols, r, v in groups:
+        X[cols] += v * G[r]
+    X += 0.0
+    out = np.take(X, r0, axis=1, out=None if work is None else work[1].reshape(-1)[: p * p].reshape(p, p), mode="clip")
+    if not ones:
+        out *= v0
+    for cols, r, v in groups:
+        out[:, cols] += (v * X[:, r])[:, None]
+    out += 0.0
+    return out
+
+
 @dataclass(frozen=True)
 class Chart:
     """Reduced coordinates of the structured DIAL model: ``N`` items, ``K`` judges, rank ``r``.
@@ -296,11 +343,15 @@ class Chart:
         """:attr:`T` as a sparse matrix (about two entries per column)."""
         return sparse.csr_matrix(self.T)
 
-    def pull_back(self, H_full: np.ndarray) -> np.ndarray:
-        """``T^T H T`` for a dense ``H`` in the full coordinates (sparse ``T``)."""
-        Ts = self.T_sparse
-        X = np.asarray(Ts.T @ H_full)
-        return np.asarray(Ts.T @ X.T).T
+    def pull_back(self, H_full: np.ndarray, work: "tuple[np.ndarray, np.ndarray] | None" = None) -> np.ndarray:
+        """``T^T H T`` for a dense ``H`` in the full coordinates (:func:`sparse_pull_back`, in ``work`` if given)."""
+        terms = self._pull_terms
+        assert terms is not None  # the chart's T has one or two entries per column
+        return sparse_pull_back(terms, H_full, work)
+
+    @cached_property
+    def _pull_terms(self) -> "PullTerms | None":
+        return pull_terms(self.T_sparse)
 
     @cached_property
     def phi0(self) -> np.ndarray:

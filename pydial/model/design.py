@@ -13,7 +13,7 @@ from typing import cast
 import numpy as np
 import scipy.sparse as sp
 
-from pydial.model.chart import centering_basis, difference_design
+from pydial.model.chart import PullTerms, centering_basis, difference_design, pull_terms, sparse_pull_back
 
 __all__ = ["Design", "calibration_design", "centered_design", "pair_information", "glm_information", "gram", "dense_design",
            "rmatvec"]
@@ -45,8 +45,14 @@ class Design:
         """``B^T G B`` (``G`` symmetric), with ``B`` sparse for large ``P`` (``O(P^2)`` for the centering basis)."""
         if self.basis.shape[0] <= _DENSE_PULL_BACK:
             return self.basis.T @ G @ self.basis
+        if self._pull_terms is not None:
+            return sparse_pull_back(self._pull_terms, G)
         Bt = self._basis_T
         return np.asarray(Bt @ np.asarray(Bt @ G).T).T
+
+    @cached_property
+    def _pull_terms(self) -> PullTerms | None:
+        return pull_terms(self.basis_csr)
 
     @cached_property
     def basis_csr(self) -> sp.csr_matrix:

@@ -113,12 +113,14 @@ class FamilyGLM:
             pr = expit(eta)
             f = float(w * binomial_nll(eta, n, y).sum() + 0.5 * self.ridge * beta @ beta)
             g = w * rmatvec(X, n * pr - y) + self.ridge * beta
-            H = glm_information(X, n, pr, w) + self.ridge * np.eye(p)
+            H = glm_information(X, n, pr, w)
+            H[np.diag_indices(p)] += self.ridge  # the ridge in place: no dense identity (the judges' fits: p = N)
         else:
             d = self.family.cell(self.counts, eta, x[p])
             f = -w * float(d.value.sum()) + 0.5 * self.ridge * float(beta @ beta)
             gb = -w * rmatvec(X, d.d_eta) + self.ridge * beta
-            Hbb = gram(X, -w * d.d_eta_eta) + self.ridge * np.eye(p)
+            Hbb = gram(X, -w * d.d_eta_eta)
+            Hbb[np.diag_indices(p)] += self.ridge
             Hbl = -w * rmatvec(X, d.d_eta_l)
             g = np.append(gb, -w * d.d_l.sum())
             H = np.block([[Hbb, Hbl[:, None]], [Hbl[None, :], np.array([[-w * d.d_l_l.sum()]])]])

@@ -333,6 +333,12 @@ class Objective:
         return [np.empty(self.cells.g.size) for _ in range(3)]
 
     @cached_property
+    def _hess_work(self) -> tuple[np.ndarray, np.ndarray]:
+        """Work arrays of :meth:`value_grad_hess`: the full Hessian (``P x P``) and ``T^T H`` (``dim x P``)."""
+        P = self.chart.dim_full
+        return np.empty((P, P)), np.empty((self.chart.dim, P))
+
+    @cached_property
     def _wn(self) -> np.ndarray:
         """``w_c n_c``: the cell weights of the binary curvature ``w n p (1 - p)``."""
         return self.cells.w * self.cells.n
@@ -363,9 +369,10 @@ class Objective:
             return f, g, None
         assert t.d_eta_eta is not None
         v = self._columns(phi) if nt else None
-        H_full = self._outer(t.d_eta_eta, v, phi)
+        work = self._hess_work  # reused: a fresh dense P x P array costs its page faults at every step
+        H_full = self._outer(t.d_eta_eta, v, phi, out=work[0])
         self._add_cross(H_full, agg)
-        H = ch.pull_back(H_full)
+        H = ch.pull_back(H_full, work=(work[1], work[0]))
         if pos is not None:
             assert v is not None and t.d_eta_l is not None and t.d_l_l is not None
             H_tl = np.asarray(ch.T_sparse.T @ self._cross_l(t.d_eta_l, v))
@@ -373,7 +380,9 @@ class Objective:
             H = np.block([[H, H_tl], [H_tl.T, H_ll]])
         if pen is not None and pen[2] is not None:
             H = H + pen[2]
-        return f, g, 0.5 * (H + H.T)
+        H_sym = H + H.T
+        H_sym *= 0.5
+        return f, g, H_sym
 
     def _penalty_value(self, x: np.ndarray, eta: np.ndarray) -> float:
         """Return the penalty at ``x`` (``eta``: the cells' predictors there)."""
@@ -498,13 +507,18 @@ class Objective:
         return {(a, b): gr[a][0] * gr[b][1] + gr[b][0] for a in range(len(gr)) for b in range(a, len(gr))}
 
     def _outer(self, weight: np.ndarray, v: list[np.ndarray] | None, phi: np.ndarray | None = None,
-               offset: "OffsetWeights | None" = None) -> np.ndarray:
+               offset: "OffsetWeights | None" = None, out: np.ndarray | None = None) -> np.ndarray:
         """``sum_c weight_c v_c v_c^T`` (``v_c = d eta_c / d phi``), from item-pair totals or by ``bincount`` per group pair.
 
-        ``offset = (wx, wxx)`` replaces the offsets' entries by cluster sums (:meth:`CellJacobian.cluster_gram`).
+        ``offset = (wx, wxx)`` replaces the offsets' entries by cluster sums (:meth:`CellJacobian.cluster_gram`);
+        ``out``: a ``P x P`` array to form it in.
         """
+        P = self.chart.dim_full
+        H = np.zeros((P, P)) if out is None else out
+        if out is not None:
+            H.fill(0.0)
         if phi is not None and self._pair_chunks is not None:
-            return self._outer_factored(weight, phi, offset)
+            return self._outer_factored(weight, phi, H, offset)
         if v is None:
             assert phi is not None, "_outer needs v or phi"
             v = self._columns(phi)
@@ -519,8 +533,6 @@ class Objective:
             return offset[0][max(ua, ub)] * v[min(ta, tb)]
 
         gr = self._groups
-        P = self.chart.dim_full
-        H = np.zeros((P, P))
         keys = self._pair_keys
         for a in range(len(gr)):
             _, na, ba, sa, wa, ca = gr[a]
@@ -557,6 +569,11 @@ class Objective:
         g = self.cells.g
         return None if g.size < 2 or bool(np.all(g[1:] >= g[:-1])) else np.argsort(g, kind="stable")
 
+    @cached_property
+    def _row_bounds(self) -> np.ndarray | None:
+        """Start of each loading row's run of cells (``rows + 1`` bounds) when sorted by row, else ``None``."""
+        return None if self._pair_order is not None else np.searchsorted(self.cells.g, np.arange(self.chart.rows + 1))
+
     @_layout_property
     def _pair_key(self) -> np.ndarray:
         """``(g N + i) N + j`` of every cell, in the order of :attr:`_pair_order`."""
@@ -575,17 +592,16 @@ class Objective:
         ch, c = self.chart, self.cells
         return c.g * ch.N + c.i, c.g * ch.N + c.j
 
-    def _outer_factored(self, weight: np.ndarray, phi: np.ndarray, offset: "OffsetWeights | None" = None) -> np.ndarray:
+    def _outer_factored(self, weight: np.ndarray, phi: np.ndarray, H: np.ndarray,
+                        offset: "OffsetWeights | None" = None) -> np.ndarray:
         """Form :meth:`_outer` from per-judge item-pair totals ``W_g`` of ``weight`` (Laplacians ``Lap_g`` of ``W_g + W_g^T``).
 
         ``(L_g, L_g) = B^T Lap_g B``, ``(L_gl', B_il) = L_gl (Lap_g B)_il'``, ``(B_l, B_l') = sum_g L_gl L_gl' Lap_g``.
         """
         ch = self.chart
         q, N, R = ch.q, ch.N, ch.rows
-        P = ch.dim_full
         L = phi[: ch.off_B].reshape(R, q)
         B = phi[ch.off_B : ch.off_b].reshape(N, q)
-        H = np.zeros((P, P))
         pairs = [(l, m) for l in range(q) for m in range(l, q)]
         if R * N * N <= TABLE_RATIO * max(weight.size, 1):
             LapB, BB, BBd = self._laplacian_products_tables(weight, L, B, pairs)
@@ -680,21 +696,29 @@ class Objective:
         LapB = np.zeros((q, R * N))
         dW = np.zeros(R * N)
         BB = np.zeros((len(pairs), N * N))
-        for sl in self._blocks:  # valid indices: mode "clip" skips numpy's bounds check
-            w, i, j, bi, bj = weight[sl], c.i[sl], c.j[sl], ki[sl], kj[sl]
+        segments = self._row_item_segments  # the totals by g N + i over its runs (the cells are sorted by it)
+        for t, sl in enumerate(self._blocks):  # valid indices: mode "clip" skips numpy's bounds check
+            w, i, j, bj = weight[sl], c.i[sl], c.j[sl], kj[sl]
             for l in range(q):
                 u = np.take(Bc[l], i, mode="clip")
                 u -= np.take(Bc[l], j, mode="clip")
                 u *= w
-                LapB[l] += np.bincount(bi, u, minlength=R * N)
+                self._totals_into(LapB[l], ki, segments, t, u)
                 LapB[l] -= np.bincount(bj, u, minlength=R * N)
-            dW += np.bincount(bi, w, minlength=R * N)
+            self._totals_into(dW, ki, segments, t, w)
             dW += np.bincount(bj, w, minlength=R * N)
-        u = np.empty(weight.size)  # the item-pair totals (N^2 of them) in one pass each
+        # the item-pair totals (N^2 of them) in one pass each, the weights in the residuals' work array if it exists
+        work = self.__dict__.get("_work")
+        u = work[1] if work is not None and weight is not work[1] else np.empty(weight.size)
+        bounds = self._row_bounds
         for t in range(len(pairs)):
-            for sl in self._blocks:
-                np.take(coef[t], c.g[sl], out=u[sl], mode="clip")
-                u[sl] *= weight[sl]
+            if bounds is not None:  # rows sorted: coef_t constant on each row's run of cells
+                for g in range(R):
+                    np.multiply(weight[bounds[g]:bounds[g + 1]], coef[t][g], out=u[bounds[g]:bounds[g + 1]])
+            else:
+                for sl in self._blocks:
+                    np.take(coef[t], c.g[sl], out=u[sl], mode="clip")
+                    u[sl] *= weight[sl]
             BB[t] = -np.bincount(self._item_pair_key, u, minlength=N * N)
         dW = dW.reshape(R, N)
         BBd = np.array([ct @ dW for ct in coef]).reshape(len(pairs), N)
