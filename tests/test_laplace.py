@@ -143,8 +143,8 @@ def test_frame_scale_gives_p_raw_one_scale():
     p = u2[k] / np.linalg.norm(u2[k])
     radial = np.sqrt(p @ cov @ p)
     angular = np.sqrt((np.trace(cov) - p @ cov @ p) / (k.size - 1))
-    if fs < 0.2:   # not at the bound: matched
-        assert radial == pytest.approx(angular, rel=0.4)
+    assert fs < 0.2   # this case is matched, not at the bound
+    assert radial == pytest.approx(angular, rel=0.4)
     assert frame_scale(prog2, u2, pt2.hess) == pytest.approx(fs, rel=0.05)   # a fixed point
 
 

@@ -29,6 +29,7 @@ __all__ = [
     "RAO_KUPPER",
     "FAMILIES",
     "family_of",
+    "family_of_code",
     "binary_cell",
     "davidson_cell",
     "rao_kupper_cell",
@@ -258,6 +259,14 @@ RAO_KUPPER = Family("rao-kupper", 2, "tau", rao_kupper_cell, rao_kupper_probabil
                     lambda rate: float(np.log(2 * np.arctanh(rate))))
 FAMILIES: dict[str | None, Family] = {f.name: f for f in (BINARY, DAVIDSON, RAO_KUPPER)}
 """The family of each ``ties=`` option (``None``: the binary model)."""
+
+
+def family_of_code(code: int) -> Family:
+    """Return the :class:`Family` of Stan's datum ``ties`` (0 binary, 1 Davidson, 2 Rao-Kupper)."""
+    for f in FAMILIES.values():
+        if f.code == int(code):
+            return f
+    raise ArgumentError(f"ties must be a family code {[f.code for f in FAMILIES.values()]}, got {code!r}")
 
 
 def family_of(ties: "str | None | Family") -> Family:

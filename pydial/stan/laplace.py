@@ -30,9 +30,10 @@ from scipy.linalg import cho_factor, cho_solve, solve_triangular
 from scipy.special import log_expit
 
 from pydial.model.chart import helmert_basis
-from pydial.model.families import FAMILIES, CellDerivatives, Family, binary_cell, log_coef
+from pydial.model.families import FAMILIES, CellDerivatives, Family, binary_cell, family_of_code, log_coef
 
 from ..exceptions import ConvergenceError
+from .schema import householder_perp
 
 __all__ = ["SampleProgram", "LogDensity", "transform", "structure_vjp", "mode", "frame_scale", "laplace_sample",
            "nuts_start", "with_frame_sd"]
@@ -104,9 +105,6 @@ class SampleProgram:
             nu_index[K] = n_nu - 1
         dim_c = {0: 0, 1: 1, 2: r + 1}[cal]
         e = np.asarray(d["mu_ref"], float) / np.linalg.norm(np.asarray(d["mu_ref"], float))
-        w0 = -e.copy()
-        w0[0] += 1.0
-        H0 = np.eye(N - 1) - (2.0 / (w0 @ w0) * np.outer(w0, w0) if w0 @ w0 > 1e-24 else 0.0)
         names = ("prior_m_sd", "prior_gamma_sd", "prior_Z_sd", "prior_b_sd", "prior_beta_sd", "prior_c_sd",
                  "prior_log_nu_mean", "prior_log_nu_sd")
         shapes = {"m_raw": (N - 1,), "Z_raw": (N - 2, r), "gamma_dev": (K - 1,), "P_raw": (K - 1, r),
@@ -115,7 +113,7 @@ class SampleProgram:
         return cls(
             N=N, K=K, r=r, dim_c=dim_c, frame_sd=float(d["frame_sd"]), order=order, ties=ties, shapes=shapes,
             QN=helmert_basis(N), QK=helmert_basis(K),
-            E=H0[:, 1:], e=e, priors={k[6:]: float(d[k]) for k in names}, group=group,
+            E=householder_perp(e), e=e, priors={k[6:]: float(d[k]) for k in names}, group=group,
             i=np.concatenate([np.asarray(d["cell_i"], np.int64).reshape(C), np.asarray(d["human_i"], np.int64).reshape(H)]) - 1,
             j=np.concatenate([np.asarray(d["cell_j"], np.int64).reshape(C), np.asarray(d["human_j"], np.int64).reshape(H)]) - 1,
             a=np.concatenate([np.asarray(d["cell_a"], float).reshape(C), np.zeros(H)]), counts=counts,
@@ -210,6 +208,9 @@ def _frame_vjp(X: np.ndarray, F: np.ndarray, Fbar: np.ndarray) -> np.ndarray:
 
 def transform(prog: SampleProgram, p: Mapping[str, np.ndarray]) -> dict[str, Any]:
     """Return the transformed parameters of ``dial_sample.stan`` at the parameters ``p`` (real or complex, stacked).
+
+    The structure ``S = gamma mu' + U V'`` (paper eq. S-llm, Cond. llm-structure) and the calibrated human score
+    ``s_H = M c`` (eq. human-subspace-model) in the program's identified parameterization (its header).
 
     Parameters
     ----------
@@ -340,7 +341,7 @@ def _cells(prog: SampleProgram, eta: np.ndarray, l: np.ndarray) -> CellDerivativ
 
 def _family(prog: SampleProgram) -> Family:
     """Return the outcome family of the program's ``ties``."""
-    return next(f for f in FAMILIES.values() if f.code == prog.ties)
+    return family_of_code(prog.ties)
 
 
 @dataclass
@@ -633,6 +634,10 @@ def nuts_start(prog: SampleProgram, u_hat: np.ndarray, hess: np.ndarray, *, chai
 def laplace_sample(d: Mapping[str, Any], init: Mapping[str, Any], *, draws: int, seed: int | None,
                    chunk: int = 50) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray], int]:
     """Draw from the Laplace approximation of ``dial_sample.stan`` at its mode (module docstring).
+
+    The posterior is the program's: the order-effect BTL cells of the judges and people (paper eqs.
+    binomial-model-llm, binomial-model-human; the power posterior of eq. weighted-loss with the data's cell
+    weights) under the structure of eq. S-llm and the priors of the program's header.
 
     Parameters
     ----------

@@ -14,7 +14,7 @@ import numpy as np
 from pydial.data.comparisons import CellTable, Comparisons, require_comparisons
 from pydial.estimation.glm import initial_theta
 from pydial.model.chart import Calibration, Chart, Structure, helmert_basis
-from pydial.model.families import BINARY, FAMILIES, Family, family_of, log_coef
+from pydial.model.families import BINARY, Family, family_of, family_of_code, log_coef
 from pydial.estimation.spec import ModelSpec
 from pydial.exceptions import ArgumentError, ArgumentTypeError
 
@@ -570,11 +570,11 @@ def tie_start(d: Mapping[str, Any]) -> np.ndarray:
         return np.zeros(0)
     counts = np.vstack([np.asarray(d["cell_counts"]).reshape(-1, 3), np.asarray(d["human_counts"]).reshape(-1, 3)])
     judge = np.concatenate([np.asarray(d["cell_judge"], np.int64) - 1, np.full(H, K)])
-    family = next(f for f in FAMILIES.values() if f.code == code)
+    family = family_of_code(code)
     return np.asarray([family.log_nu_start(counts[judge == g]) for g in range(K + (1 if H else 0))], float)
 
 
-def _householder_perp(e: np.ndarray) -> np.ndarray:
+def householder_perp(e: np.ndarray) -> np.ndarray:
     """Return ``E_perp`` of dial_sample.stan: columns 2.. of the Householder reflection taking ``e_1`` to ``e``."""
     n = e.size
     w0 = -e.copy()
@@ -591,4 +591,4 @@ def _z_raw(Zc: np.ndarray, mu_c: np.ndarray, mu_ref: np.ndarray) -> np.ndarray:
     mu_dir = mu_c / np.linalg.norm(mu_c)
     w = e + mu_dir
     Y = Zc - (2.0 / (w @ w)) * np.outer(w, w @ Zc)  # the reflection is its own inverse
-    return _householder_perp(e).T @ Y
+    return householder_perp(e).T @ Y
