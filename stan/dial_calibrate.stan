@@ -109,6 +109,11 @@ transformed data {
       }
     }
   }
+  // the design of eta = X to_vector(s_draw) (paired_design: draw t is row t of the scores)
+  tuple(vector[3 * n_rep], array[3 * n_rep] int, array[n_rep + 1] int) X
+    = paired_design(n_draws, N, rep_draw, rep_i, rep_j, rep_a, 0);
+  matrix[n_rep, 3] rep_w_counts = diag_pre_multiply(rep_w, to_matrix(rep_counts));   // the target's weighted counts
+  real rep_w_log_coef = dot_product(rep_w, rep_log_coef);
   array[n_draws] int draw_nu_index;                  // entry of log_nu of draw t (0: binary cells)
   for (t in 1:n_draws) draw_nu_index[t] = people_nu ? t : 0;
 }
@@ -120,10 +125,10 @@ parameters {
 model {
   matrix[n_draws, N] s_draw;                         // row t: s_t' = (M_t c_t)'
   for (t in 1:n_draws) s_draw[t] = (M[t] * c[t]')';
-  vector[n_rep] eta = paired_eta(s_draw, rep_vector(0, 0), rep_draw, rep_i, rep_j, rep_a)
+  vector[n_rep] eta = paired_eta(s_draw, rep_vector(0, 0), X)
                      + paired_offset(rep_z, beta, rep_beta_row);
   vector[n_rep] log_nu_cell = paired_log_nu(log_nu, draw_nu_index, rep_draw);
-  target += paired_target(rep_w, rep_counts, rep_log_coef, eta, ties, log_nu_cell);
+  target += paired_target(rep_w_counts, rep_w_log_coef, eta, ties, log_nu_cell);
   if (prior_c_sd > 0) target += normal_lpdf(to_vector(c) | 0, prior_c_sd);
   if (prior_log_nu_sd > 0) target += normal_lpdf(log_nu | prior_log_nu_mean, prior_log_nu_sd);
   if (prior_beta_sd > 0) for (t in 1:size(beta)) target += normal_lpdf(beta[t] | 0, prior_beta_sd);
@@ -135,7 +140,7 @@ generated quantities {
   array[calc_log_lik ? n_draws : 0, H, 3] int counts_rep;
   for (t in 1:n_draws) s_H[t] = (M[t] * c[t]')';
   if (calc_log_lik) {
-    vector[n_rep] eta = paired_eta(s_H, rep_vector(0, 0), rep_draw, rep_i, rep_j, rep_a)
+    vector[n_rep] eta = paired_eta(s_H, rep_vector(0, 0), X)
                        + paired_offset(rep_z, beta, rep_beta_row);
     vector[n_rep] log_nu_cell = paired_log_nu(log_nu, draw_nu_index, rep_draw);
     array[n_rep, 3] int rep = paired_rng(rep_counts, eta, ties, log_nu_cell);

@@ -153,9 +153,14 @@ transformed data {
   array[n_cells] int all_i = append_array(cell_i, human_i);
   array[n_cells] int all_j = append_array(cell_j, human_j);
   array[n_cells] int all_a = append_array(cell_a, rep_array(0, H));   // people: no order effect
+  // the design X of eta = X (to_vector([S; s_H']), b), sparse (paired_design)
+  tuple(vector[3 * n_cells], array[3 * n_cells] int, array[n_cells + 1] int) X
+    = paired_design(K + 1, N, all_judge, all_i, all_j, all_a, order ? K : 0);
   array[n_cells, 3] int all_counts = append_array(cell_counts, human_counts);
   vector[n_cells] all_w = append_row(cell_w, human_w);
   vector[n_cells] all_log_coef = paired_log_coef(all_counts);
+  matrix[n_cells, 3] all_w_counts = diag_pre_multiply(all_w, to_matrix(all_counts));   // the target's weighted counts
+  real all_w_log_coef = dot_product(all_w, all_log_coef);
   check_tie_counts(all_counts, all_judge, ties, nu_zero);
   // covariates (n_cov > 0): cell t adds z' beta[all_beta_row[t]] to eta; beta_free holds the entries
   // of beta not fixed at 0, row-major (beta_pos: their position, 0 = fixed)
@@ -232,10 +237,10 @@ transformed parameters {
 }
 model {
   // every cell's linear predictor and log tie parameter; the people are row K + 1 of the scores
-  vector[n_cells] eta = paired_eta(append_row(S, s_H'), b, all_judge, all_i, all_j, all_a);
+  vector[n_cells] eta = paired_eta(append_row(S, s_H'), b, X);
   if (n_cov > 0) eta += paired_offset(all_z, beta, all_beta_row);
   vector[n_cells] log_nu_cell = paired_log_nu(log_nu, nu_index, all_judge);
-  target += paired_target(all_w, all_counts, all_log_coef, eta, ties, log_nu_cell);
+  target += paired_target(all_w_counts, all_w_log_coef, eta, ties, log_nu_cell);
   // priors; scale 0 = flat.  Parameter expansion of P: a density of P_raw' P_raw only (uniform frame P)
   target += -0.5 * sum(square(crossprod(P_raw) - identity_matrix(rank))) / square(frame_sd);
   if (prior_m_sd > 0) target += normal_lpdf(m_raw | 0, prior_m_sd);
@@ -256,7 +261,7 @@ generated quantities {
   vector[calc_log_lik ? n_cells : 0] log_lik;            // log p(counts) per cell (LLM cells, then human)
   array[calc_log_lik ? n_cells : 0, 3] int counts_rep;   // replicated counts per cell (posterior predictive)
   if (calc_log_lik) {
-    vector[n_cells] eta = paired_eta(append_row(S, s_H'), b, all_judge, all_i, all_j, all_a);
+    vector[n_cells] eta = paired_eta(append_row(S, s_H'), b, X);
     if (n_cov > 0) eta += paired_offset(all_z, beta, all_beta_row);
     vector[n_cells] log_nu_cell = paired_log_nu(log_nu, nu_index, all_judge);
     log_lik = paired_log_lik(all_counts, all_log_coef, eta, ties, log_nu_cell);

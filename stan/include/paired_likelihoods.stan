@@ -3,14 +3,16 @@
  * Declares
  *   cell indexing:    tie_index(n_nu, H, nu_zero), free_positions(fixed, n_cov),
  *                     cell_beta_rows(beta_row, group, n_cov), check_tie_counts(counts, group, ties, nu_zero)
- *   cell inputs:      paired_eta(S, b, judge, i, j, a), paired_log_nu(log_nu, nu_index, judge),
+ *   cell inputs:      paired_design(R, N, judge, i, j, a, n_b) (the design X of eta, sparse),
+ *                     paired_eta(S, b, X), paired_log_nu(log_nu, nu_index, judge),
  *                     beta_rows(beta_free, pos, n_cov), paired_offset(z, beta, row) (the covariate term z' beta)
- *   cell likelihood:  paired_log_lik(counts, log_coef, eta, ties, log_nu),
- *                     paired_target(w, counts, log_coef, eta, ties, log_nu) (its weighted sum)
+ *   cell likelihood:  paired_kernel(counts, eta, ties, log_nu) (counts times log probabilities),
+ *                     paired_log_lik(counts, log_coef, eta, ties, log_nu),
+ *                     paired_target(w_counts, w_log_coef, eta, ties, log_nu) (its weighted sum)
  *   outcome model:    paired_prob(eta, ties, log_nu), paired_rng(counts, eta, ties, log_nu),
  *                     paired_win_prob(s, ties, log_nu), paired_log_coef(counts)
- * The model block of a program adds target += paired_target(w, ...), the
- * weighted sum of paired_log_lik; its generated quantities write log_lik =
+ * The model block of a program adds target += paired_target(w_counts, ...),
+ * the weighted sum of paired_log_lik; its generated quantities write log_lik =
  * paired_log_lik(...) and counts_rep = paired_rng(...) from the same inputs,
  * so log_lik is the per-cell number the model block weights and adds.
  *
@@ -144,25 +146,63 @@ array[] vector beta_rows(vector beta_free, array[,] int pos, int n_cov) {
 }
 
 /**
- * Linear predictor of each cell, eq. binomial-model-llm:
- *   eta_t = S[judge_t, i_t] - S[judge_t, j_t] + a_t b[judge_t].
+ * The design of the cells' linear predictor, eq. binomial-model-llm:
+ *   eta_t = S[judge_t, i_t] - S[judge_t, j_t] + a_t b[judge_t] = X[t] theta,
+ *   theta = (to_vector(S), b)   (S column-major: S[k, i] is entry k + R (i - 1)),
+ * as a sparse matrix X in compressed row storage (Stan's csr_* functions):
+ * values, column indices and row starts.  Every row has three entries, +1 and
+ * -1 for the two scores and a_t for the order effect (a structural 0 in
+ * column 1 when the cell has a = 0 or there are no order effects), so the
+ * sizes are known: (3 n, 3 n, n + 1) for n cells.  Built once in transformed
+ * data; paired_eta multiplies it by theta in one autodiff node.
  *
- * @param S      scores, one row per judge (the people: their own row, a = 0)
- * @param b      order effect per judge; empty = no order effects (a cell with
- *               a = 0 never reads b)
+ * @param R      rows of S (LLM judges, then the people as row K + 1)
+ * @param N      items (columns of S)
  * @param judge  row of S of each cell
  * @param i, j   items of each cell
  * @param a      display order of each cell (+1, -1; 0 = no order effect)
- * @return       log-odds that item i wins, per cell
+ * @param n_b    size of b: rows of S with an order effect (0 = none)
+ * @return       (values, column indices, row starts) of X
  */
-vector paired_eta(matrix S, vector b, array[] int judge, array[] int i, array[] int j, array[] int a) {
+tuple(vector, array[] int, array[] int) paired_design(int R, int N, array[] int judge, array[] int i, array[] int j,
+                                                      array[] int a, int n_b) {
   int n = size(judge);
-  vector[n] eta;
+  vector[3 * n] w;
+  array[3 * n] int v;
+  array[n + 1] int u;
   for (t in 1:n) {
-    eta[t] = S[judge[t], i[t]] - S[judge[t], j[t]];
-    if (a[t] != 0 && size(b) > 0) eta[t] += a[t] * b[judge[t]];
+    int z = 3 * (t - 1);
+    u[t] = z + 1;
+    w[z + 1] = 1;
+    v[z + 1] = judge[t] + R * (i[t] - 1);
+    w[z + 2] = -1;
+    v[z + 2] = judge[t] + R * (j[t] - 1);
+    if (a[t] != 0 && n_b > 0) {
+      if (judge[t] > n_b) reject("cell ", t, " has display order ", a[t], " but its judge ", judge[t], " has no order effect");
+      w[z + 3] = a[t];
+      v[z + 3] = R * N + judge[t];
+    } else {
+      w[z + 3] = 0;
+      v[z + 3] = 1;
+    }
   }
-  return eta;
+  u[n + 1] = 3 * n + 1;
+  return (w, v, u);
+}
+
+/**
+ * Linear predictor of each cell, eq. binomial-model-llm:
+ *   eta_t = S[judge_t, i_t] - S[judge_t, j_t] + a_t b[judge_t],
+ * the product of the design X (paired_design) and theta = (to_vector(S), b).
+ *
+ * @param S  scores, one row per judge (the people: their own row, a = 0)
+ * @param b  order effects (the n_b of the design; empty = none)
+ * @param X  paired_design(rows(S), cols(S), judge, i, j, a, size(b))
+ * @return   log-odds that item i wins, per cell
+ */
+vector paired_eta(matrix S, vector b, tuple(vector, array[] int, array[] int) X) {
+  if (size(X.3) == 1) return rep_vector(0, 0);   // no cells
+  return csr_matrix_times_vector(size(X.3) - 1, rows(S) * cols(S) + rows(b), X.1, X.2, X.3, append_row(to_vector(S), b));
 }
 
 /**
@@ -197,11 +237,9 @@ vector paired_offset(matrix z, array[] vector beta, array[] int row) {
  */
 vector paired_log_nu(vector log_nu, array[] int nu_index, array[] int judge) {
   int n = size(judge);
-  vector[n] out;
-  for (t in 1:n) {
-    out[t] = nu_index[judge[t]] == 0 ? negative_infinity() : log_nu[nu_index[judge[t]]];
-  }
-  return out;
+  array[n] int entry;                                // entry of (negative_infinity(), log_nu) of each cell
+  for (t in 1:n) entry[t] = nu_index[judge[t]] + 1;
+  return append_row(rep_vector(negative_infinity(), 1), log_nu)[entry];
 }
 
 /**
@@ -222,22 +260,23 @@ vector paired_log_coef(array[,] int counts) {
 }
 
 /**
- * Log probability of each cell's counts under the outcome family: the one
- * cell likelihood of every program's model block and generated quantities.
+ * Counts times log probabilities of each cell under the outcome family,
+ * wins_i log P(i) + wins_j log P(j) + ties log P(tie): the one cell kernel of
+ * paired_log_lik (integer counts) and paired_target (weighted counts).
  *
- * @param counts    counts (wins of i, wins of j, ties) per cell
- * @param log_coef  paired_log_coef(counts), computed once in transformed data
- * @param eta       linear predictor per cell (paired_eta, plus any offset)
- * @param ties      outcome family: 0 binary, 1 Davidson-Beaver, 2 Rao-Kupper
- * @param log_nu    log tie parameter per cell (paired_log_nu, plus any
- *                  offset); ignored when ties = 0; negative_infinity(): the
- *                  binary model (the cell then has no ties)
- * @return          log p(counts) per cell
+ * @param counts  (wins of i, wins of j, ties) per cell, as reals (possibly weighted)
+ * @param eta     linear predictor per cell (paired_eta, plus any offset)
+ * @param ties    outcome family: 0 binary, 1 Davidson-Beaver, 2 Rao-Kupper
+ * @param log_nu  log tie parameter per cell (paired_log_nu, plus any
+ *                offset); ignored when ties = 0; negative_infinity(): the
+ *                binary model (the cell then has no ties)
+ * @return        the kernel per cell
  */
-vector paired_log_lik(array[,] int counts, vector log_coef, vector eta, int ties, vector log_nu) {
-  int n = size(counts);
+vector paired_kernel(matrix counts, vector eta, int ties, vector log_nu) {
+  int n = rows(counts);
   if (ties == 0) {
-    return log_coef + (to_vector(counts[:, 1]) .* log_inv_logit(eta) + to_vector(counts[:, 2]) .* log1m_inv_logit(eta));
+    // wins_i log inv_logit(eta) + wins_j log1m_inv_logit(eta), one transcendental function per cell
+    return counts[:, 1] .* eta - (counts[:, 1] + counts[:, 2]) .* log1p_exp(eta);
   }
   vector[n] out;
   for (t in 1:n) {
@@ -255,25 +294,40 @@ vector paired_log_lik(array[,] int counts, vector log_coef, vector eta, int ties
       out[t] = counts[t, 1] * lpi + counts[t, 2] * lpj + counts[t, 3] * (2 * tau + log1m_exp(-2 * tau) + lpi + lpj);
     }
   }
-  return log_coef + out;
+  return out;
+}
+
+/**
+ * Log probability of each cell's counts under the outcome family: the
+ * per-cell log-likelihood of every program's generated quantities.
+ *
+ * @param counts    counts (wins of i, wins of j, ties) per cell
+ * @param log_coef  paired_log_coef(counts), computed once in transformed data
+ * @param eta, ties, log_nu  as in paired_kernel
+ * @return          log p(counts) per cell
+ */
+vector paired_log_lik(array[,] int counts, vector log_coef, vector eta, int ties, vector log_nu) {
+  return log_coef + paired_kernel(to_matrix(counts), eta, ties, log_nu);
 }
 
 /**
  * Weighted sum of the cells' log probabilities, the likelihood term of the
- * target: dot_product(w, paired_log_lik(counts, log_coef, eta, ties, log_nu)).
- * Binary cells are summed as sum w (log_coef + wins_i log inv_logit(eta) +
- * wins_j log1m_inv_logit(eta)) in three dot products (the same kernel with
- * fewer autodiff nodes; equal to the per-cell sum up to rounding).
+ * model block: sum_t w_t log p(counts_t) = dot_product(w, paired_log_lik(...)),
+ * from the weighted counts w_counts = diag_pre_multiply(w, to_matrix(counts))
+ * and w_log_coef = dot_product(w, log_coef), both data computed once in
+ * transformed data.  Binary cells are summed in two dot products:
+ * w_log_coef + w wins_i' eta - w n' log1p_exp(eta), n = wins_i + wins_j.
  *
- * @param w  weight per cell; the other arguments as in paired_log_lik
- * @return   sum over cells of w times log p(counts)
+ * @param w_counts    weighted counts (wins of i, wins of j, ties) per cell
+ * @param w_log_coef  weighted sum of the cells' log coefficients
+ * @param eta, ties, log_nu  as in paired_kernel
+ * @return            sum over cells of w times log p(counts)
  */
-real paired_target(vector w, array[,] int counts, vector log_coef, vector eta, int ties, vector log_nu) {
+real paired_target(matrix w_counts, real w_log_coef, vector eta, int ties, vector log_nu) {
   if (ties == 0) {
-    return dot_product(w, log_coef) + dot_product(w .* to_vector(counts[:, 1]), log_inv_logit(eta))
-           + dot_product(w .* to_vector(counts[:, 2]), log1m_inv_logit(eta));
+    return w_log_coef + dot_product(w_counts[:, 1], eta) - dot_product(w_counts[:, 1] + w_counts[:, 2], log1p_exp(eta));
   }
-  return dot_product(w, paired_log_lik(counts, log_coef, eta, ties, log_nu));
+  return w_log_coef + sum(paired_kernel(w_counts, eta, ties, log_nu));
 }
 
 /**
