@@ -24,11 +24,13 @@ For each available backend (CmdStan through cmdstanpy; the Stan of httpstan):
   for NUTS: wall time, the sampler's own time, mean leapfrog steps per iteration,
   step size, divergences, the smallest E-BFMI of the chains, and the efficiency per
   second of sampling: the smallest bulk and tail ESS over ``s_H`` and ``b`` divided
-  by the sampler's seconds; first NUTS as pydial 0.1.0 ran it (``nuts (0.1.0)``: the
-  expansion scale fixed at 0.2, the point fits' start, CmdStan's unit starting
-  metric; ``--no-before`` leaves it out), then as it runs now (the scale matched
-  to the posterior, each chain started at a draw of the Laplace approximation,
-  CmdStan's metric adapted from its variances).  Then the Laplace approximation
+  by the sampler's seconds; first NUTS set up as pydial 0.1.0 set it up (``nuts
+  (0.1.0)``: the expansion scale fixed at 0.2, the point fits' start, CmdStan's
+  diagonal metric adapted from the unit metric; today's programs, so the cheaper
+  gradient of the cell likelihood is in both rows; ``--no-before`` leaves it out),
+  then as it runs now (the scale matched to the posterior, each chain started at a
+  draw of the Laplace approximation, its covariance as CmdStan's dense metric,
+  ``metric``).  Then the Laplace approximation
   (pydial's, every backend) and Pathfinder (CmdStan), as many draws as NUTS: wall
   time, and against NUTS the largest difference of posterior means (in NUTS
   posterior sd) and the range of the ratio of 95% interval widths, over ``s_H``
@@ -171,7 +173,7 @@ def posterior_rows(name: str, backend: str, chains: int, draws: int, before: boo
                         "step size": float(ss["step_size"].mean()), "divergent": int(ss["diverging"].sum()),
                         "min E-BFMI": float(bfmi.min()), "min bulk ESS": keep["ess_bulk"].min(),
                         "bulk ESS/s": keep["ess_bulk"].min() / secs, "tail ESS/s": keep["ess_tail"].min() / secs,
-                        "frame_sd": float(idata.attrs["frame_sd"])})
+                        "frame_sd": float(idata.attrs["frame_sd"]), "metric": idata.attrs["metric"]})
         else:
             diffs, ratios = [], []
             for var in ("s_H", "b"):

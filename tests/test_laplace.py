@@ -166,6 +166,67 @@ def test_posterior_records_and_checks_frame_sd(models, stan_backend_name):
         posterior(data, options={"frame_sd": -1.0})
 
 
+def test_a_dense_metric_is_kept_through_warmup(models, stan_backend_name):
+    """CmdStan's reported metric is the dense one given (only the step size adapted); a bad one is refused."""
+    if stan_backend_name != "cmdstanpy":
+        pytest.skip("httpstan takes no initial metric")
+    _, d, init = _case("binary-W-r1")
+    prog = SampleProgram.from_data(d)
+    u_hat, pt, _ = mode(LogDensity(prog), prog.join(init))
+    cov = np.linalg.inv(-pt.hess)
+    res = models["dial_sample"].sample(d, chains=2, draws=50, warmup=60, seed=2, inits=[init, init], inv_metric=cov)
+    assert res.metric == "dense (kept)"
+    for kept in res.backend_fit.inv_metric:   # per chain, as CmdStan wrote it after warmup (6 significant digits)
+        np.testing.assert_allclose(kept, cov, rtol=1e-5, atol=1e-6 * np.abs(cov).max())
+    assert np.ptp(res.stats["stepsize__"]) > 0   # the step size was adapted per chain
+    for bad in (-cov, cov[:, :-1], cov + np.triu(np.ones_like(cov), 1)):
+        with pytest.raises(pydial.ArgumentError, match="inv_metric"):
+            models["dial_sample"].sample(d, chains=1, draws=5, warmup=5, inv_metric=bad)
+
+
+def test_dense_and_diagonal_metrics_sample_one_posterior(models, stan_backend_name):
+    """NUTS with the Laplace covariance as a dense metric and with its variances adapted: the same posterior of s_H."""
+    if stan_backend_name != "cmdstanpy":
+        pytest.skip("httpstan takes no initial metric")
+    data = pydial.simulate(N=6, K=3, rank=1, n_llm=20000, n_human=3000, seed=4).comparisons
+    runs = {}
+    for metric in ("dense", "diag"):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            runs[metric] = posterior(data, rank=1, calibration="mu", chains=2, draws=1000, warmup=300, seed=3,
+                                     backend=stan_backend_name, options={"metric": metric, "log_lik": None})
+    assert runs["dense"].attrs["metric"] == "dense (kept)" and runs["diag"].attrs["metric"] == "diag (adapted)"
+    a, b = (group_dataset(runs[k], "posterior")["s_H"].to_numpy().reshape(-1, data.N) for k in ("dense", "diag"))
+    assert np.all(np.abs(a.mean(0) - b.mean(0)) < 0.15 * b.std(0))
+    np.testing.assert_allclose(a.std(0) / b.std(0), 1.0, atol=0.12)
+    with pytest.raises(pydial.ArgumentError, match="metric"):
+        posterior(data, options={"metric": "unit"})
+
+
+def _matched(data, calibration="mu"):
+    """The program at the matched frame scale, its mode and Hessian there."""
+    d = dial_sample_data(data, rank=1, calibration=calibration, w_llm=data.n_human / data.n_llm, log_lik=False)[0]
+    init = dial_sample_inits(data, d, chains=1, rng=np.random.default_rng(0))[0]
+    prog = SampleProgram.from_data(d)
+    u, pt, _ = mode(LogDensity(prog), prog.join(init))
+    prog, hess = with_frame_sd(prog, u, pt.hess, frame_scale(prog, u, pt.hess))
+    return prog, u, hess
+
+
+def test_dense_metric_only_where_the_posterior_is_close_to_normal():
+    """metric="auto": dense on plentiful data (Pareto k near 0), diagonal on a handful of judgments (k far above 0.3)."""
+    from pydial.stan.dial_posterior import DENSE_METRIC_MAX, dense_pays
+
+    big = pydial.simulate(N=8, K=4, rank=1, n_llm=400_000, n_human=40_000, seed=2).comparisons
+    small = pydial.simulate(N=5, K=3, rank=1, n_llm=60, n_human=30, seed=2).comparisons
+    rng = np.random.default_rng(1)
+    assert dense_pays(*_matched(big), rng)
+    assert not dense_pays(*_matched(small), rng)
+    prog, u, hess = _matched(big)
+    big_u = np.zeros(DENSE_METRIC_MAX + 1)
+    assert not dense_pays(prog, big_u, np.zeros((0, 0)), rng)   # too many parameters: decided before any draw
+
+
 def test_with_frame_sd_swaps_the_expansions_hessian_exactly():
     """The Hessian at another frame_sd from the swapped expansion term equals the Hessian computed there afresh."""
     _, d, init = _case("davidson-mu-r2")

@@ -30,6 +30,7 @@ from . import idata as azio
 from .backend import BACKENDS, SamplerWarning, compile_model
 from .cmdstan_backend import PATHFINDER_PATHS
 from .compiled import APPROXIMATIONS
+from .laplace import LAPLACE_MAX_K
 from .dial_posterior import Estimand, Request, RunOptions, covariate_posterior, draw, posterior_estimand, sample_dial
 from .schema import (DIAL_SAMPLE_PRIORS, JUDGES_PRIORS, CellTable, data_fingerprint, human_cell_table,
                      judges_data, llm_cell_table, merge_priors, with_extra)
@@ -42,9 +43,6 @@ CONSENSUS_STRENGTH_MIN = 0.1
 """Warn when the 5% posterior quantile of ``consensus_strength`` falls below this."""
 
 ALGORITHMS: tuple[str, ...] = ("nuts", *APPROXIMATIONS)
-
-LAPLACE_MAX_K = 0.7
-"""Largest Pareto k of the Laplace draws' importance ratios ``log_p__ - log_q__`` before it is reported as a problem."""
 """Posterior algorithms of :func:`posterior`: NUTS, and CmdStan's Laplace approximation and Pathfinder."""
 
 LOG_LIK_UNITS: tuple[str, ...] = ("cell", "judgment")
@@ -65,7 +63,7 @@ MODEL_KEYWORDS: dict[str, Any] = dict(rank=1, calibration="mu", ties=None, lambd
 
 POSTERIOR_OPTIONS: dict[str, Any] = dict(init="point-start", adapt_delta=0.9, max_depth=10, refresh=None, quiet=True,
                                          progress=None, win_prob=None, include_human=True, b_stage="joint",
-                                         log_lik="auto", frame_sd=None, program=None, extra=None)
+                                         log_lik="auto", frame_sd=None, metric="auto", program=None, extra=None)
 """The rarer sampler and extension options of :func:`posterior` (``options=``), with their defaults."""
 
 
@@ -193,7 +191,7 @@ def _check_spec(spec: Any) -> None:
 
 
 def _check_run_arguments(*, chains: Any, draws: Any, warmup: Any, seed: Any, adapt_delta: Any, max_depth: Any,
-                         refresh: Any, init: Any, win_prob: Any, log_lik: Any, frame_sd: Any, algorithm: Any,
+                         refresh: Any, init: Any, win_prob: Any, log_lik: Any, frame_sd: Any, metric: Any, algorithm: Any,
                          backend: Any) -> None:
     """Check the sampler's arguments of :func:`posterior` (each error names its argument)."""
     check_count(chains, "chains")
@@ -212,6 +210,7 @@ def _check_run_arguments(*, chains: Any, draws: Any, warmup: Any, seed: Any, ada
     check_choice("log_lik", log_lik, ("auto", None, *LOG_LIK_UNITS))
     if frame_sd is not None and not (isinstance(frame_sd, (int, float)) and np.isfinite(frame_sd) and frame_sd > 0):
         raise ArgumentError(f"options['frame_sd'] must be a positive number or None, got {frame_sd!r}")
+    check_choice("metric", metric, ("auto", "dense", "diag"))
     check_choice("algorithm", algorithm, ALGORITHMS)
     check_choice("backend", backend, (None,) + BACKENDS)
 
@@ -289,8 +288,8 @@ def posterior(
         init : "point-start", "random" or list of dict
             ``"point-start"`` (default): each chain of a DIAL method starts at its own draw from pydial's
             Laplace approximation at the posterior mode (:func:`pydial.stan.laplace.nuts_start`: Newton on
-            the exact Hessian from the numpy fit), and CmdStan adapts its diagonal metric from the
-            approximation's variances instead of the unit metric; where no mode is found, at the point fits'
+            the exact Hessian from the numpy fit), and CmdStan's metric comes from the approximation
+            (``metric``); where no mode is found, at the point fits'
             start :func:`pydial.estimation.glm.initial_theta` (ridge judge-wise BTL fits, the consensus SVD
             of their scores, the people's scores projected on the calibration basis), jittered.  The
             other models as with ``"random"``, Stan's uniform(-2, 2) on the unconstrained scale.  Or
@@ -336,6 +335,18 @@ def posterior(
             program's former fixed 0.2 left the length of ``P_raw`` up to 30 times wider than its directions on
             large data, and NUTS took 95 leapfrog steps per iteration); 0.2 where pydial finds no mode.
             ``attrs["frame_sd"]`` records the scale used.
+        metric : {"auto", "dense", "diag"}, default "auto"
+            DIAL methods on CmdStan with the ``"point-start"`` start: NUTS's metric from the Laplace
+            approximation.  ``"dense"``: its covariance, kept through warmup (which adapts the step size
+            only), so that NUTS sees the posterior whitened up to its departure from normality (on the
+            N = 100, 1M case half the leapfrog steps of the diagonal metric); ``"diag"``: its variances,
+            which CmdStan's windowed adaptation starts from and re-estimates; ``"auto"``: dense where it
+            pays and is safe (:func:`~pydial.stan.dial_posterior.dense_pays`: at most 500 parameters, where
+            CmdStan's factorization of a dense metric at every iteration costs less than the steps it
+            saves, and a posterior close to the normal, Pareto k of its importance ratios at most 0.3),
+            else diagonal.
+            httpstan, user programs and the other models: Stan's diagonal metric adapted from the unit
+            metric.  ``attrs["metric"]`` records the metric used.
         program : str, optional
             A ``.stan`` file sampled instead of ``dial_sample.stan`` or ``judges.stan`` (README
             "Extending a Stan program"): it reads :func:`pydial.stan.standata` plus ``extra`` (checked
@@ -431,7 +442,7 @@ def posterior(
                    b_stage=opts["b_stage"])
     _check_run_arguments(chains=chains, draws=draws, warmup=warmup, seed=seed, algorithm=algorithm, backend=backend,
                          **{k: opts[k] for k in ("adapt_delta", "max_depth", "refresh", "init", "win_prob", "log_lik",
-                                                 "frame_sd")})
+                                                 "frame_sd", "metric")})
     merge_priors(DIAL_SAMPLE_PRIORS if req.model == "dial" else JUDGES_PRIORS, priors,
                  "dial_sample.stan" if req.model == "dial" else "judges.stan")
     program, extra = opts["program"], opts["extra"]
@@ -448,7 +459,8 @@ def posterior(
     per_judgment = pointwise == "judgment"
     opt = RunOptions(priors=priors, init=opts["init"], rng=rng, seed=stan_seed, program=program, extra=extra,
                      win_prob=data.N <= 30 if opts["win_prob"] is None else opts["win_prob"], backend=backend, run=run,
-                     per_judgment=per_judgment, log_lik=pointwise is not None, frame_sd=opts["frame_sd"])
+                     per_judgment=per_judgment, log_lik=pointwise is not None, frame_sd=opts["frame_sd"],
+                     metric=opts["metric"])
     sampled = sample_dial(data, req, opt) if req.model == "dial" else _sample_judges(data, req, opt)
     if program is not None:
         add_user_variables(sampled, data, str(program))

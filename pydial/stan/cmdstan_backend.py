@@ -387,12 +387,20 @@ class CmdstanpyModel(CompiledModel):
     def _run_nuts(self, data: dict[str, Any], *, chains: int, draws: int, warmup: int, seed: int | None,
                   inits: list[dict[str, Any]] | None, adapt_delta: float, max_depth: int,
                   refresh: int | None, quiet: bool, progress: bool, inv_metric: np.ndarray | None = None) -> NutsDraws:
-        """NUTS by CmdStan (parallel chains; ``inv_metric``: the diagonal metric to adapt from); the fit is kept."""
+        """NUTS by CmdStan (parallel chains); the fit is kept.
+
+        ``inv_metric``: a vector, the diagonal metric to adapt from; a matrix, a dense metric kept through warmup:
+        no slow (metric) windows, the whole warmup adapts the step size (init buffer and window 0, which
+        CmdStan's windowed adaptation reads as no metric window; the run's reported metric is the one given).
+        """
+        dense = inv_metric is not None and inv_metric.ndim == 2
+        step_only = {"adapt_init_phase": 0, "adapt_metric_window": 0, "adapt_step_size": warmup} if dense and warmup else {}
         with (_quiet_cmdstanpy() if quiet else contextlib.nullcontext()):
             fit = self._cmdstan_model.sample(
                 data=json_ready(data), chains=chains, parallel_chains=min(chains, os.cpu_count() or 1), seed=seed,
                 iter_warmup=warmup, iter_sampling=draws, adapt_delta=adapt_delta, max_treedepth=max_depth,
-                inits=inits, metric="diag_e", inv_metric=None if inv_metric is None else {"inv_metric": inv_metric.tolist()},
+                inits=inits, metric="dense_e" if dense else "diag_e", **step_only,
+                inv_metric=None if inv_metric is None else {"inv_metric": inv_metric.tolist()},
                 show_progress=bool(progress), refresh=refresh, sig_figs=18,
             )
         out = _stan_variables(fit, chains, draws)

@@ -75,6 +75,22 @@ class NutsDraws:
     fit: Any = None
 
 
+def _checked_metric(inv_metric: Any) -> np.ndarray:
+    """Return ``inv_metric`` as an array: positive variances, or a symmetric positive definite matrix."""
+    m = np.asarray(inv_metric, float)
+    if m.ndim == 1 and np.all(np.isfinite(m) & (m > 0)):
+        return m
+    square = m.ndim == 2 and m.shape[0] == m.shape[1] and np.all(np.isfinite(m))
+    if square and np.allclose(m, m.T, rtol=0, atol=1e-10 * np.abs(m).max()):
+        try:
+            np.linalg.cholesky(m)
+            return m
+        except np.linalg.LinAlgError:
+            pass
+    raise ArgumentError("inv_metric must be a vector of positive numbers (a diagonal inverse metric) or a symmetric "
+                        f"positive definite matrix (a dense one), got an array of shape {m.shape}")
+
+
 @dataclass
 class CompiledModel(abc.ABC):
     """A compiled Stan program and the backend that runs it (build with :func:`pydial.stan.compile_model`).
@@ -359,14 +375,16 @@ class CompiledModel(abc.ABC):
         progress: bool | None = None,
         inv_metric: np.ndarray | None = None,
     ) -> SampleResult:
-        """Run NUTS (diagonal metric, adapted) and return the draws; check them with :meth:`SampleResult.check`.
+        """Run NUTS and return the draws; check them with :meth:`SampleResult.check`.
 
         ``inits``: one dict of constrained values per chain (default Stan's uniform(-2, 2) on the
         unconstrained scale); ``refresh``: the progress interval; ``quiet``: keep the backends' output off
         the console; ``progress``: a ``tqdm`` bar instead (default: when stderr is a terminal);
-        ``inv_metric``: the diagonal inverse metric the adaptation starts from (one entry per unconstrained
-        parameter; CmdStan only, default the unit metric).  httpstan's cached fit is deleted afterwards (the
-        draws are returned here).
+        ``inv_metric`` (CmdStan only): a vector, the diagonal inverse metric the adaptation starts from (one
+        entry per unconstrained parameter; default the unit metric); or a symmetric positive definite matrix,
+        a dense inverse metric kept through warmup, which adapts the step size only (CmdStan's windowed
+        estimate of a dense metric from a few hundred warmup draws is singular beyond a few hundred
+        parameters).  httpstan's cached fit is deleted afterwards (the draws are returned here).
         """
         chains, draws = check_count(chains, "chains"), check_count(draws, "draws")
         warmup = check_count(warmup, "warmup", minimum=0)
@@ -376,9 +394,7 @@ class CompiledModel(abc.ABC):
         data = as_stan_data(data)
         init_values = None if inits is None else [json_ready(as_stan_data(i)) for i in inits]
         if inv_metric is not None:
-            inv_metric = np.asarray(inv_metric, float)
-            if inv_metric.ndim != 1 or not np.all(np.isfinite(inv_metric) & (inv_metric > 0)):
-                raise ArgumentError("inv_metric must be a vector of positive numbers (a diagonal inverse metric)")
+            inv_metric = _checked_metric(inv_metric)
         if progress is None:
             import sys
 
@@ -387,9 +403,10 @@ class CompiledModel(abc.ABC):
         run = self._run_nuts(data, chains=chains, draws=draws, warmup=warmup, seed=seed, inits=init_values,
                              adapt_delta=adapt_delta, max_depth=max_depth, refresh=refresh, quiet=quiet,
                              progress=bool(progress), inv_metric=inv_metric)
+        dense = inv_metric is not None and inv_metric.ndim == 2
         return SampleResult(draws=run.draws, stats=run.stats, chains=chains, draws_per_chain=draws, warmup=warmup,
                             seed=seed, max_depth=max_depth, backend=self.backend, seconds=time.perf_counter() - t0,
-                            backend_fit=run.fit)
+                            backend_fit=run.fit, metric="dense (kept)" if dense else "diag (adapted)")
 
     @abc.abstractmethod
     def _run_nuts(self, data: dict[str, Any], *, chains: int, draws: int, warmup: int, seed: int | None,

@@ -339,6 +339,7 @@ def convert(data: Comparisons, req: Any, s: Sampled, problems: list[str], *, per
         "seed": seed,
         "algorithm": run["algorithm"],
         "frame_sd": float(s.d["frame_sd"]) if "frame_sd" in s.d else float("nan"),
+        "metric": res.metric,
         "sampling_seconds": float(res.seconds),
         "sampler_problems": json.dumps(problems),
         "sampler_diagnostics": (diag.reset_index().to_json(orient="records") if diag is not None else "[]"),

@@ -35,8 +35,12 @@ from pydial.model.families import FAMILIES, CellDerivatives, Family, binary_cell
 from ..exceptions import ConvergenceError
 from .schema import householder_perp
 
-__all__ = ["SampleProgram", "LogDensity", "transform", "structure_vjp", "mode", "frame_scale", "laplace_sample",
-           "nuts_start", "with_frame_sd"]
+__all__ = ["LAPLACE_MAX_K", "SampleProgram", "LogDensity", "transform", "structure_vjp", "mode", "frame_scale",
+           "laplace_sample", "normal_log_ratios", "nuts_start", "with_frame_sd"]
+
+LAPLACE_MAX_K = 0.7
+"""Largest Pareto k of the normal approximation's importance ratios ``log p - log q`` at which it is trusted: above it
+a Laplace posterior is reported as a sampler problem."""
 
 STEP = 1e-30
 """The complex step: ``f'(x) = Im f(x + i h) / h`` with no cancellation, exact to rounding for any small ``h``."""
@@ -592,9 +596,32 @@ def with_frame_sd(prog: SampleProgram, u: np.ndarray, hess: np.ndarray, frame_sd
     return new, out
 
 
+def normal_log_ratios(prog: SampleProgram, u_hat: np.ndarray, hess: np.ndarray, *, draws: int,
+                      rng: np.random.Generator, chunk: int = 50) -> np.ndarray:
+    """Return ``log p(u) - log q(u)`` at ``draws`` draws from the normal approximation ``q = N(u_hat, (-hess)^{-1})``.
+
+    The importance ratios of the approximation up to a constant, as ``log_p__ - log_q__`` of
+    :func:`laplace_sample`: their Pareto k (:func:`pydial.stan.idata.psislw`) says how close the posterior is to
+    that normal (:data:`LAPLACE_MAX_K`).
+
+    Raises
+    ------
+    pydial.ConvergenceError
+        ``-hess`` is not positive definite.
+    """
+    try:
+        L = np.linalg.cholesky(-hess)
+    except np.linalg.LinAlgError:
+        raise ConvergenceError("dial_sample.stan's Hessian at the mode is not negative definite") from None
+    zs = rng.standard_normal((draws, u_hat.size))
+    us = u_hat + solve_triangular(L.T, zs.T, lower=False).T
+    logp = LogDensity(prog)
+    return np.concatenate([logp.value(us[a:a + chunk]) for a in range(0, draws, chunk)]) + 0.5 * np.sum(zs**2, axis=1)
+
+
 def nuts_start(prog: SampleProgram, u_hat: np.ndarray, hess: np.ndarray, *, chains: int,
                rng: np.random.Generator) -> tuple[list[dict[str, np.ndarray]], np.ndarray]:
-    """Return NUTS's start: one draw per chain from the normal approximation ``N(u_hat, (-hess)^{-1})``, and its variances.
+    """Return NUTS's start: one draw per chain from the normal approximation ``N(u_hat, (-hess)^{-1})``, and its covariance.
 
     Parameters
     ----------
@@ -613,8 +640,9 @@ def nuts_start(prog: SampleProgram, u_hat: np.ndarray, hess: np.ndarray, *, chai
     -------
     inits : list of dict
         Named parameter values, one dict per chain: in the bulk of the posterior, apart from each other.
-    variances : ndarray
-        The approximation's variance of each unconstrained parameter: a diagonal inverse metric to adapt from.
+    covariance : ndarray
+        The approximation's covariance ``(-hess)^{-1}`` of the unconstrained parameters: NUTS's dense inverse
+        metric (its diagonal: a diagonal one to adapt from).
 
     Raises
     ------
@@ -628,7 +656,8 @@ def nuts_start(prog: SampleProgram, u_hat: np.ndarray, hess: np.ndarray, *, chai
                                "approximation to start NUTS from") from None
     L_inv = solve_triangular(L, np.eye(u_hat.size), lower=True)
     us = u_hat + (L_inv.T @ rng.standard_normal((u_hat.size, chains))).T
-    return [prog.split(u) for u in us], np.sum(L_inv**2, axis=0)
+    cov = L_inv.T @ L_inv
+    return [prog.split(u) for u in us], (cov + cov.T) / 2
 
 
 def laplace_sample(d: Mapping[str, Any], init: Mapping[str, Any], *, draws: int, seed: int | None,

@@ -131,6 +131,9 @@ class SampleResult:
     algorithm : str
         ``"nuts"``, or the approximation that drew them (``"laplace"``, ``"pathfinder"``: one chain of
         approximately independent draws; no sampler statistics, no R-hat).
+    metric : str
+        NUTS's metric: ``"diag (adapted)"`` from the unit metric or from given variances, ``"dense (kept)"``
+        a given dense inverse metric with only the step size adapted; ``""`` for an approximation.
     """
 
     draws: dict[str, np.ndarray]
@@ -146,6 +149,7 @@ class SampleResult:
     problems: list[str] = field(default_factory=list)
     backend_fit: Any = field(default=None, repr=False)
     algorithm: str = "nuts"
+    metric: str = ""
 
     def check(
         self,
