@@ -28,6 +28,7 @@ from pydial.model.families import family_of
 from pydial.stan import compile_model
 from pydial.stan.idata import rhat_ess
 from pydial.exceptions import DialError
+from pydial.stan.dial_posterior import dense_pays
 from pydial.stan.laplace import LogDensity, SampleProgram, frame_scale, mode, nuts_start, with_frame_sd
 from pydial.stan.schema import dial_sample_data, dial_sample_inits, judges_data
 
@@ -65,7 +66,8 @@ def stan_data(cfg: Config, llm: CellTable, human: CellTable,
 
     ``dial_sample.stan`` is set up as :func:`pydial.posterior` sets it up: the expansion scale ``frame_sd`` matched
     to the posterior at its mode (Newton from the jittered point start), the chain started at a draw of the
-    Laplace approximation there and the metric adapted from its variances; where no mode is found, the
+    Laplace approximation there and CmdStan's metric from it as ``metric="auto"`` chooses (``dense_pays``: its
+    covariance, kept, where the posterior is close to normal; else its variances, adapted); where no mode is found, the
     jittered point start, ``frame_sd = 0.2`` and the unit metric.
     """
     if cfg.kind == "judges":
@@ -80,15 +82,15 @@ def stan_data(cfg: Config, llm: CellTable, human: CellTable,
         prog = SampleProgram.from_data(d)
         u_hat, pt, _ = mode(LogDensity(prog), prog.join(inits[0]))
         prog, hess = with_frame_sd(prog, u_hat, pt.hess, frame_scale(prog, u_hat, pt.hess))
-        starts, metric = nuts_start(prog, u_hat, hess, chains=1, rng=rng)
-        return d | {"frame_sd": prog.frame_sd}, starts, metric
+        starts, cov = nuts_start(prog, u_hat, hess, chains=1, rng=rng)   # posterior's metric="auto"
+        return d | {"frame_sd": prog.frame_sd}, starts, cov if dense_pays(prog, u_hat, hess, rng) else np.diag(cov).copy()
     except DialError:
         return d, inits, None
 
 
 def fit_draws(cfg: Config, d: dict[str, Any], inits: list[dict[str, Any]] | None, *, seed: int,
               settings: NutsSettings, inv_metric: np.ndarray | None = None) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
-    """Run NUTS on ``d`` (``inv_metric``: the diagonal metric to adapt from) and return the thinned draws and diagnostics.
+    """Run NUTS on ``d`` (``inv_metric``: a dense metric kept, or a diagonal one to adapt from) and return the thinned draws and diagnostics.
 
     Returns
     -------
