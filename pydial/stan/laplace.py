@@ -596,6 +596,19 @@ def with_frame_sd(prog: SampleProgram, u: np.ndarray, hess: np.ndarray, frame_sd
     return new, out
 
 
+def _cholesky(hess: np.ndarray, what: str) -> np.ndarray:
+    """Lower Cholesky factor ``L`` of ``-hess`` (``-hess = L L'``); a :class:`~pydial.ConvergenceError` naming ``what``."""
+    try:
+        return np.linalg.cholesky(-hess)
+    except np.linalg.LinAlgError:
+        raise ConvergenceError(f"dial_sample.stan's Hessian at the mode is not negative definite: {what}") from None
+
+
+def _normal_draws(u_hat: np.ndarray, L: np.ndarray, zs: np.ndarray) -> np.ndarray:
+    """Draws ``u_hat + L^{-T} z`` of ``N(u_hat, (L L')^{-1})``, one per row of the standard normal ``zs``."""
+    return u_hat + solve_triangular(L.T, zs.T, lower=False).T
+
+
 def normal_log_ratios(prog: SampleProgram, u_hat: np.ndarray, hess: np.ndarray, *, draws: int,
                       rng: np.random.Generator, chunk: int = 50) -> np.ndarray:
     """Return ``log p(u) - log q(u)`` at ``draws`` draws from the normal approximation ``q = N(u_hat, (-hess)^{-1})``.
@@ -609,12 +622,9 @@ def normal_log_ratios(prog: SampleProgram, u_hat: np.ndarray, hess: np.ndarray, 
     pydial.ConvergenceError
         ``-hess`` is not positive definite.
     """
-    try:
-        L = np.linalg.cholesky(-hess)
-    except np.linalg.LinAlgError:
-        raise ConvergenceError("dial_sample.stan's Hessian at the mode is not negative definite") from None
+    L = _cholesky(hess, "no normal approximation to weigh")
     zs = rng.standard_normal((draws, u_hat.size))
-    us = u_hat + solve_triangular(L.T, zs.T, lower=False).T
+    us = _normal_draws(u_hat, L, zs)
     logp = LogDensity(prog)
     return np.concatenate([logp.value(us[a:a + chunk]) for a in range(0, draws, chunk)]) + 0.5 * np.sum(zs**2, axis=1)
 
@@ -649,13 +659,9 @@ def nuts_start(prog: SampleProgram, u_hat: np.ndarray, hess: np.ndarray, *, chai
     pydial.ConvergenceError
         ``-hess`` is not positive definite.
     """
-    try:
-        L = np.linalg.cholesky(-hess)
-    except np.linalg.LinAlgError:
-        raise ConvergenceError("dial_sample.stan's Hessian at the mode is not negative definite: no normal "
-                               "approximation to start NUTS from") from None
+    L = _cholesky(hess, "no normal approximation to start NUTS from")
+    us = _normal_draws(u_hat, L, rng.standard_normal((u_hat.size, chains)).T)
     L_inv = solve_triangular(L, np.eye(u_hat.size), lower=True)
-    us = u_hat + (L_inv.T @ rng.standard_normal((u_hat.size, chains))).T
     cov = L_inv.T @ L_inv
     return [prog.split(u) for u in us], (cov + cov.T) / 2
 
@@ -699,7 +705,7 @@ def laplace_sample(d: Mapping[str, Any], init: Mapping[str, Any], *, draws: int,
     logp, u_hat, L, iterations = _normal_at_mode(d, init)
     rng = np.random.default_rng(seed)
     zs = rng.standard_normal((draws, u_hat.size))
-    us = u_hat + solve_triangular(L.T, zs.T, lower=False).T
+    us = _normal_draws(u_hat, L, zs)
     log_q = -0.5 * np.sum(zs**2, axis=1)   # CmdStan's log_q__: the normal's log density up to its constant
     parts = [_variables(logp, us[a:a + chunk], rng) for a in range(0, draws, chunk)]
     out = {k: np.concatenate([q[k] for q in parts])[None] for k in parts[0] if parts[0][k].size}   # CmdStan: no zero-size
