@@ -280,15 +280,15 @@ def run_dial(data: Comparisons, req: Request, opt: RunOptions, calibration: str 
         d = dict(d) | {"frame_sd": float(opt.frame_sd)}
     if opt.frame_sd is None or numpy_laplace:
         try:
-            matched, u_hat, hess = matched_mode(data, req, d, w_llm, opt, None if isinstance(init, str) else inits)
-            d = matched if opt.frame_sd is None else d
+            d, u_hat, hess = matched_mode(data, req, d, w_llm, opt, None if isinstance(init, str) else inits,
+                                          match=opt.frame_sd is None)
         except DialError:  # no mode: NUTS and CmdStan keep the default scale; pydial's Laplace has no approximation
             if numpy_laplace:
                 raise
     d = with_extra(d, opt.extra)
     if numpy_laplace:
         assert u_hat is not None
-        res = laplace_run(d, SampleProgram.from_data(d).split(u_hat), opt)
+        res = laplace_run(d, SampleProgram.from_data(d).split(u_hat), hess, opt)
     else:
         cm = compile_model(opt.program or "dial_sample", backend=opt.backend)
         run = opt.run
@@ -312,10 +312,11 @@ def run_dial(data: Comparisons, req: Request, opt: RunOptions, calibration: str 
 
 @single_threaded_blas
 def matched_mode(data: Comparisons, req: Request, d: Mapping[str, Any], w_llm: float, opt: RunOptions,
-                 inits: Sequence[Mapping[str, Any]] | None) -> tuple[dict[str, Any], np.ndarray, np.ndarray]:
+                 inits: Sequence[Mapping[str, Any]] | None, match: bool = True) -> tuple[dict[str, Any], np.ndarray, np.ndarray]:
     """Return ``d`` with ``frame_sd`` matched to the posterior, the mode ``u_hat`` and the Hessian there at that scale.
 
-    The scale is :func:`~pydial.stan.laplace.frame_scale`; ``u_hat`` is the mode at ``d``'s own scale.  Newton's
+    ``match=False`` keeps ``d``'s own scale (a ``frame_sd`` the caller fixed).  The scale is
+    :func:`~pydial.stan.laplace.frame_scale`; ``u_hat`` is the mode at any scale (``P`` is uniform).  Newton's
     method starts at ``inits[0]`` or else at the numpy fit of the same weighted likelihood (the posterior's weight
     ``lambda``; the anchored fit for the LLM-only posterior), a few steps from the mode.
     """
@@ -334,16 +335,21 @@ def matched_mode(data: Comparisons, req: Request, d: Mapping[str, Any], w_llm: f
     prog = SampleProgram.from_data(d)
     u_hat, pt, _ = mode(LogDensity(prog), prog.join(init))
     assert pt.hess is not None
+    if not match:
+        return dict(d), u_hat, pt.hess
     prog, hess = with_frame_sd(prog, u_hat, pt.hess, frame_scale(prog, u_hat, pt.hess))
     return dict(d) | {"frame_sd": prog.frame_sd}, u_hat, hess
 
 
 @single_threaded_blas
-def laplace_run(d: Mapping[str, Any], init: Mapping[str, np.ndarray], opt: RunOptions) -> SampleResult:
-    """Draw from the Laplace approximation of ``dial_sample.stan`` from its exact Hessian (:mod:`pydial.stan.laplace`)."""
+def laplace_run(d: Mapping[str, Any], mode_: Mapping[str, np.ndarray], hess: np.ndarray, opt: RunOptions) -> SampleResult:
+    """Draw from the Laplace approximation of ``dial_sample.stan`` at its mode ``mode_`` with the exact Hessian ``hess``.
+
+    Both come from :func:`matched_mode` (:mod:`pydial.stan.laplace`), so Newton's method is not run again.
+    """
     t0 = time.perf_counter()
     draws = int(opt.run["draws"])
-    out, stats, _ = laplace_sample(d, init, draws=draws, seed=opt.seed)
+    out, stats, _ = laplace_sample(d, mode_, draws=draws, seed=opt.seed, hess=hess)
     return SampleResult(draws=out, stats=stats, chains=1, draws_per_chain=draws, warmup=0, seed=opt.seed, max_depth=0,
                         backend="numpy", seconds=time.perf_counter() - t0, algorithm="laplace")
 

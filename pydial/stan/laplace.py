@@ -568,12 +568,7 @@ def _normal_at_mode(d: Mapping[str, Any], init: Mapping[str, Any]) -> tuple[LogD
     logp = LogDensity(prog)
     u_hat, pt, iterations = mode(logp, prog.join(init))
     assert pt.hess is not None
-    try:
-        return logp, u_hat, np.linalg.cholesky(-pt.hess), iterations
-    except np.linalg.LinAlgError:
-        ev = np.linalg.eigvalsh(-pt.hess)[0]
-        raise ConvergenceError(f"dial_sample.stan's Hessian at the mode is not negative definite (smallest eigenvalue of "
-                               f"-H {ev:.3g}): the Laplace approximation does not exist here; use algorithm='nuts'") from None
+    return logp, u_hat, _cholesky(pt.hess, "the Laplace approximation does not exist here; use algorithm='nuts'"), iterations
 
 
 def with_frame_sd(prog: SampleProgram, u: np.ndarray, hess: np.ndarray, frame_sd: float) -> tuple[SampleProgram, np.ndarray]:
@@ -601,7 +596,9 @@ def _cholesky(hess: np.ndarray, what: str) -> np.ndarray:
     try:
         return np.linalg.cholesky(-hess)
     except np.linalg.LinAlgError:
-        raise ConvergenceError(f"dial_sample.stan's Hessian at the mode is not negative definite: {what}") from None
+        ev = np.linalg.eigvalsh(-hess)[0]
+        raise ConvergenceError(f"dial_sample.stan's Hessian at the mode is not negative definite (smallest eigenvalue "
+                               f"of -H {ev:.3g}): {what}") from None
 
 
 def _normal_draws(u_hat: np.ndarray, L: np.ndarray, zs: np.ndarray) -> np.ndarray:
@@ -667,7 +664,7 @@ def nuts_start(prog: SampleProgram, u_hat: np.ndarray, hess: np.ndarray, *, chai
 
 
 def laplace_sample(d: Mapping[str, Any], init: Mapping[str, Any], *, draws: int, seed: int | None,
-                   chunk: int = 50) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray], int]:
+                   chunk: int = 50, hess: np.ndarray | None = None) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray], int]:
     """Draw from the Laplace approximation of ``dial_sample.stan`` at its mode (module docstring).
 
     The posterior is the program's: the order-effect BTL cells of the judges and people (paper eqs.
@@ -686,6 +683,9 @@ def laplace_sample(d: Mapping[str, Any], init: Mapping[str, Any], *, draws: int,
         Seed of the normal draws and the replicated counts.
     chunk : int
         Draws evaluated at a time (their cells' arrays are ``chunk x cells``).
+    hess : ndarray, optional
+        The Hessian of ``log p`` at ``init`` when ``init`` is the mode already (as :func:`mode` returned it):
+        Newton's method is skipped (0 iterations).
 
     Returns
     -------
@@ -702,7 +702,11 @@ def laplace_sample(d: Mapping[str, Any], init: Mapping[str, Any], *, draws: int,
     pydial.ConvergenceError
         Newton's method fails, or the Hessian at the mode is not negative definite.
     """
-    logp, u_hat, L, iterations = _normal_at_mode(d, init)
+    if hess is None:
+        logp, u_hat, L, iterations = _normal_at_mode(d, init)
+    else:
+        logp = LogDensity(SampleProgram.from_data(d))
+        u_hat, L, iterations = logp.prog.join(init), _cholesky(hess, "no Laplace approximation; use algorithm='nuts'"), 0
     rng = np.random.default_rng(seed)
     zs = rng.standard_normal((draws, u_hat.size))
     us = _normal_draws(u_hat, L, zs)
