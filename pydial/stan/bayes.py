@@ -32,7 +32,7 @@ from .cmdstan_backend import PATHFINDER_PATHS
 from .compiled import APPROXIMATIONS
 from .laplace import LAPLACE_MAX_K
 from .dial_posterior import Estimand, Request, RunOptions, covariate_posterior, draw, posterior_estimand, sample_dial
-from .schema import (DIAL_SAMPLE_PRIORS, JUDGES_PRIORS, CellTable, data_fingerprint, human_cell_table,
+from .schema import (DIAL_SAMPLE_PRIORS, JUDGES_PRIORS, CellTable, check_frame_sd, data_fingerprint, human_cell_table,
                      judges_data, llm_cell_table, merge_priors, with_extra)
 from .programs import add_user_variables, check_extra
 
@@ -208,8 +208,8 @@ def _check_run_arguments(*, chains: Any, draws: Any, warmup: Any, seed: Any, ada
         raise ArgumentError(f"init must be 'point-start', 'random' or a list of one dict per chain ({chains}), got {init!r}")
     check_choice("win_prob", win_prob, (None, True, False))
     check_choice("log_lik", log_lik, ("auto", None, *LOG_LIK_UNITS))
-    if frame_sd is not None and not (isinstance(frame_sd, (int, float)) and np.isfinite(frame_sd) and frame_sd > 0):
-        raise ArgumentError(f"options['frame_sd'] must be a positive number or None, got {frame_sd!r}")
+    if frame_sd is not None:
+        check_frame_sd(frame_sd, "options['frame_sd'] (or None)")
     check_choice("metric", metric, ("auto", "dense", "diag"))
     check_choice("algorithm", algorithm, ALGORITHMS)
     check_choice("backend", backend, (None,) + BACKENDS)

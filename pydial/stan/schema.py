@@ -21,7 +21,7 @@ from pydial.exceptions import ArgumentError, ArgumentTypeError
 __all__ = ["data_fingerprint", "DIAL_PRIORS", "DIAL_SAMPLE_PRIORS", "JUDGES_PRIORS", "CellTable", "covariate_rows",
            "zero_beta", "helmert_basis", "llm_cell_table", "human_cell_table", "dial_data", "dial_calibrate_data",
            "dial_sample_data", "judges_data", "schema_data", "standata", "weighted_log_coef",
-           "dial_sample_inits", "dial_sample_start", "mu_reference", "tie_start"]
+           "dial_sample_inits", "dial_sample_start", "mu_reference", "tie_start", "check_frame_sd", "FRAME_SD"]
 
 CALIBRATION_CODE = {None: 0, "mu": 1, "W": 2}
 
@@ -311,6 +311,14 @@ def _nu_zero(L: CellTable, H: CellTable | None, K: int) -> np.ndarray:
 
 
 # --------------------------------------------------------------------------- dial_sample.stan
+def check_frame_sd(value: Any, name: str = "frame_sd") -> float:
+    """Return ``value`` as the scale of ``dial_sample.stan``'s expansion of ``P``: a positive finite number."""
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)) \
+            or not (np.isfinite(value) and value > 0):
+        raise ArgumentError(f"{name} must be a positive number, got {value!r}")
+    return float(value)
+
+
 def dial_sample_data(
     data: Comparisons,
     *,
@@ -343,8 +351,7 @@ def dial_sample_data(
     if mu_ref is None:
         mu_ref = mu_reference(dial_sample_start(data, rank=rank, calibration=None, order=order)[0].mu)
     mu_ref = np.asarray(mu_ref, float).reshape(-1)
-    if not (np.isfinite(frame_sd) and frame_sd > 0):
-        raise ArgumentError(f"frame_sd must be a positive number, got {frame_sd!r}")
+    check_frame_sd(frame_sd)
     if mu_ref.size != data.N - 1 or not np.linalg.norm(mu_ref) > 0:
         raise ArgumentError(f"mu_ref must be a nonzero vector of length N - 1 = {data.N - 1}")
     chart = Chart.for_data(data, rank, cast(Calibration | None, calibration), order, shared)
