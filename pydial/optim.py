@@ -282,6 +282,55 @@ def newton(
                        hess=H, grad=g)
 
 
+def _gradient_polish(fg: Callable[[np.ndarray], tuple[float, np.ndarray]], x: np.ndarray, gtol: float,
+                     steps: int = 10) -> np.ndarray:
+    """Newton steps judged by the gradient alone, after L-BFGS-B has stalled at the resolution of ``f``.
+
+    L-BFGS-B's line search stops where the decrease of ``f`` it needs, about ``g' H^{-1} g / 2``, falls
+    below the rounding of ``f`` (``eps |f|``), while the gradient still resolves the optimum.  Each step
+    solves ``H s = -g`` by conjugate gradients with Hessian-vector products from central differences of
+    the exact gradient, and is taken (halved at most three times) while it shrinks ``max |g|``.
+    """
+    f, g = fg(x)
+    gmax = float(np.max(np.abs(g)))
+    for _ in range(steps):
+        if gmax <= 0.5 * gtol * max(1.0, abs(f)):
+            break
+        step = _newton_cg(fg, x, g)
+        for t in (1.0, 0.5, 0.25, 0.125):
+            fn, gn = fg(x + t * step)
+            if np.isfinite(fn) and float(np.max(np.abs(gn))) < gmax:
+                break
+        else:
+            break
+        x, f, g, gmax = x + t * step, fn, gn, float(np.max(np.abs(gn)))
+    return x
+
+
+def _newton_cg(fg: Callable[[np.ndarray], tuple[float, np.ndarray]], x: np.ndarray, g: np.ndarray,
+               max_cg: int = 50) -> np.ndarray:
+    """Approximate Newton step ``-H^{-1} g`` by conjugate gradients (stopped at negative curvature)."""
+    scale = np.sqrt(np.finfo(float).eps) * (1.0 + float(np.max(np.abs(x))))
+
+    def hv(v: np.ndarray) -> np.ndarray:
+        h = scale / max(float(np.max(np.abs(v))), 1e-300)
+        return (fg(x + h * v)[1] - fg(x - h * v)[1]) / (2 * h)
+
+    s, r = np.zeros_like(g), -g
+    p, rr = r.copy(), float(r @ r)
+    for _ in range(min(max_cg, g.size)):
+        q = hv(p)
+        curv = float(p @ q)
+        if curv <= 0:
+            return s if s.any() else p
+        s, r_new = s + rr / curv * p, r - rr / curv * q
+        rr_new = float(r_new @ r_new)
+        if np.sqrt(rr_new) <= 1e-3 * np.sqrt(float(g @ g)):
+            return s
+        p, r, rr = r_new + rr_new / rr * p, r_new, rr_new
+    return s
+
+
 @single_threaded_blas
 def lbfgs_minimize(
     fun_and_grad: Callable[[np.ndarray], tuple[float, np.ndarray]],
@@ -334,9 +383,12 @@ def lbfgs_minimize(
         g_end = float(np.max(np.abs(res.jac))) if res.jac.size else 0.0
         if g_end <= gtol * max(1.0, abs(float(res.fun))) or res.nit >= max_iter:
             break
-    secs = time.perf_counter() - t0
     assert res is not None
-    u = full(res.x)
+    stalled = "ABNORMAL" in str(res.message) or "RELATIVE REDUCTION OF F" in str(res.message)
+    if stalled and bnds is None:
+        x = _gradient_polish(fg, res.x, gtol)
+    secs = time.perf_counter() - t0
+    u = full(x)
     f_end, g_all = fun_and_grad(u)
     g = np.asarray(g_all, dtype=float)[free]
     if bnds is not None:  # projected gradient at active bounds
@@ -345,7 +397,6 @@ def lbfgs_minimize(
         g = np.where((res.x <= lo) & (g > 0) | (res.x >= hi) & (g < 0), 0.0, g)
     gnorm = float(np.max(np.abs(g))) if g.size else 0.0
     # a failed line search (ABNORMAL) or no resolvable decrease of f has reached the resolution of f
-    stalled = "ABNORMAL" in str(res.message) or "RELATIVE REDUCTION OF F" in str(res.message)
     converged = gnorm <= gtol * max(1.0, abs(float(f_end))) * (roundoff_factor if stalled else 1.0)
     return OptimResult(x=u, fun=float(f_end), grad_norm=gnorm, n_iter=int(res.nit), converged=converged,
                        at_bound=np.zeros(u.size, bool), message=str(res.message), n_eval=n_eval[0], seconds=secs)

@@ -286,6 +286,26 @@ def test_lbfgs_driver_holds_fixed_coordinates_and_bounds():
     assert res.grad_norm <= 1e-10 * res.fun  # the gradient at the active bound is projected out
 
 
+def test_lbfgs_driver_resolves_the_optimum_beyond_the_rounding_of_f():
+    """A quadratic on a large offset: L-BFGS-B's line search stalls where the decrease it needs falls
+    below eps |f| (max |g| near sqrt(eps |f| ||A||) ~ 1e-3 here); the Newton steps judged by the
+    gradient reach the closed-form optimum A^{-1} c."""
+    from pydial.optim import lbfgs_minimize
+
+    rng = np.random.default_rng(0)
+    Q = np.linalg.qr(rng.normal(size=(12, 12)))[0]
+    A = Q @ np.diag(np.geomspace(1.0, 100.0, 12)) @ Q.T
+    c = rng.normal(size=12)
+
+    def fg(x):
+        return 1e8 + 0.5 * x @ A @ x - c @ x, A @ x - c
+
+    res = lbfgs_minimize(fg, np.zeros(12), gtol=1e-20)
+    assert "ABNORMAL" in res.message or "REDUCTION OF F" in res.message  # L-BFGS-B did stall
+    np.testing.assert_allclose(res.x, np.linalg.solve(A, c), atol=1e-10)
+    assert res.grad_norm < 1e-9
+
+
 def test_httpstan_needs_a_pybind11_that_loads_on_this_python(monkeypatch):
     """httpstan compiles every model with the pybind11 it bundles; pybind11 2.9 modules do not load on 3.13."""
     from pydial.stan import httpstan_backend as hb
