@@ -225,7 +225,8 @@ model {
   // every cell's linear predictor and log tie parameter; the people are row K + 1 of the scores
   vector[n_cells] eta = paired_eta(append_row(S, s_H'), b, X);
   if (n_cov > 0) eta += paired_offset(all_z, beta, all_beta_row);
-  vector[n_cells] log_nu_cell = paired_log_nu(log_nu, nu_index, all_judge);
+  vector[ties > 0 ? n_cells : 0] log_nu_cell;        // none in the binary family (paired_target ignores it)
+  if (ties > 0) log_nu_cell = paired_log_nu(log_nu, nu_index, all_judge);
   target += paired_target(all_w_counts, all_w_log_coef, eta, ties, log_nu_cell);
   // Jeffreys prior: 1 = the LLM cells' GLM, 2 = the human calibration GLM [D_H M, Z_H], basis normalized
   if (firth == 1 && ties == 0) target += firth_penalty(firth_X, eta[1:C], cell_n);

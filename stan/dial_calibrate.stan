@@ -127,7 +127,8 @@ model {
   for (t in 1:n_draws) s_draw[t] = (M[t] * c[t]')';
   vector[n_rep] eta = paired_eta(s_draw, rep_vector(0, 0), X)
                      + paired_offset(rep_z, beta, rep_beta_row);
-  vector[n_rep] log_nu_cell = paired_log_nu(log_nu, draw_nu_index, rep_draw);
+  vector[ties > 0 ? n_rep : 0] log_nu_cell;          // none in the binary family (paired_target ignores it)
+  if (ties > 0) log_nu_cell = paired_log_nu(log_nu, draw_nu_index, rep_draw);
   target += paired_target(rep_w_counts, rep_w_log_coef, eta, ties, log_nu_cell);
   if (prior_c_sd > 0) target += normal_lpdf(to_vector(c) | 0, prior_c_sd);
   if (prior_log_nu_sd > 0) target += normal_lpdf(log_nu | prior_log_nu_mean, prior_log_nu_sd);

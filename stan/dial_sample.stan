@@ -176,8 +176,8 @@ transformed data {
   int q = rank + 1;                                  // rank of S
   if (N < 3 || K < 1) reject("dial_sample.stan needs N >= 3 items and K >= 1 judges");
   int d = calibration == 0 ? 0 : (calibration == 1 ? 1 : q);   // calibration dimension
-  matrix[N, N - 1] Q_N = centered_basis(N);          // orthonormal basis of {x : 1' x = 0} in R^N
-  matrix[K, K - 1] Q_K = centered_basis(K);          // same in R^K
+  // Q_N (N x (N - 1)), the Helmert basis of {x : 1' x = 0} in R^N, is applied by centered_times
+  matrix[K, K - 1] Q_K = centered_basis(K);          // the same basis in R^K
   if (rank > K - 1 || q > N - 1) {
     reject("rank r = ", rank, " needs r <= K - 1 = ", K - 1, " and r + 1 <= N - 1 = ", N - 1,
            " (r is the disagreement rank of the structured LLM model)");
@@ -185,19 +185,13 @@ transformed data {
   if (calibration == 0 && H > 0) {
     reject("human cells need a calibration basis (calibration = 1 or 2)");
   }
-  // orthonormal basis of e^perp in R^{N-1}, e = mu_ref / ||mu_ref||: columns 2.. of the
-  // Householder reflection taking the first unit vector to e
+  // E_perp, an orthonormal basis of e^perp in R^{N-1} (e = mu_ref / ||mu_ref||): columns 2.. of the
+  // Householder reflection I - h_ref w_ref w_ref', w_ref = e_1 - e, which takes the first unit vector
+  // to e; so E_perp z = (0, z) - h_ref w_ref (w_ref[2:]' z)
   vector[N - 1] e_ref = mu_ref / sqrt(dot_self(mu_ref));
-  matrix[N - 1, N - 2] E_perp;
-  {
-    vector[N - 1] w0 = -e_ref;
-    w0[1] += 1;
-    matrix[N - 1, N - 1] H0 = identity_matrix(N - 1);
-    if (dot_self(w0) > 1e-24) {
-      H0 -= (2 / dot_self(w0)) * (w0 * w0');
-    }
-    E_perp = H0[:, 2:(N - 1)];
-  }
+  vector[N - 1] w_ref = -e_ref;
+  w_ref[1] += 1;
+  real h_ref = dot_self(w_ref) > 1e-24 ? 2 / dot_self(w_ref) : 0;
 }
 parameters {
   vector[N - 1] m_raw;                               // mean judge score S' 1 / K in the coordinates of Q_N
@@ -211,7 +205,7 @@ parameters {
 }
 transformed parameters {
   real consensus_scale = sqrt(dot_self(m_raw) / N); // gamma_bar = 1' gamma / K > 0
-  vector[N] mu = (Q_N * m_raw) / consensus_scale;    // consensus direction, 1' mu = 0, ||mu||^2 = N
+  vector[N] mu = col(centered_times(to_matrix(m_raw)), 1) / consensus_scale;   // consensus direction Q_N m_raw / gamma_bar, 1' mu = 0, ||mu||^2 = N
   vector[K] gamma = consensus_scale + Q_K * gamma_dev;   // consensus loadings, 1' gamma > 0
   matrix[N, rank] V;                                 // disagreement directions, V' [1, mu] = 0, V' V = N I
   matrix[K, rank] U;                                 // disagreement loadings, 1' U = 0
@@ -220,11 +214,11 @@ transformed parameters {
   {
     vector[N - 1] mu_dir = m_raw / sqrt(dot_self(m_raw));
     vector[N - 1] w = e_ref + mu_dir;                // Householder vector: e_ref -> -mu_dir
-    matrix[N - 1, rank] Y = E_perp * Z_raw;          // orthogonal to e_ref
+    matrix[N - 1, rank] Y = append_row(rep_matrix(0, 1, rank), Z_raw) - w_ref * (h_ref * w_ref[2:(N - 1)]' * Z_raw);   // E_perp Z_raw, orthogonal to e_ref
     matrix[N - 1, rank] Zc = Y - (2 / dot_self(w)) * w * (w' * Y);   // orthogonal to mu_dir
     matrix[K, rank] P = Q_K * orthonormal_frame(P_raw);
-    matrix[N, rank] Z = Q_N * Zc;
-    V = sqrt(N) * (Q_N * orthonormal_frame(Zc));
+    matrix[N, rank] Z = centered_times(Zc);                      // Q_N Zc
+    V = sqrt(N) * centered_times(orthonormal_frame(Zc));         // sqrt(N) Q_N frame(Zc)
     U = P * (Z' * V) / N;
     S = gamma * mu' + P * Z';
   }
@@ -239,7 +233,8 @@ model {
   // every cell's linear predictor and log tie parameter; the people are row K + 1 of the scores
   vector[n_cells] eta = paired_eta(append_row(S, s_H'), b, X);
   if (n_cov > 0) eta += paired_offset(all_z, beta, all_beta_row);
-  vector[n_cells] log_nu_cell = paired_log_nu(log_nu, nu_index, all_judge);
+  vector[ties > 0 ? n_cells : 0] log_nu_cell;        // none in the binary family (paired_target ignores it)
+  if (ties > 0) log_nu_cell = paired_log_nu(log_nu, nu_index, all_judge);
   target += paired_target(all_w_counts, all_w_log_coef, eta, ties, log_nu_cell);
   // priors; scale 0 = flat.  Parameter expansion of P: a density of P_raw' P_raw only (uniform frame P)
   target += -0.5 * sum(square(crossprod(P_raw) - identity_matrix(rank))) / square(frame_sd);

@@ -151,15 +151,16 @@ parameters {
   vector[n_nu] log_nu;                               // log tie parameters (judges 1..K, then the people)
 }
 transformed parameters {
-  matrix[K, N] S = s_raw * Q_N';                     // centered judge scores, row k = judge k
-  vector[N] s_H = H > 0 ? Q_N * sH_raw : rep_vector(0, N);   // centered human scores
+  matrix[K, N] S = centered_times(s_raw')';          // centered judge scores Q_N s_raw[k]', row k = judge k
+  vector[N] s_H = H > 0 ? col(centered_times(to_matrix(sH_raw)), 1) : rep_vector(0, N);   // centered human scores Q_N sH_raw
   array[n_beta] vector[n_cov] beta = beta_rows(beta_free, beta_pos, n_cov);   // covariate effects, 0 where fixed
 }
 model {
   // every cell's linear predictor and log tie parameter; the people are row K + 1 of the scores
   vector[n_cells] eta = paired_eta(append_row(S, s_H'), b, X);
   if (n_cov > 0) eta += paired_offset(all_z, beta, all_beta_row);
-  vector[n_cells] log_nu_cell = paired_log_nu(log_nu, nu_index, all_judge);
+  vector[ties > 0 ? n_cells : 0] log_nu_cell;        // none in the binary family (paired_target ignores it)
+  if (ties > 0) log_nu_cell = paired_log_nu(log_nu, nu_index, all_judge);
   target += paired_target(all_w_counts, all_w_log_coef, eta, ties, log_nu_cell);
   // Jeffreys prior of each judge's BTL (of its tie model with ties > 0)
   if (firth && ties == 0) target += firth_penalty(firth_X, eta, firth_n);

@@ -1,6 +1,6 @@
 /* Linear-algebra helpers for the DIAL programs.
  *
- * Declares: centered_basis(n), orthonormal_frame(X).
+ * Declares: centered_basis(n), centered_times(Z), orthonormal_frame(X).
  * Included inside `functions { }` of dial_sample.stan and judges.stan.
  */
 
@@ -26,6 +26,24 @@ matrix centered_basis(int n) {
     Q[l + 1, l] = -l * h;
   }
   return Q;
+}
+
+/**
+ * The product centered_basis(rows(Z) + 1) * Z in O(n) operations per column
+ * (the dense product takes O(n^2)): with y_l = z_l / sqrt(l (l + 1)),
+ * (Q z)_t = sum_{l >= t} y_l - (t - 1) y_{t - 1}.
+ *
+ * @param Z  (n - 1) x r matrix of coordinates
+ * @return   n x r matrix Q Z, columns centered
+ */
+matrix centered_times(matrix Z) {
+  int m = rows(Z);
+  matrix[m + 1, cols(Z)] X;
+  for (c in 1:cols(Z)) {
+    vector[m] y = Z[:, c] ./ sqrt(linspaced_vector(m, 1, m) .* linspaced_vector(m, 2, m + 1));
+    X[:, c] = append_row(reverse(cumulative_sum(reverse(y))), 0) - append_row(0, linspaced_vector(m, 1, m) .* y);
+  }
+  return X;
 }
 
 /**
