@@ -346,8 +346,9 @@ def lbfgs_minimize(
 
     Converged when ``max |grad| <= gtol * max(1, |f|)`` over the free coordinates (projected at active
     ``bounds``), within ``roundoff_factor`` after a stalled run; restarted from its end point at most
-    four times.  A non-finite ``f`` counts as ``+inf``.  Raises ArgumentError when ``fixed`` or ``bounds``
-    has not one entry per coordinate.
+    four times; a run without bounds that stalls short of that allowance is finished by Newton steps
+    judged by the gradient (:func:`_gradient_polish`).  A non-finite ``f`` counts as ``+inf``.  Raises
+    ArgumentError when ``fixed`` or ``bounds`` has not one entry per coordinate.
     """
     from scipy.optimize import minimize
 
@@ -385,8 +386,9 @@ def lbfgs_minimize(
             break
     assert res is not None
     stalled = "ABNORMAL" in str(res.message) or "RELATIVE REDUCTION OF F" in str(res.message)
-    if stalled and bnds is None:
-        x = _gradient_polish(fg, res.x, gtol)
+    x = res.x
+    if stalled and bnds is None and g_end > gtol * max(1.0, abs(float(res.fun))) * roundoff_factor:
+        x = _gradient_polish(fg, x, gtol)  # a stall short of even the rounding allowance: finish on the gradient
     secs = time.perf_counter() - t0
     u = full(x)
     f_end, g_all = fun_and_grad(u)
