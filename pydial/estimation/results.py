@@ -12,6 +12,7 @@ import dataclasses
 import warnings
 from dataclasses import dataclass
 from functools import cached_property
+from operator import attrgetter
 from typing import TYPE_CHECKING, Any, Sequence, cast
 
 import numpy as np
@@ -32,41 +33,21 @@ if TYPE_CHECKING:
     from pydial.estimation.spec import ModelSpec
 
 
-def _estimated(name: str, doc: str) -> Any:
-    """Return a read-only attribute of the result: the estimate's field ``name``."""
-    return property(lambda self: getattr(self.estimate, name), doc=doc)
-
-
-def _table(name: str, doc: str) -> Any:
-    """Return a read-only attribute of the result: the table ``name``, formed when first asked (:attr:`DialResult.tables`)."""
-    return property(lambda self: self.tables[name], doc=doc)
-
-
-def _statistic(name: str, doc: str) -> Any:
-    """Return a read-only attribute of the result: the fit statistic ``name`` of :class:`FitStats`."""
-    return property(lambda self: getattr(self._stats, name), doc=doc)
-
-
-def _of_data(name: str, doc: str) -> Any:
-    """Return a read-only attribute of the result: the data's field ``name``."""
-    return property(lambda self: getattr(self.model.data, name), doc=doc)
-
-
-def _specified(name: str) -> Any:
-    """Return a read-only attribute of the result: the spec's field ``name``."""
-    return property(lambda self: getattr(self.model.spec, name), doc=f"``spec.{name}``.")
+def _read(of: str, name: str, doc: str) -> Any:
+    """Return a read-only attribute of the result: the field ``name`` of ``self.<of>`` (of ``"tables"``: that table)."""
+    if of == "tables":
+        return property(lambda self: self.tables[name], doc=doc)
+    return property(lambda self: getattr(attrgetter(of)(self), name), doc=doc)
 
 
 @dataclass(frozen=True, eq=False)
 class DialResult:
     r"""Result of :func:`fit`.
 
-    Frozen and built once, by :meth:`pydial.estimation.model.DialModel.fit`: the model
-    (data and :class:`~pydial.ModelSpec`), the estimator's :class:`Estimate` (point estimates
-    and linearizations), the covariances of the linearization under the spec's meat and the
-    verdict.  The tables (:attr:`scores`, :attr:`cov`, ...) are formed from the estimate and
-    covariances when first asked (:mod:`pydial.inference.wald`); the other attributes are read
-    from these; :meth:`with_cov` returns the result of another meat.
+    Frozen and built once by :meth:`pydial.estimation.model.DialModel.fit` from the model (data and
+    :class:`~pydial.ModelSpec`), the estimator's :class:`Estimate`, the covariances of its linearization
+    under the spec's meat, and the verdict.  The tables (:attr:`scores`, :attr:`cov`, ...) are formed
+    when first asked (:mod:`pydial.inference.wald`); :meth:`with_cov` returns the result of another meat.
 
     Attributes
     ----------
@@ -77,168 +58,133 @@ class DialResult:
     method, engine : str
         ``spec.method``, ``spec.engine``.
     cov_type : str
-        The meat of the covariances: ``spec.cov_type``, or its default (``"fisher"`` for
-        ``human``, ``"cell"`` otherwise).
+        The meat of the covariances: ``spec.cov_type``, default ``"fisher"`` for ``human``, else ``"cell"``.
     rank : int or None
-        Disagreement rank of the structured LLM fit (the selected one for a rank grid);
-        ``None`` for ``human``, ``judges`` and ``pooled``, which fit no such model.
+        Disagreement rank of the structured LLM fit (the selected one for a rank grid); ``None`` for
+        ``human``, ``judges`` and ``pooled``.
     calibration : str or None
-        Human calibration basis (``"mu"`` or ``"W"``; always ``"mu"`` for ``atc``);
-        ``None`` for ``human``, ``judges`` and ``pooled``.  :meth:`dial_model` gives
-        a DIAL model for every result.
+        Human calibration basis (``"mu"`` or ``"W"``; ``"mu"`` for ``atc``); ``None`` for ``human``,
+        ``judges`` and ``pooled`` (:meth:`dial_model` gives a DIAL model for every result).
     level : float
         Confidence level of every interval in the tables.
     scores : DataFrame
-        Indexed by item: ``score, se, ci_low, ci_high`` (centered human-target scores;
-        for ``"judges"`` the mean of the position-debiased judge scores).
+        By item: ``score, se, ci_low, ci_high`` (centered human-target scores; for ``"judges"`` the
+        mean of the position-debiased judge scores).
     cov : DataFrame
         Covariance of the centered scores (item x item).
     position_effects : DataFrame or None
-        Indexed by judge: ``b, se, ci_low, ci_high, z, p_value`` (Wald test of
-        ``b_k = 0``, from the asymptotic normality of the stage-one fit); from the structured LLM-only fit for the
-        DIAL methods and AtC, from each judge's own fit for ``judges`` (Davidson-Beaver
-        with ties).
+        By judge: ``b, se, ci_low, ci_high, z, p_value`` (Wald test of ``b_k = 0``) of the structured
+        LLM-only fit (DIAL methods, AtC), or of each judge's own Davidson-Beaver fit (``judges``).
     position_effects_cov : DataFrame or None
-        Covariance of the position effects (judge x judge, labelled like
-        :attr:`position_effects`; see :meth:`position_test`).  ``None`` where there
-        are no position effects.
+        Their covariance (judge x judge; see :meth:`position_test`).
     judge_scores : DataFrame or None
-        Judge x item position-debiased scores ``S`` (LLM-only structured fit, or each
-        judge's own fit for ``judges``).
+        Judge x item position-debiased scores ``S`` (LLM-only structured fit, or each judge's own fit).
     structure : Structure or None
         ``mu, gamma, U, V`` of the LLM-only structured fit (``S = gamma mu^T + U V^T``).
     calibration_coef : ndarray or None
-        ``c_H`` relative to the normalized basis ``M`` (``mu`` or ``W``, with
-        ``N^{-1} M^T M = I``; for ``pooled`` the normalized pooled score).
+        ``c_H`` relative to the normalized basis ``M`` (``mu`` or ``W``, ``N^{-1} M^T M = I``; for
+        ``pooled`` the normalized pooled score).
     lambda_ : float
-        Calibration weight: ``inf`` for the anchored endpoint (and ``pooled``, ``atc``),
-        0 for ``human``, NaN for ``judges`` (no human data enter the fit).
+        Calibration weight: ``inf`` for the anchored endpoint (and ``pooled``, ``atc``), 0 for
+        ``human``, NaN for ``judges`` (no human data in the fit).
     converged : bool
-        Every optimization reached its gradient tolerance inside the box (numpy: max
-        gradient of the normalized loss; Stan: relative to the log density).
+        Every optimization reached its gradient tolerance inside the box (numpy: max gradient of the
+        normalized loss; Stan: relative to the log density).
     grad_norm : float
         Largest max-norm gradient at the reported optima.
     loss_human : float
         :math:`\ell_H` at the reported scores (NaN without human data).
     gacv : DataFrame or None
-        The weight path of ``dial-ada`` / ``dial-nopos``: ``lambda, multiple, gacv,
-        l_H, trace, admissible, reason`` (and ``rank`` for a rank grid).
+        The weight path of ``dial-ada`` / ``dial-nopos``: ``lambda, multiple, gacv, l_H, trace,
+        admissible, reason`` (and ``rank`` for a rank grid).
     fallback : bool
-        ``True`` when no weight of the path passed the guards and the anchored endpoint
-        is reported instead (DIAL-Ada / -noPos; a :class:`ConvergenceWarning` says so).
+        No weight of the path passed the guards: the anchored endpoint is reported (with a
+        :class:`ConvergenceWarning`).
     chart, theta : Chart, ndarray or None
-        The structured DIAL fit reported (DIAL methods): its calibrated
-        :class:`pydial.model.chart.Chart` and coordinates (the staged fit at the endpoints;
-        with ties the structural part of the tie fit's ``(theta, log nu)``).
+        The structured DIAL fit reported: its calibrated :class:`pydial.model.chart.Chart` and
+        coordinates (with ties the structural part of ``(theta, log nu)``).
     llm_chart, llm_theta : Chart, ndarray or None
-        The structured LLM-only fit (the stage-one estimate) behind the position
-        effects, consensus loadings and judge scores.
+        The structured LLM-only (stage-one) fit behind the position effects, loadings and judge scores.
     path : tuple of PathEntry
         The fitted candidates behind :attr:`gacv` and DIAL-Anc's endpoint
-        (:class:`pydial.estimation.selection.PathEntry`: chart, staged fit, candidate with its
-        scores, optimum and GACV pieces), in the order of the table; empty for the
-        other methods and for the tie fits.
+        (:class:`pydial.estimation.selection.PathEntry`), in the table's order; empty otherwise.
     calibration_test : CalibrationTest or None
         Likelihood-ratio test of the calibration restriction ``s_H = M c``.
     consensus : DataFrame or None
         Consensus loadings ``gamma_k`` with intervals (LLM-only fit).
     tie_parameters : DataFrame or None
-        With ``ties="davidson"``: Davidson's tie parameters ``nu`` by judge with ``se, ci_low, ci_high``;
-        with ``ties="rao-kupper"`` the first column is the threshold ``tau`` instead
-        (:attr:`~pydial.model.families.Family.label`).
+        By judge with ``se, ci_low, ci_high``: Davidson's ``nu`` (``ties="davidson"``) or the threshold
+        ``tau`` (``ties="rao-kupper"``; :attr:`~pydial.model.families.Family.label`).
     covariate_effects : DataFrame or None
-        With data that carry response covariates (``Comparisons.from_frame(..., covariates=)``):
-        the effects ``beta`` of ``logit p = ... + z' beta`` per judge (and the people, where the
-        method fits them) and covariate, indexed by ``(judge, covariate)``, with ``se``,
-        ``ci_low``, ``ci_high``, ``z``, ``p_value`` (the Wald test of ``beta = 0``); per
-        standard deviation of the comparison covariate (:attr:`covariate_scale`).  The scores
-        are then style-controlled: those of a comparison with ``z = 0``.  See :meth:`covariate_test`.
+        With response covariates (``Comparisons.from_frame(..., covariates=)``): ``beta`` of
+        ``logit p = ... + z' beta`` by ``(judge, covariate)`` (the people too, where fitted), per
+        standard deviation of the covariate (:attr:`covariate_scale`), with ``se, ci_low, ci_high, z,
+        p_value``.  The scores are then those of a comparison with ``z = 0``; see :meth:`covariate_test`.
     covariate_effects_cov : DataFrame or None
         Their covariance, labelled like :attr:`covariate_effects`.
     covariate_scale : Series or None
         The standard deviation of each comparison covariate (``Comparisons.covariate_scale``).
     n_human, n_llm : int
-        The human and LLM judgments the fit's likelihood used: the decisive ones for the binary
-        models, with ties for a tie family (``ties=``); 0 for the side a method does not use
-        (``n_llm`` of ``human``, ``n_human`` of ``judges``).
+        The human and LLM judgments in the likelihood (decisive ones for binary models, with ties for a
+        tie family); 0 for a side the method does not use.
     nobs : int
-        ``n_human + n_llm``, the judgments behind :attr:`llf` (and :attr:`bic`).
+        ``n_human + n_llm``, the judgments behind :attr:`llf` and :attr:`bic`.
     n_obs_by_judge : Series
         The judgments used, by judge (the LLM judges, then the human judge).
     excluded : DataFrame
-        The judgments left out, by judge (same index), one column per reason: ``ties`` (by the
-        binary models), ``both_bad``, ``self_comparisons`` and ``not_used_by_method``; a judge's
-        row plus its :attr:`n_obs_by_judge` is every judgment of the judge in the data.
+        The judgments left out, by judge and reason (``ties``, ``both_bad``, ``self_comparisons``,
+        ``not_used_by_method``); with :attr:`n_obs_by_judge` every judgment of the data.
     counts : tuple
-        The arrays behind these two: the judges (an Index), the judgments used and those left out
+        The judges (an Index), judgments used and left out behind these two
         (:func:`pydial.estimation.fitstats.judgment_counts`).
     llf : float
-        Log-likelihood of the judgments used at the estimate, per judgment (statsmodels' GLM on
-        the long table of Bernoulli rows, no binomial coefficients; for a tie family the
-        categorical log probability of each outcome).  For the staged and two-stage fits
-        (``dial-anc``, ``pooled``, DIAL-Ada at ``lambda = inf``) the sum of the stage
-        log-likelihoods at the estimate; for a finite weight the joint model's ``l_LLM + l_H``
-        at the weighted fit; at ``lambda = 0`` the people's model plus the LLM-only fit.  NaN
-        for ``atc`` (its isotonic scores are not a likelihood fit).
+        Log-likelihood per judgment of the judgments used, at the estimate (statsmodels' GLM on
+        Bernoulli rows; a tie family's categorical probabilities): for the staged fits (``dial-anc``,
+        ``pooled``, DIAL-Ada at ``lambda = inf``) the sum of the stage log-likelihoods, for a finite
+        weight ``l_LLM + l_H``, at ``lambda = 0`` the people's plus the LLM-only fit's; NaN for ``atc``.
         See :mod:`pydial.estimation.fitstats`.
     df_model : int or None
-        Free parameters after the gauge (:mod:`pydial.estimation.fitstats`: ``N - 1`` for the
-        human BTL, ``K (N - 1) + K`` for ``judges``, ``(r + 1)(K + N - r - 2) + K + d`` for the
-        structured DIAL model, plus tie parameters and covariate effects); ``None`` for ``atc``.
+        Free parameters after the gauge (:mod:`pydial.estimation.fitstats`); ``None`` for ``atc``.
     aic, bic : float
-        ``-2 llf + 2 df_model`` and ``-2 llf + log(nobs) df_model`` (properties).
+        ``-2 llf + 2 df_model`` and ``-2 llf + log(nobs) df_model``.
     llf_human : float
         The people's log-likelihood at the reported scores (NaN for ``judges``).
     objective : float
-        ``dial-ada`` / ``dial-nopos``: the weighted criterion ``Q_lambda = l_H + lambda l_L``
-        (normalized losses; with the Firth penalty when penalized) at the
-        estimate: what the weighted fit minimizes, **not a log-likelihood** (``l_H`` at
-        ``lambda = 0``; NaN at ``lambda = inf``, where the staged fit minimizes two criteria in
-        turn, and for the other methods).
+        ``dial-ada`` / ``dial-nopos``: the weighted criterion ``Q_lambda = l_H + lambda l_L`` minimized
+        (normalized, with the Firth penalty when penalized), **not a log-likelihood**; NaN at
+        ``lambda = inf`` and for the other methods.
     status : str
-        The verdict on the numbers: ``"ok"``, or one of :data:`~pydial.estimation.verdict.STATUSES`
-        (``"no admissible candidate"``, ``"not identified"``, ``"at bound"``,
-        ``"not converged"``, ``"degenerate covariance"``).  Anything but ``"ok"`` means the estimates are
-        not a resolved maximum-likelihood fit (or their intervals are not valid);
-        :meth:`summary` and ``summary.json`` say so, and the command line refuses
-        them (exit 4) unless ``--allow-nonconverged``.  A calibration restriction rejected by
-        its own test (:class:`~pydial.CalibrationWarning`) leaves the status ``"ok"``: the
-        estimates are a resolved fit, the problem is the model; it is listed in :attr:`problems`.
+        ``"ok"``, or one of :data:`~pydial.estimation.verdict.STATUSES`: the estimates are not a
+        resolved maximum-likelihood fit or their intervals are not valid (:meth:`summary` and
+        ``summary.json`` say so; the command line exits 4 unless ``--allow-nonconverged``).  A
+        calibration restriction rejected by its test (:class:`~pydial.CalibrationWarning`) leaves it
+        ``"ok"`` and is listed in :attr:`problems`.
     problems : tuple of str
-        What went wrong, naming the judges and items to blame (empty when ``ok`` and the
-        calibration restriction, where the method assumes one, is not rejected).
+        What went wrong, naming the judges and items to blame.
     data : Comparisons
-        The data the fit was made on (``model.data``, a reference, not a copy).  :func:`pydial.plan` and
-        :func:`pydial.next_pairs` take the
-        pilot data from here.
+        The data of the fit (``model.data``, not a copy); :func:`pydial.plan` and
+        :func:`pydial.next_pairs` take the pilot data from here.
     penalty : str or None
         ``"firth"`` when the likelihoods were bias-reduced (:mod:`pydial.model.penalty`).
     ties : str or None
-        The tie model (``"davidson"`` or ``"rao-kupper"``) or ``None`` (binary models).
+        The tie model (``"davidson"`` or ``"rao-kupper"``) or ``None``.
     cluster_correction : bool
-        Whether the clustered meats (``"cell"``, ``"record"``) carry the small-sample
-        factor ``G/(G-1)`` (:func:`pydial.fit`'s ``cluster_correction``).
+        Whether the clustered meats carry the factor ``G/(G-1)``.
     anchored_cov_type : str or None
-        :func:`pydial.fit`'s ``anchored_cov_type`` for the DIAL methods (``None`` otherwise);
-        :attr:`anchored_cov` says whether it applies to the reported scores.
+        :func:`pydial.fit`'s ``anchored_cov_type`` for the DIAL methods; see :attr:`anchored_cov`.
     judge_scores_se : DataFrame or None
-        ``judges``: the standard errors of :attr:`judge_scores` (judge x item, each
-        judge's own fit, meat ``cov_type``).
+        ``judges``: the standard errors of :attr:`judge_scores` (meat ``cov_type``).
     stage_scores : DataFrame or None
-        The score vectors behind a two-stage baseline, by item: ``pooled`` (the pooled
-        LLM BTL scores before the rescaling to the people) for ``pooled``;
-        ``anchored`` (the consensus before the isotonic step) and ``human`` (the human
-        BTL scores giving the order) for ``atc``.
+        The score vectors of a two-stage baseline, by item: ``pooled`` (before the rescaling to the
+        people); ``anchored`` (before the isotonic step) and ``human`` (giving the order) for ``atc``.
     linearization : tuple of Linearization
         The factored influence of every target with a covariance
-        (:class:`pydial.inference.linearization.Linearization`): what :meth:`with_cov` and
-        :meth:`cov_params` form any other covariance from, without refitting.
+        (:class:`pydial.inference.linearization.Linearization`), for :meth:`with_cov` and :meth:`cov_params`.
     spec : ModelSpec
-        The specification the result was fitted from (``model.spec``, :class:`pydial.ModelSpec`);
-        ``pydial.fit(other_data, spec=result.spec)`` fits the same model again.
+        The specification of the fit (``model.spec``); ``pydial.fit(other_data, spec=result.spec)``
+        fits the same model again.
     fit_warnings : tuple of Warning
         The warnings raised while fitting (the basis of :attr:`status`).
-
     """
 
     model: Any  # the DialModel (pydial.estimation.model): data and spec
@@ -249,39 +195,39 @@ class DialResult:
     fit_warnings: tuple[Warning, ...] = ()
     counts: tuple[pd.Index, np.ndarray, np.ndarray] | None = None  # judges, judgments used, left out (judgment_counts)
 
-    method = _specified("method")
-    engine = _specified("engine")
-    level = _specified("level")
-    penalty = _specified("penalty")
-    ties = _specified("ties")
-    cluster_correction = _specified("cluster_correction")
-    lambda_ = _estimated("lambda_", "The calibration weight of the fit.")
-    rank = _estimated("rank", "The (selected) disagreement rank; None for a method without one.")
-    calibration = _estimated("calibration", "The calibration basis; None for a method without one.")
-    converged = _estimated("converged", "Every optimization reached its gradient tolerance.")
-    grad_norm = _estimated("grad_norm", "Largest max-norm gradient at the reported optima.")
-    loss_human = _estimated("loss_human", "The human loss at the reported scores.")
-    structure = _estimated("structure", "``mu, gamma, U, V`` of the LLM-only structured fit.")
-    calibration_coef = _estimated("calibration_coef", "``c_H`` relative to the normalized basis.")
-    gacv = _estimated("gacv", "The weight path of DIAL-Ada / -noPos.")
-    calibration_test = _estimated("calibration_test", "Likelihood-ratio test of the calibration restriction.")
-    path = _estimated("path", "The fitted candidates behind :attr:`gacv`.")
-    fallback = _estimated("fallback", "Whether the anchored endpoint was reported as the fallback.")
-    chart = _estimated("chart", "The chart of the structured DIAL fit reported.")
-    theta = _estimated("theta", "The coordinates of the structured DIAL fit reported.")
-    llm_chart = _estimated("llm_chart", "The chart of the LLM-only structured fit.")
-    llm_theta = _estimated("llm_theta", "The coordinates of the LLM-only structured fit.")
-    linearization = _estimated("linearization", "The factored influence of every target with a covariance.")
-    tie_log_nu = _estimated("log_nu", "The log tie parameters by group (``-inf``: no ties).")
-    scores = _table("scores", "The scores with their Wald intervals, by item.")
-    cov = _table("cov", "The covariance of the scores.")
-    position_effects = _table("position_effects", "The position effects with their Wald tests, by judge.")
-    position_effects_cov = _table("position_effects_cov", "The covariance of the position effects.")
-    consensus = _table("consensus", "The consensus loadings with their intervals, by judge.")
-    judge_scores_se = _table("judge_scores_se", "The standard errors of the judge scores (``judges``).")
-    tie_parameters = _table("tie_parameters", "The tie parameters with their intervals, by judge.")
-    covariate_effects = _table("covariate_effects", "The covariate effects with their Wald tests.")
-    covariate_effects_cov = _table("covariate_effects_cov", "The covariance of the covariate effects.")
+    method = _read("model.spec", "method", "``spec.method``.")
+    engine = _read("model.spec", "engine", "``spec.engine``.")
+    level = _read("model.spec", "level", "``spec.level``.")
+    penalty = _read("model.spec", "penalty", "``spec.penalty``.")
+    ties = _read("model.spec", "ties", "``spec.ties``.")
+    cluster_correction = _read("model.spec", "cluster_correction", "``spec.cluster_correction``.")
+    lambda_ = _read("estimate", "lambda_", "The calibration weight of the fit.")
+    rank = _read("estimate", "rank", "The (selected) disagreement rank; None for a method without one.")
+    calibration = _read("estimate", "calibration", "The calibration basis; None for a method without one.")
+    converged = _read("estimate", "converged", "Every optimization reached its gradient tolerance.")
+    grad_norm = _read("estimate", "grad_norm", "Largest max-norm gradient at the reported optima.")
+    loss_human = _read("estimate", "loss_human", "The human loss at the reported scores.")
+    structure = _read("estimate", "structure", "``mu, gamma, U, V`` of the LLM-only structured fit.")
+    calibration_coef = _read("estimate", "calibration_coef", "``c_H`` relative to the normalized basis.")
+    gacv = _read("estimate", "gacv", "The weight path of DIAL-Ada / -noPos.")
+    calibration_test = _read("estimate", "calibration_test", "Likelihood-ratio test of the calibration restriction.")
+    path = _read("estimate", "path", "The fitted candidates behind :attr:`gacv`.")
+    fallback = _read("estimate", "fallback", "Whether the anchored endpoint was reported as the fallback.")
+    chart = _read("estimate", "chart", "The chart of the structured DIAL fit reported.")
+    theta = _read("estimate", "theta", "The coordinates of the structured DIAL fit reported.")
+    llm_chart = _read("estimate", "llm_chart", "The chart of the LLM-only structured fit.")
+    llm_theta = _read("estimate", "llm_theta", "The coordinates of the LLM-only structured fit.")
+    linearization = _read("estimate", "linearization", "The factored influence of every target with a covariance.")
+    tie_log_nu = _read("estimate", "log_nu", "The log tie parameters by group (``-inf``: no ties).")
+    scores = _read("tables", "scores", "The scores with their Wald intervals, by item.")
+    cov = _read("tables", "cov", "The covariance of the scores.")
+    position_effects = _read("tables", "position_effects", "The position effects with their Wald tests, by judge.")
+    position_effects_cov = _read("tables", "position_effects_cov", "The covariance of the position effects.")
+    consensus = _read("tables", "consensus", "The consensus loadings with their intervals, by judge.")
+    judge_scores_se = _read("tables", "judge_scores_se", "The standard errors of the judge scores (``judges``).")
+    tie_parameters = _read("tables", "tie_parameters", "The tie parameters with their intervals, by judge.")
+    covariate_effects = _read("tables", "covariate_effects", "The covariate effects with their Wald tests.")
+    covariate_effects_cov = _read("tables", "covariate_effects_cov", "The covariance of the covariate effects.")
 
     @cached_property
     def tables(self) -> dict[str, Any]:
@@ -290,33 +236,23 @@ class DialResult:
             warnings.simplefilter("ignore", CovarianceWarning)
             return tables(self.estimate, self.covariances, self.data, self.level, self.ties)
 
-    @property
-    def spec(self) -> ModelSpec:
-        """The specification the result was fitted from (``model.spec``)."""
-        return self.model.spec
-
-    @property
-    def data(self) -> Comparisons:
-        """The data the fit was made on (``model.data``)."""
-        return self.model.data
+    spec = _read("model", "spec", "The specification the result was fitted from (``model.spec``).")
+    data = _read("model", "data", "The data the fit was made on (``model.data``).")
 
     @property
     def fitter(self) -> Any:
         """The function that refits this result's spec on other data: ``fitter(data, spec=...)`` (:func:`pydial.fit`)."""
         return type(self.model).fit_spec
 
-    @property
-    def cov_type(self) -> str:
-        """The meat of the covariances (``spec.cov_type`` or its default)."""
-        return self.model.spec.resolved_cov_type
+    cov_type = _read("model.spec", "resolved_cov_type", "The meat of the covariances (``spec.cov_type`` or its default).")
 
     @property
     def anchored_cov_type(self) -> str | None:
         """``spec.anchored_cov_type`` for the DIAL methods, ``None`` for the others."""
-        return self.model.spec.anchored_cov_type if self.model.spec.uses_calibration else None
+        return self._meat(self.spec)[1]
 
-    items = _of_data("items", "The items, in the data's order.")
-    judges = _of_data("judges", "The LLM judges, in the data's order.")
+    items = _read("model.data", "items", "The items, in the data's order.")
+    judges = _read("model.data", "judges", "The LLM judges, in the data's order.")
 
     @cached_property
     def n_obs_by_judge(self) -> pd.Series | None:
@@ -347,11 +283,11 @@ class DialResult:
     def _stats(self) -> FitStats:
         return self.estimate.stats if self.estimate.stats is not None else FitStats(np.nan, None)
 
-    llf = _statistic("llf", "Log-likelihood of the judgments used at the estimate (NaN without a likelihood).")
-    df_model = _statistic("df_model", "Free parameters after the gauge; ``None`` for ``atc``.")
-    llf_human = _statistic("llf_human", "The people's log-likelihood at the reported scores.")
-    objective = _statistic("objective", "The weighted criterion ``Q_lambda`` at the estimate (DIAL-Ada / -noPos).")
-    covariate_scale = _of_data("covariate_scale", "The standard deviation of each comparison covariate, by name.")
+    llf = _read("_stats", "llf", "Log-likelihood of the judgments used at the estimate (NaN without a likelihood).")
+    df_model = _read("_stats", "df_model", "Free parameters after the gauge; ``None`` for ``atc``.")
+    llf_human = _read("_stats", "llf_human", "The people's log-likelihood at the reported scores.")
+    objective = _read("_stats", "objective", "The weighted criterion ``Q_lambda`` at the estimate (DIAL-Ada / -noPos).")
+    covariate_scale = _read("model.data", "covariate_scale", "The standard deviation of each comparison covariate, by name.")
 
     @cached_property
     def judge_scores(self) -> pd.DataFrame | None:
@@ -379,7 +315,7 @@ class DialResult:
     @property
     def fit_arguments(self) -> dict[str, Any] | None:
         """The keyword arguments of :func:`pydial.fit` that made this result (:meth:`ModelSpec.arguments`)."""
-        return None if self.spec is None else self.spec.arguments()
+        return self.spec.arguments()
 
     @property
     def ok(self) -> bool:
@@ -388,18 +324,11 @@ class DialResult:
 
     @property
     def anchored_cov(self) -> str | None:
-        """The covariance at the anchored endpoint when a DIAL fit selected ``lambda = inf``.
-
-        It is ``"two-step"`` or ``"fixed-basis"`` (:func:`pydial.fit`'s ``anchored_cov_type``);
-        ``None`` otherwise.
-        """
+        """``anchored_cov_type`` (``"two-step"``, ``"fixed-basis"``) when a DIAL fit selected ``lambda = inf``, else ``None``."""
         return self.anchored_cov_type if np.isinf(self.lambda_) else None
 
     def used_the_judgments_of(self, data: Comparisons) -> bool:
-        """Return whether ``data`` holds the items and, judge by judge, the judgments this fit used.
-
-        E.g. for checking that a pilot result and its data belong together (:func:`pydial.plan`).
-        """
+        """Return whether ``data`` hold the items and, judge by judge, the judgments this fit used (e.g. :func:`pydial.plan`)."""
         if tuple(data.items) != tuple(self.items) or self.counts is None:
             return tuple(data.items) == tuple(self.items)
         names, used, _ = judgment_counts(data, family_of(self.ties), self.method)
@@ -414,30 +343,23 @@ class DialResult:
                 f"{self.n_human}, n_LLM {self.n_llm})")
 
     def dial_model(self) -> tuple[int, str]:
-        """``(rank, calibration)`` of the DIAL model that goes with this fit.
+        """``(rank, calibration)`` of the DIAL model of this fit, e.g. the one :func:`pydial.plan` builds on a pilot fit.
 
-        These are the fitted ones, or :func:`pydial.fit`'s defaults (1, ``"mu"``) for a method without them
-        (``human``, ``judges``, ``pooled``); e.g. the anchored model :func:`pydial.plan`
-        builds on a pilot fit.
+        The fitted ones, or :func:`pydial.fit`'s defaults (1, ``"mu"``) for ``human``, ``judges`` and ``pooled``.
         """
         return dial_model(self.estimate)
 
     def verdict(self) -> str:
-        """One line: the status and its problems (``"ok"`` when there are none).
-
-        An ``"ok"`` fit with a problem of its model (a rejected calibration restriction) reads
-        ``"ok, but: ..."``.
-        """
+        """One line: the status and its problems (``"ok, but: ..."`` for a rejected calibration restriction)."""
         if not self.problems:
             return self.status
         return (f"{self.status}: " if not self.ok else "ok, but: ") + "; ".join(self.problems)
 
     # ------------------------------------------------------------- inference
     def contrast(self, item_i: str, item_j: str, level: float | None = None) -> pd.Series:
-        """Wald interval of ``s_i - s_j`` and of the win probability ``sigma(s_i - s_j)``.
+        """Wald interval of ``s_i - s_j`` and (by the delta method) of the win probability ``sigma(s_i - s_j)``.
 
-        The win probability's interval is by the delta method.  ``level`` (default: the
-        fit's) must be in (0, 1), as for :meth:`conf_int`.
+        ``level`` (default: the fit's) must be in (0, 1), as for :meth:`conf_int`.
 
         Raises
         ------
@@ -452,16 +374,10 @@ class DialResult:
         w = self._contrasts([item_i], [item_j], level).iloc[0]
         est, se = float(w["estimate"]), float(w["se"])
         p = float(expit(est))
-        return pd.Series(
-            {
-                "estimate": est, "se": se, "ci_low": float(w["ci_low"]), "ci_high": float(w["ci_high"]),
-                "p_value": float(w["p_value"]) if se > 0 else np.nan,
-                "win_prob": p, "win_prob_se": p * (1 - p) * se,
-                "win_prob_ci_low": float(expit(w["ci_low"])), "win_prob_ci_high": float(expit(w["ci_high"])),
-                "level": level,
-            },
-            name=f"{item_i} - {item_j}",
-        )
+        return pd.Series({"estimate": est, "se": se, "ci_low": float(w["ci_low"]), "ci_high": float(w["ci_high"]),
+                          "p_value": float(w["p_value"]) if se > 0 else np.nan, "win_prob": p, "win_prob_se": p * (1 - p) * se,
+                          "win_prob_ci_low": float(expit(w["ci_low"])), "win_prob_ci_high": float(expit(w["ci_high"])),
+                          "level": level}, name=f"{item_i} - {item_j}")
 
     def _contrasts(self, first: list[str], second: list[str], level: float) -> pd.DataFrame:
         """Wald table of the contrasts ``s_first - s_second`` (elementwise), from the score covariance."""
@@ -472,31 +388,27 @@ class DialResult:
                    cluster_correction: bool | None = None) -> pd.DataFrame:
         """Covariance of the estimates as a labelled DataFrame, of any meat, without refitting.
 
-        The empirical sandwich of the weighted fit with the meat ``cov_type`` (the
-        cell-clustered or the record-clustered HAC meat), formed from :attr:`linearization`;
-        ``"fixed-basis"`` is the ``M H_M^{-1} M^T`` limit as ``lambda -> inf``.
+        The empirical sandwich of the weighted fit with the meat ``cov_type``, formed from
+        :attr:`linearization`; ``"fixed-basis"`` is the ``M H_M^{-1} M^T`` limit as ``lambda -> inf``.
 
         Parameters
         ----------
         cov_type : {"fisher", "binomial", "cell", "record", "two-step", "fixed-basis"}, optional
-            The meat (:mod:`pydial.inference.linearization`); default the fit's own :attr:`cov_type`.
-            ``"two-step"`` / ``"fixed-basis"`` keep the fit's meat and choose the
-            covariance at the anchored endpoint (``anchored_cov_type``; DIAL fits at
-            ``lambda = inf`` only).
+            The meat (:mod:`pydial.inference.linearization`); default the fit's :attr:`cov_type`.
+            ``"two-step"`` / ``"fixed-basis"`` keep the fit's meat and choose the covariance at the
+            anchored endpoint (DIAL fits at ``lambda = inf`` only).
         what : {"scores", "b", "gamma"}
-            The calibrated scores (item x item), the position effects or the consensus
-            loadings (judge x judge).
+            The scores (item x item), the position effects or the consensus loadings (judge x judge).
         anchored_cov_type : {"two-step", "fixed-basis"}, optional
             Default the fit's.
         cluster_correction : bool, optional
-            Scale the clustered meats by ``G/(G-1)``; default the fit's
-            (:attr:`cluster_correction`).
+            Scale the clustered meats by ``G/(G-1)``; default the fit's (:attr:`cluster_correction`).
 
         Returns
         -------
         DataFrame
-            The fit's own covariance when nothing differs from the fit; otherwise the
-            one :meth:`with_cov` would report (only that target's covariance is formed).
+            The fit's own covariance when nothing differs; otherwise the one :meth:`with_cov` would
+            report (only that target's covariance is formed).
         """
         if what not in ("scores", "b", "gamma"):
             raise ArgumentError(f"what must be 'scores', 'b' or 'gamma', got {what!r}")
@@ -517,13 +429,9 @@ class DialResult:
                  cluster_correction: bool | None = None) -> "DialResult":
         """Return the same fit with every covariance, standard error and interval of another meat.
 
-        The estimates are unchanged; the score, position-effect, consensus,
-        tie-parameter and judge-score tables and their covariances are recomputed from
-        the fit's :attr:`linearization` (statsmodels' ``get_robustcov_results``), equal to
-        a refit with the same ``cov_type``, ``anchored_cov_type`` and ``cluster_correction``: the
-        empirical sandwich of the weighted fit with the cell-clustered or the record-clustered
-        HAC meat, at the anchored endpoint the two-step or the fixed-basis limit
-        (``lambda -> inf``).
+        The estimates are unchanged; every table and covariance is recomputed from :attr:`linearization`
+        (statsmodels' ``get_robustcov_results``), equal to a refit with the same ``cov_type``,
+        ``anchored_cov_type`` and ``cluster_correction``.
 
         Parameters
         ----------
@@ -537,8 +445,7 @@ class DialResult:
         Returns
         -------
         DialResult
-            A new result; :attr:`status` is re-derived (a degenerate meat makes it
-            ``"degenerate covariance"``).
+            A new result; :attr:`status` is re-derived (``"degenerate covariance"`` for a degenerate meat).
         """
         spec = self._cov_spec(cov_type, anchored_cov_type, cluster_correction)
         if self._meat(spec) == self._meat(self.spec):
@@ -622,10 +529,9 @@ class DialResult:
         return tab
 
     def loo_cv(self, data: Comparisons) -> pd.DataFrame:
-        """Exact leave-one-human-comparison-out loss ``CV_loo`` (refits) beside GACV.
+        """Exact leave-one-human-comparison-out loss ``CV_loo`` beside GACV, for every admissible candidate (Thm. gacv).
 
-        It is computed for every admissible candidate of the weight path (Thm. gacv), for checking GACV on
-        small problems (at most ``2 x`` human cells refits per candidate, ``3 x`` with ties).
+        For checking GACV on small problems: up to ``2 x`` human cells refits per candidate (``3 x`` with ties).
 
         Parameters
         ----------
@@ -680,14 +586,10 @@ class DialResult:
                        ) -> pd.Series:
         """Wald test that a judge's covariate effects are 0, or equal to another row's (e.g. the people's).
 
-        The covariate analogue of :meth:`position_test` (Wald tests from the stage-one fit), on
-        ``beta`` of ``logit p = ... + z' beta`` (the LLM and human BTL models with covariates).
-
-        ``beta_k = 0`` (``against=None``) or ``beta_k = beta_against`` (``against`` a judge or the
-        human judge's name: "does this judge prefer length more than people do?") over the
-        ``covariates`` (default every one estimated for both rows; an effect fixed at 0 has no
-        test), a chi-square test with one degree of freedom per covariate, from
-        :attr:`covariate_effects_cov` (the fit's ``cov_type``).
+        The analogue of :meth:`position_test` for ``beta`` of ``logit p = ... + z' beta``: ``beta_k = 0``
+        (``against=None``) or ``beta_k = beta_against`` ("does this judge prefer length more than people
+        do?") over the ``covariates`` (default every one estimated for both rows), a chi-square test with
+        one degree of freedom per covariate from :attr:`covariate_effects_cov`.
 
         Returns
         -------
@@ -755,11 +657,9 @@ class DialResult:
 
     def bootstrap(self, B: int = 200, *, by: str = "record", seed: int | None = None, n_jobs: int = 1,
                   level: float | None = None, progress: bool | None = None) -> Any:
-        """Post-selection intervals by refitting the whole procedure on ``B`` record resamples.
+        """Post-selection intervals by refitting the whole procedure (GACV's ``lambda`` and ``r``) on ``B`` record resamples.
 
-        The GACV choice of ``lambda``, and of ``r`` with a rank grid, is included; percentile and
-        basic intervals for scores, contrasts and ``b`` plus the selected ``lambda``
-        distribution.  See :func:`pydial.estimation.bootstrap.bootstrap`.
+        See :func:`pydial.estimation.bootstrap.bootstrap`.
         """
         from pydial.estimation.bootstrap import bootstrap
 
@@ -769,15 +669,10 @@ class DialResult:
     def summary(self) -> str:
         """Return a statsmodels-like text summary.
 
-        The header says how the fit was made: ``rank`` and ``calibration`` (``None``
-        where the method has none), ``lambda`` (``n/a`` for ``judges``), the
-        covariance ``cov_type`` and, at the anchored endpoint, ``anchored_cov``.  AtC
-        has no standard errors for its scores: its header says so instead of naming a
-        covariance, and its score table has no standard-error columns.  The judgments used
-        (and those left out, by reason), the log-likelihood with ``df_model``, AIC and BIC (and
-        for the weighted fits their criterion ``Q_lambda``, which is not a log-likelihood), and
-        the calibration test follow; a rejected calibration restriction is listed as a warning.
-        Every p-value is printed by :func:`pydial.formatting.format_pvalue` (never ``0``).
+        The header gives ``rank``, ``calibration``, ``lambda`` (``n/a`` for ``judges``), ``cov_type`` and,
+        at the anchored endpoint, ``anchored_cov`` (AtC: no standard errors); then the judgments used and
+        left out, ``llf`` with ``df_model``, AIC, BIC, ``Q_lambda`` and the calibration test.  p-values are
+        printed by :func:`pydial.formatting.format_pvalue` (never ``0``).
         """
         from pydial.estimation.summary import summary
 
@@ -840,10 +735,7 @@ def _differences(est: pd.Series, C: pd.DataFrame, first: list[str], second: list
 def tie_log_nu(labels: list[str], log_nu: np.ndarray, free: np.ndarray | None = None) -> pd.Series:
     """Return :attr:`Estimate.log_nu` of the groups ``labels``: ``log_nu`` per label, or per ``free`` row; else ``-inf``."""
     out = np.full(len(labels), -np.inf)
-    if free is None:
-        out[:] = log_nu
-    else:
-        out[free] = log_nu
+    out[slice(None) if free is None else free] = log_nu
     return pd.Series(out, index=pd.Index(labels, name="judge"))
 
 
