@@ -16,6 +16,7 @@ correction without its ``(n-1)/(n-k)`` factor).
 
 from __future__ import annotations
 
+import functools
 import warnings
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Mapping, Protocol, cast, runtime_checkable
@@ -24,7 +25,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from pydial.data.comparisons import Comparisons
-from pydial.exceptions import ArgumentError, CovarianceWarning
+from pydial.exceptions import ArgumentError, CovarianceWarning, DataError
 from pydial.resources import check_choice
 
 COV_TYPES: tuple[str, ...] = ("fisher", "binomial", "cell", "record")
@@ -52,8 +53,7 @@ class CellStats:
     Binary cells (:meth:`from_parts`): ``y`` wins and fitted ``p``, score ``p - z``.  Outcome cells
     (:meth:`outcomes`): ``(m, 3)`` ``counts``, ``P`` and ``a = d log P / d eta``, ``b = d log P / d l``
     (``i`` wins, ``j`` wins, tie), ``information`` optionally the observed information (then ``"fisher"``
-    is observed).  ``llm_index`` / ``human_index``: positions in ``data.llm`` / ``data.human`` (``None``:
-    in order); ``pair_key``: each cell's judge-pair key when given (:meth:`pair_keys`).
+    is observed).  ``pair_key``: each cell's judge-pair key when given (:meth:`pair_keys`).
     """
 
     n: np.ndarray
@@ -66,8 +66,6 @@ class CellStats:
     a: np.ndarray | None = None
     b: np.ndarray | None = None
     information: np.ndarray | None = None
-    llm_index: np.ndarray | None = None
-    human_index: np.ndarray | None = None
     pair_key: np.ndarray | None = None
 
     @classmethod
@@ -104,9 +102,7 @@ class CellStats:
     def positions(self) -> tuple[np.ndarray, np.ndarray]:
         """Positions in ``data.llm`` of the LLM cells and in ``data.human`` of the human cells, in cell order."""
         h = self.is_human
-        if self.llm_index is None or self.human_index is None:
-            return np.arange(int(np.count_nonzero(~h))), np.arange(int(np.count_nonzero(h)))
-        return self.llm_index[~h], self.human_index[h]
+        return np.arange(int(np.count_nonzero(~h))), np.arange(int(np.count_nonzero(h)))
 
     def outcome_scores(self) -> np.ndarray:
         """Loss score of one comparison per channel, cell and outcome: ``(1, m, 2)`` ``p - z`` or ``(2, m, 3)`` ``-(a, b)``."""
@@ -126,10 +122,6 @@ class CellStats:
         counts, P = self._outcome_arrays()[:2]
         S = self.outcome_scores()
         return counts.sum(1) * np.einsum("mo,kmo,lmo->klm", P, S, S)
-
-    def totals(self) -> np.ndarray:
-        """Comparisons per cell, ``(m,)``."""
-        return self.n
 
     def score_sums(self) -> np.ndarray:
         """Sum of the cell's comparisons' scores per channel, ``(C, m)``: ``n p - y`` for binary cells."""
@@ -162,9 +154,8 @@ class CellStats:
             return None
         h = self.is_human
         pos_llm, pos_h = np.full(len(data.llm), -1), np.full(len(data.human), -1)
-        li, hi = self.positions()
-        pos_llm[li] = np.flatnonzero(~h)
-        pos_h[hi] = np.flatnonzero(h)
+        pos_llm[: np.count_nonzero(~h)] = np.flatnonzero(~h)  # the cells are in the order of data.llm, data.human
+        pos_h[: np.count_nonzero(h)] = np.flatnonzero(h)
         is_h_row = R.judge == data.K
         pos = np.full(R.cell.size, -1)
         pos[is_h_row] = pos_h[R.cell[is_h_row]]
@@ -426,7 +417,7 @@ def parameter_meat(J: Any, st: "CellStats", data: Comparisons | None, cov_type: 
     w, h = st.w, st.is_human
     if cov_type == "fisher":
         return Meat(_channel_gram(J, w**2 * st.fisher()))
-    n, s1 = st.totals(), st.score_sums()  # per cell and channel, the sum of its comparisons' scores
+    n, s1 = st.n, st.score_sums()  # per cell and channel, the sum of its comparisons' scores
     C, m = s1.shape[0], w.size
     blocks = [mk for mk in (~h, h) if mk.any()]
     gbar = {bool(h[mk][0]): _rmatvec(_rows(J, np.tile(mk, C)), s1[:, mk].ravel()) / n[mk].sum() for mk in blocks}
@@ -437,7 +428,7 @@ def parameter_meat(J: Any, st: "CellStats", data: Comparisons | None, cov_type: 
         return Meat(_channel_gram(_rows(J, np.tile(mk, C)), w[mk] ** 2 * s2), ((ub, -ub * wn),), int(n[mk].sum()))
 
     if cov_type == "binomial":
-        return _sum(independent(mk) for mk in blocks)
+        return functools.reduce(Meat.__add__, [independent(mk) for mk in blocks])
     assert data is not None, "the clustered meats need the data"
     if cov_type == "cell":
         out = [independent(h)] if h.any() else []
@@ -454,10 +445,12 @@ def parameter_meat(J: Any, st: "CellStats", data: Comparisons | None, cov_type: 
             else:
                 meat = _centered_gram(_indicator(np.tile(cl, C), G) @ _scale_rows(Jl, r), cnt_g, gbar[False][:, None])
             out.append(replace(meat, clusters=G))
-        return _sum(out)
+        return functools.reduce(Meat.__add__, out)
     rows = record_rows if record_rows is not None else st.record_rows(data)
     if rows is None:
-        raise _no_records()
+        raise DataError("cov_type='record' clusters the comparisons by record id, but these data carry no record ids "
+                        "(built from aggregated counts by Comparisons.from_counts); use cov_type='cell', 'binomial' or "
+                        "'fisher', or load the judgments row by row")
     rec, cell, outc = (np.asarray(x, np.int64) for x in rows)
     n_rec = len(data.record_ids)
     S = st.outcome_scores()
@@ -491,14 +484,6 @@ def _channel_gram(J: Any, D: np.ndarray) -> Any:
 
 
 # ------------------------------------------------------- sparse/dense helpers
-def _no_records() -> Exception:
-    from pydial.exceptions import DataError
-
-    return DataError("cov_type='record' clusters the comparisons by record id, but these data carry no record ids "
-                     "(built from aggregated counts by Comparisons.from_counts); use cov_type='cell', 'binomial' or "
-                     "'fisher', or load the judgments row by row")
-
-
 def _factored(J: Any) -> bool:
     """Whether ``J`` is a :class:`FactoredJacobian`: the protocol's (slow) check, made once per type."""
     t = type(J)
@@ -512,10 +497,6 @@ _FACTORED_TYPES: dict[type, bool] = {}
 
 def _dense(M: Any) -> np.ndarray:
     return M.toarray() if sp.issparse(M) else np.asarray(M)
-
-
-def _vec(x: Any) -> np.ndarray:
-    return np.asarray(x).ravel()
 
 
 def as_sparse(J: Any) -> Any:
@@ -532,7 +513,7 @@ def _rows(J: Any, mask: np.ndarray) -> Any:
 
 def _rmatvec(J: Any, r: np.ndarray) -> np.ndarray:
     """``J^T r`` as a vector."""
-    return J.rmatvec(r) if _factored(J) else _vec(J.T @ r)
+    return J.rmatvec(r) if _factored(J) else np.asarray(J.T @ r).ravel()
 
 
 def _cluster_ids(key: np.ndarray) -> np.ndarray:
@@ -577,14 +558,6 @@ def _centered_meat(GtG: Any, X: np.ndarray, C: np.ndarray, B: np.ndarray) -> "Me
     for t in range(B.shape[1]):
         low += [(X[:, t], -B[:, t]), (B[:, t], -X[:, t]), (B[:, t], B @ CC[:, t])]
     return Meat(GtG, tuple(low))
-
-
-def _sum(mats: Any) -> "Meat":
-    out: Meat | None = None
-    for m in mats:
-        out = m if out is None else out + m
-    assert out is not None, "no meats to add"
-    return out
 
 
 def _indicator(groups: np.ndarray, G: int) -> sp.csr_matrix:
