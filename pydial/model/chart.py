@@ -16,7 +16,8 @@ from typing import Any, Literal, cast
 
 import numpy as np
 from scipy import sparse
-from pydial.exceptions import ArgumentError
+
+from pydial.exceptions import ArgumentError, IdentifiabilityError
 from pydial.resources import check_choice
 
 Calibration = Literal["mu", "W"]
@@ -82,11 +83,10 @@ def helmert_basis(n: int) -> np.ndarray:
     With ``s = Q z`` the isotropic prior on ``z`` is exchangeable and well conditioned (``T'T`` of
     :func:`centering_basis` has condition number ``n``).
     """
-    Q = np.zeros((n, max(n - 1, 0)))
-    for m in range(1, n):
-        h = 1.0 / np.sqrt(m * (m + 1.0))
-        Q[:m, m - 1] = h
-        Q[m, m - 1] = -m * h
+    m = np.arange(1, n)
+    h = 1.0 / np.sqrt(m * (m + 1.0))
+    Q = np.triu(np.ones((n, max(n - 1, 0)))) * h  # column m - 1: h on the first m rows
+    Q[m, m - 1] = -m * h
     return Q
 
 
@@ -96,8 +96,6 @@ def consensus_direction(S: np.ndarray) -> np.ndarray:
     m = S.sum(axis=0)
     norm = np.linalg.norm(m)
     if norm == 0.0:
-        from pydial.exceptions import IdentifiabilityError
-
         raise IdentifiabilityError("the judges' scores sum to zero (S^T 1 = 0): the consensus direction mu, "
                                    "proportional to S^T 1, is undefined")
     return np.sqrt(N) * m / norm
@@ -255,22 +253,14 @@ class Chart:
     @cached_property
     def sizes(self) -> dict[str, int]:
         """Number of reduced coordinates of each block ``A, B, c, b, beta``."""
-        return {
-            "A": (self.K - 1) * self.q,
-            "B": (self.N - 1) * self.q,
-            "c": self.d,
-            "b": self.K if self.order else 0,
-            "beta": int(self.beta_index.size),
-        }
+        return {"A": (self.K - 1) * self.q, "B": (self.N - 1) * self.q, "c": self.d, "b": self.K if self.order else 0,
+                "beta": int(self.beta_index.size)}
 
     @cached_property
     def slices(self) -> dict[str, slice]:
         """Position of each block ``A, B, c, b, beta`` in ``theta``."""
-        out, start = {}, 0
-        for k, n in self.sizes.items():
-            out[k] = slice(start, start + n)
-            start += n
-        return out
+        ends = np.cumsum(list(self.sizes.values()))
+        return {k: slice(int(end - n), int(end)) for (k, n), end in zip(self.sizes.items(), ends)}
 
     @property
     def dim(self) -> int:
@@ -318,24 +308,15 @@ class Chart:
     @cached_property
     def T(self) -> np.ndarray:
         """The linear part of the affine map ``theta -> phi`` (dim_full x dim)."""
-        q, K, N = self.q, self.K, self.N
+        q = self.q
         T = np.zeros((self.dim_full, self.dim))
-        sA, sB, sc, sb = (self.slices[k] for k in ("A", "B", "c", "b"))
-        for row0, col0, n in ((0, sA.start, K), (self.off_B, sB.start, N)):  # the last row is minus the others' sum
-            for k in range(n - 1):
-                for l in range(q):
-                    T[row0 + k * q + l, col0 + k * q + l] = 1.0
-                    T[row0 + (n - 1) * q + l, col0 + k * q + l] = -1.0
-        if self.calibration == "mu":
-            T[K * q, sc.start] = 1.0
-        elif self.calibration == "W":
-            for l in range(q):
-                T[K * q + l, sc.start + l] = 1.0
-        if self.order:
-            for k in range(K):
-                T[self.off_b + k, sb.start + k] = 1.0
-        sbeta = self.slices["beta"]
-        T[self.off_beta + self.beta_index, np.arange(sbeta.start, sbeta.stop)] = 1.0
+        cols = {k: np.arange(s.start, s.stop) for k, s in self.slices.items()}
+        for row0, k, n in ((0, "A", self.K), (self.off_B, "B", self.N)):  # the last row is minus the others' sum
+            T[row0 + cols[k] - cols[k][:1], cols[k]] = 1.0
+            T[row0 + (n - 1) * q + np.arange(cols[k].size) % q, cols[k]] = -1.0
+        for rows, k in ((self.K * q + np.arange(self.d), "c"), (self.off_b + np.arange(self.sizes["b"]), "b"),
+                        (self.off_beta + self.beta_index, "beta")):
+            T[rows, cols[k]] = 1.0
         return T
 
     @cached_property
@@ -377,11 +358,8 @@ class Chart:
 
     def covariate_effects(self, theta: np.ndarray) -> np.ndarray:
         """Return the covariate effects ``beta`` (:attr:`beta_rows` x ``p``), the fixed entries 0."""
-        free = np.asarray(theta, float)[self.slices["beta"]]
-        if self.fixed is None:
-            return free.reshape(self.beta_rows, self.p)
         out = np.zeros(self.beta_rows * self.p)
-        out[self.beta_index] = free
+        out[self.beta_index] = np.asarray(theta, float)[self.slices["beta"]]
         return out.reshape(self.beta_rows, self.p)
 
     def human_effects(self, theta: np.ndarray) -> np.ndarray | None:
@@ -430,8 +408,7 @@ class Chart:
         _, B, ct, _ = self.unpack(theta)
         J = np.zeros((self.N, self.dim_full))
         q = self.q
-        for l in range(q):
-            J[np.arange(self.N), self.off_B + np.arange(self.N) * q + l] = ct[l]
+        J[:, self.off_B : self.off_b].reshape(self.N, self.N, q)[np.arange(self.N), np.arange(self.N)] = ct
         if self.calibration is not None:
             J[:, self.K * q : (self.K + 1) * q] = B
         return J @ self.T
@@ -454,8 +431,6 @@ class Chart:
         """
         g = st.gamma.sum()  # = ||S^T 1|| / sqrt(N) >= 0
         if not g > 1e-8 * self.K * max(np.abs(st.gamma).max(), 1e-300):
-            from pydial.exceptions import IdentifiabilityError
-
             raise IdentifiabilityError(
                 "the judges' consensus cancels (1^T gamma = ||S^T 1|| / sqrt(N) is numerically 0): the consensus "
                 "direction mu is undefined (the structured LLM representation needs 1^T gamma > 0)"
@@ -476,21 +451,17 @@ class Chart:
         For ``G = I + t e_p e_l^T`` (``p >= 1``): ``dA = A e_p e_l^T``, ``dB = -B e_l e_p^T``, ``dc~ = c~_p e_l``.
         """
         A, B, ct, _ = self.unpack(theta)
-        q, K, N = self.q, self.K, self.N
-        sA, sB, sc = self.slices["A"], self.slices["B"], self.slices["c"]
+        q = self.q
         Z = np.zeros((self.dim, self.n_gauge))
-        t = 0
+        ZA = Z[self.slices["A"]].reshape(self.K - 1, q, self.n_gauge)  # views of Z
+        ZB = Z[self.slices["B"]].reshape(self.N - 1, q, self.n_gauge)
         for p in range(1, q):
             for l in range(q):
-                dA = np.zeros((K, q))
-                dA[:, l] = A[:, p]
-                dB = np.zeros((N, q))
-                dB[:, p] = -B[:, l]
-                Z[sA, t] = dA[: K - 1].ravel()
-                Z[sB, t] = dB[: N - 1].ravel()
+                t = (p - 1) * q + l
+                ZA[:, l, t] = A[:-1, p]
+                ZB[:, p, t] = -B[:-1, l]
                 if self.calibration == "W":
-                    Z[sc.start + l, t] = ct[p]
-                t += 1
+                    Z[self.slices["c"].start + l, t] = ct[p]
         return Z
 
     def canonical(self, theta: np.ndarray) -> np.ndarray:
