@@ -1,25 +1,15 @@
 """Identifiability checks of a comparison design, before any fit.
 
-:func:`check_design` runs the design conditions of the DIAL paper on a
-:class:`~pydial.data.comparisons.Comparisons` object and returns a :class:`DesignReport`
-(``table``: every check; ``problems``: the failures that rule out the requested fit):
-
-``"ident-LLM"`` (per judge)
-    ``(s_k, b_k)`` identified iff ``rank([D_k, z_k]) = N``: ``G_k`` connected and, by the cycle
-    criterion, some cycle with a nonzero signed order sum (one weighted union-find pass).
-``"ident-lowrank"`` (per judge)
-    With ``col(W)`` known, ``(alpha_k, b_k)`` of ``s_k = W alpha_k`` identified iff ``rank([D_k W, z_k]) = r + 2``.
-``"separation"`` (per judge)
-    A finite MLE of the judge's order-effect BTL (no quasi-complete separation; Albert & Anderson 1984).
-``"parameter-count"`` and ``"sufficient-subset"`` (``"all judges"``)
-    For an unknown ``col(W)``: the necessary count, and ``r+1`` judges identified on their own as the
-    sufficient subset, else the exact generic condition (:func:`_lowrank_jacobian_rank`).
-``"self-preference"`` (per mapped judge, and ``"all judges"``)
-    The self-preference covariate ``z = D_k o_k`` lies in ``col(D_k)``: it is identified only through the
-    low-rank structure (per judge ``rank([D_k W, a_k, Z_k]) = r + 2 + p_k``; jointly the Jacobian rank).
-``"pooled-connected"``, ``"human-design"``, ``"human-mle"``, ``"human-connected"``, ``"covariates"``
-    The pooled graph's connectivity, ``rank(D_H M) = d``, the finite human BTL MLE (strongly connected
-    win graph; Ford 1957), the human graph's connectivity under Firth, and the covariates' rank.
+:func:`check_design` runs the design conditions of the DIAL paper (:data:`CONDITIONS`, each
+described in :data:`REFERENCES`) on a :class:`~pydial.data.comparisons.Comparisons` object and
+returns a :class:`DesignReport` (``table``: every check; ``problems``: the failures that rule out
+the requested fit).  Per judge ``k``: ident-LLM ``rank([D_k, z_k]) = N`` (``G_k`` connected and a
+cycle with nonzero signed order sum, one weighted union-find pass), ident-lowrank
+``rank([D_k W, z_k]) = r + 2`` with ``col(W)`` known, separation (a finite MLE), covariates and
+self-preference (``z = D_k o_k`` lies in ``col(D_k)``: identified only through the low-rank
+structure).  Judge-wide: the parameter count and the sufficient subset of ``r+1`` judges, else the
+generic rank of the model Jacobian (:func:`_lowrank_jacobian_rank`).  Human: ``rank(D_H M) = d``,
+the finite BTL MLE (Ford 1957) and, under Firth, connectivity.
 """
 
 from __future__ import annotations
@@ -193,20 +183,12 @@ def _random_basis(N: int, q: int, rng: np.random.Generator) -> np.ndarray:
 
 # ------------------------------------------------------------------- single checks
 def _check_ident_llm(items: Sequence[str], scan: CycleScan, nopos: bool) -> tuple[bool, str]:
-    """Prop. ident-LLM via Cor. cycle-criterion: ``G_k`` connected and a cycle with nonzero signed order sum.
-
-    Only connectivity when ``nopos``.
-    """
+    """Prop. ident-LLM (Cor. cycle-criterion): ``G_k`` connected and, unless ``nopos``, a cycle with nonzero order sum."""
     N = len(items)
-    connected = scan.n_components == 1
-    parts = []
-    if not connected:
-        parts.append(components_text(items, scan.labels, "comparison graph"))
+    parts = [] if scan.n_components == 1 else [components_text(items, scan.labels, "comparison graph")]
     if nopos:
         tail = " (b_k fixed at 0, so only connectivity is needed)"
-        if connected:
-            return True, f"comparison graph connected over all {N} items{tail}"
-        return False, parts[0] + tail
+        return (False, parts[0] + tail) if parts else (True, f"comparison graph connected over all {N} items{tail}")
     if scan.cycle is None:
         parts.append(
             "every cycle has zero signed order sum: b_k is confounded with the item scores "
@@ -319,14 +301,10 @@ def check_human_mle(items: Sequence[str], data: Comparisons) -> tuple[bool, str]
     n_comp, lab, src, dst = win_graph(N, h.i, h.j, h.n, h.y)
     if n_comp == 1:
         return True, f"directed win graph strongly connected over all {N} items"
-    compared = np.zeros(N, bool)
-    compared[h.i] = True
-    compared[h.j] = True
+    compared = np.bincount(np.concatenate([h.i, h.j]), minlength=N) > 0
     cross = lab[src] != lab[dst]
-    has_out = np.zeros(n_comp, bool)
-    has_in = np.zeros(n_comp, bool)
-    has_out[lab[src[cross]]] = True
-    has_in[lab[dst[cross]]] = True
+    has_out = np.bincount(lab[src[cross]], minlength=n_comp) > 0
+    has_in = np.bincount(lab[dst[cross]], minlength=n_comp) > 0
     parts = []
     never = np.flatnonzero(~compared)
     if never.size:
@@ -493,39 +471,29 @@ def check_design(
     -----
     Which failing rows are ``problems``:
 
-    * ``"judges"`` (one order-effect BTL per judge): ident-LLM and separation of
-      every judge.
-    * ``"human"`` (human-only BTL): human-mle; the per-judge and judge-wide LLM
-      checks are not run (the table lists only the human conditions).
+    * ``"judges"`` (one order-effect BTL per judge): ident-LLM and separation of every judge.
+    * ``"human"`` (human-only BTL): human-mle; the LLM checks are not run (the table lists
+      only the human conditions).
     * ``"pooled"``: pooled-connected and human-design with ``d = 1``.
-    * ``"dial-anc"``, ``"dial-ada"``, ``"dial-nopos"``, ``"atc"`` and ``None``: a
-      judge is a problem only when it fails both ident-LLM and ident-lowrank
-      (identified neither on its own nor through the shared space); plus
-      parameter-count, sufficient-subset and human-design (for ``None`` the latter
-      only when there are human comparisons).  A judge whose first-shown (or
-      second-shown) item won every decisive judgment is a separation problem for
-      every method with order effects: ``b_k`` has no finite MLE whatever the score
-      structure.  ``"atc"`` also needs human-mle,
-      because AtC aggregates the human comparisons by an unrestricted BTL fit.
+    * ``"dial-anc"``, ``"dial-ada"``, ``"dial-nopos"``, ``"atc"`` and ``None``: a judge that
+      fails both ident-LLM and ident-lowrank; parameter-count, sufficient-subset and
+      human-design (for ``None`` only with human comparisons).  A judge whose first-shown (or
+      second-shown) item won every decisive judgment is a separation problem for every method
+      with order effects (``b_k`` has no finite MLE whatever the score structure).  ``"atc"``
+      also needs human-mle (it aggregates the human comparisons by an unrestricted BTL fit).
     * With response covariates, a judge's (or the people's) ``covariates`` row, on the
       covariates not 0 on all its comparisons (the others' effects are fixed at 0).  The
-      self-preference covariate is left out of a judge's row for every method but
-      ``"judges"``, where it always fails (``z = D_k o_k`` lies in ``col(D_k)``); the
-      structured methods check it in the ``"self-preference"`` rows instead: the
-      ``"all judges"`` row (the Jacobian of :func:`_lowrank_jacobian_rank` with the free
-      covariate effects, of full rank) is a problem, naming the judges whose effect is
-      confounded; the per-judge rows (``rank([D_k W, a_k, Z_k]) = r + 2 + p_k``, ``col(W)``
-      known) decide when the Jacobian is too large to form.  ``"pooled"`` checks its one
-      shared effect over the pooled cells (``"all judges"``, ``covariates``).
+      self-preference covariate is left out of a judge's row except for ``"judges"``, where it
+      always fails (``z = D_k o_k`` lies in ``col(D_k)``); the structured methods check it in
+      the ``"self-preference"`` rows: the ``"all judges"`` row (the Jacobian of
+      :func:`_lowrank_jacobian_rank` with the free covariate effects) names the judges whose
+      effect is confounded; the per-judge rows (``rank([D_k W, a_k, Z_k]) = r + 2 + p_k``)
+      decide when the Jacobian is too large to form.  ``"pooled"`` checks its one shared
+      effect over the pooled cells (``"all judges"``, ``covariates``).
 
-    For ``"dial-nopos"`` the order effect is fixed at ``b = 0``: ident-LLM reduces
-    to connectivity of ``G_k``, ident-lowrank to ``rank(D_k W) = r + 1``, the
-    parameter count drops the ``K`` order effects and separation has ``c = 0``.
-
-    The cycle criterion for the order effect is decided by a weighted
-    union-find: potentials with :math:`x_{i_t} - x_{j_t} = a_t` on a spanning
-    forest, so :math:`z_k \in \operatorname{col}(D_k)` iff every other cell
-    satisfies the same equation.
+    For ``"dial-nopos"`` (``b = 0``) ident-LLM reduces to connectivity of ``G_k``,
+    ident-lowrank to ``rank(D_k W) = r + 1``, the parameter count drops the ``K`` order
+    effects and separation has ``c = 0``.
 
     Examples
     --------
@@ -603,6 +571,11 @@ class _Design:
         return self.method is None or self.method in USES_RANK
 
     @property
+    def names(self) -> np.ndarray:
+        """The covariate names as an object array (boolean masks pick the checked ones)."""
+        return np.asarray(self.data.covariates, dtype=object)
+
+    @property
     def llm_checks(self) -> bool:
         """Whether the LLM judges are checked (not for the human BTL)."""
         return self.method != "human"
@@ -610,77 +583,70 @@ class _Design:
 
 def _judge_checks(d: _Design) -> tuple[list[int], list[tuple[str, bool, str]]]:
     """Per-judge checks (one union-find pass, one small rank, one small LP each); the identified judges and self rows."""
-    data, method, r, N, K, nopos, dial = d.data, d.method, d.r, d.data.N, d.data.K, d.nopos, d.dial
-    rows, problems, L, items = d.rows, d.problems, d.data.llm, d.data.items
-    support, names_arr = data.covariate_support, np.asarray(data.covariates, dtype=object)
+    data, r, N, nopos, L = d.data, d.r, d.data.N, d.nopos, d.data.llm
+    support, names_arr = data.covariate_support, d.names
     is_self = names_arr == SELF_PREFERENCE  # left out of a judge's own covariate check but in "judges"
-    own_check = ~is_self if method != "judges" else np.ones(data.p, bool)
+    own_check = ~is_self if d.method != "judges" else np.ones(data.p, bool)
     self_rows: list[tuple[str, bool, str]] = []
     order = np.argsort(L.judge, kind="stable")
-    bounds = np.searchsorted(L.judge[order], np.arange(K + 1))
+    bounds = np.searchsorted(L.judge[order], np.arange(data.K + 1))
     n_ident = []
     for k, name in enumerate(data.judges if d.llm_checks else ()):
         sel = order[bounds[k]:bounds[k + 1]]
-        ii, jj, aa = L.i[sel], L.j[sel], L.a[sel]
+        ii, jj, aa, n, y = L.i[sel], L.j[sel], L.a[sel], L.n[sel], L.y[sel]
         scan = (scan_cycles_fast if sel.size > SCAN_VECTOR_MIN else scan_cycles)(N, ii, jj, aa)
-        ok_llm, det_llm = _check_ident_llm(items, scan, nopos)
+        ok_llm, det_llm = _check_ident_llm(data.items, scan, nopos)
         ok_low, det_low = _check_lowrank(d.W, ii, jj, aa, r, nopos, d.generic_note)
-        ok_sep, det_sep = check_separation(items, ii, jj, aa, L.n[sel], L.y[sel], nopos)
-        side = None if nopos else order_separation(L.n[sel], L.y[sel], aa)
+        ok_sep, det_sep = check_separation(data.items, ii, jj, aa, n, y, nopos)
+        side = None if nopos else order_separation(n, y, aa)
         if side is not None:
-            det_sep = (f"the {side}-shown item won all {int(L.n[sel].sum())} decisive judgments of this judge, so b_k -> "
+            det_sep = (f"the {side}-shown item won all {int(n.sum())} decisive judgments of this judge, so b_k -> "
                        f"{'+' if side == 'first' else '-'}inf: the judge's order-effect BTL has no finite MLE and b_k is "
                        f"not identified under any score structure (drop the judge, or fit dial-nopos); {det_sep}")
-        if not ok_llm:
-            det_sep += " (ident-LLM fails as well, so the parameters would not be unique anyway)" if not ok_sep else ""
-        rows += [(name, "ident-LLM", ok_llm, det_llm), (name, "ident-lowrank", ok_low, det_low),
-                 (name, "separation", ok_sep, det_sep)]
+        if not ok_llm and not ok_sep:
+            det_sep += " (ident-LLM fails as well, so the parameters would not be unique anyway)"
+        d.rows += [(name, "ident-LLM", ok_llm, det_llm), (name, "ident-lowrank", ok_low, det_low),
+                   (name, "separation", ok_sep, det_sep)]
         cols = support[k] & own_check  # the judge's estimated effects (the others are fixed at 0)
         if cols.any():
             assert L.z is not None  # data with covariates have them on every cell
             ok_cov, det_cov = _check_covariates(N, ii, jj, None if nopos else aa, L.z[sel][:, cols], list(names_arr[cols]))
             d.add(name, "covariates", ok_cov, det_cov)
-        if dial and (support[k] & is_self).any():
+        if d.dial and (support[k] & is_self).any():
             assert L.z is not None
             ok_sp, det_sp = _check_lowrank(d.W, ii, jj, aa, r, nopos, d.generic_note, L.z[sel][:, support[k]])
-            rows.append((name, "self-preference", ok_sp, det_sp))
+            d.add(name, "self-preference", ok_sp, det_sp, blocks=False)
             self_rows.append((name, ok_sp, det_sp))
         if ok_llm:
             n_ident.append(k)
-        if method == "judges":
+        if d.method == "judges":
             if not ok_llm:
-                problems.append((name, "ident-LLM", det_llm))
+                d.problems.append((name, "ident-LLM", det_llm))
             if not ok_sep and d.penalty != "firth":
-                problems.append((name, "separation", det_sep))
-        elif dial and side is not None:
-            problems.append((name, "separation", det_sep))
-        elif dial and not ok_llm and not ok_low:
-            problems.append((name, "ident-lowrank",
-                             f"identified neither on its own (ident-LLM: {det_llm}) nor through the shared "
-                             f"rank-{r} space (ident-lowrank: {det_low})"))
-
+                d.problems.append((name, "separation", det_sep))
+        elif d.dial and side is not None:
+            d.problems.append((name, "separation", det_sep))
+        elif d.dial and not ok_llm and not ok_low:
+            d.problems.append((name, "ident-lowrank", f"identified neither on its own (ident-LLM: {det_llm}) nor through "
+                               f"the shared rank-{r} space (ident-lowrank: {det_low})"))
     return n_ident, self_rows
 
 
 def _structure_checks(d: _Design, n_ident: list[int]) -> None:
     """Judge-wide conditions of Prop. ident-lowrank: the parameter count and the sufficient judge subset."""
-    data, r, N, K, nopos, dial = d.data, d.r, d.data.N, d.data.K, d.nopos, d.dial
-    rows, problems, L = d.rows, d.problems, d.data.llm
-    m_total = len(L)
+    if not d.llm_checks:  # neither reported nor required (the human BTL)
+        return
+    data, r, N, K, nopos, L = d.data, d.r, d.data.N, d.data.K, d.nopos, d.data.llm
     need = (r + 1) * (K + N - r - 2) + (0 if nopos else K)
     formula = "(r+1)(K+N-r-2)" + ("" if nopos else "+K")
-    ok_pc = m_total >= need
-    det_pc = (f"sum_k m_k = {m_total} {'>=' if ok_pc else '<'} {formula} = {need} free parameters of "
+    ok_pc = len(L) >= need
+    det_pc = (f"sum_k m_k = {len(L)} {'>=' if ok_pc else '<'} {formula} = {need} free parameters of "
               + ("S (b fixed at 0)" if nopos else "(S, b)"))
     if not ok_pc:
-        det_pc += ": too few (judge, pair, order) cells for the rank-" + str(r) + " structure"
-    if d.llm_checks:
-        rows.append((ALL_JUDGES, "parameter-count", ok_pc, det_pc))
-
+        det_pc += f": too few (judge, pair, order) cells for the rank-{r} structure"
+    d.add(ALL_JUDGES, "parameter-count", ok_pc, det_pc, blocks=d.dial)
     own = "connected comparison graphs (b fixed at 0)" if nopos else "identified scores (ident-LLM)"
-    if not (d.llm_checks or dial):  # neither reported nor required (the human BTL): skip the generic-rank check
-        ok_ss, det_ss = True, "not checked"
-    elif K == 0:
+    if K == 0:
         ok_ss, det_ss = False, "no LLM judges: the LLM representation cannot be estimated"
     elif r > K - 1:
         ok_ss, det_ss = False, f"rank r = {r} is too large: r <= K-1 = {K - 1} is needed (rank(U) = r with 1^T U = 0)"
@@ -701,77 +667,62 @@ def _structure_checks(d: _Design, n_ident: list[int]) -> None:
             rk, need_j, _ = _lowrank_jacobian_rank(N, K, r, L.judge, L.i, L.j, L.a, nopos, np.random.default_rng(d.seed))
             ok_ss = rk >= need_j
             det_ss = subset + (f"; but the Jacobian of the rank-{r} LLM model has full rank {rk} = "
-                               f"(r+1)(K+N-r-2){'' if nopos else '+K'} at a generic point, so (S, b) is locally "
+                               f"{formula} at a generic point, so (S, b) is locally "
                                "identified through the shared structure (generic-rank check)" if ok_ss else
                                f"; and the Jacobian of the rank-{r} LLM model has rank {rk} < {need_j} = "
-                               f"(r+1)(K+N-r-2){'' if nopos else '+K'} at a generic point: {need_j - rk} direction(s) of "
+                               f"{formula} at a generic point: {need_j - rk} direction(s) of "
                                "(S, b) change no cell probability, so the structured fit is not identified")
     else:
         ok_ss, det_ss = True, (f"{len(n_ident)} judge(s) with {own} ({names_text(data.judges, n_ident)}) >= r+1 = {r + 1}; "
                                f"r <= K-1 and r+1 <= N-1; rank(S_K0) = r+1 itself depends on the fitted scores")
-    if d.llm_checks:
-        rows.append((ALL_JUDGES, "sufficient-subset", ok_ss, det_ss))
-    if dial:
-        for cond, ok_, det in (("parameter-count", ok_pc, det_pc), ("sufficient-subset", ok_ss, det_ss)):
-            if not ok_:
-                problems.append((ALL_JUDGES, cond, det))
+    d.add(ALL_JUDGES, "sufficient-subset", ok_ss, det_ss, blocks=d.dial)
 
 
 def _pooled_and_self_checks(d: _Design, self_rows: list[tuple[str, bool, str]]) -> None:
     """Check the joint self-preference of the structured methods, and the pooled covariates and connectivity."""
-    data, method, r, N, nopos, dial = d.data, d.method, d.r, d.data.N, d.nopos, d.dial
-    L, items = d.data.llm, d.data.items
-    support, names_arr = data.covariate_support, np.asarray(data.covariates, dtype=object)
-    if dial and self_rows:
-        ok_sj, det_sj = _check_self_preference(data, r, nopos, d.shared, self_rows, np.random.default_rng(d.seed))
+    data, N, L = d.data, d.data.N, d.data.llm
+    if d.dial and self_rows:
+        ok_sj, det_sj = _check_self_preference(data, d.r, d.nopos, d.shared, self_rows, np.random.default_rng(d.seed))
         d.add(ALL_JUDGES, "self-preference", ok_sj, det_sj)
-
-    if method == "pooled" and data.p:  # one effect shared by the pooled judges: rank [D, Z_L] over the pooled cells
+    if d.method != "pooled":
+        return
+    if data.p:  # one effect shared by the pooled judges: rank [D, Z_L] over the pooled cells
         assert L.z is not None
-        cols = support[:-1].any(axis=0)
-        ok_pc, det_pc = _check_covariates(N, L.i, L.j, None, L.z[:, cols], list(names_arr[cols]))
+        cols = data.covariate_support[:-1].any(axis=0)
+        ok_pc, det_pc = _check_covariates(N, L.i, L.j, None, L.z[:, cols], list(d.names[cols]))
         d.rows.append((ALL_JUDGES, "covariates", ok_pc, det_pc + " (the pooled cells, one effect shared by the judges)"))
         if not ok_pc:
             d.problems.append((ALL_JUDGES, "covariates", det_pc))
-
-    if method == "pooled":
-        n_comp, lab = undirected_labels(N, L.i, L.j)
-        ok_pl = n_comp == 1
-        det_pl = (f"pooled LLM comparison graph connected over all {N} items" if ok_pl
-                  else components_text(items, lab, "pooled LLM comparison graph"))
-        d.add(ALL_JUDGES, "pooled-connected", ok_pl, det_pl)
+    n_comp, lab = undirected_labels(N, L.i, L.j)
+    det_pl = (f"pooled LLM comparison graph connected over all {N} items" if n_comp == 1
+              else components_text(data.items, lab, "pooled LLM comparison graph"))
+    d.add(ALL_JUDGES, "pooled-connected", n_comp == 1, det_pl)
 
 
 def _human_checks(d: _Design, calibration: str, W: np.ndarray | None) -> None:
     """Check the human conditions: the design ``rank(D_H M) = d``, the MLE, the covariates and (Firth) connectivity."""
-    data, method, r, N, dial = d.data, d.method, d.r, d.data.N, d.dial
-    rows, problems, items = d.rows, d.problems, d.data.items
-    support, names_arr = data.covariate_support, np.asarray(data.covariates, dtype=object)
-    q = 1 if (calibration == "mu" or method == "pooled") else r + 1
-    M = None if W is None else W[:, :q]
+    data, method, N, items, h = d.data, d.method, d.data.N, d.data.items, d.data.human
+    q = 1 if (calibration == "mu" or method == "pooled") else d.r + 1
     what = "pooled score direction, d = 1" if method == "pooled" else f"calibration {calibration!r}, d = {q}"
-    ok_hd, det_hd = _check_human_design(items, data, q, M, what)
-    rows.append((HUMAN, "human-design", ok_hd, det_hd))
+    ok_hd, det_hd = _check_human_design(items, data, q, None if W is None else W[:, :q], what)
+    d.rows.append((HUMAN, "human-design", ok_hd, det_hd))
     ok_hm, det_hm = check_human_mle(items, data)
-    rows.append((HUMAN, "human-mle", ok_hm, det_hm))
-    if support[-1].any() and len(data.human) and method not in LLM_ONLY:
-        assert data.human.z is not None
-        cols = support[-1]  # the people's estimated effects (e.g. no self-preference)
-        ok_hcov, det_hcov = _check_covariates(N, data.human.i, data.human.j, None, data.human.z[:, cols],
-                                              list(names_arr[cols]))
+    d.rows.append((HUMAN, "human-mle", ok_hm, det_hm))
+    cols = data.covariate_support[-1]  # the people's estimated effects (e.g. no self-preference)
+    if cols.any() and len(h) and method not in LLM_ONLY:
+        assert h.z is not None
+        ok_hcov, det_hcov = _check_covariates(N, h.i, h.j, None, h.z[:, cols], list(d.names[cols]))
         d.add(HUMAN, "covariates", ok_hcov, det_hcov)
-    if not ok_hd and (method == "pooled" or (dial and (method is not None or len(data.human) > 0))):
-        problems.append((HUMAN, "human-design", det_hd))
+    if not ok_hd and (method == "pooled" or (d.dial and (method is not None or len(h) > 0))):
+        d.problems.append((HUMAN, "human-design", det_hd))
     if d.penalty == "firth" and method in ("human", "atc"):
-        n_comp, lab = undirected_labels(N, data.human.i, data.human.j)
-        ok_hc = n_comp == 1 and len(data.human) > 0
+        n_comp, lab = undirected_labels(N, h.i, h.j)
+        ok_hc = n_comp == 1 and len(h) > 0
         det_hc = (f"human comparison graph connected over all {N} items: Firth's estimate is finite" if ok_hc
                   else components_text(items, lab, "human comparison graph"))
         d.add(HUMAN, "human-connected", ok_hc, det_hc)
     elif not ok_hm and method in ("human", "atc"):
-        problems.append((HUMAN, "human-mle", det_hm))
-
-
+        d.problems.append((HUMAN, "human-mle", det_hm))
 
 
 def design_report(data: Comparisons, rank: int, calibration: str, method: str, seed: int | None,
