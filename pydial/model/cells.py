@@ -21,6 +21,12 @@ __all__ = ["Cells", "CellJacobian", "binomial_nll", "covariate_offset", "family_
            "stacked_columns", "tie_groups", "tie_human_loss", "tie_totals", "weighted_loss"]
 
 
+def binary_counts(n: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """``(m, 3)`` outcome counts ``(y, n - y, 0)`` of binary cells (``n`` decisive judgments, ``y`` wins of ``i``)."""
+    n, y = np.asarray(n, float), np.asarray(y, float)
+    return np.column_stack([y, n - y, np.zeros_like(y)])
+
+
 def binomial_nll(eta: np.ndarray, n: np.ndarray, y: np.ndarray) -> np.ndarray:
     """Per-cell binomial negative log-likelihood ``n log(1 + e^eta) - y eta`` (without the coefficient)."""
     return n * softplus(eta) - y * eta
@@ -108,9 +114,7 @@ class Cells:
     @property
     def counts(self) -> np.ndarray:
         """``(m, 3)`` outcome counts: :attr:`outcome_counts`, or ``(y, n - y, 0)`` for binary cells."""
-        if self.outcome_counts is not None:
-            return self.outcome_counts
-        return np.column_stack([self.y, self.n - self.y, np.zeros_like(self.y)])
+        return binary_counts(self.n, self.y) if self.outcome_counts is None else self.outcome_counts
 
     def select(self, rows: "np.ndarray | slice") -> "Cells":
         """Return the cells selected by ``rows``; a slice of a stack shares its columns and per-cell layout arrays as views."""
@@ -222,10 +226,7 @@ def human_table(data: Comparisons, family: Family) -> CellTable:
 def human_counts(data: Comparisons, family: Family) -> np.ndarray:
     """Return the ``(m, 3)`` outcome counts of :func:`human_table` as floats (the binary family's as given, ``(y, n - y, 0)``)."""
     H = human_table(data, family)
-    if not family.is_binary:
-        return H.counts.astype(float)
-    n, y = np.asarray(H.n, float), np.asarray(H.y, float)
-    return np.column_stack([y, n - y, np.zeros_like(y)])
+    return binary_counts(H.n, H.y) if family.is_binary else H.counts.astype(float)
 
 
 def tie_totals(data: Comparisons) -> tuple[int, int]:

@@ -21,22 +21,8 @@ import numpy as np
 from scipy.special import expit, gammaln, log_expit
 from pydial.exceptions import ArgumentError
 
-__all__ = [
-    "CellDerivatives",
-    "Family",
-    "BINARY",
-    "DAVIDSON",
-    "RAO_KUPPER",
-    "FAMILIES",
-    "family_of",
-    "family_of_code",
-    "binary_cell",
-    "davidson_cell",
-    "rao_kupper_cell",
-    "log_coef",
-    "LossTerms",
-    "softplus",
-]
+__all__ = ["CellDerivatives", "Family", "BINARY", "DAVIDSON", "RAO_KUPPER", "FAMILIES", "family_of", "family_of_code",
+           "binary_cell", "davidson_cell", "rao_kupper_cell", "log_coef", "LossTerms", "softplus"]
 
 
 @dataclass(frozen=True)

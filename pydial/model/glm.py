@@ -16,17 +16,11 @@ from scipy.special import expit
 from pydial.exceptions import ArgumentError
 from pydial.model.design import Design, dense_design, glm_information, gram, rmatvec
 from pydial.model.families import BINARY, Family, family_of
-from pydial.model.cells import binomial_nll
+from pydial.model.cells import binary_counts, binomial_nll
 from pydial.model.penalty import FirthPenalty, check_penalty
 from pydial.optim import BOX, OptimResult, newton
 
 __all__ = ["FamilyGLM", "binary_counts", "has_tie_parameter"]
-
-
-def binary_counts(n: np.ndarray, y: np.ndarray) -> np.ndarray:
-    """``(m, 3)`` outcome counts ``(y, n - y, 0)`` of binary cells (``n`` decisive judgments, ``y`` wins of ``i``)."""
-    n, y = np.asarray(n, float), np.asarray(y, float)
-    return np.column_stack([y, n - y, np.zeros_like(y)])
 
 
 def has_tie_parameter(family: Family, counts: np.ndarray) -> bool:
