@@ -97,9 +97,9 @@ def stan_backend(prefer: str | None = None) -> str:
     if prefer is None:
         prefer = os.environ.get(BACKEND_ENV) or None
         source, allowed = f"the environment variable {BACKEND_ENV}", f"{BACKENDS} (or unset)"
-    if prefer is not None and prefer not in BACKENDS:
-        raise ArgumentError(f"{source} must be one of {allowed}, got {prefer!r}")
     if prefer is not None:
+        if prefer not in BACKENDS:
+            raise ArgumentError(f"{source} must be one of {allowed}, got {prefer!r}")
         if not backend_available(prefer):
             reason = httpstan_backend.unavailable_reason() if prefer == httpstan_backend.NAME else None
             raise StanBackendError(_INSTALL_HINT[prefer] + (f" ({reason})" if reason else ""))
@@ -196,12 +196,8 @@ def precompile(programs: Sequence[str] | None = None, *, backend: str | None = N
     be = stan_backend(backend)
     impl = BACKEND_MODULES[be]
     names = list(PROGRAMS) if programs is None else list(programs)
-    todo = []
-    for n in names:
-        text = program_code(n)
-        if _key(be, text) in _COMPILED or impl.is_compiled(n, text):
-            continue
-        todo.append(n)
+    todo = [n for n, text in zip(names, map(program_code, names)) if _key(be, text) not in _COMPILED
+            and not impl.is_compiled(n, text)]
     secs: dict[str, float] = {}
     if len(todo) > 1:
         import multiprocessing as mp

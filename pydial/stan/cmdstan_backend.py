@@ -403,10 +403,9 @@ class CmdstanpyModel(CompiledModel):
                 inv_metric=None if inv_metric is None else {"inv_metric": inv_metric.tolist()},
                 show_progress=bool(progress), refresh=refresh, sig_figs=18,
             )
-        out = _stan_variables(fit, chains, draws)
-        stats = {name: np.asarray(v, float).reshape(draws, chains).T
-                 for name, v in ((n, fit.draws()[:, :, i]) for i, n in enumerate(fit.column_names) if n.endswith("__"))}
-        return NutsDraws(draws=out, stats=stats, fit=fit)
+        raw = fit.draws()  # (draw, chain, column)
+        stats = {n: np.asarray(raw[:, :, i], float).T for i, n in enumerate(fit.column_names) if n.endswith("__")}
+        return NutsDraws(draws=_stan_variables(fit, chains, draws), stats=stats, fit=fit)
 
     def _run_approximation(self, data: dict[str, Any], *, algorithm: str, draws: int, seed: int | None,
                            init: dict[str, Any] | None, quiet: bool) -> NutsDraws:

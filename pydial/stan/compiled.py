@@ -6,6 +6,7 @@ checks, the scipy L-BFGS-B path and the assembly of results live here.
 from __future__ import annotations
 
 import abc
+import sys
 import time
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Mapping, Protocol, Sequence, runtime_checkable
@@ -45,9 +46,7 @@ def as_stan_data(data: Mapping[str, Any]) -> dict[str, Any]:
     """Return Stan data as both backends read them: ints, floats, numeric arrays (booleans as int64; else a TypeError)."""
     out: dict[str, Any] = {}
     for k, v in data.items():
-        if isinstance(v, (bool, np.bool_)):
-            out[k] = int(v)
-        elif isinstance(v, (int, np.integer)):
+        if isinstance(v, (bool, np.bool_, int, np.integer)):
             out[k] = int(v)
         elif isinstance(v, (float, np.floating)):
             out[k] = float(v)
@@ -160,15 +159,12 @@ class CompiledModel(abc.ABC):
         ValueError
             ``u`` does not have one entry per unconstrained parameter.
         """
-        out, pos = {}, 0
         x = np.asarray(u, float).ravel()
-        for n, shape in self.parameter_shapes(data).items():
-            size = int(np.prod(shape))
-            out[n] = x[pos:pos + size].reshape(shape, order="F")
-            pos += size
-        if pos != x.size:
-            raise ArgumentError(f"{self.name}: the unconstrained vector has {x.size} entries, the parameters {pos}")
-        return out
+        shapes = self.parameter_shapes(data)
+        sizes = [int(np.prod(s)) for s in shapes.values()]
+        if sum(sizes) != x.size:
+            raise ArgumentError(f"{self.name}: the unconstrained vector has {x.size} entries, the parameters {sum(sizes)}")
+        return {n: p.reshape(s, order="F") for (n, s), p in zip(shapes.items(), np.split(x, np.cumsum(sizes)[:-1]))}
 
     def unconstrain(self, data: Mapping[str, Any], values: Mapping[str, Any]) -> np.ndarray:
         """Unconstrained vector of named parameter values.
@@ -396,8 +392,6 @@ class CompiledModel(abc.ABC):
         if inv_metric is not None:
             inv_metric = _checked_metric(inv_metric)
         if progress is None:
-            import sys
-
             progress = sys.stderr.isatty()
         t0 = time.perf_counter()
         run = self._run_nuts(data, chains=chains, draws=draws, warmup=warmup, seed=seed, inits=init_values,

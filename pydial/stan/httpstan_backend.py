@@ -185,14 +185,12 @@ def _stanc_retry(fn: Callable[..., T], *args: Any, attempts: int = 8) -> T:
     """Call ``fn``, again when httpstan's stanc run exceeds its fixed 1-second timeout (a loaded machine)."""
     import subprocess
 
-    for k in range(attempts):
+    for k in range(attempts - 1):
         try:
             return fn(*args)
         except subprocess.TimeoutExpired:
-            if k == attempts - 1:
-                raise
             time.sleep(1.0 + k)
-    raise AssertionError("unreachable")
+    return fn(*args)
 
 
 # --------------------------------------------------------------------------- compile
@@ -382,14 +380,14 @@ class HttpstanModel(CompiledModel):
                 quiet: bool = True, progress: bool = False) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
         before = set(fit_files(self.model_name))
         sink: io.StringIO = _ProgressSink(chains * (draws + warmup), self.name) if progress else io.StringIO()
-        ctx = (contextlib.redirect_stdout(sink), contextlib.redirect_stderr(sink)) if quiet or progress else ()
         done = time.time()
         try:
             with contextlib.ExitStack() as stack:
                 if progress:
                     stack.callback(sink.close)
-                for c in ctx:
-                    stack.enter_context(c)
+                if quiet or progress:
+                    stack.enter_context(contextlib.redirect_stdout(sink))
+                    stack.enter_context(contextlib.redirect_stderr(sink))
                 for attempt in range(3):
                     try:
                         out = self._sample_run(data, chains, draws, warmup, seed, inits, adapt_delta, max_depth,
@@ -424,15 +422,11 @@ class HttpstanModel(CompiledModel):
 
         def reshape(arr: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
             # pystan stacks draws with the chain index varying fastest: column m = draw * chains + chain
-            a = np.asarray(arr, dtype=float).reshape(*shape, draws, chains) if shape else \
-                np.asarray(arr, dtype=float).reshape(draws, chains)
+            a = np.asarray(arr, dtype=float).reshape(*shape, draws, chains)
             return np.moveaxis(np.moveaxis(a, -1, 0), -1, 1)
 
-        out = {}
-        for name, dims in zip(fit.param_names, fit.dims):
-            out[name] = reshape(fit[name], tuple(dims))
-        stats = {name: reshape(fit[name], ()) for name in fit.sample_and_sampler_param_names}
-        return out, stats
+        out = {name: reshape(fit[name], tuple(dims)) for name, dims in zip(fit.param_names, fit.dims)}
+        return out, {name: reshape(fit[name], ()) for name in fit.sample_and_sampler_param_names}
 
 
 class _ProgressSink(io.StringIO):
@@ -450,11 +444,9 @@ class _ProgressSink(io.StringIO):
                         mininterval=0.5)
 
     def write(self, text: str) -> int:
-        m = None
-        for m in self._ITER.finditer(text):
-            pass
-        if m is not None:
-            self.bar.update(max(int(m.group(1)) - self.bar.n, 0))
+        done = self._ITER.findall(text)
+        if done:
+            self.bar.update(max(int(done[-1][0]) - self.bar.n, 0))
         return len(text)
 
     def close(self) -> None:

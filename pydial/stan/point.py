@@ -293,11 +293,10 @@ def _fit_joint(run: StanRun, method: str, ch: Chart, lambda_: float, init: np.nd
     th0 = initial_theta(run.data, ch) if init is None else np.asarray(init, float)
     st = run.dial(ch, th0, f"joint fit, lambda = {lambda_:.4g}", w_llm=lambda_ * n_h / n_l, w_human=1.0,
                   firth=2 if firth else 0)
-    res, theta = st.res, st.x[: ch.dim]
+    theta = st.x[: ch.dim]
     A, B, _, b = ch.unpack(theta)
-    return StanPointFit(method, ch, theta, ch.scores(theta), A @ B.T, b if ch.order else np.zeros(ch.K), lambda_,
-                        st.objective, res.converged, res.grad_norm, [res], res.backend, res.seconds,
-                        beta=_beta(ch, theta), ties=run.family.name, log_nu=_log_nu(run, st.log_nu))
+    return _point_fit(run, [st.res], method, ch, theta, ch.scores(theta), A @ B.T, b if ch.order else np.zeros(ch.K),
+                      lambda_, st.objective, st.log_nu, beta=ch.covariate_effects(theta) if ch.p else None)
 
 
 def _fit_staged(run: StanRun, K: int, r: int, cal: str, order: bool, shared: bool, init: np.ndarray | None,
@@ -305,10 +304,8 @@ def _fit_staged(run: StanRun, K: int, r: int, cal: str, order: bool, shared: boo
     """Fit the LLM-only stage, then ``argmin_(c, beta_H) l_H`` with the LLM block fixed (``"pooled"``: one pooled judge)."""
     data, pooled = run.data, method == "pooled"
     chL = Chart(data.N, K, r, None, order) if pooled else Chart.for_data(data, r, None, order, shared)
-    if init is not None:
-        th0 = np.asarray(init, float)
-    else:  # the numpy engine's starts: the pooled BTL GLM from 0, the structured fit from initial_theta
-        th0 = np.zeros(chL.dim) if pooled else initial_theta(data, chL)
+    # the numpy engine's starts: the pooled BTL GLM from 0, the structured fit from initial_theta
+    th0 = np.asarray(init, float) if init is not None else (np.zeros(chL.dim) if pooled else initial_theta(data, chL))
     s1 = run.dial(chL, th0, "LLM-only stage", w_llm=1.0, firth=1 if (firth and pooled) else 0,
                   llm=pooled_cell_table(data, run.family) if pooled else None)
     thL = s1.x[: chL.dim]
@@ -324,21 +321,18 @@ def _fit_staged(run: StanRun, K: int, r: int, cal: str, order: bool, shared: boo
     s2 = run.dial(ch, th1[people], "calibration stage", w_llm=0.0, w_human=1.0, fix_llm=th1, firth=2 if firth else 0)
     theta = th1.copy()
     theta[people] = s2.x[: people.size]
-    r1, r2 = s1.res, s2.res
-    return StanPointFit(method, ch, theta, ch.scores(theta), ch.S(theta), bL, np.inf, s2.objective,
-                        r1.converged and r2.converged, max(r1.grad_norm, r2.grad_norm), [r1, r2], r1.backend,
-                        r1.seconds + r2.seconds, llm_theta=thL, llm_chart=chL, details={"llm_objective": s1.objective},
-                        beta=_beta(ch, theta), ties=run.family.name, log_nu=_log_nu(run, np.append(s1.log_nu, s2.log_nu)))
+    return _point_fit(run, [s1.res, s2.res], method, ch, theta, ch.scores(theta), ch.S(theta), bL, np.inf, s2.objective,
+                      np.append(s1.log_nu, s2.log_nu), llm_theta=thL, llm_chart=chL,
+                      details={"llm_objective": s1.objective}, beta=ch.covariate_effects(theta) if ch.p else None)
 
 
-def _beta(chart: Chart, theta: np.ndarray) -> np.ndarray | None:
-    """Return the chart's covariate effects at ``theta`` (``None`` without covariates)."""
-    return chart.covariate_effects(theta) if chart.p else None
-
-
-def _log_nu(run: StanRun, log_nu: np.ndarray) -> np.ndarray | None:
-    """Return a tie family's log tie parameters (``None`` for the binary family)."""
-    return None if run.family.is_binary else np.asarray(log_nu, float)
+def _point_fit(run: StanRun, stages: list[OptimizeResult], method: str, chart: Chart, theta: np.ndarray,
+               scores: np.ndarray, S: np.ndarray, b: np.ndarray, lambda_: float, objective: float, log_nu: np.ndarray,
+               **more: Any) -> StanPointFit:
+    """Return the :class:`StanPointFit` of the optimizer calls ``stages`` (``log_nu``: ``None`` for the binary family)."""
+    return StanPointFit(method, chart, theta, scores, S, b, lambda_, objective, all(r.converged for r in stages),
+                        max(r.grad_norm for r in stages), stages, stages[0].backend, sum(r.seconds for r in stages),
+                        ties=run.family.name, log_nu=None if run.family.is_binary else np.asarray(log_nu, float), **more)
 
 
 def people_fit(run: StanRun, x0: np.ndarray | None, firth: bool) -> tuple[_Stage, np.ndarray, np.ndarray | None]:
@@ -377,11 +371,9 @@ def _fit_human(run: StanRun, firth: bool) -> StanPointFit:
     """Fit the people's model (eq. human-full-loss, no LLM judge) with ``judges.stan`` (:func:`people_fit`)."""
     data, N = run.data, run.data.N
     st, s, beta = people_fit(run, None, firth)
-    res = st.res
-    return StanPointFit("human", Chart(N, 1, 0, None, False), s[: N - 1].copy(), s, s[None, :], np.zeros(1), 0.0,
-                        st.objective, res.converged, res.grad_norm, [res], res.backend, res.seconds,
-                        beta=human_effect_row(data, np.zeros(0) if beta is None else beta)[None, :] if data.p else None,
-                        ties=run.family.name, log_nu=_log_nu(run, st.log_nu))
+    return _point_fit(run, [st.res], "human", Chart(N, 1, 0, None, False), s[: N - 1].copy(), s, s[None, :], np.zeros(1),
+                      0.0, st.objective, st.log_nu,
+                      beta=human_effect_row(data, np.zeros(0) if beta is None else beta)[None, :] if data.p else None)
 
 
 def judges_fit(run: StanRun, cells: CellTable, *, N: int, groups: int, log_nu0: np.ndarray, firth: bool) -> JudgesBTLFit:
@@ -410,9 +402,8 @@ def _fit_judges(run: StanRun, firth: bool) -> StanPointFit:
     res, d = f.details
     tied = np.bincount(cells.judge, weights=cells.tie_counts, minlength=K)[: f.log_nu.size] > 0  # the others' nu drifts to 0
     loss = -(res.log_prob - weighted_log_coef(d)) / family_totals(data, run.family)[0]
-    return StanPointFit("judges", Chart(N, 1, 0, None, True), np.column_stack([f.S[:, : N - 1], f.b[:, None]]),
-                        f.S.mean(axis=0), f.S, f.b, np.inf, loss, res.converged, res.grad_norm, [res], res.backend,
-                        res.seconds, beta=f.beta, ties=run.family.name, log_nu=_log_nu(run, np.where(tied, f.log_nu, -np.inf)))
+    return _point_fit(run, [res], "judges", Chart(N, 1, 0, None, True), np.column_stack([f.S[:, : N - 1], f.b[:, None]]),
+                      f.S.mean(axis=0), f.S, f.b, np.inf, loss, np.where(tied, f.log_nu, -np.inf), beta=f.beta)
 
 
 def stan_beta(parts: Mapping[str, Any], d: Mapping[str, Any]) -> np.ndarray | None:

@@ -32,16 +32,8 @@ DIAL_PRIORS: dict[str, float] = {"A_sd": 0.0, "B_sd": 0.0, "c_sd": 0.0, "b_sd": 
 FRAME_SD = 0.2
 """The default scale of ``dial_sample.stan``'s parameter expansion of ``P`` (``frame_sd``; posteriors match it to the data)."""
 
-DIAL_SAMPLE_PRIORS: dict[str, float] = {
-    "m_sd": 2.0,
-    "gamma_sd": 1.0,
-    "Z_sd": 2.0,
-    "b_sd": 1.0,
-    "beta_sd": 1.0,
-    "c_sd": 2.0,
-    "log_nu_mean": -1.0,
-    "log_nu_sd": 1.5,
-}
+DIAL_SAMPLE_PRIORS: dict[str, float] = {"m_sd": 2.0, "gamma_sd": 1.0, "Z_sd": 2.0, "b_sd": 1.0, "beta_sd": 1.0, "c_sd": 2.0,
+                                        "log_nu_mean": -1.0, "log_nu_sd": 1.5}
 r"""Default priors of ``dial_sample.stan`` (``posterior(data, "dial-ada")``, all DIAL methods): the table the docstrings cite.
 
 Normal priors on the program's parameters, as its header states them; ``priors=`` overrides entries, and a
@@ -244,52 +236,31 @@ def weighted_log_coef(d: Mapping[str, Any]) -> float:
 
 
 # --------------------------------------------------------------------------- dial.stan
-def dial_data(
-    data: Comparisons,
-    chart: Chart,
-    *,
-    w_llm: float | np.ndarray,
-    w_human: float | np.ndarray = 0.0,
-    priors: Mapping[str, float] | None = None,
-    llm: CellTable | None = None,
-    family: Family = BINARY,
-    fix_llm: np.ndarray | None = None,
-    log_lik: bool = False,
-    firth: int = 0,
-    boundary_nu: bool = False,
-) -> dict[str, Any]:
+def dial_data(data: Comparisons, chart: Chart, *, w_llm: float | np.ndarray, w_human: float | np.ndarray = 0.0,
+              priors: Mapping[str, float] | None = None, llm: CellTable | None = None, family: Family = BINARY,
+              fix_llm: np.ndarray | None = None, log_lik: bool = False, firth: int = 0,
+              boundary_nu: bool = False) -> dict[str, Any]:
     """Return the data of ``dial.stan`` for ``chart``.
 
     ``w_llm``/``w_human`` weight each cell's log-likelihood; ``llm`` replaces the LLM cells; ``fix_llm`` (a chart theta)
     fixes ``A, B`` and fits the calibration on the human cells; ``firth``: 0 none, 1 judge BTL, 2 calibration GLM.
     """
-    L = llm if llm is not None else llm_cell_table(data, family)
-    H = human_cell_table(data, family) if chart.calibration is not None else None
-    if fix_llm is not None:
-        L = CellTable.empty()
-    p = merge_priors(DIAL_PRIORS, priors, "dial.stan")
     people = chart.calibration is not None
+    H = human_cell_table(data, family) if people else None
+    p = merge_priors(DIAL_PRIORS, priors, "dial.stan")
     fixed = ~chart.beta_free.reshape(chart.beta_rows, chart.p)
-    if fix_llm is not None:  # the people's row alone
-        rows, fixed = np.append(np.zeros(chart.K, np.int64), 1), fixed[-1:]
-    else:
-        rows = covariate_rows(chart.K, people=people, shared=chart.shared)
-    d = schema_data(L, H, N=chart.N, K=chart.K, order=chart.order, family=family, w_llm=w_llm, w_human=w_human,
-                    log_lik=log_lik, boundary_nu=boundary_nu, covariates=chart.p > 0, beta_row=rows, beta_fixed=fixed)
-    if fix_llm is not None:
+    if fix_llm is not None:  # no LLM cells; the people's covariate row alone
+        L, rows, fixed = CellTable.empty(), np.append(np.zeros(chart.K, np.int64), 1), fixed[-1:]
         th = np.asarray(fix_llm, float)
         A_fix, B_fix = th[chart.slices["A"]].reshape(-1, chart.q), th[chart.slices["B"]].reshape(-1, chart.q)
     else:
+        L = llm if llm is not None else llm_cell_table(data, family)
+        rows = covariate_rows(chart.K, people=people, shared=chart.shared)
         A_fix = B_fix = np.zeros((0, chart.q))
-    d.update({
-        "rank": chart.r,
-        "calibration": CALIBRATION_CODE[chart.calibration],
-        "fix_llm": int(fix_llm is not None),
-        "A_fix": A_fix,
-        "B_fix": B_fix,
-        **_priors(p),
-        "firth": _firth_code(firth, allowed=(0, 1, 2)),
-    })
+    d = schema_data(L, H, N=chart.N, K=chart.K, order=chart.order, family=family, w_llm=w_llm, w_human=w_human,
+                    log_lik=log_lik, boundary_nu=boundary_nu, covariates=chart.p > 0, beta_row=rows, beta_fixed=fixed)
+    d.update(rank=chart.r, calibration=CALIBRATION_CODE[chart.calibration], fix_llm=int(fix_llm is not None),
+             A_fix=A_fix, B_fix=B_fix, **_priors(p), firth=_firth_code(firth, allowed=(0, 1, 2)))
     return d
 
 
@@ -319,23 +290,11 @@ def check_frame_sd(value: Any, name: str = "frame_sd") -> float:
     return float(value)
 
 
-def dial_sample_data(
-    data: Comparisons,
-    *,
-    rank: int,
-    calibration: str | None,
-    order: bool = True,
-    family: Family = BINARY,
-    w_llm: float | np.ndarray = 1.0,
-    w_human: float | np.ndarray = 1.0,
-    priors: Mapping[str, float] | None = None,
-    log_lik: bool = True,
-    win_prob: bool = False,
-    mu_ref: np.ndarray | None = None,
-    per_judgment: bool = False,
-    shared: bool = False,
-    frame_sd: float = FRAME_SD,
-) -> tuple[dict[str, Any], CellTable, CellTable | None]:
+def dial_sample_data(data: Comparisons, *, rank: int, calibration: str | None, order: bool = True, family: Family = BINARY,
+                     w_llm: float | np.ndarray = 1.0, w_human: float | np.ndarray = 1.0,
+                     priors: Mapping[str, float] | None = None, log_lik: bool = True, win_prob: bool = False,
+                     mu_ref: np.ndarray | None = None, per_judgment: bool = False, shared: bool = False,
+                     frame_sd: float = FRAME_SD) -> tuple[dict[str, Any], CellTable, CellTable | None]:
     """Return the data of ``dial_sample.stan`` and the (LLM, human) cell tables in ``log_lik`` order.
 
     ``per_judgment``: one cell per judgment; ``mu_ref``: reference direction of ``mu`` in Helmert coordinates
@@ -351,40 +310,23 @@ def dial_sample_data(
     if mu_ref is None:
         mu_ref = mu_reference(dial_sample_start(data, rank=rank, calibration=None, order=order)[0].mu)
     mu_ref = np.asarray(mu_ref, float).reshape(-1)
-    check_frame_sd(frame_sd)
+    frame_sd = check_frame_sd(frame_sd)
     if mu_ref.size != data.N - 1 or not np.linalg.norm(mu_ref) > 0:
         raise ArgumentError(f"mu_ref must be a nonzero vector of length N - 1 = {data.N - 1}")
     chart = Chart.for_data(data, rank, cast(Calibration | None, calibration), order, shared)
     d = schema_data(L, H, N=data.N, K=data.K, order=order, family=family, w_llm=w_llm, w_human=w_human, log_lik=log_lik,
                     beta_row=covariate_rows(data.K, people=H is not None, shared=shared),
                     beta_fixed=~chart.beta_free.reshape(chart.beta_rows, chart.p) if data.p else None)
-    d.update({
-        "rank": rank,
-        "calibration": CALIBRATION_CODE[calibration],
-        "mu_ref": mu_ref,
-        **_priors(p),
-        "frame_sd": float(frame_sd),
-        "calc_win_prob": int(win_prob),
-    })
+    d.update(rank=rank, calibration=CALIBRATION_CODE[calibration], mu_ref=mu_ref, **_priors(p), frame_sd=frame_sd,
+             calc_win_prob=int(win_prob))
     return d, L, H
 
 
 # --------------------------------------------------------------------------- judges.stan
-def judges_data(
-    L: CellTable,
-    H: CellTable | None,
-    *,
-    N: int,
-    K: int,
-    order: bool = True,
-    family: Family = BINARY,
-    w_llm: float | np.ndarray = 1.0,
-    w_human: float | np.ndarray = 1.0,
-    priors: Mapping[str, float] | None = None,
-    flat: bool = False,
-    log_lik: bool = True,
-    firth: bool = False,
-) -> dict[str, Any]:
+def judges_data(L: CellTable, H: CellTable | None, *, N: int, K: int, order: bool = True, family: Family = BINARY,
+                w_llm: float | np.ndarray = 1.0, w_human: float | np.ndarray = 1.0,
+                priors: Mapping[str, float] | None = None, flat: bool = False, log_lik: bool = True,
+                firth: bool = False) -> dict[str, Any]:
     """Return the data of ``judges.stan`` (``K = 0``: human BTL; ``flat``: MLE, priors ignored; ``firth``: Jeffreys prior)."""
     p = merge_priors(JUDGES_PRIORS, priors, "judges.stan")
     if flat:
@@ -408,16 +350,9 @@ def dial_calibrate_data(H: CellTable, M: np.ndarray, *, family: Family = BINARY,
     return d
 
 
-def standata(
-    data: Comparisons,
-    program: str = "dial_sample",
-    spec: ModelSpec | None = None,
-    *,
-    priors: Mapping[str, float] | None = None,
-    include_human: bool = True,
-    extra: Mapping[str, Any] | None = None,
-    **keywords: Any,
-) -> dict[str, Any]:
+def standata(data: Comparisons, program: str = "dial_sample", spec: ModelSpec | None = None, *,
+             priors: Mapping[str, float] | None = None, include_human: bool = True,
+             extra: Mapping[str, Any] | None = None, **keywords: Any) -> dict[str, Any]:
     r"""Return the Stan data dictionary of a pydial program for ``data`` (the shared schema plus the program's own).
 
     Every shipped program reads the same cells (:func:`schema_data`): ``N, K, order, ties`` (0 binary,
@@ -527,47 +462,29 @@ def mu_reference(mu: np.ndarray) -> np.ndarray:
     return helmert_basis(mu.size).T @ mu / np.sqrt(mu.size)
 
 
-def dial_sample_inits(
-    data: Comparisons,
-    d: Mapping[str, Any],
-    *,
-    chains: int,
-    rng: np.random.Generator,
-    jitter: float = 0.1,
-    start: tuple[Structure, np.ndarray | None, np.ndarray | None] | None = None,
-) -> list[dict[str, Any]]:
+def dial_sample_inits(data: Comparisons, d: Mapping[str, Any], *, chains: int, rng: np.random.Generator,
+                      jitter: float = 0.1, start: tuple[Structure, np.ndarray | None, np.ndarray | None] | None = None
+                      ) -> list[dict[str, Any]]:
     """Return per-chain initial values of ``dial_sample.stan``: ``start`` plus normal noise of sd ``jitter``."""
-    N, K, r = int(d["N"]), int(d["K"]), int(d["rank"])
+    N, K, r, order = int(d["N"]), int(d["K"]), int(d["rank"]), bool(d["order"])
     cal: Calibration | None = {0: None, 1: "mu", 2: "W"}[int(d["calibration"])]
-    order = bool(d["order"])
     st, c, b = dial_sample_start(data, rank=r, calibration=cal, order=order) if start is None else start
     QN, QK = helmert_basis(N), helmert_basis(K)
-    log_nu = tie_start(d)
     # U V' = P Z' with P an orthonormal frame of col(U): U = P T (QR), Z = V T'
     if r > 0:
         P, Tm = np.linalg.qr(st.U)
         sg = np.sign(np.diag(Tm))
         sg[sg == 0] = 1.0
-        P, Tm = P * sg, Tm * sg[:, None]
-        Z = st.V @ Tm.T
+        P, Z = P * sg, st.V @ (Tm * sg[:, None]).T
     else:
         P, Z = np.zeros((K, 0)), np.zeros((N, 0))
-    c_raw = np.atleast_1d(np.asarray(c, float)) if cal is not None else np.zeros(0)
-    out = []
-    for _ in range(chains):
-        e = lambda *shape: jitter * rng.standard_normal(shape)  # noqa: E731
-        gbar = max(float(np.mean(st.gamma)), 1e-3)
-        init = {
-            "m_raw": gbar * (QN.T @ st.mu) + e(N - 1),
-            "Z_raw": _z_raw(QN.T @ Z, QN.T @ st.mu, np.asarray(d["mu_ref"], float)) + e(N - 2, r),
-            "gamma_dev": QK.T @ st.gamma + e(K - 1),
-            "P_raw": QK.T @ P + e(K - 1, r),
-            "b": (np.asarray(b, float) + e(K)) if order else np.zeros(0),
-            "c": (c_raw + e(c_raw.size)) if cal is not None else np.zeros(0),
-            "log_nu": log_nu + e(log_nu.size),
-        }
-        out.append(init)
-    return out
+    center = {"m_raw": max(float(np.mean(st.gamma)), 1e-3) * (QN.T @ st.mu),
+              "Z_raw": _z_raw(QN.T @ Z, QN.T @ st.mu, np.asarray(d["mu_ref"], float)),
+              "gamma_dev": QK.T @ st.gamma, "P_raw": QK.T @ P,
+              "b": np.asarray(b, float) if order else np.zeros(0),
+              "c": np.atleast_1d(np.asarray(c, float)) if cal is not None else np.zeros(0),
+              "log_nu": tie_start(d)}
+    return [{k: v + jitter * rng.standard_normal(v.shape) for k, v in center.items()} for _ in range(chains)]
 
 
 def tie_start(d: Mapping[str, Any]) -> np.ndarray:
