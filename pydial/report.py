@@ -1,11 +1,6 @@
-"""Plots and written reports of a fit (matplotlib, PNG; Markdown or HTML).
+"""Plots (matplotlib, PNG) and written reports (Markdown or HTML, CSV tables, ``summary.json``) of a fit.
 
-* :func:`plot_scores` -- forest plot of the calibrated scores with intervals;
-* :func:`plot_position_effects` -- judge position effects ``b_k`` with intervals
-* :func:`plot_covariate_effects` -- covariate effects ``beta`` per judge with intervals
-  against each judge's empirical first-position win rate (as Fig. real-diagnostics a);
-* :func:`plot_gacv` -- the GACV curve over the weight path with the selected weight;
-* :func:`write_report` -- an output folder with tables, plots, a report and a JSON summary.
+The position effects ``b_k`` are plotted against each judge's first-position win rate (as Fig. real-diagnostics a).
 """
 
 from __future__ import annotations
@@ -23,10 +18,9 @@ from scipy.stats import chi2
 
 from pydial.data.comparisons import Comparisons
 from pydial.estimation.results import DialResult
-
 from pydial.exceptions import ArgumentError
-from pydial.resources import check_choice
 from pydial.formatting import ITEMS_LABEL, by_score, cov_label, display_table, format_pvalue_from_log, wald_log_pvalue
+from pydial.resources import check_choice
 
 from .outputs import output_dir
 
@@ -49,9 +43,7 @@ def _interval_text(res: DialResult) -> str:
 
 
 def _new_axes(ax: Any, figsize: tuple[float, float]) -> Any:
-    if ax is None:
-        _, ax = plt.subplots(figsize=figsize, layout="constrained")
-    return ax
+    return plt.subplots(figsize=figsize, layout="constrained")[1] if ax is None else ax
 
 
 def plot_scores(res: DialResult, ax: Any = None) -> Any:
@@ -177,11 +169,9 @@ FIT_STATISTICS: tuple[str, ...] = ("llf", "llf_human", "objective", "df_model", 
 
 def _jsonable(x: Any) -> Any:
     """``x`` as JSON: NaN and infinities as ``None``, numpy scalars as Python numbers, tables as dicts/records."""
-    if isinstance(x, pd.Series):
-        return {str(k): _jsonable(v) for k, v in x.items()}
     if isinstance(x, pd.DataFrame):
-        return [{str(k): _jsonable(v) for k, v in row.items()} for row in x.reset_index().to_dict("records")]
-    if isinstance(x, dict):
+        return [_jsonable(row) for row in x.reset_index().to_dict("records")]
+    if isinstance(x, (pd.Series, dict)):
         return {str(k): _jsonable(v) for k, v in x.items()}
     if isinstance(x, (list, tuple, np.ndarray)):
         return [_jsonable(v) for v in x]
@@ -224,7 +214,7 @@ def calibration_sentence(res: DialResult) -> str:
 def summary_dict(res: DialResult) -> dict[str, Any]:
     """Machine-readable summary of a fit (JSON-serializable; items by fitted score, highest first)."""
     ct = res.calibration_test
-    ties = getattr(res, "tie_parameters", None)
+    ties = res.tie_parameters
     return _jsonable({
         "method": res.method, "rank": res.rank, "calibration": res.calibration, "engine": res.engine,
         "cov": res.cov_type, "cov_description": cov_label(res.cov_type, res.anchored_cov),
@@ -234,7 +224,7 @@ def summary_dict(res: DialResult) -> dict[str, Any]:
         "status": res.status, "problems": list(res.problems),
         "grad_norm": float(res.grad_norm), "n_human": res.n_human, "n_llm": res.n_llm,
         **fit_statistics(res),
-        "n_obs_by_judge": getattr(res, "n_obs_by_judge", None), "excluded": getattr(res, "excluded", None),
+        "n_obs_by_judge": res.n_obs_by_judge, "excluded": res.excluded,
         "items": list(res.items), "judges": list(res.judges),
         "item_order": "scores by fitted score, highest first",
         "scores": {k: {c: v[c] for c in ("score", "se", "ci_low", "ci_high")} for k, v in by_score(res.scores).iterrows()},
@@ -279,11 +269,6 @@ def with_log10_p(table: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-def _style_text(res: DialResult) -> str:
-    """Return the scores' qualifier with response covariates: style-controlled at ``z = 0``."""
-    return "" if res.covariate_scale is None else "; style-controlled: the scores of a comparison with z = 0"
-
-
 def _header(res: DialResult) -> pd.DataFrame:
     """Return the fit's settings and statistics as a two-column table."""
     lam = "n/a" if np.isnan(res.lambda_) else "inf" if np.isinf(res.lambda_) else f"{res.lambda_:.4g}"
@@ -301,10 +286,10 @@ def _header(res: DialResult) -> pd.DataFrame:
 def _sections(res: DialResult, data: Comparisons, figs: dict[str, str]) -> list[tuple[str, str, pd.DataFrame | None, str]]:
     """Return the report's sections: ``(title, text, table, figure file)``."""
     iv = _interval_text(res)
+    style = "" if res.covariate_scale is None else "; style-controlled: the scores of a comparison with z = 0"
     out: list[tuple[str, str, pd.DataFrame | None, str]] = [
         ("Fit", calibration_sentence(res), _header(res), ""),
-        ("Scores", f"Calibrated scores (log-odds, centered{_style_text(res)}), items by fitted score; {iv}.",
-         by_score(res.scores),
+        ("Scores", f"Calibrated scores (log-odds, centered{style}), items by fitted score; {iv}.", by_score(res.scores),
          figs.get("scores", "")),
     ]
     if res.position_effects is not None:
@@ -314,19 +299,16 @@ def _sections(res: DialResult, data: Comparisons, figs: dict[str, str]) -> list[
     if res.covariate_effects is not None:
         out.append(("Covariate effects", f"Covariate effects beta (log-odds per standard deviation); {iv}.",
                     display_table(res.covariate_effects), figs.get("covariate_effects", "")))
-    ties = getattr(res, "tie_parameters", None)
+    ties = res.tie_parameters
     if ties is not None:
-        name = tie_parameter_name(ties)
-        out.append(("Tie parameters", f"Tie parameter {name} ({ties.attrs.get('model', 'tie model')}); {iv}.", ties, ""))
+        out.append(("Tie parameters", f"Tie parameter {tie_parameter_name(ties)} ({ties.attrs.get('model', 'tie model')}); "
+                    f"{iv}.", ties, ""))
     if res.gacv is not None:
         out.append(("GACV path", "Weights lambda as multiples of n_LLM/n_H.", res.gacv, figs.get("gacv", "")))
-    n_by_judge = getattr(res, "n_obs_by_judge", None)
-    if n_by_judge is not None:
-        out.append(("Observations by judge", "Judgments in the likelihood.", pd.DataFrame(n_by_judge), ""))
-    excluded = getattr(res, "excluded", None)
-    if excluded is not None and len(excluded):
-        table = excluded if isinstance(excluded, pd.DataFrame) else pd.DataFrame({"excluded": excluded})
-        out.append(("Judgments not in the likelihood", "", table, ""))
+    if res.n_obs_by_judge is not None:
+        out.append(("Observations by judge", "Judgments in the likelihood.", pd.DataFrame(res.n_obs_by_judge), ""))
+    if res.excluded is not None and len(res.excluded):
+        out.append(("Judgments not in the likelihood", "", res.excluded, ""))
     out.append(("Data", "", data.summary(), ""))
     return out
 
@@ -380,45 +362,39 @@ def _html(sections: list[tuple[str, str, pd.DataFrame | None, str]], method: str
 
 
 def _write_report(res: DialResult, data: Comparisons, out: Path, fmt: str) -> list[Path]:
+    """Write the files of :func:`write_report` into ``out``; return them in the order written."""
     written: list[Path] = []
-
-    def save_csv(df: pd.DataFrame, name: str, index: bool = True) -> None:
-        p = out / name
-        df.to_csv(p, index=index)
-        written.append(p)
-
     figs: dict[str, str] = {}
 
-    def save_fig(ax: Any, name: str) -> None:
-        p = out / f"{name}.png"
-        ax.figure.savefig(p, dpi=120)
-        plt.close(ax.figure)
-        written.append(p)
-        figs[name] = p.name
+    def save_csv(df: pd.DataFrame, name: str) -> None:
+        written.append(out / name)
+        _flat(df).to_csv(written[-1], index=False)
 
-    save_csv(by_score(res.scores).reset_index(), "scores.csv", index=False)
+    def save_fig(ax: Any, name: str) -> None:
+        written.append(out / f"{name}.png")
+        ax.figure.savefig(written[-1], dpi=120)
+        plt.close(ax.figure)
+        figs[name] = written[-1].name
+
+    save_csv(by_score(res.scores), "scores.csv")
     save_csv(data.summary(), "data_summary.csv")
     save_fig(plot_scores(res), "scores")
     if res.position_effects is not None:
-        save_csv(with_log10_p(res.position_effects.join(first_position_rates(data))).reset_index(), "position_effects.csv",
-                 index=False)
+        save_csv(with_log10_p(res.position_effects.join(first_position_rates(data))), "position_effects.csv")
         save_fig(plot_position_effects(res, data), "position_effects")
     if res.gacv is not None:
-        save_csv(res.gacv, "gacv.csv", index=False)
+        save_csv(res.gacv.reset_index(drop=True), "gacv.csv")
         save_fig(plot_gacv(res), "gacv")
     if res.consensus is not None:
-        save_csv(res.consensus.reset_index(), "consensus_loadings.csv", index=False)
+        save_csv(res.consensus, "consensus_loadings.csv")
     if res.covariate_effects is not None:
-        save_csv(with_log10_p(res.covariate_effects).reset_index(), "covariate_effects.csv", index=False)
+        save_csv(with_log10_p(res.covariate_effects), "covariate_effects.csv")
         save_fig(plot_covariate_effects(res), "covariate_effects")
-    tie_parameters = getattr(res, "tie_parameters", None)
-    if tie_parameters is not None:
-        save_csv(tie_parameters.reset_index(), "tie_parameters.csv", index=False)
-    p = out / "summary.json"
-    p.write_text(json.dumps(summary_dict(res), indent=2))
-    written.append(p)
+    if res.tie_parameters is not None:
+        save_csv(res.tie_parameters, "tie_parameters.csv")
+    written.append(out / "summary.json")
+    written[-1].write_text(json.dumps(summary_dict(res), indent=2))
     sections = _sections(res, data, figs)
-    p = out / f"report.{fmt}"
-    p.write_text(_markdown(sections, res.method) if fmt == "md" else _html(sections, res.method, out))
-    written.append(p)
+    written.append(out / f"report.{fmt}")
+    written[-1].write_text(_markdown(sections, res.method) if fmt == "md" else _html(sections, res.method, out))
     return written
