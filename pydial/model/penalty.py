@@ -1,17 +1,9 @@
-r"""Bias-reducing (Firth / Jeffreys-prior) penalty of the paired-comparison likelihoods.
+r"""Bias-reducing (Firth / Jeffreys-prior) penalty of the paired-comparison likelihoods (``penalty="firth"``).
 
-Firth (1993) maximizes ``l(beta) + 1/2 log det I(beta)``, ``I = X^T diag{n p (1 - p)} X``: the
-``O(1/n)`` bias of the MLE is removed and the estimate is finite whenever ``X`` has full column rank,
-even under separation (Kosmidis & Firth 2021).  The term added to a loss is
-``P(eta) = -omega/2 log det(X^T diag{w(eta)} X)``, ``w = n p (1 - p)``, with derivatives
+The term added to a loss is ``P(eta) = -omega/2 log det(X^T diag{w(eta)} X)``, ``w = n p (1 - p)``, with
 ``dP/d eta_c = -omega/2 w'_c Q_cc`` and ``d^2P/d eta_c d eta_e = -omega/2 [w''_c Q_cc delta_ce - w'_c w'_e Q_ce^2]``,
-``Q = X I^{-1} X^T``, ``w' = w (1 - 2p)``, ``w'' = w (1 - 6p + 6p^2)``.
-
-``fit(..., penalty="firth")`` applies it to every GLM of the estimators (the human BTL, each judge's
-order-effect BTL, both pooled stages, the calibration GLM of dial-anc, covariate columns included,
-and the tie families' GLMs in ``(beta, log nu)``) and, for dial-ada at finite ``lambda``, as the
-normalized calibration prior :class:`CalibrationFirthPenalty`.  Inference uses the unpenalized
-information and the MLE's meats (brglm2's convention; the penalty is ``O(1)`` against ``O(n)``).
+``Q = X I^{-1} X^T``, ``w' = w (1 - 2p)``, ``w'' = w (1 - 6p + 6p^2)``; for dial-ada at finite ``lambda`` it is
+the calibration prior :class:`CalibrationFirthPenalty`.  Inference uses the unpenalized information.
 
 References
 ----------
@@ -55,11 +47,12 @@ class _ClosedForms:
                                 f"the {self.family.name} family has {self._TIE_METHODS}")
 
 
-def _binary_information(X: np.ndarray, n: np.ndarray, eta: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """``(p, w, I)``: the binary fit's ``p``, ``w = n p (1 - p)`` and information ``X^T diag(w) X``."""
+def _binary_information(X: np.ndarray, n: np.ndarray,
+                        eta: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """``(w, w', w'', I)`` of the binary fit: ``w = n p (1 - p)``, its derivatives in ``eta``, ``I = X^T diag(w) X``."""
     p = expit(eta)
     w = n * p * (1 - p)
-    return p, w, (X.T * w) @ X
+    return w, w * (1 - 2 * p), w * (1 - 6 * p + 6 * p * p), (X.T * w) @ X
 
 
 @dataclass(frozen=True)
@@ -80,7 +73,7 @@ class FirthPenalty(_ClosedForms):
     def information(self, eta: np.ndarray) -> np.ndarray:
         """Unnormalized Fisher information ``X^T diag(n p (1-p)) X`` of the binary family at ``eta``."""
         self._binary_only("information")
-        return _binary_information(self.X, self.n, eta)[2]
+        return _binary_information(self.X, self.n, eta)[3]
 
     def value(self, x: np.ndarray | None, eta: np.ndarray | None = None) -> float:
         """``P(x)``, ``+inf`` where the information is singular; ``eta``: the binary family's ``X beta`` when formed."""
@@ -108,20 +101,15 @@ class FirthPenalty(_ClosedForms):
     def derivatives(self, eta: np.ndarray, *, hess: bool = True) -> tuple[float, np.ndarray, np.ndarray | None]:
         """``P``, ``dP/d eta`` (m) and, with ``hess``, ``d^2 P / d eta^2`` (m x m) of the binary family."""
         self._binary_only("derivatives")
-        p, w, I = _binary_information(self.X, self.n, eta)
+        _, w1, w2, I = _binary_information(self.X, self.n, eta)
         sign, logdet = np.linalg.slogdet(I)
         if sign <= 0:
             m = eta.size
             return np.inf, np.full(m, np.nan), (np.full((m, m), np.nan) if hess else None)
         Q = self.X @ np.linalg.solve(I, self.X.T)
-        w1 = w * (1 - 2 * p)
-        f = -0.5 * self.weight * logdet
-        g = -0.5 * self.weight * w1 * np.diag(Q)
-        if not hess:
-            return float(f), g, None
-        w2 = w * (1 - 6 * p + 6 * p * p)
-        H = -0.5 * self.weight * (np.diag(w2 * np.diag(Q)) - np.outer(w1, w1) * Q * Q)
-        return float(f), g, H
+        c = -0.5 * self.weight
+        H = c * (np.diag(w2 * np.diag(Q)) - np.outer(w1, w1) * Q * Q) if hess else None
+        return float(c * logdet), c * w1 * np.diag(Q), H
 
     def terms(self, x: np.ndarray, h: float = 1e-6) -> tuple[float, np.ndarray, np.ndarray]:
         """Value, gradient and Hessian in ``x``: exact for the binary family (no ``m x m`` ``Q`` if ``m > q^2``), else central."""
@@ -133,14 +121,12 @@ class FirthPenalty(_ClosedForms):
         if q * q >= m:  # few cells: through the m x m Hessian in eta
             f, g, H = self.derivatives(X @ beta)
             return f, X.T @ g, X.T @ H @ X
-        p, w, I = _binary_information(X, self.n, X @ beta)
+        _, w1, w2, I = _binary_information(X, self.n, X @ beta)
         sign, logdet = np.linalg.slogdet(I)
         if sign <= 0:
             return np.inf, np.full(q, np.nan), np.full((q, q), np.nan)
         A = np.linalg.inv(I)
         h_ = np.einsum("ca,ab,cb->c", X, A, X)
-        w1 = w * (1 - 2 * p)
-        w2 = w * (1 - 6 * p + 6 * p * p)
         c = -0.5 * self.weight
         H = (X.T * (w2 * h_)) @ X - squared_leverage_gram(X, w1, X, A)
         return float(c * logdet), c * (X.T @ (w1 * h_)), c * 0.5 * (H + H.T)
@@ -212,11 +198,6 @@ def information_terms(family: Family, X: np.ndarray, n: np.ndarray, eta: np.ndar
     return float(logdet), g_eta, g_l, dX
 
 
-def calibration_columns(DM: np.ndarray, Z: np.ndarray | None) -> np.ndarray:
-    """Return the dense calibration design ``[D_H M, Z_H]`` (``D_H M`` without covariates) for the leverages."""
-    return DM if Z is None else np.hstack([DM, np.asarray(Z, float).reshape(DM.shape[0], -1)])
-
-
 @dataclass(frozen=True)
 class CalibrationFirthPenalty(_ClosedForms):
     r"""Human-block Jeffreys prior of the joint fit ``Q_lambda`` in the calibration space.
@@ -236,7 +217,8 @@ class CalibrationFirthPenalty(_ClosedForms):
 
     def design(self, M: np.ndarray) -> np.ndarray:
         """Return the calibration design ``X = [D_H M, Z_H]`` in the basis ``M`` (``D_H M`` without covariates)."""
-        return calibration_columns(self.D @ M, self.Z)
+        DM = self.D @ M
+        return DM if self.Z is None else np.hstack([DM, np.asarray(self.Z, float).reshape(DM.shape[0], -1)])
 
     @staticmethod
     def basis(chart, theta: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -251,7 +233,7 @@ class CalibrationFirthPenalty(_ClosedForms):
         """``P`` at ``theta`` (``eta``: the human cells' predictors) of the binary family; ``+inf`` if singular."""
         self._binary_only("value")
         M, _ = self.basis(chart, theta)
-        s1, l1 = np.linalg.slogdet(_binary_information(self.design(M), self.n, eta)[2])
+        s1, l1 = np.linalg.slogdet(_binary_information(self.design(M), self.n, eta)[3])
         s2, l2 = np.linalg.slogdet(M.T @ M)
         return float(-0.5 * self.weight * (l1 - l2)) if s1 > 0 and s2 > 0 else np.inf
 
@@ -264,8 +246,7 @@ class CalibrationFirthPenalty(_ClosedForms):
         self._binary_only("terms")
         M, dM = self.basis(chart, theta)
         X = self.design(M)
-        p, w, I = _binary_information(X, self.n, eta)
-        w1 = w * (1 - 2 * p)
+        w, w1, w2, I = _binary_information(X, self.n, eta)
         d = M.shape[1]  # the columns of X that move with theta: D_H M; the covariate columns Z_H do not
         G = M.T @ M
         s1, l1 = np.linalg.slogdet(I)
@@ -284,7 +265,6 @@ class CalibrationFirthPenalty(_ClosedForms):
         if not hess:
             return float(c * (l1 - l2)), g_eta, g_M, None
         assert J is not None, "the Hessian needs J = d eta / d theta"
-        w2 = w * (1 - 6 * p + 6 * p * p)
         # J^T L_ee J with L_ee = diag(w'' h) - (w' w'^T) * Q * Q, without the m_H x m_H matrix Q
         JLJ = dense_design(J.T @ (sp.diags(w2 * h) @ J)) - squared_leverage_gram(J, w1, X, A)
         # Y_t: the M columns of dX/d theta_t (its Z_H columns are 0, so the blocks of A, U, B_t, V_u they meet are cut)
@@ -302,8 +282,7 @@ class CalibrationFirthPenalty(_ClosedForms):
         T3 = -2 * np.einsum("und,tne,ed->tu", dM, dM, Gi)
         R = np.einsum("tnd,ne->tde", dM, M)
         R = R + np.swapaxes(R, 1, 2)
-        MGi = M @ Gi
-        T4 = 2 * np.einsum("und,na,tab,bd->tu", dM, MGi, R, Gi)
+        T4 = 2 * np.einsum("und,na,tab,bd->tu", dM, M @ Gi, R, Gi)
         JF = dense_design(J.T @ F)
         H = JLJ + JF + JF.T + T1 + T2 + T3 + T4
         return float(c * (l1 - l2)), g_eta, g_M, c * 0.5 * (H + H.T)
@@ -314,7 +293,7 @@ class CalibrationFirthPenalty(_ClosedForms):
         M, dM = self.basis(chart, theta)
         G = M.T @ M
         s2, l2 = np.linalg.slogdet(G)
-        t = information_terms(self.family, calibration_columns(self.D @ M, self.Z), self.n, eta, l)
+        t = information_terms(self.family, self.design(M), self.n, eta, l)
         if t is None or s2 <= 0:
             return np.inf, np.full(theta.size, np.nan), np.nan
         logdet, g_eta, g_l, dX = t
