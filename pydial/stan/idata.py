@@ -20,25 +20,8 @@ from pydial.exceptions import ArgumentError
 if TYPE_CHECKING:
     from pydial.data.comparisons import CellTable, Comparisons
 
-__all__ = [
-    "ARVIZ_MIN",
-    "arviz",
-    "arviz_major",
-    "quiet_arviz",
-    "build",
-    "assemble",
-    "group_names",
-    "group_dataset",
-    "posterior_attrs",
-    "convert_to_dataset",
-    "rhat_ess",
-    "bfmi",
-    "loo",
-    "compare",
-    "plot_ppc",
-    "Sampled",
-    "convert",
-]
+__all__ = ["ARVIZ_MIN", "arviz", "arviz_major", "quiet_arviz", "build", "assemble", "group_names", "group_dataset",
+           "posterior_attrs", "convert_to_dataset", "rhat_ess", "bfmi", "loo", "compare", "plot_ppc", "Sampled", "convert"]
 
 ARVIZ_MIN = (0, 17)
 """Oldest supported arviz (``InferenceData`` with ``from_cmdstanpy`` and ``rc_context``)."""
@@ -101,11 +84,9 @@ def build(groups: Mapping[str, Mapping[str, np.ndarray]], *, coords: Mapping[str
     """
     az = arviz()
     groups = {g: dict(v) for g, v in groups.items() if v}
+    layout = {"coords": dict(coords), "dims": {k: list(v) for k, v in dims.items()}}
     with quiet_arviz():
-        if arviz_major() >= 1:
-            out = az.from_dict(groups, coords=dict(coords), dims={k: list(v) for k, v in dims.items()})
-        else:
-            out = az.from_dict(**groups, coords=dict(coords), dims={k: list(v) for k, v in dims.items()})
+        out = az.from_dict(groups, **layout) if arviz_major() >= 1 else az.from_dict(**groups, **layout)
     _set_attrs(out, attrs)
     return out
 
@@ -269,15 +250,8 @@ class Sampled:
     single_run: bool = True              # one run of one program (CmdStan: arviz's own converter applies)
 
 
-_STAT_NAMES = {
-    "lp__": "lp",
-    "accept_stat__": "acceptance_rate",
-    "stepsize__": "step_size",
-    "treedepth__": "tree_depth",
-    "n_leapfrog__": "n_steps",
-    "divergent__": "diverging",
-    "energy__": "energy",
-}
+_STAT_NAMES = {"lp__": "lp", "accept_stat__": "acceptance_rate", "stepsize__": "step_size", "treedepth__": "tree_depth",
+               "n_leapfrog__": "n_steps", "divergent__": "diverging", "energy__": "energy"}
 
 
 def _sample_stats(res: Any) -> dict[str, np.ndarray]:
@@ -289,68 +263,40 @@ def _sample_stats(res: Any) -> dict[str, np.ndarray]:
     return out
 
 
-def _observed(cells: Sequence[CellTable]) -> dict[str, np.ndarray]:
-    columns = {"wins_i": "wins_i", "wins_j": "wins_j", "ties": "tie_counts"}  # variable: CellTable attribute
-    cat = {f: np.concatenate([getattr(c, a) for c in cells]) for f, a in columns.items()}
-    return cat
-
-
 def convert(data: Comparisons, req: Any, s: Sampled, problems: list[str], *, per_judgment: bool, seed: int,
              run: dict[str, Any]) -> Any:
     """Lay the draws out as arviz data: groups, coordinates, the estimand record and the diagnostics in ``attrs``."""
     pointwise = bool(int(s.d.get("calc_log_lik", 1)))  # options log_lik=None: no pointwise groups
     unit = ("judgment" if per_judgment else "cell") if pointwise else "none"
-    items, names = list(data.items), list(data.judges) + [data.human_judge]
-    cells, cell_labels = s.cells, []
-    if pointwise and per_judgment:  # cells holds the aggregated tables: label and count the judgments of each cell
-        cell_labels = [lab for c in cells for lab in c.judgment_labels(items, names)]
-        cells = [c.per_judgment() for c in cells]
-    elif pointwise:
-        cell_labels = [lab for c in cells for lab in c.labels(items, names)]
-    res = s.res
-    coords, obs, pp = dict(s.coords), {}, {}
-    if pointwise:
-        coords[unit] = cell_labels
-        obs = _observed(cells)
-        rep = _pointwise_draws(res, "counts_rep", (len(cell_labels), 3))
-        pp = {"wins_i": rep[..., 0].astype(np.int64), "wins_j": rep[..., 1].astype(np.int64),
-              "ties": rep[..., 2].astype(np.int64)}
-    diag = res.diagnostics
-    dial = req.model == "dial"
+    res, coords, obs, pp = s.res, dict(s.coords), {}, {}
+    if pointwise:  # s.cells holds the aggregated tables; per judgment, label and count the judgments of each cell
+        items, names = list(data.items), list(data.judges) + [data.human_judge]
+        coords[unit] = [lab for c in s.cells for lab in (c.judgment_labels if per_judgment else c.labels)(items, names)]
+        cells = [c.per_judgment() for c in s.cells] if per_judgment else s.cells
+        columns = {"wins_i": "wins_i", "wins_j": "wins_j", "ties": "tie_counts"}  # variable: CellTable attribute
+        obs = {f: np.concatenate([getattr(c, a) for c in cells]) for f, a in columns.items()}
+        rep = _pointwise_draws(res, "counts_rep", (len(coords[unit]), 3))
+        pp = {f: rep[..., k].astype(np.int64) for k, f in enumerate(columns)}
+    dial, diag = req.model == "dial", res.diagnostics
     attrs = {
-        "inference_library": "pydial.stan",
-        "program": s.program,
-        "model": req.model,
-        "backend": res.backend,
-        "rank": int(req.rank) if dial else -1,
-        "calibration": str(req.calibration) if dial else "none",
-        "ties": str(req.spec.ties),
-        "order": int(req.spec.order),
+        "inference_library": "pydial.stan", "program": s.program, "model": req.model, "backend": res.backend,
+        "rank": int(req.rank) if dial else -1, "calibration": str(req.calibration) if dial else "none",
+        "ties": str(req.spec.ties), "order": int(req.spec.order),
         "lambda_": req.lambda_ if req.lambda_ is not None else float("nan"),
-        "llm_weight": float(s.d.get("cell_w", np.ones(1))[0]) if len(s.d.get("cell_w", [])) else float("nan"),
-        "b_source": s.estimand.b_source,
-        "log_lik_unit": unit,
-        "estimand": json.dumps(s.estimand.to_record()),
-        "notes": json.dumps(s.notes),
-        "priors": json.dumps(s.priors),
-        "chains": run["chains"],
-        "draws": run["draws"],
-        "warmup": run["warmup"],
-        "seed": seed,
-        "algorithm": run["algorithm"],
-        "frame_sd": float(s.d["frame_sd"]) if "frame_sd" in s.d else float("nan"),
-        "metric": res.metric,
-        "sampling_seconds": float(res.seconds),
-        "sampler_problems": json.dumps(problems),
-        "sampler_diagnostics": (diag.reset_index().to_json(orient="records") if diag is not None else "[]"),
+        "llm_weight": float(s.d["cell_w"][0]) if len(s.d.get("cell_w", [])) else float("nan"),
+        "b_source": s.estimand.b_source, "log_lik_unit": unit, "estimand": json.dumps(s.estimand.to_record()),
+        "notes": json.dumps(s.notes), "priors": json.dumps(s.priors),
+        "chains": run["chains"], "draws": run["draws"], "warmup": run["warmup"], "seed": seed, "algorithm": run["algorithm"],
+        "frame_sd": float(s.d["frame_sd"]) if "frame_sd" in s.d else float("nan"), "metric": res.metric,
+        "sampling_seconds": float(res.seconds), "sampler_problems": json.dumps(problems),
+        "sampler_diagnostics": diag.reset_index().to_json(orient="records") if diag is not None else "[]",
     }
     all_dims = {**s.dims, **({k: [unit] for k in ("log_lik", "wins_i", "wins_j", "ties")} if pointwise else {})}
     if res.backend_fit is not None and s.single_run:  # CmdStan: arviz's own converter, then the same layout
         return _from_cmdstanpy(res, s.post, pp, obs, coords, all_dims, attrs)
-    pointwise_groups = {"log_likelihood": {"log_lik": _pointwise_draws(res, "log_lik", (len(cell_labels),))},
-                        "posterior_predictive": pp, "observed_data": obs} if pointwise else {}
-    return build({"posterior": s.post, **pointwise_groups, "sample_stats": _sample_stats(res)},
-                 coords=coords, dims=all_dims, attrs=attrs)
+    log_lik = {"log_lik": _pointwise_draws(res, "log_lik", (len(coords[unit]),))} if pointwise else {}
+    return build({"posterior": s.post, "log_likelihood": log_lik, "posterior_predictive": pp, "observed_data": obs,
+                  "sample_stats": _sample_stats(res)}, coords=coords, dims=all_dims, attrs=attrs)
 
 
 def _pointwise_draws(res: Any, name: str, shape: tuple[int, ...]) -> np.ndarray:
@@ -384,7 +330,7 @@ def _from_cmdstanpy(res: Any, post: Mapping[str, np.ndarray], pp: Mapping[str, n
     ds = ds[list(post)]
     ds.attrs.update(full.attrs)
     groups = ("sample_stats", "posterior_predictive", "observed_data") if pointwise else ("sample_stats",)
-    extra = build({"posterior_predictive": pp, "observed_data": obs, "sample_stats": _sample_stats(res)}
-                  if pointwise else {"sample_stats": _sample_stats(res)}, coords=coords, dims=dims, attrs={})
+    extra = build({"posterior_predictive": pp, "observed_data": obs, "sample_stats": _sample_stats(res)},
+                  coords=coords, dims=dims, attrs={})
     return assemble({"posterior": ds, **({"log_likelihood": group_dataset(idata, "log_likelihood")} if pointwise else {}),
                      **{g: group_dataset(extra, g) for g in groups}}, {**attrs, "converter": "arviz.from_cmdstanpy"})
