@@ -80,11 +80,9 @@ def _convergence_table(draws: Mapping[str, np.ndarray], names: Sequence[str],
         with warnings.catch_warnings(), np.errstate(all="ignore"):
             warnings.simplefilter("ignore", RuntimeWarning)  # constant scalars, left out below
             rhat, bulk, tail = rhat_ess(x)
-        flat = x.reshape(x.shape[0], x.shape[1], -1)
-        for e in range(flat.shape[2]):
-            if np.ptp(flat[:, :, e]) == 0.0:  # constant (e.g. fixed zero): nothing to check
+        for idx in np.ndindex(x.shape[2:]):
+            if np.ptp(x[(..., *idx)]) == 0.0:  # constant (e.g. fixed zero): nothing to check
                 continue
-            idx = tuple(int(i) for i in np.unravel_index(e, x.shape[2:])) if x.ndim > 2 else ()
             rows.append({"variable": _scalar_label(name, idx, x.shape[2:], labels),
                          "rhat": float(rhat[idx]), "ess_bulk": float(bulk[idx]), "ess_tail": float(tail[idx])})
     return pd.DataFrame(rows, columns=["variable", "rhat", "ess_bulk", "ess_tail"]).set_index("variable")
@@ -151,16 +149,9 @@ class SampleResult:
     algorithm: str = "nuts"
     metric: str = ""
 
-    def check(
-        self,
-        monitor: Sequence[str] | None = None,
-        *,
-        rhat_max: float = 1.01,
-        ess_per_chain: float = 100.0,
-        ebfmi_min: float = 0.3,
-        warn: bool = True,
-        labels: Mapping[str, Sequence[Sequence[Any]]] | None = None,
-    ) -> list[str]:
+    def check(self, monitor: Sequence[str] | None = None, *, rhat_max: float = 1.01, ess_per_chain: float = 100.0,
+              ebfmi_min: float = 0.3, warn: bool = True,
+              labels: Mapping[str, Sequence[Sequence[Any]]] | None = None) -> list[str]:
         """Run the sampler checks (arviz's rank-normalized split R-hat, bulk and tail ESS, E-BFMI), store them, warn.
 
         Parameters
@@ -189,19 +180,15 @@ class SampleResult:
 
         problems: list[str] = []
         div = self.stats.get("divergent__")
-        if div is not None:
-            per_chain = div.sum(axis=1).astype(int)
-            if per_chain.sum() > 0:
-                problems.append(
-                    f"{int(per_chain.sum())} divergent transitions after warmup (per chain {per_chain.tolist()}); "
-                    "raise adapt_delta or reparameterize"
-                )
+        per_chain = div.sum(axis=1).astype(int) if div is not None else np.zeros(0, int)
+        if per_chain.sum() > 0:
+            problems.append(f"{int(per_chain.sum())} divergent transitions after warmup (per chain {per_chain.tolist()}); "
+                            "raise adapt_delta or reparameterize")
         td = self.stats.get("treedepth__")
-        if td is not None:
-            hits = (td >= self.max_depth).sum(axis=1).astype(int)
-            if hits.sum() > 0:
-                problems.append(f"{int(hits.sum())} transitions hit the maximum tree depth {self.max_depth} "
-                                f"(per chain {hits.tolist()})")
+        hits = (td >= self.max_depth).sum(axis=1).astype(int) if td is not None else np.zeros(0, int)
+        if hits.sum() > 0:
+            problems.append(f"{int(hits.sum())} transitions hit the maximum tree depth {self.max_depth} "
+                            f"(per chain {hits.tolist()})")
         en = self.stats.get("energy__")
         if en is not None and en.shape[1] > 2:
             with np.errstate(divide="ignore", invalid="ignore"):
@@ -209,7 +196,6 @@ class SampleResult:
             low = np.flatnonzero(ebfmi < ebfmi_min)
             if low.size:
                 problems.append(f"E-BFMI below {ebfmi_min} in chain(s) {low.tolist()} ({np.round(ebfmi[low], 3).tolist()})")
-
         names = list(self.draws) if monitor is None else [m for m in monitor if m in self.draws]
         if self.algorithm != "nuts":  # independent draws of an approximation: no chains to compare
             problems += _degenerate_draws(self.draws, names, self.algorithm)
@@ -218,18 +204,14 @@ class SampleResult:
         if len(diag):
             bad = diag.index[diag["rhat"] > rhat_max]
             if len(bad):
-                problems.append(
-                    f"R-hat > {rhat_max} for {len(bad)} of {len(diag)} monitored scalars "
-                    f"(max {diag['rhat'].max():.3f} at {diag['rhat'].idxmax()}); run longer chains or check multimodality"
-                )
+                problems.append(f"R-hat > {rhat_max} for {len(bad)} of {len(diag)} monitored scalars (max "
+                                f"{diag['rhat'].max():.3f} at {diag['rhat'].idxmax()}); run longer chains or check multimodality")
             need = ess_per_chain * self.chains
             low = diag.index[(diag["ess_bulk"] < need) | (diag["ess_tail"] < need)]
             if len(low):
                 worst = diag[["ess_bulk", "ess_tail"]].min(axis=1)
-                problems.append(
-                    f"bulk or tail ESS below {need:.0f} ({ess_per_chain:.0f} per chain) for {len(low)} of {len(diag)} "
-                    f"monitored scalars (min {worst.min():.0f} at {worst.idxmin()})"
-                )
+                problems.append(f"bulk or tail ESS below {need:.0f} ({ess_per_chain:.0f} per chain) for {len(low)} of "
+                                f"{len(diag)} monitored scalars (min {worst.min():.0f} at {worst.idxmin()})")
         self.diagnostics = diag
         self.problems = problems
         if warn and problems:
