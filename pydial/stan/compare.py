@@ -24,8 +24,7 @@ COLUMNS = ("estimate", "se", "ci_low", "ci_high", "post_mean", "post_sd", "cred_
 def _result_level(result: Any) -> float | None:
     lv = getattr(result, "level", None)
     if lv is None:
-        scores = getattr(result, "scores", None)
-        lv = getattr(scores, "attrs", {}).get("level") if scores is not None else None
+        lv = getattr(getattr(result, "scores", None), "attrs", {}).get("level")
     return None if lv is None else float(lv)
 
 
@@ -63,12 +62,8 @@ def _block(quantity: str, table: pd.DataFrame, est_col: str, draws: np.ndarray, 
     with np.errstate(divide="ignore", invalid="ignore"):
         width = (q_hi - q_lo) / (hi - lo)
         shift = (pm - est) / se
-    return pd.DataFrame(
-        {"estimate": est, "se": se, "ci_low": lo, "ci_high": hi, "post_mean": pm, "post_sd": ps, "cred_low": q_lo,
-         "cred_high": q_hi, "width_ratio": width, "shift_se": shift, "level": level},
-        index=pd.MultiIndex.from_arrays([[quantity] * len(table), [str(n) for n in table.index]],
-                                        names=["quantity", "name"]),
-    )
+    index = pd.MultiIndex.from_arrays([[quantity] * len(table), [str(n) for n in table.index]], names=["quantity", "name"])
+    return pd.DataFrame(dict(zip(COLUMNS, (est, se, lo, hi, pm, ps, q_lo, q_hi, width, shift, level))), index=index)
 
 
 class IntervalComparison(pd.DataFrame):
@@ -347,11 +342,5 @@ def interval_settings(level: float = 0.95) -> Any:
     """
     level = check_level(level)
     az = azio.arviz()
-    keys = set(az.rcParams.keys())
-    rc: dict[str, Any] = {}
-    for k in ("stats.ci_prob", "stats.hdi_prob"):
-        if k in keys:
-            rc[k] = float(level)
-    if "stats.ci_kind" in keys:
-        rc["stats.ci_kind"] = "eti"
-    return az.rc_context(rc=rc)
+    wanted = {"stats.ci_prob": float(level), "stats.hdi_prob": float(level), "stats.ci_kind": "eti"}
+    return az.rc_context(rc={k: v for k, v in wanted.items() if k in az.rcParams.keys()})
