@@ -1,18 +1,16 @@
 r"""The Laplace approximation of ``dial_sample.stan`` from its exact Hessian, evaluated in numpy.
 
-CmdStan's ``laplace_sample`` differences the gradient numerically (two gradients over every cell per
-parameter: a minute and more at N = 100, K = 10 and a million judgments).  This module evaluates the
-program's log density ``log p(u)`` itself (every parameter of the program is unconstrained, so ``u`` is the
-parameters in declaration order, column-major, and the mode is the same with or without the Jacobian):
+CmdStan's ``laplace_sample`` differences the gradient numerically (a minute and more at N = 100, K = 10 and a
+million judgments).  This module evaluates the program's log density ``log p(u)`` itself (every parameter is
+unconstrained, so ``u`` is the parameters in declaration order, column-major, and the mode is the same with or
+without the Jacobian):
 
 * the scores ``phi = ([S; s_H], b, beta_free, log nu)`` of the cells (the family's kernels,
-  :mod:`pydial.model.families`), their gradient ``g_phi`` and their exact information ``H_phi`` (a sparse
-  Laplacian per judge, as the numpy engine's);
-* the structure ``[S; s_H] = phi(m_raw, Z_raw, gamma_dev, P_raw, c)`` of the program's transformed parameters
-  (:func:`transform`), its adjoint written out (:func:`structure_vjp`, the gradient ``J' g_phi``);
-* the Hessian ``J' H_phi J + T + H_prior``: ``J = d phi / d u`` and ``T = sum_l g_l d^2 phi_l / du du'`` (the
-  map's curvature weighted by the scores) by complex-step differentiation of the transform and of its adjoint,
-  exact to rounding (no difference is taken);
+  :mod:`pydial.model.families`), their gradient ``g_phi`` and exact information ``H_phi`` (a sparse Laplacian per judge);
+* the structure ``[S; s_H] = phi(m_raw, Z_raw, gamma_dev, P_raw, c)`` (:func:`transform`) and its adjoint
+  (:func:`structure_vjp`, the gradient ``J' g_phi``);
+* the Hessian ``J' H_phi J + T + H_prior``: ``J = d phi / d u`` and ``T = sum_l g_l d^2 phi_l / du du'`` by
+  complex-step differentiation of the transform and of its adjoint, exact to rounding;
 
 then Newton's method for the mode, draws ``u = u_hat + L^{-T} z`` with ``-H = L L'``, and the program's
 transformed parameters and generated quantities at every draw, named and shaped as CmdStan writes them.
@@ -30,7 +28,7 @@ from scipy.linalg import cho_factor, cho_solve, solve_triangular
 from scipy.special import log_expit
 
 from pydial.model.chart import helmert_basis
-from pydial.model.families import FAMILIES, CellDerivatives, Family, binary_cell, family_of_code, log_coef
+from pydial.model.families import FAMILIES, CellDerivatives, binary_cell, family_of_code, log_coef
 
 from ..exceptions import ConvergenceError
 from .schema import householder_perp
@@ -186,11 +184,6 @@ def _left(A: np.ndarray, X: np.ndarray) -> np.ndarray:
     return np.moveaxis(out.reshape(A.shape[0], *X.shape[:-2], r), 0, -2)
 
 
-def _outer(A: np.ndarray, B: np.ndarray) -> np.ndarray:
-    """Return ``A B'`` for stacks of thin matrices ``(..., k, r)``, ``(..., n, r)`` (``r`` small: summed)."""
-    return np.einsum("...kr,...nr->...kn", A, B)
-
-
 def _frame(X: np.ndarray) -> np.ndarray:
     """``orthonormal_frame`` of ``bases.stan`` on a stack ``(..., m, r)``: classical Gram-Schmidt, no conjugation."""
     F = np.zeros_like(X)
@@ -245,8 +238,8 @@ def transform(prog: SampleProgram, p: Mapping[str, np.ndarray]) -> dict[str, Any
     s_H = 0 * mu
     if prog.dim_c:
         s_H = c[..., :1] * mu + (np.einsum("...nr,...r->...n", V, c[..., 1:]) if prog.dim_c > 1 else 0)
-    return {"consensus_scale": s, "mu": mu, "gamma": gamma, "V": V, "U": _outer(Pm, _t(_mm(_t(Z), V))) / N,
-            "S": gamma[..., :, None] * mu[..., None, :] + _outer(Pm, Z), "s_H": s_H,
+    return {"consensus_scale": s, "mu": mu, "gamma": gamma, "V": V, "U": _mm(Pm, _mm(_t(Z), V)) / N,
+            "S": gamma[..., :, None] * mu[..., None, :] + _mm(Pm, _t(Z)), "s_H": s_H,
             "rho": rho, "w": w, "Y": Y, "Zc": Zc, "Pm": Pm, "Z": Z}
 
 
@@ -331,7 +324,7 @@ def _cells(prog: SampleProgram, eta: np.ndarray, l: np.ndarray) -> CellDerivativ
     tie = prog.nu_cell >= 0
     if prog.ties == 0 or not tie.any():
         return binary_cell(prog.counts, eta)
-    fam = _family(prog)
+    fam = family_of_code(prog.ties)
     if tie.all():
         return fam.cell(prog.counts, eta, l)
     parts = (binary_cell(prog.counts[~tie], eta[..., ~tie]), fam.cell(prog.counts[tie], eta[..., tie], l[..., tie]))
@@ -341,11 +334,6 @@ def _cells(prog: SampleProgram, eta: np.ndarray, l: np.ndarray) -> CellDerivativ
         v[..., ~tie], v[..., tie] = getattr(parts[0], f), getattr(parts[1], f)
         out[f] = v
     return CellDerivatives(**out)
-
-
-def _family(prog: SampleProgram) -> Family:
-    """Return the outcome family of the program's ``ties``."""
-    return family_of_code(prog.ties)
 
 
 @dataclass
@@ -430,8 +418,7 @@ class LogDensity:
         NS = (prog.K + 1) * prog.N
         Gx = g_phi[:NS].reshape(prog.K + 1, prog.N)
         grad = structure_vjp(prog, p, Gx[:-1], Gx[-1])
-        for n, g in zip(("b", "beta_free", "log_nu"), np.split(g_phi[NS:], np.cumsum(prog.sizes[4:6]))):
-            grad[n] = g
+        grad |= dict(zip(("b", "beta_free", "log_nu"), np.split(g_phi[NS:], np.cumsum(prog.sizes[4:6]))))
         g_u = prog.join({n: g + g_prior[n] for n, g in grad.items()})
         return _Point(value, g_u, self._hessian(u, cd, Gx) if hess else None)
 
@@ -560,15 +547,6 @@ def frame_scale(prog: SampleProgram, u_hat: np.ndarray, hess: np.ndarray, *, bou
     cov = np.linalg.inv(-hess)[np.ix_(k, k)]
     s = np.sqrt(max(np.trace(J @ cov @ J.T), 0.0) / dim)
     return float(np.clip(2 * s, *bounds))
-
-
-def _normal_at_mode(d: Mapping[str, Any], init: Mapping[str, Any]) -> tuple[LogDensity, np.ndarray, np.ndarray, int]:
-    """Return the log density, its mode from ``init``, the Cholesky factor ``L`` of ``-H`` there and Newton's iterations."""
-    prog = SampleProgram.from_data(d)
-    logp = LogDensity(prog)
-    u_hat, pt, iterations = mode(logp, prog.join(init))
-    assert pt.hess is not None
-    return logp, u_hat, _cholesky(pt.hess, "the Laplace approximation does not exist here; use algorithm='nuts'"), iterations
 
 
 def with_frame_sd(prog: SampleProgram, u: np.ndarray, hess: np.ndarray, frame_sd: float) -> tuple[SampleProgram, np.ndarray]:
@@ -702,11 +680,14 @@ def laplace_sample(d: Mapping[str, Any], init: Mapping[str, Any], *, draws: int,
     pydial.ConvergenceError
         Newton's method fails, or the Hessian at the mode is not negative definite.
     """
+    logp = LogDensity(SampleProgram.from_data(d))
+    u_hat, iterations = logp.prog.join(init), 0
     if hess is None:
-        logp, u_hat, L, iterations = _normal_at_mode(d, init)
+        u_hat, pt, iterations = mode(logp, u_hat)
+        assert pt.hess is not None
+        L = _cholesky(pt.hess, "the Laplace approximation does not exist here; use algorithm='nuts'")
     else:
-        logp = LogDensity(SampleProgram.from_data(d))
-        u_hat, L, iterations = logp.prog.join(init), _cholesky(hess, "no Laplace approximation; use algorithm='nuts'"), 0
+        L = _cholesky(hess, "no Laplace approximation; use algorithm='nuts'")
     rng = np.random.default_rng(seed)
     zs = rng.standard_normal((draws, u_hat.size))
     us = _normal_draws(u_hat, L, zs)
@@ -731,7 +712,7 @@ def _variables(logp: LogDensity, us: np.ndarray, rng: np.random.Generator) -> di
     if prog.calc_win_prob:
         l_h = p["log_nu"][:, prog.human_nu] if prog.human_nu >= 0 else np.full(D, -np.inf)
         diff = s_H[:, :, None] - s_H[:, None, :]
-        fam = _family(prog) if prog.human_nu >= 0 else FAMILIES[None]
+        fam = family_of_code(prog.ties) if prog.human_nu >= 0 else FAMILIES[None]
         out["win_prob"] = fam.probabilities(diff.ravel(), np.repeat(np.where(np.isfinite(l_h), l_h, 0.0),
                                                                     prog.N**2))[:, 0].reshape(D, prog.N, prog.N)
     out["log_lik"], out["counts_rep"] = np.zeros((D, 0)), np.zeros((D, 0, 3))
@@ -750,7 +731,7 @@ def _replicate(prog: SampleProgram, eta: np.ndarray, l: np.ndarray, rng: np.rand
     out[:, ~tie, 0] = rng.binomial(m, 1 / (1 + np.exp(-eta[:, ~tie])))
     out[:, ~tie, 1] = m - out[:, ~tie, 0]
     if tie.any():
-        P = np.maximum(_family(prog).probabilities(eta[:, tie].ravel(), l[:, tie].ravel()), 0)
+        P = np.maximum(family_of_code(prog.ties).probabilities(eta[:, tie].ravel(), l[:, tie].ravel()), 0)
         n = np.broadcast_to(prog.counts[tie].sum(axis=1).astype(np.int64), eta[:, tie].shape).ravel()
         out[:, tie] = rng.multinomial(n, P / P.sum(axis=1, keepdims=True)).reshape(eta.shape[0], -1, 3)
     return out
