@@ -40,18 +40,15 @@ CUT_WARMUP_MAX = 200
 DENSE_METRIC_MAX = 500
 """The most parameters for which ``metric="auto"`` gives NUTS the Laplace covariance as a dense metric.
 
-CmdStan factors a dense metric afresh at every iteration (a Cholesky of ``d x d``, ``d^3 / 3`` flops) and multiplies
-by it twice per leapfrog step: on the N = 300 case (686 parameters) that cost as much as the steps it saved; on the
-N = 100 case (226) the dense metric halved the steps and the time.  Above this size ``"auto"`` passes the
-approximation's variances as the diagonal metric to adapt from.
+CmdStan factors a dense metric at every iteration: at 686 parameters (N = 300) that cost as much as the steps it
+saved, at 226 (N = 100) it halved the time (measurements: the Stan guide).  Above it, ``"auto"`` is diagonal.
 """
 
 DENSE_METRIC_MAX_K = 0.3
 """The largest Pareto k of the normal approximation's importance ratios at which ``metric="auto"`` keeps it as the metric.
 
-Measured (1,000 draws, the matched frame scale): the N = 100, 1M case 0.0-0.1, the Arena data 0.2-0.3, the N = 300,
-50k case 0.65-1.0, the SBC's designs of 5 items 0.3-1.0 (a dense metric kept on every fit there: divergences in 51 of 200).
-"""
+Measured: 0.0-0.1 on the N = 100, 1M case, 0.2-0.3 on the Arena data, 0.3-1.0 on the SBC's 5-item designs (where a
+dense metric on every fit had divergences in 51 of 200)."""
 
 RATIO_DRAWS = 1000
 """Draws of the normal approximation whose importance ratios decide ``metric="auto"`` (:func:`dense_pays`)."""
@@ -65,9 +62,9 @@ def dense_pays(prog: SampleProgram, u_hat: np.ndarray, hess: np.ndarray, rng: np
     (little data, wide priors) a metric that is never adapted sends NUTS into divergences, and on the N = 300 case
     it saved no steps; the diagonal metric adapted from the approximation's variances is safe there.
     """
-    if u_hat.size > DENSE_METRIC_MAX:
-        return False
-    return psislw(normal_log_ratios(prog, u_hat, hess, draws=RATIO_DRAWS, rng=rng))[1] <= DENSE_METRIC_MAX_K
+    return u_hat.size <= DENSE_METRIC_MAX and \
+        psislw(normal_log_ratios(prog, u_hat, hess, draws=RATIO_DRAWS, rng=rng))[1] <= DENSE_METRIC_MAX_K
+
 
 @dataclass(frozen=True)
 class Request:
@@ -367,10 +364,8 @@ def covariate_posterior(draws: Mapping[str, np.ndarray], d: Mapping[str, Any], g
     if not P:
         return
     rows = np.asarray(d["beta_row"], np.int64)
-    labels = []
-    for r in range(1, int(rows.max()) + 1):
-        members = [groups[g] for g in np.flatnonzero(rows == r)]
-        labels.append(members[0] if len(members) == 1 else SHARED_JUDGES)
+    members = [np.flatnonzero(rows == r) for r in range(1, int(rows.max()) + 1)]
+    labels = [groups[m[0]] if len(m) == 1 else SHARED_JUDGES for m in members]
     beta = np.asarray(draws["beta"], float)
     post["beta"] = beta.reshape(*beta.shape[:2], len(labels), P)
     dims["beta"] = ["beta_judge", "covariate"]
