@@ -215,22 +215,10 @@ def _check_run_arguments(*, chains: Any, draws: Any, warmup: Any, seed: Any, ada
     check_choice("backend", backend, (None,) + BACKENDS)
 
 
-def posterior(
-    data: Comparisons,
-    method: str = DEFAULT_METHOD,
-    *,
-    spec: ModelSpec | None = None,
-    like: Any = None,
-    chains: int = 4,
-    draws: int = 1000,
-    warmup: int = 1000,
-    seed: int | None = None,
-    algorithm: str = "nuts",
-    backend: str | None = None,
-    priors: Mapping[str, float] | None = None,
-    options: Mapping[str, Any] | None = None,
-    **model: Any,
-) -> Any:
+def posterior(data: Comparisons, method: str = DEFAULT_METHOD, *, spec: ModelSpec | None = None, like: Any = None,
+              chains: int = 4, draws: int = 1000, warmup: int = 1000, seed: int | None = None, algorithm: str = "nuts",
+              backend: str | None = None, priors: Mapping[str, float] | None = None,
+              options: Mapping[str, Any] | None = None, **model: Any) -> Any:
     r"""Sample a DIAL model's posterior with NUTS (or approximate it) and return it as arviz data.
 
     Parameters
@@ -239,61 +227,54 @@ def posterior(
         Validated judgments.
     method : {"dial-ada", "dial-anc", "dial-nopos", "judges", "human"}, default "dial-ada"
         The estimator whose posterior is sampled, in :func:`pydial.fit`'s vocabulary (its default,
-        :data:`pydial.estimation.spec.DEFAULT_METHOD`).  ``"dial-ada"``: ``dial_sample.stan``, the
-        structured model at the LLM weight ``lambda_`` (default: the ordinary posterior);
-        ``"dial-anc"``: its cut posterior (``lambda = inf``); ``"dial-nopos"``: without order
-        effects; ``"judges"``: each LLM judge's own order-effect model (``S``, and ``s_judges``, the
-        mean of the judges' scores that ``pydial.fit(method="judges")`` reports) plus the people's
-        scores ``s_H`` (``include_human``); ``"human"``: the people alone.  ``pooled`` and ``atc``
+        :data:`pydial.estimation.spec.DEFAULT_METHOD`).  ``"dial-ada"``: ``dial_sample.stan``, the structured model at
+        the LLM weight ``lambda_`` (default: the ordinary posterior); ``"dial-anc"``: its cut posterior
+        (``lambda = inf``); ``"dial-nopos"``: without order effects; ``"judges"``: each LLM judge's own order-effect
+        model (``S``, and ``s_judges``, the mean of the judges' scores that ``pydial.fit(method="judges")`` reports)
+        plus the people's scores ``s_H`` (``include_human``); ``"human"``: the people alone.  ``pooled`` and ``atc``
         have no posterior counterpart.
     spec : ModelSpec, optional
-        The model as a specification (``result.spec``, or built by hand): its method, rank,
-        calibration, ties, ``covariate_effects`` and, when it holds a single weight, ``lambda_``.
-        Overrides ``method`` and the model keywords.
+        The model as a specification (``result.spec``, or built by hand): its method, rank, calibration, ties,
+        ``covariate_effects`` and, when it holds a single weight, ``lambda_``.  Overrides ``method`` and the model
+        keywords.
     like : DialResult, optional
-        Sample the posterior of exactly this fit's estimator (its spec at the selected weight and
-        rank, ``dial-anc`` as the cut posterior, its order-effect convention); overrides ``method``,
-        the model keywords, ``include_human`` and ``b_stage``.  A fit without a posterior counterpart
-        (``pooled``, ``atc``, penalized) raises :class:`~pydial.exceptions.EstimandMismatchError`.
+        Sample the posterior of exactly this fit's estimator (its spec at the selected weight and rank, ``dial-anc``
+        as the cut posterior, its order-effect convention); overrides ``method``, the model keywords,
+        ``include_human`` and ``b_stage``.  A fit without a posterior counterpart (``pooled``, ``atc``, penalized)
+        raises :class:`~pydial.exceptions.EstimandMismatchError`.
     chains, draws, warmup : int
-        NUTS chains, post-warmup draws per chain, warmup iterations; an approximation
-        (``algorithm``) returns ``draws`` draws and has no chains or warmup.
+        NUTS chains, post-warmup draws per chain, warmup iterations; an approximation (``algorithm``) returns
+        ``draws`` draws and has no chains or warmup.
     seed : int, optional
         Random seed of the sampler and of the initial-value jitter.
     algorithm : {"nuts", "laplace", "pathfinder"}, default "nuts"
-        Stan's NUTS, or an approximation, ``draws`` draws as one chain: ``"laplace"``, the normal
-        approximation at the mode on the unconstrained scale, mapped back.  For the DIAL methods pydial
-        computes it itself on any backend (:mod:`pydial.stan.laplace`: the program's log density with its
-        exact Hessian, Newton's method from the numpy fit; seconds where CmdStan's finite differences take
-        minutes); for ``judges``, ``human`` and a user's ``program`` it is CmdStan's ``laplace_sample``
-        (``backend="cmdstanpy"``; httpstan raises :class:`~pydial.stan.StanBackendError`).
-        ``"pathfinder"`` (CmdStan), multi-path Pathfinder with importance resampling,
-        refused (:class:`~pydial.ConvergenceError`) when the Pareto k of its importance ratios
-        is above 0.7 (its approximations miss the posterior: the usual case for the DIAL models).
-        Same estimand record, layout and :func:`~pydial.stan.compare_intervals` support;
-        ``sample_stats`` holds the log densities, and R-hat / ESS are not computed (independent
-        draws).  The cut posterior's second stage stays NUTS (exact given each first-stage draw).
+        Stan's NUTS, or an approximation, ``draws`` draws as one chain.  ``"laplace"``: the normal approximation at
+        the mode on the unconstrained scale, mapped back; for the DIAL methods pydial computes it on any backend
+        (:mod:`pydial.stan.laplace`: the exact Hessian, Newton's method from the numpy fit), for ``judges``,
+        ``human`` and a user's ``program`` it is CmdStan's ``laplace_sample`` (httpstan raises
+        :class:`~pydial.stan.StanBackendError`).  ``"pathfinder"`` (CmdStan): multi-path Pathfinder with
+        importance resampling, refused (:class:`~pydial.ConvergenceError`) when the Pareto k of its importance
+        ratios is above 0.7 (the usual case for the DIAL models).  Same estimand record, layout and
+        :func:`~pydial.stan.compare_intervals` support; ``sample_stats`` holds the log densities, and R-hat / ESS
+        are not computed (independent draws).  The cut posterior's second stage stays NUTS.
     backend : {"cmdstanpy", "httpstan"} or None
         See :func:`pydial.stan.stan_backend`.
     priors : mapping, optional
         Overrides of the default priors, tabulated with what each scale means in
-        :data:`pydial.stan.schema.DIAL_SAMPLE_PRIORS` (DIAL methods: the mean judge score ``S'1/K``,
-        the deviations of ``gamma``, the item side ``Z`` of ``U V' = P Z'``, ``b``, ``c``, ``log nu``)
-        and :data:`~pydial.stan.schema.JUDGES_PRIORS` (``"judges"``, ``"human"``), as the program
-        headers state them; a scale of 0 is flat.  ``attrs["priors"]`` records the priors used.
+        :data:`pydial.stan.schema.DIAL_SAMPLE_PRIORS` (DIAL methods: the mean judge score ``S'1/K``, the deviations
+        of ``gamma``, the item side ``Z`` of ``U V' = P Z'``, ``b``, ``c``, ``log nu``) and
+        :data:`~pydial.stan.schema.JUDGES_PRIORS` (``"judges"``, ``"human"``); a scale of 0 is flat.
+        ``attrs["priors"]`` records the priors used.
     options : mapping, optional
-        The rarer sampler and extension options (defaults in :data:`POSTERIOR_OPTIONS`; an unknown
-        name is an :class:`~pydial.ArgumentTypeError`):
+        The rarer sampler and extension options (defaults in :data:`POSTERIOR_OPTIONS`; an unknown name is an
+        :class:`~pydial.ArgumentTypeError`):
 
         init : "point-start", "random" or list of dict
-            ``"point-start"`` (default): each chain of a DIAL method starts at its own draw from pydial's
-            Laplace approximation at the posterior mode (:func:`pydial.stan.laplace.nuts_start`: Newton on
-            the exact Hessian from the numpy fit), and CmdStan's metric comes from the approximation
-            (``metric``); where no mode is found, at the point fits'
-            start :func:`pydial.estimation.glm.initial_theta` (ridge judge-wise BTL fits, the consensus SVD
-            of their scores, the people's scores projected on the calibration basis), jittered.  The
-            other models as with ``"random"``, Stan's uniform(-2, 2) on the unconstrained scale.  Or
-            one dict of initial values per chain.
+            ``"point-start"`` (default): each chain of a DIAL method starts at its own draw from pydial's Laplace
+            approximation at the posterior mode (:func:`pydial.stan.laplace.nuts_start`), which also gives
+            CmdStan's metric (``metric``); where no mode is found, at the point fits' start
+            :func:`pydial.estimation.glm.initial_theta`, jittered.  The other models as with ``"random"``, Stan's
+            uniform(-2, 2) on the unconstrained scale.  Or one dict of initial values per chain.
         adapt_delta, max_depth : float, int
             NUTS target acceptance rate and maximum tree depth.
         refresh : int, optional
@@ -301,60 +282,44 @@ def posterior(
         quiet : bool, default True
             Keep the backends' output off the console (a compilation is still announced in one line).
         progress : bool, optional
-            A ``tqdm`` bar instead of the backends' progress lines (httpstan: one over all chains;
-            CmdStan: cmdstanpy's per chain).  Default: when stderr is a terminal.
+            A ``tqdm`` bar instead of the backends' progress lines (httpstan: one over all chains; CmdStan:
+            cmdstanpy's per chain).  Default: when stderr is a terminal.
         win_prob : bool, optional
-            Store ``win_prob[i, j]``, the probability that people prefer item ``i`` to ``j`` in one
-            comparison: the family's ``P(i wins)`` at ``s_H[i] - s_H[j]`` with the people's ``nu``
-            (:meth:`pydial.model.families.Family.probabilities`; a tie is not a win).  Default:
-            when ``N <= 30``.
+            Store ``win_prob[i, j]``, the probability that people prefer item ``i`` to ``j`` in one comparison: the
+            family's ``P(i wins)`` at ``s_H[i] - s_H[j]`` with the people's ``nu``
+            (:meth:`pydial.model.families.Family.probabilities`; a tie is not a win).  Default: when ``N <= 30``.
         include_human : bool
             ``method="judges"``: add the people (their own scores ``s_H``).
         b_stage : {"joint", "llm-only"}
-            DIAL methods: where ``b`` comes from.  ``"joint"`` (default): the (weighted) joint
-            posterior; ``"llm-only"``: a second, independent NUTS run of the LLM-only structured
-            model at weight 1, as the frequentist DIAL fits take ``b`` from their LLM-only stage
-            (``b_joint`` keeps the joint draws; do not read joint quantities of ``b`` with the other
-            variables).  ``lambda_=inf`` is always ``"llm-only"``.
+            DIAL methods: where ``b`` comes from.  ``"joint"`` (default): the (weighted) joint posterior;
+            ``"llm-only"``: a second, independent NUTS run of the LLM-only structured model at weight 1, as the
+            frequentist DIAL fits take ``b`` from their LLM-only stage (``b_joint`` keeps the joint draws; do not
+            read joint quantities of ``b`` with the other variables).  ``lambda_=inf`` is always ``"llm-only"``.
         log_lik : {"auto", "cell", "judgment", None}, default "auto"
-            The pointwise output: ``log_lik``, ``observed_data`` and ``posterior_predictive``, per
-            aggregated cell ``(judge, i, j, a)`` (``"cell"``: LOO leaves out a cell) or per judgment
-            (``"judgment"``: dimension ``judgment``, labels ``cell/outcome#n``; the programs read one
-            cell per judgment, which drops only the constant multinomial coefficients and samples more
-            slowly on large data); ``None``: none of the three groups (no LOO, no predictive checks).
-            It takes about ``POINTWISE_BYTES`` (96) bytes per draw and unit, checked against the
-            available memory before anything runs (:class:`~pydial.MemoryLimitError`).  ``"auto"``:
-            per cell when that is at most ``POINTWISE_AUTO_BYTES`` (2 GB) and fits, else left out
-            with a :class:`~pydial.stan.SamplerWarning` (leaderboard-size data: 100,000 cells and
-            4,000 draws would take about 40 GB).
+            The pointwise output: ``log_lik``, ``observed_data`` and ``posterior_predictive``, per aggregated cell
+            ``(judge, i, j, a)`` (``"cell"``: LOO leaves out a cell) or per judgment (``"judgment"``: dimension
+            ``judgment``, labels ``cell/outcome#n``; slower on large data); ``None``: none of the three groups.  It
+            takes about ``POINTWISE_BYTES`` (96) bytes per draw and unit, checked against the available memory
+            before anything runs (:class:`~pydial.MemoryLimitError`).  ``"auto"``: per cell when that is at most
+            ``POINTWISE_AUTO_BYTES`` (2 GB) and fits, else left out with a :class:`~pydial.stan.SamplerWarning`.
         frame_sd : float, optional
-            DIAL methods: the scale of ``dial_sample.stan``'s parameter expansion of the judge frame ``P``.
-            Any value leaves the posterior of every model quantity unchanged (``P`` is uniform); it sets the
-            geometry NUTS sees.  Default: matched to the posterior, twice the posterior sd of the frame's own
-            directions at the mode (:func:`pydial.stan.laplace.frame_scale`, from pydial's exact Hessian; the
-            program's former fixed 0.2 left the length of ``P_raw`` up to 30 times wider than its directions on
-            large data, and NUTS took 95 leapfrog steps per iteration); 0.2 where pydial finds no mode.
+            DIAL methods: the scale of ``dial_sample.stan``'s parameter expansion of the judge frame ``P``.  Any
+            value leaves the posterior of every model quantity unchanged; it sets the geometry NUTS sees.  Default:
+            matched to the posterior (:func:`pydial.stan.laplace.frame_scale`), 0.2 where pydial finds no mode.
             ``attrs["frame_sd"]`` records the scale used.
         metric : {"auto", "dense", "diag"}, default "auto"
-            DIAL methods on CmdStan with the ``"point-start"`` start: NUTS's metric from the Laplace
-            approximation.  ``"dense"``: its covariance, kept through warmup (which adapts the step size
-            only), so that NUTS sees the posterior whitened up to its departure from normality (on the
-            N = 100, 1M case half the leapfrog steps of the diagonal metric); ``"diag"``: its variances,
-            which CmdStan's windowed adaptation starts from and re-estimates; ``"auto"``: dense where it
-            pays and is safe (:func:`~pydial.stan.dial_posterior.dense_pays`: at most 500 parameters, where
-            CmdStan's factorization of a dense metric at every iteration costs less than the steps it
-            saves, and a posterior close to the normal, Pareto k of its importance ratios at most 0.3),
-            else diagonal.
-            httpstan, user programs and the other models: Stan's diagonal metric adapted from the unit
-            metric.  ``attrs["metric"]`` records the metric used.
+            DIAL methods on CmdStan with the ``"point-start"`` start: NUTS's metric from the Laplace approximation.
+            ``"dense"``: its covariance, kept through warmup (which adapts the step size only); ``"diag"``: its
+            variances, which CmdStan's windowed adaptation starts from; ``"auto"``: dense where it pays and is safe
+            (:func:`~pydial.stan.dial_posterior.dense_pays`), else diagonal.  httpstan, user programs and the other
+            models: Stan's diagonal metric adapted from the unit metric.  ``attrs["metric"]`` records the metric.
         program : str, optional
-            A ``.stan`` file sampled instead of ``dial_sample.stan`` or ``judges.stan`` (README
-            "Extending a Stan program"): it reads :func:`pydial.stan.standata` plus ``extra`` (checked
-            against its ``data`` block before anything is compiled), writes ``log_lik`` and
-            ``counts_rep`` as the shipped programs do, and its variables go to the posterior group,
-            its own labelled axis by axis by size: ``K`` is ``judge``, ``K + 1`` ``judge_human`` (the
-            judges, then ``data.human_judge``), ``N`` ``item`` (repeated: ``item_j``; a size two share
-            labels nothing; else ``<name>_dim_<axis>``), e.g. ``kappa`` of ``example_program("tie_gap")``.
+            A ``.stan`` file sampled instead of ``dial_sample.stan`` or ``judges.stan`` (README "Extending a Stan
+            program"): it reads :func:`pydial.stan.standata` plus ``extra`` (checked against its ``data`` block
+            before anything is compiled), writes ``log_lik`` and ``counts_rep`` as the shipped programs do, and its
+            variables go to the posterior group, labelled axis by axis by size: ``K`` is ``judge``, ``K + 1``
+            ``judge_human`` (the judges, then ``data.human_judge``), ``N`` ``item`` (repeated: ``item_j``; a size
+            two share labels nothing; else ``<name>_dim_<axis>``), e.g. ``kappa`` of ``example_program("tie_gap")``.
         extra : mapping, optional
             More data for ``program``.
     **model
@@ -365,45 +330,40 @@ def posterior(
         calibration : {"mu", "W"} or None, default "mu"
             Human calibration basis (``None``: LLM judges only).
         ties : {None, "davidson", "rao-kupper"}
-            The tie outcomes (:meth:`Comparisons.tie_cells`) with a tie parameter per judge and one
-            for the people: Davidson with the Davidson-Beaver order effect, or Rao-Kupper's
-            threshold model; ``None``: decisive outcomes only.
+            The tie outcomes (:meth:`Comparisons.tie_cells`) with a tie parameter per judge and one for the people:
+            Davidson with the Davidson-Beaver order effect, or Rao-Kupper's threshold model; ``None``: decisive
+            outcomes only.
         ``lambda_`` : float, optional
             LLM weight ``lambda`` of eq. weighted-loss: the LLM log-likelihood is multiplied by
-            ``lambda n_H / n_LLM`` (a power posterior with log-likelihood ``-n_H Q_lambda``).
-            Default ``None``: weight 1, the ordinary posterior (``lambda = n_LLM / n_H``).
-            ``lambda_=inf`` (``method="dial-anc"``) is the *cut* posterior: the LLM structure from
-            the LLM-only posterior, then the calibration ``c`` given each draw of the basis ``M``
+            ``lambda n_H / n_LLM`` (a power posterior).  Default ``None``: weight 1, the ordinary posterior
+            (``lambda = n_LLM / n_H``).  ``lambda_=inf`` (``method="dial-anc"``) is the *cut* posterior: the LLM
+            structure from the LLM-only posterior, then the calibration ``c`` given each draw of the basis ``M``
             from the human judgments alone (``stan/dial_calibrate.stan``).  DIAL methods only.
         covariate_effects : {"judge", "shared"}, default "judge"
-            With response covariates (``Comparisons.from_frame(..., covariates=)``) every program
-            adds ``z' beta`` to the linear predictor: each LLM judge its own effects, or one row for
-            all LLM judges (``"shared"``, DIAL methods); the people have their own.  The posterior
-            has ``beta`` over ``(beta_judge, covariate)`` (prior ``beta_sd``), and the scores are
-            style-controlled, as in :func:`pydial.fit`.
+            With response covariates (``Comparisons.from_frame(..., covariates=)``) every program adds ``z' beta``
+            to the linear predictor: each LLM judge its own effects, or one row for all LLM judges (``"shared"``,
+            DIAL methods); the people have their own.  The posterior has ``beta`` over ``(beta_judge, covariate)``
+            (prior ``beta_sd``), and the scores are style-controlled, as in :func:`pydial.fit`.
 
     Returns
     -------
     xarray.DataTree or arviz.InferenceData
-        A DataTree on arviz 1.x, an InferenceData on arviz 0.x (:mod:`pydial.stan.idata`), with
-        the same groups ``posterior``, ``log_likelihood`` (``log_lik``, dim ``cell``),
-        ``posterior_predictive`` (replicated ``wins_i, wins_j, ties``), ``observed_data`` and
-        ``sample_stats``.  ``attrs["estimand"]`` (JSON, read back by :func:`pydial.stan.estimand`;
-        :class:`~pydial.stan.dial_posterior.Estimand`) records what it estimates: ``spec``, the
-        :class:`~pydial.ModelSpec` of the frequentist estimator at one weight (the ordinary
-        posterior's effective one; the cut posterior is ``dial-anc``; null for the LLM-only
-        posterior), ``b_source`` (``"joint"``, ``"llm-only"``, ``"judge"``, ``"none"``),
-        ``scores`` (the variable of the method's scores), ``data`` (the data's fingerprint) and
-        ``program`` (a user's program, or null); :func:`pydial.stan.compare_intervals` checks a
-        fit against it.  ``attrs["sampler_problems"]`` lists the problems (JSON);
-        ``attrs["sampler_diagnostics"]`` has R-hat, bulk and tail ESS per monitored scalar, named
+        A DataTree on arviz 1.x, an InferenceData on arviz 0.x (:mod:`pydial.stan.idata`), with the same groups
+        ``posterior``, ``log_likelihood`` (``log_lik``, dim ``cell``), ``posterior_predictive`` (replicated
+        ``wins_i, wins_j, ties``), ``observed_data`` and ``sample_stats``.  ``attrs["estimand"]`` (JSON, read back
+        by :func:`pydial.stan.estimand`; :class:`~pydial.stan.dial_posterior.Estimand`) records what it estimates:
+        ``spec``, the :class:`~pydial.ModelSpec` of the frequentist estimator at one weight (null for the LLM-only
+        posterior), ``b_source`` (``"joint"``, ``"llm-only"``, ``"judge"``, ``"none"``), ``scores`` (the variable
+        of the method's scores), ``data`` (the data's fingerprint) and ``program`` (a user's program, or null);
+        :func:`pydial.stan.compare_intervals` checks a fit against it.  ``attrs["sampler_problems"]`` lists the
+        problems (JSON); ``attrs["sampler_diagnostics"]`` has R-hat, bulk and tail ESS per monitored scalar, named
         by the coordinates (``s_H[gpt-4]``).
 
     Raises
     ------
     pydial.ArgumentTypeError
-        ``data`` is not a :class:`~pydial.Comparisons` (build it with ``Comparisons.from_frame``), or
-        ``like`` is not a fit result (a method's name goes to ``method=``, a spec to ``spec=``).
+        ``data`` is not a :class:`~pydial.Comparisons` (build it with ``Comparisons.from_frame``), or ``like`` is not
+        a fit result (a method's name goes to ``method=``, a spec to ``spec=``).
     pydial.ArgumentError
         A bad argument (naming it), before anything is compiled or sampled.
     pydial.DataError
@@ -412,15 +372,13 @@ def posterior(
     Warns
     -----
     SamplerWarning
-        Divergences, tree-depth saturation, low E-BFMI, R-hat > 1.01 or bulk / tail ESS below 100
-        per chain on the identified quantities, and (DIAL) a consensus strength near 0: a posterior
-        near ``S' 1 = 0``, where the mean judge score no longer carries the consensus direction
-        ``mu`` (the trap ``dial_sample.stan``'s parameterization keeps the sampler away from).
+        Divergences, tree-depth saturation, low E-BFMI, R-hat > 1.01 or bulk / tail ESS below 100 per chain on the
+        identified quantities, and (DIAL) a consensus strength near 0: a posterior near ``S' 1 = 0``, where the mean
+        judge score no longer carries the consensus direction ``mu``.
 
     Examples
     --------
-    The people's Bradley-Terry posterior on simulated data (needs a Stan backend; the
-    program is compiled on first use):
+    The people's Bradley-Terry posterior on simulated data (needs a Stan backend; the program is compiled on first use):
 
     >>> import json
     >>> import pydial
