@@ -1,16 +1,14 @@
 """The ``pydial`` command line: ``check``, ``fit``, ``simulate``, ``convert``, ``compare``, ``plan``, ``judges``.
 
-Bad input ends with a one-line cause and a non-zero exit code, never a traceback:
-exit 2 for malformed data, arguments or output paths (checked before fitting) and for requests
-too large for the memory available (``MemoryLimitError``, refused before the work), exit 3
-when the design cannot identify the requested fit, exit 4 when no admissible fit
-exists: the optimizer did not converge, a parameter is on the box bound, no weight
-candidate is admissible, or a covariance is degenerate (``fit --allow-nonconverged``
-keeps such numbers, marked by their status), exit 5 when ``compare``'s sampler reports
-divergences, R-hat or ESS problems (``--allow-warnings`` keeps the results; the table,
-plot and InferenceData are written in either case when ``--out`` is given).  A usage error
-(an unknown option, a bad option value) is one line ``pydial <command>: error: ... (see
-pydial <command> --help)`` and exit 2; Ctrl-C ends with exit 130.
+Bad input ends with a one-line cause and a non-zero exit code, never a traceback: exit 2 for malformed data, arguments
+or output paths (checked before fitting) and for requests too large for the memory available (``MemoryLimitError``,
+refused before the work), exit 3 when the design cannot identify the requested fit, exit 4 when no admissible fit
+exists: the optimizer did not converge, a parameter is on the box bound, no weight candidate is admissible, or a
+covariance is degenerate (``fit --allow-nonconverged`` keeps such numbers, marked by their status), exit 5 when
+``compare``'s sampler reports divergences, R-hat or ESS problems (``--allow-warnings`` keeps the results; the table,
+plot and InferenceData are written in either case when ``--out`` is given).  A usage error (an unknown option, a bad
+option value) is one line ``pydial <command>: error: ... (see pydial <command> --help)`` and exit 2; Ctrl-C ends with
+exit 130.
 """
 
 from __future__ import annotations
@@ -201,25 +199,21 @@ def _add_seed(q: argparse.ArgumentParser, what: str) -> None:
     q.add_argument("--seed", type=_seed, default=0, help=f"random seed of {what} (default 0)")
 
 
-def _list_of(kind: type, what: str) -> Any:
+def _list_of(kind: type, what: str, allow_empty: bool = True) -> Any:
     """Return the parser of a comma-separated list of ``kind`` (``what``: its name in the usage error)."""
 
     def parse(text: str) -> list[Any]:
+        parts = [x.strip() for x in text.split(",") if x.strip()]
         try:
-            return [kind(x) for x in text.split(",") if x.strip()]
+            if parts or allow_empty:
+                return [kind(x) for x in parts]
         except ValueError:
-            raise argparse.ArgumentTypeError(f"expected comma-separated {what}, got {text!r}") from None
+            pass
+        raise argparse.ArgumentTypeError(f"expected comma-separated {what}, got {text!r}")
     return parse
 
 
-_floats, _ints = _list_of(float, "numbers"), _list_of(int, "integers")
-
-
-def _names(text: str) -> list[str]:
-    names = [x.strip() for x in text.split(",") if x.strip()]
-    if not names:
-        raise argparse.ArgumentTypeError(f"expected comma-separated names, got {text!r}")
-    return names
+_floats, _ints, _names = _list_of(float, "numbers"), _list_of(int, "integers"), _list_of(str, "names", False)
 
 
 def _non_negative_int(text: str) -> int:
@@ -305,8 +299,7 @@ class _Help(argparse.HelpFormatter):
 
 def _command(sub: Any, name: str, text: str) -> argparse.ArgumentParser:
     """Add the subcommand ``name`` whose one-line ``text`` is also the description of its ``--help``."""
-    q: argparse.ArgumentParser = sub.add_parser(name, help=text, description=text, formatter_class=_Help)
-    return q
+    return sub.add_parser(name, help=text, description=text, formatter_class=_Help)
 
 
 def _parser() -> _Parser:
@@ -489,12 +482,10 @@ def _convert(args: argparse.Namespace) -> int:
     if columns and args.format != "table":
         raise ArgumentError(f"column names (--columns, --<field>-col) apply to 'convert table', not {args.format!r}")
     if args.format == "arena":
-        pairs = {}
         for item in args.inputs:
             if "=" not in item:
                 raise DataError(f"arena inputs are JUDGE=FILE pairs, got {item!r}")
-            name, path = item.split("=", 1)
-            pairs[name] = path
+        pairs = dict(item.split("=", 1) for item in args.inputs)
         frame, rep = io.from_arena(pairs, human_judge=args.human, first=args.first)
     elif len(args.inputs) != 1:
         raise DataError(f"{args.format} takes one input file, got {len(args.inputs)}")

@@ -1,9 +1,7 @@
-"""Cell tables of pairwise judgments: the aggregated counts the models read, and the rows one by one.
+"""Cell tables of pairwise judgments (built by :class:`pydial.Comparisons`): the counts the models read, and the rows.
 
-LLM cells ``(k, i, j, a, n, y)`` hold ``n`` decisive judgments of judge ``k`` on the canonical
-pair ``(i, j)``, ``i < j``, under display order ``a`` (``+1``: item ``i`` shown first), of which
-``y`` preferred item ``i`` (eq. binomial-model-llm); human cells ``(i, j, n, y)`` (eq.
-binomial-model-human).  Built by :class:`pydial.Comparisons`.
+LLM cells ``(k, i, j, a, n, y)``: ``n`` decisive judgments of judge ``k`` on the pair ``i < j`` under display order
+``a`` (``+1``: ``i`` shown first), ``y`` of them for ``i`` (eq. binomial-model-llm); human cells ``(i, j, n, y)``.
 """
 
 from __future__ import annotations
@@ -128,13 +126,9 @@ class CellTable:
 
     def labels(self, items: Sequence[str], judges: Sequence[str]) -> list[str]:
         """``judge:item_i-item_j:a`` strings (``a`` omitted for people)."""
-        it = np.asarray(items, dtype=object)
-        jd = np.asarray(list(judges), dtype=object)
-        out = []
-        for g, i, j, a in zip(self.judge, self.i, self.j, self.a):
-            tag = "" if a == 0 else (":+1" if a > 0 else ":-1")
-            out.append(f"{jd[g]}:{it[i]}-{it[j]}{tag}")
-        return out
+        it, jd = np.asarray(items, dtype=object), np.asarray(list(judges), dtype=object)
+        tag = {0: "", 1: ":+1", -1: ":-1"}
+        return [f"{jd[g]}:{it[i]}-{it[j]}{tag[int(np.sign(a))]}" for g, i, j, a in zip(self.judge, self.i, self.j, self.a)]
 
 
 class LLMCells(CellTable):

@@ -1,24 +1,10 @@
-"""Pairwise judgment data: validation, canonical orientation and cell aggregation.
+"""Pairwise judgment data (:class:`Comparisons`): validation, canonical orientation and cell aggregation.
 
-The input is a long table with one row per judgment::
-
-    record_id, judge, item_a, item_b, first, winner
-
-``first`` is ``"a"`` or ``"b"`` (which response was displayed first) and ``winner``
-is ``"a"``, ``"b"``, ``"tie"`` or ``"both_bad"``.  The rows of the human judge are
-the human labels; their display order is ignored by the human model and may be
-missing.
-
-Every pair is stored in the canonical orientation ``i < j`` of item indices, with
-``a = +1`` when item ``i`` was shown first and ``a = -1`` otherwise (paper, Sec. 3.1).
-Decisive judgments are aggregated into
-
-* LLM cells ``(k, i, j, a, n, y)``: ``n`` judgments of judge ``k`` on pair ``(i, j)``
-  under order ``a``, of which ``y`` preferred item ``i`` (eq. binomial-model-llm);
-* human cells ``(i, j, n, y)`` (eq. binomial-model-human).
-
-Ties, "both bad" labels and self-comparisons are excluded from the binary models;
-they are counted and reported by :meth:`Comparisons.summary`, never dropped silently.
+The input is a long table ``record_id, judge, item_a, item_b, first, winner``, one row per judgment (the human
+judge's rows are the human labels).  Pairs are stored as ``i < j`` with ``a = +1`` when item ``i`` was shown first,
+``-1`` otherwise (paper, Sec. 3.1).  Decisive judgments become LLM cells ``(k, i, j, a, n, y)`` (eq.
+binomial-model-llm) and human cells ``(i, j, n, y)`` (eq. binomial-model-human); ties, "both bad" labels and
+self-comparisons are left out of the binary models and counted by :meth:`Comparisons.summary`.
 """
 
 from __future__ import annotations
@@ -34,7 +20,7 @@ from pydial.data import construction
 from pydial.data.cells import BOTH_BAD, I_WINS, J_WINS, TIE, CellTable, HumanCells, LLMCells, RecordIds, Rows, as_int64
 from pydial.data.construction import COVARIATE_PREFIX, NAMES_CHANGED, SELF_PREFERENCE
 from pydial.data.ingest import Keys, RowCoder, group
-from pydial.data.names import argument_name, clean, own_items
+from pydial.data.names import argument_name, own_items
 from pydial.exceptions import ArgumentError, ArgumentTypeError, DataError
 from pydial.resources import check_choice, check_level
 
@@ -44,8 +30,8 @@ __all__ = ["Comparisons", "require_comparisons"]
 def require_comparisons(data: Any, argument: str = "data") -> "Comparisons":
     """Return ``data`` if it is a :class:`Comparisons`, else raise :class:`~pydial.ArgumentTypeError` naming ``argument``.
 
-    A DataFrame (the long table itself) gets the call that builds the comparisons from it, a
-    simulation (``pydial.simulate``) its ``.comparisons``.
+    A DataFrame (the long table itself) gets the call that builds the comparisons from it, a simulation
+    (``pydial.simulate``) its ``.comparisons``.
     """
     if not isinstance(data, Comparisons):
         hint = ("; build it from the long table with pydial.Comparisons.from_frame(df)" if isinstance(data, pd.DataFrame)
@@ -74,17 +60,14 @@ class Comparisons:
     human : HumanCells
         Decisive human judgments aggregated by ``(i, j)``.
     rows : Rows or None
-        Decisive judgments one by one (LLM rows first, then human rows); ``None``
-        for aggregated input (:meth:`from_counts`, :func:`pydial.read_comparisons`),
-        which carries no record ids.
+        Decisive judgments one by one (LLM rows first, then human rows); ``None`` for aggregated input
+        (:meth:`from_counts`, :func:`pydial.read_comparisons`), which carries no record ids.
     record_ids : RecordIds or tuple
-        Distinct record ids, a read-only sequence (:class:`RecordIds`); ``rows.record``
-        indexes it (an empty tuple for aggregated input).
+        Distinct record ids, a read-only sequence (:class:`RecordIds`) that ``rows.record`` indexes (an empty
+        tuple for aggregated input).
     frame : pandas.DataFrame
-        All validated rows in canonical coding (columns ``record_id, judge, i, j,
-        a, outcome, self``), including the excluded ones; for aggregated input one
-        row per ``(judge, i, j, a, outcome)`` with its ``count`` instead of one row
-        per judgment.
+        All validated rows in canonical coding (columns ``record_id, judge, i, j, a, outcome, self``), the
+        excluded ones included; for aggregated input one row per ``(judge, i, j, a, outcome)`` with its ``count``.
     """
 
     items: tuple[str, ...]
@@ -122,28 +105,19 @@ class Comparisons:
             decisive &= canon["count"].to_numpy() > 0
         seen = np.bincount(codes[~is_human], minlength=len(cats)) > 0
         has = np.bincount(codes[decisive & ~is_human], minlength=len(cats)) > 0
-        llm_names = sorted(cats[seen])
         empty = sorted(cats[seen & ~has])
         if empty and not drop_empty_judges:
             raise DataError(
                 f"judge(s) {empty} have no decisive judgment (all ties, 'both bad' or self-comparisons); "
                 "pass drop_empty_judges=True (--drop-empty-judges) to remove them (they are then counted in summary())"
             )
-        llm_names = [k for k in llm_names if k not in empty]
-        return cls._build(canon, tuple(names), tuple(llm_names), human_judge, tuple(empty), records, covariates)
+        return cls._build(canon, tuple(names), tuple(sorted(cats[has])), human_judge, tuple(empty), records, covariates)
 
     @classmethod
-    def _build(
-        cls,
-        canon: pd.DataFrame,
-        items: tuple[str, ...],
-        judges: tuple[str, ...],
-        human_judge: str,
-        dropped: tuple[str, ...] = (),
-        records: tuple[np.ndarray, pd.Index] | None = None,
-        covariates: tuple[pd.Series | None, str | None] = (None, None),
-        self_preference: Mapping[str, tuple[str, ...]] | None = None,
-    ) -> "Comparisons":
+    def _build(cls, canon: pd.DataFrame, items: tuple[str, ...], judges: tuple[str, ...], human_judge: str,
+               dropped: tuple[str, ...] = (), records: tuple[np.ndarray, pd.Index] | None = None,
+               covariates: tuple[pd.Series | None, str | None] = (None, None),
+               self_preference: Mapping[str, tuple[str, ...]] | None = None) -> "Comparisons":
         """Aggregate the canonical rows ``canon`` of the ``judges`` and the human judge into cells.
 
         ``records``: the rows' record codes and distinct ids; ``covariates``: scales and transform of the ``cov:<name>``
@@ -242,9 +216,8 @@ class Comparisons:
     def covariate_support(self) -> np.ndarray:
         """``(K + 1, p)`` bool: whether covariate ``t`` is nonzero on some decisive cell of judge ``k`` (row ``K``: the people).
 
-        A group's covariate that is 0 on all its cells has no effect to estimate: its entry of
-        ``beta`` is a fixed 0, not a parameter (:class:`~pydial.model.chart.Chart`'s ``fixed``;
-        e.g. the people's and the unmapped judges' ``"self_preference"``).  Cached.
+        A group's covariate that is 0 on all its cells has no effect to estimate: its entry of ``beta`` is a fixed
+        0 (:class:`~pydial.model.chart.Chart`'s ``fixed``; e.g. the people's ``"self_preference"``).  Cached.
         """
         def build() -> np.ndarray:
             out = np.zeros((self.K + 1, self.p), bool)
@@ -259,9 +232,9 @@ class Comparisons:
     def effect_columns(self, z: np.ndarray | None, group: int | None) -> np.ndarray | None:
         """Return the columns of ``z`` (cells x ``p``) whose effects ``group`` has: a GLM design's covariate columns.
 
-        ``group``: a judge index, ``K`` for the people, ``None`` for the LLM judges together
-        (an effect shared by them).  The columns that are 0 on all the group's cells
-        (:attr:`covariate_support`) are left out; ``z`` itself when none is, ``None`` when all are.
+        ``group``: a judge index, ``K`` for the people, ``None`` for the LLM judges together (a shared effect).
+        The columns that are 0 on all the group's cells (:attr:`covariate_support`) are left out; ``z`` itself when
+        none is, ``None`` when all are.
         """
         if z is None:
             return None
@@ -272,29 +245,24 @@ class Comparisons:
     def with_self_preference(self, own: Mapping[str, Sequence[str]], *, strip_names: bool = True) -> "Comparisons":
         """Return the data with the self-preference covariate: a judge favouring its own model family's responses.
 
-        Beyond the paper: one more response covariate, named ``"self_preference"`` and appended
-        to :attr:`covariates`, built from each judge's own items ``own`` (e.g.
-        ``{"gpt-4": ["gpt-4-0613", "gpt-4-turbo"]}``).  In the canonical orientation judge ``k``'s
-        comparison of items ``i < j`` has ``z = 1[i own_k] - 1[j own_k]`` (so the term
-        ``z beta_k`` of the judge's BTL model adds ``beta_k`` to the judge's own items' scores);
-        it is 0 for the people and for the judges not in ``own``, whose entries of ``beta`` are
-        fixed at 0 (:attr:`covariate_support`).  It is not standardized: its scale is 1
-        (:attr:`covariate_scale`), so ``beta_k`` is the log-odds shift of an own item.
+        Beyond the paper: one more response covariate, ``"self_preference"``, appended to :attr:`covariates` and
+        built from each judge's own items ``own`` (e.g. ``{"gpt-4": ["gpt-4-0613", "gpt-4-turbo"]}``).  Judge
+        ``k``'s comparison of items ``i < j`` has ``z = 1[i own_k] - 1[j own_k]`` (the term ``z beta_k`` adds
+        ``beta_k`` to the judge's own items' scores); it is 0 for the people and the judges not in ``own``, whose
+        entries of ``beta`` are fixed at 0 (:attr:`covariate_support`).  Its scale is 1 (not standardized), so
+        ``beta_k`` is the log-odds shift of an own item.
 
-        Within a judge's pair the covariate is constant, ``z = D_k o_k`` with ``o_k`` the judge's
-        own-item indicator: in the judge's own model (``method="judges"``) it is confounded
-        with the judge's scores, and in the structured models it is identified through the
-        low-rank structure only (:func:`pydial.model.identifiability.check_design`).
-
-        The judge and item names of ``own`` are converted and cleaned as the data's names are
-        (:mod:`pydial.data.names`; ``strip_names`` as the data were read): ``" gpt-4"`` and
-        ``"gpt-4"`` name one judge.
+        Within a judge's pair the covariate is constant, ``z = D_k o_k`` (``o_k`` the own-item indicator): in the
+        judge's own model (``method="judges"``) it is confounded with the judge's scores, in the structured models
+        identified through the low-rank structure only (:func:`pydial.model.identifiability.check_design`).
+        The names of ``own`` are converted and cleaned as the data's are (:mod:`pydial.data.names`;
+        ``strip_names`` as the data were read): ``" gpt-4"`` and ``"gpt-4"`` name one judge.
 
         Raises
         ------
         DataError
-            A judge of ``own`` that is not an LLM judge of the data (the people included), an
-            unknown item, or no judgment of a mapped judge comparing an own item with another.
+            A judge of ``own`` that is not an LLM judge of the data (the people included), an unknown item, or no
+            judgment of a mapped judge comparing an own item with another.
         ArgumentError
             The data have a self-preference covariate already.
         ArgumentTypeError
@@ -303,14 +271,11 @@ class Comparisons:
         if SELF_PREFERENCE in self.covariates:
             raise ArgumentError(f"the data have the covariate {SELF_PREFERENCE!r} already")
 
-        def text(x: Any, argument: str) -> str:
-            return clean(argument_name(x, argument), strip_names)[0]
-
         mapped: dict[str, tuple[str, ...]] = {}
         for judge, given in own_items(own).items():
-            key = text(judge, "a judge of self_preference")
-            mapped[key] = tuple(dict.fromkeys(mapped.get(key, ()) + tuple(text(x, f"self_preference[{judge!r}]")
-                                                                            for x in given)))
+            key = argument_name(judge, "a judge of self_preference", strip_names)
+            mapped[key] = tuple(dict.fromkeys(mapped.get(key, ()) + tuple(
+                argument_name(x, f"self_preference[{judge!r}]", strip_names) for x in given)))
         unknown = sorted(k for k in mapped if k not in self.judges)
         if unknown:
             raise DataError(f"self_preference names judge(s) {unknown} that are not LLM judges of the data "
@@ -380,54 +345,50 @@ class Comparisons:
         Parameters
         ----------
         which : {"llm", "human", "pooled"}
-            The LLM cells (judges ``0..K-1``), the human cells (judge ``K``, ``a = 0``), or
-            the LLM cells all given to judge 0 (the pooled BTL).
+            The LLM cells (judges ``0..K-1``), the human cells (judge ``K``, ``a = 0``), or the LLM cells all
+            given to judge 0 (the pooled BTL).
         with_ties : bool
-            ``False``: the decisive cells (:attr:`llm`, :attr:`human`); ``True``: the cells
-            with tie counts of :meth:`tie_cells`.
+            ``False``: the decisive cells (:attr:`llm`, :attr:`human`); ``True``: the cells with tie counts of
+            :meth:`tie_cells`.
         """
         check_choice("which", which, ("llm", "human", "pooled"))
-        return derived(self, ("cell_table", which, bool(with_ties)), lambda: self._cell_table(which, with_ties))
 
-    def _cell_table(self, which: str, with_ties: bool) -> CellTable:
-        """:meth:`cell_table`, uncached."""
-        if which == "pooled":
-            return self.cell_table("llm", with_ties=with_ties).with_judge(0)
-        if not with_ties:
-            return self.human.integer().with_judge(self.K) if which == "human" else self.llm.integer()
-        t = self._tie_frame()
-        t = t[t["k"] == self.K] if which == "human" else t[t["k"] < self.K]
-        z = t[self._covariate_columns].to_numpy(float) if self.p else None
-        k, i, j, a, wi, wj, ti = (as_int64(t[c]) for c in ("k", "i", "j", "a", "wins_i", "wins_j", "ties"))
-        return CellTable.from_counts(k, i, j, a, wi, wj, ti, z)
+        def build() -> CellTable:
+            if which == "pooled":
+                return self.cell_table("llm", with_ties=with_ties).with_judge(0)
+            if not with_ties:
+                return self.human.integer().with_judge(self.K) if which == "human" else self.llm.integer()
+            t = self._tie_frame()
+            t = t[t["k"] == self.K] if which == "human" else t[t["k"] < self.K]
+            z = t[self._covariate_columns].to_numpy(float) if self.p else None
+            k, i, j, a, wi, wj, ti = (as_int64(t[c]) for c in ("k", "i", "j", "a", "wins_i", "wins_j", "ties"))
+            return CellTable.from_counts(k, i, j, a, wi, wj, ti, z)
+
+        return derived(self, ("cell_table", which, bool(with_ties)), build)
 
     def tie_cells(self, *, human: bool = False) -> pd.DataFrame:
         """Cells with tie counts for the tie models (Davidson / Davidson-Beaver).
 
-        Returns integer columns ``k, i, j, a, wins_i, wins_j, ties`` (``k = K`` and
-        ``a = 0`` for the human judge, included only with ``human=True``), sorted by
-        ``(k, i, j, a)``, and with covariates their columns ``cov:<name>`` (a cell per value).
-        "Both bad" labels and self-comparisons are still excluded.
-        A new frame per call, taken from one aggregation per data set.
+        Returns integer columns ``k, i, j, a, wins_i, wins_j, ties`` (``k = K`` and ``a = 0`` for the human judge,
+        included only with ``human=True``), sorted by ``(k, i, j, a)``, and with covariates their columns
+        ``cov:<name>`` (a cell per value); "both bad" labels and self-comparisons excluded.  A new frame per call,
+        taken from one aggregation per data set.
         """
         t = self._tie_frame()
         return t.copy() if human else t.loc[t["k"] < self.K].reset_index(drop=True)
 
     def _tie_frame(self) -> pd.DataFrame:
         """Aggregate the cells with tie counts of every judge, people included (:meth:`tie_cells`), once."""
-        return derived(self, ("tie_cells",), self._aggregate_ties)
+        def build() -> pd.DataFrame:
+            f = self.frame
+            g = f.loc[(~f["self"]) & f["outcome"].isin([I_WINS, J_WINS, TIE])]
+            wt = g["count"] if self.aggregated else 1
+            g = g.assign(**{c: (g["outcome"] == o).astype(int) * wt for c, o in (("wins_i", I_WINS), ("wins_j", J_WINS),
+                                                                                 ("ties", TIE))})
+            out = g.groupby(["k", "i", "j", "a", *self._covariate_columns], as_index=False)[["wins_i", "wins_j", "ties"]].sum()
+            return out.astype({c: int for c in ("k", "i", "j", "a", "wins_i", "wins_j", "ties")}).reset_index(drop=True)
 
-    def _aggregate_ties(self) -> pd.DataFrame:
-        f = self.frame
-        m = (~f["self"]) & f["outcome"].isin([I_WINS, J_WINS, TIE])
-        wt = f.loc[m, "count"] if self.aggregated else 1
-        g = f.loc[m].assign(
-            wins_i=lambda x: (x["outcome"] == I_WINS).astype(int) * wt,
-            wins_j=lambda x: (x["outcome"] == J_WINS).astype(int) * wt,
-            ties=lambda x: (x["outcome"] == TIE).astype(int) * wt,
-        )
-        out = g.groupby(["k", "i", "j", "a", *self._covariate_columns], as_index=False)[["wins_i", "wins_j", "ties"]].sum()
-        return out.astype({c: int for c in ("k", "i", "j", "a", "wins_i", "wins_j", "ties")}).reset_index(drop=True)
+        return derived(self, ("tie_cells",), build)
 
     # ----------------------------------------------------------------- report
     def summary(self) -> pd.DataFrame:
@@ -492,20 +453,13 @@ class Comparisons:
         )
 
     # ------------------------------------------------------------- subsetting
-    def subset(
-        self,
-        *,
-        records: Iterable[Any] | None = None,
-        judges: Iterable[str] | None = None,
-        drop_human: bool = False,
-        drop_empty_judges: bool = False,
-    ) -> "Comparisons":
+    def subset(self, *, records: Iterable[Any] | None = None, judges: Iterable[str] | None = None,
+               drop_human: bool = False, drop_empty_judges: bool = False) -> "Comparisons":
         """Return a new :class:`Comparisons` restricted to some records and/or judges.
 
-        Items keep their order, so scores stay comparable across subsets.  Unknown
-        record ids or judges raise :class:`DataError`; so does an LLM judge left with
-        no decisive judgment, unless ``drop_empty_judges=True`` (it is then removed and
-        counted in :meth:`summary`), as in :meth:`from_frame`.
+        Items keep their order, so scores stay comparable across subsets.  Unknown record ids or judges raise
+        :class:`DataError`; so does an LLM judge left with no decisive judgment, unless ``drop_empty_judges=True``
+        (it is then removed and counted in :meth:`summary`), as in :meth:`from_frame`.
         """
         f = self.frame
         m = np.ones(len(f), dtype=bool)
@@ -553,20 +507,17 @@ class Comparisons:
     def to_frame(self) -> pd.DataFrame:
         """Return the validated rows in the long format (canonical item names).
 
-        With covariates, the per-side columns ``<name>_a``, ``<name>_b`` are values that give
-        each row's comparison covariate again: ``(x, 0)`` with ``x = z * scale`` for the
-        ``"difference"`` transform, ``((1 + x) / 2, (1 - x) / 2)`` for ``"normalized"``, so that
-        ``from_frame(data.to_frame(), covariates=data.covariates, covariate_transform=...)``
-        gives the same data (not the original per-side values, which are not kept).  The
-        self-preference covariate has no columns: it comes from the judges' own items, so
-        ``from_frame(data.to_frame(), covariates=<the others>, self_preference=data.self_preference)``
-        gives the same data.
+        With covariates, the per-side columns ``<name>_a``, ``<name>_b`` give each row's comparison covariate
+        again (not the original values, which are not kept): ``(x, 0)`` with ``x = z * scale`` for the
+        ``"difference"`` transform, ``((1 + x) / 2, (1 - x) / 2)`` for ``"normalized"``.  The self-preference
+        covariate has no columns: ``from_frame(data.to_frame(), covariates=<the others>,
+        self_preference=data.self_preference, covariate_transform=...)`` gives the same data.
         """
         self._require_rows("to_frame")
         f = self.frame
         it = np.asarray(self.items, dtype=object)
         winner = np.select([f["outcome"] == I_WINS, f["outcome"] == J_WINS, f["outcome"] == TIE], ["a", "b", "tie"], "both_bad")
-        first = np.where(f["a"] > 0, "a", np.where(f["a"] < 0, "b", "a"))
+        first = np.where(f["a"] < 0, "b", "a")
         out = {"record_id": f["record_id"].to_numpy(), "judge": f["judge"].to_numpy(),
                "item_a": it[f["i"]], "item_b": it[f["j"]], "first": first, "winner": winner}
         for c in self.covariates:

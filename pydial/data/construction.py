@@ -33,7 +33,6 @@ from pydial.data.ingest import (
     duplicated,
     fail_rows,
     group,
-    human_name,
     pack,
     rows_text,
     triangle,
@@ -66,22 +65,6 @@ def name_arguments(items: Any, self_preference: Any) -> tuple[list[Any] | None, 
     """Return ``items=`` and ``self_preference=`` checked as lists (``None`` where not given), before a read."""
     return (None if items is None else name_list(items, "items"),
             None if self_preference is None else own_items(self_preference))
-
-
-def item_order(seen: set[str], items: Sequence[Any] | None) -> tuple[list[str], dict[str, int]]:
-    """Item names in index order (sorted, or as given by ``items=``, as the data's names) and their index."""
-    names = sorted(seen) if items is None else [str(x) for x in items]
-    if items is not None:
-        repeated = sorted({x for x in names if names.count(x) > 1}) if len(set(names)) != len(names) else []
-        if repeated:
-            raise DataError(f"items= lists the item(s) {repeated[:5]} more than once (after the names are "
-                            "cleaned as the data's are: Unicode NFC, surrounding whitespace stripped)")
-        unknown = sorted(seen - set(names))
-        if unknown:
-            raise DataError(f"items {unknown[:5]} appear in the data but not in items=")
-    if len(names) < 2:
-        raise DataError(f"need at least two items, found {names}")
-    return names, {name: k for k, name in enumerate(names)}
 
 
 def canonical(coded: Coded, item_index: np.ndarray, is_human: np.ndarray) -> dict[str, np.ndarray]:
@@ -129,16 +112,6 @@ def column_names(columns: Any, optional: Sequence[str] = ()) -> dict[str, Any]:
         if not (isinstance(v, str) or (v is None and k in optional)):
             raise ArgumentTypeError(f"columns[{k!r}] must be a column name (str), got {v!r}")
     return {c: columns.get(c, c) for c in COLUMNS}
-
-
-def check_frame(df: Any, what: str) -> None:
-    """Refuse a ``df`` that is not a :class:`pandas.DataFrame` with one level of column names (:class:`DataError`)."""
-    if not isinstance(df, pd.DataFrame):
-        raise DataError(f"expected a pandas DataFrame, got {type(df).__name__}")
-    if isinstance(df.columns, pd.MultiIndex):
-        raise DataError(f"{what} has {df.columns.nlevels} levels of column names (a MultiIndex, e.g. "
-                        f"{df.columns[0]!r}); flatten them to one name per column, e.g. with "
-                        "df.columns = ['_'.join(map(str, c)) for c in df.columns]")
 
 
 def unknown_keywords(caller: str, given: Iterable[str], known: Iterable[str], accepts: str) -> None:
@@ -216,27 +189,15 @@ def _count_column(values: pd.Series, col: str, index: pd.Index) -> np.ndarray:
     if bad.any():
         raise DataError(f"column {col!r} must hold non-negative integer counts below 2**53; bad values at "
                         f"{rows_text(index[bad])}")
-    if pd.api.types.is_integer_dtype(num.dtype):
-        return np.asarray(num.to_numpy(), dtype=np.int64)  # exact below 2**53, as checked
-    return f.astype(np.int64)
+    return f.astype(np.int64)  # exact below 2**53, as checked
 
 
 @frame_keywords
-def from_frame(
-    cls: Any,
-    df: pd.DataFrame,
-    *,
-    human_judge: Any = "human",
-    items: Sequence[Any] | None = None,
-    drop_empty_judges: bool = False,
-    strip_names: bool = True,
-    allow_similar_names: bool = False,
-    duplicates: str = "keep",
-    columns: Mapping[str, str] | None = None,
-    covariates: Sequence[str] | None = None,
-    covariate_transform: str = "difference",
-    self_preference: Mapping[str, Sequence[str]] | None = None,
-) -> Any:
+def from_frame(cls: Any, df: pd.DataFrame, *, human_judge: Any = "human", items: Sequence[Any] | None = None,
+               drop_empty_judges: bool = False, strip_names: bool = True, allow_similar_names: bool = False,
+               duplicates: str = "keep", columns: Mapping[str, str] | None = None,
+               covariates: Sequence[str] | None = None, covariate_transform: str = "difference",
+               self_preference: Mapping[str, Sequence[str]] | None = None) -> Any:
     """Validate a long table of judgments and aggregate it to cells.
 
     Parameters
@@ -244,66 +205,55 @@ def from_frame(
     df : pandas.DataFrame
         One row per judgment.
     human_judge : str or number, default "human"
-        Value of the judge column that marks human labels; converted to text like
-        the judge names (``0`` matches an integer judge column, ``"0"`` a CSV).
+        Value of the judge column that marks human labels; converted to text like the judge names (``0`` matches
+        an integer judge column, ``"0"`` a CSV).
     items : sequence of str, optional
-        Item order (defines the item index and hence canonical orientation).
-        Defaults to the sorted distinct item names.  Items listed here but never
-        compared are kept (they get scores only through the LLM space).
+        Item order (defines the item index and hence canonical orientation); default the sorted distinct item
+        names.  Items listed here but never compared are kept (they get scores only through the LLM space).
     drop_empty_judges : bool, default False
-        An LLM judge with no decisive judgment (every row a tie, "both bad" or a
-        self-comparison) raises :class:`DataError`; with ``True`` it is removed
-        and counted in :meth:`~pydial.Comparisons.summary` instead.
+        An LLM judge with no decisive judgment (every row a tie, "both bad" or a self-comparison) raises
+        :class:`DataError`; with ``True`` it is removed and counted in :meth:`~pydial.Comparisons.summary` instead.
     strip_names : bool, default True
-        Clean judge and item names: Unicode NFC, surrounding whitespace and invisible
-        characters (zero-width space, byte-order mark, soft hyphen ...) stripped; how
-        many names changed is reported by :meth:`~pydial.Comparisons.summary` and a :class:`DataWarning`.
+        Clean judge and item names: Unicode NFC, surrounding whitespace and invisible characters (zero-width
+        space, byte-order mark, soft hyphen ...) stripped, reported by :meth:`~pydial.Comparisons.summary` and a
+        :class:`DataWarning`.
     allow_similar_names : bool, default False
-        Keep names that differ only by letter case, whitespace, invisible characters,
-        Unicode normal form or numeric type (``4`` and ``4.0``) as distinct; by default
-        they raise :class:`DataError` naming both spellings (see :mod:`pydial.data.names`).
+        Keep names that differ only by letter case, whitespace, invisible characters, Unicode normal form or
+        numeric type (``4`` and ``4.0``) as distinct; by default they raise :class:`DataError` naming both
+        spellings (see :mod:`pydial.data.names`).
     duplicates : {"keep", "drop", "raise"}, default "keep"
-        Rows identical in all six columns (same record, judge, pair, display
-        order and winner).  ``"keep"`` counts them as separate judgments,
-        ``"drop"`` keeps the first of each group; both report the count in
-        :meth:`~pydial.Comparisons.summary` and a :class:`DataWarning`.  ``"raise"`` refuses them.
+        Rows identical in all six columns.  ``"keep"`` counts them as separate judgments, ``"drop"`` keeps the
+        first of each group; both report the count in :meth:`~pydial.Comparisons.summary` and a
+        :class:`DataWarning`.  ``"raise"`` refuses them.
     columns : mapping of str to str, optional
-        The column of ``df`` holding each of the six fields of the long format
-        (``record_id``, ``judge``, ``item_a``, ``item_b``, ``first``, ``winner``) that is
-        named otherwise, e.g. ``{"judge": "annotator"}``; the other fields keep their names.
+        The column of ``df`` holding each of the six fields of the long format (``record_id``, ``judge``,
+        ``item_a``, ``item_b``, ``first``, ``winner``) that is named otherwise, e.g. ``{"judge": "annotator"}``.
     covariates : sequence of str, optional
-        Response covariates (beyond the paper: style control): for each name the numeric
-        columns ``<name>_a`` and ``<name>_b`` of the two responses (:func:`pydial.features.style`
-        computes the usual ones from the texts).  The comparison covariate of a judgment
-        is their ``covariate_transform``, divided by its root mean square over the rows
-        (the standard deviation about 0, :attr:`~pydial.Comparisons.covariate_scale`); judgments
-        of one cell with other covariate values are other cells.
+        Response covariates (beyond the paper: style control): for each name the numeric columns ``<name>_a``
+        and ``<name>_b`` of the two responses (:func:`pydial.features.style` computes the usual ones).  The
+        comparison covariate of a judgment is their ``covariate_transform`` divided by its root mean square over
+        the rows (:attr:`~pydial.Comparisons.covariate_scale`); other covariate values make other cells.
     covariate_transform : {"difference", "normalized"}, default "difference"
-        ``x_a - x_b``, or LMArena's ``(x_a - x_b) / (x_a + x_b)``
-        (:func:`pydial.features.comparison_covariates`).
+        ``x_a - x_b``, or LMArena's ``(x_a - x_b) / (x_a + x_b)`` (:func:`pydial.features.comparison_covariates`).
     self_preference : mapping of str to sequence of str, optional
-        Each LLM judge's own items (``{"gpt-4": ["gpt-4-0613", "gpt-4-turbo"]}``): adds the
-        covariate ``"self_preference"`` of :meth:`~pydial.Comparisons.with_self_preference` after the others.
+        Each LLM judge's own items (``{"gpt-4": ["gpt-4-0613", "gpt-4-turbo"]}``): adds the covariate
+        ``"self_preference"`` of :meth:`~pydial.Comparisons.with_self_preference` after the others.
 
     Notes
     -----
-    Judge and item names are text (:mod:`pydial.data.names`): string cells are used
-    as written, other cells through :func:`str` (``4 -> "4"``, ``4.0 -> "4.0"``).
-    ``human_judge`` is converted the same way, so ``human_judge=0`` matches an
-    integer judge column.
+    Judge and item names are text (:mod:`pydial.data.names`): string cells are used as written, other cells
+    through :func:`str` (``4 -> "4"``, ``4.0 -> "4.0"``), ``human_judge`` too.
 
     Raises
     ------
     DataError
-        Missing columns, missing values, list / dict cells, unknown ``first`` /
-        ``winner`` values, blank judge or item names, two spellings of one
-        name, refused duplicates, or an LLM judge without decisive judgments; a missing,
-        non-numeric, infinite or constant covariate (naming the column and rows); a
-        needed column twice, or MultiIndex columns.
+        Missing columns, missing values, list / dict cells, unknown ``first`` / ``winner`` values, blank judge
+        or item names, two spellings of one name, refused duplicates, or an LLM judge without decisive
+        judgments; a missing, non-numeric, infinite or constant covariate (naming the column and rows); a needed
+        column twice, or MultiIndex columns.
     ArgumentError
-        ``human_judge`` is not a name, ``items`` is not a list of names (e.g. a string),
-        ``self_preference`` does not map judges to names (e.g. ``{"j": None}``), ``columns``
-        names an unknown field.
+        ``human_judge`` is not a name, ``items`` is not a list of names (e.g. a string), ``self_preference``
+        does not map judges to names (e.g. ``{"j": None}``), ``columns`` names an unknown field.
     ArgumentTypeError
         ``columns`` is not a mapping of field to column name.
 
@@ -342,16 +292,13 @@ def from_frame(
     check_bytes(frame_bytes(len(df), len(cov_names or ())), f"Comparisons.from_frame of {len(df):,} rows",
                       "aggregate the judgments to counts first (Comparisons.from_counts, or pydial.read_comparisons "
                       "for a file), or read a part of the table")
-    human_judge = human_name(human_judge, strip_names)
     v = Validator(mapping, human_judge, strip=strip_names, allow_similar=allow_similar_names)
+    human_judge = v.human_judge
     rec = df[record_id]
     if rec.dtype == object and infer_dtype(rec, skipna=True).startswith("mixed"):
-        check_cells(rec.to_frame("record_id"), mapping)
+        check_cells(rec, record_id)
     rec_codes, rec_ids = factorize_records(rec)
-    no_id = rec_codes < 0
-    blank = np.flatnonzero(blank_text(rec_ids))  # a whitespace-only id is a blank cell: missing, as in a CSV
-    if blank.size:
-        no_id |= np.isin(rec_codes, blank)
+    no_id = np.append(blank_text(rec_ids), True)[rec_codes]  # missing (code -1) or blank: a whitespace-only id, as in a CSV
     fail_rows(f"missing values in column {record_id!r}", df.index, no_id)
     unique = len(rec_ids) == len(df)  # every record id differs: no duplicated row
     coded = v.chunk({c: df[mapping[c]] for c in COLUMNS[1:]}, df.index, spelled=not unique)
@@ -393,8 +340,13 @@ def from_frame(
 
 def _checked_arguments(df: Any, what: str, columns: Iterable[str], items: Any, self_preference: Any,
                        covariates: Any) -> tuple[list[Any] | None, dict[Any, list[Any]] | None, list[str] | None]:
-    """Check the table ``df`` (:func:`check_frame`, its ``columns`` and the covariates' sides) and the name arguments."""
-    check_frame(df, what)
+    """Check ``df`` (a DataFrame, one level of column names, ``columns`` and covariate sides once) and the names."""
+    if not isinstance(df, pd.DataFrame):
+        raise DataError(f"expected a pandas DataFrame, got {type(df).__name__}")
+    if isinstance(df.columns, pd.MultiIndex):
+        raise DataError(f"{what} has {df.columns.nlevels} levels of column names (a MultiIndex, e.g. "
+                        f"{df.columns[0]!r}); flatten them to one name per column, e.g. with "
+                        "df.columns = ['_'.join(map(str, c)) for c in df.columns]")
     items, own = name_arguments(items, self_preference)
     cov_names = None if covariates is None else covariate_names(covariates)
     check_columns(df.columns, [*columns, *covariate_sides(cov_names)], what)
@@ -402,52 +354,61 @@ def _checked_arguments(df: Any, what: str, columns: Iterable[str], items: Any, s
 
 
 def item_names(v: Validator, items: Sequence[Any] | None) -> tuple[list[str], np.ndarray]:
-    """Item names in index order (:func:`item_order`) and the item index of each item name id of ``v``."""
-    given = None if items is None else [v.items.text(x, f"items[{k}]") for k, x in enumerate(name_list(items, "items"))]
-    names, index = item_order(set(v.items.texts), given)
-    return names, np.asarray([index[t] for t in v.items.texts], dtype=np.int32)
+    """Item names in index order and the item index of each item name id of ``v``.
+
+    The order is sorted, or that of ``items=`` (checked by :func:`name_arguments`), cleaned as the data's names are.
+    """
+    seen = v.items.texts
+    names = sorted(seen) if items is None else [v.items.text(x, f"items[{k}]") for k, x in enumerate(items)]
+    if items is not None:
+        repeated = sorted({x for x in names if names.count(x) > 1}) if len(set(names)) != len(names) else []
+        if repeated:
+            raise DataError(f"items= lists the item(s) {repeated[:5]} more than once (after the names are "
+                            "cleaned as the data's are: Unicode NFC, surrounding whitespace stripped)")
+        unknown = sorted(set(seen) - set(names))
+        if unknown:
+            raise DataError(f"items {unknown[:5]} appear in the data but not in items=")
+    if len(names) < 2:
+        raise DataError(f"need at least two items, found {names}")
+    index = {name: k for k, name in enumerate(names)}
+    return names, np.asarray([index[t] for t in seen], dtype=np.int32)
 
 
 def from_counts(cls: Any, df: pd.DataFrame, *, human_judge: str = "human", items: Sequence[str] | None = None,
-                drop_empty_judges: bool = False, strip_names: bool = True,
-                allow_similar_names: bool = False, covariates: Sequence[str] | None = None,
-                covariate_transform: str = "difference",
+                drop_empty_judges: bool = False, strip_names: bool = True, allow_similar_names: bool = False,
+                covariates: Sequence[str] | None = None, covariate_transform: str = "difference",
                 self_preference: Mapping[str, Sequence[str]] | None = None) -> Any:
     """Build from pre-aggregated counts, validated with the rules of :meth:`~pydial.Comparisons.from_frame`.
 
-    The result has no record ids, so ``cov_type="record"`` is refused with
-    :class:`DataError`; every other covariance equals the one computed from the rows
-    the counts came from (the binomial models depend on the judgments only through
-    the cell counts: the paper's binomial models of the LLM and the human judgments).
+    The result has no record ids, so ``cov_type="record"`` is refused with :class:`DataError`; every other
+    covariance equals the one computed from the rows the counts came from (the paper's binomial models of the LLM
+    and the human judgments depend on the judgments only through the cell counts).
 
     Parameters
     ----------
     df : pandas.DataFrame
-        Columns ``judge, item_a, item_b, first, wins_a, wins_b, ties`` and optionally
-        ``both_bad``: the number of judgments of ``judge`` on ``(item_a, item_b)``
-        shown in order ``first`` (``"a"`` or ``"b"``, as in the long format; ignored
-        and may be empty on the human judge's rows) won by ``item_a``, by
-        ``item_b``, tied and judged both bad.  Rows with the same key are summed.
+        Columns ``judge, item_a, item_b, first, wins_a, wins_b, ties`` and optionally ``both_bad``: the number of
+        judgments of ``judge`` on ``(item_a, item_b)`` shown in order ``first`` (``"a"`` or ``"b"``; ignored and
+        may be empty on the human judge's rows) won by ``item_a``, by ``item_b``, tied and judged both bad.  Rows
+        with the same key are summed.
     human_judge : str, default "human"
     items : sequence of str, optional
         Item order (as in :meth:`~pydial.Comparisons.from_frame`).
     drop_empty_judges, strip_names, allow_similar_names : bool
-        As in :meth:`~pydial.Comparisons.from_frame`: names are text (``4`` and ``4.0``
-        are two spellings of one name and refused), stripped of surrounding whitespace
-        (reported), and two names differing only by case or whitespace are refused.
+        As in :meth:`~pydial.Comparisons.from_frame`: names are text (``4`` and ``4.0`` are two spellings of one
+        name and refused), stripped of surrounding whitespace (reported), and two names differing only by case or
+        whitespace are refused.
     covariates, covariate_transform
-        As in :meth:`~pydial.Comparisons.from_frame`: the columns ``<name>_a``, ``<name>_b``
-        of a row are the covariates of all its judgments; the root mean square is over
-        the judgments (rows weighted by their counts).
+        As in :meth:`~pydial.Comparisons.from_frame`: the columns ``<name>_a``, ``<name>_b`` of a row are the
+        covariates of all its judgments; the root mean square is over the judgments (rows weighted by counts).
     self_preference : mapping of str to sequence of str, optional
         As in :meth:`~pydial.Comparisons.from_frame` (:meth:`~pydial.Comparisons.with_self_preference`).
 
     Raises
     ------
     DataError
-        Missing columns, missing or blank names, an unknown ``first`` on an LLM row,
-        or counts that are not non-negative integers or sum to ``2**53`` or more (the
-        rows are named).
+        Missing columns, missing or blank names, an unknown ``first`` on an LLM row, or counts that are not
+        non-negative integers or sum to ``2**53`` or more (the rows are named).
     """
     items, own, cov_names = _checked_arguments(df, "the count table", [*COUNT_COLUMNS, "both_bad"], items,
                                                self_preference, covariates)
@@ -455,8 +416,7 @@ def from_counts(cls: Any, df: pd.DataFrame, *, human_judge: str = "human", items
     if missing:
         raise DataError(f"missing column(s) {missing} for aggregated counts; the table has columns {list(df.columns)} "
                         f"(need {list(COUNT_COLUMNS)}, optional 'both_bad')")
-    v = Validator({c: c for c in COLUMNS[1:]}, human_name(human_judge, strip_names), strip=strip_names,
-                  allow_similar=allow_similar_names)
+    v = Validator({c: c for c in COLUMNS[1:]}, human_judge, strip=strip_names, allow_similar=allow_similar_names)
     coded = v.chunk({c: df[c] for c in COUNT_COLUMNS[:4]}, df.index, with_winner=False)
     if cov_names is not None:
         coded.z = comparison_values(df, cov_names, transform=covariate_transform)
@@ -478,13 +438,10 @@ def from_coded(cls: Any, v: Validator, coded: Coded, items: Sequence[Any] | None
                covariate_transform: str = "difference") -> Any:
     """Build aggregated data from validated counts (``coded.count``, or rows as read; the names of ``v``).
 
-    With ``covariates`` (names of the columns of ``coded.z``) the covariates are standardized
-    over the judgments and each distinct value is a key of its own.
-
-    The common end of :meth:`~pydial.Comparisons.from_counts` and :func:`pydial.read_comparisons`.
-
-    The canonical frame holds one row per ``(judge, i, j, a, outcome)`` with its
-    ``count``, judges in name order, whatever the order or chunking of the input.
+    The common end of :meth:`~pydial.Comparisons.from_counts` and :func:`pydial.read_comparisons`.  The
+    ``covariates`` (names of the columns of ``coded.z``) are standardized over the judgments, each distinct value a
+    key of its own.  The canonical frame holds one row per ``(judge, i, j, a, outcome)`` with its ``count``, judges
+    in name order, whatever the order or chunking of the input.
     """
     names, item_index = item_names(v, items)
     total = float(len(coded) if coded.count is None else coded.count.sum(dtype=float))
@@ -533,19 +490,16 @@ def from_coded(cls: Any, v: Validator, coded: Coded, items: Sequence[Any] | None
 def from_csv(cls: Any, path: str | PathLike[str], **kwargs: Any) -> Any:
     """Read a long-format CSV and pass it to :meth:`~pydial.Comparisons.from_frame`.
 
-    Every column is read as text exactly as written (``dtype=str``,
-    ``keep_default_na=False``): item ``007`` stays ``"007"``, ``3.10`` stays
-    ``"3.10"``, and ``NA`` / ``None`` are names.  Only an empty (or blank) cell is
-    missing.  Keyword arguments are those of :meth:`~pydial.Comparisons.from_frame` (``columns``,
-    ``human_judge``, ``items``, name and duplicate handling); remaining ones go to
+    Every column is read as text exactly as written (``dtype=str``, ``keep_default_na=False``): item ``007``
+    stays ``"007"``, ``3.10`` stays ``"3.10"``, and ``NA`` / ``None`` are names; only an empty (or blank) cell is
+    missing.  Keyword arguments are those of :meth:`~pydial.Comparisons.from_frame`; remaining ones go to
     :func:`pandas.read_csv` (all of its keywords but ``chunksize`` and ``iterator``).
 
     Raises
     ------
     DataError
-        The file cannot be read or is empty (also a truncated or corrupt gzip file), a
-        column it needs is named twice in the header (pandas would read the first), or
-        :meth:`~pydial.Comparisons.from_frame` refuses it.
+        The file cannot be read or is empty (also a truncated or corrupt gzip file), a column it needs is named
+        twice in the header (pandas would read the first), or :meth:`~pydial.Comparisons.from_frame` refuses it.
     ArgumentTypeError
         A keyword argument of neither :meth:`~pydial.Comparisons.from_frame` nor :func:`pandas.read_csv`
         (e.g. a misspelt one, named with the likely intended keyword).
@@ -562,9 +516,8 @@ def from_parquet(cls: Any, path: str | PathLike[str], **kwargs: Any) -> Any:
     """Read a long-format Parquet file and pass it to :meth:`~pydial.Comparisons.from_frame`.
 
     Only the six columns are read (as mapped by ``columns``; the keyword arguments of
-    :meth:`~pydial.Comparisons.from_frame` are all accepted); the record ids are kept, so every
-    covariance is available.  For a file too large to hold row by row use
-    :func:`pydial.read_comparisons`, which aggregates it chunk by chunk.
+    :meth:`~pydial.Comparisons.from_frame` are all accepted); the record ids are kept, so every covariance is
+    available.  For a file too large to hold row by row use :func:`pydial.read_comparisons` (chunk by chunk).
 
     Raises
     ------

@@ -23,7 +23,6 @@ from pydial.data.ingest import (
     aggregate,
     check_chunksize,
     concat,
-    human_name,
     missing_records,
     progress,
 )
@@ -68,24 +67,19 @@ def read_comparisons(path: str | PathLike[str], *, human_judge: str = "human", i
                      self_preference: Mapping[str, Sequence[str]] | None = None) -> Comparisons:
     """Stream a long-format file into cell counts, chunk by chunk.
 
-    Reads CSV (``.csv``), gzip CSV (``.csv.gz``) or Parquet (``.parquet``, ``.pq``)
-    through pyarrow, about ``chunksize`` rows at a time; each chunk is validated on its
-    distinct values with the rules of :meth:`~pydial.Comparisons.from_frame` and only
-    its counts per ``(judge, item_a, item_b, first, winner)`` are kept, so memory is that
-    of one chunk plus the counts, not the whole table.  Identifier columns are read as
-    text exactly as written (a Parquet column keeps its type: an integer ``4`` is the
-    name ``"4"``, a float ``4.0`` the name ``"4.0"``, and both in one file are refused as
-    in ``from_frame``); a blank cell of a CSV is missing.  The record ids are not kept:
-    the result is aggregated data as from :meth:`~pydial.Comparisons.from_counts`
-    (``cov_type="record"`` needs :meth:`~pydial.Comparisons.from_frame` / ``from_csv`` /
-    ``from_parquet``).  On a terminal a progress bar shows reads of two million rows or
-    more.  ``covariates`` and ``covariate_transform`` are those of
-    :meth:`~pydial.Comparisons.from_frame` (the columns ``<name>_a``, ``<name>_b`` are read too;
-    each distinct covariate value of a cell is counted apart), and so is ``self_preference``
-    (:meth:`~pydial.Comparisons.with_self_preference`).  ``columns`` maps the fields named
-    otherwise, as in :meth:`~pydial.Comparisons.from_frame`.  When the file has the record-id
-    column (``columns={"record_id": None}``: never read) its cells are checked as ``from_csv``
-    checks them (a missing or blank record id is refused), though the ids are not kept.
+    Reads CSV (``.csv``), gzip CSV (``.csv.gz``) or Parquet (``.parquet``, ``.pq``) through pyarrow, about
+    ``chunksize`` rows at a time; each chunk is validated on its distinct values with the rules of
+    :meth:`~pydial.Comparisons.from_frame` and only its counts per ``(judge, item_a, item_b, first, winner)`` are
+    kept, so memory is that of one chunk plus the counts.  Identifier columns are read as text exactly as written
+    (a Parquet column keeps its type: an integer ``4`` is the name ``"4"``, a float ``4.0`` the name ``"4.0"``, and
+    both in one file are refused as in ``from_frame``); a blank cell of a CSV is missing.  The record ids are not
+    kept: the result is aggregated data as from :meth:`~pydial.Comparisons.from_counts` (``cov_type="record"``
+    needs :meth:`~pydial.Comparisons.from_frame` / ``from_csv`` / ``from_parquet``).  On a terminal a progress bar
+    shows reads of two million rows or more.  ``columns``, ``covariates``, ``covariate_transform`` and
+    ``self_preference`` are those of :meth:`~pydial.Comparisons.from_frame` (the columns ``<name>_a``, ``<name>_b``
+    are read too; each distinct covariate value of a cell is counted apart).  When the file has the record-id
+    column (``columns={"record_id": None}``: never read) its cells are checked as ``from_csv`` checks them (a
+    missing or blank record id is refused), though the ids are not kept.
 
     Examples
     --------
@@ -98,18 +92,17 @@ def read_comparisons(path: str | PathLike[str], *, human_judge: str = "human", i
     Raises
     ------
     DataError
-        Unreadable, truncated or corrupt file, missing columns, missing or blank names,
-        unknown ``first`` (LLM rows) or ``winner`` values, naming the file, the column and
-        the offending rows (0-based data-row numbers); a column name twice in the header; a
-        list or struct column.
+        Unreadable, truncated or corrupt file, missing columns, missing or blank names, unknown ``first`` (LLM rows)
+        or ``winner`` values, naming the file, the column and the offending rows (0-based data-row numbers); a
+        column name twice in the header; a list or struct column.
     ArgumentError
-        ``chunksize`` is not a positive integer; ``items`` or ``self_preference`` lists no names;
-        ``columns`` names an unknown field.
+        ``chunksize`` is not a positive integer; ``items`` or ``self_preference`` lists no names; ``columns`` names
+        an unknown field.
     ArgumentTypeError
         ``columns`` is not a mapping of field to column name.
     MemoryLimitError
-        A chunk, or the counts gathered so far, would not fit in the memory available
-        (see :func:`pydial.resources.memory_limit`); a smaller ``chunksize`` may help.
+        A chunk, or the counts gathered so far, would not fit in the memory available (see
+        :func:`pydial.resources.memory_limit`); a smaller ``chunksize`` may help.
     """
     path = Path(path)
     chunksize = check_chunksize(chunksize)
@@ -119,9 +112,8 @@ def read_comparisons(path: str | PathLike[str], *, human_judge: str = "human", i
     names = None if covariates is None else covariate_names(covariates)
     sides = covariate_sides(names)
     check_bytes(chunksize * CHUNK_BYTES_PER_ROW, f"reading {path.name} in chunks of {chunksize:,} rows",
-                      "pass a smaller chunksize")
-    v = Validator(mapping, human_name(human_judge, strip_names), strip=strip_names, allow_similar=allow_similar_names,
-                  blank_is_missing=True)
+                "pass a smaller chunksize")
+    v = Validator(mapping, human_judge, strip=strip_names, allow_similar=allow_similar_names, blank_is_missing=True)
     parts: list[Coded] = []
     offset = 0
     with reading(path):
@@ -138,8 +130,8 @@ def read_comparisons(path: str | PathLike[str], *, human_judge: str = "human", i
                     coded.z = comparison_values(side, names, transform=covariate_transform)
                 offset += n
                 parts.append(coded)
-                if sum(len(p) for p in parts) > RAW_ROWS:  # count what was read so far: memory of the counts only
-                    keys = sum(len(p) for p in parts)
+                keys = sum(len(p) for p in parts)
+                if keys > RAW_ROWS:  # count what was read so far: memory of the counts only
                     check_bytes(keys * KEY_BYTES, f"counting {path.name} ({keys:,} keys so far)",
                                       "aggregate the file where it lives (e.g. DuckDB, Spark) and pass the counts "
                                       "to Comparisons.from_counts")

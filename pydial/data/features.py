@@ -1,33 +1,26 @@
 r"""Style features of response texts, the covariates of style-controlled comparisons.
 
-LLM judges prefer the longer, more formatted answer more than people do; leaderboards
-therefore report scores controlled for response style (LMArena adds normalized
-differences of response length and markdown counts to its Bradley-Terry model).
-:func:`style` computes the usual features of one response text, or of a column of them:
+Beyond the paper: LLM judges prefer the longer, more formatted answer more than people do, so leaderboards
+report scores controlled for response style (LMArena adds normalized differences of response length and markdown
+counts to its Bradley-Terry model).  :func:`style` computes the usual features of one text, or of a column of them:
 
-============== =============================================================================
+============== =======================================================================================================
 feature        what is counted
-============== =============================================================================
+============== =======================================================================================================
 ``chars``      characters of the text
 ``words``      whitespace-separated words of the text
 ``headers``    markdown headers: lines ``#`` .. ``######`` followed by a space
-``list_items`` list items: lines starting (after indentation) with ``-``, ``*`` or ``+``
-               and a space, or a number, ``.`` or ``)`` and a space
+``list_items`` lines starting (after indentation) with ``-``, ``*`` or ``+``, or a number and ``.`` or ``)``, and a space
 ``bold``       bold spans: ``**text**`` or ``__text__`` on one line
-============== =============================================================================
+============== =======================================================================================================
 
-The markdown counts leave fenced code blocks out (between lines opening with three
-backticks or three tildes): a ``# comment`` in code is not a header.  Characters and words count the
-whole text.  The features of the two responses of a comparison become its covariate
-columns ``<feature>_a`` and ``<feature>_b`` with ``suffix``.
+The markdown counts leave fenced code blocks out (between lines opening with three backticks or three tildes): a
+``# comment`` in code is not a header.  Characters and words count the whole text.
 
-:func:`comparison_covariates` turns the two sides' features into the comparison covariate
-``z`` of the linear predictor: the difference ``x_a - x_b`` (default) or LMArena's normalized
-difference ``(x_a - x_b) / (x_a + x_b)``.  Both change sign when the two responses swap, as
-the score difference does.  Each covariate is then divided by its root mean square over the
-comparisons, its standard deviation about 0 (not centered, which would break that
-antisymmetry; nor does the scale depend on which response is ``a``); the scale is reported,
-so a coefficient is the change in log-odds per standard deviation of the covariate.
+:func:`comparison_covariates` turns the two sides' features (columns ``<feature>_a``, ``<feature>_b``) into the
+comparison covariate ``z``: ``x_a - x_b`` (default) or LMArena's ``(x_a - x_b) / (x_a + x_b)``, both antisymmetric
+in the two responses like the score difference.  Each is divided by its root mean square, its standard deviation
+about 0 (centering would break the antisymmetry), so a coefficient is a change in log-odds per standard deviation.
 """
 
 from __future__ import annotations
@@ -171,8 +164,8 @@ def comparison_covariates(df: pd.DataFrame, covariates: Sequence[str], *,
                           transform: str = "difference") -> tuple[pd.DataFrame, pd.Series]:
     """Form the standardized comparison covariates from the per-side columns (see ``help(pydial.features)``).
 
-    Beyond the paper: ``z`` enters the linear predictor of the LLM /
-    binomial-model-human as ``+ z' beta`` (style control, as LMArena's Bradley-Terry model).
+    Beyond the paper: ``z`` enters the linear predictor of eq. binomial-model-llm / binomial-model-human as
+    ``+ z' beta`` (style control, as in LMArena's Bradley-Terry model).
 
     Parameters
     ----------
@@ -181,8 +174,7 @@ def comparison_covariates(df: pd.DataFrame, covariates: Sequence[str], *,
     covariates : sequence of str
         The covariate names, e.g. ``["words", "list_items"]`` (:func:`style` gives these features).
     transform : {"difference", "normalized"}
-        ``x_a - x_b``, or ``(x_a - x_b) / (x_a + x_b)`` (0 when both are 0; the features must then
-        be non-negative).
+        ``x_a - x_b``, or ``(x_a - x_b) / (x_a + x_b)`` (0 when both are 0; the features must be non-negative).
 
     Returns
     -------
@@ -194,8 +186,8 @@ def comparison_covariates(df: pd.DataFrame, covariates: Sequence[str], *,
     Raises
     ------
     DataError
-        A missing column; missing, non-numeric or infinite values (naming the column and rows);
-        negative values under ``"normalized"``; a constant covariate, whose effect is not identified.
+        A missing column; missing, non-numeric or infinite values (naming the column and rows); negative values
+        under ``"normalized"``; a constant covariate, whose effect is not identified.
     ArgumentError
         An unknown ``transform``, no covariate or a repeated name.
     """

@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 from pandas.api.types import infer_dtype
 
-from pydial.data.names import CONTAINER_CELLS, NameSpace, Spelling, argument_name, clean, refusal, spelling
+from pydial.data.names import CONTAINER_CELLS, NameSpace, Spelling, argument_name, refusal, spelling
 from pydial.exceptions import ArgumentError, ArgumentTypeError, DataError
 
 FIRST_VALUES = ("a", "b")
@@ -34,21 +34,16 @@ PROGRESS_MIN_ROWS = 2_000_000  # shorter reads take a second or two: no progress
 def rows_text(index: Sequence[Any], limit: int = 8) -> str:
     """Format the rows ``index`` for an error message: the first ``limit`` labels and how many in all."""
     shown = ", ".join(str(x) for x in list(index)[:limit])
-    more = len(index) - limit
-    return f"rows [{shown}{', ...' if more > 0 else ''}] ({len(index)} in all)"
+    return f"rows [{shown}{', ...' if len(index) > limit else ''}] ({len(index)} in all)"
 
 
-def check_cells(t: pd.DataFrame, names: dict[str, str]) -> None:
-    """Refuse list, dict, set, tuple or array cells in any column of ``t`` (``names``: its columns as the user named them)."""
-    for col in t.columns:
-        s = t[col]
-        if s.dtype != object:
-            continue
-        bad = s.map(lambda x: isinstance(x, CONTAINER_CELLS)).to_numpy(bool)
-        if bad.any():
-            kind = type(s[bad].iloc[0]).__name__
-            raise DataError(f"column {names.get(col, col)!r} holds {kind} cells at {rows_text(t.index[bad])}; "
-                            "every cell must be a single value (a name, a record id, a/b, a winner label)")
+def check_cells(s: pd.Series, column: str) -> None:
+    """Refuse list, dict, set, tuple or array cells in the object column ``s`` (named ``column`` in the message)."""
+    bad = s.map(lambda x: isinstance(x, CONTAINER_CELLS)).to_numpy(bool)
+    if bad.any():
+        kind = type(s[bad].iloc[0]).__name__
+        raise DataError(f"column {column!r} holds {kind} cells at {rows_text(s.index[bad])}; "
+                        "every cell must be a single value (a name, a record id, a/b, a winner label)")
 
 
 def check_columns(found: Sequence[Any], wanted: Sequence[str], where: str) -> None:
@@ -83,7 +78,7 @@ def encode(values: Any, column: str, index: pd.Index) -> tuple[np.ndarray, list[
             return _spelled(*_occurring(s.cat.codes.to_numpy(np.int64), list(s.cat.categories)), column, index)
         if s.dtype == object and infer_dtype(s, skipna=True).startswith("mixed"):
             # Python objects of several types: refuse containers, keep 4 and 4.0 apart (and 4 and True)
-            check_cells(s.to_frame(column), {})
+            check_cells(s, column)
             typed = pd.Series([(type(x), x) for x in s.tolist()], index=s.index, dtype=object)
             codes, uniq = pd.factorize(typed, use_na_sentinel=True)
             return _spelled(codes.astype(np.int64, copy=False), [x for _, x in uniq.tolist()], column, index)
@@ -182,11 +177,6 @@ class Coded:
                      *(None if x is None else x[mask] for x in (self.count, self.spelled, self.z)))
 
 
-def human_name(human_judge: Any, strip: bool) -> str:
-    """Return the text of ``human_judge`` (cleaned when ``strip``), or raise :class:`~pydial.ArgumentError` for a non-name."""
-    return clean(argument_name(human_judge, "human_judge"), strip)[0]
-
-
 def check_chunksize(chunksize: Any) -> int:
     """Return ``chunksize`` as a positive ``int``; anything else is an :class:`~pydial.ArgumentError` naming it."""
     if isinstance(chunksize, (bool, np.bool_)) or not isinstance(chunksize, (int, np.integer)):
@@ -197,17 +187,16 @@ def check_chunksize(chunksize: Any) -> int:
     return int(chunksize)
 
 
-def _label(value: str) -> str:
-    return value.strip().lower()
-
-
 class Validator:
-    """The rules of every reader, chunk by chunk (``columns``: pydial's names to the user's; ``blank_is_missing``: text)."""
+    """The rules of every reader, chunk by chunk (``columns``: pydial's names to the user's; ``blank_is_missing``: text).
 
-    def __init__(self, columns: dict[str, str], human_judge: str, *, strip: bool = True, allow_similar: bool = False,
+    ``human_judge`` is converted and cleaned as the names are (a non-name is an :class:`~pydial.ArgumentError`).
+    """
+
+    def __init__(self, columns: dict[str, str], human_judge: Any, *, strip: bool = True, allow_similar: bool = False,
                  blank_is_missing: bool = False) -> None:
         self.columns = columns
-        self.human_judge = human_judge
+        self.human_judge = argument_name(human_judge, "human_judge", strip)
         self.blank_is_missing = blank_is_missing
         self.allow_similar = allow_similar
         self.judges = NameSpace("judge", strip=strip)
@@ -217,15 +206,12 @@ class Validator:
         """Name ids of column ``col`` (missing or blank names raise, naming the rows)."""
         codes, spelled = encode(values, self.columns[col], index)
         ids, blank = space.add(spelled, f"column {self.columns[col]!r}")
-        missing = (ids < 0) & ~blank
         if self.blank_is_missing:
-            missing |= blank
-            blank = np.zeros_like(blank)
-        missing = np.append(missing, True)  # code -1 -> the last entry
+            blank = np.zeros_like(blank)  # ids < 0 then counts it missing
+        missing = np.append((ids < 0) & ~blank, True)  # code -1 -> the last entry
         fail_rows(f"missing values in column {self.columns[col]!r}", index, missing[codes])
-        if blank.any():
-            fail_rows(f"empty {col.replace('_', ' ')} name in column {self.columns[col]!r}", index,
-                            np.append(blank, False)[codes])
+        fail_rows(f"empty {col.replace('_', ' ')} name in column {self.columns[col]!r}", index,
+                  np.append(blank, False)[codes])
         return np.append(ids, -1).astype(np.int32)[codes]
 
     def _labels(self, col: str, values: Any, allowed: tuple[str, ...], index: pd.Index,
@@ -233,19 +219,19 @@ class Validator:
         """Return a ``first``/``winner`` column's codes (1-based in ``allowed``, 0 at ``skip``); codes as written; their count."""
         codes, spelled = encode(values, self.columns[col], index)
         texts = [None if s is None or (self.blank_is_missing and not s[0].strip()) else s[0] for s in spelled]
-        lut = np.array([0 if t is None else (allowed.index(_label(t)) + 1 if _label(t) in allowed else -1)
-                        for t in texts] + [0], dtype=np.int8)
+        position = {v: k + 1 for k, v in enumerate(allowed)}
+        lut = np.array([0 if t is None else position.get(t.strip().lower(), -1) for t in texts] + [0], dtype=np.int8)
         out = lut[codes]
         if skip is not None:
             out[skip] = 0
-        fail_rows(missing or f"missing values in column {self.columns[col]!r}", index, out == 0 if skip is None else
-                        (out == 0) & ~skip)
+        fail_rows(missing or f"missing values in column {self.columns[col]!r}", index,
+                  out == 0 if skip is None else (out == 0) & ~skip)
         bad = out < 0
         if bad.any():
             vals = sorted({texts[c] or "" for c in np.unique(codes[bad])})[:5]
             what = "display-order" if col == "first" else "winner"
             fail_rows(f"unknown {what} value(s) {vals} in column {self.columns[col]!r}", index, bad,
-                            f"; allowed: {list(allowed)}")
+                      f"; allowed: {list(allowed)}")
         return out, codes, len(spelled)
 
     def _no_human_rows(self) -> str:
@@ -457,14 +443,12 @@ def triangle(pair: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 def concat(parts: list[Coded]) -> Coded:
     """Stack :class:`Coded` tables and empty the list, so that the stack holds the only copy of the rows."""
-
-    def stack(field: str) -> np.ndarray:
-        return np.concatenate([getattr(p, field) for p in parts])
-
     cnt = None if all(p.count is None for p in parts) else (  # None: rows as read, one judgment each
         np.concatenate([np.ones(len(p), np.int64) if p.count is None else p.count for p in parts]))
     zs = None if any(p.z is None for p in parts) else np.concatenate([p.z for p in parts if p.z is not None])
-    out = Coded(stack("judge"), stack("item_a"), stack("item_b"), stack("first"), stack("winner"), cnt, z=zs)
+    judge, a, b, first, winner = (np.concatenate([getattr(p, f) for p in parts])
+                                  for f in ("judge", "item_a", "item_b", "first", "winner"))
+    out = Coded(judge, a, b, first, winner, cnt, z=zs)
     parts.clear()
     return out
 

@@ -1,9 +1,8 @@
 """Converters from common pairwise-judgment formats into pydial's long format.
 
-Every converter returns ``(frame, report)``: ``frame`` has the columns
-``record_id, judge, item_a, item_b, first, winner`` accepted by
-:meth:`pydial.Comparisons.from_frame`, and ``report`` (a :class:`ConversionReport`)
-says how many records were read, kept and excluded, and why.
+Every converter returns ``(frame, report)``: ``frame`` has the columns ``record_id, judge, item_a, item_b, first,
+winner`` of :meth:`pydial.Comparisons.from_frame`; ``report`` (a :class:`ConversionReport`) says how many records
+were read, kept and excluded, and why.
 """
 
 from __future__ import annotations
@@ -18,9 +17,8 @@ from typing import Any, Iterable, Iterator, Mapping
 
 import pandas as pd
 
-from pydial.data.ingest import COLUMNS
 from pydial.data.files import read_csv, reading
-from pydial.data.ingest import check_columns
+from pydial.data.ingest import COLUMNS, check_columns
 from pydial.exceptions import ArgumentError, DataError
 
 ARENA_WINNERS = {"model_a": "a", "model_b": "b", "tie": "tie", "tie (bothbad)": "both_bad"}
@@ -115,8 +113,8 @@ def read_jsonl(path: str | PathLike[str]) -> pd.DataFrame:
     Raises
     ------
     DataError
-        The file is missing, empty, a truncated or corrupt gzip stream, not UTF-8 text, or has
-        a line that is not a JSON object (naming the file and the line).
+        The file is missing, empty, a truncated or corrupt gzip stream, not UTF-8 text, or has a line that is not a
+        JSON object (naming the file and the line).
     """
     p = Path(path)
     opener: Any = gzip.open if file_kind(p) == "gzip" else open
@@ -175,30 +173,23 @@ def _long_rows(keep: pd.Series, record_id: pd.Series, judge: str | pd.Series, it
     })[list(COLUMNS)]
 
 
-def from_arena(
-    judges: Mapping[str, str | PathLike[str] | pd.DataFrame],
-    *,
-    human_judge: str = "human",
-    first: str = "a",
-    record_id: str = "question_id",
-) -> tuple[pd.DataFrame, ConversionReport]:
+def from_arena(judges: Mapping[str, str | PathLike[str] | pd.DataFrame], *, human_judge: str = "human",
+               first: str = "a", record_id: str = "question_id") -> tuple[pd.DataFrame, ConversionReport]:
     """Chatbot Arena battles (``model_a, model_b, winner``), one table per judge.
 
     Parameters
     ----------
     judges : mapping
-        Judge name -> JSONL path (``.jsonl`` or ``.jsonl.gz``) or DataFrame with
-        columns ``question_id, model_a, model_b, winner``; the human labels are the
-        entry named ``human_judge``.
+        Judge name -> JSONL path (``.jsonl`` or ``.jsonl.gz``) or DataFrame with columns ``question_id, model_a,
+        model_b, winner``; the human labels are the entry named ``human_judge``.
     first : {"a", "b"}
-        Which response the LLM judges saw first.  The Arena/MT-Bench judge prompt shows
-        model_a as "Assistant A", so the default is ``"a"``; this is an assumption about
-        the source and is stated in the report.
+        Which response the LLM judges saw first.  The Arena/MT-Bench judge prompt shows model_a as "Assistant A",
+        so the default is ``"a"``; this is an assumption about the source and is stated in the report.
     record_id : str
         Column identifying the battle (shared across judges).
 
-    Winner values ``model_a | model_b | tie | tie (bothbad)`` map to
-    ``a | b | tie | both_bad``; any other value is excluded and counted.
+    Winner values ``model_a | model_b | tie | tie (bothbad)`` map to ``a | b | tie | both_bad``; any other value
+    is excluded and counted.
     """
     if first not in ("a", "b"):
         raise ArgumentError(f"first must be 'a' or 'b', got {first!r}")
@@ -222,11 +213,10 @@ def from_arena(
 def from_mtbench(df: pd.DataFrame | str | PathLike[str]) -> tuple[pd.DataFrame, ConversionReport]:
     """MT-Bench pairwise judgments with both display orders.
 
-    Each record (``question_id, model_1, model_2, g1_winner, g2_winner, judge`` and
-    optionally ``turn``) holds two games: game 1 shows ``model_1`` first, game 2 shows
-    ``model_2`` first; both winners name ``model_1`` / ``model_2`` / ``tie``.  A game
-    whose verdict is ``error`` (or anything else) is excluded and counted.  The record
-    id is ``question_id`` (with ``turn`` appended when present).
+    Each record (``question_id, model_1, model_2, g1_winner, g2_winner, judge`` and optionally ``turn``) holds
+    two games: game 1 shows ``model_1`` first, game 2 shows ``model_2`` first; both winners name ``model_1`` /
+    ``model_2`` / ``tie``.  A game whose verdict is ``error`` (or anything else) is excluded and counted.  The
+    record id is ``question_id`` (with ``turn`` appended when present).
     """
     rep = ConversionReport("MT-Bench pairwise")
     t = df if isinstance(df, pd.DataFrame) else read_jsonl(df)
@@ -249,30 +239,18 @@ def from_mtbench(df: pd.DataFrame | str | PathLike[str]) -> tuple[pd.DataFrame, 
     return frame, rep
 
 
-def from_pandalm(
-    df: pd.DataFrame | str | PathLike[str],
-    *,
-    judge: str = "judge",
-    model_1: str = "model1",
-    model_2: str = "model2",
-    label: str = "label",
-    record_id: str = "question_id",
-    first: str = "a",
-) -> tuple[pd.DataFrame, ConversionReport]:
+def from_pandalm(df: pd.DataFrame | str | PathLike[str], *, judge: str = "judge", model_1: str = "model1",
+                 model_2: str = "model2", label: str = "label", record_id: str = "question_id",
+                 first: str = "a") -> tuple[pd.DataFrame, ConversionReport]:
     """Convert PandaLM-style records to the long format.
 
-    Label ``1`` (response 1 better), ``2`` (response 2 better), ``0`` (tie); other labels
-    are excluded and counted.
-
-    Column names are mapped by keyword; a missing ``judge`` column makes every row the
-    judge named by the ``judge`` argument.  ``first`` says which response was shown
-    first (PandaLM's original order shows response 1 first).
+    Label ``1`` (response 1 better), ``2`` (response 2 better), ``0`` (tie); other labels are excluded and counted.
+    Column names are mapped by keyword; a missing ``judge`` column makes every row the judge named by the ``judge``
+    argument.  ``first`` says which response was shown first (PandaLM's original order shows response 1 first).
     """
     rep = ConversionReport("PandaLM")
-    if isinstance(df, pd.DataFrame):
-        t = df
-    else:
-        t = read_jsonl(df) if str(df).endswith((".jsonl", ".jsonl.gz")) else read_json(df)
+    t = df if isinstance(df, pd.DataFrame) else (
+        read_jsonl(df) if str(df).endswith((".jsonl", ".jsonl.gz")) else read_json(df))
     _require(t, (model_1, model_2, label, record_id), f"PandaLM table{_source(df)}")
     rep.read = len(t)
     lab = pd.to_numeric(t[label], errors="coerce").map(PANDALM_WINNERS)
@@ -283,26 +261,22 @@ def from_pandalm(
     return frame, rep
 
 
-def from_table(
-    path: str | PathLike[str], *, columns: Mapping[str, str] | None = None, **read_kwargs: Any
-) -> tuple[pd.DataFrame, ConversionReport]:
+def from_table(path: str | PathLike[str], *, columns: Mapping[str, str] | None = None,
+               **read_kwargs: Any) -> tuple[pd.DataFrame, ConversionReport]:
     """Read a generic CSV or Parquet in the long format.
 
-    ``columns`` maps pydial's names (``record_id, judge, item_a, item_b, first, winner``)
-    to the file's.
-
-    A Parquet file is recognized by its content (it starts with ``PAR1``), whatever its
-    name.  Any other file is read as a UTF-8 CSV (gzip-compressed whatever its name, other
-    compressions by the name as in :func:`pandas.read_csv`) with every column as text
-    exactly as written (:func:`pydial.data.files.read_csv`: only a blank cell is missing),
-    so names such as ``007`` or ``NA`` pass through unchanged (see :mod:`pydial.data.names`).
+    ``columns`` maps pydial's names (``record_id, judge, item_a, item_b, first, winner``) to the file's.  A
+    Parquet file is recognized by its content (it starts with ``PAR1``), whatever its name.  Any other file is read
+    as a UTF-8 CSV (gzip-compressed whatever its name, other compressions by the name as in :func:`pandas.read_csv`)
+    with every column as text exactly as written (:func:`pydial.data.files.read_csv`: only a blank cell is
+    missing), so names such as ``007`` or ``NA`` pass through unchanged (see :mod:`pydial.data.names`).
     ``read_kwargs`` go to :func:`pandas.read_parquet` or :func:`pandas.read_csv`.
 
     Raises
     ------
     DataError
-        The file is missing, empty, truncated or corrupt, not UTF-8 text, lacks a column of
-        ``columns`` or has one of them more than once (naming the file).
+        The file is missing, empty, truncated or corrupt, not UTF-8 text, lacks a column of ``columns`` or has one
+        of them more than once (naming the file).
     """
     p = Path(path)
     rep = ConversionReport(f"table {p.name}")

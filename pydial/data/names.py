@@ -115,15 +115,15 @@ def _numeric_key(x: Any) -> str | None:
     return None if np.isnan(v) else repr(v)
 
 
-def argument_name(x: Any, argument: str) -> str:
-    """Return the text of a name given as an argument (``human_judge``, ``items=``); a non-name or missing value raises."""
+def argument_name(x: Any, argument: str, strip: bool = False) -> str:
+    """Return the text of a name given as an argument (``human_judge``, ``items=``), cleaned when ``strip``, else raise."""
     why = refusal(x)
     if why is not None:
         raise ArgumentTypeError(f"{argument} must be a name (text or a number), got {type(x).__name__} {x!r}")
     text = cell_text(x)
     if text is None:
         raise ArgumentError(f"{argument} must be a name, got the missing value {x!r}")
-    return text
+    return clean(text, strip)[0]
 
 
 def name_list(values: Any, argument: str) -> list[Any]:
@@ -217,7 +217,7 @@ class NameSpace:
 
     def text(self, raw: Any, argument: str = "a name") -> str:
         """Return the text of a name given outside the table, cleaned when ``strip`` (:func:`argument_name` rules)."""
-        return clean(argument_name(raw, argument), self.strip)[0]
+        return argument_name(raw, argument, self.strip)
 
     def add(self, spelled: Iterable[Spelling | None], origin: str) -> tuple[np.ndarray, np.ndarray]:
         """Register distinct spellings of ``origin``; return their name ids (``-1`` missing or blank) and the blank mask."""
