@@ -40,7 +40,6 @@ class Design:
         """``(X B)^T r``."""
         return self.basis.T @ np.asarray(self._XT @ r).ravel()
 
-
     def pull_back(self, G: np.ndarray) -> np.ndarray:
         """``B^T G B`` (``G`` symmetric), with ``B`` sparse for large ``P`` (``O(P^2)`` for the centering basis)."""
         if self.basis.shape[0] <= _DENSE_PULL_BACK:

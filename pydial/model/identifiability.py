@@ -32,30 +32,14 @@ from pydial.model.methods import ESTIMATORS, LLM_ONLY, USES_RANK
 from pydial.model.penalty import check_penalty
 from pydial.resources import check_choice, check_count
 
-__all__ = [
-    "CALIBRATIONS",
-    "CONDITIONS",
-    "METHODS",
-    "DesignReport",
-    "check_design",
-]
+__all__ = ["CALIBRATIONS", "CONDITIONS", "METHODS", "DesignReport", "check_design"]
 
 METHODS: tuple[str | None, ...] = (*ESTIMATORS, None)
 """Allowed ``method`` values of :func:`check_design` (``None``: the DIAL checks)."""
 
-CONDITIONS: tuple[str, ...] = (
-    "ident-LLM",
-    "ident-lowrank",
-    "separation",
-    "parameter-count",
-    "sufficient-subset",
-    "pooled-connected",
-    "human-design",
-    "human-mle",
-    "human-connected",
-    "covariates",
-    "self-preference",
-)
+CONDITIONS: tuple[str, ...] = ("ident-LLM", "ident-lowrank", "separation", "parameter-count", "sufficient-subset",
+                               "pooled-connected", "human-design", "human-mle", "human-connected", "covariates",
+                               "self-preference")
 """Public condition names, in the order they appear in :attr:`DesignReport.table`."""
 
 REFERENCES: dict[str, str] = {

@@ -19,15 +19,8 @@ from scipy.special import expit
 from pydial.exceptions import ArgumentError
 from pydial.resources import check_choice, check_level
 
-__all__ = [
-    "pair_weights_uniform",
-    "human_risk",
-    "excess_risk",
-    "kendall_tau",
-    "rmse",
-    "contrast_coverage",
-    "first_order_risk",
-]
+__all__ = ["pair_weights_uniform", "human_risk", "excess_risk", "kendall_tau", "rmse", "contrast_coverage",
+           "first_order_risk"]
 
 EXCESS_RISK_METHODS = ("kl", "difference")
 
@@ -83,11 +76,10 @@ def human_risk(s: ArrayLike, s_h: ArrayLike, pair_weights: ArrayLike | None = No
         R_H(s) = \sum_{i<j}\rho_{ij}\bigl[\log\{1+\exp(s_i-s_j)\}
                  - \sigma(s_{Hi}-s_{Hj})\,(s_i-s_j)\bigr],
 
-    the expectation of the per-comparison loss :math:`h_t(s)` when the pair
-    :math:`(I,J)` is drawn with probabilities :math:`\rho_{ij}` and
-    :math:`Z\sim\mathrm{Bernoulli}\{\sigma(s_{HI}-s_{HJ})\}`, as in
-    Thm. population-risk-tradeoff.  It is the cross-entropy between the human and
-    the model's win probabilities.  ``s`` and ``s_h`` have shape ``(..., N)`` (leading axes broadcast);
+    the expected per-comparison loss :math:`h_t(s)` for pairs drawn with probabilities
+    :math:`\rho_{ij}` and :math:`Z\sim\mathrm{Bernoulli}\{\sigma(s_{HI}-s_{HJ})\}`
+    (Thm. population-risk-tradeoff): the cross-entropy between the human and the model's win
+    probabilities.  ``s`` and ``s_h`` have shape ``(..., N)`` (leading axes broadcast);
     ``pair_weights`` are the :math:`\rho_{ij}` in ``np.triu_indices(N, 1)`` order (normalized; default uniform).
     """
     d, _, w, p = _pairs(s, s_h, pair_weights)
@@ -98,13 +90,8 @@ def _log_sigmoid(x: np.ndarray) -> np.ndarray:
     return -np.logaddexp(0.0, -x)
 
 
-def excess_risk(
-    s: ArrayLike,
-    s_h: ArrayLike,
-    pair_weights: ArrayLike | None = None,
-    *,
-    method: Literal["kl", "difference"] = "kl",
-) -> np.ndarray | float:
+def excess_risk(s: ArrayLike, s_h: ArrayLike, pair_weights: ArrayLike | None = None, *,
+                method: Literal["kl", "difference"] = "kl") -> np.ndarray | float:
     r"""Excess human risk :math:`R_H(s)-R_H(s_H)`, the headline metric of App. simulation.
 
     The excess risk equals the :math:`\rho`-weighted mean Kullback-Leibler
@@ -116,9 +103,9 @@ def excess_risk(
         \mathrm{KL}\bigl(\mathrm{Ber}(p_{ij})\,\|\,\mathrm{Ber}(q_{ij})\bigr),
         \quad p_{ij}=\sigma(s_{Hi}-s_{Hj}),\ q_{ij}=\sigma(s_i-s_j),
 
-    so it is nonnegative, zero iff :math:`s-s_H` is constant (uniform weights), and
-    invariant to adding a constant to :math:`s`.  Arguments as in :func:`human_risk`; ``method="kl"`` sums the
-    KL divergences on the log scale (exactly 0 at ``s = s_h``, clipped at 0), ``"difference"`` subtracts the risks.
+    nonnegative, zero iff :math:`s-s_H` is constant (uniform weights), shift invariant.  Arguments as in
+    :func:`human_risk`; ``method="kl"`` sums the KL divergences on the log scale (exactly 0 at ``s = s_h``,
+    clipped at 0), ``"difference"`` subtracts the risks.
     """
     if check_choice("method", method, EXCESS_RISK_METHODS) == "difference":
         return human_risk(s, s_h, pair_weights) - human_risk(s_h, s_h, pair_weights)
@@ -153,12 +140,7 @@ def rmse(b_hat: ArrayLike, b: ArrayLike) -> float:
     return float(np.sqrt(np.mean((b_hat - b) ** 2)))
 
 
-def contrast_coverage(
-    s_hat: ArrayLike,
-    cov: ArrayLike,
-    s_true: ArrayLike,
-    level: float = 0.95,
-) -> float:
+def contrast_coverage(s_hat: ArrayLike, cov: ArrayLike, s_true: ArrayLike, level: float = 0.95) -> float:
     r"""Fraction of pairwise contrasts whose Wald interval covers the truth (App. simulation).
 
     For every pair :math:`i<j`, with :math:`v=e_i-e_j`, the interval

@@ -1,70 +1,53 @@
 r"""Planning human labels from a pilot fit: how many (:func:`plan`; which pairs: :mod:`pydial.studies.pair_design`).
 
-Both rest on the first-order theory of the paper, evaluated at the pilot's
-estimates and human design.
-
-Per human comparison drawn with pair probabilities :math:`\rho_{ij}`, the human
-loss has information (the comparison Laplacian of eq. comparison-laplacian)
+Both evaluate the paper's first-order theory at the pilot's estimates and human design.  Per
+human comparison drawn with pair probabilities :math:`\rho_{ij}`, the human loss has information
+(eq. comparison-laplacian)
 
 .. math:: L = \sum_{i<j}\rho_{ij}\,p_{ij}(1-p_{ij})\,(e_i-e_j)(e_i-e_j)^\top ,
           \qquad p_{ij}=\sigma(\hat s_i-\hat s_j),
 
 and the excess human risk is, to second order, :math:`\tfrac12(\hat s-s_H)^\top L(\hat s-s_H)`.
 
-* **Human** (eq. human-only-estimator): :math:`\mathrm{Cov}=L^{+}/n_H`, first-order
-  excess risk :math:`(N-1)/(2n_H)` (Thm. population-risk-tradeoff).
-* **DIAL-Anc** (eq. staged-calibrated-estimator): :math:`\hat s=\hat M\hat c`, with
-  :math:`\mathrm{Cov}=\hat M(\hat M^\top L\hat M)^{-1}\hat M^\top/n_H+V_{\rm LLM}`; the
-  first term is the oracle covariance of Cor. staged-oracle-equivalence and
-  :math:`V_{\rm LLM}` the LLM-stage part of the two-step sandwich of the pilot fit
-  (:func:`pydial.inference.linearization.staged_influence`, fixed in ``n_H`` at the pilot's LLM
-  data).  Excess risk :math:`d/(2n_H)+\max\{\tfrac12\mathrm{tr}(LV_{\rm LLM}),\hat\Delta_M\}`,
-  where the approximation error :math:`\Delta_M` of Thm. population-risk-tradeoff is
-  estimated from the calibration LRT :math:`T` (Prop. calibration-test:
-  :math:`T\approx\chi^2_{\mathrm{df}}(2n_H\Delta_M)`) by the part of :math:`T` beyond
-  its null critical value, :math:`\hat\Delta_M=\max\{0,T-\chi^2_{\mathrm{df},1-\alpha}\}/(2n_H^{\rm pilot})`
-  (zero unless the test rejects at level ``alpha``; continuous at the threshold).
-  The plain moment estimate :math:`(T-\mathrm{df})/(2n_H)` has noise of order
-  :math:`\sqrt{2\,\mathrm{df}}/(2n_H)`, which would swamp :math:`d/(2n_H)`.
-* **DIAL-Ada**: a fixed weight :math:`\lambda` shrinks the human estimate toward the
-  anchored one by the operator :math:`A_\lambda` of Prop. local-misalignment (eigenvalues
-  in :math:`[0,1]`, :math:`P_M^L` at :math:`\lambda=\infty`, the identity at 0).  Taking
-  its eigenvalues on the :math:`\mathrm{df}=N-1-d` directions the calibration
-  restriction removes to be equal, :math:`\kappa`, the fit is
-  :math:`\hat s_\kappa=\hat s_A+\kappa D`, :math:`D=\hat s_H-\hat s_A`, with first-order
-  covariance :math:`(1-\kappa^2)C_{A0}+\kappa^2C_H+(1-\kappa)^2V_{\rm LLM}`
-  (:math:`C_{A0}` the human part of the anchored covariance, :math:`\hat s_A\perp D`
-  at first order) and risk :math:`\{d+\kappa^2\mathrm{df}\}/(2n_H)+(1-\kappa)^2\Delta`
-  (Cor. finite-weight-risk).  GACV (eq. gacv) is at first order
-  :math:`\ell_H(\hat s_\lambda)+\mathrm{df}(\lambda)/n_H`; in units of
-  :math:`1/(2n_H)` it is :math:`(1-\kappa)^2T+2\kappa\,\mathrm{df}` with
-  :math:`T=n_H\|D\|_L^2` the calibration statistic, :math:`T\sim\chi^2_{\mathrm{df}}(2n_H\Delta)`
-  (Prop. calibration-test; :math:`\Delta=\max\{\tfrac12\mathrm{tr}(LV_{\rm LLM}),\hat\Delta_M\}`
-  the anchored bias term).  Its minimizer is the positive-part Stein-type weight
-  :math:`\hat\kappa=(1-\mathrm{df}/T)_+`; restricted to the two endpoints it is the
-  AIC rule (human iff :math:`T>2\,\mathrm{df}`).  The weight is data driven, so the
-  risk is not a mixture of fixed-weight risks: large :math:`T` (large
-  :math:`\|D\|`) goes with large :math:`\hat\kappa`.  With
-  :math:`X=\sqrt{n_H}L^{1/2}D\sim N(\mu,I_{\mathrm{df}})`,
-  :math:`\|\mu\|^2=\nu=2n_H\Delta`, and the identities
+* **Human** (eq. human-only-estimator): :math:`\mathrm{Cov}=L^{+}/n_H`, excess risk
+  :math:`(N-1)/(2n_H)` (Thm. population-risk-tradeoff).
+* **DIAL-Anc** (eq. staged-calibrated-estimator): :math:`\hat s=\hat M\hat c`,
+  :math:`\mathrm{Cov}=\hat M(\hat M^\top L\hat M)^{-1}\hat M^\top/n_H+V_{\rm LLM}` (the oracle
+  covariance of Cor. staged-oracle-equivalence plus the LLM-stage part of the pilot's two-step
+  sandwich, :func:`pydial.inference.linearization.staged_influence`, fixed in ``n_H``).  Excess
+  risk :math:`d/(2n_H)+\max\{\tfrac12\mathrm{tr}(LV_{\rm LLM}),\hat\Delta_M\}`, with the
+  approximation error estimated from the calibration LRT (Prop. calibration-test,
+  :math:`T\approx\chi^2_{\mathrm{df}}(2n_H\Delta_M)`) beyond its null critical value,
+  :math:`\hat\Delta_M=\max\{0,T-\chi^2_{\mathrm{df},1-\alpha}\}/(2n_H^{\rm pilot})` (zero unless
+  the test rejects at level ``alpha``): the moment estimate :math:`(T-\mathrm{df})/(2n_H)` has
+  noise :math:`\sqrt{2\,\mathrm{df}}/(2n_H)`, which would swamp :math:`d/(2n_H)`.
+* **DIAL-Ada**: a weight :math:`\lambda` shrinks the human estimate toward the anchored one by
+  :math:`A_\lambda` (Prop. local-misalignment).  Taking its eigenvalues on the
+  :math:`\mathrm{df}=N-1-d` directions the calibration removes equal to :math:`\kappa`, the fit
+  :math:`\hat s_\kappa=\hat s_A+\kappa D`, :math:`D=\hat s_H-\hat s_A`, has covariance
+  :math:`(1-\kappa^2)C_{A0}+\kappa^2C_H+(1-\kappa)^2V_{\rm LLM}` (:math:`C_{A0}` the human part
+  of the anchored covariance) and risk :math:`\{d+\kappa^2\mathrm{df}\}/(2n_H)+(1-\kappa)^2\Delta`
+  (Cor. finite-weight-risk), :math:`\Delta=\max\{\tfrac12\mathrm{tr}(LV_{\rm LLM}),\hat\Delta_M\}`.
+  In units of :math:`1/(2n_H)` GACV (eq. gacv) is at first order
+  :math:`(1-\kappa)^2T+2\kappa\,\mathrm{df}`, :math:`T=n_H\|D\|_L^2\sim\chi^2_{\mathrm{df}}(2n_H\Delta)`;
+  its minimizer is the positive-part Stein weight :math:`\hat\kappa=(1-\mathrm{df}/T)_+`
+  (on the endpoints only, the AIC rule: human iff :math:`T>2\,\mathrm{df}`).  The weight is
+  data driven (large :math:`\|D\|` goes with large :math:`\hat\kappa`), so with
+  :math:`X=\sqrt{n_H}L^{1/2}D\sim N(\mu,I_{\mathrm{df}})`, :math:`\|\mu\|^2=\nu=2n_H\Delta`, and
+  the identities of Judge and Bock (1978),
   :math:`E[h(\|X\|^2)X]=\mu\,E[h(\chi^2_{\mathrm{df}+2}(\nu))]`,
-  :math:`E[h(\|X\|^2)\|X\|^2]=\mathrm{df}\,E[h(\chi^2_{\mathrm{df}+2}(\nu))]+\nu\,E[h(\chi^2_{\mathrm{df}+4}(\nu))]`
-  (Judge and Bock, 1978),
+  :math:`E[h(\|X\|^2)\|X\|^2]=\mathrm{df}\,E[h(\chi^2_{\mathrm{df}+2}(\nu))]+\nu\,E[h(\chi^2_{\mathrm{df}+4}(\nu))]`,
 
   .. math:: R_{\rm Ada}=\frac{d+\mathrm{df}\,E[\hat\kappa^2(\chi^2_{\mathrm{df}+2})]}{2n_H}
             +\Delta\,\bigl\{1-2E[\hat\kappa(\chi^2_{\mathrm{df}+2})]+E[\hat\kappa^2(\chi^2_{\mathrm{df}+4})]\bigr\},
 
-  the expectations by quadrature (:func:`shrinkage_moment`); the widths and
-  ``p_topk_correct`` average the fixed-:math:`\kappa` predictions over the distribution
-  of :math:`\hat\kappa` (quantile nodes of :math:`T`, :meth:`Pilot.ada_weights`).
-  The endpoints are recovered (:math:`\hat\kappa\equiv0`: DIAL-Anc; :math:`\equiv1`:
-  Human).  A mixture of the endpoint predictions with AIC selection probabilities
-  would ignore both the intermediate weights GACV picks and the dependence between
-  the selection and :math:`D` (on the paper's DGP it under-predicts the risk by
-  20-30%).  What it leaves out: unequal
-  eigenvalues of :math:`A_\lambda`, the finite weight grid and the finite-sample
-  noise of GACV's trace term; ``method="simulate"`` measures the actual GACV
-  selection.
+  by quadrature (:func:`shrinkage_moment`); widths and ``p_topk_correct`` average the
+  fixed-:math:`\kappa` predictions over quantile nodes of :math:`T` (:meth:`Pilot.ada_weights`).
+  :math:`\hat\kappa\equiv0` and :math:`\equiv1` recover DIAL-Anc and Human.  A mixture of the
+  endpoints with AIC selection probabilities would ignore the intermediate weights and the
+  dependence of the selection on :math:`D` (20-30% too low on the paper's DGP).  Left out:
+  unequal eigenvalues of :math:`A_\lambda`, the finite weight grid and the noise of GACV's
+  trace term; ``method="simulate"`` measures the actual GACV selection.
 """
 
 from __future__ import annotations
@@ -132,7 +115,9 @@ class Pilot:
     def covariance(self, method: str, n: float) -> np.ndarray:
         """First-order covariance of the centered scores at ``n`` human comparisons."""
         if method == "human":
-            return _pinv(self.L) / n
+            from pydial.optim import pinv_sym
+
+            return pinv_sym(self.L)[0] / n
         B, V_llm = self._anchored(method)
         return B @ np.linalg.solve(B.T @ self.L @ B, B.T) / n + V_llm
 
@@ -197,12 +182,6 @@ def shrinkage_moment(df: int, nc: float, power: int, shift: int) -> float:
     if hi <= df:
         return 0.0
     return float(quad(lambda t: (1.0 - df / t) ** power * dist.pdf(t), lo, hi, limit=200, epsabs=1e-12)[0])
-
-
-def _pinv(A: np.ndarray) -> np.ndarray:
-    from pydial.optim import pinv_sym
-
-    return pinv_sym(A)[0]
 
 
 def pilot_data(result: DialResult, data: Comparisons | None) -> Comparisons:
@@ -343,10 +322,8 @@ def topk_hits(X: np.ndarray, s: np.ndarray, k: int) -> np.ndarray:
     """Whether each row of ``X`` has the same top-k set as ``s``."""
     top = np.zeros(s.size, bool)
     top[np.argsort(-s, kind="stable")[:k]] = True
-    kth = np.sort(np.atleast_2d(X), axis=1)[:, ::-1]
-    thr = kth[:, k - 1 : k]
-    sel = np.atleast_2d(X) >= thr
-    return np.all(sel == top, axis=1)
+    X = np.atleast_2d(X)
+    return np.all((X >= -np.sort(-X, axis=1)[:, k - 1 : k]) == top, axis=1)  # at least the row's k-th largest
 
 
 # ---------------------------------------------------------------------- plan
@@ -379,23 +356,17 @@ def plan(
         The contrast whose interval width is predicted, ``"item_a - item_b"``;
         default: the pilot's top-1 vs top-2.
     data : Comparisons, optional
-        The pilot data, by default ``result.data`` (the data the pilot was fitted
-        on); a data set other than the fit's raises :class:`~pydial.DataError`.  Its
-        LLM judgments (and LLM design) are kept and the human comparisons are
-        replaced by ``budget`` new ones.
+        The pilot data, by default ``result.data``; a data set other than the fit's raises
+        :class:`~pydial.DataError`.  Its LLM design is kept, the human comparisons replaced.
     k : int, default 1
         Size of the top set for ``p_topk_correct``.
     methods : sequence of {"human", "dial-anc", "dial-ada"}
     method : {"theory", "simulate"}
-        ``"theory"``: the first-order formulas of ``help(pydial.studies.planning)``
-        (the paper's human-risk tradeoff and the staged endpoint's oracle covariance) at the
-        pilot's scores and design.  ``"simulate"``: parametric simulation from the
-        pilot, ``n_sim`` replications per budget: the pilot scores are the truth,
-        human pairs are drawn from the design, outcomes from the human BTL model,
-        the LLM judgments are redrawn from the pilot's structured LLM fit on the
-        pilot's LLM design (``llm="resample"``) or kept (``llm="fixed"``), and every
-        method is refitted with :func:`pydial.fit` (parallel over replications with
-        joblib, seeded).
+        ``"theory"``: the first-order formulas of ``help(pydial.studies.planning)`` at the
+        pilot's scores and design.  ``"simulate"``: ``n_sim`` parametric replications per
+        budget with the pilot scores as the truth (human pairs from the design, outcomes from
+        the human BTL model, LLM judgments per ``llm``), every method refitted with
+        :func:`pydial.fit` (parallel with joblib, seeded).
     design : {"pilot", "uniform"}
         Human pair probabilities: the pilot's pair frequencies or uniform.
     level : float
@@ -407,9 +378,8 @@ def plan(
         Replications, joblib workers and seed of ``method="simulate"`` (the seed also
         drives the Monte Carlo of ``p_topk_correct`` under ``"theory"``).
     llm : {"resample", "fixed"}
-        LLM judgments of ``method="simulate"``: redrawn from the pilot's LLM fit
-        (matches the theory, which includes the LLM-stage variance) or the pilot's own
-        (conditional on the LLM data: no LLM-stage error in the simulated world).
+        LLM judgments of ``method="simulate"``: redrawn from the pilot's LLM fit on its LLM
+        design (as the theory, with the LLM-stage variance) or the pilot's own (no LLM-stage error).
 
     Returns
     -------
@@ -421,12 +391,10 @@ def plan(
 
     Notes
     -----
-    Under ``"theory"``, ``p_topk_correct`` is the probability that a Gaussian draw
-    ``N(s, Cov)`` around the pilot scores keeps their top-k set: it reflects the
-    variance only, not the anchored bias term, which enters ``excess_risk``.
-    First-order predictions are least accurate for Human at small budgets (a few
-    comparisons per pair), where the MLE's finite-sample bias adds to the risk;
-    ``method="simulate"`` captures it.
+    Under ``"theory"``, ``p_topk_correct`` is the probability that a draw ``N(s, Cov)`` keeps
+    the pilot's top-k set (the variance only; the anchored bias enters ``excess_risk``).
+    First-order predictions are least accurate for Human at small budgets, where the MLE's
+    finite-sample bias adds to the risk; ``method="simulate"`` captures it.
 
     Examples
     --------
@@ -596,10 +564,10 @@ def _plan_simulate(p: Pilot, data: Comparisons, budgets: list[int], methods: tup
         for m in methods:
             d = df[(df["budget"] == n) & (df["method"] == m) & df["ok"]] if "excess_risk" in df else df.iloc[:0]
             ok = len(d)
-            er = d["excess_risk"] if ok else pd.Series(dtype=float)
             rows.append({"budget": n, "method": m,
                          **{c: float(d[c].mean()) if ok else np.nan for c in PLAN_COLUMNS[2:]},
-                         "excess_risk_mcse": float(er.std(ddof=1) / np.sqrt(ok)) if ok > 1 else np.nan, "n_ok": ok})
+                         "excess_risk_mcse": float(d["excess_risk"].std(ddof=1) / np.sqrt(ok)) if ok > 1 else np.nan,
+                         "n_ok": ok})
     return pd.DataFrame(rows, columns=[*PLAN_COLUMNS, "excess_risk_mcse", "n_ok"])
 
 

@@ -58,9 +58,8 @@ class Truth:
     S : ndarray, shape (K, N)
         LLM judge scores :math:`S=\gamma\mu^\top+UV^\top` (eq. S-llm); rows centered.
     b : ndarray, shape (K,)
-        Judge-level position effects :math:`b_k`; the last judge has ``b = 0.05`` (unless
-        :func:`simulate` was given ``position_effects``).
-        With ``sigma_pos > 0`` this is the within-judge mean of :attr:`b_kij`.
+        Judge-level position effects :math:`b_k` (the last 0.05 unless ``position_effects``
+        were given); with ``sigma_pos > 0`` the within-judge mean of :attr:`b_kij`.
     mu : ndarray, shape (N,)
         Consensus direction, :math:`1^\top\mu=0`, :math:`\|\mu\|_2^2=N`.
     gamma : ndarray, shape (K,)
@@ -68,28 +67,24 @@ class Truth:
     U : ndarray, shape (K, r)
         Disagreement loadings, zero column means.
     V : ndarray, shape (N, r)
-        Disagreement directions, :math:`V^\top 1=0`, :math:`\mu^\top V=0`,
-        :math:`N^{-1}V^\top V=I_r`.
+        Disagreement directions, :math:`V^\top 1=0`, :math:`\mu^\top V=0`, :math:`N^{-1}V^\top V=I_r`.
     W : ndarray, shape (N, r + 1)
         :math:`W=[\mu, V]`.
     c_h : ndarray, shape (d,)
-        Human calibration coordinates: ``(1,)`` for ``target="consensus"``
-        (:math:`s_H=\mu`, basis :math:`M=\mu`) and ``(1, c_V)`` for
-        ``target="misaligned"`` (:math:`s_H=Wc_H`, basis :math:`M=W`).
+        Human calibration coordinates: ``(1,)`` for ``target="consensus"`` (basis :math:`M=\mu`),
+        ``(1, c_V)`` for ``"misaligned"`` (:math:`M=W`).
     b_kij : ndarray, shape (K, n_pairs), or None
-        Pair-varying position effects :math:`b_{kij}=b_k+\delta_{kij}`
-        (``sigma_pos > 0`` only).
+        Pair-varying position effects :math:`b_{kij}=b_k+\delta_{kij}` (``sigma_pos > 0`` only).
     eps_kij : ndarray, shape (K, n_pairs), or None
-        Judge-pair overdispersion effects :math:`\varepsilon_{kij}`
-        (``overdispersion > 0`` only).
+        Judge-pair overdispersion effects :math:`\varepsilon_{kij}` (``overdispersion > 0`` only).
     pairs : ndarray, shape (n_pairs, 2)
-        Canonical pairs ``i < j`` in the order of the columns of :attr:`b_kij` and
-        :attr:`eps_kij` (``np.triu_indices(N, 1)``); see :func:`pair_index`.
+        Canonical pairs ``i < j`` (``np.triu_indices(N, 1)``), the columns of :attr:`b_kij` and
+        :attr:`eps_kij`; see :func:`pair_index`.
     items, judges : tuple of str
         Item names ``item00 ..`` and LLM judge names ``judge0 ..``.
     nu : ndarray, shape (K + 1,), or None
-        Tie parameters of the judges and, last, of the people (``tie_rate > 0``
-        only): Davidson's ``nu`` or Rao-Kupper's threshold ``tau``.
+        Tie parameters of the judges, then the people (``tie_rate > 0`` only): Davidson's ``nu``
+        or Rao-Kupper's threshold ``tau``.
     ties : {"davidson", "rao-kupper"} or None
         The outcome family of the tie draws (``None``: no ties).
     """
@@ -291,20 +286,14 @@ class JudgeBehavior:
 
 
 # --------------------------------------------------------------------------- helpers
-def _check_float(name: str, value: Any, lo: float, hi: float | None = None, *, open_lo: bool = False,
-                 open_hi: bool = False) -> float:
+def _check_float(name: str, value: Any, lo: float, hi: float | None = None) -> float:
+    """Return ``value`` as a finite float in ``[lo, hi]`` (``[lo, inf)`` without ``hi``)."""
     try:
         v = float(value)
     except (TypeError, ValueError):
         raise ArgumentTypeError(f"{name} must be a real number, got {value!r}") from None
-    bad = (not np.isfinite(v)) or (v <= lo if open_lo else v < lo)
-    if hi is not None:
-        bad |= v >= hi if open_hi else v > hi
-    if bad:
-        lb = "(" if open_lo else "["
-        rb = ")" if open_hi else "]"
-        rng_txt = f"{lb}{lo}, {hi}{rb}" if hi is not None else f"{lb}{lo}, inf)"
-        raise ArgumentError(f"{name} must be in {rng_txt}, got {value!r}")
+    if not np.isfinite(v) or v < lo or (hi is not None and v > hi):
+        raise ArgumentError(f"{name} must be in [{lo}, {'inf)' if hi is None else f'{hi}]'}, got {value!r}")
     return v
 
 
@@ -314,33 +303,6 @@ def _orth(G: np.ndarray) -> np.ndarray:
     sgn = np.sign(np.diag(R))
     sgn[sgn == 0] = 1.0
     return Q * sgn
-
-
-def _orthonormal_complement_draw(rng: np.random.Generator, N: int, basis: np.ndarray, r: int) -> np.ndarray:
-    """Gaussian ``N x r`` matrix projected orthogonal to ``col(basis)`` and orthonormalized."""
-    G = rng.standard_normal((N, r))
-    if r == 0:
-        return G
-    Q0 = _orth(basis)
-    Q = _orth(G - Q0 @ (Q0.T @ G))
-    # A second pass removes the O(machine eps) leakage of the QR back into col(basis).
-    return _orth(Q - Q0 @ (Q0.T @ Q))
-
-
-def _structure(rng: np.random.Generator, N: int, K: int, r: int) -> tuple[np.ndarray, ...]:
-    """Draw ``(mu, V, gamma, U, S)`` satisfying Cond. llm-structure."""
-    one = np.ones(N)
-    mu = rng.standard_normal(N)
-    mu = mu - mu.mean()
-    mu = mu * np.sqrt(N) / np.linalg.norm(mu)
-    V = np.sqrt(N) * _orthonormal_complement_draw(rng, N, np.column_stack([one, mu]), r)
-    z = rng.standard_normal(K)
-    gamma = 1.0 + 0.3 * z
-    gamma = gamma * K / gamma.sum()
-    U = rng.standard_normal((K, r))
-    U = U - U.mean(axis=0, keepdims=True)
-    S = np.outer(gamma, mu) + U @ V.T
-    return mu, V, gamma, U, S
 
 
 # --------------------------------------------------------------------------- simulate
@@ -518,8 +480,21 @@ def _frame(items: tuple[str, ...], judges: tuple[str, ...], k_llm: np.ndarray, a
 
 def _parameters(gen: np.random.Generator, N: int, K: int, r: int, target: str, c_v_sd: float,
                 b_given: np.ndarray | None) -> tuple[np.ndarray, ...]:
-    """Draw the structural parameters ``(mu, V, gamma, U, S, W, b, c_h, s_h)`` of :func:`simulate`."""
-    mu, V, gamma, U, S = _structure(gen, N, K, r)
+    """Draw the structural parameters ``(mu, V, gamma, U, S, W, b, c_h, s_h)`` of :func:`simulate` (Cond. llm-structure)."""
+    mu = gen.standard_normal(N)
+    mu = mu - mu.mean()
+    mu = mu * np.sqrt(N) / np.linalg.norm(mu)
+    V = gen.standard_normal((N, r))
+    if r > 0:  # projected orthogonal to {1, mu} and orthonormalized
+        Q0 = _orth(np.column_stack([np.ones(N), mu]))
+        V = _orth(V - Q0 @ (Q0.T @ V))
+        V = _orth(V - Q0 @ (Q0.T @ V))  # a second pass removes the O(eps) leakage of the QR back into span{1, mu}
+    V = np.sqrt(N) * V
+    gamma = 1.0 + 0.3 * gen.standard_normal(K)
+    gamma = gamma * K / gamma.sum()
+    U = gen.standard_normal((K, r))
+    U = U - U.mean(axis=0, keepdims=True)
+    S = np.outer(gamma, mu) + U @ V.T
     W = np.column_stack([mu, V])
     b = gen.uniform(0.3, 1.2, size=K) * np.where(gen.random(K) < 0.8, 1.0, -1.0)
     b[-1] = FIXED_JUDGE_B
@@ -548,45 +523,30 @@ def simulate(
     behavior: JudgeBehavior | Mapping[str, Any] | None = None,
     seed: np.random.Generator | int | None = None,
 ) -> Simulation:
-    r"""Simulate LLM and human pairwise judgments from the paper's DGP.
+    r"""Simulate LLM and human pairwise judgments from the paper's DGP (App. "Simulation Studies").
 
-    Follows App. "Simulation Studies" ("Data-generating process") of the paper.
-
-    Structure (:math:`S=\gamma\mu^\top+UV^\top`).  :math:`\mu` is Gaussian, centered and scaled to
-    :math:`\|\mu\|_2^2=N`.  The columns of :math:`V` are Gaussian, projected onto the
-    orthogonal complement of :math:`\{1_N,\mu\}`, orthonormalized by QR and scaled by
-    :math:`\sqrt N`, so :math:`N^{-1}V^\top V=I_r`.  :math:`\gamma_k=1+0.3z_k`,
-    :math:`z_k\sim N(0,1)`, rescaled to :math:`1^\top\gamma=K`.  :math:`U` has
-    standard Gaussian entries with the column means subtracted.
+    Structure.  :math:`\mu` Gaussian, centered, :math:`\|\mu\|_2^2=N`; :math:`V` Gaussian,
+    projected orthogonal to :math:`\{1_N,\mu\}`, orthonormalized by QR and scaled so that
+    :math:`N^{-1}V^\top V=I_r`; :math:`\gamma_k=1+0.3z_k`, :math:`z_k\sim N(0,1)`, rescaled to
+    :math:`1^\top\gamma=K`; :math:`U` standard Gaussian with column means subtracted;
     :math:`S=\gamma\mu^\top+UV^\top`.
 
-    Position effects.  :math:`b_k=\beta_k\xi_k` with :math:`\beta_k\sim U(0.3,1.2)`
-    and :math:`\xi_k\in\{+1,-1\}`, :math:`\Pr(\xi_k=1)=0.8` (we read the paper's
-    :math:`\xi_k` as a random sign: the first-shown item is favoured with
-    probability 0.8, the second-shown otherwise).  The last judge is fixed at
-    :math:`b_K=0.05`.
-
-    Human target.  ``"consensus"``: :math:`s_H=\mu` (:math:`c_H=(1)`);
-    ``"misaligned"``: :math:`s_H=Wc_H` with :math:`c_H=(1,c_V)`,
+    Position effects.  :math:`b_k=\beta_k\xi_k`, :math:`\beta_k\sim U(0.3,1.2)`, a random sign
+    :math:`\xi_k` with :math:`\Pr(\xi_k=1)=0.8` (our reading of the paper's :math:`\xi_k`); the
+    last judge has :math:`b_K=0.05`.  Human target: ``"consensus"`` :math:`s_H=\mu`
+    (:math:`c_H=(1)`), ``"misaligned"`` :math:`s_H=Wc_H`, :math:`c_H=(1,c_V)`,
     :math:`c_V\sim N(0,\texttt{c\_v\_sd}^2 I_r)`.
 
-    Comparisons.  Every comparison draws its pair uniformly among the
-    :math:`N(N-1)/2` pairs; LLM comparisons also draw the judge uniformly.  The
-    canonical item :math:`i` (of :math:`i<j`) is shown first (:math:`a=+1`) with
-    probability ``behavior.p_first`` (paper: 0.75; not used with ``both_orders``).  Item
+    Comparisons.  Each draws its pair uniformly (LLM comparisons also the judge); the canonical
+    item :math:`i<j` is shown first (:math:`a=+1`) with probability ``behavior.p_first``.  Item
     :math:`i` wins an LLM comparison with probability
-    :math:`\sigma(s_{ki}-s_{kj}+ab_{kij}+\varepsilon_{kij})` (the judges' order-effect BTL
-    model with the optional misspecifications below) and a human comparison with
-    probability :math:`\sigma(s_{Hi}-s_{Hj})` (the human BTL model).
-
-    Misspecification (``behavior``).  ``overdispersion > 0``: :math:`\varepsilon_{kij}\sim
-    N(0,\texttt{overdispersion}^2)` drawn once per judge-pair and shared by all
-    repeats and both orders (the paper's bottom row uses ``overdispersion=1``).
-    ``sigma_pos > 0``: :math:`b_{kij}=b_k+\delta_{kij}` with :math:`\delta_{kij}`
-    drawn once per judge-pair as follows: :math:`g_{kij}\sim N(0,1)`, centered
-    within judge over the :math:`P=N(N-1)/2` pairs, then scaled so that
-    :math:`\sqrt{P^{-1}\sum_{i<j}\delta_{kij}^2}=\sigma_{pos}` exactly (population
-    standard deviation, ``ddof=0``).  Hence :math:`P^{-1}\sum_{i<j}b_{kij}=b_k`.
+    :math:`\sigma(s_{ki}-s_{kj}+ab_{kij}+\varepsilon_{kij})` and a human one with
+    :math:`\sigma(s_{Hi}-s_{Hj})`.  Misspecification (``behavior``): ``overdispersion``,
+    :math:`\varepsilon_{kij}\sim N(0,\texttt{overdispersion}^2)` once per judge-pair (shared by
+    repeats and orders; the paper's bottom row uses 1); ``sigma_pos``,
+    :math:`b_{kij}=b_k+\delta_{kij}` with :math:`\delta_{kij}` standard normal draws centered
+    within judge over the :math:`P=N(N-1)/2` pairs and scaled to population standard deviation
+    :math:`\sigma_{pos}` exactly, so :math:`P^{-1}\sum_{i<j}b_{kij}=b_k`.
 
     Parameters
     ----------
@@ -600,42 +560,33 @@ def simulate(
     c_v_sd : float
         Standard deviation of :math:`c_V` (``target="misaligned"``; paper: 0.5).
     tie_rate : float
-        ``> 0``: every judge and the people produce ties, with the tie
-        probability ``tie_rate`` at equal scores (the same tie parameter for
-        all, recorded in ``truth.nu``); outcomes are drawn from the family ``ties``
-        (the judges' order-effect BTL model for the decisive outcomes under Davidson).
+        ``> 0``: every judge and the people produce ties, with probability ``tie_rate`` at
+        equal scores (one tie parameter for all, ``truth.nu``), drawn from the family ``ties``.
         0 (default): no ties, the draws are unchanged.
     ties : {"davidson", "rao-kupper"} or None
-        Outcome family of the tie draws, as ``fit(ties=)``: Davidson-Beaver
-        (1970/1977) or Rao-Kupper (1967) (:mod:`pydial.model.families`).  None
-        (default) is Davidson when ``tie_rate > 0``; a family with ``tie_rate=0``
-        is an error.
+        Outcome family of the tie draws, as ``fit(ties=)`` (:mod:`pydial.model.families`);
+        None (default) is Davidson when ``tie_rate > 0``; a family with ``tie_rate=0`` is an error.
     both_orders : bool, default False
-        The design of the paper's real-data panel: ``n_llm`` *records* (item pairs drawn
-        uniformly), each judged by every judge in both display orders, each order an
-        independent draw from the judges' order-effect BTL model: ``2 K n_llm`` LLM rows
-        sharing their record's ``record_id``.  The ``n_human <= n_llm`` human labels are given
-        to the first ``n_human`` records (same pair and ``record_id``).  Response covariates
-        are drawn once per record (every judge, both orders and the people see the same
-        responses).  False (default): one judgment per record, the draws are unchanged.
+        The design of the paper's real-data panel: ``n_llm`` *records* (pairs drawn uniformly),
+        each judged by every judge in both display orders (independent draws): ``2 K n_llm`` LLM
+        rows sharing their record's ``record_id``.  The ``n_human <= n_llm`` human labels go to
+        the first ``n_human`` records, and response covariates are drawn once per record.
+        False (default): one judgment per record, the draws are unchanged.
     covariates : sequence of str, optional
-        Response covariates (beyond the paper: style bias), e.g. ``["length"]``.  Each item
-        has a mean feature value ``m_i ~ N(0, 1)`` per covariate (``truth.item_style``); each
-        response's feature is ``m_i + N(0, 1)``, written to the columns ``<name>_a`` and
-        ``<name>_b``.  The linear predictors add ``(x_a - x_b)' beta_k`` (people:
-        ``beta_H``), on the raw difference: a fit on the standardized covariate estimates
-        ``beta * scale`` (``Comparisons.covariate_scale``).
+        Response covariates (beyond the paper: style bias), e.g. ``["length"]``.  Each item has
+        a mean feature ``m_i ~ N(0, 1)`` per covariate (``truth.item_style``), each response
+        ``m_i + N(0, 1)`` (columns ``<name>_a``, ``<name>_b``).  The predictors add
+        ``(x_a - x_b)' beta_k`` (people: ``beta_H``) on the raw difference: a fit on the
+        standardized covariate estimates ``beta * scale`` (``Comparisons.covariate_scale``).
     beta : float or array, optional
         The covariate effects: a number or a ``(p,)`` vector shared by the LLM judges
         (people 0), or a ``(K + 1, p)`` array (judges, then people).  Default 0.
     behavior : JudgeBehavior or mapping, optional
-        The judges' display design and misspecifications: ``p_first``, ``position_effects``,
-        ``overdispersion``, ``sigma_pos``, ``self_preference`` and ``self_effect``, as a
-        :class:`JudgeBehavior` or a mapping of some of its fields (e.g.
-        ``{"overdispersion": 1.0}``); the others keep their defaults.
+        The judges' display design and misspecifications, as a :class:`JudgeBehavior` or a
+        mapping of some of its fields (e.g. ``{"overdispersion": 1.0}``).
     seed : numpy.random.Generator, int or None
-        Seed (an integer in ``[0, 2**32)``) or generator, passed to :func:`numpy.random.default_rng`.  The same
-        seed gives identical output.
+        Seed (an integer in ``[0, 2**32)``) or generator, for :func:`numpy.random.default_rng`;
+        the same seed gives identical output.
 
     Returns
     -------
@@ -654,11 +605,10 @@ def simulate(
 
     Notes
     -----
-    Each row is its own record (``record_id = 0, 1, ...``), except with ``both_orders``
-    (the record of a row is its item pair's draw, ``0 .. n_llm - 1``).  Rows always put the
-    canonical item :math:`i<j` in ``item_a``, so ``first == "a"`` means :math:`a=+1`
-    and ``winner == "a"`` means item :math:`i` won.  Human rows have judge
-    ``"human"`` and ``first = "a"`` (the human model ignores display order).
+    Each row is its own record (``record_id = 0, 1, ...``), except with ``both_orders``.  Rows
+    put the canonical item :math:`i<j` in ``item_a``, so ``first == "a"`` means :math:`a=+1`
+    and ``winner == "a"`` that item :math:`i` won.  Human rows have judge ``"human"`` and
+    ``first = "a"`` (the human model ignores display order).
 
     Examples
     --------
