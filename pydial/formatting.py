@@ -1,10 +1,7 @@
 """Text formatting of statistics for tables, reports and printed summaries.
 
-p-values are printed with two significant digits: plainly (``0.042``) from 0.001
-up, in scientific notation (``3.1e-08``) below, and as ``< 1e-300`` below the
-floating-point floor, so that a p-value is never printed as ``0.0``.  Where a
-tail probability underflows, compute its logarithm (``scipy.stats.norm.logsf``,
-``scipy.stats.chi2.logsf``) and format it with :func:`format_pvalue_from_log`.
+A p-value is never printed as ``0.0`` (:func:`format_pvalue`); where a tail probability underflows, format its
+logarithm (``scipy.stats.norm.logsf``, ``chi2.logsf``) with :func:`format_pvalue_from_log`.
 """
 
 from __future__ import annotations
@@ -40,9 +37,7 @@ def format_pvalue(p: float) -> str:
         return "nan"
     if p < P_FLOOR:
         return f"< {P_FLOOR:.0e}"
-    if p < 1e-3:
-        return f"{p:.1e}"
-    return f"{p:.2g}"
+    return f"{p:.1e}" if p < 1e-3 else f"{p:.2g}"
 
 
 def pvalue_from_log(logp: float) -> float:
@@ -61,9 +56,7 @@ def format_pvalue_from_log(logp: float) -> str:
     >>> format_pvalue_from_log(float(norm.logsf(5.63)))
     '9.0e-09'
     """
-    if float(logp) < _LOG_FLOOR:  # NaN: "nan" by format_pvalue
-        return f"< {P_FLOOR:.0e}"
-    return format_pvalue(pvalue_from_log(logp))
+    return f"< {P_FLOOR:.0e}" if float(logp) < _LOG_FLOOR else format_pvalue(pvalue_from_log(logp))  # NaN: "nan"
 
 
 def wald_log_pvalue(z: float) -> float:

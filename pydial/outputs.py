@@ -20,7 +20,7 @@ import socket
 import stat
 import tempfile
 import threading
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from types import FrameType
 from typing import Any, Iterator
@@ -96,10 +96,6 @@ def _probe(folder: Path, p: Path) -> None:
         raise OutputError(f"cannot write {p}: cannot create files in {folder} ({e.strerror})") from None
 
 
-def _is_pydial_dir(p: Path) -> bool:
-    return (p / MARKER).is_file()
-
-
 # ------------------------------------------------ stale temporaries, signals
 def _pid_alive(pid: int) -> bool:
     if pid == os.getpid() or os.name == "nt":  # Windows: os.kill would end the process; never guess there
@@ -146,10 +142,8 @@ def _remove(p: Path) -> bool:
     if p.is_dir() and not p.is_symlink():
         shutil.rmtree(p, ignore_errors=True)
     else:
-        try:
+        with suppress(OSError):
             p.unlink()
-        except OSError:
-            pass
     return not os.path.lexists(p)
 
 
@@ -200,13 +194,10 @@ def _unregister(p: Path) -> None:
 # ------------------------------------------------------------------ modes
 def _umask() -> int:
     """Return the process umask (read without changing it where the system reports it)."""
-    try:
-        with open("/proc/self/status") as fh:
-            for line in fh:
-                if line.startswith("Umask:"):
-                    return int(line.split()[1], 8)
-    except (OSError, ValueError):
-        pass
+    with suppress(OSError, ValueError), open("/proc/self/status") as fh:
+        for line in fh:
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
     with _lock:
         mask = os.umask(0o022)
         os.umask(mask)
@@ -219,10 +210,8 @@ def _copy_mode(tmp: Path, existing: Path | None, default: int) -> None:
     if existing is not None:
         old = existing.stat()
         if old.st_gid != st.st_gid and hasattr(os, "chown"):
-            try:
+            with suppress(OSError):  # not a member of that group: the mode is still copied
                 os.chown(tmp, -1, old.st_gid)
-            except OSError:  # not a member of that group: the mode is still copied
-                pass
         os.chmod(tmp, stat.S_IMODE(old.st_mode))
     else:
         os.chmod(tmp, (default & ~_umask()) | (st.st_mode & stat.S_ISGID))
@@ -239,7 +228,7 @@ def check_output_dir(path: str | os.PathLike[str], *, force: bool = False) -> Pa
     if p.is_dir():
         _probe(p, p)
         entries = list(p.iterdir())
-        if entries and not _is_pydial_dir(p):
+        if entries and not (p / MARKER).is_file():
             if not force:
                 shown = ", ".join(sorted(e.name for e in entries)[:4])
                 raise OutputError(f"the output folder {p} is not empty and was not written by pydial ({shown}"
@@ -334,7 +323,7 @@ def _move_into_place(tmp: Path, target: Path) -> None:
             target.rmdir()
             os.rename(tmp, target)
         return
-    if _is_pydial_dir(target):  # replace the earlier output as a whole
+    if (target / MARKER).is_file():  # replace the earlier output as a whole
         old = Path(tempfile.mkdtemp(prefix=_temp_prefix(target.name, "old"), dir=target.parent))
         os.rename(target, old / "out")
         os.rename(tmp, target)
@@ -390,8 +379,7 @@ def read_interval_table(path: str | os.PathLike[str]) -> pd.DataFrame:
     if missing:
         raise OutputError(f"{path} is not a compare_intervals.csv of pydial: no column(s) {missing}")
     out = tab.drop(columns=list(INTERVAL_METADATA))
-    out.attrs.update({k: "" if pd.isna(tab[k].iloc[0]) else str(tab[k].iloc[0]) for k in INTERVAL_METADATA}
-                     if len(tab) else {})
     if len(tab):
+        out.attrs.update({k: "" if pd.isna(tab[k].iloc[0]) else str(tab[k].iloc[0]) for k in INTERVAL_METADATA})
         out.attrs["level"] = float(tab["level"].iloc[0])
     return out

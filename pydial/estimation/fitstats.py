@@ -1,10 +1,8 @@
 r"""Log-likelihoods, parameter counts and sample sizes of a fit: what model comparison needs.
 
-Every likelihood fit reports ``llf`` (:class:`FitStats`), its free parameters after the gauge
-(``df_model``) and the judgments used (``nobs``): ``aic = -2 llf + 2 df_model``,
-``bic = -2 llf + log(nobs) df_model``.  ``llf`` is that of the judgments one at a time (statsmodels'
-GLM on Bernoulli rows, no binomial or multinomial coefficients; a tie family's categorical
-probabilities).  ``df_model`` follows the paper's parameterization:
+``llf`` is that of the judgments used one at a time (statsmodels' GLM on Bernoulli rows, no binomial
+or multinomial coefficients; a tie family's categorical probabilities); ``aic = -2 llf + 2 df_model``,
+``bic = -2 llf + log(nobs) df_model``.  ``df_model``, the free parameters after the gauge:
 
 * ``human``: ``N - 1`` scores, ``+ p_H`` covariate effects, ``+ 1`` for ``nu_H`` when the people tie;
 * ``judges``: ``K (N - 1)`` scores and ``K`` order effects, ``+`` each judge's covariate effects and ``nu``;
@@ -13,8 +11,9 @@ probabilities).  ``df_model`` follows the paper's parameterization:
   ``+ d`` calibration coefficients, ``+`` the free covariate effects and tie parameters;
 * ``pooled``: ``N - 1`` pooled scores ``+ 1`` scale ``c`` (``+ beta_L, beta_H, nu_L, nu_H``).
 
-The staged fits (``dial-anc``, ``pooled``, the anchored endpoint of ``dial-ada``) report the sum of the
-stage log-likelihoods, the joint model's log-likelihood at that (not maximizing) point.
+The staged fits (``dial-anc``, ``pooled``, the anchored endpoint of ``dial-ada``) report the sum of the stage
+log-likelihoods (the joint model's at that, not maximizing, point); a finite weight ``l_LLM + l_H`` at the
+weighted fit; ``lambda = 0`` the people's model plus the LLM-only fit.
 """
 
 from __future__ import annotations
@@ -40,16 +39,14 @@ class FitStats:
     Attributes
     ----------
     llf : float
-        Log-likelihood of the judgments the fit used, at the estimate (NaN when the fit is not a
-        likelihood fit, e.g. AtC's isotonic scores).
+        Log-likelihood of the judgments the fit used, at the estimate (NaN without a likelihood, e.g. AtC).
     df_model : int or None
         Free parameters after the gauge (``None`` with ``llf``: no likelihood).
     llf_human : float
         The people's log-likelihood at the reported scores (NaN when no human judgment is used).
     objective : float
-        The weighted criterion :math:`Q_\lambda = \ell_H + \lambda \ell_L` (eq. weighted-loss,
-        normalized losses) at the estimate, for ``dial-ada`` / ``dial-nopos``: not a
-        log-likelihood.  NaN for the other methods.
+        :math:`Q_\lambda = \ell_H + \lambda \ell_L` (eq. weighted-loss, normalized losses) at the estimate
+        for ``dial-ada`` / ``dial-nopos``, not a log-likelihood; NaN for the other methods.
     """
 
     llf: float
@@ -84,8 +81,7 @@ def judges_stats(data: Comparisons, family: Family, S: np.ndarray, b: np.ndarray
 def structured_log_likelihood(data: Comparisons, family: Family, chart: Chart, x: np.ndarray, free: np.ndarray,
                               which: str) -> float:
     """Log-likelihood of the ``which`` (``"llm"``, ``"human"``) judgments at ``x = (theta, log nu)`` of ``chart``."""
-    w_llm, w_human = (1.0, 0.0) if which == "llm" else (0.0, 1.0)
-    cells = Cells.stack(data, w_llm, w_human, with_ties=not family.is_binary)
+    cells = Cells.stack(data, *((1.0, 0.0) if which == "llm" else (0.0, 1.0)), with_ties=not family.is_binary)
     return -Objective(chart, cells, ties=family, free=free if not family.is_binary else None).value(x)
 
 
@@ -102,11 +98,9 @@ def _kinds_by_judge(data: Comparisons) -> np.ndarray:
 
 
 def judgment_counts(data: Comparisons, family: Family, method: str) -> tuple[pd.Index, np.ndarray, np.ndarray]:
-    """Return the judges, the judgments each contributed to the likelihood, and those left out by reason.
+    """Return the judges, the judgments each contributed to the likelihood, and those left out by reason (:data:`EXCLUDED`).
 
-    The left out are a matrix with the columns :data:`EXCLUDED`: ``ties`` (binary models), ``both_bad``,
-    ``self_comparisons``, ``not_used_by_method``; per judge the two add up to every judgment.  Formed once per
-    data set, method and binary or tie family: the arrays are read-only.
+    Per judge the two add up to every judgment.  Cached per data set, method and binary or tie family: read-only.
     """
     def build() -> tuple[pd.Index, np.ndarray, np.ndarray]:
         names = derived(data, ("judge index",), lambda: pd.Index(list(data.judges) + [data.human_judge], name="judge"))

@@ -55,30 +55,30 @@ class DialResult:
         The data and the specification (:class:`pydial.estimation.model.DialModel`).
     estimate : Estimate
         The point estimates and their linearizations.
-    method, engine : str
-        ``spec.method``, ``spec.engine``.
+    method, engine, level, penalty, ties, cluster_correction
+        ``spec.method``, ``spec.engine``, ... : the confidence level of every interval, ``"firth"`` when
+        the likelihoods were bias-reduced (:mod:`pydial.model.penalty`), the tie model (``"davidson"``,
+        ``"rao-kupper"`` or ``None``), whether the clustered meats carry the factor ``G/(G-1)``.
     cov_type : str
         The meat of the covariances: ``spec.cov_type``, default ``"fisher"`` for ``human``, else ``"cell"``.
-    rank : int or None
-        Disagreement rank of the structured LLM fit (the selected one for a rank grid); ``None`` for
-        ``human``, ``judges`` and ``pooled``.
-    calibration : str or None
-        Human calibration basis (``"mu"`` or ``"W"``; ``"mu"`` for ``atc``); ``None`` for ``human``,
+    anchored_cov_type : str or None
+        :func:`pydial.fit`'s ``anchored_cov_type`` for the DIAL methods; see :attr:`anchored_cov`.
+    rank, calibration : int, str or None
+        Disagreement rank of the structured LLM fit (the selected one for a rank grid) and human
+        calibration basis (``"mu"`` or ``"W"``; ``"mu"`` for ``atc``); ``None`` for ``human``,
         ``judges`` and ``pooled`` (:meth:`dial_model` gives a DIAL model for every result).
-    level : float
-        Confidence level of every interval in the tables.
     scores : DataFrame
         By item: ``score, se, ci_low, ci_high`` (centered human-target scores; for ``"judges"`` the
         mean of the position-debiased judge scores).
     cov : DataFrame
         Covariance of the centered scores (item x item).
-    position_effects : DataFrame or None
+    position_effects, position_effects_cov : DataFrame or None
         By judge: ``b, se, ci_low, ci_high, z, p_value`` (Wald test of ``b_k = 0``) of the structured
-        LLM-only fit (DIAL methods, AtC), or of each judge's own Davidson-Beaver fit (``judges``).
-    position_effects_cov : DataFrame or None
-        Their covariance (judge x judge; see :meth:`position_test`).
-    judge_scores : DataFrame or None
-        Judge x item position-debiased scores ``S`` (LLM-only structured fit, or each judge's own fit).
+        LLM-only fit (DIAL methods, AtC) or of each judge's own Davidson-Beaver fit (``judges``), and
+        their covariance (see :meth:`position_test`).
+    judge_scores, judge_scores_se : DataFrame or None
+        Judge x item position-debiased scores ``S`` (LLM-only structured fit, or each judge's own fit),
+        and for ``judges`` their standard errors.
     structure : Structure or None
         ``mu, gamma, U, V`` of the LLM-only structured fit (``S = gamma mu^T + U V^T``).
     calibration_coef : ndarray or None
@@ -87,11 +87,9 @@ class DialResult:
     lambda_ : float
         Calibration weight: ``inf`` for the anchored endpoint (and ``pooled``, ``atc``), 0 for
         ``human``, NaN for ``judges`` (no human data in the fit).
-    converged : bool
+    converged, grad_norm : bool, float
         Every optimization reached its gradient tolerance inside the box (numpy: max gradient of the
-        normalized loss; Stan: relative to the log density).
-    grad_norm : float
-        Largest max-norm gradient at the reported optima.
+        normalized loss; Stan: relative to the log density); the largest max-norm gradient.
     loss_human : float
         :math:`\ell_H` at the reported scores (NaN without human data).
     gacv : DataFrame or None
@@ -113,76 +111,48 @@ class DialResult:
     consensus : DataFrame or None
         Consensus loadings ``gamma_k`` with intervals (LLM-only fit).
     tie_parameters : DataFrame or None
-        By judge with ``se, ci_low, ci_high``: Davidson's ``nu`` (``ties="davidson"``) or the threshold
-        ``tau`` (``ties="rao-kupper"``; :attr:`~pydial.model.families.Family.label`).
-    covariate_effects : DataFrame or None
+        By judge with ``se, ci_low, ci_high``: Davidson's ``nu`` or the Rao-Kupper threshold ``tau``
+        (:attr:`~pydial.model.families.Family.label`).
+    covariate_effects, covariate_effects_cov : DataFrame or None
         With response covariates (``Comparisons.from_frame(..., covariates=)``): ``beta`` of
-        ``logit p = ... + z' beta`` by ``(judge, covariate)`` (the people too, where fitted), per
-        standard deviation of the covariate (:attr:`covariate_scale`), with ``se, ci_low, ci_high, z,
-        p_value``.  The scores are then those of a comparison with ``z = 0``; see :meth:`covariate_test`.
-    covariate_effects_cov : DataFrame or None
-        Their covariance, labelled like :attr:`covariate_effects`.
+        ``logit p = ... + z' beta`` by ``(judge, covariate)``, per standard deviation of the covariate,
+        with ``se, ci_low, ci_high, z, p_value``, and their covariance.  The scores are then those of a
+        comparison with ``z = 0``; see :meth:`covariate_test`.
     covariate_scale : Series or None
         The standard deviation of each comparison covariate (``Comparisons.covariate_scale``).
-    n_human, n_llm : int
+    n_human, n_llm, nobs : int
         The human and LLM judgments in the likelihood (decisive ones for binary models, with ties for a
-        tie family); 0 for a side the method does not use.
-    nobs : int
-        ``n_human + n_llm``, the judgments behind :attr:`llf` and :attr:`bic`.
-    n_obs_by_judge : Series
-        The judgments used, by judge (the LLM judges, then the human judge).
-    excluded : DataFrame
-        The judgments left out, by judge and reason (``ties``, ``both_bad``, ``self_comparisons``,
-        ``not_used_by_method``); with :attr:`n_obs_by_judge` every judgment of the data.
+        tie family; 0 for a side the method does not use) and their sum.
+    n_obs_by_judge, excluded : Series, DataFrame
+        The judgments used and those left out, by judge (the LLM judges, then the human judge) and
+        reason (``ties``, ``both_bad``, ``self_comparisons``, ``not_used_by_method``): together every
+        judgment of the data.
     counts : tuple
-        The judges (an Index), judgments used and left out behind these two
-        (:func:`pydial.estimation.fitstats.judgment_counts`).
-    llf : float
-        Log-likelihood per judgment of the judgments used, at the estimate (statsmodels' GLM on
-        Bernoulli rows; a tie family's categorical probabilities): for the staged fits (``dial-anc``,
-        ``pooled``, DIAL-Ada at ``lambda = inf``) the sum of the stage log-likelihoods, for a finite
-        weight ``l_LLM + l_H``, at ``lambda = 0`` the people's plus the LLM-only fit's; NaN for ``atc``.
-        See :mod:`pydial.estimation.fitstats`.
-    df_model : int or None
-        Free parameters after the gauge (:mod:`pydial.estimation.fitstats`); ``None`` for ``atc``.
-    aic, bic : float
-        ``-2 llf + 2 df_model`` and ``-2 llf + log(nobs) df_model``.
+        The judges, judgments used and left out behind these (:func:`pydial.estimation.fitstats.judgment_counts`).
+    llf, df_model, aic, bic : float, int or None
+        Log-likelihood of the judgments used at the estimate (:mod:`pydial.estimation.fitstats`: for the
+        staged fits the sum of the stage log-likelihoods; NaN for ``atc``), free parameters after the
+        gauge (``None`` for ``atc``), ``-2 llf + 2 df_model`` and ``-2 llf + log(nobs) df_model``.
     llf_human : float
         The people's log-likelihood at the reported scores (NaN for ``judges``).
     objective : float
-        ``dial-ada`` / ``dial-nopos``: the weighted criterion ``Q_lambda = l_H + lambda l_L`` minimized
-        (normalized, with the Firth penalty when penalized), **not a log-likelihood**; NaN at
-        ``lambda = inf`` and for the other methods.
-    status : str
-        ``"ok"``, or one of :data:`~pydial.estimation.verdict.STATUSES`: the estimates are not a
-        resolved maximum-likelihood fit or their intervals are not valid (:meth:`summary` and
-        ``summary.json`` say so; the command line exits 4 unless ``--allow-nonconverged``).  A
-        calibration restriction rejected by its test (:class:`~pydial.CalibrationWarning`) leaves it
-        ``"ok"`` and is listed in :attr:`problems`.
-    problems : tuple of str
-        What went wrong, naming the judges and items to blame.
-    data : Comparisons
-        The data of the fit (``model.data``, not a copy); :func:`pydial.plan` and
-        :func:`pydial.next_pairs` take the pilot data from here.
-    penalty : str or None
-        ``"firth"`` when the likelihoods were bias-reduced (:mod:`pydial.model.penalty`).
-    ties : str or None
-        The tie model (``"davidson"`` or ``"rao-kupper"``) or ``None``.
-    cluster_correction : bool
-        Whether the clustered meats carry the factor ``G/(G-1)``.
-    anchored_cov_type : str or None
-        :func:`pydial.fit`'s ``anchored_cov_type`` for the DIAL methods; see :attr:`anchored_cov`.
-    judge_scores_se : DataFrame or None
-        ``judges``: the standard errors of :attr:`judge_scores` (meat ``cov_type``).
+        ``dial-ada`` / ``dial-nopos``: the weighted criterion ``Q_lambda = l_H + lambda l_L`` minimized,
+        **not a log-likelihood**; NaN at ``lambda = inf`` and for the other methods.
+    status, problems : str, tuple of str
+        ``"ok"``, or one of :data:`~pydial.estimation.verdict.STATUSES`: the estimates are not a resolved
+        maximum-likelihood fit or their intervals are not valid (the command line exits 4 unless
+        ``--allow-nonconverged``); and what went wrong, naming the judges and items to blame.  A
+        calibration restriction rejected by its test (:class:`~pydial.CalibrationWarning`) is a problem
+        of an ``"ok"`` fit.
+    data, spec : Comparisons, ModelSpec
+        ``model.data`` (not a copy; :func:`pydial.plan` and :func:`pydial.next_pairs` take the pilot
+        data from here) and ``model.spec`` (``pydial.fit(other_data, spec=result.spec)`` refits).
     stage_scores : DataFrame or None
         The score vectors of a two-stage baseline, by item: ``pooled`` (before the rescaling to the
         people); ``anchored`` (before the isotonic step) and ``human`` (giving the order) for ``atc``.
     linearization : tuple of Linearization
         The factored influence of every target with a covariance
         (:class:`pydial.inference.linearization.Linearization`), for :meth:`with_cov` and :meth:`cov_params`.
-    spec : ModelSpec
-        The specification of the fit (``model.spec``); ``pydial.fit(other_data, spec=result.spec)``
-        fits the same model again.
     fit_warnings : tuple of Warning
         The warnings raised while fitting (the basis of :attr:`status`).
     """
