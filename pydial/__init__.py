@@ -24,68 +24,23 @@ from pydial.studies.pair_design import next_pairs
 from pydial.studies.planning import plan, plot_plan
 from pydial.studies.simulate import JudgeBehavior, Simulation, simulate
 
-from .exceptions import (
-    ArgumentError,
-    ArgumentTypeError,
-    ArgumentWarning,
-    BootstrapWarning,
-    CalibrationWarning,
-    ConvergenceError,
-    ConvergenceWarning,
-    CovarianceWarning,
-    DataError,
-    DataWarning,
-    DependencyError,
-    DialError,
-    DialWarning,
-    EstimandMismatchError,
-    IdentifiabilityError,
-    MemoryLimitError,
-    OutputError,
-    UnknownNameError,
-)
+from .exceptions import (ArgumentError, ArgumentTypeError, ArgumentWarning, BootstrapWarning, CalibrationWarning,
+                         ConvergenceError, ConvergenceWarning, CovarianceWarning, DataError, DataWarning, DependencyError,
+                         DialError, DialWarning, EstimandMismatchError, IdentifiabilityError, MemoryLimitError, OutputError,
+                         UnknownNameError)
 
 __all__ = [
-    "Comparisons",
-    "read_comparisons",
-    "read_judge_responses",
-    "write_judge_responses",
-    "judge_diagnostics",
-    "datasets",
-    "features",
-    "io",
-    "check_design",
-    "DesignReport",
-    "fit",
-    "ModelSpec",
-    "ArgumentError",
-    "ArgumentTypeError",
-    "DialResult",
-    "simulate",
-    "Simulation",
-    "JudgeBehavior",
-    "plan",
-    "plot_plan",
-    "next_pairs",
-    "DataError",
-    "IdentifiabilityError",
-    "ConvergenceError",
-    "ConvergenceWarning",
-    "CovarianceWarning",
-    "CalibrationWarning",
-    "BootstrapWarning",
-    "DataWarning",
-    "ArgumentWarning",
-    "DialWarning",
-    "OutputError",
-    "UnknownNameError",
-    "DialError",
-    "DependencyError",
-    "MemoryLimitError",
-    "EstimandMismatchError",
-    "posterior",
-    "compare_intervals",
-    "stan_backend",
+    # data
+    "Comparisons", "read_comparisons", "read_judge_responses", "write_judge_responses", "judge_diagnostics", "datasets",
+    "features", "io", "check_design", "DesignReport",
+    # fits and studies
+    "fit", "ModelSpec", "DialResult", "simulate", "Simulation", "JudgeBehavior", "plan", "plot_plan", "next_pairs",
+    # errors and warnings
+    "ArgumentError", "ArgumentTypeError", "DataError", "IdentifiabilityError", "ConvergenceError", "OutputError",
+    "UnknownNameError", "DialError", "DependencyError", "MemoryLimitError", "EstimandMismatchError", "ConvergenceWarning",
+    "CovarianceWarning", "CalibrationWarning", "BootstrapWarning", "DataWarning", "ArgumentWarning", "DialWarning",
+    # Stan, imported on first use
+    "posterior", "compare_intervals", "stan_backend",
 ]
 
 _STAN_EXPORTS = ("posterior", "compare_intervals", "stan_backend")

@@ -1,8 +1,7 @@
-r"""The one-line entry point :func:`fit`: validate the arguments, pick the engine, run the estimator, build the result.
+r"""The entry point :func:`fit`: validate the arguments, pick the engine, run the estimator, build the result.
 
-The estimators themselves live in :mod:`pydial.estimation` and run whichever
-optimizers they are given (:class:`pydial.estimation.engines.Optimizers`); this module
-sits above both engines, so the numpy layers never import Stan.  The methods are tabulated in :mod:`pydial.estimation.estimators`.
+The estimators (:mod:`pydial.estimation`) run the optimizers they are given
+(:class:`pydial.estimation.engines.Optimizers`); this module sits above both engines, so the numpy layers never import Stan.
 """
 
 from __future__ import annotations
@@ -60,13 +59,12 @@ def fit(
 ) -> DialResult:
     """Fit one of the paper's estimators.
 
-    The default, ``"dial-ada"``, is the paper's adaptive estimator (Sec. "Adaptive choice of
-    the LLM weight"): it chooses the weight ``lambda`` of the LLM judgments by GACV and, when
-    the judges' consensus disagrees with the people, falls back toward the people's own fit.
-    ``"dial-anc"`` is valid only when the calibration restriction ``s_H = M c`` holds (the
-    people's scores lie in the span of the judges'); a fit whose restriction its own
-    likelihood-ratio test rejects warns with :class:`~pydial.CalibrationWarning` and lists it
-    in ``result.problems`` (the status stays ``"ok"``).
+    The default, ``"dial-ada"`` (Sec. "Adaptive choice of the LLM weight"), chooses the weight
+    ``lambda`` of the LLM judgments by GACV and falls back toward the people's own fit when the
+    judges' consensus disagrees with them.  ``"dial-anc"`` is valid only under the calibration
+    restriction ``s_H = M c`` (the people's scores in the span of the judges'); when its own
+    likelihood-ratio test rejects it, the fit warns with :class:`~pydial.CalibrationWarning` and
+    lists it in ``result.problems`` (the status stays ``"ok"``).
 
     Parameters
     ----------
@@ -83,16 +81,14 @@ def fit(
         * ``"dial-ada"``: weighted joint fits on the lambda path, selected by GACV (Alg. DIAL-Ada).
         * ``"atc"``: the people's BTL ordering with isotonic calibration of the LLM consensus (point estimates only).
     rank : int, list of int or "auto", optional
-        Disagreement rank ``r`` of ``S = gamma mu^T + U V^T`` (Cond. llm-structure);
-        1 when not given.  For ``dial-ada`` a list (or ``"auto"``: ``0 .. min(K-1,
-        N-2, 3)``) selects ``(r, lambda)`` jointly by GACV (App. rank-selection).
-        Used by the methods of :data:`~pydial.estimation.spec.USES_RANK`; given to another method it is
-        ignored with an :class:`~pydial.ArgumentWarning`.
+        Disagreement rank ``r`` of ``S = gamma mu^T + U V^T`` (Cond. llm-structure); 1 when not
+        given.  For ``dial-ada`` a list (or ``"auto"``: ``0 .. min(K-1, N-2, 3)``) selects
+        ``(r, lambda)`` jointly by GACV (App. rank-selection).  Used by the methods of
+        :data:`~pydial.estimation.spec.USES_RANK`, ignored by others with an :class:`~pydial.ArgumentWarning`.
     calibration : {"mu", "W"}, optional
-        Human calibration basis: the consensus ``mu`` (``d = 1``; the default) or
-        ``W = [mu, V]`` (``d = r + 1``).  Used by the methods of
-        :data:`~pydial.estimation.spec.USES_CALIBRATION`; given to another method it is ignored with an
-        :class:`~pydial.ArgumentWarning`.
+        Human calibration basis: the consensus ``mu`` (``d = 1``; the default) or ``W = [mu, V]``
+        (``d = r + 1``).  Used by the methods of :data:`~pydial.estimation.spec.USES_CALIBRATION`,
+        ignored by others with an :class:`~pydial.ArgumentWarning`.
     engine : {"numpy", "stan"}
         Optimizer; ``"stan"`` runs the same model through Stan's optimizer.
     cov_type : {"fisher", "binomial", "cell", "record"}, optional
@@ -103,71 +99,61 @@ def fit(
     seed : int, optional
         Seed of the generic-rank design checks (and of Stan when used).
     lambda_ : float or sequence of float, optional
-        Explicit finite candidate weights for ``dial-ada`` / ``dial-nopos`` (absolute
-        values of lambda in eq. weighted-loss).  ``inf`` alone is the single weight of the
-        anchored endpoint (``dial-ada`` at ``lambda_=inf`` is ``dial-anc``).
+        Explicit finite candidate weights for ``dial-ada`` / ``dial-nopos`` (absolute values of
+        lambda in eq. weighted-loss).  ``inf`` alone is the anchored endpoint (``dial-ada`` at
+        ``lambda_=inf`` is ``dial-anc``).
     multiples : sequence of float, optional
-        Candidate weights as multiples of ``n_L / n_H``; default seven log-spaced
-        values from 0.01 to 10 (App. lambda-selection).
+        Candidate weights as multiples of ``n_L / n_H``; default seven log-spaced values from
+        0.01 to 10 (App. lambda-selection).
     include_endpoints : bool or "anchored", default True
-        Whether the endpoints ``lambda = 0`` (human BTL) and ``inf`` (DIAL-Anc) compete
-        in GACV; ``inf`` remains the fallback when no finite weight is admissible.
-        ``"anchored"``: only ``inf`` competes; the human-only endpoint is fitted and
-        listed in ``result.gacv`` but not selected (with ``penalty="firth"`` at small
-        human budgets GACV's trace term under-states the optimism of the ``N - 1``
-        parameter human fit; see ``analyses/realdata/results_firth/summary.md``).
+        Whether the endpoints ``lambda = 0`` (human BTL) and ``inf`` (DIAL-Anc) compete in GACV;
+        ``inf`` remains the fallback when no finite weight is admissible.  ``"anchored"``: only
+        ``inf`` competes; the human-only endpoint is fitted and listed in ``result.gacv`` but not
+        selected (with ``penalty="firth"`` at small human budgets GACV's trace term under-states the
+        optimism of the human fit; see ``analyses/realdata/results_firth/summary.md``).
     anchored_cov_type : {"two-step", "fixed-basis"}
-        Covariance at ``lambda = inf``: the two-step delta method (the
-        ``lambda -> inf`` limit of the sandwich at the observed ``n_H/n_L``; default)
-        or the ``M`` fixed limit ``M H_M^{-1} M^T`` of Cor. uniform-lambda.
+        Covariance at ``lambda = inf``: the two-step delta method (the ``lambda -> inf`` limit of
+        the sandwich at the observed ``n_H/n_L``; default) or the ``M`` fixed limit
+        ``M H_M^{-1} M^T`` of Cor. uniform-lambda.
     ties : {None, "davidson", "rao-kupper"}
-        ``None``: ties are excluded (binary models, counted in ``data.summary()``).
+        ``None``: ties are excluded (binary models, counted in ``data.summary()``);
         ``"davidson"``: Davidson's model (Davidson-Beaver for the judges' order-effect models);
-        ``"rao-kupper"``: the Rao-Kupper threshold model instead.  Every method takes either,
-        with a tie parameter per judge and one for the people (``result.tie_parameters``;
-        ``pooled``: one ``nu`` for the pooled judges, two-step sandwich), on both engines (Stan's
-        ``dial.stan`` gives a group without ties ``nu_zero``, as numpy does), with every ``cov_type``
-        and with ``penalty="firth"`` (the Jeffreys prior of the family's GLMs; :mod:`pydial.estimation.steps`,
-        :mod:`pydial.estimation.baselines`).
+        ``"rao-kupper"``: the Rao-Kupper threshold model.  Every method, engine, ``cov_type`` and
+        ``penalty`` takes either, with a tie parameter per judge and one for the people
+        (``result.tie_parameters``; ``pooled``: one ``nu`` for the pooled judges).
     check : bool, default True
-        Run :func:`pydial.check_design` first and raise
-        :class:`~pydial.IdentifiabilityError` when the fit cannot exist.
+        Run :func:`pydial.check_design` first and raise :class:`~pydial.IdentifiabilityError`
+        when the fit cannot exist.
     penalty : {None, "firth"}
-        ``"firth"``: maximize ``l(theta) + 1/2 log det I(theta)`` (Firth 1993, the
-        Jeffreys prior; :mod:`pydial.model.penalty`) instead of ``l``, which removes the
-        ``O(1/n)`` bias and is finite whenever the design is connected, even under
-        complete separation.  Applies to the human BTL (``human``, the ordering of
-        ``atc``, the ``lambda = 0`` endpoint of ``dial-ada``), each judge's BTL
-        (``judges``), both stages of ``pooled``, the calibration GLM of ``dial-anc``
-        (and the ``lambda = inf`` endpoint) and the human block of the finite-weight
-        fits of ``dial-ada``.  Standard errors are the sandwich (or Fisher) covariance
-        at the penalized estimate, with the unpenalized information as bread.  The
-        calibration LRT stays a likelihood-ratio test of the unpenalized fits.
+        ``"firth"``: maximize ``l(theta) + 1/2 log det I(theta)`` (Firth 1993, the Jeffreys prior;
+        :mod:`pydial.model.penalty`), which removes the ``O(1/n)`` bias and is finite whenever the
+        design is connected, even under complete separation.  Applies to the human BTL (``human``,
+        ``atc``'s ordering, ``lambda = 0``), each judge's BTL (``judges``), both stages of ``pooled``,
+        the calibration GLM of ``dial-anc`` (and ``lambda = inf``) and the human block of the
+        finite-weight fits of ``dial-ada``.  Standard errors are the sandwich (or Fisher) covariance
+        at the penalized estimate with the unpenalized information as bread; the calibration LRT
+        compares the unpenalized fits.
     cluster_correction : bool, default False
-        Scale the clustered meats (``cov_type="cell"`` or ``"record"``) by the small-sample
-        factor ``G/(G-1)``, ``G`` the number of clusters (statsmodels' cluster
-        correction without its regression factor ``(n-1)/(n-k)``).  Off by default,
-        as in the paper; with few judge-pair cells per judge the position effects'
-        cell-clustered intervals cover slightly below the nominal level and the factor
-        widens them.  :meth:`DialResult.with_cov` switches it on or off later.
+        Scale the clustered meats (``cov_type="cell"`` or ``"record"``) by ``G/(G-1)``, ``G`` the
+        number of clusters (statsmodels' correction without ``(n-1)/(n-k)``).  Off, as in the paper;
+        with few judge-pair cells per judge it widens the position effects' slightly short
+        intervals.  :meth:`DialResult.with_cov` switches it later.
     covariate_effects : {"judge", "shared"}
-        With response covariates in the data (``Comparisons.from_frame(..., covariates=...)``):
-        one effect ``beta_k`` per LLM judge (default) or one ``beta_L`` shared by all LLM judges
-        (``"shared"``); the people have their own ``beta_H`` either way.  The scores are the
-        style-controlled scores (at ``z = 0``).  Ignored without covariates.
+        With response covariates (``Comparisons.from_frame(..., covariates=...)``): one effect
+        ``beta_k`` per LLM judge (default) or one ``beta_L`` shared by them (``"shared"``); the
+        people have their own ``beta_H``.  The scores are style-controlled (at ``z = 0``).
+        Ignored without covariates.
     selection : "gacv", ("endpoint-margin", c), dict or Selection, default "gacv"
         How ``dial-ada`` / ``dial-nopos`` choose the weight
-        (:class:`~pydial.estimation.selection.Selection`).  ``"gacv"``: the admissible candidate
-        of smallest GACV, as in the paper.  ``("endpoint-margin", c)``, beyond the paper: the
-        anchored endpoint ``lambda = inf`` whenever ``GACV(inf) - min_{lambda < inf} GACV <= c / n_H``
-        (``c >= 0``), else GACV's choice.  Either way ``result.gacv`` reports each candidate's
-        ``gap`` to the smallest GACV and the ``near_tie`` candidates within a tolerance of the
-        selected one's GACV (default ``1e-6``, what the path's optimizers resolve; set with
-        ``{"rule": ..., "margin": ..., "tolerance": ...}``), and ``result.gacv.attrs`` the rule
-        and the selected row; the summary names both.
+        (:class:`~pydial.estimation.selection.Selection`).  ``"gacv"``: the admissible candidate of
+        smallest GACV, as in the paper.  ``("endpoint-margin", c)``, beyond the paper: ``lambda = inf``
+        whenever ``GACV(inf) - min_{lambda < inf} GACV <= c / n_H`` (``c >= 0``), else GACV's choice.
+        ``result.gacv`` reports each candidate's ``gap`` to the smallest GACV and the ``near_tie``
+        candidates (tolerance ``1e-6`` by default; set with ``{"rule": ..., "margin": ...,
+        "tolerance": ...}``); ``result.gacv.attrs`` and the summary name the rule and the selection.
     spec : ModelSpec, optional
-        A specification built beforehand (``pydial.ModelSpec(method, ...)``), instead
-        of the arguments above; ``result.spec`` refits the same model on other data.
+        A specification built beforehand (``pydial.ModelSpec(method, ...)``) instead of the
+        arguments above; ``result.spec`` refits the same model on other data.
     **unknown
         Refused: any other keyword is an :class:`~pydial.ArgumentTypeError` naming it.
 
@@ -187,15 +173,14 @@ def fit(
     Raises
     ------
     ArgumentError
-        An argument is invalid (also a ``ValueError``; :class:`~pydial.ArgumentTypeError`,
-        also a ``TypeError``, for a wrong type or an unknown keyword); raised before
-        any work, by :class:`ModelSpec`.
+        An argument is invalid (a ``ValueError``; :class:`~pydial.ArgumentTypeError`, a ``TypeError``,
+        for a wrong type or an unknown keyword); raised before any work, by :class:`ModelSpec`.
     DataError, IdentifiabilityError
         The data or the design cannot give the requested fit.
     ConvergenceError
-        The fit failed numerically (a floating-point error, a linear-algebra routine
-        that did not converge); the message names the method and the original error
-        is chained.  A singular matrix raises :class:`IdentifiabilityError` instead.
+        The fit failed numerically (a floating-point error, a linear-algebra routine that did not
+        converge); the message names the method, the original error is chained.  A singular matrix
+        raises :class:`IdentifiabilityError` instead.
 
     Examples
     --------

@@ -1,8 +1,4 @@
-"""Exception and warning classes of pydial.
-
-Every error a user can trigger with bad input or an impossible design is one of
-these, so that scripts can catch them specifically.
-"""
+"""Exception and warning classes of pydial: every error that bad input or an impossible design can trigger."""
 
 from __future__ import annotations
 
@@ -25,12 +21,9 @@ class DataError(DialError, ValueError):
 
 
 class ArgumentError(DialError, ValueError):
-    """An argument of a pydial function has an invalid value.
+    """An argument of a pydial function has an invalid value (also a :class:`ValueError`).
 
-    Raised before any work is done; the message names the argument, the value given
-    and what is allowed.  It is a :class:`ValueError`, so ``except ValueError`` code
-    keeps working, and a :class:`DialError`, so ``except pydial.DialError`` catches
-    every error pydial raises.
+    Raised before any work is done; the message names the argument, the value given and what is allowed.
     """
 
 
@@ -39,10 +32,9 @@ class ArgumentTypeError(ArgumentError, TypeError):
 
 
 class UnknownNameError(ArgumentError, KeyError):
-    """An argument names an item, judge or covariate that the data or result does not have.
+    """An argument names an item, judge or covariate that the data or result does not have (also a :class:`KeyError`).
 
-    The message names the unknown name and lists the known ones.  It is a
-    :class:`KeyError` too, so ``except KeyError`` code keeps working.
+    The message names the unknown name and lists the known ones.
     """
 
     def __str__(self) -> str:
@@ -99,21 +91,18 @@ class ConvergenceError(DialError, RuntimeError):
 
 
 class OutputError(DialError, OSError):
-    """An output location cannot be written.
+    """An output location cannot be written (a file or folder in the way, no permission, a foreign non-empty folder).
 
-    A file where a folder is needed, a folder where a file is needed, no permission, or
-    a non-empty folder pydial did not write.  The message names the path.
+    The message names the path.
     """
 
 
 class EstimandMismatchError(DialError, ValueError):
     """Two results that are compared estimate different things.
 
-    E.g. a frequentist fit and a posterior of another model, weight, rank, calibration,
-    tie model or order-effect convention.
-
-    ``mismatch`` maps each differing field to ``(fit value, posterior value)``; the message
-    names them and says how to match the two sides.
+    E.g. a fit and a posterior of another model, weight, rank, calibration, tie model or order-effect
+    convention.  ``mismatch`` maps each differing field to ``(fit value, posterior value)``; the
+    message names them and says how to match the two sides.
     """
 
     def __init__(self, message: str, mismatch: dict | None = None) -> None:
@@ -124,8 +113,7 @@ class EstimandMismatchError(DialError, ValueError):
 class DependencyError(DialError, ImportError):
     """An installed dependency is missing or of a version pydial cannot support.
 
-    The message names the package, the version found, the supported range and the
-    command that installs a supported one.
+    The message names the package, the version found, the supported range and how to install one.
     """
 
 
@@ -136,9 +124,8 @@ class DialWarning(UserWarning):
 class ConvergenceWarning(DialWarning):
     """A fit finished but is not a resolved optimum.
 
-    ``status`` says how (a value of :data:`pydial.estimation.verdict.STATUSES`: ``"not
-    converged"``, ``"at bound"``, ``"not identified"``, ``"no admissible
-    candidate"``); :func:`pydial.fit` copies it into ``DialResult.status``.
+    ``status`` says how (one of :data:`pydial.estimation.verdict.STATUSES`, e.g. ``"not converged"``,
+    ``"at bound"``); :func:`pydial.fit` copies it into ``DialResult.status``.
     """
 
     def __init__(self, message: str = "", status: str = "not converged") -> None:
@@ -147,10 +134,7 @@ class ConvergenceWarning(DialWarning):
 
 
 class CovarianceWarning(DialWarning):
-    """A covariance is degenerate (too few clusters, or zero variance).
-
-    The affected intervals are NaN.
-    """
+    """A covariance is degenerate (too few clusters, or zero variance): the affected intervals are NaN."""
 
     status = "degenerate covariance"
 
@@ -158,21 +142,18 @@ class CovarianceWarning(DialWarning):
 class CalibrationWarning(DialWarning):
     """The fit's calibration restriction is rejected by its own likelihood-ratio test.
 
-    ``dial-anc``, ``pooled``, ``atc`` and DIAL-Ada at the anchored endpoint ``lambda = inf``
-    assume that the people's scores lie in the span of the judges' (``s_H = M c``,
-    the human subspace model); its likelihood-ratio calibration test rejects it at the fit's
-    level.  The estimates are a resolved fit of a model the data contradict: the result's
-    status stays ``"ok"`` and the problem is listed in ``DialResult.problems`` and its summary.
-    ``method="dial-ada"`` chooses the LLM weight by GACV and moves toward the people's own fit
-    when their preferences disagree with the judges' consensus.
+    ``dial-anc``, ``pooled``, ``atc`` and DIAL-Ada at ``lambda = inf`` assume the people's scores in
+    the span of the judges' (``s_H = M c``).  The estimates are a resolved fit of a model the data
+    contradict: the status stays ``"ok"``, the problem is listed in ``DialResult.problems`` and the
+    summary.  ``method="dial-ada"`` moves toward the people's own fit when they disagree with the judges.
     """
 
 
 class BootstrapWarning(DialWarning):
     """The resamples cannot show the sampling variability of (part of) the data.
 
-    E.g. a single record (every resample is the data itself): the bootstrap standard
-    errors and intervals are NaN instead of 0.  The message says which records and why.
+    E.g. a single record (every resample is the data itself): the bootstrap standard errors and
+    intervals are NaN instead of 0.  The message says which records and why.
     """
 
 
@@ -184,16 +165,13 @@ class ArgumentWarning(DialWarning):
 
 
 class DataWarning(DialWarning):
-    """The data were read, but something was changed or is worth a look.
-
-    E.g. names stripped of whitespace, duplicated rows.
-    """
+    """The data were read, but something was changed or is worth a look (e.g. names stripped, duplicated rows)."""
 
 
 class MemoryLimitError(DialError, MemoryError):
     """A request would not fit in the memory available (estimated before allocating).
 
-    The message gives the estimate, what it is made of, and how to reduce it.
+    The message gives the estimate, what it is made of and how to reduce it.
     """
 
 

@@ -67,8 +67,8 @@ class OptimResult:
     converged: bool
     at_bound: np.ndarray
     message: str
-    hess: np.ndarray | None = field(default=None, repr=False, compare=False)  # Hessian at ``x`` when known
-    grad: np.ndarray | None = field(default=None, repr=False, compare=False)  # gradient at ``x`` when known
+    hess: np.ndarray | None = field(default=None, repr=False, compare=False)
+    grad: np.ndarray | None = field(default=None, repr=False, compare=False)
     n_eval: int = -1
     seconds: float = float("nan")
 
@@ -151,10 +151,7 @@ def pinv_gauge(H: np.ndarray, Z: np.ndarray, rtol: float = ZERO_EIG_RTOL) -> tup
 
 
 def _gauge_shift(H: np.ndarray, Z: np.ndarray, out: np.ndarray | None = None) -> tuple[np.ndarray, float, np.ndarray] | None:
-    """``(Q, s, H + s Q Q^T)``: ``Q`` an orthonormal basis of ``span Z``, ``s`` the largest diagonal entry (None if 0).
-
-    ``H + s Q Q^T`` is formed in ``out`` when given.
-    """
+    """``(Q, s, H + s Q Q^T)`` (in ``out`` if given): ``Q`` an orthonormal basis of ``span Z``, ``s`` the largest ``|H_ii|``."""
     scale = float(np.abs(np.diag(H)).max(initial=0.0))
     if not scale > 0.0:
         return None
@@ -169,10 +166,7 @@ def _gauge_shift(H: np.ndarray, Z: np.ndarray, out: np.ndarray | None = None) ->
 
 def _gauge_cholesky_step(H: np.ndarray, g: np.ndarray, Z: np.ndarray, rtol: float,
                          work: np.ndarray | None = None) -> np.ndarray | None:
-    """``-H^+ g`` off the gauge tangents ``Z`` by one Cholesky factorization of ``H + s Q Q^T`` (formed in ``work``).
-
-    None when the factorization fails or a pivot is below ``rtol`` of the largest.
-    """
+    """``-H^+ g`` off the gauge tangents ``Z`` by a Cholesky factor of ``H + s Q Q^T``; None if it fails or a pivot < ``rtol``."""
     from scipy.linalg import cho_solve
 
     if (shifted := _gauge_shift(H, Z, work)) is None:
@@ -219,8 +213,7 @@ def newton(
     f, g, H = fgh(x) if first is None else first
     if not np.isfinite(f):
         raise FloatingPointError("objective is not finite at the starting point")
-    message = "maximum number of iterations reached"
-    converged = False
+    converged, message = False, "maximum number of iterations reached"
     it, work = 0, None
     for it in range(1, max_iter + 1):
         step = _gauge_cholesky_step(H, g, np.empty((H.shape[0], 0)), 1e-10) if cholesky else None
@@ -235,8 +228,7 @@ def newton(
             step = -(Q[:, keep] @ (gq[keep] / np.abs(ev[keep])))
         # Coordinates pinned at the bound with the gradient pushing outwards are frozen.
         pinned = (np.abs(x) >= bound) & (np.sign(x) == -np.sign(g))
-        if pinned.any():
-            step[pinned] = 0.0
+        step[pinned] = 0.0
         gfree = np.where(pinned, 0.0, g)
         decrement = float(-gfree @ step)
         if np.abs(gfree).max(initial=0.0) < gtol and decrement < gtol**2 * 1e2 + 1e-18:
@@ -286,10 +278,9 @@ def _gradient_polish(fg: Callable[[np.ndarray], tuple[float, np.ndarray]], x: np
                      steps: int = 10) -> np.ndarray:
     """Newton steps judged by the gradient alone, after L-BFGS-B has stalled at the resolution of ``f``.
 
-    L-BFGS-B's line search stops where the decrease of ``f`` it needs, about ``g' H^{-1} g / 2``, falls
-    below the rounding of ``f`` (``eps |f|``), while the gradient still resolves the optimum.  Each step
-    solves ``H s = -g`` by conjugate gradients with Hessian-vector products from central differences of
-    the exact gradient, and is taken (halved at most three times) while it shrinks ``max |g|``.
+    The line search stops where the decrease it needs, ``~ g' H^{-1} g / 2``, is below the rounding of
+    ``f``, while the gradient still resolves the optimum.  A step (:func:`_newton_cg`) is taken, halved at
+    most three times, while it shrinks ``max |g|``.
     """
     f, g = fg(x)
     gmax = float(np.max(np.abs(g)))
@@ -309,7 +300,7 @@ def _gradient_polish(fg: Callable[[np.ndarray], tuple[float, np.ndarray]], x: np
 
 def _newton_cg(fg: Callable[[np.ndarray], tuple[float, np.ndarray]], x: np.ndarray, g: np.ndarray,
                max_cg: int = 50) -> np.ndarray:
-    """Approximate Newton step ``-H^{-1} g`` by conjugate gradients (stopped at negative curvature)."""
+    """Newton step ``-H^{-1} g`` by conjugate gradients on central differences of the gradient (stops at negative curvature)."""
     scale = np.sqrt(np.finfo(float).eps) * (1.0 + float(np.max(np.abs(x))))
 
     def hv(v: np.ndarray) -> np.ndarray:
@@ -386,7 +377,6 @@ def lbfgs_minimize(
             break
     assert res is not None
     stalled = "ABNORMAL" in str(res.message) or "RELATIVE REDUCTION OF F" in str(res.message)
-    x = res.x
     if stalled and bnds is None and g_end > gtol * max(1.0, abs(float(res.fun))) * roundoff_factor:
         x = _gradient_polish(fg, x, gtol)  # a stall short of even the rounding allowance: finish on the gradient
     secs = time.perf_counter() - t0

@@ -36,8 +36,7 @@ def path(name: str) -> Path:
     """File of a bundled data set (``"arena"`` or ``"synthetic"``)."""
     if name not in NAMES:
         raise ArgumentError(f"unknown data set {name!r}; bundled: {NAMES}")
-    fname = {"arena": "arena.csv.gz", "synthetic": "synthetic.csv.gz"}[name]
-    return Path(str(files("pydial.examples") / fname))
+    return Path(str(files("pydial.examples") / f"{name}.csv.gz"))
 
 
 def load(name: str, **kwargs: Any) -> Comparisons:

@@ -1,12 +1,8 @@
-r"""Calibration-space likelihood-ratio test and AIC endpoint comparison.
+r"""Calibration-space likelihood-ratio test and AIC endpoint comparison (Prop. calibration-test).
 
-Prop. calibration-test of the paper:
-:math:`T = 2 n_H \{\ell_H(\hat s_\infty) - \ell_H(\hat s_0)\}` is asymptotically
-:math:`\chi^2_{N-1-d}` under the calibration restriction ``s_H = M c``
-(eq. human-subspace-model); AIC prefers the anchored endpoint exactly when
-``T < 2 (N - 1 - d)``.  The statistic needs the unrestricted human MLE
-:math:`\hat s_0`, which exists only when the directed human win graph is strongly
-connected; otherwise the test is undefined and says so.
+:math:`T = 2 n_H \{\ell_H(\hat s_\infty) - \ell_H(\hat s_0)\}` is asymptotically :math:`\chi^2_{N-1-d}`
+under ``s_H = M c`` (eq. human-subspace-model); AIC prefers the anchored endpoint when ``T < 2 (N - 1 - d)``.
+The human MLE :math:`\hat s_0` exists only when the human win graph is strongly connected, else the test is undefined.
 """
 
 from __future__ import annotations

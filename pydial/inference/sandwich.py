@@ -26,10 +26,7 @@ from pydial.optim import pinv_sym
 
 def outcome_stats(obj: Objective, x: np.ndarray, rows: np.ndarray | None = None,
                   unit_weight: bool = False) -> CellStats:
-    """Outcome :class:`~pydial.inference.meats.CellStats` of the objective's cells (or ``rows``) at ``x``.
-
-    With each cell's observed information, so that the ``"fisher"`` meat is the observed information.
-    """
+    """Outcome :class:`~pydial.inference.meats.CellStats` of the cells (or ``rows``) at ``x``, with the observed information."""
     if rows is not None:  # only the selected cells' derivatives are formed
         obj = Objective(obj.chart, obj.cells.select(rows), ties=obj.family, free=obj.free)
     eta = obj.eta(x[: obj.chart.dim])
@@ -47,10 +44,7 @@ def pair_keys(cells: Cells, N: int) -> np.ndarray:
 
 
 def _judgments(data: Comparisons, people: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
-    """Every judgment of a fit's cells, sorted by cell key: ``(key, record, outcome)`` (None without records).
-
-    Outcome 0 = ``i`` wins, 1 = ``j`` wins, 2 = tie; ``people``: the people's only.  Cached per data set.
-    """
+    """Every judgment (``people``: the people's), sorted by cell key: ``(key, record, outcome)``; None without records."""
     f = data.frame
     if "rec" not in f.columns:
         return None
@@ -86,8 +80,7 @@ def record_rows(data: Comparisons, cells: Cells, family: Family) -> tuple[np.nda
     if J is None:
         return None
     key, rec, outcome = J
-    N = data.N
-    key_cell = ((cells.g.astype(np.int64) * N + cells.i) * N + cells.j) * 3 + np.where(cells.is_human, 0, cells.a) + 1
+    key_cell = pair_keys(cells, data.N) * 3 + np.where(cells.is_human, 0, cells.a) + 1
     if data.p:
         assert cells.z is not None  # the cells of data with covariates carry them
         rc = _z_codes(data)
@@ -104,8 +97,7 @@ def record_rows(data: Comparisons, cells: Cells, family: Family) -> tuple[np.nda
 class OutcomeInfluence:
     """Influence in factored form of the cells of any outcome family: channels ``J2``, map ``A``, statistics, records.
 
-    ``J2`` is ``2m x P`` (``d eta``, then ``d log nu``), or ``m x P`` for the binary family's GLMs;
-    ``n_zero``: the zero eigenvalues of the bread's Hessian.
+    ``J2``: ``2m x P`` (``d eta``, then ``d log nu``), ``m x P`` for the binary GLMs; ``n_zero``: the bread's zero eigenvalues.
     """
 
     J2: Any
@@ -254,10 +246,7 @@ def family_glm_influence(data: Comparisons, family: Family, X: Design, x: np.nda
         st_b = CellStats(cells.n, w, cells.is_human, cells.y, expit(X @ x[:p]), pair_key=key)
         return OutcomeInfluence(X.X, np.asarray((X.basis_csr @ (E @ Hinv).T).T), st_b, rec, n_zero), H
     nt = 1 if free else 0
-    Xs = sp.csr_matrix(X.X)
-    eta_rows = sp.hstack([Xs, sp.csr_matrix((m, nt))], format="csr")
-    l_rows = sp.csr_matrix((np.ones(m * nt), (np.arange(m * nt), np.full(m * nt, Xs.shape[1]))), shape=(m, Xs.shape[1] + nt))
-    J2 = sp.vstack([eta_rows, l_rows], format="csr")
+    J2 = sp.block_diag([sp.csr_matrix(X.X), sp.csr_matrix(np.ones((m, nt)))], format="csr")  # rows d eta, then d l
     basis = sp.block_diag([X.basis_csr, sp.identity(nt)], format="csr")
     eta = X @ x[:p]
     fam, l = (family, x[p]) if free else (BINARY, 0.0)

@@ -1,9 +1,6 @@
-"""The Wald tables of a fit: every covariance of its linearization under one meat, and the tables formed from them.
+"""The Wald tables of a fit: the covariances of its linearization under one meat (:func:`covariances`).
 
-:func:`covariances` forms the covariance of every target of an estimate's linearization
-(:class:`~pydial.inference.linearization.Linearization`) under a meat; :func:`tables` turns the
-estimate and those covariances into the labelled tables of :class:`~pydial.DialResult` (scores,
-position effects, consensus loadings, judge scores, tie parameters, covariate effects).
+:func:`tables` turns the estimate and those covariances into the labelled tables of :class:`~pydial.DialResult`.
 """
 
 from __future__ import annotations

@@ -10,24 +10,9 @@ the Stan bundled with httpstan (:func:`stan_backend`), compiled programs cached 
 exported names are documented in the API reference (``docs/api/stan.rst``).
 """
 
-from .backend import (
-    BACKENDS,
-    CompiledModel,
-    OptimizeResult,
-    SampleResult,
-    SamplerWarning,
-    StanBackendError,
-    StanCompileError,
-    StanRuntimeError,
-    backend_available,
-    compile_model,
-    grad_log_prob,
-    log_prob,
-    optimize,
-    precompile,
-    sample,
-    stan_backend,
-)
+from .backend import (BACKENDS, CompiledModel, OptimizeResult, SampleResult, SamplerWarning, StanBackendError, StanCompileError,
+                      StanRuntimeError, backend_available, compile_model, grad_log_prob, log_prob, optimize, precompile, sample,
+                      stan_backend)
 from .bayes import estimand, posterior
 from .dial_posterior import Estimand
 from .cache import CACHE_ENV, StanCacheWarning
