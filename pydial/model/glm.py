@@ -87,15 +87,15 @@ class FamilyGLM:
 
     def value(self, x: np.ndarray) -> float:
         """Return the loss at ``x``."""
-        X, p = self.X, self.X.shape[1]
+        p = self.X.shape[1]
         beta = x[:p]
-        if not self.free:
-            n, y = self._binary
-            f = float(self.weight * binomial_nll(X @ beta, n, y).sum() + 0.5 * self.ridge * beta @ beta)
-            return f + self._firth.value(beta, X @ beta) if self._firth is not None else f
-        d = self.family.cell(self.counts, X @ beta, x[p])
-        f = -self.weight * float(d.value.sum()) + 0.5 * self.ridge * float(beta @ beta)
-        return f + self._firth.value(x) if self._firth is not None else f
+        eta = self.X @ beta
+        if self.free:
+            f = -self.weight * float(self.family.cell(self.counts, eta, x[p]).value.sum())
+        else:
+            f = self.weight * float(binomial_nll(eta, *self._binary).sum())
+        f += 0.5 * self.ridge * float(beta @ beta)
+        return f if self._firth is None else f + self._firth.value(x, eta)
 
     def terms(self, x: np.ndarray) -> tuple[float, np.ndarray, np.ndarray]:
         """Value, gradient and Hessian of the loss at ``x``."""
@@ -105,21 +105,20 @@ class FamilyGLM:
         if not self.free:
             n, y = self._binary
             pr = expit(eta)
-            f = float(w * binomial_nll(eta, n, y).sum() + 0.5 * self.ridge * beta @ beta)
-            g = w * rmatvec(X, n * pr - y) + self.ridge * beta
+            f = w * float(binomial_nll(eta, n, y).sum())
+            g = w * rmatvec(X, n * pr - y)
             H = glm_information(X, n, pr, w)
-            H[np.diag_indices(p)] += self.ridge  # the ridge in place: no dense identity (the judges' fits: p = N)
         else:
             d = self.family.cell(self.counts, eta, x[p])
-            f = -w * float(d.value.sum()) + 0.5 * self.ridge * float(beta @ beta)
-            gb = -w * rmatvec(X, d.d_eta) + self.ridge * beta
-            Hbb = gram(X, -w * d.d_eta_eta)
-            Hbb[np.diag_indices(p)] += self.ridge
+            f = -w * float(d.value.sum())
+            g = np.append(-w * rmatvec(X, d.d_eta), -w * d.d_l.sum())
             Hbl = -w * rmatvec(X, d.d_eta_l)
-            g = np.append(gb, -w * d.d_l.sum())
-            H = np.block([[Hbb, Hbl[:, None]], [Hbl[None, :], np.array([[-w * d.d_l_l.sum()]])]])
+            H = np.block([[gram(X, -w * d.d_eta_eta), Hbl[:, None]], [Hbl[None, :], np.array([[-w * d.d_l_l.sum()]])]])
+        f += 0.5 * self.ridge * float(beta @ beta)
+        g[:p] += self.ridge * beta
+        H[np.diag_indices(p)] += self.ridge  # the ridge in place: no dense identity (the judges' fits: p = N)
         if self._firth is not None:
-            fp, gp, Hp = self._firth.terms(x if self.free else beta)
+            fp, gp, Hp = self._firth.terms(x)
             f, g, H = f + fp, g + gp, H + Hp
         return f, g, H
 
