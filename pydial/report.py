@@ -117,10 +117,9 @@ def _multiple_text(m: float) -> str:
 def _selected_multiple(res: DialResult) -> float:
     """Return the selected weight as a multiple of n_LLM/n_H (read from the GACV table where it is a row)."""
     g = res.gacv
-    if g is not None:
-        hit = g.loc[g["lambda"] == res.lambda_, "multiple"]
-        if len(hit):
-            return float(hit.iloc[0])
+    hit = g.loc[g["lambda"] == res.lambda_, "multiple"]
+    if len(hit):
+        return float(hit.iloc[0])
     return float(res.lambda_) * res.n_human / res.n_llm if np.isfinite(res.lambda_) else float(res.lambda_)
 
 

@@ -483,9 +483,8 @@ class DialResult:
         if cov_type is not None:
             return self.with_cov(cov_type).conf_int(level, what)
         if what == "contrasts":
-            items = list(self.scores.index)
-            iu, ju = np.triu_indices(len(items), 1)
-            tab = self._contrasts([items[k] for k in iu], [items[k] for k in ju], level)
+            iu, ju = np.triu_indices(len(self.scores), 1)
+            tab = self._contrasts(list(self.scores.index[iu]), list(self.scores.index[ju]), level)
         elif what in ("scores", "b"):
             C_df = self.cov_params(what=what)  # raises for b without position effects
             est = (self.scores["score"] if what == "scores" else cast(pd.DataFrame, self.position_effects)["b"]).to_numpy()
@@ -525,11 +524,10 @@ class DialResult:
         rows = []
         for e in self.path:
             c = e.candidate
-            if not c.admissible:
-                continue
-            theta = e.staged_theta if np.isinf(c.lambda_) or c.lambda_ == 0 else c.theta
-            rows.append({"rank": e.chart.r, "lambda": c.lambda_, "gacv": c.gacv,
-                         "cv_loo": loo_cv(data, e.chart, c.lambda_, theta, family_of(self.ties))})
+            if c.admissible:
+                theta = e.staged_theta if np.isinf(c.lambda_) or c.lambda_ == 0 else c.theta
+                rows.append({"rank": e.chart.r, "lambda": c.lambda_, "gacv": c.gacv,
+                             "cv_loo": loo_cv(data, e.chart, c.lambda_, theta, family_of(self.ties))})
         return pd.DataFrame(rows)
 
     def position_test(self, judge_1: str, judge_2: str) -> pd.Series:
