@@ -158,57 +158,51 @@ def next_pairs(
         k = check_k(k, N)
     _check_greedy_size(int(n), N, blk.B.shape[1], k * (N - k) if objective == "ranking" else int(objective != "D"))
     pi, pj = np.triu_indices(N, 1)
-    pairs = np.column_stack([pi, pj])
-    cost = _costs(costs, items, pairs)
+    cost = _costs(costs, items, np.column_stack([pi, pj]))
     from pydial.model.chart import difference_design
 
     D = difference_design(pi, pj, N)
     X = D @ blk.B                              # x_ij = B^T (e_i - e_j), one row per pair
     w = expit(D @ blk.s)
     w = w * (1 - w)
-    G: np.ndarray | None  # contrasts and their weights (None for the D objective)
-    omega: np.ndarray | None
-    if objective == "contrast":
-        a, b = resolve_contrast(items, blk.s, target)
-        G = np.zeros((1, N))
-        G[0, items.index(a)], G[0, items.index(b)] = 1.0, -1.0
-        omega = np.ones(1)
-        label = f"Var({a} - {b})"
-    elif objective == "ranking":
-        o = np.argsort(-blk.s, kind="stable")
-        top, rest = o[:k], o[k:]
-        ta, tb = np.repeat(top, rest.size), np.tile(rest, top.size)
+    if objective == "D":
+        label = "log det K (calibration block)"
+    else:
+        if objective == "contrast":
+            a, b = resolve_contrast(items, blk.s, target)
+            ta, tb = np.array([items.index(a)]), np.array([items.index(b)])
+            label = f"Var({a} - {b})"
+        else:
+            o = np.argsort(-blk.s, kind="stable")
+            ta, tb = np.repeat(o[:k], N - k), np.tile(o[k:], k)
+            label = f"top-{k} boundary: sum w Var(contrast)"
         G = np.zeros((ta.size, N))
         G[np.arange(ta.size), ta], G[np.arange(ta.size), tb] = 1.0, -1.0
-        C = blk.other + blk.B @ blk.K @ blk.B.T
-        se = np.sqrt(np.maximum(np.einsum("ij,jk,ik->i", G, C, G), 1e-300))
-        omega = norm.cdf(-np.abs(G @ blk.s) / se)
-        label = f"top-{k} boundary: sum w Var(contrast)"
-    else:
-        G = omega = None
-        label = "log det K (calibration block)"
-    H = None if G is None else G @ blk.B      # contrasts in calibration coordinates
+        omega = np.ones(1)
+        if objective == "ranking":  # each contrast weighted by its misordering probability
+            C = blk.other + blk.B @ blk.K @ blk.B.T
+            se = np.sqrt(np.maximum(np.einsum("ij,jk,ik->i", G, C, G), 1e-300))
+            omega = norm.cdf(-np.abs(G @ blk.s) / se)
+        H = G @ blk.B  # the contrasts in calibration coordinates
     K = blk.K.copy()
 
     def value(K: np.ndarray) -> float:
-        if H is None:
+        if objective == "D":
             eig = np.linalg.eigvalsh(K)
             return float(np.sum(np.log(eig[eig > 1e-12 * eig.max()])))
-        assert G is not None and omega is not None  # H is G B
         return float(omega @ (np.einsum("ij,jk,ik->i", G, blk.other, G) + np.einsum("ij,jk,ik->i", H, K, H)))
 
     before = value(K)
-    counts = np.zeros(pairs.shape[0], int)
-    gain = np.zeros(pairs.shape[0])
-    first = np.full(pairs.shape[0], -1)
+    counts = np.zeros(pi.size, int)
+    gain = np.zeros(pi.size)
+    first = np.full(pi.size, -1)
     for step in range(int(n)):
         KX = X @ K                              # rows K x_ij
         q = np.einsum("ij,ij->i", KX, X)        # x^T K x
         denom = 1.0 + w * q
-        if H is None:
+        if objective == "D":
             red = np.log(denom)
         else:
-            assert omega is not None  # H is G B
             red = w * ((H @ KX.T) ** 2 * omega[:, None]).sum(0) / denom
         t = int(np.argmax(red / cost))
         if red[t] <= 0:

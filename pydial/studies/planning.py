@@ -21,33 +21,24 @@ and the excess human risk is, to second order, :math:`\tfrac12(\hat s-s_H)^\top 
   :math:`\hat\Delta_M=\max\{0,T-\chi^2_{\mathrm{df},1-\alpha}\}/(2n_H^{\rm pilot})` (zero unless
   the test rejects at level ``alpha``): the moment estimate :math:`(T-\mathrm{df})/(2n_H)` has
   noise :math:`\sqrt{2\,\mathrm{df}}/(2n_H)`, which would swamp :math:`d/(2n_H)`.
-* **DIAL-Ada**: a weight :math:`\lambda` shrinks the human estimate toward the anchored one by
-  :math:`A_\lambda` (Prop. local-misalignment).  Taking its eigenvalues on the
-  :math:`\mathrm{df}=N-1-d` directions the calibration removes equal to :math:`\kappa`, the fit
-  :math:`\hat s_\kappa=\hat s_A+\kappa D`, :math:`D=\hat s_H-\hat s_A`, has covariance
-  :math:`(1-\kappa^2)C_{A0}+\kappa^2C_H+(1-\kappa)^2V_{\rm LLM}` (:math:`C_{A0}` the human part
-  of the anchored covariance) and risk :math:`\{d+\kappa^2\mathrm{df}\}/(2n_H)+(1-\kappa)^2\Delta`
-  (Cor. finite-weight-risk), :math:`\Delta=\max\{\tfrac12\mathrm{tr}(LV_{\rm LLM}),\hat\Delta_M\}`.
-  In units of :math:`1/(2n_H)` GACV (eq. gacv) is at first order
-  :math:`(1-\kappa)^2T+2\kappa\,\mathrm{df}`, :math:`T=n_H\|D\|_L^2\sim\chi^2_{\mathrm{df}}(2n_H\Delta)`;
-  its minimizer is the positive-part Stein weight :math:`\hat\kappa=(1-\mathrm{df}/T)_+`
-  (on the endpoints only, the AIC rule: human iff :math:`T>2\,\mathrm{df}`).  The weight is
-  data driven (large :math:`\|D\|` goes with large :math:`\hat\kappa`), so with
-  :math:`X=\sqrt{n_H}L^{1/2}D\sim N(\mu,I_{\mathrm{df}})`, :math:`\|\mu\|^2=\nu=2n_H\Delta`, and
-  the identities of Judge and Bock (1978),
-  :math:`E[h(\|X\|^2)X]=\mu\,E[h(\chi^2_{\mathrm{df}+2}(\nu))]`,
-  :math:`E[h(\|X\|^2)\|X\|^2]=\mathrm{df}\,E[h(\chi^2_{\mathrm{df}+2}(\nu))]+\nu\,E[h(\chi^2_{\mathrm{df}+4}(\nu))]`,
+* **DIAL-Ada**: with the eigenvalues of the shrinkage operator :math:`A_\lambda` (Prop.
+  local-misalignment) taken equal, :math:`\kappa`, on the :math:`\mathrm{df}=N-1-d` directions the
+  calibration removes, the fit :math:`\hat s_A+\kappa D`, :math:`D=\hat s_H-\hat s_A`, has covariance
+  :math:`(1-\kappa^2)C_{A0}+\kappa^2C_H+(1-\kappa)^2V_{\rm LLM}` and risk
+  :math:`\{d+\kappa^2\mathrm{df}\}/(2n_H)+(1-\kappa)^2\Delta` (Cor. finite-weight-risk),
+  :math:`\Delta=\max\{\tfrac12\mathrm{tr}(LV_{\rm LLM}),\hat\Delta_M\}`.  GACV (eq. gacv) is at first
+  order :math:`(1-\kappa)^2T+2\kappa\,\mathrm{df}` (units :math:`1/(2n_H)`), minimized by the Stein
+  weight :math:`\hat\kappa=(1-\mathrm{df}/T)_+`, :math:`T=n_H\|D\|_L^2\sim\chi^2_{\mathrm{df}}(\nu)`,
+  :math:`\nu=2n_H\Delta`.  The weight depends on :math:`D`, so by the identities of Judge and Bock (1978)
 
   .. math:: R_{\rm Ada}=\frac{d+\mathrm{df}\,E[\hat\kappa^2(\chi^2_{\mathrm{df}+2})]}{2n_H}
             +\Delta\,\bigl\{1-2E[\hat\kappa(\chi^2_{\mathrm{df}+2})]+E[\hat\kappa^2(\chi^2_{\mathrm{df}+4})]\bigr\},
 
   by quadrature (:func:`shrinkage_moment`); widths and ``p_topk_correct`` average the
   fixed-:math:`\kappa` predictions over quantile nodes of :math:`T` (:meth:`Pilot.ada_weights`).
-  :math:`\hat\kappa\equiv0` and :math:`\equiv1` recover DIAL-Anc and Human.  A mixture of the
-  endpoints with AIC selection probabilities would ignore the intermediate weights and the
-  dependence of the selection on :math:`D` (20-30% too low on the paper's DGP).  Left out:
-  unequal eigenvalues of :math:`A_\lambda`, the finite weight grid and the noise of GACV's
-  trace term; ``method="simulate"`` measures the actual GACV selection.
+  A mixture of the endpoints with AIC selection probabilities would be 20-30% too low on the
+  paper's DGP.  Left out: unequal eigenvalues of :math:`A_\lambda`, the finite weight grid and the
+  noise of GACV's trace term; ``method="simulate"`` measures the actual GACV selection.
 """
 
 from __future__ import annotations
@@ -101,11 +92,6 @@ class Pilot:
         """Number of items."""
         return len(self.items)
 
-    @property
-    def llm_risk(self) -> float:
-        """``tr(L V_llm) / 2``: expected excess risk from estimating the basis."""
-        return 0.0 if self.V_llm is None else 0.5 * float(np.trace(self.L @ self.V_llm))
-
     def _anchored(self, method: str) -> tuple[np.ndarray, np.ndarray]:
         """``(B, V_llm)``, refused for a pilot without LLM judgments."""
         if self.B is None or self.V_llm is None:
@@ -123,8 +109,8 @@ class Pilot:
 
     @property
     def bias(self) -> float:
-        """``Delta``: the anchored endpoint's bias term, ``max(tr(L V_llm) / 2, Delta_M)``."""
-        return max(self.llm_risk, self.delta)
+        """``Delta``: the anchored endpoint's bias term, ``max(tr(L V_llm) / 2, Delta_M)`` (the first from the basis)."""
+        return max(0.0 if self.V_llm is None else 0.5 * float(np.trace(self.L @ self.V_llm)), self.delta)
 
     @property
     def df(self) -> int:

@@ -213,11 +213,8 @@ class Simulation:
 
     def __repr__(self) -> str:
         """Show the simulation's configuration."""
-        c = self.config
-        return (
-            f"Simulation(N={c.get('N')}, K={c.get('K')}, rank={c.get('rank')}, n_llm={c.get('n_llm')}, "
-            f"n_human={c.get('n_human')}, target={c.get('target')!r}, seed={c.get('seed')!r})"
-        )
+        shown = ("N", "K", "rank", "n_llm", "n_human", "target", "seed")
+        return f"Simulation({', '.join(f'{k}={self.config.get(k)!r}' for k in shown)})"
 
 
 @dataclass(frozen=True)
@@ -643,23 +640,19 @@ def simulate(
 
     mu, V, gamma, U, S, W, b, c_h, s_h = _parameters(g_struct, N, K, r, target, c_v_sd, b_given)  # (1) structure
     pi, pj = np.triu_indices(N, 1)
-    pairs = np.column_stack([pi, pj]).astype(np.int64)
 
     # (2) Overdispersion and (3) pair-varying position effects, per judge-pair.
-    z_eps = g_eps.standard_normal((K, n_pairs))
-    eps_kij = overdispersion * z_eps if overdispersion > 0 else None
+    eps_kij = overdispersion * g_eps.standard_normal((K, n_pairs)) if overdispersion > 0 else None
     b_kij = None
     if sigma_pos > 0:
         g = g_pos.standard_normal((K, n_pairs))
         g = g - g.mean(axis=1, keepdims=True)
-        delta = sigma_pos * g / np.sqrt(np.mean(g**2, axis=1, keepdims=True))
-        b_kij = b[:, None] + delta
+        b_kij = b[:, None] + sigma_pos * g / np.sqrt(np.mean(g**2, axis=1, keepdims=True))
 
     # (4) LLM comparisons.
     p_llm, k_llm, a_first, rec_llm, rec_pairs = _llm_design(g_llm, n_llm, n_pairs, K, p_first, both_orders)
-    a = np.where(a_first, 1.0, -1.0)
     i_l, j_l = pi[p_llm], pj[p_llm]
-    eta = _llm_predictor(S, b, b_kij, eps_kij, k_llm, i_l, j_l, p_llm, a)
+    eta = _llm_predictor(S, b, b_kij, eps_kij, k_llm, i_l, j_l, p_llm, np.where(a_first, 1.0, -1.0))
     if own is not None:  # self-preference: beta_k (1[i own_k] - 1[j own_k]), no draws
         eta += self_k[k_llm] * (own[k_llm, i_l] - own[k_llm, j_l])
     style, sides = None, {}
@@ -701,7 +694,7 @@ def simulate(
             frame[col] = np.concatenate([sides["llm"][side][:, c], sides["human"][side][:, c]])
     truth = Truth(
         s_h=s_h, S=S, b=b, mu=mu, gamma=gamma, U=U, V=V, W=W, c_h=c_h, b_kij=b_kij, eps_kij=eps_kij,
-        pairs=pairs, items=items, judges=judges, nu=None if t is None else np.full(K + 1, t),
+        pairs=np.column_stack([pi, pj]).astype(np.int64), items=items, judges=judges, nu=None if t is None else np.full(K + 1, t),
         ties=family if tie_rate > 0 else None,
         covariates=tuple(names), beta=beta_kp if names else None, item_style=style,
         self_preference=None if own is None else {str(k): tuple(str(x) for x in v) for k, v in
