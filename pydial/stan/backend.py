@@ -8,7 +8,9 @@ from __future__ import annotations
 import concurrent.futures
 import dataclasses
 import hashlib
+import logging
 import os
+import sys
 import threading
 from pathlib import Path
 from typing import Any, Mapping, Sequence
@@ -112,9 +114,6 @@ def stan_backend(prefer: str | None = None) -> str:
 
 def announce_compile(name: str, backend: str) -> None:
     """Write one line before a compilation: to the logger ``pydial.stan`` (INFO) when it has handlers, else stderr."""
-    import logging
-    import sys
-
     msg = (f"pydial: compiling the Stan program {Path(name).name!r} with "
            f"{'CmdStan' if backend == 'cmdstanpy' else 'the Stan bundled with httpstan'} "
            "(about a minute the first time; cached afterwards)")

@@ -7,8 +7,10 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import logging
+import logging.handlers
 import os
 import re
+import subprocess
 import tempfile
 import time
 import warnings
@@ -43,11 +45,9 @@ def available() -> bool:
     """Return whether ``cmdstanpy`` imports and ``cmdstanpy.cmdstan_path()`` resolves."""
     try:
         import cmdstanpy
-    except ImportError:
-        return False
-    try:
+
         cmdstanpy.cmdstan_path()
-    except (ValueError, RuntimeError, OSError):
+    except (ImportError, ValueError, RuntimeError, OSError):
         return False
     return True
 
@@ -57,20 +57,9 @@ def cache_dir() -> Path:
     return pydial_cache_dir() / "cmdstan"
 
 
-class _Messages(logging.Handler):
-    """Keep the messages of the log records it receives (cmdstanpy's errors, which carry Stan's output)."""
-
-    def __init__(self) -> None:
-        super().__init__(logging.ERROR)
-        self.messages: list[str] = []
-
-    def emit(self, record: logging.LogRecord) -> None:
-        self.messages.append(record.getMessage())
-
-
 @contextlib.contextmanager
-def _quiet_cmdstanpy() -> Iterator[list[str]]:
-    """Silence cmdstanpy's logger; yield its ERROR messages meanwhile (where a failed ``log_prob`` puts CmdStan's output)."""
+def _quiet_cmdstanpy() -> Iterator[list[logging.LogRecord]]:
+    """Silence cmdstanpy's logger; yield its ERROR records meanwhile (where a failed ``log_prob`` puts CmdStan's output)."""
     try:  # cmdstanpy configures its logger on first use (level DEBUG): do that first, then silence it
         from cmdstanpy.utils import get_logger
 
@@ -78,11 +67,11 @@ def _quiet_cmdstanpy() -> Iterator[list[str]]:
     except ImportError:  # pragma: no cover
         log = logging.getLogger("cmdstanpy")
     saved = log.level, log.handlers[:], log.propagate
-    keep = _Messages()
+    keep = logging.handlers.BufferingHandler(capacity=1 << 30)  # never flushed: holds every record
     log.setLevel(logging.ERROR)
     log.handlers, log.propagate = [keep], False
     try:
-        yield keep.messages
+        yield keep.buffer
     finally:
         log.setLevel(saved[0])
         log.handlers, log.propagate = saved[1], saved[2]
@@ -94,11 +83,7 @@ _ARGUMENT_ECHO = re.compile(r"^\s*(\w+( = .*)?)?\s*$")
 
 def stan_output(text: str) -> str:
     """Return Stan's own messages in a cmdstanpy error text: the lines after its last output marker, without the argument echo."""
-    for marker in ("stderr:", "console log output:"):
-        head, found, tail = text.partition(marker)
-        if found:
-            text = tail
-            break
+    text = next((text.partition(m)[2] for m in ("stderr:", "console log output:") if m in text), text)
     return "\n".join(line.rstrip() for line in text.splitlines() if not _ARGUMENT_ECHO.match(line)).strip()
 
 
@@ -127,8 +112,6 @@ EXE_INFO_TIMEOUT = 120.0
 
 def executable_problem(exe: Path) -> str | None:
     """Return what is wrong with a cached executable (missing, empty, not executable, ``info`` fails), or ``None``."""
-    import subprocess
-
     try:
         size = exe.stat().st_size
     except FileNotFoundError:
@@ -328,7 +311,7 @@ class CmdstanpyModel(CompiledModel):
                 df = self._cmdstan_model.log_prob(self._inits(data, u), data=json_ready(data), jacobian=jacobian,
                                                   sig_figs=18)
             except RuntimeError as e:
-                said = "\n".join(filter(None, (stan_output(m) for m in messages))) or str(e)
+                said = "\n".join(filter(None, (stan_output(r.getMessage()) for r in messages))) or str(e)
                 raise StanRuntimeError(f"{self.name}: log_prob failed: {said}") from None
         row = df.iloc[0].to_numpy(dtype=float)
         return float(row[0]), row[1:]

@@ -239,8 +239,7 @@ class CompiledModel(abc.ABC):
         Raises
         ------
         StanRuntimeError
-            Stan refused to evaluate the program at ``u`` (a ``reject()``, a domain
-            error); the message carries Stan's.
+            Stan refused to evaluate the program at ``u`` (a ``reject()``, a domain error); the message carries Stan's.
         """
         return self._log_prob_grad(as_stan_data(data), np.asarray(u, float).ravel(), jacobian, grad=False)[0]
 
@@ -264,18 +263,9 @@ class CompiledModel(abc.ABC):
         """Return ``log p(x)`` and, with ``grad``, its gradient; Stan's refusal is a :class:`StanRuntimeError`."""
 
     # ---------------------------------------------------------------- optimize
-    def optimize(
-        self,
-        data: Mapping[str, Any],
-        init: ArrayLike | None = None,
-        *,
-        seed: int | None = None,
-        fixed: Sequence[bool] | None = None,
-        bounds: Sequence[tuple[float | None, float | None]] | None = None,
-        gtol: float = 1e-8,
-        max_iter: int = 20_000,
-        method: str | None = None,
-    ) -> OptimizeResult:
+    def optimize(self, data: Mapping[str, Any], init: ArrayLike | None = None, *, seed: int | None = None,
+                 fixed: Sequence[bool] | None = None, bounds: Sequence[tuple[float | None, float | None]] | None = None,
+                 gtol: float = 1e-8, max_iter: int = 20_000, method: str | None = None) -> OptimizeResult:
         """Maximize ``log_prob`` (no Jacobian) over the unconstrained parameters.
 
         Parameters
@@ -287,20 +277,18 @@ class CompiledModel(abc.ABC):
         seed : int, optional
             Seed of the default start and of CmdStan.
         fixed : sequence of bool, optional
-            Coordinates held at ``init`` (e.g. the LLM block of eq. staged-calibrated-estimator's
-            second stage); scipy path only (on CmdStan pass them as data).
+            Coordinates held at ``init`` (e.g. the LLM block of eq. staged-calibrated-estimator's second stage);
+            scipy path only (on CmdStan pass them as data).
         bounds : sequence of (low, high), optional
             Box on the unconstrained coordinates (scipy path only).
         gtol : float
-            Converged when the max-norm of the (projected) gradient is at most ``gtol * max(1,
-            |log_prob|)`` (the scipy path's stopping rule).  CmdStan's L-BFGS, which stops on the
-            absolute gradient alone, gets a quarter of that tolerance at the start of each run and is
-            restarted from its end point until the verdict holds (at most four runs).
+            Converged when the max-norm of the (projected) gradient is at most ``gtol * max(1, |log_prob|)`` (the
+            scipy path's stopping rule).  CmdStan's L-BFGS, which stops on the absolute gradient alone, runs at a
+            quarter of that tolerance, restarted from its end point until the verdict holds (at most four runs).
         max_iter : int
             Iteration budget.
         method : {"scipy", "cmdstan"} or None
-            Force the optimizer; default CmdStan's L-BFGS on cmdstanpy, scipy's L-BFGS-B on exact
-            in-process gradients on httpstan.
+            Force the optimizer; default CmdStan's L-BFGS on cmdstanpy, scipy's L-BFGS-B on httpstan's gradients.
 
         Returns
         -------
@@ -355,32 +343,19 @@ class CompiledModel(abc.ABC):
                               backend=self.backend, seconds=res.seconds)
 
     # ---------------------------------------------------------------- sample
-    def sample(
-        self,
-        data: Mapping[str, Any],
-        *,
-        chains: int = 4,
-        draws: int = 1000,
-        warmup: int = 1000,
-        seed: int | None = None,
-        inits: Sequence[Mapping[str, Any]] | None = None,
-        adapt_delta: float = 0.8,
-        max_depth: int = 10,
-        refresh: int | None = None,
-        quiet: bool = True,
-        progress: bool | None = None,
-        inv_metric: np.ndarray | None = None,
-    ) -> SampleResult:
+    def sample(self, data: Mapping[str, Any], *, chains: int = 4, draws: int = 1000, warmup: int = 1000,
+               seed: int | None = None, inits: Sequence[Mapping[str, Any]] | None = None, adapt_delta: float = 0.8,
+               max_depth: int = 10, refresh: int | None = None, quiet: bool = True, progress: bool | None = None,
+               inv_metric: np.ndarray | None = None) -> SampleResult:
         """Run NUTS and return the draws; check them with :meth:`SampleResult.check`.
 
-        ``inits``: one dict of constrained values per chain (default Stan's uniform(-2, 2) on the
-        unconstrained scale); ``refresh``: the progress interval; ``quiet``: keep the backends' output off
-        the console; ``progress``: a ``tqdm`` bar instead (default: when stderr is a terminal);
-        ``inv_metric`` (CmdStan only): a vector, the diagonal inverse metric the adaptation starts from (one
-        entry per unconstrained parameter; default the unit metric); or a symmetric positive definite matrix,
-        a dense inverse metric kept through warmup, which adapts the step size only (CmdStan's windowed
-        estimate of a dense metric from a few hundred warmup draws is singular beyond a few hundred
-        parameters).  httpstan's cached fit is deleted afterwards (the draws are returned here).
+        ``inits``: one dict of constrained values per chain (default Stan's uniform(-2, 2) on the unconstrained
+        scale); ``refresh``: the progress interval; ``quiet``: keep the backends' output off the console;
+        ``progress``: a ``tqdm`` bar instead (default: when stderr is a terminal); ``inv_metric`` (CmdStan only):
+        a vector, the diagonal inverse metric the adaptation starts from (default the unit metric), or a symmetric
+        positive definite matrix, a dense one kept through warmup, which adapts the step size only (CmdStan's
+        windowed estimate of a dense metric is singular beyond a few hundred parameters).  httpstan's cached fit
+        is deleted afterwards.
         """
         chains, draws = check_count(chains, "chains"), check_count(draws, "draws")
         warmup = check_count(warmup, "warmup", minimum=0)
@@ -417,8 +392,8 @@ class CompiledModel(abc.ABC):
         data : mapping
             The program's data.
         algorithm : {"laplace", "pathfinder"}
-            CmdStan's ``laplace_sample`` (the mode by L-BFGS with the Jacobian, then normal draws on the
-            unconstrained scale, mapped back), or multi-path Pathfinder with importance resampling.
+            CmdStan's ``laplace_sample`` (the mode by L-BFGS with the Jacobian, then normal draws on the unconstrained
+            scale, mapped back), or multi-path Pathfinder with importance resampling.
         draws : int, default 1000
             Number of draws (returned as one chain).
         seed : int, optional
@@ -467,15 +442,12 @@ class BackendModule(Protocol):
 
     def available(self) -> bool:
         """Return whether the backend can run here (its packages import; for CmdStan, an installation is found)."""
-        ...
 
     def is_compiled(self, name: str, code: str) -> bool:
         """Return whether program ``name`` with text ``code`` is in the backend's cache (loading needs no compilation)."""
-        ...
 
     def compile_program(self, name: str, code: str) -> CompiledModel:
         """Compile program text ``code`` (named ``name`` in messages) or load it from the cache.
 
         Raises :class:`StanCompileError` with stanc's or the C++ compiler's output.
         """
-        ...

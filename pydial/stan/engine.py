@@ -9,10 +9,12 @@ import numpy as np
 
 from pydial.data.comparisons import CellTable, Comparisons
 from pydial.estimation.engines import JudgesBTLFit, Optimizers, StagedFit
+from pydial.model.cells import family_totals
 from pydial.model.chart import Chart, centering_basis, fixed_effects
 from pydial.model.families import Family
 from pydial.model.penalty import check_penalty
 
+from ..optim import BOX, OptimResult
 from .backend import OptimizeResult
 from .point import StanRun, judges_fit, people_fit, point_options, stan_fit_point
 from .schema import pooled_cell_table
@@ -23,9 +25,8 @@ GTOL = 1e-9
 """The optimizers' tolerance of the tie families' fits, the pooled baseline's and the people's model."""
 
 
-def _as_optim(res: OptimizeResult, x: np.ndarray, fun: float) -> Any:
-    from ..optim import BOX, OptimResult
-
+def _as_optim(res: OptimizeResult, x: np.ndarray, fun: float) -> OptimResult:
+    """Return Stan's result ``res`` as the numpy engine's :class:`~pydial.optim.OptimResult` at ``x`` and ``fun``."""
     x = np.atleast_1d(np.asarray(x, float))
     return OptimResult(x=x, fun=float(fun), grad_norm=float(res.grad_norm), n_iter=int(res.n_iter),
                        converged=bool(res.converged), at_bound=np.abs(x) >= BOX,
@@ -94,8 +95,6 @@ def stan_optimizers(seed: int | None = None, penalty: str | None = None, backend
 
     def joint(data: Comparisons, family: Family, ch: Chart, lambda_: float, x0: np.ndarray,
               penalty: str | None = None) -> Any:
-        from pydial.model.cells import family_totals
-
         n_l, n_h = family_totals(data, family)
         st = run(data, family).dial(ch, x0, f"joint fit, lambda = {lambda_:.4g}", w_llm=lambda_ * n_h / n_l, w_human=1.0,
                                   firth=firth(penalty))

@@ -9,11 +9,18 @@ import asyncio
 import concurrent.futures
 import contextlib
 import hashlib
+import importlib.resources
 import io
+import json
 import os
 import re
+import subprocess
+import sys
+import tempfile
 import time
+import types
 from dataclasses import dataclass, field
+from importlib.machinery import EXTENSION_SUFFIXES
 from pathlib import Path
 from typing import Any, Callable, Mapping, TypeVar
 
@@ -54,8 +61,6 @@ def bundled_pybind11(httpstan_dir: Path) -> tuple[int, int] | None:
 
 def unavailable_reason() -> str | None:
     """Return why httpstan's Stan cannot run here (not importable, or its pybind11 too old for this Python), or ``None``."""
-    import sys
-
     try:
         import httpstan
         import httpstan.models  # noqa: F401
@@ -104,17 +109,13 @@ def fit_files(model_name: str = "") -> list[Path]:
 
 def _unlink_if_older(f: Path, t: float) -> None:
     """Delete ``f`` unless it was written after time ``t`` (by a concurrent run)."""
-    try:
+    with contextlib.suppress(FileNotFoundError):
         if f.stat().st_mtime <= t + 1.0:
             f.unlink(missing_ok=True)
-    except FileNotFoundError:
-        pass
 
 
 def _module_file(model_name: str) -> Path | None:
     """Return the compiled extension module of ``model_name`` in httpstan's cache (``None``: there is none)."""
-    from importlib.machinery import EXTENSION_SUFFIXES
-
     import httpstan.cache
 
     d = httpstan.cache.model_directory(model_name)
@@ -146,9 +147,6 @@ def is_compiled(name: str, code: str) -> bool:
 
 def _load_services(model_name: str) -> Any:
     """Load a compiled model's functions once per process (captured at import: every module is ``stan_services``)."""
-    import sys
-    import types
-
     import httpstan.models
 
     fns = _SERVICES.get(model_name)
@@ -163,11 +161,6 @@ def _load_services(model_name: str) -> Any:
 
 def _stanc_info(code: str) -> dict:
     """``stanc --info`` of a program with the stanc binary of httpstan (declarations by block)."""
-    import importlib.resources
-    import json
-    import subprocess
-    import tempfile
-
     key = hashlib.sha256(code.encode()).hexdigest()
     if key not in _STANC_INFO:
         with importlib.resources.as_file(importlib.resources.files("httpstan") / "stanc") as stanc, \
@@ -183,8 +176,6 @@ def _stanc_info(code: str) -> dict:
 
 def _stanc_retry(fn: Callable[..., T], *args: Any, attempts: int = 8) -> T:
     """Call ``fn``, again when httpstan's stanc run exceeds its fixed 1-second timeout (a loaded machine)."""
-    import subprocess
-
     for k in range(attempts - 1):
         try:
             return fn(*args)
@@ -196,8 +187,6 @@ def _stanc_retry(fn: Callable[..., T], *args: Any, attempts: int = 8) -> T:
 # --------------------------------------------------------------------------- compile
 def _build_child() -> None:
     """Build ``argv[1]``'s module into ``argv[2]`` and import it (the child process of :func:`_build_aside`)."""
-    import sys
-
     import httpstan.cache
     import httpstan.models
 
@@ -213,9 +202,6 @@ def _build_child() -> None:
 
 def _build_aside(name: str, code: str, out: Path) -> None:
     """Build the module of ``code`` into ``out`` in a child process (:func:`_build_child`), or raise StanCompileError."""
-    import subprocess
-    import sys
-
     (out.parent / "program.stan").write_text(code)
     work = out.parent / "work"
     work.mkdir()
@@ -435,8 +421,6 @@ class _ProgressSink(io.StringIO):
     _ITER = re.compile(r"\((\d+)/(\d+)\)")
 
     def __init__(self, total: int, name: str) -> None:
-        import sys
-
         from tqdm.auto import tqdm
 
         super().__init__()

@@ -28,17 +28,12 @@ DIAL_PARAMETERS: tuple[str, ...] = ("A_free", "B_free", "c", "b", "beta_free", "
 def _shapes(d: Mapping[str, Any]) -> dict[str, tuple[int, ...]]:
     """Return the shape of each parameter of ``dial.stan`` for its data ``d``."""
     N, K, q, H = int(d["N"]), int(d["K"]), int(d["rank"]) + 1, int(d["H"])
-    fix = bool(d["fix_llm"])
-    ties = int(d["ties"]) > 0
-    n_beta_free = int(np.size(d["beta_fixed"]) - np.sum(d["beta_fixed"]))
-    return {
-        "A_free": (0 if fix else K - 1, q),
-        "B_free": (0 if fix else N - 1, q),
-        "c": ({0: 0, 1: 1, 2: q}[int(d["calibration"])],),
-        "b": (K if int(d["order"]) and not fix else 0,),
-        "beta_free": (n_beta_free,),
-        "log_nu": ((0 if fix else K) + (H > 0) if ties else 0,),
-    }
+    fix, ties = bool(d["fix_llm"]), int(d["ties"]) > 0
+    return {"A_free": (0 if fix else K - 1, q), "B_free": (0 if fix else N - 1, q),
+            "c": ({0: 0, 1: 1, 2: q}[int(d["calibration"])],), "b": (K if int(d["order"]) and not fix else 0,),
+            "beta_free": (int(np.size(d["beta_fixed"]) - np.sum(d["beta_fixed"])),),
+            "log_nu": ((0 if fix else K) + (H > 0) if ties else 0,)}
+
 
 def _split(d: Mapping[str, Any], x: np.ndarray, what: str, order: Literal["C", "F"]) -> dict[str, np.ndarray]:
     """Cut the flat vector ``x`` into the named parameters of ``dial.stan`` (``order``: numpy's "C" or Stan's "F")."""
@@ -49,7 +44,6 @@ def _split(d: Mapping[str, Any], x: np.ndarray, what: str, order: Literal["C", "
         raise ArgumentError(f"dial.stan: {x.size} entries in {what}, but the parameters have {sum(sizes)}")
     parts = np.split(x, np.cumsum(sizes)[:-1])
     return {n: p.reshape(s, order=order) for (n, s), p in zip(shapes.items(), parts)}
-
 
 
 def dial_parameters(d: Mapping[str, Any], x: np.ndarray) -> dict[str, np.ndarray]:

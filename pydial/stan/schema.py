@@ -172,27 +172,14 @@ def schema_data(L: CellTable, H: CellTable | None, *, N: int, K: int, order: boo
         raise ArgumentError("cells with ties need a tie model (ties='davidson' or 'rao-kupper')")
     if len(L) and (L.judge.min() < 0 or L.judge.max() >= K):
         raise ArgumentError(f"LLM cell judges must lie in 0..{K - 1}")
-    return {
-        "N": int(N),
-        "K": int(K),
-        "order": int(bool(order)),
-        "ties": code,
-        "C": len(L),
-        "cell_judge": L.judge + 1,
-        "cell_i": L.i + 1,
-        "cell_j": L.j + 1,
-        "cell_a": L.a,
-        "cell_counts": L.counts,
-        "cell_w": _weights(w_llm, len(L), "LLM"),
-        "H": len(H),
-        "human_i": H.i + 1,
-        "human_j": H.j + 1,
-        "human_counts": H.counts,
-        "human_w": _weights(w_human, len(H), "human"),
-        **_covariate_data(L, H, K, covariates, beta_row, beta_fixed),
-        "nu_zero": _nu_zero(L, H, K) if (code and boundary_nu) else np.zeros(K + 1, np.int64),
-        "calc_log_lik": int(log_lik),
-    }
+    return {"N": int(N), "K": int(K), "order": int(bool(order)), "ties": code,
+            "C": len(L), "cell_judge": L.judge + 1, "cell_i": L.i + 1, "cell_j": L.j + 1, "cell_a": L.a,
+            "cell_counts": L.counts, "cell_w": _weights(w_llm, len(L), "LLM"),
+            "H": len(H), "human_i": H.i + 1, "human_j": H.j + 1, "human_counts": H.counts,
+            "human_w": _weights(w_human, len(H), "human"),
+            **_covariate_data(L, H, K, covariates, beta_row, beta_fixed),
+            "nu_zero": _nu_zero(L, H, K) if (code and boundary_nu) else np.zeros(K + 1, np.int64),
+            "calc_log_lik": int(log_lik)}
 
 
 def covariate_rows(K: int, *, people: bool, shared: bool = False) -> np.ndarray:
