@@ -268,10 +268,8 @@ def _add_data_args(q: argparse.ArgumentParser) -> None:
 class _Parser(argparse.ArgumentParser):
     """An argument parser whose usage errors are one line ``pydial fit: error: ... (see pydial fit --help)``, exit 2."""
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.commands: dict[str, argparse.ArgumentParser] = {}
-        """The subcommands' parsers by name (filled on the top-level parser)."""
+    commands: dict[str, argparse.ArgumentParser]
+    """The subcommands' parsers by name (set on the top-level parser by :func:`_parser`)."""
 
     def error(self, message: str) -> NoReturn:
         """Print ``message`` on one line with where to find the usage, and exit with code 2."""

@@ -400,11 +400,9 @@ class Comparisons:
         f = self.frame
         K, N = self.K, self.N
         wt = f["count"] if self.aggregated else pd.Series(1, index=f.index)  # judgments per row
-        hum = f["k"] == K
-        llm = ~hum
-        hm = hum & ~f["self"]
-        h_i = int(wt[hm & (f["outcome"] == I_WINS)].sum())
-        h_j = int(wt[hm & (f["outcome"] == J_WINS)].sum())
+        llm = f["k"] != K
+        hm = ~llm & ~f["self"]
+        h_i, h_j = (int(wt[hm & (f["outcome"] == o)].sum()) for o in (I_WINS, J_WINS))
         cells_kij = pd.Series(self.llm.n).groupby([self.llm.judge, self.llm.i, self.llm.j]).sum()
         other = ~f["self"].to_numpy(bool)
         pairs_obs = len(pd.unique(f["i"].to_numpy(np.int64)[other] * N + f["j"].to_numpy(np.int64)[other]))

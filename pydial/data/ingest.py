@@ -97,9 +97,10 @@ def encode(values: Any, column: str, index: pd.Index) -> tuple[np.ndarray, list[
     if not encoded:
         arr = pc.dictionary_encode(arr)
     codes = pc.fill_null(arr.indices, -1).to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
+    found = arr.dictionary.to_pylist()
     if encoded:
-        return _spelled(*_occurring(codes, arr.dictionary.to_pylist()), column, index)
-    return _spelled(codes, arr.dictionary.to_pylist(), column, index)
+        codes, found = _occurring(codes, found)
+    return _spelled(codes, found, column, index)
 
 
 def _occurring(codes: np.ndarray, values: list[Any]) -> tuple[np.ndarray, list[Any]]:
