@@ -24,52 +24,37 @@ from pydial.model.penalty import CalibrationFirthPenalty, central_hessian, check
 from pydial.exceptions import ArgumentError
 
 
-def calibration_firth_penalty(data: Comparisons, family: Family = BINARY) -> CalibrationFirthPenalty:
-    """Jeffreys prior of the people's calibration GLM of ``family`` (design ``[D_H M, Z_H]``, weight ``1/n_H``, ties counted)."""
-    H = human_table(data, family)
-    return CalibrationFirthPenalty(difference_design(H.i, H.j, data.N).toarray(), human_counts(data, family).sum(axis=1),
-                                   1.0 / family_totals(data, family)[1], data.effect_columns(H.z, data.K), family)
-
-
 T = TypeVar("T")
 
 
-def _layout_property(func: Callable[[Any], T]) -> "cached_property[T]":
-    """Make a cached property kept in the cells' :attr:`Cells.layout`, shared by the objectives on the same cells."""
-    return _layout(func, per_cell=False)
+def _layout(per_cell: bool = False) -> Callable[[Callable[[Any], T]], "cached_property[T]"]:
+    """Make a cached property kept in the cells' :attr:`Cells.layout`, shared by the objectives on the same cells.
 
+    ``per_cell``: a per-cell array, of which a slice of a stack takes the slice of the stack's.
+    """
 
-def _cell_layout_property(func: Callable[[Any], T]) -> "cached_property[T]":
-    """:func:`_layout_property` of a per-cell array: a slice of a stack takes the slice of the stack's."""
-    return _layout(func, per_cell=True)
+    def make(func: Callable[[Any], T]) -> "cached_property[T]":
+        name = func.__name__
 
-
-def _layout(func: Callable[[Any], T], per_cell: bool) -> "cached_property[T]":
-    name = func.__name__
-
-    @functools.wraps(func)
-    def get(self: Any) -> T:
-        ch = self.chart
-        key = (name, ch.N, ch.K)
-        lay = self.cells.layout
-        if key not in lay:
-            src = self.cells.source
+        @functools.wraps(func)
+        def get(self: Any) -> T:
+            ch, lay, src = self.chart, self.cells.layout, self.cells.source
+            key = (name, ch.N, ch.K)
+            if key in lay:
+                return lay[key]
             if per_cell and src is not None:
-                whole = getattr(_layout_shell(ch, src[0]), name)
+                shell = Objective.__new__(Objective)  # the stack's layout arrays alone (not checked against the chart)
+                shell.chart, shell.cells = ch, src[0]
+                whole = getattr(shell, name)
                 lay[key] = None if whole is None else (tuple(x[src[1]] for x in whole) if isinstance(whole, tuple)
                                                       else whole[src[1]])
             else:
                 lay[key] = func(self)
-        return lay[key]
+            return lay[key]
 
-    return cached_property(get)
+        return cached_property(get)
 
-
-def _layout_shell(chart: Chart, cells: Cells) -> "Objective":
-    """Return an :class:`Objective` on ``cells`` for their layout arrays alone (not checked against the chart)."""
-    shell = Objective.__new__(Objective)
-    shell.chart, shell.cells = chart, cells
-    return shell
+    return make
 
 
 OffsetWeights = tuple[list[np.ndarray], dict[tuple[int, int], np.ndarray]]
@@ -134,14 +119,18 @@ class Objective:
 
         The weights count a tie family's ties (:func:`~pydial.model.cells.family_totals`); ``free`` defaults to
         :func:`tie_groups`; ``penalty="firth"`` adds the people's Jeffreys prior in the calibration coordinates
-        (:func:`calibration_firth_penalty`).
+        (:class:`~pydial.model.penalty.CalibrationFirthPenalty` of design ``[D_H M, Z_H]``, weight ``1/n_H``).
         """
         fam = family_of(ties)
         n_l, n_h = family_totals(data, fam)
         free = free_groups(data, chart, fam) if free is None else free
         if np.isinf(lambda_):
             return cls(chart, Cells.stack(data, 1.0 / n_l, 0.0, with_ties=not fam.is_binary), ties=fam, free=free)
-        pen = calibration_firth_penalty(data, fam) if check_penalty(penalty) == "firth" else None
+        pen = None
+        if check_penalty(penalty) == "firth":
+            H = human_table(data, fam)
+            pen = CalibrationFirthPenalty(difference_design(H.i, H.j, data.N).toarray(), human_counts(data, fam).sum(axis=1),
+                                          1.0 / n_h, data.effect_columns(H.z, data.K), fam)
         return cls(chart, Cells.stack(data, lambda_ / n_l, 1.0 / n_h, with_ties=not fam.is_binary), pen, ties=fam, free=free)
 
     # ----------------------------------------------------------- coordinates
@@ -187,24 +176,22 @@ class Objective:
     def _index_array(self, dtype: Any) -> np.ndarray:
         """:attr:`_index` with integers of type ``dtype``, not cached."""
         ch, c = self.chart, self.cells
-        q = ch.q
+        q, l = ch.q, np.arange(ch.q)
         idx = np.empty((c.g.size, 3 * q + 1 + ch.p), dtype)
-        for l in range(q):
-            idx[:, l] = c.g * q + l
-            idx[:, q + l] = c.i * q + (ch.off_B + l)
-            idx[:, 2 * q + l] = c.j * q + (ch.off_B + l)
+        idx[:, :q] = c.g[:, None] * q + l
+        idx[:, q : 2 * q] = c.i[:, None] * q + (ch.off_B + l)
+        idx[:, 2 * q : 3 * q] = c.j[:, None] * q + (ch.off_B + l)
         idx[:, 3 * q] = np.where(c.is_human, 0, ch.off_b + np.minimum(c.g, ch.K - 1))
-        for l in range(ch.p):
-            idx[:, 3 * q + 1 + l] = self._beta_unit * ch.p + (ch.off_beta + l)
+        idx[:, 3 * q + 1 :] = self._beta_unit[:, None] * ch.p + (ch.off_beta + np.arange(ch.p))
         return idx
 
-    @_cell_layout_property
+    @_layout(per_cell=True)
     def _order_label(self) -> np.ndarray:
         """``a_c`` as floats, 0 on human cells (no order effect)."""
         c = self.cells
         return np.where(c.is_human, 0.0, c.a.astype(float))
 
-    @_cell_layout_property
+    @_layout(per_cell=True)
     def _order_judge(self) -> np.ndarray:
         return np.minimum(self.cells.g, self.chart.K - 1)
 
@@ -279,12 +266,12 @@ class Objective:
         m = self.cells.g.size
         return [slice(s, min(s + CELL_BLOCK, m)) for s in range(0, m, CELL_BLOCK)] or [slice(0, 0)]
 
-    @_layout_property
+    @_layout()
     def _row_segments(self) -> "list[tuple[np.ndarray, np.ndarray]] | None":
         """Return the runs of equal loading row ``g`` in each block (:func:`key_segments`)."""
         return key_segments(self.cells.g, self._blocks)
 
-    @_layout_property
+    @_layout()
     def _row_item_segments(self) -> "list[tuple[np.ndarray, np.ndarray]] | None":
         """Return the runs of equal ``g N + i`` in each block (:func:`key_segments`; the cells are stored sorted by it)."""
         return key_segments(self._row_item_keys[0], self._blocks)
@@ -299,7 +286,7 @@ class Objective:
         if keys.size:
             out[keys] += np.add.reduceat(values, starts)
 
-    @_cell_layout_property
+    @_layout(per_cell=True)
     def _order_key(self) -> np.ndarray | None:
         """Position of ``a_c b_g`` in ``[b, -b, 0]`` (``None`` when some order label is not -1, 0 or +1)."""
         K = self.chart.K
@@ -490,12 +477,8 @@ class Objective:
         """Return the coordinate groups of a cell, ``(unit, units, base, stride, width, vcol)``: ``base + unit stride + l``."""
         ch, c = self.chart, self.cells
         q = ch.q
-        out = [
-            (c.g, ch.rows, 0, q, q, 0),
-            (c.i, ch.N, ch.off_B, q, q, q),
-            (c.j, ch.N, ch.off_B, q, q, 2 * q),
-            (np.minimum(c.g, ch.K - 1), ch.K, ch.off_b, 1, 1, 3 * q),
-        ]
+        out = [(c.g, ch.rows, 0, q, q, 0), (c.i, ch.N, ch.off_B, q, q, q), (c.j, ch.N, ch.off_B, q, q, 2 * q),
+               (self._order_judge, ch.K, ch.off_b, 1, 1, 3 * q)]
         if ch.p:
             out.append((self._beta_unit, ch.beta_rows, ch.off_beta, ch.p, ch.p, 3 * q + 1))
         return out
@@ -563,7 +546,7 @@ class Objective:
         return [(g0, min(g0 + per, ch.rows), slice(int(bounds[g0]), int(bounds[min(g0 + per, ch.rows)])))
                 for g0 in range(0, ch.rows, per)]
 
-    @_layout_property
+    @_layout()
     def _pair_order(self) -> np.ndarray | None:
         """Permutation sorting the cells by loading row (``None``: already sorted)."""
         g = self.cells.g
@@ -574,19 +557,19 @@ class Objective:
         """Start of each loading row's run of cells (``rows + 1`` bounds) when sorted by row, else ``None``."""
         return None if self._pair_order is not None else np.searchsorted(self.cells.g, np.arange(self.chart.rows + 1))
 
-    @_layout_property
+    @_layout()
     def _pair_key(self) -> np.ndarray:
         """``(g N + i) N + j`` of every cell, in the order of :attr:`_pair_order`."""
         ch, c = self.chart, self.cells
         key = (c.g * ch.N + c.i) * ch.N + c.j
         return key if self._pair_order is None else key[self._pair_order]
 
-    @_cell_layout_property
+    @_layout(per_cell=True)
     def _item_pair_key(self) -> np.ndarray:
         """``i N + j`` of every cell."""
         return self.cells.i * self.chart.N + self.cells.j
 
-    @_cell_layout_property
+    @_layout(per_cell=True)
     def _row_item_keys(self) -> tuple[np.ndarray, np.ndarray]:
         """``g N + i`` and ``g N + j`` of every cell."""
         ch, c = self.chart, self.cells
@@ -610,9 +593,7 @@ class Objective:
         LL = np.einsum("il,gim->glm", B, LapB)  # B^T Lap_g B
         LB = LapB.transpose(0, 2, 1)[:, :, :, None] * L[:, None, None, :]  # [g, l', i, l] = L_gl (Lap_g B)_il'
         # assemble: L block, L-B block, B block
-        HL = H[: ch.off_B, : ch.off_B]
-        for g in range(R):
-            HL[g * q:(g + 1) * q, g * q:(g + 1) * q] = LL[g]
+        H[: ch.off_B, : ch.off_B].reshape(R, q, R, q)[np.arange(R), :, np.arange(R)] = LL  # a view: block diagonal
         LBm = LB.reshape(R * q, N * q)
         H[: ch.off_B, ch.off_B : ch.off_b] = LBm
         H[ch.off_B : ch.off_b, : ch.off_B] = LBm.T
@@ -813,5 +794,3 @@ class Objective:
         p = self.probabilities(theta)
         return (sp.diags(c.w * (c.n * p - c.y)) @ self.cell_jacobian(theta)).tocsr()
 
-
-# ====================================================================== ties
