@@ -17,30 +17,14 @@ from scipy.stats import norm
 
 from pydial.cache import derived
 from pydial.data.comparisons import Comparisons
-from pydial.exceptions import (ArgumentError, ConvergenceError, CovarianceWarning, IdentifiabilityError)
+from pydial.exceptions import ArgumentError, ConvergenceError, CovarianceWarning, IdentifiabilityError
 from pydial.model.chart import Chart, consensus_gamma
 from pydial.model.families import family_of
 from pydial.model.likelihood import Cells, Objective
 from pydial.model.cells import CellJacobian
-from pydial.inference.meats import (
-    ANCHORED_COVS,
-    CLUSTERED,
-    COV_DESCRIPTIONS,
-    COV_TYPES,
-    CellStats,
-    Influence,
-    Linearization,
-    Meat,
-    MeatSource,
-    as_sparse,
-    check_cov_type,
-    degenerate_meat,
-    influence_covariance,
-    linearize,
-    meat_covariance,
-    parameter_meat,
-    stack_influence,
-)
+from pydial.inference.meats import (ANCHORED_COVS, CLUSTERED, COV_DESCRIPTIONS, COV_TYPES, CellStats, Influence, Linearization,
+                                    Meat, MeatSource, as_sparse, check_cov_type, degenerate_meat, influence_covariance,
+                                    linearize, meat_covariance, parameter_meat, stack_influence)
 from pydial.optim import pinv_sym
 
 __all__ = ["ANCHORED_COVS", "CLUSTERED", "COV_DESCRIPTIONS", "COV_TYPES", "CellStats", "Influence", "Linearization", "Meat",

@@ -9,9 +9,7 @@ within-block mean (human and LLM blocks centered separately), ``A = t_dot H^+`` 
 The covariance is ``sum over clusters of (sum IF_v)(sum IF_v)^T``: ``"fisher"`` model-based
 (``sum_c w_c^2 n_c p_c (1-p_c) u_c u_c^T``), ``"binomial"`` every comparison its own cluster,
 ``"cell"`` LLM comparisons clustered by (judge, pair) (eq. cell-clustered-meat), ``"record"`` by
-record (eq. hac-meat).  A fit keeps its :class:`Linearization`, so any meat's covariance is formed
-later without refitting; clustered meats can be scaled by ``G/(G-1)`` (statsmodels' cluster
-correction without its ``(n-1)/(n-k)`` factor).
+record (eq. hac-meat), clustered meats optionally scaled by ``G/(G-1)``.
 """
 
 from __future__ import annotations
@@ -19,7 +17,7 @@ from __future__ import annotations
 import functools
 import warnings
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable, Mapping, Protocol, cast, runtime_checkable
+from typing import Any, Callable, Mapping, cast
 
 import numpy as np
 import scipy.sparse as sp
@@ -164,30 +162,6 @@ class CellStats:
         return R.record[used], pos[used], np.where(R.z[used] == 1, 0, 1)
 
 
-@runtime_checkable
-class FactoredJacobian(Protocol):
-    """A cell Jacobian ``J`` (m x P) that forms the meats' products without the dense matrix (e.g. ``CellJacobian``)."""
-
-    @property
-    def shape(self) -> tuple[int, int]:
-        """``(m, P)``."""
-
-    def gram(self, d: np.ndarray) -> np.ndarray:
-        """``J^T diag(d) J``."""
-
-    def rmatvec(self, r: np.ndarray) -> np.ndarray:
-        """``J^T r``."""
-
-    def cluster_gram(self, cluster: np.ndarray, r: np.ndarray) -> np.ndarray:
-        """``sum_k g_k g_k^T``, ``g_k = sum_{c in k} r_c j_c`` over judge-pair clusters ``k``."""
-
-    def rows(self, mask: np.ndarray) -> Any:
-        """Return the rows selected by the boolean ``mask`` (factored or sparse)."""
-
-    def tocsr(self) -> sp.csr_matrix:
-        """``J`` as a sparse matrix."""
-
-
 @dataclass(frozen=True)
 class Influence:
     r"""Influence directions in factored form ``u_c = A j_c`` (``U = J A^T``).
@@ -206,10 +180,7 @@ class Influence:
 
 def stack_influence(parts: "list[Influence]") -> "Influence":
     """Influence of cells stacked block by block, each block on its own parameters (``J`` block-diagonal, ``A`` side by side)."""
-    A = np.hstack([p.A for p in parts])
-    if any(_factored(p.J) for p in parts):
-        return Influence(BlockJacobian(tuple(p.J for p in parts)), A)
-    return Influence(sp.block_diag([sp.csr_matrix(p.J) for p in parts], format="csr"), A)
+    return Influence(BlockJacobian(tuple(p.J for p in parts)), np.hstack([p.A for p in parts]))
 
 
 @dataclass(frozen=True, eq=False)
@@ -238,7 +209,7 @@ class BlockJacobian:
                                for b, x in zip(self.blocks, self._split(r))])
 
     def cluster_gram(self, cluster: np.ndarray, r: np.ndarray) -> sp.csr_matrix:
-        """:meth:`FactoredJacobian.cluster_gram`, on the rows of one block (clusters do not span blocks)."""
+        """``sum_k g_k g_k^T``, ``g_k = sum_{c in k} r_c j_c``, on the rows of one block (clusters do not span blocks)."""
         full = [k for k, b in enumerate(self.blocks) if b.shape[0]]
         if len(full) != 1:
             raise ArgumentError("clustered rows of a block Jacobian must lie in one block")
@@ -299,8 +270,7 @@ def meat_covariance(M: "Meat", JtJ: Callable[[], Any], A: np.ndarray | None, cov
 class MeatSource:
     """The cells behind a covariance: the Jacobian ``J`` of their predictors and their :class:`CellStats`.
 
-    Each meat type is computed once per data set and kept, shared by the targets of one fit and by later
-    ``with_cov`` calls.
+    Each meat is computed once per data set and type, shared by the targets of a fit and later ``with_cov`` calls.
     """
 
     J: Any
@@ -358,10 +328,7 @@ def linearize(U: "Influence", st: "CellStats", what: str, **blocks: slice) -> Li
 
 
 def degenerate_meat(gram: np.ndarray, G: int | None, cov_type: str, what: str) -> bool:
-    """Whether a meat with ``G`` clusters cannot estimate a target with ``p = rank(gram)`` directions (``G <= p``).
-
-    Warns with a :class:`~pydial.exceptions.CovarianceWarning`; the model-based meat (``G = None``) never is.
-    """
+    """Whether ``G`` clusters are too few for ``p = rank(gram) >= G`` directions (then warns); never for ``G = None``."""
     if G is None:
         return False
     ev = np.linalg.eigvalsh(gram) if gram.size else np.zeros(0)
@@ -485,14 +452,12 @@ def _channel_gram(J: Any, D: np.ndarray) -> Any:
 
 # ------------------------------------------------------- sparse/dense helpers
 def _factored(J: Any) -> bool:
-    """Whether ``J`` is a :class:`FactoredJacobian`: the protocol's (slow) check, made once per type."""
-    t = type(J)
-    if t not in _FACTORED_TYPES:
-        _FACTORED_TYPES[t] = isinstance(J, FactoredJacobian)
-    return _FACTORED_TYPES[t]
+    """Whether ``J`` (m x P) forms the meats' products without the dense matrix (``CellJacobian``, :class:`BlockJacobian`).
 
-
-_FACTORED_TYPES: dict[type, bool] = {}
+    Such a Jacobian has ``shape``, ``gram(d)`` (``J^T diag(d) J``), ``rmatvec(r)`` (``J^T r``),
+    ``cluster_gram(cluster, r)`` (``sum_k g_k g_k^T``, ``g_k = sum_{c in k} r_c j_c``), ``rows(mask)`` and ``tocsr()``.
+    """
+    return hasattr(J, "cluster_gram")
 
 
 def _dense(M: Any) -> np.ndarray:
@@ -500,7 +465,7 @@ def _dense(M: Any) -> np.ndarray:
 
 
 def as_sparse(J: Any) -> Any:
-    """``J`` itself, or a :class:`FactoredJacobian` formed as a sparse matrix."""
+    """``J`` itself, or a factored Jacobian (:func:`_factored`) formed as a sparse matrix."""
     return J.tocsr() if _factored(J) else J
 
 
