@@ -38,8 +38,13 @@ def _canonical(ch: Chart, x: np.ndarray) -> np.ndarray:
     return np.concatenate([ch.canonical(x[: ch.dim]), x[ch.dim:]]) if ch.r > 0 else x
 
 
-def _binary_optimizers(seed: int | None, penalty: str | None, backend: str | None) -> tuple[Any, Any]:
-    """Stan's ``staged`` and ``path`` of the binary family, by :func:`stan_fit_point`, optima in the canonical gauge."""
+def stan_optimizers(seed: int | None = None, penalty: str | None = None, backend: str | None = None) -> Optimizers:
+    """Return the Stan engine of ``pydial.fit(..., engine="stan")``: every optimizer of every family is Stan's.
+
+    The calls of :func:`~pydial.stan.point.stan_fit_point` (``dial.stan``: the LLM-only, calibration
+    and weighted fits; ``judges.stan``: the people's and the judge-wise models), each optimum in the
+    canonical gauge, where the numpy engine computes every covariance, GACV and test.
+    """
     def staged(data: Comparisons, rank: int, calibration: str, *, order: bool = True, shared: bool = False) -> StagedFit:
         sp = stan_fit_point(data, "dial-anc" if order else "dial-nopos", rank=rank, calibration=calibration,
                             lambda_=np.inf, seed=seed, penalty=penalty, backend=backend,
@@ -52,8 +57,8 @@ def _binary_optimizers(seed: int | None, penalty: str | None, backend: str | Non
         cal_opt = _as_optim(sp.stages[1], c_M, sp.objective)
         return StagedFit(sp.chart, _canonical(sp.chart, sp.theta), llm_opt, cal_opt, sp.llm_chart, llm_theta)
 
-    def joint(data: Comparisons, chart: Any, lambda_: float, theta0: np.ndarray, warm: Any = None,
-              polish: bool = True) -> tuple[np.ndarray, Any]:
+    def path(data: Comparisons, chart: Any, lambda_: float, theta0: np.ndarray, warm: Any = None,
+             polish: bool = True) -> tuple[np.ndarray, Any]:
         # warm and polish are not used: Stan's optimizer evaluates its own start and stops at its own tolerances
         sp = stan_fit_point(data, "dial-ada" if chart.order else "dial-nopos", rank=chart.r, calibration=chart.calibration,
                             lambda_=lambda_, init=theta0, seed=seed, penalty=penalty, backend=backend,
@@ -61,16 +66,6 @@ def _binary_optimizers(seed: int | None, penalty: str | None, backend: str | Non
         theta = _canonical(chart, sp.theta)
         return theta, _as_optim(sp.stages[0], theta, sp.objective)
 
-    return staged, joint
-
-
-def stan_optimizers(seed: int | None = None, penalty: str | None = None, backend: str | None = None) -> Optimizers:
-    """Return the Stan engine of ``pydial.fit(..., engine="stan")``: every optimizer of every family is Stan's.
-
-    The calls of :func:`~pydial.stan.point.stan_fit_point` (``dial.stan``: the LLM-only, calibration
-    and weighted fits; ``judges.stan``: the people's and the judge-wise models), each optimum in the
-    canonical gauge, where the numpy engine computes every covariance, GACV and test.
-    """
     def run(data: Comparisons, family: Family) -> StanRun:
         return StanRun(data, family, seed, backend, point_options(None, gtol=GTOL, warn=False))
 
@@ -104,7 +99,6 @@ def stan_optimizers(seed: int | None = None, penalty: str | None = None, backend
         st = people_fit(run(data, family), x0, bool(check_penalty(penalty)))[0]
         return _as_optim(st.res, st.x, st.objective)
 
-    staged, path = _binary_optimizers(seed, penalty, backend)
     return Optimizers(llm, calibration, joint, human, staged, path, name="stan", penalty=penalty,
                       pooled_stages=partial(stan_pooled_stages, seed=seed, backend=backend), btl=stan_btl)
 

@@ -357,13 +357,6 @@ class HttpstanModel(CompiledModel):
         if inv_metric is not None:
             raise StanBackendError("httpstan's NUTS adapts its metric from the unit metric and takes no initial one: "
                                    "pass inv_metric=None, or use backend='cmdstanpy'")
-        d, s = _outside_event_loop(self._sample, data, chains, draws, warmup, seed, inits, adapt_delta, max_depth,
-                                   refresh, quiet, progress)
-        return NutsDraws(draws=d, stats=s)
-
-    def _sample(self, data: dict[str, Any], chains: int, draws: int, warmup: int, seed: int | None,
-                inits: list[dict[str, Any]] | None, adapt_delta: float, max_depth: int, refresh: int | None,
-                quiet: bool = True, progress: bool = False) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
         before = set(fit_files(self.model_name))
         sink: io.StringIO = _ProgressSink(chains * (draws + warmup), self.name) if progress else io.StringIO()
         done = time.time()
@@ -376,8 +369,8 @@ class HttpstanModel(CompiledModel):
                     stack.enter_context(contextlib.redirect_stderr(sink))
                 for attempt in range(3):
                     try:
-                        out = self._sample_run(data, chains, draws, warmup, seed, inits, adapt_delta, max_depth,
-                                               refresh)
+                        out = _outside_event_loop(self._sample_run, data, chains, draws, warmup, seed, inits,
+                                                  adapt_delta, max_depth, refresh)
                         break
                     except RuntimeError as e:
                         # another process removed the cached fit between its write and pystan's read;
@@ -392,17 +385,14 @@ class HttpstanModel(CompiledModel):
 
     def _sample_run(self, data: dict[str, Any], chains: int, draws: int, warmup: int, seed: int | None,
                     inits: list[dict[str, Any]] | None, adapt_delta: float, max_depth: int,
-                    refresh: int | None) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+                    refresh: int | None) -> NutsDraws:
+        """Build and sample the program with pystan; the draws and statistics shaped ``(chain, draw, ...)``."""
         import stan
 
         post = stan.build(self.code, data=json_ready(data), random_seed=None if seed is None else int(seed))
-        kw: dict[str, Any] = dict(num_chains=chains, num_samples=draws, num_warmup=warmup, delta=adapt_delta,
-                                  max_depth=max_depth)
-        if refresh is not None:
-            kw["refresh"] = refresh
-        if inits is not None:
-            kw["init"] = inits
-        fit = post.sample(**kw)
+        given = {"refresh": refresh, "init": inits}
+        fit = post.sample(num_chains=chains, num_samples=draws, num_warmup=warmup, delta=adapt_delta, max_depth=max_depth,
+                          **{k: v for k, v in given.items() if v is not None})
         if fit is None:  # pystan returns None on KeyboardInterrupt
             raise StanBackendError("sampling was interrupted")
 
@@ -411,8 +401,8 @@ class HttpstanModel(CompiledModel):
             a = np.asarray(arr, dtype=float).reshape(*shape, draws, chains)
             return np.moveaxis(np.moveaxis(a, -1, 0), -1, 1)
 
-        out = {name: reshape(fit[name], tuple(dims)) for name, dims in zip(fit.param_names, fit.dims)}
-        return out, {name: reshape(fit[name], ()) for name in fit.sample_and_sampler_param_names}
+        return NutsDraws(draws={name: reshape(fit[name], tuple(dims)) for name, dims in zip(fit.param_names, fit.dims)},
+                         stats={name: reshape(fit[name], ()) for name in fit.sample_and_sampler_param_names})
 
 
 class _ProgressSink(io.StringIO):
