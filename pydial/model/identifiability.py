@@ -79,9 +79,8 @@ class DesignReport:
         ``"human"`` or ``"all judges"``), ``condition`` (one of :data:`CONDITIONS`),
         ``ok`` (bool) and ``detail`` (a sentence saying why).
     problems : pandas.DataFrame
-        The failures that rule out the requested fit (columns ``judge``,
-        ``condition``, ``detail``).  Which failing rows count depends on ``method``
-        (see :func:`check_design`).
+        The failures that rule out the requested fit (columns ``judge``, ``condition``,
+        ``detail``), which depend on ``method`` (see :func:`check_design`).
     method : str or None
         The method the design was checked for.
     rank : int
@@ -100,9 +99,7 @@ class DesignReport:
     def _title(self) -> str:
         n = len(self.problems)
         state = "ok" if self.ok else f"{n} problem{'s' if n != 1 else ''}"
-        return (
-            f"DesignReport(method={self.method!r}, rank={self.rank}, calibration={self.calibration!r}): {state}"
-        )
+        return f"DesignReport(method={self.method!r}, rank={self.rank}, calibration={self.calibration!r}): {state}"
 
     def raise_if_failed(self) -> None:
         """Raise :class:`~pydial.IdentifiabilityError` when the design fails.
@@ -396,24 +393,16 @@ def _lowrank_jacobian_rank(N: int, K: int, r: int, judge: np.ndarray, ii: np.nda
 
 
 # ------------------------------------------------------------------------ main entry
-def check_design(
-    data: Comparisons,
-    *,
-    rank: int = 1,
-    calibration: str = "mu",
-    method: str | None = None,
-    W: np.ndarray | None = None,
-    seed: int | np.random.Generator = 0,
-    penalty: str | None = None,
-    shared: bool = False,
-) -> DesignReport:
+def check_design(data: Comparisons, *, rank: int = 1, calibration: str = "mu", method: str | None = None,
+                 W: np.ndarray | None = None, seed: int | np.random.Generator = 0, penalty: str | None = None,
+                 shared: bool = False) -> DesignReport:
     r"""Check every identification condition of the DIAL paper on a design.
 
     Parameters
     ----------
     data : Comparisons
-        The comparison data (only the design, i.e. which cells were observed, and
-        for the MLE checks which outcomes were one-sided, matter).
+        The comparison data (only which cells were observed and, for the MLE checks,
+        which outcomes were one-sided matter).
     rank : int, default 1
         Rank ``r`` of the judge disagreement ``U V^T`` (``S = gamma mu^T + U V^T``).
     calibration : {"mu", "W"}, default "mu"
@@ -422,21 +411,18 @@ def check_design(
         The fit the design is checked for; it decides which failures are
         ``problems`` (see Notes).  ``None`` checks the DIAL requirements.
     W : array of shape (N, r + 1), optional
-        The item basis ``W = [mu, V]``.  When given, ident-lowrank and
-        human-design use it (``M = W[:, :1]`` for ``"mu"``).  Otherwise a generic
-        random ``W`` with columns orthogonal to ``1`` is drawn (ident-lowrank) and
-        the generic rank ``min(d, rank(D_H))`` is used (human-design), so these are
-        generic-rank checks.
+        The item basis ``W = [mu, V]`` of ident-lowrank and human-design (``M = W[:, :1]``
+        for ``"mu"``); by default these are generic-rank checks (a random ``W`` with
+        columns orthogonal to ``1``, and ``min(d, rank(D_H))``).
     seed : int or numpy.random.Generator, default 0
         Seed of the generic ``W``.
     penalty : {None, "firth"}
-        With ``"firth"`` the fit is Firth's bias-reduced estimate, which exists
-        without a finite MLE: separation (``judges``) and human-mle (``human``,
-        ``atc``) are reported but do not block, and the human comparison graph must
-        be connected instead (row ``human-connected``).
+        ``"firth"``: Firth's estimate exists without a finite MLE, so separation (``judges``)
+        and human-mle (``human``, ``atc``) do not block, and the human comparison graph
+        must be connected instead (row ``human-connected``).
     shared : bool, default False
-        One covariate effect shared by the LLM judges (``covariate_effects="shared"``) instead
-        of one per judge: the rows of ``beta`` in the self-preference check.
+        One covariate effect shared by the LLM judges (``covariate_effects="shared"``):
+        the rows of ``beta`` in the self-preference check.
 
     Returns
     -------

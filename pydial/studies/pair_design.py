@@ -103,16 +103,8 @@ def _check_greedy_size(n: int, N: int, d: int, h: int) -> None:
                             "next_pairs again")
 
 
-def next_pairs(
-    result: DialResult,
-    n: int,
-    objective: str = "contrast",
-    *,
-    data: Comparisons | None = None,
-    target: Any = None,
-    k: int = 1,
-    costs: Any = None,
-) -> pd.DataFrame:
+def next_pairs(result: DialResult, n: int, objective: str = "contrast", *, data: Comparisons | None = None,
+               target: Any = None, k: int = 1, costs: Any = None) -> pd.DataFrame:
     r"""Propose the next ``n`` human comparisons by greedy sequential design.
 
     Each step picks the pair with the largest predicted reduction of the objective

@@ -83,8 +83,6 @@ class Pilot:
     B: np.ndarray | None
     V_llm: np.ndarray | None
     delta: float
-    lrt: Any
-    n_human: int
     llm_p: np.ndarray | None = None
 
     @property
@@ -193,15 +191,6 @@ def pilot_data(result: DialResult, data: Comparisons | None) -> Comparisons:
     return data
 
 
-def human_information(s: np.ndarray, pairs: np.ndarray, weights: np.ndarray) -> np.ndarray:
-    """Return ``sum_ij w_ij p_ij (1 - p_ij) (e_i - e_j)(e_i - e_j)^T`` at ``s`` (eq. comparison-laplacian)."""
-    from pydial.model.chart import difference_design
-    from pydial.model.design import glm_information
-
-    D = difference_design(pairs[:, 0], pairs[:, 1], s.size)
-    return glm_information(D, np.asarray(weights, float), expit(D @ s))
-
-
 def pilot_design(data: Comparisons, design: str = "pilot") -> tuple[np.ndarray, np.ndarray]:
     """Return all pairs ``i < j`` and their human probabilities: the pilot's frequencies or uniform (``design``)."""
     check_choice("design", design, DESIGNS)
@@ -242,15 +231,18 @@ def make_pilot(result: DialResult, *, data: Comparisons | None = None, design: s
     """Collect the pilot's estimates and design (:class:`Pilot`); ``data`` defaults to the result's."""
     from pydial.estimation.glm import fit_human_btl
     from pydial.inference.calibration_test import calibration_test
+    from pydial.model.chart import difference_design
+    from pydial.model.design import glm_information
 
     data = pilot_data(result, data)
     check_level(alpha, "alpha")
     s = result.scores["score"].to_numpy(float)
     s = s - s.mean()
     pairs, rho = pilot_design(data, design)
-    L = human_information(s, pairs, rho)
+    D = difference_design(pairs[:, 0], pairs[:, 1], data.N)
+    L = glm_information(D, rho, expit(D @ s))  # the human information (eq. comparison-laplacian)
     B = V_llm = llm_p = None
-    delta, lrt = 0.0, None
+    delta = 0.0
     if data.K > 0:
         from pydial.model.likelihood import Cells, Objective
 
@@ -262,7 +254,7 @@ def make_pilot(result: DialResult, *, data: Comparisons | None = None, design: s
             lrt = calibration_test(data, sf.chart.scores(sf.theta), h.s if h.opt.resolved else None, B.shape[1])
         if lrt.defined and lrt.df > 0:
             delta = max(0.0, lrt.statistic - float(chi2.isf(alpha, lrt.df))) / (2.0 * data.n_human)
-    return Pilot(tuple(result.items), s, pairs, rho, L, B, V_llm, delta, lrt, data.n_human, llm_p)
+    return Pilot(tuple(result.items), s, pairs, rho, L, B, V_llm, delta, llm_p)
 
 
 # ------------------------------------------------------------------ targets
@@ -313,23 +305,10 @@ def topk_hits(X: np.ndarray, s: np.ndarray, k: int) -> np.ndarray:
 
 
 # ---------------------------------------------------------------------- plan
-def plan(
-    result: DialResult,
-    budgets: Sequence[int] = (100, 200, 400, 800, 1600, 3200),
-    target: Any = None,
-    *,
-    data: Comparisons | None = None,
-    k: int = 1,
-    methods: Sequence[str] = PLAN_METHODS,
-    method: str = "theory",
-    design: str = "pilot",
-    level: float = 0.95,
-    alpha: float = 0.01,
-    n_sim: int = 100,
-    n_jobs: int = 1,
-    seed: int = 0,
-    llm: str = "resample",
-) -> pd.DataFrame:
+def plan(result: DialResult, budgets: Sequence[int] = (100, 200, 400, 800, 1600, 3200), target: Any = None, *,
+         data: Comparisons | None = None, k: int = 1, methods: Sequence[str] = PLAN_METHODS, method: str = "theory",
+         design: str = "pilot", level: float = 0.95, alpha: float = 0.01, n_sim: int = 100, n_jobs: int = 1,
+         seed: int = 0, llm: str = "resample") -> pd.DataFrame:
     r"""Predict, for each human budget, what Human, DIAL-Anc and DIAL-Ada would deliver.
 
     Parameters

@@ -224,23 +224,21 @@ class JudgeBehavior:
     Attributes
     ----------
     p_first : float, default 0.75
-        Probability that the canonical item is displayed first (paper: 0.75).  Not used
-        with ``simulate(both_orders=True)``.
+        Probability that the canonical item is displayed first (paper: 0.75; not used with
+        ``simulate(both_orders=True)``).
     position_effects : sequence of float, optional
         The judges' position effects :math:`b_k` (``K`` numbers) instead of the drawn ones
-        (which are drawn all the same, so the other parameters do not change).
+        (still drawn, so the other parameters do not change).
     overdispersion : float, default 0
-        Standard deviation of the judge-pair effects :math:`\varepsilon_{kij}`
-        (0 = off; paper: 1).
+        Standard deviation of the judge-pair effects :math:`\varepsilon_{kij}` (0 = off; paper: 1).
     sigma_pos : float, default 0
-        Within-judge standard deviation of the pair-varying position effects
-        (0 = off; paper: 0 to 1).  Needs ``N >= 3``.
+        Within-judge standard deviation of the pair-varying position effects (0 = off; paper:
+        0 to 1).  Needs ``N >= 3``.
     self_preference : mapping of str to sequence of str, optional
         Self-preference (beyond the paper): each mapped judge's own items, by name
-        (``{"judge0": ["item00", "item01"]}``; judges ``judge0 ..``, items ``item00 ..``).  Judge
-        ``k``'s predictor adds ``self_effect_k (1[i own_k] - 1[j own_k])``, and
-        :attr:`Simulation.comparisons` carries the covariate
-        (:meth:`~pydial.Comparisons.with_self_preference`, scale 1: a fit estimates ``self_effect_k``).
+        (``{"judge0": ["item00", "item01"]}``).  Judge ``k``'s predictor adds
+        ``self_effect_k (1[i own_k] - 1[j own_k])``; :attr:`Simulation.comparisons` carries the
+        covariate (:meth:`~pydial.Comparisons.with_self_preference`, scale 1).
     self_effect : float or mapping of str to float, default 0
         The self-preference effect of every mapped judge, or of each (by judge name; unmapped 0).
 
@@ -503,23 +501,12 @@ def _parameters(gen: np.random.Generator, N: int, K: int, r: int, target: str, c
     return mu, V, gamma, U, S, W, b, c_h, s_h
 
 
-def simulate(
-    N: int = 10,
-    K: int = 4,
-    rank: int = 1,
-    n_llm: int = 20_000,
-    n_human: int = 800,
-    *,
-    target: Literal["consensus", "misaligned"] = "consensus",
-    c_v_sd: float = 0.5,
-    both_orders: bool = False,
-    tie_rate: float = 0.0,
-    ties: Literal["davidson", "rao-kupper"] | None = None,
-    covariates: Sequence[str] | None = None,
-    beta: Any = None,
-    behavior: JudgeBehavior | Mapping[str, Any] | None = None,
-    seed: np.random.Generator | int | None = None,
-) -> Simulation:
+def simulate(N: int = 10, K: int = 4, rank: int = 1, n_llm: int = 20_000, n_human: int = 800, *,
+             target: Literal["consensus", "misaligned"] = "consensus", c_v_sd: float = 0.5, both_orders: bool = False,
+             tie_rate: float = 0.0, ties: Literal["davidson", "rao-kupper"] | None = None,
+             covariates: Sequence[str] | None = None, beta: Any = None,
+             behavior: JudgeBehavior | Mapping[str, Any] | None = None,
+             seed: np.random.Generator | int | None = None) -> Simulation:
     r"""Simulate LLM and human pairwise judgments from the paper's DGP (App. "Simulation Studies").
 
     Structure.  :math:`\mu` Gaussian, centered, :math:`\|\mu\|_2^2=N`; :math:`V` Gaussian,
