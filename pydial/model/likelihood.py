@@ -303,7 +303,12 @@ class Objective:
         same point (a step accepted by the line search).
         """
         eta, f = self._eta_loss(x)
-        return f + self._penalty_value(x, eta) if self.penalty is not None else f
+        pen = self.penalty
+        if pen is None:
+            return f
+        if pen.family.is_binary:  # the binary family's closed form (pydial.model.penalty)
+            return f + pen.value(self.chart, self.split(x)[0], eta[self.cells.is_human])
+        return f + self._tie_penalty_terms(x, hess=False)[0]
 
     def _eta_loss(self, x: np.ndarray, phi: np.ndarray | None = None) -> tuple[np.ndarray, float]:
         """``eta`` and the loss without penalty at ``x`` (the family's kernel), from the last evaluation when at ``x``."""
@@ -371,13 +376,6 @@ class Objective:
         H_sym *= 0.5
         return f, g, H_sym
 
-    def _penalty_value(self, x: np.ndarray, eta: np.ndarray) -> float:
-        """Return the penalty at ``x`` (``eta``: the cells' predictors there)."""
-        assert self.penalty is not None
-        if self.penalty.family.is_binary:  # the binary family's closed form (pydial.model.penalty)
-            return self.penalty.value(self.chart, self.split(x)[0], eta[self.cells.is_human])
-        return self._tie_penalty_terms(x, hess=False)[0]
-
     def _penalty_terms(self, x: np.ndarray, eta: np.ndarray, d_eta: np.ndarray,
                        hess: bool) -> tuple[float, np.ndarray, np.ndarray | None]:
         """Return the penalty's value, gradient and Hessian at ``x``; the binary closed form adds ``dP/d eta`` to ``d_eta``."""
@@ -413,8 +411,7 @@ class Objective:
 
         The single-comparison scores of the sandwich and GACV (cells at ``nu = 0``: binary, no tie outcome).
         """
-        theta, _ = self.split(x)
-        eta = self.eta(theta) if eta is None else eta
+        eta = self.eta(self.split(x)[0]) if eta is None else eta
         free = self._lpos >= 0
         fx = ~free
         l = self.log_nu(x)[self.cells.g]
