@@ -37,9 +37,11 @@ class CellDerivatives:
     d_l_l: np.ndarray
 
 
-def _counts(counts: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _cells(counts: np.ndarray, eta: np.ndarray, log_nu: np.ndarray | float = 0.0) -> tuple[np.ndarray, ...]:
+    """``(w_i, w_j, t, eta, l)`` of the cells as floats, ``l`` broadcast to the shape of ``eta``."""
     c = np.asarray(counts, float).reshape(-1, 3)
-    return c[:, 0], c[:, 1], c[:, 2]
+    eta = np.asarray(eta, float)
+    return c[:, 0], c[:, 1], c[:, 2], eta, np.broadcast_to(np.asarray(log_nu, float), eta.shape)
 
 
 def log_coef(counts: np.ndarray) -> np.ndarray:
@@ -50,10 +52,9 @@ def log_coef(counts: np.ndarray) -> np.ndarray:
 
 def binary_cell(counts: np.ndarray, eta: np.ndarray, log_nu: np.ndarray | float = 0.0) -> CellDerivatives:
     """Binomial model of the decisive outcomes (Stan ``ties = 0``); cells must have no ties."""
-    wi, wj, t = _counts(counts)
+    wi, wj, t, eta, _ = _cells(counts, eta)
     if np.any(t > 0):
         raise ArgumentError("the binary model takes cells without ties")
-    eta = np.asarray(eta, float)
     p = expit(eta)
     n = wi + wj
     z = np.zeros_like(eta)
@@ -62,9 +63,7 @@ def binary_cell(counts: np.ndarray, eta: np.ndarray, log_nu: np.ndarray | float 
 
 def davidson_cell(counts: np.ndarray, eta: np.ndarray, log_nu: np.ndarray | float) -> CellDerivatives:
     """Davidson-Beaver model (Stan ``ties = 1``): softmax of ``(eta / 2, -eta / 2, log nu)``."""
-    wi, wj, t = _counts(counts)
-    eta = np.asarray(eta, float)
-    l = np.broadcast_to(np.asarray(log_nu, float), eta.shape)
+    wi, wj, t, eta, l = _cells(counts, eta, log_nu)
     x = 0.5 * eta
     z = np.logaddexp(np.logaddexp(x, -x), l)
     p1, p2, p3 = np.exp(x - z), np.exp(-x - z), np.exp(l - z)
@@ -77,9 +76,7 @@ def davidson_cell(counts: np.ndarray, eta: np.ndarray, log_nu: np.ndarray | floa
 
 def rao_kupper_cell(counts: np.ndarray, eta: np.ndarray, log_nu: np.ndarray | float) -> CellDerivatives:
     """Rao-Kupper model (Stan ``ties = 2``) with threshold ``tau = exp(log_nu)``."""
-    wi, wj, t = _counts(counts)
-    eta = np.asarray(eta, float)
-    l = np.broadcast_to(np.asarray(log_nu, float), eta.shape)
+    wi, wj, t, eta, l = _cells(counts, eta, log_nu)
     tau = np.exp(l)
     A, B = eta - tau, -eta - tau
     m1, m2 = wi + t, wj + t
