@@ -1,14 +1,10 @@
 """pydial: position-debiased LLM judges with adaptive human preference calibration (DIAL).
 
-Main entry points: :class:`Comparisons` (data), :func:`check_design`
-(identifiability), :func:`fit` (estimators), :func:`simulate` (the paper's
-data-generating process), :func:`plan` and :func:`next_pairs` (human label
-planning); the Stan side: :func:`posterior` (NUTS, or CmdStan's Laplace and
-Pathfinder approximations; an ``xarray.DataTree`` on arviz 1.x, ``arviz.InferenceData``
-on 0.x),
-:func:`compare_intervals` (sandwich vs posterior intervals) and
-:func:`stan_backend` (the active Stan backend).  The Stan imports are lazy:
-``import pydial`` does not load cmdstanpy, pystan or arviz.
+Main entry points: :class:`Comparisons` (data), :func:`check_design` (identifiability), :func:`fit`
+(estimators), :func:`simulate` (the paper's data-generating process), :func:`plan` and :func:`next_pairs`
+(human label planning); the Stan side, imported on first use (``import pydial`` loads no cmdstanpy,
+pystan or arviz): :func:`posterior` (NUTS, Laplace or Pathfinder), :func:`compare_intervals` (sandwich
+vs posterior intervals) and :func:`stan_backend`.
 """
 
 from pydial.api import fit

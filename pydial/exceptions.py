@@ -14,10 +14,7 @@ class DialError(Exception):
 
 
 class DataError(DialError, ValueError):
-    """The comparison data are malformed.
-
-    The message names the offending rows, columns, values or judges.
-    """
+    """The comparison data are malformed; the message names the offending rows, columns, values or judges."""
 
 
 class ArgumentError(DialError, ValueError):
@@ -77,12 +74,10 @@ class UnknownNameError(ArgumentError, KeyError):
 
 
 class IdentifiabilityError(DialError):
-    """The design cannot identify the requested model.
+    """The design cannot identify the requested model (:func:`pydial.check_design`).
 
-    The message names the judge (or ``"human"``) and the condition of the paper
-    that fails, e.g. ``ident-LLM`` (a judge's scores and order effect) or
-    ``human-design`` (the human comparisons on the calibration basis); see
-    :func:`pydial.check_design`.
+    The message names the judge (or ``"human"``) and the paper's condition that fails, e.g. ``ident-LLM``
+    (a judge's scores and order effect) or ``human-design`` (the human comparisons on the calibration basis).
     """
 
 
@@ -158,10 +153,7 @@ class BootstrapWarning(DialWarning):
 
 
 class ArgumentWarning(DialWarning):
-    """An argument was given that the requested method does not use; it is ignored.
-
-    E.g. ``rank`` for ``method="human"``.  The message names the argument and the method.
-    """
+    """An argument was given that the requested method does not use (e.g. ``rank`` for ``method="human"``); it is ignored."""
 
 
 class DataWarning(DialWarning):

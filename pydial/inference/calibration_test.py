@@ -70,7 +70,6 @@ def calibration_lrt(loss_anchored: float, loss_human: float | None, n_human: int
     """
     if loss_human is None:
         return CalibrationTest(np.nan, df, np.nan, "undefined", False, reason or "the human-only MLE does not exist")
-    T = 2.0 * n_human * (loss_anchored - loss_human)
-    T = max(T, 0.0)  # the unrestricted fit nests the anchored one; guard round-off
+    T = max(2.0 * n_human * (loss_anchored - loss_human), 0.0)  # the unrestricted fit nests the anchored one: round-off
     p = float(chi2.sf(T, df)) if df > 0 else np.nan
     return CalibrationTest(float(T), df, p, "anchored" if T < 2 * df else "unrestricted", True)

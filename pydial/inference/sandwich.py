@@ -199,10 +199,7 @@ def family_staged_influence(data: Comparisons, sf: Any, family: Family) -> tuple
     ch, x = sf.chart, sf.x
     oL, oH = (Objective.weighted(ch, data, lam, ties=family, free=sf.free) for lam in (np.inf, 0.0))
     HL, HH = oL.value_grad_hess(x)[2], oH.value_grad_hess(x)[2]
-    s2_list = list(ch.human_coordinates)
-    if ch.K in sf.free:
-        s2_list.append(ch.dim + int(np.flatnonzero(sf.free == ch.K)[0]))
-    s2 = np.asarray(s2_list)
+    s2 = np.append(ch.human_coordinates, ch.dim + np.flatnonzero(sf.free == ch.K))  # with log nu_H when free
     xi = np.setdiff1d(np.arange(oL.dim), s2)
     E = target_jacobian_x(ch, oL, x)
     total, A_H = two_step_maps(E[:, xi], E[:, s2], HH[np.ix_(s2, s2)], HH[np.ix_(s2, xi)], "(c_H, nu_H)")

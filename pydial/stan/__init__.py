@@ -1,13 +1,9 @@
 """The Stan engine of pydial: the DIAL models as Stan programs (top-level ``stan/``, installed as ``pydial.stan_files``).
 
-``dial.stan`` (the structured model in the numpy engine's chart: log density, penalized MLE),
-``dial_sample.stan`` (the same model identified for NUTS), ``judges.stan`` (judge-specific BTL,
-also human-only and pooled) and ``dial_calibrate.stan`` (the cut posterior's second stage), each
-with optional Davidson-Beaver or Rao-Kupper ties, read the same cells (:func:`standata`) and
-share the cell likelihood; :func:`program_code` gives a program's text with its includes
-expanded, :func:`example_program` a worked extension.  Backends: CmdStan through cmdstanpy, else
-the Stan bundled with httpstan (:func:`stan_backend`), compiled programs cached on disk.  The
-exported names are documented in the API reference (``docs/api/stan.rst``).
+``dial.stan`` (the structured model in the numpy engine's chart), ``dial_sample.stan`` (identified for
+NUTS), ``judges.stan`` (judge-specific, human-only and pooled BTL) and ``dial_calibrate.stan`` (the cut
+posterior's second stage), each with optional ties, read the same cells (:func:`standata`).  Backends:
+CmdStan through cmdstanpy, else httpstan's Stan (:func:`stan_backend`); see ``docs/api/stan.rst``.
 """
 
 from .backend import (BACKENDS, CompiledModel, OptimizeResult, SampleResult, SamplerWarning, StanBackendError, StanCompileError,
