@@ -224,18 +224,12 @@ def sample_dial(data: Comparisons, req: Request, opt: RunOptions) -> Sampled:
         raise ArgumentError("lambda_=inf (the cut posterior, method 'dial-anc') samples the shipped programs only")
     calibration, order, b_stage = req.calibration, req.spec.order, req.b_stage
     res, d, cells, post, dims, coords = run_dial(data, req, opt, None if cut else calibration, w_llm)
-    out = Sampled(res, d, cells, post, dims, coords, ["s_H", "S", "gamma", "b", "nu", "beta", "consensus_scale"], None,
-                   "dial_sample" + ("+dial_calibrate" if cut else ""), merge_priors(DIAL_SAMPLE_PRIORS, opt.priors,
-                                                                                  "dial_sample.stan"))
+    monitor = ["s_H", "S", "gamma", "b", "nu", "beta", "consensus_scale"]
+    out = Sampled(res, d, cells, post, dims, coords, monitor, None, "dial_sample" + ("+dial_calibrate" if cut else ""),
+                  merge_priors(DIAL_SAMPLE_PRIORS, opt.priors, "dial_sample.stan"))
     if cut:
-        out.res, out.cells, out.post, out.dims, out.coords, p2 = cut_stage(data, req, opt, res, d, cells[0], post,
-                                                                           dims, coords)
-        out.problems += p2
-        out.single_run = False
+        cut_stage(data, req, opt, out)
         b_stage = "llm-only"
-        out.notes.append("cut posterior (lambda_ = inf, the counterpart of dial-anc): mu, gamma, U, V, S, b and the "
-                         "judges' nu (and beta) from the LLM-only posterior; c, s_H and the people's nu (and beta) "
-                         "from dial_calibrate.stan, one calibration per first-stage draw")
     elif order and b_stage == "llm-only":
         llm_only = dataclasses.replace(opt, seed=opt.seed + 1, win_prob=False, program=None, extra=None,
                                        per_judgment=False, log_lik=False)
@@ -372,13 +366,13 @@ def covariate_posterior(draws: Mapping[str, np.ndarray], d: Mapping[str, Any], g
     coords["beta_judge"], coords["covariate"] = labels, covariates
 
 
-def cut_stage(data: Comparisons, req: Request, opt: RunOptions, res: SampleResult, d1: Mapping[str, Any], L: CellTable,
-              post: dict, dims: dict, coords: dict) -> tuple:
-    """Second stage of the cut posterior: ``c | M_t`` for every first-stage draw ``t`` (``dial_calibrate.stan``).
+def cut_stage(data: Comparisons, req: Request, opt: RunOptions, out: Sampled) -> None:
+    """Second stage of the cut posterior: ``c | M_t`` for every first-stage draw ``t`` (``dial_calibrate.stan``), into ``out``.
 
     The target is a product of independent log-concave posteriors, one per draw: one NUTS chain from the
     conditional modes runs ``warmup`` iterations (at most :data:`CUT_WARMUP_MAX`); its final state gives every ``c_t``.
     """
+    res, post, dims, coords = out.res, out.post, out.dims, out.coords
     chains, draws = res.chains, res.draws_per_chain
     rank, calibration, family, priors, seed, run = req.rank, str(req.calibration), req.family, opt.priors, opt.seed, opt.run
     T = chains * draws
@@ -388,24 +382,23 @@ def cut_stage(data: Comparisons, req: Request, opt: RunOptions, res: SampleResul
         M = np.concatenate([M, np.asarray(res.draws["V"]).reshape(T, N, rank)], axis=2)
     dim_c = M.shape[2]
     tie = not family.is_binary
-    H_cells = human_cell_table(data, family)  # aggregated (returned); Hc is what the program reads
-    Hc = H_cells.per_judgment() if opt.per_judgment else H_cells
+    out.cells.append(human_cell_table(data, family))  # aggregated; Hc is what the program reads
+    Hc = out.cells[-1].per_judgment() if opt.per_judgment else out.cells[-1]
     if data.p:  # the covariates with an effect on the people (beta_H: the free entries of the people's row)
         Hc = dataclasses.replace(Hc, z=data.effect_columns(Hc.z, data.K))
     p = merge_priors(DIAL_SAMPLE_PRIORS, priors, "dial_sample.stan")
     d2 = dial_calibrate_data(Hc, M, family=family, priors=priors, log_lik=opt.log_lik)
     cm = compile_model("dial_calibrate", backend=opt.backend)
-    run2 = {k: v for k, v in run.items() if k != "algorithm"}
-    run2.update(chains=1, draws=1, warmup=min(int(run["warmup"]), CUT_WARMUP_MAX))
+    warmup = min(int(run["warmup"]), CUT_WARMUP_MAX)
+    run2 = {k: v for k, v in run.items() if k != "algorithm"} | dict(chains=1, draws=1, warmup=warmup)
     init2 = None
     if not tie:  # start every c_t at its conditional mode: the chain starts in the bulk of the product
         modes = calibration_modes(M, Hc, float(p["c_sd"]))
         init2 = [{"c": modes[:, :dim_c], "log_nu": np.zeros(0)} | ({"beta": modes[:, dim_c:]} if modes.shape[1] > dim_c else {})]
     res2 = cm.sample(d2, seed=seed + 1, inits=init2, **run2)
-    problems = []
     nd = int(np.sum(res2.stats.get("divergent__", 0)))
     if nd:
-        problems.append(f"calibration stage (dial_calibrate.stan): {nd} divergent transition(s) at the kept draw")
+        out.problems.append(f"calibration stage (dial_calibrate.stan): {nd} divergent transition(s) at the kept draw")
     s_h = np.asarray(res2.draws["s_H"]).reshape(T, N)
     post["s_H"], dims["s_H"] = s_h.reshape(chains, draws, N), ["item"]
     post["c"], dims["c"] = np.asarray(res2.draws["c"]).reshape(chains, draws, dim_c), ["basis"]
@@ -421,6 +414,7 @@ def cut_stage(data: Comparisons, req: Request, opt: RunOptions, res: SampleResul
         nu_h = np.asarray(res2.draws["nu"]).reshape(chains, draws, 1)
         post["nu"] = np.concatenate([post["nu"], nu_h], axis=2)
         coords["tie_judge"] = list(coords["tie_judge"]) + [data.human_judge]
+        res.draws["nu"] = post["nu"]
     if data.p:  # the people's covariate effects, one per first-stage draw, as the last row of beta (0 where fixed)
         beta_h = np.zeros((chains, draws, 1, data.p))
         if human_effects(data).size:
@@ -429,12 +423,13 @@ def cut_stage(data: Comparisons, req: Request, opt: RunOptions, res: SampleResul
         coords["beta_judge"] = list(coords["beta_judge"]) + [data.human_judge]
         res.draws["beta"] = post["beta"]
     for k, shape in (("log_lik", ()), ("counts_rep", (3,))) if opt.log_lik else ():  # the LLM cells', then the people's
-        res.draws[k] = np.concatenate([np.asarray(res.draws[k]).reshape(chains, draws, int(d1["C"]), *shape),
+        res.draws[k] = np.concatenate([np.asarray(res.draws[k]).reshape(chains, draws, int(out.d["C"]), *shape),
                                        np.asarray(res2.draws[k]).reshape(chains, draws, len(Hc), *shape)], axis=2)
     res.draws["s_H"] = post["s_H"]
-    if tie:
-        res.draws["nu"] = post["nu"]
-    return res, [L, H_cells], post, dims, coords, problems
+    out.single_run = False
+    out.notes.append("cut posterior (lambda_ = inf, the counterpart of dial-anc): mu, gamma, U, V, S, b and the judges' "
+                     "nu (and beta) from the LLM-only posterior; c, s_H and the people's nu (and beta) from "
+                     "dial_calibrate.stan, one calibration per first-stage draw")
 
 
 def calibration_modes(M: np.ndarray, Hc: CellTable, prior_sd: float) -> np.ndarray:
