@@ -1,12 +1,10 @@
 r"""NUTS posteriors of the DIAL models as arviz data (:func:`posterior`; a DataTree on arviz 1.x, an InferenceData on 0.x).
 
-The DIAL methods sample ``stan/dial_sample.stan`` (the cut posterior of ``dial-anc`` adds
-``stan/dial_calibrate.stan``, :mod:`pydial.stan.dial_posterior`), ``judges`` and ``human``
-sample ``stan/judges.stan``, and ``options={"program": PATH}`` a user's copy of either
-(:mod:`pydial.stan.programs`).  The groups, coordinates and ``attrs`` are laid out by :mod:`pydial.stan.idata`,
-the one module that knows the arviz version; ``attrs["estimand"]`` is the
-:class:`~pydial.stan.dial_posterior.Estimand` record (the spec of the estimator) that
-:func:`pydial.stan.compare_intervals` checks.
+The DIAL methods sample ``stan/dial_sample.stan`` (the cut posterior of ``dial-anc`` adds ``stan/dial_calibrate.stan``,
+:mod:`pydial.stan.dial_posterior`), ``judges`` and ``human`` sample ``stan/judges.stan``, and
+``options={"program": PATH}`` a user's copy of either (:mod:`pydial.stan.programs`).  :mod:`pydial.stan.idata`, the one
+module that knows the arviz version, lays out the groups, coordinates and ``attrs``; ``attrs["estimand"]`` is the
+:class:`~pydial.stan.dial_posterior.Estimand` record that :func:`pydial.stan.compare_intervals` checks.
 """
 
 from __future__ import annotations
@@ -93,7 +91,15 @@ def result_estimand(result: Any) -> Estimand:
 
 
 def _like_spec(result: Any, data: Comparisons) -> ModelSpec:
-    """Return the spec whose posterior is that of ``result``'s estimator (at its selected weight and rank)."""
+    """Return the spec whose posterior is that of the fit ``result``'s estimator (at its selected weight and rank)."""
+    head = "like= takes a fit result (like=pydial.fit(data, ...)), got"
+    if isinstance(result, str):
+        raise ArgumentTypeError(f"{head} the string {result!r}; to name the estimator, pass method={result!r}")
+    if isinstance(result, ModelSpec):
+        raise ArgumentTypeError(f"{head} a ModelSpec; pass it as spec=")
+    if not (isinstance(getattr(result, "spec", None), ModelSpec) and hasattr(result, "lambda_")):
+        raise ArgumentTypeError(f"{head} {type(result).__name__}; to name the estimator, pass method= (one of "
+                                f"{', '.join(POSTERIOR_METHODS)})")
     spec = result_estimand(result).spec
     assert spec is not None  # a fit's estimand has its spec
     if spec.method not in POSTERIOR_METHODS:
@@ -118,7 +124,6 @@ def _resolve(method: str, like: Any, spec: Any, data: Comparisons, *, rank: Any,
     ``spec`` or ``like`` (a fit: its spec at the selected weight, its ``b`` convention) sets it, else the keywords.
     """
     if like is not None:
-        _check_like(like)
         spec = _like_spec(like, data)
         include_human = include_human and spec.method != "judges"
         b_stage = "llm-only" if spec.method.startswith("dial") else b_stage
@@ -163,19 +168,6 @@ def _keyword_spec(method: str, rank: Any, calibration: Any, ties: Any, lambda_: 
                      covariate_effects=covariate_effects)
 
 
-def _check_like(like: Any) -> None:
-    """Refuse a ``like=`` that is not a fit result (a method name, a spec, a posterior)."""
-    if isinstance(like, str):
-        raise ArgumentTypeError(f"like= takes a fit result (like=pydial.fit(data, ...)), got the string {like!r}; "
-                                f"to name the estimator, pass method={like!r}")
-    if isinstance(like, ModelSpec):
-        raise ArgumentTypeError("like= takes a fit result (like=pydial.fit(data, ...)), got a ModelSpec; pass it "
-                                "as spec=")
-    if not (isinstance(getattr(like, "spec", None), ModelSpec) and hasattr(like, "lambda_")):
-        raise ArgumentTypeError(f"like= takes a fit result (like=pydial.fit(data, ...)), got {type(like).__name__}; "
-                                f"to name the estimator, pass method= (one of {', '.join(POSTERIOR_METHODS)})")
-
-
 def _check_spec(spec: Any) -> None:
     """Refuse a spec without a posterior: not a :class:`~pydial.ModelSpec`, penalized, or over a rank grid.
 
@@ -190,27 +182,27 @@ def _check_spec(spec: Any) -> None:
         raise ArgumentError(f"a rank grid (rank={spec.rank!r}) has no single posterior: fit, then pass like=result")
 
 
-def _check_run_arguments(*, chains: Any, draws: Any, warmup: Any, seed: Any, adapt_delta: Any, max_depth: Any,
-                         refresh: Any, init: Any, win_prob: Any, log_lik: Any, frame_sd: Any, metric: Any, algorithm: Any,
-                         backend: Any) -> None:
-    """Check the sampler's arguments of :func:`posterior` (each error names its argument)."""
+def _check_run_arguments(chains: Any, draws: Any, warmup: Any, seed: Any, algorithm: Any, backend: Any,
+                         opts: Mapping[str, Any]) -> None:
+    """Check the sampler's arguments and options of :func:`posterior` (each error names its argument)."""
     check_count(chains, "chains")
     check_count(draws, "draws")
     check_count(warmup, "warmup", minimum=0)
     check_seed(seed)
-    check_level(adapt_delta, "adapt_delta")
-    check_count(max_depth, "max_depth")
-    if refresh is not None:
-        check_count(refresh, "refresh")
+    check_level(opts["adapt_delta"], "adapt_delta")
+    check_count(opts["max_depth"], "max_depth")
+    if opts["refresh"] is not None:
+        check_count(opts["refresh"], "refresh")
+    init = opts["init"]
     if isinstance(init, str):
         check_choice("init", init, ("point-start", "random"))
     elif not (isinstance(init, Sequence) and all(isinstance(i, Mapping) for i in init)) or len(init) != chains:
         raise ArgumentError(f"init must be 'point-start', 'random' or a list of one dict per chain ({chains}), got {init!r}")
-    check_choice("win_prob", win_prob, (None, True, False))
-    check_choice("log_lik", log_lik, ("auto", None, *LOG_LIK_UNITS))
-    if frame_sd is not None:
-        check_frame_sd(frame_sd, "options['frame_sd'] (or None)")
-    check_choice("metric", metric, ("auto", "dense", "diag"))
+    check_choice("win_prob", opts["win_prob"], (None, True, False))
+    check_choice("log_lik", opts["log_lik"], ("auto", None, *LOG_LIK_UNITS))
+    if opts["frame_sd"] is not None:
+        check_frame_sd(opts["frame_sd"], "options['frame_sd'] (or None)")
+    check_choice("metric", opts["metric"], ("auto", "dense", "diag"))
     check_choice("algorithm", algorithm, ALGORITHMS)
     check_choice("backend", backend, (None,) + BACKENDS)
 
@@ -227,16 +219,13 @@ def posterior(data: Comparisons, method: str = DEFAULT_METHOD, *, spec: ModelSpe
         Validated judgments.
     method : {"dial-ada", "dial-anc", "dial-nopos", "judges", "human"}, default "dial-ada"
         The estimator whose posterior is sampled, in :func:`pydial.fit`'s vocabulary (its default,
-        :data:`pydial.estimation.spec.DEFAULT_METHOD`).  ``"dial-ada"``: ``dial_sample.stan``, the structured model at
-        the LLM weight ``lambda_`` (default: the ordinary posterior); ``"dial-anc"``: its cut posterior
-        (``lambda = inf``); ``"dial-nopos"``: without order effects; ``"judges"``: each LLM judge's own order-effect
-        model (``S``, and ``s_judges``, the mean of the judges' scores that ``pydial.fit(method="judges")`` reports)
-        plus the people's scores ``s_H`` (``include_human``); ``"human"``: the people alone.  ``pooled`` and ``atc``
-        have no posterior counterpart.
+        :data:`pydial.estimation.spec.DEFAULT_METHOD`): ``"dial-ada"``, ``dial_sample.stan`` at the LLM weight
+        ``lambda_``; ``"dial-anc"``, its cut posterior (``lambda = inf``); ``"dial-nopos"``, without order effects;
+        ``"judges"``, each LLM judge's own order-effect model (``S``, and ``s_judges``, the mean judge score that
+        ``pydial.fit(method="judges")`` reports) plus the people's ``s_H``; ``"human"``, the people alone.
     spec : ModelSpec, optional
-        The model as a specification (``result.spec``, or built by hand): its method, rank, calibration, ties,
-        ``covariate_effects`` and, when it holds a single weight, ``lambda_``.  Overrides ``method`` and the model
-        keywords.
+        The model as a specification (``result.spec``, or built by hand; a single weight gives ``lambda_``).
+        Overrides ``method`` and the model keywords.
     like : DialResult, optional
         Sample the posterior of exactly this fit's estimator (its spec at the selected weight and rank, ``dial-anc``
         as the cut posterior, its order-effect convention); overrides ``method``, the model keywords,
@@ -249,32 +238,26 @@ def posterior(data: Comparisons, method: str = DEFAULT_METHOD, *, spec: ModelSpe
         Random seed of the sampler and of the initial-value jitter.
     algorithm : {"nuts", "laplace", "pathfinder"}, default "nuts"
         Stan's NUTS, or an approximation, ``draws`` draws as one chain.  ``"laplace"``: the normal approximation at
-        the mode on the unconstrained scale, mapped back; for the DIAL methods pydial computes it on any backend
-        (:mod:`pydial.stan.laplace`: the exact Hessian, Newton's method from the numpy fit), for ``judges``,
-        ``human`` and a user's ``program`` it is CmdStan's ``laplace_sample`` (httpstan raises
-        :class:`~pydial.stan.StanBackendError`).  ``"pathfinder"`` (CmdStan): multi-path Pathfinder with
-        importance resampling, refused (:class:`~pydial.ConvergenceError`) when the Pareto k of its importance
-        ratios is above 0.7 (the usual case for the DIAL models).  Same estimand record, layout and
-        :func:`~pydial.stan.compare_intervals` support; ``sample_stats`` holds the log densities, and R-hat / ESS
-        are not computed (independent draws).  The cut posterior's second stage stays NUTS.
+        the mode on the unconstrained scale, computed by pydial for the DIAL methods (:mod:`pydial.stan.laplace`, any
+        backend), else CmdStan's ``laplace_sample`` (httpstan raises :class:`~pydial.stan.StanBackendError`).
+        ``"pathfinder"`` (CmdStan): multi-path Pathfinder, refused (:class:`~pydial.ConvergenceError`) when the
+        Pareto k of its importance ratios is above 0.7 (the usual case for the DIAL models).  ``sample_stats`` then
+        holds the log densities, and R-hat / ESS are not computed; the cut posterior's second stage stays NUTS.
     backend : {"cmdstanpy", "httpstan"} or None
         See :func:`pydial.stan.stan_backend`.
     priors : mapping, optional
         Overrides of the default priors, tabulated with what each scale means in
-        :data:`pydial.stan.schema.DIAL_SAMPLE_PRIORS` (DIAL methods: the mean judge score ``S'1/K``, the deviations
-        of ``gamma``, the item side ``Z`` of ``U V' = P Z'``, ``b``, ``c``, ``log nu``) and
-        :data:`~pydial.stan.schema.JUDGES_PRIORS` (``"judges"``, ``"human"``); a scale of 0 is flat.
-        ``attrs["priors"]`` records the priors used.
+        :data:`pydial.stan.schema.DIAL_SAMPLE_PRIORS` (DIAL methods) and :data:`~pydial.stan.schema.JUDGES_PRIORS`
+        (``"judges"``, ``"human"``); a scale of 0 is flat.  ``attrs["priors"]`` records the priors used.
     options : mapping, optional
         The rarer sampler and extension options (defaults in :data:`POSTERIOR_OPTIONS`; an unknown name is an
         :class:`~pydial.ArgumentTypeError`):
 
         init : "point-start", "random" or list of dict
             ``"point-start"`` (default): each chain of a DIAL method starts at its own draw from pydial's Laplace
-            approximation at the posterior mode (:func:`pydial.stan.laplace.nuts_start`), which also gives
-            CmdStan's metric (``metric``); where no mode is found, at the point fits' start
-            :func:`pydial.estimation.glm.initial_theta`, jittered.  The other models as with ``"random"``, Stan's
-            uniform(-2, 2) on the unconstrained scale.  Or one dict of initial values per chain.
+            approximation (:func:`pydial.stan.laplace.nuts_start`), which also gives CmdStan's metric; without a
+            mode, at the point fits' start :func:`pydial.estimation.glm.initial_theta`, jittered.  The other models
+            as with ``"random"``, Stan's uniform(-2, 2) on the unconstrained scale.  Or one dict per chain.
         adapt_delta, max_depth : float, int
             NUTS target acceptance rate and maximum tree depth.
         refresh : int, optional
@@ -282,44 +265,38 @@ def posterior(data: Comparisons, method: str = DEFAULT_METHOD, *, spec: ModelSpe
         quiet : bool, default True
             Keep the backends' output off the console (a compilation is still announced in one line).
         progress : bool, optional
-            A ``tqdm`` bar instead of the backends' progress lines (httpstan: one over all chains; CmdStan:
-            cmdstanpy's per chain).  Default: when stderr is a terminal.
+            A ``tqdm`` bar instead of the backends' progress lines.  Default: when stderr is a terminal.
         win_prob : bool, optional
-            Store ``win_prob[i, j]``, the probability that people prefer item ``i`` to ``j`` in one comparison: the
-            family's ``P(i wins)`` at ``s_H[i] - s_H[j]`` with the people's ``nu``
-            (:meth:`pydial.model.families.Family.probabilities`; a tie is not a win).  Default: when ``N <= 30``.
+            Store ``win_prob[i, j]``, the probability that people prefer item ``i`` to ``j`` in one comparison (the
+            family's ``P(i wins)`` at ``s_H[i] - s_H[j]`` with the people's ``nu``,
+            :meth:`pydial.model.families.Family.probabilities`; a tie is not a win).  Default: when ``N <= 30``.
         include_human : bool
             ``method="judges"``: add the people (their own scores ``s_H``).
         b_stage : {"joint", "llm-only"}
-            DIAL methods: where ``b`` comes from.  ``"joint"`` (default): the (weighted) joint posterior;
-            ``"llm-only"``: a second, independent NUTS run of the LLM-only structured model at weight 1, as the
-            frequentist DIAL fits take ``b`` from their LLM-only stage (``b_joint`` keeps the joint draws; do not
-            read joint quantities of ``b`` with the other variables).  ``lambda_=inf`` is always ``"llm-only"``.
+            DIAL methods: where ``b`` comes from: ``"joint"`` (default), the joint posterior; ``"llm-only"``, a second
+            NUTS run of the LLM-only model at weight 1, as the frequentist DIAL fits (``b_joint`` keeps the joint
+            draws; do not read joint quantities of ``b`` with the other variables).  ``lambda_=inf``: ``"llm-only"``.
         log_lik : {"auto", "cell", "judgment", None}, default "auto"
-            The pointwise output: ``log_lik``, ``observed_data`` and ``posterior_predictive``, per aggregated cell
-            ``(judge, i, j, a)`` (``"cell"``: LOO leaves out a cell) or per judgment (``"judgment"``: dimension
-            ``judgment``, labels ``cell/outcome#n``; slower on large data); ``None``: none of the three groups.  It
-            takes about ``POINTWISE_BYTES`` (96) bytes per draw and unit, checked against the available memory
-            before anything runs (:class:`~pydial.MemoryLimitError`).  ``"auto"``: per cell when that is at most
-            ``POINTWISE_AUTO_BYTES`` (2 GB) and fits, else left out with a :class:`~pydial.stan.SamplerWarning`.
+            The pointwise output (``log_lik``, ``observed_data``, ``posterior_predictive``) per aggregated cell
+            ``(judge, i, j, a)`` (``"cell"``) or per judgment (``"judgment"``, labels ``cell/outcome#n``; slower);
+            ``None``: none.  About ``POINTWISE_BYTES`` (96) bytes per draw and unit, checked against the available
+            memory first (:class:`~pydial.MemoryLimitError`).  ``"auto"``: per cell up to ``POINTWISE_AUTO_BYTES``
+            (2 GB) when it fits, else left out with a :class:`~pydial.stan.SamplerWarning`.
         frame_sd : float, optional
-            DIAL methods: the scale of ``dial_sample.stan``'s parameter expansion of the judge frame ``P``.  Any
-            value leaves the posterior of every model quantity unchanged; it sets the geometry NUTS sees.  Default:
-            matched to the posterior (:func:`pydial.stan.laplace.frame_scale`), 0.2 where pydial finds no mode.
-            ``attrs["frame_sd"]`` records the scale used.
+            DIAL methods: the scale of ``dial_sample.stan``'s expansion of the judge frame ``P``, which sets NUTS's
+            geometry and no model quantity.  Default: matched to the posterior (:func:`pydial.stan.laplace.frame_scale`),
+            0.2 where pydial finds no mode.  ``attrs["frame_sd"]`` records it.
         metric : {"auto", "dense", "diag"}, default "auto"
-            DIAL methods on CmdStan with the ``"point-start"`` start: NUTS's metric from the Laplace approximation.
-            ``"dense"``: its covariance, kept through warmup (which adapts the step size only); ``"diag"``: its
-            variances, which CmdStan's windowed adaptation starts from; ``"auto"``: dense where it pays and is safe
-            (:func:`~pydial.stan.dial_posterior.dense_pays`), else diagonal.  httpstan, user programs and the other
-            models: Stan's diagonal metric adapted from the unit metric.  ``attrs["metric"]`` records the metric.
+            DIAL methods on CmdStan with ``init="point-start"``: NUTS's metric from the Laplace approximation,
+            ``"dense"`` its covariance kept through warmup, ``"diag"`` its variances to adapt from, ``"auto"`` dense
+            where it pays and is safe (:func:`~pydial.stan.dial_posterior.dense_pays`).  Otherwise Stan's diagonal
+            metric adapted from the unit metric.  ``attrs["metric"]`` records the metric.
         program : str, optional
             A ``.stan`` file sampled instead of ``dial_sample.stan`` or ``judges.stan`` (README "Extending a Stan
             program"): it reads :func:`pydial.stan.standata` plus ``extra`` (checked against its ``data`` block
-            before anything is compiled), writes ``log_lik`` and ``counts_rep`` as the shipped programs do, and its
-            variables go to the posterior group, labelled axis by axis by size: ``K`` is ``judge``, ``K + 1``
-            ``judge_human`` (the judges, then ``data.human_judge``), ``N`` ``item`` (repeated: ``item_j``; a size
-            two share labels nothing; else ``<name>_dim_<axis>``), e.g. ``kappa`` of ``example_program("tie_gap")``.
+            first) and writes ``log_lik`` and ``counts_rep`` as the shipped programs; its variables are labelled axis
+            by axis by size: ``K`` ``judge``, ``K + 1`` ``judge_human`` (judges, then ``data.human_judge``), ``N``
+            ``item`` (repeated: ``item_j``; a size two share labels nothing; else ``<name>_dim_<axis>``).
         extra : mapping, optional
             More data for ``program``.
     **model
@@ -330,34 +307,28 @@ def posterior(data: Comparisons, method: str = DEFAULT_METHOD, *, spec: ModelSpe
         calibration : {"mu", "W"} or None, default "mu"
             Human calibration basis (``None``: LLM judges only).
         ties : {None, "davidson", "rao-kupper"}
-            The tie outcomes (:meth:`Comparisons.tie_cells`) with a tie parameter per judge and one for the people:
-            Davidson with the Davidson-Beaver order effect, or Rao-Kupper's threshold model; ``None``: decisive
-            outcomes only.
+            The tie outcomes (:meth:`Comparisons.tie_cells`) with a tie parameter per judge and one for the people
+            (Davidson with the Davidson-Beaver order effect, or Rao-Kupper); ``None``: decisive outcomes only.
         ``lambda_`` : float, optional
-            LLM weight ``lambda`` of eq. weighted-loss: the LLM log-likelihood is multiplied by
-            ``lambda n_H / n_LLM`` (a power posterior).  Default ``None``: weight 1, the ordinary posterior
-            (``lambda = n_LLM / n_H``).  ``lambda_=inf`` (``method="dial-anc"``) is the *cut* posterior: the LLM
-            structure from the LLM-only posterior, then the calibration ``c`` given each draw of the basis ``M``
+            LLM weight ``lambda`` of eq. weighted-loss (the LLM log-likelihood times ``lambda n_H / n_LLM``).
+            Default ``None``: weight 1, the ordinary posterior.  ``lambda_=inf`` (``method="dial-anc"``) is the *cut*
+            posterior: the LLM structure from the LLM-only posterior, then ``c`` given each draw of the basis ``M``
             from the human judgments alone (``stan/dial_calibrate.stan``).  DIAL methods only.
         covariate_effects : {"judge", "shared"}, default "judge"
             With response covariates (``Comparisons.from_frame(..., covariates=)``) every program adds ``z' beta``
-            to the linear predictor: each LLM judge its own effects, or one row for all LLM judges (``"shared"``,
-            DIAL methods); the people have their own.  The posterior has ``beta`` over ``(beta_judge, covariate)``
-            (prior ``beta_sd``), and the scores are style-controlled, as in :func:`pydial.fit`.
+            to the linear predictor: each LLM judge its own effects, or one row for all (``"shared"``, DIAL methods);
+            the people have their own.  ``beta`` is over ``(beta_judge, covariate)``; the scores are style-controlled.
 
     Returns
     -------
     xarray.DataTree or arviz.InferenceData
-        A DataTree on arviz 1.x, an InferenceData on arviz 0.x (:mod:`pydial.stan.idata`), with the same groups
-        ``posterior``, ``log_likelihood`` (``log_lik``, dim ``cell``), ``posterior_predictive`` (replicated
-        ``wins_i, wins_j, ties``), ``observed_data`` and ``sample_stats``.  ``attrs["estimand"]`` (JSON, read back
-        by :func:`pydial.stan.estimand`; :class:`~pydial.stan.dial_posterior.Estimand`) records what it estimates:
-        ``spec``, the :class:`~pydial.ModelSpec` of the frequentist estimator at one weight (null for the LLM-only
-        posterior), ``b_source`` (``"joint"``, ``"llm-only"``, ``"judge"``, ``"none"``), ``scores`` (the variable
-        of the method's scores), ``data`` (the data's fingerprint) and ``program`` (a user's program, or null);
-        :func:`pydial.stan.compare_intervals` checks a fit against it.  ``attrs["sampler_problems"]`` lists the
-        problems (JSON); ``attrs["sampler_diagnostics"]`` has R-hat, bulk and tail ESS per monitored scalar, named
-        by the coordinates (``s_H[gpt-4]``).
+        By arviz version (:mod:`pydial.stan.idata`), with the groups ``posterior``, ``log_likelihood`` (``log_lik``,
+        dim ``cell``), ``posterior_predictive`` (replicated ``wins_i, wins_j, ties``), ``observed_data`` and
+        ``sample_stats``.  ``attrs["estimand"]`` (JSON, :func:`pydial.stan.estimand`) records what it estimates
+        (:class:`~pydial.stan.dial_posterior.Estimand`: the frequentist estimator's spec at one weight, null for
+        the LLM-only posterior, ``b_source``, ``scores``, ``data`` fingerprint, ``program``), which
+        :func:`pydial.stan.compare_intervals` checks.  ``attrs["sampler_problems"]`` lists the problems (JSON);
+        ``attrs["sampler_diagnostics"]`` has R-hat, bulk and tail ESS per monitored scalar (``s_H[gpt-4]``).
 
     Raises
     ------
@@ -373,8 +344,7 @@ def posterior(data: Comparisons, method: str = DEFAULT_METHOD, *, spec: ModelSpe
     -----
     SamplerWarning
         Divergences, tree-depth saturation, low E-BFMI, R-hat > 1.01 or bulk / tail ESS below 100 per chain on the
-        identified quantities, and (DIAL) a consensus strength near 0: a posterior near ``S' 1 = 0``, where the mean
-        judge score no longer carries the consensus direction ``mu``.
+        identified quantities, and (DIAL) a posterior near ``S' 1 = 0`` (consensus strength near 0).
 
     Examples
     --------
@@ -398,9 +368,7 @@ def posterior(data: Comparisons, method: str = DEFAULT_METHOD, *, spec: ModelSpe
     azio.arviz()  # a supported arviz, before any compile or sampling
     req = _resolve(method, like, spec, data, **(MODEL_KEYWORDS | model), include_human=opts["include_human"],
                    b_stage=opts["b_stage"])
-    _check_run_arguments(chains=chains, draws=draws, warmup=warmup, seed=seed, algorithm=algorithm, backend=backend,
-                         **{k: opts[k] for k in ("adapt_delta", "max_depth", "refresh", "init", "win_prob", "log_lik",
-                                                 "frame_sd", "metric")})
+    _check_run_arguments(chains, draws, warmup, seed, algorithm, backend, opts)
     merge_priors(DIAL_SAMPLE_PRIORS if req.model == "dial" else JUDGES_PRIORS, priors,
                  "dial_sample.stan" if req.model == "dial" else "judges.stan")
     program, extra = opts["program"], opts["extra"]
@@ -431,9 +399,8 @@ def posterior(data: Comparisons, method: str = DEFAULT_METHOD, *, spec: ModelSpe
 def _pointwise_unit(data: Comparisons, req: Request, log_lik: str | None, total_draws: int) -> str | None:
     """Return the unit of the pointwise output (``"cell"``, ``"judgment"``) or ``None``, its memory checked first.
 
-    The units counted are the cells (or judgments) of the groups the model reads: the judges' unless
-    ``method="human"``, the people's with a calibration or the people's model; Pathfinder's draws are read
-    for every path before they are resampled.
+    The units are the cells (or judgments) of the groups the model reads: the judges' unless ``method="human"``, the
+    people's with a calibration or the people's model; Pathfinder's draws of every path count (read before resampling).
     """
     if log_lik is None:
         return None
@@ -514,26 +481,21 @@ def _problems(s: azio.Sampled, model: str) -> list[str]:
     if model == "dial" and "consensus_strength" in s.res.draws:
         q05 = float(np.quantile(s.res.draws["consensus_strength"], 0.05))
         if q05 < CONSENSUS_STRENGTH_MIN:
-            problems.append(
-                f"consensus strength ||S'1|| / (sqrt(K) ||S||_F) has 5% posterior quantile {q05:.3f} < "
-                f"{CONSENSUS_STRENGTH_MIN}: the posterior approaches S'1 = 0, where the judges' mean score no "
-                "longer carries the consensus direction mu; compare with the MLE (pydial.fit) and consider tighter "
-                "priors on the judges' deviations from the consensus loading (gamma_dev, priors={'gamma_sd': ...}, "
-                f"default {DIAL_SAMPLE_PRIORS['gamma_sd']}) and on the disagreement (Z_raw, priors={{'Z_sd': ...}}, "
-                f"default {DIAL_SAMPLE_PRIORS['Z_sd']})"
-            )
+            problems.append(f"consensus strength ||S'1|| / (sqrt(K) ||S||_F) has 5% posterior quantile {q05:.3f} < "
+                            f"{CONSENSUS_STRENGTH_MIN}: the posterior approaches S'1 = 0, where the judges' mean score no "
+                            "longer carries the consensus direction mu; compare with the MLE (pydial.fit) and consider "
+                            "tighter priors on the judges' deviations from the consensus loading (gamma_dev, "
+                            f"priors={{'gamma_sd': ...}}, default {DIAL_SAMPLE_PRIORS['gamma_sd']}) and on the "
+                            f"disagreement (Z_raw, priors={{'Z_sd': ...}}, default {DIAL_SAMPLE_PRIORS['Z_sd']})")
     return problems
 
 
 def estimand(idata: Any) -> Estimand | None:
     """Return what a posterior from :func:`posterior` estimates (``None`` when it has no estimand record).
 
-    Read from the root ``attrs`` of the DataTree / InferenceData, else from its
-    ``posterior`` group (:func:`pydial.stan.idata.posterior_attrs`): the JSON record
-    of :meth:`~pydial.stan.dial_posterior.Estimand.to_record`, whose ``spec`` is the
-    :class:`~pydial.ModelSpec` of the estimator (``estimand(idata).spec``).
+    Read from the root ``attrs`` of the DataTree / InferenceData, else from its ``posterior`` group
+    (:func:`pydial.stan.idata.posterior_attrs`): the JSON record of :meth:`~pydial.stan.dial_posterior.Estimand.to_record`,
+    whose ``spec`` is the :class:`~pydial.ModelSpec` of the estimator (``estimand(idata).spec``).
     """
     raw = azio.posterior_attrs(idata).get("estimand")
-    if raw is None:
-        return None
-    return Estimand.from_record(json.loads(raw))
+    return None if raw is None else Estimand.from_record(json.loads(raw))
