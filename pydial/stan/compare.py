@@ -21,13 +21,6 @@ COLUMNS = ("estimate", "se", "ci_low", "ci_high", "post_mean", "post_sd", "cred_
            "shift_se", "level")
 
 
-def _result_level(result: Any) -> float | None:
-    lv = getattr(result, "level", None)
-    if lv is None:
-        lv = getattr(getattr(result, "scores", None), "attrs", {}).get("level")
-    return None if lv is None else float(lv)
-
-
 def _draws(idata: Any, var: str, *dims: str) -> tuple[np.ndarray, list[str]] | None:
     """Return the draws of ``var`` over ``dims`` as ``(draws x entries, names)``; several dims' names joined by ``" | "``."""
     post = azio.group_dataset(idata, "posterior")
@@ -76,11 +69,10 @@ class IntervalComparison(pd.DataFrame):
     def plot(self, *, figsize: tuple[float, float] | None = None) -> Any:
         """Draw both intervals per row, one panel per quantity; return the :class:`matplotlib.figure.Figure`.
 
-        The Wald interval at the estimate and, below it, the equal-tailed posterior interval at the
-        posterior mean (the legend names both, ``attrs["interval_frequentist"]`` and
-        ``attrs["interval_bayes"]``); items by fitted score, highest on top.  The ``b`` and ``beta``
-        panels are centered at each row's estimate (its value in the row label), so that intervals of
-        a few hundredths stay visible; the right margin gives each row's width ratio.
+        The Wald interval at the estimate and, below it, the equal-tailed posterior interval at the posterior mean
+        (the legend names both, ``attrs["interval_frequentist"]`` and ``attrs["interval_bayes"]``); items by fitted
+        score, highest on top.  The ``b`` and ``beta`` panels are centered at each row's estimate (its value in the
+        row label), so that intervals of a few hundredths stay visible; the right margin gives each row's width ratio.
         """
         import matplotlib.pyplot as plt
 
@@ -149,44 +141,39 @@ def compare_intervals(result: Any, idata: Any, *, level: float | None = None, ma
     Parameters
     ----------
     result : DialResult-like
-        A frequentist fit with ``scores`` (indexed by item: ``score, se, ci_low, ci_high``),
-        optionally ``position_effects`` (by judge: ``b, se, ci_low, ci_high``) and ``level``.  The
-        ``spec`` of a :class:`~pydial.DialResult` at its selected weight and rank
-        (:meth:`pydial.ModelSpec.selected`) is checked against the posterior's; an object without
-        a spec is compared as it is.
+        A frequentist fit with ``scores`` (indexed by item: ``score, se, ci_low, ci_high``), optionally
+        ``position_effects`` (by judge: ``b, se, ci_low, ci_high``) and ``level``.  The ``spec`` of a
+        :class:`~pydial.DialResult` at its selected weight and rank (:meth:`pydial.ModelSpec.selected`) is checked
+        against the posterior's; an object without a spec is compared as it is.
     idata : xarray.DataTree or arviz.InferenceData
-        From :func:`pydial.stan.posterior`; its ``attrs["estimand"]`` names the variable of the
-        method's scores (``s_H``; ``s_judges`` for ``judges``), and ``b`` (dim ``judge``) when present.
+        From :func:`pydial.stan.posterior`; its ``attrs["estimand"]`` names the variable of the method's scores
+        (``s_H``; ``s_judges`` for ``judges``), and ``b`` (dim ``judge``) when present.
     level : float, optional
-        Interval level; default the result's (``result.level``), else 0.95.  At another level than
-        the result's, the Wald interval is recomputed as ``estimate -/+ z se``.
+        Interval level; default the result's (``result.level``), else 0.95.  At another level than the result's,
+        the Wald interval is recomputed as ``estimate -/+ z se``.
     match : bool, default False
         When the fit and the posterior estimate different things: ``False`` raises
-        :class:`~pydial.exceptions.EstimandMismatchError` naming the differences; ``True`` refits
-        the frequentist side to the posterior's spec (same data and fit options).  The frequentist
-        DIAL fits report ``b`` from their LLM-only stage, so a posterior with the joint ``b``
-        (``options={"b_stage": "joint"}``) is then compared on the scores only (``attrs["omitted"]``
-        says why); sample with ``posterior(..., like=result)`` to compare ``b`` too.
+        :class:`~pydial.exceptions.EstimandMismatchError` naming the differences; ``True`` refits the frequentist
+        side to the posterior's spec (same data and fit options).  The frequentist DIAL fits report ``b`` from their
+        LLM-only stage, so a posterior with the joint ``b`` (``options={"b_stage": "joint"}``) is then compared on
+        the scores only (``attrs["omitted"]`` says why); sample with ``posterior(..., like=result)`` to compare ``b``.
     fit : callable, optional
-        The refit of ``match=True``, called as ``fit(data, spec=...)``; default the function that
-        fitted ``result`` (:func:`pydial.fit`, ``result.fitter``; this module does not import the
-        estimators).
+        The refit of ``match=True``, called as ``fit(data, spec=...)``; default the function that fitted ``result``
+        (:func:`pydial.fit`, ``result.fitter``; this module does not import the estimators).
     allow_unrecorded : bool, default False
-        A posterior without an estimand record (not from :func:`pydial.stan.posterior`, or its
-        attributes dropped) cannot be checked: ``False`` raises
-        :class:`~pydial.exceptions.EstimandMismatchError`; ``True`` compares the two as they are,
-        and ``attrs["estimand"]`` says that nothing was checked.
+        A posterior without an estimand record (not from :func:`pydial.stan.posterior`, or its attributes dropped)
+        cannot be checked: ``False`` raises :class:`~pydial.exceptions.EstimandMismatchError`; ``True`` compares the
+        two as they are, and ``attrs["estimand"]`` says that nothing was checked.
 
     Returns
     -------
     IntervalComparison
-        A DataFrame indexed by ``(quantity, name)``, ``quantity`` in ``{"score", "b", "beta"}``
-        (``beta``: the covariate effects, named ``"judge | covariate"``), with columns ``estimate,
-        se, ci_low, ci_high`` (sandwich / Wald), ``post_mean, post_sd, cred_low, cred_high``
-        (posterior, equal-tailed at the same level), ``width_ratio`` (credible width / Wald width),
-        ``shift_se`` (``(post_mean - estimate) / se``: large for a posterior that left the MLE, e.g.
-        one drifting to ``S' 1 = 0``) and ``level``.  ``attrs``: ``level``, ``interval`` (the
-        interval types), ``estimand`` (one line: what both sides estimate, and where ``b`` comes
+        A DataFrame indexed by ``(quantity, name)``, ``quantity`` in ``{"score", "b", "beta"}`` (``beta``: the
+        covariate effects, named ``"judge | covariate"``), with columns ``estimate, se, ci_low, ci_high`` (sandwich /
+        Wald), ``post_mean, post_sd, cred_low, cred_high`` (posterior, equal-tailed at the same level),
+        ``width_ratio`` (credible width / Wald width), ``shift_se`` (``(post_mean - estimate) / se``: large for a
+        posterior that left the MLE, e.g. one drifting to ``S' 1 = 0``) and ``level``.  ``attrs``: ``level``,
+        ``interval`` (the interval types), ``estimand`` (one line: what both sides estimate, and where ``b`` comes
         from), ``refit``.  ``.plot()`` draws the intervals side by side.
 
     Raises
@@ -194,14 +181,13 @@ def compare_intervals(result: Any, idata: Any, *, level: float | None = None, ma
     pydial.ArgumentTypeError
         ``result`` is not a fit or ``idata`` not a posterior.
     EstimandMismatchError
-        The two were made from different data (their fingerprints differ, whatever ``match``),
-        estimate different things (``match=False``) or cannot be refitted to agree, or the
-        posterior has no estimand record (``allow_unrecorded=False``).
+        The two were made from different data (their fingerprints differ, whatever ``match``), estimate different
+        things (``match=False``) or cannot be refitted to agree, or the posterior has no estimand record
+        (``allow_unrecorded=False``).
 
     Examples
     --------
-    The human Bradley-Terry fit against its posterior (needs a Stan backend; the
-    program is compiled on first use):
+    The human Bradley-Terry fit against its posterior (needs a Stan backend; the program is compiled on first use):
 
     >>> import pydial
     >>> sim = pydial.simulate(N=4, K=2, rank=1, n_llm=2000, n_human=400, seed=1)
@@ -255,11 +241,12 @@ def compare_intervals(result: Any, idata: Any, *, level: float | None = None, ma
                            "(sample with posterior(..., like=result) to compare b)")
                 mism = {}
         if mism:
-            raise EstimandMismatchError(
-                f"the fit and the posterior estimate different things ({_describe(mism)}); sample "
-                "pydial.stan.posterior(data, like=result), or pass match=True to refit the frequentist side",
-                mism)
-    r_level = _result_level(result)
+            raise EstimandMismatchError(f"the fit and the posterior estimate different things ({_describe(mism)}); sample "
+                                        "pydial.stan.posterior(data, like=result), or pass match=True to refit the "
+                                        "frequentist side", mism)
+    r_level = getattr(result, "level", None)
+    r_level = result.scores.attrs.get("level") if r_level is None else r_level
+    r_level = None if r_level is None else float(r_level)
     lv = level if level is not None else check_level(r_level if r_level is not None else 0.95, "the result's level")
     same = r_level is not None and abs(lv - r_level) < 1e-12
     blocks = []
@@ -330,10 +317,9 @@ def _refit(result: Any, pe: Any, mism: dict[str, tuple[Any, Any]], fit: Callable
 def interval_settings(level: float = 0.95) -> Any:
     """Context manager: arviz's interval settings at pydial's convention (one level, equal-tailed).
 
-    Sets ``stats.ci_prob`` (and the older ``stats.hdi_prob``) to ``level`` and, where arviz has it,
-    ``stats.ci_kind`` to ``"eti"`` inside the ``with`` block, so that ``az.summary`` and the plots
-    report the level of :func:`compare_intervals` and the frequentist tables, not arviz's 94%.
-    arviz 0.x has no ``stats.ci_kind``: its intervals stay highest-density, at ``level``.
+    Sets ``stats.ci_prob`` (and the older ``stats.hdi_prob``) to ``level`` and, where arviz has it, ``stats.ci_kind``
+    to ``"eti"`` inside the ``with`` block, so that ``az.summary`` and the plots report the level of
+    :func:`compare_intervals` and the frequentist tables, not arviz's 94% (arviz 0.x: highest-density, at ``level``).
 
     Examples
     --------
