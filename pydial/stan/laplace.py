@@ -131,10 +131,7 @@ class SampleProgram:
         return [int(np.prod(s)) for s in self.shapes.values()]
 
     def split(self, u: np.ndarray) -> dict[str, np.ndarray]:
-        """Cut Stan's unconstrained vector ``u`` (or a stack of them, ``(..., P)``) into the named parameters.
-
-        Matrices are column-major, as Stan's: a ``(n, r)`` parameter becomes ``(..., n, r)``.
-        """
+        """Cut Stan's unconstrained vector ``u`` (or a stack ``(..., P)``) into the named parameters, column-major."""
         lead = u.shape[:-1]
         parts = np.split(u, np.cumsum(self.sizes)[:-1], axis=-1)
         return {n: (p.reshape(*lead, s[1], s[0]).swapaxes(-1, -2) if len(s) == 2 else p)
@@ -214,8 +211,8 @@ def transform(prog: SampleProgram, p: Mapping[str, np.ndarray]) -> dict[str, Any
     prog : SampleProgram
         The program's data.
     p : mapping of str to ndarray
-        The named parameters (:meth:`SampleProgram.split`), each with any leading stack axes; complex values
-        give complex-step derivatives (no operation conjugates).
+        The named parameters (:meth:`SampleProgram.split`), with any leading stack axes; complex values give
+        complex-step derivatives.
 
     Returns
     -------
@@ -244,7 +241,7 @@ def transform(prog: SampleProgram, p: Mapping[str, np.ndarray]) -> dict[str, Any
 
 
 def structure_vjp(prog: SampleProgram, p: Mapping[str, np.ndarray], G: np.ndarray, g_H: np.ndarray) -> dict[str, np.ndarray]:
-    """Return the gradient of ``<G, S> + <g_H, s_H>`` in the structure's parameters (reverse mode, written out).
+    """Return the gradient of ``<G, S> + <g_H, s_H>`` in the structure's parameters (reverse mode, by hand).
 
     Parameters
     ----------
@@ -253,8 +250,7 @@ def structure_vjp(prog: SampleProgram, p: Mapping[str, np.ndarray], G: np.ndarra
     p : mapping of str to ndarray
         The named parameters (stacked or not, real or complex as in :func:`transform`).
     G, g_H : ndarray
-        Weights of the judge scores ``S`` (``K x N``) and of the people's ``s_H`` (``N``), shared by a stack: with
-        the cells' scores in ``S`` and ``s_H`` the result is the likelihood's gradient ``J' g_phi``.
+        Weights of ``S`` (``K x N``) and ``s_H`` (``N``), shared by a stack; the cells' score gradients give ``J' g_phi``.
 
     Returns
     -------
@@ -448,10 +444,9 @@ class LogDensity:
 
 
 def mode(logp: LogDensity, u0: np.ndarray, *, tol: float = 1e-10, max_iter: int = 100) -> tuple[np.ndarray, _Point, int]:
-    """Find the mode of ``log p`` by Newton's method with a backtracking line search from ``u0``.
+    """Find the mode of ``log p`` from ``u0`` by Newton's method with a backtracking line search.
 
-    A Hessian that is not negative definite is shifted by a multiple of the identity (Levenberg-Marquardt) until
-    it is.
+    A Hessian that is not negative definite is shifted by a multiple of the identity until it is (Levenberg-Marquardt).
 
     Parameters
     ----------
@@ -512,11 +507,10 @@ def mode(logp: LogDensity, u0: np.ndarray, *, tol: float = 1e-10, max_iter: int 
 def frame_scale(prog: SampleProgram, u_hat: np.ndarray, hess: np.ndarray, *, bounds: tuple[float, float] = (1e-3, 0.2)) -> float:
     """Return the ``frame_sd`` that gives ``P_raw`` one posterior scale: twice the sd of the frame's own directions.
 
-    The frame ``F = frame(P_raw)`` does not move along the ``r (r + 1) / 2`` directions that change ``P_raw' P_raw``;
-    its other ``(K - 1) r - r (r + 1) / 2`` directions have, under the Laplace approximation at ``u_hat``, the mean
-    variance ``s^2 = tr Cov(F) / dim``.  The expansion's density ``exp(-||P_raw' P_raw - I||^2 / (2 frame_sd^2))``
-    gives the length of ``P_raw`` the sd ``frame_sd / 2``; ``frame_sd = 2 s`` (within ``bounds``) matches the two.
-    Any ``frame_sd`` leaves the posterior of every model quantity unchanged: this only sets NUTS's geometry.
+    The frame ``F = frame(P_raw)`` moves along ``dim = (K - 1) r - r (r + 1) / 2`` directions (not those that change
+    ``P_raw' P_raw``), of mean variance ``s^2 = tr Cov(F) / dim`` under the Laplace approximation at ``u_hat``.  The
+    expansion's density ``exp(-||P_raw' P_raw - I||^2 / (2 frame_sd^2))`` gives the length of ``P_raw`` the sd
+    ``frame_sd / 2``; ``frame_sd = 2 s`` (within ``bounds``) matches the two.  Only NUTS's geometry depends on it.
 
     Parameters
     ----------
@@ -588,9 +582,8 @@ def normal_log_ratios(prog: SampleProgram, u_hat: np.ndarray, hess: np.ndarray, 
                       rng: np.random.Generator, chunk: int = 50) -> np.ndarray:
     """Return ``log p(u) - log q(u)`` at ``draws`` draws from the normal approximation ``q = N(u_hat, (-hess)^{-1})``.
 
-    The importance ratios of the approximation up to a constant, as ``log_p__ - log_q__`` of
-    :func:`laplace_sample`: their Pareto k (:func:`pydial.stan.idata.psislw`) says how close the posterior is to
-    that normal (:data:`LAPLACE_MAX_K`).
+    The importance ratios up to a constant (``log_p__ - log_q__`` of :func:`laplace_sample`): their Pareto k
+    (:func:`pydial.stan.idata.psislw`) says how close the posterior is to that normal (:data:`LAPLACE_MAX_K`).
 
     Raises
     ------
@@ -626,8 +619,7 @@ def nuts_start(prog: SampleProgram, u_hat: np.ndarray, hess: np.ndarray, *, chai
     inits : list of dict
         Named parameter values, one dict per chain: in the bulk of the posterior, apart from each other.
     covariance : ndarray
-        The approximation's covariance ``(-hess)^{-1}`` of the unconstrained parameters: NUTS's dense inverse
-        metric (its diagonal: a diagonal one to adapt from).
+        The approximation's covariance ``(-hess)^{-1}``: NUTS's dense inverse metric (its diagonal: one to adapt from).
 
     Raises
     ------
@@ -645,9 +637,8 @@ def laplace_sample(d: Mapping[str, Any], init: Mapping[str, Any], *, draws: int,
                    chunk: int = 50, hess: np.ndarray | None = None) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray], int]:
     """Draw from the Laplace approximation of ``dial_sample.stan`` at its mode (module docstring).
 
-    The posterior is the program's: the order-effect BTL cells of the judges and people (paper eqs.
-    binomial-model-llm, binomial-model-human; the power posterior of eq. weighted-loss with the data's cell
-    weights) under the structure of eq. S-llm and the priors of the program's header.
+    The posterior is the program's: paper eqs. binomial-model-llm and binomial-model-human (the power posterior of
+    eq. weighted-loss with the data's cell weights) under the structure of eq. S-llm and the program's priors.
 
     Parameters
     ----------
@@ -662,16 +653,14 @@ def laplace_sample(d: Mapping[str, Any], init: Mapping[str, Any], *, draws: int,
     chunk : int
         Draws evaluated at a time (their cells' arrays are ``chunk x cells``).
     hess : ndarray, optional
-        The Hessian of ``log p`` at ``init`` when ``init`` is the mode already (as :func:`mode` returned it):
-        Newton's method is skipped (0 iterations).
+        The Hessian of ``log p`` at ``init`` when ``init`` is the mode already: Newton's method is skipped.
 
     Returns
     -------
     draws : dict of str to ndarray
         Every program variable (parameters, transformed parameters, generated quantities), ``(1, draws, *shape)``.
     stats : dict of str to ndarray
-        ``log_p__`` (the log density at each draw) and ``log_q__`` (the normal approximation's), as CmdStan's
-        ``laplace_sample`` writes them, ``(1, draws)``.
+        ``log_p__`` and ``log_q__`` (the log density and the normal's at each draw), as CmdStan writes them, ``(1, draws)``.
     iterations : int
         Newton's iterations to the mode.
 
