@@ -89,12 +89,8 @@ def stan_output(text: str) -> str:
 
 def _size_key(data: Mapping[str, Any]) -> tuple:
     """Return the integer data, which fix every size of a Stan program's variables (a cache key)."""
-    out = []
-    for k in sorted(data):
-        v = np.asarray(data[k])
-        if np.issubdtype(v.dtype, np.integer):
-            out.append((k, v.shape, v.tobytes()))
-    return tuple(out)
+    arrays = ((k, np.asarray(data[k])) for k in sorted(data))
+    return tuple((k, v.shape, v.tobytes()) for k, v in arrays if np.issubdtype(v.dtype, np.integer))
 
 
 def _paths(name: str, code: str) -> tuple[Path, Path]:
@@ -200,11 +196,9 @@ def _console_tail(out_dir: Path, message: str, lines: int = 12) -> str:
 
 
 def _pathfinder_draws(raw: np.ndarray, names: list[str], draws: int, seed: int | None) -> np.ndarray:
-    """Return ``draws`` rows of Pathfinder's output resampled by their Pareto-smoothed importance weights.
+    """Return ``draws`` rows of Pathfinder's output resampled by Pareto-smoothed weights of ``lp__ - lp_approx__``.
 
-    The ratios are ``lp__ - lp_approx__`` (posterior over the paths' normal approximations).  Their Pareto
-    ``k`` above :data:`PATHFINDER_MAX_K` means the approximations miss the posterior, and the resampled
-    draws would repeat a few points: a :class:`~pydial.ConvergenceError` says so and names what to use.
+    A Pareto ``k`` above :data:`PATHFINDER_MAX_K` (resampling would repeat a few points) is a ConvergenceError.
     """
     from .idata import psislw
 

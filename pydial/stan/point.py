@@ -61,9 +61,9 @@ class StanPointFit:
     lambda_ : float
         LLM weight ``lambda`` of eq. weighted-loss (``inf`` for the staged fits, ``0`` for ``"human"``).
     objective : float
-        Paper-normalized loss at the optimum (the prior penalty normalized alike): ``Q_lambda`` at a
-        finite weight, ``l_H`` (human; the staged fits' second stage, ``details["llm_objective"]``
-        the first stage's ``l_LLM``), ``l_LLM`` (judges).  The tie families count ties in ``n_LLM``, ``n_H``.
+        Paper-normalized loss at the optimum (the prior penalty alike): ``Q_lambda`` at a finite weight, ``l_H``
+        (human; the staged fits' second stage, ``details["llm_objective"]`` the first's ``l_LLM``), ``l_LLM``
+        (judges).  The tie families count ties in ``n_LLM``, ``n_H``.
     converged : bool
         Every optimizer call reported convergence.
     grad_norm : float
@@ -81,9 +81,9 @@ class StanPointFit:
     ties : {None, "davidson", "rao-kupper"}
         The outcome family.
     log_nu : ndarray or None
-        A tie family's log tie parameters (Davidson's ``log nu``, Rao-Kupper's ``log tau``), one per group:
-        the judges (one for ``"pooled"``), then the people; ``-inf`` for a group without a tie (``nu = 0``,
-        its cells binary).  ``None`` for the binary family.
+        A tie family's log tie parameters (Davidson's ``log nu``, Rao-Kupper's ``log tau``), one per group: the
+        judges (one for ``"pooled"``), then the people; ``-inf`` for a group without a tie (``nu = 0``).  ``None``
+        for the binary family.
     """
 
     method: str
@@ -125,17 +125,15 @@ def stan_fit_point(data: Comparisons, method: str = "dial-ada", *, ties: str | N
     method : {"dial-ada", "dial-nopos", "dial-anc", "human", "judges", "pooled"}
         The estimators of :func:`pydial.fit` (:data:`POINT_METHODS`) at one weight: ``"dial-ada"``,
         :math:`\arg\min Q_\lambda` at ``lambda_`` (eq. weighted-joint-estimator) on ``Chart.for_data(data, rank,
-        calibration)`` (``lambda_ = inf``: the staged fit); ``"dial-nopos"``, without order effects;
-        ``"dial-anc"``, the staged fit (eq. staged-calibrated-estimator: the LLM-only fit
-        :attr:`StanPointFit.llm_theta` on :attr:`StanPointFit.llm_chart`, then ``argmin_c l_H`` with the LLM
-        block fixed); ``"human"``, the people's ``argmin l_H`` (``Chart(N, 1, 0, None, False)``, ``theta =
-        s[:N-1]``); ``"judges"``, each judge's order-effect model (``judges.stan``; a row of ``theta`` per judge
-        in ``Chart(N, 1, 0, None, True)``); ``"pooled"``, the pooled LLM model rescaled to the people (staged
-        on ``Chart(N, 1, 0, "mu", False)``).
+        calibration)`` (``lambda_ = inf``: the staged fit); ``"dial-nopos"``, without order effects; ``"dial-anc"``,
+        the staged fit (eq. staged-calibrated-estimator: the LLM-only fit :attr:`StanPointFit.llm_theta`, then
+        ``argmin_c l_H`` with the LLM block fixed); ``"human"``, the people's ``argmin l_H`` (``Chart(N, 1, 0, None,
+        False)``, ``theta = s[:N-1]``); ``"judges"``, each judge's order-effect model (``judges.stan``; a row of
+        ``theta`` per judge); ``"pooled"``, the pooled LLM model rescaled to the people (staged on ``Chart(N, 1, 0,
+        "mu", False)``).
     ties : {None, "davidson", "rao-kupper"}
-        The outcome family, as in :func:`pydial.fit`: ``None`` the binary model (ties dropped), else
-        Davidson's or Rao and Kupper's, with a tie parameter per judge and one for the people
-        (:attr:`StanPointFit.log_nu`); a group without any tie has ``nu = 0``, as in the numpy engine.
+        The outcome family, as in :func:`pydial.fit`: ``None`` the binary model (ties dropped), else Davidson's or
+        Rao and Kupper's, a tie parameter per judge and one for the people (:attr:`StanPointFit.log_nu`).
     rank : int
         Disagreement rank ``r``.
     calibration : {"mu", "W"}
@@ -143,31 +141,27 @@ def stan_fit_point(data: Comparisons, method: str = "dial-ada", *, ties: str | N
     lambda_ : float, optional
         LLM weight of ``"dial-ada"`` / ``"dial-nopos"``; default ``n_LLM / n_H`` (the ordinary likelihood).
     init : ndarray, optional
-        Warm start in the reduced chart of the (first-stage) fit, optionally followed by the free log
-        tie parameters; default the numpy engine's start (:func:`pydial.estimation.glm.initial_theta`
-        for the structured fits, zero for the GLMs, each ``log nu`` at its group's tie rate).
+        Warm start in the reduced chart of the (first-stage) fit, optionally followed by the free log tie
+        parameters; default the numpy engine's start (each ``log nu`` at its group's tie rate).
     backend : {"cmdstanpy", "httpstan"} or None
         See :func:`pydial.stan.stan_backend`.
     seed : int, optional
         Seed passed to the optimizer.
     penalty : {None, "firth"}
-        ``"firth"`` adds the Jeffreys prior of :mod:`pydial.model.penalty` (the programs' ``firth``) to
-        the people's, pooled and judges' models, the calibration stage and the human block of the
-        joint fit; the LLM-only structured stage is not penalized.
+        ``"firth"`` adds the Jeffreys prior of :mod:`pydial.model.penalty` to the people's, pooled and judges'
+        models, the calibration stage and the human block of the joint fit (not the LLM-only structured stage).
     covariate_effects : {"judge", "shared"}
         With response covariates: one covariate effect per LLM judge, or one for all of them.
     options : mapping, optional
-        The optimizer's rarer options: ``gtol`` (default ``1e-8``: converged when the max-norm gradient
-        of the Stan target is at most ``gtol * max(1, |log p|)``), ``max_iter`` (20,000 per call),
-        ``priors`` (normal penalty scales of ``dial.stan``; default flat, the MLE; not gauge
-        invariant), ``model`` (a compiled program to reuse) and ``warn`` (default True: a
-        :class:`pydial.ConvergenceWarning` when a call fails).
+        The optimizer's rarer options: ``gtol`` (default ``1e-8``: converged when the max-norm gradient of the
+        Stan target is at most ``gtol * max(1, |log p|)``), ``max_iter`` (20,000 per call), ``priors`` (normal
+        penalty scales of ``dial.stan``; default flat, the MLE; not gauge invariant), ``model`` (a compiled
+        program to reuse) and ``warn`` (default True: a :class:`pydial.ConvergenceWarning` when a call fails).
 
     Returns
     -------
     StanPointFit
-        ``theta`` in the numpy engine's chart, plus scores, ``S``, ``b``, the log tie
-        parameters, the paper-normalized objective and the convergence record.
+        ``theta`` in the numpy engine's chart, scores, ``S``, ``b``, ``log_nu``, the objective and convergence.
 
     Raises
     ------
@@ -258,7 +252,7 @@ class StanRun:
              llm: CellTable | None = None, fix_llm: np.ndarray | None = None, firth: int = 0) -> _Stage:
         """Maximize ``dial.stan`` on ``ch`` from ``x0`` (numpy's coordinates; without ``log nu``: each at its tie rate).
 
-        A group without a tie gets ``nu_zero`` (its unused ``log_nu`` entry held at 0, dropped from ``x``).
+        A group without a tie gets ``nu_zero``: its ``log_nu`` entry is held at 0 and dropped from ``x``.
         """
         tie = not self.family.is_binary
         d = dial_data(self.data, ch, w_llm=w_llm, w_human=w_human, priors=self.opts["priors"], llm=llm, family=self.family,

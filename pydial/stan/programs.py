@@ -41,9 +41,7 @@ _INCLUDE = re.compile(r"^[ \t]*#include[ \t]+[<\"]?([^>\"\s]+)[>\"]?[ \t]*$", re
 
 def program_dir() -> Path:
     """Return the directory of the ``.stan`` files: the package ``pydial.stan_files``, else the checkout's ``stan/``."""
-    try:
-        # A namespace package (no __init__.py) gives a MultiplexedPath whose str() is not
-        # a path; its entries are plain paths, so locate the file among them.
+    try:  # a namespace package's MultiplexedPath has no str() path; its entries do
         for entry in resources.files("pydial.stan_files").iterdir():
             if entry.name == "dial.stan":
                 return Path(str(entry)).parent
