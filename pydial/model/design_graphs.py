@@ -40,10 +40,8 @@ def components_text(items: Sequence[str], labels: np.ndarray, what: str) -> str:
     groups = [np.flatnonzero(labels == c) for c in range(n_comp) if c != big]
     shown = "; ".join("{" + names_text(items, g, 4) + "}" for g in groups[:4])
     more = f"; ... ({len(groups)} groups)" if len(groups) > 4 else ""
-    return (
-        f"{what} has {n_comp} components (item(s) {names_text(items, rest)} not connected to the "
-        f"{sizes[big]} items of the largest one; separate groups: {shown}{more})"
-    )
+    return (f"{what} has {n_comp} components (item(s) {names_text(items, rest)} not connected to the "
+            f"{sizes[big]} items of the largest one; separate groups: {shown}{more})")
 
 
 @dataclass(frozen=True)
@@ -271,10 +269,8 @@ def check_separation(items: Sequence[str], ii: np.ndarray, jj: np.ndarray, aa: n
     if not nopos and abs(res.x[N]) > _ETA_TOL:
         side = "first" if res.x[N] > 0 else "second"
         order = f"; the direction moves b_k towards {'+' if res.x[N] > 0 else '-'}inf (the {side}-shown item keeps winning)"
-    return False, (
-        f"quasi-complete separation: no finite MLE; {hit.size} of {m} cells are predicted perfectly "
-        f"along a separating direction, e.g. {'; '.join(examples)}{order}"
-    )
+    return False, (f"quasi-complete separation: no finite MLE; {hit.size} of {m} cells are predicted perfectly "
+                   f"along a separating direction, e.g. {'; '.join(examples)}{order}")
 
 
 def order_separation(n: np.ndarray, y: np.ndarray, aa: np.ndarray) -> str | None:

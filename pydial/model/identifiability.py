@@ -171,10 +171,8 @@ def _check_ident_llm(items: Sequence[str], scan: CycleScan, nopos: bool) -> tupl
         tail = " (b_k fixed at 0, so only connectivity is needed)"
         return (False, parts[0] + tail) if parts else (True, f"comparison graph connected over all {N} items{tail}")
     if scan.cycle is None:
-        parts.append(
-            "every cycle has zero signed order sum: b_k is confounded with the item scores "
-            "(z_k lies in col(D_k)); show some pair in both orders or vary the order around a cycle"
-        )
+        parts.append("every cycle has zero signed order sum: b_k is confounded with the item scores "
+                     "(z_k lies in col(D_k)); show some pair in both orders or vary the order around a cycle")
     if parts:
         return False, "; ".join(parts)
     assert scan.cycle is not None  # else ``parts`` says so
@@ -305,10 +303,8 @@ def check_human_mle(items: Sequence[str], data: Comparisons) -> tuple[bool, str]
         elif not has_out[c] and not has_in[c]:
             parts.append(f"{grp} compared only among themselves")
     parts = losers[:4] + winners[:4] + parts
-    return False, (
-        f"directed win graph has {n_comp} strongly connected components, so the unrestricted human "
-        f"BTL MLE is infinite or not unique: " + "; ".join(parts)
-    )
+    return False, (f"directed win graph has {n_comp} strongly connected components, so the unrestricted human "
+                   f"BTL MLE is infinite or not unique: " + "; ".join(parts))
 
 
 def _check_human_design(items: Sequence[str], data: Comparisons, d: int, M: np.ndarray | None,
@@ -356,13 +352,11 @@ def _lowrank_jacobian_rank(N: int, K: int, r: int, judge: np.ndarray, ii: np.nda
     zcols = None
     if z is not None and free is not None and beta_row is not None and free.any():
         # d eta_t / d beta_{g, l} = z_tl for the judge's row g: one column per free entry (g, l)
-        rows_b = beta_row[judge]
         index = np.full(free.shape, -1)
         index[free] = np.arange(int(free.sum()))
-        col = index[rows_b]  # (m, p): the column of each cell's entry (g, l), -1 where fixed
+        col = index[beta_row[judge]]  # (m, p): the column of each cell's entry (g, l), -1 where fixed
         ok = (col >= 0) & (z != 0)
-        cell = np.nonzero(ok)[0]
-        zcols = sparse.csr_matrix((z[ok], (cell, col[ok])), shape=(m, int(free.sum())))  # sparse: m can be millions
+        zcols = sparse.csr_matrix((z[ok], (np.nonzero(ok)[0], col[ok])), shape=(m, int(free.sum())))  # sparse: m can be millions
         need += zcols.shape[1]
     best, confounded = 0, np.zeros(0 if zcols is None else zcols.shape[1], bool)
     for _ in range(2):

@@ -46,9 +46,8 @@ def _weights(pair_weights: ArrayLike | None, N: int) -> np.ndarray:
         return pair_weights_uniform(N)
     w = np.asarray(pair_weights, dtype=float)
     if w.shape != (P,):
-        raise ArgumentError(
-            f"pair_weights must have shape ({P},) (pairs i<j in np.triu_indices({N}, 1) order), got {w.shape}"
-        )
+        raise ArgumentError(f"pair_weights must have shape ({P},) (pairs i<j in np.triu_indices({N}, 1) order), "
+                            f"got {w.shape}")
     if not np.all(np.isfinite(w)) or np.any(w < 0) or w.sum() <= 0:
         raise ArgumentError("pair_weights must be finite, nonnegative and not all zero")
     return w / w.sum()
@@ -154,10 +153,8 @@ def contrast_coverage(s_hat: ArrayLike, cov: ArrayLike, s_true: ArrayLike, level
     cov = np.asarray(cov, dtype=float)
     N = s_hat.size
     if s_hat.ndim != 1 or s_true.shape != s_hat.shape or cov.shape != (N, N) or N < 2:
-        raise ArgumentError(
-            f"need s_hat, s_true of shape (N,) and cov of shape (N, N) with N >= 2; got {s_hat.shape}, "
-            f"{s_true.shape}, {cov.shape}"
-        )
+        raise ArgumentError(f"need s_hat, s_true of shape (N,) and cov of shape (N, N) with N >= 2; got {s_hat.shape}, "
+                            f"{s_true.shape}, {cov.shape}")
     i, j = np.triu_indices(N, 1)
     var = cov[i, i] + cov[j, j] - cov[i, j] - cov[j, i]
     scale = max(1.0, float(np.max(np.abs(np.diag(cov)))))

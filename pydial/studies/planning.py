@@ -374,8 +374,7 @@ def plan(result: DialResult, budgets: Sequence[int] = (100, 200, 400, 800, 1600,
     check_choice("method", method, PLAN_MODES)
     check_choice("llm", llm, ("resample", "fixed"))
     methods = tuple(methods)
-    bad = [m for m in methods if m not in PLAN_METHODS]
-    if bad or not methods:
+    if not methods or not set(methods) <= set(PLAN_METHODS):
         raise ArgumentError(f"methods must be a non-empty subset of {PLAN_METHODS}, got {list(methods)!r}")
     budgets_arr = np.asarray(list(budgets))
     if budgets_arr.size == 0 or not np.issubdtype(budgets_arr.dtype, np.number) or np.any(budgets_arr <= 0) \

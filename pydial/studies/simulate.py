@@ -314,7 +314,7 @@ def _covariate_effects(beta: Any, K: int, p: int) -> np.ndarray:
                                 f"(judges, then people), got {beta!r}") from None
     if arr.ndim <= 1 and arr.size in (1, p):
         out = np.zeros((K + 1, p))
-        out[:K] = np.broadcast_to(arr.reshape(-1), (p,)) if arr.size == 1 else arr
+        out[:K] = arr.reshape(-1)  # one number or one per covariate, for every judge
         return out
     if arr.shape != (K + 1, p):
         raise ArgumentError(f"beta must be a number, a vector of {p} or a ({K + 1}, {p}) array (judges, then people), "
@@ -407,10 +407,7 @@ def _position_effects(values: Sequence[float] | None, K: int) -> np.ndarray | No
 
 def _llm_design(gen: np.random.Generator, n_llm: int, n_pairs: int, K: int, p_first: float,
                 both_orders: bool) -> tuple[np.ndarray, ...]:
-    """Draw the LLM comparisons' ``(pair, judge, canonical_first, record, record_pairs)``.
-
-    One judgment per record, or with ``both_orders`` every judge in both orders on each of ``n_llm`` records.
-    """
+    """Draw ``(pair, judge, canonical_first, record, record_pairs)``: one per record, or each judge in both orders."""
     rec_pairs = gen.integers(0, n_pairs, size=n_llm)
     if not both_orders:
         k = gen.integers(0, K, size=n_llm)
@@ -681,8 +678,8 @@ def simulate(N: int = 10, K: int = 4, rank: int = 1, n_llm: int = 20_000, n_huma
             frame[col] = np.concatenate([sides["llm"][side][:, c], sides["human"][side][:, c]])
     truth = Truth(
         s_h=s_h, S=S, b=b, mu=mu, gamma=gamma, U=U, V=V, W=W, c_h=c_h, b_kij=b_kij, eps_kij=eps_kij,
-        pairs=np.column_stack([pi, pj]).astype(np.int64), items=items, judges=judges, nu=None if t is None else np.full(K + 1, t),
-        ties=family if tie_rate > 0 else None,
+        pairs=np.column_stack([pi, pj]).astype(np.int64), items=items, judges=judges,
+        nu=None if t is None else np.full(K + 1, t), ties=family if tie_rate > 0 else None,
         covariates=tuple(names), beta=beta_kp if names else None, item_style=style,
         self_preference=None if own is None else {str(k): tuple(str(x) for x in v) for k, v in
                                                   (jb.self_preference or {}).items()},
