@@ -137,7 +137,7 @@ def scan_cycles_fast(N: int, ii: np.ndarray, jj: np.ndarray, aa: np.ndarray) -> 
     if both.any():
         t = int(np.flatnonzero(both)[0])
         return CycleScan(labels, n_comp, [int(ii[t]), int(jj[t])], 2, True)
-    uk, first = np.unique(key, return_index=True)
+    first = np.unique(key, return_index=True)[1]
     ui, uj, ua = ii[first], jj[first], aa[first].astype(float)
     G = sparse.csr_matrix((np.concatenate([ua, -ua]), (np.concatenate([ui, uj]), np.concatenate([uj, ui]))), shape=(N, N))
     x = np.zeros(N)
@@ -206,10 +206,8 @@ def no_separation_by_graph(N: int, ii: np.ndarray, jj: np.ndarray, aa: np.ndarra
         def meet(x: np.ndarray, z: np.ndarray) -> bool:  # a pair among the cells x and among the cells z
             return bool(_in_both(key, key[x], key[z], N * N).any())
 
-        forced = meet(both & pos, both & neg)
-        if not forced:
-            forced = meet(iw & pos, jw & neg) and meet(jw & pos, iw & neg)  # c >= |d| and c <= -|d|
-        if not forced:
+        # c = 0 forced: both outcomes in both orders, or c >= |d| and c <= -|d|
+        if not (meet(both & pos, both & neg) or (meet(iw & pos, jw & neg) and meet(jw & pos, iw & neg))):
             return False
     return win_graph(N, ii, jj, n, y)[0] == 1
 

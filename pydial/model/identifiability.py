@@ -118,17 +118,12 @@ class DesignReport:
         cond = str(p["condition"].iloc[0])
         same = p[p["condition"] == cond]
         who = ", ".join(repr(str(j)) for j in same["judge"])
-        msg = (
-            f"the design cannot identify method={self.method!r} (rank={self.rank}, "
-            f"calibration={self.calibration!r}): {cond} ({REFERENCES[cond]}) fails for {who}: "
-            f"{p['detail'].iloc[0]}"
-        )
+        msg = (f"the design cannot identify method={self.method!r} (rank={self.rank}, calibration={self.calibration!r}): "
+               f"{cond} ({REFERENCES[cond]}) fails for {who}: {p['detail'].iloc[0]}")
         others = p[p["condition"] != cond]
         if len(others):
-            parts = [
-                f"{c} for {', '.join(repr(str(j)) for j in g['judge'])}"
-                for c, g in others.groupby("condition", sort=False)
-            ]
+            parts = [f"{c} for {', '.join(repr(str(j)) for j in g['judge'])}"
+                     for c, g in others.groupby("condition", sort=False)]
             msg += "; also failing: " + "; ".join(parts)
         msg += ". See check_design(...).table for every check."
         raise IdentifiabilityError(msg)

@@ -639,7 +639,7 @@ def simulate(N: int = 10, K: int = 4, rank: int = 1, n_llm: int = 20_000, n_huma
     eta = _llm_predictor(S, b, b_kij, eps_kij, k_llm, i_l, j_l, p_llm, np.where(a_first, 1.0, -1.0))
     if own is not None:  # self-preference: beta_k (1[i own_k] - 1[j own_k]), no draws
         eta += self_k[k_llm] * (own[k_llm, i_l] - own[k_llm, j_l])
-    style, sides = None, {}
+    style = None
     if names:  # drawn from a generator of their own: without covariates the draws are unchanged
         g_cov = np.random.default_rng(gen.integers(2**63))
         style = g_cov.standard_normal((N, len(names)))
@@ -648,7 +648,6 @@ def simulate(N: int = 10, K: int = 4, rank: int = 1, n_llm: int = 20_000, n_huma
         xb_r = style[j_r] + g_cov.standard_normal((n_llm, len(names)))
         xa_l, xb_l = xa_r[rec_llm], xb_r[rec_llm]
         eta += np.einsum("cp,cp->c", xa_l - xb_l, beta_kp[k_llm])
-        sides = {"llm": (xa_l, xb_l)}
     t = None  # P(tie) = tie_rate at equal scores: nu / (2 + nu) (Davidson), tanh(tau / 2) (Rao-Kupper)
     if tie_rate > 0:
         t = 2 * tie_rate / (1 - tie_rate) if family == "davidson" else 2 * np.arctanh(tie_rate)
@@ -665,7 +664,6 @@ def simulate(N: int = 10, K: int = 4, rank: int = 1, n_llm: int = 20_000, n_huma
             xa_h = style[i_h] + g_cov.standard_normal((n_human, len(names)))
             xb_h = style[j_h] + g_cov.standard_normal((n_human, len(names)))
         eta_h = eta_h + (xa_h - xb_h) @ beta_kp[K]
-        sides["human"] = (xa_h, xb_h)
     out_hum = _draw(g_hum, family, eta_h, t)
 
     items, judges = _names(N, K)
@@ -673,9 +671,9 @@ def simulate(N: int = 10, K: int = 4, rank: int = 1, n_llm: int = 20_000, n_huma
               else np.arange(n_rows + n_human, dtype=np.int64))
     frame = _frame(items, judges, k_llm, a_first, record, np.concatenate([i_l, i_h]), np.concatenate([j_l, j_h]),
                    np.concatenate([out_llm, out_hum]))
-    for c, name in enumerate(names):
-        for side, col in ((0, f"{name}_a"), (1, f"{name}_b")):
-            frame[col] = np.concatenate([sides["llm"][side][:, c], sides["human"][side][:, c]])
+    for c, name in enumerate(names):  # the responses' features, LLM rows then human rows
+        frame[f"{name}_a"] = np.concatenate([xa_l[:, c], xa_h[:, c]])
+        frame[f"{name}_b"] = np.concatenate([xb_l[:, c], xb_h[:, c]])
     truth = Truth(
         s_h=s_h, S=S, b=b, mu=mu, gamma=gamma, U=U, V=V, W=W, c_h=c_h, b_kij=b_kij, eps_kij=eps_kij,
         pairs=np.column_stack([pi, pj]).astype(np.int64), items=items, judges=judges,
