@@ -1,10 +1,7 @@
 r"""The numpy engine: the GLM solver, the structured fits and the stages of DIAL-Anc for every outcome family.
 
-:func:`glm` fits every paired-comparison GLM (eq. human-only-estimator, eq. binomial-model-llm, the
-calibration of eq. staged-calibrated-estimator); :func:`fit_structured` the structured fits on the
-reduced chart (eq. weighted-joint-estimator); :func:`numpy_optimizers` the engine's
-:class:`~pydial.estimation.engines.Optimizers`; :func:`llm_only_fit` and :func:`staged_fit` the two
-stages of Alg. DIAL-Anc by any engine.
+:func:`glm` fits every paired-comparison GLM, :func:`fit_structured` the structured fits (eq. weighted-joint-estimator),
+:func:`llm_only_fit` and :func:`staged_fit` the two stages of Alg. DIAL-Anc by any engine.
 """
 
 from __future__ import annotations
@@ -30,66 +27,43 @@ START_GTOL = 1e-3
 """Gradient tolerance of the judge-wise fits of :func:`initial_theta`: a start, which the structured fit then resolves."""
 
 
-def glm(
-    family: "Family | str | None",
-    counts: np.ndarray,
-    X: "np.ndarray | sp.spmatrix | Design",
-    x0: np.ndarray | None = None,
-    *,
-    weight: float = 1.0,
-    ridge: float = 0.0,
-    penalty: str | None = None,
-    bound: float = BOX,
-    gtol: float = 1e-10,
-) -> OptimResult:
+def glm(family: "Family | str | None", counts: np.ndarray, X: "np.ndarray | sp.spmatrix | Design",
+        x0: np.ndarray | None = None, *, weight: float = 1.0, ridge: float = 0.0, penalty: str | None = None,
+        bound: float = BOX, gtol: float = 1e-10) -> OptimResult:
     r"""Fit the paired-comparison GLM ``eta = X beta`` of ``family`` (:class:`FamilyGLM`): the one GLM solver.
 
-    ``counts``: ``(m, 3)`` wins of ``i``, wins of ``j``, ties (:func:`binary_counts`); ``x = (beta, log nu)``
-    when a cell holds a tie; ``x0`` default :meth:`FamilyGLM.start`; ``weight``, ``ridge``, ``penalty`` as in
-    :class:`FamilyGLM`; ``bound`` and ``gtol`` those of :func:`pydial.optim.newton`.
+    ``counts``: ``(m, 3)`` wins of ``i``, wins of ``j``, ties; ``x = (beta, log nu)`` when a cell holds a tie;
+    the other arguments are :class:`FamilyGLM`'s and :func:`pydial.optim.newton`'s.
     """
     return FamilyGLM(family_of(family), counts, X, weight, ridge, penalty).fit(x0, bound=bound, gtol=gtol)
 
 
 def fit_human_btl(human: HumanCells, N: int, *, ridge: float = 0.0, penalty: str | None = None) -> BTLFit:
     r"""Centered human BTL MLE :math:`\hat s_0` (eq. human-only-estimator), normalized by ``n_H``; Firth's with ``penalty``."""
-    T = centering_basis(N)
-    X = centered_design(human.i, human.j, N)
-    opt = glm(BINARY, binary_counts(human.n, human.y), X, weight=1.0 / float(human.n.sum()), ridge=ridge, penalty=penalty)
-    return BTLFit(T @ opt.x, 0.0, opt)
+    return fit_order_btl(human, N, order=False, ridge=ridge, penalty=penalty)
 
 
-def fit_order_btl(cells: LLMCells, N: int, *, order: bool = True, ridge: float = 0.0,
+def fit_order_btl(cells: LLMCells | HumanCells, N: int, *, order: bool = True, ridge: float = 0.0,
                   penalty: str | None = None, gtol: float = 1e-10) -> BTLFit:
-    r"""One judge's order-effect BTL, ``logit p = s_i - s_j + a b`` (eq. binomial-model-llm).
-
-    ``order=False`` fixes ``b = 0``; ``penalty="firth"``: Firth's estimate; ``gtol``: Newton's gradient tolerance.
-    """
-    T = centering_basis(N)
+    r"""One judge's order-effect BTL ``logit p = s_i - s_j + a b`` (eq. binomial-model-llm); ``order=False``: ``b = 0``."""
     X = centered_design(cells.i, cells.j, N, cells.a if order else None)
     opt = glm(BINARY, binary_counts(cells.n, cells.y), X, weight=1.0 / float(cells.n.sum()), ridge=ridge, penalty=penalty,
               gtol=gtol)
-    s = T @ opt.x[: N - 1]
-    return BTLFit(s, float(opt.x[-1]) if order else 0.0, opt)
+    return BTLFit(centering_basis(N) @ opt.x[: N - 1], float(opt.x[-1]) if order else 0.0, opt)
 
 
 def fit_calibration(human: HumanCells, M: np.ndarray, *, x0: np.ndarray | None = None, bound: float = BOX,
                     penalty: str | None = None) -> OptimResult:
-    r"""Staged calibration :math:`\hat c = \arg\min_c \ell_H(M c)` (eq. staged-calibrated-estimator), Firth's with ``penalty``.
-
-    With covariates the coordinates are ``(c, beta_H)`` (design ``[D_H M, Z_H]``, :func:`calibration_design`).
-    """
+    r"""Staged calibration :math:`\hat c = \arg\min_c \ell_H(M c)` (eq. staged-calibrated-estimator), with ``beta_H``."""
     X = dense_design(calibration_design(human.i, human.j, M.shape[0], M, human.z))
     return glm(BINARY, binary_counts(human.n, human.y), X, x0, weight=1.0 / float(human.n.sum()), bound=bound,
                penalty=penalty)
 
 
-# ---------------------------------------------------------- structured fits
 def initial_theta(data: Comparisons, chart: Chart, *, ridge: float = 1e-3) -> np.ndarray:
-    """Start every structured fit (both engines, Stan's NUTS chains jittered): ridge judge-wise fits, then an SVD.
+    """Start every structured fit (both engines): the consensus-plus-rank-r SVD of ridge judge-wise fits' scores.
 
-    The consensus-plus-rank-r SVD of their scores (Cond. llm-structure); a calibrated chart's ``c`` is the
-    least-squares projection of the people's ridge BTL scores on ``M`` (``e_1`` without human data).
+    A calibrated chart's ``c`` projects the people's ridge BTL scores on ``M`` (``e_1`` without human data).
     """
     N, K = data.N, data.K
     S0 = np.zeros((K, N))
@@ -113,36 +87,18 @@ def initial_theta(data: Comparisons, chart: Chart, *, ridge: float = 1e-3) -> np
     return np.clip(theta, -BOX * 0.9, BOX * 0.9)
 
 
-def fit_structured(
-    data: Comparisons,
-    chart: Chart,
-    lambda_: float,
-    theta0: np.ndarray,
-    *,
-    gtol: float = 1e-9,
-    max_iter: int = 200,
-    penalty: str | None = None,
-    warm: tuple[float, OptimResult] | None = None,
-    polish: bool = True,
-) -> StructuredFit:
+def fit_structured(data: Comparisons, chart: Chart, lambda_: float, theta0: np.ndarray, *, gtol: float = 1e-9,
+                   max_iter: int = 200, penalty: str | None = None, warm: tuple[float, OptimResult] | None = None,
+                   polish: bool = True) -> StructuredFit:
     r"""Minimize :math:`Q_\lambda` (``lambda_`` finite) or :math:`\ell_L` (``lambda_ = inf``, LLM-only chart) from ``theta0``.
 
-    ``warm = (lambda_0, opt0)``, a fit ending at ``theta0``: :math:`Q_\lambda` is affine in the weight, so
-    its derivatives there follow from ``opt0``'s and the human block's (:func:`_path_derivatives`).  Each
-    step is re-expressed in the canonical gauge; ``polish``: one more step at the rounding level (:func:`~pydial.optim.newton`).
+    ``warm = (lambda_0, opt0)``, a fit ending at ``theta0``: :math:`Q_\lambda` is affine in the weight, so its
+    derivatives there follow from ``opt0``'s (:func:`_path_derivatives`); ``polish``: one more step at the rounding level.
     """
     obj = Objective.weighted(chart, data, lambda_, penalty)
-    res = newton(
-        obj.value_grad_hess,
-        theta0,
-        gtol=gtol,
-        max_iter=max_iter,
-        value=obj.value,
-        normalize=chart.canonical if chart.r > 0 else None,
-        gauge=chart.gauge_directions,
-        first=_path_derivatives(data, chart, lambda_, theta0, penalty, warm),
-        polish=polish,
-    )
+    res = newton(obj.value_grad_hess, theta0, gtol=gtol, max_iter=max_iter, value=obj.value,
+                 normalize=chart.canonical if chart.r > 0 else None, gauge=chart.gauge_directions,
+                 first=_path_derivatives(data, chart, lambda_, theta0, penalty, warm), polish=polish)
     return StructuredFit(chart, res.x, res, obj)
 
 
@@ -178,7 +134,6 @@ def human_effect_row(data: Comparisons, free: np.ndarray) -> np.ndarray:
     return out
 
 
-# ================================================== the numpy engine's optimizers
 def human_design(data: Comparisons, family: Family) -> Design:
     """Return the people's GLM design of eq. human-only-estimator: the centered chart ``s = T beta`` and ``z' beta_H``."""
     def build() -> Design:
@@ -194,13 +149,8 @@ def human_calibration_design(data: Comparisons, family: Family, M: np.ndarray) -
     return calibration_design(H.i, H.j, data.N, M, data.effect_columns(H.z, data.K))
 
 
-def human_glm(data: Comparisons, family: Family, X: "Design | np.ndarray", x0: np.ndarray | None,
-              penalty: str | None = None) -> OptimResult:
-    """Fit a GLM of the people's cells of ``family`` with design ``X``, loss normalized by ``n_H`` (eq. human-only-estimator)."""
-    return glm(family, human_counts(data, family), X, x0, weight=1.0 / family_totals(data, family)[1], penalty=penalty)
-
-
-def _normalizer(ch: Chart) -> Any:
+def normalizer(ch: Chart) -> Any:
+    """Return Newton's ``normalize`` of ``x = (theta, log nu)`` on ``ch``: ``theta`` to the canonical gauge (None at rank 0)."""
     if ch.r == 0:
         return None
     d = ch.dim
@@ -211,24 +161,27 @@ def _numpy_llm(data: Comparisons, family: Family, ch: Chart, x0: np.ndarray) -> 
     # the binary family's fit also steps along the gauge and polishes its optimum (fit_structured)
     obj = Objective.weighted(ch, data, np.inf, ties=family)
     binary = family.is_binary
-    return newton(obj.value_grad_hess, x0, gtol=1e-9, value=obj.value, normalize=_normalizer(ch),
+    return newton(obj.value_grad_hess, x0, gtol=1e-9, value=obj.value, normalize=normalizer(ch),
                   gauge=ch.gauge_directions if binary else None, polish=binary)
 
 
 def _numpy_calibration(data: Comparisons, family: Family, ch: Chart, theta: np.ndarray, M: np.ndarray,
                        x0: np.ndarray, penalty: str | None = None) -> OptimResult:
     X = human_calibration_design(data, family, M)  # the binary GLM on its dense design, as fit_calibration's
-    return human_glm(data, family, dense_design(X) if family.is_binary else X, x0, penalty)
+    return _numpy_human(data, family, x0, penalty, dense_design(X) if family.is_binary else X)
 
 
 def _numpy_joint(data: Comparisons, family: Family, ch: Chart, lambda_: float, x0: np.ndarray,
                  penalty: str | None = None) -> OptimResult:
     obj = Objective.weighted(ch, data, lambda_, penalty, ties=family)
-    return newton(obj.value_grad_hess, x0, gtol=1e-9, value=obj.value, normalize=_normalizer(ch))
+    return newton(obj.value_grad_hess, x0, gtol=1e-9, value=obj.value, normalize=normalizer(ch))
 
 
-def _numpy_human(data: Comparisons, family: Family, x0: np.ndarray, penalty: str | None = None) -> OptimResult:
-    return human_glm(data, family, human_design(data, family), x0, penalty)
+def _numpy_human(data: Comparisons, family: Family, x0: np.ndarray, penalty: str | None = None,
+                 X: "Design | np.ndarray | None" = None) -> OptimResult:
+    """Fit the people's GLM (design ``X``, default :func:`human_design`), loss normalized by ``n_H``."""
+    X = human_design(data, family) if X is None else X
+    return glm(family, human_counts(data, family), X, x0, weight=1.0 / family_totals(data, family)[1], penalty=penalty)
 
 
 def numpy_path(data: Comparisons, chart: Chart, lambda_: float, theta0: np.ndarray, *, penalty: str | None = None,
@@ -249,14 +202,9 @@ NUMPY = numpy_optimizers()
 """The numpy optimizers without penalty."""
 
 
-# ============================================================== the stages
 def llm_only_fit(data: Comparisons, rank: int, order: bool = True, shared: bool = False, *, family: Family = BINARY,
                  engine: Optimizers = NUMPY) -> tuple[Chart, np.ndarray, OptimResult, np.ndarray]:
-    """Fit the structured LLM-only model of ``family`` by ``engine``: ``(chart, x, optimum, free judges)``, cached on ``data``.
-
-    The first stage of eq. staged-calibrated-estimator, ``x = (theta, log nu_1..K)``, from :func:`initial_theta`
-    and each judge's tie rate; shared by DIAL-Anc, DIAL-Ada and AtC.  ``shared``: one covariate effect for all judges.
-    """
+    """Fit the structured LLM-only model (first stage of DIAL-Anc), cached: ``(chart, x = (theta, log nu), optimum, free)``."""
     def build() -> tuple[Chart, np.ndarray, OptimResult, np.ndarray]:
         ch = Chart.for_data(data, rank, None, order, shared)
         free = free_groups(data, ch, family)
@@ -270,11 +218,7 @@ def llm_only_fit(data: Comparisons, rank: int, order: bool = True, shared: bool 
 
 def staged_fit(data: Comparisons, rank: int, calibration: str, *, family: Family = BINARY, order: bool = True,
                engine: Optimizers = NUMPY, penalty: str | None = None, shared: bool = False) -> StagedFit:
-    """Alg. DIAL-Anc in ``family``: the LLM-only fit, then ``(c, beta_H, log nu_H)`` of the calibration GLM.
-
-    Design ``[D_H M, Z_H]`` (eq. staged-calibrated-estimator), Firth's with ``penalty="firth"``; ``shared`` as in
-    :func:`llm_only_fit`.  The binary family's is the engine's ``staged`` when it has one (Stan's).
-    """
+    """Alg. DIAL-Anc: the LLM-only fit, then ``(c, beta_H, log nu_H)`` of the calibration GLM ``[D_H M, Z_H]``."""
     if family.is_binary and engine.staged is not None:
         return engine.staged(data, rank, calibration, order=order, shared=shared)
     chL, xL, optL, freeL = llm_only_fit(data, rank, order, shared, family=family, engine=engine)
