@@ -1,10 +1,8 @@
-r"""DIAL-Anc, DIAL-Ada and DIAL-noPos for every outcome family: one driver, the family's steps.
+r"""DIAL-Anc, DIAL-Ada and DIAL-noPos for every outcome family: one driver, the family's :class:`~pydial.estimation.steps.Steps`.
 
-1. the people's model (``lambda = 0``); 2. per rank, the staged fit and its candidate at ``lambda = inf``;
-3. DIAL-Ada / -noPos: the finite weights from the largest, warm-started, with the guards and GACV
-pieces of App. lambda-selection; 4. the candidate of smallest GACV (or the anchored endpoint within a
-margin); 5. its linearization, the judges' effects and the calibration LRT (Prop. calibration-test).
-The family enters through :class:`~pydial.estimation.steps.Steps`.
+1. the people's model (``lambda = 0``); 2. per rank, the staged fit (``lambda = inf``); 3. DIAL-Ada / -noPos:
+the finite weights from the largest, warm-started; 4. the candidate of smallest GACV; 5. its linearization,
+the judges' effects and the calibration LRT (Prop. calibration-test).
 """
 
 from __future__ import annotations
@@ -17,20 +15,9 @@ from pydial.data.comparisons import Comparisons
 from pydial.estimation.engines import StagedFit
 from pydial.estimation.fitstats import FitStats, structured_log_likelihood
 from pydial.estimation.results import Estimate
-from pydial.estimation.selection import (
-    DEFAULT_MULTIPLES,
-    Candidate,
-    PathEntry,
-    Selection,
-    annotate_selection,
-    candidate_weights,
-    path_candidates,
-    path_table,
-    positive_values,
-    select_candidate,
-    stack_path_tables,
-)
-from pydial.estimation.steps import Steps
+from pydial.estimation.selection import (DEFAULT_MULTIPLES, Candidate, PathEntry, Selection, annotate_selection,
+                                         path_candidates, path_table, select_candidate, stack_path_tables)
+from pydial.estimation.steps import Steps, family_anchored_candidate, family_human_candidate
 from pydial.model.likelihood import Objective
 from pydial.model.cells import family_totals
 from pydial.optim import warn_unresolved
@@ -40,29 +27,29 @@ __all__ = ["fit_dial", "path_weights", "dial_stats"]
 
 
 def path_weights(n_llm: int, n_human: int, lambda_: Any, multiples: Any) -> np.ndarray:
-    """Return the finite weights of the path, largest first: ``lambda_``, or ``multiples * n_L / n_H`` (App. lambda-selection)."""
-    if lambda_ is not None:
-        return np.sort(positive_values(lambda_, "lambda_"))[::-1]
-    mult = DEFAULT_MULTIPLES if multiples is None else tuple(positive_values(multiples, "multiples"))
-    return np.sort(candidate_weights(n_llm, n_human, mult))[::-1]
+    """Return the finite weights of the path, largest first: ``lambda_``, or ``multiples * n_L / n_H`` (App. lambda-selection).
+
+    ``lambda_`` and ``multiples`` are :class:`~pydial.estimation.spec.ModelSpec`'s, validated there.
+    """
+    if lambda_ is None:
+        return np.sort(np.asarray(DEFAULT_MULTIPLES if multiples is None else multiples, float) * n_llm / n_human)[::-1]
+    return np.sort(np.asarray(lambda_, float))[::-1]
 
 
 def fit_dial(data: Comparisons, steps: Steps, cal: str, *, adaptive: bool, lambda_: Any, multiples: Any,
              include_endpoints: bool | str, rank_grid: list[int], selection: Selection = Selection()) -> Estimate:
     """Run Alg. DIAL-Anc (``adaptive=False``) or Alg. DIAL-Ada / -noPos (eq. weighted-loss, eq. gacv) with ``steps`` and ``cal``.
 
-    ``lambda_``, ``multiples``, ``include_endpoints``, ``rank_grid`` as in :func:`pydial.fit`; ``selection`` the
-    rule choosing the weight (:class:`~pydial.estimation.selection.Selection`).
+    The other arguments are those of :func:`pydial.fit` (:class:`~pydial.estimation.spec.ModelSpec`).
     """
-    n_l, n_h = steps.totals()
-    hum = steps.human()
+    n_l, n_h = family_totals(data, steps.family)
+    hum = family_human_candidate(data, steps.family, steps.engine, steps.penalty)[0]
     tables, options = [], []
     staged: dict[int, Any] = {}
     for r in rank_grid:
-        sf = steps.staged(r)
-        staged[r] = sf
+        staged[r] = sf = steps.staged(r)
         warn_unresolved(sf.llm_opt, f"structured LLM-only fit (rank {r})")
-        cands = [steps.anchored(sf)]
+        cands = [family_anchored_candidate(data, sf, steps.family, steps.penalty)]
         if adaptive:
             x, warm = sf.x, Candidate(np.inf, np.inf, None, opt=sf.llm_opt)  # the first weight starts at the staged fit
             for weight in progress(path_weights(n_l, n_h, lambda_, multiples), len(data.llm), f"lambda path (rank {r})"):
@@ -101,8 +88,8 @@ def dial_stats(data: Comparisons, steps: Steps, sf: StagedFit, best: Candidate, 
                adaptive: bool) -> FitStats:
     r"""Return the log-likelihood, parameter count and weighted criterion of the selected DIAL fit.
 
-    A finite weight: the joint fit's ``l_LLM + l_H`` and :math:`Q_\lambda` (penalty included); ``inf``: the staged
-    fit's two stages, no single criterion; 0: the people's model and the LLM-only fit, counts summed, ``l_H``.
+    A finite weight: the joint fit's ``l_LLM + l_H`` and :math:`Q_\lambda`; ``inf``: the staged fit's two stages;
+    0: the people's model and the LLM-only fit.
     """
     family, tied = steps.family, not steps.family.is_binary
     ch, chL = sf.chart, sf.llm_chart

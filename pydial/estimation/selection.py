@@ -1,15 +1,13 @@
 r"""The DIAL-Ada weight path, its regularity guards and GACV selection (Alg. DIAL-Ada, App. lambda-selection).
 
-Candidate weights ``multiples * n_L / n_H`` (7 log-spaced from 0.01 to 10 by default) plus the
-endpoints ``lambda = 0`` (the people's model) and ``lambda = inf`` (DIAL-Anc), fitted from the
-largest down with warm starts; a candidate is dropped when not converged, not resolved within the
-box, with more zero Hessian eigenvalues than the gauge invariances, or ``||s||_inf > 10``.  GACV
-(eq. gacv) is ``l_H(s_lambda) + tr(H^+ J) / (n_H - 1)``.  With ``penalty="firth"`` every human
-block is bias-reduced (:mod:`pydial.model.penalty`) and GACV uses the penalized Hessian.
+Candidate weights ``multiples * n_L / n_H`` plus the endpoints ``lambda = 0`` (the people's model) and
+``lambda = inf`` (DIAL-Anc); GACV (eq. gacv) is ``l_H(s_lambda) + tr(H^+ J) / (n_H - 1)``, with the penalized
+Hessian under ``penalty="firth"``.
 """
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -18,7 +16,7 @@ import pandas as pd
 
 from pydial.data.comparisons import Comparisons
 from pydial.estimation.engines import Optimizers
-from pydial.estimation.glm import NUMPY, glm
+from pydial.estimation.glm import NUMPY, glm, normalizer
 from pydial.model.glm import has_tie_parameter
 from pydial.model.chart import Chart, difference_design
 from pydial.model.design import Design, centered_design
@@ -27,7 +25,7 @@ from pydial.model.likelihood import Cells, Objective
 from pydial.model.cells import family_totals, human_counts, human_loss_at, human_table
 from pydial.inference.sandwich import gacv_scores, gacv_trace
 from pydial.optim import BOX, ZERO_EIG_RTOL, OptimResult, newton, pinv_from_eigh, pinv_gauge, single_threaded_blas
-from pydial.exceptions import ArgumentError
+from pydial.exceptions import ConvergenceError, ConvergenceWarning
 
 DEFAULT_MULTIPLES = tuple(np.logspace(-2, 1, 7))
 SIMULATION_MULTIPLES = tuple(np.logspace(-1, 1, 7))
@@ -35,11 +33,8 @@ SCORE_LIMIT = 10.0
 SELECTION_RULES: tuple[str, ...] = ("gacv", "endpoint-margin")
 """The rules choosing the weight on the path (:class:`Selection`)."""
 GACV_TOLERANCE = 1e-6
-r"""GACV differences up to this size are near-ties: below what the path's optimizers resolve.
-
-A fit stops at ``max |grad Q_lambda| <= 1e-9`` (Stan's L-BFGS about the same); GACV is not stationary
-there, so it moves by that over the smallest non-gauge curvature per comparison: ``1e-9 / 1e-3 = 1e-6``.
-"""
+r"""GACV differences up to this size are near-ties: a fit stops at ``max |grad Q_lambda| <= 1e-9``, so GACV moves
+by that over the smallest non-gauge curvature per comparison, ``1e-9 / 1e-3 = 1e-6``."""
 
 
 @dataclass(frozen=True)
@@ -53,19 +48,15 @@ class Selection:
     ----------
     rule : {"gacv", "endpoint-margin"}
         ``"gacv"`` (default; the paper, App. lambda-selection): the admissible candidate of
-        smallest GACV (eq. gacv).  ``"endpoint-margin"``: the anchored endpoint ``lambda = inf``
-        when ``GACV(inf) - min_{lambda < inf} GACV(lambda) <= margin / n_H`` (the minimum over
-        the admissible candidates of finite weight, ``lambda = 0`` included; with a rank grid the
-        best anchored endpoint over the ranks), else GACV's choice.  This rule is beyond the
-        paper, which selects by GACV alone: it prefers the staged fit unless a finite weight
-        lowers the estimated human log-loss (per comparison) by more than ``c / n_H``, i.e. the
-        total over the ``n_H`` human comparisons by more than ``c``.
+        smallest GACV (eq. gacv).  ``"endpoint-margin"`` (beyond the paper): the anchored endpoint
+        ``lambda = inf`` (the best over a rank grid) when ``GACV(inf) - min_{lambda < inf} GACV(lambda)
+        <= margin / n_H`` (``lambda = 0`` included), else GACV's choice: the staged fit unless a finite
+        weight lowers the total human log-loss by more than ``c``.
     margin : float or None
         ``c >= 0`` of ``"endpoint-margin"`` (None for ``"gacv"``).
     tolerance : float
-        GACV differences up to ``tolerance`` from the selected candidate's are reported as
-        near-ties (``result.gacv`` columns ``gap``, ``near_tie``; the summary); the default
-        :data:`GACV_TOLERANCE` is what the optimizers resolve.  Reporting only: the choice is unchanged.
+        GACV differences up to ``tolerance`` from the selected candidate's are reported as near-ties
+        (``result.gacv`` columns ``gap``, ``near_tie``; the summary); the choice is unchanged.
     """
 
     rule: str = "gacv"
@@ -75,11 +66,6 @@ class Selection:
     def threshold(self, n_human: float) -> float:
         """Return ``margin / n_H``, the GACV margin of the anchored endpoint (0 for ``"gacv"``)."""
         return 0.0 if self.margin is None else self.margin / n_human
-
-
-def candidate_weights(n_llm: int, n_human: int, multiples: tuple[float, ...] = DEFAULT_MULTIPLES) -> np.ndarray:
-    """Finite candidate weights ``multiples * n_L / n_H`` (App. lambda-selection)."""
-    return np.asarray(multiples, float) * n_llm / n_human
 
 
 @dataclass
@@ -106,10 +92,7 @@ class Candidate:
 
 @dataclass(frozen=True)
 class PathEntry:
-    """One candidate of a fitted weight path with the calibrated ``chart`` and ``staged_theta`` of its rank.
-
-    For refits such as :meth:`pydial.estimation.results.DialResult.loo_cv`.
-    """
+    """One candidate of a fitted weight path with the ``chart`` and ``staged_theta`` of its rank (for refits)."""
 
     chart: Chart
     staged_theta: np.ndarray
@@ -122,28 +105,19 @@ class PathEntry:
         return cls(chart, staged_theta, replace(c, hess_pinv=None, opt=opt))
 
 
-def guard(ch: Chart, opt: OptimResult, H: np.ndarray, s: np.ndarray,
-          eig: np.ndarray | None = None, n_zero: int | None = None) -> tuple[bool, str, int]:
-    """Regularity checks of App. lambda-selection: ``(admissible, reason, zero eigenvalues)``.
-
-    ``eig``: the eigenvalues of ``H`` if known; ``n_zero``: instead, the zero eigenvalues of an ``H`` with no negative one.
-    """
-    if n_zero is None:
-        ev = np.linalg.eigvalsh(H) if eig is None else eig
-        nz = int(np.sum(np.abs(ev) <= ZERO_EIG_RTOL * max(np.abs(ev).max(), 1e-300)))
-    else:
-        ev, nz = np.zeros(0), n_zero
+def guard(ch: Chart, opt: OptimResult, s: np.ndarray, ev: np.ndarray, nz: int) -> tuple[bool, str]:
+    """Return ``(admissible, reason)`` of App. lambda-selection from the Hessian's eigenvalues ``ev`` and ``nz`` zeros."""
     if not opt.converged:
-        return False, f"not converged ({opt.message})", nz
+        return False, f"not converged ({opt.message})"
     if opt.at_bound.any():
-        return False, f"not resolved within the box ({int(opt.at_bound.sum())} coordinates at |x| = {BOX:g})", nz
+        return False, f"not resolved within the box ({int(opt.at_bound.sum())} coordinates at |x| = {BOX:g})"
     if nz > ch.n_gauge:
-        return False, f"{nz} zero Hessian eigenvalues > {ch.n_gauge} gauge invariances", nz
+        return False, f"{nz} zero Hessian eigenvalues > {ch.n_gauge} gauge invariances"
     if np.abs(s).max() > SCORE_LIMIT:
-        return False, f"||s||_inf = {np.abs(s).max():.3g} > {SCORE_LIMIT:g}", nz
+        return False, f"||s||_inf = {np.abs(s).max():.3g} > {SCORE_LIMIT:g}"
     if np.any(ev < -1e-8 * max(np.abs(ev).max(initial=0.0), 1e-300)):
-        return False, "Hessian not positive semi-definite (saddle point)", nz
-    return True, "", nz
+        return False, "Hessian not positive semi-definite (saddle point)"
+    return True, ""
 
 
 def finite_candidate(data: Comparisons, ch: Chart, lambda_: float, x0: np.ndarray, multiple: float,
@@ -151,8 +125,7 @@ def finite_candidate(data: Comparisons, ch: Chart, lambda_: float, x0: np.ndarra
                      warm: Candidate | None = None, polish: bool = True) -> Candidate:
     """Fit ``Q_lambda`` (eq. weighted-loss) of ``family`` from ``x0``, penalized by ``penalty``; guards and GACV pieces.
 
-    The binary family's fit is the engine's ``path`` when it has one: warm-started by ``warm`` (the
-    previous weight's candidate ending at ``x0``, or this weight's), ``polish=False`` at the optimizer's tolerance.
+    The binary family's fit is the engine's ``path`` when it has one, warm-started by ``warm`` (a candidate ending at ``x0``).
     """
     if family.is_binary and engine.path is not None:
         x, opt = engine.path(data, ch, lambda_, x0, warm=None if warm is None or warm.opt is None else (warm.lambda_, warm.opt),
@@ -169,9 +142,10 @@ def finite_candidate(data: Comparisons, ch: Chart, lambda_: float, x0: np.ndarra
     pinv = pinv_gauge(H, ch.gauge_directions(th)) if family.is_binary else None
     if pinv is None:
         ev, Q = np.linalg.eigh(0.5 * (H + H.T))
-        ok, reason, nz = guard(ch, opt, H, s, ev)
+        nz = int(np.sum(np.abs(ev) <= ZERO_EIG_RTOL * max(np.abs(ev).max(), 1e-300)))
     else:
-        ok, reason, nz = guard(ch, opt, H, s, n_zero=pinv[1])
+        ev, nz = np.zeros(0), pinv[1]
+    ok, reason = guard(ch, opt, s, ev, nz)
     cand = Candidate(lambda_, multiple, s, x, opt, ok, reason, human_loss_at(data, family, ch, x, obj.free), n_zero_eig=nz)
     if ok:
         cand.hess_pinv = pinv_from_eigh(ev, Q)[0] if pinv is None else pinv[0]
@@ -182,8 +156,7 @@ def finite_candidate(data: Comparisons, ch: Chart, lambda_: float, x0: np.ndarra
 def path_candidates(cands: list[Candidate], hum: Candidate, include_endpoints: bool | str) -> list[Candidate]:
     """Return one rank's candidates in the GACV table's order: ``hum``, the finite weights from the smallest, ``lambda = inf``.
 
-    ``cands``: the anchored endpoint, then the finite weights from the largest.  ``include_endpoints=False``
-    keeps the anchored endpoint as a fallback only; ``"anchored"`` lists ``hum`` without letting it compete.
+    ``cands``: the anchored endpoint, then the finite weights from the largest.
     """
     anc = cands[0]
     if not include_endpoints:
@@ -206,13 +179,8 @@ def select_candidate(options: list[tuple[int, Candidate]], table: pd.DataFrame, 
                      selection: Selection = Selection(), n_human: float = 1.0) -> tuple[int, Candidate, bool]:
     """Choose the admissible ``(rank, candidate)`` of smallest GACV (eq. gacv; or ``selection``'s rule) and if it is the fallback.
 
-    With no admissible candidate, the first resolved anchored endpoint with a
-    :class:`~pydial.exceptions.ConvergenceWarning`; none at all raises :class:`~pydial.exceptions.ConvergenceError`.
+    The fallback, the first resolved anchored endpoint, is a ConvergenceWarning; none at all a ConvergenceError.
     """
-    import warnings
-
-    from pydial.exceptions import ConvergenceError, ConvergenceWarning
-
     ok = [(r, c) for r, c in options if c.admissible]
     fallback = False
     if not ok:
@@ -249,17 +217,9 @@ def endpoint_margin(ok: list[tuple[int, Candidate]], threshold: float) -> tuple[
 
 def path_table(cands: list[Candidate], rank: int | None = None) -> pd.DataFrame:
     """Tabulate GACV: lambda, multiple, gacv, l_H, trace, admissible, reason."""
-    df = pd.DataFrame(
-        {
-            "lambda": [c.lambda_ for c in cands],
-            "multiple": [c.multiple for c in cands],
-            "gacv": [c.gacv for c in cands],
-            "l_H": [c.loss_human for c in cands],
-            "trace": [c.trace for c in cands],
-            "admissible": [c.admissible for c in cands],
-            "reason": [c.reason for c in cands],
-        }
-    )
+    columns = {"lambda": "lambda_", "multiple": "multiple", "gacv": "gacv", "l_H": "loss_human", "trace": "trace",
+               "admissible": "admissible", "reason": "reason"}
+    df = pd.DataFrame({name: [getattr(c, attr) for c in cands] for name, attr in columns.items()})
     if rank is not None:
         df.insert(0, "rank", rank)
     return df
@@ -267,11 +227,7 @@ def path_table(cands: list[Candidate], rank: int | None = None) -> pd.DataFrame:
 
 def annotate_selection(table: pd.DataFrame, rank: int, lambda_: float, selection: Selection,
                        n_human: float) -> pd.DataFrame:
-    """Return ``table`` with the columns ``gap`` and ``near_tie`` and the selection's ``attrs`` (``result.gacv``).
-
-    ``attrs``: ``selection``, ``margin``, ``margin_threshold`` (``margin / n_H``), ``endpoint_gap``,
-    ``near_tie_tolerance`` and ``selected_row``.
-    """
+    """Return ``table`` with the columns ``gap`` and ``near_tie`` and the selection's ``attrs`` (``result.gacv``)."""
     tab = table.copy()
     g = tab["gacv"].to_numpy(float)
     adm = tab["admissible"].to_numpy(bool) & np.isfinite(g)
@@ -330,9 +286,8 @@ def _rule_text(attrs: dict[str, Any]) -> str:
 def loo_cv(data: Comparisons, ch: Chart, lambda_: float, theta: np.ndarray, family: Family = BINARY) -> float:
     r"""Exact leave-one-human-comparison-out loss :math:`CV_{loo}(\lambda)` (Thm. gacv) by refits, in ``family``.
 
-    One refit per (human cell, outcome), warm-started for ``lambda > 0``, the human loss normalized by
-    ``n_H - 1``; ``lambda_`` finite, ``inf`` (``c`` refitted, ``M`` fixed) or 0 (the people's model).
-    ``theta`` holds a tie family's log tie parameters after the chart's; a last tie deleted sends its ``nu`` to 0.
+    One refit per (human cell, outcome), the human loss normalized by ``n_H - 1``; ``lambda_`` finite, ``inf``
+    (``c`` refitted, ``M`` fixed) or 0 (the people's model); ``theta`` then a tie family's log tie parameters.
     """
     N = data.N
     H = human_table(data, family)
@@ -373,28 +328,10 @@ def loo_cv(data: Comparisons, ch: Chart, lambda_: float, theta: np.ndarray, fami
                 obj = Objective(ch, cells, ties=family)
                 keep = np.isin(free0, obj.free)  # the people lose their tie parameter with their last tie
                 x0 = np.concatenate([th, np.asarray(theta, float)[ch.dim:][keep]])
-            r = newton(obj.value_grad_hess, x0, value=obj.value,
-                       normalize=(lambda x: np.concatenate([ch.canonical(x[: ch.dim]), x[ch.dim:]])) if ch.r > 0 else None)
+            r = newton(obj.value_grad_hess, x0, value=obj.value, normalize=normalizer(ch))
             eta = float(obj.eta(r.x[: ch.dim])[hpos[c]])
             l = float(obj.log_nu(r.x)[ch.K]) if not obj.family.is_binary else -np.inf
         fam = family if np.isfinite(l) else BINARY
         p = fam.probabilities(np.array([eta]), 0.0 if fam.is_binary else l)[0, o]
         total += float(counts[c, o]) * -float(np.log(p))
     return total / n_h
-
-
-def positive_values(values: Any, name: str) -> np.ndarray:
-    """Return ``values`` (``lambda_`` or ``multiples``) as a non-empty float array of finite positive numbers.
-
-    Anything else raises :class:`~pydial.exceptions.ArgumentError` naming ``name``.
-    """
-    hint = (f"{name} must be a non-empty sequence of finite positive numbers, e.g. {name}=[0.5, 2.0]"
-            + (" (the endpoints 0 and inf are added by include_endpoints)" if name == "lambda_" else ""))
-    try:
-        arr = np.asarray(values, dtype=float)
-    except (TypeError, ValueError):
-        raise ArgumentError(f"{hint}; got {values!r}") from None
-    if (isinstance(values, (str, bytes, dict)) or arr.ndim != 1 or arr.size == 0 or not np.all(np.isfinite(arr))
-            or np.any(arr <= 0)):
-        raise ArgumentError(f"{hint}; got {values!r}")
-    return arr
