@@ -1,13 +1,8 @@
 r"""The steps of DIAL-Anc, -Ada and -noPos for every outcome family (:func:`pydial.estimation.dial.fit_dial`).
 
-The family (:mod:`pydial.model.families`: binary, Davidson, Rao-Kupper) is a parameter of the cell
-likelihood; the coordinates are ``x = (theta, log nu)`` with a tie parameter per judge and ``nu_H``
-for the people (none for the binary family; a group without ties is fixed at ``nu = 0``,
-:func:`~pydial.model.cells.tie_groups`).  The steps: the people's model (``lambda = 0``), the staged
-fit (:func:`~pydial.estimation.glm.staged_fit`, ``lambda = inf``), the weighted fits of eq.
-weighted-loss with the guards and GACV of :mod:`~pydial.estimation.selection`, the sandwiches of
-eq. weighted-empirical-sandwich and the calibration LRT (Prop. calibration-test).  The optimizers
-are the engine's (:class:`~pydial.estimation.engines.Optimizers`); every covariance, GACV and test is numpy's.
+Coordinates ``x = (theta, log nu)``: a tie parameter per judge and ``nu_H`` for the people (none for the binary
+family; a group without ties has ``nu = 0``).  The optimizers are the engine's
+(:class:`~pydial.estimation.engines.Optimizers`); every covariance, GACV and test is numpy's.
 """
 
 from __future__ import annotations
@@ -21,34 +16,15 @@ import scipy.sparse as sp
 from pydial.cache import derived
 from pydial.data.comparisons import Comparisons
 from pydial.estimation.engines import Optimizers, StagedFit
-from pydial.estimation.glm import (
-    NUMPY,
-    human_calibration_design,
-    human_design,
-    human_effect_row,
-    human_effects,
-    numpy_optimizers,
-    staged_fit,
-)
+from pydial.estimation.glm import (NUMPY, human_calibration_design, human_design, human_effect_row, human_effects,
+                                   numpy_optimizers, staged_fit)
 from pydial.estimation.results import tie_log_nu
 from pydial.estimation.selection import SCORE_LIMIT, Candidate, finite_candidate
 from pydial.inference.calibration_test import CalibrationTest, calibration_lrt
-from pydial.inference.linearization import (
-    Linearization,
-    finite_influence,
-    linearize,
-    llm_only_linearization,
-    staged_linearization,
-    target_slices,
-)
-from pydial.inference.sandwich import (
-    OutcomeInfluence,
-    family_finite_influence,
-    family_glm_influence,
-    family_staged_influence,
-    objective_outcome_influence,
-    gacv_trace,
-)
+from pydial.inference.linearization import (Linearization, finite_influence, linearize, llm_only_linearization,
+                                            staged_linearization, target_slices)
+from pydial.inference.sandwich import (OutcomeInfluence, family_finite_influence, family_glm_influence,
+                                       family_staged_influence, gacv_trace, objective_outcome_influence)
 from pydial.model.chart import Chart, centering_basis, consensus_gamma
 from pydial.model.design import Design
 from pydial.model.families import BINARY, Family
@@ -59,47 +35,30 @@ from pydial.optim import OptimResult, pinv_sym
 __all__ = ["NUMPY", "Steps", "numpy_optimizers"]
 
 
-def _human_free(data: Comparisons, family: Family) -> bool:
-    return bool(human_counts(data, family)[:, 2].sum() > 0)
-
-
-# ================================================================ inference
-
-
 def family_human_fit(data: Comparisons, family: Family, engine: Optimizers = NUMPY,
                      penalty: str | None = None) -> tuple[OptimResult, bool, Design]:
-    """Fit the people's model of ``family`` (eq. human-only-estimator) in ``s = T beta`` by ``engine``, cached on ``data``.
-
-    Returns the optimum, whether ``log nu_H`` is free and the design; ``penalty="firth"``: Firth's estimate.
-    """
+    """Fit the people's model (eq. human-only-estimator) by ``engine``, cached: ``(optimum, log nu_H free, design)``."""
     hc = human_counts(data, family)
     X = human_design(data, family)
-    free = _human_free(data, family)
+    free = bool(hc[:, 2].sum() > 0)
     x0 = np.append(np.zeros(X.shape[1]), family.log_nu_start(hc)) if free else np.zeros(X.shape[1])
     return derived(data, ("family_human_fit", family.name, engine.name, penalty),
                    lambda: engine.human(data, family, x0, penalty=penalty)), free, X
 
 
 def human_parameters(data: Comparisons, x: np.ndarray, free: bool) -> tuple[np.ndarray, np.ndarray | None, float]:
-    """Split the people's model coordinates ``x = (beta_s, beta_H, log nu_H)`` into ``(s, beta_H, log nu_H)``.
-
-    ``beta_H`` is the whole row (0 off :func:`human_effects`; ``None`` without covariates); ``log nu_H`` ``-inf`` if not ``free``.
-    """
+    """Split the people's ``x = (beta_s, free beta_H, log nu_H)`` into ``(s, beta_H row or None, log nu_H or -inf)``."""
     N, p = data.N, data.p
-    p_h = human_effects(data).size if p else 0
+    p_h = human_effects(data).size
     return (centering_basis(N) @ x[: N - 1], human_effect_row(data, x[N - 1 : N - 1 + p_h]) if p else None,
             float(x[N - 1 + p_h]) if free else -np.inf)
 
 
 def family_human_influence(data: Comparisons, family: Family, engine: Optimizers = NUMPY,
                            penalty: str | None = None) -> tuple[OptimResult, OutcomeInfluence, float]:
-    """Return the people's model's optimum, the influence of ``(s, log nu_H, beta_H)`` and ``log nu_H``.
-
-    The ``lambda = 0`` endpoint with the bread of eq. weighted-empirical-sandwich (:func:`family_glm_influence`);
-    ``log nu_H`` is ``-inf``, and not a target, when the people's cells hold no tie.
-    """
+    """Return the people's model's optimum, the influence of ``(s, log nu_H if free, beta_H)`` and ``log nu_H``."""
     N = data.N
-    p = human_effects(data).size if data.p else 0  # the free entries of beta_H
+    p = human_effects(data).size
     opt, free, X = family_human_fit(data, family, engine, penalty)
     E = np.zeros((N + free + p, X.shape[1] + free))
     E[:N, : N - 1] = centering_basis(N)
@@ -110,15 +69,11 @@ def family_human_influence(data: Comparisons, family: Family, engine: Optimizers
     return opt, U, human_parameters(data, opt.x, free)[2]
 
 
-
-
-# ================================================================ candidates
 def family_human_candidate(data: Comparisons, family: Family, engine: Optimizers = NUMPY,
                            penalty: str | None = None) -> tuple[Candidate, float]:
     """Return the ``lambda = 0`` GACV candidate (eq. gacv) of ``family`` and its ``log nu_H``.
 
-    The binary MLE needs a strongly connected directed win graph (Ford 1957), Firth's estimate
-    (``penalty="firth"``, whose Hessian GACV then uses) a connected comparison graph: both are checked first.
+    The binary MLE needs a strongly connected win graph (Ford 1957), Firth's a connected comparison graph.
     """
     from pydial.model.identifiability import check_human_mle, undirected_labels
 
@@ -149,10 +104,7 @@ def _glm_trace(data: Comparisons, family: Family, X: Design, x: np.ndarray, free
 
 
 def family_anchored_candidate(data: Comparisons, sf: StagedFit, family: Family, penalty: str | None = None) -> Candidate:
-    """Return the ``lambda = inf`` GACV candidate of the staged fit ``sf``.
-
-    Coordinates ``(c, beta_H, log nu_H)`` with ``M`` fixed at the LLM-only fit; the Hessian penalized by ``penalty``.
-    """
+    """Return the ``lambda = inf`` GACV candidate of the staged fit ``sf``: ``(c, beta_H, log nu_H)`` with ``M`` fixed."""
     ch, x = sf.chart, sf.x
     s = ch.scores(x[: ch.dim])
     cand = Candidate(np.inf, np.inf, s, loss_human=human_loss_at(data, family, ch, x, sf.free), opt=sf.cal_opt)
@@ -162,55 +114,14 @@ def family_anchored_candidate(data: Comparisons, sf: StagedFit, family: Family, 
         cand.reason = ("calibration not resolved within the box" if sf.cal_opt.converged
                        else f"not converged ({sf.cal_opt.message})")
     else:
-        st = sf.llm_chart.structure(sf.llm_x[: sf.llm_chart.dim])
-        M = st.basis(ch.calibration)
-        X = human_calibration_design(data, family, M)
+        X = human_calibration_design(data, family, sf.llm_chart.structure(sf.llm_theta).basis(ch.calibration))
         cand.admissible, cand.trace = True, _glm_trace(data, family, X, sf.cal_opt.x, ch.K in sf.free, penalty)
     return cand
 
 
-# ==================================================================== tables
-def family_judge_estimates(data: Comparisons, family: Family, sf: StagedFit
-                           ) -> tuple[np.ndarray | None, pd.Series, np.ndarray | None, Linearization]:
-    """Return ``b``, the judges' ``log nu``, ``gamma`` of the LLM-only fit of ``sf`` and their linearization.
-
-    Sandwich with bread ``H(l_L)^+`` (Prop. stage-one-normality), ``gamma`` by central differences of
-    :func:`~pydial.model.chart.consensus_gamma`; ``b`` and ``gamma`` are ``None`` without order effects.
-    """
-    chL, xL, freeL = sf.llm_chart, sf.llm_x, sf.llm_free
-    obj = Objective.weighted(chL, data, np.inf, ties=family, free=freeL)
-    Hp, _ = pinv_sym(obj.value_grad_hess(xL)[2])
-    th = xL[: chL.dim]
-    nb, nt = (data.K if chL.order else 0), obj.n_tie
-    E = np.zeros((nb + nt + data.K, obj.dim))
-    sb = chL.slices["b"]
-    E[np.arange(nb), np.arange(sb.start, sb.stop)] = 1.0
-    E[nb + np.arange(nt), chL.dim + np.arange(nt)] = 1.0
-    h = 1e-6
-    for t in range(chL.dim):
-        e = np.zeros(chL.dim)
-        e[t] = h
-        E[nb + nt:, t] = (consensus_gamma(chL.S(th + e)) - consensus_gamma(chL.S(th - e))) / (2 * h)
-    U = objective_outcome_influence(data, obj, xL, E @ Hp)
-    blocks = {"b": slice(0, nb), "log_nu": slice(nb, nb + nt), "gamma": slice(nb + nt, nb + nt + data.K)}
-    if not nb:
-        del blocks["b"]
-    lin = U.linearization("the position effects, tie parameters and consensus loadings", blocks,
-                          tie_labels=tuple(data.judges[int(g)] for g in obj.free))
-    log_nu = tie_log_nu(list(data.judges), xL[chL.dim:], freeL)
-    if not chL.order:
-        return None, log_nu, None, lin
-    return chL.order_effects(th), log_nu, chL.structure(th).gamma, lin
-
-
-# ===================================================================== steps
 @dataclass(frozen=True)
 class Selected:
-    r"""What a family reports at the selected candidate (step 5 of :func:`pydial.estimation.dial.fit_dial`).
-
-    The scores ``s``, :math:`\ell_H` there, the linearizations, the LLM-only fit's ``b`` and ``gamma`` (``None``
-    without order effects), ``log nu`` (``None`` for the binary family) and Prop. calibration-test.
-    """
+    """What a family reports at the selected candidate (step 5 of :func:`pydial.estimation.dial.fit_dial`)."""
 
     s: np.ndarray
     loss_human: float
@@ -238,9 +149,8 @@ def beta_labels(data: Comparisons, ch: Chart) -> tuple[str, ...]:
 class Steps:
     """The steps of :func:`pydial.estimation.dial.fit_dial` for an outcome family, by ``engine``, penalized by ``penalty``.
 
-    ``shared``: one covariate effect for all LLM judges.  The binary family's specializations (the
-    engine's ``staged`` and ``path``, the logistic cell residuals ``n p - y`` of the sandwiches) give the
-    same estimates as its general steps (``fast=False``; a test compares every step).
+    ``shared``: one covariate effect for all LLM judges.  The binary family's specializations give the same
+    estimates as its general steps (``fast=False``).
     """
 
     data: Comparisons
@@ -267,36 +177,18 @@ class Steps:
         """The path's name in messages."""
         return "the lambda path" if self.family.is_binary else "the lambda path of the tie model"
 
-    def totals(self) -> tuple[int, int]:
-        """Return ``(n_L, n_H)``, the comparisons of the LLM and human losses (eq. weighted-loss)."""
-        return family_totals(self.data, self.family)
-
-    def human(self) -> Candidate:
-        """Fit the ``lambda = 0`` candidate (eq. human-only-estimator; :func:`family_human_candidate`)."""
-        return family_human_candidate(self.data, self.family, self.engine, self.penalty)[0]
-
     def staged(self, rank: int) -> StagedFit:
         """Fit the staged endpoint of ``rank`` (Alg. DIAL-Anc; :func:`~pydial.estimation.glm.staged_fit`)."""
         return staged_fit(self.data, rank, self.calibration, family=self.family, order=self.order, engine=self._engine,
                           penalty=self.penalty, shared=self.shared)
 
-    def anchored(self, sf: StagedFit) -> Candidate:
-        """Return the ``lambda = inf`` candidate of the staged fit ``sf`` (:func:`family_anchored_candidate`)."""
-        return family_anchored_candidate(self.data, sf, self.family, self.penalty)
-
     def finite(self, chart: Chart, lambda_: float, x0: np.ndarray, multiple: float, warm: Candidate | None = None) -> Candidate:
-        """Fit the candidate of the weight ``lambda_`` from ``x0`` to the optimizer's tolerance, warm-started by ``warm``.
-
-        :func:`~pydial.estimation.selection.finite_candidate`; ``warm`` is the candidate whose fit ends at ``x0``.
-        """
+        """Fit the candidate of ``lambda_`` from ``x0`` to the optimizer's tolerance, warm-started by ``warm``."""
         return finite_candidate(self.data, chart, lambda_, x0, multiple, self.family, self._engine, penalty=self.penalty,
                                 warm=warm, polish=False)
 
     def polish(self, chart: Chart, cand: Candidate) -> Candidate:
-        """Return the selected finite candidate ``cand`` with its optimum resolved for its linearization.
-
-        The binary family's numpy fit takes the polishing step (:func:`~pydial.optim.newton`); the others' as it is.
-        """
+        """Return the selected finite candidate with its optimum polished (the binary family's numpy fit; others as is)."""
         if not self._binary or self.engine.name != "numpy" or cand.theta is None:
             return cand
         out = finite_candidate(self.data, chart, cand.lambda_, cand.theta, cand.multiple, self.family, self.engine,
@@ -304,10 +196,7 @@ class Steps:
         return out if out.admissible else cand
 
     def scores_linearization(self, sf: StagedFit, best: Candidate) -> tuple[Linearization, float]:
-        """Return the linearization of the selected scores (and of ``log nu_H`` when free), and ``log nu_H``.
-
-        The people's GLM at ``lambda = 0``, the two-step form at ``inf``, else the sandwich at the weight.
-        """
+        """Return the linearization of the selected scores (and of ``log nu_H`` when free), and ``log nu_H``."""
         data, family, ch = self.data, self.family, sf.chart
         if self._binary and np.isinf(best.lambda_):
             return staged_linearization(data, sf), -np.inf
@@ -336,15 +225,36 @@ class Steps:
 
     def judge_effects(self, sf: StagedFit) -> tuple[np.ndarray | None, np.ndarray | None, pd.Series | None,
                                                      tuple[Linearization, ...]]:
-        """Return ``b``, ``gamma``, the judges' ``log nu`` and their linearizations (:func:`family_judge_estimates`)."""
+        """Return ``b``, ``gamma``, the judges' ``log nu`` of the LLM-only fit and their linearizations.
+
+        Bread ``H(l_L)^+`` (Prop. stage-one-normality); ``gamma``'s Jacobian by central differences.
+        """
+        data, chL, xL, th = self.data, sf.llm_chart, sf.llm_x, sf.llm_theta
         if self._binary:
             if not self.order:
                 return None, None, None, ()
-            ch, th = sf.llm_chart, sf.llm_theta
-            lins = llm_only_linearization(self.data, ch, th, hess=sf.llm_opt.hess_at(th))
-            return ch.order_effects(th), ch.structure(th).gamma, None, lins
-        b, log_nu, gamma, lin = family_judge_estimates(self.data, self.family, sf)
-        return b, gamma, log_nu, (lin,)
+            lins = llm_only_linearization(data, chL, th, hess=sf.llm_opt.hess_at(th))
+            return chL.order_effects(th), chL.structure(th).gamma, None, lins
+        obj = Objective.weighted(chL, data, np.inf, ties=self.family, free=sf.llm_free)
+        Hp, _ = pinv_sym(obj.value_grad_hess(xL)[2])
+        nb, nt = (data.K if chL.order else 0), obj.n_tie
+        E = np.zeros((nb + nt + data.K, obj.dim))
+        sb = chL.slices["b"]
+        E[np.arange(nb), np.arange(sb.start, sb.stop)] = 1.0
+        E[nb + np.arange(nt), chL.dim + np.arange(nt)] = 1.0
+        h = 1e-6
+        for t, e in enumerate(h * np.eye(chL.dim)):
+            E[nb + nt:, t] = (consensus_gamma(chL.S(th + e)) - consensus_gamma(chL.S(th - e))) / (2 * h)
+        U = objective_outcome_influence(data, obj, xL, E @ Hp)
+        blocks = {"b": slice(0, nb), "log_nu": slice(nb, nb + nt), "gamma": slice(nb + nt, nb + nt + data.K)}
+        if not nb:
+            del blocks["b"]
+        lin = U.linearization("the position effects, tie parameters and consensus loadings", blocks,
+                              tie_labels=tuple(data.judges[int(g)] for g in obj.free))
+        log_nu = tie_log_nu(list(data.judges), xL[chL.dim:], sf.llm_free)
+        if not chL.order:
+            return None, None, log_nu, (lin,)
+        return chL.order_effects(th), chL.structure(th).gamma, log_nu, (lin,)
 
     def selected(self, sf: StagedFit, best: Candidate, hum: Candidate) -> Selected:
         """Return the estimates, linearizations and the calibration LRT (``nu_H`` free under both) at ``best``."""
@@ -360,7 +270,7 @@ class Steps:
             hum = family_human_candidate(data, family, NUMPY)[0]
         loss_anc = human_loss_at(data, family, ch, sf.x, sf.free)
         ok_h = hum.opt is not None and hum.opt.resolved
-        ct = calibration_lrt(loss_anc, hum.loss_human if ok_h else None, self.totals()[1], data.N - 1 - ch.d,
+        ct = calibration_lrt(loss_anc, hum.loss_human if ok_h else None, family_totals(data, family)[1], data.N - 1 - ch.d,
                              hum.reason or "the human-only MLE is not resolved")
         return Selected(s, loss, (lin, *lins_j), b, gamma, log_nu, ct, beta, labels)
 
