@@ -1,14 +1,8 @@
-r"""The baselines ``pooled`` and ``atc`` (Sec. Experiments, App. related-comparison), one path for every outcome family.
+r"""The baselines ``pooled`` and ``atc`` (Sec. Experiments, App. related-comparison) for every outcome family.
 
-* ``pooled``: one BTL ``s_pool = T beta`` of all LLM judgments pooled (one ``nu_L``, one ``beta_L``),
-  then the people's scale ``c`` (and ``nu_H``, ``beta_H``) of the calibration GLM with design
-  ``[D_H s_pool, Z_H]``; ``s = c s_pool``, with the two-step sandwich (:func:`pooled_linearization`).
-* ``atc``: DIAL-Anc's anchored consensus (``M = mu``) isotonic-regressed on the ordering of the
-  people's scores (:func:`atc_scores`), no standard errors for the scores; the covariate effects are
-  the staged fit's.
-
-A group without ties has the boundary MLE ``nu = 0`` (the binary model).  Inference is numpy's at the
-optimum on either engine.
+``pooled``: one BTL ``s_pool`` of all LLM judgments pooled, rescaled by the people's calibration GLM with design
+``[D_H s_pool, Z_H]``.  ``atc``: DIAL-Anc's consensus isotonic-regressed on the order of the people's scores.
+Inference is numpy's at the optimum on either engine.
 """
 
 from __future__ import annotations
@@ -22,45 +16,28 @@ import pandas as pd
 from pydial.data.comparisons import Comparisons
 from pydial.estimation.fitstats import FitStats, cell_log_likelihood
 from pydial.estimation.glm import glm
-from pydial.model.glm import FamilyGLM, has_tie_parameter
+from pydial.estimation.results import Estimate, tie_log_nu
 from pydial.estimation.selection import Candidate
-from pydial.estimation.steps import (
-    Steps,
-    beta_labels,
-    family_human_candidate,
-    family_human_fit,
-    human_loss_at,
-    human_parameters,
-)
-from pydial.inference.sandwich import family_glm_influence
+from pydial.estimation.steps import (Steps, beta_labels, family_human_candidate, family_human_fit, human_loss_at,
+                                     human_parameters)
 from pydial.exceptions import IdentifiabilityError
 from pydial.inference.calibration_test import CalibrationTest, calibration_lrt
-from pydial.inference.linearization import (
-    Linearization,
-)
-from pydial.inference.pooled import (
-    POOLED_LABEL,
-    degenerate_direction,
-    family_cells,
-    pooled_designs,
-    pooled_linearization,
-    pooled_support,
-)
+from pydial.inference.pooled import (POOLED_LABEL, degenerate_direction, family_cells, pooled_designs,
+                                     pooled_linearization, pooled_support)
+from pydial.inference.sandwich import family_glm_influence
+from pydial.model.cells import family_totals, tie_human_loss
 from pydial.model.chart import centering_basis
 from pydial.model.design import Design
 from pydial.model.families import BINARY, Family
-from pydial.model.cells import tie_human_loss
-from pydial.model.cells import family_totals
-from pydial.estimation.results import Estimate, tie_log_nu
+from pydial.model.glm import FamilyGLM, has_tie_parameter
 from pydial.optim import OptimResult, warn_unresolved
 
 if TYPE_CHECKING:
-    from pydial.estimation.engines import Optimizers, StagedFit
+    from pydial.estimation.engines import Optimizers
 
 __all__ = ["fit_pooled", "fit_atc", "human_only_lrt", "numpy_pooled", "atc_scores"]
 
 
-# ================================================================== pooled
 def numpy_pooled(data: Comparisons, family: Family = BINARY, *,
                  penalty: str | None = None) -> tuple[OptimResult, OptimResult]:
     """Fit both stages of the pooled baseline by :func:`~pydial.estimation.glm.glm` (Firth's with ``penalty``)."""
@@ -78,8 +55,7 @@ def fit_pooled(data: Comparisons, rank: int | None = None, *, family: Family, en
                shared: bool = True) -> Estimate:
     """Fit the pooled baseline of ``family`` by ``engine``'s optimizers; ``rank`` and ``shared`` are unused.
 
-    ``beta_L`` is shared by the judges; ``s_H = c s_pool`` is tested against the people's own model
-    (:func:`human_only_lrt`, ``N - 2`` df); the log-likelihood is the sum of the stages'.
+    ``s_H = c s_pool`` is tested against the people's own model (:func:`human_only_lrt`, ``N - 2`` df).
     """
     N, p = data.N, data.p
     what = "pooled LLM " + ("BTL" if family.is_binary else "tie model")
@@ -99,7 +75,7 @@ def fit_pooled(data: Comparisons, rank: int | None = None, *, family: Family, en
     warn_unresolved(o2, "pooled calibration" + ("" if family.is_binary else " tie model"))
     c = float(o2.x[0])
     s = c * s_pool
-    # o1.x = (beta, beta_L, [log nu_L]), o2.x = (c, beta_H, [log nu_H]), the free entries of beta_L, beta_H
+    # o1.x = (beta, free beta_L, [log nu_L]), o2.x = (c, free beta_H, [log nu_H])
     sup_l, sup_h = pooled_support(data)
     p1, p2 = int(sup_l.sum()), int(sup_h.sum())
     lognu = np.array([o1.x[N - 1 + p1] if o1.x.size > N - 1 + p1 else -np.inf,
@@ -109,7 +85,6 @@ def fit_pooled(data: Comparisons, rank: int | None = None, *, family: Family, en
         beta = np.zeros((2, p))
         beta[0, sup_l], beta[1, sup_h] = o1.x[N - 1: N - 1 + p1], o2.x[1: 1 + p2]
     loss = tie_human_loss(family, s, lognu[1], data, None if beta is None else beta[1])
-    # the two stages' log-likelihoods: the pooled BTL of the LLM judgments, the calibration of the people's
     t = data.cell_table("llm", with_ties=not family.is_binary)
     eta = s_pool[t.i] - s_pool[t.j] + (t.z @ beta[0] if beta is not None and t.z is not None else 0.0)
     l_h = -family_totals(data, family)[1] * loss
@@ -126,8 +101,7 @@ def fit_pooled(data: Comparisons, rank: int | None = None, *, family: Family, en
 def human_only_lrt(data: Comparisons, family: Family, loss_restricted: float, d: int) -> CalibrationTest:
     """Return the likelihood-ratio test of a ``d``-dimensional calibration restriction against the people's own model.
 
-    Prop. calibration-test: ``T = 2 n_H (l_H(restricted) - l_H(s_0))`` on ``N - 1 - d`` df, ``s_0`` the
-    unpenalized people's MLE (undefined when it does not exist).
+    Prop. calibration-test: ``T = 2 n_H (l_H(restricted) - l_H(s_0))`` on ``N - 1 - d`` df, ``s_0`` the people's MLE.
     """
     hum, _ = family_human_candidate(data, family)
     ok = hum.opt is not None and hum.opt.resolved
@@ -135,7 +109,6 @@ def human_only_lrt(data: Comparisons, family: Family, loss_restricted: float, d:
                            data.N - 1 - d, hum.reason or "the human-only MLE is not resolved")
 
 
-# ===================================================================== AtC
 def atc_scores(base: np.ndarray, human: np.ndarray) -> np.ndarray:
     """AtC's scores: ``base`` isotonic-regressed on the order of the people's scores ``human``, centered (no linearization)."""
     from scipy.optimize import isotonic_regression
@@ -150,9 +123,8 @@ def atc_scores(base: np.ndarray, human: np.ndarray) -> np.ndarray:
 def fit_atc(data: Comparisons, rank: int, *, family: Family, engine: Optimizers, shared: bool = False) -> Estimate:
     """Fit AtC of ``family`` (App. related-comparison): the people's ordering, DIAL-Anc's consensus (``M = mu``).
 
-    The LLM-only fit gives ``b``, ``gamma`` and the judges' ``nu``; the covariate effects are the staged
-    fit's (:func:`atc_covariate_linearization`); the test is DIAL-Anc's (``N - 2`` df).  Not a likelihood
-    fit: no ``llf`` / ``df_model``, only the people's log-likelihood at the scores.
+    ``b``, ``gamma``, the judges' ``nu`` and the covariate effects are the staged fit's; the test is DIAL-Anc's
+    (``N - 2`` df).  Not a likelihood fit: only the people's log-likelihood at the scores.
     """
     penalty = engine.penalty
     steps = Steps(data, "mu", True, family, engine, penalty, shared=shared)
@@ -169,8 +141,11 @@ def fit_atc(data: Comparisons, rank: int, *, family: Family, engine: Optimizers,
         U, _ = family_glm_influence(data, family, X, opt.x, 1.0 / family_totals(data, family)[1], E)
         lins += (U.linearization("the people's tie parameter", {"log_nu": slice(0, 1)}, tie_labels=(data.human_judge,)),)
     beta = sf.chart.covariate_effects(sf.theta) if data.p else None
-    if beta is not None:
-        lins += (atc_covariate_linearization(steps, sf),)
+    if beta is not None:  # the staged fit's two-step linearization cut to its block "beta"
+        lin, _ = steps.scores_linearization(sf, Candidate(np.inf, np.inf, None))
+        rows = lin.blocks["beta"]
+        lins += (dataclasses.replace(lin, A=lin.A[rows], blocks={"beta": slice(0, rows.stop - rows.start)},
+                                     what="the covariate effects of the anchored fit"),)
     log_nu = None if family.is_binary else pd.concat([log_nu_j, tie_log_nu([data.human_judge], np.array([lh]))])
     s = atc_scores(base, s_h)
     loss = tie_human_loss(family, s, lh, data, None if beta is None else beta[-1])
@@ -181,11 +156,3 @@ def fit_atc(data: Comparisons, rank: int, *, family: Family, engine: Optimizers,
                     calibration_test=human_only_lrt(data, family, human_loss_at(data, family, sf.chart, sf.x, sf.free), 1),
                     stage_scores={"anchored": base, "human": s_h}, linearization=lins,
                     beta=beta, beta_labels=beta_labels(data, sf.chart) if beta is not None else ())
-
-
-def atc_covariate_linearization(steps: Steps, sf: StagedFit) -> Linearization:
-    """Return the two-step linearization of AtC's staged fit cut to the block ``"beta"`` (the scores have none)."""
-    lin, _ = steps.scores_linearization(sf, Candidate(np.inf, np.inf, None))
-    rows = lin.blocks["beta"]
-    return dataclasses.replace(lin, A=lin.A[rows], blocks={"beta": slice(0, rows.stop - rows.start)},
-                               what="the covariate effects of the anchored fit")
