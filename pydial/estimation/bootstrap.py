@@ -1,13 +1,10 @@
 r"""Record bootstrap of a whole fitting procedure (post-selection intervals).
 
-The sandwich intervals are conditional on the selected ``lambda`` (and ``r``); :func:`bootstrap` refits
-the entire procedure (structured fit, weight path, guards, GACV selection, penalty) on ``B`` resamples
-of the records, so the spread includes the selection step (Efron 2014).  Records (all judgments of one
-``record_id``) are resampled with replacement within two strata, with and without human labels, so
-every resample has the same human budget.  Intervals at level ``1 - alpha``: percentile
-``[q*_{alpha/2}, q*_{1-alpha/2}]`` and basic ``[2 theta_hat - q*_{1-alpha/2}, 2 theta_hat - q*_{alpha/2}]``.
-Replicates use the streams ``SeedSequence(seed).spawn(B)``: the result does not depend on ``n_jobs`` or
-the joblib / Dask backend.
+:func:`bootstrap` refits the entire procedure (structured fit, weight path, GACV selection, penalty) on ``B``
+resamples of the records, so the spread includes the selection step (Efron 2014).  Records are resampled with
+replacement within two strata, with and without human labels, so every resample has the same human budget.
+Intervals: percentile ``[q*_{alpha/2}, q*_{1-alpha/2}]`` and basic ``[2 theta - q*_{1-alpha/2}, 2 theta - q*_{alpha/2}]``.
+Replicates use ``SeedSequence(seed).spawn(B)``: the result does not depend on ``n_jobs`` or the backend.
 """
 
 from __future__ import annotations
@@ -38,20 +35,17 @@ class BootstrapResult:
     Attributes
     ----------
     scores, contrasts : DataFrame
-        Indexed by item (``scores``) or by ``(item_i, item_j)`` with ``i < j``
-        (``contrasts``, ``s_i - s_j``): ``estimate`` (the original fit), ``boot_mean``,
-        ``boot_se``, ``pct_low, pct_high`` (percentile) and ``basic_low, basic_high``
-        (basic) intervals.
+        Indexed by item (``scores``) or by ``(item_i, item_j)`` with ``i < j`` (``contrasts``, ``s_i - s_j``):
+        ``estimate`` (the original fit), ``boot_mean``, ``boot_se``, ``pct_low, pct_high`` (percentile) and
+        ``basic_low, basic_high`` (basic) intervals.
     position_effects : DataFrame or None
         The same columns for the judge order effects ``b_k`` (LLM-only fit).
     covariate_effects : DataFrame or None
-        The same columns for the covariate effects ``beta`` (data with covariates), indexed as
-        :attr:`pydial.DialResult.covariate_effects`; a replicate whose fit has no such row (the
-        people's model selected at ``lambda = 0`` has ``beta_H`` alone) leaves it out.
+        The same columns for the covariate effects ``beta``, indexed as :attr:`pydial.DialResult.covariate_effects`;
+        a replicate whose fit has no such row (``lambda = 0`` has ``beta_H`` alone) leaves it out.
     selection : DataFrame
-        One row per successful replicate: ``lambda``, ``multiple`` (``lambda n_H / n_L``,
-        0 and inf for the endpoints; NaN for ``judges``), ``rank`` (``None`` for a method
-        without one), ``converged``.
+        One row per successful replicate: ``lambda``, ``multiple`` (``lambda n_H / n_L``; NaN for
+        ``judges``), ``rank`` (``None`` for a method without one), ``converged``.
     B, n_failed : int
         Requested replicates, and those whose refit raised (excluded).
     level : float
@@ -157,8 +151,7 @@ def _replicate(fit: Callable[..., Any], data: Comparisons, kwargs: dict[str, Any
             out.append(f"{type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}")
             continue
         s = res.scores["score"].reindex(list(data.items)).to_numpy(float)
-        b = (res.position_effects["b"].reindex(list(data.judges)).to_numpy(float)
-             if res.position_effects is not None else None)
+        b = res.position_effects["b"] if res.position_effects is not None else None
         lam = float(res.lambda_)
         mult = lam if lam == 0 or np.isinf(lam) else lam * res.n_human / res.n_llm  # the family's n_H / n_L
         beta = res.covariate_effects["beta"] if res.covariate_effects is not None else None
@@ -177,13 +170,6 @@ def _interval_table(est: np.ndarray, draws: np.ndarray, index: pd.Index, level: 
         mean, se = np.nanmean(draws, axis=0), np.nanstd(draws, axis=0, ddof=1)
     return pd.DataFrame({"estimate": est, "boot_mean": mean, "boot_se": se, "pct_low": lo, "pct_high": hi,
                          "basic_low": 2 * est - hi, "basic_high": 2 * est - lo}, index=index)
-
-
-def _degenerate_strata(groups: list[np.ndarray]) -> tuple[bool, list[str]]:
-    """Whether every resample equals the data (no stratum has two records), and the strata of a single record."""
-    names = ("human-labelled", "LLM-only")
-    single = [f"the {name} records are a single record" for name, g in zip(names, groups) if g.size == 1]
-    return all(g.size <= 1 for g in groups), single
 
 
 def _dask_client_active() -> bool:
@@ -211,8 +197,7 @@ def bootstrap(result: Any, B: int = 200, *, by: str = "record", seed: int | None
     seed : int, optional
         Root seed of ``SeedSequence(seed).spawn(B)``.
     n_jobs : int, default 1
-        joblib workers (``-1``: all cores).  When a ``distributed.Client`` is active
-        the replicates run on its cluster through joblib's Dask backend instead.
+        joblib workers (``-1``: all cores); an active ``distributed.Client`` runs them on its cluster instead.
     level : float, optional
         Interval level (default: the fit's).
     progress : bool, optional
@@ -225,8 +210,8 @@ def bootstrap(result: Any, B: int = 200, *, by: str = "record", seed: int | None
     Raises
     ------
     ArgumentError
-        An invalid ``B``, ``by``, ``seed``, ``n_jobs`` or ``level``, a result that does not
-        record how it was fitted, or ``method="atc"`` (no covariance to compare with).
+        An invalid ``B``, ``by``, ``seed``, ``n_jobs`` or ``level``, a result that does not record how it was fitted,
+        or ``method="atc"`` (no covariance to compare with).
     DataError
         The data carry no record ids (built from aggregated counts).
     MemoryLimitError
@@ -235,17 +220,14 @@ def bootstrap(result: Any, B: int = 200, *, by: str = "record", seed: int | None
     Warns
     -----
     BootstrapWarning
-        Every stratum (human-labelled / LLM-only records) holds at most one record, so
-        every resample is the data: the standard errors and intervals are NaN, not 0.
-        Or one stratum holds a single record: its variability is not in the intervals.
+        Every stratum (human-labelled / LLM-only records) holds at most one record, so the standard
+        errors and intervals are NaN, not 0; or one holds a single record, whose variability is left out.
 
     Notes
     -----
-    Use the percentile / basic intervals when the selected ``lambda`` (or ``r``) varies
-    across replicates (see :meth:`BootstrapResult.lambda_distribution`): then the
-    sandwich, conditional on the selection, can under-cover.  Each replicate costs one
-    full fit, so ``B`` of a few hundred takes ``B`` times the fit's time divided by the
-    workers.
+    Use the percentile / basic intervals when the selected ``lambda`` (or ``r``) varies across replicates
+    (:meth:`BootstrapResult.lambda_distribution`): the sandwich, conditional on the selection, can under-cover.
+    Each replicate costs one full fit.
     """
     from joblib import Parallel, delayed, parallel_config
     from tqdm.auto import tqdm
@@ -270,13 +252,14 @@ def bootstrap(result: Any, B: int = 200, *, by: str = "record", seed: int | None
     check_bytes(B * per, f"bootstrap(B={B:,})", "reduce B (a few hundred replicates suffice for intervals)",
                 detail=f"{B:,} replicates x {per:,} B")
     strata = record_strata(data)
-    degenerate, single = _degenerate_strata(strata[2])
-    if degenerate:
+    if all(g.size <= 1 for g in strata[2]):  # every resample is the data
         warnings.warn(f"bootstrap(by={by!r}): the data hold {len(data.record_ids)} record(s) and no stratum "
                       "(human-labelled / LLM-only records) has two, so every resample is the data itself; the "
                       "bootstrap standard errors and intervals are NaN (not 0). Use the fit's sandwich intervals, "
                       "or data with more records", BootstrapWarning, stacklevel=caller_stacklevel())
         return _result_from(result, [], B, 0, level, by, seed)
+    single = [f"the {name} records are a single record" for name, g in zip(("human-labelled", "LLM-only"), strata[2])
+              if g.size == 1]
     if single:
         warnings.warn(f"bootstrap(by={by!r}): {' and '.join(single)}, identical in every resample: the "
                       "intervals leave out its sampling variability", BootstrapWarning,
@@ -311,20 +294,13 @@ def _result_from(result: Any, ok: list[dict[str, Any]], B: int, n_failed: int, l
     iu, ju = np.triu_indices(len(items), 1)
     pairs = pd.MultiIndex.from_arrays([[items[t] for t in iu], [items[t] for t in ju]], names=["item_i", "item_j"])
     contrasts = _interval_table(s_hat[iu] - s_hat[ju], S[:, iu] - S[:, ju], pairs, level)
-    draws = {"scores": S}
-    pos = None
-    if result.position_effects is not None and all(r["b"] is not None for r in ok):
-        judges = list(result.position_effects.index)
-        Bd = np.array([r["b"] for r in ok]).reshape(len(ok), len(judges))
-        pos = _interval_table(result.position_effects["b"].to_numpy(float), Bd, pd.Index(judges, name="judge"), level)
-        draws["b"] = Bd
-    cov = None
-    if result.covariate_effects is not None:
-        idx = result.covariate_effects.index
-        Zd = np.array([r["beta"].reindex(idx).to_numpy(float) for r in ok]).reshape(len(ok), len(idx))
-        cov = _interval_table(result.covariate_effects["beta"].to_numpy(float), Zd, idx, level)
-        draws["beta"] = Zd
+    draws, tables = {"scores": S}, {}
+    for key, frame in (("b", result.position_effects), ("beta", result.covariate_effects)):
+        if frame is not None and all(r[key] is not None for r in ok):  # indexed by judge, or (judge, covariate)
+            draws[key] = np.array([r[key].reindex(frame.index).to_numpy(float) for r in ok]).reshape(len(ok), len(frame))
+            tables[key] = _interval_table(frame[key].to_numpy(float), draws[key], frame.index, level)
     selection = pd.DataFrame({k: [r[k] for r in ok] for k in ("lambda", "multiple", "rank", "converged")})
     selection.index.name = "replicate"
-    return BootstrapResult(scores=scores, contrasts=contrasts, position_effects=pos, selection=selection, B=int(B),
-                           n_failed=n_failed, level=level, by=by, seed=seed, draws=draws, covariate_effects=cov)
+    return BootstrapResult(scores=scores, contrasts=contrasts, position_effects=tables.get("b"), selection=selection,
+                           B=int(B), n_failed=n_failed, level=level, by=by, seed=seed, draws=draws,
+                           covariate_effects=tables.get("beta"))
