@@ -1,19 +1,9 @@
-r"""What is estimated: one immutable, validated model specification.
+r"""What is estimated: one immutable :class:`ModelSpec`, validated once when it is built.
 
-A :class:`ModelSpec` holds everything :func:`pydial.fit` is asked for -- the
-estimator, the rank ``r`` and calibration basis of the structured model
-(Cond. llm-structure, Sec. structured-llm), the outcome family (binary, Davidson,
-Rao--Kupper), the penalty, the weights ``lambda`` of eq. weighted-loss and their
-selection, the covariance (meat, anchored endpoint, small-sample factor), the
-interval level, the engine and the seed -- validated once, when it is built,
-before any work is done.  Every argument error is an :class:`~pydial.ArgumentError`
-naming the argument.  The numpy fit, the Stan point fit and a refit
-(:meth:`pydial.DialResult.bootstrap`) are all derived from the one spec that
-the result keeps (``result.spec``).
-
-``ModelSpec(...).check_data(data)`` adds the checks that need the data (human
-comparisons for the methods that calibrate, record ids for ``cov_type="record"``,
-the memory estimate, the identifiability report) and returns the candidate ranks.
+It holds everything :func:`pydial.fit` is asked for: the estimator, the rank ``r`` and calibration basis
+(Cond. llm-structure), the outcome family, the penalty, the weights ``lambda`` of eq. weighted-loss and
+their selection, the covariance, the level, the engine and the seed.  Every argument error is an
+:class:`~pydial.ArgumentError` naming the argument; :meth:`ModelSpec.check_data` adds the checks that need the data.
 """
 
 from __future__ import annotations
@@ -50,7 +40,6 @@ ESTIMAND_FIELDS: tuple[str, ...] = ("method", "rank", "calibration", "ties", "pe
 """The fields of a spec that say what is estimated (:meth:`ModelSpec.estimand`); the others say how."""
 
 
-# ------------------------------------------------------------ validators
 def _positive_grid(values: Any, name: str) -> tuple[float, ...] | None:
     """Return a non-empty 1-d sequence of finite positive numbers as a tuple (``lambda_=inf`` alone: the anchored endpoint)."""
     if values is None:
@@ -149,9 +138,7 @@ def _non_negative(value: Any, name: str) -> float:
     return float(value)
 
 
-# ------------------------------------------------------------------ spec
-_DEFAULT_SELECTION = Selection()
-"""The default weight rule (GACV), the spec's default ``selection``."""
+_DEFAULT_SELECTION = Selection()  # GACV
 
 
 def _method_in(methods: tuple[str, ...], doc: str) -> Any:
@@ -167,17 +154,11 @@ COVARIATE_EFFECTS: tuple[str, ...] = ("judge", "shared")
 class ModelSpec:
     """An estimator and everything it is asked for, validated once (``pydial.fit``'s arguments).
 
-    Parameters are those of :func:`pydial.fit` (see there); ``rank`` and
-    ``calibration`` left as None take their defaults (``1`` and ``"mu"``) for the
-    methods that use them and stay None for the others.  A rank or calibration given
-    to a method that does not use it is dropped with an :class:`~pydial.ArgumentWarning`.
-
-    A spec is also what a fit or a posterior estimates (the estimand record of
-    :func:`pydial.stan.posterior`, ``ModelSpec.to_record``).  A single weight is
-    ``lambda_=[w]`` with ``include_endpoints=False``; ``lambda_=inf`` alone is the
-    anchored endpoint: ``dial-ada`` at ``lambda_=inf`` is the estimator ``dial-anc``
-    (:meth:`estimand` says so), whose posterior counterpart is the *cut* posterior.
-    :meth:`selected` gives the spec of a fit at its selected weight and rank.
+    Parameters are those of :func:`pydial.fit`; ``rank`` and ``calibration`` left as None take their
+    defaults (``1`` and ``"mu"``) for the methods that use them; given to a method that does not use
+    them they are dropped with an :class:`~pydial.ArgumentWarning`.  A single weight is ``lambda_=[w]``
+    with ``include_endpoints=False``; ``lambda_=inf`` alone is the anchored endpoint (``dial-ada`` there
+    is ``dial-anc``, :meth:`estimand`).  :meth:`selected` gives the spec at a fit's selected weight and rank.
     """
 
     method: str = DEFAULT_METHOD
@@ -240,7 +221,6 @@ class ModelSpec:
             sel = _DEFAULT_SELECTION
         object.__setattr__(self, "selection", sel)
 
-    # ----------------------------------------------------------- derived
     @property
     def order(self) -> bool:
         """Whether the judges' position effects ``b`` are estimated (all methods but ``dial-nopos``)."""
@@ -278,13 +258,8 @@ class ModelSpec:
 
     def arguments(self) -> dict[str, Any]:
         """Return the keyword arguments of :func:`pydial.fit` that rebuild this spec."""
-        out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
-        for name in ("lambda_", "multiples"):
-            if out[name] is not None:
-                out[name] = list(out[name])
-        if isinstance(out["rank"], tuple):
-            out["rank"] = list(out["rank"])
-        return out
+        values = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        return {k: list(v) if isinstance(v, tuple) else v for k, v in values.items()}  # the grids as lists
 
     @property
     def weight(self) -> float:
@@ -296,9 +271,7 @@ class ModelSpec:
     def selected(self, lambda_: float, rank: int | None) -> "ModelSpec":
         """Return the spec of this estimator at the weight ``lambda_`` and rank ``rank`` a fit selected.
 
-        ``dial-ada`` / ``dial-nopos`` get the single weight (``lambda_=[w]``,
-        ``include_endpoints=False``; ``inf`` alone: the anchored endpoint); ``dial-ada``
-        at ``lambda = 0`` is the human-only fit (``human``).  A rank grid becomes ``rank``.
+        The single weight ``lambda_=[w]`` with ``include_endpoints=False``; ``dial-ada`` at ``lambda = 0`` is ``human``.
         """
         spec = self.replace(rank=rank) if self.uses_rank and rank is not None and rank != self.rank else self
         if not spec.adaptive or np.isnan(lambda_):
@@ -311,10 +284,8 @@ class ModelSpec:
     def estimand(self) -> dict[str, Any]:
         """Return what this spec estimates, as the fields of :data:`ESTIMAND_FIELDS` in one canonical form.
 
-        ``dial-ada`` at the single weight ``inf`` is ``dial-anc``; the weight of a
-        DIAL method is :attr:`weight` (a grid not yet selected stays a grid); the
-        covariate effects are those of the methods that have them (``judge`` for
-        ``human`` and ``judges``, which fit one row per judge).
+        ``dial-ada`` at the single weight ``inf`` is ``dial-anc``; a DIAL method's weight is :attr:`weight` (a grid
+        stays a grid); ``human`` and ``judges`` have ``covariate_effects="judge"``.
         """
         method, lam = self.method, (self.weight if self.lambda_ is None or len(self.lambda_) == 1 else self.lambda_)
         if method == "dial-ada" and lam == float("inf"):
@@ -344,7 +315,6 @@ class ModelSpec:
         return spec_from_arguments(record.get("method", DEFAULT_METHOD),
                                    {k: v for k, v in record.items() if k != "method"}, caller="ModelSpec.from_record")
 
-    # ---------------------------------------------------------- the data
     def rank_grid(self, data: Comparisons) -> list[int]:
         """Candidate ranks: ``[rank]``, the list given, or for "auto" ``0``, ..., ``min(K-1, N-2, 3)``."""
         return rank_grid(self.rank, data)
@@ -352,11 +322,9 @@ class ModelSpec:
     def check_data(self, data: Comparisons) -> list[int]:
         """Check what needs the data, before any fit; return the candidate ranks.
 
-        Raises :class:`~pydial.DataError` when the method needs human comparisons or
-        LLM judgments the data lack, or ``cov_type="record"`` is asked of data without
-        record ids; :class:`~pydial.MemoryLimitError` when the structured fit would
-        not fit in memory; :class:`~pydial.IdentifiabilityError` (with ``check``)
-        when the design cannot identify the model.
+        Raises :class:`~pydial.DataError` when the data lack the human comparisons or LLM judgments the method
+        needs, or the record ids of ``cov_type="record"``; :class:`~pydial.MemoryLimitError` when the fit would not
+        fit in memory; :class:`~pydial.IdentifiabilityError` (with ``check``) when the design cannot identify the model.
         """
         require_comparisons(data)
         method = self.method
@@ -373,7 +341,13 @@ class ModelSpec:
                             "(Comparisons.from_frame / from_csv)")
         if method != "human" and data.K == 0:
             raise DataError(f"method {method!r} needs LLM judgments, but there are none")
-        self._check_fixed_effects(data)
+        if method == "judges" and SELF_PREFERENCE in data.covariates:  # constant within a judge's pairs
+            raise IdentifiabilityError(
+                f"method 'judges' cannot fit the self-preference covariate (judges {sorted(data.self_preference or ())}): "
+                "it is constant within each of a judge's pairs (1[i own] - 1[j own] = the difference of the own-item "
+                "indicator o_k), so beta_k moves the judge's own items' scores by the same amount as s_k + beta_k o_k: it "
+                "is confounded with the judge's own scores. It is identified only through the low-rank structure: fit "
+                "'dial-anc' or 'dial-ada' (or drop self_preference=)")
         grid = self.rank_grid(data)
         if self.uses_rank:
             r_max = max(grid)
@@ -385,17 +359,6 @@ class ModelSpec:
                 design_report(data, r, calibration, method, self.seed, self.penalty,
                               shared=self.covariate_effects == "shared").raise_if_failed()
         return grid
-
-    def _check_fixed_effects(self, data: Comparisons) -> None:
-        """Refuse the self-preference covariate in ``judges``: constant within a judge's pairs, confounded with its scores."""
-        if self.method == "judges" and SELF_PREFERENCE in data.covariates:
-            mapped = sorted(data.self_preference or ())
-            raise IdentifiabilityError(
-                f"method 'judges' cannot fit the self-preference covariate (judges {mapped}): it is constant within "
-                "each of a judge's pairs (1[i own] - 1[j own] = the difference of the own-item indicator o_k), so "
-                "beta_k moves the judge's own items' scores by the same amount as s_k + beta_k o_k: it is confounded "
-                "with the judge's own scores. It is identified only through the low-rank structure: fit 'dial-anc' "
-                "or 'dial-ada' (or drop self_preference=)")
 
 
 def spec_from_arguments(method: str, arguments: dict[str, Any], *, caller: str = "fit") -> ModelSpec:
