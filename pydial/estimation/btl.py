@@ -1,26 +1,11 @@
 r"""The people's model and each judge's model for every outcome family: ``pydial.fit(data, "human" | "judges", ties=...)``.
 
-The centered BTL of the people (``method="human"``, eq. human-only-estimator) and each
-LLM judge's BTL with its own order effect (``method="judges"``, eq. binomial-model-llm),
-in the outcome family ``ties``: the binary model (``None``, decisive comparisons), or
-Davidson's (1970) / Rao and Kupper's (1967) model, with judge-specific order effects
-Davidson-Beaver's (1977), which use the tie judgments the binary model leaves out
-(the cell likelihoods of :mod:`pydial.model.families`, Stan ``ties`` 0 / 1 / 2 of
-``stan/include/paired_likelihoods.stan``).  Given a decisive outcome the Davidson model
-is eq. binomial-model-llm; ``nu -> 0`` removes the ties.
-
-The optimum comes from the one GLM solver (:func:`pydial.estimation.glm.glm`, the people's
-model shared with the ``lambda = 0`` endpoint of :mod:`pydial.estimation.steps`) or from
-Stan (``judges.stan``), and the fit keeps a :class:`~pydial.inference.linearization.Linearization`
-of its scores, position effects and ``log nu`` (:func:`pydial.inference.sandwich.family_glm_influence`),
-so every meat of ``cov_type`` (eq. weighted-empirical-sandwich, eq. cell-clustered-meat,
-eq. hac-meat) and :meth:`~pydial.estimation.results.DialResult.with_cov` work for every
-family.  The ``"fisher"`` covariance is the inverse observed information (for the binary
-model and Davidson's, multinomial logits, also the expected one), and ``nu``'s standard
-error is the delta method on ``log nu``.  A singular Hessian means the design does not
-identify a judge's (or the people's) parameters (possible only with ``check=False``): it is
-reported with a :class:`~pydial.ConvergenceWarning` (status ``"not identified"``) and the
-fit is marked not converged.
+The centered BTL of the people (eq. human-only-estimator) and each LLM judge's BTL with its own order
+effect (eq. binomial-model-llm), binary or with ties (Davidson, Rao-Kupper; :mod:`pydial.model.families`),
+fitted by :func:`pydial.estimation.glm.glm` or Stan (``judges.stan``).  Each fit keeps the
+:class:`~pydial.inference.linearization.Linearization` of its scores, position effects and ``log nu``, so
+every ``cov_type`` works for every family.  A singular Hessian (possible only with ``check=False``) is a
+:class:`~pydial.ConvergenceWarning` with status ``"not identified"`` and the fit is marked not converged.
 """
 
 from __future__ import annotations
@@ -43,8 +28,7 @@ from pydial.model.chart import centering_basis
 from pydial.model.design import centered_design
 from pydial.model.families import BINARY, Family
 from pydial.model.likelihood import Cells
-from pydial.model.cells import tie_human_loss
-from pydial.model.cells import family_totals
+from pydial.model.cells import family_totals, tie_human_loss
 from pydial.optim import warn_unresolved
 
 __all__ = ["tie_log_nu_start", "fit_btl"]
@@ -69,7 +53,7 @@ def _identified(U: OutcomeInfluence, what: str) -> bool:
 def _human(data: Comparisons, family: Family, engine: Optimizers, penalty: str | None) -> Estimate:
     """Fit the people's model: the ``lambda = 0`` fit of :func:`~pydial.estimation.steps.family_human_influence`."""
     N = data.N
-    p = human_effects(data).size if data.p else 0  # the people's free covariate effects
+    p = human_effects(data).size  # the people's free covariate effects
     what = "human BTL" if family.is_binary else "human tie model"
     opt, U, lh = family_human_influence(data, family, engine, penalty)
     warn_unresolved(opt, what)
@@ -89,15 +73,11 @@ def _human(data: Comparisons, family: Family, engine: Optimizers, penalty: str |
 
 def _judges(data: Comparisons, family: Family, engine: Optimizers, seed: int | None, backend: str | None,
             penalty: str | None) -> Estimate:
-    """Fit each judge's order-effect GLM, linearized jointly (judge-major, for the record meat) and judge by judge.
-
-    A judge's coordinates are ``(s T-chart, b, beta_k, log nu_k)``.
-    """
+    """Fit each judge's GLM in ``(s T-chart, b, beta_k, log nu_k)``, linearized jointly and judge by judge."""
     N, K, p = data.N, data.K, data.p
     T = centering_basis(N)
     cells = Cells.stack(data, 1.0, 0.0, with_ties=not family.is_binary)
-    # each judge's free covariate effects: the covariates that are not 0 on all its cells (Comparisons.effect_columns)
-    support = data.covariate_support[:K] if p else np.zeros((K, 0), bool)
+    support = data.covariate_support[:K]  # each judge's free covariate effects (Comparisons.effect_columns)
     pk = support.sum(axis=1)
     offsets = np.concatenate([[0], np.cumsum(pk)])
     stan = None
@@ -179,6 +159,4 @@ def fit_btl(data: Comparisons, method: str, *, family: Family = BINARY, seed: in
         raise ArgumentError(f"fit_btl fits the methods 'human' and 'judges', not {method!r}; the DIAL methods "
                             "are pydial.estimation.dial.fit_dial")
     engine = NUMPY if engine is None else engine
-    if method == "human":
-        return _human(data, family, engine, penalty)
-    return _judges(data, family, engine, seed, backend, penalty)
+    return _human(data, family, engine, penalty) if method == "human" else _judges(data, family, engine, seed, backend, penalty)

@@ -1,9 +1,4 @@
-r"""The optimizer interface shared by the two engines and the fit records they return.
-
-The estimators compute every covariance, GACV and test with numpy at the optimum an engine's
-:class:`Optimizers` supply (numpy's in :mod:`pydial.estimation.glm`, Stan's in :mod:`pydial.stan.engine`);
-this module sits below both.
-"""
+r"""The optimizer interface shared by the two engines (numpy's and Stan's) and the fit records they return."""
 
 from __future__ import annotations
 
@@ -22,7 +17,6 @@ if TYPE_CHECKING:
 __all__ = ["BTLFit", "StructuredFit", "StagedFit", "JudgesBTLFit", "Optimizers", "StagedOptimizer", "JointOptimizer"]
 
 
-# ================================================================= records
 @dataclass(frozen=True)
 class BTLFit:
     """A centered BTL-type fit: scores ``s`` (N), optional order effect ``b`` and the optimizer result."""
@@ -46,9 +40,8 @@ class StructuredFit:
 class StagedFit:
     """The staged endpoint in the calibrated chart (Alg. DIAL-Anc), for every outcome family.
 
-    ``x``: the calibrated ``chart``'s coordinates, then the log tie parameters of the groups ``free``;
-    ``llm_chart``, ``llm_x``, ``llm_free``: the LLM-only fit (first stage) alike; ``llm_opt``, ``cal_opt``: the
-    two stages' optimizer results (the second in ``(c, beta_H, log nu_H)``).
+    ``x``: the ``chart``'s coordinates, then the log tie parameters of the groups ``free``; ``llm_*`` alike for the
+    LLM-only fit; ``llm_opt``, ``cal_opt``: the two stages' optimizer results (the second in ``(c, beta_H, log nu_H)``).
     """
 
     chart: Chart
@@ -75,9 +68,8 @@ class StagedFit:
 class JudgesBTLFit:
     """MLEs of each judge's BTL in one outcome family, one row per judge (Stan's judge-wise fits).
 
-    ``S`` centered scores ``(G, N)``; ``b`` order effects (zeros without); ``log_nu`` (empty for the binary
-    family); ``converged`` every call; ``grad_norm`` the largest reported (``nan`` if none); ``message``;
-    ``details`` the engine's own record; ``beta`` covariate effects ``(G, p)`` or ``None``.
+    ``S`` centered scores ``(G, N)``; ``b`` order effects; ``log_nu`` (empty for the binary family); ``grad_norm``
+    the largest reported; ``details`` the engine's own record; ``beta`` covariate effects ``(G, p)`` or ``None``.
     """
 
     S: np.ndarray
@@ -90,7 +82,6 @@ class JudgesBTLFit:
     beta: np.ndarray | None = None
 
 
-# ================================================================ optimizers
 class StagedOptimizer(Protocol):
     """``staged(data, rank, calibration, order=True, shared=False) -> StagedFit`` (Alg. DIAL-Anc, binary family)."""
 
@@ -119,8 +110,7 @@ class Optimizers:
     ``llm(data, family, chart, x0)`` the LLM-only loss; ``calibration(data, family, chart, theta, M, x0, penalty)``
     the calibration GLM in ``(c, beta_H, log nu_H)``; ``joint(data, family, chart, lambda_, x0, penalty)``
     :math:`Q_\lambda`; ``human(data, family, x0, penalty)`` the people's model: each an :class:`~pydial.optim.OptimResult`.
-    The binary family's specializations, if any: ``staged`` (Stan's whole staged fit) and ``path`` (the weight
-    path's fits; numpy's warm-started and polished), penalized by ``penalty``; ``pooled_stages``, ``btl``: Stan's.
+    The binary family's specializations, if any: ``staged`` and ``path``; ``pooled_stages``, ``btl``: Stan's.
     """
 
     llm: Any

@@ -1,8 +1,4 @@
-"""A model: data and a :class:`~pydial.ModelSpec`, fitted into a frozen :class:`~pydial.DialResult` (statsmodels' Model).
-
-``DialModel(data, spec).fit()`` checks the data, runs the estimator with the spec's engine, forms every
-covariance under the spec's meat and decides the verdict, once; :func:`pydial.fit` builds the spec from its keywords.
-"""
+"""A model: data and a :class:`~pydial.ModelSpec`, fitted into a frozen :class:`~pydial.DialResult` (statsmodels' Model)."""
 
 from __future__ import annotations
 
@@ -42,8 +38,7 @@ def optimizers(engine: str, seed: int | None = None, penalty: str | None = None)
 class DialModel:
     """The data and the specification of a fit (``result.model``); :meth:`fit` fits it.
 
-    It owns what the two determine: the outcome :attr:`family`, the :attr:`cells` of the data
-    and, for a structured method at one rank, the :attr:`chart` of the joint fit.
+    It owns what the two determine: the outcome :attr:`family`, the :attr:`cells` and the :attr:`chart`.
     """
 
     data: Comparisons

@@ -33,8 +33,7 @@ def dial_model(est: Any) -> tuple[int, str]:
 def verdict(spec: Any, est: Any, data: Comparisons, caught: list[Warning]) -> tuple[str, tuple[str, ...]]:
     """Return ``(status, problems)`` of a fit from the warnings ``caught`` and a position effect on the box bound.
 
-    A problem adds the failing separation / human-MLE rows of :func:`pydial.check_design` as possible causes;
-    a rejected calibration restriction is a problem that leaves the status ``"ok"``.
+    Problems add :func:`pydial.check_design`'s failing rows as causes; a rejected calibration leaves the status ``"ok"``.
     """
     found: list[tuple[str, str]] = [(getattr(w, "status"), str(w)) for w in caught
                                      if isinstance(getattr(w, "status", None), str)]
