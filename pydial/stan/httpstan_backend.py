@@ -330,10 +330,8 @@ class HttpstanModel(CompiledModel):
         data = as_stan_data(data)
         x = np.asarray(u, float).ravel()
         flat = np.asarray(self._call("write_array", data, x.tolist(), include_tparams, include_gqs))
-        names = self._call("get_param_names", data)
-        dims = self._call("get_dims", data)
         out, pos = {}, 0
-        for n, d in zip(names, dims):
+        for n, d in zip(self._call("get_param_names", data), self._call("get_dims", data)):
             size = int(np.prod(d)) if d else 1
             if pos + size > flat.size:
                 break

@@ -342,13 +342,12 @@ def standata(data: Comparisons, program: str = "dial_sample", spec: ModelSpec | 
              extra: Mapping[str, Any] | None = None, **keywords: Any) -> dict[str, Any]:
     r"""Return the Stan data dictionary of a pydial program for ``data`` (the shared schema plus the program's own).
 
-    Every shipped program reads the same cells (:func:`schema_data`): ``N, K, order, ties`` (0 binary,
-    1 Davidson-Beaver, 2 Rao-Kupper), the LLM cells ``cell_judge, cell_i, cell_j, cell_a`` (1-based,
-    ``i < j``, ``a = +1`` when item ``i`` was shown first), ``cell_counts[C, 3]`` (wins of ``i``, wins
-    of ``j``, ties) and weights ``cell_w``, the human cells ``human_i, human_j, human_counts[H, 3],
-    human_w``, the response covariates (``n_cov``, ``cell_z``, ``human_z``, ``beta_row``, ``n_beta``,
-    ``beta_fixed``, the same for every program), ``nu_zero`` and ``calc_log_lik``.  A program extended
-    from a shipped one reads the same dictionary plus its own entries (``extra``).
+    Every shipped program reads the same cells (:func:`schema_data`): ``N, K, order, ties`` (0 binary, 1
+    Davidson-Beaver, 2 Rao-Kupper), the LLM cells ``cell_judge, cell_i, cell_j, cell_a`` (1-based, ``i < j``, ``a =
+    +1`` when item ``i`` was shown first), ``cell_counts[C, 3]`` (wins of ``i``, of ``j``, ties) and weights
+    ``cell_w``, the human cells ``human_i, human_j, human_counts[H, 3], human_w``, the response covariates (``n_cov,
+    cell_z, human_z, beta_row, n_beta, beta_fixed``), ``nu_zero`` and ``calc_log_lik``; an extended program reads
+    them plus its own entries (``extra``).
 
     Parameters
     ----------
@@ -356,9 +355,9 @@ def standata(data: Comparisons, program: str = "dial_sample", spec: ModelSpec | 
     program : {"dial", "dial_sample", "judges"}
         Whose program-specific entries (rank, calibration, priors) to add.
     spec : pydial.ModelSpec, optional
-        The model: its ``rank``, ``calibration``, ``ties``, the order effects of its ``method`` (none
-        for ``"dial-nopos"``), ``covariate_effects`` and one weight ``lambda_`` (LLM cells get weight
-        ``lambda n_H / n_LLM``; default 1, the ordinary likelihood).  Default: ``ModelSpec(**keywords)``.
+        The model: its ``rank``, ``calibration``, ``ties``, the order effects of its ``method`` (none for
+        ``"dial-nopos"``), ``covariate_effects`` and one weight ``lambda_`` (LLM cells get weight ``lambda n_H /
+        n_LLM``; default 1, the ordinary likelihood).  Default: ``ModelSpec(**keywords)``.
     priors : mapping, optional
         Overrides of the program's default priors.
     include_human : bool
@@ -377,8 +376,8 @@ def standata(data: Comparisons, program: str = "dial_sample", spec: ModelSpec | 
     Raises
     ------
     pydial.ArgumentError
-        An unknown program, both ``spec`` and keywords, a rank grid or several weights, or a DIAL
-        program for a method without a rank.
+        An unknown program, both ``spec`` and keywords, a rank grid or several weights, or a DIAL program for a
+        method without a rank.
     pydial.ArgumentTypeError
         ``spec`` is not a :class:`pydial.ModelSpec`.
 
