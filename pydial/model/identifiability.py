@@ -62,7 +62,6 @@ REFERENCES: dict[str, str] = {
 
 ALL_JUDGES = "all judges"
 HUMAN = "human"
-_COLUMNS = ["judge", "condition", "ok", "detail"]
 
 
 # ----------------------------------------------------------------------------- report
@@ -494,7 +493,7 @@ def check_design(data: Comparisons, *, rank: int = 1, calibration: str = "mu", m
     _structure_checks(d, n_ident)
     _pooled_and_self_checks(d, self_rows)
     _human_checks(d, calibration, W)
-    table = pd.DataFrame(d.rows, columns=_COLUMNS).astype({"ok": bool})
+    table = pd.DataFrame(d.rows, columns=["judge", "condition", "ok", "detail"]).astype({"ok": bool})
     prob = pd.DataFrame(d.problems, columns=["judge", "condition", "detail"])
     return DesignReport(ok=not d.problems, table=table, problems=prob, method=method, rank=r, calibration=calibration)
 

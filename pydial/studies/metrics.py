@@ -119,8 +119,7 @@ def kendall_tau(s: ArrayLike, s_h: ArrayLike) -> float:
 
     :func:`scipy.stats.kendalltau` (``variant="b"``) of two ``(N,)`` vectors; NaN if either is constant.
     """
-    s = np.asarray(s, dtype=float)
-    s_h = np.asarray(s_h, dtype=float)
+    s, s_h = np.asarray(s, dtype=float), np.asarray(s_h, dtype=float)
     if s.ndim != 1 or s.shape != s_h.shape:
         raise ArgumentError(f"s and s_h must be 1-d of equal length, got shapes {s.shape} and {s_h.shape}")
     return float(stats.kendalltau(s, s_h, variant="b").statistic)
@@ -132,8 +131,7 @@ def rmse(b_hat: ArrayLike, b: ArrayLike) -> float:
     The :math:`\mathrm{RMSE}(\hat b,b)` of App. simulation; with pair-varying
     position effects ``b`` is the judge-level mean :math:`b_k`.
     """
-    b_hat = np.asarray(b_hat, dtype=float)
-    b = np.asarray(b, dtype=float)
+    b_hat, b = np.asarray(b_hat, dtype=float), np.asarray(b, dtype=float)
     if b_hat.shape != b.shape or b.size == 0:
         raise ArgumentError(f"b_hat and b must be non-empty with equal shapes, got {b_hat.shape} and {b.shape}")
     return float(np.sqrt(np.mean((b_hat - b) ** 2)))
@@ -148,9 +146,7 @@ def contrast_coverage(s_hat: ArrayLike, cov: ArrayLike, s_true: ArrayLike, level
     centered and uncentered scores give the same answer.  ``cov`` is the ``(N, N)`` covariance of ``s_hat``.
     """
     level = check_level(level)
-    s_hat = np.asarray(s_hat, dtype=float)
-    s_true = np.asarray(s_true, dtype=float)
-    cov = np.asarray(cov, dtype=float)
+    s_hat, s_true, cov = (np.asarray(x, dtype=float) for x in (s_hat, s_true, cov))
     N = s_hat.size
     if s_hat.ndim != 1 or s_true.shape != s_hat.shape or cov.shape != (N, N) or N < 2:
         raise ArgumentError(f"need s_hat, s_true of shape (N,) and cov of shape (N, N) with N >= 2; got {s_hat.shape}, "
@@ -173,8 +169,7 @@ def first_order_risk(n_human: ArrayLike, dim: ArrayLike) -> np.ndarray | float:
     ``dim = d`` (1 for :math:`M=\mu`, :math:`r+1` for :math:`M=W`) for the anchored
     estimator :math:`\tilde s_\infty` when :math:`s_H\in\mathrm{col}(M)` (``n_human > 0``, ``dim >= 0``).
     """
-    n = np.asarray(n_human, dtype=float)
-    d = np.asarray(dim, dtype=float)
+    n, d = np.asarray(n_human, dtype=float), np.asarray(dim, dtype=float)
     if np.any(n <= 0):
         raise ArgumentError(f"n_human must be positive, got {n_human!r}")
     if np.any(d < 0):

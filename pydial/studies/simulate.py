@@ -160,9 +160,7 @@ class Truth:
 
     def human_prob(self, i: Any, j: Any) -> np.ndarray:
         r"""Probability :math:`\sigma(s_{Hi}-s_{Hj})` that people prefer item ``i`` to ``j``."""
-        i = np.asarray(i, dtype=np.int64)
-        j = np.asarray(j, dtype=np.int64)
-        return expit(self.s_h[i] - self.s_h[j])
+        return expit(self.s_h[np.asarray(i, dtype=np.int64)] - self.s_h[np.asarray(j, dtype=np.int64)])
 
     def scores(self) -> pd.DataFrame:
         """Return the true scores as a table: one row per item, columns ``human`` and the judges."""
@@ -691,7 +689,6 @@ def simulate(N: int = 10, K: int = 4, rank: int = 1, n_llm: int = 20_000, n_huma
         **({"tie_rate": tie_rate, "ties": family} if tie_rate > 0 else {}),
         **({"covariates": tuple(names), "beta": beta_kp.tolist()} if names else {}),
         **({"self_preference": {k: list(v) for k, v in (jb.self_preference or {}).items()},
-            "self_effect": self_k.tolist()}
-           if own is not None else {}),
+            "self_effect": self_k.tolist()} if own is not None else {}),
     )
     return Simulation(frame=frame, truth=truth, config=config)
