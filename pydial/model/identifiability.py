@@ -64,7 +64,6 @@ ALL_JUDGES = "all judges"
 HUMAN = "human"
 
 
-# ----------------------------------------------------------------------------- report
 @dataclass(frozen=True)
 class DesignReport:
     """Outcome of :func:`check_design`.
@@ -380,7 +379,6 @@ def _lowrank_jacobian_rank(N: int, K: int, r: int, judge: np.ndarray, ii: np.nda
     return best, need, confounded
 
 
-# ------------------------------------------------------------------------ main entry
 def check_design(data: Comparisons, *, rank: int = 1, calibration: str = "mu", method: str | None = None,
                  W: np.ndarray | None = None, seed: int | np.random.Generator = 0, penalty: str | None = None,
                  shared: bool = False) -> DesignReport:

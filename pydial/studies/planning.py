@@ -66,7 +66,6 @@ DESIGNS: tuple[str, ...] = ("pilot", "uniform")
 PLAN_COLUMNS: tuple[str, ...] = ("budget", "method", "excess_risk", "ci_width", "contrast_ci_width", "p_topk_correct")
 
 
-# ------------------------------------------------------------------- the pilot
 @dataclass(frozen=True)
 class Pilot:
     """The pilot's estimates and design for :func:`plan` and :func:`next_pairs`.
@@ -304,7 +303,6 @@ def topk_hits(X: np.ndarray, s: np.ndarray, k: int) -> np.ndarray:
     return np.all((X >= -np.sort(-X, axis=1)[:, k - 1 : k]) == top, axis=1)  # at least the row's k-th largest
 
 
-# ---------------------------------------------------------------------- plan
 def plan(result: DialResult, budgets: Sequence[int] = (100, 200, 400, 800, 1600, 3200), target: Any = None, *,
          data: Comparisons | None = None, k: int = 1, methods: Sequence[str] = PLAN_METHODS, method: str = "theory",
          design: str = "pilot", level: float = 0.95, alpha: float = 0.01, n_sim: int = 100, n_jobs: int = 1,
@@ -535,7 +533,6 @@ def _plan_simulate(p: Pilot, data: Comparisons, budgets: list[int], methods: tup
     return pd.DataFrame(rows, columns=[*PLAN_COLUMNS, "excess_risk_mcse", "n_ok"])
 
 
-# ---------------------------------------------------------------------- plot
 def plot_plan(table: pd.DataFrame, columns: Sequence[str] = ("excess_risk", "contrast_ci_width", "p_topk_correct"),
               ax: Any = None) -> Any:
     """Plot a :func:`plan` table.

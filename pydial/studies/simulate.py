@@ -298,7 +298,6 @@ def _orth(G: np.ndarray) -> np.ndarray:
     return Q * sgn
 
 
-# --------------------------------------------------------------------------- simulate
 def _covariate_effects(beta: Any, K: int, p: int) -> np.ndarray:
     """``beta`` of :func:`simulate` as a ``(K + 1, p)`` array (a number or ``(p,)``: the judges', people 0)."""
     if beta is None:
