@@ -119,10 +119,7 @@ POSTERIOR_METHODS: tuple[str, ...] = ("dial-ada", "dial-anc", "dial-nopos", "jud
 
 def _resolve(method: str, like: Any, spec: Any, data: Comparisons, *, rank: Any, calibration: Any, ties: Any,
              lambda_: Any, include_human: Any, b_stage: Any, covariate_effects: Any) -> Request:
-    """Return what the posterior estimates (:class:`~pydial.stan.dial_posterior.Request`), every choice checked.
-
-    ``spec`` or ``like`` (a fit: its spec at the selected weight, its ``b`` convention) sets it, else the keywords.
-    """
+    """Return what the posterior estimates, every choice checked: from ``like`` (a fit), ``spec``, or the keywords."""
     if like is not None:
         spec = _like_spec(like, data)
         include_human = include_human and spec.method != "judges"
@@ -169,9 +166,9 @@ def _keyword_spec(method: str, rank: Any, calibration: Any, ties: Any, lambda_: 
 
 
 def _check_spec(spec: Any) -> None:
-    """Refuse a spec without a posterior: not a :class:`~pydial.ModelSpec`, penalized, or over a rank grid.
+    """Refuse a spec without a posterior: not a ModelSpec, penalized, or over a rank grid.
 
-    A weight grid has no single posterior weight: the ordinary posterior is taken unless it holds one value.
+    A weight grid of several values has no single weight: the ordinary posterior is taken.
     """
     if not isinstance(spec, ModelSpec):
         raise ArgumentTypeError(f"spec must be a pydial.ModelSpec, got {type(spec).__name__}")
@@ -447,20 +444,17 @@ def _sample_judges(data: Comparisons, req: Request, opt: RunOptions) -> azio.Sam
     inits = None if isinstance(opt.init, str) else list(opt.init)  # judges.stan is log-concave per judge
     res = draw(compile_model(opt.program or "judges", backend=opt.backend), d, seed=opt.seed, inits=inits, run=opt.run)
     judges = list(data.judges)
-    post: dict[str, np.ndarray] = {}
     dims: dict[str, list[str]] = {}
     coords: dict[str, list[str]] = {"item": list(data.items)}
     if K:
-        post["S"], dims["S"], coords["judge"] = res.draws["S"], ["judge", "item"], judges
-        post["s_judges"], dims["s_judges"] = res.draws["S"].mean(axis=2), ["item"]
-        res.draws["s_judges"] = post["s_judges"]
-        if order:
-            post["b"], dims["b"] = res.draws["b"], ["judge"]
+        res.draws["s_judges"], coords["judge"] = res.draws["S"].mean(axis=2), judges
+        dims |= {"S": ["judge", "item"], "s_judges": ["item"]} | ({"b": ["judge"]} if order else {})
     if with_human:
-        post["s_H"], dims["s_H"] = res.draws["s_H"], ["item"]
+        dims["s_H"] = ["item"]
     if tie:
-        post["nu"], dims["nu"] = res.draws["nu"], ["tie_judge"]
+        dims["nu"] = ["tie_judge"]
         coords["tie_judge"] = judges[:K] + ([data.human_judge] if with_human else [])
+    post = {k: res.draws[k] for k in dims}
     covariate_posterior(res.draws, d, judges[:K] + [data.human_judge], list(data.covariates), post, dims, coords)
     est = posterior_estimand(req, float("nan"), data, "judge" if model == "judges" and order else "none")
     return azio.Sampled(res, d, cells, post, dims, coords, list(post), est, "judges",

@@ -7,6 +7,7 @@ runs the LLM-only model once more for the order effects.
 from __future__ import annotations
 
 import dataclasses
+import math
 import time
 import warnings
 from dataclasses import dataclass
@@ -57,13 +58,13 @@ RATIO_DRAWS = 1000
 def dense_pays(prog: SampleProgram, u_hat: np.ndarray, hess: np.ndarray, rng: np.random.Generator) -> bool:
     """Whether ``metric="auto"`` makes the Laplace covariance NUTS's dense metric, kept through warmup.
 
-    Only where it is cheap (at most :data:`DENSE_METRIC_MAX` parameters) and the posterior is close to that normal:
-    the Pareto k of :data:`RATIO_DRAWS` importance ratios at most :data:`DENSE_METRIC_MAX_K`.  Farther from normal
-    (little data, wide priors) a metric that is never adapted sends NUTS into divergences, and on the N = 300 case
-    it saved no steps; the diagonal metric adapted from the approximation's variances is safe there.
+    Only where it is cheap (at most :data:`DENSE_METRIC_MAX` parameters) and the posterior is close to that normal
+    (the Pareto k of :data:`RATIO_DRAWS` importance ratios at most :data:`DENSE_METRIC_MAX_K`): farther from normal, a
+    metric that is never adapted sends NUTS into divergences.
     """
-    return u_hat.size <= DENSE_METRIC_MAX and \
-        psislw(normal_log_ratios(prog, u_hat, hess, draws=RATIO_DRAWS, rng=rng))[1] <= DENSE_METRIC_MAX_K
+    if u_hat.size > DENSE_METRIC_MAX:
+        return False
+    return psislw(normal_log_ratios(prog, u_hat, hess, draws=RATIO_DRAWS, rng=rng))[1] <= DENSE_METRIC_MAX_K
 
 
 @dataclass(frozen=True)
@@ -174,9 +175,7 @@ def _same(a: Any, b: Any) -> bool:
     if isinstance(a, tuple) and isinstance(b, tuple):
         return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
     if isinstance(a, float) and isinstance(b, float):
-        if np.isnan(a) or np.isnan(b) or np.isinf(a) or np.isinf(b):
-            return (np.isnan(a) and np.isnan(b)) or a == b
-        return abs(a - b) <= 1e-6 * max(1.0, abs(a), abs(b))
+        return (np.isnan(a) and np.isnan(b)) or math.isclose(a, b, rel_tol=1e-6, abs_tol=1e-6)
     return bool(a == b)
 
 
@@ -306,10 +305,8 @@ def matched_mode(data: Comparisons, req: Request, d: Mapping[str, Any], w_llm: f
                  inits: Sequence[Mapping[str, Any]] | None, match: bool = True) -> tuple[dict[str, Any], np.ndarray, np.ndarray]:
     """Return ``d`` with ``frame_sd`` matched to the posterior, the mode ``u_hat`` and the Hessian there at that scale.
 
-    ``match=False`` keeps ``d``'s own scale (a ``frame_sd`` the caller fixed).  The scale is
-    :func:`~pydial.stan.laplace.frame_scale`; ``u_hat`` is the mode at any scale (``P`` is uniform).  Newton's
-    method starts at ``inits[0]`` or else at the numpy fit of the same weighted likelihood (the posterior's weight
-    ``lambda``; the anchored fit for the LLM-only posterior), a few steps from the mode.
+    ``match=False`` keeps ``d``'s scale.  ``u_hat`` is the mode at any scale (``P`` is uniform); Newton's method starts
+    at ``inits[0]``, else at the numpy fit of the same weighted likelihood (anchored for the LLM-only posterior).
     """
     if inits:
         init = dict(inits[0])
@@ -334,10 +331,7 @@ def matched_mode(data: Comparisons, req: Request, d: Mapping[str, Any], w_llm: f
 
 @single_threaded_blas
 def laplace_run(d: Mapping[str, Any], mode_: Mapping[str, np.ndarray], hess: np.ndarray, opt: RunOptions) -> SampleResult:
-    """Draw from the Laplace approximation of ``dial_sample.stan`` at its mode ``mode_`` with the exact Hessian ``hess``.
-
-    Both come from :func:`matched_mode` (:mod:`pydial.stan.laplace`), so Newton's method is not run again.
-    """
+    """Draw from the Laplace approximation of ``dial_sample.stan`` at the mode and Hessian of :func:`matched_mode`."""
     t0 = time.perf_counter()
     draws = int(opt.run["draws"])
     out, stats, _ = laplace_sample(d, mode_, draws=draws, seed=opt.seed, hess=hess)
@@ -433,9 +427,9 @@ def cut_stage(data: Comparisons, req: Request, opt: RunOptions, out: Sampled) ->
 
 
 def calibration_modes(M: np.ndarray, Hc: CellTable, prior_sd: float) -> np.ndarray:
-    """Return the posterior modes of ``c_t`` (and ``beta_t``) given each ``M_t``: the ridge GLM :func:`pydial.estimation.glm.glm`.
+    """Return the posterior modes of ``c_t`` (and ``beta_t``) given each ``M_t``: a ridge GLM (the prior's precision).
 
-    The ridge is the prior's precision; the box ``|c| <= BOX`` of the point fits keeps separated data finite.
+    The box ``|c| <= BOX`` of the point fits keeps separated data finite.
     """
     from pydial.estimation.glm import binary_counts, glm
     from pydial.model.design import calibration_design, dense_design

@@ -307,10 +307,7 @@ def _pointwise_draws(res: Any, name: str, shape: tuple[int, ...]) -> np.ndarray:
 def _from_cmdstanpy(res: Any, post: Mapping[str, np.ndarray], pp: Mapping[str, np.ndarray],
                     obs: Mapping[str, np.ndarray], coords: Mapping[str, Any], dims: Mapping[str, list[str]],
                     attrs: Mapping[str, Any]) -> Any:
-    """Return the arviz data of a CmdStan run: posterior and ``log_lik`` by ``arviz.from_cmdstanpy``, the rest as elsewhere.
-
-    pydial keeps the posterior variables of :func:`posterior` and adds those derived from the draws (``s_judges``).
-    """
+    """Return the arviz data of a CmdStan run: ``arviz.from_cmdstanpy``'s posterior (plus derived ``s_judges``) and log_lik."""
     import xarray as xr
 
     fit = res.backend_fit
