@@ -146,15 +146,6 @@ class DesignReport:
         )
 
 
-def _random_basis(N: int, q: int, rng: np.random.Generator) -> np.ndarray:
-    """Draw a generic ``N x q`` matrix with columns orthogonal to ``1`` (orthonormal when ``q <= N-1``)."""
-    X = rng.standard_normal((N, q))
-    X -= X.mean(axis=0)
-    if q <= N - 1:
-        X = np.linalg.qr(X)[0] * np.sqrt(N)
-    return X
-
-
 # ------------------------------------------------------------------- single checks
 def _check_ident_llm(items: Sequence[str], scan: CycleScan, nopos: bool) -> tuple[bool, str]:
     """Prop. ident-LLM (Cor. cycle-criterion): ``G_k`` connected and, unless ``nopos``, a cycle with nonzero order sum."""
@@ -484,7 +475,10 @@ def check_design(data: Comparisons, *, rank: int = 1, calibration: str = "mu", m
             raise ArgumentError(f"W must be a finite array of shape (N, rank+1) = ({N}, {r + 1}), got shape {W.shape}")
         Wk, generic_note = W, "with the given W"
     else:
-        Wk = _random_basis(N, r + 1, np.random.default_rng(seed))
+        Wk = np.random.default_rng(seed).standard_normal((N, r + 1))
+        Wk -= Wk.mean(axis=0)  # columns orthogonal to 1, orthonormal (scaled by sqrt(N)) when r + 1 <= N - 1
+        if r + 1 <= N - 1:
+            Wk = np.linalg.qr(Wk)[0] * np.sqrt(N)
         generic_note = "for a generic W (random, columns orthogonal to 1; a generic-rank check)"
     d = _Design(data, method, r, Wk, generic_note, penalty, seed, bool(shared))
     n_ident, self_rows = _judge_checks(d)
