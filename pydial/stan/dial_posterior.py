@@ -233,10 +233,8 @@ def sample_dial(data: Comparisons, req: Request, opt: RunOptions) -> Sampled:
         llm_only = dataclasses.replace(opt, seed=opt.seed + 1, win_prob=False, program=None, extra=None,
                                        per_judgment=False, log_lik=False)
         res_b, _, _, post_b, _, _ = run_dial(data, req, llm_only, None, 1.0)
-        post["b_joint"] = post["b"]
-        dims["b_joint"] = ["judge"]
-        post["b"] = post_b["b"]
-        res.draws["b"] = res_b.draws["b"]
+        post["b_joint"], dims["b_joint"] = post["b"], ["judge"]
+        post["b"] = res.draws["b"] = post_b["b"]
         out.single_run = False
         out.problems += [f"LLM-only run (b): {p}" for p in res_b.check(
             monitor=["b"], warn=False, labels={"b": [list(data.judges)]})]
@@ -270,8 +268,7 @@ def run_dial(data: Comparisons, req: Request, opt: RunOptions, calibration: str 
         d = dict(d) | {"frame_sd": float(opt.frame_sd)}
     if opt.frame_sd is None or numpy_laplace:
         try:
-            d, u_hat, hess = matched_mode(data, req, d, w_llm, opt, None if isinstance(init, str) else inits,
-                                          match=opt.frame_sd is None)
+            d, u_hat, hess = matched_mode(data, req, d, w_llm, opt, None if isinstance(init, str) else inits)
         except DialError:  # no mode: NUTS and CmdStan keep the default scale; pydial's Laplace has no approximation
             if numpy_laplace:
                 raise
@@ -282,8 +279,7 @@ def run_dial(data: Comparisons, req: Request, opt: RunOptions, calibration: str 
     else:
         cm = compile_model(opt.program or "dial_sample", backend=opt.backend)
         run = opt.run
-        if opt.run.get("algorithm", "nuts") == "nuts" and init == "point-start" and u_hat is not None \
-                and opt.frame_sd is None:
+        if opt.run.get("algorithm", "nuts") == "nuts" and init == "point-start" and u_hat is not None:  # frame_sd matched
             try:  # start in the posterior's bulk; CmdStan's metric from the approximation's covariance
                 prog = SampleProgram.from_data(d)
                 inits, cov = nuts_start(prog, u_hat, hess, chains=chains, rng=opt.rng)
@@ -302,11 +298,12 @@ def run_dial(data: Comparisons, req: Request, opt: RunOptions, calibration: str 
 
 @single_threaded_blas
 def matched_mode(data: Comparisons, req: Request, d: Mapping[str, Any], w_llm: float, opt: RunOptions,
-                 inits: Sequence[Mapping[str, Any]] | None, match: bool = True) -> tuple[dict[str, Any], np.ndarray, np.ndarray]:
+                 inits: Sequence[Mapping[str, Any]] | None) -> tuple[dict[str, Any], np.ndarray, np.ndarray]:
     """Return ``d`` with ``frame_sd`` matched to the posterior, the mode ``u_hat`` and the Hessian there at that scale.
 
-    ``match=False`` keeps ``d``'s scale.  ``u_hat`` is the mode at any scale (``P`` is uniform); Newton's method starts
-    at ``inits[0]``, else at the numpy fit of the same weighted likelihood (anchored for the LLM-only posterior).
+    A ``frame_sd`` the caller fixed (``opt.frame_sd``) is kept.  ``u_hat`` is the mode at any scale (``P`` is uniform);
+    Newton's method starts at ``inits[0]``, else at the numpy fit of the same weighted likelihood (anchored for the
+    LLM-only posterior).
     """
     if inits:
         init = dict(inits[0])
@@ -323,7 +320,7 @@ def matched_mode(data: Comparisons, req: Request, d: Mapping[str, Any], w_llm: f
     prog = SampleProgram.from_data(d)
     u_hat, pt, _ = mode(LogDensity(prog), prog.join(init))
     assert pt.hess is not None
-    if not match:
+    if opt.frame_sd is not None:
         return dict(d), u_hat, pt.hess
     prog, hess = with_frame_sd(prog, u_hat, pt.hess, frame_scale(prog, u_hat, pt.hess))
     return dict(d) | {"frame_sd": prog.frame_sd}, u_hat, hess
@@ -369,8 +366,7 @@ def cut_stage(data: Comparisons, req: Request, opt: RunOptions, out: Sampled) ->
     res, post, dims, coords = out.res, out.post, out.dims, out.coords
     chains, draws = res.chains, res.draws_per_chain
     rank, calibration, family, priors, seed, run = req.rank, str(req.calibration), req.family, opt.priors, opt.seed, opt.run
-    T = chains * draws
-    N = data.N
+    T, N = chains * draws, data.N
     M = np.asarray(res.draws["mu"]).reshape(T, N)[:, :, None]
     if calibration == "W" and rank > 0:
         M = np.concatenate([M, np.asarray(res.draws["V"]).reshape(T, N, rank)], axis=2)
