@@ -516,10 +516,8 @@ def frame_scale(prog: SampleProgram, u_hat: np.ndarray, hess: np.ndarray, *, bou
     ----------
     prog : SampleProgram
         The program's data (its ``frame_sd`` is returned for rank 0).
-    u_hat : ndarray
-        The mode.
-    hess : ndarray
-        The Hessian of ``log p`` there.
+    u_hat, hess : ndarray
+        The mode, and the Hessian of ``log p`` there.
     bounds : tuple of float
         The range of the result.
 
@@ -605,10 +603,8 @@ def nuts_start(prog: SampleProgram, u_hat: np.ndarray, hess: np.ndarray, *, chai
     ----------
     prog : SampleProgram
         The program's data.
-    u_hat : ndarray
-        The mode (or a point near it).
-    hess : ndarray
-        The Hessian of ``log p`` there.
+    u_hat, hess : ndarray
+        The mode (or a point near it), and the Hessian of ``log p`` there.
     chains : int
         Number of chains.
     rng : numpy.random.Generator
