@@ -249,14 +249,13 @@ def compare_intervals(result: Any, idata: Any, *, level: float | None = None, ma
     r_level = None if r_level is None else float(r_level)
     lv = level if level is not None else check_level(r_level if r_level is not None else 0.95, "the result's level")
     same = r_level is not None and abs(lv - r_level) < 1e-12
-    blocks = []
     dr = _draws(idata, score_var, "item")
     if dr is None:
         raise KeyError(f"the posterior has no scores {score_var!r} over dimension 'item'")
-    blocks.append(_block("score", result.scores, "score", dr[0], dr[1], lv, same))
+    blocks = [_block("score", result.scores, "score", *dr, lv, same)]
     pos = getattr(result, "position_effects", None)
     if compare_b and pos is not None and len(pos) and (dr := _draws(idata, "b", "judge")) is not None:
-        blocks.append(_block("b", pos, "b", dr[0], dr[1], lv, same))
+        blocks.append(_block("b", pos, "b", *dr, lv, same))
     ce = getattr(result, "covariate_effects", None)
     if ce is not None and len(ce):
         dr = _draws(idata, "beta", "beta_judge", "covariate")
@@ -264,7 +263,7 @@ def compare_intervals(result: Any, idata: Any, *, level: float | None = None, ma
             raise KeyError("the result has covariate effects but the posterior has no beta over (beta_judge, covariate): "
                            "sample it from the same data (with their covariates)")
         flat = ce.set_axis([" | ".join(map(str, key)) for key in ce.index])
-        blocks.append(_block("beta", flat, "beta", dr[0], dr[1], lv, same))
+        blocks.append(_block("beta", flat, "beta", *dr, lv, same))
     out = IntervalComparison(pd.concat(blocks))
     out.attrs["level"] = lv
     algorithm = {"laplace": " (Laplace approximation)", "pathfinder": " (Pathfinder)"}.get(
