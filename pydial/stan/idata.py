@@ -114,16 +114,12 @@ def _set_attrs(obj: Any, attrs: Mapping[str, Any]) -> None:
 def group_names(obj: Any) -> list[str]:
     """Return the group names of a posterior object (``["posterior", "log_likelihood", ...]``)."""
     children = getattr(obj, "children", None)
-    if isinstance(children, Mapping):  # DataTree
-        return list(children)
-    return list(obj.groups())
+    return list(children) if isinstance(children, Mapping) else list(obj.groups())  # a DataTree, or InferenceData
 
 
 def group_dataset(obj: Any, name: str) -> Any:
     """Return the group ``name`` of a posterior object as an :class:`xarray.Dataset`."""
-    if isinstance(getattr(obj, "children", None), Mapping):  # DataTree
-        return obj[name].to_dataset()
-    return getattr(obj, name)
+    return obj[name].to_dataset() if isinstance(getattr(obj, "children", None), Mapping) else getattr(obj, name)
 
 
 def posterior_attrs(obj: Any) -> dict[str, Any]:
