@@ -225,3 +225,15 @@ def test_judges_leave_out_a_covariate_that_is_zero_on_a_judges_comparisons():
     alone = pydial.fit(Comparisons.from_frame(df[g1]), "judges")
     np.testing.assert_allclose(res.judge_scores.loc["g1"], alone.judge_scores.loc["g1"], atol=1e-8)
     np.testing.assert_allclose(res.judge_scores_se.loc["g1"], alone.judge_scores_se.loc["g1"], rtol=1e-6)
+
+
+def test_simulate_reads_a_single_own_item_name_as_one_item():
+    """A judge's own items given as one name (not a list) are that item, in the draws, the truth and the data."""
+    sim = pydial.simulate(N=6, K=2, rank=1, n_llm=400, n_human=60, seed=2,
+                          behavior=dict(self_preference={"judge0": "item03"}, self_effect=0.5))
+    assert sim.truth.self_preference == {"judge0": ("item03",)}
+    assert sim.config["self_preference"] == {"judge0": ["item03"]}
+    assert sim.comparisons.self_preference == {"judge0": ("item03",)}
+    z = sim.comparisons.llm_cells()
+    own = z[(z["judge"] == "judge0") & ((z["item_i"] == "item03") | (z["item_j"] == "item03"))]
+    assert len(own) > 0 and (own["z_self_preference"].abs() > 0).all()

@@ -346,8 +346,8 @@ def _names(N: int, K: int) -> tuple[tuple[str, ...], tuple[str, ...]]:
 
 
 def _self_preference(own: Mapping[str, Sequence[str]] | None, effect: float | Mapping[str, float], N: int,
-                     K: int) -> tuple[np.ndarray | None, np.ndarray]:
-    """Return the own-item indicators ``(K, N)`` (``None`` without a map) and the self-preference effects ``(K,)``."""
+                     K: int) -> tuple[dict[str, tuple[str, ...]] | None, np.ndarray | None, np.ndarray]:
+    """Return the judges' own items (a name alone is one item), indicators ``(K, N)`` and effects ``(K,)``."""
     item_names, judge_names = _names(N, K)
     judges = {name: k for k, name in enumerate(judge_names)}
     items = {name: t for t, name in enumerate(item_names)}
@@ -355,26 +355,27 @@ def _self_preference(own: Mapping[str, Sequence[str]] | None, effect: float | Ma
     if own is None:
         if isinstance(effect, Mapping) or effect != 0.0:
             raise ArgumentError("self_effect= needs self_preference= (the judges' own items)")
-        return None, self_k
-    bad_j = sorted(str(k) for k in own if k not in judges)
-    bad_i = sorted({str(x) for v in own.values() for x in ([v] if isinstance(v, str) else v) if x not in items})
+        return None, None, self_k
+    mine = {str(k): (v,) if isinstance(v, str) else tuple(str(x) for x in v) for k, v in own.items()}
+    bad_j = sorted(k for k in mine if k not in judges)
+    bad_i = sorted({x for v in mine.values() for x in v if x not in items})
     if bad_j or bad_i:
         raise ArgumentError(f"self_preference names unknown judge(s) {bad_j} / item(s) {bad_i}; the judges are "
                             f"{list(judges)[:4]}..., the items {list(items)[:4]}...")
     O = np.zeros((K, N))
-    for k, v in own.items():
-        O[judges[k], [items[x] for x in ([v] if isinstance(v, str) else v)]] = 1.0
+    for k, v in mine.items():
+        O[judges[k], [items[x] for x in v]] = 1.0
     if isinstance(effect, Mapping):
-        unknown = sorted(str(k) for k in effect if k not in own)
+        unknown = sorted(str(k) for k in effect if k not in mine)
         if unknown:
             raise ArgumentError(f"self_effect names judge(s) {unknown} not in self_preference")
         for k, e in effect.items():
             self_k[judges[k]] = float(e)
     else:
-        self_k[[judges[k] for k in own]] = float(effect)
+        self_k[[judges[k] for k in mine]] = float(effect)
     if not np.all(np.isfinite(self_k)):
         raise ArgumentError("self_effect must be finite")
-    return O, self_k
+    return mine, O, self_k
 
 
 def _check_both_orders(both_orders: Any, n_llm: int, n_human: int, K: int) -> int:
@@ -610,7 +611,7 @@ def simulate(N: int = 10, K: int = 4, rank: int = 1, n_llm: int = 20_000, n_huma
     tie_rate, family = _check_ties(tie_rate, ties)
     names = [] if covariates is None else covariate_names(covariates)
     beta_kp = _covariate_effects(beta, K, len(names))
-    own, self_k = _self_preference(jb.self_preference, jb.self_effect, N, K)
+    own_items, own, self_k = _self_preference(jb.self_preference, jb.self_effect, N, K)
     n_pairs = N * (N - 1) // 2
     if sigma_pos > 0 and n_pairs < 2:
         raise ArgumentError(f"sigma_pos ({sigma_pos}) > 0 needs at least two pairs (N >= 3), got N={N}")
@@ -676,8 +677,7 @@ def simulate(N: int = 10, K: int = 4, rank: int = 1, n_llm: int = 20_000, n_huma
         pairs=np.column_stack([pi, pj]).astype(np.int64), items=items, judges=judges,
         nu=None if t is None else np.full(K + 1, t), ties=family if tie_rate > 0 else None,
         covariates=tuple(names), beta=beta_kp if names else None, item_style=style,
-        self_preference=None if own is None else {str(k): tuple(str(x) for x in v) for k, v in
-                                                  (jb.self_preference or {}).items()},
+        self_preference=own_items,
         self_effect=self_k if own is not None else None,
     )
     config = dict(
@@ -687,7 +687,7 @@ def simulate(N: int = 10, K: int = 4, rank: int = 1, n_llm: int = 20_000, n_huma
         **({"position_effects": b.tolist()} if b_given is not None else {}),
         **({"tie_rate": tie_rate, "ties": family} if tie_rate > 0 else {}),
         **({"covariates": tuple(names), "beta": beta_kp.tolist()} if names else {}),
-        **({"self_preference": {k: list(v) for k, v in (jb.self_preference or {}).items()},
+        **({"self_preference": {k: list(v) for k, v in (own_items or {}).items()},
             "self_effect": self_k.tolist()} if own is not None else {}),
     )
     return Simulation(frame=frame, truth=truth, config=config)
