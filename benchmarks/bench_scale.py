@@ -15,7 +15,10 @@ covariance equal those on the rows) and reports
   counts and the peak during the call alone (the high-water mark is reset before
   it through ``/proc/self/clear_refs``);
 * the share of the fit's time in each stage (from ``cProfile`` cumulative times;
-  the LLM-only fit without its start values).
+  the LLM-only fit without its start values);
+* the wall time of the whole process (interpreter start, imports, reading the counts, the
+  call and exit), as a user's script would take.  ``--no-profile`` runs the call without
+  ``cProfile`` (no stage shares), for the whole-process figure without the profiler's cost.
 
 The simulation process reports its own time and peak memory (simulating 10M
 comparisons builds a 10M-row table).
@@ -25,15 +28,15 @@ comparison covariates (``simulate(..., covariates=["length", "lists"], beta=...)
 biased towards length and people not), written as the long table with its per-side columns;
 every method is timed twice on the same judgments, read with ``Comparisons.from_frame(df,
 covariates=[...])`` (a cell per distinct covariate value: about one per judgment) and without
-(the aggregated cells), and the ratios of time and peak memory during the call are printed.  ``--load`` also writes a long table (``--load-size``, default the N=1000 one) as
-CSV, gzip CSV and Parquet and measures :func:`pydial.read_comparisons` against
-``pandas.read_csv`` of the whole file.
+(the aggregated cells), and the ratios of time and peak memory during the call are printed.
+``--load`` also writes a long table (``--load-size``, default the N=1000 one) as CSV, gzip CSV
+and Parquet and measures :func:`pydial.read_comparisons` against ``pandas.read_csv`` of the whole file.
 
 The machine is shared: the 1-minute load average is printed next to every figure.
 
 Usage::
 
-    python benchmarks/bench_scale.py [--sizes small,medium,large] [--methods ...] [--load]
+    python benchmarks/bench_scale.py [--sizes small,medium,large] [--methods ...] [--load] [--no-profile]
     python benchmarks/bench_scale.py --covariates [--methods dial-ada]
 """
 
@@ -160,8 +163,10 @@ def task_fit(counts: str, method: str, covariates: str = "") -> dict:
     read_gb = _status_gb("VmRSS")
     _reset_peak()
     prof = cProfile.Profile()
+    profile = os.environ.get("PYDIAL_BENCH_PROFILE", "1") == "1"
     t0 = time.perf_counter()
-    prof.enable()
+    if profile:
+        prof.enable()
     if method == "check_design":
         pydial.check_design(data, rank=1, method="dial-ada").raise_if_failed()
     else:
@@ -169,7 +174,7 @@ def task_fit(counts: str, method: str, covariates: str = "") -> dict:
     prof.disable()
     t_fit = time.perf_counter() - t0
     fit_gb = _status_gb("VmHWM")
-    st = pstats.Stats(prof).stats
+    st = pstats.Stats(prof).stats if profile else {}
     cum: dict[str, float] = {}
     for (_, _, fn), (_, _, _, ct, _) in st.items():
         cum[fn] = max(cum.get(fn, 0.0), ct)
@@ -252,10 +257,11 @@ def covariate_case(methods: str) -> None:
 
 
 def _child(*args: str) -> dict:
+    t0 = time.perf_counter()
     out = subprocess.run([sys.executable, __file__, "--child", *args], capture_output=True, text=True)
     if out.returncode != 0:
         return {"error": out.stderr.strip().splitlines()[-1] if out.stderr.strip() else f"exit {out.returncode}"}
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    return {**json.loads(out.stdout.strip().splitlines()[-1]), "process_s": time.perf_counter() - t0}
 
 
 def main() -> None:
@@ -266,8 +272,11 @@ def main() -> None:
     ap.add_argument("--load", action="store_true", help="also measure the chunked readers on a long table")
     ap.add_argument("--load-size", default="large", choices=list(SIZES), help="size of that table (default large)")
     ap.add_argument("--covariates", action="store_true", help="run the response-covariate case (see above)")
+    ap.add_argument("--no-profile", action="store_true", help="time the fits without cProfile (no stage shares)")
     ap.add_argument("--child", nargs="+", help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.no_profile:
+        os.environ["PYDIAL_BENCH_PROFILE"] = "0"
     if args.child:
         kind, *rest = args.child
         fn = {"simulate": task_simulate, "simulate-covariates": task_simulate_covariates, "fit": task_fit,
@@ -293,7 +302,8 @@ def main() -> None:
                     continue
                 tot = r["time_s"]
                 share = ", ".join(f"{k} {100 * v / tot:.0f}%" for k, v in r["stages"].items() if v > 0.01 * tot)
-                print(f"{method:>13}: {tot:7.2f} s, peak RSS {r['peak_gb']:.2f} GB (during the call {r['fit_peak_gb']:.2f} GB, "
+                print(f"{method:>13}: {tot:7.2f} s (whole process {r['process_s']:.1f} s: reading the counts "
+                      f"{r['read_counts_s']:.1f} s), peak RSS {r['peak_gb']:.2f} GB (during the call {r['fit_peak_gb']:.2f} GB, "
                       f"{r['read_gb']:.2f} GB after reading the counts), load {r['load']:.1f}; "
                       f"{r['cells']:,} LLM cells; stages: {share}", flush=True)
         if args.load:
