@@ -272,3 +272,19 @@ def test_human_only_posterior(models):
     mean = idata.posterior["s_H"].mean(("chain", "draw")).to_numpy()
     sd = idata.posterior["s_H"].std(("chain", "draw")).to_numpy()
     assert np.all(np.abs(mean - s) < 0.5 * sd + 0.02)
+
+
+@pytest.mark.parametrize("where, message", [("matched_mode", "no posterior mode"), ("nuts_start", "Laplace start failed")])
+def test_a_failed_mode_or_laplace_start_is_reported_and_nuts_still_samples(models, monkeypatch, where, message):
+    """Where the mode (or the Laplace start built from it) fails, NUTS falls back to its own start and says so."""
+    import pydial.stan.dial_posterior as dp
+    from pydial import ConvergenceError, ConvergenceWarning
+
+    def fail(*args, **kwargs):
+        raise ConvergenceError("no ascent (forced)")
+
+    monkeypatch.setattr(dp, where, fail)
+    data = simulate(N=5, K=2, rank=0, n_llm=400, n_human=100, seed=1).comparisons
+    with pytest.warns(ConvergenceWarning, match=message):
+        idata = posterior(data, rank=0, chains=2, draws=100, warmup=100, seed=1)
+    assert np.isfinite(idata.posterior["s_H"].to_numpy()).all()

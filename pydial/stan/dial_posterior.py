@@ -21,7 +21,7 @@ from pydial.estimation.spec import ModelSpec
 from pydial.estimation.steps import human_effects
 from pydial.model.families import Family, family_of
 
-from ..exceptions import ArgumentError, DataError, DialError
+from ..exceptions import ArgumentError, ConvergenceWarning, DataError, DialError
 from ..optim import BOX, single_threaded_blas
 from .backend import CompiledModel, SampleResult, compile_model
 from .idata import Sampled, psislw
@@ -269,9 +269,11 @@ def run_dial(data: Comparisons, req: Request, opt: RunOptions, calibration: str 
     if opt.frame_sd is None or numpy_laplace:
         try:
             d, u_hat, hess = matched_mode(data, req, d, w_llm, opt, None if isinstance(init, str) else inits)
-        except DialError:  # no mode: NUTS and CmdStan keep the default scale; pydial's Laplace has no approximation
+        except DialError as e:  # no mode: NUTS and CmdStan keep the default scale; pydial's Laplace has no approximation
             if numpy_laplace:
                 raise
+            warnings.warn(f"no posterior mode for the frame's scale ({e}); the sampler keeps the default frame_sd "
+                          f"{d['frame_sd']:g} and its own start", ConvergenceWarning, stacklevel=3)
     d = with_extra(d, opt.extra)
     if numpy_laplace:
         assert u_hat is not None
@@ -286,8 +288,9 @@ def run_dial(data: Comparisons, req: Request, opt: RunOptions, calibration: str 
                 if cm.backend == "cmdstanpy" and opt.program is None:
                     dense = opt.metric == "dense" or (opt.metric == "auto" and dense_pays(prog, u_hat, hess, opt.rng))
                     run = dict(run) | {"inv_metric": cov if dense else np.diag(cov).copy()}
-            except DialError:
-                pass
+            except DialError as e:
+                warnings.warn(f"the Laplace start failed ({e}); NUTS starts from the point fit with its own metric",
+                              ConvergenceWarning, stacklevel=3)
         res = draw(cm, d, seed=opt.seed, inits=inits, run=run)
     items, judges = list(data.items), list(data.judges)
     tie_names = (judges + ([data.human_judge] if int(d["H"]) else [])) if not family.is_binary else []
