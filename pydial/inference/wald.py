@@ -1,4 +1,4 @@
-"""The Wald tables of a fit: the covariances of its linearization under one meat (:func:`covariances`).
+"""The Wald tables of a fit: the covariances of its linearization under one meat (:func:`~pydial.inference.wald.covariances`).
 
 :func:`tables` turns the estimate and those covariances into the labelled tables of :class:`~pydial.DialResult`.
 """
