@@ -223,6 +223,9 @@ def test_simulation_without_covariates_is_unchanged():
         pydial.simulate(N=6, K=2, n_llm=10, n_human=5, beta=1.0)
     with pytest.raises(ArgumentError, match="beta must be"):
         pydial.simulate(N=6, K=2, n_llm=10, n_human=5, covariates=["x"], beta=np.ones((2, 2)))
+    for beta in (np.inf, [np.nan], np.full((3, 1), np.inf)):  # a number, a vector per covariate, the full array
+        with pytest.raises(ArgumentError, match="beta must be finite"):
+            pydial.simulate(N=6, K=2, n_llm=10, n_human=5, covariates=["x"], beta=beta)
 
 
 # ------------------------------------------------------------------ design checks

@@ -309,16 +309,16 @@ def _covariate_effects(beta: Any, K: int, p: int) -> np.ndarray:
     except (TypeError, ValueError):
         raise ArgumentTypeError(f"beta must be a number, a vector of {p} or a ({K + 1}, {p}) array of numbers "
                                 f"(judges, then people), got {beta!r}") from None
-    if arr.ndim <= 1 and arr.size in (1, p):
-        out = np.zeros((K + 1, p))
-        out[:K] = arr.reshape(-1)  # one number or one per covariate, for every judge
-        return out
-    if arr.shape != (K + 1, p):
+    if not (arr.ndim <= 1 and arr.size in (1, p)) and arr.shape != (K + 1, p):
         raise ArgumentError(f"beta must be a number, a vector of {p} or a ({K + 1}, {p}) array (judges, then people), "
                             f"got shape {arr.shape}")
     if not np.all(np.isfinite(arr)):
-        raise ArgumentError("beta must be finite")
-    return arr.copy()
+        raise ArgumentError(f"beta must be finite, got {beta!r}")
+    if arr.shape == (K + 1, p):
+        return arr.copy()
+    out = np.zeros((K + 1, p))
+    out[:K] = arr.reshape(-1)  # one number or one per covariate, for every judge
+    return out
 
 
 SIM_BYTES_PER_ROW = 200  # per judgment: draws, indices, predictors and the frame's columns (measured ~165 B)
