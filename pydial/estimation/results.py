@@ -283,7 +283,7 @@ class DialResult:
         return np.nan if self.df_model is None else -2.0 * self.llf + np.log(self.nobs) * self.df_model
 
     @property
-    def fit_arguments(self) -> dict[str, Any] | None:
+    def fit_arguments(self) -> dict[str, Any]:
         """The keyword arguments of :func:`pydial.fit` that made this result (:meth:`ModelSpec.arguments`)."""
         return self.spec.arguments()
 
