@@ -210,8 +210,7 @@ def bootstrap(result: Any, B: int = 200, *, by: str = "record", seed: int | None
     Raises
     ------
     ArgumentError
-        An invalid ``B``, ``by``, ``seed``, ``n_jobs`` or ``level``, a result that does not record how it was fitted,
-        or ``method="atc"`` (no covariance to compare with).
+        An invalid ``B``, ``by``, ``seed``, ``n_jobs`` or ``level``, or ``method="atc"`` (no covariance to compare with).
     DataError
         The data carry no record ids (built from aggregated counts).
     MemoryLimitError
@@ -237,8 +236,6 @@ def bootstrap(result: Any, B: int = 200, *, by: str = "record", seed: int | None
     seed = check_seed(seed)
     n_jobs = check_n_jobs(n_jobs)
     level = result.level if level is None else check_level(level)
-    if result.spec is None or result.data is None or result.fitter is None:
-        raise ArgumentError("this result does not record how it was fitted; refit it with pydial.fit")
     if result.spec.method == "atc":
         raise ArgumentError("bootstrap is not available for method='atc' (AtC's scores have no covariance to "
                             "bootstrap beside); bootstrap a fit of 'dial-anc' or 'dial-ada' instead")
