@@ -203,13 +203,14 @@ def _list_of(kind: type, what: str, allow_empty: bool = True) -> Any:
     """Return the parser of a comma-separated list of ``kind`` (``what``: its name in the usage error)."""
 
     def parse(text: str) -> list[Any]:
-        parts = [x.strip() for x in text.split(",") if x.strip()]
         try:
-            if parts or allow_empty:
-                return [kind(x) for x in parts]
+            values = [kind(x.strip()) for x in text.split(",") if x.strip()]
         except ValueError:
-            pass
-        raise argparse.ArgumentTypeError(f"expected comma-separated {what}, got {text!r}")
+            values = None
+        if values is None or not (values or allow_empty):
+            raise argparse.ArgumentTypeError(f"expected comma-separated {what}, got {text!r}")
+        return values
+
     return parse
 
 
