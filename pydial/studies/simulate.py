@@ -1,31 +1,30 @@
 r"""Synthetic data from the data-generating process of the paper's simulation studies.
 
-App. "Simulation Studies", "Data-generating process": structured LLM scores ``S = gamma mu^T + U V^T``
-(Cond. llm-structure), judge position effects ``b_k``, LLM and human outcomes from eq.
-binomial-model-llm and eq. binomial-model-human, each comparison's pair uniform among the ``N(N-1)/2``.
-The output is the long table of :meth:`pydial.Comparisons.from_frame` and the truth (:class:`Truth`).
+App. "Simulation Studies", "Data-generating process": structured LLM scores ``S = gamma mu^T + U V^T`` (Cond.
+llm-structure), judge position effects ``b_k``, LLM and human outcomes from eq. binomial-model-llm and eq.
+binomial-model-human, each comparison's pair uniform among the ``N(N-1)/2``. The output is the long table of
+:meth:`pydial.Comparisons.from_frame` and the truth (:class:`Truth`).
 
-``np.random.default_rng(seed)`` spawns five streams, in order: the structural parameters, the
-overdispersion, the pair-varying position effects, the LLM and the human comparisons; so for one seed
-the true parameters do not depend on the budgets or the misspecifications (common random numbers).
+``np.random.default_rng(seed)`` spawns five streams, in order: the structural parameters, the overdispersion, the
+pair-varying position effects, the LLM and the human comparisons; so for one seed the true parameters do not depend on
+the budgets or the misspecifications (common random numbers).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
 from functools import cached_property
-from typing import TYPE_CHECKING, Any, Literal, Mapping, Sequence
+from typing import Any, Literal, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
 from scipy.special import expit
 
+from pydial.data.comparisons import Comparisons
 from pydial.data.features import covariate_names
 from pydial.exceptions import ArgumentError, ArgumentTypeError
+from pydial.model.families import family_of
 from pydial.resources import check_bytes, check_choice, check_count, check_seed
-
-if TYPE_CHECKING:  # pragma: no cover
-    from pydial.data.comparisons import Comparisons
 
 __all__ = ["TARGETS", "Truth", "Simulation", "JudgeBehavior", "simulate", "pair_index"]
 
@@ -58,8 +57,8 @@ class Truth:
     S : ndarray, shape (K, N)
         LLM judge scores :math:`S=\gamma\mu^\top+UV^\top` (eq. S-llm); rows centered.
     b : ndarray, shape (K,)
-        Judge-level position effects :math:`b_k` (the last 0.05 unless ``position_effects``
-        were given); with ``sigma_pos > 0`` the within-judge mean of :attr:`b_kij`.
+        Judge-level position effects :math:`b_k` (the last 0.05 unless ``position_effects`` were given); with
+        ``sigma_pos > 0`` the within-judge mean of :attr:`b_kij`.
     mu : ndarray, shape (N,)
         Consensus direction, :math:`1^\top\mu=0`, :math:`\|\mu\|_2^2=N`.
     gamma : ndarray, shape (K,)
@@ -71,20 +70,20 @@ class Truth:
     W : ndarray, shape (N, r + 1)
         :math:`W=[\mu, V]`.
     c_h : ndarray, shape (d,)
-        Human calibration coordinates: ``(1,)`` for ``target="consensus"`` (basis :math:`M=\mu`),
-        ``(1, c_V)`` for ``"misaligned"`` (:math:`M=W`).
+        Human calibration coordinates: ``(1,)`` for ``target="consensus"`` (basis :math:`M=\mu`), ``(1, c_V)`` for
+        ``"misaligned"`` (:math:`M=W`).
     b_kij : ndarray, shape (K, n_pairs), or None
         Pair-varying position effects :math:`b_{kij}=b_k+\delta_{kij}` (``sigma_pos > 0`` only).
     eps_kij : ndarray, shape (K, n_pairs), or None
         Judge-pair overdispersion effects :math:`\varepsilon_{kij}` (``overdispersion > 0`` only).
     pairs : ndarray, shape (n_pairs, 2)
-        Canonical pairs ``i < j`` (``np.triu_indices(N, 1)``), the columns of :attr:`b_kij` and
-        :attr:`eps_kij`; see :func:`pair_index`.
+        Canonical pairs ``i < j`` (``np.triu_indices(N, 1)``), the columns of :attr:`b_kij` and :attr:`eps_kij`; see
+        :func:`pair_index`.
     items, judges : tuple of str
         Item names ``item00 ..`` and LLM judge names ``judge0 ..``.
     nu : ndarray, shape (K + 1,), or None
-        Tie parameters of the judges, then the people (``tie_rate > 0`` only): Davidson's ``nu``
-        or Rao-Kupper's threshold ``tau``.
+        Tie parameters of the judges, then the people (``tie_rate > 0`` only): Davidson's ``nu`` or Rao-Kupper's
+        threshold ``tau``.
     ties : {"davidson", "rao-kupper"} or None
         The outcome family of the tie draws (``None``: no ties).
     """
@@ -182,13 +181,13 @@ class Simulation:
     Attributes
     ----------
     frame : pandas.DataFrame
-        One row per judgment, columns ``record_id, judge, item_a, item_b, first,
-        winner`` (LLM rows first, then human rows).
+        One row per judgment, columns ``record_id, judge, item_a, item_b, first, winner`` (LLM rows first, then human
+        rows).
     truth : Truth
         The parameters that generated :attr:`frame`.
     config : dict
-        The arguments of :func:`simulate` (``seed`` is the ``seed`` argument when it
-        was an int or None, otherwise the string ``"Generator"``).
+        The arguments of :func:`simulate` (``seed`` is the ``seed`` argument when it was an int or None, otherwise the
+        string ``"Generator"``).
     """
 
     frame: pd.DataFrame
@@ -196,15 +195,12 @@ class Simulation:
     config: dict = field(default_factory=dict)
 
     @cached_property
-    def comparisons(self) -> "Comparisons":
+    def comparisons(self) -> Comparisons:
         """:class:`pydial.Comparisons` built from :attr:`frame` (on first access, cached).
 
-        All ``N`` items are kept in their index order even when some item was never
-        compared.  Judges come from the data, so with a tiny ``n_llm`` a judge that
-        drew no comparison is absent from ``comparisons.judges``.
+        All ``N`` items are kept in their index order even when some item was never compared.  Judges come from the
+        data, so with a tiny ``n_llm`` a judge that drew no comparison is absent from ``comparisons.judges``.
         """
-        from pydial.data.comparisons import Comparisons
-
         names = list(self.truth.covariates) or None
         return Comparisons.from_frame(self.frame, human_judge=HUMAN_JUDGE, items=list(self.truth.items), covariates=names,
                                       self_preference=self.truth.self_preference)
@@ -225,18 +221,18 @@ class JudgeBehavior:
         Probability that the canonical item is displayed first (paper: 0.75; not used with
         ``simulate(both_orders=True)``).
     position_effects : sequence of float, optional
-        The judges' position effects :math:`b_k` (``K`` numbers) instead of the drawn ones
-        (still drawn, so the other parameters do not change).
+        The judges' position effects :math:`b_k` (``K`` numbers) instead of the drawn ones (still drawn, so the other
+        parameters do not change).
     overdispersion : float, default 0
         Standard deviation of the judge-pair effects :math:`\varepsilon_{kij}` (0 = off; paper: 1).
     sigma_pos : float, default 0
-        Within-judge standard deviation of the pair-varying position effects (0 = off; paper:
-        0 to 1).  Needs ``N >= 3``.
+        Within-judge standard deviation of the pair-varying position effects (0 = off; paper: 0 to 1).  Needs
+        ``N >= 3``.
     self_preference : mapping of str to sequence of str, optional
         Self-preference (beyond the paper): each mapped judge's own items, by name
         (``{"judge0": ["item00", "item01"]}``).  Judge ``k``'s predictor adds
-        ``self_effect_k (1[i own_k] - 1[j own_k])``; :attr:`Simulation.comparisons` carries the
-        covariate (:meth:`~pydial.Comparisons.with_self_preference`, scale 1).
+        ``self_effect_k (1[i own_k] - 1[j own_k])``; :attr:`Simulation.comparisons` carries the covariate
+        (:meth:`~pydial.Comparisons.with_self_preference`, scale 1).
     self_effect : float or mapping of str to float, default 0
         The self-preference effect of every mapped judge, or of each (by judge name; unmapped 0).
 
@@ -382,12 +378,10 @@ def _check_both_orders(both_orders: Any, n_llm: int, n_human: int, K: int) -> in
     """Check :func:`simulate`'s ``both_orders``; return the number of LLM rows it gives."""
     if not isinstance(both_orders, (bool, np.bool_)):
         raise ArgumentTypeError(f"both_orders must be True or False, got {both_orders!r}")
-    if not both_orders:
-        return n_llm
-    if n_human > n_llm:
+    if both_orders and n_human > n_llm:
         raise ArgumentError(f"n_human ({n_human}) must be <= n_llm ({n_llm}) with both_orders=True: each human "
                             "label is given to one of the n_llm records")
-    return 2 * K * n_llm
+    return 2 * K * n_llm if both_orders else n_llm
 
 
 def _position_effects(values: Sequence[float] | None, K: int) -> np.ndarray | None:
@@ -434,19 +428,15 @@ def _check_ties(tie_rate: Any, ties: Any) -> tuple[float, str]:
     tie_rate = _check_float("tie_rate", tie_rate, 0.0, 1.0)
     if tie_rate >= 1.0:
         raise ArgumentError(f"tie_rate must be < 1, got {tie_rate}")
-    if ties is None:
-        return tie_rate, "davidson"
-    if ties not in ("davidson", "rao-kupper"):
+    if ties not in (None, "davidson", "rao-kupper"):
         raise ArgumentError(f"ties must be 'davidson', 'rao-kupper' or None, got {ties!r}")
-    if tie_rate == 0:
+    if ties is not None and tie_rate == 0:
         raise ArgumentError(f"ties={ties!r} needs tie_rate > 0 (the tie probability at equal scores)")
-    return tie_rate, ties
+    return tie_rate, ties or "davidson"
 
 
 def _draw(gen: np.random.Generator, ties: str, eta: np.ndarray, nu: float | None) -> np.ndarray:
     """Outcome codes 0 (item i wins), 1 (item j wins), 2 (tie) from the tie family ``ties``; decisive only when ``nu`` is None."""
-    from pydial.model.families import family_of
-
     if nu is None:
         return np.where(gen.random(eta.size) < expit(eta), 0, 1)
     P = family_of(ties).probabilities(eta, np.full(eta.size, np.log(nu)))
@@ -504,34 +494,28 @@ def simulate(N: int = 10, K: int = 4, rank: int = 1, n_llm: int = 20_000, n_huma
              seed: np.random.Generator | int | None = None) -> Simulation:
     r"""Simulate LLM and human pairwise judgments from the paper's DGP (App. "Simulation Studies").
 
-    Structure.  :math:`\mu` Gaussian, centered, :math:`\|\mu\|_2^2=N`; :math:`V` Gaussian,
-    projected orthogonal to :math:`\{1_N,\mu\}`, orthonormalized by QR and scaled so that
-    :math:`N^{-1}V^\top V=I_r`; :math:`\gamma_k=1+0.3z_k`, :math:`z_k\sim N(0,1)`, rescaled to
-    :math:`1^\top\gamma=K`; :math:`U` standard Gaussian with column means subtracted;
-    :math:`S=\gamma\mu^\top+UV^\top`.
+    Structure (normalized as :class:`Truth` says).  :math:`\mu`, :math:`V` and :math:`U` standard Gaussian, :math:`V`
+    projected orthogonal to :math:`\{1_N,\mu\}` and orthonormalized by QR; :math:`\gamma_k=1+0.3z_k`,
+    :math:`z_k\sim N(0,1)`; :math:`S=\gamma\mu^\top+UV^\top`.
 
-    Position effects.  :math:`b_k=\beta_k\xi_k`, :math:`\beta_k\sim U(0.3,1.2)`, a random sign
-    :math:`\xi_k` with :math:`\Pr(\xi_k=1)=0.8` (our reading of the paper's :math:`\xi_k`); the
-    last judge has :math:`b_K=0.05`.  Human target: ``"consensus"`` :math:`s_H=\mu`
-    (:math:`c_H=(1)`), ``"misaligned"`` :math:`s_H=Wc_H`, :math:`c_H=(1,c_V)`,
+    Position effects.  :math:`b_k=\beta_k\xi_k`, :math:`\beta_k\sim U(0.3,1.2)`, a random sign :math:`\xi_k` with
+    :math:`\Pr(\xi_k=1)=0.8` (our reading of the paper's :math:`\xi_k`); the last judge has :math:`b_K=0.05`.  Human
+    target: ``"consensus"`` :math:`s_H=\mu` (:math:`c_H=(1)`), ``"misaligned"`` :math:`s_H=Wc_H`, :math:`c_H=(1,c_V)`,
     :math:`c_V\sim N(0,\texttt{c\_v\_sd}^2 I_r)`.
 
-    Comparisons.  Each draws its pair uniformly (LLM comparisons also the judge); the canonical
-    item :math:`i<j` is shown first (:math:`a=+1`) with probability ``behavior.p_first``.  Item
-    :math:`i` wins an LLM comparison with probability
-    :math:`\sigma(s_{ki}-s_{kj}+ab_{kij}+\varepsilon_{kij})` and a human one with
+    Comparisons.  Each draws its pair uniformly (LLM comparisons also the judge); the canonical item :math:`i<j` is
+    shown first (:math:`a=+1`) with probability ``behavior.p_first``.  Item :math:`i` wins an LLM comparison with
+    probability :math:`\sigma(s_{ki}-s_{kj}+ab_{kij}+\varepsilon_{kij})` and a human one with
     :math:`\sigma(s_{Hi}-s_{Hj})`.  Misspecification (``behavior``): ``overdispersion``,
-    :math:`\varepsilon_{kij}\sim N(0,\texttt{overdispersion}^2)` once per judge-pair (shared by
-    repeats and orders; the paper's bottom row uses 1); ``sigma_pos``,
-    :math:`b_{kij}=b_k+\delta_{kij}` with :math:`\delta_{kij}` standard normal draws centered
-    within judge over the :math:`P=N(N-1)/2` pairs and scaled to population standard deviation
+    :math:`\varepsilon_{kij}\sim N(0,\texttt{overdispersion}^2)` once per judge-pair (shared by repeats and orders; the
+    paper's bottom row uses 1); ``sigma_pos``, :math:`b_{kij}=b_k+\delta_{kij}` with :math:`\delta_{kij}` standard
+    normal draws centered within judge over the :math:`P=N(N-1)/2` pairs and scaled to population standard deviation
     :math:`\sigma_{pos}` exactly, so :math:`P^{-1}\sum_{i<j}b_{kij}=b_k`.
 
     Parameters
     ----------
     N, K, rank : int
-        Items, LLM judges and disagreement rank :math:`r`; need ``0 <= rank <= K-1``,
-        ``rank+1 <= N-1`` and ``N >= 2``.
+        Items, LLM judges and disagreement rank :math:`r`; need ``0 <= rank <= K-1``, ``rank+1 <= N-1`` and ``N >= 2``.
     n_llm, n_human : int
         Numbers of LLM and human comparisons (each ``>= 0``).
     target : {"consensus", "misaligned"}
@@ -539,55 +523,49 @@ def simulate(N: int = 10, K: int = 4, rank: int = 1, n_llm: int = 20_000, n_huma
     c_v_sd : float
         Standard deviation of :math:`c_V` (``target="misaligned"``; paper: 0.5).
     tie_rate : float
-        ``> 0``: every judge and the people produce ties, with probability ``tie_rate`` at
-        equal scores (one tie parameter for all, ``truth.nu``), drawn from the family ``ties``.
-        0 (default): no ties, the draws are unchanged.
+        ``> 0``: every judge and the people produce ties, with probability ``tie_rate`` at equal scores (one tie
+        parameter for all, ``truth.nu``), drawn from the family ``ties``. 0 (default): no ties, the draws are unchanged.
     ties : {"davidson", "rao-kupper"} or None
-        Outcome family of the tie draws, as ``fit(ties=)`` (:mod:`pydial.model.families`);
-        None (default) is Davidson when ``tie_rate > 0``; a family with ``tie_rate=0`` is an error.
+        Outcome family of the tie draws, as ``fit(ties=)`` (:mod:`pydial.model.families`); None (default) is Davidson
+        when ``tie_rate > 0``; a family with ``tie_rate=0`` is an error.
     both_orders : bool, default False
-        The design of the paper's real-data panel: ``n_llm`` *records* (pairs drawn uniformly),
-        each judged by every judge in both display orders (independent draws): ``2 K n_llm`` LLM
-        rows sharing their record's ``record_id``.  The ``n_human <= n_llm`` human labels go to
-        the first ``n_human`` records, and response covariates are drawn once per record.
-        False (default): one judgment per record, the draws are unchanged.
+        The design of the paper's real-data panel: ``n_llm`` *records* (pairs drawn uniformly), each judged by every
+        judge in both display orders (independent draws): ``2 K n_llm`` LLM rows sharing their record's ``record_id``.
+        The ``n_human <= n_llm`` human labels go to the first ``n_human`` records, and response covariates are drawn
+        once per record. False (default): one judgment per record, the draws are unchanged.
     covariates : sequence of str, optional
-        Response covariates (beyond the paper: style bias), e.g. ``["length"]``.  Each item has
-        a mean feature ``m_i ~ N(0, 1)`` per covariate (``truth.item_style``), each response
-        ``m_i + N(0, 1)`` (columns ``<name>_a``, ``<name>_b``).  The predictors add
-        ``(x_a - x_b)' beta_k`` (people: ``beta_H``) on the raw difference: a fit on the
-        standardized covariate estimates ``beta * scale`` (``Comparisons.covariate_scale``).
+        Response covariates (beyond the paper: style bias), e.g. ``["length"]``.  Each item has a mean feature
+        ``m_i ~ N(0, 1)`` per covariate (``truth.item_style``), each response ``m_i + N(0, 1)`` (columns ``<name>_a``,
+        ``<name>_b``).  The predictors add ``(x_a - x_b)' beta_k`` (people: ``beta_H``) on the raw difference: a fit on
+        the standardized covariate estimates ``beta * scale`` (``Comparisons.covariate_scale``).
     beta : float or array, optional
-        The covariate effects: a number or a ``(p,)`` vector shared by the LLM judges
-        (people 0), or a ``(K + 1, p)`` array (judges, then people).  Default 0.
+        The covariate effects: a number or a ``(p,)`` vector shared by the LLM judges (people 0), or a ``(K + 1, p)``
+        array (judges, then people).  Default 0.
     behavior : JudgeBehavior or mapping, optional
-        The judges' display design and misspecifications, as a :class:`JudgeBehavior` or a
-        mapping of some of its fields (e.g. ``{"overdispersion": 1.0}``).
+        The judges' display design and misspecifications, as a :class:`JudgeBehavior` or a mapping of some of its fields
+        (e.g. ``{"overdispersion": 1.0}``).
     seed : numpy.random.Generator, int or None
-        Seed (an integer in ``[0, 2**32)``) or generator, for :func:`numpy.random.default_rng`;
-        the same seed gives identical output.
+        Seed (an integer in ``[0, 2**32)``) or generator, for :func:`numpy.random.default_rng`; the same seed gives
+        identical output.
 
     Returns
     -------
     Simulation
-        ``frame`` (long table), ``truth`` (:class:`Truth`), ``config`` and the lazily
-        built ``comparisons``.
+        ``frame`` (long table), ``truth`` (:class:`Truth`), ``config`` and the lazily built ``comparisons``.
 
     Raises
     ------
     pydial.ArgumentError
-        Invalid dimensions, budgets, target or noise levels, or an unknown ``behavior``
-        key (the message echoes the bad value).
+        Invalid dimensions, budgets, target or noise levels, or an unknown ``behavior`` key (the message echoes the bad
+        value).
     pydial.ArgumentTypeError
-        An argument of the wrong type, e.g. ``behavior`` neither a mapping nor a
-        :class:`JudgeBehavior`.
+        An argument of the wrong type, e.g. ``behavior`` neither a mapping nor a :class:`JudgeBehavior`.
 
     Notes
     -----
-    Each row is its own record (``record_id = 0, 1, ...``), except with ``both_orders``.  Rows
-    put the canonical item :math:`i<j` in ``item_a``, so ``first == "a"`` means :math:`a=+1`
-    and ``winner == "a"`` that item :math:`i` won.  Human rows have judge ``"human"`` and
-    ``first = "a"`` (the human model ignores display order).
+    Each row is its own record (``record_id = 0, 1, ...``), except with ``both_orders``.  Rows put the canonical item
+    :math:`i<j` in ``item_a``, so ``first == "a"`` means :math:`a=+1` and ``winner == "a"`` that item :math:`i` won.
+    Human rows have judge ``"human"`` and ``first = "a"`` (the human model ignores display order).
 
     Examples
     --------
