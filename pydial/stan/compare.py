@@ -24,12 +24,9 @@ COLUMNS = ("estimate", "se", "ci_low", "ci_high", "post_mean", "post_sd", "cred_
 def _draws(idata: Any, var: str, *dims: str) -> tuple[np.ndarray, list[str]] | None:
     """Return the draws of ``var`` over ``dims`` as ``(draws x entries, names)``; several dims' names joined by ``" | "``."""
     post = azio.group_dataset(idata, "posterior")
-    if var not in post:
+    if var not in post or not set(dims) <= set(post[var].dims):
         return None
-    da = post[var]
-    if not set(dims) <= set(da.dims):
-        return None
-    da = da.transpose("chain", "draw", *dims)
+    da = post[var].transpose("chain", "draw", *dims)
     x = np.asarray(da.values, dtype=float).reshape(da.sizes["chain"] * da.sizes["draw"], -1)
     names = [" | ".join(parts) for parts in itertools.product(*([str(v) for v in da[d].values] for d in dims))]
     return x, names
@@ -214,7 +211,7 @@ def compare_intervals(result: Any, idata: Any, *, level: float | None = None, ma
     if level is not None:
         level = check_level(level)
     pe = post_estimand(idata)
-    refit, omitted, compare_b = False, "", True
+    refit, omitted = False, ""
     if pe is None and not allow_unrecorded:
         raise EstimandMismatchError(
             "the posterior has no estimand record (attrs['estimand'] of pydial.stan.posterior), so it cannot be "
@@ -222,8 +219,7 @@ def compare_intervals(result: Any, idata: Any, *, level: float | None = None, ma
             "allow_unrecorded=True to compare the two as they are", {"estimand": ("recorded", None)})
     score_var = (pe.scores if pe is not None else None) or "s_H"
     if pe is not None and isinstance(getattr(result, "spec", None), ModelSpec):
-        fe = result_estimand(result)
-        mism = fe.differences(pe)
+        mism = result_estimand(result).differences(pe)
         if "data" in mism:  # no refit helps: the two were fitted to different judgments
             raise EstimandMismatchError(
                 f"the posterior was sampled on other data than the fit (data fingerprint: fit {mism['data'][0]!r} vs "
@@ -231,14 +227,11 @@ def compare_intervals(result: Any, idata: Any, *, level: float | None = None, ma
                 "fit's data, pydial.stan.posterior(result.data, like=result)", {"data": mism["data"]})
         if mism and match:
             if set(mism) != {"b_source"}:
-                result = _refit(result, pe, mism, fit)
-                fe = result_estimand(result)
-                refit = True
-                mism = fe.differences(pe)
+                result, refit = _refit(result, pe, mism, fit), True
+                mism = result_estimand(result).differences(pe)
             if set(mism) == {"b_source"}:
-                compare_b = False
-                omitted = (f"b omitted: the fit's b comes from {fe.b_source!r}, the posterior's from {pe.b_source!r} "
-                           "(sample with posterior(..., like=result) to compare b)")
+                omitted = (f"b omitted: the fit's b comes from {mism['b_source'][0]!r}, the posterior's from "
+                           f"{pe.b_source!r} (sample with posterior(..., like=result) to compare b)")
                 mism = {}
         if mism:
             raise EstimandMismatchError(f"the fit and the posterior estimate different things ({_describe(mism)}); sample "
@@ -254,7 +247,7 @@ def compare_intervals(result: Any, idata: Any, *, level: float | None = None, ma
         raise KeyError(f"the posterior has no scores {score_var!r} over dimension 'item'")
     blocks = [_block("score", result.scores, "score", *dr, lv, same)]
     pos = getattr(result, "position_effects", None)
-    if compare_b and pos is not None and len(pos) and (dr := _draws(idata, "b", "judge")) is not None:
+    if not omitted and pos is not None and len(pos) and (dr := _draws(idata, "b", "judge")) is not None:
         blocks.append(_block("b", pos, "b", *dr, lv, same))
     ce = getattr(result, "covariate_effects", None)
     if ce is not None and len(ce):
@@ -300,17 +293,17 @@ def _estimand_line(pe: Any) -> str:
 
 
 def _refit(result: Any, pe: Any, mism: dict[str, tuple[Any, Any]], fit: Callable[..., Any] | None = None) -> Any:
-    """Refit the frequentist fit of the posterior's spec, on the result's data and with its options (meat, level, engine)."""
-    data, spec = getattr(result, "data", None), getattr(result, "spec", None)
+    """Refit ``result`` (which has a spec) to the posterior's spec, on its data and with its options (meat, level, engine)."""
+    data = getattr(result, "data", None)
     fit = fit if fit is not None else getattr(result, "fitter", None)
-    if data is None or spec is None or fit is None:
+    if data is None or fit is None:
         raise EstimandMismatchError(f"cannot refit ({_describe(mism)}): the result does not carry its data and "
                                     "specification (fit it with pydial.fit)", mism)
     if pe.spec is None or pe.program is not None:
         what = "the LLM-only posterior" if pe.spec is None else f"the user program {pe.program}"
         raise EstimandMismatchError(f"cannot refit to {what}: it has no frequentist counterpart", mism)
     target = {k: getattr(pe.spec, k) for k in ESTIMAND_FIELDS + ("multiples", "include_endpoints", "selection")}
-    return fit(data, spec=spec.replace(**target))
+    return fit(data, spec=result.spec.replace(**target))
 
 
 def interval_settings(level: float = 0.95) -> Any:

@@ -189,10 +189,21 @@ def stan_fit_point(data: Comparisons, method: str = "dial-ada", *, ties: str | N
     if method != "human" and n_l == 0:
         raise DataError(f"method {method!r} needs LLM comparisons; there are none")
     firth = check_penalty(penalty) == "firth"
-    if method == "human":
-        return _fit_human(run, firth)
-    if method == "judges":
-        return _fit_judges(run, firth)
+    if method == "human":  # eq. human-full-loss, no LLM judge
+        st, s, beta = people_fit(run, None, firth)
+        return _point_fit(run, [st.res], "human", Chart(data.N, 1, 0, None, False), s[: data.N - 1].copy(), s, s[None, :],
+                          np.zeros(1), 0.0, st.objective, st.log_nu,
+                          beta=human_effect_row(data, np.zeros(0) if beta is None else beta)[None, :] if data.p else None)
+    if method == "judges":  # each judge's order-effect model, started at each judge's tie rate
+        from pydial.estimation.btl import tie_log_nu_start
+
+        cells = llm_cell_table(data, run.family)
+        f = judges_fit(run, cells, N=data.N, groups=data.K, log_nu0=tie_log_nu_start(run.family, cells, data.K), firth=firth)
+        res, d = f.details
+        tied = np.bincount(cells.judge, weights=cells.tie_counts, minlength=data.K)[: f.log_nu.size] > 0  # others: nu -> 0
+        theta = np.column_stack([f.S[:, : data.N - 1], f.b[:, None]])
+        return _point_fit(run, [res], "judges", Chart(data.N, 1, 0, None, True), theta, f.S.mean(axis=0), f.S, f.b, np.inf,
+                          -(res.log_prob - weighted_log_coef(d)) / n_l, np.where(tied, f.log_nu, -np.inf), beta=f.beta)
     if method == "pooled":
         return _fit_staged(run, 1, 0, "mu", False, False, None, firth)
     if calibration is None:
@@ -361,15 +372,6 @@ def people_fit(run: StanRun, x0: np.ndarray | None, firth: bool) -> tuple[_Stage
     return stage, s, None if beta is None else beta[0]
 
 
-def _fit_human(run: StanRun, firth: bool) -> StanPointFit:
-    """Fit the people's model (eq. human-full-loss, no LLM judge) with ``judges.stan`` (:func:`people_fit`)."""
-    data, N = run.data, run.data.N
-    st, s, beta = people_fit(run, None, firth)
-    return _point_fit(run, [st.res], "human", Chart(N, 1, 0, None, False), s[: N - 1].copy(), s, s[None, :], np.zeros(1),
-                      0.0, st.objective, st.log_nu,
-                      beta=human_effect_row(data, np.zeros(0) if beta is None else beta)[None, :] if data.p else None)
-
-
 def judges_fit(run: StanRun, cells: CellTable, *, N: int, groups: int, log_nu0: np.ndarray, firth: bool) -> JudgesBTLFit:
     """Fit each judge's order-effect model with ``judges.stan`` from ``s = b = beta = 0`` and ``log_nu0``.
 
@@ -384,20 +386,6 @@ def judges_fit(run: StanRun, cells: CellTable, *, N: int, groups: int, log_nu0: 
     S = np.asarray(parts["s_raw"], float).reshape(groups, N - 1) @ helmert_basis(N).T
     return JudgesBTLFit(S, np.asarray(parts["b"], float).reshape(-1), np.asarray(parts["log_nu"], float).reshape(-1),
                         bool(res.converged), float(res.grad_norm), res.message, (res, d), stan_beta(parts, d))
-
-
-def _fit_judges(run: StanRun, firth: bool) -> StanPointFit:
-    """Fit each judge's order-effect model (:func:`judges_fit`), started at each judge's tie rate."""
-    from pydial.estimation.btl import tie_log_nu_start
-
-    data, N, K = run.data, run.data.N, run.data.K
-    cells = llm_cell_table(data, run.family)
-    f = judges_fit(run, cells, N=N, groups=K, log_nu0=tie_log_nu_start(run.family, cells, K), firth=firth)
-    res, d = f.details
-    tied = np.bincount(cells.judge, weights=cells.tie_counts, minlength=K)[: f.log_nu.size] > 0  # the others' nu drifts to 0
-    loss = -(res.log_prob - weighted_log_coef(d)) / family_totals(data, run.family)[0]
-    return _point_fit(run, [res], "judges", Chart(N, 1, 0, None, True), np.column_stack([f.S[:, : N - 1], f.b[:, None]]),
-                      f.S.mean(axis=0), f.S, f.b, np.inf, loss, np.where(tied, f.log_nu, -np.inf), beta=f.beta)
 
 
 def stan_beta(parts: Mapping[str, Any], d: Mapping[str, Any]) -> np.ndarray | None:
