@@ -7,9 +7,9 @@ LLM cells ``(k, i, j, a, n, y)``: ``n`` decisive judgments of judge ``k`` on the
 from __future__ import annotations
 
 from collections import abc
-from dataclasses import dataclass
+from dataclasses import dataclass, fields, replace
 from functools import cached_property
-from typing import Any, Iterator, Sequence, cast
+from typing import Any, Iterator, Self, Sequence
 
 import numpy as np
 import pandas as pd
@@ -65,9 +65,6 @@ class CellTable:
         """Number of covariates (columns of :attr:`z`)."""
         return 0 if self.z is None else int(self.z.shape[1])
 
-    def _columns(self) -> tuple[np.ndarray | None, ...]:
-        return (self.judge, self.i, self.j, self.a, self.n, self.y, self.tie_counts, self.z)
-
     def __len__(self) -> int:
         """Return the number of cells."""
         return int(np.size(self.n))
@@ -90,9 +87,10 @@ class CellTable:
         out.flags.writeable = False
         return out
 
-    def select(self, mask: "np.ndarray | slice") -> "CellTable":
-        """Return the cells where ``mask`` is true, or in the slice (e.g. one judge's ``Omega_k``)."""
-        return CellTable(*(cast(np.ndarray, None if x is None else x[mask]) for x in self._columns()))
+    def select(self, mask: "np.ndarray | slice") -> Self:
+        """Return the cells where ``mask`` is true, or in the slice (e.g. one judge's ``Omega_k``), of the same class."""
+        columns: dict[str, Any] = {f.name: getattr(self, f.name) for f in fields(self)}
+        return replace(self, **{name: x[mask] for name, x in columns.items() if x is not None})
 
     def with_judge(self, g: int) -> "CellTable":
         """Return the same cells all given to judge index ``g`` (e.g. the pooled BTL, or people as judge 0)."""
@@ -137,10 +135,6 @@ class LLMCells(CellTable):
     def __init__(self, judge: np.ndarray, i: np.ndarray, j: np.ndarray, a: np.ndarray, n: np.ndarray, y: np.ndarray,
                  tie_counts: np.ndarray | None = None, z: np.ndarray | None = None) -> None:
         super().__init__(judge, i, j, a, n, y, None, z)
-
-    def select(self, mask: "np.ndarray | slice") -> "LLMCells":
-        """Return the cells where ``mask`` is true, or in the slice (e.g. one judge's ``Omega_k``)."""
-        return LLMCells(*(cast(np.ndarray, None if x is None else x[mask]) for x in self._columns()))
 
 
 class HumanCells(CellTable):
