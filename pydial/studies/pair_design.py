@@ -21,6 +21,7 @@ from scipy.stats import norm
 from pydial.data.comparisons import Comparisons
 from pydial.estimation.results import DialResult
 from pydial.exceptions import ArgumentError, DataError
+from pydial.model.chart import centering_basis, difference_design
 from pydial.resources import check_bytes, check_choice, check_count
 from pydial.studies.planning import OBJECTIVES, check_k, pilot_data, resolve_contrast, staged_parts
 
@@ -41,8 +42,6 @@ class CalibrationBlock:
 
 def calibration_block(result: DialResult, *, data: Comparisons | None = None) -> CalibrationBlock:
     """Split the fit's covariance (the sandwich's influence functions) into :class:`CalibrationBlock` and the rest."""
-    from pydial.model.chart import centering_basis
-
     data = pilot_data(result, data)
     s = result.scores["score"].to_numpy(float)
     C = result.cov.to_numpy(float)
@@ -151,8 +150,6 @@ def next_pairs(result: DialResult, n: int, objective: str = "contrast", *, data:
     _check_greedy_size(int(n), N, blk.B.shape[1], k * (N - k) if objective == "ranking" else int(objective != "D"))
     pi, pj = np.triu_indices(N, 1)
     cost = _costs(costs, items, np.column_stack([pi, pj]))
-    from pydial.model.chart import difference_design
-
     D = difference_design(pi, pj, N)
     X = D @ blk.B                              # x_ij = B^T (e_i - e_j), one row per pair
     w = expit(D @ blk.s)

@@ -1,48 +1,44 @@
 r"""Planning human labels from a pilot fit: how many (:func:`plan`; which pairs: :mod:`pydial.studies.pair_design`).
 
-Both evaluate the paper's first-order theory at the pilot's estimates and human design.  Per
-human comparison drawn with pair probabilities :math:`\rho_{ij}`, the human loss has information
-(eq. comparison-laplacian)
+Both evaluate the paper's first-order theory at the pilot's estimates and human design.  Per human comparison drawn
+with pair probabilities :math:`\rho_{ij}`, the human loss has information (eq. comparison-laplacian)
 
 .. math:: L = \sum_{i<j}\rho_{ij}\,p_{ij}(1-p_{ij})\,(e_i-e_j)(e_i-e_j)^\top ,
           \qquad p_{ij}=\sigma(\hat s_i-\hat s_j),
 
 and the excess human risk is, to second order, :math:`\tfrac12(\hat s-s_H)^\top L(\hat s-s_H)`.
 
-* **Human** (eq. human-only-estimator): :math:`\mathrm{Cov}=L^{+}/n_H`, excess risk
-  :math:`(N-1)/(2n_H)` (Thm. population-risk-tradeoff).
+* **Human** (eq. human-only-estimator): :math:`\mathrm{Cov}=L^{+}/n_H`, excess risk :math:`(N-1)/(2n_H)`
+  (Thm. population-risk-tradeoff).
 * **DIAL-Anc** (eq. staged-calibrated-estimator): :math:`\hat s=\hat M\hat c`,
-  :math:`\mathrm{Cov}=\hat M(\hat M^\top L\hat M)^{-1}\hat M^\top/n_H+V_{\rm LLM}` (the oracle
-  covariance of Cor. staged-oracle-equivalence plus the LLM-stage part of the pilot's two-step
-  sandwich, :func:`pydial.inference.linearization.staged_influence`, fixed in ``n_H``).  Excess
-  risk :math:`d/(2n_H)+\max\{\tfrac12\mathrm{tr}(LV_{\rm LLM}),\hat\Delta_M\}`, with the
-  approximation error estimated from the calibration LRT (Prop. calibration-test,
-  :math:`T\approx\chi^2_{\mathrm{df}}(2n_H\Delta_M)`) beyond its null critical value,
-  :math:`\hat\Delta_M=\max\{0,T-\chi^2_{\mathrm{df},1-\alpha}\}/(2n_H^{\rm pilot})` (zero unless
-  the test rejects at level ``alpha``): the moment estimate :math:`(T-\mathrm{df})/(2n_H)` has
-  noise :math:`\sqrt{2\,\mathrm{df}}/(2n_H)`, which would swamp :math:`d/(2n_H)`.
-* **DIAL-Ada**: with the eigenvalues of the shrinkage operator :math:`A_\lambda` (Prop.
-  local-misalignment) taken equal, :math:`\kappa`, on the :math:`\mathrm{df}=N-1-d` directions the
-  calibration removes, the fit :math:`\hat s_A+\kappa D`, :math:`D=\hat s_H-\hat s_A`, has covariance
+  :math:`\mathrm{Cov}=\hat M(\hat M^\top L\hat M)^{-1}\hat M^\top/n_H+V_{\rm LLM}` (the oracle covariance of Cor.
+  staged-oracle-equivalence plus the LLM-stage part of the pilot's two-step sandwich,
+  :func:`pydial.inference.linearization.staged_influence`, fixed in ``n_H``).  Excess risk
+  :math:`d/(2n_H)+\max\{\tfrac12\mathrm{tr}(LV_{\rm LLM}),\hat\Delta_M\}`, the approximation error estimated from the
+  calibration LRT (Prop. calibration-test, :math:`T\approx\chi^2_{\mathrm{df}}(2n_H\Delta_M)`) beyond its null critical
+  value, :math:`\hat\Delta_M=\max\{0,T-\chi^2_{\mathrm{df},1-\alpha}\}/(2n_H^{\rm pilot})`: the moment estimate
+  :math:`(T-\mathrm{df})/(2n_H)` has noise :math:`\sqrt{2\,\mathrm{df}}/(2n_H)`, which would swamp :math:`d/(2n_H)`.
+* **DIAL-Ada**: with the eigenvalues of the shrinkage operator :math:`A_\lambda` (Prop. local-misalignment) taken
+  equal, :math:`\kappa`, on the :math:`\mathrm{df}=N-1-d` directions the calibration removes, the fit
+  :math:`\hat s_A+\kappa D`, :math:`D=\hat s_H-\hat s_A`, has covariance
   :math:`(1-\kappa^2)C_{A0}+\kappa^2C_H+(1-\kappa)^2V_{\rm LLM}` and risk
-  :math:`\{d+\kappa^2\mathrm{df}\}/(2n_H)+(1-\kappa)^2\Delta` (Cor. finite-weight-risk),
-  :math:`\Delta=\max\{\tfrac12\mathrm{tr}(LV_{\rm LLM}),\hat\Delta_M\}`.  GACV (eq. gacv) is at first
-  order :math:`(1-\kappa)^2T+2\kappa\,\mathrm{df}` (units :math:`1/(2n_H)`), minimized by the Stein
-  weight :math:`\hat\kappa=(1-\mathrm{df}/T)_+`, :math:`T=n_H\|D\|_L^2\sim\chi^2_{\mathrm{df}}(\nu)`,
+  :math:`\{d+\kappa^2\mathrm{df}\}/(2n_H)+(1-\kappa)^2\Delta` (Cor. finite-weight-risk), :math:`\Delta` the bias term
+  above.  GACV (eq. gacv) is at first order :math:`(1-\kappa)^2T+2\kappa\,\mathrm{df}` (units :math:`1/(2n_H)`),
+  minimized by the Stein weight :math:`\hat\kappa=(1-\mathrm{df}/T)_+`, :math:`T=n_H\|D\|_L^2\sim\chi^2_{\mathrm{df}}(\nu)`,
   :math:`\nu=2n_H\Delta`.  The weight depends on :math:`D`, so by the identities of Judge and Bock (1978)
 
   .. math:: R_{\rm Ada}=\frac{d+\mathrm{df}\,E[\hat\kappa^2(\chi^2_{\mathrm{df}+2})]}{2n_H}
             +\Delta\,\bigl\{1-2E[\hat\kappa(\chi^2_{\mathrm{df}+2})]+E[\hat\kappa^2(\chi^2_{\mathrm{df}+4})]\bigr\},
 
-  by quadrature (:func:`shrinkage_moment`); widths and ``p_topk_correct`` average the
-  fixed-:math:`\kappa` predictions over quantile nodes of :math:`T` (:meth:`Pilot.ada_weights`).
-  A mixture of the endpoints with AIC selection probabilities would be 20-30% too low on the
-  paper's DGP.  Left out: unequal eigenvalues of :math:`A_\lambda`, the finite weight grid and the
-  noise of GACV's trace term; ``method="simulate"`` measures the actual GACV selection.
+  by quadrature (:func:`shrinkage_moment`); widths and ``p_topk_correct`` average the fixed-:math:`\kappa` predictions
+  over quantile nodes of :math:`T` (:meth:`Pilot.ada_weights`); a mixture of the endpoints with AIC selection
+  probabilities would be 20-30% too low on the paper's DGP.  Left out: unequal eigenvalues of :math:`A_\lambda`, the
+  finite weight grid and the noise of GACV's trace term; ``method="simulate"`` measures the actual GACV selection.
 """
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -50,14 +46,25 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import scipy.sparse as sp
+from scipy.integrate import quad
 from scipy.special import expit
 from scipy.stats import chi2, ncx2, norm
 
+from pydial.api import fit
 from pydial.data.comparisons import Comparisons, require_comparisons
+from pydial.estimation.estimators import method_arguments
+from pydial.estimation.glm import fit_human_btl, staged_fit
 from pydial.estimation.results import DialResult
 from pydial.estimation.spec import check_level
 from pydial.exceptions import ArgumentError, ArgumentTypeError, DataError, DialError
+from pydial.inference.calibration_test import calibration_test
+from pydial.inference.linearization import Influence, influence_covariance, staged_influence
+from pydial.model.chart import difference_design
+from pydial.model.design import glm_information
+from pydial.model.likelihood import Cells, Objective
+from pydial.optim import pinv_sym
 from pydial.resources import check_bytes, check_choice, check_count, check_n_jobs, n_workers
+from pydial.studies.metrics import excess_risk
 
 PLAN_METHODS: tuple[str, ...] = ("human", "dial-anc", "dial-ada")
 PLAN_MODES: tuple[str, ...] = ("theory", "simulate")
@@ -98,8 +105,6 @@ class Pilot:
     def covariance(self, method: str, n: float) -> np.ndarray:
         """First-order covariance of the centered scores at ``n`` human comparisons."""
         if method == "human":
-            from pydial.optim import pinv_sym
-
             return pinv_sym(self.L)[0] / n
         B, V_llm = self._anchored(method)
         return B @ np.linalg.solve(B.T @ self.L @ B, B.T) / n + V_llm
@@ -158,8 +163,6 @@ def shrinkage_weight(t: np.ndarray, df: int) -> np.ndarray:
 
 def shrinkage_moment(df: int, nc: float, power: int, shift: int) -> float:
     """Return ``E[kappa(X)^power]`` for ``X ~ chi2_{df + shift}(nc)`` (quadrature; ``kappa`` of :func:`shrinkage_weight`)."""
-    from scipy.integrate import quad
-
     dist = _chi2(df + shift, nc)
     lo, hi = max(float(dist.ppf(1e-13)), df), float(dist.isf(1e-13))  # the mass, where kappa > 0
     if hi <= df:
@@ -209,9 +212,6 @@ def pilot_design(data: Comparisons, design: str = "pilot") -> tuple[np.ndarray, 
 
 def staged_parts(result: DialResult, data: Comparisons) -> tuple[np.ndarray, np.ndarray, np.ndarray, Any]:
     """Return ``(B, V_llm, V_human, fit)`` of the anchored fit at the pilot (the sandwich split by influence rows)."""
-    from pydial.estimation.glm import staged_fit
-    from pydial.inference.linearization import Influence, influence_covariance, staged_influence
-
     order = result.method != "dial-nopos"
     sf = staged_fit(data, *result.dial_model(), order=order, penalty=result.penalty)  # the pilot's own estimator
     U, st = staged_influence(data, sf)
@@ -228,11 +228,6 @@ def staged_parts(result: DialResult, data: Comparisons) -> tuple[np.ndarray, np.
 def make_pilot(result: DialResult, *, data: Comparisons | None = None, design: str = "pilot",
                alpha: float = 0.01) -> Pilot:
     """Collect the pilot's estimates and design (:class:`Pilot`); ``data`` defaults to the result's."""
-    from pydial.estimation.glm import fit_human_btl
-    from pydial.inference.calibration_test import calibration_test
-    from pydial.model.chart import difference_design
-    from pydial.model.design import glm_information
-
     data = pilot_data(result, data)
     check_level(alpha, "alpha")
     s = result.scores["score"].to_numpy(float)
@@ -243,8 +238,6 @@ def make_pilot(result: DialResult, *, data: Comparisons | None = None, design: s
     B = V_llm = llm_p = None
     delta = 0.0
     if data.K > 0:
-        from pydial.model.likelihood import Cells, Objective
-
         B, V_llm, _, sf = staged_parts(result, data)
         llm_p = Objective(sf.llm_chart, Cells.stack(data, 1.0 / data.n_llm, 0.0)).probabilities(sf.llm_theta)
         lrt = result.calibration_test if data is result.data else None  # the pilot's own test (DIAL methods)
@@ -462,12 +455,6 @@ def with_human(llm: pd.DataFrame, human: pd.DataFrame, items: Sequence[str], hum
 
 def _sim_one(p: Pilot, data: Comparisons, llm: pd.DataFrame | None, n: int, methods: tuple[str, ...],
              contrast: tuple[str, str], k: int, rank: int, calibration: str, seed: Any) -> list[dict[str, Any]]:
-    import warnings
-
-    from pydial.api import fit
-    from pydial.estimation.estimators import method_arguments
-    from pydial.studies.metrics import excess_risk
-
     rng = np.random.default_rng(seed)
     human_judge = data.human_judge
     hf = human_frame(p.items, p.s, p.pairs, p.rho, n, rng, judge=human_judge)
