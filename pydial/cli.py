@@ -1,16 +1,8 @@
 """The ``pydial`` command line: ``check``, ``fit``, ``simulate``, ``convert``, ``compare``, ``plan``, ``judges``.
 
-Bad input ends with a one-line cause and a non-zero exit code, never a traceback: exit 2 for malformed data, arguments
-or output paths (checked before fitting) and for requests too large for the memory available (``MemoryLimitError``,
-refused before the work), exit 3 when the design cannot identify the requested fit, exit 4 when no admissible fit
-exists: the optimizer did not converge, a parameter is on the box bound, no weight candidate is admissible, or a
-covariance is degenerate (``fit --allow-nonconverged`` keeps such numbers, marked by their status), exit 5 when
-``compare``'s sampler reports divergences, R-hat or ESS problems (``--allow-warnings`` keeps the results; the table,
-plot and InferenceData are written in either case when ``--out`` is given).  A usage error (an unknown option, a bad
-option value) is one line ``pydial <command>: error: ... (see pydial <command> --help)`` and exit 2; Ctrl-C ends with
-exit 130.
+Every failure is one line on stderr and an exit code (2 bad input, 3 not identifiable, 4 no admissible fit, 5 sampler
+problems, 130 Ctrl-C), never a traceback; the table of exit codes is in the command-line guide (``docs/guide/cli.md``).
 """
-
 from __future__ import annotations
 
 import argparse
@@ -18,7 +10,6 @@ import errno
 import sys
 import warnings
 from contextlib import contextmanager
-from functools import partial
 from pathlib import Path
 from typing import Any, Iterator, NoReturn, Sequence
 
@@ -26,6 +17,7 @@ import numpy as np
 
 from pydial.data.construction import DUPLICATES
 from pydial.data.ingest import COLUMN_HINT, COLUMNS
+from pydial.model.methods import DEFAULT_METHOD
 
 from . import __version__
 from .exceptions import (
@@ -39,11 +31,9 @@ from .exceptions import (
     IdentifiabilityError,
     OutputError,
 )
-from .outputs import check_output_dir, check_output_file, output_dir, output_file
+from .outputs import check_output_dir, check_output_file, output_dir, output_file, write_interval_table
 
 EXIT_DATA, EXIT_IDENT, EXIT_FIT, EXIT_SAMPLER = 2, 3, 4, 5
-DEFAULT_METHOD = "dial-ada"
-"""The estimator of ``check``, ``fit`` and ``compare`` without ``--method``."""
 
 DESCRIPTION = """\
 Statistically sound LLM-as-a-judge evaluation (DIAL).
@@ -81,12 +71,10 @@ def _load(args: argparse.Namespace):
     from pydial.data.datasets import NAMES, load
     from pydial.data.files import is_parquet
 
-    if args.data in NAMES:  # the bundled data sets: their documented duplicated rows raise no warning
-        read: Any = partial(load, args.data)
-    else:
-        read = partial(Comparisons.from_parquet if is_parquet(args.data) else Comparisons.from_csv, args.data)
+    # the bundled data sets through load: their documented duplicated rows raise no warning
+    read: Any = load if args.data in NAMES else Comparisons.from_parquet if is_parquet(args.data) else Comparisons.from_csv
     with _warnings_to_stderr(), _column_hints():
-        return read(human_judge=args.human, drop_empty_judges=args.drop_empty_judges,
+        return read(args.data, human_judge=args.human, drop_empty_judges=args.drop_empty_judges,
                     strip_names=not args.keep_whitespace, allow_similar_names=args.allow_similar_names,
                     duplicates=args.duplicates, covariates=args.covariates,
                     covariate_transform=args.covariate_transform, columns=_column_mapping(args))
@@ -177,12 +165,6 @@ def _add_output(q: argparse.ArgumentParser, files: str) -> None:
                         "complete; a folder of an earlier pydial run is replaced as a whole")
     q.add_argument("--force", action="store_true",
                    help="write into a non-empty folder pydial did not write (only pydial's own files are replaced)")
-
-
-def _check_out(args: argparse.Namespace) -> None:
-    """Check ``--out`` before any work (nothing without ``--out``)."""
-    if args.out is not None:
-        check_output_dir(args.out, force=args.force)
 
 
 @contextmanager
@@ -395,7 +377,6 @@ def _fit(args: argparse.Namespace) -> int:
 
     from .report import write_report
 
-    _check_out(args)
     data = _load(args)
     with _warnings_to_stderr(skip=() if args.allow_nonconverged else (ConvergenceWarning, CovarianceWarning)) as caught:
         res = fit(data, args.method, rank=args.rank, calibration=args.calibration, cov_type=args.cov_type, level=args.level,
@@ -421,7 +402,6 @@ def _compare(args: argparse.Namespace) -> int:
 
     from .stan import SamplerWarning, compare_intervals, posterior
 
-    _check_out(args)
     for flag, value in (("--level", args.level), ("--adapt-delta", args.adapt_delta)):
         if not 0.0 < value < 1.0:
             raise ArgumentError(f"{flag} must be in (0, 1), got {value}")
@@ -437,17 +417,13 @@ def _compare(args: argparse.Namespace) -> int:
         idata = posterior(data, like=res, chains=args.chains, draws=args.draws, warmup=args.warmup, seed=args.seed,
                           options={"adapt_delta": args.adapt_delta})
     tab = compare_intervals(res, idata, level=args.level)
-    print(f"# {tab.attrs['estimand']}")
-    print(f"# {tab.attrs['interval']}")
+    print(f"# {tab.attrs['estimand']}\n# {tab.attrs['interval']}")
     print(tab.to_string())
     problems = json.loads(idata.attrs["sampler_problems"])
     if args.out is not None:
-        from .outputs import write_interval_table
-
         with _plots_into(args, "compare") as tmp:
             write_interval_table(tab, tmp / "compare_intervals.csv")
-            fig = tab.plot()
-            fig.savefig(tmp / "compare_intervals.png", dpi=120)
+            tab.plot().savefig(tmp / "compare_intervals.png", dpi=120)
             idata.to_netcdf(str(tmp / "posterior.nc"))
         print("wrote " + ", ".join(str(Path(args.out) / n) for n in
                                    ("compare_intervals.csv", "compare_intervals.png", "posterior.nc")))
@@ -556,7 +532,6 @@ def _plan(args: argparse.Namespace) -> int:
     from pydial.studies.pair_design import next_pairs
     from pydial.studies.planning import plan, plot_plan
 
-    _check_out(args)
     data = _load(args)
     with _warnings_to_stderr(skip=(ConvergenceWarning,)) as caught:
         res = fit(data, args.method, rank=args.rank, calibration=args.calibration, seed=args.seed)
@@ -606,7 +581,6 @@ def _judges(args: argparse.Namespace) -> int:
     from pydial.data.panel import panel_counts, read_judge_responses
     from pydial.studies.diagnostics import judge_diagnostics, plot_judge_diagnostics
 
-    _check_out(args)
     with _warnings_to_stderr():
         data = read_judge_responses(args.source, max_tie_rate=args.max_tie_rate,
                                     require_both_orders=args.both_orders, drop_empty_judges=True)
@@ -673,27 +647,21 @@ def _line(error: BaseException) -> str:
     return " ".join(str(error).split()) or type(error).__name__
 
 
-def _os_error(error: OSError, args: argparse.Namespace) -> str:
-    """Return one line for an :class:`OSError`; a write error without a file name names the output path."""
-    out = getattr(args, "out", None)
-    if error.filename is None and error.errno in WRITE_ERRNOS and out:
-        return f"cannot write {out}: {error.strerror or _line(error)}"
-    return _line(error)
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the ``pydial`` command line and return its exit code (0, or 2/3/4/5 on failure; usage errors exit 2)."""
     args = _parser().parse_command_line(argv)
     run = {"check": _check, "fit": _fit, "simulate": _simulate, "convert": _convert, "compare": _compare,
            "plan": _plan, "judges": _judges, "robustness": _robustness}[args.command]
     try:
+        if "force" in args and args.out is not None:  # the --out DIR of _add_output, checked before any work
+            check_output_dir(args.out, force=args.force)
         return run(args)
     except OutputError as e:
         message, code = _line(e), EXIT_DATA
     except DataError as e:
         message, code = f"bad input: {_line(e)}", EXIT_DATA
     except MemoryError as e:  # MemoryLimitError: refused before the work, with the estimate
-        message, code = f"too large: {_line(e) or 'out of memory'}", EXIT_DATA
+        message, code = f"too large: {_line(e)}", EXIT_DATA
     except IdentifiabilityError as e:
         message, code = f"not identifiable: {_line(e)}", EXIT_IDENT
     except (ConvergenceError, FloatingPointError, np.linalg.LinAlgError) as e:
@@ -703,8 +671,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:  # output piped into e.g. `head`
         sys.stderr.close()
         return 0
-    except OSError as e:
-        message, code = _os_error(e, args), EXIT_DATA
+    except OSError as e:  # a write error for which the system names no file names the output path
+        out = getattr(args, "out", None)
+        unnamed = e.filename is None and e.errno in WRITE_ERRNOS and out
+        message, code = (f"cannot write {out}: {e.strerror or _line(e)}" if unnamed else _line(e)), EXIT_DATA
     except ValueError as e:
         message, code = _line(e), EXIT_DATA
     except DialError as e:  # e.g. no Stan backend

@@ -110,19 +110,6 @@ def plot_covariate_effects(res: DialResult, ax: Any = None) -> Any:
     return ax
 
 
-def _multiple_text(m: float) -> str:
-    return "0" if m == 0 else "inf" if np.isinf(m) else f"{m:.3g}"
-
-
-def _selected_multiple(res: DialResult) -> float:
-    """Return the selected weight as a multiple of n_LLM/n_H (read from the GACV table where it is a row)."""
-    g = res.gacv
-    hit = g.loc[g["lambda"] == res.lambda_, "multiple"]
-    if len(hit):
-        return float(hit.iloc[0])
-    return float(res.lambda_) * res.n_human / res.n_llm if np.isfinite(res.lambda_) else float(res.lambda_)
-
-
 def plot_gacv(res: DialResult, ax: Any = None) -> Any:
     """GACV over the weight path in multiples of n_LLM/n_H (log axis), the selected weight marked.
 
@@ -152,9 +139,10 @@ def plot_gacv(res: DialResult, ax: Any = None) -> Any:
                   ["0\n(human only)", *[f"{10 ** d:g}" for d in decades], "inf\n(anchored)"])
     for x in (zero_x + 0.5, inf_x - 0.5):
         ax.axvline(x, color="grey", lw=0.6, ls=":")
-    sel = _selected_multiple(res)
+    hit = res.gacv.loc[res.gacv["lambda"] == res.lambda_, "multiple"]  # the selected weight's row, when it is one
+    sel = float(hit.iloc[0]) if len(hit) else float(res.lambda_) * res.n_human / res.n_llm
     ax.axvline(pos(sel), color="C3", ls="--",
-               label=f"selected: {_multiple_text(sel)} x n_LLM/n_H (lambda = {_multiple_text(res.lambda_)})")
+               label=f"selected: {sel:.3g} x n_LLM/n_H (lambda = {res.lambda_:.3g})")
     ax.set_xlabel(f"weight lambda, in multiples of n_LLM/n_H = {res.n_llm}/{res.n_human} = {res.n_llm / res.n_human:.4g}")
     ax.set_ylabel("GACV")
     ax.legend(fontsize=8, loc="upper left")
@@ -253,8 +241,38 @@ def write_report(res: DialResult, data: Comparisons, out: str | Path, *, fmt: st
     Items by fitted score; the folder is written aside and moved into place (``force``: :func:`pydial.outputs.output_dir`).
     """
     check_choice("fmt", fmt, REPORT_FORMATS)
+    names: list[str] = []
     with output_dir(out, force=force, command=f"pydial fit --method {res.method}") as tmp:
-        names = [p.name for p in _write_report(res, data, tmp, fmt)]
+
+        def save_csv(df: pd.DataFrame, name: str) -> None:
+            names.append(name)
+            _flat(df).to_csv(tmp / name, index=False)
+
+        def save_fig(ax: Any, name: str) -> None:
+            names.append(f"{name}.png")
+            ax.figure.savefig(tmp / names[-1], dpi=120)
+            plt.close(ax.figure)
+
+        save_csv(by_score(res.scores), "scores.csv")
+        save_csv(data.summary(), "data_summary.csv")
+        save_fig(plot_scores(res), "scores")
+        if res.position_effects is not None:
+            save_csv(with_log10_p(res.position_effects.join(first_position_rates(data))), "position_effects.csv")
+            save_fig(plot_position_effects(res, data), "position_effects")
+        if res.gacv is not None:
+            save_csv(res.gacv.reset_index(drop=True), "gacv.csv")
+            save_fig(plot_gacv(res), "gacv")
+        if res.consensus is not None:
+            save_csv(res.consensus, "consensus_loadings.csv")
+        if res.covariate_effects is not None:
+            save_csv(with_log10_p(res.covariate_effects), "covariate_effects.csv")
+            save_fig(plot_covariate_effects(res), "covariate_effects")
+        if res.tie_parameters is not None:
+            save_csv(res.tie_parameters, "tie_parameters.csv")
+        names += ["summary.json", f"report.{fmt}"]
+        (tmp / "summary.json").write_text(json.dumps(summary_dict(res), indent=2))
+        sections = _sections(res, data)
+        (tmp / names[-1]).write_text(_markdown(sections, res.method) if fmt == "md" else _html(sections, res.method, tmp))
     return [Path(out) / name for name in names]
 
 
@@ -282,28 +300,28 @@ def _header(res: DialResult) -> pd.DataFrame:
     return pd.DataFrame({"value": [str(v) for v in rows.values()]}, index=pd.Index(list(rows), name="setting"))
 
 
-def _sections(res: DialResult, data: Comparisons, figs: dict[str, str]) -> list[tuple[str, str, pd.DataFrame | None, str]]:
-    """Return the report's sections: ``(title, text, table, figure file)``."""
+def _sections(res: DialResult, data: Comparisons) -> list[tuple[str, str, pd.DataFrame | None, str]]:
+    """Return the report's sections: ``(title, text, table, figure file)`` (the figures :func:`write_report` saves)."""
     iv = _interval_text(res)
     style = "" if res.covariate_scale is None else "; style-controlled: the scores of a comparison with z = 0"
     out: list[tuple[str, str, pd.DataFrame | None, str]] = [
         ("Fit", calibration_sentence(res), _header(res), ""),
         ("Scores", f"Calibrated scores (log-odds, centered{style}), items by fitted score; {iv}.", by_score(res.scores),
-         figs.get("scores", "")),
+         "scores.png"),
     ]
     if res.position_effects is not None:
         out.append(("Position effects", "Position effects b of the LLM-only fit (log-odds; b > 0 favours the "
                     f"first-shown item), Wald tests of b = 0; {iv}.",
-                    display_table(res.position_effects.join(first_position_rates(data))), figs.get("position_effects", "")))
+                    display_table(res.position_effects.join(first_position_rates(data))), "position_effects.png"))
     if res.covariate_effects is not None:
         out.append(("Covariate effects", f"Covariate effects beta (log-odds per standard deviation); {iv}.",
-                    display_table(res.covariate_effects), figs.get("covariate_effects", "")))
+                    display_table(res.covariate_effects), "covariate_effects.png"))
     ties = res.tie_parameters
     if ties is not None:
         out.append(("Tie parameters", f"Tie parameter {tie_parameter_name(ties)} ({ties.attrs.get('model', 'tie model')}); "
                     f"{iv}.", ties, ""))
     if res.gacv is not None:
-        out.append(("GACV path", "Weights lambda as multiples of n_LLM/n_H.", res.gacv, figs.get("gacv", "")))
+        out.append(("GACV path", "Weights lambda as multiples of n_LLM/n_H.", res.gacv, "gacv.png"))
     if res.n_obs_by_judge is not None:
         out.append(("Observations by judge", "Judgments in the likelihood.", pd.DataFrame(res.n_obs_by_judge), ""))
     if res.excluded is not None and len(res.excluded):
@@ -358,42 +376,3 @@ def _html(sections: list[tuple[str, str, pd.DataFrame | None, str]], method: str
     return (f"<html><head><meta charset='utf-8'><title>pydial report: {html.escape(method)}</title>"
             f"<style>{style}</style></head><body><h1>pydial report: {html.escape(method)}</h1>"
             + "".join(parts) + "</body></html>")
-
-
-def _write_report(res: DialResult, data: Comparisons, out: Path, fmt: str) -> list[Path]:
-    """Write the files of :func:`write_report` into ``out``; return them in the order written."""
-    written: list[Path] = []
-    figs: dict[str, str] = {}
-
-    def save_csv(df: pd.DataFrame, name: str) -> None:
-        written.append(out / name)
-        _flat(df).to_csv(written[-1], index=False)
-
-    def save_fig(ax: Any, name: str) -> None:
-        written.append(out / f"{name}.png")
-        ax.figure.savefig(written[-1], dpi=120)
-        plt.close(ax.figure)
-        figs[name] = written[-1].name
-
-    save_csv(by_score(res.scores), "scores.csv")
-    save_csv(data.summary(), "data_summary.csv")
-    save_fig(plot_scores(res), "scores")
-    if res.position_effects is not None:
-        save_csv(with_log10_p(res.position_effects.join(first_position_rates(data))), "position_effects.csv")
-        save_fig(plot_position_effects(res, data), "position_effects")
-    if res.gacv is not None:
-        save_csv(res.gacv.reset_index(drop=True), "gacv.csv")
-        save_fig(plot_gacv(res), "gacv")
-    if res.consensus is not None:
-        save_csv(res.consensus, "consensus_loadings.csv")
-    if res.covariate_effects is not None:
-        save_csv(with_log10_p(res.covariate_effects), "covariate_effects.csv")
-        save_fig(plot_covariate_effects(res), "covariate_effects")
-    if res.tie_parameters is not None:
-        save_csv(res.tie_parameters, "tie_parameters.csv")
-    written.append(out / "summary.json")
-    written[-1].write_text(json.dumps(summary_dict(res), indent=2))
-    sections = _sections(res, data, figs)
-    written.append(out / f"report.{fmt}")
-    written[-1].write_text(_markdown(sections, res.method) if fmt == "md" else _html(sections, res.method, out))
-    return written
