@@ -18,10 +18,8 @@ from pydial.estimation.fitstats import FitStats, cell_log_likelihood
 from pydial.estimation.glm import glm
 from pydial.estimation.results import Estimate, tie_log_nu
 from pydial.estimation.selection import Candidate
-from pydial.estimation.steps import (Steps, beta_labels, family_human_candidate, family_human_fit, human_loss_at,
-                                     human_parameters)
+from pydial.estimation.steps import Steps, beta_labels, family_human_fit, human_loss_at, human_only_lrt, human_parameters
 from pydial.exceptions import IdentifiabilityError
-from pydial.inference.calibration_test import CalibrationTest, calibration_lrt
 from pydial.inference.pooled import (POOLED_LABEL, degenerate_direction, family_cells, pooled_designs,
                                      pooled_linearization, pooled_support)
 from pydial.inference.sandwich import family_glm_influence
@@ -55,7 +53,7 @@ def fit_pooled(data: Comparisons, rank: int | None = None, *, family: Family, en
                shared: bool = True) -> Estimate:
     """Fit the pooled baseline of ``family`` by ``engine``'s optimizers; ``rank`` and ``shared`` are unused.
 
-    ``s_H = c s_pool`` is tested against the people's own model (:func:`human_only_lrt`, ``N - 2`` df).
+    ``s_H = c s_pool`` is tested against the people's own model (:func:`~pydial.estimation.steps.human_only_lrt`, ``N - 2`` df).
     """
     N, p = data.N, data.p
     what = "pooled LLM " + ("BTL" if family.is_binary else "tie model")
@@ -96,17 +94,6 @@ def fit_pooled(data: Comparisons, rank: int | None = None, *, family: Family, en
                     log_nu=None if family.is_binary else tie_log_nu([POOLED_LABEL, data.human_judge], lognu),
                     beta=beta, beta_labels=(POOLED_LABEL, data.human_judge) if p else (), stats=stats,
                     calibration_test=human_only_lrt(data, family, loss, 1))
-
-
-def human_only_lrt(data: Comparisons, family: Family, loss_restricted: float, d: int) -> CalibrationTest:
-    """Return the likelihood-ratio test of a ``d``-dimensional calibration restriction against the people's own model.
-
-    Prop. calibration-test: ``T = 2 n_H (l_H(restricted) - l_H(s_0))`` on ``N - 1 - d`` df, ``s_0`` the people's MLE.
-    """
-    hum, _ = family_human_candidate(data, family)
-    ok = hum.opt is not None and hum.opt.resolved
-    return calibration_lrt(loss_restricted, hum.loss_human if ok else None, family_totals(data, family)[1],
-                           data.N - 1 - d, hum.reason or "the human-only MLE is not resolved")
 
 
 def atc_scores(base: np.ndarray, human: np.ndarray) -> np.ndarray:

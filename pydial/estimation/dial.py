@@ -43,7 +43,7 @@ def fit_dial(data: Comparisons, steps: Steps, cal: str, *, adaptive: bool, lambd
     The other arguments are those of :func:`pydial.fit` (:class:`~pydial.estimation.spec.ModelSpec`).
     """
     n_l, n_h = family_totals(data, steps.family)
-    hum = family_human_candidate(data, steps.family, steps.engine, steps.penalty)[0]
+    hum = family_human_candidate(data, steps.family, steps.engine, steps.penalty)
     tables, options = [], []
     staged: dict[int, Any] = {}
     for r in rank_grid:
@@ -68,20 +68,17 @@ def fit_dial(data: Comparisons, steps: Steps, cal: str, *, adaptive: bool, lambd
     ch = sf.chart
     finite = bool(np.isfinite(best.lambda_) and best.lambda_ > 0)
     best = steps.polish(ch, best) if finite else best
-    sel = steps.selected(sf, best, hum)
     x_sel = best.theta if finite else sf.x
     assert x_sel is not None  # a selected finite weight is admissible, so it has its fit
     structure = sf.llm_chart.structure(sf.llm_theta)
     opts = [sf.llm_opt, sf.cal_opt] + ([best.opt] if best.opt is not None else [])
-    return Estimate(s=sel.s, rank=r_sel, calibration=cal, b=sel.b, gamma=sel.gamma, log_nu=sel.log_nu,
-                    judge_scores=structure.S, structure=structure,
+    return Estimate(**steps.selected(sf, best, hum), rank=r_sel, calibration=cal, judge_scores=structure.S,
+                    structure=structure,
                     calibration_coef=None if best.lambda_ == 0 else ch.calibration_coordinates(x_sel[: ch.dim]),
                     lambda_=best.lambda_, converged=all(o.resolved for o in opts), grad_norm=max(o.grad_norm for o in opts),
-                    loss_human=sel.loss_human, fallback=fallback, linearization=sel.linearization,
-                    theta=x_sel[: ch.dim], chart=ch, llm_theta=sf.llm_theta, llm_chart=sf.llm_chart,
+                    fallback=fallback, theta=x_sel[: ch.dim], chart=ch, llm_theta=sf.llm_theta, llm_chart=sf.llm_chart,
                     path=tuple(PathEntry.light(staged[r].chart, staged[r].x, c) for r, c in options),
-                    gacv=table if adaptive else None, calibration_test=sel.calibration_test, beta=sel.beta,
-                    beta_labels=sel.beta_labels, stats=dial_stats(data, steps, sf, best, hum, adaptive))
+                    gacv=table if adaptive else None, stats=dial_stats(data, steps, sf, best, hum, adaptive))
 
 
 def dial_stats(data: Comparisons, steps: Steps, sf: StagedFit, best: Candidate, hum: Candidate,

@@ -8,6 +8,7 @@ family; a group without ties has ``nu = 0``).  The optimizers are the engine's
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -70,8 +71,8 @@ def family_human_influence(data: Comparisons, family: Family, engine: Optimizers
 
 
 def family_human_candidate(data: Comparisons, family: Family, engine: Optimizers = NUMPY,
-                           penalty: str | None = None) -> tuple[Candidate, float]:
-    """Return the ``lambda = 0`` GACV candidate (eq. gacv) of ``family`` and its ``log nu_H``.
+                           penalty: str | None = None) -> Candidate:
+    """Return the ``lambda = 0`` GACV candidate (eq. gacv) of ``family``.
 
     The binary MLE needs a strongly connected win graph (Ford 1957), Firth's a connected comparison graph.
     """
@@ -81,9 +82,9 @@ def family_human_candidate(data: Comparisons, family: Family, engine: Optimizers
     if family.is_binary and penalty is None:
         exists, detail = check_human_mle(data.items, data)
         if not exists:
-            return Candidate(0.0, 0.0, None, reason=f"human MLE does not exist: {detail}"), -np.inf
+            return Candidate(0.0, 0.0, None, reason=f"human MLE does not exist: {detail}")
     elif family.is_binary and undirected_labels(data.N, data.human.i, data.human.j)[0] != 1:
-        return Candidate(0.0, 0.0, None, reason="human comparison graph not connected: no Firth estimate"), -np.inf
+        return Candidate(0.0, 0.0, None, reason="human comparison graph not connected: no Firth estimate")
     opt, free, X = family_human_fit(data, family, engine, penalty)
     s, beta_h, lh = human_parameters(data, opt.x, free)
     cand = Candidate(0.0, 0.0, s, opt.x, opt, loss_human=tie_human_loss(family, s, lh, data, beta_h))
@@ -93,7 +94,20 @@ def family_human_candidate(data: Comparisons, family: Family, engine: Optimizers
         cand.reason = f"||s||_inf = {np.abs(s).max():.3g} > {SCORE_LIMIT:g}"
     else:
         cand.admissible, cand.trace = True, _glm_trace(data, family, X, opt.x, bool(free), penalty)
-    return cand, lh
+    return cand
+
+
+def human_only_lrt(data: Comparisons, family: Family, loss_restricted: float, d: int,
+                   hum: Candidate | None = None) -> CalibrationTest:
+    """Return the likelihood-ratio test of a ``d``-dimensional calibration restriction against the people's own model.
+
+    Prop. calibration-test: ``T = 2 n_H (l_H(restricted) - l_H(s_0))`` on ``N - 1 - d`` df, ``s_0`` the people's MLE
+    (the candidate ``hum``, default the unpenalized numpy fit's).
+    """
+    hum = family_human_candidate(data, family) if hum is None else hum
+    ok = hum.opt is not None and hum.opt.resolved
+    return calibration_lrt(loss_restricted, hum.loss_human if ok else None, family_totals(data, family)[1],
+                           data.N - 1 - d, hum.reason or "the human-only MLE is not resolved")
 
 
 def _glm_trace(data: Comparisons, family: Family, X: Design, x: np.ndarray, free: bool, penalty: str | None) -> float:
@@ -117,22 +131,6 @@ def family_anchored_candidate(data: Comparisons, sf: StagedFit, family: Family, 
         X = human_calibration_design(data, family, sf.llm_chart.structure(sf.llm_theta).basis(ch.calibration))
         cand.admissible, cand.trace = True, _glm_trace(data, family, X, sf.cal_opt.x, ch.K in sf.free, penalty)
     return cand
-
-
-@dataclass(frozen=True)
-class Selected:
-    """What a family reports at the selected candidate (step 5 of :func:`pydial.estimation.dial.fit_dial`)."""
-
-    s: np.ndarray
-    loss_human: float
-    linearization: tuple[Linearization, ...]
-    b: np.ndarray | None
-    gamma: np.ndarray | None
-    log_nu: pd.Series | None
-    calibration_test: CalibrationTest
-    beta: np.ndarray | None = None
-    """The covariate effects of the selected fit (rows :attr:`beta_labels`), ``None`` without covariates."""
-    beta_labels: tuple[str, ...] = ()
 
 
 SHARED_JUDGES = "LLM judges (shared)"
@@ -246,18 +244,17 @@ class Steps:
         for t, e in enumerate(h * np.eye(chL.dim)):
             E[nb + nt:, t] = (consensus_gamma(chL.S(th + e)) - consensus_gamma(chL.S(th - e))) / (2 * h)
         U = objective_outcome_influence(data, obj, xL, E @ Hp)
-        blocks = {"b": slice(0, nb), "log_nu": slice(nb, nb + nt), "gamma": slice(nb + nt, nb + nt + data.K)}
-        if not nb:
-            del blocks["b"]
+        blocks = ({"b": slice(0, nb)} if nb else {}) | {"log_nu": slice(nb, nb + nt), "gamma": slice(nb + nt, nb + nt + data.K)}
         lin = U.linearization("the position effects, tie parameters and consensus loadings", blocks,
                               tie_labels=tuple(data.judges[int(g)] for g in obj.free))
-        log_nu = tie_log_nu(list(data.judges), xL[chL.dim:], sf.llm_free)
-        if not chL.order:
-            return None, None, log_nu, (lin,)
-        return chL.order_effects(th), chL.structure(th).gamma, log_nu, (lin,)
+        b, gamma = (chL.order_effects(th), chL.structure(th).gamma) if chL.order else (None, None)
+        return b, gamma, tie_log_nu(list(data.judges), xL[chL.dim:], sf.llm_free), (lin,)
 
-    def selected(self, sf: StagedFit, best: Candidate, hum: Candidate) -> Selected:
-        """Return the estimates, linearizations and the calibration LRT (``nu_H`` free under both) at ``best``."""
+    def selected(self, sf: StagedFit, best: Candidate, hum: Candidate) -> dict[str, Any]:
+        """Return the :class:`~pydial.estimation.results.Estimate` fields of ``best``: estimates, linearizations, LRT.
+
+        The calibration LRT has ``nu_H`` free under both, and with a penalty the people's unpenalized fit.
+        """
         data, family, ch = self.data, self.family, sf.chart
         lin, lh = self.scores_linearization(sf, best)
         s = best.s if np.isfinite(best.lambda_) else ch.scores(sf.theta)
@@ -266,13 +263,10 @@ class Steps:
         log_nu = None if family.is_binary else pd.concat([log_nu_j, tie_log_nu([data.human_judge], np.array([lh]))])
         beta, labels = self.covariate_effects(sf, best)
         loss = tie_human_loss(family, s, lh, data, None if beta is None else beta[-1])
-        if self.penalty is not None:
-            hum = family_human_candidate(data, family, NUMPY)[0]
-        loss_anc = human_loss_at(data, family, ch, sf.x, sf.free)
-        ok_h = hum.opt is not None and hum.opt.resolved
-        ct = calibration_lrt(loss_anc, hum.loss_human if ok_h else None, family_totals(data, family)[1], data.N - 1 - ch.d,
-                             hum.reason or "the human-only MLE is not resolved")
-        return Selected(s, loss, (lin, *lins_j), b, gamma, log_nu, ct, beta, labels)
+        ct = human_only_lrt(data, family, human_loss_at(data, family, ch, sf.x, sf.free), ch.d,
+                            hum if self.penalty is None else None)
+        return {"s": s, "loss_human": loss, "linearization": (lin, *lins_j), "b": b, "gamma": gamma, "log_nu": log_nu,
+                "calibration_test": ct, "beta": beta, "beta_labels": labels}
 
     def covariate_effects(self, sf: StagedFit, best: Candidate) -> tuple[np.ndarray | None, tuple[str, ...]]:
         """Return the covariate effects of the selected fit and their row labels (``None`` without covariates)."""
