@@ -393,7 +393,7 @@ def test_factored_hessian_matches_block_pair_assembly(data, r, cal, order, monke
     lam = np.inf if cal is None else 3.0
     base = Objective.weighted(ch, data, lam)
     th = random_theta(ch, 11)
-    eta, v = base._local(th)
+    eta, v = base.eta(th), base._columns(ch.to_full(th))
     c = base.cells
     p = expit(eta)
     res, curv = c.w * (c.n * p - c.y), c.w * c.n * p * (1 - p)

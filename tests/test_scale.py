@@ -126,7 +126,7 @@ def test_block_hessian_equals_dense_gram(small):
     ch, th = res.chart, res.theta
     obj = Objective.weighted(ch, d, 3.0 * d.n_llm / d.n_human)
     c = obj.cells
-    eta, v = obj._local(th)
+    eta, v = obj.eta(th), obj._columns(ch.to_full(th))
     p = expit(eta)
     curv = c.w * c.n * p * (1 - p)
     J = obj.full_jacobian(th).toarray()

@@ -174,15 +174,12 @@ class Objective:
         return self._index_array(np.int64)
 
     def _index_array(self, dtype: Any) -> np.ndarray:
-        """:attr:`_index` with integers of type ``dtype``, not cached."""
-        ch, c = self.chart, self.cells
-        q, l = ch.q, np.arange(ch.q)
-        idx = np.empty((c.g.size, 3 * q + 1 + ch.p), dtype)
-        idx[:, :q] = c.g[:, None] * q + l
-        idx[:, q : 2 * q] = c.i[:, None] * q + (ch.off_B + l)
-        idx[:, 2 * q : 3 * q] = c.j[:, None] * q + (ch.off_B + l)
-        idx[:, 3 * q] = np.where(c.is_human, 0, ch.off_b + np.minimum(c.g, ch.K - 1))
-        idx[:, 3 * q + 1 :] = self._beta_unit[:, None] * ch.p + (ch.off_beta + np.arange(ch.p))
+        """:attr:`_index` with integers of type ``dtype``, not cached (the :attr:`_groups`; ``b`` of human cells at 0)."""
+        ch = self.chart
+        idx = np.empty((self.cells.g.size, 3 * ch.q + 1 + ch.p), dtype)
+        for unit, _, base, stride, width, col in self._groups:
+            idx[:, col : col + width] = unit[:, None] * stride + (base + np.arange(width))
+        idx[self.cells.is_human, 3 * ch.q] = 0
         return idx
 
     @_layout(per_cell=True)
@@ -216,11 +213,6 @@ class Objective:
         for l, z in enumerate(self._covariates):
             out.append((z, self._beta_unit, ch.beta_rows, ch.off_beta + np.arange(ch.beta_rows) * ch.p + l, br))
         return out
-
-    def _local(self, theta: np.ndarray, *, derivative: bool = True) -> tuple[np.ndarray, list[np.ndarray]]:
-        """``eta`` and the ``3q + 1 + p`` columns of ``d eta / d phi`` (layout of :attr:`_index`)."""
-        phi = self.chart.to_full(theta)
-        return self._eta_full(phi), (self._columns(phi) if derivative else [])
 
     def _columns(self, phi: np.ndarray) -> list[np.ndarray]:
         """Return the ``3q + 1 + p`` columns ``dB_l, L_gl, -L_gl, a, z`` of ``d eta / d phi`` (layout of :attr:`_index`)."""
@@ -413,16 +405,12 @@ class Objective:
         """
         eta = self.eta(self.split(x)[0]) if eta is None else eta
         free = self._lpos >= 0
-        fx = ~free
         l = self.log_nu(x)[self.cells.g]
-        m = eta.size
-        P, a, b = np.zeros((m, 3)), np.zeros((m, 3)), np.zeros((m, 3))
-        if free.any():
-            P[free] = self.family.probabilities(eta[free], l[free])
-            a[free], b[free] = self.family.outcome_terms(eta[free], l[free])[1:3]
-        if fx.any():
-            P[fx] = BINARY.probabilities(eta[fx], 0.0)
-            a[fx] = BINARY.outcome_terms(eta[fx], 0.0)[1]
+        P, a, b = np.zeros((eta.size, 3)), np.zeros((eta.size, 3)), np.zeros((eta.size, 3))
+        for rows, fam, lr in ((free, self.family, l[free]), (~free, BINARY, 0.0)):  # cells at nu = 0: binary
+            if rows.any():
+                P[rows] = fam.probabilities(eta[rows], lr)
+                a[rows], b[rows] = fam.outcome_terms(eta[rows], lr)[1:3]
         return P, a, b
 
     @cached_property

@@ -34,17 +34,12 @@ def check_penalty(penalty: str | None) -> str | None:
     return check_choice("penalty", penalty, PENALTIES)
 
 
-class _ClosedForms:
-    """The binary family's closed forms of a Jeffreys prior; a tie family has only :attr:`_TIE_METHODS`."""
-
-    family: Family
-    _TIE_METHODS = "value_grad"
-
-    def _binary_only(self, what: str) -> None:
-        """Raise for a tie family: ``what`` is the binary family's closed form."""
-        if not self.family.is_binary:
-            raise ArgumentError(f"{type(self).__name__}.{what} is the binary family's closed form; "
-                                f"the {self.family.name} family has {self._TIE_METHODS}")
+def _binary_only(pen: Any, what: str) -> None:
+    """Raise for a tie family: ``pen.what`` is the binary family's closed form."""
+    if not pen.family.is_binary:
+        has = "value_grad and terms" if isinstance(pen, FirthPenalty) else "value_grad"
+        raise ArgumentError(f"{type(pen).__name__}.{what} is the binary family's closed form; "
+                            f"the {pen.family.name} family has {has}")
 
 
 def _binary_information(X: np.ndarray, n: np.ndarray,
@@ -56,7 +51,7 @@ def _binary_information(X: np.ndarray, n: np.ndarray,
 
 
 @dataclass(frozen=True)
-class FirthPenalty(_ClosedForms):
+class FirthPenalty:
     r"""The Jeffreys prior ``P(x) = -omega/2 log det I(x)`` of a paired-comparison GLM ``eta = X beta`` of any family.
 
     ``x = beta`` (binary, closed-form Hessian) or ``(beta, log nu)`` (tie family, information
@@ -68,11 +63,10 @@ class FirthPenalty(_ClosedForms):
     n: np.ndarray
     weight: float = 1.0
     family: Family = BINARY
-    _TIE_METHODS = "value_grad and terms"
 
     def information(self, eta: np.ndarray) -> np.ndarray:
         """Unnormalized Fisher information ``X^T diag(n p (1-p)) X`` of the binary family at ``eta``."""
-        self._binary_only("information")
+        _binary_only(self, "information")
         return _binary_information(self.X, self.n, eta)[3]
 
     def value(self, x: np.ndarray | None, eta: np.ndarray | None = None) -> float:
@@ -100,7 +94,7 @@ class FirthPenalty(_ClosedForms):
 
     def derivatives(self, eta: np.ndarray, *, hess: bool = True) -> tuple[float, np.ndarray, np.ndarray | None]:
         """``P``, ``dP/d eta`` (m) and, with ``hess``, ``d^2 P / d eta^2`` (m x m) of the binary family."""
-        self._binary_only("derivatives")
+        _binary_only(self, "derivatives")
         _, w1, w2, I = _binary_information(self.X, self.n, eta)
         sign, logdet = np.linalg.slogdet(I)
         if sign <= 0:
@@ -199,7 +193,7 @@ def information_terms(family: Family, X: np.ndarray, n: np.ndarray, eta: np.ndar
 
 
 @dataclass(frozen=True)
-class CalibrationFirthPenalty(_ClosedForms):
+class CalibrationFirthPenalty:
     r"""Human-block Jeffreys prior of the joint fit ``Q_lambda`` in the calibration space.
 
     ``P(theta) = -omega/2 [log det(X^T W X) - log det(M^T M)]`` with ``X = [D_H M, Z_H]``, ``M = B E``
@@ -231,7 +225,7 @@ class CalibrationFirthPenalty(_ClosedForms):
 
     def value(self, chart, theta: np.ndarray, eta: np.ndarray) -> float:
         """``P`` at ``theta`` (``eta``: the human cells' predictors) of the binary family; ``+inf`` if singular."""
-        self._binary_only("value")
+        _binary_only(self, "value")
         M, _ = self.basis(chart, theta)
         s1, l1 = np.linalg.slogdet(_binary_information(self.design(M), self.n, eta)[3])
         s2, l2 = np.linalg.slogdet(M.T @ M)
@@ -243,7 +237,7 @@ class CalibrationFirthPenalty(_ClosedForms):
 
         ``L = log det I - log det G``: ``dL/dM = 2 D^T W U_M - 2 M G^{-1}``, ``d^2L/d eta^2 = diag(w'' h) - (w' w'^T) o Q o Q``.
         """
-        self._binary_only("terms")
+        _binary_only(self, "terms")
         M, dM = self.basis(chart, theta)
         X = self.design(M)
         w, w1, w2, I = _binary_information(X, self.n, eta)
