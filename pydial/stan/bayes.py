@@ -119,13 +119,23 @@ POSTERIOR_METHODS: tuple[str, ...] = ("dial-ada", "dial-anc", "dial-nopos", "jud
 
 def _resolve(method: str, like: Any, spec: Any, data: Comparisons, *, rank: Any, calibration: Any, ties: Any,
              lambda_: Any, include_human: Any, b_stage: Any, covariate_effects: Any) -> Request:
-    """Return what the posterior estimates, every choice checked: from ``like`` (a fit), ``spec``, or the keywords."""
+    """Return what the posterior estimates, every choice checked: from ``like`` (a fit), ``spec``, or the keywords.
+
+    A spec without a posterior (penalized, over a rank grid) is refused; a weight grid of several values has no single
+    weight: the ordinary posterior is taken.
+    """
     if like is not None:
         spec = _like_spec(like, data)
         include_human = include_human and spec.method != "judges"
         b_stage = "llm-only" if spec.method.startswith("dial") else b_stage
     if spec is not None:
-        _check_spec(spec)
+        if not isinstance(spec, ModelSpec):
+            raise ArgumentTypeError(f"spec must be a pydial.ModelSpec, got {type(spec).__name__}")
+        if spec.penalty is not None:
+            raise EstimandMismatchError(f"the spec is penalized ({spec.penalty}); pydial's posteriors use proper priors, "
+                                        "not the Jeffreys penalty", {"penalty": (spec.penalty, None)})
+        if spec.rank is not None and not isinstance(spec.rank, int):
+            raise ArgumentError(f"a rank grid (rank={spec.rank!r}) has no single posterior: fit, then pass like=result")
         method, calibration = spec.method, spec.calibration
     check_choice("covariate_effects", covariate_effects, COVARIATE_EFFECTS)
     if method in ("pooled", "atc"):
@@ -163,20 +173,6 @@ def _keyword_spec(method: str, rank: Any, calibration: Any, ties: Any, lambda_: 
         lambda_ = [float(lambda_)]
     return ModelSpec(method, rank=rank, calibration=calibration, ties=ties, lambda_=lambda_,
                      covariate_effects=covariate_effects)
-
-
-def _check_spec(spec: Any) -> None:
-    """Refuse a spec without a posterior: not a ModelSpec, penalized, or over a rank grid.
-
-    A weight grid of several values has no single weight: the ordinary posterior is taken.
-    """
-    if not isinstance(spec, ModelSpec):
-        raise ArgumentTypeError(f"spec must be a pydial.ModelSpec, got {type(spec).__name__}")
-    if spec.penalty is not None:
-        raise EstimandMismatchError(f"the spec is penalized ({spec.penalty}); pydial's posteriors use proper priors, "
-                                    "not the Jeffreys penalty", {"penalty": (spec.penalty, None)})
-    if spec.rank is not None and not isinstance(spec.rank, int):
-        raise ArgumentError(f"a rank grid (rank={spec.rank!r}) has no single posterior: fit, then pass like=result")
 
 
 def _check_run_arguments(chains: Any, draws: Any, warmup: Any, seed: Any, algorithm: Any, backend: Any,

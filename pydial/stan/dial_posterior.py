@@ -154,7 +154,9 @@ class Estimand:
             out["program"] = (self.program, other.program)
         if self.spec is None or other.spec is None:
             if self.spec is not other.spec:
-                out["spec"] = (_label(self.spec), _label(other.spec))
+                mine, theirs = ("the LLM-only posterior (no calibration)" if x is None else x.method
+                                for x in (self.spec, other.spec))
+                out["spec"] = (mine, theirs)
             return out
         a, b = self.spec.estimand(), other.spec.estimand()
         if a["method"] != b["method"]:
@@ -164,10 +166,6 @@ class Estimand:
         if self.b_source != other.b_source:
             out["b_source"] = (self.b_source, other.b_source)
         return out
-
-
-def _label(spec: ModelSpec | None) -> str:
-    return "the LLM-only posterior (no calibration)" if spec is None else spec.method
 
 
 def _same(a: Any, b: Any) -> bool:
@@ -221,31 +219,26 @@ def sample_dial(data: Comparisons, req: Request, opt: RunOptions) -> Sampled:
     cut = bool(np.isinf(lam_eff)) and req.calibration is not None
     if cut and opt.program is not None:
         raise ArgumentError("lambda_=inf (the cut posterior, method 'dial-anc') samples the shipped programs only")
-    calibration, order, b_stage = req.calibration, req.spec.order, req.b_stage
-    res, d, cells, post, dims, coords = run_dial(data, req, opt, None if cut else calibration, w_llm)
-    monitor = ["s_H", "S", "gamma", "b", "nu", "beta", "consensus_scale"]
-    out = Sampled(res, d, cells, post, dims, coords, monitor, None, "dial_sample" + ("+dial_calibrate" if cut else ""),
-                  merge_priors(DIAL_SAMPLE_PRIORS, opt.priors, "dial_sample.stan"))
+    out = run_dial(data, req, opt, None if cut else req.calibration, w_llm)
+    b_stage = "llm-only" if cut else req.b_stage
     if cut:
         cut_stage(data, req, opt, out)
-        b_stage = "llm-only"
-    elif order and b_stage == "llm-only":
+    elif req.spec.order and b_stage == "llm-only":
         llm_only = dataclasses.replace(opt, seed=opt.seed + 1, win_prob=False, program=None, extra=None,
                                        per_judgment=False, log_lik=False)
-        res_b, _, _, post_b, _, _ = run_dial(data, req, llm_only, None, 1.0)
-        post["b_joint"], dims["b_joint"] = post["b"], ["judge"]
-        post["b"] = res.draws["b"] = post_b["b"]
+        run_b = run_dial(data, req, llm_only, None, 1.0)
+        out.post["b_joint"], out.dims["b_joint"] = out.post["b"], ["judge"]
+        out.post["b"] = out.res.draws["b"] = run_b.post["b"]
         out.single_run = False
-        out.problems += [f"LLM-only run (b): {p}" for p in res_b.check(
+        out.problems += [f"LLM-only run (b): {p}" for p in run_b.res.check(
             monitor=["b"], warn=False, labels={"b": [list(data.judges)]})]
         out.notes.append("b from a separate NUTS run of the LLM-only structured model at weight 1 (the convention "
                          "of the frequentist DIAL fits); b_joint: the joint posterior's b")
-    out.estimand = posterior_estimand(req, lam_eff, data, b_stage if order else "none")
+    out.estimand = posterior_estimand(req, lam_eff, data, b_stage if req.spec.order else "none")
     return out
 
 
-def run_dial(data: Comparisons, req: Request, opt: RunOptions, calibration: str | None,
-             w_llm: float) -> tuple[SampleResult, dict, list, dict, dict, dict]:
+def run_dial(data: Comparisons, req: Request, opt: RunOptions, calibration: str | None, w_llm: float) -> Sampled:
     """One NUTS run of ``dial_sample.stan`` (or a user's copy): draws, data, aggregated cells, posterior group."""
     rank, family, order, init, per_judgment = req.rank, req.family, req.spec.order, opt.init, opt.per_judgment
     start = dial_sample_start(data, rank=rank, calibration=calibration, order=order)  # mu_ref and the chains' start
@@ -277,7 +270,11 @@ def run_dial(data: Comparisons, req: Request, opt: RunOptions, calibration: str 
     d = with_extra(d, opt.extra)
     if numpy_laplace:
         assert u_hat is not None
-        res = laplace_run(d, SampleProgram.from_data(d).split(u_hat), hess, opt)
+        t0, draws = time.perf_counter(), int(opt.run["draws"])
+        out, stats, _ = single_threaded_blas(laplace_sample)(d, SampleProgram.from_data(d).split(u_hat), draws=draws,
+                                                             seed=opt.seed, hess=hess)
+        res = SampleResult(draws=out, stats=stats, chains=1, draws_per_chain=draws, warmup=0, seed=opt.seed, max_depth=0,
+                           backend="numpy", seconds=time.perf_counter() - t0, algorithm="laplace")
     else:
         cm = compile_model(opt.program or "dial_sample", backend=opt.backend)
         run = opt.run
@@ -292,11 +289,29 @@ def run_dial(data: Comparisons, req: Request, opt: RunOptions, calibration: str 
                 warnings.warn(f"the Laplace start failed ({e}); NUTS starts from the point fit with its own metric",
                               ConvergenceWarning, stacklevel=3)
         res = draw(cm, d, seed=opt.seed, inits=inits, run=run)
-    items, judges = list(data.items), list(data.judges)
-    tie_names = (judges + ([data.human_judge] if int(d["H"]) else [])) if not family.is_binary else []
-    post, dims, coords = dial_posterior(res, d, items, judges, calibration, order, tie_names)
+    items, judges = list(data.items), list(data.judges)  # the posterior group: the identified quantities
+    dims: dict[str, list[str]] = {"S": ["judge", "item"], "mu": ["item"], "gamma": ["judge"], "consensus_scale": [],
+                                  "consensus_strength": []}
+    coords: dict[str, Any] = {"item": items, "judge": judges}
+    if rank > 0:
+        dims |= {"U": ["judge", "rank"], "V": ["item", "rank"]}
+        coords["rank"] = [f"V{t + 1}" for t in range(rank)]
+    if order:
+        dims["b"] = ["judge"]
+    if calibration is not None:
+        dims |= {"s_H": ["item"], "c": ["basis"]}
+        coords["basis"] = ["mu"] + ([f"V{t + 1}" for t in range(rank)] if calibration == "W" else [])
+        if int(d["calc_win_prob"]):
+            dims["win_prob"] = ["item", "item_j"]
+            coords["item_j"] = items
+    if not family.is_binary:
+        dims["nu"] = ["tie_judge"]
+        coords["tie_judge"] = judges + ([data.human_judge] if int(d["H"]) else [])
+    post = {k: res.draws[k] for k in dims}
+    dims = {k: v for k, v in dims.items() if v}
     covariate_posterior(res.draws, d, judges + [data.human_judge], list(data.covariates), post, dims, coords)
-    return res, d, cells, post, dims, coords
+    return Sampled(res, d, cells, post, dims, coords, ["s_H", "S", "gamma", "b", "nu", "beta", "consensus_scale"], None,
+                   "dial_sample", merge_priors(DIAL_SAMPLE_PRIORS, opt.priors, "dial_sample.stan"))
 
 
 @single_threaded_blas
@@ -329,16 +344,6 @@ def matched_mode(data: Comparisons, req: Request, d: Mapping[str, Any], w_llm: f
     return dict(d) | {"frame_sd": prog.frame_sd}, u_hat, hess
 
 
-@single_threaded_blas
-def laplace_run(d: Mapping[str, Any], mode_: Mapping[str, np.ndarray], hess: np.ndarray, opt: RunOptions) -> SampleResult:
-    """Draw from the Laplace approximation of ``dial_sample.stan`` at the mode and Hessian of :func:`matched_mode`."""
-    t0 = time.perf_counter()
-    draws = int(opt.run["draws"])
-    out, stats, _ = laplace_sample(d, mode_, draws=draws, seed=opt.seed, hess=hess)
-    return SampleResult(draws=out, stats=stats, chains=1, draws_per_chain=draws, warmup=0, seed=opt.seed, max_depth=0,
-                        backend="numpy", seconds=time.perf_counter() - t0, algorithm="laplace")
-
-
 def covariate_posterior(draws: Mapping[str, np.ndarray], d: Mapping[str, Any], groups: list[str],
                          covariates: list[str], post: dict, dims: dict, coords: dict) -> None:
     """Add ``beta`` over (``beta_judge``, ``covariate``) to a posterior group (nothing when ``n_cov = 0``).
@@ -367,6 +372,7 @@ def cut_stage(data: Comparisons, req: Request, opt: RunOptions, out: Sampled) ->
     conditional modes runs ``warmup`` iterations (at most :data:`CUT_WARMUP_MAX`); its final state gives every ``c_t``.
     """
     res, post, dims, coords = out.res, out.post, out.dims, out.coords
+    out.program += "+dial_calibrate"
     chains, draws = res.chains, res.draws_per_chain
     rank, calibration, family, priors, seed, run = req.rank, str(req.calibration), req.family, opt.priors, opt.seed, opt.run
     T, N = chains * draws, data.N
@@ -437,30 +443,6 @@ def calibration_modes(M: np.ndarray, Hc: CellTable, prior_sd: float) -> np.ndarr
     ridge = 1.0 / prior_sd**2 if prior_sd > 0 else 1e-8
     return np.array([glm(None, counts, dense_design(calibration_design(Hc.i, Hc.j, M.shape[1], M_t, Hc.z)),
                          ridge=ridge, bound=BOX).x for M_t in M])
-
-
-def dial_posterior(res: SampleResult, d: Mapping[str, Any], items: list[str], judges: list[str],
-                    calibration: str | None, order: bool, tie_names: list[str]) -> tuple[dict, dict, dict]:
-    """Return the posterior group (the identified quantities of ``dial_sample.stan``), its dims and coords."""
-    r = int(d["rank"])
-    dims: dict[str, list[str]] = {"S": ["judge", "item"], "mu": ["item"], "gamma": ["judge"], "consensus_scale": [],
-                                  "consensus_strength": []}
-    coords: dict[str, Any] = {"item": items, "judge": judges}
-    if r > 0:
-        dims |= {"U": ["judge", "rank"], "V": ["item", "rank"]}
-        coords["rank"] = [f"V{t + 1}" for t in range(r)]
-    if order:
-        dims["b"] = ["judge"]
-    if calibration is not None:
-        dims |= {"s_H": ["item"], "c": ["basis"]}
-        coords["basis"] = ["mu"] + ([f"V{t + 1}" for t in range(r)] if calibration == "W" else [])
-        if int(d["calc_win_prob"]):
-            dims["win_prob"] = ["item", "item_j"]
-            coords["item_j"] = items
-    if tie_names:
-        dims["nu"] = ["tie_judge"]
-        coords["tie_judge"] = tie_names
-    return {k: res.draws[k] for k in dims}, {k: v for k, v in dims.items() if v}, coords
 
 
 def draw(cm: CompiledModel, d: Mapping[str, Any], *, seed: int, inits: Sequence[Mapping[str, Any]] | None,

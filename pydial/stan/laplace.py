@@ -283,12 +283,12 @@ def structure_vjp(prog: SampleProgram, p: Mapping[str, np.ndarray], G: np.ndarra
     return {"m_raw": m_bar, "Z_raw": _left(prog.E.T, Y_bar), "gamma_dev": gamma_bar @ prog.QK, "P_raw": P_raw_bar, "c": c_bar}
 
 
-def _normal(x: np.ndarray, mean: float, sd: float) -> tuple[Any, np.ndarray]:
-    """``normal_lpdf(x | mean, sd)`` summed over the last axes of a parameter, and its gradient; ``sd = 0``: flat (0)."""
+def _normal(x: np.ndarray, mean: float, sd: float, axes: int) -> tuple[Any, np.ndarray]:
+    """``normal_lpdf(x | mean, sd)`` summed over the last ``axes`` axes of a parameter, and its gradient; ``sd = 0``: flat (0)."""
     if sd <= 0:
         return 0.0, 0 * x
-    z = (x - mean) / sd
-    return np.sum(-0.5 * z * z, axis=-1) - x.shape[-1] * (np.log(sd) + 0.5 * np.log(2 * np.pi)), -z / sd
+    z = (x.reshape(*x.shape[:x.ndim - axes], -1) - mean) / sd
+    return np.sum(-0.5 * z * z, axis=-1) - z.shape[-1] * (np.log(sd) + 0.5 * np.log(2 * np.pi)), (-z / sd).reshape(x.shape)
 
 
 def _prior(prog: SampleProgram, p: Mapping[str, np.ndarray]) -> tuple[Any, dict[str, np.ndarray]]:
@@ -298,13 +298,10 @@ def _prior(prog: SampleProgram, p: Mapping[str, np.ndarray]) -> tuple[Any, dict[
     value = -0.5 * np.sum(A * A, axis=(-1, -2)) / prog.frame_sd**2
     grad = {"P_raw": -2 * _mm(p["P_raw"], A) / prog.frame_sd**2}
     for name, key, mean in (("m_raw", "m", 0.0), ("gamma_dev", "gamma", 0.0), ("b", "b", 0.0), ("beta_free", "beta", 0.0),
-                            ("c", "c", 0.0), ("log_nu", "log_nu", pr["log_nu_mean"])):
-        v, grad[name] = _normal(p[name], mean, pr[key + "_sd"])
+                            ("c", "c", 0.0), ("log_nu", "log_nu", pr["log_nu_mean"]), ("Z_raw", "Z", 0.0)):
+        v, grad[name] = _normal(p[name], mean, pr[key + "_sd"], len(prog.shapes[name]))
         value = value + v
-    Zr = p["Z_raw"]
-    v, g = _normal(Zr.reshape(*Zr.shape[:-2], -1), 0.0, pr["Z_sd"])
-    grad["Z_raw"] = g.reshape(Zr.shape)
-    return value + v, grad
+    return value, grad
 
 
 def _beta(prog: SampleProgram, beta_free: np.ndarray) -> np.ndarray:
