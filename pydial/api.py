@@ -195,10 +195,7 @@ def fit(
     >>> bool(res.calibration_test.p_value < 0.001)
     True
     """
-    given = dict(rank=rank, calibration=calibration, ties=ties, penalty=penalty, lambda_=lambda_, multiples=multiples,
-                 include_endpoints=include_endpoints, cov_type=cov_type, anchored_cov_type=anchored_cov_type,
-                 cluster_correction=cluster_correction, level=level, engine=engine, seed=seed, check=check,
-                 covariate_effects=covariate_effects, selection=selection)
+    given = {k: v for k, v in locals().items() if k in DEFAULTS}  # the model arguments, as passed
     if spec is None:
         spec = spec_from_arguments(method, {k: v for k, v in given.items() if v is not DEFAULTS[k]} | unknown)
     elif not isinstance(spec, ModelSpec):

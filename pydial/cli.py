@@ -3,6 +3,7 @@
 Every failure is one line on stderr and an exit code (2 bad input, 3 not identifiable, 4 no admissible fit, 5 sampler
 problems, 130 Ctrl-C), never a traceback; the table of exit codes is in the command-line guide (``docs/guide/cli.md``).
 """
+
 from __future__ import annotations
 
 import argparse

@@ -18,10 +18,7 @@ class DataError(DialError, ValueError):
 
 
 class ArgumentError(DialError, ValueError):
-    """An argument of a pydial function has an invalid value (also a :class:`ValueError`).
-
-    Raised before any work is done; the message names the argument, the value given and what is allowed.
-    """
+    """An argument has an invalid value (also a :class:`ValueError`), raised before any work; the message names it."""
 
 
 class ArgumentTypeError(ArgumentError, TypeError):
@@ -29,10 +26,7 @@ class ArgumentTypeError(ArgumentError, TypeError):
 
 
 class UnknownNameError(ArgumentError, KeyError):
-    """An argument names an item, judge or covariate that the data or result does not have (also a :class:`KeyError`).
-
-    The message names the unknown name and lists the known ones.
-    """
+    """An argument names an item, judge or covariate the data or result lacks (a :class:`KeyError`); lists the known ones."""
 
     def __str__(self) -> str:
         """Return the message as given (not quoted, as :class:`KeyError` would)."""
@@ -52,8 +46,7 @@ class UnknownNameError(ArgumentError, KeyError):
         given : iterable
             The names given.
         known : iterable
-            The names there are; the message lists them (the first 20) and the closest
-            spellings of the unknown one.
+            The names there are; the message lists them (the first 20) and the closest spellings.
         hint : str, optional
             Appended to the message, e.g. where the known names come from.
         """
@@ -76,8 +69,7 @@ class UnknownNameError(ArgumentError, KeyError):
 class IdentifiabilityError(DialError):
     """The design cannot identify the requested model (:func:`pydial.check_design`).
 
-    The message names the judge (or ``"human"``) and the paper's condition that fails, e.g. ``ident-LLM``
-    (a judge's scores and order effect) or ``human-design`` (the human comparisons on the calibration basis).
+    The message names the judge (or ``"human"``) and the paper's condition that fails, e.g. ``ident-LLM``.
     """
 
 
@@ -86,18 +78,13 @@ class ConvergenceError(DialError, RuntimeError):
 
 
 class OutputError(DialError, OSError):
-    """An output location cannot be written (a file or folder in the way, no permission, a foreign non-empty folder).
-
-    The message names the path.
-    """
+    """An output location cannot be written (a file or folder in the way, no permission, a foreign non-empty folder)."""
 
 
 class EstimandMismatchError(DialError, ValueError):
-    """Two results that are compared estimate different things.
+    """Two results that are compared estimate different things (e.g. a fit and a posterior of another model or weight).
 
-    E.g. a fit and a posterior of another model, weight, rank, calibration, tie model or order-effect
-    convention.  ``mismatch`` maps each differing field to ``(fit value, posterior value)``; the
-    message names them and says how to match the two sides.
+    ``mismatch`` maps each differing field to ``(fit value, posterior value)``; the message says how to match them.
     """
 
     def __init__(self, message: str, mismatch: dict | None = None) -> None:
@@ -106,10 +93,7 @@ class EstimandMismatchError(DialError, ValueError):
 
 
 class DependencyError(DialError, ImportError):
-    """An installed dependency is missing or of a version pydial cannot support.
-
-    The message names the package, the version found, the supported range and how to install one.
-    """
+    """A dependency is missing or of an unsupported version; the message names the versions and how to install one."""
 
 
 class DialWarning(UserWarning):
@@ -117,10 +101,9 @@ class DialWarning(UserWarning):
 
 
 class ConvergenceWarning(DialWarning):
-    """A fit finished but is not a resolved optimum.
+    """A fit finished but is not a resolved optimum; ``status`` (:data:`pydial.estimation.verdict.STATUSES`) says how.
 
-    ``status`` says how (one of :data:`pydial.estimation.verdict.STATUSES`, e.g. ``"not converged"``,
-    ``"at bound"``); :func:`pydial.fit` copies it into ``DialResult.status``.
+    :func:`pydial.fit` copies ``status`` (e.g. ``"not converged"``, ``"at bound"``) into ``DialResult.status``.
     """
 
     def __init__(self, message: str = "", status: str = "not converged") -> None:
@@ -135,20 +118,17 @@ class CovarianceWarning(DialWarning):
 
 
 class CalibrationWarning(DialWarning):
-    """The fit's calibration restriction is rejected by its own likelihood-ratio test.
+    """The fit's calibration restriction ``s_H = M c`` is rejected by its own likelihood-ratio test.
 
-    ``dial-anc``, ``pooled``, ``atc`` and DIAL-Ada at ``lambda = inf`` assume the people's scores in
-    the span of the judges' (``s_H = M c``).  The estimates are a resolved fit of a model the data
-    contradict: the status stays ``"ok"``, the problem is listed in ``DialResult.problems`` and the
-    summary.  ``method="dial-ada"`` moves toward the people's own fit when they disagree with the judges.
+    The status of such a fit (``dial-anc``, ``pooled``, ``atc``, DIAL-Ada at ``lambda = inf``) stays ``"ok"``; the
+    problem is listed in ``DialResult.problems``.  ``method="dial-ada"`` moves toward the people's own fit instead.
     """
 
 
 class BootstrapWarning(DialWarning):
-    """The resamples cannot show the sampling variability of (part of) the data.
+    """The resamples cannot show the sampling variability of (part of) the data (e.g. a single record).
 
-    E.g. a single record (every resample is the data itself): the bootstrap standard errors and
-    intervals are NaN instead of 0.  The message says which records and why.
+    The bootstrap standard errors and intervals are then NaN instead of 0; the message says which records and why.
     """
 
 
@@ -161,10 +141,7 @@ class DataWarning(DialWarning):
 
 
 class MemoryLimitError(DialError, MemoryError):
-    """A request would not fit in the memory available (estimated before allocating).
-
-    The message gives the estimate, what it is made of and how to reduce it.
-    """
+    """A request would not fit in the memory available (estimated before allocating); the message says how to reduce it."""
 
 
 def caller_stacklevel() -> int:

@@ -1,12 +1,8 @@
 """Writing outputs safely: check the location first, write into a temporary sibling, move into place.
 
-An interrupted or failed run leaves either the old output or the new one, never a mix.  A missing folder is created;
-an empty one, or one pydial wrote (it holds :data:`MARKER`), is replaced as a whole, keeping its permissions and group;
-another non-empty folder is refused unless ``force=True`` (then only :data:`OUTPUT_NAMES` are replaced).  An existing
-file is replaced atomically.  An empty path is refused; a symbolic link is written through.  New files and folders get
-the modes of ``open``/``mkdir`` under the umask.  Temporaries are ``.<name>.tmp-<pid>-<host>-*``: removed on ``SIGTERM``
-or ``SIGHUP`` (then the signal is delivered again), and by the next write when left by a dead process of this host
-(:func:`remove_stale_temporaries`).  Every problem raises :class:`~pydial.exceptions.OutputError` naming the path.
+An interrupted or failed run leaves the old output or the new one, never a mix; the rules (pydial's marker file, links,
+modes, temporaries ``.<name>.tmp-<pid>-<host>-*`` removed on ``SIGTERM``/``SIGHUP`` or by a later run) are in the
+command-line guide (``docs/guide/cli.md``).  Every problem raises :class:`~pydial.exceptions.OutputError` naming the path.
 """
 
 from __future__ import annotations
@@ -223,8 +219,7 @@ def check_output_dir(path: str | os.PathLike[str], *, force: bool = False) -> Pa
     p = _target(path, "output folder")
     if p.exists() and not p.is_dir():
         raise OutputError(f"cannot write the output folder {p}: it is a file")
-    anc = _existing_ancestor(p)
-    _probe(anc, p)
+    _probe(_existing_ancestor(p), p)
     if p.is_dir():
         _probe(p, p)
         entries = list(p.iterdir())

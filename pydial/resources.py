@@ -134,9 +134,7 @@ def check_seed(seed: Any, *, generator: bool = False) -> Any:
 
 def n_workers(n_jobs: int) -> int:
     """Return the number of processes ``n_jobs`` (joblib's convention, see :func:`check_n_jobs`) runs at once."""
-    if n_jobs > 0:
-        return n_jobs
-    return max(1, (os.cpu_count() or 1) + 1 + n_jobs)
+    return n_jobs if n_jobs > 0 else max(1, (os.cpu_count() or 1) + 1 + n_jobs)
 
 
 def fit_bytes(n_cells: int, P: int) -> int:
