@@ -222,10 +222,8 @@ def newton(
             step = _gauge_cholesky_step(H, g, gauge(x), rtol_eig, work)
         if step is None:
             ev, Q = np.linalg.eigh(H)
-            amax = np.abs(ev).max(initial=0.0)
-            keep = np.abs(ev) > rtol_eig * max(amax, 1e-300)
-            gq = Q.T @ g
-            step = -(Q[:, keep] @ (gq[keep] / np.abs(ev[keep])))
+            keep = np.abs(ev) > rtol_eig * max(np.abs(ev).max(initial=0.0), 1e-300)
+            step = -(Q[:, keep] @ ((Q.T @ g)[keep] / np.abs(ev[keep])))
         # Coordinates pinned at the bound with the gradient pushing outwards are frozen.
         pinned = (np.abs(x) >= bound) & (np.sign(x) == -np.sign(g))
         step[pinned] = 0.0
@@ -383,9 +381,8 @@ def lbfgs_minimize(
     u = full(x)
     f_end, g_all = fun_and_grad(u)
     g = np.asarray(g_all, dtype=float)[free]
-    if bnds is not None:  # projected gradient at active bounds
-        lo = np.array([-np.inf if b[0] is None else b[0] for b in bnds])
-        hi = np.array([np.inf if b[1] is None else b[1] for b in bnds])
+    if bnds is not None:  # projected gradient at active bounds (a missing bound, NaN, is never active)
+        lo, hi = np.array(bnds, dtype=float).reshape(-1, 2).T
         g = np.where((res.x <= lo) & (g > 0) | (res.x >= hi) & (g < 0), 0.0, g)
     gnorm = float(np.max(np.abs(g))) if g.size else 0.0
     # a failed line search (ABNORMAL) or no resolvable decrease of f has reached the resolution of f

@@ -609,44 +609,36 @@ def simulate(N: int = 10, K: int = 4, rank: int = 1, n_llm: int = 20_000, n_huma
         g = g - g.mean(axis=1, keepdims=True)
         b_kij = b[:, None] + sigma_pos * g / np.sqrt(np.mean(g**2, axis=1, keepdims=True))
 
-    # (4) LLM comparisons.
+    # (4) LLM and (5) human comparisons: the designs, then the predictors.
     p_llm, k_llm, a_first, rec_llm, rec_pairs = _llm_design(g_llm, n_llm, n_pairs, K, p_first, both_orders)
-    i_l, j_l = pi[p_llm], pj[p_llm]
+    p_hum = rec_pairs[:n_human] if both_orders else g_hum.integers(0, n_pairs, size=n_human)
+    i_l, j_l, i_h, j_h = pi[p_llm], pj[p_llm], pi[p_hum], pj[p_hum]
     eta = _llm_predictor(S, b, b_kij, eps_kij, k_llm, i_l, j_l, p_llm, np.where(a_first, 1.0, -1.0))
     if own is not None:  # self-preference: beta_k (1[i own_k] - 1[j own_k]), no draws
         eta += self_k[k_llm] * (own[k_llm, i_l] - own[k_llm, j_l])
+    eta_h = s_h[i_h] - s_h[j_h]
     style = None
     if names:  # drawn from a generator of their own: without covariates the draws are unchanged
         g_cov = np.random.default_rng(gen.integers(2**63))
         style = g_cov.standard_normal((N, len(names)))
-        i_r, j_r = pi[rec_pairs], pj[rec_pairs]  # one response per record side, shown to every judge in both orders
-        xa_r = style[i_r] + g_cov.standard_normal((n_llm, len(names)))
-        xb_r = style[j_r] + g_cov.standard_normal((n_llm, len(names)))
+        # one response per record side, shown to every judge in both orders (and labelled by the people with both_orders)
+        xa_r, xb_r = (style[q[rec_pairs]] + g_cov.standard_normal((n_llm, len(names))) for q in (pi, pj))
         xa_l, xb_l = xa_r[rec_llm], xb_r[rec_llm]
+        if both_orders:
+            xa_h, xb_h = xa_r[:n_human], xb_r[:n_human]
+        else:
+            xa_h, xb_h = (style[q[p_hum]] + g_cov.standard_normal((n_human, len(names))) for q in (pi, pj))
         eta += np.einsum("cp,cp->c", xa_l - xb_l, beta_kp[k_llm])
+        eta_h = eta_h + (xa_h - xb_h) @ beta_kp[K]
     t = None  # P(tie) = tie_rate at equal scores: nu / (2 + nu) (Davidson), tanh(tau / 2) (Rao-Kupper)
     if tie_rate > 0:
         t = 2 * tie_rate / (1 - tie_rate) if family == "davidson" else 2 * np.arctanh(tie_rate)
-    out_llm = _draw(g_llm, family, eta, t)
-
-    # (5) Human comparisons.
-    p_hum = rec_pairs[:n_human] if both_orders else g_hum.integers(0, n_pairs, size=n_human)
-    i_h, j_h = pi[p_hum], pj[p_hum]
-    eta_h = s_h[i_h] - s_h[j_h]
-    if style is not None:
-        if both_orders:  # the people label the records' responses
-            xa_h, xb_h = xa_r[:n_human], xb_r[:n_human]
-        else:
-            xa_h = style[i_h] + g_cov.standard_normal((n_human, len(names)))
-            xb_h = style[j_h] + g_cov.standard_normal((n_human, len(names)))
-        eta_h = eta_h + (xa_h - xb_h) @ beta_kp[K]
-    out_hum = _draw(g_hum, family, eta_h, t)
+    outcome = np.concatenate([_draw(g_llm, family, eta, t), _draw(g_hum, family, eta_h, t)])
 
     items, judges = _names(N, K)
     record = (np.concatenate([rec_llm, np.arange(n_human, dtype=np.int64)]) if both_orders
               else np.arange(n_rows + n_human, dtype=np.int64))
-    frame = _frame(items, judges, k_llm, a_first, record, np.concatenate([i_l, i_h]), np.concatenate([j_l, j_h]),
-                   np.concatenate([out_llm, out_hum]))
+    frame = _frame(items, judges, k_llm, a_first, record, np.concatenate([i_l, i_h]), np.concatenate([j_l, j_h]), outcome)
     for c, name in enumerate(names):  # the responses' features, LLM rows then human rows
         frame[f"{name}_a"] = np.concatenate([xa_l[:, c], xa_h[:, c]])
         frame[f"{name}_b"] = np.concatenate([xb_l[:, c], xb_h[:, c]])
@@ -655,8 +647,7 @@ def simulate(N: int = 10, K: int = 4, rank: int = 1, n_llm: int = 20_000, n_huma
         pairs=np.column_stack([pi, pj]).astype(np.int64), items=items, judges=judges,
         nu=None if t is None else np.full(K + 1, t), ties=family if tie_rate > 0 else None,
         covariates=tuple(names), beta=beta_kp if names else None, item_style=style,
-        self_preference=own_items,
-        self_effect=self_k if own is not None else None,
+        self_preference=own_items, self_effect=self_k if own is not None else None,
     )
     config = dict(
         N=N, K=K, rank=r, n_llm=n_llm, n_human=n_human, target=target, c_v_sd=c_v_sd,
