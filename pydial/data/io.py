@@ -151,15 +151,15 @@ def read_json(path: str | PathLike[str]) -> pd.DataFrame:
                             "must be named .jsonl or .jsonl.gz") from None
 
 
-def _source(src: Any) -> str:
-    """Return `` (path)`` naming the file a table was read from; empty for a DataFrame."""
-    return "" if isinstance(src, pd.DataFrame) else f" ({src})"
-
-
-def _require(df: pd.DataFrame, cols: Iterable[str], what: str) -> None:
+def _table(src: Any, rep: ConversionReport, cols: Iterable[str], what: str, reader: Any = read_jsonl) -> pd.DataFrame:
+    """Return the table ``src`` (a path is read by ``reader``), its rows counted in ``rep.read``; a missing column raises."""
+    df = src if isinstance(src, pd.DataFrame) else reader(src)
     missing = [c for c in cols if c not in df.columns]
     if missing:
-        raise DataError(f"{what}: missing column(s) {missing}; found {list(df.columns)}")
+        where = "" if isinstance(src, pd.DataFrame) else f" ({src})"
+        raise DataError(f"{what}{where}: missing column(s) {missing}; found {list(df.columns)}")
+    rep.read += len(df)
+    return df
 
 
 def _long_rows(keep: pd.Series, record_id: pd.Series, judge: str | pd.Series, item_a: pd.Series, item_b: pd.Series,
@@ -197,9 +197,7 @@ def from_arena(judges: Mapping[str, str | PathLike[str] | pd.DataFrame], *, huma
     rep.notes.append(f"LLM judges assumed to see model_{first} first (display order is not stored in the source)")
     parts = []
     for name, src in judges.items():
-        df = src if isinstance(src, pd.DataFrame) else read_jsonl(src)
-        _require(df, (record_id, "model_a", "model_b", "winner"), f"arena table of judge {name!r}{_source(src)}")
-        rep.read += len(df)
+        df = _table(src, rep, (record_id, "model_a", "model_b", "winner"), f"arena table of judge {name!r}")
         w = df["winner"].map(ARENA_WINNERS)
         rep.exclude(f"unknown winner ({name})", int(w.isna().sum()))
         parts.append(_long_rows(w.notna(), df[record_id], name, df["model_a"], df["model_b"], first, w))
@@ -219,9 +217,7 @@ def from_mtbench(df: pd.DataFrame | str | PathLike[str]) -> tuple[pd.DataFrame, 
     record id is ``question_id`` (with ``turn`` appended when present).
     """
     rep = ConversionReport("MT-Bench pairwise")
-    t = df if isinstance(df, pd.DataFrame) else read_jsonl(df)
-    _require(t, ("question_id", "model_1", "model_2", "g1_winner", "g2_winner", "judge"), f"MT-Bench table{_source(df)}")
-    rep.read = len(t)
+    t = _table(df, rep, ("question_id", "model_1", "model_2", "g1_winner", "g2_winner", "judge"), "MT-Bench table")
     rid = t["question_id"].astype(str)
     if "turn" in t.columns:
         rid = rid + "-t" + t["turn"].astype(str)
@@ -249,10 +245,8 @@ def from_pandalm(df: pd.DataFrame | str | PathLike[str], *, judge: str = "judge"
     argument.  ``first`` says which response was shown first (PandaLM's original order shows response 1 first).
     """
     rep = ConversionReport("PandaLM")
-    t = df if isinstance(df, pd.DataFrame) else (
-        read_jsonl(df) if str(df).endswith((".jsonl", ".jsonl.gz")) else read_json(df))
-    _require(t, (model_1, model_2, label, record_id), f"PandaLM table{_source(df)}")
-    rep.read = len(t)
+    jsonl = isinstance(df, pd.DataFrame) or str(df).endswith((".jsonl", ".jsonl.gz"))
+    t = _table(df, rep, (model_1, model_2, label, record_id), "PandaLM table", read_jsonl if jsonl else read_json)
     lab = pd.to_numeric(t[label], errors="coerce").map(PANDALM_WINNERS)
     bad = lab.isna()
     rep.exclude("unknown label", int(bad.sum()))
@@ -292,9 +286,7 @@ def from_table(path: str | PathLike[str], *, columns: Mapping[str, str] | None =
         with reading_text(p, "a CSV file"):
             compression = "gzip" if kind == "gzip" else "infer"
             t = read_csv(p, list(mapping.values()), **{"compression": compression, **read_kwargs})
-    _require(t, mapping.values(), f"table {p}")
-    rep.read = len(t)
-    frame = t[list(mapping.values())].copy()
+    frame = _table(t, rep, mapping.values(), f"table {p}")[list(mapping.values())].copy()
     frame.columns = list(COLUMNS)
     rep.kept = len(frame)
     return frame, rep
