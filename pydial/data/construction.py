@@ -8,6 +8,7 @@ from __future__ import annotations
 import functools
 import inspect
 import warnings
+from dataclasses import replace
 from os import PathLike
 from typing import Any, Callable, Iterable, Mapping, Sequence, TypeVar, cast
 
@@ -67,17 +68,6 @@ def name_arguments(items: Any, self_preference: Any) -> tuple[list[Any] | None, 
             None if self_preference is None else own_items(self_preference))
 
 
-def canonical(coded: Coded, item_index: np.ndarray, is_human: np.ndarray) -> dict[str, np.ndarray]:
-    """Return the canonical coding of ``coded``: ``i < j`` (int32), display order ``a`` (+1, -1, 0 human), outcome, ``self``."""
-    ia, ib = item_index[coded.item_a], item_index[coded.item_b]
-    swap = ia > ib
-    a = np.where((coded.first == FIRST_A) != swap, np.int8(1), np.int8(-1))
-    a[is_human] = 0
-    w = coded.winner  # index into WINNER_VALUES: a, b, tie (= TIE), both_bad (= BOTH_BAD)
-    outcome = np.where(w >= TIE, w, np.where((w == 0) != swap, np.int8(I_WINS), np.int8(J_WINS)))
-    return {"i": np.minimum(ia, ib), "j": np.maximum(ia, ib), "a": a, "outcome": outcome, "self": ia == ib}
-
-
 COVARIATE_PREFIX = "cov:"
 """Prefix of the covariate columns of :attr:`Comparisons.frame` (standardized, canonical orientation)."""
 
@@ -85,14 +75,23 @@ SELF_PREFERENCE = "self_preference"
 """The name of the self-preference covariate (:meth:`Comparisons.with_self_preference`)."""
 
 
-def covariate_columns(coded: Coded, item_index: np.ndarray, names: Sequence[str], scale: pd.Series | None
-                      ) -> dict[str, np.ndarray]:
-    """Return the columns ``cov:<name>`` of the standardized covariates in canonical orientation (``-z`` where swapped)."""
-    if coded.z is None or scale is None:
-        return {}
-    swap = item_index[coded.item_a] > item_index[coded.item_b]
-    z = np.where(swap[:, None], -coded.z, coded.z) / scale.to_numpy()
-    return {COVARIATE_PREFIX + c: z[:, t] for t, c in enumerate(names)}
+def canonical(coded: Coded, item_index: np.ndarray, is_human: np.ndarray, scale: pd.Series | None = None
+              ) -> dict[str, np.ndarray]:
+    """Return the canonical coding of ``coded``: ``i < j`` (int32), display order ``a`` (+1, -1, 0 human), outcome, ``self``.
+
+    With a ``scale`` (by covariate name), also the columns ``cov:<name>`` of ``coded.z`` standardized, ``-z`` where swapped.
+    """
+    ia, ib = item_index[coded.item_a], item_index[coded.item_b]
+    swap = ia > ib
+    a = np.where((coded.first == FIRST_A) != swap, np.int8(1), np.int8(-1))
+    a[is_human] = 0
+    w = coded.winner  # index into WINNER_VALUES: a, b, tie (= TIE), both_bad (= BOTH_BAD)
+    outcome = np.where(w >= TIE, w, np.where((w == 0) != swap, np.int8(I_WINS), np.int8(J_WINS)))
+    out = {"i": np.minimum(ia, ib), "j": np.maximum(ia, ib), "a": a, "outcome": outcome, "self": ia == ib}
+    if coded.z is not None and scale is not None:
+        z = np.where(swap[:, None], -coded.z, coded.z) / scale.to_numpy()
+        out.update({COVARIATE_PREFIX + c: z[:, t] for t, c in enumerate(scale.index)})
+    return out
 
 
 def column_names(columns: Any, optional: Sequence[str] = ()) -> dict[str, Any]:
@@ -283,9 +282,7 @@ def from_frame(cls: Any, df: pd.DataFrame, *, human_judge: Any = "human", items:
     items, own, cov_names = _checked_arguments(df, "the table", mapping.values(), items, self_preference, covariates)
     missing = [f"{v!r} (for {k})" if k != v else repr(v) for k, v in mapping.items() if v not in df.columns]
     if missing:
-        raise DataError(
-            f"missing column(s) {', '.join(missing)}; the table has columns {list(df.columns)}. {COLUMN_HINT}"
-        )
+        raise DataError(f"missing column(s) {', '.join(missing)}; the table has columns {list(df.columns)}. {COLUMN_HINT}")
     check_choice("duplicates", duplicates, DUPLICATES)
     if len(df) == 0:
         raise DataError("the comparison table has no rows")
@@ -293,7 +290,6 @@ def from_frame(cls: Any, df: pd.DataFrame, *, human_judge: Any = "human", items:
                       "aggregate the judgments to counts first (Comparisons.from_counts, or pydial.read_comparisons "
                       "for a file), or read a part of the table")
     v = Validator(mapping, human_judge, strip=strip_names, allow_similar=allow_similar_names)
-    human_judge = v.human_judge
     rec = df[record_id]
     if rec.dtype == object and infer_dtype(rec, skipna=True).startswith("mixed"):
         check_cells(rec, record_id)
@@ -318,14 +314,13 @@ def from_frame(cls: Any, df: pd.DataFrame, *, human_judge: Any = "human", items:
         coded, rec_codes, record, index = coded.select(~dup), rec_codes[~dup], record[~dup], index[~dup]
     v.finish(items)
     names, item_index = item_names(v, items)
-    is_human = coded.judge == v.judges.ids.get(human_judge, -1)
+    is_human = coded.judge == v.judges.ids.get(v.human_judge, -1)
     scale = None if cov_names is None or coded.z is None else standardize(
         coded.z, cov_names, transform=covariate_transform)[1]
     canon = pd.DataFrame({"record_id": record, "judge": pd.Categorical.from_codes(coded.judge, v.judges.texts),
-                          **canonical(coded, item_index, is_human),
-                          **covariate_columns(coded, item_index, cov_names or (), scale)}, index=index, copy=False)
+                          **canonical(coded, item_index, is_human, scale)}, index=index, copy=False)
     del coded
-    out = cls._finish(canon, is_human, names, human_judge, drop_empty_judges, records=(rec_codes, rec_ids),
+    out = cls._finish(canon, is_human, names, v.human_judge, drop_empty_judges, records=(rec_codes, rec_ids),
                       covariates=(scale, covariate_transform if scale is not None else None))
     out.frame.attrs["duplicated_rows"] = (n_dup, "dropped" if duplicates == "drop" else "kept")
     report_changes(out, v)
@@ -425,9 +420,7 @@ def from_counts(cls: Any, df: pd.DataFrame, *, human_judge: str = "human", items
         if col not in df.columns:
             continue
         n = _count_column(df[col], col, df.index)
-        part = coded.select(n > 0)
-        parts.append(Coded(part.judge, part.item_a, part.item_b, part.first, np.full(len(part), w, np.int8), n[n > 0],
-                           z=part.z))
+        parts.append(replace(coded.select(n > 0), winner=np.full(np.count_nonzero(n), w, np.int8), count=n[n > 0]))
     v.finish(items)
     out = cls.from_coded(v, concat(parts), items, drop_empty_judges, cov_names, covariate_transform)
     return out if own is None else out.with_self_preference(own, strip_names=strip_names)
@@ -451,15 +444,13 @@ def from_coded(cls: Any, v: Validator, coded: Coded, items: Sequence[Any] | None
         raise DataError(f"the counts sum to {total:.3g} judgments, 2**53 or more; counts that large are not exact")
     texts = np.asarray(v.judges.texts, dtype=object)
     order = np.argsort(texts, kind="stable")
-    rank = np.empty(order.size, np.int64)
-    rank[order] = np.arange(order.size)
+    rank = np.argsort(order)  # each judge's position in name order
     human = v.judges.ids.get(v.human_judge, -1)
-    c = canonical(coded, item_index, coded.judge == human)
+    scale = None if covariates is None or coded.z is None else standardize(
+        coded.z, covariates, weights=coded.count, transform=covariate_transform)[1]
+    c = canonical(coded, item_index, coded.judge == human, scale)
     i, j = c["i"].astype(np.int64), c["j"].astype(np.int64)
-    scale, rc = None, None
-    if covariates is not None and coded.z is not None:
-        scale = standardize(coded.z, covariates, weights=coded.count, transform=covariate_transform)[1]
-        rc = RowCoder(np.column_stack(list(covariate_columns(coded, item_index, covariates, scale).values())))
+    rc = None if scale is None else RowCoder(np.column_stack([c[COVARIATE_PREFIX + t] for t in scale.index]))
     keys = Keys((len(texts), len(names) * (len(names) + 1) // 2, 3, 4,  # pairs i <= j counted once
                  *(() if rc is None else (len(rc),))))
     key = keys.encode([rank[coded.judge], j * (j + 1) // 2 + i, c["a"] + 1, c["outcome"],
@@ -472,9 +463,7 @@ def from_coded(cls: Any, v: Validator, coded: Coded, items: Sequence[Any] | None
     del inv, weights
     judge, pair, a, outcome, *zc = keys.decode(uk)
     del uk
-    z_cols: dict[str, np.ndarray] = {}
-    if scale is not None and rc is not None:
-        z_cols = {COVARIATE_PREFIX + name: rc.table[zc[0], t] for t, name in enumerate(scale.index)}
+    z_cols = {} if rc is None else {COVARIATE_PREFIX + name: rc.table[zc[0], t] for t, name in enumerate(covariates or ())}
     j, i = triangle(pair)
     del pair
     canon = pd.DataFrame({"record_id": None, "judge": pd.Categorical.from_codes(judge, texts[order].tolist()),
