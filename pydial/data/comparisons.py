@@ -107,10 +107,8 @@ class Comparisons:
         has = np.bincount(codes[decisive & ~is_human], minlength=len(cats)) > 0
         empty = sorted(cats[seen & ~has])
         if empty and not drop_empty_judges:
-            raise DataError(
-                f"judge(s) {empty} have no decisive judgment (all ties, 'both bad' or self-comparisons); "
-                "pass drop_empty_judges=True (--drop-empty-judges) to remove them (they are then counted in summary())"
-            )
+            raise DataError(f"judge(s) {empty} have no decisive judgment (all ties, 'both bad' or self-comparisons); pass "
+                            "drop_empty_judges=True (--drop-empty-judges) to remove them (they are then counted in summary())")
         return cls._build(canon, tuple(names), tuple(sorted(cats[has])), human_judge, tuple(empty), records, covariates)
 
     @classmethod
@@ -295,9 +293,8 @@ class Comparisons:
             raise DataError(f"no judgment of the judge(s) {sorted(mapped)} compares an own item with another item: "
                             "the self-preference covariate is 0 everywhere")
         canon = f[self._canonical_columns].assign(**{COVARIATE_PREFIX + SELF_PREFERENCE: z})
-        scale = pd.concat([self.covariate_scale, pd.Series({SELF_PREFERENCE: 1.0})]) if self.p else pd.Series(
-            {SELF_PREFERENCE: 1.0})
-        scale = scale.astype(float).rename("scale").rename_axis("covariate")
+        scale = pd.Series({**({} if self.covariate_scale is None else self.covariate_scale), SELF_PREFERENCE: 1.0},
+                          name="scale", dtype=float).rename_axis("covariate")
         out = Comparisons._build(canon, self.items, self.judges, self.human_judge, tuple(f.attrs.get("dropped_judges", ())),
                                  covariates=(scale, self.covariate_transform or "difference"), self_preference=mapped)
         out.frame.attrs.update({key: val for key, val in f.attrs.items() if key not in out.frame.attrs})
@@ -427,12 +424,9 @@ class Comparisons:
             "display order +1 / -1": f"{int(self.llm.n[self.llm.a > 0].sum())} / {int(self.llm.n[self.llm.a < 0].sum())}",
             "cells observed (judge, pair)": int(cells_kij.size),
             "cells possible (judge, pair)": K * N * (N - 1) // 2,
-            "n_kij per cell min / mean / max": (
-                f"{cells_kij.min():.0f} / {cells_kij.mean():.1f} / {cells_kij.max():.0f}" if cells_kij.size else "-"
-            ),
-            "judge tie rate min-max": (
-                f"{ties_by_judge.min():.3f}-{ties_by_judge.max():.3f}" if ties_by_judge.size else "-"
-            ),
+            "n_kij per cell min / mean / max":
+                f"{cells_kij.min():.0f} / {cells_kij.mean():.1f} / {cells_kij.max():.0f}" if cells_kij.size else "-",
+            "judge tie rate min-max": f"{ties_by_judge.min():.3f}-{ties_by_judge.max():.3f}" if ties_by_judge.size else "-",
             NAMES_CHANGED: f.attrs.get("names_stripped", "none"),
             "duplicated rows (identical in all six columns)": "{} ({})".format(*f.attrs.get("duplicated_rows", (0, "kept"))),
             "judges dropped (no decisive judgment)": ", ".join(f.attrs.get("dropped_judges", ())) or "none",
@@ -445,10 +439,8 @@ class Comparisons:
 
     def __repr__(self) -> str:
         """Show the numbers of items, judges, judgments, cells and records."""
-        return (
-            f"Comparisons(N={self.N} items, K={self.K} LLM judges, n_LLM={self.n_llm} in {len(self.llm)} cells, "
-            f"n_H={self.n_human} in {len(self.human)} cells, {len(self.record_ids)} records)"
-        )
+        return (f"Comparisons(N={self.N} items, K={self.K} LLM judges, n_LLM={self.n_llm} in {len(self.llm)} cells, "
+                f"n_H={self.n_human} in {len(self.human)} cells, {len(self.record_ids)} records)")
 
     # ------------------------------------------------------------- subsetting
     def subset(self, *, records: Iterable[Any] | None = None, judges: Iterable[str] | None = None,
