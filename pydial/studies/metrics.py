@@ -4,8 +4,6 @@ App. "Simulation Studies", paragraph "Estimation and metrics": excess human risk
 :math:`R_H(\hat s)-R_H(s_H)`, Kendall's :math:`\tau` between :math:`\hat s` and
 :math:`s_H`, :math:`\mathrm{RMSE}(\hat b,b)` and coverage of pairwise human-score
 contrasts; plus the first-order risk benchmarks of Thm. population-risk-tradeoff.
-
-All functions are pure numpy/scipy and take score vectors indexed by item.
 """
 
 from __future__ import annotations

@@ -106,10 +106,9 @@ def next_pairs(result: DialResult, n: int, objective: str = "contrast", *, data:
                target: Any = None, k: int = 1, costs: Any = None) -> pd.DataFrame:
     r"""Propose the next ``n`` human comparisons by greedy sequential design.
 
-    Each step picks the pair with the largest predicted reduction of the objective
-    per unit cost, then updates the calibration block's covariance ``K`` by
-    Sherman-Morrison with that comparison's information ``p(1-p) x x^T``
-    (see ``help(pydial.studies.pair_design)``; fitted ``p`` of the current fit).
+    Each step picks the pair with the largest predicted reduction of the objective per unit cost, then updates the
+    calibration block's covariance ``K`` by Sherman-Morrison with that comparison's information ``p(1-p) x x^T`` (see
+    ``help(pydial.studies.pair_design)``; fitted ``p`` of the current fit).
 
     Parameters
     ----------
@@ -118,14 +117,13 @@ def next_pairs(result: DialResult, n: int, objective: str = "contrast", *, data:
     n : int
         Number of comparisons to propose.
     objective : {"contrast", "ranking", "D"}
-        ``"contrast"``: variance of the named contrast ``target`` (default top-1 vs
-        top-2).  ``"ranking"``: the top-k boundary, ``sum_{a in top k, b not}
-        w_ab Var(s_a - s_b)`` with ``w_ab = Phi(-|s_a - s_b| / se_ab)``, the
-        probability the pair is misordered (weights at the current fit).  ``"D"``:
-        ``log det K`` of the calibration block (D-optimal design).
+        ``"contrast"``: variance of the named contrast ``target`` (default top-1 vs top-2).  ``"ranking"``: the top-k
+        boundary, ``sum_{a in top k, b not} w_ab Var(s_a - s_b)`` with ``w_ab = Phi(-|s_a - s_b| / se_ab)``, the
+        probability the pair is misordered (weights at the current fit).  ``"D"``: ``log det K`` of the calibration
+        block (D-optimal design).
     data : Comparisons, optional
-        The data of the current fit, by default ``result.data``; a data set other
-        than the fit's raises :class:`~pydial.DataError`.
+        The data of the current fit, by default ``result.data``; a data set other than the fit's raises
+        :class:`~pydial.DataError`.
     target : str or (str, str), optional
         The contrast of ``objective="contrast"``.
     k : int
@@ -136,9 +134,9 @@ def next_pairs(result: DialResult, n: int, objective: str = "contrast", *, data:
     Returns
     -------
     DataFrame
-        One row per proposed pair: ``item_a, item_b, n`` (labels), ``variance_reduction``
-        (summed predicted reduction of the objective by those labels), ``cost``
-        (total), ``first_step``.  ``attrs``: ``objective``, ``before``, ``after``.
+        One row per proposed pair: ``item_a, item_b, n`` (labels), ``variance_reduction`` (summed predicted reduction of
+        the objective by those labels), ``cost`` (total), ``first_step``.  ``attrs``: ``objective``, ``before``,
+        ``after``.
     """
     check_choice("objective", objective, OBJECTIVES)
     check_count(n, "n")

@@ -309,48 +309,44 @@ def plan(result: DialResult, budgets: Sequence[int] = (100, 200, 400, 800, 1600,
     budgets : sequence of int
         Candidate total numbers of human comparisons ``n_H``.
     target : str or (str, str), optional
-        The contrast whose interval width is predicted, ``"item_a - item_b"``;
-        default: the pilot's top-1 vs top-2.
+        The contrast whose interval width is predicted, ``"item_a - item_b"``; default: the pilot's top-1 vs top-2.
     data : Comparisons, optional
-        The pilot data, by default ``result.data``; a data set other than the fit's raises
-        :class:`~pydial.DataError`.  Its LLM design is kept, the human comparisons replaced.
+        The pilot data, by default ``result.data``; a data set other than the fit's raises :class:`~pydial.DataError`.
+        Its LLM design is kept, the human comparisons replaced.
     k : int, default 1
         Size of the top set for ``p_topk_correct``.
     methods : sequence of {"human", "dial-anc", "dial-ada"}
     method : {"theory", "simulate"}
-        ``"theory"``: the first-order formulas of ``help(pydial.studies.planning)`` at the
-        pilot's scores and design.  ``"simulate"``: ``n_sim`` parametric replications per
-        budget with the pilot scores as the truth (human pairs from the design, outcomes from
-        the human BTL model, LLM judgments per ``llm``), every method refitted with
+        ``"theory"``: the first-order formulas of ``help(pydial.studies.planning)`` at the pilot's scores and design.
+        ``"simulate"``: ``n_sim`` parametric replications per budget with the pilot scores as the truth (human pairs
+        from the design, outcomes from the human BTL model, LLM judgments per ``llm``), every method refitted with
         :func:`pydial.fit` (parallel with joblib, seeded).
     design : {"pilot", "uniform"}
         Human pair probabilities: the pilot's pair frequencies or uniform.
     level : float
         Interval level.
     alpha : float, default 0.01
-        Level of the calibration LRT whose critical value is subtracted from the
-        statistic to estimate the approximation error (see ``help(pydial.studies.planning)``).
+        Level of the calibration LRT whose critical value is subtracted from the statistic to estimate the approximation
+        error (see ``help(pydial.studies.planning)``).
     n_sim, n_jobs, seed : int
-        Replications, joblib workers and seed of ``method="simulate"`` (the seed also
-        drives the Monte Carlo of ``p_topk_correct`` under ``"theory"``).
+        Replications, joblib workers and seed of ``method="simulate"`` (the seed also drives the Monte Carlo of
+        ``p_topk_correct`` under ``"theory"``).
     llm : {"resample", "fixed"}
-        LLM judgments of ``method="simulate"``: redrawn from the pilot's LLM fit on its LLM
-        design (as the theory, with the LLM-stage variance) or the pilot's own (no LLM-stage error).
+        LLM judgments of ``method="simulate"``: redrawn from the pilot's LLM fit on its LLM design (as the theory, with
+        the LLM-stage variance) or the pilot's own (no LLM-stage error).
 
     Returns
     -------
     DataFrame
-        One row per budget and method: ``budget, method, excess_risk, ci_width``
-        (mean width of the score intervals), ``contrast_ci_width, p_topk_correct``;
-        with ``method="simulate"`` also ``excess_risk_mcse`` and ``n_ok`` (fits that
-        succeeded).  ``attrs`` records the pilot, target, k, level and mode.
+        One row per budget and method: ``budget, method, excess_risk, ci_width`` (mean width of the score intervals),
+        ``contrast_ci_width, p_topk_correct``; with ``method="simulate"`` also ``excess_risk_mcse`` and ``n_ok`` (fits
+        that succeeded).  ``attrs`` records the pilot, target, k, level and mode.
 
     Notes
     -----
-    Under ``"theory"``, ``p_topk_correct`` is the probability that a draw ``N(s, Cov)`` keeps
-    the pilot's top-k set (the variance only; the anchored bias enters ``excess_risk``).
-    First-order predictions are least accurate for Human at small budgets, where the MLE's
-    finite-sample bias adds to the risk; ``method="simulate"`` captures it.
+    Under ``"theory"``, ``p_topk_correct`` is the probability that a draw ``N(s, Cov)`` keeps the pilot's top-k set (the
+    variance only; the anchored bias enters ``excess_risk``). First-order predictions are least accurate for Human at
+    small budgets, where the MLE's finite-sample bias adds to the risk; ``method="simulate"`` captures it.
 
     Examples
     --------
