@@ -44,117 +44,96 @@ def _read(of: str, name: str, doc: str) -> Any:
 class DialResult:
     r"""Result of :func:`fit`.
 
-    Frozen and built once by :meth:`pydial.estimation.model.DialModel.fit` from the model (data and
+    Frozen, built once by :meth:`pydial.estimation.model.DialModel.fit` from the model (data and
     :class:`~pydial.ModelSpec`), the estimator's :class:`Estimate`, the covariances of its linearization
-    under the spec's meat, and the verdict.  The tables (:attr:`scores`, :attr:`cov`, ...) are formed
-    when first asked (:mod:`pydial.inference.wald`); :meth:`with_cov` returns the result of another meat.
+    and the verdict.  The tables are formed when first asked (:mod:`pydial.inference.wald`);
+    :meth:`with_cov` returns the result of another meat.
 
     Attributes
     ----------
-    model : DialModel
-        The data and the specification (:class:`pydial.estimation.model.DialModel`).
-    estimate : Estimate
-        The point estimates and their linearizations.
+    model, estimate : DialModel, Estimate
+        The data and specification (:class:`pydial.estimation.model.DialModel`); the point estimates and
+        their linearizations.
     method, engine, level, penalty, ties, cluster_correction
-        ``spec.method``, ``spec.engine``, ... : the confidence level of every interval, ``"firth"`` when
-        the likelihoods were bias-reduced (:mod:`pydial.model.penalty`), the tie model (``"davidson"``,
-        ``"rao-kupper"`` or ``None``), whether the clustered meats carry the factor ``G/(G-1)``.
-    cov_type : str
-        The meat of the covariances: ``spec.cov_type``, default ``"fisher"`` for ``human``, else ``"cell"``.
-    anchored_cov_type : str or None
-        :func:`pydial.fit`'s ``anchored_cov_type`` for the DIAL methods; see :attr:`anchored_cov`.
+        ``spec.method``, ``spec.engine``, ...: the level of every interval, ``"firth"`` for bias-reduced
+        likelihoods (:mod:`pydial.model.penalty`), the tie model (``"davidson"``, ``"rao-kupper"`` or
+        ``None``), whether the clustered meats carry the factor ``G/(G-1)``.
+    cov_type, anchored_cov_type : str, str or None
+        The meat (``spec.cov_type``, default ``"fisher"`` for ``human``, else ``"cell"``); :func:`pydial.fit`'s
+        ``anchored_cov_type`` for the DIAL methods (see :attr:`anchored_cov`).
     rank, calibration : int, str or None
-        Disagreement rank of the structured LLM fit (the selected one for a rank grid) and human
-        calibration basis (``"mu"`` or ``"W"``; ``"mu"`` for ``atc``); ``None`` for ``human``,
-        ``judges`` and ``pooled`` (:meth:`dial_model` gives a DIAL model for every result).
-    scores : DataFrame
-        By item: ``score, se, ci_low, ci_high`` (centered human-target scores; for ``"judges"`` the
-        mean of the position-debiased judge scores).
-    cov : DataFrame
-        Covariance of the centered scores (item x item).
+        Disagreement rank of the structured LLM fit (the selected one for a rank grid) and calibration
+        basis (``"mu"`` or ``"W"``); ``None`` for ``human``, ``judges`` and ``pooled`` (:meth:`dial_model`).
+    scores, cov : DataFrame
+        By item: ``score, se, ci_low, ci_high`` of the centered human-target scores (for ``"judges"`` the
+        mean of the position-debiased judge scores); their covariance (item x item).
     position_effects, position_effects_cov : DataFrame or None
-        By judge: ``b, se, ci_low, ci_high, z, p_value`` (Wald test of ``b_k = 0``) of the structured
-        LLM-only fit (DIAL methods, AtC) or of each judge's own Davidson-Beaver fit (``judges``), and
-        their covariance (see :meth:`position_test`).
+        By judge: ``b, se, ci_low, ci_high, z, p_value`` (Wald test of ``b_k = 0``) of the structured LLM-only
+        fit (DIAL methods, AtC) or of each judge's own fit (``judges``); their covariance (:meth:`position_test`).
     judge_scores, judge_scores_se : DataFrame or None
-        Judge x item position-debiased scores ``S`` (LLM-only structured fit, or each judge's own fit),
-        and for ``judges`` their standard errors.
+        Judge x item position-debiased scores ``S`` (LLM-only structured fit, or each judge's own fit);
+        for ``judges`` their standard errors.
     structure : Structure or None
         ``mu, gamma, U, V`` of the LLM-only structured fit (``S = gamma mu^T + U V^T``).
     calibration_coef : ndarray or None
-        ``c_H`` relative to the normalized basis ``M`` (``mu`` or ``W``, ``N^{-1} M^T M = I``; for
-        ``pooled`` the normalized pooled score).
+        ``c_H`` relative to the normalized basis ``M`` (``N^{-1} M^T M = I``; for ``pooled`` the normalized
+        pooled score).
     lambda_ : float
-        Calibration weight: ``inf`` for the anchored endpoint (and ``pooled``, ``atc``), 0 for
-        ``human``, NaN for ``judges`` (no human data in the fit).
+        Calibration weight: ``inf`` for the anchored endpoint (and ``pooled``, ``atc``), 0 for ``human``,
+        NaN for ``judges``.
     converged, grad_norm : bool, float
-        Every optimization reached its gradient tolerance inside the box (numpy: max gradient of the
-        normalized loss; Stan: relative to the log density); the largest max-norm gradient.
+        Every optimization reached its gradient tolerance inside the box; the largest max-norm gradient
+        (numpy: of the normalized loss; Stan: relative to the log density).
     loss_human : float
         :math:`\ell_H` at the reported scores (NaN without human data).
-    gacv : DataFrame or None
-        The weight path of ``dial-ada`` / ``dial-nopos``: ``lambda, multiple, gacv, l_H, trace,
-        admissible, reason`` (and ``rank`` for a rank grid).
+    gacv, path : DataFrame or None, tuple of PathEntry
+        The weight path of ``dial-ada`` / ``dial-nopos`` (``lambda, multiple, gacv, l_H, trace, admissible,
+        reason``, and ``rank`` for a rank grid); its fitted candidates and DIAL-Anc's endpoint
+        (:class:`pydial.estimation.selection.PathEntry`), in the table's order.
     fallback : bool
-        No weight of the path passed the guards: the anchored endpoint is reported (with a
-        :class:`ConvergenceWarning`).
-    chart, theta : Chart, ndarray or None
-        The structured DIAL fit reported: its calibrated :class:`pydial.model.chart.Chart` and
-        coordinates (with ties the structural part of ``(theta, log nu)``).
-    llm_chart, llm_theta : Chart, ndarray or None
-        The structured LLM-only (stage-one) fit behind the position effects, loadings and judge scores.
-    path : tuple of PathEntry
-        The fitted candidates behind :attr:`gacv` and DIAL-Anc's endpoint
-        (:class:`pydial.estimation.selection.PathEntry`), in the table's order; empty otherwise.
+        No weight passed the guards: the anchored endpoint is reported (with a :class:`ConvergenceWarning`).
+    chart, theta, llm_chart, llm_theta : Chart, ndarray or None
+        The structured DIAL fit reported (:class:`pydial.model.chart.Chart` and coordinates; with ties the
+        structural part of ``(theta, log nu)``), and the LLM-only fit behind ``b``, ``gamma`` and ``S``.
     calibration_test : CalibrationTest or None
         Likelihood-ratio test of the calibration restriction ``s_H = M c``.
-    consensus : DataFrame or None
-        Consensus loadings ``gamma_k`` with intervals (LLM-only fit).
-    tie_parameters : DataFrame or None
-        By judge with ``se, ci_low, ci_high``: Davidson's ``nu`` or the Rao-Kupper threshold ``tau``
-        (:attr:`~pydial.model.families.Family.label`).
+    consensus, tie_parameters : DataFrame or None
+        Consensus loadings ``gamma_k`` with intervals (LLM-only fit); by judge, Davidson's ``nu`` or the
+        Rao-Kupper threshold ``tau`` (:attr:`~pydial.model.families.Family.label`) with intervals.
     covariate_effects, covariate_effects_cov : DataFrame or None
-        With response covariates (``Comparisons.from_frame(..., covariates=)``): ``beta`` of
-        ``logit p = ... + z' beta`` by ``(judge, covariate)``, per standard deviation of the covariate,
-        with ``se, ci_low, ci_high, z, p_value``, and their covariance.  The scores are then those of a
-        comparison with ``z = 0``; see :meth:`covariate_test`.
+        With response covariates: ``beta`` of ``logit p = ... + z' beta`` by ``(judge, covariate)``, per
+        standard deviation of the covariate, with ``se, ci_low, ci_high, z, p_value``; their covariance.
+        The scores are those of a comparison with ``z = 0``; see :meth:`covariate_test`.
     covariate_scale : Series or None
         The standard deviation of each comparison covariate (``Comparisons.covariate_scale``).
     n_human, n_llm, nobs : int
-        The human and LLM judgments in the likelihood (decisive ones for binary models, with ties for a
-        tie family; 0 for a side the method does not use) and their sum.
-    n_obs_by_judge, excluded : Series, DataFrame
-        The judgments used and those left out, by judge (the LLM judges, then the human judge) and
-        reason (``ties``, ``both_bad``, ``self_comparisons``, ``not_used_by_method``): together every
-        judgment of the data.
-    counts : tuple
-        The judges, judgments used and left out behind these (:func:`pydial.estimation.fitstats.judgment_counts`).
-    llf, df_model, aic, bic : float, int or None
-        Log-likelihood of the judgments used at the estimate (:mod:`pydial.estimation.fitstats`: for the
-        staged fits the sum of the stage log-likelihoods; NaN for ``atc``), free parameters after the
-        gauge (``None`` for ``atc``), ``-2 llf + 2 df_model`` and ``-2 llf + log(nobs) df_model``.
-    llf_human : float
-        The people's log-likelihood at the reported scores (NaN for ``judges``).
+        The human and LLM judgments in the likelihood (with ties for a tie family; 0 for a side the method
+        does not use) and their sum.
+    n_obs_by_judge, excluded, counts : Series, DataFrame, tuple
+        The judgments used and left out, by judge (LLM judges, then the human judge) and reason (``ties``,
+        ``both_bad``, ``self_comparisons``, ``not_used_by_method``): together every judgment of the data;
+        ``counts`` holds them (:func:`pydial.estimation.fitstats.judgment_counts`).
+    llf, df_model, aic, bic, llf_human : float, int or None
+        Log-likelihood of the judgments used at the estimate (:mod:`pydial.estimation.fitstats`; the staged
+        fits' sum of stage log-likelihoods; NaN for ``atc``), free parameters after the gauge (``None`` for
+        ``atc``), ``-2 llf + 2 df_model``, ``-2 llf + log(nobs) df_model``; the people's log-likelihood.
     objective : float
-        ``dial-ada`` / ``dial-nopos``: the weighted criterion ``Q_lambda = l_H + lambda l_L`` minimized,
-        **not a log-likelihood**; NaN at ``lambda = inf`` and for the other methods.
+        ``dial-ada`` / ``dial-nopos``: the criterion ``Q_lambda = l_H + lambda l_L`` minimized, **not a
+        log-likelihood**; NaN at ``lambda = inf`` and for the other methods.
     status, problems : str, tuple of str
-        ``"ok"``, or one of :data:`~pydial.estimation.verdict.STATUSES`: the estimates are not a resolved
-        maximum-likelihood fit or their intervals are not valid (the command line exits 4 unless
-        ``--allow-nonconverged``); and what went wrong, naming the judges and items to blame.  A
-        calibration restriction rejected by its test (:class:`~pydial.CalibrationWarning`) is a problem
-        of an ``"ok"`` fit.
+        ``"ok"`` or one of :data:`~pydial.estimation.verdict.STATUSES` (not a resolved fit or invalid
+        intervals; the command line exits 4 unless ``--allow-nonconverged``); what went wrong, naming the
+        judges and items.  A rejected calibration (:class:`~pydial.CalibrationWarning`) is a problem of an
+        ``"ok"`` fit.
     data, spec : Comparisons, ModelSpec
-        ``model.data`` (not a copy; :func:`pydial.plan` and :func:`pydial.next_pairs` take the pilot
-        data from here) and ``model.spec`` (``pydial.fit(other_data, spec=result.spec)`` refits).
+        ``model.data`` (not a copy; :func:`pydial.plan` takes pilot data from here) and ``model.spec``
+        (``pydial.fit(other_data, spec=result.spec)`` refits).
     stage_scores : DataFrame or None
-        The score vectors of a two-stage baseline, by item: ``pooled`` (before the rescaling to the
-        people); ``anchored`` (before the isotonic step) and ``human`` (giving the order) for ``atc``.
-    linearization : tuple of Linearization
-        The factored influence of every target with a covariance
-        (:class:`pydial.inference.linearization.Linearization`), for :meth:`with_cov` and :meth:`cov_params`.
-    fit_warnings : tuple of Warning
-        The warnings raised while fitting (the basis of :attr:`status`).
+        By item, the scores of a two-stage baseline: ``pooled`` (before the rescaling); ``anchored``
+        (before the isotonic step) and ``human`` (the order) for ``atc``.
+    linearization, fit_warnings : tuple
+        The factored influence of every target with a covariance (:class:`pydial.inference.linearization.Linearization`,
+        for :meth:`with_cov` and :meth:`cov_params`); the warnings raised while fitting (behind :attr:`status`).
     """
 
     model: Any  # the DialModel (pydial.estimation.model): data and spec
@@ -709,9 +688,7 @@ def tie_log_nu(labels: list[str], log_nu: np.ndarray, free: np.ndarray | None = 
 
 def covariances_of(model: Any, est: Estimate) -> dict[str, Any]:
     """Every covariance of ``est``'s linearization under the model's meat; warns of a degenerate meat or a zero variance."""
-    spec = model.spec
-    anchored = spec.anchored_cov_type if spec.uses_calibration else None
-    C = covariances(est.linearization, model.data, spec.resolved_cov_type, anchored, spec.cluster_correction)
+    C = covariances(est.linearization, model.data, *DialResult._meat(model.spec))
     for w in variance_warnings(est, C, model.data):
         warnings.warn(w, stacklevel=2)
     return C
