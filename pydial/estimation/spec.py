@@ -68,25 +68,24 @@ def check_rank(rank: Any, method: str) -> int | str | tuple[int, ...]:
     if isinstance(rank, str):
         if rank != "auto":
             raise ArgumentError(hint)
-        return _rank_grid_of(rank, method)
-    scalar = isinstance(rank, numbers.Real)
-    try:
-        grid = [rank] if scalar else list(rank)
-    except TypeError:
-        raise ArgumentTypeError(hint) from None
-    if not grid or any(isinstance(r, bool) or not isinstance(r, numbers.Integral) for r in grid):
-        raise ArgumentTypeError(hint)
-    if any(r < 0 for r in grid):
-        raise ArgumentError(hint)
-    return int(rank) if scalar else _rank_grid_of(tuple(sorted({int(r) for r in grid})), method)
-
-
-def _rank_grid_of(rank: str | tuple[int, ...], method: str) -> str | tuple[int, ...]:
-    """Refuse a rank grid (a list or "auto") for a method that selects no rank."""
-    if method not in ADAPTIVE:
-        raise ArgumentError(f"a rank grid (rank={list(rank) if isinstance(rank, tuple) else rank!r}) needs method "
+        grid: str | tuple[int, ...] = rank
+    else:
+        scalar = isinstance(rank, numbers.Real)
+        try:
+            values = [rank] if scalar else list(rank)
+        except TypeError:
+            raise ArgumentTypeError(hint) from None
+        if not values or any(isinstance(r, bool) or not isinstance(r, numbers.Integral) for r in values):
+            raise ArgumentTypeError(hint)
+        if any(r < 0 for r in values):
+            raise ArgumentError(hint)
+        if scalar:
+            return int(rank)
+        grid = tuple(sorted({int(r) for r in values}))
+    if method not in ADAPTIVE:  # a rank grid (a list or "auto") needs a method that selects the rank
+        raise ArgumentError(f"a rank grid (rank={list(grid) if isinstance(grid, tuple) else grid!r}) needs method "
                             f"'dial-ada' or 'dial-nopos', got {method!r}")
-    return rank
+    return grid
 
 
 def rank_grid(rank: int | str | tuple[int, ...] | None, data: Comparisons) -> list[int]:
@@ -208,18 +207,13 @@ class ModelSpec:
         set_(self, "seed", check_seed(self.seed))
         check_choice("check", self.check, (True, False))
         check_choice("covariate_effects", self.covariate_effects, COVARIATE_EFFECTS)
-        self._set_selection()
-
-    def _set_selection(self) -> None:
-        """Validate ``selection`` into a :class:`Selection`; dropped with a warning for a method without a path."""
-        if self.selection is _DEFAULT_SELECTION:  # the default: valid for every method
-            return
-        sel = _selection(self.selection, self.include_endpoints)
-        if sel != _DEFAULT_SELECTION and not self.adaptive:
-            warnings.warn(ArgumentWarning(f"selection={self.selection!r} is ignored: method {self.method!r} has no "
-                                          "weight path (only dial-ada, dial-nopos do)"), stacklevel=caller_stacklevel())
-            sel = _DEFAULT_SELECTION
-        object.__setattr__(self, "selection", sel)
+        if self.selection is not _DEFAULT_SELECTION:  # the default is valid for every method
+            sel = _selection(self.selection, self.include_endpoints)
+            if sel != _DEFAULT_SELECTION and not self.adaptive:
+                warnings.warn(ArgumentWarning(f"selection={self.selection!r} is ignored: method {self.method!r} has "
+                                              "no weight path (only dial-ada, dial-nopos do)"), stacklevel=caller_stacklevel())
+                sel = _DEFAULT_SELECTION
+            set_(self, "selection", sel)
 
     @property
     def order(self) -> bool:
@@ -363,11 +357,8 @@ class ModelSpec:
 
 def spec_from_arguments(method: str, arguments: dict[str, Any], *, caller: str = "fit") -> ModelSpec:
     """Build a :class:`ModelSpec` from ``fit``'s keyword arguments; an unknown keyword is an :class:`ArgumentTypeError`."""
+    accepted = {f.name for f in dataclasses.fields(ModelSpec)} - {"method"}
     for name in arguments:
-        if name not in _ARGUMENTS:
+        if name not in accepted:
             raise ArgumentTypeError(f"{caller}() got an unexpected keyword argument {name!r}")
     return ModelSpec(method, **arguments)
-
-
-_ARGUMENTS = frozenset(f.name for f in dataclasses.fields(ModelSpec)) - {"method"}
-"""The keyword arguments :func:`spec_from_arguments` takes: the spec's fields but ``method``."""
