@@ -26,15 +26,11 @@ from pydial.estimation.btl import fit_btl
 from pydial.estimation.engines import Optimizers
 from pydial.estimation.dial import fit_dial
 from pydial.estimation.results import Estimate
-from pydial.estimation.spec import ModelSpec
+from pydial.estimation.spec import METHODS, ModelSpec  # noqa: F401 (METHODS re-exported: the command line's list)
 from pydial.estimation.steps import Steps
 from pydial.exceptions import ConvergenceError, IdentifiabilityError
 from pydial.model.families import family_of
-from pydial.model.methods import ESTIMATORS, USES_CALIBRATION, USES_RANK
-
-METHODS: tuple[str, ...] = ESTIMATORS
-BASELINES = {"pooled": fit_pooled, "atc": fit_atc}
-"""The baselines, one fit for every outcome family (:mod:`pydial.estimation.baselines`)."""
+from pydial.model.methods import USES_CALIBRATION, USES_RANK
 
 
 def method_arguments(method: str, **arguments: Any) -> dict[str, Any]:
@@ -60,8 +56,9 @@ def numerical_errors(what: str) -> Iterator[None]:
 def estimate(data: Comparisons, spec: ModelSpec, engine: Optimizers, rank_grid: list[int]) -> Estimate:
     """Run the estimator of ``spec`` with ``engine`` over ``rank_grid``: the point estimates and their linearizations."""
     method, family, shared = spec.method, family_of(spec.ties), spec.covariate_effects == "shared"
-    if method in BASELINES:
-        return BASELINES[method](data, rank_grid[0], family=family, engine=engine, shared=shared)
+    if method in ("pooled", "atc"):
+        fit = fit_pooled if method == "pooled" else fit_atc
+        return fit(data, rank_grid[0], family=family, engine=engine, shared=shared)
     if method in ("human", "judges"):
         return fit_btl(data, method, family=family, seed=spec.seed, engine=engine, penalty=spec.penalty)
     cal = cast(str, spec.calibration)
