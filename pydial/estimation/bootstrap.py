@@ -18,10 +18,9 @@ import numpy as np
 import pandas as pd
 
 from pydial.data.comparisons import COVARIATE_PREFIX, Comparisons
-from pydial.estimation.spec import check_count, check_level, check_seed
 from pydial.exceptions import (ArgumentError, BootstrapWarning, DataError, DialError, UnknownNameError,
                                caller_stacklevel)
-from pydial.resources import check_bytes, check_choice, check_n_jobs
+from pydial.resources import check_bytes, check_choice, check_count, check_level, check_n_jobs, check_seed
 
 BOOTSTRAP_UNITS: tuple[str, ...] = ("record",)
 BYTES_PER_REPLICATE = 2_000  # per replicate: its seed sequence, result record and the selection row
@@ -46,14 +45,8 @@ class BootstrapResult:
     selection : DataFrame
         One row per successful replicate: ``lambda``, ``multiple`` (``lambda n_H / n_L``; NaN for
         ``judges``), ``rank`` (``None`` for a method without one), ``converged``.
-    B, n_failed : int
-        Requested replicates, and those whose refit raised (excluded).
-    level : float
-        Interval level.
-    by : str
-        Resampling unit.
-    seed : int or None
-        Root seed.
+    B, n_failed, level, by, seed : int, int, float, str, int or None
+        Requested replicates and those whose refit raised (excluded); the interval level, resampling unit, root seed.
     draws : dict of ndarray
         Raw bootstrap estimates: ``scores`` (B_ok x N), ``b`` (B_ok x K) and ``beta`` when present.
     """
@@ -137,16 +130,16 @@ def resample_records(data: Comparisons, rng: np.random.Generator,
                               self_preference=data.self_preference)
 
 
-def _replicate(fit: Callable[..., Any], data: Comparisons, kwargs: dict[str, Any],
+def _replicate(fit: Callable[..., Any], data: Comparisons, spec: Any,
                seeds: list[np.random.SeedSequence], strata: Any) -> list[dict[str, Any] | str]:
-    """Refit ``fit(resample, **kwargs)`` (the result's own fitter, :func:`pydial.fit`, and spec) for each seed (one chunk)."""
+    """Refit ``fit(resample, spec=spec)`` (the result's own fitter, :func:`pydial.fit`) for each seed (one chunk)."""
     out: list[dict[str, Any] | str] = []
     for ss in seeds:
         boot = resample_records(data, np.random.default_rng(ss), strata)
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
-                res = fit(boot, **kwargs)
+                res = fit(boot, spec=spec)
         except (DialError, np.linalg.LinAlgError, FloatingPointError) as e:
             out.append(f"{type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}")
             continue
@@ -239,7 +232,7 @@ def bootstrap(result: Any, B: int = 200, *, by: str = "record", seed: int | None
     if result.spec.method == "atc":
         raise ArgumentError("bootstrap is not available for method='atc' (AtC's scores have no covariance to "
                             "bootstrap beside); bootstrap a fit of 'dial-anc' or 'dial-ada' instead")
-    data, kwargs = result.data, {"spec": result.spec.replace(check=False)}
+    data, spec = result.data, result.spec.replace(check=False)
     if data.aggregated:
         raise DataError(f"bootstrap(by={by!r}) resamples records, but these data were built from aggregated counts "
                         "and carry no record ids; fit data with record ids (Comparisons.from_frame / from_csv)")
@@ -268,7 +261,7 @@ def bootstrap(result: Any, B: int = 200, *, by: str = "record", seed: int | None
     chunks = [seeds[t: t + size] for t in range(0, B, size)]
     show = sys.stderr.isatty() if progress is None else bool(progress)
     with parallel_config(backend="dask") if dask else parallel_config(n_jobs=n_jobs):
-        gen = Parallel(return_as="generator")(delayed(_replicate)(result.fitter, data, kwargs, ch, strata) for ch in chunks)
+        gen = Parallel(return_as="generator")(delayed(_replicate)(result.fitter, data, spec, ch, strata) for ch in chunks)
         reps: list[dict[str, Any] | str] = []
         with tqdm(total=B, desc="bootstrap", disable=not show, mininterval=1.0) as bar:
             for part in gen:
