@@ -1,8 +1,8 @@
 r"""Log-likelihoods, parameter counts and sample sizes of a fit: what model comparison needs.
 
-``llf`` is that of the judgments used one at a time (statsmodels' GLM on Bernoulli rows, no binomial
-or multinomial coefficients; a tie family's categorical probabilities); ``aic = -2 llf + 2 df_model``,
-``bic = -2 llf + log(nobs) df_model``.  ``df_model``, the free parameters after the gauge:
+``llf``: the judgments used one at a time (Bernoulli rows as statsmodels' GLM; a tie family's categorical
+probabilities), for the staged fits the sum of the stage log-likelihoods.  ``df_model``, the free parameters
+after the gauge:
 
 * ``human``: ``N - 1`` scores, ``+ p_H`` covariate effects, ``+ 1`` for ``nu_H`` when the people tie;
 * ``judges``: ``K (N - 1)`` scores and ``K`` order effects, ``+`` each judge's covariate effects and ``nu``;
@@ -10,10 +10,6 @@ or multinomial coefficients; a tie family's categorical probabilities); ``aic = 
   ``(r + 1)(K + N - 2)`` coordinates less the ``r (r + 1)`` gauge; no ``K`` for ``dial-nopos``),
   ``+ d`` calibration coefficients, ``+`` the free covariate effects and tie parameters;
 * ``pooled``: ``N - 1`` pooled scores ``+ 1`` scale ``c`` (``+ beta_L, beta_H, nu_L, nu_H``).
-
-The staged fits (``dial-anc``, ``pooled``, the anchored endpoint of ``dial-ada``) report the sum of the stage
-log-likelihoods (the joint model's at that, not maximizing, point); a finite weight ``l_LLM + l_H`` at the
-weighted fit; ``lambda = 0`` the people's model plus the LLM-only fit.
 """
 
 from __future__ import annotations
