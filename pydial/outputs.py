@@ -248,14 +248,6 @@ def check_output_file(path: str | os.PathLike[str]) -> Path:
 
 
 # ---------------------------------------------------------------- writers
-def _output_name(error: OSError, tmp: Path, target: Path) -> Path | None:
-    """Return the output that an error while writing into ``tmp`` concerns (``target`` or its file); None for another path."""
-    if not isinstance(error.filename, (str, bytes, os.PathLike)):
-        return target
-    written = Path(os.fsdecode(error.filename)).absolute()
-    return target / written.relative_to(tmp) if written.is_relative_to(tmp) else None
-
-
 @contextmanager
 def _cannot_write(target: Path) -> Iterator[None]:
     """Raise an :class:`OSError` of the block as an :class:`OutputError` naming ``target``."""
@@ -280,11 +272,12 @@ def output_dir(path: str | os.PathLike[str], *, force: bool = False, command: st
         try:
             yield tmp
             (tmp / MARKER).write_text(f"written by {command}\n")
-        except OSError as e:  # e.g. disk full, quota, read-only: name the output, not the temporary
-            name = _output_name(e, tmp, target)
-            if isinstance(e, OutputError) or name is None:
+        except OSError as e:  # e.g. disk full, quota, read-only: name the output (or its file), not the temporary
+            path_like = isinstance(e.filename, (str, bytes, os.PathLike))
+            written = Path(os.fsdecode(e.filename)).absolute() if path_like else tmp  # no file named: the output
+            if isinstance(e, OutputError) or not written.is_relative_to(tmp):  # or the error of another path
                 raise
-            raise OutputError(f"cannot write {name}: {e.strerror or e}") from None
+            raise OutputError(f"cannot write {target / written.relative_to(tmp)}: {e.strerror or e}") from None
         with _signals_deferred(), _cannot_write(target):
             _move_into_place(tmp, target)
     finally:

@@ -288,7 +288,7 @@ def with_log10_p(table: pd.DataFrame) -> pd.DataFrame:
 
 def _header(res: DialResult) -> pd.DataFrame:
     """Return the fit's settings and statistics as a two-column table."""
-    lam = "n/a" if np.isnan(res.lambda_) else "inf" if np.isinf(res.lambda_) else f"{res.lambda_:.4g}"
+    lam = "n/a" if np.isnan(res.lambda_) else f"{res.lambda_:.4g}"
     rows: dict[str, Any] = {
         "method": res.method, "rank": res.rank, "calibration": res.calibration, "engine": res.engine,
         "weight lambda": lam, "items N": len(res.items), "LLM judges K": len(res.judges),
