@@ -194,15 +194,9 @@ class CellJacobian:
         X = [np.bincount(cluster, weights=r * (x if self.mask is None else x[rows]), minlength=G) for x, *_ in o._offsets]
         rep = np.empty(G, np.int64)
         rep[cluster] = rows  # any cell of a cluster represents it; the others get weight 0
-
-        def spread(values: np.ndarray, at: np.ndarray) -> np.ndarray:
-            out = np.zeros(m)
-            out[at] = values
-            return out
-
-        w = spread(S * S, rep)
-        wx = [spread(S * Xu, rep) for Xu in X]
-        wxx = {(u, v): spread(X[u] * X[v], rep) for u in range(len(X)) for v in range(u, len(X))}
+        w = np.bincount(rep, S * S, m)
+        wx = [np.bincount(rep, S * Xu, m) for Xu in X]
+        wxx = {(u, v): np.bincount(rep, X[u] * X[v], m) for u in range(len(X)) for v in range(u, len(X))}
         del S, X, rep  # the per-cluster totals are not needed by the sums over the cells
         return o._outer(w, None, self._phi, offset=(wx, wxx))
 

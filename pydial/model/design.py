@@ -112,11 +112,7 @@ def pair_information(i: np.ndarray, j: np.ndarray, a: np.ndarray | None, N: int,
         return W
     da = d * a
     col = np.bincount(i, weights=da, minlength=N) - np.bincount(j, weights=da, minlength=N)
-    out = np.empty((N + 1, N + 1))
-    out[:N, :N] = W
-    out[N, :N] = out[:N, N] = col
-    out[N, N] = np.sum(da * a)
-    return out
+    return np.block([[W, col[:, None]], [col[None, :], np.array([[np.sum(da * a)]])]])
 
 
 def glm_information(X: "np.ndarray | sp.spmatrix | Design", n: np.ndarray, p: np.ndarray, weight: float = 1.0) -> np.ndarray:

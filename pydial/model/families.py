@@ -4,12 +4,6 @@ A cell holds the counts ``(w_i, w_j, t)`` of one judge on one ordered pair, with
 (eq. binomial-model-llm) and, for the tie models, ``l = log nu``.  Each kernel returns the log-likelihood
 of every cell (without the coefficient, :func:`log_coef`) and its derivatives in ``(eta, l)``; the
 Stan programs use the same models (``stan/include/paired_likelihoods.stan``, ``ties`` 0, 1, 2).
-
-* :func:`binary_cell`: ``w_i ~ Binomial(w_i + w_j, sigma(eta))``, ties excluded.
-* :func:`davidson_cell`: Davidson (1970) with the Davidson-Beaver (1977) order effect,
-  ``P(i) : P(j) : P(tie) = e^{eta/2} : e^{-eta/2} : nu``; ``nu -> 0`` is the binary model.
-* :func:`rao_kupper_cell`: Rao and Kupper (1967), threshold ``tau = nu``: ``P(i) = sigma(eta - tau)``,
-  ``P(j) = sigma(-eta - tau)``, ``P(tie) = (e^{2 tau} - 1) P(i) P(j)``; ``tau -> 0`` is the binary model.
 """
 
 from __future__ import annotations
@@ -51,7 +45,7 @@ def log_coef(counts: np.ndarray) -> np.ndarray:
 
 
 def binary_cell(counts: np.ndarray, eta: np.ndarray, log_nu: np.ndarray | float = 0.0) -> CellDerivatives:
-    """Binomial model of the decisive outcomes (Stan ``ties = 0``); cells must have no ties."""
+    """Binomial model ``w_i ~ Binomial(w_i + w_j, sigma(eta))`` of the decisive outcomes (Stan ``ties = 0``), no ties."""
     wi, wj, t, eta, _ = _cells(counts, eta)
     if np.any(t > 0):
         raise ArgumentError("the binary model takes cells without ties")
@@ -62,7 +56,7 @@ def binary_cell(counts: np.ndarray, eta: np.ndarray, log_nu: np.ndarray | float 
 
 
 def davidson_cell(counts: np.ndarray, eta: np.ndarray, log_nu: np.ndarray | float) -> CellDerivatives:
-    """Davidson-Beaver model (Stan ``ties = 1``): softmax of ``(eta / 2, -eta / 2, log nu)``."""
+    """Davidson (1970), Davidson-Beaver (1977) order effect (Stan ``ties = 1``): softmax of ``(eta/2, -eta/2, log nu)``."""
     wi, wj, t, eta, l = _cells(counts, eta, log_nu)
     x = 0.5 * eta
     z = np.logaddexp(np.logaddexp(x, -x), l)
@@ -75,7 +69,7 @@ def davidson_cell(counts: np.ndarray, eta: np.ndarray, log_nu: np.ndarray | floa
 
 
 def rao_kupper_cell(counts: np.ndarray, eta: np.ndarray, log_nu: np.ndarray | float) -> CellDerivatives:
-    """Rao-Kupper model (Stan ``ties = 2``) with threshold ``tau = exp(log_nu)``."""
+    """Rao-Kupper (1967), Stan ``ties = 2``: ``P(i) = sigma(eta - tau)``, ``P(j) = sigma(-eta - tau)``, ``tau = exp(log_nu)``."""
     wi, wj, t, eta, l = _cells(counts, eta, log_nu)
     tau = np.exp(l)
     A, B = eta - tau, -eta - tau

@@ -124,14 +124,13 @@ class Objective:
         fam = family_of(ties)
         n_l, n_h = family_totals(data, fam)
         free = free_groups(data, chart, fam) if free is None else free
-        if np.isinf(lambda_):
-            return cls(chart, Cells.stack(data, 1.0 / n_l, 0.0, with_ties=not fam.is_binary), ties=fam, free=free)
         pen = None
-        if check_penalty(penalty) == "firth":
+        if not np.isinf(lambda_) and check_penalty(penalty) == "firth":
             H = human_table(data, fam)
             pen = CalibrationFirthPenalty(difference_design(H.i, H.j, data.N).toarray(), human_counts(data, fam).sum(axis=1),
                                           1.0 / n_h, data.effect_columns(H.z, data.K), fam)
-        return cls(chart, Cells.stack(data, lambda_ / n_l, 1.0 / n_h, with_ties=not fam.is_binary), pen, ties=fam, free=free)
+        w_l, w_h = (1.0 / n_l, 0.0) if np.isinf(lambda_) else (lambda_ / n_l, 1.0 / n_h)
+        return cls(chart, Cells.stack(data, w_l, w_h, with_ties=not fam.is_binary), pen, ties=fam, free=free)
 
     # ----------------------------------------------------------- coordinates
     @cached_property
@@ -209,9 +208,8 @@ class Objective:
         ch = self.chart
         K, R = ch.K, ch.rows
         out = [(self._order_label, self._order_judge, K, ch.off_b + np.arange(K), np.minimum(np.arange(R), K - 1))]
-        br = ch.beta_row if ch.p else np.zeros(R, np.int64)
         for l, z in enumerate(self._covariates):
-            out.append((z, self._beta_unit, ch.beta_rows, ch.off_beta + np.arange(ch.beta_rows) * ch.p + l, br))
+            out.append((z, self._beta_unit, ch.beta_rows, ch.off_beta + np.arange(ch.beta_rows) * ch.p + l, ch.beta_row))
         return out
 
     def _columns(self, phi: np.ndarray) -> list[np.ndarray]:
@@ -421,8 +419,7 @@ class Objective:
         rows = slice(k, None) if h[k:].all() else h
         return Objective(self.chart, self.cells.select(rows), ties=self.family, free=self.free)
 
-    def _tie_penalty_terms(self, x: np.ndarray, *, hess: bool, h: float = 1e-6
-                           ) -> tuple[float, np.ndarray, np.ndarray | None]:
+    def _tie_penalty_terms(self, x: np.ndarray, *, hess: bool) -> tuple[float, np.ndarray, np.ndarray | None]:
         """Value, exact gradient and central-difference Hessian (on the coordinates it touches) of a tie family's penalty."""
         pen, ch, hum = self.penalty, self.chart, self.human_part
         assert pen is not None
@@ -445,7 +442,7 @@ class Objective:
         touched = np.abs(CalibrationFirthPenalty.basis(ch, theta)[1]).sum(axis=(1, 2)) > 0
         touched[np.unique(hum.cell_jacobian(theta).indices)] = True
         active = np.concatenate([np.flatnonzero(touched), ch.dim + k])
-        return f, g, central_hessian(lambda z: grad(z)[1], x, active, h)
+        return f, g, central_hessian(lambda z: grad(z)[1], x, active)
 
     def _cross_l(self, weight: np.ndarray, v: list[np.ndarray]) -> np.ndarray:
         """``sum_c weight_c (d eta_c / d phi) e_{l(c)}^T`` (``P x n_tie``, the ``(eta, l)`` cross terms)."""
