@@ -228,32 +228,25 @@ def family_glm_influence(data: Comparisons, family: Family, X: Design, x: np.nda
     _, _, H = model.terms(x)
     Hinv, n_zero = pinv_sym(H, gauge=np.zeros((H.shape[0], 0)))  # no gauge: a Cholesky factorization when regular
     H = FamilyGLM(family, hc, X, weight, penalty=penalty).terms(x)[2] if penalty is not None else H
-    free = model.free
     m, p = hc.shape[0], X.shape[1]
     w = np.full(m, 1.0 if unit else weight)
-    cells = dataclasses.replace(cells, w=w)
-    if unit:  # GACV's unit weights use the binomial meat alone
-        rec = None
-    else:
-        cw = cells
-        rec = (derived(data, ("people's record rows", family.is_binary), lambda: record_rows(data, cw, family)) if people
-               else record_rows(data, cells, family))
+    cw = cells
+    rec = (None if unit  # GACV's unit weights use the binomial meat alone
+           else derived(data, ("people's record rows", family.is_binary), lambda: record_rows(data, cw, family)) if people
+           else record_rows(data, cells, family))
+    eta, key = X @ x[:p], pair_keys(cells, data.N)
     if family.is_binary:  # the binary fast path: one channel, the cell residuals n p - y
-        key = np.where(cells.is_human, -1, pair_keys(cells, data.N))
-        st_b = CellStats(cells.n, w, cells.is_human, cells.y, expit(X @ x[:p]), pair_key=key)
-        return OutcomeInfluence(X.X, np.asarray((X.basis_csr @ (E @ Hinv).T).T), st_b, rec, n_zero), H
-    nt = 1 if free else 0
-    J2 = sp.block_diag([sp.csr_matrix(X.X), sp.csr_matrix(np.ones((m, nt)))], format="csr")  # rows d eta, then d l
-    basis = sp.block_diag([X.basis_csr, sp.identity(nt)], format="csr")
-    eta = X @ x[:p]
-    fam, l = (family, x[p]) if free else (BINARY, 0.0)
-    P = fam.probabilities(eta, l)
-    a, b = fam.outcome_terms(eta, l)[1:3]
-    d = fam.cell(hc, eta, l)
-    info = -np.column_stack([d.d_eta_eta, d.d_eta_l, d.d_l_l])
-    A = np.asarray((basis @ (E @ Hinv).T).T)
-    st = CellStats.outcomes(hc, P, a, b, w, cells.is_human, pair_keys(cells, data.N), info)
-    return OutcomeInfluence(J2, A, st, rec, n_zero), H
+        J2, basis, st = X.X, X.basis_csr, CellStats(cells.n, w, cells.is_human, cells.y, expit(eta), pair_key=key)
+    else:
+        nt = 1 if model.free else 0
+        J2 = sp.block_diag([sp.csr_matrix(X.X), sp.csr_matrix(np.ones((m, nt)))], format="csr")  # rows d eta, then d l
+        basis = sp.block_diag([X.basis_csr, sp.identity(nt)], format="csr")
+        fam, l = (family, x[p]) if nt else (BINARY, 0.0)
+        a, b = fam.outcome_terms(eta, l)[1:3]
+        d = fam.cell(hc, eta, l)
+        info = -np.column_stack([d.d_eta_eta, d.d_eta_l, d.d_l_l])
+        st = CellStats.outcomes(hc, fam.probabilities(eta, l), a, b, w, cells.is_human, key, info)
+    return OutcomeInfluence(J2, np.asarray((basis @ (E @ Hinv).T).T), st, rec, n_zero), H
 
 
 def gacv_scores(obj: Objective, x: np.ndarray) -> tuple[Any, CellStats]:
