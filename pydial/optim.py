@@ -272,17 +272,15 @@ def newton(
                        hess=H, grad=g)
 
 
-def _gradient_polish(fg: Callable[[np.ndarray], tuple[float, np.ndarray]], x: np.ndarray, gtol: float,
-                     steps: int = 10) -> np.ndarray:
-    """Newton steps judged by the gradient alone, after L-BFGS-B has stalled at the resolution of ``f``.
+def _gradient_polish(fg: Callable[[np.ndarray], tuple[float, np.ndarray]], x: np.ndarray, gtol: float) -> np.ndarray:
+    """At most ten Newton steps (:func:`_newton_cg`, halved at most three times) taken while they shrink ``max |g|``.
 
-    The line search stops where the decrease it needs, ``~ g' H^{-1} g / 2``, is below the rounding of
-    ``f``, while the gradient still resolves the optimum.  A step (:func:`_newton_cg`) is taken, halved at
-    most three times, while it shrinks ``max |g|``.
+    L-BFGS-B's line search stalls where the decrease it needs, ``~ g' H^{-1} g / 2``, is below the rounding of ``f``,
+    while the gradient still resolves the optimum.
     """
     f, g = fg(x)
     gmax = float(np.max(np.abs(g)))
-    for _ in range(steps):
+    for _ in range(10):
         if gmax <= 0.5 * gtol * max(1.0, abs(f)):
             break
         step = _newton_cg(fg, x, g)
@@ -296,9 +294,8 @@ def _gradient_polish(fg: Callable[[np.ndarray], tuple[float, np.ndarray]], x: np
     return x
 
 
-def _newton_cg(fg: Callable[[np.ndarray], tuple[float, np.ndarray]], x: np.ndarray, g: np.ndarray,
-               max_cg: int = 50) -> np.ndarray:
-    """Newton step ``-H^{-1} g`` by conjugate gradients on central differences of the gradient (stops at negative curvature)."""
+def _newton_cg(fg: Callable[[np.ndarray], tuple[float, np.ndarray]], x: np.ndarray, g: np.ndarray) -> np.ndarray:
+    """Newton step ``-H^{-1} g``: at most 50 CG steps on central differences of ``g``, stopping at negative curvature."""
     scale = np.sqrt(np.finfo(float).eps) * (1.0 + float(np.max(np.abs(x))))
 
     def hv(v: np.ndarray) -> np.ndarray:
@@ -307,7 +304,7 @@ def _newton_cg(fg: Callable[[np.ndarray], tuple[float, np.ndarray]], x: np.ndarr
 
     s, r = np.zeros_like(g), -g
     p, rr = r.copy(), float(r @ r)
-    for _ in range(min(max_cg, g.size)):
+    for _ in range(min(50, g.size)):
         q = hv(p)
         curv = float(p @ q)
         if curv <= 0:

@@ -447,12 +447,10 @@ def _draw(gen: np.random.Generator, ties: str, eta: np.ndarray, nu: float | None
 def _frame(items: tuple[str, ...], judges: tuple[str, ...], k_llm: np.ndarray, a_first: np.ndarray,
            record: np.ndarray, i: np.ndarray, j: np.ndarray, outcome: np.ndarray) -> pd.DataFrame:
     """Return the long table: the ``k_llm.size`` LLM rows, then the human rows (judge ``human``, first ``a``)."""
-    n_rows, n_tot = k_llm.size, outcome.size
+    n_human = outcome.size - k_llm.size
     ab = np.array(["a", "b", "tie"], dtype=object)
-    judge_col = np.full(n_tot, HUMAN_JUDGE, dtype=object)
-    judge_col[:n_rows] = np.asarray(judges, dtype=object)[k_llm]
-    first_col = np.full(n_tot, "a", dtype=object)
-    first_col[:n_rows] = ab[(~a_first).astype(np.int64)]
+    judge_col = np.concatenate([np.asarray(judges, dtype=object)[k_llm], np.full(n_human, HUMAN_JUDGE, dtype=object)])
+    first_col = np.concatenate([ab[(~a_first).astype(np.int64)], np.full(n_human, "a", dtype=object)])
     item_arr = np.asarray(items, dtype=object)
     return pd.DataFrame({"record_id": record, "judge": judge_col, "item_a": item_arr[i], "item_b": item_arr[j],
                          "first": first_col, "winner": ab[outcome.astype(np.int64)]})
