@@ -25,6 +25,8 @@ from .exceptions import (ArgumentError, ArgumentTypeError, ArgumentWarning, Boot
                          DialError, DialWarning, EstimandMismatchError, IdentifiabilityError, MemoryLimitError, OutputError,
                          UnknownNameError)
 
+__version__ = "0.1.0"
+
 __all__ = [
     # data
     "Comparisons", "read_comparisons", "read_judge_responses", "write_judge_responses", "judge_diagnostics", "datasets",
@@ -39,14 +41,11 @@ __all__ = [
     "posterior", "compare_intervals", "stan_backend",
 ]
 
-_STAN_EXPORTS = ("posterior", "compare_intervals", "stan_backend")
-
 
 def __getattr__(name: str):
     """``pydial.posterior``, ``pydial.compare_intervals`` and ``pydial.stan_backend`` from :mod:`pydial.stan`."""
-    if name in _STAN_EXPORTS:
+    if name in ("posterior", "compare_intervals", "stan_backend"):
         from . import stan
 
         return getattr(stan, name)
     raise AttributeError(f"module 'pydial' has no attribute {name!r}")
-__version__ = "0.1.0"

@@ -256,7 +256,6 @@ class _Parser(argparse.ArgumentParser):
     """The subcommands' parsers by name (set on the top-level parser by :func:`_parser`)."""
 
     def error(self, message: str) -> NoReturn:
-        """Print ``message`` on one line with where to find the usage, and exit with code 2."""
         self.exit(EXIT_DATA, f"{self.prog}: error: {' '.join(message.split())} (see {self.prog} --help)\n")
 
     def parse_command_line(self, argv: Sequence[str] | None) -> argparse.Namespace:
@@ -280,7 +279,6 @@ class _Help(argparse.HelpFormatter):
 
 
 def _command(sub: Any, name: str, text: str) -> argparse.ArgumentParser:
-    """Add the subcommand ``name`` whose one-line ``text`` is also the description of its ``--help``."""
     return sub.add_parser(name, help=text, description=text, formatter_class=_Help)
 
 
@@ -315,8 +313,7 @@ def _parser() -> _Parser:
                        help="use tie outcomes with this tie model (default: decisive outcomes only)")
     f.add_argument("--cluster-correction", action="store_true",
                    help="scale the clustered meats (cell, record) by the small-sample factor G/(G-1)")
-    f.add_argument("--lambda", dest="lambda_", type=_floats, default=None,
-                   metavar="L1,L2,...",
+    f.add_argument("--lambda", dest="lambda_", type=_floats, default=None, metavar="L1,L2,...",
                    help="explicit candidate weights, comma-separated (dial-ada)")
     f.add_argument("--multiples", type=_floats, default=None, metavar="M1,M2,...",
                    help="candidate weights as multiples of n_LLM/n_H (default: 7 log-spaced from 0.01 to 10)")
