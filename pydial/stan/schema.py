@@ -139,7 +139,6 @@ def _weights(w: float | np.ndarray, m: int, what: str) -> np.ndarray:
     return arr
 
 
-# --------------------------------------------------------------------------- dial.stan
 STANDATA_PROGRAMS: tuple[str, ...] = ("dial", "dial_sample", "judges")
 
 
@@ -172,13 +171,18 @@ def schema_data(L: CellTable, H: CellTable | None, *, N: int, K: int, order: boo
         raise ArgumentError("cells with ties need a tie model (ties='davidson' or 'rao-kupper')")
     if len(L) and (L.judge.min() < 0 or L.judge.max() >= K):
         raise ArgumentError(f"LLM cell judges must lie in 0..{K - 1}")
+    nu_zero = np.zeros(K + 1, np.int64)
+    if code and boundary_nu:  # 1 for each group (judges 0..K-1, people K) without a tie
+        nu_zero[:] = 1
+        nu_zero[np.unique(L.judge[L.tie_counts > 0])] = 0
+        nu_zero[K] = not (H.tie_counts > 0).any()
     return {"N": int(N), "K": int(K), "order": int(bool(order)), "ties": code,
             "C": len(L), "cell_judge": L.judge + 1, "cell_i": L.i + 1, "cell_j": L.j + 1, "cell_a": L.a,
             "cell_counts": L.counts, "cell_w": _weights(w_llm, len(L), "LLM"),
             "H": len(H), "human_i": H.i + 1, "human_j": H.j + 1, "human_counts": H.counts,
             "human_w": _weights(w_human, len(H), "human"),
             **_covariate_data(L, H, K, covariates, beta_row, beta_fixed),
-            "nu_zero": _nu_zero(L, H, K) if (code and boundary_nu) else np.zeros(K + 1, np.int64),
+            "nu_zero": nu_zero,
             "calc_log_lik": int(log_lik)}
 
 
@@ -257,15 +261,6 @@ def _firth_code(firth: int | bool, allowed: tuple[int, ...]) -> int:
     if code not in allowed:
         raise ArgumentError(f"firth must be one of {list(allowed)} for this program, got {firth!r}")
     return code
-
-
-def _nu_zero(L: CellTable, H: CellTable | None, K: int) -> np.ndarray:
-    """1 for each group (judges ``0..K-1``, people ``K``) without a tie in the cells ``L``, ``H``."""
-    tied = np.zeros(K + 1, bool)
-    assert L.tie_counts is not None  # filled in by CellTable
-    tied[np.unique(L.judge[L.tie_counts > 0])] = True
-    tied[K] = H is not None and bool((cast(np.ndarray, H.tie_counts) > 0).any())
-    return (~tied).astype(np.int64)
 
 
 # --------------------------------------------------------------------------- dial_sample.stan
@@ -464,8 +459,11 @@ def dial_sample_inits(data: Comparisons, d: Mapping[str, Any], *, chains: int, r
         P, Z = P * sg, st.V @ (Tm * sg[:, None]).T
     else:
         P, Z = np.zeros((K, 0)), np.zeros((N, 0))
-    center = {"m_raw": max(float(np.mean(st.gamma)), 1e-3) * (QN.T @ st.mu),
-              "Z_raw": _z_raw(QN.T @ Z, QN.T @ st.mu, np.asarray(d["mu_ref"], float)),
+    # Z_raw: the coordinates of Zc orthogonal to mu_c (dial_sample.stan's reflection is its own inverse)
+    mu_c, Zc, e = QN.T @ st.mu, QN.T @ Z, np.asarray(d["mu_ref"], float) / np.linalg.norm(np.asarray(d["mu_ref"], float))
+    w = e + mu_c / np.linalg.norm(mu_c)
+    center = {"m_raw": max(float(np.mean(st.gamma)), 1e-3) * mu_c,
+              "Z_raw": householder_perp(e).T @ (Zc - (2.0 / (w @ w)) * np.outer(w, w @ Zc)),
               "gamma_dev": QK.T @ st.gamma, "P_raw": QK.T @ P,
               "b": np.asarray(b, float) if order else np.zeros(0),
               "c": np.atleast_1d(np.asarray(c, float)) if cal is not None else np.zeros(0),
@@ -493,12 +491,3 @@ def householder_perp(e: np.ndarray) -> np.ndarray:
     if w0 @ w0 > 1e-24:
         H0 -= 2.0 / (w0 @ w0) * np.outer(w0, w0)
     return H0[:, 1:]
-
-
-def _z_raw(Zc: np.ndarray, mu_c: np.ndarray, mu_ref: np.ndarray) -> np.ndarray:
-    """Return ``Z_raw``, the coordinates of ``Zc`` orthogonal to ``mu_c`` (inverse of dial_sample.stan's map)."""
-    e = mu_ref / np.linalg.norm(mu_ref)
-    mu_dir = mu_c / np.linalg.norm(mu_c)
-    w = e + mu_dir
-    Y = Zc - (2.0 / (w @ w)) * np.outer(w, w @ Zc)  # the reflection is its own inverse
-    return householder_perp(e).T @ Y
