@@ -163,8 +163,7 @@ def next_pairs(result: DialResult, n: int, objective: str = "contrast", *, data:
             o = np.argsort(-blk.s, kind="stable")
             ta, tb = np.repeat(o[:k], N - k), np.tile(o[k:], k)
             label = f"top-{k} boundary: sum w Var(contrast)"
-        G = np.zeros((ta.size, N))
-        G[np.arange(ta.size), ta], G[np.arange(ta.size), tb] = 1.0, -1.0
+        G = difference_design(ta, tb, N).toarray()
         omega = np.ones(1)
         if objective == "ranking":  # each contrast weighted by its misordering probability
             C = blk.other + blk.B @ blk.K @ blk.B.T
