@@ -522,8 +522,7 @@ class Objective:
         N2 = ch.N * ch.N
         if ch.rows * N2 > DENSE_PAIR_RATIO * max(c.g.size, 1):
             return None
-        g = c.g if self._pair_order is None else c.g[self._pair_order]
-        bounds = np.searchsorted(g, np.arange(ch.rows + 1))
+        bounds = self._row_bounds
         per = max(1, PAIR_CHUNK_ENTRIES // N2)
         return [(g0, min(g0 + per, ch.rows), slice(int(bounds[g0]), int(bounds[min(g0 + per, ch.rows)])))
                 for g0 in range(0, ch.rows, per)]
@@ -535,9 +534,10 @@ class Objective:
         return None if g.size < 2 or bool(np.all(g[1:] >= g[:-1])) else np.argsort(g, kind="stable")
 
     @cached_property
-    def _row_bounds(self) -> np.ndarray | None:
-        """Start of each loading row's run of cells (``rows + 1`` bounds) when sorted by row, else ``None``."""
-        return None if self._pair_order is not None else np.searchsorted(self.cells.g, np.arange(self.chart.rows + 1))
+    def _row_bounds(self) -> np.ndarray:
+        """Start of each loading row's run of cells (``rows + 1`` bounds) in the order of :attr:`_pair_order`."""
+        g = self.cells.g if self._pair_order is None else self.cells.g[self._pair_order]
+        return np.searchsorted(g, np.arange(self.chart.rows + 1))
 
     @_layout()
     def _pair_key(self) -> np.ndarray:
@@ -673,7 +673,7 @@ class Objective:
         # the item-pair totals (N^2 of them) in one pass each, the weights in the residuals' work array if it exists
         work = self.__dict__.get("_work")
         u = work[1] if work is not None and weight is not work[1] else np.empty(weight.size)
-        bounds = self._row_bounds
+        bounds = self._row_bounds if self._pair_order is None else None
         for t in range(len(pairs)):
             if bounds is not None:  # rows sorted: coef_t constant on each row's run of cells
                 for g in range(R):
