@@ -8,12 +8,13 @@ Inference is numpy's at the optimum on either engine.
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING, cast
+from typing import cast
 
 import numpy as np
 import pandas as pd
 
 from pydial.data.comparisons import Comparisons
+from pydial.estimation.engines import Optimizers
 from pydial.estimation.fitstats import FitStats, cell_log_likelihood
 from pydial.estimation.glm import glm
 from pydial.estimation.results import Estimate, tie_log_nu
@@ -29,9 +30,6 @@ from pydial.model.design import Design
 from pydial.model.families import BINARY, Family
 from pydial.model.glm import FamilyGLM, has_tie_parameter
 from pydial.optim import OptimResult, warn_unresolved
-
-if TYPE_CHECKING:
-    from pydial.estimation.engines import Optimizers
 
 __all__ = ["fit_pooled", "fit_atc", "human_only_lrt", "numpy_pooled", "atc_scores"]
 

@@ -1,11 +1,9 @@
 r"""The people's model and each judge's model for every outcome family: ``pydial.fit(data, "human" | "judges", ties=...)``.
 
-The centered BTL of the people (eq. human-only-estimator) and each LLM judge's BTL with its own order
-effect (eq. binomial-model-llm), binary or with ties (Davidson, Rao-Kupper; :mod:`pydial.model.families`),
-fitted by :func:`pydial.estimation.glm.glm` or Stan (``judges.stan``).  Each fit keeps the
-:class:`~pydial.inference.linearization.Linearization` of its scores, position effects and ``log nu``, so
-every ``cov_type`` works for every family.  A singular Hessian (possible only with ``check=False``) is a
-:class:`~pydial.ConvergenceWarning` with status ``"not identified"`` and the fit is marked not converged.
+The centered BTL of the people (eq. human-only-estimator) and each LLM judge's order-effect BTL (eq.
+binomial-model-llm), binary or with ties, fitted by :func:`pydial.estimation.glm.glm` or Stan, with the
+linearization of every target.  A singular Hessian (possible only with ``check=False``) is a
+:class:`~pydial.ConvergenceWarning` with status ``"not identified"``, and the fit is marked not converged.
 """
 
 from __future__ import annotations

@@ -1,16 +1,10 @@
 r"""The estimators of the paper, run by :func:`~pydial.estimation.estimators.estimate` (:func:`pydial.fit`).
 
-========== ==================================================================
-method     estimator
-========== ==================================================================
-judges     each judge's own order-effect BTL (eq. binomial-model-llm), no humans
-human      centered human BTL MLE :math:`\hat s_0` (eq. human-only-estimator)
-pooled     pooled LLM BTL ignoring judge and order, rescaled to the humans
-dial-anc   staged LLM-anchored endpoint (Alg. DIAL-Anc, eq. staged-calibrated-estimator)
-dial-ada   weighted joint fits on the lambda path selected by GACV (Alg. DIAL-Ada)
-dial-nopos DIAL-Ada with the order effects fixed at 0 (order-agnostic ablation)
-atc        human BTL ordering + isotonic calibration of the LLM consensus (AtC)
-========== ==================================================================
+``judges``: each judge's own order-effect BTL (eq. binomial-model-llm); ``human``: the centered human BTL MLE
+:math:`\hat s_0` (eq. human-only-estimator); ``pooled``: the pooled LLM BTL, rescaled to the humans; ``dial-anc``:
+the staged LLM-anchored endpoint (Alg. DIAL-Anc); ``dial-ada``: the weighted joint fits on the lambda path, selected
+by GACV (Alg. DIAL-Ada); ``dial-nopos``: DIAL-Ada without order effects; ``atc``: the human BTL ordering with the
+LLM consensus isotonic-calibrated (AtC).
 """
 
 from __future__ import annotations

@@ -1,9 +1,7 @@
 """The result object of :func:`pydial.fit`: a frozen record of a fit, and the inference derived from it.
 
-An estimator returns an :class:`Estimate` (point estimates and linearizations, no
-covariance); :class:`pydial.estimation.model.DialModel` forms every covariance from the
-linearizations (:mod:`pydial.inference.wald`) and constructs the :class:`DialResult` once,
-with its verdict (statsmodels' Model / Results split).
+An estimator returns an :class:`Estimate` (no covariance); :class:`pydial.estimation.model.DialModel` forms the
+covariances from its linearizations (:mod:`pydial.inference.wald`) and builds the :class:`DialResult` once.
 """
 
 from __future__ import annotations
@@ -17,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Sequence, cast
 
 import numpy as np
 import pandas as pd
+from scipy import stats
 from scipy.special import expit
 
 from pydial.data.comparisons import Comparisons, require_comparisons
@@ -24,10 +23,11 @@ from pydial.data.names import name_list
 from pydial.estimation.fitstats import EXCLUDED, FitStats, judgment_counts
 from pydial.estimation.verdict import dial_model, verdict
 from pydial.exceptions import ArgumentError, CovarianceWarning, UnknownNameError
-from pydial.inference.linearization import ANCHORED_COVS, COV_TYPES, Linearization
+from pydial.inference.linearization import ANCHORED_COVS, COV_TYPES, Linearization, wald_frame
 from pydial.inference.wald import covariances, tables, variance_warnings
 from pydial.model.chart import Structure
 from pydial.model.families import family_of
+from pydial.resources import check_level
 
 if TYPE_CHECKING:
     from pydial.estimation.spec import ModelSpec
@@ -315,8 +315,6 @@ class DialResult:
         UnknownNameError
             ``item_i`` or ``item_j`` is not an item of the fit (the message lists the items).
         """
-        from pydial.estimation.spec import check_level
-
         level = self.level if level is None else check_level(level)
         for argument, it in (("item_i", item_i), ("item_j", item_j)):
             UnknownNameError.check(argument, "item", [it], self.scores.index)
@@ -337,15 +335,14 @@ class DialResult:
                    cluster_correction: bool | None = None) -> pd.DataFrame:
         """Covariance of the estimates as a labelled DataFrame, of any meat, without refitting.
 
-        The empirical sandwich of the weighted fit with the meat ``cov_type``, formed from
-        :attr:`linearization`; ``"fixed-basis"`` is the ``M H_M^{-1} M^T`` limit as ``lambda -> inf``.
+        The empirical sandwich with the meat ``cov_type``, formed from :attr:`linearization`; ``"fixed-basis"``
+        is the ``M H_M^{-1} M^T`` limit as ``lambda -> inf``.
 
         Parameters
         ----------
         cov_type : {"fisher", "binomial", "cell", "record", "two-step", "fixed-basis"}, optional
-            The meat (:mod:`pydial.inference.linearization`); default the fit's :attr:`cov_type`.
-            ``"two-step"`` / ``"fixed-basis"`` keep the fit's meat and choose the covariance at the
-            anchored endpoint (DIAL fits at ``lambda = inf`` only).
+            The meat (:mod:`pydial.inference.linearization`), default the fit's :attr:`cov_type`; ``"two-step"``
+            and ``"fixed-basis"`` keep it and choose the covariance at the anchored endpoint (DIAL fits at inf).
         what : {"scores", "b", "gamma"}
             The scores (item x item), the position effects or the consensus loadings (judge x judge).
         anchored_cov_type : {"two-step", "fixed-basis"}, optional
@@ -356,8 +353,7 @@ class DialResult:
         Returns
         -------
         DataFrame
-            The fit's own covariance when nothing differs; otherwise the one :meth:`with_cov` would
-            report (only that target's covariance is formed).
+            The fit's own covariance when nothing differs, else the one :meth:`with_cov` would report.
         """
         if what not in ("scores", "b", "gamma"):
             raise ArgumentError(f"what must be 'scores', 'b' or 'gamma', got {what!r}")
@@ -378,9 +374,8 @@ class DialResult:
                  cluster_correction: bool | None = None) -> "DialResult":
         """Return the same fit with every covariance, standard error and interval of another meat.
 
-        The estimates are unchanged; every table and covariance is recomputed from :attr:`linearization`
-        (statsmodels' ``get_robustcov_results``), equal to a refit with the same ``cov_type``,
-        ``anchored_cov_type`` and ``cluster_correction``.
+        The estimates are unchanged; the covariances are recomputed from :attr:`linearization` (statsmodels'
+        ``get_robustcov_results``), equal to a refit with the same three settings.
 
         Parameters
         ----------
@@ -445,8 +440,7 @@ class DialResult:
         level : float, optional
             Confidence level (default: the fit's).
         what : {"scores", "b", "contrasts"}
-            The scores, the position effects, or every contrast ``s_i - s_j`` (``i`` before
-            ``j`` in the item order; index ``"i - j"``).
+            The scores, the position effects, or every contrast ``s_i - s_j`` (``i`` before ``j``; index ``"i - j"``).
         cov_type : str, optional
             Another meat (or anchored covariance) as in :meth:`cov_params`; default the fit's.
 
@@ -455,9 +449,6 @@ class DialResult:
         DataFrame
             ``estimate, se, ci_low, ci_high`` (NaN where the covariance has none, e.g. AtC).
         """
-        from pydial.estimation.spec import check_level
-        from pydial.inference.linearization import wald_frame
-
         level = self.level if level is None else check_level(level)
         if cov_type is not None:
             return self.with_cov(cov_type).conf_int(level, what)
@@ -479,7 +470,7 @@ class DialResult:
     def loo_cv(self, data: Comparisons) -> pd.DataFrame:
         """Exact leave-one-human-comparison-out loss ``CV_loo`` beside GACV, for every admissible candidate (Thm. gacv).
 
-        For checking GACV on small problems: up to ``2 x`` human cells refits per candidate (``3 x`` with ties).
+        For small problems: up to ``2 x`` (with ties ``3 x``) human cells refits per candidate.
 
         Parameters
         ----------
@@ -534,15 +525,13 @@ class DialResult:
         """Wald test that a judge's covariate effects are 0, or equal to another row's (e.g. the people's).
 
         The analogue of :meth:`position_test` for ``beta`` of ``logit p = ... + z' beta``: ``beta_k = 0``
-        (``against=None``) or ``beta_k = beta_against`` ("does this judge prefer length more than people
-        do?") over the ``covariates`` (default every one estimated for both rows), a chi-square test with
-        one degree of freedom per covariate from :attr:`covariate_effects_cov`.
+        (``against=None``) or ``beta_k = beta_against`` over the ``covariates`` (default every one estimated for
+        both rows), a chi-square test with one df per covariate from :attr:`covariate_effects_cov`.
 
         Returns
         -------
         pandas.Series
-            ``difference`` (the first covariate's, for one), ``chi2``, ``df``, ``p_value`` and, for one
-            covariate, ``se`` and ``z``.
+            ``difference`` (the first covariate's), ``chi2``, ``df``, ``p_value``; for one covariate ``se``, ``z``.
 
         Raises
         ------
@@ -554,8 +543,6 @@ class DialResult:
             ``judge``, ``against`` or a covariate is unknown (the message lists the known ones), or
             an effect is fixed at 0.
         """
-        from scipy import stats
-
         ce, C = self.covariate_effects, self.covariate_effects_cov
         if ce is None or C is None:
             raise ArgumentError(f"this {self.method!r} fit has no covariate effects (fit data with covariates=)")
@@ -670,8 +657,6 @@ class Estimate:
 def _differences(est: pd.Series, C: pd.DataFrame, first: list[str], second: list[str], level: float, column: str,
                  names: list[str]) -> pd.DataFrame:
     """Wald table of ``est[first] - est[second]`` (elementwise) from the covariance ``C`` of ``est``."""
-    from pydial.inference.linearization import wald_frame
-
     a, b = est.index.get_indexer(first), est.index.get_indexer(second)
     Cv, e = C.to_numpy(), est.to_numpy()
     with warnings.catch_warnings():

@@ -29,6 +29,7 @@ from pydial.inference.sandwich import (OutcomeInfluence, family_finite_influence
 from pydial.model.chart import Chart, centering_basis, consensus_gamma
 from pydial.model.design import Design
 from pydial.model.families import BINARY, Family
+from pydial.model.identifiability import check_human_mle, undirected_labels
 from pydial.model.likelihood import Objective
 from pydial.model.cells import family_totals, human_counts, human_log_nu, human_loss_at, tie_human_loss
 from pydial.optim import OptimResult, pinv_sym
@@ -76,8 +77,6 @@ def family_human_candidate(data: Comparisons, family: Family, engine: Optimizers
 
     The binary MLE needs a strongly connected win graph (Ford 1957), Firth's a connected comparison graph.
     """
-    from pydial.model.identifiability import check_human_mle, undirected_labels
-
     what = "human BTL" if family.is_binary else "human tie model"
     if family.is_binary and penalty is None:
         exists, detail = check_human_mle(data.items, data)

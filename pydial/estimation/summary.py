@@ -7,6 +7,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from pydial.estimation.selection import selection_lines
 from pydial.formatting import ITEMS_LABEL, by_score, format_pvalue
 from pydial.inference.linearization import COV_DESCRIPTIONS
 
@@ -42,8 +43,6 @@ def summary(res: Any) -> str:
             f"{c} {v:.4g}" for c, v in res.covariate_scale.items())
         parts = ["\n".join(head), "", f"Scores (centered{style}; {ITEMS_LABEL}):", _text(by_score(scores))]
         if res.gacv is not None:
-            from pydial.estimation.selection import selection_lines
-
             tab = res.gacv.round({c: 6 for c in res.gacv.columns if c != "gap"})  # a gap below 1e-6 is a near-tie
             parts += ["", "GACV path:", tab.to_string(index=False), *selection_lines(res.gacv)]
         if res.tie_parameters is not None:
