@@ -1,9 +1,6 @@
 r"""Inference for the DIAL estimators: the linearization (bread) of each fit and the Wald tables.
 
-The influence directions ``u_c = A j_c`` of the binary fast path: :func:`staged_influence` at the
-two-step endpoint ``lambda = inf``, :func:`finite_influence` for the weighted joint fit and
-:func:`llm_only_linearization` for the judges' ``b`` and ``gamma``; every staged fit uses
-:func:`two_step_maps`.  The meats are in :mod:`pydial.inference.meats` (re-exported here).
+Influence ``u_c = A j_c`` of binary cells; the meats are in :mod:`pydial.inference.meats` (re-exported here).
 """
 
 from __future__ import annotations
@@ -191,12 +188,9 @@ def llm_only_linearization(data: Comparisons, chart: Chart, theta: np.ndarray,
             E = np.eye(chart.dim)[chart.slices["b"]] if chart.order else np.zeros((0, chart.dim))
             out.append(Linearization(source, E @ HpT, {"b": slice(0, E.shape[0])}, "the position effects b"))
         elif target == "gamma":
-            h = 1e-6
             E = np.empty((data.K, chart.dim))
-            for t in range(chart.dim):
-                e = np.zeros(chart.dim)
-                e[t] = h
-                E[:, t] = (consensus_gamma(chart.S(theta + e)) - consensus_gamma(chart.S(theta - e))) / (2 * h)
+            for t, e in enumerate(1e-6 * np.eye(chart.dim)):
+                E[:, t] = (consensus_gamma(chart.S(theta + e)) - consensus_gamma(chart.S(theta - e))) / 2e-6
             out.append(Linearization(source, E @ HpT, {"gamma": slice(0, data.K)}, "the consensus loadings gamma"))
         else:
             raise ArgumentError(f"targets must be 'b' or 'gamma', got {target!r}")

@@ -1,7 +1,4 @@
-"""The Wald tables of a fit: the covariances of its linearization under one meat (:func:`~pydial.inference.wald.covariances`).
-
-:func:`tables` turns the estimate and those covariances into the labelled tables of :class:`~pydial.DialResult`.
-"""
+"""The Wald tables of a fit (:func:`tables`) from the covariances of its linearization under one meat (:func:`covariances`)."""
 
 from __future__ import annotations
 
@@ -78,13 +75,9 @@ def tables(est: Any, C: dict[str, Any], data: Comparisons, level: float, ties: s
 
 def variance_warnings(est: Any, C: dict[str, Any], data: Comparisons) -> list[CovarianceWarning]:
     """Return the warnings of the zero variances in ``C`` (beta, scores, b, gamma), read from the arrays, not the tables."""
-    checks = (["beta"] if est.beta is not None else []) + ["scores"] + [k for k in ("b", "gamma") if getattr(est, k) is not None]
-    out = []
-    for key in checks:
-        zero = zero_variance(np.diag(C[key])) if key in C else np.zeros(0, bool)
-        if zero.any():
-            out.append(zero_variance_warning("score" if key == "scores" else key, _labels(key, est, data), zero))
-    return out
+    keys = [k for k in ("beta", "scores", "b", "gamma") if k in C and (k == "scores" or getattr(est, k) is not None)]
+    zeros = {k: zero_variance(np.diag(C[k])) for k in keys}
+    return [zero_variance_warning("score" if k == "scores" else k, _labels(k, est, data), z) for k, z in zeros.items() if z.any()]
 
 
 def _labels(key: str, est: Any, data: Comparisons) -> list[str]:

@@ -1,20 +1,17 @@
 """The graph and linear-program scans of a comparison design, for :func:`pydial.check_design`.
 
-The cycle criterion of ident-LLM (a weighted union-find over a judge's cells, and its vectorized
-form for large judges), the connected components of a comparison graph, and the separation
-checks of a judge's order-effect BTL (a win-graph criterion, then a small linear program).
+The cycle criterion of ident-LLM, connected components, and the separation checks of a judge's order-effect BTL.
 """
 
 from __future__ import annotations
 
-from collections import deque
 from dataclasses import dataclass
 from typing import Sequence
 
 import numpy as np
 from scipy import sparse
 from scipy.optimize import linprog
-from scipy.sparse.csgraph import connected_components
+from scipy.sparse.csgraph import breadth_first_order, connected_components
 
 __all__ = ["CycleScan", "scan_cycles", "scan_cycles_fast", "SCAN_VECTOR_MIN", "undirected_labels", "names_text",
            "components_text", "no_separation_by_graph", "win_graph", "check_separation", "order_separation", "SEPARATION_TOL"]
@@ -64,7 +61,7 @@ def scan_cycles(N: int, ii: np.ndarray, jj: np.ndarray, aa: np.ndarray) -> Cycle
     parent = list(range(N))
     size = [1] * N
     off = [0] * N  # x_v - x_parent(v)
-    tree: list[list[int]] = [[] for _ in range(N)]
+    edges: list[tuple[int, int]] = []  # the spanning forest
     witness: tuple[int, int, int] | None = None
 
     def find(v: int) -> tuple[int, int]:
@@ -94,18 +91,16 @@ def scan_cycles(N: int, ii: np.ndarray, jj: np.ndarray, aa: np.ndarray) -> Cycle
         else:
             parent[ri], off[ri] = rj, -d
             size[rj] += size[ri]
-        tree[i].append(j)
-        tree[j].append(i)
+        edges.append((i, j))
 
     roots = [find(v)[0] for v in range(N)]
     _, labels = np.unique(np.asarray(roots), return_inverse=True)
     labels = labels.astype(np.int64)
-    cycle, total, two = None, 0, False
-    if witness is not None:
-        i, j, total = witness
-        cycle = _tree_path(tree, i, j)
-        two = len(cycle) == 2
-    return CycleScan(labels, int(np.max(labels)) + 1, cycle, int(total), two)
+    if witness is None:
+        return CycleScan(labels, int(np.max(labels)) + 1, None, 0, False)
+    i, j, total = witness
+    cycle = _tree_path(N, np.array(edges), i, j)
+    return CycleScan(labels, int(np.max(labels)) + 1, cycle, total, len(cycle) == 2)
 
 
 SCAN_VECTOR_MIN = 2000  # judges with more cells are scanned by the vectorized potentials
@@ -128,8 +123,6 @@ def scan_cycles_fast(N: int, ii: np.ndarray, jj: np.ndarray, aa: np.ndarray) -> 
 
     A pair in both orders is a witness at once; else potentials are propagated along a breadth-first forest.
     """
-    from scipy.sparse.csgraph import breadth_first_order
-
     n_comp, labels = undirected_labels(N, ii, jj)
     labels = labels.astype(np.int64)
     key = ii.astype(np.int64) * N + jj
@@ -157,29 +150,18 @@ def scan_cycles_fast(N: int, ii: np.ndarray, jj: np.ndarray, aa: np.ndarray) -> 
         return CycleScan(labels, n_comp, None, 0, False)
     t = int(bad[0])
     i, j = int(ii[t]), int(jj[t])
-    tree: list[list[int]] = [[] for _ in range(N)]
-    for v in np.flatnonzero(pred >= 0).tolist():
-        tree[v].append(int(pred[v]))
-        tree[int(pred[v])].append(v)
-    cycle = _tree_path(tree, i, j)  # the breadth-first forest's path closes the cycle with cell t
+    child = np.flatnonzero(pred >= 0)
+    cycle = _tree_path(N, np.column_stack([child, pred[child]]), i, j)  # the forest's path closes the cycle with cell t
     return CycleScan(labels, n_comp, cycle, int(round(x[i] - x[j] - aa[t])), len(cycle) == 2)
 
 
-def _tree_path(tree: list[list[int]], start: int, goal: int) -> list[int]:
-    """Items on the spanning-forest path from ``start`` to ``goal`` (BFS)."""
-    prev = {start: start}
-    queue = deque([start])
-    while queue:
-        u = queue.popleft()
-        if u == goal:
-            break
-        for v in tree[u]:
-            if v not in prev:
-                prev[v] = u
-                queue.append(v)
+def _tree_path(N: int, edges: np.ndarray, start: int, goal: int) -> list[int]:
+    """Items on the path from ``start`` to ``goal`` in the forest of ``edges`` (rows ``(u, v)``) on ``N`` items."""
+    T = sparse.coo_matrix((np.ones(len(edges)), (edges[:, 0], edges[:, 1])), shape=(N, N))
+    pred = breadth_first_order(T, start, directed=False, return_predecessors=True)[1]
     path = [goal]
     while path[-1] != start:
-        path.append(prev[path[-1]])
+        path.append(int(pred[path[-1]]))
     return path[::-1]
 
 
@@ -245,11 +227,8 @@ def check_separation(items: Sequence[str], ii: np.ndarray, jj: np.ndarray, aa: n
     E = sparse.csr_matrix((vals, (rows, cols)), shape=(m, N + 1))  # eta = E @ (delta, c)
     obj = -(E.T @ sign)
     A_ub = -(sparse.diags(sign[boundary]) @ E[boundary])
-    interior = ~boundary
-    A_eq = E[interior] if interior.any() else None
-    b_eq = np.zeros(int(interior.sum())) if interior.any() else None
     bounds = [(-1.0, 1.0)] * N + [(0.0, 0.0) if nopos else (-1.0, 1.0)]
-    res = linprog(obj, A_ub=A_ub, b_ub=np.zeros(int(boundary.sum())), A_eq=A_eq, b_eq=b_eq,
+    res = linprog(obj, A_ub=A_ub, b_ub=np.zeros(int(boundary.sum())), A_eq=E[~boundary], b_eq=np.zeros(m - int(boundary.sum())),
                   bounds=bounds, method="highs")
     if res.status != 0:  # the LP is always feasible (0) and bounded; be explicit anyway
         return False, f"separation check failed to solve the linear program ({res.message})"

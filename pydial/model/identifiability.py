@@ -1,15 +1,8 @@
-"""Identifiability checks of a comparison design, before any fit.
+"""Identifiability checks of a comparison design, before any fit (:func:`check_design`).
 
-:func:`check_design` runs the design conditions of the DIAL paper (:data:`CONDITIONS`, each
-described in :data:`REFERENCES`) on a :class:`~pydial.data.comparisons.Comparisons` object and
-returns a :class:`DesignReport` (``table``: every check; ``problems``: the failures that rule out
-the requested fit).  Per judge ``k``: ident-LLM ``rank([D_k, z_k]) = N`` (``G_k`` connected and a
-cycle with nonzero signed order sum, one weighted union-find pass), ident-lowrank
-``rank([D_k W, z_k]) = r + 2`` with ``col(W)`` known, separation (a finite MLE), covariates and
-self-preference (``z = D_k o_k`` lies in ``col(D_k)``: identified only through the low-rank
-structure).  Judge-wide: the parameter count and the sufficient subset of ``r+1`` judges, else the
-generic rank of the model Jacobian (:func:`_lowrank_jacobian_rank`).  Human: ``rank(D_H M) = d``,
-the finite BTL MLE (Ford 1957) and, under Firth, connectivity.
+Per judge ``k``: ident-LLM ``rank([D_k, z_k]) = N``, ident-lowrank ``rank([D_k W, z_k]) = r + 2``, separation,
+covariates and self-preference; judge-wide the parameter count and sufficient subset; human ``rank(D_H M) = d``
+and the finite BTL MLE.
 """
 
 from __future__ import annotations
@@ -23,6 +16,7 @@ import pandas as pd
 from scipy import sparse
 
 from pydial.cache import derived
+from pydial.data.cells import LLMCells
 from pydial.data.comparisons import SELF_PREFERENCE, Comparisons, require_comparisons
 from pydial.exceptions import ArgumentError, ArgumentTypeError, IdentifiabilityError
 from pydial.model.chart import CALIBRATIONS, difference_design
@@ -113,16 +107,12 @@ class DesignReport:
         if self.ok:
             return
         p = self.problems
-        cond = str(p["condition"].iloc[0])
-        same = p[p["condition"] == cond]
-        who = ", ".join(repr(str(j)) for j in same["judge"])
+        fails = [(str(c), ", ".join(repr(str(j)) for j in g["judge"])) for c, g in p.groupby("condition", sort=False)]
+        (cond, who), others = fails[0], fails[1:]
         msg = (f"the design cannot identify method={self.method!r} (rank={self.rank}, calibration={self.calibration!r}): "
                f"{cond} ({REFERENCES[cond]}) fails for {who}: {p['detail'].iloc[0]}")
-        others = p[p["condition"] != cond]
-        if len(others):
-            parts = [f"{c} for {', '.join(repr(str(j)) for j in g['judge'])}"
-                     for c, g in others.groupby("condition", sort=False)]
-            msg += "; also failing: " + "; ".join(parts)
+        if others:
+            msg += "; also failing: " + "; ".join(f"{c} for {w}" for c, w in others)
         msg += ". See check_design(...).table for every check."
         raise IdentifiabilityError(msg)
 
@@ -191,10 +181,10 @@ def _check_lowrank(W: np.ndarray, ii: np.ndarray, jj: np.ndarray, aa: np.ndarray
 
 
 def _check_self_preference(data: Comparisons, r: int, nopos: bool, shared: bool,
-                           per_judge: list[tuple[str, bool, str]], rng: np.random.Generator) -> tuple[bool, str]:
+                           bad: list[str], rng: np.random.Generator) -> tuple[bool, str]:
     """Check the self-preference effects of the structured model: the Jacobian rank in ``(S, b, beta)``.
 
-    The confounded effects are named; above :data:`JACOBIAN_MAX_PARAMS` the per-judge rows decide.
+    The confounded effects are named; above :data:`JACOBIAN_MAX_PARAMS` the per-judge rows decide (``bad``: those failing).
     """
     from pydial.model.chart import fixed_effects
 
@@ -203,13 +193,10 @@ def _check_self_preference(data: Comparisons, r: int, nopos: bool, shared: bool,
     free = (np.ones((1 if shared else K) * p, bool) if fixed is None else ~np.asarray(fixed, bool)).reshape(-1, p)
     P = (K + N) * (r + 1) + K + int(free.sum())
     if P > JACOBIAN_MAX_PARAMS:
-        bad = [name for name, ok, _ in per_judge if not ok]
         return not bad, (f"the Jacobian in (S, b, beta) has {P} parameters (more than {JACOBIAN_MAX_PARAMS}) and was not "
                          "formed; the per-judge condition with col(W) known decides: "
                          + (f"fails for {bad}" if bad else "holds for every mapped judge"))
-    L = data.llm
-    beta_row = np.zeros(K, np.int64) if shared else np.arange(K)
-    rk, need, confounded = _lowrank_jacobian_rank(N, K, r, L.judge, L.i, L.j, L.a, nopos, rng, L.z, beta_row, free)
+    rk, need, confounded = _lowrank_jacobian_rank(N, K, r, data.llm, nopos, rng, free)
     if rk >= need:
         return True, (f"the Jacobian of the rank-{r} LLM model in (S, b, beta) has full rank {rk} = (r+1)(K+N-r-2)"
                       f"{'' if nopos else '+K'} + {int(free.sum())} free covariate effects at a generic point: every "
@@ -317,28 +304,27 @@ JACOBIAN_MAX_PARAMS = 4000
 """Largest parameter count for which :func:`_lowrank_jacobian_rank` is computed."""
 
 
-def _lowrank_jacobian_rank(N: int, K: int, r: int, judge: np.ndarray, ii: np.ndarray, jj: np.ndarray,
-                           aa: np.ndarray, nopos: bool, rng: np.random.Generator, z: np.ndarray | None = None,
-                           beta_row: np.ndarray | None = None, free: np.ndarray | None = None
-                           ) -> tuple[int, int, np.ndarray]:
+def _lowrank_jacobian_rank(N: int, K: int, r: int, L: LLMCells, nopos: bool, rng: np.random.Generator,
+                           free: np.ndarray | None = None) -> tuple[int, int, np.ndarray]:
     r"""Return the generic rank of the Jacobian of the structured LLM model's cell predictors, and the rank needed.
 
-    ``eta_t = a_k^T (B_i - B_j) + z_t b_k (+ z_t' beta_row(k))``: with the ``(r+1)^2 + (r+1)`` invariances the
+    ``eta_t = a_k^T (B_i - B_j) + z_t b_k (+ z_t' beta_k)``: with the ``(r+1)^2 + (r+1)`` invariances the
     rank is at most ``(r+1)(K+N-r-2) + K`` (``- K`` for ``nopos``) plus the ``free`` entries of ``beta``, and
     ``(S, b, beta)`` is locally identified at generic values iff a random point attains it (constant-rank
     theorem).  Returns ``(rank, needed, confounded)``: the best of two points, and the free ``beta`` entries
-    moved by the null space.
+    moved by the null space.  ``free``: the free entries of ``beta``, one row per judge or one shared row.
     """
     q = r + 1
+    judge, ii, jj, aa, z = L.judge, L.i, L.j, L.a, L.z
     m = ii.size
     P = K * q + N * q + (0 if nopos else K)
     need = q * (K + N - r - 2) + (0 if nopos else K)
     zcols = None
-    if z is not None and free is not None and beta_row is not None and free.any():
+    if z is not None and free is not None and free.any():
         # d eta_t / d beta_{g, l} = z_tl for the judge's row g: one column per free entry (g, l)
         index = np.full(free.shape, -1)
         index[free] = np.arange(int(free.sum()))
-        col = index[beta_row[judge]]  # (m, p): the column of each cell's entry (g, l), -1 where fixed
+        col = index[judge % free.shape[0]]  # (m, p): the column of each cell's entry (g, l), -1 where fixed
         ok = (col >= 0) & (z != 0)
         zcols = sparse.csr_matrix((z[ok], (np.nonzero(ok)[0], col[ok])), shape=(m, int(free.sum())))  # sparse: m can be millions
         need += zcols.shape[1]
@@ -481,9 +467,9 @@ def check_design(data: Comparisons, *, rank: int = 1, calibration: str = "mu", m
             Wk = np.linalg.qr(Wk)[0] * np.sqrt(N)
         generic_note = "for a generic W (random, columns orthogonal to 1; a generic-rank check)"
     d = _Design(data, method, r, Wk, generic_note, penalty, seed, bool(shared))
-    n_ident, self_rows = _judge_checks(d)
-    _structure_checks(d, n_ident)
-    _pooled_and_self_checks(d, self_rows)
+    if method != "human":  # the LLM judges are neither reported nor required for the human BTL
+        _structure_checks(d, _judge_checks(d))
+        _pooled_and_self_checks(d)
     _human_checks(d, calibration, W)
     table = pd.DataFrame(d.rows, columns=["judge", "condition", "ok", "detail"]).astype({"ok": bool})
     prob = pd.DataFrame(d.problems, columns=["judge", "condition", "detail"])
@@ -525,23 +511,17 @@ class _Design:
         """The covariate names as an object array (boolean masks pick the checked ones)."""
         return np.asarray(self.data.covariates, dtype=object)
 
-    @property
-    def llm_checks(self) -> bool:
-        """Whether the LLM judges are checked (not for the human BTL)."""
-        return self.method != "human"
 
-
-def _judge_checks(d: _Design) -> tuple[list[int], list[tuple[str, bool, str]]]:
-    """Per-judge checks (one union-find pass, one small rank, one small LP each); the identified judges and self rows."""
+def _judge_checks(d: _Design) -> list[int]:
+    """Per-judge checks (one union-find pass, one small rank, one small LP each); returns the identified judges."""
     data, r, N, nopos, L = d.data, d.r, d.data.N, d.nopos, d.data.llm
     support, names_arr = data.covariate_support, d.names
     is_self = names_arr == SELF_PREFERENCE  # left out of a judge's own covariate check but in "judges"
     own_check = ~is_self if d.method != "judges" else np.ones(data.p, bool)
-    self_rows: list[tuple[str, bool, str]] = []
     order = np.argsort(L.judge, kind="stable")
     bounds = np.searchsorted(L.judge[order], np.arange(data.K + 1))
     n_ident = []
-    for k, name in enumerate(data.judges if d.llm_checks else ()):
+    for k, name in enumerate(data.judges):
         sel = order[bounds[k]:bounds[k + 1]]
         ii, jj, aa, n, y = L.i[sel], L.j[sel], L.a[sel], L.n[sel], L.y[sel]
         scan = (scan_cycles_fast if sel.size > SCAN_VECTOR_MIN else scan_cycles)(N, ii, jj, aa)
@@ -566,7 +546,6 @@ def _judge_checks(d: _Design) -> tuple[list[int], list[tuple[str, bool, str]]]:
             assert L.z is not None
             ok_sp, det_sp = _check_lowrank(d.W, ii, jj, aa, r, nopos, d.generic_note, L.z[sel][:, support[k]])
             d.add(name, "self-preference", ok_sp, det_sp, blocks=False)
-            self_rows.append((name, ok_sp, det_sp))
         if ok_llm:
             n_ident.append(k)
         if d.method == "judges":
@@ -579,13 +558,11 @@ def _judge_checks(d: _Design) -> tuple[list[int], list[tuple[str, bool, str]]]:
         elif d.dial and not ok_llm and not ok_low:
             d.problems.append((name, "ident-lowrank", f"identified neither on its own (ident-LLM: {det_llm}) nor through "
                                f"the shared rank-{r} space (ident-lowrank: {det_low})"))
-    return n_ident, self_rows
+    return n_ident
 
 
 def _structure_checks(d: _Design, n_ident: list[int]) -> None:
     """Judge-wide conditions of Prop. ident-lowrank: the parameter count and the sufficient judge subset."""
-    if not d.llm_checks:  # neither reported nor required (the human BTL)
-        return
     data, r, N, K, nopos, L = d.data, d.r, d.data.N, d.data.K, d.nopos, d.data.llm
     need = (r + 1) * (K + N - r - 2) + (0 if nopos else K)
     formula = "(r+1)(K+N-r-2)" + ("" if nopos else "+K")
@@ -614,7 +591,7 @@ def _structure_checks(d: _Design, n_ident: list[int]) -> None:
                                              f"{JACOBIAN_MAX_PARAMS}) and was not run (fit with check=False / --no-check "
                                              "to try anyway)")
         else:
-            rk, need_j, _ = _lowrank_jacobian_rank(N, K, r, L.judge, L.i, L.j, L.a, nopos, np.random.default_rng(d.seed))
+            rk, need_j, _ = _lowrank_jacobian_rank(N, K, r, L, nopos, np.random.default_rng(d.seed))
             ok_ss = rk >= need_j
             det_ss = subset + (f"; but the Jacobian of the rank-{r} LLM model has full rank {rk} = "
                                f"{formula} at a generic point, so (S, b) is locally "
@@ -628,11 +605,13 @@ def _structure_checks(d: _Design, n_ident: list[int]) -> None:
     d.add(ALL_JUDGES, "sufficient-subset", ok_ss, det_ss, blocks=d.dial)
 
 
-def _pooled_and_self_checks(d: _Design, self_rows: list[tuple[str, bool, str]]) -> None:
+def _pooled_and_self_checks(d: _Design) -> None:
     """Check the joint self-preference of the structured methods, and the pooled covariates and connectivity."""
     data, N, L = d.data, d.data.N, d.data.llm
-    if d.dial and self_rows:
-        ok_sj, det_sj = _check_self_preference(data, d.r, d.nopos, d.shared, self_rows, np.random.default_rng(d.seed))
+    own = [(who, ok) for who, cond, ok, _ in d.rows if cond == "self-preference"]  # the per-judge rows
+    if d.dial and own:
+        bad = [who for who, ok in own if not ok]
+        ok_sj, det_sj = _check_self_preference(data, d.r, d.nopos, d.shared, bad, np.random.default_rng(d.seed))
         d.add(ALL_JUDGES, "self-preference", ok_sj, det_sj)
     if d.method != "pooled":
         return
