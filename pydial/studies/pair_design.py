@@ -48,8 +48,7 @@ def calibration_block(result: DialResult, *, data: Comparisons | None = None) ->
     if not np.all(np.isfinite(C)):
         raise DataError(f"result (method {result.method!r}) has no covariance to plan from")
     if result.method == "human" or data.K == 0:
-        B = centering_basis(data.N)
-        V_h = C
+        B, V_h = centering_basis(data.N), C
     else:
         B, _, V_h, _ = staged_parts(result, data)
     Bp = np.linalg.pinv(B)

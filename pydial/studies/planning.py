@@ -216,11 +216,8 @@ def staged_parts(result: DialResult, data: Comparisons) -> tuple[np.ndarray, np.
     sf = staged_fit(data, *result.dial_model(), order=order, penalty=result.penalty)  # the pilot's own estimator
     U, st = staged_influence(data, sf)
     cov_type = result.cov_type if result.method != "human" else "cell"
-    keep = st.is_human.astype(float)  # zero the other block's rows of the factored influence
-    UL = Influence(sp.diags(1.0 - keep) @ U.J, U.A)
-    UH = Influence(sp.diags(keep) @ U.J, U.A)
-    V_llm = influence_covariance(UL, st, data, cov_type)
-    V_h = influence_covariance(UH, st, data, cov_type)
+    keep = st.is_human.astype(float)  # each block's covariance: the other block's rows of the influence zeroed
+    V_llm, V_h = (influence_covariance(Influence(sp.diags(w) @ U.J, U.A), st, data, cov_type) for w in (1.0 - keep, keep))
     B = sf.chart.score_jacobian(sf.theta)[:, sf.chart.slices["c"]]
     return B, V_llm, V_h, sf
 
