@@ -30,8 +30,7 @@ __all__ = ["Comparisons", "require_comparisons"]
 def require_comparisons(data: Any, argument: str = "data") -> "Comparisons":
     """Return ``data`` if it is a :class:`Comparisons`, else raise :class:`~pydial.ArgumentTypeError` naming ``argument``.
 
-    A DataFrame (the long table itself) gets the call that builds the comparisons from it, a simulation
-    (``pydial.simulate``) its ``.comparisons``.
+    The message says how to build one (from a DataFrame, or a simulation's ``.comparisons``).
     """
     if not isinstance(data, Comparisons):
         hint = ("; build it from the long table with pydial.Comparisons.from_frame(df)" if isinstance(data, pd.DataFrame)
@@ -93,46 +92,41 @@ class Comparisons:
     from_parquet = classmethod(construction.from_parquet)
 
     @classmethod
-    def _finish(cls, canon: pd.DataFrame, is_human: np.ndarray, names: Sequence[str], human_judge: str,
-                drop_empty_judges: bool, records: tuple[np.ndarray, pd.Index] | None = None,
-                covariates: tuple[pd.Series | None, str | None] = (None, None)) -> "Comparisons":
-        """List the LLM judges (dropping or refusing those without a decisive judgment) and build."""
+    def _build(cls, canon: pd.DataFrame, items: tuple[str, ...], judges: tuple[str, ...] | None, human_judge: str,
+               dropped: tuple[str, ...] = (), records: tuple[np.ndarray, pd.Index] | None = None,
+               covariates: tuple[pd.Series | None, str | None] = (None, None),
+               self_preference: Mapping[str, tuple[str, ...]] | None = None,
+               drop_empty_judges: bool = False) -> "Comparisons":
+        """Aggregate the canonical rows ``canon`` of the ``judges`` and the human judge into cells.
+
+        ``judges=None``: the LLM judges with a decisive judgment, in name order (the others refused, or dropped with
+        ``drop_empty_judges``).  ``records``: the rows' record codes and distinct ids; ``covariates``: scales and
+        transform of the ``cov:<name>`` columns (each distinct value is a cell of its own); ``self_preference``: the
+        own items of the judges kept.
+        """
         judge = canon["judge"].astype("category").cat
         codes, cats = judge.codes.to_numpy(), judge.categories
         outcome = canon["outcome"].to_numpy()
         decisive = ~canon["self"].to_numpy(bool) & ((outcome == I_WINS) | (outcome == J_WINS))
-        if "count" in canon.columns:
-            decisive &= canon["count"].to_numpy() > 0
-        seen = np.bincount(codes[~is_human], minlength=len(cats)) > 0
-        has = np.bincount(codes[decisive & ~is_human], minlength=len(cats)) > 0
-        empty = sorted(cats[seen & ~has])
-        if empty and not drop_empty_judges:
-            raise DataError(f"judge(s) {empty} have no decisive judgment (all ties, 'both bad' or self-comparisons); pass "
-                            "drop_empty_judges=True (--drop-empty-judges) to remove them (they are then counted in summary())")
-        return cls._build(canon, tuple(names), tuple(sorted(cats[has])), human_judge, tuple(empty), records, covariates)
-
-    @classmethod
-    def _build(cls, canon: pd.DataFrame, items: tuple[str, ...], judges: tuple[str, ...], human_judge: str,
-               dropped: tuple[str, ...] = (), records: tuple[np.ndarray, pd.Index] | None = None,
-               covariates: tuple[pd.Series | None, str | None] = (None, None),
-               self_preference: Mapping[str, tuple[str, ...]] | None = None) -> "Comparisons":
-        """Aggregate the canonical rows ``canon`` of the ``judges`` and the human judge into cells.
-
-        ``records``: the rows' record codes and distinct ids; ``covariates``: scales and transform of the ``cov:<name>``
-        columns (each distinct value is a cell of its own); ``self_preference``: the own items of the judges kept.
-        """
+        if judges is None:
+            llm_rows = codes != cats.get_indexer([human_judge])[0]
+            seen = np.bincount(codes[llm_rows], minlength=len(cats)) > 0
+            has = np.bincount(codes[decisive & llm_rows], minlength=len(cats)) > 0
+            empty = sorted(cats[seen & ~has])
+            if empty and not drop_empty_judges:
+                raise DataError(f"judge(s) {empty} have no decisive judgment (all ties, 'both bad' or self-comparisons); "
+                                "pass drop_empty_judges=True (--drop-empty-judges) to remove them (they are then counted "
+                                "in summary())")
+            judges, dropped = tuple(sorted(cats[has])), tuple(empty)
         K = len(judges)
         jindex = {name: k for k, name in enumerate(judges)}
         jindex[human_judge] = K
-        judge = canon["judge"].astype("category").cat
-        k = np.asarray([jindex.get(str(x), -1) for x in judge.categories] + [-1], dtype=np.int32)[judge.codes.to_numpy()]
+        k = np.asarray([jindex.get(str(x), -1) for x in cats] + [-1], dtype=np.int32)[codes]
         keep = k >= 0
         if not keep.all():
-            canon, k, records = canon.loc[keep], k[keep], None
+            canon, k, records, outcome, decisive = canon.loc[keep], k[keep], None, outcome[keep], decisive[keep]
         canon = canon.assign(k=k)
         canon.attrs["dropped_judges"] = dropped
-        outcome = canon["outcome"].to_numpy()
-        decisive = ~canon["self"].to_numpy(bool) & ((outcome == I_WINS) | (outcome == J_WINS))
         counted = "count" in canon.columns  # aggregated input: no record ids
         if not counted:
             rec_codes, rec_uniques = records if records is not None else pd.factorize(canon["record_id"], sort=False)
@@ -214,8 +208,7 @@ class Comparisons:
     def covariate_support(self) -> np.ndarray:
         """``(K + 1, p)`` bool: whether covariate ``t`` is nonzero on some decisive cell of judge ``k`` (row ``K``: the people).
 
-        A group's covariate that is 0 on all its cells has no effect to estimate: its entry of ``beta`` is a fixed
-        0 (:class:`~pydial.model.chart.Chart`'s ``fixed``; e.g. the people's ``"self_preference"``).  Cached.
+        Where it is not, the entry of ``beta`` is a fixed 0 (:class:`~pydial.model.chart.Chart`'s ``fixed``).  Cached.
         """
         def build() -> np.ndarray:
             out = np.zeros((self.K + 1, self.p), bool)
@@ -228,11 +221,9 @@ class Comparisons:
         return derived(self, ("covariate support",), build)
 
     def effect_columns(self, z: np.ndarray | None, group: int | None) -> np.ndarray | None:
-        """Return the columns of ``z`` (cells x ``p``) whose effects ``group`` has: a GLM design's covariate columns.
+        """Return the columns of ``z`` (cells x ``p``) whose effects ``group`` has (:attr:`covariate_support`), or ``None``.
 
         ``group``: a judge index, ``K`` for the people, ``None`` for the LLM judges together (a shared effect).
-        The columns that are 0 on all the group's cells (:attr:`covariate_support`) are left out; ``z`` itself when
-        none is, ``None`` when all are.
         """
         if z is None:
             return None
@@ -243,18 +234,14 @@ class Comparisons:
     def with_self_preference(self, own: Mapping[str, Sequence[str]], *, strip_names: bool = True) -> "Comparisons":
         """Return the data with the self-preference covariate: a judge favouring its own model family's responses.
 
-        Beyond the paper: one more response covariate, ``"self_preference"``, appended to :attr:`covariates` and
-        built from each judge's own items ``own`` (e.g. ``{"gpt-4": ["gpt-4-0613", "gpt-4-turbo"]}``).  Judge
-        ``k``'s comparison of items ``i < j`` has ``z = 1[i own_k] - 1[j own_k]`` (the term ``z beta_k`` adds
-        ``beta_k`` to the judge's own items' scores); it is 0 for the people and the judges not in ``own``, whose
-        entries of ``beta`` are fixed at 0 (:attr:`covariate_support`).  Its scale is 1 (not standardized), so
-        ``beta_k`` is the log-odds shift of an own item.
-
-        Within a judge's pair the covariate is constant, ``z = D_k o_k`` (``o_k`` the own-item indicator): in the
-        judge's own model (``method="judges"``) it is confounded with the judge's scores, in the structured models
-        identified through the low-rank structure only (:func:`pydial.model.identifiability.check_design`).
-        The names of ``own`` are converted and cleaned as the data's are (:mod:`pydial.data.names`;
-        ``strip_names`` as the data were read): ``" gpt-4"`` and ``"gpt-4"`` name one judge.
+        Beyond the paper: the response covariate ``"self_preference"``, appended to :attr:`covariates`, from each
+        judge's own items ``own`` (e.g. ``{"gpt-4": ["gpt-4-0613", "gpt-4-turbo"]}``): judge ``k``'s comparison of
+        ``i < j`` has ``z = 1[i own_k] - 1[j own_k]``, 0 for the people and the judges not in ``own`` (their ``beta``
+        fixed at 0, :attr:`covariate_support`).  Its scale is 1, so ``beta_k`` is the log-odds shift of an own item.
+        Constant within a judge's pair (``z = D_k o_k``), it is confounded with the judge's scores in
+        ``method="judges"`` and identified through the low-rank structure only in the structured models
+        (:func:`pydial.model.identifiability.check_design`).  The names of ``own`` are cleaned as the data's are
+        (:mod:`pydial.data.names`; ``strip_names`` as the data were read).
 
         Raises
         ------
@@ -364,12 +351,10 @@ class Comparisons:
         return derived(self, ("cell_table", which, bool(with_ties)), build)
 
     def tie_cells(self, *, human: bool = False) -> pd.DataFrame:
-        """Cells with tie counts for the tie models (Davidson / Davidson-Beaver).
+        """Cells with tie counts for the tie models (Davidson / Davidson-Beaver), a new frame per call.
 
-        Returns integer columns ``k, i, j, a, wins_i, wins_j, ties`` (``k = K`` and ``a = 0`` for the human judge,
-        included only with ``human=True``), sorted by ``(k, i, j, a)``, and with covariates their columns
-        ``cov:<name>`` (a cell per value); "both bad" labels and self-comparisons excluded.  A new frame per call,
-        taken from one aggregation per data set.
+        Integer columns ``k, i, j, a, wins_i, wins_j, ties`` (the human judge, ``k = K`` and ``a = 0``, only with
+        ``human=True``) sorted by ``(k, i, j, a)``, then the covariate columns ``cov:<name>`` (a cell per value).
         """
         t = self._tie_frame()
         return t.copy() if human else t.loc[t["k"] < self.K].reset_index(drop=True)
@@ -389,10 +374,9 @@ class Comparisons:
 
     # ----------------------------------------------------------------- report
     def summary(self) -> pd.DataFrame:
-        """Count the statistics of the paper's Table "Dataset statistics", plus exclusions.
+        """Count the statistics of the paper's Table "Dataset statistics", plus exclusions: a DataFrame column ``value``.
 
-        Returns a one-column DataFrame (``value``) indexed by statistic.  Data read by
-        :func:`pydial.read_judge_responses` add rows ``panel: ...``: what the read left out.
+        Data read by :func:`pydial.read_judge_responses` add rows ``panel: ...``: what the read left out.
         """
         f = self.frame
         K, N = self.K, self.N
@@ -445,11 +429,10 @@ class Comparisons:
     # ------------------------------------------------------------- subsetting
     def subset(self, *, records: Iterable[Any] | None = None, judges: Iterable[str] | None = None,
                drop_human: bool = False, drop_empty_judges: bool = False) -> "Comparisons":
-        """Return a new :class:`Comparisons` restricted to some records and/or judges.
+        """Return a new :class:`Comparisons` restricted to some records and/or judges (items keep their order).
 
-        Items keep their order, so scores stay comparable across subsets.  Unknown record ids or judges raise
-        :class:`DataError`; so does an LLM judge left with no decisive judgment, unless ``drop_empty_judges=True``
-        (it is then removed and counted in :meth:`summary`), as in :meth:`from_frame`.
+        Unknown record ids or judges raise :class:`DataError`; so does an LLM judge left with no decisive judgment,
+        unless ``drop_empty_judges=True`` (it is then removed and counted in :meth:`summary`).
         """
         f = self.frame
         m = np.ones(len(f), dtype=bool)
@@ -480,11 +463,7 @@ class Comparisons:
 
     def split(self, frac: float = 0.7, *, seed: np.random.Generator | int | None = None
               ) -> tuple["Comparisons", "Comparisons"]:
-        """Random split by record (all judgments of a record stay together).
-
-        Returns ``(train, test)`` with about ``frac`` of the records in ``train``;
-        ``seed`` (int, Generator or None) drives the permutation.
-        """
+        """Random split by record: ``(train, test)`` with about ``frac`` of the records in ``train`` (drawn by ``seed``)."""
         self._require_rows("split (by record)")
         check_level(frac, "frac")
         gen = np.random.default_rng(seed)

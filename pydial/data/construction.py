@@ -213,25 +213,21 @@ def from_frame(cls: Any, df: pd.DataFrame, *, human_judge: Any = "human", items:
         An LLM judge with no decisive judgment (every row a tie, "both bad" or a self-comparison) raises
         :class:`DataError`; with ``True`` it is removed and counted in :meth:`~pydial.Comparisons.summary` instead.
     strip_names : bool, default True
-        Clean judge and item names: Unicode NFC, surrounding whitespace and invisible characters (zero-width
-        space, byte-order mark, soft hyphen ...) stripped, reported by :meth:`~pydial.Comparisons.summary` and a
-        :class:`DataWarning`.
+        Clean judge and item names (Unicode NFC; surrounding whitespace and invisible characters stripped), reported
+        by :meth:`~pydial.Comparisons.summary` and a :class:`DataWarning`.
     allow_similar_names : bool, default False
-        Keep names that differ only by letter case, whitespace, invisible characters, Unicode normal form or
-        numeric type (``4`` and ``4.0``) as distinct; by default they raise :class:`DataError` naming both
-        spellings (see :mod:`pydial.data.names`).
+        Keep names that differ only by letter case, whitespace, invisible characters, Unicode normal form or numeric
+        type (``4``, ``4.0``) apart; by default they raise :class:`DataError` (see :mod:`pydial.data.names`).
     duplicates : {"keep", "drop", "raise"}, default "keep"
-        Rows identical in all six columns.  ``"keep"`` counts them as separate judgments, ``"drop"`` keeps the
-        first of each group; both report the count in :meth:`~pydial.Comparisons.summary` and a
-        :class:`DataWarning`.  ``"raise"`` refuses them.
+        Rows identical in all six columns: counted as separate judgments, or the first of each group kept (both
+        reported by :meth:`~pydial.Comparisons.summary` and a :class:`DataWarning`), or refused.
     columns : mapping of str to str, optional
         The column of ``df`` holding each of the six fields of the long format (``record_id``, ``judge``,
         ``item_a``, ``item_b``, ``first``, ``winner``) that is named otherwise, e.g. ``{"judge": "annotator"}``.
     covariates : sequence of str, optional
-        Response covariates (beyond the paper: style control): for each name the numeric columns ``<name>_a``
-        and ``<name>_b`` of the two responses (:func:`pydial.features.style` computes the usual ones).  The
-        comparison covariate of a judgment is their ``covariate_transform`` divided by its root mean square over
-        the rows (:attr:`~pydial.Comparisons.covariate_scale`); other covariate values make other cells.
+        Response covariates (beyond the paper: style control), each from the numeric columns ``<name>_a``, ``<name>_b``
+        (:func:`pydial.features.style`): their ``covariate_transform`` divided by its root mean square over the rows
+        (:attr:`~pydial.Comparisons.covariate_scale`); other covariate values make other cells.
     covariate_transform : {"difference", "normalized"}, default "difference"
         ``x_a - x_b``, or LMArena's ``(x_a - x_b) / (x_a + x_b)`` (:func:`pydial.features.comparison_covariates`).
     self_preference : mapping of str to sequence of str, optional
@@ -320,8 +316,8 @@ def from_frame(cls: Any, df: pd.DataFrame, *, human_judge: Any = "human", items:
     canon = pd.DataFrame({"record_id": record, "judge": pd.Categorical.from_codes(coded.judge, v.judges.texts),
                           **canonical(coded, item_index, is_human, scale)}, index=index, copy=False)
     del coded
-    out = cls._finish(canon, is_human, names, v.human_judge, drop_empty_judges, records=(rec_codes, rec_ids),
-                      covariates=(scale, covariate_transform if scale is not None else None))
+    out = cls._build(canon, tuple(names), None, v.human_judge, records=(rec_codes, rec_ids),
+                     covariates=(scale, covariate_transform if scale is not None else None), drop_empty_judges=drop_empty_judges)
     out.frame.attrs["duplicated_rows"] = (n_dup, "dropped" if duplicates == "drop" else "kept")
     report_changes(out, v)
     if own is not None:
@@ -376,8 +372,7 @@ def from_counts(cls: Any, df: pd.DataFrame, *, human_judge: str = "human", items
     """Build from pre-aggregated counts, validated with the rules of :meth:`~pydial.Comparisons.from_frame`.
 
     The result has no record ids, so ``cov_type="record"`` is refused with :class:`DataError`; every other
-    covariance equals the one computed from the rows the counts came from (the paper's binomial models of the LLM
-    and the human judgments depend on the judgments only through the cell counts).
+    covariance equals the one computed from the rows (the binomial models depend on them only through the counts).
 
     Parameters
     ----------
@@ -387,17 +382,16 @@ def from_counts(cls: Any, df: pd.DataFrame, *, human_judge: str = "human", items
         may be empty on the human judge's rows) won by ``item_a``, by ``item_b``, tied and judged both bad.  Rows
         with the same key are summed.
     human_judge : str, default "human"
+        The judge name whose rows are the human labels.
     items : sequence of str, optional
         Item order (as in :meth:`~pydial.Comparisons.from_frame`).
     drop_empty_judges, strip_names, allow_similar_names : bool
-        As in :meth:`~pydial.Comparisons.from_frame`: names are text (``4`` and ``4.0`` are two spellings of one
-        name and refused), stripped of surrounding whitespace (reported), and two names differing only by case or
-        whitespace are refused.
+        As in :meth:`~pydial.Comparisons.from_frame` (names are text; ``4`` and ``4.0`` are one name's spellings).
     covariates, covariate_transform
-        As in :meth:`~pydial.Comparisons.from_frame`: the columns ``<name>_a``, ``<name>_b`` of a row are the
-        covariates of all its judgments; the root mean square is over the judgments (rows weighted by counts).
+        As in :meth:`~pydial.Comparisons.from_frame`; the columns ``<name>_a``, ``<name>_b`` of a row hold the
+        covariates of all its judgments, and the root mean square is over the judgments.
     self_preference : mapping of str to sequence of str, optional
-        As in :meth:`~pydial.Comparisons.from_frame` (:meth:`~pydial.Comparisons.with_self_preference`).
+        As in :meth:`~pydial.Comparisons.from_frame`.
 
     Raises
     ------
@@ -431,10 +425,8 @@ def from_coded(cls: Any, v: Validator, coded: Coded, items: Sequence[Any] | None
                covariate_transform: str = "difference") -> Any:
     """Build aggregated data from validated counts (``coded.count``, or rows as read; the names of ``v``).
 
-    The common end of :meth:`~pydial.Comparisons.from_counts` and :func:`pydial.read_comparisons`.  The
-    ``covariates`` (names of the columns of ``coded.z``) are standardized over the judgments, each distinct value a
-    key of its own.  The canonical frame holds one row per ``(judge, i, j, a, outcome)`` with its ``count``, judges
-    in name order, whatever the order or chunking of the input.
+    The common end of :meth:`~pydial.Comparisons.from_counts` and :func:`pydial.read_comparisons`: the frame holds one
+    row per ``(judge, i, j, a, outcome[, z])`` with its ``count``, judges in name order, whatever the input's order.
     """
     names, item_index = item_names(v, items)
     total = float(len(coded) if coded.count is None else coded.count.sum(dtype=float))
@@ -470,8 +462,8 @@ def from_coded(cls: Any, v: Validator, coded: Coded, items: Sequence[Any] | None
                           "i": i.astype(np.int32), "j": j.astype(np.int32), "a": (a - 1).astype(np.int8),
                           "outcome": outcome.astype(np.int8), "self": i == j, **z_cols, "count": count}, copy=False)
     del i, j, a, outcome, count
-    out = cls._finish(canon, judge == (rank[human] if human >= 0 else -1), names, v.human_judge,
-                      drop_empty_judges, covariates=(scale, covariate_transform if scale is not None else None))
+    out = cls._build(canon, tuple(names), None, v.human_judge,
+                     covariates=(scale, covariate_transform if scale is not None else None), drop_empty_judges=drop_empty_judges)
     report_changes(out, v)
     return out
 
@@ -479,10 +471,9 @@ def from_coded(cls: Any, v: Validator, coded: Coded, items: Sequence[Any] | None
 def from_csv(cls: Any, path: str | PathLike[str], **kwargs: Any) -> Any:
     """Read a long-format CSV and pass it to :meth:`~pydial.Comparisons.from_frame`.
 
-    Every column is read as text exactly as written (``dtype=str``, ``keep_default_na=False``): item ``007``
-    stays ``"007"``, ``3.10`` stays ``"3.10"``, and ``NA`` / ``None`` are names; only an empty (or blank) cell is
-    missing.  Keyword arguments are those of :meth:`~pydial.Comparisons.from_frame`; remaining ones go to
-    :func:`pandas.read_csv` (all of its keywords but ``chunksize`` and ``iterator``).
+    Every column is read as text as written: item ``007`` stays ``"007"``, and ``NA`` / ``None`` are names; only an
+    empty (or blank) cell is missing.  Keyword arguments are those of :meth:`~pydial.Comparisons.from_frame`; the
+    others go to :func:`pandas.read_csv` (all of its keywords but ``chunksize`` and ``iterator``).
 
     Raises
     ------
@@ -504,9 +495,8 @@ def from_csv(cls: Any, path: str | PathLike[str], **kwargs: Any) -> Any:
 def from_parquet(cls: Any, path: str | PathLike[str], **kwargs: Any) -> Any:
     """Read a long-format Parquet file and pass it to :meth:`~pydial.Comparisons.from_frame`.
 
-    Only the six columns are read (as mapped by ``columns``; the keyword arguments of
-    :meth:`~pydial.Comparisons.from_frame` are all accepted); the record ids are kept, so every covariance is
-    available.  For a file too large to hold row by row use :func:`pydial.read_comparisons` (chunk by chunk).
+    Only the columns needed are read (keyword arguments: those of :meth:`~pydial.Comparisons.from_frame`).  For a
+    file too large to hold row by row use :func:`pydial.read_comparisons` (chunk by chunk).
 
     Raises
     ------
