@@ -1,8 +1,7 @@
 r"""Style features of response texts, the covariates of style-controlled comparisons.
 
-Beyond the paper: LLM judges prefer the longer, more formatted answer more than people do, so leaderboards
-report scores controlled for response style (LMArena adds normalized differences of response length and markdown
-counts to its Bradley-Terry model).  :func:`style` computes the usual features of one text, or of a column of them:
+Beyond the paper: LLM judges prefer the longer, more formatted answer more than people do, so leaderboards control
+scores for response style (as LMArena's Bradley-Terry model does).  :func:`style` computes the usual features:
 
 ============== =======================================================================================================
 feature        what is counted
@@ -14,13 +13,10 @@ feature        what is counted
 ``bold``       bold spans: ``**text**`` or ``__text__`` on one line
 ============== =======================================================================================================
 
-The markdown counts leave fenced code blocks out (between lines opening with three backticks or three tildes): a
-``# comment`` in code is not a header.  Characters and words count the whole text.
-
-:func:`comparison_covariates` turns the two sides' features (columns ``<feature>_a``, ``<feature>_b``) into the
-comparison covariate ``z``: ``x_a - x_b`` (default) or LMArena's ``(x_a - x_b) / (x_a + x_b)``, both antisymmetric
-in the two responses like the score difference.  Each is divided by its root mean square, its standard deviation
-about 0 (centering would break the antisymmetry), so a coefficient is a change in log-odds per standard deviation.
+The markdown counts leave fenced code blocks out (between lines opening with three backticks or three tildes);
+characters and words count the whole text.  :func:`comparison_covariates` turns the two sides' features (columns
+``<feature>_a``, ``<feature>_b``) into the comparison covariate ``z``, divided by its root mean square (not centered:
+``z`` changes sign with the pair's orientation, as the score difference does).
 """
 
 from __future__ import annotations
@@ -101,16 +97,15 @@ def _side(df: pd.DataFrame, column: str) -> np.ndarray:
 
 
 def comparison_values(df: pd.DataFrame, covariates: Sequence[str], *, transform: str = "difference") -> np.ndarray:
-    """Return the validated comparison covariates ``x_a - x_b`` (or normalized) of ``df``, before standardization."""
+    """Return the validated comparison covariates ``x_a - x_b`` (or normalized) of ``df`` for the checked names ``covariates``."""
     if transform not in TRANSFORMS:
         raise ArgumentError(f"transform must be one of {TRANSFORMS}, got {transform!r}")
-    names = covariate_names(covariates)
-    missing = [f"{c}{side}" for c in names for side in ("_a", "_b") if f"{c}{side}" not in df.columns]
+    missing = [f"{c}{side}" for c in covariates for side in ("_a", "_b") if f"{c}{side}" not in df.columns]
     if missing:
         raise DataError(f"missing covariate column(s) {missing}: each covariate needs a column per response "
                         f"(<name>_a, <name>_b); the table has columns {list(df.columns)}")
-    out = np.empty((len(df), len(names)))
-    for t, c in enumerate(names):
+    out = np.empty((len(df), len(covariates)))
+    for t, c in enumerate(covariates):
         xa, xb = _side(df, f"{c}_a"), _side(df, f"{c}_b")
         if transform == "normalized":
             fail_rows(f"negative values in covariate {c!r} (the normalized difference needs x >= 0)", df.index,
