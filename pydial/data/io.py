@@ -259,12 +259,11 @@ def from_table(path: str | PathLike[str], *, columns: Mapping[str, str] | None =
                **read_kwargs: Any) -> tuple[pd.DataFrame, ConversionReport]:
     """Read a generic CSV or Parquet in the long format.
 
-    ``columns`` maps pydial's names (``record_id, judge, item_a, item_b, first, winner``) to the file's.  A
-    Parquet file is recognized by its content (it starts with ``PAR1``), whatever its name.  Any other file is read
-    as a UTF-8 CSV (gzip-compressed whatever its name, other compressions by the name as in :func:`pandas.read_csv`)
-    with every column as text exactly as written (:func:`pydial.data.files.read_csv`: only a blank cell is
-    missing), so names such as ``007`` or ``NA`` pass through unchanged (see :mod:`pydial.data.names`).
-    ``read_kwargs`` go to :func:`pandas.read_parquet` or :func:`pandas.read_csv`.
+    ``columns`` maps pydial's names (``record_id, judge, item_a, item_b, first, winner``) to the file's.  A Parquet
+    file is recognized by its content (it starts with ``PAR1``); any other file is read as a UTF-8 CSV (gzip whatever
+    its name, other compressions by the name) with every column as text as written, so names such as ``007`` or
+    ``NA`` pass through unchanged (only a blank cell is missing).  ``read_kwargs`` go to :func:`pandas.read_parquet`
+    or :func:`pandas.read_csv`.
 
     Raises
     ------
@@ -274,19 +273,17 @@ def from_table(path: str | PathLike[str], *, columns: Mapping[str, str] | None =
     """
     p = Path(path)
     rep = ConversionReport(f"table {p.name}")
-    mapping = {k: (columns or {}).get(k, k) for k in COLUMNS}
+    names = [(columns or {}).get(k, k) for k in COLUMNS]
     kind = file_kind(p)
     if kind == "parquet":
         import pyarrow.parquet as pq
 
         with reading(p):
-            check_columns(pq.read_schema(p).names, list(mapping.values()), str(p))
+            check_columns(pq.read_schema(p).names, names, str(p))
             t = pd.read_parquet(p, **read_kwargs)
     else:
         with reading_text(p, "a CSV file"):
-            compression = "gzip" if kind == "gzip" else "infer"
-            t = read_csv(p, list(mapping.values()), **{"compression": compression, **read_kwargs})
-    frame = _table(t, rep, mapping.values(), f"table {p}")[list(mapping.values())].copy()
-    frame.columns = list(COLUMNS)
+            t = read_csv(p, names, **{"compression": "gzip" if kind == "gzip" else "infer", **read_kwargs})
+    frame = _table(t, rep, names, f"table {p}")[names].set_axis(list(COLUMNS), axis=1)
     rep.kept = len(frame)
     return frame, rep
