@@ -68,18 +68,15 @@ def read_comparisons(path: str | PathLike[str], *, human_judge: str = "human", i
     """Stream a long-format file into cell counts, chunk by chunk.
 
     Reads CSV (``.csv``), gzip CSV (``.csv.gz``) or Parquet (``.parquet``, ``.pq``) through pyarrow, about
-    ``chunksize`` rows at a time; each chunk is validated on its distinct values with the rules of
-    :meth:`~pydial.Comparisons.from_frame` and only its counts per ``(judge, item_a, item_b, first, winner)`` are
-    kept, so memory is that of one chunk plus the counts.  Identifier columns are read as text exactly as written
-    (a Parquet column keeps its type: an integer ``4`` is the name ``"4"``, a float ``4.0`` the name ``"4.0"``, and
-    both in one file are refused as in ``from_frame``); a blank cell of a CSV is missing.  The record ids are not
-    kept: the result is aggregated data as from :meth:`~pydial.Comparisons.from_counts` (``cov_type="record"``
-    needs :meth:`~pydial.Comparisons.from_frame` / ``from_csv`` / ``from_parquet``).  On a terminal a progress bar
-    shows reads of two million rows or more.  ``columns``, ``covariates``, ``covariate_transform`` and
-    ``self_preference`` are those of :meth:`~pydial.Comparisons.from_frame` (the columns ``<name>_a``, ``<name>_b``
-    are read too; each distinct covariate value of a cell is counted apart).  When the file has the record-id
-    column (``columns={"record_id": None}``: never read) its cells are checked as ``from_csv`` checks them (a
-    missing or blank record id is refused), though the ids are not kept.
+    ``chunksize`` rows at a time, each chunk validated with the rules of :meth:`~pydial.Comparisons.from_frame` and
+    kept as its counts per ``(judge, item_a, item_b, first, winner)``: memory is that of one chunk plus the counts.
+    Identifiers are read as text as written (a Parquet column keeps its type: ``4`` is the name ``"4"``, ``4.0`` the
+    name ``"4.0"``); a blank CSV cell is missing.  The result is aggregated data as from
+    :meth:`~pydial.Comparisons.from_counts`, without record ids (``cov_type="record"`` needs ``from_frame`` /
+    ``from_csv`` / ``from_parquet``), though a record-id column present is checked for missing or blank ids
+    (``columns={"record_id": None}``: not read).  ``columns``, ``covariates``, ``covariate_transform`` and
+    ``self_preference`` are those of :meth:`~pydial.Comparisons.from_frame`.  On a terminal a progress bar shows
+    reads of two million rows or more.
 
     Examples
     --------

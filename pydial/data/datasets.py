@@ -1,19 +1,14 @@
 """Bundled data sets, in pydial's long format.
 
-* :func:`arena` -- real data: 26,919 Chatbot Arena battles among 20 models, labelled
-  by Chatbot Arena voters (judge ``"human"``) and by three LLM judges
-  (``gpt-4-0125-preview``, ``claude-3-opus-20240229``, ``gpt-3.5-turbo``).  Source:
-  Networks-Learning/prediction-powered-ranking (commit af64521, folder data/), MIT
-  License (``examples/LICENSE.arena``), converted by :func:`pydial.io.from_arena`.
-  Record ids are the battles' ``question_id``.  The LLM judges saw model_a first
-  ("Assistant A"): this display order is an assumption about the source, which does
-  not store it.
-  The source holds 26 rows twice (identical in all six columns); they are kept as
-  separate judgments, as in the source, without a warning on every load:
-  ``arena().summary()`` reports them ("duplicated rows ... 26 (kept)"), and
+* :func:`arena` -- real data: 26,919 Chatbot Arena battles among 20 models, labelled by Chatbot Arena voters (judge
+  ``"human"``) and three LLM judges (``gpt-4-0125-preview``, ``claude-3-opus-20240229``, ``gpt-3.5-turbo``).  Source:
+  Networks-Learning/prediction-powered-ranking (commit af64521, folder data/), MIT License (``examples/LICENSE.arena``),
+  converted by :func:`pydial.io.from_arena`; record ids are the battles' ``question_id``.  The LLM judges are assumed
+  to have seen model_a first ("Assistant A"; the source does not store the display order).  The 26 rows the source
+  holds twice are kept as separate judgments, reported by ``arena().summary()`` without a warning on every load;
   ``load("arena", duplicates="drop")`` drops them.
-* :func:`synthetic` -- one draw of the paper's main simulation design
-  (``pydial.simulate(n_llm=4000, n_human=300, seed=2026)``).
+* :func:`synthetic` -- one draw of the paper's main simulation design (``pydial.simulate(n_llm=4000, n_human=300,
+  seed=2026)``).
 """
 
 from __future__ import annotations
