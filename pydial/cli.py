@@ -169,12 +169,12 @@ def _add_output(q: argparse.ArgumentParser, files: str) -> None:
 
 
 @contextmanager
-def _plots_into(args: argparse.Namespace, command: str) -> Iterator[Path]:
+def _plots_into(args: argparse.Namespace) -> Iterator[Path]:
     """Yield the temporary folder of ``--out``, with matplotlib's non-interactive backend."""
     import matplotlib
 
     matplotlib.use("Agg")
-    with output_dir(args.out, force=args.force, command=f"pydial {command}") as out:
+    with output_dir(args.out, force=args.force, command=f"pydial {args.command}") as out:
         yield out
 
 
@@ -419,7 +419,7 @@ def _compare(args: argparse.Namespace) -> int:
     print(tab.to_string())
     problems = json.loads(idata.attrs["sampler_problems"])
     if args.out is not None:
-        with _plots_into(args, "compare") as tmp:
+        with _plots_into(args) as tmp:
             write_interval_table(tab, tmp / "compare_intervals.csv")
             tab.plot().savefig(tmp / "compare_intervals.png", dpi=120)
             idata.to_netcdf(str(tmp / "posterior.nc"))
@@ -550,7 +550,7 @@ def _plan(args: argparse.Namespace) -> int:
               f"{nxt.attrs['after']:.4g}):")
         print(nxt.to_string(index=False, float_format=lambda x: f"{x:.4g}"))
     if args.out is not None:
-        with _plots_into(args, "plan") as out:
+        with _plots_into(args) as out:
             tab.to_csv(out / "plan.csv", index=False)
             plot_plan(tab).savefig(out / "plan.png", dpi=120)
             if nxt is not None:
@@ -587,7 +587,7 @@ def _judges(args: argparse.Namespace) -> int:
     print(summary.loc[[i for i in summary.index if str(i).startswith("panel:")]].to_string(header=False))
     print(tab[list(tab.columns[:6])].to_string(float_format=lambda x: f"{x:.3f}"))
     if args.out is not None:
-        with _plots_into(args, "judges") as out:
+        with _plots_into(args) as out:
             tab.to_csv(out / "judges.csv")
             panel_counts(data).to_csv(out / "panel_counts.csv")
             summary.to_csv(out / "data_summary.csv")
