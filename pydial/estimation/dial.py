@@ -16,7 +16,7 @@ from pydial.estimation.engines import StagedFit
 from pydial.estimation.fitstats import FitStats, structured_log_likelihood
 from pydial.estimation.results import Estimate
 from pydial.estimation.selection import (DEFAULT_MULTIPLES, Candidate, PathEntry, Selection, annotate_selection,
-                                         path_candidates, path_table, select_candidate, stack_path_tables)
+                                         path_candidates, path_table, select_candidate)
 from pydial.estimation.steps import Steps, family_anchored_candidate, family_human_candidate
 from pydial.model.likelihood import Objective
 from pydial.model.cells import family_totals
@@ -44,7 +44,7 @@ def fit_dial(data: Comparisons, steps: Steps, cal: str, *, adaptive: bool, lambd
     """
     n_l, n_h = family_totals(data, steps.family)
     hum = family_human_candidate(data, steps.family, steps.engine, steps.penalty)
-    tables, options = [], []
+    options = []
     staged: dict[int, Any] = {}
     for r in rank_grid:
         staged[r] = sf = steps.staged(r)
@@ -59,9 +59,8 @@ def fit_dial(data: Comparisons, steps: Steps, cal: str, *, adaptive: bool, lambd
                     x, warm = c.theta, c
                 cands.append(c)
         allc = path_candidates(cands, hum, include_endpoints) if adaptive else cands
-        tables.append(path_table(allc, r))
         options += [(r, c) for c in allc]
-    table = stack_path_tables(tables, len(rank_grid) > 1 and adaptive and bool(include_endpoints))
+    table = path_table(options, len(rank_grid) > 1 and adaptive and bool(include_endpoints))
     r_sel, best, fallback = select_candidate(options, table, steps.what, selection, n_h)
     table = annotate_selection(table, r_sel, best.lambda_, selection, n_h) if adaptive else table
     sf = staged[r_sel]

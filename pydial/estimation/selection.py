@@ -166,15 +166,6 @@ def path_candidates(cands: list[Candidate], hum: Candidate, include_endpoints: b
     return ([hum] if include_endpoints else []) + cands[:0:-1] + [anc]
 
 
-def stack_path_tables(tables: list[pd.DataFrame], one_human_row: bool) -> pd.DataFrame:
-    """Stack the GACV tables of the ranks; with ``one_human_row`` the rank-free human endpoint is listed once."""
-    table = pd.concat(tables, ignore_index=True)
-    if one_human_row:
-        dup = (table["lambda"] == 0) & table.duplicated(subset=["lambda"], keep="first")
-        table = table.loc[~dup].reset_index(drop=True)
-    return table
-
-
 def select_candidate(options: list[tuple[int, Candidate]], table: pd.DataFrame, what: str = "the lambda path",
                      selection: Selection = Selection(), n_human: float = 1.0) -> tuple[int, Candidate, bool]:
     """Choose the admissible ``(rank, candidate)`` of smallest GACV (eq. gacv; or ``selection``'s rule) and if it is the fallback.
@@ -215,13 +206,14 @@ def endpoint_margin(ok: list[tuple[int, Candidate]], threshold: float) -> tuple[
     return best if not finite or _gacv_key(best) - min(finite) <= threshold else None
 
 
-def path_table(cands: list[Candidate], rank: int | None = None) -> pd.DataFrame:
-    """Tabulate GACV: lambda, multiple, gacv, l_H, trace, admissible, reason."""
+def path_table(options: list[tuple[int, Candidate]], one_human_row: bool = False) -> pd.DataFrame:
+    """Tabulate GACV: rank, lambda, multiple, gacv, l_H, trace, admissible, reason (the human endpoint once if asked)."""
     columns = {"lambda": "lambda_", "multiple": "multiple", "gacv": "gacv", "l_H": "loss_human", "trace": "trace",
                "admissible": "admissible", "reason": "reason"}
-    df = pd.DataFrame({name: [getattr(c, attr) for c in cands] for name, attr in columns.items()})
-    if rank is not None:
-        df.insert(0, "rank", rank)
+    df = pd.DataFrame({"rank": [r for r, _ in options]}
+                      | {name: [getattr(c, attr) for _, c in options] for name, attr in columns.items()})
+    if one_human_row:
+        df = df.loc[~((df["lambda"] == 0) & df.duplicated(subset=["lambda"], keep="first"))].reset_index(drop=True)
     return df
 
 
