@@ -548,7 +548,8 @@ class DialResult:
             raise ArgumentError(f"this {self.method!r} fit has no covariate effects (fit data with covariates=)")
         rows = list(ce.index.unique("judge"))
         fitted = {*self.judges, self.data.human_judge}
-        for argument, name in (("judge", judge), *(() if against is None else (("against", against),))):
+        who = (judge,) if against is None else (judge, against)
+        for argument, name in zip(("judge", "against"), who):
             if name in fitted and name not in rows:
                 raise UnknownNameError(f"{argument}: no covariate effects for {name!r} in this {self.method!r} fit; "
                                        f"the rows with covariate effects are {', '.join(map(repr, rows))}")
@@ -557,7 +558,6 @@ class DialResult:
             raise ArgumentError(f"judge and against are both {judge!r}: against= names another row (a judge or the "
                                 "human judge), or is None to test the effects against 0")
         pos = {key: t for t, key in enumerate(ce.index)}
-        who = (judge, *(() if against is None else (against,)))
         names = ([c for c in ce.index.unique("covariate") if all((w, c) in pos for w in who)] if covariates is None
                  else [str(c) for c in name_list(covariates, "covariates")])  # default: every one of both rows
         UnknownNameError.check("covariates", "covariate", names, ce.index.unique("covariate"))
@@ -567,10 +567,8 @@ class DialResult:
                                    "that row's comparisons, so its effect is a fixed 0 (e.g. the people's and the "
                                    "unmapped judges' self_preference); leave it out of covariates=")
         L = np.zeros((len(names), len(ce)))
-        for t, c in enumerate(names):
-            L[t, pos[(judge, c)]] = 1.0
-            if against is not None:
-                L[t, pos[(against, c)]] -= 1.0
+        for w, sign in zip(who, (1.0, -1.0)):  # the rows of beta_judge (- beta_against)
+            L[np.arange(len(names)), [pos[(w, c)] for c in names]] = sign
         d = L @ ce["beta"].to_numpy(float)
         V = L @ C.to_numpy(float) @ L.T
         chi2 = float(d @ np.linalg.solve(V, d))
