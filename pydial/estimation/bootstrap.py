@@ -22,7 +22,6 @@ from pydial.exceptions import (ArgumentError, BootstrapWarning, DataError, DialE
                                caller_stacklevel)
 from pydial.resources import check_bytes, check_choice, check_count, check_level, check_n_jobs, check_seed
 
-BOOTSTRAP_UNITS: tuple[str, ...] = ("record",)
 BYTES_PER_REPLICATE = 2_000  # per replicate: its seed sequence, result record and the selection row
 BYTES_PER_DRAW = 48  # per replicate and contrast: the draws, their differences and nanquantile's sorted copy
 
@@ -224,7 +223,7 @@ def bootstrap(result: Any, B: int = 200, *, by: str = "record", seed: int | None
     from joblib import Parallel, delayed, parallel_config
     from tqdm.auto import tqdm
 
-    check_choice("by", by, BOOTSTRAP_UNITS)
+    check_choice("by", by, ("record",))
     B = check_count(B, "B", minimum=2)
     seed = check_seed(seed)
     n_jobs = check_n_jobs(n_jobs)

@@ -133,11 +133,9 @@ def _judges(data: Comparisons, family: Family, engine: Optimizers, seed: int | N
     log_nu = np.array([x[-1] if fr else -np.inf for x, fr in zip(xs, free)])
     converged = regular and (stan.converged if stan is not None else all(o.resolved for o in opts))
     grad_norm = stan.grad_norm if stan is not None else max(o.grad_norm for o in opts)
-    beta = None
-    if p:
-        beta = np.zeros((K, p))
-        for k, x in enumerate(xs):
-            beta[k, support[k]] = x[N : N + pk[k]]
+    beta = np.zeros((K, p)) if p else None
+    if beta is not None:  # each judge's free effects, row by row
+        beta[support] = np.concatenate([x[N : N + pk[k]] for k, x in enumerate(xs)])
     b = np.array([x[N - 1] for x in xs])
     stats = judges_stats(data, family, S, b, log_nu, beta, sum(int(x.size) for x in xs))
     return Estimate(s=S.mean(0), b=b, judge_scores=S, stats=stats,

@@ -88,7 +88,6 @@ class StagedOptimizer(Protocol):
     def __call__(self, data: Comparisons, rank: int, calibration: str, *, order: bool = ...,
                  shared: bool = ...) -> StagedFit:
         """Fit the staged endpoint."""
-        ...
 
 
 class JointOptimizer(Protocol):
@@ -100,7 +99,6 @@ class JointOptimizer(Protocol):
     def __call__(self, data: Comparisons, chart: Chart, lambda_: float, theta0: np.ndarray, *,
                  warm: tuple[float, OptimResult] | None = None, polish: bool = True) -> tuple[np.ndarray, OptimResult]:
         """Fit the weighted joint loss (eq. weighted-joint-estimator)."""
-        ...
 
 
 @dataclass(frozen=True)

@@ -344,8 +344,7 @@ class ModelSpec:
                 "'dial-anc' or 'dial-ada' (or drop self_preference=)")
         grid = self.rank_grid(data)
         if self.uses_rank:
-            r_max = max(grid)
-            check_memory(len(data.llm) + len(data.human), (r_max + 1) * (data.K + data.N + 1) + data.K,
+            check_memory(len(data.llm) + len(data.human), (max(grid) + 1) * (data.K + data.N + 1) + data.K,
                          f"method {method!r}")
         if self.check:
             calibration = self.calibration or DEFAULT_CALIBRATION
