@@ -34,7 +34,7 @@ from .exceptions import (
 )
 from .outputs import check_output_dir, check_output_file, output_dir, output_file, write_interval_table
 
-EXIT_DATA, EXIT_IDENT, EXIT_FIT, EXIT_SAMPLER = 2, 3, 4, 5
+EXIT_DATA, EXIT_IDENT, EXIT_FIT, EXIT_SAMPLER, EXIT_INTERRUPTED = 2, 3, 4, 5, 130  # 130: 128 + SIGINT, as shells report
 
 DESCRIPTION = """\
 Statistically sound LLM-as-a-judge evaluation (DIAL).
@@ -538,7 +538,7 @@ def _plan(args: argparse.Namespace) -> int:
             print(f"pydial: pilot fit failed ({args.method}): {res.verdict()}", file=sys.stderr)
             return EXIT_FIT
     methods = ("human",) if data.K == 0 else ("human", "dial-anc", "dial-ada")
-    tab = plan(res, budgets=[int(b) for b in args.budgets], target=args.target, k=args.k, methods=methods,
+    tab = plan(res, budgets=args.budgets, target=args.target, k=args.k, methods=methods,
                method=args.mode, design=args.design, n_sim=args.n_sim, n_jobs=args.jobs, seed=args.seed)
     print(f"pilot: {args.method} fit, n_H={data.n_human}, n_LLM={data.n_llm}; target {tab.attrs['target']}, "
           f"k={tab.attrs['k']}, mode={args.mode}")
@@ -635,9 +635,6 @@ def _robustness(args: argparse.Namespace) -> int:
 WRITE_ERRNOS: tuple[int, ...] = tuple(getattr(errno, n) for n in ("ENOSPC", "EDQUOT", "EROFS", "EACCES", "EPERM")
                                      if hasattr(errno, n))
 """Errors of writing (disk full, quota, read-only, no permission) that name ``--out`` when the system names no file."""
-
-EXIT_INTERRUPTED = 130
-"""Exit code after Ctrl-C (128 + SIGINT, as the shells report it)."""
 
 
 def _line(error: BaseException) -> str:
