@@ -121,8 +121,7 @@ def fit_atc(data: Comparisons, rank: int, *, family: Family, engine: Optimizers,
     base = sf.chart.scores(sf.theta)
     b, gamma, log_nu_j, lins = steps.judge_effects(sf)
     if free_h:  # the people's nu_H from their own tie model (the ordering)
-        E = np.zeros((1, X.shape[1] + 1))
-        E[0, -1] = 1.0
+        E = np.eye(1, X.shape[1] + 1, X.shape[1])  # selects log nu_H
         U, _ = family_glm_influence(data, family, X, opt.x, 1.0 / family_totals(data, family)[1], E)
         lins += (U.linearization("the people's tie parameter", {"log_nu": slice(0, 1)}, tie_labels=(data.human_judge,)),)
     beta = sf.chart.covariate_effects(sf.theta) if data.p else None

@@ -5,7 +5,7 @@ from __future__ import annotations
 import warnings
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Callable, cast
+from typing import Callable
 
 from pydial.data.comparisons import Comparisons
 from pydial.estimation.engines import Optimizers
@@ -72,8 +72,7 @@ class DialModel:
             warnings.simplefilter("always")
             est = estimate(data, spec, optimizers(spec.engine, spec.seed, spec.penalty), rank_grid)
             C = covariances_of(self, est)
-        reissue(caught)
-        found = [cast(Warning, w.message) for w in caught]  # warnings.warn made each message an instance
+        found = reissue(caught)
         rejected = calibration_warning(spec, est)
         if rejected is not None:
             warnings.warn(rejected, stacklevel=caller_stacklevel())

@@ -399,9 +399,8 @@ class DialResult:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             C = covariances_of(model, self.estimate)
-        reissue(caught)
         keep = [w for w in self.fit_warnings if not isinstance(w, CovarianceWarning)]
-        return result_of(model, self.estimate, C, keep + [cast(Warning, w.message) for w in caught])
+        return result_of(model, self.estimate, C, keep + reissue(caught))
 
     def _require_linearization(self) -> None:
         """Raise an :class:`~pydial.ArgumentError` unless this result can form other covariances."""
@@ -677,10 +676,11 @@ def covariances_of(model: Any, est: Estimate) -> dict[str, Any]:
     return C
 
 
-def reissue(caught: list[warnings.WarningMessage]) -> None:
-    """Hand every recorded warning on to the caller's filters."""
+def reissue(caught: list[warnings.WarningMessage]) -> list[Warning]:
+    """Hand every recorded warning on to the caller's filters; return them (warnings.warn made each an instance)."""
     for w in caught:
         warnings.warn_explicit(w.message, w.category, w.filename, w.lineno, source=w.source)
+    return [cast(Warning, w.message) for w in caught]
 
 
 def result_of(model: Any, est: Estimate, C: dict[str, Any], caught: list[Warning]) -> DialResult:

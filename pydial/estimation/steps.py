@@ -64,8 +64,7 @@ def family_human_influence(data: Comparisons, family: Family, engine: Optimizers
     opt, free, X = family_human_fit(data, family, engine, penalty)
     E = np.zeros((N + free + p, X.shape[1] + free))
     E[:N, : N - 1] = centering_basis(N)
-    if free:
-        E[N, -1] = 1.0
+    E[N : N + free, -1] = 1.0
     E[N + free:, N - 1 : N - 1 + p] = np.eye(p)
     U, _ = family_glm_influence(data, family, X, opt.x, 1.0 / family_totals(data, family)[1], E)
     return opt, U, human_parameters(data, opt.x, free)[2]
