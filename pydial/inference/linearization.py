@@ -14,7 +14,7 @@ from scipy.stats import norm
 
 from pydial.cache import derived
 from pydial.data.comparisons import Comparisons
-from pydial.exceptions import ArgumentError, ConvergenceError, CovarianceWarning, IdentifiabilityError
+from pydial.exceptions import ConvergenceError, CovarianceWarning, IdentifiabilityError
 from pydial.model.chart import Chart, consensus_gamma
 from pydial.model.families import family_of
 from pydial.model.likelihood import Cells, Objective
@@ -168,8 +168,8 @@ def finite_influence(data: Comparisons, ch: Chart, lambda_: float, theta: np.nda
 
 
 def llm_only_linearization(data: Comparisons, chart: Chart, theta: np.ndarray,
-                           targets: Sequence[str] = ("b", "gamma"), hess: np.ndarray | None = None) -> tuple[Linearization, ...]:
-    """Linearizations of ``b`` and ``gamma`` of the LLM-only fit (Prop. stage-one-normality), one per ``targets``.
+                           hess: np.ndarray | None = None) -> tuple[Linearization, Linearization]:
+    """Linearizations of ``b`` and of ``gamma`` of the LLM-only fit (Prop. stage-one-normality).
 
     Bread ``H(l_L)^+`` (``hess`` when known), one :class:`MeatSource` cached on ``data``; the Jacobian of
     ``gamma = consensus_gamma(S)`` by central differences.
@@ -182,19 +182,12 @@ def llm_only_linearization(data: Comparisons, chart: Chart, theta: np.ndarray,
         return MeatSource(CellJacobian(o, theta), st), np.asarray(chart.T_sparse @ Hp.T).T
 
     source, HpT = derived(data, ("llm_only_linearization", chart, theta.tobytes()), build)
-    out = []
-    for target in targets:
-        if target == "b":
-            E = np.eye(chart.dim)[chart.slices["b"]] if chart.order else np.zeros((0, chart.dim))
-            out.append(Linearization(source, E @ HpT, {"b": slice(0, E.shape[0])}, "the position effects b"))
-        elif target == "gamma":
-            E = np.empty((data.K, chart.dim))
-            for t, e in enumerate(1e-6 * np.eye(chart.dim)):
-                E[:, t] = (consensus_gamma(chart.S(theta + e)) - consensus_gamma(chart.S(theta - e))) / 2e-6
-            out.append(Linearization(source, E @ HpT, {"gamma": slice(0, data.K)}, "the consensus loadings gamma"))
-        else:
-            raise ArgumentError(f"targets must be 'b' or 'gamma', got {target!r}")
-    return tuple(out)
+    Eb = np.eye(chart.dim)[chart.slices["b"]] if chart.order else np.zeros((0, chart.dim))
+    Eg = np.empty((data.K, chart.dim))
+    for t, e in enumerate(1e-6 * np.eye(chart.dim)):
+        Eg[:, t] = (consensus_gamma(chart.S(theta + e)) - consensus_gamma(chart.S(theta - e))) / 2e-6
+    return (Linearization(source, Eb @ HpT, {"b": slice(0, Eb.shape[0])}, "the position effects b"),
+            Linearization(source, Eg @ HpT, {"gamma": slice(0, data.K)}, "the consensus loadings gamma"))
 
 
 def tie_table(names: list[str], groups: np.ndarray, free: np.ndarray, log_nu: np.ndarray, var: np.ndarray,

@@ -71,10 +71,7 @@ def _z_codes(data: Comparisons) -> RowCoder:
 
 
 def record_rows(data: Comparisons, cells: Cells, family: Family) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
-    """``(record, cell, outcome)`` of every judgment ``family`` uses in ``cells``, for the record meat (eq. hac-meat).
-
-    Outcome 0 = ``i`` wins, 1 = ``j`` wins, 2 = tie (the binary family leaves the tied judgments out).
-    """
+    """``(record, cell, outcome)`` of every judgment ``family`` uses in ``cells`` (eq. hac-meat); outcome 0/1/2: i/j/tie."""
     people = bool(cells.is_human.all())  # the stable sort keeps the people's judgments in the same order either way
     J = derived(data, ("judgments by cell", people), lambda: _judgments(data, people))
     if J is None:
@@ -95,9 +92,9 @@ def record_rows(data: Comparisons, cells: Cells, family: Family) -> tuple[np.nda
 
 @dataclass(frozen=True)
 class OutcomeInfluence:
-    """Influence in factored form of the cells of any outcome family: channels ``J2``, map ``A``, statistics, records.
+    """Influence ``u = A J2^T`` of outcome cells: ``J2`` ``2m x P`` (``d eta``, then ``d log nu``; ``m x P`` binary GLMs).
 
-    ``J2``: ``2m x P`` (``d eta``, then ``d log nu``), ``m x P`` for the binary GLMs; ``n_zero``: the bread's zero eigenvalues.
+    ``st`` the cells' statistics, ``rec`` their record rows, ``n_zero`` the bread's zero eigenvalues.
     """
 
     J2: Any
@@ -144,10 +141,7 @@ def _stack_stats(parts: list[CellStats]) -> CellStats:
 
 
 def stack_outcome_influence(parts: list[OutcomeInfluence], A: np.ndarray | None = None) -> OutcomeInfluence:
-    """Stack the influence of blocks of cells with their own parameter spaces: channels block-diagonal, ``A`` side by side.
-
-    One meat then sees all cells (the record meat clusters judgments of several blocks); ``A``: the stacked map if formed.
-    """
+    """Stack blocks of cells with their own parameters (channels block-diagonal, ``A`` side by side, or ``A`` if given)."""
     ms = [p.st.w.size for p in parts]
     C = parts[0].J2.shape[0] // ms[0]  # channels: 2, or 1 for the binary family's GLMs
     J = sp.vstack([sp.block_diag([sp.csr_matrix(p.J2)[k * m:(k + 1) * m] if C > 1 else p.J2 for p, m in zip(parts, ms)])
@@ -174,10 +168,8 @@ def target_jacobian_x(ch: Chart, obj: Objective, x: np.ndarray) -> np.ndarray:
     T = ch.target_jacobian(x[: ch.dim])
     E = np.zeros((T.shape[0], obj.dim))
     E[:, : ch.dim] = T
-    if ch.K in obj.free:
-        e = np.zeros((1, obj.dim))
-        e[0, ch.dim + int(np.flatnonzero(obj.free == ch.K)[0])] = 1.0
-        E = np.vstack([E[: ch.N], e, E[ch.N:]])
+    if ch.K in obj.free:  # the row of log nu_H after the scores
+        E = np.insert(E, ch.N, np.eye(obj.dim)[ch.dim + int(np.flatnonzero(obj.free == ch.K)[0])], axis=0)
     return E
 
 
@@ -191,10 +183,10 @@ def family_finite_influence(data: Comparisons, ch: Chart, lambda_: float, x: np.
 
 
 def family_staged_influence(data: Comparisons, sf: Any, family: Family) -> tuple[OutcomeInfluence, int]:
-    """Two-step influence of the targets ``(s, log nu_H, beta)`` at the staged endpoint, and its stage-one columns.
+    """Two-step influence of ``(s, log nu_H, beta)`` at the staged endpoint (eq. staged-calibrated-estimator), stage-one columns.
 
-    LLM cells through the LLM-only fit (with the calibration's response), human cells through
-    ``(c, beta_H, log nu_H)`` (:func:`~pydial.inference.linearization.two_step_maps`; eq. staged-calibrated-estimator).
+    LLM cells through the LLM-only fit, human cells through ``(c, beta_H, log nu_H)``
+    (:func:`~pydial.inference.linearization.two_step_maps`).
     """
     ch, x = sf.chart, sf.x
     oL, oH = (Objective.weighted(ch, data, lam, ties=family, free=sf.free) for lam in (np.inf, 0.0))

@@ -83,8 +83,7 @@ def scan_cycles(N: int, ii: np.ndarray, jj: np.ndarray, aa: np.ndarray) -> Cycle
             if witness is None and oi - oj != a:
                 witness = (i, j, oi - oj - a)
             continue
-        # Join so that x_i - x_j = a.
-        d = oi - oj - a  # x_rj - x_ri
+        d = oi - oj - a  # x_rj - x_ri once joined so that x_i - x_j = a
         if size[ri] >= size[rj]:
             parent[rj], off[rj] = ri, d
             size[ri] += size[rj]

@@ -122,18 +122,13 @@ class DesignReport:
         return f"{self._title()}\n{body}"
 
     def _repr_html_(self) -> str:
-        rows = []
-        for rec in self.table.itertuples(index=False):
-            style = "" if rec.ok else ' style="color:#b00020"'
-            rows.append(
-                f"<tr{style}><td>{html.escape(str(rec.judge))}</td><td>{html.escape(rec.condition)}</td>"
+        failed = ' style="color:#b00020"'
+        rows = [f"<tr{'' if rec.ok else failed}><td>{html.escape(str(rec.judge))}</td><td>{html.escape(rec.condition)}</td>"
                 f"<td>{'yes' if rec.ok else 'NO'}</td><td style=\"text-align:left\">{html.escape(rec.detail)}</td></tr>"
-            )
-        return (
-            f"<p><b>{html.escape(self._title())}</b></p>"
-            "<table><thead><tr><th>judge</th><th>condition</th><th>ok</th><th>detail</th></tr></thead>"
-            f"<tbody>{''.join(rows)}</tbody></table>"
-        )
+                for rec in self.table.itertuples(index=False)]
+        return (f"<p><b>{html.escape(self._title())}</b></p>"
+                "<table><thead><tr><th>judge</th><th>condition</th><th>ok</th><th>detail</th></tr></thead>"
+                f"<tbody>{''.join(rows)}</tbody></table>")
 
 
 # ------------------------------------------------------------------- single checks
@@ -160,10 +155,7 @@ def _check_ident_llm(items: Sequence[str], scan: CycleScan, nopos: bool) -> tupl
 
 def _check_lowrank(W: np.ndarray, ii: np.ndarray, jj: np.ndarray, aa: np.ndarray, r: int,
                    nopos: bool, basis_note: str, z: np.ndarray | None = None) -> tuple[bool, str]:
-    """Prop. ident-lowrank with ``col(W)`` known: ``rank([D_k W, z_k]) = r + 2`` (``rank(D_k W) = r + 1`` when ``nopos``).
-
-    With the judge's covariate columns ``z`` (the self-preference): ``rank([D_k W, a_k, Z_k]) = r + 2 + p_k``.
-    """
+    """Prop. ident-lowrank, ``col(W)`` known: ``rank([D_k W, z_k]) = r + 2`` (``r + 1`` if ``nopos``), ``+ p_k`` with ``z``."""
     X = np.column_stack([W[ii] - W[jj]] + ([] if nopos else [aa.astype(float)[:, None]])
                         + ([] if z is None else [np.asarray(z, float)]))
     need = r + 1 + (0 if nopos else 1) + (0 if z is None else z.shape[1])
@@ -182,10 +174,7 @@ def _check_lowrank(W: np.ndarray, ii: np.ndarray, jj: np.ndarray, aa: np.ndarray
 
 def _check_self_preference(data: Comparisons, r: int, nopos: bool, shared: bool,
                            bad: list[str], rng: np.random.Generator) -> tuple[bool, str]:
-    """Check the self-preference effects of the structured model: the Jacobian rank in ``(S, b, beta)``.
-
-    The confounded effects are named; above :data:`JACOBIAN_MAX_PARAMS` the per-judge rows decide (``bad``: those failing).
-    """
+    """Check the Jacobian rank in ``(S, b, beta)``, naming confounded effects (too large: the failing judges ``bad``)."""
     from pydial.model.chart import fixed_effects
 
     N, K, p = data.N, data.K, data.p
