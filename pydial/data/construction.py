@@ -19,25 +19,8 @@ from pandas.api.types import infer_dtype
 from pydial.data.cells import I_WINS, J_WINS, TIE
 from pydial.data.features import comparison_values, covariate_names, standardize
 from pydial.data.files import read_csv, read_parquet
-from pydial.data.ingest import (
-    COLUMN_HINT,
-    COLUMNS,
-    FIRST_A,
-    Coded,
-    Keys,
-    RowCoder,
-    Validator,
-    blank_text,
-    check_cells,
-    check_columns,
-    concat,
-    duplicated,
-    fail_rows,
-    group,
-    pack,
-    rows_text,
-    triangle,
-)
+from pydial.data.ingest import (COLUMN_HINT, COLUMNS, FIRST_A, Coded, Keys, RowCoder, Validator, blank_text, check_cells,
+                                check_columns, concat, duplicated, fail_rows, group, pack, rows_text, triangle)
 from pydial.data.names import NameReport, name_list, own_items
 from pydial.exceptions import ArgumentError, ArgumentTypeError, DataError, DataWarning
 from pydial.resources import check_bytes, check_choice
@@ -99,8 +82,7 @@ def column_names(columns: Any, optional: Sequence[str] = ()) -> dict[str, Any]:
 
     A non-mapping or non-text name raises :class:`~pydial.ArgumentTypeError`, an unknown field :class:`~pydial.ArgumentError`.
     """
-    if columns is None:
-        columns = {}
+    columns = {} if columns is None else columns
     if not isinstance(columns, Mapping):
         raise ArgumentTypeError(f"columns must be a mapping of field to column name, e.g. {{'judge': 'annotator'}}, "
                                 f"got {columns!r}")

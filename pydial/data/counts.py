@@ -17,15 +17,7 @@ from pydial.data.comparisons import Comparisons
 from pydial.data.construction import column_names, covariate_sides, name_arguments
 from pydial.data.features import comparison_values, covariate_names
 from pydial.data.files import is_parquet, reading, require_columns
-from pydial.data.ingest import (
-    Coded,
-    Validator,
-    aggregate,
-    check_chunksize,
-    concat,
-    missing_records,
-    progress,
-)
+from pydial.data.ingest import Coded, Validator, aggregate, check_chunksize, concat, missing_records, progress
 from pydial.exceptions import DataError
 from pydial.resources import check_bytes
 
@@ -121,7 +113,7 @@ def read_comparisons(path: str | PathLike[str], *, human_judge: str = "human", i
                 index = pd.RangeIndex(offset, offset + n)
                 coded = v.chunk({c: batch.column(u) for c, u in mapping.items()}, index)
                 if record_id is not None and record_id in read:
-                    missing_records(batch.column(record_id), record_id, index, blank_is_missing=True)
+                    missing_records(batch.column(record_id), record_id, index)
                 if names is not None:
                     side = pd.DataFrame({c: batch.column(c).to_numpy(zero_copy_only=False) for c in sides}, index=index)
                     coded.z = comparison_values(side, names, transform=covariate_transform)
