@@ -135,8 +135,8 @@ def blank_text(values: pd.Series | pd.Index) -> np.ndarray:
     return stripped.eq("").to_numpy(dtype=bool, na_value=False)
 
 
-def missing_records(values: Any, column: str, index: pd.Index, *, blank_is_missing: bool) -> None:
-    """Refuse missing record ids of one pyarrow chunk: null, NaN, and blank when ``blank_is_missing``."""
+def missing_records(values: Any, column: str, index: pd.Index) -> None:
+    """Refuse missing record ids of one pyarrow chunk: null, NaN or blank text."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
@@ -146,7 +146,7 @@ def missing_records(values: Any, column: str, index: pd.Index, *, blank_is_missi
     if pa.types.is_nested(arr.type):
         encode(arr, column, index)  # raises, naming the rows
     bad = pc.is_null(arr, nan_is_null=True)
-    if blank_is_missing and (pa.types.is_string(arr.type) or pa.types.is_large_string(arr.type)):
+    if pa.types.is_string(arr.type) or pa.types.is_large_string(arr.type):
         bad = pc.or_(bad, pc.fill_null(pc.equal(pc.utf8_trim_whitespace(arr), ""), False))
     fail_rows(f"missing values in column {column!r}", index, np.asarray(bad.to_numpy(zero_copy_only=False), bool))
 
