@@ -26,12 +26,10 @@ def as_int64(x: Any) -> np.ndarray:
 
 @dataclass(frozen=True)
 class CellTable:
-    """Aggregated comparisons with three outcome counts: the one cell table of both engines.
+    """Aggregated comparisons with three outcome counts (eq. binomial-model-llm / -human with ties), for both engines.
 
-    ``judge`` (``k`` in ``0..K-1``, ``K`` for people), canonical items ``i < j``, display order ``a`` (``+1``:
-    ``i`` shown first, ``-1``, ``0`` for people), ``n`` judgments (ties included), ``y`` wins of ``i``,
-    ``tie_counts`` (default none: decisive) and ``z`` the standardized covariates in canonical orientation
-    (cells x p, None without): eq. binomial-model-llm and eq. binomial-model-human with tie counts.
+    ``judge`` (``K`` for people), items ``i < j``, display order ``a`` (``+1``: ``i`` first, ``-1``; ``0`` for people),
+    ``n`` judgments, ``y`` wins of ``i``, ``tie_counts`` (default none) and ``z`` the covariates (cells x p, or None).
     """
 
     judge: np.ndarray
@@ -103,13 +101,10 @@ class CellTable:
                                      c[:, 1], c[:, 2], self.z)
 
     def per_judgment(self) -> "CellTable":
-        """One row per judgment: ``(w_i, w_j, t)`` becomes ``w_i`` rows ``(1, 0, 0)``, ``w_j`` ``(0, 1, 0)``, ``t`` ``(0, 0, 1)``.
-
-        The likelihood is the same up to the multinomial coefficients.
-        """
+        """One row per judgment (same likelihood up to the multinomial coefficients), outcomes in the order i, j, tie."""
         cnt = self.counts
         rows = np.repeat(np.arange(len(self)), cnt.sum(axis=1))
-        outcome = np.concatenate([np.repeat(np.arange(3), c) for c in cnt]) if len(self) else np.zeros(0, np.int64)
+        outcome = np.repeat(np.tile(np.arange(3), len(self)), cnt.ravel())
         one = np.eye(3, dtype=np.int64)[outcome]
         return CellTable.from_counts(self.judge[rows], self.i[rows], self.j[rows], self.a[rows], one[:, 0], one[:, 1],
                                      one[:, 2], None if self.z is None else self.z[rows])
@@ -138,9 +133,9 @@ class LLMCells(CellTable):
 
 
 class HumanCells(CellTable):
-    """Aggregated decisive human comparisons ``(i, j, n, y)`` (eq. binomial-model-human), ``a = 0``.
+    """Aggregated decisive human comparisons ``(i, j, n, y)`` (eq. binomial-model-human); ``a``, ``tie_counts`` ignored.
 
-    ``judge``: its first entry (``K`` in :class:`Comparisons`, ``-1`` when not given); ``a`` and ``tie_counts`` are ignored.
+    ``judge``: its first entry (``K`` in :class:`Comparisons`, ``-1`` when not given).
     """
 
     def __init__(self, i: np.ndarray, j: np.ndarray, n: np.ndarray, y: np.ndarray, tie_counts: np.ndarray | None = None,
