@@ -59,11 +59,9 @@ class Comparisons:
     human : HumanCells
         Decisive human judgments aggregated by ``(i, j)``.
     rows : Rows or None
-        Decisive judgments one by one (LLM rows first, then human rows); ``None`` for aggregated input
-        (:meth:`from_counts`, :func:`pydial.read_comparisons`), which carries no record ids.
+        Decisive judgments one by one (LLM rows first); ``None`` for aggregated input (no record ids).
     record_ids : RecordIds or tuple
-        Distinct record ids, a read-only sequence (:class:`RecordIds`) that ``rows.record`` indexes (an empty
-        tuple for aggregated input).
+        Distinct record ids (:class:`RecordIds`) that ``rows.record`` indexes; an empty tuple for aggregated input.
     frame : pandas.DataFrame
         All validated rows in canonical coding (columns ``record_id, judge, i, j, a, outcome, self``), the
         excluded ones included; for aggregated input one row per ``(judge, i, j, a, outcome)`` with its ``count``.
@@ -97,12 +95,10 @@ class Comparisons:
                covariates: tuple[pd.Series | None, str | None] = (None, None),
                self_preference: Mapping[str, tuple[str, ...]] | None = None,
                drop_empty_judges: bool = False) -> "Comparisons":
-        """Aggregate the canonical rows ``canon`` of the ``judges`` and the human judge into cells.
+        """Aggregate the canonical rows ``canon`` of the ``judges`` (``None``: those with a decisive judgment) into cells.
 
-        ``judges=None``: the LLM judges with a decisive judgment, in name order (the others refused, or dropped with
-        ``drop_empty_judges``).  ``records``: the rows' record codes and distinct ids; ``covariates``: scales and
-        transform of the ``cov:<name>`` columns (each distinct value is a cell of its own); ``self_preference``: the
-        own items of the judges kept.
+        ``records``: the rows' record codes and distinct ids; ``covariates``: scales and transform of the ``cov:<name>``
+        columns (each distinct value is a cell of its own); ``self_preference``: the own items of the judges kept.
         """
         judge = canon["judge"].astype("category").cat
         codes, cats = judge.codes.to_numpy(), judge.categories

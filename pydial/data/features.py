@@ -54,8 +54,6 @@ def _features(text: str) -> tuple[int, int, int, int, int]:
 def style(text: str | Iterable[str] | pd.Series, *, suffix: str = "") -> pd.Series | pd.DataFrame:
     """Compute the style features of a response text, or of each text of a column (see ``help(pydial.features)``).
 
-    Beyond the paper: the per-side features of the style covariates :func:`comparison_covariates`.
-
     Parameters
     ----------
     text : str, iterable of str or pandas.Series

@@ -58,9 +58,8 @@ class ConversionReport:
     def __str__(self) -> str:
         """Summarize rows read, kept and excluded (by reason), then the notes."""
         ex = ", ".join(f"{k}: {v}" for k, v in self.excluded.items()) or "none"
-        lines = [f"{self.source}: read {self.read}, kept {self.kept} rows, excluded {ex}"]
-        lines += [f"note: {n}" for n in self.notes]
-        return "\n".join(lines)
+        return "\n".join([f"{self.source}: read {self.read}, kept {self.kept} rows, excluded {ex}",
+                          *(f"note: {n}" for n in self.notes)])
 
 
 GZIP_MAGIC = b"\x1f\x8b"

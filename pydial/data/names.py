@@ -117,8 +117,7 @@ def _numeric_key(x: Any) -> str | None:
 
 def argument_name(x: Any, argument: str, strip: bool = False) -> str:
     """Return the text of a name given as an argument (``human_judge``, ``items=``), cleaned when ``strip``, else raise."""
-    why = refusal(x)
-    if why is not None:
+    if refusal(x) is not None:
         raise ArgumentTypeError(f"{argument} must be a name (text or a number), got {type(x).__name__} {x!r}")
     text = cell_text(x)
     if text is None:
