@@ -14,12 +14,14 @@ import tempfile
 import time
 import warnings
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator, TypeVar
 
 from ..exceptions import DialWarning
 
 __all__ = ["CACHE_ENV", "StanCacheWarning", "pydial_cache_dir", "file_lock", "build_dir", "replace_dir",
-           "report_broken"]
+           "report_broken", "build_once"]
+
+T = TypeVar("T")
 
 CACHE_ENV = "PYDIAL_STAN_CACHE"
 """Environment variable naming the directory of pydial's compiled Stan programs (CmdStan executables)."""
@@ -100,4 +102,21 @@ def replace_dir(new: Path, target: Path) -> None:
 def report_broken(path: Path, reason: str, backend: str) -> None:
     """Warn (:class:`StanCacheWarning`) that the cached program at ``path`` is broken (``reason``) and is rebuilt."""
     warnings.warn(f"pydial: the compiled Stan program {str(path)!r} in the {backend} cache {reason}; "
-                  "rebuilding it (delete the file to rebuild it by hand)", StanCacheWarning, stacklevel=4)
+                  "rebuilding it (delete the file to rebuild it by hand)", StanCacheWarning, stacklevel=5)
+
+
+def build_once(lock: Path, problem: Callable[[], str | None], build: Callable[[], T], backend: str,
+               broken: Callable[[], Path]) -> T | None:
+    """Return ``None`` if ``problem()`` finds the entry sound (again under ``lock``), else ``build()`` under ``lock``.
+
+    An entry broken rather than missing first warns by :func:`report_broken` at ``broken()``.
+    """
+    if problem() is None:
+        return None
+    with file_lock(lock):
+        found = problem()
+        if found is None:
+            return None
+        if found != "is missing":
+            report_broken(broken(), found, backend)
+        return build()

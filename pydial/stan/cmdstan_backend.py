@@ -23,7 +23,7 @@ from numpy.typing import ArrayLike
 
 from ..exceptions import ConvergenceError
 from ..optim import ROUNDOFF_FACTOR
-from .cache import build_dir, file_lock, pydial_cache_dir, report_broken
+from .cache import build_dir, build_once, pydial_cache_dir
 from .compiled import (CompiledModel, NutsDraws, StanBackendError, StanCompileError, StanRuntimeError, as_stan_data,
                        json_ready)
 from .results import OptimizeResult
@@ -135,10 +135,11 @@ def is_compiled(name: str, code: str) -> bool:
     return exe.is_file() and exe.stat().st_size > 0 and os.access(exe, os.X_OK)
 
 
-def _build(name: str, code: str, stan_file: Path, exe: Path) -> None:
-    """Compile aside in the cache entry's directory, check that it runs, rename it into place (under the entry's lock)."""
+def _build(name: str, code: str, stan_file: Path, exe: Path) -> float:
+    """Compile aside in the cache entry's directory, check that it runs, rename it into place; return the seconds taken."""
     import cmdstanpy
 
+    t0 = time.perf_counter()
     with build_dir(stan_file.parent, exe.name) as tmp:
         src = tmp / stan_file.name
         src.write_text(code)
@@ -154,6 +155,7 @@ def _build(name: str, code: str, stan_file: Path, exe: Path) -> None:
                                    f"C++ toolchain of the CmdStan at {cmdstanpy.cmdstan_path()}")
         os.replace(src, stan_file)
         os.replace(built, exe)
+    return time.perf_counter() - t0
 
 
 def compile_program(name: str, code: str) -> CmdstanpyModel:
@@ -164,28 +166,19 @@ def compile_program(name: str, code: str) -> CmdstanpyModel:
     import cmdstanpy
 
     stan_file, exe = _paths(name, code)
-    t0 = time.perf_counter()
-    problem = executable_problem(exe)
-    cached = problem is None and stan_file.is_file()
-    if not cached:
-        with file_lock(stan_file.parent / ".lock"):
-            problem = executable_problem(exe)  # another process may have built it meanwhile
-            if problem is not None:
-                if problem != "is missing":
-                    report_broken(exe, problem, NAME)
-                _build(name, code, stan_file, exe)
-            elif not stan_file.is_file() or stan_file.read_text() != code:
-                tmp_file = stan_file.with_name(f".{stan_file.name}.{os.getpid()}")
-                tmp_file.write_text(code)
-                os.replace(tmp_file, stan_file)
-            cached = problem is None
+    secs = build_once(stan_file.parent / ".lock", lambda: executable_problem(exe),
+                      lambda: _build(name, code, stan_file, exe), NAME, lambda: exe)
+    if secs is None and not stan_file.is_file():  # a sound executable whose program text went missing
+        tmp_file = stan_file.with_name(f".{stan_file.name}.{os.getpid()}")
+        tmp_file.write_text(code)
+        os.replace(tmp_file, stan_file)
     try:
         with _quiet_cmdstanpy():
             model = cmdstanpy.CmdStanModel(stan_file=str(stan_file), exe_file=str(exe))
     except (ValueError, RuntimeError) as e:
         raise StanBackendError(f"cannot load the compiled Stan program {str(exe)!r} (CmdStan): {e}") from None
-    return CmdstanpyModel(name=name, code=code, compile_seconds=0.0 if cached else time.perf_counter() - t0,
-                          cached=cached, exe_file=str(model.exe_file), _cmdstan_model=model)
+    return CmdstanpyModel(name=name, code=code, compile_seconds=secs or 0.0, cached=secs is None,
+                          exe_file=str(model.exe_file), _cmdstan_model=model)
 
 
 def _console_tail(out_dir: Path, message: str, lines: int = 12) -> str:
@@ -237,17 +230,17 @@ class CmdstanpyModel(CompiledModel):
     backend: str = NAME
     exe_file: str = ""
     _cmdstan_model: Any = field(default=None, repr=False)
-    _param_names: list[str] | None = field(default=None, repr=False)
+    _info: dict[str, Any] | None = field(default=None, repr=False)
     _shape_cache: dict[Any, dict[str, tuple[int, ...]]] = field(default_factory=dict, repr=False)
 
     default_optimizer: ClassVar[str] = "cmdstan"
 
     # ---------------------------------------------------------------- parameters
-    def parameter_names(self) -> list[str]:
-        """See :meth:`CompiledModel.parameter_names`; from cmdstanpy's ``src_info``."""
-        if self._param_names is None:
-            self._param_names = list(self._cmdstan_model.src_info().get("parameters", {}))
-        return list(self._param_names)
+    def _stanc_info(self) -> dict[str, Any]:
+        """Return cmdstanpy's ``src_info`` (a stanc run), kept."""
+        if self._info is None:
+            self._info = self._cmdstan_model.src_info()
+        return self._info
 
     def parameter_shapes(self, data: Mapping[str, Any]) -> dict[str, tuple[int, ...]]:
         """See :meth:`CompiledModel.parameter_shapes`; from a one-draw ``fixed_param`` run, cached per integer data."""
@@ -271,11 +264,6 @@ class CmdstanpyModel(CompiledModel):
             except RuntimeError as e:
                 raise StanRuntimeError(f"{self.name}: Stan failed: {stan_output(str(e))}") from None
 
-    def _unconstrain(self, data: dict[str, Any], values: dict[str, np.ndarray]) -> np.ndarray:
-        """Flatten each parameter column-major in declaration order (Stan's unconstrained vector for pydial's programs)."""
-        parts = [v.ravel(order="F") for v in values.values()]
-        return np.concatenate(parts) if parts else np.zeros(0)
-
     def _inits(self, data: Mapping[str, Any], u: ArrayLike) -> dict[str, Any]:
         """Named values for CmdStan (zero-size parameters left out: CmdStan cannot read their shape)."""
         return {k: v.tolist() for k, v in self.split_unconstrained(data, u).items() if v.size}
@@ -284,15 +272,13 @@ class CmdstanpyModel(CompiledModel):
                   include_gqs: bool = False) -> dict[str, np.ndarray]:
         """See :meth:`CompiledModel.constrain`; transformed parameters and generated quantities from one ``fixed_param`` draw."""
         data = as_stan_data(data)
-        params = self.split_unconstrained(data, np.asarray(u, float).ravel())
+        params = self.split_unconstrained(data, u)
         if not (include_tparams or include_gqs):
             return params
         fit = self._fixed_param(data, {k: v.tolist() for k, v in params.items() if v.size})
-        info = self._cmdstan_model.src_info()
-        want = (list(info.get("transformed parameters", {})) if include_tparams else []) + \
-            (list(info.get("generated quantities", {})) if include_gqs else [])
+        blocks = [b for b, on in (("transformed parameters", include_tparams), ("generated quantities", include_gqs)) if on]
         out = dict(params)
-        for n in want:  # zero-size variables have no output columns
+        for n in [n for b in blocks for n in self._stanc_info().get(b, {})]:  # zero-size variables have no output columns
             out[n] = np.asarray(fit.stan_variable(n), float)[0] if n in fit.metadata.stan_vars else np.zeros(0)
         return out
 
@@ -322,13 +308,10 @@ class CmdstanpyModel(CompiledModel):
     def _optimize_native(self, data: dict[str, Any], u0: np.ndarray, seed: int | None, gtol: float,
                          max_iter: int) -> OptimizeResult:
         """CmdStan's L-BFGS, stopping on the gradient alone, restarted until the verdict holds."""
-        u = u0
-        lp, g = self._log_prob_grad(data, u, False)
+        u, lp = u0, self._log_prob_grad(data, u0, False)[0]
         t0 = time.perf_counter()
-        vals: dict[str, np.ndarray] = {}
         # Stop on the gradient alone at a quarter of the verdict's |grad| <= gtol |log p| (CmdStan's other tests stop
         # early); restart from the end point until the verdict holds (at most four runs) unless a run left log p unchanged.
-        stalled = False
         for _ in range(4):
             lp_start = lp
             with _quiet_cmdstanpy():
@@ -346,13 +329,12 @@ class CmdstanpyModel(CompiledModel):
                     ok = bool(mle.converged)
             u = self.unconstrain(data, vals)
             lp, g = self._log_prob_grad(data, u, False)
-            message = "CmdStan L-BFGS" if ok else "CmdStan L-BFGS: line search failed or iteration limit"
             gnorm = float(np.max(np.abs(g))) if g.size else 0.0
             stalled = bool(abs(lp - lp_start) <= 4.0 * np.finfo(float).eps * max(1.0, abs(lp)))
             if gnorm <= gtol * max(1.0, abs(lp)) or stalled:
                 break
-        if stalled:
-            message = "CmdStan L-BFGS: no change of log p at its resolution"
+        message = ("CmdStan L-BFGS: no change of log p at its resolution" if stalled else "CmdStan L-BFGS" if ok
+                   else "CmdStan L-BFGS: line search failed or iteration limit")
         secs = time.perf_counter() - t0
         # a failed line search (or a stall) within ROUNDOFF_FACTOR of the tolerance has hit the resolution of log p
         tol = gtol * max(1.0, abs(lp)) * (1.0 if ok and not stalled else ROUNDOFF_FACTOR)

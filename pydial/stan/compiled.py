@@ -111,6 +111,9 @@ class CompiledModel(abc.ABC):
 
     # ---------------------------------------------------------------- parameters
     @abc.abstractmethod
+    def _stanc_info(self) -> dict[str, Any]:
+        """Return ``stanc --info`` of this program (its declarations by block), run once."""
+
     def parameter_names(self) -> list[str]:
         """Names declared in the ``parameters`` block, in order.
 
@@ -119,6 +122,7 @@ class CompiledModel(abc.ABC):
         list of str
             The parameter names, from ``stanc --info`` of this program.
         """
+        return list(self._stanc_info().get("parameters", {}))
 
     @abc.abstractmethod
     def parameter_shapes(self, data: Mapping[str, Any]) -> dict[str, tuple[int, ...]]:
@@ -194,9 +198,10 @@ class CompiledModel(abc.ABC):
         shaped = {n: np.asarray(values.get(n, np.zeros(shapes[n])), float).reshape(shapes[n]) for n in shapes}
         return self._unconstrain(data, shaped)
 
-    @abc.abstractmethod
     def _unconstrain(self, data: dict[str, Any], values: dict[str, np.ndarray]) -> np.ndarray:
-        """Return the unconstrained vector of every parameter's value, shaped as declared (see :meth:`unconstrain`)."""
+        """Return the unconstrained vector of every parameter's value (shaped as declared): each flattened column-major."""
+        parts = [v.ravel(order="F") for v in values.values()]
+        return np.concatenate(parts) if parts else np.zeros(0)
 
     @abc.abstractmethod
     def constrain(self, data: Mapping[str, Any], u: ArrayLike, *, include_tparams: bool = True,
@@ -366,12 +371,10 @@ class CompiledModel(abc.ABC):
         init_values = None if inits is None else [json_ready(as_stan_data(i)) for i in inits]
         if inv_metric is not None:
             inv_metric = _checked_metric(inv_metric)
-        if progress is None:
-            progress = sys.stderr.isatty()
         t0 = time.perf_counter()
         run = self._run_nuts(data, chains=chains, draws=draws, warmup=warmup, seed=seed, inits=init_values,
                              adapt_delta=adapt_delta, max_depth=max_depth, refresh=refresh, quiet=quiet,
-                             progress=bool(progress), inv_metric=inv_metric)
+                             progress=sys.stderr.isatty() if progress is None else bool(progress), inv_metric=inv_metric)
         dense = inv_metric is not None and inv_metric.ndim == 2
         return SampleResult(draws=run.draws, stats=run.stats, chains=chains, draws_per_chain=draws, warmup=warmup,
                             seed=seed, max_depth=max_depth, backend=self.backend, seconds=time.perf_counter() - t0,
@@ -419,9 +422,8 @@ class CompiledModel(abc.ABC):
         data = as_stan_data(data)
         init_values = None if init is None else json_ready(as_stan_data(init))
         t0 = time.perf_counter()
-        out = self._run_approximation(data, algorithm=algorithm, draws=int(draws), seed=seed, init=init_values,
-                                      quiet=quiet)
-        return SampleResult(draws=out.draws, stats=out.stats, chains=1, draws_per_chain=int(draws), warmup=0,
+        out = self._run_approximation(data, algorithm=algorithm, draws=draws, seed=seed, init=init_values, quiet=quiet)
+        return SampleResult(draws=out.draws, stats=out.stats, chains=1, draws_per_chain=draws, warmup=0,
                             seed=seed, max_depth=0, backend=self.backend, seconds=time.perf_counter() - t0,
                             algorithm=algorithm)
 

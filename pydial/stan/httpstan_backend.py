@@ -27,7 +27,7 @@ from typing import Any, Callable, Mapping, TypeVar
 import numpy as np
 from numpy.typing import ArrayLike
 
-from .cache import build_dir, file_lock, replace_dir, report_broken
+from .cache import build_dir, build_once, replace_dir
 from .compiled import (CompiledModel, NutsDraws, StanBackendError, StanCompileError, StanRuntimeError, as_stan_data,
                        json_ready)
 
@@ -107,13 +107,6 @@ def fit_files(model_name: str = "") -> list[Path]:
     return [f for d in dirs if d.is_dir() for f in d.iterdir() if f.is_file()]
 
 
-def _unlink_if_older(f: Path, t: float) -> None:
-    """Delete ``f`` unless it was written after time ``t`` (by a concurrent run)."""
-    with contextlib.suppress(FileNotFoundError):
-        if f.stat().st_mtime <= t + 1.0:
-            f.unlink(missing_ok=True)
-
-
 def _module_file(model_name: str) -> Path | None:
     """Return the compiled extension module of ``model_name`` in httpstan's cache (``None``: there is none)."""
     import httpstan.cache
@@ -186,7 +179,7 @@ def _stanc_retry(fn: Callable[..., T], *args: Any, attempts: int = 8) -> T:
 
 # --------------------------------------------------------------------------- compile
 def _build_child() -> None:
-    """Build ``argv[1]``'s module into ``argv[2]`` and import it (the child process of :func:`_build_aside`)."""
+    """Build ``argv[1]``'s module into ``argv[2]`` and import it (the child process of :func:`_build`)."""
     import httpstan.cache
     import httpstan.models
 
@@ -200,37 +193,15 @@ def _build_child() -> None:
     httpstan.models.import_services_extension_module(model_name)
 
 
-def _build_aside(name: str, code: str, out: Path) -> None:
-    """Build the module of ``code`` into ``out`` in a child process (:func:`_build_child`), or raise StanCompileError."""
-    (out.parent / "program.stan").write_text(code)
-    work = out.parent / "work"
-    work.mkdir()
-    cmd = [sys.executable, "-c", "from pydial.stan.httpstan_backend import _build_child; _build_child()",
-           str(out.parent / "program.stan"), str(out)]
-    root = str(Path(__file__).resolve().parents[2])  # the directory holding this pydial, also when not installed
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, (root, os.environ.get("PYTHONPATH")))))
-    run = subprocess.run(cmd, cwd=work, env=env, capture_output=True, text=True, check=False)
-    if run.returncode != 0:
-        said = "\n".join((run.stderr or run.stdout).strip().splitlines()[-30:])
-        raise StanCompileError(f"Stan program {name!r} failed to build with the C++ compiler (httpstan):\n{said}")
-
-
-def _lock_file(model_name: str) -> Path:
-    """Return the lock file of a model's cache entry (outside the entry, which is replaced as a whole)."""
-    import httpstan.cache
-
-    return httpstan.cache.cache_directory() / "pydial-locks" / f"{model_name.split('/')[1]}.lock"
-
-
-def _load_cached(name: str, code: str, model_name: str) -> HttpstanModel | str:
-    """Load the cached module of ``model_name``; what is wrong with it when it cannot be loaded."""
+def _load_problem(model_name: str) -> str | None:
+    """Load the cached module of ``model_name``; what is wrong with it when it cannot be loaded, else ``None``."""
     import httpstan.cache
 
     problem = module_problem(model_name)
     if problem is not None:
         return problem
     try:
-        module = _load_services(model_name)
+        _load_services(model_name)
     except (ImportError, OSError) as e:
         return f"does not load ({type(e).__name__}: {e})"
     # pystan's cache lookup reads these two files beside the module
@@ -239,8 +210,45 @@ def _load_cached(name: str, code: str, model_name: str) -> HttpstanModel | str:
         httpstan.cache.dump_services_extension_module_compiler_output("", model_name)
     if not (mdir / "stanc.log").is_file():
         httpstan.cache.dump_stanc_warnings("", model_name)
-    return HttpstanModel(name=name, code=code, compile_seconds=0.0, cached=True, stanc_warnings="",
-                         model_name=model_name, _module=module)
+    return None
+
+
+def _build(name: str, code: str, model_name: str) -> tuple[float, str]:
+    """Run stanc, build the module aside (child process :func:`_build_child`), rename it into the cache, load it.
+
+    Returns the build's seconds and stanc's warnings.
+    """
+    import httpstan.cache
+    import httpstan.compile
+
+    key = model_name.split("/")[1]
+    try:
+        _, warn = _stanc_retry(httpstan.compile.compile, code, f"model_{key}")
+    except ValueError as e:
+        raise StanCompileError(f"Stan program {name!r} failed to compile (stanc):\n{e}") from None
+    target = httpstan.cache.model_directory(model_name)
+    t0 = time.perf_counter()
+    with build_dir(httpstan.cache.cache_directory(), key) as tmp:
+        (tmp / "program.stan").write_text(code)
+        (tmp / "work").mkdir()
+        cmd = [sys.executable, "-c", "from pydial.stan.httpstan_backend import _build_child; _build_child()",
+               str(tmp / "program.stan"), str(tmp / "model")]
+        root = str(Path(__file__).resolve().parents[2])  # the directory holding this pydial, also when not installed
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, (root, os.environ.get("PYTHONPATH")))))
+        run = subprocess.run(cmd, cwd=tmp / "work", env=env, capture_output=True, text=True, check=False)
+        if run.returncode != 0:
+            said = "\n".join((run.stderr or run.stdout).strip().splitlines()[-30:])
+            raise StanCompileError(f"Stan program {name!r} failed to build with the C++ compiler (httpstan):\n{said}")
+        secs = time.perf_counter() - t0
+        target.parent.mkdir(parents=True, exist_ok=True)
+        replace_dir(tmp / "model", target)
+    _SERVICES.pop(model_name, None)
+    try:
+        _load_services(model_name)
+    except (ImportError, OSError) as e:
+        raise StanBackendError(f"the Stan program {name!r} was built but its module in {str(target)!r} does "
+                               f"not load: {e}") from None
+    return secs, warn
 
 
 def compile_program(name: str, code: str) -> HttpstanModel:
@@ -249,39 +257,16 @@ def compile_program(name: str, code: str) -> HttpstanModel:
     Built aside by a child process, renamed into the cache under a lock; a broken cached module warns and is rebuilt.
     """
     import httpstan.cache
-    import httpstan.compile
     import httpstan.models
 
     model_name = httpstan.models.calculate_model_name(code)
-    found = _load_cached(name, code, model_name)  # a published module is complete (renamed into place)
-    if isinstance(found, HttpstanModel):
-        return found
-    stan_model_name = f"model_{model_name.split('/')[1]}"
-    with file_lock(_lock_file(model_name)):
-        found = _load_cached(name, code, model_name)  # another process may have built it meanwhile
-        if isinstance(found, HttpstanModel):
-            return found
-        target = httpstan.cache.model_directory(model_name)
-        if found != "is missing":
-            report_broken(_module_file(model_name) or target, found, NAME)
-        try:
-            _, warn = _stanc_retry(httpstan.compile.compile, code, stan_model_name)
-        except ValueError as e:
-            raise StanCompileError(f"Stan program {name!r} failed to compile (stanc):\n{e}") from None
-        t0 = time.perf_counter()
-        with build_dir(httpstan.cache.cache_directory(), model_name.split('/')[1]) as tmp:
-            _build_aside(name, code, tmp / "model")
-            secs = time.perf_counter() - t0
-            target.parent.mkdir(parents=True, exist_ok=True)
-            replace_dir(tmp / "model", target)
-        _SERVICES.pop(model_name, None)
-        try:
-            module = _load_services(model_name)
-        except (ImportError, OSError) as e:
-            raise StanBackendError(f"the Stan program {name!r} was built but its module in {str(target)!r} does "
-                                   f"not load: {e}") from None
-    return HttpstanModel(name=name, code=code, compile_seconds=secs, cached=False, stanc_warnings=warn,
-                         model_name=model_name, _module=module)
+    # the lock is outside the entry, which is replaced as a whole
+    lock = httpstan.cache.cache_directory() / "pydial-locks" / f"{model_name.split('/')[1]}.lock"
+    built = build_once(lock, lambda: _load_problem(model_name), lambda: _build(name, code, model_name), NAME,
+                       lambda: _module_file(model_name) or httpstan.cache.model_directory(model_name))
+    secs, warn = built or (0.0, "")
+    return HttpstanModel(name=name, code=code, compile_seconds=secs, cached=built is None, stanc_warnings=warn,
+                         model_name=model_name, _module=_load_services(model_name))
 
 
 # --------------------------------------------------------------------------- the model
@@ -292,7 +277,6 @@ class HttpstanModel(CompiledModel):
     backend: str = NAME
     model_name: str = ""
     _module: Any = field(default=None, repr=False)
-    _param_names: list[str] | None = field(default=None, repr=False)
 
     def services(self) -> Any:
         """Return the compiled model's functions (``log_prob``, ``write_array``, ...), loaded once per process."""
@@ -308,11 +292,9 @@ class HttpstanModel(CompiledModel):
             raise StanRuntimeError(f"{self.name}: {function} failed: {e}") from None
 
     # ---------------------------------------------------------------- parameters
-    def parameter_names(self) -> list[str]:
-        """See :meth:`CompiledModel.parameter_names`; from ``stanc --info`` with httpstan's stanc."""
-        if self._param_names is None:
-            self._param_names = list(_stanc_info(self.code).get("parameters", {}))
-        return list(self._param_names)
+    def _stanc_info(self) -> dict[str, Any]:
+        """``stanc --info`` with httpstan's stanc."""
+        return _stanc_info(self.code)
 
     def parameter_shapes(self, data: Mapping[str, Any]) -> dict[str, tuple[int, ...]]:
         """See :meth:`CompiledModel.parameter_shapes`; the model's ``get_dims``."""
@@ -322,7 +304,7 @@ class HttpstanModel(CompiledModel):
 
     def _unconstrain(self, data: dict[str, Any], values: dict[str, np.ndarray]) -> np.ndarray:
         """Unconstrain by the model's own ``transform_inits``."""
-        return np.asarray(self._call("transform_inits", data, json_ready(as_stan_data(values))), float)
+        return np.asarray(self._call("transform_inits", data, json_ready(values)), float)
 
     def constrain(self, data: Mapping[str, Any], u: ArrayLike, *, include_tparams: bool = True,
                   include_gqs: bool = False) -> dict[str, np.ndarray]:
@@ -379,7 +361,9 @@ class HttpstanModel(CompiledModel):
                 return out
         finally:  # pystan keeps every seeded fit in httpstan's cache: remove the ones made here
             for f in set(fit_files(self.model_name)) - before:
-                _unlink_if_older(f, done)
+                with contextlib.suppress(FileNotFoundError):
+                    if f.stat().st_mtime <= done + 1.0:  # not one written later, by a concurrent run
+                        f.unlink(missing_ok=True)
 
     def _sample_run(self, data: dict[str, Any], chains: int, draws: int, warmup: int, seed: int | None,
                     inits: list[dict[str, Any]] | None, adapt_delta: float, max_depth: int,
