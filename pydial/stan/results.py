@@ -179,13 +179,12 @@ class SampleResult:
         from .idata import bfmi
 
         problems: list[str] = []
-        div = self.stats.get("divergent__")
-        per_chain = div.sum(axis=1).astype(int) if div is not None else np.zeros(0, int)
+        zeros = np.zeros((0, 0))
+        per_chain = self.stats.get("divergent__", zeros).sum(axis=1).astype(int)
         if per_chain.sum() > 0:
             problems.append(f"{int(per_chain.sum())} divergent transitions after warmup (per chain {per_chain.tolist()}); "
                             "raise adapt_delta or reparameterize")
-        td = self.stats.get("treedepth__")
-        hits = (td >= self.max_depth).sum(axis=1).astype(int) if td is not None else np.zeros(0, int)
+        hits = (self.stats.get("treedepth__", zeros) >= self.max_depth).sum(axis=1).astype(int)
         if hits.sum() > 0:
             problems.append(f"{int(hits.sum())} transitions hit the maximum tree depth {self.max_depth} "
                             f"(per chain {hits.tolist()})")
@@ -201,17 +200,16 @@ class SampleResult:
             problems += _degenerate_draws(self.draws, names, self.algorithm)
             names = []
         diag = _convergence_table(self.draws, names, labels)
-        if len(diag):
-            bad = diag.index[diag["rhat"] > rhat_max]
-            if len(bad):
-                problems.append(f"R-hat > {rhat_max} for {len(bad)} of {len(diag)} monitored scalars (max "
-                                f"{diag['rhat'].max():.3f} at {diag['rhat'].idxmax()}); run longer chains or check multimodality")
-            need = ess_per_chain * self.chains
-            low = diag.index[(diag["ess_bulk"] < need) | (diag["ess_tail"] < need)]
-            if len(low):
-                worst = diag[["ess_bulk", "ess_tail"]].min(axis=1)
-                problems.append(f"bulk or tail ESS below {need:.0f} ({ess_per_chain:.0f} per chain) for {len(low)} of "
-                                f"{len(diag)} monitored scalars (min {worst.min():.0f} at {worst.idxmin()})")
+        bad = diag.index[diag["rhat"] > rhat_max]
+        if len(bad):
+            problems.append(f"R-hat > {rhat_max} for {len(bad)} of {len(diag)} monitored scalars (max "
+                            f"{diag['rhat'].max():.3f} at {diag['rhat'].idxmax()}); run longer chains or check multimodality")
+        need = ess_per_chain * self.chains
+        low = diag.index[(diag["ess_bulk"] < need) | (diag["ess_tail"] < need)]
+        if len(low):
+            worst = diag[["ess_bulk", "ess_tail"]].min(axis=1)
+            problems.append(f"bulk or tail ESS below {need:.0f} ({ess_per_chain:.0f} per chain) for {len(low)} of "
+                            f"{len(diag)} monitored scalars (min {worst.min():.0f} at {worst.idxmin()})")
         self.diagnostics = diag
         self.problems = problems
         if warn and problems:
