@@ -62,15 +62,15 @@ def _below_error(record: logging.LogRecord) -> bool:
 
 
 @contextmanager
-def quiet_arviz() -> Iterator[None]:
-    """Hold back arviz's log lines below ERROR inside the block (pydial reports the sampler's problems itself)."""
+def quiet_arviz() -> Iterator[Any]:
+    """Hold back arviz's log lines below ERROR inside the block (pydial reports the sampler's problems itself); yield arviz."""
     az = arviz()
     found = [getattr(az, "_log", None), *(logging.getLogger(name) for name in ARVIZ_LOGGERS)]
     loggers = list({id(x): x for x in found if isinstance(x, logging.Logger)}.values())
     for logger in loggers:
         logger.addFilter(_below_error)
     try:
-        yield
+        yield az
     finally:
         for logger in loggers:
             logger.removeFilter(_below_error)
@@ -82,10 +82,9 @@ def build(groups: Mapping[str, Mapping[str, np.ndarray]], *, coords: Mapping[str
 
     ``groups``: group name to its variables (observed data without chain and draw); ``coords``, ``dims``: as arviz's.
     """
-    az = arviz()
     groups = {g: dict(v) for g, v in groups.items() if v}
     layout = {"coords": dict(coords), "dims": {k: list(v) for k, v in dims.items()}}
-    with quiet_arviz():
+    with quiet_arviz() as az:
         out = az.from_dict(groups, **layout) if arviz_major() >= 1 else az.from_dict(**groups, **layout)
     _set_attrs(out, attrs)
     return out
@@ -93,13 +92,12 @@ def build(groups: Mapping[str, Mapping[str, np.ndarray]], *, coords: Mapping[str
 
 def assemble(datasets: Mapping[str, Any], attrs: Mapping[str, Any]) -> Any:
     """Return a posterior object of one :class:`xarray.Dataset` per group, with root ``attrs``."""
-    az = arviz()
     if arviz_major() >= 1:
         import xarray as xr
 
         out = xr.DataTree.from_dict(dict(datasets))
     else:
-        out = az.InferenceData(**datasets)
+        out = arviz().InferenceData(**datasets)
     _set_attrs(out, attrs)
     return out
 
@@ -134,15 +132,14 @@ def posterior_attrs(obj: Any) -> dict[str, Any]:
 
 def convert_to_dataset(draws: Mapping[str, np.ndarray]) -> Any:
     """Convert ``(chain, draw, *shape)`` arrays to an :class:`xarray.Dataset` (``arviz.convert_to_dataset``)."""
-    with quiet_arviz():
-        return arviz().convert_to_dataset(dict(draws))
+    with quiet_arviz() as az:
+        return az.convert_to_dataset(dict(draws))
 
 
 def rhat_ess(x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Return arviz's rank-normalized split R-hat, bulk and tail ESS of ``(chain, draw, *shape)`` draws, each ``x.shape[2:]``."""
-    az = arviz()
     ds = convert_to_dataset({"x": np.asarray(x, dtype=float)})
-    with quiet_arviz():
+    with quiet_arviz() as az:
         return (np.asarray(az.rhat(ds, method="rank")["x"], dtype=float),
                 np.asarray(az.ess(ds, method="bulk")["x"], dtype=float),
                 np.asarray(az.ess(ds, method="tail")["x"], dtype=float))
@@ -150,9 +147,8 @@ def rhat_ess(x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 def bfmi(energy: np.ndarray) -> np.ndarray:
     """Estimate the Bayesian fraction of missing information per chain from ``(chain, draw)`` energies."""
-    az = arviz()
     energy = np.asarray(energy, dtype=float)
-    with quiet_arviz():
+    with quiet_arviz() as az:
         if arviz_major() >= 1:
             return np.asarray(az.bfmi(convert_to_dataset({"energy": energy}))["energy"], dtype=float)
         return np.asarray(az.bfmi(energy), dtype=float)
@@ -168,13 +164,13 @@ def psislw(log_ratios: np.ndarray) -> tuple[np.ndarray, float]:
     lw = np.asarray(log_ratios, float) - np.max(log_ratios)
     if not np.ptp(lw) > 0:
         return np.full(lw.size, -np.log(lw.size)), -np.inf
-    with quiet_arviz():
+    with quiet_arviz() as az:
         if arviz_major() >= 1:  # arviz-stats takes the log-likelihood of LOO, whose ratios are its negative
             from arviz_stats.base import array_stats
 
             out, k = array_stats.psislw(-lw, r_eff=1)
         else:
-            out, k = arviz().psislw(lw)
+            out, k = az.psislw(lw)
     from scipy.special import logsumexp
 
     out = np.asarray(out, float)
@@ -309,8 +305,8 @@ def _from_cmdstanpy(res: Any, post: Mapping[str, np.ndarray], pp: Mapping[str, n
     fit = res.backend_fit
     from_fit = [k for k in post if k in fit.metadata.stan_vars]
     pointwise = bool(obs)
-    with quiet_arviz():
-        idata = arviz().from_cmdstanpy(
+    with quiet_arviz() as az:
+        idata = az.from_cmdstanpy(
             posterior=fit, log_likelihood={"log_lik": "log_lik"} if pointwise else None, coords=dict(coords),
             dims={k: v for k, v in dims.items() if k in from_fit or k == "log_lik"},
         )
