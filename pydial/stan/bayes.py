@@ -67,14 +67,12 @@ POSTERIOR_OPTIONS: dict[str, Any] = dict(init="point-start", adapt_delta=0.9, ma
 
 def _options(options: Mapping[str, Any] | None) -> dict[str, Any]:
     """Return :data:`POSTERIOR_OPTIONS` updated by ``options``; an unknown name is an :class:`ArgumentTypeError`."""
-    if options is None:
-        return dict(POSTERIOR_OPTIONS)
-    if not isinstance(options, Mapping):
+    if options is not None and not isinstance(options, Mapping):
         raise ArgumentTypeError(f"options must be a dict of sampler options, got {type(options).__name__}")
-    unknown = sorted(set(options) - set(POSTERIOR_OPTIONS))
+    unknown = sorted(set(options or {}) - set(POSTERIOR_OPTIONS))
     if unknown:
         raise ArgumentTypeError(f"options: unknown option(s) {unknown}; the options are {', '.join(POSTERIOR_OPTIONS)}")
-    return POSTERIOR_OPTIONS | dict(options)
+    return POSTERIOR_OPTIONS | dict(options or {})
 
 
 def result_estimand(result: Any) -> Estimand:
@@ -119,7 +117,7 @@ POSTERIOR_METHODS: tuple[str, ...] = ("dial-ada", "dial-anc", "dial-nopos", "jud
 
 def _resolve(method: str, like: Any, spec: Any, data: Comparisons, *, rank: Any, calibration: Any, ties: Any,
              lambda_: Any, include_human: Any, b_stage: Any, covariate_effects: Any) -> Request:
-    """Return what the posterior estimates, every choice checked: from ``like`` (a fit), ``spec``, or the keywords.
+    """Return what the posterior estimates, every choice checked (naming it): from ``like`` (a fit), ``spec``, or the keywords.
 
     A spec without a posterior (penalized, over a rank grid) is refused; a weight grid of several values has no single
     weight: the ordinary posterior is taken.
@@ -147,32 +145,27 @@ def _resolve(method: str, like: Any, spec: Any, data: Comparisons, *, rank: Any,
     dial = method.startswith("dial")
     if dial:
         check_choice("b_stage", b_stage, B_SOURCES)
-    if spec is None:
-        spec = _keyword_spec(method, rank, calibration, ties, lambda_, covariate_effects)
-    return Request(spec, calibration is not None, bool(include_human), b_stage if dial else "joint")
-
-
-def _keyword_spec(method: str, rank: Any, calibration: Any, ties: Any, lambda_: Any, covariate_effects: str) -> ModelSpec:
-    """Return the spec of :func:`posterior`'s model keywords (each checked with a message naming it)."""
-    if not method.startswith("dial"):
+    if spec is None and not dial:
         if lambda_ is not None:
             raise ArgumentError(f"lambda_ applies to the DIAL methods only, got lambda_={lambda_!r} with method={method!r}")
-        return ModelSpec(method, ties=ties)
-    rank = check_count(rank, "rank", minimum=0)
-    check_choice("calibration", calibration, (None,) + tuple(CALIBRATIONS))
-    if method == "dial-anc":
-        if lambda_ is not None and not (isinstance(lambda_, numbers.Real) and float(lambda_) == float("inf")):
-            raise ArgumentError(f"method 'dial-anc' is the cut posterior (lambda_=inf), got lambda_={lambda_!r}; "
-                                "use method='dial-ada' for a finite weight")
-        lambda_ = None  # a dial-anc spec's weight is inf
-    if lambda_ is not None:
-        if isinstance(lambda_, bool) or not isinstance(lambda_, numbers.Real):
-            raise ArgumentTypeError(f"lambda_ must be a number > 0 (inf: the cut posterior), got {lambda_!r}")
-        if not float(lambda_) > 0:
-            raise ArgumentError(f"lambda_ must be > 0 (inf: the cut posterior), got {lambda_!r}")
-        lambda_ = [float(lambda_)]
-    return ModelSpec(method, rank=rank, calibration=calibration, ties=ties, lambda_=lambda_,
-                     covariate_effects=covariate_effects)
+        spec = ModelSpec(method, ties=ties)
+    elif spec is None:
+        rank = check_count(rank, "rank", minimum=0)
+        check_choice("calibration", calibration, (None,) + tuple(CALIBRATIONS))
+        if method == "dial-anc":
+            if lambda_ is not None and not (isinstance(lambda_, numbers.Real) and float(lambda_) == float("inf")):
+                raise ArgumentError(f"method 'dial-anc' is the cut posterior (lambda_=inf), got lambda_={lambda_!r}; "
+                                    "use method='dial-ada' for a finite weight")
+            lambda_ = None  # a dial-anc spec's weight is inf
+        if lambda_ is not None:
+            if isinstance(lambda_, bool) or not isinstance(lambda_, numbers.Real):
+                raise ArgumentTypeError(f"lambda_ must be a number > 0 (inf: the cut posterior), got {lambda_!r}")
+            if not float(lambda_) > 0:
+                raise ArgumentError(f"lambda_ must be > 0 (inf: the cut posterior), got {lambda_!r}")
+            lambda_ = [float(lambda_)]
+        spec = ModelSpec(method, rank=rank, calibration=calibration, ties=ties, lambda_=lambda_,
+                         covariate_effects=covariate_effects)
+    return Request(spec, calibration is not None, bool(include_human), b_stage if dial else "joint")
 
 
 def _check_run_arguments(chains: Any, draws: Any, warmup: Any, seed: Any, algorithm: Any, backend: Any,
@@ -422,7 +415,6 @@ def _pointwise_unit(data: Comparisons, req: Request, log_lik: str | None, total_
 def _sample_judges(data: Comparisons, req: Request, opt: RunOptions) -> azio.Sampled:
     """Run ``judges.stan``: each LLM judge's own model and the people's (``judges``), or the people alone (``human``)."""
     model, family, order, priors, per_judgment = req.model, req.family, req.spec.order, opt.priors, opt.per_judgment
-    tie = not family.is_binary
     if model == "judges" and data.n_llm == 0:
         raise DataError("method 'judges' needs LLM judgments")
     with_human = model == "human" or (req.include_human and data.n_human > 0)
@@ -447,7 +439,7 @@ def _sample_judges(data: Comparisons, req: Request, opt: RunOptions) -> azio.Sam
         dims |= {"S": ["judge", "item"], "s_judges": ["item"]} | ({"b": ["judge"]} if order else {})
     if with_human:
         dims["s_H"] = ["item"]
-    if tie:
+    if not family.is_binary:
         dims["nu"] = ["tie_judge"]
         coords["tie_judge"] = judges[:K] + ([data.human_judge] if with_human else [])
     post = {k: res.draws[k] for k in dims}

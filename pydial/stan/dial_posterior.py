@@ -18,7 +18,7 @@ import numpy as np
 from pydial.data.comparisons import Comparisons
 from pydial.estimation.model import DialModel
 from pydial.estimation.spec import ModelSpec
-from pydial.estimation.steps import human_effects
+from pydial.estimation.steps import SHARED_JUDGES, human_effects
 from pydial.model.families import Family, family_of
 
 from ..exceptions import ArgumentError, ConvergenceWarning, DataError, DialError
@@ -351,8 +351,6 @@ def covariate_posterior(draws: Mapping[str, np.ndarray], d: Mapping[str, Any], g
     Row ``r`` is labelled by the group (``groups``: judges, then the people) whose ``beta_row`` is ``r``, or
     :data:`~pydial.estimation.steps.SHARED_JUDGES` when several LLM judges share it.
     """
-    from pydial.estimation.steps import SHARED_JUDGES
-
     P = int(d["n_cov"])
     if not P:
         return
@@ -385,16 +383,14 @@ def cut_stage(data: Comparisons, req: Request, opt: RunOptions, out: Sampled) ->
     Hc = out.cells[-1].per_judgment() if opt.per_judgment else out.cells[-1]
     if data.p:  # the covariates with an effect on the people (beta_H: the free entries of the people's row)
         Hc = dataclasses.replace(Hc, z=data.effect_columns(Hc.z, data.K))
-    p = merge_priors(DIAL_SAMPLE_PRIORS, priors, "dial_sample.stan")
     d2 = dial_calibrate_data(Hc, M, family=family, priors=priors, log_lik=opt.log_lik)
-    cm = compile_model("dial_calibrate", backend=opt.backend)
     warmup = min(int(run["warmup"]), CUT_WARMUP_MAX)
     run2 = {k: v for k, v in run.items() if k != "algorithm"} | dict(chains=1, draws=1, warmup=warmup)
     init2 = None
     if not tie:  # start every c_t at its conditional mode: the chain starts in the bulk of the product
-        modes = calibration_modes(M, Hc, float(p["c_sd"]))
+        modes = calibration_modes(M, Hc, float(out.priors["c_sd"]))
         init2 = [{"c": modes[:, :dim_c], "log_nu": np.zeros(0)} | ({"beta": modes[:, dim_c:]} if modes.shape[1] > dim_c else {})]
-    res2 = cm.sample(d2, seed=seed + 1, inits=init2, **run2)
+    res2 = compile_model("dial_calibrate", backend=opt.backend).sample(d2, seed=seed + 1, inits=init2, **run2)
     nd = int(np.sum(res2.stats.get("divergent__", 0)))
     if nd:
         out.problems.append(f"calibration stage (dial_calibrate.stan): {nd} divergent transition(s) at the kept draw")

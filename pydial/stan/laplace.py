@@ -304,14 +304,6 @@ def _prior(prog: SampleProgram, p: Mapping[str, np.ndarray]) -> tuple[Any, dict[
     return value, grad
 
 
-def _beta(prog: SampleProgram, beta_free: np.ndarray) -> np.ndarray:
-    """``beta`` as rows (``beta_rows`` of the program), 0 where fixed, and a last zero row for cells with none."""
-    out = np.zeros((*beta_free.shape[:-1], prog.pos.shape[0] + 1, prog.pos.shape[1]), dtype=beta_free.dtype)
-    free = prog.pos >= 0
-    out[..., :-1, :][..., free] = beta_free[..., prog.pos[free]]
-    return out
-
-
 def _cells(prog: SampleProgram, eta: np.ndarray, l: np.ndarray) -> CellDerivatives:
     """Log-likelihood kernel of every cell (without the coefficient) and its derivatives in ``(eta, log nu)``."""
     tie = prog.nu_cell >= 0
@@ -687,7 +679,9 @@ def _variables(logp: LogDensity, us: np.ndarray, rng: np.random.Generator) -> di
     t = transform(prog, p)
     D, S, s_H = us.shape[0], t["S"], t["s_H"]
     out = dict(p) | {k: t[k] for k in ("consensus_scale", "mu", "gamma", "V", "U", "S", "s_H")}
-    out["beta"] = _beta(prog, p["beta_free"])[:, :-1]
+    free = prog.pos >= 0                                   # beta's rows, 0 where fixed
+    out["beta"] = np.zeros((D, *prog.pos.shape))
+    out["beta"][:, free] = p["beta_free"][:, prog.pos[free]]
     out["consensus_strength"] = np.sqrt(np.sum(S.sum(axis=1) ** 2, axis=-1)) / np.sqrt(prog.K * np.sum(S * S, axis=(1, 2)))
     out["nu"] = np.exp(p["log_nu"])
     out["win_prob"] = np.zeros((D, 0, 0))

@@ -18,6 +18,7 @@ import numpy as np
 from pydial.data.comparisons import CellTable, Comparisons, require_comparisons
 from pydial.estimation.engines import JudgesBTLFit
 from pydial.estimation.glm import human_effect_row, initial_theta
+from pydial.estimation.spec import COVARIATE_EFFECTS
 from pydial.model.cells import family_totals
 from pydial.model.chart import Calibration, Chart, helmert_basis
 from pydial.model.families import BINARY, Family, family_of
@@ -27,8 +28,8 @@ from pydial.resources import check_choice
 from ..exceptions import ArgumentError, ConvergenceWarning, DataError
 from .backend import CompiledModel, OptimizeResult, compile_model
 from .parameters import optimize_dial
-from .schema import (dial_data, human_cell_table, judges_data, llm_cell_table, pooled_cell_table, weighted_log_coef,
-                     zero_beta)
+from .schema import (dial_data, human_cell_table, judges_data, llm_cell_table, pooled_cell_table, tie_start,
+                     weighted_log_coef, zero_beta)
 
 __all__ = ["POINT_METHODS", "StanPointFit", "stan_fit_point"]
 
@@ -176,8 +177,6 @@ def stan_fit_point(data: Comparisons, method: str = "dial-ada", *, ties: str | N
     >>> sp.scores, sp.llm_chart.S(sp.llm_theta)  # doctest: +SKIP
     >>> stan_fit_point(data, "dial-ada", ties="davidson", lambda_=2.0).log_nu  # doctest: +SKIP
     """
-    from pydial.estimation.spec import COVARIATE_EFFECTS
-
     data = require_comparisons(data)
     if method not in POINT_METHODS:
         raise ArgumentError(f"method must be one of {POINT_METHODS}, got {method!r}")
@@ -276,8 +275,7 @@ class StanRun:
         if x0.size > head or not free.any():
             log_nu[free] = x0[head:]
         else:  # each free group's start at its tie rate
-            counts = [d["cell_counts"][d["cell_judge"] == g + 1] if g < ch.K else d["human_counts"] for g in groups]
-            log_nu[free] = [self.family.log_nu_start(c) for c, f in zip(counts, free) if f]
+            log_nu[free] = tie_start(d)[groups][free]
         res = self.optimize(self.model("dial"), d, np.concatenate([x0[:head], log_nu]), what)
         n_l, n_h = family_totals(self.data, self.family)
         return _Stage(res, np.concatenate([res.u[:head], res.u[head:][free]]),
