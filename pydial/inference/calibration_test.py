@@ -53,9 +53,8 @@ class CalibrationTest:
                 f"aic_prefers={self.aic_prefers!r})")
 
 
-def calibration_test(
-    data: Comparisons, s_anchored: np.ndarray, s_human: np.ndarray | None, d: int, reason: str = ""
-) -> CalibrationTest:
+def calibration_test(data: Comparisons, s_anchored: np.ndarray, s_human: np.ndarray | None, d: int,
+                     reason: str = "") -> CalibrationTest:
     """Compute the LRT of Prop. calibration-test from the two endpoint fits (``s_human`` None: no human MLE, ``reason``)."""
     return calibration_lrt(human_loss(s_anchored, data.human),
                            None if s_human is None else human_loss(s_human, data.human),

@@ -141,14 +141,11 @@ class CellStats:
         R = data.rows
         if R is None or not self.binary:
             return None
-        h = self.is_human
-        pos_llm, pos_h = np.full(len(data.llm), -1), np.full(len(data.human), -1)
-        pos_llm[: np.count_nonzero(~h)] = np.flatnonzero(~h)  # the cells are in the order of data.llm, data.human
-        pos_h[: np.count_nonzero(h)] = np.flatnonzero(h)
-        is_h_row = R.judge == data.K
-        pos = np.full(R.cell.size, -1)
-        pos[is_h_row] = pos_h[R.cell[is_h_row]]
-        pos[~is_h_row] = pos_llm[R.cell[~is_h_row]]
+        h, n_l = self.is_human, len(data.llm)
+        cell_of = np.full(n_l + len(data.human), -1)  # the cell of each row of data.llm, then of data.human (-1: none)
+        cell_of[: np.count_nonzero(~h)] = np.flatnonzero(~h)  # the cells are in the order of data.llm, data.human
+        cell_of[n_l: n_l + np.count_nonzero(h)] = np.flatnonzero(h)
+        pos = cell_of[R.cell + np.where(R.judge == data.K, n_l, 0)]
         used = pos >= 0
         return R.record[used], pos[used], np.where(R.z[used] == 1, 0, 1)
 
@@ -384,9 +381,8 @@ def parameter_meat(J: Any, st: "CellStats", data: Comparisons | None, cov_type: 
         return functools.reduce(Meat.__add__, [independent(mk) for mk in blocks])
     assert data is not None, "the clustered meats need the data"
     if cov_type == "cell":
-        out = [independent(h)] if h.any() else []
-        if (~h).any():
-            lm = ~h
+        out, lm = ([independent(h)] if h.any() else []), ~h
+        if lm.any():
             cl = _cluster_ids(st.pair_keys(data)[lm])
             G = int(np.max(cl, initial=-1)) + 1
             r = (w[lm] * s1[:, lm]).ravel()

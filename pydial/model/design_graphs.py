@@ -134,12 +134,8 @@ def scan_cycles_fast(N: int, ii: np.ndarray, jj: np.ndarray, aa: np.ndarray) -> 
     G = sparse.csr_matrix((np.concatenate([ua, -ua]), (np.concatenate([ui, uj]), np.concatenate([uj, ui]))), shape=(N, N))
     x = np.zeros(N)
     pred = np.full(N, -9999)
-    seen = np.zeros(N, bool)
-    for root in range(N):
-        if seen[root]:
-            continue
+    for root in np.unique(labels, return_index=True)[1]:  # the first item of every component
         order, pr = breadth_first_order(G, root, directed=False, return_predecessors=True)
-        seen[order] = True
         pred[order] = pr[order]
         for v in order[1:]:  # x_v = x_u - a(u -> v) along the tree edge u -> v
             u = pr[v]

@@ -146,10 +146,8 @@ def _check_ident_llm(items: Sequence[str], scan: CycleScan, nopos: bool) -> tupl
         return False, "; ".join(parts)
     assert scan.cycle is not None  # else ``parts`` says so
     names = [str(items[k]) for k in scan.cycle]
-    if scan.two_orders:
-        where = f"pair ({names[0]}, {names[1]}) is shown in both orders (a length-two cycle)"
-    else:
-        where = "cycle " + " -> ".join(names + [names[0]])
+    where = (f"pair ({names[0]}, {names[1]}) is shown in both orders (a length-two cycle)" if scan.two_orders
+             else "cycle " + " -> ".join(names + [names[0]]))
     return True, f"comparison graph connected over all {N} items; {where} has signed order sum {abs(scan.cycle_sum)} != 0"
 
 
@@ -244,10 +242,8 @@ def check_human_mle(items: Sequence[str], data: Comparisons) -> tuple[bool, str]
     cross = lab[src] != lab[dst]
     has_out = np.bincount(lab[src[cross]], minlength=n_comp) > 0
     has_in = np.bincount(lab[dst[cross]], minlength=n_comp) > 0
-    parts = []
     never = np.flatnonzero(~compared)
-    if never.size:
-        parts.append(f"never compared by humans: {names_text(items, never)}")
+    parts = [f"never compared by humans: {names_text(items, never)}"] if never.size else []
     losers, winners = [], []
     for c in range(n_comp):
         members = np.flatnonzero(lab == c)
@@ -284,8 +280,7 @@ def _check_human_design(items: Sequence[str], data: Comparisons, d: int, M: np.n
         how = f"with the given M ({what}); rank(D_H) = {rank_dh}"
     if rk == d:
         return True, f"rank(D_H M) = {rk} = d {how}"
-    hint = (f"; the {len(h)} human pair(s) distinguish only {rank_dh} direction(s)"
-            if rank_dh < d else "")
+    hint = f"; the {len(h)} human pair(s) distinguish only {rank_dh} direction(s)" if rank_dh < d else ""
     return False, f"rank(D_H M) = {rk} < d = {d} {how}{hint}: c_H is not identified"
 
 
