@@ -335,12 +335,10 @@ class CmdstanpyModel(CompiledModel):
                 break
         message = ("CmdStan L-BFGS: no change of log p at its resolution" if stalled else "CmdStan L-BFGS" if ok
                    else "CmdStan L-BFGS: line search failed or iteration limit")
-        secs = time.perf_counter() - t0
         # a failed line search (or a stall) within ROUNDOFF_FACTOR of the tolerance has hit the resolution of log p
         tol = gtol * max(1.0, abs(lp)) * (1.0 if ok and not stalled else ROUNDOFF_FACTOR)
-        return OptimizeResult(u=u, log_prob=lp, grad_norm=gnorm, converged=gnorm <= tol,
-                              message=message, n_iter=-1, n_eval=-1, backend=self.backend, seconds=secs,
-                              values=vals)
+        return OptimizeResult(u=u, log_prob=lp, grad_norm=gnorm, converged=gnorm <= tol, message=message, n_iter=-1,
+                              n_eval=-1, backend=self.backend, seconds=time.perf_counter() - t0, values=vals)
 
     # ---------------------------------------------------------------- sample
     def _run_nuts(self, data: dict[str, Any], *, chains: int, draws: int, warmup: int, seed: int | None,

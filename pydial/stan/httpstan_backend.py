@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
-import hashlib
+import functools
 import importlib.resources
 import io
 import json
@@ -41,7 +41,6 @@ T = TypeVar("T")
 
 _SERVICES: dict[str, Any] = {}
 _SERVICE_FUNCTIONS = ("log_prob", "log_prob_grad", "write_array", "transform_inits", "get_param_names", "get_dims")
-_STANC_INFO: dict[str, dict] = {}
 
 
 PYBIND11_FOR_PYTHON: dict[tuple[int, int], tuple[int, int]] = {(3, 13): (2, 12)}
@@ -152,19 +151,17 @@ def _load_services(model_name: str) -> Any:
     return fns
 
 
+@functools.lru_cache(maxsize=None)
 def _stanc_info(code: str) -> dict:
-    """``stanc --info`` of a program with the stanc binary of httpstan (declarations by block)."""
-    key = hashlib.sha256(code.encode()).hexdigest()
-    if key not in _STANC_INFO:
-        with importlib.resources.as_file(importlib.resources.files("httpstan") / "stanc") as stanc, \
-                tempfile.TemporaryDirectory() as tmp:
-            f = Path(tmp) / "program.stan"
-            f.write_text(code)
-            out = subprocess.run([str(stanc), "--info", str(f)], capture_output=True, text=True, check=False)
-        if out.returncode != 0:
-            raise StanCompileError(f"stanc --info failed:\n{out.stderr}")
-        _STANC_INFO[key] = json.loads(out.stdout)
-    return _STANC_INFO[key]
+    """``stanc --info`` of a program with the stanc binary of httpstan (declarations by block), once per text."""
+    with importlib.resources.as_file(importlib.resources.files("httpstan") / "stanc") as stanc, \
+            tempfile.TemporaryDirectory() as tmp:
+        f = Path(tmp) / "program.stan"
+        f.write_text(code)
+        out = subprocess.run([str(stanc), "--info", str(f)], capture_output=True, text=True, check=False)
+    if out.returncode != 0:
+        raise StanCompileError(f"stanc --info failed:\n{out.stderr}")
+    return json.loads(out.stdout)
 
 
 def _stanc_retry(fn: Callable[..., T], *args: Any, attempts: int = 8) -> T:
