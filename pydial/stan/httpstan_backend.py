@@ -338,9 +338,7 @@ class HttpstanModel(CompiledModel):
         sink: io.StringIO = _ProgressSink(chains * (draws + warmup), self.name) if progress else io.StringIO()
         done = time.time()
         try:
-            with contextlib.ExitStack() as stack:
-                if progress:
-                    stack.callback(sink.close)
+            with sink, contextlib.ExitStack() as stack:  # the redirections end before the sink (its bar) closes
                 if quiet or progress:
                     stack.enter_context(contextlib.redirect_stdout(sink))
                     stack.enter_context(contextlib.redirect_stderr(sink))
