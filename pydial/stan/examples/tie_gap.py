@@ -56,10 +56,8 @@ def main(argv: list[str] | None = None) -> None:
     """Command line (``argv``, default ``sys.argv[1:]``): run :func:`run`, print ``kappa``, ``nu`` and the LOO table."""
     ap = argparse.ArgumentParser(prog="python -m pydial.stan.examples.tie_gap",
                                  description="A tie rate that depends on the score gap, fitted on the Arena data.")
-    ap.add_argument("--records", type=int, default=None)
-    ap.add_argument("--chains", type=int, default=4)
-    ap.add_argument("--draws", type=int, default=1000)
-    ap.add_argument("--seed", type=int, default=1)
+    for option, default in (("--records", None), ("--chains", 4), ("--draws", 1000), ("--seed", 1)):
+        ap.add_argument(option, type=int, default=default)
     ap.add_argument("--backend", default=None, choices=["cmdstanpy", "httpstan"])
     args = ap.parse_args(argv)
     out = run(args.records, args.chains, args.draws, args.draws, args.seed, args.backend)
