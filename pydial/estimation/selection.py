@@ -41,17 +41,16 @@ by that over the smallest non-gauge curvature per comparison, ``1e-9 / 1e-3 = 1e
 class Selection:
     r"""How DIAL-Ada and DIAL-noPos choose the weight (and rank) on the path: ``fit(..., selection=...)``.
 
-    Built and validated by :class:`~pydial.estimation.spec.ModelSpec` from ``"gacv"``,
-    ``("endpoint-margin", c)``, a dict of these attributes or a :class:`Selection`.
+    Built and validated by :class:`~pydial.estimation.spec.ModelSpec` from ``"gacv"``, ``("endpoint-margin", c)``,
+    a dict of these attributes or a :class:`Selection`.
 
     Attributes
     ----------
     rule : {"gacv", "endpoint-margin"}
-        ``"gacv"`` (default; the paper, App. lambda-selection): the admissible candidate of
-        smallest GACV (eq. gacv).  ``"endpoint-margin"`` (beyond the paper): the anchored endpoint
-        ``lambda = inf`` (the best over a rank grid) when ``GACV(inf) - min_{lambda < inf} GACV(lambda)
-        <= margin / n_H`` (``lambda = 0`` included), else GACV's choice: the staged fit unless a finite
-        weight lowers the total human log-loss by more than ``c``.
+        ``"gacv"`` (default; App. lambda-selection): the admissible candidate of smallest GACV (eq. gacv).
+        ``"endpoint-margin"`` (beyond the paper): the anchored endpoint ``lambda = inf`` (the best over a rank grid)
+        when ``GACV(inf) - min_{lambda < inf} GACV(lambda) <= margin / n_H`` (``lambda = 0`` included), else
+        GACV's choice: the staged fit unless a finite weight lowers the total human log-loss by more than ``c``.
     margin : float or None
         ``c >= 0`` of ``"endpoint-margin"`` (None for ``"gacv"``).
     tolerance : float

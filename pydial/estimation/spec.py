@@ -1,9 +1,7 @@
-r"""What is estimated: one immutable :class:`ModelSpec`, validated once when it is built.
+r"""What is estimated: one immutable :class:`ModelSpec` of everything :func:`pydial.fit` is asked for, validated once.
 
-It holds everything :func:`pydial.fit` is asked for: the estimator, the rank ``r`` and calibration basis
-(Cond. llm-structure), the outcome family, the penalty, the weights ``lambda`` of eq. weighted-loss and
-their selection, the covariance, the level, the engine and the seed.  Every argument error is an
-:class:`~pydial.ArgumentError` naming the argument; :meth:`ModelSpec.check_data` adds the checks that need the data.
+The rank ``r`` and calibration basis are Cond. llm-structure's, the weights ``lambda`` eq. weighted-loss's.  Every
+argument error is an :class:`~pydial.ArgumentError` naming the argument; :meth:`ModelSpec.check_data` checks the data.
 """
 
 from __future__ import annotations
