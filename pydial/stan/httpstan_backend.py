@@ -152,7 +152,7 @@ def _load_services(model_name: str) -> Any:
 
 
 @functools.lru_cache(maxsize=None)
-def _stanc_info(code: str) -> dict:
+def _run_stanc_info(code: str) -> dict:
     """``stanc --info`` of a program with the stanc binary of httpstan (declarations by block), once per text."""
     with importlib.resources.as_file(importlib.resources.files("httpstan") / "stanc") as stanc, \
             tempfile.TemporaryDirectory() as tmp:
@@ -291,7 +291,7 @@ class HttpstanModel(CompiledModel):
     # ---------------------------------------------------------------- parameters
     def _stanc_info(self) -> dict[str, Any]:
         """``stanc --info`` with httpstan's stanc."""
-        return _stanc_info(self.code)
+        return _run_stanc_info(self.code)
 
     def parameter_shapes(self, data: Mapping[str, Any]) -> dict[str, tuple[int, ...]]:
         """See :meth:`CompiledModel.parameter_shapes`; the model's ``get_dims``."""
