@@ -24,11 +24,8 @@ from pydial.model.likelihood import Cells, Objective
 from pydial.optim import pinv_sym
 
 
-def outcome_stats(obj: Objective, x: np.ndarray, rows: np.ndarray | None = None,
-                  unit_weight: bool = False) -> CellStats:
-    """Outcome :class:`~pydial.inference.meats.CellStats` of the cells (or ``rows``) at ``x``, with the observed information."""
-    if rows is not None:  # only the selected cells' derivatives are formed
-        obj = Objective(obj.chart, obj.cells.select(rows), ties=obj.family, free=obj.free)
+def outcome_stats(obj: Objective, x: np.ndarray, unit_weight: bool = False) -> CellStats:
+    """Outcome :class:`~pydial.inference.meats.CellStats` of the cells at ``x``, with the observed information."""
     eta = obj.eta(x[: obj.chart.dim])
     P, a, b = obj.outcome_derivatives(x, eta)
     d = obj.cell_derivatives(x, eta)
