@@ -346,9 +346,8 @@ class CmdstanpyModel(CompiledModel):
                   refresh: int | None, quiet: bool, progress: bool, inv_metric: np.ndarray | None = None) -> NutsDraws:
         """NUTS by CmdStan (parallel chains); the fit is kept.
 
-        ``inv_metric``: a vector, the diagonal metric to adapt from; a matrix, a dense metric kept through warmup:
-        no slow (metric) windows, the whole warmup adapts the step size (init buffer and window 0, which
-        CmdStan's windowed adaptation reads as no metric window; the run's reported metric is the one given).
+        A dense ``inv_metric`` is kept through warmup, which adapts the step size only (init buffer and metric window 0,
+        which CmdStan's windowed adaptation reads as no metric window).
         """
         dense = inv_metric is not None and inv_metric.ndim == 2
         step_only = {"adapt_init_phase": 0, "adapt_metric_window": 0, "adapt_step_size": warmup} if dense and warmup else {}

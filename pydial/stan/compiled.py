@@ -308,12 +308,10 @@ class CompiledModel(abc.ABC):
         """
         data = as_stan_data(data)
         n = self.num_unconstrained(data)
-        rng = np.random.default_rng(seed)
-        u0 = rng.uniform(-2, 2, size=n) if init is None else np.asarray(init, dtype=float).ravel().copy()
+        u0 = np.random.default_rng(seed).uniform(-2, 2, size=n) if init is None else np.asarray(init, float).ravel().copy()
         if u0.size != n:
             raise ArgumentError(f"init has {u0.size} entries; program {self.name!r} has {n} unconstrained parameters")
-        if method is None:
-            method = self.default_optimizer
+        method = self.default_optimizer if method is None else method
         if method == "scipy":
             return self._optimize_scipy(data, u0, fixed, bounds, gtol, max_iter)
         if method == "cmdstan":
