@@ -70,7 +70,7 @@ def pooled_linearization(data: Comparisons, family: Family, o1: OptimResult, o2:
     N = data.N
     L, Hc = family_cells(data, family)
     p1, p2 = (int(m.sum()) for m in pooled_support(data))  # the free entries of beta_L, beta_H
-    free1, free2 = has_tie_parameter(family, L.counts), has_tie_parameter(family, Hc.counts)
+    free1, free2 = (int(has_tie_parameter(family, c.counts)) for c in (L, Hc))  # 1: the stage's log nu is free
     w1, w2 = float(L.w[0]), float(Hc.w[0])
     T = centering_basis(N)
     beta = o1.x[: N - 1]
@@ -86,12 +86,9 @@ def pooled_linearization(data: Comparisons, family: Family, o1: OptimResult, o2:
     Z1, Z2 = np.zeros((q, n1)), np.zeros((q, n2))
     Z1[:N, : N - 1] = c * T
     Z2[:N, 0] = s_pool
-    Z1[N + nl + np.arange(p1), N - 1 + np.arange(p1)] = 1.0
-    Z2[N + nl + p1 + np.arange(p2), 1 + np.arange(p2)] = 1.0
-    if free1:
-        Z1[N, n1 - 1] = 1.0
-    if free2:
-        Z2[N + free1, n2 - 1] = 1.0
+    # each stage's own (beta, log nu) coordinates are targets: rows (beta_L, log nu_L) and (beta_H, log nu_H)
+    Z1[np.r_[N + nl + np.arange(p1), np.full(free1, N)], N - 1 + np.arange(p1 + free1)] = 1.0
+    Z2[np.r_[N + nl + p1 + np.arange(p2), np.full(free2, N + free1)], 1 + np.arange(p2 + free2)] = 1.0
     total, _ = two_step_maps(Z1, Z2, H2, G21, "the pooled scale c" + (" and beta_H" if p2 else "")
                              + (" and nu_H" if free2 else ""))
     # the stage-one map is applied with H1^{-1} by family_glm_influence
