@@ -47,6 +47,7 @@ SMOKE = (
     "tests/test_stan_backend.py::test_syntax_error_gives_stanc_message",
     "tests/test_stan_backend.py::test_compiled_models_are_cached",
     "tests/test_stan_backend.py::test_parameter_shapes_and_unconstrained_order",
+    "tests/test_stan_backend.py::test_constrain_names_the_blocks_it_was_asked_for",
     "tests/test_stan_backend.py::test_sample_shapes_and_chain_order",
     "tests/test_stan_backend.py::test_sampling_inside_a_running_event_loop",
     "tests/test_stan_backend.py::test_backend_modules_share_one_interface",

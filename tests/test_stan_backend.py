@@ -167,6 +167,27 @@ def test_parameter_shapes_and_unconstrained_order(models):
         np.testing.assert_allclose(m.unconstrain(d, vals), u, rtol=1e-14)
 
 
+def test_constrain_names_the_blocks_it_was_asked_for(models):
+    """Every combination of transformed parameters and generated quantities is named by its own variables,
+    with the values of the full write (httpstan once put generated quantities under transformed-parameter names)."""
+    data = simulate(N=6, K=3, rank=1, n_llm=800, n_human=100, seed=4).comparisons
+    d, _, _ = dial_sample_data(data, rank=1, calibration="W")
+    m = models["dial_sample"]
+    u = np.random.default_rng(1).normal(size=m.num_unconstrained(d))
+    blocks = {k: list(m._stanc_info()[k]) for k in ("parameters", "transformed parameters", "generated quantities")}
+    full = m.constrain(d, u, include_tparams=True, include_gqs=True)
+    assert list(full) == [n for b in blocks.values() for n in b]
+    for tparams in (False, True):
+        for gqs in (False, True):
+            got = m.constrain(d, u, include_tparams=tparams, include_gqs=gqs)
+            want = blocks["parameters"] + blocks["transformed parameters"] * tparams + blocks["generated quantities"] * gqs
+            assert list(got) == want, (tparams, gqs)
+            for n in want:
+                if n != "counts_rep":  # drawn: differs between writes
+                    np.testing.assert_array_equal(np.shape(got[n]), np.shape(full[n]), err_msg=n)
+                    np.testing.assert_allclose(got[n], full[n], rtol=1e-12, err_msg=n)
+
+
 def test_dial_parameters_are_the_chart_blocks_by_name(models):
     """pydial.stan.parameters maps the chart's theta (and log nu) to dial.stan's named parameters and back:
     A_free and B_free are the chart's rows of A and B, and the map to Stan's unconstrained vector is the model's own."""

@@ -309,13 +309,15 @@ class HttpstanModel(CompiledModel):
         data = as_stan_data(data)
         x = np.asarray(u, float).ravel()
         flat = np.asarray(self._call("write_array", data, x.tolist(), include_tparams, include_gqs))
+        info = self._stanc_info()
+        written = {*info.get("parameters", {}), *(info.get("transformed parameters", {}) if include_tparams else ()),
+                   *(info.get("generated quantities", {}) if include_gqs else ())}
         out, pos = {}, 0
         for n, d in zip(self._call("get_param_names", data), self._call("get_dims", data)):
-            size = int(np.prod(d)) if d else 1
-            if pos + size > flat.size:
-                break
-            out[n] = flat[pos : pos + size].reshape(tuple(d), order="F") if d else flat[pos]
-            pos += size
+            if n in written:  # the names come in block order, the blocks left out by the flags skipped
+                size = int(np.prod(d)) if d else 1
+                out[n] = flat[pos : pos + size].reshape(tuple(d), order="F") if d else flat[pos]
+                pos += size
         return out
 
     # ---------------------------------------------------------------- log density
