@@ -340,3 +340,18 @@ def test_binomial_meat_undercovers_under_overdispersion():
     assert cov["anc_binomial"] < cov["anc_cell"] - 0.15
     assert cov["ada_binomial"] < cov["ada_cell"] - 0.05
     assert cov["anc_cell"] > 0.88 and cov["ada_cell"] > 0.90
+
+
+@pytest.mark.parametrize("density", [0.01, 0.3])
+def test_meat_sandwich_of_a_sparse_meat_is_the_dense_product(density):
+    """``A (S + a b^T) A^T`` for a sparse ``S``, sparse and well filled (multiplied by dense row blocks)."""
+    import scipy.sparse as sp
+
+    from pydial.inference.meats import Meat
+
+    rng = np.random.default_rng(3)
+    S = sp.random(1100, 1100, density=density, random_state=4, format="csr")
+    S = S + S.T
+    A, a, b = rng.normal(size=(40, 1100)), rng.normal(size=1100), rng.normal(size=1100)
+    ref = A @ (S.toarray() + np.outer(a, b)) @ A.T
+    np.testing.assert_allclose(Meat(S, ((a, b),)).sandwich(A), 0.5 * (ref + ref.T), rtol=1e-12, atol=1e-12 * np.abs(ref).max())

@@ -341,9 +341,15 @@ class Meat:
         return Meat(S, self.low + other.low, G)
 
     def sandwich(self, A: np.ndarray) -> np.ndarray:
-        """Return ``A M A^T`` (q x q); a sparse ``S`` filled beyond :data:`_DENSE_FILL` is multiplied densely."""
-        S = self.S.toarray() if sp.issparse(self.S) and self.S.nnz > _DENSE_FILL * np.prod(self.S.shape) else self.S
-        out = np.asarray(A @ np.asarray(S @ A.T))
+        """Return ``A M A^T`` (q x q); a sparse ``S`` filled beyond :data:`_DENSE_FILL` is multiplied densely, by row blocks."""
+        S, At = self.S, A.T
+        if sp.issparse(S) and S.nnz > _DENSE_FILL * np.prod(S.shape):
+            S, SAt = sp.csr_matrix(S), np.empty((S.shape[0], A.shape[0]))
+            for r in range(0, S.shape[0], 512):
+                SAt[r : r + 512] = S[r : r + 512].toarray() @ At
+        else:
+            SAt = np.asarray(S @ At)
+        out = np.asarray(A @ SAt)
         for a, b in self.low:
             out += np.outer(A @ a, A @ b)
         return 0.5 * (out + out.T)
@@ -486,7 +492,7 @@ def _gram(J: Any, d: np.ndarray) -> Any:
 
 
 _DENSE_FILL = 0.05
-"""Share of nonzero entries above which a sparse meat is multiplied as a dense array (BLAS beats the sparse
+"""Share of nonzero entries above which a sparse meat is multiplied as dense row blocks (BLAS beats the sparse
 product there: at N = 1,000 a 26% filled 4,304 x 4,304 meat against 1,000 targets takes 0.9 s instead of 2.9 s)."""
 
 _DENSE_GRAM = 64
