@@ -63,9 +63,12 @@ class CellStats:
     @classmethod
     def from_parts(cls, parts: list[tuple[np.ndarray, np.ndarray, np.ndarray, float, bool]]) -> "CellStats":
         """Binary cells from ``(n, y, p, w, is_human)`` groups (LLM groups cover ``data.llm``, human ``data.human``)."""
-        n, y, p = (np.concatenate([np.asarray(x[t]) for x in parts]) for t in range(3))
-        w = np.concatenate([np.full(x[0].size, x[3], float) for x in parts])
-        h = np.concatenate([np.full(x[0].size, x[4]) for x in parts])
+        def stack(col: list[np.ndarray]) -> np.ndarray:  # one group: its arrays as they are (no copy of 10M cells)
+            return col[0] if len(col) == 1 else np.concatenate(col)
+
+        n, y, p = (stack([np.asarray(x[t]) for x in parts]) for t in range(3))
+        w = stack([np.full(x[0].size, x[3], float) for x in parts])
+        h = stack([np.full(x[0].size, x[4]) for x in parts])
         return cls(n, w, h, y, p)
 
     @classmethod
