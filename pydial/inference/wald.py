@@ -1,4 +1,7 @@
-"""The Wald tables of a fit (:func:`tables`) from the covariances of its linearization under one meat (:func:`covariances`)."""
+"""The Wald tables of a fit from the covariances of its linearization under one meat.
+
+:func:`~pydial.inference.wald.covariances` forms them, :func:`~pydial.inference.wald.tables` the labelled tables.
+"""
 
 from __future__ import annotations
 
