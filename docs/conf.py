@@ -56,6 +56,11 @@ templates_path = ["_templates"]
 exclude_patterns = ["_build", "jupyter_execute", "**.ipynb_checkpoints", "README.md"]
 
 # -- autodoc / autosummary / numpydoc ----------------------------------------------
+# The summaries in the API tables end at the first sentence; the paper's labels ("eq. gacv", "Prop. calibration-test")
+# are not sentence ends (autosummary knows "e.g." and "et al." only).
+import sphinx.ext.autosummary as _autosummary  # noqa: E402
+
+_autosummary.WELL_KNOWN_ABBREVIATIONS += ("eq.", "App.", "Alg.", "Prop.", "Thm.", "Sec.", "Fig.", "Cond.", "Cor.")
 autosummary_generate = True
 autosummary_generate_overwrite = True
 autodoc_typehints = "none"  # the numpydoc sections carry the types
