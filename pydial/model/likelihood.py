@@ -239,15 +239,19 @@ class Objective:
         ab = np.concatenate([b, -b, [0.0]])
         eta = np.empty(ki.size) if out is None else out
         for sl in self._blocks:  # valid indices: mode "clip" skips numpy's bounds check
-            e = eta[sl]
+            e, t = eta[sl], self._block_scratch(sl)[0]
             np.take(S, ki[sl], out=e, mode="clip")
-            e -= np.take(S, kj[sl], mode="clip")
+            e -= np.take(S, kj[sl], out=t, mode="clip")
             if key is None:
-                e += self._order_label[sl] * np.take(b, self._order_judge[sl], mode="clip")
+                np.take(b, self._order_judge[sl], out=t, mode="clip")
+                t *= self._order_label[sl]
             else:
-                e += np.take(ab, key[sl], mode="clip")
+                np.take(ab, key[sl], out=t, mode="clip")
+            e += t
             for z, be in zip(zs, beta):
-                e += z[sl] * np.take(be, unit[sl], mode="clip")
+                np.take(be, unit[sl], out=t, mode="clip")
+                t *= z[sl]
+                e += t
         return eta
 
     @cached_property
@@ -313,6 +317,17 @@ class Objective:
     def _work(self) -> list[np.ndarray]:
         """Per-cell work arrays ``[eta, residual, curvature]``, allocated once and reused."""
         return [np.empty(self.cells.g.size) for _ in range(3)]
+
+    @cached_property
+    def _scratch(self) -> tuple[np.ndarray, np.ndarray]:
+        """Two block-sized work arrays for the temporaries of the per-block passes (:data:`CELL_BLOCK`)."""
+        m = min(CELL_BLOCK, self.cells.g.size)
+        return np.empty(m), np.empty(m)
+
+    def _block_scratch(self, sl: slice) -> tuple[np.ndarray, np.ndarray]:
+        """Return the two work arrays of :attr:`_scratch` cut to the block ``sl``."""
+        n = sl.stop - sl.start
+        return self._scratch[0][:n], self._scratch[1][:n]
 
     @cached_property
     def _hess_work(self) -> tuple[np.ndarray, np.ndarray]:
@@ -601,11 +616,12 @@ class Objective:
         per_row = {(u, v): np.zeros(R) for u in range(n) for v in range(u, n)}  # units are functions of the row
         for t, sl in enumerate(self._blocks):
             for u, (x, _, _, _, _) in enumerate(offs):
-                wx = weight[sl] * x[sl] if offset is None else offset[0][u][sl]
+                wx = np.multiply(weight[sl], x[sl], out=self._block_scratch(sl)[0]) if offset is None else offset[0][u][sl]
                 self._totals_into(D[u], ki, self._row_item_segments, t, wx)
                 D[u] -= np.bincount(kj[sl], weights=wx, minlength=R * N)
                 for v in range(u, n):
-                    wxx = wx * offs[v][0][sl] if offset is None else offset[1][(u, v)][sl]
+                    wxx = (np.multiply(wx, offs[v][0][sl], out=self._block_scratch(sl)[1]) if offset is None
+                           else offset[1][(u, v)][sl])
                     self._totals_into(per_row[(u, v)], self.cells.g, self._row_segments, t, wxx)
         Lcols = np.arange(R)[:, None] * q + np.arange(q)
         for u, (_, _, nu, cu, row_unit) in enumerate(offs):
@@ -662,9 +678,10 @@ class Objective:
         segments = self._row_item_segments  # the totals by g N + i over its runs (the cells are sorted by it)
         for t, sl in enumerate(self._blocks):  # valid indices: mode "clip" skips numpy's bounds check
             w, i, j, bj = weight[sl], c.i[sl], c.j[sl], kj[sl]
+            u, tj = self._block_scratch(sl)
             for l in range(q):
-                u = np.take(Bc[l], i, mode="clip")
-                u -= np.take(Bc[l], j, mode="clip")
+                np.take(Bc[l], i, out=u, mode="clip")
+                u -= np.take(Bc[l], j, out=tj, mode="clip")
                 u *= w
                 self._totals_into(LapB[l], ki, segments, t, u)
                 LapB[l] -= np.bincount(bj, u, minlength=R * N)
@@ -707,7 +724,8 @@ class Objective:
         for x, _, n_units, coord, row_unit in self._offsets:
             rows = np.zeros(ch.rows)  # totals by loading row, then by unit (a function of the row)
             for t, sl in enumerate(self._blocks):
-                self._totals_into(rows, self.cells.g, self._row_segments, t, res[sl] * x[sl])
+                self._totals_into(rows, self.cells.g, self._row_segments, t,
+                                  np.multiply(res[sl], x[sl], out=self._block_scratch(sl)[0]))
             g_off[coord - ch.off_b] += np.bincount(row_unit, weights=rows, minlength=n_units)
         return np.concatenate([(agg @ B).ravel(), (agg.T @ L).ravel(), g_off])
 
