@@ -35,14 +35,13 @@ from scipy.special import expit
 import pydial
 from pydial.data.comparisons import HumanCells
 from pydial.estimation.glm import staged_fit
-from pydial.inference.linearization import finite_influence
-from pydial.inference.linearization import COV_TYPES, influence_covariance
+from pydial.inference.linearization import COV_TYPES
 from pydial.model.likelihood import Objective
 from pydial.model.cells import human_loss
 from pydial.studies.metrics import excess_risk
 from pydial.estimation.selection import SIMULATION_MULTIPLES, finite_candidate, loo_cv
-from pydial.inference.meats import CellStats
-from pydial.inference.sandwich import gacv_trace
+from pydial.inference.meats import CellStats, MeatSource
+from pydial.inference.sandwich import Influence, finite_influence, gacv_trace, staged_influence
 from pydial.estimation.steps import family_anchored_candidate
 from pydial.model.families import BINARY
 
@@ -132,10 +131,10 @@ def pieces(fp: FinitePoint, theta: np.ndarray) -> dict:
     hum = obj.cells.is_human
     U = obj.cell_jacobian(theta)[hum]
     p = obj.probabilities(theta)[hum]
-    tr = gacv_trace(H, U, CellStats.from_parts([(obj.cells.n[hum], obj.cells.y[hum], p, 1.0, True)]), None, d.n_human)
-    Uf, st = finite_influence(d, ch, fp.lambda_, theta)
-    covs = {m: influence_covariance(Uf, st, d, m) for m in COV_TYPES}
-    return dict(f=f, g=g, H=H, s=ch.scores(theta), S=ch.S(theta), trace=tr, covs=covs, st=st, obj=obj)
+    tr = gacv_trace(H, U, CellStats(obj.cells.n[hum], np.ones(p.size), hum[hum], obj.cells.y[hum], p), None, d.n_human)
+    Uf = finite_influence(d, ch, fp.lambda_, theta)
+    covs = {m: Uf.covariance(d, m) for m in COV_TYPES}
+    return dict(f=f, g=g, H=H, s=ch.scores(theta), S=ch.S(theta), trace=tr, covs=covs, st=Uf.source.stats, obj=obj)
 
 
 CASES = [(1, "mu"), (1, "W"), (2, "mu"), (2, "W")]
@@ -184,7 +183,7 @@ def test_trace_and_sandwich_agree_with_nonsingular_charts(finite_point):
     p = obj.probabilities(th)
     n_h, y_h = obj.cells.n[hum], obj.cells.y[hum]
     sdot = ch.score_jacobian(th)
-    _, st = finite_influence(d, ch, fp.lambda_, th)
+    st = finite_influence(d, ch, fp.lambda_, th).source.stats
 
     # chart 1: drop the coordinates where the gauge tangent is best conditioned
     _, _, piv = qr(Ngauge.T, pivoting=True)
@@ -199,7 +198,7 @@ def test_trace_and_sandwich_agree_with_nonsingular_charts(finite_point):
         assert rel_err(tr, a["trace"]) < 1e-8, name
         Uz = (Jc @ E) @ np.linalg.solve(Hz, (sdot @ E).T)
         for m in COV_TYPES:
-            Cz = influence_covariance(Uz, st, d, m)
+            Cz = Influence(MeatSource(Uz, st), np.eye(Uz.shape[1])).covariance(d, m)
             assert rel_err(Cz, a["covs"][m]) < 1e-8, (name, m)
 
 
@@ -590,7 +589,6 @@ def test_staged_start_of_the_path_reuses_the_llm_only_fit(penalty, calibration):
     the first weight's derivatives at the staged point, formed from the LLM-only fit and the human
     block, equal a direct evaluation of Q_lam; the staged linearization's LLM Hessian is the fit's."""
     from pydial.estimation.glm import _path_derivatives
-    from pydial.inference.linearization import staged_linearization
 
     sim = pydial.simulate(N=8, K=4, rank=1, n_llm=8000, n_human=300, seed=5)
     d = sim.comparisons
@@ -604,7 +602,7 @@ def test_staged_start_of_the_path_reuses_the_llm_only_fit(penalty, calibration):
     np.testing.assert_allclose(g, gd, rtol=0, atol=1e-12 * np.abs(gd).max())
     np.testing.assert_allclose(H, Hd, rtol=0, atol=1e-12 * np.abs(Hd).max())
     # the linearization with the fit's Hessian equals the one that evaluates it
-    lin = staged_linearization(d, sf)
+    lin = staged_influence(d, sf)[0]
     cold = dataclasses.replace(sf, llm_opt=dataclasses.replace(sf.llm_opt, hess=None))
-    lin_cold = staged_linearization(d, cold)
+    lin_cold = staged_influence(d, cold)[0]
     np.testing.assert_allclose(lin.A, lin_cold.A, rtol=0, atol=1e-10 * np.abs(lin_cold.A).max())

@@ -96,8 +96,7 @@ def binary_sim():
 @pytest.mark.parametrize("calibration", ["mu", "W"])
 @pytest.mark.parametrize("penalty", [None, "firth"])
 def test_the_general_steps_with_the_binary_family_are_the_binary_fast_path(binary_sim, method, calibration, penalty):
-    """``Steps(fast=False)`` runs the outcome-level derivatives (:mod:`pydial.model.families`) of every family;
-    the binary steps the logistic fast path (cell residuals ``n p - y``, the LLM-only fit's Hessian reused).
+    """``Steps(fast=False)`` fits with the engine's general optimizers (no binary ``staged`` or ``path``, no polish).
     Same estimator, so the same weight, scores, position effects, covariances and GACV table."""
     from pydial.estimation.dial import fit_dial
     from pydial.estimation.steps import Steps, numpy_optimizers

@@ -28,8 +28,9 @@ import pydial
 from pydial import IdentifiabilityError
 from pydial.studies import metrics
 from pydial.estimation.glm import staged_fit
-from pydial.inference.linearization import staged_influence
-from pydial.inference.linearization import COV_TYPES, influence_covariance
+from pydial.inference.linearization import COV_TYPES
+from pydial.inference.meats import MeatSource
+from pydial.inference.sandwich import Influence, staged_influence
 
 ITEMS = [f"m{k}" for k in range(10)]
 
@@ -377,13 +378,14 @@ def grouped_records():
 def test_meats_equal_brute_force_sums(grouped_records, cov, calibration):
     d = grouped_records
     sf = staged_fit(d, 1, calibration)
-    U, st = staged_influence(d, sf)
-    C = influence_covariance(U, st, d, cov)
+    U, _ = staged_influence(d, sf)
+    st = U.source.stats
+    C = U.covariance(d, cov)
     C_ref = brute_force_cov(U.dense(), st, d, cov)
     np.testing.assert_allclose(C, C_ref, rtol=1e-9, atol=1e-12 * np.abs(C_ref).max())
     # away from the optimum the block means of the scores are not zero: the centering of eq. hac-meat matters
     st2 = dataclasses.replace(st, p=np.clip(st.p + np.random.default_rng(1).normal(0, 0.05, st.p.size), 0.01, 0.99))
-    C2, C2_ref = influence_covariance(U, st2, d, cov), brute_force_cov(U.dense(), st2, d, cov)
+    C2, C2_ref = Influence(MeatSource(U.source.J, st2), U.A).covariance(d, cov), brute_force_cov(U.dense(), st2, d, cov)
     np.testing.assert_allclose(C2, C2_ref, rtol=1e-9, atol=1e-12 * np.abs(C2_ref).max())
     # and pydial.fit reports exactly that covariance
     res = pydial.fit(d, "dial-anc", calibration=calibration, cov_type=cov)
@@ -453,8 +455,8 @@ def test_staged_influence_matches_refit_derivatives(sim_main, calibration):
     """d s_hat / d y_c by refitting with a perturbed count equals w_c u_c of the two-step linearization."""
     d = sim_main.comparisons
     sf = staged_fit(d, 1, calibration)
-    U, st = staged_influence(d, sf)
-    U = U.dense()
+    U, _ = staged_influence(d, sf)
+    st, U = U.source.stats, U.dense()
 
     def refit(llm_y=None, human_y=None):
         dd = dataclasses.replace(

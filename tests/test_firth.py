@@ -289,13 +289,12 @@ def test_firth_finite_weight_sandwich_uses_the_unpenalized_bread():
     """At a finite selected weight, the covariance of a Firth fit is the sandwich with the unpenalized
     Hessian at the penalized estimate (pydial.model.penalty's convention): rebuilt here by finite_influence
     with the Hessian it computes itself (unpenalized), not the penalized H^+ the weight path keeps."""
-    from pydial.inference.linearization import finite_influence, influence_covariance
+    from pydial.inference.sandwich import finite_influence
 
     d = pydial.simulate(N=5, K=3, rank=1, n_llm=3000, n_human=150, seed=6).comparisons
     res = pydial.fit(d, "dial-ada", penalty="firth", lambda_=[0.5], include_endpoints=False)
     assert 0 < res.lambda_ < np.inf
-    U, st = finite_influence(d, res.chart, res.lambda_, res.theta)
-    C = influence_covariance(U, st, d, res.cov_type)
+    C = finite_influence(d, res.chart, res.lambda_, res.theta).covariance(d, res.cov_type)
     np.testing.assert_allclose(res.cov.to_numpy(), C, rtol=1e-8, atol=1e-12)
 
 

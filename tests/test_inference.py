@@ -31,8 +31,8 @@ import pydial
 from fdcheck import fd_jacobian
 from pydial.estimation.engines import StagedFit
 from pydial.estimation.glm import staged_fit
-from pydial.inference.linearization import finite_influence, staged_influence, staged_linearization
-from pydial.inference.linearization import COV_TYPES, influence_covariance
+from pydial.inference.linearization import COV_TYPES
+from pydial.inference.sandwich import finite_influence, staged_influence
 from pydial.model.likelihood import Cells, Objective
 from pydial.model.chart import Chart
 from pydial.estimation.selection import SIMULATION_MULTIPLES, finite_candidate
@@ -130,11 +130,11 @@ def test_finite_weight_meats_match_brute_force(record_setup):
     ch, th = res.chart, res.theta
     H = Objective.weighted(ch, d, lam).value_grad_hess(th)[2]
     sdot = fd_jacobian(ch.scores, th)
-    U, st = finite_influence(d, ch, lam, th)
+    U = finite_influence(d, ch, lam, th)
     out = {}
     for meat in COV_TYPES:
         ref = brute_force_cov(R, ch, th, H, sdot, lam / d.n_llm, 1.0 / d.n_human, meat)
-        out[meat] = influence_covariance(U, st, d, meat)
+        out[meat] = U.covariance(d, meat)
         assert rel_err(out[meat], ref) < 1e-7, meat
     np.testing.assert_allclose(res.cov.to_numpy(), out["record"], rtol=1e-12, atol=1e-15)
     # the record kernel adds human x LLM cross terms: it is none of the other meats
@@ -173,16 +173,16 @@ def test_position_effect_covariance_matches_brute_force(record_setup):
 def test_two_step_covariance_is_the_large_lambda_limit(calibration):
     d = pydial.simulate(N=10, K=4, rank=1, n_llm=20_000, n_human=400, seed=3).comparisons
     sf = staged_fit(d, 1, calibration)
-    U, st = staged_influence(d, sf)
-    two_step = {m: influence_covariance(U, st, d, m) for m in ("binomial", "cell", "record")}
-    fixed = staged_linearization(d, sf).covariance(d, "cell", anchored_cov_type="fixed-basis")
+    U, n_one = staged_influence(d, sf)
+    two_step = {m: U.covariance(d, m) for m in ("binomial", "cell", "record")}
+    fixed = U.linearization("the scores", {}, stage_one=slice(0, n_one)).covariance(d, "cell", anchored_cov_type="fixed-basis")
     errs = []
     for mult in (10.0, 1e3, 1e5):
         lam = mult * d.n_llm / d.n_human
         c = finite_candidate(d, sf.chart, lam, sf.theta, mult)
         assert c.admissible, c.reason
-        Uf, stf = finite_influence(d, sf.chart, lam, c.theta)
-        errs.append([rel_err(influence_covariance(Uf, stf, d, m), two_step[m]) for m in two_step])
+        Uf = finite_influence(d, sf.chart, lam, c.theta)
+        errs.append([rel_err(Uf.covariance(d, m), two_step[m]) for m in two_step])
     errs = np.array(errs)
     assert np.all(errs[-1] < 1e-5)
     assert np.all(errs[0] / errs[-1] > 1e3)  # error ~ 1 / lambda
@@ -262,12 +262,12 @@ def covariances(d: pydial.Comparisons, res, meats=("cell", "binomial")) -> dict[
     """Covariances of a DIAL fit's scores under several meats, from its own pieces."""
     if np.isinf(res.lambda_):
         sf = StagedFit(res.chart, res.theta, None, None, res.llm_chart, res.llm_theta)
-        U, st = staged_influence(d, sf)
+        U, _ = staged_influence(d, sf)
     elif res.lambda_ > 0:
-        U, st = finite_influence(d, res.chart, res.lambda_, res.theta)
-    else:  # the people's GLM (pydial.inference.sandwich.family_glm_influence)
+        U = finite_influence(d, res.chart, res.lambda_, res.theta)
+    else:  # the people's GLM (pydial.inference.sandwich.glm_influence)
         return {m: res.cov_params(m).to_numpy() for m in meats}
-    return {m: influence_covariance(U, st, d, m) for m in meats}
+    return {m: U.covariance(d, m) for m in meats}
 
 
 @pytest.fixture(scope="module")

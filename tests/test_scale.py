@@ -24,8 +24,8 @@ from pydial.cache import entries
 from pydial.data.comparisons import Comparisons
 from pydial.model.design_graphs import check_separation, no_separation_by_graph, scan_cycles, scan_cycles_fast
 from pydial.estimation.glm import staged_fit
-from pydial.inference.linearization import finite_influence, staged_influence
-from pydial.inference.linearization import COV_TYPES, Influence, influence_covariance
+from pydial.inference.linearization import COV_TYPES
+from pydial.inference.sandwich import Influence, finite_influence, staged_influence
 from pydial.model.likelihood import Objective
 from pydial.optim import pinv_sym
 
@@ -100,22 +100,23 @@ def test_sparse_influence_and_meats_equal_dense_reference(small):
     Hp, _ = pinv_sym(H)
     # dense influence in theta coordinates, independent of the factored form
     U_ref = obj.cell_jacobian(th).toarray() @ (ch.score_jacobian(th) @ Hp).T
-    U, st = finite_influence(d, ch, lam, th)
+    U = finite_influence(d, ch, lam, th)
     assert isinstance(U, Influence)
+    st = U.source.stats
     np.testing.assert_allclose(U.dense(), U_ref, rtol=0, atol=1e-10 * np.abs(U_ref).max())
     for cov in NO_RECORD_COVS:
-        C, C_ref = influence_covariance(U, st, d, cov), dense_cov(U_ref, st, d, cov)
+        C, C_ref = U.covariance(d, cov), dense_cov(U_ref, st, d, cov)
         np.testing.assert_allclose(C, C_ref, rtol=1e-10, atol=1e-10 * np.abs(C_ref).max(), err_msg=cov)
-    C, C_ref = influence_covariance(U, st, d, "record"), record_cov(U_ref, st, d)
+    C, C_ref = U.covariance(d, "record"), record_cov(U_ref, st, d)
     np.testing.assert_allclose(C, C_ref, rtol=1e-10, atol=1e-10 * np.abs(C_ref).max())
 
 
 def test_sparse_endpoint_influence_equals_dense_reference(small):
     d = small
-    U, st = staged_influence(d, staged_fit(d, 1, "W"))
-    U_ref = U.dense()
+    U, _ = staged_influence(d, staged_fit(d, 1, "W"))
+    U_ref, st = U.dense(), U.source.stats
     for cov in COV_TYPES:
-        C = influence_covariance(U, st, d, cov)
+        C = U.covariance(d, cov)
         C_ref = record_cov(U_ref, st, d) if cov == "record" else dense_cov(U_ref, st, d, cov)
         np.testing.assert_allclose(C, C_ref, rtol=1e-10, atol=1e-10 * np.abs(C_ref).max(), err_msg=cov)
 

@@ -47,8 +47,7 @@ def test_outcome_stats_meat_equals_binary_meat_on_binary_cells(bdata, cov):
     p = obj.probabilities(theta)
     c = obj.cells
     J = obj.full_jacobian(theta)
-    st = CellStats.from_parts([(bdata.llm.n, bdata.llm.y, p[~c.is_human], c.w[~c.is_human][0], False),
-                               (bdata.human.n, bdata.human.y, p[c.is_human], c.w[c.is_human][0], True)])
+    st = CellStats(c.n, c.w, c.is_human, c.y, p)
     ref = parameter_meat(J, st, bdata, cov).dense()
     m = p.size
     counts = np.column_stack([c.y, c.n - c.y, np.zeros(m)])
@@ -120,7 +119,7 @@ def test_finite_weight_sandwich_equals_brute_force(tdata, ties, cov):
     opt = steps.NUMPY.joint(tdata, family_of(ties), sf.chart, lam, sf.x)
     x = opt.x
     assert opt.resolved
-    got = sandwich.family_finite_influence(tdata, sf.chart, lam, x, family_of(ties)).covariance(tdata, cov, "test")
+    got = sandwich.finite_influence(tdata, sf.chart, lam, x, family_of(ties)).covariance(tdata, cov, "test")
     ref = brute_force_covariance(tdata, sf.chart, lam, x, ties, cov)
     assert got.shape == (tdata.N + 1, tdata.N + 1)
     np.testing.assert_allclose(got, ref, rtol=2e-5, atol=1e-8 * np.abs(ref).max())
@@ -130,11 +129,11 @@ def test_finite_weight_sandwich_equals_brute_force(tdata, ties, cov):
 @pytest.mark.parametrize("ties", ["davidson", "rao-kupper"])
 def test_staged_covariance_is_the_large_lambda_limit(tdata, ties):
     sf = steps.staged_fit(tdata, 1, "mu", family=family_of(ties))
-    staged = sandwich.family_staged_influence(tdata, sf, family_of(ties))[0].covariance(tdata, "binomial", "test")
+    staged = sandwich.staged_influence(tdata, sf, family_of(ties))[0].covariance(tdata, "binomial", "test")
     lam = 1e7
     opt = steps.NUMPY.joint(tdata, family_of(ties), sf.chart, lam, sf.x)
     x = opt.x
-    finite = sandwich.family_finite_influence(tdata, sf.chart, lam, x, family_of(ties)).covariance(tdata, "binomial", "test")
+    finite = sandwich.finite_influence(tdata, sf.chart, lam, x, family_of(ties)).covariance(tdata, "binomial", "test")
     np.testing.assert_allclose(finite, staged, rtol=1e-3, atol=1e-5 * np.abs(staged).max())
 
 
@@ -147,7 +146,7 @@ def test_human_endpoint_fisher_covariance_is_the_inverse_information(tdata):
     E[:N, : N - 1] = np.vstack([np.eye(N - 1), -np.ones(N - 1)])  # centered scores s = T beta
     E[N, -1] = 1.0
     _, n_h = tie_totals(tdata)
-    U, _ = sandwich.family_glm_influence(tdata, DAVIDSON, X, opt.x, 1.0 / n_h, E)
+    U, _ = sandwich.glm_influence(tdata, DAVIDSON, X, opt.x, 1.0 / n_h, E)
     C = U.covariance(tdata, "fisher", "test")
     np.testing.assert_allclose(np.sqrt(np.diag(C))[:N], ref.scores["se"].to_numpy(), rtol=1e-6)
     nu = np.exp(opt.x[-1])
@@ -157,7 +156,7 @@ def test_human_endpoint_fisher_covariance_is_the_inverse_information(tdata):
 
 @pytest.mark.parametrize("ties", ["davidson", "rao-kupper"])
 def test_structured_fisher_meat_is_the_observed_information(tdata, ties):
-    """Every tie fit's "fisher" meat is the observed information (family_glm_influence's convention), the
+    """Every tie fit's "fisher" meat is the observed information (glm_influence's convention), the
     structured ones' too: each cell's ``(eta, log nu)`` information in the cell statistics equals minus the
     central second differences of its log-likelihood written from the tie probabilities.  For Rao-Kupper
     (not a canonical family) this differs from the expected information."""
@@ -165,7 +164,7 @@ def test_structured_fisher_meat_is_the_observed_information(tdata, ties):
     obj = Objective.weighted(ch, tdata, 0.7, ties=ties)
     rng = np.random.default_rng(3)
     x = np.concatenate([rng.normal(0, 0.3, ch.dim), rng.normal(-0.5, 0.2, obj.n_tie)])
-    st = sandwich.outcome_stats(obj, x)
+    st = sandwich.cell_stats(obj, x)
     eta, l = obj.eta(x[: ch.dim]), obj.log_nu(x)[obj.cells.g]
     cnt, free = obj.cells.counts, np.isfinite(l)
     eta, l, cnt = eta[free], l[free], cnt[free]

@@ -23,7 +23,7 @@ from pydial.estimation.steps import Steps, beta_labels, family_human_fit, human_
 from pydial.exceptions import IdentifiabilityError
 from pydial.inference.pooled import (POOLED_LABEL, degenerate_direction, family_cells, pooled_designs,
                                      pooled_linearization, pooled_support)
-from pydial.inference.sandwich import family_glm_influence
+from pydial.inference.sandwich import glm_influence
 from pydial.model.cells import family_totals, tie_human_loss
 from pydial.model.chart import centering_basis
 from pydial.model.design import Design
@@ -122,7 +122,7 @@ def fit_atc(data: Comparisons, rank: int, *, family: Family, engine: Optimizers,
     b, gamma, log_nu_j, lins = steps.judge_effects(sf)
     if free_h:  # the people's nu_H from their own tie model (the ordering)
         E = np.eye(1, X.shape[1] + 1, X.shape[1])  # selects log nu_H
-        U, _ = family_glm_influence(data, family, X, opt.x, 1.0 / family_totals(data, family)[1], E)
+        U, _ = glm_influence(data, family, X, opt.x, 1.0 / family_totals(data, family)[1], E)
         lins += (U.linearization("the people's tie parameter", {"log_nu": slice(0, 1)}, tie_labels=(data.human_judge,)),)
     beta = sf.chart.covariate_effects(sf.theta) if data.p else None
     if beta is not None:  # the staged fit's two-step linearization cut to its block "beta"

@@ -9,6 +9,7 @@ linearization of every target.  A singular Hessian (possible only with ``check=F
 from __future__ import annotations
 
 import warnings
+from dataclasses import replace
 
 import numpy as np
 
@@ -19,7 +20,7 @@ from pydial.estimation.glm import glm
 from pydial.model.glm import has_tie_parameter
 from pydial.estimation.results import Estimate, tie_log_nu
 from pydial.estimation.steps import NUMPY, family_human_influence, human_effects, human_parameters
-from pydial.inference.sandwich import OutcomeInfluence, family_glm_influence, stack_outcome_influence
+from pydial.inference.sandwich import Influence, glm_influence, stack_influence
 from pydial.exceptions import ArgumentError, ConvergenceWarning
 from pydial.inference.linearization import target_slices
 from pydial.model.chart import centering_basis
@@ -39,7 +40,7 @@ def tie_log_nu_start(family: Family, cells: CellTable, G: int) -> np.ndarray:
     return np.array([family.log_nu_start(cells.counts[cells.judge == g]) for g in range(G)], float)
 
 
-def _identified(U: OutcomeInfluence, what: str) -> bool:
+def _identified(U: Influence, what: str) -> bool:
     """Warn when the GLM's Hessian is singular (its design does not identify ``what``); return whether it is regular."""
     if U.n_zero:
         warnings.warn(ConvergenceWarning(f"{what}: the Hessian is singular in {U.n_zero} direction(s); the design does "
@@ -117,18 +118,18 @@ def _judges(data: Comparisons, family: Family, engine: Optimizers, seed: int | N
             E[N + K + int(np.searchsorted(idx, k)), N + p_k] = 1.0
         E[nb + offsets[k] : nb + offsets[k + 1], N : N + p_k] = np.eye(p_k)
         E[q:, : N - 1] = T
-        U, _ = family_glm_influence(data, family, X, xs[k], 1.0 / float(c.n.sum()), E, cells=c)
+        U, _ = glm_influence(data, family, X, xs[k], 1.0 / float(c.n.sum()), E, cells=c)
         regular &= _identified(U, f"judge {data.judges[k]!r}")
         width = U.A.shape[1]
         A[:, col:col + width] = U.A[:q]
         col += width
-        joint.append(OutcomeInfluence(U.J2, A[:, :0], U.st, U.rec))
-        own.append(OutcomeInfluence(U.J2, U.A[q:].copy(), U.st, U.rec).linearization(
+        joint.append(replace(U, A=A[:, :0]))
+        own.append(replace(U, A=U.A[q:].copy()).linearization(
             f"the scores of judge {data.judges[k]!r}", {"judge_scores": slice(0, N)}))
     blocks = ({"scores": slice(0, N), "b": slice(N, N + K)} | ({"log_nu": slice(N + K, nb)} if idx.size else {})
               | ({"beta": slice(nb, q)} if p else {}))
     what = "the mean judge scores and position effects" + (" and tie parameters" if idx.size else "")
-    lin = stack_outcome_influence(joint, A).linearization(what, blocks, tie_labels=tuple(data.judges[int(k)] for k in idx))
+    lin = stack_influence(joint, A).linearization(what, blocks, tie_labels=tuple(data.judges[int(k)] for k in idx))
     S = np.array([T @ x[: N - 1] for x in xs])
     log_nu = np.array([x[-1] if fr else -np.inf for x, fr in zip(xs, free)])
     converged = regular and (stan.converged if stan is not None else all(o.resolved for o in opts))

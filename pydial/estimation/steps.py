@@ -22,17 +22,15 @@ from pydial.estimation.glm import (NUMPY, human_calibration_design, human_design
 from pydial.estimation.results import tie_log_nu
 from pydial.estimation.selection import SCORE_LIMIT, Candidate, finite_candidate
 from pydial.inference.calibration_test import CalibrationTest, calibration_lrt
-from pydial.inference.linearization import (Linearization, finite_influence, linearize, llm_only_linearization,
-                                            staged_linearization, target_slices)
-from pydial.inference.sandwich import (OutcomeInfluence, family_finite_influence, family_glm_influence,
-                                       family_staged_influence, gacv_trace, objective_outcome_influence)
-from pydial.model.chart import Chart, centering_basis, consensus_gamma
+from pydial.inference.linearization import Linearization, target_slices
+from pydial.inference.sandwich import (Influence, finite_influence, gacv_trace, glm_influence, judge_effect_linearizations,
+                                       staged_influence)
+from pydial.model.chart import Chart, centering_basis
 from pydial.model.design import Design
 from pydial.model.families import BINARY, Family
 from pydial.model.identifiability import check_human_mle, undirected_labels
-from pydial.model.likelihood import Objective
 from pydial.model.cells import family_totals, human_counts, human_log_nu, human_loss_at, tie_human_loss
-from pydial.optim import OptimResult, pinv_sym
+from pydial.optim import OptimResult
 
 __all__ = ["NUMPY", "Steps", "numpy_optimizers"]
 
@@ -57,7 +55,7 @@ def human_parameters(data: Comparisons, x: np.ndarray, free: bool) -> tuple[np.n
 
 
 def family_human_influence(data: Comparisons, family: Family, engine: Optimizers = NUMPY,
-                           penalty: str | None = None) -> tuple[OptimResult, OutcomeInfluence, float]:
+                           penalty: str | None = None) -> tuple[OptimResult, Influence, float]:
     """Return the people's model's optimum, the influence of ``(s, log nu_H if free, beta_H)`` and ``log nu_H``."""
     N = data.N
     p = human_effects(data).size
@@ -66,7 +64,7 @@ def family_human_influence(data: Comparisons, family: Family, engine: Optimizers
     E[:N, : N - 1] = centering_basis(N)
     E[N : N + free, -1] = 1.0
     E[N + free:, N - 1 : N - 1 + p] = np.eye(p)
-    U, _ = family_glm_influence(data, family, X, opt.x, 1.0 / family_totals(data, family)[1], E)
+    U, _ = glm_influence(data, family, X, opt.x, 1.0 / family_totals(data, family)[1], E)
     return opt, U, human_parameters(data, opt.x, free)[2]
 
 
@@ -111,8 +109,8 @@ def human_only_lrt(data: Comparisons, family: Family, loss_restricted: float, d:
 def _glm_trace(data: Comparisons, family: Family, X: Design, x: np.ndarray, free: bool, penalty: str | None) -> float:
     """Return GACV's trace term of a GLM of the people's cells (design ``X``, ``x = (beta, log nu_H)``; eq. gacv)."""
     n_h = family_totals(data, family)[1]
-    U, H = family_glm_influence(data, family, X, x, 1.0 / n_h, np.zeros((1, X.shape[1] + free)), unit=True, penalty=penalty)
-    return gacv_trace(H, U.J2, U.st, sp.block_diag([X.basis_csr, sp.identity(int(free))], format="csr"), n_h)
+    U, H = glm_influence(data, family, X, x, 1.0 / n_h, np.zeros((1, X.shape[1] + free)), unit=True, penalty=penalty)
+    return gacv_trace(H, U.source.J, U.source.stats, sp.block_diag([X.basis_csr, sp.identity(int(free))], format="csr"), n_h)
 
 
 def family_anchored_candidate(data: Comparisons, sf: StagedFit, family: Family, penalty: str | None = None) -> Candidate:
@@ -145,8 +143,8 @@ def beta_labels(data: Comparisons, ch: Chart) -> tuple[str, ...]:
 class Steps:
     """The steps of :func:`pydial.estimation.dial.fit_dial` for an outcome family, by ``engine``, penalized by ``penalty``.
 
-    ``shared``: one covariate effect for all LLM judges.  The binary family's specializations give the same
-    estimates as its general steps (``fast=False``).
+    ``shared``: one covariate effect for all LLM judges.  The binary family's optimizer specializations (the
+    engine's ``staged`` and ``path``, the polish) give the same estimates as its general steps (``fast=False``).
     """
 
     data: Comparisons
@@ -157,11 +155,7 @@ class Steps:
     penalty: str | None = None
     shared: bool = field(default=False, kw_only=True)
     fast: bool = field(default=True, kw_only=True)
-    """Take the binary family's specialization (``False``: its general steps, which a test compares)."""
-
-    @property
-    def _binary(self) -> bool:
-        return self.fast and self.family.is_binary
+    """Take the binary family's optimizer specializations (``False``: its general steps, which a test compares)."""
 
     @property
     def _engine(self) -> Optimizers:
@@ -185,7 +179,7 @@ class Steps:
 
     def polish(self, chart: Chart, cand: Candidate) -> Candidate:
         """Return the selected finite candidate with its optimum polished (the binary family's numpy fit; others as is)."""
-        if not self._binary or self.engine.name != "numpy" or cand.theta is None:
+        if not (self.fast and self.family.is_binary) or self.engine.name != "numpy" or cand.theta is None:
             return cand
         out = finite_candidate(self.data, chart, cand.lambda_, cand.theta, cand.multiple, self.family, self.engine,
                                penalty=self.penalty, warm=cand)
@@ -194,25 +188,16 @@ class Steps:
     def scores_linearization(self, sf: StagedFit, best: Candidate) -> tuple[Linearization, float]:
         """Return the linearization of the selected scores (and of ``log nu_H`` when free), and ``log nu_H``."""
         data, family, ch = self.data, self.family, sf.chart
-        if self._binary and np.isinf(best.lambda_):
-            return staged_linearization(data, sf), -np.inf
-        if self._binary and best.lambda_ != 0:
-            # the bread is the unpenalized Hessian (pydial.model.penalty): the candidate's H^+ only without a penalty
-            assert best.theta is not None and best.s is not None  # a selected finite weight is admissible
-            U_b, stt = finite_influence(data, ch, best.lambda_, best.theta, best.hess_pinv if self.penalty is None else None)
-            return linearize(U_b, stt, "the calibrated scores", **target_slices(data.N, U_b.A.shape[0])), -np.inf
         if best.lambda_ == 0:
             _, U, lh = family_human_influence(data, family, self.engine, self.penalty)
             stage_one = None
         elif np.isinf(best.lambda_):
-            U, n_one = family_staged_influence(data, sf, family)
+            U, n_one = staged_influence(data, sf, family)
             lh, stage_one = human_log_nu(ch, sf.free, sf.x), slice(0, n_one)
         else:
-            assert best.theta is not None
-            # the bread is the unpenalized Hessian (pydial.model.penalty): the optimizer's only without a penalty
-            known = (best.opt.hess if self.penalty is None and best.opt is not None
-                     and np.array_equal(best.opt.x, best.theta) else None)
-            U = family_finite_influence(data, ch, best.lambda_, best.theta, family, known)
+            assert best.theta is not None  # a selected finite weight is admissible
+            # the bread is the unpenalized Hessian (pydial.model.penalty): the candidate's H^+ only without a penalty
+            U = finite_influence(data, ch, best.lambda_, best.theta, family, best.hess_pinv if self.penalty is None else None)
             lh, stage_one = human_log_nu(ch, sf.free, best.theta), None
         blocks = target_slices(data.N, U.A.shape[0], bool(np.isfinite(lh)))
         lin = U.linearization("the calibrated scores", blocks, stage_one=stage_one,
@@ -223,30 +208,12 @@ class Steps:
                                                      tuple[Linearization, ...]]:
         """Return ``b``, ``gamma``, the judges' ``log nu`` of the LLM-only fit and their linearizations.
 
-        Bread ``H(l_L)^+`` (Prop. stage-one-normality); ``gamma``'s Jacobian by central differences.
+        Bread ``H(l_L)^+`` (Prop. stage-one-normality; :func:`~pydial.inference.sandwich.judge_effect_linearizations`).
         """
-        data, chL, xL, th = self.data, sf.llm_chart, sf.llm_x, sf.llm_theta
-        if self._binary:
-            if not self.order:
-                return None, None, None, ()
-            lins = llm_only_linearization(data, chL, th, hess=sf.llm_opt.hess_at(th))
-            return chL.order_effects(th), chL.structure(th).gamma, None, lins
-        obj = Objective.weighted(chL, data, np.inf, ties=self.family, free=sf.llm_free)
-        Hp, _ = pinv_sym(obj.value_grad_hess(xL)[2])
-        nb, nt = (data.K if chL.order else 0), obj.n_tie
-        E = np.zeros((nb + nt + data.K, obj.dim))
-        sb = chL.slices["b"]
-        E[np.arange(nb), np.arange(sb.start, sb.stop)] = 1.0
-        E[nb + np.arange(nt), chL.dim + np.arange(nt)] = 1.0
-        h = 1e-6
-        for t, e in enumerate(h * np.eye(chL.dim)):
-            E[nb + nt:, t] = (consensus_gamma(chL.S(th + e)) - consensus_gamma(chL.S(th - e))) / (2 * h)
-        U = objective_outcome_influence(data, obj, xL, E @ Hp)
-        blocks = ({"b": slice(0, nb)} if nb else {}) | {"log_nu": slice(nb, nb + nt), "gamma": slice(nb + nt, nb + nt + data.K)}
-        lin = U.linearization("the position effects, tie parameters and consensus loadings", blocks,
-                              tie_labels=tuple(data.judges[int(g)] for g in obj.free))
+        data, chL, th = self.data, sf.llm_chart, sf.llm_theta
         b, gamma = (chL.order_effects(th), chL.structure(th).gamma) if chL.order else (None, None)
-        return b, gamma, tie_log_nu(list(data.judges), xL[chL.dim:], sf.llm_free), (lin,)
+        log_nu = None if self.family.is_binary else tie_log_nu(list(data.judges), sf.llm_x[chL.dim:], sf.llm_free)
+        return b, gamma, log_nu, judge_effect_linearizations(data, sf, self.family)
 
     def selected(self, sf: StagedFit, best: Candidate, hum: Candidate) -> dict[str, Any]:
         """Return the :class:`~pydial.estimation.results.Estimate` fields of ``best``: estimates, linearizations, LRT.

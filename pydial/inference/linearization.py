@@ -1,6 +1,7 @@
-r"""Inference for the DIAL estimators: the linearization (bread) of each fit and the Wald tables.
+r"""Inference for the DIAL estimators: the Wald tables, the two-step maps and target blocks of the linearizations.
 
-Influence ``u_c = A j_c`` of binary cells; the meats are in :mod:`pydial.inference.meats` (re-exported here).
+The linearizations themselves are built in :mod:`pydial.inference.sandwich`, their meats in
+:mod:`pydial.inference.meats` (re-exported here).
 """
 
 from __future__ import annotations
@@ -12,21 +13,13 @@ import numpy as np
 import pandas as pd
 from scipy.stats import norm
 
-from pydial.cache import derived
-from pydial.data.comparisons import Comparisons
 from pydial.exceptions import ConvergenceError, CovarianceWarning, IdentifiabilityError
-from pydial.model.chart import Chart, consensus_gamma
 from pydial.model.families import family_of
-from pydial.model.likelihood import Cells, Objective
-from pydial.model.cells import CellJacobian
-from pydial.inference.meats import (ANCHORED_COVS, CLUSTERED, COV_DESCRIPTIONS, COV_TYPES, CellStats, Influence, Linearization,
-                                    Meat, MeatSource, as_sparse, check_cov_type, degenerate_meat, influence_covariance,
-                                    linearize, meat_covariance, parameter_meat, stack_influence)
-from pydial.optim import pinv_sym
+from pydial.inference.meats import (ANCHORED_COVS, CLUSTERED, COV_DESCRIPTIONS, COV_TYPES, CellStats, Linearization,
+                                    Meat, MeatSource, check_cov_type, degenerate_meat, meat_covariance, parameter_meat)
 
-__all__ = ["ANCHORED_COVS", "CLUSTERED", "COV_DESCRIPTIONS", "COV_TYPES", "CellStats", "Influence", "Linearization", "Meat",
-           "MeatSource", "check_cov_type", "degenerate_meat", "influence_covariance",
-           "linearize", "meat_covariance", "parameter_meat", "stack_influence", "score_tables",
+__all__ = ["ANCHORED_COVS", "CLUSTERED", "COV_DESCRIPTIONS", "COV_TYPES", "CellStats", "Linearization", "Meat",
+           "MeatSource", "check_cov_type", "degenerate_meat", "meat_covariance", "parameter_meat", "score_tables",
            "consensus_table", "position_effect_tables", "wald_table", "wald_frame", "tie_table",
            "zero_variance", "zero_variance_warning"]
 
@@ -92,14 +85,7 @@ def wald_frame(est: np.ndarray, var: np.ndarray, index: list[str], level: float,
     )
 
 
-# ===================================================================== breads
-def objective_influence(obj: Objective, theta: np.ndarray, A: np.ndarray, coords: slice | np.ndarray = slice(None)
-                        ) -> Influence:
-    """Influence ``u_c = A d eta_c / d theta[coords]``, factored as ``J = d eta / d phi`` and ``A T[:, coords]^T``."""
-    Tc = obj.chart.T_sparse[:, coords]
-    return Influence(CellJacobian(obj, np.asarray(theta, float)), np.asarray(Tc @ np.asarray(A).T).T)
-
-
+# ====================================================== linearization pieces
 def two_step_maps(S_xi: np.ndarray, S_c: np.ndarray, C: np.ndarray, H_c_xi: np.ndarray,
                   stage_two: str) -> tuple[np.ndarray, np.ndarray]:
     """Return the two-step delta method's maps ``(S_xi - S_c C^{-1} H_c_xi, S_c C^{-1})`` of a staged estimator.
@@ -115,79 +101,11 @@ def two_step_maps(S_xi: np.ndarray, S_c: np.ndarray, C: np.ndarray, H_c_xi: np.n
     return S_xi - S_c @ Cinv @ H_c_xi, S_c @ Cinv
 
 
-def staged_linearization(data: Comparisons, fit_: Any) -> Linearization:
-    """Two-step linearization of the calibrated scores at the staged endpoint (Alg. DIAL-Anc).
-
-    LLM cells ``u = (ds/dxi - ds/dc C^{-1} H_c_xi) H_xi^+ d eta/d xi`` (first; their columns of ``A`` are
-    the ``stage_one`` that ``"fixed-basis"`` drops), human cells ``u = ds/dc C^{-1} d eta/dc``.
-    """
-    ch, th = fit_.chart, fit_.theta
-    oL = Objective(ch, Cells.stack(data, 1.0 / data.n_llm, 0.0))
-    oH = Objective(ch, Cells.stack(data, 0.0, 1.0 / data.n_human))
-    cs, xi = ch.human_coordinates, ch.llm_coordinates
-    # H_xi of l_L is the LLM-only fit's Hessian when that fit ends at the staged fit's coordinates (staged_fit)
-    HL = fit_.llm_opt.hess_at(th[xi]) if fit_.llm_opt is not None else None
-    HL = oL.value_grad_hess(th)[2][np.ix_(xi, xi)] if HL is None else HL
-    _, _, HH = oH.value_grad_hess(th)
-    sdot = ch.target_jacobian(th)
-    total, A_H = two_step_maps(sdot[:, xi], sdot[:, cs], HH[np.ix_(cs, cs)], HH[np.ix_(cs, xi)], "c_H")
-    HLp, _ = pinv_sym(HL, gauge=ch.gauge_directions(th)[xi])
-    U_L = objective_influence(oL, th, total @ HLp, xi)
-    U_H = objective_influence(oH, th, A_H, cs)
-    st = CellStats.from_parts([(data.llm.n, data.llm.y, oL.probabilities(th), 1.0 / data.n_llm, False),
-                               (data.human.n, data.human.y, oH.probabilities(th), 1.0 / data.n_human, True)])
-    U = stack_influence([U_L, U_H])
-    return Linearization(MeatSource(U.J, st), U.A, target_slices(data.N, U.A.shape[0]), "the calibrated scores",
-                         stage_one=slice(0, U_L.A.shape[1]))
-
-
 def target_slices(N: int, rows: int, log_nu: int = 0) -> dict[str, slice]:
     """Return the blocks of the targets ``(s, log_nu rows of log nu, beta)``, ``rows`` in all (``Chart.target_jacobian``)."""
     nl = int(log_nu)
     return ({"scores": slice(0, N)} | ({"log_nu": slice(N, N + nl)} if nl else {})
             | ({"beta": slice(N + nl, rows)} if rows > N + nl else {}))
-
-
-def staged_influence(data: Comparisons, fit_: Any) -> tuple[Influence, CellStats]:
-    """Return :func:`staged_linearization` as factored influence and the cells' statistics."""
-    lin = staged_linearization(data, fit_)
-    return Influence(as_sparse(lin.source.J), lin.A), lin.source.stats
-
-
-def finite_influence(data: Comparisons, ch: Chart, lambda_: float, theta: np.ndarray,
-                     hess_pinv: np.ndarray | None = None) -> tuple[Influence, CellStats]:
-    """Influence ``u_c = sdot H^+ d eta_c/d theta`` of ``(s, beta)`` at a finite weight (eq. weighted-empirical-sandwich)."""
-    obj = Objective.weighted(ch, data, lambda_)
-    Hp = hess_pinv if hess_pinv is not None else pinv_sym(obj.value_grad_hess(theta)[2], gauge=ch.gauge_directions(theta))[0]
-    U = objective_influence(obj, theta, ch.target_jacobian(theta) @ Hp)
-    p = obj.probabilities(theta)
-    h = obj.cells.is_human
-    st = CellStats.from_parts([(data.llm.n, data.llm.y, p[~h], lambda_ / data.n_llm, False),
-                               (data.human.n, data.human.y, p[h], 1.0 / data.n_human, True)])
-    return U, st
-
-
-def llm_only_linearization(data: Comparisons, chart: Chart, theta: np.ndarray,
-                           hess: np.ndarray | None = None) -> tuple[Linearization, Linearization]:
-    """Linearizations of ``b`` and of ``gamma`` of the LLM-only fit (Prop. stage-one-normality).
-
-    Bread ``H(l_L)^+`` (``hess`` when known), one :class:`MeatSource` cached on ``data``; the Jacobian of
-    ``gamma = consensus_gamma(S)`` by central differences.
-    """
-    def build() -> tuple[MeatSource, np.ndarray]:
-        o = Objective(chart, Cells.stack(data, 1.0 / data.n_llm, 0.0))
-        H = hess if hess is not None else o.value_grad_hess(theta)[2]
-        Hp = pinv_sym(H, gauge=chart.gauge_directions(theta))[0]
-        st = CellStats.from_parts([(data.llm.n, data.llm.y, o.probabilities(theta), 1.0 / data.n_llm, False)])
-        return MeatSource(CellJacobian(o, theta), st), np.asarray(chart.T_sparse @ Hp.T).T
-
-    source, HpT = derived(data, ("llm_only_linearization", chart, theta.tobytes()), build)
-    Eb = np.eye(chart.dim)[chart.slices["b"]] if chart.order else np.zeros((0, chart.dim))
-    Eg = np.empty((data.K, chart.dim))
-    for t, e in enumerate(1e-6 * np.eye(chart.dim)):
-        Eg[:, t] = (consensus_gamma(chart.S(theta + e)) - consensus_gamma(chart.S(theta - e))) / 2e-6
-    return (Linearization(source, Eb @ HpT, {"b": slice(0, Eb.shape[0])}, "the position effects b"),
-            Linearization(source, Eg @ HpT, {"gamma": slice(0, data.K)}, "the consensus loadings gamma"))
 
 
 def tie_table(names: list[str], groups: np.ndarray, free: np.ndarray, log_nu: np.ndarray, var: np.ndarray,

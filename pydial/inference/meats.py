@@ -42,7 +42,7 @@ def check_cov_type(cov_type: str) -> str:
 class CellStats:
     r"""Counts and fitted statistics of the cells, LLM then human (stacked order of :class:`pydial.model.cells.Cells`).
 
-    Binary cells (:meth:`from_parts`): ``y`` wins and fitted ``p``, score ``p - z``.  Outcome cells
+    Binary cells: ``y`` wins and fitted ``p``, score ``p - z``.  Outcome cells
     (:meth:`outcomes`): ``(m, 3)`` ``counts``, ``P`` and ``a = d log P / d eta``, ``b = d log P / d l``
     (``i`` wins, ``j`` wins, tie), ``information`` optionally the observed information (then ``"fisher"``
     is observed).  ``pair_key``: each cell's judge-pair key when given (:meth:`pair_keys`).
@@ -59,17 +59,6 @@ class CellStats:
     b: np.ndarray | None = None
     information: np.ndarray | None = None
     pair_key: np.ndarray | None = None
-
-    @classmethod
-    def from_parts(cls, parts: list[tuple[np.ndarray, np.ndarray, np.ndarray, float, bool]]) -> "CellStats":
-        """Binary cells from ``(n, y, p, w, is_human)`` groups (LLM groups cover ``data.llm``, human ``data.human``)."""
-        def stack(col: list[np.ndarray]) -> np.ndarray:  # one group: its arrays as they are (no copy of 10M cells)
-            return col[0] if len(col) == 1 else np.concatenate(col)
-
-        n, y, p = (stack([np.asarray(x[t]) for x in parts]) for t in range(3))
-        w = stack([np.full(x[0].size, x[3], float) for x in parts])
-        h = stack([np.full(x[0].size, x[4]) for x in parts])
-        return cls(n, w, h, y, p)
 
     @classmethod
     def outcomes(cls, counts: np.ndarray, P: np.ndarray, a: np.ndarray, b: np.ndarray, w: np.ndarray,
@@ -153,27 +142,6 @@ class CellStats:
         return R.record[used], pos[used], np.where(R.z[used] == 1, 0, 1)
 
 
-@dataclass(frozen=True)
-class Influence:
-    r"""Influence directions in factored form ``u_c = A j_c`` (``U = J A^T``).
-
-    ``J`` (m x P, usually sparse) is ``d eta_c / d zeta``; ``A`` (q x P, dense) maps a parameter score to
-    the targets.  Only ``P x P`` and ``q x q`` matrices are ever dense.
-    """
-
-    J: Any
-    A: np.ndarray
-
-    def dense(self) -> np.ndarray:
-        """``U = J A^T`` (m x q); for checks on small problems only."""
-        return np.asarray(as_sparse(self.J) @ self.A.T)
-
-
-def stack_influence(parts: "list[Influence]") -> "Influence":
-    """Influence of cells stacked block by block, each block on its own parameters (``J`` block-diagonal, ``A`` side by side)."""
-    return Influence(BlockJacobian(tuple(p.J for p in parts)), np.hstack([p.A for p in parts]))
-
-
 @dataclass(frozen=True, eq=False)
 class BlockJacobian:
     """Cell Jacobians (sparse or factored) stacked block-diagonally; the meats' products are formed block by block."""
@@ -219,19 +187,6 @@ class BlockJacobian:
     def tocsr(self) -> sp.csr_matrix:
         """``J`` as a sparse matrix."""
         return sp.block_diag([sp.csr_matrix(as_sparse(b)) for b in self.blocks], format="csr")
-
-
-def influence_covariance(U: "Influence | np.ndarray", st: CellStats, data: Comparisons, cov_type: str, *,
-                         what: str = "the estimates") -> np.ndarray:
-    """Covariance ``sum_clusters (sum IF)(sum IF)^T`` of a linearized target (eq. weighted-empirical-sandwich).
-
-    ``U``: :class:`Influence`, or a dense ``(m, q)`` matrix taken as ``J`` with ``A = I``; ``st`` the same
-    cells' statistics; ``data`` supplies the clusters.  Returns ``(q, q)``, all NaN when the meat is degenerate.
-    """
-    if isinstance(U, Influence):
-        return Linearization(MeatSource(U.J, st), U.A, {}, what).covariance(data, cov_type)
-    J = U
-    return meat_covariance(parameter_meat(J, st, data, cov_type), lambda: _gram(J, np.ones(J.shape[0])), None, cov_type, what)
 
 
 def meat_covariance(M: "Meat", JtJ: Callable[[], Any], A: np.ndarray | None, cov_type: str, what: str,
@@ -306,11 +261,6 @@ class Linearization:
             A[:, self.stage_one] = 0.0
         return meat_covariance(self.source.meat(data, cov_type), self.source.gram, A, cov_type, self.what,
                                cluster_correction)
-
-
-def linearize(U: "Influence", st: "CellStats", what: str, **blocks: slice) -> Linearization:
-    """Return a :class:`Linearization` of binary cells from ``U`` and ``st``; ``blocks`` name the rows (default ``scores``)."""
-    return Linearization(MeatSource(U.J, st), U.A, blocks or {"scores": slice(0, U.A.shape[0])}, what)
 
 
 def degenerate_meat(gram: np.ndarray, G: int | None, cov_type: str, what: str) -> bool:

@@ -6,7 +6,7 @@ import numpy as np
 
 from pydial.data.comparisons import Comparisons
 from pydial.inference.linearization import Linearization, target_slices, two_step_maps
-from pydial.inference.sandwich import family_glm_influence, stack_outcome_influence
+from pydial.inference.sandwich import glm_influence, stack_influence
 from pydial.model.cells import Cells
 from pydial.model.chart import centering_basis
 from pydial.model.families import Family
@@ -91,8 +91,8 @@ def pooled_linearization(data: Comparisons, family: Family, o1: OptimResult, o2:
     Z2[np.r_[N + nl + p1 + np.arange(p2), np.full(free2, N + free1)], 1 + np.arange(p2 + free2)] = 1.0
     total, _ = two_step_maps(Z1, Z2, H2, G21, "the pooled scale c" + (" and beta_H" if p2 else "")
                              + (" and nu_H" if free2 else ""))
-    # the stage-one map is applied with H1^{-1} by family_glm_influence
-    U_L, _ = family_glm_influence(data, family, X1, o1.x, w1, total, cells=L)
-    U_H, _ = family_glm_influence(data, family, X2, o2.x, w2, Z2, cells=Hc)
+    # the stage-one map is applied with H1^{-1} by glm_influence
+    U_L, _ = glm_influence(data, family, X1, o1.x, w1, total, cells=L)
+    U_H, _ = glm_influence(data, family, X2, o2.x, w2, Z2, cells=Hc)
     labels = tuple(name for name, free in ((POOLED_LABEL, free1), (data.human_judge, free2)) if free)
-    return stack_outcome_influence([U_L, U_H]).linearization("the pooled scores", target_slices(N, q, nl), tie_labels=labels)
+    return stack_influence([U_L, U_H]).linearization("the pooled scores", target_slices(N, q, nl), tie_labels=labels)

@@ -1,4 +1,10 @@
-r"""Sandwich influence of the fits of every outcome family (eq. weighted-empirical-sandwich) and GACV's trace (eq. gacv)."""
+r"""Sandwich influence of the fits of every outcome family (eq. weighted-empirical-sandwich) and GACV's trace (eq. gacv).
+
+An :class:`Influence` ``u_c = A j_c`` is kept factored: ``j_c`` the derivatives of cell ``c``'s channels (``eta``, then
+``log nu``), ``A`` the map of a parameter score to the targets.  The binary family is the one-channel case of every
+function here: ``J = d eta / d phi`` kept factored (:class:`~pydial.model.cells.CellJacobian`), the cell residuals
+``n p - y`` (:func:`cell_stats`).
+"""
 
 from __future__ import annotations
 
@@ -15,8 +21,9 @@ from pydial.data.comparisons import COVARIATE_PREFIX, I_WINS, J_WINS, TIE, Compa
 from pydial.data.ingest import RowCoder
 from pydial.exceptions import ArgumentError
 from pydial.inference.linearization import Linearization, two_step_maps
-from pydial.inference.meats import CellStats, MeatSource, parameter_meat
-from pydial.model.chart import Chart, pull_terms, sparse_pull_back
+from pydial.inference.meats import BlockJacobian, CellStats, MeatSource, as_sparse, parameter_meat
+from pydial.model.cells import CellJacobian
+from pydial.model.chart import Chart, consensus_gamma, pull_terms, sparse_pull_back
 from pydial.model.design import Design
 from pydial.model.families import BINARY, Family
 from pydial.model.glm import FamilyGLM
@@ -24,13 +31,19 @@ from pydial.model.likelihood import Cells, Objective
 from pydial.optim import pinv_sym
 
 
-def outcome_stats(obj: Objective, x: np.ndarray, unit_weight: bool = False) -> CellStats:
-    """Outcome :class:`~pydial.inference.meats.CellStats` of the cells at ``x``, with the observed information."""
-    eta = obj.eta(x[: obj.chart.dim])
-    P, a, b = obj.outcome_derivatives(x, eta)
-    d = obj.cell_derivatives(x, eta)
+def cell_stats(obj: Objective, x: np.ndarray, unit_weight: bool = False) -> CellStats:
+    """Return the :class:`~pydial.inference.meats.CellStats` of ``obj``'s cells at ``x`` (``unit_weight``: weights 1).
+
+    The binary family's: wins ``y`` and fitted ``p`` (the cells' own arrays, no copy); the others' outcomes with the
+    observed information.
+    """
     c = obj.cells
     w = np.ones(c.w.size) if unit_weight else c.w
+    eta = obj.eta(x[: obj.chart.dim])
+    if obj.family.is_binary:
+        return CellStats(c.n, w, c.is_human, c.y, expit(eta))
+    P, a, b = obj.outcome_derivatives(x, eta)
+    d = obj.cell_derivatives(x, eta)
     info = -np.column_stack([d.d_eta_eta, d.d_eta_l, d.d_l_l])
     return CellStats.outcomes(c.counts, P, a, b, w, c.is_human, pair_keys(c, obj.chart.N), info)
 
@@ -88,25 +101,28 @@ def record_rows(data: Comparisons, cells: Cells, family: Family) -> tuple[np.nda
 
 
 @dataclass(frozen=True)
-class OutcomeInfluence:
-    """Influence ``u = A J2^T`` of outcome cells: ``J2`` ``2m x P`` (``d eta``, then ``d log nu``; ``m x P`` binary GLMs).
+class Influence:
+    """Influence ``u_c = A j_c`` of a group of targets, factored (``U = J A^T``; only ``A`` and ``P x P`` are dense).
 
-    ``st`` the cells' statistics, ``rec`` their record rows, ``n_zero`` the bread's zero eigenvalues.
+    ``source`` the cells: the Jacobian ``J`` of their channels (rows ``k m + c``), their statistics and record rows;
+    ``A`` (q x P) maps a parameter score to the targets; ``n_zero`` the bread's zero eigenvalues (a GLM's).
     """
 
-    J2: Any
+    source: MeatSource
     A: np.ndarray
-    st: CellStats
-    rec: tuple[np.ndarray, np.ndarray, np.ndarray] | None
     n_zero: int = 0
 
     def linearization(self, what: str, blocks: dict[str, slice], **kwargs: Any) -> Linearization:
-        """Return the :class:`~pydial.inference.linearization.Linearization` of these cells (``stage_one``, ``tie_labels``)."""
-        return Linearization(MeatSource(self.J2, self.st, self.rec), self.A, blocks, what, **kwargs)
+        """Return the :class:`~pydial.inference.meats.Linearization` of these targets (``stage_one``, ``tie_labels``)."""
+        return Linearization(self.source, self.A, blocks, what, **kwargs)
 
-    def covariance(self, data: Comparisons, cov_type: str, what: str) -> np.ndarray:
+    def covariance(self, data: Comparisons, cov_type: str, what: str = "the estimates") -> np.ndarray:
         """Return ``A M A^T`` with the meat ``M`` of type ``cov_type`` (:func:`pydial.inference.meats.parameter_meat`)."""
         return self.linearization(what, {}).covariance(data, cov_type)
+
+    def dense(self) -> np.ndarray:
+        """``U = J A^T`` (channels x cells by q); for checks on small problems only."""
+        return np.asarray(as_sparse(self.source.J) @ self.A.T)
 
 
 def _concatenate(arrays: list[np.ndarray]) -> np.ndarray:
@@ -137,27 +153,54 @@ def _stack_stats(parts: list[CellStats]) -> CellStats:
     return CellStats(**cols)
 
 
-def stack_outcome_influence(parts: list[OutcomeInfluence], A: np.ndarray | None = None) -> OutcomeInfluence:
-    """Stack blocks of cells with their own parameters (channels block-diagonal, ``A`` side by side, or ``A`` if given)."""
-    ms = [p.st.w.size for p in parts]
-    C = parts[0].J2.shape[0] // ms[0]  # channels: 2, or 1 for the binary family's GLMs
-    J = sp.vstack([sp.block_diag([sp.csr_matrix(p.J2)[k * m:(k + 1) * m] if C > 1 else p.J2 for p, m in zip(parts, ms)])
-                   for k in range(C)], format="csr")
+def stack_influence(parts: list[Influence], A: np.ndarray | None = None) -> Influence:
+    """Stack blocks of cells with their own parameters (``J`` block-diagonal by channel, ``A`` side by side, or ``A``).
+
+    Factored Jacobians (the binary family's structured cells) stay factored, block by block (:class:`BlockJacobian`).
+    """
+    src = [p.source for p in parts]
+    ms = [s.stats.w.size for s in src]
+    C = src[0].J.shape[0] // ms[0]  # channels: 2, or 1 for the binary family
+    if C == 1 and not all(sp.issparse(s.J) or isinstance(s.J, np.ndarray) for s in src):
+        J: Any = BlockJacobian(tuple(s.J for s in src))
+    else:
+        J = sp.vstack([sp.block_diag([sp.csr_matrix(s.J)[k * m:(k + 1) * m] if C > 1 else s.J for s, m in zip(src, ms)])
+                       for k in range(C)], format="csr")
     rec: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
-    recs = [p.rec for p in parts if p.rec is not None]
-    if len(recs) == len(parts):
+    recs = [s.record_rows for s in src if s.record_rows is not None]
+    if len(recs) == len(src):
         off = np.cumsum([0] + ms[:-1])
         rec = cast(tuple[np.ndarray, np.ndarray, np.ndarray],
                    tuple(np.concatenate(z) for z in zip(*[(r[0], r[1] + o, r[2]) for r, o in zip(recs, off)])))
-    return OutcomeInfluence(J, np.hstack([p.A for p in parts]) if A is None else A, _stack_stats([p.st for p in parts]), rec)
+    A = np.hstack([p.A for p in parts]) if A is None else A
+    return Influence(MeatSource(J, _stack_stats([s.stats for s in src]), rec), A)
 
 
-def objective_outcome_influence(data: Comparisons, obj: Objective, x: np.ndarray, A_x: np.ndarray,
-                         coords: np.ndarray | slice = slice(None)) -> OutcomeInfluence:
-    """``u_c = A_x T_ext[:, coords]^T (channels of cell c)`` for the cells of ``obj``."""
-    Tc = obj.T_ext[:, coords]
-    A = np.asarray((Tc @ np.asarray(A_x).T).T) if sp.issparse(Tc) else A_x @ Tc.T
-    return OutcomeInfluence(obj.ext_jacobian(x), np.asarray(A), outcome_stats(obj, x), record_rows(data, obj.cells, obj.family))
+def objective_influence(data: Comparisons, obj: Objective, x: np.ndarray, A_x: np.ndarray,
+                        coords: np.ndarray | slice = slice(None)) -> Influence:
+    """Influence ``u_c = A_x T_ext[:, coords]^T j_c`` of ``obj``'s cells at ``x``, ``j_c`` the derivatives of their channels.
+
+    The binary family's one channel ``d eta / d phi`` stays factored (never a dense cells x parameters matrix), its
+    records found from the data when asked; the others' ``[d eta; d log nu]`` are sparse.
+    """
+    A = np.asarray((obj.T_ext[:, coords] @ np.asarray(A_x).T).T)
+    if obj.family.is_binary:
+        return Influence(MeatSource(CellJacobian(obj, obj.split(x)[0]), cell_stats(obj, x)), A)
+    return Influence(MeatSource(obj.ext_jacobian(x), cell_stats(obj, x), record_rows(data, obj.cells, obj.family)), A)
+
+
+def bread(obj: Objective, x: np.ndarray, H: np.ndarray | None = None, coords: np.ndarray | None = None) -> np.ndarray:
+    """Return ``H^+``, the pseudo-inverse Hessian of ``obj`` at ``x`` on ``coords`` (``H``: that Hessian when known).
+
+    The binary family's off the gauge (Lemma overparam-invariance): one Cholesky factorization when the gauge
+    tangents are certified flat (:func:`~pydial.optim.pinv_gauge`); else, and for the tie families (as their weight
+    path's ``H^+``), by eigen-decomposition.
+    """
+    if H is None:
+        H = obj.value_grad_hess(x)[2]
+        H = H if coords is None else H[np.ix_(coords, coords)]
+    Z = obj.chart.gauge_directions(x[: obj.chart.dim]) if obj.family.is_binary else None
+    return pinv_sym(H, gauge=Z if Z is None or coords is None else Z[coords])[0]
 
 
 def target_jacobian_x(ch: Chart, obj: Objective, x: np.ndarray) -> np.ndarray:
@@ -170,37 +213,74 @@ def target_jacobian_x(ch: Chart, obj: Objective, x: np.ndarray) -> np.ndarray:
     return E
 
 
-def family_finite_influence(data: Comparisons, ch: Chart, lambda_: float, x: np.ndarray, family: Family,
-                            hess: np.ndarray | None = None) -> OutcomeInfluence:
-    """Sandwich at a finite weight (eq. weighted-empirical-sandwich, pseudo-inverse bread), targets :func:`target_jacobian_x`."""
+def finite_influence(data: Comparisons, ch: Chart, lambda_: float, x: np.ndarray, family: Family = BINARY,
+                     hess_pinv: np.ndarray | None = None) -> Influence:
+    """Return the influence ``u_c = E H^+ j_c`` of the targets ``E`` (:func:`target_jacobian_x`) at a finite weight.
+
+    Eq. weighted-empirical-sandwich; ``hess_pinv``: ``H^+`` when known (the weight path's), else the :func:`bread` of
+    ``Q_lambda`` without its penalty.
+    """
     obj = Objective.weighted(ch, data, lambda_, ties=family)
-    H = hess if hess is not None else obj.value_grad_hess(x)[2]
-    Hp, _ = pinv_sym(H)
-    return objective_outcome_influence(data, obj, x, target_jacobian_x(ch, obj, x) @ Hp)
+    Hp = bread(obj, x) if hess_pinv is None else hess_pinv
+    return objective_influence(data, obj, x, target_jacobian_x(ch, obj, x) @ Hp)
 
 
-def family_staged_influence(data: Comparisons, sf: Any, family: Family) -> tuple[OutcomeInfluence, int]:
+def staged_influence(data: Comparisons, sf: Any, family: Family = BINARY) -> tuple[Influence, int]:
     """Two-step influence of ``(s, log nu_H, beta)`` at the staged endpoint (eq. staged-calibrated-estimator), stage-one columns.
 
-    LLM cells through the LLM-only fit, human cells through ``(c, beta_H, log nu_H)``
+    LLM cells ``u = (dt/dxi - dt/dc C^{-1} H_c_xi) H_xi^+ j_c`` (first; their columns of ``A`` are the stage one that
+    ``"fixed-basis"`` drops), human cells ``u = dt/dc C^{-1} j_c``, ``c = (c_H, beta_H, log nu_H)``
     (:func:`~pydial.inference.linearization.two_step_maps`).
     """
     ch, x = sf.chart, sf.x
     oL, oH = (Objective.weighted(ch, data, lam, ties=family, free=sf.free) for lam in (np.inf, 0.0))
-    HL, HH = oL.value_grad_hess(x)[2], oH.value_grad_hess(x)[2]
     s2 = np.append(ch.human_coordinates, ch.dim + np.flatnonzero(sf.free == ch.K))  # with log nu_H when free
     xi = np.setdiff1d(np.arange(oL.dim), s2)
+    HH = oH.value_grad_hess(x)[2]
     E = target_jacobian_x(ch, oL, x)
-    total, A_H = two_step_maps(E[:, xi], E[:, s2], HH[np.ix_(s2, s2)], HH[np.ix_(s2, xi)], "(c_H, nu_H)")
-    HLp, _ = pinv_sym(HL[np.ix_(xi, xi)])
-    U_L = objective_outcome_influence(data, oL, x, total @ HLp, xi)
-    U_H = objective_outcome_influence(data, oH, x, A_H, s2)
-    return stack_outcome_influence([U_L, U_H]), U_L.A.shape[1]
+    total, A_H = two_step_maps(E[:, xi], E[:, s2], HH[np.ix_(s2, s2)], HH[np.ix_(s2, xi)],
+                               "(c_H, nu_H)" if s2.size > ch.human_coordinates.size else "c_H")
+    # H_xi of l_L is the LLM-only fit's Hessian when that fit ends at the staged fit's coordinates (staged_fit)
+    HL = sf.llm_opt.hess_at(x[xi]) if sf.llm_opt is not None else None
+    U_L = objective_influence(data, oL, x, total @ bread(oL, x, HL, xi), xi)
+    U_H = objective_influence(data, oH, x, A_H, s2)
+    return stack_influence([U_L, U_H]), U_L.A.shape[1]
 
 
-def family_glm_influence(data: Comparisons, family: Family, X: Design, x: np.ndarray, weight: float, E: np.ndarray, *,
-                         unit: bool = False, cells: Cells | None = None,
-                         penalty: str | None = None) -> tuple[OutcomeInfluence, np.ndarray]:
+def judge_effect_linearizations(data: Comparisons, sf: Any, family: Family = BINARY) -> tuple[Linearization, ...]:
+    """Linearizations of the LLM-only fit's position effects ``b``, judges' ``log nu`` and loadings ``gamma``.
+
+    Bread ``H(l_L)^+`` (Prop. stage-one-normality; the fit's Hessian when kept), one influence cached on ``data``
+    for every fit of that LLM-only fit; ``gamma = consensus_gamma(S)``'s Jacobian by central differences.  ``b``
+    and ``gamma`` only with position effects, ``log nu`` for the judges with ties.
+    """
+    chL, xL = sf.llm_chart, sf.llm_x
+    th, nt = xL[: chL.dim], sf.llm_free.size
+    if not (chL.order or nt):
+        return ()
+
+    def build() -> Influence:
+        obj = Objective.weighted(chL, data, np.inf, ties=family, free=sf.llm_free)
+        H = sf.llm_opt.hess_at(xL) if sf.llm_opt is not None else None
+        return objective_influence(data, obj, xL, bread(obj, xL, H))
+
+    U = derived(data, ("judge effect influence", family.name, chL, xL.tobytes()), build)  # A = H^+ T_ext^T
+    out = []
+    if chL.order:
+        out.append(Linearization(U.source, U.A[chL.slices["b"]], {"b": slice(0, data.K)}, "the position effects b"))
+    if nt:
+        out.append(Linearization(U.source, U.A[chL.dim:], {"log_nu": slice(0, nt)}, "the judges' tie parameters",
+                                 tie_labels=tuple(data.judges[int(g)] for g in sf.llm_free)))
+    if chL.order:
+        Eg = np.empty((data.K, chL.dim))
+        for t, e in enumerate(1e-6 * np.eye(chL.dim)):
+            Eg[:, t] = (consensus_gamma(chL.S(th + e)) - consensus_gamma(chL.S(th - e))) / 2e-6
+        out.append(Linearization(U.source, Eg @ U.A[: chL.dim], {"gamma": slice(0, data.K)}, "the consensus loadings gamma"))
+    return tuple(out)
+
+
+def glm_influence(data: Comparisons, family: Family, X: Design, x: np.ndarray, weight: float, E: np.ndarray, *,
+                  unit: bool = False, cells: Cells | None = None, penalty: str | None = None) -> tuple[Influence, np.ndarray]:
     """Influence ``u = E H^{-1} (channels)`` of a GLM of ``family`` (eq. weighted-empirical-sandwich), and ``H``.
 
     Design ``X``, ``x = (beta, l)`` when the cells (default the people's) hold a tie; ``unit=True``: unit
@@ -235,16 +315,13 @@ def family_glm_influence(data: Comparisons, family: Family, X: Design, x: np.nda
         d = fam.cell(hc, eta, l)
         info = -np.column_stack([d.d_eta_eta, d.d_eta_l, d.d_l_l])
         st = CellStats.outcomes(hc, fam.probabilities(eta, l), a, b, w, cells.is_human, key, info)
-    return OutcomeInfluence(J2, np.asarray((basis @ (E @ Hinv).T).T), st, rec, n_zero), H
+    return Influence(MeatSource(J2, st, rec), np.asarray((basis @ (E @ Hinv).T).T), n_zero), H
 
 
 def gacv_scores(obj: Objective, x: np.ndarray) -> tuple[Any, CellStats]:
     """Return the derivative channels and unit-weight statistics of ``obj``'s human cells at ``x`` (the scores of eq. gacv)."""
     h = obj.human_part
-    if obj.family.is_binary:  # one channel and the cell residuals n p - y
-        c = h.cells
-        return h.full_jacobian(x), CellStats.from_parts([(c.n, c.y, h.probabilities(x), 1.0, True)])
-    return h.ext_jacobian(x), outcome_stats(h, x, unit_weight=True)
+    return (h.full_jacobian(x) if h.family.is_binary else h.ext_jacobian(x)), cell_stats(h, x, unit_weight=True)
 
 
 def gacv_trace(H: np.ndarray, jac: Any, st: CellStats, basis: Any, n_h: float, Hp: np.ndarray | None = None) -> float:

@@ -1,6 +1,6 @@
 r"""The paired-comparison GLM ``eta = X beta`` of every outcome family, as a loss (:class:`FamilyGLM`).
 
-Its solver is :func:`pydial.estimation.glm.glm`; its sandwich :func:`pydial.inference.sandwich.family_glm_influence`.
+Its solver is :func:`pydial.estimation.glm.glm`; its sandwich :func:`pydial.inference.sandwich.glm_influence`.
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ and the excess human risk is, to second order, :math:`\tfrac12(\hat s-s_H)^\top 
 * **DIAL-Anc** (eq. staged-calibrated-estimator): :math:`\hat s=\hat M\hat c`,
   :math:`\mathrm{Cov}=\hat M(\hat M^\top L\hat M)^{-1}\hat M^\top/n_H+V_{\rm LLM}` (the oracle covariance of Cor.
   staged-oracle-equivalence plus the LLM-stage part of the pilot's two-step sandwich,
-  :func:`pydial.inference.linearization.staged_influence`, fixed in ``n_H``).  Excess risk
+  :func:`pydial.inference.sandwich.staged_influence`, fixed in ``n_H``).  Excess risk
   :math:`d/(2n_H)+\max\{\tfrac12\mathrm{tr}(LV_{\rm LLM}),\hat\Delta_M\}`, the approximation error estimated from the
   calibration LRT (Prop. calibration-test, :math:`T\approx\chi^2_{\mathrm{df}}(2n_H\Delta_M)`) beyond its null critical
   value, :math:`\hat\Delta_M=\max\{0,T-\chi^2_{\mathrm{df},1-\alpha}\}/(2n_H^{\rm pilot})`: the moment estimate
@@ -58,7 +58,8 @@ from pydial.estimation.results import DialResult
 from pydial.estimation.spec import check_level
 from pydial.exceptions import ArgumentError, ArgumentTypeError, DataError, DialError
 from pydial.inference.calibration_test import calibration_test
-from pydial.inference.linearization import Influence, influence_covariance, staged_influence
+from pydial.inference.meats import MeatSource, as_sparse
+from pydial.inference.sandwich import Influence, staged_influence
 from pydial.model.chart import difference_design
 from pydial.model.design import glm_information
 from pydial.model.likelihood import Cells, Objective
@@ -214,10 +215,11 @@ def staged_parts(result: DialResult, data: Comparisons) -> tuple[np.ndarray, np.
     """Return ``(B, V_llm, V_human, fit)`` of the anchored fit at the pilot (the sandwich split by influence rows)."""
     order = result.method != "dial-nopos"
     sf = staged_fit(data, *result.dial_model(), order=order, penalty=result.penalty)  # the pilot's own estimator
-    U, st = staged_influence(data, sf)
+    U, _ = staged_influence(data, sf)
+    J, st = as_sparse(U.source.J), U.source.stats
     cov_type = result.cov_type if result.method != "human" else "cell"
     keep = st.is_human.astype(float)  # each block's covariance: the other block's rows of the influence zeroed
-    V_llm, V_h = (influence_covariance(Influence(sp.diags(w) @ U.J, U.A), st, data, cov_type) for w in (1.0 - keep, keep))
+    V_llm, V_h = (Influence(MeatSource(sp.diags(w) @ J, st), U.A).covariance(data, cov_type) for w in (1.0 - keep, keep))
     B = sf.chart.score_jacobian(sf.theta)[:, sf.chart.slices["c"]]
     return B, V_llm, V_h, sf
 
