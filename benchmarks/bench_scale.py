@@ -65,9 +65,8 @@ STAGES = {
     "LLM-only fit": "fit_structured (LLM-only)",
     "weight path + GACV": "finite_candidate",
     "human endpoint": "family_human_candidate",
-    "linearizations (scores)": ("staged_linearization", "finite_influence", "family_glm_influence",
-                                "pooled_linearization"),
-    "judge linearizations (b, gamma)": ("llm_only_linearization",),
+    "linearizations (scores)": ("staged_influence", "finite_influence", "glm_influence", "pooled_linearization"),
+    "judge linearizations (b, gamma)": ("judge_effect_linearizations",),
     "covariances (every meat of the fit)": ("covariances",),
 }
 
