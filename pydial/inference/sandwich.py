@@ -156,7 +156,8 @@ def _stack_stats(parts: list[CellStats]) -> CellStats:
 def stack_influence(parts: list[Influence], A: np.ndarray | None = None) -> Influence:
     """Stack blocks of cells with their own parameters (``J`` block-diagonal by channel, ``A`` side by side, or ``A``).
 
-    Factored Jacobians (the binary family's structured cells) stay factored, block by block (:class:`BlockJacobian`).
+    Factored Jacobians (the binary family's structured cells) stay factored, block by block
+    (:class:`~pydial.inference.meats.BlockJacobian`).
     """
     src = [p.source for p in parts]
     ms = [s.stats.w.size for s in src]
