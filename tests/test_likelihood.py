@@ -204,6 +204,23 @@ def test_structure_from_S_identities(r, seed):
     np.testing.assert_allclose(st.W, np.column_stack([st.mu, st.V]))
 
 
+def test_structure_of_a_rank_deficient_S_keeps_V_centered():
+    """K = 3 judges, r = 2, a residual of rank 1: the second singular value is 0, and its right singular vector
+    (any unit vector off the row space) must still be off 1, or the chart cannot be rebuilt (a line search's
+    canonical() raised 'B must satisfy B^T 1 = 0' on such a point)."""
+    rng = np.random.default_rng(0)
+    n = 8
+    mu, v = (x - x.mean() for x in rng.normal(size=(2, n)))
+    S = np.outer([1.0, 2.0, 3.0], mu) + np.outer([1.0, -1.0, 0.0], v)
+    st = structure_from_S(S, 2)
+    np.testing.assert_allclose(st.V.T @ np.ones(n), 0.0, atol=1e-12)
+    np.testing.assert_allclose(st.V.T @ st.V / n, np.eye(2), atol=1e-12)
+    np.testing.assert_allclose(np.outer(st.gamma, st.mu) + st.U @ st.V.T, S, atol=1e-12)
+    chart = Chart(n, 3, 2, "W", True)
+    th = chart.from_structure(st, np.array([0.5, 0.1, -0.2]), np.zeros(3))
+    np.testing.assert_allclose(chart.S(chart.canonical(th)), S, atol=1e-10)
+
+
 @pytest.mark.parametrize("cal", ["mu", "W"])
 @pytest.mark.parametrize("r", [1, 2])
 def test_from_structure_round_trip(cal, r):

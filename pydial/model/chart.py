@@ -117,6 +117,9 @@ def structure_from_S(S: np.ndarray, r: int) -> Structure:
     R = S - np.outer(gamma, mu)
     P, sv, Qt = np.linalg.svd(R, full_matrices=False)
     P, sv, Q = P[:, :r], sv[:r], Qt[:r].T
+    if r and np.abs(Q.sum(0)).max() > 1e-10:  # a zero singular value's vector may lean on 1: keep V off it
+        Qc = np.linalg.qr(np.column_stack([np.ones(N), Q]))[0][:, 1:]
+        Q = Qc * np.where(np.sum(Qc * Q, axis=0) < 0, -1.0, 1.0)  # the signs of the paired columns of P
     sign = np.sign(Q[np.argmax(np.abs(Q), axis=0), np.arange(r)])
     sign[sign == 0] = 1.0
     Q, P = Q * sign, P * sign
