@@ -34,6 +34,8 @@ from pydial.optim import pinv_sym
 def cell_stats(obj: Objective, x: np.ndarray, unit_weight: bool = False) -> CellStats:
     """Return the :class:`~pydial.inference.meats.CellStats` of ``obj``'s cells at ``x`` (``unit_weight``: weights 1).
 
+    The per-cell score factors of the meats (eq. hac-meat, eq. cell-clustered-meat) and of GACV (eq. gacv).
+
     The binary family's: wins ``y`` and fitted ``p`` (the cells' own arrays, no copy); the others' outcomes with the
     observed information.
     """
@@ -102,9 +104,9 @@ def record_rows(data: Comparisons, cells: Cells, family: Family) -> tuple[np.nda
 
 @dataclass(frozen=True)
 class Influence:
-    """Influence ``u_c = A j_c`` of a group of targets, factored (``U = J A^T``; only ``A`` and ``P x P`` are dense).
+    """Influence ``u_c = A j_c`` of a group of targets (eq. weighted-empirical-sandwich), factored (``U = J A^T``).
 
-    ``source`` the cells: the Jacobian ``J`` of their channels (rows ``k m + c``), their statistics and record rows;
+    Only ``A`` and ``P x P`` matrices are dense.  ``source`` the cells: the Jacobian ``J`` of their channels (rows ``k m + c``), their statistics and record rows;
     ``A`` (q x P) maps a parameter score to the targets; ``n_zero`` the bread's zero eigenvalues (a GLM's).
     """
 
@@ -179,7 +181,9 @@ def stack_influence(parts: list[Influence], A: np.ndarray | None = None) -> Infl
 
 def objective_influence(data: Comparisons, obj: Objective, x: np.ndarray, A_x: np.ndarray,
                         coords: np.ndarray | slice = slice(None)) -> Influence:
-    """Influence ``u_c = A_x T_ext[:, coords]^T j_c`` of ``obj``'s cells at ``x``, ``j_c`` the derivatives of their channels.
+    """Influence ``u_c = A_x T_ext[:, coords]^T j_c`` of ``obj``'s cells at ``x`` (eq. weighted-empirical-sandwich).
+
+    ``j_c`` the derivatives of the cell's channels, ``A_x`` the targets' map of a score (``E H^+``).
 
     The binary family's one channel ``d eta / d phi`` stays factored (never a dense cells x parameters matrix), its
     records found from the data when asked; the others' ``[d eta; d log nu]`` are sparse.
