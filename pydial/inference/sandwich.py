@@ -106,8 +106,9 @@ def record_rows(data: Comparisons, cells: Cells, family: Family) -> tuple[np.nda
 class Influence:
     """Influence ``u_c = A j_c`` of a group of targets (eq. weighted-empirical-sandwich), factored (``U = J A^T``).
 
-    Only ``A`` and ``P x P`` matrices are dense.  ``source`` the cells: the Jacobian ``J`` of their channels (rows ``k m + c``), their statistics and record rows;
-    ``A`` (q x P) maps a parameter score to the targets; ``n_zero`` the bread's zero eigenvalues (a GLM's).
+    Only ``A`` and ``P x P`` matrices are dense.  ``source`` the cells: the Jacobian ``J`` of their channels (rows
+    ``k m + c``), their statistics and record rows; ``A`` (q x P) maps a parameter score to the targets; ``n_zero``
+    the bread's zero eigenvalues (a GLM's).
     """
 
     source: MeatSource
