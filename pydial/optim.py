@@ -164,11 +164,12 @@ def _gauge_shift(H: np.ndarray, Z: np.ndarray, out: np.ndarray | None = None) ->
     return Q, scale, Ha
 
 
-def _cholesky_upper(A: np.ndarray) -> np.ndarray | None:
+def _cholesky_upper(A: np.ndarray, overwrite: bool = False) -> np.ndarray | None:
     """Return the upper Cholesky factor ``U`` (``A = U^T U``) of a symmetric positive definite ``A``, else None.
 
     LAPACK's ``potrf`` on ``A^T``, which is ``A`` in column order: 1.5-4x faster than numpy's ``cholesky`` from
     ``n = 300`` on (measured at ``n = 300 / 1,000 / 2,152``); numpy's below ``n = 64``, where it costs less.
+    ``overwrite``: ``A`` is a work array, factored in place (no fresh ``n x n`` array).
     """
     from scipy.linalg import lapack
 
@@ -177,7 +178,7 @@ def _cholesky_upper(A: np.ndarray) -> np.ndarray | None:
             return np.linalg.cholesky(A).T
         except np.linalg.LinAlgError:
             return None
-    U, info = lapack.dpotrf(A.T, lower=0, clean=1, overwrite_a=0)
+    U, info = lapack.dpotrf(A.T, lower=0, clean=1, overwrite_a=int(overwrite))
     return U if info == 0 else None
 
 
@@ -189,7 +190,7 @@ def _gauge_cholesky_step(H: np.ndarray, g: np.ndarray, Z: np.ndarray, rtol: floa
     if (shifted := _gauge_shift(H, Z, work)) is None:
         return None
     Q, _, Ha = shifted
-    U = _cholesky_upper(Ha)
+    U = _cholesky_upper(Ha, overwrite=Ha is not H)
     if U is None:
         return None
     d = np.diag(U) ** 2

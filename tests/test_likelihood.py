@@ -465,6 +465,33 @@ def test_gauge_cholesky_step_is_the_pseudo_inverse_step(data, r, cal):
     np.testing.assert_allclose(step, ref, rtol=0, atol=1e-6 * np.abs(ref).max())
 
 
+@pytest.mark.parametrize("gauge", [0, 3])
+def test_gauge_cholesky_step_factors_only_its_work_array(gauge):
+    """From 64 coordinates on the shifted Hessian is factored in place by LAPACK: the step is the
+    Moore-Penrose Newton step (eigen-decomposition) and the caller's Hessian is left as it was,
+    also when there is no gauge and the factored matrix would be the Hessian itself."""
+    from pydial.optim import _gauge_cholesky_step
+
+    rng = np.random.default_rng(4)
+    P = 100
+    Z = rng.standard_normal((P, gauge))
+    Q = np.linalg.qr(Z)[0] if gauge else Z
+    A = rng.standard_normal((P, P))
+    H = A @ A.T / P + np.eye(P)
+    if gauge:
+        H = H - Q @ (Q.T @ H) - (H @ Q) @ Q.T + Q @ (Q.T @ H @ Q) @ Q.T  # flat along span Z
+    H = 0.5 * (H + H.T)
+    g = H @ rng.standard_normal(P)
+    kept, work = H.copy(), np.empty_like(H)
+    ev, V = np.linalg.eigh(H)
+    keep = ev > 1e-9 * ev.max()
+    ref = -(V[:, keep] / ev[keep]) @ (V[:, keep].T @ g)
+    for w in (None, work):
+        step = _gauge_cholesky_step(H, g, Z, 1e-10, w)
+        np.testing.assert_allclose(step, ref, rtol=0, atol=1e-10 * np.abs(ref).max())
+        np.testing.assert_array_equal(H, kept)
+
+
 @pytest.mark.parametrize("r,cal", [(1, None), (2, "W"), (1, "mu")])
 def test_pinv_gauge_is_the_eigen_pseudo_inverse(data, r, cal):
     """At a stationary point the Cholesky pseudo-inverse off the gauge equals the one of
