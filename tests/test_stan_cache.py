@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import multiprocessing as mp
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -70,12 +71,21 @@ def _cached_program(tmp: Path, backend: str) -> Path:
     return found[0]
 
 
-@pytest.fixture
-def stan_cache(tmp_path, stan_backend_name):
-    """An empty cache and the backend; the tiny program compiles into it in two processes at once."""
-    procs = [_start(tmp_path, stan_backend_name) for _ in range(2)]
+@pytest.fixture(scope="module")
+def compiled_cache(tmp_path_factory, stan_backend_name):
+    """An empty cache and the backend; the tiny program compiles into it in two processes at once (once per backend)."""
+    tmp = tmp_path_factory.mktemp(f"cache-{stan_backend_name}")
+    procs = [_start(tmp, stan_backend_name) for _ in range(2)]
     runs = [_finish(p) for p in procs]
-    return tmp_path, stan_backend_name, runs
+    return tmp, stan_backend_name, runs
+
+
+@pytest.fixture
+def stan_cache(compiled_cache, tmp_path):
+    """A copy of :func:`compiled_cache`'s directory (for a test to damage) and that compilation's runs."""
+    src, backend, runs = compiled_cache
+    shutil.copytree(src, tmp_path, dirs_exist_ok=True)
+    return tmp_path, backend, runs
 
 
 # --------------------------------------------------------------------------- no compilation
