@@ -8,6 +8,8 @@ App. "Reduced score-space representation" and the gauge orbits of eq. gauge.
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pytest
 
@@ -17,6 +19,7 @@ from pydial.model.likelihood import Cells, Objective
 from pydial.model.cells import binomial_nll
 from pydial.model.cells import human_loss, llm_loss, weighted_loss
 from pydial.model.chart import Chart, structure_from_S
+from pydial.exceptions import ArgumentError
 
 N, K = 6, 3
 
@@ -595,15 +598,60 @@ def test_slices_of_a_stack_share_its_per_cell_layout():
     np.testing.assert_allclose(H, H2, rtol=0, atol=1e-13)
 
 
+@pytest.mark.parametrize("rank", [1, 2])
+def test_threaded_passes_equal_the_serial_ones(monkeypatch, rank):
+    """The per-cell passes spread their blocks over threads and combine the blocks' results in block order:
+    value, gradient and Hessian (the cell-total Hessian of a sparse design, with a covariate) are the same
+    numbers, to the last bit, with one thread and with three."""
+    import pydial.model.blocks as blocks
+    import pydial.model.likelihood as lik
+
+    monkeypatch.setattr(blocks, "CELL_BLOCK", 97)
+    monkeypatch.setattr(blocks, "THREADED_CELLS", 0)
+    d = pydial.simulate(N=100, K=3, rank=rank, n_llm=5000, n_human=600, seed=5, covariates=["length"],
+                        beta=[0.3]).comparisons
+    chart = Chart.for_data(d, rank, "mu")
+    rng = np.random.default_rng(4)
+    th = chart.canonical(rng.normal(size=chart.dim) * 0.3)
+    out = {}
+    for threads in ("1", "3"):
+        monkeypatch.setenv(blocks.THREADS_ENV, threads)
+        obj = Objective.weighted(chart, d, 2.0, None)
+        assert len(obj._blocks) > 40 and obj._pair_chunks is not None
+        assert chart.rows * d.N**2 > lik.TABLE_RATIO * obj.cells.g.size  # the cell totals, not the tables
+        out[threads] = (obj.value(th), *obj.value_grad_hess(th))
+    assert out["1"][0] == out["3"][0] == out["3"][1]
+    np.testing.assert_array_equal(out["1"][2], out["3"][2])
+    np.testing.assert_array_equal(out["1"][3], out["3"][3])
+
+
+def test_cell_threads_from_the_environment(monkeypatch):
+    """``PYDIAL_NUM_THREADS`` first, then ``OMP_NUM_THREADS`` (joblib's workers' share), else the usable cores;
+    a value that is not a positive integer is named in the error."""
+    from pydial.model.blocks import THREADS_ENV, cell_threads
+
+    monkeypatch.delenv(THREADS_ENV, raising=False)
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    assert cell_threads() == len(os.sched_getaffinity(0))
+    monkeypatch.setenv("OMP_NUM_THREADS", "3")
+    assert cell_threads() == 3
+    monkeypatch.setenv(THREADS_ENV, "1")
+    assert cell_threads() == 1
+    monkeypatch.setenv(THREADS_ENV, "two")
+    with pytest.raises(ArgumentError, match="PYDIAL_NUM_THREADS='two'"):
+        cell_threads()
+
+
 @pytest.mark.parametrize("penalty", [None, "firth"])
 def test_blocked_passes_over_many_blocks_match_finite_differences(monkeypatch, penalty):
     """The binary objective's per-cell passes run block by block: with blocks of 37 cells (hundreds of
     blocks, the cell-total Hessian of a sparse design) the value is the sum over the cells written here,
     the gradient and Hessian match finite differences, and the value/derivative cache stays right when
     trial points alternate (their predictors share one work array)."""
+    import pydial.model.blocks as blocks
     import pydial.model.likelihood as lik
 
-    monkeypatch.setattr(lik, "CELL_BLOCK", 37)
+    monkeypatch.setattr(blocks, "CELL_BLOCK", 37)
     d = pydial.simulate(N=80, K=3, rank=1, n_llm=6000, n_human=800, seed=11).comparisons
     chart = Chart(d.N, d.K, 1, "mu")
     lam = 5.0

@@ -15,6 +15,7 @@ import scipy.sparse as sp
 from pydial.data.comparisons import Comparisons, HumanCells, LLMCells
 from pydial.cache import derived
 from pydial.estimation.engines import BTLFit, Optimizers, StagedFit, StructuredFit
+from pydial.model.blocks import ordered_map
 from pydial.model.chart import Calibration, Chart, centering_basis, structure_from_S
 from pydial.model.design import Design, calibration_design, centered_design, dense_design
 from pydial.model.families import BINARY, Family, family_of
@@ -71,9 +72,13 @@ def initial_theta(data: Comparisons, chart: Chart, *, ridge: float = 1e-3) -> np
     judge = data.llm.judge
     ordered = judge.size < 2 or bool(np.all(judge[1:] >= judge[:-1]))
     bounds = np.searchsorted(judge, np.arange(K + 1)) if ordered else None
-    for k in range(K):
-        cells = data.llm.select(slice(bounds[k], bounds[k + 1]) if bounds is not None else judge == k)
-        f = fit_order_btl(cells, N, order=chart.order, ridge=ridge, gtol=START_GTOL)
+    llm = data.llm
+
+    def judge_fit(k: int) -> BTLFit:
+        cells = llm.select(slice(bounds[k], bounds[k + 1]) if bounds is not None else judge == k)
+        return fit_order_btl(cells, N, order=chart.order, ridge=ridge, gtol=START_GTOL)
+
+    for k, f in enumerate(ordered_map(judge_fit, K, judge.size)):  # the judges' fits on the cores
         S0[k], b0[k] = f.s, f.b
     if np.linalg.norm(S0.sum(0)) == 0.0:
         S0[0, 0], S0[0, 1] = 1e-3, -1e-3

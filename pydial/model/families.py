@@ -14,6 +14,7 @@ from typing import Any, Callable
 import numpy as np
 from scipy.special import expit, gammaln, log_expit
 from pydial.exceptions import ArgumentError
+from pydial.model.blocks import scratch
 
 __all__ = ["CellDerivatives", "Family", "BINARY", "DAVIDSON", "RAO_KUPPER", "FAMILIES", "family_of", "family_of_code",
            "binary_cell", "davidson_cell", "rao_kupper_cell", "log_coef", "LossTerms", "softplus"]
@@ -137,28 +138,33 @@ class LossTerms:
 def _binary_loss(obj: Any, x: np.ndarray, eta: np.ndarray) -> float:
     """``sum_c w_c [n_c softplus(eta_c) - y_c eta_c]``, block by block."""
     c = obj.cells
-    total = 0.0
-    for sl in obj._blocks:  # into the block work arrays: fresh temporaries would cost their page faults
-        t, ye = obj._block_scratch(sl)
+
+    def block(_: int, sl: slice) -> float:  # into the block work arrays: fresh temporaries would cost their page faults
+        t, ye = scratch(sl)
         softplus(eta[sl], out=t)
         t *= c.n[sl]
         t -= np.multiply(c.y[sl], eta[sl], out=ye)
-        total += float(t @ c.w[sl])
-    return total
+        return float(t @ c.w[sl])
+
+    return sum(obj._map_blocks(block), 0.0)
 
 
 def _binary_terms(obj: Any, x: np.ndarray, eta: np.ndarray, hess: bool) -> LossTerms:
     """Return the logistic residuals ``w (n p - y)`` and curvatures ``w n p (1 - p)``, block by block into work arrays."""
     c, wn = obj.cells, obj._wn
     res, curv = obj._work[1], obj._work[2] if hess else None
-    for sl in obj._blocks:  # into the work arrays: fresh temporaries would cost their page faults
-        p = expit(eta[sl], out=obj._block_scratch(sl)[0])
+
+    def block(_: int, sl: slice) -> None:  # into the work arrays: fresh temporaries would cost their page faults
+        p = expit(eta[sl], out=scratch(sl)[0])
         r = np.multiply(c.n[sl], p, out=res[sl])
         r -= c.y[sl]
         r *= c.w[sl]
         if curv is not None:
             np.multiply(wn[sl], p, out=curv[sl])
             curv[sl] *= np.subtract(1.0, p, out=p)
+
+    for _ in obj._map_blocks(block):
+        pass
     return LossTerms(res, curv)
 
 

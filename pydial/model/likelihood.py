@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import functools
 from functools import cached_property
-from typing import Any, Callable, Literal, TypeVar, overload
+from typing import Any, Callable, Iterator, Literal, TypeVar, overload
 
 import numpy as np
 import scipy.sparse as sp
 from scipy.special import expit
 
 from pydial.data.comparisons import Comparisons
+from pydial.model.blocks import blocks, ordered_map, scratch
 from pydial.model.chart import Chart, difference_design
 from pydial.model.cells import Cells, family_totals, free_groups, human_counts, human_table, key_segments
 from pydial.model.cells import tie_groups, tie_totals  # noqa: F401 (re-exported)
@@ -62,14 +63,19 @@ OffsetWeights = tuple[list[np.ndarray], dict[tuple[int, int], np.ndarray]]
 
 DENSE_PAIR_RATIO = 16  # per-judge item-pair tables when they have at most this many entries per cell
 PAIR_CHUNK_ENTRIES = 1 << 22  # entries of the item-pair tables formed at once (32 MB)
-CELL_BLOCK = 1 << 19
-"""Cells per block of the per-cell passes of the binary objective: their temporaries (4 MB)
-stay in cache and in memory the allocator reuses, where arrays over all of millions of
-cells would each be freshly mapped (and zeroed by the system) on every evaluation."""
 TABLE_RATIO = 3
 """Largest number of per-judge item-pair table entries per cell for which the factored Hessian
 forms the tables ``W_g``; beyond it the totals over the cells are faster (measured: tables 1.5x
 faster at 2.1 entries per cell, N = 300; cell totals 3x faster at 5.7, N = 1,000)."""
+
+
+def _add_totals(out: np.ndarray, totals: tuple[np.ndarray | None, np.ndarray]) -> None:
+    """Add the block totals ``(keys, sums)`` of :meth:`Objective._block_totals` to ``out``."""
+    keys, sums = totals
+    if keys is None:
+        out += sums
+    elif keys.size:
+        out[keys] += sums
 
 
 class Objective:
@@ -238,13 +244,15 @@ class Objective:
         key = self._order_key
         ab = np.concatenate([b, -b, [0.0]])
         eta = np.empty(ki.size) if out is None else out
-        for sl in self._blocks:  # valid indices: mode "clip" skips numpy's bounds check
-            e, t = eta[sl], self._block_scratch(sl)[0]
+        judge, label = self._order_judge, self._order_label  # formed with the key: read here, not in the threads
+
+        def block(_: int, sl: slice) -> None:  # valid indices: mode "clip" skips numpy's bounds check
+            e, t = eta[sl], scratch(sl)[0]
             np.take(S, ki[sl], out=e, mode="clip")
             e -= np.take(S, kj[sl], out=t, mode="clip")
             if key is None:
-                np.take(b, self._order_judge[sl], out=t, mode="clip")
-                t *= self._order_label[sl]
+                np.take(b, judge[sl], out=t, mode="clip")
+                t *= label[sl]
             else:
                 np.take(ab, key[sl], out=t, mode="clip")
             e += t
@@ -252,13 +260,20 @@ class Objective:
                 np.take(be, unit[sl], out=t, mode="clip")
                 t *= z[sl]
                 e += t
+
+        for _ in self._map_blocks(block):
+            pass
         return eta
 
     @cached_property
     def _blocks(self) -> list[slice]:
-        """The cells in blocks of :data:`CELL_BLOCK` (the per-cell passes of the binary family)."""
-        m = self.cells.g.size
-        return [slice(s, min(s + CELL_BLOCK, m)) for s in range(0, m, CELL_BLOCK)] or [slice(0, 0)]
+        """The cells in blocks (:func:`pydial.model.blocks.blocks`: the per-cell passes of the binary family)."""
+        return blocks(self.cells.g.size)
+
+    def _map_blocks(self, fn: Callable[[int, slice], T]) -> Iterator[T]:
+        """Yield ``fn(t, block t)`` in block order, the blocks on the cores (:func:`pydial.model.blocks.ordered_map`)."""
+        bl = self._blocks
+        return ordered_map(lambda t: fn(t, bl[t]), len(bl), self.cells.g.size)
 
     @_layout()
     def _row_segments(self) -> "list[tuple[np.ndarray, np.ndarray]] | None":
@@ -273,12 +288,18 @@ class Objective:
     def _totals_into(self, out: np.ndarray, key: np.ndarray, segments: "list[tuple[np.ndarray, np.ndarray]] | None",
                      t: int, values: np.ndarray) -> None:
         """Add to ``out`` the totals of ``values`` (block ``t``) by ``key``: over runs of a sorted key, else ``bincount``."""
+        _add_totals(out, self._block_totals(key, segments, t, values, out.size))
+
+    def _block_totals(self, key: np.ndarray, segments: "list[tuple[np.ndarray, np.ndarray]] | None", t: int,
+                      values: np.ndarray, size: int) -> tuple[np.ndarray | None, np.ndarray]:
+        """Return the totals of ``values`` (block ``t``) by ``key``: over runs of a sorted key, else by ``bincount``.
+
+        ``(keys, sums)``, or ``(None, bincount of size)``: formed on a block's thread, added in order by :func:`_add_totals`.
+        """
         if segments is None:
-            out += np.bincount(key[self._blocks[t]], weights=values, minlength=out.size)
-            return
+            return None, np.bincount(key[self._blocks[t]], weights=values, minlength=size)
         keys, starts = segments[t]
-        if keys.size:
-            out[keys] += np.add.reduceat(values, starts)
+        return keys, (np.add.reduceat(values, starts) if keys.size else values[:0])
 
     @_layout(per_cell=True)
     def _order_key(self) -> np.ndarray | None:
@@ -317,17 +338,6 @@ class Objective:
     def _work(self) -> list[np.ndarray]:
         """Per-cell work arrays ``[eta, residual, curvature]``, allocated once and reused."""
         return [np.empty(self.cells.g.size) for _ in range(3)]
-
-    @cached_property
-    def _scratch(self) -> tuple[np.ndarray, np.ndarray]:
-        """Two block-sized work arrays for the temporaries of the per-block passes (:data:`CELL_BLOCK`)."""
-        m = min(CELL_BLOCK, self.cells.g.size)
-        return np.empty(m), np.empty(m)
-
-    def _block_scratch(self, sl: slice) -> tuple[np.ndarray, np.ndarray]:
-        """Return the two work arrays of :attr:`_scratch` cut to the block ``sl``."""
-        n = sl.stop - sl.start
-        return self._scratch[0][:n], self._scratch[1][:n]
 
     @cached_property
     def _hess_work(self) -> tuple[np.ndarray, np.ndarray]:
@@ -616,11 +626,11 @@ class Objective:
         per_row = {(u, v): np.zeros(R) for u in range(n) for v in range(u, n)}  # units are functions of the row
         for t, sl in enumerate(self._blocks):
             for u, (x, _, _, _, _) in enumerate(offs):
-                wx = np.multiply(weight[sl], x[sl], out=self._block_scratch(sl)[0]) if offset is None else offset[0][u][sl]
+                wx = np.multiply(weight[sl], x[sl], out=scratch(sl)[0]) if offset is None else offset[0][u][sl]
                 self._totals_into(D[u], ki, self._row_item_segments, t, wx)
                 D[u] -= np.bincount(kj[sl], weights=wx, minlength=R * N)
                 for v in range(u, n):
-                    wxx = (np.multiply(wx, offs[v][0][sl], out=self._block_scratch(sl)[1]) if offset is None
+                    wxx = (np.multiply(wx, offs[v][0][sl], out=scratch(sl)[1]) if offset is None
                            else offset[1][(u, v)][sl])
                     self._totals_into(per_row[(u, v)], self.cells.g, self._row_segments, t, wxx)
         Lcols = np.arange(R)[:, None] * q + np.arange(q)
@@ -676,17 +686,25 @@ class Objective:
         dW = np.zeros(R * N)
         BB = np.zeros((len(pairs), N * N))
         segments = self._row_item_segments  # the totals by g N + i over its runs (the cells are sorted by it)
-        for t, sl in enumerate(self._blocks):  # valid indices: mode "clip" skips numpy's bounds check
+        RN = R * N
+
+        def block(t: int, sl: slice) -> list[tuple[tuple[np.ndarray | None, np.ndarray], np.ndarray]]:
             w, i, j, bj = weight[sl], c.i[sl], c.j[sl], kj[sl]
-            u, tj = self._block_scratch(sl)
-            for l in range(q):
+            u, tj = scratch(sl)
+            parts = []
+            for l in range(q):  # valid indices: mode "clip" skips numpy's bounds check
                 np.take(Bc[l], i, out=u, mode="clip")
                 u -= np.take(Bc[l], j, out=tj, mode="clip")
                 u *= w
-                self._totals_into(LapB[l], ki, segments, t, u)
-                LapB[l] -= np.bincount(bj, u, minlength=R * N)
-            self._totals_into(dW, ki, segments, t, w)
-            dW += np.bincount(bj, w, minlength=R * N)
+                parts.append((self._block_totals(ki, segments, t, u, RN), np.bincount(bj, u, minlength=RN)))
+            return [*parts, (self._block_totals(ki, segments, t, w, RN), np.bincount(bj, w, minlength=RN))]
+
+        for parts in self._map_blocks(block):
+            for l in range(q):
+                _add_totals(LapB[l], parts[l][0])
+                LapB[l] -= parts[l][1]
+            _add_totals(dW, parts[q][0])
+            dW += parts[q][1]
         # the item-pair totals (N^2 of them) in one pass each, the weights in the residuals' work array if it exists
         work = self.__dict__.get("_work")
         u = work[1] if work is not None and weight is not work[1] else np.empty(weight.size)
@@ -725,7 +743,7 @@ class Objective:
             rows = np.zeros(ch.rows)  # totals by loading row, then by unit (a function of the row)
             for t, sl in enumerate(self._blocks):
                 self._totals_into(rows, self.cells.g, self._row_segments, t,
-                                  np.multiply(res[sl], x[sl], out=self._block_scratch(sl)[0]))
+                                  np.multiply(res[sl], x[sl], out=scratch(sl)[0]))
             g_off[coord - ch.off_b] += np.bincount(row_unit, weights=rows, minlength=n_units)
         return np.concatenate([(agg @ B).ravel(), (agg.T @ L).ravel(), g_off])
 
