@@ -245,6 +245,8 @@ def test_bad_counts_are_named():
     bad = base.assign(wins_b=[1, -2, 1])
     with pytest.raises(pydial.DataError, match=r"wins_b.*rows \[1\]"):
         Comparisons.from_counts(bad)
+    with pytest.raises(pydial.DataError, match=r"wins_a.*below 2\*\*53.*rows \[2\]"):  # an int64 column's own check
+        Comparisons.from_counts(base.assign(wins_a=np.array([3, 1, 2**60], np.int64)))
     with pytest.raises(pydial.DataError, match=r"display-order.*rows \[0\]"):
         Comparisons.from_counts(base.assign(first=["", "b", ""]))
     with pytest.raises(pydial.DataError, match="missing column"):

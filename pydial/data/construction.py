@@ -163,6 +163,11 @@ MAX_TOTAL = 2**53  # judgments in all: the cell tables hold counts as float64, e
 
 def _count_column(values: pd.Series, col: str, index: pd.Index) -> np.ndarray:
     """Validate one count column: non-negative integers below ``2**53`` (bad rows named)."""
+    if isinstance(values.dtype, np.dtype) and values.dtype.kind in "iu":  # numpy integers: no conversion to check
+        n = values.to_numpy()
+        bad = (n < 0) | (n >= MAX_TOTAL)
+        if not bad.any():
+            return n.astype(np.int64, copy=False)
     num = pd.to_numeric(values, errors="coerce")
     f = np.asarray(num.to_numpy(dtype=float, na_value=np.nan))
     with np.errstate(invalid="ignore"):

@@ -302,8 +302,8 @@ class Keys:
         key = np.asarray(key, np.int64)
         out = []
         for t in range(len(self.sizes) - 1, 0, -1):
-            out.append(key % self.sizes[t])
-            key = key // self.sizes[t]
+            key, rest = np.divmod(key, self.sizes[t])
+            out.append(rest)
             if t in self.ranked:
                 key = self.ranked[t][key]
         return [key, *out[::-1]]
