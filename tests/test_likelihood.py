@@ -16,7 +16,7 @@ import pytest
 import pydial
 from fdcheck import fd_jacobian
 from pydial.model.likelihood import Cells, Objective
-from pydial.model.cells import binomial_nll
+from pydial.model.cells import CellJacobian, binomial_nll
 from pydial.model.cells import human_loss, llm_loss, weighted_loss
 from pydial.model.chart import Chart, structure_from_S
 from pydial.exceptions import ArgumentError
@@ -602,7 +602,7 @@ def test_slices_of_a_stack_share_its_per_cell_layout():
 def test_threaded_passes_equal_the_serial_ones(monkeypatch, rank):
     """The per-cell passes spread their blocks over threads and combine the blocks' results in block order:
     value, gradient and Hessian (the cell-total Hessian of a sparse design, with a covariate) are the same
-    numbers, to the last bit, with one thread and with three."""
+    numbers, to the last bit, with one thread and with three; so is the cell-clustered meat's gram."""
     import pydial.model.blocks as blocks
     import pydial.model.likelihood as lik
 
@@ -619,10 +619,13 @@ def test_threaded_passes_equal_the_serial_ones(monkeypatch, rank):
         obj = Objective.weighted(chart, d, 2.0, None)
         assert len(obj._blocks) > 40 and obj._pair_chunks is not None
         assert chart.rows * d.N**2 > lik.TABLE_RATIO * obj.cells.g.size  # the cell totals, not the tables
-        out[threads] = (obj.value(th), *obj.value_grad_hess(th))
+        m = obj.cells.g.size
+        J = CellJacobian(obj, th)  # the cell-clustered meat's gram: offsets weighted per representative cell
+        meat = J.cluster_gram(np.arange(m) // 3, np.random.default_rng(1).normal(size=m))
+        out[threads] = (obj.value(th), *obj.value_grad_hess(th), meat)
     assert out["1"][0] == out["3"][0] == out["3"][1]
-    np.testing.assert_array_equal(out["1"][2], out["3"][2])
-    np.testing.assert_array_equal(out["1"][3], out["3"][3])
+    for k in (2, 3, 4):
+        np.testing.assert_array_equal(out["1"][k], out["3"][k])
 
 
 def test_cell_threads_from_the_environment(monkeypatch):

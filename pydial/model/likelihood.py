@@ -285,11 +285,6 @@ class Objective:
         """Return the runs of equal ``g N + i`` in each block (:func:`key_segments`; the cells are stored sorted by it)."""
         return key_segments(self._row_item_keys[0], self._blocks)
 
-    def _totals_into(self, out: np.ndarray, key: np.ndarray, segments: "list[tuple[np.ndarray, np.ndarray]] | None",
-                     t: int, values: np.ndarray) -> None:
-        """Add to ``out`` the totals of ``values`` (block ``t``) by ``key``: over runs of a sorted key, else ``bincount``."""
-        _add_totals(out, self._block_totals(key, segments, t, values, out.size))
-
     def _block_totals(self, key: np.ndarray, segments: "list[tuple[np.ndarray, np.ndarray]] | None", t: int,
                       values: np.ndarray, size: int) -> tuple[np.ndarray | None, np.ndarray]:
         """Return the totals of ``values`` (block ``t``) by ``key``: over runs of a sorted key, else by ``bincount``.
@@ -624,15 +619,24 @@ class Objective:
         n = len(offs)
         D = [np.zeros(R * N) for _ in range(n)]
         per_row = {(u, v): np.zeros(R) for u in range(n) for v in range(u, n)}  # units are functions of the row
-        for t, sl in enumerate(self._blocks):
+        g, item_segments, row_segments = self.cells.g, self._row_item_segments, self._row_segments
+
+        def block(t: int, sl: slice) -> list[tuple[Any, np.ndarray, list[Any]]]:  # per offset: its totals
+            parts = []
             for u, (x, _, _, _, _) in enumerate(offs):
                 wx = np.multiply(weight[sl], x[sl], out=scratch(sl)[0]) if offset is None else offset[0][u][sl]
-                self._totals_into(D[u], ki, self._row_item_segments, t, wx)
-                D[u] -= np.bincount(kj[sl], weights=wx, minlength=R * N)
-                for v in range(u, n):
-                    wxx = (np.multiply(wx, offs[v][0][sl], out=scratch(sl)[1]) if offset is None
-                           else offset[1][(u, v)][sl])
-                    self._totals_into(per_row[(u, v)], self.cells.g, self._row_segments, t, wxx)
+                by_row = [self._block_totals(g, row_segments, t, np.multiply(wx, offs[v][0][sl], out=scratch(sl)[1])
+                                             if offset is None else offset[1][(u, v)][sl], R) for v in range(u, n)]
+                parts.append((self._block_totals(ki, item_segments, t, wx, R * N),
+                              np.bincount(kj[sl], weights=wx, minlength=R * N), by_row))
+            return parts
+
+        for parts in self._map_blocks(block):
+            for u, (items_i, items_j, by_row) in enumerate(parts):
+                _add_totals(D[u], items_i)
+                D[u] -= items_j
+                for v, tot in zip(range(u, n), by_row):
+                    _add_totals(per_row[(u, v)], tot)
         Lcols = np.arange(R)[:, None] * q + np.arange(q)
         for u, (_, _, nu, cu, row_unit) in enumerate(offs):
             for v in range(u, n):
@@ -727,8 +731,9 @@ class Objective:
         ch = self.chart
         ki, kj = self._row_item_keys
         out = np.zeros(ch.rows * ch.N)
-        for t, sl in enumerate(self._blocks):
-            self._totals_into(out, ki, self._row_item_segments, t, res[sl])
+        segments = self._row_item_segments
+        for totals in self._map_blocks(lambda t, sl: self._block_totals(ki, segments, t, res[sl], out.size)):
+            _add_totals(out, totals)
         out -= np.bincount(kj, weights=res, minlength=out.size)
         return out.reshape(ch.rows, ch.N)
 
@@ -739,12 +744,18 @@ class Objective:
         L = phi[: ch.off_B].reshape(ch.rows, q)
         B = phi[ch.off_B : ch.off_b].reshape(ch.N, q)
         g_off = np.zeros(ch.dim_full - ch.off_b)
-        for x, _, n_units, coord, row_unit in self._offsets:
-            rows = np.zeros(ch.rows)  # totals by loading row, then by unit (a function of the row)
-            for t, sl in enumerate(self._blocks):
-                self._totals_into(rows, self.cells.g, self._row_segments, t,
-                                  np.multiply(res[sl], x[sl], out=scratch(sl)[0]))
-            g_off[coord - ch.off_b] += np.bincount(row_unit, weights=rows, minlength=n_units)
+        g, segments, offs = self.cells.g, self._row_segments, self._offsets
+
+        def block(t: int, sl: slice) -> list[tuple[np.ndarray | None, np.ndarray]]:  # per offset: totals by row
+            return [self._block_totals(g, segments, t, np.multiply(res[sl], x[sl], out=scratch(sl)[0]), ch.rows)
+                    for x, *_ in offs]
+
+        rows = np.zeros((len(offs), ch.rows))  # totals by loading row, then by unit (a function of the row)
+        for parts in self._map_blocks(block):
+            for u, totals in enumerate(parts):
+                _add_totals(rows[u], totals)
+        for u, (_, _, n_units, coord, row_unit) in enumerate(offs):
+            g_off[coord - ch.off_b] += np.bincount(row_unit, weights=rows[u], minlength=n_units)
         return np.concatenate([(agg @ B).ravel(), (agg.T @ L).ravel(), g_off])
 
     def _add_cross(self, H: np.ndarray, agg: np.ndarray) -> None:
