@@ -8,8 +8,6 @@ App. "Reduced score-space representation" and the gauge orbits of eq. gauge.
 
 from __future__ import annotations
 
-import os
-
 import numpy as np
 import pytest
 
@@ -19,7 +17,6 @@ from pydial.model.likelihood import Cells, Objective
 from pydial.model.cells import CellJacobian, binomial_nll
 from pydial.model.cells import human_loss, llm_loss, weighted_loss
 from pydial.model.chart import Chart, structure_from_S
-from pydial.exceptions import ArgumentError
 
 N, K = 6, 3
 
@@ -626,23 +623,6 @@ def test_threaded_passes_equal_the_serial_ones(monkeypatch, rank):
     assert out["1"][0] == out["3"][0] == out["3"][1]
     for k in (2, 3, 4):
         np.testing.assert_array_equal(out["1"][k], out["3"][k])
-
-
-def test_cell_threads_from_the_environment(monkeypatch):
-    """``PYDIAL_NUM_THREADS`` first, then ``OMP_NUM_THREADS`` (joblib's workers' share), else the usable cores;
-    a value that is not a positive integer is named in the error."""
-    from pydial.model.blocks import THREADS_ENV, cell_threads
-
-    monkeypatch.delenv(THREADS_ENV, raising=False)
-    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
-    assert cell_threads() == len(os.sched_getaffinity(0))
-    monkeypatch.setenv("OMP_NUM_THREADS", "3")
-    assert cell_threads() == 3
-    monkeypatch.setenv(THREADS_ENV, "1")
-    assert cell_threads() == 1
-    monkeypatch.setenv(THREADS_ENV, "two")
-    with pytest.raises(ArgumentError, match="PYDIAL_NUM_THREADS='two'"):
-        cell_threads()
 
 
 @pytest.mark.parametrize("penalty", [None, "firth"])
