@@ -32,7 +32,8 @@ covariates=[...])`` (a cell per distinct covariate value: about one per judgment
 ``--load`` also writes a long table (``--load-size``, default the N=1000 one) as CSV, gzip CSV
 and Parquet and measures :func:`pydial.read_comparisons` against ``pandas.read_csv`` of the whole file.
 
-The machine is shared: the 1-minute load average is printed next to every figure.
+The machine is shared: the 1-minute load average is printed next to every figure, and so is the number
+of threads of the per-cell passes (``PYDIAL_NUM_THREADS=1`` times them on one core).
 
 Usage::
 
@@ -182,8 +183,10 @@ def task_fit(counts: str, method: str, covariates: str = "") -> dict:
     for label, names in STAGES.items():
         names = (names,) if isinstance(names, str) else names
         stages[label] = sum(cum.get(n, 0.0) for n in names)
+    from pydial.model.blocks import cell_threads
+
     out = dict(method=method, read_counts_s=t_read, time_s=t_fit, peak_gb=_rss_gb(), read_gb=read_gb, fit_peak_gb=fit_gb,
-               load=_load(),
+               load=_load(), threads=cell_threads(),
                cells=len(data.llm), human_cells=len(data.human), stages=stages)
     if method != "check_design":
         out["converged"] = bool(res.converged)
@@ -304,7 +307,7 @@ def main() -> None:
                 print(f"{method:>13}: {tot:7.2f} s (whole process {r['process_s']:.1f} s: reading the counts "
                       f"{r['read_counts_s']:.1f} s), peak RSS {r['peak_gb']:.2f} GB (during the call {r['fit_peak_gb']:.2f} GB, "
                       f"{r['read_gb']:.2f} GB after reading the counts), load {r['load']:.1f}; "
-                      f"{r['cells']:,} LLM cells; stages: {share}", flush=True)
+                      f"{r['cells']:,} LLM cells, {r['threads']} thread(s) for the cell passes; stages: {share}", flush=True)
         if args.load:
             sizes = _child("write", tmp, args.load_size)
             rows = SIZES[args.load_size]["n_llm"] + SIZES[args.load_size]["n_human"]
