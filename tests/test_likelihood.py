@@ -662,3 +662,27 @@ def test_blocked_passes_over_many_blocks_match_finite_differences(monkeypatch, p
     np.testing.assert_array_equal(g1, g)
     np.testing.assert_array_equal(H1, H)
     np.testing.assert_array_equal(g2, fresh.value_grad_hess(th2)[1])
+
+
+def test_an_interrupted_evaluation_leaves_no_stale_predictors():
+    """The predictors of the last point live in one work array: an evaluation that fails part-way (here its
+    loss, after the predictors of the new point were written) must not leave the cache naming the old point."""
+    import dataclasses
+
+    d = pydial.simulate(N=8, K=3, rank=1, n_llm=2000, n_human=300, seed=2).comparisons
+    chart = Chart(d.N, d.K, 1, "mu")
+    obj = Objective.weighted(chart, d, 3.0)
+    th1, th2 = random_theta(chart, 1), random_theta(chart, 2)
+    f1, g1, _ = obj.value_grad_hess(th1)
+    family = obj.family
+
+    def fail(*args):
+        raise KeyboardInterrupt
+
+    obj.family = dataclasses.replace(family, loss=fail)
+    with pytest.raises(KeyboardInterrupt):
+        obj.value(th2)
+    obj.family = family
+    f, g, _ = obj.value_grad_hess(th1)
+    assert f == f1
+    np.testing.assert_array_equal(g, g1)

@@ -325,6 +325,8 @@ class Objective:
         key = np.asarray(x, float).tobytes()
         if self._last is None or self._last[0] != key:
             # into the work array: the cache holds the last point only, whose predictors are overwritten here
+            # (the cache is emptied first: an evaluation interrupted part-way must not leave it naming them)
+            self._last = None
             eta = self._eta_full(self.chart.to_full(self.split(x)[0]) if phi is None else phi, out=self._work[0])
             self._last = (key, eta, self.family.loss(self, x, eta))
         return self._last[1], self._last[2]
