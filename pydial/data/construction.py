@@ -20,7 +20,8 @@ from pydial.data.cells import I_WINS, J_WINS, TIE
 from pydial.data.features import comparison_values, covariate_names, standardize
 from pydial.data.files import read_csv, read_parquet
 from pydial.data.ingest import (COLUMN_HINT, COLUMNS, FIRST_A, Coded, Keys, RowCoder, Validator, blank_text, check_cells,
-                                check_columns, concat, duplicated, fail_rows, group, pack, rows_text, triangle)
+                                check_columns, concat, duplicated, fail_rows, group, pack, pair_index, pair_items,
+                                rows_text)
 from pydial.data.names import NameReport, name_list, own_items
 from pydial.exceptions import ArgumentError, ArgumentTypeError, DataError, DataWarning
 from pydial.resources import check_bytes, check_choice
@@ -413,7 +414,8 @@ def from_coded(cls: Any, v: Validator, coded: Coded, items: Sequence[Any] | None
     """Build aggregated data from validated counts (``coded.count``, or rows as read; the names of ``v``).
 
     The common end of :meth:`~pydial.Comparisons.from_counts` and :func:`pydial.read_comparisons`: the frame holds one
-    row per ``(judge, i, j, a, outcome[, z])`` with its ``count``, judges in name order, whatever the input's order.
+    row per ``(judge, i, j, a, outcome[, z])`` with its ``count``, whatever the input's order ordered as the cells are
+    (judges by name, the human judge last, then ``i``, ``j``, ``a``), so that they are formed from runs of rows.
     """
     names, item_index = item_names(v, items)
     total = float(len(coded) if coded.count is None else coded.count.sum(dtype=float))
@@ -423,8 +425,11 @@ def from_coded(cls: Any, v: Validator, coded: Coded, items: Sequence[Any] | None
         raise DataError(f"the counts sum to {total:.3g} judgments, 2**53 or more; counts that large are not exact")
     texts = np.asarray(v.judges.texts, dtype=object)
     order = np.argsort(texts, kind="stable")
-    rank = np.argsort(order)  # each judge's position in name order
     human = v.judges.ids.get(v.human_judge, -1)
+    # the keys order the rows as Comparisons._build orders its cells: judges by name, the human judge last, then (i, j, a)
+    key_order = np.concatenate([order[order != human], [human] if human >= 0 else []]).astype(np.int64)
+    rank = np.argsort(key_order)  # each judge's position in the keys' order
+    category = np.argsort(order)[key_order]  # position in the keys' order -> position in name order (the categories)
     scale = None if covariates is None or coded.z is None else standardize(
         coded.z, covariates, weights=coded.count, transform=covariate_transform)[1]
     c = canonical(coded, item_index, coded.judge == human, scale)
@@ -432,7 +437,7 @@ def from_coded(cls: Any, v: Validator, coded: Coded, items: Sequence[Any] | None
     rc = None if scale is None else RowCoder(np.column_stack([c[COVARIATE_PREFIX + t] for t in scale.index]))
     keys = Keys((len(texts), len(names) * (len(names) + 1) // 2, 3, 4,  # pairs i <= j counted once
                  *(() if rc is None else (len(rc),))))
-    key = keys.encode([rank[coded.judge], j * (j + 1) // 2 + i, c["a"] + 1, c["outcome"],
+    key = keys.encode([rank[coded.judge], pair_index(i, j, len(names)), c["a"] + 1, c["outcome"],
                        *(() if rc is None else (rc.codes,))])
     weights = coded.count
     del coded, c, i, j  # the rows (often the caller's only copy) are no longer needed
@@ -443,9 +448,9 @@ def from_coded(cls: Any, v: Validator, coded: Coded, items: Sequence[Any] | None
     judge, pair, a, outcome, *zc = keys.decode(uk)
     del uk
     z_cols = {} if rc is None else {COVARIATE_PREFIX + name: rc.table[zc[0], t] for t, name in enumerate(covariates or ())}
-    j, i = triangle(pair)
+    i, j = pair_items(pair, len(names))
     del pair
-    canon = pd.DataFrame({"record_id": None, "judge": pd.Categorical.from_codes(judge, texts[order].tolist()),
+    canon = pd.DataFrame({"record_id": None, "judge": pd.Categorical.from_codes(category[judge], texts[order].tolist()),
                           "i": i.astype(np.int32), "j": j.astype(np.int32), "a": (a - 1).astype(np.int8),
                           "outcome": outcome.astype(np.int8), "self": i == j, **z_cols, "count": count}, copy=False)
     del i, j, a, outcome, count

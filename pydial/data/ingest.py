@@ -338,7 +338,12 @@ _POPCOUNT = np.array([bin(v).count("1") for v in range(256)], np.uint8)
 
 
 def group(key: np.ndarray, *, sort: bool = True) -> tuple[np.ndarray, np.ndarray]:
-    """Return ``np.unique(key, return_inverse=True)`` (unsorted without ``sort``): by a table, a bitmap or hashing."""
+    """Return ``np.unique(key, return_inverse=True)`` (unsorted without ``sort``): by runs, a table, a bitmap or hashing."""
+    if key.size > 1 and bool(np.all(key[1:] >= key[:-1])):  # sorted (Comparisons.from_coded's rows): runs of equal keys
+        new = np.empty(key.size, bool)
+        new[0] = True
+        np.not_equal(key[1:], key[:-1], out=new[1:])
+        return key[new], np.cumsum(new) - 1
     span = int(key.max()) + 1 if key.size else 0
     table = key.size and key.min() >= 0 and key.size < 2**31
     if table and span <= max(8 * key.size, 1 << 26):
@@ -440,6 +445,20 @@ def triangle(pair: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         j -= j * (j + 1) // 2 > pair  # exact whatever the rounding of the square root
         j += (j + 1) * (j + 2) // 2 <= pair
     return j, pair - j * (j + 1) // 2
+
+
+def pair_index(i: np.ndarray, j: np.ndarray, n: int) -> np.ndarray:
+    """Return the index of the pairs ``i <= j`` of ``n`` items in the order of ``(i, j)``: ``T - t(n - 1 - i, n - 1 - j)``.
+
+    ``t(j', i') = j' (j' + 1) / 2 + i'`` is :func:`triangle`'s index, ordered by ``j'`` then ``i'``, and ``T`` the largest.
+    """
+    return n * (n + 1) // 2 - 1 - ((n - 1 - i) * (n - i) // 2 + (n - 1 - j))
+
+
+def pair_items(pair: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """Return ``(i, j)`` of :func:`pair_index`."""
+    jr, ir = triangle(n * (n + 1) // 2 - 1 - pair)
+    return n - 1 - jr, n - 1 - ir
 
 
 def concat(parts: list[Coded]) -> Coded:
