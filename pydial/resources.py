@@ -7,10 +7,15 @@ instead of letting the process be killed.  ``PYDIAL_MEMORY_LIMIT`` caps the memo
 
 from __future__ import annotations
 
+import ctypes
+import functools
 import numbers
 import os
+import platform
 import sys
-from typing import Any, Iterable, TypeVar
+import threading
+from contextlib import contextmanager
+from typing import Any, Iterable, Iterator, TypeVar
 
 import numpy as np
 
@@ -23,6 +28,14 @@ MEMORY_LIMIT_ENV = "PYDIAL_MEMORY_LIMIT"
 """Environment variable capping the memory pydial plans for (bytes, or a number with KB, MB or GB)."""
 
 T = TypeVar("T")
+
+REUSE_CELLS = 1 << 20
+"""Cells from which a fit keeps the memory its arrays free for its next ones (:func:`reused_memory`)."""
+GLIBC_MMAP_MAX = 32 << 20
+"""glibc's threshold for blocks taken from fresh pages once its dynamic adjustment has seen large blocks freed."""
+_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3  # glibc's mallopt parameters
+_reuse_lock = threading.Lock()
+_reuse_depth = 0  # fits inside reused_memory
 
 
 def available_bytes() -> int | None:
@@ -147,6 +160,47 @@ def release_arrow_cache() -> None:
     pa = sys.modules.get("pyarrow")
     if pa is not None:
         pa.default_memory_pool().release_unused()
+
+
+@functools.cache
+def _glibc() -> Any:
+    """Return the C library when it is glibc (its ``mallopt`` and ``malloc_trim``), else None."""
+    if platform.libc_ver()[0] != "glibc":
+        return None
+    libc = ctypes.CDLL(None)
+    return libc if hasattr(libc, "mallopt") and hasattr(libc, "malloc_trim") else None
+
+
+@contextmanager
+def reused_memory(n_cells: int) -> Iterator[None]:
+    """Run a fit of ``n_cells`` cells reusing the memory its arrays free; a no-op below :data:`REUSE_CELLS` cells.
+
+    glibc takes each block above 32 MB (an array of 4M cells) from fresh pages of the system, which the kernel zeroes
+    on first touch, and returns it when freed: at N = 1,000, K = 50 and 10M judgments, zeroing pages took a fifth of
+    the fit's processor time.  Inside, such blocks come from the heap and freed ones are reused (``mallopt``), at a
+    higher peak; at the end the heap's free memory goes back to the system (``malloc_trim``) and the thresholds are
+    set to :data:`GLIBC_MMAP_MAX` and twice it, where glibc's own adjustment ends once large blocks are freed (a
+    ``MALLOC_MMAP_THRESHOLD_`` of the environment is not restored).  Nothing changes without glibc.  Figures: the
+    performance guide.
+    """
+    global _reuse_depth
+    libc = _glibc() if n_cells >= REUSE_CELLS else None
+    if libc is None:
+        yield
+        return
+    with _reuse_lock:
+        _reuse_depth += 1
+        libc.mallopt(_M_MMAP_THRESHOLD, 1 << 30)
+        libc.mallopt(_M_TRIM_THRESHOLD, 2**31 - 1)
+    try:
+        yield
+    finally:
+        with _reuse_lock:
+            _reuse_depth -= 1
+            if _reuse_depth == 0:  # the last fit inside ends
+                libc.mallopt(_M_MMAP_THRESHOLD, GLIBC_MMAP_MAX)
+                libc.mallopt(_M_TRIM_THRESHOLD, 2 * GLIBC_MMAP_MAX)
+                libc.malloc_trim(0)
 
 
 def check_memory(n_cells: int, P: int, what: str, available: int | None = None) -> None:

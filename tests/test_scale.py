@@ -337,3 +337,35 @@ def test_readme_dask_aggregation_gives_the_cells_of_the_rows(tmp_path):
     for a, b in ((ref.llm, got.llm), (ref.human, got.human)):
         for fld in dataclasses.fields(a):
             np.testing.assert_array_equal(getattr(a, fld.name), getattr(b, fld.name))
+
+
+def _faults_of_a_fresh_array(mb: int = 64) -> int:
+    """Page faults of writing a new ``mb`` MB array (a fresh mapping from the system, or a reused heap block)."""
+    import resource
+
+    a = np.empty(mb << 17)
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+    a.fill(1.0)
+    return resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before
+
+
+@pytest.mark.skipif(pydial.resources._glibc() is None, reason="glibc's allocator only")
+def test_a_large_fit_reuses_the_memory_it_frees():
+    """Inside reused_memory (fits of REUSE_CELLS cells or more) a freed 64 MB block is reused: writing the next one
+    faults no page; outside, below REUSE_CELLS and after the last nested fit ends, each takes fresh pages (at least one
+    2 MB huge page per 4 MB)."""
+    from pydial.resources import REUSE_CELLS, reused_memory
+
+    fresh = 64 // 4
+    _faults_of_a_fresh_array()
+    assert _faults_of_a_fresh_array() >= fresh
+    with reused_memory(REUSE_CELLS - 1):
+        _faults_of_a_fresh_array()
+        assert _faults_of_a_fresh_array() >= fresh
+    with reused_memory(REUSE_CELLS):
+        _faults_of_a_fresh_array()
+        assert _faults_of_a_fresh_array() <= 2
+        with reused_memory(REUSE_CELLS):
+            pass
+        assert _faults_of_a_fresh_array() <= 2  # an inner fit's end keeps the outer one's setting
+    assert _faults_of_a_fresh_array() >= fresh

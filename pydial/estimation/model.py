@@ -19,6 +19,7 @@ from pydial.model.cells import Cells
 from pydial.model.chart import Chart
 from pydial.model.families import Family, family_of
 from pydial.optim import single_threaded_blas
+from pydial.resources import reused_memory
 
 __all__ = ["DialModel", "ENGINE_OPTIMIZERS", "optimizers"]
 
@@ -68,17 +69,18 @@ class DialModel:
         data, spec = self.data, self.spec
         with numerical_errors(f"the design check of method {spec.method!r}"):
             rank_grid = spec.check_data(data)
-        with warnings.catch_warnings(record=True) as caught, numerical_errors(f"method {spec.method!r}"):
-            warnings.simplefilter("always")
-            est = estimate(data, spec, optimizers(spec.engine, spec.seed, spec.penalty), rank_grid)
-            C = covariances_of(self, est)
-        found = reissue(caught)
-        rejected = calibration_warning(spec, est)
-        if rejected is not None:
-            warnings.warn(rejected, stacklevel=caller_stacklevel())
-            found.append(rejected)
-        with numerical_errors(f"the diagnosis of the {spec.method!r} fit"):
-            return result_of(self, est, C, found)
+        with reused_memory(len(data.llm) + len(data.human)):
+            with warnings.catch_warnings(record=True) as caught, numerical_errors(f"method {spec.method!r}"):
+                warnings.simplefilter("always")
+                est = estimate(data, spec, optimizers(spec.engine, spec.seed, spec.penalty), rank_grid)
+                C = covariances_of(self, est)
+            found = reissue(caught)
+            rejected = calibration_warning(spec, est)
+            if rejected is not None:
+                warnings.warn(rejected, stacklevel=caller_stacklevel())
+                found.append(rejected)
+            with numerical_errors(f"the diagnosis of the {spec.method!r} fit"):
+                return result_of(self, est, C, found)
 
     @classmethod
     def fit_spec(cls, data: Comparisons, *, spec: ModelSpec) -> DialResult:
