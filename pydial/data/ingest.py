@@ -299,10 +299,11 @@ class Keys:
 
     def decode(self, key: np.ndarray) -> list[np.ndarray]:
         """Return the columns of keys of :meth:`encode` (``int64`` arrays)."""
-        key = np.asarray(key, np.int64)
+        key = np.array(key, np.int64)  # a copy, divided in place
         out = []
         for t in range(len(self.sizes) - 1, 0, -1):
-            key, rest = np.divmod(key, self.sizes[t])
+            rest = np.empty_like(key)
+            np.divmod(key, self.sizes[t], out=(key, rest))
             out.append(rest)
             if t in self.ranked:
                 key = self.ranked[t][key]
