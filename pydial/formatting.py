@@ -10,7 +10,7 @@ import math
 
 import numpy as np
 import pandas as pd
-from scipy.stats import norm
+from scipy.special import log_ndtr
 
 __all__ = ["P_FLOOR", "ITEMS_LABEL", "format_pvalue", "format_pvalue_from_log", "pvalue_from_log", "wald_log_pvalue",
            "pvalue_texts", "display_table", "cov_label", "by_score"]
@@ -50,7 +50,7 @@ def format_pvalue_from_log(logp: float) -> str:
 
     Examples
     --------
-    >>> from scipy.stats import norm
+    >>> from scipy.special import log_ndtr
     >>> format_pvalue_from_log(float(norm.logsf(40.0)))
     '< 1e-300'
     >>> format_pvalue_from_log(float(norm.logsf(5.63)))
@@ -61,7 +61,7 @@ def format_pvalue_from_log(logp: float) -> str:
 
 def wald_log_pvalue(z: float) -> float:
     """Return ``log 2 + log P(Z > |z|)``, the log two-sided Wald p-value of ``z`` (NaN for NaN)."""
-    return float(math.log(2.0) + norm.logsf(abs(float(z))))
+    return float(math.log(2.0) + log_ndtr(-abs(float(z))))  # log P(|Z| > |z|)
 
 
 def pvalue_texts(table: pd.DataFrame, column: str = "p_value") -> pd.Series:

@@ -200,3 +200,15 @@ def test_no_import_cycle_in_the_analyses():
                     graph[name].add(target)
                     break
     assert import_cycles(graph) == []
+
+
+def test_importing_pydial_leaves_the_slow_imports_to_their_users():
+    """``import pydial`` (every command-line call, every worker process) loads neither scipy.stats nor
+    scipy.optimize (half a second together), nor Stan, matplotlib or arviz: the functions that need them import them."""
+    import subprocess
+    import sys
+
+    slow = ["scipy.stats", "scipy.optimize", "matplotlib", "arviz", "cmdstanpy", "httpstan"]
+    code = f"import sys, pydial; print([m for m in {slow!r} if m in sys.modules])"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
+    assert out == "[]"

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Sequence, cast
 
 import numpy as np
 import pandas as pd
-from scipy import stats
+from scipy.special import chdtrc
 from scipy.special import expit
 
 from pydial.data.comparisons import Comparisons, require_comparisons
@@ -572,7 +572,7 @@ class DialResult:
         V = L @ C.to_numpy(float) @ L.T
         chi2 = float(d @ np.linalg.solve(V, d))
         name = f"beta[{judge}]" + ("" if against is None else f" - beta[{against}]")
-        out = {"difference": float(d[0]), "chi2": chi2, "df": len(names), "p_value": float(stats.chi2.sf(chi2, len(names)))}
+        out = {"difference": float(d[0]), "chi2": chi2, "df": len(names), "p_value": float(chdtrc(len(names), chi2))}
         if len(names) == 1:
             out |= {"se": float(np.sqrt(V[0, 0])), "z": float(d[0] / np.sqrt(V[0, 0]))}
         return pd.Series(out, name=f"{name} ({', '.join(names)})")

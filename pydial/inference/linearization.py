@@ -11,7 +11,7 @@ from typing import Any, Sequence
 
 import numpy as np
 import pandas as pd
-from scipy.stats import norm
+from scipy.special import ndtr, ndtri
 
 from pydial.exceptions import ConvergenceError, CovarianceWarning, IdentifiabilityError
 from pydial.model.families import family_of
@@ -76,11 +76,11 @@ def wald_frame(est: np.ndarray, var: np.ndarray, index: list[str], level: float,
         warnings.warn(zero_variance_warning(name, index, zero), stacklevel=3)
         var = np.where(zero, np.nan, var)
     se = np.sqrt(np.clip(var, 0.0, None))
-    zq = norm.ppf(0.5 + level / 2)
+    zq = ndtri(0.5 + level / 2)
     with np.errstate(divide="ignore", invalid="ignore"):
         z = est / se
     return pd.DataFrame(
-        {name: est, "se": se, "ci_low": est - zq * se, "ci_high": est + zq * se, "z": z, "p_value": 2 * norm.sf(np.abs(z))},
+        {name: est, "se": se, "ci_low": est - zq * se, "ci_high": est + zq * se, "z": z, "p_value": 2 * ndtr(-np.abs(z))},
         index=pd.Index(index),
     )
 
@@ -111,7 +111,7 @@ def target_slices(N: int, rows: int, log_nu: int = 0) -> dict[str, slice]:
 def tie_table(names: list[str], groups: np.ndarray, free: np.ndarray, log_nu: np.ndarray, var: np.ndarray,
               level: float, ties: str) -> pd.DataFrame:
     """Tabulate the tie parameter ``nu``/``tau, se, ci_low, ci_high`` by group (delta method, log-scale interval; 0: no ties)."""
-    zq = norm.ppf(0.5 + level / 2)
+    zq = ndtri(0.5 + level / 2)
     rows = []
     for g in groups:
         if g in free:

@@ -10,7 +10,6 @@ from typing import Sequence
 
 import numpy as np
 from scipy import sparse
-from scipy.optimize import linprog
 from scipy.sparse.csgraph import breadth_first_order, connected_components
 
 __all__ = ["CycleScan", "scan_cycles", "scan_cycles_fast", "SCAN_VECTOR_MIN", "undirected_labels", "names_text",
@@ -216,6 +215,8 @@ def check_separation(items: Sequence[str], ii: np.ndarray, jj: np.ndarray, aa: n
     finite = f"finite MLE exists: no separating direction among the {int(boundary.sum())} cells with a one-sided outcome (of {m})"
     if no_separation_by_graph(N, ii, jj, aa, n, y, nopos):
         return True, finite
+    from scipy.optimize import linprog  # a fifth of a second to import: only where the graph test does not decide
+
     rows = np.repeat(np.arange(m), 3)
     cols = np.column_stack([ii, jj, np.full(m, N)]).ravel()
     vals = np.column_stack([np.ones(m), -np.ones(m), aa.astype(float)]).ravel()

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 from scipy.special import expit
-from scipy.stats import norm
+from scipy.special import ndtr
 
 from pydial.data.comparisons import Comparisons
 from pydial.estimation.results import DialResult
@@ -167,7 +167,7 @@ def next_pairs(result: DialResult, n: int, objective: str = "contrast", *, data:
         if objective == "ranking":  # each contrast weighted by its misordering probability
             C = blk.other + blk.B @ blk.K @ blk.B.T
             se = np.sqrt(np.maximum(np.einsum("ij,jk,ik->i", G, C, G), 1e-300))
-            omega = norm.cdf(-np.abs(G @ blk.s) / se)
+            omega = ndtr(-np.abs(G @ blk.s) / se)
         H = G @ blk.B  # the contrasts in calibration coordinates
     K = blk.K.copy()
 

@@ -46,9 +46,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import scipy.sparse as sp
-from scipy.integrate import quad
 from scipy.special import expit
-from scipy.stats import chi2, ncx2, norm
+from scipy.special import chdtri, ndtri
 
 from pydial.api import fit
 from pydial.data.comparisons import Comparisons, require_comparisons
@@ -151,6 +150,8 @@ NORMAL_NONCENTRALITY = 1e9
 
 def _chi2(k: int, nc: float) -> Any:
     """Return the (noncentral) chi-square distribution, or its normal limit above :data:`NORMAL_NONCENTRALITY`."""
+    from scipy.stats import chi2, ncx2, norm  # scipy.stats takes half a second to import: only when planning
+
     if nc > NORMAL_NONCENTRALITY:
         return norm(loc=k + nc, scale=np.sqrt(2.0 * (k + 2.0 * nc)))
     return ncx2(k, nc) if nc > 0 else chi2(k)
@@ -168,6 +169,8 @@ def shrinkage_moment(df: int, nc: float, power: int, shift: int) -> float:
     lo, hi = max(float(dist.ppf(1e-13)), df), float(dist.isf(1e-13))  # the mass, where kappa > 0
     if hi <= df:
         return 0.0
+    from scipy.integrate import quad  # imports scipy.optimize: only when planning
+
     return float(quad(lambda t: (1.0 - df / t) ** power * dist.pdf(t), lo, hi, limit=200, epsabs=1e-12)[0])
 
 
@@ -244,7 +247,7 @@ def make_pilot(result: DialResult, *, data: Comparisons | None = None, design: s
             h = fit_human_btl(data.human, data.N)
             lrt = calibration_test(data, sf.chart.scores(sf.theta), h.s if h.opt.resolved else None, B.shape[1])
         if lrt.defined and lrt.df > 0:
-            delta = max(0.0, lrt.statistic - float(chi2.isf(alpha, lrt.df))) / (2.0 * data.n_human)
+            delta = max(0.0, lrt.statistic - float(chdtri(lrt.df, alpha))) / (2.0 * data.n_human)
     return Pilot(tuple(result.items), s, pairs, rho, L, B, V_llm, delta, llm_p)
 
 
@@ -387,7 +390,7 @@ def plan(result: DialResult, budgets: Sequence[int] = (100, 200, 400, 800, 1600,
 
 def _plan_theory(p: Pilot, budgets: list[int], methods: tuple[str, ...], contrast: tuple[str, str], k: int,
                  level: float, seed: int) -> pd.DataFrame:
-    zq = norm.ppf(0.5 + level / 2)
+    zq = ndtri(0.5 + level / 2)
     g = np.zeros(p.N)
     g[p.items.index(contrast[0])], g[p.items.index(contrast[1])] = 1.0, -1.0
 
@@ -470,7 +473,7 @@ def _sim_one(p: Pilot, data: Comparisons, llm: pd.DataFrame | None, n: int, meth
         out.append({"budget": n, "method": m, "ok": bool(res.converged),
                     "excess_risk": excess_risk(s_hat, p.s, p.rho),
                     "ci_width": float((sc["ci_high"] - sc["ci_low"]).mean()),
-                    "contrast_ci_width": float(2 * norm.ppf(0.5 + res.level / 2) * res.contrast(*contrast)["se"]),
+                    "contrast_ci_width": float(2 * ndtri(0.5 + res.level / 2) * res.contrast(*contrast)["se"]),
                     "p_topk_correct": float(topk_hits(s_hat[None, :], p.s, k)[0])})
     return out
 
