@@ -50,7 +50,7 @@ def format_pvalue_from_log(logp: float) -> str:
 
     Examples
     --------
-    >>> from scipy.special import log_ndtr
+    >>> from scipy.stats import norm
     >>> format_pvalue_from_log(float(norm.logsf(40.0)))
     '< 1e-300'
     >>> format_pvalue_from_log(float(norm.logsf(5.63)))

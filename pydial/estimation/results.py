@@ -15,8 +15,7 @@ from typing import TYPE_CHECKING, Any, Sequence, cast
 
 import numpy as np
 import pandas as pd
-from scipy.special import chdtrc
-from scipy.special import expit
+from scipy.special import chdtrc, expit
 
 from pydial.data.comparisons import Comparisons, require_comparisons
 from pydial.data.names import name_list
