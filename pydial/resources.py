@@ -1,8 +1,9 @@
-"""Memory estimates checked before any work starts, and progress output for long fits.
+"""Memory estimates checked before any work starts, memory reuse in large fits, and progress output for long fits.
 
 :func:`check_memory` compares the numpy engine's estimate (a few arrays per cell, a few dense ``P x P`` matrices) with
 the memory available, :func:`check_bytes` any predictable request; both raise :class:`~pydial.exceptions.MemoryLimitError`
 instead of letting the process be killed.  ``PYDIAL_MEMORY_LIMIT`` caps the memory planned for (:func:`memory_limit`).
+:func:`reused_memory` keeps the memory a fit of a million cells or more frees for its next arrays (glibc).
 """
 
 from __future__ import annotations
