@@ -87,12 +87,6 @@ def stan_output(text: str) -> str:
     return "\n".join(line.rstrip() for line in text.splitlines() if not _ARGUMENT_ECHO.match(line)).strip()
 
 
-def _size_key(data: Mapping[str, Any]) -> tuple:
-    """Return the integer data, which fix every size of a Stan program's variables (a cache key)."""
-    arrays = ((k, np.asarray(data[k])) for k in sorted(data))
-    return tuple((k, v.shape, v.tobytes()) for k, v in arrays if np.issubdtype(v.dtype, np.integer))
-
-
 def _paths(name: str, code: str) -> tuple[Path, Path]:
     """Return the cached ``.stan`` file and executable of a program (keyed by its text and the CmdStan path)."""
     import cmdstanpy
@@ -246,7 +240,8 @@ class CmdstanpyModel(CompiledModel):
         """See :meth:`CompiledModel.parameter_shapes`; from a one-draw ``fixed_param`` run, cached per integer data."""
         data = as_stan_data(data)
         names = self.parameter_names()
-        key = _size_key(data)
+        arrays = ((k, np.asarray(data[k])) for k in sorted(data))  # the integer data fix every size: the cache key
+        key = tuple((k, v.shape, v.tobytes()) for k, v in arrays if np.issubdtype(v.dtype, np.integer))
         if key not in self._shape_cache:
             vars_ = self._fixed_param(data).metadata.stan_vars
             # zero-size variables have no output columns: shape (0,)

@@ -14,7 +14,7 @@ from typing import Any, ClassVar, Mapping, Protocol, Sequence, runtime_checkable
 import numpy as np
 from numpy.typing import ArrayLike
 
-from ..estimation.spec import check_count, check_level
+from ..estimation.spec import check_choice, check_count, check_level
 from ..exceptions import ArgumentError, ArgumentTypeError, DialError
 from ..optim import lbfgs_minimize
 from .results import OptimizeResult, SampleResult
@@ -367,8 +367,7 @@ class CompiledModel(abc.ABC):
             raise ArgumentError(f"inits must give one dict per chain ({chains}), got {len(inits)}")
         data = as_stan_data(data)
         init_values = None if inits is None else [json_ready(as_stan_data(i)) for i in inits]
-        if inv_metric is not None:
-            inv_metric = _checked_metric(inv_metric)
+        inv_metric = None if inv_metric is None else _checked_metric(inv_metric)
         t0 = time.perf_counter()
         run = self._run_nuts(data, chains=chains, draws=draws, warmup=warmup, seed=seed, inits=init_values,
                              adapt_delta=adapt_delta, max_depth=max_depth, refresh=refresh, quiet=quiet,
@@ -414,8 +413,7 @@ class CompiledModel(abc.ABC):
         StanBackendError
             The backend has no approximate posteriors (httpstan): the message names CmdStan.
         """
-        if algorithm not in APPROXIMATIONS:
-            raise ArgumentError(f"algorithm must be one of {APPROXIMATIONS}, got {algorithm!r}")
+        check_choice("algorithm", algorithm, APPROXIMATIONS)
         draws = check_count(draws, "draws")
         data = as_stan_data(data)
         init_values = None if init is None else json_ready(as_stan_data(init))

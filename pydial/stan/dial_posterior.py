@@ -242,14 +242,12 @@ def run_dial(data: Comparisons, req: Request, opt: RunOptions, calibration: str 
     """One NUTS run of ``dial_sample.stan`` (or a user's copy): draws, data, aggregated cells, posterior group."""
     rank, family, order, init, per_judgment = req.rank, req.family, req.spec.order, opt.init, opt.per_judgment
     start = dial_sample_start(data, rank=rank, calibration=calibration, order=order)  # mu_ref and the chains' start
-    d, L, H = dial_sample_data(data, rank=rank, calibration=calibration, order=order, family=family, w_llm=w_llm,
+    d, _, H = dial_sample_data(data, rank=rank, calibration=calibration, order=order, family=family, w_llm=w_llm,
                                w_human=1.0, priors=opt.priors, log_lik=opt.log_lik, win_prob=bool(opt.win_prob and calibration),
                                mu_ref=mu_reference(start[0].mu), per_judgment=per_judgment,
                                shared=req.spec.covariate_effects == "shared")
-    if per_judgment:  # the aggregated cells, which label the judgments (CellTable.judgment_labels)
-        L = llm_cell_table(data, family)
-        H = human_cell_table(data, family) if H is not None else None
-    cells = [L] + ([H] if H is not None and len(H) else [])
+    # the aggregated cells, which label the judgments (CellTable.judgment_labels)
+    cells = [llm_cell_table(data, family)] + ([human_cell_table(data, family)] if H is not None and len(H) else [])
     chains = int(opt.run["chains"])
     if isinstance(init, str):
         inits = dial_sample_inits(data, d, chains=chains, rng=opt.rng, start=start) if init == "point-start" else None

@@ -15,7 +15,7 @@ from pydial.data.comparisons import CellTable, Comparisons, require_comparisons
 from pydial.estimation.glm import initial_theta
 from pydial.model.chart import Calibration, Chart, Structure, helmert_basis
 from pydial.model.families import BINARY, Family, family_of, family_of_code, log_coef
-from pydial.estimation.spec import ModelSpec
+from pydial.estimation.spec import ModelSpec, check_choice
 from pydial.exceptions import ArgumentError, ArgumentTypeError
 
 __all__ = ["data_fingerprint", "DIAL_PRIORS", "DIAL_SAMPLE_PRIORS", "JUDGES_PRIORS", "CellTable", "covariate_rows",
@@ -96,9 +96,8 @@ def merge_priors(defaults: Mapping[str, float], priors: Mapping[str, float] | No
             raise ArgumentError(f"unknown {what} prior(s) {unknown}; allowed: {sorted(defaults)}")
         for k, v in priors.items():
             v = float(v)
-            if k.endswith("sd"):
-                if not (np.isfinite(v) and v >= 0):
-                    raise ArgumentError(f"prior scale {k!r} must be finite and >= 0 (0 = flat), got {v!r}")
+            if k.endswith("sd") and not (np.isfinite(v) and v >= 0):
+                raise ArgumentError(f"prior scale {k!r} must be finite and >= 0 (0 = flat), got {v!r}")
             out[k] = v
     return out
 
@@ -388,8 +387,7 @@ def standata(data: Comparisons, program: str = "dial_sample", spec: ModelSpec | 
     0
     """
     data = require_comparisons(data)
-    if program not in STANDATA_PROGRAMS:
-        raise ArgumentError(f"program must be one of {STANDATA_PROGRAMS}, got {program!r}")
+    check_choice("program", program, STANDATA_PROGRAMS)
     if spec is None:
         spec = ModelSpec(**keywords)
     elif keywords:
@@ -484,10 +482,9 @@ def tie_start(d: Mapping[str, Any]) -> np.ndarray:
 
 def householder_perp(e: np.ndarray) -> np.ndarray:
     """Return ``E_perp`` of dial_sample.stan: columns 2.. of the Householder reflection taking ``e_1`` to ``e``."""
-    n = e.size
     w0 = -e.copy()
     w0[0] += 1.0
-    H0 = np.eye(n)
+    H0 = np.eye(e.size)
     if w0 @ w0 > 1e-24:
         H0 -= 2.0 / (w0 @ w0) * np.outer(w0, w0)
     return H0[:, 1:]
