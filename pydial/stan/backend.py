@@ -42,9 +42,8 @@ INSTALL_WAYS = ("CmdStan for cmdstanpy (`python -m cmdstanpy.install_cmdstan`, o
 """The two ways to install a Stan backend, as the errors name them."""
 
 _INSTALL_HINT = {
-    "cmdstanpy": ("backend 'cmdstanpy' was requested but no CmdStan installation was found "
-                  "(cmdstanpy.cmdstan_path() failed); install it with `python -m cmdstanpy.install_cmdstan` "
-                  "or use backend='httpstan'"),
+    "cmdstanpy": ("backend 'cmdstanpy' was requested but no CmdStan installation was found (cmdstanpy.cmdstan_path() "
+                  "failed); install it with `python -m cmdstanpy.install_cmdstan` or use backend='httpstan'"),
     "httpstan": ("backend 'httpstan' was requested but cannot run here; `pip install \"pydial[httpstan]\"` "
                  "(Linux and macOS, Python <= 3.12) or use backend='cmdstanpy'"),
 }

@@ -194,11 +194,10 @@ def _pathfinder_draws(raw: np.ndarray, names: list[str], draws: int, seed: int |
     lw, k = psislw(lr[ok]) if ok.sum() > 1 else (np.zeros(0), np.inf)
     if not k <= PATHFINDER_MAX_K:
         raise ConvergenceError(
-            f"Pathfinder's normal approximations do not match this posterior: the Pareto k of the importance ratios "
-            f"of their {raw.shape[0]:,} draws ({PATHFINDER_PATHS} paths) is {k:.2f} > {PATHFINDER_MAX_K}, so importance "
-            "resampling would keep only a few distinct draws and the intervals would be wrong (it happens on the "
-            "posteriors of large data and of the structured DIAL models); use algorithm='laplace' (the normal "
-            "approximation at the mode) or 'nuts'")
+            "Pathfinder's normal approximations do not match this posterior: the Pareto k of the importance ratios of their "
+            f"{raw.shape[0]:,} draws ({PATHFINDER_PATHS} paths) is {k:.2f} > {PATHFINDER_MAX_K}, so importance resampling would "
+            "keep only a few distinct draws and the intervals would be wrong (it happens on the posteriors of large data and of "
+            "the structured DIAL models); use algorithm='laplace' (the normal approximation at the mode) or 'nuts'")
     w = np.exp(lw)
     return np.flatnonzero(ok)[np.random.default_rng(seed).choice(lw.size, size=draws, p=w / w.sum())]
 
@@ -296,9 +295,8 @@ class CmdstanpyModel(CompiledModel):
                         bounds: Sequence[tuple[float | None, float | None]] | None, gtol: float,
                         max_iter: int) -> OptimizeResult:
         """Refused: every log density is a CmdStan subprocess."""
-        raise StanBackendError(
-            "on CmdStan every log density is a subprocess, so pydial does not run scipy on it: hold "
-            "coordinates fixed by passing them as data (dial.stan's fix_llm), or use backend='httpstan'")
+        raise StanBackendError("on CmdStan every log density is a subprocess, so pydial does not run scipy on it: hold "
+                               "coordinates fixed by passing them as data (dial.stan's fix_llm), or use backend='httpstan'")
 
     def _optimize_native(self, data: dict[str, Any], u0: np.ndarray, seed: int | None, gtol: float,
                          max_iter: int) -> OptimizeResult:
@@ -352,8 +350,7 @@ class CmdstanpyModel(CompiledModel):
                 iter_warmup=warmup, iter_sampling=draws, adapt_delta=adapt_delta, max_treedepth=max_depth,
                 inits=inits, metric="dense_e" if dense else "diag_e", **step_only,
                 inv_metric=None if inv_metric is None else {"inv_metric": inv_metric.tolist()},
-                show_progress=bool(progress), refresh=refresh, sig_figs=18,
-            )
+                show_progress=bool(progress), refresh=refresh, sig_figs=18)
         raw = fit.draws()  # (draw, chain, column)
         stats = {n: np.asarray(raw[:, :, i], float).T for i, n in enumerate(fit.column_names) if n.endswith("__")}
         return NutsDraws(draws=_stan_variables(fit, chains, draws), stats=stats, fit=fit)

@@ -6,6 +6,7 @@ checks, the scipy L-BFGS-B path and the assembly of results live here.
 from __future__ import annotations
 
 import abc
+import contextlib
 import sys
 import time
 from dataclasses import dataclass, field
@@ -81,11 +82,9 @@ def _checked_metric(inv_metric: Any) -> np.ndarray:
         return m
     square = m.ndim == 2 and m.shape[0] == m.shape[1] and np.all(np.isfinite(m))
     if square and np.allclose(m, m.T, rtol=0, atol=1e-10 * np.abs(m).max()):
-        try:
+        with contextlib.suppress(np.linalg.LinAlgError):
             np.linalg.cholesky(m)
             return m
-        except np.linalg.LinAlgError:
-            pass
     raise ArgumentError("inv_metric must be a vector of positive numbers (a diagonal inverse metric) or a symmetric "
                         f"positive definite matrix (a dense one), got an array of shape {m.shape}")
 

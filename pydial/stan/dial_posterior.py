@@ -324,8 +324,7 @@ def matched_mode(data: Comparisons, req: Request, d: Mapping[str, Any], w_llm: f
     if inits:
         init = dict(inits[0])
     else:
-        calibrated = int(d["calibration"]) > 0
-        weight = w_llm * data.n_llm / data.n_human if calibrated else float("inf")
+        weight = w_llm * data.n_llm / data.n_human if int(d["calibration"]) > 0 else float("inf")  # calibrated
         spec = req.spec.selected(weight, req.rank) if req.spec.adaptive else req.spec
         with warnings.catch_warnings():  # a start: the fit's own warnings are not the posterior's
             warnings.simplefilter("ignore")
@@ -404,8 +403,7 @@ def cut_stage(data: Comparisons, req: Request, opt: RunOptions, out: Sampled) ->
         dims["win_prob"] = ["item", "item_j"]
         coords["item_j"] = list(data.items)
     if tie:
-        nu_h = np.asarray(res2.draws["nu"]).reshape(chains, draws, 1)
-        post["nu"] = np.concatenate([post["nu"], nu_h], axis=2)
+        post["nu"] = np.concatenate([post["nu"], np.asarray(res2.draws["nu"]).reshape(chains, draws, 1)], axis=2)
         coords["tie_judge"] = list(coords["tie_judge"]) + [data.human_judge]
         res.draws["nu"] = post["nu"]
     if data.p:  # the people's covariate effects, one per first-stage draw, as the last row of beta (0 where fixed)

@@ -42,9 +42,8 @@ def arviz() -> Any:
         raise DependencyError(f"pydial's posteriors need arviz (`pip install arviz`): {exc}") from exc
     v = _version(az.__version__)
     if v < ARVIZ_MIN or v[0] > 1:
-        raise DependencyError(
-            f"arviz {az.__version__} is installed; pydial supports arviz >= {ARVIZ_MIN[0]}.{ARVIZ_MIN[1]} "
-            "(0.x InferenceData) and 1.x (DataTree): `pip install -U arviz`")
+        raise DependencyError(f"arviz {az.__version__} is installed; pydial supports arviz >= {ARVIZ_MIN[0]}.{ARVIZ_MIN[1]} "
+                              "(0.x InferenceData) and 1.x (DataTree): `pip install -U arviz`")
     return az
 
 
@@ -308,8 +307,7 @@ def _from_cmdstanpy(res: Any, post: Mapping[str, np.ndarray], pp: Mapping[str, n
     with quiet_arviz() as az:
         idata = az.from_cmdstanpy(
             posterior=fit, log_likelihood={"log_lik": "log_lik"} if pointwise else None, coords=dict(coords),
-            dims={k: v for k, v in dims.items() if k in from_fit or k == "log_lik"},
-        )
+            dims={k: v for k, v in dims.items() if k in from_fit or k == "log_lik"})
     full = group_dataset(idata, "posterior")
     ds = full[from_fit]
     for k in post:  # derived quantities (not Stan variables)
