@@ -206,8 +206,7 @@ def compare_intervals(result: Any, idata: Any, *, level: float | None = None, ma
     if "posterior" not in groups:
         raise ArgumentTypeError("idata must be a posterior with a 'posterior' group (pydial.posterior: an "
                                 f"xarray.DataTree or arviz.InferenceData), got {type(idata).__name__}")
-    if level is not None:
-        level = check_level(level)
+    level = None if level is None else check_level(level)
     pe = post_estimand(idata)
     refit, omitted = False, ""
     if pe is None and not allow_unrecorded:
