@@ -42,9 +42,8 @@ INSTALL_WAYS = ("CmdStan for cmdstanpy (`python -m cmdstanpy.install_cmdstan`, o
 """The two ways to install a Stan backend, as the errors name them."""
 
 _INSTALL_HINT = {
-    "cmdstanpy": ("backend 'cmdstanpy' was requested but no CmdStan installation was found "
-                  "(cmdstanpy.cmdstan_path() failed); install it with `python -m cmdstanpy.install_cmdstan` "
-                  "or use backend='httpstan'"),
+    "cmdstanpy": ("backend 'cmdstanpy' was requested but no CmdStan installation was found (cmdstanpy.cmdstan_path() "
+                  "failed); install it with `python -m cmdstanpy.install_cmdstan` or use backend='httpstan'"),
     "httpstan": ("backend 'httpstan' was requested but cannot run here; `pip install \"pydial[httpstan]\"` "
                  "(Linux and macOS, Python <= 3.12) or use backend='cmdstanpy'"),
 }
@@ -159,14 +158,12 @@ def compile_model(program: str, *, backend: str | None = None, code: str | None 
     text = program_code(program) if code is None else code  # program_code validates the name
     key = _key(be, text)
     with _LOCK:
-        if key in _COMPILED:
-            return _COMPILED[key]
-        impl = BACKEND_MODULES[be]
-        if not impl.is_compiled(program, text):
-            announce_compile(program, be)
-        cm = impl.compile_program(program, text)
-        _COMPILED[key] = cm
-        return cm
+        if key not in _COMPILED:
+            impl = BACKEND_MODULES[be]
+            if not impl.is_compiled(program, text):
+                announce_compile(program, be)
+            _COMPILED[key] = impl.compile_program(program, text)
+        return _COMPILED[key]
 
 
 def _compile_in_subprocess(program: str, backend: str) -> float:

@@ -105,9 +105,8 @@ def _like_spec(result: Any, data: Comparisons) -> ModelSpec:
                                     f"{', '.join(POSTERIOR_METHODS)})", {"method": (spec.method, None)})
     if spec.method.startswith("dial") and isinstance(getattr(result, "data", None), Comparisons) and \
             result.data is not data and (result.data.n_human != data.n_human or result.data.n_llm != data.n_llm):
-        raise EstimandMismatchError("posterior(..., like=result): the data differ from the data of the fit "
-                                    f"(n_H {data.n_human} vs {result.data.n_human}, n_LLM {data.n_llm} vs "
-                                    f"{result.data.n_llm})")
+        raise EstimandMismatchError("posterior(..., like=result): the data differ from the data of the fit (n_H "
+                                    f"{data.n_human} vs {result.data.n_human}, n_LLM {data.n_llm} vs {result.data.n_llm})")
     return spec
 
 

@@ -87,12 +87,6 @@ def stan_output(text: str) -> str:
     return "\n".join(line.rstrip() for line in text.splitlines() if not _ARGUMENT_ECHO.match(line)).strip()
 
 
-def _size_key(data: Mapping[str, Any]) -> tuple:
-    """Return the integer data, which fix every size of a Stan program's variables (a cache key)."""
-    arrays = ((k, np.asarray(data[k])) for k in sorted(data))
-    return tuple((k, v.shape, v.tobytes()) for k, v in arrays if np.issubdtype(v.dtype, np.integer))
-
-
 def _paths(name: str, code: str) -> tuple[Path, Path]:
     """Return the cached ``.stan`` file and executable of a program (keyed by its text and the CmdStan path)."""
     import cmdstanpy
@@ -200,11 +194,10 @@ def _pathfinder_draws(raw: np.ndarray, names: list[str], draws: int, seed: int |
     lw, k = psislw(lr[ok]) if ok.sum() > 1 else (np.zeros(0), np.inf)
     if not k <= PATHFINDER_MAX_K:
         raise ConvergenceError(
-            f"Pathfinder's normal approximations do not match this posterior: the Pareto k of the importance ratios "
-            f"of their {raw.shape[0]:,} draws ({PATHFINDER_PATHS} paths) is {k:.2f} > {PATHFINDER_MAX_K}, so importance "
-            "resampling would keep only a few distinct draws and the intervals would be wrong (it happens on the "
-            "posteriors of large data and of the structured DIAL models); use algorithm='laplace' (the normal "
-            "approximation at the mode) or 'nuts'")
+            "Pathfinder's normal approximations do not match this posterior: the Pareto k of the importance ratios of their "
+            f"{raw.shape[0]:,} draws ({PATHFINDER_PATHS} paths) is {k:.2f} > {PATHFINDER_MAX_K}, so importance resampling would "
+            "keep only a few distinct draws and the intervals would be wrong (it happens on the posteriors of large data and of "
+            "the structured DIAL models); use algorithm='laplace' (the normal approximation at the mode) or 'nuts'")
     w = np.exp(lw)
     return np.flatnonzero(ok)[np.random.default_rng(seed).choice(lw.size, size=draws, p=w / w.sum())]
 
@@ -246,7 +239,8 @@ class CmdstanpyModel(CompiledModel):
         """See :meth:`CompiledModel.parameter_shapes`; from a one-draw ``fixed_param`` run, cached per integer data."""
         data = as_stan_data(data)
         names = self.parameter_names()
-        key = _size_key(data)
+        arrays = ((k, np.asarray(data[k])) for k in sorted(data))  # the integer data fix every size: the cache key
+        key = tuple((k, v.shape, v.tobytes()) for k, v in arrays if np.issubdtype(v.dtype, np.integer))
         if key not in self._shape_cache:
             vars_ = self._fixed_param(data).metadata.stan_vars
             # zero-size variables have no output columns: shape (0,)
@@ -301,9 +295,8 @@ class CmdstanpyModel(CompiledModel):
                         bounds: Sequence[tuple[float | None, float | None]] | None, gtol: float,
                         max_iter: int) -> OptimizeResult:
         """Refused: every log density is a CmdStan subprocess."""
-        raise StanBackendError(
-            "on CmdStan every log density is a subprocess, so pydial does not run scipy on it: hold "
-            "coordinates fixed by passing them as data (dial.stan's fix_llm), or use backend='httpstan'")
+        raise StanBackendError("on CmdStan every log density is a subprocess, so pydial does not run scipy on it: hold "
+                               "coordinates fixed by passing them as data (dial.stan's fix_llm), or use backend='httpstan'")
 
     def _optimize_native(self, data: dict[str, Any], u0: np.ndarray, seed: int | None, gtol: float,
                          max_iter: int) -> OptimizeResult:
@@ -357,8 +350,7 @@ class CmdstanpyModel(CompiledModel):
                 iter_warmup=warmup, iter_sampling=draws, adapt_delta=adapt_delta, max_treedepth=max_depth,
                 inits=inits, metric="dense_e" if dense else "diag_e", **step_only,
                 inv_metric=None if inv_metric is None else {"inv_metric": inv_metric.tolist()},
-                show_progress=bool(progress), refresh=refresh, sig_figs=18,
-            )
+                show_progress=bool(progress), refresh=refresh, sig_figs=18)
         raw = fit.draws()  # (draw, chain, column)
         stats = {n: np.asarray(raw[:, :, i], float).T for i, n in enumerate(fit.column_names) if n.endswith("__")}
         return NutsDraws(draws=_stan_variables(fit, chains, draws), stats=stats, fit=fit)

@@ -32,16 +32,14 @@ def _draws(idata: Any, var: str, *dims: str) -> tuple[np.ndarray, list[str]] | N
     return x, names
 
 
-def _block(quantity: str, table: pd.DataFrame, est_col: str, draws: np.ndarray, names: list[str], level: float,
+def _block(quantity: str, table: pd.DataFrame, draws: np.ndarray, names: list[str], level: float,
            same_level: bool) -> pd.DataFrame:
     missing = [str(n) for n in table.index if str(n) not in names]
     if missing:
         raise KeyError(f"{quantity}: {missing[:5]} of the frequentist table are not in the posterior coordinates")
-    idx = [names.index(str(n)) for n in table.index]
-    x = draws[:, idx]
+    x = draws[:, [names.index(str(n)) for n in table.index]]
     alpha = 1.0 - level
-    est = table[est_col].to_numpy(float)
-    se = table["se"].to_numpy(float)
+    est, se = table[quantity].to_numpy(float), table["se"].to_numpy(float)
     if same_level and {"ci_low", "ci_high"} <= set(table.columns):
         lo, hi = table["ci_low"].to_numpy(float), table["ci_high"].to_numpy(float)
     else:
@@ -208,8 +206,7 @@ def compare_intervals(result: Any, idata: Any, *, level: float | None = None, ma
     if "posterior" not in groups:
         raise ArgumentTypeError("idata must be a posterior with a 'posterior' group (pydial.posterior: an "
                                 f"xarray.DataTree or arviz.InferenceData), got {type(idata).__name__}")
-    if level is not None:
-        level = check_level(level)
+    level = None if level is None else check_level(level)
     pe = post_estimand(idata)
     refit, omitted = False, ""
     if pe is None and not allow_unrecorded:
@@ -245,10 +242,10 @@ def compare_intervals(result: Any, idata: Any, *, level: float | None = None, ma
     dr = _draws(idata, score_var, "item")
     if dr is None:
         raise KeyError(f"the posterior has no scores {score_var!r} over dimension 'item'")
-    blocks = [_block("score", result.scores, "score", *dr, lv, same)]
+    blocks = [_block("score", result.scores, *dr, lv, same)]
     pos = getattr(result, "position_effects", None)
     if not omitted and pos is not None and len(pos) and (dr := _draws(idata, "b", "judge")) is not None:
-        blocks.append(_block("b", pos, "b", *dr, lv, same))
+        blocks.append(_block("b", pos, *dr, lv, same))
     ce = getattr(result, "covariate_effects", None)
     if ce is not None and len(ce):
         dr = _draws(idata, "beta", "beta_judge", "covariate")
@@ -256,7 +253,7 @@ def compare_intervals(result: Any, idata: Any, *, level: float | None = None, ma
             raise KeyError("the result has covariate effects but the posterior has no beta over (beta_judge, covariate): "
                            "sample it from the same data (with their covariates)")
         flat = ce.set_axis([" | ".join(map(str, key)) for key in ce.index])
-        blocks.append(_block("beta", flat, "beta", *dr, lv, same))
+        blocks.append(_block("beta", flat, *dr, lv, same))
     out = IntervalComparison(pd.concat(blocks))
     out.attrs["level"] = lv
     algorithm = {"laplace": " (Laplace approximation)", "pathfinder": " (Pathfinder)"}.get(

@@ -6,6 +6,7 @@ checks, the scipy L-BFGS-B path and the assembly of results live here.
 from __future__ import annotations
 
 import abc
+import contextlib
 import sys
 import time
 from dataclasses import dataclass, field
@@ -14,7 +15,7 @@ from typing import Any, ClassVar, Mapping, Protocol, Sequence, runtime_checkable
 import numpy as np
 from numpy.typing import ArrayLike
 
-from ..estimation.spec import check_count, check_level
+from ..estimation.spec import check_choice, check_count, check_level
 from ..exceptions import ArgumentError, ArgumentTypeError, DialError
 from ..optim import lbfgs_minimize
 from .results import OptimizeResult, SampleResult
@@ -81,11 +82,9 @@ def _checked_metric(inv_metric: Any) -> np.ndarray:
         return m
     square = m.ndim == 2 and m.shape[0] == m.shape[1] and np.all(np.isfinite(m))
     if square and np.allclose(m, m.T, rtol=0, atol=1e-10 * np.abs(m).max()):
-        try:
+        with contextlib.suppress(np.linalg.LinAlgError):
             np.linalg.cholesky(m)
             return m
-        except np.linalg.LinAlgError:
-            pass
     raise ArgumentError("inv_metric must be a vector of positive numbers (a diagonal inverse metric) or a symmetric "
                         f"positive definite matrix (a dense one), got an array of shape {m.shape}")
 
@@ -367,8 +366,7 @@ class CompiledModel(abc.ABC):
             raise ArgumentError(f"inits must give one dict per chain ({chains}), got {len(inits)}")
         data = as_stan_data(data)
         init_values = None if inits is None else [json_ready(as_stan_data(i)) for i in inits]
-        if inv_metric is not None:
-            inv_metric = _checked_metric(inv_metric)
+        inv_metric = None if inv_metric is None else _checked_metric(inv_metric)
         t0 = time.perf_counter()
         run = self._run_nuts(data, chains=chains, draws=draws, warmup=warmup, seed=seed, inits=init_values,
                              adapt_delta=adapt_delta, max_depth=max_depth, refresh=refresh, quiet=quiet,
@@ -414,8 +412,7 @@ class CompiledModel(abc.ABC):
         StanBackendError
             The backend has no approximate posteriors (httpstan): the message names CmdStan.
         """
-        if algorithm not in APPROXIMATIONS:
-            raise ArgumentError(f"algorithm must be one of {APPROXIMATIONS}, got {algorithm!r}")
+        check_choice("algorithm", algorithm, APPROXIMATIONS)
         draws = check_count(draws, "draws")
         data = as_stan_data(data)
         init_values = None if init is None else json_ready(as_stan_data(init))

@@ -242,14 +242,12 @@ def run_dial(data: Comparisons, req: Request, opt: RunOptions, calibration: str 
     """One NUTS run of ``dial_sample.stan`` (or a user's copy): draws, data, aggregated cells, posterior group."""
     rank, family, order, init, per_judgment = req.rank, req.family, req.spec.order, opt.init, opt.per_judgment
     start = dial_sample_start(data, rank=rank, calibration=calibration, order=order)  # mu_ref and the chains' start
-    d, L, H = dial_sample_data(data, rank=rank, calibration=calibration, order=order, family=family, w_llm=w_llm,
+    d, _, H = dial_sample_data(data, rank=rank, calibration=calibration, order=order, family=family, w_llm=w_llm,
                                w_human=1.0, priors=opt.priors, log_lik=opt.log_lik, win_prob=bool(opt.win_prob and calibration),
                                mu_ref=mu_reference(start[0].mu), per_judgment=per_judgment,
                                shared=req.spec.covariate_effects == "shared")
-    if per_judgment:  # the aggregated cells, which label the judgments (CellTable.judgment_labels)
-        L = llm_cell_table(data, family)
-        H = human_cell_table(data, family) if H is not None else None
-    cells = [L] + ([H] if H is not None and len(H) else [])
+    # the aggregated cells, which label the judgments (CellTable.judgment_labels)
+    cells = [llm_cell_table(data, family)] + ([human_cell_table(data, family)] if H is not None and len(H) else [])
     chains = int(opt.run["chains"])
     if isinstance(init, str):
         inits = dial_sample_inits(data, d, chains=chains, rng=opt.rng, start=start) if init == "point-start" else None
@@ -326,8 +324,7 @@ def matched_mode(data: Comparisons, req: Request, d: Mapping[str, Any], w_llm: f
     if inits:
         init = dict(inits[0])
     else:
-        calibrated = int(d["calibration"]) > 0
-        weight = w_llm * data.n_llm / data.n_human if calibrated else float("inf")
+        weight = w_llm * data.n_llm / data.n_human if int(d["calibration"]) > 0 else float("inf")  # calibrated
         spec = req.spec.selected(weight, req.rank) if req.spec.adaptive else req.spec
         with warnings.catch_warnings():  # a start: the fit's own warnings are not the posterior's
             warnings.simplefilter("ignore")
@@ -406,8 +403,7 @@ def cut_stage(data: Comparisons, req: Request, opt: RunOptions, out: Sampled) ->
         dims["win_prob"] = ["item", "item_j"]
         coords["item_j"] = list(data.items)
     if tie:
-        nu_h = np.asarray(res2.draws["nu"]).reshape(chains, draws, 1)
-        post["nu"] = np.concatenate([post["nu"], nu_h], axis=2)
+        post["nu"] = np.concatenate([post["nu"], np.asarray(res2.draws["nu"]).reshape(chains, draws, 1)], axis=2)
         coords["tie_judge"] = list(coords["tie_judge"]) + [data.human_judge]
         res.draws["nu"] = post["nu"]
     if data.p:  # the people's covariate effects, one per first-stage draw, as the last row of beta (0 where fixed)

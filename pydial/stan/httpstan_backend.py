@@ -141,14 +141,12 @@ def _load_services(model_name: str) -> Any:
     """Load a compiled model's functions once per process (captured at import: every module is ``stan_services``)."""
     import httpstan.models
 
-    fns = _SERVICES.get(model_name)
-    if fns is None:
+    if model_name not in _SERVICES:
         mod = httpstan.models.import_services_extension_module(model_name)
-        fns = types.SimpleNamespace(**{n: getattr(mod, n) for n in _SERVICE_FUNCTIONS}, model_name=model_name)
+        _SERVICES[model_name] = types.SimpleNamespace(**{n: getattr(mod, n) for n in _SERVICE_FUNCTIONS}, model_name=model_name)
         if sys.modules.get("stan_services") is mod:
             del sys.modules["stan_services"]
-        _SERVICES[model_name] = fns
-    return fns
+    return _SERVICES[model_name]
 
 
 @functools.lru_cache(maxsize=None)

@@ -42,9 +42,8 @@ def arviz() -> Any:
         raise DependencyError(f"pydial's posteriors need arviz (`pip install arviz`): {exc}") from exc
     v = _version(az.__version__)
     if v < ARVIZ_MIN or v[0] > 1:
-        raise DependencyError(
-            f"arviz {az.__version__} is installed; pydial supports arviz >= {ARVIZ_MIN[0]}.{ARVIZ_MIN[1]} "
-            "(0.x InferenceData) and 1.x (DataTree): `pip install -U arviz`")
+        raise DependencyError(f"arviz {az.__version__} is installed; pydial supports arviz >= {ARVIZ_MIN[0]}.{ARVIZ_MIN[1]} "
+                              "(0.x InferenceData) and 1.x (DataTree): `pip install -U arviz`")
     return az
 
 
@@ -267,7 +266,7 @@ def convert(data: Comparisons, req: Any, s: Sampled, problems: list[str], *, per
         cells = [c.per_judgment() for c in s.cells] if per_judgment else s.cells
         columns = {"wins_i": "wins_i", "wins_j": "wins_j", "ties": "tie_counts"}  # variable: CellTable attribute
         obs = {f: np.concatenate([getattr(c, a) for c in cells]) for f, a in columns.items()}
-        rep = _pointwise_draws(res, "counts_rep", (len(coords[unit]), 3))
+        rep = np.asarray(res.draws["counts_rep"]).reshape(res.chains, res.draws_per_chain, len(coords[unit]), 3)
         pp = {f: rep[..., k].astype(np.int64) for k, f in enumerate(columns)}
     dial, diag = req.model == "dial", res.diagnostics
     attrs = {
@@ -286,14 +285,9 @@ def convert(data: Comparisons, req: Any, s: Sampled, problems: list[str], *, per
     all_dims = {**s.dims, **({k: [unit] for k in ("log_lik", "wins_i", "wins_j", "ties")} if pointwise else {})}
     if res.backend_fit is not None and s.single_run:  # CmdStan: arviz's own converter, then the same layout
         return _from_cmdstanpy(res, s.post, pp, obs, coords, all_dims, attrs)
-    log_lik = {"log_lik": _pointwise_draws(res, "log_lik", (len(coords[unit]),))} if pointwise else {}
+    log_lik = {"log_lik": np.asarray(res.draws["log_lik"]).reshape(rep.shape[:-1])} if pointwise else {}
     return build({"posterior": s.post, "log_likelihood": log_lik, "posterior_predictive": pp, "observed_data": obs,
                   "sample_stats": _sample_stats(res)}, coords=coords, dims=all_dims, attrs=attrs)
-
-
-def _pointwise_draws(res: Any, name: str, shape: tuple[int, ...]) -> np.ndarray:
-    """Return the draws of ``name`` as ``(chain, draw, *shape)`` (the backend checked that the run's output is complete)."""
-    return np.asarray(res.draws[name]).reshape(res.chains, res.draws_per_chain, *shape)
 
 
 def _from_cmdstanpy(res: Any, post: Mapping[str, np.ndarray], pp: Mapping[str, np.ndarray],
@@ -308,8 +302,7 @@ def _from_cmdstanpy(res: Any, post: Mapping[str, np.ndarray], pp: Mapping[str, n
     with quiet_arviz() as az:
         idata = az.from_cmdstanpy(
             posterior=fit, log_likelihood={"log_lik": "log_lik"} if pointwise else None, coords=dict(coords),
-            dims={k: v for k, v in dims.items() if k in from_fit or k == "log_lik"},
-        )
+            dims={k: v for k, v in dims.items() if k in from_fit or k == "log_lik"})
     full = group_dataset(idata, "posterior")
     ds = full[from_fit]
     for k in post:  # derived quantities (not Stan variables)

@@ -334,21 +334,17 @@ def _design(prog: SampleProgram) -> tuple[sp.csr_matrix, sp.csr_matrix]:
     """Sparse ``d eta / d phi`` and ``d log nu / d phi`` of the cells, ``phi = ([S; s_H] row-major, b, beta_free, log nu)``."""
     n, NS = prog.group.size, (prog.K + 1) * prog.N
     nb, nbf, nl = prog.shapes["b"][0], prog.shapes["beta_free"][0], prog.shapes["log_nu"][0]
-    rows = [np.arange(n), np.arange(n)]
-    cols = [prog.group * prog.N + prog.i, prog.group * prog.N + prog.j]
-    vals = [np.ones(n), -np.ones(n)]
+    cell = prog.group * prog.N  # (rows, columns, values) of D_eta's entries:
+    entries = [(np.arange(n), cell + prog.i, np.ones(n)), (np.arange(n), cell + prog.j, -np.ones(n))]
     if nb:
         llm = np.flatnonzero(prog.group < prog.K)
-        rows.append(llm)
-        cols.append(NS + prog.group[llm])
-        vals.append(prog.a[llm])
+        entries.append((llm, NS + prog.group[llm], prog.a[llm]))
     for k in range(prog.z.shape[1]):
         free = np.flatnonzero((prog.beta_cell >= 0) & (prog.pos[np.maximum(prog.beta_cell, 0), k] >= 0))
-        rows.append(free)
-        cols.append(NS + nb + prog.pos[prog.beta_cell[free], k])
-        vals.append(prog.z[free, k])
+        entries.append((free, NS + nb + prog.pos[prog.beta_cell[free], k], prog.z[free, k]))
     shape = (n, NS + nb + nbf + nl)
-    D_eta = sp.csr_matrix((np.concatenate(vals), (np.concatenate(rows), np.concatenate(cols))), shape=shape)
+    rows, cols, vals = (np.concatenate(parts) for parts in zip(*entries))
+    D_eta = sp.csr_matrix((vals, (rows, cols)), shape=shape)
     tie = np.flatnonzero(prog.nu_cell >= 0)
     D_l = sp.csr_matrix((np.ones(tie.size), (tie, NS + nb + nbf + prog.nu_cell[tie])), shape=shape)
     return D_eta, D_l
@@ -673,7 +669,7 @@ def laplace_sample(d: Mapping[str, Any], init: Mapping[str, Any], *, draws: int,
 
 
 def _variables(logp: LogDensity, us: np.ndarray, rng: np.random.Generator) -> dict[str, np.ndarray]:
-    """Return every variable ``dial_sample.stan`` writes at the draws ``us`` (parameters, transformed, generated)."""
+    """Return the variables ``dial_sample.stan`` writes at the draws ``us``: parameters, transformed, generated (those on)."""
     prog = logp.prog
     p = prog.split(us)
     t = transform(prog, p)
@@ -684,14 +680,12 @@ def _variables(logp: LogDensity, us: np.ndarray, rng: np.random.Generator) -> di
     out["beta"][:, free] = p["beta_free"][:, prog.pos[free]]
     out["consensus_strength"] = np.sqrt(np.sum(S.sum(axis=1) ** 2, axis=-1)) / np.sqrt(prog.K * np.sum(S * S, axis=(1, 2)))
     out["nu"] = np.exp(p["log_nu"])
-    out["win_prob"] = np.zeros((D, 0, 0))
     if prog.calc_win_prob:
         l_h = p["log_nu"][:, prog.human_nu] if prog.human_nu >= 0 else np.full(D, -np.inf)
         diff = s_H[:, :, None] - s_H[:, None, :]
         fam = family_of_code(prog.ties) if prog.human_nu >= 0 else FAMILIES[None]
         out["win_prob"] = fam.probabilities(diff.ravel(), np.repeat(np.where(np.isfinite(l_h), l_h, 0.0),
                                                                     prog.N**2))[:, 0].reshape(D, prog.N, prog.N)
-    out["log_lik"], out["counts_rep"] = np.zeros((D, 0)), np.zeros((D, 0, 3))
     if prog.calc_log_lik:
         eta, l = logp.inputs(p, t)
         out["log_lik"] = prog.log_coef + _cells(prog, eta, l).value

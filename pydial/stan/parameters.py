@@ -42,8 +42,7 @@ def _split(d: Mapping[str, Any], x: np.ndarray, what: str, order: Literal["C", "
     sizes = [int(np.prod(s)) for s in shapes.values()]
     if x.size != sum(sizes):
         raise ArgumentError(f"dial.stan: {x.size} entries in {what}, but the parameters have {sum(sizes)}")
-    parts = np.split(x, np.cumsum(sizes)[:-1])
-    return {n: p.reshape(s, order=order) for (n, s), p in zip(shapes.items(), parts)}
+    return {n: p.reshape(s, order=order) for (n, s), p in zip(shapes.items(), np.split(x, np.cumsum(sizes)[:-1]))}
 
 
 def dial_parameters(d: Mapping[str, Any], x: np.ndarray) -> dict[str, np.ndarray]:
@@ -72,8 +71,7 @@ def dial_parameters(d: Mapping[str, Any], x: np.ndarray) -> dict[str, np.ndarray
 
 def dial_coordinates(d: Mapping[str, Any], parts: Mapping[str, Any]) -> np.ndarray:
     """Return the chart coordinates of ``dial.stan``'s named parameters ``parts`` (the inverse of :func:`dial_parameters`)."""
-    shapes = _shapes(d)
-    return np.concatenate([np.asarray(parts.get(n, np.zeros(s)), float).reshape(s).ravel() for n, s in shapes.items()])
+    return np.concatenate([np.asarray(parts.get(n, np.zeros(s)), float).reshape(s).ravel() for n, s in _shapes(d).items()])
 
 
 def dial_unconstrained(d: Mapping[str, Any], x: np.ndarray) -> np.ndarray:

@@ -178,8 +178,7 @@ def stan_fit_point(data: Comparisons, method: str = "dial-ada", *, ties: str | N
     >>> stan_fit_point(data, "dial-ada", ties="davidson", lambda_=2.0).log_nu  # doctest: +SKIP
     """
     data = require_comparisons(data)
-    if method not in POINT_METHODS:
-        raise ArgumentError(f"method must be one of {POINT_METHODS}, got {method!r}")
+    check_choice("method", method, POINT_METHODS)
     check_choice("covariate_effects", covariate_effects, COVARIATE_EFFECTS)
     run = StanRun(data, family_of(ties), seed, backend, point_options(options))
     n_l, n_h = family_totals(data, run.family)
@@ -271,11 +270,8 @@ class StanRun:
         groups = ([] if fix_llm is not None else list(range(ch.K))) + ([ch.K] if d["H"] > 0 else []) if tie else []
         free = np.array([not d["nu_zero"][g] for g in groups], bool)
         x0 = np.asarray(x0, float)
-        log_nu = np.zeros(free.size)
-        if x0.size > head or not free.any():
-            log_nu[free] = x0[head:]
-        else:  # each free group's start at its tie rate
-            log_nu[free] = tie_start(d)[groups][free]
+        log_nu = np.zeros(free.size)  # given after the chart coordinates, else each free group's start at its tie rate
+        log_nu[free] = x0[head:] if x0.size > head or not free.any() else tie_start(d)[groups][free]
         res = self.optimize(self.model("dial"), d, np.concatenate([x0[:head], log_nu]), what)
         n_l, n_h = family_totals(self.data, self.family)
         return _Stage(res, np.concatenate([res.u[:head], res.u[head:][free]]),

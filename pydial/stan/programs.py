@@ -6,6 +6,7 @@ program in :func:`pydial.stan.posterior` has its data checked before it is compi
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import re
 from functools import lru_cache
@@ -41,19 +42,15 @@ _INCLUDE = re.compile(r"^[ \t]*#include[ \t]+[<\"]?([^>\"\s]+)[>\"]?[ \t]*$", re
 
 def program_dir() -> Path:
     """Return the directory of the ``.stan`` files: the package ``pydial.stan_files``, else the checkout's ``stan/``."""
-    try:  # a namespace package's MultiplexedPath has no str() path; its entries do
-        for entry in resources.files("pydial.stan_files").iterdir():
+    with contextlib.suppress(ModuleNotFoundError, TypeError, OSError):
+        for entry in resources.files("pydial.stan_files").iterdir():  # a namespace package has no str() path; its entries do
             if entry.name == "dial.stan":
                 return Path(str(entry)).parent
-    except (ModuleNotFoundError, TypeError, OSError):
-        pass
     p = Path(__file__).resolve().parents[2] / "stan"
     if (p / "dial.stan").is_file():
         return p
-    raise FileNotFoundError(
-        "cannot find pydial's Stan programs: neither the package 'pydial.stan_files' nor the "
-        f"source directory {p} holds dial.stan; reinstall pydial"
-    )
+    raise FileNotFoundError("cannot find pydial's Stan programs: neither the package 'pydial.stan_files' nor the "
+                            f"source directory {p} holds dial.stan; reinstall pydial")
 
 
 def program_path(name: str) -> Path:

@@ -58,11 +58,9 @@ def _scalar_label(name: str, idx: tuple[int, ...], shape: tuple[int, ...],
                   labels: Mapping[str, Sequence[Sequence[Any]]] | None) -> str:
     """``name[i,j]`` with the coordinate labels of ``labels[name]`` when they fit ``shape``, else 0-based indices."""
     lab = (labels or {}).get(name)
-    if lab is not None and len(lab) == len(idx) and all(len(lv) == n for lv, n in zip(lab, shape)):
-        parts = [str(lv[i]) for lv, i in zip(lab, idx)]
-    else:
-        parts = [str(i) for i in idx]
-    return name + ("[" + ",".join(parts) + "]" if idx else "")
+    if lab is None or len(lab) != len(idx) or any(len(lv) != n for lv, n in zip(lab, shape)):
+        lab = [range(n) for n in shape]
+    return name + ("[" + ",".join(str(lv[i]) for lv, i in zip(lab, idx)) + "]" if idx else "")
 
 
 def _convergence_table(draws: Mapping[str, np.ndarray], names: Sequence[str],

@@ -15,7 +15,7 @@ from pydial.data.comparisons import CellTable, Comparisons, require_comparisons
 from pydial.estimation.glm import initial_theta
 from pydial.model.chart import Calibration, Chart, Structure, helmert_basis
 from pydial.model.families import BINARY, Family, family_of, family_of_code, log_coef
-from pydial.estimation.spec import ModelSpec
+from pydial.estimation.spec import ModelSpec, check_choice
 from pydial.exceptions import ArgumentError, ArgumentTypeError
 
 __all__ = ["data_fingerprint", "DIAL_PRIORS", "DIAL_SAMPLE_PRIORS", "JUDGES_PRIORS", "CellTable", "covariate_rows",
@@ -96,9 +96,8 @@ def merge_priors(defaults: Mapping[str, float], priors: Mapping[str, float] | No
             raise ArgumentError(f"unknown {what} prior(s) {unknown}; allowed: {sorted(defaults)}")
         for k, v in priors.items():
             v = float(v)
-            if k.endswith("sd"):
-                if not (np.isfinite(v) and v >= 0):
-                    raise ArgumentError(f"prior scale {k!r} must be finite and >= 0 (0 = flat), got {v!r}")
+            if k.endswith("sd") and not (np.isfinite(v) and v >= 0):
+                raise ArgumentError(f"prior scale {k!r} must be finite and >= 0 (0 = flat), got {v!r}")
             out[k] = v
     return out
 
@@ -189,8 +188,7 @@ def schema_data(L: CellTable, H: CellTable | None, *, N: int, K: int, order: boo
 def covariate_rows(K: int, *, people: bool, shared: bool = False) -> np.ndarray:
     """Return ``beta_row`` (1-based row of ``beta`` per group, 0 = none): judges (one row if ``shared``), then the people."""
     llm = np.ones(K, np.int64) if shared else np.arange(1, K + 1)
-    n_llm = int(np.max(llm, initial=0))
-    return np.append(llm, n_llm + 1 if people else 0)
+    return np.append(llm, int(np.max(llm, initial=0)) + 1 if people else 0)
 
 
 def zero_beta(d: Mapping[str, Any]) -> np.ndarray:
@@ -250,9 +248,8 @@ def dial_data(data: Comparisons, chart: Chart, *, w_llm: float | np.ndarray, w_h
         A_fix = B_fix = np.zeros((0, chart.q))
     d = schema_data(L, H, N=chart.N, K=chart.K, order=chart.order, family=family, w_llm=w_llm, w_human=w_human,
                     log_lik=log_lik, boundary_nu=boundary_nu, covariates=chart.p > 0, beta_row=rows, beta_fixed=fixed)
-    d.update(rank=chart.r, calibration=CALIBRATION_CODE[chart.calibration], fix_llm=int(fix_llm is not None),
-             A_fix=A_fix, B_fix=B_fix, **_priors(p), firth=_firth_code(firth, allowed=(0, 1, 2)))
-    return d
+    return d | dict(rank=chart.r, calibration=CALIBRATION_CODE[chart.calibration], fix_llm=int(fix_llm is not None),
+                    A_fix=A_fix, B_fix=B_fix, **_priors(p), firth=_firth_code(firth, allowed=(0, 1, 2)))
 
 
 def _firth_code(firth: int | bool, allowed: tuple[int, ...]) -> int:
@@ -299,9 +296,8 @@ def dial_sample_data(data: Comparisons, *, rank: int, calibration: str | None, o
     d = schema_data(L, H, N=data.N, K=data.K, order=order, family=family, w_llm=w_llm, w_human=w_human, log_lik=log_lik,
                     beta_row=covariate_rows(data.K, people=H is not None, shared=shared),
                     beta_fixed=~chart.beta_free.reshape(chart.beta_rows, chart.p) if data.p else None)
-    d.update(rank=rank, calibration=CALIBRATION_CODE[calibration], mu_ref=mu_ref, **_priors(p), frame_sd=frame_sd,
-             calc_win_prob=int(win_prob))
-    return d, L, H
+    return d | dict(rank=rank, calibration=CALIBRATION_CODE[calibration], mu_ref=mu_ref, **_priors(p), frame_sd=frame_sd,
+                    calc_win_prob=int(win_prob)), L, H
 
 
 # --------------------------------------------------------------------------- judges.stan
@@ -314,8 +310,7 @@ def judges_data(L: CellTable, H: CellTable | None, *, N: int, K: int, order: boo
     if flat:
         p = {k: (0.0 if k.endswith("sd") else v) for k, v in p.items()}
     d = schema_data(L, H, N=N, K=K, order=order, family=family, w_llm=w_llm, w_human=w_human, log_lik=log_lik)
-    d.update({**_priors(p), "firth": _firth_code(firth, allowed=(0, 1))})
-    return d
+    return d | _priors(p) | {"firth": _firth_code(firth, allowed=(0, 1))}
 
 
 # --------------------------------------------------------------------------- dial_calibrate.stan
@@ -327,9 +322,8 @@ def dial_calibrate_data(H: CellTable, M: np.ndarray, *, family: Family = BINARY,
         raise ArgumentError(f"M must have shape (n_draws, N, d) with n_draws, d >= 1, got {M.shape}")
     p = merge_priors(DIAL_SAMPLE_PRIORS, priors, "dial_sample.stan")
     d = schema_data(CellTable.empty(), H, N=M.shape[1], K=0, order=False, family=family, log_lik=log_lik)
-    d.update({"n_draws": M.shape[0], "d": M.shape[2], "M": M,
-              **_priors({k: p[k] for k in ("c_sd", "beta_sd", "log_nu_mean", "log_nu_sd")})})
-    return d
+    return d | {"n_draws": M.shape[0], "d": M.shape[2], "M": M,
+                **_priors({k: p[k] for k in ("c_sd", "beta_sd", "log_nu_mean", "log_nu_sd")})}
 
 
 def standata(data: Comparisons, program: str = "dial_sample", spec: ModelSpec | None = None, *,
@@ -388,8 +382,7 @@ def standata(data: Comparisons, program: str = "dial_sample", spec: ModelSpec | 
     0
     """
     data = require_comparisons(data)
-    if program not in STANDATA_PROGRAMS:
-        raise ArgumentError(f"program must be one of {STANDATA_PROGRAMS}, got {program!r}")
+    check_choice("program", program, STANDATA_PROGRAMS)
     if spec is None:
         spec = ModelSpec(**keywords)
     elif keywords:
@@ -433,8 +426,7 @@ def dial_sample_start(data: Comparisons, *, rank: int, calibration: str | None,
     chart = Chart(data.N, data.K, rank, cast(Calibration | None, calibration), order)
     theta = initial_theta(data, chart)
     c = chart.calibration_coordinates(theta) if calibration is not None else None
-    b = chart.order_effects(theta) if order else None
-    return chart.structure(theta), c, b
+    return chart.structure(theta), c, chart.order_effects(theta) if order else None
 
 
 def mu_reference(mu: np.ndarray) -> np.ndarray:
@@ -484,10 +476,9 @@ def tie_start(d: Mapping[str, Any]) -> np.ndarray:
 
 def householder_perp(e: np.ndarray) -> np.ndarray:
     """Return ``E_perp`` of dial_sample.stan: columns 2.. of the Householder reflection taking ``e_1`` to ``e``."""
-    n = e.size
     w0 = -e.copy()
     w0[0] += 1.0
-    H0 = np.eye(n)
+    H0 = np.eye(e.size)
     if w0 @ w0 > 1e-24:
         H0 -= 2.0 / (w0 @ w0) * np.outer(w0, w0)
     return H0[:, 1:]
