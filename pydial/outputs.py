@@ -98,10 +98,8 @@ def _pid_alive(pid: int) -> bool:
         return True
     try:
         os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except OSError:  # e.g. PermissionError: the process exists (another user's)
-        return True
+    except OSError as e:  # e.g. PermissionError: the process exists (another user's)
+        return not isinstance(e, ProcessLookupError)
     return True
 
 
@@ -343,8 +341,7 @@ def output_file(path: str | os.PathLike[str]) -> Iterator[Path]:
             yield tmp
             os.replace(tmp, target)
     finally:
-        if tmp.exists():
-            tmp.unlink()
+        tmp.unlink(missing_ok=True)
         _unregister(tmp)
 
 

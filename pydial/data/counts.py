@@ -128,7 +128,6 @@ def read_comparisons(path: str | PathLike[str], *, human_judge: str = "human", i
                 advance(n)
     if offset == 0:
         raise DataError(f"{path!s} has no rows")
-    v.finish(items)
     out = Comparisons.from_coded(v, concat(parts), items, drop_empty_judges,  # frees the rows once keyed
                                  names, covariate_transform)
     return out if own is None else out.with_self_preference(own, strip_names=strip_names)

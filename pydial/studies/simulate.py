@@ -39,8 +39,7 @@ HUMAN_JUDGE = "human"
 
 def pair_index(i: np.ndarray | int, j: np.ndarray | int, N: int) -> np.ndarray:
     """Position of the canonical pairs ``(i, j)``, ``0 <= i < j < N``, in ``np.triu_indices(N, 1)`` (:attr:`Truth.pairs`)."""
-    i = np.asarray(i, dtype=np.int64)
-    j = np.asarray(j, dtype=np.int64)
+    i, j = np.asarray(i, dtype=np.int64), np.asarray(j, dtype=np.int64)
     if np.any(i >= j) or np.any(i < 0) or np.any(j >= N):
         raise ArgumentError(f"pairs must satisfy 0 <= i < j < N={N}")
     return i * (2 * N - i - 1) // 2 + (j - i - 1)
