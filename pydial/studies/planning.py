@@ -435,8 +435,7 @@ def llm_frame(data: Comparisons, p: np.ndarray | None = None, rng: np.random.Gen
     cell = np.repeat(np.arange(n.size), n)
     rank_in_cell = np.arange(cell.size) - np.repeat(np.cumsum(n) - n, n)
     won = rank_in_cell < y[cell]
-    it = np.asarray(data.items, dtype=object)
-    jd = np.asarray(data.judges, dtype=object)
+    it, jd = np.asarray(data.items, dtype=object), np.asarray(data.judges, dtype=object)
     return pd.DataFrame({"record_id": [f"l{t}" for t in range(cell.size)], "judge": jd[L.judge[cell]],
                          "item_a": it[L.i[cell]], "item_b": it[L.j[cell]],
                          "first": np.where(L.a[cell] > 0, "a", "b"), "winner": np.where(won, "a", "b")})
@@ -450,11 +449,10 @@ def with_human(llm: pd.DataFrame, human: pd.DataFrame, items: Sequence[str], hum
 def _sim_one(p: Pilot, data: Comparisons, llm: pd.DataFrame | None, n: int, methods: tuple[str, ...],
              contrast: tuple[str, str], k: int, rank: int, calibration: str, seed: Any) -> list[dict[str, Any]]:
     rng = np.random.default_rng(seed)
-    human_judge = data.human_judge
-    hf = human_frame(p.items, p.s, p.pairs, p.rho, n, rng, judge=human_judge)
+    hf = human_frame(p.items, p.s, p.pairs, p.rho, n, rng, judge=data.human_judge)
     if data.K > 0 and llm is None:
         llm = llm_frame(data, p.llm_p, rng)
-    data = with_human(llm if llm is not None else hf.iloc[:0], hf, p.items, human_judge)
+    data = with_human(llm if llm is not None else hf.iloc[:0], hf, p.items, data.human_judge)
     out = []
     for m in methods:
         try:
