@@ -353,8 +353,7 @@ def write_interval_table(table: pd.DataFrame, path: str | os.PathLike[str]) -> N
     """Write a :func:`pydial.stan.compare_intervals` table as CSV with :data:`INTERVAL_METADATA` in every row."""
     meta = {k: str(table.attrs.get(k, "")) for k in INTERVAL_METADATA}
     q = table.index.get_level_values("quantity")
-    rows = pd.concat([by_score(table[q == "score"], "estimate"), table[q != "score"]])
-    rows.assign(**meta).to_csv(path)
+    pd.concat([by_score(table[q == "score"], "estimate"), table[q != "score"]]).assign(**meta).to_csv(path)
 
 
 def read_interval_table(path: str | os.PathLike[str]) -> pd.DataFrame:
