@@ -6,6 +6,7 @@ The estimators (:mod:`pydial.estimation`) run the optimizers they are given
 
 from __future__ import annotations
 
+import inspect
 from typing import Any
 
 from pydial.data.comparisons import Comparisons
@@ -16,13 +17,6 @@ from pydial.estimation.spec import DEFAULT_METHOD, ModelSpec, spec_from_argument
 from pydial.exceptions import ArgumentTypeError
 
 __all__ = ["fit", "optimizers", "ModelSpec"]
-
-DEFAULTS: dict[str, Any] = dict(rank=None, calibration=None, ties=None, penalty=None, lambda_=None, multiples=None,
-                                include_endpoints=True, cov_type=None, anchored_cov_type="two-step",
-                                cluster_correction=False, level=0.95, engine="numpy", seed=None, check=True,
-                                covariate_effects="judge", selection="gacv")
-"""The defaults of :func:`fit`'s model arguments (an argument left at its default is not passed to the spec)."""
-
 
 def _stan_optimizers(seed: int | None, penalty: str | None) -> Optimizers:
     """Stan's optimizers (:func:`pydial.stan.engine.stan_optimizers`), compiled on first use."""
@@ -190,3 +184,8 @@ def fit(
     elif unknown or method != DEFAULT_METHOD or any(v is not DEFAULTS[k] for k, v in given.items()):
         raise ArgumentTypeError("fit(data, spec=...) takes no other model arguments: change the spec with spec.replace(...)")
     return DialModel(data, spec).fit()
+
+
+DEFAULTS: dict[str, Any] = {k: p.default for k, p in inspect.signature(fit).parameters.items()
+                            if p.kind is p.KEYWORD_ONLY and k != "spec"}
+"""The defaults of :func:`fit`'s model arguments (an argument left at its default is not passed to the spec)."""

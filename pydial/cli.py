@@ -286,6 +286,7 @@ def _parser() -> _Parser:
     from pydial.estimation.estimators import METHODS
     from pydial.inference.linearization import COV_TYPES
     from pydial.stan.bayes import POSTERIOR_METHODS
+    from pydial.studies.planning import DESIGNS, OBJECTIVES, PLAN_MODES
 
     from .report import REPORT_FORMATS
 
@@ -363,9 +364,60 @@ def _parser() -> _Parser:
     v.add_argument("--first", choices=("a", "b"), default="a", help="which response the LLM judges saw first (arena, pandalm)")
     v.add_argument("--judge", default="judge", help="judge name for PandaLM files without a judge column")
     _add_column_args(v, "; format table only")
-    _plan_parser(sub)
-    _judges_parser(sub)
-    _robustness_parser(sub)
+
+    q = _command(sub, "plan", "from pilot data: predicted excess risk, interval widths and top-k accuracy per "
+                              "human budget, and the next human comparisons to collect")
+    _add_data_args(q)
+    q.add_argument("--method", choices=("human", "dial-anc", "dial-ada"), default="dial-anc",
+                   help="pilot fit (default dial-anc)")
+    q.add_argument("--budgets", type=_ints, default=[100, 200, 400, 800, 1600, 3200], metavar="N1,N2,...",
+                   help="candidate human budgets, comma-separated (default 100,...,3200)")
+    q.add_argument("--target", default=None, help="contrast 'item_a - item_b' (default: the pilot's top-1 vs top-2)")
+    q.add_argument("--k", type=int, default=1, help="size of the top set for P(top-k correct) (default 1)")
+    q.add_argument("--mode", choices=PLAN_MODES, default="theory",
+                   help="first-order theory (default) or parametric simulation from the pilot")
+    q.add_argument("--design", choices=DESIGNS, default="pilot", help="human pair probabilities (default pilot)")
+    q.add_argument("--n-sim", type=int, default=100, help="replications per budget with --mode simulate (default 100)")
+    q.add_argument("--jobs", type=int, default=1, help="parallel workers with --mode simulate (default 1)")
+    _add_seed(q, "the pilot's design checks, --mode simulate and the top-k Monte Carlo")
+    q.add_argument("--next", type=_non_negative_int, default=0, help="also propose this many next human comparisons (default 0)")
+    q.add_argument("--objective", choices=OBJECTIVES, default="contrast",
+                   help="design objective of --next: contrast (default), ranking (top-k boundary), D")
+    _add_output(q, "plan.csv, plan.png, next_pairs.csv")
+
+    q = _command(sub, "judges", "read a judge panel's responses.jsonl files (both display orders) and diagnose each "
+                                "judge: swap inconsistency, first-position, tie and both-bad rates, human agreement")
+    q.add_argument("source", nargs="+", metavar="FILE_OR_FOLDER",
+                   help="responses.jsonl files, or folders of them (e.g. <study>/results with one folder per judge)")
+    q.add_argument("--max-tie-rate", type=float, default=None,
+                   help="leave out judges whose tie rate exceeds this (the paper: 0.5); default keep all")
+    q.add_argument("--both-orders", action="store_true",
+                   help="keep a judge's verdicts on a record only when it judged the record in both orders")
+    q.add_argument("--n-boot", type=_non_negative_int, default=1000,
+                   help="record-bootstrap replicates of the intervals (default 1000)")
+    q.add_argument("--level", type=float, default=0.95, help="level of the intervals (default 0.95)")
+    _add_seed(q, "the record bootstrap")
+    _add_output(q, "judges.csv, judges.png, panel_counts.csv, data_summary.csv")
+
+    q = _command(sub, "robustness", "position-robustness sweeps over seeded record splits (display imbalance, "
+                                    "injected pure-position / anti-consensus judges, LLM and human budgets)")
+    _add_data_args(q)
+    q.add_argument("--out", required=True, metavar="DIR",
+                   help="folder of the per-sweep CSVs (appended per task: a rerun resumes), summary.csv, robustness.png")
+    q.add_argument("--sweeps", type=_names, default=["display", "pure_position"], metavar="NAME,...",
+                   help="display, pure_position, anti_consensus, llm_budget, human_budget")
+    q.add_argument("--splits", type=int, default=50, help="number of record splits")
+    q.add_argument("--jobs", type=int, default=1, help="parallel workers (joblib)")
+    q.add_argument("--backend", default=None, help="joblib backend, e.g. dask (needs a running dask cluster)")
+    q.add_argument("--methods", type=_names, default=["human", "pooled", "dial-nopos", "dial-anc", "dial-ada", "atc"],
+                   metavar="NAME,...", help="estimators fitted on every task")
+    q.add_argument("--judges", type=_names, default=None, metavar="NAME,...", help="LLM judge panel (default: all)")
+    q.add_argument("--n-human", type=float, default=None,
+                   help="human budget of the non-human-budget sweeps (default: the paper's 300 / 1000)")
+    q.add_argument("--train-frac", type=float, default=0.7, help="fraction of records in the train pool")
+    q.add_argument("--fresh", action="store_true", help="discard the CSVs of these sweeps in --out first")
+    q.add_argument("--seed", type=_seed, default=20260, help="root seed of the splits and draws")
+
     p.commands = dict(sub.choices)
     return p
 
@@ -500,31 +552,6 @@ def _check(args: argparse.Namespace) -> int:
     return 0
 
 
-def _plan_parser(sub) -> None:
-    """Add the ``plan`` subcommand: budgets for human labels and the next pairs to label."""
-    from pydial.studies.planning import DESIGNS, OBJECTIVES, PLAN_MODES
-
-    q = _command(sub, "plan", "from pilot data: predicted excess risk, interval widths and top-k accuracy per "
-                              "human budget, and the next human comparisons to collect")
-    _add_data_args(q)
-    q.add_argument("--method", choices=("human", "dial-anc", "dial-ada"), default="dial-anc",
-                   help="pilot fit (default dial-anc)")
-    q.add_argument("--budgets", type=_ints, default=[100, 200, 400, 800, 1600, 3200], metavar="N1,N2,...",
-                   help="candidate human budgets, comma-separated (default 100,...,3200)")
-    q.add_argument("--target", default=None, help="contrast 'item_a - item_b' (default: the pilot's top-1 vs top-2)")
-    q.add_argument("--k", type=int, default=1, help="size of the top set for P(top-k correct) (default 1)")
-    q.add_argument("--mode", choices=PLAN_MODES, default="theory",
-                   help="first-order theory (default) or parametric simulation from the pilot")
-    q.add_argument("--design", choices=DESIGNS, default="pilot", help="human pair probabilities (default pilot)")
-    q.add_argument("--n-sim", type=int, default=100, help="replications per budget with --mode simulate (default 100)")
-    q.add_argument("--jobs", type=int, default=1, help="parallel workers with --mode simulate (default 1)")
-    _add_seed(q, "the pilot's design checks, --mode simulate and the top-k Monte Carlo")
-    q.add_argument("--next", type=_non_negative_int, default=0, help="also propose this many next human comparisons (default 0)")
-    q.add_argument("--objective", choices=OBJECTIVES, default="contrast",
-                   help="design objective of --next: contrast (default), ranking (top-k boundary), D")
-    _add_output(q, "plan.csv, plan.png, next_pairs.csv")
-
-
 def _plan(args: argparse.Namespace) -> int:
     from pydial.api import fit
     from pydial.studies.pair_design import next_pairs
@@ -558,23 +585,6 @@ def _plan(args: argparse.Namespace) -> int:
     return 0
 
 
-def _judges_parser(sub) -> None:
-    """Add the ``judges`` subcommand: read a judge panel's responses and diagnose each judge."""
-    q = _command(sub, "judges", "read a judge panel's responses.jsonl files (both display orders) and diagnose each "
-                                "judge: swap inconsistency, first-position, tie and both-bad rates, human agreement")
-    q.add_argument("source", nargs="+", metavar="FILE_OR_FOLDER",
-                   help="responses.jsonl files, or folders of them (e.g. <study>/results with one folder per judge)")
-    q.add_argument("--max-tie-rate", type=float, default=None,
-                   help="leave out judges whose tie rate exceeds this (the paper: 0.5); default keep all")
-    q.add_argument("--both-orders", action="store_true",
-                   help="keep a judge's verdicts on a record only when it judged the record in both orders")
-    q.add_argument("--n-boot", type=_non_negative_int, default=1000,
-                   help="record-bootstrap replicates of the intervals (default 1000)")
-    q.add_argument("--level", type=float, default=0.95, help="level of the intervals (default 0.95)")
-    _add_seed(q, "the record bootstrap")
-    _add_output(q, "judges.csv, judges.png, panel_counts.csv, data_summary.csv")
-
-
 def _judges(args: argparse.Namespace) -> int:
     from pydial.data.panel import panel_counts, read_judge_responses
     from pydial.studies.diagnostics import judge_diagnostics, plot_judge_diagnostics
@@ -593,28 +603,6 @@ def _judges(args: argparse.Namespace) -> int:
             summary.to_csv(out / "data_summary.csv")
             plot_judge_diagnostics(tab).figure.savefig(out / "judges.png", dpi=120)
     return 0
-
-
-def _robustness_parser(sub) -> None:
-    """Add the ``robustness`` subcommand: position-robustness sweeps over record splits."""
-    q = _command(sub, "robustness", "position-robustness sweeps over seeded record splits (display imbalance, "
-                                    "injected pure-position / anti-consensus judges, LLM and human budgets)")
-    _add_data_args(q)
-    q.add_argument("--out", required=True, metavar="DIR",
-                   help="folder of the per-sweep CSVs (appended per task: a rerun resumes), summary.csv, robustness.png")
-    q.add_argument("--sweeps", type=_names, default=["display", "pure_position"], metavar="NAME,...",
-                   help="display, pure_position, anti_consensus, llm_budget, human_budget")
-    q.add_argument("--splits", type=int, default=50, help="number of record splits")
-    q.add_argument("--jobs", type=int, default=1, help="parallel workers (joblib)")
-    q.add_argument("--backend", default=None, help="joblib backend, e.g. dask (needs a running dask cluster)")
-    q.add_argument("--methods", type=_names, default=["human", "pooled", "dial-nopos", "dial-anc", "dial-ada", "atc"],
-                   metavar="NAME,...", help="estimators fitted on every task")
-    q.add_argument("--judges", type=_names, default=None, metavar="NAME,...", help="LLM judge panel (default: all)")
-    q.add_argument("--n-human", type=float, default=None,
-                   help="human budget of the non-human-budget sweeps (default: the paper's 300 / 1000)")
-    q.add_argument("--train-frac", type=float, default=0.7, help="fraction of records in the train pool")
-    q.add_argument("--fresh", action="store_true", help="discard the CSVs of these sweeps in --out first")
-    q.add_argument("--seed", type=_seed, default=20260, help="root seed of the splits and draws")
 
 
 def _robustness(args: argparse.Namespace) -> int:

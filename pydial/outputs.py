@@ -98,10 +98,8 @@ def _pid_alive(pid: int) -> bool:
         return True
     try:
         os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except OSError:  # e.g. PermissionError: the process exists (another user's)
-        return True
+    except OSError as e:  # e.g. PermissionError: the process exists (another user's)
+        return not isinstance(e, ProcessLookupError)
     return True
 
 
@@ -343,8 +341,7 @@ def output_file(path: str | os.PathLike[str]) -> Iterator[Path]:
             yield tmp
             os.replace(tmp, target)
     finally:
-        if tmp.exists():
-            tmp.unlink()
+        tmp.unlink(missing_ok=True)
         _unregister(tmp)
 
 
@@ -356,8 +353,7 @@ def write_interval_table(table: pd.DataFrame, path: str | os.PathLike[str]) -> N
     """Write a :func:`pydial.stan.compare_intervals` table as CSV with :data:`INTERVAL_METADATA` in every row."""
     meta = {k: str(table.attrs.get(k, "")) for k in INTERVAL_METADATA}
     q = table.index.get_level_values("quantity")
-    rows = pd.concat([by_score(table[q == "score"], "estimate"), table[q != "score"]])
-    rows.assign(**meta).to_csv(path)
+    pd.concat([by_score(table[q == "score"], "estimate"), table[q != "score"]]).assign(**meta).to_csv(path)
 
 
 def read_interval_table(path: str | os.PathLike[str]) -> pd.DataFrame:

@@ -111,11 +111,8 @@ class CellTable:
 
     def judgment_labels(self, items: Sequence[str], judges: Sequence[str]) -> list[str]:
         """Labels of the rows of :meth:`per_judgment`: cell, outcome and running number, e.g. ``gpt-4:a-b:+1/i#2``."""
-        out: list[str] = []
-        for lab, cnt in zip(self.labels(items, judges), self.counts):
-            for o, name in enumerate(("i", "j", "tie")):
-                out.extend(f"{lab}/{name}#{k + 1}" for k in range(int(cnt[o])))
-        return out
+        return [f"{lab}/{name}#{k + 1}" for lab, cnt in zip(self.labels(items, judges), self.counts)
+                for name, c in zip(("i", "j", "tie"), cnt) for k in range(int(c))]
 
     def labels(self, items: Sequence[str], judges: Sequence[str]) -> list[str]:
         """``judge:item_i-item_j:a`` strings (``a`` omitted for people)."""

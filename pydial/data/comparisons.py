@@ -462,9 +462,8 @@ class Comparisons:
         """Random split by record: ``(train, test)`` with about ``frac`` of the records in ``train`` (drawn by ``seed``)."""
         self._require_rows("split (by record)")
         check_level(frac, "frac")
-        gen = np.random.default_rng(seed)
         ids = np.asarray(self.record_ids, dtype=object)
-        take = gen.permutation(ids.size)[: int(round(frac * ids.size))]
+        take = np.random.default_rng(seed).permutation(ids.size)[: int(round(frac * ids.size))]
         train_ids = set(ids[take].tolist())
         test_ids = [r for r in self.record_ids if r not in train_ids]
         return self.subset(records=train_ids), self.subset(records=test_ids)

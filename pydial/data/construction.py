@@ -166,11 +166,9 @@ def _count_column(values: pd.Series, col: str, index: pd.Index) -> np.ndarray:
     """Validate one count column: non-negative integers below ``2**53`` (bad rows named)."""
     if isinstance(values.dtype, np.dtype) and values.dtype.kind in "iu":  # numpy integers: no conversion to check
         n = values.to_numpy()
-        bad = (n < 0) | (n >= MAX_TOTAL)
-        if not bad.any():
+        if not ((n < 0) | (n >= MAX_TOTAL)).any():
             return n.astype(np.int64, copy=False)
-    num = pd.to_numeric(values, errors="coerce")
-    f = np.asarray(num.to_numpy(dtype=float, na_value=np.nan))
+    f = np.asarray(pd.to_numeric(values, errors="coerce").to_numpy(dtype=float, na_value=np.nan))
     with np.errstate(invalid="ignore"):
         bad = ~np.isfinite(f) | (f < 0) | (f != np.round(f)) | (f >= MAX_TOTAL)
     if bad.any():
@@ -296,7 +294,6 @@ def from_frame(cls: Any, df: pd.DataFrame, *, human_judge: Any = "human", items:
     record, index = rec.array, df.index
     if n_dup and duplicates == "drop":
         coded, rec_codes, record, index = coded.select(~dup), rec_codes[~dup], record[~dup], index[~dup]
-    v.finish(items)
     names, item_index = item_names(v, items)
     is_human = coded.judge == v.judges.ids.get(v.human_judge, -1)
     scale = None if cov_names is None or coded.z is None else standardize(
@@ -333,10 +330,11 @@ def _checked_arguments(df: Any, what: str, columns: Iterable[str], items: Any, s
 
 
 def item_names(v: Validator, items: Sequence[Any] | None) -> tuple[list[str], np.ndarray]:
-    """Item names in index order and the item index of each item name id of ``v``.
+    """Check the names of ``v`` (:meth:`Validator.finish`); return the item names in index order and each name id's index.
 
     The order is sorted, or that of ``items=`` (checked by :func:`name_arguments`), cleaned as the data's names are.
     """
+    v.finish(items)
     seen = v.items.texts
     names = sorted(seen) if items is None else [v.items.text(x, f"items[{k}]") for k, x in enumerate(items)]
     if items is not None:
@@ -399,11 +397,9 @@ def from_counts(cls: Any, df: pd.DataFrame, *, human_judge: str = "human", items
         coded.z = comparison_values(df, cov_names, transform=covariate_transform)
     parts = []
     for w, col in enumerate(_COUNTS):
-        if col not in df.columns:
-            continue
-        n = _count_column(df[col], col, df.index)
-        parts.append(replace(coded.select(n > 0), winner=np.full(np.count_nonzero(n), w, np.int8), count=n[n > 0]))
-    v.finish(items)
+        if col in df.columns:
+            n = _count_column(df[col], col, df.index)
+            parts.append(replace(coded.select(n > 0), winner=np.full(np.count_nonzero(n), w, np.int8), count=n[n > 0]))
     out = cls.from_coded(v, concat(parts), items, drop_empty_judges, cov_names, covariate_transform)
     return out if own is None else out.with_self_preference(own, strip_names=strip_names)
 
@@ -411,7 +407,7 @@ def from_counts(cls: Any, df: pd.DataFrame, *, human_judge: str = "human", items
 def from_coded(cls: Any, v: Validator, coded: Coded, items: Sequence[Any] | None,
                drop_empty_judges: bool = False, covariates: Sequence[str] | None = None,
                covariate_transform: str = "difference") -> Any:
-    """Build aggregated data from validated counts (``coded.count``, or rows as read; the names of ``v``).
+    """Build aggregated data from validated counts (``coded.count``, or rows as read; the names of ``v``, checked here).
 
     The common end of :meth:`~pydial.Comparisons.from_counts` and :func:`pydial.read_comparisons`: the frame holds one
     row per ``(judge, i, j, a, outcome[, z])`` with its ``count``, whatever the input's order ordered as the cells are

@@ -45,9 +45,8 @@ def _chunks(path: Path, columns: list[str], chunksize: int, numeric: Sequence[st
     with pcsv.open_csv(path, read_options=pcsv.ReadOptions(block_size=1 << 16)) as head:
         columns = columns + [c for c in (optional,) if c is not None and c in head.schema.names]
         require_columns(head.schema.names, [*columns, *numeric], path)
-    every = [*columns, *numeric]
     read = pcsv.ReadOptions(block_size=int(min(max(chunksize * 40, 1 << 16), 1 << 30)))
-    convert = pcsv.ConvertOptions(column_types={c: pa.string() for c in columns}, include_columns=every,
+    convert = pcsv.ConvertOptions(column_types={c: pa.string() for c in columns}, include_columns=[*columns, *numeric],
                                   strings_can_be_null=False, quoted_strings_can_be_null=False)
     return None, columns, pcsv.open_csv(path, read_options=read, convert_options=convert)
 
@@ -128,7 +127,6 @@ def read_comparisons(path: str | PathLike[str], *, human_judge: str = "human", i
                 advance(n)
     if offset == 0:
         raise DataError(f"{path!s} has no rows")
-    v.finish(items)
     out = Comparisons.from_coded(v, concat(parts), items, drop_empty_judges,  # frees the rows once keyed
                                  names, covariate_transform)
     return out if own is None else out.with_self_preference(own, strip_names=strip_names)

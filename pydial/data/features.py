@@ -64,8 +64,8 @@ def style(text: str | Iterable[str] | pd.Series, *, suffix: str = "") -> pd.Seri
     Returns
     -------
     pandas.Series or pandas.DataFrame
-        The features of one text (a Series named by feature), or one row per text with the
-        features as integer columns, indexed like ``text`` when it is a Series.
+        The features of one text (a Series named by feature), or one row per text with the features as integer
+        columns, indexed like ``text`` when it is a Series.
 
     Raises
     ------
@@ -80,8 +80,7 @@ def style(text: str | Iterable[str] | pd.Series, *, suffix: str = "") -> pd.Seri
         shown = ", ".join(bad[:6]) + (", ..." if len(bad) > 6 else "")
         raise DataError(f"style features need a text for every response; {len(bad)} row(s) are missing or not "
                         f"strings: rows {shown}")
-    rows = [_features(t) for t in texts]
-    return pd.DataFrame(rows, index=texts.index, columns=[f + suffix for f in FEATURES], dtype="int64")
+    return pd.DataFrame([_features(t) for t in texts], index=texts.index, columns=[f + suffix for f in FEATURES], dtype="int64")
 
 
 def _side(df: pd.DataFrame, column: str) -> np.ndarray:

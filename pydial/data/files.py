@@ -64,7 +64,7 @@ def require_columns(found: Sequence[str], wanted: Sequence[str], path: Path, sch
 def csv_header(path: Path, kwargs: dict[str, Any]) -> list[str] | None:
     """Return a CSV's header row as written (pandas renames a repeated ``x``); ``None`` without one or with ``names=``."""
     header = kwargs.get("header", "infer")
-    if kwargs.get("names") is not None or not (header == "infer" or isinstance(header, int)) or header is None:
+    if kwargs.get("names") is not None or not (header == "infer" or isinstance(header, int)):
         return None
     row = 0 if header == "infer" else int(header)
     raw = pd.read_csv(path, **{**kwargs, "header": None, "nrows": row + 1, "dtype": str, "keep_default_na": False,

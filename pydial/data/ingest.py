@@ -325,12 +325,8 @@ def unpack(key: np.ndarray, sizes: Sequence[int]) -> list[np.ndarray]:
 
 
 def duplicated(key: np.ndarray) -> np.ndarray:
-    """Whether each row's ``key`` occurred in an earlier row (``pandas.DataFrame.duplicated(keep="first")``)."""
-    codes, uniq = pd.factorize(key)
-    out = np.zeros(codes.size, bool)
-    if len(uniq) < codes.size:
-        out[1:] = codes[1:] <= np.maximum.accumulate(codes)[:-1]  # a new key gets the next code
-    return out
+    """Whether each row's ``key`` occurred in an earlier row (``pandas.Series.duplicated(keep="first")``)."""
+    return pd.Series(key, copy=False).duplicated(keep="first").to_numpy()
 
 
 BITMAP_SPAN = 64

@@ -13,7 +13,7 @@ from __future__ import annotations
 import unicodedata
 from dataclasses import dataclass, field
 from numbers import Number
-from typing import Any, Iterable, SupportsFloat, cast
+from typing import Any, Iterable, Mapping, SupportsFloat, cast
 
 import numpy as np
 import pandas as pd
@@ -139,8 +139,6 @@ def name_list(values: Any, argument: str) -> list[Any]:
 
 def own_items(own: Any, argument: str = "self_preference") -> dict[Any, list[Any]]:
     """Return a checked ``self_preference`` mapping (judge to an item name or a list), every value a list."""
-    from collections.abc import Mapping
-
     if not isinstance(own, Mapping):
         raise ArgumentTypeError(f"{argument} must map judges to their own items (a dict), got {type(own).__name__}")
     out: dict[Any, list[Any]] = {}

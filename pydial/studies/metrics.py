@@ -1,9 +1,8 @@
 r"""Evaluation metrics of the paper's simulation studies.
 
-App. "Simulation Studies", paragraph "Estimation and metrics": excess human risk
-:math:`R_H(\hat s)-R_H(s_H)`, Kendall's :math:`\tau` between :math:`\hat s` and
-:math:`s_H`, :math:`\mathrm{RMSE}(\hat b,b)` and coverage of pairwise human-score
-contrasts; plus the first-order risk benchmarks of Thm. population-risk-tradeoff.
+App. "Simulation Studies", paragraph "Estimation and metrics": excess human risk :math:`R_H(\hat s)-R_H(s_H)`, Kendall's
+:math:`\tau` between :math:`\hat s` and :math:`s_H`, :math:`\mathrm{RMSE}(\hat b,b)` and coverage of pairwise
+human-score contrasts; plus the first-order risk benchmarks of Thm. population-risk-tradeoff.
 """
 
 from __future__ import annotations
@@ -12,8 +11,7 @@ from typing import Literal
 
 import numpy as np
 from numpy.typing import ArrayLike
-from scipy.special import ndtri
-from scipy.special import expit
+from scipy.special import expit, ndtri
 from pydial.exceptions import ArgumentError
 from pydial.resources import check_choice, check_level
 
@@ -73,10 +71,9 @@ def human_risk(s: ArrayLike, s_h: ArrayLike, pair_weights: ArrayLike | None = No
         R_H(s) = \sum_{i<j}\rho_{ij}\bigl[\log\{1+\exp(s_i-s_j)\}
                  - \sigma(s_{Hi}-s_{Hj})\,(s_i-s_j)\bigr],
 
-    the expected per-comparison loss :math:`h_t(s)` for pairs drawn with probabilities
-    :math:`\rho_{ij}` and :math:`Z\sim\mathrm{Bernoulli}\{\sigma(s_{HI}-s_{HJ})\}`
-    (Thm. population-risk-tradeoff): the cross-entropy between the human and the model's win
-    probabilities.  ``s`` and ``s_h`` have shape ``(..., N)`` (leading axes broadcast);
+    the expected per-comparison loss :math:`h_t(s)` for pairs drawn with probabilities :math:`\rho_{ij}` and
+    :math:`Z\sim\mathrm{Bernoulli}\{\sigma(s_{HI}-s_{HJ})\}` (Thm. population-risk-tradeoff): the cross-entropy between
+    the human and the model's win probabilities.  ``s`` and ``s_h`` have shape ``(..., N)`` (leading axes broadcast);
     ``pair_weights`` are the :math:`\rho_{ij}` in ``np.triu_indices(N, 1)`` order (normalized; default uniform).
     """
     d, _, w, p = _pairs(s, s_h, pair_weights)
@@ -91,8 +88,8 @@ def excess_risk(s: ArrayLike, s_h: ArrayLike, pair_weights: ArrayLike | None = N
                 method: Literal["kl", "difference"] = "kl") -> np.ndarray | float:
     r"""Excess human risk :math:`R_H(s)-R_H(s_H)`, the headline metric of App. simulation.
 
-    The excess risk equals the :math:`\rho`-weighted mean Kullback-Leibler
-    divergence between the human and the model's Bernoulli win probabilities,
+    The excess risk equals the :math:`\rho`-weighted mean Kullback-Leibler divergence between the human and the model's
+    Bernoulli win probabilities,
 
     .. math::
 
@@ -128,8 +125,8 @@ def kendall_tau(s: ArrayLike, s_h: ArrayLike) -> float:
 def rmse(b_hat: ArrayLike, b: ArrayLike) -> float:
     r"""Root mean squared error :math:`\{K^{-1}\sum_k(\hat b_k-b_k)^2\}^{1/2}` of position effects.
 
-    The :math:`\mathrm{RMSE}(\hat b,b)` of App. simulation; with pair-varying
-    position effects ``b`` is the judge-level mean :math:`b_k`.
+    The :math:`\mathrm{RMSE}(\hat b,b)` of App. simulation; with pair-varying position effects ``b`` is the judge-level
+    mean :math:`b_k`.
     """
     b_hat, b = np.asarray(b_hat, dtype=float), np.asarray(b, dtype=float)
     if b_hat.shape != b.shape or b.size == 0:
@@ -141,9 +138,9 @@ def contrast_coverage(s_hat: ArrayLike, cov: ArrayLike, s_true: ArrayLike, level
     r"""Fraction of pairwise contrasts whose Wald interval covers the truth (App. simulation).
 
     For every pair :math:`i<j`, with :math:`v=e_i-e_j`, the interval
-    :math:`v^\top\hat s\pm z_{(1+\text{level})/2}\sqrt{v^\top\Sigma v}` is checked
-    against :math:`v^\top s_{\mathrm{true}}`.  Contrasts are shift-invariant, so
-    centered and uncentered scores give the same answer.  ``cov`` is the ``(N, N)`` covariance of ``s_hat``.
+    :math:`v^\top\hat s\pm z_{(1+\text{level})/2}\sqrt{v^\top\Sigma v}` is checked against :math:`v^\top s_{\mathrm{true}}`.
+    Contrasts are shift-invariant, so centered and uncentered scores give the same answer.  ``cov`` is the ``(N, N)``
+    covariance of ``s_hat``.
     """
     level = check_level(level)
     s_hat, s_true, cov = (np.asarray(x, dtype=float) for x in (s_hat, s_true, cov))
@@ -156,8 +153,7 @@ def contrast_coverage(s_hat: ArrayLike, cov: ArrayLike, s_true: ArrayLike, level
     scale = max(1.0, float(np.max(np.abs(np.diag(cov)))))
     if np.any(var < -1e-10 * scale):
         raise ArgumentError("cov gives a negative contrast variance; it is not positive semidefinite")
-    z = ndtri(0.5 + 0.5 * float(level))
-    half = z * np.sqrt(np.maximum(var, 0.0))
+    half = ndtri(0.5 + 0.5 * float(level)) * np.sqrt(np.maximum(var, 0.0))
     err = (s_hat[i] - s_hat[j]) - (s_true[i] - s_true[j])
     return float(np.mean(np.abs(err) <= half))
 
@@ -165,9 +161,9 @@ def contrast_coverage(s_hat: ArrayLike, cov: ArrayLike, s_true: ArrayLike, level
 def first_order_risk(n_human: ArrayLike, dim: ArrayLike) -> np.ndarray | float:
     r"""First-order expected excess risk :math:`\mathrm{dim}/(2n_H)` (Thm. population-risk-tradeoff).
 
-    Use ``dim = N - 1`` for the human-only estimator :math:`\hat s_0` and
-    ``dim = d`` (1 for :math:`M=\mu`, :math:`r+1` for :math:`M=W`) for the anchored
-    estimator :math:`\tilde s_\infty` when :math:`s_H\in\mathrm{col}(M)` (``n_human > 0``, ``dim >= 0``).
+    Use ``dim = N - 1`` for the human-only estimator :math:`\hat s_0` and ``dim = d`` (1 for :math:`M=\mu`, :math:`r+1`
+    for :math:`M=W`) for the anchored estimator :math:`\tilde s_\infty` when :math:`s_H\in\mathrm{col}(M)`
+    (``n_human > 0``, ``dim >= 0``).
     """
     n, d = np.asarray(n_human, dtype=float), np.asarray(dim, dtype=float)
     if np.any(n <= 0):

@@ -1,8 +1,7 @@
 r"""Which human comparisons to collect next: :func:`next_pairs`, from the current fit.
 
-It is a greedy sequential design on the calibration block: with
-the block's sandwich covariance :math:`K_c` of the current fit, one more human
-comparison on :math:`(i,j)` adds information :math:`p_{ij}(1-p_{ij})xx^\top`,
+It is a greedy sequential design on the calibration block: with the block's sandwich covariance :math:`K_c` of the
+current fit, one more human comparison on :math:`(i,j)` adds information :math:`p_{ij}(1-p_{ij})xx^\top`,
 :math:`x=B^\top(e_i-e_j)` (``B = ds/dc``), so by Sherman-Morrison
 :math:`K_c\leftarrow K_c-\frac{w K_cxx^\top K_c}{1+w\,x^\top K_cx}`.
 """
@@ -15,8 +14,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from scipy.special import expit
-from scipy.special import ndtr
+from scipy.special import expit, ndtr
 
 from pydial.data.comparisons import Comparisons
 from pydial.estimation.results import DialResult
@@ -185,10 +183,7 @@ def next_pairs(result: DialResult, n: int, objective: str = "contrast", *, data:
         KX = X @ K                              # rows K x_ij
         q = np.einsum("ij,ij->i", KX, X)        # x^T K x
         denom = 1.0 + w * q
-        if objective == "D":
-            red = np.log(denom)
-        else:
-            red = w * ((H @ KX.T) ** 2 * omega[:, None]).sum(0) / denom
+        red = np.log(denom) if objective == "D" else w * ((H @ KX.T) ** 2 * omega[:, None]).sum(0) / denom
         t = int(np.argmax(red / cost))
         if red[t] <= 0:
             break

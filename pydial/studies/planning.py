@@ -46,8 +46,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import scipy.sparse as sp
-from scipy.special import expit
-from scipy.special import chdtri, ndtri
+from scipy.special import chdtri, expit, ndtri
 
 from pydial.api import fit
 from pydial.data.comparisons import Comparisons, require_comparisons
@@ -65,6 +64,7 @@ from pydial.model.likelihood import Cells, Objective
 from pydial.optim import pinv_sym
 from pydial.resources import check_bytes, check_choice, check_count, check_n_jobs, n_workers
 from pydial.studies.metrics import excess_risk
+from pydial.studies.simulate import pair_index
 
 PLAN_METHODS: tuple[str, ...] = ("human", "dial-anc", "dial-ada")
 PLAN_MODES: tuple[str, ...] = ("theory", "simulate")
@@ -205,10 +205,7 @@ def pilot_design(data: Comparisons, design: str = "pilot") -> tuple[np.ndarray, 
     pairs = np.column_stack([pi, pj])
     if design == "uniform":
         return pairs, np.full(pi.size, 1.0 / pi.size)
-    h = data.human
-    lo, hi = np.minimum(h.i, h.j), np.maximum(h.i, h.j)
-    pos = lo * N - lo * (lo + 1) // 2 + (hi - lo - 1)  # index of (lo, hi) in triu order
-    w = np.bincount(pos, weights=h.n, minlength=pi.size)
+    w = np.bincount(pair_index(data.human.i, data.human.j, N), weights=data.human.n, minlength=pi.size)
     if w.sum() <= 0:
         raise DataError("the pilot has no human comparisons: pass design='uniform'")
     return pairs, w / w.sum()
@@ -286,8 +283,7 @@ def topk_probability(s: np.ndarray, cov: np.ndarray, k: int, *, draws: int = 400
     gen = np.random.default_rng(seed)
     eig, Q = np.linalg.eigh(0.5 * (cov + cov.T))
     Z = gen.standard_normal((draws, s.size)) * np.sqrt(np.clip(eig, 0.0, None))
-    X = s + Z @ Q.T
-    return topk_hits(X, s, k).mean()
+    return topk_hits(s + Z @ Q.T, s, k).mean()
 
 
 def topk_hits(X: np.ndarray, s: np.ndarray, k: int) -> np.ndarray:
@@ -439,8 +435,7 @@ def llm_frame(data: Comparisons, p: np.ndarray | None = None, rng: np.random.Gen
     cell = np.repeat(np.arange(n.size), n)
     rank_in_cell = np.arange(cell.size) - np.repeat(np.cumsum(n) - n, n)
     won = rank_in_cell < y[cell]
-    it = np.asarray(data.items, dtype=object)
-    jd = np.asarray(data.judges, dtype=object)
+    it, jd = np.asarray(data.items, dtype=object), np.asarray(data.judges, dtype=object)
     return pd.DataFrame({"record_id": [f"l{t}" for t in range(cell.size)], "judge": jd[L.judge[cell]],
                          "item_a": it[L.i[cell]], "item_b": it[L.j[cell]],
                          "first": np.where(L.a[cell] > 0, "a", "b"), "winner": np.where(won, "a", "b")})
@@ -454,11 +449,10 @@ def with_human(llm: pd.DataFrame, human: pd.DataFrame, items: Sequence[str], hum
 def _sim_one(p: Pilot, data: Comparisons, llm: pd.DataFrame | None, n: int, methods: tuple[str, ...],
              contrast: tuple[str, str], k: int, rank: int, calibration: str, seed: Any) -> list[dict[str, Any]]:
     rng = np.random.default_rng(seed)
-    human_judge = data.human_judge
-    hf = human_frame(p.items, p.s, p.pairs, p.rho, n, rng, judge=human_judge)
+    hf = human_frame(p.items, p.s, p.pairs, p.rho, n, rng, judge=data.human_judge)
     if data.K > 0 and llm is None:
         llm = llm_frame(data, p.llm_p, rng)
-    data = with_human(llm if llm is not None else hf.iloc[:0], hf, p.items, human_judge)
+    data = with_human(llm if llm is not None else hf.iloc[:0], hf, p.items, data.human_judge)
     out = []
     for m in methods:
         try:
@@ -520,23 +514,15 @@ def _plan_simulate(p: Pilot, data: Comparisons, budgets: list[int], methods: tup
 
 def plot_plan(table: pd.DataFrame, columns: Sequence[str] = ("excess_risk", "contrast_ci_width", "p_topk_correct"),
               ax: Any = None) -> Any:
-    """Plot a :func:`plan` table.
-
-    One panel per column, budget on a log x-axis, one line per method.  Returns the
-    matplotlib Figure.
-    """
+    """Plot a :func:`plan` table: one panel per column, budget on a log x-axis, one line per method; return the Figure."""
     import matplotlib.pyplot as plt
 
     missing = [c for c in ("budget", "method", *columns) if c not in table.columns]
     if missing:
         raise ArgumentError(f"table lacks column(s) {missing}; pass the output of pydial.plan")
     cols = list(columns)
-    if ax is None:
-        fig, axes = plt.subplots(1, len(cols), figsize=(4.2 * len(cols), 3.4), squeeze=False)
-        axes = axes[0]
-    else:
-        axes = np.atleast_1d(ax)
-        fig = axes[0].figure
+    axes = plt.subplots(1, len(cols), figsize=(4.2 * len(cols), 3.4), squeeze=False)[1][0] if ax is None else np.atleast_1d(ax)
+    fig = axes[0].figure
     labels = {"excess_risk": "expected excess human risk", "ci_width": "mean 95% CI width (scores)",
               "contrast_ci_width": f"95% CI width ({table.attrs.get('target', 'contrast')})",
               "p_topk_correct": f"P(top-{table.attrs.get('k', 'k')} set correct)"}

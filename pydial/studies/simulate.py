@@ -39,8 +39,7 @@ HUMAN_JUDGE = "human"
 
 def pair_index(i: np.ndarray | int, j: np.ndarray | int, N: int) -> np.ndarray:
     """Position of the canonical pairs ``(i, j)``, ``0 <= i < j < N``, in ``np.triu_indices(N, 1)`` (:attr:`Truth.pairs`)."""
-    i = np.asarray(i, dtype=np.int64)
-    j = np.asarray(j, dtype=np.int64)
+    i, j = np.asarray(i, dtype=np.int64), np.asarray(j, dtype=np.int64)
     if np.any(i >= j) or np.any(i < 0) or np.any(j >= N):
         raise ArgumentError(f"pairs must satisfy 0 <= i < j < N={N}")
     return i * (2 * N - i - 1) // 2 + (j - i - 1)
@@ -139,15 +138,14 @@ class Truth:
     def llm_eta(self, k: Any, i: Any, j: Any, a: Any) -> np.ndarray:
         r"""LLM linear predictor of canonical cells (judge ``k``, pair ``i<j``, order ``a``).
 
-        :math:`\eta = s_{ki}-s_{kj}+a\,b_{kij}+\varepsilon_{kij}`, with
-        :math:`b_{kij}=b_k` and :math:`\varepsilon_{kij}=0` when those effects are off.
-        The probability that item ``i`` wins is ``scipy.special.expit(eta)``.
+        :math:`\eta = s_{ki}-s_{kj}+a\,b_{kij}+\varepsilon_{kij}`, with :math:`b_{kij}=b_k` and
+        :math:`\varepsilon_{kij}=0` when those effects are off.  The probability that item ``i`` wins is
+        ``scipy.special.expit(eta)``.
 
         Parameters
         ----------
         k, i, j, a : array_like of int
-            Judge index, canonical item indices ``i < j`` and display order in
-            ``{-1, +1}`` (broadcast together).
+            Judge index, canonical item indices ``i < j`` and display order in ``{-1, +1}`` (broadcast together).
 
         Returns
         -------
@@ -229,10 +227,9 @@ class JudgeBehavior:
         Within-judge standard deviation of the pair-varying position effects (0 = off; paper: 0 to 1).  Needs
         ``N >= 3``.
     self_preference : mapping of str to sequence of str, optional
-        Self-preference (beyond the paper): each mapped judge's own items, by name
-        (``{"judge0": ["item00", "item01"]}``).  Judge ``k``'s predictor adds
-        ``self_effect_k (1[i own_k] - 1[j own_k])``; :attr:`Simulation.comparisons` carries the covariate
-        (:meth:`~pydial.Comparisons.with_self_preference`, scale 1).
+        Self-preference (beyond the paper): each mapped judge's own items, by name (``{"judge0": ["item00", "item01"]}``).
+        Judge ``k``'s predictor adds ``self_effect_k (1[i own_k] - 1[j own_k])``; :attr:`Simulation.comparisons` carries
+        the covariate (:meth:`~pydial.Comparisons.with_self_preference`, scale 1).
     self_effect : float or mapping of str to float, default 0
         The self-preference effect of every mapped judge, or of each (by judge name; unmapped 0).
 
