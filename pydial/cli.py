@@ -286,7 +286,6 @@ def _parser() -> _Parser:
     from pydial.estimation.estimators import METHODS
     from pydial.inference.linearization import COV_TYPES
     from pydial.stan.bayes import POSTERIOR_METHODS
-    from pydial.studies.planning import DESIGNS, OBJECTIVES, PLAN_MODES
 
     from .report import REPORT_FORMATS
 
@@ -340,6 +339,14 @@ def _parser() -> _Parser:
     cmp_.add_argument("--chains", type=int, default=4, help="NUTS chains (default 4)")
     cmp_.add_argument("--draws", type=int, default=1000, help="draws per chain after warm-up (default 1000)")
     _add_seed(cmp_, "the sampler, its initial values and the design checks")
+    _add_study_commands(sub)
+    p.commands = dict(sub.choices)
+    return p
+
+
+def _add_study_commands(sub: Any) -> None:
+    """Add the subcommands around a fit: ``simulate``, ``convert``, ``plan``, ``judges`` and ``robustness``."""
+    from pydial.studies.planning import DESIGNS, OBJECTIVES, PLAN_MODES
 
     s = _command(sub, "simulate", "long-format synthetic data from the paper's data-generating process")
     s.add_argument("out", help="output CSV")
@@ -417,9 +424,6 @@ def _parser() -> _Parser:
     q.add_argument("--train-frac", type=float, default=0.7, help="fraction of records in the train pool")
     q.add_argument("--fresh", action="store_true", help="discard the CSVs of these sweeps in --out first")
     q.add_argument("--seed", type=_seed, default=20260, help="root seed of the splits and draws")
-
-    p.commands = dict(sub.choices)
-    return p
 
 
 def _fit(args: argparse.Namespace) -> int:
