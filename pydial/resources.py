@@ -43,12 +43,9 @@ def available_bytes() -> int | None:
     """``MemAvailable`` of ``/proc/meminfo`` (Linux); ``None`` where unknown."""
     try:
         with open("/proc/meminfo") as fh:
-            for line in fh:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
+            return next((int(line.split()[1]) * 1024 for line in fh if line.startswith("MemAvailable:")), None)
     except OSError:
         return None
-    return None
 
 
 def memory_limit() -> int | None:

@@ -11,7 +11,6 @@ import dataclasses
 from typing import cast
 
 import numpy as np
-import pandas as pd
 
 from pydial.data.comparisons import Comparisons
 from pydial.estimation.engines import Optimizers
@@ -119,7 +118,7 @@ def fit_atc(data: Comparisons, rank: int, *, family: Family, engine: Optimizers,
     sf = steps.staged(rank)
     warn_unresolved(sf.llm_opt, "structured LLM-only fit")
     base = sf.chart.scores(sf.theta)
-    b, gamma, log_nu_j, lins = steps.judge_effects(sf)
+    b, gamma, log_nu, lins = steps.judge_effects(sf, lh)
     if free_h:  # the people's nu_H from their own tie model (the ordering)
         E = np.eye(1, X.shape[1] + 1, X.shape[1])  # selects log nu_H
         U, _ = glm_influence(data, family, X, opt.x, 1.0 / family_totals(data, family)[1], E)
@@ -130,7 +129,6 @@ def fit_atc(data: Comparisons, rank: int, *, family: Family, engine: Optimizers,
         rows = lin.blocks["beta"]
         lins += (dataclasses.replace(lin, A=lin.A[rows], blocks={"beta": slice(0, rows.stop - rows.start)},
                                      what="the covariate effects of the anchored fit"),)
-    log_nu = None if family.is_binary else pd.concat([log_nu_j, tie_log_nu([data.human_judge], np.array([lh]))])
     s = atc_scores(base, s_h)
     loss = tie_human_loss(family, s, lh, data, None if beta is None else beta[-1])
     return Estimate(s=s, rank=rank, calibration="mu", b=b, gamma=gamma, log_nu=log_nu,

@@ -21,7 +21,7 @@ from pydial.model.glm import has_tie_parameter
 from pydial.estimation.results import Estimate, tie_log_nu
 from pydial.estimation.steps import NUMPY, family_human_influence, human_effects, human_parameters
 from pydial.inference.sandwich import Influence, glm_influence, stack_influence
-from pydial.exceptions import ArgumentError, ConvergenceWarning
+from pydial.exceptions import ConvergenceWarning
 from pydial.inference.linearization import target_slices
 from pydial.model.chart import centering_basis
 from pydial.model.design import centered_design
@@ -152,8 +152,5 @@ def fit_btl(data: Comparisons, method: str, *, family: Family = BINARY, seed: in
     ``engine`` optimizes the people's model (``engine.human``) and the judges' (``engine.btl``; else the GLM solver judge by
     judge); ``penalty="firth"``: Firth estimates, unpenalized information as the bread.  Returns the :class:`Estimate`.
     """
-    if method not in ("human", "judges"):
-        raise ArgumentError(f"fit_btl fits the methods 'human' and 'judges', not {method!r}; the DIAL methods "
-                            "are pydial.estimation.dial.fit_dial")
     engine = NUMPY if engine is None else engine
     return _human(data, family, engine, penalty) if method == "human" else _judges(data, family, engine, seed, backend, penalty)

@@ -227,14 +227,10 @@ class DialResult:
         """``n_human + n_llm``."""
         return self.n_human + self.n_llm
 
-    @property
-    def _stats(self) -> FitStats:
-        return self.estimate.stats if self.estimate.stats is not None else FitStats(np.nan, None)
-
-    llf = _read("_stats", "llf", "Log-likelihood of the judgments used at the estimate (NaN without a likelihood).")
-    df_model = _read("_stats", "df_model", "Free parameters after the gauge; ``None`` for ``atc``.")
-    llf_human = _read("_stats", "llf_human", "The people's log-likelihood at the reported scores.")
-    objective = _read("_stats", "objective", "The weighted criterion ``Q_lambda`` at the estimate (DIAL-Ada / -noPos).")
+    llf = _read("estimate.stats", "llf", "Log-likelihood of the judgments used at the estimate (NaN without a likelihood).")
+    df_model = _read("estimate.stats", "df_model", "Free parameters after the gauge; ``None`` for ``atc``.")
+    llf_human = _read("estimate.stats", "llf_human", "The people's log-likelihood at the reported scores.")
+    objective = _read("estimate.stats", "objective", "The weighted criterion ``Q_lambda`` at the estimate (DIAL-Ada / -noPos).")
     covariate_scale = _read("model.data", "covariate_scale", "The standard deviation of each comparison covariate, by name.")
 
     @cached_property

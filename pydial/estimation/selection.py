@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import warnings
 from dataclasses import dataclass, field, replace
-from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -255,22 +254,18 @@ def selection_lines(tab: pd.DataFrame) -> list[str]:
     row = a["selected_row"]
     tied = [int(i) for i in np.flatnonzero(tab["near_tie"].to_numpy(bool)) if i != row]
     names = _weight_texts(tab, [row, *tied])
-    out = [f"lambda selection: {_rule_text(a)} -> {names[0]}"]
+    rule = "smallest GACV"
+    if a["selection"] == "endpoint-margin":  # with its statistic
+        gap, thr = a["endpoint_gap"], a["margin_threshold"]
+        test = ("" if not np.isfinite(gap) else
+                f": GACV(inf) - min finite GACV = {gap:.3g} {'<=' if gap <= thr else '>'} c/n_H = {thr:.3g}")
+        rule = f"endpoint-margin rule with c = {a['margin']:g} (beyond the paper){test}"
+    out = [f"lambda selection: {rule} -> {names[0]}"]
     if tied:
         spread = float(np.abs(tab["gacv"].iloc[tied].to_numpy(float) - tab["gacv"].iloc[row]).max())
         out.append(f"GACV near-tie: {', '.join(names[:-1])} and {names[-1]} differ by {spread:.1g} "
                    f"(<= tolerance {a['near_tie_tolerance']:.1g}): below what the optimizer resolves")
     return out
-
-
-def _rule_text(attrs: dict[str, Any]) -> str:
-    """Return the selection rule of a GACV table's ``attrs`` with its endpoint-margin statistic."""
-    if attrs["selection"] != "endpoint-margin":
-        return "smallest GACV"
-    gap, thr = attrs["endpoint_gap"], attrs["margin_threshold"]
-    test = ("" if not np.isfinite(gap) else
-            f": GACV(inf) - min finite GACV = {gap:.3g} {'<=' if gap <= thr else '>'} c/n_H = {thr:.3g}")
-    return f"endpoint-margin rule with c = {attrs['margin']:g} (beyond the paper){test}"
 
 
 @single_threaded_blas

@@ -27,8 +27,7 @@ from pydial.estimation.selection import GACV_TOLERANCE, SELECTION_RULES, Selecti
 from pydial.resources import check_choice, check_count, check_level, check_memory, check_seed
 
 __all__ = ["ModelSpec", "DEFAULT_METHOD", "METHODS", "ENGINES", "ESTIMAND_FIELDS", "USES_RANK", "USES_CALIBRATION", "NEEDS_HUMAN",
-           "rank_candidates",
-           "check_choice", "check_level", "check_count", "check_seed"]
+           "rank_candidates", "check_choice", "check_level", "check_count", "check_seed"]
 
 METHODS: tuple[str, ...] = ESTIMATORS
 """The estimators of :func:`pydial.fit` (what each uses: :mod:`pydial.model.methods`)."""

@@ -204,15 +204,16 @@ class Steps:
                               tie_labels=(data.human_judge,) if "log_nu" in blocks else ())
         return lin, lh
 
-    def judge_effects(self, sf: StagedFit) -> tuple[np.ndarray | None, np.ndarray | None, pd.Series | None,
-                                                     tuple[Linearization, ...]]:
-        """Return ``b``, ``gamma``, the judges' ``log nu`` of the LLM-only fit and their linearizations.
+    def judge_effects(self, sf: StagedFit, lh: float) -> tuple[np.ndarray | None, np.ndarray | None, pd.Series | None,
+                                                                tuple[Linearization, ...]]:
+        """Return ``b``, ``gamma``, the ``log nu`` of the LLM-only fit's judges and the people's ``lh``, and the linearizations.
 
         Bread ``H(l_L)^+`` (Prop. stage-one-normality; :func:`~pydial.inference.sandwich.judge_effect_linearizations`).
         """
         data, chL, th = self.data, sf.llm_chart, sf.llm_theta
         b, gamma = (chL.order_effects(th), chL.structure(th).gamma) if chL.order else (None, None)
-        log_nu = None if self.family.is_binary else tie_log_nu(list(data.judges), sf.llm_x[chL.dim:], sf.llm_free)
+        log_nu = None if self.family.is_binary else pd.concat([tie_log_nu(list(data.judges), sf.llm_x[chL.dim:], sf.llm_free),
+                                                               tie_log_nu([data.human_judge], np.array([lh]))])
         return b, gamma, log_nu, judge_effect_linearizations(data, sf, self.family)
 
     def selected(self, sf: StagedFit, best: Candidate, hum: Candidate) -> dict[str, Any]:
@@ -224,8 +225,7 @@ class Steps:
         lin, lh = self.scores_linearization(sf, best)
         s = best.s if np.isfinite(best.lambda_) else ch.scores(sf.theta)
         assert s is not None  # a selected candidate has its scores
-        b, gamma, log_nu_j, lins_j = self.judge_effects(sf)
-        log_nu = None if family.is_binary else pd.concat([log_nu_j, tie_log_nu([data.human_judge], np.array([lh]))])
+        b, gamma, log_nu, lins_j = self.judge_effects(sf, lh)
         beta, labels = self.covariate_effects(sf, best)
         loss = tie_human_loss(family, s, lh, data, None if beta is None else beta[-1])
         ct = human_only_lrt(data, family, human_loss_at(data, family, ch, sf.x, sf.free), ch.d,

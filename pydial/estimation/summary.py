@@ -35,8 +35,7 @@ def summary(res: Any) -> str:
     if not res.ok:
         head.insert(0, "*** NOT A VALID FIT (status: " + res.status + "); the numbers below are marked, not results ***")
     head += [f"{'problem' if not res.ok else 'warning'}: {p}" for p in res.problems]
-    head.append(f"status: {res.status}")
-    head += _fit_lines(res)
+    head += [f"status: {res.status}", *_fit_lines(res)]
     scores = res.scores[["score"]] if res.method == "atc" else res.scores
     with pd.option_context("display.width", 120, "display.max_rows", 200):
         style = "" if res.covariate_scale is None else "; style-controlled at z = 0; covariate scales: " + ", ".join(
