@@ -16,7 +16,7 @@ import platform
 import sys
 import threading
 from contextlib import contextmanager
-from typing import Any, Iterable, Iterator, TypeVar
+from typing import Any, Hashable, Iterable, Iterator, TypeVar
 
 import numpy as np
 
@@ -93,8 +93,8 @@ def check_choice(name: str, value: Any, allowed: Iterable[Any]) -> Any:
     """Return ``value`` if it is one of ``allowed``, else raise :class:`ArgumentError` naming ``name``."""
     allowed = tuple(allowed)
     try:
-        ok = value in allowed
-    except TypeError:  # an unhashable value against a set-like
+        ok = isinstance(value, Hashable) and value in allowed  # not an array, even of one allowed value
+    except TypeError:  # pd.NA: its comparison has no truth value
         ok = False
     if not ok:
         raise ArgumentError(f"{name} must be one of {allowed}, got {value!r}")

@@ -13,6 +13,7 @@ import re
 import warnings
 
 import numpy as np
+import pandas as pd
 import pytest
 
 import pydial
@@ -45,6 +46,9 @@ FIT_CASES = [
     (dict(method="dial-anc", rank=[0, 1]), "rank", False),
     (dict(calibration="V"), "calibration", False),
     (dict(ties="bradley"), "ties", False),
+    (dict(ties=np.array(["davidson", "davidson"])), "ties", False),
+    (dict(calibration=np.array(["mu"])), "calibration", False),
+    (dict(cov_type=pd.NA), "cov_type", False),
     (dict(penalty="ridge"), "penalty", False),
     (dict(method="dial-ada", lambda_=[]), "lambda_", False),
     (dict(method="dial-ada", lambda_=[1.0, -2.0]), "lambda_", False),
