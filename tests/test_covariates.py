@@ -188,6 +188,8 @@ def test_wald_tests(data):
     assert d["se"] == pytest.approx(np.sqrt(var), rel=1e-10)
     with pytest.raises(KeyError, match="no covariate effects for 'human'"):
         res.covariate_test("j1", against="human")
+    with pytest.raises(ArgumentError, match=r"covariates: \['length'\] given more than once"):  # not chi2 on 2 df
+        res.covariate_test("j1", covariates=["length", "length"])
 
 
 def test_ties_and_firth_fit_with_covariates(data):

@@ -530,7 +530,7 @@ class DialResult:
         Raises
         ------
         ArgumentError
-            The fit has no covariate effects, or ``against`` is ``judge``.
+            The fit has no covariate effects, ``against`` is ``judge``, or a covariate is named twice.
         ArgumentTypeError
             ``covariates`` is not a list of names (e.g. one string: pass ``["length"]``).
         UnknownNameError
@@ -555,6 +555,8 @@ class DialResult:
         names = ([c for c in ce.index.unique("covariate") if all((w, c) in pos for w in who)] if covariates is None
                  else [str(c) for c in name_list(covariates, "covariates")])  # default: every one of both rows
         UnknownNameError.check("covariates", "covariate", names, ce.index.unique("covariate"))
+        if len(set(names)) < len(names):  # a repeated row would make the covariance singular and count a df twice
+            raise ArgumentError(f"covariates: {sorted({c for c in names if names.count(c) > 1})} given more than once")
         fixed = [(w, c) for w in who for c in names if (w, c) not in pos]
         if fixed:
             raise UnknownNameError(f"covariates: no estimated covariate effect {fixed}: the covariate is 0 on all of "
