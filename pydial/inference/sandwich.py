@@ -34,10 +34,8 @@ from pydial.optim import pinv_sym
 def cell_stats(obj: Objective, x: np.ndarray, unit_weight: bool = False) -> CellStats:
     """Return the :class:`~pydial.inference.meats.CellStats` of ``obj``'s cells at ``x`` (``unit_weight``: weights 1).
 
-    The per-cell score factors of the meats (eq. hac-meat, eq. cell-clustered-meat) and of GACV (eq. gacv).
-
-    The binary family's: wins ``y`` and fitted ``p`` (the cells' own arrays, no copy); the others' outcomes with the
-    observed information.
+    The per-cell score factors of the meats (eq. hac-meat, eq. cell-clustered-meat) and of GACV (eq. gacv): the binary
+    family's wins ``y`` and fitted ``p`` (the cells' own arrays, no copy), the others' outcomes with the observed information.
     """
     c = obj.cells
     w = np.ones(c.w.size) if unit_weight else c.w
@@ -148,12 +146,8 @@ def _stack_stats(parts: list[CellStats]) -> CellStats:
     """Stack the cells' statistics of one form; a field (e.g. the observed information) only when every part has it."""
     if any(p.binary != parts[0].binary for p in parts):
         raise ArgumentError("cells of the binary family's GLMs stack only with their own kind")
-    cols = {}
-    for f in dataclasses.fields(CellStats):
-        vals = [getattr(p, f.name) for p in parts]
-        if all(v is not None for v in vals):
-            cols[f.name] = _concatenate(vals)
-    return CellStats(**cols)
+    cols = {f.name: [getattr(p, f.name) for p in parts] for f in dataclasses.fields(CellStats)}
+    return CellStats(**{name: _concatenate(vals) for name, vals in cols.items() if all(v is not None for v in vals)})
 
 
 def stack_influence(parts: list[Influence], A: np.ndarray | None = None) -> Influence:
@@ -184,10 +178,9 @@ def objective_influence(data: Comparisons, obj: Objective, x: np.ndarray, A_x: n
                         coords: np.ndarray | slice = slice(None)) -> Influence:
     """Influence ``u_c = A_x T_ext[:, coords]^T j_c`` of ``obj``'s cells at ``x`` (eq. weighted-empirical-sandwich).
 
-    ``j_c`` the derivatives of the cell's channels, ``A_x`` the targets' map of a score (``E H^+``).
-
-    The binary family's one channel ``d eta / d phi`` stays factored (never a dense cells x parameters matrix), its
-    records found from the data when asked; the others' ``[d eta; d log nu]`` are sparse.
+    ``j_c`` the derivatives of the cell's channels, ``A_x`` the targets' map of a score (``E H^+``).  The binary family's
+    one channel ``d eta / d phi`` stays factored (never a dense cells x parameters matrix), its records found from the
+    data when asked; the others' ``[d eta; d log nu]`` are sparse.
     """
     A = np.asarray((obj.T_ext[:, coords] @ np.asarray(A_x).T).T)
     if obj.family.is_binary:

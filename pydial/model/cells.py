@@ -118,8 +118,7 @@ class Cells:
 
     def select(self, rows: "np.ndarray | slice") -> "Cells":
         """Return the cells selected by ``rows``; a slice of a stack shares its columns and per-cell layout arrays as views."""
-        cols: dict[str, Any] = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)
-                                if f.name not in ("layout", "source")}
+        cols = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name not in ("layout", "source")}
         picked: dict[str, Any] = {name: None if v is None else v[rows] for name, v in cols.items()}
         shared = rows if isinstance(rows, slice) and self.source is None and rows.step in (None, 1) else None
         return type(self)(**picked, source=None if shared is None else (self, shared))

@@ -422,8 +422,7 @@ class Chart:
 
     def calibration_coordinates(self, theta: np.ndarray) -> np.ndarray:
         """``c_H`` relative to the normalized basis ``M`` (``mu`` or ``W = [mu, V]``)."""
-        st = self.structure(theta)
-        M = st.basis(self.calibration)
+        M = self.structure(theta).basis(self.calibration)
         return M.T @ self.scores(theta) / self.N
 
     def from_structure(self, st: Structure, c: np.ndarray | float | None = None, b: np.ndarray | None = None,

@@ -624,8 +624,7 @@ def _human_checks(d: _Design, calibration: str, W: np.ndarray | None) -> None:
     cols = data.covariate_support[-1]  # the people's estimated effects (e.g. no self-preference)
     if cols.any() and len(h) and method not in LLM_ONLY:
         assert h.z is not None
-        ok_hcov, det_hcov = _check_covariates(N, h.i, h.j, None, h.z[:, cols], list(d.names[cols]))
-        d.add(HUMAN, "covariates", ok_hcov, det_hcov)
+        d.add(HUMAN, "covariates", *_check_covariates(N, h.i, h.j, None, h.z[:, cols], list(d.names[cols])))
     if not ok_hd and (method == "pooled" or (d.dial and (method is not None or len(h) > 0))):
         d.problems.append((HUMAN, "human-design", det_hd))
     if d.penalty == "firth" and method in ("human", "atc"):
