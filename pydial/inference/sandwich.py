@@ -271,9 +271,8 @@ def judge_effect_linearizations(data: Comparisons, sf: Any, family: Family = BIN
         out.append(Linearization(U.source, U.A[chL.dim:], {"log_nu": slice(0, nt)}, "the judges' tie parameters",
                                  tie_labels=tuple(data.judges[int(g)] for g in sf.llm_free)))
     if chL.order:
-        Eg = np.empty((data.K, chL.dim))
-        for t, e in enumerate(1e-6 * np.eye(chL.dim)):
-            Eg[:, t] = (consensus_gamma(chL.S(th + e)) - consensus_gamma(chL.S(th - e))) / 2e-6
+        Eg = np.column_stack([(consensus_gamma(chL.S(th + e)) - consensus_gamma(chL.S(th - e))) / 2e-6
+                              for e in 1e-6 * np.eye(chL.dim)])
         out.append(Linearization(U.source, Eg @ U.A[: chL.dim], {"gamma": slice(0, data.K)}, "the consensus loadings gamma"))
     return tuple(out)
 
@@ -287,10 +286,9 @@ def glm_influence(data: Comparisons, family: Family, X: Design, x: np.ndarray, w
     penalized by ``penalty`` (for GACV), the bread of ``u`` not.
     """
     people = cells is None  # the people's cells: built, and their judgments found, once per data set
-    if people:
+    if cells is None:
         cells = derived(data, ("people's cells", family.is_binary),
                         lambda: Cells.stack(data, 0.0, 1.0, with_ties=not family.is_binary))
-    assert cells is not None
     hc = cells.counts
     model = FamilyGLM(family, hc, X, weight)
     _, _, H = model.terms(x)

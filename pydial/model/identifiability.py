@@ -19,7 +19,7 @@ from pydial.cache import derived
 from pydial.data.cells import LLMCells
 from pydial.data.comparisons import SELF_PREFERENCE, Comparisons, require_comparisons
 from pydial.exceptions import ArgumentError, ArgumentTypeError, IdentifiabilityError
-from pydial.model.chart import CALIBRATIONS, difference_design
+from pydial.model.chart import CALIBRATIONS, difference_design, fixed_effects
 from pydial.model.design_graphs import (SCAN_VECTOR_MIN, CycleScan, check_separation, components_text, names_text,
                                         order_separation, scan_cycles, scan_cycles_fast, undirected_labels, win_graph)
 from pydial.model.methods import ESTIMATORS, LLM_ONLY, USES_RANK
@@ -142,9 +142,8 @@ def _check_ident_llm(items: Sequence[str], scan: CycleScan, nopos: bool) -> tupl
     if scan.cycle is None:
         parts.append("every cycle has zero signed order sum: b_k is confounded with the item scores "
                      "(z_k lies in col(D_k)); show some pair in both orders or vary the order around a cycle")
-    if parts:
+    if parts or scan.cycle is None:  # no cycle: ``parts`` says so
         return False, "; ".join(parts)
-    assert scan.cycle is not None  # else ``parts`` says so
     names = [str(items[k]) for k in scan.cycle]
     where = (f"pair ({names[0]}, {names[1]}) is shown in both orders (a length-two cycle)" if scan.two_orders
              else "cycle " + " -> ".join(names + [names[0]]))
@@ -173,8 +172,6 @@ def _check_lowrank(W: np.ndarray, ii: np.ndarray, jj: np.ndarray, aa: np.ndarray
 def _check_self_preference(data: Comparisons, r: int, nopos: bool, shared: bool,
                            bad: list[str], rng: np.random.Generator) -> tuple[bool, str]:
     """Check the Jacobian rank in ``(S, b, beta)``, naming confounded effects (too large: the failing judges ``bad``)."""
-    from pydial.model.chart import fixed_effects
-
     N, K, p = data.N, data.K, data.p
     fixed = fixed_effects(data, shared, False)
     free = (np.ones((1 if shared else K) * p, bool) if fixed is None else ~np.asarray(fixed, bool)).reshape(-1, p)

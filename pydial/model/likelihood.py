@@ -519,11 +519,10 @@ class Objective:
             _, na, ba, sa, wa, ca = gr[a]
             for b in range(a, len(gr)):
                 _, nb_, bb, sb, wb, cb = gr[b]
-                key = keys[(a, b)]
                 for la in range(wa):
                     ra = ba + np.arange(na) * sa + la
                     for lb in range(la if a == b else 0, wb):
-                        agg = np.bincount(key, weights=product(ca + la, cb + lb), minlength=na * nb_).reshape(na, nb_)
+                        agg = np.bincount(keys[(a, b)], weights=product(ca + la, cb + lb), minlength=na * nb_).reshape(na, nb_)
                         rb = bb + np.arange(nb_) * sb + lb
                         H[np.ix_(ra, rb)] += agg
                         if b != a or lb != la:
