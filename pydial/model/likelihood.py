@@ -189,8 +189,7 @@ class Objective:
     @_layout(per_cell=True)
     def _order_label(self) -> np.ndarray:
         """``a_c`` as floats, 0 on human cells (no order effect)."""
-        c = self.cells
-        return np.where(c.is_human, 0.0, c.a.astype(float))
+        return np.where(self.cells.is_human, 0.0, self.cells.a.astype(float))
 
     @_layout(per_cell=True)
     def _order_judge(self) -> np.ndarray:
