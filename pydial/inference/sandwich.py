@@ -220,8 +220,7 @@ def finite_influence(data: Comparisons, ch: Chart, lambda_: float, x: np.ndarray
     ``Q_lambda`` without its penalty.
     """
     obj = Objective.weighted(ch, data, lambda_, ties=family)
-    Hp = bread(obj, x) if hess_pinv is None else hess_pinv
-    return objective_influence(data, obj, x, target_jacobian_x(ch, obj, x) @ Hp)
+    return objective_influence(data, obj, x, target_jacobian_x(ch, obj, x) @ (bread(obj, x) if hess_pinv is None else hess_pinv))
 
 
 def staged_influence(data: Comparisons, sf: Any, family: Family = BINARY) -> tuple[Influence, int]:

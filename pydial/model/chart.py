@@ -245,8 +245,7 @@ class Chart:
     @cached_property
     def beta_free(self) -> np.ndarray:
         """Bool mask of the free entries of ``beta`` (row-major, :attr:`beta_rows` x ``p``): not :attr:`fixed`."""
-        n = self.beta_rows * self.p
-        return np.ones(n, bool) if self.fixed is None else ~np.asarray(self.fixed, bool)
+        return np.ones(self.beta_rows * self.p, bool) if self.fixed is None else ~np.asarray(self.fixed, bool)
 
     @cached_property
     def beta_index(self) -> np.ndarray:
