@@ -460,5 +460,4 @@ def _centered_meat(GtG: Any, X: np.ndarray, C: np.ndarray, B: np.ndarray) -> "Me
 
 
 def _indicator(groups: np.ndarray, G: int) -> sp.csr_matrix:
-    """Return the sparse cluster-indicator matrix (G x m) of integer groups ``0..G-1``."""
     return sp.csr_matrix((np.ones(groups.size), (groups, np.arange(groups.size))), shape=(G, groups.size))

@@ -482,7 +482,6 @@ class Objective:
 
     @cached_property
     def _pair_keys(self) -> dict[tuple[int, int], np.ndarray]:
-        """Per pair of coordinate groups, the key ``unit_a * n_units_b + unit_b`` of every cell."""
         gr = self._groups
         return {(a, b): gr[a][0] * gr[b][1] + gr[b][0] for a in range(len(gr)) for b in range(a, len(gr))}
 
