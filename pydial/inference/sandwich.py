@@ -241,8 +241,7 @@ def staged_influence(data: Comparisons, sf: Any, family: Family = BINARY) -> tup
     # H_xi of l_L is the LLM-only fit's Hessian when that fit ends at the staged fit's coordinates (staged_fit)
     HL = sf.llm_opt.hess_at(x[xi]) if sf.llm_opt is not None else None
     U_L = objective_influence(data, oL, x, total @ bread(oL, x, HL, xi), xi)
-    U_H = objective_influence(data, oH, x, A_H, s2)
-    return stack_influence([U_L, U_H]), U_L.A.shape[1]
+    return stack_influence([U_L, objective_influence(data, oH, x, A_H, s2)]), U_L.A.shape[1]
 
 
 def judge_effect_linearizations(data: Comparisons, sf: Any, family: Family = BINARY) -> tuple[Linearization, ...]:

@@ -260,11 +260,9 @@ def check_human_mle(items: Sequence[str], data: Comparisons) -> tuple[bool, str]
                    f"BTL MLE is infinite or not unique: " + "; ".join(parts))
 
 
-def _check_human_design(items: Sequence[str], data: Comparisons, d: int, M: np.ndarray | None,
-                        what: str) -> tuple[bool, str]:
+def _check_human_design(data: Comparisons, d: int, M: np.ndarray | None, what: str) -> tuple[bool, str]:
     """Cond. human-design ``rank(D_H M) = d``; for a generic ``M`` ``min(d, rank(D_H)) = d``, ``rank(D_H) = N - C_H``."""
-    N = len(items)
-    h = data.human
+    N, h = data.N, data.human
     if len(h) == 0:
         return False, f"no human comparisons: rank(D_H M) = 0 < d = {d} ({what})"
     n_comp, _ = undirected_labels(N, h.i, h.j)
@@ -614,7 +612,7 @@ def _human_checks(d: _Design, calibration: str, W: np.ndarray | None) -> None:
     data, method, N, items, h = d.data, d.method, d.data.N, d.data.items, d.data.human
     q = 1 if (calibration == "mu" or method == "pooled") else d.r + 1
     what = "pooled score direction, d = 1" if method == "pooled" else f"calibration {calibration!r}, d = {q}"
-    ok_hd, det_hd = _check_human_design(items, data, q, None if W is None else W[:, :q], what)
+    ok_hd, det_hd = _check_human_design(data, q, None if W is None else W[:, :q], what)
     d.rows.append((HUMAN, "human-design", ok_hd, det_hd))
     ok_hm, det_hm = check_human_mle(items, data)
     d.rows.append((HUMAN, "human-mle", ok_hm, det_hm))

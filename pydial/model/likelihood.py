@@ -762,8 +762,7 @@ class Objective:
         if rows is not None:
             # only the selected cells' derivatives and indices are formed
             return Objective(self.chart, self.cells.select(rows), ties=self.family, free=self.free).full_jacobian(theta)
-        phi = self.chart.to_full(theta)
-        cols: list[np.ndarray | None] = [*self._columns(phi)]
+        cols: list[np.ndarray | None] = [*self._columns(self.chart.to_full(theta))]
         m, q = self.cells.g.size, len(cols)
         v = np.empty((m, q))
         for t in range(q):  # filled column by column: no second copy of the columns

@@ -216,8 +216,7 @@ class CalibrationFirthPenalty:
     def basis(chart, theta: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """``M`` (N x d) at ``theta`` and ``dM/d theta`` (dim x N x d) of a calibrated chart."""
         q, N, d = chart.q, chart.N, chart.d
-        phi = chart.to_full(theta)
-        M = phi[chart.off_B: chart.off_b].reshape(N, q)[:, :d]
+        M = chart.to_full(theta)[chart.off_B: chart.off_b].reshape(N, q)[:, :d]
         TB = np.asarray(chart.T)[chart.off_B: chart.off_b].reshape(N, q, -1)[:, :d, :]
         return M, np.moveaxis(TB, -1, 0)
 
