@@ -114,8 +114,7 @@ class CellStats:
         """Sum of the channels' score products over the comparisons of cells ``mask``, ``(C, C, m')``."""
         if self.binary:
             y, p = (x[mask] for x in self._yp())
-            n = self.n[mask]
-            return (y * (p - 1) ** 2 + (n - y) * p**2)[None, None]
+            return (y * (p - 1) ** 2 + (self.n[mask] - y) * p**2)[None, None]
         S = self.outcome_scores()[:, mask]
         return np.einsum("mo,kmo,lmo->klm", np.asarray(self._outcome_arrays()[0], float)[mask], S, S)
 
