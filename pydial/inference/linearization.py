@@ -30,8 +30,7 @@ def score_tables(s: np.ndarray, C: np.ndarray, items: tuple[str, ...], level: fl
         raise ConvergenceError("the fit produced non-finite scores")
     tab = wald_table(s, C, list(items), level, "score")[["score", "se", "ci_low", "ci_high"]]
     tab.index.name = "item"
-    cov = pd.DataFrame(C, index=pd.Index(items, name="item"), columns=pd.Index(items, name="item"))
-    return tab, cov
+    return tab, pd.DataFrame(C, index=pd.Index(items, name="item"), columns=pd.Index(items, name="item"))
 
 
 def consensus_table(gamma: np.ndarray, cov: np.ndarray, judges: Sequence[str], level: float) -> pd.DataFrame:
@@ -44,10 +43,9 @@ def consensus_table(gamma: np.ndarray, cov: np.ndarray, judges: Sequence[str], l
 def position_effect_tables(b: np.ndarray, cov: np.ndarray, judges: Sequence[str],
                            level: float) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Return the judges' position effects: their Wald table (:func:`wald_table`) and judge x judge covariance."""
-    idx = pd.Index(list(judges), name="judge")
     tab = wald_table(b, cov, list(judges), level, "b")
-    tab.index = idx
-    return tab, pd.DataFrame(np.asarray(cov, float), index=idx, columns=idx.copy())
+    tab.index.name = "judge"
+    return tab, pd.DataFrame(np.asarray(cov, float), index=tab.index, columns=tab.index.copy())
 
 
 def wald_table(est: np.ndarray, cov: np.ndarray, index: list[str], level: float, name: str) -> pd.DataFrame:

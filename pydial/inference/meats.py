@@ -18,6 +18,7 @@ import scipy.sparse as sp
 
 from pydial.data.comparisons import Comparisons
 from pydial.exceptions import CovarianceWarning, DataError
+from pydial.model.design import dense_design
 from pydial.resources import check_choice
 
 COV_TYPES: tuple[str, ...] = ("fisher", "binomial", "cell", "record")
@@ -73,11 +74,9 @@ class CellStats:
         return self.a is None
 
     def _yp(self) -> tuple[np.ndarray, np.ndarray]:
-        """``(y, p)`` of binary cells."""
         return cast(np.ndarray, self.y), cast(np.ndarray, self.p)
 
     def _outcome_arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """Return ``(counts, P, a, b)`` of outcome cells."""
         return cast(np.ndarray, self.counts), cast(np.ndarray, self.P), cast(np.ndarray, self.a), cast(np.ndarray, self.b)
 
     def positions(self) -> tuple[np.ndarray, np.ndarray]:
@@ -115,8 +114,7 @@ class CellStats:
         """Sum of the channels' score products over the comparisons of cells ``mask``, ``(C, C, m')``."""
         if self.binary:
             y, p = (x[mask] for x in self._yp())
-            n = self.n[mask]
-            return (y * (p - 1) ** 2 + (n - y) * p**2)[None, None]
+            return (y * (p - 1) ** 2 + (self.n[mask] - y) * p**2)[None, None]
         S = self.outcome_scores()[:, mask]
         return np.einsum("mo,kmo,lmo->klm", np.asarray(self._outcome_arrays()[0], float)[mask], S, S)
 
@@ -154,7 +152,6 @@ class BlockJacobian:
         return sum(b.shape[0] for b in self.blocks), sum(b.shape[1] for b in self.blocks)
 
     def _split(self, x: np.ndarray) -> list[np.ndarray]:
-        """Cut a per-row array into the blocks' rows."""
         return np.split(np.asarray(x), np.cumsum([b.shape[0] for b in self.blocks])[:-1])
 
     def gram(self, d: np.ndarray) -> sp.csr_matrix:
@@ -200,7 +197,7 @@ def meat_covariance(M: "Meat", JtJ: Callable[[], Any], A: np.ndarray | None, cov
     # directions (at most the rows of A): no Gram matrix needed then
     if M.clusters is not None and M.clusters <= (C.shape[0] if A is None else min(A.shape)):
         G = JtJ()
-        gram = _dense(G) if A is None else np.asarray(A @ _dense(G @ A.T))
+        gram = dense_design(G) if A is None else np.asarray(A @ dense_design(G @ A.T))
         if degenerate_meat(gram, M.clusters, cov_type, what):
             return np.full_like(C, np.nan)
     if correction and cov_type in CLUSTERED and M.clusters is not None:
@@ -290,7 +287,7 @@ class Meat:
     def __add__(self, other: "Meat") -> "Meat":
         """Add two meats (their clusters add up); dense when either is."""
         G = None if self.clusters is None or other.clusters is None else self.clusters + other.clusters
-        S = self.S + other.S if sp.issparse(self.S) and sp.issparse(other.S) else _dense(self.S) + _dense(other.S)
+        S = self.S + other.S if sp.issparse(self.S) and sp.issparse(other.S) else dense_design(self.S) + dense_design(other.S)
         return Meat(S, self.low + other.low, G)
 
     def sandwich(self, A: np.ndarray) -> np.ndarray:
@@ -309,7 +306,7 @@ class Meat:
 
     def dense(self) -> np.ndarray:
         """``M`` as a dense array."""
-        out = _dense(self.S).astype(float, copy=True)
+        out = dense_design(self.S).astype(float, copy=True)
         for a, b in self.low:
             out += np.outer(a, b)
         return out
@@ -380,7 +377,7 @@ def _channel_gram(J: Any, D: np.ndarray) -> Any:
     if C == 1:
         return _gram(J, D[0, 0])
     dense = J.shape[1] <= _DENSE_GRAM
-    J = _dense(as_sparse(J)) if dense else sp.csr_matrix(J)
+    J = dense_design(as_sparse(J)) if dense else sp.csr_matrix(J)
     m = J.shape[0] // C
     Jk = [J[k * m:(k + 1) * m] for k in range(C)]
     out: Any = np.zeros((J.shape[1], J.shape[1])) if dense else sp.csr_matrix((J.shape[1], J.shape[1]))
@@ -398,10 +395,6 @@ def _factored(J: Any) -> bool:
     return hasattr(J, "cluster_gram")
 
 
-def _dense(M: Any) -> np.ndarray:
-    return M.toarray() if sp.issparse(M) else np.asarray(M)
-
-
 def as_sparse(J: Any) -> Any:
     """``J`` itself, or a factored Jacobian (:func:`_factored`) formed as a sparse matrix."""
     return J.tocsr() if _factored(J) else J
@@ -415,7 +408,6 @@ def _rows(J: Any, mask: np.ndarray) -> Any:
 
 
 def _rmatvec(J: Any, r: np.ndarray) -> np.ndarray:
-    """``J^T r`` as a vector."""
     return J.rmatvec(r) if _factored(J) else np.asarray(J.T @ r).ravel()
 
 
@@ -434,13 +426,12 @@ def _scale_rows(J: Any, d: np.ndarray) -> Any:
 
 
 def _gram(J: Any, d: np.ndarray) -> Any:
-    """``J^T diag(d) J``."""
     if _factored(J):
         return J.gram(d)
     if sp.issparse(J) and J.shape[1] > _DENSE_GRAM:
         J = sp.csr_matrix(J)
         return (J.T @ _scale_rows(J, d)).tocsr()
-    J = _dense(J)
+    J = dense_design(J)
     return (J.T * d) @ J
 
 
@@ -468,5 +459,4 @@ def _centered_meat(GtG: Any, X: np.ndarray, C: np.ndarray, B: np.ndarray) -> "Me
 
 
 def _indicator(groups: np.ndarray, G: int) -> sp.csr_matrix:
-    """Return the sparse cluster-indicator matrix (G x m) of integer groups ``0..G-1``."""
     return sp.csr_matrix((np.ones(groups.size), (groups, np.arange(groups.size))), shape=(G, groups.size))

@@ -34,10 +34,8 @@ from pydial.optim import pinv_sym
 def cell_stats(obj: Objective, x: np.ndarray, unit_weight: bool = False) -> CellStats:
     """Return the :class:`~pydial.inference.meats.CellStats` of ``obj``'s cells at ``x`` (``unit_weight``: weights 1).
 
-    The per-cell score factors of the meats (eq. hac-meat, eq. cell-clustered-meat) and of GACV (eq. gacv).
-
-    The binary family's: wins ``y`` and fitted ``p`` (the cells' own arrays, no copy); the others' outcomes with the
-    observed information.
+    The per-cell score factors of the meats (eq. hac-meat, eq. cell-clustered-meat) and of GACV (eq. gacv): the binary
+    family's wins ``y`` and fitted ``p`` (the cells' own arrays, no copy), the others' outcomes with the observed information.
     """
     c = obj.cells
     w = np.ones(c.w.size) if unit_weight else c.w
@@ -148,12 +146,8 @@ def _stack_stats(parts: list[CellStats]) -> CellStats:
     """Stack the cells' statistics of one form; a field (e.g. the observed information) only when every part has it."""
     if any(p.binary != parts[0].binary for p in parts):
         raise ArgumentError("cells of the binary family's GLMs stack only with their own kind")
-    cols = {}
-    for f in dataclasses.fields(CellStats):
-        vals = [getattr(p, f.name) for p in parts]
-        if all(v is not None for v in vals):
-            cols[f.name] = _concatenate(vals)
-    return CellStats(**cols)
+    cols = {f.name: [getattr(p, f.name) for p in parts] for f in dataclasses.fields(CellStats)}
+    return CellStats(**{name: _concatenate(vals) for name, vals in cols.items() if all(v is not None for v in vals)})
 
 
 def stack_influence(parts: list[Influence], A: np.ndarray | None = None) -> Influence:
@@ -184,10 +178,9 @@ def objective_influence(data: Comparisons, obj: Objective, x: np.ndarray, A_x: n
                         coords: np.ndarray | slice = slice(None)) -> Influence:
     """Influence ``u_c = A_x T_ext[:, coords]^T j_c`` of ``obj``'s cells at ``x`` (eq. weighted-empirical-sandwich).
 
-    ``j_c`` the derivatives of the cell's channels, ``A_x`` the targets' map of a score (``E H^+``).
-
-    The binary family's one channel ``d eta / d phi`` stays factored (never a dense cells x parameters matrix), its
-    records found from the data when asked; the others' ``[d eta; d log nu]`` are sparse.
+    ``j_c`` the derivatives of the cell's channels, ``A_x`` the targets' map of a score (``E H^+``).  The binary family's
+    one channel ``d eta / d phi`` stays factored (never a dense cells x parameters matrix), its records found from the
+    data when asked; the others' ``[d eta; d log nu]`` are sparse.
     """
     A = np.asarray((obj.T_ext[:, coords] @ np.asarray(A_x).T).T)
     if obj.family.is_binary:
@@ -227,8 +220,7 @@ def finite_influence(data: Comparisons, ch: Chart, lambda_: float, x: np.ndarray
     ``Q_lambda`` without its penalty.
     """
     obj = Objective.weighted(ch, data, lambda_, ties=family)
-    Hp = bread(obj, x) if hess_pinv is None else hess_pinv
-    return objective_influence(data, obj, x, target_jacobian_x(ch, obj, x) @ Hp)
+    return objective_influence(data, obj, x, target_jacobian_x(ch, obj, x) @ (bread(obj, x) if hess_pinv is None else hess_pinv))
 
 
 def staged_influence(data: Comparisons, sf: Any, family: Family = BINARY) -> tuple[Influence, int]:
@@ -249,8 +241,7 @@ def staged_influence(data: Comparisons, sf: Any, family: Family = BINARY) -> tup
     # H_xi of l_L is the LLM-only fit's Hessian when that fit ends at the staged fit's coordinates (staged_fit)
     HL = sf.llm_opt.hess_at(x[xi]) if sf.llm_opt is not None else None
     U_L = objective_influence(data, oL, x, total @ bread(oL, x, HL, xi), xi)
-    U_H = objective_influence(data, oH, x, A_H, s2)
-    return stack_influence([U_L, U_H]), U_L.A.shape[1]
+    return stack_influence([U_L, objective_influence(data, oH, x, A_H, s2)]), U_L.A.shape[1]
 
 
 def judge_effect_linearizations(data: Comparisons, sf: Any, family: Family = BINARY) -> tuple[Linearization, ...]:
@@ -278,9 +269,8 @@ def judge_effect_linearizations(data: Comparisons, sf: Any, family: Family = BIN
         out.append(Linearization(U.source, U.A[chL.dim:], {"log_nu": slice(0, nt)}, "the judges' tie parameters",
                                  tie_labels=tuple(data.judges[int(g)] for g in sf.llm_free)))
     if chL.order:
-        Eg = np.empty((data.K, chL.dim))
-        for t, e in enumerate(1e-6 * np.eye(chL.dim)):
-            Eg[:, t] = (consensus_gamma(chL.S(th + e)) - consensus_gamma(chL.S(th - e))) / 2e-6
+        Eg = np.column_stack([(consensus_gamma(chL.S(th + e)) - consensus_gamma(chL.S(th - e))) / 2e-6
+                              for e in 1e-6 * np.eye(chL.dim)])
         out.append(Linearization(U.source, Eg @ U.A[: chL.dim], {"gamma": slice(0, data.K)}, "the consensus loadings gamma"))
     return tuple(out)
 
@@ -294,10 +284,9 @@ def glm_influence(data: Comparisons, family: Family, X: Design, x: np.ndarray, w
     penalized by ``penalty`` (for GACV), the bread of ``u`` not.
     """
     people = cells is None  # the people's cells: built, and their judgments found, once per data set
-    if people:
+    if cells is None:
         cells = derived(data, ("people's cells", family.is_binary),
                         lambda: Cells.stack(data, 0.0, 1.0, with_ties=not family.is_binary))
-    assert cells is not None
     hc = cells.counts
     model = FamilyGLM(family, hc, X, weight)
     _, _, H = model.terms(x)

@@ -34,9 +34,7 @@ def binomial_nll(eta: np.ndarray, n: np.ndarray, y: np.ndarray) -> np.ndarray:
 
 def covariate_offset(cells: CellTable, beta: np.ndarray | None) -> np.ndarray | float:
     """Return ``z_c' beta`` for one row of coefficients ``beta`` (a judge's or ``beta_H``; 0 without covariates)."""
-    if beta is None or cells.z is None:
-        return 0.0
-    return cells.z @ np.ravel(beta)
+    return 0.0 if beta is None or cells.z is None else cells.z @ np.ravel(beta)
 
 
 def stacked_columns(parts: Sequence[tuple[CellTable, float, bool]], *, counts: bool = False) -> dict[str, Any]:
@@ -118,8 +116,7 @@ class Cells:
 
     def select(self, rows: "np.ndarray | slice") -> "Cells":
         """Return the cells selected by ``rows``; a slice of a stack shares its columns and per-cell layout arrays as views."""
-        cols: dict[str, Any] = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)
-                                if f.name not in ("layout", "source")}
+        cols = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name not in ("layout", "source")}
         picked: dict[str, Any] = {name: None if v is None else v[rows] for name, v in cols.items()}
         shared = rows if isinstance(rows, slice) and self.source is None and rows.step in (None, 1) else None
         return type(self)(**picked, source=None if shared is None else (self, shared))
@@ -282,9 +279,7 @@ def tie_human_loss(family: Family, s: np.ndarray, log_nu_h: float, data: Compari
 
 def human_log_nu(ch: Chart, free: np.ndarray, x: np.ndarray) -> float:
     """Return ``log nu_H`` of ``x = (theta, log nu)`` with the free tie groups ``free`` (``-inf`` when not free)."""
-    if ch.K not in free:
-        return -np.inf
-    return float(x[ch.dim + int(np.flatnonzero(free == ch.K)[0])])
+    return float(x[ch.dim + int(np.flatnonzero(free == ch.K)[0])]) if ch.K in free else -np.inf
 
 
 def human_loss_at(data: Comparisons, family: Family, ch: Chart, x: np.ndarray, free: np.ndarray) -> float:

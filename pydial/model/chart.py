@@ -92,13 +92,12 @@ def helmert_basis(n: int) -> np.ndarray:
 
 def consensus_direction(S: np.ndarray) -> np.ndarray:
     """``mu = sqrt(N) S^T 1 / ||S^T 1||`` (Sec. structured-llm); raises when ``S^T 1 = 0``."""
-    N = S.shape[1]
     m = S.sum(axis=0)
     norm = np.linalg.norm(m)
     if norm == 0.0:
         raise IdentifiabilityError("the judges' scores sum to zero (S^T 1 = 0): the consensus direction mu, "
                                    "proportional to S^T 1, is undefined")
-    return np.sqrt(N) * m / norm
+    return np.sqrt(S.shape[1]) * m / norm
 
 
 def consensus_gamma(S: np.ndarray) -> np.ndarray:
@@ -245,8 +244,7 @@ class Chart:
     @cached_property
     def beta_free(self) -> np.ndarray:
         """Bool mask of the free entries of ``beta`` (row-major, :attr:`beta_rows` x ``p``): not :attr:`fixed`."""
-        n = self.beta_rows * self.p
-        return np.ones(n, bool) if self.fixed is None else ~np.asarray(self.fixed, bool)
+        return np.ones(self.beta_rows * self.p, bool) if self.fixed is None else ~np.asarray(self.fixed, bool)
 
     @cached_property
     def beta_index(self) -> np.ndarray:
@@ -355,9 +353,8 @@ class Chart:
         q = self.q
         L = phi[: self.off_B].reshape(self.rows, q)
         B = phi[self.off_B : self.off_b].reshape(self.N, q)
-        b = phi[self.off_b : self.off_beta]
         ct = L[self.K] if self.calibration is not None else np.zeros(q)
-        return L[: self.K], B, ct, b
+        return L[: self.K], B, ct, phi[self.off_b : self.off_beta]
 
     def covariate_effects(self, theta: np.ndarray) -> np.ndarray:
         """Return the covariate effects ``beta`` (:attr:`beta_rows` x ``p``), the fixed entries 0."""
@@ -422,8 +419,7 @@ class Chart:
 
     def calibration_coordinates(self, theta: np.ndarray) -> np.ndarray:
         """``c_H`` relative to the normalized basis ``M`` (``mu`` or ``W = [mu, V]``)."""
-        st = self.structure(theta)
-        M = st.basis(self.calibration)
+        M = self.structure(theta).basis(self.calibration)
         return M.T @ self.scores(theta) / self.N
 
     def from_structure(self, st: Structure, c: np.ndarray | float | None = None, b: np.ndarray | None = None,
@@ -469,7 +465,6 @@ class Chart:
 
     def canonical(self, theta: np.ndarray) -> np.ndarray:
         """Return a gauge-equivalent point in the canonical form of :meth:`from_structure` (keeps iterates off the box)."""
-        st = self.structure(theta)
         b = self.order_effects(theta) if self.order else None
         c = self.calibration_coordinates(theta) if self.calibration is not None else None
-        return self.from_structure(st, c, b, self.covariate_effects(theta) if self.p else None)
+        return self.from_structure(self.structure(theta), c, b, self.covariate_effects(theta) if self.p else None)

@@ -46,8 +46,7 @@ class Design:
             return self.basis.T @ G @ self.basis
         if self._pull_terms is not None:
             return sparse_pull_back(self._pull_terms, G)
-        Bt = self._basis_T
-        return np.asarray(Bt @ np.asarray(Bt @ G).T).T
+        return np.asarray(self._basis_T @ np.asarray(self._basis_T @ G).T).T
 
     @cached_property
     def _pull_terms(self) -> PullTerms | None:

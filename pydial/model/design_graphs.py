@@ -230,8 +230,7 @@ def check_separation(items: Sequence[str], ii: np.ndarray, jj: np.ndarray, aa: n
         return False, f"separation check failed to solve the linear program ({res.message})"
     if -res.fun <= SEPARATION_TOL:
         return True, finite
-    eta = E @ res.x
-    hit = np.flatnonzero(np.abs(eta) > _ETA_TOL)
+    hit = np.flatnonzero(np.abs(E @ res.x) > _ETA_TOL)
     examples = []
     for t in hit[:3]:
         i, j = int(ii[t]), int(jj[t])

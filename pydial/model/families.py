@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 import numpy as np
-from scipy.special import expit, gammaln, log_expit
+from scipy.special import expit, gammaln, log_expit, softmax
 from pydial.exceptions import ArgumentError
 from pydial.model.blocks import scratch
 
@@ -96,10 +96,7 @@ def binary_probabilities(eta: np.ndarray, l: np.ndarray) -> np.ndarray:
 
 def davidson_probabilities(eta: np.ndarray, l: np.ndarray) -> np.ndarray:
     """Return the softmax of ``(eta / 2, -eta / 2, l)`` per cell."""
-    lg = np.column_stack([0.5 * eta, -0.5 * eta, l])
-    lg -= lg.max(axis=1, keepdims=True)
-    p = np.exp(lg)
-    return p / p.sum(axis=1, keepdims=True)
+    return softmax(np.column_stack([0.5 * eta, -0.5 * eta, l]), axis=1)
 
 
 def rao_kupper_probabilities(eta: np.ndarray, l: np.ndarray) -> np.ndarray:

@@ -69,7 +69,6 @@ class FamilyGLM:
 
     @cached_property
     def _binary(self) -> tuple[np.ndarray, np.ndarray]:
-        """``(n, y)`` of the binary model."""
         return self.counts[:, 0] + self.counts[:, 1], self.counts[:, 0]
 
     @cached_property

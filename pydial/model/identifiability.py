@@ -19,7 +19,7 @@ from pydial.cache import derived
 from pydial.data.cells import LLMCells
 from pydial.data.comparisons import SELF_PREFERENCE, Comparisons, require_comparisons
 from pydial.exceptions import ArgumentError, ArgumentTypeError, IdentifiabilityError
-from pydial.model.chart import CALIBRATIONS, difference_design
+from pydial.model.chart import CALIBRATIONS, difference_design, fixed_effects
 from pydial.model.design_graphs import (SCAN_VECTOR_MIN, CycleScan, check_separation, components_text, names_text,
                                         order_separation, scan_cycles, scan_cycles_fast, undirected_labels, win_graph)
 from pydial.model.methods import ESTIMATORS, LLM_ONLY, USES_RANK
@@ -142,9 +142,8 @@ def _check_ident_llm(items: Sequence[str], scan: CycleScan, nopos: bool) -> tupl
     if scan.cycle is None:
         parts.append("every cycle has zero signed order sum: b_k is confounded with the item scores "
                      "(z_k lies in col(D_k)); show some pair in both orders or vary the order around a cycle")
-    if parts:
+    if parts or scan.cycle is None:  # no cycle: ``parts`` says so
         return False, "; ".join(parts)
-    assert scan.cycle is not None  # else ``parts`` says so
     names = [str(items[k]) for k in scan.cycle]
     where = (f"pair ({names[0]}, {names[1]}) is shown in both orders (a length-two cycle)" if scan.two_orders
              else "cycle " + " -> ".join(names + [names[0]]))
@@ -173,8 +172,6 @@ def _check_lowrank(W: np.ndarray, ii: np.ndarray, jj: np.ndarray, aa: np.ndarray
 def _check_self_preference(data: Comparisons, r: int, nopos: bool, shared: bool,
                            bad: list[str], rng: np.random.Generator) -> tuple[bool, str]:
     """Check the Jacobian rank in ``(S, b, beta)``, naming confounded effects (too large: the failing judges ``bad``)."""
-    from pydial.model.chart import fixed_effects
-
     N, K, p = data.N, data.K, data.p
     fixed = fixed_effects(data, shared, False)
     free = (np.ones((1 if shared else K) * p, bool) if fixed is None else ~np.asarray(fixed, bool)).reshape(-1, p)
@@ -263,11 +260,9 @@ def check_human_mle(items: Sequence[str], data: Comparisons) -> tuple[bool, str]
                    f"BTL MLE is infinite or not unique: " + "; ".join(parts))
 
 
-def _check_human_design(items: Sequence[str], data: Comparisons, d: int, M: np.ndarray | None,
-                        what: str) -> tuple[bool, str]:
+def _check_human_design(data: Comparisons, d: int, M: np.ndarray | None, what: str) -> tuple[bool, str]:
     """Cond. human-design ``rank(D_H M) = d``; for a generic ``M`` ``min(d, rank(D_H)) = d``, ``rank(D_H) = N - C_H``."""
-    N = len(items)
-    h = data.human
+    N, h = data.N, data.human
     if len(h) == 0:
         return False, f"no human comparisons: rank(D_H M) = 0 < d = {d} ({what})"
     n_comp, _ = undirected_labels(N, h.i, h.j)
@@ -617,15 +612,14 @@ def _human_checks(d: _Design, calibration: str, W: np.ndarray | None) -> None:
     data, method, N, items, h = d.data, d.method, d.data.N, d.data.items, d.data.human
     q = 1 if (calibration == "mu" or method == "pooled") else d.r + 1
     what = "pooled score direction, d = 1" if method == "pooled" else f"calibration {calibration!r}, d = {q}"
-    ok_hd, det_hd = _check_human_design(items, data, q, None if W is None else W[:, :q], what)
+    ok_hd, det_hd = _check_human_design(data, q, None if W is None else W[:, :q], what)
     d.rows.append((HUMAN, "human-design", ok_hd, det_hd))
     ok_hm, det_hm = check_human_mle(items, data)
     d.rows.append((HUMAN, "human-mle", ok_hm, det_hm))
     cols = data.covariate_support[-1]  # the people's estimated effects (e.g. no self-preference)
     if cols.any() and len(h) and method not in LLM_ONLY:
         assert h.z is not None
-        ok_hcov, det_hcov = _check_covariates(N, h.i, h.j, None, h.z[:, cols], list(d.names[cols]))
-        d.add(HUMAN, "covariates", ok_hcov, det_hcov)
+        d.add(HUMAN, "covariates", *_check_covariates(N, h.i, h.j, None, h.z[:, cols], list(d.names[cols])))
     if not ok_hd and (method == "pooled" or (d.dial and (method is not None or len(h) > 0))):
         d.problems.append((HUMAN, "human-design", det_hd))
     if d.penalty == "firth" and method in ("human", "atc"):

@@ -70,7 +70,6 @@ faster at 2.1 entries per cell, N = 300; cell totals 3x faster at 5.7, N = 1,000
 
 
 def _add_totals(out: np.ndarray, totals: tuple[np.ndarray | None, np.ndarray]) -> None:
-    """Add the block totals ``(keys, sums)`` of :meth:`Objective._block_totals` to ``out``."""
     keys, sums = totals
     if keys is None:
         out += sums
@@ -190,8 +189,7 @@ class Objective:
     @_layout(per_cell=True)
     def _order_label(self) -> np.ndarray:
         """``a_c`` as floats, 0 on human cells (no order effect)."""
-        c = self.cells
-        return np.where(c.is_human, 0.0, c.a.astype(float))
+        return np.where(self.cells.is_human, 0.0, self.cells.a.astype(float))
 
     @_layout(per_cell=True)
     def _order_judge(self) -> np.ndarray:
@@ -204,19 +202,16 @@ class Objective:
 
     @cached_property
     def _covariates(self) -> list[np.ndarray]:
-        """The covariate columns ``z_l`` of the cells, each contiguous (empty without covariates)."""
         z = self.cells.z
         return [] if z is None else [np.ascontiguousarray(z[:, l], dtype=float) for l in range(z.shape[1])]
 
     @property
     def _offsets(self) -> list[tuple[np.ndarray, np.ndarray, int, np.ndarray, np.ndarray]]:
         r"""Return the coordinates entering ``eta`` linearly ``b``, ``beta``: ``(x_c, unit_c, units, coordinates, row units)``."""
-        ch = self.chart
-        K, R = ch.K, ch.rows
-        out = [(self._order_label, self._order_judge, K, ch.off_b + np.arange(K), np.minimum(np.arange(R), K - 1))]
-        for l, z in enumerate(self._covariates):
-            out.append((z, self._beta_unit, ch.beta_rows, ch.off_beta + np.arange(ch.beta_rows) * ch.p + l, ch.beta_row))
-        return out
+        ch, K = self.chart, self.chart.K
+        order = (self._order_label, self._order_judge, K, ch.off_b + np.arange(K), np.minimum(np.arange(ch.rows), K - 1))
+        return [order] + [(z, self._beta_unit, ch.beta_rows, ch.off_beta + np.arange(ch.beta_rows) * ch.p + l, ch.beta_row)
+                          for l, z in enumerate(self._covariates)]
 
     def _columns(self, phi: np.ndarray) -> list[np.ndarray]:
         """Return the ``3q + 1 + p`` columns ``dB_l, L_gl, -L_gl, a, z`` of ``d eta / d phi`` (layout of :attr:`_index`)."""
@@ -267,7 +262,6 @@ class Objective:
 
     @cached_property
     def _blocks(self) -> list[slice]:
-        """The cells in blocks (:func:`pydial.model.blocks.blocks`: the per-cell passes of the binary family)."""
         return blocks(self.cells.g.size)
 
     def _map_blocks(self, fn: Callable[[int, slice], T]) -> Iterator[T]:
@@ -277,7 +271,6 @@ class Objective:
 
     @_layout()
     def _row_segments(self) -> "list[tuple[np.ndarray, np.ndarray]] | None":
-        """Return the runs of equal loading row ``g`` in each block (:func:`key_segments`)."""
         return key_segments(self.cells.g, self._blocks)
 
     @_layout()
@@ -489,7 +482,6 @@ class Objective:
 
     @cached_property
     def _pair_keys(self) -> dict[tuple[int, int], np.ndarray]:
-        """Per pair of coordinate groups, the key ``unit_a * n_units_b + unit_b`` of every cell."""
         gr = self._groups
         return {(a, b): gr[a][0] * gr[b][1] + gr[b][0] for a in range(len(gr)) for b in range(a, len(gr))}
 
@@ -525,11 +517,10 @@ class Objective:
             _, na, ba, sa, wa, ca = gr[a]
             for b in range(a, len(gr)):
                 _, nb_, bb, sb, wb, cb = gr[b]
-                key = keys[(a, b)]
                 for la in range(wa):
                     ra = ba + np.arange(na) * sa + la
                     for lb in range(la if a == b else 0, wb):
-                        agg = np.bincount(key, weights=product(ca + la, cb + lb), minlength=na * nb_).reshape(na, nb_)
+                        agg = np.bincount(keys[(a, b)], weights=product(ca + la, cb + lb), minlength=na * nb_).reshape(na, nb_)
                         rb = bb + np.arange(nb_) * sb + lb
                         H[np.ix_(ra, rb)] += agg
                         if b != a or lb != la:
@@ -551,7 +542,6 @@ class Objective:
 
     @_layout()
     def _pair_order(self) -> np.ndarray | None:
-        """Permutation sorting the cells by loading row (``None``: already sorted)."""
         g = self.cells.g
         return None if g.size < 2 or bool(np.all(g[1:] >= g[:-1])) else np.argsort(g, kind="stable")
 
@@ -563,19 +553,16 @@ class Objective:
 
     @_layout()
     def _pair_key(self) -> np.ndarray:
-        """``(g N + i) N + j`` of every cell, in the order of :attr:`_pair_order`."""
         ch, c = self.chart, self.cells
         key = (c.g * ch.N + c.i) * ch.N + c.j
         return key if self._pair_order is None else key[self._pair_order]
 
     @_layout(per_cell=True)
     def _item_pair_key(self) -> np.ndarray:
-        """``i N + j`` of every cell."""
         return self.cells.i * self.chart.N + self.cells.j
 
     @_layout(per_cell=True)
     def _row_item_keys(self) -> tuple[np.ndarray, np.ndarray]:
-        """``g N + i`` and ``g N + j`` of every cell."""
         ch, c = self.chart, self.cells
         return c.g * ch.N + c.i, c.g * ch.N + c.j
 
@@ -590,10 +577,9 @@ class Objective:
         L = phi[: ch.off_B].reshape(R, q)
         B = phi[ch.off_B : ch.off_b].reshape(N, q)
         pairs = [(l, m) for l in range(q) for m in range(l, q)]
-        if R * N * N <= TABLE_RATIO * max(weight.size, 1):
-            LapB, BB, BBd = self._laplacian_products_tables(weight, L, B, pairs)
-        else:
-            LapB, BB, BBd = self._laplacian_products_cells(weight, L, B, pairs)
+        tables = R * N * N <= TABLE_RATIO * max(weight.size, 1)
+        products = self._laplacian_products_tables if tables else self._laplacian_products_cells
+        LapB, BB, BBd = products(weight, L, B, pairs)
         LL = np.einsum("il,gim->glm", B, LapB)  # B^T Lap_g B
         LB = LapB.transpose(0, 2, 1)[:, :, :, None] * L[:, None, None, :]  # [g, l', i, l] = L_gl (Lap_g B)_il'
         # assemble: L block, L-B block, B block
@@ -776,15 +762,13 @@ class Objective:
         if rows is not None:
             # only the selected cells' derivatives and indices are formed
             return Objective(self.chart, self.cells.select(rows), ties=self.family, free=self.free).full_jacobian(theta)
-        phi = self.chart.to_full(theta)
-        cols: list[np.ndarray | None] = [*self._columns(phi)]
+        cols: list[np.ndarray | None] = [*self._columns(self.chart.to_full(theta))]
         m, q = self.cells.g.size, len(cols)
         v = np.empty((m, q))
         for t in range(q):  # filled column by column: no second copy of the columns
             v[:, t] = cols[t]
             cols[t] = None
-        small = max(m * q, self.chart.dim_full) < np.iinfo(np.int32).max
-        itype = np.int32 if small else np.int64
+        itype = np.int32 if max(m * q, self.chart.dim_full) < np.iinfo(np.int32).max else np.int64
         idx = self.__dict__.get("_index")
         idx = self._index_array(itype) if idx is None else idx.astype(itype, copy=False)
         return sp.csr_matrix((v.ravel(), idx.ravel(), np.arange(0, m * q + 1, q, dtype=itype)),
@@ -799,8 +783,7 @@ class Objective:
 
     def ext_jacobian(self, x: np.ndarray, rows: np.ndarray | None = None) -> sp.csr_matrix:
         """Return the two channels ``[d eta / d (phi, l); d l_{g(c)} / d (phi, l)]`` of the cells (or ``rows``), sparse."""
-        theta, _ = self.split(x)
-        J = self.full_jacobian(theta, rows)
+        J = self.full_jacobian(self.split(x)[0], rows)
         pos = self._lpos if rows is None else self._lpos[rows]
         m, P, nt = J.shape[0], self.chart.dim_full, self.n_tie
         Jl = sp.csr_matrix((np.ones(int((pos >= 0).sum())), (np.flatnonzero(pos >= 0), P + pos[pos >= 0])),

@@ -143,9 +143,7 @@ def squared_leverage_gram(J: Any, w: np.ndarray, X: np.ndarray, A: np.ndarray) -
         rows = slice(lo, min(lo + step, m))
         Xr = X[rows]
         P += dense_design(J[rows].T @ ((w[rows, None] * Xr)[:, :, None] * Xr[:, None, :]).reshape(-1, q * q))
-    P3 = P.reshape(-1, q, q)
-    PAA = np.einsum("be,tbd,df->tef", A, P3, A).reshape(-1, q * q)
-    return PAA @ P.T
+    return np.einsum("be,tbd,df->tef", A, P.reshape(-1, q, q), A).reshape(-1, q * q) @ P.T
 
 
 def central_hessian(grad: Any, x: np.ndarray, coords: Any = None, h: float = 1e-6) -> np.ndarray:
@@ -218,8 +216,7 @@ class CalibrationFirthPenalty:
     def basis(chart, theta: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """``M`` (N x d) at ``theta`` and ``dM/d theta`` (dim x N x d) of a calibrated chart."""
         q, N, d = chart.q, chart.N, chart.d
-        phi = chart.to_full(theta)
-        M = phi[chart.off_B: chart.off_b].reshape(N, q)[:, :d]
+        M = chart.to_full(theta)[chart.off_B: chart.off_b].reshape(N, q)[:, :d]
         TB = np.asarray(chart.T)[chart.off_B: chart.off_b].reshape(N, q, -1)[:, :d, :]
         return M, np.moveaxis(TB, -1, 0)
 
