@@ -16,7 +16,7 @@ from scipy.optimize import linprog
 
 import pydial
 from pydial.model.identifiability import CALIBRATIONS, METHODS, DesignReport, check_design
-from pydial.exceptions import IdentifiabilityError
+from pydial.exceptions import ArgumentError, ArgumentTypeError, IdentifiabilityError
 
 ITEMS = [f"m{k}" for k in range(10)]
 
@@ -469,6 +469,10 @@ def test_generic_W_is_seeded():
     a = check_design(data, rank=1, seed=3).table
     b = check_design(data, rank=1, seed=np.random.default_rng(3)).table
     pd.testing.assert_frame_equal(a, b)
+    pd.testing.assert_frame_equal(check_design(data, rank=1, seed=None).table, check_design(data, rank=1).table)
+    for bad, error in ((-1, ArgumentError), (2**32, ArgumentError), (2.5, ArgumentTypeError), (True, ArgumentTypeError)):
+        with pytest.raises(error, match="seed"):  # the seed check of every other function
+            check_design(data, rank=1, seed=bad)
 
 
 def test_dense_design_21_judges_20_items_8000_cells():

@@ -24,7 +24,7 @@ from pydial.model.design_graphs import (SCAN_VECTOR_MIN, CycleScan, check_separa
                                         order_separation, scan_cycles, scan_cycles_fast, undirected_labels, win_graph)
 from pydial.model.methods import ESTIMATORS, LLM_ONLY, USES_RANK
 from pydial.model.penalty import check_penalty
-from pydial.resources import check_choice, check_count
+from pydial.resources import check_choice, check_count, check_seed
 
 __all__ = ["CALIBRATIONS", "CONDITIONS", "METHODS", "DesignReport", "check_design"]
 
@@ -356,8 +356,8 @@ def check_design(data: Comparisons, *, rank: int = 1, calibration: str = "mu", m
         The item basis ``W = [mu, V]`` of ident-lowrank and human-design (``M = W[:, :1]``
         for ``"mu"``); by default these are generic-rank checks (a random ``W`` with
         columns orthogonal to ``1``, and ``min(d, rank(D_H))``).
-    seed : int or numpy.random.Generator, default 0
-        Seed of the generic ``W``.
+    seed : int, numpy.random.Generator or None, default 0
+        Seed of the generic ``W`` (None: 0, so that the checks are the same on every run).
     penalty : {None, "firth"}
         ``"firth"``: Firth's estimate exists without a finite MLE, so separation (``judges``)
         and human-mle (``human``, ``atc``) do not block, and the human comparison graph
@@ -422,11 +422,7 @@ def check_design(data: Comparisons, *, rank: int = 1, calibration: str = "mu", m
     check_choice("calibration", calibration, CALIBRATIONS)
     r = check_count(rank, "rank", minimum=0)
     check_penalty(penalty)
-    if not isinstance(seed, np.random.Generator):
-        if isinstance(seed, (bool, np.bool_)) or not isinstance(seed, (int, np.integer)):
-            raise ArgumentTypeError(f"seed must be a non-negative integer or a numpy.random.Generator, got {seed!r}")
-        if seed < 0:
-            raise ArgumentError(f"seed must be a non-negative integer or a numpy.random.Generator, got {seed!r}")
+    seed = 0 if seed is None else check_seed(seed, generator=True)
     if not isinstance(shared, (bool, np.bool_)):
         raise ArgumentTypeError(f"shared must be True or False, got {shared!r}")
     N = data.N
