@@ -135,8 +135,8 @@ def test_loo_cv_on_other_data(ada, data, frame):
 
 @pytest.mark.parametrize("kwargs, error, text", [
     (dict(penalty="ridge"), ArgumentError, "penalty must be one of"),
-    (dict(seed="a"), ArgumentTypeError, "seed must be a non-negative integer"),
-    (dict(seed=-1), ArgumentError, "seed must be a non-negative integer"),
+    (dict(seed="a"), ArgumentTypeError, "seed must be None, a numpy.random.Generator or a non-negative integer"),
+    (dict(seed=-1), ArgumentError, r"seed must be in \[0, 2\*\*32\)"),
     (dict(shared="yes"), ArgumentTypeError, "shared must be True or False"),
     (dict(W="abc"), ArgumentTypeError, "W must be a numeric array"),
 ])
