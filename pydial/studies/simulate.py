@@ -22,6 +22,7 @@ from scipy.special import expit
 
 from pydial.data.comparisons import Comparisons
 from pydial.data.features import covariate_names
+from pydial.data.ingest import pair_index as triangle_pair_index
 from pydial.exceptions import ArgumentError, ArgumentTypeError
 from pydial.model.families import family_of
 from pydial.resources import check_bytes, check_choice, check_count, check_seed
@@ -42,7 +43,7 @@ def pair_index(i: np.ndarray | int, j: np.ndarray | int, N: int) -> np.ndarray:
     i, j = np.asarray(i, dtype=np.int64), np.asarray(j, dtype=np.int64)
     if np.any(i >= j) or np.any(i < 0) or np.any(j >= N):
         raise ArgumentError(f"pairs must satisfy 0 <= i < j < N={N}")
-    return i * (2 * N - i - 1) // 2 + (j - i - 1)
+    return triangle_pair_index(i, j - 1, N - 1)  # the pairs i <= j' of N - 1 items, j' = j - 1
 
 
 @dataclass(frozen=True, eq=False)
